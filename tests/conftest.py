@@ -1,0 +1,38 @@
+"""Shared test set-up: an isolated cache directory per test, and GPU tests skipped without CUDA."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Every test gets its own TUNEDSL_CACHE_DIR so no test sees another's records or bytecode."""
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path_factory.mktemp("tunedsl-cache")))
+    yield
+
+
+def _has_cuda() -> bool:
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    has_triton = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None
+    cuda = None
+    for item in items:
+        if "needs_triton" in item.keywords and not has_triton:
+            item.add_marker(pytest.mark.skip(reason="needs torch and triton"))
+        if "gpu" in item.keywords:
+            if cuda is None:
+                cuda = _has_cuda()
+            if not cuda:
+                item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))

@@ -1,0 +1,1 @@
+"""Backends: the only modules that touch triton and torch."""

@@ -1,0 +1,66 @@
+"""The ``tunedsl`` command: a thin argparse front over library functions.
+
+Each subcommand lives in its own module ``tunedsl.cli.<name>`` exposing
+``add_parser(subparsers) -> argparse.ArgumentParser`` and ``main(args) -> int``; modules are
+imported only when their command runs, so ``tunedsl --help`` stays fast and torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# command name -> module; help text comes from each module's add_parser.
+COMMANDS: dict[str, str] = {
+    "run": "tunedsl.cli.run",
+    "expand": "tunedsl.cli.expand",
+    "precompile": "tunedsl.cli.precompile",
+    "cache": "tunedsl.cli.cache",
+    "gallery": "tunedsl.cli.gallery",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tunedsl import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tunedsl", description="Autotune Triton kernels with a macro DSL."
+    )
+    parser.add_argument("--version", action="version", version=f"tunedsl {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS.values():
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name != module:
+                raise
+            continue  # command not built yet
+        sub_parser = mod.add_parser(sub)
+        sub_parser.set_defaults(_main=mod.main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `tunedsl run SCRIPT ARGS...` hands everything after SCRIPT to the script untouched.
+    if argv[:1] == ["run"]:
+        from tunedsl.cli import run
+
+        return run.main_argv(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_main", None) is None:
+        parser.print_help()
+        return 2
+    from tunedsl.errors import TunedslError
+
+    try:
+        return int(args._main(args) or 0)
+    except TunedslError as err:
+        print(f"tunedsl: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tunedsl: interrupted", file=sys.stderr)
+        return 130

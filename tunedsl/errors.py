@@ -1,0 +1,100 @@
+"""Errors and warnings of tunedsl: one root exception, every message says what and where.
+
+Every exception here pickles (it may cross a process boundary from a compile worker), so
+each defines ``__reduce__`` from its constructor arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TunedslError(Exception):
+    """Root of every error tunedsl raises on purpose."""
+
+
+class TunedslSyntaxError(SyntaxError, TunedslError):
+    """A DSL error with the place it happened: ``file:line:col``, the line, a caret and a hint.
+
+    ``lineno`` is 1-based and ``offset`` is the 1-based column, as for ``SyntaxError``;
+    ``col`` is the 0-based column for convenience.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        filename: str | None = None,
+        lineno: int | None = None,
+        col: int | None = None,
+        source_line: str | None = None,
+        hint: str | None = None,
+        end_col: int | None = None,
+    ) -> None:
+        self.msg_only = message
+        self.hint = hint
+        self.col = col
+        self.end_col = end_col
+        offset = None if col is None else col + 1
+        end_offset = None if end_col is None else end_col + 1
+        full = message if not hint else f"{message}\n  hint: {hint}"
+        details = (filename, lineno, offset, source_line, lineno, end_offset)
+        super().__init__(full, details)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (
+                self.msg_only,
+                self.filename,
+                self.lineno,
+                self.col,
+                self.text,
+                self.hint,
+                self.end_col,
+            ),
+        )
+
+    def render(self) -> str:
+        """The error as a user should read it: location, source line, caret, message, hint."""
+        where = f"{self.filename or '<unknown>'}:{self.lineno or '?'}:{(self.col or 0) + 1}"
+        lines = [f"{where}: error: {self.msg_only}"]
+        if self.text:
+            text = self.text.rstrip("\n")
+            lines.append(f"    {text}")
+            if self.col is not None:
+                width = 1
+                if self.end_col is not None and self.end_col > self.col:
+                    width = self.end_col - self.col
+                lines.append("    " + " " * self.col + "^" * width)
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class TuningError(TunedslError):
+    """Tuning could not choose a configuration (for example: every configuration failed)."""
+
+    def __init__(self, message: str, failures: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.failures = dict(failures or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.failures))
+
+    def __str__(self) -> str:
+        if not self.failures:
+            return self.message
+        rows = "\n".join(f"  {cfg}: {why}" for cfg, why in self.failures.items())
+        return f"{self.message}\n{rows}"
+
+
+class UsageError(TunedslError, ValueError):
+    """Bad arguments to the runtime API or the CLI; the message names what and how to fix it."""
+
+
+class CacheWarning(UserWarning):
+    """A cache entry could not be used or written; tunedsl carries on without it."""

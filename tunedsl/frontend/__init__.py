@@ -1,0 +1,1 @@
+"""Front end: DSL source text to Python AST and code objects (no torch, no triton)."""

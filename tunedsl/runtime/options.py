@@ -1,0 +1,27 @@
+"""Names the macro accepts: launch hints and tuning options (pure data, shared with the front end)."""
+
+from __future__ import annotations
+
+# Space fields or macro keywords with these names are launch options, never kernel arguments.
+HINT_NAMES: tuple[str, ...] = ("num_warps", "num_stages", "num_ctas", "maxnreg", "occupancy")
+
+# Tuning options accepted as macro keywords and by autotune_launch.
+OPTION_NAMES: tuple[str, ...] = (
+    "restore_value",
+    "reset_to_zero",
+    "prune",
+    "verify",
+    "rtol",
+    "atol",
+    "pre_hook",
+    "post_hook",
+    "default",
+    "mode",
+    "effort",
+    "name",
+)
+
+# Keywords with a structural meaning in the macro.
+STRUCTURAL_NAMES: tuple[str, ...] = ("space", "blocks", "key")
+
+MACRO_KEYWORDS: tuple[str, ...] = STRUCTURAL_NAMES + HINT_NAMES + OPTION_NAMES

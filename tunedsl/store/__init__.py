@@ -1,0 +1,1 @@
+"""On-disk state: where the per-user caches live, and the tuning records in them."""

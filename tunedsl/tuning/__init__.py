@@ -1,0 +1,1 @@
+"""Tuning: benchmarking, search strategy, the parallel compile pool and the compile lock."""
