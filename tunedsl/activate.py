@@ -1,0 +1,145 @@
+"""Import hook: ``import tunedsl.activate`` lets ``import`` load modules written in the DSL.
+
+Design (chosen for the cost on ordinary modules, which must stay within a few percent):
+
+- The hook replaces Python's own ``FileFinder`` path hook by an identical one whose ``.py``
+  loader is ``DslSourceLoader``, a ``SourceFileLoader`` subclass. Finding, ``__pycache__``
+  reading and validation stay Python's own code.
+- ``source_to_code`` runs only when there is no valid ``__pycache__`` pyc. It asks the front
+  end's cheap ``needs_expansion``; a DSL module is expanded through the content-addressed
+  bytecode cache (``tunedsl.bytecode``), any other module is compiled exactly as Python would.
+- A DSL module's expanded code is never written to ``__pycache__`` (``set_data`` skips it),
+  so every import of a DSL module goes through tunedsl's cache and is never served stale
+  code; plain modules keep Python's fast pyc path.
+- A pyc written by plain Python for a DSL module (possible when the module has no ``$`` and
+  was once imported without the hook) would hold unexpanded code; a module-level
+  ``tunedsl`` in the pyc's names sends such a module back through the source check.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import sys
+from collections.abc import Callable
+from types import CodeType
+from typing import Any
+
+__all__ = ["DslSourceLoader", "install", "installed", "uninstall"]
+
+_HOOK_MARK = "_tunedsl_path_hook"
+
+
+class DslSourceLoader(importlib.machinery.SourceFileLoader):
+    """``SourceFileLoader`` that expands DSL modules and keeps their code out of __pycache__."""
+
+    _expanded = False  # set per module by source_to_code; read by set_data
+    _from_source = False
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        self._expanded = False
+        self._from_source = False
+        code = super().get_code(fullname)
+        if (
+            code is not None
+            and not self._from_source
+            and "tunedsl" in code.co_names
+            and not _is_tunedsl_itself(fullname)
+        ):
+            # Loaded from a pyc that mentions tunedsl: maybe written without the hook.
+            path = self.get_filename(fullname)
+            source = self.get_data(path)
+            if _needs_expansion(source):
+                return self._expand(source, path)
+        return code
+
+    def source_to_code(  # type: ignore[override]
+        self, data: Any, path: Any, *, _optimize: int = -1
+    ) -> CodeType:
+        self._from_source = True
+        if (
+            isinstance(data, (bytes, bytearray, memoryview))
+            and not _is_tunedsl_itself(self.name)
+            and _needs_expansion(bytes(data))
+        ):
+            return self._expand(bytes(data), path, optimize=_optimize)
+        return super().source_to_code(data, path, _optimize=_optimize)  # type: ignore[call-arg]
+
+    def _expand(self, source: bytes, path: str, *, optimize: int = -1) -> CodeType:
+        from tunedsl.bytecode import load_or_compile
+
+        self._expanded = True
+        return load_or_compile(source, path, optimize=optimize)
+
+    def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:
+        if self._expanded:
+            return  # DSL modules are cached by tunedsl.bytecode, never in __pycache__
+        super().set_data(path, data, _mode=_mode)
+
+
+def _is_tunedsl_itself(fullname: str) -> bool:
+    # tunedsl's own modules import from tunedsl but are plain Python; checking them would
+    # also re-enter the front end while it is being imported.
+    return fullname == "tunedsl" or fullname.startswith("tunedsl.")
+
+
+def _needs_expansion(source: bytes) -> bool:
+    # Cheap pre-filter before importing the front end: a DSL module names tunedsl.
+    if b"tunedsl" not in source:
+        return False
+    from tunedsl.frontend.compile import needs_expansion
+
+    return bool(needs_expansion(source))
+
+
+def _make_path_hook() -> Callable[[str], Any]:
+    loaders: list[tuple[type, list[str]]] = [
+        (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+        (DslSourceLoader, importlib.machinery.SOURCE_SUFFIXES),
+        (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES),
+    ]
+    hook = importlib.machinery.FileFinder.path_hook(*loaders)
+    setattr(hook, _HOOK_MARK, True)
+    return hook
+
+
+def _is_our_hook(hook: object) -> bool:
+    return bool(getattr(hook, _HOOK_MARK, False))
+
+
+def _is_default_file_hook(hook: object) -> bool:
+    return "FileFinder" in getattr(hook, "__qualname__", "") and not _is_our_hook(hook)
+
+
+def _forget_file_finders() -> None:
+    # Finders already made for sys.path entries hold their loaders; drop them so the next
+    # import builds new ones from the current hooks (zip and other finders are kept).
+    for entry, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, importlib.machinery.FileFinder):
+            del sys.path_importer_cache[entry]
+
+
+def installed() -> bool:
+    return any(_is_our_hook(hook) for hook in sys.path_hooks)
+
+
+def install() -> None:
+    """Install the hook (idempotent): later imports of DSL modules are expanded."""
+    if installed():
+        return
+    position = next(
+        (i for i, hook in enumerate(sys.path_hooks) if _is_default_file_hook(hook)),
+        len(sys.path_hooks),
+    )
+    sys.path_hooks.insert(position, _make_path_hook())
+    _forget_file_finders()
+
+
+def uninstall() -> None:
+    """Remove the hook; modules imported already stay as they are."""
+    if not installed():
+        return
+    sys.path_hooks[:] = [hook for hook in sys.path_hooks if not _is_our_hook(hook)]
+    _forget_file_finders()
+
+
+install()

@@ -1,0 +1,328 @@
+"""Content-addressed cache of expanded DSL code objects, one file per entry, per user.
+
+Expanding a DSL module (lex, parse, rewrite, compile) costs milliseconds; loading its code
+object back costs microseconds. Entries live in ``tunedsl.store.paths.bytecode_dir()`` and
+are named by a SHA-256 *key* over everything that decides the code object:
+
+- the source bytes (content, never modification times: mtime-keyed caches go stale),
+- the filename baked into the code (see ``cache_key``),
+- the tunedsl version, the grammar version and a fingerprint of the front end's own files,
+- Python's bytecode magic number and the optimisation level.
+
+An entry is ``HEADER + marshal data``; the header holds a format tag, the magic number, the
+full key and a SHA-256 of the payload, and all of it is checked before ``marshal.loads``
+sees a byte. Anything that does not check out (truncated, corrupt, another Python's entry,
+a file or directory that is not private to this user) is a miss with exactly one
+``CacheWarning``, and the entry is rebuilt. Writes are atomic (temp file in the same
+directory, then ``os.replace``), so concurrent writers of one entry are harmless.
+
+Writing is off under ``TUNEDSL_NO_BYTECODE_CACHE=1`` or ``sys.dont_write_bytecode``; a
+read-only or full cache directory turns it off for the rest of the process, with one warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import marshal
+import os
+import stat
+import struct
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import CodeType
+from typing import Literal
+
+from tunedsl import knobs
+from tunedsl.errors import CacheWarning
+from tunedsl.store import paths
+
+FORMAT_TAG = b"TDSLBC\x00\x01"  # bump the last byte when the entry layout changes
+ENTRY_SUFFIX = ".tbc"
+_HEADER = struct.Struct("<8s4s32s32s")  # tag, magic number, key digest, payload digest
+HEADER_SIZE = _HEADER.size
+
+WarmResult = Literal["cached", "compiled"]
+
+
+@dataclass
+class CacheStats:
+    """Counters of this process's cache traffic (tests and ``tunedsl cache`` read them)."""
+
+    hits: int = 0
+    misses: int = 0
+    compiles: int = 0
+    writes: int = 0
+    rejected: int = 0  # entries that existed but failed validation (each warned once)
+
+    def reset(self) -> None:
+        self.hits = self.misses = self.compiles = self.writes = self.rejected = 0
+
+
+stats = CacheStats()
+
+# Process-wide state: warn once about an unusable directory, then stop trying it.
+_write_disabled_reason: str | None = None
+_untrusted_dirs: set[str] = set()
+_frontend_fingerprint: bytes | None = None
+
+
+class _Rejected(Exception):
+    """An entry that exists but must not be trusted; the message says why."""
+
+
+def _resolve_optimize(optimize: int) -> int:
+    return sys.flags.optimize if optimize == -1 else optimize
+
+
+def _frontend_digest() -> bytes:
+    """SHA-256 of the front end's and grammar's source files, computed once per process.
+
+    The version and ``GRAMMAR_VERSION`` are bumped by hand; in an editable install the front
+    end changes without either moving, and stale expansions would be served. Hashing the
+    files' contents (a few KB, once per process) closes that gap.
+    """
+    global _frontend_fingerprint
+    if _frontend_fingerprint is None:
+        root = Path(__file__).resolve().parent
+        digest = hashlib.sha256()
+        candidates = [*sorted((root / "frontend").glob("*.py")), root / "bytecode.py"]
+        grammar = root.parent / "grammar"
+        if grammar.is_dir():
+            candidates += sorted(p for p in grammar.iterdir() if p.is_file())
+        for file in candidates:
+            try:
+                data = file.read_bytes()
+            except OSError:
+                continue
+            digest.update(file.name.encode() + b"\0" + hashlib.sha256(data).digest())
+        _frontend_fingerprint = digest.digest()
+    return _frontend_fingerprint
+
+
+def _grammar_version() -> str:
+    import tunedsl.frontend
+
+    return str(getattr(tunedsl.frontend, "GRAMMAR_VERSION", "0"))
+
+
+def cache_key(source_bytes: bytes, filename: str, *, optimize: int = -1) -> bytes:
+    """The 32-byte key of the code object compiled from ``source_bytes`` as ``filename``.
+
+    The filename is part of the key because the expansion bakes it into the code: it is every
+    code object's ``co_filename`` and the ``filename=`` constant of every site (error messages
+    and records name it). The same text at two paths gives two different code objects.
+    """
+    from tunedsl import __version__
+
+    digest = hashlib.sha256()
+    for part in (
+        b"tunedsl-bytecode",
+        __version__.encode(),
+        _grammar_version().encode(),
+        _frontend_digest(),
+        importlib.util.MAGIC_NUMBER,
+        str(_resolve_optimize(optimize)).encode(),
+        os.fsencode(filename),
+        hashlib.sha256(source_bytes).digest(),
+    ):
+        digest.update(len(part).to_bytes(4, "little") + part)  # length-prefixed: unambiguous
+    return digest.digest()
+
+
+def entry_path(key: bytes) -> Path:
+    return paths.bytecode_dir() / (key.hex() + ENTRY_SUFFIX)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CacheWarning, stacklevel=4)
+
+
+def _usable_dir(directory: Path) -> bool:
+    """False (after one warning per process) if the directory exists but is not private."""
+    if str(directory) in _untrusted_dirs:
+        return False
+    if not os.path.lexists(directory) or paths.is_private_dir(directory):
+        return True
+    _untrusted_dirs.add(str(directory))
+    _warn(
+        f"bytecode cache directory {directory} is not private to this user (another owner, "
+        "writable by group or others, or not a directory); not using it. Fix its ownership "
+        "and mode (chmod 700), or point TUNEDSL_CACHE_DIR elsewhere"
+    )
+    return False
+
+
+def _read_entry(path: Path, key: bytes, filename: str) -> CodeType | None:
+    """The entry's code object; None if there is no entry; _Rejected if it is not trustworthy."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if os.path.islink(path):
+            raise _Rejected("a symbolic link") from None
+        raise _Rejected(f"unreadable ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as file:
+        # fstat the open file, not the path: what we check is what we read.
+        st = os.fstat(file.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise _Rejected("not a regular file")
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            raise _Rejected("owned by another user")
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise _Rejected("writable by group or others")
+        data = file.read()
+    if len(data) < HEADER_SIZE:
+        raise _Rejected("truncated")
+    tag, magic, entry_key, payload_digest = _HEADER.unpack_from(data)
+    if tag != FORMAT_TAG:
+        raise _Rejected("not a tunedsl bytecode entry (bad format tag)")
+    if magic != importlib.util.MAGIC_NUMBER:
+        raise _Rejected(f"written by another Python (magic number {magic.hex()})")
+    if entry_key != key:
+        raise _Rejected("stored under the wrong key")
+    payload = memoryview(data)[HEADER_SIZE:]
+    if hashlib.sha256(payload).digest() != payload_digest:
+        raise _Rejected("corrupt or truncated (payload digest mismatch)")
+    try:
+        code = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError) as err:
+        raise _Rejected(f"corrupt ({err})") from None
+    if not isinstance(code, CodeType) or code.co_filename != filename:
+        raise _Rejected("not the code object of this source")
+    return code
+
+
+def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
+    global _write_disabled_reason
+    payload = marshal.dumps(code)
+    header = _HEADER.pack(
+        FORMAT_TAG, importlib.util.MAGIC_NUMBER, key, hashlib.sha256(payload).digest()
+    )
+    tmp_name: str | None = None
+    try:
+        directory = paths.ensure_private_dir(path.parent)
+        if not _usable_dir(directory):
+            return
+        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=ENTRY_SUFFIX, dir=directory)
+        with os.fdopen(fd, "wb") as file:
+            file.write(header)
+            file.write(payload)
+        os.replace(tmp_name, path)  # atomic: readers see the old entry or the whole new one
+        tmp_name = None
+        stats.writes += 1
+    except OSError as err:
+        _write_disabled_reason = f"{err.strerror or err} ({path.parent})"
+        _warn(
+            f"cannot write to the bytecode cache: {_write_disabled_reason}; running without "
+            "it for the rest of this process (set TUNEDSL_CACHE_DIR to a writable directory, "
+            "or TUNEDSL_NO_BYTECODE_CACHE=1 to silence this)"
+        )
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass
+
+
+def writing_enabled() -> bool:
+    """Whether new entries are written (off by knob, ``-B``, or after a failed write)."""
+    return not (
+        sys.dont_write_bytecode or knobs.no_bytecode_cache() or _write_disabled_reason is not None
+    )
+
+
+def _decode(source_bytes: bytes) -> str:
+    # Honours a PEP 263 coding cookie and a BOM, as Python's own loader does.
+    return importlib.util.decode_source(source_bytes)
+
+
+def lookup(source_bytes: bytes, filename: str, *, optimize: int = -1) -> CodeType | None:
+    """The cached code object for this source at this path, or None (a miss)."""
+    filename = os.path.abspath(filename)
+    key = cache_key(source_bytes, filename, optimize=optimize)
+    path = entry_path(key)
+    if not _usable_dir(path.parent):
+        return None
+    try:
+        code = _read_entry(path, key, filename)
+    except _Rejected as why:
+        stats.rejected += 1
+        _warn(f"bytecode cache entry {path} is {why}; ignoring it and rebuilding it")
+        return None
+    return code
+
+
+def load_or_compile(source_bytes: bytes, filename: str, *, optimize: int = -1) -> CodeType:
+    """The code object of a (DSL) module's source: from the cache, or expanded and cached.
+
+    ``filename`` becomes the code's ``co_filename`` (made absolute). Raises
+    ``TunedslSyntaxError`` (or ``SyntaxError``) for bad source; cache trouble never raises.
+    """
+    filename = os.path.abspath(filename)
+    code = lookup(source_bytes, filename, optimize=optimize)
+    if code is not None:
+        stats.hits += 1
+        return code
+    stats.misses += 1
+    from tunedsl.frontend.compile import compile_source
+
+    code = compile_source(_decode(source_bytes), filename, optimize=optimize)
+    stats.compiles += 1
+    if writing_enabled():
+        key = cache_key(source_bytes, filename, optimize=optimize)
+        _write_entry(entry_path(key), key, code)
+    return code
+
+
+def warm(path: str | os.PathLike[str], *, optimize: int = -1) -> WarmResult:
+    """Make sure the cache holds ``path``'s expanded code; used by ``tunedsl precompile``.
+
+    Returns ``"cached"`` when a valid entry was already there, ``"compiled"`` when the file was
+    expanded and compiled now (and written, unless writing is off). Raises ``OSError`` when
+    the file cannot be read and ``TunedslSyntaxError`` when it is not valid DSL. Entries are
+    keyed by the absolute path, so warm the file at the path it will be imported from.
+    """
+    filename = os.path.abspath(os.fspath(path))
+    with open(filename, "rb") as file:
+        source_bytes = file.read()
+    before = stats.hits
+    load_or_compile(source_bytes, filename, optimize=optimize)
+    return "cached" if stats.hits > before else "compiled"
+
+
+def iter_entries() -> Iterator[Path]:
+    """Every entry file in the cache directory (for ``tunedsl cache``)."""
+    directory = paths.bytecode_dir()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in sorted(names):
+        if name.endswith(ENTRY_SUFFIX) and not name.startswith(".tmp-"):
+            yield directory / name
+
+
+def clear() -> int:
+    """Delete every entry (and stray temp files); return how many entries were removed."""
+    directory = paths.bytecode_dir()
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        if name.endswith(ENTRY_SUFFIX):
+            try:
+                os.unlink(directory / name)
+            except OSError:
+                continue
+            removed += not name.startswith(".tmp-")
+    return removed

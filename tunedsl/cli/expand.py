@@ -1,0 +1,71 @@
+"""``tunedsl expand SCRIPT``: print the Python a DSL script expands to (Julia's @macroexpand).
+
+``--check`` only validates: exit 0 when the script expands and compiles, 1 with the error
+rendered (file:line:col, the line, a caret, a hint) when it does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+DESCRIPTION = (
+    "Print the plain Python that a DSL script expands to, or with --check only validate it. "
+    "SCRIPT may be - to read standard input."
+)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "expand", help="print the expanded Python of a DSL script", description=DESCRIPTION
+    )
+    parser.add_argument("script", metavar="SCRIPT", help="the DSL script (- for stdin)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check that SCRIPT expands and compiles (exit 0) or show the error (exit 1)",
+    )
+    return parser
+
+
+def _read(script: str) -> tuple[bytes, str] | None:
+    if script == "-":
+        return sys.stdin.buffer.read(), "<stdin>"
+    path = os.path.abspath(script)
+    try:
+        with open(path, "rb") as file:
+            return file.read(), path
+    except OSError as err:
+        reason = "is a directory" if os.path.isdir(path) else (err.strerror or str(err))
+        print(f"tunedsl expand: error: cannot open {script!r}: {reason}", file=sys.stderr)
+        return None
+
+
+def main(args: argparse.Namespace) -> int:
+    import traceback
+
+    from tunedsl.errors import TunedslSyntaxError
+    from tunedsl.frontend.compile import compile_source, expand_source
+
+    read = _read(args.script)
+    if read is None:
+        return 2
+    source, filename = read
+    try:
+        if args.check:
+            compile_source(source, filename)
+        else:
+            text = expand_source(source, filename)
+    except TunedslSyntaxError as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    except (SyntaxError, ValueError) as err:  # plain Python syntax errors, NUL bytes
+        print("".join(traceback.format_exception_only(type(err), err)), end="", file=sys.stderr)
+        return 1
+    if args.check:
+        print(f"{args.script}: ok", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0

@@ -1,0 +1,126 @@
+"""``tunedsl run SCRIPT [ARGS...]``: run a DSL script the way ``python SCRIPT`` runs Python.
+
+The script becomes ``__main__`` (``sys.argv == [SCRIPT, *ARGS]``, ``sys.path[0]`` is its
+directory, ``__file__`` its absolute path), its expanded code comes from the bytecode cache,
+and the import hook is installed so it can import DSL modules. Exit status follows Python:
+0, the ``sys.exit`` value, 1 for an uncaught exception (traceback without tunedsl's frames)
+or a DSL syntax error (rendered, no traceback), 130 for Ctrl-C, 2 when the script is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import os
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any
+
+USAGE = "tunedsl run [-h] SCRIPT [ARGS ...]"
+DESCRIPTION = (
+    "Run a DSL script like `python SCRIPT ARGS...`: arguments after SCRIPT are passed to "
+    "the script untouched, and imports of DSL modules are expanded."
+)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "run", help="run a DSL script like `python SCRIPT`", description=DESCRIPTION, usage=USAGE
+    )
+    parser.add_argument("script", metavar="SCRIPT", help="the DSL (or plain Python) script")
+    parser.add_argument(
+        "args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script"
+    )
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_script(args.script, list(args.args))
+
+
+def main_argv(argv: Sequence[str]) -> int:
+    """Entry point from the dispatcher: ``argv`` is everything after ``run``."""
+    argv = list(argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    elif not argv or argv[0] in ("-h", "--help"):
+        parser = argparse.ArgumentParser(prog="tunedsl run", usage=USAGE, description=DESCRIPTION)
+        parser.add_argument("script", metavar="SCRIPT", help="the DSL (or plain Python) script")
+        parser.add_argument("args", metavar="ARGS", nargs="*", help="arguments for the script")
+        if not argv:
+            parser.print_usage(sys.stderr)
+            print("tunedsl run: error: missing SCRIPT", file=sys.stderr)
+            return 2
+        parser.print_help()
+        return 0
+    return run_script(argv[0], argv[1:])
+
+
+def _exit_code(err: SystemExit) -> int:
+    # Mirrors Python: None -> 0, an int -> itself, anything else is printed and gives 1.
+    code = err.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _report_uncaught(err: BaseException) -> None:
+    # Drop tunedsl's own frames (this module's exec) so the traceback starts in the script.
+    tb = err.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    # The default hook prints the exception's own __traceback__, so trim that too.
+    sys.excepthook(type(err), err.with_traceback(tb), tb)
+
+
+def run_script(script: str, args: Sequence[str]) -> int:
+    """Run ``script`` as ``__main__`` with ``args``; return the exit status."""
+    from tunedsl import activate
+    from tunedsl.bytecode import load_or_compile
+    from tunedsl.errors import TunedslSyntaxError
+
+    path = os.path.abspath(script)
+    try:
+        with open(path, "rb") as file:
+            source = file.read()
+    except OSError as err:
+        reason = "is a directory" if os.path.isdir(path) else (err.strerror or str(err))
+        print(f"tunedsl run: error: cannot open script {script!r}: {reason}", file=sys.stderr)
+        return 2
+
+    try:
+        code = load_or_compile(source, path)
+    except TunedslSyntaxError as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    except (SyntaxError, ValueError) as err:  # plain Python syntax errors, NUL bytes
+        import traceback
+
+        print("".join(traceback.format_exception_only(type(err), err)), end="", file=sys.stderr)
+        return 1
+
+    activate.install()
+    main_module = types.ModuleType("__main__")
+    main_module.__dict__.update(
+        __file__=path, __cached__=None, __loader__=None, __spec__=None, __builtins__=builtins
+    )
+    sys.argv[:] = [script, *args]
+    if not getattr(sys.flags, "safe_path", False):  # `python -P` adds no script directory
+        # Replaces the entry Python made for tunedsl itself (its bin dir, or cwd for -m).
+        sys.path[0:1] = [os.path.dirname(path)]
+    sys.modules["__main__"] = main_module
+    try:
+        exec(code, main_module.__dict__)
+    except SystemExit as err:
+        return _exit_code(err)
+    except KeyboardInterrupt as err:
+        _report_uncaught(err)
+        return 130
+    except BaseException as err:
+        _report_uncaught(err)
+        return 1
+    return 0
