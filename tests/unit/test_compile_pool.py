@@ -1,0 +1,114 @@
+"""The compile pool: completion order, failures, timeouts, early stop, and the lock.
+
+Pure Python (no torch, no triton): the jobs are ordinary functions that sleep or raise.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tunedsl.tuning import lock
+from tunedsl.tuning.compile_pool import CompileJob, CompileTimeout, compile_stream, default_workers
+
+
+def _sleeper(seconds: float, value: object) -> CompileJob:
+    def run() -> object:
+        time.sleep(seconds)
+        return value
+
+    return CompileJob(config=value, compile=run)
+
+
+def test_results_come_back_in_completion_order() -> None:
+    jobs = [_sleeper(0.4, "slow"), _sleeper(0.05, "fast"), _sleeper(0.2, "mid")]
+    order = [result for _, result in compile_stream(jobs, workers=3, timeout_s=10)]
+    assert order == ["fast", "mid", "slow"]
+
+
+def test_jobs_run_concurrently() -> None:
+    jobs = [_sleeper(0.3, i) for i in range(4)]
+    start = time.perf_counter()
+    results = sorted(r for _, r in compile_stream(jobs, workers=4, timeout_s=10))
+    assert results == [0, 1, 2, 3]
+    assert time.perf_counter() - start < 1.0  # serial would take 1.2 s
+
+
+def test_every_job_reported_exactly_once_with_its_exception() -> None:
+    def boom() -> object:
+        raise ValueError("bad config")
+
+    jobs = [_sleeper(0.01, i) for i in range(10)] + [CompileJob("broken", boom)]
+    seen = list(compile_stream(jobs, workers=3, timeout_s=10))
+    assert sorted(str(j.config) for j, _ in seen) == sorted([*map(str, range(10)), "broken"])
+    failures = [r for j, r in seen if j.config == "broken"]
+    assert isinstance(failures[0], ValueError) and "bad config" in str(failures[0])
+    assert all(j.seconds is not None for j, _ in seen)
+
+
+def test_a_job_past_the_timeout_is_dropped_and_the_pool_carries_on() -> None:
+    jobs = [_sleeper(5.0, "hung"), *[_sleeper(0.05, i) for i in range(4)]]
+    start = time.perf_counter()
+    seen = dict((j.config, r) for j, r in compile_stream(jobs, workers=2, timeout_s=0.5))
+    assert isinstance(seen["hung"], CompileTimeout)
+    assert [seen[i] for i in range(4)] == [0, 1, 2, 3]
+    assert time.perf_counter() - start < 3.0
+
+
+def test_closing_the_stream_starts_no_further_job() -> None:
+    started: list[int] = []
+
+    def make(i: int) -> CompileJob:
+        def run() -> int:
+            started.append(i)
+            time.sleep(0.1)
+            return i
+
+        return CompileJob(i, run)
+
+    stream = compile_stream([make(i) for i in range(20)], workers=2, timeout_s=10)
+    next(stream)
+    stream.close()
+    time.sleep(0.3)
+    assert len(started) <= 4
+
+
+def test_workers_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNEDSL_COMPILE_WORKERS", "3")
+    assert default_workers() == 3
+    monkeypatch.delenv("TUNEDSL_COMPILE_WORKERS")
+    assert default_workers() >= 1
+
+
+def test_the_compile_lock_is_reentrant_and_survives_a_raising_holder() -> None:
+    def raises_under_lock() -> object:
+        with lock.compile_lock, lock.compile_lock:  # re-entrant
+            raise RuntimeError("compiler exploded")
+
+    jobs = [CompileJob(i, raises_under_lock) for i in range(8)]
+    results = [r for _, r in compile_stream(jobs, workers=4, timeout_s=10)]
+    assert all(isinstance(r, RuntimeError) for r in results)
+    # Not poisoned: another thread can take it at once.
+    got: list[bool] = []
+
+    def take() -> None:
+        acquired = lock.compile_lock.acquire(timeout=1)
+        got.append(acquired)
+        if acquired:
+            lock.compile_lock.release()
+
+    t = threading.Thread(target=take)
+    t.start()
+    t.join()
+    assert got == [True]
+
+
+def test_file_lock_excludes_other_holders(tmp_path) -> None:
+    with lock.file_lock("unit-test"):
+        from filelock import FileLock, Timeout
+
+        path = lock._lock_path("unit-test")
+        with pytest.raises(Timeout):
+            FileLock(path, timeout=0.1, thread_local=False, is_singleton=False).acquire()

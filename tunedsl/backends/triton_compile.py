@@ -1,0 +1,325 @@
+"""Compile one kernel variant without launching it: on the GPU, or for a named target.
+
+``compile_variant(kernel, args, kwargs, options)`` is what the compile pool runs for each
+configuration. Three cases:
+
+* ``TRITON_INTERPRET=1``: the interpreter runs Python, there is nothing to compile; the
+  result is an :class:`InterpretedHandle` (a no-op).
+* ``target=None`` on a GPU: fill Triton's in-process JIT table, so the runtime's later
+  ``kernel[grid](...)`` finds the kernel. Triton's own async-compile protocol
+  (``triton.runtime._async_compile``, same idea in 3.6 through 3.9) splits
+  ``JITFunction.warmup`` into three steps. Under the global compile lock: bind the
+  arguments, look the key up, and (on a miss) *submit* the compile to a deferred
+  executor instead of running it. Outside the lock: run the compile (AST → TTIR → LLVM →
+  PTX → ``ptxas``; the GIL is released in the C++ passes and the subprocess). Under the
+  lock again: finalize (insert into the kernel table) and load the module, which also
+  reports ``OutOfResources`` (too much shared memory) as a failed configuration.
+* ``target="cuda:90"`` (no GPU needed): cross-compile with ``triton.compile(ASTSource(...),
+  target=GPUTarget(...))``. The signature, constexprs and specialisation attributes come
+  from Triton's own binder built for the target's backend, so they are exactly what a
+  launch on such a GPU computes, and the cubin lands in Triton's cache under the same key.
+
+Only this package imports triton, and only when these functions run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tunedsl.errors import UsageError
+from tunedsl.tuning.lock import compile_lock, file_lock
+
+__all__ = [
+    "CrossCompiled",
+    "InterpretedHandle",
+    "compile_signature",
+    "compile_variant",
+    "interpreting",
+    "parse_target",
+    "unwrap_jit",
+]
+
+
+@dataclass(frozen=True)
+class InterpretedHandle:
+    """Under ``TRITON_INTERPRET=1`` nothing is compiled: this stands for the variant."""
+
+    name: str
+
+    @property
+    def compiled(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class CrossCompiled:
+    """A variant compiled for a named target: the binary and Triton's cache hash."""
+
+    name: str
+    target: str
+    hash: str
+    binary: bytes
+    kernel: Any  # triton's CompiledKernel (not loaded: there may be no GPU)
+    cached: bool = False  # found in Triton's cache dir: nothing was compiled
+
+    @property
+    def compiled(self) -> bool:
+        return True
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def parse_target(text: str | Any) -> Any:
+    """``"cuda:90"`` → ``GPUTarget("cuda", 90, 32)``; ``"hip:gfx942"`` → warp size 64.
+
+    A ``GPUTarget`` passes through. Bad text raises ``UsageError`` saying the form.
+    """
+    from triton.backends.compiler import GPUTarget
+
+    if isinstance(text, GPUTarget):
+        return text
+    backend, sep, arch = str(text).strip().partition(":")
+    backend = backend.lower()
+    if not sep or not arch or backend not in {"cuda", "hip"}:
+        raise UsageError(
+            f"bad compile target {text!r}: write BACKEND:ARCH, e.g. cuda:90 (H100), "
+            "cuda:80 (A100) or hip:gfx942"
+        )
+    if backend == "cuda":
+        if not arch.isdigit():
+            raise UsageError(
+                f"bad compile target {text!r}: the CUDA arch is a number, e.g. cuda:90"
+            )
+        return GPUTarget("cuda", int(arch), 32)
+    return GPUTarget("hip", arch, 64)
+
+
+def target_name(target: Any) -> str:
+    """The inverse of :func:`parse_target`: ``GPUTarget("cuda", 90, 32)`` → ``"cuda:90"``."""
+    return f"{target.backend}:{target.arch}"
+
+
+def unwrap_jit(kernel: Any) -> Any:
+    """The ``JITFunction`` inside ``kernel`` (through ``triton.autotune``/``heuristics`` wrappers)."""
+    from triton.runtime.jit import JITFunction
+
+    seen = 0
+    while not isinstance(kernel, JITFunction):
+        inner = getattr(kernel, "fn", None)
+        if inner is None or seen > 8:
+            raise UsageError(f"{kernel!r} is not a Triton kernel: decorate it with @triton.jit")
+        kernel, seen = inner, seen + 1
+    return kernel
+
+
+def _run_kwargs(
+    jit_fn: Any, kwargs: Mapping[str, Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments ``JITFunction.run`` would hand its binder (3.6 and 3.9)."""
+    from triton import knobs as tknobs
+
+    merged: dict[str, Any] = {**dict(kwargs), **dict(options)}
+    merged["debug"] = merged.get("debug", jit_fn.debug) or tknobs.runtime.debug
+    for name in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+        if hasattr(tknobs.compilation, name):
+            merged[name] = getattr(tknobs.compilation, name)
+    return merged
+
+
+def compile_variant(
+    kernel: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    *,
+    target: str | Any | None = None,
+) -> Any:
+    """Compile ``kernel(*args, **kwargs)`` with launch ``options`` (num_warps, ...); never launch.
+
+    Returns the handle: Triton's ``CompiledKernel`` on a GPU, :class:`CrossCompiled` for a
+    target, :class:`InterpretedHandle` under the interpreter. Compile errors propagate.
+    """
+    jit_fn = unwrap_jit(kernel)
+    if target is not None:
+        return _cross_compile(jit_fn, args, kwargs, options, parse_target(target))
+    if interpreting():
+        return InterpretedHandle(getattr(jit_fn, "__name__", repr(jit_fn)))
+    return _compile_on_device(jit_fn, args, kwargs, options)
+
+
+class _DeferredExecutor:
+    """An ``Executor`` for Triton's AsyncCompileMode that runs the submitted compile later.
+
+    ``submit`` only records the function; :meth:`run` executes it (outside the compile
+    lock) and completes the future that Triton's ``FutureKernel`` waits on.
+    """
+
+    def __init__(self) -> None:
+        self.fn: Callable[[], Any] | None = None
+        self.future: Future[Any] = Future()
+
+    def submit(self, fn: Callable[[], Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if self.fn is not None:  # one compile per warmup; a second would be a Triton change
+            raise RuntimeError("tunedsl: Triton submitted two compiles for one warmup")
+        self.fn = lambda: fn(*args, **kwargs)
+        return self.future
+
+    def run(self) -> None:
+        assert self.fn is not None
+        if not self.future.set_running_or_notify_cancel():
+            return
+        try:
+            self.future.set_result(self.fn())
+        except BaseException as err:
+            self.future.set_exception(err)
+            if not isinstance(err, Exception):
+                raise
+
+
+def _compile_on_device(
+    jit_fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+) -> Any:
+    from triton.runtime import _async_compile
+
+    deferred = _DeferredExecutor()
+    mode = _async_compile.AsyncCompileMode(deferred)
+    # Guarded prologue: binder creation (device_caches), key, table look-up, submit.
+    with compile_lock:
+        token = _async_compile.active_mode.set(mode)
+        try:
+            handle = jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
+        finally:
+            _async_compile.active_mode.reset(token)
+    if deferred.fn is not None:
+        deferred.run()  # the heavy part, outside the lock
+    # FutureKernel.result() blocks until the compile is done (ours, or another thread's
+    # for the same key), so it must not hold the lock while it waits.
+    if hasattr(handle, "future") and getattr(handle, "future", None) is not None:
+        handle.future.exception()  # wait without raising, outside the lock
+    with compile_lock:
+        compiled = handle.result() if hasattr(handle, "result") else handle
+        # Load the module now, under the lock: reports OutOfResources here, not at launch.
+        compiled._init_handles()
+    return compiled
+
+
+def _binder_for(jit_fn: Any, backend: Any) -> Callable[..., Any]:
+    from triton.runtime.jit import create_function_from_signature
+
+    return create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
+
+
+def _cross_compile(
+    jit_fn: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    target: Any,
+) -> CrossCompiled:
+    from triton.compiler import make_backend
+    from triton.runtime.jit import MockTensor
+
+    backend = make_backend(target)
+    run_kwargs = _run_kwargs(jit_fn, kwargs, options)
+    with compile_lock:  # binder creation execs generated code; cheap, so guard it
+        binder = _binder_for(jit_fn, backend)
+    wrapped = [MockTensor.wrap_dtype(a) for a in args]
+    bound_args, specialization, bound_options = binder(*wrapped, **run_kwargs)
+    opts, signature, constexprs, attrs = jit_fn._pack_args(
+        backend, run_kwargs, bound_args, specialization, bound_options
+    )
+    return _compile_source(jit_fn, signature, constexprs, attrs, opts.__dict__, target)
+
+
+def compile_signature(
+    kernel: Any,
+    signature: Mapping[str, str],
+    constexprs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    *,
+    target: str | Any,
+    attrs: Mapping[Any, Any] | None = None,
+) -> CrossCompiled:
+    """Cross-compile from a recorded signature (``{"a": "*fp16", "n": "i32", "BM": "constexpr"}``).
+
+    For ``tunedsl precompile --replay``: no tensors needed, only what a record stores.
+    ``constexprs`` maps parameter names to values; ``attrs`` (specialisation hints such as
+    16-byte divisibility) default to none, which compiles a correct, general variant.
+    """
+    jit_fn = unwrap_jit(kernel)
+    gpu_target = parse_target(target)
+    sig = {p.name: ("constexpr" if p.is_constexpr else signature[p.name]) for p in jit_fn.params}
+    return _compile_source(
+        jit_fn, sig, dict(constexprs), dict(attrs or {}), dict(options), gpu_target
+    )
+
+
+def _compile_source(
+    jit_fn: Any,
+    signature: Mapping[str, Any],
+    constexprs: Mapping[Any, Any],
+    attrs: Mapping[Any, Any],
+    options: Mapping[str, Any],
+    target: Any,
+) -> CrossCompiled:
+    import triton
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.cache import get_cache_key
+
+    src = ASTSource(jit_fn, dict(signature), dict(constexprs), dict(attrs))
+    backend = make_backend(target)
+    parsed = backend.parse_options(dict(options))
+    key = get_cache_key(src, backend, parsed, get_cache_invalidating_env_vars())
+    # Another process compiling the same variant into the same cache dir waits, then hits.
+    with triton_cache_lock(key):
+        cached = triton_cache_has(key, src.name)
+        compiled = triton.compile(src, target=target, options=dict(options))
+    binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
+    if isinstance(binary, str):
+        binary = binary.encode()
+    return CrossCompiled(
+        name=getattr(jit_fn, "__name__", "kernel"),
+        target=target_name(target),
+        hash=str(compiled.hash),
+        binary=bytes(binary),
+        kernel=compiled,
+        cached=cached,
+    )
+
+
+def triton_cache_has(key: str, name: str) -> bool:
+    """True if Triton's cache dir holds the compiled kernel for cache key ``key``.
+
+    Mirrors the look-up in ``triton.compile`` (3.6 through 3.9): the group file
+    ``<name>.json`` under the directory of ``sha256(key)``.
+    """
+    import hashlib
+
+    from triton.runtime.cache import get_cache_manager
+
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    try:
+        group = get_cache_manager(digest).get_group(f"{name[:150]}.json")
+    except Exception:  # a corrupt cache entry is a miss; triton.compile rewrites it
+        return False
+    return bool(group) and f"{name[:150]}.json" in group
+
+
+@contextmanager
+def triton_cache_lock(key: str) -> Iterator[None]:
+    """Cross-process lock for one Triton cache entry (one empty lock file per entry, like
+    Triton's own cache dir has one directory per entry; threads of one process compiling
+    different variants never wait for each other)."""
+    import hashlib
+
+    with file_lock(f"triton-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:32]}"):
+        yield

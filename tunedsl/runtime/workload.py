@@ -1,0 +1,272 @@
+"""Precompile workloads: ``@workload`` functions, precompile mode, and the precompile site.
+
+The analogue of Julia PrecompileTools' ``@compile_workload``: a kernel script declares
+
+    from tunedsl import workload
+
+    @workload
+    def warm():                     # never called on import
+        add(torch.randn(4096, device="cuda"), ...)
+
+``tunedsl precompile`` imports the script (with ``__name__ != "__main__"``) and calls every
+registered workload inside :func:`precompile_mode`. Sites built while the mode is active
+are :class:`PrecompileSite` objects (``tunedsl.runtime.dsl.make_site`` asks
+:func:`precompile_active`); in the mode, a site call compiles every configuration of its
+space for the signature it sees, in parallel (``tunedsl.tuning.compile_pool``), instead
+of launching, and returns ``None``. With ``tune=True`` it calls the real site, which tunes
+(compiling in parallel too) and writes the record. Outside the mode a precompile site
+behaves exactly like the site it wraps.
+
+Pure Python: torch and triton are imported only when a site compiles.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+__all__ = [
+    "PrecompileSession",
+    "PrecompileSite",
+    "Workload",
+    "active_session",
+    "precompile_active",
+    "precompile_mode",
+    "registered_workloads",
+    "workload",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A registered workload function and where it was defined."""
+
+    fn: Callable[[], Any]
+    module: str
+    qualname: str
+    filename: str
+    line: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+
+_workloads: list[Workload] = []
+_registry_lock = threading.Lock()
+
+
+def workload(fn: F) -> F:
+    """Register ``fn`` as a precompile workload; return it unchanged (it is never called here)."""
+    if not callable(fn):
+        raise TypeError(
+            f"@tunedsl.workload decorates a function, got {fn!r}; write `@workload` above a def"
+        )
+    code = getattr(fn, "__code__", None)
+    entry = Workload(
+        fn=fn,
+        module=getattr(fn, "__module__", "?") or "?",
+        qualname=getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn))),
+        filename=code.co_filename if code is not None else "<unknown>",
+        line=code.co_firstlineno if code is not None else 0,
+    )
+    with _registry_lock:
+        # Re-importing a module re-registers: keep one entry per (module, qualname).
+        _workloads[:] = [
+            w for w in _workloads if (w.module, w.qualname) != (entry.module, entry.qualname)
+        ]
+        _workloads.append(entry)
+    return fn
+
+
+def registered_workloads(module: str | None = None) -> list[Workload]:
+    """Workloads registered so far (of one module, if given), in registration order."""
+    with _registry_lock:
+        return [w for w in _workloads if module is None or w.module == module]
+
+
+@dataclass
+class SiteReport:
+    """What precompiling one (site, signature) did."""
+
+    site: str
+    key: Any
+    compiled: int = 0
+    cached: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    interpreted: int = 0  # configurations under TRITON_INTERPRET=1: nothing to compile
+    tuned: bool = False
+
+
+@dataclass
+class PrecompileSession:
+    """State of one precompile run: options and counters (thread-safe updates)."""
+
+    target: str | None = None
+    tune: bool = False
+    workers: int | None = None
+    timeout_s: float | None = None
+    # Called after each configuration: (site, config, outcome) with outcome one of
+    # "compiled", "cached", "failed", "interpreted".
+    on_result: Callable[[str, Any, str], None] | None = None
+    reports: list[SiteReport] = field(default_factory=list)
+    _seen: set[tuple[int, Any]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def totals(self) -> dict[str, int]:
+        out = {"compiled": 0, "cached": 0, "failed": 0, "interpreted": 0, "tuned": 0}
+        for r in self.reports:
+            out["compiled"] += r.compiled
+            out["cached"] += r.cached
+            out["failed"] += len(r.failed)
+            out["interpreted"] += r.interpreted
+            out["tuned"] += int(r.tuned)
+        return out
+
+    def claim(self, site: object, key: Any) -> bool:
+        """True the first time this (site, key) is seen in the session."""
+        with self._lock:
+            marker = (id(site), key)
+            if marker in self._seen:
+                return False
+            self._seen.add(marker)
+            return True
+
+    def _emit(self, site: str, config: Any, outcome: str) -> None:
+        if self.on_result is not None:
+            self.on_result(site, config, outcome)
+
+
+_active: PrecompileSession | None = None
+_active_lock = threading.Lock()
+
+
+def precompile_active() -> bool:
+    """True inside :func:`precompile_mode` (any thread: the mode is process-wide)."""
+    return _active is not None
+
+
+def active_session() -> PrecompileSession | None:
+    return _active
+
+
+@contextmanager
+def precompile_mode(
+    target: str | None = None,
+    tune: bool = False,
+    *,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+    on_result: Callable[[str, Any, str], None] | None = None,
+) -> Iterator[PrecompileSession]:
+    """Within the block, site calls compile every configuration instead of launching.
+
+    ``target`` (``"cuda:90"``) cross-compiles without a GPU; ``tune=True`` also tunes and
+    writes records (needs a GPU). Not nestable.
+    """
+    global _active
+    if target is not None:
+        from tunedsl.backends.triton_compile import parse_target
+
+        parse_target(target)  # a bad target fails here, before any import runs
+    session = PrecompileSession(
+        target=target, tune=tune, workers=workers, timeout_s=timeout_s, on_result=on_result
+    )
+    with _active_lock:
+        if _active is not None:
+            raise RuntimeError("precompile_mode() is already active; it does not nest")
+        _active = session
+    try:
+        yield session
+    finally:
+        with _active_lock:
+            _active = None
+
+
+class PrecompileSite:
+    """Wraps a runtime site; in precompile mode its calls compile instead of launching.
+
+    ``inner`` is the runtime's site: callable as ``inner(kernel, args, kwargs, bind, key,
+    lazy)`` and offering ``inner.variants(kernel, args, kwargs, bind, key, lazy) ->
+    (key_tuple, [Variant])`` where a Variant has ``config, args, kwargs, grid, options``.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the real site's
+        return getattr(self.inner, name)
+
+    @property
+    def label(self) -> str:
+        for attr in ("label", "name"):
+            value = getattr(self.inner, attr, None)
+            if isinstance(value, str):
+                return value
+        filename = getattr(self.inner, "filename", None)
+        line = getattr(self.inner, "line", None)
+        return f"{filename}:{line}" if filename else repr(self.inner)
+
+    def __call__(
+        self,
+        kernel: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        bind: Callable[[Any], Any],
+        key: Any,
+        lazy: Callable[[], Any] | None,
+    ) -> Any:
+        session = _active
+        if session is None:
+            return self.inner(kernel, args, kwargs, bind, key, lazy)
+        if session.tune:
+            result = self.inner(kernel, args, kwargs, bind, key, lazy)
+            with session._lock:
+                session.reports.append(SiteReport(self.label, key, tuned=True))
+            return result
+        key_tuple, variants = self.inner.variants(kernel, args, kwargs, bind, key, lazy)
+        if not session.claim(self, key_tuple):
+            return None  # this signature was already compiled in this run
+        report = precompile_variants(self.label, kernel, key_tuple, variants, session)
+        with session._lock:
+            session.reports.append(report)
+        return None
+
+
+def precompile_variants(
+    label: str, kernel: Any, key: Any, variants: list[Any], session: PrecompileSession
+) -> SiteReport:
+    """Compile ``variants`` in parallel for the session's target; count what happened."""
+    from tunedsl.backends.triton_compile import compile_variant, interpreting
+    from tunedsl.tuning.compile_pool import CompileJob, compile_stream
+
+    report = SiteReport(label, key)
+    if session.target is None and interpreting():
+        for v in variants:
+            report.interpreted += 1
+            session._emit(label, v.config, "interpreted")
+        return report
+
+    def job_for(v: Any) -> CompileJob:
+        def run() -> object:
+            return compile_variant(kernel, v.args, v.kwargs, v.options, target=session.target)
+
+        return CompileJob(v.config, run)
+
+    jobs = [job_for(v) for v in variants]
+    for job, result in compile_stream(jobs, workers=session.workers, timeout_s=session.timeout_s):
+        if isinstance(result, BaseException):
+            report.failed[str(job.config)] = f"{type(result).__name__}: {result}".strip()
+            session._emit(label, job.config, "failed")
+        elif getattr(result, "cached", False):
+            report.cached += 1
+            session._emit(label, job.config, "cached")
+        else:
+            report.compiled += 1
+            session._emit(label, job.config, "compiled")
+    return report
