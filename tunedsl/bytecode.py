@@ -162,8 +162,8 @@ def _read_entry(path: Path, key: bytes, filename: str) -> CodeType | None:
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # no entry (or no cache directory at all): a plain miss
     except OSError as err:
         if os.path.islink(path):
             raise _Rejected("a symbolic link") from None
@@ -230,6 +230,14 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
                 os.unlink(tmp_name)
             except OSError:
                 pass
+
+
+def reset() -> None:
+    """Forget this process's decisions (warned directories, writes turned off) and counters."""
+    global _write_disabled_reason
+    _write_disabled_reason = None
+    _untrusted_dirs.clear()
+    stats.reset()
 
 
 def writing_enabled() -> bool:

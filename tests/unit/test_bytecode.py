@@ -1,0 +1,410 @@
+"""The content-addressed bytecode cache: hits, misses, bad entries, unsafe dirs, concurrency."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+from tunedsl import bytecode
+from tunedsl.errors import CacheWarning
+from tunedsl.store import paths
+
+SOURCE = b"""\
+from tunedsl import autotune, cdiv
+
+def blocks_for(n):
+    return cdiv(n, 256)
+
+RESULT = blocks_for(1000)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state(monkeypatch: pytest.MonkeyPatch):
+    # PYTHONDONTWRITEBYTECODE (set in some CI and dev shells) would turn cache writes off.
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    bytecode.reset()
+    yield
+    bytecode.reset()
+
+
+@pytest.fixture
+def compile_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records every call of the front end's compile_source (the expensive expansion)."""
+    import tunedsl.frontend.compile as frontend
+
+    calls: list[str] = []
+    real = frontend.compile_source
+
+    def counting(source, filename="<string>", *, optimize=-1):
+        calls.append(filename)
+        return real(source, filename, optimize=optimize)
+
+    monkeypatch.setattr(frontend, "compile_source", counting)
+    return calls
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "kernels.py"
+    path.write_bytes(SOURCE)
+    return path
+
+
+def run_code(code) -> dict:
+    namespace: dict = {"__name__": "cached_module"}
+    exec(code, namespace)
+    return namespace
+
+
+def only_entry() -> Path:
+    entries = list(bytecode.iter_entries())
+    assert len(entries) == 1, entries
+    return entries[0]
+
+
+def load_expecting_warnings(script: Path, count: int, match: str = "") -> object:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = bytecode.load_or_compile(script.read_bytes(), str(script))
+    cache_warnings = [w for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(cache_warnings) == count, [str(w.message) for w in cache_warnings]
+    if count:
+        assert match in str(cache_warnings[0].message)
+    return code
+
+
+def test_second_load_is_a_hit_without_expanding(script: Path, compile_calls: list[str]) -> None:
+    first = bytecode.load_or_compile(script.read_bytes(), str(script))
+    assert compile_calls == [str(script)]
+    assert (bytecode.stats.misses, bytecode.stats.writes) == (1, 1)
+
+    second = bytecode.load_or_compile(script.read_bytes(), str(script))
+    assert compile_calls == [str(script)]  # no second expansion
+    assert bytecode.stats.hits == 1
+    assert run_code(second)["RESULT"] == run_code(first)["RESULT"] == 4
+
+
+def test_code_carries_the_real_absolute_path(script: Path, monkeypatch) -> None:
+    monkeypatch.chdir(script.parent)
+    bytecode.load_or_compile(script.read_bytes(), "kernels.py")
+    code = bytecode.load_or_compile(script.read_bytes(), "kernels.py")  # from the cache
+    assert bytecode.stats.hits == 1
+    assert code.co_filename == str(script)
+    nested = [c for c in code.co_consts if hasattr(c, "co_filename")]
+    assert nested and all(c.co_filename == str(script) for c in nested)
+
+
+def test_an_edit_is_a_miss(script: Path, compile_calls: list[str]) -> None:
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    edited = SOURCE.replace(b"cdiv(n, 256)", b"cdiv(n, 128)")
+    script.write_bytes(edited)
+    code = bytecode.load_or_compile(edited, str(script))
+    assert len(compile_calls) == 2
+    assert run_code(code)["RESULT"] == 8
+    assert len(list(bytecode.iter_entries())) == 2
+
+
+def test_content_not_mtime_decides(script: Path, compile_calls: list[str]) -> None:
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    os.utime(script, (1, 1))  # an old mtime, same bytes: still a hit
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    assert len(compile_calls) == 1
+
+
+def test_key_covers_path_optimize_and_source(tmp_path: Path) -> None:
+    key = bytecode.cache_key(SOURCE, "/a/kernels.py")
+    assert key == bytecode.cache_key(SOURCE, "/a/kernels.py")
+    assert key != bytecode.cache_key(SOURCE, "/b/kernels.py")
+    assert key != bytecode.cache_key(SOURCE + b"\n", "/a/kernels.py")
+    assert bytecode.cache_key(SOURCE, "/a/k.py", optimize=2) != bytecode.cache_key(
+        SOURCE, "/a/k.py", optimize=0
+    )
+
+
+def test_same_text_at_two_paths_gives_two_entries(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    for path in (a, b):
+        path.write_bytes(SOURCE)
+    code_a = bytecode.load_or_compile(SOURCE, str(a))
+    code_b = bytecode.load_or_compile(SOURCE, str(b))
+    assert (code_a.co_filename, code_b.co_filename) == (str(a), str(b))
+    assert len(list(bytecode.iter_entries())) == 2
+
+
+def test_directory_is_created_private(script: Path) -> None:
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    mode = stat.S_IMODE(os.stat(paths.bytecode_dir()).st_mode)
+    assert mode & 0o077 == 0, oct(mode)
+    assert paths.is_private_dir(paths.bytecode_dir())
+
+
+def _corrupt_empty(data: bytes) -> bytes:
+    return b""
+
+
+def _corrupt_truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _corrupt_header_only(data: bytes) -> bytes:
+    return data[: bytecode.HEADER_SIZE]
+
+
+def _corrupt_random(data: bytes) -> bytes:
+    return os.urandom(len(data))
+
+
+def _corrupt_flipped_payload_byte(data: bytes) -> bytes:
+    index = bytecode.HEADER_SIZE + (len(data) - bytecode.HEADER_SIZE) // 2
+    return data[:index] + bytes([data[index] ^ 0xFF]) + data[index + 1 :]
+
+
+def _corrupt_other_python(data: bytes) -> bytes:
+    other_magic = (int.from_bytes(importlib.util.MAGIC_NUMBER[:2], "little") - 10).to_bytes(
+        2, "little"
+    ) + b"\r\n"
+    return data[:8] + other_magic + data[12:]
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "reason"),
+    [
+        (_corrupt_empty, "truncated"),
+        (_corrupt_truncated, "payload digest"),
+        (_corrupt_header_only, "payload digest"),
+        (_corrupt_random, "format tag"),
+        (_corrupt_flipped_payload_byte, "payload digest"),
+        (_corrupt_other_python, "another Python"),
+    ],
+)
+def test_bad_entry_is_a_miss_with_one_warning_and_is_rebuilt(
+    script: Path, compile_calls: list[str], corrupt, reason: str
+) -> None:
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    entry = only_entry()
+    entry.write_bytes(corrupt(entry.read_bytes()))
+
+    code = load_expecting_warnings(script, 1, reason)
+    assert run_code(code)["RESULT"] == 4
+    assert len(compile_calls) == 2
+    assert bytecode.stats.rejected == 1
+
+    load_expecting_warnings(script, 0)  # rebuilt: a clean hit now
+    assert len(compile_calls) == 2
+
+
+def test_entry_stored_under_another_key_is_rejected(tmp_path: Path, script: Path) -> None:
+    other = tmp_path / "other.py"
+    other.write_bytes(b"from tunedsl import autotune\nRESULT = 'other'\n")
+    bytecode.load_or_compile(other.read_bytes(), str(other))
+    foreign = only_entry().read_bytes()
+    key = bytecode.cache_key(script.read_bytes(), str(script))
+    bytecode.entry_path(key).write_bytes(foreign)  # a valid entry, for another source
+
+    code = load_expecting_warnings(script, 1, "wrong key")
+    assert run_code(code)["RESULT"] == 4
+
+
+def test_entry_writable_by_others_is_never_loaded(script: Path, compile_calls) -> None:
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    os.chmod(only_entry(), 0o666)
+    load_expecting_warnings(script, 1, "writable by group or others")
+    assert len(compile_calls) == 2
+    assert stat.S_IMODE(os.stat(only_entry()).st_mode) & 0o022 == 0  # replaced by a safe one
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="chown needs root")
+def test_entry_owned_by_another_user_is_never_loaded(script: Path, compile_calls) -> None:
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    os.chown(only_entry(), 4242, 4242)
+    load_expecting_warnings(script, 1, "owned by another user")
+    assert len(compile_calls) == 2
+
+
+def test_symlinked_entry_is_never_loaded(tmp_path: Path, script: Path) -> None:
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    entry = only_entry()
+    elsewhere = tmp_path / "elsewhere.tbc"
+    os.replace(entry, elsewhere)
+    os.symlink(elsewhere, entry)
+    load_expecting_warnings(script, 1, "symbolic link")
+
+
+def test_directory_writable_by_others_is_not_used(script: Path, compile_calls) -> None:
+    directory = paths.ensure_private_dir(paths.bytecode_dir())
+    os.chmod(directory, 0o777)
+    code = load_expecting_warnings(script, 1, "not private")
+    assert run_code(code)["RESULT"] == 4
+    assert list(bytecode.iter_entries()) == []  # nothing written into it either
+    load_expecting_warnings(script, 0)  # warned once per process
+    assert len(compile_calls) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="chown needs root")
+def test_directory_owned_by_another_user_is_not_used(script: Path, compile_calls) -> None:
+    bytecode.load_or_compile(script.read_bytes(), str(script))
+    os.chown(paths.bytecode_dir(), 4242, 4242)
+    load_expecting_warnings(script, 1, "not private")
+    assert len(compile_calls) == 2
+
+
+def test_knob_turns_writing_off(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNEDSL_NO_BYTECODE_CACHE", "1")
+    load_expecting_warnings(script, 0)
+    load_expecting_warnings(script, 0)
+    assert list(bytecode.iter_entries()) == []
+    assert bytecode.stats.compiles == 2
+
+
+def test_dont_write_bytecode_turns_writing_off(script: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    load_expecting_warnings(script, 0)
+    assert list(bytecode.iter_entries()) == []
+
+
+def test_unwritable_cache_runs_without_it_and_warns_once(
+    tmp_path: Path, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(blocker))
+    code = load_expecting_warnings(script, 1, "cannot write to the bytecode cache")
+    assert run_code(code)["RESULT"] == 4
+    load_expecting_warnings(script, 0)
+    assert not bytecode.writing_enabled()
+
+
+def test_read_only_directory_runs_without_cache(script: Path) -> None:
+    directory = paths.ensure_private_dir(paths.bytecode_dir())
+    os.chmod(directory, 0o500)
+    try:
+        if os.access(directory, os.W_OK):
+            pytest.skip("this user (root) can write to read-only directories")
+        code = load_expecting_warnings(script, 1, "cannot write to the bytecode cache")
+        assert run_code(code)["RESULT"] == 4
+        load_expecting_warnings(script, 0)
+    finally:
+        os.chmod(directory, 0o700)
+
+
+def _python(code: str, **kwargs) -> subprocess.CompletedProcess:
+    # -B: these processes must not write Python's own pycs (see the resource-limit test).
+    return subprocess.run(
+        [sys.executable, "-B", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kwargs,
+    )
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX resource limits")
+def test_full_disk_runs_without_cache_and_warns_once(script: Path) -> None:
+    # A file-size limit makes the write fail with EFBIG, as a full disk fails with ENOSPC.
+    result = _python(
+        f"""
+        import resource, signal, sys, warnings
+        from tunedsl import bytecode
+        import tunedsl.frontend.compile
+        sys.dont_write_bytecode = False  # -B kept Python's pycs out; tunedsl's cache writes
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+        path = {str(script)!r}
+        source = open(path, "rb").read()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                ns = {{}}
+                exec(bytecode.load_or_compile(source, path), ns)
+                assert ns["RESULT"] == 4
+        print(len(caught), bytecode.stats.compiles, bytecode.stats.writes)
+        print(caught[0].message)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    counts, message = result.stdout.splitlines()[:2]
+    assert counts == "1 3 0"
+    assert "cannot write to the bytecode cache" in message
+    assert list(bytecode.iter_entries()) == []
+
+
+def test_concurrent_writers_never_expose_a_partial_entry(tmp_path: Path) -> None:
+    # A big module makes each write take long enough for the processes to overlap.
+    big = tmp_path / "big.py"
+    lines = ["from tunedsl import autotune"]
+    lines += [f"def f{i}(x):\n    return x + {i}\n" for i in range(2000)]
+    lines.append("RESULT = f1999(1)")
+    big.write_text("\n".join(lines))
+    go = tmp_path / "go"
+    worker = f"""
+        import os, sys, time, warnings
+        from tunedsl import bytecode
+        sys.dont_write_bytecode = False
+        from tunedsl.errors import CacheWarning
+        warnings.simplefilter("error", CacheWarning)  # a partial entry would raise here
+        path = {str(big)!r}
+        source = open(path, "rb").read()
+        key = bytecode.cache_key(source, path)
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.001)
+        for _ in range(25):
+            try:
+                os.unlink(bytecode.entry_path(key))  # force a rewrite, racing the others
+            except FileNotFoundError:
+                pass
+            ns = {{}}
+            exec(bytecode.load_or_compile(source, path), ns)
+            assert ns["RESULT"] == 2000
+        print("ok", bytecode.stats.writes)
+        """
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-B", "-c", textwrap.dedent(worker)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    go.write_text("go")
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+        assert out.startswith("ok")
+    assert sum(int(out.split()[1]) for out, _ in outputs) >= 4
+    assert len(list(bytecode.iter_entries())) == 1
+    assert not [p for p in paths.bytecode_dir().iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_warm_reports_compiled_then_cached(script: Path, compile_calls) -> None:
+    assert bytecode.warm(script) == "compiled"
+    assert bytecode.warm(script) == "cached"
+    assert len(compile_calls) == 1
+
+
+def test_warm_missing_file_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        bytecode.warm(tmp_path / "missing.py")
+
+
+def test_clear_removes_every_entry(script: Path) -> None:
+    bytecode.warm(script)
+    assert bytecode.clear() == 1
+    assert list(bytecode.iter_entries()) == []
+    assert bytecode.warm(script) == "compiled"
+
+
+def test_coding_cookie_is_honoured(tmp_path: Path) -> None:
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nfrom tunedsl import autotune\nRESULT = '\xe9'\n")
+    code = bytecode.load_or_compile(path.read_bytes(), str(path))
+    assert run_code(code)["RESULT"] == "\u00e9"

@@ -1,0 +1,124 @@
+"""IPython extension: ``%load_ext tunedsl`` lets notebook and console cells use the DSL.
+
+IPython parses every cell with ``shell.compile.ast_parse(cell, filename=cell_name)`` and
+registers the cell's text in ``linecache`` under that name first. The extension wraps that
+one method: a cell that needs expansion is parsed by the front end's ``expand_to_ast``
+instead, which keeps every node's line and column, so syntax errors and tracebacks point at
+the cell's own lines.
+
+Two things differ from a module:
+
+- A later cell may call ``autotune`` imported by an earlier one. While the user namespace
+  binds the macro (or the ``tunedsl`` module), the cell is expanded with those imports
+  appended after its last line (line numbers of the cell stay as they are); the appended
+  statements are dropped from the result, so the cell's last expression is still displayed.
+- Every cell is its own "module" for the expander, which numbers sites from 0; all cells
+  share one namespace, so a site name is renamed to one unique in the session, or a function
+  defined in an earlier cell would call a later cell's site.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension"]
+
+_SITE_NAME = re.compile(r"__tunedsl_site_\w*__")
+_ORIGINAL = "_tunedsl_original_ast_parse"
+_session_sites = itertools.count()
+
+
+def _tunedsl_bindings(user_ns: dict[str, Any]) -> Iterator[str]:
+    """Import statements that rebind the names the namespace gives to tunedsl's macro/module."""
+    tunedsl_module = sys.modules.get("tunedsl")
+    if tunedsl_module is None:
+        return
+    macro_module = sys.modules.get("tunedsl.runtime.macro")
+    macro = getattr(macro_module, "autotune", None)
+    for name, value in list(user_ns.items()):
+        if not name.isidentifier() or name.startswith("_"):
+            continue  # IPython's own history names (_, _i1, ...) are never macro aliases
+        if value is tunedsl_module:
+            yield f"import tunedsl as {name}"
+        elif macro is not None and value is macro:
+            yield f"from tunedsl import autotune as {name}"
+
+
+class _RenameSites(ast.NodeTransformer):
+    """Give each generated site name of one cell a name unique in the session."""
+
+    def __init__(self, taken: dict[str, Any]) -> None:
+        self.taken = taken
+        self.mapping: dict[str, str] = {}
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        if _SITE_NAME.fullmatch(node.id):
+            new = self.mapping.get(node.id)
+            if new is None:
+                new = f"__tunedsl_site_{next(_session_sites)}__"
+                while new in self.taken:
+                    new = f"__tunedsl_site_{next(_session_sites)}__"
+                self.mapping[node.id] = new
+            node.id = new
+        return node
+
+
+def expand_cell(cell: str, filename: str, user_ns: dict[str, Any]) -> ast.Module | None:
+    """The cell's expanded AST, or None when neither the cell nor the session uses tunedsl."""
+    from tunedsl.frontend.compile import expand_to_ast, needs_expansion
+
+    cell_lines = cell.count("\n") + 1
+    imports = list(_tunedsl_bindings(user_ns))
+    source = cell
+    if imports:
+        source = cell + ("" if cell.endswith("\n") else "\n") + "\n".join(imports) + "\n"
+    elif not needs_expansion(cell):
+        return None
+    tree = expand_to_ast(source, filename)
+    if imports:
+        # Drop the appended imports again: they only told the expander what the names mean.
+        appended = set(imports)
+        tree.body = [
+            node
+            for node in tree.body
+            if not (getattr(node, "lineno", 0) > cell_lines and ast.unparse(node) in appended)
+        ]
+    _RenameSites(user_ns).visit(tree)
+    return ast.fix_missing_locations(tree)
+
+
+def _make_ast_parse(shell: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+    def ast_parse(source: str, filename: str = "<unknown>", symbol: str = "exec") -> Any:
+        if symbol == "exec" and isinstance(source, str):
+            tree = expand_cell(source, filename, shell.user_ns)
+            if tree is not None:
+                return tree
+        return original(source, filename, symbol)
+
+    setattr(ast_parse, _ORIGINAL, original)
+    return ast_parse
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext tunedsl``: expand cells that use the DSL (idempotent)."""
+    compiler = ipython.compile
+    if hasattr(compiler.ast_parse, _ORIGINAL):
+        return
+    compiler.ast_parse = _make_ast_parse(ipython, compiler.ast_parse)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext tunedsl``: cells are plain Python again."""
+    compiler = ipython.compile
+    original = getattr(compiler.ast_parse, _ORIGINAL, None)
+    if original is None:
+        return
+    if "ast_parse" in vars(compiler):
+        del compiler.ast_parse  # back to the class's method
+    if getattr(compiler.ast_parse, _ORIGINAL, None) is not None:  # pragma: no cover
+        compiler.ast_parse = original
