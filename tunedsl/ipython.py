@@ -72,11 +72,12 @@ def expand_cell(cell: str, filename: str, user_ns: dict[str, Any]) -> ast.Module
     """The cell's expanded AST, or None when neither the cell nor the session uses tunedsl."""
     from tunedsl.frontend.compile import expand_to_ast, needs_expansion
 
-    cell_lines = cell.count("\n") + 1
     imports = list(_tunedsl_bindings(user_ns))
     source = cell
     if imports:
-        source = cell + ("" if cell.endswith("\n") else "\n") + "\n".join(imports) + "\n"
+        body = cell if cell.endswith("\n") else cell + "\n"
+        first_appended_line = body.count("\n") + 1
+        source = body + "\n".join(imports) + "\n"
     elif not needs_expansion(cell):
         return None
     tree = expand_to_ast(source, filename)
@@ -86,7 +87,9 @@ def expand_cell(cell: str, filename: str, user_ns: dict[str, Any]) -> ast.Module
         tree.body = [
             node
             for node in tree.body
-            if not (getattr(node, "lineno", 0) > cell_lines and ast.unparse(node) in appended)
+            if not (
+                getattr(node, "lineno", 0) >= first_appended_line and ast.unparse(node) in appended
+            )
         ]
     _RenameSites(user_ns).visit(tree)
     return ast.fix_missing_locations(tree)

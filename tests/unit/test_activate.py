@@ -1,0 +1,175 @@
+"""The import hook: DSL modules are expanded through the cache, plain modules stay Python's.
+
+Each scenario runs in a fresh interpreter (the hook changes the import system) over a copy of
+``dsl_fixtures`` in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "dsl_fixtures"
+
+PROBE = """
+import json, sys
+from tunedsl import bytecode
+
+def report(**extra):
+    s = bytecode.stats
+    print(json.dumps(dict(hits=s.hits, compiles=s.compiles, writes=s.writes, **extra)))
+"""
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    target = tmp_path / "work"
+    shutil.copytree(FIXTURES, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def run_python(code: str, cwd: Path) -> dict:
+    # Python's own pyc writing must be on here: the hook's plain path is the pyc path.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(PROBE) + textwrap.dedent(code)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def pycs(directory: Path, stem: str) -> list[Path]:
+    return list((directory / "__pycache__").glob(f"{stem}.*.pyc"))
+
+
+def test_dsl_module_importing_dsl_module_is_expanded_and_cached(workdir: Path) -> None:
+    code = """
+        import tunedsl.activate
+        import dsl_helper
+        report(describe=dsl_helper.describe(), loader=type(dsl_helper.__loader__).__name__)
+    """
+    first = run_python(code, workdir)
+    assert first["describe"] == "helper+leaf"
+    assert first["loader"] == "DslSourceLoader"
+    assert (first["compiles"], first["writes"], first["hits"]) == (2, 2, 0)
+    # Expanded code never lands in __pycache__: the next run must come from tunedsl's cache.
+    assert pycs(workdir, "dsl_helper") == [] and pycs(workdir, "dsl_leaf") == []
+
+    second = run_python(code, workdir)
+    assert (second["compiles"], second["hits"]) == (0, 2)
+    assert second["describe"] == "helper+leaf"
+
+
+def test_edit_of_a_dsl_module_is_picked_up(workdir: Path) -> None:
+    code = """
+        import tunedsl.activate
+        import dsl_leaf
+        report(name=dsl_leaf.NAME)
+    """
+    assert run_python(code, workdir)["name"] == "leaf"
+    leaf = workdir / "dsl_leaf.py"
+    leaf.write_text(leaf.read_text().replace('NAME = "leaf"', 'NAME = "edited"'))
+    edited = run_python(code, workdir)
+    assert (edited["name"], edited["compiles"]) == ("edited", 1)
+
+
+def test_plain_module_takes_pythons_pyc_path(workdir: Path) -> None:
+    code = """
+        import tunedsl.activate
+        from tunedsl.activate import DslSourceLoader
+        calls = []
+        real = DslSourceLoader.source_to_code
+        def counting(self, data, path, **kw):
+            calls.append(path)
+            return real(self, data, path, **kw)
+        DslSourceLoader.source_to_code = counting
+        import plain_module
+        report(
+            value=plain_module.VALUE,
+            cached=plain_module.__cached__,
+            source_to_code=calls,
+            frontend_loaded="tunedsl.frontend.compile" in sys.modules,
+        )
+    """
+    first = run_python(code, workdir)
+    assert first["value"] == 42
+    assert len(first["source_to_code"]) == 1  # no pyc yet: compiled from source once...
+    assert Path(first["cached"]).exists()  # ...and written to __pycache__ by Python
+    assert first["compiles"] == 0 and not first["frontend_loaded"]
+
+    second = run_python(code, workdir)
+    assert second["source_to_code"] == []  # straight from the pyc: source never compiled
+    assert not second["frontend_loaded"]  # the front end is not even imported
+
+
+def test_stale_pyc_of_a_dsl_module_is_not_trusted(workdir: Path) -> None:
+    # Plain Python once compiled this DSL module (it has no `$`) and left a valid pyc.
+    py_compile.compile(
+        str(workdir / "dsl_leaf.py"),
+        cfile=importlib.util.cache_from_source(str(workdir / "dsl_leaf.py")),
+    )
+    assert pycs(workdir, "dsl_leaf")
+    result = run_python(
+        """
+        import tunedsl.activate
+        import dsl_leaf
+        report(name=dsl_leaf.NAME)
+        """,
+        workdir,
+    )
+    assert (result["name"], result["compiles"]) == ("leaf", 1)
+
+
+def test_install_is_idempotent_and_uninstall_restores(workdir: Path) -> None:
+    result = run_python(
+        """
+        import tunedsl.activate as activate
+        activate.install(); activate.install()
+        ours = [h for h in sys.path_hooks if getattr(h, "_tunedsl_path_hook", False)]
+        activate.uninstall()
+        import dsl_leaf
+        report(
+            ours=len(ours),
+            installed=activate.installed(),
+            loader=type(dsl_leaf.__loader__).__name__,
+        )
+        """,
+        workdir,
+    )
+    assert result["ours"] == 1
+    assert result["installed"] is False
+    assert result["loader"] == "SourceFileLoader"  # after uninstall: Python's own loader
+    assert result["compiles"] == 0
+
+
+def test_tunedsl_itself_is_never_expanded(workdir: Path) -> None:
+    result = run_python(
+        """
+        import tunedsl.activate
+        import tunedsl.frontend.compile, tunedsl.runtime.macro
+        report()
+        """,
+        workdir,
+    )
+    assert result["compiles"] == 0
+
+
+def test_hook_loader_is_a_source_file_loader() -> None:
+    from tunedsl.activate import DslSourceLoader
+
+    assert issubclass(DslSourceLoader, importlib.machinery.SourceFileLoader)

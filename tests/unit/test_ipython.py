@@ -1,0 +1,107 @@
+"""``%load_ext tunedsl`` in a real IPython shell."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+pytest.importorskip("IPython")
+
+from IPython.core.interactiveshell import InteractiveShell
+
+from tunedsl import ipython as extension
+
+
+@pytest.fixture
+def shell():
+    sh = InteractiveShell.instance()
+    sh.reset()  # a clean namespace: no tunedsl bindings left by another test
+    sh.run_line_magic("load_ext", "tunedsl")
+    yield sh
+    sh.run_line_magic("unload_ext", "tunedsl")
+    sh.reset()
+
+
+@pytest.fixture
+def expansions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The source of every cell the front end expanded."""
+    import tunedsl.frontend.compile as frontend
+
+    seen: list[str] = []
+    real = frontend.expand_to_ast
+
+    def recording(source, filename="<string>"):
+        seen.append(source)
+        return real(source, filename)
+
+    monkeypatch.setattr(frontend, "expand_to_ast", recording)
+    return seen
+
+
+def test_plain_cells_are_untouched(shell, expansions) -> None:
+    result = shell.run_cell("x = 20\nx + 22")
+    assert result.success and result.result == 42
+    assert expansions == []
+
+
+def test_dsl_cell_is_expanded_and_displays_its_value(shell, expansions) -> None:
+    result = shell.run_cell("from tunedsl import autotune, cdiv\ncdiv(1000, 256)")
+    assert result.success, result.error_in_exec
+    assert result.result == 4  # the last expression is still displayed
+    assert len(expansions) == 1
+
+
+def test_later_cells_of_a_session_that_bound_the_macro_are_expanded(shell, expansions) -> None:
+    shell.run_cell("from tunedsl import autotune as tune")
+    result = shell.run_cell("y = 3\ny * 2")  # no import here: the session bound `tune`
+    assert result.success and result.result == 6
+    assert len(expansions) == 2
+    assert expansions[1].startswith("y = 3\ny * 2\n")
+    assert "from tunedsl import autotune as tune" in expansions[1]
+
+
+def test_appended_imports_do_not_reach_the_cell(shell) -> None:
+    import tunedsl.runtime.macro
+
+    tree = extension.expand_cell("a = 1\na", "<cell>", {"at": tunedsl.runtime.macro.autotune})
+    assert tree is not None
+    assert [type(node).__name__ for node in tree.body][-1] == "Expr"  # `a` stays last
+    assert "import" not in ast.unparse(tree)
+
+
+def test_runtime_error_points_at_the_cells_line(shell) -> None:
+    result = shell.run_cell("from tunedsl import autotune\n\nvalue = 1\nvalue / 0\n")
+    err = result.error_in_exec
+    assert isinstance(err, ZeroDivisionError)
+    tb = err.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_lineno == 4
+
+
+def test_syntax_error_points_at_the_cells_line(shell) -> None:
+    result = shell.run_cell("from tunedsl import autotune\nok = 1\nbad = (\n")
+    err = result.error_before_exec
+    assert isinstance(err, SyntaxError)
+    assert err.lineno == 3
+
+
+def test_site_names_are_unique_across_cells() -> None:
+    cell = "__tunedsl_site_0__ = make()\ndef f():\n    return __tunedsl_site_0__()\n"
+    first = extension._RenameSites({}).visit(ast.parse(cell))
+    second = extension._RenameSites({}).visit(ast.parse(cell))
+    names_first = {n.id for n in ast.walk(first) if isinstance(n, ast.Name)}
+    names_second = {n.id for n in ast.walk(second) if isinstance(n, ast.Name)}
+    site_first = {n for n in names_first if n.startswith("__tunedsl_site_")}
+    site_second = {n for n in names_second if n.startswith("__tunedsl_site_")}
+    assert len(site_first) == len(site_second) == 1  # both uses renamed consistently
+    assert site_first != site_second
+
+
+def test_unload_restores_plain_parsing(shell, expansions) -> None:
+    shell.run_line_magic("unload_ext", "tunedsl")
+    result = shell.run_cell("from tunedsl import autotune\n1 + 1")
+    assert result.result == 2
+    assert expansions == []
+    shell.run_line_magic("load_ext", "tunedsl")  # the fixture unloads it again
