@@ -1,0 +1,605 @@
+"""Expander layer: check each parsed macro call and rewrite it per the expansion contract.
+
+The shape emitted here is normative (docs/ARCHITECTURE.md, "The expansion contract"): a
+prologue import of ``tunedsl.runtime.dsl``, one hoisted ``make_site(...)`` per macro with
+the literal parts, and in place of the macro one call of the site. Every generated node
+carries the line and column of the user's text it stands for.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tunedsl.frontend.parser import MacroArg, MacroCall, ParsedModule, Placeholder
+from tunedsl.frontend.source import SourceText
+from tunedsl.runtime.options import HINT_NAMES, MACRO_KEYWORDS, OPTION_NAMES
+
+RUNTIME_MODULE = "tunedsl.runtime.dsl"
+MAX_BLOCK_DIMS = 3
+
+# (lineno, byte col, end lineno, end byte col): where a generated node says it comes from.
+Span = tuple[int, int, int, int]
+NodeT = TypeVar("NodeT", bound=ast.AST)
+_POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+
+
+@dataclass(frozen=True)
+class GeneratedNames:
+    """Hygienic names: ``__tunedsl_<what>_<n><tag>__`` with a tag no user name clashes with."""
+
+    tag: str
+
+    @property
+    def runtime(self) -> str:
+        return f"__tunedsl_rt{self.tag}__"
+
+    def site(self, n: int) -> str:
+        return f"__tunedsl_site_{n}{self.tag}__"
+
+    def cfg(self, n: int) -> str:
+        return f"__tunedsl_cfg_{n}{self.tag}__"
+
+    @classmethod
+    def avoiding(cls, user_names: frozenset[str], count: int) -> GeneratedNames:
+        candidate = 0
+        while True:
+            names = cls("" if candidate == 0 else f"_{candidate}")
+            mine = {names.runtime} | {names.site(n) for n in range(count)}
+            mine |= {names.cfg(n) for n in range(count)}
+            if not mine & user_names:
+                return names
+            candidate += 1
+
+
+def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
+    """The module with every macro call rewritten and the sites hoisted into a prologue."""
+    module = parsed.module
+    if not parsed.macros:
+        return module
+    names = GeneratedNames.avoiding(parsed.names, len(parsed.macros))
+    dict_is_builtin = not _binds_name(module, "dict")
+    sites: list[ast.stmt] = []
+    replacements: dict[Span, ast.expr] = {}
+    for n, macro in enumerate(parsed.macros):
+        expander = _MacroExpander(src, macro, names, n, dict_is_builtin)
+        site, call = expander.expand()
+        sites.append(site)
+        replacements[_span(src, macro.start, macro.end)] = call
+    _ReplaceMacros(replacements).visit(module)
+
+    first = _span(src, parsed.macros[0].start, parsed.macros[0].callee_end)
+    runtime_import = _at(
+        ast.Import(names=[ast.alias(name=RUNTIME_MODULE, asname=names.runtime)]), first
+    )
+    body = module.body
+    insert_at = 0
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        if isinstance(body[0].value.value, str):
+            insert_at = 1  # after the docstring
+    while (
+        insert_at < len(body)
+        and isinstance(body[insert_at], ast.ImportFrom)
+        and body[insert_at].module == "__future__"  # type: ignore[attr-defined]
+    ):
+        insert_at += 1
+    body[insert_at:insert_at] = [runtime_import, *sites]
+    return module
+
+
+class _ReplaceMacros(ast.NodeTransformer):
+    """Put each site call where the parser left the blanked ``autotune()`` call."""
+
+    def __init__(self, replacements: dict[Span, ast.expr]) -> None:
+        self.replacements = replacements
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        key = (node.lineno, node.col_offset, node.end_lineno or 0, node.end_col_offset or 0)
+        replacement = self.replacements.get(key)
+        if replacement is not None:
+            return replacement
+        self.generic_visit(node)
+        return node
+
+
+class _MacroExpander:
+    """Checks and rewrites one macro call."""
+
+    def __init__(
+        self, src: SourceText, macro: MacroCall, names: GeneratedNames, n: int, dict_ok: bool
+    ) -> None:
+        self.src = src
+        self.macro = macro
+        self.names = names
+        self.n = n
+        self.dict_ok = dict_ok
+        self.span = _span(src, macro.start, macro.end)
+        self.callee_span = (macro.start, macro.callee_end)
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _error(self, message: str, start: int, end: int | None = None, hint: str | None = None):
+        return self.src.error(message, start, end, hint)
+
+    def _classify(self) -> tuple[dict[str, MacroArg], MacroArg]:
+        keywords: dict[str, MacroArg] = {}
+        launches: list[MacroArg] = []
+        for arg in self.macro.args:
+            if arg.keyword is None:
+                launches.append(arg)
+                continue
+            name = arg.keyword
+            name_end = arg.start + len(name)
+            if name not in MACRO_KEYWORDS:
+                close = difflib.get_close_matches(name, MACRO_KEYWORDS, n=1)
+                hint = (
+                    f"did you mean `{close[0]}=`?"
+                    if close
+                    else "autotune(...) accepts: " + ", ".join(MACRO_KEYWORDS)
+                )
+                raise self._error(
+                    f"unknown keyword `{name}=` in autotune(...)", arg.start, name_end, hint
+                )
+            if name in keywords:
+                raise self._error(
+                    f"keyword argument repeated: `{name}=`",
+                    arg.start,
+                    name_end,
+                    hint="give each keyword of autotune(...) once",
+                )
+            keywords[name] = arg
+        launch_hint = "pass the kernel launch as the one positional argument, e.g. `vadd(a, b, n, TILE=$tile)`"
+        if not launches:
+            raise self._error(
+                "autotune(...) needs the kernel launch as its positional argument",
+                *self.callee_span,
+                hint=launch_hint,
+            )
+        if len(launches) > 1:
+            second = launches[1]
+            raise self._error(
+                "autotune(...) takes exactly one positional argument (the kernel launch); "
+                "this is a second one",
+                second.value_start,
+                second.value_end,
+                hint="launch one kernel per autotune(...) call",
+            )
+        for required, example in (
+            ("space", "space=dict(tile=[256, 512])"),
+            ("blocks", "blocks=cdiv(n, $tile)"),
+        ):
+            if required not in keywords:
+                raise self._error(
+                    f"autotune(...) needs `{required}=`",
+                    *self.callee_span,
+                    hint=f"add e.g. `{example}`",
+                )
+        launch = launches[0]
+        if not isinstance(launch.node, ast.Call):
+            raise self._error(
+                "the positional argument of autotune(...) must be a call of the kernel",
+                launch.value_start,
+                launch.value_end,
+                hint=launch_hint,
+            )
+        return keywords, launch
+
+    def _check_placement(self, keywords: dict[str, MacroArg], launch: MacroArg) -> None:
+        for name, arg in keywords.items():
+            if name != "blocks" and arg.placeholders:
+                ph = arg.placeholders[0]
+                raise self._error(
+                    f"`${ph.name}` is not allowed in `{name}=`",
+                    ph.start,
+                    ph.end,
+                    hint="a configuration field can only be used in blocks= and in the "
+                    "kernel launch's arguments",
+                )
+        assert isinstance(launch.node, ast.Call)
+        func = launch.node.func
+        func_end = self.src.offset(func.end_lineno or func.lineno, func.end_col_offset or 0)
+        for ph in launch.placeholders:
+            if ph.start < func_end:
+                raise self._error(
+                    f"`${ph.name}` is not allowed in the kernel expression",
+                    ph.start,
+                    ph.end,
+                    hint="the kernel is chosen once per call; use `$name` in its arguments",
+                )
+
+    # -- rewrite --------------------------------------------------------------------------
+
+    def expand(self) -> tuple[ast.stmt, ast.expr]:
+        keywords, launch = self._classify()
+        self._check_placement(keywords, launch)
+        space_arg = keywords["space"]
+        space_literal, fields = _literal_space(space_arg.node, self.dict_ok)  # type: ignore[arg-type]
+        if fields is not None:
+            self._check_fields(fields)
+
+        static_hints: list[tuple[str, ast.expr]] = []
+        lazy_hints: list[tuple[str, ast.expr]] = []
+        options: list[tuple[str, ast.expr]] = []
+        lazy_options: list[tuple[str, ast.expr]] = []
+        for name, arg in keywords.items():
+            assert arg.node is not None
+            if name in HINT_NAMES:
+                if fields is not None and name in fields:
+                    raise self._error(
+                        f"`{name}=` is given both as a static hint and as a field of `space=`",
+                        arg.start,
+                        arg.start + len(name),
+                        hint=f"remove `{name}=` here or the `{name}` field from space=",
+                    )
+                literal = _literal(arg.node, self.dict_ok)
+                (static_hints if literal else lazy_hints).append((name, literal or arg.node))
+            elif name in OPTION_NAMES:
+                literal = _literal(arg.node, self.dict_ok)
+                (options if literal else lazy_options).append((name, literal or arg.node))
+
+        blocks = self._blocks(keywords["blocks"])
+        site = self._site(launch, space_literal, static_hints, options, "key" in keywords)
+        call = self._call(
+            launch,
+            blocks,
+            keywords.get("key"),
+            None if space_literal is not None else space_arg.node,
+            lazy_hints,
+            lazy_options,
+        )
+        return site, call
+
+    def _check_fields(self, fields: list[str]) -> None:
+        for ph in self.macro.placeholders:
+            if ph.name not in fields:
+                close = difflib.get_close_matches(ph.name, fields, n=1)
+                if close:
+                    hint = f"did you mean `${close[0]}`?"
+                elif fields:
+                    hint = "the fields of space= are: " + ", ".join(f"`{f}`" for f in fields)
+                else:
+                    hint = "space= defines no fields"
+                raise self._error(
+                    f"`${ph.name}` is not a field of `space=`", ph.start, ph.end, hint
+                )
+
+    def _blocks(self, arg: MacroArg) -> ast.expr:
+        node = arg.node
+        assert node is not None
+        message = "blocks= must be an int or a tuple of one to three ints"
+        if isinstance(node, ast.Tuple):
+            if not 1 <= len(node.elts) <= MAX_BLOCK_DIMS or any(
+                isinstance(e, ast.Starred) for e in node.elts
+            ):
+                raise self._error(
+                    f"{message}; this tuple has {len(node.elts)} elements"
+                    if not any(isinstance(e, ast.Starred) for e in node.elts)
+                    else f"{message}; `*` unpacking is not allowed here",
+                    arg.value_start,
+                    arg.value_end,
+                    hint="a launch grid has at most three dimensions: (x, y, z)",
+                )
+            return node
+        if isinstance(node, ast.Constant) and (type(node.value) is not int or node.value < 0):
+            raise self._error(
+                message, arg.value_start, arg.value_end, hint="e.g. blocks=cdiv(n, $tile)"
+            )
+        return _at(ast.Tuple(elts=[node], ctx=ast.Load()), self._node_span(node))
+
+    def _node_span(self, node: ast.AST) -> Span:
+        return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined, return-value]
+
+    def _site(
+        self,
+        launch: MacroArg,
+        space: ast.expr | None,
+        static_hints: list[tuple[str, ast.expr]],
+        options: list[tuple[str, ast.expr]],
+        has_key: bool,
+    ) -> ast.stmt:
+        src = self.src
+        macro = self.macro
+        line, col = src.line_col(macro.start)
+        end_line, end_col = src.line_col(macro.end)
+        assert isinstance(launch.node, ast.Call)
+        func = launch.node.func
+        kernel_text = src.text[
+            src.offset(func.lineno, func.col_offset) : src.offset(
+                func.end_lineno or func.lineno, func.end_col_offset or 0
+            )
+        ]
+        placeholders: list[ast.expr] = [
+            ast.Tuple(elts=[_const(ph.name), *map(_const, src.line_col(ph.start))], ctx=ast.Load())
+            for ph in macro.placeholders
+        ]
+        keywords = {
+            "filename": _const(src.filename),
+            "line": _const(line),
+            "col": _const(col),
+            "end_line": _const(end_line),
+            "end_col": _const(end_col),
+            "kernel_text": _const(kernel_text),
+            "space": space if space is not None else _const(None),
+            "static_hints": _dict(static_hints),
+            "options": _dict(options),
+            "placeholders": ast.Tuple(elts=placeholders, ctx=ast.Load()),
+            "has_key": _const(has_key),
+        }
+        make_site = ast.Call(
+            func=ast.Attribute(value=_load(self.names.runtime), attr="make_site", ctx=ast.Load()),
+            args=[],
+            keywords=[ast.keyword(arg=k, value=v) for k, v in keywords.items()],
+        )
+        target = ast.Name(id=self.names.site(self.n), ctx=ast.Store())
+        return _at(ast.Assign(targets=[target], value=make_site), self.span)
+
+    def _call(
+        self,
+        launch: MacroArg,
+        blocks: ast.expr,
+        key: MacroArg | None,
+        lazy_space: ast.expr | None,
+        lazy_hints: list[tuple[str, ast.expr]],
+        lazy_options: list[tuple[str, ast.expr]],
+    ) -> ast.expr:
+        call = launch.node
+        assert isinstance(call, ast.Call)
+        cfg = self.names.cfg(self.n)
+        subst = _Substitute(self.src, self.macro.placeholders, cfg)
+
+        args: list[ast.expr] = []
+        holes: list[ast.expr] = []
+        for arg in call.args:
+            new = subst.visit_counting(arg)
+            if new is None:
+                args.append(arg)
+            elif isinstance(arg, ast.Starred):
+                raise self._starred_error(arg)
+            else:
+                hole = ast.Attribute(value=_load(self.names.runtime), attr="HOLE", ctx=ast.Load())
+                args.append(_at(hole, self._node_span(arg)))
+                holes.append(new)
+        static_kw: list[tuple[str | None, ast.expr]] = []
+        dynamic_kw: list[tuple[str | None, ast.expr]] = []
+        for kw in call.keywords:
+            new = subst.visit_counting(kw.value)
+            if new is None:
+                static_kw.append((kw.arg, kw.value))
+            elif kw.arg is None:
+                raise self._starred_error(kw)
+            else:
+                dynamic_kw.append((kw.arg, new))
+        blocks = subst.visit(blocks)
+        subst.check_all_found(self._error)
+
+        launch_span = self._node_span(call)
+        bind = ast.Lambda(
+            args=_arguments([cfg]),
+            body=ast.Tuple(
+                elts=[
+                    _at(ast.Tuple(elts=holes, ctx=ast.Load()), launch_span),
+                    _at(_dict(dynamic_kw), launch_span),
+                    blocks,
+                ],
+                ctx=ast.Load(),
+            ),
+        )
+        if lazy_space is None and not lazy_hints and not lazy_options:
+            lazy: ast.expr = _const(None)
+        else:
+            lazy = ast.Lambda(
+                args=_arguments([]),
+                body=ast.Tuple(
+                    elts=[lazy_space or _const(None), _dict(lazy_hints), _dict(lazy_options)],
+                    ctx=ast.Load(),
+                ),
+            )
+        site_call = ast.Call(
+            func=_load(self.names.site(self.n)),
+            args=[
+                call.func,
+                _at(ast.Tuple(elts=args, ctx=ast.Load()), launch_span),
+                _at(_dict(static_kw), launch_span),
+                bind,
+                key.node if key is not None and key.node is not None else _const(None),
+                lazy,
+            ],
+            keywords=[],
+        )
+        return _at(site_call, self.span)
+
+    def _starred_error(self, node: ast.AST) -> Exception:
+        start = self.src.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        end = self.src.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        return self._error(
+            "an unpacked (`*`/`**`) launch argument cannot use `$name`",
+            start,
+            end,
+            hint="pass the `$`-dependent argument on its own",
+        )
+
+
+class _Substitute(ast.NodeTransformer):
+    """``_name`` at a recorded ``$name`` position -> ``<cfg>.name``, keeping the position."""
+
+    def __init__(self, src: SourceText, placeholders: list[Placeholder], cfg: str) -> None:
+        self.cfg = cfg
+        self.src = src
+        self.pending: dict[tuple[int, int], Placeholder] = {
+            src.byte_col(ph.start): ph for ph in placeholders
+        }
+        self.count = 0
+
+    def visit_counting(self, node: ast.expr) -> ast.expr | None:
+        """The node with its placeholders replaced, or None when it has none."""
+        before = self.count
+        new = self.visit(node)
+        return new if self.count != before else None
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        ph = self.pending.get((node.lineno, node.col_offset))
+        if ph is None or node.id != "_" + ph.name:
+            return node
+        if not isinstance(node.ctx, ast.Load):
+            raise self.src.error(
+                f"`${ph.name}` is a configuration field and cannot be assigned to",
+                ph.start,
+                ph.end,
+            )
+        del self.pending[(node.lineno, node.col_offset)]
+        self.count += 1
+        cfg = ast.copy_location(ast.Name(id=self.cfg, ctx=ast.Load()), node)
+        return ast.copy_location(ast.Attribute(value=cfg, attr=ph.name, ctx=ast.Load()), node)
+
+    def check_all_found(self, error) -> None:  # type: ignore[no-untyped-def]
+        for ph in self.pending.values():
+            raise error(
+                f"`${ph.name}` can only be used as a value here",
+                ph.start,
+                ph.end,
+                hint="`$name` reads a field of the configuration being tried, like a variable",
+            )
+
+
+# -- literal analysis ---------------------------------------------------------------------
+
+
+def _literal(node: ast.expr, dict_ok: bool) -> ast.expr | None:
+    """A fresh, normalised copy of a literal expression (``dict(k=...)`` becomes a display), else None."""
+    if isinstance(node, ast.Constant):
+        return _const(node.value)
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, (ast.USub, ast.UAdd))
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) in (int, float, complex)
+    ):
+        return ast.UnaryOp(op=node.op, operand=_const(node.operand.value))
+    if isinstance(node, (ast.List, ast.Tuple)):
+        elts = _literals(node.elts, dict_ok)
+        if elts is None:
+            return None
+        cls = ast.List if isinstance(node, ast.List) else ast.Tuple
+        return cls(elts=elts, ctx=ast.Load())
+    if isinstance(node, ast.Dict):
+        keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+        values = _literals(node.values, dict_ok)
+        if len(keys) != len(node.keys) or values is None:
+            return None
+        return ast.Dict(keys=[_const(k) for k in keys], values=values)
+    if (
+        dict_ok
+        and isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "dict"
+        and not node.args
+        and all(kw.arg is not None for kw in node.keywords)
+    ):
+        values = _literals([kw.value for kw in node.keywords], dict_ok)
+        if values is None:
+            return None
+        return ast.Dict(keys=[_const(kw.arg) for kw in node.keywords], values=values)
+    return None
+
+
+def _literals(nodes: Sequence[ast.expr], dict_ok: bool) -> list[ast.expr] | None:
+    out = []
+    for node in nodes:
+        literal = _literal(node, dict_ok)
+        if literal is None:
+            return None
+        out.append(literal)
+    return out
+
+
+def _literal_space(node: ast.expr, dict_ok: bool) -> tuple[ast.expr | None, list[str] | None]:
+    """(normalised literal space, its field names) or (None, None) when it is not literal."""
+    literal = _literal(node, dict_ok)
+    if isinstance(literal, ast.Dict):
+        dicts = [literal]
+    elif isinstance(literal, ast.List) and all(isinstance(e, ast.Dict) for e in literal.elts):
+        dicts = literal.elts  # type: ignore[assignment]
+    else:
+        return None, None
+    fields: list[str] = []
+    for d in dicts:
+        for k in d.keys:
+            value = k.value  # type: ignore[union-attr]
+            if not isinstance(value, str):
+                return None, None  # the runtime reports non-string field names
+            if value not in fields:
+                fields.append(value)
+    return _at_all(literal, _node_span(node)), fields
+
+
+def _binds_name(module: ast.Module, name: str) -> bool:
+    """Does the module bind ``name`` anywhere (so a call of it may not be the builtin)?"""
+    for node in ast.walk(module):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return True
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.name == name
+        ):
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
+            return True
+        if isinstance(node, ast.arg) and node.arg == name:
+            return True
+    return False
+
+
+# -- node helpers -------------------------------------------------------------------------
+
+
+def _span(src: SourceText, start: int, end: int) -> Span:
+    return (*src.byte_col(start), *src.byte_col(end))  # type: ignore[return-value]
+
+
+def _node_span(node: ast.AST) -> Span:
+    return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined, return-value]
+
+
+def _at(node: NodeT, span: Span) -> NodeT:
+    """Give ``node`` and any of its descendants without a position the position ``span``."""
+    return _at_all(node, span, only_missing=True)
+
+
+def _at_all(node: NodeT, span: Span, only_missing: bool = True) -> NodeT:
+    for child in ast.walk(node):
+        if "lineno" not in child._attributes:
+            continue
+        if only_missing and getattr(child, "lineno", None) is not None:
+            continue
+        for attr, value in zip(_POSITION, span, strict=True):
+            setattr(child, attr, value)
+    return node
+
+
+def _const(value: Any) -> ast.Constant:
+    return ast.Constant(value=value)
+
+
+def _load(name: str) -> ast.Name:
+    return ast.Name(id=name, ctx=ast.Load())
+
+
+def _dict(items: Sequence[tuple[str | None, ast.expr]]) -> ast.Dict:
+    return ast.Dict(
+        keys=[None if k is None else _const(k) for k, _ in items], values=[v for _, v in items]
+    )
+
+
+def _arguments(names: list[str]) -> ast.arguments:
+    return ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg(arg=name) for name in names],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )

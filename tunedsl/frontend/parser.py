@@ -1,0 +1,385 @@
+"""Parser layer: find the macro calls in a token stream and parse their parts with ``ast``.
+
+The technique is a *length-preserving* rewrite, so every position Python reports is the
+user's own:
+
+* each ``$name`` becomes ``_name`` (same length); the ``Name`` node found at exactly that
+  position later becomes ``<cfg>.name``;
+* the text between a macro's parentheses is blanked (newlines kept, every other character
+  replaced by as many spaces as it has UTF-8 bytes, so byte columns after it stay right),
+  so the module parses as plain Python with ``autotune()`` in place of each macro;
+* each macro argument is parsed on its own, padded so its nodes get their original
+  line and column.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import keyword
+import re
+from dataclasses import dataclass, field
+
+from tunedsl.frontend.lexer import DOLLAR, NAME, OP, Lexed, Token
+from tunedsl.frontend.source import SourceText
+
+MACRO_NAME = "autotune"
+MODULE_NAME = "tunedsl"
+
+_NOT_NEWLINE = re.compile(r"[^\r\n]+")
+
+
+@dataclass(frozen=True)
+class Bindings:
+    """Names under which a module can reach the macro."""
+
+    macro_names: frozenset[str]  # ``autotune`` or its alias: ``autotune(...)``
+    module_names: frozenset[str]  # ``tunedsl`` or its alias: ``td.autotune(...)``
+
+    def __bool__(self) -> bool:
+        return bool(self.macro_names or self.module_names)
+
+
+@dataclass
+class Placeholder:
+    """One ``$name``: ``start`` is the offset of ``$``, ``end`` the offset after the name."""
+
+    name: str
+    start: int
+    end: int
+
+
+@dataclass
+class MacroArg:
+    """One argument of a macro call: ``keyword=value`` or the positional launch."""
+
+    keyword: str | None
+    start: int  # offset of the argument (the keyword name for a keyword argument)
+    value_start: int
+    value_end: int
+    placeholders: list[Placeholder] = field(default_factory=list)
+    node: ast.expr | None = None  # the parsed value (``$name`` still spelled ``_name``)
+
+
+@dataclass
+class MacroCall:
+    """One ``autotune(...)`` macro call; offsets span the callee to the closing parenthesis."""
+
+    start: int
+    callee_end: int
+    end: int
+    inner_start: int  # just after the opening parenthesis
+    inner_end: int  # at the closing parenthesis
+    args: list[MacroArg] = field(default_factory=list)
+    placeholders: list[Placeholder] = field(default_factory=list)
+
+
+@dataclass
+class ParsedModule:
+    """The module with its macro calls blanked, and the macro calls parsed separately."""
+
+    module: ast.Module
+    macros: list[MacroCall]
+    names: frozenset[str]  # every identifier in the module (for hygiene)
+
+
+def find_bindings(tokens: list[Token]) -> Bindings:
+    """Names bound by ``from tunedsl import autotune [as x]`` / ``import tunedsl [as td]``.
+
+    A binding anywhere in the module (any scope) counts for the whole module.
+    """
+    macro: set[str] = set()
+    module: set[str] = set()
+    n = len(tokens)
+    i = 0
+    while i < n:
+        kind, _, _, text = tokens[i]
+        if kind == NAME and text == "from":
+            if (
+                i + 2 < n
+                and tokens[i + 1][3] == MODULE_NAME
+                and tokens[i + 1][0] == NAME
+                and tokens[i + 2][3] == "import"
+            ):
+                i = _from_import_names(tokens, i + 3, macro)
+                continue
+        elif kind == NAME and text == "import":
+            i = _import_names(tokens, i + 1, module)
+            continue
+        i += 1
+    return Bindings(frozenset(macro), frozenset(module))
+
+
+def _from_import_names(tokens: list[Token], i: int, macro: set[str]) -> int:
+    n = len(tokens)
+    if i < n and tokens[i][3] == "(":
+        i += 1
+    while i < n:
+        kind, _, _, text = tokens[i]
+        if kind == OP and text == "*":
+            macro.add(MACRO_NAME)
+            i += 1
+        elif kind == NAME:
+            bound = text
+            if i + 2 < n and tokens[i + 1][3] == "as" and tokens[i + 2][0] == NAME:
+                bound = tokens[i + 2][3]
+                i += 2
+            if text == MACRO_NAME:
+                macro.add(bound)
+            i += 1
+        else:
+            return i
+        if i < n and tokens[i][3] == ",":
+            i += 1
+        else:
+            return i
+    return i
+
+
+def _import_names(tokens: list[Token], i: int, module: set[str]) -> int:
+    n = len(tokens)
+    while i < n and tokens[i][0] == NAME:
+        first = tokens[i][3]
+        dotted = 1
+        i += 1
+        while i + 1 < n and tokens[i][3] == "." and tokens[i + 1][0] == NAME:
+            i += 2
+            dotted += 1
+        if i + 1 < n and tokens[i][3] == "as" and tokens[i + 1][0] == NAME:
+            if first == MODULE_NAME and dotted == 1:
+                module.add(tokens[i + 1][3])
+            i += 2
+        elif first == MODULE_NAME:
+            module.add(MODULE_NAME)  # ``import tunedsl.x`` binds ``tunedsl`` too
+        if i < n and tokens[i][3] == ",":
+            i += 1
+        else:
+            break
+    return i
+
+
+def blank(text: str) -> str:
+    """Spaces for every character but line ends, as many as its UTF-8 bytes."""
+    return _NOT_NEWLINE.sub(lambda m: " " * len(m.group().encode("utf-8")), text)
+
+
+def parse_module(src: SourceText, lexed: Lexed, bindings: Bindings) -> ParsedModule:
+    """Find and parse the macro calls, then parse the rest of the module as plain Python."""
+    tokens = lexed.tokens
+    text = src.text
+    if lexed.trouble is not None:
+        _raise_python_error(src, text)
+        raise src.error(
+            "cannot scan this module: unbalanced bracket or unterminated string here",
+            lexed.trouble,
+        )
+    macros = _find_macros(src, tokens, lexed.pairs, bindings)
+    placeholders = _placeholders(src, tokens)
+    _assign_placeholders(src, tokens, lexed.pairs, macros, placeholders)
+
+    # Length-preserving rewrites: `$x` -> `_x` everywhere, macro arguments blanked for the module.
+    pieces: list[str] = []
+    last = 0
+    for ph in placeholders:
+        pieces.append(text[last : ph.start])
+        pieces.append("_")
+        last = ph.start + 1
+    pieces.append(text[last:])
+    subst = "".join(pieces)
+    pieces = []
+    last = 0
+    for macro in macros:
+        pieces.append(subst[last : macro.inner_start])
+        pieces.append(blank(subst[macro.inner_start : macro.inner_end]))
+        last = macro.inner_end
+    pieces.append(subst[last:])
+    module_text = "".join(pieces)
+
+    try:
+        module = ast.parse(module_text, src.filename)
+    except SyntaxError as err:
+        raise src.python_error(err, seen_text=module_text) from err
+    for macro in macros:
+        for arg in macro.args:
+            arg.node = parse_expression_at(src, subst, arg.value_start, arg.value_end)
+    names = frozenset(tok[3] for tok in tokens if tok[0] == NAME)
+    return ParsedModule(module, macros, names)
+
+
+def parse_expression_at(src: SourceText, subst: str, start: int, end: int) -> ast.expr:
+    """Parse ``subst[start:end]`` as an expression whose nodes carry their original positions."""
+    line, byte_col = src.byte_col(start)
+    # Parenthesised so indentation and line breaks inside do not matter; the padding puts
+    # the first character at its original line and byte column.
+    if line == 1:
+        padded = "(" + " " * (byte_col - 1) + subst[start:end] + "\n)"
+    else:
+        padded = "(" + "\n" * (line - 1) + " " * byte_col + subst[start:end] + "\n)"
+    try:
+        tree = ast.parse(padded, src.filename, mode="eval")
+    except SyntaxError as err:
+        raise src.python_error(err, seen_text=padded, clamp=(start, end)) from err
+    return tree.body
+
+
+def _raise_python_error(src: SourceText, text: str) -> None:
+    try:
+        ast.parse(text, src.filename)
+    except SyntaxError as err:
+        raise src.python_error(err) from err
+
+
+def _find_macros(
+    src: SourceText, tokens: list[Token], pairs: dict[int, int], bindings: Bindings
+) -> list[MacroCall]:
+    macros: list[MacroCall] = []
+    n = len(tokens)
+    open_until = -1  # token index of the closing parenthesis of the last macro found
+    for i, (kind, start, _, text) in enumerate(tokens):
+        if kind != NAME:
+            continue
+        prev = tokens[i - 1][3] if i else ""
+        if prev in (".", "def", "class"):
+            continue
+        if text in bindings.macro_names:
+            paren = i + 1
+        elif (
+            text in bindings.module_names
+            and i + 3 < n
+            and tokens[i + 1][3] == "."
+            and tokens[i + 2][3] == MACRO_NAME
+        ):
+            paren = i + 3
+        else:
+            continue
+        if paren >= n or tokens[paren][3] != "(" or tokens[paren][0] != OP:
+            continue
+        close = pairs[paren]
+        if i < open_until:
+            raise src.error(
+                "an autotune(...) macro cannot be used inside another one",
+                start,
+                tokens[paren - 1][2],
+                hint="compute the value before the outer autotune(...) call",
+            )
+        macro = MacroCall(
+            start, tokens[paren - 1][2], tokens[close][2], tokens[paren][2], tokens[close][1]
+        )
+        macro.args = _split_args(src, tokens, pairs, paren, close)
+        macros.append(macro)
+        open_until = close
+    return macros
+
+
+def _split_args(
+    src: SourceText, tokens: list[Token], pairs: dict[int, int], paren: int, close: int
+) -> list[MacroArg]:
+    segments: list[tuple[int, int]] = []
+    seg_start = paren + 1
+    i = seg_start
+    while i < close:
+        if i in pairs:
+            i = pairs[i] + 1
+            continue
+        if tokens[i][3] == "," and tokens[i][0] == OP:
+            segments.append((seg_start, i))
+            seg_start = i + 1
+        i += 1
+    if seg_start < close or not segments:
+        segments.append((seg_start, close))
+    args: list[MacroArg] = []
+    for a, b in segments:
+        if a == b:
+            if a == close and not segments[:-1] and a == paren + 1:
+                break  # autotune(): no arguments at all
+            raise SyntaxError(
+                "invalid syntax",
+                _details(src, tokens[b][1] if b < len(tokens) else tokens[a - 1][1]),
+            )
+        first = tokens[a]
+        if first[0] == OP and first[3] in ("*", "**"):
+            raise src.error(
+                f"`{first[3]}` unpacking is not allowed in autotune(...)",
+                first[1],
+                first[2],
+                hint="write each keyword and the kernel launch out in the call",
+            )
+        if a + 1 < b and first[0] == NAME and tokens[a + 1][3] == "=":
+            if a + 2 == b:
+                raise SyntaxError("expected an expression", _details(src, tokens[a + 1][2]))
+            args.append(MacroArg(first[3], first[1], tokens[a + 2][1], tokens[b - 1][2]))
+        else:
+            args.append(MacroArg(None, first[1], first[1], tokens[b - 1][2]))
+    return args
+
+
+def _details(src: SourceText, offset: int) -> tuple[str, int, int, str]:
+    line, col = src.line_col(offset)
+    return (src.filename, line, col + 1, src.line_text(line) + "\n")
+
+
+def _placeholders(src: SourceText, tokens: list[Token]) -> list[Placeholder]:
+    found: list[Placeholder] = []
+    n = len(tokens)
+    for i, (kind, start, end, _) in enumerate(tokens):
+        if kind != DOLLAR:
+            continue
+        nxt = tokens[i + 1] if i + 1 < n else None
+        if nxt is None or nxt[0] != NAME or nxt[1] != end:
+            raise src.error(
+                "`$` must be followed directly by the name of a configuration field",
+                start,
+                end,
+                hint="write `$tile` for the field `tile` of the configuration being tried",
+            )
+        if keyword.iskeyword(nxt[3]):
+            raise src.error(
+                f"`${nxt[3]}`: a configuration field cannot be named like a Python keyword",
+                start,
+                nxt[2],
+                hint="rename the field in space=",
+            )
+        found.append(Placeholder(nxt[3], start, nxt[2]))
+    return found
+
+
+def _assign_placeholders(
+    src: SourceText,
+    tokens: list[Token],
+    pairs: dict[int, int],
+    macros: list[MacroCall],
+    placeholders: list[Placeholder],
+) -> None:
+    starts = [m.start for m in macros]
+    for ph in placeholders:
+        k = bisect.bisect_right(starts, ph.start) - 1
+        if k >= 0 and ph.start < macros[k].end:
+            macro = macros[k]
+            for arg in macro.args:
+                if arg.value_start <= ph.start < arg.value_end:
+                    arg.placeholders.append(ph)
+                    macro.placeholders.append(ph)
+                    break
+            else:  # pragma: no cover - only commas separate arguments, and `$` is no comma
+                raise src.error("`$` must be inside an argument", ph.start, ph.end)
+            continue
+        raise src.error(
+            f"`${ph.name}` is only allowed inside an autotune(...) macro call",
+            ph.start,
+            ph.end,
+            hint=_outside_hint(tokens, pairs, ph.start),
+        )
+
+
+def _outside_hint(tokens: list[Token], pairs: dict[int, int], offset: int) -> str:
+    """Say so when the `$` sits in a call of an ``autotune`` that is not tunedsl's macro."""
+    for opener, closer in pairs.items():
+        if tokens[opener][1] < offset < tokens[closer][1] and opener > 0:
+            callee = tokens[opener - 1]
+            if callee[0] == NAME and callee[3] == MACRO_NAME and tokens[opener][3] == "(":
+                return (
+                    "this `autotune` is not tunedsl's macro: bind it with "
+                    "`from tunedsl import autotune` (or call `tunedsl.autotune(...)` "
+                    "after `import tunedsl`)"
+                )
+    return "use `$name` in blocks= or in the kernel launch's arguments of autotune(...)"

@@ -1,0 +1,135 @@
+"""Source layer: decoding (PEP 263), offset <-> line/column maps and error construction.
+
+Every later stage works on character offsets into one decoded text; this module turns
+them into what users and ``ast`` need: 1-based lines, 0-based character columns for
+messages, and UTF-8 byte columns for AST nodes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import re
+import tokenize
+
+from tunedsl.errors import TunedslSyntaxError
+
+# Python counts lines at \r\n, \r and \n only (str.splitlines knows more separators).
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def decode_source(source: str | bytes) -> str:
+    """Text of a module as Python reads it: a coding cookie or BOM picks the codec (PEP 263)."""
+    if isinstance(source, str):
+        return source
+    # detect_encoding reads at most two lines; it is the stdlib's PEP 263 implementation.
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    if encoding == "utf-8-sig" or source.startswith(b"\xef\xbb\xbf"):
+        encoding = "utf-8-sig"
+    return source.decode(encoding)
+
+
+class SourceText:
+    """One decoded module with the maps between offsets, lines and columns."""
+
+    def __init__(self, text: str, filename: str) -> None:
+        self.text = text
+        self.filename = filename
+        starts = [0]
+        starts.extend(m.end() for m in _NEWLINE.finditer(text))
+        self.line_starts = starts
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        """(1-based line, 0-based character column) of a character offset."""
+        index = bisect.bisect_right(self.line_starts, offset) - 1
+        return index + 1, offset - self.line_starts[index]
+
+    def line_text(self, lineno: int) -> str:
+        """The text of a 1-based line, without its line ending."""
+        if lineno < 1 or lineno > len(self.line_starts):
+            return ""
+        start = self.line_starts[lineno - 1]
+        end = self.line_starts[lineno] if lineno < len(self.line_starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def byte_col(self, offset: int) -> tuple[int, int]:
+        """(1-based line, UTF-8 byte column) of a character offset, as ``ast`` counts them."""
+        lineno, col = self.line_col(offset)
+        start = self.line_starts[lineno - 1]
+        prefix = self.text[start:offset]
+        return lineno, col if prefix.isascii() else len(prefix.encode("utf-8"))
+
+    def offset(self, lineno: int, byte_col: int) -> int:
+        """The character offset of an ``ast`` position (1-based line, UTF-8 byte column)."""
+        return self.line_starts[lineno - 1] + self.char_col(lineno, byte_col)
+
+    def char_col(self, lineno: int, byte_col: int) -> int:
+        """The character column of a UTF-8 byte column on a line."""
+        line = self.line_text(lineno)
+        if line.isascii():
+            return byte_col
+        return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+    def error(
+        self, message: str, start: int, end: int | None = None, hint: str | None = None
+    ) -> TunedslSyntaxError:
+        """A DSL error at the character span ``start:end`` (the caret covers it on one line)."""
+        lineno, col = self.line_col(start)
+        end_col = None
+        if end is not None and end > start:
+            end_line, end_col = self.line_col(end)
+            if end_line != lineno:
+                end_col = len(self.line_text(lineno))
+        return TunedslSyntaxError(
+            message,
+            filename=self.filename,
+            lineno=lineno,
+            col=col,
+            source_line=self.line_text(lineno),
+            hint=hint,
+            end_col=end_col,
+        )
+
+    def python_error(
+        self, err: SyntaxError, seen_text: str | None = None, clamp: tuple[int, int] | None = None
+    ) -> SyntaxError:
+        """Python's own error, moved back onto the user's text.
+
+        ``seen_text`` is the (length-preserving) text Python parsed, whose columns may
+        differ from the user's where non-ASCII text was blanked; ``clamp`` keeps the
+        position inside a span when the error points at wrapper text we added.
+        """
+        lineno = err.lineno
+        if lineno is None:
+            return type(err)(err.msg, (self.filename, None, None, None))
+        col = None
+        end_lineno = getattr(err, "end_lineno", None)
+        end_col = None
+        if err.offset is not None:
+            col = self._user_col(lineno, err.offset - 1, seen_text)
+        end_offset = getattr(err, "end_offset", None)
+        if end_lineno is not None and end_offset is not None and end_offset > 0:
+            end_col = self._user_col(end_lineno, end_offset - 1, seen_text)
+        if clamp is not None:
+            lo_line, lo_col = self.line_col(clamp[0])
+            hi_line, hi_col = self.line_col(clamp[1])
+            if (lineno, col or 0) < (lo_line, lo_col) or (lineno, col or 0) > (hi_line, hi_col):
+                lineno, col, end_lineno, end_col = lo_line, lo_col, None, None
+        line = self.line_text(lineno)
+        details = (
+            self.filename,
+            lineno,
+            None if col is None else col + 1,
+            line + "\n" if line else None,
+            end_lineno,
+            None if end_col is None else end_col + 1,
+        )
+        return type(err)(err.msg, details)
+
+    def _user_col(self, lineno: int, col: int, seen_text: str | None) -> int:
+        if seen_text is None or seen_text is self.text:
+            return col
+        seen_line = SourceText(seen_text, self.filename).line_text(lineno)[:col]
+        if seen_line.isascii() and self.line_text(lineno).isascii():
+            return col
+        return self.char_col(lineno, len(seen_line.encode("utf-8")))
