@@ -22,10 +22,15 @@ Pure Python: torch and triton are imported only when a site compiles.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, TypeVar
 
 __all__ = [
@@ -33,7 +38,9 @@ __all__ = [
     "PrecompileSite",
     "Workload",
     "active_session",
+    "import_script",
     "precompile_active",
+    "precompile_device",
     "precompile_mode",
     "registered_workloads",
     "workload",
@@ -270,3 +277,48 @@ def precompile_variants(
             report.compiled += 1
             session._emit(label, job.config, "compiled")
     return report
+
+
+def precompile_device() -> str:
+    """``"cuda"`` when a GPU is present, else ``"cpu"``: where a workload should put tensors.
+
+    In precompile mode tensors only convey dtype, rank and alignment, so a workload that
+    allocates on this device also works for ``tunedsl precompile --target cuda:90`` on a
+    machine without a GPU.
+    """
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def import_script(path: str | os.PathLike[str]) -> ModuleType:
+    """Import a (DSL) script as a module whose ``__name__`` is not ``"__main__"``.
+
+    Goes through the import hook's loader, so a DSL script is expanded (and its code taken
+    from the bytecode cache); its directory is put on ``sys.path`` so it can import its
+    neighbours. The module name is the file's stem, or a private name when that is taken.
+    """
+    from tunedsl.activate import DslSourceLoader, install
+
+    install()
+    abspath = os.path.abspath(os.fspath(path))
+    stem = os.path.splitext(os.path.basename(abspath))[0]
+    name = stem
+    if not stem.isidentifier() or stem in sys.modules:
+        name = f"__tunedsl_precompile_{hashlib.sha256(abspath.encode()).hexdigest()[:12]}__"
+    loader = DslSourceLoader(name, abspath)
+    spec = importlib.util.spec_from_file_location(name, abspath, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    directory = os.path.dirname(abspath)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    sys.modules[name] = module
+    try:
+        loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module

@@ -1,0 +1,320 @@
+"""``tunedsl precompile PATH... [--workers N] [--target T] [--tune] [--replay]``: warm every cache.
+
+1. Bytecode: every DSL module under PATH (files, or directories searched recursively) is
+   expanded and written to the bytecode cache, so later imports do no parsing.
+2. Kernel variants: each file that declares a ``@tunedsl.workload`` is imported (with
+   ``__name__ != "__main__"``) and its workloads are called inside
+   ``tunedsl.runtime.workload.precompile_mode``; every site they reach compiles every
+   configuration for the signatures it sees, in parallel. ``--target cuda:90`` cross-
+   compiles without a GPU; ``--tune`` (GPU only) also tunes and writes the records.
+3. ``--replay``: recompile every (kernel, signature, configuration) in the stored tuning
+   records, e.g. after a Triton upgrade.
+
+Progress (compiled, cached, failed) goes to stderr as plain text, a summary table to
+stdout; the exit status is 1 if anything failed. A second run finds everything warm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+DESCRIPTION = (
+    "Warm tunedsl's caches ahead of time: expand every DSL module under PATH into the "
+    "bytecode cache, and compile every configuration of every site that the scripts' "
+    "@tunedsl.workload functions reach (with --tune: tune them too)."
+)
+_SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "precompile",
+        help="warm the bytecode and kernel caches ahead of time",
+        description=DESCRIPTION,
+    )
+    parser.add_argument("paths", metavar="PATH", nargs="*", help="DSL scripts or directories")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compile threads (default: TUNEDSL_COMPILE_WORKERS or the CPU count)",
+    )
+    parser.add_argument(
+        "--target",
+        default=None,
+        metavar="T",
+        help="cross-compile for this GPU, no GPU needed: cuda:90 (H100), cuda:80 (A100)",
+    )
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="also tune every site and write the records (needs a GPU)",
+    )
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="recompile every configuration found in the stored tuning records",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds one configuration may compile (default: TUNEDSL_COMPILE_TIMEOUT)",
+    )
+    return parser
+
+
+@dataclass
+class Summary:
+    """Everything one precompile run did, for the table and the exit status."""
+
+    bytecode: dict[str, int] = field(
+        default_factory=lambda: {"compiled": 0, "cached": 0, "failed": 0}
+    )
+    errors: list[str] = field(default_factory=list)  # file-level failures, rendered
+    reports: list[Any] = field(default_factory=list)  # workload.SiteReport
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors) or any(r.failed for r in self.reports)
+
+
+class Progress:
+    """One status line on stderr: rewritten in place on a TTY, else a line now and then."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.counts = {"compiled": 0, "cached": 0, "failed": 0, "interpreted": 0}
+        self._last = 0.0
+
+    def line(self) -> str:
+        c = self.counts
+        text = f"precompile: compiled {c['compiled']}  cached {c['cached']}  failed {c['failed']}"
+        return text + (f"  interpreted {c['interpreted']}" if c["interpreted"] else "")
+
+    def update(self, site: str, config: Any, outcome: str) -> None:
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write("\r\033[K" + self.line() + f"  [{site}]")
+            self.stream.flush()
+        elif now - self._last >= 1.0:
+            self._last = now
+            print(self.line(), file=self.stream, flush=True)
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K")
+        print(self.line(), file=self.stream, flush=True)
+
+
+def iter_python_files(paths: Sequence[str]) -> Iterator[str]:
+    """Every ``.py`` file under ``paths`` (recursively, sorted; hidden and venv dirs skipped)."""
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+                for name in sorted(files):
+                    if name.endswith(".py"):
+                        yield os.path.abspath(os.path.join(root, name))
+        elif os.path.isfile(path):
+            yield os.path.abspath(path)
+        else:
+            from tunedsl.errors import UsageError
+
+            raise UsageError(f"precompile: no such file or directory: {path}")
+
+
+def _has_gpu() -> bool:
+    from tunedsl.backends.triton_compile import interpreting
+
+    if interpreting():
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def warm_bytecode(files: Sequence[str], summary: Summary) -> list[str]:
+    """Expand every DSL file into the bytecode cache; return the files that declare workloads."""
+    from tunedsl import bytecode
+    from tunedsl.frontend.compile import needs_expansion
+
+    with_workloads = []
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                source = fh.read()
+        except OSError as err:
+            summary.errors.append(f"{path}: cannot read: {err}")
+            continue
+        if b"tunedsl" in source and needs_expansion(source):
+            try:
+                summary.bytecode[bytecode.warm(path)] += 1
+            except SyntaxError as err:
+                summary.bytecode["failed"] += 1
+                render = getattr(err, "render", None)
+                summary.errors.append(render() if callable(render) else f"{path}: {err}")
+                continue
+        if b"workload" in source and b"tunedsl" in source:
+            with_workloads.append(path)
+    return with_workloads
+
+
+def run_workloads(files: Sequence[str], session: Any, summary: Summary) -> None:
+    """Import each file (not as ``__main__``) and call its workloads inside the session."""
+    from tunedsl.runtime.workload import import_script, registered_workloads
+
+    for path in files:
+        try:
+            module = import_script(path)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:
+            summary.errors.append(f"{path}: import failed: {_short(err)}")
+            continue
+        for wl in registered_workloads(module.__name__):
+            try:
+                wl.fn()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:
+                summary.errors.append(
+                    f"{wl.filename}:{wl.line}: workload {wl.qualname} failed: {_short(err)}"
+                )
+
+
+def _short(err: BaseException) -> str:
+    render = getattr(err, "render", None)
+    if callable(render):
+        return str(render())
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(err).__name__}: {err}{where}"
+
+
+def precompile(
+    paths: Sequence[str],
+    *,
+    workers: int | None = None,
+    target: str | None = None,
+    tune: bool = False,
+    replay: bool = False,
+    timeout_s: float | None = None,
+    progress: Progress | None = None,
+) -> Summary:
+    """The library function behind the command; returns what happened."""
+    from tunedsl.errors import UsageError
+    from tunedsl.runtime.workload import precompile_mode
+
+    summary = Summary()
+    files = list(iter_python_files(paths))
+    with_workloads = warm_bytecode(files, summary)
+    gpu = _has_gpu()
+    if tune and (target is not None or not gpu):
+        raise UsageError(
+            "--tune measures kernels on this machine's GPU: it needs a GPU and cannot be "
+            "combined with --target (use --target alone to cross-compile)"
+        )
+    on_result = progress.update if progress else None
+    with precompile_mode(
+        target, tune, workers=workers, timeout_s=timeout_s, on_result=on_result
+    ) as session:
+        if target is None and not gpu:
+            from tunedsl.backends.triton_compile import interpreting
+
+            if interpreting():
+                summary.notes.append(
+                    "TRITON_INTERPRET=1: kernels run in Triton's CPU interpreter, so there is "
+                    "nothing to compile; only bytecode was precompiled (pass --target cuda:90 "
+                    "to cross-compile kernels)"
+                )
+                run_workloads(with_workloads, session, summary)  # still checks the workloads
+            elif with_workloads or replay:
+                summary.notes.append(
+                    "no GPU and no --target: nothing to compile, only bytecode was precompiled "
+                    "(pass --target cuda:90 to cross-compile kernels without a GPU)"
+                )
+                with_workloads, replay = [], False
+        else:
+            run_workloads(with_workloads, session, summary)
+        if replay:
+            from tunedsl.tuning.replay import replay_records
+
+            replay_records(session, summary)
+        summary.reports.extend(session.reports)
+    if progress is not None:
+        progress.done()
+    return summary
+
+
+def render_table(summary: Summary) -> str:
+    rows = [("what", "compiled", "cached", "failed", "interpreted")]
+    b = summary.bytecode
+    rows.append(
+        ("bytecode (DSL modules)", str(b["compiled"]), str(b["cached"]), str(b["failed"]), "-")
+    )
+    for r in summary.reports:
+        what = f"{r.site} {_key_text(r.key)}".strip() + (" (tuned)" if r.tuned else "")
+        rows.append((what, str(r.compiled), str(r.cached), str(len(r.failed)), str(r.interpreted)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _key_text(key: Any) -> str:
+    text = "" if key is None else str(key)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.paths and not args.replay:
+        print("tunedsl precompile: error: give at least one PATH, or --replay", file=sys.stderr)
+        return 2
+    if args.workers is not None and args.workers < 1:
+        print("tunedsl precompile: error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    summary = precompile(
+        args.paths,
+        workers=args.workers,
+        target=args.target,
+        tune=args.tune,
+        replay=args.replay,
+        timeout_s=args.timeout,
+        progress=Progress(sys.stderr),
+    )
+    print(render_table(summary))
+    for note in summary.notes:
+        print(f"note: {note}")
+    for r in summary.reports:
+        for cfg, why in r.failed.items():
+            print(f"failed: {r.site} {cfg}: {why}")
+    for error in summary.errors:
+        print(f"error: {error}")
+    compiled = summary.bytecode["compiled"] + sum(r.compiled for r in summary.reports)
+    cached = summary.bytecode["cached"] + sum(r.cached for r in summary.reports)
+    if compiled == 0 and cached and not summary.failed:
+        print(f"everything was already warm: nothing compiled ({cached} cached)")
+    print(f"done in {time.perf_counter() - start:.1f} s")
+    return 1 if summary.failed else 0

@@ -1,0 +1,113 @@
+"""``tunedsl precompile --replay``: recompile what the stored tuning records describe.
+
+Each record names its kernel (module, qualname, file, source hash), the Triton type of
+every argument and, per configuration, the launch options and config-dependent
+constexprs. Replay imports the kernel's module (a DSL script through the import hook,
+never as ``__main__``), and cross-compiles every configuration for the session's target
+(``--target``, else the current GPU) in parallel, so Triton's cache is warm again, e.g.
+after a Triton upgrade. Pure Python until a kernel is compiled.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from typing import Any
+
+from tunedsl.runtime.workload import PrecompileSession, SiteReport, import_script
+
+
+def _load_kernel(info: dict[str, Any]) -> Any:
+    """The kernel object a record names; raises with the reason when it cannot be found."""
+    module_name = str(info.get("module") or "")
+    qualname = str(info.get("qualname") or "")
+    filename = info.get("file")
+    module = None
+    if filename and os.path.exists(str(filename)):
+        module = import_script(str(filename))
+    elif module_name and module_name != "__main__":
+        module = importlib.import_module(module_name)
+    if module is None:
+        raise LookupError(f"kernel file {filename!r} no longer exists")
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def replay_jobs(record: Any, kernel: Any, target: Any) -> list[tuple[Any, Any]]:
+    """(config, zero-argument compile) for every configuration of one record."""
+    from tunedsl.backends.triton_compile import compile_signature
+
+    types: dict[str, str] = {}
+    static: dict[str, Any] = {}
+    for name, value in record.signature.items():
+        if isinstance(value, dict) and "constexpr" in value:
+            static[name] = value["constexpr"]
+        else:
+            types[name] = str(value)
+    out = []
+    for result in record.results:
+        constexprs = {**static, **dict(result.constexprs)}
+        options = dict(result.options)
+
+        def run(constexprs: dict[str, Any] = constexprs, options: dict[str, Any] = options) -> Any:
+            return compile_signature(kernel, types, constexprs, options, target=target)
+
+        out.append((result, run))
+    return out
+
+
+def current_target() -> Any:
+    from triton.runtime import driver
+
+    return driver.active.get_current_target()
+
+
+def replay_records(session: PrecompileSession, summary: Any) -> None:
+    """Recompile every record's configurations; append reports and errors to ``summary``."""
+    from tunedsl.store import records
+    from tunedsl.tuning.compile_pool import CompileJob, compile_stream
+
+    target = session.target or current_target()
+    seen: set[str] = set()
+    for path in records.iter_record_files():
+        try:
+            record = records.read_record_file(path)
+        except (OSError, ValueError) as err:
+            records.warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
+            continue
+        try:
+            kernel = _load_kernel(record.kernel)
+        except Exception as err:
+            summary.errors.append(f"record {record.id} ({record.site}): cannot load kernel: {err}")
+            continue
+        report = SiteReport(f"{record.site} [record {record.id}]", record.key)
+        jobs = []
+        for result, run in replay_jobs(record, kernel, target):
+            marker = json.dumps(
+                [record.kernel, record.signature, result.options, result.constexprs],
+                sort_keys=True,
+                default=str,
+            )
+            if marker in seen:
+                continue
+            seen.add(marker)
+            jobs.append(CompileJob(result, run))
+        for job, outcome in compile_stream(
+            jobs, workers=session.workers, timeout_s=session.timeout_s
+        ):
+            result = job.config
+            label = str(result.config)
+            if isinstance(outcome, BaseException):
+                if result.status == "ok":  # only a regression counts as a failure
+                    report.failed[label] = f"{type(outcome).__name__}: {outcome}"
+                session._emit(report.site, result.config, "failed")
+            elif getattr(outcome, "cached", False):
+                report.cached += 1
+                session._emit(report.site, result.config, "cached")
+            else:
+                report.compiled += 1
+                session._emit(report.site, result.config, "compiled")
+        summary.reports.append(report)
