@@ -48,8 +48,9 @@ class DslSourceLoader(importlib.machinery.SourceFileLoader):
             # Loaded from a pyc that mentions tunedsl: maybe written without the hook.
             path = self.get_filename(fullname)
             source = self.get_data(path)
-            if _needs_expansion(source):
-                return self._expand(source, path)
+            return self._cached(source, path, -1) or (
+                self._expand(source, path) if _needs_expansion(source) else code
+            )
         return code
 
     def source_to_code(  # type: ignore[override]
@@ -58,10 +59,15 @@ class DslSourceLoader(importlib.machinery.SourceFileLoader):
         self._from_source = True
         if (
             isinstance(data, (bytes, bytearray, memoryview))
+            and b"tunedsl" in data  # cheap pre-filter: a DSL module names tunedsl
             and not _is_tunedsl_itself(self.name)
-            and _needs_expansion(bytes(data))
         ):
-            return self._expand(bytes(data), path, optimize=_optimize)
+            source = bytes(data)
+            code = self._cached(source, path, _optimize)
+            if code is not None:
+                return code
+            if _needs_expansion(source):
+                return self._expand(source, path, optimize=_optimize)
         return super().source_to_code(data, path, _optimize=_optimize)  # type: ignore[call-arg]
 
     def _expand(self, source: bytes, path: str, *, optimize: int = -1) -> CodeType:
@@ -69,6 +75,17 @@ class DslSourceLoader(importlib.machinery.SourceFileLoader):
 
         self._expanded = True
         return load_or_compile(source, path, optimize=optimize)
+
+    def _cached(self, source: bytes, path: str, optimize: int) -> CodeType | None:
+        # A cache entry for exactly these bytes at this path is the right code whether or not
+        # they need expansion, and using it spares importing the front end on warm imports.
+        from tunedsl import bytecode
+
+        code = bytecode.lookup(source, path, optimize=optimize)
+        if code is not None:
+            bytecode.stats.hits += 1
+            self._expanded = True
+        return code
 
     def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:
         if self._expanded:

@@ -408,3 +408,32 @@ def test_coding_cookie_is_honoured(tmp_path: Path) -> None:
     path.write_bytes(b"# -*- coding: latin-1 -*-\nfrom tunedsl import autotune\nRESULT = '\xe9'\n")
     code = bytecode.load_or_compile(path.read_bytes(), str(path))
     assert run_code(code)["RESULT"] == "\u00e9"
+
+
+DSL = (Path(__file__).parent / "dsl_fixtures" / "dsl_kernels.dslpy").read_bytes()
+BAD_DSL = (Path(__file__).parent / "dsl_fixtures" / "bad_placeholder.dslpy").read_bytes()
+
+
+def test_dsl_source_is_expanded_then_served_from_cache(tmp_path: Path, compile_calls) -> None:
+    path = tmp_path / "dsl_kernels.py"
+    path.write_bytes(DSL)
+    code = bytecode.load_or_compile(DSL, str(path))
+    assert "__tunedsl_rt__" in code.co_names  # the expansion's prologue, not the raw text
+    again = bytecode.load_or_compile(DSL, str(path))
+    assert len(compile_calls) == 1 and bytecode.stats.hits == 1
+    assert again.co_names == code.co_names
+    functions = {c.co_name: c for c in again.co_consts if hasattr(c, "co_name")}
+    assert functions["add"].co_filename == str(path)
+    assert functions["add"].co_firstlineno == 10  # line numbers are the user's
+
+
+def test_dsl_syntax_error_is_raised_and_never_cached(tmp_path: Path) -> None:
+    from tunedsl.errors import TunedslSyntaxError
+
+    path = tmp_path / "bad.py"
+    path.write_bytes(BAD_DSL)
+    for _ in range(2):
+        with pytest.raises(TunedslSyntaxError) as info:
+            bytecode.load_or_compile(BAD_DSL, str(path))
+        assert (info.value.filename, info.value.lineno) == (str(path), 6)
+    assert list(bytecode.iter_entries()) == []

@@ -105,3 +105,45 @@ def test_unload_restores_plain_parsing(shell, expansions) -> None:
     assert result.result == 2
     assert expansions == []
     shell.run_line_magic("load_ext", "tunedsl")  # the fixture unloads it again
+
+
+DSL_CELL = (
+    "from tunedsl import autotune, cdiv\n"
+    "def add(a, n):\n"
+    "    return autotune(space=dict(tile=[1, 2]), blocks=cdiv(n, $tile), k(a, T=$tile))\n"
+)
+
+
+BAD_LINE = "autotune(space=dict(tile=[1]), blocks=(1,), k(T=$tyle))"
+
+
+def test_dsl_error_in_a_cell_points_at_the_cell(shell) -> None:
+    result = shell.run_cell(f"from tunedsl import autotune\nok = 1\n{BAD_LINE}\n")
+    err = result.error_before_exec
+    from tunedsl.errors import TunedslSyntaxError
+
+    assert isinstance(err, TunedslSyntaxError)
+    assert (err.lineno, err.col) == (3, BAD_LINE.index("$tyle"))
+    assert "did you mean `$tile`?" in (err.hint or "")
+
+
+def test_each_cell_gets_its_own_site_names() -> None:
+    first = extension.expand_cell(DSL_CELL, "<cell-1>", {})
+    second = extension.expand_cell(DSL_CELL, "<cell-2>", {})
+    sites = [
+        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and "__tunedsl_site_" in n.id}
+        for tree in (first, second)
+    ]
+    assert len(sites[0]) == len(sites[1]) == 1
+    assert sites[0] != sites[1]
+
+
+def test_macro_bound_by_an_earlier_cell_is_expanded() -> None:
+    import tunedsl.runtime.macro
+
+    cell = "def add(a, n):\n    return tune(space=dict(t=[1]), blocks=(1,), k(a, T=$t))\n"
+    tree = extension.expand_cell(cell, "<cell>", {"tune": tunedsl.runtime.macro.autotune})
+    text = ast.unparse(tree)
+    assert "make_site(" in text and "$" not in text
+    assert "from tunedsl import autotune as tune" not in text
+    assert extension.expand_cell(cell, "<cell>", {}) is None  # no binding: left to Python

@@ -73,8 +73,30 @@ def _report_uncaught(err: BaseException) -> None:
     tb = err.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
+    from tunedsl.errors import TunedslSyntaxError
+
+    if isinstance(err, TunedslSyntaxError):
+        # A DSL error (in an imported DSL module, or found by a site on its first call):
+        # the user's frames that led there, then the rendered error, no importlib noise.
+        import traceback
+
+        frames = [
+            frame
+            for frame in traceback.extract_tb(tb)
+            if not frame.filename.startswith("<frozen ") and not _is_tunedsl_file(frame.filename)
+        ]
+        if frames:
+            print("Traceback (most recent call last):", file=sys.stderr)
+            print("".join(traceback.format_list(frames)), end="", file=sys.stderr)
+        print(err.render(), file=sys.stderr)
+        return
     # The default hook prints the exception's own __traceback__, so trim that too.
     sys.excepthook(type(err), err.with_traceback(tb), tb)
+
+
+def _is_tunedsl_file(filename: str) -> bool:
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.abspath(filename).startswith(package + os.sep)
 
 
 def run_script(script: str, args: Sequence[str]) -> int:
