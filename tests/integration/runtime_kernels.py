@@ -1,0 +1,40 @@
+"""Small real Triton kernels shared by the runtime integration tests."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def scale_inplace(x, n, TILE: tl.constexpr):
+    """x *= 2 in place: repeating it corrupts x unless x is restored between repetitions."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(x + offs, tl.load(x + offs, mask=mask) * 2, mask=mask)
+
+
+@triton.jit
+def sum_atomic(x, out, n, TILE: tl.constexpr):
+    """out[0] += sum(x): accumulates, so out must be zeroed before every launch."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.atomic_add(out, tl.sum(tl.load(x + offs, mask=mask, other=0.0), axis=0))
+
+
+@triton.jit
+def vadd_wrong_for_big_tiles(a, b, c, n, TILE: tl.constexpr):
+    """Correct for TILE <= 128; for bigger tiles it adds 1 on purpose (verify must reject)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    bias = 1.0 if TILE > 128 else 0.0
+    tl.store(
+        c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask) + bias, mask=mask
+    )

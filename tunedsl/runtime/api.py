@@ -1,0 +1,170 @@
+"""The plain-Python API: ``autotune_launch`` and what every launch returns, ``LaunchResult``.
+
+``autotune_launch`` runs on the same ``Site`` machinery as the DSL macro; its site is
+identified by the caller's code location (file, line) and cached, so calling it in a loop
+tunes once per key and then takes the site's hot path (plus this function's own argument
+handling).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from tunedsl.runtime.config import Config
+
+if TYPE_CHECKING:
+    from tunedsl.store.records import ConfigResult, Record
+
+SOURCES = ("tuned", "memory", "disk", "default")
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """What a tuned launch did.
+
+    - ``config``: the configuration launched;
+    - ``source``: where it came from: ``"tuned"`` (tuned by this call), ``"memory"`` (this
+      process decided it earlier), ``"disk"`` (a stored record), ``"default"`` (no record
+      and ``mode`` is ``cached``/``off``: the site's ``default=`` or the space's first);
+    - ``key``: the cache key in readable form; ``digest``: its sha256 (the record's name);
+    - ``record``: the tuning record when there is one (``None`` for defaults);
+    - ``space``: the site's configurations, in order (``space[0]`` is the first).
+    """
+
+    config: Config
+    source: str
+    key: Mapping[str, Any]
+    digest: str = ""
+    site: str = ""
+    record: Record | None = field(default=None, repr=False)
+    space: tuple[Config, ...] = field(default=(), repr=False)
+
+    @property
+    def timings(self) -> dict[Config, ConfigResult]:
+        """Per-configuration results of the record (median, spread, reps or failure)."""
+        return self.record.timings() if self.record is not None else {}
+
+    def time_ms(self, config: Config | Mapping[str, Any] | None = None) -> float | None:
+        """Median time in ms of ``config`` (default: the chosen one); None if not measured."""
+        if self.record is None:
+            return None
+        cfg = (
+            self.config
+            if config is None
+            else (config if isinstance(config, Config) else Config(config))
+        )
+        result = self.record.result_for(cfg)
+        return result.median_ms if result is not None and result.status == "ok" else None
+
+    @property
+    def first_config(self) -> Config | None:
+        return self.space[0] if self.space else None
+
+    def with_source(self, source: str) -> LaunchResult:
+        return replace(self, source=source)
+
+
+# (filename, line, name) -> Site for autotune_launch call locations
+_sites: dict[tuple[str, int, Any], Any] = {}
+_sites_lock = threading.Lock()
+
+
+def autotune_launch(
+    kernel: Any,
+    *,
+    space: Any,
+    grid: Any,
+    args: Any = (),
+    kwargs: Any = None,
+    key: Any = None,
+    restore_value: Sequence[str] | None = None,
+    reset_to_zero: Sequence[str] | None = None,
+    verify: Any = None,
+    prune: Callable[..., Any] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    pre_hook: Callable[..., Any] | None = None,
+    post_hook: Callable[..., Any] | None = None,
+    default: Any = None,
+    mode: str | None = None,
+    effort: str | None = None,
+    name: str | None = None,
+    **hints: Any,
+) -> LaunchResult:
+    """Launch ``kernel`` with the best configuration of ``space`` for these arguments.
+
+    ``grid``, ``args`` and ``kwargs`` are values or functions of the configuration
+    (``grid=lambda cfg: (cdiv(n, cfg.tile),)``). Extra keywords are static launch hints
+    (``num_stages=3``). Space fields named like hints become launch options.
+    """
+    frame = sys._getframe(1)
+    where = (frame.f_code.co_filename, frame.f_lineno, name)
+    site = _sites.get(where)
+    if site is None:
+        site = _make_site(where, space, hints, name, key is not None)
+    options = {
+        k: v
+        for k, v in (
+            ("restore_value", restore_value),
+            ("reset_to_zero", reset_to_zero),
+            ("verify", verify),
+            ("prune", prune),
+            ("rtol", rtol),
+            ("atol", atol),
+            ("pre_hook", pre_hook),
+            ("post_hook", post_hook),
+            ("default", default),
+            ("mode", mode),
+            ("effort", effort),
+        )
+        if v is not None
+    }
+    args_fn = args if callable(args) else None
+    kwargs_fn = kwargs if callable(kwargs) else None
+    grid_fn = grid if callable(grid) else None
+    static_kwargs: dict[str, Any] = {} if kwargs_fn is not None else dict(kwargs or {})
+    from tunedsl.runtime.site import ReplaceArgs
+
+    if args_fn is not None:
+        # The key is computed from the arguments of the default configuration.
+        positional = tuple(args_fn(site.key_config(space, default)))
+    else:
+        positional = tuple(args)
+
+    def bind(cfg: Config) -> tuple[Any, dict[str, Any], tuple[int, ...]]:
+        holes = ReplaceArgs(args_fn(cfg)) if args_fn is not None else ()
+        dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
+        g = grid_fn(cfg) if grid_fn is not None else grid
+        return holes, dyn, (g,) if isinstance(g, int) else tuple(g)
+
+    lazy_space = space if site.literal_space is None else None
+    return site(  # type: ignore[no-any-return]
+        kernel, positional, static_kwargs, bind, key, lambda: (lazy_space, {}, options)
+    )
+
+
+def _make_site(
+    where: tuple[str, int, Any], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
+) -> Any:
+    from tunedsl.runtime.site import Site
+
+    with _sites_lock:
+        site = _sites.get(where)
+        if site is None:
+            filename, line, _ = where
+            site = Site(
+                filename=filename,
+                line=line,
+                col=0,
+                kernel_text="autotune_launch",
+                space=None,  # given per call (it may be rebuilt on each call)
+                static_hints=dict(hints),
+                options={"name": name} if name else {},
+                has_key=has_key,
+            )
+            _sites[where] = site
+    return site

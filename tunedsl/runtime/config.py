@@ -1,0 +1,153 @@
+"""``Config``: one point of a search space, frozen, hashable, read as ``cfg.tile``.
+
+Fields are stored as ordinary instance attributes so that ``cfg.tile`` (evaluated by the
+site's ``bind`` on every launch) is a plain attribute read with no Python-level hook; only
+a *missing* field reaches ``__getattr__``, which names the fields that exist.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from tunedsl.errors import UsageError
+
+# Values a configuration field may hold: JSON scalars, so records round-trip exactly.
+JSON_SCALARS = (bool, int, float, str, type(None))
+
+
+def check_field(name: object, value: object, where: str) -> None:
+    """Raise UsageError unless ``name`` is a public identifier and ``value`` a JSON scalar."""
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+        raise UsageError(
+            f"{where}: field name {name!r} must be an identifier not starting with '_'"
+        )
+    if not isinstance(value, JSON_SCALARS):
+        raise UsageError(
+            f"{where}: field {name!r} has value {value!r} of type {type(value).__name__}; "
+            "configuration values must be JSON scalars (int, float, str, bool or None)"
+        )
+    if isinstance(value, float) and value != value:  # NaN never equals itself: unhashable key
+        raise UsageError(f"{where}: field {name!r} is NaN")
+
+
+class Config:
+    """An immutable mapping of field names to JSON scalar values.
+
+    >>> cfg = Config(tile=256, num_warps=4)
+    >>> cfg.tile
+    256
+    >>> Config.from_json(cfg.to_json()) == cfg
+    True
+    """
+
+    __slots__ = ("__dict__", "_hash", "_items")
+
+    def __init__(self, mapping: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
+        merged = dict(mapping or {})
+        merged.update(fields)
+        for name, value in merged.items():
+            check_field(name, value, "Config")
+            if name in _RESERVED:
+                raise UsageError(
+                    f"Config: field name {name!r} is reserved (a Config method); rename it"
+                )
+        setattr_ = object.__setattr__
+        for name, value in merged.items():
+            setattr_(self, name, value)
+        # Equality and hashing ignore field order: {"a":1,"b":2} is {"b":2,"a":1}. The type
+        # is part of a value's identity so that 1, 1.0 and True stay distinct configurations.
+        items = tuple(sorted((n, type(v).__name__, v) for n, v in merged.items()))
+        setattr_(self, "_items", items)
+        setattr_(self, "_hash", hash(items))
+
+    # -- reading -----------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup failed: the field does not exist.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        fields = ", ".join(self.__dict__) or "(none)"
+        raise AttributeError(
+            f"configuration {self!r} has no field {name!r}; its fields are: {fields}"
+        )
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise KeyError(
+                f"configuration {self!r} has no field {name!r}; its fields are: "
+                f"{', '.join(self.__dict__) or '(none)'}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.__dict__
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.__dict__)
+
+    def __len__(self) -> int:
+        return len(self.__dict__)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self.__dict__.items())
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.__dict__.get(name, default)
+
+    def replace(self, **changes: Any) -> Config:
+        return Config(self.__dict__, **changes)
+
+    # -- immutability and identity -------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Config is frozen: cannot set {name!r}; use cfg.replace(...)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Config is frozen: cannot delete {name!r}")
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Config):
+            return NotImplemented
+        return self._items == other._items  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={v!r}" for n, v in self.__dict__.items())
+        return f"Config({inner})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Config, (dict(self.__dict__),))
+
+    # -- JSON ----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict of the fields (order kept), for ``json.dumps``."""
+        return dict(self.__dict__)
+
+    def dumps(self) -> str:
+        """Canonical text (sorted keys): the same configuration always gives the same text."""
+        return json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: object) -> Config:
+        """Rebuild from ``to_json()`` output; raise UsageError on anything else."""
+        if not isinstance(data, dict):
+            raise UsageError(f"a configuration must be a JSON object, not {type(data).__name__}")
+        return cls(data)
+
+
+_RESERVED = frozenset(n for n in vars(Config) if not n.startswith("_"))
+
+
+def as_config(value: Config | Mapping[str, Any], where: str) -> Config:
+    """Accept a Config or a mapping (for example ``default={"tile": 256}``)."""
+    if isinstance(value, Config):
+        return value
+    if isinstance(value, Mapping):
+        return Config(value)
+    raise UsageError(f"{where}: expected a dict of fields or a Config, not {value!r}")

@@ -1,0 +1,49 @@
+"""What expanded DSL code calls: ``make_site`` and ``HOLE`` (see docs/ARCHITECTURE.md).
+
+The expander hoists one ``make_site(...)`` per macro call into the module prologue and
+turns the macro call into ``site(kernel, args, static_kwargs, bind, key, lazy)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tunedsl.runtime.site import HOLE, Site
+
+__all__ = ["HOLE", "Site", "make_site"]
+
+
+def make_site(
+    *,
+    filename: str,
+    line: int,
+    col: int,
+    end_line: int | None = None,
+    end_col: int | None = None,
+    kernel_text: str = "",
+    space: Any = None,
+    static_hints: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    placeholders: Sequence[tuple[str, int, int]] = (),
+    has_key: bool = False,
+) -> Any:
+    """Build the site of one macro call (once per module load)."""
+    site = Site(
+        filename=filename,
+        line=line,
+        col=col,
+        kernel_text=kernel_text,
+        space=space,
+        static_hints=dict(static_hints or {}),
+        options=dict(options or {}),
+        placeholders=tuple(placeholders),
+        has_key=has_key,
+        end_line=end_line,
+        end_col=end_col,
+    )
+    from tunedsl.runtime.workload import PrecompileSite, precompile_active
+
+    if precompile_active():
+        return PrecompileSite(site)
+    return site

@@ -1,0 +1,119 @@
+"""Launch hints: which configuration fields become Triton launch options, and how.
+
+``num_warps``, ``num_stages``, ``num_ctas`` and ``maxnreg`` pass through unchanged.
+``occupancy=k`` (cuTile's hint: "k blocks of this kernel should fit on one SM") has no
+Triton option, so it is translated per target:
+
+- NVIDIA: a register cap. ``k`` blocks of ``num_warps`` warps hold ``k * num_warps * 32``
+  threads, which share the SM's register file, so each thread may use at most
+  ``regs_per_sm // (k * num_warps * 32)`` registers, rounded *down* to the allocation
+  granularity (8) and capped at 255 (the ISA limit). That becomes ``maxnreg`` (or lowers
+  an explicit ``maxnreg``). If the threads alone do not fit (``k * num_warps * 32 >
+  max_threads_per_sm``) or the cap is below 16 registers, the configuration is infeasible.
+- AMD: ``waves_per_eu=k`` (the same intent, in the AMD backend's own option).
+- The interpreter: recorded in the configuration, no effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tunedsl.errors import UsageError
+from tunedsl.runtime.config import Config
+from tunedsl.runtime.options import HINT_NAMES
+
+HINTS = frozenset(HINT_NAMES)
+REG_ALLOC_GRANULARITY = 8
+MAX_REGS_PER_THREAD = 255
+MIN_REGS_PER_THREAD = 16
+DEFAULT_NUM_WARPS = 4  # Triton's default when a configuration names none
+
+
+class InfeasibleConfig(UsageError):
+    """A configuration whose hints cannot be met on this target (dropped with its reason)."""
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """What hint translation needs to know about the device."""
+
+    backend: str  # "cuda", "hip" or "interpreter"
+    regs_per_sm: int = 65536
+    max_threads_per_sm: int = 2048
+    warp_size: int = 32
+
+
+INTERPRETER = TargetFacts("interpreter")
+
+
+def occupancy_register_cap(
+    occupancy: int, num_warps: int, regs_per_sm: int, max_threads_per_sm: int, warp_size: int = 32
+) -> int:
+    """Registers per thread so that ``occupancy`` blocks of ``num_warps`` warps fit on one SM.
+
+    >>> occupancy_register_cap(2, 4, 65536, 2048)   # 65536 / (2*4*32) = 256 -> 255
+    255
+    >>> occupancy_register_cap(4, 8, 65536, 2048)   # 65536 / 1024 = 64
+    64
+    >>> occupancy_register_cap(3, 4, 65536, 2048)   # 170.67 -> 168 (multiple of 8)
+    168
+    """
+    if not isinstance(occupancy, int) or isinstance(occupancy, bool) or occupancy < 1:
+        raise InfeasibleConfig(f"occupancy={occupancy!r} must be a positive integer")
+    threads = occupancy * num_warps * warp_size
+    if threads > max_threads_per_sm:
+        raise InfeasibleConfig(
+            f"occupancy={occupancy} with num_warps={num_warps} needs {threads} threads per SM; "
+            f"the device has {max_threads_per_sm}"
+        )
+    cap = regs_per_sm // threads
+    cap -= cap % REG_ALLOC_GRANULARITY
+    cap = min(cap, MAX_REGS_PER_THREAD)
+    if cap < MIN_REGS_PER_THREAD:
+        raise InfeasibleConfig(
+            f"occupancy={occupancy} with num_warps={num_warps} leaves {cap} registers per "
+            f"thread (minimum {MIN_REGS_PER_THREAD})"
+        )
+    return cap
+
+
+def hint_fields(config: Config, static_hints: Mapping[str, Any]) -> dict[str, Any]:
+    """The hints that apply to ``config``: the site's static hints, overridden by the space's."""
+    merged = {k: v for k, v in static_hints.items() if v is not None}
+    for name in HINT_NAMES:
+        if name in config:
+            value = config[name]
+            if value is not None:
+                merged[name] = value
+    for name, value in merged.items():
+        if name not in HINTS:
+            raise UsageError(f"unknown launch hint {name!r}; hints are {', '.join(HINT_NAMES)}")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"launch hint {name}={value!r} must be a positive integer")
+    return merged
+
+
+def launch_options(
+    config: Config, static_hints: Mapping[str, Any], target: TargetFacts
+) -> dict[str, Any]:
+    """Triton launch options for ``config`` on ``target`` (raises InfeasibleConfig)."""
+    hints = hint_fields(config, static_hints)
+    occupancy = hints.pop("occupancy", None)
+    if target.backend == "interpreter":
+        # The interpreter ignores launch options; passing none keeps it from rejecting them.
+        return {}
+    if occupancy is not None:
+        if target.backend == "hip":
+            hints["waves_per_eu"] = occupancy
+        else:
+            cap = occupancy_register_cap(
+                occupancy,
+                hints.get("num_warps", DEFAULT_NUM_WARPS),
+                target.regs_per_sm,
+                target.max_threads_per_sm,
+                target.warp_size,
+            )
+            hints["maxnreg"] = min(cap, hints.get("maxnreg", cap))
+    return hints

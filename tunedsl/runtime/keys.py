@@ -1,0 +1,207 @@
+"""The cache key: what separates one tuning decision from another.
+
+Two forms of the same key:
+
+- the **call key**, a plain tuple built on every launch and looked up in the site's table.
+  It holds only what can change from call to call: per argument, a tensor's dtype, shape
+  and stride pattern (or only dtype and pattern when the user gave ``key=``, whose value is
+  added instead), an int's Triton specialization class, a constexpr's value. Process
+  constants (device, toolchain, environment, static hints) stay out of it.
+- the **record key**, a readable JSON object with everything in the call key plus the
+  process constants, and its sha256 **digest**, which names the record on disk. Keyword
+  arguments are sorted by name here, so keyword order never changes a record.
+
+Stride pattern: per dimension ``0`` (broadcast, stride 0), ``1`` (unit stride) or ``s``
+(any other stride); ``(4096, 1)`` is ``"s1"``. Ints are keyed by the class Triton itself
+specializes on: equal to 1, divisible by 16, or neither, and whether they fit 32 bits.
+Floats and bools are keyed by type only, so a changing scale factor never re-tunes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+# Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
+_TENSOR_CLASSES: dict[type, bool] = {}
+# stride tuple -> pattern string; a handful of distinct strides ever appear in a process.
+_PATTERNS: dict[tuple[int, ...], str] = {}
+
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+
+
+def is_tensor(x: object) -> bool:
+    cls = x.__class__
+    known = _TENSOR_CLASSES.get(cls)
+    if known is None:
+        known = all(hasattr(cls, a) for a in ("data_ptr", "dtype", "stride", "shape"))
+        _TENSOR_CLASSES[cls] = known
+    return known
+
+
+def stride_pattern(strides: tuple[int, ...]) -> str:
+    pattern = _PATTERNS.get(strides)
+    if pattern is None:
+        pattern = "".join("0" if s == 0 else "1" if s == 1 else "s" for s in strides)
+        _PATTERNS[strides] = pattern
+    return pattern
+
+
+def int_class(x: int) -> str:
+    """Triton's specialization of an int argument: ``i1`` (==1), ``i16`` (%16==0) or ``i``;
+    a trailing ``L`` when it does not fit 32 bits."""
+    width = "" if _I32_MIN <= x <= _I32_MAX else "L"
+    if x == 1:
+        return "i1" + width
+    if x % 16 == 0:
+        return "i16" + width
+    return "i" + width
+
+
+def arg_key(x: Any, with_shape: bool) -> Any:
+    """The call-key part for one non-constexpr argument."""
+    cls = x.__class__
+    if cls is int:
+        return int_class(x)
+    if cls is float:
+        return "f"
+    if cls is bool:
+        return "b"
+    if x is None:
+        return None
+    if is_tensor(x):
+        pattern = stride_pattern(x.stride())
+        if with_shape:
+            return (x.dtype, x.shape, pattern)
+        return (x.dtype, pattern)
+    return cls.__name__
+
+
+def constexpr_key(x: Any) -> Any:
+    """A constexpr argument is keyed by value (it changes the compiled code)."""
+    try:
+        hash(x)
+    except TypeError:
+        return ("unhashable", repr(x))
+    return ("c", x)
+
+
+def make_call_key_fn(
+    constexpr_positions: frozenset[int],
+    constexpr_names: frozenset[str],
+    with_shape: bool,
+    hole: object,
+) -> Callable[[Sequence[Any], Mapping[str, Any], Any], tuple[Any, ...]]:
+    """Build the per-call key function of one (site, kernel).
+
+    ``hole`` marks positional arguments that depend on the configuration: they are not part
+    of the key (the configuration determines them).
+    """
+
+    def call_key(args: Sequence[Any], kwargs: Mapping[str, Any], user_key: Any) -> tuple:
+        parts: list[Any] = []
+        append = parts.append
+        for i, a in enumerate(args):
+            if a is hole:
+                append(hole)
+            elif i in constexpr_positions:
+                append(constexpr_key(a))
+            else:
+                append(arg_key(a, with_shape))
+        for name, a in kwargs.items():
+            append(name)
+            append(constexpr_key(a) if name in constexpr_names else arg_key(a, with_shape))
+        if not with_shape:
+            append(user_key)
+        return tuple(parts)
+
+    return call_key
+
+
+def hashable_user_key(value: Any) -> Any:
+    """Lists and dicts in a user ``key=`` become tuples so the key can be looked up."""
+    if isinstance(value, list | tuple):
+        return tuple(hashable_user_key(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), hashable_user_key(v)) for k, v in value.items()))
+    return value
+
+
+# -- readable form ---------------------------------------------------------------------------
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
+    """JSON description of one argument as the key sees it."""
+    if constexpr:
+        return {"constexpr": json_safe(x)}
+    if is_tensor(x):
+        out: dict[str, Any] = {"dtype": dtype_name(x.dtype)}
+        if with_shape:
+            out["shape"] = list(x.shape)
+        out["stride"] = stride_pattern(tuple(x.stride()))
+        return out
+    if x.__class__ is int:
+        return int_class(x)
+    if x.__class__ is float:
+        return "f"
+    if x.__class__ is bool:
+        return "b"
+    if x is None:
+        return None
+    return x.__class__.__name__
+
+
+def readable_key(
+    arg_names: Sequence[str],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    user_key: Any,
+    constexpr_names: frozenset[str],
+    hole: object,
+) -> dict[str, Any]:
+    """The key as JSON: arguments by parameter name, sorted, plus the user's key."""
+    with_shape = user_key is None
+    named: dict[str, Any] = {}
+    for i, a in enumerate(args):
+        name = arg_names[i] if i < len(arg_names) else f"arg{i}"
+        if a is hole:
+            named[name] = "$"
+            continue
+        named[name] = readable_value(a, name in constexpr_names, with_shape)
+    for name, a in kwargs.items():
+        named[name] = readable_value(a, name in constexpr_names, with_shape)
+    out: dict[str, Any] = {"args": dict(sorted(named.items()))}
+    if not with_shape:
+        out["user_key"] = json_safe(user_key)
+    return out
+
+
+def json_safe(value: Any) -> Any:
+    """A JSON-able stand-in for ``value`` (tuples become lists, unknown objects their repr)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return (
+            value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+        )
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    return repr(value)
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, Any]) -> str:
+    """sha256 naming a record: the site, the readable key and the process context."""
+    text = canonical_json({"site": site_id, "key": record_key, "context": context})
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

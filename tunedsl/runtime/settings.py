@@ -1,0 +1,126 @@
+"""A site's settings: its space, static hints and tuning options, validated once.
+
+The literal parts come from ``make_site`` (module load); the non-literal ones from the
+site's ``lazy`` thunk, evaluated on the first call and whenever a new key is resolved.
+Environment knobs (``TUNEDSL_AUTOTUNE``, ``TUNEDSL_EFFORT``) are read here too, so the
+hot path never reads the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tunedsl import knobs
+from tunedsl.errors import UsageError
+from tunedsl.runtime.config import Config, as_config
+from tunedsl.runtime.options import HINT_NAMES, OPTION_NAMES
+from tunedsl.runtime.space import expand_space
+from tunedsl.tuning.bench import EFFORTS
+
+MODES = ("on", "cached", "off")
+
+
+@dataclass(frozen=True)
+class Settings:
+    configs: tuple[Config, ...]  # the whole space, in order
+    hints: dict[str, Any]  # static launch hints
+    restore_value: tuple[str, ...]
+    reset_to_zero: tuple[str, ...]
+    prune: Callable[..., Any] | None
+    verify: Any
+    rtol: float
+    atol: float
+    pre_hook: Callable[..., Any] | None
+    post_hook: Callable[..., Any] | None
+    default: Config
+    mode: str
+    effort: str
+    name: str | None
+
+
+def _names(value: Any, option: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{option}= must be a list of kernel parameter names, not {value!r}")
+    return tuple(value)
+
+
+def _callable(value: Any, option: str) -> Any:
+    if value is not None and not callable(value):
+        raise UsageError(f"{option}= must be callable, not {value!r}")
+    return value
+
+
+def _tolerance(value: Any, option: str, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise UsageError(f"{option}= must be a non-negative number, not {value!r}")
+    return float(value)
+
+
+def resolve(
+    space: Any, hints: Mapping[str, Any], options: Mapping[str, Any], where: str
+) -> Settings:
+    """Validate and combine; ``where`` names the site in error messages."""
+    if space is None:
+        raise UsageError(f"{where}: space= is required")
+    for name in hints:
+        if name not in HINT_NAMES:
+            raise UsageError(
+                f"{where}: unknown launch hint {name!r}; hints: {', '.join(HINT_NAMES)}"
+            )
+    for name in options:
+        if name not in OPTION_NAMES:
+            raise UsageError(
+                f"{where}: unknown option {name!r}; options: {', '.join(OPTION_NAMES)}"
+            )
+    configs = expand_space(space)
+    mode = options.get("mode") or knobs.autotune_mode()
+    if mode not in MODES:
+        raise UsageError(f"{where}: mode={mode!r}; expected one of {', '.join(MODES)}")
+    effort = options.get("effort") or knobs.effort()
+    if effort not in EFFORTS:
+        raise UsageError(f"{where}: effort={effort!r}; expected one of {', '.join(EFFORTS)}")
+    default = options.get("default")
+    verify = options.get("verify")
+    if verify not in (None, False, True) and not callable(verify):
+        verify = _names(verify, "verify")
+    site_name = options.get("name")
+    if site_name is not None and not isinstance(name, str):
+        raise UsageError(f"{where}: name= must be a string, not {site_name!r}")
+    return Settings(
+        configs=configs,
+        hints={k: v for k, v in hints.items() if v is not None},
+        restore_value=_names(options.get("restore_value"), "restore_value"),
+        reset_to_zero=_names(options.get("reset_to_zero"), "reset_to_zero"),
+        prune=_callable(options.get("prune"), "prune"),
+        verify=verify,
+        rtol=_tolerance(options.get("rtol"), "rtol", 1e-3),
+        atol=_tolerance(options.get("atol"), "atol", 1e-3),
+        pre_hook=_callable(options.get("pre_hook"), "pre_hook"),
+        post_hook=_callable(options.get("post_hook"), "post_hook"),
+        default=configs[0] if default is None else as_config(default, f"{where}: default="),
+        mode=mode,
+        effort=effort,
+        name=site_name,
+    )
+
+
+def apply_prune(settings: Settings, bound: Mapping[str, Any]) -> tuple[Config, ...]:
+    """``prune(configs, args)`` narrows the space before benchmarking (Triton's early prune)."""
+    if settings.prune is None:
+        return settings.configs
+    kept = settings.prune(list(settings.configs), dict(bound))
+    out = tuple(dict.fromkeys(as_config(c, "prune= result") for c in kept or ()))
+    if not out:
+        raise UsageError(
+            f"prune={getattr(settings.prune, '__qualname__', settings.prune)} returned no "
+            "configuration; it must keep at least one"
+        )
+    return out

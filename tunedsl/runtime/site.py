@@ -1,0 +1,433 @@
+"""``Site``: one autotuned launch location. The hot path lives here.
+
+A call is: build the call key (``keys.py``), one dict lookup, ``bind`` the chosen
+configuration, launch, return the entry's precomputed ``LaunchResult``. Everything else
+(settings, records, tuning) happens on a miss, in ``_resolve``, once per key: several
+threads missing the same key wait for the one that resolves it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tunedsl import knobs
+from tunedsl.errors import UsageError
+from tunedsl.runtime import keys
+from tunedsl.runtime.api import LaunchResult
+from tunedsl.runtime.config import Config
+from tunedsl.runtime.settings import Settings, apply_prune, resolve
+from tunedsl.runtime.space import check_placeholders
+from tunedsl.runtime.variant import Variant
+
+
+class _Hole:
+    """Marks a positional launch argument whose value depends on the configuration."""
+
+    _instance: _Hole | None = None
+
+    def __new__(cls) -> _Hole:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "HOLE"
+
+    def __reduce__(self) -> str:
+        return "HOLE"
+
+
+HOLE = _Hole()
+
+
+class ReplaceArgs(tuple):  # type: ignore[type-arg]
+    """Returned by ``bind`` (plain API) to replace *all* positional arguments."""
+
+    __slots__ = ()
+
+
+def fill_holes(args: Sequence[Any], holes: Sequence[Any]) -> tuple[Any, ...]:
+    if isinstance(holes, ReplaceArgs):
+        return tuple(holes)
+    values = iter(holes)
+    return tuple(next(values) if a is HOLE else a for a in args)
+
+
+class _KernelToken:
+    """Prefix of the call keys of a site's second, third... kernel (the first has none)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.index}>"
+
+
+class _JitLauncher:
+    __slots__ = ("kernel", "options")
+
+    def __init__(self, kernel: Any, options: Mapping[str, Any]) -> None:
+        self.kernel = kernel
+        self.options = dict(options)
+
+    def __call__(
+        self, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> None:
+        self.kernel.run(*args, grid=grid, warmup=False, **kwargs, **self.options)
+
+
+class Entry:
+    """The decision for one call key: configuration, launcher, results. Immutable in use."""
+
+    __slots__ = ("config", "launcher", "result", "zero_kw", "zero_pos")
+
+    def __init__(
+        self,
+        config: Config,
+        launcher: Callable[..., Any],
+        result: LaunchResult,
+        zero_pos: tuple[int, ...],
+        zero_kw: tuple[str, ...],
+    ) -> None:
+        self.config = config
+        self.launcher = launcher
+        self.result = result
+        self.zero_pos = zero_pos
+        self.zero_kw = zero_kw
+
+    def launch(
+        self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
+    ) -> None:
+        holes, dyn_kwargs, grid = bind(self.config)
+        if holes:
+            args = fill_holes(args, holes)
+        kwargs = {**static_kwargs, **dyn_kwargs} if static_kwargs else dyn_kwargs
+        if self.zero_pos or self.zero_kw:
+            self.zero(args, kwargs)
+        self.launcher(grid, args, kwargs)
+
+    def zero(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        for i in self.zero_pos:
+            args[i].zero_()
+        for name in self.zero_kw:
+            kwargs[name].zero_()
+
+
+class Site:
+    """One autotune site. ``site(kernel, args, static_kwargs, bind, key, lazy)`` launches."""
+
+    def __init__(
+        self,
+        filename: str,
+        line: int,
+        col: int,
+        kernel_text: str,
+        space: Any,
+        static_hints: Mapping[str, Any],
+        options: Mapping[str, Any],
+        placeholders: Sequence[tuple[str, int, int]] = (),
+        has_key: bool = False,
+        end_line: int | None = None,
+        end_col: int | None = None,
+    ) -> None:
+        self.filename = filename
+        self.line = line
+        self.col = col
+        self.end_line = end_line
+        self.end_col = end_col
+        self.kernel_text = kernel_text
+        self.literal_space = space
+        self.literal_hints = dict(static_hints)
+        self.literal_options = dict(options)
+        self.placeholders = tuple(placeholders)
+        self.has_key = has_key
+        name = self.literal_options.get("name")
+        self.site_id = (
+            name if isinstance(name, str) else (f"{os.path.basename(filename)}:{line}:{col}")
+        )
+        self.label = f"{filename}:{line}:{col + 1} ({kernel_text})"
+        # Hot-path state: the first kernel seen, its key function, the table.
+        self._kernel: Any = None
+        self._key_fn: Callable[..., tuple[Any, ...]] | None = None
+        self._table: dict[Any, Entry] = {}
+        # Slow-path state.
+        self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
+        self._by_digest: dict[str, Entry] = {}
+        self._launchers: dict[tuple[int, Config], Callable[..., Any]] = {}
+        self._placeholders_checked = False
+        self._key_config: Config | None = None
+        self._lock = threading.Lock()
+        self._inflight: dict[Any, threading.Event] = {}
+
+    def __repr__(self) -> str:
+        return f"<tunedsl site {self.label}>"
+
+    # -- the hot path -------------------------------------------------------------------
+    def __call__(
+        self,
+        kernel: Any,
+        args: tuple[Any, ...],
+        static_kwargs: dict[str, Any],
+        bind: Callable[[Config], Any],
+        key: Any,
+        lazy: Callable[[], Any] | None,
+    ) -> LaunchResult:
+        if kernel is self._kernel:
+            call_key = self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
+        else:
+            call_key = self.call_key(kernel, args, static_kwargs, key)
+        try:
+            entry = self._table.get(call_key)
+        except TypeError:  # an unhashable key= value (a list): use its tuple form
+            call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
+            entry = self._table.get(call_key)
+        if entry is None:
+            return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
+        entry.launch(args, static_kwargs, bind)
+        return entry.result
+
+    def call_key(
+        self, kernel: Any, args: Sequence[Any], static_kwargs: Mapping[str, Any], key: Any
+    ) -> tuple[Any, ...]:
+        """The call key (slow path: also registers a kernel seen for the first time)."""
+        if kernel is self._kernel:
+            return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
+        from tunedsl.backends.triton import kernel_info
+
+        info = kernel_info(kernel)
+        key_fn = keys.make_call_key_fn(
+            info.constexpr_positions, info.constexpr_names, not self.has_key, HOLE
+        )
+        with self._lock:
+            if self._kernel is None:
+                self._key_fn = key_fn
+                self._kernel = kernel
+                return key_fn(args, static_kwargs, key)
+            other = self._other_kernels.get(id(kernel))
+            if other is None or other[0] is not kernel:
+                other = (kernel, _KernelToken(len(self._other_kernels) + 1), key_fn)
+                self._other_kernels[id(kernel)] = other
+        return (other[1], *other[2](args, static_kwargs, key))
+
+    # -- misses -------------------------------------------------------------------------
+    def _miss(
+        self,
+        kernel: Any,
+        args: tuple[Any, ...],
+        static_kwargs: dict[str, Any],
+        bind: Callable[[Config], Any],
+        key: Any,
+        lazy: Callable[[], Any] | None,
+        call_key: Any,
+    ) -> LaunchResult:
+        while True:
+            with self._lock:
+                entry = self._table.get(call_key)
+                if entry is not None:
+                    break
+                event = self._inflight.get(call_key)
+                if event is None:
+                    event = self._inflight[call_key] = threading.Event()
+                    owner = True
+                else:
+                    owner = False
+            if not owner:
+                event.wait()  # another thread resolves this key; then look again
+                continue
+            try:
+                entry, first = self._resolve(kernel, args, static_kwargs, bind, key, lazy)
+                with self._lock:
+                    self._table[call_key] = entry
+            finally:
+                with self._lock:
+                    self._inflight.pop(call_key, None)
+                event.set()
+            entry.launch(args, static_kwargs, bind)
+            return first
+        entry.launch(args, static_kwargs, bind)
+        return entry.result
+
+    def settings(self, lazy: Callable[[], Any] | None) -> Settings:
+        space, hints, options = (
+            self.literal_space,
+            dict(self.literal_hints),
+            dict(self.literal_options),
+        )
+        if lazy is not None:
+            lazy_space, lazy_hints, lazy_options = lazy()
+            if lazy_space is not None:
+                space = lazy_space
+            hints.update(lazy_hints or {})
+            options.update(lazy_options or {})
+        settings = resolve(space, hints, options, self.label)
+        if not self._placeholders_checked:
+            if self.literal_space is None:
+                check_placeholders(self.placeholders, settings.configs, self.filename)
+            self._placeholders_checked = True
+        return settings
+
+    def variants(
+        self,
+        kernel: Any,
+        args: tuple[Any, ...],
+        static_kwargs: dict[str, Any],
+        bind: Callable[[Config], Any],
+        key: Any,
+        lazy: Callable[[], Any] | None,
+    ) -> tuple[Any, list[Variant]]:
+        """The call key and every feasible variant of the (pruned) space for this call."""
+        call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
+        settings = self.settings(lazy)
+        variants, _ = self._variants(kernel, args, static_kwargs, bind, settings)
+        return call_key, variants
+
+    def _variants(
+        self,
+        kernel: Any,
+        args: tuple[Any, ...],
+        static_kwargs: Mapping[str, Any],
+        bind: Callable[[Config], Any],
+        settings: Settings,
+        configs: Sequence[Config] | None = None,
+    ) -> tuple[list[Variant], dict[Config, str]]:
+        from tunedsl.backends import triton as bt
+        from tunedsl.runtime.hints import InfeasibleConfig, launch_options
+
+        if configs is None:
+            info = bt.kernel_info(kernel)
+            plain = {n: a for n, a in zip(info.arg_names, args, strict=False) if a is not HOLE}
+            configs = apply_prune(settings, {**plain, **static_kwargs})
+        target = bt.target_facts()
+        variants: list[Variant] = []
+        infeasible: dict[Config, str] = {}
+        for cfg in configs:
+            try:
+                options = launch_options(cfg, settings.hints, target)
+            except InfeasibleConfig as err:
+                infeasible[cfg] = str(err)
+                continue
+            holes, dyn_kwargs, grid = bind(cfg)
+            variants.append(
+                Variant(
+                    config=cfg,
+                    args=fill_holes(args, holes) if holes else tuple(args),
+                    kwargs={**static_kwargs, **dyn_kwargs},
+                    grid=_grid(grid),
+                    options=options,
+                )
+            )
+        return variants, infeasible
+
+    def _resolve(
+        self,
+        kernel: Any,
+        args: tuple[Any, ...],
+        static_kwargs: dict[str, Any],
+        bind: Callable[[Config], Any],
+        key: Any,
+        lazy: Callable[[], Any] | None,
+    ) -> tuple[Entry, LaunchResult]:
+        """Decide the configuration for a new call key: memory, disk, default or tuning."""
+        from tunedsl.backends import triton as bt
+        from tunedsl.runtime import decide
+
+        settings = self.settings(lazy)
+        info = bt.kernel_info(kernel)
+        user_key = keys.hashable_user_key(key) if self.has_key else None
+        readable = keys.readable_key(
+            info.arg_names,
+            args,
+            static_kwargs,
+            user_key if self.has_key else None,
+            info.constexpr_names,
+            HOLE,
+        )
+        if self.has_key and user_key is None:
+            readable["user_key"] = None
+        context = decide.context(info, settings)
+        digest = keys.digest(self.site_id, readable, context)
+        known = self._by_digest.get(digest)
+        if known is not None:  # same decision under another call key (keyword order...)
+            return known, known.result
+
+        def variants_for(
+            configs: Sequence[Config] | None,
+        ) -> tuple[list[Variant], dict[Config, str]]:
+            return self._variants(kernel, args, static_kwargs, bind, settings, configs)
+
+        decision = decide.decide(
+            self.site_id, kernel, info, settings, readable, context, digest, variants_for
+        )
+        launcher = self._launcher(kernel, decision.config, decision.options)
+        zero_pos = tuple(
+            i for i, n in enumerate(info.arg_names[: len(args)]) if n in settings.reset_to_zero
+        )
+        zero_kw = tuple(n for n in settings.reset_to_zero if n not in info.arg_names[: len(args)])
+        result = LaunchResult(
+            config=decision.config,
+            source="memory",
+            key=readable,
+            digest=digest,
+            site=self.site_id,
+            record=decision.record,
+            space=settings.configs,
+        )
+        entry = Entry(decision.config, launcher, result, zero_pos, zero_kw)
+        self._by_digest[digest] = entry
+        first = result.with_source(decision.source)
+        if decision.source == "tuned" and knobs.print_autotuning():
+            decide.print_table(self.label, first, sys.stdout)
+        return entry, first
+
+    def _launcher(
+        self, kernel: Any, config: Config, options: Mapping[str, Any]
+    ) -> Callable[..., Any]:
+        from tunedsl.backends import triton as bt
+
+        cache_key = (id(kernel), config)
+        launcher = self._launchers.get(cache_key)
+        if launcher is None:
+            if bt.kernel_info(kernel).jit and bt.direct_launch_enabled():
+                launcher = bt.DirectLauncher(kernel, options)
+            else:
+                launcher = _JitLauncher(kernel, options)
+            self._launchers[cache_key] = launcher
+        return launcher
+
+    def key_config(self, space: Any, default: Any) -> Config:
+        """The configuration whose arguments key a plain-API call with ``args=fn``."""
+        cfg = self._key_config
+        if cfg is None:
+            from tunedsl.runtime.config import as_config
+            from tunedsl.runtime.space import expand_space
+
+            cfg = as_config(default, "default=") if default is not None else expand_space(space)[0]
+            self._key_config = cfg
+        return cfg
+
+    # -- introspection -----------------------------------------------------------------
+    def table(self) -> dict[Any, LaunchResult]:
+        """The in-memory decisions: call key -> result."""
+        with self._lock:
+            return {k: e.result for k, e in self._table.items()}
+
+    def clear(self) -> None:
+        """Forget in-memory decisions (records on disk stay)."""
+        with self._lock:
+            self._table.clear()
+            self._by_digest.clear()
+
+
+def _grid(grid: Any) -> tuple[int, ...]:
+    if isinstance(grid, int):
+        return (grid,)
+    out = tuple(grid)
+    if not 1 <= len(out) <= 3:
+        raise UsageError(f"blocks= must have 1 to 3 dimensions, got {grid!r}")
+    return out

@@ -1,0 +1,317 @@
+"""Persistent tuning records: one JSON file per (site, key), validated strictly on load.
+
+A record is named by its key digest (``records/<digest>.json``) and holds the chosen
+configuration, every configuration's timing or failure reason, the key in readable form,
+the device, the versions, how long tuning took and when, and what ``tunedsl precompile
+--replay`` needs to recompile without the user's script (kernel module, qualname, file,
+source hash, the Triton signature of each argument, each configuration's launch options).
+
+Loading never executes code (plain ``json``); anything unexpected (bad JSON, wrong types,
+a future schema) is a miss with one ``CacheWarning``. Writes go to a temporary file in the
+same directory and ``os.replace`` it, under a per-digest file lock, so two processes
+tuning the same key leave one valid record. A read-only or full cache directory means
+tuning results are kept in memory only, with one warning.
+
+Extra read-only record directories (records shipped with an application) are searched
+after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunedsl.errors import CacheWarning
+from tunedsl.runtime.config import Config
+from tunedsl.store import paths
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "rejected")
+
+
+class InvalidRecord(ValueError):
+    """A record file that does not match the schema; the message says which field."""
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    """What tuning learned about one configuration."""
+
+    config: Config
+    status: str  # "ok", "failed" (compile or run error) or "rejected" (verify mismatch)
+    median_ms: float | None = None
+    spread: float | None = None  # relative inter-quartile range of the repetitions
+    reps: int | None = None
+    min_ms: float | None = None
+    reason: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # Triton launch options
+    constexprs: dict[str, Any] = field(default_factory=dict)  # config-dependent constexprs
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"config": self.config.to_json(), "status": self.status}
+        if self.status == "ok":
+            out.update(median_ms=self.median_ms, spread=self.spread, reps=self.reps)
+            out["min_ms"] = self.min_ms
+        else:
+            out["reason"] = self.reason
+        out["options"] = self.options
+        out["constexprs"] = self.constexprs
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> ConfigResult:
+        _expect(data, dict, where)
+        status = data.get("status")
+        if status not in STATUSES:
+            raise InvalidRecord(f"{where}.status is {status!r}; expected one of {STATUSES}")
+        config = _config(data.get("config"), f"{where}.config")
+        options = _expect(data.get("options", {}), dict, f"{where}.options")
+        constexprs = _expect(data.get("constexprs", {}), dict, f"{where}.constexprs")
+        if status == "ok":
+            return cls(
+                config,
+                status,
+                median_ms=_number(data.get("median_ms"), f"{where}.median_ms"),
+                spread=_number(data.get("spread"), f"{where}.spread"),
+                reps=_expect(data.get("reps"), int, f"{where}.reps"),
+                min_ms=_number(data.get("min_ms"), f"{where}.min_ms"),
+                options=options,
+                constexprs=constexprs,
+            )
+        reason = _expect(data.get("reason"), str, f"{where}.reason")
+        return cls(config, status, reason=reason, options=options, constexprs=constexprs)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One tuning decision, as stored on disk."""
+
+    site: str
+    digest: str
+    key: dict[str, Any]
+    chosen: Config
+    results: tuple[ConfigResult, ...]
+    kernel: dict[str, Any]  # module, qualname, file, source_hash
+    signature: dict[str, Any]  # parameter -> Triton type ("*fp16", "i32", {"constexpr": v})
+    device: dict[str, Any]
+    versions: dict[str, Any]
+    context: dict[str, Any]  # everything else in the digest: env, static hints
+    tuning_s: float
+    timestamp: float
+    effort: str = "default"
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def id(self) -> str:
+        """Short id for the CLI: the digest's first 12 hex digits."""
+        return self.digest[:12]
+
+    def result_for(self, config: Config) -> ConfigResult | None:
+        for result in self.results:
+            if result.config == config:
+                return result
+        return None
+
+    def timings(self) -> dict[Config, ConfigResult]:
+        return {r.config: r for r in self.results}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "site": self.site,
+            "digest": self.digest,
+            "key": self.key,
+            "chosen": self.chosen.to_json(),
+            "results": [r.to_json() for r in self.results],
+            "kernel": self.kernel,
+            "signature": self.signature,
+            "device": self.device,
+            "versions": self.versions,
+            "context": self.context,
+            "tuning_s": self.tuning_s,
+            "timestamp": self.timestamp,
+            "effort": self.effort,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Record:
+        """Validate and rebuild; raise InvalidRecord naming the first bad field."""
+        _expect(data, dict, "record")
+        schema = data.get("schema")
+        if not isinstance(schema, int) or isinstance(schema, bool):
+            raise InvalidRecord(f"record.schema is {schema!r}; expected an integer")
+        if schema != SCHEMA_VERSION:
+            raise InvalidRecord(
+                f"record schema {schema} is not this tunedsl's schema {SCHEMA_VERSION}"
+            )
+        digest = _expect(data.get("digest"), str, "record.digest")
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise InvalidRecord("record.digest is not a sha256 hex digest")
+        results_raw = _expect(data.get("results"), list, "record.results")
+        results = tuple(
+            ConfigResult.from_json(item, f"record.results[{i}]")
+            for i, item in enumerate(results_raw)
+        )
+        chosen = _config(data.get("chosen"), "record.chosen")
+        if not any(r.config == chosen and r.status == "ok" for r in results):
+            raise InvalidRecord("record.chosen is not among the record's successful results")
+        return cls(
+            site=_expect(data.get("site"), str, "record.site"),
+            digest=digest,
+            key=_expect(data.get("key"), dict, "record.key"),
+            chosen=chosen,
+            results=results,
+            kernel=_expect(data.get("kernel"), dict, "record.kernel"),
+            signature=_expect(data.get("signature"), dict, "record.signature"),
+            device=_expect(data.get("device"), dict, "record.device"),
+            versions=_expect(data.get("versions"), dict, "record.versions"),
+            context=_expect(data.get("context"), dict, "record.context"),
+            tuning_s=_number(data.get("tuning_s"), "record.tuning_s"),
+            timestamp=_number(data.get("timestamp"), "record.timestamp"),
+            effort=_expect(data.get("effort", "default"), str, "record.effort"),
+            schema=schema,
+        )
+
+
+def _expect(value: Any, kind: type, where: str) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidRecord(f"{where} is {value!r}; expected {kind.__name__}")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidRecord(f"{where} is {value!r}; expected a finite number")
+    return float(value)
+
+
+def _config(value: Any, where: str) -> Config:
+    _expect(value, dict, where)
+    try:
+        return Config(value)
+    except ValueError as err:
+        raise InvalidRecord(f"{where}: {err}") from None
+
+
+# -- files -----------------------------------------------------------------------------------
+
+_warned: set[str] = set()
+
+
+def warn_once(topic: str, message: str) -> None:
+    """One CacheWarning per topic per process (a broken cache must not flood the output)."""
+    if topic in _warned:
+        return
+    _warned.add(topic)
+    warnings.warn(message, CacheWarning, stacklevel=3)
+
+
+def extra_record_dirs() -> list[Path]:
+    """``TUNEDSL_RECORDS_PATH``: read-only directories of shipped records."""
+    raw = os.environ.get("TUNEDSL_RECORDS_PATH", "")
+    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def record_path(digest: str, root: Path | None = None) -> Path:
+    return (root or paths.records_dir()) / f"{digest}.json"
+
+
+def read_record_file(path: Path) -> Record:
+    """Load one file; raise InvalidRecord (bad content) or OSError (unreadable)."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidRecord(f"not valid JSON: {err}") from None
+    return Record.from_json(data)
+
+
+def load_record(digest: str) -> Record | None:
+    """The record for ``digest`` from the cache, else from TUNEDSL_RECORDS_PATH; None on a miss.
+
+    A file that exists but is unusable (corrupt, wrong shape, future schema, or saved under
+    another digest) is a miss with one CacheWarning.
+    """
+    for root in [paths.records_dir(), *extra_record_dirs()]:
+        path = record_path(digest, root)
+        try:
+            record = read_record_file(path)
+        except FileNotFoundError:
+            continue
+        except (OSError, InvalidRecord, UnicodeDecodeError) as err:
+            warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
+            continue
+        if record.digest != digest:
+            warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
+            continue
+        return record
+    return None
+
+
+def save_record(record: Record) -> bool:
+    """Write atomically; on a read-only or full cache warn once and return False."""
+    try:
+        root = paths.ensure_private_dir(paths.records_dir())
+        write_json_atomic(record_path(record.digest, root), record.to_json())
+    except OSError as err:
+        warn_once(
+            "write",
+            f"cannot write tuning records to {paths.records_dir()} ({err}); "
+            "tuning results are kept for this process only",
+        )
+        return False
+    return True
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def record_lock(digest: str, timeout_s: float = 3600.0) -> Iterator[bool]:
+    """Hold the cross-process lock of one key while it is tuned; yields False when no lock
+    could be taken (unwritable cache: tuning goes ahead unlocked)."""
+    try:
+        from filelock import FileLock
+
+        lock_dir = paths.ensure_private_dir(paths.locks_dir())
+        lock = FileLock(str(lock_dir / f"{digest}.lock"), timeout=timeout_s)
+        lock.acquire()
+    except Exception as err:
+        warn_once("lock", f"cannot lock the tuning cache ({err}); tuning without a lock")
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def iter_record_files(roots: list[Path] | None = None) -> Iterator[Path]:
+    for root in roots if roots is not None else [paths.records_dir()]:
+        if root.is_dir():
+            yield from sorted(root.glob("*.json"))
+
+
+def now() -> float:
+    return time.time()
