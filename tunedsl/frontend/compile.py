@@ -12,8 +12,8 @@ import ast
 import types
 
 from tunedsl.frontend.expand import expand_module
-from tunedsl.frontend.lexer import lex
-from tunedsl.frontend.parser import MODULE_NAME, find_bindings, parse_module
+from tunedsl.frontend.lexer import Lexed, lex
+from tunedsl.frontend.parser import MODULE_NAME, Bindings, find_bindings, parse_module
 from tunedsl.frontend.source import SourceText, decode_source
 
 __all__ = ["compile_source", "expand_source", "expand_to_ast", "needs_expansion"]
@@ -22,13 +22,20 @@ __all__ = ["compile_source", "expand_source", "expand_to_ast", "needs_expansion"
 def needs_expansion(source: str | bytes) -> bool:
     """Does the module bind ``autotune`` from tunedsl (``from tunedsl import ...``,
     ``import tunedsl [as x]``)? Cheap substring check first, then a real scan."""
+    return _scan_if_dsl(source) is not None
+
+
+def _scan_if_dsl(source: str | bytes) -> tuple[str, Lexed, Bindings] | None:
+    """(text, scan, bindings) of a module that binds the macro, else None."""
     if isinstance(source, bytes):
         if b"tunedsl" not in source or b"import" not in source:
-            return False
-        source = decode_source(source)
+            return None
     elif MODULE_NAME not in source or "import" not in source:
-        return False
-    return bool(find_bindings(lex(source).tokens))
+        return None
+    text = decode_source(source)
+    lexed = lex(text)
+    bindings = find_bindings(lexed.tokens)
+    return (text, lexed, bindings) if bindings else None
 
 
 def expand_to_ast(source: str | bytes, filename: str = "<string>") -> ast.Module:
@@ -37,15 +44,19 @@ def expand_to_ast(source: str | bytes, filename: str = "<string>") -> ast.Module
     Raises ``TunedslSyntaxError`` for DSL errors and Python's ``SyntaxError`` (with
     Python's message and position) for plain Python errors.
     """
-    text = decode_source(source)
-    src = SourceText(text, filename)
-    lexed = lex(text)
-    bindings = find_bindings(lexed.tokens)
-    if not bindings:
+    scanned = _scan_if_dsl(source)
+    if scanned is None:
+        text = decode_source(source)
         try:
             return ast.parse(text, filename)
         except SyntaxError as err:
-            raise src.python_error(err) from err
+            raise SourceText(text, filename).python_error(err) from err
+    return _expand(scanned, filename)
+
+
+def _expand(scanned: tuple[str, Lexed, Bindings], filename: str) -> ast.Module:
+    text, lexed, bindings = scanned
+    src = SourceText(text, filename)
     return expand_module(src, parse_module(src, lexed, bindings))
 
 
@@ -57,12 +68,15 @@ def expand_source(source: str | bytes, filename: str = "<string>") -> str:
 def compile_source(
     source: str | bytes, filename: str = "<string>", *, optimize: int = -1
 ) -> types.CodeType:
-    """A code object for the module, expanded when it uses the DSL."""
-    if not needs_expansion(source):
+    """A code object for the module, expanded when it uses the DSL.
+
+    A module that does not bind the macro compiles exactly as ``compile()`` compiles it.
+    """
+    scanned = _scan_if_dsl(source)
+    if scanned is None:
         return compile(source, filename, "exec", dont_inherit=True, optimize=optimize)
-    tree = expand_to_ast(source, filename)
+    tree = _expand(scanned, filename)
     try:
         return compile(tree, filename, "exec", dont_inherit=True, optimize=optimize)
     except SyntaxError as err:  # e.g. `return` outside a function: Python's own check
-        src = SourceText(decode_source(source), filename)
-        raise src.python_error(err) from err
+        raise SourceText(scanned[0], filename).python_error(err) from err

@@ -9,6 +9,7 @@ carries the line and column of the user's text it stands for.
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
     if not parsed.macros:
         return module
     names = GeneratedNames.avoiding(parsed.names, len(parsed.macros))
-    dict_is_builtin = not _binds_name(module, "dict")
+    dict_is_builtin = not parsed.dict_rebound
     sites: list[ast.stmt] = []
     replacements: dict[Span, ast.expr] = {}
     for n, macro in enumerate(parsed.macros):
@@ -69,7 +70,7 @@ def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
         site, call = expander.expand()
         sites.append(site)
         replacements[_span(src, macro.start, macro.end)] = call
-    _ReplaceMacros(replacements).visit(module)
+    _replace_macros(module, replacements)
 
     first = _span(src, parsed.macros[0].start, parsed.macros[0].callee_end)
     runtime_import = _at(
@@ -90,19 +91,37 @@ def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
     return module
 
 
-class _ReplaceMacros(ast.NodeTransformer):
-    """Put each site call where the parser left the blanked ``autotune()`` call."""
+def _replace_macros(module: ast.Module, replacements: dict[Span, ast.expr]) -> None:
+    """Put each site call where the parser left the blanked ``autotune()`` call.
 
-    def __init__(self, replacements: dict[Span, ast.expr]) -> None:
-        self.replacements = replacements
+    Only descends into nodes whose lines contain a macro, so the cost follows the macros,
+    not the size of the module.
+    """
+    lines = sorted({span[0] for span in replacements})
 
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        key = (node.lineno, node.col_offset, node.end_lineno or 0, node.end_col_offset or 0)
-        replacement = self.replacements.get(key)
-        if replacement is not None:
-            return replacement
-        self.generic_visit(node)
+    def has_macro(node: ast.AST) -> bool:
+        lineno = getattr(node, "lineno", None)
+        if lineno is None:
+            return True
+        k = bisect.bisect_left(lines, lineno)
+        return k < len(lines) and lines[k] <= (getattr(node, "end_lineno", None) or lineno)
+
+    def visit(node: ast.AST) -> ast.AST:
+        if isinstance(node, ast.Call):
+            key = (node.lineno, node.col_offset, node.end_lineno or 0, node.end_col_offset or 0)
+            replacement = replacements.get(key)
+            if replacement is not None:
+                return replacement
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, ast.AST) and has_macro(item):
+                        value[i] = visit(item)
+            elif isinstance(value, ast.AST) and has_macro(value):
+                setattr(node, name, visit(value))
         return node
+
+    visit(module)
 
 
 class _MacroExpander:
@@ -533,23 +552,6 @@ def _literal_space(node: ast.expr, dict_ok: bool) -> tuple[ast.expr | None, list
             if value not in fields:
                 fields.append(value)
     return _at_all(literal, _node_span(node)), fields
-
-
-def _binds_name(module: ast.Module, name: str) -> bool:
-    """Does the module bind ``name`` anywhere (so a call of it may not be the builtin)?"""
-    for node in ast.walk(module):
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            return True
-        if (
-            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and node.name == name
-        ):
-            return True
-        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
-            return True
-        if isinstance(node, ast.arg) and node.arg == name:
-            return True
-    return False
 
 
 # -- node helpers -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import bisect
 import keyword
 import re
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from tunedsl.frontend.lexer import DOLLAR, NAME, OP, Lexed, Token
 from tunedsl.frontend.source import SourceText
@@ -81,6 +82,7 @@ class ParsedModule:
     module: ast.Module
     macros: list[MacroCall]
     names: frozenset[str]  # every identifier in the module (for hygiene)
+    dict_rebound: bool  # the module may bind `dict`, so `dict(...)` is not surely literal
 
 
 def find_bindings(tokens: list[Token]) -> Bindings:
@@ -168,16 +170,25 @@ def parse_module(src: SourceText, lexed: Lexed, bindings: Bindings) -> ParsedMod
     tokens = lexed.tokens
     text = src.text
     if lexed.trouble is not None:
-        _raise_python_error(src, text)
-        raise src.error(
-            "cannot scan this module: unbalanced bracket or unterminated string here",
-            lexed.trouble,
-        )
+        _raise_python_error(src, lexed, bindings)
     macros = _find_macros(src, tokens, lexed.pairs, bindings)
     placeholders = _placeholders(src, tokens)
     _assign_placeholders(src, tokens, lexed.pairs, macros, placeholders)
+    subst, module_text = _rewrite(text, macros, placeholders)
+    try:
+        module = ast.parse(module_text, src.filename)
+    except SyntaxError as err:
+        raise src.python_error(err, seen_text=module_text) from err
+    _parse_arguments(src, subst, macros)
+    names = frozenset(tok[3] for tok in tokens if tok[0] == NAME)
+    return ParsedModule(module, macros, names, _rebinds(tokens, "dict"))
 
-    # Length-preserving rewrites: `$x` -> `_x` everywhere, macro arguments blanked for the module.
+
+def _rewrite(
+    text: str, macros: list[MacroCall], placeholders: list[Placeholder]
+) -> tuple[str, str]:
+    """Length-preserving rewrites: `$x` -> `_x` everywhere (``subst``); in ``module_text``
+    also the macro arguments blanked."""
     pieces: list[str] = []
     last = 0
     for ph in placeholders:
@@ -193,17 +204,80 @@ def parse_module(src: SourceText, lexed: Lexed, bindings: Bindings) -> ParsedMod
         pieces.append(blank(subst[macro.inner_start : macro.inner_end]))
         last = macro.inner_end
     pieces.append(subst[last:])
-    module_text = "".join(pieces)
+    return subst, "".join(pieces)
 
+
+def _parse_arguments(src: SourceText, subst: str, macros: list[MacroCall]) -> None:
+    """Parse every macro argument with one ``ast.parse`` of a mostly blank text.
+
+    The text keeps each argument at its place and blanks all else, with brackets put in
+    blanked places so it reads ``[[arg, arg, ...], [arg, ...], ...]``: the callee's first
+    character becomes ``[`` (outer list) or ``,`` and the macro's parentheses become
+    ``[`` and ``]``. Should that not give one element per argument (or not parse), each
+    argument is parsed on its own, which also pins Python's error on the right one.
+    """
+    if not macros:
+        return
+    pieces: list[str] = []
+    last = 0
+    for k, macro in enumerate(macros):
+        gap = blank(subst[last : macro.start])
+        callee = blank(subst[macro.start + 1 : macro.inner_start - 1])
+        if k == 0 and gap.strip("\r\n"):
+            first = len(gap) - len(gap.lstrip("\r\n"))
+            pieces.append(gap[:first] + "[" + gap[first + 1 :] + " " + callee)
+        else:
+            pieces.append(gap + ("[" if k == 0 else ",") + callee)
+        pieces.append("[")
+        inner = macro.inner_start
+        for arg in macro.args:  # keyword names and `=` become blanks
+            pieces.append(subst[inner : arg.start])
+            pieces.append(blank(subst[arg.start : arg.value_start]))
+            pieces.append(subst[arg.value_start : arg.value_end])
+            inner = arg.value_end
+        pieces.append(subst[inner : macro.inner_end])
+        pieces.append("]")
+        last = macro.end
+    pieces.append(blank(subst[last:]))
+    pieces.append("\n]")
+    text = "".join(pieces)
     try:
-        module = ast.parse(module_text, src.filename)
-    except SyntaxError as err:
-        raise src.python_error(err, seen_text=module_text) from err
+        outer = ast.parse(text, src.filename, mode="eval").body
+    except SyntaxError:
+        outer = None
+    if (
+        isinstance(outer, ast.List)
+        and len(outer.elts) == len(macros)
+        and all(
+            isinstance(node, ast.List) and len(node.elts) == len(macro.args)
+            for node, macro in zip(outer.elts, macros, strict=True)
+        )
+    ):
+        for node, macro in zip(outer.elts, macros, strict=True):
+            for arg, value in zip(macro.args, node.elts, strict=True):  # type: ignore[attr-defined]
+                arg.node = value
+        return
     for macro in macros:
         for arg in macro.args:
             arg.node = parse_expression_at(src, subst, arg.value_start, arg.value_end)
-    names = frozenset(tok[3] for tok in tokens if tok[0] == NAME)
-    return ParsedModule(module, macros, names)
+    raise src.error(  # pragma: no cover - every argument parsed alone but not together
+        "cannot parse the arguments of this autotune(...) call", macros[0].start
+    )
+
+
+def _rebinds(tokens: list[Token], name: str) -> bool:
+    """Might the module bind ``name`` (so ``name(...)`` need not be the builtin)?
+
+    Conservative: any use other than ``name(``, ``name.`` or ``name[`` counts.
+    """
+    for i, (kind, _, _, text) in enumerate(tokens):
+        if kind == NAME and text == name:
+            if i and tokens[i - 1][3] == ".":
+                continue
+            if i + 1 < len(tokens) and tokens[i + 1][3] in ("(", ".", "["):
+                continue
+            return True
+    return False
 
 
 def parse_expression_at(src: SourceText, subst: str, start: int, end: int) -> ast.expr:
@@ -222,11 +296,32 @@ def parse_expression_at(src: SourceText, subst: str, start: int, end: int) -> as
     return tree.body
 
 
-def _raise_python_error(src: SourceText, text: str) -> None:
+def _raise_python_error(src: SourceText, lexed: Lexed, bindings: Bindings) -> NoReturn:
+    """The scan lost track (unbalanced bracket, unterminated string): let Python say where.
+
+    The macro calls that did scan are blanked and the ``$name`` rewritten first, so that
+    Python reports the real problem rather than the DSL syntax it does not know.
+    """
+    tokens = lexed.tokens
     try:
-        ast.parse(text, src.filename)
+        macros = _find_macros(src, tokens, lexed.pairs, bindings)
+    except SyntaxError:
+        macros = []
+    placeholders = [
+        Placeholder(tokens[i + 1][3], start, tokens[i + 1][2])
+        for i, (kind, start, end, _) in enumerate(tokens[:-1])
+        if kind == DOLLAR and tokens[i + 1][0] == NAME and tokens[i + 1][1] == end
+    ]
+    _, module_text = _rewrite(src.text, macros, placeholders)
+    try:
+        ast.parse(module_text, src.filename)
     except SyntaxError as err:
-        raise src.python_error(err) from err
+        raise src.python_error(err, seen_text=module_text) from err
+    assert lexed.trouble is not None
+    raise src.error(
+        "cannot scan this module: unbalanced bracket or unterminated string here",
+        lexed.trouble,
+    )
 
 
 def _find_macros(
@@ -254,7 +349,9 @@ def _find_macros(
             continue
         if paren >= n or tokens[paren][3] != "(" or tokens[paren][0] != OP:
             continue
-        close = pairs[paren]
+        close = pairs.get(paren)
+        if close is None:  # unbalanced: only when the scan lost track, reported elsewhere
+            continue
         if i < open_until:
             raise src.error(
                 "an autotune(...) macro cannot be used inside another one",
