@@ -1,0 +1,120 @@
+"""``tunedsl gallery``: run every example, each in a fresh process, and write a report.
+
+Writes ``report.md``, ``report.json``, ``plots/NAME.png``, ``results/NAME.json`` and
+``logs/NAME.log`` under ``--out``. Exit status 0 only if every example ran and was correct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TIMEOUT_S = 900.0
+
+_CUDA_PROBE = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "gallery",
+        help="run the example gallery and write a report",
+        description=(
+            "Run every example script (each in a fresh `tunedsl run` process), check it "
+            "against PyTorch and write a report: report.md (table), report.json and one "
+            "PNG per example of every configuration's time. Without a GPU the examples run "
+            "through the Triton interpreter at small sizes."
+        ),
+    )
+    parser.add_argument(
+        "--examples",
+        metavar="DIR",
+        type=Path,
+        help="directory of example scripts (default: the repository's examples/)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        default=Path("gallery-report"),
+        help="where to write the report (default: gallery-report)",
+    )
+    parser.add_argument(
+        "--only",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="run only this example (repeatable; NAME or NAME.py)",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"per-example time limit (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+    return parser
+
+
+def gpu_available() -> bool:
+    """Whether the examples will find a CUDA GPU (asked in a subprocess: the CLI stays torch-free)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _CUDA_PROBE],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def main(args: argparse.Namespace) -> int:
+    from tunedsl.errors import UsageError
+    from tunedsl.gallery.plots import matplotlib_available, write_plots
+    from tunedsl.gallery.report import write_report
+    from tunedsl.gallery.runner import default_examples_dir, discover, run_gallery
+
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    examples_dir = args.examples if args.examples is not None else default_examples_dir()
+    scripts = discover(examples_dir.resolve(), args.only)
+    out_dir: Path = args.out.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    interpret = not gpu_available()
+    if interpret:
+        say(
+            "tunedsl gallery: no CUDA GPU found: running the examples through the Triton "
+            "interpreter (TRITON_INTERPRET=1) at small sizes; times are not GPU speeds"
+        )
+    else:
+        say("tunedsl gallery: CUDA GPU found: running the examples at full size")
+    say(f"tunedsl gallery: {len(scripts)} example(s) from {examples_dir}, report in {out_dir}")
+
+    runs = run_gallery(scripts, out_dir, timeout_s=args.timeout, interpret=interpret)
+    if matplotlib_available():
+        plots = write_plots(runs, out_dir)
+    else:
+        say(
+            "tunedsl gallery: warning: matplotlib is not installed, so no plots were written "
+            "(pip install 'tunedsl[gallery]')"
+        )
+        plots = {}
+    report = write_report(runs, out_dir, plots)
+
+    failed = [run for run in runs if not run.passed]
+    say(f"tunedsl gallery: {len(runs) - len(failed)}/{len(runs)} passed; report: {report}")
+    for run in failed:
+        say(f"  {run.name}: {run.status}: {run.message} (log: {run.log_path})")
+    return 1 if failed else 0

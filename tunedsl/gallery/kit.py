@@ -1,0 +1,279 @@
+"""What a gallery example uses to check and report itself: device choice, poison, check, timing.
+
+An example script creates one :class:`Example` *before* it defines its kernels. Without a
+GPU that turns on the Triton interpreter; Triton reads ``TRITON_INTERPRET`` when it is first
+imported (``tl.sum`` and friends are decorated then), so if triton is already imported the
+process re-executes itself once with ``TRITON_INTERPRET=1`` (announced on stderr). The
+script then checks its output against PyTorch with :meth:`Example.check`, and ends with
+:meth:`Example.report`, which times the tuned launch and the PyTorch reference, prints a
+summary and, when ``TUNEDSL_GALLERY_RESULT`` names a file, writes the result there for
+``tunedsl gallery``. torch and triton are imported only inside methods.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from tunedsl.gallery.result import ConfigTiming, ExampleResult, json_safe, write_result
+
+T = TypeVar("T")
+
+RESULT_ENV = "TUNEDSL_GALLERY_RESULT"
+CPU_TIMING_REPS = 3
+
+
+def config_as_dict(config: Any) -> dict[str, Any]:
+    """A configuration (a tunedsl ``Config``, a mapping, a dataclass, ...) as a plain dict."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return {str(k): json_safe(v) for k, v in config.items()}
+    for method in ("as_dict", "to_dict", "_asdict", "asdict"):
+        fn = getattr(config, method, None)
+        if callable(fn):
+            return config_as_dict(fn())
+    import dataclasses
+
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return config_as_dict(dataclasses.asdict(config))
+    fields = getattr(config, "__dict__", None)
+    if isinstance(fields, dict):
+        return {k: json_safe(v) for k, v in fields.items() if not k.startswith("_")}
+    return {"config": repr(config)}
+
+
+def format_config(config: Mapping[str, Any] | None) -> str:
+    if not config:
+        return "-"
+    return ", ".join(f"{k}={v}" for k, v in config.items())
+
+
+def format_ms(ms: float | None) -> str:
+    if ms is None:
+        return "n/a"
+    if ms < 1.0:
+        return f"{ms * 1000:.1f} µs"
+    if ms < 1000.0:
+        return f"{ms:.3f} ms"
+    return f"{ms / 1000:.2f} s"
+
+
+def _timings_of(launch: Any) -> list[ConfigTiming]:
+    """Every configuration's time from the runtime's LaunchResult, in the space's order."""
+    raw = getattr(launch, "timings", None)
+    if raw is None:
+        return []
+    rows: Iterable[Any] = raw.items() if isinstance(raw, Mapping) else raw
+    timings = []
+    for row in rows:
+        if isinstance(row, tuple) and len(row) == 2:
+            config, value = row
+        else:  # an object with .config and .time_ms (or .ms / .time)
+            config = getattr(row, "config", None)
+            value = next(
+                (getattr(row, n) for n in ("time_ms", "ms", "time") if hasattr(row, n)), None
+            )
+        note = ""
+        if isinstance(value, (int, float)) and value == value and value != float("inf"):
+            time_ms: float | None = float(value)
+        else:
+            time_ms, note = None, "" if value is None else str(value)
+        timings.append(ConfigTiming(config_as_dict(config), time_ms, note))
+    return timings
+
+
+class Example:
+    """One gallery example's device, checks and report. Create it before defining kernels."""
+
+    def __init__(self, name: str) -> None:
+        import torch
+
+        self.name = name
+        self.on_gpu = bool(torch.cuda.is_available()) and os.environ.get("TRITON_INTERPRET") != "1"
+        if not self.on_gpu and os.environ.get("TRITON_INTERPRET") != "1":
+            _restart_with_interpreter(name)
+        self.interpreted = not self.on_gpu
+        self.device = "cuda" if self.on_gpu else "cpu"
+        self.correct = True
+        self.check_messages: list[str] = []
+        torch.manual_seed(0)
+
+    def pick(self, gpu: T, cpu: T) -> T:
+        """``gpu`` on a GPU (sizes that fill it), ``cpu`` under the interpreter (small, fast)."""
+        return gpu if self.on_gpu else cpu
+
+    def poison(self, tensor: Any) -> Any:
+        """Fill ``tensor`` with NaN (or the most negative integer) so unwritten elements show."""
+        import torch
+
+        if tensor.dtype.is_floating_point:
+            tensor.fill_(float("nan"))
+        else:
+            tensor.fill_(torch.iinfo(tensor.dtype).min)
+        return tensor
+
+    def check(
+        self,
+        what: str,
+        actual: Any,
+        expected: Any,
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ) -> bool:
+        """Compare ``actual`` with the PyTorch reference; remember and print a mismatch."""
+        import torch
+
+        try:
+            torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=False)
+        except AssertionError as err:
+            unwritten = ""
+            if actual.dtype.is_floating_point:
+                nan = int(torch.isnan(actual).sum())
+                if nan:
+                    unwritten = f" ({nan} elements never written: still NaN)"
+            first_lines = " ".join(str(err).strip().splitlines()[:4])
+            message = f"{what}: MISMATCH{unwritten}: {first_lines}"
+            self.correct = False
+            self.check_messages.append(message)
+            print(f"[{self.name}] {message}", file=sys.stderr)
+            return False
+        diff = (actual.double() - expected.double()).abs().max().item() if actual.numel() else 0.0
+        self.check_messages.append(f"{what}: ok (max abs error {diff:.3g})")
+        return True
+
+    def bench(self, fn: Callable[[], Any]) -> float:
+        """Milliseconds per call: do_bench's median on a GPU, wall-clock median on the CPU."""
+        if self.on_gpu:
+            from triton.testing import do_bench
+
+            return float(do_bench(fn, return_mode="median"))
+        fn()  # warm-up: compiles nothing under the interpreter, but fills caches
+        samples = []
+        for _ in range(CPU_TIMING_REPS):
+            start = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - start) * 1000.0)
+        return statistics.median(samples)
+
+    @property
+    def timing_method(self) -> str:
+        if self.on_gpu:
+            return "triton.testing.do_bench median"
+        return f"wall-clock median of {CPU_TIMING_REPS} (Triton interpreter: not a speed measure)"
+
+    def device_name(self) -> str:
+        import torch
+
+        if self.on_gpu:
+            return str(torch.cuda.get_device_name())
+        return "cpu (Triton interpreter)"
+
+    def report(
+        self,
+        launch: Any,
+        *,
+        problem: str,
+        run: Callable[[], Any],
+        reference: Callable[[], Any],
+        key: Any = None,
+    ) -> ExampleResult:
+        """Time the tuned launch and PyTorch, print a summary, write the gallery result.
+
+        ``launch`` is the ``LaunchResult`` the macro returned; ``run`` repeats the tuned call
+        (the tuning table answers it, so this times what a user gets); ``reference`` is the
+        PyTorch computation. Exits with status 1 after reporting if any check failed.
+        """
+        import torch
+        import triton
+
+        time_ms = self.bench(run)
+        torch_ms = self.bench(reference)
+        chosen = config_as_dict(getattr(launch, "config", None))
+        timings = _timings_of(launch)
+        first = timings[0] if timings else None
+        chosen_tuned = next((t.time_ms for t in timings if t.config == chosen), None)
+        launch_key = key if key is not None else getattr(launch, "key", None)
+        result = ExampleResult(
+            example=self.name,
+            device=self.device_name(),
+            interpreted=self.interpreted,
+            problem=problem,
+            key=None if launch_key is None else str(launch_key),
+            config=chosen,
+            config_source=_source_of(launch),
+            time_ms=time_ms,
+            timing_method=self.timing_method,
+            torch_time_ms=torch_ms,
+            first_config=first.config if first else None,
+            first_config_time_ms=first.time_ms if first else None,
+            chosen_config_tuned_ms=chosen_tuned,
+            timings=timings,
+            correct=self.correct and bool(self.check_messages),
+            check_message="; ".join(self.check_messages) or "no check was run",
+            versions={
+                "torch": torch.__version__,
+                "triton": triton.__version__,
+                "python": sys.version.split()[0],
+            },
+        )
+        self._print(result)
+        target = os.environ.get(RESULT_ENV)
+        if target:
+            write_result(result, target)
+        if not result.correct:
+            raise SystemExit(1)
+        return result
+
+    def _print(self, r: ExampleResult) -> None:
+        print(f"{r.example} on {r.device}: {r.problem}")
+        print(f"  key            : {r.key if r.key is not None else '-'}")
+        print(f"  chosen config  : {format_config(r.config)} (from {r.config_source or '?'})")
+        print(f"  time           : {format_ms(r.time_ms)} ({r.timing_method})")
+        if r.first_config is not None:
+            ratio = r.speedup_vs_first
+            note = f" -> chosen is {ratio:.2f}x faster" if ratio else ""
+            print(
+                f"  first config   : {format_config(r.first_config)}: "
+                f"{format_ms(r.first_config_time_ms)} (tuner's timing){note}"
+            )
+        else:
+            print("  first config   : n/a (no tuning in this run: the record was reused)")
+        ratio = r.speedup_vs_torch
+        note = f" -> tunedsl/PyTorch speed-up {ratio:.2f}x" if ratio else ""
+        print(f"  PyTorch        : {format_ms(r.torch_time_ms)}{note}")
+        print(f"  check          : {'OK' if r.correct else 'FAILED'}: {r.check_message}")
+        if r.timings:
+            print("  every configuration (tuner's timings):")
+            for t in r.timings:
+                mark = " <- chosen" if t.config == r.config else ""
+                print(f"    {format_config(t.config):<48} {format_ms(t.time_ms):>12}{mark}")
+
+
+def _restart_with_interpreter(name: str) -> None:
+    """No GPU: run the real kernels through Triton's interpreter, on the CPU."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    if "triton" not in sys.modules:
+        return  # triton will see the variable when the script imports it
+    # Triton's language functions were already built for the GPU: start this same command
+    # again (same interpreter, same arguments) with the variable set from the beginning.
+    print(
+        f"[{name}] no CUDA GPU: restarting under the Triton interpreter (TRITON_INTERPRET=1)",
+        file=sys.stderr,
+        flush=True,
+    )
+    argv = list(getattr(sys, "orig_argv", []) or [sys.executable, *sys.argv])
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, *argv[1:]])
+
+
+def _source_of(launch: Any) -> str | None:
+    source = getattr(launch, "source", None)
+    if source is None:
+        return None
+    return str(getattr(source, "value", source))
