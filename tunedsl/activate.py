@@ -5,9 +5,11 @@ Design (chosen for the cost on ordinary modules, which must stay within a few pe
 - The hook replaces Python's own ``FileFinder`` path hook by an identical one whose ``.py``
   loader is ``DslSourceLoader``, a ``SourceFileLoader`` subclass. Finding, ``__pycache__``
   reading and validation stay Python's own code.
-- ``source_to_code`` runs only when there is no valid ``__pycache__`` pyc. It asks the front
-  end's cheap ``needs_expansion``; a DSL module is expanded through the content-addressed
-  bytecode cache (``tunedsl.bytecode``), any other module is compiled exactly as Python would.
+- ``source_to_code`` runs only when there is no valid ``__pycache__`` pyc. A source that does
+  not contain both ``tunedsl`` and the word ``autotune`` is compiled exactly as Python would;
+  otherwise a tunedsl cache hit is used as is (no front end import), and on a miss the front
+  end's ``needs_expansion`` decides: a DSL module is expanded and stored in the
+  content-addressed bytecode cache (``tunedsl.bytecode``).
 - A DSL module's expanded code is never written to ``__pycache__`` (``set_data`` skips it),
   so every import of a DSL module goes through tunedsl's cache and is never served stale
   code; plain modules keep Python's fast pyc path.
@@ -19,6 +21,7 @@ Design (chosen for the cost on ordinary modules, which must stay within a few pe
 from __future__ import annotations
 
 import importlib.machinery
+import re
 import sys
 from collections.abc import Callable
 from types import CodeType
@@ -45,46 +48,41 @@ class DslSourceLoader(importlib.machinery.SourceFileLoader):
             and "tunedsl" in code.co_names
             and not _is_tunedsl_itself(fullname)
         ):
-            # Loaded from a pyc that mentions tunedsl: maybe written without the hook.
+            # Loaded from a pyc that names tunedsl: maybe one plain Python wrote for a DSL
+            # module. The source decides (a pyc our loader wrote for a plain module that uses
+            # tunedsl's API passes the cheap text check below without the front end).
             path = self.get_filename(fullname)
-            source = self.get_data(path)
-            return self._cached(source, path, -1) or (
-                self._expand(source, path) if _needs_expansion(source) else code
-            )
+            return self._dsl_code(self.get_data(path), path, -1) or code
         return code
 
     def source_to_code(  # type: ignore[override]
         self, data: Any, path: Any, *, _optimize: int = -1
     ) -> CodeType:
         self._from_source = True
-        if (
-            isinstance(data, (bytes, bytearray, memoryview))
-            and b"tunedsl" in data  # cheap pre-filter: a DSL module names tunedsl
-            and not _is_tunedsl_itself(self.name)
-        ):
-            source = bytes(data)
-            code = self._cached(source, path, _optimize)
+        if isinstance(data, (bytes, bytearray, memoryview)) and not _is_tunedsl_itself(self.name):
+            code = self._dsl_code(bytes(data), path, _optimize)
             if code is not None:
                 return code
-            if _needs_expansion(source):
-                return self._expand(source, path, optimize=_optimize)
         return super().source_to_code(data, path, _optimize=_optimize)  # type: ignore[call-arg]
 
-    def _expand(self, source: bytes, path: str, *, optimize: int = -1) -> CodeType:
-        from tunedsl.bytecode import load_or_compile
-
-        self._expanded = True
-        return load_or_compile(source, path, optimize=optimize)
-
-    def _cached(self, source: bytes, path: str, optimize: int) -> CodeType | None:
-        # A cache entry for exactly these bytes at this path is the right code whether or not
-        # they need expansion, and using it spares importing the front end on warm imports.
+    def _dsl_code(self, source: bytes, path: str, optimize: int) -> CodeType | None:
+        """The expanded code when ``source`` is a DSL module; None for plain Python."""
+        if not _may_use_macro(source):
+            return None
         from tunedsl import bytecode
 
+        # An entry for exactly these bytes at this path is the right code (the cache only
+        # holds what the front end compiled), and a hit spares importing the front end.
         code = bytecode.lookup(source, path, optimize=optimize)
         if code is not None:
             bytecode.stats.hits += 1
-            self._expanded = True
+        else:
+            from tunedsl.frontend.compile import needs_expansion
+
+            if not needs_expansion(source):
+                return None
+            code = bytecode.compile_and_store(source, path, optimize=optimize)
+        self._expanded = True
         return code
 
     def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:
@@ -99,13 +97,14 @@ def _is_tunedsl_itself(fullname: str) -> bool:
     return fullname == "tunedsl" or fullname.startswith("tunedsl.")
 
 
-def _needs_expansion(source: bytes) -> bool:
-    # Cheap pre-filter before importing the front end: a DSL module names tunedsl.
-    if b"tunedsl" not in source:
-        return False
-    from tunedsl.frontend.compile import needs_expansion
+# A macro call needs the word `autotune` somewhere (`autotune(...)`, `td.autotune(...)` or
+# the import that renames it), so this pre-filter never hides a DSL module, and it keeps
+# plain modules that merely use tunedsl's API (``autotune_launch``) off the front end.
+_MACRO_WORD = re.compile(rb"\bautotune\b")
 
-    return bool(needs_expansion(source))
+
+def _may_use_macro(source: bytes) -> bool:
+    return b"tunedsl" in source and _MACRO_WORD.search(source) is not None
 
 
 def _make_path_hook() -> Callable[[str], Any]:

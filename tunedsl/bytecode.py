@@ -29,10 +29,8 @@ import os
 import stat
 import struct
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType
 from typing import Literal
@@ -49,18 +47,27 @@ HEADER_SIZE = _HEADER.size
 WarmResult = Literal["cached", "compiled"]
 
 
-@dataclass
 class CacheStats:
-    """Counters of this process's cache traffic (tests and ``tunedsl cache`` read them)."""
+    """Counters of this process's cache traffic (tests and ``tunedsl cache`` read them).
 
-    hits: int = 0
-    misses: int = 0
-    compiles: int = 0
-    writes: int = 0
-    rejected: int = 0  # entries that existed but failed validation (each warned once)
+    A plain class, not a dataclass: this module is imported on every warm DSL import.
+    """
+
+    __slots__ = ("compiles", "hits", "misses", "rejected", "writes")
+
+    def __init__(self) -> None:
+        self.reset()
 
     def reset(self) -> None:
-        self.hits = self.misses = self.compiles = self.writes = self.rejected = 0
+        self.hits = 0
+        self.misses = 0
+        self.compiles = 0
+        self.writes = 0
+        self.rejected = 0  # entries that existed but failed validation (each warned once)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)}" for name in self.__slots__)
+        return f"CacheStats({fields})"
 
 
 stats = CacheStats()
@@ -80,26 +87,33 @@ def _resolve_optimize(optimize: int) -> int:
 
 
 def _frontend_digest() -> bytes:
-    """SHA-256 of the front end's and grammar's source files, computed once per process.
+    """A signature of the front end's and grammar's files, computed once per process.
 
     The version and ``GRAMMAR_VERSION`` are bumped by hand; in an editable install the front
-    end changes without either moving, and stale expansions would be served. Hashing the
-    files' contents (a few KB, once per process) closes that gap.
+    end changes without either moving, and stale expansions would be served. The files'
+    names, sizes and modification times catch such edits for the price of a few ``stat``
+    calls (hashing their contents cost more than the rest of a warm import).
     """
     global _frontend_fingerprint
     if _frontend_fingerprint is None:
-        root = Path(__file__).resolve().parent
+        root = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
-        candidates = [*sorted((root / "frontend").glob("*.py")), root / "bytecode.py"]
-        grammar = root.parent / "grammar"
-        if grammar.is_dir():
-            candidates += sorted(p for p in grammar.iterdir() if p.is_file())
-        for file in candidates:
+        for directory in (
+            os.path.join(root, "frontend"),
+            os.path.join(os.path.dirname(root), "grammar"),
+        ):
             try:
-                data = file.read_bytes()
+                names = sorted(os.listdir(directory))
             except OSError:
                 continue
-            digest.update(file.name.encode() + b"\0" + hashlib.sha256(data).digest())
+            for name in names:
+                if name.startswith(".") or name == "__pycache__":
+                    continue
+                try:
+                    st = os.stat(os.path.join(directory, name))
+                except OSError:
+                    continue
+                digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         _frontend_fingerprint = digest.digest()
     return _frontend_fingerprint
 
@@ -205,6 +219,8 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
     header = _HEADER.pack(
         FORMAT_TAG, importlib.util.MAGIC_NUMBER, key, hashlib.sha256(payload).digest()
     )
+    import tempfile  # only writers need it; warm imports never write
+
     tmp_name: str | None = None
     try:
         directory = paths.ensure_private_dir(path.parent)
@@ -279,6 +295,12 @@ def load_or_compile(source_bytes: bytes, filename: str, *, optimize: int = -1) -
     if code is not None:
         stats.hits += 1
         return code
+    return compile_and_store(source_bytes, filename, optimize=optimize)
+
+
+def compile_and_store(source_bytes: bytes, filename: str, *, optimize: int = -1) -> CodeType:
+    """Expand and compile without looking in the cache (after a miss), then store the code."""
+    filename = os.path.abspath(filename)
     stats.misses += 1
     from tunedsl.frontend.compile import compile_source
 

@@ -221,10 +221,32 @@ def test_dsl_module_with_sites_imports_and_is_cached(workdir: Path) -> None:
     code = """
         import tunedsl.activate
         import dsl_kernels
-        report(sites=sorted(n for n in vars(dsl_kernels) if n.startswith("__tunedsl_site_")))
+        report(
+            sites=sorted(n for n in vars(dsl_kernels) if n.startswith("__tunedsl_site_")),
+            heavy=[m for m in ("torch", "triton") if m in sys.modules],
+        )
     """
     first = run_python(code, workdir)
     assert first["sites"] == ["__tunedsl_site_0__", "__tunedsl_site_1__"]
+    assert first["heavy"] == []  # importing a DSL module never imports torch or triton
     assert first["compiles"] == 1
     second = run_python(code, workdir)
     assert (second["compiles"], second["hits"], second["sites"]) == (0, 1, first["sites"])
+
+
+def test_module_using_the_api_without_the_macro_stays_plain(workdir: Path) -> None:
+    code = """
+        import tunedsl.activate
+        import api_user
+        report(
+            blocks=api_user.blocks(1000),
+            cached=api_user.__cached__,
+            frontend_loaded="tunedsl.frontend.compile" in sys.modules,
+        )
+    """
+    for _ in range(2):  # first compiled by Python and written to __pycache__, then its pyc
+        result = run_python(code, workdir)
+        assert result["blocks"] == 8
+        assert (result["compiles"], result["hits"]) == (0, 0)
+        assert not result["frontend_loaded"]
+        assert Path(result["cached"]).exists()
