@@ -321,39 +321,101 @@ def launch_jit(
     return kernel.run(*args, grid=grid, warmup=False, **kwargs)
 
 
-class DirectLauncher:
-    """Launch one (kernel, launch options) straight through its ``CompiledKernel``.
+def make_launcher(kernel: Any, options: Mapping[str, Any]) -> JitLauncher | DirectLauncher:
+    info = kernel_info(kernel)
+    if info.jit and direct_launch_enabled():
+        return DirectLauncher(kernel, options, info)
+    return JitLauncher(kernel, options)
 
-    ``compiled`` maps (device, Triton specialization) to the ``CompiledKernel`` that Triton's
-    own JIT produced for it, so a call never runs code compiled for another specialization.
-    """
 
-    __slots__ = ("compiled", "disabled", "kernel", "options")
+class JitLauncher:
+    """Launch through Triton's JIT dispatcher (the interpreter, or direct launch off)."""
+
+    __slots__ = ("kernel", "options")
 
     def __init__(self, kernel: Any, options: Mapping[str, Any]) -> None:
         self.kernel = kernel
         self.options = dict(options)
-        self.compiled: dict[Any, Any] = {}
-        self.disabled = not (direct_launch_enabled() and hasattr(kernel, "device_caches"))
 
     def __call__(
-        self, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any]
+        self,
+        grid: tuple[int, ...],
+        args: Sequence[Any],
+        static_kwargs: Mapping[str, Any],
+        dyn_kwargs: Mapping[str, Any],
+        holes: Any,
     ) -> None:
-        if self.disabled or _hooks_active():
-            launch_jit(self.kernel, grid, args, {**kwargs, **self.options})
+        self.kernel.run(
+            *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
+        )
+
+
+class DirectLauncher:
+    """Launch one call key's chosen variant straight through its ``CompiledKernel``.
+
+    One per site entry (call key). The call key already refines Triton's specialization of
+    the keyed arguments: dtypes, 16-byte alignment (the key is built ``with_align``), int
+    classes (==1, %16, 32/64-bit), constexpr values. What the key does not cover is checked
+    per call: the configuration-dependent keyword arguments must equal those of the first
+    launch (a constexpr such as ``EVEN=n % $tile == 0`` may change), there must be no
+    configuration-dependent positional argument, no launch hook, and the device must be one
+    this launcher has a ``CompiledKernel`` for. Anything else goes through the JIT.
+    """
+
+    __slots__ = (
+        "compiled",
+        "disabled",
+        "dyn0",
+        "info",
+        "kernel",
+        "options",
+        "tail_const",
+        "tail_plan",
+    )
+
+    def __init__(self, kernel: Any, options: Mapping[str, Any], info: KernelInfo) -> None:
+        self.kernel = kernel
+        self.options = dict(options)
+        self.info = info
+        self.compiled: dict[int, tuple[Any, Any, Any]] = {}
+        self.dyn0: Mapping[str, Any] | None = None
+        self.tail_plan: tuple[tuple[bool, Any], ...] = ()
+        self.tail_const: tuple[Any, ...] | None = None
+        self.disabled = not (direct_launch_enabled() and info.jit)
+
+    def jit(
+        self,
+        grid: tuple[int, ...],
+        args: Sequence[Any],
+        static_kwargs: Mapping[str, Any],
+        dyn_kwargs: Mapping[str, Any],
+    ) -> Any:
+        return self.kernel.run(
+            *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
+        )
+
+    def __call__(
+        self,
+        grid: tuple[int, ...],
+        args: Sequence[Any],
+        static_kwargs: Mapping[str, Any],
+        dyn_kwargs: Mapping[str, Any],
+        holes: Any,
+    ) -> None:
+        if self.disabled or holes or dyn_kwargs != self.dyn0 or _hooks_active():
+            if self.dyn0 is None and not self.disabled and not holes:
+                self._first_launch(grid, args, static_kwargs, dyn_kwargs)
+            else:
+                self.jit(grid, args, static_kwargs, dyn_kwargs)
             return
-        try:
-            device = _get_device()
-            binder = self.kernel.device_caches[device][4]
-            bound, specialization, _ = binder(*args, **kwargs)
-            key = (device, *specialization)
-            compiled = self.compiled.get(key)
-        except TypeError:  # an unhashable specialization (exotic constexpr): use the JIT
-            launch_jit(self.kernel, grid, args, {**kwargs, **self.options})
-            return
+        device = _get_device()
+        compiled = self.compiled.get(device)
         if compiled is None:
-            self._first_launch(key, grid, args, kwargs)
+            self._first_launch(grid, args, static_kwargs, dyn_kwargs)
             return
+        tail = self.tail_const
+        if tail is None:
+            tail = tuple(static_kwargs[v] if is_static else v for is_static, v in self.tail_plan)
         run, function, packed_metadata = compiled
         n = len(grid)
         run(
@@ -366,31 +428,68 @@ class DirectLauncher:
             None,  # launch metadata: only built for launch hooks, and there are none
             None,
             None,
-            *bound.values(),
+            *args,
+            *tail,
         )
 
     def _first_launch(
-        self, key: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any]
+        self,
+        grid: tuple[int, ...],
+        args: Sequence[Any],
+        static_kwargs: Mapping[str, Any],
+        dyn_kwargs: Mapping[str, Any],
     ) -> None:
-        compiled = launch_jit(self.kernel, grid, args, {**kwargs, **self.options})
-        if hasattr(compiled, "result"):  # Triton 3.6 async compile returns a future
+        compiled = self.jit(grid, args, static_kwargs, dyn_kwargs)
+        try:
+            self._capture(compiled, args, static_kwargs, dyn_kwargs)
+        except Exception:  # an unexpected Triton version: keep the JIT path
+            self.disabled = True
+
+    def _capture(
+        self,
+        compiled: Any,
+        args: Sequence[Any],
+        static_kwargs: Mapping[str, Any],
+        dyn_kwargs: Mapping[str, Any],
+    ) -> None:
+        if hasattr(compiled, "result"):  # Triton 3.6's async compile may return a future
             compiled = compiled.result()
-        if compiled is None or not hasattr(compiled, "packed_metadata"):
-            self.disabled = True
-            return
         run = compiled.run  # the property loads the module, which sets .function
-        if getattr(compiled, "function", None) is None:
+        function = compiled.function
+        if function is None or not hasattr(compiled, "packed_metadata"):
             self.disabled = True
             return
-        self.compiled[key] = (run, compiled.function, compiled.packed_metadata)
+        plan: list[tuple[bool, Any]] = []
+        for name in self.info.arg_names[len(args) :]:
+            if name in static_kwargs:
+                plan.append((True, name))
+            elif name in dyn_kwargs:
+                plan.append((False, dyn_kwargs[name]))
+            elif name in self.info.defaults:
+                plan.append((False, self.info.defaults[name]))
+            else:
+                self.disabled = True  # Triton would have raised; never guess
+                return
+        self.tail_plan = tuple(plan)
+        self.tail_const = None if any(s for s, _ in plan) else tuple(v for _, v in plan)
+        self.dyn0 = dict(dyn_kwargs)
+        self.compiled[_get_device()] = (run, function, compiled.packed_metadata)
 
 
 def _hooks_active() -> bool:
+    """Whether a launch hook (a profiler) is installed: then Triton must build its metadata."""
+    runtime = _runtime_knobs()
+    enter = runtime.launch_enter_hook
+    exit_ = runtime.launch_exit_hook
+    # HookChain (3.6+) is never None: empty means no hook; a plain callable is a hook.
+    return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime_knobs() -> Any:
     from triton import knobs
 
-    enter = knobs.runtime.launch_enter_hook
-    exit_ = knobs.runtime.launch_exit_hook
-    return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
+    return knobs.runtime
 
 
 @functools.lru_cache(maxsize=1)

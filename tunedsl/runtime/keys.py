@@ -36,7 +36,7 @@ def is_tensor(x: object) -> bool:
     cls = x.__class__
     known = _TENSOR_CLASSES.get(cls)
     if known is None:
-        known = all(hasattr(cls, a) for a in ("data_ptr", "dtype", "stride", "shape"))
+        known = all(hasattr(x, a) for a in ("data_ptr", "dtype", "stride", "shape"))
         _TENSOR_CLASSES[cls] = known
     return known
 
@@ -51,8 +51,8 @@ def stride_pattern(strides: tuple[int, ...]) -> str:
 
 def int_class(x: int) -> str:
     """Triton's specialization of an int argument: ``i1`` (==1), ``i16`` (%16==0) or ``i``;
-    a trailing ``L`` when it does not fit 32 bits."""
-    width = "" if _I32_MIN <= x <= _I32_MAX else "L"
+    then ``L`` when it does not fit 32 bits and ``U`` when it needs an unsigned 64-bit."""
+    width = "" if _I32_MIN <= x <= _I32_MAX else ("L" if x < 2**63 else "U")
     if x == 1:
         return "i1" + width
     if x % 16 == 0:
@@ -60,8 +60,15 @@ def int_class(x: int) -> str:
     return "i" + width
 
 
-def arg_key(x: Any, with_shape: bool) -> Any:
-    """The call-key part for one non-constexpr argument."""
+def _small_int_class(x: int) -> str:
+    # The hot path's version: one comparison chain for the common 32-bit case.
+    if _I32_MIN <= x <= _I32_MAX:
+        return "i1" if x == 1 else "i16" if x % 16 == 0 else "i"
+    return int_class(x)
+
+
+def arg_key(x: Any, with_shape: bool, with_align: bool = False) -> Any:
+    """The call-key part for one non-constexpr argument (any class; the slow, general path)."""
     cls = x.__class__
     if cls is int:
         return int_class(x)
@@ -72,11 +79,17 @@ def arg_key(x: Any, with_shape: bool) -> Any:
     if x is None:
         return None
     if is_tensor(x):
-        pattern = stride_pattern(x.stride())
-        if with_shape:
-            return (x.dtype, x.shape, pattern)
-        return (x.dtype, pattern)
-    return cls.__name__
+        # The raw stride tuple (not its pattern): cheaper here, and two strides with one
+        # pattern still share one decision through the record digest.
+        return tensor_key(x, with_shape, with_align)
+    return ("class", cls.__module__, cls.__qualname__)
+
+
+def tensor_key(x: Any, with_shape: bool, with_align: bool) -> tuple[Any, ...]:
+    key = (x.dtype, x.shape, x.stride()) if with_shape else (x.dtype, x.stride())
+    if with_align:
+        key += (x.data_ptr() % 16 == 0,)
+    return key
 
 
 def constexpr_key(x: Any) -> Any:
@@ -93,26 +106,51 @@ def make_call_key_fn(
     constexpr_names: frozenset[str],
     with_shape: bool,
     hole: object,
+    with_align: bool = False,
 ) -> Callable[[Sequence[Any], Mapping[str, Any], Any], tuple[Any, ...]]:
     """Build the per-call key function of one (site, kernel).
 
     ``hole`` marks positional arguments that depend on the configuration: they are not part
-    of the key (the configuration determines them).
+    of the key (the configuration determines them). ``with_align`` adds each tensor's
+    16-byte alignment, which Triton specializes on: needed when launches bypass Triton's
+    dispatcher. Written for speed: the common classes are tested inline.
     """
+    tensor_classes = _TENSOR_CLASSES
 
     def call_key(args: Sequence[Any], kwargs: Mapping[str, Any], user_key: Any) -> tuple:
         parts: list[Any] = []
         append = parts.append
-        for i, a in enumerate(args):
-            if a is hole:
-                append(hole)
-            elif i in constexpr_positions:
+        extend = parts.extend
+        i = -1
+        for a in args:
+            i += 1
+            cls = a.__class__
+            if i in constexpr_positions:
                 append(constexpr_key(a))
+            elif tensor_classes.get(cls):
+                # Flattened (no inner tuple to build and hash): a dtype object only ever
+                # starts a tensor's run of items, so the layout stays unambiguous.
+                if not with_shape:
+                    extend(tensor_key(a, with_shape, with_align))
+                elif with_align:
+                    extend((a.dtype, a.shape, a.stride(), a.data_ptr() % 16 == 0))
+                else:
+                    extend((a.dtype, a.shape, a.stride()))
+            elif cls is int:
+                append(_small_int_class(a))
+            elif a is hole:
+                append(hole)
+            elif is_tensor(a):  # first sight of this tensor class
+                extend(tensor_key(a, with_shape, with_align))
             else:
-                append(arg_key(a, with_shape))
-        for name, a in kwargs.items():
-            append(name)
-            append(constexpr_key(a) if name in constexpr_names else arg_key(a, with_shape))
+                append(arg_key(a, with_shape, with_align))
+        if kwargs:
+            for name, a in kwargs.items():
+                append(name)
+                if name in constexpr_names:
+                    append(constexpr_key(a))
+                else:
+                    append(arg_key(a, with_shape, with_align))
         if not with_shape:
             append(user_key)
         return tuple(parts)

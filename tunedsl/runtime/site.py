@@ -69,19 +69,6 @@ class _KernelToken:
         return f"<kernel {self.index}>"
 
 
-class _JitLauncher:
-    __slots__ = ("kernel", "options")
-
-    def __init__(self, kernel: Any, options: Mapping[str, Any]) -> None:
-        self.kernel = kernel
-        self.options = dict(options)
-
-    def __call__(
-        self, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> None:
-        self.kernel.run(*args, grid=grid, warmup=False, **kwargs, **self.options)
-
-
 class Entry:
     """The decision for one call key: configuration, launcher, results. Immutable in use."""
 
@@ -107,16 +94,17 @@ class Entry:
         holes, dyn_kwargs, grid = bind(self.config)
         if holes:
             args = fill_holes(args, holes)
-        kwargs = {**static_kwargs, **dyn_kwargs} if static_kwargs else dyn_kwargs
         if self.zero_pos or self.zero_kw:
-            self.zero(args, kwargs)
-        self.launcher(grid, args, kwargs)
+            self.zero(args, static_kwargs, dyn_kwargs)
+        self.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
 
-    def zero(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    def zero(
+        self, args: Sequence[Any], static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]
+    ) -> None:
         for i in self.zero_pos:
             args[i].zero_()
         for name in self.zero_kw:
-            kwargs[name].zero_()
+            (static_kwargs[name] if name in static_kwargs else dyn_kwargs[name]).zero_()
 
 
 class Site:
@@ -159,7 +147,6 @@ class Site:
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, Entry] = {}
-        self._launchers: dict[tuple[int, Config], Callable[..., Any]] = {}
         self._placeholders_checked = False
         self._key_config: Config | None = None
         self._lock = threading.Lock()
@@ -198,11 +185,15 @@ class Site:
         """The call key (slow path: also registers a kernel seen for the first time)."""
         if kernel is self._kernel:
             return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
-        from tunedsl.backends.triton import kernel_info
+        from tunedsl.backends.triton import direct_launch_enabled, kernel_info
 
         info = kernel_info(kernel)
         key_fn = keys.make_call_key_fn(
-            info.constexpr_positions, info.constexpr_names, not self.has_key, HOLE
+            info.constexpr_positions,
+            info.constexpr_names,
+            not self.has_key,
+            HOLE,
+            with_align=info.jit and direct_launch_enabled(),
         )
         with self._lock:
             if self._kernel is None:
@@ -364,7 +355,7 @@ class Site:
         decision = decide.decide(
             self.site_id, kernel, info, settings, readable, context, digest, variants_for
         )
-        launcher = self._launcher(kernel, decision.config, decision.options)
+        launcher = self._launcher(kernel, decision.options)
         zero_pos = tuple(
             i for i, n in enumerate(info.arg_names[: len(args)]) if n in settings.reset_to_zero
         )
@@ -385,20 +376,10 @@ class Site:
             decide.print_table(self.label, first, sys.stdout)
         return entry, first
 
-    def _launcher(
-        self, kernel: Any, config: Config, options: Mapping[str, Any]
-    ) -> Callable[..., Any]:
-        from tunedsl.backends import triton as bt
+    def _launcher(self, kernel: Any, options: Mapping[str, Any]) -> Callable[..., Any]:
+        from tunedsl.backends.triton import make_launcher
 
-        cache_key = (id(kernel), config)
-        launcher = self._launchers.get(cache_key)
-        if launcher is None:
-            if bt.kernel_info(kernel).jit and bt.direct_launch_enabled():
-                launcher = bt.DirectLauncher(kernel, options)
-            else:
-                launcher = _JitLauncher(kernel, options)
-            self._launchers[cache_key] = launcher
-        return launcher
+        return make_launcher(kernel, options)
 
     def key_config(self, space: Any, default: Any) -> Config:
         """The configuration whose arguments key a plain-API call with ``args=fn``."""

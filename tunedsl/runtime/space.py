@@ -52,7 +52,9 @@ class Space:
         if not values:
             raise UsageError("space is empty: give at least one axis, e.g. {'tile': [256, 512]}")
         names = list(self.axes)
-        product = [Config(dict(zip(names, combo, strict=False))) for combo in itertools.product(*values)]
+        product = [
+            Config(dict(zip(names, combo, strict=False))) for combo in itertools.product(*values)
+        ]
         if self.constraint is None:
             return _distinct(product)
         kept = [cfg for cfg in product if self.constraint(cfg)]

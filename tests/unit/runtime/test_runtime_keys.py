@@ -1,0 +1,117 @@
+"""Cache keys with stand-in tensors (duck-typed, as the key code sees any tensor)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunedsl.runtime import keys
+from tunedsl.runtime.site import HOLE
+
+
+@dataclass(frozen=True)
+class FakeTensor:
+    """Has what the key reads from a tensor: dtype, shape, stride(), data_ptr()."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    ptr: int = 4096
+
+    def stride(self) -> tuple[int, ...]:
+        return self.strides
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def key_fn(with_shape: bool = True, with_align: bool = False):
+    return keys.make_call_key_fn(
+        frozenset({4}), frozenset({"TILE", "EVEN"}), with_shape, HOLE, with_align
+    )
+
+
+def t(dtype: str = "float32", shape=(64, 32), strides=(32, 1), ptr: int = 4096) -> FakeTensor:
+    return FakeTensor(dtype, shape, strides, ptr)
+
+
+def test_same_call_same_key() -> None:
+    f = key_fn()
+    assert f((t(), t(), 7), {}, None) == f((t(), t(), 7), {}, None)
+
+
+def test_each_axis_separates() -> None:
+    f = key_fn()
+    base = f((t(), 64), {}, None)
+    assert f((t(dtype="float16"), 64), {}, None) != base  # dtype
+    assert f((t(shape=(64, 64), strides=(64, 1)), 64), {}, None) != base  # shape
+    assert f((t(strides=(1, 64)), 64), {}, None) != base  # stride pattern
+    assert f((t(), 65), {}, None) != base  # int class (16-divisible or not)
+    assert f((t(), 1), {}, None) != base  # ==1
+
+
+def test_ints_with_the_same_class_share_a_key() -> None:
+    f = key_fn()
+    assert f((t(), 32), {}, None) == f((t(), 64), {}, None)
+    assert f((t(), 33), {}, None) == f((t(), 35), {}, None)
+    assert keys.int_class(2**40) == "i16L" and keys.int_class(2**63 + 1) == "iU"
+
+
+def test_constexprs_are_keyed_by_value() -> None:
+    f = key_fn()
+    assert f((t(), 64, 0, 0, 128), {}, None) != f((t(), 64, 0, 0, 256), {}, None)
+    assert f((t(),), {"EVEN": True}, None) != f((t(),), {"EVEN": False}, None)
+
+
+def test_floats_are_keyed_by_type_only() -> None:
+    f = key_fn()
+    assert f((t(), 0.5), {}, None) == f((t(), 2.5), {}, None)
+
+
+def test_user_key_replaces_shapes() -> None:
+    f = key_fn(with_shape=False)
+    assert f((t(shape=(64, 32)),), {}, 1) == f((t(shape=(128, 32)),), {}, 1)
+    assert f((t(),), {}, 1) != f((t(),), {}, 2)
+    assert f((t(),), {}, 1) != f((t(dtype="float16"),), {}, 1)  # dtype still counts
+
+
+def test_alignment_only_with_align() -> None:
+    assert key_fn()((t(ptr=4096),), {}, None) == key_fn()((t(ptr=4100),), {}, None)
+    aligned = key_fn(with_align=True)
+    assert aligned((t(ptr=4096),), {}, None) != aligned((t(ptr=4100),), {}, None)
+
+
+def test_holes_are_not_keyed() -> None:
+    f = key_fn()
+    assert f((t(), HOLE), {}, None) == f((t(), HOLE), {}, None)
+
+
+def test_stride_pattern() -> None:
+    assert keys.stride_pattern((4096, 1)) == "s1"
+    assert keys.stride_pattern((0, 1)) == "01"
+    assert keys.stride_pattern((1, 64)) == "1s"
+
+
+def test_readable_key_sorts_keywords_and_is_json() -> None:
+    names = ("a", "n", "TILE", "EVEN")
+    one = keys.readable_key(
+        names, (t(), 64), {"TILE": 8, "EVEN": True}, None, frozenset({"TILE", "EVEN"}), HOLE
+    )
+    two = keys.readable_key(
+        names, (t(), 64), {"EVEN": True, "TILE": 8}, None, frozenset({"TILE", "EVEN"}), HOLE
+    )
+    assert keys.canonical_json(one) == keys.canonical_json(two)
+    assert one["args"]["a"] == {"dtype": "float32", "shape": [64, 32], "stride": "s1"}
+    assert one["args"]["TILE"] == {"constexpr": 8}
+    ctx = {"device": {"name": "x"}}
+    assert keys.digest("s", one, ctx) == keys.digest("s", two, ctx)
+    assert keys.digest("s", one, ctx) != keys.digest("s", one, {"device": {"name": "y"}})
+    assert keys.digest("s", one, ctx) != keys.digest("other-site", one, ctx)
+
+
+def test_readable_key_with_user_key_has_no_shapes() -> None:
+    out = keys.readable_key(("a",), (t(),), {}, (1, 2), frozenset(), HOLE)
+    assert out == {"args": {"a": {"dtype": "float32", "stride": "s1"}}, "user_key": [1, 2]}
+
+
+def test_hashable_user_key() -> None:
+    assert keys.hashable_user_key([1, [2, 3], {"b": 1}]) == (1, (2, 3), (("b", 1),))
