@@ -16,10 +16,14 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.gallery.result import ConfigTiming, ExampleResult, json_safe, write_result
+
+if TYPE_CHECKING:
+    from tunedsl.runtime.api import LaunchResult
+    from tunedsl.runtime.config import Config
 
 T = TypeVar("T")
 
@@ -27,24 +31,9 @@ RESULT_ENV = "TUNEDSL_GALLERY_RESULT"
 CPU_TIMING_REPS = 3
 
 
-def config_as_dict(config: Any) -> dict[str, Any]:
-    """A configuration (a tunedsl ``Config``, a mapping, a dataclass, ...) as a plain dict."""
-    if config is None:
-        return {}
-    if isinstance(config, Mapping):
-        return {str(k): json_safe(v) for k, v in config.items()}
-    for method in ("as_dict", "to_dict", "_asdict", "asdict"):
-        fn = getattr(config, method, None)
-        if callable(fn):
-            return config_as_dict(fn())
-    import dataclasses
-
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return config_as_dict(dataclasses.asdict(config))
-    fields = getattr(config, "__dict__", None)
-    if isinstance(fields, dict):
-        return {k: json_safe(v) for k, v in fields.items() if not k.startswith("_")}
-    return {"config": repr(config)}
+def config_as_dict(config: Config | Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration as a plain JSON-ready dict, fields in the space's order."""
+    return {str(k): json_safe(v) for k, v in config.items()}
 
 
 def format_config(config: Mapping[str, Any] | None) -> str:
@@ -63,28 +52,34 @@ def format_ms(ms: float | None) -> str:
     return f"{ms / 1000:.2f} s"
 
 
-def _timings_of(launch: Any) -> list[ConfigTiming]:
-    """Every configuration's time from the runtime's LaunchResult, in the space's order."""
-    raw = getattr(launch, "timings", None)
-    if raw is None:
-        return []
-    rows: Iterable[Any] = raw.items() if isinstance(raw, Mapping) else raw
+def timings_of(launch: LaunchResult) -> list[ConfigTiming]:
+    """Every configuration's median time from the tuning record, in the space's order."""
+    results = launch.timings
+    order = list(launch.space) or list(results)
     timings = []
-    for row in rows:
-        if isinstance(row, tuple) and len(row) == 2:
-            config, value = row
-        else:  # an object with .config and .time_ms (or .ms / .time)
-            config = getattr(row, "config", None)
-            value = next(
-                (getattr(row, n) for n in ("time_ms", "ms", "time") if hasattr(row, n)), None
-            )
-        note = ""
-        if isinstance(value, (int, float)) and value == value and value != float("inf"):
-            time_ms: float | None = float(value)
+    for cfg in order:
+        r = results.get(cfg)
+        if r is None:
+            timings.append(ConfigTiming(config_as_dict(cfg), None, "not measured"))
+        elif r.status == "ok" and r.median_ms is not None:
+            timings.append(ConfigTiming(config_as_dict(cfg), float(r.median_ms)))
         else:
-            time_ms, note = None, "" if value is None else str(value)
-        timings.append(ConfigTiming(config_as_dict(config), time_ms, note))
+            timings.append(ConfigTiming(config_as_dict(cfg), None, f"{r.status}: {r.reason}"))
     return timings
+
+
+def describe_key(key: Mapping[str, Any]) -> str:
+    """A short form of the record key: the user's ``key=`` if given, else the tensors' shapes."""
+    if "user_key" in key:
+        return f"key={key['user_key']}"
+    shapes: list[str] = []
+    for arg in (key.get("args") or {}).values():
+        if isinstance(arg, Mapping) and "dtype" in arg:
+            dims = "x".join(str(d) for d in arg.get("shape", []))
+            text = f"{arg['dtype']}[{dims}]"
+            if text not in shapes:
+                shapes.append(text)
+    return ", ".join(shapes) or "-"
 
 
 class Example:
@@ -147,6 +142,17 @@ class Example:
         self.check_messages.append(f"{what}: ok (max abs error {diff:.3g})")
         return True
 
+    def require(self, what: str, condition: bool, detail: object = "") -> bool:
+        """Record a check that is not a tensor comparison (e.g. where a decision came from)."""
+        if condition:
+            self.check_messages.append(f"{what}: ok")
+            return True
+        message = f"{what}: FAILED ({detail})"
+        self.correct = False
+        self.check_messages.append(message)
+        print(f"[{self.name}] {message}", file=sys.stderr)
+        return False
+
     def bench(self, fn: Callable[[], Any]) -> float:
         """Milliseconds per call: do_bench's median on a GPU, wall-clock median on the CPU."""
         if self.on_gpu:
@@ -176,12 +182,11 @@ class Example:
 
     def report(
         self,
-        launch: Any,
+        launch: LaunchResult,
         *,
         problem: str,
         run: Callable[[], Any],
         reference: Callable[[], Any],
-        key: Any = None,
     ) -> ExampleResult:
         """Time the tuned launch and PyTorch, print a summary, write the gallery result.
 
@@ -194,25 +199,23 @@ class Example:
 
         time_ms = self.bench(run)
         torch_ms = self.bench(reference)
-        chosen = config_as_dict(getattr(launch, "config", None))
-        timings = _timings_of(launch)
+        chosen = config_as_dict(launch.config)
+        timings = timings_of(launch)
         first = timings[0] if timings else None
-        chosen_tuned = next((t.time_ms for t in timings if t.config == chosen), None)
-        launch_key = key if key is not None else getattr(launch, "key", None)
         result = ExampleResult(
             example=self.name,
             device=self.device_name(),
             interpreted=self.interpreted,
             problem=problem,
-            key=None if launch_key is None else str(launch_key),
+            key=describe_key(launch.key),
             config=chosen,
-            config_source=_source_of(launch),
+            config_source=launch.source,
             time_ms=time_ms,
             timing_method=self.timing_method,
             torch_time_ms=torch_ms,
             first_config=first.config if first else None,
             first_config_time_ms=first.time_ms if first else None,
-            chosen_config_tuned_ms=chosen_tuned,
+            chosen_config_tuned_ms=launch.time_ms(),
             timings=timings,
             correct=self.correct and bool(self.check_messages),
             check_message="; ".join(self.check_messages) or "no check was run",
@@ -243,7 +246,7 @@ class Example:
                 f"{format_ms(r.first_config_time_ms)} (tuner's timing){note}"
             )
         else:
-            print("  first config   : n/a (no tuning in this run: the record was reused)")
+            print("  first config   : n/a (the record has no timings)")
         ratio = r.speedup_vs_torch
         note = f" -> tunedsl/PyTorch speed-up {ratio:.2f}x" if ratio else ""
         print(f"  PyTorch        : {format_ms(r.torch_time_ms)}{note}")
@@ -270,10 +273,3 @@ def _restart_with_interpreter(name: str) -> None:
     argv = list(getattr(sys, "orig_argv", []) or [sys.executable, *sys.argv])
     sys.stdout.flush()
     os.execv(sys.executable, [sys.executable, *argv[1:]])
-
-
-def _source_of(launch: Any) -> str | None:
-    source = getattr(launch, "source", None)
-    if source is None:
-        return None
-    return str(getattr(source, "value", source))

@@ -1,0 +1,180 @@
+"""The gallery end to end: the real ``tunedsl gallery`` command over the real examples.
+
+Runs on the CPU through the Triton interpreter (TRITON_INTERPRET=1) at the examples' small
+CPU sizes, in subprocesses, and checks the report it writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+
+
+def run_gallery(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, TRITON_INTERPRET="1")  # CPU run, even on a machine with a GPU
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "gallery", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def assert_valid_png(path: Path) -> None:
+    """A real PNG: signature, an IHDR with a non-empty image, every chunk's CRC, IEND last."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path}: not a PNG signature"
+    pos, chunks = 8, []
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
+        assert zlib.crc32(kind + body) == crc, f"{path}: bad CRC in chunk {kind!r}"
+        chunks.append((kind, body))
+        pos += 12 + length
+    assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND", f"{path}: malformed chunks"
+    width, height = struct.unpack(">II", chunks[0][1][:8])
+    assert width > 100 and height > 100, f"{path}: {width}x{height} image"
+    assert any(kind == b"IDAT" for kind, _ in chunks), f"{path}: no image data"
+
+
+def table_rows(markdown: str) -> dict[str, list[str]]:
+    """Example name -> cells of its row in report.md's table."""
+    rows = {}
+    for line in markdown.splitlines():
+        if line.startswith("| ") and not line.startswith("| Example"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            rows[cells[0]] = cells
+    return rows
+
+
+@pytest.fixture(scope="module")
+def full_gallery(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("gallery-report")
+    cache = tmp_path_factory.mktemp("gallery-cache")
+    os.environ["TUNEDSL_CACHE_DIR"] = str(cache)  # module-scoped: the autouse one is per test
+    try:
+        proc = run_gallery("--out", str(out))
+    finally:
+        del os.environ["TUNEDSL_CACHE_DIR"]
+    return proc, out
+
+
+def test_every_example_runs_and_is_correct(full_gallery) -> None:
+    proc, out = full_gallery
+    assert proc.returncode == 0, proc.stderr
+    assert len(EXAMPLE_NAMES) >= 6
+    assert "Triton interpreter" in proc.stderr  # it says how it runs
+    for name in EXAMPLE_NAMES:
+        assert f"] {name}" in proc.stderr  # progress for each example
+
+    rows = table_rows((out / "report.md").read_text())
+    assert sorted(rows) == EXAMPLE_NAMES
+    for name, cells in rows.items():
+        _example, _problem, _key, config, time, vs_first, vs_torch, correct = cells
+        assert correct == "yes", f"{name}: {cells}"
+        assert config.startswith("`") and "=" in config, f"{name}: no configuration: {cells}"
+        assert time.endswith(("ms", "µs", " s")), f"{name}: no time: {cells}"
+        assert vs_first.endswith("x") and vs_torch.endswith("x"), f"{name}: {cells}"
+
+
+def test_report_json_and_results_agree(full_gallery) -> None:
+    _, out = full_gallery
+    report = json.loads((out / "report.json").read_text())
+    assert report["passed"] is True
+    assert report["environment"]["interpreted"] is True
+    by_name = {e["name"]: e for e in report["examples"]}
+    assert sorted(by_name) == EXAMPLE_NAMES
+    for name, entry in by_name.items():
+        assert entry["status"] == "ok" and entry["returncode"] == 0, entry
+        result = entry["result"]
+        assert result["correct"] is True, result["check_message"]
+        timings = result["timings"]
+        assert timings, f"{name}: no per-configuration timings"
+        # The chosen configuration is one of the space's, with a measured time, and the
+        # first configuration reported is the space's first.
+        assert result["config"] in [t["config"] for t in timings]
+        assert result["first_config"] == timings[0]["config"]
+        assert result["chosen_config_tuned_ms"] is not None
+        assert result["time_ms"] > 0 and result["torch_time_ms"] > 0
+        assert min(t["time_ms"] for t in timings if t["time_ms"] is not None) > 0
+
+
+def test_a_plot_per_example(full_gallery) -> None:
+    _, out = full_gallery
+    for name in EXAMPLE_NAMES:
+        assert_valid_png(out / "plots" / f"{name}.png")
+    markdown = (out / "report.md").read_text()
+    for name in EXAMPLE_NAMES:
+        assert f"(plots/{name}.png)" in markdown
+
+
+BROKEN = 'raise RuntimeError("this example is broken on purpose")\n'
+HANGS = "import time\n\ntime.sleep(600)\n"
+
+
+def test_a_broken_example_does_not_stop_the_others(tmp_path: Path) -> None:
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    shutil.copy(EXAMPLES / "vector_add.py", examples / "vector_add.py")
+    (examples / "a_broken.py").write_text(BROKEN)
+    (examples / "b_hangs.py").write_text(HANGS)
+    # A kernel that computes the wrong thing: the check must catch it.
+    wrong = (EXAMPLES / "vector_add.py").read_text()
+    assert "a + b, mask=mask)" in wrong
+    wrong = wrong.replace("a + b, mask=mask)", "a - b, mask=mask)")
+    (examples / "c_wrong.py").write_text(
+        wrong.replace('Example("vector_add")', 'Example("c_wrong")')
+    )
+
+    out = tmp_path / "report"
+    proc = run_gallery("--examples", str(examples), "--out", str(out), "--timeout", "20")
+    assert proc.returncode == 1, proc.stderr
+    rows = table_rows((out / "report.md").read_text())
+    assert rows["vector_add"][-1] == "yes"
+    assert rows["a_broken"][-1] == "**FAILED**"
+    assert rows["b_hangs"][-1] == "**TIMEOUT**"
+    assert rows["c_wrong"][-1] == "**NO**"
+    assert "this example is broken on purpose" in proc.stderr  # the reason, in one line
+    report = json.loads((out / "report.json").read_text())
+    status = {e["name"]: e["status"] for e in report["examples"]}
+    assert status == {
+        "a_broken": "failed",
+        "b_hangs": "timeout",
+        "c_wrong": "wrong",
+        "vector_add": "ok",
+    }
+    assert "MISMATCH" in (out / "logs" / "c_wrong.log").read_text()
+    assert_valid_png(out / "plots" / "vector_add.png")
+
+
+def test_only_runs_the_named_example(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    proc = run_gallery("--only", "vector_add", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(table_rows((out / "report.md").read_text())) == ["vector_add"]
+    assert [p.name for p in (out / "plots").iterdir()] == ["vector_add.png"]
+
+
+def test_only_with_an_unknown_name_lists_the_examples(tmp_path: Path) -> None:
+    proc = run_gallery("--only", "vectoradd", "--out", str(tmp_path / "report"))
+    assert proc.returncode == 1
+    assert "--only vectoradd: no such example" in proc.stderr
+    assert "vector_add" in proc.stderr  # the available names
