@@ -23,6 +23,7 @@ import functools
 import hashlib
 import inspect
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -314,10 +315,18 @@ def synchronize() -> None:
 # -- launching -------------------------------------------------------------------------------
 
 
+# Triton's interpreter keeps the grid of the running launch in module globals, so two
+# threads interpreting at once corrupt each other; interpreted launches take turns.
+INTERPRETER_LOCK = threading.RLock()
+
+
 def launch_jit(
     kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> Any:
     """``kernel[grid](*args, **kwargs)`` without building the ``__getitem__`` lambda."""
+    if interpreting():
+        with INTERPRETER_LOCK:
+            return kernel.run(*args, grid=grid, warmup=False, **kwargs)
     return kernel.run(*args, grid=grid, warmup=False, **kwargs)
 
 
@@ -331,11 +340,12 @@ def make_launcher(kernel: Any, options: Mapping[str, Any]) -> JitLauncher | Dire
 class JitLauncher:
     """Launch through Triton's JIT dispatcher (the interpreter, or direct launch off)."""
 
-    __slots__ = ("kernel", "options")
+    __slots__ = ("kernel", "lock", "options")
 
     def __init__(self, kernel: Any, options: Mapping[str, Any]) -> None:
         self.kernel = kernel
         self.options = dict(options)
+        self.lock = INTERPRETER_LOCK if interpreting() else None
 
     def __call__(
         self,
@@ -345,9 +355,15 @@ class JitLauncher:
         dyn_kwargs: Mapping[str, Any],
         holes: Any,
     ) -> None:
-        self.kernel.run(
-            *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
-        )
+        if self.lock is None:
+            self.kernel.run(
+                *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
+            )
+            return
+        with self.lock:
+            self.kernel.run(
+                *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
+            )
 
 
 class DirectLauncher:

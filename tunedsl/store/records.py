@@ -205,6 +205,7 @@ def _config(value: Any, where: str) -> Config:
 # -- files -----------------------------------------------------------------------------------
 
 _warned: set[str] = set()
+_UNWRITABLE = "unwritable"  # the topic of every "cannot write to the cache" warning
 
 
 def warn_once(topic: str, message: str) -> None:
@@ -245,7 +246,9 @@ def load_record(digest: str) -> Record | None:
         path = record_path(digest, root)
         try:
             record = read_record_file(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
+            # No record, or no records directory at all (the cache path runs through a
+            # regular file): a plain miss; save_record warns once that it cannot write.
             continue
         except (OSError, InvalidRecord, UnicodeDecodeError) as err:
             warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
@@ -264,7 +267,7 @@ def save_record(record: Record) -> bool:
         write_json_atomic(record_path(record.digest, root), record.to_json())
     except OSError as err:
         warn_once(
-            "write",
+            _UNWRITABLE,
             f"cannot write tuning records to {paths.records_dir()} ({err}); "
             "tuning results are kept for this process only",
         )
@@ -298,7 +301,12 @@ def record_lock(digest: str, timeout_s: float = 3600.0) -> Iterator[bool]:
         lock = FileLock(str(lock_dir / f"{digest}.lock"), timeout=timeout_s)
         lock.acquire()
     except Exception as err:
-        warn_once("lock", f"cannot lock the tuning cache ({err}); tuning without a lock")
+        # Same topic as save_record's warning: one unwritable cache is one warning.
+        warn_once(
+            _UNWRITABLE,
+            f"cannot lock the tuning cache ({err}); tuning without a lock, and tuning "
+            "results may be kept for this process only",
+        )
         yield False
         return
     try:

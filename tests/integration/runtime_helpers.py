@@ -1,0 +1,55 @@
+"""Helpers for the runtime integration tests: build sites exactly as expanded DSL code does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tunedsl.runtime import dsl
+from tunedsl.runtime.helpers import cdiv
+from tunedsl.store import paths
+
+SPACE = {"tile": [64, 128, 256]}
+
+
+def site(name: str | None = None, space: Any = SPACE, **kw: Any) -> Any:
+    options = dict(kw.pop("options", {}))
+    if name:
+        options["name"] = name
+    return dsl.make_site(
+        filename=__file__,
+        line=kw.pop("line", 10),
+        col=kw.pop("col", 4),
+        end_line=11,
+        end_col=40,
+        kernel_text="kernel",
+        space=space,
+        static_hints=kw.pop("static_hints", {}),
+        options=options,
+        placeholders=kw.pop("placeholders", (("tile", 10, 30),)),
+        has_key=kw.pop("has_key", False),
+    )
+
+
+def call(
+    s: Any, kernel: Any, args: tuple, n: int, *, key: Any = None, lazy: Any = None, **static: Any
+) -> Any:
+    """The call shape of the expansion contract: TILE=$tile, blocks=cdiv(n, $tile)."""
+    return s(
+        kernel,
+        args,
+        static,
+        lambda cfg: ((), {"TILE": cfg.tile}, (cdiv(n, cfg.tile),)),
+        key,
+        lazy,
+    )
+
+
+def record_files() -> list[Path]:
+    root = paths.records_dir()
+    return sorted(root.glob("*.json")) if root.is_dir() else []
+
+
+def load_json(path: Path) -> dict:
+    return json.loads(path.read_text())

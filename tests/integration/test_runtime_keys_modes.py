@@ -1,0 +1,206 @@
+"""Each key axis gets its own record; bad records are misses; modes; threads."""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+
+import pytest
+import torch
+from runtime_helpers import call, record_files, site
+from runtime_kernels import vadd
+
+from tunedsl import Config
+from tunedsl.errors import CacheWarning
+from tunedsl.store import records
+from tunedsl.tuning import tuner
+
+pytestmark = pytest.mark.needs_triton
+
+
+def args(n: int = 256, dtype=torch.float32):
+    a, b = torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype)
+    return (a, b, torch.empty_like(a), n)
+
+
+@pytest.fixture
+def tune_count(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Counts real tuning runs (each is one call of tuner.tune)."""
+    calls: list = []
+    real = tuner.tune
+
+    def counting(req):
+        calls.append(req)
+        return real(req)
+
+    monkeypatch.setattr(tuner, "tune", counting)
+    return calls
+
+
+def test_each_key_axis_gets_its_own_record(tune_count: list) -> None:
+    s = site("axes")
+    base = args()
+    call(s, vadd, base, 256)
+    assert len(record_files()) == 1
+    call(s, vadd, args(dtype=torch.float16), 256)  # dtype
+    assert len(record_files()) == 2
+    call(s, vadd, args(512), 512)  # shape
+    assert len(record_files()) == 3
+    a = torch.randn(512)
+    strided = (a[::2], base[1], base[2], 256)  # stride pattern of the first argument
+    call(s, vadd, strided, 256)
+    assert len(record_files()) == 4
+    # Same dtype, shape and stride pattern, other data: no new record, no tuning.
+    res = call(s, vadd, args(), 256)
+    assert res.source == "memory" and len(record_files()) == 4
+    # Static hints are part of the key: same site name, other hint, another record.
+    call(site("axes", static_hints={"num_stages": 2}), vadd, base, 256)
+    assert len(record_files()) == 5
+    assert len(tune_count) == 5
+
+
+def test_user_key_replaces_shapes(tune_count: list) -> None:
+    s = site("userkey", has_key=True)
+    call(s, vadd, args(256), 256, key=1)
+    call(s, vadd, args(512), 512, key=1)  # other shape, same user key: same decision
+    assert len(record_files()) == 1 and len(tune_count) == 1
+    call(s, vadd, args(512), 512, key=2)
+    assert len(record_files()) == 2 and len(tune_count) == 2
+    data = json.loads(record_files()[0].read_text())
+    assert "shape" not in json.dumps(data["key"]) and "user_key" in data["key"]
+
+
+def test_keyword_order_does_not_change_the_record(tune_count: list) -> None:
+    s = site("kworder")
+    a, b, c, n = args()
+    bind = lambda cfg: ((), {"TILE": cfg.tile}, ((n + cfg.tile - 1) // cfg.tile,))  # noqa: E731
+    s(vadd, (a,), {"b": b, "c": c, "n": n}, bind, None, None)
+    res = s(vadd, (a,), {"n": n, "c": c, "b": b}, bind, None, None)
+    torch.testing.assert_close(c, a + b)
+    assert res.source == "memory" and len(record_files()) == 1 and len(tune_count) == 1
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda d: "{ this is not json",
+        lambda d: json.dumps([d]),
+        lambda d: json.dumps({**d, "schema": d["schema"] + 1}),
+        lambda d: json.dumps({**d, "results": {"oops": 1}}),
+        lambda d: json.dumps({**d, "chosen": {"tile": 999}}),
+    ],
+    ids=["not-json", "wrong-shape", "future-schema", "wrong-type", "foreign-choice"],
+)
+def test_bad_record_is_a_miss_with_one_warning(corrupt, tune_count: list) -> None:
+    call(site("corrupt"), vadd, args(), 256)
+    (path,) = record_files()
+    path.write_text(corrupt(json.loads(path.read_text())))
+    records._warned.clear()
+    with pytest.warns(CacheWarning) as caught:
+        res = call(site("corrupt"), vadd, args(), 256)
+    assert res.source == "tuned" and len(tune_count) == 2
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
+    json.loads(path.read_text())  # tuning again replaced it with a valid record
+    assert records.load_record(path.stem) is not None
+
+
+def test_choice_outside_the_current_space_retunes_with_a_warning(tune_count: list) -> None:
+    first = call(site("shrink", space={"tile": [64, 128, 256]}), vadd, args(), 256)
+    smaller = [t for t in (64, 128, 256) if t != first.config.tile]
+    records._warned.clear()
+    with pytest.warns(CacheWarning, match="not in the current space"):
+        res = call(site("shrink", space={"tile": smaller}), vadd, args(), 256)
+    assert res.source == "tuned" and res.config.tile in smaller
+    # The surviving configurations' old timings were reused, not measured from scratch.
+    assert tune_count[1].previous and set(tune_count[1].previous) == {
+        Config(tile=t) for t in smaller
+    }
+
+
+def test_adding_a_configuration_measures_only_the_new_one(
+    monkeypatch: pytest.MonkeyPatch, tune_count: list
+) -> None:
+    call(site("grow", space={"tile": [64, 128]}), vadd, args(), 256)
+    from tunedsl.tuning import bench
+
+    measured = []
+    real = bench.measure
+
+    def counting(run, setup, timer, effort):
+        measured.append(1)
+        return real(run, setup, timer, effort)
+
+    monkeypatch.setattr(bench, "measure", counting)
+    res = call(site("grow", space={"tile": [64, 128, 256]}), vadd, args(), 256)
+    assert res.source == "tuned" and len(measured) == 1  # only tile=256 got a first pass
+    assert set(res.timings) == {Config(tile=64), Config(tile=128), Config(tile=256)}
+    # With nothing new, the record is simply used.
+    assert call(site("grow", space={"tile": [64, 128, 256]}), vadd, args(), 256).source == "disk"
+
+
+def test_cached_mode_uses_records_or_the_default(
+    monkeypatch: pytest.MonkeyPatch, tune_count: list
+) -> None:
+    monkeypatch.setenv("TUNEDSL_AUTOTUNE", "cached")
+    a, b, c, n = args()
+    res = call(site("cached"), vadd, (a, b, c, n), n)
+    assert res.source == "default" and res.config == Config(tile=64) and not record_files()
+    torch.testing.assert_close(c, a + b)
+    res = call(site("cached", options={"default": {"tile": 128}}), vadd, (a, b, c, n), n)
+    assert res.config == Config(tile=128) and res.source == "default"
+    monkeypatch.setenv("TUNEDSL_AUTOTUNE", "on")
+    tuned = call(site("cached"), vadd, (a, b, c, n), n)
+    monkeypatch.setenv("TUNEDSL_AUTOTUNE", "cached")
+    res = call(site("cached"), vadd, (a, b, c, n), n)
+    assert res.source == "disk" and res.config == tuned.config and len(tune_count) == 1
+
+
+def test_off_mode_and_site_option(monkeypatch: pytest.MonkeyPatch, tune_count: list) -> None:
+    call(site("off"), vadd, args(), 256)
+    monkeypatch.setenv("TUNEDSL_AUTOTUNE", "off")
+    res = call(site("off", options={"default": {"tile": 256}}), vadd, args(), 256)
+    assert res.source == "default" and res.config == Config(tile=256)
+    monkeypatch.setenv("TUNEDSL_AUTOTUNE", "on")
+    res = call(site("off2", options={"mode": "off"}), vadd, args(), 256)
+    assert res.source == "default" and len(tune_count) == 1
+
+
+def test_threads_tune_each_key_once(tune_count: list) -> None:
+    s = site("threads", space={"tile": [64, 128]})
+    sizes = [128, 256, 384, 512]
+    inputs = {n: args(n) for n in sizes}
+    results: list = []
+    errors: list = []
+    barrier = threading.Barrier(16)
+
+    def worker(i: int) -> None:
+        n = sizes[i % len(sizes)]
+        a, b, _, _ = inputs[n]
+        c = torch.empty_like(a)  # each thread its own output
+        barrier.wait()
+        try:
+            res = call(s, vadd, (a, b, c, n), n)
+            torch.testing.assert_close(c, a + b)
+            results.append((n, res.config, res.source))
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, [str(e) for e in errors]
+    assert len(results) == 16 and len(tune_count) == len(sizes)
+    for n in sizes:
+        configs = {cfg for m, cfg, _ in results if m == n}
+        assert len(configs) == 1  # everyone got the one decision for their key
+        assert sum(1 for m, _, src in results if m == n and src == "tuned") == 1
+
+
+def test_no_warning_on_a_clean_hit() -> None:
+    call(site("clean"), vadd, args(), 256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert call(site("clean"), vadd, args(), 256).source == "disk"
