@@ -1,0 +1,136 @@
+"""Helpers of the reliability tests: subprocesses with a scoped environment, cache files.
+
+Pure Python (no torch or triton): the tests that need those import them themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tunedsl.errors import CacheWarning
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def child_env(cache_dir: Path | str, **extra: str) -> dict[str, str]:
+    """The environment of a child process: this one's, with its own cache and the interpreter."""
+    env = dict(os.environ)
+    env["TUNEDSL_CACHE_DIR"] = str(cache_dir)
+    env["TRITON_INTERPRET"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env.update(extra)
+    return env
+
+
+def write_script(path: Path, body: str) -> Path:
+    path.write_text(textwrap.dedent(body).lstrip())
+    return path
+
+
+def run_python(
+    script: Path, env: dict[str, str], *args: str, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(script.parent),
+    )
+
+
+@contextmanager
+def cache_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """Record every warning; the caller filters the CacheWarnings it expects."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+def only_cache_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+
+
+def record_files(cache_dir: Path) -> list[Path]:
+    root = cache_dir / "records"
+    return sorted(root.glob("*.json")) if root.is_dir() else []
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+# A DSL module with a real kernel: `tunedsl run` loads it through the bytecode cache, and its
+# macro tunes through the record store. ``tune(n)`` returns the LaunchResult and checks c.
+DSL_KERNELS = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+def tune(n, name="rel-vadd"):
+    a = torch.arange(n, dtype=torch.float32)
+    b = torch.full((n,), 0.5)
+    c = torch.full((n,), float("nan"))
+    result = autotune(space=dict(tile=[16, 32]), blocks=cdiv(n, $tile), effort="quick",
+                      name=name, vadd_kernel(a, b, c, n, TILE=$tile))
+    assert torch.equal(c, a + b), (n, c)
+    return result
+"""
+
+# The main script (itself DSL: it goes through the bytecode cache too) tunes three keys.
+DSL_MAIN = """
+import sys
+
+from tunedsl import autotune
+import rel_dsl_kernels
+
+for n in (40, 50, 60):
+    result = rel_dsl_kernels.tune(n)
+    print("RESULT", n, result.source, result.config.tile, flush=True)
+"""
+
+
+def write_dsl_project(directory: Path) -> Path:
+    """Write the DSL kernel module and main script into ``directory``; return the script."""
+    (directory / "rel_dsl_kernels.py").write_text(DSL_KERNELS.lstrip())
+    script = directory / "rel_dsl_main.py"
+    script.write_text(DSL_MAIN.lstrip())
+    return script
+
+
+def run_tunedsl(
+    script: Path, env: dict[str, str], *args: str, timeout: float = 180.0
+) -> subprocess.CompletedProcess[str]:
+    """``tunedsl run SCRIPT`` in a subprocess, every warning shown (not once per place)."""
+    return subprocess.run(
+        [sys.executable, "-W", "always", "-m", "tunedsl", "run", str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(script.parent),
+    )
+
+
+def cache_warning_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CacheWarning:" in line]

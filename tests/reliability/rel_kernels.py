@@ -1,0 +1,30 @@
+"""Small real Triton kernels for the reliability tests (run by Triton's interpreter)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def vadd_flaky(a, b, c, n, TILE: tl.constexpr, MODE: tl.constexpr):
+    """MODE 0: correct. MODE 1: fails to build (a static assertion). MODE 2: wrong result
+    (adds 1). MODE 3: fails at run time (a non-power-of-two arange is rejected when the
+    kernel body runs)."""
+    tl.static_assert(MODE != 1, "MODE 1 is rejected at compile time on purpose")
+    if MODE == 3:
+        offs = tl.program_id(0) * TILE + tl.arange(0, 3)
+    else:
+        offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    bias = 1.0 if MODE == 2 else 0.0
+    tl.store(
+        c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask) + bias, mask=mask
+    )

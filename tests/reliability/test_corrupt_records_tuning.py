@@ -1,0 +1,84 @@
+"""End to end: a damaged tuning record is a miss with one warning, tuning runs again, and
+the rewritten record is valid (real kernels under Triton's interpreter)."""
+
+from __future__ import annotations
+
+import pytest
+from rel_helpers import cache_warnings, load_json, only_cache_warnings, record_files
+from test_corrupt_cache import RECORD_CORRUPTIONS
+
+from tunedsl.runtime.config import Config
+from tunedsl.store import paths, records
+
+pytestmark = pytest.mark.needs_triton
+
+N = 70
+SPACE = {"TILE": [16, 32]}
+
+
+def _args():
+    import torch
+
+    a, b = torch.arange(N, dtype=torch.float32), torch.ones(N)
+    return a, b, torch.zeros(N)
+
+
+def _launch(name: str, c_out=None):
+    # Each call site below is its own Site object (sites are per code location), all sharing
+    # one site id through name=, so each later call goes to the disk for its decision.
+
+
+    a, b, c = _args()
+    common = dict(
+        space=SPACE,
+        grid=lambda cfg: ((N + cfg.TILE - 1) // cfg.TILE,),
+        args=(a, b, c, N),
+        kwargs=lambda cfg: {"TILE": cfg.TILE},
+        effort="quick",
+        name=name,
+    )
+    return a, b, c, common
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "empty",
+        "truncated",
+        "random_bytes",
+        "json_wrong_shape",
+        "future_schema",
+        "chosen_wrong_type",
+    ],
+)
+def test_corrupt_record_is_retuned_and_rewritten(kind: str) -> None:
+    import torch
+    from rel_kernels import vadd
+
+    from tunedsl import autotune_launch
+
+    name = f"corrupt-{kind}"
+    a, b, c, common = _launch(name)
+    first = autotune_launch(vadd, **common)
+    assert first.source == "tuned"
+    (path,) = record_files(paths.cache_root())
+    path.write_bytes(RECORD_CORRUPTIONS[kind](path.read_bytes()))
+
+    a, b, c, common = _launch(name)
+    with cache_warnings() as caught:
+        again = autotune_launch(vadd, **common)
+    messages = only_cache_warnings(caught)
+    assert len(messages) == 1, messages
+    assert again.source == "tuned"
+    assert torch.equal(c, a + b)
+    rebuilt = records.Record.from_json(load_json(path))  # valid against the schema
+    assert rebuilt.digest == first.digest
+    assert rebuilt.chosen in {Config(TILE=t) for t in SPACE["TILE"]}
+
+    a, b, c, common = _launch(name)
+    with cache_warnings() as caught:
+        third = autotune_launch(vadd, **common)
+    assert only_cache_warnings(caught) == []
+    assert third.source == "disk"
+    assert third.config == rebuilt.chosen
+    assert torch.equal(c, a + b)

@@ -1,0 +1,165 @@
+"""A cache tunedsl cannot write (read-only, not a directory, full disk): it runs without
+caching, gives correct results, and warns once per store (bytecode, tuning records).
+
+How "read-only" is made real: as a normal user, ``chmod 0500``. Tests here often run as
+root, where mode bits do not stop writes; then the child process runs as root *without*
+the capabilities that bypass file permissions (``setpriv --bounding-set=-dac_override,...``),
+so ``chmod 0500`` binds it like any user. The full disk is a 64 KiB tmpfs, filled up first
+(mounting needs root: skipped otherwise, with the reason).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rel_helpers import (
+    cache_warning_lines,
+    cache_warnings,
+    child_env,
+    only_cache_warnings,
+    run_tunedsl,
+    write_dsl_project,
+)
+
+from tunedsl import bytecode
+from tunedsl.store import records
+
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+DROP_DAC = "-dac_override,-dac_read_search,-fowner"
+
+
+def _check_run(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The run succeeded, tuned every key (no record could be stored) and warned once each."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [line.split() for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    assert [r[1] for r in results] == ["40", "50", "60"]
+    assert all(r[2] == "tuned" for r in results), results
+    warnings_ = cache_warning_lines(proc.stderr)
+    bytecode_warnings = [w for w in warnings_ if "bytecode cache" in w]
+    record_warnings = [w for w in warnings_ if "bytecode cache" not in w]
+    assert len(bytecode_warnings) == 1, warnings_
+    assert len(record_warnings) == 1, warnings_
+    return warnings_
+
+
+def test_cache_dir_under_a_regular_file_runs_uncached_with_one_warning_each(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")
+    script = write_dsl_project(tmp_path)
+    proc = run_tunedsl(script, child_env(blocker / "cache"))
+    _check_run(proc)
+    assert blocker.read_text().startswith("a file")
+
+
+def test_cache_dir_under_a_regular_file_in_process(tmp_path: Path, monkeypatch) -> None:
+    """Pure part: bytecode writes and record reads/writes, no torch needed."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(blocker / "cache"))
+    from test_corrupt_cache import DSL_MODULE, _valid_record
+
+    with cache_warnings() as caught:
+        for i in range(3):
+            script = tmp_path / f"m{i}.py"
+            script.write_text(DSL_MODULE + f"\nVALUE = {i}\n")
+            namespace: dict[str, object] = {}
+            exec(bytecode.load_or_compile(script.read_bytes(), str(script)), namespace)
+            assert namespace["VALUE"] == i
+        assert not bytecode.writing_enabled()
+    assert len(only_cache_warnings(caught)) == 1, only_cache_warnings(caught)
+
+    with cache_warnings() as caught:
+        for digest in ("a" * 64, "b" * 64, "c" * 64):
+            assert records.load_record(digest) is None
+            with records.record_lock(digest):
+                assert not records.save_record(_valid_record(digest))
+    assert len(only_cache_warnings(caught)) == 1, only_cache_warnings(caught)
+
+
+def _read_only_runner() -> list[str]:
+    if not IS_ROOT:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot make a read-only directory bind")
+    return ["setpriv", f"--bounding-set={DROP_DAC}", f"--inh-caps={DROP_DAC}"]
+
+
+@pytest.mark.parametrize("populated", [False, True], ids=["empty", "populated"])
+def test_read_only_cache_dir_runs_uncached_with_one_warning_each(
+    tmp_path: Path, populated: bool
+) -> None:
+    prefix = _read_only_runner()
+    cache = tmp_path / "cache"
+    if populated:  # the subdirectories exist (an earlier writable run), all read-only now
+        for sub in ("bytecode", "records", "locks"):
+            (cache / sub).mkdir(parents=True, mode=0o700)
+            (cache / sub).chmod(0o500)
+    else:
+        cache.mkdir()
+    cache.chmod(0o500)
+    script = write_dsl_project(tmp_path)
+    env = child_env(cache)
+    try:
+        if prefix:
+            proc = subprocess.run(
+                [*prefix, *_tunedsl_argv(script)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                cwd=str(tmp_path),
+            )
+        else:
+            proc = run_tunedsl(script, env)
+        _check_run(proc)
+        left = [p for p in cache.rglob("*") if p.is_file()]
+        assert left == []
+    finally:
+        for p in [cache, *cache.rglob("*")]:
+            p.chmod(0o700)
+
+
+def _tunedsl_argv(script: Path) -> list[str]:
+    import sys
+
+    return [sys.executable, "-W", "always", "-m", "tunedsl", "run", str(script)]
+
+
+@contextlib.contextmanager
+def _full_tmpfs(where: Path) -> Iterator[Path]:
+    if not IS_ROOT or shutil.which("mount") is None:
+        pytest.skip("a full disk is simulated with a tiny tmpfs, which needs root to mount")
+    where.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        # Fill it: every later write fails (the last flush or the close raises ENOSPC).
+        with contextlib.suppress(OSError), open(where / "filler", "wb", buffering=0) as filler:
+            while True:
+                filler.write(b"\0" * 4096)
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+def test_full_disk_runs_uncached_with_one_warning_each(tmp_path: Path) -> None:
+    with _full_tmpfs(tmp_path / "disk") as disk:
+        script = write_dsl_project(tmp_path)
+        proc = run_tunedsl(script, child_env(disk / "cache"))
+        _check_run(proc)
+        # Failed writes leave nothing behind: no temp files, no torn entries.
+        left = [p.name for p in disk.rglob("*") if p.is_file() and p.name != "filler"]
+        assert [n for n in left if not n.endswith(".lock")] == []
