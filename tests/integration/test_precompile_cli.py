@@ -1,0 +1,127 @@
+"""``tunedsl precompile`` as a user runs it: a real subprocess on fixture scripts.
+
+Cross-compiles for cuda:90 (no GPU needed), so these run in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+FIXTURES = Path(__file__).parent / "precompile_fixtures"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    env.update(
+        TRITON_CACHE_DIR=str(tmp_path / "triton-cache"),
+        TRITON_DEFAULT_FP_FUSION="1",
+        TUNEDSL_COMPILE_WORKERS="2",
+        PYTHONPYCACHEPREFIX=str(tmp_path / "pyc"),
+    )
+    env.update(extra)
+    return env
+
+
+def _precompile(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", *argv],
+        capture_output=True, text=True, env=_env(tmp_path, **env), cwd=REPO, timeout=600,
+    )  # fmt: skip
+
+
+def _row(stdout: str, label: str) -> list[int]:
+    line = next(l for l in stdout.splitlines() if l.startswith(label))  # noqa: E741
+    return [int(x) for x in re.findall(r"\s(\d+)(?=\s|$)", line)]
+
+
+def test_second_run_compiles_nothing(tmp_path: Path) -> None:
+    first = _precompile(tmp_path, "--target", "cuda:90", str(FIXTURES / "good"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _row(first.stdout, "standin_vadd.py:add") == [4, 0, 0, 0]
+    assert "precompile: compiled 4" in first.stderr  # the progress line
+    cubins = list((tmp_path / "triton-cache").rglob("*.cubin"))
+    assert len(cubins) == 4
+
+    second = _precompile(tmp_path, "--target", "cuda:90", str(FIXTURES / "good"))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert _row(second.stdout, "standin_vadd.py:add") == [0, 4, 0, 0]
+    assert "nothing compiled" in second.stdout
+    assert sorted((tmp_path / "triton-cache").rglob("*.cubin")) == sorted(cubins)
+
+
+def test_a_failing_configuration_is_named_and_fails_the_run(tmp_path: Path) -> None:
+    run = _precompile(tmp_path, "--target", "cuda:90", str(FIXTURES / "broken"))
+    assert run.returncode == 1
+    assert _row(run.stdout, "standin_broken.py:double") == [1, 0, 1, 0]
+    assert "BLOCK=48" in run.stdout and "power of 2" in run.stdout
+
+
+def test_without_gpu_or_target_it_says_there_is_nothing_to_compile(tmp_path: Path) -> None:
+    run = _precompile(tmp_path, str(FIXTURES / "good"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "no GPU and no --target" in run.stdout
+    assert not (tmp_path / "triton-cache").exists()
+
+    interp = _precompile(tmp_path, str(FIXTURES / "good"), TRITON_INTERPRET="1")
+    assert interp.returncode == 0, interp.stdout + interp.stderr
+    assert "nothing to compile" in interp.stdout
+    assert _row(interp.stdout, "standin_vadd.py:add") == [0, 0, 0, 4]  # 4 interpreted
+
+
+def test_bad_target_and_missing_path_are_clear_errors(tmp_path: Path) -> None:
+    bad = _precompile(tmp_path, "--target", "sm90", str(FIXTURES / "good"))
+    assert bad.returncode == 1 and "cuda:90" in bad.stderr
+    missing = _precompile(tmp_path, str(tmp_path / "nope.py"))
+    assert missing.returncode == 1 and "no such file or directory" in missing.stderr
+
+
+def _session_processes(sid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid and fields[0] != "Z":  # field 6 (session) after ')'
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_within_two_seconds_and_leaves_no_process(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90",
+         str(FIXTURES / "slow")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_env(tmp_path), cwd=REPO, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    # Wait until the pool is compiling (the progress line reports the first result).
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if line.startswith("precompile: compiled") or time.monotonic() > deadline:
+            break
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    rc = proc.wait(timeout=30)
+    elapsed = time.monotonic() - sent
+    assert rc == 130
+    assert elapsed < 2.0, f"took {elapsed:.2f} s to stop"
+    time.sleep(0.2)
+    assert _session_processes(proc.pid) == []  # no worker or ptxas left behind
+    assert not list((tmp_path / "triton-cache").rglob("*.tmp*"))
