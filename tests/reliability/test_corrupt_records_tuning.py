@@ -27,7 +27,6 @@ def _launch(name: str, c_out=None):
     # Each call site below is its own Site object (sites are per code location), all sharing
     # one site id through name=, so each later call goes to the disk for its decision.
 
-
     a, b, c = _args()
     common = dict(
         space=SPACE,
