@@ -3,9 +3,10 @@
     residual += x;  x = rmsnorm(residual) * weight
 
 Teaches: ``restore_value``. The kernel overwrites its own inputs, so every benchmark run
-would start from the previous run's output; ``restore_value=["x", "residual"]`` makes the
-tuner save those tensors before it tunes and restore them after each run, so the call that
-finally launches the winner sees the caller's data and computes the right answer.
+would start from the previous run's output; ``restore_value=["x", "residual"]`` (names of
+the kernel's parameters) makes the tuner save those tensors before it tunes and restore
+them before each run, so the launch of the winner sees the caller's data and computes the
+right answer.
 
     tunedsl run examples/fused_add_rmsnorm.py
 """

@@ -1,9 +1,9 @@
 """Histogram with atomics: every program adds its block's counts into one shared histogram.
 
 Teaches: ``reset_to_zero``. The kernel accumulates into ``hist`` with ``tl.atomic_add``, so
-each benchmark run would add on top of the previous one; ``reset_to_zero=["hist"]`` makes
-the tuner zero it before every run (and before the launch that follows tuning), so the
-caller gets one histogram, not the sum of the tuner's runs.
+each benchmark run would add on top of the previous one; ``reset_to_zero=["hist"]`` (a
+kernel parameter's name) makes the tuner zero it before every run and once more when tuning
+ends, so the caller gets one histogram, not the sum of the tuner's runs.
 
     tunedsl run examples/histogram.py
 """

@@ -123,6 +123,15 @@ def quiet() -> bool:
     return _flag("TUNEDSL_QUIET")
 
 
+GALLERY_RESULT_ENV = "TUNEDSL_GALLERY_RESULT"
+
+
+def gallery_result_path() -> str | None:
+    """``TUNEDSL_GALLERY_RESULT=PATH``: a gallery example writes its result JSON there
+    (``tunedsl gallery`` sets it for each example it runs)."""
+    return os.environ.get(GALLERY_RESULT_ENV) or None
+
+
 def snapshot() -> Knobs:
     return Knobs(
         cache_dir=cache_dir_override(),

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tunedsl import knobs
 from tunedsl.gallery.result import ConfigTiming, ExampleResult, json_safe, write_result
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-RESULT_ENV = "TUNEDSL_GALLERY_RESULT"
 CPU_TIMING_REPS = 3
 
 
@@ -89,11 +89,18 @@ class Example:
         import torch
 
         self.name = name
-        self.on_gpu = bool(torch.cuda.is_available()) and os.environ.get("TRITON_INTERPRET") != "1"
-        if not self.on_gpu and os.environ.get("TRITON_INTERPRET") != "1":
+        interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        self.on_gpu = bool(torch.cuda.is_available()) and not interpret
+        self.device = "cuda" if self.on_gpu else "cpu"
+        # `tunedsl precompile --target cuda:90` on a machine without a GPU: keep the real
+        # kernels and the GPU's sizes and spaces, with tensors that hold no memory ("meta":
+        # only dtype, shape and alignment matter to a cross-compile).
+        self.cross_compiling = not self.on_gpu and not interpret and _precompile_target()
+        if self.cross_compiling:
+            self.on_gpu, self.device = True, "meta"
+        elif not self.on_gpu and not interpret:
             _restart_with_interpreter(name)
         self.interpreted = not self.on_gpu
-        self.device = "cuda" if self.on_gpu else "cpu"
         self.correct = True
         self.check_messages: list[str] = []
         torch.manual_seed(0)
@@ -226,7 +233,7 @@ class Example:
             },
         )
         self._print(result)
-        target = os.environ.get(RESULT_ENV)
+        target = knobs.gallery_result_path()
         if target:
             write_result(result, target)
         if not result.correct:
@@ -256,6 +263,14 @@ class Example:
             for t in r.timings:
                 mark = " <- chosen" if t.config == r.config else ""
                 print(f"    {format_config(t.config):<48} {format_ms(t.time_ms):>12}{mark}")
+
+
+def _precompile_target() -> bool:
+    """True while ``tunedsl precompile --target ...`` imports this example."""
+    from tunedsl.runtime.workload import active_session
+
+    session = active_session()
+    return session is not None and session.target is not None
 
 
 def _restart_with_interpreter(name: str) -> None:

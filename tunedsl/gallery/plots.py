@@ -99,9 +99,8 @@ def write_plots(runs: Sequence[ExampleRun], out_dir: Path) -> dict[str, str]:
         return {}
     plots = {}
     for run in runs:
-        if run.result is None:
-            continue
         rel = f"{PLOTS_SUBDIR}/{run.name}.png"
-        if plot_example(run.result, out_dir / rel):
+        (out_dir / rel).unlink(missing_ok=True)  # an earlier run's plot must not stay
+        if run.result is not None and plot_example(run.result, out_dir / rel):
             plots[run.name] = rel
     return plots

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tunedsl import knobs
 from tunedsl.errors import UsageError
 from tunedsl.gallery.result import ExampleResult, ResultError, load_result
 
 Status = Literal["ok", "wrong", "failed", "timeout"]
 
-RESULT_ENV = "TUNEDSL_GALLERY_RESULT"
 LOG_TAIL_CHARS = 2000
 
 
@@ -88,7 +88,7 @@ def discover(examples_dir: Path, only: Sequence[str] = ()) -> list[Path]:
 def example_env(result_path: Path, interpret: bool) -> dict[str, str]:
     """The environment of one example's subprocess."""
     env = dict(os.environ)
-    env[RESULT_ENV] = str(result_path)
+    env[knobs.GALLERY_RESULT_ENV] = str(result_path)
     # The report needs every configuration's time, so tune even if a record exists,
     # unless the user said otherwise.
     env.setdefault("TUNEDSL_FORCE_RETUNE", "1")
