@@ -306,10 +306,15 @@ def compile_and_store(source_bytes: bytes, filename: str, *, optimize: int = -1)
 
     code = compile_source(_decode(source_bytes), filename, optimize=optimize)
     stats.compiles += 1
-    if writing_enabled():
-        key = cache_key(source_bytes, filename, optimize=optimize)
-        _write_entry(entry_path(key), key, code)
+    store(source_bytes, filename, code, optimize=optimize)
     return code
+
+
+def store(source_bytes: bytes, filename: str, code: CodeType, *, optimize: int = -1) -> None:
+    """Write ``code`` as the entry of this source at this path (atomically; unless off)."""
+    if writing_enabled():
+        key = cache_key(source_bytes, os.path.abspath(filename), optimize=optimize)
+        _write_entry(entry_path(key), key, code)
 
 
 def warm(path: str | os.PathLike[str], *, optimize: int = -1) -> WarmResult:
