@@ -42,6 +42,13 @@ def format_config(config: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in config.items())
 
 
+def format_speedup(ratio: float | None) -> str:
+    """``2.00x``; small ratios keep a significant digit (``0.0009x``), missing ones ``n/a``."""
+    if ratio is None:
+        return "n/a"
+    return f"{ratio:.2f}x" if ratio >= 0.01 else f"{ratio:.1g}x"
+
+
 def format_ms(ms: float | None) -> str:
     if ms is None:
         return "n/a"
@@ -247,7 +254,7 @@ class Example:
         print(f"  time           : {format_ms(r.time_ms)} ({r.timing_method})")
         if r.first_config is not None:
             ratio = r.speedup_vs_first
-            note = f" -> chosen is {ratio:.2f}x faster" if ratio else ""
+            note = f" -> speed-up of the chosen one: {format_speedup(ratio)}" if ratio else ""
             print(
                 f"  first config   : {format_config(r.first_config)}: "
                 f"{format_ms(r.first_config_time_ms)} (tuner's timing){note}"
@@ -255,7 +262,7 @@ class Example:
         else:
             print("  first config   : n/a (the record has no timings)")
         ratio = r.speedup_vs_torch
-        note = f" -> tunedsl/PyTorch speed-up {ratio:.2f}x" if ratio else ""
+        note = f" -> speed-up of the tuned kernel: {format_speedup(ratio)}" if ratio else ""
         print(f"  PyTorch        : {format_ms(r.torch_time_ms)}{note}")
         print(f"  check          : {'OK' if r.correct else 'FAILED'}: {r.check_message}")
         if r.timings:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tunedsl.gallery.kit import format_config, format_ms
+from tunedsl.gallery.kit import format_config, format_ms, format_speedup
 from tunedsl.gallery.runner import ExampleRun
 
 REPORT_SCHEMA_VERSION = 1
@@ -32,12 +32,6 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ").strip() or "-"
 
 
-def _speedup(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.2f}x" if value >= 0.01 else f"{value:.1g}x"
-
-
 def _correct_cell(run: ExampleRun) -> str:
     if run.status == "ok":
         return "yes"
@@ -56,8 +50,8 @@ def table_row(run: ExampleRun) -> list[str]:
         r.key if r.key is not None else "-",
         f"`{format_config(r.config)}`",
         format_ms(r.time_ms),
-        _speedup(r.speedup_vs_first),
-        _speedup(r.speedup_vs_torch),
+        format_speedup(r.speedup_vs_first),
+        format_speedup(r.speedup_vs_torch),
         _correct_cell(run),
     ]
 
