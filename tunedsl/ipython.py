@@ -74,13 +74,21 @@ def expand_cell(cell: str, filename: str, user_ns: dict[str, Any]) -> ast.Module
 
     imports = list(_tunedsl_bindings(user_ns))
     source = cell
+    first_appended_line = 0
     if imports:
         body = cell if cell.endswith("\n") else cell + "\n"
         first_appended_line = body.count("\n") + 1
         source = body + "\n".join(imports) + "\n"
     elif not needs_expansion(cell):
         return None
-    tree = expand_to_ast(source, filename)
+    try:
+        tree = expand_to_ast(source, filename)
+    except SyntaxError as err:
+        if imports and (err.lineno or 0) >= first_appended_line:
+            # The cell ran into the appended lines (an unclosed bracket, say): let IPython
+            # parse the cell alone, so the error is about the cell's own text.
+            return None
+        raise
     if imports:
         # Drop the appended imports again: they only told the expander what the names mean.
         appended = set(imports)

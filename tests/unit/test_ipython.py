@@ -147,3 +147,12 @@ def test_macro_bound_by_an_earlier_cell_is_expanded() -> None:
     assert "make_site(" in text and "$" not in text
     assert "from tunedsl import autotune as tune" not in text
     assert extension.expand_cell(cell, "<cell>", {}) is None  # no binding: left to Python
+
+
+def test_unclosed_bracket_in_a_session_cell_is_reported_on_the_cell(shell) -> None:
+    shell.run_cell("from tunedsl import autotune")
+    result = shell.run_cell("x = (\n")  # the appended imports must not take the blame
+    err = result.error_before_exec
+    assert isinstance(err, SyntaxError)
+    assert err.lineno == 1
+    assert "never closed" in str(err)
