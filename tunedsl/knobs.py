@@ -118,6 +118,20 @@ def compile_timeout_s() -> float:
     return _float("TUNEDSL_COMPILE_TIMEOUT", 300.0)
 
 
+def records_path() -> list[str]:
+    """``TUNEDSL_RECORDS_PATH=dir1:dir2``: extra read-only directories of tuning records
+    (records shipped with an application), searched after the cache."""
+    raw = os.environ.get("TUNEDSL_RECORDS_PATH", "")
+    return [p for p in raw.split(os.pathsep) if p.strip()]
+
+
+def direct_launch() -> bool:
+    """``TUNEDSL_DIRECT_LAUNCH=0``: always launch through Triton's JIT dispatcher instead of
+    the cached ``CompiledKernel`` (default on)."""
+    raw = os.environ.get("TUNEDSL_DIRECT_LAUNCH", "").strip().lower()
+    return raw not in _FALSE or raw == ""
+
+
 def quiet() -> bool:
     """``TUNEDSL_QUIET=1``: no progress output while tuning."""
     return _flag("TUNEDSL_QUIET")

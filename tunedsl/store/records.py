@@ -218,8 +218,9 @@ def warn_once(topic: str, message: str) -> None:
 
 def extra_record_dirs() -> list[Path]:
     """``TUNEDSL_RECORDS_PATH``: read-only directories of shipped records."""
-    raw = os.environ.get("TUNEDSL_RECORDS_PATH", "")
-    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+    from tunedsl import knobs
+
+    return [Path(p).expanduser() for p in knobs.records_path()]
 
 
 def record_path(digest: str, root: Path | None = None) -> Path:
