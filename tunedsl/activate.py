@@ -16,6 +16,8 @@ Design (chosen for the cost on ordinary modules, which must stay within a few pe
 - A pyc written by plain Python for a DSL module (possible when the module has no ``$`` and
   was once imported without the hook) would hold unexpanded code; a module-level
   ``tunedsl`` in the pyc's names sends such a module back through the source check.
+- Modules that a later meta path finder maps to files without ``sys.path`` (editable
+  installs) get the same loader from ``_LaterFinders``.
 """
 
 from __future__ import annotations
@@ -134,6 +136,40 @@ def _forget_file_finders() -> None:
             del sys.path_importer_cache[entry]
 
 
+class _LaterFinders:
+    """Meta path finder placed just after ``PathFinder``: it asks the finders after it itself
+    and hands their plain ``.py`` specs our loader.
+
+    Some finders map module names to files without ``sys.path`` (setuptools' editable
+    installs do, for the top-level modules of a project), so the path hook never sees those
+    modules. Sitting after ``PathFinder``, this costs nothing for modules found on sys.path.
+    """
+
+    _tunedsl_meta_finder = True
+
+    @classmethod
+    def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> Any:
+        try:
+            later = sys.meta_path[sys.meta_path.index(cls) + 1 :]
+        except ValueError:
+            return None
+        for finder in later:
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is None:
+                continue
+            if (
+                type(spec.loader) is importlib.machinery.SourceFileLoader
+                and spec.origin
+                and not _is_tunedsl_itself(fullname)
+            ):
+                spec.loader = DslSourceLoader(fullname, spec.origin)
+            return spec
+        return None
+
+
 def installed() -> bool:
     return any(_is_our_hook(hook) for hook in sys.path_hooks)
 
@@ -148,6 +184,12 @@ def install() -> None:
     )
     sys.path_hooks.insert(position, _make_path_hook())
     _forget_file_finders()
+    if _LaterFinders not in sys.meta_path:
+        after = next(
+            (i + 1 for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder),
+            len(sys.meta_path),
+        )
+        sys.meta_path.insert(after, _LaterFinders)
 
 
 def uninstall() -> None:
@@ -156,6 +198,8 @@ def uninstall() -> None:
         return
     sys.path_hooks[:] = [hook for hook in sys.path_hooks if not _is_our_hook(hook)]
     _forget_file_finders()
+    while _LaterFinders in sys.meta_path:
+        sys.meta_path.remove(_LaterFinders)
 
 
 install()

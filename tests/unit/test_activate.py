@@ -250,3 +250,30 @@ def test_module_using_the_api_without_the_macro_stays_plain(workdir: Path) -> No
         assert (result["compiles"], result["hits"]) == (0, 0)
         assert not result["frontend_loaded"]
         assert Path(result["cached"]).exists()
+
+
+def test_dsl_module_found_by_a_later_meta_path_finder(workdir: Path, tmp_path: Path) -> None:
+    # setuptools' editable installs map top-level names to files with a meta path finder
+    # placed after PathFinder; such a DSL module must be expanded too.
+    elsewhere = tmp_path / "not_on_sys_path"
+    elsewhere.mkdir()
+    shutil.move(str(workdir / "dsl_kernels.py"), elsewhere / "mapped_kernels.py")
+    result = run_python(
+        f"""
+        import importlib.util
+        class MappingFinder:  # like setuptools' _EditableFinder
+            @classmethod
+            def find_spec(cls, fullname, path=None, target=None):
+                if fullname == "mapped_kernels":
+                    origin = {str(elsewhere / "mapped_kernels.py")!r}
+                    return importlib.util.spec_from_file_location(fullname, origin)
+                return None
+        sys.meta_path.append(MappingFinder)
+        import tunedsl.activate
+        import mapped_kernels
+        report(sites=sorted(n for n in vars(mapped_kernels) if n.startswith("__tunedsl_site")))
+        """,
+        workdir,
+    )
+    assert result["compiles"] == 1  # expanded (plain Python would stop at `$tile`)
+    assert result["sites"] == ["__tunedsl_site_0__", "__tunedsl_site_1__"]
