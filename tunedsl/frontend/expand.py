@@ -204,6 +204,18 @@ class _MacroExpander:
                 launch.value_end,
                 hint=launch_hint,
             )
+        kernel = launch.node.func
+        while isinstance(kernel, (ast.Attribute, ast.Subscript)):
+            kernel = kernel.value
+        if not isinstance(kernel, ast.Name):
+            func = launch.node.func
+            raise self._error(
+                "the kernel of the launch must be a name, an attribute or a subscript",
+                self.src.offset(func.lineno, func.col_offset),
+                self.src.offset(func.end_lineno or func.lineno, func.end_col_offset or 0),
+                hint="like `vadd(...)`, `kernels.vadd(...)` or `table[i](...)`: "
+                "bind a computed kernel to a name first",
+            )
         return keywords, launch
 
     def _check_placement(self, keywords: dict[str, MacroArg], launch: MacroArg) -> None:
