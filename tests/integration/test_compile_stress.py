@@ -1,36 +1,24 @@
 """Many threads cross-compiling one kernel's configurations at once (real cubins, cuda:90).
 
-The binaries must be byte-identical to a serial compile, a configuration that raises
+The binaries must be byte-identical to a serial compile; a configuration that raises
 must neither deadlock the pool nor poison the compile lock.
+
+Cross-compiling needs Triton imported without ``TRITON_INTERPRET`` (which this
+directory's conftest sets), so each case runs this file as a script in a subprocess.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
 
 pytestmark = pytest.mark.needs_triton
-
-triton = pytest.importorskip("triton")
-torch = pytest.importorskip("torch")
-tl = pytest.importorskip("triton.language")
-
-
-@triton.jit
-def _mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-        acc += tl.dot(x, y)
-    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
-
 
 CONFIGS = [
     dict(BM=bm, BN=bn, BK=32, num_warps=w, num_stages=2)
@@ -38,75 +26,111 @@ CONFIGS = [
     for bn in (32, 64)
     for w in (2, 4)
 ]
+BAD = dict(BM=48, BN=32, BK=32, num_warps=2, num_stages=2)  # arange needs a power of 2
 
 
-def _args():
-    a = torch.empty(128, 128, dtype=torch.float16)
-    return (a, a, a, 128, 128, 128, 128, 1, 128, 1, 128, 1)
+def _run(case: str, tmp_path) -> dict:
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), TRITON_DEFAULT_FP_FUSION="1")
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run(
+        [sys.executable, __file__, case],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _job(cfg, args):
+def test_parallel_cubins_equal_serial_cubins(tmp_path) -> None:
+    result = _run("equal", tmp_path)
+    assert result["all_elf"]
+    assert result["parallel"] == result["serial"]
+    assert len(set(result["serial"].values())) == len(CONFIGS)  # different configs, code
+
+
+def test_a_raising_compile_neither_deadlocks_nor_poisons_the_lock(tmp_path) -> None:
+    result = _run("raising", tmp_path)
+    assert result["finished"], "compile pool deadlocked"
+    assert result["reported"] == len(CONFIGS[:5]) + 2
+    assert result["errors"] == ["CompilationError", "CompilationError"]
+    assert "power of 2" in result["message"]
+    assert result["lock_free_after"]
+
+
+# -- the subprocess side -----------------------------------------------------------------
+
+
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
+            y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+            acc += tl.dot(x, y)
+        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+
+    return mm
+
+
+def _jobs(kernel, configs):
+    import torch
+
     from tunedsl.backends.triton_compile import compile_variant
     from tunedsl.tuning.compile_pool import CompileJob
 
-    kwargs = {k: cfg[k] for k in ("BM", "BN", "BK")}
-    options = {k: cfg[k] for k in ("num_warps", "num_stages")}
-    return CompileJob(cfg, lambda: compile_variant(_mm, args, kwargs, options, target="cuda:90"))
+    a = torch.empty(128, 128, dtype=torch.float16)
+    args = (a, a, a, 128, 128, 128, 128, 1, 128, 1, 128, 1)
+
+    def job(cfg):
+        kwargs = {k: cfg[k] for k in ("BM", "BN", "BK")}
+        options = {k: cfg[k] for k in ("num_warps", "num_stages")}
+        return CompileJob(
+            cfg, lambda: compile_variant(kernel, args, kwargs, options, target="cuda:90")
+        )
+
+    return [job(c) for c in configs]
 
 
-@pytest.fixture
-def always_compile(monkeypatch, tmp_path):
-    # Separate Triton cache and no cache hits: every compile below is a real compile.
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    monkeypatch.setattr(triton.knobs.compilation, "always_compile", True)
-
-
-def _digest(handle) -> str:
-    return hashlib.sha256(handle.binary).hexdigest()
-
-
-def test_parallel_cubins_equal_serial_cubins(always_compile) -> None:
+def _case_equal(kernel) -> dict:
     from tunedsl.tuning.compile_pool import compile_stream
 
-    args = _args()
-    serial = {}
-    for job, result in compile_stream([_job(c, args) for c in CONFIGS], workers=1):
-        assert not isinstance(result, BaseException), result
-        serial[str(job.config)] = _digest(result)
-    parallel = {}
-    for job, result in compile_stream([_job(c, args) for c in CONFIGS], workers=8):
-        assert not isinstance(result, BaseException), result
-        assert result.binary[:4] == b"\x7fELF"  # a real cubin
-        parallel[str(job.config)] = _digest(result)
-    assert parallel == serial
-    assert len(set(serial.values())) == len(CONFIGS)  # different configs, different code
+    digests = {}
+    all_elf = True
+    for name, workers in (("serial", 1), ("parallel", 8)):
+        digests[name] = {}
+        for job, result in compile_stream(_jobs(kernel, CONFIGS), workers=workers):
+            if isinstance(result, BaseException):
+                raise result
+            all_elf &= result.binary[:4] == b"\x7fELF"  # a real cubin
+            digests[name][str(job.config)] = hashlib.sha256(result.binary).hexdigest()
+    return {**digests, "all_elf": all_elf}
 
 
-def test_a_raising_compile_neither_deadlocks_nor_poisons_the_lock(always_compile) -> None:
+def _case_raising(kernel) -> dict:
     from tunedsl.tuning.compile_pool import compile_stream
     from tunedsl.tuning.lock import compile_lock
 
-    args = _args()
-    bad = dict(BM=48, BN=32, BK=32, num_warps=2, num_stages=2)  # arange needs a power of 2
-    jobs = [_job(c, args) for c in [bad, *CONFIGS[:3], bad, *CONFIGS[3:5]]]
-    outcome: dict[str, object] = {}
-
-    def consume() -> None:
-        outcome["results"] = list(compile_stream(jobs, workers=6, timeout_s=300))
-
-    worker = threading.Thread(target=consume, daemon=True)
-    worker.start()
-    worker.join(timeout=240)
-    assert not worker.is_alive(), "compile pool deadlocked"
-    results = outcome["results"]
-    assert len(results) == len(jobs)
-    errors = [r for j, r in results if j.config is bad]
-    assert len(errors) == 2 and all(isinstance(e, triton.CompilationError) for e in errors)
-    assert "power of 2" in str(errors[0])
-    assert all(not isinstance(r, BaseException) for j, r in results if j.config is not bad)
+    jobs = _jobs(kernel, [BAD, *CONFIGS[:3], BAD, *CONFIGS[3:5]])
+    box: dict = {}
+    consumer = threading.Thread(
+        target=lambda: box.update(results=list(compile_stream(jobs, workers=6, timeout_s=300))),
+        daemon=True,
+    )
+    consumer.start()
+    consumer.join(timeout=240)
+    results = box.get("results", [])
+    errors = [r for j, r in results if j.config is BAD]
+    others_ok = all(not isinstance(r, BaseException) for j, r in results if j.config is not BAD)
     got: list[bool] = []
 
-    def probe() -> None:
+    def probe() -> None:  # another thread can take the lock at once
         acquired = compile_lock.acquire(timeout=5)
         got.append(acquired)
         if acquired:
@@ -115,4 +139,15 @@ def test_a_raising_compile_neither_deadlocks_nor_poisons_the_lock(always_compile
     t = threading.Thread(target=probe)
     t.start()
     t.join()
-    assert got == [True]
+    return {
+        "finished": not consumer.is_alive() and others_ok,
+        "reported": len(results),
+        "errors": [type(e).__name__ for e in errors],
+        "message": str(errors[0]) if errors else "",
+        "lock_free_after": got == [True],
+    }
+
+
+if __name__ == "__main__":
+    case = {"equal": _case_equal, "raising": _case_raising}[sys.argv[1]]
+    print(json.dumps(case(_kernel())))

@@ -72,6 +72,14 @@ class CrossCompiled:
         return True
 
 
+_INTERPRET_FIX = (
+    "cannot compile for a target while TRITON_INTERPRET=1: Triton was imported in "
+    "interpreter mode (its own library kernels are interpreted functions then). Unset "
+    "TRITON_INTERPRET in the process that cross-compiles; `tunedsl precompile --target` "
+    "does this for you"
+)
+
+
 def interpreting() -> bool:
     """True when Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET", "").strip().lower() in {"1", "true", "yes", "on"}
@@ -108,16 +116,23 @@ def target_name(target: Any) -> str:
 
 
 def unwrap_jit(kernel: Any) -> Any:
-    """The ``JITFunction`` inside ``kernel`` (through ``triton.autotune``/``heuristics`` wrappers)."""
+    """The ``JITFunction`` inside ``kernel`` (through ``triton.autotune``/``heuristics`` wrappers).
+
+    Under ``TRITON_INTERPRET=1`` ``@triton.jit`` returns an ``InterpretedFunction``, which
+    cannot be compiled: that is reported with the fix.
+    """
     from triton.runtime.jit import JITFunction
 
-    seen = 0
-    while not isinstance(kernel, JITFunction):
+    for _ in range(8):
+        if isinstance(kernel, JITFunction):
+            return kernel
+        if type(kernel).__name__ == "InterpretedFunction":
+            raise UsageError(_INTERPRET_FIX)
         inner = getattr(kernel, "fn", None)
-        if inner is None or seen > 8:
-            raise UsageError(f"{kernel!r} is not a Triton kernel: decorate it with @triton.jit")
-        kernel, seen = inner, seen + 1
-    return kernel
+        if inner is None:
+            break
+        kernel = inner
+    raise UsageError(f"{kernel!r} is not a Triton kernel: decorate it with @triton.jit")
 
 
 def _run_kwargs(
@@ -147,12 +162,13 @@ def compile_variant(
     Returns the handle: Triton's ``CompiledKernel`` on a GPU, :class:`CrossCompiled` for a
     target, :class:`InterpretedHandle` under the interpreter. Compile errors propagate.
     """
-    jit_fn = unwrap_jit(kernel)
     if target is not None:
-        return _cross_compile(jit_fn, args, kwargs, options, parse_target(target))
+        if interpreting():
+            raise UsageError(_INTERPRET_FIX)
+        return _cross_compile(unwrap_jit(kernel), args, kwargs, options, parse_target(target))
     if interpreting():
-        return InterpretedHandle(getattr(jit_fn, "__name__", repr(jit_fn)))
-    return _compile_on_device(jit_fn, args, kwargs, options)
+        return InterpretedHandle(str(getattr(kernel, "__name__", None) or repr(kernel)))
+    return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
 
 
 class _DeferredExecutor:
@@ -254,6 +270,8 @@ def compile_signature(
     ``constexprs`` maps parameter names to values; ``attrs`` (specialisation hints such as
     16-byte divisibility) default to none, which compiles a correct, general variant.
     """
+    if interpreting():
+        raise UsageError(_INTERPRET_FIX)
     jit_fn = unwrap_jit(kernel)
     gpu_target = parse_target(target)
     sig = {p.name: ("constexpr" if p.is_constexpr else signature[p.name]) for p in jit_fn.params}
