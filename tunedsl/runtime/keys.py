@@ -145,7 +145,8 @@ def make_call_key_fn(
             else:
                 append(arg_key(a, with_shape, with_align))
         if kwargs:
-            for name, a in kwargs.items():
+            for name in sorted(kwargs):  # keyword order never changes the key
+                a = kwargs[name]
                 append(name)
                 if name in constexpr_names:
                     append(constexpr_key(a))
@@ -156,6 +157,98 @@ def make_call_key_fn(
         return tuple(parts)
 
     return call_key
+
+
+def specialize_call_key_fn(
+    generic: Callable[[Sequence[Any], Mapping[str, Any], Any], tuple[Any, ...]],
+    sample_args: Sequence[Any],
+    sample_kwargs: Mapping[str, Any],
+    constexpr_positions: frozenset[int],
+    constexpr_names: frozenset[str],
+    with_shape: bool,
+    hole: object,
+    with_align: bool = False,
+) -> Callable[[Sequence[Any], Mapping[str, Any], Any], tuple[Any, ...]]:
+    """A key function generated for the argument layout of ``sample_args``/``sample_kwargs``.
+
+    Straight-line code with one class check per argument: about as fast as writing the
+    tuple by hand. It returns exactly what ``generic`` returns for the same call (so both
+    may serve one table); any call with another layout is handed to ``generic``.
+    """
+    env: dict[str, Any] = {
+        "generic": generic,
+        "hole": hole,
+        "int_class": int_class,
+        "arg_key": arg_key,
+        "tensor_key": tensor_key,
+        "constexpr_key": constexpr_key,
+    }
+    guards: list[str] = []
+    items: list[str] = []
+
+    def value_code(var: str, value: Any, constexpr: bool, kw: bool) -> str | None:
+        cls = value.__class__
+        if constexpr:
+            return f"constexpr_key({var})"
+        if is_tensor(value):
+            env[f"T_{var}"] = cls
+            guards.append(f"{var}.__class__ is T_{var}")
+            if kw or not with_shape:
+                return f"tensor_key({var}, {with_shape}, {with_align})" if kw else None
+            align = f", {var}.data_ptr() % 16 == 0" if with_align else ""
+            return f"{var}.dtype, {var}.shape, {var}.stride(){align}"
+        if cls is int:
+            guards.append(f"{var}.__class__ is int and {_I32_MIN} <= {var} <= {_I32_MAX}")
+            return f"('i1' if {var} == 1 else 'i16' if {var} % 16 == 0 else 'i')"
+        if cls is float:
+            guards.append(f"{var}.__class__ is float")
+            return "'f'"
+        if value is hole:
+            guards.append(f"{var} is hole")
+            return "hole"
+        return None
+
+    names = [f"a{i}" for i in range(len(sample_args))]
+    for i, value in enumerate(sample_args):
+        code = value_code(names[i], value, i in constexpr_positions, kw=False)
+        if code is None:
+            return generic
+        items.append(code)
+    kw_names = sorted(sample_kwargs)
+    kw_vars = [f"k{i}" for i in range(len(kw_names))]
+    for var, name in zip(kw_vars, kw_names, strict=True):
+        value = sample_kwargs[name]
+        code = value_code(var, value, name in constexpr_names, kw=True)
+        if code is None:
+            return generic
+        items.append(repr(name))
+        items.append(code)
+    if not with_shape:
+        items.append("user_key")
+    unpack = f"    {', '.join(names)}, = args\n" if names else ""
+    kw_fetch = "".join(
+        f"    {var} = kwargs[{name!r}]\n" for var, name in zip(kw_vars, kw_names, strict=True)
+    )
+    guard = " and ".join(guards) or "True"
+    body = (
+        "def call_key(args, kwargs, user_key):\n"
+        f"    if len(args) != {len(names)} or len(kwargs) != {len(kw_names)}:\n"
+        "        return generic(args, kwargs, user_key)\n"
+        f"{unpack}"
+        "    try:\n"
+        + "".join("    " + line + "\n" for line in kw_fetch.splitlines())
+        + "    except KeyError:\n"
+        "        return generic(args, kwargs, user_key)\n"
+        f"    if not ({guard}):\n"
+        "        return generic(args, kwargs, user_key)\n"
+        f"    return ({', '.join(items)},)\n"
+    )
+    if not kw_names:
+        body = body.replace(
+            "    try:\n    except KeyError:\n        return generic(args, kwargs, user_key)\n", ""
+        )
+    exec(compile(body, "<tunedsl call key>", "exec"), env)
+    return env["call_key"]  # type: ignore[no-any-return]
 
 
 def hashable_user_key(value: Any) -> Any:

@@ -197,9 +197,19 @@ class Site:
         )
         with self._lock:
             if self._kernel is None:
-                self._key_fn = key_fn
+                result = key_fn(args, static_kwargs, key)  # registers tensor classes first
+                self._key_fn = keys.specialize_call_key_fn(
+                    key_fn,
+                    args,
+                    static_kwargs,
+                    info.constexpr_positions,
+                    info.constexpr_names,
+                    not self.has_key,
+                    HOLE,
+                    with_align=info.jit and direct_launch_enabled(),
+                )
                 self._kernel = kernel
-                return key_fn(args, static_kwargs, key)
+                return result
             other = self._other_kernels.get(id(kernel))
             if other is None or other[0] is not kernel:
                 other = (kernel, _KernelToken(len(self._other_kernels) + 1), key_fn)

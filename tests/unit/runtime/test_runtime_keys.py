@@ -115,3 +115,49 @@ def test_readable_key_with_user_key_has_no_shapes() -> None:
 
 def test_hashable_user_key() -> None:
     assert keys.hashable_user_key([1, [2, 3], {"b": 1}]) == (1, (2, 3), (("b", 1),))
+
+
+def _both(sample_args, sample_kwargs, with_shape=True, with_align=False):
+    generic = keys.make_call_key_fn(
+        frozenset({4}), frozenset({"TILE"}), with_shape, HOLE, with_align
+    )
+    generic(sample_args, sample_kwargs, None)  # registers the tensor class, as the site does
+    special = keys.specialize_call_key_fn(
+        generic,
+        sample_args,
+        sample_kwargs,
+        frozenset({4}),
+        frozenset({"TILE"}),
+        with_shape,
+        HOLE,
+        with_align,
+    )
+    return generic, special
+
+
+def test_specialized_key_equals_generic_for_every_layout() -> None:
+    sample = (t(), t(), 64, 1.5, 256)
+    generic, special = _both(sample, {"TILE": 8, "out": t()}, with_align=True)
+    assert special is not generic  # code was generated for this layout
+    calls = [
+        (sample, {"TILE": 8, "out": t()}),
+        (
+            (t(ptr=4100), t(dtype="float16"), 1, 2.5, 128),
+            {"out": t(), "TILE": 16},
+        ),  # other values, kw order
+        ((t(), t(), 2**40, 1.5, 256), {"TILE": 8, "out": t()}),  # 64-bit int: generic path
+        ((t(), 7, 64, 1.5, 256), {"TILE": 8, "out": t()}),  # int where a tensor was
+        ((t(), t(), 64), {"TILE": 8, "out": t()}),  # other arity
+        (sample, {"TILE": 8}),  # other keywords
+        (sample, {"TILE": 8, "other": t()}),
+        ((t(), HOLE, 64, 1.5, 256), {"TILE": 8, "out": t()}),
+    ]
+    for args, kwargs in calls:
+        assert special(args, kwargs, None) == generic(args, kwargs, None), (args, kwargs)
+
+
+def test_layouts_the_generator_leaves_to_the_generic_function() -> None:
+    generic, special = _both((t(), None, True), {})
+    assert special is generic  # None and bool are rare: no code generated
+    generic, special = _both((t(), 64), {}, with_shape=False)
+    assert special is generic

@@ -1,0 +1,162 @@
+"""The direct launcher's bookkeeping, driven through a stand-in for Triton's JIT.
+
+No GPU here, so the JITFunction is a small stand-in with Triton's own calling convention:
+``run(*args, grid=, warmup=, **kwargs)`` returns a "CompiledKernel" whose ``run`` is the
+launcher ``(gx, gy, gz, stream, function, packed_metadata, launch_metadata, enter, exit,
+*all_args)``. The tests check which path each call takes and what reaches the launcher.
+The real thing runs in tests/gpu/test_runtime_gpu.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+from tunedsl.backends import triton as bt
+
+pytestmark = pytest.mark.needs_triton
+
+
+class Param:
+    def __init__(self, name: str, is_constexpr: bool) -> None:
+        self.name = name
+        self.is_constexpr = is_constexpr
+
+
+class FakeCompiled:
+    def __init__(self, log: list) -> None:
+        self.function = "fn-handle"
+        self.packed_metadata = "packed"
+        self.log = log
+
+    @property
+    def run(self):
+        def launcher(*a: Any) -> None:
+            self.log.append(("direct", a))
+
+        return launcher
+
+
+class FakeJit:
+    """Quacks like triton.runtime.jit.JITFunction for the launcher."""
+
+    def __init__(self) -> None:
+        def kern(a, n, TILE, EVEN=False):
+            pass
+
+        self.fn = kern
+        self.params = [
+            Param("a", False),
+            Param("n", False),
+            Param("TILE", True),
+            Param("EVEN", True),
+        ]
+        self.device_caches: dict = {}
+        self.log: list = []
+
+    def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> FakeCompiled:
+        self.log.append(("jit", args, grid, kwargs))
+        return FakeCompiled(self.log)
+
+
+@pytest.fixture
+def fake_driver(monkeypatch: pytest.MonkeyPatch) -> dict:
+    state = {"device": 0}
+
+    class Hooks:
+        def __init__(self) -> None:
+            self.calls: list = []
+
+    class Runtime:
+        launch_enter_hook = Hooks()
+        launch_exit_hook = Hooks()
+
+    monkeypatch.setattr(bt, "_device_fns", lambda: (lambda: state["device"], lambda d: 1000 + d))
+    monkeypatch.setattr(bt, "_runtime_knobs", lambda: Runtime)
+    monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "1")
+    state["runtime"] = Runtime
+    return state
+
+
+def make() -> tuple[FakeJit, bt.DirectLauncher]:
+    kernel = FakeJit()
+    info = bt.kernel_info(kernel)
+    assert info.jit and info.constexpr_names == {"TILE", "EVEN"}
+    assert list(inspect.signature(kernel.fn).parameters) == list(info.arg_names)
+    return kernel, bt.DirectLauncher(kernel, {"num_warps": 4}, info)
+
+
+def test_first_launch_through_jit_then_direct(fake_driver: dict) -> None:
+    kernel, launch = make()
+    launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    assert kernel.log[-1] == ("jit", ("A", 64), (4,), {"TILE": 16, "num_warps": 4})
+    launch((4, 2), ("B", 64), {}, {"TILE": 16}, ())
+    # grid padded to 3 dims, stream of device 0, no launch metadata or hooks, then every
+    # parameter in order: positional, the constexpr, and EVEN's default.
+    assert kernel.log[-1] == (
+        "direct",
+        (4, 2, 1, 1000, "fn-handle", "packed", None, None, None, "B", 64, 16, False),
+    )
+
+
+def test_static_keyword_arguments_are_read_per_call(fake_driver: dict) -> None:
+    kernel, launch = make()
+    launch((1,), ("A",), {"n": 5}, {"TILE": 16}, ())
+    launch((1,), ("B",), {"n": 7}, {"TILE": 16}, ())
+    assert kernel.log[-1][1][-4:] == ("B", 7, 16, False)
+
+
+def test_changed_config_dependent_constexpr_goes_through_jit(fake_driver: dict) -> None:
+    kernel, launch = make()
+    launch((1,), ("A", 64), {}, {"TILE": 16, "EVEN": True}, ())
+    launch((1,), ("A", 65), {}, {"TILE": 16, "EVEN": False}, ())
+    assert kernel.log[-1][0] == "jit" and kernel.log[-1][3]["EVEN"] is False
+    launch((1,), ("A", 64), {}, {"TILE": 16, "EVEN": True}, ())
+    assert kernel.log[-1][0] == "direct"
+
+
+def test_holes_and_hooks_go_through_jit(fake_driver: dict) -> None:
+    kernel, launch = make()
+    launch((1,), ("A", 64), {}, {"TILE": 16}, ())
+    launch((1,), ("A", 64), {}, {"TILE": 16}, ("A",))
+    assert kernel.log[-1][0] == "jit"
+    fake_driver["runtime"].launch_enter_hook.calls = [print]
+    try:
+        launch((1,), ("A", 64), {}, {"TILE": 16}, ())
+        assert kernel.log[-1][0] == "jit"
+    finally:
+        fake_driver["runtime"].launch_enter_hook.calls = []
+    launch((1,), ("A", 64), {}, {"TILE": 16}, ())
+    assert kernel.log[-1][0] == "direct"
+
+
+def test_another_device_gets_its_own_first_launch(fake_driver: dict) -> None:
+    kernel, launch = make()
+    launch((1,), ("A", 64), {}, {"TILE": 16}, ())
+    fake_driver["device"] = 1
+    launch((1,), ("A", 64), {}, {"TILE": 16}, ())
+    assert kernel.log[-1][0] == "jit"
+    launch((1,), ("A", 64), {}, {"TILE": 16}, ())
+    assert kernel.log[-1] == (
+        "direct",
+        (1, 1, 1, 1001, "fn-handle", "packed", None, None, None, "A", 64, 16, False),
+    )
+
+
+def test_switched_off_by_knob(fake_driver: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "0")
+    kernel = FakeJit()
+    launcher = bt.make_launcher(kernel, {})
+    assert isinstance(launcher, bt.JitLauncher)
+    launcher((1,), ("A", 64), {}, {"TILE": 16}, ())
+    launcher((1,), ("A", 64), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in kernel.log] == ["jit", "jit"]
+
+
+def test_unexpected_compiled_object_disables_direct_launch(fake_driver: dict) -> None:
+    kernel, launch = make()
+    kernel.run = lambda *a, **k: None  # type: ignore[method-assign]
+    launch((1,), ("A", 64), {}, {"TILE": 16}, ())
+    assert launch.disabled
