@@ -156,3 +156,20 @@ def test_unclosed_bracket_in_a_session_cell_is_reported_on_the_cell(shell) -> No
     assert isinstance(err, SyntaxError)
     assert err.lineno == 1
     assert "never closed" in str(err)
+
+
+def test_functions_of_two_cells_keep_their_own_sites(shell) -> None:
+    first = shell.run_cell(DSL_CELL)
+    assert first.success, first.error_in_exec or first.error_before_exec
+    shell.run_cell("add_first = add")
+    second = shell.run_cell(DSL_CELL)  # same text again: the expander numbers sites from 0
+    assert second.success, second.error_in_exec or second.error_before_exec
+
+    def site_of(function) -> str:
+        (name,) = [n for n in function.__code__.co_names if n.startswith("__tunedsl_site_")]
+        return name
+
+    ns = shell.user_ns
+    first_site, second_site = site_of(ns["add_first"]), site_of(ns["add"])
+    assert first_site != second_site
+    assert ns[first_site] is not ns[second_site]  # both sites are alive in the namespace
