@@ -55,7 +55,10 @@ def main():
     a = torch.randn(SIZE, device=ex.device)
     b = torch.randn(SIZE, device=ex.device)
     c = ex.poison(torch.empty(SIZE, device=ex.device))  # NaN: an unwritten element shows
-    launch = vadd(a, b, c)  # the first call tunes, then launches the winner
+    # The first call tunes, then launches the winner. `launch.config` is the configuration
+    # used; `launch.source` says where it came from: "tuned" now, "memory" (this process
+    # decided earlier) or "disk" (a record from an earlier run).
+    launch = vadd(a, b, c)
     ex.check("c", c, a + b)
 
     expected = torch.empty_like(c)
