@@ -395,7 +395,25 @@ class _MacroExpander:
                 holes.append(new)
         static_kw: list[tuple[str | None, ast.expr]] = []
         dynamic_kw: list[tuple[str | None, ast.expr]] = []
+        seen: set[str] = set()
         for kw in call.keywords:
+            if kw.arg is not None and kw.arg in seen:  # Python's own check, lost in a dict
+                raise self.src.python_error(
+                    SyntaxError(
+                        f"keyword argument repeated: {kw.arg}",
+                        (
+                            self.src.filename,
+                            kw.lineno,
+                            kw.col_offset + 1,
+                            None,
+                            kw.end_lineno,
+                            (kw.end_col_offset or 0) + 1,
+                        ),
+                    ),
+                    byte_columns=True,
+                )
+            if kw.arg is not None:
+                seen.add(kw.arg)
             new = subst.visit_counting(kw.value)
             if new is None:
                 static_kw.append((kw.arg, kw.value))

@@ -16,6 +16,8 @@ from tunedsl.errors import TunedslSyntaxError
 
 # Python counts lines at \r\n, \r and \n only (str.splitlines knows more separators).
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+# Blanks, comments and line continuations up to the next token.
+_NEXT_TOKEN = re.compile(r"(?:[ \t\f\r\n]+|#[^\r\n]*|\\\r?\n)*")
 
 
 def decode_source(source: str | bytes) -> str:
@@ -91,13 +93,20 @@ class SourceText:
         )
 
     def python_error(
-        self, err: SyntaxError, seen_text: str | None = None, clamp: tuple[int, int] | None = None
+        self,
+        err: SyntaxError,
+        seen_text: str | None = None,
+        clamp: tuple[int, int] | None = None,
+        *,
+        byte_columns: bool = False,
     ) -> SyntaxError:
         """Python's own error, moved back onto the user's text.
 
         ``seen_text`` is the (length-preserving) text Python parsed, whose columns may
-        differ from the user's where non-ASCII text was blanked; ``clamp`` keeps the
-        position inside a span when the error points at wrapper text we added.
+        differ from the user's where non-ASCII text was blanked; ``byte_columns`` says the
+        error's columns are UTF-8 byte columns (from AST positions). ``clamp`` is the span
+        Python parsed on its own: an error in the wrapper text around it moves to the span's
+        start, or to the first token after it, where Python would have reported it.
         """
         lineno = err.lineno
         if lineno is None:
@@ -105,16 +114,26 @@ class SourceText:
         col = None
         end_lineno = getattr(err, "end_lineno", None)
         end_col = None
-        if err.offset is not None:
-            col = self._user_col(lineno, err.offset - 1, seen_text)
         end_offset = getattr(err, "end_offset", None)
-        if end_lineno is not None and end_offset is not None and end_offset > 0:
-            end_col = self._user_col(end_lineno, end_offset - 1, seen_text)
+        if byte_columns:
+            if err.offset is not None:
+                col = self.char_col(lineno, err.offset - 1)
+            if end_lineno is not None and end_offset is not None and end_offset > 0:
+                end_col = self.char_col(end_lineno, end_offset - 1)
+        else:
+            if err.offset is not None:
+                col = self._user_col(lineno, err.offset - 1, seen_text)
+            if end_lineno is not None and end_offset is not None and end_offset > 0:
+                end_col = self._user_col(end_lineno, end_offset - 1, seen_text)
         if clamp is not None:
-            lo_line, lo_col = self.line_col(clamp[0])
-            hi_line, hi_col = self.line_col(clamp[1])
-            if (lineno, col or 0) < (lo_line, lo_col) or (lineno, col or 0) > (hi_line, hi_col):
-                lineno, col, end_lineno, end_col = lo_line, lo_col, None, None
+            here = (lineno, col or 0)
+            if here < self.line_col(clamp[0]):
+                lineno, col = self.line_col(clamp[0])
+                end_lineno = end_col = None
+            elif here >= self.line_col(clamp[1]):
+                after = _NEXT_TOKEN.match(self.text, clamp[1])
+                lineno, col = self.line_col(after.end() if after else clamp[1])
+                end_lineno, end_col = lineno, col + 1
         line = self.line_text(lineno)
         details = (
             self.filename,

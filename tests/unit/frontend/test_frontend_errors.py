@@ -1,0 +1,163 @@
+"""Every DSL error names file, line and column with the source line, a caret and a hint;
+plain Python errors keep Python's own message and position."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from tunedsl.errors import TunedslSyntaxError
+from tunedsl.frontend.compile import compile_source, expand_source
+
+HEADER = "from tunedsl import autotune, cdiv\n"
+S = "space=dict(tile=[256, 512], num_warps=[4])"
+
+
+def dsl_error(body: str) -> TunedslSyntaxError:
+    with pytest.raises(TunedslSyntaxError) as info:
+        compile_source(HEADER + body, "/w/kern.py")
+    return info.value
+
+
+# (name, body after the header, message part, line, 0-based column of the caret, hint part)
+CASES = [
+    ("dollar outside a macro", "x = $tile + 1\n", "`$tile` is only allowed inside an autotune(...) macro call", 2, '$tile', "blocks="),
+    ("dollar outside, deeper", "def f(n):\n    return g(n, $tile)\n", "`$tile` is only allowed inside", 3, '$tile', None),
+    ("dollar without a name", f"autotune({S}, blocks=$ tile, k(a))\n", "`$` must be followed directly by the name", 2, '$ tile', "`$tile`"),
+    ("dollar before a number", f"autotune({S}, blocks=$1, k(a))\n", "`$` must be followed directly", 2, '$1', None),
+    ("dollar keyword name", f"autotune({S}, blocks=$if, k(a))\n", "cannot be named like a Python keyword", 2, '$if', None),
+    ("unknown field", f"autotune({S}, blocks=cdiv(n, $tle), k(a))\n", "`$tle` is not a field of `space=`", 2, '$tle', "did you mean `$tile`?"),
+    ("unknown field, no close match", f"autotune({S}, blocks=1, k($zzz))\n", "`$zzz` is not a field", 2, '$zzz', "`tile`, `num_warps`"),
+    ("missing space", "autotune(blocks=1, k(a))\n", "autotune(...) needs `space=`", 2, 'autotune', "space=dict("),
+    ("missing blocks", f"autotune({S}, k(a))\n", "autotune(...) needs `blocks=`", 2, 'autotune', "blocks=cdiv(n, $tile)"),
+    ("no launch", f"autotune({S}, blocks=1)\n", "needs the kernel launch", 2, 'autotune', "TILE=$tile"),
+    ("two launches", f"autotune({S}, blocks=1, k(a), k(b))\n", "exactly one positional argument", 2, 'k(b)', None),
+    ("launch not a call", f"autotune({S}, blocks=1, k)\n", "must be a call of the kernel", 2, 'k)', None),
+    ("kernel not a name", f"autotune({S}, blocks=1, make()(a))\n", "kernel of the launch must be a name", 2, 'make()', "bind a computed kernel"),
+    ("unknown keyword", f"autotune({S}, blocks=1, num_warp=4, k(a))\n", "unknown keyword `num_warp=`", 2, 'num_warp=', "did you mean `num_warps=`?"),
+    ("unknown keyword, far", f"autotune({S}, blocks=1, zzz=4, k(a))\n", "unknown keyword `zzz=`", 2, 'zzz', "accepts: space, blocks"),
+    ("repeated keyword", f"autotune({S}, blocks=1, blocks=2, k(a))\n", "keyword argument repeated: `blocks=`", 2, 'blocks=2', None),
+    ("hint conflict", f"autotune({S}, blocks=1, num_warps=8, k(a))\n", "`num_warps=` is given both as a static hint and as a field", 2, 'num_warps=8', "remove"),
+    ("blocks of four", f"autotune({S}, blocks=(1, 2, 3, 4), k(a))\n", "blocks= must be an int or a tuple of one to three ints", 2, '(1, 2, 3, 4)', "three dimensions"),
+    ("blocks empty tuple", f"autotune({S}, blocks=(), k(a))\n", "this tuple has 0 elements", 2, '()', None),
+    ("blocks a string", f"autotune({S}, blocks='x', k(a))\n", "blocks= must be an int", 2, "'x'", None),
+    ("dollar in space", "autotune(space=dict(tile=[$t]), blocks=1, k(a))\n", "`$t` is not allowed in `space=`", 2, '$t', "only be used in blocks="),
+    ("dollar in key", f"autotune({S}, blocks=1, key=$tile, k(a))\n", "`$tile` is not allowed in `key=`", 2, '$tile', None),
+    ("dollar in a hint", "autotune(space=dict(t=[1]), blocks=1, num_stages=$t, k(a))\n", "`$t` is not allowed in `num_stages=`", 2, '$t', None),
+    ("dollar in an option", "autotune(space=dict(t=[1]), blocks=1, verify=f($t), k(a))\n", "`$t` is not allowed in `verify=`", 2, '$t', None),
+    ("dollar in the kernel", f"autotune({S}, blocks=1, ks[$tile](a))\n", "not allowed in the kernel expression", 2, '$tile', None),
+    ("dollar assigned", f"autotune({S}, blocks=1, k(($tile := 3)))\n", "cannot be assigned to", 2, '$tile', None),
+    ("dollar as a keyword name", f"autotune({S}, blocks=1, k($tile=3))\n", "can only be used as a value", 2, '$tile', None),
+    ("star in macro", f"autotune(*xs, {S}, blocks=1, k(a))\n", "`*` unpacking is not allowed", 2, '*xs', None),
+    ("double star in macro", f"autotune({S}, blocks=1, k(a), **o)\n", "`**` unpacking is not allowed", 2, '**o', None),
+    ("star launch arg with dollar", f"autotune({S}, blocks=1, k(*[$tile]))\n", "unpacked", 2, '*[$tile]', None),
+    ("nested macro", f"autotune({S}, blocks=1, k(autotune(space=T, blocks=1, k(a))))\n", "cannot be used inside another", 2, 'autotune(space=T', None),
+]
+
+
+@pytest.mark.parametrize("name, body, message, line, anchor, hint", CASES, ids=[c[0] for c in CASES])
+def test_dsl_errors(
+    name: str, body: str, message: str, line: int, anchor: str, hint: str | None
+) -> None:
+    err = dsl_error(body)
+    assert message in err.msg_only
+    source_line = (HEADER + body).splitlines()[line - 1]
+    col = source_line.index(anchor)
+    assert (err.filename, err.lineno, err.col, err.offset) == ("/w/kern.py", line, col, col + 1)
+    assert err.text == source_line
+    if hint is not None:
+        assert err.hint is not None and hint in err.hint
+    rendered = str(err)
+    first, shown, caret = rendered.splitlines()[:3]
+    assert first.startswith(f"/w/kern.py:{line}:{col + 1}: error: ")
+    assert shown == "    " + source_line
+    assert caret.startswith("    " + " " * col + "^")
+    assert isinstance(err, SyntaxError)
+
+
+def test_dollar_in_a_call_of_another_autotune_says_so() -> None:
+    text = "import tunedsl\nfrom mylib import autotune\nautotune(k($t))\n"
+    with pytest.raises(TunedslSyntaxError) as info:
+        compile_source(text, "m.py")
+    assert "`$t` is only allowed inside" in info.value.msg_only
+    assert (info.value.lineno, info.value.col) == (3, 11)
+    assert "not tunedsl's macro" in (info.value.hint or "")
+
+
+def test_caret_covers_the_placeholder() -> None:
+    err = dsl_error(f"autotune({S}, blocks=cdiv(n, $tle), k(a))\n")
+    caret = str(err).splitlines()[2]
+    assert caret.strip() == "^^^^"
+
+
+def test_dsl_error_pickles() -> None:
+    err = dsl_error("x = $tile\n")
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == str(err)
+
+
+def test_error_column_counts_characters_after_non_ascii_text() -> None:
+    err = dsl_error("s = 'éé'; x = $tile\n")
+    assert err.col == 14
+
+
+def test_expand_source_raises_the_same_error() -> None:
+    with pytest.raises(TunedslSyntaxError, match="needs `space=`"):
+        expand_source(HEADER + "autotune(blocks=1, k(a))\n", "m.py")
+
+
+# Launch first and no `$`: the macro call is valid Python too, so compile() must agree.
+MACRO_OK = "autotune(k(a), space=S, blocks=1)\n"
+PYTHON_ERRORS = {
+    "after a macro": MACRO_OK + "def f(:\n    pass\n",
+    "before a macro": "x = [1,\n" + MACRO_OK,
+    "unclosed at the end": MACRO_OK + "y = (1,\n",
+    "inside a macro argument": "autotune(k(a), space=S, blocks=1 +)\n",
+    "inside a launch": "autotune(k(a b), space=S, blocks=1)\n",
+    "unterminated string": MACRO_OK + "s = 'abc\n",
+    "indentation": MACRO_OK + "if x:\nfoo()\n",
+    "return outside a function": MACRO_OK + "return 1\n",
+    "non-ascii before the error": MACRO_OK + "s = 'éé'; y = (1 +)\n",
+    "non-ascii inside a macro": "r = autotune(k('éé'), space=S, blocks=1); y = (1 +)\n",
+    "keyword repeated in the launch": "autotune(k(a=1, a=2), space=S, blocks=1)\n",
+}
+
+
+@pytest.mark.parametrize("body", PYTHON_ERRORS.values(), ids=list(PYTHON_ERRORS))
+def test_python_errors_keep_pythons_message_and_position(body: str) -> None:
+    text = HEADER + body
+    with pytest.raises(SyntaxError) as expected:
+        compile(text, "/w/kern.py", "exec", dont_inherit=True)
+    with pytest.raises(SyntaxError) as got:
+        compile_source(text, "/w/kern.py")
+    assert not isinstance(got.value, TunedslSyntaxError)
+    assert type(got.value) is type(expected.value)
+    e, g = expected.value, got.value
+    assert (g.msg, g.filename, g.lineno, g.offset) == (e.msg, e.filename, e.lineno, e.offset)
+    assert g.text is not None and g.text.rstrip("\n") == text.splitlines()[g.lineno - 1]
+
+
+def test_python_errors_are_chained_not_swallowed() -> None:
+    with pytest.raises(SyntaxError) as got:
+        compile_source(HEADER + "autotune(k(a), space=S, blocks=1 +)\n", "m.py")
+    assert isinstance(got.value.__cause__, SyntaxError)
+
+
+def test_plain_module_errors_are_exactly_pythons() -> None:
+    text = "x = (1 +\n"
+    with pytest.raises(SyntaxError) as expected:
+        compile(text, "p.py", "exec")
+    with pytest.raises(SyntaxError) as got:
+        compile_source(text, "p.py")
+    assert (got.value.msg, got.value.lineno, got.value.offset) == (
+        expected.value.msg,
+        expected.value.lineno,
+        expected.value.offset,
+    )
+
+
+def test_dollar_in_a_module_without_the_macro_is_pythons_error() -> None:
+    with pytest.raises(SyntaxError) as got:
+        compile_source("x = $tile\n", "p.py")
+    assert not isinstance(got.value, TunedslSyntaxError)
