@@ -194,3 +194,27 @@ def test_only_with_an_unknown_name_lists_the_examples(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "--only vectoradd: no such example" in proc.stderr
     assert "vector_add" in proc.stderr  # the available names
+
+
+def test_workloads_cross_compile_every_gpu_configuration(tmp_path: Path) -> None:
+    """``tunedsl precompile --target cuda:90``: the examples' workloads, at their GPU sizes and
+    spaces, compile for an H100 without one (real cubins; no GPU, no interpreter)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    scripts = [str(EXAMPLES / "vector_add.py"), str(EXAMPLES / "histogram.py")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90", *scripts],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    counts = {}
+    for line in proc.stdout.splitlines():
+        for name in ("vadd_kernel", "histogram_kernel"):
+            if f"({name})" in line:
+                compiled, cached, failed, interpreted = (int(x) for x in line.split()[-4:])
+                counts[name] = (compiled + cached, failed, interpreted)
+    # The GPU spaces: 4 tiles x 3 num_warps, and 5 tiles x 2 num_warps.
+    assert counts == {"vadd_kernel": (12, 0, 0), "histogram_kernel": (10, 0, 0)}, proc.stdout
