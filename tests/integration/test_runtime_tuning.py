@@ -237,3 +237,49 @@ def test_force_retune(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_public_names_exist() -> None:
     for name in tunedsl.__all__:
         assert getattr(tunedsl, name) is not None
+
+
+def test_two_processes_tuning_one_key_tune_once(tmp_path: Path) -> None:
+    script = tmp_path / "race.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, time, torch
+            sys.path.insert(0, sys.argv[1])
+            from runtime_kernels import vadd
+            from tunedsl import autotune_launch, cdiv
+            n = 300
+            a, b = torch.randn(n), torch.randn(n)
+            c = torch.empty(n)
+            import os, pathlib
+            barrier = pathlib.Path(sys.argv[2])  # start together: both ready, then go
+            (barrier / str(os.getpid())).touch()
+            deadline = time.time() + 60
+            while len(list(barrier.iterdir())) < 2 and time.time() < deadline:
+                time.sleep(0.001)
+            res = autotune_launch(vadd, space={"tile": [64, 128, 256]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+                                  args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, name="race")
+            assert torch.allclose(c, a + b)
+            print(res.source, res.config.tile)
+            """
+        )
+    )
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(HERE), str(barrier)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    results = sorted(out.split()[0] for out, _ in outs)
+    assert results == ["disk", "tuned"]  # one tuned, the other waited and read its record
+    assert len({out.split()[1] for out, _ in outs}) == 1
+    assert len(record_files()) == 1
