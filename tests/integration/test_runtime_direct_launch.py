@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tunedsl.backends import triton as bt
+from tunedsl.backends import triton_launch as tlaunch
 
 pytestmark = pytest.mark.needs_triton
 
@@ -73,19 +74,21 @@ def fake_driver(monkeypatch: pytest.MonkeyPatch) -> dict:
         launch_enter_hook = Hooks()
         launch_exit_hook = Hooks()
 
-    monkeypatch.setattr(bt, "_device_fns", lambda: (lambda: state["device"], lambda d: 1000 + d))
-    monkeypatch.setattr(bt, "_runtime_knobs", lambda: Runtime)
+    monkeypatch.setattr(
+        tlaunch, "_device_fns", lambda: (lambda: state["device"], lambda d: 1000 + d)
+    )
+    monkeypatch.setattr(tlaunch, "_runtime_knobs", lambda: Runtime)
     monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "1")
     state["runtime"] = Runtime
     return state
 
 
-def make() -> tuple[FakeJit, bt.DirectLauncher]:
+def make() -> tuple[FakeJit, tlaunch.DirectLauncher]:
     kernel = FakeJit()
     info = bt.kernel_info(kernel)
     assert info.jit and info.constexpr_names == {"TILE", "EVEN"}
     assert list(inspect.signature(kernel.fn).parameters) == list(info.arg_names)
-    return kernel, bt.DirectLauncher(kernel, {"num_warps": 4}, info)
+    return kernel, tlaunch.DirectLauncher(kernel, {"num_warps": 4}, info)
 
 
 def test_first_launch_through_jit_then_direct(fake_driver: dict) -> None:
@@ -148,8 +151,8 @@ def test_another_device_gets_its_own_first_launch(fake_driver: dict) -> None:
 def test_switched_off_by_knob(fake_driver: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "0")
     kernel = FakeJit()
-    launcher = bt.make_launcher(kernel, {})
-    assert isinstance(launcher, bt.JitLauncher)
+    launcher = tlaunch.make_launcher(kernel, {})
+    assert isinstance(launcher, tlaunch.JitLauncher)
     launcher((1,), ("A", 64), {}, {"TILE": 16}, ())
     launcher((1,), ("A", 64), {}, {"TILE": 16}, ())
     assert [entry[0] for entry in kernel.log] == ["jit", "jit"]

@@ -1,20 +1,8 @@
-"""The one place the runtime touches triton and torch: launching, timing, device facts, keys.
+"""The one place the runtime touches triton and torch: kernels, device facts, timing.
 
-Compiling belongs to ``triton_compile.py``. Everything here is imported lazily, the first
-time a site tunes or launches; ``import tunedsl`` never loads torch or triton.
-
-Two ways to launch a chosen variant:
-
-- **JIT**: ``kernel.run(*args, grid=grid, warmup=False, **kwargs, **options)``, exactly
-  what ``kernel[grid](...)`` does (``__getitem__`` only wraps this call in a lambda).
-- **direct** (GPU only, ``TUNEDSL_DIRECT_LAUNCH=0`` turns it off): after the first JIT
-  launch returned the ``CompiledKernel``, later calls run Triton's own binder to get the
-  exact specialization tuple (dtypes, 16-byte alignment, ints equal to 1 or divisible by
-  16, constexpr values), look the ``CompiledKernel`` up by it, and call its launcher. This
-  skips the JIT's per-call option parsing, cache-key string building and launch-hook
-  metadata, and is exact because the lookup key *is* Triton's specialization. Launch hooks
-  (profilers) or any surprise send the call back through the JIT path. Triton's check that
-  the kernel's global variables did not change since compilation runs on the JIT launches only.
+Compiling belongs to ``triton_compile.py``, launching to ``triton_launch.py``. Everything
+here is imported lazily, the first time a site tunes or launches; ``import tunedsl`` never
+loads torch or triton.
 """
 
 from __future__ import annotations
@@ -23,7 +11,6 @@ import functools
 import hashlib
 import inspect
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,15 +22,6 @@ from tunedsl.runtime.keys import is_tensor
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") == "1"
-
-
-def direct_launch_enabled() -> bool:
-    return os.environ.get("TUNEDSL_DIRECT_LAUNCH", "1").strip().lower() not in (
-        "0",
-        "false",
-        "no",
-        "off",
-    )
 
 
 # -- kernels ---------------------------------------------------------------------------------
@@ -310,218 +288,6 @@ def synchronize() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-
-
-# -- launching -------------------------------------------------------------------------------
-
-
-# Triton's interpreter keeps the grid of the running launch in module globals, so two
-# threads interpreting at once corrupt each other; interpreted launches take turns.
-INTERPRETER_LOCK = threading.RLock()
-
-
-def launch_jit(
-    kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> Any:
-    """``kernel[grid](*args, **kwargs)`` without building the ``__getitem__`` lambda."""
-    if interpreting():
-        with INTERPRETER_LOCK:
-            return kernel.run(*args, grid=grid, warmup=False, **kwargs)
-    return kernel.run(*args, grid=grid, warmup=False, **kwargs)
-
-
-def make_launcher(kernel: Any, options: Mapping[str, Any]) -> JitLauncher | DirectLauncher:
-    info = kernel_info(kernel)
-    if info.jit and direct_launch_enabled():
-        return DirectLauncher(kernel, options, info)
-    return JitLauncher(kernel, options)
-
-
-class JitLauncher:
-    """Launch through Triton's JIT dispatcher (the interpreter, or direct launch off)."""
-
-    __slots__ = ("kernel", "lock", "options")
-
-    def __init__(self, kernel: Any, options: Mapping[str, Any]) -> None:
-        self.kernel = kernel
-        self.options = dict(options)
-        self.lock = INTERPRETER_LOCK if interpreting() else None
-
-    def __call__(
-        self,
-        grid: tuple[int, ...],
-        args: Sequence[Any],
-        static_kwargs: Mapping[str, Any],
-        dyn_kwargs: Mapping[str, Any],
-        holes: Any,
-    ) -> None:
-        if self.lock is None:
-            self.kernel.run(
-                *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
-            )
-            return
-        with self.lock:
-            self.kernel.run(
-                *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
-            )
-
-
-class DirectLauncher:
-    """Launch one call key's chosen variant straight through its ``CompiledKernel``.
-
-    One per site entry (call key). The call key already refines Triton's specialization of
-    the keyed arguments: dtypes, 16-byte alignment (the key is built ``with_align``), int
-    classes (==1, %16, 32/64-bit), constexpr values. What the key does not cover is checked
-    per call: the configuration-dependent keyword arguments must equal those of the first
-    launch (a constexpr such as ``EVEN=n % $tile == 0`` may change), there must be no
-    configuration-dependent positional argument, no launch hook, and the device must be one
-    this launcher has a ``CompiledKernel`` for. Anything else goes through the JIT.
-    """
-
-    __slots__ = (
-        "compiled",
-        "disabled",
-        "dyn0",
-        "info",
-        "kernel",
-        "options",
-        "tail_const",
-        "tail_plan",
-    )
-
-    def __init__(self, kernel: Any, options: Mapping[str, Any], info: KernelInfo) -> None:
-        self.kernel = kernel
-        self.options = dict(options)
-        self.info = info
-        self.compiled: dict[int, tuple[Any, Any, Any]] = {}
-        self.dyn0: Mapping[str, Any] | None = None
-        self.tail_plan: tuple[tuple[bool, Any], ...] = ()
-        self.tail_const: tuple[Any, ...] | None = None
-        self.disabled = not (direct_launch_enabled() and info.jit)
-
-    def jit(
-        self,
-        grid: tuple[int, ...],
-        args: Sequence[Any],
-        static_kwargs: Mapping[str, Any],
-        dyn_kwargs: Mapping[str, Any],
-    ) -> Any:
-        return self.kernel.run(
-            *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
-        )
-
-    def __call__(
-        self,
-        grid: tuple[int, ...],
-        args: Sequence[Any],
-        static_kwargs: Mapping[str, Any],
-        dyn_kwargs: Mapping[str, Any],
-        holes: Any,
-    ) -> None:
-        if self.disabled or holes or dyn_kwargs != self.dyn0 or _hooks_active():
-            if self.dyn0 is None and not self.disabled and not holes:
-                self._first_launch(grid, args, static_kwargs, dyn_kwargs)
-            else:
-                self.jit(grid, args, static_kwargs, dyn_kwargs)
-            return
-        device = _get_device()
-        compiled = self.compiled.get(device)
-        if compiled is None:
-            self._first_launch(grid, args, static_kwargs, dyn_kwargs)
-            return
-        tail = self.tail_const
-        if tail is None:
-            tail = tuple(static_kwargs[v] if is_static else v for is_static, v in self.tail_plan)
-        run, function, packed_metadata = compiled
-        n = len(grid)
-        run(
-            grid[0],
-            grid[1] if n > 1 else 1,
-            grid[2] if n > 2 else 1,
-            _get_stream(device),
-            function,
-            packed_metadata,
-            None,  # launch metadata: only built for launch hooks, and there are none
-            None,
-            None,
-            *args,
-            *tail,
-        )
-
-    def _first_launch(
-        self,
-        grid: tuple[int, ...],
-        args: Sequence[Any],
-        static_kwargs: Mapping[str, Any],
-        dyn_kwargs: Mapping[str, Any],
-    ) -> None:
-        compiled = self.jit(grid, args, static_kwargs, dyn_kwargs)
-        try:
-            self._capture(compiled, args, static_kwargs, dyn_kwargs)
-        except Exception:  # an unexpected Triton version: keep the JIT path
-            self.disabled = True
-
-    def _capture(
-        self,
-        compiled: Any,
-        args: Sequence[Any],
-        static_kwargs: Mapping[str, Any],
-        dyn_kwargs: Mapping[str, Any],
-    ) -> None:
-        if hasattr(compiled, "result"):  # Triton 3.6's async compile may return a future
-            compiled = compiled.result()
-        run = compiled.run  # the property loads the module, which sets .function
-        function = compiled.function
-        if function is None or not hasattr(compiled, "packed_metadata"):
-            self.disabled = True
-            return
-        plan: list[tuple[bool, Any]] = []
-        for name in self.info.arg_names[len(args) :]:
-            if name in static_kwargs:
-                plan.append((True, name))
-            elif name in dyn_kwargs:
-                plan.append((False, dyn_kwargs[name]))
-            elif name in self.info.defaults:
-                plan.append((False, self.info.defaults[name]))
-            else:
-                self.disabled = True  # Triton would have raised; never guess
-                return
-        self.tail_plan = tuple(plan)
-        self.tail_const = None if any(s for s, _ in plan) else tuple(v for _, v in plan)
-        self.dyn0 = dict(dyn_kwargs)
-        self.compiled[_get_device()] = (run, function, compiled.packed_metadata)
-
-
-def _hooks_active() -> bool:
-    """Whether a launch hook (a profiler) is installed: then Triton must build its metadata."""
-    runtime = _runtime_knobs()
-    enter = runtime.launch_enter_hook
-    exit_ = runtime.launch_exit_hook
-    # HookChain (3.6+) is never None: empty means no hook; a plain callable is a hook.
-    return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
-
-
-@functools.lru_cache(maxsize=1)
-def _runtime_knobs() -> Any:
-    from triton import knobs
-
-    return knobs.runtime
-
-
-@functools.lru_cache(maxsize=1)
-def _device_fns() -> tuple[Callable[[], int], Callable[[int], int]]:
-    from triton.runtime import driver
-
-    active = driver.active
-    return active.get_current_device, active.get_current_stream
-
-
-def _get_device() -> int:
-    return _device_fns()[0]()
-
-
-def _get_stream(device: int) -> int:
-    return _device_fns()[1](device)
 
 
 # -- timing ----------------------------------------------------------------------------------

@@ -185,7 +185,8 @@ class Site:
         """The call key (slow path: also registers a kernel seen for the first time)."""
         if kernel is self._kernel:
             return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
-        from tunedsl.backends.triton import direct_launch_enabled, kernel_info
+        from tunedsl.backends.triton import kernel_info
+        from tunedsl.backends.triton_launch import direct_launch_enabled
 
         info = kernel_info(kernel)
         key_fn = keys.make_call_key_fn(
@@ -387,7 +388,7 @@ class Site:
         return entry, first
 
     def _launcher(self, kernel: Any, options: Mapping[str, Any]) -> Callable[..., Any]:
-        from tunedsl.backends.triton import make_launcher
+        from tunedsl.backends.triton_launch import make_launcher
 
         return make_launcher(kernel, options)
 

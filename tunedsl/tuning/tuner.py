@@ -187,6 +187,7 @@ def constexpr_values(variant: Variant, constexpr_names: frozenset[str]) -> dict[
 
 def tune(req: TuneRequest) -> TuneOutcome:
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.triton_launch import launch_jit
 
     start = time.perf_counter()
     info = bt.kernel_info(req.kernel)
@@ -205,7 +206,7 @@ def tune(req: TuneRequest) -> TuneOutcome:
 
         def runner(v: Variant) -> Callable[[], Any]:
             options = {**v.kwargs, **v.options}
-            return lambda: bt.launch_jit(req.kernel, v.grid, v.args, options)
+            return lambda: launch_jit(req.kernel, v.grid, v.args, options)
 
         def sampler(v: Variant) -> search.Sampler:
             run = runner(v)
