@@ -81,13 +81,10 @@ def table_rows(markdown: str) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def full_gallery(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("gallery-report")
-    cache = tmp_path_factory.mktemp("gallery-cache")
-    os.environ["TUNEDSL_CACHE_DIR"] = str(cache)  # module-scoped: the autouse one is per test
     only = [] if EXAMPLE_NAMES == ALL_EXAMPLES else [f"--only={n}" for n in EXAMPLE_NAMES]
-    try:
+    with pytest.MonkeyPatch.context() as mp:  # module-scoped: the autouse one is per test
+        mp.setenv("TUNEDSL_CACHE_DIR", str(tmp_path_factory.mktemp("gallery-cache")))
         proc = run_gallery("--out", str(out), *only)
-    finally:
-        del os.environ["TUNEDSL_CACHE_DIR"]
     return proc, out
 
 
