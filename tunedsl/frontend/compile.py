@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import types
 
+from tunedsl.errors import TunedslSyntaxError
 from tunedsl.frontend.expand import expand_module
 from tunedsl.frontend.lexer import Lexed, lex
 from tunedsl.frontend.parser import MODULE_NAME, Bindings, find_bindings, parse_module
@@ -25,14 +26,19 @@ def needs_expansion(source: str | bytes) -> bool:
     return _scan_if_dsl(source) is not None
 
 
-def _scan_if_dsl(source: str | bytes) -> tuple[str, Lexed, Bindings] | None:
+def _scan_if_dsl(
+    source: str | bytes, filename: str = "<string>"
+) -> tuple[str, Lexed, Bindings] | None:
     """(text, scan, bindings) of a module that binds the macro, else None."""
     if isinstance(source, bytes):
         if b"tunedsl" not in source or b"import" not in source:
             return None
     elif MODULE_NAME not in source or "import" not in source:
         return None
-    text = decode_source(source)
+    try:
+        text = decode_source(source, filename)
+    except SyntaxError:  # undecodable: plain compile() reports it in Python's words
+        return None
     lexed = lex(text)
     bindings = find_bindings(lexed.tokens)
     return (text, lexed, bindings) if bindings else None
@@ -44,9 +50,9 @@ def expand_to_ast(source: str | bytes, filename: str = "<string>") -> ast.Module
     Raises ``TunedslSyntaxError`` for DSL errors and Python's ``SyntaxError`` (with
     Python's message and position) for plain Python errors.
     """
-    scanned = _scan_if_dsl(source)
+    scanned = _scan_if_dsl(source, filename)
     if scanned is None:
-        text = decode_source(source)
+        text = decode_source(source, filename)
         try:
             return ast.parse(text, filename)
         except SyntaxError as err:
@@ -57,7 +63,21 @@ def expand_to_ast(source: str | bytes, filename: str = "<string>") -> ast.Module
 def _expand(scanned: tuple[str, Lexed, Bindings], filename: str) -> ast.Module:
     text, lexed, bindings = scanned
     src = SourceText(text, filename)
-    return expand_module(src, parse_module(src, lexed, bindings))
+    try:
+        return expand_module(src, parse_module(src, lexed, bindings))
+    except (RecursionError, MemoryError) as err:
+        raise _too_deep(err, filename) from None
+
+
+def _too_deep(err: BaseException, filename: str) -> TunedslSyntaxError:
+    # CPython's parser and compiler give up on absurdly deep or long expressions with
+    # RecursionError/MemoryError; in a DSL module that is a syntax error of the file
+    # (found by tests/reliability/test_fuzz_frontend.py).
+    return TunedslSyntaxError(
+        f"an expression is too deeply nested or too long for Python ({type(err).__name__})",
+        filename=filename,
+        hint="split it up with intermediate variables",
+    )
 
 
 def expand_source(source: str | bytes, filename: str = "<string>") -> str:
@@ -72,7 +92,7 @@ def compile_source(
 
     A module that does not bind the macro compiles exactly as ``compile()`` compiles it.
     """
-    scanned = _scan_if_dsl(source)
+    scanned = _scan_if_dsl(source, filename)
     if scanned is None:
         return compile(source, filename, "exec", dont_inherit=True, optimize=optimize)
     tree = _expand(scanned, filename)
@@ -80,3 +100,5 @@ def compile_source(
         return compile(tree, filename, "exec", dont_inherit=True, optimize=optimize)
     except SyntaxError as err:  # e.g. `return` outside a function: Python's own check
         raise SourceText(scanned[0], filename).python_error(err) from err
+    except (RecursionError, MemoryError) as err:
+        raise _too_deep(err, filename) from None

@@ -20,15 +20,20 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 _NEXT_TOKEN = re.compile(r"(?:[ \t\f\r\n]+|#[^\r\n]*|\\\r?\n)*")
 
 
-def decode_source(source: str | bytes) -> str:
-    """Text of a module as Python reads it: a coding cookie or BOM picks the codec (PEP 263)."""
+def decode_source(source: str | bytes, filename: str = "<string>") -> str:
+    """Text of a module as Python reads it: a coding cookie or BOM picks the codec (PEP 263).
+
+    Undecodable bytes raise ``SyntaxError``, as ``compile()`` does.
+    """
     if isinstance(source, str):
         return source
-    # detect_encoding reads at most two lines; it is the stdlib's PEP 263 implementation.
+    # detect_encoding reads at most two lines; it is the stdlib's PEP 263 implementation
+    # (it raises SyntaxError for an unknown codec or a cookie that contradicts a BOM).
     encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
-    if encoding == "utf-8-sig" or source.startswith(b"\xef\xbb\xbf"):
-        encoding = "utf-8-sig"
-    return source.decode(encoding)
+    try:
+        return source.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as err:
+        raise SyntaxError(f"(unicode error) {err}", (filename, 1, 0, None)) from err
 
 
 class SourceText:

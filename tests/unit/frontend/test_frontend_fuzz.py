@@ -1,0 +1,75 @@
+"""Property tests: any input either compiles or raises SyntaxError (nothing else), and
+whatever compiles expands to text that compiles again."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from frontend_corpus import HEADER, macro_calls
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tunedsl.frontend.compile import compile_source, expand_source, needs_expansion
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
+SCRIPTS = [p.read_text(encoding="utf-8") for p in sorted(GOLDEN.glob("*.py"))]
+# Characters that matter to the front end, and some that do not.
+ALPHABET = list("$()[]{},=:.'\"#\\\n \tf*ab1_") + ["$tile", "autotune(", "space=", "blocks=", "f'{"]
+SETTINGS = settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
+
+
+def check(source: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings of odd but valid code
+        try:
+            compile_source(source, "fuzz.py")
+        except SyntaxError:
+            if not needs_expansion(source):  # plain modules: exactly compile()'s verdict
+                try:
+                    compile(source, "fuzz.py", "exec", dont_inherit=True)
+                except SyntaxError:
+                    return
+                raise AssertionError("compile_source rejected what compile() accepts") from None
+            return
+        expanded = expand_source(source, "fuzz.py")
+        compile(expanded, "fuzz.py", "exec", dont_inherit=True)
+
+
+@SETTINGS
+@given(macro_calls())
+def test_generated_macro_calls_compile_or_raise_syntax_error(line: str) -> None:
+    check(HEADER + line + "\n")
+
+
+@st.composite
+def mutated_scripts(draw: st.DrawFn) -> str:
+    text = draw(st.sampled_from(SCRIPTS))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(text)))
+        op = draw(st.sampled_from(["insert", "delete", "replace", "duplicate"]))
+        piece = draw(st.sampled_from(ALPHABET))
+        if op == "insert":
+            text = text[:at] + piece + text[at:]
+        elif op == "delete":
+            text = text[:at] + text[at + draw(st.integers(1, 8)) :]
+        elif op == "replace":
+            text = text[:at] + piece + text[at + 1 :]
+        else:
+            end = min(len(text), at + draw(st.integers(1, 40)))
+            text = text[:end] + text[at:end] + text[end:]
+    return text
+
+
+@SETTINGS
+@given(mutated_scripts())
+def test_mutated_scripts_compile_or_raise_syntax_error(source: str) -> None:
+    check(source)
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(ALPHABET), max_size=30).map("".join))
+def test_arbitrary_text_after_the_header(body: str) -> None:
+    check(HEADER + body)
