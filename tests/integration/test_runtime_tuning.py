@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -106,52 +105,6 @@ def test_space_constraint_and_prune() -> None:
     assert set(res.timings) == {Config(tile=64), Config(tile=128)}
 
 
-def test_second_process_reuses_the_record_without_benchmarking(tmp_path: Path) -> None:
-    script = tmp_path / "user_script.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import sys, torch
-            sys.path.insert(0, sys.argv[1])
-            import tunedsl.tuning.bench as bench
-            if sys.argv[2] == "forbid":
-                def refuse(*a, **k):
-                    raise AssertionError("benchmarked although a record exists")
-                bench.measure = refuse
-            from runtime_kernels import vadd
-            from tunedsl import autotune_launch, cdiv
-            n = 300
-            a, b = torch.randn(n), torch.randn(n)
-            c = torch.empty(n)
-            res = autotune_launch(vadd, space={"tile": [64, 128, 256]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
-                                  args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, name="vadd-demo")
-            assert torch.allclose(c, a + b)
-            print(res.source, res.config.tile)
-            """
-        )
-    )
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    first = subprocess.run(
-        [sys.executable, str(script), str(HERE), "allow"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert first.returncode == 0, first.stderr
-    second = subprocess.run(
-        [sys.executable, str(script), str(HERE), "forbid"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert second.returncode == 0, second.stderr
-    src1, tile1 = first.stdout.split()
-    src2, tile2 = second.stdout.split()
-    assert (src1, src2) == ("tuned", "disk") and tile1 == tile2
-
-
 def test_failing_configuration_is_dropped_with_its_reason() -> None:
     a, b, c = tensors()
     n = a.numel()
@@ -239,47 +192,56 @@ def test_public_names_exist() -> None:
         assert getattr(tunedsl, name) is not None
 
 
-def test_two_processes_tuning_one_key_tune_once(tmp_path: Path) -> None:
+RACE_SCRIPT = """
+import os, pathlib, sys, time, torch
+sys.path.insert(0, sys.argv[1])
+import tunedsl.tuning.bench as bench
+if sys.argv[3] == "forbid":
+    def refuse(*a, **k):
+        raise AssertionError("benchmarked although a record exists")
+    bench.measure = refuse
+barrier = pathlib.Path(sys.argv[2])  # racers start together: both ready, then go
+(barrier / str(os.getpid())).touch()
+deadline = time.time() + 60
+while len(list(barrier.iterdir())) < int(sys.argv[4]) and time.time() < deadline:
+    time.sleep(0.001)
+from runtime_kernels import vadd
+from tunedsl import autotune_launch, cdiv
+n = 300
+a, b = torch.randn(n), torch.randn(n)
+c = torch.empty(n)
+res = autotune_launch(vadd, space={"tile": [64, 128, 256]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+                      args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, name="race")
+assert torch.allclose(c, a + b)
+print(res.source, res.config.tile)
+"""
+
+
+def test_processes_share_records(tmp_path: Path) -> None:
+    """Two processes tuning one key at once tune once (the other waits for the record);
+    a third process uses the record and runs no benchmark at all."""
     script = tmp_path / "race.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import sys, time, torch
-            sys.path.insert(0, sys.argv[1])
-            from runtime_kernels import vadd
-            from tunedsl import autotune_launch, cdiv
-            n = 300
-            a, b = torch.randn(n), torch.randn(n)
-            c = torch.empty(n)
-            import os, pathlib
-            barrier = pathlib.Path(sys.argv[2])  # start together: both ready, then go
-            (barrier / str(os.getpid())).touch()
-            deadline = time.time() + 60
-            while len(list(barrier.iterdir())) < 2 and time.time() < deadline:
-                time.sleep(0.001)
-            res = autotune_launch(vadd, space={"tile": [64, 128, 256]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
-                                  args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, name="race")
-            assert torch.allclose(c, a + b)
-            print(res.source, res.config.tile)
-            """
-        )
-    )
+    script.write_text(RACE_SCRIPT)
     env = dict(os.environ, TRITON_INTERPRET="1")
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(HERE), str(barrier)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+
+    def start(barrier: Path, mode: str, parties: int) -> subprocess.Popen[str]:
+        argv = [sys.executable, str(script), str(HERE), str(barrier), mode, str(parties)]
+        return subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        for _ in range(2)
-    ]
+
+    race = tmp_path / "race"
+    race.mkdir()
+    procs = [start(race, "allow", 2) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
-    results = sorted(out.split()[0] for out, _ in outs)
-    assert results == ["disk", "tuned"]  # one tuned, the other waited and read its record
+    assert sorted(out.split()[0] for out, _ in outs) == ["disk", "tuned"]
     assert len({out.split()[1] for out, _ in outs}) == 1
     assert len(record_files()) == 1
+
+    later = tmp_path / "later"
+    later.mkdir()
+    third = start(later, "forbid", 1)
+    out, err = third.communicate(timeout=300)
+    assert third.returncode == 0, err
+    assert out.split() == ["disk", outs[0][0].split()[1]]
