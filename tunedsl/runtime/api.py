@@ -106,45 +106,54 @@ def autotune_launch(
     site = _sites.get(where)
     if site is None:
         site = _make_site(where, space, hints, name, key is not None)
-    options = {
-        k: v
-        for k, v in (
-            ("restore_value", restore_value),
-            ("reset_to_zero", reset_to_zero),
-            ("verify", verify),
-            ("prune", prune),
-            ("rtol", rtol),
-            ("atol", atol),
-            ("pre_hook", pre_hook),
-            ("post_hook", post_hook),
-            ("default", default),
-            ("mode", mode),
-            ("effort", effort),
-        )
-        if v is not None
-    }
     args_fn = args if callable(args) else None
     kwargs_fn = kwargs if callable(kwargs) else None
     grid_fn = grid if callable(grid) else None
     static_kwargs: dict[str, Any] = {} if kwargs_fn is not None else dict(kwargs or {})
-    from tunedsl.runtime.site import ReplaceArgs
-
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
         positional = tuple(args_fn(site.key_config(space, default)))
     else:
-        positional = tuple(args)
+        positional = args if isinstance(args, tuple) else tuple(args)
 
     def bind(cfg: Config) -> tuple[Any, dict[str, Any], tuple[int, ...]]:
-        holes = ReplaceArgs(args_fn(cfg)) if args_fn is not None else ()
+        holes: Any = ()
+        if args_fn is not None:
+            values = tuple(args_fn(cfg))
+            # Arguments that do not depend on the configuration are no holes (and keep
+            # the direct launch path open).
+            if len(values) != len(positional) or any(
+                x is not y for x, y in zip(values, positional, strict=True)
+            ):
+                holes = _replace_args(values)
         dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
         g = grid_fn(cfg) if grid_fn is not None else grid
         return holes, dyn, (g,) if isinstance(g, int) else tuple(g)
 
-    lazy_space = space if site.literal_space is None else None
-    return site(  # type: ignore[no-any-return]
-        kernel, positional, static_kwargs, bind, key, lambda: (lazy_space, {}, options)
-    )
+    def lazy() -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        # Read only when the site resolves a new key, never per launch.
+        options = {
+            "restore_value": restore_value,
+            "reset_to_zero": reset_to_zero,
+            "verify": verify,
+            "prune": prune,
+            "rtol": rtol,
+            "atol": atol,
+            "pre_hook": pre_hook,
+            "post_hook": post_hook,
+            "default": default,
+            "mode": mode,
+            "effort": effort,
+        }
+        return space, {}, {k: v for k, v in options.items() if v is not None}
+
+    return site(kernel, positional, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
+
+
+def _replace_args(values: tuple[Any, ...]) -> Any:
+    from tunedsl.runtime.site import ReplaceArgs
+
+    return ReplaceArgs(values)
 
 
 def _make_site(
