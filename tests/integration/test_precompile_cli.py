@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # precompile must be able to store bytecode
     env.update(
         TRITON_CACHE_DIR=str(tmp_path / "triton-cache"),
         TRITON_DEFAULT_FP_FUSION="1",
@@ -42,23 +43,50 @@ def _precompile(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedP
 
 
 def _row(stdout: str, label: str) -> list[int]:
+    """The numbers at the end of the summary-table line starting with ``label``."""
     line = next(l for l in stdout.splitlines() if l.startswith(label))  # noqa: E741
-    return [int(x) for x in re.findall(r"\s(\d+)(?=\s|$)", line)]
+    cells = line.split()
+    tail: list[int] = []
+    while cells and re.fullmatch(r"\d+|-", cells[-1]):
+        cell = cells.pop()
+        if cell != "-":
+            tail.insert(0, int(cell))
+    return tail
 
 
 def test_second_run_compiles_nothing(tmp_path: Path) -> None:
-    first = _precompile(tmp_path, "--target", "cuda:90", str(FIXTURES / "good"))
+    good = str(FIXTURES / "good")  # a DSL script and a plain script with a stand-in site
+    first = _precompile(tmp_path, "--target", "cuda:90", good)
     assert first.returncode == 0, first.stdout + first.stderr
+    assert _row(first.stdout, "bytecode") == [1, 0, 0]
     assert _row(first.stdout, "standin_vadd.py:add") == [4, 0, 0, 0]
-    assert "precompile: compiled 4" in first.stderr  # the progress line
-    cubins = list((tmp_path / "triton-cache").rglob("*.cubin"))
-    assert len(cubins) == 4
+    dsl_row = next(l for l in first.stdout.splitlines() if "dsl_scale.py" in l)  # noqa: E741
+    assert "scale_kernel" in dsl_row and _row(dsl_row, dsl_row[:10]) == [4, 0, 0, 0]
+    assert "precompile: compiled 8" in first.stderr  # the progress line
+    cubins = sorted((tmp_path / "triton-cache").rglob("*.cubin"))
+    assert len(cubins) == 8
 
-    second = _precompile(tmp_path, "--target", "cuda:90", str(FIXTURES / "good"))
+    second = _precompile(tmp_path, "--target", "cuda:90", good)
     assert second.returncode == 0, second.stdout + second.stderr
+    assert _row(second.stdout, "bytecode") == [0, 1, 0]
     assert _row(second.stdout, "standin_vadd.py:add") == [0, 4, 0, 0]
+    assert "everything was already warm: nothing compiled" in second.stdout
+    assert sorted((tmp_path / "triton-cache").rglob("*.cubin")) == cubins
+
+
+@pytest.mark.skipif(not (REPO / "examples" / "vector_add.py").exists(), reason="no gallery")
+def test_gallery_example_precompiles_and_is_warm_the_second_time(tmp_path: Path) -> None:
+    example = str(REPO / "examples" / "vector_add.py")
+    first = _precompile(tmp_path, "--target", "cuda:90", example)
+    assert first.returncode == 0, first.stdout + first.stderr
+    row = next(l for l in first.stdout.splitlines() if "vadd_kernel" in l)  # noqa: E741
+    compiled, cached, failed, _ = _row(row, row[:10])
+    assert compiled > 0 and failed == 0
+    second = _precompile(tmp_path, "--target", "cuda:90", example)
+    assert second.returncode == 0, second.stdout + second.stderr
     assert "nothing compiled" in second.stdout
-    assert sorted((tmp_path / "triton-cache").rglob("*.cubin")) == sorted(cubins)
+    row = next(l for l in second.stdout.splitlines() if "vadd_kernel" in l)  # noqa: E741
+    assert _row(row, row[:10]) == [0, compiled + cached, 0, 0]
 
 
 def test_a_failing_configuration_is_named_and_fails_the_run(tmp_path: Path) -> None:
@@ -78,6 +106,7 @@ def test_without_gpu_or_target_it_says_there_is_nothing_to_compile(tmp_path: Pat
     assert interp.returncode == 0, interp.stdout + interp.stderr
     assert "nothing to compile" in interp.stdout
     assert _row(interp.stdout, "standin_vadd.py:add") == [0, 0, 0, 4]  # 4 interpreted
+    assert "nothing compiled" not in interp.stdout  # not warm: there was nothing to do
 
 
 def test_bad_target_and_missing_path_are_clear_errors(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "InterpretedHandle",
     "compile_signature",
     "compile_variant",
+    "cross_target_facts",
     "interpreting",
     "parse_target",
     "unwrap_jit",
@@ -113,6 +114,22 @@ def parse_target(text: str | Any) -> Any:
 def target_name(target: Any) -> str:
     """The inverse of :func:`parse_target`: ``GPUTarget("cuda", 90, 32)`` → ``"cuda:90"``."""
     return f"{target.backend}:{target.arch}"
+
+
+# Per-SM limits of NVIDIA architectures that differ from the common 64K registers and
+# 2048 threads (CUDA programming guide, "compute capabilities" table).
+_CUDA_MAX_THREADS_PER_SM = {75: 1024, 86: 1536, 87: 1536, 89: 1536, 120: 1536}
+
+
+def cross_target_facts(target: str | Any) -> Any:
+    """``TargetFacts`` (hint translation) for a named target, without a device."""
+    from tunedsl.runtime.hints import TargetFacts
+
+    gpu = parse_target(target)
+    if gpu.backend == "hip":
+        return TargetFacts("hip", regs_per_sm=65536 * 8, max_threads_per_sm=2048, warp_size=64)
+    threads = _CUDA_MAX_THREADS_PER_SM.get(int(gpu.arch), 2048)
+    return TargetFacts("cuda", regs_per_sm=65536, max_threads_per_sm=threads, warp_size=32)
 
 
 def unwrap_jit(kernel: Any) -> Any:

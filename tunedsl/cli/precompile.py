@@ -268,7 +268,7 @@ def render_table(summary: Summary) -> str:
         ("bytecode (DSL modules)", str(b["compiled"]), str(b["cached"]), str(b["failed"]), "-")
     )
     for r in summary.reports:
-        what = f"{r.site} {_key_text(r.key)}".strip() + (" (tuned)" if r.tuned else "")
+        what = f"{_site_text(r.site)} {_key_text(r.key)}".strip() + (" (tuned)" if r.tuned else "")
         rows.append((what, str(r.compiled), str(r.cached), str(len(r.failed)), str(r.interpreted)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
@@ -282,9 +282,22 @@ def render_table(summary: Summary) -> str:
     return "\n".join(lines)
 
 
+def _site_text(site: str) -> str:
+    # Sites are labelled by absolute path; relative to the working directory reads better.
+    path, sep, rest = site.partition(":")
+    if sep and os.path.isabs(path):
+        try:
+            rel = os.path.relpath(path)
+        except ValueError:  # another drive on Windows
+            rel = path
+        if not rel.startswith(".."):
+            return f"{rel}{sep}{rest}"
+    return site
+
+
 def _key_text(key: Any) -> str:
     text = "" if key is None else str(key)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def main(args: argparse.Namespace) -> int:
@@ -308,6 +321,13 @@ def main(args: argparse.Namespace) -> int:
         progress=Progress(sys.stderr),
     )
     print(render_table(summary))
+    from tunedsl import bytecode
+
+    if summary.bytecode["compiled"] and not bytecode.writing_enabled():
+        summary.notes.append(
+            "the bytecode cache is not written in this environment (PYTHONDONTWRITEBYTECODE, "
+            "python -B or TUNEDSL_NO_BYTECODE_CACHE=1), so expanded modules were not stored"
+        )
     for note in summary.notes:
         print(f"note: {note}")
     for r in summary.reports:
@@ -317,7 +337,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: {error}")
     compiled = summary.bytecode["compiled"] + sum(r.compiled for r in summary.reports)
     cached = summary.bytecode["cached"] + sum(r.cached for r in summary.reports)
-    if compiled == 0 and cached and not summary.failed:
+    if compiled == 0 and cached and not summary.failed and not summary.notes:
         print(f"everything was already warm: nothing compiled ({cached} cached)")
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 1 if summary.failed else 0

@@ -239,20 +239,56 @@ class PrecompileSite:
         key_tuple, variants = self.inner.variants(kernel, args, kwargs, bind, key, lazy)
         if not session.claim(self, key_tuple):
             return None  # this signature was already compiled in this run
-        report = precompile_variants(self.label, kernel, key_tuple, variants, session)
+        report = SiteReport(self.label, key_tuple)
+        if session.target is not None:
+            variants = self._for_target(variants, lazy, session.target, report)
+        precompile_variants(self.label, kernel, key_tuple, variants, session, report)
         with session._lock:
             session.reports.append(report)
         return None
 
+    def _for_target(
+        self, variants: list[Any], lazy: Any, target: str, report: SiteReport
+    ) -> list[Any]:
+        """Launch options translated for the named target, not for this machine.
+
+        The site derives options from the local device (none at all under the
+        interpreter); a cross-compile needs the target's (num_warps, occupancy → maxnreg).
+        """
+        settings_of = getattr(self.inner, "settings", None)
+        if settings_of is None:  # a site without hint settings: options are already final
+            return variants
+        import dataclasses
+
+        from tunedsl.backends.triton_compile import cross_target_facts
+        from tunedsl.runtime.hints import InfeasibleConfig, launch_options
+
+        hints = settings_of(lazy).hints
+        facts = cross_target_facts(target)
+        out = []
+        for v in variants:
+            try:
+                options = launch_options(v.config, hints, facts)
+            except InfeasibleConfig as err:
+                report.failed[str(v.config)] = f"infeasible on {target}: {err}"
+                continue
+            out.append(dataclasses.replace(v, options=options))
+        return out
+
 
 def precompile_variants(
-    label: str, kernel: Any, key: Any, variants: list[Any], session: PrecompileSession
+    label: str,
+    kernel: Any,
+    key: Any,
+    variants: list[Any],
+    session: PrecompileSession,
+    report: SiteReport | None = None,
 ) -> SiteReport:
     """Compile ``variants`` in parallel for the session's target; count what happened."""
     from tunedsl.backends.triton_compile import compile_variant, interpreting
     from tunedsl.tuning.compile_pool import CompileJob, compile_stream
 
-    report = SiteReport(label, key)
+    report = report if report is not None else SiteReport(label, key)
     if session.target is None and interpreting():
         for v in variants:
             report.interpreted += 1
