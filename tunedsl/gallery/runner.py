@@ -124,6 +124,10 @@ def run_example(script: Path, out_dir: Path, *, timeout_s: float, interpret: boo
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             returncode = None
+        except BaseException:
+            # Ctrl-C reaches only the gallery (the example has its own session): stop it too.
+            _kill_group(proc)
+            raise
     seconds = time.monotonic() - start
     if returncode is None:
         return ExampleRun(
