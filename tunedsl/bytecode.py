@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from tunedsl import knobs
 from tunedsl.errors import CacheWarning
@@ -44,7 +44,10 @@ ENTRY_SUFFIX = ".tbc"
 _HEADER = struct.Struct("<8s4s32s32s")  # tag, magic number, key digest, payload digest
 HEADER_SIZE = _HEADER.size
 
-WarmResult = Literal["cached", "compiled"]
+if TYPE_CHECKING:  # subscripting typing.Literal at import costs more than the rest here
+    from typing import Literal
+
+    WarmResult = Literal["cached", "compiled"]
 
 
 class CacheStats:
