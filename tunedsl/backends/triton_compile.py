@@ -25,6 +25,7 @@ Only this package imports triton, and only when these functions run.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ __all__ = [
     "compile_variant",
     "cross_target_facts",
     "interpreting",
+    "is_cache_hit",
     "parse_target",
     "unwrap_jit",
 ]
@@ -222,8 +224,17 @@ def _compile_on_device(
 ) -> Any:
     from triton.runtime import _async_compile
 
+    class _KeyedMode(_async_compile.AsyncCompileMode):  # type: ignore[misc]
+        """Remembers the Triton cache key of the compile it was handed."""
+
+        cache_key: str | None = None
+
+        def submit(self, key: Any, *rest: Any) -> Any:
+            self.cache_key = str(key)
+            return super().submit(key, *rest)
+
     deferred = _DeferredExecutor()
-    mode = _async_compile.AsyncCompileMode(deferred)
+    mode = _KeyedMode(deferred)
     # Guarded prologue: binder creation (device_caches), key, table look-up, submit.
     with compile_lock:
         token = _async_compile.active_mode.set(mode)
@@ -231,17 +242,41 @@ def _compile_on_device(
             handle = jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
         finally:
             _async_compile.active_mode.reset(token)
+    if handle is None:  # a jit_cache_hook took over the compile: nothing to finish here
+        return None
+    hit = deferred.fn is None  # already in the in-process table
     if deferred.fn is not None:
-        deferred.run()  # the heavy part, outside the lock
+        key = mode.cache_key or ""
+        # The heavy part, outside the compile lock; the file lock only makes another
+        # process compiling the same entry wait and then hit Triton's cache.
+        with triton_cache_lock(key):
+            hit = bool(key) and triton_cache_has(key, jit_fn.__name__)
+            deferred.run()
     # FutureKernel.result() blocks until the compile is done (ours, or another thread's
     # for the same key), so it must not hold the lock while it waits.
-    if hasattr(handle, "future") and getattr(handle, "future", None) is not None:
+    if getattr(handle, "future", None) is not None:
         handle.future.exception()  # wait without raising, outside the lock
     with compile_lock:
         compiled = handle.result() if hasattr(handle, "result") else handle
         # Load the module now, under the lock: reports OutOfResources here, not at launch.
         compiled._init_handles()
+    if hit:
+        _cache_hits.add(compiled)
     return compiled
+
+
+# CompiledKernels that compile_variant found compiled already (in memory or on disk).
+_cache_hits: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def is_cache_hit(handle: Any) -> bool:
+    """True when ``compile_variant`` found ``handle`` compiled already (nothing was built)."""
+    if isinstance(handle, CrossCompiled):
+        return handle.cached
+    try:
+        return handle in _cache_hits
+    except TypeError:  # not weak-referenceable: never recorded
+        return False
 
 
 def _binder_for(jit_fn: Any, backend: Any) -> Callable[..., Any]:

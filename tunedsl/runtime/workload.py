@@ -285,7 +285,7 @@ def precompile_variants(
     report: SiteReport | None = None,
 ) -> SiteReport:
     """Compile ``variants`` in parallel for the session's target; count what happened."""
-    from tunedsl.backends.triton_compile import compile_variant, interpreting
+    from tunedsl.backends.triton_compile import compile_variant, interpreting, is_cache_hit
     from tunedsl.tuning.compile_pool import CompileJob, compile_stream
 
     report = report if report is not None else SiteReport(label, key)
@@ -306,7 +306,7 @@ def precompile_variants(
         if isinstance(result, BaseException):
             report.failed[str(job.config)] = f"{type(result).__name__}: {result}".strip()
             session._emit(label, job.config, "failed")
-        elif getattr(result, "cached", False):
+        elif is_cache_hit(result):
             report.cached += 1
             session._emit(label, job.config, "cached")
         else:

@@ -67,6 +67,7 @@ def current_target() -> Any:
 
 def replay_records(session: PrecompileSession, summary: Any) -> None:
     """Recompile every record's configurations; append reports and errors to ``summary``."""
+    from tunedsl.backends.triton_compile import is_cache_hit
     from tunedsl.store import records
     from tunedsl.tuning.compile_pool import CompileJob, compile_stream
 
@@ -104,7 +105,7 @@ def replay_records(session: PrecompileSession, summary: Any) -> None:
                 if result.status == "ok":  # only a regression counts as a failure
                     report.failed[label] = f"{type(outcome).__name__}: {outcome}"
                 session._emit(report.site, result.config, "failed")
-            elif getattr(outcome, "cached", False):
+            elif is_cache_hit(outcome):
                 report.cached += 1
                 session._emit(report.site, result.config, "cached")
             else:

@@ -1,0 +1,219 @@
+"""Compiling on a real CUDA GPU: the JIT table is filled outside-in, in parallel, safely.
+
+Skipped without a GPU (see tests/conftest.py); the lead runs these on the device machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+from tunedsl.backends.triton_compile import compile_variant  # noqa: E402
+from tunedsl.tuning.compile_pool import CompileJob, compile_stream  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "integration" / "precompile_fixtures"
+
+
+@triton.jit
+def vadd(a, b, c, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+@triton.jit
+def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
+        y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+        acc += tl.dot(x, y)
+    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+
+
+def _kernel_cache(kernel):
+    device = torch.cuda.current_device()
+    return kernel.device_caches[device][0]
+
+
+def _vectors(n=5000):
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    return a, b, torch.empty_like(a), n
+
+
+def test_compile_variant_fills_the_jit_table_that_the_launch_uses() -> None:
+    a, b, c, n = _vectors()
+    handle = compile_variant(vadd, (a, b, c, n), {"BLOCK": 256}, {"num_warps": 2})
+    assert handle.metadata.num_warps == 2
+    table = _kernel_cache(vadd)
+    assert handle in table.values()
+    size = len(table)
+    vadd[(triton.cdiv(n, 256),)](a, b, c, n, BLOCK=256, num_warps=2)
+    torch.cuda.synchronize()
+    assert len(table) == size  # the launch found the compiled kernel: no new compile
+    torch.testing.assert_close(c, a + b)
+    # A second compile of the same variant is a table hit returning the same kernel.
+    assert compile_variant(vadd, (a, b, c, n), {"BLOCK": 256}, {"num_warps": 2}) is handle
+
+
+def test_parallel_compiles_on_the_gpu_all_launch_correctly() -> None:
+    a, b, c, n = _vectors()
+    configs = [(block, warps) for block in (64, 128, 512, 1024) for warps in (1, 2, 4, 8)]
+
+    def job(block, warps):
+        return CompileJob(
+            (block, warps),
+            lambda: compile_variant(vadd, (a, b, c, n), {"BLOCK": block}, {"num_warps": warps}),
+        )
+
+    results = list(compile_stream([job(*cfg) for cfg in configs], workers=8))
+    assert len(results) == len(configs)
+    hashes = set()
+    for job_done, kernel in results:
+        assert not isinstance(kernel, BaseException), kernel
+        hashes.add(kernel.hash)
+        block, warps = job_done.config
+        c.zero_()
+        vadd[(triton.cdiv(n, block),)](a, b, c, n, BLOCK=block, num_warps=warps)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, a + b)
+    assert len(hashes) == len(configs)
+
+
+def test_too_much_shared_memory_is_a_failed_configuration_not_a_crash() -> None:
+    a = torch.empty(1024, 1024, device="cuda", dtype=torch.float16)
+    args = (a, a, a, 1024, 1024, 1024, 1024, 1, 1024, 1, 1024, 1)
+    huge = CompileJob(
+        "huge",
+        lambda: compile_variant(
+            mm, args, {"BM": 256, "BN": 256, "BK": 256}, {"num_warps": 8, "num_stages": 6}
+        ),
+    )
+    fine = CompileJob(
+        "fine",
+        lambda: compile_variant(
+            mm, args, {"BM": 64, "BN": 64, "BK": 32}, {"num_warps": 4, "num_stages": 3}
+        ),
+    )
+    results = dict((j.config, r) for j, r in compile_stream([huge, fine], workers=2))
+    assert isinstance(results["huge"], triton.runtime.errors.OutOfResources)
+    assert not isinstance(results["fine"], BaseException)
+
+
+_TUNE_SCRIPT = textwrap.dedent(
+    """
+    import sys, torch, triton, triton.language as tl
+    from tunedsl import autotune_launch, cdiv
+
+    @triton.jit
+    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
+            y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+            acc += tl.dot(x, y)
+        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+
+    M = N = K = 2048
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    space = dict(BM=[64, 128], BN=[64, 128, 256], BK=[32, 64], num_warps=[4, 8],
+                 num_stages=[3, 4])
+    print("tuning", flush=True)
+    autotune_launch(mm, space=space, grid=lambda cfg: (M // cfg.BM, N // cfg.BN),
+                    args=(a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                          b.stride(1), c.stride(0), c.stride(1)),
+                    kwargs=lambda cfg: {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK})
+    print("finished", flush=True)
+    """
+)
+
+
+def _session_processes(sid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.parametrize("delay_s", [0.5, 3.0])  # while compiling, and (likely) benchmarking
+def test_ctrl_c_during_tuning_leaves_no_record_and_no_process(tmp_path, delay_s) -> None:
+    script = tmp_path / "tune_mm.py"
+    script.write_text(_TUNE_SCRIPT)
+    cache = tmp_path / "tunedsl-cache"
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(tmp_path / "tc"))
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "tuning"
+    time.sleep(delay_s)
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    proc.wait(timeout=60)
+    elapsed = time.monotonic() - sent
+    out = proc.stdout.read()
+    if "finished" in out:
+        pytest.skip("tuning finished before the interrupt arrived")
+    assert proc.returncode != 0
+    assert elapsed < 2.0, f"took {elapsed:.2f} s to stop"
+    time.sleep(0.2)
+    assert _session_processes(proc.pid) == []
+    assert not list((cache / "records").glob("*.json")) if (cache / "records").exists() else True
+
+
+def _precompile(tmp_path, *argv):
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "tc"))
+    env.pop("TRITON_INTERPRET", None)
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", *argv],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
+    )  # fmt: skip
+
+
+def test_precompile_on_the_gpu_then_tune_then_replay(tmp_path) -> None:
+    good = str(FIXTURES / "good")
+    compiled = _precompile(tmp_path, good)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    assert "precompile: compiled" in compiled.stderr
+    again = _precompile(tmp_path, good)
+    assert again.returncode == 0 and "nothing compiled" in again.stdout, again.stdout
+
+    tuned = _precompile(tmp_path, "--tune", good)
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    records = Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records"
+    assert list(records.glob("*.json")), tuned.stdout
+
+    replay = _precompile(tmp_path, "--replay")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "[record" in replay.stdout  # one row per replayed record
