@@ -128,7 +128,8 @@ def autotune_launch(
                 holes = _replace_args(values)
         dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
         g = grid_fn(cfg) if grid_fn is not None else grid
-        return holes, dyn, (g,) if isinstance(g, int) else tuple(g)
+        # Anything but an int or a sequence is left for the site to reject with a clear error.
+        return holes, dyn, (g,) if isinstance(g, int) else tuple(g) if _is_seq(g) else g
 
     def lazy() -> tuple[Any, dict[str, Any], dict[str, Any]]:
         # Read only when the site resolves a new key, never per launch.
@@ -154,6 +155,10 @@ def _replace_args(values: tuple[Any, ...]) -> Any:
     from tunedsl.runtime.site import ReplaceArgs
 
     return ReplaceArgs(values)
+
+
+def _is_seq(value: Any) -> bool:
+    return isinstance(value, (tuple, list))
 
 
 def _make_site(

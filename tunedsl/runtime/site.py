@@ -8,6 +8,7 @@ threads missing the same key wait for the one that resolves it.
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import threading
@@ -418,8 +419,18 @@ class Site:
 
 def _grid(grid: Any) -> tuple[int, ...]:
     if isinstance(grid, int):
-        return (grid,)
-    out = tuple(grid)
+        grid = (grid,)
+    try:
+        out = tuple(grid)
+    except TypeError:
+        out = ()
     if not 1 <= len(out) <= 3:
-        raise UsageError(f"blocks= must have 1 to 3 dimensions, got {grid!r}")
-    return out
+        raise UsageError(f"blocks=/grid= must have 1 to 3 dimensions, got {grid!r}")
+    # A float or str dimension failed deep inside the launch, and a negative one launched
+    # nothing and "tuned" (found by tests/reliability/test_bad_arguments.py).
+    for dim in out:
+        if isinstance(dim, bool) or not hasattr(dim, "__index__") or operator.index(dim) < 0:
+            raise UsageError(
+                f"blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, got {grid!r}"
+            )
+    return tuple(operator.index(d) for d in out)
