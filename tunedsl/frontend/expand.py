@@ -11,21 +11,25 @@ from __future__ import annotations
 import ast
 import bisect
 import difflib
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
+from tunedsl.frontend.literals import literal_of, literal_space
+from tunedsl.frontend.nodes import (
+    Span,
+    arguments,
+    at,
+    const,
+    dict_display,
+    load,
+    node_span,
+    span_of,
+)
 from tunedsl.frontend.parser import MacroArg, MacroCall, ParsedModule, Placeholder
 from tunedsl.frontend.source import SourceText
 from tunedsl.runtime.options import HINT_NAMES, MACRO_KEYWORDS, OPTION_NAMES
 
 RUNTIME_MODULE = "tunedsl.runtime.dsl"
 MAX_BLOCK_DIMS = 3
-
-# (lineno, byte col, end lineno, end byte col): where a generated node says it comes from.
-Span = tuple[int, int, int, int]
-NodeT = TypeVar("NodeT", bound=ast.AST)
-_POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 
 
 @dataclass(frozen=True)
@@ -69,11 +73,11 @@ def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
         expander = _MacroExpander(src, macro, names, n, dict_is_builtin)
         site, call = expander.expand()
         sites.append(site)
-        replacements[_span(src, macro.start, macro.end)] = call
+        replacements[span_of(src, macro.start, macro.end)] = call
     _replace_macros(module, replacements)
 
-    first = _span(src, parsed.macros[0].start, parsed.macros[0].callee_end)
-    runtime_import = _at(
+    first = span_of(src, parsed.macros[0].start, parsed.macros[0].callee_end)
+    runtime_import = at(
         ast.Import(names=[ast.alias(name=RUNTIME_MODULE, asname=names.runtime)]), first
     )
     body = module.body
@@ -135,7 +139,7 @@ class _MacroExpander:
         self.names = names
         self.n = n
         self.dict_ok = dict_ok
-        self.span = _span(src, macro.start, macro.end)
+        self.span = span_of(src, macro.start, macro.end)
         self.callee_span = (macro.start, macro.callee_end)
 
     # -- checks ---------------------------------------------------------------------------
@@ -247,7 +251,7 @@ class _MacroExpander:
         keywords, launch = self._classify()
         self._check_placement(keywords, launch)
         space_arg = keywords["space"]
-        space_literal, fields = _literal_space(space_arg.node, self.dict_ok)  # type: ignore[arg-type]
+        space_literal, fields = literal_space(space_arg.node, self.dict_ok)  # type: ignore[arg-type]
         if fields is not None:
             self._check_fields(fields)
 
@@ -265,10 +269,10 @@ class _MacroExpander:
                         arg.start + len(name),
                         hint=f"remove `{name}=` here or the `{name}` field from space=",
                     )
-                literal = _literal(arg.node, self.dict_ok)
+                literal = literal_of(arg.node, self.dict_ok)
                 (static_hints if literal else lazy_hints).append((name, literal or arg.node))
             elif name in OPTION_NAMES:
-                literal = _literal(arg.node, self.dict_ok)
+                literal = literal_of(arg.node, self.dict_ok)
                 (options if literal else lazy_options).append((name, literal or arg.node))
 
         blocks = self._blocks(keywords["blocks"])
@@ -318,10 +322,7 @@ class _MacroExpander:
             raise self._error(
                 message, arg.value_start, arg.value_end, hint="e.g. blocks=cdiv(n, $tile)"
             )
-        return _at(ast.Tuple(elts=[node], ctx=ast.Load()), self._node_span(node))
-
-    def _node_span(self, node: ast.AST) -> Span:
-        return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined, return-value]
+        return at(ast.Tuple(elts=[node], ctx=ast.Load()), node_span(node))
 
     def _site(
         self,
@@ -343,29 +344,29 @@ class _MacroExpander:
             )
         ]
         placeholders: list[ast.expr] = [
-            ast.Tuple(elts=[_const(ph.name), *map(_const, src.line_col(ph.start))], ctx=ast.Load())
+            ast.Tuple(elts=[const(ph.name), *map(const, src.line_col(ph.start))], ctx=ast.Load())
             for ph in macro.placeholders
         ]
         keywords = {
-            "filename": _const(src.filename),
-            "line": _const(line),
-            "col": _const(col),
-            "end_line": _const(end_line),
-            "end_col": _const(end_col),
-            "kernel_text": _const(kernel_text),
-            "space": space if space is not None else _const(None),
-            "static_hints": _dict(static_hints),
-            "options": _dict(options),
+            "filename": const(src.filename),
+            "line": const(line),
+            "col": const(col),
+            "end_line": const(end_line),
+            "end_col": const(end_col),
+            "kernel_text": const(kernel_text),
+            "space": space if space is not None else const(None),
+            "static_hints": dict_display(static_hints),
+            "options": dict_display(options),
             "placeholders": ast.Tuple(elts=placeholders, ctx=ast.Load()),
-            "has_key": _const(has_key),
+            "has_key": const(has_key),
         }
         make_site = ast.Call(
-            func=ast.Attribute(value=_load(self.names.runtime), attr="make_site", ctx=ast.Load()),
+            func=ast.Attribute(value=load(self.names.runtime), attr="make_site", ctx=ast.Load()),
             args=[],
             keywords=[ast.keyword(arg=k, value=v) for k, v in keywords.items()],
         )
         target = ast.Name(id=self.names.site(self.n), ctx=ast.Store())
-        return _at(ast.Assign(targets=[target], value=make_site), self.span)
+        return at(ast.Assign(targets=[target], value=make_site), self.span)
 
     def _call(
         self,
@@ -390,8 +391,8 @@ class _MacroExpander:
             elif isinstance(arg, ast.Starred):
                 raise self._starred_error(arg)
             else:
-                hole = ast.Attribute(value=_load(self.names.runtime), attr="HOLE", ctx=ast.Load())
-                args.append(_at(hole, self._node_span(arg)))
+                hole = ast.Attribute(value=load(self.names.runtime), attr="HOLE", ctx=ast.Load())
+                args.append(at(hole, node_span(arg)))
                 holes.append(new)
         static_kw: list[tuple[str | None, ast.expr]] = []
         dynamic_kw: list[tuple[str | None, ast.expr]] = []
@@ -424,41 +425,45 @@ class _MacroExpander:
         blocks = subst.visit(blocks)
         subst.check_all_found(self._error)
 
-        launch_span = self._node_span(call)
+        launch_span = node_span(call)
         bind = ast.Lambda(
-            args=_arguments([cfg]),
+            args=arguments([cfg]),
             body=ast.Tuple(
                 elts=[
-                    _at(ast.Tuple(elts=holes, ctx=ast.Load()), launch_span),
-                    _at(_dict(dynamic_kw), launch_span),
+                    at(ast.Tuple(elts=holes, ctx=ast.Load()), launch_span),
+                    at(dict_display(dynamic_kw), launch_span),
                     blocks,
                 ],
                 ctx=ast.Load(),
             ),
         )
         if lazy_space is None and not lazy_hints and not lazy_options:
-            lazy: ast.expr = _const(None)
+            lazy: ast.expr = const(None)
         else:
             lazy = ast.Lambda(
-                args=_arguments([]),
+                args=arguments([]),
                 body=ast.Tuple(
-                    elts=[lazy_space or _const(None), _dict(lazy_hints), _dict(lazy_options)],
+                    elts=[
+                        lazy_space or const(None),
+                        dict_display(lazy_hints),
+                        dict_display(lazy_options),
+                    ],
                     ctx=ast.Load(),
                 ),
             )
         site_call = ast.Call(
-            func=_load(self.names.site(self.n)),
+            func=load(self.names.site(self.n)),
             args=[
                 call.func,
-                _at(ast.Tuple(elts=args, ctx=ast.Load()), launch_span),
-                _at(_dict(static_kw), launch_span),
+                at(ast.Tuple(elts=args, ctx=ast.Load()), launch_span),
+                at(dict_display(static_kw), launch_span),
                 bind,
-                key.node if key is not None and key.node is not None else _const(None),
+                key.node if key is not None and key.node is not None else const(None),
                 lazy,
             ],
             keywords=[],
         )
-        return _at(site_call, self.span)
+        return at(site_call, self.span)
 
     def _starred_error(self, node: ast.AST) -> Exception:
         start = self.src.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
@@ -511,127 +516,3 @@ class _Substitute(ast.NodeTransformer):
                 ph.end,
                 hint="`$name` reads a field of the configuration being tried, like a variable",
             )
-
-
-# -- literal analysis ---------------------------------------------------------------------
-
-
-def _literal(node: ast.expr, dict_ok: bool) -> ast.expr | None:
-    """A fresh, normalised copy of a literal expression (``dict(k=...)`` becomes a display), else None."""
-    if isinstance(node, ast.Constant):
-        return _const(node.value)
-    if (
-        isinstance(node, ast.UnaryOp)
-        and isinstance(node.op, (ast.USub, ast.UAdd))
-        and isinstance(node.operand, ast.Constant)
-        and type(node.operand.value) in (int, float, complex)
-    ):
-        return ast.UnaryOp(op=node.op, operand=_const(node.operand.value))
-    if isinstance(node, (ast.List, ast.Tuple)):
-        elts = _literals(node.elts, dict_ok)
-        if elts is None:
-            return None
-        cls = ast.List if isinstance(node, ast.List) else ast.Tuple
-        return cls(elts=elts, ctx=ast.Load())
-    if isinstance(node, ast.Dict):
-        keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
-        values = _literals(node.values, dict_ok)
-        if len(keys) != len(node.keys) or values is None:
-            return None
-        return ast.Dict(keys=[_const(k) for k in keys], values=values)
-    if (
-        dict_ok
-        and isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "dict"
-        and not node.args
-        and all(kw.arg is not None for kw in node.keywords)
-    ):
-        values = _literals([kw.value for kw in node.keywords], dict_ok)
-        if values is None:
-            return None
-        return ast.Dict(keys=[_const(kw.arg) for kw in node.keywords], values=values)
-    return None
-
-
-def _literals(nodes: Sequence[ast.expr], dict_ok: bool) -> list[ast.expr] | None:
-    out = []
-    for node in nodes:
-        literal = _literal(node, dict_ok)
-        if literal is None:
-            return None
-        out.append(literal)
-    return out
-
-
-def _literal_space(node: ast.expr, dict_ok: bool) -> tuple[ast.expr | None, list[str] | None]:
-    """(normalised literal space, its field names) or (None, None) when it is not literal."""
-    literal = _literal(node, dict_ok)
-    if isinstance(literal, ast.Dict):
-        dicts = [literal]
-    elif isinstance(literal, ast.List) and all(isinstance(e, ast.Dict) for e in literal.elts):
-        dicts = literal.elts  # type: ignore[assignment]
-    else:
-        return None, None
-    fields: list[str] = []
-    for d in dicts:
-        for k in d.keys:
-            value = k.value  # type: ignore[union-attr]
-            if not isinstance(value, str):
-                return None, None  # the runtime reports non-string field names
-            if value not in fields:
-                fields.append(value)
-    return _at_all(literal, _node_span(node)), fields
-
-
-# -- node helpers -------------------------------------------------------------------------
-
-
-def _span(src: SourceText, start: int, end: int) -> Span:
-    return (*src.byte_col(start), *src.byte_col(end))  # type: ignore[return-value]
-
-
-def _node_span(node: ast.AST) -> Span:
-    return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined, return-value]
-
-
-def _at(node: NodeT, span: Span) -> NodeT:
-    """Give ``node`` and any of its descendants without a position the position ``span``."""
-    return _at_all(node, span, only_missing=True)
-
-
-def _at_all(node: NodeT, span: Span, only_missing: bool = True) -> NodeT:
-    for child in ast.walk(node):
-        if "lineno" not in child._attributes:
-            continue
-        if only_missing and getattr(child, "lineno", None) is not None:
-            continue
-        for attr, value in zip(_POSITION, span, strict=True):
-            setattr(child, attr, value)
-    return node
-
-
-def _const(value: Any) -> ast.Constant:
-    return ast.Constant(value=value)
-
-
-def _load(name: str) -> ast.Name:
-    return ast.Name(id=name, ctx=ast.Load())
-
-
-def _dict(items: Sequence[tuple[str | None, ast.expr]]) -> ast.Dict:
-    return ast.Dict(
-        keys=[None if k is None else _const(k) for k, _ in items], values=[v for _, v in items]
-    )
-
-
-def _arguments(names: list[str]) -> ast.arguments:
-    return ast.arguments(
-        posonlyargs=[],
-        args=[ast.arg(arg=name) for name in names],
-        vararg=None,
-        kwonlyargs=[],
-        kw_defaults=[],
-        kwarg=None,
-        defaults=[],
-    )

@@ -241,10 +241,11 @@ def _parse_arguments(src: SourceText, subst: str, macros: list[MacroCall]) -> No
     pieces.append(blank(subst[last:]))
     pieces.append("\n]")
     text = "".join(pieces)
+    together: SyntaxError | None = None
     try:
         outer = ast.parse(text, src.filename, mode="eval").body
-    except SyntaxError:
-        outer = None
+    except SyntaxError as err:
+        outer, together = None, err
     if (
         isinstance(outer, ast.List)
         and len(outer.elts) == len(macros)
@@ -260,7 +261,10 @@ def _parse_arguments(src: SourceText, subst: str, macros: list[MacroCall]) -> No
     for macro in macros:
         for arg in macro.args:
             arg.node = parse_expression_at(src, subst, arg.value_start, arg.value_end)
-    raise src.error(  # pragma: no cover - every argument parsed alone but not together
+    # Every argument parses alone but not as an argument (an unparenthesised `yield`, say).
+    if together is not None:
+        raise src.python_error(together, seen_text=text) from together
+    raise src.error(  # pragma: no cover - a list of valid expressions always parses
         "cannot parse the arguments of this autotune(...) call", macros[0].start
     )
 

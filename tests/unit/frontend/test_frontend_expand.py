@@ -192,8 +192,10 @@ def test_several_macros_are_numbered_in_source_order() -> None:
 
 
 def test_prologue_goes_after_docstring_and_future_imports() -> None:
-    src = '"""Doc."""\nfrom __future__ import annotations\n' + HEADER + (
-        "r = autotune(space={'t': [1]}, blocks=1, k($t))\n"
+    src = (
+        '"""Doc."""\nfrom __future__ import annotations\n'
+        + HEADER
+        + ("r = autotune(space={'t': [1]}, blocks=1, k($t))\n")
     )
     tree = expand_to_ast(src)
     assert isinstance(tree.body[0], ast.Expr)
@@ -225,9 +227,16 @@ def test_module_without_macro_compiles_to_exactly_compile() -> None:
 
 
 def test_bytes_with_coding_cookie_and_bom() -> None:
-    text = "# -*- coding: latin-1 -*-\n" + HEADER + "r = autotune(space={'t': [1]}, blocks=1, k('é', $t))\n"
+    text = (
+        "# -*- coding: latin-1 -*-\n"
+        + HEADER
+        + "r = autotune(space={'t': [1]}, blocks=1, k('é', $t))\n"
+    )
     assert "k, ('é', __tunedsl_rt__.HOLE)" in expand_source(text.encode("latin-1"))
-    bom = b"\xef\xbb\xbf" + (HEADER + "r = autotune(space={'t': [1]}, blocks=1, k('é', $t))\n").encode()
+    bom = (
+        b"\xef\xbb\xbf"
+        + (HEADER + "r = autotune(space={'t': [1]}, blocks=1, k('é', $t))\n").encode()
+    )
     assert "'é'" in expand_source(bom)
     plain = b"# coding: latin-1\ns = '\xe9'\n"
     code = compile_source(plain, "p.py")
@@ -237,7 +246,10 @@ def test_bytes_with_coding_cookie_and_bom() -> None:
 
 
 def test_crlf_line_ends_keep_lines(runtime: list[Any]) -> None:
-    src = HEADER.replace("\n", "\r\n") + "x = 1\r\nr = autotune(space={'t': [1]},\r\n  blocks=1, k($t))\r\n"
+    src = (
+        HEADER.replace("\n", "\r\n")
+        + "x = 1\r\nr = autotune(space={'t': [1]},\r\n  blocks=1, k($t))\r\n"
+    )
     run(src, k=kernel)
     assert runtime[0]["site"]["line"] == 3
     assert runtime[0]["site"]["placeholders"] == (("t", 4, 14),)
@@ -258,7 +270,7 @@ def test_traceback_from_blocks_points_at_the_users_line(runtime: list[Any]) -> N
     assert (last.filename, last.lineno) == ("/w/user_script.py", 4)
     if sys.version_info >= (3, 11):  # column positions in tracebacks
         assert (last.colno, last.end_colno) == (27, 37)  # `n // $tile`
-    caller = [f for f in frames if f.name == "add"][0]
+    caller = next(f for f in frames if f.name == "add")
     assert caller.lineno == 3  # the macro call itself
 
 

@@ -15,7 +15,7 @@ from tunedsl.frontend.compile import compile_source, expand_source, needs_expans
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 SCRIPTS = [p.read_text(encoding="utf-8") for p in sorted(GOLDEN.glob("*.py"))]
 # Characters that matter to the front end, and some that do not.
-ALPHABET = list("$()[]{},=:.'\"#\\\n \tf*ab1_") + ["$tile", "autotune(", "space=", "blocks=", "f'{"]
+ALPHABET = [*"$()[]{},=:.'\"#\\\n \tf*ab1_", "$tile", "autotune(", "space=", "blocks=", "f'{"]
 SETTINGS = settings(
     max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck)
 )

@@ -55,7 +55,7 @@ def strings(text: str) -> list[str]:
         "f'{x[\"k\"]}$y'",  # PEP 701: the same quote nested (3.12+)
         "f'{f'{a}$x'}$y'",  # PEP 701: nested f-string with the same quote
         "f'''{\n a  # $c\n}$x'''",  # PEP 701: a comment in a multi-line replacement field
-        "f'{ {\"a\": 1}[\"a\"] }$x'",
+        'f\'{ {"a": 1}["a"] }$x\'',
         "rf'\\{a}$x'",
     ],
 )

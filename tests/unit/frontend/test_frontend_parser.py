@@ -54,9 +54,21 @@ LAUNCH = "autotune(space=S, blocks=1, k(a))"
     "header, line, found",
     [
         ("from tunedsl import autotune", LAUNCH, [LAUNCH]),
-        ("from tunedsl import autotune as at", "at(space=S, blocks=1, k(a))", ["at(space=S, blocks=1, k(a))"]),
-        ("import tunedsl as td", "td.autotune(space=S, blocks=1, k(a))", ["td.autotune(space=S, blocks=1, k(a))"]),
-        ("import tunedsl", "tunedsl.autotune(space=S, blocks=1, k(a))", ["tunedsl.autotune(space=S, blocks=1, k(a))"]),
+        (
+            "from tunedsl import autotune as at",
+            "at(space=S, blocks=1, k(a))",
+            ["at(space=S, blocks=1, k(a))"],
+        ),
+        (
+            "import tunedsl as td",
+            "td.autotune(space=S, blocks=1, k(a))",
+            ["td.autotune(space=S, blocks=1, k(a))"],
+        ),
+        (
+            "import tunedsl",
+            "tunedsl.autotune(space=S, blocks=1, k(a))",
+            ["tunedsl.autotune(space=S, blocks=1, k(a))"],
+        ),
         ("import tunedsl as td", "other.autotune(k(a))", []),
         ("from tunedsl import autotune", "obj.autotune(k(a))", []),
         ("from tunedsl import autotune as at", "autotune(k(a))", []),
