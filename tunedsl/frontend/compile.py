@@ -66,7 +66,7 @@ def _expand(scanned: tuple[str, Lexed, Bindings], filename: str) -> ast.Module:
     try:
         return expand_module(src, parse_module(src, lexed, bindings))
     except (RecursionError, MemoryError) as err:
-        raise _too_deep(err, filename) from None
+        raise _too_deep(err, filename) from err
 
 
 def _too_deep(err: BaseException, filename: str) -> TunedslSyntaxError:
@@ -82,7 +82,11 @@ def _too_deep(err: BaseException, filename: str) -> TunedslSyntaxError:
 
 def expand_source(source: str | bytes, filename: str = "<string>") -> str:
     """The expanded module as Python text (``ast.unparse``), as ``tunedsl expand`` shows it."""
-    return ast.unparse(expand_to_ast(source, filename))
+    tree = expand_to_ast(source, filename)
+    try:
+        return ast.unparse(tree)
+    except RecursionError as err:  # ast.unparse recurses per nesting level
+        raise _too_deep(err, filename) from err
 
 
 def compile_source(
@@ -101,4 +105,4 @@ def compile_source(
     except SyntaxError as err:  # e.g. `return` outside a function: Python's own check
         raise SourceText(scanned[0], filename).python_error(err) from err
     except (RecursionError, MemoryError) as err:
-        raise _too_deep(err, filename) from None
+        raise _too_deep(err, filename) from err

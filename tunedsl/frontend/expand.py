@@ -110,22 +110,28 @@ def _replace_macros(module: ast.Module, replacements: dict[Span, ast.expr]) -> N
         k = bisect.bisect_left(lines, lineno)
         return k < len(lines) and lines[k] <= (getattr(node, "end_lineno", None) or lineno)
 
-    def visit(node: ast.AST) -> ast.AST:
+    def replaced(node: ast.AST) -> ast.AST:
         if isinstance(node, ast.Call):
             key = (node.lineno, node.col_offset, node.end_lineno or 0, node.end_col_offset or 0)
-            replacement = replacements.get(key)
-            if replacement is not None:
-                return replacement
+            return replacements.get(key, node)
+        return node
+
+    # Iterative, so deep expressions do not overflow the interpreter's stack.
+    stack: list[ast.AST] = [module]
+    while stack:
+        node = stack.pop()
         for name, value in ast.iter_fields(node):
             if isinstance(value, list):
                 for i, item in enumerate(value):
                     if isinstance(item, ast.AST) and has_macro(item):
-                        value[i] = visit(item)
+                        new = value[i] = replaced(item)
+                        if new is item:
+                            stack.append(item)
             elif isinstance(value, ast.AST) and has_macro(value):
-                setattr(node, name, visit(value))
-        return node
-
-    visit(module)
+                new = replaced(value)
+                setattr(node, name, new)
+                if new is value:
+                    stack.append(value)
 
 
 class _MacroExpander:
@@ -476,8 +482,12 @@ class _MacroExpander:
         )
 
 
-class _Substitute(ast.NodeTransformer):
-    """``_name`` at a recorded ``$name`` position -> ``<cfg>.name``, keeping the position."""
+class _Substitute:
+    """``_name`` at a recorded ``$name`` position -> ``<cfg>.name``, keeping the position.
+
+    Iterative, so an expression as deep as Python's own parser accepts does not overflow
+    the interpreter's stack here.
+    """
 
     def __init__(self, src: SourceText, placeholders: list[Placeholder], cfg: str) -> None:
         self.cfg = cfg
@@ -492,6 +502,25 @@ class _Substitute(ast.NodeTransformer):
         before = self.count
         new = self.visit(node)
         return new if self.count != before else None
+
+    def visit(self, root: ast.expr) -> ast.expr:
+        if isinstance(root, ast.Name):
+            return self.visit_Name(root)
+        stack: list[ast.AST] = [root]
+        while stack:
+            node = stack.pop()
+            for name, value in ast.iter_fields(node):
+                if isinstance(value, list):
+                    for i, item in enumerate(value):
+                        if isinstance(item, ast.Name):
+                            value[i] = self.visit_Name(item)
+                        elif isinstance(item, ast.AST):
+                            stack.append(item)
+                elif isinstance(value, ast.Name):
+                    setattr(node, name, self.visit_Name(value))
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
+        return root
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         ph = self.pending.get((node.lineno, node.col_offset))
