@@ -116,6 +116,25 @@ def test_bad_target_and_missing_path_are_clear_errors(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "no such file or directory" in missing.stderr
 
 
+def test_replay_recompiles_what_the_records_describe(tmp_path: Path) -> None:
+    script = FIXTURES / "replay" / "dsl_tune_scale.py"
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    assert tuned.stdout.strip() == "tuned"
+    first = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert first.returncode == 0, first.stdout + first.stderr
+    compiled, cached, failed, _ = _row(first.stdout, "dsl_tune_scale.py:")
+    # Under the interpreter the record holds no launch options: 2 distinct binaries.
+    assert (compiled, cached, failed) == (2, 2, 0)
+    second = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert _row(second.stdout, "dsl_tune_scale.py:") == [0, 4, 0, 0]
+    assert "nothing compiled" in second.stdout
+
+
 def _session_processes(sid: int) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):

@@ -10,7 +10,10 @@ after a Triton upgrade. Pure Python until a kernel is compiled.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
+import inspect
 import json
 import os
 from typing import Any
@@ -59,6 +62,24 @@ def replay_jobs(record: Any, kernel: Any, target: Any) -> list[tuple[Any, Any]]:
     return out
 
 
+def _stale_reason(kernel: Any, record: Any) -> str | None:
+    """Why a record no longer matches the kernel's current source (None if it does)."""
+    from tunedsl.backends import triton as bt
+
+    try:
+        current = {bt.kernel_info(kernel).source_hash}
+    except Exception:  # no way to tell: compile what the record describes
+        return None
+    # A record made under the interpreter hashes the plain source text instead.
+    with contextlib.suppress(OSError, TypeError):
+        text = inspect.getsource(getattr(kernel, "fn", kernel))
+        current.add(hashlib.sha256(text.encode("utf-8")).hexdigest())
+    recorded = record.kernel.get("source_hash")
+    if recorded and recorded not in current:
+        return "the kernel's source changed since it was tuned (the record no longer applies)"
+    return None
+
+
 def current_target() -> Any:
     from triton.runtime import driver
 
@@ -85,6 +106,10 @@ def replay_records(session: PrecompileSession, summary: Any) -> None:
             summary.errors.append(f"record {record.id} ({record.site}): cannot load kernel: {err}")
             continue
         report = SiteReport(f"{record.site} [record {record.id}]", record.key)
+        stale = _stale_reason(kernel, record)
+        if stale is not None:
+            summary.notes.append(f"record {record.id} ({record.site}) skipped: {stale}")
+            continue
         jobs = []
         for result, run in replay_jobs(record, kernel, target):
             marker = json.dumps(
@@ -92,7 +117,9 @@ def replay_records(session: PrecompileSession, summary: Any) -> None:
                 sort_keys=True,
                 default=str,
             )
-            if marker in seen:
+            if marker in seen:  # the same binary as a configuration already queued
+                report.cached += 1
+                session._emit(report.site, result.config, "cached")
                 continue
             seen.add(marker)
             jobs.append(CompileJob(result, run))
