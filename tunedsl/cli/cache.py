@@ -176,7 +176,8 @@ def _import(args: argparse.Namespace) -> int:
 
     try:
         data = json.loads(Path(args.file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        # RecursionError: a hostile bundle nested thousands deep (found by tests/reliability).
         raise UsageError(f"cannot read bundle {args.file}: {err}") from None
     if not isinstance(data, dict) or data.get("tunedsl_records") != BUNDLE_VERSION:
         raise UsageError(

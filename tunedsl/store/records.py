@@ -234,6 +234,8 @@ def read_record_file(path: Path) -> Record:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise InvalidRecord(f"not valid JSON: {err}") from None
+    except RecursionError:  # hostile nesting ([[[[...]]]]): a bad record, not a crash
+        raise InvalidRecord("not a record: JSON nested too deeply") from None
     return Record.from_json(data)
 
 
