@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import traceback
@@ -30,6 +31,8 @@ DESCRIPTION = (
     "bytecode cache, and compile every configuration of every site that the scripts' "
     "@tunedsl.workload functions reach (with --tune: tune them too)."
 )
+# A line `@workload` or `@tunedsl.workload`: only such files are imported (never run blindly).
+_WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]*(?:#.*)?$", re.M)
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
 
 
@@ -169,7 +172,7 @@ def warm_bytecode(files: Sequence[str], summary: Summary) -> list[str]:
                 render = getattr(err, "render", None)
                 summary.errors.append(render() if callable(render) else f"{path}: {err}")
                 continue
-        if b"workload" in source and b"tunedsl" in source:
+        if _WORKLOAD_DECORATOR.search(source):
             with_workloads.append(path)
     return with_workloads
 

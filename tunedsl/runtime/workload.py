@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 __all__ = [
     "PrecompileSession",
@@ -68,8 +68,19 @@ _workloads: list[Workload] = []
 _registry_lock = threading.Lock()
 
 
-def workload(fn: F) -> F:
-    """Register ``fn`` as a precompile workload; return it unchanged (it is never called here)."""
+@overload
+def workload(fn: F) -> F: ...
+@overload
+def workload(fn: None = None) -> Callable[[F], F]: ...
+
+
+def workload(fn: Any = None) -> Any:
+    """Register ``fn`` as a precompile workload; return it unchanged (it is never called here).
+
+    Use as ``@workload`` or ``@workload()``.
+    """
+    if fn is None:
+        return workload
     if not callable(fn):
         raise TypeError(
             f"@tunedsl.workload decorates a function, got {fn!r}; write `@workload` above a def"
