@@ -205,7 +205,7 @@ def _loaded_value(source: bytes, filename: str) -> tuple[object, list[str]]:
 
 
 def test_an_entry_renamed_to_another_key_is_not_loaded(tmp_path: Path) -> None:
-    src1, file1, entry1 = _entry_for(tmp_path, 1)
+    _, _, entry1 = _entry_for(tmp_path, 1)
     src2, file2, entry2 = _entry_for(tmp_path, 2)
     shutil.copyfile(entry1, entry2)  # module 1's code planted under module 2's key
     entry2.chmod(0o600)
