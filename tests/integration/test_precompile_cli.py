@@ -172,4 +172,6 @@ def test_ctrl_c_stops_within_two_seconds_and_leaves_no_process(tmp_path: Path) -
     assert elapsed < 2.0, f"took {elapsed:.2f} s to stop"
     time.sleep(0.2)
     assert _session_processes(proc.pid) == []  # no worker or ptxas left behind
+    records = Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records"
+    assert not records.exists() or not list(records.glob("*.json"))
     assert not list((tmp_path / "triton-cache").rglob("*.tmp*"))
