@@ -73,3 +73,14 @@ def test_mutated_scripts_compile_or_raise_syntax_error(source: str) -> None:
 @given(st.lists(st.sampled_from(ALPHABET), max_size=30).map("".join))
 def test_arbitrary_text_after_the_header(body: str) -> None:
     check(HEADER + body)
+
+
+def test_very_deep_expressions_compile_or_raise_syntax_error() -> None:
+    """Python itself gives up on very deep expressions (RecursionError in compile());
+    the front end turns that into a SyntaxError of the file."""
+    for n in (900, 2500):
+        for launch in ("k(" + "+".join(["$t"] * n) + ")", "k(" + "(" * n + "$t" + ")" * n + ")"):
+            try:
+                compile_source(HEADER + f"r = autotune(space=S, blocks=1, {launch})\n", "deep.py")
+            except SyntaxError:
+                pass
