@@ -307,7 +307,17 @@ def compile_and_store(source_bytes: bytes, filename: str, *, optimize: int = -1)
     stats.misses += 1
     from tunedsl.frontend.compile import compile_source
 
-    code = compile_source(_decode(source_bytes), filename, optimize=optimize)
+    try:
+        text = _decode(source_bytes)
+    except UnicodeDecodeError as err:
+        # As Python does: a SyntaxError naming the file and line, not a bare ValueError
+        # (found by tests/reliability/test_bad_arguments.py).
+        line = source_bytes.count(b"\n", 0, err.start) + 1
+        raise SyntaxError(
+            f"(unicode error) {err}; save the file as UTF-8 or declare its encoding (PEP 263)",
+            (filename, line, 0, None),
+        ) from None
+    code = compile_source(text, filename, optimize=optimize)
     stats.compiles += 1
     store(source_bytes, filename, code, optimize=optimize)
     return code
