@@ -1,0 +1,245 @@
+"""Bad arguments to the runtime and the CLI: a clear error that names what is wrong.
+
+Each case asserts on the message's content: the argument or variable named, the bad
+value, and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rel_helpers import child_env, write_dsl_project
+
+from tunedsl import knobs
+from tunedsl.errors import TunedslSyntaxError, TuningError, UsageError
+from tunedsl.runtime.space import expand_space
+
+SPACE_CASES = {
+    "empty_dict": ({}, ["space is empty"]),
+    "empty_list": ([], ["space is an empty list"]),
+    "empty_axis": ({"TILE": []}, ["'TILE'", "is empty"]),
+    "object_value": ({"TILE": [object()]}, ["'TILE'", "JSON scalars"]),
+    "nan_value": ({"TILE": [float("nan")]}, ["'TILE'", "NaN"]),
+    "list_in_list_space": ([{"TILE": [16]}], ["space[0]", "'TILE'", "JSON scalars"]),
+    "bad_field_name": ({"1tile": [16]}, ["'1tile'", "identifier"]),
+    "private_field_name": ({"_tile": [16]}, ["'_tile'", "not starting with '_'"]),
+    "a_string": ("TILE=16", ["space=", "dict of sequences"]),
+    "list_of_ints": ([16, 32], ["space[0]", "list space holds dicts"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPACE_CASES))
+def test_bad_space_is_a_clear_usage_error(name: str) -> None:
+    space, words = SPACE_CASES[name]
+    with pytest.raises(UsageError) as info:
+        expand_space(space)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+ENV_CASES = {
+    "TUNEDSL_AUTOTUNE": ("maybe", knobs.autotune_mode, ["TUNEDSL_AUTOTUNE", "'maybe'", "on"]),
+    "TUNEDSL_EFFORT": ("max", knobs.effort, ["TUNEDSL_EFFORT", "'max'", "thorough"]),
+    "TUNEDSL_FORCE_RETUNE": ("perhaps", knobs.force_retune, ["TUNEDSL_FORCE_RETUNE", "1 or 0"]),
+    "TUNEDSL_COMPILE_WORKERS": (
+        "abc",
+        knobs.compile_workers,
+        ["TUNEDSL_COMPILE_WORKERS", "integer"],
+    ),
+    "TUNEDSL_COMPILE_TIMEOUT": (
+        "-3",
+        knobs.compile_timeout_s,
+        ["TUNEDSL_COMPILE_TIMEOUT", "positive"],
+    ),
+    "TUNEDSL_QUIET": ("2", knobs.quiet, ["TUNEDSL_QUIET", "not a boolean"]),
+}
+
+
+@pytest.mark.parametrize("variable", sorted(ENV_CASES))
+def test_bad_environment_variable_is_named(variable: str, monkeypatch) -> None:
+    value, read, words = ENV_CASES[variable]
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(UsageError) as info:
+        read()
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+# -- the runtime, end to end ---------------------------------------------------------------
+
+N = 40
+
+
+def _launch(**overrides):
+    import torch
+    from rel_kernels import vadd
+
+    from tunedsl import autotune_launch
+
+    a, b, c = torch.ones(N), torch.ones(N), torch.zeros(N)
+    options = dict(
+        space={"TILE": [16, 32]},
+        grid=lambda cfg: ((N + cfg.TILE - 1) // cfg.TILE,),
+        args=(a, b, c, N),
+        kwargs=lambda cfg: {"TILE": cfg.TILE},
+        effort="quick",
+    )
+    options.update(overrides)
+    options.setdefault("name", "bad-" + "-".join(sorted(overrides)))
+    return autotune_launch(vadd, **options)
+
+
+RUNTIME_CASES = {
+    "grid_4d": (dict(grid=lambda cfg: (1, 1, 1, 1)), UsageError, ["grid", "1 to 3"]),
+    "grid_float": (dict(grid=lambda cfg: (1.5,)), UsageError, ["grid", "(1.5,)", "ints"]),
+    "grid_none": (dict(grid=lambda cfg: None), UsageError, ["grid", "None"]),
+    "grid_negative": (dict(grid=lambda cfg: (-1,)), UsageError, ["grid", "non-negative"]),
+    "grid_string": (dict(grid="2"), UsageError, ["grid", "'2'"]),
+    "unknown_field": (
+        dict(kwargs=lambda cfg: {"TILE": cfg.TILEE}),
+        AttributeError,
+        ["no field 'TILEE'", "fields are: TILE"],
+    ),
+    "unknown_hint": (
+        dict(num_wraps=4),
+        UsageError,
+        ["unknown launch hint 'num_wraps'", "num_warps"],
+    ),
+    "bad_mode": (dict(mode="sometimes"), UsageError, ["mode='sometimes'", "on, cached, off"]),
+    "bad_effort": (dict(effort="max"), UsageError, ["effort='max'", "quick"]),
+    "restore_unknown_param": (
+        dict(restore_value=["zz"]),
+        UsageError,
+        ["restore_value", "'zz'", "parameters are: a, b, c, n"],
+    ),
+    "verify_unknown_param": (dict(verify=["zz"]), UsageError, ["verify", "'zz'", "tensor"]),
+    "negative_rtol": (dict(rtol=-1), UsageError, ["rtol=", "non-negative"]),
+    "prune_keeps_nothing": (
+        dict(prune=lambda cfgs, args: []),
+        UsageError,
+        ["prune=", "at least one"],
+    ),
+    "missing_kernel_argument": (
+        dict(args=lambda cfg: (1,)),
+        TuningError,
+        ["every configuration", "missing", "argument"],
+    ),
+    "empty_space": (dict(space={}), UsageError, ["space is empty"]),
+}
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("name", sorted(RUNTIME_CASES))
+def test_bad_runtime_argument_is_a_clear_error(name: str) -> None:
+    overrides, error, words = RUNTIME_CASES[name]
+    with pytest.raises(error) as info:
+        _launch(**overrides)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+@pytest.mark.needs_triton
+def test_bad_environment_variable_in_a_run_is_named(tmp_path: Path) -> None:
+    script = write_dsl_project(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        env=child_env(tmp_path / "cache", TUNEDSL_AUTOTUNE="sometimes"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(tmp_path),
+    )
+    assert proc.returncode == 1
+    assert "TUNEDSL_AUTOTUNE='sometimes'" in proc.stderr
+    assert "expected one of on, cached, off" in proc.stderr
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def _tunedsl(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(cwd),
+        env=env if env is not None else dict(os.environ),
+    )
+
+
+DSL_KERNELS_HEADER = (
+    "import torch\n"
+    "import triton\n"
+    "import triton.language as tl\n"
+    "from tunedsl import autotune, cdiv\n"
+    "@triton.jit\n"
+    "def vadd_kernel(a, b, c, n, TILE: tl.constexpr):\n"
+    "    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)\n"
+    "    tl.store(c + offs, tl.load(a + offs, mask=offs < n), mask=offs < n)\n"
+)
+
+
+CLI_CASES = {
+    "run_missing_file": (["run", "missing.py"], 2, ["missing.py", "No such file"]),
+    "run_directory": (["run", "."], 2, ["'.'", "directory"]),
+    "expand_missing_file": (["expand", "missing.py"], 2, ["missing.py", "No such file"]),
+    "precompile_missing_file": (["precompile", "missing.py"], 1, ["missing.py", "no such file"]),
+    "import_missing_file": (["cache", "import", "missing.json"], 1, ["missing.json", "No such"]),
+    "show_short_id": (["cache", "show", "ab"], 1, ["'ab'", "too short"]),
+    "show_unknown_id": (["cache", "show", "abcdef"], 1, ["'abcdef'", "tunedsl cache ls"]),
+    "unknown_action": (["cache", "frobnicate"], 2, ["'frobnicate'", "ls"]),
+    "unknown_option": (["expand", "x.py", "--bogus"], 2, ["--bogus"]),
+    "unknown_command": (["frobnicate"], 2, ["'frobnicate'"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLI_CASES))
+def test_bad_cli_arguments_are_named(name: str, tmp_path: Path) -> None:
+    args, code, words = CLI_CASES[name]
+    proc = _tunedsl(*args, cwd=tmp_path)
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    for word in words:
+        assert word in proc.stderr, (word, proc.stderr)
+
+
+@pytest.mark.needs_triton
+def test_dsl_error_names_file_line_and_column(tmp_path: Path) -> None:
+    """A `$field` not in a non-literal space: file, line and column, with a suggestion."""
+    script = tmp_path / "typo.py"
+    kernels = DSL_KERNELS_HEADER + (
+        "SPACE = dict(tile=[16, 32])\n"
+        "def f(a, b, c, n):\n"
+        "    return autotune(space=SPACE, blocks=cdiv(n, $tiel), vadd_kernel(a, b, c, n, TILE=$tile))\n"
+        "x = torch.ones(8)\n"
+        "f(x, x, x, 8)\n"
+    )
+    script.write_text(kernels)
+    proc = _tunedsl("run", str(script), cwd=tmp_path, env=child_env(tmp_path / "cache"))
+    assert proc.returncode == 1, proc.stderr
+    line = kernels.splitlines().index(next(ln for ln in kernels.splitlines() if "$tiel" in ln)) + 1
+    col = kernels.splitlines()[line - 1].index("$tiel") + 1
+    assert f"{script}:{line}:{col}" in proc.stderr, proc.stderr
+    assert "did you mean `$tile`" in proc.stderr
+
+
+def test_undecodable_script_is_a_syntax_error_not_a_crash(tmp_path: Path) -> None:
+    script = tmp_path / "latin.py"
+    script.write_bytes(b"from tunedsl import autotune\nNAME = 'caf\xe9'\n")
+    proc = _tunedsl("run", str(script), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "SyntaxError" in proc.stderr and "utf-8" in proc.stderr.lower()
+    assert f'File "{script}", line 2' in proc.stderr  # where, as Python says it
+    with pytest.raises(SyntaxError):
+        from tunedsl.frontend.compile import compile_source
+
+        compile_source(script.read_bytes(), str(script))
+    assert issubclass(TunedslSyntaxError, SyntaxError)
