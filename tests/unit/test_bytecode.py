@@ -439,3 +439,12 @@ def test_dsl_syntax_error_is_raised_and_never_cached(tmp_path: Path) -> None:
             bytecode.load_or_compile(BAD_DSL, str(path))
         assert (info.value.filename, info.value.lineno) == (str(path), 6)
     assert list(bytecode.iter_entries()) == []
+
+
+def test_undecodable_source_is_a_syntax_error_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"from tunedsl import autotune\n\nNAME = 'caf\xe9'\n")  # not UTF-8
+    with pytest.raises(SyntaxError) as info:
+        bytecode.load_or_compile(path.read_bytes(), str(path))
+    assert (info.value.filename, info.value.lineno) == (str(path), 3)
+    assert list(bytecode.iter_entries()) == []
