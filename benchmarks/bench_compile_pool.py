@@ -16,6 +16,7 @@ Prints a table; ``--json`` adds one JSON line per measurement.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -122,6 +123,63 @@ def run_mode(mode: str, n: int, workers: int, target: str) -> dict[str, object]:
             "failed": failed}  # fmt: skip
 
 
+def gil_probe(target: str, n: int = 6) -> None:
+    """Does each compile stage release the GIL? A Python thread spins while we compile;
+    its progress during a stage that holds the GIL is ~0, during one that releases it
+    about what it gets during ``ptxas`` (a subprocess: certainly released)."""
+    import bisect
+    import threading
+
+    from triton.backends.nvidia import compiler as nv
+
+    _warm_imports()
+    triton.knobs.compilation.always_compile = True
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for name in ("make_ttir", "make_ttgir", "make_llir", "make_ptx", "make_cubin"):
+        raw = nv.CUDABackend.__dict__[name]
+        orig = getattr(nv.CUDABackend, name)
+
+        def timed(*a, _orig=orig, _name=name, **k):
+            t0 = time.perf_counter()
+            try:
+                return _orig(*a, **k)
+            finally:
+                spans.setdefault(_name, []).append((t0, time.perf_counter()))
+
+        setattr(
+            nv.CUDABackend, name, staticmethod(timed) if isinstance(raw, staticmethod) else timed
+        )
+    compile_one(configs(1)[0], target)  # warm up, not probed
+    spans.clear()
+    stamps: list[float] = []
+    stop = threading.Event()
+
+    def spin() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            if i % 2000 == 0:
+                stamps.append(time.perf_counter())
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    for cfg in configs(n + 1)[1:]:
+        compile_one(cfg, target)
+    stop.set()
+    spinner.join()
+
+    def progress(a: float, b: float) -> float:  # share of [a, b] with stamps < 5 ms apart
+        pts = [a, *stamps[bisect.bisect_left(stamps, a) : bisect.bisect_right(stamps, b)], b]
+        return sum(y - x for x, y in itertools.pairwise(pts) if y - x < 0.005) / (b - a)
+
+    print(f"GIL probe, {n} compiles for {target}: a spinning Python thread's progress per stage")
+    print(f"{'stage':<12}{'seconds':>9}{'progress':>10}")
+    for name, sp in spans.items():
+        total = sum(b - a for a, b in sp)
+        share = sum(progress(a, b) * (b - a) for a, b in sp) / total
+        print(f"{name:<12}{total:>9.2f}{share * 100:>9.1f}%")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
@@ -129,7 +187,10 @@ def main() -> None:
     parser.add_argument("--target", default="cuda:90")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--mode", help=argparse.SUPPRESS)  # child process
+    parser.add_argument("--gil-probe", action="store_true", help="which stages release the GIL")
     args = parser.parse_args()
+    if args.gil_probe:
+        return gil_probe(args.target)
     if args.mode:
         print(json.dumps(run_mode(args.mode, args.configs, args.workers, args.target)))
         return
