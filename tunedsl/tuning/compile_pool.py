@@ -5,15 +5,17 @@ yields ``(job, result_or_exception)`` in completion order, so the tuner can benc
 first finished variant while the others still compile (a producer-consumer pipeline, as
 in cuTile.jl's autotuner).
 
-Why threads, not processes (measured, see ``docs/precompile.md`` and
-``benchmarks/bench_compile_pool.py``): Triton releases the GIL for the heavy part of a
-compile (MLIR/LLVM passes run in C++, ``ptxas`` is a subprocess), so threads scale with
-the cores; they start instantly and share the kernel objects, so a compile can fill
-Triton's in-process JIT table that the launch then finds. Process workers must import
-Triton (about a second each), pickle the kernel (``cloudpickle`` for ``__main__``), and
-could only fill the on-disk cache, which the parent must read back anyway. On this
-machine's 2 cores, 12 matmul configurations cross-compiled for ``cuda:90``: serial 3.4 s,
-2 threads 1.6 s, 2 spawned processes 1.9 s.
+Why threads, not processes (measured; details in ``docs/precompile.md``):
+
+* A GPU compile must end in this process's JIT table (``JITFunction.device_caches``), where
+  the launch looks; a process worker could only fill the on-disk cache.
+* Triton runs the heavy stages in C++ (MLIR/LLVM passes) and ``ptxas`` as a subprocess,
+  without the GIL: ``benchmarks/bench_compile_pool.py --gil-probe`` shows a spinning
+  Python thread progressing as much during ``make_llir`` as during ``ptxas``. On the
+  anchor's H100, 48 matmul configurations compiled in 22.6 s on 1 thread, 4.7 s on 16.
+* Process workers each import torch and Triton and get the kernel by pickle: on the
+  2-core development machine they spent 15-55% more CPU time than a serial compile for
+  the same 48 cubins, threads 4-7% more.
 
 The price of threads is that a thread cannot be killed: a configuration that runs past
 its timeout (``TUNEDSL_COMPILE_TIMEOUT``) is reported as failed and its thread is
