@@ -242,10 +242,14 @@ class PrecompileSite:
         session = _active
         if session is None:
             return self.inner(kernel, args, kwargs, bind, key, lazy)
-        if session.tune:
+        if session.tune:  # the real site tunes (compiling in parallel) and writes the record
             result = self.inner(kernel, args, kwargs, bind, key, lazy)
-            with session._lock:
-                session.reports.append(SiteReport(self.label, key, tuned=True))
+            source = getattr(result, "source", "tuned")
+            if session.claim(self, (key, getattr(result, "digest", None))):
+                with session._lock:
+                    tuned = source == "tuned"  # else a stored record decided: warm already
+                    report = SiteReport(self.label, key, cached=int(not tuned), tuned=tuned)
+                    session.reports.append(report)
             return result
         key_tuple, variants = self.inner.variants(kernel, args, kwargs, bind, key, lazy)
         if not session.claim(self, key_tuple):
