@@ -71,6 +71,9 @@ def _macro(blocks: str = "cdiv(n, $t)", arg: str = "a") -> bytes:
 EDGE_CASES = {
     "invalid_utf8_in_a_string": _macro(arg="'caf\xe9'").replace(b"\xc3\xa9", b"\xe9"),
     "invalid_utf8_in_a_comment": b"# \xff\xfe\n" + _macro(),
+    "invalid_utf8_in_a_comment_no_placeholder": (
+        b"from tunedsl import autotune  # \xff\nx = autotune(k(a), space=dict(t=[1]), blocks=1)\n"
+    ),
     "latin1_cookie": b"# coding: latin-1\n" + _macro(arg="'caf\xe9'").replace(b"\xc3\xa9", b"\xe9"),
     "bogus_cookie": b"# coding: bogus\n" + _macro(),
     "bom": b"\xef\xbb\xbf" + _macro(),
@@ -98,6 +101,12 @@ KNOWN = {
         "expand_source uses ast.unparse, which recurses in Python (~3 frames per level) and "
         "raises RecursionError on 400 nested unary minuses that compile() and compile_source "
         "handle: `tunedsl expand` crashes on a module that runs"
+    ),
+    "invalid_utf8_in_a_comment_no_placeholder": (
+        "compile_source falls back to plain compile() when a DSL module's bytes do not decode; "
+        "compile() tolerates invalid UTF-8 in a comment, so the module compiles UNEXPANDED "
+        "(its autotune(...) is then a plain call), while expand_source raises SyntaxError and "
+        "Python's own loader rejects the file (Non-UTF-8 code)"
     ),
     "sum_of_400_terms": (
         "the same ast.unparse recursion: a sum of 400 terms (a left-nested BinOp chain) "
