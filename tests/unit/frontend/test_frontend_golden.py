@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ def test_expansion_matches_golden(path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     filename = f"golden/{path.name}"
     got = expand_source(source, filename) + "\n"
+    if sys.version_info < (3, 11):  # 3.10's ast.unparse writes an argument-less `lambda :`
+        got = got.replace("lambda :", "lambda:")
     expected_path = path.with_suffix(".expected")
     if ACCEPT:
         expected_path.write_text(got, encoding="utf-8")
