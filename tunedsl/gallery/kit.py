@@ -12,6 +12,7 @@ summary and, when ``TUNEDSL_GALLERY_RESULT`` names a file, writes the result the
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -44,9 +45,11 @@ def format_config(config: Mapping[str, Any] | None) -> str:
 
 def format_speedup(ratio: float | None) -> str:
     """``2.00x``; small ratios keep a significant digit (``0.0009x``), missing ones ``n/a``."""
-    if ratio is None:
+    if ratio is None or ratio <= 0:
         return "n/a"
-    return f"{ratio:.2f}x" if ratio >= 0.01 else f"{ratio:.1g}x"
+    if ratio >= 0.01:
+        return f"{ratio:.2f}x"
+    return f"{ratio:.{-math.floor(math.log10(ratio))}f}x"  # 8e-05 -> 0.00008x
 
 
 def format_ms(ms: float | None) -> str:
