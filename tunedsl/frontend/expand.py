@@ -107,13 +107,21 @@ def _replace_macros(module: ast.Module, replacements: dict[Span, ast.expr]) -> N
         lineno = getattr(node, "lineno", None)
         if lineno is None:
             return True
+        decorators = getattr(node, "decorator_list", None)
+        if decorators:  # a def's line is after its decorators'
+            lineno = min(lineno, *(d.lineno for d in decorators))
         k = bisect.bisect_left(lines, lineno)
         return k < len(lines) and lines[k] <= (getattr(node, "end_lineno", None) or lineno)
 
+    placed = 0
+
     def replaced(node: ast.AST) -> ast.AST:
+        nonlocal placed
         if isinstance(node, ast.Call):
             key = (node.lineno, node.col_offset, node.end_lineno or 0, node.end_col_offset or 0)
-            return replacements.get(key, node)
+            if key in replacements:
+                placed += 1
+                return replacements[key]
         return node
 
     # Iterative, so deep expressions do not overflow the interpreter's stack.
@@ -132,6 +140,8 @@ def _replace_macros(module: ast.Module, replacements: dict[Span, ast.expr]) -> N
                 setattr(node, name, new)
                 if new is value:
                     stack.append(value)
+    if placed != len(replacements):  # pragma: no cover - would be a front-end bug
+        raise AssertionError(f"placed {placed} of {len(replacements)} macro calls")
 
 
 class _MacroExpander:

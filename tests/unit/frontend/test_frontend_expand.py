@@ -288,3 +288,15 @@ def test_traceback_from_a_launch_argument_points_at_it(runtime: list[Any]) -> No
     assert (last.filename, last.lineno) == ("/w/user_script.py", 5)
     if sys.version_info >= (3, 11):
         assert last.colno == 22
+
+
+def test_macros_in_decorators_and_class_bases_are_expanded() -> None:
+    src = HEADER + (
+        "@deco(autotune(space={'t': [1]}, blocks=1, k($t)))\n"
+        "def f():\n    pass\n"
+        "class C(autotune(space={'t': [1]}, blocks=1, k($t))):\n    pass\n"
+    )
+    text = expand_source(src)
+    assert "autotune(" not in text.replace("from tunedsl import autotune", "")
+    assert "@deco(__tunedsl_site_0__(" in text
+    assert "class C(__tunedsl_site_1__(" in text

@@ -3,6 +3,7 @@ whatever compiles expands to text that compiles again."""
 
 from __future__ import annotations
 
+import ast
 import warnings
 from pathlib import Path
 
@@ -10,7 +11,12 @@ from frontend_corpus import HEADER, macro_calls
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tunedsl.frontend.compile import compile_source, expand_source, needs_expansion
+from tunedsl.frontend.compile import (
+    compile_source,
+    expand_source,
+    expand_to_ast,
+    needs_expansion,
+)
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 SCRIPTS = [p.read_text(encoding="utf-8") for p in sorted(GOLDEN.glob("*.py"))]
@@ -41,7 +47,18 @@ def check(source: str) -> None:
 @SETTINGS
 @given(macro_calls())
 def test_generated_macro_calls_compile_or_raise_syntax_error(line: str) -> None:
-    check(HEADER + line + "\n")
+    source = HEADER + line + "\n"
+    check(source)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = expand_to_ast(source, "fuzz.py")
+    except SyntaxError:
+        return
+    for node in ast.walk(tree):  # every macro call was replaced
+        if isinstance(node, ast.Call):
+            assert not (isinstance(node.func, ast.Name) and node.func.id == "autotune")
+            assert not (isinstance(node.func, ast.Attribute) and node.func.attr == "autotune")
 
 
 @st.composite
