@@ -9,6 +9,7 @@ would compile it.
 from __future__ import annotations
 
 import ast
+import sys
 import types
 
 from tunedsl.errors import TunedslSyntaxError
@@ -19,26 +20,38 @@ from tunedsl.frontend.source import SourceText, decode_source
 
 __all__ = ["compile_source", "expand_source", "expand_to_ast", "needs_expansion"]
 
+# Deep enough for any expression compile() accepts; low enough for the C stack of 3.10.
+_UNPARSE_RECURSION_LIMIT = 12_000
+
 
 def needs_expansion(source: str | bytes) -> bool:
     """Does the module bind ``autotune`` from tunedsl (``from tunedsl import ...``,
-    ``import tunedsl [as x]``)? Cheap substring check first, then a real scan."""
-    return _scan_if_dsl(source) is not None
+    ``import tunedsl [as x]``)? Cheap substring check first, then a real scan.
+
+    Bytes that mention tunedsl but do not decode count as needing expansion, so that
+    ``compile_source`` reports them (``compile()`` would accept bad bytes in a comment and
+    silently leave the macro calls unexpanded).
+    """
+    try:
+        return _scan_if_dsl(source) is not None
+    except SyntaxError:
+        return True
 
 
 def _scan_if_dsl(
     source: str | bytes, filename: str = "<string>"
 ) -> tuple[str, Lexed, Bindings] | None:
-    """(text, scan, bindings) of a module that binds the macro, else None."""
+    """(text, scan, bindings) of a module that binds the macro, else None.
+
+    Raises SyntaxError for bytes that mention tunedsl but do not decode (as Python's own
+    loader rejects a source file that does not decode).
+    """
     if isinstance(source, bytes):
         if b"tunedsl" not in source or b"import" not in source:
             return None
     elif MODULE_NAME not in source or "import" not in source:
         return None
-    try:
-        text = decode_source(source, filename)
-    except SyntaxError:  # undecodable: plain compile() reports it in Python's words
-        return None
+    text = decode_source(source, filename)
     lexed = lex(text)
     bindings = find_bindings(lexed.tokens)
     return (text, lexed, bindings) if bindings else None
@@ -85,8 +98,18 @@ def expand_source(source: str | bytes, filename: str = "<string>") -> str:
     tree = expand_to_ast(source, filename)
     try:
         return ast.unparse(tree)
-    except RecursionError as err:  # ast.unparse recurses per nesting level
+    except RecursionError:
+        pass
+    # ast.unparse recurses a few frames per nesting level: an expression that compiles can
+    # still be too deep for the default limit. Retry once with a higher (bounded) limit.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _UNPARSE_RECURSION_LIMIT))
+    try:
+        return ast.unparse(tree)
+    except RecursionError as err:
         raise _too_deep(err, filename) from err
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def compile_source(

@@ -32,8 +32,15 @@ def decode_source(source: str | bytes, filename: str = "<string>") -> str:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
     try:
         return source.decode(encoding)
-    except (UnicodeDecodeError, LookupError) as err:
-        raise SyntaxError(f"(unicode error) {err}", (filename, 1, 0, None)) from err
+    except UnicodeDecodeError as err:
+        lineno = source.count(b"\n", 0, err.start) + 1
+        raise SyntaxError(
+            f"Non-UTF-8 code or bytes that do not decode as {encoding} ({err.reason} at byte "
+            f"{err.start}); declare the encoding (PEP 263)",
+            (filename, lineno, None, None),
+        ) from err
+    except LookupError as err:
+        raise SyntaxError(f"unknown encoding: {encoding}", (filename, 1, None, None)) from err
 
 
 class SourceText:
