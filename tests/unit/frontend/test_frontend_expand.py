@@ -300,3 +300,24 @@ def test_macros_in_decorators_and_class_bases_are_expanded() -> None:
     assert "autotune(" not in text.replace("from tunedsl import autotune", "")
     assert "@deco(__tunedsl_site_0__(" in text
     assert "class C(__tunedsl_site_1__(" in text
+
+
+def test_undecodable_dsl_bytes_are_a_syntax_error_never_compiled_unexpanded() -> None:
+    source = b"from tunedsl import autotune\n# caf\xff\nr = autotune(k(a), space=S, blocks=1)\n"
+    assert needs_expansion(source)
+    with pytest.raises(SyntaxError) as info:
+        compile_source(source, "m.py")
+    assert info.value.lineno == 2 and "PEP 263" in info.value.msg
+    # plain modules keep compile()'s own verdict
+    plain = b"x = 1  # caf\xff\n"
+    assert not needs_expansion(plain)
+    assert compile_source(plain, "p.py") == compile(plain, "p.py", "exec", dont_inherit=True)
+
+
+def test_expand_source_handles_deep_expressions_that_compile() -> None:
+    terms = "+".join(["$t"] * 600)
+    src = HEADER + f"r = autotune(space=S, blocks=1, k({terms}))\n"
+    compile_source(src)
+    text = expand_source(src)
+    assert text.count("__tunedsl_cfg_0__.t") == 600
+    assert sys.getrecursionlimit() < 12_000  # the limit was restored
