@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from tunedsl.frontend.compile import compile_source, expand_source, needs_expansion
@@ -21,8 +22,6 @@ from tunedsl.frontend.compile import compile_source, expand_source, needs_expans
 REPO = Path(__file__).resolve().parents[2]
 
 COMPILED, REJECTED, PLAIN_ERROR = "compiled", "rejected", "plain module, CPython's own error"
-KNOWN_UNPARSE_BUG = "known bug: expand_source's ast.unparse recursion"
-KNOWN_UNDECODABLE_BUG = "known bug: undecodable DSL module compiled unexpanded"
 
 
 class FrontendBug(AssertionError):
@@ -37,20 +36,9 @@ def _plain_python_outcome(source: bytes | str) -> type[BaseException] | None:
     return None
 
 
-def check(source: bytes | str, filename: str = "<fuzz>", *, allow_known: bool = False) -> str:
+def check(source: bytes | str, filename: str = "<fuzz>") -> str:
     """COMPILED or REJECTED (or PLAIN_ERROR for a non-DSL module that CPython rejects the
-    same way); raise FrontendBug for anything else.
-
-    ``allow_known`` turns the two known, open bugs into outcomes instead of failures, so the
-    random fuzzers keep looking for new ones (test_fuzz_frontend.py::test_edge_case keeps
-    each as a strict xfail; remove the allowance when it is fixed):
-
-    - KNOWN_UNPARSE_BUG: ``expand_source`` uses ``ast.unparse``, which recurses in Python and
-      fails on long operator chains or deep nesting that ``compile()`` accepts;
-    - KNOWN_UNDECODABLE_BUG: a DSL module with bytes that are not valid UTF-8 (e.g. in a
-      comment) is compiled by ``compile_source`` as plain Python, unexpanded (``compile()``
-      tolerates bad bytes in comments; Python's own file loader does not), while
-      ``expand_source`` rejects it."""
+    same way); raise FrontendBug for anything else."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarning/DeprecationWarning of odd literals
         try:
@@ -59,54 +47,35 @@ def check(source: bytes | str, filename: str = "<fuzz>", *, allow_known: bool = 
             return REJECTED
         except Exception as err:
             raise FrontendBug(f"needs_expansion: {type(err).__name__} on {_show(source)}") from err
-        try:
-            compile_source(source, filename)
-        except SyntaxError:
+        failure = _failure(lambda: compile_source(source, filename))
+        if isinstance(failure, SyntaxError):
             return REJECTED
-        except Exception as err:
-            if not dsl and _plain_python_outcome(source) is type(err):
+        if failure is not None:
+            if not dsl and _plain_python_outcome(source) is type(failure):
                 return PLAIN_ERROR
-            raise FrontendBug(f"{type(err).__name__}: {err} on {_show(source)}") from err
-        try:
+            raise FrontendBug(f"{type(failure).__name__}: {failure} on {_show(source)}")
+
+        def expand_and_compile() -> None:
             expanded = expand_source(source, filename)
             compile(expanded, filename + " (expanded)", "exec", dont_inherit=True)
-        except RecursionError as err:
-            if allow_known and _in_unparse(err):
-                return KNOWN_UNPARSE_BUG
+
+        failure = _failure(expand_and_compile)
+        if failure is not None:
             raise FrontendBug(
-                f"compiled, but its expansion does not: RecursionError on {_show(source)}"
-            ) from err
-        except SyntaxError as err:
-            if allow_known and isinstance(source, bytes) and not _decodes(source):
-                return KNOWN_UNDECODABLE_BUG
-            raise FrontendBug(
-                f"compiled, but its expansion does not: SyntaxError: {err} on {_show(source)}"
-            ) from err
-        except Exception as err:
-            raise FrontendBug(
-                f"compiled, but its expansion does not: {type(err).__name__}: {err} "
+                f"compiled, but its expansion does not: {type(failure).__name__}: {failure} "
                 f"on {_show(source)}"
-            ) from err
+            )
     return COMPILED
 
 
-def _decodes(source: bytes) -> bool:
-    from tunedsl.frontend.source import decode_source
-
+def _failure(action: Callable[[], object]) -> Exception | None:
+    """The exception ``action`` raised, with its traceback dropped: a RecursionError's
+    thousand frames take pytest many seconds to render, and the message says enough."""
     try:
-        decode_source(source)
-    except SyntaxError:
-        return False
-    return True
-
-
-def _in_unparse(err: BaseException) -> bool:
-    tb = err.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_name == "unparse":
-            return True
-        tb = tb.tb_next
-    return False
+        action()
+    except Exception as err:
+        return err.with_traceback(None)
+    return None
 
 
 def _show(source: bytes | str) -> str:
