@@ -27,18 +27,29 @@ def node_span(node: ast.AST) -> Span:
 
 
 def at(node: NodeT, span: Span) -> NodeT:
-    """Give ``node`` and any of its descendants without a position the position ``span``."""
-    return at_all(node, span, only_missing=True)
+    """Give ``node`` and its descendants without a position the position ``span``.
+
+    A node that has a position came from the user's text (or was placed before), and so
+    did everything below it: the walk stops there.
+    """
+    stack: list[ast.AST] = [node]
+    while stack:
+        child = stack.pop()
+        if "lineno" in child._attributes:
+            if getattr(child, "lineno", None) is not None:
+                continue
+            for attr, value in zip(_POSITION, span, strict=True):
+                setattr(child, attr, value)
+        stack.extend(ast.iter_child_nodes(child))
+    return node
 
 
-def at_all(node: NodeT, span: Span, only_missing: bool = True) -> NodeT:
+def at_all(node: NodeT, span: Span) -> NodeT:
+    """Give ``node`` and every descendant the position ``span`` (for fresh literal copies)."""
     for child in ast.walk(node):
-        if "lineno" not in child._attributes:
-            continue
-        if only_missing and getattr(child, "lineno", None) is not None:
-            continue
-        for attr, value in zip(_POSITION, span, strict=True):
-            setattr(child, attr, value)
+        if "lineno" in child._attributes:
+            for attr, value in zip(_POSITION, span, strict=True):
+                setattr(child, attr, value)
     return node
 
 

@@ -274,13 +274,12 @@ def _rebinds(tokens: list[Token], name: str) -> bool:
 
     Conservative: any use other than ``name(``, ``name.`` or ``name[`` counts.
     """
-    for i, (kind, _, _, text) in enumerate(tokens):
-        if kind == NAME and text == name:
-            if i and tokens[i - 1][3] == ".":
-                continue
-            if i + 1 < len(tokens) and tokens[i + 1][3] in ("(", ".", "["):
-                continue
-            return True
+    for i in [i for i, tok in enumerate(tokens) if tok[3] == name and tok[0] == NAME]:
+        if i and tokens[i - 1][3] == ".":
+            continue
+        if i + 1 < len(tokens) and tokens[i + 1][3] in ("(", ".", "["):
+            continue
+        return True
     return False
 
 
