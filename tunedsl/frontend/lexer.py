@@ -104,7 +104,10 @@ def lex(text: str) -> Lexed:
             append((DOLLAR if op == "$" else OP, start, end, op))
         elif kind == "str":
             prefix = m.group(kind)  # type: ignore[arg-type]
-            end = scan_string(text, end, prefix)
+            try:
+                end = scan_string(text, end, prefix)
+            except RecursionError:  # f-strings nested hundreds deep: Python's to report
+                end = -1
             if end < 0:
                 if trouble is None:
                     trouble = start

@@ -101,3 +101,13 @@ def test_very_deep_expressions_compile_or_raise_syntax_error() -> None:
                 compile_source(HEADER + f"r = autotune(space=S, blocks=1, {launch})\n", "deep.py")
             except SyntaxError:
                 pass
+
+
+def test_deeply_nested_f_strings_compile_or_raise_syntax_error() -> None:
+    for n in (100, 2000):
+        nested = 'f"{' * n + "1" + '}"' * n
+        try:
+            compile_source(HEADER + f"x = {nested}\n", "deep.py")
+        except SyntaxError:
+            pass
+        assert needs_expansion(HEADER + f"x = {nested}\n")
