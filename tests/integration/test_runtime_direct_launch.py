@@ -163,3 +163,48 @@ def test_unexpected_compiled_object_disables_direct_launch(fake_driver: dict) ->
     kernel.run = lambda *a, **k: None  # type: ignore[method-assign]
     launch((1,), ("A", 64), {}, {"TILE": 16}, ())
     assert launch.disabled
+
+
+class FakeTensor:
+    """What the key reads from a tensor; ``ptr`` decides Triton's 16-byte alignment."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+        self.dtype = "float32"
+        self.shape = (64,)
+
+    def stride(self) -> tuple[int, ...]:
+        return (1,)
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def test_each_alignment_gets_its_own_compiled_kernel(fake_driver: dict) -> None:
+    """Alignment is not part of the record (one decision), but it is part of Triton's
+    specialization, so an unaligned call must never reuse the aligned CompiledKernel."""
+    from tunedsl.runtime import dsl
+
+    kernel = FakeJit()
+    site = dsl.make_site(
+        filename=__file__, line=1, col=0, kernel_text="kern", space={"tile": [16, 32]},
+        static_hints={}, options={"mode": "off", "name": "align"}, placeholders=(), has_key=False,
+    )  # fmt: skip
+
+    def bind(cfg):
+        return (), {"TILE": cfg.tile}, (4,)
+
+    def paths() -> list[str]:
+        return [entry[0] for entry in kernel.log]
+
+    aligned, unaligned = FakeTensor(4096), FakeTensor(4100)
+    site(kernel, (aligned, 64), {}, bind, None, None)
+    site(kernel, (aligned, 64), {}, bind, None, None)
+    assert paths() == ["jit", "direct"]
+    res = site(kernel, (unaligned, 64), {}, bind, None, None)
+    assert paths()[-1] == "jit"  # its own first launch, not the aligned kernel
+    assert res.digest == site.table()[next(iter(site.table()))].digest  # one decision
+    site(kernel, (unaligned, 64), {}, bind, None, None)
+    site(kernel, (aligned, 64), {}, bind, None, None)
+    assert paths() == ["jit", "direct", "jit", "direct", "direct"]
+    assert len(site.table()) == 2

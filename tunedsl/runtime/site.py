@@ -147,7 +147,7 @@ class Site:
         self._table: dict[Any, Entry] = {}
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
-        self._by_digest: dict[str, Entry] = {}
+        self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
         self._key_config: Config | None = None
         self._lock = threading.Lock()
@@ -356,22 +356,22 @@ class Site:
         context = decide.context(info, settings)
         digest = keys.digest(self.site_id, readable, context)
         known = self._by_digest.get(digest)
-        if known is not None:  # same decision under another call key (keyword order...)
-            return known, known.result
-
-        def variants_for(
-            configs: Sequence[Config] | None,
-        ) -> tuple[list[Variant], dict[Config, str]]:
-            return self._variants(kernel, args, static_kwargs, bind, settings, configs)
-
+        if known is not None:
+            # Decided under another call key with the same record key (keyword order,
+            # other strides of one pattern, another alignment). The entry is new all the
+            # same: its launcher must capture its own Triton specialization.
+            decision, result = known
+            return self._entry(kernel, info, args, settings, decision, result), result
         decision = decide.decide(
-            self.site_id, kernel, info, settings, readable, context, digest, variants_for
+            self.site_id,
+            kernel,
+            info,
+            settings,
+            readable,
+            context,
+            digest,
+            lambda configs: self._variants(kernel, args, static_kwargs, bind, settings, configs),
         )
-        launcher = self._launcher(kernel, decision.options)
-        zero_pos = tuple(
-            i for i, n in enumerate(info.arg_names[: len(args)]) if n in settings.reset_to_zero
-        )
-        zero_kw = tuple(n for n in settings.reset_to_zero if n not in info.arg_names[: len(args)])
         result = LaunchResult(
             config=decision.config,
             source="memory",
@@ -381,17 +381,28 @@ class Site:
             record=decision.record,
             space=settings.configs,
         )
-        entry = Entry(decision.config, launcher, result, zero_pos, zero_kw)
-        self._by_digest[digest] = entry
+        self._by_digest[digest] = (decision, result)
         first = result.with_source(decision.source)
         if decision.source == "tuned" and knobs.print_autotuning():
             decide.print_table(self.label, first, sys.stdout)
-        return entry, first
+        return self._entry(kernel, info, args, settings, decision, result), first
 
-    def _launcher(self, kernel: Any, options: Mapping[str, Any]) -> Callable[..., Any]:
+    def _entry(
+        self,
+        kernel: Any,
+        info: Any,
+        args: Sequence[Any],
+        settings: Settings,
+        decision: Any,
+        result: LaunchResult,
+    ) -> Entry:
         from tunedsl.backends.triton_launch import make_launcher
 
-        return make_launcher(kernel, options)
+        positional = info.arg_names[: len(args)]
+        zero_pos = tuple(i for i, n in enumerate(positional) if n in settings.reset_to_zero)
+        zero_kw = tuple(n for n in settings.reset_to_zero if n not in positional)
+        launcher = make_launcher(kernel, decision.options)
+        return Entry(decision.config, launcher, result, zero_pos, zero_kw)
 
     def key_config(self, space: Any, default: Any) -> Config:
         """The configuration whose arguments key a plain-API call with ``args=fn``."""
