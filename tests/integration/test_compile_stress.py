@@ -56,6 +56,21 @@ def test_a_raising_compile_neither_deadlocks_nor_poisons_the_lock(tmp_path) -> N
     assert result["lock_free_after"]
 
 
+def test_leaving_while_compiles_run_exits_cleanly(tmp_path) -> None:
+    # The consumer stops after the first result and the program ends while other
+    # compiles still run inside Triton's C++ code: the exit waits for them instead of
+    # aborting ("terminate called ... exception not rethrown").
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), TRITON_DEFAULT_FP_FUSION="1")
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run(
+        [sys.executable, __file__, "leave"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert "terminate called" not in out.stderr
+    assert "leaked" not in out.stderr  # nanobind: objects alive at finalization
+    assert json.loads(out.stdout.strip().splitlines()[-1])["busy_when_leaving"]
+
+
 # -- the subprocess side -----------------------------------------------------------------
 
 
@@ -148,6 +163,15 @@ def _case_raising(kernel) -> dict:
     }
 
 
+def _case_leave(kernel) -> dict:
+    from tunedsl.tuning.compile_pool import compile_stream, workers_busy
+
+    stream = compile_stream(_jobs(kernel, CONFIGS), workers=4, timeout_s=300)
+    next(stream)
+    stream.close()
+    return {"busy_when_leaving": workers_busy()}
+
+
 if __name__ == "__main__":
-    case = {"equal": _case_equal, "raising": _case_raising}[sys.argv[1]]
+    case = {"equal": _case_equal, "raising": _case_raising, "leave": _case_leave}[sys.argv[1]]
     print(json.dumps(case(_kernel())))

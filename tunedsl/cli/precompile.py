@@ -314,15 +314,22 @@ def main(args: argparse.Namespace) -> int:
         # Triton imported in interpreter mode cannot compile; nothing runs here anyway.
         print("tunedsl precompile: --target given: ignoring TRITON_INTERPRET", file=sys.stderr)
     start = time.perf_counter()
-    summary = precompile(
-        args.paths,
-        workers=args.workers,
-        target=args.target,
-        tune=args.tune,
-        replay=args.replay,
-        timeout_s=args.timeout,
-        progress=Progress(sys.stderr),
-    )
+    try:
+        summary = precompile(
+            args.paths,
+            workers=args.workers,
+            target=args.target,
+            tune=args.tune,
+            replay=args.replay,
+            timeout_s=args.timeout,
+            progress=Progress(sys.stderr),
+        )
+    except KeyboardInterrupt:
+        from tunedsl.tuning.compile_pool import exit_now_if_compiling
+
+        print("\ntunedsl: interrupted", file=sys.stderr)
+        exit_now_if_compiling(130)  # running compiles cannot be stopped: leave now
+        return 130
     print(render_table(summary))
     from tunedsl import bytecode
 

@@ -20,14 +20,21 @@ Why threads, not processes (measured; details in ``docs/precompile.md``):
 The price of threads is that a thread cannot be killed: a configuration that runs past
 its timeout (``TUNEDSL_COMPILE_TIMEOUT``) is reported as failed and its thread is
 abandoned (a daemon thread, replaced by a fresh one so the pool keeps its size). On
-Ctrl-C or when the consumer stops early, no further job starts, the stream returns at
-once, and compiler subprocesses (``ptxas``) started by the pool are terminated.
+Ctrl-C or when the consumer stops early, no further job starts and the stream returns at
+once; compiles already running finish in the background. A thread still inside Triton's
+C++ code when the interpreter finalizes would abort the process, so an ``atexit`` hook
+waits up to ``EXIT_DRAIN_S`` for them and otherwise leaves with ``os._exit``.
+``tunedsl`` commands leave at once on Ctrl-C (:func:`exit_now_if_compiling`: kill the
+compiler subprocesses, flush, ``os._exit(130)``).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -36,7 +43,66 @@ from typing import Any
 
 from tunedsl import knobs
 
-__all__ = ["CompileJob", "CompileTimeout", "compile_stream", "default_workers"]
+__all__ = [
+    "CompileJob",
+    "CompileTimeout",
+    "compile_stream",
+    "default_workers",
+    "exit_now_if_compiling",
+    "workers_busy",
+]
+
+# Worker threads still running, process-wide. A daemon thread inside Triton's C++ code when
+# the interpreter finalizes aborts the process ("terminate called ... exception not
+# rethrown"), so at exit they are joined first (see _drain_at_exit).
+_live: set[threading.Thread] = set()
+_live_lock = threading.Lock()
+_interrupted = False  # a stream was closed by an exception (Ctrl-C): exit status 130
+EXIT_DRAIN_S = 10.0  # at interpreter exit, wait this long for running compiles to finish
+_atexit_registered = False
+
+
+def workers_busy() -> bool:
+    """True while a compile thread of any stream is still running (possibly abandoned)."""
+    with _live_lock:
+        return any(t.is_alive() for t in _live)
+
+
+def exit_now_if_compiling(status: int) -> None:
+    """Leave the process at once (``os._exit``) if compile threads are still running.
+
+    For a command-line tool interrupted by Ctrl-C: the compiles cannot be stopped, and
+    letting the interpreter finalize under them would abort the process.
+    """
+    if workers_busy():
+        _kill_compiler_children()  # a ptxas left running would outlive us
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(status)
+
+
+def _drain_at_exit() -> None:
+    deadline = time.monotonic() + EXIT_DRAIN_S
+    with _live_lock:
+        threads = list(_live)
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if workers_busy():
+        with contextlib.suppress(Exception):
+            sys.stderr.write(
+                "tunedsl: a compile was still running at exit; leaving without cleanup\n"
+            )
+        exit_now_if_compiling(130 if _interrupted else 1)
+
+
+def _register_atexit() -> None:
+    global _atexit_registered
+    with _live_lock:
+        if _atexit_registered:
+            return
+        _atexit_registered = True
+    atexit.register(_drain_at_exit)
 
 
 @dataclass
@@ -72,7 +138,7 @@ def default_workers() -> int:
     return max(1, cpus)
 
 
-# Compiler tools a compile may spawn; on interrupt, new children with these names die too.
+# Compiler tools a compile may spawn; a command leaving at once on Ctrl-C kills them.
 _COMPILER_TOOLS = ("ptxas", "nvlink", "fatbinary", "nvdisasm", "cuobjdump", "ld.lld")
 
 
@@ -101,10 +167,10 @@ def _is_compiler_tool(pid: int) -> bool:
     return os.path.basename(argv0).startswith(_COMPILER_TOOLS)
 
 
-def _kill_new_compiler_children(before: set[int]) -> None:
+def _kill_compiler_children() -> None:
     import signal
 
-    for pid in _child_pids() - before:
+    for pid in _child_pids():
         if _is_compiler_tool(pid):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -164,9 +230,15 @@ def _threaded(
     stop = threading.Event()
     state = threading.Lock()  # guards the slots' job/abandoned fields
     slots: list[_Slot] = []
-    children_before = _child_pids()
 
     def work(slot: _Slot) -> None:
+        try:
+            work_on(slot)
+        finally:
+            with _live_lock:
+                _live.discard(threading.current_thread())
+
+    def work_on(slot: _Slot) -> None:
         while not stop.is_set() and not slot.abandoned:
             try:
                 job = todo.get_nowait()
@@ -186,8 +258,11 @@ def _threaded(
         thread = threading.Thread(
             target=work, args=(slot,), name=f"tunedsl-compile-{len(slots)}", daemon=True
         )
+        with _live_lock:
+            _live.add(thread)
         thread.start()
 
+    _register_atexit()
     for _ in range(n_workers):
         start_worker()
     pending = len(job_list)
@@ -205,9 +280,12 @@ def _threaded(
             pending -= yield from _expire(slots, state, timeout, start_worker)
         finished_normally = True
     finally:
+        # Running compiles finish on their own (a killed ptxas would make Triton print a
+        # reproducer); the exit paths wait for them or end them (see the module docstring).
         stop.set()
         if not finished_normally:
-            _kill_new_compiler_children(children_before)
+            global _interrupted
+            _interrupted = True
 
 
 def _expire(
