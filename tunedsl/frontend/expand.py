@@ -440,6 +440,8 @@ class _MacroExpander:
                 dynamic_kw.append((kw.arg, new))
         blocks = subst.visit(blocks)
         subst.check_all_found(self._error)
+        for part in [*holes, *(value for _, value in dynamic_kw), blocks]:
+            self._check_bindable(part)
 
         launch_span = node_span(call)
         bind = ast.Lambda(
@@ -480,6 +482,27 @@ class _MacroExpander:
             keywords=[],
         )
         return at(site_call, self.span)
+
+    def _check_bindable(self, part: ast.expr) -> None:
+        """The `$`-dependent parts run inside the ``bind`` lambda, per configuration: what
+        would change meaning there (``yield``, ``await``, ``:=``) is an error."""
+        for node in ast.walk(part):
+            if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)):
+                what = {
+                    ast.Yield: "`yield`",
+                    ast.YieldFrom: "`yield from`",
+                    ast.Await: "`await`",
+                    ast.NamedExpr: "`:=`",
+                }[type(node)]
+                start = self.src.offset(node.lineno, node.col_offset)
+                end = self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
+                raise self._error(
+                    f"{what} cannot be used in an expression that uses `$name`",
+                    start,
+                    end,
+                    hint="that expression is evaluated once per configuration tried: "
+                    "compute the value before autotune(...) and pass the variable",
+                )
 
     def _starred_error(self, node: ast.AST) -> Exception:
         start = self.src.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]

@@ -239,6 +239,22 @@ CASES = [
         None,
     ),
     (
+        "await with a placeholder",
+        f"async def f():\n    autotune({S}, blocks=1, k(await g($tile)))\n",
+        "`await` cannot be used in an expression that uses `$name`",
+        3,
+        "await g(",
+        "once per configuration",
+    ),
+    (
+        "walrus with a placeholder",
+        f"autotune({S}, blocks=(y := $tile), k(a))\n",
+        "`:=` cannot be used",
+        2,
+        "y := $tile",
+        None,
+    ),
+    (
         "star in macro",
         f"autotune(*xs, {S}, blocks=1, k(a))\n",
         "`*` unpacking is not allowed",
