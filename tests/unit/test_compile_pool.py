@@ -49,12 +49,12 @@ def test_every_job_reported_exactly_once_with_its_exception() -> None:
 
 
 def test_a_job_past_the_timeout_is_dropped_and_the_pool_carries_on() -> None:
-    jobs = [_sleeper(5.0, "hung"), *[_sleeper(0.05, i) for i in range(4)]]
+    jobs = [_sleeper(2.0, "hung"), *[_sleeper(0.05, i) for i in range(4)]]
     start = time.perf_counter()
     seen = dict((j.config, r) for j, r in compile_stream(jobs, workers=2, timeout_s=0.5))
     assert isinstance(seen["hung"], CompileTimeout)
     assert [seen[i] for i in range(4)] == [0, 1, 2, 3]
-    assert time.perf_counter() - start < 3.0
+    assert time.perf_counter() - start < 1.9  # did not wait for the hung job
 
 
 def test_closing_the_stream_starts_no_further_job() -> None:

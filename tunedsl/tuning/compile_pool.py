@@ -23,7 +23,8 @@ abandoned (a daemon thread, replaced by a fresh one so the pool keeps its size).
 Ctrl-C or when the consumer stops early, no further job starts and the stream returns at
 once; compiles already running finish in the background. A thread still inside Triton's
 C++ code when the interpreter finalizes would abort the process, so an ``atexit`` hook
-waits up to ``EXIT_DRAIN_S`` for them and otherwise leaves with ``os._exit``.
+waits up to ``EXIT_DRAIN_S`` for them and otherwise leaves with ``os._exit``; when the
+program died of an uncaught Ctrl-C it leaves at once (``os._exit(130)``).
 ``tunedsl`` commands leave at once on Ctrl-C (:func:`exit_now_if_compiling`: kill the
 compiler subprocesses, flush, ``os._exit(130)``).
 """
@@ -83,6 +84,9 @@ def exit_now_if_compiling(status: int) -> None:
 
 
 def _drain_at_exit() -> None:
+    if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+        # The program died of Ctrl-C: leave now rather than wait for running compiles.
+        exit_now_if_compiling(130)
     deadline = time.monotonic() + EXIT_DRAIN_S
     with _live_lock:
         threads = list(_live)
