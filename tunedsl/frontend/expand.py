@@ -441,7 +441,11 @@ class _MacroExpander:
         blocks = subst.visit(blocks)
         subst.check_all_found(self._error)
         for part in [*holes, *(value for _, value in dynamic_kw), blocks]:
-            self._check_bindable(part)
+            self._check_deferred(part, "an expression that uses `$name`", "once per configuration")
+        lazy_parts = [("space=", lazy_space)] if lazy_space is not None else []
+        lazy_parts += [(f"{name}=", value) for name, value in (*lazy_hints, *lazy_options)]
+        for name, value in lazy_parts:
+            self._check_deferred(value, f"`{name}`", "when the site tunes, not at the call")
 
         launch_span = node_span(call)
         bind = ast.Lambda(
@@ -483,9 +487,10 @@ class _MacroExpander:
         )
         return at(site_call, self.span)
 
-    def _check_bindable(self, part: ast.expr) -> None:
-        """The `$`-dependent parts run inside the ``bind`` lambda, per configuration: what
-        would change meaning there (``yield``, ``await``, ``:=``) is an error."""
+    def _check_deferred(self, part: ast.expr, where: str, when: str) -> None:
+        """Parts that run later inside a generated lambda (the `$`-dependent ones in
+        ``bind``, the non-literal ones in the lazy thunk) must mean the same there:
+        ``yield``, ``await`` and ``:=`` would not, so they are errors."""
         for node in ast.walk(part):
             if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)):
                 what = {
@@ -497,11 +502,11 @@ class _MacroExpander:
                 start = self.src.offset(node.lineno, node.col_offset)
                 end = self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
                 raise self._error(
-                    f"{what} cannot be used in an expression that uses `$name`",
+                    f"{what} cannot be used in {where}",
                     start,
                     end,
-                    hint="that expression is evaluated once per configuration tried: "
-                    "compute the value before autotune(...) and pass the variable",
+                    hint=f"that expression is evaluated {when}: compute the value before "
+                    "autotune(...) and pass the variable",
                 )
 
     def _starred_error(self, node: ast.AST) -> Exception:

@@ -255,6 +255,14 @@ CASES = [
         None,
     ),
     (
+        "yield in a lazy option",
+        "def f():\n    autotune(space=S, blocks=1, verify=(yield), k(a))\n",
+        "`yield` cannot be used in `verify=`",
+        3,
+        "yield",
+        "when the site tunes",
+    ),
+    (
         "star in macro",
         f"autotune(*xs, {S}, blocks=1, k(a))\n",
         "`*` unpacking is not allowed",
