@@ -30,6 +30,13 @@ from tunedsl.runtime.options import HINT_NAMES, MACRO_KEYWORDS, OPTION_NAMES
 
 RUNTIME_MODULE = "tunedsl.runtime.dsl"
 MAX_BLOCK_DIMS = 3
+# Inside the generated lambdas these would mean something else than where the user wrote them.
+_CHANGES_MEANING_IN_A_LAMBDA: dict[type, str] = {
+    ast.Yield: "`yield`",
+    ast.YieldFrom: "`yield from`",
+    ast.Await: "`await`",
+    ast.NamedExpr: "`:=`",
+}
 
 
 @dataclass(frozen=True)
@@ -490,15 +497,17 @@ class _MacroExpander:
     def _check_deferred(self, part: ast.expr, where: str, when: str) -> None:
         """Parts that run later inside a generated lambda (the `$`-dependent ones in
         ``bind``, the non-literal ones in the lazy thunk) must mean the same there:
-        ``yield``, ``await`` and ``:=`` would not, so they are errors."""
+        ``yield``, ``await``, ``:=`` and argument-less ``super()`` would not."""
         for node in ast.walk(part):
-            if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)):
-                what = {
-                    ast.Yield: "`yield`",
-                    ast.YieldFrom: "`yield from`",
-                    ast.Await: "`await`",
-                    ast.NamedExpr: "`:=`",
-                }[type(node)]
+            what = _CHANGES_MEANING_IN_A_LAMBDA.get(type(node))
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "super"
+                and not node.args
+            ):
+                what = "argument-less `super()`"
+            if what is not None and isinstance(node, ast.expr):
                 start = self.src.offset(node.lineno, node.col_offset)
                 end = self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
                 raise self._error(

@@ -263,6 +263,14 @@ CASES = [
         "when the site tunes",
     ),
     (
+        "super() with a placeholder",
+        "class K:\n    def f(self):\n        autotune(space=S, blocks=1, k(super().x + $t))\n",
+        "argument-less `super()` cannot be used in an expression that uses `$name`",
+        4,
+        "super()",
+        None,
+    ),
+    (
         "star in macro",
         f"autotune(*xs, {S}, blocks=1, k(a))\n",
         "`*` unpacking is not allowed",
