@@ -71,6 +71,8 @@ def _macro(blocks: str = "cdiv(n, $t)", arg: str = "a") -> bytes:
 EDGE_CASES = {
     "invalid_utf8_in_a_string": _macro(arg="'caf\xe9'").replace(b"\xc3\xa9", b"\xe9"),
     "invalid_utf8_in_a_comment": b"# \xff\xfe\n" + _macro(),
+    # Found by the second long fuzz run (open): a plain module, invalid UTF-8 in a comment.
+    "plain_module_invalid_utf8_in_first_line_comment": b"# caf\xe9\nx = 1\n",
     # Found by the long fuzz run, fixed in the front end (a75d5e4): compiled unexpanded.
     "invalid_utf8_in_a_comment_no_placeholder": (
         b"from tunedsl import autotune  # \xff\nx = autotune(k(a), space=dict(t=[1]), blocks=1)\n"
@@ -99,6 +101,23 @@ EDGE_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+# Open bugs, kept strict so that the fix shows up (then delete the entry).
+KNOWN = {
+    "plain_module_invalid_utf8_in_first_line_comment": (
+        "compile_source compiles a module that does not use the DSL with plain compile(), "
+        "which tolerates invalid UTF-8 inside a comment; expand_source decodes it first and "
+        "raises SyntaxError ('invalid or missing encoding declaration'): `tunedsl expand` "
+        "rejects what compile_source accepts (Python's own loader rejects the file too)"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN[n])) if n in KNOWN else n
+        for n in sorted(EDGE_CASES)
+    ],
+)
 def test_edge_case(name: str) -> None:
     assert check(EDGE_CASES[name]) in (COMPILED, REJECTED)

@@ -90,3 +90,109 @@ def test_sigint_during_tuning_exits_promptly_without_record(tmp_path: Path) -> N
     assert took < 2.0
     assert record_files(cache) == []  # tuning was cut short: no record
     assert _session_processes(proc.pid) == []  # no stray worker left running
+
+
+COMPILE_POOL = """
+import sys
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl.backends.triton_compile import compile_variant
+from tunedsl.tuning.compile_pool import CompileJob, compile_stream
+
+
+@triton.jit
+def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
+        y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+        acc += tl.dot(x, y)
+    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+
+
+a = torch.empty(128, 128, dtype=torch.float16)
+args = (a, a, a, 128, 128, 128, 128, 1, 128, 1, 128, 1)
+configs = [dict(BM=bm, BN=bn, BK=bk, num_warps=w, num_stages=s)
+           for bm in (32, 64, 128) for bn in (32, 64) for bk in (32, 64) for w in (4, 8)
+           for s in (2, 3)]
+
+
+def job(cfg):
+    kwargs = {k: cfg[k] for k in ("BM", "BN", "BK")}
+    options = {k: cfg[k] for k in ("num_warps", "num_stages")}
+    return CompileJob(cfg, lambda: compile_variant(mm, args, kwargs, options, target="cuda:90"))
+
+
+done = 0
+for _job, result in compile_stream([job(c) for c in configs], workers=2, timeout_s=300):
+    if isinstance(result, BaseException):
+        raise result
+    done += 1
+    if done == 1:
+        print("FIRST", flush=True)
+print("FINISHED", done, flush=True)
+"""
+
+
+def _interrupt_compiles(tmp_path: Path, via_cli: bool) -> tuple[float, int, str, str, int]:
+    """Start the compile-pool script, SIGINT it once the first cubin is done; return
+    (seconds to exit, exit status, stdout, stderr, session id)."""
+    script = write_script(tmp_path / "pool.py", COMPILE_POOL)
+    env = child_env(tmp_path / "cache", TRITON_CACHE_DIR=str(tmp_path / "triton"))
+    env.pop("TRITON_INTERPRET")  # cross-compiling needs Triton's real compiler
+    argv = [sys.executable, "-m", "tunedsl", "run"] if via_cli else [sys.executable]
+    proc = subprocess.Popen(
+        [*argv, str(script)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "FIRST", (line, proc.stderr.read() if proc.stderr else "")
+    time.sleep(0.2)  # the pool is busy with the next configurations
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail("the process was still running 30 s after SIGINT")
+    took = time.monotonic() - sent
+    out, err = proc.communicate()
+    time.sleep(0.2)  # let the kernel reap what was killed
+    return took, proc.returncode, out, err, proc.pid
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="checks for stray processes via /proc")
+def test_sigint_during_parallel_compiles_under_tunedsl_run(tmp_path: Path) -> None:
+    """Real cross-compiles (cuda:90 cubins, ptxas subprocesses) on the compile pool's threads
+    under `tunedsl run`: Ctrl-C ends it within 2 s, leaving no compiler process behind."""
+    took, status, out, err, sid = _interrupt_compiles(tmp_path, via_cli=True)
+    assert "FINISHED" not in out, "every configuration compiled before the signal"
+    assert status == 130, err[-2000:]
+    assert "KeyboardInterrupt" in err or "interrupted" in err
+    assert _session_processes(sid) == []  # no ptxas (or any child) left running
+    assert took < 2.0, f"exit took {took:.1f} s"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="checks for stray processes via /proc")
+def test_sigint_during_parallel_compiles_in_a_plain_script(tmp_path: Path) -> None:
+    """The same under plain `python`: compiles in flight cannot be stopped (threads), so
+    exit waits for them, at most compile_pool.EXIT_DRAIN_S, then leaves; nothing stays."""
+    from tunedsl.tuning import compile_pool
+
+    took, status, out, err, sid = _interrupt_compiles(tmp_path, via_cli=False)
+    assert "FINISHED" not in out
+    assert status != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    assert _session_processes(sid) == []
+    assert took < getattr(compile_pool, "EXIT_DRAIN_S", 0.0) + 2.0, f"exit took {took:.1f} s"
