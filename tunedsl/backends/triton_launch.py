@@ -97,9 +97,12 @@ class DirectLauncher:
         "compiled",
         "disabled",
         "dyn0",
+        "get_device",
+        "get_stream",
         "info",
         "kernel",
         "options",
+        "runtime",
         "tail_const",
         "tail_plan",
     )
@@ -113,6 +116,11 @@ class DirectLauncher:
         self.tail_plan: tuple[tuple[bool, Any], ...] = ()
         self.tail_const: tuple[Any, ...] | None = None
         self.disabled = not (direct_launch_enabled() and info.jit)
+        # Bound at the first launch (GPU only): the driver's device/stream getters and
+        # Triton's runtime knobs, so a call does no module-level lookups.
+        self.get_device: Callable[[], int] | None = None
+        self.get_stream: Callable[[int], int] | None = None
+        self.runtime: Any = None
 
     def jit(
         self,
@@ -133,13 +141,21 @@ class DirectLauncher:
         dyn_kwargs: Mapping[str, Any],
         holes: Any,
     ) -> None:
-        if self.disabled or holes or dyn_kwargs != self.dyn0 or _hooks_active():
+        if holes or dyn_kwargs != self.dyn0 or self.disabled:
             if self.dyn0 is None and not self.disabled and not holes:
                 self._first_launch(grid, args, static_kwargs, dyn_kwargs)
             else:
                 self.jit(grid, args, static_kwargs, dyn_kwargs)
             return
-        device = _get_device()
+        runtime = self.runtime
+        try:  # HookChain (3.6+) is never None: an empty chain means no hook
+            hooked = runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls
+        except AttributeError:
+            hooked = _hooks_active()
+        if hooked:  # a profiler wants Triton's launch metadata
+            self.jit(grid, args, static_kwargs, dyn_kwargs)
+            return
+        device = self.get_device()  # type: ignore[misc]
         compiled = self.compiled.get(device)
         if compiled is None:
             self._first_launch(grid, args, static_kwargs, dyn_kwargs)
@@ -153,7 +169,7 @@ class DirectLauncher:
             grid[0],
             grid[1] if n > 1 else 1,
             grid[2] if n > 2 else 1,
-            _get_stream(device),
+            self.get_stream(device),  # type: ignore[misc]
             function,
             packed_metadata,
             None,  # launch metadata: only built for launch hooks, and there are none
@@ -203,8 +219,10 @@ class DirectLauncher:
                 return
         self.tail_plan = tuple(plan)
         self.tail_const = None if any(s for s, _ in plan) else tuple(v for _, v in plan)
-        self.dyn0 = dict(dyn_kwargs)
-        self.compiled[_get_device()] = (run, function, compiled.packed_metadata)
+        self.get_device, self.get_stream = _device_fns()
+        self.runtime = _runtime_knobs()
+        self.compiled[self.get_device()] = (run, function, compiled.packed_metadata)
+        self.dyn0 = dict(dyn_kwargs)  # last: it opens the direct path
 
 
 def _hooks_active() -> bool:
@@ -229,11 +247,3 @@ def _device_fns() -> tuple[Callable[[], int], Callable[[int], int]]:
 
     active = driver.active
     return active.get_current_device, active.get_current_stream
-
-
-def _get_device() -> int:
-    return _device_fns()[0]()
-
-
-def _get_stream(device: int) -> int:
-    return _device_fns()[1](device)

@@ -73,7 +73,7 @@ class _KernelToken:
 class Entry:
     """The decision for one call key: configuration, launcher, results. Immutable in use."""
 
-    __slots__ = ("config", "launcher", "result", "zero_kw", "zero_pos")
+    __slots__ = ("config", "launcher", "result", "zero_kw", "zero_pos", "zeroing")
 
     def __init__(
         self,
@@ -88,6 +88,7 @@ class Entry:
         self.result = result
         self.zero_pos = zero_pos
         self.zero_kw = zero_kw
+        self.zeroing = bool(zero_pos or zero_kw)
 
     def launch(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
@@ -95,7 +96,7 @@ class Entry:
         holes, dyn_kwargs, grid = bind(self.config)
         if holes:
             args = fill_holes(args, holes)
-        if self.zero_pos or self.zero_kw:
+        if self.zeroing:
             self.zero(args, static_kwargs, dyn_kwargs)
         self.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
 
@@ -177,7 +178,13 @@ class Site:
             entry = self._table.get(call_key)
         if entry is None:
             return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
-        entry.launch(args, static_kwargs, bind)
+        # Entry.launch, inlined: this is the hot path.
+        holes, dyn_kwargs, grid = bind(entry.config)
+        if holes:
+            args = fill_holes(args, holes)
+        if entry.zeroing:
+            entry.zero(args, static_kwargs, dyn_kwargs)
+        entry.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
         return entry.result
 
     def call_key(
