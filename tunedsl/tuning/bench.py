@@ -6,7 +6,8 @@ and summarizes them, pyperf-style:
 
 1. one warm-up launch (loads the module, fills the instruction cache; discarded);
 2. a probe of up to 3 launches estimates the time of one;
-3. repetitions = time budget / estimate, clamped to the effort's [min_reps, max_reps];
+3. repetitions = time budget / wall time of one probe repetition (setup and L2 flush
+   included), clamped to the effort's [min_reps, max_reps];
 4. median, minimum and spread (inter-quartile range divided by the median) of all samples
    after the warm-up.
 
@@ -17,6 +18,7 @@ pre-hook); the CUDA timer also flushes L2 there.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -100,7 +102,10 @@ def measure(
 ) -> tuple[Timing, list[float]]:
     """Warm up, calibrate, time; return the summary and the raw samples."""
     timer.sample(run, setup, 1)  # warm-up, discarded
+    start = time.perf_counter()
     probe = timer.sample(run, setup, min(3, effort.min_reps))
-    reps = reps_for(effort.budget_ms, statistics.median(probe), effort)
+    # The budget is wall time: a repetition costs its setup and L2 flush too.
+    wall_ms = (time.perf_counter() - start) * 1e3 / len(probe)
+    reps = reps_for(effort.budget_ms, max(wall_ms, statistics.median(probe)), effort)
     samples = probe + (timer.sample(run, setup, reps - len(probe)) if reps > len(probe) else [])
     return summarize(samples), samples

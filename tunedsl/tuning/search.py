@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tunedsl.tuning.bench import Effort, Timing, reps_for, summarize
+from tunedsl.tuning.bench import Effort, Timing, summarize
 
 # config -> function(reps) -> raw samples in ms
 Sampler = Callable[[int], list[float]]
@@ -37,12 +37,12 @@ def remeasure(
     their first timing (they could not be run again)."""
     runnable = [c for c in candidates if c in samplers]
     samples: dict[Any, list[float]] = {c: [] for c in runnable}
-    per_round = effort.leader_budget_ms / max(1, effort.rounds)
+    # The first pass calibrated its repetitions to its budget in wall time; scale that.
+    scale = effort.leader_budget_ms / effort.budget_ms / max(1, effort.rounds)
     for round_index in range(effort.rounds):
         order = runnable if round_index % 2 == 0 else list(reversed(runnable))
         for cfg in order:
-            reps = reps_for(per_round, first[cfg].median_ms, effort)
-            reps = max(1, reps // max(1, effort.rounds // 2))
+            reps = max(effort.min_reps, min(effort.max_reps, round(first[cfg].reps * scale)))
             samples[cfg].extend(samplers[cfg](reps))
     fresh = {c: summarize(s) for c, s in samples.items() if s}
     return {c: fresh.get(c, first[c]) for c in candidates}
