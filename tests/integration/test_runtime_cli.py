@@ -74,6 +74,11 @@ def test_ls_show_export_clear_import(tmp_path: Path) -> None:
     res = call(site("cli-demo", space={"tile": [64, 128]}), vadd, (a, b, c, n), n)
     assert res.source == "disk"
     torch.testing.assert_close(c, a + b)
+    # Selective clearing.
+    assert "removed 0 records" in tunedsl_cmd("clear", "--kernel", "not_a_kernel").stdout
+    assert "removed 0 records" in tunedsl_cmd("clear", "--site", "elsewhere").stdout
+    assert "removed 2 records" in tunedsl_cmd("clear", "--kernel", "vadd", "--site", "cli-").stdout
+    assert record_files() == []
 
 
 def test_import_validates_everything(tmp_path: Path) -> None:
