@@ -208,3 +208,26 @@ def test_each_alignment_gets_its_own_compiled_kernel(fake_driver: dict) -> None:
     site(kernel, (aligned, 64), {}, bind, None, None)
     assert paths() == ["jit", "direct", "jit", "direct", "direct"]
     assert len(site.table()) == 2
+
+
+def test_arguments_the_key_does_not_refine_keep_the_jit(fake_driver: dict) -> None:
+    kernel = FakeJit()
+    assert isinstance(
+        tlaunch.make_launcher(kernel, {}, (FakeTensor(0), 64, 16), {}), tlaunch.DirectLauncher
+    )
+    assert isinstance(
+        tlaunch.make_launcher(kernel, {}, (FakeTensor(0), 1.5, None), {}), tlaunch.DirectLauncher
+    )
+    # A tuple is keyed by its class only; Triton specializes on its contents.
+    assert isinstance(
+        tlaunch.make_launcher(kernel, {}, ((FakeTensor(0), FakeTensor(4)), 64), {}),
+        tlaunch.JitLauncher,
+    )
+    assert isinstance(
+        tlaunch.make_launcher(kernel, {}, (FakeTensor(0),), {"n": object()}), tlaunch.JitLauncher
+    )
+    # Constexprs are keyed by value, whatever they are.
+    assert isinstance(
+        tlaunch.make_launcher(kernel, {}, (FakeTensor(0), 64, ("any", "value")), {}),
+        tlaunch.DirectLauncher,
+    )

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tunedsl.backends.triton import KernelInfo, interpreting, kernel_info
+from tunedsl.runtime.keys import is_tensor
 
 
 def direct_launch_enabled() -> bool:
@@ -45,11 +46,35 @@ def launch_jit(
     return kernel.run(*args, grid=grid, warmup=False, **kwargs)
 
 
-def make_launcher(kernel: Any, options: Mapping[str, Any]) -> JitLauncher | DirectLauncher:
+def make_launcher(
+    kernel: Any,
+    options: Mapping[str, Any],
+    args: Sequence[Any] = (),
+    static_kwargs: Mapping[str, Any] | None = None,
+) -> JitLauncher | DirectLauncher:
+    """The launcher of one call key. ``args``/``static_kwargs`` are a call of that key: the
+    direct path is only taken when the key covers Triton's specialization of each of them."""
     info = kernel_info(kernel)
-    if info.jit and direct_launch_enabled():
+    if info.jit and direct_launch_enabled() and keyed_exactly(info, args, static_kwargs or {}):
         return DirectLauncher(kernel, options, info)
     return JitLauncher(kernel, options)
+
+
+def keyed_exactly(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Whether the call key refines Triton's specialization of every argument: constexprs
+    (keyed by value), tensors, ints, floats, bools and None. Anything else (tuples, tensor
+    descriptors, ...) is keyed by class only, so such calls keep Triton's dispatcher."""
+    from tunedsl.runtime.site import HOLE
+
+    named = [(info.arg_names[i] if i < len(info.arg_names) else "", a) for i, a in enumerate(args)]
+    named += list(kwargs.items())
+    for name, value in named:
+        if name in info.constexpr_names or value is None:
+            continue
+        if value.__class__ in (int, float, bool) or value is HOLE or is_tensor(value):
+            continue  # (a HOLE's value comes from bind: the direct path checks it per call)
+        return False
+    return True
 
 
 class JitLauncher:

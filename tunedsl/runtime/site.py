@@ -368,7 +368,9 @@ class Site:
             # other strides of one pattern, another alignment). The entry is new all the
             # same: its launcher must capture its own Triton specialization.
             decision, result = known
-            return self._entry(kernel, info, args, settings, decision, result), result
+            return self._entry(
+                kernel, info, args, static_kwargs, settings, decision, result
+            ), result
         decision = decide.decide(
             self.site_id,
             kernel,
@@ -392,13 +394,14 @@ class Site:
         first = result.with_source(decision.source)
         if decision.source == "tuned" and knobs.print_autotuning():
             decide.print_table(self.label, first, sys.stdout)
-        return self._entry(kernel, info, args, settings, decision, result), first
+        return self._entry(kernel, info, args, static_kwargs, settings, decision, result), first
 
     def _entry(
         self,
         kernel: Any,
         info: Any,
         args: Sequence[Any],
+        static_kwargs: Mapping[str, Any],
         settings: Settings,
         decision: Any,
         result: LaunchResult,
@@ -408,7 +411,7 @@ class Site:
         positional = info.arg_names[: len(args)]
         zero_pos = tuple(i for i, n in enumerate(positional) if n in settings.reset_to_zero)
         zero_kw = tuple(n for n in settings.reset_to_zero if n not in positional)
-        launcher = make_launcher(kernel, decision.options)
+        launcher = make_launcher(kernel, decision.options, args, static_kwargs)
         return Entry(decision.config, launcher, result, zero_pos, zero_kw)
 
     def key_config(self, space: Any, default: Any) -> Config:
