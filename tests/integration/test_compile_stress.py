@@ -71,6 +71,15 @@ def test_leaving_while_compiles_run_exits_cleanly(tmp_path) -> None:
     assert json.loads(out.stdout.strip().splitlines()[-1])["busy_when_leaving"]
 
 
+def test_a_recorded_specialization_compiles_the_very_same_binary(tmp_path) -> None:
+    # What replay needs: from triton_specialization's JSON-able description alone,
+    # compile_signature rebuilds byte-identical cubins to a compile from real arguments.
+    result = _run("fidelity", tmp_path)
+    assert result["specialization"]["a"] == "*fp16:D"  # aligned pointer
+    assert result["specialization"]["sak"] == {"constexpr": 1}  # Triton's 1-specialisation
+    assert result["same"] == len(CONFIGS)
+
+
 # -- the subprocess side -----------------------------------------------------------------
 
 
@@ -172,6 +181,32 @@ def _case_leave(kernel) -> dict:
     return {"busy_when_leaving": workers_busy()}
 
 
+def _case_fidelity(kernel) -> dict:
+    import torch
+
+    from tunedsl.backends.triton_compile import (
+        compile_signature,
+        compile_variant,
+        triton_specialization,
+    )
+
+    a = torch.empty(128, 128, dtype=torch.float16)
+    args = (a, a, a, 128, 128, 128, 128, 1, 128, 1, 128, 1)
+    same = 0
+    spec = None
+    for cfg in CONFIGS:
+        kwargs = {k: cfg[k] for k in ("BM", "BN", "BK")}
+        options = {k: cfg[k] for k in ("num_warps", "num_stages")}
+        live = compile_variant(kernel, args, kwargs, options, target="cuda:90")
+        spec = json.loads(json.dumps(triton_specialization(kernel, args, kwargs, target="cuda:90")))
+        types = {n: v for n, v in spec.items() if not isinstance(v, dict)}
+        consts = {n: v["constexpr"] for n, v in spec.items() if isinstance(v, dict)}
+        again = compile_signature(kernel, types, consts, options, target="cuda:90")
+        same += again.hash == live.hash and again.binary == live.binary
+    return {"specialization": spec, "same": same}
+
+
 if __name__ == "__main__":
-    case = {"equal": _case_equal, "raising": _case_raising, "leave": _case_leave}[sys.argv[1]]
+    cases = {"equal": _case_equal, "raising": _case_raising, "leave": _case_leave}
+    case = {**cases, "fidelity": _case_fidelity}[sys.argv[1]]
     print(json.dumps(case(_kernel())))

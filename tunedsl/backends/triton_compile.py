@@ -44,6 +44,7 @@ __all__ = [
     "interpreting",
     "is_cache_hit",
     "parse_target",
+    "triton_specialization",
     "unwrap_jit",
 ]
 
@@ -316,20 +317,94 @@ def compile_signature(
     target: str | Any,
     attrs: Mapping[Any, Any] | None = None,
 ) -> CrossCompiled:
-    """Cross-compile from a recorded signature (``{"a": "*fp16", "n": "i32", "BM": "constexpr"}``).
+    """Cross-compile from a recorded signature, no tensors needed (``precompile --replay``).
 
-    For ``tunedsl precompile --replay``: no tensors needed, only what a record stores.
-    ``constexprs`` maps parameter names to values; ``attrs`` (specialisation hints such as
-    16-byte divisibility) default to none, which compiles a correct, general variant.
+    ``signature`` maps parameters to Triton types with Triton's specialisation after a
+    colon, as :func:`triton_specialization` writes them: ``"*fp16:D"`` (divisible by 16),
+    ``"i32:"`` (specialised, no hint), ``"fp32"`` (not specialised). ``constexprs`` maps parameter names to
+    values, including arguments Triton specialised to constants (an int equal to 1).
+    Without suffixes the variant is a correct, general one, which a launch with aligned
+    arguments does not reuse (Triton keys its cache on the specialisation too).
     """
     if interpreting():
         raise UsageError(_INTERPRET_FIX)
+    from triton.compiler import make_backend
+
     jit_fn = unwrap_jit(kernel)
     gpu_target = parse_target(target)
-    sig = {p.name: ("constexpr" if p.is_constexpr else signature[p.name]) for p in jit_fn.params}
-    return _compile_source(
-        jit_fn, sig, dict(constexprs), dict(attrs or {}), dict(options), gpu_target
+    backend = make_backend(gpu_target)
+    # Rebuild the binder's output and let Triton's own _pack_args derive the signature,
+    # constexprs and attributes, so the ASTSource (and its cache key) is a launch's.
+    specialization: list[tuple[str, Any]] = []
+    bound: dict[str, Any] = {}
+    for param in jit_fn.params:
+        if param.is_constexpr or param.name in constexprs:
+            if param.name not in constexprs:
+                raise UsageError(f"no value recorded for constexpr argument {param.name!r}")
+            specialization.append(("constexpr", constexprs[param.name]))
+            bound[param.name] = constexprs[param.name]
+            continue
+        if param.name not in signature:
+            raise UsageError(f"the recorded signature has no type for argument {param.name!r}")
+        kind, colon, attr = str(signature[param.name]).partition(":")
+        specialization.append((kind, attr if colon else None))
+        bound[param.name] = None
+    run_kwargs = _run_kwargs(jit_fn, {}, options)
+    opts, sig, packed_constexprs, packed_attrs = jit_fn._pack_args(
+        backend, run_kwargs, bound, specialization, None
     )
+    packed_attrs.update(attrs or {})
+    return _compile_source(jit_fn, sig, packed_constexprs, packed_attrs, opts.__dict__, gpu_target)
+
+
+def triton_specialization(
+    kernel: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    target: str | Any | None = None,
+) -> dict[str, Any]:
+    """How Triton specialises this call, per parameter, in the form replay reads back.
+
+    ``{"a": "*fp16:D", "n": "i32:", "x": "fp32", "one": {"constexpr": 1}, "BLOCK":
+    {"constexpr": 128}}``: the type, then after a colon Triton's specialisation (``D``:
+    16-byte divisibility, empty: none), and constants (constexpr parameters and the
+    arguments Triton specialises to constants). ``target`` defaults to
+    the current GPU, else ``cuda:90``. Store this in a record, and
+    :func:`compile_signature` compiles exactly the variant a launch would use.
+    """
+    from triton.compiler import make_backend
+    from triton.runtime.jit import MockTensor
+
+    jit_fn = unwrap_jit(kernel)
+    if target is None:
+        target = _current_target_or("cuda:90")
+    backend = make_backend(parse_target(target))
+    with compile_lock:
+        binder = _binder_for(jit_fn, backend)
+    run_kwargs = _run_kwargs(jit_fn, kwargs, {})
+    _, specialization, _ = binder(*[MockTensor.wrap_dtype(a) for a in args], **run_kwargs)
+    out: dict[str, Any] = {}
+    for param, (kind, value) in zip(jit_fn.params, specialization, strict=False):
+        if kind == "constexpr":
+            out[param.name] = {"constexpr": value}
+        else:  # "i32:D" divisible by 16, "i32:" specialised without a hint, "fp32" not at all
+            out[param.name] = f"{kind}:{value}" if isinstance(value, str) else kind
+    return out
+
+
+def _current_target_or(default: str) -> Any:
+    if not interpreting():
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                from triton.runtime import driver
+
+                return driver.active.get_current_target()
+        except Exception:  # no usable driver: fall back to the named target
+            pass
+    return parse_target(default)
 
 
 def _compile_source(

@@ -45,6 +45,7 @@ def replay_jobs(record: Any, kernel: Any, target: Any) -> list[tuple[Any, Any]]:
 
     types: dict[str, str] = {}
     static: dict[str, Any] = {}
+    # Per parameter: "*fp16", "*fp16:D" (Triton's specialisation suffix) or {"constexpr": v}.
     for name, value in record.signature.items():
         if isinstance(value, dict) and "constexpr" in value:
             static[name] = value["constexpr"]
