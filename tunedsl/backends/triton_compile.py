@@ -24,6 +24,7 @@ Only this package imports triton, and only when these functions run.
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -188,7 +189,23 @@ def compile_variant(
         return _cross_compile(unwrap_jit(kernel), args, kwargs, options, parse_target(target))
     if interpreting():
         return InterpretedHandle(str(getattr(kernel, "__name__", None) or repr(kernel)))
-    return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
+    device = _cuda_device_of(args, kwargs)
+    if device is None:
+        return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
+    import torch
+
+    # Pool threads start on device 0; compile (and fill the table) for the arguments' GPU.
+    with torch.cuda.device(device):
+        return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
+
+
+def _cuda_device_of(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | None:
+    for value in (*args, *kwargs.values()):
+        device: Any = getattr(value, "device", None)
+        index = getattr(device, "index", None)
+        if getattr(device, "type", None) == "cuda" and index is not None:
+            return int(index)
+    return None
 
 
 class _DeferredExecutor:
@@ -220,13 +237,12 @@ class _DeferredExecutor:
                 raise
 
 
-def _compile_on_device(
-    jit_fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
-) -> Any:
+@functools.lru_cache(maxsize=1)
+def _keyed_mode_class() -> Any:
     from triton.runtime import _async_compile
 
-    class _KeyedMode(_async_compile.AsyncCompileMode):  # type: ignore[misc]
-        """Remembers the Triton cache key of the compile it was handed."""
+    class KeyedMode(_async_compile.AsyncCompileMode):  # type: ignore[misc]
+        """Triton's AsyncCompileMode that remembers the cache key of the compile it gets."""
 
         cache_key: str | None = None
 
@@ -234,8 +250,16 @@ def _compile_on_device(
             self.cache_key = str(key)
             return super().submit(key, *rest)
 
+    return KeyedMode
+
+
+def _compile_on_device(
+    jit_fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+) -> Any:
+    from triton.runtime import _async_compile
+
     deferred = _DeferredExecutor()
-    mode = _KeyedMode(deferred)
+    mode = _keyed_mode_class()(deferred)
     # Guarded prologue: binder creation (device_caches), key, table look-up, submit.
     with compile_lock:
         token = _async_compile.active_mode.set(mode)
