@@ -195,6 +195,7 @@ def test_ctrl_c_during_tuning_leaves_no_record_and_no_process(tmp_path, delay_s)
 def _precompile(tmp_path, *argv):
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "tc"))
     env.pop("TRITON_INTERPRET", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # precompile must be able to store bytecode
     return subprocess.run(
         [sys.executable, "-m", "tunedsl", "precompile", *argv],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
