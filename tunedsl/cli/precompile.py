@@ -310,6 +310,10 @@ def main(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         print("tunedsl precompile: error: --workers must be at least 1", file=sys.stderr)
         return 2
+    if args.timeout is not None and not args.timeout > 0:
+        print("tunedsl precompile: error: --timeout must be a positive number of seconds",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.target and os.environ.pop("TRITON_INTERPRET", None) not in (None, "", "0"):
         # Triton imported in interpreter mode cannot compile; nothing runs here anyway.
         print("tunedsl precompile: --target given: ignoring TRITON_INTERPRET", file=sys.stderr)
