@@ -23,10 +23,8 @@ def _args():
     return a, b, torch.zeros(N)
 
 
-def _launch(name: str, c_out=None):
-    # Each call site below is its own Site object (sites are per code location), all sharing
-    # one site id through name=, so each later call goes to the disk for its decision.
-
+def _launch(name: str):
+    """Fresh tensors and the autotune_launch options of the site id ``name``."""
     a, b, c = _args()
     common = dict(
         space=SPACE,
@@ -56,6 +54,8 @@ def test_corrupt_record_is_retuned_and_rewritten(kind: str) -> None:
 
     from tunedsl import autotune_launch
 
+    # Three call sites (sites are per code location) sharing one site id through name=:
+    # the second and third have no in-memory decision and go to the disk for it.
     name = f"corrupt-{kind}"
     a, b, c, common = _launch(name)
     first = autotune_launch(vadd, **common)
