@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
 
 import pytest
+
+# Triton fixes interpreter-or-not when triton.language is imported. On a machine without a
+# GPU, a tests/gpu module imported during collection (before tests/integration/conftest.py
+# sets the variable) would otherwise fix it to "off", and interpreted kernels calling
+# @jit library functions (tl.sum, ...) then fail in the integration tests.
+if not glob.glob("/dev/nvidia[0-9]*") and not glob.glob("/dev/dri/renderD*"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +34,10 @@ def _has_cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    has_triton = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None
+    has_triton = (
+        importlib.util.find_spec("triton") is not None
+        and importlib.util.find_spec("torch") is not None
+    )
     cuda = None
     for item in items:
         if "needs_triton" in item.keywords and not has_triton:
