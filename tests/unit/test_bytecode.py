@@ -308,10 +308,14 @@ def _python(code: str, **kwargs) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX resource limits")
-def test_full_disk_runs_without_cache_and_warns_once(script: Path) -> None:
+def test_full_disk_runs_without_cache_and_warns_once(script: Path, tmp_path: Path) -> None:
     # A file-size limit makes the write fail with EFBIG, as a full disk fails with ENOSPC.
+    # Python itself would write truncated pycs of lazily imported modules under that limit:
+    # send them to a throw-away prefix so the source tree's __pycache__ stays sound.
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache")}
     result = _python(
-        f"""
+        env=env,
+        code=f"""
         import resource, signal, sys, warnings
         from tunedsl import bytecode
         import tunedsl.frontend.compile
@@ -328,7 +332,7 @@ def test_full_disk_runs_without_cache_and_warns_once(script: Path) -> None:
                 assert ns["RESULT"] == 4
         print(len(caught), bytecode.stats.compiles, bytecode.stats.writes)
         print(caught[0].message)
-        """
+        """,
     )
     assert result.returncode == 0, result.stderr
     counts, message = result.stdout.splitlines()[:2]
