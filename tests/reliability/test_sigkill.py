@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from rel_helpers import cache_warnings, child_env, only_cache_warnings
 
 from tunedsl import bytecode
@@ -126,3 +127,62 @@ def test_sigkill_during_writes_never_leaves_a_torn_entry(tmp_path: Path) -> None
     # (never read as an entry). At most one per kill and store.
     leftovers = [p for p in cache.rglob(".*tmp*") if p.is_file()]
     assert len(leftovers) <= 2 * KILLS
+
+
+TUNER = """
+import sys, time
+sys.path.insert(0, {here!r})
+import torch
+from rel_kernels import vadd
+from tunedsl import autotune_launch
+
+slow = sys.argv[1] == "slow"
+n = 1000
+a, b, c = torch.ones(n), torch.ones(n), torch.zeros(n)
+announced = []
+
+def hook(args):
+    if not announced:
+        announced.append(True)
+        print("TUNING", flush=True)
+    if slow:
+        time.sleep(0.5)  # the key's lock is held all along
+
+result = autotune_launch(
+    vadd,
+    space=dict(TILE=[64, 128]),
+    grid=lambda cfg: ((n + cfg.TILE - 1) // cfg.TILE,),
+    args=(a, b, c, n),
+    kwargs=lambda cfg: dict(TILE=cfg.TILE),
+    pre_hook=hook,
+    effort="quick",
+    name="killed-tuner",
+)
+assert torch.equal(c, a + b)
+print("RESULT", result.source, flush=True)
+"""
+
+
+@pytest.mark.needs_triton
+def test_a_tuner_killed_holding_the_key_lock_does_not_block_the_next(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    script = tmp_path / "tuner.py"
+    script.write_text(TUNER.format(here=str(Path(__file__).parent)))
+    env = child_env(cache)
+    victim = subprocess.Popen(
+        [sys.executable, str(script), "slow"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert victim.stdout is not None
+    assert victim.stdout.readline().strip() == "TUNING"
+    assert list((cache / "locks").glob("*.lock")), "the tuner holds a lock file"
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    assert not list((cache / "records").glob("*.json"))
+
+    after = subprocess.run(
+        [sys.executable, str(script), "fast"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert after.returncode == 0, after.stderr[-3000:]
+    assert "RESULT tuned" in after.stdout  # it took the lock and tuned: nothing was stuck
+    (record,) = (cache / "records").glob("*.json")
+    records.Record.from_json(json.loads(record.read_text()))
