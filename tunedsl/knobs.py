@@ -132,6 +132,13 @@ def direct_launch() -> bool:
     return raw not in _FALSE or raw == ""
 
 
+def stored_binaries() -> bool:
+    """``TUNEDSL_STORED_BINARIES=0``: never load or store kernel binaries of tuning decisions
+    (a warm process then compiles the chosen variant through Triton; default on)."""
+    raw = os.environ.get("TUNEDSL_STORED_BINARIES", "").strip().lower()
+    return raw not in _FALSE or raw == ""
+
+
 def quiet() -> bool:
     """``TUNEDSL_QUIET=1``: no progress output while tuning."""
     return _flag("TUNEDSL_QUIET")

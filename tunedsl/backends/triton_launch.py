@@ -12,6 +12,11 @@
   (see ``DirectLauncher``). Launch hooks (profilers) send calls back through the JIT.
   Triton's check that a kernel's global variables did not change since compilation runs
   on JIT launches only.
+- **stored binary** (direct path, a key decided by tuning or a stored record): the first
+  launch of a key loads the chosen variant's binary from tunedsl's store
+  (``triton_binaries.py``) instead of compiling it, or, when there is none yet, stores the
+  binary the JIT produced, so the next process skips ``triton.compile`` (and its
+  ``triton_key()``, about 0.5 s per process).
 """
 
 from __future__ import annotations
@@ -51,13 +56,21 @@ def make_launcher(
     options: Mapping[str, Any],
     args: Sequence[Any] = (),
     static_kwargs: Mapping[str, Any] | None = None,
+    stored_binary: bool = False,
 ) -> JitLauncher | DirectLauncher:
     """The launcher of one call key. ``args``/``static_kwargs`` are a call of that key: the
-    direct path is only taken when the key covers Triton's specialization of each of them."""
+    direct path is only taken when the key covers Triton's specialization of each of them.
+    ``stored_binary``: the first launch loads (or else stores) the variant's binary."""
     info = kernel_info(kernel)
     if info.jit and direct_launch_enabled() and keyed_exactly(info, args, static_kwargs or {}):
-        return DirectLauncher(kernel, options, info)
+        return DirectLauncher(kernel, options, info, stored_binary)
     return JitLauncher(kernel, options)
+
+
+def stored_binaries_enabled() -> bool:
+    from tunedsl import knobs
+
+    return knobs.stored_binaries() and not interpreting()
 
 
 def keyed_exactly(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
@@ -128,11 +141,18 @@ class DirectLauncher:
         "kernel",
         "options",
         "runtime",
+        "stored_binary",
         "tail_const",
         "tail_plan",
     )
 
-    def __init__(self, kernel: Any, options: Mapping[str, Any], info: KernelInfo) -> None:
+    def __init__(
+        self,
+        kernel: Any,
+        options: Mapping[str, Any],
+        info: KernelInfo,
+        stored_binary: bool = False,
+    ) -> None:
         self.kernel = kernel
         self.options = dict(options)
         self.info = info
@@ -141,6 +161,7 @@ class DirectLauncher:
         self.tail_plan: tuple[tuple[bool, Any], ...] = ()
         self.tail_const: tuple[Any, ...] | None = None
         self.disabled = not (direct_launch_enabled() and info.jit)
+        self.stored_binary = stored_binary and stored_binaries_enabled()
         # Bound at the first launch (GPU only): the driver's device/stream getters and
         # Triton's runtime knobs, so a call does no module-level lookups.
         self.get_device: Callable[[], int] | None = None
@@ -211,11 +232,51 @@ class DirectLauncher:
         static_kwargs: Mapping[str, Any],
         dyn_kwargs: Mapping[str, Any],
     ) -> None:
+        launch = None
+        if self.stored_binary and not self.compiled:
+            self.stored_binary = False  # one attempt per key (the first device)
+            launch = _launch_source(
+                self.kernel, args, {**static_kwargs, **dyn_kwargs}, self.options
+            )
+            if launch is not None and self._load_stored(launch, args, static_kwargs, dyn_kwargs):
+                self(grid, args, static_kwargs, dyn_kwargs, None)  # now the direct path
+                return
         compiled = self.jit(grid, args, static_kwargs, dyn_kwargs)
         try:
             self._capture(compiled, args, static_kwargs, dyn_kwargs)
         except Exception:  # an unexpected Triton version: keep the JIT path
             self.disabled = True
+        if launch is not None:
+            _store(launch, compiled)
+
+    def _load_stored(
+        self,
+        launch: Any,
+        args: Sequence[Any],
+        static_kwargs: Mapping[str, Any],
+        dyn_kwargs: Mapping[str, Any],
+    ) -> bool:
+        """Capture the stored binary of this launch; False (state untouched) on any miss."""
+        from tunedsl.backends import triton_binaries
+
+        compiled = triton_binaries.load(launch)
+        if compiled is None:
+            return False
+        try:
+            self._capture(compiled, args, static_kwargs, dyn_kwargs)
+        except Exception as err:  # e.g. the device cannot load it: compile instead
+            from tunedsl.store.records import warn_once
+
+            warn_once(
+                f"binary-load:{launch.key}",
+                f"cannot load the stored binary of {self.info.qualname} ({err}); compiling it",
+            )
+            self.compiled.clear()
+            self.dyn0 = None
+        if self.dyn0 is None:
+            self.disabled = not (direct_launch_enabled() and self.info.jit)
+            return False
+        return True
 
     def _capture(
         self,
@@ -257,6 +318,29 @@ def _hooks_active() -> bool:
     exit_ = runtime.launch_exit_hook
     # HookChain (3.6+) is never None: empty means no hook; a plain callable is a hook.
     return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
+
+
+def _launch_source(
+    kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+) -> Any:
+    """The stored-binary key of this launch, or None (never raises: the JIT is the fallback)."""
+    from tunedsl.backends import triton_binaries
+
+    try:
+        return triton_binaries.launch_source(kernel, args, kwargs, options)
+    except Exception:
+        return None
+
+
+def _store(launch: Any, compiled: Any) -> None:
+    from tunedsl.backends import triton_binaries
+
+    try:
+        if hasattr(compiled, "result"):  # Triton 3.6's async compile may return a future
+            compiled = compiled.result()
+        triton_binaries.store(launch, compiled)
+    except Exception:  # storing is an optimisation for later processes, never an error
+        pass
 
 
 @functools.lru_cache(maxsize=1)

@@ -147,11 +147,7 @@ def tune_and_record(
         )
     )
     first = variants[0] if variants else None
-    signature = (
-        bt.triton_signature(info, bt.bind_arguments(info, first.args, first.kwargs))
-        if first
-        else {}
-    )
+    signature = replay_signature(kernel, info, first) if first else {}
     record = store.Record(
         site=site_id,
         digest=digest,
@@ -169,6 +165,22 @@ def tune_and_record(
     )
     store.save_record(record)
     return record
+
+
+def replay_signature(kernel: Any, info: Any, variant: Variant) -> dict[str, Any]:
+    """Each argument's Triton type with Triton's own specialization (``"*fp16:D"``,
+    ``{"constexpr": 1}``), so ``precompile --replay`` rebuilds exactly a launch's binary.
+    Under the interpreter (no Triton binder for a target) the plain types."""
+    from tunedsl.backends import triton as bt
+
+    if not bt.interpreting() and info.jit:
+        try:
+            from tunedsl.backends.triton_compile import triton_specialization
+
+            return triton_specialization(kernel, variant.args, variant.kwargs)
+        except Exception:  # an unexpected argument kind: the plain types still replay
+            pass
+    return bt.triton_signature(info, bt.bind_arguments(info, variant.args, variant.kwargs))
 
 
 def print_table(label: str, result: LaunchResult, out: TextIO) -> None:

@@ -411,7 +411,10 @@ class Site:
         positional = info.arg_names[: len(args)]
         zero_pos = tuple(i for i, n in enumerate(positional) if n in settings.reset_to_zero)
         zero_kw = tuple(n for n in settings.reset_to_zero if n not in positional)
-        launcher = make_launcher(kernel, decision.options, args, static_kwargs)
+        # Decisions from tuning or a record launch the same variant in every process: its
+        # binary is stored by the first process and loaded (not compiled) by later ones.
+        stored = decision.source in ("tuned", "disk")
+        launcher = make_launcher(kernel, decision.options, args, static_kwargs, stored)
         return Entry(decision.config, launcher, result, zero_pos, zero_kw)
 
     def key_config(self, space: Any, default: Any) -> Config:

@@ -1,0 +1,263 @@
+"""Stored kernel binaries (``tunedsl/backends/triton_binaries.py``) with real cubins.
+
+Cross-compiled for ``cuda:90`` (no GPU needed): the store/load round trip, the check that
+only the launch's own binary is stored, and every validation failure being a miss with a
+warning. Cross-compiling needs Triton imported without ``TRITON_INTERPRET`` (which this
+directory's conftest sets), so each case runs this file as a script in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+
+def _run(case: str, tmp_path) -> dict:
+    env = dict(
+        os.environ,
+        TRITON_CACHE_DIR=str(tmp_path / "triton"),
+        TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl"),
+    )
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run(
+        [sys.executable, __file__, case],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_round_trip_loads_the_identical_binary(tmp_path) -> None:
+    r = _run("round_trip", tmp_path)
+    assert r["fingerprint"] and len(r["fingerprint"]) == 64
+    assert r["stored"] and r["loaded_same_binary"] and r["same_metadata_hash"]
+    assert r["files"] == ["manifest.json", "mm.cubin", "mm.json"]
+    assert r["other_options_miss"] and r["other_options_key_differs"]
+    assert r["other_alignment_key_differs"]
+    assert r["warnings"] == []
+
+
+def test_only_the_launchs_own_binary_is_stored(tmp_path) -> None:
+    r = _run("wrong_kernel", tmp_path)
+    assert r["stored"] is False
+    assert r["entries"] == []
+
+
+def test_a_damaged_entry_is_a_miss_with_one_warning(tmp_path) -> None:
+    r = _run("damaged", tmp_path)
+    for case in ("flipped_byte", "truncated", "bad_manifest", "other_key", "extra_file"):
+        assert r[case]["loaded"] is False, case
+        assert len(r[case]["warnings"]) == 1, (case, r[case])
+    assert "sha256" in r["flipped_byte"]["warnings"][0]
+    assert "size" in r["truncated"]["warnings"][0]
+    assert r["intact"]["loaded"] is True and r["intact"]["warnings"] == []
+
+
+def test_a_directory_writable_by_others_is_not_trusted(tmp_path) -> None:
+    r = _run("not_private", tmp_path)
+    assert r["loaded"] is False
+    assert len(r["warnings"]) == 1 and "not private" in r["warnings"][0]
+
+
+def test_triton_knobs_that_need_a_real_compile_disable_the_store(tmp_path) -> None:
+    r = _run("knobs", tmp_path)
+    assert r == {"always_compile": None, "jit_cache_hook": None, "plain": True}
+
+
+def test_replay_signature_is_tritons_specialization(tmp_path) -> None:
+    r = _run("replay_signature", tmp_path)
+    assert r["signature"]["a"] == "*fp16:D"
+    assert r["signature"]["BM"] == {"constexpr": 32}
+    assert r["signature"] == r["specialization"]
+
+
+# -- the cases, run in a subprocess -----------------------------------------------------------
+
+
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
+            y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+            acc += tl.dot(x, y)
+        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+
+    return mm
+
+
+def _call(dtype_offset: int = 0):
+    import torch
+
+    a = torch.empty(128 * 128 + 8, dtype=torch.float16)[dtype_offset:][: 128 * 128].view(128, 128)
+    args = (a, a, a, 128, 128, 128, 128, 1, 128, 1, 128, 1)
+    return args, {"BM": 32, "BN": 32, "BK": 32}
+
+
+OPTIONS = {"num_warps": 4, "num_stages": 2}
+
+
+def _compiled(options=OPTIONS, offset: int = 0):
+    from tunedsl.backends import triton_binaries as tb
+    from tunedsl.backends.triton_compile import compile_variant
+
+    kernel = _kernel()
+    args, kwargs = _call(offset)
+    cc = compile_variant(kernel, args, kwargs, options, target="cuda:90")
+    launch = tb.launch_source(kernel, args, kwargs, options, target="cuda:90")
+    return kernel, cc, launch
+
+
+def _load(launch):
+    from tunedsl.backends import triton_binaries as tb
+    from tunedsl.store import records
+
+    records._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = tb.load(launch)
+    return compiled, [str(w.message) for w in caught]
+
+
+def _case_round_trip() -> dict:
+    from tunedsl.backends import triton_binaries as tb
+
+    kernel, cc, launch = _compiled()
+    stored = tb.store(launch, cc.kernel)
+    loaded, caught = _load(launch)
+    _, cc8, launch8 = _compiled({"num_warps": 8, "num_stages": 2})
+    other, caught8 = _load(launch8)
+    _, _, misaligned = _compiled(offset=1)  # 2-byte offset: not 16-byte aligned
+    return {
+        "fingerprint": tb.triton_fingerprint(),
+        "stored": stored,
+        "loaded_same_binary": loaded is not None and loaded.kernel == cc.binary,
+        "same_metadata_hash": loaded is not None and loaded.hash == cc.hash,
+        "files": sorted(os.listdir(tb.binaries_dir() / launch.key)),
+        "other_options_miss": other is None,
+        "other_options_key_differs": launch8.key != launch.key,
+        "other_alignment_key_differs": misaligned.key != launch.key,
+        "warnings": caught + caught8,
+    }
+
+
+def _case_wrong_kernel() -> dict:
+    from tunedsl.backends import triton_binaries as tb
+
+    _, cc8, _ = _compiled({"num_warps": 8, "num_stages": 2})
+    _, _, launch4 = _compiled()
+    stored = tb.store(launch4, cc8.kernel)  # the binary of another configuration
+    root = tb.binaries_dir()
+    return {"stored": stored, "entries": sorted(os.listdir(root)) if root.exists() else []}
+
+
+def _case_damaged() -> dict:
+    import shutil
+
+    from tunedsl.backends import triton_binaries as tb
+
+    _, cc, launch = _compiled()
+    folder = tb.binaries_dir() / launch.key
+    out = {}
+
+    def fresh() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        assert tb.store(launch, cc.kernel)
+
+    def outcome() -> dict:
+        compiled, caught = _load(launch)
+        return {"loaded": compiled is not None, "warnings": caught}
+
+    fresh()
+    cubin = folder / "mm.cubin"
+    data = bytearray(cubin.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    cubin.write_bytes(bytes(data))
+    out["flipped_byte"] = outcome()
+    fresh()
+    cubin.write_bytes(cubin.read_bytes()[:-16])
+    out["truncated"] = outcome()
+    fresh()
+    (folder / "manifest.json").write_text("{not json")
+    out["bad_manifest"] = outcome()
+    fresh()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["key"] = "0" * 64
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    out["other_key"] = outcome()
+    fresh()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"]["../escape.json"] = {"size": 1, "sha256": "0" * 64}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    out["extra_file"] = outcome()
+    fresh()
+    out["intact"] = outcome()
+    return out
+
+
+def _case_not_private() -> dict:
+    from tunedsl.backends import triton_binaries as tb
+
+    _, cc, launch = _compiled()
+    assert tb.store(launch, cc.kernel)
+    os.chmod(tb.binaries_dir(), 0o777)
+    compiled, caught = _load(launch)
+    return {"loaded": compiled is not None, "warnings": caught}
+
+
+def _case_knobs() -> dict:
+    from triton import knobs as tknobs
+
+    from tunedsl.backends import triton_binaries as tb
+
+    kernel = _kernel()
+    args, kwargs = _call()
+    out = {}
+    tknobs.compilation.always_compile = True
+    out["always_compile"] = tb.launch_source(kernel, args, kwargs, OPTIONS, target="cuda:90")
+    tknobs.compilation.always_compile = False
+    tknobs.runtime.jit_cache_hook = lambda *a, **k: False
+    out["jit_cache_hook"] = tb.launch_source(kernel, args, kwargs, OPTIONS, target="cuda:90")
+    tknobs.runtime.jit_cache_hook = None
+    plain = tb.launch_source(kernel, args, kwargs, OPTIONS, target="cuda:90")
+    out["plain"] = plain is not None
+    return out
+
+
+def _case_replay_signature() -> dict:
+    from tunedsl.backends import triton as bt
+    from tunedsl.backends.triton_compile import triton_specialization
+    from tunedsl.runtime.decide import replay_signature
+    from tunedsl.runtime.variant import Variant
+    from tunedsl.runtime.config import Config
+
+    kernel = _kernel()
+    args, kwargs = _call()
+    variant = Variant(Config(BM=32), args, kwargs, (4, 4), dict(OPTIONS))
+    signature = replay_signature(kernel, bt.kernel_info(kernel), variant)
+    return {
+        "signature": signature,
+        "specialization": json.loads(json.dumps(triton_specialization(kernel, args, kwargs))),
+    }
+
+
+if __name__ == "__main__":
+    result = globals()[f"_case_{sys.argv[1]}"]()
+    print(json.dumps(result, default=lambda o: None))
