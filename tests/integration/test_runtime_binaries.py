@@ -58,6 +58,7 @@ def test_a_damaged_entry_is_a_miss_with_one_warning(tmp_path) -> None:
     assert "sha256" in r["flipped_byte"]["warnings"][0]
     assert "size" in r["truncated"]["warnings"][0]
     assert r["intact"]["loaded"] is True and r["intact"]["warnings"] == []
+    assert r["removed_after_warning"]
 
 
 def test_a_directory_writable_by_others_is_not_trusted(tmp_path) -> None:
@@ -139,10 +140,10 @@ def _load(launch):
 def _case_round_trip() -> dict:
     from tunedsl.backends import triton_binaries as tb
 
-    kernel, cc, launch = _compiled()
+    _, cc, launch = _compiled()
     stored = tb.store(launch, cc.kernel)
     loaded, caught = _load(launch)
-    _, cc8, launch8 = _compiled({"num_warps": 8, "num_stages": 2})
+    _, _, launch8 = _compiled({"num_warps": 8, "num_stages": 2})
     other, caught8 = _load(launch8)
     _, _, misaligned = _compiled(offset=1)  # 2-byte offset: not 16-byte aligned
     return {
@@ -197,6 +198,7 @@ def _case_damaged() -> dict:
     fresh()
     (folder / "manifest.json").write_text("{not json")
     out["bad_manifest"] = outcome()
+    out["removed_after_warning"] = not folder.exists()
     fresh()
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["key"] = "0" * 64
@@ -244,9 +246,9 @@ def _case_knobs() -> dict:
 def _case_replay_signature() -> dict:
     from tunedsl.backends import triton as bt
     from tunedsl.backends.triton_compile import triton_specialization
+    from tunedsl.runtime.config import Config
     from tunedsl.runtime.decide import replay_signature
     from tunedsl.runtime.variant import Variant
-    from tunedsl.runtime.config import Config
 
     kernel = _kernel()
     args, kwargs = _call()

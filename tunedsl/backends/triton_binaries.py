@@ -21,7 +21,8 @@ installed file, libtriton included) and the size and modification time of every 
 file, so reinstalling, upgrading or editing Triton in place changes it. Without a usable
 RECORD (an editable or source install) there is no fingerprint and nothing is stored or
 loaded. A stored binary is verified (sizes, sha256, metadata hash, name and target)
-before use; anything wrong is a miss with one ``CacheWarning`` and the JIT compiles.
+before use; anything wrong is a miss with one ``CacheWarning``: the entry is removed, the
+JIT compiles, and the fresh binary is stored again.
 """
 
 from __future__ import annotations
@@ -224,6 +225,8 @@ def load(launch: LaunchSource) -> Any:
             f"binary:{folder}",
             f"ignoring stored kernel binary {folder}: {err}; compiling it again",
         )
+        # Remove it, so the binary compiled now replaces it (entries are never edited).
+        shutil.rmtree(folder, ignore_errors=True)
         return None
 
 
