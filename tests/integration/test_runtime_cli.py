@@ -97,3 +97,32 @@ def test_import_validates_everything(tmp_path: Path) -> None:
     junk.write_text("[1, 2, 3]")
     out = tunedsl_cmd("import", str(junk))
     assert out.returncode == 1 and "not a tunedsl records bundle" in out.stderr
+
+
+def test_ls_lists_read_only_records_of_the_records_path(tmp_path: Path, monkeypatch) -> None:
+    digests = make_records()
+    shipped, other = tmp_path / "shipped", tmp_path / "other"
+    shipped.mkdir()
+    other.mkdir()
+    files = record_files()
+    # One record only in a read-only directory, one in both (the cache's copy wins).
+    files[0].rename(shipped / files[0].name)
+    (shipped / files[1].name).write_text(files[1].read_text())
+    (other / "broken.json").write_text("{")
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", os.pathsep.join([str(shipped), str(other)]))
+
+    rows = json.loads(tunedsl_cmd("ls", "--json").stdout)
+    flags = sorted((r["digest"], r["read_only"], r["shadowed"]) for r in rows)
+    assert flags == sorted(
+        [(digests[0], True, False), (digests[1], False, False), (digests[1], True, True)]
+    )
+    text = tunedsl_cmd("ls")
+    assert text.stdout.count("(read-only: ") == 2
+    assert "shadowed by an earlier record" in text.stdout
+    assert "broken.json" in text.stderr
+    # `show` finds a record that only a read-only directory holds.
+    shown = tunedsl_cmd("show", digests[0][:10])
+    assert shown.returncode == 0 and str(shipped) in shown.stdout
+    # `clear` only touches the cache.
+    assert "removed 1 record" in tunedsl_cmd("clear").stdout
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(f.name for f in files)

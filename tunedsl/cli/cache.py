@@ -1,9 +1,11 @@
 """``tunedsl cache``: list, show, clear, export and import tuning records.
 
-    tunedsl cache ls [--json]            every record: id, site, kernel, choice, device
+    tunedsl cache ls [--json]            every record: id, site, kernel, choice, device;
+                                         also those of TUNEDSL_RECORDS_PATH (read-only)
     tunedsl cache show ID [--json]       one record (ID: a unique prefix of the digest)
     tunedsl cache clear [ID...] [--kernel NAME] [--site TEXT]
-                                         remove records (all of them when nothing is named)
+                                         remove records (all of them, and the stored
+                                         kernel binaries, when nothing is named)
     tunedsl cache export FILE [ID...]    write records to one JSON bundle
     tunedsl cache import FILE            validate every record of a bundle, then add them
 
@@ -57,11 +59,14 @@ def main(args: argparse.Namespace) -> int:
     return handler[action](args)
 
 
-def _load_all() -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
+def _load_all(
+    roots: list[Path] | None = None,
+) -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
+    """Records of the cache (or of ``roots``), and the files that are not valid records."""
     from tunedsl.store import records
 
     good, bad = [], []
-    for path in records.iter_record_files():
+    for path in records.iter_record_files(roots):
         try:
             good.append((path, records.read_record_file(path)))
         except (OSError, ValueError, UnicodeDecodeError) as err:
@@ -69,10 +74,19 @@ def _load_all() -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
     return good, bad
 
 
+def _load_read_only() -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
+    """Records of the ``TUNEDSL_RECORDS_PATH`` directories (looked up after the cache)."""
+    from tunedsl.store import records
+
+    return _load_all(records.extra_record_dirs())
+
+
 def _find(ident: str) -> tuple[Path, Any]:
     if len(ident) < 4:
         raise UsageError(f"record id {ident!r} is too short: give at least 4 hex digits")
     good, _ = _load_all()
+    if not any(r.digest.startswith(ident.lower()) for _, r in good):
+        good = _load_read_only()[0]
     hits = [(p, r) for p, r in good if r.digest.startswith(ident.lower())]
     if not hits:
         raise UsageError(f"no tuning record with id {ident!r}; `tunedsl cache ls` lists them")
@@ -100,7 +114,16 @@ def _summary(record: Any, path: Path) -> dict[str, Any]:
 
 def _ls(args: argparse.Namespace) -> int:
     good, bad = _load_all()
-    rows = [_summary(r, p) for p, r in good]
+    extra_good, extra_bad = _load_read_only()
+    rows = [{**_summary(r, p), "read_only": False, "shadowed": False} for p, r in good]
+    # Run time looks in the cache first, then the extra directories in order: a digest
+    # seen earlier shadows the later copies.
+    seen = {r.digest for _, r in good}
+    for path, record in extra_good:
+        rows.append(
+            {**_summary(record, path), "read_only": True, "shadowed": record.digest in seen}
+        )
+        seen.add(record.digest)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -109,8 +132,15 @@ def _ls(args: argparse.Namespace) -> int:
     for row in rows:
         when = datetime.datetime.fromtimestamp(row["timestamp"]).strftime("%Y-%m-%d %H:%M")
         chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())
-        print(f"{row['id']}  {when}  {row['site']}  {row['kernel']}  [{chosen}]  {row['device']}")
-    for path, why in bad:
+        where = ""
+        if row["read_only"]:
+            where = f"  (read-only: {Path(row['path']).parent}"
+            where += ", shadowed by an earlier record)" if row["shadowed"] else ")"
+        print(
+            f"{row['id']}  {when}  {row['site']}  {row['kernel']}  [{chosen}]  "
+            f"{row['device']}{where}"
+        )
+    for path, why in [*bad, *extra_bad]:
         print(f"invalid: {path}: {why}", file=sys.stderr)
     return 0
 
@@ -153,7 +183,23 @@ def _clear(args: argparse.Namespace) -> int:
     for path in chosen:
         path.unlink(missing_ok=True)
     print(f"removed {len(chosen)} record{'s' if len(chosen) != 1 else ''}")
+    if not (args.ids or args.kernel or args.site):
+        _clear_binaries()
     return 0
+
+
+def _clear_binaries() -> None:
+    """Stored kernel binaries (``tunedsl/backends/triton_binaries.py``): a later process
+    compiles and stores them again."""
+    import shutil
+
+    from tunedsl.backends.triton_binaries import binaries_dir
+
+    root = binaries_dir()
+    if root.is_dir():
+        count = sum(1 for p in root.iterdir() if not p.name.startswith("."))
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"removed {count} stored kernel binar{'ies' if count != 1 else 'y'}")
 
 
 def _export(args: argparse.Namespace) -> int:
