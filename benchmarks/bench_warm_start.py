@@ -9,8 +9,9 @@ TUNEDSL_CACHE_DIR:
 2. a new process calls the same kernel once; we time that first call (to synchronize).
 
 tunedsl's warm process must run no benchmark (its LaunchResult says ``source="disk"``)
-and compile or load only the chosen variant. Target: at most half of triton.autotune's
-warm first call.
+and load only the chosen variant: from tunedsl's stored binary (no ``triton.compile``,
+so no ``triton_key()`` hash of Triton's sources), else compiled by the JIT. The
+``binary`` column says which. Target: at most half of triton.autotune's warm first call.
 
     python benchmarks/bench_warm_start.py                  # on a GPU
     TRITON_INTERPRET=1 python benchmarks/bench_warm_start.py --quick   # CPU: tunedsl only
@@ -83,7 +84,12 @@ def child(system: str, quick: bool) -> None:
             kwargs=lambda cfg: {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK},
             name="bench_warm_start_mm",
         )
+        from tunedsl.backends import triton_binaries
+
         source, chosen = res.source, str(res.config)
+        stats = triton_binaries.stats
+        binary = "loaded" if stats["loaded"] else "stored" if stats["stored"] else "compiled"
+        binary = "-" if device == "cpu" else binary  # the interpreter compiles nothing
     else:
         configs = [
             triton.Config({"BM": bm, "BN": bn, "BK": bk}, num_warps=w, num_stages=s)
@@ -92,13 +98,13 @@ def child(system: str, quick: bool) -> None:
         ]  # fmt: skip
         kern = triton.autotune(configs=configs, key=["M", "N", "K"], cache_results=True)(mm)
         kern[lambda m: (M // m["BM"], N // m["BN"])](a, b, c, M, N, K, *strides)
-        source, chosen = "triton", str(kern.best_config)
+        source, chosen, binary = "triton", str(kern.best_config), "-"
     sync()
     elapsed = time.perf_counter() - start
     ref = a.float() @ b.float()
     err = ((c.float() - ref).norm() / ref.norm()).item()
     print(json.dumps({"system": system, "first_call_s": elapsed, "source": source,
-                      "chosen": chosen, "rel_err": err}))  # fmt: skip
+                      "chosen": chosen, "rel_err": err, "binary": binary}))  # fmt: skip
 
 
 def run_child(system: str, quick: bool, env: dict[str, str]) -> dict:
@@ -136,18 +142,23 @@ def main() -> int:
         f"warm start: first call of a new process with a stored tuning result"
         f"{' (Triton interpreter, tunedsl only)' if interp else ''}"
     )
-    print(
-        f"{'system':<16} {'cold first call s':>18} {'warm first call s':>18}  warm source   chosen"
-    )
+    print(f"{'system':<16} {'cold first call s':>18} {'warm first call s':>18}  "
+          f"warm source   binary    chosen")  # fmt: skip
     for system, (cold, warm) in rows.items():
         print(f"{system:<16} {cold['first_call_s']:>18.3f} {warm['first_call_s']:>18.3f}  "
-              f"{warm['source']:<12}  {warm['chosen']}")  # fmt: skip
+              f"{warm['source']:<12}  {warm['binary']:<8}  {warm['chosen']}")  # fmt: skip
     if "triton" in rows:
         ratio = rows["tunedsl"][1]["first_call_s"] / rows["triton"][1]["first_call_s"]
         print(f"tunedsl warm / triton.autotune warm: {ratio:.2f}x (target <= 0.5)")
     if rows["tunedsl"][1]["source"] != "disk":
         print("WARNING: tunedsl's warm process did not use the stored record", file=sys.stderr)
         return 1
+    if not interp and rows["tunedsl"][1]["binary"] != "loaded":
+        print(
+            "WARNING: tunedsl's warm process compiled the chosen variant instead of loading "
+            "its stored binary (no dist-info RECORD for Triton? TUNEDSL_STORED_BINARIES=0?)",
+            file=sys.stderr,
+        )
     return 0
 
 
