@@ -71,8 +71,9 @@ def _macro(blocks: str = "cdiv(n, $t)", arg: str = "a") -> bytes:
 EDGE_CASES = {
     "invalid_utf8_in_a_string": _macro(arg="'caf\xe9'").replace(b"\xc3\xa9", b"\xe9"),
     "invalid_utf8_in_a_comment": b"# \xff\xfe\n" + _macro(),
-    # Found by the third long fuzz run (open): at CPython's nesting limit, the expanded text
-    # gets one more level (ast.unparse parenthesizes the returned tuple).
+    # Found by the third long fuzz run, fixed in the front end: at CPython's nesting limit,
+    # the expanded text got one more level (ast.unparse parenthesizes the returned tuple), so
+    # it did not compile although the module did. Now both reject it, naming the place.
     "return_tuple_at_the_nesting_limit": (
         b"from tunedsl import autotune, cdiv\ndef f(x):\n    return g(x), f("
         + b"[" * 199
@@ -80,7 +81,8 @@ EDGE_CASES = {
         + b"]" * 199
         + b")\n"
     ),
-    # Found by the second long fuzz run (open): a plain module, invalid UTF-8 in a comment.
+    # Found by the second long fuzz run, fixed in the front end: a plain module with invalid
+    # UTF-8 in a comment compiled (as compile() and importlib accept it) but did not expand.
     "plain_module_invalid_utf8_in_first_line_comment": b"# caf\xe9\nx = 1\n",
     # Found by the long fuzz run, fixed in the front end (a75d5e4): compiled unexpanded.
     "invalid_utf8_in_a_comment_no_placeholder": (
@@ -110,28 +112,6 @@ EDGE_CASES = {
 }
 
 
-# Open bugs, kept strict so that the fix shows up (then delete the entry).
-KNOWN = {
-    "return_tuple_at_the_nesting_limit": (
-        "the module compiles (200 nesting levels, CPython's limit), but expand_source's "
-        "ast.unparse writes `return (g(x), f([[...]]))`, one level deeper: the expanded text "
-        "raises 'too many nested parentheses'"
-    ),
-    "plain_module_invalid_utf8_in_first_line_comment": (
-        "compile_source compiles a module that does not use the DSL with plain compile(), "
-        "which tolerates invalid UTF-8 inside a comment; expand_source decodes it first and "
-        "raises SyntaxError ('invalid or missing encoding declaration'): `tunedsl expand` "
-        "rejects what compile_source accepts (Python's own loader rejects the file too)"
-    ),
-}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN[n])) if n in KNOWN else n
-        for n in sorted(EDGE_CASES)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
 def test_edge_case(name: str) -> None:
     assert check(EDGE_CASES[name]) in (COMPILED, REJECTED)

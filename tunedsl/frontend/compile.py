@@ -9,19 +9,25 @@ would compile it.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import types
 
 from tunedsl.errors import TunedslSyntaxError
 from tunedsl.frontend.expand import expand_module
-from tunedsl.frontend.lexer import Lexed, lex
+from tunedsl.frontend.lexer import OP, Lexed, lex
 from tunedsl.frontend.parser import MODULE_NAME, Bindings, find_bindings, parse_module
-from tunedsl.frontend.source import SourceText, decode_source
+from tunedsl.frontend.source import SourceText, decode_source, detect_encoding
 
 __all__ = ["compile_source", "expand_source", "expand_to_ast", "needs_expansion"]
 
 # Deep enough for any expression compile() accepts; low enough for the C stack of 3.10.
 _UNPARSE_RECURSION_LIMIT = 12_000
+# CPython's parser refuses more than 200 nested brackets, and ast.unparse may write more than
+# the user did (`return a, b` -> `return (a, b)`, `f(x := 1)` -> `f((x := 1))`, at most about
+# one extra level per level). Below this depth the expanded text cannot come near the limit,
+# so only deeper modules pay for checking that their expanded text compiles.
+_CHECK_TEXT_AT_DEPTH = 50
 
 
 def needs_expansion(source: str | bytes) -> bool:
@@ -65,21 +71,72 @@ def expand_to_ast(source: str | bytes, filename: str = "<string>") -> ast.Module
     """
     scanned = _scan_if_dsl(source, filename)
     if scanned is None:
-        text = decode_source(source, filename)
-        try:
-            return ast.parse(text, filename)
-        except SyntaxError as err:
-            raise SourceText(text, filename).python_error(err) from err
+        return _parse_plain(source, filename)
     return _expand(scanned, filename)
+
+
+def _parse_plain(source: str | bytes, filename: str) -> ast.Module:
+    """A module that does not use the DSL, parsed as ``compile()`` parses it."""
+    try:
+        text = decode_source(source, filename)
+    except SyntaxError:
+        # compile_source compiles a plain module exactly as compile() does, and compile()
+        # (like importlib, unlike `python file.py`) tolerates undecodable bytes in a comment.
+        # Parse the bytes the same way, so that `tunedsl expand` agrees with compile_source.
+        return ast.parse(source, filename)
+    try:
+        return ast.parse(text, filename)
+    except SyntaxError as err:
+        raise SourceText(text, filename).python_error(err) from err
 
 
 def _expand(scanned: tuple[str, Lexed, Bindings], filename: str) -> ast.Module:
     text, lexed, bindings = scanned
     src = SourceText(text, filename)
     try:
-        return expand_module(src, parse_module(src, lexed, bindings))
+        tree = expand_module(src, parse_module(src, lexed, bindings))
     except (RecursionError, MemoryError) as err:
         raise _too_deep(err, filename) from err
+    depth, deepest = _bracket_depth(lexed)
+    if depth >= _CHECK_TEXT_AT_DEPTH:
+        _check_text_compiles(tree, src, deepest)
+    return tree
+
+
+def _bracket_depth(lexed: Lexed) -> tuple[int, int]:
+    """(deepest bracket nesting, offset of the opening bracket that reaches it)."""
+    depth = deepest = where = 0
+    for kind, start, _, tok in lexed.tokens:
+        if kind != OP:
+            continue
+        if tok in "([{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, start
+        elif tok in ")]}":
+            depth -= 1
+    return deepest, where
+
+
+def _check_text_compiles(tree: ast.Module, src: SourceText, deepest: int) -> None:
+    """Reject a deeply nested module whose expanded text would not compile.
+
+    ``compile_source`` compiles the tree, ``expand_source`` shows its text; near CPython's
+    nesting limit the text can be deeper than the user's (ast.unparse adds parentheses), and
+    the two must not disagree (found by tests/reliability/test_fuzz_frontend.py).
+    """
+    text = _unparse(tree, src.filename)
+    try:
+        compile(text, src.filename, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+    except SyntaxError as err:
+        raise src.error(
+            f"this expression is nested too deeply: its expanded text does not compile ({err.msg})",
+            deepest,
+            hint="use fewer nested brackets here (Python allows 200, and the expansion may "
+            "add a level), e.g. with intermediate variables",
+        ) from None
+    except (RecursionError, MemoryError) as err:
+        raise _too_deep(err, src.filename) from err
 
 
 def _too_deep(err: BaseException, filename: str) -> TunedslSyntaxError:
@@ -94,8 +151,44 @@ def _too_deep(err: BaseException, filename: str) -> TunedslSyntaxError:
 
 
 def expand_source(source: str | bytes, filename: str = "<string>") -> str:
-    """The expanded module as Python text (``ast.unparse``), as ``tunedsl expand`` shows it."""
-    tree = expand_to_ast(source, filename)
+    """The expanded module as Python text (``ast.unparse``), as ``tunedsl expand`` shows it.
+
+    A module that does not use the DSL has nothing to expand: it is shown normalised by
+    ``ast.unparse`` or, where that text would not compile (ast.unparse can add a level of
+    parentheses, too many at CPython's nesting limit), as written.
+    """
+    scanned = _scan_if_dsl(source, filename)
+    if scanned is not None:
+        return _unparse(_expand(scanned, filename), filename)
+    text = _unparse(_parse_plain(source, filename), filename)
+    try:
+        compile(text, filename, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+    except (SyntaxError, RecursionError, MemoryError):
+        return _as_written(source)
+    return text
+
+
+# PEP 263's regular expression for a coding cookie (on one of the first two lines).
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def _as_written(source: str | bytes) -> str:
+    """The text of a plain module that compiled; bytes that do not decode become U+FFFD
+    (compile() only tolerates them inside comments)."""
+    if isinstance(source, str):
+        return source
+    try:
+        encoding = detect_encoding(source)
+    except SyntaxError:  # detect_encoding gives up on an undecodable first line
+        cookies = (_COOKIE.match(line) for line in source.splitlines()[:2])
+        encoding = next((m.group(1).decode() for m in cookies if m), "utf-8")
+    try:
+        return source.decode(encoding, errors="replace")
+    except LookupError:
+        return source.decode("utf-8", errors="replace")
+
+
+def _unparse(tree: ast.Module, filename: str) -> str:
     try:
         return ast.unparse(tree)
     except RecursionError:

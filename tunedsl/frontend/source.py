@@ -20,6 +20,16 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 _NEXT_TOKEN = re.compile(r"(?:[ \t\f\r\n]+|#[^\r\n]*|\\\r?\n)*")
 
 
+def detect_encoding(source: bytes) -> str:
+    """The codec of a module's bytes (PEP 263: coding cookie or BOM, else UTF-8).
+
+    ``tokenize.detect_encoding`` reads at most two lines; it is the stdlib's PEP 263
+    implementation (it raises SyntaxError for an unknown codec or a cookie that contradicts
+    a BOM).
+    """
+    return tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+
+
 def decode_source(source: str | bytes, filename: str = "<string>") -> str:
     """Text of a module as Python reads it: a coding cookie or BOM picks the codec (PEP 263).
 
@@ -27,9 +37,7 @@ def decode_source(source: str | bytes, filename: str = "<string>") -> str:
     """
     if isinstance(source, str):
         return source
-    # detect_encoding reads at most two lines; it is the stdlib's PEP 263 implementation
-    # (it raises SyntaxError for an unknown codec or a cookie that contradicts a BOM).
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    encoding = detect_encoding(source)
     try:
         return source.decode(encoding)
     except UnicodeDecodeError as err:

@@ -3,6 +3,7 @@ plain Python errors keep Python's own message and position."""
 
 from __future__ import annotations
 
+import ast
 import pickle
 
 import pytest
@@ -412,3 +413,71 @@ def test_dollar_in_a_module_without_the_macro_is_pythons_error() -> None:
     with pytest.raises(SyntaxError) as got:
         compile_source("x = $tile\n", "p.py")
     assert not isinstance(got.value, TunedslSyntaxError)
+
+
+# -- compile_source and expand_source (`tunedsl expand`) agree on every module ---------------
+
+# CPython allows 200 nested brackets; `return a, f(` + 199 `[` reaches it exactly, and
+# ast.unparse writes `return (a, f(...))`, one level more.
+AT_THE_LIMIT = "def f(x):\n    return g(x), f(" + "[" * 199 + "x" + "]" * 199 + ")\n"
+BELOW_THE_LIMIT = "def f(x):\n    return g(x), f(" + "[" * 198 + "x" + "]" * 198 + ")\n"
+
+
+def test_dsl_module_whose_expanded_text_is_too_deep_is_one_error_naming_the_place() -> None:
+    caret = len("    return g(x), f(") + 198  # the 200th bracket
+    for entry_point in (compile_source, expand_source):
+        with pytest.raises(TunedslSyntaxError) as info:
+            entry_point(HEADER + AT_THE_LIMIT, "/w/deep.py")
+        err = info.value
+        assert (err.filename, err.lineno, err.col) == ("/w/deep.py", 3, caret)
+        assert "nested too deeply" in err.msg_only
+        assert "too many nested parentheses" in err.msg_only
+        assert err.hint is not None and "intermediate variables" in err.hint
+
+
+def test_dsl_module_one_level_below_the_limit_compiles_and_its_expansion_compiles() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile_source(HEADER + BELOW_THE_LIMIT, "/w/deep.py"), namespace)
+    assert callable(namespace["f"])
+    compile(expand_source(HEADER + BELOW_THE_LIMIT, "/w/deep.py"), "expanded", "exec")
+
+
+def test_plain_module_at_the_limit_compiles_as_python_does_and_expands_as_written() -> None:
+    compile(AT_THE_LIMIT, "plain", "exec")  # CPython accepts it, so the front end must too
+    assert compile_source(AT_THE_LIMIT, "plain.py").co_filename == "plain.py"
+    text = expand_source(AT_THE_LIMIT.encode(), "plain.py")
+    assert text == AT_THE_LIMIT  # ast.unparse's text would not compile: shown as written
+    compile(text, "expanded", "exec")
+    assert expand_source(BELOW_THE_LIMIT) == ast.unparse(ast.parse(BELOW_THE_LIMIT))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"# caf\xe9\nx = 1\n",  # the first line: tokenize.detect_encoding gives up there
+        b"x = 1\n# \xff\xfe\n",
+        b"# caf\xe9\n# coding: latin-1\nx = 'caf\xe9'\n",  # the cookie still applies
+    ],
+)
+def test_plain_module_with_undecodable_bytes_in_a_comment_compiles_and_expands(
+    source: bytes,
+) -> None:
+    # compile() and importlib accept such a module (only `python file.py` refuses it): a
+    # module that does not use the DSL compiles exactly as compile() compiles it, and
+    # `tunedsl expand` must agree.
+    expected: dict[str, object] = {}
+    exec(compile(source, "plain", "exec"), expected)
+    got: dict[str, object] = {}
+    exec(compile_source(source, "plain.py"), got)
+    assert got["x"] == expected["x"]
+    text = expand_source(source, "plain.py")
+    assert text == f"x = {expected['x']!r}"
+
+
+def test_plain_module_with_undecodable_bytes_in_code_is_rejected_by_both() -> None:
+    source = b"x = 'caf\xe9'\n"
+    with pytest.raises(SyntaxError):
+        compile(source, "plain", "exec")
+    for entry_point in (compile_source, expand_source):
+        with pytest.raises(SyntaxError):
+            entry_point(source, "plain.py")
