@@ -14,7 +14,9 @@ full key and a SHA-256 of the payload, and all of it is checked before ``marshal
 sees a byte. Anything that does not check out (truncated, corrupt, another Python's entry,
 a file or directory that is not private to this user) is a miss with exactly one
 ``CacheWarning``, and the entry is rebuilt. Writes are atomic (temp file in the same
-directory, then ``os.replace``), so concurrent writers of one entry are harmless.
+directory, then ``os.replace``), so concurrent writers of one entry are harmless. A writer
+killed between the two leaves its temporary file (``.tmp-*.tbc``): never read as an entry,
+removed by ``clear()`` and, once it is an hour old, by the first write of a later process.
 
 Writing is off under ``TUNEDSL_NO_BYTECODE_CACHE=1`` or ``sys.dont_write_bytecode``; a
 read-only or full cache directory turns it off for the rest of the process, with one warning.
@@ -41,6 +43,10 @@ from tunedsl.store import paths
 
 FORMAT_TAG = b"TDSLBC\x00\x01"  # bump the last byte when the entry layout changes
 ENTRY_SUFFIX = ".tbc"
+TEMP_PREFIX = ".tmp-"  # a writer's temporary file: TEMP_PREFIX + random + ENTRY_SUFFIX
+# A writer holds its temporary file for milliseconds; one an hour old was left by a writer
+# that was killed between creating it and renaming it into place.
+STALE_TEMP_AGE_S = 3600.0
 _HEADER = struct.Struct("<8s4s32s32s")  # tag, magic number, key digest, payload digest
 HEADER_SIZE = _HEADER.size
 
@@ -78,6 +84,7 @@ stats = CacheStats()
 # Process-wide state: warn once about an unusable directory, then stop trying it.
 _write_disabled_reason: str | None = None
 _untrusted_dirs: set[str] = set()
+_swept_dirs: set[str] = set()  # directories this process already swept of stale temporaries
 _frontend_fingerprint: bytes | None = None
 
 
@@ -229,11 +236,20 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
         directory = paths.ensure_private_dir(path.parent)
         if not _usable_dir(directory):
             return
-        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=ENTRY_SUFFIX, dir=directory)
+        if str(directory) not in _swept_dirs:  # once per process: writes are on misses only
+            _swept_dirs.add(str(directory))
+            remove_stale_temporaries(directory)
+        fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=ENTRY_SUFFIX, dir=directory)
         with os.fdopen(fd, "wb") as file:
             file.write(header)
             file.write(payload)
-        os.replace(tmp_name, path)  # atomic: readers see the old entry or the whole new one
+        try:
+            os.replace(tmp_name, path)  # atomic: readers see the old entry or the whole new one
+        except FileNotFoundError:
+            # clear() ran meanwhile and took our temporary file with the entries: this entry
+            # is simply not written; the cache is still writable.
+            tmp_name = None
+            return
         tmp_name = None
         stats.writes += 1
     except OSError as err:
@@ -256,6 +272,7 @@ def reset() -> None:
     global _write_disabled_reason
     _write_disabled_reason = None
     _untrusted_dirs.clear()
+    _swept_dirs.clear()
     stats.reset()
 
 
@@ -354,12 +371,13 @@ def iter_entries() -> Iterator[Path]:
     except OSError:
         return
     for name in sorted(names):
-        if name.endswith(ENTRY_SUFFIX) and not name.startswith(".tmp-"):
+        if name.endswith(ENTRY_SUFFIX) and not name.startswith(TEMP_PREFIX):
             yield directory / name
 
 
 def clear() -> int:
-    """Delete every entry (and stray temp files); return how many entries were removed."""
+    """Delete every entry and every writer's temporary file (a killed writer's, or one being
+    written now: that writer then skips its entry); return how many entries were removed."""
     directory = paths.bytecode_dir()
     removed = 0
     try:
@@ -372,5 +390,33 @@ def clear() -> int:
                 os.unlink(directory / name)
             except OSError:
                 continue
-            removed += not name.startswith(".tmp-")
+            removed += not name.startswith(TEMP_PREFIX)
+    return removed
+
+
+def remove_stale_temporaries(
+    directory: Path | None = None, *, older_than_s: float = STALE_TEMP_AGE_S
+) -> int:
+    """Delete writers' temporary files not modified for ``older_than_s`` seconds (left by
+    killed writers); return how many. Entries and other files are never touched."""
+    import time
+
+    directory = paths.bytecode_dir() if directory is None else directory
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    cutoff = time.time() - older_than_s
+    removed = 0
+    for name in names:
+        if not (name.startswith(TEMP_PREFIX) and name.endswith(ENTRY_SUFFIX)):
+            continue
+        path = directory / name
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                os.unlink(path)
+                removed += 1
+        except OSError:  # gone meanwhile (another process swept it), or not ours to remove
+            continue
     return removed

@@ -409,6 +409,81 @@ def test_clear_removes_every_entry(script: Path) -> None:
     assert bytecode.warm(script) == "compiled"
 
 
+def _writer_temporary(directory: Path, age_s: float = 0.0) -> Path:
+    """A temporary file exactly as a writer creates it, left as a killed writer leaves it."""
+    import tempfile
+    import time
+
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(
+        prefix=bytecode.TEMP_PREFIX, suffix=bytecode.ENTRY_SUFFIX, dir=directory
+    )
+    os.write(fd, b"TDSLBC half an entry")
+    os.close(fd)
+    if age_s:
+        then = time.time() - age_s
+        os.utime(name, (then, then))
+    return Path(name)
+
+
+def test_clear_removes_temporaries_of_killed_writers(script: Path) -> None:
+    bytecode.warm(script)
+    directory = paths.bytecode_dir()
+    fresh, old = _writer_temporary(directory), _writer_temporary(directory, age_s=7200)
+    others = [directory / "notes.txt", directory / ".tmp-not-ours.json"]
+    for other in others:
+        other.write_text("not the cache's")
+    assert bytecode.clear() == 1  # entries counted, temporaries removed besides
+    assert not fresh.exists() and not old.exists()
+    assert all(other.exists() for other in others)
+    assert list(bytecode.iter_entries()) == []
+
+
+def test_first_write_of_a_process_removes_only_stale_temporaries(
+    script: Path, tmp_path: Path
+) -> None:
+    directory = paths.bytecode_dir()
+    stale = _writer_temporary(directory, age_s=bytecode.STALE_TEMP_AGE_S + 60)
+    recent = _writer_temporary(directory, age_s=60)  # maybe a live writer: left alone
+    other = directory / ".tmp-not-ours.json"
+    other.write_text("{}")
+    then = os.stat(stale).st_mtime
+    os.utime(other, (then, then))
+    assert bytecode.warm(script) == "compiled"  # the write sweeps the directory once
+    assert not stale.exists()
+    assert recent.exists() and other.exists()
+    assert len(list(bytecode.iter_entries())) == 1  # temporaries are never listed as entries
+    # Once per process: a later stale file waits for the next process (or clear()).
+    later = _writer_temporary(directory, age_s=bytecode.STALE_TEMP_AGE_S + 60)
+    second = tmp_path / "second.py"
+    second.write_bytes(SOURCE + b"\nDIFFERENT = 1\n")
+    assert bytecode.warm(second) == "compiled"
+    assert later.exists()
+    assert bytecode.remove_stale_temporaries() == 1
+    assert not later.exists() and recent.exists()
+
+
+def test_clear_during_a_write_skips_that_entry_and_keeps_the_cache_writable(
+    script: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_replace = os.replace
+
+    def clear_then_replace(src: str, dst: str) -> None:
+        bytecode.clear()  # another process clears the cache between write and rename
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", clear_then_replace)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        assert bytecode.warm(script) == "compiled"
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert list(bytecode.iter_entries()) == []
+    assert not [p for p in paths.bytecode_dir().iterdir() if p.name.startswith(".tmp-")]
+    assert bytecode.writing_enabled()
+    assert bytecode.warm(script) == "compiled"  # the next write goes through
+    assert bytecode.warm(script) == "cached"
+
+
 def test_coding_cookie_is_honoured(tmp_path: Path) -> None:
     path = tmp_path / "latin.py"
     path.write_bytes(b"# -*- coding: latin-1 -*-\nfrom tunedsl import autotune\nRESULT = '\xe9'\n")
