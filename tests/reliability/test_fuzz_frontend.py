@@ -81,6 +81,14 @@ EDGE_CASES = {
         + b"]" * 199
         + b")\n"
     ),
+    # The same inside an f-string (from 3.12 Python counts the brackets of its fields).
+    "return_tuple_at_the_nesting_limit_in_an_f_string": (
+        b"from tunedsl import autotune, cdiv\ndef f(x):\n    return g(x), f'{"
+        + b"[" * 199
+        + b"x"
+        + b"]" * 199
+        + b"}'\n"
+    ),
     # Found by the second long fuzz run, fixed in the front end: a plain module with invalid
     # UTF-8 in a comment compiled (as compile() and importlib accept it) but did not expand.
     "plain_module_invalid_utf8_in_first_line_comment": b"# caf\xe9\nx = 1\n",

@@ -203,12 +203,14 @@ def test_sigint_during_parallel_compiles_under_tunedsl_run(tmp_path: Path) -> No
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="checks for stray processes via /proc")
 def test_sigint_during_parallel_compiles_in_a_plain_script(tmp_path: Path) -> None:
-    """The same under plain `python`: compiles in flight cannot be stopped (threads), so
-    exit waits for them, at most compile_pool.EXIT_DRAIN_S, then leaves; nothing stays."""
-    from tunedsl.tuning import compile_pool
-
+    """The same under plain `python`: compiles in flight cannot be stopped (threads), but the
+    program died of an uncaught Ctrl-C, so the compile pool's exit hook does not wait for
+    them (os._exit(130) after killing the compiler children); nothing stays."""
     took, status, out, err, sid = _interrupt_compiles(tmp_path, via_cli=False)
     assert "FINISHED" not in out
-    assert status != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    assert "KeyboardInterrupt" in err, err[-2000:]
+    # 130 when compiles were still running at exit; -SIGINT (Python's own exit on an
+    # uncaught KeyboardInterrupt) when none were left.
+    assert status in (130, -signal.SIGINT), (status, err[-2000:])
     assert _lingering(sid) == []
-    assert took < getattr(compile_pool, "EXIT_DRAIN_S", 0.0) + 2.0, f"exit took {took:.1f} s"
+    assert took < 2.0, f"exit took {took:.1f} s"

@@ -15,7 +15,7 @@ import types
 
 from tunedsl.errors import TunedslSyntaxError
 from tunedsl.frontend.expand import expand_module
-from tunedsl.frontend.lexer import OP, Lexed, lex
+from tunedsl.frontend.lexer import OP, STRING, Lexed, lex
 from tunedsl.frontend.parser import MODULE_NAME, Bindings, find_bindings, parse_module
 from tunedsl.frontend.source import SourceText, decode_source, detect_encoding
 
@@ -97,25 +97,39 @@ def _expand(scanned: tuple[str, Lexed, Bindings], filename: str) -> ast.Module:
         tree = expand_module(src, parse_module(src, lexed, bindings))
     except (RecursionError, MemoryError) as err:
         raise _too_deep(err, filename) from err
-    depth, deepest = _bracket_depth(lexed)
+    depth, deepest = _bracket_depth(text, lexed)
     if depth >= _CHECK_TEXT_AT_DEPTH:
         _check_text_compiles(tree, src, deepest)
     return tree
 
 
-def _bracket_depth(lexed: Lexed) -> tuple[int, int]:
-    """(deepest bracket nesting, offset of the opening bracket that reaches it)."""
+def _bracket_depth(text: str, lexed: Lexed) -> tuple[int, int]:
+    """(deepest bracket nesting, offset of the opening bracket that reaches it).
+
+    Brackets inside f-strings count too (from 3.12 Python tokenizes their replacement
+    fields, nesting included); counting every bracket of an f-string overestimates, which
+    only costs a check.
+    """
     depth = deepest = where = 0
-    for kind, start, _, tok in lexed.tokens:
-        if kind != OP:
-            continue
-        if tok in "([{":
-            depth += 1
-            if depth > deepest:
-                deepest, where = depth, start
-        elif tok in ")]}":
-            depth -= 1
+    for kind, start, end, tok in lexed.tokens:
+        if kind == OP:
+            if tok in "([{":
+                depth += 1
+                if depth > deepest:
+                    deepest, where = depth, start
+            elif tok in ")]}":
+                depth -= 1
+        elif kind == STRING and _F_PREFIX.match(text, start):
+            inner = 0
+            for bracket in _BRACKET.finditer(text, start, end):
+                inner += 1 if bracket.group() in "([{" else -1
+                if depth + inner > deepest:
+                    deepest, where = depth + inner, bracket.start()
     return deepest, where
+
+
+_F_PREFIX = re.compile(r"[rRbB]?[fFtT]")
+_BRACKET = re.compile(r"[()\[\]{}]")
 
 
 def _check_text_compiles(tree: ast.Module, src: SourceText, deepest: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import pickle
+import sys
 
 import pytest
 
@@ -433,6 +434,20 @@ def test_dsl_module_whose_expanded_text_is_too_deep_is_one_error_naming_the_plac
         assert "nested too deeply" in err.msg_only
         assert "too many nested parentheses" in err.msg_only
         assert err.hint is not None and "intermediate variables" in err.hint
+
+
+def test_dsl_module_at_the_limit_inside_an_f_string_is_treated_alike() -> None:
+    # From 3.12 Python tokenizes f-string replacement fields, so their brackets count too.
+    source = HEADER + "def f(x):\n    return g(x), f'{" + "[" * 199 + "x" + "]" * 199 + "}'\n"
+    try:
+        compile_source(source, "/w/deep.py")
+    except TunedslSyntaxError as err:
+        assert sys.version_info >= (3, 12)
+        assert err.lineno == 3 and "nested too deeply" in err.msg_only
+        with pytest.raises(TunedslSyntaxError):
+            expand_source(source, "/w/deep.py")
+    else:
+        compile(expand_source(source, "/w/deep.py"), "expanded", "exec")
 
 
 def test_dsl_module_one_level_below_the_limit_compiles_and_its_expansion_compiles() -> None:
