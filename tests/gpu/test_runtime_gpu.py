@@ -207,25 +207,22 @@ compiles = []  # every triton.compile call (cache hits included) reports to the 
 triton.knobs.compilation.listener = lambda **kw: compiles.append(bool(kw.get("cache_hit")))
 n = 1 << 20
 a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-c = torch.zeros_like(a)
+outs = [torch.zeros_like(a), torch.zeros_like(a)]
+results = []
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    res = autotune_launch(
-        vadd_warm, space={"tile": [256, 1024], "num_warps": [2, 4]},
-        grid=lambda cfg: (cdiv(n, cfg.tile),), args=(a, b, c, n),
-        kwargs=lambda cfg: {"TILE": cfg.tile}, name="gpu-warm",
-    )
-    c2 = torch.zeros_like(a)
-    autotune_launch(
-        vadd_warm, space={"tile": [256, 1024], "num_warps": [2, 4]},
-        grid=lambda cfg: (cdiv(n, cfg.tile),), args=(a, b, c2, n),
-        kwargs=lambda cfg: {"TILE": cfg.tile}, name="gpu-warm",
-    )
+    for c in outs:  # one site: the first call decides, the second takes the hot path
+        results.append(autotune_launch(
+            vadd_warm, space={"tile": [256, 1024], "num_warps": [2, 4]},
+            grid=lambda cfg: (cdiv(n, cfg.tile),), args=(a, b, c, n),
+            kwargs=lambda cfg: {"TILE": cfg.tile}, name="gpu-warm",
+        ))
 torch.cuda.synchronize()
+res = results[0]
 jit_entries = sum(len(caches[0]) for caches in vadd_warm.device_caches.values())
 print(json.dumps({
-    "source": res.source, "config": str(res.config),
-    "ok": bool(torch.equal(c, a + b)) and bool(torch.equal(c2, a + b)),
+    "source": res.source, "config": str(res.config), "second": results[1].source,
+    "ok": all(bool(torch.equal(c, a + b)) for c in outs),
     "compiles": len(compiles), "jit_entries": jit_entries,
     "loaded": triton_binaries.stats["loaded"], "stored": triton_binaries.stats["stored"],
     "warnings": [str(w.message) for w in caught],
@@ -263,6 +260,7 @@ def test_warm_process_loads_the_stored_binary_without_compiling(tmp_path) -> Non
     # A new process with an empty Triton cache: any triton.compile would fill it.
     warm = _warm_child(tmp_path, "triton-warm")
     assert warm["source"] == "disk" and warm["config"] == cold["config"]
+    assert warm["second"] == "memory"
     assert warm["ok"], "wrong result from the stored binary"
     assert warm["loaded"] == 1 and warm["stored"] == 0
     assert warm["compiles"] == 0 and warm["jit_entries"] == 0

@@ -77,6 +77,7 @@ def test_replay_signature_is_tritons_specialization(tmp_path) -> None:
     assert r["signature"]["a"] == "*fp16:D"
     assert r["signature"]["BM"] == {"constexpr": 32}
     assert r["signature"] == r["specialization"]
+    assert r["replayed_same_binary"]  # precompile --replay rebuilds the launch's binary
 
 
 # -- the cases, run in a subprocess -----------------------------------------------------------
@@ -244,17 +245,28 @@ def _case_knobs() -> dict:
 
 
 def _case_replay_signature() -> dict:
+    import types
+
     from tunedsl.backends import triton as bt
-    from tunedsl.backends.triton_compile import triton_specialization
+    from tunedsl.backends.triton_compile import compile_variant, triton_specialization
     from tunedsl.runtime.config import Config
     from tunedsl.runtime.decide import replay_signature
     from tunedsl.runtime.variant import Variant
+    from tunedsl.store.records import ConfigResult
+    from tunedsl.tuning.replay import replay_jobs
 
     kernel = _kernel()
     args, kwargs = _call()
     variant = Variant(Config(BM=32), args, kwargs, (4, 4), dict(OPTIONS))
     signature = replay_signature(kernel, bt.kernel_info(kernel), variant)
+    result = ConfigResult(
+        Config(BM=32), "ok", 1.0, 0.0, 1, 1.0, options=dict(OPTIONS), constexprs=dict(kwargs)
+    )
+    record = types.SimpleNamespace(signature=json.loads(json.dumps(signature)), results=[result])
+    ((_, replay),) = replay_jobs(record, kernel, "cuda:90")
+    launched = compile_variant(kernel, args, kwargs, OPTIONS, target="cuda:90")
     return {
+        "replayed_same_binary": replay().binary == launched.binary,
         "signature": signature,
         "specialization": json.loads(json.dumps(triton_specialization(kernel, args, kwargs))),
     }
