@@ -10,6 +10,7 @@ The real thing runs in tests/gpu/test_runtime_gpu.py.
 from __future__ import annotations
 
 import inspect
+import types
 from typing import Any
 
 import pytest
@@ -231,3 +232,95 @@ def test_arguments_the_key_does_not_refine_keep_the_jit(fake_driver: dict) -> No
         tlaunch.make_launcher(kernel, {}, (FakeTensor(0), 64, ("any", "value")), {}),
         tlaunch.DirectLauncher,
     )
+
+
+# -- stored binaries: which path the first launch takes (the real store: test_runtime_binaries)
+
+
+class BrokenCompiled(FakeCompiled):
+    @property
+    def run(self):
+        raise RuntimeError("cannot load this binary on the device")
+
+
+@pytest.fixture
+def binaries(fake_driver: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The store's three entry points, recording their calls; ``state["load"]`` decides
+    what a load returns."""
+    from tunedsl.backends import triton_binaries
+
+    state: dict = {"sources": [], "stored": [], "load": None}
+
+    def launch_source(kernel, args, kwargs, options):
+        state["sources"].append((args, kwargs, options))
+        if state.get("source_error"):
+            raise state["source_error"]
+        return types.SimpleNamespace(key="launch-key")
+
+    def load(launch):
+        make_compiled = state["load"]  # a FakeCompiled class, or None for a miss
+        return make_compiled(state["log"]) if make_compiled is not None else None
+
+    monkeypatch.setattr(triton_binaries, "launch_source", launch_source)
+    monkeypatch.setattr(triton_binaries, "load", load)
+    monkeypatch.setattr(
+        triton_binaries, "store", lambda launch, compiled: state["stored"].append(compiled)
+    )
+    monkeypatch.setattr(tlaunch, "stored_binaries_enabled", lambda: True)
+    return state
+
+
+def make_stored(state: dict) -> tuple[FakeJit, tlaunch.DirectLauncher]:
+    kernel = FakeJit()
+    state["log"] = kernel.log
+    return kernel, tlaunch.DirectLauncher(kernel, {"num_warps": 4}, bt.kernel_info(kernel), True)
+
+
+def test_a_stored_binary_is_launched_directly_without_the_jit(binaries: dict) -> None:
+    binaries["load"] = FakeCompiled
+    kernel, launch = make_stored(binaries)
+    launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    launch((4,), ("B", 64), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in kernel.log] == ["direct", "direct"]
+    assert kernel.log[0][1][-4:] == ("A", 64, 16, False)
+    # The key is built from the launch's arguments, keywords and options, once.
+    assert binaries["sources"] == [(("A", 64), {"TILE": 16}, {"num_warps": 4})]
+    assert binaries["stored"] == []
+
+
+def test_a_missing_binary_is_compiled_by_the_jit_then_stored(binaries: dict) -> None:
+    kernel, launch = make_stored(binaries)
+    launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in kernel.log] == ["jit", "direct"]
+    assert len(binaries["stored"]) == 1 and isinstance(binaries["stored"][0], FakeCompiled)
+
+
+def test_a_binary_the_device_rejects_falls_back_to_the_jit(binaries: dict) -> None:
+    from tunedsl.errors import CacheWarning
+    from tunedsl.store import records
+
+    records._warned.clear()
+    binaries["load"] = BrokenCompiled
+    kernel, launch = make_stored(binaries)
+    with pytest.warns(CacheWarning, match="cannot load the stored binary"):
+        launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in kernel.log] == ["jit", "direct"]
+    assert not launch.disabled
+
+
+def test_an_error_while_building_the_key_never_breaks_the_launch(binaries: dict) -> None:
+    binaries["source_error"] = AttributeError("an unexpected Triton version")
+    kernel, launch = make_stored(binaries)
+    launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in kernel.log] == ["jit", "direct"]
+    assert binaries["stored"] == []
+
+
+def test_decisions_that_are_not_stored_never_touch_the_store(binaries: dict) -> None:
+    kernel = FakeJit()
+    launch = tlaunch.DirectLauncher(kernel, {}, bt.kernel_info(kernel))  # e.g. a default
+    launch((4,), ("A", 64), {}, {"TILE": 16}, ())
+    assert binaries["sources"] == [] and binaries["stored"] == []
