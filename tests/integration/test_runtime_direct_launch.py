@@ -159,6 +159,14 @@ def test_switched_off_by_knob(fake_driver: dict, monkeypatch: pytest.MonkeyPatch
     assert [entry[0] for entry in kernel.log] == ["jit", "jit"]
 
 
+def test_a_kernel_with_pre_run_hooks_keeps_the_jit(fake_driver: dict) -> None:
+    kernel, launch = make()
+    kernel.pre_run_hooks = [lambda *a, **k: None]  # JITFunction.add_pre_run_hook
+    for _ in range(3):
+        launch((1,), ("A", 64), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in kernel.log] == ["jit", "jit", "jit"]
+
+
 def test_unexpected_compiled_object_disables_direct_launch(fake_driver: dict) -> None:
     kernel, launch = make()
     kernel.run = lambda *a, **k: None  # type: ignore[method-assign]

@@ -11,7 +11,8 @@
   because the site's call key refines Triton's specialization of the keyed arguments
   (see ``DirectLauncher``). Launch hooks (profilers) send calls back through the JIT.
   Triton's check that a kernel's global variables did not change since compilation runs
-  on JIT launches only.
+  on JIT launches only. A kernel with pre-run hooks (``add_pre_run_hook``, added before its
+  first launch) always uses the JIT.
 - **stored binary** (direct path, a key decided by tuning or a stored record): the first
   launch of a key loads the chosen variant's binary from tunedsl's store
   (``triton_binaries.py``) instead of compiling it, or, when there is none yet, stores the
@@ -232,6 +233,11 @@ class DirectLauncher:
         static_kwargs: Mapping[str, Any],
         dyn_kwargs: Mapping[str, Any],
     ) -> None:
+        if getattr(self.kernel, "pre_run_hooks", None):
+            # JITFunction.add_pre_run_hook: the hooks run inside JITFunction.run, per launch.
+            self.disabled = True
+            self.jit(grid, args, static_kwargs, dyn_kwargs)
+            return
         launch = None
         if self.stored_binary and not self.compiled:
             self.stored_binary = False  # one attempt per key (the first device)
