@@ -241,7 +241,7 @@ def _validated_kernel(folder: Path, manifest_text: str, launch: LaunchSource) ->
     name, kernel_hash, files = manifest.get("name"), manifest.get("hash"), manifest.get("files")
     if not isinstance(name, str) or not isinstance(kernel_hash, str) or len(kernel_hash) != 64:
         raise BadBinary("manifest name or hash missing")
-    stem = name[:150]
+    stem = str(launch.src.name)[:150]  # Triton's file names: the kernel function's name
     meta_name, binary_name = f"{stem}.json", f"{stem}.{launch.backend.binary_ext}"
     if not isinstance(files, dict) or set(files) != {meta_name, binary_name}:
         raise BadBinary(f"manifest files are not {meta_name} and {binary_name}")
@@ -293,7 +293,7 @@ def store(launch: LaunchSource, compiled: Any) -> bool:
     if hashlib.sha256(triton_key.encode("utf-8")).hexdigest() != getattr(compiled, "hash", None):
         return False  # not the kernel this launch would compile: never store it
     name = str(compiled.name)
-    stem = name[:150]
+    stem = str(launch.src.name)[:150]  # as triton.compile names the files of its group
     binary = compiled.kernel
     meta_path = (getattr(compiled, "metadata_group", None) or {}).get(f"{stem}.json")
     if not isinstance(binary, bytes) or meta_path is None:
