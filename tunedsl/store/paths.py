@@ -4,6 +4,7 @@ Layout under the cache root (``TUNEDSL_CACHE_DIR`` or platformdirs' user cache d
 
     bytecode/   content-addressed code objects of expanded DSL modules
     records/    one JSON tuning record per (site, key)
+    binaries/   the chosen variants' compiled binaries, for a warm start without triton.compile
     locks/      cross-process lock files
 
 Directories are created with mode 0700. A directory that exists but is owned by another
