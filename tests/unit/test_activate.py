@@ -277,3 +277,30 @@ def test_dsl_module_found_by_a_later_meta_path_finder(workdir: Path, tmp_path: P
     )
     assert result["compiles"] == 1  # expanded (plain Python would stop at `$tile`)
     assert result["sites"] == ["__tunedsl_site_0__", "__tunedsl_site_1__"]
+
+
+def test_install_keeps_existing_finders_and_their_directory_cache(workdir: Path) -> None:
+    # Rebuilding finders re-lists every sys.path directory (costly for the stdlib's); the
+    # hook swaps the .py loader of the finders Python already made instead.
+    result = run_python(
+        """
+        import importlib.machinery, os
+        import plain_module  # makes and caches the finder of this directory
+        here = [p for p, f in sys.path_importer_cache.items()
+                if isinstance(f, importlib.machinery.FileFinder) and f.path in ("", ".", os.getcwd())]
+        finder = sys.path_importer_cache[here[0]]
+        import tunedsl.activate as activate
+        same = sys.path_importer_cache.get(here[0]) is finder
+        during = [loader.__name__ for _, loader in finder._loaders]
+        import dsl_leaf
+        activate.uninstall()
+        after = [loader.__name__ for _, loader in finder._loaders]
+        report(same=same, during=during, after=after,
+               dsl_loader=type(dsl_leaf.__loader__).__name__)
+        """,
+        workdir,
+    )
+    assert result["same"] is True
+    assert "DslSourceLoader" in result["during"]
+    assert result["dsl_loader"] == "DslSourceLoader"
+    assert "DslSourceLoader" not in result["after"] and "SourceFileLoader" in result["after"]
