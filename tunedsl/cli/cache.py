@@ -184,6 +184,10 @@ def _clear(args: argparse.Namespace) -> int:
         path.unlink(missing_ok=True)
     print(f"removed {len(chosen)} record{'s' if len(chosen) != 1 else ''}")
     if not (args.ids or args.kernel or args.site):
+        from tunedsl.store import records
+
+        # Everything: also what killed writers left behind, however young.
+        records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
     return 0
 

@@ -181,3 +181,42 @@ def test_two_processes_writing_leave_one_valid_record() -> None:
         Config(tile=128, num_warps=4),
     )
     assert [p.name for p in paths.records_dir().iterdir()] == [f"{DIGEST}.json"]
+
+
+def test_first_save_sweeps_old_writer_temporaries_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a writer killed between write and rename leaves: its mkstemp name, never a record.
+    root = paths.ensure_private_dir(paths.records_dir())
+    old_tmp = root / f".{DIGEST}.json.k1ll3d.tmp"
+    young_tmp = root / f".{DIGEST}.json.l1v3.tmp"  # may belong to a live writer
+    stranger = root / ".notes.tmp"  # not a writer's name: not ours to remove
+    for path in (old_tmp, young_tmp, stranger):
+        path.write_text("{")
+    two_hours_ago = os.stat(old_tmp).st_mtime - 7200
+    os.utime(old_tmp, (two_hours_ago, two_hours_ago))
+    os.utime(stranger, (two_hours_ago, two_hours_ago))
+    monkeypatch.setattr(records, "_swept", False)
+
+    assert records.save_record(make_record())
+    assert not old_tmp.exists()
+    assert young_tmp.exists() and stranger.exists()
+    assert records.load_record(DIGEST) == make_record()
+
+
+def test_cache_clear_removes_every_writer_temporary(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    assert records.save_record(make_record())
+    root = paths.records_dir()
+    young_tmp = root / f".{DIGEST}.json.l1v3.tmp"
+    young_tmp.write_text("{")
+    result = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "cache", "clear"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "removed 1 record" in result.stdout
+    assert sorted(p.name for p in root.iterdir()) == []
