@@ -31,34 +31,9 @@ import time
 
 import torch
 import triton
-import triton.language as tl
+from anchor_mm import MM_SPACE, all_configs, mm
 
-
-@triton.jit
-def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-        acc += tl.dot(x, y)
-    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
-
-
-SPACE = {"BM": [64, 128], "BN": [64, 128, 256], "BK": [32, 64], "num_warps": [4, 8],
-         "num_stages": [3, 4]}  # fmt: skip
-
-
-def all_configs(space: dict) -> list[dict]:
-    import itertools
-
-    names = list(space)
-    return [dict(zip(names, vs, strict=True)) for vs in itertools.product(*space.values())]
+SPACE = MM_SPACE
 
 
 def label(cfg: dict) -> str:

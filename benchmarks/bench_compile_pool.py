@@ -25,32 +25,11 @@ import tempfile
 import time
 
 import triton
-import triton.language as tl
-
-
-@triton.jit
-def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-        acc += tl.dot(x, y)
-    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+from anchor_mm import all_configs, mm
 
 
 def configs(n: int) -> list[dict[str, int]]:
-    out = [
-        dict(BM=bm, BN=bn, BK=bk, num_warps=w, num_stages=s)
-        for bm in (64, 128) for bn in (64, 128, 256) for bk in (32, 64)
-        for w in (4, 8) for s in (3, 4)
-    ]  # fmt: skip
-    return out[:n]
+    return all_configs()[:n]
 
 
 def _args() -> tuple:

@@ -27,13 +27,6 @@ import sys
 import tempfile
 import time
 
-MM_SPACE = {
-    "BM": [64, 128],
-    "BN": [64, 128, 256],
-    "BK": [32, 64],
-    "num_warps": [4, 8],
-    "num_stages": [3, 4],
-}
 QUICK_SPACE = {"BM": [16, 32], "BN": [16, 32], "BK": [16], "num_warps": [4], "num_stages": [2]}
 
 
@@ -41,22 +34,7 @@ def child(system: str, quick: bool) -> None:
     """One process: build inputs, time the first call, print one JSON line."""
     import torch
     import triton
-    import triton.language as tl
-
-    @triton.jit
-    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):
-            x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-            y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-            acc += tl.dot(x, y)
-        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+    from anchor_mm import MM_SPACE, mm
 
     device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
     size = 64 if quick else 2048
