@@ -159,19 +159,12 @@ def launch_source(
     from triton.compiler import ASTSource, make_backend
     from triton.runtime import driver
 
-    from tunedsl.backends.triton_compile import _binder_for, _run_kwargs, parse_target, unwrap_jit
-    from tunedsl.tuning.lock import compile_lock
+    from tunedsl.backends.triton_compile import pack_launch, parse_target, unwrap_jit
 
     jit_fn = unwrap_jit(kernel)
     target = driver.active.get_current_target() if target is None else parse_target(target)
     backend = make_backend(target)
-    with compile_lock:  # binder creation execs generated code
-        binder = _binder_for(jit_fn, backend)
-    run_kwargs = _run_kwargs(jit_fn, kwargs, options)
-    bound_args, specialization, bound_options = binder(*args, **run_kwargs)
-    opts, signature, constexprs, attrs = jit_fn._pack_args(
-        backend, run_kwargs, bound_args, specialization, bound_options
-    )
+    opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, args, kwargs, options)
     src = ASTSource(jit_fn, signature, constexprs, attrs)
     env = dict(get_cache_invalidating_env_vars())
     text = f"{fingerprint}-{src.hash()}-{backend.hash()}-{opts.hash()}-{sorted(env.items())!s}"

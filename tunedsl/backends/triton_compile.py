@@ -310,6 +310,23 @@ def _binder_for(jit_fn: Any, backend: Any) -> Callable[..., Any]:
     return create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
 
 
+def pack_launch(
+    jit_fn: Any,
+    backend: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+) -> tuple[Any, Any, Any, Any]:
+    """What ``JITFunction.run`` derives for this call on ``backend``: Triton's own binder and
+    ``_pack_args`` give ``(options, signature, constexprs, attrs)``, so an ``ASTSource`` built
+    from them (and its cache key) is exactly a launch's."""
+    run_kwargs = _run_kwargs(jit_fn, kwargs, options)
+    with compile_lock:  # binder creation execs generated code; cheap, so guard it
+        binder = _binder_for(jit_fn, backend)
+    bound_args, specialization, bound_options = binder(*args, **run_kwargs)
+    return jit_fn._pack_args(backend, run_kwargs, bound_args, specialization, bound_options)
+
+
 def _cross_compile(
     jit_fn: Any,
     args: Sequence[Any],
@@ -321,14 +338,8 @@ def _cross_compile(
     from triton.runtime.jit import MockTensor
 
     backend = make_backend(target)
-    run_kwargs = _run_kwargs(jit_fn, kwargs, options)
-    with compile_lock:  # binder creation execs generated code; cheap, so guard it
-        binder = _binder_for(jit_fn, backend)
-    wrapped = [MockTensor.wrap_dtype(a) for a in args]
-    bound_args, specialization, bound_options = binder(*wrapped, **run_kwargs)
-    opts, signature, constexprs, attrs = jit_fn._pack_args(
-        backend, run_kwargs, bound_args, specialization, bound_options
-    )
+    wrapped = [MockTensor.wrap_dtype(a) for a in args]  # torch dtypes stand for tensors here
+    opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, wrapped, kwargs, options)
     return _compile_source(jit_fn, signature, constexprs, attrs, opts.__dict__, target)
 
 
