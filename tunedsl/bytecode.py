@@ -46,7 +46,7 @@ ENTRY_SUFFIX = ".tbc"
 TEMP_PREFIX = ".tmp-"  # a writer's temporary file: TEMP_PREFIX + random + ENTRY_SUFFIX
 # A writer holds its temporary file for milliseconds; one an hour old was left by a writer
 # that was killed between creating it and renaming it into place.
-STALE_TEMP_AGE_S = 3600.0
+STALE_TEMP_AGE_S = paths.STALE_TEMP_AGE_S
 _HEADER = struct.Struct("<8s4s32s32s")  # tag, magic number, key digest, payload digest
 HEADER_SIZE = _HEADER.size
 
@@ -399,24 +399,9 @@ def remove_stale_temporaries(
 ) -> int:
     """Delete writers' temporary files not modified for ``older_than_s`` seconds (left by
     killed writers); return how many. Entries and other files are never touched."""
-    import time
-
     directory = paths.bytecode_dir() if directory is None else directory
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return 0
-    cutoff = time.time() - older_than_s
-    removed = 0
-    for name in names:
-        if not (name.startswith(TEMP_PREFIX) and name.endswith(ENTRY_SUFFIX)):
-            continue
-        path = directory / name
-        try:
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
-                os.unlink(path)
-                removed += 1
-        except OSError:  # gone meanwhile (another process swept it), or not ours to remove
-            continue
-    return removed
+    return paths.remove_stale_temporaries(directory, _is_writer_temporary, older_than_s)
+
+
+def _is_writer_temporary(name: str) -> bool:
+    return name.startswith(TEMP_PREFIX) and name.endswith(ENTRY_SUFFIX)

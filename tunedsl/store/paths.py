@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import stat
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tunedsl import knobs
@@ -58,3 +60,34 @@ def records_dir() -> Path:
 
 def locks_dir() -> Path:
     return cache_root() / "locks"
+
+
+# Writers killed between writing a temporary file and renaming it leave the file behind; it
+# is never read as an entry, and an hour without change means its writer is gone.
+STALE_TEMP_AGE_S = 3600.0
+
+
+def remove_stale_temporaries(
+    directory: Path, is_temporary: Callable[[str], bool], older_than_s: float = STALE_TEMP_AGE_S
+) -> int:
+    """Delete the regular files of ``directory`` whose names ``is_temporary`` accepts and
+    that were not modified for ``older_than_s`` seconds; return how many. Nothing else is
+    touched, and a file that vanishes meanwhile (another process swept it) is skipped."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    cutoff = time.time() - older_than_s
+    removed = 0
+    for name in names:
+        if not is_temporary(name):
+            continue
+        path = directory / name
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_mtime <= cutoff:
+                os.unlink(path)
+                removed += 1
+        except OSError:
+            continue
+    return removed

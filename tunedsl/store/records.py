@@ -22,7 +22,6 @@ import contextlib
 import json
 import math
 import os
-import stat
 import tempfile
 import time
 import warnings
@@ -264,10 +263,8 @@ def load_record(digest: str) -> Record | None:
     return None
 
 
-# Temporary files of writers killed between write and rename are never read as records
-# (their names start with a dot and end in .tmp); the first save of a process sweeps the old
-# ones. Younger ones may belong to a live writer and are left alone.
-STALE_TEMP_AGE_S = 3600.0
+# Killed writers' temporaries are never read as records (their names start with a dot and
+# end in .tmp); the first save of a process sweeps the old ones.
 _swept = False
 
 
@@ -277,29 +274,11 @@ def is_writer_temporary(name: str) -> bool:
 
 
 def remove_stale_temporaries(
-    root: Path | None = None, older_than_s: float = STALE_TEMP_AGE_S
+    root: Path | None = None, older_than_s: float = paths.STALE_TEMP_AGE_S
 ) -> int:
-    """Delete writers' temporary files not modified for ``older_than_s`` seconds; return how
-    many. Records and other files are never touched."""
+    """Delete record writers' temporary files not modified for ``older_than_s`` seconds."""
     root = paths.records_dir() if root is None else root
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return 0
-    cutoff = time.time() - older_than_s
-    removed = 0
-    for name in names:
-        if not is_writer_temporary(name):
-            continue
-        path = root / name
-        try:
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_mtime <= cutoff:
-                os.unlink(path)
-                removed += 1
-        except OSError:  # swept by another process meanwhile, or not ours to remove
-            continue
-    return removed
+    return paths.remove_stale_temporaries(root, is_writer_temporary, older_than_s)
 
 
 def save_record(record: Record) -> bool:
