@@ -1,0 +1,1 @@
+"""The tuning engine: search strategies, the measurement loop and choosing (pure Python)."""
