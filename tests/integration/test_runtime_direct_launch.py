@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tunedsl.backends import compat
 from tunedsl.backends import triton as bt
 from tunedsl.backends import triton_launch as tlaunch
 
@@ -76,9 +77,9 @@ def fake_driver(monkeypatch: pytest.MonkeyPatch) -> dict:
         launch_exit_hook = Hooks()
 
     monkeypatch.setattr(
-        tlaunch, "_device_fns", lambda: (lambda: state["device"], lambda d: 1000 + d)
+        compat, "device_and_stream", lambda: (lambda: state["device"], lambda d: 1000 + d)
     )
-    monkeypatch.setattr(tlaunch, "_runtime_knobs", lambda: Runtime)
+    monkeypatch.setattr(compat, "runtime_knobs", lambda: Runtime)
     monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "1")
     state["runtime"] = Runtime
     return state

@@ -10,18 +10,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl.backends import compat
+from tunedsl.backends.compat import interpreting
 from tunedsl.runtime.hints import INTERPRETER, TargetFacts
 from tunedsl.runtime.keys import is_tensor
 
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
+__all__ = ["interpreting"]  # re-exported: the one reading of Triton's interpreter knob
 
 
 # -- kernels ---------------------------------------------------------------------------------
@@ -73,12 +72,10 @@ def _is_constexpr_annotation(annotation: Any) -> bool:
 @functools.lru_cache(maxsize=256)
 def _kernel_info_cached(kernel: Any) -> KernelInfo:
     fn = _python_fn(kernel)
-    params = getattr(kernel, "params", None)
     signature = inspect.signature(fn)
     names = tuple(signature.parameters)
-    if params is not None:
-        constexprs = frozenset(p.name for p in params if getattr(p, "is_constexpr", False))
-    else:
+    constexprs = compat.constexpr_params(kernel)
+    if constexprs is None:
         constexprs = frozenset(
             n for n, p in signature.parameters.items() if _is_constexpr_annotation(p.annotation)
         )
@@ -87,8 +84,8 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
         for n, p in signature.parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    cache_key = getattr(kernel, "cache_key", None) if hasattr(kernel, "device_caches") else None
-    if isinstance(cache_key, str):
+    cache_key = compat.jit_source_hash(kernel)
+    if cache_key is not None:
         source_hash = cache_key  # Triton's hash covers the source and every called @jit function
     else:
         try:
@@ -104,7 +101,7 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
         qualname=getattr(fn, "__qualname__", repr(fn)),
         file=inspect.getsourcefile(fn) or "?",
         source_hash=source_hash,
-        jit=hasattr(kernel, "device_caches"),
+        jit=compat.is_jit_function(kernel),
     )
 
 
@@ -227,10 +224,7 @@ def toolchain() -> dict[str, Any]:
     backend_hash = "interpreter"
     if not interpreting():
         try:
-            from triton.compiler.compiler import make_backend
-            from triton.runtime import driver
-
-            backend_hash = make_backend(driver.active.get_current_target()).hash()
+            backend_hash = compat.backend_hash()
         except Exception as err:
             backend_hash = f"unavailable: {type(err).__name__}"
     return {
@@ -244,9 +238,7 @@ def toolchain() -> dict[str, Any]:
 def triton_env() -> dict[str, str]:
     """Triton's cache-invalidating environment variables (they change the compiled code)."""
     try:
-        from triton._C.libtriton import get_cache_invalidating_env_vars
-
-        return dict(sorted(get_cache_invalidating_env_vars().items()))
+        return dict(sorted(compat.cache_invalidating_env().items()))
     except Exception:
         return {}
 

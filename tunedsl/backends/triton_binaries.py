@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunedsl.backends import compat
 from tunedsl.store import paths
 from tunedsl.store.records import warn_once
 
@@ -101,10 +102,7 @@ def fingerprint_of(package_dir: Path, version: str) -> str | None:
         if row[2].isdigit() and int(row[2]) != st.st_size:
             return None  # changed since it was installed
         digest.update(f"{row[0]}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        name = row[0].rsplit("/", 1)[-1]
-        has_library = has_library or (
-            "/_C/" in row[0] and name.startswith("libtriton.") and ".so" in name
-        )
+        has_library = has_library or compat.is_compiler_library(row[0])
     return digest.hexdigest() if has_library else None
 
 
@@ -123,23 +121,6 @@ class LaunchSource:
     key: str
 
 
-def _compile_disabled() -> str | None:
-    """Why Triton's knobs forbid bypassing ``triton.compile`` (None: they do not)."""
-    from triton import knobs as tknobs
-
-    runtime, compilation = tknobs.runtime, tknobs.compilation
-    for owner, name in (
-        (runtime, "jit_cache_hook"),
-        (runtime, "jit_post_compile_hook"),
-        (runtime, "add_stages_inspection_hook"),
-        (compilation, "always_compile"),
-        (compilation, "override"),
-    ):
-        if getattr(owner, name, None):
-            return name
-    return None
-
-
 def launch_source(
     kernel: Any,
     args: Sequence[Any],
@@ -153,22 +134,19 @@ def launch_source(
     when there is no fingerprint or Triton's knobs ask for a real compile (hooks,
     ``TRITON_ALWAYS_COMPILE``, kernel overrides)."""
     fingerprint = triton_fingerprint()
-    if fingerprint is None or _compile_disabled() is not None:
+    if fingerprint is None or compat.compile_disabled() is not None:
         return None
-    from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.compiler import ASTSource, make_backend
-    from triton.runtime import driver
 
     from tunedsl.backends.triton_compile import pack_launch, parse_target, unwrap_jit
 
     jit_fn = unwrap_jit(kernel)
-    target = driver.active.get_current_target() if target is None else parse_target(target)
+    target = compat.current_target() if target is None else parse_target(target)
     backend = make_backend(target)
     opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, args, kwargs, options)
     src = ASTSource(jit_fn, signature, constexprs, attrs)
-    env = dict(get_cache_invalidating_env_vars())
-    text = f"{fingerprint}-{src.hash()}-{backend.hash()}-{opts.hash()}-{sorted(env.items())!s}"
-    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    env = compat.cache_invalidating_env()
+    key = compat.kernel_hash(compat.cache_key_with(fingerprint, src, backend, opts, env))
     return LaunchSource(src, backend, opts, env, target, key)
 
 
@@ -224,8 +202,6 @@ def load(launch: LaunchSource) -> Any:
 
 
 def _validated_kernel(folder: Path, manifest_text: str, launch: LaunchSource) -> Any:
-    from triton.compiler import CompiledKernel
-
     manifest = json.loads(manifest_text)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BadBinary(f"manifest format is not {FORMAT}")
@@ -234,8 +210,8 @@ def _validated_kernel(folder: Path, manifest_text: str, launch: LaunchSource) ->
     name, kernel_hash, files = manifest.get("name"), manifest.get("hash"), manifest.get("files")
     if not isinstance(name, str) or not isinstance(kernel_hash, str) or len(kernel_hash) != 64:
         raise BadBinary("manifest name or hash missing")
-    stem = str(launch.src.name)[:150]  # Triton's file names: the kernel function's name
-    meta_name, binary_name = f"{stem}.json", f"{stem}.{launch.backend.binary_ext}"
+    stem = compat.cache_file_stem(launch.src.name)  # Triton's file names: the kernel's name
+    meta_name, binary_name = f"{stem}.json", f"{stem}.{compat.binary_ext(launch.backend)}"
     if not isinstance(files, dict) or set(files) != {meta_name, binary_name}:
         raise BadBinary(f"manifest files are not {meta_name} and {binary_name}")
     contents: dict[str, bytes] = {}
@@ -258,8 +234,10 @@ def _validated_kernel(folder: Path, manifest_text: str, launch: LaunchSource) ->
     if metadata.get("target") != expected_target:
         raise BadBinary(f"compiled for {metadata.get('target')}, not {expected_target}")
     group = {meta_name: str(folder / meta_name), binary_name: str(folder / binary_name)}
-    compiled = CompiledKernel(launch.src, group, kernel_hash)
-    if compiled.kernel != contents[binary_name]:  # replaced between the checks and the read
+    compiled = compat.compiled_kernel(launch.src, group, kernel_hash)
+    if (
+        compat.compiled_files(compiled, stem)[0] != contents[binary_name]
+    ):  # replaced between the checks and the read
         raise BadBinary("the binary changed while it was read")
     stats["loaded"] += 1
     return compiled
@@ -274,21 +252,18 @@ def store(launch: LaunchSource, compiled: Any) -> bool:
     Only when ``launch`` provably rebuilds Triton's own cache key of ``compiled``. Returns
     whether the binary is stored now (also when another process stored it first).
     """
-    from triton.runtime.cache import get_cache_key
-
     folder = binaries_dir() / launch.key
     if (folder / MANIFEST).is_file():
         return True
     try:
-        triton_key = get_cache_key(launch.src, launch.backend, launch.options, launch.env)
+        triton_key = compat.triton_cache_key(launch.src, launch.backend, launch.options, launch.env)
     except Exception:
         return False
-    if hashlib.sha256(triton_key.encode("utf-8")).hexdigest() != getattr(compiled, "hash", None):
+    if compat.kernel_hash(triton_key) != getattr(compiled, "hash", None):
         return False  # not the kernel this launch would compile: never store it
     name = str(compiled.name)
-    stem = str(launch.src.name)[:150]  # as triton.compile names the files of its group
-    binary = compiled.kernel
-    meta_path = (getattr(compiled, "metadata_group", None) or {}).get(f"{stem}.json")
+    stem = compat.cache_file_stem(launch.src.name)  # as triton.compile names its group's files
+    binary, meta_path = compat.compiled_files(compiled, stem)
     if not isinstance(binary, bytes) or meta_path is None:
         return False
     try:
@@ -297,7 +272,7 @@ def store(launch: LaunchSource, compiled: Any) -> bool:
             return False
     except (OSError, ValueError, AttributeError):
         return False
-    files = {f"{stem}.json": metadata_bytes, f"{stem}.{launch.backend.binary_ext}": binary}
+    files = {f"{stem}.json": metadata_bytes, f"{stem}.{compat.binary_ext(launch.backend)}": binary}
     manifest = {
         "format": FORMAT,
         "key": launch.key,

@@ -24,8 +24,6 @@ Only this package imports triton, and only when these functions run.
 
 from __future__ import annotations
 
-import functools
-import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -33,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl.backends import compat
+from tunedsl.backends.compat import interpreting
 from tunedsl.errors import UsageError
 from tunedsl.tuning.lock import compile_lock, file_lock
 
@@ -83,11 +83,6 @@ _INTERPRET_FIX = (
     "TRITON_INTERPRET in the process that cross-compiles; `tunedsl precompile --target` "
     "does this for you"
 )
-
-
-def interpreting() -> bool:
-    """True when Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def parse_target(text: str | Any) -> Any:
@@ -147,27 +142,13 @@ def unwrap_jit(kernel: Any) -> Any:
     for _ in range(8):
         if isinstance(kernel, JITFunction):
             return kernel
-        if type(kernel).__name__ == "InterpretedFunction":
+        if compat.is_interpreted_function(kernel):
             raise UsageError(_INTERPRET_FIX)
         inner = getattr(kernel, "fn", None)
         if inner is None:
             break
         kernel = inner
     raise UsageError(f"{kernel!r} is not a Triton kernel: decorate it with @triton.jit")
-
-
-def _run_kwargs(
-    jit_fn: Any, kwargs: Mapping[str, Any], options: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The keyword arguments ``JITFunction.run`` would hand its binder (3.6 and 3.9)."""
-    from triton import knobs as tknobs
-
-    merged: dict[str, Any] = {**dict(kwargs), **dict(options)}
-    merged["debug"] = merged.get("debug", jit_fn.debug) or tknobs.runtime.debug
-    for name in ("instrumentation_mode", "fpsan_homomorphic_casts"):
-        if hasattr(tknobs.compilation, name):
-            merged[name] = getattr(tknobs.compilation, name)
-    return merged
 
 
 def compile_variant(
@@ -237,36 +218,16 @@ class _DeferredExecutor:
                 raise
 
 
-@functools.lru_cache(maxsize=1)
-def _keyed_mode_class() -> Any:
-    from triton.runtime import _async_compile
-
-    class KeyedMode(_async_compile.AsyncCompileMode):  # type: ignore[misc]
-        """Triton's AsyncCompileMode that remembers the cache key of the compile it gets."""
-
-        cache_key: str | None = None
-
-        def submit(self, key: Any, *rest: Any) -> Any:
-            self.cache_key = str(key)
-            return super().submit(key, *rest)
-
-    return KeyedMode
-
-
 def _compile_on_device(
     jit_fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Any:
-    from triton.runtime import _async_compile
-
+    if not compat.internals_usable():
+        return _compile_public(jit_fn, args, kwargs, options)
     deferred = _DeferredExecutor()
-    mode = _keyed_mode_class()(deferred)
-    # Guarded prologue: binder creation (device_caches), key, table look-up, submit.
-    with compile_lock:
-        token = _async_compile.active_mode.set(mode)
-        try:
-            handle = jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
-        finally:
-            _async_compile.active_mode.reset(token)
+    mode = compat.keyed_async_mode(deferred)
+    # Guarded prologue: binder creation (the JIT's table), key, table look-up, submit.
+    with compile_lock, compat.async_compile_mode(mode):
+        handle = jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
     if handle is None:  # a jit_cache_hook took over the compile: nothing to finish here
         return None
     hit = deferred.fn is None  # already in the in-process table
@@ -279,15 +240,23 @@ def _compile_on_device(
             deferred.run()
     # FutureKernel.result() blocks until the compile is done (ours, or another thread's
     # for the same key), so it must not hold the lock while it waits.
-    if getattr(handle, "future", None) is not None:
-        handle.future.exception()  # wait without raising, outside the lock
+    compat.wait_compiled(handle)  # without raising, outside the lock
     with compile_lock:
-        compiled = handle.result() if hasattr(handle, "result") else handle
+        compiled = compat.resolve(handle)
         # Load the module now, under the lock: reports OutOfResources here, not at launch.
-        compiled._init_handles()
+        compat.load_module(compiled)
     if hit:
         _cache_hits.add(compiled)
     return compiled
+
+
+def _compile_public(
+    jit_fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+) -> Any:
+    """An untested Triton version: Triton's public ``JITFunction.warmup``, whole, under the
+    compile lock (compiles take turns; a failing configuration still raises here)."""
+    with compile_lock:
+        return jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
 
 
 # CompiledKernels that compile_variant found compiled already (in memory or on disk).
@@ -304,12 +273,6 @@ def is_cache_hit(handle: Any) -> bool:
         return False
 
 
-def _binder_for(jit_fn: Any, backend: Any) -> Callable[..., Any]:
-    from triton.runtime.jit import create_function_from_signature
-
-    return create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
-
-
 def pack_launch(
     jit_fn: Any,
     backend: Any,
@@ -320,11 +283,11 @@ def pack_launch(
     """What ``JITFunction.run`` derives for this call on ``backend``: Triton's own binder and
     ``_pack_args`` give ``(options, signature, constexprs, attrs)``, so an ``ASTSource`` built
     from them (and its cache key) is exactly a launch's."""
-    run_kwargs = _run_kwargs(jit_fn, kwargs, options)
+    run_kwargs = compat.run_kwargs(jit_fn, kwargs, options)
     with compile_lock:  # binder creation execs generated code; cheap, so guard it
-        binder = _binder_for(jit_fn, backend)
+        binder = compat.make_binder(jit_fn, backend)
     bound_args, specialization, bound_options = binder(*args, **run_kwargs)
-    return jit_fn._pack_args(backend, run_kwargs, bound_args, specialization, bound_options)
+    return compat.pack_args(jit_fn, backend, run_kwargs, bound_args, specialization, bound_options)
 
 
 def _cross_compile(
@@ -335,12 +298,11 @@ def _cross_compile(
     target: Any,
 ) -> CrossCompiled:
     from triton.compiler import make_backend
-    from triton.runtime.jit import MockTensor
 
     backend = make_backend(target)
-    wrapped = [MockTensor.wrap_dtype(a) for a in args]  # torch dtypes stand for tensors here
+    wrapped = [compat.mock_tensor(a) for a in args]  # torch dtypes stand for tensors here
     opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, wrapped, kwargs, options)
-    return _compile_source(jit_fn, signature, constexprs, attrs, opts.__dict__, target)
+    return _compile_source(jit_fn, signature, constexprs, attrs, compat.options_dict(opts), target)
 
 
 def compile_signature(
@@ -372,24 +334,26 @@ def compile_signature(
     # constexprs and attributes, so the ASTSource (and its cache key) is a launch's.
     specialization: list[tuple[str, Any]] = []
     bound: dict[str, Any] = {}
-    for param in jit_fn.params:
-        if param.is_constexpr or param.name in constexprs:
-            if param.name not in constexprs:
-                raise UsageError(f"no value recorded for constexpr argument {param.name!r}")
-            specialization.append(("constexpr", constexprs[param.name]))
-            bound[param.name] = constexprs[param.name]
+    for name, is_constexpr in compat.param_specs(jit_fn):
+        if is_constexpr or name in constexprs:
+            if name not in constexprs:
+                raise UsageError(f"no value recorded for constexpr argument {name!r}")
+            specialization.append(("constexpr", constexprs[name]))
+            bound[name] = constexprs[name]
             continue
-        if param.name not in signature:
-            raise UsageError(f"the recorded signature has no type for argument {param.name!r}")
-        kind, colon, attr = str(signature[param.name]).partition(":")
+        if name not in signature:
+            raise UsageError(f"the recorded signature has no type for argument {name!r}")
+        kind, colon, attr = str(signature[name]).partition(":")
         specialization.append((kind, attr if colon else None))
-        bound[param.name] = None
-    run_kwargs = _run_kwargs(jit_fn, {}, options)
-    opts, sig, packed_constexprs, packed_attrs = jit_fn._pack_args(
-        backend, run_kwargs, bound, specialization, None
+        bound[name] = None
+    run_kwargs = compat.run_kwargs(jit_fn, {}, options)
+    opts, sig, packed_constexprs, packed_attrs = compat.pack_args(
+        jit_fn, backend, run_kwargs, bound, specialization, None
     )
     packed_attrs.update(attrs or {})
-    return _compile_source(jit_fn, sig, packed_constexprs, packed_attrs, opts.__dict__, gpu_target)
+    return _compile_source(
+        jit_fn, sig, packed_constexprs, packed_attrs, compat.options_dict(opts), gpu_target
+    )
 
 
 def triton_specialization(
@@ -409,22 +373,22 @@ def triton_specialization(
     :func:`compile_signature` compiles exactly the variant a launch would use.
     """
     from triton.compiler import make_backend
-    from triton.runtime.jit import MockTensor
 
     jit_fn = unwrap_jit(kernel)
     if target is None:
         target = _current_target_or("cuda:90")
     backend = make_backend(parse_target(target))
     with compile_lock:
-        binder = _binder_for(jit_fn, backend)
-    run_kwargs = _run_kwargs(jit_fn, kwargs, {})
-    _, specialization, _ = binder(*[MockTensor.wrap_dtype(a) for a in args], **run_kwargs)
+        binder = compat.make_binder(jit_fn, backend)
+    run_kwargs = compat.run_kwargs(jit_fn, kwargs, {})
+    _, specialization, _ = binder(*[compat.mock_tensor(a) for a in args], **run_kwargs)
     out: dict[str, Any] = {}
-    for param, (kind, value) in zip(jit_fn.params, specialization, strict=False):
+    names = [name for name, _ in compat.param_specs(jit_fn)]
+    for name, (kind, value) in zip(names, specialization, strict=False):
         if kind == "constexpr":
-            out[param.name] = {"constexpr": value}
+            out[name] = {"constexpr": value}
         else:  # "i32:D" divisible by 16, "i32:" specialised without a hint, "fp32" not at all
-            out[param.name] = f"{kind}:{value}" if isinstance(value, str) else kind
+            out[name] = f"{kind}:{value}" if isinstance(value, str) else kind
     return out
 
 
@@ -434,9 +398,7 @@ def _current_target_or(default: str) -> Any:
             import torch
 
             if torch.cuda.is_available():
-                from triton.runtime import driver
-
-                return driver.active.get_current_target()
+                return compat.current_target()
         except Exception:  # no usable driver: fall back to the named target
             pass
     return parse_target(default)
@@ -451,47 +413,29 @@ def _compile_source(
     target: Any,
 ) -> CrossCompiled:
     import triton
-    from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.compiler import ASTSource, make_backend
-    from triton.runtime.cache import get_cache_key
 
     src = ASTSource(jit_fn, dict(signature), dict(constexprs), dict(attrs))
     backend = make_backend(target)
     parsed = backend.parse_options(dict(options))
-    key = get_cache_key(src, backend, parsed, get_cache_invalidating_env_vars())
+    key = compat.triton_cache_key(src, backend, parsed, compat.cache_invalidating_env())
     # Another process compiling the same variant into the same cache dir waits, then hits.
     with triton_cache_lock(key):
         cached = triton_cache_has(key, src.name)
         compiled = triton.compile(src, target=target, options=dict(options))
-    binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
-    if isinstance(binary, str):
-        binary = binary.encode()
     return CrossCompiled(
         name=getattr(jit_fn, "__name__", "kernel"),
         target=target_name(target),
         hash=str(compiled.hash),
-        binary=bytes(binary),
+        binary=compat.compiled_binary(compiled),
         kernel=compiled,
         cached=cached,
     )
 
 
 def triton_cache_has(key: str, name: str) -> bool:
-    """True if Triton's cache dir holds the compiled kernel for cache key ``key``.
-
-    Mirrors the look-up in ``triton.compile`` (3.6 through 3.9): the group file
-    ``<name>.json`` under the directory of ``sha256(key)``.
-    """
-    import hashlib
-
-    from triton.runtime.cache import get_cache_manager
-
-    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
-    try:
-        group = get_cache_manager(digest).get_group(f"{name[:150]}.json")
-    except Exception:  # a corrupt cache entry is a miss; triton.compile rewrites it
-        return False
-    return bool(group) and f"{name[:150]}.json" in group
+    """True if Triton's cache dir holds the compiled kernel for cache key ``key``."""
+    return compat.triton_cache_has(key, name)
 
 
 @contextmanager

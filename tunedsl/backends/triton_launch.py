@@ -22,19 +22,22 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tunedsl.backends.triton import KernelInfo, interpreting, kernel_info
+from tunedsl.backends import compat
+from tunedsl.backends.compat import interpreting, jit_run, launch_hooked
+from tunedsl.backends.triton import KernelInfo, kernel_info
 from tunedsl.runtime.keys import is_tensor
 
 
 def direct_launch_enabled() -> bool:
+    """``TUNEDSL_DIRECT_LAUNCH`` (default on), and a Triton version whose launcher internals
+    were tested (:func:`compat.internals_usable`; otherwise the JIT path, one warning)."""
     from tunedsl import knobs
 
-    return knobs.direct_launch()
+    return knobs.direct_launch() and compat.internals_usable()
 
 
 # Triton's interpreter keeps the grid of the running launch in module globals, so two
@@ -48,8 +51,8 @@ def launch_jit(
     """``kernel[grid](*args, **kwargs)`` without building the ``__getitem__`` lambda."""
     if interpreting():
         with INTERPRETER_LOCK:
-            return kernel.run(*args, grid=grid, warmup=False, **kwargs)
-    return kernel.run(*args, grid=grid, warmup=False, **kwargs)
+            return jit_run(kernel, grid, args, kwargs)
+    return jit_run(kernel, grid, args, kwargs)
 
 
 def make_launcher(
@@ -71,7 +74,7 @@ def make_launcher(
 def stored_binaries_enabled() -> bool:
     from tunedsl import knobs
 
-    return knobs.stored_binaries() and not interpreting()
+    return knobs.stored_binaries() and not interpreting() and compat.internals_usable()
 
 
 def keyed_exactly(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
@@ -110,14 +113,10 @@ class JitLauncher:
         holes: Any,
     ) -> None:
         if self.lock is None:
-            self.kernel.run(
-                *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
-            )
+            jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
             return
         with self.lock:
-            self.kernel.run(
-                *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
-            )
+            jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
 
 
 class DirectLauncher:
@@ -157,7 +156,7 @@ class DirectLauncher:
         self.kernel = kernel
         self.options = dict(options)
         self.info = info
-        self.compiled: dict[int, tuple[Any, Any, Any]] = {}
+        self.compiled: dict[int, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
         self.dyn0: Mapping[str, Any] | None = None
         self.tail_plan: tuple[tuple[bool, Any], ...] = ()
         self.tail_const: tuple[Any, ...] | None = None
@@ -176,9 +175,7 @@ class DirectLauncher:
         static_kwargs: Mapping[str, Any],
         dyn_kwargs: Mapping[str, Any],
     ) -> Any:
-        return self.kernel.run(
-            *args, grid=grid, warmup=False, **static_kwargs, **dyn_kwargs, **self.options
-        )
+        return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
 
     def __call__(
         self,
@@ -194,12 +191,7 @@ class DirectLauncher:
             else:
                 self.jit(grid, args, static_kwargs, dyn_kwargs)
             return
-        runtime = self.runtime
-        try:  # HookChain (3.6+) is never None: an empty chain means no hook
-            hooked = runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls
-        except AttributeError:
-            hooked = _hooks_active()
-        if hooked:  # a profiler wants Triton's launch metadata
+        if launch_hooked(self.runtime):  # a profiler wants Triton's launch metadata
             self.jit(grid, args, static_kwargs, dyn_kwargs)
             return
         device = self.get_device()  # type: ignore[misc]
@@ -210,18 +202,16 @@ class DirectLauncher:
         tail = self.tail_const
         if tail is None:
             tail = tuple(static_kwargs[v] if is_static else v for is_static, v in self.tail_plan)
-        run, function, packed_metadata = compiled
+        run, middle = compiled
         n = len(grid)
+        # The launcher's positional convention (compat.direct_launch_parts): the grid, the
+        # stream, compat's middle part (function, metadata, no launch metadata or hooks).
         run(
             grid[0],
             grid[1] if n > 1 else 1,
             grid[2] if n > 2 else 1,
             self.get_stream(device),  # type: ignore[misc]
-            function,
-            packed_metadata,
-            None,  # launch metadata: only built for launch hooks, and there are none
-            None,
-            None,
+            *middle,
             *args,
             *tail,
         )
@@ -233,7 +223,7 @@ class DirectLauncher:
         static_kwargs: Mapping[str, Any],
         dyn_kwargs: Mapping[str, Any],
     ) -> None:
-        if getattr(self.kernel, "pre_run_hooks", None):
+        if compat.pre_run_hooks(self.kernel):
             # JITFunction.add_pre_run_hook: the hooks run inside JITFunction.run, per launch.
             self.disabled = True
             self.jit(grid, args, static_kwargs, dyn_kwargs)
@@ -291,11 +281,8 @@ class DirectLauncher:
         static_kwargs: Mapping[str, Any],
         dyn_kwargs: Mapping[str, Any],
     ) -> None:
-        if hasattr(compiled, "result"):  # Triton 3.6's async compile may return a future
-            compiled = compiled.result()
-        run = compiled.run  # the property loads the module, which sets .function
-        function = compiled.function
-        if function is None or not hasattr(compiled, "packed_metadata"):
+        parts = compat.direct_launch_parts(compiled)
+        if parts is None:
             self.disabled = True
             return
         plan: list[tuple[bool, Any]] = []
@@ -311,19 +298,10 @@ class DirectLauncher:
                 return
         self.tail_plan = tuple(plan)
         self.tail_const = None if any(s for s, _ in plan) else tuple(v for _, v in plan)
-        self.get_device, self.get_stream = _device_fns()
-        self.runtime = _runtime_knobs()
-        self.compiled[self.get_device()] = (run, function, compiled.packed_metadata)
+        self.get_device, self.get_stream = compat.device_and_stream()
+        self.runtime = compat.runtime_knobs()
+        self.compiled[self.get_device()] = parts
         self.dyn0 = dict(dyn_kwargs)  # last: it opens the direct path
-
-
-def _hooks_active() -> bool:
-    """Whether a launch hook (a profiler) is installed: then Triton must build its metadata."""
-    runtime = _runtime_knobs()
-    enter = runtime.launch_enter_hook
-    exit_ = runtime.launch_exit_hook
-    # HookChain (3.6+) is never None: empty means no hook; a plain callable is a hook.
-    return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
 
 
 def _launch_source(
@@ -342,23 +320,6 @@ def _store(launch: Any, compiled: Any) -> None:
     from tunedsl.backends import triton_binaries
 
     try:
-        if hasattr(compiled, "result"):  # Triton 3.6's async compile may return a future
-            compiled = compiled.result()
-        triton_binaries.store(launch, compiled)
+        triton_binaries.store(launch, compat.resolve(compiled))
     except Exception:  # storing is an optimisation for later processes, never an error
         pass
-
-
-@functools.lru_cache(maxsize=1)
-def _runtime_knobs() -> Any:
-    from triton import knobs
-
-    return knobs.runtime
-
-
-@functools.lru_cache(maxsize=1)
-def _device_fns() -> tuple[Callable[[], int], Callable[[int], int]]:
-    from triton.runtime import driver
-
-    active = driver.active
-    return active.get_current_device, active.get_current_stream

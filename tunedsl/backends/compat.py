@@ -1,0 +1,448 @@
+"""Triton/PyTorch boundary layer: every access to a private or unstable Triton internal.
+
+tunedsl reaches below Triton's public API in a few places (the direct launcher, stored
+binaries, the compile pool's async split, cross-compiling). Each such access is one small
+function here, with a comment naming the Triton versions it was checked on; no other module
+of tunedsl names a private Triton or PyTorch attribute (``tests/unit/test_compat.py`` greps
+the source tree). A Triton upgrade is then checked here, function by function.
+
+**Version gate.** The internals are used only on the tested Triton versions
+(:data:`TESTED_TRITON`, inclusive, by major.minor). On any other version
+:func:`internals_usable` is False, with one :class:`UntestedTritonWarning`: the direct
+launcher, stored binaries and the compile pool's async split turn themselves off, and
+launches and compiles go through Triton's public JIT path (``kernel[grid](...)``,
+``JITFunction.warmup``). Cross-compiling (``precompile --target``) has no public path; it
+is still attempted and reports a failure as a failed configuration.
+
+Everything imports triton lazily, inside the functions: ``import tunedsl`` never loads it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+# Triton versions (major, minor) whose internals every function below was checked on: 3.6.0
+# on the H100 of the benchmarks, 3.9.0 on the CPU development machine (interpreter and
+# cross-compiling to a cubin). Widen only after running the launch and binary tests.
+TESTED_TRITON: tuple[tuple[int, int], tuple[int, int]] = ((3, 6), (3, 9))
+
+
+class UntestedTritonWarning(UserWarning):
+    """The installed Triton is outside :data:`TESTED_TRITON`: internals are not used."""
+
+
+# -- the version gate -------------------------------------------------------------------------
+
+
+def version_tested(version: str) -> bool:
+    """Whether a Triton version string (``"3.6.0"``, ``"3.9.0+git1a2b"``, ``"3.10.0rc1"``)
+    is inside :data:`TESTED_TRITON`. Unparseable text is untested."""
+    match = re.match(r"\s*(\d+)\.(\d+)", version)
+    if match is None:
+        return False
+    found = (int(match.group(1)), int(match.group(2)))
+    low, high = TESTED_TRITON
+    return low <= found <= high
+
+
+def untested_message(version: str) -> str:
+    low, high = (".".join(map(str, v)) for v in TESTED_TRITON)
+    return (
+        f"tunedsl: Triton {version} is outside the versions tunedsl was tested with "
+        f"({low} to {high}); the direct launcher, stored kernel binaries and the parallel "
+        "compile split are off, and kernels launch through Triton's public JIT path "
+        "(correct, with more per-call overhead). Install a tested Triton for full speed."
+    )
+
+
+def gate(version: str) -> bool:
+    """:func:`version_tested`, warning once per process when it is False."""
+    if version_tested(version):
+        return True
+    if version not in _warned_versions:
+        _warned_versions.add(version)
+        warnings.warn(untested_message(version), UntestedTritonWarning, stacklevel=3)
+    return False
+
+
+_warned_versions: set[str] = set()
+
+
+@functools.lru_cache(maxsize=1)
+def internals_usable() -> bool:
+    """True when the installed Triton is a tested version (a process constant)."""
+    import triton
+
+    return gate(str(triton.__version__))
+
+
+# -- the interpreter --------------------------------------------------------------------------
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter: Triton's own knob
+    ``triton.knobs.runtime.interpret`` (``TRITON_INTERPRET`` with Triton's truthiness:
+    ``1``, ``true``, ``on``, ``yes``, ``y``, any case; or set in Python).
+    Checked on 3.6.0 and 3.9.0 (``knobs.runtime.interpret``, an ``env_bool``)."""
+    from triton import knobs as tknobs
+
+    runtime = getattr(tknobs, "runtime", None)
+    value = getattr(runtime, "interpret", None)
+    if value is None:  # an untested Triton without the knob: its environment rule
+        from tunedsl.knobs import triton_interpret_env
+
+        return triton_interpret_env()
+    return bool(value)
+
+
+def is_interpreted_function(kernel: Any) -> bool:
+    """``@triton.jit`` under the interpreter returns an ``InterpretedFunction`` (3.6, 3.9)."""
+    return type(kernel).__name__ == "InterpretedFunction"
+
+
+# -- JITFunction facts ------------------------------------------------------------------------
+
+
+def is_jit_function(kernel: Any) -> bool:
+    """A real ``JITFunction`` (it has the per-device binder table ``device_caches``; the
+    interpreter's functions and wrappers do not). Checked on 3.6.0 and 3.9.0."""
+    return hasattr(kernel, "device_caches")
+
+
+def jit_source_hash(kernel: Any) -> str | None:
+    """``JITFunction.cache_key``: Triton's hash of the source and every called ``@jit``
+    function (3.6.0, 3.9.0); None for anything else."""
+    if not is_jit_function(kernel):
+        return None
+    key = getattr(kernel, "cache_key", None)
+    return key if isinstance(key, str) else None
+
+
+def constexpr_params(kernel: Any) -> frozenset[str] | None:
+    """Names of the constexpr parameters from ``JITFunction.params`` (``KernelParam.name``,
+    ``.is_constexpr``; 3.6.0, 3.9.0); None when the kernel has no ``params``."""
+    params = getattr(kernel, "params", None)
+    if params is None:
+        return None
+    return frozenset(p.name for p in params if getattr(p, "is_constexpr", False))
+
+
+def param_specs(jit_fn: Any) -> list[tuple[str, bool]]:
+    """``(name, is_constexpr)`` of every ``KernelParam`` in order (3.6.0, 3.9.0)."""
+    return [(p.name, bool(p.is_constexpr)) for p in jit_fn.params]
+
+
+def pre_run_hooks(kernel: Any) -> bool:
+    """Whether ``JITFunction.add_pre_run_hook`` installed hooks (``pre_run_hooks``; 3.6, 3.9)."""
+    return bool(getattr(kernel, "pre_run_hooks", None))
+
+
+# -- launching --------------------------------------------------------------------------------
+
+
+_NONE: Mapping[str, Any] = {}
+
+
+def jit_run(
+    kernel: Any,
+    grid: tuple[int, ...],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    dyn_kwargs: Mapping[str, Any] = _NONE,
+    options: Mapping[str, Any] = _NONE,
+) -> Any:
+    """``kernel[grid](*args, **kwargs, **dyn_kwargs, **options)`` without the
+    ``__getitem__`` lambda: ``JITFunction.run(*args, grid=, warmup=False, **...)``, which
+    returns the ``CompiledKernel`` (3.6.0, 3.9.0; the interpreter's ``run`` takes the same
+    call). A name given twice raises ``TypeError``, as in ``kernel[grid](...)``."""
+    return kernel.run(*args, grid=grid, warmup=False, **kwargs, **dyn_kwargs, **options)
+
+
+def resolve(compiled: Any) -> Any:
+    """Triton 3.6's async compile may hand back a future: the ``CompiledKernel`` itself."""
+    if hasattr(compiled, "result"):
+        return compiled.result()
+    return compiled
+
+
+def wait_compiled(handle: Any) -> None:
+    """Wait for an async compile's ``FutureKernel`` (``.future``; 3.6.0, 3.9.0) to finish,
+    without raising its error; a plain ``CompiledKernel`` returns at once."""
+    future = getattr(handle, "future", None)
+    if future is not None:
+        future.exception()
+
+
+def direct_launch_parts(compiled: Any) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+    """``(run, middle)`` for calling a ``CompiledKernel``'s launcher directly, or None.
+
+    The launcher's positional convention (3.6.0, 3.9.0)::
+
+        run(grid0, grid1, grid2, stream, function, packed_metadata,
+            launch_metadata, launch_enter_hook, launch_exit_hook, *kernel_args)
+
+    so a caller writes ``run(g0, g1, g2, stream, *middle, *args)``. ``middle`` holds the
+    loaded ``function`` and ``packed_metadata``, then ``None`` for the launch metadata and
+    both hooks (only built for launch hooks: callers check :func:`launch_hooked` first).
+    Reading ``.run`` loads the module (``_init_handles``), which sets ``.function``.
+    """
+    compiled = resolve(compiled)
+    run = compiled.run
+    function = compiled.function
+    if function is None or not hasattr(compiled, "packed_metadata"):
+        return None
+    return run, (function, compiled.packed_metadata, None, None, None)
+
+
+def load_module(compiled: Any) -> None:
+    """Load a ``CompiledKernel`` into the device context now (``_init_handles``; 3.6.0,
+    3.9.0): reports ``OutOfResources`` (too much shared memory) here, not at launch."""
+    compiled._init_handles()
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_knobs() -> Any:
+    """``triton.knobs.runtime`` (3.6.0, 3.9.0), the holder of the launch hook chains."""
+    from triton import knobs as tknobs
+
+    return tknobs.runtime
+
+
+def launch_hooked(runtime: Any) -> bool:
+    """Whether a launch hook (a profiler) is installed on ``runtime`` (:func:`runtime_knobs`);
+    then Triton must build its launch metadata, so the call goes through the JIT.
+
+    3.6.0 and 3.9.0: ``launch_enter_hook``/``launch_exit_hook`` are ``HookChain`` objects,
+    never None, empty when no hook is set (``.calls``); a plain callable is a hook. Called
+    on every direct launch: the common case is two attribute reads.
+    """
+    try:
+        return bool(runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls)
+    except AttributeError:  # a hook assigned in place of the chain
+        enter, exit_ = runtime.launch_enter_hook, runtime.launch_exit_hook
+        return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
+
+
+@functools.lru_cache(maxsize=1)
+def device_and_stream() -> tuple[Callable[[], int], Callable[[int], int]]:
+    """The active driver's ``get_current_device`` and ``get_current_stream(device)``
+    (``triton.runtime.driver.active``; 3.6.0, 3.9.0)."""
+    from triton.runtime import driver
+
+    active = driver.active
+    return active.get_current_device, active.get_current_stream
+
+
+def current_target() -> Any:
+    """The current device's ``GPUTarget`` (``driver.active.get_current_target``; 3.6, 3.9)."""
+    from triton.runtime import driver
+
+    return driver.active.get_current_target()
+
+
+def backend_hash() -> str:
+    """Triton's backend hash of the current device (ptxas version, arch; 3.6.0, 3.9.0)."""
+    from triton.compiler.compiler import make_backend
+
+    return str(make_backend(current_target()).hash())
+
+
+def cache_invalidating_env() -> dict[str, str]:
+    """Triton's environment variables that change compiled code
+    (``triton._C.libtriton.get_cache_invalidating_env_vars``; 3.6.0, 3.9.0)."""
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+
+    return dict(get_cache_invalidating_env_vars())
+
+
+# -- binding and packing a call (what JITFunction.run derives) --------------------------------
+
+
+def run_kwargs(
+    jit_fn: Any, kwargs: Mapping[str, Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments ``JITFunction.run`` hands its binder: ``debug`` from the kernel
+    or ``knobs.runtime.debug``, and the compilation knobs ``instrumentation_mode`` and
+    ``fpsan_homomorphic_casts`` where Triton has them (3.6.0, 3.9.0)."""
+    from triton import knobs as tknobs
+
+    merged: dict[str, Any] = {**dict(kwargs), **dict(options)}
+    merged["debug"] = merged.get("debug", jit_fn.debug) or tknobs.runtime.debug
+    for name in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+        if hasattr(tknobs.compilation, name):
+            merged[name] = getattr(tknobs.compilation, name)
+    return merged
+
+
+def make_binder(jit_fn: Any, backend: Any) -> Callable[..., Any]:
+    """Triton's generated binder for ``backend``: ``binder(*args, **kwargs)`` returns
+    ``(bound_args, specialization, options)`` (``triton.runtime.jit.
+    create_function_from_signature``; 3.6.0, 3.9.0). It execs generated code: callers
+    hold the compile lock."""
+    from triton.runtime.jit import create_function_from_signature
+
+    return create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
+
+
+def pack_args(
+    jit_fn: Any,
+    backend: Any,
+    kwargs: Mapping[str, Any],
+    bound_args: Any,
+    specialization: Any,
+    options: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """``JITFunction._pack_args``: ``(options, signature, constexprs, attrs)`` for an
+    ``ASTSource`` (3.6.0, 3.9.0)."""
+    return jit_fn._pack_args(backend, kwargs, bound_args, specialization, options)  # type: ignore[no-any-return]
+
+
+def mock_tensor(value: Any) -> Any:
+    """``MockTensor.wrap_dtype``: a torch dtype stands for a tensor of that dtype when
+    binding for a target without a device (``triton.runtime.jit``; 3.6.0, 3.9.0)."""
+    from triton.runtime.jit import MockTensor
+
+    return MockTensor.wrap_dtype(value)
+
+
+def options_dict(options: Any) -> dict[str, Any]:
+    """A backend's parsed options dataclass as the dict ``triton.compile`` takes."""
+    return dict(options.__dict__)
+
+
+# -- the compile pool's async split -----------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _keyed_mode_class() -> Any:
+    from triton.runtime import _async_compile
+
+    class KeyedMode(_async_compile.AsyncCompileMode):  # type: ignore[misc]
+        """Triton's AsyncCompileMode that remembers the cache key of the compile it gets."""
+
+        cache_key: str | None = None
+
+        def submit(self, key: Any, *rest: Any) -> Any:
+            self.cache_key = str(key)
+            return super().submit(key, *rest)
+
+    return KeyedMode
+
+
+def keyed_async_mode(executor: Any) -> Any:
+    """An ``AsyncCompileMode`` over ``executor`` that records the submitted cache key
+    (``mode.cache_key``). ``triton.runtime._async_compile``: 3.6.0 and 3.9.0 submit
+    ``(key, compile_fn)`` once per compiling ``warmup``."""
+    return _keyed_mode_class()(executor)
+
+
+@contextmanager
+def async_compile_mode(mode: Any) -> Iterator[None]:
+    """Make ``mode`` Triton's active async-compile mode in this context (3.6.0, 3.9.0)."""
+    from triton.runtime import _async_compile
+
+    token = _async_compile.active_mode.set(mode)
+    try:
+        yield
+    finally:
+        _async_compile.active_mode.reset(token)
+
+
+# -- Triton's cache: key format and file naming -----------------------------------------------
+
+
+def triton_cache_key(src: Any, backend: Any, options: Any, env: Mapping[str, str]) -> str:
+    """Triton's cache key of a compile (``triton.runtime.cache.get_cache_key``; 3.6, 3.9)."""
+    from triton.runtime.cache import get_cache_key
+
+    return str(get_cache_key(src, backend, options, dict(env)))
+
+
+def cache_key_with(fingerprint: str, src: Any, backend: Any, options: Any, env: Mapping) -> str:
+    """Triton's cache-key format with ``triton_key()`` replaced by ``fingerprint``:
+    ``f"{triton_key}-{src.hash()}-{backend.hash()}-{options.hash()}-{sorted env}"``
+    (``get_cache_key``, 3.6.0 and 3.9.0)."""
+    return f"{fingerprint}-{src.hash()}-{backend.hash()}-{options.hash()}-{sorted(env.items())!s}"
+
+
+def kernel_hash(key: str) -> str:
+    """``CompiledKernel.hash`` of a compile with cache key ``key``: its sha256 (3.6, 3.9)."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def cache_file_stem(name: str) -> str:
+    """The stem of the files ``triton.compile`` writes for a kernel: its name cut to 150
+    characters (3.6.0, 3.9.0)."""
+    return str(name)[:150]
+
+
+def binary_ext(backend: Any) -> str:
+    """The backend's binary file extension (``cubin``, ``hsaco``; 3.6.0, 3.9.0)."""
+    return str(backend.binary_ext)
+
+
+def triton_cache_has(key: str, name: str) -> bool:
+    """True if Triton's cache dir holds the compiled kernel for cache key ``key``: the
+    group file ``<stem>.json`` under the directory of ``sha256(key)``, as ``triton.compile``
+    looks it up (3.6.0, 3.9.0)."""
+    from triton.runtime.cache import get_cache_manager
+
+    stem = cache_file_stem(name)
+    try:
+        group = get_cache_manager(kernel_hash(key)).get_group(f"{stem}.json")
+    except Exception:  # a corrupt cache entry is a miss; triton.compile rewrites it
+        return False
+    return bool(group) and f"{stem}.json" in group
+
+
+def compiled_kernel(src: Any, group: Mapping[str, str], kernel_hash_: str) -> Any:
+    """A ``CompiledKernel`` from a metadata group (file name -> path), not yet loaded
+    (``CompiledKernel(src, metadata_group, hash)``; 3.6.0, 3.9.0)."""
+    from triton.compiler import CompiledKernel
+
+    return CompiledKernel(src, dict(group), kernel_hash_)
+
+
+def compiled_files(compiled: Any, stem: str) -> tuple[Any, str | None]:
+    """``(binary, metadata JSON path)`` of a ``CompiledKernel``: ``.kernel`` and
+    ``.metadata_group[f"{stem}.json"]`` (3.6.0, 3.9.0)."""
+    group = getattr(compiled, "metadata_group", None) or {}
+    return compiled.kernel, group.get(f"{stem}.json")
+
+
+def compiled_binary(compiled: Any) -> bytes:
+    """The device binary of a ``CompiledKernel`` (``.asm["cubin"]``/``["hsaco"]``)."""
+    binary = compiled.asm.get("cubin") or compiled.asm.get("hsaco") or b""
+    return binary.encode() if isinstance(binary, str) else bytes(binary)
+
+
+def is_compiler_library(record_path: str) -> bool:
+    """Whether a path of Triton's ``dist-info/RECORD`` is its compiler library
+    (``triton/_C/libtriton.*.so``; 3.6.0, 3.9.0 wheels)."""
+    name = record_path.rsplit("/", 1)[-1]
+    return "/_C/" in record_path and name.startswith("libtriton.") and ".so" in name
+
+
+def compile_disabled() -> str | None:
+    """Why Triton's knobs forbid bypassing ``triton.compile`` (None: they do not): a JIT
+    cache or post-compile hook, a stages-inspection hook, ``always_compile`` or a kernel
+    ``override`` (``knobs.runtime``/``knobs.compilation``; 3.6.0, 3.9.0)."""
+    from triton import knobs as tknobs
+
+    runtime, compilation = tknobs.runtime, tknobs.compilation
+    for owner, name in (
+        (runtime, "jit_cache_hook"),
+        (runtime, "jit_post_compile_hook"),
+        (runtime, "add_stages_inspection_hook"),
+        (compilation, "always_compile"),
+        (compilation, "override"),
+    ):
+        if getattr(owner, name, None):
+            return name
+    return None
