@@ -24,7 +24,9 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
 
 def _has_cuda() -> bool:
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    from tunedsl import knobs
+
+    if knobs.triton_interpret_env():
         return False
     if importlib.util.find_spec("torch") is None:
         return False

@@ -96,34 +96,54 @@ def _resolve_optimize(optimize: int) -> int:
     return sys.flags.optimize if optimize == -1 else optimize
 
 
+# Modules outside frontend/ that the expansion imports (its output depends on them:
+# options.py names the macro keywords, options and hints). tests/unit/test_bytecode.py
+# checks that this covers every tunedsl module frontend/ imports, transitively.
+EXPANSION_MODULES = ("runtime/options.py", "errors.py")
+
+
+def digest_files() -> list[str]:
+    """Every file the expansion depends on: the front end, the grammar, and
+    :data:`EXPANSION_MODULES`."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    files: list[str] = []
+    for directory in (
+        os.path.join(root, "frontend"),
+        os.path.join(os.path.dirname(root), "grammar"),
+    ):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        files.extend(
+            os.path.join(directory, n)
+            for n in names
+            if not n.startswith(".") and n != "__pycache__"
+        )
+    files.extend(os.path.join(root, *m.split("/")) for m in EXPANSION_MODULES)
+    return files
+
+
 def _frontend_digest() -> bytes:
-    """A signature of the front end's and grammar's files, computed once per process.
+    """A signature of the files the expansion depends on, computed once per process.
 
     The version and ``GRAMMAR_VERSION`` are bumped by hand; in an editable install the front
     end changes without either moving, and stale expansions would be served. The files'
-    names, sizes and modification times catch such edits for the price of a few ``stat``
-    calls (hashing their contents cost more than the rest of a warm import).
+    names, sizes and modification times (:func:`digest_files`) catch such edits for the
+    price of a few ``stat`` calls (hashing their contents cost more than the rest of a warm
+    import).
     """
     global _frontend_fingerprint
     if _frontend_fingerprint is None:
-        root = os.path.dirname(os.path.abspath(__file__))
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         digest = hashlib.sha256()
-        for directory in (
-            os.path.join(root, "frontend"),
-            os.path.join(os.path.dirname(root), "grammar"),
-        ):
+        for path in digest_files():
             try:
-                names = sorted(os.listdir(directory))
+                st = os.stat(path)
             except OSError:
                 continue
-            for name in names:
-                if name.startswith(".") or name == "__pycache__":
-                    continue
-                try:
-                    st = os.stat(os.path.join(directory, name))
-                except OSError:
-                    continue
-                digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            name = os.path.relpath(path, root)
+            digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         _frontend_fingerprint = digest.digest()
     return _frontend_fingerprint
 

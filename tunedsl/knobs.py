@@ -125,6 +125,20 @@ def records_path() -> list[str]:
     return [p for p in raw.split(os.pathsep) if p.strip()]
 
 
+# Triton's truthy values for a boolean environment variable (``getenv_bool`` in libtriton,
+# 3.6.0 through 3.9.0): compared after lower-casing, nothing stripped; any other set value
+# is false, an unset variable is the default.
+_TRITON_TRUE = {"1", "y", "yes", "on", "true"}
+
+
+def triton_interpret_env() -> bool:
+    """``TRITON_INTERPRET`` read with Triton's own rule (``1``, ``y``, ``yes``, ``on``,
+    ``true``, any case; ``" 1"`` is false), for modules that must not import triton. Where
+    triton is loaded, ``tunedsl.backends.compat.interpreting()`` reads Triton's knob."""
+    raw = os.environ.get("TRITON_INTERPRET")
+    return raw is not None and raw.lower() in _TRITON_TRUE
+
+
 def direct_launch() -> bool:
     """``TUNEDSL_DIRECT_LAUNCH=0``: always launch through Triton's JIT dispatcher instead of
     the cached ``CompiledKernel`` (default on)."""

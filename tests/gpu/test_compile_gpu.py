@@ -21,32 +21,13 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
+from shared_kernels import mm, vadd  # noqa: E402
+
 from tunedsl.backends.triton_compile import compile_variant  # noqa: E402
 from tunedsl.tuning.compile_pool import CompileJob, compile_stream  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "integration" / "precompile_fixtures"
-
-
-@triton.jit
-def vadd(a, b, c, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
-
-
-@triton.jit
-def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-        acc += tl.dot(x, y)
-    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
 
 
 def _kernel_cache(kernel):
@@ -61,17 +42,17 @@ def _vectors(n=5000):
 
 def test_compile_variant_fills_the_jit_table_that_the_launch_uses() -> None:
     a, b, c, n = _vectors()
-    handle = compile_variant(vadd, (a, b, c, n), {"BLOCK": 256}, {"num_warps": 2})
+    handle = compile_variant(vadd, (a, b, c, n), {"TILE": 256}, {"num_warps": 2})
     assert handle.metadata.num_warps == 2
     table = _kernel_cache(vadd)
     assert handle in table.values()
     size = len(table)
-    vadd[(triton.cdiv(n, 256),)](a, b, c, n, BLOCK=256, num_warps=2)
+    vadd[(triton.cdiv(n, 256),)](a, b, c, n, TILE=256, num_warps=2)
     torch.cuda.synchronize()
     assert len(table) == size  # the launch found the compiled kernel: no new compile
     torch.testing.assert_close(c, a + b)
     # A second compile of the same variant is a table hit returning the same kernel.
-    assert compile_variant(vadd, (a, b, c, n), {"BLOCK": 256}, {"num_warps": 2}) is handle
+    assert compile_variant(vadd, (a, b, c, n), {"TILE": 256}, {"num_warps": 2}) is handle
 
 
 def test_parallel_compiles_on_the_gpu_all_launch_correctly() -> None:
@@ -81,7 +62,7 @@ def test_parallel_compiles_on_the_gpu_all_launch_correctly() -> None:
     def job(block, warps):
         return CompileJob(
             (block, warps),
-            lambda: compile_variant(vadd, (a, b, c, n), {"BLOCK": block}, {"num_warps": warps}),
+            lambda: compile_variant(vadd, (a, b, c, n), {"TILE": block}, {"num_warps": warps}),
         )
 
     results = list(compile_stream([job(*cfg) for cfg in configs], workers=8))
@@ -92,7 +73,7 @@ def test_parallel_compiles_on_the_gpu_all_launch_correctly() -> None:
         hashes.add(kernel.hash)
         block, warps = job_done.config
         c.zero_()
-        vadd[(triton.cdiv(n, block),)](a, b, c, n, BLOCK=block, num_warps=warps)
+        vadd[(triton.cdiv(n, block),)](a, b, c, n, TILE=block, num_warps=warps)
         torch.cuda.synchronize()
         torch.testing.assert_close(c, a + b)
     assert len(hashes) == len(configs)

@@ -9,25 +9,22 @@ import os
 
 import pytest
 
+from tunedsl import knobs
+
 pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
 
 torch = pytest.importorskip("torch")
-if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+if knobs.triton_interpret_env() or not torch.cuda.is_available():
     # Skip before importing triton: importing it here would fix Triton's interpreter
     # setting for the whole test process (see tests/conftest.py).
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
+from shared_kernels import vadd  # noqa: E402
+
 from tunedsl import Config, autotune_launch, cdiv  # noqa: E402
 from tunedsl.backends import triton as bt  # noqa: E402
-
-
-@triton.jit
-def vadd(a, b, c, n, TILE: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    mask = offs < n
-    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
 
 
 @triton.jit

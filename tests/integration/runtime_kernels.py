@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import triton
 import triton.language as tl
 
+# The shared vadd lives in tests/shared_kernels.py; subprocess scripts put only this
+# directory on sys.path, so its parent is added here.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from shared_kernels import vadd  # noqa: E402
 
-@triton.jit
-def vadd(a, b, c, n, TILE: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    mask = offs < n
-    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+__all__ = ["scale_inplace", "sum_atomic", "vadd", "vadd_wrong_for_big_tiles"]
 
 
 @triton.jit

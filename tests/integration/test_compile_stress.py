@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -84,21 +85,8 @@ def test_a_recorded_specialization_compiles_the_very_same_binary(tmp_path) -> No
 
 
 def _kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-        rm = tl.program_id(0) * BM + tl.arange(0, BM)
-        rn = tl.program_id(1) * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):
-            x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-            y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-            acc += tl.dot(x, y)
-        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: shared kernels
+    from shared_kernels import mm
 
     return mm
 

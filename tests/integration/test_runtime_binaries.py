@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -84,23 +85,8 @@ def test_replay_signature_is_tritons_specialization(tmp_path) -> None:
 
 
 def _kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):
-            x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-            y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-            acc += tl.dot(x, y)
-        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: shared kernels
+    from shared_kernels import mm
 
     return mm
 

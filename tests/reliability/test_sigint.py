@@ -111,26 +111,12 @@ def test_sigint_during_tuning_exits_promptly_without_record(tmp_path: Path) -> N
 
 COMPILE_POOL = """
 import sys
+sys.path.insert(0, TESTS_DIR)
 import torch
-import triton
-import triton.language as tl
+from shared_kernels import mm
 
 from tunedsl.backends.triton_compile import compile_variant
 from tunedsl.tuning.compile_pool import CompileJob, compile_stream
-
-
-@triton.jit
-def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-        acc += tl.dot(x, y)
-    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
 
 
 a = torch.empty(128, 128, dtype=torch.float16)
@@ -160,7 +146,8 @@ print("FINISHED", done, flush=True)
 def _interrupt_compiles(tmp_path: Path, via_cli: bool) -> tuple[float, int, str, str, int]:
     """Start the compile-pool script, SIGINT it once the first cubin is done; return
     (seconds to exit, exit status, stdout, stderr, session id)."""
-    script = write_script(tmp_path / "pool.py", COMPILE_POOL)
+    tests_dir = str(Path(__file__).resolve().parents[1])  # tests/: the shared kernels
+    script = write_script(tmp_path / "pool.py", COMPILE_POOL.replace("TESTS_DIR", repr(tests_dir)))
     env = child_env(tmp_path / "cache", TRITON_CACHE_DIR=str(tmp_path / "triton"))
     env.pop("TRITON_INTERPRET")  # cross-compiling needs Triton's real compiler
     argv = [sys.executable, "-m", "tunedsl", "run"] if via_cli else [sys.executable]

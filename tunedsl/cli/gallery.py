@@ -7,7 +7,6 @@ Writes ``report.md``, ``report.json``, ``plots/NAME.png``, ``results/NAME.json``
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +60,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def gpu_available() -> bool:
     """Whether the examples will find a CUDA GPU (asked in a subprocess: the CLI stays torch-free)."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    from tunedsl import knobs
+
+    if knobs.triton_interpret_env():
         return False
     try:
         probe = subprocess.run(

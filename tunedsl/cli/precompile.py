@@ -314,9 +314,14 @@ def main(args: argparse.Namespace) -> int:
         print("tunedsl precompile: error: --timeout must be a positive number of seconds",
               file=sys.stderr)  # fmt: skip
         return 2
-    if args.target and os.environ.pop("TRITON_INTERPRET", None) not in (None, "", "0"):
+    if args.target:
+        from tunedsl import knobs
+
         # Triton imported in interpreter mode cannot compile; nothing runs here anyway.
-        print("tunedsl precompile: --target given: ignoring TRITON_INTERPRET", file=sys.stderr)
+        was_on = knobs.triton_interpret_env()
+        os.environ.pop("TRITON_INTERPRET", None)
+        if was_on:
+            print("tunedsl precompile: --target given: ignoring TRITON_INTERPRET", file=sys.stderr)
     start = time.perf_counter()
     try:
         summary = precompile(

@@ -99,7 +99,7 @@ class Example:
         import torch
 
         self.name = name
-        interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        interpret = knobs.triton_interpret_env()  # Triton's own truthiness (true, on, ...)
         self.on_gpu = bool(torch.cuda.is_available()) and not interpret
         self.device = "cuda" if self.on_gpu else "cpu"
         # `tunedsl precompile --target cuda:90` on a machine without a GPU: keep the real

@@ -82,9 +82,9 @@ def _stale_reason(kernel: Any, record: Any) -> str | None:
 
 
 def current_target() -> Any:
-    from triton.runtime import driver
+    from tunedsl.backends import compat
 
-    return driver.active.get_current_target()
+    return compat.current_target()
 
 
 def replay_records(session: PrecompileSession, summary: Any) -> None:
