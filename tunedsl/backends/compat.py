@@ -138,7 +138,7 @@ def param_specs(jit_fn: Any) -> list[tuple[str, bool]]:
     return [(p.name, bool(p.is_constexpr)) for p in jit_fn.params]
 
 
-def pre_run_hooks(kernel: Any) -> bool:
+def has_pre_run_hooks(kernel: Any) -> bool:
     """Whether ``JITFunction.add_pre_run_hook`` installed hooks (``pre_run_hooks``; 3.6, 3.9)."""
     return bool(getattr(kernel, "pre_run_hooks", None))
 
@@ -162,6 +162,15 @@ def jit_run(
     returns the ``CompiledKernel`` (3.6.0, 3.9.0; the interpreter's ``run`` takes the same
     call). A name given twice raises ``TypeError``, as in ``kernel[grid](...)``."""
     return kernel.run(*args, grid=grid, warmup=False, **kwargs, **dyn_kwargs, **options)
+
+
+def jit_warmup(
+    jit_fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+) -> Any:
+    """Compile (never launch) through ``JITFunction.warmup(*args, grid=(1,), **...)``: the
+    ``CompiledKernel``, a future of one under an async-compile mode, or None when a
+    ``jit_cache_hook`` took over (3.6.0, 3.9.0)."""
+    return jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
 
 
 def resolve(compiled: Any) -> Any:

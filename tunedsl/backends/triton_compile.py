@@ -227,7 +227,7 @@ def _compile_on_device(
     mode = compat.keyed_async_mode(deferred)
     # Guarded prologue: binder creation (the JIT's table), key, table look-up, submit.
     with compile_lock, compat.async_compile_mode(mode):
-        handle = jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
+        handle = compat.jit_warmup(jit_fn, args, kwargs, options)
     if handle is None:  # a jit_cache_hook took over the compile: nothing to finish here
         return None
     hit = deferred.fn is None  # already in the in-process table
@@ -256,7 +256,7 @@ def _compile_public(
     """An untested Triton version: Triton's public ``JITFunction.warmup``, whole, under the
     compile lock (compiles take turns; a failing configuration still raises here)."""
     with compile_lock:
-        return jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
+        return compat.jit_warmup(jit_fn, args, kwargs, options)
 
 
 # CompiledKernels that compile_variant found compiled already (in memory or on disk).

@@ -223,7 +223,7 @@ class DirectLauncher:
         static_kwargs: Mapping[str, Any],
         dyn_kwargs: Mapping[str, Any],
     ) -> None:
-        if compat.pre_run_hooks(self.kernel):
+        if compat.has_pre_run_hooks(self.kernel):
             # JITFunction.add_pre_run_hook: the hooks run inside JITFunction.run, per launch.
             self.disabled = True
             self.jit(grid, args, static_kwargs, dyn_kwargs)
