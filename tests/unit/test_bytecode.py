@@ -527,3 +527,58 @@ def test_undecodable_source_is_a_syntax_error_naming_the_line(tmp_path: Path) ->
         bytecode.load_or_compile(path.read_bytes(), str(path))
     assert (info.value.filename, info.value.lineno) == (str(path), 3)
     assert list(bytecode.iter_entries()) == []
+
+
+def _tunedsl_imports(path: Path, package: Path) -> set[Path]:
+    """Files of the tunedsl modules ``path`` imports (at top level or inside functions)."""
+    import ast
+
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            if name == "tunedsl" or not name.startswith("tunedsl."):
+                continue
+            base = package.parent.joinpath(*name.split("."))
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if candidate.is_file():
+                    found.add(candidate)
+    return found
+
+
+def test_digest_covers_every_module_the_expansion_imports() -> None:
+    package = Path(bytecode.__file__).resolve().parent
+    todo = sorted((package / "frontend").glob("*.py"))
+    closure: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in closure:
+            continue
+        closure.add(path)
+        todo.extend(_tunedsl_imports(path, package) - closure)
+    covered = {Path(p).resolve() for p in bytecode.digest_files()}
+    # tunedsl/__init__.py and runtime/__init__.py are packages' entry points, not expansion.
+    missing = {
+        p for p in closure - covered if p.name != "__init__.py" or p.parent.name == "frontend"
+    }
+    assert package / "runtime" / "options.py" in closure
+    assert missing == set(), "add these to bytecode.EXPANSION_MODULES"
+
+
+def test_an_edit_of_runtime_options_changes_the_key(monkeypatch) -> None:
+    options = Path(bytecode.__file__).resolve().parent / "runtime" / "options.py"
+    before = os.stat(options)
+    monkeypatch.setattr(bytecode, "_frontend_fingerprint", None)
+    key = bytecode.cache_key(SOURCE, "/a/kernels.py")
+    try:  # an editable install's edit: the file's modification time moves
+        os.utime(options, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        monkeypatch.setattr(bytecode, "_frontend_fingerprint", None)
+        assert bytecode.cache_key(SOURCE, "/a/kernels.py") != key
+    finally:
+        os.utime(options, ns=(before.st_atime_ns, before.st_mtime_ns))
+    monkeypatch.setattr(bytecode, "_frontend_fingerprint", None)
+    assert bytecode.cache_key(SOURCE, "/a/kernels.py") == key
