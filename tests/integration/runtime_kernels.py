@@ -11,7 +11,7 @@ import triton.language as tl
 # The shared vadd lives in tests/shared_kernels.py; subprocess scripts put only this
 # directory on sys.path, so its parent is added here.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from shared_kernels import vadd  # noqa: E402
+from shared_kernels import vadd
 
 __all__ = ["scale_inplace", "sum_atomic", "vadd", "vadd_wrong_for_big_tiles"]
 

@@ -1,0 +1,158 @@
+"""The Triton boundary against the installed Triton: the version gate in a real process,
+and one reading of Triton's interpreter setting (``tests/unit/test_compat.py`` has the
+pure side)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunedsl import knobs
+
+pytestmark = pytest.mark.needs_triton
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_installed_triton_is_a_tested_version() -> None:
+    import triton
+
+    from tunedsl.backends import compat
+
+    assert compat.version_tested(triton.__version__), (
+        f"Triton {triton.__version__} is installed: check compat.py's functions and widen "
+        "TESTED_TRITON"
+    )
+
+
+GATE_SCRIPT = r"""
+import json, sys, warnings
+import triton
+triton.__version__ = sys.argv[1]  # simulate another installed Triton
+sys.path.insert(0, sys.argv[2])
+from test_runtime_direct_launch import FakeJit, FakeTensor
+from tunedsl.backends import compat, triton_launch as tl
+
+class Runtime:  # Triton's knobs.runtime without hooks (no GPU driver here)
+    class launch_enter_hook:
+        calls = []
+    launch_exit_hook = launch_enter_hook
+
+compat.device_and_stream = lambda: (lambda: 0, lambda device: 1000)
+compat.runtime_knobs = lambda: Runtime
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    kernel = FakeJit()
+    args = (FakeTensor(0), 64)
+    launcher = tl.make_launcher(kernel, {}, args, {})
+    launcher((4,), args, {}, {"TILE": 16}, ())
+    launcher((4,), args, {}, {"TILE": 16}, ())
+    out = {
+        "launcher": type(launcher).__name__,
+        "direct": tl.direct_launch_enabled(),
+        "stored": tl.stored_binaries_enabled(),
+        "paths": [entry[0] for entry in kernel.log],
+        "warnings": [str(w.message) for w in caught if w.category is compat.UntestedTritonWarning],
+    }
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("version", ["3.6.0", "3.9.0", "3.10.0", "3.5.0"])
+def test_outside_the_tested_range_launches_go_through_the_jit(tmp_path, version) -> None:
+    # A fresh process per version (the gate is a process constant); the kernel is the
+    # direct-launch tests' stand-in JITFunction (a real one needs a GPU: tests/gpu).
+    script = tmp_path / "gate.py"
+    script.write_text(GATE_SCRIPT)
+    env = dict(os.environ, TRITON_INTERPRET="0", TUNEDSL_DIRECT_LAUNCH="1")
+    env["TUNEDSL_STORED_BINARIES"] = "1"
+    out = subprocess.run(
+        [sys.executable, str(script), version, str(REPO / "tests" / "integration")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if version in ("3.6.0", "3.9.0"):
+        assert result["launcher"] == "DirectLauncher" and result["direct"] and result["stored"]
+        assert result["paths"] == ["jit", "direct"]  # the second call skips the JIT
+        assert result["warnings"] == []
+    else:
+        assert result["launcher"] == "JitLauncher"
+        assert not result["direct"] and not result["stored"]
+        assert result["paths"] == ["jit", "jit"]
+        assert len(result["warnings"]) == 1 and version in result["warnings"][0]
+
+
+# -- interpreting -------------------------------------------------------------------------
+
+# What Triton's getenv_bool answers (libtriton: 1, y, yes, on, true in any case; anything
+# else set is false; unset is the default).
+VALUES = ["1", "true", "TRUE", "True", "on", "ON", "yes", "y", "Y"]
+VALUES += ["0", "false", "off", "no", "n", "", " 1", "1 ", "2", "t", "enabled"]
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_one_reading_agrees_with_tritons_knob(monkeypatch, value) -> None:
+    from triton import knobs as tknobs
+
+    from tunedsl.backends import compat
+    from tunedsl.backends import triton as bt
+    from tunedsl.backends import triton_compile as tc
+
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    expected = bool(tknobs.runtime.interpret)
+    assert expected is (value.lower() in {"1", "y", "yes", "on", "true"})
+    assert knobs.triton_interpret_env() is expected
+    assert compat.interpreting() is expected
+    assert bt.interpreting is compat.interpreting is tc.interpreting  # one function
+
+
+TRUE_SCRIPT = r"""
+import json
+import torch
+from shared_kernels import vadd
+from tunedsl import autotune_launch, cdiv
+from tunedsl.backends import triton as bt, triton_launch as tl
+
+n = 300
+a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.zeros(n)
+result = autotune_launch(
+    vadd, space={"tile": [64, 128]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, name="interp-true",
+)
+print(json.dumps({
+    "correct": bool(torch.equal(c, a + 1)),
+    "backend": result.record.versions["triton_backend"],
+    "device": bt.device_facts()["type"],
+    "locked": tl.JitLauncher(vadd, {}).lock is tl.INTERPRETER_LOCK,
+    "interpreting": bt.interpreting(),
+}))
+"""
+
+
+@pytest.mark.parametrize("value", ["true", "on", "1"])
+def test_triton_interpret_true_is_the_interpreter_everywhere(tmp_path, value) -> None:
+    script = tmp_path / "interp.py"
+    script.write_text(TRUE_SCRIPT)
+    env = dict(os.environ, TRITON_INTERPRET=value, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests"), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {
+        "correct": True,
+        "backend": "interpreter",  # not "unavailable: ..."
+        "device": "interpreter",
+        "locked": True,
+        "interpreting": True,
+    }
