@@ -90,13 +90,14 @@ def interpreting() -> bool:
     ``triton.knobs.runtime.interpret`` (``TRITON_INTERPRET`` with Triton's truthiness:
     ``1``, ``true``, ``on``, ``yes``, ``y``, any case; or set in Python).
     Checked on 3.6.0 and 3.9.0 (``knobs.runtime.interpret``, an ``env_bool``)."""
-    from triton import knobs as tknobs
+    from tunedsl.knobs import triton_interpret_env
 
-    runtime = getattr(tknobs, "runtime", None)
-    value = getattr(runtime, "interpret", None)
+    try:
+        from triton import knobs as tknobs
+    except ImportError:  # no Triton installed (e.g. `tunedsl precompile` probing): its rule
+        return triton_interpret_env()
+    value = getattr(getattr(tknobs, "runtime", None), "interpret", None)
     if value is None:  # an untested Triton without the knob: its environment rule
-        from tunedsl.knobs import triton_interpret_env
-
         return triton_interpret_env()
     return bool(value)
 
