@@ -58,7 +58,7 @@ class RedisServer:
                     return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
+                    raise RuntimeError(f"redis-server exited with {self.proc.returncode}") from None
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError("redis-server did not start listening in 20 s")

@@ -29,10 +29,12 @@ import triton
 import triton.language as tl
 
 rank, world, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+scenario = sys.argv[5]
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                         world_size=world)
 
 from tunedsl import autotune_launch, cdiv
+from tunedsl.errors import TuningError
 
 
 @triton.jit
@@ -46,16 +48,26 @@ def skewed(x, y, cost, n, SLOT: tl.constexpr, TILE: tl.constexpr):
 
 
 TILES = [32, 64, 128, 256]
-n = 256
+n = 512 if scenario == "other-key" and rank == 1 else 256
+if scenario == "rank0-absent" and rank == 0:  # never decides; stays until rank 1 gave up
+    import pathlib, time
+    while not pathlib.Path(out.replace("out0", "out1")).exists():
+        time.sleep(0.1)
+    json.dump({"rank": 0, "absent": True}, open(out, "w"))
+    sys.exit(0)
 x = torch.randn(n)
 y = torch.empty(n)
 cost = torch.full((len(TILES),), 400, dtype=torch.int32)
 cost[rank % len(TILES)] = 0  # rank r's own timings favour TILES[r]
-res = autotune_launch(
-    skewed, space={"tile": TILES}, grid=lambda cfg: (cdiv(n, cfg.tile),),
-    args=(x, y, cost, n), kwargs=lambda cfg: {"TILE": cfg.tile, "SLOT": TILES.index(cfg.tile)},
-    name="skewed",
-)
+try:
+    res = autotune_launch(
+        skewed, space={"tile": TILES}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(x, y, cost, n), kwargs=lambda cfg: {"TILE": cfg.tile, "SLOT": TILES.index(cfg.tile)},
+        name="skewed",
+    )
+except TuningError as err:
+    json.dump({"rank": rank, "error": str(err)}, open(out, "w"))
+    sys.exit(0)
 assert torch.equal(y, x)
 path = None
 if res.record is not None:
@@ -72,7 +84,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_ranks(tmp_path: Path, world: int, mode: str) -> list[dict]:
+def run_ranks(
+    tmp_path: Path, world: int, mode: str, scenario: str = "plain", timeout_s: int = 240
+) -> list[dict]:
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     port = free_port()
@@ -81,14 +95,17 @@ def run_ranks(tmp_path: Path, world: int, mode: str) -> list[dict]:
         env = {
             **os.environ,
             "TRITON_INTERPRET": "1",
+            "PYTHONPATH": os.pathsep.join(
+                [str(HERE.parent.parent), os.environ.get("PYTHONPATH", "")]
+            ),
             "TUNEDSL_DISTRIBUTED": mode,
-            "TUNEDSL_DISTRIBUTED_TIMEOUT": "240",
+            "TUNEDSL_DISTRIBUTED_TIMEOUT": str(timeout_s),
             "TUNEDSL_EFFORT": "quick",
             "TUNEDSL_QUIET": "1",
             "TUNEDSL_CACHE_DIR": str(tmp_path / f"node{rank}"),  # every rank its own node
         }
         argv = [sys.executable, str(script), str(rank), str(world), str(port),
-                str(tmp_path / f"out{rank}.json")]  # fmt: skip
+                str(tmp_path / f"out{rank}.json"), scenario]  # fmt: skip
         procs.append(
             subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         )
@@ -122,3 +139,15 @@ def test_allreduce_splits_the_candidates_and_every_rank_picks_the_same(tmp_path:
     assert tiles <= {32, 64}
     assert all(o["source"] == "tuned" and o["configs"] == 4 for o in outs)
     assert outs[0]["digest"] == outs[1]["digest"]
+
+
+def test_a_rank_whose_peer_never_decides_times_out_with_a_clear_error(tmp_path: Path) -> None:
+    outs = run_ranks(tmp_path, 2, "broadcast", scenario="rank0-absent", timeout_s=5)
+    assert outs[0] == {"rank": 0, "absent": True}
+    assert "TUNEDSL_DISTRIBUTED_TIMEOUT=5" in outs[1]["error"]
+
+
+def test_ranks_launching_different_keys_get_a_clear_error(tmp_path: Path) -> None:
+    outs = run_ranks(tmp_path, 2, "broadcast", scenario="other-key")
+    assert outs[0]["tile"] == TILES[0]  # rank 0 decided alone
+    assert "different keys" in outs[1]["error"]

@@ -219,7 +219,10 @@ def run_nodes(server: RedisServer, tmp_path: Path, tiles: list[int], hold: float
     log = tmp_path / "log"
     log.mkdir(parents=True)
     go = tmp_path / "go"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, server.url, str(tmp_path / f"node{i}"), str(log),
@@ -258,3 +261,49 @@ def test_eight_nodes_racing_tune_once(server: RedisServer, tmp_path: Path) -> No
     winner = int(tuned[0].read_text())
     assert [o["tile"] for o in outs] == [winner] * 8
     assert sorted(o["source"] for o in outs) == ["stored"] * 7 + ["tuned"]
+
+
+@pytest.mark.filterwarnings("ignore:ignoring tuning record")
+def test_cache_commands_address_redis_with_remote(
+    server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from tunedsl.cli import main
+
+    monkeypatch.setenv("TUNEDSL_REDIS_URL", server.url)
+    # A local record goes to Redis through a bundle, and comes back the same way.
+    assert records.save_record(sample_record(DIGEST))
+    bundle = tmp_path / "b.json"
+    assert main(["cache", "export", str(bundle)]) == 0
+    assert main(["cache", "import", str(bundle), "--remote"]) == 0
+    store_for(server.url).put(sample_record("ef" * 32, 256))
+    server.client().set("tunedsl:v1:record:" + "99" * 32, b"garbage")
+    capsys.readouterr()
+    assert main(["cache", "ls", "--remote", "--json"]) == 0
+    out = capsys.readouterr()
+    rows = json.loads(out.out)
+    assert sorted(r["digest"] for r in rows) == sorted([DIGEST, "ef" * 32])
+    assert "invalid: tunedsl:v1:record:" + "99" * 32 in out.err
+    assert main(["cache", "show", "efef", "--remote", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["chosen"] == {"tile": 256}
+    back = tmp_path / "back.json"
+    assert main(["cache", "export", str(back), DIGEST[:8], "--remote"]) == 0
+    assert json.loads(back.read_text())["records"] == [sample_record(DIGEST).to_json()]
+    assert main(["cache", "clear", "efef", "--remote"]) == 0
+    assert store_for(server.url).get("ef" * 32) is None
+    assert main(["cache", "clear", "--remote"]) == 0  # everything, invalid values too
+    assert server.client().keys("tunedsl:v1:record:*") == []
+    assert records.load_record(DIGEST) is not None  # the local files were not touched
+
+
+def test_remote_commands_say_what_is_wrong(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from redis_server import free_port
+
+    from tunedsl.cli import main
+
+    monkeypatch.delenv("TUNEDSL_REDIS_URL", raising=False)
+    assert main(["cache", "ls", "--remote"]) == 1
+    assert "TUNEDSL_REDIS_URL" in capsys.readouterr().err
+    monkeypatch.setenv("TUNEDSL_REDIS_URL", f"redis://:pw@127.0.0.1:{free_port()}/0")
+    assert main(["cache", "ls", "--remote"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach the Redis record store" in err and ":pw@" not in err

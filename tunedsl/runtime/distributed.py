@@ -33,6 +33,7 @@ from tunedsl.errors import TuningError
 from tunedsl.runtime.config import Config
 
 _side_group: Any = None  # the gloo group for the exchange, made on first use (a collective)
+_inside = False  # decide_here re-enters decide(): then it decides alone
 
 
 def active() -> str | None:
@@ -94,7 +95,9 @@ def _gather_texts(text: str) -> list[str]:
         mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     bufs = [torch.zeros(longest, dtype=torch.uint8) for _ in range(world)]
     dist.all_gather(bufs, mine, group=group)
-    return [bytes(b[: int(s.item())].tolist()).decode("utf-8") for b, s in zip(bufs, sizes)]
+    return [
+        bytes(b[: int(s.item())].tolist()).decode("utf-8") for b, s in zip(bufs, sizes, strict=True)
+    ]
 
 
 def _exchange(what: str, op: Callable[[], Any]) -> Any:
@@ -148,9 +151,8 @@ def decide_together(
         try:
             decision = decide_here()
         except BaseException as err:
-            _exchange("decision", lambda: _broadcast_text(
-                json.dumps({"digest": digest, "error": f"{type(err).__name__}: {err}"}), 0
-            ))  # fmt: skip
+            failed = json.dumps({"digest": digest, "error": f"{type(err).__name__}: {err}"})
+            _exchange("decision", lambda: _broadcast_text(failed, 0))
             raise
         record = decision.record
         payload = {
@@ -186,7 +188,7 @@ def _allreduce(
 
     # Rank 0's stored decision (or the default of mode=cached) settles the key for all.
     stored = lookup_here() if rank == 0 else None
-    payload = {"digest": digest, "stored": None}
+    payload: dict[str, Any] = {"digest": digest, "stored": None}
     if stored is not None:
         payload["stored"] = {
             "config": stored.config.to_json(),
@@ -205,9 +207,7 @@ def _allreduce(
     share = list(space[rank::world])
     try:
         results, timer, seconds = tune_share(share) if share else ([], "", 0.0)
-        mine = json.dumps(
-            {"results": [r.to_json() for r in results], "timer": timer, "s": seconds}
-        )
+        mine = json.dumps({"results": [r.to_json() for r in results], "timer": timer, "s": seconds})
     except Exception as err:
         mine = json.dumps({"error": f"{type(err).__name__}: {err}"})
     texts = _exchange("timings", lambda: _gather_texts(mine))
@@ -233,8 +233,6 @@ def _allreduce(
 
 
 # -- the adapter ``runtime.decide.decide`` calls -----------------------------------------------
-
-_inside = False  # decide_here re-enters decide(): then it decides alone
 
 
 def decide_for_ranks(
