@@ -90,7 +90,9 @@ def run_task(task: Task) -> list[dict[str, Any]]:
         os.environ["TUNEDSL_CACHE_DIR"] = tmp
         try:
             module = import_script(task.script)
-            found = [w for w in registered_workloads(module.__name__) if w.qualname == task.workload]
+            found = [
+                w for w in registered_workloads(module.__name__) if w.qualname == task.workload
+            ]
             if not found:
                 raise UsageError(f"{task.script}: no workload {task.workload}")
             found[0].fn(**task.shape)
@@ -181,7 +183,8 @@ class _Worker:
 
 def _schedule(ray: Any, pool: list[Any], tasks: list[Task], progress: Progress) -> list[Outcome]:
     idle = list(range(len(pool)))
-    queue = [(t, 1, None) for t in tasks]  # (task, attempt, actor index that failed it)
+    # (task, attempt, the actor that failed it)
+    queue: list[tuple[Task, int, int | None]] = [(t, 1, None) for t in tasks]
     running: dict[Any, tuple[Task, int, int]] = {}
     outcomes: dict[int, Outcome] = {}
     try:

@@ -30,7 +30,11 @@ def add(n=256, fail=""):
     a, b = torch.randn(n), torch.randn(n)
     c = torch.empty(n)
     autotune_launch(
-        vadd, space={"tile": [64, 128]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
-        args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, name="sweep-vadd",
+        vadd,
+        space={"tile": [64, 128]},
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        name="sweep-vadd",
     )
     assert torch.equal(c, a + b)
