@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 from redis_server import RedisServer, sample_record
 
+from tunedsl.engine.seams import RecordStore
 from tunedsl.errors import CacheWarning, UsageError
 from tunedsl.store import records
-from tunedsl.store.layered import DirectoryStore, LayeredStore, default_stores, get_or_tune
+from tunedsl.store.layered import (
+    DirectoryStore,
+    LayeredStore,
+    MemoryStore,
+    default_stores,
+    get_or_tune,
+)
 from tunedsl.store.redis_store import RedisRecordStore, RedisSettings, redact, require_redis
 
 pytest.importorskip("redis", reason="needs the redis client: pip install 'tunedsl[redis]'")
@@ -43,6 +50,8 @@ def store_for(url: str, **kw: float) -> RedisRecordStore:
 
 def test_round_trip_uses_the_file_digest_and_plain_json(server: RedisServer) -> None:
     store = store_for(server.url)
+    for each in (store, LayeredStore([store]), DirectoryStore(), MemoryStore()):
+        assert isinstance(each, RecordStore)  # the engine's seam
     record = sample_record(DIGEST)
     assert store.get(DIGEST) is None
     assert store.put(record)

@@ -6,6 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +79,24 @@ def test_ray_sweep_retries_on_another_actor_and_reports_failures(
     assert (markers / "once-300").read_text() != (markers / "retried-300").read_text()
     assert by_n[500].attempts == 2 and "always fails" in (by_n[500].error or "")
     assert len(written) == 2 and len(local_records()) == 2
+
+
+def test_ctrl_c_writes_nothing(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(cache)}  # fmt: skip
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--shapes",
+            shapes(tmp_path, [{"n": 100}, {"n": 300, "fail": "slow"}]), "--bundle",
+            str(tmp_path / "bundle.json")]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not (markers / "slow-started").exists():  # the first task is done by then
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    assert not list(cache.glob("records/*.json"))  # the finished task's record is not written
+    assert not (tmp_path / "bundle.json").exists()

@@ -19,6 +19,11 @@ def vadd(a, b, c, n, TILE: tl.constexpr):
 
 @workload
 def add(n=256, fail=""):
+    if fail == "slow":  # stands for a long tuning run (the test interrupts it)
+        import time
+
+        (pathlib.Path(os.environ["SWEEP_MARKERS"]) / "slow-started").write_text("")
+        time.sleep(120)
     if fail == "always":
         raise RuntimeError("this shape always fails")
     if fail == "once":
