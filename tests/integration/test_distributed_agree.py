@@ -47,7 +47,7 @@ def skewed(x, y, cost, n, SLOT: tl.constexpr, TILE: tl.constexpr):
     tl.store(y + offs, acc, mask=mask)
 
 
-TILES = [32, 64, 128, 256]
+TILES = [32, 48, 64, 96] if scenario == "share-fails" else [32, 64, 128, 256]
 n = 512 if scenario == "other-key" and rank == 1 else 256
 if scenario == "rank0-absent" and rank == 0:  # never decides; stays until rank 1 gave up
     import pathlib, time
@@ -151,3 +151,11 @@ def test_ranks_launching_different_keys_get_a_clear_error(tmp_path: Path) -> Non
     outs = run_ranks(tmp_path, 2, "broadcast", scenario="other-key")
     assert outs[0]["tile"] == TILES[0]  # rank 0 decided alone
     assert "different keys" in outs[1]["error"]
+
+
+def test_allreduce_when_one_ranks_whole_share_fails(tmp_path: Path) -> None:
+    """Rank 1 measures tiles 48 and 96, which are no power of two and fail to run: its
+    failures join the record and the winner comes from rank 0's share, on both ranks."""
+    outs = run_ranks(tmp_path, 2, "allreduce", scenario="share-fails")
+    assert outs[0]["tile"] == outs[1]["tile"] and outs[0]["tile"] in (32, 64)
+    assert all(o["configs"] == 4 for o in outs)

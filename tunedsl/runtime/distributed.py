@@ -277,8 +277,30 @@ def decide_for_ranks(
         from tunedsl.tuning.tuner import TuneRequest, tune
 
         variants, infeasible = variants_for(configs)
-        outcome = tune(
-            TuneRequest(
+        failed = [store.ConfigResult(c, "failed", reason=why) for c, why in infeasible.items()]
+        if not variants:  # this rank's whole share was dropped: its failures still count
+            return failed, "", 0.0
+        try:
+            outcome = _run_tuner(tune, TuneRequest, variants, infeasible)
+        except TuningError as err:
+            if not err.failures:
+                raise
+            # Every configuration of this share failed; other ranks' shares may not.
+            names = {repr(c): c for c in configs}
+            return (
+                [
+                    store.ConfigResult(names[k], "failed", reason=why)
+                    for k, why in err.failures.items()
+                    if k in names
+                ],
+                "",
+                0.0,
+            )
+        return list(outcome.results), outcome.timer, outcome.tuning_s
+
+    def _run_tuner(tune: Any, request: Any, variants: Any, infeasible: Any) -> Any:
+        return tune(
+            request(
                 kernel=kernel,
                 variants=variants,
                 infeasible=infeasible,
@@ -292,7 +314,6 @@ def decide_for_ranks(
                 effort=settings.effort,
             )
         )
-        return list(outcome.results), outcome.timer, outcome.tuning_s
 
     def build_record(chosen: Config, results: list[Any], timer: str, seconds: float) -> Any:
         from tunedsl.backends import triton as bt
