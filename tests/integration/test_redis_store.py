@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import warnings
@@ -112,6 +113,25 @@ def test_the_server_killed_mid_run_means_local_only_with_one_warning(
         assert source == "tuned" and local.get(other) == record
     texts = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
     assert len(texts) == 1 and "unreachable" in texts[0]
+
+
+def test_a_stalled_server_times_out_with_one_warning(server: RedisServer) -> None:
+    """SIGSTOP: the server accepts connections but never answers (a hung or overloaded
+    Redis). Each request gives up after the read timeout, then the store backs off."""
+    remote = store_for(server.url, timeout_s=0.3, backoff_s=3600)
+    assert remote.put(sample_record(DIGEST))
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert remote.get(DIGEST) is None
+            assert remote.get(DIGEST) is None  # backing off: not even a connection attempt
+            with remote.lock(DIGEST, timeout_s=3600) as held:
+                assert held is False
+        assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
+        assert not remote.available()
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
 
 
 def test_nothing_listens_is_one_warning_then_backoff(tmp_path: Path) -> None:

@@ -133,12 +133,18 @@ class RedisRecordStore:
             raise _Down
         with self._mutex:
             if self._client is None:
+                from redis.backoff import NoBackoff
+                from redis.retry import Retry
+
                 t = self.settings.timeout_s
+                # No retries: redis-py retries failed connections by default, which would
+                # multiply the time a dead server costs a launch.
                 self._client = self._redis.Redis.from_url(
                     self.settings.url,
                     socket_connect_timeout=t,
                     socket_timeout=t,
                     retry_on_timeout=False,
+                    retry=Retry(NoBackoff(), 0),
                 )
             return self._client
 
