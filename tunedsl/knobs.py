@@ -158,6 +158,52 @@ def quiet() -> bool:
     return _flag("TUNEDSL_QUIET")
 
 
+def redis_url() -> str | None:
+    """``TUNEDSL_REDIS_URL=redis://[:PASSWORD@]HOST:PORT/DB``: a Redis server shared by a
+    fleet for tuning records (needs ``tunedsl[redis]``; see docs/scale-out.md)."""
+    return os.environ.get("TUNEDSL_REDIS_URL", "").strip() or None
+
+
+def redis_timeout_s() -> float:
+    """``TUNEDSL_REDIS_TIMEOUT``: seconds to connect to Redis and to wait for each reply."""
+    return _float("TUNEDSL_REDIS_TIMEOUT", 0.5)
+
+
+def redis_backoff_s() -> float:
+    """``TUNEDSL_REDIS_BACKOFF``: seconds a failed Redis is not tried again (local only)."""
+    return _float("TUNEDSL_REDIS_BACKOFF", 30.0)
+
+
+RECORD_STORE_NAMES = ("files", "redis")
+
+
+def record_stores() -> list[str]:
+    """``TUNEDSL_RECORD_STORES=files,redis``: the persistent record stores, in lookup order
+    (default: ``files``, then ``redis`` when ``TUNEDSL_REDIS_URL`` is set)."""
+    raw = os.environ.get("TUNEDSL_RECORD_STORES", "").strip().lower()
+    if not raw:
+        return ["files", "redis"] if redis_url() else ["files"]
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    for name in names:
+        if name not in RECORD_STORE_NAMES:
+            raise UsageError(
+                f"environment variable TUNEDSL_RECORD_STORES names {name!r}: expected a "
+                f"comma-separated list of {', '.join(RECORD_STORE_NAMES)}"
+            )
+    return names
+
+
+def distributed_mode() -> str:
+    """``TUNEDSL_DISTRIBUTED=broadcast|allreduce|off``: how the ranks of an initialised
+    ``torch.distributed`` process group agree on tuning decisions (default broadcast)."""
+    return _choice("TUNEDSL_DISTRIBUTED", "broadcast", ("broadcast", "allreduce", "off"))
+
+
+def distributed_timeout_s() -> float:
+    """``TUNEDSL_DISTRIBUTED_TIMEOUT``: seconds a rank waits for the others' decision."""
+    return _float("TUNEDSL_DISTRIBUTED_TIMEOUT", 600.0)
+
+
 GALLERY_RESULT_ENV = "TUNEDSL_GALLERY_RESULT"
 
 

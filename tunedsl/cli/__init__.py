@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "precompile": "tunedsl.cli.precompile",
     "cache": "tunedsl.cli.cache",
     "gallery": "tunedsl.cli.gallery",
+    "sweep": "tunedsl.cli.sweep",
 }
 
 

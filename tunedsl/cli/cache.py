@@ -46,6 +46,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     export.add_argument("ids", nargs="*", metavar="ID", help="only these records")
     imp = sub.add_parser("import", help="validate and add the records of a bundle")
     imp.add_argument("file", help="bundle written by `tunedsl cache export`")
+    for action in (ls, show, clear, export, imp):  # the Redis store: tunedsl/cli/cache_remote.py
+        action.add_argument("--remote", action="store_true", help="the Redis record store")
     parser.set_defaults(_cache_parser=parser)
     return parser
 
@@ -55,6 +57,10 @@ def main(args: argparse.Namespace) -> int:
     if action is None:
         args._cache_parser.print_help()
         return 2
+    if getattr(args, "remote", False):
+        from tunedsl.cli import cache_remote
+
+        return cache_remote.main(args)
     handler = {"ls": _ls, "show": _show, "clear": _clear, "export": _export, "import": _import}
     return handler[action](args)
 

@@ -93,6 +93,12 @@ def decide(
 ) -> Decision:
     if settings.mode == "off":
         return Decision(settings.default, _options(settings.default, settings), "default", None)
+    from tunedsl.runtime import distributed
+
+    if (ranks := distributed.active()) is not None:  # every rank agrees: runtime/distributed.py
+        return distributed.decide_for_ranks(
+            ranks, site_id, kernel, info, settings, readable, ctx, digest, variants_for
+        )
     force = knobs.force_retune()
     record = None if force else store.load_record(digest)
     usable, previous = _usable(record, settings)

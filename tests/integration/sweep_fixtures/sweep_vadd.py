@@ -1,0 +1,45 @@
+"""Sweep fixture: one workload over shapes; ``fail`` makes a shape fail once or always."""
+
+import os
+import pathlib
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+@workload
+def add(n=256, fail=""):
+    if fail == "slow":  # stands for a long tuning run (the test interrupts it)
+        import time
+
+        (pathlib.Path(os.environ["SWEEP_MARKERS"]) / "slow-started").write_text("")
+        time.sleep(120)
+    if fail == "always":
+        raise RuntimeError("this shape always fails")
+    if fail == "once":
+        marker = pathlib.Path(os.environ["SWEEP_MARKERS"]) / f"once-{n}"
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            raise RuntimeError("the first attempt fails")
+        (marker.parent / f"retried-{n}").write_text(str(os.getpid()))
+    a, b = torch.randn(n), torch.randn(n)
+    c = torch.empty(n)
+    autotune_launch(
+        vadd,
+        space={"tile": [64, 128]},
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        name="sweep-vadd",
+    )
+    assert torch.equal(c, a + b)

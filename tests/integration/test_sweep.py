@@ -1,0 +1,102 @@
+"""``tunedsl sweep``: a script's workloads over shapes, in process and on a local Ray cluster
+(CPU actors with num_gpus=0, real Triton kernels under the interpreter)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tunedsl.errors import UsageError
+from tunedsl.store import records
+from tunedsl.sweep import read_shapes, sweep
+
+pytestmark = pytest.mark.needs_triton
+
+HERE = Path(__file__).parent
+SCRIPT = str(HERE / "sweep_fixtures" / "sweep_vadd.py")
+
+
+def shapes(tmp_path: Path, items: list[dict]) -> str:
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps(items))
+    return str(path)
+
+
+def local_records() -> list[records.Record]:
+    return [records.read_record_file(p) for p in records.iter_record_files()]
+
+
+def test_in_process_sweep_writes_one_record_per_shape_and_a_bundle(tmp_path: Path) -> None:
+    out = io.StringIO()
+    bundle = tmp_path / "bundle.json"
+    written, outcomes = sweep(
+        SCRIPT, shapes(tmp_path, [{"n": 100}, {"n": 300}]), use_ray=False, bundle=str(bundle),
+        out=out,
+    )  # fmt: skip
+    assert [o.error for o in outcomes] == [None, None]
+    assert len(written) == 2 and len(local_records()) == 2
+    assert sorted(r["digest"] for r in json.loads(bundle.read_text())["records"]) == sorted(
+        r.digest for r in written
+    )
+    assert "2/2 tasks" in out.getvalue()
+
+
+def test_a_bad_shapes_file_says_what_is_expected(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="JSON list of objects"):
+        read_shapes(shapes(tmp_path, {"n": 1}))  # type: ignore[arg-type]
+
+
+def test_ray_sweep_retries_on_another_actor_and_reports_failures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = {
+        "TRITON_INTERPRET": "1",
+        "TUNEDSL_QUIET": "1",
+        "SWEEP_MARKERS": str(markers),
+        "PYTHONPATH": os.pathsep.join([str(HERE.parent.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    items = [{"n": 100}, {"n": 300, "fail": "once"}, {"n": 500, "fail": "always"}]
+    written, outcomes = sweep(
+        SCRIPT, shapes(tmp_path, items), use_ray=True, gpus_per_task=0, actors=2,
+        runner_env=env, out=io.StringIO(),
+    )  # fmt: skip
+    by_n = {o.task.shape["n"]: o for o in outcomes}
+    assert by_n[100].error is None and by_n[100].attempts == 1
+    assert by_n[300].error is None and by_n[300].attempts == 2
+    # The retry ran on the other actor (another process).
+    assert (markers / "once-300").read_text() != (markers / "retried-300").read_text()
+    assert by_n[500].attempts == 2 and "always fails" in (by_n[500].error or "")
+    assert len(written) == 2 and len(local_records()) == 2
+
+
+def test_ctrl_c_writes_nothing(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(cache)}  # fmt: skip
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--shapes",
+            shapes(tmp_path, [{"n": 100}, {"n": 300, "fail": "slow"}]), "--bundle",
+            str(tmp_path / "bundle.json")]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not (markers / "slow-started").exists():  # the first task is done by then
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    assert not list(cache.glob("records/*.json"))  # the finished task's record is not written
+    assert not (tmp_path / "bundle.json").exists()

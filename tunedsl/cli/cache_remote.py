@@ -1,0 +1,185 @@
+"""``tunedsl cache ... --remote``: the same actions on the Redis record store
+(``TUNEDSL_REDIS_URL``) instead of this machine's record files.
+
+    tunedsl cache ls --remote [--json]         records in Redis (invalid values on stderr)
+    tunedsl cache show ID --remote [--json]    one record
+    tunedsl cache clear [ID...] --remote [--kernel NAME] [--site TEXT]
+    tunedsl cache export FILE [ID...] --remote a bundle, as ``tunedsl cache export``
+    tunedsl cache import FILE --remote         validate every record, then add them
+
+Bundles are the ones of ``tunedsl.cli.cache``, so records move freely between a machine's
+files and the fleet's Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tunedsl.errors import UsageError
+
+
+def remote_store() -> Any:
+    """The store of ``TUNEDSL_REDIS_URL``, reachable now, or a UsageError saying why not."""
+    from tunedsl.store.redis_store import RedisRecordStore
+
+    store = RedisRecordStore.from_env()
+    if store is None:
+        raise UsageError(
+            "--remote needs TUNEDSL_REDIS_URL=redis://[:PASSWORD@]HOST:PORT/DB (the Redis "
+            "record store)"
+        )
+    store.check()
+    return store
+
+
+def main(args: argparse.Namespace) -> int:
+    handler = {"ls": ls, "show": show, "clear": clear, "export": export, "import": import_}
+    return handler[args.cache_command](args)
+
+
+def _entries(store: Any) -> tuple[list[tuple[str, Any]], list[str]]:
+    good, bad = [], []
+    for key, record in store.iter_entries():
+        if record is None:
+            bad.append(key)
+        else:
+            good.append((key, record))
+    return good, bad
+
+
+def _summary(record: Any, key: str) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "digest": record.digest,
+        "site": record.site,
+        "kernel": record.kernel.get("qualname"),
+        "chosen": record.chosen.to_json(),
+        "device": record.device.get("name"),
+        "configs": len(record.results),
+        "tuning_s": record.tuning_s,
+        "timestamp": record.timestamp,
+        "key": key,
+    }
+
+
+def ls(args: argparse.Namespace) -> int:
+    store = remote_store()
+    good, bad = _entries(store)
+    rows = [_summary(r, k) for k, r in good]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        if not rows:
+            print("no tuning records in Redis")
+        for row in rows:
+            chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())
+            print(f"{row['id']}  {row['site']}  {row['kernel']}  [{chosen}]  {row['device']}")
+    for key in bad:
+        print(f"invalid: {key}", file=sys.stderr)
+    return 0
+
+
+def _find(store: Any, ident: str) -> Any:
+    if len(ident) < 4:
+        raise UsageError(f"record id {ident!r} is too short: give at least 4 hex digits")
+    hits = [r for _, r in _entries(store)[0] if r.digest.startswith(ident.lower())]
+    if not hits:
+        raise UsageError(
+            f"no tuning record with id {ident!r} in Redis; `tunedsl cache ls --remote` lists them"
+        )
+    if len(hits) > 1:
+        raise UsageError(f"record id {ident!r} is ambiguous ({len(hits)} records)")
+    return hits[0]
+
+
+def show(args: argparse.Namespace) -> int:
+    record = _find(remote_store(), args.id)
+    if args.json:
+        print(json.dumps(record.to_json(), indent=1))
+        return 0
+    print(f"record {record.id} (Redis)")
+    print(f"  site:    {record.site}")
+    print(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})")
+    print(f"  key:     {json.dumps(record.key)}")
+    print(f"  device:  {record.device.get('name')} ({record.device.get('type')})")
+    print(f"  chosen:  {record.chosen}")
+    for r in sorted(record.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0)):
+        mark = "*" if r.config == record.chosen else " "
+        if r.status == "ok":
+            print(f"  {mark} {r.config!s:<50} {r.median_ms:10.4f} ms")
+        else:
+            print(f"  {mark} {r.config!s:<50} {r.status}: {r.reason}")
+    return 0
+
+
+def clear(args: argparse.Namespace) -> int:
+    store = remote_store()
+    good, bad = _entries(store)
+    keys = []
+    for key, record in good:
+        if args.ids and not any(record.digest.startswith(i.lower()) for i in args.ids):
+            continue
+        if args.kernel and record.kernel.get("qualname") != args.kernel:
+            continue
+        if args.site and args.site not in record.site:
+            continue
+        keys.append(key)
+    if not (args.ids or args.kernel or args.site):
+        keys.extend(bad)  # clearing everything removes invalid values too
+    removed = store.delete_keys(keys)
+    print(f"removed {removed} record{'s' if removed != 1 else ''} from Redis")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from tunedsl.cli.cache import BUNDLE_VERSION
+
+    good, _ = _entries(remote_store())
+    picked = [
+        r for _, r in good if not args.ids or any(r.digest.startswith(i.lower()) for i in args.ids)
+    ]
+    bundle = {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in picked]}
+    text = json.dumps(bundle, indent=1) + "\n"
+    if args.file == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.file).write_text(text, encoding="utf-8")
+        print(f"exported {len(picked)} record{'s' if len(picked) != 1 else ''} from Redis")
+    return 0
+
+
+def read_bundle(file: str) -> list[Any]:
+    """Every record of a bundle, validated, or a UsageError (nothing is added then)."""
+    from tunedsl.cli.cache import BUNDLE_VERSION
+    from tunedsl.store.records import Record
+
+    try:
+        data = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise UsageError(f"cannot read bundle {file}: {err}") from None
+    if not isinstance(data, dict) or data.get("tunedsl_records") != BUNDLE_VERSION:
+        raise UsageError(f"{file} is not a tunedsl records bundle (version {BUNDLE_VERSION})")
+    items = data.get("records")
+    if not isinstance(items, list):
+        raise UsageError(f"{file}: 'records' must be a list")
+    parsed = []
+    for i, item in enumerate(items):
+        try:
+            parsed.append(Record.from_json(item))
+        except ValueError as err:
+            raise UsageError(f"{file}: record {i} is invalid: {err}; nothing imported") from None
+    return parsed
+
+
+def import_(args: argparse.Namespace) -> int:
+    parsed = read_bundle(args.file)
+    store = remote_store()
+    failed = [r.id for r in parsed if not store.put(r)]
+    if failed:
+        raise UsageError(f"Redis refused {len(failed)} record(s) ({', '.join(failed[:5])})")
+    print(f"imported {len(parsed)} record{'s' if len(parsed) != 1 else ''} into Redis")
+    return 0

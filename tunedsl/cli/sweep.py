@@ -1,0 +1,50 @@
+"""``tunedsl sweep``: tune a script's workloads over many shapes, on Ray or in this process.
+
+    tunedsl sweep SCRIPT [--shapes FILE] [--ray ADDRESS] [--gpus-per-task 1]
+                  [--actors N] [--bundle FILE] [--no-ray]
+
+See ``tunedsl/sweep.py`` and docs/scale-out.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "sweep", help="tune a script's workloads over many shapes (on Ray when installed)"
+    )
+    parser.add_argument("script", help="a script declaring @tunedsl.workload functions")
+    parser.add_argument(
+        "--shapes", help="JSON list of objects: the keyword arguments of each workload call"
+    )
+    parser.add_argument("--ray", metavar="ADDRESS", help="a Ray cluster (default: local Ray)")
+    parser.add_argument("--no-ray", action="store_true", help="run the tasks in this process")
+    parser.add_argument(
+        "--gpus-per-task", type=float, default=1.0, help="GPUs per Ray actor (0: CPU actors)"
+    )
+    parser.add_argument("--actors", type=int, help="number of Ray actors (default: from GPUs)")
+    parser.add_argument("--bundle", help="also write every record to this bundle file")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    from tunedsl.sweep import sweep
+
+    written, outcomes = sweep(
+        args.script,
+        args.shapes,
+        ray_address=args.ray,
+        use_ray=False if args.no_ray else None,
+        gpus_per_task=args.gpus_per_task,
+        actors=args.actors,
+        bundle=args.bundle,
+    )
+    failed = [o for o in outcomes if o.error is not None]
+    for o in failed:
+        print(f"failed after {o.attempts} attempts: {o.task.label()}: {o.error}", file=sys.stderr)
+    print(f"sweep: {len(outcomes)} tasks, {len(written)} records written, {len(failed)} failed")
+    return 1 if failed else 0

@@ -1,0 +1,235 @@
+"""Record stores in lookup order: memory, local files, then Redis (store layer, pure Python).
+
+``LayeredStore`` answers the ``RecordStore`` protocol over a list of stores. A lookup tries
+this process's memory, then each store in order; a hit in a later store is written through
+to the earlier writable ones (a Redis hit lands in the local files, so the next process on
+this node needs no network). A new decision is written to every writable store. The lock
+takes each store's lock in order (local file lock first, so the processes of one node queue
+locally and only one of them contends in Redis).
+
+``get_or_tune`` is the decision pattern every caller uses: look, lock, look again, tune,
+store; the loser of a lock race finds the winner's record after the lock.
+
+``default_stores`` builds the list from ``TUNEDSL_RECORD_STORES`` / ``TUNEDSL_REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tunedsl.store import paths, records
+from tunedsl.store.records import Record, warn_once
+
+DEFAULT_LOCK_TIMEOUT_S = 3600.0
+
+
+class MemoryStore:
+    """Decisions of this process (never shared; first in every lookup)."""
+
+    name = "memory"
+    writable = True
+
+    def __init__(self) -> None:
+        self._records: dict[str, Record] = {}
+
+    def get(self, digest: str) -> Record | None:
+        return self._records.get(digest)
+
+    def put(self, record: Record) -> bool:
+        self._records[record.digest] = record
+        return True
+
+    def delete(self, digest: str) -> bool:
+        return self._records.pop(digest, None) is not None
+
+    def iter_records(self) -> Iterator[Record]:
+        yield from list(self._records.values())
+
+    @contextlib.contextmanager
+    def lock(self, digest: str, timeout_s: float) -> Iterator[bool]:
+        yield True  # the process-wide site lock already serialises this process
+
+
+class DirectoryStore:
+    """The JSON record files of one directory, through ``store.records``' own functions
+    (strict validation, atomic writes, the per-digest file lock).
+
+    A stand-in until ``records.FileRecordStore`` lands; ``default_stores`` prefers that.
+    """
+
+    writable = True
+
+    def __init__(self, root: Path | None = None, locks: Path | None = None) -> None:
+        self._root = root
+        self._locks = locks
+        self.name = f"files:{root}" if root else "files"
+
+    @property
+    def root(self) -> Path:
+        return self._root or paths.records_dir()
+
+    def get(self, digest: str) -> Record | None:
+        path = records.record_path(digest, self.root)
+        try:
+            record = records.read_record_file(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, records.InvalidRecord, UnicodeDecodeError) as err:
+            warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
+            return None
+        if record.digest != digest:
+            warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
+            return None
+        return record
+
+    def put(self, record: Record) -> bool:
+        try:
+            root = paths.ensure_private_dir(self.root)
+            records.write_json_atomic(records.record_path(record.digest, root), record.to_json())
+        except OSError as err:
+            warn_once(
+                f"unwritable:{self.root}",
+                f"cannot write tuning records to {self.root} ({err}); kept in memory only",
+            )
+            return False
+        return True
+
+    def delete(self, digest: str) -> bool:
+        path = records.record_path(digest, self.root)
+        try:
+            path.unlink()
+        except OSError:
+            return False
+        return True
+
+    def iter_records(self) -> Iterator[Record]:
+        for path in records.iter_record_files([self.root]):
+            with contextlib.suppress(OSError, ValueError, UnicodeDecodeError):
+                yield records.read_record_file(path)
+
+    @contextlib.contextmanager
+    def lock(self, digest: str, timeout_s: float) -> Iterator[bool]:
+        from filelock import FileLock, Timeout
+
+        try:
+            lock_dir = paths.ensure_private_dir(self._locks or self.root.parent / "locks")
+            lock = FileLock(str(lock_dir / f"{digest}.lock"), timeout=timeout_s)
+            lock.acquire()
+        except (OSError, Timeout):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
+
+class LayeredStore:
+    """``RecordStore`` over ``stores`` in lookup order, with this process's memory first."""
+
+    name = "layered"
+    writable = True
+
+    def __init__(self, stores: Sequence[Any], memory: bool = True) -> None:
+        self.stores: list[Any] = ([MemoryStore()] if memory else []) + list(stores)
+
+    def get(self, digest: str) -> Record | None:
+        for i, store in enumerate(self.stores):
+            record = store.get(digest)
+            if record is None:
+                continue
+            for earlier in self.stores[:i]:  # write-through: the next lookup is nearer
+                if earlier.writable:
+                    earlier.put(record)
+            return record
+        return None
+
+    def put(self, record: Record) -> bool:
+        """Write to every writable store; True when a persistent one (not memory) took it."""
+        kept = False
+        for store in self.stores:
+            if store.writable and store.put(record) and not isinstance(store, MemoryStore):
+                kept = True
+        return kept
+
+    def delete(self, digest: str) -> bool:
+        return any([s.delete(digest) for s in self.stores if s.writable])
+
+    def iter_records(self) -> Iterator[Record]:
+        seen: set[str] = set()
+        for store in self.stores:
+            for record in store.iter_records():
+                if record.digest not in seen:
+                    seen.add(record.digest)
+                    yield record
+
+    @contextlib.contextmanager
+    def lock(self, digest: str, timeout_s: float) -> Iterator[bool]:
+        """Every writable store's lock, in order, within ``timeout_s`` in all; True when all
+        were held."""
+        deadline = time.monotonic() + timeout_s
+        held = True
+        with contextlib.ExitStack() as stack:
+            for store in self.stores:
+                if not store.writable or isinstance(store, MemoryStore):
+                    continue
+                left = max(0.0, deadline - time.monotonic())
+                held = stack.enter_context(store.lock(digest, left)) and held
+            yield held
+
+
+def get_or_tune(
+    store: Any,
+    digest: str,
+    tune: Callable[[], Record],
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    usable: Callable[[Record], bool] = lambda _: True,
+) -> tuple[Record, str]:
+    """The record of ``digest`` and where it came from (``"stored"`` or ``"tuned"``).
+
+    Look; on a miss take the lock, look again (the lock's previous holder may just have
+    stored it), else ``tune()`` and store the result in every layer. A lock that could not
+    be taken in time (or a Redis that is down) means tuning without it, never waiting.
+    """
+    record = store.get(digest)
+    if record is not None and usable(record):
+        return record, "stored"
+    with store.lock(digest, lock_timeout_s):
+        record = store.get(digest)
+        if record is not None and usable(record):
+            return record, "stored"
+        record = tune()
+        store.put(record)
+    return record, "tuned"
+
+
+def default_stores() -> list[Any]:
+    """The persistent stores of ``TUNEDSL_RECORD_STORES`` (default: the cache's record
+    files, then Redis when ``TUNEDSL_REDIS_URL`` is set), read-only ones excluded."""
+    from tunedsl import knobs
+
+    out: list[Any] = []
+    for name in knobs.record_stores():
+        if name == "files":
+            file_store = getattr(records, "FileRecordStore", None)
+            out.append(file_store() if file_store is not None else DirectoryStore())
+        elif name == "redis":
+            from tunedsl.store.redis_store import RedisRecordStore
+
+            redis_store = RedisRecordStore.from_env()
+            if redis_store is None:
+                from tunedsl.errors import UsageError
+
+                raise UsageError(
+                    "TUNEDSL_RECORD_STORES names redis but TUNEDSL_REDIS_URL is not set"
+                )
+            out.append(redis_store)
+    return out
+
+
+def default_layered() -> LayeredStore:
+    return LayeredStore(default_stores())

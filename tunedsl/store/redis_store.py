@@ -1,0 +1,302 @@
+"""A record store in Redis, shared by every node of a fleet (store layer, redis-py).
+
+``TUNEDSL_REDIS_URL=redis://[:PASSWORD@]HOST:PORT/DB`` (``rediss://`` for TLS) names the
+server. Keys carry a prefix and the same digest the record files use, so one decision has
+one name everywhere::
+
+    tunedsl:v1:record:<digest>    the record's JSON text (exactly what the file holds)
+    tunedsl:v1:lock:<digest>      the tuning lock of that key (a random token, with expiry)
+
+The digest already covers the device, the toolchain and the schema, so nodes with another
+GPU model or Triton never see each other's decisions. Values are plain JSON validated by
+``Record.from_json`` exactly as a file is; nothing is unpickled, and a value that fails
+validation is a miss with one ``CacheWarning``.
+
+A dead or slow Redis never breaks or stalls a launch: connecting and each reply have short
+timeouts (``TUNEDSL_REDIS_TIMEOUT``, default 0.5 s), the first failure warns once, and the
+store then answers "miss" without trying the network for ``TUNEDSL_REDIS_BACKOFF`` seconds
+(default 30) before it tries again.
+
+The lock is ``SET key token NX PX ttl``; it is released only by its owner (a Lua
+compare-and-delete) and refreshed the same way while held, so a holder that dies frees the
+key after one ``ttl`` while a long tuning run keeps it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from tunedsl.errors import UsageError
+from tunedsl.store.records import InvalidRecord, Record, warn_once
+
+KEY_PREFIX = "tunedsl:v1:"
+DEFAULT_TIMEOUT_S = 0.5  # connect and read, each
+DEFAULT_BACKOFF_S = 30.0
+DEFAULT_LOCK_TTL_S = 30.0  # a dead holder frees the key after this; a live one refreshes it
+DEFAULT_POLL_S = 0.05
+
+# Release and refresh only when the lock still holds our token (another owner may have
+# taken it after an expiry).
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+_REFRESH = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+
+
+def require_redis() -> Any:
+    """The ``redis`` module, or a UsageError saying how to install it."""
+    try:
+        import redis
+    except ImportError:
+        raise UsageError(
+            "TUNEDSL_REDIS_URL is set but the redis client is not installed; "
+            "install it with `pip install 'tunedsl[redis]'` (or unset TUNEDSL_REDIS_URL)"
+        ) from None
+    return redis
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    url: str
+    prefix: str = KEY_PREFIX
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    backoff_s: float = DEFAULT_BACKOFF_S
+    lock_ttl_s: float = DEFAULT_LOCK_TTL_S
+    poll_s: float = DEFAULT_POLL_S
+
+    @classmethod
+    def from_env(cls) -> RedisSettings | None:
+        from tunedsl import knobs
+
+        url = knobs.redis_url()
+        if not url:
+            return None
+        return cls(url=url, timeout_s=knobs.redis_timeout_s(), backoff_s=knobs.redis_backoff_s())
+
+
+class _Down(Exception):
+    """Redis is unreachable (or backing off): the caller treats it as a miss."""
+
+
+class RedisRecordStore:
+    """``RecordStore`` over one Redis server (``tunedsl.engine.seams.RecordStore``)."""
+
+    name = "redis"
+    writable = True
+
+    def __init__(self, settings: RedisSettings) -> None:
+        if not settings.url.startswith(("redis://", "rediss://", "unix://")):
+            raise UsageError(
+                f"TUNEDSL_REDIS_URL={redact(settings.url)!r} is not a Redis URL; "
+                "expected redis://[:PASSWORD@]HOST:PORT/DB"
+            )
+        self.settings = settings
+        self._redis = require_redis()
+        self._client: Any = None
+        self._down_until = 0.0
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def from_env(cls) -> RedisRecordStore | None:
+        settings = RedisSettings.from_env()
+        return None if settings is None else cls(settings)
+
+    # -- connection and failures -------------------------------------------------------
+
+    def _key(self, kind: str, digest: str) -> str:
+        return f"{self.settings.prefix}{kind}:{digest}"
+
+    def available(self) -> bool:
+        """False while backing off after a failure."""
+        return time.monotonic() >= self._down_until
+
+    def _conn(self) -> Any:
+        if not self.available():
+            raise _Down
+        with self._mutex:
+            if self._client is None:
+                from redis.backoff import NoBackoff
+                from redis.retry import Retry
+
+                t = self.settings.timeout_s
+                # No retries: redis-py retries failed connections by default, which would
+                # multiply the time a dead server costs a launch.
+                self._client = self._redis.Redis.from_url(
+                    self.settings.url,
+                    socket_connect_timeout=t,
+                    socket_timeout=t,
+                    retry_on_timeout=False,
+                    retry=Retry(NoBackoff(), 0),
+                )
+            return self._client
+
+    def _failed(self, err: BaseException) -> _Down:
+        """Start the back-off and warn (once per server per process)."""
+        self._down_until = time.monotonic() + self.settings.backoff_s
+        warn_once(
+            f"redis:{self.settings.url}",
+            f"Redis record store {redact(self.settings.url)} is unreachable ({err}); using "
+            f"local records only, trying again in {self.settings.backoff_s:g} s",
+        )
+        return _Down()
+
+    def _run(self, op: Any) -> Any:
+        """``op(client)``; a Redis or socket error becomes ``_Down`` after one warning.
+        An authentication error is reported the same way (with its message)."""
+        client = self._conn()
+        try:
+            return op(client)
+        except (self._redis.RedisError, OSError) as err:
+            raise self._failed(err) from None
+
+    def check(self) -> None:
+        """PING now (ignoring any back-off); a UsageError naming the server when it fails.
+        For commands that address the server on purpose (``tunedsl cache --remote``)."""
+        self._down_until = 0.0
+        try:
+            self._conn().ping()
+        except (self._redis.RedisError, OSError) as err:
+            raise UsageError(
+                f"cannot reach the Redis record store {redact(self.settings.url)}: {err}; "
+                "check TUNEDSL_REDIS_URL (and its password)"
+            ) from None
+
+    # -- records -----------------------------------------------------------------------
+
+    def _parse(self, key: str, raw: Any, digest: str | None) -> Record | None:
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+            record = Record.from_json(json.loads(text))
+        except (UnicodeDecodeError, json.JSONDecodeError, InvalidRecord, RecursionError) as err:
+            warn_once(f"bad:redis:{key}", f"ignoring tuning record {key} in Redis: {err}")
+            return None
+        if digest is not None and record.digest != digest:
+            warn_once(f"bad:redis:{key}", f"ignoring tuning record {key}: it names another key")
+            return None
+        return record
+
+    def get(self, digest: str) -> Record | None:
+        key = self._key("record", digest)
+        try:
+            raw = self._run(lambda c: c.get(key))
+        except _Down:
+            return None
+        return None if raw is None else self._parse(key, raw, digest)
+
+    def put(self, record: Record) -> bool:
+        text = json.dumps(record.to_json(), indent=1)
+        key = self._key("record", record.digest)
+        try:
+            return bool(self._run(lambda c: c.set(key, text)))
+        except _Down:
+            return False
+
+    def put_raw(self, digest: str, text: str) -> bool:
+        """Store ``text`` as is under ``digest`` (tests: a damaged value)."""
+        try:
+            return bool(self._run(lambda c: c.set(self._key("record", digest), text)))
+        except _Down:
+            return False
+
+    def delete(self, digest: str) -> bool:
+        try:
+            return bool(self._run(lambda c: c.delete(self._key("record", digest))))
+        except _Down:
+            return False
+
+    def iter_entries(self) -> Iterator[tuple[str, Record | None]]:
+        """Every key under the prefix with its record (None: not a valid record)."""
+        pattern = self._key("record", "*")
+        try:
+            keys = sorted(
+                k.decode() if isinstance(k, bytes) else k
+                for k in self._run(lambda c: list(c.scan_iter(match=pattern, count=500)))
+            )
+        except _Down:
+            return
+        for start in range(0, len(keys), 200):
+            batch = keys[start : start + 200]
+            try:
+                values = self._run(lambda c, b=batch: c.mget(b))
+            except _Down:
+                return
+            for key, raw in zip(batch, values, strict=True):
+                if raw is not None:
+                    yield key, self._parse(key, raw, key.rsplit(":", 1)[-1])
+
+    def iter_records(self) -> Iterator[Record]:
+        for _, record in self.iter_entries():
+            if record is not None:
+                yield record
+
+    def delete_keys(self, keys: list[str]) -> int:
+        if not keys:
+            return 0
+        try:
+            return int(self._run(lambda c: c.delete(*keys)))
+        except _Down:
+            return 0
+
+    # -- the lock ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self, digest: str, timeout_s: float) -> Iterator[bool]:
+        """Hold ``tunedsl:v1:lock:<digest>``: True when held; False when ``timeout_s`` passed
+        or Redis is down (the caller then tunes without it, never stalls)."""
+        key = self._key("lock", digest)
+        token = secrets.token_hex(16)
+        ttl_ms = max(1, int(self.settings.lock_ttl_s * 1000))
+        deadline = time.monotonic() + timeout_s
+        held = False
+        try:
+            while True:
+                if self._run(lambda c: c.set(key, token, nx=True, px=ttl_ms)):
+                    held = True
+                    break
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(self.settings.poll_s)
+        except _Down:
+            held = False
+        if not held:
+            yield False
+            return
+        stop = threading.Event()
+        keeper = threading.Thread(
+            target=self._keep, args=(key, token, ttl_ms, stop), daemon=True, name="tunedsl-lock"
+        )
+        keeper.start()
+        try:
+            yield True
+        finally:
+            stop.set()
+            keeper.join()
+            with contextlib.suppress(_Down):
+                self._run(lambda c: c.eval(_RELEASE, 1, key, token))
+
+    def _keep(self, key: str, token: str, ttl_ms: int, stop: threading.Event) -> None:
+        """Refresh the lock's expiry while it is held (a third of the TTL apart)."""
+        while not stop.wait(ttl_ms / 3000):
+            try:
+                if not self._run(lambda c: c.eval(_REFRESH, 1, key, token, ttl_ms)):
+                    return  # expired and taken by another owner: nothing to keep
+            except _Down:
+                return

@@ -1,0 +1,285 @@
+"""Offline tuning sweeps: a script's workloads over many shapes, on Ray or in this process
+(sweep layer, pure Python; Ray, torch and triton only in the workers).
+
+A **task** is one ``@tunedsl.workload`` of the script called with one shape (the keyword
+arguments of one entry of the shapes file; no shapes file: each workload once, without
+arguments). A task runs with its own empty cache directory, so everything it tunes (one
+record per (site, key) it reaches) comes back to the driver as plain JSON records, validated
+there like any record file. Nothing is merged until every task has ended: then the records go
+to this machine's record files (and the Redis store when ``TUNEDSL_REDIS_URL`` is set), and
+optionally into one bundle. Ctrl-C cancels the tasks and writes nothing.
+
+On Ray (``tunedsl[ray]``) each actor holds ``gpus_per_task`` GPUs (``num_gpus=0`` actors on a
+machine without GPUs, for tests); a task that fails is retried once on another actor, then
+reported. Without Ray the tasks run one after the other in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tunedsl.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Task:
+    index: int
+    script: str
+    workload: str  # qualname of the workload function
+    shape: dict[str, Any]
+
+    def label(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.shape.items())
+        return f"{self.workload}({args})"
+
+
+@dataclass
+class Outcome:
+    task: Task
+    records: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    attempts: int = 1
+
+
+def read_shapes(path: str | None) -> list[dict[str, Any]]:
+    """The shapes file: a JSON list of objects (each the keyword arguments of one call)."""
+    if path is None:
+        return [{}]
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UsageError(f"cannot read shapes file {path}: {err}") from None
+    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+        raise UsageError(
+            f"shapes file {path} must hold a JSON list of objects, e.g. "
+            '[{"n": 4096}, {"n": 8192}] (each the keyword arguments of one workload call)'
+        )
+    return data
+
+
+def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
+    """One task per (workload, shape); the script is imported here to list its workloads."""
+    from tunedsl.runtime.workload import import_script, registered_workloads
+
+    module = import_script(script)
+    workloads = registered_workloads(module.__name__)
+    if not workloads:
+        raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
+    tasks = [
+        Task(0, os.path.abspath(script), wl.qualname, dict(shape))
+        for shape in shapes
+        for wl in workloads
+    ]
+    return [Task(i, t.script, t.workload, t.shape) for i, t in enumerate(tasks)]
+
+
+def run_task(task: Task) -> list[dict[str, Any]]:
+    """Run one task with a private cache directory; the records it wrote, as JSON."""
+    from tunedsl.runtime.workload import import_script, registered_workloads
+    from tunedsl.store import records
+
+    previous = os.environ.get("TUNEDSL_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="tunedsl-sweep-") as tmp:
+        os.environ["TUNEDSL_CACHE_DIR"] = tmp
+        try:
+            module = import_script(task.script)
+            found = [
+                w for w in registered_workloads(module.__name__) if w.qualname == task.workload
+            ]
+            if not found:
+                raise UsageError(f"{task.script}: no workload {task.workload}")
+            found[0].fn(**task.shape)
+            paths = records.iter_record_files([Path(tmp) / "records"])
+            return [records.read_record_file(p).to_json() for p in paths]
+        finally:
+            if previous is None:
+                os.environ.pop("TUNEDSL_CACHE_DIR", None)
+            else:
+                os.environ["TUNEDSL_CACHE_DIR"] = previous
+
+
+class Progress:
+    """One line on a terminal (a line per task otherwise): done/total and failures."""
+
+    def __init__(self, total: int, out: TextIO) -> None:
+        self.total, self.done, self.failed, self.out = total, 0, 0, out
+
+    def update(self, outcome: Outcome) -> None:
+        self.done += 1
+        self.failed += outcome.error is not None
+        width = 30
+        bar = "#" * (width * self.done // max(1, self.total))
+        text = f"sweep [{bar:<{width}}] {self.done}/{self.total} tasks"
+        if self.failed:
+            text += f", {self.failed} failed"
+        if self.out.isatty():
+            self.out.write("\r" + text + ("\n" if self.done == self.total else ""))
+        else:
+            self.out.write(f"{text}: {outcome.task.label()}\n")
+        self.out.flush()
+
+
+def _short(err: BaseException) -> str:
+    lines = [line for line in str(err).strip().splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:300]
+
+
+def run_in_process(tasks: Sequence[Task], progress: Progress) -> list[Outcome]:
+    outcomes = []
+    for task in tasks:
+        try:
+            outcome = Outcome(task, run_task(task))
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:
+            outcome = Outcome(task, error=_short(err))
+        progress.update(outcome)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def run_on_ray(
+    tasks: Sequence[Task],
+    progress: Progress,
+    address: str | None,
+    gpus_per_task: float,
+    actors: int | None,
+    env: dict[str, str] | None = None,
+) -> list[Outcome]:
+    """One actor per ``gpus_per_task`` GPUs (``actors`` of them when given, else as many as
+    the cluster's GPUs allow, at least one); a failed task is retried once on another
+    actor. Ctrl-C cancels everything still running."""
+    import ray
+
+    runtime_env = {"env_vars": dict(env or {})}
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+    try:
+        if actors is None:
+            gpus = ray.cluster_resources().get("GPU", 0)
+            actors = max(1, int(gpus // gpus_per_task)) if gpus_per_task > 0 else 1
+        worker_cls = ray.remote(num_gpus=gpus_per_task, max_restarts=0)(_Worker)
+        pool = [worker_cls.remote() for _ in range(actors)]
+        return _schedule(ray, pool, list(tasks), progress)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+class _Worker:
+    """A Ray actor: runs tasks one at a time (it owns its GPU)."""
+
+    def run(self, task: Task) -> list[dict[str, Any]]:
+        return run_task(task)
+
+
+def _schedule(ray: Any, pool: list[Any], tasks: list[Task], progress: Progress) -> list[Outcome]:
+    idle = list(range(len(pool)))
+    # (task, attempt, the actor that failed it)
+    queue: list[tuple[Task, int, int | None]] = [(t, 1, None) for t in tasks]
+    running: dict[Any, tuple[Task, int, int]] = {}
+    outcomes: dict[int, Outcome] = {}
+    try:
+        while queue or running:
+            while queue and idle:
+                task, attempt, avoid = queue[0]
+                choices = [i for i in idle if i != avoid]
+                if not choices and len(pool) > 1 and running:
+                    break  # a retry waits for an actor other than the one that failed it
+                actor = (choices or idle)[0]
+                idle.remove(actor)
+                queue.pop(0)
+                running[pool[actor].run.remote(task)] = (task, attempt, actor)
+            if not running:
+                raise UsageError("sweep: every Ray actor died; see the Ray logs")
+            done, _ = ray.wait(list(running), num_returns=1)
+            ref = done[0]
+            task, attempt, actor = running.pop(ref)
+            try:
+                outcome = Outcome(task, ray.get(ref), attempts=attempt)
+                idle.append(actor)
+            except Exception as err:
+                if not isinstance(err, ray.exceptions.RayActorError):
+                    idle.append(actor)  # the task failed, the actor lives on
+                if attempt == 1:
+                    queue.insert(0, (task, 2, actor))  # once more, on another actor
+                    continue
+                outcome = Outcome(task, error=_short(err), attempts=attempt)
+            outcomes[task.index] = outcome
+            progress.update(outcome)
+    except KeyboardInterrupt:
+        for ref in running:
+            ray.cancel(ref, force=True)
+        raise
+    return [outcomes[t.index] for t in tasks]
+
+
+def merge(outcomes: Sequence[Outcome], bundle: str | None = None) -> list[Any]:
+    """Validate every record first, then write them (local files, Redis when configured,
+    and ``bundle``); a bad record stops everything before anything is written."""
+    from tunedsl.store.layered import LayeredStore, default_stores
+    from tunedsl.store.records import Record
+
+    parsed: dict[str, Any] = {}
+    for outcome in outcomes:
+        for i, item in enumerate(outcome.records):
+            try:
+                record = Record.from_json(item)
+            except ValueError as err:
+                raise UsageError(
+                    f"sweep task {outcome.task.label()} returned an invalid record {i}: {err}; "
+                    "nothing written"
+                ) from None
+            parsed[record.digest] = record
+    store = LayeredStore(default_stores(), memory=False)
+    for record in parsed.values():
+        store.put(record)
+    if bundle is not None:
+        from tunedsl.cli.cache import BUNDLE_VERSION
+
+        text = json.dumps(
+            {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in parsed.values()]},
+            indent=1,
+        )
+        Path(bundle).write_text(text + "\n", encoding="utf-8")
+    return list(parsed.values())
+
+
+def sweep(
+    script: str,
+    shapes_file: str | None = None,
+    *,
+    ray_address: str | None = None,
+    use_ray: bool | None = None,
+    gpus_per_task: float = 1.0,
+    actors: int | None = None,
+    bundle: str | None = None,
+    out: TextIO = sys.stderr,
+    runner_env: dict[str, str] | None = None,
+) -> tuple[list[Any], list[Outcome]]:
+    """Plan, run and merge a sweep; the records written and every task's outcome.
+    ``use_ray`` None: Ray when it is installed (a local instance without ``ray_address``)."""
+    import importlib.util
+
+    tasks = plan(script, read_shapes(shapes_file))
+    if use_ray is None:
+        use_ray = importlib.util.find_spec("ray") is not None
+    if ray_address and not use_ray:
+        raise UsageError("--ray needs Ray: pip install 'tunedsl[ray]'")
+    progress = Progress(len(tasks), out)
+    run: Callable[[], list[Outcome]]
+    if use_ray:
+        run = lambda: run_on_ray(tasks, progress, ray_address, gpus_per_task, actors, runner_env)  # noqa: E731
+    else:
+        run = lambda: run_in_process(tasks, progress)  # noqa: E731
+    outcomes = run()
+    written = merge(outcomes, bundle)
+    return written, outcomes
