@@ -144,8 +144,8 @@ MAX_DECISIONS_DEFAULT = 4096
 
 def max_decisions() -> int:
     """``TUNEDSL_MAX_DECISIONS=N``: how many call keys one site keeps decided in memory
-    (default 4096); beyond it the oldest are dropped and decided again (from memory's
-    record or the disk record, never re-tuned) if they come back."""
+    (default 4096); beyond it the oldest-decided are dropped and decided again (from the
+    record, when there is one) if they come back."""
     return _int("TUNEDSL_MAX_DECISIONS", MAX_DECISIONS_DEFAULT) or MAX_DECISIONS_DEFAULT
 
 

@@ -324,3 +324,28 @@ def test_a_site_called_from_its_own_pre_hook_is_a_usage_error() -> None:
     assert not t.is_alive(), "the re-entered site waited on itself"
     assert len(errors) == 1 and isinstance(errors[0], UsageError)
     assert "called again from its own pre_hook=" in str(errors[0])
+
+
+# -- 6. mixed GPU models ------------------------------------------------------------------------
+
+
+def test_mixed_gpu_models_key_decisions_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No host here has two GPU models: the two device queries stand in for one that does
+    # (tests/gpu/test_device_facts.py checks the real queries on a GPU).
+    from tunedsl.backends import triton as bt
+
+    current = [0]
+    monkeypatch.setattr(bt, "mixed_device_models", lambda: True)
+    monkeypatch.setattr(bt, "current_device_index", lambda: current[0])
+    s = site("mixed-devices", options={"mode": "off"})
+    a, b = torch.randn(64), torch.randn(64)
+    call(s, vadd, (a, b, torch.empty(64), 64), 64)
+    current[0] = 1
+    res = call(s, vadd, (a, b, torch.empty(64), 64), 64)
+    assert res.source == "default"  # decided for device 1, not served device 0's decision
+    assert sorted(k[-1] for k in s.table()) == [("device", 0), ("device", 1)]
+    # One model everywhere (the usual host): no device part, the plain key function.
+    same = site("one-model", options={"mode": "off"})
+    monkeypatch.setattr(bt, "mixed_device_models", lambda: False)
+    call(same, vadd, (a, b, torch.empty(64), 64), 64)
+    assert same._key_fn is same._base_key_fn

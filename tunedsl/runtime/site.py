@@ -159,6 +159,7 @@ class Site:
         # Arguments the site's prune= has read (their values join the call key).
         self._prune_reads: frozenset[str] = frozenset()
         self._base_key_fn: Callable[..., tuple[Any, ...]] | None = None
+        self._per_device = False  # a host with mixed GPU models: the device joins the key
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
@@ -207,10 +208,11 @@ class Site:
         """The call key (slow path: also registers a kernel seen for the first time)."""
         if kernel is self._kernel:
             return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
-        from tunedsl.backends.triton import kernel_info
+        from tunedsl.backends.triton import kernel_info, mixed_device_models
         from tunedsl.backends.triton_launch import direct_launch_enabled
 
         info = kernel_info(kernel)
+        self._per_device = mixed_device_models()
         key_fn = keys.make_call_key_fn(
             info.constexpr_positions,
             info.constexpr_names,
@@ -234,9 +236,9 @@ class Site:
                     with_align=info.jit and direct_launch_enabled(),
                 )
                 self._kernel = kernel
-                if self._prune_reads:
-                    self._install_prune_key(info)
-                    return self._key_fn(args, static_kwargs, key)
+                if self._prune_reads or self._per_device:
+                    self._install_key(info)
+                    return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
                 return result
             other = self._other_kernels.get(id(kernel))
             if other is None or other[0] is not kernel:
@@ -245,18 +247,43 @@ class Site:
         out = (other[1], *other[2](args, static_kwargs, key))
         if self._prune_reads:
             out += (keys.make_prune_part(info.arg_names, self._prune_reads)(args, static_kwargs),)
+        if self._per_device:
+            from tunedsl.backends.triton import current_device_index
+
+            out += (("device", current_device_index()),)
         return out
 
-    def _install_prune_key(self, info: Any) -> None:
-        """Key the first kernel's calls on the values of the arguments prune reads too
-        (only sites whose prune reads arguments pay for it). Caller holds the lock."""
+    def _install_key(self, info: Any) -> None:
+        """Key the first kernel's calls on the values of the arguments prune reads, and on
+        the current device on a host with mixed GPU models; only such sites pay for it
+        (every other site keeps the generated key function). Caller holds the lock."""
         base = self._base_key_fn
         assert base is not None
-        part = keys.make_prune_part(info.arg_names, self._prune_reads)
+        if self._prune_reads:
+            part = keys.make_prune_part(info.arg_names, self._prune_reads)
+            if self._per_device:
+                from tunedsl.backends.triton import current_device_index as device
 
-        def key_fn(args: Sequence[Any], kwargs: Mapping[str, Any], key: Any) -> tuple[Any, ...]:
-            return (*base(args, kwargs, key), part(args, kwargs))
+                def key_fn(
+                    args: Sequence[Any], kwargs: Mapping[str, Any], key: Any
+                ) -> tuple[Any, ...]:
+                    return (*base(args, kwargs, key), part(args, kwargs), ("device", device()))
 
+            else:
+
+                def key_fn(
+                    args: Sequence[Any], kwargs: Mapping[str, Any], key: Any
+                ) -> tuple[Any, ...]:
+                    return (*base(args, kwargs, key), part(args, kwargs))
+
+        elif self._per_device:
+            from tunedsl.backends.triton import current_device_index as device
+
+            def key_fn(args: Sequence[Any], kwargs: Mapping[str, Any], key: Any) -> tuple[Any, ...]:
+                return (*base(args, kwargs, key), ("device", device()))
+
+        else:
+            key_fn = base
         self._key_fn = key_fn
 
     def _note_prune_reads(self, kernel: Any, info: Any, read: set[str]) -> None:
@@ -270,7 +297,7 @@ class Site:
             if self._kernel is not None and self._base_key_fn is not None:
                 from tunedsl.backends.triton import kernel_info
 
-                self._install_prune_key(kernel_info(self._kernel))
+                self._install_key(kernel_info(self._kernel))
 
     # -- misses -------------------------------------------------------------------------
     def _miss(

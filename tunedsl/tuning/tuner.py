@@ -204,10 +204,12 @@ def check_choice(req: TuneRequest) -> str | None:
             for v in req.variants:
                 options = {**v.kwargs, **v.options}
                 error: BaseException | None = None
+
+                def run(v: Variant = v, options: dict[str, Any] = options) -> Any:
+                    return launch_jit(req.kernel, v.grid, v.args, options)
+
                 try:
-                    problem = verifier.check(
-                        lambda v=v, options=options: launch_jit(req.kernel, v.grid, v.args, options)
-                    )
+                    problem = verifier.check(run)
                 except UsageError:
                     raise
                 except Exception as err:
