@@ -337,6 +337,10 @@ def test_mixed_gpu_models_key_decisions_per_device(monkeypatch: pytest.MonkeyPat
     current = [0]
     monkeypatch.setattr(bt, "mixed_device_models", lambda: True)
     monkeypatch.setattr(bt, "current_device_index", lambda: current[0])
+    models = ["GPU model A", "GPU model B"]
+    monkeypatch.setattr(
+        bt, "device_facts", lambda: {"type": "interpreter", "name": models[current[0]]}
+    )
     s = site("mixed-devices", options={"mode": "off"})
     a, b = torch.randn(64), torch.randn(64)
     call(s, vadd, (a, b, torch.empty(64), 64), 64)
@@ -344,6 +348,7 @@ def test_mixed_gpu_models_key_decisions_per_device(monkeypatch: pytest.MonkeyPat
     res = call(s, vadd, (a, b, torch.empty(64), 64), 64)
     assert res.source == "default"  # decided for device 1, not served device 0's decision
     assert sorted(k[-1] for k in s.table()) == [("device", 0), ("device", 1)]
+    assert len({r.digest for r in s.table().values()}) == 2  # the model is in the digest
     # One model everywhere (the usual host): no device part, the plain key function.
     same = site("one-model", options={"mode": "off"})
     monkeypatch.setattr(bt, "mixed_device_models", lambda: False)
