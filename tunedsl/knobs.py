@@ -153,6 +153,16 @@ def stored_binaries() -> bool:
     return raw not in _FALSE or raw == ""
 
 
+MAX_DECISIONS_DEFAULT = 4096
+
+
+def max_decisions() -> int:
+    """``TUNEDSL_MAX_DECISIONS=N``: how many call keys one site keeps decided in memory
+    (default 4096); beyond it the oldest-decided are dropped and decided again (from the
+    record, when there is one) if they come back."""
+    return _int("TUNEDSL_MAX_DECISIONS", MAX_DECISIONS_DEFAULT) or MAX_DECISIONS_DEFAULT
+
+
 def quiet() -> bool:
     """``TUNEDSL_QUIET=1``: no progress output while tuning."""
     return _flag("TUNEDSL_QUIET")

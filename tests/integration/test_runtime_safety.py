@@ -78,7 +78,7 @@ def test_pre_and_post_hooks_run_around_repetitions() -> None:
         out,
         name="sum-hooks",
         pre_hook=lambda args: (pre.append(sorted(args)), args["out"].zero_()),
-        post_hook=lambda args, err: post.append(err),
+        post_hook=lambda args, exception: post.append(exception),
     )
     assert pre and pre[0] == ["TILE", "n", "out", "x"]
     assert post == [None, None, None]  # once per configuration, no error

@@ -162,9 +162,10 @@ def test_non_literal_space_and_options_come_from_lazy() -> None:
         vadd,
         (a, b, c, a.numel()),
         a.numel(),
-        lazy=lambda: ({"tile": [128]}, {}, {"effort": "quick"}),
+        lazy=lambda: ({"tile": [128, 512]}, {}, {"effort": "quick"}),
     )
-    assert res.config == Config(tile=128) and res.record.effort == "quick"
+    # (Two configurations: a space of one is launched, never tuned; issue 9 item 8.)
+    assert res.config in (Config(tile=128), Config(tile=512)) and res.record.effort == "quick"
 
 
 def test_print_autotuning(

@@ -176,16 +176,47 @@ def bind_arguments(
 # -- process facts ---------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
 def device_facts() -> dict[str, Any]:
-    """Type, name and compute capability of the current device (a process constant)."""
+    """Type, name and compute capability of the current device (per device: a host with two
+    GPU models has two sets of facts, and two sets of decisions)."""
     if interpreting():
         return {"type": "interpreter", "name": "cpu"}
     import torch
 
     if not torch.cuda.is_available():
         return {"type": "cpu", "name": "cpu"}
-    index = torch.cuda.current_device()
+    return _device_facts_at(torch.cuda.current_device())
+
+
+def current_device_index() -> int:
+    """The current CUDA/HIP device (the key part of a host with mixed GPU models)."""
+    import torch
+
+    return int(torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=1)
+def mixed_device_models() -> bool:
+    """Whether this host's visible GPUs are of more than one model (then call keys name the
+    current device; otherwise decisions of one model serve every device)."""
+    if interpreting():
+        return False
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    count = torch.cuda.device_count()
+    names = {
+        (p.name, p.major, p.minor)
+        for p in (torch.cuda.get_device_properties(i) for i in range(count))
+    }
+    return len(names) > 1
+
+
+@functools.lru_cache(maxsize=64)
+def _device_facts_at(index: int) -> dict[str, Any]:
+    import torch
+
     props = torch.cuda.get_device_properties(index)
     kind = "hip" if getattr(torch.version, "hip", None) else "cuda"
     return {

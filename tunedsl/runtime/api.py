@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from tunedsl.errors import UsageError
 from tunedsl.runtime.config import Config
 
 if TYPE_CHECKING:
@@ -110,6 +111,19 @@ def autotune_launch(
     kwargs_fn = kwargs if callable(kwargs) else None
     grid_fn = grid if callable(grid) else None
     static_kwargs: dict[str, Any] = {} if kwargs_fn is not None else dict(kwargs or {})
+    if kwargs_fn is not None:
+        # The tensors a kwargs= function returns (the same objects on every call) enter the
+        # key and prune=, as positional tensors do; the rest stays per configuration.
+        from tunedsl.runtime.keys import is_tensor
+
+        once = dict(kwargs_fn(site.key_config(space, default)))
+        names = site.kwargs_tensors
+        if names is None:  # first call: which names hold the same tensor on every call
+            twice = dict(kwargs_fn(site.key_config(space, default)))
+            names = site.kwargs_tensors = tuple(
+                k for k, v in once.items() if is_tensor(v) and twice.get(k) is v
+            )
+        static_kwargs = {k: once[k] for k in names if k in once}
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
         positional = tuple(args_fn(site.key_config(space, default)))
@@ -127,6 +141,13 @@ def autotune_launch(
             ):
                 holes = _replace_args(values)
         dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
+        for k in static_kwargs:
+            value = dyn.pop(k, static_kwargs[k])
+            if value is not static_kwargs[k]:
+                raise UsageError(
+                    f"autotune_launch: kwargs= returned another tensor for {k!r} under {cfg}; "
+                    "a tensor argument must not depend on the configuration"
+                )
         g = grid_fn(cfg) if grid_fn is not None else grid
         # Anything but an int or a sequence is left for the site to reject with a clear error.
         return holes, dyn, (g,) if isinstance(g, int) else tuple(g) if _is_seq(g) else g

@@ -2,10 +2,14 @@
 
 Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 
-- ``off``: the site's ``default=`` configuration (else the space's first), always;
-- a valid record whose choice is in the current space and which measured every current
-  configuration: use it (``source="disk"``);
-- ``cached``: no record, so the default;
+- one configuration left after ``prune=``: it, never measured (``source="default"``);
+- ``off``: the site's ``default=`` configuration when ``prune=`` keeps it, else the first
+  configuration prune keeps;
+- a valid record whose choice is one of the configurations ``prune=`` keeps for this
+  call and which measured every one of them: use it (``source="disk"``); on a site with
+  ``verify=`` a choice this process did not verify is checked once first;
+- ``cached``: a record whose choice prune keeps (even if the space grew), else the
+  default as for ``off``;
 - ``on``: take the key's cross-process lock, look for a record again (another process may
   just have written it), else tune and write the record (``source="tuned"``). A record
   that chose a configuration no longer in the space, or that lacks configurations added
@@ -63,22 +67,48 @@ def _options(config: Config, settings: Settings) -> dict[str, Any]:
 
 
 def _usable(
-    record: store.Record | None, settings: Settings
+    record: store.Record | None, settings: Settings, candidates: Sequence[Config]
 ) -> tuple[bool, dict[Config, store.ConfigResult]]:
-    """Whether ``record`` decides this key as is, and the timings it can contribute."""
+    """Whether ``record`` decides this key as is, and the timings it can contribute.
+
+    ``candidates`` are the configurations prune= keeps for this key (the whole space
+    without prune=): a record decides the key when its choice is one of them and it has a
+    result for every one of them (a record lists only what survived pruning).
+    """
     if record is None:
         return False, {}
-    space = set(settings.configs)
+    space = set(candidates)
     previous = {r.config: r for r in record.results if r.config in space}
     if record.chosen not in space:
+        where = "space of this site" if record.chosen not in settings.configs else "pruned space"
         store.warn_once(
             f"space:{record.digest}",
             f"tuning record {record.id} chose {record.chosen}, which is not in the current "
-            "space of this site; tuning again (its other timings are reused)",
+            f"{where}; tuning again (its other timings are reused)",
         )
         return False, previous
     missing = space - set(previous)
     return not missing, previous
+
+
+# Digests whose chosen configuration passed verify= in this process (by tuning or a check).
+_VERIFIED: set[str] = set()
+
+
+def _fallback(
+    settings: Settings, candidates: Sequence[Config], record: store.Record | None
+) -> Config:
+    """``cached``/``off`` without a usable record: the site's default when prune= keeps it
+    (and no record saw verify= reject it), else the first such configuration."""
+    rejected = (
+        {r.config for r in record.results if r.status == "rejected"}
+        if record is not None
+        else set()
+    )
+    for cfg in (settings.default, *candidates):
+        if cfg in candidates and cfg not in rejected:
+            return cfg
+    return candidates[0]
 
 
 def decide(
@@ -90,33 +120,85 @@ def decide(
     ctx: dict[str, Any],
     digest: str,
     variants_for: VariantsFor,
+    candidates: Sequence[Config] | None = None,
+    check: Callable[[Config], str | None] | None = None,
 ) -> Decision:
-    if settings.mode == "off":
-        return Decision(settings.default, _options(settings.default, settings), "default", None)
+    candidates = tuple(settings.configs if candidates is None else candidates)
+
+    def default(record: store.Record | None = None) -> Decision:
+        cfg = _fallback(settings, candidates, record)
+        return Decision(cfg, _options(cfg, settings), "default", None)
+
+    if settings.mode == "off" or len(candidates) == 1:
+        # One configuration (after pruning) has nothing to compare: launched, never measured.
+        return default()
     from tunedsl.runtime import distributed
 
     if (ranks := distributed.active()) is not None:  # every rank agrees: runtime/distributed.py
         return distributed.decide_for_ranks(
-            ranks, site_id, kernel, info, settings, readable, ctx, digest, variants_for
+            ranks,
+            site_id,
+            kernel,
+            info,
+            settings,
+            readable,
+            ctx,
+            digest,
+            variants_for,
+            candidates=candidates,
+            check=check,
         )
     force = knobs.force_retune()
+
+    def stands(record: store.Record | None, usable: bool) -> bool:
+        """A record's choice is used when it decides the key (``cached``: when it is still
+        a candidate) and, on a site with verify=, passes verify once in this process."""
+        if record is None or record.chosen not in candidates:
+            return False
+        if not usable and settings.mode != "cached":
+            return False
+        if settings.verify in (None, False) or check is None or digest in _VERIFIED:
+            return True
+        problem = check(record.chosen)
+        if problem is None:
+            _VERIFIED.add(digest)
+            return True
+        store.warn_once(
+            f"verify:{digest}",
+            f"tuning record {record.id} chose {record.chosen}, which fails verify= here "
+            f"({problem}); not using it",
+        )
+        return False
+
+    def unverified(
+        previous: dict[Config, store.ConfigResult],
+    ) -> dict[Config, store.ConfigResult]:
+        # On a site with verify=, timings this process did not verify are not reused: each
+        # configuration is checked against one reference (the first one run) again.
+        if settings.verify not in (None, False) and digest not in _VERIFIED:
+            return {}
+        return previous
+
     record = None if force else store.load_record(digest)
-    usable, previous = _usable(record, settings)
-    if usable and record is not None:
+    usable, previous = _usable(record, settings, candidates)
+    if stands(record, usable) and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
     if settings.mode == "cached":
-        return Decision(settings.default, _options(settings.default, settings), "default", None)
+        return default(record)
     with store.record_lock(digest):
         if not force:
             record = store.load_record(digest)
-            usable, previous = _usable(record, settings)
-            if usable and record is not None:
+            usable, previous = _usable(record, settings, candidates)
+            if stands(record, usable) and record is not None:
                 return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
+            previous = unverified(previous)
         else:
             previous = {}
         record = tune_and_record(
             site_id, kernel, info, settings, readable, ctx, digest, variants_for, previous
         )
+    if settings.verify not in (None, False):
+        _VERIFIED.add(digest)
     return Decision(record.chosen, _options(record.chosen, settings), "tuned", record)
 
 

@@ -245,6 +245,8 @@ def decide_for_ranks(
     ctx: dict[str, Any],
     digest: str,
     variants_for: Any,
+    candidates: Any = None,
+    check: Any = None,
 ) -> Any:
     """``decide`` for a rank of a process group: the same arguments, one agreed Decision."""
     global _inside
@@ -257,7 +259,7 @@ def decide_for_ranks(
         global _inside
         _inside = True
         try:
-            return d.decide(*args)
+            return d.decide(*args, candidates=candidates, check=check)
         finally:
             _inside = False
 
@@ -266,11 +268,12 @@ def decide_for_ranks(
 
     def lookup_here() -> Any:
         record = None if knobs.force_retune() else store.load_record(digest)
-        usable, _ = d._usable(record, settings)
+        kept = tuple(settings.configs if candidates is None else candidates)
+        usable, _ = d._usable(record, settings, kept)
         if usable and record is not None:
             return decision_for(record.chosen, "disk", record)
         if settings.mode == "cached":
-            return decision_for(settings.default, "default", None)
+            return decision_for(d._fallback(settings, kept, record), "default", None)
         return None
 
     def tune_share(configs: list[Config]) -> tuple[list[Any], str, float]:

@@ -93,12 +93,67 @@ def tensor_key(x: Any, with_shape: bool, with_align: bool) -> tuple[Any, ...]:
 
 
 def constexpr_key(x: Any) -> Any:
-    """A constexpr argument is keyed by value (it changes the compiled code)."""
+    """A constexpr argument is keyed by type and value (it changes the compiled code);
+    ``2``, ``2.0`` and ``True`` compare equal but compile differently, as Triton knows."""
     try:
         hash(x)
     except TypeError:
         return ("unhashable", repr(x))
-    return ("c", x)
+    return ("c", x.__class__, x)
+
+
+def prune_value(x: Any) -> Any:
+    """The key part of an argument that ``prune`` reads: its type and value (a tensor's
+    dtype and shape, which is all prune can see of it without reading its data)."""
+    if is_tensor(x):
+        return ("t", x.dtype, tuple(x.shape))
+    try:
+        hash(x)
+    except TypeError:
+        return ("unhashable", x.__class__, repr(x))
+    return (x.__class__, x)
+
+
+def make_prune_part(
+    arg_names: Sequence[str], read: frozenset[str]
+) -> Callable[[Sequence[Any], Mapping[str, Any]], tuple[Any, ...]]:
+    """The call-key part of a site whose ``prune`` reads ``read``: those arguments' values."""
+    wanted = tuple(
+        (name, arg_names.index(name) if name in arg_names else -1) for name in sorted(read)
+    )
+
+    def part(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+        out = []
+        for name, i in wanted:
+            if 0 <= i < len(args):
+                out.append(prune_value(args[i]))
+            elif name in kwargs:
+                out.append(prune_value(kwargs[name]))
+            else:
+                out.append(None)
+        return tuple(out)
+
+    return part
+
+
+def readable_prune(
+    arg_names: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any], read: frozenset[str]
+) -> dict[str, Any]:
+    """The record-key part for the arguments prune reads (by name, JSON)."""
+    out: dict[str, Any] = {}
+    for name in sorted(read):
+        i = arg_names.index(name) if name in arg_names else -1
+        if 0 <= i < len(args):
+            x = args[i]
+        elif name in kwargs:
+            x = kwargs[name]
+        else:
+            continue
+        if is_tensor(x):
+            out[name] = {"dtype": dtype_name(x.dtype), "shape": list(x.shape)}
+        else:
+            out[name] = {"type": x.__class__.__name__, "value": json_safe(x)}
+    return out
 
 
 def make_call_key_fn(
@@ -241,7 +296,7 @@ def specialize_call_key_fn(
         "        return generic(args, kwargs, user_key)\n"
         f"    if not ({guard}):\n"
         "        return generic(args, kwargs, user_key)\n"
-        f"    return ({', '.join(items)},)\n"
+        f"    return ({''.join(item + ', ' for item in items)})\n"
     )
     if not kw_names:
         body = body.replace(

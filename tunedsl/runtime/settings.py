@@ -92,8 +92,16 @@ def resolve(
     if verify not in (None, False, True) and not callable(verify):
         verify = _names(verify, "verify")
     site_name = options.get("name")
-    if site_name is not None and not isinstance(name, str):
-        raise UsageError(f"{where}: name= must be a string, not {site_name!r}")
+    if site_name is not None and (not isinstance(site_name, str) or not site_name):
+        raise UsageError(f"{where}: name= must be a non-empty string, not {site_name!r}")
+    # A literal space is checked by the expander; a computed one only here (first call).
+    fields = {name for cfg in configs for name in cfg}
+    for name in hints:
+        if name in fields and hints[name] is not None:
+            raise UsageError(
+                f"{where}: `{name}=` is given both as a static hint and as a field of space=; "
+                f"remove `{name}=` or the `{name}` field from the space"
+            )
     return Settings(
         configs=configs,
         hints={k: v for k, v in hints.items() if v is not None},
@@ -112,11 +120,58 @@ def resolve(
     )
 
 
+class ReadRecorder(dict):  # type: ignore[type-arg]
+    """The argument mapping ``prune`` receives: it notes which names prune reads, so the
+    site can key its decisions on those arguments' values (see docs/runtime.md)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        super().__init__(data)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name: Any) -> Any:
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        self.read.add(name)
+        return super().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self.read.add(name)  # type: ignore[arg-type]
+        return super().__contains__(name)
+
+    def _all(self) -> None:
+        self.read.update(super().keys())
+
+    def __iter__(self) -> Any:
+        self._all()
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self._all()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._all()
+        return super().values()
+
+    def items(self) -> Any:
+        self._all()
+        return super().items()
+
+    def copy(self) -> dict[str, Any]:
+        self._all()
+        return dict(super().items())
+
+
 def apply_prune(settings: Settings, bound: Mapping[str, Any]) -> tuple[Config, ...]:
-    """``prune(configs, args)`` narrows the space before benchmarking (Triton's early prune)."""
+    """``prune(configs, args)`` narrows the space before benchmarking (Triton's early prune).
+    Pass a ``ReadRecorder`` as ``bound`` to learn which arguments prune read."""
     if settings.prune is None:
         return settings.configs
-    kept = settings.prune(list(settings.configs), dict(bound))
+    kept = settings.prune(
+        list(settings.configs), bound if isinstance(bound, ReadRecorder) else dict(bound)
+    )
     out = tuple(dict.fromkeys(as_config(c, "prune= result") for c in kept or ()))
     if not out:
         raise UsageError(

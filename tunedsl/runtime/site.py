@@ -20,7 +20,7 @@ from tunedsl.errors import UsageError
 from tunedsl.runtime import keys
 from tunedsl.runtime.api import LaunchResult
 from tunedsl.runtime.config import Config
-from tunedsl.runtime.settings import Settings, apply_prune, resolve
+from tunedsl.runtime.settings import ReadRecorder, Settings, apply_prune, resolve
 from tunedsl.runtime.space import check_placeholders
 from tunedsl.runtime.variant import Variant
 
@@ -103,10 +103,19 @@ class Entry:
     def zero(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]
     ) -> None:
+        # An optional buffer passed as None is skipped (as Triton does).
         for i in self.zero_pos:
-            args[i].zero_()
+            if args[i] is not None:
+                args[i].zero_()
         for name in self.zero_kw:
-            (static_kwargs[name] if name in static_kwargs else dyn_kwargs[name]).zero_()
+            value = static_kwargs.get(name) if name in static_kwargs else dyn_kwargs.get(name)
+            if value is not None:
+                value.zero_()
+
+
+# Sites this thread is resolving (tuning) right now: a call back into one of them from its
+# own pre_hook/post_hook/verify would wait forever on its own in-flight key.
+_resolving = threading.local()
 
 
 class Site:
@@ -146,11 +155,17 @@ class Site:
         self._kernel: Any = None
         self._key_fn: Callable[..., tuple[Any, ...]] | None = None
         self._table: dict[Any, Entry] = {}
+        self._max_entries = knobs.max_decisions()
+        # Arguments the site's prune= has read (their values join the call key).
+        self._prune_reads: frozenset[str] = frozenset()
+        self._base_key_fn: Callable[..., tuple[Any, ...]] | None = None
+        self._per_device = False  # a host with mixed GPU models: the device joins the key
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
         self._key_config: Config | None = None
+        self.kwargs_tensors: tuple[str, ...] | None = None  # plain API: kwargs= tensors
         self._lock = threading.Lock()
         self._inflight: dict[Any, threading.Event] = {}
 
@@ -193,10 +208,11 @@ class Site:
         """The call key (slow path: also registers a kernel seen for the first time)."""
         if kernel is self._kernel:
             return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
-        from tunedsl.backends.triton import kernel_info
+        from tunedsl.backends.triton import kernel_info, mixed_device_models
         from tunedsl.backends.triton_launch import direct_launch_enabled
 
         info = kernel_info(kernel)
+        self._per_device = mixed_device_models()
         key_fn = keys.make_call_key_fn(
             info.constexpr_positions,
             info.constexpr_names,
@@ -205,9 +221,11 @@ class Site:
             with_align=info.jit and direct_launch_enabled(),
         )
         with self._lock:
+            if self._kernel is kernel:  # another thread registered it meanwhile
+                return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
             if self._kernel is None:
                 result = key_fn(args, static_kwargs, key)  # registers tensor classes first
-                self._key_fn = keys.specialize_call_key_fn(
+                self._base_key_fn = self._key_fn = keys.specialize_call_key_fn(
                     key_fn,
                     args,
                     static_kwargs,
@@ -218,12 +236,68 @@ class Site:
                     with_align=info.jit and direct_launch_enabled(),
                 )
                 self._kernel = kernel
+                if self._prune_reads or self._per_device:
+                    self._install_key(info)
+                    return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
                 return result
             other = self._other_kernels.get(id(kernel))
             if other is None or other[0] is not kernel:
                 other = (kernel, _KernelToken(len(self._other_kernels) + 1), key_fn)
                 self._other_kernels[id(kernel)] = other
-        return (other[1], *other[2](args, static_kwargs, key))
+        out = (other[1], *other[2](args, static_kwargs, key))
+        if self._prune_reads:
+            out += (keys.make_prune_part(info.arg_names, self._prune_reads)(args, static_kwargs),)
+        if self._per_device:
+            from tunedsl.backends.triton import current_device_index
+
+            out += (("device", current_device_index()),)
+        return out
+
+    def _install_key(self, info: Any) -> None:
+        """Key the first kernel's calls on the values of the arguments prune reads, and on
+        the current device on a host with mixed GPU models; only such sites pay for it
+        (every other site keeps the generated key function). Caller holds the lock."""
+        base = self._base_key_fn
+        assert base is not None
+        if self._prune_reads:
+            part = keys.make_prune_part(info.arg_names, self._prune_reads)
+            if self._per_device:
+                from tunedsl.backends.triton import current_device_index as device
+
+                def key_fn(
+                    args: Sequence[Any], kwargs: Mapping[str, Any], key: Any
+                ) -> tuple[Any, ...]:
+                    return (*base(args, kwargs, key), part(args, kwargs), ("device", device()))
+
+            else:
+
+                def key_fn(
+                    args: Sequence[Any], kwargs: Mapping[str, Any], key: Any
+                ) -> tuple[Any, ...]:
+                    return (*base(args, kwargs, key), part(args, kwargs))
+
+        elif self._per_device:
+            from tunedsl.backends.triton import current_device_index as device
+
+            def key_fn(args: Sequence[Any], kwargs: Mapping[str, Any], key: Any) -> tuple[Any, ...]:
+                return (*base(args, kwargs, key), ("device", device()))
+
+        else:
+            key_fn = base
+        self._key_fn = key_fn
+
+    def _note_prune_reads(self, kernel: Any, info: Any, read: set[str]) -> None:
+        names = frozenset(n for n in read if isinstance(n, str))
+        if names <= self._prune_reads:
+            return
+        with self._lock:
+            self._prune_reads = self._prune_reads | names
+            # Entries keyed without these values can never match again: drop them.
+            self._table.clear()
+            if self._kernel is not None and self._base_key_fn is not None:
+                from tunedsl.backends.triton import kernel_info
+
+                self._install_key(kernel_info(self._kernel))
 
     # -- misses -------------------------------------------------------------------------
     def _miss(
@@ -248,13 +322,42 @@ class Site:
                 else:
                     owner = False
             if not owner:
+                if self in _active():
+                    raise UsageError(
+                        f"{self.label}: the site was called again from its own pre_hook=, "
+                        "post_hook=, verify= or prune= while it was deciding this key; launch "
+                        "another kernel (or call the kernel directly) from hooks"
+                    )
                 event.wait()  # another thread resolves this key; then look again
                 continue
+            active = _active()
+            if self in active:
+                with self._lock:
+                    self._inflight.pop(call_key, None)
+                event.set()
+                raise UsageError(
+                    f"{self.label}: the site was called again from its own pre_hook=, "
+                    "post_hook=, verify= or prune= while it was deciding a key; launch another "
+                    "kernel (or call the kernel directly) from hooks"
+                )
+            active.append(self)
             try:
                 entry, first = self._resolve(kernel, args, static_kwargs, bind, key, lazy)
+                # Recomputed: the key may have grown by the arguments prune= reads.
+                stored_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
                 with self._lock:
-                    self._table[call_key] = entry
+                    table = self._table
+                    if len(table) >= self._max_entries:
+                        # Bounded: drop the oldest decisions (a dropped key that comes back
+                        # is decided again from memory or its record, never re-tuned).
+                        for old in list(table)[: max(1, len(table) // 8)]:
+                            del table[old]
+                        if len(self._by_digest) >= self._max_entries:
+                            for old in list(self._by_digest)[: max(1, len(self._by_digest) // 8)]:
+                                del self._by_digest[old]
+                    table[stored_key] = entry
             finally:
+                active.remove(self)
                 with self._lock:
                     self._inflight.pop(call_key, None)
                 event.set()
@@ -276,6 +379,8 @@ class Site:
             hints.update(lazy_hints or {})
             options.update(lazy_options or {})
         settings = resolve(space, hints, options, self.label)
+        if settings.name is not None and settings.name != self.site_id:
+            self.site_id = settings.name  # a computed name= (evaluated on the first call)
         if not self._placeholders_checked:
             if self.literal_space is None:
                 check_placeholders(self.placeholders, settings.configs, self.filename)
@@ -310,9 +415,7 @@ class Site:
         from tunedsl.runtime.hints import InfeasibleConfig, launch_options
 
         if configs is None:
-            info = bt.kernel_info(kernel)
-            plain = {n: a for n, a in zip(info.arg_names, args, strict=False) if a is not HOLE}
-            configs = apply_prune(settings, {**plain, **static_kwargs})
+            configs = self._prune(kernel, args, static_kwargs, settings)
         target = bt.target_facts()
         variants: list[Variant] = []
         infeasible: dict[Config, str] = {}
@@ -334,6 +437,26 @@ class Site:
             )
         return variants, infeasible
 
+    def _prune(
+        self,
+        kernel: Any,
+        args: Sequence[Any],
+        static_kwargs: Mapping[str, Any],
+        settings: Settings,
+    ) -> tuple[Config, ...]:
+        """The configurations ``prune`` keeps for this call (all without prune=), noting
+        which arguments it read."""
+        if settings.prune is None:
+            return settings.configs
+        from tunedsl.backends import triton as bt
+
+        info = bt.kernel_info(kernel)
+        plain = {n: a for n, a in zip(info.arg_names, args, strict=False) if a is not HOLE}
+        recorder = ReadRecorder({**plain, **static_kwargs})
+        configs = apply_prune(settings, recorder)
+        self._note_prune_reads(kernel, info, recorder.read)
+        return configs
+
     def _resolve(
         self,
         kernel: Any,
@@ -349,6 +472,7 @@ class Site:
 
         settings = self.settings(lazy)
         info = bt.kernel_info(kernel)
+        candidates = self._prune(kernel, args, static_kwargs, settings)
         user_key = keys.hashable_user_key(key) if self.has_key else None
         readable = keys.readable_key(
             info.arg_names,
@@ -360,6 +484,10 @@ class Site:
         )
         if self.has_key and user_key is None:
             readable["user_key"] = None
+        if self._prune_reads:
+            readable["prune"] = keys.readable_prune(
+                info.arg_names, args, static_kwargs, self._prune_reads
+            )
         context = decide.context(info, settings)
         digest = keys.digest(self.site_id, readable, context)
         known = self._by_digest.get(digest)
@@ -379,7 +507,16 @@ class Site:
             readable,
             context,
             digest,
-            lambda configs: self._variants(kernel, args, static_kwargs, bind, settings, configs),
+            lambda configs: self._variants(
+                kernel,
+                args,
+                static_kwargs,
+                bind,
+                settings,
+                candidates if configs is None else configs,
+            ),
+            candidates,
+            lambda cfg: self._check(kernel, args, static_kwargs, bind, settings, candidates, cfg),
         )
         result = LaunchResult(
             config=decision.config,
@@ -395,6 +532,41 @@ class Site:
         if decision.source == "tuned" and knobs.print_autotuning():
             decide.print_table(self.label, first, sys.stdout)
         return self._entry(kernel, info, args, static_kwargs, settings, decision, result), first
+
+    def _check(
+        self,
+        kernel: Any,
+        args: tuple[Any, ...],
+        static_kwargs: dict[str, Any],
+        bind: Callable[[Config], Any],
+        settings: Settings,
+        candidates: Sequence[Config],
+        chosen: Config,
+    ) -> str | None:
+        """verify= for a decision this process did not tune: ``chosen`` against the
+        reference (verify=fn) or the first candidate; None when it agrees."""
+        from tunedsl.tuning.tuner import TuneRequest, check_choice
+
+        reference = None if callable(settings.verify) else candidates[0]
+        if reference == chosen:
+            return None
+        configs = [chosen] if reference is None else [reference, chosen]
+        variants, infeasible = self._variants(kernel, args, static_kwargs, bind, settings, configs)
+        if infeasible:
+            return "infeasible here: " + "; ".join(infeasible.values())
+        return check_choice(
+            TuneRequest(
+                kernel=kernel,
+                variants=variants,
+                restore_value=settings.restore_value,
+                reset_to_zero=settings.reset_to_zero,
+                verify=settings.verify,
+                rtol=settings.rtol,
+                atol=settings.atol,
+                pre_hook=settings.pre_hook,
+                post_hook=settings.post_hook,
+            )
+        )
 
     def _entry(
         self,
@@ -439,6 +611,13 @@ class Site:
         with self._lock:
             self._table.clear()
             self._by_digest.clear()
+
+
+def _active() -> list[Site]:
+    active: list[Site] | None = getattr(_resolving, "sites", None)
+    if active is None:
+        active = _resolving.sites = []
+    return active
 
 
 def _grid(grid: Any) -> tuple[int, ...]:

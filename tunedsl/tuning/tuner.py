@@ -43,7 +43,7 @@ class TuneRequest:
     rtol: float = 1e-3
     atol: float = 1e-3
     pre_hook: Callable[[dict[str, Any]], Any] | None = None
-    post_hook: Callable[[dict[str, Any], BaseException | None], Any] | None = None
+    post_hook: Callable[..., Any] | None = None  # post_hook(args, exception=err or None)
     effort: str = "default"
 
 
@@ -74,14 +74,15 @@ class _Guard:
                         f"{option}: {name!r} is not a parameter of the kernel; its parameters "
                         f"are: {', '.join(bound)}"
                     )
-                if not is_tensor(bound[name]):
+                if bound[name] is not None and not is_tensor(bound[name]):
                     raise UsageError(f"{option}: argument {name!r} is not a tensor")
         from tunedsl.backends import triton as bt
 
         self.bt = bt
         self.bound = bound
-        self.zero_names = list(req.reset_to_zero)
-        self.restore = {n: bt.clone(bound[n]) for n in req.restore_value}
+        # An optional buffer passed as None is skipped (as Triton does).
+        self.zero_names = [n for n in req.reset_to_zero if bound[n] is not None]
+        self.restore = {n: bt.clone(bound[n]) for n in req.restore_value if bound[n] is not None}
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.pre_hook
 
@@ -185,6 +186,46 @@ def constexpr_values(variant: Variant, constexpr_names: frozenset[str]) -> dict[
     return {n: json_safe(v) for n, v in variant.kwargs.items() if n in constexpr_names}
 
 
+def check_choice(req: TuneRequest) -> str | None:
+    """Verify one decision this process did not tune: run ``req.variants[-1]`` (after the
+    reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
+    compare; None when it agrees. The caller's data is restored afterwards."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.backends.triton_launch import launch_jit
+
+    info = bt.kernel_info(req.kernel)
+    first_variant = req.variants[0]
+    bound = bt.bind_arguments(info, first_variant.args, first_variant.kwargs)
+    with BENCH_LOCK:
+        guard = _Guard(bound, req)
+        verifier = _Verifier(req, guard)
+        problem: str | None = None
+        try:
+            for v in req.variants:
+                options = {**v.kwargs, **v.options}
+                error: BaseException | None = None
+
+                def run(v: Variant = v, options: dict[str, Any] = options) -> Any:
+                    return launch_jit(req.kernel, v.grid, v.args, options)
+
+                try:
+                    problem = verifier.check(run)
+                except UsageError:
+                    raise
+                except Exception as err:
+                    error = err
+                    problem = "run: " + _reason(err)
+                finally:
+                    if req.post_hook is not None:
+                        req.post_hook(bound, exception=error)
+                if problem is not None:
+                    break
+        finally:
+            guard.restore_all()
+            bt.synchronize()
+    return problem
+
+
 def tune(req: TuneRequest) -> TuneOutcome:
     from tunedsl.backends import triton as bt
     from tunedsl.backends.triton_launch import launch_jit
@@ -247,12 +288,14 @@ def tune(req: TuneRequest) -> TuneOutcome:
                             continue
                     first[v.config], _ = bench.measure(run, guard.before_rep, timer, effort)
                     samplers[v.config] = sampler(v)
+                except UsageError:  # a mistake in the call (or a hook), not in a configuration
+                    raise
                 except Exception as err:  # a configuration may fail at run time
                     error = err
                     failures[v.config] = ("failed", "run: " + _reason(err))
                 finally:
                     if req.post_hook is not None:
-                        req.post_hook(bound, error)
+                        req.post_hook(bound, exception=error)  # Triton's hook signature
             if not first:
                 raise TuningError(
                     f"every configuration of {info.qualname} failed",

@@ -1,0 +1,356 @@
+"""Issue 9: decisions that stay right (prune, verify, keys, hooks, threads, table bound).
+
+Each test reproduces one item of issue 9 with real kernels under the interpreter and fails
+on the code before the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+import torch
+from decision_kernels import rowsum, scale_by, scale_optional
+from runtime_helpers import SPACE, call, record_files, site
+from runtime_kernels import scale_inplace, vadd, vadd_wrong_for_big_tiles
+
+from tunedsl import Config, autotune_launch, cdiv
+from tunedsl.errors import CacheWarning, UsageError
+from tunedsl.runtime import decide, keys
+from tunedsl.store import records
+from tunedsl.tuning import tuner
+
+pytestmark = pytest.mark.needs_triton
+
+BLOCKS = {"block": [16, 128, 256, 1024]}
+
+
+def keep_big_enough(configs: list, args: dict) -> list:
+    return [c for c in configs if c.block >= args["n"]]
+
+
+@pytest.fixture
+def tune_count(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Counts real tuning runs (each is one call of tuner.tune)."""
+    calls: list = []
+    real = tuner.tune
+
+    def counting(req):
+        calls.append(req)
+        return real(req)
+
+    monkeypatch.setattr(tuner, "tune", counting)
+    return calls
+
+
+def new_process(*sites) -> None:
+    """What a new process starts without: in-memory decisions and verify checks."""
+    for s in sites:
+        s.clear()
+    decide._VERIFIED.clear()
+
+
+def rowsum_call(s, x, n: int, **options):
+    out = torch.zeros(1)
+    res = s(rowsum, (x, out, n), {}, lambda cfg: ((), {"BLOCK": cfg.block}, (1,)), None, None)
+    return res, out.item()
+
+
+def prune_site(name: str, space=BLOCKS, **options):
+    return site(name, space=space, placeholders=(), options={"prune": keep_big_enough, **options})
+
+
+# -- 1. prune= and stored records, cached mode ------------------------------------------------
+
+
+def test_a_pruned_record_is_reused_by_a_new_process(tune_count: list) -> None:
+    x = torch.ones(1000)
+    s = prune_site("pruned-record")
+    res, total = rowsum_call(s, x, 100)
+    assert res.source == "tuned" and total == 100.0
+    new_process(s)
+    res, total = rowsum_call(s, x, 100)
+    assert res.source == "disk" and total == 100.0
+    assert len(tune_count) == 1
+
+
+def test_cached_mode_never_launches_a_configuration_prune_rejects() -> None:
+    x = torch.ones(1000)
+    for mode in ("cached", "off"):
+        s = prune_site(f"pruned-{mode}", mode=mode)
+        res, total = rowsum_call(s, x, 100)
+        assert res.source == "default" and res.config == Config(block=128)
+        assert total == 100.0
+
+
+def test_cached_mode_keeps_a_stored_choice_when_the_space_grows(tune_count: list) -> None:
+    a, b = torch.randn(256), torch.randn(256)
+    s = site("grows")
+    first = call(s, vadd, (a, b, torch.empty(256), 256), 256)
+    grown = site("grows", space={"tile": [32, 64, 128, 256]}, options={"mode": "cached"})
+    res = call(grown, vadd, (a, b, torch.empty(256), 256), 256)
+    assert res.source == "disk" and res.config == first.config
+    assert len(tune_count) == 1
+
+
+# -- 2. prune= sees every call's arguments ---------------------------------------------------
+
+
+def test_a_decision_is_not_reused_for_arguments_prune_rejects_it_for() -> None:
+    x = torch.ones(1000)
+    s = prune_site("prune-values")
+    for n in (100, 200, 900, 100):
+        res, total = rowsum_call(s, x, n)
+        assert total == float(n) and res.config.block >= n
+    assert s._prune_reads == frozenset({"n"})
+    # A site without prune= keeps its plain key function (no prune part, same hot path).
+    plain = site("no-prune", space=BLOCKS, placeholders=())
+    rowsum_call(plain, x, 1000)
+    assert plain._prune_reads == frozenset() and plain._key_fn is plain._base_key_fn
+
+
+# -- 3. verify= checks decisions it did not make ---------------------------------------------
+
+
+def test_a_forged_record_cannot_bypass_verify(tune_count: list) -> None:
+    a, b = torch.randn(300), torch.randn(300)
+    c = torch.empty(300)
+    s = site("forged")
+    call(s, vadd_wrong_for_big_tiles, (a, b, c, 300), 300)  # tuned without verify
+    (path,) = record_files()
+    record = records.read_record_file(path)
+    records.save_record(dataclasses.replace(record, chosen=Config(tile=256)))  # wrong config
+    checked = site("forged", options={"verify": True})
+    with pytest.warns(CacheWarning, match="fails verify= here"):
+        res = call(checked, vadd_wrong_for_big_tiles, (a, b, c, 300), 300)
+    assert res.config != Config(tile=256) and res.source == "tuned"
+    torch.testing.assert_close(c, a + b)
+    assert len(tune_count) == 2
+
+
+def test_a_verified_record_is_checked_once_and_used() -> None:
+    a, b = torch.randn(300), torch.randn(300)
+    s = site("checked-once", options={"verify": True})
+    call(s, vadd, (a, b, torch.empty(300), 300), 300)
+    new_process(s)
+    res = call(s, vadd, (a, b, torch.empty(300), 300), 300)
+    assert res.source == "disk"
+    assert res.digest in decide._VERIFIED
+
+
+# -- 4. constexpr values keyed with their type -----------------------------------------------
+
+
+def test_constexpr_2_and_2_0_and_true_get_their_own_decisions() -> None:
+    x = torch.ones(64)
+    s = site("constexpr-types")
+    results = []
+    for k in (2, 2.0, True, 1):
+        out = torch.empty(64)
+        results.append(call(s, scale_by, (x, out, 64), 64, K=k))
+    assert [r.source for r in results] == ["tuned"] * 4
+    assert len(s.table()) == 4
+    assert keys.constexpr_key(2) != keys.constexpr_key(2.0)
+
+
+# -- 5. the plain API's kwargs= --------------------------------------------------------------
+
+
+def add_by_keywords(a, b, c, **options):
+    n = a.numel()
+    return autotune_launch(
+        vadd,
+        space=SPACE,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        kwargs=lambda cfg: {"a": a, "b": b, "c": c, "n": n, "TILE": cfg.tile},
+        **options,
+    )
+
+
+def test_kwargs_function_tensors_enter_the_key_and_prune() -> None:
+    seen: list = []
+
+    def prune(configs, args):
+        seen.append(args["a"].dtype)
+        return configs
+
+    for dtype in (torch.float32, torch.float16):
+        a, b = torch.randn(128, dtype=dtype), torch.randn(128, dtype=dtype)
+        c = torch.empty(128, dtype=dtype)
+        res = add_by_keywords(a, b, c, prune=prune)  # keyword-only call, no key=
+        assert res.source == "tuned"
+        assert res.key["args"]["a"]["dtype"] == str(dtype).removeprefix("torch.")
+        torch.testing.assert_close(c, a + b)
+    assert seen == [torch.float32, torch.float16]
+
+
+# -- 7. None for restore_value / reset_to_zero -----------------------------------------------
+
+
+def test_none_in_restore_value_and_reset_to_zero_is_skipped() -> None:
+    x = torch.ones(64)
+    s = site("optional", options={"restore_value": ["x", "extra"], "reset_to_zero": ["extra"]})
+    res = call(s, scale_optional, (x, None, 64), 64)
+    assert res.source == "tuned" and torch.equal(x, torch.full((64,), 2.0))
+    res = call(s, scale_optional, (x, None, 64), 64)  # the hot path's zeroing skips None too
+    assert res.source == "memory" and torch.equal(x, torch.full((64,), 4.0))
+
+
+# -- 8. one configuration: launched once ------------------------------------------------------
+
+
+def test_a_single_configuration_is_launched_once(tune_count: list) -> None:
+    x = torch.ones(64)
+    res = call(site("single", space={"tile": [64]}), scale_inplace, (x, 64), 64)
+    assert torch.equal(x, torch.full((64,), 2.0)) and res.config == Config(tile=64)
+    y = torch.ones(1000)
+    res, total = rowsum_call(prune_site("single-pruned"), y, 900)  # prune keeps only 1024
+    assert total == 900.0 and res.config == Config(block=1024)
+    assert tune_count == []
+
+
+# -- 9. post_hook(args, exception=...) ---------------------------------------------------------
+
+
+def test_post_hook_gets_the_error_as_exception_keyword() -> None:
+    seen: list = []
+
+    def post_hook(args, *, exception):  # Triton's hook signature, keyword only
+        seen.append(exception)
+
+    a, b = torch.randn(64), torch.randn(64)
+    call(site("post-kw", options={"post_hook": post_hook}), vadd, (a, b, torch.empty(64), 64), 64)
+    assert seen == [None, None, None]
+
+
+# -- 10. two threads on a site's first call ----------------------------------------------------
+
+
+def test_two_threads_on_the_first_call_share_one_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    barrier = threading.Barrier(2, timeout=60)
+    real = keys.make_call_key_fn
+
+    def both_at_once(*args, **kwargs):
+        barrier.wait()  # both threads have passed the unlocked "kernel is known" check
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(keys, "make_call_key_fn", both_at_once)
+    s = site("threads-first", options={"mode": "off"})
+    a, b = torch.randn(64), torch.randn(64)
+    errors: list = []
+
+    def run() -> None:
+        try:
+            call(s, vadd, (a, b, torch.empty(64), 64), 64)
+        except BaseException as err:  # surfaced below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert s._other_kernels == {} and len(s.table()) == 1
+
+
+# -- 11. hint and field of a computed space --------------------------------------------------
+
+
+def test_hint_and_field_of_a_computed_space_is_an_error() -> None:
+    s = site("hint-field", space=None, static_hints={"num_warps": 4}, placeholders=())
+    lazy = lambda: ({"tile": [64], "num_warps": [2, 4]}, {}, {})  # noqa: E731
+    a, b = torch.randn(64), torch.randn(64)
+    with pytest.raises(UsageError, match="both as a static hint and as a field of space="):
+        call(s, vadd, (a, b, torch.empty(64), 64), 64, lazy=lazy)
+
+
+# -- 12. name= -----------------------------------------------------------------------------------
+
+
+def test_name_is_validated_and_a_computed_name_is_honoured() -> None:
+    a, b = torch.randn(64), torch.randn(64)
+    s = site(None, options={"mode": "off"})
+    bad = lambda: (None, {}, {"name": 123})  # noqa: E731
+    with pytest.raises(UsageError, match="name= must be a non-empty string"):
+        call(s, vadd, (a, b, torch.empty(64), 64), 64, lazy=bad)
+    s = site(None, options={"mode": "off"})
+    good = lambda: (None, {}, {"name": "computed-name"})  # noqa: E731
+    res = call(s, vadd, (a, b, torch.empty(64), 64), 64, lazy=good)
+    assert res.site == "computed-name"
+
+
+# -- 15. a bounded decision table ------------------------------------------------------------
+
+
+def test_the_decision_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNEDSL_MAX_DECISIONS", "4")
+    s = site("bounded", options={"mode": "off"})
+    for n in range(1, 11):
+        a, b = torch.randn(n), torch.randn(n)
+        c = torch.empty(n)
+        call(s, vadd, (a, b, c, n), n)
+        torch.testing.assert_close(c, a + b)
+    assert len(s.table()) <= 4
+    monkeypatch.setenv("TUNEDSL_MAX_DECISIONS", "lots")
+    with pytest.raises(UsageError, match="TUNEDSL_MAX_DECISIONS"):
+        site("bounded-bad")
+
+
+# -- 17. a site re-entered from its own hook ---------------------------------------------------
+
+
+def test_a_site_called_from_its_own_pre_hook_is_a_usage_error() -> None:
+    a, b = torch.randn(64), torch.randn(64)
+    c = torch.empty(64)
+    holder: list = []
+
+    def pre_hook(args) -> None:
+        call(holder[0], vadd, (a, b, c, 64), 64)
+
+    holder.append(site("reentrant", options={"pre_hook": pre_hook}))
+    errors: list = []
+
+    def run() -> None:
+        try:
+            call(holder[0], vadd, (a, b, c, 64), 64)
+        except BaseException as err:  # checked below
+            errors.append(err)
+
+    t = threading.Thread(target=run, daemon=True)  # a hang must not hang the test run
+    t.start()
+    t.join(timeout=300)
+    assert not t.is_alive(), "the re-entered site waited on itself"
+    assert len(errors) == 1 and isinstance(errors[0], UsageError)
+    assert "called again from its own pre_hook=" in str(errors[0])
+
+
+# -- 6. mixed GPU models ------------------------------------------------------------------------
+
+
+def test_mixed_gpu_models_key_decisions_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No host here has two GPU models: the two device queries stand in for one that does
+    # (tests/gpu/test_device_facts.py checks the real queries on a GPU).
+    from tunedsl.backends import triton as bt
+
+    current = [0]
+    monkeypatch.setattr(bt, "mixed_device_models", lambda: True)
+    monkeypatch.setattr(bt, "current_device_index", lambda: current[0])
+    models = ["GPU model A", "GPU model B"]
+    monkeypatch.setattr(
+        bt, "device_facts", lambda: {"type": "interpreter", "name": models[current[0]]}
+    )
+    s = site("mixed-devices", options={"mode": "off"})
+    a, b = torch.randn(64), torch.randn(64)
+    call(s, vadd, (a, b, torch.empty(64), 64), 64)
+    current[0] = 1
+    res = call(s, vadd, (a, b, torch.empty(64), 64), 64)
+    assert res.source == "default"  # decided for device 1, not served device 0's decision
+    assert sorted(k[-1] for k in s.table()) == [("device", 0), ("device", 1)]
+    assert len({r.digest for r in s.table().values()}) == 2  # the model is in the digest
+    # One model everywhere (the usual host): no device part, the plain key function.
+    same = site("one-model", options={"mode": "off"})
+    monkeypatch.setattr(bt, "mixed_device_models", lambda: False)
+    call(same, vadd, (a, b, torch.empty(64), 64), 64)
+    assert same._key_fn is same._base_key_fn
