@@ -33,7 +33,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--examples",
         metavar="DIR",
         type=Path,
-        help="directory of example scripts (default: the repository's examples/)",
+        help="directory of example scripts (default: the examples shipped with tunedsl)",
     )
     parser.add_argument(
         "--out",
