@@ -49,6 +49,18 @@ def too_late_message() -> str:
     )
 
 
+def no_driver_message(reasons: list[str]) -> str | None:
+    """When every configuration failed with Triton's "0 active drivers": what to do."""
+    if not reasons or not all("active drivers" in why for why in reasons):
+        return None
+    return (
+        "Triton found no GPU driver ('0 active drivers'). To run on the CPU, turn Triton's "
+        "interpreter on before Triton is imported: `TRITON_INTERPRET=1 python script.py`, or "
+        "`tunedsl run script.py` (it does so by itself when no GPU driver is present), or "
+        "`import tunedsl.activate` / `%load_ext tunedsl` before importing torch or triton"
+    )
+
+
 def enable_if_no_gpu(where: str) -> bool:
     """Turn the interpreter on when there is no GPU driver; True when it is (now) on.
 

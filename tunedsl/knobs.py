@@ -160,6 +160,23 @@ def gallery_result_path() -> str | None:
     return os.environ.get(GALLERY_RESULT_ENV) or None
 
 
+def progress_after_s() -> float:
+    """``TUNEDSL_PROGRESS_AFTER=S``: seconds of tuning before the progress line appears on a
+    terminal (default 1; 0 shows it at once)."""
+    raw = os.environ.get("TUNEDSL_PROGRESS_AFTER", "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(
+            f"environment variable TUNEDSL_PROGRESS_AFTER={raw!r} is not a number of seconds"
+        ) from None
+    if not value >= 0:
+        raise UsageError(f"environment variable TUNEDSL_PROGRESS_AFTER={value} must be >= 0")
+    return value
+
+
 def no_auto_interpret() -> bool:
     """``TUNEDSL_NO_AUTO_INTERPRET=1``: never turn Triton's interpreter on by itself when no GPU
     driver is found (``tunedsl run``, the import hook and ``%load_ext tunedsl`` do by default)."""
@@ -181,6 +198,7 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_DIRECT_LAUNCH": direct_launch,
     "TUNEDSL_STORED_BINARIES": stored_binaries,
     "TUNEDSL_QUIET": quiet,
+    "TUNEDSL_PROGRESS_AFTER": progress_after_s,
     "TUNEDSL_NO_AUTO_INTERPRET": no_auto_interpret,
     "TUNEDSL_GALLERY_RESULT": gallery_result_path,
 }

@@ -5,7 +5,7 @@ this module turns that into
 
 - one status line on stderr, redrawn in place (``compiled 12/48  measured 9/48  best 0.412 ms
   (BLOCK=128, num_warps=4)  3.2 s``), shown only once tuning has taken longer than
-  ``DELAY_S``, only when stderr is a terminal, and never with ``TUNEDSL_QUIET=1``; it is
+  a second (``TUNEDSL_PROGRESS_AFTER``), only when stderr is a terminal, and never with ``TUNEDSL_QUIET=1``; it is
   replaced by a one-line summary when tuning ends;
 - log records on the ``tunedsl`` logger for applications (``INFO`` for start and end,
   ``DEBUG`` per candidate), whatever the terminal; each record carries the event in
@@ -26,7 +26,6 @@ from tunedsl import knobs
 
 logger = logging.getLogger("tunedsl")
 
-DELAY_S = 1.0  # tuning shorter than this never draws a line (no flicker for quick sites)
 _REDRAW_S = 0.1  # at most ten redraws a second
 
 
@@ -40,7 +39,7 @@ class Progress:
         *,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
-        delay_s: float = DELAY_S,
+        delay_s: float | None = None,
     ) -> None:
         self.kernel = kernel
         self.total = total
@@ -50,7 +49,8 @@ class Progress:
         self.best: tuple[float, str] | None = None
         self._clock = clock
         self._start = clock()
-        self._delay_s = delay_s
+        # Tuning shorter than this never draws a line (no flicker for quick sites).
+        self._delay_s = knobs.progress_after_s() if delay_s is None else delay_s
         self._last_draw = float("-inf")
         self._drawn = False
         self._stream = stream if stream is not None else sys.stderr

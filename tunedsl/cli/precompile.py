@@ -369,6 +369,9 @@ def main(args: argparse.Namespace) -> int:
         print("tunedsl precompile: error: --timeout must be a positive number of seconds",
               file=sys.stderr)  # fmt: skip
         return 2
+    # precompile decides about the interpreter itself (compiling is its job): importing the
+    # scripts through the import hook must not turn it on behind --target's back.
+    os.environ["TUNEDSL_NO_AUTO_INTERPRET"] = "1"
     if args.target and os.environ.pop("TRITON_INTERPRET", None) not in (None, "", "0"):
         # Triton imported in interpreter mode cannot compile; nothing runs here anyway.
         print("tunedsl precompile: --target given: ignoring TRITON_INTERPRET", file=sys.stderr)

@@ -198,9 +198,9 @@ def print_table(label: str, result: LaunchResult, out: TextIO) -> None:
         for r in sorted(record.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0)):
             mark = "*" if r.config == result.config else " "
             if r.status == "ok":
-                again = r.reason == "re-measured"  # set by the tuner, in memory only
-                remeasured += again
-                note = "  re-measured" if again else ""
+                # The tuner's note, in memory only: "re-measured" or an interpreter twin.
+                remeasured += r.reason == "re-measured"
+                note = f"  {r.reason}" if r.reason else ""
                 lines.append(
                     f" {mark}{r.config!s:<48} {r.median_ms:>10.4f} {r.spread:>6.1%} "
                     f"{r.reps:>5}{note}"

@@ -266,8 +266,12 @@ def tune(req: TuneRequest) -> TuneOutcome:
                     if req.post_hook is not None:
                         req.post_hook(bound, error)
             if not first:
+                from tunedsl.autointerp import no_driver_message
+
+                hint = no_driver_message([why for _, why in failures.values()])
                 raise TuningError(
-                    f"every configuration of {info.qualname} failed",
+                    f"every configuration of {info.qualname} failed"
+                    + (f": {hint}" if hint else ""),
                     {repr(c): why for c, (_, why) in failures.items()},
                 )
             winner, final = search.choose(first, samplers, effort)
@@ -297,7 +301,15 @@ def tune(req: TuneRequest) -> TuneOutcome:
                     t.min_ms,
                     # Kept in memory only (records store reasons of failures): lets the
                     # printed table mark the leaders whose time is a re-measurement.
-                    reason="re-measured" if v.config in remeasured else None,
+                    reason=(
+                        "re-measured"
+                        if v.config in remeasured
+                        else (
+                            f"interpreter: timed as {twins[v.config]}"
+                            if v.config in twins
+                            else None
+                        )
+                    ),
                     options=dict(v.options),
                     constexprs=cexpr,
                 )
