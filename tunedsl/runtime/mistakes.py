@@ -67,6 +67,8 @@ def grid_dims(grid: Any) -> tuple[int, ...]:
     # A float or str dimension failed deep inside the launch, and a negative one launched
     # nothing and "tuned" (found by tests/reliability/test_bad_arguments.py).
     for dim in out:
+        if callable(dim) and not is_tensor(dim):
+            return grid_dims(dim)  # `blocks=fn` arrives as `(fn,)`: the message for a function
         if isinstance(dim, (tuple, list)):
             raise UsageError(
                 f"blocks=/grid= is a nested tuple {grid!r}; a launch grid is flat: (x, y, z)"
