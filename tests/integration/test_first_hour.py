@@ -157,7 +157,14 @@ def test_bad_blocks_values_are_one_error_raised_from_the_call(grid: str, message
     bad = value[grid]
     s = site(f"bad-{grid}", space={"tile": [64, 128]})
     with pytest.raises(UsageError, match=message) as err:
-        s(vadd, (a, b, torch.empty(n), n), {}, lambda cfg: ((), {"TILE": cfg.tile}, bad), None, None)
+        s(
+            vadd,
+            (a, b, torch.empty(n), n),
+            {},
+            lambda cfg: ((), {"TILE": cfg.tile}, bad),
+            None,
+            None,
+        )
     frames = traceback.extract_tb(err.value.__traceback__)
     # This test's frame, then the site's call (which tunedsl run and IPython hide): no deeper.
     assert [f.name for f in frames] == [
@@ -207,7 +214,7 @@ def test_progress_line_on_a_real_terminal(tmp_path: Path) -> None:
             break
         seen += chunk
     os.close(master)
-    out, _ = proc.communicate(timeout=300)
+    proc.communicate(timeout=300)
     assert proc.returncode == 0, seen
     text = seen.decode()
     assert "\x1b[Ktunedsl: tuning vadd  compiled" in text
@@ -216,7 +223,9 @@ def test_progress_line_on_a_real_terminal(tmp_path: Path) -> None:
 
 
 def test_no_progress_line_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
-    proc = tunedsl(tmp_path, "run", str(script(tmp_path)), env=env(tmp_path, TUNEDSL_PROGRESS_AFTER="0"))
+    proc = tunedsl(
+        tmp_path, "run", str(script(tmp_path)), env=env(tmp_path, TUNEDSL_PROGRESS_AFTER="0")
+    )
     assert proc.returncode == 0 and "tuning vadd" not in proc.stderr
 
 
@@ -225,7 +234,9 @@ def test_triton_print_autotuning_table_marks_remeasured_leaders_and_twins(tmp_pa
         tmp_path, "run", str(script(tmp_path)), env=env(tmp_path, TRITON_PRINT_AUTOTUNING="1")
     )
     assert proc.returncode == 0, proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if "Config(tile=" in line and "ms" not in line]
+    rows = [
+        line for line in proc.stdout.splitlines() if "Config(tile=" in line and "ms" not in line
+    ]
     remeasured = [r for r in rows if r.endswith("re-measured")]
     twins = [r for r in rows if "interpreter: timed as Config(tile=" in r]
     assert len(remeasured) == 2 and len(twins) == 2, proc.stdout
@@ -317,7 +328,9 @@ def test_precompile_json_and_target_without_workload(tmp_path: Path) -> None:
     data = json.loads(proc.stdout)
     assert data["ok"] is True and data["bytecode"]["compiled"] == 1
     assert data["workload_files"] == 0 and data["sites"] == []
-    assert any("no file under the given paths declares a @tunedsl.workload" in n for n in data["notes"])
+    assert any(
+        "no file under the given paths declares a @tunedsl.workload" in n for n in data["notes"]
+    )
 
 
 # -- item 15 ------------------------------------------------------------------------------------
@@ -349,3 +362,18 @@ def test_lint_without_ruff_says_how_to_get_it(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 2
     assert "ruff is not installed" in proc.stderr and "pip install ruff" in proc.stderr
+
+
+# -- item 8 -------------------------------------------------------------------------------------
+def test_key_buckets_keep_tritons_specialization(tmp_path: Path) -> None:
+    """docs/runtime.md's example: key=n // 1024 merges sizes only within one Triton kernel."""
+    import torch
+    from runtime_helpers import call, site
+    from runtime_kernels import vadd
+
+    s = site("buckets", space={"tile": [64, 128]}, has_key=True)
+    sources = []
+    for n in (2048, 3072, 2050, 2064):
+        a, b = torch.randn(n), torch.randn(n)
+        sources.append(call(s, vadd, (a, b, torch.empty(n), n), n, key=n // 1024).source)
+    assert sources == ["tuned", "tuned", "tuned", "memory"]
