@@ -63,6 +63,10 @@ def gpu_available() -> bool:
     """Whether the examples will find a CUDA GPU (asked in a subprocess: the CLI stays torch-free)."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         return False
+    from tunedsl.autointerp import gpu_driver_present
+
+    if not gpu_driver_present():
+        return False  # no driver: no need to start torch to learn that
     try:
         probe = subprocess.run(
             [sys.executable, "-c", _CUDA_PROBE],
