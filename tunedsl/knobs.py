@@ -31,8 +31,8 @@ def _flag(name: str, default: bool = False) -> bool:
     if raw in _FALSE:
         return False
     raise UsageError(
-        f"environment variable {name}={raw!r} is not a boolean; accepted values: "
-        f"{', '.join(sorted(_TRUE))} (on) or {', '.join(sorted(_FALSE - {''}))} (off)"
+        f"environment variable {name}={raw!r} is not a boolean; use 1 or 0 (accepted: "
+        f"{', '.join(sorted(_TRUE))} / {', '.join(sorted(_FALSE - {''}))})"
     )
 
 
