@@ -31,8 +31,7 @@ def _build(hook: str, out: Path, cwd: Path) -> Path:
 
 
 NEW_ENOUGH = (
-    "import sys, setuptools; "
-    "sys.exit(0 if int(setuptools.__version__.split('.')[0]) >= 77 else 3)"
+    "import sys, setuptools; sys.exit(0 if int(setuptools.__version__.split('.')[0]) >= 77 else 3)"
 )
 
 
