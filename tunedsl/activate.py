@@ -18,6 +18,10 @@ Design (chosen for the cost on ordinary modules, which must stay within a few pe
   ``tunedsl`` in the pyc's names sends such a module back through the source check.
 - Modules that a later meta path finder maps to files without ``sys.path`` (editable
   installs) get the same loader from ``_LaterFinders``.
+
+Importing this module also turns Triton's interpreter on when the machine has no GPU driver
+(``tunedsl.autointerp``; one notice on stderr), so DSL code imported afterwards runs on the
+CPU instead of failing with "0 active drivers".
 """
 
 from __future__ import annotations
@@ -218,3 +222,12 @@ def uninstall() -> None:
 
 
 install()
+
+
+def _interpret_without_gpu() -> None:
+    from tunedsl.autointerp import enable_if_no_gpu
+
+    enable_if_no_gpu("the import hook")
+
+
+_interpret_without_gpu()

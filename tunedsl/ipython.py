@@ -6,6 +6,10 @@ one method: a cell that needs expansion is parsed by the front end's ``expand_to
 instead, which keeps every node's line and column, so syntax errors and tracebacks point at
 the cell's own lines.
 
+Loading the extension also installs the import hook (``tunedsl.activate``), so cells can
+import DSL modules, and turns Triton's interpreter on when the machine has no GPU driver
+(``tunedsl.autointerp``).
+
 Two things differ from a module:
 
 - A later cell may call ``autotune`` imported by an earlier one. While the user namespace
@@ -117,6 +121,13 @@ def _make_ast_parse(shell: Any, original: Callable[..., Any]) -> Callable[..., A
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tunedsl``: expand cells that use the DSL (idempotent)."""
+    from tunedsl.autointerp import enable_if_no_gpu
+
+    enable_if_no_gpu("%load_ext tunedsl")
+    # Cells may import DSL modules too: the import hook (idempotent) expands them.
+    from tunedsl import activate
+
+    activate.install()
     compiler = ipython.compile
     if hasattr(compiler.ast_parse, _ORIGINAL):
         return

@@ -7,6 +7,7 @@ Values are read when asked for, never cached at import, so tests can scope them 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,13 +20,20 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 
-def _flag(name: str) -> bool:
+def _flag(name: str, default: bool = False) -> bool:
+    """A boolean variable: unset or empty gives ``default``; anything but the accepted
+    spellings is an error naming the variable (a typo must not silently mean "off")."""
     raw = os.environ.get(name, "").strip().lower()
+    if raw == "":
+        return default
     if raw in _TRUE:
         return True
     if raw in _FALSE:
         return False
-    raise UsageError(f"environment variable {name}={raw!r} is not a boolean; use 1 or 0")
+    raise UsageError(
+        f"environment variable {name}={raw!r} is not a boolean; use 1 or 0 (accepted: "
+        f"{', '.join(sorted(_TRUE))} / {', '.join(sorted(_FALSE - {''}))})"
+    )
 
 
 def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
@@ -104,8 +112,9 @@ def force_retune() -> bool:
 
 
 def print_autotuning() -> bool:
-    """``TUNEDSL_PRINT_AUTOTUNING=1``: print the key, the winner and every configuration's time."""
-    return _flag("TUNEDSL_PRINT_AUTOTUNING")
+    """``TUNEDSL_PRINT_AUTOTUNING=1`` (or Triton's own ``TRITON_PRINT_AUTOTUNING=1``): print the
+    key, the winner and every configuration's time."""
+    return _flag("TUNEDSL_PRINT_AUTOTUNING") or _flag("TRITON_PRINT_AUTOTUNING")
 
 
 def compile_workers() -> int | None:
@@ -142,15 +151,13 @@ def triton_interpret_env() -> bool:
 def direct_launch() -> bool:
     """``TUNEDSL_DIRECT_LAUNCH=0``: always launch through Triton's JIT dispatcher instead of
     the cached ``CompiledKernel`` (default on)."""
-    raw = os.environ.get("TUNEDSL_DIRECT_LAUNCH", "").strip().lower()
-    return raw not in _FALSE or raw == ""
+    return _flag("TUNEDSL_DIRECT_LAUNCH", default=True)
 
 
 def stored_binaries() -> bool:
     """``TUNEDSL_STORED_BINARIES=0``: never load or store kernel binaries of tuning decisions
     (a warm process then compiles the chosen variant through Triton; default on)."""
-    raw = os.environ.get("TUNEDSL_STORED_BINARIES", "").strip().lower()
-    return raw not in _FALSE or raw == ""
+    return _flag("TUNEDSL_STORED_BINARIES", default=True)
 
 
 MAX_DECISIONS_DEFAULT = 4096
@@ -221,6 +228,51 @@ def gallery_result_path() -> str | None:
     """``TUNEDSL_GALLERY_RESULT=PATH``: a gallery example writes its result JSON there
     (``tunedsl gallery`` sets it for each example it runs)."""
     return os.environ.get(GALLERY_RESULT_ENV) or None
+
+
+def progress_after_s() -> float:
+    """``TUNEDSL_PROGRESS_AFTER=S``: seconds of tuning before the progress line appears on a
+    terminal (default 1; 0 shows it at once)."""
+    raw = os.environ.get("TUNEDSL_PROGRESS_AFTER", "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(
+            f"environment variable TUNEDSL_PROGRESS_AFTER={raw!r} is not a number of seconds"
+        ) from None
+    if not value >= 0:
+        raise UsageError(f"environment variable TUNEDSL_PROGRESS_AFTER={value} must be >= 0")
+    return value
+
+
+def no_auto_interpret() -> bool:
+    """``TUNEDSL_NO_AUTO_INTERPRET=1``: never turn Triton's interpreter on by itself when no GPU
+    driver is found (``tunedsl run``, the import hook and ``%load_ext tunedsl`` do by default)."""
+    return _flag("TUNEDSL_NO_AUTO_INTERPRET")
+
+
+# Every variable tunedsl reads (``tunedsl env`` lists them with the value in force), with the
+# function that validates it; Triton's variables that tunedsl honours follow.
+SETTINGS: dict[str, Callable[[], object]] = {
+    "TUNEDSL_CACHE_DIR": cache_dir_override,
+    "TUNEDSL_NO_BYTECODE_CACHE": no_bytecode_cache,
+    "TUNEDSL_AUTOTUNE": autotune_mode,
+    "TUNEDSL_EFFORT": effort,
+    "TUNEDSL_FORCE_RETUNE": force_retune,
+    "TUNEDSL_PRINT_AUTOTUNING": print_autotuning,
+    "TUNEDSL_COMPILE_WORKERS": compile_workers,
+    "TUNEDSL_COMPILE_TIMEOUT": compile_timeout_s,
+    "TUNEDSL_RECORDS_PATH": records_path,
+    "TUNEDSL_DIRECT_LAUNCH": direct_launch,
+    "TUNEDSL_STORED_BINARIES": stored_binaries,
+    "TUNEDSL_QUIET": quiet,
+    "TUNEDSL_PROGRESS_AFTER": progress_after_s,
+    "TUNEDSL_NO_AUTO_INTERPRET": no_auto_interpret,
+    "TUNEDSL_GALLERY_RESULT": gallery_result_path,
+}
+TRITON_SETTINGS = ("TRITON_INTERPRET", "TRITON_PRINT_AUTOTUNING", "TRITON_CACHE_DIR")
 
 
 def snapshot() -> Knobs:

@@ -21,7 +21,7 @@ import pytest
 pytestmark = pytest.mark.needs_triton
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
+EXAMPLES = REPO / "tunedsl" / "examples"
 ALL_EXAMPLES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
 
 
@@ -103,7 +103,8 @@ def test_every_example_runs_and_is_correct(full_gallery) -> None:
         assert correct == "yes", f"{name}: {cells}"
         assert config.startswith("`") and "=" in config, f"{name}: no configuration: {cells}"
         assert time.endswith(("ms", "µs", " s")), f"{name}: no time: {cells}"
-        assert vs_first.endswith("x") and vs_torch.endswith("x"), f"{name}: {cells}"
+        # The interpreter's times measure Python: no ratio of them is shown as a speed-up.
+        assert vs_first == vs_torch == "n/a (interpreter)", f"{name}: {cells}"
 
 
 def test_report_json_and_results_agree(full_gallery) -> None:

@@ -56,7 +56,8 @@ def _calls(tree: ast.AST) -> list[tuple[str, str, int]]:
 
 def test_no_unpickling_anywhere_in_tunedsl() -> None:
     offenders = []
-    files = sorted(PACKAGE.rglob("*.py"))
+    # The shipped examples are DSL scripts (`$name`), not Python: they run only as user code.
+    files = sorted(p for p in PACKAGE.rglob("*.py") if "examples" not in p.parts)
     assert len(files) > 20
     for path in files:
         for module, attr, line in _calls(ast.parse(path.read_text(), str(path))):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 
 import pytest
 
@@ -173,3 +174,23 @@ def test_functions_of_two_cells_keep_their_own_sites(shell) -> None:
     first_site, second_site = site_of(ns["add_first"]), site_of(ns["add"])
     assert first_site != second_site
     assert ns[first_site] is not ns[second_site]  # both sites are alive in the namespace
+
+
+def test_cells_can_import_dsl_modules(shell, tmp_path, monkeypatch) -> None:
+    """Issue 10, item 9: ``%load_ext tunedsl`` installs the import hook as well."""
+    from tunedsl import activate
+
+    (tmp_path / "dsl_cell_mod.py").write_text(
+        "from tunedsl import autotune, cdiv\n"
+        "def launch(kernel, n):\n"
+        "    return autotune(space=dict(tile=[64]), blocks=cdiv(n, $tile), kernel(n, T=$tile))\n"
+        "BLOCKS = cdiv(1000, 64)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        result = shell.run_cell("import dsl_cell_mod\ndsl_cell_mod.BLOCKS")
+        assert result.success, result.error_in_exec or result.error_before_exec
+        assert result.result == 16
+        assert activate.installed()
+    finally:
+        sys.modules.pop("dsl_cell_mod", None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "cache": "tunedsl.cli.cache",
     "gallery": "tunedsl.cli.gallery",
     "sweep": "tunedsl.cli.sweep",
+    "lint": "tunedsl.cli.lint",
+    "env": "tunedsl.cli.env",
 }
 
 
@@ -59,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args._main(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (`tunedsl expand x.py | head`): stop quietly, as `cat` does.
+        # Point stdout at /dev/null so the interpreter's final flush does not complain.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except TunedslError as err:
         print(f"tunedsl: error: {err}", file=sys.stderr)
         return 1

@@ -7,7 +7,7 @@
                                          remove records (all of them, and the stored
                                          kernel binaries, when nothing is named)
     tunedsl cache export FILE [ID...]    write records to one JSON bundle
-    tunedsl cache import FILE            validate every record of a bundle, then add them
+    tunedsl cache import FILE            validate every record of a bundle, then add them ('-': stdin)
 
 A bundle is ``{"tunedsl_records": 1, "records": [record, ...]}``. Import checks every
 record against the schema before writing any, so a bad bundle changes nothing.
@@ -37,6 +37,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show one record")
     show.add_argument("id", help="record id (a unique prefix of its digest)")
     show.add_argument("--json", action="store_true", help="print the record's JSON")
+    show.add_argument(
+        "--plot",
+        metavar="FILE",
+        type=Path,
+        help="also draw every configuration's time into FILE (PNG, as the gallery does)",
+    )
     clear = sub.add_parser("clear", help="remove records (all, unless some are named)")
     clear.add_argument("ids", nargs="*", metavar="ID")
     clear.add_argument("--kernel", help="only records of this kernel (qualified name)")
@@ -45,7 +51,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     export.add_argument("file", help="output file ('-' for standard output)")
     export.add_argument("ids", nargs="*", metavar="ID", help="only these records")
     imp = sub.add_parser("import", help="validate and add the records of a bundle")
-    imp.add_argument("file", help="bundle written by `tunedsl cache export`")
+    imp.add_argument("file", help="bundle written by `tunedsl cache export` ('-' for stdin)")
     for action in (ls, show, clear, export, imp):  # the Redis store: tunedsl/cli/cache_remote.py
         action.add_argument("--remote", action="store_true", help="the Redis record store")
     parser.set_defaults(_cache_parser=parser)
@@ -153,6 +159,16 @@ def _ls(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     path, record = _find(args.id)
+    if getattr(args, "plot", None) is not None:
+        from tunedsl.gallery.plots import matplotlib_available, plot_record
+
+        if not matplotlib_available():
+            raise UsageError(
+                "--plot needs matplotlib: install it with `pip install 'tunedsl[gallery]'`"
+            )
+        if not plot_record(record, args.plot):
+            raise UsageError(f"record {record.id} has no timings to plot")
+        print(f"plot: {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps(record.to_json(), indent=1))
         return 0
@@ -231,7 +247,10 @@ def _import(args: argparse.Namespace) -> int:
     from tunedsl.store import paths, records
 
     try:
-        data = json.loads(Path(args.file).read_text(encoding="utf-8"))
+        if args.file == "-":
+            data = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+        else:
+            data = json.loads(Path(args.file).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         # RecursionError: a hostile bundle nested thousands deep (found by tests/reliability).
         raise UsageError(f"cannot read bundle {args.file}: {err}") from None

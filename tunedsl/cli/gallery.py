@@ -32,7 +32,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--examples",
         metavar="DIR",
         type=Path,
-        help="directory of example scripts (default: the repository's examples/)",
+        help="directory of example scripts (default: the examples shipped with tunedsl)",
     )
     parser.add_argument(
         "--out",
@@ -64,6 +64,10 @@ def gpu_available() -> bool:
 
     if knobs.triton_interpret_env():
         return False
+    from tunedsl.autointerp import gpu_driver_present
+
+    if not gpu_driver_present():
+        return False  # no driver: no need to start torch to learn that
     try:
         probe = subprocess.run(
             [sys.executable, "-c", _CUDA_PROBE],

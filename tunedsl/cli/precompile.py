@@ -67,6 +67,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="recompile every configuration found in the stored tuning records",
     )
     parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object on stdout instead of a table",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=None,
@@ -86,6 +91,7 @@ class Summary:
     errors: list[str] = field(default_factory=list)  # file-level failures, rendered
     reports: list[Any] = field(default_factory=list)  # workload.SiteReport
     notes: list[str] = field(default_factory=list)
+    workload_files: int = 0  # files that declare a @tunedsl.workload
 
     @property
     def failed(self) -> bool:
@@ -226,6 +232,14 @@ def precompile(
     summary = Summary()
     files = list(iter_python_files(paths))
     with_workloads = warm_bytecode(files, summary)
+    summary.workload_files = len(with_workloads)
+    if target is not None and not with_workloads and not replay:
+        summary.notes.append(
+            f"--target {target}: no file under the given paths declares a @tunedsl.workload, "
+            "so no kernel was compiled (only bytecode); add a workload that calls your "
+            "kernels with representative arguments (docs/precompile.md, 'Workloads'), or "
+            "pass --replay to recompile the stored records"
+        )
     gpu = _has_gpu()
     if tune and (target is not None or not gpu):
         raise UsageError(
@@ -298,9 +312,50 @@ def _site_text(site: str) -> str:
     return site
 
 
+_KEY_WIDTH = 60
+
+
 def _key_text(key: Any) -> str:
-    text = "" if key is None else str(key)
-    return text if len(text) <= 40 else text[:37] + "..."
+    """The key for the table: whole ``name=value`` items only, never cut inside one; items
+    past the width are counted instead (``--json`` has the full key)."""
+    if key is None:
+        return ""
+    if not isinstance(key, dict):
+        return str(key)
+    items = [f"{k}={v}" for k, v in key.items()]
+    shown: list[str] = []
+    for n, item in enumerate(items):
+        more = len(items) - n
+        if shown and len(", ".join([*shown, item])) > _KEY_WIDTH:
+            return "{" + ", ".join(shown) + f", +{more} more" + "}"
+        shown.append(item)
+    return "{" + ", ".join(shown) + "}"
+
+
+def summary_json(summary: Summary, seconds: float) -> dict[str, Any]:
+    """``--json``: everything the table and the notes say, machine-readable."""
+    from tunedsl.runtime.keys import json_safe
+
+    return {
+        "ok": not summary.failed,
+        "bytecode": dict(summary.bytecode),
+        "sites": [
+            {
+                "site": r.site,
+                "key": json_safe(r.key),
+                "compiled": r.compiled,
+                "cached": r.cached,
+                "failed": dict(r.failed),
+                "interpreted": r.interpreted,
+                "tuned": r.tuned,
+            }
+            for r in summary.reports
+        ],
+        "workload_files": summary.workload_files,
+        "notes": list(summary.notes),
+        "errors": list(summary.errors),
+        "seconds": round(seconds, 3),
+    }
 
 
 def main(args: argparse.Namespace) -> int:
@@ -314,6 +369,9 @@ def main(args: argparse.Namespace) -> int:
         print("tunedsl precompile: error: --timeout must be a positive number of seconds",
               file=sys.stderr)  # fmt: skip
         return 2
+    # precompile decides about the interpreter itself (compiling is its job): importing the
+    # scripts through the import hook must not turn it on behind --target's back.
+    os.environ["TUNEDSL_NO_AUTO_INTERPRET"] = "1"
     if args.target:
         from tunedsl import knobs
 
@@ -339,7 +397,6 @@ def main(args: argparse.Namespace) -> int:
         print("\ntunedsl: interrupted", file=sys.stderr)
         exit_now_if_compiling(130)  # running compiles cannot be stopped: leave now
         return 130
-    print(render_table(summary))
     from tunedsl import bytecode
 
     if summary.bytecode["compiled"] and not bytecode.writing_enabled():
@@ -347,6 +404,12 @@ def main(args: argparse.Namespace) -> int:
             "the bytecode cache is not written in this environment (PYTHONDONTWRITEBYTECODE, "
             "python -B or TUNEDSL_NO_BYTECODE_CACHE=1), so expanded modules were not stored"
         )
+    if args.json:
+        import json
+
+        print(json.dumps(summary_json(summary, time.perf_counter() - start), indent=2))
+        return 1 if summary.failed else 0
+    print(render_table(summary))
     for note in summary.notes:
         print(f"note: {note}")
     for r in summary.reports:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import itertools
 import os
 import sys
 import types
@@ -90,17 +91,45 @@ def _report_uncaught(err: BaseException) -> None:
             print("".join(traceback.format_list(frames)), end="", file=sys.stderr)
         print(err.render(), file=sys.stderr)
         return
+    from tunedsl.errors import TunedslError
+
+    if isinstance(err, TunedslError):
+        # A mistake reported by tunedsl (a bad blocks=, a kernel without @triton.jit): the
+        # user's frames only, ending at the line that made it, as pytest hides its own.
+        tb = _without_tunedsl_frames(tb)
     # The default hook prints the exception's own __traceback__, so trim that too.
     sys.excepthook(type(err), err.with_traceback(tb), tb)
 
 
+def _without_tunedsl_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback chain with tunedsl's own frames unlinked (``tb_next`` is writable)."""
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not _is_tunedsl_file(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    for earlier, later in itertools.pairwise(kept):
+        earlier.tb_next = later
+    if kept:
+        kept[-1].tb_next = None
+        return kept[0]
+    return None
+
+
 def _is_tunedsl_file(filename: str) -> bool:
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.abspath(filename).startswith(package + os.sep)
+    path = os.path.abspath(filename)
+    # The shipped examples are user code that happens to live in the package.
+    examples = os.path.join(package, "examples") + os.sep
+    return path.startswith(package + os.sep) and not path.startswith(examples)
 
 
 def run_script(script: str, args: Sequence[str]) -> int:
     """Run ``script`` as ``__main__`` with ``args``; return the exit status."""
+    from tunedsl.autointerp import enable_if_no_gpu
+
+    # Before anything can import Triton: without a GPU driver, the interpreter it is.
+    enable_if_no_gpu("tunedsl run")
     from tunedsl import activate
     from tunedsl.bytecode import load_or_compile
     from tunedsl.errors import TunedslSyntaxError

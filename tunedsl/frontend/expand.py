@@ -277,6 +277,7 @@ class _MacroExpander:
         space_literal, fields = literal_space(space_arg.node, self.dict_ok)  # type: ignore[arg-type]
         if fields is not None:
             self._check_fields(fields)
+            self._check_empty_axes(space_arg.node)  # type: ignore[arg-type]
 
         static_hints: list[tuple[str, ast.expr]] = []
         lazy_hints: list[tuple[str, ast.expr]] = []
@@ -324,10 +325,52 @@ class _MacroExpander:
                     f"`${ph.name}` is not a field of `space=`", ph.start, ph.end, hint
                 )
 
+    def _check_empty_axes(self, space: ast.expr) -> None:
+        """An axis with no values makes a space of no configuration: say so where it is."""
+        dicts = space.elts if isinstance(space, ast.List) else [space]
+        for d in dicts:
+            if isinstance(d, ast.Dict):
+                pairs = [
+                    (str(k.value) if isinstance(k, ast.Constant) else "?", v)
+                    for k, v in zip(d.keys, d.values, strict=True)
+                ]
+            elif isinstance(d, ast.Call):
+                pairs = [(kw.arg or "?", kw.value) for kw in d.keywords]
+            else:
+                continue
+            for name, value in pairs:
+                if isinstance(value, (ast.List, ast.Tuple)) and not value.elts:
+                    raise self._error(
+                        f"space= field `{name}` has no values, so the space has no configuration",
+                        self.src.offset(value.lineno, value.col_offset),
+                        self.src.offset(
+                            value.end_lineno or value.lineno, value.end_col_offset or 0
+                        ),
+                        hint=f"give `{name}` at least one value, or remove the field",
+                    )
+
     def _blocks(self, arg: MacroArg) -> ast.expr:
         node = arg.node
         assert node is not None
         message = "blocks= must be an int or a tuple of one to three ints"
+        if isinstance(node, ast.Lambda):
+            raise self._error(
+                "blocks= takes the grid itself, not a function of the launch's meta-parameters "
+                "(Triton's `grid=lambda meta: ...` idiom)",
+                arg.value_start,
+                arg.value_end,
+                hint="write the grid with configuration fields: e.g. blocks=cdiv(n, $tile) "
+                "instead of lambda meta: (triton.cdiv(n, meta['TILE']),)",
+            )
+        if isinstance(node, ast.Tuple) and any(
+            isinstance(e, (ast.Tuple, ast.List)) for e in node.elts
+        ):
+            raise self._error(
+                f"{message}; this tuple nests another tuple",
+                arg.value_start,
+                arg.value_end,
+                hint="a launch grid is flat: (x, y, z), e.g. blocks=(cdiv(m, $bm), cdiv(n, $bn))",
+            )
         if isinstance(node, ast.Tuple):
             if not 1 <= len(node.elts) <= MAX_BLOCK_DIMS or any(
                 isinstance(e, ast.Starred) for e in node.elts

@@ -266,6 +266,8 @@ class Example:
             print("  first config   : n/a (the record has no timings)")
         ratio = r.speedup_vs_torch
         note = f" -> speed-up of the tuned kernel: {format_speedup(ratio)}" if ratio else ""
+        if r.interpreted:
+            note = " (interpreter: times measure Python, not speed-ups)"
         print(f"  PyTorch        : {format_ms(r.torch_time_ms)}{note}")
         print(f"  check          : {'OK' if r.correct else 'FAILED'}: {r.check_message}")
         if r.timings:

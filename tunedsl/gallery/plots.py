@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.gallery.kit import format_config, format_ms
-from tunedsl.gallery.result import ExampleResult
+from tunedsl.gallery.result import ConfigTiming, ExampleResult
 from tunedsl.gallery.runner import ExampleRun
 
 PLOTS_SUBDIR = "plots"
@@ -86,6 +86,40 @@ def plot_example(result: ExampleResult, path: Path) -> bool:
     finally:
         plt.close(fig)
     return True
+
+
+def plot_record(record: Any, path: Path) -> bool:
+    """``tunedsl cache show ID --plot FILE``: the gallery's plot of one stored record."""
+    from tunedsl.gallery.kit import config_as_dict
+
+    timings = []
+    for r in record.results:
+        if r.status == "ok" and r.median_ms is not None:
+            timings.append(ConfigTiming(config_as_dict(r.config), float(r.median_ms)))
+        else:
+            timings.append(ConfigTiming(config_as_dict(r.config), None, f"{r.status}: {r.reason}"))
+    device = record.device
+    interpreted = str(device.get("type", "")) in ("interpreter", "cpu") or bool(
+        record.context.get("env", {}).get("TRITON_INTERPRET")
+    )
+    chosen = config_as_dict(record.chosen)
+    result = ExampleResult(
+        example=str(record.kernel.get("qualname") or record.site),
+        device=str(device.get("name") or device.get("type") or "unknown device"),
+        interpreted=interpreted,
+        problem=f"record {record.id}",
+        key=None,
+        config=chosen,
+        config_source="disk",
+        time_ms=None,
+        timing_method=str(record.context.get("timer", "")),
+        torch_time_ms=None,
+        first_config=timings[0].config if timings else None,
+        first_config_time_ms=timings[0].time_ms if timings else None,
+        chosen_config_tuned_ms=None,
+        timings=timings,
+    )
+    return plot_example(result, path)
 
 
 def write_plots(runs: Sequence[ExampleRun], out_dir: Path) -> dict[str, str]:

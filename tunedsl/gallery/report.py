@@ -27,6 +27,10 @@ COLUMNS = (
 )
 
 
+# Under the interpreter a ratio of times compares Python overheads, not kernels: no speed-up.
+INTERPRETED_CELL = "n/a (interpreter)"
+
+
 def _cell(text: str) -> str:
     # A Markdown table cell: no pipes or newlines inside.
     return text.replace("|", "\\|").replace("\n", " ").strip() or "-"
@@ -50,8 +54,11 @@ def table_row(run: ExampleRun) -> list[str]:
         r.key if r.key is not None else "-",
         f"`{format_config(r.config)}`",
         format_ms(r.time_ms),
-        format_speedup(r.speedup_vs_first),
-        format_speedup(r.speedup_vs_torch),
+        *(
+            (INTERPRETED_CELL, INTERPRETED_CELL)
+            if r.interpreted
+            else (format_speedup(r.speedup_vs_first), format_speedup(r.speedup_vs_torch))
+        ),
         _correct_cell(run),
     ]
 
@@ -81,7 +88,8 @@ def render_markdown(runs: Sequence[ExampleRun], plots: dict[str, str], generated
     if env["interpreted"]:
         lines += [
             "> Run on the CPU through the Triton interpreter at small sizes: this proves the",
-            "> examples run and compute the right thing; the times measure Python, not a GPU.",
+            "> examples run and compute the right thing; the times measure Python, not a GPU,",
+            "> so no ratio of them is shown as a speed-up.",
             "",
         ]
     lines += [

@@ -52,12 +52,18 @@ class ExampleResult:
 
     @property
     def speedup_vs_first(self) -> float | None:
-        """First configuration's time over the chosen one's, both from the tuner's timings."""
+        """First configuration's time over the chosen one's, both from the tuner's timings;
+        None under the interpreter (its times measure Python, so a ratio is no speed-up)."""
+        if self.interpreted:
+            return None
         return _ratio(self.first_config_time_ms, self.chosen_config_tuned_ms)
 
     @property
     def speedup_vs_torch(self) -> float | None:
-        """PyTorch reference time over the chosen configuration's time, both measured alike."""
+        """PyTorch reference time over the chosen configuration's time, both measured alike;
+        None under the interpreter."""
+        if self.interpreted:
+            return None
         return _ratio(self.torch_time_ms, self.time_ms)
 
     def to_json(self) -> dict[str, Any]:

@@ -45,15 +45,14 @@ class ExampleRun:
 
 
 def default_examples_dir() -> Path:
-    """The repository's ``examples/`` next to the package (an editable or source checkout)."""
-    import tunedsl
+    """The examples shipped inside the package (``tunedsl/examples``), from a wheel or a checkout."""
+    from importlib.resources import files
 
-    candidate = Path(tunedsl.__file__).resolve().parent.parent / "examples"
+    candidate = Path(str(files("tunedsl") / "examples"))
     if not candidate.is_dir():
         raise UsageError(
-            f"cannot find the examples directory (looked for {candidate}); this tunedsl is "
-            "not a source checkout: pass --examples DIR pointing at a copy of the repository's "
-            "examples/"
+            f"cannot find the examples shipped with tunedsl (looked for {candidate}); this "
+            "installation is incomplete: reinstall tunedsl, or pass --examples DIR"
         )
     return candidate
 

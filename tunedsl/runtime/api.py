@@ -68,6 +68,49 @@ class LaunchResult:
     def with_source(self, source: str) -> LaunchResult:
         return replace(self, source=source)
 
+    def _table_rows(self) -> list[tuple[str, str, str]]:
+        """(mark, configuration, time) per configuration: the record's, else the space's."""
+        rows = []
+        results = self.timings
+        for cfg in results or self.space:
+            r = results.get(cfg)
+            mark = "*" if cfg == self.config else ""
+            if r is None:
+                rows.append((mark, str(cfg), "not measured"))
+            elif r.status == "ok" and r.median_ms is not None:
+                rows.append((mark, str(cfg), f"{r.median_ms:.4f} ms"))
+            else:
+                rows.append((mark, str(cfg), f"{r.status}: {r.reason}"))
+        return rows
+
+    def _repr_markdown_(self) -> str:
+        """Jupyter: the decision and every configuration's time (* marks the chosen one)."""
+        lines = [f"**tunedsl** `{self.site}`: `{self.config}` ({self.source})", ""]
+        rows = self._table_rows()
+        if rows:
+            lines += ["| | configuration | median |", "|---|---|---|"]
+            lines += [f"| {m} | `{c}` | {t.replace('|', '/')} |" for m, c, t in rows]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        head = (
+            f"<p><b>tunedsl</b> <code>{escape(self.site)}</code>: "
+            f"<code>{escape(str(self.config))}</code> ({escape(self.source)})</p>"
+        )
+        rows = self._table_rows()
+        if not rows:
+            return head
+        body = "".join(
+            f"<tr><td>{m}</td><td><code>{escape(c)}</code></td><td>{escape(t)}</td></tr>"
+            for m, c, t in rows
+        )
+        return (
+            head + "<table><thead><tr><th></th><th>configuration</th><th>median</th></tr>"
+            f"</thead><tbody>{body}</tbody></table>"
+        )
+
 
 # (filename, line, name) -> Site for autotune_launch call locations
 _sites: dict[tuple[str, int, Any], Any] = {}

@@ -8,7 +8,6 @@ threads missing the same key wait for the one that resolves it.
 
 from __future__ import annotations
 
-import operator
 import os
 import sys
 import threading
@@ -17,7 +16,7 @@ from typing import Any
 
 from tunedsl import knobs
 from tunedsl.errors import UsageError
-from tunedsl.runtime import keys
+from tunedsl.runtime import keys, mistakes
 from tunedsl.runtime.api import LaunchResult
 from tunedsl.runtime.config import Config
 from tunedsl.runtime.settings import ReadRecorder, Settings, apply_prune, resolve
@@ -185,14 +184,22 @@ class Site:
         if kernel is self._kernel:
             call_key = self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
         else:
-            call_key = self.call_key(kernel, args, static_kwargs, key)
+            try:
+                call_key = self.call_key(kernel, args, static_kwargs, key)
+            except UsageError as err:  # the user's mistake: show the user's line, not ours
+                __tracebackhide__ = True  # IPython and pytest hide this frame
+                raise mistakes.at_user_frame(err) from None
         try:
             entry = self._table.get(call_key)
         except TypeError:  # an unhashable key= value (a list): use its tuple form
             call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
             entry = self._table.get(call_key)
         if entry is None:
-            return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
+            try:
+                return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
+            except UsageError as err:
+                __tracebackhide__ = True
+                raise mistakes.at_user_frame(err) from None
         # Entry.launch, inlined: this is the hot path.
         holes, dyn_kwargs, grid = bind(entry.config)
         if holes:
@@ -211,6 +218,7 @@ class Site:
         from tunedsl.backends.triton import kernel_info, mixed_device_models
         from tunedsl.backends.triton_launch import direct_launch_enabled
 
+        mistakes.check_kernel(kernel, self.label, self.kernel_text)
         info = kernel_info(kernel)
         self._per_device = mixed_device_models()
         key_fn = keys.make_call_key_fn(
@@ -621,19 +629,4 @@ def _active() -> list[Site]:
 
 
 def _grid(grid: Any) -> tuple[int, ...]:
-    if isinstance(grid, int):
-        grid = (grid,)
-    try:
-        out = tuple(grid)
-    except TypeError:
-        out = ()
-    if not 1 <= len(out) <= 3:
-        raise UsageError(f"blocks=/grid= must have 1 to 3 dimensions, got {grid!r}")
-    # A float or str dimension failed deep inside the launch, and a negative one launched
-    # nothing and "tuned" (found by tests/reliability/test_bad_arguments.py).
-    for dim in out:
-        if isinstance(dim, bool) or not hasattr(dim, "__index__") or operator.index(dim) < 0:
-            raise UsageError(
-                f"blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, got {grid!r}"
-            )
-    return tuple(operator.index(d) for d in out)
+    return mistakes.grid_dims(grid)  # checks, with the fix in the message

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl.errors import TuningError, UsageError
+from tunedsl.progress import Progress
 from tunedsl.runtime.config import Config
 from tunedsl.runtime.keys import is_tensor, json_safe
 from tunedsl.runtime.variant import Variant
 from tunedsl.store.records import ConfigResult
 from tunedsl.tuning import bench, search
+from tunedsl.tuning.twins import interpreter_twins
 
 # One measurement at a time in this process: two sites tuning on two threads would
 # otherwise time each other's kernels.
@@ -271,13 +273,20 @@ def tune(req: TuneRequest) -> TuneOutcome:
                 samplers[v.config] = sampler(v)  # compiled by the JIT on first use
             else:
                 failures[v.config] = (old.status, old.reason or "failed earlier")
+        twins: dict[Config, Config] = {}
+        if bt.interpreting():  # launch hints change nothing there: measure each twin once
+            todo, twins = interpreter_twins(todo)
+        progress = Progress(info.qualname, len(todo))
+        chosen: tuple[Config, float] | None = None  # for the progress summary
         try:
             for v, handle in _compile_jobs(req, todo):
                 if isinstance(handle, BaseException):
                     if isinstance(handle, KeyboardInterrupt):
                         raise handle
                     failures[v.config] = ("failed", "compile: " + _reason(handle))
+                    progress.failed(v.config, failures[v.config][1])
                     continue
+                progress.compiled(v.config)
                 run = runner(v)
                 error: BaseException | None = None
                 try:
@@ -285,24 +294,39 @@ def tune(req: TuneRequest) -> TuneOutcome:
                         problem = verifier.check(run)
                         if problem is not None:
                             failures[v.config] = ("rejected", problem)
+                            progress.failed(v.config, problem)
                             continue
                     first[v.config], _ = bench.measure(run, guard.before_rep, timer, effort)
                     samplers[v.config] = sampler(v)
+                    progress.measured(v.config, first[v.config].median_ms)
                 except UsageError:  # a mistake in the call (or a hook), not in a configuration
                     raise
                 except Exception as err:  # a configuration may fail at run time
                     error = err
                     failures[v.config] = ("failed", "run: " + _reason(err))
+                    progress.failed(v.config, failures[v.config][1])
                 finally:
                     if req.post_hook is not None:
                         req.post_hook(bound, exception=error)  # Triton's hook signature
             if not first:
+                from tunedsl.autointerp import no_driver_message
+
+                hint = no_driver_message([why for _, why in failures.values()])
                 raise TuningError(
-                    f"every configuration of {info.qualname} failed",
+                    f"every configuration of {info.qualname} failed"
+                    + (f": {hint}" if hint else ""),
                     {repr(c): why for c, (_, why) in failures.items()},
                 )
             winner, final = search.choose(first, samplers, effort)
+            chosen = (winner, final[winner].median_ms)
+            remeasured = {c for c, t in final.items() if t is not first.get(c)}
+            for twin, representative in twins.items():
+                if representative in final:
+                    final[twin] = final[representative]
+                elif representative in failures:
+                    failures[twin] = failures[representative]
         finally:
+            progress.finish(*(chosen or (None, None)))
             guard.restore_all()
             bt.synchronize()
     results = []
@@ -318,6 +342,17 @@ def tune(req: TuneRequest) -> TuneOutcome:
                     t.spread,
                     t.reps,
                     t.min_ms,
+                    # Kept in memory only (records store reasons of failures): lets the
+                    # printed table mark the leaders whose time is a re-measurement.
+                    reason=(
+                        "re-measured"
+                        if v.config in remeasured
+                        else (
+                            f"interpreter: timed as {twins[v.config]}"
+                            if v.config in twins
+                            else None
+                        )
+                    ),
                     options=dict(v.options),
                     constexprs=cexpr,
                 )

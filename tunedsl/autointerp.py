@@ -1,0 +1,89 @@
+"""A CPU that just works: turn Triton's interpreter on when no GPU driver is present.
+
+Triton picks its backend when it first needs a driver: each installed backend's
+``is_active()`` is asked, and with none active every launch fails with "0 active drivers".
+The NVIDIA backend is active when ``libcuda.so.1`` loads, ``cuInit(0)`` succeeds and a device
+is visible; the AMD backend when torch sees a HIP device. Neither can succeed without the
+driver's device nodes (``/dev/nvidia*``, WSL's ``/dev/dxg``, ROCm's ``/dev/kfd``), so their
+absence is a cheap and safe sign of "no GPU": no torch or triton import, and no ``cuInit``
+(which is not fork-safe) in the user's process. ``CUDA_VISIBLE_DEVICES=""`` (or ``-1``) hides
+every NVIDIA device and counts as none too.
+
+``tunedsl run``, the import hook (``import tunedsl.activate``) and ``%load_ext tunedsl`` call
+``enable_if_no_gpu()`` before any kernel code runs: with no driver it sets
+``TRITON_INTERPRET=1`` (Triton reads it when it is imported) and says so once on stderr. It
+leaves an explicit ``TRITON_INTERPRET`` alone, and ``TUNEDSL_NO_AUTO_INTERPRET=1`` turns it
+off. When Triton is already imported the switch would come too late: the notice then says
+exactly what to do instead.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+
+from tunedsl import knobs
+
+_announced = False
+
+
+def gpu_driver_present() -> bool:
+    """Whether a GPU driver Triton could use is present (device nodes and visible devices)."""
+    nvidia = bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/dxg")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if nvidia and visible is not None and visible.strip() in ("", "-1"):
+        nvidia = False  # every NVIDIA device hidden: Triton counts none
+    amd = os.path.exists("/dev/kfd")
+    return nvidia or amd
+
+
+def too_late_message() -> str:
+    """What to do when Triton was imported before the interpreter could be turned on."""
+    return (
+        "no GPU driver found and Triton is already imported without its interpreter, so "
+        "kernels will fail with '0 active drivers'. Set TRITON_INTERPRET=1 before Python "
+        "starts (`TRITON_INTERPRET=1 python script.py`), or run the script with `tunedsl "
+        "run`, or import tunedsl.activate / `%load_ext tunedsl` before importing triton "
+        "or torch"
+    )
+
+
+def no_driver_message(reasons: list[str]) -> str | None:
+    """When every configuration failed with Triton's "0 active drivers": what to do."""
+    if not reasons or not all("active drivers" in why for why in reasons):
+        return None
+    return (
+        "Triton found no GPU driver ('0 active drivers'). To run on the CPU, turn Triton's "
+        "interpreter on before Triton is imported: `TRITON_INTERPRET=1 python script.py`, or "
+        "`tunedsl run script.py` (it does so by itself when no GPU driver is present), or "
+        "`import tunedsl.activate` / `%load_ext tunedsl` before importing torch or triton"
+    )
+
+
+def enable_if_no_gpu(where: str) -> bool:
+    """Turn the interpreter on when there is no GPU driver; True when it is (now) on.
+
+    ``where`` names the caller in the one notice (``tunedsl run``, ``%load_ext tunedsl``).
+    """
+    global _announced
+    if "TRITON_INTERPRET" in os.environ:
+        return os.environ["TRITON_INTERPRET"].strip().lower() in ("1", "true", "yes", "on")
+    if knobs.no_auto_interpret() or gpu_driver_present():
+        return False
+    if "triton" in sys.modules:
+        if not _announced:
+            _announced = True
+            print(f"tunedsl: warning: {too_late_message()}", file=sys.stderr, flush=True)
+        return False
+    os.environ["TRITON_INTERPRET"] = "1"
+    if not _announced:
+        _announced = True
+        print(
+            f"tunedsl: no GPU driver found: {where} runs kernels through Triton's interpreter "
+            "on the CPU (TRITON_INTERPRET=1; times are not GPU speeds; "
+            "TUNEDSL_NO_AUTO_INTERPRET=1 turns this off)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return True

@@ -1,0 +1,173 @@
+"""``tunedsl lint FILE...``: run ruff on DSL scripts, with findings at the original positions.
+
+``$name`` is not Python, so ruff (and editors) reject a DSL file outright. This command
+gives ruff a length-preserving rewrite of each file instead, built from the front end's own
+scan (so it finds exactly the macro calls the expander does):
+
+- ``$name`` becomes ``_name`` (the front end's rewrite before ``ast.parse``);
+- inside each macro call, each ``keyword=`` is blanked, so ``autotune(space=S, blocks=B,
+  k(...))`` reads ``autotune(      S,        B, k(...))``: every value stays where it was
+  and is used, and the launch is no longer a positional argument after keywords.
+
+Every character keeps its line and column, so ruff's findings are reported where they are
+in the user's file. Findings that only the rewrite causes are dropped: an undefined name
+``_name`` at a placeholder, and anything that starts inside a blanked ``keyword=``. Plain
+Python files are linted as they are. Exit status: 0 clean, 1 findings or a DSL syntax error,
+2 when ruff is missing or a file cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+DESCRIPTION = (
+    "Run ruff on DSL scripts: ruff sees a length-preserving rewrite of each file (`$name` -> "
+    "`_name`, macro keywords blanked), and its findings are reported at the file's own lines "
+    "and columns. ruff's own configuration (pyproject.toml, ruff.toml) applies."
+)
+
+
+@dataclass(frozen=True)
+class LintText:
+    """The text ruff checks, and the places where a finding is the rewrite's, not the user's."""
+
+    text: str
+    placeholders: frozenset[tuple[int, int]]  # (line, 1-based column) of each `$`
+    blanked: tuple[tuple[int, int], ...]  # character offsets [start, end) blanked
+    line_starts: tuple[int, ...]  # character offset of each line (the front end's map)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "lint", help="run ruff on DSL scripts at their own positions", description=DESCRIPTION
+    )
+    parser.add_argument("files", metavar="FILE", nargs="+", help="DSL (or plain Python) files")
+    return parser
+
+
+def lint_text(source: bytes, filename: str) -> LintText | None:
+    """The rewrite of a DSL module (None for plain Python: ruff checks it as it is)."""
+    from tunedsl.frontend.compile import _scan_if_dsl
+    from tunedsl.frontend.parser import (
+        _assign_placeholders,
+        _find_macros,
+        _placeholders,
+    )
+    from tunedsl.frontend.source import SourceText
+
+    scanned = _scan_if_dsl(source, filename)
+    if scanned is None:
+        return None
+    text, lexed, bindings = scanned
+    src = SourceText(text, filename)
+    if lexed.trouble is not None:
+        return None  # not even tokenizable: ruff reports the syntax error itself
+    macros = _find_macros(src, lexed.tokens, lexed.pairs, bindings)
+    placeholders = _placeholders(src, lexed.tokens)
+    _assign_placeholders(src, lexed.tokens, lexed.pairs, macros, placeholders)
+    chars = list(text)
+    for ph in placeholders:
+        chars[ph.start] = "_"
+    blanked = []
+    for macro in macros:
+        for arg in macro.args:
+            if arg.keyword is not None:
+                for i in range(arg.start, arg.value_start):
+                    if chars[i] not in "\r\n":
+                        chars[i] = " "
+                blanked.append((arg.start, arg.value_start))
+    return LintText(
+        "".join(chars),
+        frozenset(_ruff_position(src.line_col(ph.start)) for ph in placeholders),
+        tuple(blanked),
+        tuple(src.line_starts),
+    )
+
+
+def _ruff_position(line_col: tuple[int, int]) -> tuple[int, int]:
+    return line_col[0], line_col[1] + 1  # ruff's columns are 1-based
+
+
+def _offset(rewrite: LintText, line: int, column: int) -> int:
+    if not 1 <= line <= len(rewrite.line_starts):
+        return -1
+    return rewrite.line_starts[line - 1] + column - 1
+
+
+def _keep(finding: dict[str, Any], rewrite: LintText) -> bool:
+    loc = finding.get("location") or {}
+    line, col = int(loc.get("row", 0)), int(loc.get("column", 0))
+    code = finding.get("code") or ""
+    if code == "F821" and (line, col) in rewrite.placeholders:
+        return False  # `_name` is our spelling of `$name`
+    at = _offset(rewrite, line, col)
+    return not any(start <= at < end for start, end in rewrite.blanked)
+
+
+def _ruff() -> list[str] | None:
+    exe = shutil.which("ruff")
+    if exe is None:
+        beside = os.path.join(os.path.dirname(sys.executable), "ruff")
+        exe = beside if os.path.exists(beside) else None
+    return [exe] if exe else None
+
+
+def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
+    """ruff's findings for one file as ``file:line:col: CODE message`` lines, and a status."""
+    from tunedsl.errors import TunedslSyntaxError
+
+    try:
+        with open(path, "rb") as file:
+            source = file.read()
+    except OSError as err:
+        return [f"tunedsl lint: error: cannot open {path!r}: {err.strerror or err}"], 2
+    try:
+        rewrite = lint_text(source, os.path.abspath(path))
+    except TunedslSyntaxError as err:
+        return [err.render()], 1
+    except SyntaxError:
+        rewrite = None  # plain Python that does not parse: ruff says where
+    text = rewrite.text if rewrite is not None else source.decode("utf-8", "replace")
+    proc = subprocess.run(
+        [*ruff, "check", "--output-format", "json", "--stdin-filename", path, "-"],
+        input=text.encode("utf-8"),
+        capture_output=True,
+    )
+    try:
+        findings = json.loads(proc.stdout.decode("utf-8") or "[]")
+    except ValueError:
+        message = proc.stderr.decode("utf-8", "replace").strip() or "no output"
+        return [f"tunedsl lint: error: ruff failed on {path}: {message}"], 2
+    lines = []
+    for finding in findings:
+        if rewrite is not None and not _keep(finding, rewrite):
+            continue
+        loc = finding.get("location") or {}
+        code = finding.get("code") or "syntax-error"
+        lines.append(f"{path}:{loc.get('row')}:{loc.get('column')}: {code} {finding['message']}")
+    return lines, 1 if lines else 0
+
+
+def main(args: argparse.Namespace) -> int:
+    ruff = _ruff()
+    if ruff is None:
+        print(
+            "tunedsl lint: error: ruff is not installed; install it (`pip install ruff`) and "
+            "run `tunedsl lint` again",
+            file=sys.stderr,
+        )
+        return 2
+    status = 0
+    for path in args.files:
+        lines, code = lint_file(ruff, path)
+        for line in lines:
+            print(line, file=sys.stderr if code == 2 else sys.stdout)
+        status = max(status, code)
+    return status

@@ -1,0 +1,158 @@
+"""Tuning progress: a live line on stderr, and the same events on ``logging.getLogger("tunedsl")``.
+
+The tuner reports what happens to each candidate (compiled, measured, failed) and the end;
+this module turns that into
+
+- one status line on stderr, redrawn in place (``compiled 12/48  measured 9/48  best 0.412 ms
+  (BLOCK=128, num_warps=4)  3.2 s``), shown only once tuning has taken longer than
+  a second (``TUNEDSL_PROGRESS_AFTER``), only when stderr is a terminal, and never with ``TUNEDSL_QUIET=1``; it is
+  replaced by a one-line summary when tuning ends;
+- log records on the ``tunedsl`` logger for applications (``INFO`` for start and end,
+  ``DEBUG`` per candidate), whatever the terminal; each record carries the event in
+  ``record.tunedsl_event`` (a dict) so handlers need not parse the text.
+
+Nothing here imports torch or triton, and a broken stderr never stops tuning.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from tunedsl import knobs
+
+logger = logging.getLogger("tunedsl")
+
+_REDRAW_S = 0.1  # at most ten redraws a second
+
+
+class Progress:
+    """Progress of one tuning run over ``total`` candidates of ``kernel``."""
+
+    def __init__(
+        self,
+        kernel: str,
+        total: int,
+        *,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        delay_s: float | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.total = total
+        self.compiled_n = 0
+        self.measured_n = 0
+        self.failed_n = 0
+        self.best: tuple[float, str] | None = None
+        self._clock = clock
+        self._start = clock()
+        # Tuning shorter than this never draws a line (no flicker for quick sites).
+        self._delay_s = knobs.progress_after_s() if delay_s is None else delay_s
+        self._last_draw = float("-inf")
+        self._drawn = False
+        self._stream = stream if stream is not None else sys.stderr
+        self._live = _wants_line(self._stream)
+        self._event("start", logging.INFO, f"tuning {kernel}: {total} configuration(s)")
+
+    # -- events from the tuner -------------------------------------------------------------
+
+    def compiled(self, config: object) -> None:
+        self.compiled_n += 1
+        self._event("compiled", logging.DEBUG, f"{self.kernel}: compiled {config}", config)
+
+    def measured(self, config: object, median_ms: float) -> None:
+        self.measured_n += 1
+        if self.best is None or median_ms < self.best[0]:
+            self.best = (median_ms, str(config))
+        self._event(
+            "measured",
+            logging.DEBUG,
+            f"{self.kernel}: {config}: {median_ms:.4f} ms",
+            config,
+            median_ms=median_ms,
+        )
+
+    def failed(self, config: object, why: str) -> None:
+        self.failed_n += 1
+        self._event("failed", logging.DEBUG, f"{self.kernel}: {config}: {why}", config, why=why)
+
+    def finish(self, winner: object | None, median_ms: float | None = None) -> None:
+        """Tuning ended (``winner`` None: it failed); the live line becomes a summary."""
+        elapsed = self.elapsed()
+        if winner is None:
+            text = f"tuning {self.kernel}: no configuration succeeded ({elapsed:.1f} s)"
+        else:
+            ms = f" {median_ms:.4f} ms" if median_ms is not None else ""
+            text = f"tuned {self.kernel} in {elapsed:.1f} s: {winner}{ms}"
+        self._event("done", logging.INFO, text, winner, median_ms=median_ms)
+        if self._drawn:
+            self._write("\r\x1b[K" + f"tunedsl: {text}\n")
+            self._drawn = False
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return self._clock() - self._start
+
+    def line(self) -> str:
+        """The status line as drawn on the terminal (without control characters)."""
+        parts = [
+            f"tunedsl: tuning {self.kernel}",
+            f"compiled {self.compiled_n}/{self.total}",
+            f"measured {self.measured_n}/{self.total}",
+        ]
+        if self.failed_n:
+            parts.append(f"failed {self.failed_n}")
+        if self.best is not None:
+            parts.append(f"best {self.best[0]:.4f} ms ({self.best[1]})")
+        parts.append(f"{self.elapsed():.1f} s")
+        return "  ".join(parts)
+
+    def _event(
+        self, kind: str, level: int, text: str, config: object = None, **fields: Any
+    ) -> None:
+        if logger.isEnabledFor(level):
+            event = {
+                "event": kind,
+                "kernel": self.kernel,
+                "config": None if config is None else str(config),
+                "compiled": self.compiled_n,
+                "measured": self.measured_n,
+                "failed": self.failed_n,
+                "total": self.total,
+                "elapsed_s": self.elapsed(),
+                **fields,
+            }
+            logger.log(level, text, extra={"tunedsl_event": event})
+        if kind != "done":
+            self._maybe_draw()
+
+    def _maybe_draw(self) -> None:
+        if not self._live:
+            return
+        now = self._clock()
+        if now - self._start < self._delay_s or now - self._last_draw < _REDRAW_S:
+            return
+        self._last_draw = now
+        self._drawn = self._write("\r\x1b[K" + self.line()) or self._drawn
+
+    def _write(self, text: str) -> bool:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # closed or broken stderr: tuning goes on silently
+            self._live = False
+            return False
+        return True
+
+
+def _wants_line(stream: TextIO) -> bool:
+    if knobs.quiet():  # a bad value is an error naming the variable, like every knob
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
