@@ -255,6 +255,25 @@ def no_auto_interpret() -> bool:
 
 # Every variable tunedsl reads (``tunedsl env`` lists them with the value in force), with the
 # function that validates it; Triton's variables that tunedsl honours follow.
+def redact_url(url: str) -> str:
+    """``url`` without its password, for messages and `tunedsl env` (bug reports)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+def _redacted_redis_url() -> str | None:
+    url = redis_url()
+    return None if url is None else redact_url(url)
+
+
 SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_CACHE_DIR": cache_dir_override,
     "TUNEDSL_NO_BYTECODE_CACHE": no_bytecode_cache,
@@ -271,6 +290,13 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_PROGRESS_AFTER": progress_after_s,
     "TUNEDSL_NO_AUTO_INTERPRET": no_auto_interpret,
     "TUNEDSL_GALLERY_RESULT": gallery_result_path,
+    "TUNEDSL_MAX_DECISIONS": max_decisions,
+    "TUNEDSL_REDIS_URL": _redacted_redis_url,
+    "TUNEDSL_REDIS_TIMEOUT": redis_timeout_s,
+    "TUNEDSL_REDIS_BACKOFF": redis_backoff_s,
+    "TUNEDSL_RECORD_STORES": record_stores,
+    "TUNEDSL_DISTRIBUTED": distributed_mode,
+    "TUNEDSL_DISTRIBUTED_TIMEOUT": distributed_timeout_s,
 }
 TRITON_SETTINGS = ("TRITON_INTERPRET", "TRITON_PRINT_AUTOTUNING", "TRITON_CACHE_DIR")
 

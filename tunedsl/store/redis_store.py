@@ -32,8 +32,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from tunedsl import knobs
 from tunedsl.errors import UsageError
 from tunedsl.store.records import InvalidRecord, Record, warn_once
 
@@ -61,16 +61,7 @@ def require_redis() -> Any:
     return redis
 
 
-def redact(url: str) -> str:
-    """``url`` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+redact = knobs.redact_url
 
 
 @dataclass(frozen=True)
