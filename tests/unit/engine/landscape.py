@@ -65,7 +65,7 @@ def cost_ms(c: Config) -> float:
 
 
 def compiles(c: Config) -> bool:
-    return c.BLOCK_M * c.BLOCK_N // c.num_warps <= 16_384  # "registers"
+    return c.BLOCK_M * c.BLOCK_N // c.num_warps <= 4096  # "registers"
 
 
 class SimClock:

@@ -49,12 +49,14 @@ class BaseStrategy:
     def take(self, configs: Iterable[Config], seen: set[Config], count: int) -> list[Config]:
         """The first ``count`` of ``configs`` not seen, marked as proposed."""
         out: list[Config] = []
-        for cfg in configs:
-            if len(out) >= count:
-                break
+        if count <= 0:
+            return out
+        for cfg in configs:  # an iterator is consumed only as far as needed
             if cfg not in seen:
                 seen.add(cfg)
                 out.append(cfg)
+                if len(out) >= count:
+                    break
         self.proposed.update(out)
         return out
 
