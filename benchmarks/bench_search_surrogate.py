@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "engine"))
 
-from landscape import BEST, LandscapeMeasurer, SimClock, cost_ms, make_space  # noqa: E402
+from landscape import BEST, LandscapeMeasurer, SimClock, cost_ms, make_space
 
-from tunedsl.engine.driver import run_search  # noqa: E402
-from tunedsl.engine.search import ModelSearch, make_strategy  # noqa: E402
+from tunedsl.engine.driver import run_search
+from tunedsl.engine.search import ModelSearch, make_strategy
 
 
 def main() -> None:

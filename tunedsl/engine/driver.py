@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
-from tunedsl.engine.racing import RaceResult, RaceSettings, race
+from tunedsl.engine.racing import DEFAULT_RACE, RaceResult, RaceSettings, race
 from tunedsl.engine.seams import Measurer, Observation, SearchSpace, SearchStrategy
 from tunedsl.errors import TuningError
 from tunedsl.runtime.config import Config
@@ -66,7 +66,7 @@ def run_search(
     measurer: Measurer,
     *,
     budget_s: float | None = None,
-    race_settings: RaceSettings = RaceSettings(),
+    race_settings: RaceSettings = DEFAULT_RACE,
     history: Sequence[Observation] = (),
     clock: Clock = time.monotonic,
     on_event: Callable[[SearchEvent], None] | None = None,
@@ -92,7 +92,12 @@ class _Run:
         on_event: Callable[[SearchEvent], None] | None,
     ) -> None:
         self.space, self.strategy, self.measurer = space, strategy, measurer
-        self.budget_s, self.settings, self.clock, self.on_event = budget_s, settings, clock, on_event
+        self.budget_s, self.settings, self.clock, self.on_event = (
+            budget_s,
+            settings,
+            clock,
+            on_event,
+        )
         self.start = clock()
         self.known: dict[Config, Observation] = {o.config: o for o in history}
         self.stored = set(self.known)
@@ -142,7 +147,7 @@ class _Run:
     def ask(self) -> list[Config]:
         return list(self.strategy.propose(self.space, list(self.known.values()), self.remaining()))
 
-    def opened(self, configs: Sequence[Config]) -> Iterator[Config]:
+    def opened(self, configs: Sequence[Config]) -> Generator[Config, None, None]:
         """The configurations that compiled, as they finish; failures become observations."""
         for prep in self.measurer.prepare(configs):
             self.prepared.add(prep.config)

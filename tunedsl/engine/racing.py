@@ -50,6 +50,9 @@ class RaceSettings:
             raise ValueError(f"race confidence must be in [0.5, 1): {self.confidence}")
 
 
+DEFAULT_RACE = RaceSettings()
+
+
 @dataclass
 class RaceResult:
     """Every candidate's samples from this race, the failures, and the leader."""
@@ -83,7 +86,7 @@ def interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float,
 def race(
     candidates: Iterable[Config],
     sample: SampleFn,
-    settings: RaceSettings = RaceSettings(),
+    settings: RaceSettings = DEFAULT_RACE,
     *,
     expired: Callable[[], bool] = lambda: False,
     on_measured: Callable[[Config, list[float]], None] | None = None,
@@ -111,7 +114,9 @@ def race(
         for cfg in order:
             if expired():
                 break
-            _take(out, cfg, sample, min(settings.more_reps, settings.max_reps - len(out.samples[cfg])))
+            _take(
+                out, cfg, sample, min(settings.more_reps, settings.max_reps - len(out.samples[cfg]))
+            )
     if out.samples:
         out.leader = min(out.samples, key=out.median)
     return out

@@ -52,9 +52,7 @@ class Axis:
         self.values: tuple[Any, ...] = tuple(kept)
         self.kind = kind
         # Steps follow the sorted order of an ordered axis, the listed order otherwise.
-        self.steps: tuple[Any, ...] = (
-            tuple(sorted(kept)) if kind != "categorical" else self.values
-        )
+        self.steps: tuple[Any, ...] = tuple(sorted(kept)) if kind != "categorical" else self.values
         self._rank = {(type(v).__name__, v): i for i, v in enumerate(self.steps)}
 
     @classmethod

@@ -78,7 +78,9 @@ def test_an_expired_budget_stops_opening_candidates() -> None:
     def expired() -> bool:
         return len(seen) >= 2
 
-    result = race(cfgs(1.0, 2.0, 3.0), m.sample, expired=expired, on_measured=lambda c, s: seen.append(c))
+    result = race(
+        cfgs(1.0, 2.0, 3.0), m.sample, expired=expired, on_measured=lambda c, s: seen.append(c)
+    )
     assert list(result.samples) == cfgs(1.0, 2.0)
     both = race(cfgs(1.0, 2.0, 3.0), m.sample, expired=lambda: True, open_all=True)
     assert len(both.samples) == 3

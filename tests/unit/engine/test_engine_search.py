@@ -11,9 +11,9 @@ from landscape import BEST, LandscapeMeasurer, SimClock, compiles, cost_ms, make
 
 from tunedsl.engine.driver import SearchEvent, SearchOutcome, run_search
 from tunedsl.engine.effort import search_effort
+from tunedsl.engine.seams import Measurer, Observation, SearchStrategy
 from tunedsl.engine.search import STRATEGIES, make_strategy
 from tunedsl.engine.search.model import model_available
-from tunedsl.engine.seams import Measurer, Observation, SearchStrategy
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.runtime.config import Config
 from tunedsl.runtime.space import Space
@@ -77,10 +77,7 @@ def test_exhaustive_measures_a_small_space_completely_and_finds_its_best() -> No
         if o.status == "ok":
             by_round.setdefault(o.round, []).append(o.config)
     slow = [
-        c
-        for cs in by_round.values()
-        for c in cs
-        if cost_ms(c) >= 1.3 * min(cost_ms(x) for x in cs)
+        c for cs in by_round.values() for c in cs if cost_ms(c) >= 1.3 * min(cost_ms(x) for x in cs)
     ]
     assert len(slow) > 10
     assert all(m.reps[c] == 3 for c in slow)
@@ -100,7 +97,9 @@ def test_the_budget_is_honoured(name: str) -> None:
     assert more.measured > out.measured
 
 
-@pytest.mark.parametrize("name", ["random", "pattern", pytest.param("model", marks=needs_model), "auto"])
+@pytest.mark.parametrize(
+    "name", ["random", "pattern", pytest.param("model", marks=needs_model), "auto"]
+)
 def test_a_seed_gives_the_same_search(name: str) -> None:
     a, _ = search(name, seed=5, budget=2.0)
     b, _ = search(name, seed=5, budget=2.0)
@@ -112,7 +111,7 @@ def test_a_seed_gives_the_same_search(name: str) -> None:
 
 
 def test_failed_configurations_are_recorded_and_never_tried_again() -> None:
-    out, m = search("random", budget=3.0)
+    out, _ = search("random", budget=3.0)
     failed = [o for o in out.observations if o.status == "failed"]
     assert failed and all("out of resources" in (o.reason or "") for o in failed)
     assert all(not compiles(o.config) for o in failed)
@@ -168,7 +167,9 @@ def test_progress_events_report_the_search() -> None:
     events: list[SearchEvent] = []
     clock = SimClock()
     m = LandscapeMeasurer(clock=clock)
-    out = run_search(SPACE, make_strategy("pattern"), m, budget_s=1.0, clock=clock, on_event=events.append)
+    out = run_search(
+        SPACE, make_strategy("pattern"), m, budget_s=1.0, clock=clock, on_event=events.append
+    )
     kinds = [e.kind for e in events]
     assert kinds[0] == "batch" and kinds[-1] == "done" and "raced" in kinds
     assert events[-1].best == out.chosen
@@ -214,3 +215,19 @@ def test_observations_keep_their_samples_and_rounds() -> None:
     rounds = {o.round for o in ok}
     assert len(rounds) > 1  # one round per raced batch
     assert isinstance(Config, type)
+
+
+def test_search_and_budget_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunedsl import knobs
+
+    assert knobs.search() == "auto" and knobs.budget_s() is None
+    monkeypatch.setenv("TUNEDSL_SEARCH", "Pattern")
+    monkeypatch.setenv("TUNEDSL_BUDGET", "2.5")
+    assert knobs.search() == "pattern" and knobs.budget_s() == 2.5
+    assert set(knobs.SEARCH_STRATEGIES) == set(STRATEGIES)
+    monkeypatch.setenv("TUNEDSL_SEARCH", "genetic")
+    with pytest.raises(UsageError, match="TUNEDSL_SEARCH='genetic'"):
+        knobs.search()
+    monkeypatch.setenv("TUNEDSL_BUDGET", "-1")
+    with pytest.raises(UsageError, match=r"TUNEDSL_BUDGET=-1\.0 must be positive"):
+        knobs.budget_s()

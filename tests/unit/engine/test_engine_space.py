@@ -164,3 +164,15 @@ def test_search_space_of_each_accepted_spec() -> None:
     assert sorted(listed.sample(random.Random(0), 10), key=repr) == sorted(
         listed.iter_valid(), key=repr
     )
+
+
+def test_the_engine_imports_neither_torch_triton_nor_a_model_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tunedsl.engine.driver, tunedsl.engine.search, tunedsl.runtime.space\n"
+        "bad = {'torch', 'triton', 'sklearn', 'lightgbm', 'xgboost'} & set(sys.modules)\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunedsl.engine.seams import SearchStrategy
 from tunedsl.engine.search.auto import AutoSearch
 from tunedsl.engine.search.exhaustive import Exhaustive
 from tunedsl.engine.search.model import ModelSearch
 from tunedsl.engine.search.pattern import PatternSearch
 from tunedsl.engine.search.random import RandomSearch
-from tunedsl.engine.seams import SearchStrategy
 from tunedsl.errors import UsageError
 
 STRATEGIES: dict[str, type[Any]] = {
@@ -33,9 +33,7 @@ def make_strategy(name: str, seed: int = 0, **options: Any) -> SearchStrategy:
     try:
         cls = STRATEGIES[name]
     except KeyError:
-        raise UsageError(
-            f"search={name!r}: expected one of {', '.join(STRATEGIES)}"
-        ) from None
+        raise UsageError(f"search={name!r}: expected one of {', '.join(STRATEGIES)}") from None
     strategy: SearchStrategy = cls(seed=seed, **options)
     return strategy
 

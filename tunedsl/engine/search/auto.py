@@ -10,10 +10,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from tunedsl.engine.seams import Observation, SearchSpace, SearchStrategy
 from tunedsl.engine.search.exhaustive import Exhaustive
 from tunedsl.engine.search.model import ModelSearch, model_available
 from tunedsl.engine.search.pattern import PatternSearch
-from tunedsl.engine.seams import Observation, SearchSpace, SearchStrategy
 from tunedsl.runtime.config import Config
 
 SMALL_VALID = 256

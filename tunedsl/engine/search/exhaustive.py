@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from tunedsl.engine.search.base import BaseStrategy
 from tunedsl.engine.seams import Observation, SearchSpace
+from tunedsl.engine.search.base import BaseStrategy
 from tunedsl.runtime.config import Config
 
 

@@ -20,8 +20,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from tunedsl.engine.search.base import BaseStrategy, best_ok
 from tunedsl.engine.seams import Observation, SearchSpace
+from tunedsl.engine.search.base import BaseStrategy, best_ok
 from tunedsl.errors import UsageError
 from tunedsl.runtime.config import Config
 
@@ -158,7 +158,7 @@ class ModelSearch(BaseStrategy):
         self.fits += 1
         chance = [float(p[1]) for p in model.predict_proba([features(c) for c in pool])]
         ranked = sorted(range(len(pool)), key=lambda i: -chance[i])  # stable: ties keep draw order
-        n_explore = int(round(self.explore * room))
+        n_explore = round(self.explore * room)
         exploit = [pool[i] for i in ranked[: room - n_explore]]
         rest = [pool[i] for i in ranked[room - n_explore :]]
         explore = self.rng.sample(rest, min(n_explore, len(rest)))

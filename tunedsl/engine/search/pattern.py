@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tunedsl.engine.search.base import BaseStrategy, best_ok
 from tunedsl.engine.seams import Observation, SearchSpace
+from tunedsl.engine.search.base import BaseStrategy, best_ok
 from tunedsl.runtime.config import Config
 
 
