@@ -7,7 +7,7 @@ every backend) and reports, over several seeds: how often the known best was cho
 chosen cost over the best, configurations measured, and the real CPU time the strategy
 spent proposing (fitting and scoring), which is the surrogate's own overhead.
 
-    .venv/bin/python benchmarks/bench_search_surrogate.py [budget_s] [seeds]
+    .venv/bin/python benchmarks/bench_search_surrogate.py [budget_s] [seeds] [two-basins]
 """
 
 from __future__ import annotations
@@ -19,15 +19,38 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "engine"))
 
-from landscape import BEST, LandscapeMeasurer, SimClock, cost_ms, make_space
+import landscape
+from landscape import BEST, LandscapeMeasurer, SimClock, make_space
 
 from tunedsl.engine.driver import run_search
 from tunedsl.engine.search import ModelSearch, make_strategy
+
+# A deceptive variant: a second basin (small tiles, one warp, 2 stages) whose floor is 4%
+# above the best and which is wider, so a climb from a random start often ends there.
+SECOND = BEST.replace(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, num_warps=1, num_stages=2)
+
+
+def two_basins(c: object) -> float:
+    from tunedsl.runtime.config import Config
+
+    assert isinstance(c, Config)
+    if c == BEST:
+        return 1.0
+    near_best = landscape.one_basin(c)
+    moved = c.replace(
+        BLOCK_M=c.BLOCK_M * 4, BLOCK_N=c.BLOCK_N * 4, BLOCK_K=c.BLOCK_K * 2,
+        num_warps=c.num_warps * 4, num_stages=c.num_stages + 2,
+    )  # fmt: skip
+    near_second = 0.04 + 0.5 * (landscape.one_basin(moved) - 1.0) + 1.0
+    return min(near_best, near_second)
 
 
 def main() -> None:
     budget = float(sys.argv[1]) if len(sys.argv) > 1 else 8.0
     seeds = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    if len(sys.argv) > 3 and sys.argv[3] == "two-basins":
+        landscape.cost_ms = two_basins  # type: ignore[assignment]
+    cost_ms = landscape.cost_ms
     space = make_space()
     print(f"budget {budget} simulated s, {seeds} seeds, space of {space.size_hint()} points")
     print("| strategy | best found | mean chosen/best | measured | propose CPU s/run |")
