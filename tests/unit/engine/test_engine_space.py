@@ -171,7 +171,8 @@ def test_the_engine_imports_neither_torch_triton_nor_a_model_library() -> None:
     import sys
 
     code = (
-        "import sys, tunedsl.engine.driver, tunedsl.engine.search, tunedsl.runtime.space\n"
+        "import sys, tunedsl.engine.driver, tunedsl.engine.search, tunedsl.engine.history\n"
+        "import tunedsl.runtime.space\n"
         "bad = {'torch', 'triton', 'sklearn', 'lightgbm', 'xgboost'} & set(sys.modules)\n"
         "assert not bad, bad\n"
     )
