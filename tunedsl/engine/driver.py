@@ -72,9 +72,13 @@ def run_search(
     on_event: Callable[[SearchEvent], None] | None = None,
     final_leaders: int = 3,
     reserve: float = 0.1,
+    prune: Callable[[list[Config]], Sequence[Config]] | None = None,
 ) -> SearchOutcome:
-    """Search ``space`` with ``strategy``, measuring through ``measurer``; see the module."""
+    """Search ``space`` with ``strategy``, measuring through ``measurer``; see the module.
+    ``prune(batch)`` (the site's ``prune=`` bound to this call's arguments) narrows each
+    proposed batch before it is compiled; what it drops is neither measured nor recorded."""
     run = _Run(space, strategy, measurer, budget_s, race_settings, history, clock, on_event)
+    run.prune = prune
     run.loop(reserve)
     return run.finish(final_leaders)
 
@@ -105,6 +109,7 @@ class _Run:
         self.prepared: set[Config] = set()
         self.measured: set[Config] = set()
         self.exhausted = False
+        self.prune: Callable[[list[Config]], Sequence[Config]] | None = None
 
     # -- time ----------------------------------------------------------------------------
     def remaining(self) -> float | None:
@@ -129,6 +134,9 @@ class _Run:
                 self.exhausted = True
                 return
             fresh = [c for c in batch if c not in self.known]
+            if self.prune is not None and fresh:
+                kept = set(self.prune(list(fresh)))
+                fresh = [c for c in fresh if c in kept]
             if not fresh:
                 idle += 1  # a strategy re-proposing known points must not spin forever
                 if idle > 100:

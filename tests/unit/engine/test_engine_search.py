@@ -231,3 +231,17 @@ def test_search_and_budget_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUNEDSL_BUDGET", "-1")
     with pytest.raises(UsageError, match=r"TUNEDSL_BUDGET=-1\.0 must be positive"):
         knobs.budget_s()
+
+
+def test_prune_narrows_each_batch_before_it_is_compiled() -> None:
+    clock = SimClock()
+    m = LandscapeMeasurer(clock=clock)
+    seen: list[int] = []
+
+    def prune(batch: list[Config]) -> list[Config]:
+        seen.append(len(batch))
+        return [c for c in batch if c.split_k == 1]
+
+    out = run_search(SPACE, make_strategy("random"), m, budget_s=1.0, clock=clock, prune=prune)
+    assert seen and all(c.split_k == 1 for c in m.prepared)
+    assert all(o.config.split_k == 1 for o in out.observations)
