@@ -95,13 +95,13 @@ class _Run:
         clock: Clock,
         on_event: Callable[[SearchEvent], None] | None,
     ) -> None:
-        self.space, self.strategy, self.measurer = space, strategy, measurer
-        self.budget_s, self.settings, self.clock, self.on_event = (
-            budget_s,
-            settings,
-            clock,
-            on_event,
-        )
+        self.space = space
+        self.strategy = strategy
+        self.measurer = measurer
+        self.budget_s = budget_s
+        self.settings = settings
+        self.clock = clock
+        self.on_event = on_event
         self.start = clock()
         self.known: dict[Config, Observation] = {o.config: o for o in history}
         self.stored = set(self.known)

@@ -11,7 +11,7 @@ from tunedsl.errors import UsageError
 @dataclass(frozen=True)
 class SearchEffort:
     name: str
-    budget_s: float  # default search budget of a large space (small spaces ignore it)
+    budget_s: float  # default budget of one search, in seconds
     race: RaceSettings
     final_leaders: int  # the best this many are raced side by side before choosing
 
