@@ -106,6 +106,22 @@ def effort() -> Effort:
     return _choice("TUNEDSL_EFFORT", "default", ("quick", "default", "thorough"))  # type: ignore[return-value]
 
 
+SEARCH_STRATEGIES = ("auto", "exhaustive", "random", "pattern", "model")
+
+
+def search() -> str:
+    """``TUNEDSL_SEARCH=auto|exhaustive|random|pattern|model``: how a site's space is searched
+    (default ``auto``: exhaustive on small spaces, model-guided on large ones)."""
+    return _choice("TUNEDSL_SEARCH", "auto", SEARCH_STRATEGIES)
+
+
+def budget_s() -> float | None:
+    """``TUNEDSL_BUDGET=seconds``: time budget of one search (default: the effort's)."""
+    if not os.environ.get("TUNEDSL_BUDGET", "").strip():
+        return None
+    return _float("TUNEDSL_BUDGET", 1.0)
+
+
 def force_retune() -> bool:
     """``TUNEDSL_FORCE_RETUNE=1``: ignore stored records and tune again."""
     return _flag("TUNEDSL_FORCE_RETUNE")

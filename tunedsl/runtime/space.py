@@ -2,16 +2,21 @@
 
 - a dict of sequences is a Cartesian product (the last axis varies fastest);
 - a list of dicts is a fixed list of configurations;
-- ``Space(constraint=fn, **axes)`` is a product filtered by ``constraint(cfg) -> bool``.
+- ``Space(constraint=fn, **axes)`` is a product filtered by ``constraint(cfg) -> bool``;
+  an axis may be an ``Axis`` that declares its kind (``Axis.pow2(16, 256)``).
 
-Every way ends in the same validated tuple of distinct configurations, in order.
+``expand_space`` turns every way into the same validated tuple of distinct configurations,
+in order; ``search_space`` turns it into a ``SearchSpace`` that strategies sample and walk
+without listing it (a ``Space`` of 10^9 points costs the same as one of 10).
 """
 
 from __future__ import annotations
 
 import difflib
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import math
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tunedsl.errors import TunedslSyntaxError, UsageError
@@ -20,11 +25,126 @@ from tunedsl.runtime.config import Config, check_field
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
 
 
+class Axis:
+    """One axis of a ``Space``: its values and how a search may move along it.
+
+    - ``"log"``: ordered numbers on a log scale (tile sizes: all powers of two);
+    - ``"ordered"``: ordered numbers (stages 1..8); a step goes to the next larger/smaller;
+    - ``"categorical"``: unordered choices (layouts, booleans); any other value is a step.
+
+    Plain sequences are inferred: ints that are all powers of two are ``"log"``, other
+    numbers ``"ordered"``, anything else (bools, strings, mixtures) ``"categorical"``.
+    """
+
+    KINDS = ("log", "ordered", "categorical")
+
+    def __init__(self, values: Iterable[Any], kind: str | None = None) -> None:
+        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            values = [values]
+        # Distinct by type and value, so 1, 1.0 and True stay three values (as in Config).
+        kept = list({(type(v).__name__, v): v for v in values}.values())
+        if kind is None:
+            kind = _infer_kind(kept)
+        if kind not in self.KINDS:
+            raise UsageError(f"Axis kind {kind!r}: expected one of {', '.join(self.KINDS)}")
+        if kind != "categorical" and not all(_is_number(v) for v in kept):
+            raise UsageError(f"an {kind!r} axis holds numbers only, not {kept!r}")
+        self.values: tuple[Any, ...] = tuple(kept)
+        self.kind = kind
+        # Steps follow the sorted order of an ordered axis, the listed order otherwise.
+        self.steps: tuple[Any, ...] = tuple(sorted(kept)) if kind != "categorical" else self.values
+        self._rank = {(type(v).__name__, v): i for i, v in enumerate(self.steps)}
+
+    @classmethod
+    def pow2(cls, lo: int, hi: int) -> Axis:
+        """Powers of two from ``lo`` to ``hi`` inclusive (a log-scale ordered axis)."""
+        if not (isinstance(lo, int) and isinstance(hi, int) and 0 < lo <= hi):
+            raise UsageError(f"Axis.pow2({lo!r}, {hi!r}): expected integers 0 < lo <= hi")
+        values, v = [], 1
+        while v <= hi:
+            if v >= lo:
+                values.append(v)
+            v *= 2
+        if not values:
+            raise UsageError(f"Axis.pow2({lo}, {hi}) holds no power of two")
+        return cls(values, "log")
+
+    @classmethod
+    def ordered(cls, values: Iterable[Any]) -> Axis:
+        return cls(values, "ordered")
+
+    @classmethod
+    def categorical(cls, values: Iterable[Any]) -> Axis:
+        return cls(values, "categorical")
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __repr__(self) -> str:
+        return f"Axis({list(self.values)!r}, {self.kind!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Axis):
+            return NotImplemented
+        return (self.kind, self._keys()) == (other.kind, other._keys())
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self._keys()))
+
+    def _keys(self) -> tuple[tuple[str, Any], ...]:
+        return tuple((type(v).__name__, v) for v in self.values)
+
+    def has(self, value: Any) -> bool:
+        return (type(value).__name__, value) in self._rank
+
+    def step_neighbours(self, value: Any) -> list[Any]:
+        """Values one step away: the next smaller and larger of an ordered axis, every other
+        value of a categorical one."""
+        i = self._rank.get((type(value).__name__, value))
+        if i is None:
+            return []
+        if self.kind == "categorical":
+            return [v for j, v in enumerate(self.steps) if j != i]
+        return [self.steps[j] for j in (i - 1, i + 1) if 0 <= j < len(self.steps)]
+
+    def feature(self, value: Any) -> float:
+        """A number a surrogate model can split on: log2 of a log axis, the value of an
+        ordered one, the position of a categorical one (-1: not a value of the axis)."""
+        if self.kind == "log" and _is_number(value) and value > 0:
+            return math.log2(value)
+        if self.kind == "ordered" and _is_number(value):
+            return float(value)
+        return float(self._rank.get((type(value).__name__, value), -1))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _infer_kind(values: Sequence[Any]) -> str:
+    if values and all(_is_number(v) for v in values):
+        if all(isinstance(v, int) and v > 0 and v & (v - 1) == 0 for v in values):
+            return "log"
+        return "ordered"
+    return "categorical"
+
+
+# Spaces up to this many points are listed once when sampled (cheap, and exact even when
+# the constraint keeps few of them); larger ones are sampled by rejection, never listed.
+SMALL_SPACE = 4096
+# Rejection sampling gives up after this many draws per requested configuration.
+SAMPLE_TRIES = 200
+
+
 class Space:
-    """A Cartesian product of axes, optionally filtered by ``constraint``.
+    """A Cartesian product of axes, optionally filtered by ``constraint``; never listed
+    unless asked (``configs()``), so it may hold billions of points.
 
     >>> Space(tile=[64, 128], num_warps=[4, 8], constraint=lambda c: c.tile >= 128).configs()
     (Config(tile=128, num_warps=4), Config(tile=128, num_warps=8))
+
+    It is a ``SearchSpace`` (``tunedsl.engine.seams``): ``size_hint``, ``iter_valid``,
+    ``sample``, ``neighbours``, ``in``, and ``features`` for surrogate models.
     """
 
     def __init__(
@@ -41,33 +161,181 @@ class Space:
             raise UsageError(f"Space(constraint=...) must be callable, not {constraint!r}")
         self.axes = merged
         self.constraint = constraint
+        self._dims: dict[str, Axis] | None = None
+        self._small: tuple[Config, ...] | None = None
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{k}={v!r}" for k, v in self.axes.items())
         tail = f", constraint={getattr(self.constraint, '__name__', self.constraint)}"
         return f"Space({axes}{tail if self.constraint else ''})"
 
-    def configs(self) -> tuple[Config, ...]:
-        values = [_axis_values(name, vals) for name, vals in self.axes.items()]
-        if not values:
-            raise UsageError("space is empty: give at least one axis, e.g. {'tile': [256, 512]}")
-        names = list(self.axes)
-        product = [
-            Config(dict(zip(names, combo, strict=False))) for combo in itertools.product(*values)
-        ]
-        if self.constraint is None:
-            return _distinct(product)
-        kept = [cfg for cfg in product if self.constraint(cfg)]
-        if not kept:
+    # -- the axes ------------------------------------------------------------------------
+    @property
+    def dims(self) -> dict[str, Axis]:
+        """Each axis as an ``Axis`` (kinds inferred where plain values were given)."""
+        if self._dims is None:
+            if not self.axes:
+                raise UsageError(
+                    "space is empty: give at least one axis, e.g. {'tile': [256, 512]}"
+                )
+            dims = {}
+            for name, values in self.axes.items():
+                axis = values if isinstance(values, Axis) else Axis(_axis_values(name, values))
+                if not axis.values:
+                    raise UsageError(f"space axis {name!r} is empty: give at least one value")
+                for value in axis.values:
+                    check_field(name, value, f"space axis {name!r}")
+                dims[name] = axis
+            self._dims = dims
+        return self._dims
+
+    def size_hint(self) -> int:
+        """Points before the constraint: an upper bound of the valid configurations."""
+        return math.prod(len(a) for a in self.dims.values())
+
+    def _ok(self, cfg: Config) -> bool:
+        return self.constraint is None or bool(self.constraint(cfg))
+
+    def _at(self, index: int) -> Config:
+        # Mixed-radix decoding, the last axis varying fastest (the order of iter_valid).
+        fields: dict[str, Any] = {}
+        for name, axis in reversed(self.dims.items()):
+            index, i = divmod(index, len(axis))
+            fields[name] = axis.values[i]
+        return Config({n: fields[n] for n in self.dims})
+
+    # -- SearchSpace ---------------------------------------------------------------------
+    def __contains__(self, config: object) -> bool:
+        if not isinstance(config, Config) or set(config) != set(self.dims):
+            return False
+        if not all(axis.has(config[n]) for n, axis in self.dims.items()):
+            return False
+        return self._ok(config)
+
+    def iter_valid(self) -> Iterator[Config]:
+        """Every valid configuration, lazily, in product order (last axis fastest)."""
+        names = list(self.dims)
+        for combo in itertools.product(*(a.values for a in self.dims.values())):
+            cfg = Config(dict(zip(names, combo, strict=True)))
+            if self._ok(cfg):
+                yield cfg
+
+    def sample(self, rng: random.Random, count: int) -> list[Config]:
+        """Up to ``count`` distinct valid configurations, uniformly: a small space is listed
+        once; a large one is sampled by rejection over the product, never listed. Fewer
+        than ``count`` come back only when the valid ones are that rare (or that few)."""
+        if count <= 0:
+            return []
+        size = self.size_hint()
+        if size <= SMALL_SPACE:
+            if self._small is None:
+                self._small = tuple(self.iter_valid())
+            if not self._small:
+                raise self._all_removed(size)
+            return rng.sample(self._small, min(count, len(self._small)))
+        found: dict[Config, None] = {}
+        tries = 0
+        limit = SAMPLE_TRIES * count
+        while len(found) < count and tries < limit:
+            tries += 1
+            cfg = self._at(rng.randrange(size))
+            if cfg not in found and self._ok(cfg):
+                found[cfg] = None
+        if not found:
             fn = getattr(self.constraint, "__qualname__", repr(self.constraint))
             raise UsageError(
-                f"the space's constraint {fn} removed all {len(product)} configurations; "
-                "loosen it or widen the axes"
+                f"the space's constraint {fn} rejected all {tries} random configurations of "
+                f"{size}; loosen it or narrow the axes to where valid configurations are"
             )
-        return _distinct(kept)
+        return list(found)
+
+    def neighbours(self, config: Config) -> list[Config]:
+        """Valid configurations one step away along one axis (see ``Axis.step_neighbours``)."""
+        if not isinstance(config, Config) or set(config) != set(self.dims):
+            return []
+        out = []
+        for name, axis in self.dims.items():
+            for value in axis.step_neighbours(config[name]):
+                cfg = config.replace(**{name: value})
+                if self._ok(cfg):
+                    out.append(cfg)
+        return out
+
+    def features(self, config: Config) -> list[float]:
+        """One number per axis (``Axis.feature``), for surrogate models."""
+        return [axis.feature(config.get(name)) for name, axis in self.dims.items()]
+
+    # -- listing (small spaces) ----------------------------------------------------------
+    def configs(self) -> tuple[Config, ...]:
+        """Every valid configuration, listed (use on small spaces only)."""
+        kept = tuple(self.iter_valid())
+        if not kept:
+            raise self._all_removed(self.size_hint())
+        return kept
+
+    def _all_removed(self, size: int) -> UsageError:
+        fn = getattr(self.constraint, "__qualname__", repr(self.constraint))
+        return UsageError(
+            f"the space's constraint {fn} removed all {size} configurations; "
+            "loosen it or widen the axes"
+        )
+
+
+class ListSpace:
+    """A fixed list of configurations (``space=[{...}, ...]``) as a ``SearchSpace``; a
+    neighbour differs in exactly one field, which numeric fields order."""
+
+    def __init__(self, configs: Sequence[Config]) -> None:
+        if not configs:
+            raise UsageError("space is an empty list: give at least one configuration")
+        self.configs_ = tuple(dict.fromkeys(configs))
+        self._set = frozenset(self.configs_)
+        names = field_names(self.configs_)
+        self._axes = {n: Axis([c[n] for c in self.configs_ if n in c]) for n in names}
+
+    def configs(self) -> tuple[Config, ...]:
+        return self.configs_
+
+    def size_hint(self) -> int:
+        return len(self.configs_)
+
+    def __contains__(self, config: object) -> bool:
+        return config in self._set
+
+    def iter_valid(self) -> Iterator[Config]:
+        return iter(self.configs_)
+
+    def sample(self, rng: random.Random, count: int) -> list[Config]:
+        return rng.sample(self.configs_, min(max(count, 0), len(self.configs_)))
+
+    def neighbours(self, config: Config) -> list[Config]:
+        out = []
+        for other in self.configs_:
+            diff = [n for n in set(config) | set(other) if config.get(n) != other.get(n)]
+            if len(diff) != 1 or len(other) != len(config):
+                continue
+            (name,) = diff
+            axis = self._axes[name]
+            if other[name] in axis.step_neighbours(config[name]):
+                out.append(other)
+        return out
+
+    def features(self, config: Config) -> list[float]:
+        return [axis.feature(config.get(name)) for name, axis in self._axes.items()]
+
+
+def search_space(spec: SpaceSpec) -> Space | ListSpace:
+    """Any accepted ``space=`` value as a ``SearchSpace``, without listing a ``Space``."""
+    if isinstance(spec, Space):
+        return spec
+    if isinstance(spec, Mapping):
+        return Space(spec)
+    return ListSpace(expand_space(spec))
 
 
 def _axis_values(name: str, values: Any) -> list[Any]:
+    if isinstance(values, Axis):
+        return list(values.values)
     # A scalar is a one-value axis: {"num_stages": 3} means [3].
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         values = [values]

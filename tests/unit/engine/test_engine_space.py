@@ -1,0 +1,179 @@
+"""Lazy search spaces: axes and their kinds, sampling, membership and neighbours, without
+ever listing a large space (pure Python)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from tunedsl.engine.seams import SearchSpace
+from tunedsl.errors import UsageError
+from tunedsl.runtime.config import Config
+from tunedsl.runtime.space import Axis, ListSpace, Space, search_space
+
+
+class Counting:
+    """A constraint that counts its calls: how we know a space was never listed."""
+
+    def __init__(self, keep: object = None) -> None:
+        self.calls = 0
+        self.keep = keep or (lambda c: (c.f + c.g) % 3 != 0)
+
+    def __call__(self, cfg: Config) -> bool:
+        self.calls += 1
+        return bool(self.keep(cfg))  # type: ignore[operator]
+
+
+def ten_million(constraint: Counting) -> Space:
+    return Space({name: list(range(10)) for name in "abcdefg"}, constraint=constraint)
+
+
+def test_a_space_of_ten_million_points_is_never_listed() -> None:
+    fn = Counting()
+    space = ten_million(fn)
+    assert isinstance(space, SearchSpace)
+    assert space.size_hint() == 10**7
+    assert fn.calls == 0  # building and sizing test nothing
+
+    drawn = space.sample(random.Random(0), 200)
+    assert len(drawn) == len(set(drawn)) == 200
+    assert all((c.f + c.g) % 3 != 0 for c in drawn)
+    assert fn.calls < 1_000  # rejection sampling: about 300 draws for 200 points
+
+    calls = fn.calls
+    first = list(itertools.islice(space.iter_valid(), 5))
+    assert first[0] == Config(a=0, b=0, c=0, d=0, e=0, f=0, g=1)
+    assert fn.calls - calls < 20  # lazy: a handful of points were looked at
+
+    calls = fn.calls
+    assert drawn[0] in space
+    assert len(space.neighbours(drawn[0])) <= 2 * 7
+    assert fn.calls - calls <= 1 + 2 * 7
+
+
+def test_sampling_is_deterministic_given_the_rng() -> None:
+    space = ten_million(Counting())
+    assert space.sample(random.Random(7), 20) == space.sample(random.Random(7), 20)
+    assert space.sample(random.Random(7), 20) != space.sample(random.Random(8), 20)
+
+
+def test_sampling_a_large_space_the_constraint_rejects_names_the_fix() -> None:
+    space = ten_million(Counting(lambda c: False))
+    with pytest.raises(UsageError, match="rejected all 2000 random configurations of 10000000"):
+        space.sample(random.Random(0), 10)
+
+
+def test_a_small_space_is_sampled_exactly_even_when_few_points_are_valid() -> None:
+    space = Space(a=list(range(20)), b=list(range(20)), constraint=lambda c: c.a == c.b == 3)
+    assert space.sample(random.Random(0), 5) == [Config(a=3, b=3)]
+
+
+def test_sampling_is_uniform_over_the_valid_points() -> None:
+    space = Space(a=list(range(100)), b=list(range(100)), constraint=lambda c: c.a < 10)
+    rng = random.Random(1)
+    counts = [0] * 10
+    for _ in range(200):
+        for cfg in space.sample(rng, 10):
+            counts[cfg.a] += 1
+    assert min(counts) > 120 and max(counts) < 280  # 200 each expected
+
+
+@pytest.mark.parametrize(
+    "values, kind",
+    [
+        ([16, 32, 64, 256], "log"),
+        ([1, 2, 3, 4], "ordered"),
+        ([0.5, 1.5], "ordered"),
+        ([True, False], "categorical"),
+        (["nn", "nt"], "categorical"),
+        ([1, "x"], "categorical"),
+    ],
+)
+def test_axis_kinds_are_inferred_from_the_values(values: list[object], kind: str) -> None:
+    assert Axis(values).kind == kind
+    assert Space(x=values).dims["x"].kind == kind
+
+
+def test_axis_constructors_and_steps() -> None:
+    assert Axis.pow2(16, 256).values == (16, 32, 64, 128, 256)
+    assert Axis.pow2(16, 256).kind == "log"
+    stages = Axis.ordered([4, 1, 2, 3])
+    assert stages.step_neighbours(2) == [1, 3]
+    assert stages.step_neighbours(4) == [3]
+    layout = Axis.categorical(["nn", "nt", "tn"])
+    assert layout.step_neighbours("nt") == ["nn", "tn"]
+    assert Axis([1, 1.0, True]).values == (1, 1.0, True)  # three distinct values, as in Config
+    with pytest.raises(UsageError, match="numbers only"):
+        Axis.ordered(["a"])
+    with pytest.raises(UsageError, match="expected integers"):
+        Axis.pow2(0, 8)
+
+
+def test_neighbours_step_along_one_axis_and_respect_the_constraint() -> None:
+    space = Space(
+        tile=Axis.pow2(16, 128),
+        stages=Axis.ordered(range(1, 5)),
+        layout=["a", "b", "c"],
+        constraint=lambda c: c.tile * c.stages <= 128,
+    )
+    got = set(space.neighbours(Config(tile=64, stages=2, layout="b")))
+    assert got == {
+        Config(tile=32, stages=2, layout="b"),
+        Config(tile=64, stages=1, layout="b"),
+        Config(tile=64, stages=2, layout="a"),
+        Config(tile=64, stages=2, layout="c"),
+    }  # tile=128 and stages=3 break the constraint
+    assert space.neighbours(Config(tile=64)) == []
+
+
+def test_membership_checks_fields_values_types_and_constraint() -> None:
+    space = Space(tile=[64, 128], flag=[True, False], constraint=lambda c: c.tile == 64 or c.flag)
+    assert Config(tile=64, flag=False) in space
+    assert Config(tile=128, flag=False) not in space  # the constraint
+    assert Config(tile=32, flag=True) not in space  # not a value of the axis
+    assert Config(tile=64, flag=1) not in space  # 1 is not True in a Config
+    assert Config(tile=64) not in space
+    assert {"tile": 64, "flag": True} not in space
+
+
+def test_features_put_log_axes_on_a_log_scale() -> None:
+    space = Space(tile=Axis.pow2(16, 64), stages=[1, 3], layout=["a", "b"])
+    assert space.features(Config(tile=64, stages=3, layout="b")) == [6.0, 3.0, 1.0]
+
+
+def test_configs_and_old_behaviour_of_small_spaces() -> None:
+    space = Space(tile=Axis.pow2(64, 128), num_warps=[4, 8], constraint=lambda c: c.tile >= 128)
+    assert space.configs() == (Config(tile=128, num_warps=4), Config(tile=128, num_warps=8))
+    assert Space(tile=[64, 64, 128]).configs() == (Config(tile=64), Config(tile=128))
+    with pytest.raises(UsageError, match="removed all 4"):
+        Space(tile=[1, 2], w=[1, 2], constraint=lambda c: False).configs()
+
+
+def test_search_space_of_each_accepted_spec() -> None:
+    assert isinstance(search_space({"tile": [1, 2]}), Space)
+    listed = search_space([{"tile": 16, "w": 4}, {"tile": 32, "w": 4}, {"tile": 32, "w": 8}])
+    assert isinstance(listed, ListSpace)
+    assert listed.size_hint() == 3
+    assert Config(tile=32, w=4) in listed
+    assert set(listed.neighbours(Config(tile=32, w=4))) == {
+        Config(tile=16, w=4),
+        Config(tile=32, w=8),
+    }
+    assert sorted(listed.sample(random.Random(0), 10), key=repr) == sorted(
+        listed.iter_valid(), key=repr
+    )
+
+
+def test_the_engine_imports_neither_torch_triton_nor_a_model_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tunedsl.engine.driver, tunedsl.engine.search, tunedsl.engine.history\n"
+        "import tunedsl.runtime.space\n"
+        "bad = {'torch', 'triton', 'sklearn', 'lightgbm', 'xgboost'} & set(sys.modules)\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

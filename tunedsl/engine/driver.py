@@ -1,0 +1,252 @@
+"""The search loop: strategy -> measurer.prepare -> race -> observations (engine layer, pure).
+
+``run_search`` asks the strategy for a batch, has the measurer compile it (``prepare`` yields
+each configuration as it finishes compiling, and the race opens each as it arrives, so
+measuring overlaps compiling), races the batch, and hands the observations back to the
+strategy, until the strategy is done or the budget is spent. Then the best few are raced
+once more side by side, so the choice compares timings taken together (one ``round``).
+
+- **Budget**: seconds on an injectable ``clock``; the loop stops proposing when
+  ``1 - reserve`` of it is spent (the rest is for the final race) and a race stops at the
+  next sample once it is spent. A compile in flight is the only overrun.
+- **Compile-ahead**: a strategy that is not ``adaptive`` (exhaustive, random) proposes its
+  next batch before the current one is raced, and a measurer with ``prefetch(configs)``
+  starts compiling it then.
+- **Memory**: ``history`` (observations of a stored search) is continued, never repeated: a
+  configuration that failed or was rejected is not tried again, one measured is not
+  measured again except as a leader in the final race.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+
+from tunedsl.engine.racing import DEFAULT_RACE, RaceResult, RaceSettings, race
+from tunedsl.engine.seams import Measurer, Observation, SearchSpace, SearchStrategy
+from tunedsl.errors import TuningError
+from tunedsl.runtime.config import Config
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class SearchEvent:
+    """Progress, for a progress line: ``kind`` is "batch" (about to compile one), "raced"
+    (a batch measured) or "done"."""
+
+    kind: str
+    strategy: str
+    measured: int  # configurations measured in this run so far
+    compiled: int
+    best: Config | None
+    best_ms: float | None
+    remaining_s: float | None  # None: no budget
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    chosen: Config
+    observations: tuple[Observation, ...]  # every configuration known (stored and new)
+    strategy: str  # "auto:model" once auto chose
+    seed: int
+    budget_s: float | None
+    measured: int  # configurations measured in this run (not taken from history)
+    compiled: int  # configurations the measurer prepared in this run
+    elapsed_s: float
+    exhausted: bool  # the strategy had nothing more to propose (else the budget ran out)
+    final_round: int  # the round of the last side-by-side race (the chosen one's)
+
+
+def run_search(
+    space: SearchSpace,
+    strategy: SearchStrategy,
+    measurer: Measurer,
+    *,
+    budget_s: float | None = None,
+    race_settings: RaceSettings = DEFAULT_RACE,
+    history: Sequence[Observation] = (),
+    clock: Clock = time.monotonic,
+    on_event: Callable[[SearchEvent], None] | None = None,
+    final_leaders: int = 3,
+    reserve: float = 0.1,
+    prune: Callable[[list[Config]], Sequence[Config]] | None = None,
+) -> SearchOutcome:
+    """Search ``space`` with ``strategy``, measuring through ``measurer``; see the module.
+    ``prune(batch)`` (the site's ``prune=`` bound to this call's arguments) narrows each
+    proposed batch before it is compiled; what it drops is neither measured nor recorded."""
+    run = _Run(space, strategy, measurer, budget_s, race_settings, history, clock, on_event)
+    run.prune = prune
+    run.loop(reserve)
+    return run.finish(final_leaders)
+
+
+class _Run:
+    def __init__(
+        self,
+        space: SearchSpace,
+        strategy: SearchStrategy,
+        measurer: Measurer,
+        budget_s: float | None,
+        settings: RaceSettings,
+        history: Sequence[Observation],
+        clock: Clock,
+        on_event: Callable[[SearchEvent], None] | None,
+    ) -> None:
+        self.space = space
+        self.strategy = strategy
+        self.measurer = measurer
+        self.budget_s = budget_s
+        self.settings = settings
+        self.clock = clock
+        self.on_event = on_event
+        self.start = clock()
+        self.known: dict[Config, Observation] = {o.config: o for o in history}
+        self.stored = set(self.known)
+        self.round = max((o.round for o in history), default=-1) + 1
+        self.prepared: set[Config] = set()
+        self.measured: set[Config] = set()
+        self.exhausted = False
+        self.prune: Callable[[list[Config]], Sequence[Config]] | None = None
+
+    # -- time ----------------------------------------------------------------------------
+    def remaining(self) -> float | None:
+        if self.budget_s is None:
+            return None
+        return self.budget_s - (self.clock() - self.start)
+
+    def spent(self, share: float = 1.0) -> bool:
+        return self.budget_s is not None and self.clock() - self.start >= share * self.budget_s
+
+    # -- the loop ------------------------------------------------------------------------
+    def loop(self, reserve: float) -> None:
+        share = 1.0 - reserve
+        pending: list[Config] | None = None
+        idle = 0
+        while not self.spent(share):
+            if pending is not None:
+                batch, pending = pending, None
+            else:
+                batch = self.ask()
+            if not batch:
+                self.exhausted = True
+                return
+            fresh = [c for c in batch if c not in self.known]
+            if self.prune is not None and fresh:
+                kept = set(self.prune(list(fresh)))
+                fresh = [c for c in fresh if c in kept]
+            if not fresh:
+                idle += 1  # a strategy re-proposing known points must not spin forever
+                if idle > 100:
+                    self.exhausted = True
+                    return
+                continue
+            self.emit("batch")
+            if not getattr(self.strategy, "adaptive", True):
+                pending = self.ask()
+                prefetch = getattr(self.measurer, "prefetch", None)
+                if pending and prefetch is not None:
+                    prefetch(pending)
+            self.race_batch(fresh, lambda: self.spent(share))
+            self.emit("raced")
+
+    def ask(self) -> list[Config]:
+        return list(self.strategy.propose(self.space, list(self.known.values()), self.remaining()))
+
+    def opened(self, configs: Sequence[Config]) -> Generator[Config, None, None]:
+        """The configurations that compiled, as they finish; failures become observations."""
+        for prep in self.measurer.prepare(configs):
+            self.prepared.add(prep.config)
+            if prep.status == "ok" and prep.error is None:
+                yield prep.config
+            else:
+                status = prep.status if prep.status != "ok" else "failed"
+                self.note(Observation(prep.config, status, reason=prep.error, round=self.round))
+
+    def race_batch(
+        self, configs: Sequence[Config], expired: Callable[[], bool], open_all: bool = False
+    ) -> RaceResult:
+        # What this run prepared already is raced as is; the rest is compiled first.
+        ready = [c for c in configs if c in self.prepared]
+        stream = self.opened([c for c in configs if c not in self.prepared])
+        try:
+            result = race(
+                itertools.chain(ready, stream),
+                self.measurer.sample,
+                self.settings,
+                expired=expired,
+                open_all=open_all,
+            )
+        finally:
+            stream.close()  # stop taking compiles once the budget is spent
+        for cfg, samples in result.samples.items():
+            self.measured.add(cfg)
+            median = result.median(cfg)
+            self.note(Observation(cfg, "ok", median, tuple(samples), round=self.round))
+        for cfg, why in result.failed.items():
+            self.measured.add(cfg)
+            self.note(Observation(cfg, "failed", reason=why, round=self.round))
+        self.round += 1
+        return result
+
+    def note(self, obs: Observation) -> None:
+        self.known.pop(obs.config, None)  # re-insert: the newest observation comes last
+        self.known[obs.config] = obs
+
+    # -- choosing ------------------------------------------------------------------------
+    def ok(self) -> list[Observation]:
+        return sorted(
+            (o for o in self.known.values() if o.status == "ok" and o.median_ms is not None),
+            key=lambda o: o.median_ms or 0.0,
+        )
+
+    def finish(self, final_leaders: int) -> SearchOutcome:
+        ok = self.ok()
+        if not ok:
+            raise TuningError(
+                f"no configuration could be measured ({len(self.known)} tried)",
+                {repr(o.config): o.reason or o.status for o in self.known.values()},
+            )
+        leaders = [o.config for o in ok[: max(1, final_leaders)]]
+        rounds = {self.known[c].round for c in leaders}
+        # Timings of one race compare; a stored one or two races' do not (drift).
+        needs_final = len(leaders) > 1 and (len(rounds) > 1 or leaders[0] in self.stored)
+        chosen, final_round = leaders[0], self.known[leaders[0]].round
+        if needs_final:
+            result = self.race_batch(leaders, lambda: self.spent(), open_all=True)
+            if result.leader is not None:
+                chosen, final_round = result.leader, self.round - 1
+            else:
+                chosen = self.ok()[0].config
+        self.emit("done", best=chosen)
+        return SearchOutcome(
+            chosen=chosen,
+            observations=tuple(self.known.values()),
+            strategy=str(getattr(self.strategy, "resolved", self.strategy.name)),
+            seed=int(getattr(self.strategy, "seed", 0)),
+            budget_s=self.budget_s,
+            measured=len(self.measured - self.stored),
+            compiled=len(self.prepared),
+            elapsed_s=self.clock() - self.start,
+            exhausted=self.exhausted,
+            final_round=final_round,
+        )
+
+    def emit(self, kind: str, best: Config | None = None) -> None:
+        if self.on_event is None:
+            return
+        ok = self.ok()
+        top = self.known[best] if best is not None else (ok[0] if ok else None)
+        self.on_event(
+            SearchEvent(
+                kind=kind,
+                strategy=str(getattr(self.strategy, "resolved", self.strategy.name)),
+                measured=len(self.measured - self.stored),
+                compiled=len(self.prepared),
+                best=top.config if top is not None else None,
+                best_ms=top.median_ms if top is not None else None,
+                remaining_s=self.remaining(),
+            )
+        )

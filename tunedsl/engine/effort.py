@@ -1,0 +1,37 @@
+"""Search effort presets: the default time budget and how hard races look (engine layer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunedsl.engine.racing import RaceSettings
+from tunedsl.errors import UsageError
+
+
+@dataclass(frozen=True)
+class SearchEffort:
+    name: str
+    budget_s: float  # default budget of one search, in seconds
+    race: RaceSettings
+    final_leaders: int  # the best this many are raced side by side before choosing
+
+
+SEARCH_EFFORTS: dict[str, SearchEffort] = {
+    "quick": SearchEffort(
+        "quick", 4.0, RaceSettings(first_reps=2, more_reps=2, max_reps=12, rel_width=0.02), 2
+    ),
+    "default": SearchEffort("default", 10.0, RaceSettings(), 3),
+    "thorough": SearchEffort(
+        "thorough",
+        40.0,
+        RaceSettings(first_reps=5, more_reps=5, max_reps=100, confidence=0.99, rel_width=0.005),
+        5,
+    ),
+}
+
+
+def search_effort(name: str) -> SearchEffort:
+    try:
+        return SEARCH_EFFORTS[name]
+    except KeyError:
+        raise UsageError(f"effort={name!r}: expected one of {', '.join(SEARCH_EFFORTS)}") from None

@@ -1,0 +1,57 @@
+"""``auto`` (the default): exhaustive when the valid space is small, ``model`` above that.
+
+"Small" is up to ``SMALL_VALID`` valid configurations, counted lazily (a space of 10^7 points
+is never listed: the count stops at the threshold). When the model's library is missing,
+``pattern`` (which needs nothing) replaces it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from tunedsl.engine.seams import Observation, SearchSpace, SearchStrategy
+from tunedsl.engine.search.exhaustive import Exhaustive
+from tunedsl.engine.search.model import ModelSearch, model_available
+from tunedsl.engine.search.pattern import PatternSearch
+from tunedsl.runtime.config import Config
+
+SMALL_VALID = 256
+# Spaces whose product is larger than this are not counted at all: they are large.
+_COUNT_LIMIT = 16 * SMALL_VALID
+
+
+class AutoSearch:
+    name = "auto"
+
+    def __init__(self, seed: int = 0, batch: int = 8, limit: int | None = None) -> None:
+        self.seed = seed
+        self.batch = batch
+        self.limit = limit
+        self.inner: SearchStrategy | None = None
+
+    @property
+    def adaptive(self) -> bool:
+        return getattr(self.inner, "adaptive", True)
+
+    @property
+    def resolved(self) -> str:
+        """``auto:<strategy>`` once the first batch was proposed."""
+        return f"auto:{self.inner.name}" if self.inner is not None else "auto"
+
+    def choose(self, space: SearchSpace) -> SearchStrategy:
+        small = space.size_hint() <= _COUNT_LIMIT and (
+            sum(1 for _ in itertools.islice(space.iter_valid(), SMALL_VALID + 1)) <= SMALL_VALID
+        )
+        if small:
+            return Exhaustive(self.seed, max(self.batch, 16), self.limit)
+        if model_available():
+            return ModelSearch(self.seed, self.batch, self.limit)
+        return PatternSearch(self.seed, self.batch, self.limit)
+
+    def propose(
+        self, space: SearchSpace, history: Sequence[Observation], remaining_s: float | None
+    ) -> list[Config]:
+        if self.inner is None:
+            self.inner = self.choose(space)
+        return self.inner.propose(space, history, remaining_s)
