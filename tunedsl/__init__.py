@@ -33,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     "Config": "tunedsl.runtime.config",
     "cdiv": "tunedsl.runtime.helpers",
     "workload": "tunedsl.runtime.workload",
+    # PyTorch integration (imports torch only when used)
+    "torch_op": "tunedsl.backends.torch_ops",
 }
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "cdiv",
     "compile_source",
     "expand_source",
+    "torch_op",
     "workload",
 ]
 
@@ -61,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tunedsl.runtime.macro import autotune
     from tunedsl.runtime.space import Space
     from tunedsl.runtime.workload import workload
+    from tunedsl.backends.torch_ops import torch_op
 
 
 def __getattr__(name: str) -> Any:

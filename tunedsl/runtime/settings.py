@@ -15,7 +15,7 @@ from typing import Any
 from tunedsl import knobs
 from tunedsl.errors import UsageError
 from tunedsl.runtime.config import Config, as_config
-from tunedsl.runtime.options import HINT_NAMES, OPTION_NAMES
+from tunedsl.runtime.options import CAPTURE_MODES, HINT_NAMES, OPTION_NAMES, TIMING_MODES
 from tunedsl.runtime.space import expand_space
 from tunedsl.tuning.bench import EFFORTS
 
@@ -38,6 +38,9 @@ class Settings:
     mode: str
     effort: str
     name: str | None
+    isolate: bool = False  # measure in a worker process (isolate= or TUNEDSL_ISOLATE)
+    timing: str = "auto"  # one of TIMING_MODES (timing= or TUNEDSL_TIMING)
+    capture: str = "raise"  # a miss during CUDA-graph capture: one of CAPTURE_MODES
 
 
 def _names(value: Any, option: str) -> tuple[str, ...]:
@@ -94,6 +97,19 @@ def resolve(
     site_name = options.get("name")
     if site_name is not None and not isinstance(name, str):
         raise UsageError(f"{where}: name= must be a string, not {site_name!r}")
+    isolate = options.get("isolate")
+    if isolate is None:
+        isolate = knobs.isolate()
+    if not isinstance(isolate, bool):
+        raise UsageError(f"{where}: isolate= must be True or False, not {isolate!r}")
+    timing = options.get("timing") or knobs.timing()
+    if timing not in TIMING_MODES:
+        raise UsageError(f"{where}: timing={timing!r}; expected one of {', '.join(TIMING_MODES)}")
+    capture = options.get("capture") or "raise"
+    if capture not in CAPTURE_MODES:
+        raise UsageError(
+            f"{where}: capture={capture!r}; expected one of {', '.join(CAPTURE_MODES)}"
+        )
     return Settings(
         configs=configs,
         hints={k: v for k, v in hints.items() if v is not None},
@@ -109,6 +125,9 @@ def resolve(
         mode=mode,
         effort=effort,
         name=site_name,
+        isolate=isolate,
+        timing=timing,
+        capture=capture,
     )
 
 

@@ -344,6 +344,7 @@ class Site:
         lazy: Callable[[], Any] | None,
     ) -> tuple[Entry, LaunchResult]:
         """Decide the configuration for a new call key: memory, disk, default or tuning."""
+        from tunedsl.backends import capture
         from tunedsl.backends import triton as bt
         from tunedsl.runtime import decide
 
@@ -371,15 +372,21 @@ class Site:
             return self._entry(
                 kernel, info, args, static_kwargs, settings, decision, result
             ), result
-        decision = decide.decide(
-            self.site_id,
-            kernel,
-            info,
+        # Under CUDA-graph capture a key is never tuned (backends/capture.py).
+        decision = capture.decide_on_miss(
             settings,
+            self.label,
             readable,
-            context,
-            digest,
-            lambda configs: self._variants(kernel, args, static_kwargs, bind, settings, configs),
+            lambda settings: decide.decide(
+                self.site_id,
+                kernel,
+                info,
+                settings,
+                readable,
+                context,
+                digest,
+                lambda configs: self._variants(kernel, args, static_kwargs, bind, settings, configs),
+            ),
         )
         result = LaunchResult(
             config=decision.config,
