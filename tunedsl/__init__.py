@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from tunedsl.backends.torch_ops import torch_op
     from tunedsl.errors import CacheWarning, TunedslError, TunedslSyntaxError, TuningError
     from tunedsl.frontend.compile import compile_source, expand_source
     from tunedsl.runtime.api import LaunchResult, autotune_launch
@@ -64,7 +65,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tunedsl.runtime.macro import autotune
     from tunedsl.runtime.space import Space
     from tunedsl.runtime.workload import workload
-    from tunedsl.backends.torch_ops import torch_op
 
 
 def __getattr__(name: str) -> Any:

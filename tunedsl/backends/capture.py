@@ -44,11 +44,9 @@ def decide_on_miss(
     label: str,
     readable: Mapping[str, Any],
     decide: Callable[[Any], Any],
-    is_capturing: Callable[[], bool] = capturing,
 ) -> Any:
-    """``decide(settings)``, except that under capture it never tunes (see the module doc).
-    ``is_capturing`` is the capture test (a parameter so the CPU tests can drive it)."""
-    if settings.mode != "on" or not is_capturing():
+    """``decide(settings)``, except that under capture it never tunes (see the module doc)."""
+    if settings.mode != "on" or not capturing():
         return decide(settings)
     decision = decide(dataclasses.replace(settings, mode="cached"))  # a record, or the default
     if decision.source == "default" and settings.capture == "raise":
@@ -58,7 +56,7 @@ def decide_on_miss(
             f"{label}: a new key met during CUDA-graph capture, key {json_safe(dict(readable))}: "
             "tuning cannot run inside a capture (it synchronizes the device). Fix: call the "
             "model once with these shapes before capturing (warm-up), or tune ahead with "
-            "`tunedsl precompile --tune`; or pass capture=\"default\" to launch the site's "
+            '`tunedsl precompile --tune`; or pass capture="default" to launch the site\'s '
             "default configuration for keys not yet decided"
         )
     return decision

@@ -417,7 +417,9 @@ class IsolatedMeasurer:
                     batch = False  # retry the rest one at a time to find the culprit
                 else:
                     culprit = next(i for i in todo if i not in done)
-                    done[culprit] = Prepared(self.variants[culprit].config, "failed", f"run: {died}")
+                    done[culprit] = Prepared(
+                        self.variants[culprit].config, "failed", f"run: {died}"
+                    )
             yield from done.values()
             pending = [i for i in pending if i not in done]
 
@@ -462,8 +464,10 @@ def tune_isolated(
     from tunedsl.tuning import bench, search
 
     gpu = bt.device_facts()["type"] in ("cuda", "hip")
-    kind = "wall" if not gpu else {"events": "cuda-events", "graph": "cuda-graph"}.get(
-        req.timing, "cuda-events"
+    kind = (
+        "wall"
+        if not gpu
+        else {"events": "cuda-events", "graph": "cuda-graph"}.get(req.timing, "cuda-events")
     )
     effort = bench.effort_for(req.effort, kind)
     failures: dict[Config, tuple[str, str]] = {c: ("failed", r) for c, r in req.infeasible.items()}
@@ -519,6 +523,8 @@ def tune_isolated(
     final = {c: t for c, t in final.items() if c not in failures}
     if winner not in final:
         if not final:
-            raise TuningError("every configuration failed", {repr(c): w for c, (_, w) in failures.items()})
+            raise TuningError(
+                "every configuration failed", {repr(c): w for c, (_, w) in failures.items()}
+            )
         winner = min(final, key=lambda c: final[c].median_ms)
     return winner, final, failures, kind, len(todo)

@@ -18,7 +18,7 @@ tuning run happens on the first eager execution (``torch.compile``'s warm-up for
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError
@@ -29,7 +29,7 @@ def torch_op(
     *,
     mutates_args: Iterable[str] | str = (),
     fake: Callable[..., Any] | None = None,
-    device_types: str | Iterable[str] | None = None,
+    device_types: str | Sequence[str] | None = None,
 ) -> Callable[[Callable[..., Any]], Any]:
     """Decorate a function that launches tunedsl kernels so it becomes the custom operator
     ``name`` (``"namespace::op"``), callable inside ``torch.compile(fullgraph=True)``.

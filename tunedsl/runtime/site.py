@@ -385,7 +385,9 @@ class Site:
                 readable,
                 context,
                 digest,
-                lambda configs: self._variants(kernel, args, static_kwargs, bind, settings, configs),
+                lambda configs: self._variants(
+                    kernel, args, static_kwargs, bind, settings, configs
+                ),
             ),
         )
         result = LaunchResult(

@@ -206,8 +206,8 @@ def tune(req: TuneRequest) -> TuneOutcome:
         from tunedsl.backends.isolated import tune_isolated
 
         with BENCH_LOCK:
-            winner, final, failures, timer_kind, measured = tune_isolated(req)
-        return _outcome(req, info, winner, final, failures, timer_kind, start, measured)
+            winner, final, failed, kind, measured = tune_isolated(req)
+        return _outcome(req, info, winner, final, failed, kind, start, measured)
     first_variant = req.variants[0]
     bound = bt.bind_arguments(info, first_variant.args, first_variant.kwargs)
     with BENCH_LOCK:
