@@ -15,9 +15,11 @@ def double_or_die(x, y, n, TILE: tl.constexpr, MODE: tl.constexpr):
     offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
     mask = offs < n
     if MODE == 2:
-        i = 0
-        while i < 1:
-            i = i * 1
+        # A volatile load in the loop: a compiler may not delete it as a side-effect-free
+        # infinite loop.
+        spin = tl.load(x, volatile=True).to(tl.int32) * 0
+        while spin == 0:
+            spin = tl.load(x, volatile=True).to(tl.int32) * 0
     if MODE == 1:
         far = offs.to(tl.int64) * 1000000007 + 1000000007 * 1000
         tl.store(y + far, tl.load(x + far))

@@ -69,6 +69,8 @@ class _State:
         from tunedsl.tuning.tuner import TuneRequest, _Guard, _per_launch_setup, _Verifier
 
         device = payload["device"]
+        self.gpu = device is not None
+        self.run_failed = False  # a launch raised (on a GPU: restart before the next request)
         if device is not None:
             import torch
 
@@ -121,6 +123,7 @@ class _State:
                 problem = self.verifier.check(self.run(index))
             except Exception as err:
                 error = err
+                self.run_failed = True
                 reply(("prepared", index, "failed", "run: " + _reason(err)))
                 continue
             finally:
@@ -196,6 +199,17 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 reply(("error", f"unknown request {op!r}"))
         except Exception as err:
             reply(("failed", _reason(err)))
+            if state is not None and state.gpu:
+                _exit_after_gpu_error()
+        if state is not None and state.gpu and state.run_failed:
+            _exit_after_gpu_error()
+
+
+def _exit_after_gpu_error() -> None:
+    # A failed launch may leave a sticky CUDA error (an illegal address poisons the
+    # context): leave, and the parent starts a clean worker for the next request.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _free_memory() -> None:
