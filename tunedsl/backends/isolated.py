@@ -29,7 +29,6 @@ has ``isolate=True`` or ``TUNEDSL_ISOLATE=1`` (and by ``tunedsl precompile --tun
 from __future__ import annotations
 
 import atexit
-import io
 import os
 import pickle
 import select
@@ -37,175 +36,32 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tunedsl import knobs
+from tunedsl.backends.isolated_transfer import (
+    TensorRef,
+    dumps,
+    pack_inputs,
+    rebuild_storages,
+    rebuild_variant,
+)
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.runtime.config import Config
-from tunedsl.runtime.keys import is_tensor
-from tunedsl.runtime.variant import Variant
 from tunedsl.tuning.bench import Timing
 
-# -- sending kernels and inputs --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TensorRef:
-    """A tensor argument: a view into one of the copied storages."""
-
-    storage: int
-    dtype: str
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
-
-
-def _is_triton_function(obj: Any) -> bool:
-    cls = type(obj)
-    return cls.__name__ in ("JITFunction", "InterpretedFunction") and cls.__module__.startswith(
-        "triton."
-    )
-
-
-def _jit_options(kernel: Any) -> dict[str, Any]:
-    """The ``triton.jit`` keyword arguments that rebuild ``kernel`` from its function."""
-    inner = getattr(kernel, "jit_function", kernel)  # InterpretedFunction wraps a JITFunction
-    options: dict[str, Any] = {}
-    dns = getattr(inner, "do_not_specialize", None)
-    if dns:
-        names = getattr(inner, "arg_names", ())
-        options["do_not_specialize"] = [names[i] if isinstance(i, int) else i for i in dns]
-    for name in ("debug", "noinline"):
-        value = getattr(inner, name, None)
-        if value is not None:
-            options[name] = value
-    return options
-
-
-def _rebuild_jit(fn: Any, options: dict[str, Any]) -> Any:
-    import triton
-
-    return triton.jit(fn, **options)
-
-
-def _import_jit(module: str, qualname: str) -> Any:
-    import importlib
-
-    obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _by_reference(kernel: Any) -> tuple[str, str] | None:
-    fn = getattr(kernel, "fn", None)
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "<" in qualname or module not in sys.modules:
-        return None
-    try:
-        if _import_jit(module, qualname) is kernel:
-            return module, qualname
-    except Exception:
-        pass
-    return None
-
-
-def dumps(obj: Any) -> bytes:
-    """cloudpickle, with Triton kernels reduced to (function, jit options) or a reference."""
-    import cloudpickle
-
-    class Pickler(cloudpickle.Pickler):  # type: ignore[misc,name-defined]
-        def reducer_override(self, obj: Any) -> Any:
-            if _is_triton_function(obj):
-                ref = _by_reference(obj)
-                if ref is not None:
-                    return _import_jit, ref
-                return _rebuild_jit, (obj.fn, _jit_options(obj))
-            return super().reducer_override(obj)
-
-    buffer = io.BytesIO()
-    Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-    return buffer.getvalue()
-
-
-def pack_inputs(variants: Sequence[Variant]) -> tuple[list[Any], list[tuple[Any, ...]]]:
-    """(storages copied to the CPU, variants as tuples with tensors replaced by TensorRef)."""
-    import torch
-
-    storages: list[Any] = []
-    index_of: dict[tuple[str, int], int] = {}
-
-    def ref(t: Any) -> TensorRef:
-        storage = t.untyped_storage()
-        where = (str(t.device), storage.data_ptr())
-        index = index_of.get(where)
-        if index is None:
-            index = index_of[where] = len(storages)
-            # As a uint8 tensor: torch cannot unpickle a bare UntypedStorage.
-            raw = t.new_empty(0, dtype=torch.uint8).set_(storage)
-            storages.append(raw.to("cpu", copy=True))
-        return TensorRef(
-            index,
-            str(t.dtype).removeprefix("torch."),
-            tuple(t.shape),
-            tuple(t.stride()),
-            t.storage_offset(),
-        )
-
-    def pack(value: Any) -> Any:
-        if is_tensor(value):
-            return ref(value)
-        if isinstance(value, tuple | list):
-            return type(value)(pack(x) for x in value)
-        return value
-
-    packed = [
-        (
-            v.config,
-            tuple(pack(a) for a in v.args),
-            {k: pack(x) for k, x in v.kwargs.items()},
-            v.grid,
-            dict(v.options),
-        )
-        for v in variants
-    ]
-    return storages, packed
-
-
-def rebuild_storages(storages: list[Any], device: int | None) -> list[Any]:
-    """The copied storages (uint8 tensors) on the worker's device, as untyped storages."""
-    if device is not None:
-        storages = [s.cuda(device) for s in storages]
-    return [s.untyped_storage() for s in storages]
-
-
-def rebuild_variant(packed: tuple[Any, ...], storages: list[Any]) -> Variant:
-    import torch
-
-    def unpack(value: Any) -> Any:
-        if isinstance(value, TensorRef):
-            storage = storages[value.storage]
-            dtype = getattr(torch, value.dtype)
-            empty = torch.empty(0, dtype=dtype, device=storage.device)
-            return empty.set_(storage, value.offset, value.shape, value.stride)
-        if isinstance(value, tuple | list):
-            return type(value)(unpack(x) for x in value)
-        return value
-
-    config, args, kwargs, grid, options = packed
-    return Variant(
-        config=config,
-        args=tuple(unpack(a) for a in args),
-        kwargs={k: unpack(x) for k, x in kwargs.items()},
-        grid=grid,
-        options=options,
-    )
-
+__all__ = [
+    "IsolatedMeasurer",
+    "TensorRef",
+    "dumps",
+    "pack_inputs",
+    "rebuild_storages",
+    "rebuild_variant",
+    "shutdown_workers",
+    "tune_isolated",
+]
 
 # -- the worker process ----------------------------------------------------------------------
 
@@ -238,8 +94,6 @@ class Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        from tunedsl.backends.isolated_worker import write_frame  # noqa: F401 (import check)
-
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.proc = subprocess.Popen(
@@ -250,10 +104,23 @@ class Worker:
             bufsize=0,
         )
         if self.setup_frame is not None:
-            self._send(self.setup_frame)
-            answer = self._receive(knobs.isolate_timeout_s() + 60.0)
-            if answer[0] != "ok":
-                raise TuningError(f"the measurement worker could not set up: {answer[-1]}")
+            self._setup()
+
+    def setup(self, frame: bytes) -> None:
+        """A new tuning: sent now to a running worker, else when the worker starts."""
+        self.setup_frame = frame
+        if self.alive():
+            try:
+                self._setup()
+            except _Died:
+                self.kill()  # started afresh (with this setup) by the first request
+
+    def _setup(self) -> None:
+        assert self.setup_frame is not None
+        self._send(self.setup_frame)
+        answer = self._receive(knobs.isolate_timeout_s() + 60.0)
+        if answer[0] != "ok":
+            raise TuningError(f"the measurement worker could not set up: {answer[-1]}")
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
@@ -383,19 +250,15 @@ class IsolatedMeasurer:
                 f"measurement worker ({type(err).__name__}: {err}); make hooks and "
                 "arguments picklable, or tune with isolate=False"
             ) from err
-        self.worker = worker_for(device)
-        self.worker.setup_frame = dumps(("setup", {"sys_path": list(sys.path), "body": body_bytes}))
         self.run_timeout_s = knobs.isolate_timeout_s()
         self.compile_timeout_s = knobs.compile_timeout_s() + self.run_timeout_s
-        self.worker.kill()  # a fresh setup: start (and set up) on the first request
-        self.setup_s = 0.0
+        self.worker = worker_for(device)
+        self.worker.setup(dumps(("setup", {"sys_path": list(sys.path), "body": body_bytes})))
 
     def _ensure_started(self) -> None:
         if not self.worker.alive():
-            start = time.perf_counter()
             self.worker.kill()
             self.worker.start()
-            self.setup_s += time.perf_counter() - start
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
         pending = [self.index[c] for c in configs]
@@ -442,8 +305,10 @@ class IsolatedMeasurer:
     def sample(self, config: Config, reps: int) -> list[float]:
         return list(self._ask(("sample", self.index[config], reps)))
 
-    def settle(self, first: dict[Config, Timing]) -> None:
-        self._ask(("settle", {self.index[c]: t.median_ms for c, t in first.items()}))
+    def settle(self, first: dict[Config, Timing]) -> str:
+        """The auto timer's choice for the leaders; returns the worker timer's kind."""
+        kind = self._ask(("settle", {self.index[c]: t.median_ms for c, t in first.items()}))
+        return str(kind)
 
     def close(self) -> None:
         """Drop the worker's copies (the process stays warm for the next tuning)."""
@@ -516,7 +381,7 @@ def tune_isolated(
                 {repr(c): why for c, (_, why) in failures.items()},
             )
         if gpu and req.timing == "auto":
-            measurer.settle(first)
+            kind = measurer.settle(first)
         winner, final = search.choose(first, samplers, effort)
     finally:
         measurer.close()

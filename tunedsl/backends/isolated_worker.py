@@ -63,7 +63,7 @@ class _State:
     """One tuning's worker-side state: the rebuilt inputs, guard, verifier and timer."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
-        from tunedsl.backends import isolated
+        from tunedsl.backends import isolated_transfer as isolated
         from tunedsl.backends import triton as bt
         from tunedsl.tuning import bench
         from tunedsl.tuning.tuner import TuneRequest, _Guard, _per_launch_setup, _Verifier
@@ -194,7 +194,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 settle = getattr(state.timer, "settle", None)
                 if settle is not None:
                     settle(list(request[1].values()))
-                reply(("ok",))
+                reply(("ok", state.timer.kind))
             else:
                 reply(("error", f"unknown request {op!r}"))
         except Exception as err:
