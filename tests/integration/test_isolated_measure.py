@@ -98,6 +98,22 @@ def test_isolated_measurement_keeps_restore_value_semantics() -> None:
     assert all(r.status == "ok" for r in result.timings.values())
     # Measured on the worker's copy; the one real launch doubled x exactly once.
     torch.testing.assert_close(x, original * 2)
+    # The worker stays warm: the next tuning (another site) is set up on the same process.
+    (worker,) = isolated._workers.values()
+    assert worker.proc is not None
+    pid = worker.proc.pid
+    autotune_launch(
+        scale_inplace,
+        space={"tile": [32, 64]},
+        grid=lambda cfg: (cdiv(200, cfg.tile),),
+        args=(x, 200),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        restore_value=["x"],
+        isolate=True,
+        name="second-site",
+    )
+    assert worker.proc is not None and worker.proc.pid == pid
+    torch.testing.assert_close(x, original * 4)
 
 
 def test_inputs_keep_views_and_shared_storage() -> None:
