@@ -1,7 +1,8 @@
 """The measurement worker process (backends layer): ``python -m tunedsl.backends.isolated_worker``.
 
-Started by ``isolated.py``; the protocol is length-prefixed pickles, requests on stdin and
-replies on the process's original stdout (fd 1 is then pointed at stderr, so a kernel's or a
+Started by ``isolated.py``; the protocol is length-prefixed frames: requests are cloudpickles
+on stdin (a pipe only the parent holds: the kernel must come by value), replies are JSON on
+the process's original stdout (so the parent never unpickles anything) (fd 1 is then pointed at stderr, so a kernel's or a
 hook's ``print`` cannot corrupt a reply). One request at a time:
 
 - ``("setup", payload)``: the kernel, every variant (tensors as ``TensorRef`` into copied
@@ -19,8 +20,8 @@ crashes or hangs the process is the parent's business (it kills and restarts thi
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import struct
 import sys
 from typing import Any, BinaryIO
@@ -159,7 +160,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
     state: _State | None = None
 
     def reply(message: tuple[Any, ...]) -> None:
-        write_frame(replies, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        write_frame(replies, json.dumps(message).encode("utf-8"))
 
     while True:
         frame = read_frame(requests)
