@@ -14,6 +14,27 @@ the ratio column is per-call time / raw per-call time (target for tunedsl: <= 1.
 
     python benchmarks/bench_launch.py                 # on a GPU: 4096 fp32, 20k calls, 5 repeats
     TRITON_INTERPRET=1 python benchmarks/bench_launch.py --quick   # on a CPU
+
+The floor (GPU only; issue 13): ``floor: CompiledKernel.run`` calls the compiled kernel's
+launcher with every argument precomputed (grid, stream, function, packed metadata, the
+arguments), the least any Python launch can cost; ``floor + stream lookup`` also asks the
+driver for the current stream per call, as every real launch must. The ``vs floor+stream``
+column is the target (tunedsl DSL <= 1.25x). ``--kernel mm`` (or ``both``, the GPU default)
+adds the same rows for the anchor's 12-argument matmul (``anchor_mm.mm``, 512^3 fp16).
+
+Where does the DSL call spend its time over the floor? Profile one row on the GPU:
+
+    py-spy record --rate 20000 --native --format speedscope -o dsl.json -- \
+        python benchmarks/bench_launch.py --only "tunedsl DSL" --calls 200000 --repeats 1
+    python -m cProfile -s tottime benchmarks/bench_launch.py --only "tunedsl DSL" \
+        --calls 100000 --repeats 1 | head -40      # per-function totals (inflated by cProfile)
+
+and compare with ``--only "floor + stream lookup"``. The DSL call's steps, in order: the
+expanded call (args tuple, kwargs dict, the bind lambda); ``Site.__call__``: the call key
+(per tensor: dtype, shape, stride(), data_ptr() % 16), one dict lookup of that tuple;
+``bind(cfg)`` (a dict and the grid tuple); ``DirectLauncher.__call__``: the dyn-kwargs
+comparison, the launch-hook check, ``get_current_device()``, the ``CompiledKernel`` lookup,
+``get_current_stream(device)``, then the floor's ``run``.
 """
 
 from __future__ import annotations
@@ -103,6 +124,73 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
     return fns
 
 
+def floor_fns(
+    kernel: object, grid: tuple[int, ...], params: tuple[object, ...], options: dict[str, object]
+) -> dict[str, Callable[[], object]]:
+    """The floor rows: ``CompiledKernel.run`` with every argument precomputed (GPU only).
+    ``params`` are all the kernel's parameters in order (constexprs included), ``options``
+    the launch options (num_warps, ...)."""
+    from triton.runtime import driver
+
+    names = list(kernel.arg_names)  # type: ignore[attr-defined]
+    constexprs = {p.name for p in kernel.params if p.is_constexpr}  # type: ignore[attr-defined]
+    positional = [v for n, v in zip(names, params, strict=True) if n not in constexprs]
+    keywords = {n: v for n, v in zip(names, params, strict=True) if n in constexprs}
+    compiled = kernel[grid](*positional, **keywords, **options)  # type: ignore[index]
+    if hasattr(compiled, "result"):
+        compiled = compiled.result()
+    run, function, packed = compiled.run, compiled.function, compiled.packed_metadata
+    device = driver.active.get_current_device()
+    get_stream = driver.active.get_current_stream
+    stream = get_stream(device)
+    gx, gy, gz = (*grid, 1, 1)[:3]
+    return {
+        "floor: CompiledKernel.run": lambda: run(
+            gx, gy, gz, stream, function, packed, None, None, None, *params
+        ),
+        "floor + stream lookup": lambda: run(
+            gx, gy, gz, get_stream(device), function, packed, None, None, None, *params
+        ),
+    }
+
+
+MM_DSL_SOURCE = """
+from tunedsl import autotune, cdiv
+
+def mm_call(a, b, c, M, N, K):
+    return autotune(space=dict(BM=[64, 128], BN=[64], BK=[32], num_warps=[4]),
+                    blocks=(cdiv(M, $BM), cdiv(N, $BN)),
+                    mm(a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                       c.stride(0), c.stride(1), BM=$BM, BN=$BN, BK=$BK))
+"""
+
+
+def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
+    """The 12-argument matmul launch (plus 3 constexprs): raw, DSL, floor rows."""
+    from anchor_mm import mm
+
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    c = torch.empty(size, size, device=device, dtype=torch.float16)
+    namespace: dict[str, object] = {"mm": mm, "__name__": "bench_launch_mm_dsl"}
+    exec(compile_source(MM_DSL_SOURCE, filename=__file__), namespace)
+    mm_call = namespace["mm_call"]
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    grid = (triton.cdiv(size, 64), triton.cdiv(size, 64))
+    fns: dict[str, Callable[[], object]] = {
+        "mm raw mm[grid]": lambda: mm[grid](
+            a, b, c, size, size, size, *strides, BM=64, BN=64, BK=32, num_warps=4
+        ),
+        "mm tunedsl DSL": lambda: mm_call(a, b, c, size, size, size),  # type: ignore[operator]
+    }
+    if device == "cuda":
+        params = (a, b, c, size, size, size, *strides, 64, 64, 32)
+        for name, fn in floor_fns(mm, grid, params, {"num_warps": 4}).items():
+            fns["mm " + name] = fn
+    return fns
+
+
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -121,6 +209,16 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    parser.add_argument(
+        "--kernel",
+        choices=("vadd", "mm", "both"),
+        default=None,
+        help="which launches (default: both on a GPU, vadd under the interpreter)",
+    )
+    parser.add_argument(
+        "--only", action="append", default=None, help="run only this row (repeatable)"
+    )
+    parser.add_argument("--mm-size", type=int, default=512)
     args = parser.parse_args()
     interp = os.environ.get("TRITON_INTERPRET") == "1"
     device = "cuda" if torch.cuda.is_available() and not interp else "cpu"
@@ -128,7 +226,24 @@ def main() -> int:
         print("no GPU: run with TRITON_INTERPRET=1 (and --quick)", file=sys.stderr)
         return 2
     calls = args.calls or (50 if args.quick else 20000)
-    fns = build(args.n, device)
+    kernel = args.kernel or ("both" if device == "cuda" else "vadd")
+    fns: dict[str, Callable[[], object]] = {}
+    if kernel in ("vadd", "both"):
+        fns.update(build(args.n, device))
+        if device == "cuda":
+            a = torch.randn(args.n, device=device)
+            b, c = torch.randn_like(a), torch.empty_like(a)
+            grid = (triton.cdiv(args.n, 1024),)
+            fns.update(floor_fns(vadd, grid, (a, b, c, args.n, 1024), {}))
+    if kernel in ("mm", "both"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        fns.update(build_mm(args.mm_size if device == "cuda" else 128, device))
+    if args.only:
+        missing = [name for name in args.only if name not in fns]
+        if missing:
+            print(f"--only: no row {missing}; rows: {list(fns)}", file=sys.stderr)
+            return 2
+        fns = {name: fns[name] for name in args.only}
     for fn in fns.values():  # tune every tuned launcher, compile, warm up
         for _ in range(3 if args.quick else 200):
             fn()
@@ -142,16 +257,23 @@ def main() -> int:
             sync(device)
             per_call[name].append((time.perf_counter() - start) / calls * 1e6)
     medians = {name: statistics.median(v) for name, v in per_call.items()}
-    raw = medians["raw vadd[grid]"]
+    raw = medians.get("raw vadd[grid]") or next(iter(medians.values()))
+    floors = {
+        "": medians.get("floor + stream lookup"),
+        "mm ": medians.get("mm floor + stream lookup"),
+    }
     print(
         f"launch overhead: vadd {args.n} fp32 on {device}"
         f"{' (Triton interpreter: real launches on the CPU, not a GPU figure)' if interp else ''}; "
         f"triton {triton.__version__}, torch {torch.__version__}; "
         f"{calls} calls x median of {args.repeats}"
     )
-    print(f"{'launcher':<22} {'us/call':>10} {'vs raw':>8}")
+    print(f"{'launcher':<30} {'us/call':>10} {'vs raw':>8} {'vs floor+stream':>16}")
     for name, us in medians.items():
-        print(f"{name:<22} {us:>10.2f} {us / raw:>7.3f}x")
+        floor = floors["mm " if name.startswith("mm ") else ""]
+        versus = f"{us / floor:>15.3f}x" if floor else f"{'-':>16}"
+        own_raw = medians.get("mm raw mm[grid]", raw) if name.startswith("mm ") else raw
+        print(f"{name:<30} {us:>10.2f} {us / own_raw:>7.3f}x {versus}")
     if args.json:
         print(
             json.dumps(

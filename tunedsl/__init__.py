@@ -33,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     "Config": "tunedsl.runtime.config",
     "cdiv": "tunedsl.runtime.helpers",
     "workload": "tunedsl.runtime.workload",
+    # PyTorch integration (imports torch only when used)
+    "torch_op": "tunedsl.backends.torch_ops",
 }
 
 __all__ = [
@@ -49,10 +51,12 @@ __all__ = [
     "cdiv",
     "compile_source",
     "expand_source",
+    "torch_op",
     "workload",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from tunedsl.backends.torch_ops import torch_op
     from tunedsl.errors import CacheWarning, TunedslError, TunedslSyntaxError, TuningError
     from tunedsl.frontend.compile import compile_source, expand_source
     from tunedsl.runtime.api import LaunchResult, autotune_launch

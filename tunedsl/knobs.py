@@ -186,6 +186,29 @@ def max_decisions() -> int:
     return _int("TUNEDSL_MAX_DECISIONS", MAX_DECISIONS_DEFAULT) or MAX_DECISIONS_DEFAULT
 
 
+def isolate() -> bool:
+    """``TUNEDSL_ISOLATE=1``: measure configurations in a worker process, so one that
+    crashes or hangs kills the worker, not this process (the site option ``isolate=``
+    overrides it; ``tunedsl precompile --tune`` isolates by default)."""
+    return _flag("TUNEDSL_ISOLATE")
+
+
+def isolate_timeout_s() -> float:
+    """``TUNEDSL_ISOLATE_TIMEOUT``: seconds an isolated worker may take to answer one
+    measurement before the configuration is recorded as hung and the worker restarted."""
+    return _float("TUNEDSL_ISOLATE_TIMEOUT", 60.0)
+
+
+TimingMode = Literal["auto", "graph", "events"]
+
+
+def timing() -> TimingMode:
+    """``TUNEDSL_TIMING=auto|graph|events``: how a GPU times configurations: CUDA events per
+    launch, a replayed CUDA graph of many launches, or events with the leaders of a short
+    kernel re-timed with graphs (``auto``, the default; see docs/runtime.md)."""
+    return _choice("TUNEDSL_TIMING", "auto", ("auto", "graph", "events"))  # type: ignore[return-value]
+
+
 def quiet() -> bool:
     """``TUNEDSL_QUIET=1``: no progress output while tuning."""
     return _flag("TUNEDSL_QUIET")

@@ -54,6 +54,11 @@ def _calls(tree: ast.AST) -> list[tuple[str, str, int]]:
     return found
 
 
+# The one exception: the isolated measurement worker unpickles what its own parent writes to
+# its stdin, a pipe no one else holds (the kernel by value, issue 13); never a file or a cache.
+PIPE_UNPICKLER = ("cloudpickle", "loads", "isolated_worker.py")
+
+
 def test_no_unpickling_anywhere_in_tunedsl() -> None:
     offenders = []
     # The shipped examples are DSL scripts (`$name`), not Python: they run only as user code.
@@ -61,6 +66,8 @@ def test_no_unpickling_anywhere_in_tunedsl() -> None:
     assert len(files) > 20
     for path in files:
         for module, attr, line in _calls(ast.parse(path.read_text(), str(path))):
+            if (module, attr, path.name) == PIPE_UNPICKLER:
+                continue
             if (module, attr) in UNPICKLERS:
                 offenders.append(f"{path.relative_to(REPO)}:{line}: {module}.{attr}")
             if module == "marshal" and attr in ("load", "loads") and path.name != "bytecode.py":

@@ -368,7 +368,17 @@ class CudaEventTimer:
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=False)]
 
 
-def make_timer() -> WallTimer | CudaEventTimer:
-    if device_facts()["type"] in ("cuda", "hip"):
+def make_timer(timing: str = "auto", per_launch_setup: bool = False) -> Any:
+    """The timer for ``timing`` ("auto", "graph", "events"; see ``graph_timing.py``). Off a
+    GPU (the interpreter) always the wall-clock timer. ``per_launch_setup``: the site
+    restores or zeroes arguments (or has a pre-hook) before every launch, so ``auto``
+    keeps per-launch event timing."""
+    if device_facts()["type"] not in ("cuda", "hip"):
+        return WallTimer()
+    if timing == "events":
         return CudaEventTimer()
-    return WallTimer()
+    from tunedsl.backends import graph_timing
+
+    if timing == "graph":
+        return graph_timing.CudaGraphTimer()
+    return graph_timing.AutoTimer(per_launch_setup)

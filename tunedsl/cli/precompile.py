@@ -17,6 +17,7 @@ stdout; the exit status is 1 if anything failed. A second run finds everything w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -215,6 +216,20 @@ def _short(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}{where}"
 
 
+@contextlib.contextmanager
+def _isolate_by_default(tune: bool) -> Iterator[None]:
+    """``--tune`` measures in isolated workers (a crashing configuration must not end a long
+    sweep) unless ``TUNEDSL_ISOLATE`` says otherwise; the environment is restored after."""
+    if not tune or "TUNEDSL_ISOLATE" in os.environ:
+        yield
+        return
+    os.environ["TUNEDSL_ISOLATE"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("TUNEDSL_ISOLATE", None)
+
+
 def precompile(
     paths: Sequence[str],
     *,
@@ -247,9 +262,12 @@ def precompile(
             "combined with --target (use --target alone to cross-compile)"
         )
     on_result = progress.update if progress else None
-    with precompile_mode(
-        target, tune, workers=workers, timeout_s=timeout_s, on_result=on_result
-    ) as session:
+    with (
+        _isolate_by_default(tune),
+        precompile_mode(
+            target, tune, workers=workers, timeout_s=timeout_s, on_result=on_result
+        ) as session,
+    ):
         if target is None and not gpu:
             from tunedsl.backends.triton_compile import interpreting
 

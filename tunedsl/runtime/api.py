@@ -137,6 +137,9 @@ def autotune_launch(
     mode: str | None = None,
     effort: str | None = None,
     name: str | None = None,
+    isolate: bool | None = None,
+    timing: str | None = None,
+    capture: str | None = None,
     **hints: Any,
 ) -> LaunchResult:
     """Launch ``kernel`` with the best configuration of ``space`` for these arguments.
@@ -209,6 +212,9 @@ def autotune_launch(
             "default": default,
             "mode": mode,
             "effort": effort,
+            "isolate": isolate,
+            "timing": timing,
+            "capture": capture,
         }
         return space, {}, {k: v for k, v in options.items() if v is not None}
 

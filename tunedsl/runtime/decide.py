@@ -232,6 +232,8 @@ def tune_and_record(
             pre_hook=settings.pre_hook,
             post_hook=settings.post_hook,
             effort=settings.effort,
+            isolate=settings.isolate,
+            timing=settings.timing,
         )
     )
     first = variants[0] if variants else None

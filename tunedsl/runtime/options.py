@@ -19,7 +19,14 @@ OPTION_NAMES: tuple[str, ...] = (
     "mode",
     "effort",
     "name",
+    "isolate",
+    "timing",
+    "capture",
 )
+
+# Values of the measurement options (docs/runtime.md, docs/pytorch.md).
+TIMING_MODES: tuple[str, ...] = ("auto", "graph", "events")
+CAPTURE_MODES: tuple[str, ...] = ("raise", "default")
 
 # Keywords with a structural meaning in the macro.
 STRUCTURAL_NAMES: tuple[str, ...] = ("space", "blocks", "key")

@@ -15,7 +15,7 @@ from typing import Any
 from tunedsl import knobs
 from tunedsl.errors import UsageError
 from tunedsl.runtime.config import Config, as_config
-from tunedsl.runtime.options import HINT_NAMES, OPTION_NAMES
+from tunedsl.runtime.options import CAPTURE_MODES, HINT_NAMES, OPTION_NAMES, TIMING_MODES
 from tunedsl.runtime.space import expand_space
 from tunedsl.tuning.bench import EFFORTS
 
@@ -38,6 +38,9 @@ class Settings:
     mode: str
     effort: str
     name: str | None
+    isolate: bool = False  # measure in a worker process (isolate= or TUNEDSL_ISOLATE)
+    timing: str = "auto"  # one of TIMING_MODES (timing= or TUNEDSL_TIMING)
+    capture: str = "raise"  # a miss during CUDA-graph capture: one of CAPTURE_MODES
 
 
 def _names(value: Any, option: str) -> tuple[str, ...]:
@@ -102,6 +105,19 @@ def resolve(
                 f"{where}: `{name}=` is given both as a static hint and as a field of space=; "
                 f"remove `{name}=` or the `{name}` field from the space"
             )
+    isolate = options.get("isolate")
+    if isolate is None:
+        isolate = knobs.isolate()
+    if not isinstance(isolate, bool):
+        raise UsageError(f"{where}: isolate= must be True or False, not {isolate!r}")
+    timing = options.get("timing") or knobs.timing()
+    if timing not in TIMING_MODES:
+        raise UsageError(f"{where}: timing={timing!r}; expected one of {', '.join(TIMING_MODES)}")
+    capture = options.get("capture") or "raise"
+    if capture not in CAPTURE_MODES:
+        raise UsageError(
+            f"{where}: capture={capture!r}; expected one of {', '.join(CAPTURE_MODES)}"
+        )
     return Settings(
         configs=configs,
         hints={k: v for k, v in hints.items() if v is not None},
@@ -117,6 +133,9 @@ def resolve(
         mode=mode,
         effort=effort,
         name=site_name,
+        isolate=isolate,
+        timing=timing,
+        capture=capture,
     )
 
 

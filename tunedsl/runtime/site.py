@@ -475,6 +475,7 @@ class Site:
         lazy: Callable[[], Any] | None,
     ) -> tuple[Entry, LaunchResult]:
         """Decide the configuration for a new call key: memory, disk, default or tuning."""
+        from tunedsl.backends import capture
         from tunedsl.backends import triton as bt
         from tunedsl.runtime import decide
 
@@ -507,24 +508,32 @@ class Site:
             return self._entry(
                 kernel, info, args, static_kwargs, settings, decision, result
             ), result
-        decision = decide.decide(
-            self.site_id,
-            kernel,
-            info,
+        # Under CUDA-graph capture a key is never tuned (backends/capture.py).
+        decision = capture.decide_on_miss(
             settings,
+            self.label,
             readable,
-            context,
-            digest,
-            lambda configs: self._variants(
+            lambda settings: decide.decide(
+                self.site_id,
                 kernel,
-                args,
-                static_kwargs,
-                bind,
+                info,
                 settings,
-                candidates if configs is None else configs,
+                readable,
+                context,
+                digest,
+                lambda configs: self._variants(
+                    kernel,
+                    args,
+                    static_kwargs,
+                    bind,
+                    settings,
+                    candidates if configs is None else configs,
+                ),
+                candidates,
+                lambda cfg: self._check(
+                    kernel, args, static_kwargs, bind, settings, candidates, cfg
+                ),
             ),
-            candidates,
-            lambda cfg: self._check(kernel, args, static_kwargs, bind, settings, candidates, cfg),
         )
         result = LaunchResult(
             config=decision.config,

@@ -47,6 +47,8 @@ class TuneRequest:
     pre_hook: Callable[[dict[str, Any]], Any] | None = None
     post_hook: Callable[..., Any] | None = None  # post_hook(args, exception=err or None)
     effort: str = "default"
+    isolate: bool = False  # measure in a worker process (backends/isolated.py)
+    timing: str = "auto"  # timer mode on a GPU: "auto", "graph" or "events"
 
 
 @dataclass
@@ -56,6 +58,10 @@ class TuneOutcome:
     tuning_s: float
     timer: str
     measured: int  # configurations measured in this process (not taken from a record)
+
+
+def _per_launch_setup(req: TuneRequest) -> bool:
+    return bool(req.restore_value or req.reset_to_zero or req.pre_hook)
 
 
 def _reason(err: BaseException) -> str:
@@ -239,10 +245,16 @@ def tune(req: TuneRequest) -> TuneOutcome:
             "nothing to tune: every configuration was dropped",
             {repr(c): why for c, why in req.infeasible.items()},
         )
+    if req.isolate:  # a worker process measures; a crash or hang there fails one config
+        from tunedsl.backends.isolated import tune_isolated
+
+        with BENCH_LOCK:
+            winner, final, failed, kind, measured = tune_isolated(req)
+        return _outcome(req, info, winner, final, failed, kind, start, measured)
     first_variant = req.variants[0]
     bound = bt.bind_arguments(info, first_variant.args, first_variant.kwargs)
     with BENCH_LOCK:
-        timer = bt.make_timer()
+        timer = bt.make_timer(req.timing, _per_launch_setup(req))
         effort = bench.effort_for(req.effort, timer.kind)
         guard = _Guard(bound, req)
         verifier = _Verifier(req, guard) if req.verify not in (None, False) else None
@@ -317,6 +329,9 @@ def tune(req: TuneRequest) -> TuneOutcome:
                     + (f": {hint}" if hint else ""),
                     {repr(c): why for c, (_, why) in failures.items()},
                 )
+            settle = getattr(timer, "settle", None)
+            if settle is not None:  # timing="auto": graph-time the leaders of a short kernel
+                settle([t.median_ms for t in first.values()])
             winner, final = search.choose(first, samplers, effort)
             chosen = (winner, final[winner].median_ms)
             remeasured = {c for c, t in final.items() if t is not first.get(c)}
@@ -329,6 +344,19 @@ def tune(req: TuneRequest) -> TuneOutcome:
             progress.finish(*(chosen or (None, None)))
             guard.restore_all()
             bt.synchronize()
+    return _outcome(req, info, winner, final, failures, timer.kind, start, len(todo))
+
+
+def _outcome(
+    req: TuneRequest,
+    info: Any,
+    winner: Config,
+    final: Mapping[Config, bench.Timing],
+    failures: Mapping[Config, tuple[str, str]],
+    timer_kind: str,
+    start: float,
+    measured: int,
+) -> TuneOutcome:
     results = []
     for v in req.variants:
         cexpr = constexpr_values(v, info.constexpr_names)
@@ -371,6 +399,6 @@ def tune(req: TuneRequest) -> TuneOutcome:
         chosen=winner,
         results=results,
         tuning_s=time.perf_counter() - start,
-        timer=timer.kind,
-        measured=len(todo),
+        timer=timer_kind,
+        measured=measured,
     )

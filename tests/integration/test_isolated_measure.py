@@ -1,0 +1,208 @@
+"""Crash-isolated measurement (``isolate=True``) with real worker processes under the
+interpreter: a configuration that segfaults, one that aborts and one that hangs are recorded
+as failed with their reasons, the best working one is chosen, and this process lives on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from isolate_kernels import double_or_die
+
+from tunedsl import autotune_launch, cdiv
+from tunedsl.backends import isolated
+from tunedsl.errors import UsageError
+from tunedsl.runtime.settings import resolve
+
+pytestmark = pytest.mark.needs_triton
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_workers(monkeypatch: pytest.MonkeyPatch):
+    # A short hang timeout keeps the test fast; kernels here take milliseconds.
+    monkeypatch.setenv("TUNEDSL_ISOLATE_TIMEOUT", "20")
+    isolated.shutdown_workers()
+    yield
+    isolated.shutdown_workers()
+
+
+def test_crashing_and_hanging_configurations_fail_the_worker_not_the_caller() -> None:
+    n = 300
+    x = torch.randn(n)
+    y = torch.full_like(x, float("nan"))
+    result = autotune_launch(
+        double_or_die,
+        space={"mode": [0, 1, 2]},
+        grid=lambda cfg: (cdiv(n, 64),),
+        args=(x, y, n),
+        kwargs=lambda cfg: {"TILE": 64, "MODE": cfg.mode},
+        isolate=True,
+    )
+    assert result.source == "tuned"
+    timings = {cfg.mode: r for cfg, r in result.timings.items()}
+    assert timings[0].status == "ok" and timings[0].median_ms > 0
+    assert timings[1].status == "failed" and "SIGSEGV" in (timings[1].reason or "")
+    assert timings[2].status == "failed" and "timeout" in (timings[2].reason or "")
+    assert result.config.mode == 0
+    # The real launch ran here with the winner; the caller's process and data are fine.
+    torch.testing.assert_close(y, x * 2)
+    z = torch.empty_like(x)
+    double_or_die[(cdiv(n, 64),)](x, z, n, TILE=64, MODE=0)
+    torch.testing.assert_close(z, x * 2)
+
+
+def test_an_abort_fails_one_configuration_and_hooks_reach_the_worker() -> None:
+    from isolate_kernels import double_or_abort
+
+    n = 100
+    x = torch.randn(n)
+    y = torch.empty_like(x)
+    seen: list[int] = []
+    result = autotune_launch(
+        double_or_abort,
+        space={"abort": [True, False]},
+        grid=(cdiv(n, 64),),
+        args=(x, y, n),
+        kwargs=lambda cfg: {"TILE": 64, "ABORT": cfg.abort},
+        # A closure over a local list: sent by value; it runs (and appends) in the worker.
+        pre_hook=lambda args: seen.append(1),
+        isolate=True,
+    )
+    timings = {cfg.abort: r for cfg, r in result.timings.items()}
+    assert timings[True].status == "failed" and "SIGABRT" in (timings[True].reason or "")
+    assert timings[False].status == "ok" and result.config.abort is False
+    assert seen == []  # the hook ran on the worker's copy of the list, not this one
+    torch.testing.assert_close(y, x * 2)
+
+
+def test_isolated_measurement_keeps_restore_value_semantics() -> None:
+    from runtime_kernels import scale_inplace
+
+    x = torch.arange(200, dtype=torch.float32)
+    original = x.clone()
+    result = autotune_launch(
+        scale_inplace,
+        space={"tile": [64, 128]},
+        grid=lambda cfg: (cdiv(200, cfg.tile),),
+        args=(x, 200),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        restore_value=["x"],
+        isolate=True,
+    )
+    assert all(r.status == "ok" for r in result.timings.values())
+    # Measured on the worker's copy; the one real launch doubled x exactly once.
+    torch.testing.assert_close(x, original * 2)
+    # The worker stays warm: the next tuning (another site) is set up on the same process.
+    (worker,) = isolated._workers.values()
+    assert worker.proc is not None
+    pid = worker.proc.pid
+    autotune_launch(
+        scale_inplace,
+        space={"tile": [32, 64]},
+        grid=lambda cfg: (cdiv(200, cfg.tile),),
+        args=(x, 200),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        restore_value=["x"],
+        isolate=True,
+        name="second-site",
+    )
+    assert worker.proc is not None and worker.proc.pid == pid
+    torch.testing.assert_close(x, original * 4)
+
+
+def test_inputs_keep_views_and_shared_storage() -> None:
+    import torch as t
+
+    from tunedsl.runtime.config import Config
+    from tunedsl.runtime.variant import Variant
+
+    base = t.arange(12, dtype=t.float32)
+    view = base[2:10:2]
+    v = Variant(Config(a=1), (base, view, 3), {"k": view}, (1,), {})
+    storages, packed = isolated.pack_inputs([v])
+    assert len(storages) == 1  # one storage shared by the three tensor arguments
+    rebuilt = isolated.rebuild_variant(packed[0], isolated.rebuild_storages(storages, None))
+    b2, v2, three = rebuilt.args
+    assert three == 3 and v2.stride() == (2,) and v2.storage_offset() == 2
+    t.testing.assert_close(v2, view)
+    b2[2] = 100.0  # the worker's copies alias like the originals, and are copies
+    assert v2[0] == 100.0 and rebuilt.kwargs["k"][0] == 100.0 and base[2] == 2.0
+
+
+def test_kernel_defined_in_a_tunedsl_run_script_reaches_the_worker(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import triton
+            import triton.language as tl
+
+            from tunedsl import autotune, cdiv
+
+            SCALE = 3.0  # a global of __main__: cloudpickle sends it with the kernel
+
+
+            @triton.jit
+            def triple(x, y, n, TILE: tl.constexpr):
+                offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+                mask = offs < n
+                tl.store(y + offs, tl.load(x + offs, mask=mask) * SCALE, mask=mask)
+
+
+            def run(x, y):
+                n = x.numel()
+                return autotune(
+                    space=dict(tile=[32, 64]),
+                    isolate=True,
+                    blocks=cdiv(n, $tile),
+                    triple(x, y, n, TILE=$tile),
+                )
+
+
+            x = torch.randn(100)
+            y = torch.empty_like(x)
+            launch = run(x, y)
+            torch.testing.assert_close(y, x * 3)
+            assert all(r.status == "ok" for r in launch.timings.values()), launch.timings
+            print("ok", launch.source, triple.fn.__module__)
+            """
+        )
+    )
+    env = dict(os.environ, TRITON_INTERPRET="1", TUNEDSL_ISOLATE_TIMEOUT="120")
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ok tuned __main__" in done.stdout
+
+
+def test_options_and_knobs_are_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    space = {"tile": [1, 2]}
+    assert resolve(space, {}, {}, "here").isolate is False
+    monkeypatch.setenv("TUNEDSL_ISOLATE", "1")
+    assert resolve(space, {}, {}, "here").isolate is True
+    assert resolve(space, {}, {"isolate": False}, "here").isolate is False
+    with pytest.raises(UsageError, match="isolate= must be True or False"):
+        resolve(space, {}, {"isolate": "yes"}, "here")
+    monkeypatch.setenv("TUNEDSL_TIMING", "graph")
+    assert resolve(space, {}, {}, "here").timing == "graph"
+    assert resolve(space, {}, {"timing": "events"}, "here").timing == "events"
+    with pytest.raises(UsageError, match="timing='fast'"):
+        resolve(space, {}, {"timing": "fast"}, "here")
+    monkeypatch.setenv("TUNEDSL_TIMING", "bogus")
+    with pytest.raises(UsageError, match="TUNEDSL_TIMING"):
+        resolve(space, {}, {}, "here")
+    with pytest.raises(UsageError, match="capture='never'"):
+        resolve(space, {}, {"capture": "never", "timing": "auto"}, "here")

@@ -1,0 +1,395 @@
+"""Crash-isolated measurement (backends layer): compile and time configurations in a worker.
+
+``IsolatedMeasurer`` implements the engine's ``Measurer`` seam (``engine/seams.py``) with a
+worker process (``isolated_worker.py``), so a configuration that aborts, segfaults, makes an
+illegal memory access or hangs kills the worker, never the user's process. Used when a site
+has ``isolate=True`` or ``TUNEDSL_ISOLATE=1`` (and by ``tunedsl precompile --tune``).
+
+- **Process**: ``python -m tunedsl.backends.isolated_worker`` (a plain subprocess, not
+  ``multiprocessing``: spawn would re-import the user's ``__main__``, re-running a script).
+  One worker per GPU (the device current when tuning starts), kept warm between tunings of
+  the process (importing torch and Triton costs seconds), killed at exit.
+- **Kernel**: sent by value with cloudpickle, so kernels defined in ``__main__``, in a
+  ``tunedsl run`` script or in a notebook work. A ``@triton.jit`` function is reduced to its
+  Python function plus its ``jit`` options and re-jitted in the worker; one that lives in an
+  importable module is sent by reference (module and qualified name) and imported there.
+- **Inputs are copied, not rebuilt**: every tensor argument's storage is copied once per
+  tuning (to the CPU, pickled, back to the device in the worker), with its dtype, shape,
+  strides and storage offset; arguments sharing a storage share it in the worker too. Data
+  is kept (index tensors and data-dependent kernels stay in bounds) and the user's tensors
+  are never touched by a measurement. ``restore_value``/``reset_to_zero``/``pre_hook`` run in
+  the worker on its copies, before every repetition, exactly as in-process tuning does.
+  ``benchmarks/bench_isolate.py`` measures the cost (worker start, copy, per-request IPC).
+- **Failure**: a worker that dies (signal, exit) while a configuration runs, or does not
+  answer within ``TUNEDSL_ISOLATE_TIMEOUT`` seconds (default 60; compiling adds
+  ``TUNEDSL_COMPILE_TIMEOUT``), is killed and restarted; that configuration is reported
+  failed with the reason (``"crashed: worker killed by SIGSEGV"``, ``"timeout: ..."``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tunedsl import knobs
+from tunedsl.backends.isolated_transfer import (
+    TensorRef,
+    dumps,
+    pack_inputs,
+    rebuild_storages,
+    rebuild_variant,
+)
+from tunedsl.engine.seams import MeasureFailure, Prepared
+from tunedsl.errors import TuningError, UsageError
+from tunedsl.runtime.config import Config
+from tunedsl.tuning.bench import Timing
+
+__all__ = [
+    "IsolatedMeasurer",
+    "TensorRef",
+    "dumps",
+    "pack_inputs",
+    "rebuild_storages",
+    "rebuild_variant",
+    "shutdown_workers",
+    "tune_isolated",
+]
+
+# -- the worker process ----------------------------------------------------------------------
+
+
+def _crash_reason(code: int | None) -> str:
+    if code is None:
+        return "crashed: worker did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"crashed: worker killed by {name}"
+    return f"crashed: worker exited with status {code}"
+
+
+class _Died(Exception):
+    """The worker died or hung; the message is the reason."""
+
+
+class Worker:
+    """One worker process and its pipes. Not thread-safe (the tuner holds BENCH_LOCK)."""
+
+    def __init__(self, device: int | None) -> None:
+        self.device = device
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.setup_frame: bytes | None = None  # re-sent after a restart
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tunedsl.backends.isolated_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            bufsize=0,
+        )
+        if self.setup_frame is not None:
+            self._setup()
+
+    def setup(self, frame: bytes) -> None:
+        """A new tuning: sent now to a running worker, else when the worker starts."""
+        self.setup_frame = frame
+        if self.alive():
+            try:
+                self._setup()
+            except _Died:
+                self.kill()  # started afresh (with this setup) by the first request
+
+    def _setup(self) -> None:
+        assert self.setup_frame is not None
+        self._send(self.setup_frame)
+        answer = self._receive(knobs.isolate_timeout_s() + 60.0)
+        if answer[0] != "ok":
+            raise TuningError(f"the measurement worker could not set up: {answer[-1]}")
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+
+    def _send(self, frame: bytes) -> None:
+        from tunedsl.backends.isolated_worker import write_frame
+
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            write_frame(self.proc.stdin, frame)  # type: ignore[arg-type]
+        except (BrokenPipeError, OSError):
+            raise _Died(self._death()) from None
+
+    def _death(self) -> str:
+        proc = self.proc
+        code = proc.wait(timeout=5) if proc is not None else None
+        self.kill()
+        return _crash_reason(code)
+
+    def _receive(self, timeout_s: float) -> tuple[Any, ...]:
+        """The next reply; raises _Died (worker killed) on death or after ``timeout_s``."""
+        from tunedsl.backends.isolated_worker import read_frame
+
+        assert self.proc is not None and self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        if not ready:
+            self.kill()
+            raise _Died(f"timeout: no answer after {timeout_s:.0f} s (a hang?); worker killed")
+        frame = read_frame(self.proc.stdout)  # type: ignore[arg-type]
+        if frame is None:
+            raise _Died(self._death())
+        return tuple(json.loads(frame))  # replies are JSON: this process unpickles nothing
+
+    def request(self, message: tuple[Any, ...], timeout_s: float) -> tuple[Any, ...]:
+        if not self.alive():
+            self.kill()
+            self.start()
+        self._send(dumps(message))
+        return self._receive(timeout_s)
+
+    def stream(self, message: tuple[Any, ...], timeout_s: float) -> Iterator[tuple[Any, ...]]:
+        """Replies until ``("done",)``; each reply has its own ``timeout_s``."""
+        if not self.alive():
+            self.kill()
+            self.start()
+        self._send(dumps(message))
+        while True:
+            answer = self._receive(timeout_s)
+            if answer[0] == "done":
+                return
+            yield answer
+
+
+_workers: dict[int | None, Worker] = {}
+_workers_lock = threading.Lock()
+
+
+def worker_for(device: int | None) -> Worker:
+    with _workers_lock:
+        worker = _workers.get(device)
+        if worker is None:
+            worker = _workers[device] = Worker(device)
+        return worker
+
+
+@atexit.register
+def shutdown_workers() -> None:
+    """Kill every worker (at exit; tests call it to start from nothing)."""
+    with _workers_lock:
+        for worker in _workers.values():
+            worker.kill()
+        _workers.clear()
+
+
+# -- the measurer ----------------------------------------------------------------------------
+
+
+class IsolatedMeasurer:
+    """The ``Measurer`` seam over one worker process (see the module docstring).
+
+    Besides ``prepare``/``sample``/``close`` it offers ``measure`` (the calibrated first
+    pass, run in the worker so its wall-time budget excludes the pipe) and ``settle`` (the
+    auto timer's switch to graph timing for the leaders).
+    """
+
+    def __init__(self, req: Any, timing: str = "auto") -> None:
+        from tunedsl.backends import triton as bt
+
+        facts = bt.device_facts()
+        device = None
+        if facts["type"] in ("cuda", "hip"):
+            import torch
+
+            device = torch.cuda.current_device()
+        self.variants = list(req.variants)
+        self.index = {v.config: i for i, v in enumerate(self.variants)}
+        storages, packed = pack_inputs(self.variants)
+        body = {
+            "device": device,
+            "kernel": req.kernel,
+            "storages": storages,
+            "variants": packed,
+            "restore_value": tuple(req.restore_value),
+            "reset_to_zero": tuple(req.reset_to_zero),
+            "verify": req.verify,
+            "rtol": req.rtol,
+            "atol": req.atol,
+            "pre_hook": req.pre_hook,
+            "post_hook": req.post_hook,
+            "effort": req.effort,
+            "timing": timing,
+        }
+        name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")
+        try:
+            body_bytes = dumps(body)
+        except Exception as err:
+            raise UsageError(
+                f"isolate=True: cannot send kernel {name} and its arguments to the "
+                f"measurement worker ({type(err).__name__}: {err}); make hooks and "
+                "arguments picklable, or tune with isolate=False"
+            ) from err
+        self.run_timeout_s = knobs.isolate_timeout_s()
+        self.compile_timeout_s = knobs.compile_timeout_s() + self.run_timeout_s
+        self.worker = worker_for(device)
+        self.worker.setup(dumps(("setup", {"sys_path": list(sys.path), "body": body_bytes})))
+
+    def _ensure_started(self) -> None:
+        if not self.worker.alive():
+            self.worker.kill()
+            self.worker.start()
+
+    def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
+        pending = [self.index[c] for c in configs]
+        batch = True
+        while pending:
+            self._ensure_started()
+            todo = pending if batch else pending[:1]
+            done: dict[int, Prepared] = {}
+            # The whole batch is read before anything is yielded: the caller's next request
+            # must not interleave with this stream's replies on the one pipe.
+            try:
+                for answer in self.worker.stream(("prepare", todo), self.compile_timeout_s):
+                    if answer[0] != "prepared":
+                        raise TuningError(f"measurement worker: {answer[-1]}")
+                    _, index, status, reason = answer
+                    done[index] = Prepared(self.variants[index].config, status, reason)
+            except _Died as died:
+                if batch and len(todo) - len(done) > 1:
+                    batch = False  # retry the rest one at a time to find the culprit
+                else:
+                    culprit = next(i for i in todo if i not in done)
+                    done[culprit] = Prepared(
+                        self.variants[culprit].config, "failed", f"run: {died}"
+                    )
+            yield from done.values()
+            pending = [i for i in pending if i not in done]
+
+    def _ask(self, message: tuple[Any, ...]) -> Any:
+        self._ensure_started()
+        try:
+            answer = self.worker.request(message, self.run_timeout_s)
+        except _Died as died:
+            raise MeasureFailure(str(died)) from None
+        if answer[0] == "ok":
+            return answer[1] if len(answer) > 1 else None
+        if answer[0] == "failed":
+            raise MeasureFailure("run: " + answer[1])
+        raise TuningError(f"measurement worker: {answer[-1]}")
+
+    def measure(self, config: Config) -> Timing:
+        median, spread, reps, minimum = self._ask(("measure", self.index[config]))
+        return Timing(median, spread, reps, minimum)
+
+    def sample(self, config: Config, reps: int) -> list[float]:
+        return list(self._ask(("sample", self.index[config], reps)))
+
+    def settle(self, first: dict[Config, Timing]) -> str:
+        """The auto timer's choice for the leaders; returns the worker timer's kind."""
+        kind = self._ask(("settle", {self.index[c]: t.median_ms for c, t in first.items()}))
+        return str(kind)
+
+    def close(self) -> None:
+        """Drop the worker's copies (the process stays warm for the next tuning)."""
+        self.worker.setup_frame = None
+        if self.worker.alive():
+            try:
+                self.worker.request(("reset",), self.run_timeout_s)
+            except _Died:
+                pass
+
+
+def tune_isolated(
+    req: Any,
+) -> tuple[Config, dict[Config, Timing], dict[Config, tuple[str, str]], str, int]:
+    """The tuner's measure-and-choose step through a worker (called by ``tuner.tune`` when
+    ``isolate`` is on): (winner, final timings, failures, timer kind, configs measured)."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.tuning import bench, search
+
+    gpu = bt.device_facts()["type"] in ("cuda", "hip")
+    kind = (
+        "wall"
+        if not gpu
+        else {"events": "cuda-events", "graph": "cuda-graph"}.get(req.timing, "cuda-events")
+    )
+    effort = bench.effort_for(req.effort, kind)
+    failures: dict[Config, tuple[str, str]] = {c: ("failed", r) for c, r in req.infeasible.items()}
+    first: dict[Config, Timing] = {}
+    samplers: dict[Config, search.Sampler] = {}
+    measurer = IsolatedMeasurer(req, req.timing)
+
+    def sampler(config: Config) -> search.Sampler:
+        def sample(reps: int) -> list[float]:
+            try:
+                return measurer.sample(config, reps)
+            except MeasureFailure as err:  # it crashed on a later run: no longer a candidate
+                failures[config] = ("failed", str(err))
+                return []
+
+        return sample
+
+    todo: list[Config] = []
+    for v in req.variants:
+        old = req.previous.get(v.config)
+        if old is None:
+            todo.append(v.config)
+        elif old.status == "ok":
+            assert old.median_ms is not None
+            first[v.config] = Timing(
+                old.median_ms, old.spread or 0.0, old.reps or 0, old.min_ms or old.median_ms
+            )
+            samplers[v.config] = sampler(v.config)
+        else:
+            failures[v.config] = (old.status, old.reason or "failed earlier")
+    try:
+        for prepared in measurer.prepare(todo):
+            if prepared.status != "ok":
+                failures[prepared.config] = (prepared.status, prepared.error or prepared.status)
+                continue
+            try:
+                first[prepared.config] = measurer.measure(prepared.config)
+            except MeasureFailure as err:
+                failures[prepared.config] = ("failed", str(err))
+                continue
+            samplers[prepared.config] = sampler(prepared.config)
+        if not first:
+            name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")
+            raise TuningError(
+                f"every configuration of {name} failed",
+                {repr(c): why for c, (_, why) in failures.items()},
+            )
+        if gpu and req.timing == "auto":
+            kind = measurer.settle(first)
+        winner, final = search.choose(first, samplers, effort)
+    finally:
+        measurer.close()
+    final = {c: t for c, t in final.items() if c not in failures}
+    if winner not in final:
+        if not final:
+            raise TuningError(
+                "every configuration failed", {repr(c): w for c, (_, w) in failures.items()}
+            )
+        winner = min(final, key=lambda c: final[c].median_ms)
+    return winner, final, failures, kind, len(todo)

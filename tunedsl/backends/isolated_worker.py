@@ -1,0 +1,240 @@
+"""The measurement worker process (backends layer): ``python -m tunedsl.backends.isolated_worker``.
+
+Started by ``isolated.py``; the protocol is length-prefixed frames: requests are cloudpickles
+on stdin (a pipe only the parent holds: the kernel must come by value), replies are JSON on
+the process's original stdout (so the parent never unpickles anything) (fd 1 is then pointed at stderr, so a kernel's or a
+hook's ``print`` cannot corrupt a reply). One request at a time:
+
+- ``("setup", payload)``: the kernel, every variant (tensors as ``TensorRef`` into copied
+  storages), the tuning options; replaces any earlier state. Reply ``("ok",)``.
+- ``("prepare", [index, ...])``: compile (through the compile pool) and verify each; one reply
+  per variant, in completion order: ``("prepared", index, status, reason)``, then ``("done",)``.
+- ``("measure", index)``: the first pass (``bench.measure``): ``("ok", timing tuple)``.
+- ``("sample", index, reps)``: ``("ok", [ms, ...])``.
+- ``("settle", {index: median_ms})``: the auto timer picks its mode for the leaders.
+- ``("reset",)``: drop the state (tensors, kernels) and free cached device memory.
+
+A configuration failing with an exception is answered ``("failed", reason)``; one that
+crashes or hangs the process is the parent's business (it kills and restarts this worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from typing import Any, BinaryIO
+
+_HEADER = struct.Struct("<Q")
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+    # The parent reads an unbuffered pipe (so select() sees every byte): reads may be short.
+    chunks = []
+    while size:
+        chunk = stream.read(size)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(stream: BinaryIO) -> bytes | None:
+    header = _read_exactly(stream, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    return _read_exactly(stream, size)
+
+
+def write_frame(stream: BinaryIO, data: bytes) -> None:
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _reason(err: BaseException) -> str:
+    from tunedsl.tuning.tuner import _reason as reason
+
+    return reason(err)
+
+
+class _State:
+    """One tuning's worker-side state: the rebuilt inputs, guard, verifier and timer."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        from tunedsl.backends import isolated_transfer as isolated
+        from tunedsl.backends import triton as bt
+        from tunedsl.tuning import bench
+        from tunedsl.tuning.tuner import TuneRequest, _Guard, _per_launch_setup, _Verifier
+
+        device = payload["device"]
+        self.gpu = device is not None
+        self.run_failed = False  # a launch raised (on a GPU: restart before the next request)
+        if device is not None:
+            import torch
+
+            torch.cuda.set_device(device)
+        storages = isolated.rebuild_storages(payload["storages"], device)
+        self.kernel = payload["kernel"]
+        self.variants = [isolated.rebuild_variant(v, storages) for v in payload["variants"]]
+        req = TuneRequest(
+            kernel=self.kernel,
+            variants=self.variants,
+            restore_value=payload["restore_value"],
+            reset_to_zero=payload["reset_to_zero"],
+            verify=payload["verify"],
+            rtol=payload["rtol"],
+            atol=payload["atol"],
+            pre_hook=payload["pre_hook"],
+            post_hook=payload["post_hook"],
+            effort=payload["effort"],
+        )
+        self.req = req
+        first = self.variants[0]
+        self.bound = bt.bind_arguments(bt.kernel_info(self.kernel), first.args, first.kwargs)
+        self.guard = _Guard(self.bound, req)
+        self.verifier = _Verifier(req, self.guard) if req.verify not in (None, False) else None
+        self.timer = bt.make_timer(payload["timing"], _per_launch_setup(req))
+        self.effort = bench.effort_for(req.effort, self.timer.kind)
+
+    def run(self, index: int) -> Any:
+        from tunedsl.backends.triton_launch import launch_jit
+
+        v = self.variants[index]
+        options = {**v.kwargs, **v.options}
+        return lambda: launch_jit(self.kernel, v.grid, v.args, options)
+
+    def prepare(self, indices: list[int], reply: Any) -> None:
+        from tunedsl.tuning.tuner import _compile_jobs
+
+        by_config = {self.variants[i].config: i for i in indices}
+        todo = [self.variants[i] for i in indices]
+        for v, handle in _compile_jobs(self.req, todo):
+            index = by_config[v.config]
+            if isinstance(handle, BaseException):
+                reply(("prepared", index, "failed", "compile: " + _reason(handle)))
+                continue
+            if self.verifier is None:
+                reply(("prepared", index, "ok", None))
+                continue
+            error: BaseException | None = None
+            try:
+                problem = self.verifier.check(self.run(index))
+            except Exception as err:
+                error = err
+                self.run_failed = True
+                reply(("prepared", index, "failed", "run: " + _reason(err)))
+                continue
+            finally:
+                if self.req.post_hook is not None:
+                    self.req.post_hook(self.bound, error)
+            if problem is not None:
+                reply(("prepared", index, "rejected", problem))
+            else:
+                reply(("prepared", index, "ok", None))
+        reply(("done",))
+
+    def measure(self, index: int) -> tuple[float, float, int, float]:
+        from tunedsl.tuning import bench
+
+        error: BaseException | None = None
+        try:
+            t, _ = bench.measure(self.run(index), self.guard.before_rep, self.timer, self.effort)
+        except BaseException as err:
+            error = err
+            raise
+        finally:
+            if self.req.post_hook is not None:
+                self.req.post_hook(self.bound, error)
+        return (t.median_ms, t.spread, t.reps, t.min_ms)
+
+    def sample(self, index: int, reps: int) -> list[float]:
+        return list(self.timer.sample(self.run(index), self.guard.before_rep, reps))
+
+
+def serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    import cloudpickle
+
+    state: _State | None = None
+
+    def reply(message: tuple[Any, ...]) -> None:
+        write_frame(replies, json.dumps(message).encode("utf-8"))
+
+    while True:
+        frame = read_frame(requests)
+        if frame is None:
+            return  # the parent closed the pipe: leave quietly
+        try:
+            request = cloudpickle.loads(frame)
+        except Exception as err:
+            reply(("error", "cannot unpickle the request: " + _reason(err)))
+            continue
+        op = request[0]
+        try:
+            if op == "setup":
+                state = None
+                payload = request[1]
+                sys.path[:] = payload["sys_path"]
+                state = _State(cloudpickle.loads(payload["body"]))
+                reply(("ok",))
+            elif op == "reset":
+                state = None
+                _free_memory()
+                reply(("ok",))
+            elif state is None:
+                reply(("error", f"{op}: no setup"))
+            elif op == "prepare":
+                state.prepare(request[1], reply)
+            elif op == "measure":
+                reply(("ok", state.measure(request[1])))
+            elif op == "sample":
+                reply(("ok", state.sample(request[1], request[2])))
+            elif op == "settle":
+                settle = getattr(state.timer, "settle", None)
+                if settle is not None:
+                    settle(list(request[1].values()))
+                reply(("ok", state.timer.kind))
+            else:
+                reply(("error", f"unknown request {op!r}"))
+        except Exception as err:
+            reply(("failed", _reason(err)))
+            if state is not None and state.gpu:
+                _exit_after_gpu_error()
+        if state is not None and state.gpu and state.run_failed:
+            _exit_after_gpu_error()
+
+
+def _exit_after_gpu_error() -> None:
+    # A failed launch may leave a sticky CUDA error (an illegal address poisons the
+    # context): leave, and the parent starts a clean worker for the next request.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _free_memory() -> None:
+    if "torch" in sys.modules:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def main() -> None:
+    # Replies go to the original stdout; anything the kernel or a hook prints goes to stderr.
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    requests = sys.stdin.buffer
+    try:
+        import tunedsl.activate as activate
+
+        activate.install()  # kernels of DSL modules are sent by reference: import them here
+    except Exception:  # pragma: no cover - the hook is optional for plain-Python kernels
+        pass
+    serve(requests, replies)  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()
