@@ -344,7 +344,9 @@ def tune(req: TuneRequest) -> TuneOutcome:
             progress.finish(*(chosen or (None, None)))
             guard.restore_all()
             bt.synchronize()
-    return _outcome(req, info, winner, final, failures, timer.kind, start, len(todo))
+    return _outcome(
+        req, info, winner, final, failures, timer.kind, start, len(todo), remeasured, twins
+    )
 
 
 def _outcome(
@@ -356,7 +358,10 @@ def _outcome(
     timer_kind: str,
     start: float,
     measured: int,
+    remeasured: set[Config] | frozenset[Config] = frozenset(),
+    twins: Mapping[Config, Config] | None = None,
 ) -> TuneOutcome:
+    twins = twins or {}
     results = []
     for v in req.variants:
         cexpr = constexpr_values(v, info.constexpr_names)
