@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from tunedsl import knobs
 from tunedsl.runtime.api import LaunchResult
 from tunedsl.runtime.config import Config
+from tunedsl.runtime.identity import location, migrate
 from tunedsl.runtime.keys import json_safe
 from tunedsl.runtime.settings import Settings
 from tunedsl.runtime.variant import Variant
@@ -50,7 +51,7 @@ def context(info: Any, settings: Settings) -> dict[str, Any]:
         },
         "hints": json_safe(settings.hints),
         "device": {k: device.get(k) for k in ("type", "name", "capability", "arch")},
-        "toolchain": bt.toolchain(),
+        "toolchain": store.keyed_toolchain(bt.toolchain()),  # not torch's, not tunedsl's
         "env": bt.triton_env(),
     }
 
@@ -94,7 +95,7 @@ def decide(
     if settings.mode == "off":
         return Decision(settings.default, _options(settings.default, settings), "default", None)
     force = knobs.force_retune()
-    record = None if force else store.load_record(digest)
+    record = None if force else store.load_record(digest) or migrate(site_id, digest, readable, ctx)
     usable, previous = _usable(record, settings)
     if usable and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
@@ -162,6 +163,7 @@ def tune_and_record(
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
         effort=settings.effort,
+        location=location(site_id),
     )
     store.save_record(record)
     return record
