@@ -78,7 +78,10 @@ def test_waiter_names_the_holder_and_gives_up_after_the_timeout(tmp_path: Path) 
         holder.wait(timeout=60)
     # Released by the holder: the next process takes it at once, and silently.
     again = subprocess.run(
-        [sys.executable, str(tmp_path / "waiter.py")], env=env, capture_output=True, text=True,
+        [sys.executable, str(tmp_path / "waiter.py")],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert again.stdout.strip() == "WAITER True" and again.stderr == ""
@@ -89,6 +92,9 @@ def test_lock_timeout_must_be_a_positive_number(tmp_path: Path) -> None:
     env = child_env(tmp_path / "cache", TUNEDSL_LOCK_TIMEOUT="soon")
     out = subprocess.run(
         [sys.executable, "-c", "from tunedsl import knobs; knobs.lock_timeout_s()"],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode != 0 and "TUNEDSL_LOCK_TIMEOUT='soon' is not a number" in out.stderr

@@ -57,7 +57,9 @@ def _sources(out: subprocess.CompletedProcess[str]) -> list[str]:
     return [line.split()[1] for line in out.stdout.splitlines() if line.startswith("RESULT")]
 
 
-def cache_cmd(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def cache_cmd(
+    env: dict[str, str], *argv: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tunedsl", "cache", *argv],
         env=env,
@@ -154,8 +156,14 @@ def _fake_record(digest: str) -> dict:
         "key": {"n": "int"},
         "chosen": {"tile": 16},
         "results": [
-            {"config": {"tile": 16}, "status": "ok", "median_ms": 1.0, "spread": 0.0,
-             "reps": 1, "min_ms": 1.0}
+            {
+                "config": {"tile": 16},
+                "status": "ok",
+                "median_ms": 1.0,
+                "spread": 0.0,
+                "reps": 1,
+                "min_ms": 1.0,
+            }
         ],
         "kernel": {"qualname": "k"},
         "signature": {},
@@ -228,7 +236,9 @@ def test_export_errors_are_one_line(tmp_path: Path) -> None:
     root.mkdir(parents=True, mode=0o700)
     (root / f"{'ab' * 32}.json").write_text(json.dumps(_fake_record("ab" * 32)))
     env = child_env(cache)
-    _one_line_error(cache_cmd(env, "export", str(tmp_path / "missing" / "out.json")), "no directory")
+    _one_line_error(
+        cache_cmd(env, "export", str(tmp_path / "missing" / "out.json")), "no directory"
+    )
     _one_line_error(cache_cmd(env, "export", str(tmp_path)), "is a directory")
     _one_line_error(cache_cmd(env, "export", str(tmp_path / "b.json"), "cdcd"), "no tuning record")
     assert not (tmp_path / "b.json").exists()

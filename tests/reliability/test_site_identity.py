@@ -58,7 +58,9 @@ def _project(directory: Path, extra: str = "") -> Path:
 
 def _results(out: subprocess.CompletedProcess[str]) -> list[tuple[str, str]]:
     assert out.returncode == 0, out.stderr
-    return [tuple(line.split()[1:3]) for line in out.stdout.splitlines() if line.startswith("RESULT")]  # type: ignore[misc]
+    return [
+        tuple(line.split()[1:3]) for line in out.stdout.splitlines() if line.startswith("RESULT")
+    ]  # type: ignore[misc]
 
 
 def cache_cmd(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
@@ -176,19 +178,30 @@ def test_records_of_the_old_identity_are_migrated(tmp_path: Path) -> None:
     (tmp_path / "id_kernels.py").write_text(KERNELS.lstrip())
     script = write_script(tmp_path / "id_migrate.py", MIGRATE)
     out = subprocess.run(
-        [sys.executable, str(script), "legacy"], env=env, capture_output=True, text=True,
+        [sys.executable, str(script), "legacy"],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=180,
     )
     assert out.returncode == 0, out.stderr
     _, old_digest, new_digest, tile = out.stdout.split()[-4:]
     assert [p.stem for p in record_files(cache)] == [old_digest]
     out = subprocess.run(
-        [sys.executable, str(script), "now"], env=env, capture_output=True, text=True,
+        [sys.executable, str(script), "now"],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=180,
     )
     assert out.returncode == 0, out.stderr
     _, source, digest, now_tile, site = out.stdout.split()[-5:]
-    assert (source, digest, now_tile, site) == ("disk", new_digest, tile, "id_migrate.py:main:vadd_kernel")
+    assert (source, digest, now_tile, site) == (
+        "disk",
+        new_digest,
+        tile,
+        "id_migrate.py:main:vadd_kernel",
+    )
     assert [p.stem for p in record_files(cache)] == [new_digest]
     assert load_json(record_files(cache)[0])["site"] == site
 
@@ -227,8 +240,12 @@ def test_upgrades_of_torch_or_tunedsl_keep_records_triton_does_not(tmp_path: Pat
 
     def run(what: str) -> tuple[str, str]:
         out = subprocess.run(
-            [sys.executable, str(script), what], env=env, capture_output=True, text=True,
-            timeout=180, cwd=str(tmp_path),
+            [sys.executable, str(script), what],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=str(tmp_path),
         )
         assert out.returncode == 0, out.stderr
         return tuple(out.stdout.split()[-2:])  # type: ignore[return-value]
@@ -268,7 +285,9 @@ def test_gc_removes_records_of_gone_sites_and_other_tritons(tmp_path: Path) -> N
     assert not (cache / "locks" / f"{paths[0].stem}.lock").exists()  # its lock went too
 
     # The function holding the sites is renamed: the remaining record's site is gone.
-    script.write_text(script.read_text().replace("def add(", "def plus(").replace("add(40)", "plus(40)"))
+    script.write_text(
+        script.read_text().replace("def add(", "def plus(").replace("add(40)", "plus(40)")
+    )
     done = cache_cmd(env, "gc")
     assert "removed 1 record, kept 0" in done.stdout and "function add" in done.stdout
     # The script itself removed: nothing left to collect, nothing else touched.

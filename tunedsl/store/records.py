@@ -477,9 +477,7 @@ def _remove_free_lock(path: Path) -> None:
 def is_record_name(name: str) -> bool:
     """True for the names tunedsl gives record files: ``<sha256 hex>.json``."""
     stem, dot, ext = name.partition(".")
-    return (
-        dot == "." and ext == "json" and len(stem) == 64 and all(c in _HEX for c in stem)
-    )
+    return dot == "." and ext == "json" and len(stem) == 64 and all(c in _HEX for c in stem)
 
 
 _HEX = frozenset("0123456789abcdef")
