@@ -110,9 +110,12 @@ def read_owner(lock_path: Path) -> str:
 def _write_owner(lock_path: Path) -> None:
     owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     tmp = owner_path(lock_path).with_name(f".{lock_path.name}.owner.{os.getpid()}.tmp")
-    with contextlib.suppress(OSError):  # a note for people: never worth failing over
+    try:
         tmp.write_text(json.dumps(owner), encoding="utf-8")
         os.replace(tmp, owner_path(lock_path))
+    except OSError:  # a note for people (a full disk, say): never worth failing over
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 @contextmanager
