@@ -136,9 +136,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from id_kernels import vadd_kernel
 
 
+NAME = sys.argv[2] if len(sys.argv) > 2 else None
+
+
 def make():
+    options = {"effort": "quick", **({"name": NAME} if NAME else {})}
     return dsl.make_site(filename=__file__, line=30, col=4, kernel_text="vadd_kernel",
-                         space={"tile": [16, 32]}, static_hints={}, options={"effort": "quick"},
+                         space={"tile": [16, 32]}, static_hints={}, options=options,
                          scope="main", ordinal=0)
 
 
@@ -157,7 +161,7 @@ if sys.argv[1] == "legacy":
     new = records.load_record(r.digest)
     ctx = decide.context(bt.kernel_info(vadd_kernel), site.settings(None))
     ctx["toolchain"] = bt.toolchain()
-    legacy = "id_migrate.py:30:4"
+    legacy = NAME or "id_migrate.py:30:4"
     old_digest = keys.digest(legacy, new.key, ctx)
     data = new.to_json()
     data.update(site=legacy, digest=old_digest, location="")
@@ -170,15 +174,18 @@ else:
 """
 
 
-def test_records_of_the_old_identity_are_migrated(tmp_path: Path) -> None:
-    """Item 13: a record stored under `file:line:col` is found, re-stored under the new
-    identity (its old file removed), and used without tuning."""
+@pytest.mark.parametrize("name", [None, "named-site"])
+def test_records_of_the_old_identity_are_migrated(tmp_path: Path, name: str | None) -> None:
+    """Items 13 and 14: a record tunedsl 0.1 stored (site `file:line:col`, or `name=`;
+    torch's and tunedsl's versions in the digest) is found, re-stored under the new
+    identity and digest (its old file removed), and used without tuning."""
+    extra = [name] if name else []
     cache = tmp_path / "cache"
     env = child_env(cache)
     (tmp_path / "id_kernels.py").write_text(KERNELS.lstrip())
     script = write_script(tmp_path / "id_migrate.py", MIGRATE)
     out = subprocess.run(
-        [sys.executable, str(script), "legacy"],
+        [sys.executable, str(script), "legacy", *extra],
         env=env,
         capture_output=True,
         text=True,
@@ -188,7 +195,7 @@ def test_records_of_the_old_identity_are_migrated(tmp_path: Path) -> None:
     _, old_digest, new_digest, tile = out.stdout.split()[-4:]
     assert [p.stem for p in record_files(cache)] == [old_digest]
     out = subprocess.run(
-        [sys.executable, str(script), "now"],
+        [sys.executable, str(script), "now", *extra],
         env=env,
         capture_output=True,
         text=True,
@@ -200,7 +207,7 @@ def test_records_of_the_old_identity_are_migrated(tmp_path: Path) -> None:
         "disk",
         new_digest,
         tile,
-        "id_migrate.py:main:vadd_kernel",
+        name or "id_migrate.py:main:vadd_kernel",
     )
     assert [p.stem for p in record_files(cache)] == [new_digest]
     assert load_json(record_files(cache)[0])["site"] == site

@@ -18,8 +18,9 @@ The front end knows the enclosing function; it passes ``scope=`` and ``ordinal=`
 with ``ast`` (plain Python), and its ordinal counts the ``autotune_launch`` calls before it
 in that function.
 
-Records written under the old ``file:line:col`` identity are migrated on first use:
-``migrate`` finds a site's record under its legacy digest and stores it under the new one.
+Records written by tunedsl 0.1 (identity ``file:line:col`` or ``name=``, every tool
+version in the digest) are migrated on first use: ``migrate`` finds a site's record
+under its legacy digest and stores it under the new one.
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ def site_id(filename: str, line: int, col: int, kernel_text: str, name: Any) -> 
         ident = f"{os.path.basename(filename)}:{scope}:{kernel_text}"
         if ordinal:
             ident += f"#{ordinal}"
+    # 0.1 named a site by name= too, but keyed every tool version: its records migrate.
+    legacy = name if isinstance(name, str) else legacy_id(filename, line, col)
     with _lock:
-        _sites[ident] = (legacy_id(filename, line, col), f"{filename}:{line}:{col + 1}")
+        _sites[ident] = (legacy, f"{filename}:{line}:{col + 1}")
     return ident
 
 
@@ -130,7 +133,7 @@ def migrate(ident: str, digest: str, readable: Any, ctx: dict[str, Any]) -> Any:
 
     with _lock:
         legacy = _sites.get(ident, ("", ""))[0]
-    if not legacy or legacy == ident:
+    if not legacy:
         return None
     try:
         from tunedsl.backends import triton as bt
@@ -138,6 +141,8 @@ def migrate(ident: str, digest: str, readable: Any, ctx: dict[str, Any]) -> Any:
         old_ctx = {**ctx, "toolchain": bt.toolchain()}  # 0.1 keyed every version
         old_digest = keys.digest(legacy, readable, old_ctx)
     except Exception:  # a context 0.1 could not have written: nothing to migrate
+        return None
+    if old_digest == digest:
         return None
     old = store.load_from(paths.records_dir(), old_digest)
     if old is None or old.site != legacy:
