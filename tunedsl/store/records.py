@@ -296,8 +296,11 @@ def read_record_file(path: Path) -> Record:
 def trusted_dir(root: Path) -> bool:
     """Records directories get bytecode's trust rule: one that exists but is not a real
     directory owned by this user and closed to writes by others is not used (one warning).
-    A missing one is fine (a miss)."""
+    A missing one is fine (a miss). A ``TUNEDSL_RECORDS_PATH`` directory may also belong
+    to root (records installed with an application), still closed to writes by others."""
     if not os.path.lexists(root) or paths.is_private_dir(root):
+        return True
+    if root != paths.records_dir() and _root_owned_closed_dir(root):
         return True
     warn_once(
         f"untrusted:{root}",
@@ -307,6 +310,15 @@ def trusted_dir(root: Path) -> bool:
         "TUNEDSL_RECORDS_PATH elsewhere",
     )
     return False
+
+
+def _root_owned_closed_dir(root: Path) -> bool:
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return False
+    closed = not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and closed
 
 
 def load_record(digest: str) -> Record | None:
@@ -449,29 +461,10 @@ def remove_record_files(digest: str) -> bool:
             pass
     lock_dir = paths.locks_dir()
     if paths.is_private_dir(lock_dir):
-        _remove_free_lock(lock_path(digest, lock_dir))
+        from tunedsl.tuning.lock import remove_free_lock
+
+        remove_free_lock(lock_path(digest, lock_dir))
     return removed
-
-
-def _remove_free_lock(path: Path) -> None:
-    """Delete a key's lock file and its owner note, but only while nobody holds the lock
-    (deleting a held lock file would let a second process take a fresh one)."""
-    from filelock import FileLock, Timeout
-
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return
-        lock = FileLock(str(path))
-        lock.acquire(timeout=0)
-    except (OSError, Timeout):
-        return
-    try:
-        for victim in (path.with_name(path.name + ".owner"), path):
-            with contextlib.suppress(OSError):
-                if stat.S_ISREG(os.lstat(victim).st_mode):
-                    os.unlink(victim)
-    finally:
-        lock.release()
 
 
 def is_record_name(name: str) -> bool:

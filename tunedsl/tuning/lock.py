@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -163,4 +164,25 @@ def key_lock(
     finally:
         with contextlib.suppress(OSError):
             os.unlink(owner_path(lock_path))
+        lock.release()
+
+
+def remove_free_lock(path: Path) -> None:
+    """Delete a key's lock file and its owner note, but only while nobody holds the lock
+    (deleting a held lock file would let a second process take a fresh one)."""
+    from filelock import FileLock, Timeout
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return
+        lock = FileLock(str(path))
+        lock.acquire(timeout=0)
+    except (OSError, Timeout):
+        return
+    try:
+        for victim in (owner_path(path), path):
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(os.lstat(victim).st_mode):
+                    os.unlink(victim)
+    finally:
         lock.release()
