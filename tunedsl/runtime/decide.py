@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from tunedsl import knobs
 from tunedsl.runtime.api import LaunchResult
 from tunedsl.runtime.config import Config
+from tunedsl.runtime.identity import location, migrate
 from tunedsl.runtime.keys import json_safe
 from tunedsl.runtime.settings import Settings
 from tunedsl.runtime.variant import Variant
@@ -54,7 +55,7 @@ def context(info: Any, settings: Settings) -> dict[str, Any]:
         },
         "hints": json_safe(settings.hints),
         "device": {k: device.get(k) for k in ("type", "name", "capability", "arch")},
-        "toolchain": bt.toolchain(),
+        "toolchain": store.keyed_toolchain(bt.toolchain()),  # not torch's, not tunedsl's
         "env": bt.triton_env(),
     }
 
@@ -179,7 +180,7 @@ def decide(
             return {}
         return previous
 
-    record = None if force else store.load_record(digest)
+    record = None if force else store.load_record(digest) or migrate(site_id, digest, readable, ctx)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
@@ -252,6 +253,7 @@ def tune_and_record(
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
         effort=settings.effort,
+        location=location(site_id),
     )
     store.save_record(record)
     return record

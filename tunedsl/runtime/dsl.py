@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tunedsl.runtime import identity
 from tunedsl.runtime.site import HOLE, Site
 
 __all__ = ["HOLE", "Site", "make_site"]
@@ -27,8 +28,13 @@ def make_site(
     options: Mapping[str, Any] | None = None,
     placeholders: Sequence[tuple[str, int, int]] = (),
     has_key: bool = False,
+    scope: str | None = None,
+    ordinal: int = 0,
 ) -> Any:
-    """Build the site of one macro call (once per module load)."""
+    """Build the site of one macro call (once per module load). ``scope`` and ``ordinal``
+    name the site (``runtime/identity.py``); expansions older than them omit them."""
+    if scope is not None:
+        identity.declare(filename, line, col, scope, ordinal)
     site = Site(
         filename=filename,
         line=line,

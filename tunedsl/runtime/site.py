@@ -8,7 +8,6 @@ threads missing the same key wait for the one that resolves it.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -16,7 +15,7 @@ from typing import Any
 
 from tunedsl import knobs
 from tunedsl.errors import UsageError
-from tunedsl.runtime import keys, mistakes
+from tunedsl.runtime import identity, keys, mistakes
 from tunedsl.runtime.api import LaunchResult
 from tunedsl.runtime.config import Config
 from tunedsl.runtime.settings import ReadRecorder, Settings, apply_prune, resolve
@@ -145,9 +144,8 @@ class Site:
         self.literal_options = dict(options)
         self.placeholders = tuple(placeholders)
         self.has_key = has_key
-        name = self.literal_options.get("name")
-        self.site_id = (
-            name if isinstance(name, str) else (f"{os.path.basename(filename)}:{line}:{col}")
+        self.site_id = identity.site_id(
+            filename, line, col, kernel_text, self.literal_options.get("name")
         )
         self.label = f"{filename}:{line}:{col + 1} ({kernel_text})"
         # Hot-path state: the first kernel seen, its key function, the table.

@@ -26,15 +26,28 @@ work; never hold it while waiting on another thread.
 ``file_lock(name)`` is a cross-process lock (``filelock``) under the tunedsl cache's
 ``locks/`` directory, for state several processes share on disk: the Triton cache
 directory and tunedsl's own record of what was cross-compiled for which target.
+
+``key_lock(path, what, timeout_s)`` is the lock of one tuning key (``store/records.py``):
+its holder writes who it is (pid, host, start time) into a side file ``<lock>.owner``; a
+waiter prints that, and how long it has waited, after ``FIRST_NOTICE_S`` and then every
+``NOTICE_EVERY_S``, and gives up after ``timeout_s`` (the caller then tunes unlocked).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
+import socket
+import stat
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from tunedsl.store import paths
 
@@ -69,3 +82,107 @@ def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
     lock = FileLock(_lock_path(name), timeout=timeout_s)
     with lock:
         yield lock
+
+
+#: A waiter says who holds a key's lock after this many seconds, then every NOTICE_EVERY_S.
+FIRST_NOTICE_S = 2.0
+NOTICE_EVERY_S = 30.0
+_POLL_S = 0.25
+
+
+def owner_path(lock_path: Path) -> Path:
+    return lock_path.with_name(lock_path.name + ".owner")
+
+
+def read_owner(lock_path: Path) -> str:
+    """Who holds the lock, in words, from its side file ("an unknown process" if unreadable)."""
+    from tunedsl.store.records import InvalidRecord, parse_json, read_regular_file
+
+    try:
+        data = parse_json(read_regular_file(owner_path(lock_path), limit=4096))
+        pid, host, since = int(data["pid"]), str(data["host"]), float(data["since"])
+    except (OSError, InvalidRecord, KeyError, TypeError, ValueError):
+        return "an unknown process"
+    started = time.strftime("%H:%M:%S", time.localtime(since))
+    held = max(0.0, time.time() - since)
+    return f"process {pid} on {host!r} (holding it since {started}, {held:.0f} s)"
+
+
+def _write_owner(lock_path: Path) -> None:
+    owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    tmp = owner_path(lock_path).with_name(f".{lock_path.name}.owner.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(owner), encoding="utf-8")
+        os.replace(tmp, owner_path(lock_path))
+    except OSError:  # a note for people (a full disk, say): never worth failing over
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+@contextmanager
+def key_lock(
+    lock_path: Path, what: str, timeout_s: float, out: TextIO | None = None
+) -> Iterator[bool]:
+    """Hold the file lock at ``lock_path``; yields True when held, False when another
+    process still held it after ``timeout_s`` seconds (then nothing is held). Raises
+    OSError when the lock file cannot be created at all."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(lock_path))
+    start = time.monotonic()
+    next_notice = FIRST_NOTICE_S
+    while True:
+        waited = time.monotonic() - start
+        try:
+            lock.acquire(timeout=min(_POLL_S, max(0.0, timeout_s - waited)))
+            break
+        except Timeout:
+            waited = time.monotonic() - start
+            stream = out if out is not None else sys.stderr
+            if waited >= timeout_s:
+                print(
+                    f"tunedsl: gave up waiting for the tuning lock of {what} after "
+                    f"{waited:.0f} s (TUNEDSL_LOCK_TIMEOUT); held by "
+                    f"{read_owner(lock_path)}; tuning without the lock",
+                    file=stream,
+                    flush=True,
+                )
+                yield False
+                return
+            if waited >= next_notice:
+                print(
+                    f"tunedsl: waiting {waited:.0f} s for the tuning lock of {what}, held "
+                    f"by {read_owner(lock_path)} (lock file {lock_path}; gives up after "
+                    f"{timeout_s:.0f} s, TUNEDSL_LOCK_TIMEOUT)",
+                    file=stream,
+                    flush=True,
+                )
+                next_notice = waited + NOTICE_EVERY_S
+    try:
+        _write_owner(lock_path)
+        yield True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(owner_path(lock_path))
+        lock.release()
+
+
+def remove_free_lock(path: Path) -> None:
+    """Delete a key's lock file and its owner note, but only while nobody holds the lock
+    (deleting a held lock file would let a second process take a fresh one)."""
+    from filelock import FileLock, Timeout
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return
+        lock = FileLock(str(path))
+        lock.acquire(timeout=0)
+    except (OSError, Timeout):
+        return
+    try:
+        for victim in (owner_path(path), path):
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(os.lstat(victim).st_mode):
+                    os.unlink(victim)
+    finally:
+        lock.release()
