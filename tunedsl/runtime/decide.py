@@ -25,8 +25,9 @@ from typing import Any, TextIO
 from tunedsl import knobs
 from tunedsl.runtime.api import LaunchResult
 from tunedsl.runtime.config import Config
-from tunedsl.runtime.identity import location, migrate
+from tunedsl.runtime.identity import location
 from tunedsl.runtime.keys import json_safe
+from tunedsl.runtime.legacy_records import migrate
 from tunedsl.runtime.settings import Settings
 from tunedsl.runtime.variant import Variant
 from tunedsl.store import records as store

@@ -26,7 +26,6 @@ under its legacy digest and stores it under the new one.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 import threading
 from typing import Any
@@ -123,31 +122,7 @@ def _callee_name(func: ast.expr) -> str:
     return ""
 
 
-def migrate(ident: str, digest: str, readable: Any, ctx: dict[str, Any]) -> Any:
-    """The record this site stored under its legacy identity and digest (tunedsl 0.1:
-    ``file:line:col``, every tool version in the digest), re-stored under ``digest``; None
-    when there is none. The old file (and its lock) is removed once the new one is written."""
-    from tunedsl.runtime import keys
-    from tunedsl.store import paths
-    from tunedsl.store import records as store
-
+def legacy_of(ident: str) -> str:
+    """The tunedsl 0.1 identity (``file:line:col``) of the site now called ``ident``."""
     with _lock:
-        legacy = _sites.get(ident, ("", ""))[0]
-    if not legacy:
-        return None
-    try:
-        from tunedsl.backends import triton as bt
-
-        old_ctx = {**ctx, "toolchain": bt.toolchain()}  # 0.1 keyed every version
-        old_digest = keys.digest(legacy, readable, old_ctx)
-    except Exception:  # a context 0.1 could not have written: nothing to migrate
-        return None
-    if old_digest == digest:
-        return None
-    old = store.load_from(paths.records_dir(), old_digest)
-    if old is None or old.site != legacy:
-        return None
-    new = dataclasses.replace(old, site=ident, digest=digest, location=location(ident))
-    if store.save_record(new):
-        store.remove_record_files(old_digest)
-    return new
+        return _sites.get(ident, ("", ""))[0]
