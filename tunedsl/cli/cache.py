@@ -120,7 +120,9 @@ def _check_id(ident: str) -> str:
     low = ident.lower()
     if len(low) < MIN_ID or any(c not in "0123456789abcdef" for c in low):
         raise UsageError(
-            f"record id {ident!r} is not a record id: give at least {MIN_ID} hex digits "
+            f"record id {ident!r} is "
+            + ("too short" if len(low) < MIN_ID else "not a record id")
+            + f": give at least {MIN_ID} hex digits "
             "of a digest, as `tunedsl cache ls` prints"
         )
     return low
