@@ -235,8 +235,7 @@ def run_triton(family: str, shape, subset: int) -> dict:
     random.Random(0).shuffle(pool)
     pool = pool[:subset]
     configs = [
-        triton.Config(kwargs(c), num_warps=c["num_warps"], num_stages=c["num_stages"])
-        for c in pool
+        triton.Config(kwargs(c), num_warps=c["num_warps"], num_stages=c["num_stages"]) for c in pool
     ]
     tuned = triton.autotune(configs=configs, key=[])(kernel)
     sync()
@@ -274,7 +273,10 @@ def spawn(ns: argparse.Namespace, mode: str, tmp: str) -> dict:
 
 def reference_path(ns: argparse.Namespace) -> Path:
     dev = torch.cuda.get_device_name().replace(" ", "_")
-    return DATA / f"search_{ns.family}_{ns.shape.replace(',', 'x')}_{dev}_triton{triton.__version__}.json"
+    return (
+        DATA
+        / f"search_{ns.family}_{ns.shape.replace(',', 'x')}_{dev}_triton{triton.__version__}.json"
+    )
 
 
 def plumbing(ns: argparse.Namespace) -> None:

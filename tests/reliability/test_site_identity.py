@@ -130,7 +130,8 @@ MIGRATE = """
 import json, os, sys
 import torch
 from tunedsl.backends import triton as bt
-from tunedsl.runtime import decide, dsl, keys
+from tunedsl.model import keys
+from tunedsl.runtime import decide, dsl
 from tunedsl.store import paths, records
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from id_kernels import vadd_kernel

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.errors import UsageError
+from tunedsl.store import records as records_module
 
-BUNDLE_VERSION = 1
+BUNDLE_VERSION = records_module.BUNDLE_VERSION
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -406,7 +407,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 #: The largest bundle ``cache import`` reads.
-MAX_BUNDLE_BYTES = 512 * 1024 * 1024
+MAX_BUNDLE_BYTES = records_module.MAX_BUNDLE_BYTES
 
 
 def _import(args: argparse.Namespace) -> int:

@@ -26,8 +26,8 @@ from tunedsl.frontend.nodes import (
 )
 from tunedsl.frontend.parser import MacroArg, MacroCall, ParsedModule, Placeholder
 from tunedsl.frontend.source import SourceText
-from tunedsl.runtime.identity import MODULE_SCOPE, scope_of
-from tunedsl.runtime.options import HINT_NAMES, MACRO_KEYWORDS, OPTION_NAMES
+from tunedsl.model.identity import MODULE_SCOPE, scope_of
+from tunedsl.model.options import HINT_NAMES, MACRO_KEYWORDS, OPTION_NAMES
 
 RUNTIME_MODULE = "tunedsl.runtime.dsl"
 MAX_BLOCK_DIMS = 3
@@ -77,7 +77,7 @@ def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
     dict_is_builtin = not parsed.dict_rebound
     sites: list[ast.stmt] = []
     replacements: dict[Span, ast.expr] = {}
-    # The site's identity (runtime/identity.py): enclosing scope, and the ordinal among
+    # The site's identity (model/identity.py): enclosing scope, and the ordinal among
     # the scope's macros launching the same kernel text. Computed before any rewriting.
     scopes = [scope_of(module, src.line_col(m.start)[0]) for m in parsed.macros]
     ordinals: dict[tuple[str, str], int] = {}

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tunedsl import knobs
+from tunedsl.model.config import Config
+from tunedsl.model.identity import location
+from tunedsl.model.keys import json_safe
+from tunedsl.model.settings import Settings
+from tunedsl.model.variant import Variant
 from tunedsl.runtime.api import LaunchResult
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.identity import location
-from tunedsl.runtime.keys import json_safe
 from tunedsl.runtime.legacy_records import migrate
-from tunedsl.runtime.settings import Settings
-from tunedsl.runtime.variant import Variant
 from tunedsl.store import records as store
 
 VariantsFor = Callable[[Sequence[Config] | None], tuple[list[Variant], dict[Config, str]]]
@@ -63,7 +63,7 @@ def context(info: Any, settings: Settings) -> dict[str, Any]:
 
 def _options(config: Config, settings: Settings) -> dict[str, Any]:
     from tunedsl.backends.triton import target_facts
-    from tunedsl.runtime.hints import launch_options
+    from tunedsl.model.hints import launch_options
 
     return launch_options(config, settings.hints, target_facts())
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tunedsl.runtime import identity
+from tunedsl.model import identity
 
 
 def migrate(ident: str, digest: str, readable: Any, ctx: dict[str, Any]) -> Any:
     """The record this site stored under its legacy identity and digest (tunedsl 0.1:
     ``file:line:col``, every tool version in the digest), re-stored under ``digest``; None
     when there is none. The old file (and its lock) is removed once the new one is written."""
-    from tunedsl.runtime import keys
+    from tunedsl.model import keys
     from tunedsl.store import paths
     from tunedsl.store import records as store
 

@@ -19,12 +19,10 @@ after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import os
 import stat
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -33,9 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.errors import CacheWarning
-from tunedsl.runtime.config import Config
-from tunedsl.store import paths
+from tunedsl.model.config import Config
+from tunedsl.store import atomic, paths
 
+#: ``tunedsl cache export`` bundles: {"tunedsl_records": BUNDLE_VERSION, "records": [...]}.
+BUNDLE_VERSION = 1
+MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "rejected")
 
@@ -251,25 +252,8 @@ MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
 def read_regular_file(path: Path | str, limit: int = MAX_RECORD_BYTES) -> bytes:
-    """The bytes of ``path``, read without following a final symbolic link or blocking on a
-    FIFO; OSError for anything but a regular file of at most ``limit`` bytes."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
-    except OSError as err:
-        if err.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
-            raise OSError(errno.ELOOP, "a symbolic link, not read") from None
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())  # what we check is what we read
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        if st.st_size > limit:
-            raise OSError(errno.EFBIG, f"{st.st_size} bytes, over the {limit}-byte limit")
-        data = fh.read(limit + 1)
-    if len(data) > limit:  # grew while we read it
-        raise OSError(errno.EFBIG, f"over the {limit}-byte limit")
-    return data
+    """``atomic.read_regular_file`` with the record size cap."""
+    return atomic.read_regular_file(path, limit)
 
 
 def parse_json(data: bytes) -> Any:
@@ -395,18 +379,7 @@ def save_record(record: Record) -> bool:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic.write_json(path, data)
 
 
 @contextlib.contextmanager
@@ -414,9 +387,9 @@ def record_lock(digest: str, timeout_s: float | None = None) -> Iterator[bool]:
     """Hold the cross-process lock of one key while it is tuned; yields False when no lock
     could be taken (unwritable cache: tuning goes ahead unlocked) or when another process
     held it for ``timeout_s`` (default ``TUNEDSL_LOCK_TIMEOUT``). While waiting, who holds
-    it is printed after a couple of seconds and then periodically (``tuning/lock.py``)."""
+    it is printed after a couple of seconds and then periodically (``store/locks.py``)."""
     from tunedsl import knobs
-    from tunedsl.tuning.lock import key_lock
+    from tunedsl.store.locks import key_lock
 
     wait_s = knobs.lock_timeout_s() if timeout_s is None else timeout_s
     try:
@@ -461,7 +434,7 @@ def remove_record_files(digest: str) -> bool:
             pass
     lock_dir = paths.locks_dir()
     if paths.is_private_dir(lock_dir):
-        from tunedsl.tuning.lock import remove_free_lock
+        from tunedsl.store.locks import remove_free_lock
 
         remove_free_lock(lock_path(digest, lock_dir))
     return removed

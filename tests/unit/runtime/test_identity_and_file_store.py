@@ -1,4 +1,4 @@
-"""Site identity (``runtime/identity.py``) and ``FileRecordStore`` (the engine's RecordStore
+"""Site identity (``model/identity.py``) and ``FileRecordStore`` (the engine's RecordStore
 seam over record files), on real files. Pure Python: no torch, no triton."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from tunedsl.engine.seams import RecordStore
-from tunedsl.runtime import identity
+from tunedsl.model import identity
 from tunedsl.store import paths, records
 from tunedsl.store.files import FileRecordStore, default_stores
 

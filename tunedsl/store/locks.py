@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from tunedsl.store import paths
+from tunedsl.store import atomic, paths
 
 #: The one process-wide compile lock (re-entrant). See the module docstring.
 compile_lock = threading.RLock()
@@ -96,12 +96,10 @@ def owner_path(lock_path: Path) -> Path:
 
 def read_owner(lock_path: Path) -> str:
     """Who holds the lock, in words, from its side file ("an unknown process" if unreadable)."""
-    from tunedsl.store.records import InvalidRecord, parse_json, read_regular_file
-
     try:
-        data = parse_json(read_regular_file(owner_path(lock_path), limit=4096))
+        data = json.loads(atomic.read_regular_file(owner_path(lock_path), limit=4096))
         pid, host, since = int(data["pid"]), str(data["host"]), float(data["since"])
-    except (OSError, InvalidRecord, KeyError, TypeError, ValueError):
+    except (OSError, KeyError, TypeError, ValueError, RecursionError):
         return "an unknown process"
     started = time.strftime("%H:%M:%S", time.localtime(since))
     held = max(0.0, time.time() - since)
@@ -110,13 +108,10 @@ def read_owner(lock_path: Path) -> str:
 
 def _write_owner(lock_path: Path) -> None:
     owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-    tmp = owner_path(lock_path).with_name(f".{lock_path.name}.owner.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(owner), encoding="utf-8")
-        os.replace(tmp, owner_path(lock_path))
+        atomic.write_text(owner_path(lock_path), json.dumps(owner), durable=False)
     except OSError:  # a note for people (a full disk, say): never worth failing over
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        pass
 
 
 @contextmanager
