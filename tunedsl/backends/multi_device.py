@@ -43,6 +43,8 @@ __all__ = ["MultiDeviceMeasurer", "maybe_multi_device", "shutdown_workers", "tun
 #: Spaces smaller than this are measured on the caller's GPU alone: starting and setting up
 #: a worker per GPU costs seconds, more than a small space saves.
 MIN_CANDIDATES = 8
+#: The most configurations one work item holds (about a compile pool's width).
+MAX_CHUNK = 32
 
 
 def tune_devices(
@@ -149,7 +151,8 @@ class MultiDeviceMeasurer:
     GPU every worker runs the interpreter, and ``devices=[0, 0]`` gives two of them.
     ``opening_reps``: repetitions each worker takes of a configuration it compiled (the
     race's ``first_reps``). ``chunk``: configurations per work item (default: a batch split
-    in about four per worker, so one worker's compiling overlaps another's measuring).
+    in about four per worker, at most ``MAX_CHUNK``, so one worker's compiling overlaps
+    another's measuring).
     """
 
     def __init__(
@@ -189,7 +192,8 @@ class MultiDeviceMeasurer:
 
     # -- prepare: every worker at once -------------------------------------------------------
     def _chunks(self, configs: Sequence[Config]) -> list[list[Config]]:
-        size = self.chunk or max(1, -(-len(configs) // (4 * len(self.slots))))
+        # At most MAX_CHUNK: a closed stream (budget spent) waits for the chunks in flight.
+        size = self.chunk or max(1, min(MAX_CHUNK, -(-len(configs) // (4 * len(self.slots)))))
         return [list(configs[i : i + size]) for i in range(0, len(configs), size)]
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
