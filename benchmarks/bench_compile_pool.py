@@ -51,7 +51,7 @@ def _warm_imports() -> None:
     import torch  # noqa: F401  (imports are not what we measure)
 
     from tunedsl.backends import triton_compile  # noqa: F401
-    from tunedsl.tuning import compile_pool  # noqa: F401
+    from tunedsl.engine import compile_pool  # noqa: F401
 
 
 def _cpu_s() -> float:
@@ -82,7 +82,7 @@ def run_mode(mode: str, n: int, workers: int, target: str) -> dict[str, object]:
             futures = [ex.submit(compile_one, c, target) for c in cfgs]
             failed = sum(f.exception() is not None for f in futures)
     elif mode in ("serial", "threads", "threads-warm"):
-        from tunedsl.tuning.compile_pool import CompileJob, compile_stream
+        from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
         jobs = [CompileJob(c, lambda c=c: compile_one(c, target)) for c in cfgs]
         pool = 1 if mode == "serial" else workers

@@ -27,10 +27,9 @@ import torch
 import triton
 import triton.language as tl
 
-from tunedsl.backends import isolated
-from tunedsl.backends import triton as bt
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.variant import Variant
+from tunedsl.backends import graph_timing, isolated
+from tunedsl.model.config import Config
+from tunedsl.model.variant import Variant
 from tunedsl.tuning.tuner import TuneRequest
 
 
@@ -90,7 +89,7 @@ def main() -> int:
     rows["sample round trip (1 rep)"] = timed(
         lambda: measurer.sample(variant.config, 1), args.repeats * 4
     )
-    timer = bt.make_timer("events")
+    timer = graph_timing.make_timer("events")
     run = lambda: vadd[(triton.cdiv(n, tile),)](a, b, c, n, TILE=tile)  # noqa: E731
     run()
     rows["in-process sample (1 rep)"] = timed(

@@ -60,8 +60,8 @@ def mm_request(size: int, configs: list[dict[str, int]], device: str) -> Any:
     """A TuneRequest for ``mm`` on size x size x size fp16 matrices, one variant a config."""
     import torch
 
-    from tunedsl.runtime.config import Config
-    from tunedsl.runtime.variant import Variant
+    from tunedsl.model.config import Config
+    from tunedsl.model.variant import Variant
     from tunedsl.tuning.tuner import TuneRequest
 
     dtype = torch.float16 if device != "cpu" else torch.float32
@@ -85,7 +85,7 @@ def tune_once(
     from tunedsl.backends import isolated, multi_device
     from tunedsl.engine.driver import run_search
     from tunedsl.engine.search import make_strategy
-    from tunedsl.runtime.space import ListSpace
+    from tunedsl.model.space import ListSpace
 
     isolated.shutdown_workers()  # fresh workers read the fresh TRITON_CACHE_DIR
     multi_device.shutdown_workers()

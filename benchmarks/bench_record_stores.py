@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integ
 
 
 def record_with(configs: int, digest: str):  # a record the size of a real one
-    from tunedsl.runtime.config import Config
+    from tunedsl.model.config import Config
     from tunedsl.store.records import ConfigResult, Record
 
     results = tuple(

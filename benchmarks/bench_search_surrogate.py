@@ -31,7 +31,7 @@ SECOND = BEST.replace(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, num_warps=1, num_stage
 
 
 def two_basins(c: object) -> float:
-    from tunedsl.runtime.config import Config
+    from tunedsl.model.config import Config
 
     assert isinstance(c, Config)
     if c == BEST:

@@ -29,10 +29,10 @@ _EXPORTS: dict[str, str] = {
     "autotune": "tunedsl.runtime.macro",
     "autotune_launch": "tunedsl.runtime.api",
     "LaunchResult": "tunedsl.runtime.api",
-    "Space": "tunedsl.runtime.space",
-    "Config": "tunedsl.runtime.config",
+    "Space": "tunedsl.model.space",
+    "Config": "tunedsl.model.config",
     "cdiv": "tunedsl.runtime.helpers",
-    "workload": "tunedsl.runtime.workload",
+    "workload": "tunedsl.precompile.workload",
     # PyTorch integration (imports torch only when used)
     "torch_op": "tunedsl.backends.torch_ops",
 }
@@ -59,12 +59,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tunedsl.backends.torch_ops import torch_op
     from tunedsl.errors import CacheWarning, TunedslError, TunedslSyntaxError, TuningError
     from tunedsl.frontend.compile import compile_source, expand_source
+    from tunedsl.model.config import Config
+    from tunedsl.model.space import Space
+    from tunedsl.precompile.workload import workload
     from tunedsl.runtime.api import LaunchResult, autotune_launch
-    from tunedsl.runtime.config import Config
     from tunedsl.runtime.helpers import cdiv
     from tunedsl.runtime.macro import autotune
-    from tunedsl.runtime.space import Space
-    from tunedsl.runtime.workload import workload
 
 
 def __getattr__(name: str) -> Any:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from tunedsl import knobs
 from tunedsl.errors import CacheWarning
-from tunedsl.store import paths
+from tunedsl.store import atomic, paths
 
 FORMAT_TAG = b"TDSLBC\x00\x01"  # bump the last byte when the entry layout changes
 ENTRY_SUFFIX = ".tbc"
@@ -99,7 +99,7 @@ def _resolve_optimize(optimize: int) -> int:
 # Modules outside frontend/ that the expansion imports (its output depends on them:
 # options.py names the macro keywords, options and hints). tests/unit/test_bytecode.py
 # checks that this covers every tunedsl module frontend/ imports, transitively.
-EXPANSION_MODULES = ("runtime/options.py", "errors.py")
+EXPANSION_MODULES = ("model/options.py", "model/identity.py", "errors.py")
 
 
 def digest_files() -> list[str]:
@@ -249,9 +249,6 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
     header = _HEADER.pack(
         FORMAT_TAG, importlib.util.MAGIC_NUMBER, key, hashlib.sha256(payload).digest()
     )
-    import tempfile  # only writers need it; warm imports never write
-
-    tmp_name: str | None = None
     try:
         directory = paths.ensure_private_dir(path.parent)
         if not _usable_dir(directory):
@@ -259,18 +256,16 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
         if str(directory) not in _swept_dirs:  # once per process: writes are on misses only
             _swept_dirs.add(str(directory))
             remove_stale_temporaries(directory)
-        fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=ENTRY_SUFFIX, dir=directory)
-        with os.fdopen(fd, "wb") as file:
-            file.write(header)
-            file.write(payload)
         try:
-            os.replace(tmp_name, path)  # atomic: readers see the old entry or the whole new one
+            # atomic: readers see the old entry or the whole new one; no fsync, since an
+            # entry lost to a power cut is rebuilt from its source
+            atomic.write_bytes(
+                path, header + payload, prefix=TEMP_PREFIX, suffix=ENTRY_SUFFIX, durable=False
+            )
         except FileNotFoundError:
             # clear() ran meanwhile and took our temporary file with the entries: this entry
             # is simply not written; the cache is still writable.
-            tmp_name = None
             return
-        tmp_name = None
         stats.writes += 1
     except OSError as err:
         _write_disabled_reason = f"{err.strerror or err} ({path.parent})"
@@ -279,12 +274,6 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
             "it for the rest of this process (set TUNEDSL_CACHE_DIR to a writable directory, "
             "or TUNEDSL_NO_BYTECODE_CACHE=1 to silence this)"
         )
-    finally:
-        if tmp_name is not None:
-            try:
-                os.unlink(tmp_name)
-            except OSError:
-                pass
 
 
 def reset() -> None:

@@ -143,6 +143,17 @@ def compile_timeout_s() -> float:
     return _float("TUNEDSL_COMPILE_TIMEOUT", 300.0)
 
 
+#: Default of ``TUNEDSL_LOCK_TIMEOUT``: a key's tuning rarely takes minutes, and a stopped
+#: or hung tuner must not block every other process for long.
+LOCK_TIMEOUT_S = 600.0
+
+
+def lock_timeout_s() -> float:
+    """``TUNEDSL_LOCK_TIMEOUT``: seconds to wait for another process tuning the same key
+    before tuning without its lock (default 600)."""
+    return _float("TUNEDSL_LOCK_TIMEOUT", LOCK_TIMEOUT_S)
+
+
 def records_path() -> list[str]:
     """``TUNEDSL_RECORDS_PATH=dir1:dir2``: extra read-only directories of tuning records
     (records shipped with an application), searched after the cache."""
@@ -350,6 +361,7 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_ISOLATE": isolate,
     "TUNEDSL_ISOLATE_TIMEOUT": isolate_timeout_s,
     "TUNEDSL_TIMING": timing,
+    "TUNEDSL_LOCK_TIMEOUT": lock_timeout_s,
 }
 TRITON_SETTINGS = ("TRITON_INTERPRET", "TRITON_PRINT_AUTOTUNING", "TRITON_CACHE_DIR")
 

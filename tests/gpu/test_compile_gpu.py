@@ -24,7 +24,7 @@ tl = pytest.importorskip("triton.language")
 from shared_kernels import mm, vadd  # noqa: E402
 
 from tunedsl.backends.triton_compile import compile_variant  # noqa: E402
-from tunedsl.tuning.compile_pool import CompileJob, compile_stream  # noqa: E402
+from tunedsl.engine.compile_pool import CompileJob, compile_stream  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "integration" / "precompile_fixtures"

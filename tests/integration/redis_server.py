@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 from tunedsl.store.records import ConfigResult, Record
 
 REDIS_SERVER = shutil.which("redis-server")

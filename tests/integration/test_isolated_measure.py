@@ -17,7 +17,7 @@ from isolate_kernels import double_or_die
 from tunedsl import autotune_launch, cdiv
 from tunedsl.backends import isolated
 from tunedsl.errors import UsageError
-from tunedsl.runtime.settings import resolve
+from tunedsl.model.settings import resolve
 
 pytestmark = pytest.mark.needs_triton
 REPO = Path(__file__).resolve().parents[2]
@@ -119,8 +119,8 @@ def test_isolated_measurement_keeps_restore_value_semantics() -> None:
 def test_inputs_keep_views_and_shared_storage() -> None:
     import torch as t
 
-    from tunedsl.runtime.config import Config
-    from tunedsl.runtime.variant import Variant
+    from tunedsl.model.config import Config
+    from tunedsl.model.variant import Variant
 
     base = t.arange(12, dtype=t.float32)
     view = base[2:10:2]

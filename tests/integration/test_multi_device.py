@@ -14,9 +14,9 @@ from tunedsl.backends import isolated, multi_device
 from tunedsl.engine.driver import run_search
 from tunedsl.engine.seams import Measurer
 from tunedsl.engine.search import make_strategy
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.space import ListSpace
-from tunedsl.runtime.variant import Variant
+from tunedsl.model.config import Config
+from tunedsl.model.space import ListSpace
+from tunedsl.model.variant import Variant
 from tunedsl.tuning.tuner import TuneRequest
 
 pytestmark = pytest.mark.needs_triton

@@ -13,7 +13,7 @@ FIXTURE = Path(__file__).parent / "precompile_fixtures" / "good" / "dsl_scale.py
 
 
 def _warm(session_kwargs: dict) -> object:
-    from tunedsl.runtime.workload import import_script, precompile_mode, registered_workloads
+    from tunedsl.precompile.workload import import_script, precompile_mode, registered_workloads
 
     with precompile_mode(**session_kwargs) as session:
         module = import_script(FIXTURE)

@@ -235,11 +235,11 @@ def _case_replay_signature() -> dict:
 
     from tunedsl.backends import triton as bt
     from tunedsl.backends.triton_compile import compile_variant, triton_specialization
-    from tunedsl.runtime.config import Config
+    from tunedsl.model.config import Config
+    from tunedsl.model.variant import Variant
+    from tunedsl.precompile.replay import replay_jobs
     from tunedsl.runtime.decide import replay_signature
-    from tunedsl.runtime.variant import Variant
     from tunedsl.store.records import ConfigResult
-    from tunedsl.tuning.replay import replay_jobs
 
     kernel = _kernel()
     args, kwargs = _call()

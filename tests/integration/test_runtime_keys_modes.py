@@ -122,7 +122,7 @@ def test_adding_a_configuration_measures_only_the_new_one(
     monkeypatch: pytest.MonkeyPatch, tune_count: list
 ) -> None:
     call(site("grow", space={"tile": [64, 128]}), vadd, args(), 256)
-    from tunedsl.tuning import bench
+    from tunedsl.engine import bench
 
     measured = []
     real = bench.measure

@@ -196,7 +196,7 @@ def test_public_names_exist() -> None:
 RACE_SCRIPT = """
 import os, pathlib, sys, time, torch
 sys.path.insert(0, sys.argv[1])
-import tunedsl.tuning.bench as bench
+import tunedsl.engine.bench as bench
 if sys.argv[3] == "forbid":
     def refuse(*a, **k):
         raise AssertionError("benchmarked although a record exists")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tunedsl.errors import UsageError
+from tunedsl.precompile.sweep import read_shapes, sweep
 from tunedsl.store import records
-from tunedsl.sweep import read_shapes, sweep
 
 pytestmark = pytest.mark.needs_triton
 

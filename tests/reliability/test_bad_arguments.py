@@ -16,7 +16,7 @@ from rel_helpers import child_env, write_dsl_project
 
 from tunedsl import knobs
 from tunedsl.errors import TunedslSyntaxError, TuningError, UsageError
-from tunedsl.runtime.space import expand_space
+from tunedsl.model.space import expand_space
 
 SPACE_CASES = {
     "empty_dict": ({}, ["space is empty"]),

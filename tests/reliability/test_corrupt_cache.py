@@ -18,7 +18,7 @@ import pytest
 from rel_helpers import cache_warnings, only_cache_warnings
 
 from tunedsl import bytecode
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 from tunedsl.store import paths, records
 
 DSL_MODULE = """\

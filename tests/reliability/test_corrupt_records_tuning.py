@@ -7,7 +7,7 @@ import pytest
 from rel_helpers import cache_warnings, load_json, only_cache_warnings, record_files
 from test_corrupt_cache import RECORD_CORRUPTIONS
 
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 from tunedsl.store import paths, records
 
 pytestmark = pytest.mark.needs_triton

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tunedsl.errors import TuningError
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 pytestmark = pytest.mark.needs_triton
 

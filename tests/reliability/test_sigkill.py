@@ -60,7 +60,7 @@ def digest_of(k: int) -> str:
 
 def record_for(k: int, generation: int) -> records.Record:
     """A large record (many results), so a write takes long enough to be cut in the middle."""
-    from tunedsl.runtime.config import Config
+    from tunedsl.model.config import Config
 
     results = tuple(
         records.ConfigResult(Config(TILE=2**j, gen=generation), "ok", 1.0 + j, 0.01, 10, 0.5)

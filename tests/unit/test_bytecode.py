@@ -565,12 +565,12 @@ def test_digest_covers_every_module_the_expansion_imports() -> None:
     missing = {
         p for p in closure - covered if p.name != "__init__.py" or p.parent.name == "frontend"
     }
-    assert package / "runtime" / "options.py" in closure
+    assert package / "model" / "options.py" in closure
     assert missing == set(), "add these to bytecode.EXPANSION_MODULES"
 
 
 def test_an_edit_of_runtime_options_changes_the_key(monkeypatch) -> None:
-    options = Path(bytecode.__file__).resolve().parent / "runtime" / "options.py"
+    options = Path(bytecode.__file__).resolve().parent / "model" / "options.py"
     before = os.stat(options)
     monkeypatch.setattr(bytecode, "_frontend_fingerprint", None)
     key = bytecode.cache_key(SOURCE, "/a/kernels.py")

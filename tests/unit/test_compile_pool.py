@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tunedsl.tuning import lock
-from tunedsl.tuning.compile_pool import CompileJob, CompileTimeout, compile_stream, default_workers
+from tunedsl.engine.compile_pool import CompileJob, CompileTimeout, compile_stream, default_workers
+from tunedsl.store import locks as lock
 
 
 def _sleeper(seconds: float, value: object) -> CompileJob:

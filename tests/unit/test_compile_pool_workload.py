@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tunedsl.runtime import workload as wl
+from tunedsl.precompile import workload as wl
 
 
 def test_workload_registers_without_calling() -> None:

@@ -50,7 +50,7 @@ def decide_on_miss(
         return decide(settings)
     decision = decide(dataclasses.replace(settings, mode="cached"))  # a record, or the default
     if decision.source == "default" and settings.capture == "raise":
-        from tunedsl.runtime.keys import json_safe
+        from tunedsl.model.keys import json_safe
 
         raise UsageError(
             f"{label}: a new key met during CUDA-graph capture, key {json_safe(dict(readable))}: "

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tunedsl.backends.triton import CudaEventTimer
+from tunedsl.backends.triton import CudaEventTimer, WallTimer, device_facts
 
 #: A configuration faster than this (first pass, CUDA events) is short enough that the
 #: launch gap matters: its leaders are re-timed with graphs in ``auto`` mode.
@@ -109,3 +109,17 @@ class AutoTimer:
     def sample(self, run: Callable[[], Any], setup: Callable[[], Any], reps: int) -> list[float]:
         timer = self.graph if self.graph is not None else self.events
         return timer.sample(run, setup, reps)
+
+
+def make_timer(timing: str = "auto", per_launch_setup: bool = False) -> Any:
+    """The timer for ``timing`` ("auto", "graph", "events"; see ``graph_timing.py``). Off a
+    GPU (the interpreter) always the wall-clock timer. ``per_launch_setup``: the site
+    restores or zeroes arguments (or has a pre-hook) before every launch, so ``auto``
+    keeps per-launch event timing."""
+    if device_facts()["type"] not in ("cuda", "hip"):
+        return WallTimer()
+    if timing == "events":
+        return CudaEventTimer()
+    if timing == "graph":
+        return CudaGraphTimer()
+    return AutoTimer(per_launch_setup)

@@ -47,10 +47,10 @@ from tunedsl.backends.isolated_transfer import (
     rebuild_storages,
     rebuild_variant,
 )
+from tunedsl.engine.bench import Timing
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import TuningError, UsageError
-from tunedsl.runtime.config import Config
-from tunedsl.tuning.bench import Timing
+from tunedsl.model.config import Config
 
 __all__ = [
     "IsolatedMeasurer",
@@ -337,7 +337,7 @@ def tune_isolated(
     """The tuner's measure-and-choose step through a worker (called by ``tuner.tune`` when
     ``isolate`` is on): (winner, final timings, failures, timer kind, configs measured)."""
     from tunedsl.backends import triton as bt
-    from tunedsl.tuning import bench, search
+    from tunedsl.engine import bench, choose
 
     gpu = bt.device_facts()["type"] in ("cuda", "hip")
     kind = (
@@ -348,10 +348,10 @@ def tune_isolated(
     effort = bench.effort_for(req.effort, kind)
     failures: dict[Config, tuple[str, str]] = {c: ("failed", r) for c, r in req.infeasible.items()}
     first: dict[Config, Timing] = {}
-    samplers: dict[Config, search.Sampler] = {}
+    samplers: dict[Config, choose.Sampler] = {}
     measurer = IsolatedMeasurer(req, req.timing)
 
-    def sampler(config: Config) -> search.Sampler:
+    def sampler(config: Config) -> choose.Sampler:
         def sample(reps: int) -> list[float]:
             try:
                 return measurer.sample(config, reps)
@@ -393,7 +393,7 @@ def tune_isolated(
             )
         if gpu and req.timing == "auto":
             kind = measurer.settle(first)
-        winner, final = search.choose(first, samplers, effort)
+        winner, final = choose.choose(first, samplers, effort)
     finally:
         measurer.close()
     final = {c: t for c, t in final.items() if c not in failures}

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tunedsl.runtime.keys import is_tensor
-from tunedsl.runtime.variant import Variant
+from tunedsl.model.keys import is_tensor
+from tunedsl.model.variant import Variant
 
 
 @dataclass(frozen=True)

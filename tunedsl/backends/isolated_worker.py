@@ -64,9 +64,10 @@ class _State:
     """One tuning's worker-side state: the rebuilt inputs, guard, verifier and timer."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
+        from tunedsl.backends import graph_timing
         from tunedsl.backends import isolated_transfer as isolated
         from tunedsl.backends import triton as bt
-        from tunedsl.tuning import bench
+        from tunedsl.engine import bench
         from tunedsl.tuning.tuner import TuneRequest, _Guard, _per_launch_setup, _Verifier
 
         device = payload["device"]
@@ -96,7 +97,7 @@ class _State:
         self.bound = bt.bind_arguments(bt.kernel_info(self.kernel), first.args, first.kwargs)
         self.guard = _Guard(self.bound, req)
         self.verifier = _Verifier(req, self.guard) if req.verify not in (None, False) else None
-        self.timer = bt.make_timer(payload["timing"], _per_launch_setup(req))
+        self.timer = graph_timing.make_timer(payload["timing"], _per_launch_setup(req))
         self.effort = bench.effort_for(req.effort, self.timer.kind)
 
     def run(self, index: int) -> Any:
@@ -137,7 +138,7 @@ class _State:
         reply(("done",))
 
     def measure(self, index: int) -> tuple[float, float, int, float]:
-        from tunedsl.tuning import bench
+        from tunedsl.engine import bench
 
         error: BaseException | None = None
         try:

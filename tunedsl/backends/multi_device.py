@@ -36,7 +36,7 @@ from tunedsl.backends.isolated import IsolatedMeasurer, Worker, worker_for
 from tunedsl.engine.racing import DEFAULT_RACE
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import TuningError, UsageError
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 __all__ = ["MultiDeviceMeasurer", "maybe_multi_device", "shutdown_workers", "tune_devices"]
 
@@ -314,7 +314,7 @@ class MultiDeviceMeasurer:
 
     def _settle(self, slot: _Slot, leaders: Sequence[Config]) -> None:
         from tunedsl.backends import triton as bt
-        from tunedsl.tuning.bench import Timing
+        from tunedsl.engine.bench import Timing
 
         if bt.device_facts()["type"] not in ("cuda", "hip"):
             return

@@ -17,8 +17,8 @@ from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
-from tunedsl.runtime.hints import INTERPRETER, TargetFacts
-from tunedsl.runtime.keys import is_tensor
+from tunedsl.model.hints import INTERPRETER, TargetFacts
+from tunedsl.model.keys import is_tensor
 
 __all__ = ["interpreting"]  # re-exported: the one reading of Triton's interpreter knob
 
@@ -135,7 +135,7 @@ _TRITON_DTYPES = {
 
 def triton_type(value: Any, constexpr: bool) -> Any:
     """Triton's signature string for one argument, for ``precompile --replay``."""
-    from tunedsl.runtime.keys import json_safe
+    from tunedsl.model.keys import json_safe
 
     if constexpr:
         return {"constexpr": json_safe(value)}
@@ -366,19 +366,3 @@ class CudaEventTimer:
             ends[i].record()
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=False)]
-
-
-def make_timer(timing: str = "auto", per_launch_setup: bool = False) -> Any:
-    """The timer for ``timing`` ("auto", "graph", "events"; see ``graph_timing.py``). Off a
-    GPU (the interpreter) always the wall-clock timer. ``per_launch_setup``: the site
-    restores or zeroes arguments (or has a pre-hook) before every launch, so ``auto``
-    keeps per-launch event timing."""
-    if device_facts()["type"] not in ("cuda", "hip"):
-        return WallTimer()
-    if timing == "events":
-        return CudaEventTimer()
-    from tunedsl.backends import graph_timing
-
-    if timing == "graph":
-        return graph_timing.CudaGraphTimer()
-    return graph_timing.AutoTimer(per_launch_setup)

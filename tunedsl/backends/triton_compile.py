@@ -34,7 +34,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 from tunedsl.errors import UsageError
-from tunedsl.tuning.lock import compile_lock, file_lock
+from tunedsl.store.locks import compile_lock, file_lock
 
 __all__ = [
     "CrossCompiled",
@@ -122,7 +122,7 @@ _CUDA_MAX_THREADS_PER_SM = {75: 1024, 86: 1536, 87: 1536, 89: 1536, 120: 1536}
 
 def cross_target_facts(target: str | Any) -> Any:
     """``TargetFacts`` (hint translation) for a named target, without a device."""
-    from tunedsl.runtime.hints import TargetFacts
+    from tunedsl.model.hints import TargetFacts
 
     gpu = parse_target(target)
     if gpu.backend == "hip":

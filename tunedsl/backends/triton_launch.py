@@ -29,7 +29,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting, jit_run, launch_hooked
 from tunedsl.backends.triton import KernelInfo, kernel_info
-from tunedsl.runtime.keys import is_tensor
+from tunedsl.model.keys import is_tensor
 
 
 def direct_launch_enabled() -> bool:
@@ -81,7 +81,7 @@ def keyed_exactly(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, An
     """Whether the call key refines Triton's specialization of every argument: constexprs
     (keyed by value), tensors, ints, floats, bools and None. Anything else (tuples, tensor
     descriptors, ...) is keyed by class only, so such calls keep Triton's dispatcher."""
-    from tunedsl.runtime.site import HOLE
+    from tunedsl.model.hole import HOLE
 
     named = [(info.arg_names[i] if i < len(info.arg_names) else "", a) for i, a in enumerate(args)]
     named += list(kwargs.items())

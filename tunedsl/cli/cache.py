@@ -1,13 +1,19 @@
 """``tunedsl cache``: list, show, clear, export and import tuning records.
 
-    tunedsl cache ls [--json]            every record: id, site, kernel, choice, device;
-                                         also those of TUNEDSL_RECORDS_PATH (read-only)
+    tunedsl cache ls [--json]            every record: id, site, location, kernel, key,
+                                         choice, device; also those of
+                                         TUNEDSL_RECORDS_PATH (read-only)
     tunedsl cache show ID [--json]       one record (ID: a unique prefix of the digest)
     tunedsl cache clear [ID...] [--kernel NAME] [--site TEXT]
                                          remove records (all of them, and the stored
                                          kernel binaries, when nothing is named)
+    tunedsl cache gc [--dry-run]         remove records whose site or kernel is gone, and
+                                         records of another Triton or record schema
     tunedsl cache export FILE [ID...]    write records to one JSON bundle
     tunedsl cache import FILE            validate every record of a bundle, then add them ('-': stdin)
+
+``clear`` and ``gc`` remove only what tunedsl wrote: regular ``<digest>.json`` files of the
+cache's own records directory (never through a symbolic link), with their lock files.
 
 A bundle is ``{"tunedsl_records": 1, "records": [record, ...]}``. Import checks every
 record against the schema before writing any, so a bad bundle changes nothing.
@@ -18,13 +24,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from tunedsl.errors import UsageError
+from tunedsl.store import records as records_module
 
-BUNDLE_VERSION = 1
+BUNDLE_VERSION = records_module.BUNDLE_VERSION
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -47,6 +56,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     clear.add_argument("ids", nargs="*", metavar="ID")
     clear.add_argument("--kernel", help="only records of this kernel (qualified name)")
     clear.add_argument("--site", help="only records whose site contains this text")
+    gc = sub.add_parser(
+        "gc", help="remove records whose site or kernel is gone, or of another toolchain"
+    )
+    gc.add_argument("--dry-run", action="store_true", help="list what would be removed")
     export = sub.add_parser("export", help="write records to a JSON bundle")
     export.add_argument("file", help="output file ('-' for standard output)")
     export.add_argument("ids", nargs="*", metavar="ID", help="only these records")
@@ -67,7 +80,14 @@ def main(args: argparse.Namespace) -> int:
         from tunedsl.cli import cache_remote
 
         return cache_remote.main(args)
-    handler = {"ls": _ls, "show": _show, "clear": _clear, "export": _export, "import": _import}
+    handler = {
+        "ls": _ls,
+        "show": _show,
+        "clear": _clear,
+        "gc": _gc,
+        "export": _export,
+        "import": _import,
+    }
     return handler[action](args)
 
 
@@ -81,7 +101,7 @@ def _load_all(
     for path in records.iter_record_files(roots):
         try:
             good.append((path, records.read_record_file(path)))
-        except (OSError, ValueError, UnicodeDecodeError) as err:
+        except (OSError, ValueError) as err:
             bad.append((path, str(err)))
     return good, bad
 
@@ -93,9 +113,24 @@ def _load_read_only() -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
     return _load_all(records.extra_record_dirs())
 
 
+MIN_ID = 4
+
+
+def _check_id(ident: str) -> str:
+    """A record id as the CLI accepts it: at least MIN_ID hex digits (lower-cased)."""
+    low = ident.lower()
+    if len(low) < MIN_ID or any(c not in "0123456789abcdef" for c in low):
+        raise UsageError(
+            f"record id {ident!r} is "
+            + ("too short" if len(low) < MIN_ID else "not a record id")
+            + f": give at least {MIN_ID} hex digits "
+            "of a digest, as `tunedsl cache ls` prints"
+        )
+    return low
+
+
 def _find(ident: str) -> tuple[Path, Any]:
-    if len(ident) < 4:
-        raise UsageError(f"record id {ident!r} is too short: give at least 4 hex digits")
+    _check_id(ident)
     good, _ = _load_all()
     if not any(r.digest.startswith(ident.lower()) for _, r in good):
         good = _load_read_only()[0]
@@ -114,7 +149,9 @@ def _summary(record: Any, path: Path) -> dict[str, Any]:
         "id": record.id,
         "digest": record.digest,
         "site": record.site,
+        "location": _location(record),
         "kernel": record.kernel.get("qualname"),
+        "key": record.key,
         "chosen": record.chosen.to_json(),
         "device": record.device.get("name"),
         "configs": len(record.results),
@@ -122,6 +159,34 @@ def _summary(record: Any, path: Path) -> dict[str, Any]:
         "timestamp": record.timestamp,
         "path": str(path),
     }
+
+
+def _location(record: Any) -> str:
+    """Where the site is, with a 1-based column. Records of tunedsl 0.1 have none; their
+    site id was ``file:line:col`` with a 0-based column, shown here 1-based."""
+    if record.location:
+        return str(record.location)
+    head, sep, col = record.site.rpartition(":")
+    line = head.rpartition(":")[2]
+    if sep and col.isdigit() and line.isdigit():
+        return f"{head}:{int(col) + 1}"
+    return ""
+
+
+_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {
+    i: f"\\x{i:02x}" for i in range(128, 160)
+}
+
+
+def _text(value: Any) -> str:
+    """A record's text for a terminal: control characters escaped (a record could carry
+    escape sequences that rewrite the screen)."""
+    return str(value).translate(_CONTROL)
+
+
+def _key_text(key: Any, limit: int = 60) -> str:
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -148,12 +213,15 @@ def _ls(args: argparse.Namespace) -> int:
         if row["read_only"]:
             where = f"  (read-only: {Path(row['path']).parent}"
             where += ", shadowed by an earlier record)" if row["shadowed"] else ")"
+        at = f" ({row['location']})" if row["location"] and row["location"] != row["site"] else ""
         print(
-            f"{row['id']}  {when}  {row['site']}  {row['kernel']}  [{chosen}]  "
-            f"{row['device']}{where}"
+            _text(
+                f"{row['id']}  {when}  {row['site']}{at}  {row['kernel']}  "
+                f"key {_key_text(row['key'])}  [{chosen}]  {row['device']}{where}"
+            )
         )
     for path, why in [*bad, *extra_bad]:
-        print(f"invalid: {path}: {why}", file=sys.stderr)
+        print(_text(f"invalid: {path}: {why}"), file=sys.stderr)
     return 0
 
 
@@ -172,11 +240,13 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record.to_json(), indent=1))
         return 0
-    print(f"record {record.id} ({path})")
-    print(f"  site:    {record.site}")
-    print(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})")
+    print(f"record {record.id} ({_text(path)})")
+    print(_text(f"  site:    {record.site}"))
+    if _location(record):
+        print(_text(f"  at:      {_location(record)}"))
+    print(_text(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})"))
     print(f"  key:     {json.dumps(record.key)}")
-    print(f"  device:  {record.device.get('name')} ({record.device.get('type')})")
+    print(_text(f"  device:  {record.device.get('name')} ({record.device.get('type')})"))
     print(f"  versions: {json.dumps(record.versions)}")
     print(f"  tuned in {record.tuning_s:.2f} s, effort {record.effort}")
     print(f"  chosen:  {record.chosen}")
@@ -190,28 +260,111 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _clear(args: argparse.Namespace) -> int:
+    from tunedsl.store import paths, records
+
+    for name, value in (("--kernel", args.kernel), ("--site", args.site)):
+        if value is not None and not value.strip():
+            raise UsageError(
+                f"cache clear {name} with an empty value would match every record; "
+                "to remove everything, run `tunedsl cache clear` with no filter"
+            )
+    ids = [_check_id(i) for i in args.ids]
+    everything = not (ids or args.kernel is not None or args.site is not None)
+    root = paths.records_dir()
+    if os.path.lexists(root) and not paths.is_private_dir(root):
+        raise UsageError(
+            f"{root} is not a private directory of this user (a symbolic link, another "
+            "owner, or writable by others); not removing anything in it"
+        )
     good, bad = _load_all()
     chosen = []
-    for path, record in good:
-        if args.ids and not any(record.digest.startswith(i.lower()) for i in args.ids):
+    for _, record in good:
+        if ids and not any(record.digest.startswith(i) for i in ids):
             continue
-        if args.kernel and record.kernel.get("qualname") != args.kernel:
+        if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
             continue
-        if args.site and args.site not in record.site:
+        if args.site is not None and args.site not in record.site:
             continue
-        chosen.append(path)
-    if not (args.ids or args.kernel or args.site):
-        chosen.extend(p for p, _ in bad)  # clearing everything removes unreadable files too
-    for path in chosen:
-        path.unlink(missing_ok=True)
-    print(f"removed {len(chosen)} record{'s' if len(chosen) != 1 else ''}")
-    if not (args.ids or args.kernel or args.site):
-        from tunedsl.store import records
-
+        chosen.append(record.digest)
+    if everything:  # clearing everything removes unreadable record files too
+        chosen.extend(p.stem for p, _ in bad if records.is_record_name(p.name))
+    removed = sum(1 for digest in chosen if records.remove_record_files(digest))
+    print(f"removed {removed} record{'s' if removed != 1 else ''}")
+    if everything:
         # Everything: also what killed writers left behind, however young.
         records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
     return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    """Records no run can use any more: their site's file or kernel is gone, or they were
+    written by another Triton (or record schema), so no digest of this install names them."""
+    from tunedsl.store import records
+
+    good, _ = _load_all()
+    triton = _installed_triton()
+    doomed: list[tuple[Any, str]] = []
+    for _, record in good:
+        why = _gone(record, triton)
+        if why:
+            doomed.append((record, why))
+    for record, why in doomed:
+        verb = "would remove" if args.dry_run else "removing"
+        print(_text(f"{verb} {record.id}  {record.site}  {record.kernel.get('qualname')}: {why}"))
+        if not args.dry_run:
+            records.remove_record_files(record.digest)
+    kept = len(good) - len(doomed)
+    done = "would remove" if args.dry_run else "removed"
+    print(f"{done} {len(doomed)} record{'s' if len(doomed) != 1 else ''}, kept {kept}")
+    return 0
+
+
+def _installed_triton() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _gone(record: Any, triton: str | None) -> str:
+    """Why ``record`` can no longer be used here ("" when it may be)."""
+    versions = record.versions
+    if triton is not None and versions.get("triton") not in (None, triton):
+        return f"written by Triton {versions.get('triton')}, this is Triton {triton}"
+    kernel_file = record.kernel.get("file")
+    qualname = str(record.kernel.get("qualname") or "")
+    if isinstance(kernel_file, str) and os.path.isabs(kernel_file):
+        text = _read_text(kernel_file)
+        if text is None:
+            return f"its kernel's file {kernel_file} is gone"
+        if qualname and f"def {qualname.rpartition('.')[2]}(" not in text:
+            return f"its kernel {qualname} is no longer in {kernel_file}"
+    where = record.location.rsplit(":", 2)[0] if record.location else ""
+    if where and os.path.isabs(where):
+        text = _read_text(where)
+        if text is None:
+            return f"its site's file {where} is gone"
+        parts = record.site.split(":")
+        if len(parts) >= 3:  # the default identity: file:scope:kernel[#n]
+            scope, kernel_text = parts[-2], parts[-1].partition("#")[0]
+            name = scope.rpartition(".")[2]
+            if scope != "<module>" and not re.search(rf"\b(def|class) {re.escape(name)}\b", text):
+                return f"its function {scope} is no longer in {where}"
+            if kernel_text and kernel_text not in text:
+                return f"its site no longer launches {kernel_text} in {where}"
+    return ""
+
+
+def _read_text(path: str) -> str | None:
+    from tunedsl.store import records
+
+    try:
+        return records.read_regular_file(path, limit=64 * 1024 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return None
 
 
 def _clear_binaries() -> None:
@@ -229,30 +382,48 @@ def _clear_binaries() -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    ids = [_check_id(i) for i in args.ids]
     good, _ = _load_all()
-    picked = [
-        r for _, r in good if not args.ids or any(r.digest.startswith(i.lower()) for i in args.ids)
-    ]
+    picked = [r for _, r in good if not ids or any(r.digest.startswith(i) for i in ids)]
+    for ident in ids:
+        if not any(r.digest.startswith(ident) for r in picked):
+            raise UsageError(f"no tuning record with id {ident!r}; `tunedsl cache ls` lists them")
     bundle = {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in picked]}
     text = json.dumps(bundle, indent=1) + "\n"
     if args.file == "-":
         sys.stdout.write(text)
-    else:
-        Path(args.file).write_text(text, encoding="utf-8")
-        print(f"exported {len(picked)} record{'s' if len(picked) != 1 else ''} to {args.file}")
+        return 0
+    target = Path(args.file)
+    if target.is_dir():
+        raise UsageError(f"cannot export to {args.file}: it is a directory; name a file")
+    if not target.parent.is_dir():
+        raise UsageError(f"cannot export to {args.file}: no directory {target.parent}")
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise UsageError(f"cannot export to {args.file}: {err.strerror or err}") from None
+    print(f"exported {len(picked)} record{'s' if len(picked) != 1 else ''} to {args.file}")
     return 0
+
+
+#: The largest bundle ``cache import`` reads.
+MAX_BUNDLE_BYTES = records_module.MAX_BUNDLE_BYTES
 
 
 def _import(args: argparse.Namespace) -> int:
     from tunedsl.store import paths, records
 
     try:
+        # A regular file of bounded size only: /dev/zero, a FIFO or a huge file is refused,
+        # and a hostile one (nested thousands deep, too big to parse) is an InvalidRecord.
         if args.file == "-":
-            data = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+            raw = sys.stdin.buffer.read(MAX_BUNDLE_BYTES + 1)
+            if len(raw) > MAX_BUNDLE_BYTES:
+                raise records.InvalidRecord(f"more than {MAX_BUNDLE_BYTES} bytes")
         else:
-            data = json.loads(Path(args.file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        # RecursionError: a hostile bundle nested thousands deep (found by tests/reliability).
+            raw = records.read_regular_file(args.file, limit=MAX_BUNDLE_BYTES)
+        data = records.parse_json(raw)
+    except (OSError, records.InvalidRecord) as err:
         raise UsageError(f"cannot read bundle {args.file}: {err}") from None
     if not isinstance(data, dict) or data.get("tunedsl_records") != BUNDLE_VERSION:
         raise UsageError(
@@ -271,6 +442,8 @@ def _import(args: argparse.Namespace) -> int:
                 f"{args.file}: record {i} is invalid: {err}; nothing imported"
             ) from None
     root = paths.ensure_private_dir(paths.records_dir())
+    if not paths.is_private_dir(root):
+        raise UsageError(f"{root} is not a private directory of this user; nothing imported")
     for record in parsed:
         records.write_json_atomic(records.record_path(record.digest, root), record.to_json())
     print(f"imported {len(parsed)} record{'s' if len(parsed) != 1 else ''}")

@@ -4,7 +4,7 @@
    expanded and written to the bytecode cache, so later imports do no parsing.
 2. Kernel variants: each file that declares a ``@tunedsl.workload`` is imported (with
    ``__name__ != "__main__"``) and its workloads are called inside
-   ``tunedsl.runtime.workload.precompile_mode``; every site they reach compiles every
+   ``tunedsl.precompile.workload.precompile_mode``; every site they reach compiles every
    configuration for the signatures it sees, in parallel. ``--target cuda:90`` cross-
    compiles without a GPU; ``--tune`` (GPU only) also tunes and writes the records.
 3. ``--replay``: recompile every (kernel, signature, configuration) in the stored tuning
@@ -186,7 +186,7 @@ def warm_bytecode(files: Sequence[str], summary: Summary) -> list[str]:
 
 def run_workloads(files: Sequence[str], session: Any, summary: Summary) -> None:
     """Import each file (not as ``__main__``) and call its workloads inside the session."""
-    from tunedsl.runtime.workload import import_script, registered_workloads
+    from tunedsl.precompile.workload import import_script, registered_workloads
 
     for path in files:
         try:
@@ -242,7 +242,7 @@ def precompile(
 ) -> Summary:
     """The library function behind the command; returns what happened."""
     from tunedsl.errors import UsageError
-    from tunedsl.runtime.workload import precompile_mode
+    from tunedsl.precompile.workload import precompile_mode
 
     summary = Summary()
     files = list(iter_python_files(paths))
@@ -287,7 +287,7 @@ def precompile(
         else:
             run_workloads(with_workloads, session, summary)
         if replay:
-            from tunedsl.tuning.replay import replay_records
+            from tunedsl.precompile.replay import replay_records
 
             replay_records(session, summary)
         summary.reports.extend(session.reports)
@@ -352,7 +352,7 @@ def _key_text(key: Any) -> str:
 
 def summary_json(summary: Summary, seconds: float) -> dict[str, Any]:
     """``--json``: everything the table and the notes say, machine-readable."""
-    from tunedsl.runtime.keys import json_safe
+    from tunedsl.model.keys import json_safe
 
     return {
         "ok": not summary.failed,
@@ -410,7 +410,7 @@ def main(args: argparse.Namespace) -> int:
             progress=Progress(sys.stderr),
         )
     except KeyboardInterrupt:
-        from tunedsl.tuning.compile_pool import exit_now_if_compiling
+        from tunedsl.engine.compile_pool import exit_now_if_compiling
 
         print("\ntunedsl: interrupted", file=sys.stderr)
         exit_now_if_compiling(130)  # running compiles cannot be stopped: leave now

@@ -3,7 +3,7 @@
     tunedsl sweep SCRIPT [--shapes FILE] [--ray ADDRESS] [--gpus-per-task 1]
                   [--actors N] [--bundle FILE] [--no-ray]
 
-See ``tunedsl/sweep.py`` and docs/scale-out.md.
+See ``tunedsl/precompile/sweep.py`` and docs/scale-out.md.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tunedsl.sweep import sweep
+    from tunedsl.precompile.sweep import sweep
 
     written, outcomes = sweep(
         args.script,

@@ -6,5 +6,5 @@
 - ``driver``: ``run_search``, the budgeted loop strategy -> measurer -> race -> outcome;
 - ``effort``: presets of budget and race settings; ``history``: records <-> observations.
 
-Spaces themselves (``Space``, ``Axis``, ``ListSpace``) are in ``tunedsl.runtime.space``.
+Spaces themselves (``Space``, ``Axis``, ``ListSpace``) are in ``tunedsl.model.space``.
 """

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from tunedsl.engine.racing import DEFAULT_RACE, RaceResult, RaceSettings, race
 from tunedsl.engine.seams import Measurer, Observation, SearchSpace, SearchStrategy
 from tunedsl.errors import TuningError
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 Clock = Callable[[], float]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tunedsl.engine.bench import summarize
 from tunedsl.engine.seams import Observation
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 from tunedsl.store.records import ConfigResult
-from tunedsl.tuning.bench import summarize
 
 
 def observations_from_results(results: Iterable[ConfigResult]) -> list[Observation]:

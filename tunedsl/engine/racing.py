@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tunedsl.engine.seams import MeasureFailure
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 # config, reps -> fresh timings in ms (Measurer.sample)
 SampleFn = Callable[[Config, int], list[float]]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import random
 
-    from tunedsl.runtime.config import Config
+    from tunedsl.model.config import Config
     from tunedsl.store.records import Record
 
 #: What a measured configuration ended as. "failed": compile or run error, or resources

@@ -26,7 +26,8 @@ from tunedsl.frontend.nodes import (
 )
 from tunedsl.frontend.parser import MacroArg, MacroCall, ParsedModule, Placeholder
 from tunedsl.frontend.source import SourceText
-from tunedsl.runtime.options import HINT_NAMES, MACRO_KEYWORDS, OPTION_NAMES
+from tunedsl.model.identity import MODULE_SCOPE, scope_of
+from tunedsl.model.options import HINT_NAMES, MACRO_KEYWORDS, OPTION_NAMES
 
 RUNTIME_MODULE = "tunedsl.runtime.dsl"
 MAX_BLOCK_DIMS = 3
@@ -76,8 +77,13 @@ def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
     dict_is_builtin = not parsed.dict_rebound
     sites: list[ast.stmt] = []
     replacements: dict[Span, ast.expr] = {}
+    # The site's identity (model/identity.py): enclosing scope, and the ordinal among
+    # the scope's macros launching the same kernel text. Computed before any rewriting.
+    scopes = [scope_of(module, src.line_col(m.start)[0]) for m in parsed.macros]
+    ordinals: dict[tuple[str, str], int] = {}
     for n, macro in enumerate(parsed.macros):
         expander = _MacroExpander(src, macro, names, n, dict_is_builtin)
+        expander.scope, expander.ordinals = scopes[n], ordinals
         site, call = expander.expand()
         sites.append(site)
         replacements[span_of(src, macro.start, macro.end)] = call
@@ -164,6 +170,8 @@ class _MacroExpander:
         self.dict_ok = dict_ok
         self.span = span_of(src, macro.start, macro.end)
         self.callee_span = (macro.start, macro.callee_end)
+        self.scope = MODULE_SCOPE
+        self.ordinals: dict[tuple[str, str], int] = {}
 
     # -- checks ---------------------------------------------------------------------------
 
@@ -413,6 +421,8 @@ class _MacroExpander:
             ast.Tuple(elts=[const(ph.name), *map(const, src.line_col(ph.start))], ctx=ast.Load())
             for ph in macro.placeholders
         ]
+        ordinal = self.ordinals.get((self.scope, kernel_text), 0)
+        self.ordinals[(self.scope, kernel_text)] = ordinal + 1
         keywords = {
             "filename": const(src.filename),
             "line": const(line),
@@ -420,6 +430,8 @@ class _MacroExpander:
             "end_line": const(end_line),
             "end_col": const(end_col),
             "kernel_text": const(kernel_text),
+            "scope": const(self.scope),
+            "ordinal": const(ordinal),
             "space": space if space is not None else const(None),
             "static_hints": dict_display(static_hints),
             "options": dict_display(options),

@@ -24,8 +24,8 @@ from tunedsl import knobs
 from tunedsl.gallery.result import ConfigTiming, ExampleResult, json_safe, write_result
 
 if TYPE_CHECKING:
+    from tunedsl.model.config import Config
     from tunedsl.runtime.api import LaunchResult
-    from tunedsl.runtime.config import Config
 
 T = TypeVar("T")
 
@@ -279,7 +279,7 @@ class Example:
 
 def _precompile_target() -> bool:
     """True while ``tunedsl precompile --target ...`` imports this example."""
-    from tunedsl.runtime.workload import active_session
+    from tunedsl.precompile.workload import active_session
 
     session = active_session()
     return session is not None and session.target is not None

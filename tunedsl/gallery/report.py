@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tunedsl.gallery.kit import format_config, format_ms, format_speedup
 from tunedsl.gallery.runner import ExampleRun
+from tunedsl.store import atomic
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -145,17 +144,7 @@ def report_json(runs: Sequence[ExampleRun], plots: dict[str, str], generated: st
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic.write_text(path, text, durable=False)
 
 
 def write_report(runs: Sequence[ExampleRun], out_dir: Path, plots: dict[str, str]) -> Path:

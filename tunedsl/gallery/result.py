@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tunedsl.store import atomic
 
 SCHEMA_VERSION = 1
 
@@ -95,18 +96,8 @@ def write_result(result: ExampleResult, path: str | os.PathLike[str]) -> None:
     """Write ``result`` to ``path`` atomically (temp file in the same directory + os.replace)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump(result.to_json(), file, indent=2)  # keep the space's field order
-            file.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # indent=2 and the space's own field order: the file is read by people too
+    atomic.write_text(target, json.dumps(result.to_json(), indent=2) + "\n", durable=False)
 
 
 class ResultError(ValueError):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.errors import UsageError
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 if TYPE_CHECKING:
     from tunedsl.store.records import ConfigResult, Record
@@ -160,7 +160,7 @@ def autotune_launch(
     if kwargs_fn is not None:
         # The tensors a kwargs= function returns (the same objects on every call) enter the
         # key and prune=, as positional tensors do; the rest stays per configuration.
-        from tunedsl.runtime.keys import is_tensor
+        from tunedsl.model.keys import is_tensor
 
         once = dict(kwargs_fn(site.key_config(space, default)))
         names = site.kwargs_tensors
@@ -222,7 +222,7 @@ def autotune_launch(
 
 
 def _replace_args(values: tuple[Any, ...]) -> Any:
-    from tunedsl.runtime.site import ReplaceArgs
+    from tunedsl.model.hole import ReplaceArgs
 
     return ReplaceArgs(values)
 

@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tunedsl import knobs
+from tunedsl.model.config import Config
+from tunedsl.model.identity import location
+from tunedsl.model.keys import json_safe
+from tunedsl.model.settings import Settings
+from tunedsl.model.variant import Variant
 from tunedsl.runtime.api import LaunchResult
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.keys import json_safe
-from tunedsl.runtime.settings import Settings
-from tunedsl.runtime.variant import Variant
+from tunedsl.runtime.legacy_records import migrate
 from tunedsl.store import records as store
 
 VariantsFor = Callable[[Sequence[Config] | None], tuple[list[Variant], dict[Config, str]]]
@@ -54,14 +56,14 @@ def context(info: Any, settings: Settings) -> dict[str, Any]:
         },
         "hints": json_safe(settings.hints),
         "device": {k: device.get(k) for k in ("type", "name", "capability", "arch")},
-        "toolchain": bt.toolchain(),
+        "toolchain": store.keyed_toolchain(bt.toolchain()),  # not torch's, not tunedsl's
         "env": bt.triton_env(),
     }
 
 
 def _options(config: Config, settings: Settings) -> dict[str, Any]:
     from tunedsl.backends.triton import target_facts
-    from tunedsl.runtime.hints import launch_options
+    from tunedsl.model.hints import launch_options
 
     return launch_options(config, settings.hints, target_facts())
 
@@ -179,7 +181,7 @@ def decide(
             return {}
         return previous
 
-    record = None if force else store.load_record(digest)
+    record = None if force else store.load_record(digest) or migrate(site_id, digest, readable, ctx)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
@@ -252,6 +254,7 @@ def tune_and_record(
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
         effort=settings.effort,
+        location=location(site_id),
     )
     store.save_record(record)
     return record

@@ -30,7 +30,7 @@ from typing import Any
 
 from tunedsl import knobs
 from tunedsl.errors import TuningError
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 _side_group: Any = None  # the gloo group for the exchange, made on first use (a collective)
 _inside = False  # decide_here re-enters decide(): then it decides alone

@@ -6,10 +6,12 @@ turns the macro call into ``site(kernel, args, static_kwargs, bind, key, lazy)``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tunedsl.runtime.site import HOLE, Site
+from tunedsl.model import identity
+from tunedsl.model.hole import HOLE
+from tunedsl.runtime.site import Site
 
 __all__ = ["HOLE", "Site", "make_site"]
 
@@ -27,8 +29,13 @@ def make_site(
     options: Mapping[str, Any] | None = None,
     placeholders: Sequence[tuple[str, int, int]] = (),
     has_key: bool = False,
+    scope: str | None = None,
+    ordinal: int = 0,
 ) -> Any:
-    """Build the site of one macro call (once per module load)."""
+    """Build the site of one macro call (once per module load). ``scope`` and ``ordinal``
+    name the site (``model/identity.py``); expansions older than them omit them."""
+    if scope is not None:
+        identity.declare(filename, line, col, scope, ordinal)
     site = Site(
         filename=filename,
         line=line,
@@ -42,8 +49,10 @@ def make_site(
         end_line=end_line,
         end_col=end_col,
     )
-    from tunedsl.runtime.workload import PrecompileSite, precompile_active
+    wrap = site_wrapper
+    return site if wrap is None else wrap(site)
 
-    if precompile_active():
-        return PrecompileSite(site)
-    return site
+
+#: Set by ``tunedsl.precompile.workload.precompile_mode`` while it is active: sites built
+#: then are wrapped to compile instead of launch (the runtime never imports precompile).
+site_wrapper: Callable[[Site], Any] | None = None

@@ -17,7 +17,7 @@ import operator
 from typing import Any, TypeVar
 
 from tunedsl.errors import UsageError
-from tunedsl.runtime.keys import is_tensor
+from tunedsl.model.keys import is_tensor
 
 E = TypeVar("E", bound=BaseException)
 

@@ -8,7 +8,6 @@ threads missing the same key wait for the one that resolves it.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -16,45 +15,14 @@ from typing import Any
 
 from tunedsl import knobs
 from tunedsl.errors import UsageError
-from tunedsl.runtime import keys, mistakes
+from tunedsl.model import identity, keys
+from tunedsl.model.config import Config
+from tunedsl.model.hole import HOLE, fill_holes
+from tunedsl.model.settings import ReadRecorder, Settings, apply_prune, resolve
+from tunedsl.model.space import check_placeholders
+from tunedsl.model.variant import Variant
+from tunedsl.runtime import mistakes
 from tunedsl.runtime.api import LaunchResult
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.settings import ReadRecorder, Settings, apply_prune, resolve
-from tunedsl.runtime.space import check_placeholders
-from tunedsl.runtime.variant import Variant
-
-
-class _Hole:
-    """Marks a positional launch argument whose value depends on the configuration."""
-
-    _instance: _Hole | None = None
-
-    def __new__(cls) -> _Hole:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "HOLE"
-
-    def __reduce__(self) -> str:
-        return "HOLE"
-
-
-HOLE = _Hole()
-
-
-class ReplaceArgs(tuple):  # type: ignore[type-arg]
-    """Returned by ``bind`` (plain API) to replace *all* positional arguments."""
-
-    __slots__ = ()
-
-
-def fill_holes(args: Sequence[Any], holes: Sequence[Any]) -> tuple[Any, ...]:
-    if isinstance(holes, ReplaceArgs):
-        return tuple(holes)
-    values = iter(holes)
-    return tuple(next(values) if a is HOLE else a for a in args)
 
 
 class _KernelToken:
@@ -145,9 +113,8 @@ class Site:
         self.literal_options = dict(options)
         self.placeholders = tuple(placeholders)
         self.has_key = has_key
-        name = self.literal_options.get("name")
-        self.site_id = (
-            name if isinstance(name, str) else (f"{os.path.basename(filename)}:{line}:{col}")
+        self.site_id = identity.site_id(
+            filename, line, col, kernel_text, self.literal_options.get("name")
         )
         self.label = f"{filename}:{line}:{col + 1} ({kernel_text})"
         # Hot-path state: the first kernel seen, its key function, the table.
@@ -420,7 +387,7 @@ class Site:
         configs: Sequence[Config] | None = None,
     ) -> tuple[list[Variant], dict[Config, str]]:
         from tunedsl.backends import triton as bt
-        from tunedsl.runtime.hints import InfeasibleConfig, launch_options
+        from tunedsl.model.hints import InfeasibleConfig, launch_options
 
         if configs is None:
             configs = self._prune(kernel, args, static_kwargs, settings)
@@ -610,8 +577,8 @@ class Site:
         """The configuration whose arguments key a plain-API call with ``args=fn``."""
         cfg = self._key_config
         if cfg is None:
-            from tunedsl.runtime.config import as_config
-            from tunedsl.runtime.space import expand_space
+            from tunedsl.model.config import as_config
+            from tunedsl.model.space import expand_space
 
             cfg = as_config(default, "default=") if default is not None else expand_space(space)[0]
             self._key_config = cfg

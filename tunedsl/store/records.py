@@ -22,7 +22,7 @@ import contextlib
 import json
 import math
 import os
-import tempfile
+import stat
 import time
 import warnings
 from collections.abc import Iterator
@@ -31,11 +31,25 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.errors import CacheWarning
-from tunedsl.runtime.config import Config
-from tunedsl.store import paths
+from tunedsl.model.config import Config
+from tunedsl.store import atomic, paths
 
+#: ``tunedsl cache export`` bundles: {"tunedsl_records": BUNDLE_VERSION, "records": [...]}.
+BUNDLE_VERSION = 1
+MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "rejected")
+
+#: The tool versions that can change the best choice, and so key a record (the compiler
+#: and its backend: ptxas, target). torch's and tunedsl's versions are recorded in
+#: ``Record.versions`` but an upgrade of either keeps the records (issue 9, item 14).
+KEYED_TOOLS = ("triton", "triton_backend")
+
+
+def keyed_toolchain(versions: dict[str, Any]) -> dict[str, Any]:
+    """The part of ``backends.triton.toolchain()`` that goes into a record's digest, with
+    the record schema (a new schema may store different facts about the same choice)."""
+    return {**{k: versions.get(k) for k in KEYED_TOOLS}, "record_schema": SCHEMA_VERSION}
 
 
 class InvalidRecord(ValueError):
@@ -109,6 +123,9 @@ class Record:
     timestamp: float
     effort: str = "default"
     schema: int = SCHEMA_VERSION
+    # Where the site is, for people and `cache gc`: "/abs/file.py:line:col" (1-based col);
+    # never part of the digest (a site keeps its records when the file around it changes).
+    location: str = ""
 
     @property
     def id(self) -> str:
@@ -140,6 +157,7 @@ class Record:
             "tuning_s": self.tuning_s,
             "timestamp": self.timestamp,
             "effort": self.effort,
+            "location": self.location,
         }
 
     @classmethod
@@ -179,6 +197,7 @@ class Record:
             timestamp=_number(data.get("timestamp"), "record.timestamp"),
             effort=_expect(data.get("effort", "default"), str, "record.effort"),
             schema=schema,
+            location=_expect(data.get("location", ""), str, "record.location"),
         )
 
 
@@ -227,40 +246,97 @@ def record_path(digest: str, root: Path | None = None) -> Path:
     return (root or paths.records_dir()) / f"{digest}.json"
 
 
-def read_record_file(path: Path) -> Record:
-    """Load one file; raise InvalidRecord (bad content) or OSError (unreadable)."""
-    text = path.read_text(encoding="utf-8")
+#: The largest record file read (a real one is a few KiB per configuration); anything
+#: bigger is not a record, and reading it whole could exhaust memory.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+def read_regular_file(path: Path | str, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """``atomic.read_regular_file`` with the record size cap."""
+    return atomic.read_regular_file(path, limit)
+
+
+def parse_json(data: bytes) -> Any:
+    """``json.loads`` where every failure (bad UTF-8, bad JSON, hostile nesting, memory) is
+    an InvalidRecord."""
     try:
-        data = json.loads(text)
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise InvalidRecord(f"not UTF-8 text: {err}") from None
     except json.JSONDecodeError as err:
         raise InvalidRecord(f"not valid JSON: {err}") from None
     except RecursionError:  # hostile nesting ([[[[...]]]]): a bad record, not a crash
         raise InvalidRecord("not a record: JSON nested too deeply") from None
-    return Record.from_json(data)
+    except MemoryError:
+        raise InvalidRecord("not a record: too large to parse") from None
+
+
+def read_record_file(path: Path) -> Record:
+    """Load one file; raise InvalidRecord (bad content) or OSError (unreadable, a symbolic
+    link, not a regular file, too large)."""
+    return Record.from_json(parse_json(read_regular_file(path)))
+
+
+def trusted_dir(root: Path) -> bool:
+    """Records directories get bytecode's trust rule: one that exists but is not a real
+    directory owned by this user and closed to writes by others is not used (one warning).
+    A missing one is fine (a miss). A ``TUNEDSL_RECORDS_PATH`` directory may also belong
+    to root (records installed with an application), still closed to writes by others."""
+    if not os.path.lexists(root) or paths.is_private_dir(root):
+        return True
+    if root != paths.records_dir() and _root_owned_closed_dir(root):
+        return True
+    warn_once(
+        f"untrusted:{root}",
+        f"tuning records directory {root} is not private to this user (another owner, "
+        "writable by group or others, or not a real directory); not using it. Fix its "
+        "ownership and mode (chmod 700 / chmod go-w), or point TUNEDSL_CACHE_DIR or "
+        "TUNEDSL_RECORDS_PATH elsewhere",
+    )
+    return False
+
+
+def _root_owned_closed_dir(root: Path) -> bool:
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return False
+    closed = not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and closed
 
 
 def load_record(digest: str) -> Record | None:
     """The record for ``digest`` from the cache, else from TUNEDSL_RECORDS_PATH; None on a miss.
 
     A file that exists but is unusable (corrupt, wrong shape, future schema, or saved under
-    another digest) is a miss with one CacheWarning.
+    another digest) is a miss with one CacheWarning; so is a directory that is not private.
     """
     for root in [paths.records_dir(), *extra_record_dirs()]:
-        path = record_path(digest, root)
-        try:
-            record = read_record_file(path)
-        except (FileNotFoundError, NotADirectoryError):
-            # No record, or no records directory at all (the cache path runs through a
-            # regular file): a plain miss; save_record warns once that it cannot write.
-            continue
-        except (OSError, InvalidRecord, UnicodeDecodeError) as err:
-            warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
-            continue
-        if record.digest != digest:
-            warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
-            continue
-        return record
+        record = load_from(root, digest)
+        if record is not None:
+            return record
     return None
+
+
+def load_from(root: Path, digest: str) -> Record | None:
+    """The record of ``digest`` in the directory ``root``, or None (a miss; one warning for
+    anything unusable)."""
+    if not trusted_dir(root):
+        return None
+    path = record_path(digest, root)
+    try:
+        record = read_record_file(path)
+    except (FileNotFoundError, NotADirectoryError):
+        # No record, or no records directory at all (the cache path runs through a
+        # regular file): a plain miss; save_record warns once that it cannot write.
+        return None
+    except (OSError, InvalidRecord) as err:
+        warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
+        return None
+    if record.digest != digest:
+        warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
+        return None
+    return record
 
 
 # Killed writers' temporaries are never read as records (their names start with a dot and
@@ -286,6 +362,8 @@ def save_record(record: Record) -> bool:
     global _swept
     try:
         root = paths.ensure_private_dir(paths.records_dir())
+        if not trusted_dir(root):
+            return False
         if not _swept:
             _swept = True
             remove_stale_temporaries(root)
@@ -301,30 +379,25 @@ def save_record(record: Record) -> bool:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic.write_json(path, data)
 
 
 @contextlib.contextmanager
-def record_lock(digest: str, timeout_s: float = 3600.0) -> Iterator[bool]:
+def record_lock(digest: str, timeout_s: float | None = None) -> Iterator[bool]:
     """Hold the cross-process lock of one key while it is tuned; yields False when no lock
-    could be taken (unwritable cache: tuning goes ahead unlocked)."""
-    try:
-        from filelock import FileLock
+    could be taken (unwritable cache: tuning goes ahead unlocked) or when another process
+    held it for ``timeout_s`` (default ``TUNEDSL_LOCK_TIMEOUT``). While waiting, who holds
+    it is printed after a couple of seconds and then periodically (``store/locks.py``)."""
+    from tunedsl import knobs
+    from tunedsl.store.locks import key_lock
 
+    wait_s = knobs.lock_timeout_s() if timeout_s is None else timeout_s
+    try:
         lock_dir = paths.ensure_private_dir(paths.locks_dir())
-        lock = FileLock(str(lock_dir / f"{digest}.lock"), timeout=timeout_s)
-        lock.acquire()
+        if not paths.is_private_dir(lock_dir):
+            raise OSError(f"{lock_dir} is not private to this user")
+        held = key_lock(lock_path(digest, lock_dir), f"key {digest[:12]}", wait_s)
+        got = held.__enter__()
     except Exception as err:
         # Same topic as save_record's warning: one unwritable cache is one warning.
         warn_once(
@@ -335,14 +408,51 @@ def record_lock(digest: str, timeout_s: float = 3600.0) -> Iterator[bool]:
         yield False
         return
     try:
-        yield True
+        yield got
     finally:
-        lock.release()
+        held.__exit__(None, None, None)
+
+
+def lock_path(digest: str, lock_dir: Path | None = None) -> Path:
+    return (lock_dir or paths.locks_dir()) / f"{digest}.lock"
+
+
+def remove_record_files(digest: str) -> bool:
+    """Remove the cache's record of ``digest``, and its lock files unless another process
+    holds the lock. Only a regular file named by tunedsl, in a records directory that is a
+    real, private directory, is removed: never anything through a symbolic link. True when
+    a record was removed."""
+    root = paths.records_dir()
+    removed = False
+    if paths.is_private_dir(root):
+        path = record_path(digest, root)
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+                removed = True
+        except OSError:
+            pass
+    lock_dir = paths.locks_dir()
+    if paths.is_private_dir(lock_dir):
+        from tunedsl.store.locks import remove_free_lock
+
+        remove_free_lock(lock_path(digest, lock_dir))
+    return removed
+
+
+def is_record_name(name: str) -> bool:
+    """True for the names tunedsl gives record files: ``<sha256 hex>.json``."""
+    stem, dot, ext = name.partition(".")
+    return dot == "." and ext == "json" and len(stem) == 64 and all(c in _HEX for c in stem)
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def iter_record_files(roots: list[Path] | None = None) -> Iterator[Path]:
+    """The record files of ``roots`` (default: the cache), trusted directories only."""
     for root in roots if roots is not None else [paths.records_dir()]:
-        if root.is_dir():
+        if root.is_dir() and trusted_dir(root):
             yield from sorted(root.glob("*.json"))
 
 

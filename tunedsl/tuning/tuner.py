@@ -2,7 +2,7 @@
 
 Pipeline: ``compile_stream`` compiles every variant on worker threads and yields them in
 completion order; the caller's thread verifies and measures each finished variant while
-the rest still compile. Then the leaders are re-measured (``search.choose``).
+the rest still compile. Then the leaders are re-measured (``choose.choose``).
 
 Data safety: arguments named in ``restore_value`` are snapshotted first and copied back
 before every repetition; ``reset_to_zero`` arguments are zeroed before every repetition.
@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunedsl.engine import bench, choose
+from tunedsl.engine.twins import interpreter_twins
 from tunedsl.errors import TuningError, UsageError
+from tunedsl.model.config import Config
+from tunedsl.model.keys import is_tensor, json_safe
+from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.keys import is_tensor, json_safe
-from tunedsl.runtime.variant import Variant
 from tunedsl.store.records import ConfigResult
-from tunedsl.tuning import bench, search
-from tunedsl.tuning.twins import interpreter_twins
 
 # One measurement at a time in this process: two sites tuning on two threads would
 # otherwise time each other's kernels.
@@ -174,7 +174,7 @@ def _compile_jobs(req: TuneRequest, todo: list[Variant]) -> Iterator[tuple[Varia
             yield v, None
         return
     from tunedsl.backends.triton_compile import compile_variant
-    from tunedsl.tuning.compile_pool import CompileJob, compile_stream
+    from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
     by_id: dict[int, Variant] = {}
     jobs = []
@@ -253,8 +253,10 @@ def tune(req: TuneRequest) -> TuneOutcome:
         return _outcome(req, info, winner, final, failed, kind, start, measured)
     first_variant = req.variants[0]
     bound = bt.bind_arguments(info, first_variant.args, first_variant.kwargs)
+    from tunedsl.backends import graph_timing
+
     with BENCH_LOCK:
-        timer = bt.make_timer(req.timing, _per_launch_setup(req))
+        timer = graph_timing.make_timer(req.timing, _per_launch_setup(req))
         effort = bench.effort_for(req.effort, timer.kind)
         guard = _Guard(bound, req)
         verifier = _Verifier(req, guard) if req.verify not in (None, False) else None
@@ -263,7 +265,7 @@ def tune(req: TuneRequest) -> TuneOutcome:
             options = {**v.kwargs, **v.options}
             return lambda: launch_jit(req.kernel, v.grid, v.args, options)
 
-        def sampler(v: Variant) -> search.Sampler:
+        def sampler(v: Variant) -> choose.Sampler:
             run = runner(v)
             return lambda reps: timer.sample(run, guard.before_rep, reps)
 
@@ -271,7 +273,7 @@ def tune(req: TuneRequest) -> TuneOutcome:
             c: ("failed", r) for c, r in req.infeasible.items()
         }
         first: dict[Config, bench.Timing] = {}
-        samplers: dict[Config, search.Sampler] = {}
+        samplers: dict[Config, choose.Sampler] = {}
         todo: list[Variant] = []
         for v in req.variants:
             old = req.previous.get(v.config)
@@ -332,7 +334,7 @@ def tune(req: TuneRequest) -> TuneOutcome:
             settle = getattr(timer, "settle", None)
             if settle is not None:  # timing="auto": graph-time the leaders of a short kernel
                 settle([t.median_ms for t in first.values()])
-            winner, final = search.choose(first, samplers, effort)
+            winner, final = choose.choose(first, samplers, effort)
             chosen = (winner, final[winner].median_ms)
             remeasured = {c for c, t in final.items() if t is not first.get(c)}
             for twin, representative in twins.items():

@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from tunedsl.engine.seams import MeasureFailure, Prepared
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.space import Axis, Space
+from tunedsl.model.config import Config
+from tunedsl.model.space import Axis, Space
 
 BEST = Config(
     BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=4,

@@ -7,7 +7,7 @@ import pytest
 from landscape import LandscapeMeasurer
 
 from tunedsl.engine.racing import RaceSettings, interval, race
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 
 class Fixed(LandscapeMeasurer):

@@ -15,8 +15,8 @@ from tunedsl.engine.seams import Measurer, Observation, SearchStrategy
 from tunedsl.engine.search import STRATEGIES, make_strategy
 from tunedsl.engine.search.model import model_available
 from tunedsl.errors import TuningError, UsageError
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.space import Space
+from tunedsl.model.config import Config
+from tunedsl.model.space import Space
 
 needs_model = pytest.mark.skipif(
     not model_available(), reason="search='model' needs lightgbm (tunedsl[search])"

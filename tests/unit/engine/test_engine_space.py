@@ -10,8 +10,8 @@ import pytest
 
 from tunedsl.engine.seams import SearchSpace
 from tunedsl.errors import UsageError
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.space import Axis, ListSpace, Space, search_space
+from tunedsl.model.config import Config
+from tunedsl.model.space import Axis, ListSpace, Space, search_space
 
 
 class Counting:
@@ -172,7 +172,7 @@ def test_the_engine_imports_neither_torch_triton_nor_a_model_library() -> None:
 
     code = (
         "import sys, tunedsl.engine.driver, tunedsl.engine.search, tunedsl.engine.history\n"
-        "import tunedsl.runtime.space\n"
+        "import tunedsl.model.space\n"
         "bad = {'torch', 'triton', 'sklearn', 'lightgbm', 'xgboost'} & set(sys.modules)\n"
         "assert not bad, bad\n"
     )

@@ -9,7 +9,7 @@ import pytest
 from frontend_corpus import HEADER, macro_calls
 from hypothesis import HealthCheck, given, settings
 
-from tunedsl.runtime.options import HINT_NAMES, OPTION_NAMES
+from tunedsl.model.options import HINT_NAMES, OPTION_NAMES
 
 lark = pytest.importorskip("lark")
 

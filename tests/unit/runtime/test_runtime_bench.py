@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from tunedsl.engine import bench, choose
+from tunedsl.engine.bench import EFFORTS, Timing
 from tunedsl.errors import UsageError
-from tunedsl.tuning import bench, search
-from tunedsl.tuning.bench import EFFORTS, Timing
 
 
 class ScriptedTimer:
@@ -89,7 +89,7 @@ def test_leaders_are_remeasured_before_a_winner_is_declared() -> None:
 
     samplers = {"a": sampler("a", 0.8), "b": sampler("b", 1.1), "c": sampler("c", 5.0)}
     effort = EFFORTS["quick"]  # 2 leaders, 2 rounds
-    winner, final = search.choose(first, samplers, effort)
+    winner, final = choose.choose(first, samplers, effort)
     assert winner == "a"
     assert final["a"].median_ms == 0.8 and final["b"].median_ms == 1.1
     assert final["c"] is first["c"]  # not a leader: not measured again
@@ -100,7 +100,7 @@ def test_leaders_are_remeasured_before_a_winner_is_declared() -> None:
 
 def test_single_configuration_needs_no_remeasure() -> None:
     first = {"a": Timing(1.0, 0.0, 10, 1.0)}
-    winner, final = search.choose(
+    winner, final = choose.choose(
         first, {"a": lambda reps: pytest.fail("re-measured")}, EFFORTS["default"]
     )
     assert winner == "a" and final == first

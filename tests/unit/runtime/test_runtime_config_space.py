@@ -8,8 +8,8 @@ import pickle
 import pytest
 
 from tunedsl.errors import TunedslSyntaxError, UsageError
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.space import Space, check_placeholders, expand_space
+from tunedsl.model.config import Config
+from tunedsl.model.space import Space, check_placeholders, expand_space
 
 
 def test_config_reads_fields_and_is_frozen() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tunedsl.errors import UsageError
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.hints import (
+from tunedsl.model.config import Config
+from tunedsl.model.hints import (
     INTERPRETER,
     InfeasibleConfig,
     TargetFacts,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tunedsl.runtime import keys
+from tunedsl.model import keys
 from tunedsl.runtime.site import HOLE
 
 

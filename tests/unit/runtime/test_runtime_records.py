@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tunedsl.errors import CacheWarning
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 from tunedsl.store import paths, records
 from tunedsl.store.records import ConfigResult, InvalidRecord, Record
 

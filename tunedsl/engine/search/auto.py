@@ -14,7 +14,7 @@ from tunedsl.engine.seams import Observation, SearchSpace, SearchStrategy
 from tunedsl.engine.search.exhaustive import Exhaustive
 from tunedsl.engine.search.model import ModelSearch, model_available
 from tunedsl.engine.search.pattern import PatternSearch
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 SMALL_VALID = 256
 # Spaces whose product is larger than this are not counted at all: they are large.

@@ -11,7 +11,7 @@ import random
 from collections.abc import Iterable, Sequence
 
 from tunedsl.engine.seams import Observation, SearchSpace
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 # Spaces up to this size are drawn from whole when looking for unmeasured points.
 _SMALL = 4096

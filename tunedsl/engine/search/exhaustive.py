@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 
 from tunedsl.engine.seams import Observation, SearchSpace
 from tunedsl.engine.search.base import BaseStrategy
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 
 class Exhaustive(BaseStrategy):

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from tunedsl.engine.seams import Observation, SearchSpace
 from tunedsl.engine.search.base import BaseStrategy, best_ok
 from tunedsl.errors import UsageError
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 # Without a budget (no remaining_s), the model search stops after this many configurations.
 DEFAULT_LIMIT = 100

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from tunedsl.engine.seams import Observation, SearchSpace
 from tunedsl.engine.search.base import BaseStrategy, best_ok
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 
 class PatternSearch(BaseStrategy):

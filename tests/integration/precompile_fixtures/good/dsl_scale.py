@@ -5,7 +5,7 @@ import triton
 import triton.language as tl
 
 from tunedsl import autotune, cdiv, workload
-from tunedsl.runtime.workload import precompile_device
+from tunedsl.precompile.workload import precompile_device
 
 
 @triton.jit

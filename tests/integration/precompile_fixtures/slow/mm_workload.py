@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 
 from tunedsl import workload
-from tunedsl.runtime.workload import PrecompileSite, precompile_device
+from tunedsl.precompile.workload import PrecompileSite, precompile_device
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from standin_site import StandInSite

@@ -14,10 +14,15 @@ from typing import Any
 
 from tunedsl import knobs
 from tunedsl.errors import UsageError
-from tunedsl.runtime.config import Config, as_config
-from tunedsl.runtime.options import CAPTURE_MODES, HINT_NAMES, OPTION_NAMES, TIMING_MODES
-from tunedsl.runtime.space import expand_space
-from tunedsl.tuning.bench import EFFORTS
+from tunedsl.model.config import Config, as_config
+from tunedsl.model.options import (
+    CAPTURE_MODES,
+    EFFORT_NAMES,
+    HINT_NAMES,
+    OPTION_NAMES,
+    TIMING_MODES,
+)
+from tunedsl.model.space import expand_space
 
 MODES = ("on", "cached", "off")
 
@@ -88,8 +93,8 @@ def resolve(
     if mode not in MODES:
         raise UsageError(f"{where}: mode={mode!r}; expected one of {', '.join(MODES)}")
     effort = options.get("effort") or knobs.effort()
-    if effort not in EFFORTS:
-        raise UsageError(f"{where}: effort={effort!r}; expected one of {', '.join(EFFORTS)}")
+    if effort not in EFFORT_NAMES:
+        raise UsageError(f"{where}: effort={effort!r}; expected one of {', '.join(EFFORT_NAMES)}")
     default = options.get("default")
     verify = options.get("verify")
     if verify not in (None, False, True) and not callable(verify):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tunedsl.errors import TunedslSyntaxError, UsageError
-from tunedsl.runtime.config import Config, check_field
+from tunedsl.model.config import Config, check_field
 
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
 

@@ -18,7 +18,7 @@ import json
 import os
 from typing import Any
 
-from tunedsl.runtime.workload import PrecompileSession, SiteReport, import_script
+from tunedsl.precompile.workload import PrecompileSession, SiteReport, import_script
 
 
 def _load_kernel(info: dict[str, Any]) -> Any:
@@ -90,8 +90,8 @@ def current_target() -> Any:
 def replay_records(session: PrecompileSession, summary: Any) -> None:
     """Recompile every record's configurations; append reports and errors to ``summary``."""
     from tunedsl.backends.triton_compile import is_cache_hit
+    from tunedsl.engine.compile_pool import CompileJob, compile_stream
     from tunedsl.store import records
-    from tunedsl.tuning.compile_pool import CompileJob, compile_stream
 
     target = session.target or current_target()
     seen: set[str] = set()

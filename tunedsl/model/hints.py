@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunedsl.errors import UsageError
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.options import HINT_NAMES
+from tunedsl.model.config import Config
+from tunedsl.model.options import HINT_NAMES
 
 HINTS = frozenset(HINT_NAMES)
 REG_ALLOC_GRANULARITY = 8

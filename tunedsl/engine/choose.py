@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tunedsl.tuning.bench import Effort, Timing, summarize
+from tunedsl.engine.bench import Effort, Timing, summarize
 
 # config -> function(reps) -> raw samples in ms
 Sampler = Callable[[int], list[float]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tunedsl.runtime.config import Config
+from tunedsl.model.config import Config
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunedsl.runtime.config import Config
-from tunedsl.runtime.keys import is_tensor
-from tunedsl.runtime.variant import Variant
+from tunedsl.model.config import Config
+from tunedsl.model.keys import is_tensor
+from tunedsl.model.variant import Variant
 
 
 def _identity(value: Any) -> Any:

@@ -12,7 +12,7 @@ The analogue of Julia PrecompileTools' ``@compile_workload``: a kernel script de
 registered workload inside :func:`precompile_mode`. Sites built while the mode is active
 are :class:`PrecompileSite` objects (``tunedsl.runtime.dsl.make_site`` asks
 :func:`precompile_active`); in the mode, a site call compiles every configuration of its
-space for the signature it sees, in parallel (``tunedsl.tuning.compile_pool``), instead
+space for the signature it sees, in parallel (``tunedsl.engine.compile_pool``), instead
 of launching, and returns ``None``. With ``tune=True`` it calls the real site, which tunes
 (compiling in parallel too) and writes the record. Outside the mode a precompile site
 behaves exactly like the site it wraps.
@@ -188,6 +188,8 @@ def precompile_mode(
     writes records (needs a GPU). Not nestable.
     """
     global _active
+    from tunedsl.runtime import dsl
+
     if target is not None:
         from tunedsl.backends.triton_compile import parse_target
 
@@ -199,11 +201,13 @@ def precompile_mode(
         if _active is not None:
             raise RuntimeError("precompile_mode() is already active; it does not nest")
         _active = session
+        dsl.site_wrapper = PrecompileSite
     try:
         yield session
     finally:
         with _active_lock:
             _active = None
+            dsl.site_wrapper = None
 
 
 class PrecompileSite:
@@ -276,7 +280,7 @@ class PrecompileSite:
         import dataclasses
 
         from tunedsl.backends.triton_compile import cross_target_facts
-        from tunedsl.runtime.hints import InfeasibleConfig, launch_options
+        from tunedsl.model.hints import InfeasibleConfig, launch_options
 
         hints = settings_of(lazy).hints
         facts = cross_target_facts(target)
@@ -301,7 +305,7 @@ def precompile_variants(
 ) -> SiteReport:
     """Compile ``variants`` in parallel for the session's target; count what happened."""
     from tunedsl.backends.triton_compile import compile_variant, interpreting, is_cache_hit
-    from tunedsl.tuning.compile_pool import CompileJob, compile_stream
+    from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
     report = report if report is not None else SiteReport(label, key)
     if session.target is None and interpreting():

@@ -66,7 +66,7 @@ def read_shapes(path: str | None) -> list[dict[str, Any]]:
 
 def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
     """One task per (workload, shape); the script is imported here to list its workloads."""
-    from tunedsl.runtime.workload import import_script, registered_workloads
+    from tunedsl.precompile.workload import import_script, registered_workloads
 
     module = import_script(script)
     workloads = registered_workloads(module.__name__)
@@ -82,7 +82,7 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
 
 def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private cache directory; the records it wrote, as JSON."""
-    from tunedsl.runtime.workload import import_script, registered_workloads
+    from tunedsl.precompile.workload import import_script, registered_workloads
     from tunedsl.store import records
 
     previous = os.environ.get("TUNEDSL_CACHE_DIR")
@@ -243,7 +243,7 @@ def merge(outcomes: Sequence[Outcome], bundle: str | None = None) -> list[Any]:
     for record in parsed.values():
         store.put(record)
     if bundle is not None:
-        from tunedsl.cli.cache import BUNDLE_VERSION
+        from tunedsl.store.records import BUNDLE_VERSION
 
         text = json.dumps(
             {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in parsed.values()]},

@@ -1,0 +1,246 @@
+"""Issue 9, items 18 to 20: records get bytecode's trust rule, record files are read safely,
+and ``tunedsl cache`` removes only what it wrote and fails clearly. Real files, real
+subprocesses (the CLI as a user runs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rel_helpers import (
+    cache_warnings,
+    child_env,
+    load_json,
+    only_cache_warnings,
+    record_files,
+    run_python,
+    write_script,
+)
+
+from tunedsl.store import records
+
+TUNE = """
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+for n in (40, 50):
+    a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.empty(n)
+    r = autotune_launch(vadd_kernel, space={"tile": [16, 32]}, effort="quick", name="trust",
+                        grid=lambda cfg: (cdiv(n, cfg.tile),),
+                        args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile})
+    assert torch.equal(c, a + b)
+    print("RESULT", r.source, r.digest, flush=True)
+"""
+
+
+def _tune(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = write_script(tmp_path / "trust_main.py", TUNE)
+    return run_python(script, env, timeout=180)
+
+
+def _sources(out: subprocess.CompletedProcess[str]) -> list[str]:
+    assert out.returncode == 0, out.stderr
+    return [line.split()[1] for line in out.stdout.splitlines() if line.startswith("RESULT")]
+
+
+def cache_cmd(
+    env: dict[str, str], *argv: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "cache", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _one_line_error(out: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tunedsl: error:"), out.stderr
+    assert "Traceback" not in out.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+# -- item 18: the trust rule -------------------------------------------------------------
+
+
+@pytest.mark.needs_triton
+def test_records_dir_writable_by_others_is_not_used(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = child_env(cache)
+    assert _sources(_tune(tmp_path, env)) == ["tuned", "tuned"]
+    assert _sources(_tune(tmp_path, env)) == ["disk", "disk"]
+    os.chmod(cache / "records", 0o777)  # anyone could have forged these
+    out = _tune(tmp_path, env)
+    assert _sources(out) == ["tuned", "tuned"]
+    warned = [line for line in out.stderr.splitlines() if "not private to this user" in line]
+    assert len(warned) == 1, out.stderr  # one warning, not one per key
+
+
+@pytest.mark.needs_triton
+def test_records_path_dir_owned_or_writable_by_others_is_not_used(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = child_env(cache)
+    _sources(_tune(tmp_path, env))
+    shipped = tmp_path / "shipped"
+    (cache / "records").rename(shipped)
+    env["TUNEDSL_RECORDS_PATH"] = str(shipped)
+    assert _sources(_tune(tmp_path, env)) == ["disk", "disk"]
+    for p in record_files(cache):
+        p.unlink()
+    os.chmod(shipped, 0o757)
+    out = _tune(tmp_path, env)
+    assert _sources(out) == ["tuned", "tuned"]
+    assert sum("not private to this user" in line for line in out.stderr.splitlines()) == 1
+
+
+def test_record_file_symlink_fifo_and_huge_file_are_misses(tmp_path: Path) -> None:
+    """A record that is a symbolic link (to another user's file), a FIFO (a read would block
+    forever) or a huge file is a miss with one warning, read without following or blocking."""
+    root = tmp_path / "records"
+    root.mkdir(mode=0o700)
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}")
+    os.symlink(target, root / f"{'a' * 64}.json")
+    os.mkfifo(root / f"{'b' * 64}.json")
+    with open(root / f"{'c' * 64}.json", "wb") as fh:
+        fh.truncate(records.MAX_RECORD_BYTES + 1)  # sparse: costs no disk
+    with cache_warnings() as caught:
+        for digest in ("a" * 64, "b" * 64, "c" * 64):
+            assert records.load_from(root, digest) is None
+    messages = only_cache_warnings(caught)
+    assert len(messages) == 3
+    assert "symbolic link" in messages[0]
+    assert "not a regular file" in messages[1]
+    assert "limit" in messages[2]
+
+
+def test_import_of_dev_zero_and_of_a_fifo_fail_cleanly(tmp_path: Path) -> None:
+    """`cache import /dev/zero` ended in an uncaught MemoryError; a FIFO blocked forever."""
+    env = child_env(tmp_path / "cache")
+    _one_line_error(cache_cmd(env, "import", "/dev/zero"), "not a regular file")
+    fifo = tmp_path / "bundle.fifo"
+    os.mkfifo(fifo)
+    _one_line_error(cache_cmd(env, "import", str(fifo)), "not a regular file")
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate(1024 * 1024 * 1024)  # sparse
+    _one_line_error(cache_cmd(env, "import", str(big)), "limit")
+
+
+# -- item 19: clear ----------------------------------------------------------------------
+
+
+def _fake_record(digest: str) -> dict:
+    return {
+        "schema": records.SCHEMA_VERSION,
+        "site": "x.py:f:k",
+        "digest": digest,
+        "key": {"n": "int"},
+        "chosen": {"tile": 16},
+        "results": [
+            {
+                "config": {"tile": 16},
+                "status": "ok",
+                "median_ms": 1.0,
+                "spread": 0.0,
+                "reps": 1,
+                "min_ms": 1.0,
+            }
+        ],
+        "kernel": {"qualname": "k"},
+        "signature": {},
+        "device": {},
+        "versions": {},
+        "context": {},
+        "tuning_s": 0.0,
+        "timestamp": 0.0,
+    }
+
+
+def test_clear_never_deletes_through_a_symlinked_records_dir(tmp_path: Path) -> None:
+    """Another user's symlink `records -> victim/` made `cache clear` delete the victim's
+    *.json files."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    theirs = victim / f"{'d' * 64}.json"
+    theirs.write_text(json.dumps(_fake_record("d" * 64)))
+    (victim / "notes.json").write_text("{}")
+    os.symlink(victim, cache / "records")
+    out = cache_cmd(child_env(cache), "clear")
+    _one_line_error(out, "not a private directory")
+    assert theirs.exists() and (victim / "notes.json").exists()
+
+
+def test_clear_removes_only_record_files_and_their_locks(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    root = cache / "records"
+    root.mkdir(parents=True, mode=0o700)
+    (cache / "locks").mkdir(mode=0o700)
+    mine = root / f"{'e' * 64}.json"
+    mine.write_text(json.dumps(_fake_record("e" * 64)))
+    (cache / "locks" / f"{'e' * 64}.lock").write_text("")
+    (cache / "locks" / f"{'e' * 64}.lock.owner").write_text("{}")
+    stranger = root / "keep-me.json"  # not a name tunedsl writes
+    stranger.write_text("not json")
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    os.symlink(outside, root / f"{'f' * 64}.json")
+    out = cache_cmd(child_env(cache), "clear")
+    assert out.returncode == 0, out.stderr
+    assert not mine.exists()
+    assert not list((cache / "locks").iterdir())  # the lock and its owner note went too
+    assert stranger.exists() and outside.exists()
+
+
+def test_clear_empty_filters_and_short_ids_are_usage_errors(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    root = cache / "records"
+    root.mkdir(parents=True, mode=0o700)
+    rec = root / f"{'ab' * 32}.json"
+    rec.write_text(json.dumps(_fake_record("ab" * 32)))
+    env = child_env(cache)
+    _one_line_error(cache_cmd(env, "clear", "--site", ""), "--site")
+    _one_line_error(cache_cmd(env, "clear", "--kernel", ""), "--kernel")
+    _one_line_error(cache_cmd(env, "clear", ""), "at least 4 hex digits")
+    _one_line_error(cache_cmd(env, "clear", "a"), "at least 4 hex digits")
+    assert rec.exists()
+    assert "removed 1 record" in cache_cmd(env, "clear", "abab").stdout
+
+
+# -- item 20: export errors --------------------------------------------------------------
+
+
+def test_export_errors_are_one_line(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    root = cache / "records"
+    root.mkdir(parents=True, mode=0o700)
+    (root / f"{'ab' * 32}.json").write_text(json.dumps(_fake_record("ab" * 32)))
+    env = child_env(cache)
+    _one_line_error(
+        cache_cmd(env, "export", str(tmp_path / "missing" / "out.json")), "no directory"
+    )
+    _one_line_error(cache_cmd(env, "export", str(tmp_path)), "is a directory")
+    _one_line_error(cache_cmd(env, "export", str(tmp_path / "b.json"), "cdcd"), "no tuning record")
+    assert not (tmp_path / "b.json").exists()
+    ok = cache_cmd(env, "export", str(tmp_path / "b.json"), "abab")
+    assert ok.returncode == 0 and len(load_json(tmp_path / "b.json")["records"]) == 1

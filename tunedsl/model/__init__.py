@@ -1,0 +1,1 @@
+"""(layer docstring)"""

@@ -1,0 +1,82 @@
+"""Every file tunedsl writes or reads back, written whole or not at all (storage layer).
+
+A writer puts the bytes in a temporary file in the target's directory (named
+``.<target>.<random>.tmp``, so sweepers recognise it), flushes it to disk and
+``os.replace``s it over the target: a reader sees the old file or the whole new one,
+never a torn one, whatever kills the writer. A killed writer leaves only its temporary
+file, which no reader takes for an entry (``paths.remove_stale_temporaries`` sweeps them).
+
+A reader opens without following a final symbolic link and without blocking on a FIFO,
+and reads only a regular file up to a size cap: a hostile path (``/dev/zero``, a link
+planted in a shared directory) is an ``OSError``, never a hang or a ``MemoryError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+TEMP_SUFFIX = ".tmp"
+
+
+def write_bytes(
+    path: Path,
+    data: bytes,
+    *,
+    prefix: str | None = None,
+    suffix: str = TEMP_SUFFIX,
+    durable: bool = True,
+) -> None:
+    """Replace ``path`` with ``data`` atomically. ``durable``: fsync before the rename (the
+    records and binaries; a bytecode entry is cheap to rebuild and skips it)."""
+    fd, tmp = tempfile.mkstemp(
+        prefix=prefix if prefix is not None else f".{path.name}.", suffix=suffix, dir=path.parent
+    )
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
+    """``obj`` as indented JSON, atomically (records, bundles, results, notes)."""
+    write_bytes(path, (json.dumps(obj, indent=1) + "\n").encode("utf-8"), durable=durable)
+
+
+def write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+def read_regular_file(path: Path | str, limit: int) -> bytes:
+    """The bytes of ``path``, read without following a final symbolic link or blocking on a
+    FIFO; OSError for anything but a regular file of at most ``limit`` bytes."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
+            raise OSError(errno.ELOOP, "a symbolic link, not read") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())  # what we check is what we read
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"{st.st_size} bytes, over the {limit}-byte limit")
+        data = fh.read(limit + 1)
+    if len(data) > limit:  # grew while we read it
+        raise OSError(errno.EFBIG, f"over the {limit}-byte limit")
+    return data

@@ -1,0 +1,71 @@
+"""``FileRecordStore``: the engine's ``RecordStore`` seam over JSON record files (store layer).
+
+One store per directory: the user's cache (``records/``, writable) and, read-only, each
+``TUNEDSL_RECORDS_PATH`` directory. Everything goes through ``store/records.py``, so the
+stores read and write exactly what ``load_record``/``save_record`` do: strict validation,
+one warning for anything damaged or untrusted, atomic writes, a per-digest lock that says
+who holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+from tunedsl.store import paths
+from tunedsl.store import records as rec
+
+
+class FileRecordStore:
+    """Records as ``<digest>.json`` files in one directory (``engine.seams.RecordStore``)."""
+
+    def __init__(self, root: Path | None = None, *, writable: bool = True) -> None:
+        # root None: the user's cache, looked up per call (TUNEDSL_CACHE_DIR may change).
+        self._root = root
+        self.writable = writable and root is None
+        where = "cache" if root is None else str(root)
+        self.name = f"files:{where}" + ("" if self.writable else " (read-only)")
+
+    @property
+    def root(self) -> Path:
+        return self._root if self._root is not None else paths.records_dir()
+
+    def get(self, digest: str) -> rec.Record | None:
+        return rec.load_from(self.root, digest)
+
+    def put(self, record: rec.Record) -> bool:
+        if not self.writable:
+            return False
+        return rec.save_record(record)
+
+    def delete(self, digest: str) -> bool:
+        if not self.writable:
+            return False
+        return rec.remove_record_files(digest)
+
+    def iter_records(self) -> Iterator[rec.Record]:
+        """Every valid record (files that are not are skipped with one warning each)."""
+        for path in rec.iter_record_files([self.root]):
+            try:
+                yield rec.read_record_file(path)
+            except (OSError, rec.InvalidRecord) as err:
+                rec.warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
+
+    def lock(self, digest: str, timeout_s: float) -> AbstractContextManager[bool]:
+        if not self.writable:
+            return _no_lock()
+        return rec.record_lock(digest, timeout_s)
+
+
+@contextmanager
+def _no_lock() -> Iterator[bool]:
+    yield False
+
+
+def default_stores() -> list[FileRecordStore]:
+    """The cache, then each ``TUNEDSL_RECORDS_PATH`` directory (read-only), in lookup order."""
+    return [
+        FileRecordStore(),
+        *(FileRecordStore(d, writable=False) for d in rec.extra_record_dirs()),
+    ]

@@ -1,0 +1,183 @@
+"""The global compile lock, and a cross-process file lock for on-disk state.
+
+What ``compile_lock`` guards, and why (Triton 3.6 through 3.9):
+
+* ``JITFunction.device_caches`` is a ``defaultdict(create_binder)``: two threads missing
+  the same device at once each build a binder and one of them wins, so kernels the loser
+  put in *its* ``kernel_cache`` vanish. Binder creation therefore happens under the lock.
+* The per-device kernel tables (``kernel_cache``, ``kernel_key_cache``) are read and
+  written in ``JITFunction.run``/``_do_compile`` without any lock; tunedsl fills them only
+  while holding this lock.
+* ``CompiledKernel._init_handles`` loads the binary into the CUDA context once, checking
+  ``self.module is None`` without a lock; tunedsl calls it under the lock so a kernel is
+  never loaded twice.
+* Triton's compile hooks and ``knobs`` are process-global.
+
+The heavy part of a compile (AST → TTIR → LLVM → PTX → ``ptxas``) runs *outside* the
+lock: ``tunedsl.backends.triton_compile`` uses Triton's own async-compile protocol
+(``triton.runtime._async_compile``) to split ``JITFunction`` compilation into a cheap
+guarded prologue (bind, key, table look-up), the unguarded compile, and a cheap guarded
+epilogue (insert into the table, load the module).
+
+The lock is re-entrant (a ``threading.RLock``): a compile epilogue that triggers another
+guarded step in the same thread does not deadlock. Hold it only for short, non-blocking
+work; never hold it while waiting on another thread.
+
+``file_lock(name)`` is a cross-process lock (``filelock``) under the tunedsl cache's
+``locks/`` directory, for state several processes share on disk: the Triton cache
+directory and tunedsl's own record of what was cross-compiled for which target.
+
+``key_lock(path, what, timeout_s)`` is the lock of one tuning key (``store/records.py``):
+its holder writes who it is (pid, host, start time) into a side file ``<lock>.owner``; a
+waiter prints that, and how long it has waited, after ``FIRST_NOTICE_S`` and then every
+``NOTICE_EVERY_S``, and gives up after ``timeout_s`` (the caller then tunes unlocked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import stat
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from tunedsl.store import atomic, paths
+
+#: The one process-wide compile lock (re-entrant). See the module docstring.
+compile_lock = threading.RLock()
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """``with guarded():`` holds the global compile lock (re-entrant)."""
+    with compile_lock:
+        yield
+
+
+def _lock_path(name: str) -> str:
+    # A readable prefix plus a hash keeps any name (a path, a key) a safe file name.
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+    directory = paths.ensure_private_dir(paths.locks_dir())
+    return str(directory / f"{safe}-{digest}.lock")
+
+
+@contextmanager
+def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
+    """Hold the cross-process lock called ``name`` (a file under the cache's ``locks/``).
+
+    ``timeout_s`` < 0 waits forever; otherwise ``filelock.Timeout`` is raised when the lock
+    is not free in time. Re-entrant within one process (filelock counts acquisitions).
+    """
+    from filelock import FileLock
+
+    lock = FileLock(_lock_path(name), timeout=timeout_s)
+    with lock:
+        yield lock
+
+
+#: A waiter says who holds a key's lock after this many seconds, then every NOTICE_EVERY_S.
+FIRST_NOTICE_S = 2.0
+NOTICE_EVERY_S = 30.0
+_POLL_S = 0.25
+
+
+def owner_path(lock_path: Path) -> Path:
+    return lock_path.with_name(lock_path.name + ".owner")
+
+
+def read_owner(lock_path: Path) -> str:
+    """Who holds the lock, in words, from its side file ("an unknown process" if unreadable)."""
+    try:
+        data = json.loads(atomic.read_regular_file(owner_path(lock_path), limit=4096))
+        pid, host, since = int(data["pid"]), str(data["host"]), float(data["since"])
+    except (OSError, KeyError, TypeError, ValueError, RecursionError):
+        return "an unknown process"
+    started = time.strftime("%H:%M:%S", time.localtime(since))
+    held = max(0.0, time.time() - since)
+    return f"process {pid} on {host!r} (holding it since {started}, {held:.0f} s)"
+
+
+def _write_owner(lock_path: Path) -> None:
+    owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    try:
+        atomic.write_text(owner_path(lock_path), json.dumps(owner), durable=False)
+    except OSError:  # a note for people (a full disk, say): never worth failing over
+        pass
+
+
+@contextmanager
+def key_lock(
+    lock_path: Path, what: str, timeout_s: float, out: TextIO | None = None
+) -> Iterator[bool]:
+    """Hold the file lock at ``lock_path``; yields True when held, False when another
+    process still held it after ``timeout_s`` seconds (then nothing is held). Raises
+    OSError when the lock file cannot be created at all."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(lock_path))
+    start = time.monotonic()
+    next_notice = FIRST_NOTICE_S
+    while True:
+        waited = time.monotonic() - start
+        try:
+            lock.acquire(timeout=min(_POLL_S, max(0.0, timeout_s - waited)))
+            break
+        except Timeout:
+            waited = time.monotonic() - start
+            stream = out if out is not None else sys.stderr
+            if waited >= timeout_s:
+                print(
+                    f"tunedsl: gave up waiting for the tuning lock of {what} after "
+                    f"{waited:.0f} s (TUNEDSL_LOCK_TIMEOUT); held by "
+                    f"{read_owner(lock_path)}; tuning without the lock",
+                    file=stream,
+                    flush=True,
+                )
+                yield False
+                return
+            if waited >= next_notice:
+                print(
+                    f"tunedsl: waiting {waited:.0f} s for the tuning lock of {what}, held "
+                    f"by {read_owner(lock_path)} (lock file {lock_path}; gives up after "
+                    f"{timeout_s:.0f} s, TUNEDSL_LOCK_TIMEOUT)",
+                    file=stream,
+                    flush=True,
+                )
+                next_notice = waited + NOTICE_EVERY_S
+    try:
+        _write_owner(lock_path)
+        yield True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(owner_path(lock_path))
+        lock.release()
+
+
+def remove_free_lock(path: Path) -> None:
+    """Delete a key's lock file and its owner note, but only while nobody holds the lock
+    (deleting a held lock file would let a second process take a fresh one)."""
+    from filelock import FileLock, Timeout
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return
+        lock = FileLock(str(path))
+        lock.acquire(timeout=0)
+    except (OSError, Timeout):
+        return
+    try:
+        for victim in (owner_path(path), path):
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(os.lstat(victim).st_mode):
+                    os.unlink(victim)
+    finally:
+        lock.release()
