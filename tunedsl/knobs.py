@@ -271,6 +271,14 @@ def distributed_timeout_s() -> float:
     return _float("TUNEDSL_DISTRIBUTED_TIMEOUT", 600.0)
 
 
+def tune_devices() -> str:
+    """``TUNEDSL_TUNE_DEVICES=all|N|i,j,...``: the GPUs a tuning measures on in parallel:
+    ``all`` (the default) every visible GPU of the caller's model, ``N`` the caller's and
+    the next N-1 of its model (``1``: the caller's only), ``0,2`` those devices (``3,``: just
+    device 3); the leaders are always re-measured on the caller's GPU (docs/scale-out.md)."""
+    return os.environ.get("TUNEDSL_TUNE_DEVICES", "").strip().lower() or "all"
+
+
 GALLERY_RESULT_ENV = "TUNEDSL_GALLERY_RESULT"
 
 
@@ -347,6 +355,7 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_RECORD_STORES": record_stores,
     "TUNEDSL_DISTRIBUTED": distributed_mode,
     "TUNEDSL_DISTRIBUTED_TIMEOUT": distributed_timeout_s,
+    "TUNEDSL_TUNE_DEVICES": tune_devices,
     "TUNEDSL_SEARCH": search,
     "TUNEDSL_BUDGET": budget_s,
     "TUNEDSL_ISOLATE": isolate,

@@ -214,15 +214,26 @@ class IsolatedMeasurer:
     auto timer's switch to graph timing for the leaders).
     """
 
-    def __init__(self, req: Any, timing: str = "auto") -> None:
+    def __init__(
+        self,
+        req: Any,
+        timing: str = "auto",
+        *,
+        device: int | str | None = "current",
+        worker: Worker | None = None,
+    ) -> None:
+        """``device``: the GPU the worker measures on ("current": the caller's; ignored off
+        a GPU). ``worker``: a given process (``multi_device.py`` runs several per device)."""
         from tunedsl.backends import triton as bt
 
         facts = bt.device_facts()
-        device = None
-        if facts["type"] in ("cuda", "hip"):
+        if facts["type"] not in ("cuda", "hip"):
+            device = None
+        elif device == "current":
             import torch
 
             device = torch.cuda.current_device()
+        assert device is None or isinstance(device, int)
         self.variants = list(req.variants)
         self.index = {v.config: i for i, v in enumerate(self.variants)}
         storages, packed = pack_inputs(self.variants)
@@ -252,7 +263,7 @@ class IsolatedMeasurer:
             ) from err
         self.run_timeout_s = knobs.isolate_timeout_s()
         self.compile_timeout_s = knobs.compile_timeout_s() + self.run_timeout_s
-        self.worker = worker_for(device)
+        self.worker = worker if worker is not None else worker_for(device)
         self.worker.setup(dumps(("setup", {"sys_path": list(sys.path), "body": body_bytes})))
 
     def _ensure_started(self) -> None:

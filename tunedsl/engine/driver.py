@@ -211,10 +211,16 @@ class _Run:
             )
         leaders = [o.config for o in ok[: max(1, final_leaders)]]
         rounds = {self.known[c].round for c in leaders}
-        # Timings of one race compare; a stored one or two races' do not (drift).
-        needs_final = len(leaders) > 1 and (len(rounds) > 1 or leaders[0] in self.stored)
+        # Timings of one race compare; a stored one or two races' do not (drift). A measurer
+        # on several GPUs re-measures the leaders on the caller's (``final_on_caller``).
+        on_caller = getattr(self.measurer, "final_on_caller", None)
+        needs_final = len(leaders) > 1 and (
+            len(rounds) > 1 or leaders[0] in self.stored or on_caller is not None
+        )
         chosen, final_round = leaders[0], self.known[leaders[0]].round
         if needs_final:
+            if on_caller is not None:
+                on_caller(leaders)
             result = self.race_batch(leaders, lambda: self.spent(), open_all=True)
             if result.leader is not None:
                 chosen, final_round = result.leader, self.round - 1

@@ -1,0 +1,108 @@
+"""Measuring on several devices (``backends/multi_device.py``) with real worker processes
+under the interpreter: ``devices=[0, 0]`` gives two interpreter workers, so the spreading of
+a batch, the merging of results, a worker crash in one of them and the leaders' re-measurement
+on the caller's worker run for real, driven by the engine's search loop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from isolate_kernels import double_or_die
+
+from tunedsl import cdiv
+from tunedsl.backends import isolated, multi_device
+from tunedsl.engine.driver import run_search
+from tunedsl.engine.seams import Measurer
+from tunedsl.engine.search import make_strategy
+from tunedsl.model.config import Config
+from tunedsl.model.space import ListSpace
+from tunedsl.model.variant import Variant
+from tunedsl.tuning.tuner import TuneRequest
+
+pytestmark = pytest.mark.needs_triton
+N = 200
+
+
+@pytest.fixture(autouse=True)
+def _fresh_workers(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("TUNEDSL_ISOLATE_TIMEOUT", "20")
+    isolated.shutdown_workers()
+    multi_device.shutdown_workers()
+    yield
+    isolated.shutdown_workers()
+    multi_device.shutdown_workers()
+
+
+def request(configs: list[Config]) -> tuple[TuneRequest, torch.Tensor, torch.Tensor]:
+    x = torch.randn(N)
+    y = torch.full_like(x, float("nan"))
+    variants = [
+        Variant(c, (x, y, N), {"TILE": c.tile, "MODE": c.mode}, (cdiv(N, c.tile),), {})
+        for c in configs
+    ]
+    return TuneRequest(kernel=double_or_die, variants=variants, verify=True), x, y
+
+
+def test_two_workers_share_a_batch_and_the_caller_races_the_leaders() -> None:
+    configs = [Config(tile=t, mode=0) for t in (16, 32, 64, 128, 256, 512)]
+    req, x, y = request(configs)
+    m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=2, chunk=1)
+    assert isinstance(m, Measurer)
+    try:
+        out = run_search(ListSpace(configs), make_strategy("exhaustive"), m, final_leaders=3)
+        pids = {slot.measurer.worker.proc.pid for slot in m.slots if slot.measurer.worker.proc}
+    finally:
+        m.close()
+    # Spread: both workers compiled (and opened) part of the batch, each in its own process.
+    assert set(m.owner.values()) == {0, 1} and len(pids) == 2
+    # Merged: every configuration has one observation, measured, and the choice is one of them.
+    status = {o.config: o.status for o in out.observations}
+    assert status == {c: "ok" for c in configs}
+    assert out.chosen in configs and out.compiled == len(configs)
+    # The leaders were raced side by side on the caller's worker (slot 0), in the last round.
+    final = [o for o in out.observations if o.round == out.final_round]
+    assert len(final) == 3 and out.chosen in {o.config for o in final}
+    assert m.final_from is not None
+    on_caller = m.trace[m.final_from :]
+    assert {o.config for o in final} == {cfg for cfg, _ in on_caller}
+    assert all(slot == 0 for _, slot in on_caller)
+    assert all(len(o.samples) >= 3 for o in final)
+    # The caller's tensors were never written by a measurement (the workers have copies).
+    assert torch.isnan(y).all()
+    del x
+
+
+def test_a_crash_in_one_worker_fails_one_configuration_and_the_rest_go_on() -> None:
+    # mode=1 reads far outside any allocation: a segfault under the interpreter.
+    configs = [Config(tile=t, mode=0) for t in (16, 32, 64, 128)] + [Config(tile=64, mode=1)]
+    req, _, _ = request(configs)
+    m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=2, chunk=2)
+    try:
+        prepared = {p.config: p for p in m.prepare(configs)}
+        assert set(prepared) == set(configs)
+        crashed = prepared[Config(tile=64, mode=1)]
+        assert crashed.status == "failed" and "SIGSEGV" in (crashed.error or "")
+        for c in configs[:4]:
+            assert prepared[c].status == "ok" and len(m.banked[c]) == 2
+        # The crashed worker restarted; both still measure, and the caller's takes over.
+        assert m.sample(configs[0], 2) and m.sample(configs[0], 2)
+        m.final_on_caller(configs[:2])
+        assert len(m.sample(configs[1], 3)) == 3 and m.trace[-1] == (configs[1], 0)
+    finally:
+        m.close()
+
+
+def test_a_worker_that_cannot_start_hands_its_work_to_the_others() -> None:
+    configs = [Config(tile=t, mode=0) for t in (16, 32, 64, 128)]
+    req, _, _ = request(configs)
+    m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=1, chunk=1)
+    try:
+        # A setup the worker rejects: slot 1 answers every request with an error.
+        m.slots[1].measurer.worker.kill()
+        m.slots[1].measurer.worker.setup_frame = isolated.dumps(("setup", {"broken": True}))
+        prepared = {p.config: p for p in m.prepare(configs)}
+        assert {c: p.status for c, p in prepared.items()} == {c: "ok" for c in configs}
+        assert m.slots[1].dead is not None and set(m.owner.values()) == {0}
+    finally:
+        m.slots[1].measurer.worker.setup_frame = None
+        m.close()
