@@ -234,6 +234,9 @@ def tune_and_record(
             effort=settings.effort,
             isolate=settings.isolate,
             timing=settings.timing,
+            search=settings.search,
+            seed=settings.seed,
+            budget_s=settings.budget_s,
         )
     )
     first = variants[0] if variants else None
@@ -252,6 +255,9 @@ def tune_and_record(
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
         effort=settings.effort,
+        strategy=outcome.strategy,
+        seed=outcome.seed,
+        budget_s=outcome.budget_s,
     )
     store.save_record(record)
     return record

@@ -41,6 +41,9 @@ class Settings:
     isolate: bool = False  # measure in a worker process (isolate= or TUNEDSL_ISOLATE)
     timing: str = "auto"  # one of TIMING_MODES (timing= or TUNEDSL_TIMING)
     capture: str = "raise"  # a miss during CUDA-graph capture: one of CAPTURE_MODES
+    search: str = "auto"  # search strategy (search= or TUNEDSL_SEARCH)
+    seed: int = 0  # the strategy's seed (seed=)
+    budget_s: float | None = None  # seconds (budget= or TUNEDSL_BUDGET; None: the default)
 
 
 def _names(value: Any, option: str) -> tuple[str, ...]:
@@ -118,6 +121,21 @@ def resolve(
         raise UsageError(
             f"{where}: capture={capture!r}; expected one of {', '.join(CAPTURE_MODES)}"
         )
+    search = options.get("search") or knobs.search()
+    if search not in knobs.SEARCH_STRATEGIES:
+        raise UsageError(
+            f"{where}: search={search!r}; expected one of {', '.join(knobs.SEARCH_STRATEGIES)}"
+        )
+    seed = options.get("seed", 0)
+    if seed is None:
+        seed = 0
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise UsageError(f"{where}: seed= must be an integer, not {seed!r}")
+    budget = options.get("budget")
+    if budget is None:
+        budget = knobs.budget_s()
+    elif isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0:
+        raise UsageError(f"{where}: budget= must be a positive number of seconds, not {budget!r}")
     return Settings(
         configs=configs,
         hints={k: v for k, v in hints.items() if v is not None},
@@ -136,6 +154,9 @@ def resolve(
         isolate=isolate,
         timing=timing,
         capture=capture,
+        search=search,
+        seed=seed,
+        budget_s=None if budget is None else float(budget),
     )
 
 

@@ -1,36 +1,42 @@
-"""The tuner: compile candidates in parallel, benchmark each as it finishes, choose honestly.
+"""The tuner (tuning layer): a site's miss, tuned through the search engine.
 
-Pipeline: ``compile_stream`` compiles every variant on worker threads and yields them in
-completion order; the caller's thread verifies and measures each finished variant while
-the rest still compile. Then the leaders are re-measured (``search.choose``).
+``tune`` runs ``engine.driver.run_search``: the strategy (``search=``: exhaustive with racing
+on small spaces by default) proposes batches, the measurer (``backends/measurers.py``: in
+this process, or a worker with ``isolate=True``) compiles, verifies and times them, racing
+spends repetitions only where they can change the choice, and the observations become the
+record's results (with the round each was measured in, and the strategy, seed and budget).
+A stored record's results are the search's history: what failed is never tried again, what
+was measured is measured again only as a leader, and a larger budget continues the search.
 
-Data safety: arguments named in ``restore_value`` are snapshotted first and copied back
-before every repetition; ``reset_to_zero`` arguments are zeroed before every repetition.
-With ``verify`` every tensor argument is snapshotted and restored before each
-configuration's check run. When tuning ends, all snapshots are restored and the
-``reset_to_zero`` arguments zeroed, so the real launch sees the caller's data.
+The measurer owns data safety (``restore_value``, ``reset_to_zero``, ``verify``, hooks:
+``backends/inprocess.py``); this module is orchestration only.
 """
 
 from __future__ import annotations
 
-import threading
+import dataclasses
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunedsl.engine.driver import SearchEvent, SearchOutcome, run_search
+from tunedsl.engine.effort import search_effort
+from tunedsl.engine.history import observations_from_results, results_from_observations
+from tunedsl.engine.racing import RaceSettings
+from tunedsl.engine.search import make_strategy
+from tunedsl.engine.search.auto import SMALL_VALID
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.progress import Progress
 from tunedsl.runtime.config import Config
-from tunedsl.runtime.keys import is_tensor, json_safe
+from tunedsl.runtime.keys import json_safe
+from tunedsl.runtime.space import ListSpace
 from tunedsl.runtime.variant import Variant
 from tunedsl.store.records import ConfigResult
-from tunedsl.tuning import bench, search
 from tunedsl.tuning.twins import interpreter_twins
 
-# One measurement at a time in this process: two sites tuning on two threads would
-# otherwise time each other's kernels.
-BENCH_LOCK = threading.RLock()
+# Under the interpreter a launch takes milliseconds of CPU: a race of 1 + 1 up to 3 reps.
+INTERPRETER_RACE = RaceSettings(first_reps=1, more_reps=1, max_reps=3)
 
 
 @dataclass
@@ -49,6 +55,9 @@ class TuneRequest:
     effort: str = "default"
     isolate: bool = False  # measure in a worker process (backends/isolated.py)
     timing: str = "auto"  # timer mode on a GPU: "auto", "graph" or "events"
+    search: str = "auto"  # strategy name (engine/search)
+    seed: int = 0
+    budget_s: float | None = None  # None: the effort's budget (none for a small exhaustive)
 
 
 @dataclass
@@ -58,136 +67,10 @@ class TuneOutcome:
     tuning_s: float
     timer: str
     measured: int  # configurations measured in this process (not taken from a record)
-
-
-def _per_launch_setup(req: TuneRequest) -> bool:
-    return bool(req.restore_value or req.reset_to_zero or req.pre_hook)
-
-
-def _reason(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    first = next((line for line in text if line.strip()), "")
-    return f"{type(err).__name__}: {first}"[:500]
-
-
-class _Guard:
-    """Snapshots, restores and zeroes arguments by parameter name."""
-
-    def __init__(self, bound: Mapping[str, Any], req: TuneRequest) -> None:
-        names = set(bound)
-        for option in ("restore_value", "reset_to_zero"):
-            for name in getattr(req, option):
-                if name not in names:
-                    raise UsageError(
-                        f"{option}: {name!r} is not a parameter of the kernel; its parameters "
-                        f"are: {', '.join(bound)}"
-                    )
-                if bound[name] is not None and not is_tensor(bound[name]):
-                    raise UsageError(f"{option}: argument {name!r} is not a tensor")
-        from tunedsl.backends import triton as bt
-
-        self.bt = bt
-        self.bound = bound
-        # An optional buffer passed as None is skipped (as Triton does).
-        self.zero_names = [n for n in req.reset_to_zero if bound[n] is not None]
-        self.restore = {n: bt.clone(bound[n]) for n in req.restore_value if bound[n] is not None}
-        self.verify_snapshot: dict[str, Any] = {}
-        self.pre_hook = req.pre_hook
-
-    def snapshot_all(self) -> None:
-        self.verify_snapshot = {n: self.bt.clone(v) for n, v in self.bound.items() if is_tensor(v)}
-
-    def before_rep(self) -> None:
-        for name, saved in self.restore.items():
-            self.bt.copy_into(self.bound[name], saved)
-        for name in self.zero_names:
-            self.bt.zero(self.bound[name])
-        if self.pre_hook is not None:
-            self.pre_hook(dict(self.bound))
-
-    def restore_all(self) -> None:
-        for name, saved in self.verify_snapshot.items():
-            self.bt.copy_into(self.bound[name], saved)
-        for name, saved in self.restore.items():
-            self.bt.copy_into(self.bound[name], saved)
-        for name in self.zero_names:
-            self.bt.zero(self.bound[name])
-
-
-class _Verifier:
-    """Compares each configuration's outputs with a reference (see docs/runtime.md)."""
-
-    def __init__(self, req: TuneRequest, guard: _Guard) -> None:
-        self.req = req
-        self.guard = guard
-        self.reference: dict[str, Any] | None = None
-        verify = req.verify
-        tensors = [n for n, v in guard.bound.items() if is_tensor(v)]
-        if callable(verify):
-            guard.snapshot_all()
-            inputs = {n: guard.bt.clone(v) if is_tensor(v) else v for n, v in guard.bound.items()}
-            expected = verify(inputs)
-            if not isinstance(expected, Mapping) or not expected:
-                raise UsageError(
-                    "verify=fn must return a dict {parameter name: expected tensor}, "
-                    f"got {type(expected).__name__}"
-                )
-            self.outputs = [str(n) for n in expected]
-            self.reference = dict(expected)
-        elif verify is True:
-            self.outputs = tensors
-        else:
-            self.outputs = [str(n) for n in verify]
-        for name in self.outputs:
-            if name not in tensors:
-                raise UsageError(
-                    f"verify: {name!r} is not a tensor parameter of the kernel; tensor "
-                    f"parameters are: {', '.join(tensors)}"
-                )
-        if not guard.verify_snapshot:
-            guard.snapshot_all()
-
-    def check(self, run: Callable[[], Any]) -> str | None:
-        """Run once from the snapshot; None when the outputs agree with the reference."""
-        self.guard.restore_all()
-        run()
-        self.guard.bt.synchronize()
-        outputs = {n: self.guard.bt.clone(self.guard.bound[n]) for n in self.outputs}
-        if self.reference is None:
-            self.reference = outputs  # the first configuration that finished successfully
-            return None
-        for name in self.outputs:
-            problem = self.guard.bt.allclose(
-                outputs[name], self.reference[name], self.req.rtol, self.req.atol
-            )
-            if problem is not None:
-                return f"verify: output {name!r} differs from the reference: {problem}"
-        return None
-
-
-def _compile_jobs(req: TuneRequest, todo: list[Variant]) -> Iterator[tuple[Variant, Any]]:
-    """(variant, handle or exception) in completion order, through the shared compile pool."""
-    from tunedsl.backends.triton import interpreting
-
-    if interpreting():  # nothing to compile ahead: the interpreter runs the Python source
-        for v in todo:
-            yield v, None
-        return
-    from tunedsl.backends.triton_compile import compile_variant
-    from tunedsl.tuning.compile_pool import CompileJob, compile_stream
-
-    by_id: dict[int, Variant] = {}
-    jobs = []
-    for v in todo:
-
-        def compile_one(v: Variant = v) -> object:
-            return compile_variant(req.kernel, v.args, v.kwargs, v.options)
-
-        job = CompileJob(v.config, compile_one)
-        by_id[id(job)] = v
-        jobs.append(job)
-    for job, result in compile_stream(jobs):
-        yield by_id[id(job)], result
+    strategy: str = "exhaustive"  # as resolved ("auto:exhaustive")
+    seed: int = 0
+    budget_s: float | None = None
+    compiled: int = 0  # configurations prepared (compiled) in this process
 
 
 def constexpr_values(variant: Variant, constexpr_names: frozenset[str]) -> dict[str, Any]:
@@ -199,14 +82,15 @@ def check_choice(req: TuneRequest) -> str | None:
     reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
     compare; None when it agrees. The caller's data is restored afterwards."""
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.inprocess import BENCH_LOCK, Guard, Verifier, reason
     from tunedsl.backends.triton_launch import launch_jit
 
     info = bt.kernel_info(req.kernel)
     first_variant = req.variants[0]
     bound = bt.bind_arguments(info, first_variant.args, first_variant.kwargs)
     with BENCH_LOCK:
-        guard = _Guard(bound, req)
-        verifier = _Verifier(req, guard)
+        guard = Guard(bound, req)
+        verifier = Verifier(req, guard)
         problem: str | None = None
         try:
             for v in req.variants:
@@ -222,7 +106,7 @@ def check_choice(req: TuneRequest) -> str | None:
                     raise
                 except Exception as err:
                     error = err
-                    problem = "run: " + _reason(err)
+                    problem = "run: " + reason(err)
                 finally:
                     if req.post_hook is not None:
                         req.post_hook(bound, exception=error)
@@ -234,9 +118,20 @@ def check_choice(req: TuneRequest) -> str | None:
     return problem
 
 
+def _budget(req: TuneRequest, size: int) -> float | None:
+    """An explicit budget, else none for a small space searched exhaustively (the record
+    then covers every candidate), else the effort preset's."""
+    if req.budget_s is not None:
+        return req.budget_s
+    if req.search in ("auto", "exhaustive") and size <= SMALL_VALID:
+        return None
+    return search_effort(req.effort).budget_s
+
+
 def tune(req: TuneRequest) -> TuneOutcome:
     from tunedsl.backends import triton as bt
-    from tunedsl.backends.triton_launch import launch_jit
+    from tunedsl.backends.inprocess import BENCH_LOCK
+    from tunedsl.backends.measurers import make_measurer
 
     start = time.perf_counter()
     info = bt.kernel_info(req.kernel)
@@ -245,165 +140,117 @@ def tune(req: TuneRequest) -> TuneOutcome:
             "nothing to tune: every configuration was dropped",
             {repr(c): why for c, why in req.infeasible.items()},
         )
-    if req.isolate:  # a worker process measures; a crash or hang there fails one config
-        from tunedsl.backends.isolated import tune_isolated
-
-        with BENCH_LOCK:
-            winner, final, failed, kind, measured = tune_isolated(req)
-        return _outcome(req, info, winner, final, failed, kind, start, measured)
-    first_variant = req.variants[0]
-    bound = bt.bind_arguments(info, first_variant.args, first_variant.kwargs)
+    by_config = {v.config: v for v in req.variants}
+    todo = [v for v in req.variants if v.config not in req.previous]
+    twins: dict[Config, Config] = {}
+    if bt.interpreting():  # launch hints change nothing there: measure each twin once
+        _, twins = interpreter_twins(todo)
+    space = ListSpace([v.config for v in req.variants if v.config not in twins])
+    history = observations_from_results(r for c, r in req.previous.items() if c in space)
+    effort = search_effort(req.effort)
+    race = INTERPRETER_RACE if bt.interpreting() else effort.race
+    budget = _budget(req, len(space.configs()))
+    strategy = make_strategy(req.search, req.seed)
+    progress = Progress(info.qualname, len(todo) - len(twins))
+    chosen: tuple[Config, float | None] | None = None  # for the progress summary
     with BENCH_LOCK:
-        timer = bt.make_timer(req.timing, _per_launch_setup(req))
-        effort = bench.effort_for(req.effort, timer.kind)
-        guard = _Guard(bound, req)
-        verifier = _Verifier(req, guard) if req.verify not in (None, False) else None
+        measurer = make_measurer(req, by_config.__getitem__, req.variants[0], progress)
 
-        def runner(v: Variant) -> Callable[[], Any]:
-            options = {**v.kwargs, **v.options}
-            return lambda: launch_jit(req.kernel, v.grid, v.args, options)
+        def on_event(event: SearchEvent) -> None:
+            if event.kind == "raced":
+                measurer.settle()  # timing="auto": graph-time short kernels from now on
 
-        def sampler(v: Variant) -> search.Sampler:
-            run = runner(v)
-            return lambda reps: timer.sample(run, guard.before_rep, reps)
-
-        failures: dict[Config, tuple[str, str]] = {
-            c: ("failed", r) for c, r in req.infeasible.items()
-        }
-        first: dict[Config, bench.Timing] = {}
-        samplers: dict[Config, search.Sampler] = {}
-        todo: list[Variant] = []
-        for v in req.variants:
-            old = req.previous.get(v.config)
-            if old is None:
-                todo.append(v)
-            elif old.status == "ok":
-                assert old.median_ms is not None
-                first[v.config] = bench.Timing(
-                    old.median_ms, old.spread or 0.0, old.reps or 0, old.min_ms or old.median_ms
-                )
-                samplers[v.config] = sampler(v)  # compiled by the JIT on first use
-            else:
-                failures[v.config] = (old.status, old.reason or "failed earlier")
-        twins: dict[Config, Config] = {}
-        if bt.interpreting():  # launch hints change nothing there: measure each twin once
-            todo, twins = interpreter_twins(todo)
-        progress = Progress(info.qualname, len(todo))
-        chosen: tuple[Config, float] | None = None  # for the progress summary
         try:
-            for v, handle in _compile_jobs(req, todo):
-                if isinstance(handle, BaseException):
-                    if isinstance(handle, KeyboardInterrupt):
-                        raise handle
-                    failures[v.config] = ("failed", "compile: " + _reason(handle))
-                    progress.failed(v.config, failures[v.config][1])
-                    continue
-                progress.compiled(v.config)
-                run = runner(v)
-                error: BaseException | None = None
-                try:
-                    if verifier is not None:
-                        problem = verifier.check(run)
-                        if problem is not None:
-                            failures[v.config] = ("rejected", problem)
-                            progress.failed(v.config, problem)
-                            continue
-                    first[v.config], _ = bench.measure(run, guard.before_rep, timer, effort)
-                    samplers[v.config] = sampler(v)
-                    progress.measured(v.config, first[v.config].median_ms)
-                except UsageError:  # a mistake in the call (or a hook), not in a configuration
-                    raise
-                except Exception as err:  # a configuration may fail at run time
-                    error = err
-                    failures[v.config] = ("failed", "run: " + _reason(err))
-                    progress.failed(v.config, failures[v.config][1])
-                finally:
-                    if req.post_hook is not None:
-                        req.post_hook(bound, exception=error)  # Triton's hook signature
-            if not first:
-                from tunedsl.autointerp import no_driver_message
-
-                hint = no_driver_message([why for _, why in failures.values()])
-                raise TuningError(
-                    f"every configuration of {info.qualname} failed"
-                    + (f": {hint}" if hint else ""),
-                    {repr(c): why for c, (_, why) in failures.items()},
+            try:
+                outcome = run_search(
+                    space,
+                    strategy,
+                    measurer,
+                    budget_s=budget,
+                    race_settings=race,
+                    history=history,
+                    on_event=on_event,
+                    final_leaders=effort.final_leaders,
                 )
-            settle = getattr(timer, "settle", None)
-            if settle is not None:  # timing="auto": graph-time the leaders of a short kernel
-                settle([t.median_ms for t in first.values()])
-            winner, final = search.choose(first, samplers, effort)
-            chosen = (winner, final[winner].median_ms)
-            remeasured = {c for c, t in final.items() if t is not first.get(c)}
-            for twin, representative in twins.items():
-                if representative in final:
-                    final[twin] = final[representative]
-                elif representative in failures:
-                    failures[twin] = failures[representative]
+            except TuningError as err:
+                _every_failed(info.qualname, req, err)
+                raise
+            best = next(o for o in outcome.observations if o.config == outcome.chosen)
+            chosen = (outcome.chosen, best.median_ms)
         finally:
             progress.finish(*(chosen or (None, None)))
-            guard.restore_all()
-            bt.synchronize()
-    return _outcome(
-        req, info, winner, final, failures, timer.kind, start, len(todo), remeasured, twins
+            measurer.close()
+    results = _results(req, info, outcome, twins, race)
+    return TuneOutcome(
+        chosen=outcome.chosen,
+        results=results,
+        tuning_s=time.perf_counter() - start,
+        timer=measurer.timer_kind,
+        measured=outcome.measured,
+        strategy=outcome.strategy,
+        seed=outcome.seed,
+        budget_s=outcome.budget_s,
+        compiled=outcome.compiled,
     )
 
 
-def _outcome(
+def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
+    """No configuration could be measured: the error names the kernel, with a hint when
+    every failure says why (no GPU driver: run under the interpreter)."""
+    from tunedsl.autointerp import no_driver_message
+
+    details = dict(err.failures)
+    if not err.message.startswith("no configuration could be measured"):
+        return
+    for cfg, why in req.infeasible.items():
+        details.setdefault(repr(cfg), why)
+    hint = no_driver_message([str(why) for why in details.values()])
+    raise TuningError(
+        f"every configuration of {qualname} failed" + (f": {hint}" if hint else ""), details
+    ) from err
+
+
+def _results(
     req: TuneRequest,
     info: Any,
-    winner: Config,
-    final: Mapping[Config, bench.Timing],
-    failures: Mapping[Config, tuple[str, str]],
-    timer_kind: str,
-    start: float,
-    measured: int,
-    remeasured: set[Config] | frozenset[Config] = frozenset(),
-    twins: Mapping[Config, Config] | None = None,
-) -> TuneOutcome:
-    twins = twins or {}
+    outcome: SearchOutcome,
+    twins: Mapping[Config, Config],
+    race: RaceSettings,
+) -> list[ConfigResult]:
+    """The record's results in space order: every observation with its round, twins as
+    their representative (noted), then what was dropped before compiling."""
+    by_config = {v.config: v for v in req.variants}
+
+    def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+        v = by_config[config]
+        return dict(v.options), constexpr_values(v, info.constexpr_names)
+
+    observed = {o.config: o for o in outcome.observations}
+    fresh = results_from_observations(outcome.observations, extras, req.previous.values())
+    by_result: dict[Config, ConfigResult] = {}
+    for r in fresh:
+        o = observed[r.config]
+        note = r.reason
+        # Kept in memory only (records store reasons of failures): the printed table marks
+        # the configurations the race measured beyond their opening repetitions.
+        if r.status == "ok" and o.samples and len(o.samples) > race.first_reps:
+            note = "re-measured"
+        by_result[r.config] = dataclasses.replace(
+            r, reason=note, round=o.round if o.samples or o.status != "ok" else r.round
+        )
     results = []
     for v in req.variants:
-        cexpr = constexpr_values(v, info.constexpr_names)
-        if v.config in final:
-            t = final[v.config]
-            results.append(
-                ConfigResult(
-                    v.config,
-                    "ok",
-                    t.median_ms,
-                    t.spread,
-                    t.reps,
-                    t.min_ms,
-                    # Kept in memory only (records store reasons of failures): lets the
-                    # printed table mark the leaders whose time is a re-measurement.
-                    reason=(
-                        "re-measured"
-                        if v.config in remeasured
-                        else (
-                            f"interpreter: timed as {twins[v.config]}"
-                            if v.config in twins
-                            else None
-                        )
-                    ),
-                    options=dict(v.options),
-                    constexprs=cexpr,
-                )
+        found = by_result.get(v.config)
+        if found is None and v.config in twins and twins[v.config] in by_result:
+            rep = by_result[twins[v.config]]
+            options, cexpr = extras(v.config)
+            note = f"interpreter: timed as {twins[v.config]}" if rep.status == "ok" else rep.reason
+            found = dataclasses.replace(
+                rep, config=v.config, reason=note, options=options, constexprs=cexpr
             )
-        elif v.config in failures:
-            status, why = failures[v.config]
-            results.append(
-                ConfigResult(
-                    v.config, status, reason=why, options=dict(v.options), constexprs=cexpr
-                )
-            )
+        if found is not None:
+            results.append(found)
     for cfg, why in req.infeasible.items():
         if not any(r.config == cfg for r in results):
             results.append(ConfigResult(cfg, "failed", reason=why))
-    return TuneOutcome(
-        chosen=winner,
-        results=results,
-        tuning_s=time.perf_counter() - start,
-        timer=timer_kind,
-        measured=measured,
-    )
+    return results
