@@ -88,7 +88,21 @@ def _usable(
         )
         return False, previous
     missing = space - set(previous)
-    return not missing, previous
+    return not missing or _searched_enough(record, settings), previous
+
+
+def _searched_enough(record: store.Record, settings: Settings) -> bool:
+    """A budgeted search need not have measured every candidate: its record decides the key
+    while this site asks for the same strategy and no larger budget (a larger one continues
+    the search from the record's timings)."""
+    if record.budget_s is None or record.strategy is None:
+        return False
+    if record.strategy.split(":")[0] != settings.search:
+        return False
+    from tunedsl.engine.effort import search_effort
+
+    budget = settings.budget_s or search_effort(settings.effort).budget_s
+    return budget <= record.budget_s
 
 
 # Digests whose chosen configuration passed verify= in this process (by tuning or a check).
