@@ -17,6 +17,7 @@ from tunedsl import Space, autotune_launch, cdiv
 from tunedsl.backends.inprocess import InProcessMeasurer
 from tunedsl.engine.search.model import model_available
 from tunedsl.runtime.config import Config
+from tunedsl.runtime.variant import Variant
 
 N = 2048
 SPACE = {"TILE": [16, 32, 64, 128, 256], "SPLIT": [1, 2, 4]}  # 15 points
@@ -177,3 +178,43 @@ def test_a_lazy_space_with_a_constraint_tunes() -> None:
     res = launch(space=space, name="lazy", search="pattern", budget=30)
     assert res.config.SPLIT * res.config.TILE <= 256
     assert all(r.config.SPLIT * r.config.TILE <= 256 for r in res.record.results)
+
+
+def test_a_million_point_space_is_searched_without_being_listed() -> None:
+    from tunedsl.tuning.tuner import TuneRequest, tune
+
+    calls = []
+
+    def constraint(cfg: Config) -> bool:
+        calls.append(1)
+        return cfg.D % 7 == 0
+
+    space = Space(
+        TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)), E=list(range(200)),
+        constraint=constraint,
+    )  # fmt: skip
+    assert space.size_hint() == 3_000_000
+    n = 1024
+    a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+
+    def variant_for(cfg: Config) -> Variant:
+        grid = (cdiv(n, cfg.TILE * cfg.SPLIT),)
+        return Variant(cfg, (a, b, c, n), {"TILE": cfg.TILE, "SPLIT": cfg.SPLIT}, grid, {})
+
+    pruned = []
+
+    def prune(batch: list[Config]) -> list[Config]:
+        pruned.extend(batch)
+        return [cfg for cfg in batch if cfg.E < 100]  # prune= applies per proposed point
+
+    out = tune(
+        TuneRequest(
+            kernel=vadd_split, variants=[], space=space, variant_for=variant_for, prune=prune,
+            search="random", seed=1, budget_s=2.0,
+        )
+    )  # fmt: skip
+    assert out.strategy == "random" and out.budget_s == 2.0
+    assert out.chosen.D % 7 == 0 and out.chosen.E < 100
+    assert all(r.config.E < 100 and r.config.D % 7 == 0 for r in out.results)
+    assert pruned and 0 < out.compiled < 500
+    assert len(calls) < 20_000  # sampled by rejection, never listed (3 * 10^6 points)

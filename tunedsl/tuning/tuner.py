@@ -56,6 +56,12 @@ class TuneRequest:
     isolate: bool = False  # measure in a worker process (backends/isolated.py)
     timing: str = "auto"  # timer mode on a GPU: "auto", "graph" or "events"
     search: str = "auto"  # strategy name (engine/search)
+    # A space too large to list: searched lazily, each configuration's variant built by
+    # ``variant_for`` when proposed (``variants`` then holds none; ``prune`` narrows each
+    # proposed batch). In-process measurement only.
+    space: Any = None  # a SearchSpace
+    variant_for: Callable[[Config], Variant] | None = None
+    prune: Callable[[list[Config]], Any] | None = None
     seed: int = 0
     budget_s: float | None = None  # None: the effort's budget (none for a small exhaustive)
 
@@ -118,6 +124,12 @@ def check_choice(req: TuneRequest) -> str | None:
     return problem
 
 
+def _race(req: TuneRequest) -> RaceSettings:
+    from tunedsl.backends import triton as bt
+
+    return INTERPRETER_RACE if bt.interpreting() else search_effort(req.effort).race
+
+
 def _budget(req: TuneRequest, size: int) -> float | None:
     """An explicit budget, else none for a small space searched exhaustively (the record
     then covers every candidate), else the effort preset's."""
@@ -130,11 +142,11 @@ def _budget(req: TuneRequest, size: int) -> float | None:
 
 def tune(req: TuneRequest) -> TuneOutcome:
     from tunedsl.backends import triton as bt
-    from tunedsl.backends.inprocess import BENCH_LOCK
-    from tunedsl.backends.measurers import make_measurer
 
     start = time.perf_counter()
     info = bt.kernel_info(req.kernel)
+    if req.space is not None:
+        return _tune_lazy(req, info, start)
     if not req.variants:
         raise TuningError(
             "nothing to tune: every configuration was dropped",
@@ -146,15 +158,88 @@ def tune(req: TuneRequest) -> TuneOutcome:
     if bt.interpreting():  # launch hints change nothing there: measure each twin once
         _, twins = interpreter_twins(todo)
     space = ListSpace([v.config for v in req.variants if v.config not in twins])
+    outcome, timer = _search(req, info, space, by_config.__getitem__, req.variants[0],
+                             len(todo) - len(twins))  # fmt: skip
+    return _tune_outcome(outcome, timer, _results(req, info, outcome, twins), start)
+
+
+def _tune_lazy(req: TuneRequest, info: Any, start: float) -> TuneOutcome:
+    """A space never listed: variants are built as the strategy proposes configurations."""
+    assert req.variant_for is not None
+    if req.isolate:
+        raise UsageError(
+            "isolate=True needs a space of at most a few thousand configurations (the "
+            "worker gets every variant up front); tune this space with isolate=False"
+        )
+    cache: dict[Config, Variant] = {}
+
+    def variant_for(config: Config) -> Variant:
+        v = cache.get(config)
+        if v is None:
+            v = cache[config] = req.variant_for(config)  # type: ignore[misc]
+        return v
+
+    first = next(iter(req.space.iter_valid()), None)
+    if first is None:
+        raise TuningError("nothing to tune: no configuration of the space is valid")
+    outcome, timer = _search(req, info, req.space, variant_for, variant_for(first), 0)
+
+    def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+        v = variant_for(config)
+        return dict(v.options), constexpr_values(v, info.constexpr_names)
+
+    results = [
+        _with_round(r, outcome)
+        for r in results_from_observations(outcome.observations, extras, req.previous.values())
+    ]
+    return _tune_outcome(outcome, timer, results, start)
+
+
+def _tune_outcome(
+    outcome: SearchOutcome, timer: str, results: list[ConfigResult], start: float
+) -> TuneOutcome:
+    return TuneOutcome(
+        chosen=outcome.chosen,
+        results=results,
+        tuning_s=time.perf_counter() - start,
+        timer=timer,
+        measured=outcome.measured,
+        strategy=outcome.strategy,
+        seed=outcome.seed,
+        budget_s=outcome.budget_s,
+        compiled=outcome.compiled,
+    )
+
+
+def _with_round(r: ConfigResult, outcome: SearchOutcome) -> ConfigResult:
+    o = next(o for o in outcome.observations if o.config == r.config)
+    return dataclasses.replace(r, round=o.round if o.samples or o.status != "ok" else r.round)
+
+
+def _search(
+    req: TuneRequest,
+    info: Any,
+    space: Any,
+    variant_for: Callable[[Config], Variant],
+    first: Variant,
+    total: int,
+) -> tuple[SearchOutcome, str]:
+    """run_search through the request's measurer, under BENCH_LOCK, with progress."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.backends.inprocess import BENCH_LOCK
+    from tunedsl.backends.measurers import make_measurer
+
     history = observations_from_results(r for c, r in req.previous.items() if c in space)
     effort = search_effort(req.effort)
     race = INTERPRETER_RACE if bt.interpreting() else effort.race
-    budget = _budget(req, len(space.configs()))
+    size = space.size_hint()
+    budget = _budget(req, size)
     strategy = make_strategy(req.search, req.seed)
-    progress = Progress(info.qualname, len(todo) - len(twins))
+    progress = Progress(info.qualname, total)
     chosen: tuple[Config, float | None] | None = None  # for the progress summary
+    prune = req.prune
     with BENCH_LOCK:
-        measurer = make_measurer(req, by_config.__getitem__, req.variants[0], progress)
+        measurer = make_measurer(req, variant_for, first, progress)
 
         def on_event(event: SearchEvent) -> None:
             if event.kind == "raced":
@@ -171,6 +256,7 @@ def tune(req: TuneRequest) -> TuneOutcome:
                     history=history,
                     on_event=on_event,
                     final_leaders=effort.final_leaders,
+                    prune=prune,
                 )
             except TuningError as err:
                 _every_failed(info.qualname, req, err)
@@ -180,18 +266,7 @@ def tune(req: TuneRequest) -> TuneOutcome:
         finally:
             progress.finish(*(chosen or (None, None)))
             measurer.close()
-    results = _results(req, info, outcome, twins, race)
-    return TuneOutcome(
-        chosen=outcome.chosen,
-        results=results,
-        tuning_s=time.perf_counter() - start,
-        timer=measurer.timer_kind,
-        measured=outcome.measured,
-        strategy=outcome.strategy,
-        seed=outcome.seed,
-        budget_s=outcome.budget_s,
-        compiled=outcome.compiled,
-    )
+    return outcome, measurer.timer_kind
 
 
 def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
@@ -211,11 +286,7 @@ def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
 
 
 def _results(
-    req: TuneRequest,
-    info: Any,
-    outcome: SearchOutcome,
-    twins: Mapping[Config, Config],
-    race: RaceSettings,
+    req: TuneRequest, info: Any, outcome: SearchOutcome, twins: Mapping[Config, Config]
 ) -> list[ConfigResult]:
     """The record's results in space order: every observation with its round, twins as
     their representative (noted), then what was dropped before compiling."""
@@ -233,7 +304,7 @@ def _results(
         note = r.reason
         # Kept in memory only (records store reasons of failures): the printed table marks
         # the configurations the race measured beyond their opening repetitions.
-        if r.status == "ok" and o.samples and len(o.samples) > race.first_reps:
+        if r.status == "ok" and o.samples and len(o.samples) > _race(req).first_reps:
             note = "re-measured"
         by_result[r.config] = dataclasses.replace(
             r, reason=note, round=o.round if o.samples or o.status != "ok" else r.round
