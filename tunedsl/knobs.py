@@ -336,6 +336,11 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_RECORD_STORES": record_stores,
     "TUNEDSL_DISTRIBUTED": distributed_mode,
     "TUNEDSL_DISTRIBUTED_TIMEOUT": distributed_timeout_s,
+    "TUNEDSL_SEARCH": search,
+    "TUNEDSL_BUDGET": budget_s,
+    "TUNEDSL_ISOLATE": isolate,
+    "TUNEDSL_ISOLATE_TIMEOUT": isolate_timeout_s,
+    "TUNEDSL_TIMING": timing,
 }
 TRITON_SETTINGS = ("TRITON_INTERPRET", "TRITON_PRINT_AUTOTUNING", "TRITON_CACHE_DIR")
 

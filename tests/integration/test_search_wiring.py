@@ -218,3 +218,39 @@ def test_a_million_point_space_is_searched_without_being_listed() -> None:
     assert all(r.config.E < 100 and r.config.D % 7 == 0 for r in out.results)
     assert pruned and 0 < out.compiled < 500
     assert len(calls) < 20_000  # sampled by rejection, never listed (3 * 10^6 points)
+
+
+def test_a_site_tunes_a_million_point_space_without_listing_it(
+    prepared: list[list[Config]],
+) -> None:
+    calls = []
+
+    def constraint(cfg: Config) -> bool:
+        calls.append(1)
+        return cfg.D % 7 == 0
+
+    def prune(configs, args):
+        return [c for c in configs if c.E < 100 and c.TILE <= args["n"]]
+
+    def space() -> Space:
+        return Space(
+            TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)),
+            E=list(range(200)), constraint=constraint,
+        )  # fmt: skip
+
+    res = launch(space=space(), name="huge", search="random", budget=2, prune=prune)
+    assert res.source == "tuned" and res.record.strategy == "random"
+    assert res.config.D % 7 == 0 and res.config.E < 100
+    results = res.record.results
+    assert all(r.config.D % 7 == 0 and r.config.E < 100 for r in results)
+    compiled = [c for batch in prepared for c in batch]
+    assert 0 < len(compiled) < 500 and len(results) == len(set(compiled))
+    assert len(calls) < 50_000  # 3 * 10^6 points: sampled, never listed
+    # Another process with the same budget uses the record; nothing is measured.
+    new_process()
+    prepared.clear()
+    again = launch(space=space(), name="huge", search="random", budget=2, prune=prune)
+    assert again.source == "disk" and again.config == res.config and prepared == []
+    # cached mode without a record launches the default (the first valid point).
+    off = launch(space=space(), name="huge-off", mode="off")
+    assert off.source == "default" and off.config == Config(TILE=16, SPLIT=1, D=0, E=0)

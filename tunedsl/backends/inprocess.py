@@ -213,7 +213,14 @@ class InProcessMeasurer:
             self.req.post_hook(self.bound, exception=error)  # Triton's hook signature
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
-        variants = [self.variant_for(c) for c in configs]
+        from tunedsl.runtime.hints import InfeasibleConfig
+
+        variants = []
+        for config in configs:
+            try:
+                variants.append(self.variant_for(config))
+            except InfeasibleConfig as err:  # its launch hints do not fit this device
+                yield self._failed(config, "failed", str(err))
         for v, handle in compile_jobs(self.req.kernel, variants):
             if isinstance(handle, BaseException):
                 if isinstance(handle, KeyboardInterrupt):
