@@ -254,3 +254,14 @@ def test_a_site_tunes_a_million_point_space_without_listing_it(
     # cached mode without a record launches the default (the first valid point).
     off = launch(space=space(), name="huge-off", mode="off")
     assert off.source == "default" and off.config == Config(TILE=16, SPLIT=1, D=0, E=0)
+
+
+def test_bad_search_options_are_usage_errors() -> None:
+    from tunedsl.errors import UsageError
+
+    with pytest.raises(UsageError, match="search='anneal'; expected one of auto, exhaustive"):
+        launch(name="bad-search", search="anneal")
+    with pytest.raises(UsageError, match="seed= must be an integer"):
+        launch(name="bad-seed", seed="7")
+    with pytest.raises(UsageError, match="budget= must be a positive number of seconds"):
+        launch(name="bad-budget", budget=0)

@@ -219,7 +219,11 @@ class LazyCandidates:
         return self.settings.default
 
     def __iter__(self) -> Any:
-        raise TypeError("a space too large to list is never iterated")
+        raise UsageError(
+            f"this site's space has {len(self):,} points, more than {LIST_LIMIT} (too many to "
+            "list): TUNEDSL_DISTRIBUTED agreement and tunedsl precompile need a listed space; "
+            "narrow the space (axes or a list of configurations) or tune it without them"
+        )
 
 
 class ReadRecorder(dict):  # type: ignore[type-arg]
