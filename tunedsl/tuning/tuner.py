@@ -242,6 +242,7 @@ def _search(
         measurer = make_measurer(req, variant_for, first, progress)
 
         def on_event(event: SearchEvent) -> None:
+            progress.searching(event.strategy, event.remaining_s)
             if event.kind == "raced":
                 measurer.settle()  # timing="auto": graph-time short kernels from now on
 
