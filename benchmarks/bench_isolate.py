@@ -30,7 +30,7 @@ import triton.language as tl
 from tunedsl.backends import graph_timing, isolated
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
-from tunedsl.tuning.tuner import TuneRequest
+from tunedsl.runtime.tuner import TuneRequest
 
 
 @triton.jit

@@ -62,7 +62,7 @@ def mm_request(size: int, configs: list[dict[str, int]], device: str) -> Any:
 
     from tunedsl.model.config import Config
     from tunedsl.model.variant import Variant
-    from tunedsl.tuning.tuner import TuneRequest
+    from tunedsl.runtime.tuner import TuneRequest
 
     dtype = torch.float16 if device != "cpu" else torch.float32
     a = torch.randn(size, size, device=device, dtype=dtype)

@@ -47,6 +47,8 @@ class Progress:
         self.measured_n = 0
         self.failed_n = 0
         self.best: tuple[float, str] | None = None
+        self.strategy = ""
+        self.remaining_s: float | None = None
         self._clock = clock
         self._start = clock()
         # Tuning shorter than this never draws a line (no flicker for quick sites).
@@ -79,6 +81,12 @@ class Progress:
         self.failed_n += 1
         self._event("failed", logging.DEBUG, f"{self.kernel}: {config}: {why}", config, why=why)
 
+    def searching(self, strategy: str, remaining_s: float | None) -> None:
+        """The search's strategy and budget left (``None``: no budget), after each batch."""
+        self.strategy = strategy
+        self.remaining_s = remaining_s
+        self._maybe_draw()
+
     def finish(self, winner: object | None, median_ms: float | None = None) -> None:
         """Tuning ended (``winner`` None: it failed); the live line becomes a summary."""
         elapsed = self.elapsed()
@@ -99,16 +107,19 @@ class Progress:
 
     def line(self) -> str:
         """The status line as drawn on the terminal (without control characters)."""
+        of = f"/{self.total}" if self.total else ""  # 0: a search of unknown length
         parts = [
             f"tunedsl: tuning {self.kernel}",
-            f"compiled {self.compiled_n}/{self.total}",
-            f"measured {self.measured_n}/{self.total}",
+            f"compiled {self.compiled_n}{of}",
+            f"measured {self.measured_n}{of}",
         ]
         if self.failed_n:
             parts.append(f"failed {self.failed_n}")
         if self.best is not None:
             parts.append(f"best {self.best[0]:.4f} ms ({self.best[1]})")
         parts.append(f"{self.elapsed():.1f} s")
+        if self.remaining_s is not None:
+            parts.append(f"{max(0.0, self.remaining_s):.0f} s left ({self.strategy})")
         return "  ".join(parts)
 
     def _event(

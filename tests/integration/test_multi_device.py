@@ -17,7 +17,7 @@ from tunedsl.engine.search import make_strategy
 from tunedsl.model.config import Config
 from tunedsl.model.space import ListSpace
 from tunedsl.model.variant import Variant
-from tunedsl.tuning.tuner import TuneRequest
+from tunedsl.runtime.tuner import TuneRequest
 
 pytestmark = pytest.mark.needs_triton
 N = 200

@@ -18,9 +18,8 @@ from runtime_kernels import scale_inplace, vadd, vadd_wrong_for_big_tiles
 from tunedsl import Config, autotune_launch, cdiv
 from tunedsl.errors import CacheWarning, UsageError
 from tunedsl.model import keys
-from tunedsl.runtime import decide
+from tunedsl.runtime import decide, tuner
 from tunedsl.store import records
-from tunedsl.tuning import tuner
 
 pytestmark = pytest.mark.needs_triton
 

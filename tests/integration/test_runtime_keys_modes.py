@@ -13,8 +13,8 @@ from runtime_kernels import vadd
 
 from tunedsl import Config
 from tunedsl.errors import CacheWarning
+from tunedsl.runtime import tuner
 from tunedsl.store import records
-from tunedsl.tuning import tuner
 
 pytestmark = pytest.mark.needs_triton
 
@@ -122,18 +122,20 @@ def test_adding_a_configuration_measures_only_the_new_one(
     monkeypatch: pytest.MonkeyPatch, tune_count: list
 ) -> None:
     call(site("grow", space={"tile": [64, 128]}), vadd, args(), 256)
-    from tunedsl.engine import bench
+    from tunedsl.backends.inprocess import InProcessMeasurer
 
     measured = []
-    real = bench.measure
+    real = InProcessMeasurer.prepare
 
-    def counting(run, setup, timer, effort):
-        measured.append(1)
-        return real(run, setup, timer, effort)
+    def counting(self, configs):
+        measured.append(list(configs))  # each batch compiled (and warmed up) for measuring
+        return real(self, configs)
 
-    monkeypatch.setattr(bench, "measure", counting)
+    monkeypatch.setattr(InProcessMeasurer, "prepare", counting)
     res = call(site("grow", space={"tile": [64, 128, 256]}), vadd, args(), 256)
-    assert res.source == "tuned" and len(measured) == 1  # only tile=256 got a first pass
+    # Only tile=256 is new; the stored leaders are prepared again only for the final race.
+    assert res.source == "tuned" and measured[0] == [Config(tile=256)], measured
+    assert sum(c == Config(tile=256) for batch in measured for c in batch) == 1
     assert set(res.timings) == {Config(tile=64), Config(tile=128), Config(tile=256)}
     # With nothing new, the record is simply used.
     assert call(site("grow", space={"tile": [64, 128, 256]}), vadd, args(), 256).source == "disk"

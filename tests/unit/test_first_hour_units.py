@@ -187,3 +187,20 @@ def test_examples_are_found_through_importlib_resources() -> None:
     found = default_examples_dir()
     assert found == Path(str(files("tunedsl") / "examples"))
     assert (found / "vector_add.py").is_file()
+
+
+def test_progress_line_of_a_budgeted_search_shows_the_time_left(monkeypatch) -> None:
+    from tunedsl.progress import Progress
+
+    monkeypatch.delenv("TUNEDSL_QUIET", raising=False)
+    out, clock = Terminal(), Clock()
+    p = Progress("vadd", 0, stream=out, clock=clock, delay_s=0.0)  # 0: length unknown
+    p.compiled("cfg0")
+    clock.now += 0.5
+    p.measured("cfg0", 2.0)
+    clock.now += 1.0  # the line is redrawn at most a few times a second
+    p.searching("auto:model", 7.6)
+    assert out.getvalue().endswith(
+        "\r\x1b[Ktunedsl: tuning vadd  compiled 1  measured 1  best 2.0000 ms (cfg0)  1.5 s"
+        "  8 s left (auto:model)"
+    )

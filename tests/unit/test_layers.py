@@ -43,7 +43,6 @@ LAYER_OF = {
     "cli": "cli",
     "gallery": "cli",
     "examples": "cli",
-    "tuning": "runtime",  # tuner.py, until the search wiring moves it to runtime/
 }
 ORDER = [
     "foundation",

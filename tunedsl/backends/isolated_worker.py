@@ -55,7 +55,7 @@ def write_frame(stream: BinaryIO, data: bytes) -> None:
 
 
 def _reason(err: BaseException) -> str:
-    from tunedsl.tuning.tuner import _reason as reason
+    from tunedsl.backends.inprocess import reason
 
     return reason(err)
 
@@ -67,8 +67,9 @@ class _State:
         from tunedsl.backends import graph_timing
         from tunedsl.backends import isolated_transfer as isolated
         from tunedsl.backends import triton as bt
+        from tunedsl.backends.inprocess import Guard, Verifier, per_launch_setup
         from tunedsl.engine import bench
-        from tunedsl.tuning.tuner import TuneRequest, _Guard, _per_launch_setup, _Verifier
+        from tunedsl.engine.request import TuneRequest
 
         device = payload["device"]
         self.gpu = device is not None
@@ -95,9 +96,9 @@ class _State:
         self.req = req
         first = self.variants[0]
         self.bound = bt.bind_arguments(bt.kernel_info(self.kernel), first.args, first.kwargs)
-        self.guard = _Guard(self.bound, req)
-        self.verifier = _Verifier(req, self.guard) if req.verify not in (None, False) else None
-        self.timer = graph_timing.make_timer(payload["timing"], _per_launch_setup(req))
+        self.guard = Guard(self.bound, req)
+        self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
+        self.timer = graph_timing.make_timer(payload["timing"], per_launch_setup(req))
         self.effort = bench.effort_for(req.effort, self.timer.kind)
 
     def run(self, index: int) -> Any:
@@ -108,11 +109,11 @@ class _State:
         return lambda: launch_jit(self.kernel, v.grid, v.args, options)
 
     def prepare(self, indices: list[int], reply: Any) -> None:
-        from tunedsl.tuning.tuner import _compile_jobs
+        from tunedsl.backends.inprocess import compile_jobs
 
         by_config = {self.variants[i].config: i for i in indices}
         todo = [self.variants[i] for i in indices]
-        for v, handle in _compile_jobs(self.req, todo):
+        for v, handle in compile_jobs(self.req.kernel, todo):
             index = by_config[v.config]
             if isinstance(handle, BaseException):
                 reply(("prepared", index, "failed", "compile: " + _reason(handle)))

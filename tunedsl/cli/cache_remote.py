@@ -136,7 +136,7 @@ def clear(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    from tunedsl.cli.cache import BUNDLE_VERSION
+    from tunedsl.store.records import BUNDLE_VERSION
 
     good, _ = _entries(remote_store())
     picked = [
@@ -154,7 +154,7 @@ def export(args: argparse.Namespace) -> int:
 
 def read_bundle(file: str) -> list[Any]:
     """Every record of a bundle, validated, or a UsageError (nothing is added then)."""
-    from tunedsl.cli.cache import BUNDLE_VERSION
+    from tunedsl.store.records import BUNDLE_VERSION
     from tunedsl.store.records import Record
 
     try:

@@ -22,6 +22,9 @@ OPTION_NAMES: tuple[str, ...] = (
     "isolate",
     "timing",
     "capture",
+    "search",
+    "seed",
+    "budget",
 )
 
 # Values of the measurement options (docs/runtime.md, docs/pytorch.md).

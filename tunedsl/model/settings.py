@@ -22,14 +22,18 @@ from tunedsl.model.options import (
     OPTION_NAMES,
     TIMING_MODES,
 )
-from tunedsl.model.space import expand_space
+from tunedsl.model.space import Space, expand_space, search_space
 
 MODES = ("on", "cached", "off")
+
+# A space with more points than this (before its constraint) is never listed: the site
+# searches it lazily (``LazyCandidates``); the engine samples rather than lists above it too.
+LIST_LIMIT = 4096
 
 
 @dataclass(frozen=True)
 class Settings:
-    configs: tuple[Config, ...]  # the whole space, in order
+    configs: tuple[Config, ...]  # the whole space, in order (empty when ``large``)
     hints: dict[str, Any]  # static launch hints
     restore_value: tuple[str, ...]
     reset_to_zero: tuple[str, ...]
@@ -46,6 +50,11 @@ class Settings:
     isolate: bool = False  # measure in a worker process (isolate= or TUNEDSL_ISOLATE)
     timing: str = "auto"  # one of TIMING_MODES (timing= or TUNEDSL_TIMING)
     capture: str = "raise"  # a miss during CUDA-graph capture: one of CAPTURE_MODES
+    search: str = "auto"  # search strategy (search= or TUNEDSL_SEARCH)
+    seed: int = 0  # the strategy's seed (seed=)
+    budget_s: float | None = None  # seconds (budget= or TUNEDSL_BUDGET; None: the default)
+    space: Any = None  # the space as a SearchSpace when it is too large to list
+    large: bool = False  # more than LIST_LIMIT points: never listed, searched lazily
 
 
 def _names(value: Any, option: str) -> tuple[str, ...]:
@@ -88,7 +97,12 @@ def resolve(
             raise UsageError(
                 f"{where}: unknown option {name!r}; options: {', '.join(OPTION_NAMES)}"
             )
-    configs = expand_space(space)
+    lazy_space = None
+    if isinstance(space, Space | Mapping):
+        candidate = search_space(space)
+        if candidate.size_hint() > LIST_LIMIT:
+            lazy_space = candidate
+    configs = expand_space(space) if lazy_space is None else ()
     mode = options.get("mode") or knobs.autotune_mode()
     if mode not in MODES:
         raise UsageError(f"{where}: mode={mode!r}; expected one of {', '.join(MODES)}")
@@ -103,7 +117,11 @@ def resolve(
     if site_name is not None and (not isinstance(site_name, str) or not site_name):
         raise UsageError(f"{where}: name= must be a non-empty string, not {site_name!r}")
     # A literal space is checked by the expander; a computed one only here (first call).
-    fields = {name for cfg in configs for name in cfg}
+    fields = (
+        {name for cfg in configs for name in cfg}
+        if lazy_space is None
+        else set(getattr(lazy_space, "dims", ()))
+    )
     for name in hints:
         if name in fields and hints[name] is not None:
             raise UsageError(
@@ -123,6 +141,21 @@ def resolve(
         raise UsageError(
             f"{where}: capture={capture!r}; expected one of {', '.join(CAPTURE_MODES)}"
         )
+    search = options.get("search") or knobs.search()
+    if search not in knobs.SEARCH_STRATEGIES:
+        raise UsageError(
+            f"{where}: search={search!r}; expected one of {', '.join(knobs.SEARCH_STRATEGIES)}"
+        )
+    seed = options.get("seed", 0)
+    if seed is None:
+        seed = 0
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise UsageError(f"{where}: seed= must be an integer, not {seed!r}")
+    budget = options.get("budget")
+    if budget is None:
+        budget = knobs.budget_s()
+    elif isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0:
+        raise UsageError(f"{where}: budget= must be a positive number of seconds, not {budget!r}")
     return Settings(
         configs=configs,
         hints={k: v for k, v in hints.items() if v is not None},
@@ -134,14 +167,68 @@ def resolve(
         atol=_tolerance(options.get("atol"), "atol", 1e-3),
         pre_hook=_callable(options.get("pre_hook"), "pre_hook"),
         post_hook=_callable(options.get("post_hook"), "post_hook"),
-        default=configs[0] if default is None else as_config(default, f"{where}: default="),
+        default=_default(configs, lazy_space, default, where),
         mode=mode,
         effort=effort,
         name=site_name,
         isolate=isolate,
         timing=timing,
         capture=capture,
+        search=search,
+        seed=seed,
+        budget_s=None if budget is None else float(budget),
+        space=lazy_space,
+        large=lazy_space is not None,
     )
+
+
+def _default(configs: tuple[Config, ...], lazy_space: Any, default: Any, where: str) -> Config:
+    if default is not None:
+        return as_config(default, f"{where}: default=")
+    if lazy_space is None:
+        return configs[0]
+    first = next(iter(lazy_space.iter_valid()), None)  # lazily: stops at the first valid
+    if first is None:
+        raise UsageError(f"{where}: no configuration of the space satisfies its constraint")
+    return first
+
+
+class LazyCandidates:
+    """The candidates of a space too large to list, for one call: membership is tested per
+    point (the space's constraint, then ``prune=``); never iterated. ``[0]`` is the site's
+    default (or the space's first valid point)."""
+
+    def __init__(self, settings: Settings, bound: Mapping[str, Any]) -> None:
+        self.settings = settings
+        self.bound = dict(bound)
+
+    def keep(self, batch: Sequence[Config]) -> list[Config]:
+        """The configurations of ``batch`` in the space that prune= keeps."""
+        inside = [c for c in batch if c in self.settings.space]
+        if self.settings.prune is None or not inside:
+            return inside
+        kept = set(
+            as_config(c, "prune= result") for c in self.settings.prune(inside, self.bound) or ()
+        )
+        return [c for c in inside if c in kept]
+
+    def __contains__(self, config: object) -> bool:
+        return isinstance(config, Config) and bool(self.keep([config]))
+
+    def __len__(self) -> int:
+        return int(self.settings.space.size_hint())  # an upper bound (more than one)
+
+    def __getitem__(self, index: int) -> Config:
+        if index != 0:
+            raise IndexError("a lazy space is never listed")
+        return self.settings.default
+
+    def __iter__(self) -> Any:
+        raise UsageError(
+            f"this site's space has {len(self):,} points, more than {LIST_LIMIT} (too many to "
+            "list): TUNEDSL_DISTRIBUTED agreement and tunedsl precompile need a listed space; "
+            "narrow the space (axes or a list of configurations) or tune it without them"
+        )
 
 
 class ReadRecorder(dict):  # type: ignore[type-arg]

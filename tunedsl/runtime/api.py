@@ -140,6 +140,9 @@ def autotune_launch(
     isolate: bool | None = None,
     timing: str | None = None,
     capture: str | None = None,
+    search: str | None = None,
+    seed: int | None = None,
+    budget: float | None = None,
     **hints: Any,
 ) -> LaunchResult:
     """Launch ``kernel`` with the best configuration of ``space`` for these arguments.
@@ -215,6 +218,9 @@ def autotune_launch(
             "isolate": isolate,
             "timing": timing,
             "capture": capture,
+            "search": search,
+            "seed": seed,
+            "budget": budget,
         }
         return space, {}, {k: v for k, v in options.items() if v is not None}
 

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tunedsl import knobs
+from tunedsl.errors import TuningError
 from tunedsl.model.config import Config
+from tunedsl.model.hints import InfeasibleConfig
 from tunedsl.model.identity import location
 from tunedsl.model.keys import json_safe
-from tunedsl.model.settings import Settings
+from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Variant
 from tunedsl.runtime.api import LaunchResult
 from tunedsl.runtime.legacy_records import migrate
@@ -79,18 +81,36 @@ def _usable(
     """
     if record is None:
         return False, {}
-    space = set(candidates)
+    lazy = settings.large
+    space = candidates if lazy else set(candidates)  # a large space is tested per point
     previous = {r.config: r for r in record.results if r.config in space}
     if record.chosen not in space:
-        where = "space of this site" if record.chosen not in settings.configs else "pruned space"
+        outside = record.chosen not in (settings.space if lazy else settings.configs)
+        where = "space of this site" if outside else "pruned space"
         store.warn_once(
             f"space:{record.digest}",
             f"tuning record {record.id} chose {record.chosen}, which is not in the current "
             f"{where}; tuning again (its other timings are reused)",
         )
         return False, previous
-    missing = space - set(previous)
-    return not missing, previous
+    if lazy:  # a record of a large space never lists it: it decides by its budget
+        return _searched_enough(record, settings), previous
+    missing = set(space) - set(previous)
+    return not missing or _searched_enough(record, settings), previous
+
+
+def _searched_enough(record: store.Record, settings: Settings) -> bool:
+    """A budgeted search need not have measured every candidate: its record decides the key
+    while this site asks for the same strategy and no larger budget (a larger one continues
+    the search from the record's timings)."""
+    if record.budget_s is None or record.strategy is None:
+        return False
+    if record.strategy.split(":")[0] != settings.search:
+        return False
+    from tunedsl.engine.effort import search_effort
+
+    budget = settings.budget_s or search_effort(settings.effort).budget_s
+    return budget <= record.budget_s
 
 
 # Digests whose chosen configuration passed verify= in this process (by tuning or a check).
@@ -107,6 +127,8 @@ def _fallback(
         if record is not None
         else set()
     )
+    if settings.large:  # never listed: the default (or the space's first valid point)
+        return settings.default
     for cfg in (settings.default, *candidates):
         if cfg in candidates and cfg not in rejected:
             return cfg
@@ -125,7 +147,9 @@ def decide(
     candidates: Sequence[Config] | None = None,
     check: Callable[[Config], str | None] | None = None,
 ) -> Decision:
-    candidates = tuple(settings.configs if candidates is None else candidates)
+    candidates = settings.configs if candidates is None else candidates
+    if not settings.large:
+        candidates = tuple(candidates)
 
     def default(record: store.Record | None = None) -> Decision:
         cfg = _fallback(settings, candidates, record)
@@ -197,8 +221,9 @@ def decide(
         else:
             previous = {}
         record = tune_and_record(
-            site_id, kernel, info, settings, readable, ctx, digest, variants_for, previous
-        )
+            site_id, kernel, info, settings, readable, ctx, digest, variants_for, previous,
+            candidates=candidates,
+        )  # fmt: skip
     if settings.verify not in (None, False):
         _VERIFIED.add(digest)
     return Decision(record.chosen, _options(record.chosen, settings), "tuned", record)
@@ -214,12 +239,29 @@ def tune_and_record(
     digest: str,
     variants_for: VariantsFor,
     previous: Mapping[Config, store.ConfigResult],
+    candidates: Any = None,
 ) -> store.Record:
     """Tune this key (reusing ``previous`` timings) and persist the record."""
     from tunedsl.backends import triton as bt
-    from tunedsl.tuning.tuner import TuneRequest, tune
+    from tunedsl.engine.request import TuneRequest
+    from tunedsl.runtime.tuner import tune
 
-    variants, infeasible = variants_for(None)
+    lazy: dict[str, Any] = {}
+    if settings.large:  # never listed: each proposed configuration is bound when measured
+        variants: list[Variant] = []
+        infeasible: dict[Config, str] = {}
+        if not isinstance(candidates, LazyCandidates):
+            raise TuningError("internal: a large space is tuned with its lazy candidates")
+
+        def variant_for(config: Config) -> Variant:
+            bound, dropped = variants_for([config])
+            if not bound:
+                raise InfeasibleConfig(dropped.get(config, "dropped by its launch hints"))
+            return bound[0]
+
+        lazy = {"space": settings.space, "variant_for": variant_for, "prune": candidates.keep}
+    else:
+        variants, infeasible = variants_for(None)
     outcome = tune(
         TuneRequest(
             kernel=kernel,
@@ -236,9 +278,13 @@ def tune_and_record(
             effort=settings.effort,
             isolate=settings.isolate,
             timing=settings.timing,
+            search=settings.search,
+            seed=settings.seed,
+            budget_s=settings.budget_s,
+            **lazy,
         )
     )
-    first = variants[0] if variants else None
+    first = variants[0] if variants else (lazy["variant_for"](outcome.chosen) if lazy else None)
     signature = replay_signature(kernel, info, first) if first else {}
     record = store.Record(
         site=site_id,
@@ -255,6 +301,9 @@ def tune_and_record(
         timestamp=store.now(),
         effort=settings.effort,
         location=location(site_id),
+        strategy=outcome.strategy,
+        seed=outcome.seed,
+        budget_s=outcome.budget_s,
     )
     store.save_record(record)
     return record

@@ -277,7 +277,8 @@ def decide_for_ranks(
         return None
 
     def tune_share(configs: list[Config]) -> tuple[list[Any], str, float]:
-        from tunedsl.tuning.tuner import TuneRequest, tune
+        from tunedsl.engine.request import TuneRequest
+        from tunedsl.runtime.tuner import tune
 
         variants, infeasible = variants_for(configs)
         failed = [store.ConfigResult(c, "failed", reason=why) for c, why in infeasible.items()]

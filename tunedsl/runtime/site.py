@@ -18,8 +18,14 @@ from tunedsl.errors import UsageError
 from tunedsl.model import identity, keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
-from tunedsl.model.settings import ReadRecorder, Settings, apply_prune, resolve
-from tunedsl.model.space import check_placeholders
+from tunedsl.model.settings import (
+    LazyCandidates,
+    ReadRecorder,
+    Settings,
+    apply_prune,
+    resolve,
+)
+from tunedsl.model.space import Space, check_placeholders
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import mistakes
 from tunedsl.runtime.api import LaunchResult
@@ -358,7 +364,9 @@ class Site:
             self.site_id = settings.name  # a computed name= (evaluated on the first call)
         if not self._placeholders_checked:
             if self.literal_space is None:
-                check_placeholders(self.placeholders, settings.configs, self.filename)
+                check_placeholders(
+                    self.placeholders, settings.configs or (settings.default,), self.filename
+                )
             self._placeholders_checked = True
         return settings
 
@@ -420,14 +428,21 @@ class Site:
         settings: Settings,
     ) -> tuple[Config, ...]:
         """The configurations ``prune`` keeps for this call (all without prune=), noting
-        which arguments it read."""
-        if settings.prune is None:
+        which arguments it read. A space too large to list gives ``LazyCandidates``
+        (membership per point; prune= runs on each proposed batch)."""
+        if settings.prune is None and not settings.large:
             return settings.configs
         from tunedsl.backends import triton as bt
 
         info = bt.kernel_info(kernel)
         plain = {n: a for n, a in zip(info.arg_names, args, strict=False) if a is not HOLE}
         recorder = ReadRecorder({**plain, **static_kwargs})
+        if settings.large:
+            lazy = LazyCandidates(settings, recorder)
+            if settings.prune is not None:  # learn which arguments it reads (for the key)
+                settings.prune([settings.default], recorder)
+                self._note_prune_reads(kernel, info, recorder.read)
+            return lazy  # type: ignore[return-value]
         configs = apply_prune(settings, recorder)
         self._note_prune_reads(kernel, info, recorder.read)
         return configs
@@ -529,7 +544,8 @@ class Site:
     ) -> str | None:
         """verify= for a decision this process did not tune: ``chosen`` against the
         reference (verify=fn) or the first candidate; None when it agrees."""
-        from tunedsl.tuning.tuner import TuneRequest, check_choice
+        from tunedsl.engine.request import TuneRequest
+        from tunedsl.runtime.tuner import check_choice
 
         reference = None if callable(settings.verify) else candidates[0]
         if reference == chosen:
@@ -578,9 +594,14 @@ class Site:
         cfg = self._key_config
         if cfg is None:
             from tunedsl.model.config import as_config
-            from tunedsl.model.space import expand_space
+            from tunedsl.model.space import expand_space, search_space
 
-            cfg = as_config(default, "default=") if default is not None else expand_space(space)[0]
+            if default is not None:
+                cfg = as_config(default, "default=")
+            elif isinstance(space, Mapping | Space):  # the first valid point, never listing
+                cfg = next(iter(search_space(space).iter_valid()), None) or expand_space(space)[0]
+            else:
+                cfg = expand_space(space)[0]
             self._key_config = cfg
         return cfg
 

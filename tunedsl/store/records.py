@@ -69,6 +69,7 @@ class ConfigResult:
     reason: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # Triton launch options
     constexprs: dict[str, Any] = field(default_factory=dict)  # config-dependent constexprs
+    round: int | None = None  # results with the same round were measured side by side
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"config": self.config.to_json(), "status": self.status}
@@ -79,6 +80,8 @@ class ConfigResult:
             out["reason"] = self.reason
         out["options"] = self.options
         out["constexprs"] = self.constexprs
+        if self.round is not None:
+            out["round"] = self.round
         return out
 
     @classmethod
@@ -90,6 +93,9 @@ class ConfigResult:
         config = _config(data.get("config"), f"{where}.config")
         options = _expect(data.get("options", {}), dict, f"{where}.options")
         constexprs = _expect(data.get("constexprs", {}), dict, f"{where}.constexprs")
+        round_ = data.get("round")  # absent in records written before rounds existed
+        if round_ is not None:
+            _expect(round_, int, f"{where}.round")
         if status == "ok":
             return cls(
                 config,
@@ -100,9 +106,12 @@ class ConfigResult:
                 min_ms=_number(data.get("min_ms"), f"{where}.min_ms"),
                 options=options,
                 constexprs=constexprs,
+                round=round_,
             )
         reason = _expect(data.get("reason"), str, f"{where}.reason")
-        return cls(config, status, reason=reason, options=options, constexprs=constexprs)
+        return cls(
+            config, status, reason=reason, options=options, constexprs=constexprs, round=round_
+        )
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,11 @@ class Record:
     # Where the site is, for people and `cache gc`: "/abs/file.py:line:col" (1-based col);
     # never part of the digest (a site keeps its records when the file around it changes).
     location: str = ""
+    # How the choice was searched (absent in older records): strategy as resolved
+    # ("auto:exhaustive"), its seed, and the budget in seconds (None: no budget).
+    strategy: str | None = None
+    seed: int | None = None
+    budget_s: float | None = None
 
     @property
     def id(self) -> str:
@@ -158,6 +172,9 @@ class Record:
             "timestamp": self.timestamp,
             "effort": self.effort,
             "location": self.location,
+            "strategy": self.strategy,
+            "seed": self.seed,
+            "budget_s": self.budget_s,
         }
 
     @classmethod
@@ -198,7 +215,18 @@ class Record:
             effort=_expect(data.get("effort", "default"), str, "record.effort"),
             schema=schema,
             location=_expect(data.get("location", ""), str, "record.location"),
+            strategy=_optional(data.get("strategy"), str, "record.strategy"),
+            seed=_optional(data.get("seed"), int, "record.seed"),
+            budget_s=(
+                None
+                if data.get("budget_s") is None
+                else _number(data["budget_s"], "record.budget_s")
+            ),
         )
+
+
+def _optional(value: Any, kind: type, where: str) -> Any:
+    return None if value is None else _expect(value, kind, where)
 
 
 def _expect(value: Any, kind: type, where: str) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunedsl.model import keys
-from tunedsl.runtime.site import HOLE
+from tunedsl.model.hole import HOLE
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ def make_classifier(backend: str, seed: int) -> Classifier:
 def model_available(backend: str = DEFAULT_BACKEND) -> bool:
     try:
         make_classifier(backend, 0)
-    except UsageError:
+    except Exception:  # not installed, or lightgbm without scikit-learn (LightGBMError)
         return False
     return True
 

@@ -1,0 +1,292 @@
+"""In-process measurement (backends layer): the engine's ``Measurer`` seam in this process.
+
+``InProcessMeasurer`` compiles configurations through the shared compile pool
+(``compile_stream``: worker threads, completion order), verifies each against the reference
+(``verify=``), warms it up, and times it on the caller's stream with the site's timer. It is
+what ``tuner.tune`` measures with unless ``isolate=True`` (``backends/isolated.py``).
+
+Data safety: arguments named in ``restore_value`` are snapshotted first and copied back
+before every repetition; ``reset_to_zero`` arguments are zeroed before every repetition.
+With ``verify`` every tensor argument is snapshotted and restored before each
+configuration's check run. ``close`` restores every snapshot and zeroes the
+``reset_to_zero`` arguments, so the real launch sees the caller's data.
+
+Hooks: ``pre_hook(args)`` runs before every repetition; ``post_hook(args, exception=...)``
+(Triton's signature) once per configuration after its check and warm-up, and again with the
+error when a later repetition fails.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from tunedsl.engine.seams import MeasureFailure, Prepared
+from tunedsl.errors import UsageError
+from tunedsl.model.config import Config
+from tunedsl.model.keys import is_tensor
+from tunedsl.model.variant import Variant
+from tunedsl.progress import Progress
+
+# One measurement at a time in this process: two sites tuning on two threads would
+# otherwise time each other's kernels.
+BENCH_LOCK = threading.RLock()
+
+
+def per_launch_setup(req: Any) -> bool:
+    return bool(req.restore_value or req.reset_to_zero or req.pre_hook)
+
+
+def reason(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    first = next((line for line in text if line.strip()), "")
+    return f"{type(err).__name__}: {first}"[:500]
+
+
+class Guard:
+    """Snapshots, restores and zeroes arguments by parameter name."""
+
+    def __init__(self, bound: Mapping[str, Any], req: Any) -> None:
+        names = set(bound)
+        for option in ("restore_value", "reset_to_zero"):
+            for name in getattr(req, option):
+                if name not in names:
+                    raise UsageError(
+                        f"{option}: {name!r} is not a parameter of the kernel; its parameters "
+                        f"are: {', '.join(bound)}"
+                    )
+                if bound[name] is not None and not is_tensor(bound[name]):
+                    raise UsageError(f"{option}: argument {name!r} is not a tensor")
+        from tunedsl.backends import triton as bt
+
+        self.bt = bt
+        self.bound = bound
+        # An optional buffer passed as None is skipped (as Triton does).
+        self.zero_names = [n for n in req.reset_to_zero if bound[n] is not None]
+        self.restore = {n: bt.clone(bound[n]) for n in req.restore_value if bound[n] is not None}
+        self.verify_snapshot: dict[str, Any] = {}
+        self.pre_hook = req.pre_hook
+
+    def snapshot_all(self) -> None:
+        self.verify_snapshot = {n: self.bt.clone(v) for n, v in self.bound.items() if is_tensor(v)}
+
+    def before_rep(self) -> None:
+        for name, saved in self.restore.items():
+            self.bt.copy_into(self.bound[name], saved)
+        for name in self.zero_names:
+            self.bt.zero(self.bound[name])
+        if self.pre_hook is not None:
+            self.pre_hook(dict(self.bound))
+
+    def restore_all(self) -> None:
+        for name, saved in self.verify_snapshot.items():
+            self.bt.copy_into(self.bound[name], saved)
+        for name, saved in self.restore.items():
+            self.bt.copy_into(self.bound[name], saved)
+        for name in self.zero_names:
+            self.bt.zero(self.bound[name])
+
+
+class Verifier:
+    """Compares each configuration's outputs with a reference (see docs/runtime.md)."""
+
+    def __init__(self, req: Any, guard: Guard) -> None:
+        self.req = req
+        self.guard = guard
+        self.reference: dict[str, Any] | None = None
+        verify = req.verify
+        tensors = [n for n, v in guard.bound.items() if is_tensor(v)]
+        if callable(verify):
+            guard.snapshot_all()
+            inputs = {n: guard.bt.clone(v) if is_tensor(v) else v for n, v in guard.bound.items()}
+            expected = verify(inputs)
+            if not isinstance(expected, Mapping) or not expected:
+                raise UsageError(
+                    "verify=fn must return a dict {parameter name: expected tensor}, "
+                    f"got {type(expected).__name__}"
+                )
+            self.outputs = [str(n) for n in expected]
+            self.reference = dict(expected)
+        elif verify is True:
+            self.outputs = tensors
+        else:
+            self.outputs = [str(n) for n in verify]
+        for name in self.outputs:
+            if name not in tensors:
+                raise UsageError(
+                    f"verify: {name!r} is not a tensor parameter of the kernel; tensor "
+                    f"parameters are: {', '.join(tensors)}"
+                )
+        if not guard.verify_snapshot:
+            guard.snapshot_all()
+
+    def check(self, run: Callable[[], Any]) -> str | None:
+        """Run once from the snapshot; None when the outputs agree with the reference."""
+        self.guard.restore_all()
+        run()
+        self.guard.bt.synchronize()
+        outputs = {n: self.guard.bt.clone(self.guard.bound[n]) for n in self.outputs}
+        if self.reference is None:
+            self.reference = outputs  # the first configuration that finished successfully
+            return None
+        for name in self.outputs:
+            problem = self.guard.bt.allclose(
+                outputs[name], self.reference[name], self.req.rtol, self.req.atol
+            )
+            if problem is not None:
+                return f"verify: output {name!r} differs from the reference: {problem}"
+        return None
+
+
+def compile_jobs(kernel: Any, todo: Sequence[Variant]) -> Iterator[tuple[Variant, Any]]:
+    """(variant, handle or exception) in completion order, through the shared compile pool."""
+    from tunedsl.backends.triton import interpreting
+
+    if interpreting():  # nothing to compile ahead: the interpreter runs the Python source
+        for v in todo:
+            yield v, None
+        return
+    from tunedsl.backends.triton_compile import compile_variant
+    from tunedsl.engine.compile_pool import CompileJob, compile_stream
+
+    by_id: dict[int, Variant] = {}
+    jobs = []
+    for v in todo:
+
+        def compile_one(v: Variant = v) -> object:
+            return compile_variant(kernel, v.args, v.kwargs, v.options)
+
+        job = CompileJob(v.config, compile_one)
+        by_id[id(job)] = v
+        jobs.append(job)
+    for job, result in compile_stream(jobs):
+        yield by_id[id(job)], result
+
+
+class InProcessMeasurer:
+    """The ``Measurer`` seam in this process (see the module docstring).
+
+    ``variant_for(config)`` builds a configuration's launch (grid, arguments, options) when
+    it is first prepared, so a large space is never turned into variants up front.
+    ``progress`` hears of every compile, failure and first measurement. ``settle()`` is the
+    auto timer's switch to graph timing after the first batch (a no-op elsewhere).
+    """
+
+    def __init__(
+        self,
+        req: Any,
+        variant_for: Callable[[Config], Variant],
+        first: Variant,
+        progress: Progress | None = None,
+    ) -> None:
+        from tunedsl.backends import graph_timing
+        from tunedsl.backends import triton as bt
+        from tunedsl.backends.triton_launch import launch_jit
+
+        self.bt = bt
+        self.req = req
+        self.variant_for = variant_for
+        self.progress = progress
+        self._launch = launch_jit
+        info = bt.kernel_info(req.kernel)
+        self.bound = bt.bind_arguments(info, first.args, first.kwargs)
+        with BENCH_LOCK:
+            self.timer = graph_timing.make_timer(req.timing, per_launch_setup(req))
+            self.guard = Guard(self.bound, req)
+            self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
+        self.runs: dict[Config, Callable[[], Any]] = {}
+        self.first_ms: dict[Config, float] = {}
+        self.settled = False
+
+    @property
+    def timer_kind(self) -> str:
+        return str(self.timer.kind)
+
+    def _runner(self, v: Variant) -> Callable[[], Any]:
+        options = {**v.kwargs, **v.options}
+        kernel, launch = self.req.kernel, self._launch
+        return lambda: launch(kernel, v.grid, v.args, options)
+
+    def _post(self, error: BaseException | None) -> None:
+        if self.req.post_hook is not None:
+            self.req.post_hook(self.bound, exception=error)  # Triton's hook signature
+
+    def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
+        from tunedsl.model.hints import InfeasibleConfig
+
+        variants = []
+        for config in configs:
+            try:
+                variants.append(self.variant_for(config))
+            except InfeasibleConfig as err:  # its launch hints do not fit this device
+                yield self._failed(config, "failed", str(err))
+        for v, handle in compile_jobs(self.req.kernel, variants):
+            if isinstance(handle, BaseException):
+                if isinstance(handle, KeyboardInterrupt):
+                    raise handle
+                yield self._failed(v.config, "failed", "compile: " + reason(handle))
+                continue
+            if self.progress is not None:
+                self.progress.compiled(v.config)
+            run = self._runner(v)
+            error: BaseException | None = None
+            problem: str | None = None
+            with BENCH_LOCK:
+                try:
+                    if self.verifier is not None:
+                        problem = self.verifier.check(run)
+                    if problem is None:
+                        self.timer.sample(run, self.guard.before_rep, 1)  # warm-up, discarded
+                except UsageError:  # a mistake in the call (or a hook), not in a configuration
+                    raise
+                except Exception as err:  # a configuration may fail at run time
+                    error = err
+                finally:
+                    self._post(error)
+            if problem is not None:
+                yield self._failed(v.config, "rejected", problem)
+            elif error is not None:
+                yield self._failed(v.config, "failed", "run: " + reason(error))
+            else:
+                self.runs[v.config] = run
+                yield Prepared(v.config)
+
+    def _failed(self, config: Config, status: str, why: str) -> Prepared:
+        if self.progress is not None:
+            self.progress.failed(config, why)
+        return Prepared(config, status, why)
+
+    def sample(self, config: Config, reps: int) -> list[float]:
+        run = self.runs.get(config)
+        if run is None:  # prepared by an earlier process (a stored leader): prepare it now
+            for prep in self.prepare([config]):
+                if prep.error is not None:
+                    raise MeasureFailure(prep.error.removeprefix("run: "))
+            run = self.runs[config]
+        with BENCH_LOCK:
+            try:
+                samples = list(self.timer.sample(run, self.guard.before_rep, reps))
+            except UsageError:
+                raise
+            except Exception as err:
+                self._post(err)
+                raise MeasureFailure(reason(err)) from err
+        if config not in self.first_ms and samples:
+            self.first_ms[config] = statistics.median(samples)
+            if self.progress is not None:
+                self.progress.measured(config, self.first_ms[config])
+        return samples
+
+    def settle(self) -> None:
+        """timing="auto": graph-time what follows when the first batch was short kernels."""
+        settle = getattr(self.timer, "settle", None)
+        if settle is not None and not self.settled and self.first_ms:
+            self.settled = True
+            settle(list(self.first_ms.values()))
+
+    def close(self) -> None:
+        with BENCH_LOCK:
+            self.guard.restore_all()
+            self.bt.synchronize()

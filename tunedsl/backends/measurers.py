@@ -1,0 +1,98 @@
+"""Which measurer tunes a site (backends layer): the one place that picks a ``Measurer``.
+
+``make_measurer`` returns the in-process measurer (``inprocess.py``) or, with
+``isolate=True``, the worker-process one (``isolated.py``) behind the same seam, with two
+extras the tuner uses: ``timer_kind`` (recorded with the decision) and ``settle()`` (the
+auto timer's switch to graph timing after the first batch). A measurer spreading
+configurations over several devices is added here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from tunedsl.engine.seams import MeasureFailure, Measurer, Prepared
+from tunedsl.model.config import Config
+from tunedsl.model.variant import Variant
+from tunedsl.progress import Progress
+
+
+class TunerMeasurer(Measurer, Protocol):
+    """A ``Measurer`` with what the tuner records and the auto timer's settle step."""
+
+    @property
+    def timer_kind(self) -> str: ...
+
+    def settle(self) -> None: ...
+
+
+def make_measurer(
+    req: Any,
+    variant_for: Callable[[Config], Variant],
+    first: Variant,
+    progress: Progress | None = None,
+) -> TunerMeasurer:
+    """The measurer for ``req`` (a ``TuneRequest``): in a worker when ``req.isolate``."""
+    if req.isolate:
+        return IsolatedSeam(req, progress)
+    from tunedsl.backends.inprocess import InProcessMeasurer
+
+    return InProcessMeasurer(req, variant_for, first, progress)
+
+
+class IsolatedSeam:
+    """``IsolatedMeasurer`` with progress, ``timer_kind`` and ``settle()`` (its variants are
+    those of the request: the worker gets every input once, up front)."""
+
+    def __init__(self, req: Any, progress: Progress | None) -> None:
+        from tunedsl.backends import triton as bt
+        from tunedsl.backends.isolated import IsolatedMeasurer
+
+        self.gpu = bt.device_facts()["type"] in ("cuda", "hip")
+        self.timing = req.timing
+        self.kind = (
+            "wall"
+            if not self.gpu
+            else {"events": "cuda-events", "graph": "cuda-graph"}.get(req.timing, "cuda-events")
+        )
+        self.inner = IsolatedMeasurer(req, req.timing)
+        self.progress = progress
+        self.first_ms: dict[Config, float] = {}
+        self.settled = False
+
+    @property
+    def timer_kind(self) -> str:
+        return self.kind
+
+    def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
+        for prep in self.inner.prepare(configs):
+            if self.progress is not None:
+                if prep.status == "ok" and prep.error is None:
+                    self.progress.compiled(prep.config)
+                else:
+                    self.progress.failed(prep.config, prep.error or prep.status)
+            yield prep
+
+    def sample(self, config: Config, reps: int) -> list[float]:
+        try:
+            samples = self.inner.sample(config, reps)
+        except MeasureFailure as err:  # the race adds "run: " itself
+            raise MeasureFailure(str(err).removeprefix("run: ")) from None
+        if config not in self.first_ms and samples:
+            self.first_ms[config] = statistics.median(samples)
+            if self.progress is not None:
+                self.progress.measured(config, self.first_ms[config])
+        return samples
+
+    def settle(self) -> None:
+        if self.gpu and self.timing == "auto" and not self.settled and self.first_ms:
+            from tunedsl.engine.bench import Timing
+
+            self.settled = True
+            first = {c: Timing(ms, 0.0, 1, ms) for c, ms in self.first_ms.items()}
+            self.kind = self.inner.settle(first)
+
+    def close(self) -> None:
+        self.inner.close()

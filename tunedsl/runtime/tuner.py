@@ -1,0 +1,302 @@
+"""The tuner (tuning layer): a site's miss, tuned through the search engine.
+
+``tune`` runs ``engine.driver.run_search``: the strategy (``search=``: exhaustive with racing
+on small spaces by default) proposes batches, the measurer (``backends/measurers.py``: in
+this process, or a worker with ``isolate=True``) compiles, verifies and times them, racing
+spends repetitions only where they can change the choice, and the observations become the
+record's results (with the round each was measured in, and the strategy, seed and budget).
+A stored record's results are the search's history: what failed is never tried again, what
+was measured is measured again only as a leader, and a larger budget continues the search.
+
+The measurer owns data safety (``restore_value``, ``reset_to_zero``, ``verify``, hooks:
+``backends/inprocess.py``); this module is orchestration only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tunedsl.engine.driver import SearchEvent, SearchOutcome, run_search
+from tunedsl.engine.effort import search_effort
+from tunedsl.engine.history import observations_from_results, results_from_observations
+from tunedsl.engine.racing import RaceSettings
+from tunedsl.engine.request import TuneRequest
+from tunedsl.engine.search import make_strategy
+from tunedsl.engine.search.auto import SMALL_VALID
+from tunedsl.engine.twins import interpreter_twins
+from tunedsl.errors import TuningError, UsageError
+from tunedsl.model.config import Config
+from tunedsl.model.keys import json_safe
+from tunedsl.model.space import ListSpace
+from tunedsl.model.variant import Variant
+from tunedsl.progress import Progress
+from tunedsl.store.records import ConfigResult
+
+# Under the interpreter a launch takes milliseconds of CPU: a race of 1 + 1 up to 3 reps.
+INTERPRETER_RACE = RaceSettings(first_reps=1, more_reps=1, max_reps=3)
+
+
+@dataclass
+class TuneOutcome:
+    chosen: Config
+    results: list[ConfigResult]
+    tuning_s: float
+    timer: str
+    measured: int  # configurations measured in this process (not taken from a record)
+    strategy: str = "exhaustive"  # as resolved ("auto:exhaustive")
+    seed: int = 0
+    budget_s: float | None = None
+    compiled: int = 0  # configurations prepared (compiled) in this process
+
+
+def constexpr_values(variant: Variant, constexpr_names: frozenset[str]) -> dict[str, Any]:
+    return {n: json_safe(v) for n, v in variant.kwargs.items() if n in constexpr_names}
+
+
+def check_choice(req: TuneRequest) -> str | None:
+    """Verify one decision this process did not tune: run ``req.variants[-1]`` (after the
+    reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
+    compare; None when it agrees. The caller's data is restored afterwards."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.backends.inprocess import BENCH_LOCK, Guard, Verifier, reason
+    from tunedsl.backends.triton_launch import launch_jit
+
+    info = bt.kernel_info(req.kernel)
+    first_variant = req.variants[0]
+    bound = bt.bind_arguments(info, first_variant.args, first_variant.kwargs)
+    with BENCH_LOCK:
+        guard = Guard(bound, req)
+        verifier = Verifier(req, guard)
+        problem: str | None = None
+        try:
+            for v in req.variants:
+                options = {**v.kwargs, **v.options}
+                error: BaseException | None = None
+
+                def run(v: Variant = v, options: dict[str, Any] = options) -> Any:
+                    return launch_jit(req.kernel, v.grid, v.args, options)
+
+                try:
+                    problem = verifier.check(run)
+                except UsageError:
+                    raise
+                except Exception as err:
+                    error = err
+                    problem = "run: " + reason(err)
+                finally:
+                    if req.post_hook is not None:
+                        req.post_hook(bound, exception=error)
+                if problem is not None:
+                    break
+        finally:
+            guard.restore_all()
+            bt.synchronize()
+    return problem
+
+
+def _race(req: TuneRequest) -> RaceSettings:
+    from tunedsl.backends import triton as bt
+
+    return INTERPRETER_RACE if bt.interpreting() else search_effort(req.effort).race
+
+
+def _budget(req: TuneRequest, size: int) -> float | None:
+    """An explicit budget, else none for a small space searched exhaustively (the record
+    then covers every candidate), else the effort preset's."""
+    if req.budget_s is not None:
+        return req.budget_s
+    if req.search in ("auto", "exhaustive") and size <= SMALL_VALID:
+        return None
+    return search_effort(req.effort).budget_s
+
+
+def tune(req: TuneRequest) -> TuneOutcome:
+    from tunedsl.backends import triton as bt
+
+    start = time.perf_counter()
+    info = bt.kernel_info(req.kernel)
+    if req.space is not None:
+        return _tune_lazy(req, info, start)
+    if not req.variants:
+        raise TuningError(
+            "nothing to tune: every configuration was dropped",
+            {repr(c): why for c, why in req.infeasible.items()},
+        )
+    by_config = {v.config: v for v in req.variants}
+    todo = [v for v in req.variants if v.config not in req.previous]
+    twins: dict[Config, Config] = {}
+    if bt.interpreting():  # launch hints change nothing there: measure each twin once
+        _, twins = interpreter_twins(todo)
+    space = ListSpace([v.config for v in req.variants if v.config not in twins])
+    outcome, timer = _search(req, info, space, by_config.__getitem__, req.variants[0],
+                             len(todo) - len(twins))  # fmt: skip
+    return _tune_outcome(outcome, timer, _results(req, info, outcome, twins), start)
+
+
+def _tune_lazy(req: TuneRequest, info: Any, start: float) -> TuneOutcome:
+    """A space never listed: variants are built as the strategy proposes configurations."""
+    assert req.variant_for is not None
+    if req.isolate:
+        raise UsageError(
+            "isolate=True needs a space of at most a few thousand configurations (the "
+            "worker gets every variant up front); tune this space with isolate=False"
+        )
+    cache: dict[Config, Variant] = {}
+
+    def variant_for(config: Config) -> Variant:
+        v = cache.get(config)
+        if v is None:
+            v = cache[config] = req.variant_for(config)  # type: ignore[misc]
+        return v
+
+    first = next(iter(req.space.iter_valid()), None)
+    if first is None:
+        raise TuningError("nothing to tune: no configuration of the space is valid")
+    outcome, timer = _search(req, info, req.space, variant_for, variant_for(first), 0)
+
+    def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+        v = variant_for(config)
+        return dict(v.options), constexpr_values(v, info.constexpr_names)
+
+    results = [
+        _with_round(r, outcome)
+        for r in results_from_observations(outcome.observations, extras, req.previous.values())
+    ]
+    return _tune_outcome(outcome, timer, results, start)
+
+
+def _tune_outcome(
+    outcome: SearchOutcome, timer: str, results: list[ConfigResult], start: float
+) -> TuneOutcome:
+    return TuneOutcome(
+        chosen=outcome.chosen,
+        results=results,
+        tuning_s=time.perf_counter() - start,
+        timer=timer,
+        measured=outcome.measured,
+        strategy=outcome.strategy,
+        seed=outcome.seed,
+        budget_s=outcome.budget_s,
+        compiled=outcome.compiled,
+    )
+
+
+def _with_round(r: ConfigResult, outcome: SearchOutcome) -> ConfigResult:
+    o = next(o for o in outcome.observations if o.config == r.config)
+    return dataclasses.replace(r, round=o.round if o.samples or o.status != "ok" else r.round)
+
+
+def _search(
+    req: TuneRequest,
+    info: Any,
+    space: Any,
+    variant_for: Callable[[Config], Variant],
+    first: Variant,
+    total: int,
+) -> tuple[SearchOutcome, str]:
+    """run_search through the request's measurer, under BENCH_LOCK, with progress."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.backends.inprocess import BENCH_LOCK
+    from tunedsl.backends.measurers import make_measurer
+
+    history = observations_from_results(r for c, r in req.previous.items() if c in space)
+    effort = search_effort(req.effort)
+    race = INTERPRETER_RACE if bt.interpreting() else effort.race
+    size = space.size_hint()
+    budget = _budget(req, size)
+    strategy = make_strategy(req.search, req.seed)
+    progress = Progress(info.qualname, total)
+    chosen: tuple[Config, float | None] | None = None  # for the progress summary
+    prune = req.prune
+    with BENCH_LOCK:
+        measurer = make_measurer(req, variant_for, first, progress)
+
+        def on_event(event: SearchEvent) -> None:
+            progress.searching(event.strategy, event.remaining_s)
+            if event.kind == "raced":
+                measurer.settle()  # timing="auto": graph-time short kernels from now on
+
+        try:
+            try:
+                outcome = run_search(
+                    space,
+                    strategy,
+                    measurer,
+                    budget_s=budget,
+                    race_settings=race,
+                    history=history,
+                    on_event=on_event,
+                    final_leaders=effort.final_leaders,
+                    prune=prune,
+                )
+            except TuningError as err:
+                _every_failed(info.qualname, req, err)
+                raise
+            best = next(o for o in outcome.observations if o.config == outcome.chosen)
+            chosen = (outcome.chosen, best.median_ms)
+        finally:
+            progress.finish(*(chosen or (None, None)))
+            measurer.close()
+    return outcome, measurer.timer_kind
+
+
+def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
+    """No configuration could be measured: the error names the kernel, with a hint when
+    every failure says why (no GPU driver: run under the interpreter)."""
+    from tunedsl.autointerp import no_driver_message
+
+    details = dict(err.failures)
+    if not err.message.startswith("no configuration could be measured"):
+        return
+    for cfg, why in req.infeasible.items():
+        details.setdefault(repr(cfg), why)
+    hint = no_driver_message([str(why) for why in details.values()])
+    raise TuningError(
+        f"every configuration of {qualname} failed" + (f": {hint}" if hint else ""), details
+    ) from err
+
+
+def _results(
+    req: TuneRequest, info: Any, outcome: SearchOutcome, twins: Mapping[Config, Config]
+) -> list[ConfigResult]:
+    """The record's results in space order: every observation with its round, twins as
+    their representative (noted), then what was dropped before compiling."""
+    by_config = {v.config: v for v in req.variants}
+
+    def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+        v = by_config[config]
+        return dict(v.options), constexpr_values(v, info.constexpr_names)
+
+    observed = {o.config: o for o in outcome.observations}
+    fresh = results_from_observations(outcome.observations, extras, req.previous.values())
+    by_result: dict[Config, ConfigResult] = {}
+    for r in fresh:
+        o = observed[r.config]
+        note = r.reason
+        # Kept in memory only (records store reasons of failures): the printed table marks
+        # the configurations the race measured beyond their opening repetitions.
+        if r.status == "ok" and o.samples and len(o.samples) > _race(req).first_reps:
+            note = "re-measured"
+        by_result[r.config] = dataclasses.replace(
+            r, reason=note, round=o.round if o.samples or o.status != "ok" else r.round
+        )
+    results = []
+    for v in req.variants:
+        found = by_result.get(v.config)
+        if found is None and v.config in twins and twins[v.config] in by_result:
+            rep = by_result[twins[v.config]]
+            options, cexpr = extras(v.config)
+            note = f"interpreter: timed as {twins[v.config]}" if rep.status == "ok" else rep.reason
+            found = dataclasses.replace(
+                rep, config=v.config, reason=note, options=options, constexprs=cexpr
+            )
+        if found is not None:
+            results.append(found)
+    for cfg, why in req.infeasible.items():
+        if not any(r.config == cfg for r in results):
+            results.append(ConfigResult(cfg, "failed", reason=why))
+    return results

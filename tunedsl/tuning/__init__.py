@@ -1,1 +1,0 @@
-"""Tuning: benchmarking, search strategy, the parallel compile pool and the compile lock."""
