@@ -28,7 +28,7 @@ _EXPORTS: dict[str, str] = {
     # runtime
     "autotune": "tunedsl.runtime.macro",
     "autotune_launch": "tunedsl.runtime.api",
-    "LaunchResult": "tunedsl.runtime.api",
+    "LaunchResult": "tunedsl.runtime.result",
     "Space": "tunedsl.model.space",
     "Config": "tunedsl.model.config",
     "cdiv": "tunedsl.runtime.helpers",
@@ -62,9 +62,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tunedsl.model.config import Config
     from tunedsl.model.space import Space
     from tunedsl.precompile.workload import workload
-    from tunedsl.runtime.api import LaunchResult, autotune_launch
+    from tunedsl.runtime.api import autotune_launch
     from tunedsl.runtime.helpers import cdiv
     from tunedsl.runtime.macro import autotune
+    from tunedsl.runtime.result import LaunchResult
 
 
 def __getattr__(name: str) -> Any:

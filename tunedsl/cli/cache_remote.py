@@ -154,8 +154,7 @@ def export(args: argparse.Namespace) -> int:
 
 def read_bundle(file: str) -> list[Any]:
     """Every record of a bundle, validated, or a UsageError (nothing is added then)."""
-    from tunedsl.store.records import BUNDLE_VERSION
-    from tunedsl.store.records import Record
+    from tunedsl.store.records import BUNDLE_VERSION, Record
 
     try:
         data = json.loads(Path(file).read_text(encoding="utf-8"))

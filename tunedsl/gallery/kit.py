@@ -25,7 +25,7 @@ from tunedsl.gallery.result import ConfigTiming, ExampleResult, json_safe, write
 
 if TYPE_CHECKING:
     from tunedsl.model.config import Config
-    from tunedsl.runtime.api import LaunchResult
+    from tunedsl.runtime.result import LaunchResult
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""The plain-Python API: ``autotune_launch`` and what every launch returns, ``LaunchResult``.
+"""The plain-Python API: ``autotune_launch`` (runtime layer; ``LaunchResult`` is result.py).
 
 ``autotune_launch`` runs on the same ``Site`` machinery as the DSL macro; its site is
 identified by the caller's code location (file, line) and cached, so calling it in a loop
@@ -11,106 +11,14 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
+from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
-    from tunedsl.store.records import ConfigResult, Record
-
-SOURCES = ("tuned", "memory", "disk", "default")
-
-
-@dataclass(frozen=True)
-class LaunchResult:
-    """What a tuned launch did.
-
-    - ``config``: the configuration launched;
-    - ``source``: where it came from: ``"tuned"`` (tuned by this call), ``"memory"`` (this
-      process decided it earlier), ``"disk"`` (a stored record), ``"default"`` (no record
-      and ``mode`` is ``cached``/``off``: the site's ``default=`` or the space's first);
-    - ``key``: the cache key in readable form; ``digest``: its sha256 (the record's name);
-    - ``record``: the tuning record when there is one (``None`` for defaults);
-    - ``space``: the site's configurations, in order (``space[0]`` is the first).
-    """
-
-    config: Config
-    source: str
-    key: Mapping[str, Any]
-    digest: str = ""
-    site: str = ""
-    record: Record | None = field(default=None, repr=False)
-    space: tuple[Config, ...] = field(default=(), repr=False)
-
-    @property
-    def timings(self) -> dict[Config, ConfigResult]:
-        """Per-configuration results of the record (median, spread, reps or failure)."""
-        return self.record.timings() if self.record is not None else {}
-
-    def time_ms(self, config: Config | Mapping[str, Any] | None = None) -> float | None:
-        """Median time in ms of ``config`` (default: the chosen one); None if not measured."""
-        if self.record is None:
-            return None
-        cfg = (
-            self.config
-            if config is None
-            else (config if isinstance(config, Config) else Config(config))
-        )
-        result = self.record.result_for(cfg)
-        return result.median_ms if result is not None and result.status == "ok" else None
-
-    @property
-    def first_config(self) -> Config | None:
-        return self.space[0] if self.space else None
-
-    def with_source(self, source: str) -> LaunchResult:
-        return replace(self, source=source)
-
-    def _table_rows(self) -> list[tuple[str, str, str]]:
-        """(mark, configuration, time) per configuration: the record's, else the space's."""
-        rows = []
-        results = self.timings
-        for cfg in results or self.space:
-            r = results.get(cfg)
-            mark = "*" if cfg == self.config else ""
-            if r is None:
-                rows.append((mark, str(cfg), "not measured"))
-            elif r.status == "ok" and r.median_ms is not None:
-                rows.append((mark, str(cfg), f"{r.median_ms:.4f} ms"))
-            else:
-                rows.append((mark, str(cfg), f"{r.status}: {r.reason}"))
-        return rows
-
-    def _repr_markdown_(self) -> str:
-        """Jupyter: the decision and every configuration's time (* marks the chosen one)."""
-        lines = [f"**tunedsl** `{self.site}`: `{self.config}` ({self.source})", ""]
-        rows = self._table_rows()
-        if rows:
-            lines += ["| | configuration | median |", "|---|---|---|"]
-            lines += [f"| {m} | `{c}` | {t.replace('|', '/')} |" for m, c, t in rows]
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        head = (
-            f"<p><b>tunedsl</b> <code>{escape(self.site)}</code>: "
-            f"<code>{escape(str(self.config))}</code> ({escape(self.source)})</p>"
-        )
-        rows = self._table_rows()
-        if not rows:
-            return head
-        body = "".join(
-            f"<tr><td>{m}</td><td><code>{escape(c)}</code></td><td>{escape(t)}</td></tr>"
-            for m, c, t in rows
-        )
-        return (
-            head + "<table><thead><tr><th></th><th>configuration</th><th>median</th></tr>"
-            f"</thead><tbody>{body}</tbody></table>"
-        )
-
+    pass
 
 # (filename, line, name) -> Site for autotune_launch call locations
 _sites: dict[tuple[str, int, Any], Any] = {}

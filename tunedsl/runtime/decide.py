@@ -30,8 +30,8 @@ from tunedsl.model.identity import location
 from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Variant
-from tunedsl.runtime.api import LaunchResult
 from tunedsl.runtime.legacy_records import migrate
+from tunedsl.runtime.result import LaunchResult
 from tunedsl.store import records as store
 
 VariantsFor = Callable[[Sequence[Config] | None], tuple[list[Variant], dict[Config, str]]]
@@ -158,22 +158,6 @@ def decide(
     if settings.mode == "off" or len(candidates) == 1:
         # One configuration (after pruning) has nothing to compare: launched, never measured.
         return default()
-    from tunedsl.runtime import distributed
-
-    if (ranks := distributed.active()) is not None:  # every rank agrees: runtime/distributed.py
-        return distributed.decide_for_ranks(
-            ranks,
-            site_id,
-            kernel,
-            info,
-            settings,
-            readable,
-            ctx,
-            digest,
-            variants_for,
-            candidates=candidates,
-            check=check,
-        )
     force = knobs.force_retune()
 
     def stands(record: store.Record | None, usable: bool) -> bool:

@@ -3,7 +3,7 @@
 
 Ranks that tune independently pick different configurations (timings differ by a few
 percent from GPU to GPU), and collectives whose kernels differ can deadlock. When a process
-group is initialised, ``decide`` hands every new key to ``decide_together``:
+group is initialised, the site decides every new key through ``decider(decide)``:
 
 - ``TUNEDSL_DISTRIBUTED=broadcast`` (default): rank 0 decides as a lone process would
   (stored record or tuning) and sends the decision; the other ranks use it (``source`` is
@@ -232,7 +232,39 @@ def _allreduce(
     return decision_for(best.config, "tuned", record)
 
 
-# -- the adapter ``runtime.decide.decide`` calls -----------------------------------------------
+# -- the decider the site uses ------------------------------------------------------------------
+
+
+def decider(alone: Any) -> Any:
+    """``alone`` (``runtime.decide.decide``) when no process group is initialised; else a
+    function of the same signature that makes every rank agree. Keys with nothing to
+    compare (``mode="off"``, one candidate) are decided alone: every rank gets the same."""
+    ranks = active()
+    if ranks is None or _inside:
+        return alone
+
+    def decide_with_ranks(
+        site_id: str,
+        kernel: Any,
+        info: Any,
+        settings: Any,
+        readable: dict[str, Any],
+        ctx: dict[str, Any],
+        digest: str,
+        variants_for: Any,
+        candidates: Any = None,
+        check: Any = None,
+    ) -> Any:
+        args = (site_id, kernel, info, settings, readable, ctx, digest, variants_for)
+        kept = tuple(settings.configs if candidates is None else candidates)
+        if settings.mode == "off" or len(kept) == 1:
+            return alone(*args, candidates=candidates, check=check)
+        return decide_for_ranks(ranks, *args, candidates=candidates, check=check)
+
+    return decide_with_ranks
+
+
+# -- agreeing on one key -----------------------------------------------
 
 
 def decide_for_ranks(

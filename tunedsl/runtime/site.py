@@ -28,7 +28,7 @@ from tunedsl.model.settings import (
 from tunedsl.model.space import Space, check_placeholders
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import mistakes
-from tunedsl.runtime.api import LaunchResult
+from tunedsl.runtime.result import LaunchResult
 
 
 class _KernelToken:
@@ -459,7 +459,7 @@ class Site:
         """Decide the configuration for a new call key: memory, disk, default or tuning."""
         from tunedsl.backends import capture
         from tunedsl.backends import triton as bt
-        from tunedsl.runtime import decide
+        from tunedsl.runtime import decide, distributed
 
         settings = self.settings(lazy)
         info = bt.kernel_info(kernel)
@@ -495,7 +495,7 @@ class Site:
             settings,
             self.label,
             readable,
-            lambda settings: decide.decide(
+            lambda settings: distributed.decider(decide.decide)(
                 self.site_id,
                 kernel,
                 info,
