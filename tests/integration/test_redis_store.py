@@ -336,3 +336,43 @@ def test_remote_commands_say_what_is_wrong(monkeypatch: pytest.MonkeyPatch, caps
     assert main(["cache", "ls", "--remote"]) == 1
     err = capsys.readouterr().err
     assert "cannot reach the Redis record store" in err and ":pw@" not in err
+
+
+SITE_SCRIPT = """
+import sys, json
+sys.path.insert(0, {tests!r})
+import torch
+from shared_kernels import vadd
+from tunedsl import autotune_launch
+
+n = 256
+a, b = torch.arange(n, dtype=torch.float32), torch.ones(n)
+c = torch.empty(n)
+r = autotune_launch(vadd, space=dict(TILE=[32, 64, 128]), grid=lambda cfg: ((n + cfg.TILE - 1) // cfg.TILE,),
+                    args=(a, b, c, n), kwargs=lambda cfg: dict(TILE=cfg.TILE), name="redis-e2e")
+assert torch.equal(c, a + b)
+print(json.dumps({{"source": r.source, "tile": r.config.TILE, "digest": r.digest}}))
+"""
+
+
+def test_a_real_site_shares_its_decision_through_redis(server: RedisServer, tmp_path: Path) -> None:
+    """End to end through a site: node a tunes and writes its record to its files and to
+    Redis; node b, with its own empty cache, takes the decision from Redis without tuning
+    and keeps it in its own files."""
+    script = tmp_path / "node.py"
+    script.write_text(SITE_SCRIPT.format(tests=str(HERE.parent)))
+    outs = []
+    for node in ("a", "b"):
+        env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / node), TUNEDSL_REDIS_URL=server.url)
+        env["TRITON_INTERPRET"] = "1"
+        proc = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        outs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert outs[0]["source"] == "tuned" and outs[1]["source"] == "disk"
+    assert outs[0]["tile"] == outs[1]["tile"] and outs[0]["digest"] == outs[1]["digest"]
+    digest = outs[0]["digest"]
+    assert server.client().get(f"tunedsl:v1:record:{digest}") is not None
+    node_b = records.load_from(tmp_path / "b" / "records", digest)
+    assert node_b is not None and node_b.chosen["TILE"] == outs[0]["tile"]

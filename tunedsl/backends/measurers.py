@@ -34,21 +34,31 @@ def make_measurer(
     first: Variant,
     progress: Progress | None = None,
 ) -> TunerMeasurer:
-    """The measurer for ``req`` (a ``TuneRequest``): in a worker when ``req.isolate``."""
+    """The measurer for ``req`` (a ``TuneRequest``): on every GPU of the caller's model
+    when ``TUNEDSL_TUNE_DEVICES`` allows it (``multi_device.py``), else in a worker when
+    ``req.isolate``, else in this process."""
+    if req.space is None:  # a listed space: the workers get every input up front
+        from tunedsl.backends.multi_device import maybe_multi_device
+
+        multi = maybe_multi_device(req)
+        if multi is not None:
+            return WorkerSeam(req, multi, progress)
     if req.isolate:
-        return IsolatedSeam(req, progress)
+        from tunedsl.backends.isolated import IsolatedMeasurer
+
+        return WorkerSeam(req, IsolatedMeasurer(req, req.timing), progress)
     from tunedsl.backends.inprocess import InProcessMeasurer
 
     return InProcessMeasurer(req, variant_for, first, progress)
 
 
-class IsolatedSeam:
-    """``IsolatedMeasurer`` with progress, ``timer_kind`` and ``settle()`` (its variants are
-    those of the request: the worker gets every input once, up front)."""
+class WorkerSeam:
+    """A worker-process measurer (``IsolatedMeasurer``, or ``MultiDeviceMeasurer``: one
+    worker per GPU) with progress, ``timer_kind`` and ``settle()``. Its variants are those
+    of the request: the workers get every input once, up front."""
 
-    def __init__(self, req: Any, progress: Progress | None) -> None:
+    def __init__(self, req: Any, inner: Any, progress: Progress | None) -> None:
         from tunedsl.backends import triton as bt
-        from tunedsl.backends.isolated import IsolatedMeasurer
 
         self.gpu = bt.device_facts()["type"] in ("cuda", "hip")
         self.timing = req.timing
@@ -57,7 +67,9 @@ class IsolatedSeam:
             if not self.gpu
             else {"events": "cuda-events", "graph": "cuda-graph"}.get(req.timing, "cuda-events")
         )
-        self.inner = IsolatedMeasurer(req, req.timing)
+        self.inner = inner
+        if hasattr(inner, "final_on_caller"):  # the driver re-races leaders on the caller
+            self.final_on_caller = inner.final_on_caller
         self.progress = progress
         self.first_ms: dict[Config, float] = {}
         self.settled = False
@@ -92,7 +104,9 @@ class IsolatedSeam:
 
             self.settled = True
             first = {c: Timing(ms, 0.0, 1, ms) for c, ms in self.first_ms.items()}
-            self.kind = self.inner.settle(first)
+            settle = getattr(self.inner, "settle", None)
+            if settle is not None:  # the multi-device measurer settles on the caller itself
+                self.kind = settle(first)
 
     def close(self) -> None:
         self.inner.close()

@@ -189,15 +189,16 @@ def decide(
             return {}
         return previous
 
-    record = None if force else store.load_record(digest) or migrate(site_id, digest, readable, ctx)
+    stores = _record_stores()
+    record = None if force else stores.get(digest) or migrate(site_id, digest, readable, ctx)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
     if settings.mode == "cached":
         return default(record)
-    with store.record_lock(digest):
+    with stores.lock(digest, knobs.lock_timeout_s()):
         if not force:
-            record = store.load_record(digest)
+            record = stores.get(digest)
             usable, previous = _usable(record, settings, candidates)
             if stands(record, usable) and record is not None:
                 return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
@@ -289,7 +290,7 @@ def tune_and_record(
         seed=outcome.seed,
         budget_s=outcome.budget_s,
     )
-    store.save_record(record)
+    _record_stores().put(record)
     return record
 
 
@@ -339,3 +340,13 @@ def print_table(label: str, result: LaunchResult, out: TextIO) -> None:
                 "rounds; * is the lowest re-measured median (other rows: one pass each)"
             )
     print("\n".join(lines), file=out, flush=True)
+
+
+def _record_stores() -> Any:
+    """Where decisions are looked up and kept (``store/layered.py``): the cache's record
+    files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured;
+    a hit in a later store is written through to the earlier writable ones. No memory
+    layer: the site's own table is that."""
+    from tunedsl.store.layered import default_layered
+
+    return default_layered(memory=False)

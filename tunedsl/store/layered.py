@@ -16,6 +16,7 @@ store; the loser of a lock race finds the winner's record after the lock.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -208,19 +209,18 @@ def get_or_tune(
 
 
 def default_stores() -> list[Any]:
-    """The persistent stores of ``TUNEDSL_RECORD_STORES`` (default: the cache's record
-    files, then Redis when ``TUNEDSL_REDIS_URL`` is set), read-only ones excluded."""
+    """The persistent stores of ``TUNEDSL_RECORD_STORES`` in lookup order (default: the
+    cache's record files and the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis
+    when ``TUNEDSL_REDIS_URL`` is set)."""
     from tunedsl import knobs
+    from tunedsl.store import files
 
     out: list[Any] = []
     for name in knobs.record_stores():
         if name == "files":
-            file_store = getattr(records, "FileRecordStore", None)
-            out.append(file_store() if file_store is not None else DirectoryStore())
+            out.extend(files.default_stores())
         elif name == "redis":
-            from tunedsl.store.redis_store import RedisRecordStore
-
-            redis_store = RedisRecordStore.from_env()
+            redis_store = _redis_store()
             if redis_store is None:
                 from tunedsl.errors import UsageError
 
@@ -231,5 +231,24 @@ def default_stores() -> list[Any]:
     return out
 
 
-def default_layered() -> LayeredStore:
-    return LayeredStore(default_stores())
+# One Redis store per settings for the whole process: its back-off after a failure (a dead
+# or slow server is skipped for TUNEDSL_REDIS_BACKOFF seconds) must outlive one lookup.
+_redis_stores: dict[Any, Any] = {}
+_redis_lock = threading.Lock()
+
+
+def _redis_store() -> Any:
+    from tunedsl.store.redis_store import RedisRecordStore, RedisSettings
+
+    settings = RedisSettings.from_env()
+    if settings is None:
+        return None
+    with _redis_lock:
+        store = _redis_stores.get(settings)
+        if store is None:
+            store = _redis_stores[settings] = RedisRecordStore(settings)
+        return store
+
+
+def default_layered(memory: bool = True) -> LayeredStore:
+    return LayeredStore(default_stores(), memory=memory)
