@@ -96,7 +96,7 @@ def softmax(x, y, n_rows, n_cols, sx, sy, ROWS: tl.constexpr, BLOCK: tl.constexp
     cols = tl.arange(0, BLOCK)
     for r in range(ROWS):
         row = row0 + r
-        mask = (cols < n_cols) & (row < n_rows)
+        mask = (cols < n_cols) & ((row + cols * 0) < n_rows)
         v = tl.load(x + row * sx + cols, mask=mask, other=-float("inf")).to(tl.float32)
         v = v - tl.max(v, axis=0)
         e = tl.exp(v)
@@ -286,6 +286,7 @@ def plumbing(ns: argparse.Namespace) -> None:
     for search in ("exhaustive", "random", "pattern", "auto"):
         out = run_tunedsl("softmax", (8, 16), search, 2.0, "cpu")
         assert out["rel_err"] < 1e-2, out
+        out.pop("medians")
         print("plumbing ok:", search, json.dumps(out))
 
 

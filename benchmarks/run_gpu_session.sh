@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# This release's GPU checks in two slots of under 10 minutes (the device lease is short):
+#   bash benchmarks/run_gpu_session.sh a OUTDIR  # GPU tests, launch overhead, timing modes, cold tune
+#   bash benchmarks/run_gpu_session.sh b OUTDIR  # search at scale (issue 12's large matmul space)
+set -uo pipefail
+part=${1:?part a or b}
+out=${2:?output directory}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 TUNEDSL_QUIET=1
+export TUNEDSL_CACHE_DIR=${TUNEDSL_CACHE_DIR:-$(mktemp -d)/tunedsl}
+py=${PYTHON:-python3}
+step() {  # step NAME TIMEOUT COMMAND...
+    local name=$1 limit=$2; shift 2
+    local t0=$SECONDS
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+    echo "== $name: rc=$?, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+    tail -n "${TAIL:-14}" "$out/$name.log"
+}
+"$py" -c "import torch, triton, sys; print('torch', torch.__version__, '| triton', triton.__version__, '| python', sys.version.split()[0], '|', torch.cuda.get_device_name(), 'x', torch.cuda.device_count())" | tee "$out/summary.txt"
+if [ "$part" = a ]; then
+    TAIL=40 step gpu_tests 230 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
+    step bench_launch 45 "$py" benchmarks/bench_launch.py --kernel both
+    step bench_timing_modes 70 "$py" benchmarks/bench_timing_modes.py
+    step bench_cold_tune 170 "$py" benchmarks/bench_cold_tune.py --rounds 3
+else
+    step bench_search 520 "$py" benchmarks/bench_search.py --budget 10
+    cp benchmarks/data/*.json "$out/" 2>/dev/null
+fi
