@@ -123,7 +123,7 @@ def main() -> None:
     print(f"{'mode':<8}{'timer':>14}{'chosen (graph-timed us)':>26}{'vs best':>9}  chosen")
     for mode, r in rows.items():
         t = ref["median_ms"][label(r["chosen"])]
-        print(f"{mode:<8}{str(r['timer']):>14}{t * 1e3:>26.2f}{(t / best - 1) * 100:>8.1f}%  "
+        print(f"{mode:<8}{r['timer']!s:>14}{t * 1e3:>26.2f}{(t / best - 1) * 100:>8.1f}%  "
               f"{label(r['chosen'])}")  # fmt: skip
 
 
