@@ -61,7 +61,8 @@ def test_tuning_end_to_end_on_cuda() -> None:
     torch.cuda.synchronize()
     torch.testing.assert_close(c, a + b)
     assert first.source == "tuned"
-    assert first.record.context["timer"] == "cuda-events"
+    # timing="auto": a kernel this short is graph-timed throughout (events for longer ones)
+    assert first.record.context["timer"] in ("cuda-events", "cuda-graph")
     assert first.record.device["type"] == "cuda" and first.record.device["capability"]
     ok = [r for r in first.timings.values() if r.status == "ok"]
     assert len(ok) == 4 and all(r.reps >= 5 and r.median_ms > 0 for r in ok)

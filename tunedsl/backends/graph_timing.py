@@ -21,10 +21,11 @@ Where the L2 flush and the argument guards run (and why):
   therefore never switches to graphs (every launch must see restored inputs); forcing
   ``timing="graph"`` there is the user's call (documented in docs/runtime.md).
 
-``AutoTimer`` (``timing="auto"``, the default on a GPU) measures the first pass with events,
-then ``settle``: if the fastest first-pass median is under ``GRAPH_THRESHOLD_MS`` the
-leaders are re-measured with graph timing, side by side with the same method, so the
-winner is chosen by graph timings only.
+``AutoTimer`` (``timing="auto"``, the default on a GPU) probes the first configuration with
+events (three launches, discarded), then ``settle``: if the probe's median is under
+``GRAPH_THRESHOLD_MS``, every sample of the tuning is graph-timed, else every sample is
+event-timed. One tuning's samples never mix the two (a graph-timed leader always looks
+faster than an event-timed rival).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from typing import Any
 
 from tunedsl.backends.triton import CudaEventTimer, WallTimer, device_facts
 
-#: A configuration faster than this (first pass, CUDA events) is short enough that the
-#: launch gap matters: its leaders are re-timed with graphs in ``auto`` mode.
+#: A kernel faster than this (a CUDA-event probe) is short enough that the launch gap
+#: matters: ``auto`` mode then graph-times the whole tuning.
 GRAPH_THRESHOLD_MS = 0.1
 #: A replay lasts about this long: ``n = GRAPH_REPLAY_MS / estimate``, clamped below.
 GRAPH_REPLAY_MS = 1.0
@@ -87,7 +88,7 @@ class CudaGraphTimer(CudaEventTimer):
 
 
 class AutoTimer:
-    """Events for the first pass; graphs for the leaders when the kernel is short."""
+    """Events, or graphs for every sample when a probe of the kernel is short (``settle``)."""
 
     def __init__(self, per_launch_setup: bool) -> None:
         self.events = CudaEventTimer()
@@ -96,10 +97,11 @@ class AutoTimer:
 
     @property
     def kind(self) -> str:
-        return "cuda-events" if self.graph is None else "cuda-events+graph-leaders"
+        return "cuda-events" if self.graph is None else "cuda-graph"
 
     def settle(self, first_medians_ms: Sequence[float]) -> None:
-        """Called once after the first pass: switch to graph timing for what follows."""
+        """Called once, before any sample is kept: graph timing from now on when the
+        probe's median is under ``GRAPH_THRESHOLD_MS``."""
         if self.per_launch_setup or not first_medians_ms:
             return
         if min(first_medians_ms) < GRAPH_THRESHOLD_MS:

@@ -60,7 +60,6 @@ __all__ = [
     "rebuild_storages",
     "rebuild_variant",
     "shutdown_workers",
-    "tune_isolated",
 ]
 
 # -- the worker process ----------------------------------------------------------------------
@@ -309,10 +308,6 @@ class IsolatedMeasurer:
             raise MeasureFailure("run: " + answer[1])
         raise TuningError(f"measurement worker: {answer[-1]}")
 
-    def measure(self, config: Config) -> Timing:
-        median, spread, reps, minimum = self._ask(("measure", self.index[config]))
-        return Timing(median, spread, reps, minimum)
-
     def sample(self, config: Config, reps: int) -> list[float]:
         return list(self._ask(("sample", self.index[config], reps)))
 
@@ -329,78 +324,3 @@ class IsolatedMeasurer:
                 self.worker.request(("reset",), self.run_timeout_s)
             except _Died:
                 pass
-
-
-def tune_isolated(
-    req: Any,
-) -> tuple[Config, dict[Config, Timing], dict[Config, tuple[str, str]], str, int]:
-    """The tuner's measure-and-choose step through a worker (called by ``tuner.tune`` when
-    ``isolate`` is on): (winner, final timings, failures, timer kind, configs measured)."""
-    from tunedsl.backends import triton as bt
-    from tunedsl.engine import bench, choose
-
-    gpu = bt.device_facts()["type"] in ("cuda", "hip")
-    kind = (
-        "wall"
-        if not gpu
-        else {"events": "cuda-events", "graph": "cuda-graph"}.get(req.timing, "cuda-events")
-    )
-    effort = bench.effort_for(req.effort, kind)
-    failures: dict[Config, tuple[str, str]] = {c: ("failed", r) for c, r in req.infeasible.items()}
-    first: dict[Config, Timing] = {}
-    samplers: dict[Config, choose.Sampler] = {}
-    measurer = IsolatedMeasurer(req, req.timing)
-
-    def sampler(config: Config) -> choose.Sampler:
-        def sample(reps: int) -> list[float]:
-            try:
-                return measurer.sample(config, reps)
-            except MeasureFailure as err:  # it crashed on a later run: no longer a candidate
-                failures[config] = ("failed", str(err))
-                return []
-
-        return sample
-
-    todo: list[Config] = []
-    for v in req.variants:
-        old = req.previous.get(v.config)
-        if old is None:
-            todo.append(v.config)
-        elif old.status == "ok":
-            assert old.median_ms is not None
-            first[v.config] = Timing(
-                old.median_ms, old.spread or 0.0, old.reps or 0, old.min_ms or old.median_ms
-            )
-            samplers[v.config] = sampler(v.config)
-        else:
-            failures[v.config] = (old.status, old.reason or "failed earlier")
-    try:
-        for prepared in measurer.prepare(todo):
-            if prepared.status != "ok":
-                failures[prepared.config] = (prepared.status, prepared.error or prepared.status)
-                continue
-            try:
-                first[prepared.config] = measurer.measure(prepared.config)
-            except MeasureFailure as err:
-                failures[prepared.config] = ("failed", str(err))
-                continue
-            samplers[prepared.config] = sampler(prepared.config)
-        if not first:
-            name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")
-            raise TuningError(
-                f"every configuration of {name} failed",
-                {repr(c): why for c, (_, why) in failures.items()},
-            )
-        if gpu and req.timing == "auto":
-            kind = measurer.settle(first)
-        winner, final = choose.choose(first, samplers, effort)
-    finally:
-        measurer.close()
-    final = {c: t for c, t in final.items() if c not in failures}
-    if winner not in final:
-        if not final:
-            raise TuningError(
-                "every configuration failed", {repr(c): w for c, (_, w) in failures.items()}
-            )
-        winner = min(final, key=lambda c: final[c].median_ms)
-    return winner, final, failures, kind, len(todo)

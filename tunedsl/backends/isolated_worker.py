@@ -9,7 +9,6 @@ hook's ``print`` cannot corrupt a reply). One request at a time:
   storages), the tuning options; replaces any earlier state. Reply ``("ok",)``.
 - ``("prepare", [index, ...])``: compile (through the compile pool) and verify each; one reply
   per variant, in completion order: ``("prepared", index, status, reason)``, then ``("done",)``.
-- ``("measure", index)``: the first pass (``bench.measure``): ``("ok", timing tuple)``.
 - ``("sample", index, reps)``: ``("ok", [ms, ...])``.
 - ``("settle", {index: median_ms})``: the auto timer picks its mode for the leaders.
 - ``("reset",)``: drop the state (tensors, kernels) and free cached device memory.
@@ -99,6 +98,7 @@ class _State:
         self.guard = Guard(self.bound, req)
         self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
         self.timer = graph_timing.make_timer(payload["timing"], per_launch_setup(req))
+        self.timer_chosen = False
         self.effort = bench.effort_for(req.effort, self.timer.kind)
 
     def run(self, index: int) -> Any:
@@ -138,22 +138,16 @@ class _State:
                 reply(("prepared", index, "ok", None))
         reply(("done",))
 
-    def measure(self, index: int) -> tuple[float, float, int, float]:
-        from tunedsl.engine import bench
-
-        error: BaseException | None = None
-        try:
-            t, _ = bench.measure(self.run(index), self.guard.before_rep, self.timer, self.effort)
-        except BaseException as err:
-            error = err
-            raise
-        finally:
-            if self.req.post_hook is not None:
-                self.req.post_hook(self.bound, error)
-        return (t.median_ms, t.spread, t.reps, t.min_ms)
-
     def sample(self, index: int, reps: int) -> list[float]:
-        return list(self.timer.sample(self.run(index), self.guard.before_rep, reps))
+        run = self.run(index)
+        settle = getattr(self.timer, "settle", None)
+        if settle is not None and not self.timer_chosen:
+            # timing="auto": one probe decides events or graphs for every sample of this
+            # tuning, as in the parent (backends/inprocess.py): samples never mix timers.
+            self.timer_chosen = True
+            probe = self.timer.sample(run, self.guard.before_rep, 3)
+            settle([sorted(probe)[len(probe) // 2]])
+        return list(self.timer.sample(run, self.guard.before_rep, reps))
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
@@ -189,14 +183,9 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 reply(("error", f"{op}: no setup"))
             elif op == "prepare":
                 state.prepare(request[1], reply)
-            elif op == "measure":
-                reply(("ok", state.measure(request[1])))
             elif op == "sample":
                 reply(("ok", state.sample(request[1], request[2])))
-            elif op == "settle":
-                settle = getattr(state.timer, "settle", None)
-                if settle is not None:
-                    settle(list(request[1].values()))
+            elif op == "settle":  # the timer was chosen before the first sample (sample())
                 reply(("ok", state.timer.kind))
             else:
                 reply(("error", f"unknown request {op!r}"))

@@ -106,7 +106,12 @@ class WorkerSeam:
             first = {c: Timing(ms, 0.0, 1, ms) for c, ms in self.first_ms.items()}
             settle = getattr(self.inner, "settle", None)
             if settle is not None:  # the multi-device measurer settles on the caller itself
-                self.kind = settle(first)
+                try:
+                    self.kind = settle(first)
+                except MeasureFailure:
+                    # The worker left after a configuration's sticky CUDA error; the next
+                    # sample starts a fresh one, which chooses its timer on its own.
+                    pass
 
     def close(self) -> None:
         self.inner.close()

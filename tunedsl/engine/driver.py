@@ -210,13 +210,14 @@ class _Run:
                 {repr(o.config): o.reason or o.status for o in self.known.values()},
             )
         leaders = [o.config for o in ok[: max(1, final_leaders)]]
-        rounds = {self.known[c].round for c in leaders}
-        # Timings of one race compare; a stored one or two races' do not (drift). A measurer
-        # on several GPUs re-measures the leaders on the caller's (``final_on_caller``).
+        # The leaders are always raced once more, side by side and from fresh samples: a
+        # first race stops as soon as its thresholds allow, and its few opening repetitions
+        # can mis-rank close leaders (on the H100 the 48-configuration anchor matmul chose a
+        # configuration 5.7% slower without this); timings of two races, or a stored one,
+        # do not compare at all (drift). A measurer on several GPUs re-measures the leaders
+        # on the caller's (``final_on_caller``).
         on_caller = getattr(self.measurer, "final_on_caller", None)
-        needs_final = len(leaders) > 1 and (
-            len(rounds) > 1 or leaders[0] in self.stored or on_caller is not None
-        )
+        needs_final = len(leaders) > 1
         chosen, final_round = leaders[0], self.known[leaders[0]].round
         if needs_final:
             if on_caller is not None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tunedsl.engine import bench, choose
-from tunedsl.engine.bench import EFFORTS, Timing
+from tunedsl.engine import bench
+from tunedsl.engine.bench import EFFORTS
 from tunedsl.errors import UsageError
 
 
@@ -69,38 +69,3 @@ def test_summarize_median_and_spread() -> None:
     t = bench.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
     assert t.median_ms == 3.0 and t.min_ms == 1.0 and t.reps == 5
     assert t.spread > 0
-
-
-def test_leaders_are_remeasured_before_a_winner_is_declared() -> None:
-    # First pass: b looked fastest (noise); fresh samples show a is.
-    first = {
-        "a": Timing(1.00, 0.0, 40, 1.0),
-        "b": Timing(0.90, 0.0, 40, 0.9),
-        "c": Timing(5.0, 0.0, 8, 5.0),
-    }
-    calls: list[tuple[str, int]] = []
-
-    def sampler(name: str, value: float):
-        def sample(reps: int) -> list[float]:
-            calls.append((name, reps))
-            return [value] * reps
-
-        return sample
-
-    samplers = {"a": sampler("a", 0.8), "b": sampler("b", 1.1), "c": sampler("c", 5.0)}
-    effort = EFFORTS["quick"]  # 2 leaders, 2 rounds
-    winner, final = choose.choose(first, samplers, effort)
-    assert winner == "a"
-    assert final["a"].median_ms == 0.8 and final["b"].median_ms == 1.1
-    assert final["c"] is first["c"]  # not a leader: not measured again
-    assert [name for name, _ in calls] == ["b", "a", "a", "b"]  # interleaved rounds
-    # reps scaled from the first pass: 40 * (20 ms / 10 ms) / 2 rounds = 40
-    assert all(reps == 40 for _, reps in calls)
-
-
-def test_single_configuration_needs_no_remeasure() -> None:
-    first = {"a": Timing(1.0, 0.0, 10, 1.0)}
-    winner, final = choose.choose(
-        first, {"a": lambda reps: pytest.fail("re-measured")}, EFFORTS["default"]
-    )
-    assert winner == "a" and final == first
