@@ -2,6 +2,8 @@
 # This release's GPU checks in two slots of under 10 minutes (the device lease is short):
 #   bash benchmarks/run_gpu_session.sh a OUTDIR  # GPU tests, launch overhead, timing modes, cold tune
 #   bash benchmarks/run_gpu_session.sh b OUTDIR  # search at scale (issue 12's large matmul space)
+#   bash benchmarks/run_gpu_session.sh c OUTDIR  # a re-check: cold tune, timing modes, the
+#                                                 # isolated GPU test, then search at scale
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -22,6 +24,12 @@ if [ "$part" = a ]; then
     step bench_launch 45 "$py" benchmarks/bench_launch.py --kernel both
     step bench_timing_modes 70 "$py" benchmarks/bench_timing_modes.py
     step bench_cold_tune 170 "$py" benchmarks/bench_cold_tune.py --rounds 3
+elif [ "$part" = c ]; then
+    step bench_cold_tune 150 "$py" benchmarks/bench_cold_tune.py --rounds 3
+    step bench_timing_modes 60 "$py" benchmarks/bench_timing_modes.py
+    TAIL=6 step gpu_tests 90 "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_pytorch_gpu.py tests/gpu/test_runtime_gpu.py -k "faulting or end_to_end or graph_timing"
+    step bench_search 300 "$py" benchmarks/bench_search.py --budget 10
+    cp benchmarks/data/*.json "$out/" 2>/dev/null
 else
     step bench_search 520 "$py" benchmarks/bench_search.py --budget 10
     cp benchmarks/data/*.json "$out/" 2>/dev/null
