@@ -27,14 +27,16 @@ from tunedsl.errors import UsageError  # noqa: E402
 @triton.jit
 def double_or_die(x, y, n, TILE: tl.constexpr, MODE: tl.constexpr):
     """y = 2 x for MODE 0; MODE 1 writes far outside any allocation (an illegal address);
-    MODE 2 spins forever on a volatile load."""
+    MODE 2 runs a loop of about 4 * 10^12 steps (hours: a hang to the tuner). A `while` on a
+    volatile load, the first version, failed to compile on Triton 3.6 (H100, 2026-11-23)."""
     offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
     mask = offs < n
     if MODE == 2:
-        spin = tl.load(x, volatile=True).to(tl.int32) * 0
-        while spin == 0:
-            spin = tl.load(x, volatile=True).to(tl.int32) * 0
-    if MODE == 1:
+        acc = tl.zeros([TILE], dtype=tl.float32)
+        for _ in range(0, n.to(tl.int64) * 1000000000):  # bounded at run time only
+            acc += tl.load(x + offs, mask=mask, volatile=True)
+        tl.store(y + offs, acc, mask=mask)
+    elif MODE == 1:
         far = offs.to(tl.int64) * 1000000007 + 1000000007 * 1000
         tl.store(y + far, tl.load(x + offs, mask=mask), mask=mask)
     else:
