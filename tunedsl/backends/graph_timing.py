@@ -22,7 +22,7 @@ Where the L2 flush and the argument guards run (and why):
   ``timing="graph"`` there is the user's call (documented in docs/runtime.md).
 
 ``AutoTimer`` (``timing="auto"``, the default on a GPU) probes the first configuration with
-events (three launches, discarded), then ``settle``: if the probe's median is under
+events (five launches, discarded), then ``settle``: if the fastest is under
 ``GRAPH_THRESHOLD_MS``, every sample of the tuning is graph-timed, else every sample is
 event-timed. One tuning's samples never mix the two (a graph-timed leader always looks
 faster than an event-timed rival).
@@ -101,7 +101,7 @@ class AutoTimer:
 
     def settle(self, first_medians_ms: Sequence[float]) -> None:
         """Called once, before any sample is kept: graph timing from now on when the
-        probe's median is under ``GRAPH_THRESHOLD_MS``."""
+        probe (its fastest launch) is under ``GRAPH_THRESHOLD_MS``."""
         if self.per_launch_setup or not first_medians_ms:
             return
         if min(first_medians_ms) < GRAPH_THRESHOLD_MS:

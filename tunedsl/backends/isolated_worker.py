@@ -145,8 +145,8 @@ class _State:
             # timing="auto": one probe decides events or graphs for every sample of this
             # tuning, as in the parent (backends/inprocess.py): samples never mix timers.
             self.timer_chosen = True
-            probe = self.timer.sample(run, self.guard.before_rep, 3)
-            settle([sorted(probe)[len(probe) // 2]])
+            probe = self.timer.sample(run, self.guard.before_rep, 5)
+            settle([min(probe)])
         return list(self.timer.sample(run, self.guard.before_rep, reps))
 
 
