@@ -354,3 +354,31 @@ def test_mixed_gpu_models_key_decisions_per_device(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(bt, "mixed_device_models", lambda: False)
     call(same, vadd, (a, b, torch.empty(64), 64), 64)
     assert same._key_fn is same._base_key_fn
+
+
+def test_the_bounded_table_keeps_the_keys_in_use() -> None:
+    """Eviction is least-recently-used (the clock approximation): keys hit since the last
+    sweep are spared, the oldest of the others go."""
+    from tunedsl.model.config import Config
+    from tunedsl.runtime.site import Entry, _evict
+
+    table = {k: Entry(Config(k=k), print, None, (), ()) for k in range(8)}  # type: ignore[arg-type]
+    table[0].used = table[1].used = True
+    _evict(table, 2)
+    assert list(table) == [4, 5, 6, 7, 0, 1]  # 2 and 3 dropped; 0 and 1 moved to the back
+    assert not table[0].used and not table[1].used  # their second chance is spent
+    for entry in table.values():
+        entry.used = True
+    _evict(table, 3)  # every one in use: each gets its second chance, then the oldest go
+    assert list(table) == [7, 0, 1]
+
+
+def test_a_hit_marks_its_entry_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = site("used-bit", options={"mode": "off"})
+    a, b = torch.randn(32), torch.randn(32)
+    c = torch.empty(32)
+    call(s, vadd, (a, b, c, 32), 32)
+    (entry,) = s._table.values()
+    assert entry.used is False  # the miss itself is not a use
+    call(s, vadd, (a, b, c, 32), 32)
+    assert entry.used is True

@@ -44,9 +44,10 @@ class _KernelToken:
 
 
 class Entry:
-    """The decision for one call key: configuration, launcher, results. Immutable in use."""
+    """The decision for one call key: configuration, launcher, results. Immutable in use,
+    but for ``used``: set by every hit, cleared by the table's eviction sweep (``_evict``)."""
 
-    __slots__ = ("config", "launcher", "result", "zero_kw", "zero_pos", "zeroing")
+    __slots__ = ("config", "launcher", "result", "used", "zero_kw", "zero_pos", "zeroing")
 
     def __init__(
         self,
@@ -62,6 +63,7 @@ class Entry:
         self.zero_pos = zero_pos
         self.zero_kw = zero_kw
         self.zeroing = bool(zero_pos or zero_kw)
+        self.used = False
 
     def launch(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
@@ -174,6 +176,7 @@ class Site:
                 __tracebackhide__ = True
                 raise mistakes.at_user_frame(err) from None
         # Entry.launch, inlined: this is the hot path.
+        entry.used = True  # one store: the bounded table keeps what is in use (_evict)
         holes, dyn_kwargs, grid = bind(entry.config)
         if holes:
             args = fill_holes(args, holes)
@@ -329,10 +332,9 @@ class Site:
                 with self._lock:
                     table = self._table
                     if len(table) >= self._max_entries:
-                        # Bounded: drop the oldest decisions (a dropped key that comes back
-                        # is decided again from memory or its record, never re-tuned).
-                        for old in list(table)[: max(1, len(table) // 8)]:
-                            del table[old]
+                        # Bounded: drop an eighth, the least recently used (a dropped key
+                        # that comes back is decided again from its record, not re-tuned).
+                        _evict(table, max(1, len(table) // 8))
                         if len(self._by_digest) >= self._max_entries:
                             for old in list(self._by_digest)[: max(1, len(self._by_digest) // 8)]:
                                 del self._by_digest[old]
@@ -627,3 +629,22 @@ def _active() -> list[Site]:
 
 def _grid(grid: Any) -> tuple[int, ...]:
     return mistakes.grid_dims(grid)  # checks, with the fix in the message
+
+
+def _evict(table: dict[Any, Entry], count: int) -> None:
+    """Drop ``count`` entries, least recently used first, by the clock ("second chance")
+    approximation of LRU: in insertion order, an entry hit since the last sweep (``used``)
+    is spared and moved to the back; the first ``count`` not hit are dropped. It costs the
+    hot path one attribute store, where exact LRU would reorder the table on every hit."""
+    dropped = 0
+    for key in list(table):
+        entry = table.pop(key)
+        if entry.used:
+            entry.used = False
+            table[key] = entry  # to the back: the most recently used end
+            continue
+        dropped += 1
+        if dropped == count:
+            return
+    for key in list(table)[: count - dropped]:  # every entry was in use: the oldest go
+        del table[key]
