@@ -392,7 +392,7 @@ def cache_file_stem(name: str) -> str:
     return str(name)[:150]
 
 
-def binary_ext(backend: Any) -> str:
+def binary_extension(backend: Any) -> str:
     """The backend's binary file extension (``cubin``, ``hsaco``; 3.6.0, 3.9.0)."""
     return str(backend.binary_ext)
 

@@ -211,7 +211,7 @@ def _validated_kernel(folder: Path, manifest_text: str, launch: LaunchSource) ->
     if not isinstance(name, str) or not isinstance(kernel_hash, str) or len(kernel_hash) != 64:
         raise BadBinary("manifest name or hash missing")
     stem = compat.cache_file_stem(launch.src.name)  # Triton's file names: the kernel's name
-    meta_name, binary_name = f"{stem}.json", f"{stem}.{compat.binary_ext(launch.backend)}"
+    meta_name, binary_name = f"{stem}.json", f"{stem}.{compat.binary_extension(launch.backend)}"
     if not isinstance(files, dict) or set(files) != {meta_name, binary_name}:
         raise BadBinary(f"manifest files are not {meta_name} and {binary_name}")
     contents: dict[str, bytes] = {}
@@ -272,7 +272,10 @@ def store(launch: LaunchSource, compiled: Any) -> bool:
             return False
     except (OSError, ValueError, AttributeError):
         return False
-    files = {f"{stem}.json": metadata_bytes, f"{stem}.{compat.binary_ext(launch.backend)}": binary}
+    files = {
+        f"{stem}.json": metadata_bytes,
+        f"{stem}.{compat.binary_extension(launch.backend)}": binary,
+    }
     manifest = {
         "format": FORMAT,
         "key": launch.key,
