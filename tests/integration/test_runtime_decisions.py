@@ -360,16 +360,17 @@ def test_the_bounded_table_keeps_the_keys_in_use() -> None:
     """Eviction is least-recently-used (the clock approximation): keys hit since the last
     sweep are spared, the oldest of the others go."""
     from tunedsl.model.config import Config
-    from tunedsl.runtime.site import Entry, _evict
+    from tunedsl.runtime.miss import evict
+    from tunedsl.runtime.site import Entry
 
     table = {k: Entry(Config(k=k), print, None, (), ()) for k in range(8)}  # type: ignore[arg-type]
     table[0].used = table[1].used = True
-    _evict(table, 2)
+    evict(table, 2)
     assert list(table) == [4, 5, 6, 7, 0, 1]  # 2 and 3 dropped; 0 and 1 moved to the back
     assert not table[0].used and not table[1].used  # their second chance is spent
     for entry in table.values():
         entry.used = True
-    _evict(table, 3)  # every one in use: each gets its second chance, then the oldest go
+    evict(table, 3)  # every one in use: each gets its second chance, then the oldest go
     assert list(table) == [7, 0, 1]
 
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TypeVar, overload
 
+from tunedsl.runtime.miss import Bind, Call, Lazy
+
 __all__ = [
     "PrecompileSession",
     "PrecompileSite",
@@ -239,32 +241,41 @@ class PrecompileSite:
         kernel: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        bind: Callable[[Any], Any],
+        bind: Bind,
         key: Any,
-        lazy: Callable[[], Any] | None,
+        lazy: Lazy | None,
     ) -> Any:
         session = _active
         if session is None:
             return self.inner(kernel, args, kwargs, bind, key, lazy)
-        if session.tune:  # the real site tunes (compiling in parallel) and writes the record
-            result = self.inner(kernel, args, kwargs, bind, key, lazy)
-            source = getattr(result, "source", "tuned")
-            if session.claim(self, (key, getattr(result, "digest", None))):
-                with session._lock:
-                    tuned = source == "tuned"  # else a stored record decided: warm already
-                    report = SiteReport(self.label, key, cached=int(not tuned), tuned=tuned)
-                    session.reports.append(report)
-            return result
-        key_tuple, variants = self.inner.variants(kernel, args, kwargs, bind, key, lazy)
+        call = Call(kernel, args, kwargs, bind, key, lazy)
+        if session.tune:
+            return self._tune(call, session)
+        self._compile(call, session)
+        return None
+
+    def _tune(self, call: Call, session: PrecompileSession) -> Any:
+        """The real site tunes (compiling in parallel) and writes the record."""
+        result = self.inner(*call.positional())
+        source = getattr(result, "source", "tuned")
+        if session.claim(self, (call.key, getattr(result, "digest", None))):
+            with session._lock:
+                tuned = source == "tuned"  # else a stored record decided: warm already
+                report = SiteReport(self.label, call.key, cached=int(not tuned), tuned=tuned)
+                session.reports.append(report)
+        return result
+
+    def _compile(self, call: Call, session: PrecompileSession) -> None:
+        """Compile every variant of the call's signature (once per signature and run)."""
+        key_tuple, variants = self.inner.variants(*call.positional())
         if not session.claim(self, key_tuple):
-            return None  # this signature was already compiled in this run
+            return  # this signature was already compiled in this run
         report = SiteReport(self.label, key_tuple)
         if session.target is not None:
-            variants = self._for_target(variants, lazy, session.target, report)
-        precompile_variants(self.label, kernel, key_tuple, variants, session, report)
+            variants = self._for_target(variants, call.lazy, session.target, report)
+        precompile_variants(self.label, call.kernel, key_tuple, variants, session, report)
         with session._lock:
             session.reports.append(report)
-        return None
 
     def _for_target(
         self, variants: list[Any], lazy: Any, target: str, report: SiteReport

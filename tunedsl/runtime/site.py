@@ -2,33 +2,29 @@
 
 A call is: build the call key (``keys.py``), one dict lookup, ``bind`` the chosen
 configuration, launch, return the entry's precomputed ``LaunchResult``. Everything else
-(settings, records, tuning) happens on a miss, in ``_resolve``, once per key: several
+(settings, records, tuning) happens on a miss, in ``miss.py``, once per key: several
 threads missing the same key wait for the one that resolves it.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.errors import UsageError
 from tunedsl.model import identity, keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
-from tunedsl.model.settings import (
-    LazyCandidates,
-    ReadRecorder,
-    Settings,
-    apply_prune,
-    resolve,
-)
-from tunedsl.model.space import Space, check_placeholders
+from tunedsl.model.settings import Settings
+from tunedsl.model.space import Space
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import mistakes
+from tunedsl.runtime import miss, mistakes
 from tunedsl.runtime.result import LaunchResult
+
+if TYPE_CHECKING:
+    from tunedsl.runtime.decide import Decision
 
 
 class _KernelToken:
@@ -86,11 +82,6 @@ class Entry:
             value = static_kwargs.get(name) if name in static_kwargs else dyn_kwargs.get(name)
             if value is not None:
                 value.zero_()
-
-
-# Sites this thread is resolving (tuning) right now: a call back into one of them from its
-# own pre_hook/post_hook/verify would wait forever on its own in-flight key.
-_resolving = threading.local()
 
 
 class Site:
@@ -283,7 +274,7 @@ class Site:
 
                 self._install_key(kernel_info(self._kernel))
 
-    # -- misses -------------------------------------------------------------------------
+    # -- misses (runtime/miss.py) -----------------------------------------------------
     def _miss(
         self,
         kernel: Any,
@@ -294,301 +285,45 @@ class Site:
         lazy: Callable[[], Any] | None,
         call_key: Any,
     ) -> LaunchResult:
-        while True:
-            with self._lock:
-                entry = self._table.get(call_key)
-                if entry is not None:
-                    break
-                event = self._inflight.get(call_key)
-                if event is None:
-                    event = self._inflight[call_key] = threading.Event()
-                    owner = True
-                else:
-                    owner = False
-            if not owner:
-                if self in _active():
-                    raise UsageError(
-                        f"{self.label}: the site was called again from its own pre_hook=, "
-                        "post_hook=, verify= or prune= while it was deciding this key; launch "
-                        "another kernel (or call the kernel directly) from hooks"
-                    )
-                event.wait()  # another thread resolves this key; then look again
-                continue
-            active = _active()
-            if self in active:
-                with self._lock:
-                    self._inflight.pop(call_key, None)
-                event.set()
-                raise UsageError(
-                    f"{self.label}: the site was called again from its own pre_hook=, "
-                    "post_hook=, verify= or prune= while it was deciding a key; launch another "
-                    "kernel (or call the kernel directly) from hooks"
-                )
-            active.append(self)
-            try:
-                entry, first = self._resolve(kernel, args, static_kwargs, bind, key, lazy)
-                # Recomputed: the key may have grown by the arguments prune= reads.
-                stored_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
-                with self._lock:
-                    table = self._table
-                    if len(table) >= self._max_entries:
-                        # Bounded: drop an eighth, the least recently used (a dropped key
-                        # that comes back is decided again from its record, not re-tuned).
-                        _evict(table, max(1, len(table) // 8))
-                        if len(self._by_digest) >= self._max_entries:
-                            for old in list(self._by_digest)[: max(1, len(self._by_digest) // 8)]:
-                                del self._by_digest[old]
-                    table[stored_key] = entry
-            finally:
-                active.remove(self)
-                with self._lock:
-                    self._inflight.pop(call_key, None)
-                event.set()
-            entry.launch(args, static_kwargs, bind)
-            return first
-        entry.launch(args, static_kwargs, bind)
-        return entry.result
+        """No entry for ``call_key``: describe the call (only now) and decide it."""
+        return miss.miss(self, miss.Call(kernel, args, static_kwargs, bind, key, lazy), call_key)
 
-    def settings(self, lazy: Callable[[], Any] | None) -> Settings:
-        space, hints, options = (
-            self.literal_space,
-            dict(self.literal_hints),
-            dict(self.literal_options),
-        )
-        if lazy is not None:
-            lazy_space, lazy_hints, lazy_options = lazy()
-            if lazy_space is not None:
-                space = lazy_space
-            hints.update(lazy_hints or {})
-            options.update(lazy_options or {})
-        settings = resolve(space, hints, options, self.label)
-        if settings.name is not None and settings.name != self.site_id:
-            self.site_id = settings.name  # a computed name= (evaluated on the first call)
-        if not self._placeholders_checked:
-            if self.literal_space is None:
-                check_placeholders(
-                    self.placeholders, settings.configs or (settings.default,), self.filename
-                )
-            self._placeholders_checked = True
-        return settings
+    def settings(self, lazy: miss.Lazy | None) -> Settings:
+        """The site's settings, with the non-literal parts ``lazy`` gives."""
+        return miss.settings(self, lazy)
 
     def variants(
         self,
         kernel: Any,
         args: tuple[Any, ...],
         static_kwargs: dict[str, Any],
-        bind: Callable[[Config], Any],
+        bind: miss.Bind,
         key: Any,
-        lazy: Callable[[], Any] | None,
-    ) -> tuple[Any, list[Variant]]:
+        lazy: miss.Lazy | None,
+    ) -> tuple[tuple[Any, ...], list[Variant]]:
         """The call key and every feasible variant of the (pruned) space for this call."""
+        call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
         call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
-        settings = self.settings(lazy)
-        variants, _ = self._variants(kernel, args, static_kwargs, bind, settings)
-        return call_key, variants
-
-    def _variants(
-        self,
-        kernel: Any,
-        args: tuple[Any, ...],
-        static_kwargs: Mapping[str, Any],
-        bind: Callable[[Config], Any],
-        settings: Settings,
-        configs: Sequence[Config] | None = None,
-    ) -> tuple[list[Variant], dict[Config, str]]:
-        from tunedsl.backends import triton as bt
-        from tunedsl.model.hints import InfeasibleConfig, launch_options
-
-        if configs is None:
-            configs = self._prune(kernel, args, static_kwargs, settings)
-        target = bt.target_facts()
-        variants: list[Variant] = []
-        infeasible: dict[Config, str] = {}
-        for cfg in configs:
-            try:
-                options = launch_options(cfg, settings.hints, target)
-            except InfeasibleConfig as err:
-                infeasible[cfg] = str(err)
-                continue
-            holes, dyn_kwargs, grid = bind(cfg)
-            variants.append(
-                Variant(
-                    config=cfg,
-                    args=fill_holes(args, holes) if holes else tuple(args),
-                    kwargs={**static_kwargs, **dyn_kwargs},
-                    grid=_grid(grid),
-                    options=options,
-                )
-            )
-        return variants, infeasible
-
-    def _prune(
-        self,
-        kernel: Any,
-        args: Sequence[Any],
-        static_kwargs: Mapping[str, Any],
-        settings: Settings,
-    ) -> tuple[Config, ...]:
-        """The configurations ``prune`` keeps for this call (all without prune=), noting
-        which arguments it read. A space too large to list gives ``LazyCandidates``
-        (membership per point; prune= runs on each proposed batch)."""
-        if settings.prune is None and not settings.large:
-            return settings.configs
-        from tunedsl.backends import triton as bt
-
-        info = bt.kernel_info(kernel)
-        plain = {n: a for n, a in zip(info.arg_names, args, strict=False) if a is not HOLE}
-        recorder = ReadRecorder({**plain, **static_kwargs})
-        if settings.large:
-            lazy = LazyCandidates(settings, recorder)
-            if settings.prune is not None:  # learn which arguments it reads (for the key)
-                settings.prune([settings.default], recorder)
-                self._note_prune_reads(kernel, info, recorder.read)
-            return lazy  # type: ignore[return-value]
-        configs = apply_prune(settings, recorder)
-        self._note_prune_reads(kernel, info, recorder.read)
-        return configs
-
-    def _resolve(
-        self,
-        kernel: Any,
-        args: tuple[Any, ...],
-        static_kwargs: dict[str, Any],
-        bind: Callable[[Config], Any],
-        key: Any,
-        lazy: Callable[[], Any] | None,
-    ) -> tuple[Entry, LaunchResult]:
-        """Decide the configuration for a new call key: memory, disk, default or tuning."""
-        from tunedsl.backends import capture
-        from tunedsl.backends import triton as bt
-        from tunedsl.runtime import decide, distributed
-
-        settings = self.settings(lazy)
-        info = bt.kernel_info(kernel)
-        candidates = self._prune(kernel, args, static_kwargs, settings)
-        user_key = keys.hashable_user_key(key) if self.has_key else None
-        readable = keys.readable_key(
-            info.arg_names,
-            args,
-            static_kwargs,
-            user_key if self.has_key else None,
-            info.constexpr_names,
-            HOLE,
-        )
-        if self.has_key and user_key is None:
-            readable["user_key"] = None
-        if self._prune_reads:
-            readable["prune"] = keys.readable_prune(
-                info.arg_names, args, static_kwargs, self._prune_reads
-            )
-        context = decide.context(info, settings)
-        digest = keys.digest(self.site_id, readable, context)
-        known = self._by_digest.get(digest)
-        if known is not None:
-            # Decided under another call key with the same record key (keyword order,
-            # other strides of one pattern, another alignment). The entry is new all the
-            # same: its launcher must capture its own Triton specialization.
-            decision, result = known
-            return self._entry(
-                kernel, info, args, static_kwargs, settings, decision, result
-            ), result
-        # Under CUDA-graph capture a key is never tuned (backends/capture.py).
-        decision = capture.decide_on_miss(
-            settings,
-            self.label,
-            readable,
-            lambda settings: distributed.decider(decide.decide)(
-                self.site_id,
-                kernel,
-                info,
-                settings,
-                readable,
-                context,
-                digest,
-                lambda configs: self._variants(
-                    kernel,
-                    args,
-                    static_kwargs,
-                    bind,
-                    settings,
-                    candidates if configs is None else configs,
-                ),
-                candidates,
-                lambda cfg: self._check(
-                    kernel, args, static_kwargs, bind, settings, candidates, cfg
-                ),
-            ),
-        )
-        result = LaunchResult(
-            config=decision.config,
-            source="memory",
-            key=readable,
-            digest=digest,
-            site=self.site_id,
-            record=decision.record,
-            space=settings.configs,
-        )
-        self._by_digest[digest] = (decision, result)
-        first = result.with_source(decision.source)
-        if decision.source == "tuned" and knobs.print_autotuning():
-            decide.print_table(self.label, first, sys.stdout)
-        return self._entry(kernel, info, args, static_kwargs, settings, decision, result), first
-
-    def _check(
-        self,
-        kernel: Any,
-        args: tuple[Any, ...],
-        static_kwargs: dict[str, Any],
-        bind: Callable[[Config], Any],
-        settings: Settings,
-        candidates: Sequence[Config],
-        chosen: Config,
-    ) -> str | None:
-        """verify= for a decision this process did not tune: ``chosen`` against the
-        reference (verify=fn) or the first candidate; None when it agrees."""
-        from tunedsl.engine.request import TuneRequest
-        from tunedsl.runtime.tuner import check_choice
-
-        reference = None if callable(settings.verify) else candidates[0]
-        if reference == chosen:
-            return None
-        configs = [chosen] if reference is None else [reference, chosen]
-        variants, infeasible = self._variants(kernel, args, static_kwargs, bind, settings, configs)
-        if infeasible:
-            return "infeasible here: " + "; ".join(infeasible.values())
-        return check_choice(
-            TuneRequest(
-                kernel=kernel,
-                variants=variants,
-                restore_value=settings.restore_value,
-                reset_to_zero=settings.reset_to_zero,
-                verify=settings.verify,
-                rtol=settings.rtol,
-                atol=settings.atol,
-                pre_hook=settings.pre_hook,
-                post_hook=settings.post_hook,
-            )
-        )
+        bound, _ = miss.variants(self, call, miss.settings(self, lazy))
+        return call_key, bound
 
     def _entry(
-        self,
-        kernel: Any,
-        info: Any,
-        args: Sequence[Any],
-        static_kwargs: Mapping[str, Any],
-        settings: Settings,
-        decision: Any,
-        result: LaunchResult,
+        self, call: miss.Call, res: miss.Resolution, decision: Decision, result: LaunchResult
     ) -> Entry:
+        """A new entry launching ``decision`` for ``call`` (its own launcher: it captures
+        this call's Triton specialization)."""
         from tunedsl.backends.triton_launch import make_launcher
 
-        positional = info.arg_names[: len(args)]
-        zero_pos = tuple(i for i, n in enumerate(positional) if n in settings.reset_to_zero)
-        zero_kw = tuple(n for n in settings.reset_to_zero if n not in positional)
+        reset = res.settings.reset_to_zero
+        positional = res.info.arg_names[: len(call.args)]
+        zero_pos = tuple(i for i, n in enumerate(positional) if n in reset)
+        zero_kw = tuple(n for n in reset if n not in positional)
         # Decisions from tuning or a record launch the same variant in every process: its
         # binary is stored by the first process and loaded (not compiled) by later ones.
         stored = decision.source in ("tuned", "disk")
-        launcher = make_launcher(kernel, decision.options, args, static_kwargs, stored)
+        launcher = make_launcher(
+            call.kernel, decision.options, call.args, call.static_kwargs, stored
+        )
         return Entry(decision.config, launcher, result, zero_pos, zero_kw)
 
     def key_config(self, space: Any, default: Any) -> Config:
@@ -618,33 +353,3 @@ class Site:
         with self._lock:
             self._table.clear()
             self._by_digest.clear()
-
-
-def _active() -> list[Site]:
-    active: list[Site] | None = getattr(_resolving, "sites", None)
-    if active is None:
-        active = _resolving.sites = []
-    return active
-
-
-def _grid(grid: Any) -> tuple[int, ...]:
-    return mistakes.grid_dims(grid)  # checks, with the fix in the message
-
-
-def _evict(table: dict[Any, Entry], count: int) -> None:
-    """Drop ``count`` entries, least recently used first, by the clock ("second chance")
-    approximation of LRU: in insertion order, an entry hit since the last sweep (``used``)
-    is spared and moved to the back; the first ``count`` not hit are dropped. It costs the
-    hot path one attribute store, where exact LRU would reorder the table on every hit."""
-    dropped = 0
-    for key in list(table):
-        entry = table.pop(key)
-        if entry.used:
-            entry.used = False
-            table[key] = entry  # to the back: the most recently used end
-            continue
-        dropped += 1
-        if dropped == count:
-            return
-    for key in list(table)[: count - dropped]:  # every entry was in use: the oldest go
-        del table[key]
