@@ -21,14 +21,14 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 
 class Timer(Protocol):
     kind: str
 
     def sample(
-        self, run: Callable[[], Any], setup: Callable[[], Any], reps: int
+        self, run: Callable[[], object], setup: Callable[[], object], reps: int
     ) -> list[float]: ...
 
 
@@ -98,7 +98,7 @@ def reps_for(budget_ms: float, estimate_ms: float, effort: Effort) -> int:
 
 
 def measure(
-    run: Callable[[], Any], setup: Callable[[], Any], timer: Timer, effort: Effort
+    run: Callable[[], object], setup: Callable[[], object], timer: Timer, effort: Effort
 ) -> tuple[Timing, list[float]]:
     """Warm up, calibrate, time; return the summary and the raw samples."""
     timer.sample(run, setup, 1)  # warm-up, discarded

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl import knobs
+from tunedsl.model.config import Config
 
 __all__ = [
     "CompileJob",
@@ -113,7 +114,7 @@ def _register_atexit() -> None:
 class CompileJob:
     """One configuration to compile: ``compile()`` returns a handle or raises."""
 
-    config: Any
+    config: Config
     compile: Callable[[], object]
     # Filled by the pool: seconds the compile took (None until it finished).
     seconds: float | None = field(default=None, compare=False)

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
-from tunedsl.model.variant import Variant
+from tunedsl.model.variant import Kernel, Variant
 from tunedsl.store.records import ConfigResult
+
+if TYPE_CHECKING:
+    from tunedsl.engine.seams import SearchSpace
 
 
 @dataclass
 class TuneRequest:
-    kernel: Any
+    kernel: Kernel
     variants: list[Variant]  # candidates, in space order
     infeasible: dict[Config, str] = field(default_factory=dict)  # dropped before compiling
     previous: dict[Config, ConfigResult] = field(default_factory=dict)  # from a stale record
@@ -36,8 +39,8 @@ class TuneRequest:
     # A space too large to list: searched lazily, each configuration's variant built by
     # ``variant_for`` when proposed (``variants`` then holds none; ``prune`` narrows each
     # proposed batch). In-process measurement only.
-    space: Any = None  # a SearchSpace
+    space: SearchSpace | None = None
     variant_for: Callable[[Config], Variant] | None = None
-    prune: Callable[[list[Config]], Any] | None = None
+    prune: Callable[[list[Config]], Sequence[Config]] | None = None
     seed: int = 0
     budget_s: float | None = None  # None: the effort's budget (none for a small exhaustive)

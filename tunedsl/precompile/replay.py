@@ -16,12 +16,18 @@ import importlib
 import inspect
 import json
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from tunedsl.model.config import Config
+from tunedsl.model.variant import Kernel
 from tunedsl.precompile.workload import PrecompileSession, SiteReport, import_script
 
+if TYPE_CHECKING:
+    from tunedsl.store.records import ConfigResult, Record
 
-def _load_kernel(info: dict[str, Any]) -> Any:
+
+def _load_kernel(info: dict[str, Any]) -> Kernel:
     """The kernel object a record names; raises with the reason when it cannot be found."""
     module_name = str(info.get("module") or "")
     qualname = str(info.get("qualname") or "")
@@ -36,10 +42,13 @@ def _load_kernel(info: dict[str, Any]) -> Any:
     obj: Any = module
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    return obj
+    kernel: Kernel = obj
+    return kernel
 
 
-def replay_jobs(record: Any, kernel: Any, target: Any) -> list[tuple[Any, Any]]:
+def replay_jobs(
+    record: Record, kernel: Kernel, target: Any
+) -> list[tuple[ConfigResult, Callable[[], object]]]:
     """(config, zero-argument compile) for every configuration of one record."""
     from tunedsl.backends.triton_compile import compile_signature
 
@@ -51,19 +60,21 @@ def replay_jobs(record: Any, kernel: Any, target: Any) -> list[tuple[Any, Any]]:
             static[name] = value["constexpr"]
         else:
             types[name] = str(value)
-    out = []
+    out: list[tuple[ConfigResult, Callable[[], object]]] = []
     for result in record.results:
         constexprs = {**static, **dict(result.constexprs)}
         options = dict(result.options)
 
-        def run(constexprs: dict[str, Any] = constexprs, options: dict[str, Any] = options) -> Any:
+        def run(
+            constexprs: dict[str, Any] = constexprs, options: dict[str, Any] = options
+        ) -> object:
             return compile_signature(kernel, types, constexprs, options, target=target)
 
         out.append((result, run))
     return out
 
 
-def _stale_reason(kernel: Any, record: Any) -> str | None:
+def _stale_reason(kernel: Kernel, record: Record) -> str | None:
     """Why a record no longer matches the kernel's current source (None if it does)."""
     from tunedsl.backends import triton as bt
 
@@ -73,7 +84,8 @@ def _stale_reason(kernel: Any, record: Any) -> str | None:
         return None
     # A record made under the interpreter hashes the plain source text instead.
     with contextlib.suppress(OSError, TypeError):
-        text = inspect.getsource(getattr(kernel, "fn", kernel))
+        plain: Any = kernel
+        text = inspect.getsource(getattr(plain, "fn", plain))
         current.add(hashlib.sha256(text.encode("utf-8")).hexdigest())
     recorded = record.kernel.get("source_hash")
     if recorded and recorded not in current:
@@ -112,6 +124,7 @@ def replay_records(session: PrecompileSession, summary: Any) -> None:
             summary.notes.append(f"record {record.id} ({record.site}) skipped: {stale}")
             continue
         jobs = []
+        results: dict[Config, ConfigResult] = {}
         for result, run in replay_jobs(record, kernel, target):
             marker = json.dumps(
                 [record.kernel, record.signature, result.options, result.constexprs],
@@ -120,23 +133,24 @@ def replay_records(session: PrecompileSession, summary: Any) -> None:
             )
             if marker in seen:  # the same binary as a configuration already queued
                 report.cached += 1
-                session._emit(report.site, result.config, "cached")
+                session.emit(report.site, result.config, "cached")
                 continue
             seen.add(marker)
-            jobs.append(CompileJob(result, run))
+            results[result.config] = result
+            jobs.append(CompileJob(result.config, run))
         for job, outcome in compile_stream(
             jobs, workers=session.workers, timeout_s=session.timeout_s
         ):
-            result = job.config
+            result = results[job.config]
             label = str(result.config)
             if isinstance(outcome, BaseException):
                 if result.status == "ok":  # only a regression counts as a failure
                     report.failed[label] = f"{type(outcome).__name__}: {outcome}"
-                session._emit(report.site, result.config, "failed")
+                session.emit(report.site, result.config, "failed")
             elif is_cache_hit(outcome):
                 report.cached += 1
-                session._emit(report.site, result.config, "cached")
+                session.emit(report.site, result.config, "cached")
             else:
                 report.compiled += 1
-                session._emit(report.site, result.config, "compiled")
+                session.emit(report.site, result.config, "compiled")
         summary.reports.append(report)

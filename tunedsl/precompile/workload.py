@@ -27,12 +27,14 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
+from tunedsl.model.config import Config
+from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.miss import Bind, Call, Lazy
 
 __all__ = [
@@ -115,7 +117,7 @@ class SiteReport:
     """What precompiling one (site, signature) did."""
 
     site: str
-    key: Any
+    key: object  # the call key (a record's readable key on replay), for the report
     compiled: int = 0
     cached: int = 0
     failed: dict[str, str] = field(default_factory=dict)
@@ -133,9 +135,9 @@ class PrecompileSession:
     timeout_s: float | None = None
     # Called after each configuration: (site, config, outcome) with outcome one of
     # "compiled", "cached", "failed", "interpreted".
-    on_result: Callable[[str, Any, str], None] | None = None
+    on_result: Callable[[str, Config, str], None] | None = None
     reports: list[SiteReport] = field(default_factory=list)
-    _seen: set[tuple[int, Any]] = field(default_factory=set)
+    _seen: set[tuple[int, Hashable]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def totals(self) -> dict[str, int]:
@@ -148,7 +150,7 @@ class PrecompileSession:
             out["tuned"] += int(r.tuned)
         return out
 
-    def claim(self, site: object, key: Any) -> bool:
+    def claim(self, site: object, key: Hashable) -> bool:
         """True the first time this (site, key) is seen in the session."""
         with self._lock:
             marker = (id(site), key)
@@ -157,7 +159,13 @@ class PrecompileSession:
             self._seen.add(marker)
             return True
 
-    def _emit(self, site: str, config: Any, outcome: str) -> None:
+    def add(self, report: SiteReport) -> None:
+        """Count one (site, signature)'s report in the session."""
+        with self._lock:
+            self.reports.append(report)
+
+    def emit(self, site: str, config: Config, outcome: str) -> None:
+        """Tell ``on_result`` what became of one configuration."""
         if self.on_result is not None:
             self.on_result(site, config, outcome)
 
@@ -182,7 +190,7 @@ def precompile_mode(
     *,
     workers: int | None = None,
     timeout_s: float | None = None,
-    on_result: Callable[[str, Any, str], None] | None = None,
+    on_result: Callable[[str, Config, str], None] | None = None,
 ) -> Iterator[PrecompileSession]:
     """Within the block, site calls compile every configuration instead of launching.
 
@@ -212,15 +220,43 @@ def precompile_mode(
             dsl.site_wrapper = None
 
 
+class InnerSite(Protocol):
+    """What a precompile site wraps (``runtime.site.Site``, or a stand-in in tests): called
+    as the expansion calls a site, and listing a call's variants without launching."""
+
+    def __call__(
+        self,
+        kernel: Kernel,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        bind: Bind,
+        key: Any,
+        lazy: Lazy | None,
+        /,
+    ) -> Any: ...
+
+    def variants(
+        self,
+        kernel: Kernel,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        bind: Bind,
+        key: Any,
+        lazy: Lazy | None,
+        /,
+    ) -> tuple[Hashable, list[Variant]]: ...
+
+
 class PrecompileSite:
     """Wraps a runtime site; in precompile mode its calls compile instead of launching.
 
-    ``inner`` is the runtime's site: callable as ``inner(kernel, args, kwargs, bind, key,
-    lazy)`` and offering ``inner.variants(kernel, args, kwargs, bind, key, lazy) ->
-    (key_tuple, [Variant])`` where a Variant has ``config, args, kwargs, grid, options``.
+    ``inner`` is the runtime's site (``InnerSite``): callable as ``inner(kernel, args,
+    kwargs, bind, key, lazy)`` and offering ``inner.variants(kernel, args, kwargs, bind,
+    key, lazy) -> (key_tuple, [Variant])``; with a ``settings(lazy)`` method (the runtime's
+    site has one) a cross-compile translates launch hints for the target.
     """
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: InnerSite) -> None:
         self.inner = inner
 
     def __getattr__(self, name: str) -> Any:  # everything else is the real site's
@@ -238,7 +274,7 @@ class PrecompileSite:
 
     def __call__(
         self,
-        kernel: Any,
+        kernel: Kernel,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         bind: Bind,
@@ -259,10 +295,8 @@ class PrecompileSite:
         result = self.inner(*call.positional())
         source = getattr(result, "source", "tuned")
         if session.claim(self, (call.key, getattr(result, "digest", None))):
-            with session._lock:
-                tuned = source == "tuned"  # else a stored record decided: warm already
-                report = SiteReport(self.label, call.key, cached=int(not tuned), tuned=tuned)
-                session.reports.append(report)
+            tuned = source == "tuned"  # else a stored record decided: warm already
+            session.add(SiteReport(self.label, call.key, cached=int(not tuned), tuned=tuned))
         return result
 
     def _compile(self, call: Call, session: PrecompileSession) -> None:
@@ -274,12 +308,11 @@ class PrecompileSite:
         if session.target is not None:
             variants = self._for_target(variants, call.lazy, session.target, report)
         precompile_variants(self.label, call.kernel, key_tuple, variants, session, report)
-        with session._lock:
-            session.reports.append(report)
+        session.add(report)
 
     def _for_target(
-        self, variants: list[Any], lazy: Any, target: str, report: SiteReport
-    ) -> list[Any]:
+        self, variants: list[Variant], lazy: Lazy | None, target: str, report: SiteReport
+    ) -> list[Variant]:
         """Launch options translated for the named target, not for this machine.
 
         The site derives options from the local device (none at all under the
@@ -308,9 +341,9 @@ class PrecompileSite:
 
 def precompile_variants(
     label: str,
-    kernel: Any,
-    key: Any,
-    variants: list[Any],
+    kernel: Kernel,
+    key: Hashable,
+    variants: list[Variant],
     session: PrecompileSession,
     report: SiteReport | None = None,
 ) -> SiteReport:
@@ -322,10 +355,10 @@ def precompile_variants(
     if session.target is None and interpreting():
         for v in variants:
             report.interpreted += 1
-            session._emit(label, v.config, "interpreted")
+            session.emit(label, v.config, "interpreted")
         return report
 
-    def job_for(v: Any) -> CompileJob:
+    def job_for(v: Variant) -> CompileJob:
         def run() -> object:
             return compile_variant(kernel, v.args, v.kwargs, v.options, target=session.target)
 
@@ -335,13 +368,13 @@ def precompile_variants(
     for job, result in compile_stream(jobs, workers=session.workers, timeout_s=session.timeout_s):
         if isinstance(result, BaseException):
             report.failed[str(job.config)] = f"{type(result).__name__}: {result}".strip()
-            session._emit(label, job.config, "failed")
+            session.emit(label, job.config, "failed")
         elif is_cache_hit(result):
             report.cached += 1
-            session._emit(label, job.config, "cached")
+            session.emit(label, job.config, "cached")
         else:
             report.compiled += 1
-            session._emit(label, job.config, "compiled")
+            session.emit(label, job.config, "compiled")
     return report
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl import knobs
 from tunedsl.errors import TuningError
@@ -29,12 +29,20 @@ from tunedsl.model.hints import InfeasibleConfig
 from tunedsl.model.identity import location
 from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
-from tunedsl.model.variant import Variant
+from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.legacy_records import migrate
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.store import records as store
 
+if TYPE_CHECKING:
+    from tunedsl.backends.triton import KernelInfo
+    from tunedsl.store.layered import LayeredStore
+
+#: The call's variants of some configurations (None: every candidate), and the
+#: configurations infeasible here with why.
 VariantsFor = Callable[[Sequence[Config] | None], tuple[list[Variant], dict[Config, str]]]
+#: verify= for a stored decision: None when ``config`` agrees, else why not.
+Check = Callable[[Config], str | None]
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,7 @@ class Decision:
     record: store.Record | None
 
 
-def context(info: Any, settings: Settings) -> dict[str, Any]:
+def context(info: KernelInfo, settings: Settings) -> dict[str, Any]:
     """Process constants that belong in the digest (never in the per-call key)."""
     from tunedsl.backends import triton as bt
 
@@ -137,15 +145,15 @@ def _fallback(
 
 def decide(
     site_id: str,
-    kernel: Any,
-    info: Any,
+    kernel: Kernel,
+    info: KernelInfo,
     settings: Settings,
     readable: dict[str, Any],
     ctx: dict[str, Any],
     digest: str,
     variants_for: VariantsFor,
     candidates: Sequence[Config] | None = None,
-    check: Callable[[Config], str | None] | None = None,
+    check: Check | None = None,
 ) -> Decision:
     candidates = settings.configs if candidates is None else candidates
     if not settings.large:
@@ -216,25 +224,26 @@ def decide(
 
 def tune_and_record(
     site_id: str,
-    kernel: Any,
-    info: Any,
+    kernel: Kernel,
+    info: KernelInfo,
     settings: Settings,
     readable: dict[str, Any],
     ctx: dict[str, Any],
     digest: str,
     variants_for: VariantsFor,
     previous: Mapping[Config, store.ConfigResult],
-    candidates: Any = None,
+    candidates: Sequence[Config] | None = None,
 ) -> store.Record:
     """Tune this key (reusing ``previous`` timings) and persist the record."""
     from tunedsl.backends import triton as bt
     from tunedsl.engine.request import TuneRequest
     from tunedsl.runtime.tuner import tune
 
-    lazy: dict[str, Any] = {}
+    variants: list[Variant] = []
+    infeasible: dict[Config, str] = {}
+    variant_for: Callable[[Config], Variant] | None = None
+    keep: Callable[[list[Config]], Sequence[Config]] | None = None
     if settings.large:  # never listed: each proposed configuration is bound when measured
-        variants: list[Variant] = []
-        infeasible: dict[Config, str] = {}
         if not isinstance(candidates, LazyCandidates):
             raise TuningError("internal: a large space is tuned with its lazy candidates")
 
@@ -244,7 +253,7 @@ def tune_and_record(
                 raise InfeasibleConfig(dropped.get(config, "dropped by its launch hints"))
             return bound[0]
 
-        lazy = {"space": settings.space, "variant_for": variant_for, "prune": candidates.keep}
+        keep = candidates.keep
     else:
         variants, infeasible = variants_for(None)
     outcome = tune(
@@ -266,10 +275,12 @@ def tune_and_record(
             search=settings.search,
             seed=settings.seed,
             budget_s=settings.budget_s,
-            **lazy,
+            space=settings.space if settings.large else None,
+            variant_for=variant_for,
+            prune=keep,
         )
     )
-    first = variants[0] if variants else (lazy["variant_for"](outcome.chosen) if lazy else None)
+    first = variants[0] if variants else (variant_for(outcome.chosen) if variant_for else None)
     signature = replay_signature(kernel, info, first) if first else {}
     record = store.Record(
         site=site_id,
@@ -294,7 +305,7 @@ def tune_and_record(
     return record
 
 
-def replay_signature(kernel: Any, info: Any, variant: Variant) -> dict[str, Any]:
+def replay_signature(kernel: Kernel, info: KernelInfo, variant: Variant) -> dict[str, Any]:
     """Each argument's Triton type with Triton's own specialization (``"*fp16:D"``,
     ``{"constexpr": 1}``), so ``precompile --replay`` rebuilds exactly a launch's binary.
     Under the interpreter (no Triton binder for a target) the plain types."""
@@ -342,7 +353,7 @@ def print_table(label: str, result: LaunchResult, out: TextIO) -> None:
     print("\n".join(lines), file=out, flush=True)
 
 
-def _record_stores() -> Any:
+def _record_stores() -> LayeredStore:
     """Where decisions are looked up and kept (``store/layered.py``): the cache's record
     files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured;
     a hit in a later store is written through to the earlier writable ones. No memory

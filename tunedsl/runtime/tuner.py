@@ -18,7 +18,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedsl.engine.driver import SearchEvent, SearchOutcome, run_search
 from tunedsl.engine.effort import search_effort
@@ -35,6 +35,10 @@ from tunedsl.model.space import ListSpace
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
 from tunedsl.store.records import ConfigResult
+
+if TYPE_CHECKING:
+    from tunedsl.backends.triton import KernelInfo
+    from tunedsl.engine.seams import SearchSpace
 
 # Under the interpreter a launch takes milliseconds of CPU: a race of 1 + 1 up to 3 reps.
 INTERPRETER_RACE = RaceSettings(first_reps=1, more_reps=1, max_reps=3)
@@ -77,7 +81,7 @@ def check_choice(req: TuneRequest) -> str | None:
                 options = {**v.kwargs, **v.options}
                 error: BaseException | None = None
 
-                def run(v: Variant = v, options: dict[str, Any] = options) -> Any:
+                def run(v: Variant = v, options: dict[str, Any] = options) -> object:
                     return launch_jit(req.kernel, v.grid, v.args, options)
 
                 try:
@@ -137,9 +141,10 @@ def tune(req: TuneRequest) -> TuneOutcome:
     return _tune_outcome(outcome, timer, _results(req, info, outcome, twins), start)
 
 
-def _tune_lazy(req: TuneRequest, info: Any, start: float) -> TuneOutcome:
+def _tune_lazy(req: TuneRequest, info: KernelInfo, start: float) -> TuneOutcome:
     """A space never listed: variants are built as the strategy proposes configurations."""
-    assert req.variant_for is not None
+    space, make = req.space, req.variant_for
+    assert space is not None and make is not None
     if req.isolate:
         raise UsageError(
             "isolate=True needs a space of at most a few thousand configurations (the "
@@ -150,13 +155,13 @@ def _tune_lazy(req: TuneRequest, info: Any, start: float) -> TuneOutcome:
     def variant_for(config: Config) -> Variant:
         v = cache.get(config)
         if v is None:
-            v = cache[config] = req.variant_for(config)  # type: ignore[misc]
+            v = cache[config] = make(config)
         return v
 
-    first = next(iter(req.space.iter_valid()), None)
+    first = next(iter(space.iter_valid()), None)
     if first is None:
         raise TuningError("nothing to tune: no configuration of the space is valid")
-    outcome, timer = _search(req, info, req.space, variant_for, variant_for(first), 0)
+    outcome, timer = _search(req, info, space, variant_for, variant_for(first), 0)
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
         v = variant_for(config)
@@ -192,8 +197,8 @@ def _with_round(r: ConfigResult, outcome: SearchOutcome) -> ConfigResult:
 
 def _search(
     req: TuneRequest,
-    info: Any,
-    space: Any,
+    info: KernelInfo,
+    space: SearchSpace,
     variant_for: Callable[[Config], Variant],
     first: Variant,
     total: int,
@@ -261,7 +266,7 @@ def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
 
 
 def _results(
-    req: TuneRequest, info: Any, outcome: SearchOutcome, twins: Mapping[Config, Config]
+    req: TuneRequest, info: KernelInfo, outcome: SearchOutcome, twins: Mapping[Config, Config]
 ) -> list[ConfigResult]:
     """The record's results in space order: every observation with its round, twins as
     their representative (noted), then what was dropped before compiling."""

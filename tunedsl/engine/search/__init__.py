@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tunedsl.engine.seams import SearchStrategy
@@ -19,7 +20,7 @@ from tunedsl.engine.search.pattern import PatternSearch
 from tunedsl.engine.search.random import RandomSearch
 from tunedsl.errors import UsageError
 
-STRATEGIES: dict[str, type[Any]] = {
+STRATEGIES: dict[str, Callable[..., SearchStrategy]] = {
     "auto": AutoSearch,
     "exhaustive": Exhaustive,
     "random": RandomSearch,
