@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from tunedsl import knobs
 from tunedsl.errors import CacheWarning
 from tunedsl.store import atomic, paths
+from tunedsl.warn import forget, warn_once
 
 FORMAT_TAG = b"TDSLBC\x00\x01"  # bump the last byte when the entry layout changes
 ENTRY_SUFFIX = ".tbc"
@@ -193,10 +194,12 @@ def _usable_dir(directory: Path) -> bool:
     if not os.path.lexists(directory) or paths.is_private_dir(directory):
         return True
     _untrusted_dirs.add(str(directory))
-    _warn(
+    warn_once(
+        f"bytecode:untrusted:{directory}",
         f"bytecode cache directory {directory} is not private to this user (another owner, "
         "writable by group or others, or not a directory); not using it. Fix its ownership "
-        "and mode (chmod 700), or point TUNEDSL_CACHE_DIR elsewhere"
+        "and mode (chmod 700), or point TUNEDSL_CACHE_DIR elsewhere",
+        stacklevel=3,
     )
     return False
 
@@ -269,10 +272,12 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
         stats.writes += 1
     except OSError as err:
         _write_disabled_reason = f"{err.strerror or err} ({path.parent})"
-        _warn(
+        warn_once(
+            "bytecode:unwritable",
             f"cannot write to the bytecode cache: {_write_disabled_reason}; running without "
             "it for the rest of this process (set TUNEDSL_CACHE_DIR to a writable directory, "
-            "or TUNEDSL_NO_BYTECODE_CACHE=1 to silence this)"
+            "or TUNEDSL_NO_BYTECODE_CACHE=1 to silence this)",
+            stacklevel=3,
         )
 
 
@@ -282,6 +287,7 @@ def reset() -> None:
     _write_disabled_reason = None
     _untrusted_dirs.clear()
     _swept_dirs.clear()
+    forget("bytecode:")
     stats.reset()
 
 

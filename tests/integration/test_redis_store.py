@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from redis_server import RedisServer, sample_record
 
+from tunedsl import warn
 from tunedsl.engine.seams import RecordStore
 from tunedsl.errors import CacheWarning, UsageError
 from tunedsl.store import records
@@ -41,7 +42,7 @@ def server(tmp_path: Path):
 @pytest.fixture(autouse=True)
 def _fresh_warnings():
     """``warn_once`` remembers topics per process; each test starts without them."""
-    records._warned.clear()
+    warn.forget()
     yield
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tunedsl import warn
+
 pytestmark = pytest.mark.needs_triton
 
 
@@ -115,9 +117,8 @@ def _compiled(options=OPTIONS, offset: int = 0):
 
 def _load(launch):
     from tunedsl.backends import triton_binaries as tb
-    from tunedsl.store import records
 
-    records._warned.clear()
+    warn.forget()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = tb.load(launch)

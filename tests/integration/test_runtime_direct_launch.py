@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tunedsl import warn
 from tunedsl.backends import compat
 from tunedsl.backends import triton as bt
 from tunedsl.backends import triton_launch as tlaunch
@@ -307,9 +308,8 @@ def test_a_missing_binary_is_compiled_by_the_jit_then_stored(binaries: dict) -> 
 
 def test_a_binary_the_device_rejects_falls_back_to_the_jit(binaries: dict) -> None:
     from tunedsl.errors import CacheWarning
-    from tunedsl.store import records
 
-    records._warned.clear()
+    warn.forget()
     binaries["load"] = BrokenCompiled
     kernel, launch = make_stored(binaries)
     with pytest.warns(CacheWarning, match="cannot load the stored binary"):

@@ -11,7 +11,7 @@ import torch
 from runtime_helpers import call, record_files, site
 from runtime_kernels import vadd
 
-from tunedsl import Config
+from tunedsl import Config, warn
 from tunedsl.errors import CacheWarning
 from tunedsl.runtime import tuner
 from tunedsl.store import records
@@ -96,7 +96,7 @@ def test_bad_record_is_a_miss_with_one_warning(corrupt, tune_count: list) -> Non
     call(site("corrupt"), vadd, args(), 256)
     (path,) = record_files()
     path.write_text(corrupt(json.loads(path.read_text())))
-    records._warned.clear()
+    warn.forget()
     with pytest.warns(CacheWarning) as caught:
         res = call(site("corrupt"), vadd, args(), 256)
     assert res.source == "tuned" and len(tune_count) == 2
@@ -108,7 +108,7 @@ def test_bad_record_is_a_miss_with_one_warning(corrupt, tune_count: list) -> Non
 def test_choice_outside_the_current_space_retunes_with_a_warning(tune_count: list) -> None:
     first = call(site("shrink", space={"tile": [64, 128, 256]}), vadd, args(), 256)
     smaller = [t for t in (64, 128, 256) if t != first.config.tile]
-    records._warned.clear()
+    warn.forget()
     with pytest.warns(CacheWarning, match="not in the current space"):
         res = call(site("shrink", space={"tile": smaller}), vadd, args(), 256)
     assert res.source == "tuned" and res.config.tile in smaller

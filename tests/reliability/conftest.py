@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tunedsl import warn
+
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
@@ -23,14 +25,13 @@ def _fresh_cache_state(monkeypatch: pytest.MonkeyPatch):
     not flood the output); each test injects its own fault, so it must see its own warning.
     """
     from tunedsl import bytecode
-    from tunedsl.store import records
 
     # PYTHONDONTWRITEBYTECODE=1 (set on some machines) turns bytecode caching off, and these
     # tests are about the cache.
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     bytecode.reset()
-    records._warned.clear()
+    warn.forget()
     yield
     bytecode.reset()
-    records._warned.clear()
+    warn.forget()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tunedsl import knobs
+from tunedsl import knobs, warn
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "tunedsl"
@@ -145,7 +145,7 @@ def test_tested_versions(version: str, tested: bool) -> None:
 def test_an_untested_version_warns_once_and_names_the_way_out() -> None:
     from tunedsl.backends import compat
 
-    compat._warned_versions.discard("3.99.0")
+    warn.forget("triton-version:3.99.0")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert compat.gate("3.6.0") is True

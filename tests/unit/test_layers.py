@@ -3,7 +3,7 @@ forbidden directions fail (imports inside functions count, ``TYPE_CHECKING`` one
 
 The layers, bottom to top (docs/ARCHITECTURE.md draws them):
 
-    foundation  tunedsl (the lazy facade), errors, knobs
+    foundation  tunedsl (the lazy facade), errors, knobs, warn (warn once), progress
     frontend    source → lexer → parser → expand → compile (pure; reads model.options)
     model       config, space, variant, keys, hints, options, settings, result, effort, hole
     engine      seams, search strategies, racing, bench, choose, driver (pure)
@@ -39,6 +39,7 @@ LAYER_OF = {
     "activate": "ways_in",
     "ipython": "ways_in",
     "progress": "foundation",
+    "warn": "foundation",
     "autointerp": "foundation",
     "cli": "cli",
     "gallery": "cli",

@@ -22,10 +22,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from tunedsl.warn import warn_once
 
 # Triton versions (major, minor) whose internals every function below was checked on: 3.6.0
 # on the H100 of the benchmarks, 3.9.0 on the CPU development machine (interpreter and
@@ -65,13 +66,9 @@ def gate(version: str) -> bool:
     """:func:`version_tested`, warning once per process when it is False."""
     if version_tested(version):
         return True
-    if version not in _warned_versions:
-        _warned_versions.add(version)
-        warnings.warn(untested_message(version), UntestedTritonWarning, stacklevel=3)
+    topic = f"triton-version:{version}"
+    warn_once(topic, untested_message(version), UntestedTritonWarning, stacklevel=3)
     return False
-
-
-_warned_versions: set[str] = set()
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Kernel
 from tunedsl.precompile.workload import PrecompileSession, SiteReport, import_script
+from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
     from tunedsl.store.records import ConfigResult, Record
@@ -111,7 +112,7 @@ def replay_records(session: PrecompileSession, summary: Any) -> None:
         try:
             record = records.read_record_file(path)
         except (OSError, ValueError) as err:
-            records.warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
+            warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
             continue
         try:
             kernel = _load_kernel(record.kernel)

@@ -33,6 +33,7 @@ from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.legacy_records import migrate
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.store import records as store
+from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
     from tunedsl.backends.triton import KernelInfo
@@ -95,7 +96,7 @@ def _usable(
     if record.chosen not in space:
         outside = record.chosen not in (settings.space if lazy else settings.configs)
         where = "space of this site" if outside else "pruned space"
-        store.warn_once(
+        warn_once(
             f"space:{record.digest}",
             f"tuning record {record.id} chose {record.chosen}, which is not in the current "
             f"{where}; tuning again (its other timings are reused)",
@@ -181,7 +182,7 @@ def decide(
         if problem is None:
             _VERIFIED.add(digest)
             return True
-        store.warn_once(
+        warn_once(
             f"verify:{digest}",
             f"tuning record {record.id} chose {record.chosen}, which fails verify= here "
             f"({problem}); not using it",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tunedsl.store import paths
 from tunedsl.store import records as rec
+from tunedsl.warn import warn_once
 
 
 class FileRecordStore:
@@ -50,7 +51,7 @@ class FileRecordStore:
             try:
                 yield rec.read_record_file(path)
             except (OSError, rec.InvalidRecord) as err:
-                rec.warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
+                warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
 
     def lock(self, digest: str, timeout_s: float) -> AbstractContextManager[bool]:
         if not self.writable:

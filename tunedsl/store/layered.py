@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.store import paths, records
-from tunedsl.store.records import Record, warn_once
+from tunedsl.store.records import Record
+from tunedsl.warn import warn_once
 
 DEFAULT_LOCK_TIMEOUT_S = 3600.0
 

@@ -24,15 +24,14 @@ import math
 import os
 import stat
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunedsl.errors import CacheWarning
 from tunedsl.model.config import Config
 from tunedsl.store import atomic, paths
+from tunedsl.warn import warn_once  # re-exported: the name backends/ imports it by
 
 #: ``tunedsl cache export`` bundles: {"tunedsl_records": BUNDLE_VERSION, "records": [...]}.
 BUNDLE_VERSION = 1
@@ -251,16 +250,7 @@ def _config(value: Any, where: str) -> Config:
 
 # -- files -----------------------------------------------------------------------------------
 
-_warned: set[str] = set()
 _UNWRITABLE = "unwritable"  # the topic of every "cannot write to the cache" warning
-
-
-def warn_once(topic: str, message: str) -> None:
-    """One CacheWarning per topic per process (a broken cache must not flood the output)."""
-    if topic in _warned:
-        return
-    _warned.add(topic)
-    warnings.warn(message, CacheWarning, stacklevel=3)
 
 
 def extra_record_dirs() -> list[Path]:

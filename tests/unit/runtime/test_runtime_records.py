@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tunedsl import warn
 from tunedsl.errors import CacheWarning
 from tunedsl.model.config import Config
 from tunedsl.store import paths, records
@@ -95,7 +96,7 @@ def _mutated(**changes: object) -> str:
 )
 def test_bad_record_is_a_miss_with_one_warning(text: str, why: str) -> None:
     _write(text)
-    records._warned.clear()
+    warn.forget()
     with pytest.warns(CacheWarning, match=why):
         assert records.load_record(DIGEST) is None
     with warnings.catch_warnings():  # the second load of the same file warns no more
@@ -131,7 +132,7 @@ def test_read_only_cache_warns_once_and_carries_on(
     root.mkdir()
     root.chmod(stat.S_IRUSR | stat.S_IXUSR)
     monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(root))
-    records._warned.clear()
+    warn.forget()
     with pytest.warns(CacheWarning, match="cannot write"):
         assert not records.save_record(make_record())
     with warnings.catch_warnings():
@@ -143,7 +144,7 @@ def test_unwritable_cache_path_warns_once(tmp_path: Path, monkeypatch: pytest.Mo
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache directory should be")
     monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(blocker))
-    records._warned.clear()
+    warn.forget()
     with pytest.warns(CacheWarning, match="cannot write"):
         assert not records.save_record(make_record())
     with warnings.catch_warnings():
