@@ -25,6 +25,7 @@ from tunedsl.precompile.workload import PrecompileSession, SiteReport, import_sc
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
+    from tunedsl.precompile.run import Summary
     from tunedsl.store.records import ConfigResult, Record
 
 
@@ -100,7 +101,7 @@ def current_target() -> Any:
     return compat.current_target()
 
 
-def replay_records(session: PrecompileSession, summary: Any) -> None:
+def replay_records(session: PrecompileSession, summary: Summary) -> None:
     """Recompile every record's configurations; append reports and errors to ``summary``."""
     from tunedsl.backends.triton_compile import is_cache_hit
     from tunedsl.engine.compile_pool import CompileJob, compile_stream

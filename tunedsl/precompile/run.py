@@ -1,0 +1,216 @@
+"""The library function behind ``tunedsl precompile`` (precompile layer): warm every cache.
+
+1. Bytecode: every DSL module under the paths (files, or directories searched recursively) is
+   expanded and written to the bytecode cache, so later imports do no parsing.
+2. Kernel variants: each file that declares a ``@tunedsl.workload`` is imported (with
+   ``__name__ != "__main__"``) and its workloads are called inside ``workload.precompile_mode``;
+   every site they reach compiles every configuration for the signatures it sees, in
+   parallel. ``target="cuda:90"`` cross-compiles without a GPU; ``tune=True`` (GPU only)
+   also tunes and writes the records.
+3. ``replay=True``: recompile every (kernel, signature, configuration) in the stored tuning
+   records (``replay.py``), e.g. after a Triton upgrade.
+
+``precompile`` returns a ``Summary``; the command (``cli/precompile.py``) parses the
+arguments, shows progress and renders the summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from tunedsl.errors import UsageError
+from tunedsl.model.config import Config
+from tunedsl.precompile.workload import (
+    PrecompileSession,
+    SiteReport,
+    import_script,
+    precompile_mode,
+    registered_workloads,
+)
+
+__all__ = ["Summary", "iter_python_files", "precompile", "run_workloads", "warm_bytecode"]
+
+# A line `@workload` or `@tunedsl.workload`: only such files are imported (never run blindly).
+_WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]*(?:#.*)?$", re.M)
+_SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
+
+
+@dataclass
+class Summary:
+    """Everything one precompile run did, for the table and the exit status."""
+
+    bytecode: dict[str, int] = field(
+        default_factory=lambda: {"compiled": 0, "cached": 0, "failed": 0}
+    )
+    errors: list[str] = field(default_factory=list)  # file-level failures, rendered
+    reports: list[SiteReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    workload_files: int = 0  # files that declare a @tunedsl.workload
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors) or any(r.failed for r in self.reports)
+
+
+def iter_python_files(paths: Sequence[str]) -> Iterator[str]:
+    """Every ``.py`` file under ``paths`` (recursively, sorted; hidden and venv dirs skipped)."""
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+                for name in sorted(files):
+                    if name.endswith(".py"):
+                        yield os.path.abspath(os.path.join(root, name))
+        elif os.path.isfile(path):
+            yield os.path.abspath(path)
+        else:
+            raise UsageError(f"precompile: no such file or directory: {path}")
+
+
+def _has_gpu() -> bool:
+    from tunedsl.backends.triton_compile import interpreting
+
+    if interpreting():
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def warm_bytecode(files: Sequence[str], summary: Summary) -> list[str]:
+    """Expand every DSL file into the bytecode cache; return the files that declare workloads."""
+    from tunedsl import bytecode
+    from tunedsl.frontend.compile import needs_expansion
+
+    with_workloads = []
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                source = fh.read()
+        except OSError as err:
+            summary.errors.append(f"{path}: cannot read: {err}")
+            continue
+        if b"tunedsl" in source and needs_expansion(source):
+            try:
+                summary.bytecode[bytecode.warm(path)] += 1
+            except SyntaxError as err:
+                summary.bytecode["failed"] += 1
+                render = getattr(err, "render", None)
+                summary.errors.append(render() if callable(render) else f"{path}: {err}")
+                continue
+        if _WORKLOAD_DECORATOR.search(source):
+            with_workloads.append(path)
+    return with_workloads
+
+
+def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Summary) -> None:
+    """Import each file (not as ``__main__``) and call its workloads inside the session."""
+    for path in files:
+        try:
+            module = import_script(path)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:
+            summary.errors.append(f"{path}: import failed: {_short(err)}")
+            continue
+        for wl in registered_workloads(module.__name__):
+            try:
+                wl.fn()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:
+                summary.errors.append(
+                    f"{wl.filename}:{wl.line}: workload {wl.qualname} failed: {_short(err)}"
+                )
+
+
+def _short(err: BaseException) -> str:
+    render = getattr(err, "render", None)
+    if callable(render):
+        return str(render())
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(err).__name__}: {err}{where}"
+
+
+@contextlib.contextmanager
+def _isolate_by_default(tune: bool) -> Iterator[None]:
+    """``--tune`` measures in isolated workers (a crashing configuration must not end a long
+    sweep) unless ``TUNEDSL_ISOLATE`` says otherwise; the environment is restored after."""
+    if not tune or "TUNEDSL_ISOLATE" in os.environ:
+        yield
+        return
+    os.environ["TUNEDSL_ISOLATE"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("TUNEDSL_ISOLATE", None)
+
+
+def precompile(
+    paths: Sequence[str],
+    *,
+    workers: int | None = None,
+    target: str | None = None,
+    tune: bool = False,
+    replay: bool = False,
+    timeout_s: float | None = None,
+    on_result: Callable[[str, Config, str], None] | None = None,
+) -> Summary:
+    """Warm the caches for the DSL files under ``paths``; returns what happened.
+    ``on_result(site, config, outcome)`` hears about each configuration as it ends
+    ("compiled", "cached", "failed" or "interpreted")."""
+    summary = Summary()
+    files = list(iter_python_files(paths))
+    with_workloads = warm_bytecode(files, summary)
+    summary.workload_files = len(with_workloads)
+    if target is not None and not with_workloads and not replay:
+        summary.notes.append(
+            f"--target {target}: no file under the given paths declares a @tunedsl.workload, "
+            "so no kernel was compiled (only bytecode); add a workload that calls your "
+            "kernels with representative arguments (docs/precompile.md, 'Workloads'), or "
+            "pass --replay to recompile the stored records"
+        )
+    gpu = _has_gpu()
+    if tune and (target is not None or not gpu):
+        raise UsageError(
+            "--tune measures kernels on this machine's GPU: it needs a GPU and cannot be "
+            "combined with --target (use --target alone to cross-compile)"
+        )
+    with (
+        _isolate_by_default(tune),
+        precompile_mode(
+            target, tune, workers=workers, timeout_s=timeout_s, on_result=on_result
+        ) as session,
+    ):
+        if target is None and not gpu:
+            from tunedsl.backends.triton_compile import interpreting
+
+            if interpreting():
+                summary.notes.append(
+                    "TRITON_INTERPRET=1: kernels run in Triton's CPU interpreter, so there is "
+                    "nothing to compile; only bytecode was precompiled (pass --target cuda:90 "
+                    "to cross-compile kernels)"
+                )
+                run_workloads(with_workloads, session, summary)  # still checks the workloads
+            elif with_workloads or replay:
+                summary.notes.append(
+                    "no GPU and no --target: nothing to compile, only bytecode was precompiled "
+                    "(pass --target cuda:90 to cross-compile kernels without a GPU)"
+                )
+                with_workloads, replay = [], False
+        else:
+            run_workloads(with_workloads, session, summary)
+        if replay:
+            from tunedsl.precompile.replay import replay_records
+
+            replay_records(session, summary)
+        summary.reports.extend(session.reports)
+    return summary
