@@ -17,8 +17,8 @@ from tunedsl import warn
 from tunedsl.engine.seams import RecordStore
 from tunedsl.errors import CacheWarning, UsageError
 from tunedsl.store import records
+from tunedsl.store.files import FileRecordStore
 from tunedsl.store.layered import (
-    DirectoryStore,
     LayeredStore,
     MemoryStore,
     default_stores,
@@ -52,7 +52,7 @@ def store_for(url: str, **kw: float) -> RedisRecordStore:
 
 def test_round_trip_uses_the_file_digest_and_plain_json(server: RedisServer) -> None:
     store = store_for(server.url)
-    for each in (store, LayeredStore([store]), DirectoryStore(), MemoryStore()):
+    for each in (store, LayeredStore([store]), FileRecordStore(), MemoryStore()):
         assert isinstance(each, RecordStore)  # the engine's seam
     record = sample_record(DIGEST)
     assert store.get(DIGEST) is None
@@ -96,7 +96,7 @@ def test_the_server_killed_mid_run_means_local_only_with_one_warning(
     server: RedisServer, tmp_path: Path
 ) -> None:
     remote = store_for(server.url, backoff_s=3600)
-    local = DirectoryStore(tmp_path / "local" / "records")
+    local = FileRecordStore(tmp_path / "local" / "records")
     layered = LayeredStore([local, remote])
     assert layered.put(sample_record(DIGEST))
     server.kill()
@@ -183,8 +183,8 @@ def test_the_lock_is_released_only_by_its_owner_and_expires(server: RedisServer)
 
 
 def test_the_layered_store_writes_a_hit_through_and_a_decision_to_all(tmp_path: Path) -> None:
-    first = DirectoryStore(tmp_path / "a" / "records")
-    second = DirectoryStore(tmp_path / "b" / "records")
+    first = FileRecordStore(tmp_path / "a" / "records")
+    second = FileRecordStore(tmp_path / "b" / "records")
     record = sample_record(DIGEST)
     assert second.put(record)
     layered = LayeredStore([first, second])
@@ -224,12 +224,13 @@ CHILD = r"""
 import json, os, sys, time
 from pathlib import Path
 from redis_server import sample_record
-from tunedsl.store.layered import DirectoryStore, LayeredStore, get_or_tune
+from tunedsl.store.files import FileRecordStore
+from tunedsl.store.layered import LayeredStore, get_or_tune
 from tunedsl.store.redis_store import RedisRecordStore, RedisSettings
 
 url, local, log, digest, tile, hold, go = sys.argv[1:]
 store = LayeredStore([
-    DirectoryStore(Path(local) / "records"),
+    FileRecordStore(Path(local) / "records"),
     RedisRecordStore(RedisSettings(url=url, lock_ttl_s=5.0)),
 ])
 while not Path(go).exists():
@@ -279,7 +280,7 @@ def test_two_nodes_with_their_own_caches_share_one_decision(
     assert second == [{"source": "stored", "tile": 64}]  # node b never tuned
     assert not list((tmp_path / "b" / "log").iterdir())
     # The Redis hit was written through to node b's own files.
-    node_b = DirectoryStore(tmp_path / "b" / "node0" / "records")
+    node_b = FileRecordStore(tmp_path / "b" / "node0" / "records")
     assert node_b.get(DIGEST) is not None and node_b.get(DIGEST).chosen["tile"] == 64
 
 

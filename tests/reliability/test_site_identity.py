@@ -132,7 +132,7 @@ import torch
 from tunedsl.backends import triton as bt
 from tunedsl.model import keys
 from tunedsl.runtime import decide, dsl
-from tunedsl.store import paths, records
+from tunedsl.store import atomic, paths, records
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from id_kernels import vadd_kernel
 
@@ -167,7 +167,7 @@ if sys.argv[1] == "legacy":
     data = new.to_json()
     data.update(site=legacy, digest=old_digest, location="")
     os.unlink(records.record_path(r.digest))
-    records.write_json_atomic(records.record_path(old_digest), data)
+    atomic.write_json(records.record_path(old_digest), data)
     print("LEGACY", old_digest, r.digest, r.config.tile)
 else:
     r = call(make())

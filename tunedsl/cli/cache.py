@@ -30,10 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tunedsl.cli.bundle import read_bundle, write_bundle
 from tunedsl.errors import UsageError
-from tunedsl.store import records as records_module
-
-BUNDLE_VERSION = records_module.BUNDLE_VERSION
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -359,10 +357,10 @@ def _gone(record: Any, triton: str | None) -> str:
 
 
 def _read_text(path: str) -> str | None:
-    from tunedsl.store import records
+    from tunedsl.store import atomic
 
     try:
-        return records.read_regular_file(path, limit=64 * 1024 * 1024).decode("utf-8", "replace")
+        return atomic.read_regular_file(path, limit=64 * 1024 * 1024).decode("utf-8", "replace")
     except OSError:
         return None
 
@@ -388,63 +386,20 @@ def _export(args: argparse.Namespace) -> int:
     for ident in ids:
         if not any(r.digest.startswith(ident) for r in picked):
             raise UsageError(f"no tuning record with id {ident!r}; `tunedsl cache ls` lists them")
-    bundle = {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in picked]}
-    text = json.dumps(bundle, indent=1) + "\n"
-    if args.file == "-":
-        sys.stdout.write(text)
-        return 0
-    target = Path(args.file)
-    if target.is_dir():
-        raise UsageError(f"cannot export to {args.file}: it is a directory; name a file")
-    if not target.parent.is_dir():
-        raise UsageError(f"cannot export to {args.file}: no directory {target.parent}")
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise UsageError(f"cannot export to {args.file}: {err.strerror or err}") from None
+    if not write_bundle(args.file, picked):
+        return 0  # written to stdout
     print(f"exported {len(picked)} record{'s' if len(picked) != 1 else ''} to {args.file}")
     return 0
 
 
-#: The largest bundle ``cache import`` reads.
-MAX_BUNDLE_BYTES = records_module.MAX_BUNDLE_BYTES
-
-
 def _import(args: argparse.Namespace) -> int:
-    from tunedsl.store import paths, records
+    from tunedsl.store import atomic, paths, records
 
-    try:
-        # A regular file of bounded size only: /dev/zero, a FIFO or a huge file is refused,
-        # and a hostile one (nested thousands deep, too big to parse) is an InvalidRecord.
-        if args.file == "-":
-            raw = sys.stdin.buffer.read(MAX_BUNDLE_BYTES + 1)
-            if len(raw) > MAX_BUNDLE_BYTES:
-                raise records.InvalidRecord(f"more than {MAX_BUNDLE_BYTES} bytes")
-        else:
-            raw = records.read_regular_file(args.file, limit=MAX_BUNDLE_BYTES)
-        data = records.parse_json(raw)
-    except (OSError, records.InvalidRecord) as err:
-        raise UsageError(f"cannot read bundle {args.file}: {err}") from None
-    if not isinstance(data, dict) or data.get("tunedsl_records") != BUNDLE_VERSION:
-        raise UsageError(
-            f"{args.file} is not a tunedsl records bundle (version {BUNDLE_VERSION}); "
-            "write one with `tunedsl cache export`"
-        )
-    items = data.get("records")
-    if not isinstance(items, list):
-        raise UsageError(f"{args.file}: 'records' must be a list")
-    parsed = []
-    for i, item in enumerate(items):
-        try:
-            parsed.append(records.Record.from_json(item))
-        except ValueError as err:
-            raise UsageError(
-                f"{args.file}: record {i} is invalid: {err}; nothing imported"
-            ) from None
+    parsed = read_bundle(args.file)
     root = paths.ensure_private_dir(paths.records_dir())
     if not paths.is_private_dir(root):
         raise UsageError(f"{root} is not a private directory of this user; nothing imported")
     for record in parsed:
-        records.write_json_atomic(records.record_path(record.digest, root), record.to_json())
+        atomic.write_json(records.record_path(record.digest, root), record.to_json())
     print(f"imported {len(parsed)} record{'s' if len(parsed) != 1 else ''}")
     return 0

@@ -7,8 +7,8 @@
     tunedsl cache export FILE [ID...] --remote a bundle, as ``tunedsl cache export``
     tunedsl cache import FILE --remote         validate every record, then add them
 
-Bundles are the ones of ``tunedsl.cli.cache``, so records move freely between a machine's
-files and the fleet's Redis.
+Bundles are read and written by ``cli/bundle.py`` for both, so records move freely between
+a machine's files and the fleet's Redis.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
+from tunedsl.cli.bundle import read_bundle, write_bundle
 from tunedsl.errors import UsageError
 
 
@@ -136,42 +136,13 @@ def clear(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    from tunedsl.store.records import BUNDLE_VERSION
-
     good, _ = _entries(remote_store())
     picked = [
         r for _, r in good if not args.ids or any(r.digest.startswith(i.lower()) for i in args.ids)
     ]
-    bundle = {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in picked]}
-    text = json.dumps(bundle, indent=1) + "\n"
-    if args.file == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.file).write_text(text, encoding="utf-8")
+    if write_bundle(args.file, picked):
         print(f"exported {len(picked)} record{'s' if len(picked) != 1 else ''} from Redis")
     return 0
-
-
-def read_bundle(file: str) -> list[Any]:
-    """Every record of a bundle, validated, or a UsageError (nothing is added then)."""
-    from tunedsl.store.records import BUNDLE_VERSION, Record
-
-    try:
-        data = json.loads(Path(file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise UsageError(f"cannot read bundle {file}: {err}") from None
-    if not isinstance(data, dict) or data.get("tunedsl_records") != BUNDLE_VERSION:
-        raise UsageError(f"{file} is not a tunedsl records bundle (version {BUNDLE_VERSION})")
-    items = data.get("records")
-    if not isinstance(items, list):
-        raise UsageError(f"{file}: 'records' must be a list")
-    parsed = []
-    for i, item in enumerate(items):
-        try:
-            parsed.append(Record.from_json(item))
-        except ValueError as err:
-            raise UsageError(f"{file}: record {i} is invalid: {err}; nothing imported") from None
-    return parsed
 
 
 def import_(args: argparse.Namespace) -> int:

@@ -23,8 +23,9 @@ class FileRecordStore:
 
     def __init__(self, root: Path | None = None, *, writable: bool = True) -> None:
         # root None: the user's cache, looked up per call (TUNEDSL_CACHE_DIR may change).
+        # Another directory keeps its lock files beside it, in ``<root>/../locks``.
         self._root = root
-        self.writable = writable and root is None
+        self.writable = writable
         where = "cache" if root is None else str(root)
         self.name = f"files:{where}" + ("" if self.writable else " (read-only)")
 
@@ -32,18 +33,22 @@ class FileRecordStore:
     def root(self) -> Path:
         return self._root if self._root is not None else paths.records_dir()
 
+    @property
+    def lock_dir(self) -> Path:
+        return paths.locks_dir() if self._root is None else self._root.parent / "locks"
+
     def get(self, digest: str) -> rec.Record | None:
         return rec.load_from(self.root, digest)
 
     def put(self, record: rec.Record) -> bool:
         if not self.writable:
             return False
-        return rec.save_record(record)
+        return rec.save_record(record, self._root)
 
     def delete(self, digest: str) -> bool:
         if not self.writable:
             return False
-        return rec.remove_record_files(digest)
+        return rec.remove_record_files(digest, self._root, self.lock_dir)
 
     def iter_records(self) -> Iterator[rec.Record]:
         """Every valid record (files that are not are skipped with one warning each)."""
@@ -56,7 +61,7 @@ class FileRecordStore:
     def lock(self, digest: str, timeout_s: float) -> AbstractContextManager[bool]:
         if not self.writable:
             return _no_lock()
-        return rec.record_lock(digest, timeout_s)
+        return rec.record_lock(digest, timeout_s, self.lock_dir)
 
 
 @contextmanager

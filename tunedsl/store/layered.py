@@ -19,12 +19,9 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
-from tunedsl.store import paths, records
 from tunedsl.store.records import Record
-from tunedsl.warn import warn_once
 
 DEFAULT_LOCK_TIMEOUT_S = 3600.0
 
@@ -54,80 +51,6 @@ class MemoryStore:
     @contextlib.contextmanager
     def lock(self, digest: str, timeout_s: float) -> Iterator[bool]:
         yield True  # the process-wide site lock already serialises this process
-
-
-class DirectoryStore:
-    """The JSON record files of one directory, through ``store.records``' own functions
-    (strict validation, atomic writes, the per-digest file lock).
-
-    A stand-in until ``records.FileRecordStore`` lands; ``default_stores`` prefers that.
-    """
-
-    writable = True
-
-    def __init__(self, root: Path | None = None, locks: Path | None = None) -> None:
-        self._root = root
-        self._locks = locks
-        self.name = f"files:{root}" if root else "files"
-
-    @property
-    def root(self) -> Path:
-        return self._root or paths.records_dir()
-
-    def get(self, digest: str) -> Record | None:
-        path = records.record_path(digest, self.root)
-        try:
-            record = records.read_record_file(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except (OSError, records.InvalidRecord, UnicodeDecodeError) as err:
-            warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
-            return None
-        if record.digest != digest:
-            warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
-            return None
-        return record
-
-    def put(self, record: Record) -> bool:
-        try:
-            root = paths.ensure_private_dir(self.root)
-            records.write_json_atomic(records.record_path(record.digest, root), record.to_json())
-        except OSError as err:
-            warn_once(
-                f"unwritable:{self.root}",
-                f"cannot write tuning records to {self.root} ({err}); kept in memory only",
-            )
-            return False
-        return True
-
-    def delete(self, digest: str) -> bool:
-        path = records.record_path(digest, self.root)
-        try:
-            path.unlink()
-        except OSError:
-            return False
-        return True
-
-    def iter_records(self) -> Iterator[Record]:
-        for path in records.iter_record_files([self.root]):
-            with contextlib.suppress(OSError, ValueError, UnicodeDecodeError):
-                yield records.read_record_file(path)
-
-    @contextlib.contextmanager
-    def lock(self, digest: str, timeout_s: float) -> Iterator[bool]:
-        from filelock import FileLock, Timeout
-
-        try:
-            lock_dir = paths.ensure_private_dir(self._locks or self.root.parent / "locks")
-            lock = FileLock(str(lock_dir / f"{digest}.lock"), timeout=timeout_s)
-            lock.acquire()
-        except (OSError, Timeout):
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            lock.release()
 
 
 class LayeredStore:

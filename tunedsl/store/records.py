@@ -269,11 +269,6 @@ def record_path(digest: str, root: Path | None = None) -> Path:
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
-def read_regular_file(path: Path | str, limit: int = MAX_RECORD_BYTES) -> bytes:
-    """``atomic.read_regular_file`` with the record size cap."""
-    return atomic.read_regular_file(path, limit)
-
-
 def parse_json(data: bytes) -> Any:
     """``json.loads`` where every failure (bad UTF-8, bad JSON, hostile nesting, memory) is
     an InvalidRecord."""
@@ -292,7 +287,7 @@ def parse_json(data: bytes) -> Any:
 def read_record_file(path: Path) -> Record:
     """Load one file; raise InvalidRecord (bad content) or OSError (unreadable, a symbolic
     link, not a regular file, too large)."""
-    return Record.from_json(parse_json(read_regular_file(path)))
+    return Record.from_json(parse_json(atomic.read_regular_file(path, MAX_RECORD_BYTES)))
 
 
 def trusted_dir(root: Path) -> bool:
@@ -363,7 +358,7 @@ _swept = False
 
 
 def is_writer_temporary(name: str) -> bool:
-    """True for the names ``write_json_atomic`` gives its temporary files."""
+    """True for the names ``atomic.write_json`` gives the temporary files of records."""
     return name.startswith(".") and name.endswith(".tmp") and ".json." in name
 
 
@@ -375,46 +370,47 @@ def remove_stale_temporaries(
     return paths.remove_stale_temporaries(root, is_writer_temporary, older_than_s)
 
 
-def save_record(record: Record) -> bool:
-    """Write atomically; on a read-only or full cache warn once and return False."""
+def save_record(record: Record, root: Path | None = None) -> bool:
+    """Write atomically into ``root`` (default: the cache's records directory); on a
+    read-only or full directory warn once and return False."""
     global _swept
+    where = paths.records_dir() if root is None else root
     try:
-        root = paths.ensure_private_dir(paths.records_dir())
-        if not trusted_dir(root):
+        directory = paths.ensure_private_dir(where)
+        if not trusted_dir(directory):
             return False
-        if not _swept:
+        if root is None and not _swept:
             _swept = True
-            remove_stale_temporaries(root)
-        write_json_atomic(record_path(record.digest, root), record.to_json())
+            remove_stale_temporaries(directory)
+        atomic.write_json(record_path(record.digest, directory), record.to_json())
     except OSError as err:
         warn_once(
-            _UNWRITABLE,
-            f"cannot write tuning records to {paths.records_dir()} ({err}); "
+            _UNWRITABLE if root is None else f"{_UNWRITABLE}:{root}",
+            f"cannot write tuning records to {where} ({err}); "
             "tuning results are kept for this process only",
         )
         return False
     return True
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    atomic.write_json(path, data)
-
-
 @contextlib.contextmanager
-def record_lock(digest: str, timeout_s: float | None = None) -> Iterator[bool]:
+def record_lock(
+    digest: str, timeout_s: float | None = None, lock_dir: Path | None = None
+) -> Iterator[bool]:
     """Hold the cross-process lock of one key while it is tuned; yields False when no lock
     could be taken (unwritable cache: tuning goes ahead unlocked) or when another process
     held it for ``timeout_s`` (default ``TUNEDSL_LOCK_TIMEOUT``). While waiting, who holds
-    it is printed after a couple of seconds and then periodically (``store/locks.py``)."""
+    it is printed after a couple of seconds and then periodically (``store/locks.py``).
+    ``lock_dir``: where the lock files are (default: the cache's locks directory)."""
     from tunedsl import knobs
     from tunedsl.store.locks import key_lock
 
     wait_s = knobs.lock_timeout_s() if timeout_s is None else timeout_s
     try:
-        lock_dir = paths.ensure_private_dir(paths.locks_dir())
-        if not paths.is_private_dir(lock_dir):
-            raise OSError(f"{lock_dir} is not private to this user")
-        held = key_lock(lock_path(digest, lock_dir), f"key {digest[:12]}", wait_s)
+        locks = paths.ensure_private_dir(paths.locks_dir() if lock_dir is None else lock_dir)
+        if not paths.is_private_dir(locks):
+            raise OSError(f"{locks} is not private to this user")
+        held = key_lock(lock_path(digest, locks), f"key {digest[:12]}", wait_s)
         got = held.__enter__()
     except Exception as err:
         # Same topic as save_record's warning: one unwritable cache is one warning.
@@ -435,12 +431,14 @@ def lock_path(digest: str, lock_dir: Path | None = None) -> Path:
     return (lock_dir or paths.locks_dir()) / f"{digest}.lock"
 
 
-def remove_record_files(digest: str) -> bool:
-    """Remove the cache's record of ``digest``, and its lock files unless another process
-    holds the lock. Only a regular file named by tunedsl, in a records directory that is a
-    real, private directory, is removed: never anything through a symbolic link. True when
-    a record was removed."""
-    root = paths.records_dir()
+def remove_record_files(
+    digest: str, root: Path | None = None, lock_dir: Path | None = None
+) -> bool:
+    """Remove the record of ``digest`` in ``root`` (default: the cache's), and its lock
+    files unless another process holds the lock. Only a regular file named by tunedsl, in a
+    records directory that is a real, private directory, is removed: never anything through
+    a symbolic link. True when a record was removed."""
+    root = paths.records_dir() if root is None else root
     removed = False
     if paths.is_private_dir(root):
         path = record_path(digest, root)
@@ -450,7 +448,7 @@ def remove_record_files(digest: str) -> bool:
                 removed = True
         except OSError:
             pass
-    lock_dir = paths.locks_dir()
+    lock_dir = paths.locks_dir() if lock_dir is None else lock_dir
     if paths.is_private_dir(lock_dir):
         from tunedsl.store.locks import remove_free_lock
 

@@ -103,6 +103,24 @@ def test_file_record_store_implements_the_seam(tmp_path: Path) -> None:
     assert store.get(digest) is None and not (paths.locks_dir() / f"{digest}.lock").exists()
 
 
+def test_a_store_of_another_directory_keeps_its_files_and_locks_there(tmp_path: Path) -> None:
+    """A writable store over any directory (a node's own cache in the Redis tests): records in
+    it, lock files beside it in ``../locks``, nothing in the user's cache."""
+    root = tmp_path / "node" / "records"
+    store = FileRecordStore(root)
+    assert isinstance(store, RecordStore) and store.writable
+    digest = "8" * 64
+    assert store.put(_record(digest))
+    assert (root / f"{digest}.json").is_file()
+    assert records.load_record(digest) is None  # not the cache's
+    assert store.get(digest) == _record(digest)
+    with store.lock(digest, timeout_s=5) as held:
+        assert held and (tmp_path / "node" / "locks" / f"{digest}.lock").exists()
+    assert store.delete(digest)
+    assert store.get(digest) is None and not (root / f"{digest}.json").exists()
+    assert not (tmp_path / "node" / "locks" / f"{digest}.lock").exists()
+
+
 def test_records_path_stores_are_read_only(tmp_path: Path, monkeypatch) -> None:
     shipped = tmp_path / "shipped"
     shipped.mkdir(mode=0o700)
