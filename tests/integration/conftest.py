@@ -8,3 +8,21 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+
+
+@pytest.fixture
+def tune_count(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Counts real tuning runs (each is one call of ``runtime.tuner.tune``)."""
+    from tunedsl.runtime import tuner
+
+    calls: list = []
+    real = tuner.tune
+
+    def counting(req):
+        calls.append(req)
+        return real(req)
+
+    monkeypatch.setattr(tuner, "tune", counting)
+    return calls

@@ -46,6 +46,15 @@ def call(
     )
 
 
+def new_process(*sites: Any) -> None:
+    """What a new process starts without: the sites' in-memory decisions and verify checks."""
+    from tunedsl.runtime import decide
+
+    for s in sites:
+        s.clear()
+    decide._VERIFIED.clear()
+
+
 def record_files() -> list[Path]:
     root = paths.records_dir()
     return sorted(root.glob("*.json")) if root.is_dir() else []

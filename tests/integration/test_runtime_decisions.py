@@ -12,13 +12,13 @@ import threading
 import pytest
 import torch
 from decision_kernels import rowsum, scale_by, scale_optional
-from runtime_helpers import SPACE, call, record_files, site
+from runtime_helpers import SPACE, call, new_process, record_files, site
 from runtime_kernels import scale_inplace, vadd, vadd_wrong_for_big_tiles
 
 from tunedsl import Config, autotune_launch, cdiv
 from tunedsl.errors import CacheWarning, UsageError
 from tunedsl.model import keys
-from tunedsl.runtime import decide, tuner
+from tunedsl.runtime import decide
 from tunedsl.store import records
 
 pytestmark = pytest.mark.needs_triton
@@ -28,27 +28,6 @@ BLOCKS = {"block": [16, 128, 256, 1024]}
 
 def keep_big_enough(configs: list, args: dict) -> list:
     return [c for c in configs if c.block >= args["n"]]
-
-
-@pytest.fixture
-def tune_count(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Counts real tuning runs (each is one call of tuner.tune)."""
-    calls: list = []
-    real = tuner.tune
-
-    def counting(req):
-        calls.append(req)
-        return real(req)
-
-    monkeypatch.setattr(tuner, "tune", counting)
-    return calls
-
-
-def new_process(*sites) -> None:
-    """What a new process starts without: in-memory decisions and verify checks."""
-    for s in sites:
-        s.clear()
-    decide._VERIFIED.clear()
 
 
 def rowsum_call(s, x, n: int, **options):

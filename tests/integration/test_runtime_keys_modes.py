@@ -13,7 +13,6 @@ from runtime_kernels import vadd
 
 from tunedsl import Config, warn
 from tunedsl.errors import CacheWarning
-from tunedsl.runtime import tuner
 from tunedsl.store import records
 
 pytestmark = pytest.mark.needs_triton
@@ -22,20 +21,6 @@ pytestmark = pytest.mark.needs_triton
 def args(n: int = 256, dtype=torch.float32):
     a, b = torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype)
     return (a, b, torch.empty_like(a), n)
-
-
-@pytest.fixture
-def tune_count(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Counts real tuning runs (each is one call of tuner.tune)."""
-    calls: list = []
-    real = tuner.tune
-
-    def counting(req):
-        calls.append(req)
-        return real(req)
-
-    monkeypatch.setattr(tuner, "tune", counting)
-    return calls
 
 
 def test_each_key_axis_gets_its_own_record(tune_count: list) -> None:

@@ -1,0 +1,206 @@
+"""Expander layer: the checks of one macro call before it is rewritten (``expand.py``).
+
+Each mistake the text shows (an unknown or repeated keyword, a missing ``space=`` or
+``blocks=``, a launch that is not a kernel call, a ``$name`` where it cannot be, a field the
+space lacks, an empty axis, a part that would mean something else inside a generated
+lambda) is a ``TunedslSyntaxError`` at the user's line and column, with the fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+
+from tunedsl.frontend.parser import MacroArg, MacroCall
+from tunedsl.frontend.source import SourceText
+from tunedsl.model.options import MACRO_KEYWORDS
+
+# Inside the generated lambdas these would mean something else than where the user wrote them.
+_CHANGES_MEANING_IN_A_LAMBDA: dict[type, str] = {
+    ast.Yield: "`yield`",
+    ast.YieldFrom: "`yield from`",
+    ast.Await: "`await`",
+    ast.NamedExpr: "`:=`",
+}
+
+
+class MacroChecks:
+    """The checks of one macro call; ``expand._MacroExpander`` rewrites on top of them."""
+
+    def __init__(self, src: SourceText, macro: MacroCall) -> None:
+        self.src = src
+        self.macro = macro
+        self.callee_span = (macro.start, macro.callee_end)
+
+    def _error(self, message: str, start: int, end: int | None = None, hint: str | None = None):
+        return self.src.error(message, start, end, hint)
+
+    def _classify(self) -> tuple[dict[str, MacroArg], MacroArg]:
+        keywords: dict[str, MacroArg] = {}
+        launches: list[MacroArg] = []
+        for arg in self.macro.args:
+            if arg.keyword is None:
+                launches.append(arg)
+                continue
+            name = arg.keyword
+            name_end = arg.start + len(name)
+            if name not in MACRO_KEYWORDS:
+                close = difflib.get_close_matches(name, MACRO_KEYWORDS, n=1)
+                hint = (
+                    f"did you mean `{close[0]}=`?"
+                    if close
+                    else "autotune(...) accepts: " + ", ".join(MACRO_KEYWORDS)
+                )
+                raise self._error(
+                    f"unknown keyword `{name}=` in autotune(...)", arg.start, name_end, hint
+                )
+            if name in keywords:
+                raise self._error(
+                    f"keyword argument repeated: `{name}=`",
+                    arg.start,
+                    name_end,
+                    hint="give each keyword of autotune(...) once",
+                )
+            keywords[name] = arg
+        launch_hint = "pass the kernel launch as the one positional argument, e.g. `vadd(a, b, n, TILE=$tile)`"
+        if not launches:
+            raise self._error(
+                "autotune(...) needs the kernel launch as its positional argument",
+                *self.callee_span,
+                hint=launch_hint,
+            )
+        if len(launches) > 1:
+            second = launches[1]
+            raise self._error(
+                "autotune(...) takes exactly one positional argument (the kernel launch); "
+                "this is a second one",
+                second.value_start,
+                second.value_end,
+                hint="launch one kernel per autotune(...) call",
+            )
+        for required, example in (
+            ("space", "space=dict(tile=[256, 512])"),
+            ("blocks", "blocks=cdiv(n, $tile)"),
+        ):
+            if required not in keywords:
+                raise self._error(
+                    f"autotune(...) needs `{required}=`",
+                    *self.callee_span,
+                    hint=f"add e.g. `{example}`",
+                )
+        launch = launches[0]
+        if not isinstance(launch.node, ast.Call):
+            raise self._error(
+                "the positional argument of autotune(...) must be a call of the kernel",
+                launch.value_start,
+                launch.value_end,
+                hint=launch_hint,
+            )
+        kernel = launch.node.func
+        while isinstance(kernel, (ast.Attribute, ast.Subscript)):
+            kernel = kernel.value
+        if not isinstance(kernel, ast.Name):
+            func = launch.node.func
+            raise self._error(
+                "the kernel of the launch must be a name, an attribute or a subscript",
+                self.src.offset(func.lineno, func.col_offset),
+                self.src.offset(func.end_lineno or func.lineno, func.end_col_offset or 0),
+                hint="like `vadd(...)`, `kernels.vadd(...)` or `table[i](...)`: "
+                "bind a computed kernel to a name first",
+            )
+        return keywords, launch
+
+    def _check_placement(self, keywords: dict[str, MacroArg], launch: MacroArg) -> None:
+        for name, arg in keywords.items():
+            if name != "blocks" and arg.placeholders:
+                ph = arg.placeholders[0]
+                raise self._error(
+                    f"`${ph.name}` is not allowed in `{name}=`",
+                    ph.start,
+                    ph.end,
+                    hint="a configuration field can only be used in blocks= and in the "
+                    "kernel launch's arguments",
+                )
+        assert isinstance(launch.node, ast.Call)
+        func = launch.node.func
+        func_end = self.src.offset(func.end_lineno or func.lineno, func.end_col_offset or 0)
+        for ph in launch.placeholders:
+            if ph.start < func_end:
+                raise self._error(
+                    f"`${ph.name}` is not allowed in the kernel expression",
+                    ph.start,
+                    ph.end,
+                    hint="the kernel is chosen once per call; use `$name` in its arguments",
+                )
+
+    def _check_fields(self, fields: list[str]) -> None:
+        for ph in self.macro.placeholders:
+            if ph.name not in fields:
+                close = difflib.get_close_matches(ph.name, fields, n=1)
+                if close:
+                    hint = f"did you mean `${close[0]}`?"
+                elif fields:
+                    hint = "the fields of space= are: " + ", ".join(f"`{f}`" for f in fields)
+                else:
+                    hint = "space= defines no fields"
+                raise self._error(
+                    f"`${ph.name}` is not a field of `space=`", ph.start, ph.end, hint
+                )
+
+    def _check_empty_axes(self, space: ast.expr) -> None:
+        """An axis with no values makes a space of no configuration: say so where it is."""
+        dicts = space.elts if isinstance(space, ast.List) else [space]
+        for d in dicts:
+            if isinstance(d, ast.Dict):
+                pairs = [
+                    (str(k.value) if isinstance(k, ast.Constant) else "?", v)
+                    for k, v in zip(d.keys, d.values, strict=True)
+                ]
+            elif isinstance(d, ast.Call):
+                pairs = [(kw.arg or "?", kw.value) for kw in d.keywords]
+            else:
+                continue
+            for name, value in pairs:
+                if isinstance(value, (ast.List, ast.Tuple)) and not value.elts:
+                    raise self._error(
+                        f"space= field `{name}` has no values, so the space has no configuration",
+                        self.src.offset(value.lineno, value.col_offset),
+                        self.src.offset(
+                            value.end_lineno or value.lineno, value.end_col_offset or 0
+                        ),
+                        hint=f"give `{name}` at least one value, or remove the field",
+                    )
+
+    def _check_deferred(self, part: ast.expr, where: str, when: str) -> None:
+        """Parts that run later inside a generated lambda (the `$`-dependent ones in
+        ``bind``, the non-literal ones in the lazy thunk) must mean the same there:
+        ``yield``, ``await``, ``:=`` and argument-less ``super()`` would not."""
+        for node in ast.walk(part):
+            what = _CHANGES_MEANING_IN_A_LAMBDA.get(type(node))
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "super"
+                and not node.args
+            ):
+                what = "argument-less `super()`"
+            if what is not None and isinstance(node, ast.expr):
+                start = self.src.offset(node.lineno, node.col_offset)
+                end = self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
+                raise self._error(
+                    f"{what} cannot be used in {where}",
+                    start,
+                    end,
+                    hint=f"that expression is evaluated {when}: compute the value before "
+                    "autotune(...) and pass the variable",
+                )
+
+    def _starred_error(self, node: ast.AST) -> Exception:
+        start = self.src.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        end = self.src.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        return self._error(
+            "an unpacked (`*`/`**`) launch argument cannot use `$name`",
+            start,
+            end,
+            hint="pass the `$`-dependent argument on its own",
+        )
