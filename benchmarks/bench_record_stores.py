@@ -56,7 +56,8 @@ def main() -> None:
     args = parser.parse_args()
     from redis_server import RedisServer
 
-    from tunedsl.store.layered import DirectoryStore, LayeredStore
+    from tunedsl.store.files import FileRecordStore
+    from tunedsl.store.layered import LayeredStore
     from tunedsl.store.redis_store import RedisRecordStore, RedisSettings
 
     digest = "ab" * 32
@@ -64,7 +65,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp))
         try:
-            files = DirectoryStore(Path(tmp) / "records")
+            files = FileRecordStore(Path(tmp) / "records")
             redis_store = RedisRecordStore(RedisSettings(url=server.url))
             files.put(record)
             redis_store.put(record)
