@@ -350,6 +350,7 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_COMPILE_TIMEOUT": compile_timeout_s,
     "TUNEDSL_RECORDS_PATH": records_path,
     "TUNEDSL_DIRECT_LAUNCH": direct_launch,
+    "TUNEDSL_REPEAT_CHECK": repeat_check,
     "TUNEDSL_STORED_BINARIES": stored_binaries,
     "TUNEDSL_QUIET": quiet,
     "TUNEDSL_PROGRESS_AFTER": progress_after_s,
