@@ -31,9 +31,9 @@ elif [ "$part" = hot ]; then
     TAIL=30 step bench_launch 90 "$py" benchmarks/bench_launch.py --kernel both
     step bench_timing_modes 70 "$py" benchmarks/bench_timing_modes.py
     if command -v py-spy >/dev/null; then  # a sampled profile of the DSL call (issue 13)
-        step profile_record 60 py-spy record --rate 20000 --native --format raw \
+        step profile_record 60 py-spy record --rate 400 --native --format raw \
             -o "$out/dsl_profile.txt" -- "$py" benchmarks/bench_launch.py --kernel vadd \
-            --only "tunedsl DSL" --calls 200000 --repeats 1
+            --only "tunedsl DSL" --calls 600000 --repeats 1
         TAIL=60 step profile_top 30 "$py" benchmarks/collapsed_top.py "$out/dsl_profile.txt" \
             --under "<lambda>" --top 25
     fi
