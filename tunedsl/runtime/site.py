@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from types import FunctionType
 from typing import Any
 
 from tunedsl import knobs
@@ -67,7 +68,10 @@ class Entry:
         zero_kw: tuple[str, ...],
     ) -> None:
         self.config = config
-        self.launcher = launcher
+        # The bound __call__ of a launcher object: calling it skips the type-slot lookup
+        # of calling the instance (about 0.1 us per call).
+        defined = type(launcher).__dict__.get("__call__")
+        self.launcher = launcher.__call__ if isinstance(defined, FunctionType) else launcher  # type: ignore[operator]
         self.result = result
         self.zero_pos = zero_pos
         self.zero_kw = zero_kw
