@@ -200,6 +200,8 @@ def plumbing() -> None:
     on tiny problems, and the exhaustive reference's loop with a wall-clock timer."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         raise SystemExit("--plumbing needs TRITON_INTERPRET=1 set before Python starts")
+    # a fresh record store: a decision stored by an earlier run would skip the tuning
+    os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="tunedsl-plumbing-")
     small = {"BM": [16], "BN": [16, 32], "BK": [16], "num_warps": [4], "num_stages": [2]}
     tiny = {**SPACES["anchor"].__dict__, "tunedsl_space": small, "configs": all_configs(small)}
     for space, size in ((ColdSpace(**tiny), 32), (SPACES["tutorial03"], 64)):
@@ -210,6 +212,9 @@ def plumbing() -> None:
         ref = run_exhaustive(size, ColdSpace(**{**space.__dict__, "configs": configs}), 1, 1, "cpu")
         assert label(out["chosen"]) in ref["median_ms"], (out, ref)
         print("plumbing ok:", space.name, json.dumps(out))
+        ns = argparse.Namespace(size=size)
+        # the table as the GPU run prints it, tunedsl's result standing in for triton's row
+        print("\n".join(table(ns, space, out, out, ref, "the CPU interpreter")))
 
 
 def main() -> None:
@@ -234,31 +239,40 @@ def main() -> None:
         tri = spawn("triton", ns, tmp)
         tds = spawn("tunedsl", ns, tmp)
         ref = spawn("exhaustive", ns, tmp)
+    for line in table(ns, space, tri, tds, ref, torch.cuda.get_device_name()):
+        print(line)
+    if ns.json:
+        ratio = tds["first_call_s"] / tri["first_call_s"]
+        print(json.dumps({"triton": tri, "tunedsl": tds, "exhaustive": ref, "ratio": ratio}))
+
+
+def table(ns: argparse.Namespace, space: ColdSpace, tri: dict, tds: dict, ref: dict,
+          device: str) -> list[str]:  # fmt: skip
     best_ms = ref["best_ms"]
 
     def quality(chosen: dict) -> float:
         return ref["median_ms"][label(chosen)] / best_ms
 
     bd = tds["breakdown"]
-    print(f"cold tuning, {len(space.configs)}-config fp16 matmul ({ns.space}) {ns.size}^3 on "
-          f"{torch.cuda.get_device_name()} (triton {triton.__version__}, {os.cpu_count()} CPUs, "
-          f"compile workers {os.environ.get('TUNEDSL_COMPILE_WORKERS', 'default')})")  # fmt: skip
-    print(f"{'':<18}{'first call s':>13}{'compile wait':>13}{'measure':>9}{'other':>7}"
-          f"{'chosen configuration':>38}{'vs best':>9}")  # fmt: skip
-    print(f"{'triton.autotune':<18}{tri['first_call_s']:>13.2f}{'-':>13}{'-':>9}{'-':>7}"
-          f"{label(tri['chosen']):>38}{(quality(tri['chosen']) - 1) * 100:>8.1f}%")  # fmt: skip
-    print(f"{'tunedsl':<18}{tds['first_call_s']:>13.2f}{bd['compile_wait_s']:>13.2f}"
-          f"{bd['measure_s']:>9.2f}{bd['other_s']:>7.2f}{label(tds['chosen']):>38}"
-          f"{(quality(tds['chosen']) - 1) * 100:>8.1f}%")  # fmt: skip
-    print(f"{'exhaustive best':<18}{'':>42}{ref['best']:>38}{best_ms:>7.4f}ms")
-    print(f"tunedsl: {bd['compiles']:.0f} compiles, {bd['compile_thread_s']:.2f} s on compile "
-          f"threads (beside measuring); {bd['samples']:.0f} launches timed; "
-          f"{tds['measured']} configurations measured")  # fmt: skip
     ratio = tds["first_call_s"] / tri["first_call_s"]
-    print(f"tunedsl / triton.autotune first call: {ratio:.2f} (target <= 0.17); "
-          f"tunedsl choice {quality(tds['chosen']):.3f}x best (target: the best, <= 1.03)")  # fmt: skip
-    if ns.json:
-        print(json.dumps({"triton": tri, "tunedsl": tds, "exhaustive": ref, "ratio": ratio}))
+    return [
+        f"cold tuning, {len(space.configs)}-config fp16 matmul ({space.name}) {ns.size}^3 on "
+        f"{device} (triton {triton.__version__}, {os.cpu_count()} CPUs, compile workers "
+        f"{os.environ.get('TUNEDSL_COMPILE_WORKERS', 'default')})",
+        f"{'':<18}{'first call s':>13}{'compile wait':>13}{'measure':>9}{'other':>7}"
+        f"{'chosen configuration':>38}{'vs best':>9}",
+        f"{'triton.autotune':<18}{tri['first_call_s']:>13.2f}{'-':>13}{'-':>9}{'-':>7}"
+        f"{label(tri['chosen']):>38}{(quality(tri['chosen']) - 1) * 100:>8.1f}%",
+        f"{'tunedsl':<18}{tds['first_call_s']:>13.2f}{bd['compile_wait_s']:>13.2f}"
+        f"{bd['measure_s']:>9.2f}{bd['other_s']:>7.2f}{label(tds['chosen']):>38}"
+        f"{(quality(tds['chosen']) - 1) * 100:>8.1f}%",
+        f"{'exhaustive best':<18}{'':>42}{ref['best']:>38}{best_ms:>8.4f} ms",
+        f"tunedsl: {bd['compiles']:.0f} compiles, {bd['compile_thread_s']:.2f} s on compile "
+        f"threads (beside measuring); {bd['samples']:.0f} launches timed; "
+        f"{tds['measured']} configurations measured",
+        f"tunedsl / triton.autotune first call: {ratio:.2f} (target <= 0.17); tunedsl choice "
+        f"{quality(tds['chosen']):.3f}x best (target: the best, <= 1.03)",
+    ]
 
 
 if __name__ == "__main__":

@@ -134,6 +134,8 @@ def run_reference(family: Family, shape: str, device: str, ns: argparse.Namespac
     prob = make_problem(family, shape, device)
     by_label = {label(c): c for c in family.configs()}
     leaders = sorted(medians, key=medians.__getitem__)[: ns.ref_leaders]
+    chosen = label(out["chosen"])  # the exhaustive search's own choice is always re-timed
+    leaders += [chosen] if chosen not in leaders else []
     runs = {}
     for name in leaders:
         cfg = by_label[name]
@@ -225,12 +227,15 @@ def plumbing(ns: argparse.Namespace) -> None:
     tiny split-K matmul (its output zeroed before every measured launch)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         raise SystemExit("--plumbing needs TRITON_INTERPRET=1 set before Python starts")
+    # a fresh record store: a decision stored by an earlier run would skip the tuning
+    os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="tunedsl-plumbing-")
     for family, shape in (("softmax", "8,16"), ("splitk", "16,32,64")):
         for search in ("exhaustive", "random", "pattern", "auto"):
             out = run_tunedsl(FAMILIES[family], shape, search, 2.0, "cpu", subset=24)
             assert out["rel_err"] < 1e-2, out
             out.pop("medians")
             print("plumbing ok:", family, search, json.dumps(out))
+    print(triton_row({"subset": 24, "first_call_s": 14.1, "extrapolated_s": 959.0}))
 
 
 def row(name: str, r: dict, ref: dict) -> str:
@@ -240,6 +245,13 @@ def row(name: str, r: dict, ref: dict) -> str:
     return (f"{name:<22}{r['first_call_s']:>13.2f}{r['compiled']:>10}{r['measured']:>10}"
             f"{(q - 1) * 100:>8.1f}%{r['first_call_s'] / ref['exhaustive_first_call_s']:>13.2f}x"
             f"  {label(r['chosen'])}  (rel. err {r.get('rel_err', float('nan')):.1e})")  # fmt: skip
+
+
+def triton_row(tri: dict) -> str:
+    if "first_call_s" in tri:
+        return (f"{'triton.autotune':<22}{tri['extrapolated_s']:>13.1f}  (extrapolated from "
+                f"{tri['subset']} random valid configurations: {tri['first_call_s']:.1f} s)")  # fmt: skip
+    return f"{'triton.autotune':<22} {tri.get('skipped') or tri.get('error', '?')[-300:]}"
 
 
 def main() -> None:
@@ -297,11 +309,7 @@ def main() -> None:
           f"{'vs exh. wall':>14}  chosen")  # fmt: skip
     for name, r in rows.items():
         print(row(name, r, ref))
-    if "first_call_s" in tri:
-        print(f"{'triton.autotune':<22}{tri['extrapolated_s']:>13.1f}  (extrapolated from "
-              f"{tri['subset']} random valid configurations: {tri['first_call_s']:.1f} s)")  # fmt: skip
-    else:
-        print(f"{'triton.autotune':<22} {tri.get('skipped') or tri.get('error', '?')[-300:]}")
+    print(triton_row(tri))
     retime = ref.get("retime", {})
     print(f"exhaustive best {ref['best_ms']:.4f} ms: {ref['best']} (best {retime.get('leaders', 24)}"
           f" re-timed in {retime.get('rounds', 5)} interleaved rounds)")  # fmt: skip
