@@ -158,16 +158,21 @@ def run_exhaustive(size: int, space: ColdSpace, rounds: int, rep: int, device: s
         return lambda: space.kernel[grid](*args, **cfg)
 
     runs = {label(cfg): launcher(cfg) for cfg in space.configs}
-    samples: dict[str, list[float]] = {k: [] for k in runs}
-    for fn in runs.values():  # compile (or load from the triton run's cache) first, not timed
-        fn()
+    failed: dict[str, str] = {}
+    for name, fn in list(runs.items()):  # compile (or load from the triton cache), not timed
+        try:
+            fn()
+        except Exception as err:  # e.g. OutOfResources: too much shared memory on this GPU
+            failed[name] = f"{type(err).__name__}: {err}"
+            del runs[name]
     sync()
+    samples: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):  # interleaved rounds: drift hits every configuration alike
         for name, fn in runs.items():
             samples[name].append(bench(fn, rep))
     medians = {k: statistics.median(v) for k, v in samples.items()}
     best = min(medians, key=medians.__getitem__)
-    return {"median_ms": medians, "best": best, "best_ms": medians[best]}
+    return {"median_ms": medians, "best": best, "best_ms": medians[best], "failed": failed}
 
 
 def child(ns: argparse.Namespace) -> None:
@@ -267,6 +272,9 @@ def table(ns: argparse.Namespace, space: ColdSpace, tri: dict, tds: dict, ref: d
         f"{bd['measure_s']:>9.2f}{bd['other_s']:>7.2f}{label(tds['chosen']):>38}"
         f"{(quality(tds['chosen']) - 1) * 100:>8.1f}%",
         f"{'exhaustive best':<18}{'':>42}{ref['best']:>38}{best_ms:>8.4f} ms",
+        f"exhaustive: {len(ref['median_ms'])} configurations run, "
+        f"{len(ref.get('failed', {}))} do not run on this GPU "
+        f"({'; '.join(sorted(set(ref.get('failed', {}).values())))[:160] or 'none'})",
         f"tunedsl: {bd['compiles']:.0f} compiles, {bd['compile_thread_s']:.2f} s on compile "
         f"threads (beside measuring); {bd['samples']:.0f} launches timed; "
         f"{tds['measured']} configurations measured",
