@@ -4,18 +4,24 @@
 several measurement workers (``isolated.py``'s processes: kernel by value, inputs copied),
 one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices``):
 
-- **Spreading**: ``prepare`` splits its batch into chunks on one queue; each worker takes
-  the next chunk when it is free (work stealing), compiles it in its own compile pool, and
-  takes every compiled configuration's opening repetitions on its GPU. The results come back
-  in completion order, so the race opens candidates while the other GPUs still work.
+- **Compiling once, on every core**: ``prepare`` compiles its batch in this process, once,
+  on the compile pool's threads (all the host's cores), into Triton's cache. Compiling for
+  a GPU needs the model, not the device, so one compile serves every GPU of the model;
+  before, each worker compiled its own chunk in its own pool, no more configurations at
+  once than its chunk held, and its GPU idled while it compiled (two H200s were 0.88x of
+  one: compile-bound).
+- **Spreading**: each worker's thread takes what the host has compiled (work stealing, up
+  to ``chunk`` at a time), loads it in its worker (a Triton cache hit) and takes its opening
+  repetitions on its GPU while the host compiles the next ones. The results come back in
+  completion order, so the race opens candidates while the other GPUs still work.
 - **Merging**: a candidate's first ``sample`` is its banked opening (taken in parallel);
-  later samples of the race are taken on the GPU that compiled it (same model: comparable).
+  later samples of the race are taken on the GPU that opened it (same model: comparable).
 - **The choice is the caller's GPU's**: ``final_on_caller(leaders)`` (the driver calls it
   before the final race of the leaders) routes every later ``sample`` to the caller's
   worker, so the leaders are raced side by side on the device the kernel will run on.
 - **Failure**: a configuration that crashes or hangs one worker fails alone (that worker
-  restarts, ``isolated.py``); a worker that cannot be set up at all hands its chunk back to
-  the others and takes no more.
+  restarts, ``isolated.py``); a worker that cannot be set up at all hands its part back to
+  the others and takes no more; a configuration that fails to compile fails on the host.
 
 Mixed models never share a decision: only GPUs of the caller's model are used, and the
 device model is part of every key (``backends.triton.device_facts``).
@@ -27,8 +33,10 @@ import atexit
 import queue
 import statistics
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl import knobs
@@ -144,15 +152,29 @@ class _Slot:
         self.dead: str | None = None  # why it takes no more work
 
 
+@dataclass
+class Split:
+    """Where a multi-device tuning's time went (``benchmarks/bench_multi_gpu.py`` prints it).
+
+    ``compile_wall_s``: the host stage's wall time; ``compile_cpu_s``: the sum of every
+    compile's seconds (over the pool's threads); ``measure_s``: per worker, seconds its GPU
+    was busy loading and opening configurations (later race samples not included)."""
+
+    compile_wall_s: float = 0.0
+    compile_cpu_s: float = 0.0
+    measure_s: list[float] = field(default_factory=list)
+
+
 class MultiDeviceMeasurer:
     """The ``Measurer`` seam over one worker per device (see the module docstring).
 
     ``devices``: device indices, the caller's first (``caller`` names it otherwise); off a
     GPU every worker runs the interpreter, and ``devices=[0, 0]`` gives two of them.
-    ``opening_reps``: repetitions each worker takes of a configuration it compiled (the
-    race's ``first_reps``). ``chunk``: configurations per work item (default: a batch split
-    in about four per worker, at most ``MAX_CHUNK``, so one worker's compiling overlaps
-    another's measuring).
+    ``opening_reps``: repetitions each worker takes of a configuration it loaded (the
+    race's ``first_reps``). ``chunk``: the most compiled configurations a worker takes at
+    once (default: a batch split in about four per worker, at most ``MAX_CHUNK``).
+    ``compile_target``: the host stage compiles for this target (``"cuda:90"``) instead of
+    the caller's GPU (a cross-compile: what a host without the GPU does; tests use it).
     """
 
     def __init__(
@@ -164,6 +186,7 @@ class MultiDeviceMeasurer:
         timing: str = "auto",
         opening_reps: int = DEFAULT_RACE.first_reps,
         chunk: int | None = None,
+        compile_target: str | None = None,
     ) -> None:
         if not devices:
             raise UsageError("MultiDeviceMeasurer: devices is empty")
@@ -172,6 +195,12 @@ class MultiDeviceMeasurer:
         self.opening_reps = opening_reps
         self.chunk = chunk
         self.timing = timing
+        self.kernel = req.kernel
+        self.variants = {v.config: v for v in req.variants}
+        self.compile_target = compile_target
+        self.compiles: dict[Config, int] = {}  # host compiles per configuration
+        self.events: list[tuple[str, Config, float]] = []  # ("compiled"|"measuring", cfg, t)
+        self.stats = Split(measure_s=[0.0] * len(self.devices))
         seen: dict[int, int] = {}
         self.slots: list[_Slot] = []
         try:
@@ -190,18 +219,23 @@ class MultiDeviceMeasurer:
         self.trace: list[tuple[Config, int]] = []  # (config, slot) of each non-banked sample
         self.final_from: int | None = None
 
-    # -- prepare: every worker at once -------------------------------------------------------
-    def _chunks(self, configs: Sequence[Config]) -> list[list[Config]]:
-        # At most MAX_CHUNK: a closed stream (budget spent) waits for the chunks in flight.
-        size = self.chunk or max(1, min(MAX_CHUNK, -(-len(configs) // (4 * len(self.slots)))))
-        return [list(configs[i : i + size]) for i in range(0, len(configs), size)]
+    # -- prepare: one host compile stage feeding every GPU's worker --------------------------
+    def _chunks(self, configs: Sequence[Config]) -> int:
+        """How many compiled configurations a worker takes at once (at most MAX_CHUNK: a
+        closed stream, the budget spent, waits for the ones in flight)."""
+        return self.chunk or max(1, min(MAX_CHUNK, -(-len(configs) // (4 * len(self.slots)))))
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
-        work: queue.Queue[list[Config]] = queue.Queue()
-        for part in self._chunks(configs):
-            work.put(part)
+        configs = list(configs)
+        compiled: queue.Queue[Config] = queue.Queue()  # compiled on the host, not yet measured
         out: queue.Queue[Prepared | None] = queue.Queue()  # None: a worker thread ended
         stop = threading.Event()
+        compiling = threading.Event()  # set when the host stage has compiled the whole batch
+        host = threading.Thread(
+            target=self._compile_all, args=(configs, compiled, out, stop, compiling), daemon=True
+        )
+        host.start()
+        size = self._chunks(configs)
         done = 0
         try:
             while done < len(configs):
@@ -209,49 +243,115 @@ class MultiDeviceMeasurer:
                 if not live:
                     break
                 for i in live:
-                    threading.Thread(
-                        target=self._serve, args=(i, work, out, stop), daemon=True
-                    ).start()
+                    args = (i, size, compiled, out, stop, compiling)
+                    threading.Thread(target=self._serve, args=args, daemon=True).start()
                 running = len(live)
-                while running:
+                while running:  # a worker thread ends once the host stage ended and all is taken
                     item = out.get()
                     if item is None:
                         running -= 1
                     else:
                         done += 1
                         yield item
-                if work.empty():
+                # Left in the queue: a worker that died handed its part back after the others
+                # had ended; the live ones start again.
+            host.join()
+            why = "; ".join(
+                f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots) if s.dead
+            )
+            while True:  # every worker is dead: what is left fails, with the reasons
+                try:
+                    item = out.get_nowait()
+                except queue.Empty:
                     break
-                # A worker that died handed its chunk back after the others had finished.
-        finally:
-            stop.set()  # a closed stream (budget spent): workers finish their chunk and stop
-        why = "; ".join(
-            f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots) if s.dead
-        )
-        while not work.empty():  # every worker is dead: what is left fails, with the reasons
-            for config in work.get_nowait():
+                if item is not None:
+                    yield item
+            while True:
+                try:
+                    config = compiled.get_nowait()
+                except queue.Empty:
+                    break
                 yield Prepared(config, "failed", f"no measurement worker left ({why})")
+        finally:
+            stop.set()  # a closed stream (budget spent): no new compile or measurement starts
+
+    def _compile_all(
+        self,
+        configs: list[Config],
+        compiled: queue.Queue[Config],
+        out: queue.Queue[Prepared | None],
+        stop: threading.Event,
+        compiling: threading.Event,
+    ) -> None:
+        """The host stage: every configuration compiled once, on all the host's cores (the
+        compile pool's threads), into Triton's cache, where each worker's compile of it is a
+        hit. A configuration that fails to compile fails here, without a worker."""
+        from tunedsl.backends.inprocess import reason
+        from tunedsl.backends.triton_compile import compile_variant
+        from tunedsl.engine.compile_pool import CompileJob, compile_stream
+
+        target = self.compile_target
+
+        def job(config: Config) -> CompileJob:
+            v = self.variants[config]
+            return CompileJob(
+                config,
+                lambda: compile_variant(self.kernel, v.args, v.kwargs, v.options, target=target),
+            )
+
+        start = time.perf_counter()
+        stream = compile_stream([job(c) for c in configs])
+        try:
+            for done, result in stream:
+                self.compiles[done.config] = self.compiles.get(done.config, 0) + 1
+                self.stats.compile_cpu_s += done.seconds or 0.0
+                self.events.append(("compiled", done.config, time.perf_counter()))
+                if isinstance(result, BaseException):
+                    out.put(Prepared(done.config, "failed", "compile: " + reason(result)))
+                else:
+                    compiled.put(done.config)
+                if stop.is_set():  # the consumer left: start no further compile
+                    break
+        finally:
+            getattr(stream, "close", lambda: None)()
+            self.stats.compile_wall_s += time.perf_counter() - start
+            compiling.set()
 
     def _serve(
         self,
         index: int,
-        work: queue.Queue[list[Config]],
+        size: int,
+        compiled: queue.Queue[Config],
         out: queue.Queue[Prepared | None],
         stop: threading.Event,
+        compiling: threading.Event,
     ) -> None:
+        """One GPU's thread: takes what the host compiled (up to ``size`` at a time), loads
+        it in its worker (a Triton cache hit) and takes the opening repetitions, while the
+        host compiles the next ones."""
         slot = self.slots[index]
         try:
             while not stop.is_set():
                 try:
-                    part = work.get_nowait()
+                    part = [compiled.get(timeout=0.05)]
                 except queue.Empty:
-                    return
+                    if compiling.is_set() and compiled.empty():
+                        return
+                    continue
+                while len(part) < size:
+                    try:
+                        part.append(compiled.get_nowait())
+                    except queue.Empty:
+                        break
                 try:
                     with slot.lock:
+                        start = time.perf_counter()
                         results = list(self._prepare_on(index, part))
+                        self.stats.measure_s[index] += time.perf_counter() - start
                 except TuningError as err:  # the worker cannot be set up: others take it
                     slot.dead = str(err)
-                    work.put(part)
+                    for config in part:
+                        compiled.put(config)
                     return
                 for result in results:
                     out.put(result)
@@ -259,13 +359,14 @@ class MultiDeviceMeasurer:
             out.put(None)
 
     def _prepare_on(self, index: int, part: list[Config]) -> Iterator[Prepared]:
-        """Compile ``part`` on one worker and bank each compiled one's opening samples."""
+        """Load ``part`` on one worker and bank each loaded one's opening samples."""
         slot = self.slots[index]
         for prepared in slot.measurer.prepare(part):
             if prepared.status != "ok" or prepared.error is not None:
                 yield prepared
                 continue
             config = prepared.config
+            self.events.append(("measuring", config, time.perf_counter()))
             try:
                 samples = slot.measurer.sample(config, self.opening_reps)
             except MeasureFailure as err:
