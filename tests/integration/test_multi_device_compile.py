@@ -53,7 +53,9 @@ for slot in m.slots:
     slot.measurer._ensure_started()
 del os.environ["TRITON_INTERPRET"]
 try:
-    out = run_search(ListSpace(configs), make_strategy("exhaustive"), m, final_leaders=2)
+    # Batches of 4: the driver announces the second batch (prefetch) before racing the first.
+    strategy = make_strategy("exhaustive", batch=4)
+    out = run_search(ListSpace(configs), strategy, m, final_leaders=2)
 finally:
     m.close()
 cache = os.environ["TRITON_CACHE_DIR"]
@@ -101,10 +103,14 @@ def test_each_configuration_is_compiled_once_on_the_host_and_measured_while_othe
     assert got["status"] == {c: "ok" for c in configs} and got["chosen"] in configs
     # Both workers measured part of the batch (each configuration's opening on one of them).
     assert set(got["owners"]) == set(configs) and set(got["owners"].values()) == {0, 1}
-    # Pipelined: a configuration is measured only after the host compiled it, and the first
-    # measurement began while the host was still compiling others.
+    # Pipelined: a configuration is measured only after the host compiled it; the second
+    # batch went to the host (after the first) before the first batch's first measurement,
+    # and the first measurement began while the host was still compiling.
     compiled = {c: t for kind, c, t in got["events"] if kind == "compiled"}
     measuring = {c: t for kind, c, t in got["events"] if kind == "measuring"}
+    submitted = [(t, c) for kind, c, t in got["events"] if kind == "submitted"]
     assert all(compiled[c] < measuring[c] for c in configs)
+    assert [c for _, c in sorted(submitted)] == configs
+    assert max(t for t, _ in submitted) < min(measuring.values())
     assert min(measuring.values()) < max(compiled.values())
     assert got["compile_cpu_s"] > 0 and all(s > 0 for s in got["measure_s"])

@@ -53,6 +53,7 @@ __all__ = ["MultiDeviceMeasurer", "maybe_multi_device", "shutdown_workers", "tun
 MIN_CANDIDATES = 8
 #: The most configurations one work item holds (about a compile pool's width).
 MAX_CHUNK = 32
+_PENDING = object()  # a configuration the host stage is compiling
 
 
 def tune_devices(
@@ -199,6 +200,13 @@ class MultiDeviceMeasurer:
         self.variants = {v.config: v for v in req.variants}
         self.compile_target = compile_target
         self.compiles: dict[Config, int] = {}  # host compiles per configuration
+        # The host stage: per configuration _PENDING, None (compiled) or why it failed.
+        self._host: dict[Config, object] = {}
+        self._host_cond = threading.Condition()
+        self._host_active = 0  # host compile streams running
+        self._host_since = 0.0
+        self._closed = False
+        self._deferred: list[Config] = []  # prefetched before the first batch
         self.events: list[tuple[str, Config, float]] = []  # ("compiled"|"measuring", cfg, t)
         self.stats = Split(measure_s=[0.0] * len(self.devices))
         seen: dict[int, int] = {}
@@ -231,8 +239,12 @@ class MultiDeviceMeasurer:
         out: queue.Queue[Prepared | None] = queue.Queue()  # None: a worker thread ended
         stop = threading.Event()
         compiling = threading.Event()  # set when the host stage has compiled the whole batch
+        self._submit(configs)  # those the driver prefetched are compiling (or compiled) already
+        if self._deferred:  # announced before the first batch: compiled after it
+            self._submit(self._deferred)
+            self._deferred = []
         host = threading.Thread(
-            target=self._compile_all, args=(configs, compiled, out, stop, compiling), daemon=True
+            target=self._feed, args=(configs, compiled, out, stop, compiling), daemon=True
         )
         host.start()
         size = self._chunks(configs)
@@ -275,14 +287,26 @@ class MultiDeviceMeasurer:
         finally:
             stop.set()  # a closed stream (budget spent): no new compile or measurement starts
 
-    def _compile_all(
-        self,
-        configs: list[Config],
-        compiled: queue.Queue[Config],
-        out: queue.Queue[Prepared | None],
-        stop: threading.Event,
-        compiling: threading.Event,
-    ) -> None:
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        """Start compiling ``configs`` on the host now: the driver announces the next batch
+        before it races the current one, so the host compiles while the GPUs measure.
+        (Announced before the first batch, they wait for the first ``prepare``.)"""
+        if not self._host:
+            self._deferred = list(configs)
+            return
+        self._submit(configs)
+
+    def _submit(self, configs: Sequence[Config]) -> None:
+        """Compile ``configs`` on the host, once each per measurer however often named."""
+        with self._host_cond:
+            new = [c for c in configs if c not in self._host and c in self.variants]
+            for config in new:
+                self._host[config] = _PENDING
+        if new:
+            self.events.extend(("submitted", c, time.perf_counter()) for c in new)
+            threading.Thread(target=self._compile_all, args=(new,), daemon=True).start()
+
+    def _compile_all(self, configs: list[Config]) -> None:
         """The host stage: every configuration compiled once, on all the host's cores (the
         compile pool's threads), into Triton's cache, where each worker's compile of it is a
         hit. A configuration that fails to compile fails here, without a worker."""
@@ -299,22 +323,63 @@ class MultiDeviceMeasurer:
                 lambda: compile_variant(self.kernel, v.args, v.kwargs, v.options, target=target),
             )
 
-        start = time.perf_counter()
+        with self._host_cond:
+            if self._host_active == 0:
+                self._host_since = time.perf_counter()
+            self._host_active += 1
         stream = compile_stream([job(c) for c in configs])
+        left = set(configs)
         try:
             for done, result in stream:
-                self.compiles[done.config] = self.compiles.get(done.config, 0) + 1
-                self.stats.compile_cpu_s += done.seconds or 0.0
-                self.events.append(("compiled", done.config, time.perf_counter()))
-                if isinstance(result, BaseException):
-                    out.put(Prepared(done.config, "failed", "compile: " + reason(result)))
-                else:
-                    compiled.put(done.config)
-                if stop.is_set():  # the consumer left: start no further compile
+                left.discard(done.config)
+                with self._host_cond:
+                    self.compiles[done.config] = self.compiles.get(done.config, 0) + 1
+                    self.stats.compile_cpu_s += done.seconds or 0.0
+                    self.events.append(("compiled", done.config, time.perf_counter()))
+                    why = reason(result) if isinstance(result, BaseException) else None
+                    self._host[done.config] = None if why is None else "compile: " + why
+                    self._host_cond.notify_all()
+                if self._closed:  # start no further compile
                     break
         finally:
             getattr(stream, "close", lambda: None)()
-            self.stats.compile_wall_s += time.perf_counter() - start
+            with self._host_cond:
+                for config in left:  # never compiled (closed): a later prepare tries again
+                    self._host.pop(config, None)
+                self._host_active -= 1
+                if self._host_active == 0:
+                    self.stats.compile_wall_s += time.perf_counter() - self._host_since
+                self._host_cond.notify_all()
+
+    def _feed(
+        self,
+        configs: list[Config],
+        compiled: queue.Queue[Config],
+        out: queue.Queue[Prepared | None],
+        stop: threading.Event,
+        compiling: threading.Event,
+    ) -> None:
+        """Hands this batch's configurations to the GPUs' threads as the host compiles them
+        (a failed compile is the configuration's result)."""
+        waiting = set(configs)
+        try:
+            while waiting and not stop.is_set():
+                with self._host_cond:
+                    ended = [c for c in waiting if self._host.get(c, _PENDING) is not _PENDING]
+                    missing = [c for c in waiting if c not in self._host]
+                    if not ended and not missing:
+                        self._host_cond.wait(0.05)
+                        continue
+                if missing:  # dropped by a closed stream: compile them again
+                    self._submit(missing)
+                for config in ended:
+                    waiting.discard(config)
+                    why = self._host[config]
+                    if why is None:
+                        compiled.put(config)
+                    else:
+                        out.put(Prepared(config, "failed", str(why)))
+        finally:
             compiling.set()
 
     def _serve(
@@ -432,7 +497,9 @@ class MultiDeviceMeasurer:
             slot.measurer.settle(first)
 
     def close(self) -> None:
-        """Drop every worker's copies (the processes stay warm for the next tuning)."""
+        """Drop every worker's copies (the processes stay warm for the next tuning); the
+        host stage starts no further compile."""
+        self._closed = True
         for slot in self.slots:
             with slot.lock:
                 slot.measurer.close()
