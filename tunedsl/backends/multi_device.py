@@ -4,12 +4,13 @@
 several measurement workers (``isolated.py``'s processes: kernel by value, inputs copied),
 one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices``):
 
-- **Compiling once, on every core**: ``prepare`` compiles its batch in this process, once,
-  on the compile pool's threads (all the host's cores), into Triton's cache. Compiling for
-  a GPU needs the model, not the device, so one compile serves every GPU of the model;
-  before, each worker compiled its own chunk in its own pool, no more configurations at
-  once than its chunk held, and its GPU idled while it compiled (two H200s were 0.88x of
-  one: compile-bound).
+- **Compiling once, on every core** (``host_compile.py``): ``prepare`` compiles its batch
+  in this process, once, on the compile pool's threads (all the host's cores), into
+  Triton's cache, and ``prefetch`` starts the search's next batch while the GPUs measure.
+  Compiling for a GPU needs the model, not the device, so one compile serves every GPU of
+  the model. (Before, each worker compiled its own chunk in its own pool, no more
+  configurations at once than its chunk held, and its GPU idled meanwhile: two H200s were
+  0.88x of one, compile-bound.)
 - **Spreading**: each worker's thread takes what the host has compiled (work stealing, up
   to ``chunk`` at a time), loads it in its worker (a Triton cache hit) and takes its opening
   repetitions on its GPU while the host compiles the next ones. The results come back in
@@ -36,10 +37,10 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl import knobs
+from tunedsl.backends.host_compile import HostCompiler, Split
 from tunedsl.backends.isolated import IsolatedMeasurer, Worker, worker_for
 from tunedsl.engine.racing import DEFAULT_RACE
 from tunedsl.engine.seams import MeasureFailure, Prepared
@@ -53,7 +54,6 @@ __all__ = ["MultiDeviceMeasurer", "maybe_multi_device", "shutdown_workers", "tun
 MIN_CANDIDATES = 8
 #: The most configurations one work item holds (about a compile pool's width).
 MAX_CHUNK = 32
-_PENDING = object()  # a configuration the host stage is compiling
 
 
 def tune_devices(
@@ -153,19 +153,6 @@ class _Slot:
         self.dead: str | None = None  # why it takes no more work
 
 
-@dataclass
-class Split:
-    """Where a multi-device tuning's time went (``benchmarks/bench_multi_gpu.py`` prints it).
-
-    ``compile_wall_s``: the host stage's wall time; ``compile_cpu_s``: the sum of every
-    compile's seconds (over the pool's threads); ``measure_s``: per worker, seconds its GPU
-    was busy loading and opening configurations (later race samples not included)."""
-
-    compile_wall_s: float = 0.0
-    compile_cpu_s: float = 0.0
-    measure_s: list[float] = field(default_factory=list)
-
-
 class MultiDeviceMeasurer:
     """The ``Measurer`` seam over one worker per device (see the module docstring).
 
@@ -196,19 +183,12 @@ class MultiDeviceMeasurer:
         self.opening_reps = opening_reps
         self.chunk = chunk
         self.timing = timing
-        self.kernel = req.kernel
-        self.variants = {v.config: v for v in req.variants}
-        self.compile_target = compile_target
-        self.compiles: dict[Config, int] = {}  # host compiles per configuration
-        # The host stage: per configuration _PENDING, None (compiled) or why it failed.
-        self._host: dict[Config, object] = {}
-        self._host_cond = threading.Condition()
-        self._host_active = 0  # host compile streams running
-        self._host_since = 0.0
-        self._closed = False
-        self._deferred: list[Config] = []  # prefetched before the first batch
-        self.events: list[tuple[str, Config, float]] = []  # ("compiled"|"measuring", cfg, t)
         self.stats = Split(measure_s=[0.0] * len(self.devices))
+        variants = {v.config: v for v in req.variants}
+        self.host = HostCompiler(req.kernel, variants, self.stats, compile_target)
+        self.compiles = self.host.compiles  # host compiles per configuration
+        self.events = self.host.events  # ("submitted"|"compiled"|"measuring", config, time)
+        self._deferred: list[Config] = []  # prefetched before the first batch
         seen: dict[int, int] = {}
         self.slots: list[_Slot] = []
         try:
@@ -239,12 +219,12 @@ class MultiDeviceMeasurer:
         out: queue.Queue[Prepared | None] = queue.Queue()  # None: a worker thread ended
         stop = threading.Event()
         compiling = threading.Event()  # set when the host stage has compiled the whole batch
-        self._submit(configs)  # those the driver prefetched are compiling (or compiled) already
+        self.host.submit(configs)  # what the driver prefetched is compiling (or compiled)
         if self._deferred:  # announced before the first batch: compiled after it
-            self._submit(self._deferred)
+            self.host.submit(self._deferred)
             self._deferred = []
         host = threading.Thread(
-            target=self._feed, args=(configs, compiled, out, stop, compiling), daemon=True
+            target=self.host.feed, args=(configs, compiled, out, stop, compiling), daemon=True
         )
         host.start()
         size = self._chunks(configs)
@@ -291,96 +271,10 @@ class MultiDeviceMeasurer:
         """Start compiling ``configs`` on the host now: the driver announces the next batch
         before it races the current one, so the host compiles while the GPUs measure.
         (Announced before the first batch, they wait for the first ``prepare``.)"""
-        if not self._host:
+        if not self.host.started():
             self._deferred = list(configs)
             return
-        self._submit(configs)
-
-    def _submit(self, configs: Sequence[Config]) -> None:
-        """Compile ``configs`` on the host, once each per measurer however often named."""
-        with self._host_cond:
-            new = [c for c in configs if c not in self._host and c in self.variants]
-            for config in new:
-                self._host[config] = _PENDING
-        if new:
-            self.events.extend(("submitted", c, time.perf_counter()) for c in new)
-            threading.Thread(target=self._compile_all, args=(new,), daemon=True).start()
-
-    def _compile_all(self, configs: list[Config]) -> None:
-        """The host stage: every configuration compiled once, on all the host's cores (the
-        compile pool's threads), into Triton's cache, where each worker's compile of it is a
-        hit. A configuration that fails to compile fails here, without a worker."""
-        from tunedsl.backends.inprocess import reason
-        from tunedsl.backends.triton_compile import compile_variant
-        from tunedsl.engine.compile_pool import CompileJob, compile_stream
-
-        target = self.compile_target
-
-        def job(config: Config) -> CompileJob:
-            v = self.variants[config]
-            return CompileJob(
-                config,
-                lambda: compile_variant(self.kernel, v.args, v.kwargs, v.options, target=target),
-            )
-
-        with self._host_cond:
-            if self._host_active == 0:
-                self._host_since = time.perf_counter()
-            self._host_active += 1
-        stream = compile_stream([job(c) for c in configs])
-        left = set(configs)
-        try:
-            for done, result in stream:
-                left.discard(done.config)
-                with self._host_cond:
-                    self.compiles[done.config] = self.compiles.get(done.config, 0) + 1
-                    self.stats.compile_cpu_s += done.seconds or 0.0
-                    self.events.append(("compiled", done.config, time.perf_counter()))
-                    why = reason(result) if isinstance(result, BaseException) else None
-                    self._host[done.config] = None if why is None else "compile: " + why
-                    self._host_cond.notify_all()
-                if self._closed:  # start no further compile
-                    break
-        finally:
-            getattr(stream, "close", lambda: None)()
-            with self._host_cond:
-                for config in left:  # never compiled (closed): a later prepare tries again
-                    self._host.pop(config, None)
-                self._host_active -= 1
-                if self._host_active == 0:
-                    self.stats.compile_wall_s += time.perf_counter() - self._host_since
-                self._host_cond.notify_all()
-
-    def _feed(
-        self,
-        configs: list[Config],
-        compiled: queue.Queue[Config],
-        out: queue.Queue[Prepared | None],
-        stop: threading.Event,
-        compiling: threading.Event,
-    ) -> None:
-        """Hands this batch's configurations to the GPUs' threads as the host compiles them
-        (a failed compile is the configuration's result)."""
-        waiting = set(configs)
-        try:
-            while waiting and not stop.is_set():
-                with self._host_cond:
-                    ended = [c for c in waiting if self._host.get(c, _PENDING) is not _PENDING]
-                    missing = [c for c in waiting if c not in self._host]
-                    if not ended and not missing:
-                        self._host_cond.wait(0.05)
-                        continue
-                if missing:  # dropped by a closed stream: compile them again
-                    self._submit(missing)
-                for config in ended:
-                    waiting.discard(config)
-                    why = self._host[config]
-                    if why is None:
-                        compiled.put(config)
-                    else:
-                        out.put(Prepared(config, "failed", str(why)))
-        finally:
-            compiling.set()
+        self.host.submit(configs)
 
     def _serve(
         self,
@@ -499,7 +393,7 @@ class MultiDeviceMeasurer:
     def close(self) -> None:
         """Drop every worker's copies (the processes stay warm for the next tuning); the
         host stage starts no further compile."""
-        self._closed = True
+        self.host.closed = True
         for slot in self.slots:
             with slot.lock:
                 slot.measurer.close()
