@@ -97,10 +97,14 @@ def tune_once(
     isolated.shutdown_workers()  # fresh workers read the fresh TRITON_CACHE_DIR
     multi_device.shutdown_workers()
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
-    # A fresh kernel object: the host stage compiles in this process, whose JIT table would
-    # otherwise still hold the previous run's kernels.
-    fn = getattr(req.kernel, "fn", req.kernel)
-    req = dataclasses.replace(req, kernel=triton.jit(fn))
+    # The host stage compiles in this process, whose JIT table still holds the previous
+    # run's kernels: empty it (the kernel stays the module's, sent to the workers by
+    # reference, as a user's kernel is), or else use a fresh kernel object.
+    caches = getattr(req.kernel, "device_caches", None)
+    if caches is not None:
+        caches.clear()
+    else:
+        req = dataclasses.replace(req, kernel=triton.jit(getattr(req.kernel, "fn", req.kernel)))
     start = time.perf_counter()
     m = multi_device.MultiDeviceMeasurer(req, devices, caller=devices[0], chunk=chunk)
     try:
