@@ -38,7 +38,7 @@ step() {  # step NAME TIMEOUT COMMAND... (the timeout is cut to the time left of
 "$py" -c "import ray; print('ray', ray.__version__)" 2>&1 | tail -1 | tee -a "$out/summary.txt"
 nproc | sed 's/^/cpus /' | tee -a "$out/summary.txt"
 TAIL=9 step multi_gpu 140 "$py" benchmarks/bench_multi_gpu.py --spaces anchor-48,large@20 --json "$out/multi_gpu.json"
-TAIL=6 step distributed_gpu 90 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu/test_distributed_gpu.py
+TAIL=8 step distributed_gpu 120 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu/test_distributed_gpu.py tests/gpu/test_multi_gpu.py
 TAIL=8 step sweep_gpu 100 "$py" -m pytest -q -s -p no:cacheprovider -rA tests/gpu/test_sweep_gpu.py
 TAIL=6 step multi_gpu_large 400 "$py" benchmarks/bench_multi_gpu.py --spaces large --json "$out/multi_gpu_large.json"
 echo "== total $((SECONDS - start)) s" | tee -a "$out/summary.txt"
