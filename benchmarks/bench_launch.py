@@ -34,18 +34,22 @@ expanded call (args tuple, kwargs dict, the bind lambda); ``Site.__call__``: the
 (per tensor: dtype, shape, stride(), data_ptr() % 16), one dict lookup of that tuple;
 ``bind(cfg)`` (a dict and the grid tuple); ``DirectLauncher.__call__``: the dyn-kwargs
 comparison, the launch-hook check, ``get_current_device()``, the ``CompiledKernel`` lookup,
-``get_current_stream(device)``, then the floor's ``run``.
+``get_current_stream(device)``, then the floor's ``run``. The ``part:`` rows time those
+steps one at a time, side by side with the rest (a profile by parts), and the ``repeat
+check off`` rows the same DSL call building its full call key every call.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import triton
@@ -99,9 +103,19 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
     def bind(cfg):  # what the expander generates for blocks=cdiv(n, $tile), BLOCK=$tile
         return (), {"BLOCK": cfg.tile}, (cdiv(n, cfg.tile),)
 
+    # The same DSL site with the repeat check off (TUNEDSL_REPEAT_CHECK=0 is read when a
+    # site first sees its kernel): the call key is built on every call, as before 0.2.
+    namespace_off: dict[str, object] = {"vadd": vadd, "__name__": "bench_launch_dsl_off"}
+    exec(compile_source(DSL_SOURCE, filename=__file__ + ":off"), namespace_off)
+    dsl_add_off = namespace_off["add"]
+    with _env("TUNEDSL_REPEAT_CHECK", "0"):
+        dsl_add_off(a, b, c, n)  # type: ignore[operator]
+    sync(device)
+
     fns: dict[str, Callable[[], object]] = {
         "raw vadd[grid]": lambda: vadd[grid](a, b, c, n, BLOCK=1024),
         "tunedsl DSL": lambda: dsl_add(a, b, c, n),  # type: ignore[operator]
+        "tunedsl DSL, repeat check off": lambda: dsl_add_off(a, b, c, n),  # type: ignore[operator]
         "tunedsl site": lambda: site(vadd, (a, b, c, n), {}, bind, None, None),
         "autotune_launch": lambda: autotune_launch(
             vadd,
@@ -113,6 +127,7 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
         ),
         "torch.add(out=)": lambda: torch.add(a, b, out=c),
     }
+    fns.update(parts(namespace["__tunedsl_site_0__"], (a, b, c, n), bind))
     if device == "cuda":  # triton.autotune needs an active GPU driver ("0 active drivers")
         tuned = triton.autotune(
             configs=[triton.Config({"BLOCK": t}, num_warps=w) for t in (256, 1024) for w in (2, 4)],
@@ -122,6 +137,63 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
             a, b, c, n
         )
     return fns
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
+def parts(
+    site: Any, args: tuple[object, ...], bind: Callable[[Any], Any]
+) -> dict[str, Callable[[], object]]:
+    """The DSL call's steps timed one by one (a profile by parts; each row is one step
+    alone, so a row's time is that step's cost). The site's internals are read at the
+    first call, once the warm-up has decided the key."""
+    state: dict[str, Any] = {}
+
+    def internals() -> dict[str, Any]:
+        if not state:
+            key = site._key_fn(args, {}, None)
+            entry = site._table[key]
+            _holes, dyn, grid = bind(entry.config)
+            state.update(
+                key_fn=site._key_fn,
+                table=site._table,
+                entry=entry,
+                cfg=entry.config,
+                dyn=dyn,
+                grid=grid,
+                repeat=entry.repeat or (lambda a, k: None),
+            )
+        return state
+
+    def shaped(kernel: object, a: object, k: object, b: object, key: object, lazy: object) -> None:
+        return None
+
+    def expansion() -> object:  # the expanded call's own work: a lambda, a tuple, a dict
+        n = args[3]
+        return shaped(vadd, args, {}, lambda cfg: ((), {"BLOCK": cfg.tile}, (n,)), None, None)
+
+    return {
+        "part: expanded call, empty site": expansion,
+        "part: call key + table lookup": lambda: (s := internals())["table"].get(
+            s["key_fn"](args, {}, None)
+        ),
+        "part: repeat check": lambda: internals()["repeat"](args, {}),
+        "part: bind(cfg)": lambda: bind(internals()["cfg"]),
+        "part: launcher (incl. launch)": lambda: (s := internals())["entry"].launcher(
+            s["grid"], args, {}, s["dyn"], ()
+        ),
+    }
 
 
 def floor_fns(
@@ -157,12 +229,13 @@ def floor_fns(
 MM_DSL_SOURCE = """
 from tunedsl import autotune, cdiv
 
-def mm_call(a, b, c, M, N, K):
+def mm_call(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn):
     return autotune(space=dict(BM=[64, 128], BN=[64], BK=[32], num_warps=[4]),
                     blocks=(cdiv(M, $BM), cdiv(N, $BN)),
-                    mm(a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                       c.stride(0), c.stride(1), BM=$BM, BN=$BN, BK=$BK))
+                    mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn, BM=$BM, BN=$BN, BK=$BK))
 """
+# The strides are passed in, computed once, as the raw and floor rows have them: the rows
+# then differ only by what each launcher does.
 
 
 def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
@@ -177,12 +250,20 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
     exec(compile_source(MM_DSL_SOURCE, filename=__file__), namespace)
     mm_call = namespace["mm_call"]
     strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    namespace_off: dict[str, object] = {"mm": mm, "__name__": "bench_launch_mm_dsl_off"}
+    exec(compile_source(MM_DSL_SOURCE, filename=__file__ + ":off"), namespace_off)
+    mm_call_off = namespace_off["mm_call"]
+    with _env("TUNEDSL_REPEAT_CHECK", "0"):
+        mm_call_off(a, b, c, size, size, size, *strides)  # type: ignore[operator]
     grid = (triton.cdiv(size, 64), triton.cdiv(size, 64))
     fns: dict[str, Callable[[], object]] = {
         "mm raw mm[grid]": lambda: mm[grid](
             a, b, c, size, size, size, *strides, BM=64, BN=64, BK=32, num_warps=4
         ),
-        "mm tunedsl DSL": lambda: mm_call(a, b, c, size, size, size),  # type: ignore[operator]
+        "mm tunedsl DSL": lambda: mm_call(a, b, c, size, size, size, *strides),  # type: ignore[operator]
+        "mm tunedsl DSL, repeat check off": lambda: mm_call_off(  # type: ignore[operator]
+            a, b, c, size, size, size, *strides
+        ),
     }
     if device == "cuda":
         params = (a, b, c, size, size, size, *strides, 64, 64, 32)

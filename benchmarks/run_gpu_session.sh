@@ -4,6 +4,8 @@
 #   bash benchmarks/run_gpu_session.sh b OUTDIR  # search at scale (issue 12's large matmul space)
 #   bash benchmarks/run_gpu_session.sh c OUTDIR  # a re-check: cold tune, timing modes, the
 #                                                 # isolated GPU test, then search at scale
+#   bash benchmarks/run_gpu_session.sh hot OUTDIR  # GPU tests, launch overhead with the
+#                                                 # profile by parts, timing modes, py-spy
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -24,6 +26,32 @@ if [ "$part" = a ]; then
     step bench_launch 45 "$py" benchmarks/bench_launch.py --kernel both
     step bench_timing_modes 70 "$py" benchmarks/bench_timing_modes.py
     step bench_cold_tune 170 "$py" benchmarks/bench_cold_tune.py --rounds 3
+elif [ "$part" = hot ]; then
+    TAIL=45 step gpu_tests 240 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
+    TAIL=30 step bench_launch 90 "$py" benchmarks/bench_launch.py --kernel both
+    step bench_timing_modes 70 "$py" benchmarks/bench_timing_modes.py
+    if command -v py-spy >/dev/null; then  # a sampled profile of the DSL call (issue 13)
+        step profile_record 60 py-spy record --rate 400 --native --format raw \
+            -o "$out/dsl_profile.txt" -- "$py" benchmarks/bench_launch.py --kernel vadd \
+            --only "tunedsl DSL" --calls 600000 --repeats 1
+        TAIL=60 step profile_top 30 "$py" benchmarks/collapsed_top.py "$out/dsl_profile.txt" \
+            --under "<lambda>" --top 25
+    fi
+elif [ "$part" = final ]; then  # this release's last pass: tests, cold tune, hot path, search
+    TAIL=45 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
+    step cold_anchor 120 "$py" benchmarks/bench_cold_tune.py --space anchor --rounds 3 --rep 100
+    step cold_tutorial03 70 "$py" benchmarks/bench_cold_tune.py --space tutorial03 --rounds 3 --rep 100
+    TAIL=30 step bench_launch 90 "$py" benchmarks/bench_launch.py --kernel both
+    if command -v py-spy >/dev/null; then
+        step profile_record 60 py-spy record --rate 400 --native --format raw \
+            -o "$out/dsl_profile.txt" -- "$py" benchmarks/bench_launch.py --kernel vadd \
+            --only "tunedsl DSL" --calls 600000 --repeats 1
+        TAIL=60 step profile_top 30 "$py" benchmarks/collapsed_top.py "$out/dsl_profile.txt" \
+            --under "<lambda>" --top 25
+    fi
+    step search_softmax 100 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
+        --triton-subset 12 --ref-leaders 16 --ref-budget 15
+    step bench_warm_start 120 "$py" benchmarks/bench_warm_start.py
 elif [ "$part" = c ]; then
     step bench_cold_tune 150 "$py" benchmarks/bench_cold_tune.py --rounds 3
     step bench_timing_modes 60 "$py" benchmarks/bench_timing_modes.py

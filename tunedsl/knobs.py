@@ -181,6 +181,13 @@ def direct_launch() -> bool:
     return _flag("TUNEDSL_DIRECT_LAUNCH", default=True)
 
 
+def repeat_check() -> bool:
+    """``TUNEDSL_REPEAT_CHECK=0``: build the full call key on every call, never the faster
+    check that a call repeats the last call's argument layout (default on; off is for
+    measuring what it saves)."""
+    return _flag("TUNEDSL_REPEAT_CHECK", default=True)
+
+
 def stored_binaries() -> bool:
     """``TUNEDSL_STORED_BINARIES=0``: never load or store kernel binaries of tuning decisions
     (a warm process then compiles the chosen variant through Triton; default on)."""
@@ -343,6 +350,7 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_COMPILE_TIMEOUT": compile_timeout_s,
     "TUNEDSL_RECORDS_PATH": records_path,
     "TUNEDSL_DIRECT_LAUNCH": direct_launch,
+    "TUNEDSL_REPEAT_CHECK": repeat_check,
     "TUNEDSL_STORED_BINARIES": stored_binaries,
     "TUNEDSL_QUIET": quiet,
     "TUNEDSL_PROGRESS_AFTER": progress_after_s,

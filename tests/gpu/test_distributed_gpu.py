@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[2]
 
 RANK = r"""
 import json, sys
@@ -38,7 +39,7 @@ def vadd(a, b, c, n, TILE: tl.constexpr):
     tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
 
 
-tiles = []
+tiles, sources = [], []
 for n in (1 << 16, 1 << 20, 1 << 22):
     a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     c = torch.empty_like(a)
@@ -48,9 +49,10 @@ for n in (1 << 16, 1 << 20, 1 << 22):
     )
     torch.testing.assert_close(c, a + b)
     tiles.append(res.config.tile)
+    sources.append(res.source)
 t = torch.tensor(tiles, device="cuda")
 dist.all_reduce(t)  # the NCCL group still works after the decisions
-json.dump({"rank": rank, "tiles": tiles}, open(out, "w"))
+json.dump({"rank": rank, "tiles": tiles, "sources": sources}, open(out, "w"))
 dist.destroy_process_group()
 """
 
@@ -76,12 +78,26 @@ def test_two_gpu_ranks_over_nccl_agree(tmp_path: Path, mode: str) -> None:
             **os.environ,
             "NCCL_NVLS_ENABLE": "0",
             "TUNEDSL_DISTRIBUTED": mode,
+            "TUNEDSL_DISTRIBUTED_TIMEOUT": "120",
+            "TUNEDSL_TUNE_DEVICES": "1",  # each rank tunes on its own GPU
             "TUNEDSL_CACHE_DIR": str(tmp_path / f"node{rank}"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         }
         argv = [sys.executable, str(script), str(rank), "2", str(port), str(tmp_path / f"{rank}")]
         procs.append(subprocess.Popen(argv, env=env, stderr=subprocess.PIPE))
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err.decode()[-3000:]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=240)
+            assert p.returncode == 0, err.decode()[-3000:]
+    finally:
+        for p in procs:  # a rank left waiting (the other failed) must not outlive the test
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     outs = [json.loads((tmp_path / f"{r}").read_text()) for r in range(2)]
     assert outs[0]["tiles"] == outs[1]["tiles"]
+    assert outs[0]["sources"][0] == "tuned"
+    if mode == "broadcast":  # rank 1 received every decision
+        assert outs[1]["sources"] == ["broadcast"] * 3
+    else:  # every rank measured its share and recorded the same choice
+        assert outs[1]["sources"] == ["tuned"] * 3

@@ -35,3 +35,21 @@ def double_or_abort(x, y, n, TILE: tl.constexpr, ABORT: tl.constexpr):
     offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
     mask = offs < n
     tl.store(y + offs, tl.load(x + offs, mask=mask) * 2, mask=mask)
+
+
+@triton.jit
+def double_or_exit(x, y, n, TILE: tl.constexpr, EXIT: tl.constexpr):
+    """Interpreter only: EXIT leaves the worker with status 0 without a reply, as a GPU
+    worker does after a failed launch (there, once it has replied)."""
+    if EXIT:
+        leave_cleanly()
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(y + offs, tl.load(x + offs, mask=mask) * 2, mask=mask)
+
+
+def leave_cleanly() -> None:
+    """Note the attempt (in the file ``TUNEDSL_TEST_EXIT_LOG`` names), then exit 0."""
+    with open(os.environ["TUNEDSL_TEST_EXIT_LOG"], "a") as log:
+        log.write("attempt\n")
+    os._exit(0)

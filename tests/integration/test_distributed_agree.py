@@ -73,7 +73,8 @@ path = None
 if res.record is not None:
     path = res.record.digest
 json.dump({"rank": rank, "tile": res.config.tile, "source": res.source, "digest": path,
-           "configs": len(res.record.results) if res.record else 0}, open(out, "w"))
+           "configs": len(res.record.results) if res.record else 0,
+           "ranks": res.record.context.get("ranks") if res.record else None}, open(out, "w"))
 dist.destroy_process_group()
 """
 
@@ -139,6 +140,8 @@ def test_allreduce_splits_the_candidates_and_every_rank_picks_the_same(tmp_path:
     assert tiles <= {32, 64}
     assert all(o["source"] == "tuned" and o["configs"] == 4 for o in outs)
     assert outs[0]["digest"] == outs[1]["digest"]
+    # Recorded through decide's own tune_and_record, saying the ranks shared the measuring.
+    assert [o["ranks"] for o in outs] == ["allreduce", "allreduce"]
 
 
 def test_a_rank_whose_peer_never_decides_times_out_with_a_clear_error(tmp_path: Path) -> None:

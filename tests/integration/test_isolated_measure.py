@@ -81,6 +81,35 @@ def test_an_abort_fails_one_configuration_and_hooks_reach_the_worker() -> None:
     torch.testing.assert_close(y, x * 2)
 
 
+def test_a_worker_that_leaves_cleanly_is_replaced_and_the_request_sent_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A GPU worker exits with status 0 after replying to a failed launch; a request that
+    # finds it gone is sent again to a new worker, once: here the configuration itself
+    # leaves, so the second try fails too and is recorded, and the next one is measured.
+    from isolate_kernels import double_or_exit
+
+    log = tmp_path / "exits.log"
+    monkeypatch.setenv("TUNEDSL_TEST_EXIT_LOG", str(log))
+    n = 100
+    x = torch.randn(n)
+    y = torch.empty_like(x)
+    result = autotune_launch(
+        double_or_exit,
+        space={"leave": [True, False]},
+        grid=(cdiv(n, 64),),
+        args=(x, y, n),
+        kwargs=lambda cfg: {"TILE": 64, "EXIT": cfg.leave},
+        isolate=True,
+    )
+    timings = {cfg.leave: r for cfg, r in result.timings.items()}
+    assert timings[True].status == "failed"
+    assert "exited with status 0" in (timings[True].reason or "")
+    assert log.read_text().splitlines() == ["attempt", "attempt"]  # sent twice, not more
+    assert timings[False].status == "ok" and result.config.leave is False
+    torch.testing.assert_close(y, x * 2)
+
+
 def test_isolated_measurement_keeps_restore_value_semantics() -> None:
     from runtime_kernels import scale_inplace
 

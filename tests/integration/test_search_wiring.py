@@ -96,6 +96,26 @@ def test_default_search_is_exhaustive_with_racing_and_no_budget() -> None:
     }
 
 
+def test_the_next_batch_compiles_ahead_and_is_measured_once(
+    prepared: list[list[Config]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefetched: list[list[Config]] = []
+    real = InProcessMeasurer.prefetch
+
+    def recording(self, configs):
+        prefetched.append(list(configs))
+        return real(self, configs)
+
+    monkeypatch.setattr(InProcessMeasurer, "prefetch", recording)
+    space = {**SPACE, "TILE": [8, *SPACE["TILE"]]}  # 18 points: exhaustive's 16, then 2
+    res = launch(space, name="s-ahead", search="exhaustive")
+    everything = {Config(TILE=t, SPLIT=s) for t in space["TILE"] for s in space["SPLIT"]}
+    assert {r.config for r in res.record.results} == everything
+    assert prefetched and prefetched[0] == prepared[1]  # compiled ahead, then prepared
+    compiled = [c for batch in prepared for c in batch]
+    assert len(compiled) == len(set(compiled)) == len(everything)  # each config once
+
+
 def test_a_seed_gives_the_same_proposals(prepared: list[list[Config]]) -> None:
     # The first batch is proposed before any timing exists: a function of the seed alone.
     firsts = []

@@ -243,7 +243,59 @@ def device_and_stream() -> tuple[Callable[[], int], Callable[[int], int]]:
     from triton.runtime import driver
 
     active = driver.active
-    return active.get_current_device, active.get_current_stream
+    get_device = active.get_current_device
+    try:
+        import torch
+
+        # Triton's GPU driver binds torch.cuda.current_device, which runs torch's Python
+        # lazy-init check on every call (about 0.4 us); once CUDA is initialised (a launch
+        # has happened) the C getter it ends in returns the same device.
+        if get_device is torch.cuda.current_device and torch.cuda.is_initialized():
+            get_device = torch._C._cuda_getDevice
+    except (ImportError, AttributeError):
+        pass
+    return get_device, active.get_current_stream
+
+
+@functools.lru_cache(maxsize=1)
+def _tensor_guards() -> Callable[..., Any] | None:
+    """PyTorch's C++ tensor guard (``torch._C._dynamo.guards.TensorGuards``; PyTorch 2.11,
+    2.13), or None when missing or when it does not behave as :func:`layout_check` needs:
+    checked once on sample tensors (it must reject another dtype, shape and stride)."""
+    try:
+        import torch
+        from torch._C._dynamo.guards import TensorGuards
+
+        x = torch.zeros(2, 3)
+        guard = _make_guard(TensorGuards, (x,))
+        others = (torch.zeros(2, 3, dtype=torch.float64), torch.zeros(3, 2), x.t())
+        if guard.check(x) and not any(guard.check(o) for o in others):
+            return TensorGuards  # type: ignore[no-any-return]
+    except Exception:  # any surprise: the hot path keeps building full call keys
+        pass
+    return None
+
+
+def _make_guard(guards_cls: Any, tensors: Sequence[Any]) -> Any:
+    # Static sizes and strides: None for the dynamic-dimension lists (2.11, 2.13).
+    return guards_cls(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None)
+
+
+def layout_check(tensors: Sequence[Any]) -> Callable[..., bool] | None:
+    """A C-level check that tensors have the class, dtype, device, sizes and strides of
+    ``tensors`` (Dynamo's guard for compiled graphs: one call for all, about 0.1 us per
+    tensor against about 0.5 us for reading ``dtype``, ``shape`` and ``stride()``). It
+    may reject more than a call key would (``requires_grad``, dispatch keys), never
+    less. None where PyTorch has no such guard: callers build the full key instead."""
+    guards_cls = _tensor_guards()
+    if guards_cls is None:
+        return None
+    try:
+        guard = _make_guard(guards_cls, tensors)
+        check: Callable[..., bool] = guard.check
+        return check if check(*tensors) else None
+    except Exception:
+        return None
 
 
 def current_target() -> Any:

@@ -18,6 +18,8 @@ error when a later repetition fails.
 
 from __future__ import annotations
 
+import itertools
+import queue
 import statistics
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -140,8 +142,11 @@ class Verifier:
         return None
 
 
-def compile_jobs(kernel: Any, todo: Sequence[Variant]) -> Iterator[tuple[Variant, Any]]:
-    """(variant, handle or exception) in completion order, through the shared compile pool."""
+def compile_jobs(
+    kernel: Any, todo: Sequence[Variant], cancelled: threading.Event | None = None
+) -> Iterator[tuple[Variant, Any]]:
+    """(variant, handle or exception) in completion order, through the shared compile pool.
+    Jobs not started when ``cancelled`` is set end at once with an exception."""
     from tunedsl.backends.triton import interpreting
 
     if interpreting():  # nothing to compile ahead: the interpreter runs the Python source
@@ -156,6 +161,8 @@ def compile_jobs(kernel: Any, todo: Sequence[Variant]) -> Iterator[tuple[Variant
     for v in todo:
 
         def compile_one(v: Variant = v) -> object:
+            if cancelled is not None and cancelled.is_set():
+                raise RuntimeError("compile-ahead cancelled: the search ended")
             return compile_variant(kernel, v.args, v.kwargs, v.options)
 
         job = CompileJob(v.config, compile_one)
@@ -163,6 +170,50 @@ def compile_jobs(kernel: Any, todo: Sequence[Variant]) -> Iterator[tuple[Variant
         jobs.append(job)
     for job, result in compile_stream(jobs):
         yield by_id[id(job)], result
+
+
+class CompileAhead:
+    """One batch compiling in the background (the driver's compile-ahead): a thread drives
+    the compile stream and queues each ``(variant, handle or exception)`` as it finishes,
+    so ``prepare`` of that batch takes finished compiles instead of starting them."""
+
+    def __init__(self, kernel: Any, variants: Sequence[Variant]) -> None:
+        self.configs = {v.config for v in variants}
+        self.cancelled = threading.Event()
+        self.results: queue.SimpleQueue[tuple[Variant, Any] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(
+            target=self._run, args=(kernel, list(variants)), name="tunedsl-compile-ahead"
+        )
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _run(self, kernel: Any, variants: list[Variant]) -> None:
+        done: set[Config] = set()
+        try:
+            for v, handle in compile_jobs(kernel, variants, self.cancelled):
+                done.add(v.config)
+                self.results.put((v, handle))
+        except BaseException as err:  # the pool itself failed: each job left reports it
+            for v in variants:
+                if v.config not in done:
+                    self.results.put((v, err))
+        finally:
+            self.results.put(None)
+
+    def cancel(self) -> None:
+        """Start no further compile of this batch (the search ended without it)."""
+        self.cancelled.set()
+
+    def take(self, wanted: set[Config]) -> Iterator[tuple[Variant, Any]]:
+        """The wanted configurations' results, in completion order."""
+        left = set(wanted)
+        while left:
+            item = self.results.get()
+            if item is None:
+                return
+            if item[0].config in left:
+                left.discard(item[0].config)
+                yield item
 
 
 class InProcessMeasurer:
@@ -199,6 +250,7 @@ class InProcessMeasurer:
         self.runs: dict[Config, Callable[[], Any]] = {}
         self.first_ms: dict[Config, float] = {}
         self.settled = False
+        self.ahead: CompileAhead | None = None
 
     @property
     def timer_kind(self) -> str:
@@ -213,16 +265,36 @@ class InProcessMeasurer:
         if self.req.post_hook is not None:
             self.req.post_hook(self.bound, exception=error)  # Triton's hook signature
 
-    def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
-        from tunedsl.model.hints import InfeasibleConfig
-
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        """Start compiling the driver's next batch while this one is measured (the driver
+        calls it for strategies whose next batch does not depend on this one's results)."""
         variants = []
         for config in configs:
             try:
                 variants.append(self.variant_for(config))
+            except Exception:  # reported when the batch is prepared
+                continue
+        if self.ahead is not None:  # a batch prefetched and never asked for
+            self.ahead.cancel()
+        self.ahead = CompileAhead(self.req.kernel, variants) if variants else None
+
+    def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
+        from tunedsl.model.hints import InfeasibleConfig
+
+        ahead, self.ahead = self.ahead, None
+        early = [c for c in configs if ahead is not None and c in ahead.configs]
+        variants = []
+        for config in configs:
+            if config in early:
+                continue
+            try:
+                variants.append(self.variant_for(config))
             except InfeasibleConfig as err:  # its launch hints do not fit this device
                 yield self._failed(config, "failed", str(err))
-        for v, handle in compile_jobs(self.req.kernel, variants):
+        compiled = compile_jobs(self.req.kernel, variants)
+        if ahead is not None and early:
+            compiled = itertools.chain(ahead.take(set(early)), compiled)
+        for v, handle in compiled:
             if isinstance(handle, BaseException):
                 if isinstance(handle, KeyboardInterrupt):
                     raise handle
@@ -297,6 +369,9 @@ class InProcessMeasurer:
         """The timer is chosen before the first sample (``_choose_timer``): nothing left."""
 
     def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.cancel()
+            self.ahead = None
         with BENCH_LOCK:
             self.guard.restore_all()
             self.bt.synchronize()

@@ -88,6 +88,7 @@ class Worker:
         self.device = device
         self.proc: subprocess.Popen[bytes] | None = None
         self.setup_frame: bytes | None = None  # re-sent after a restart
+        self.exit_code: int | None = None  # of the last worker that died
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -144,6 +145,7 @@ class Worker:
     def _death(self) -> str:
         proc = self.proc
         code = proc.wait(timeout=5) if proc is not None else None
+        self.exit_code = code
         self.kill()
         return _crash_reason(code)
 
@@ -155,30 +157,49 @@ class Worker:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         if not ready:
             self.kill()
+            self.exit_code = None
             raise _Died(f"timeout: no answer after {timeout_s:.0f} s (a hang?); worker killed")
         frame = read_frame(self.proc.stdout)  # type: ignore[arg-type]
         if frame is None:
             raise _Died(self._death())
         return tuple(json.loads(frame))  # replies are JSON: this process unpickles nothing
 
+    # A GPU worker leaves with status 0 right after replying to a request whose launch
+    # failed (the CUDA context may be poisoned): a request sent before its exit was seen
+    # finds it gone without having run. Such a request is sent once more, to a new worker;
+    # a crash (a signal, another status, a timeout) is the request's own failure.
     def request(self, message: tuple[Any, ...], timeout_s: float) -> tuple[Any, ...]:
-        if not self.alive():
-            self.kill()
-            self.start()
-        self._send(dumps(message))
-        return self._receive(timeout_s)
+        attempt = 1
+        while True:
+            if not self.alive():
+                self.kill()
+                self.start()
+            try:
+                self._send(dumps(message))
+                return self._receive(timeout_s)
+            except _Died:
+                if attempt == 2 or self.exit_code != 0:
+                    raise
+                attempt = 2
 
     def stream(self, message: tuple[Any, ...], timeout_s: float) -> Iterator[tuple[Any, ...]]:
         """Replies until ``("done",)``; each reply has its own ``timeout_s``."""
-        if not self.alive():
-            self.kill()
-            self.start()
-        self._send(dumps(message))
-        while True:
-            answer = self._receive(timeout_s)
-            if answer[0] == "done":
-                return
-            yield answer
+        answered = False
+        for attempt in (1, 2):
+            if not self.alive():
+                self.kill()
+                self.start()
+            try:
+                self._send(dumps(message))
+                while True:
+                    answer = self._receive(timeout_s)
+                    if answer[0] == "done":
+                        return
+                    answered = True
+                    yield answer
+            except _Died:
+                if answered or attempt == 2 or self.exit_code != 0:
+                    raise
 
 
 _workers: dict[int | None, Worker] = {}

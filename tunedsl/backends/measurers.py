@@ -70,6 +70,8 @@ class WorkerSeam:
         self.inner = inner
         if hasattr(inner, "final_on_caller"):  # the driver re-races leaders on the caller
             self.final_on_caller = inner.final_on_caller
+        if hasattr(inner, "prefetch"):  # the driver announces its next batch
+            self.prefetch = inner.prefetch
         self.progress = progress
         self.first_ms: dict[Config, float] = {}
         self.settled = False

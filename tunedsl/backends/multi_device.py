@@ -4,18 +4,25 @@
 several measurement workers (``isolated.py``'s processes: kernel by value, inputs copied),
 one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices``):
 
-- **Spreading**: ``prepare`` splits its batch into chunks on one queue; each worker takes
-  the next chunk when it is free (work stealing), compiles it in its own compile pool, and
-  takes every compiled configuration's opening repetitions on its GPU. The results come back
-  in completion order, so the race opens candidates while the other GPUs still work.
+- **Compiling once, on every core** (``host_compile.py``): ``prepare`` compiles its batch
+  in this process, once, on the compile pool's threads (all the host's cores), into
+  Triton's cache, and ``prefetch`` starts the search's next batch while the GPUs measure.
+  Compiling for a GPU needs the model, not the device, so one compile serves every GPU of
+  the model. (Before, each worker compiled its own chunk in its own pool, no more
+  configurations at once than its chunk held, and its GPU idled meanwhile: two H200s were
+  0.88x of one, compile-bound.)
+- **Spreading**: each worker's thread takes what the host has compiled (work stealing, up
+  to ``chunk`` at a time), loads it in its worker (a Triton cache hit) and takes its opening
+  repetitions on its GPU while the host compiles the next ones. The results come back in
+  completion order, so the race opens candidates while the other GPUs still work.
 - **Merging**: a candidate's first ``sample`` is its banked opening (taken in parallel);
-  later samples of the race are taken on the GPU that compiled it (same model: comparable).
+  later samples of the race are taken on the GPU that opened it (same model: comparable).
 - **The choice is the caller's GPU's**: ``final_on_caller(leaders)`` (the driver calls it
   before the final race of the leaders) routes every later ``sample`` to the caller's
   worker, so the leaders are raced side by side on the device the kernel will run on.
 - **Failure**: a configuration that crashes or hangs one worker fails alone (that worker
-  restarts, ``isolated.py``); a worker that cannot be set up at all hands its chunk back to
-  the others and takes no more.
+  restarts, ``isolated.py``); a worker that cannot be set up at all hands its part back to
+  the others and takes no more; a configuration that fails to compile fails on the host.
 
 Mixed models never share a decision: only GPUs of the caller's model are used, and the
 device model is part of every key (``backends.triton.device_facts``).
@@ -27,11 +34,13 @@ import atexit
 import queue
 import statistics
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tunedsl import knobs
+from tunedsl.backends.host_compile import HostCompiler, Split
 from tunedsl.backends.isolated import IsolatedMeasurer, Worker, worker_for
 from tunedsl.engine.racing import DEFAULT_RACE
 from tunedsl.engine.seams import MeasureFailure, Prepared
@@ -149,10 +158,11 @@ class MultiDeviceMeasurer:
 
     ``devices``: device indices, the caller's first (``caller`` names it otherwise); off a
     GPU every worker runs the interpreter, and ``devices=[0, 0]`` gives two of them.
-    ``opening_reps``: repetitions each worker takes of a configuration it compiled (the
-    race's ``first_reps``). ``chunk``: configurations per work item (default: a batch split
-    in about four per worker, at most ``MAX_CHUNK``, so one worker's compiling overlaps
-    another's measuring).
+    ``opening_reps``: repetitions each worker takes of a configuration it loaded (the
+    race's ``first_reps``). ``chunk``: the most compiled configurations a worker takes at
+    once (default: a batch split in about four per worker, at most ``MAX_CHUNK``).
+    ``compile_target``: the host stage compiles for this target (``"cuda:90"``) instead of
+    the caller's GPU (a cross-compile: what a host without the GPU does; tests use it).
     """
 
     def __init__(
@@ -164,6 +174,7 @@ class MultiDeviceMeasurer:
         timing: str = "auto",
         opening_reps: int = DEFAULT_RACE.first_reps,
         chunk: int | None = None,
+        compile_target: str | None = None,
     ) -> None:
         if not devices:
             raise UsageError("MultiDeviceMeasurer: devices is empty")
@@ -172,6 +183,12 @@ class MultiDeviceMeasurer:
         self.opening_reps = opening_reps
         self.chunk = chunk
         self.timing = timing
+        self.stats = Split(measure_s=[0.0] * len(self.devices))
+        variants = {v.config: v for v in req.variants}
+        self.host = HostCompiler(req.kernel, variants, self.stats, compile_target)
+        self.compiles = self.host.compiles  # host compiles per configuration
+        self.events = self.host.events  # ("submitted"|"compiled"|"measuring", config, time)
+        self._deferred: list[Config] = []  # prefetched before the first batch
         seen: dict[int, int] = {}
         self.slots: list[_Slot] = []
         try:
@@ -190,18 +207,27 @@ class MultiDeviceMeasurer:
         self.trace: list[tuple[Config, int]] = []  # (config, slot) of each non-banked sample
         self.final_from: int | None = None
 
-    # -- prepare: every worker at once -------------------------------------------------------
-    def _chunks(self, configs: Sequence[Config]) -> list[list[Config]]:
-        # At most MAX_CHUNK: a closed stream (budget spent) waits for the chunks in flight.
-        size = self.chunk or max(1, min(MAX_CHUNK, -(-len(configs) // (4 * len(self.slots)))))
-        return [list(configs[i : i + size]) for i in range(0, len(configs), size)]
+    # -- prepare: one host compile stage feeding every GPU's worker --------------------------
+    def _chunks(self, configs: Sequence[Config]) -> int:
+        """How many compiled configurations a worker takes at once (at most MAX_CHUNK: a
+        closed stream, the budget spent, waits for the ones in flight)."""
+        return self.chunk or max(1, min(MAX_CHUNK, -(-len(configs) // (4 * len(self.slots)))))
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
-        work: queue.Queue[list[Config]] = queue.Queue()
-        for part in self._chunks(configs):
-            work.put(part)
+        configs = list(configs)
+        compiled: queue.Queue[Config] = queue.Queue()  # compiled on the host, not yet measured
         out: queue.Queue[Prepared | None] = queue.Queue()  # None: a worker thread ended
         stop = threading.Event()
+        compiling = threading.Event()  # set when the host stage has compiled the whole batch
+        self.host.submit(configs)  # what the driver prefetched is compiling (or compiled)
+        if self._deferred:  # announced before the first batch: compiled after it
+            self.host.submit(self._deferred)
+            self._deferred = []
+        host = threading.Thread(
+            target=self.host.feed, args=(configs, compiled, out, stop, compiling), daemon=True
+        )
+        host.start()
+        size = self._chunks(configs)
         done = 0
         try:
             while done < len(configs):
@@ -209,49 +235,82 @@ class MultiDeviceMeasurer:
                 if not live:
                     break
                 for i in live:
-                    threading.Thread(
-                        target=self._serve, args=(i, work, out, stop), daemon=True
-                    ).start()
+                    args = (i, size, compiled, out, stop, compiling)
+                    threading.Thread(target=self._serve, args=args, daemon=True).start()
                 running = len(live)
-                while running:
+                while running:  # a worker thread ends once the host stage ended and all is taken
                     item = out.get()
                     if item is None:
                         running -= 1
                     else:
                         done += 1
                         yield item
-                if work.empty():
+                # Left in the queue: a worker that died handed its part back after the others
+                # had ended; the live ones start again.
+            host.join()
+            why = "; ".join(
+                f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots) if s.dead
+            )
+            while True:  # every worker is dead: what is left fails, with the reasons
+                try:
+                    item = out.get_nowait()
+                except queue.Empty:
                     break
-                # A worker that died handed its chunk back after the others had finished.
-        finally:
-            stop.set()  # a closed stream (budget spent): workers finish their chunk and stop
-        why = "; ".join(
-            f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots) if s.dead
-        )
-        while not work.empty():  # every worker is dead: what is left fails, with the reasons
-            for config in work.get_nowait():
+                if item is not None:
+                    yield item
+            while True:
+                try:
+                    config = compiled.get_nowait()
+                except queue.Empty:
+                    break
                 yield Prepared(config, "failed", f"no measurement worker left ({why})")
+        finally:
+            stop.set()  # a closed stream (budget spent): no new compile or measurement starts
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        """Start compiling ``configs`` on the host now: the driver announces the next batch
+        before it races the current one, so the host compiles while the GPUs measure.
+        (Announced before the first batch, they wait for the first ``prepare``.)"""
+        if not self.host.started():
+            self._deferred = list(configs)
+            return
+        self.host.submit(configs)
 
     def _serve(
         self,
         index: int,
-        work: queue.Queue[list[Config]],
+        size: int,
+        compiled: queue.Queue[Config],
         out: queue.Queue[Prepared | None],
         stop: threading.Event,
+        compiling: threading.Event,
     ) -> None:
+        """One GPU's thread: takes what the host compiled (up to ``size`` at a time), loads
+        it in its worker (a Triton cache hit) and takes the opening repetitions, while the
+        host compiles the next ones."""
         slot = self.slots[index]
         try:
             while not stop.is_set():
                 try:
-                    part = work.get_nowait()
+                    part = [compiled.get(timeout=0.05)]
                 except queue.Empty:
-                    return
+                    if compiling.is_set() and compiled.empty():
+                        return
+                    continue
+                while len(part) < size:
+                    try:
+                        part.append(compiled.get_nowait())
+                    except queue.Empty:
+                        break
                 try:
                     with slot.lock:
+                        start = time.perf_counter()
                         results = list(self._prepare_on(index, part))
+                        self.stats.measure_s[index] += time.perf_counter() - start
                 except TuningError as err:  # the worker cannot be set up: others take it
                     slot.dead = str(err)
-                    work.put(part)
+                    for config in part:
+                        compiled.put(config)
                     return
                 for result in results:
                     out.put(result)
@@ -259,13 +318,14 @@ class MultiDeviceMeasurer:
             out.put(None)
 
     def _prepare_on(self, index: int, part: list[Config]) -> Iterator[Prepared]:
-        """Compile ``part`` on one worker and bank each compiled one's opening samples."""
+        """Load ``part`` on one worker and bank each loaded one's opening samples."""
         slot = self.slots[index]
         for prepared in slot.measurer.prepare(part):
             if prepared.status != "ok" or prepared.error is not None:
                 yield prepared
                 continue
             config = prepared.config
+            self.events.append(("measuring", config, time.perf_counter()))
             try:
                 samples = slot.measurer.sample(config, self.opening_reps)
             except MeasureFailure as err:
@@ -331,7 +391,9 @@ class MultiDeviceMeasurer:
             slot.measurer.settle(first)
 
     def close(self) -> None:
-        """Drop every worker's copies (the processes stay warm for the next tuning)."""
+        """Drop every worker's copies (the processes stay warm for the next tuning); the
+        host stage starts no further compile."""
+        self.host.closed = True
         for slot in self.slots:
             with slot.lock:
                 slot.measurer.close()

@@ -191,30 +191,24 @@ class DirectLauncher:
             else:
                 self.jit(grid, args, static_kwargs, dyn_kwargs)
             return
-        if launch_hooked(self.runtime):  # a profiler wants Triton's launch metadata
-            self.jit(grid, args, static_kwargs, dyn_kwargs)
-            return
         device = self.get_device()  # type: ignore[misc]
         compiled = self.compiled.get(device)
         if compiled is None:
             self._first_launch(grid, args, static_kwargs, dyn_kwargs)
             return
+        if launch_hooked(self.runtime):  # a profiler wants Triton's launch metadata
+            self.jit(grid, args, static_kwargs, dyn_kwargs)
+            return
         tail = self.tail_const
         if tail is None:
             tail = tuple(static_kwargs[v] if is_static else v for is_static, v in self.tail_plan)
         run, middle = compiled
-        n = len(grid)
         # The launcher's positional convention (compat.direct_launch_parts): the grid, the
         # stream, compat's middle part (function, metadata, no launch metadata or hooks).
-        run(
-            grid[0],
-            grid[1] if n > 1 else 1,
-            grid[2] if n > 2 else 1,
-            self.get_stream(device),  # type: ignore[misc]
-            *middle,
-            *args,
-            *tail,
-        )
+        if len(grid) == 1:  # the common grid: no padding to build
+            run(grid[0], 1, 1, self.get_stream(device), *middle, *args, *tail)  # type: ignore[misc]
+            return
+        run(*_grid3(grid), self.get_stream(device), *middle, *args, *tail)  # type: ignore[misc]
 
     def _first_launch(
         self,
@@ -302,6 +296,11 @@ class DirectLauncher:
         self.runtime = compat.runtime_knobs()
         self.compiled[self.get_device()] = parts
         self.dyn0 = dict(dyn_kwargs)  # last: it opens the direct path
+
+
+def _grid3(grid: tuple[int, ...]) -> tuple[int, int, int]:
+    n = len(grid)
+    return (grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1)
 
 
 def _launch_source(

@@ -123,20 +123,18 @@ class _Run:
     # -- the loop ------------------------------------------------------------------------
     def loop(self, reserve: float) -> None:
         share = 1.0 - reserve
-        pending: list[Config] | None = None
+        # The next batch, asked for (and pruned) before this one is raced: (batch, fresh).
+        pending: tuple[list[Config], list[Config]] | None = None
         idle = 0
         while not self.spent(share):
             if pending is not None:
-                batch, pending = pending, None
+                (batch, fresh), pending = pending, None
             else:
                 batch = self.ask()
+                fresh = self.fresh(batch)
             if not batch:
                 self.exhausted = True
                 return
-            fresh = [c for c in batch if c not in self.known]
-            if self.prune is not None and fresh:
-                kept = set(self.prune(list(fresh)))
-                fresh = [c for c in fresh if c in kept]
             if not fresh:
                 idle += 1  # a strategy re-proposing known points must not spin forever
                 if idle > 100:
@@ -145,12 +143,21 @@ class _Run:
                 continue
             self.emit("batch")
             if not getattr(self.strategy, "adaptive", True):
-                pending = self.ask()
+                after = self.ask()
+                pending = (after, self.fresh(after))
                 prefetch = getattr(self.measurer, "prefetch", None)
-                if pending and prefetch is not None:
-                    prefetch(pending)
+                if pending[1] and prefetch is not None:
+                    prefetch(pending[1])
             self.race_batch(fresh, lambda: self.spent(share))
             self.emit("raced")
+
+    def fresh(self, batch: Sequence[Config]) -> list[Config]:
+        """The batch's configurations not known yet and kept by ``prune``."""
+        fresh = [c for c in batch if c not in self.known]
+        if self.prune is not None and fresh:
+            kept = set(self.prune(list(fresh)))
+            fresh = [c for c in fresh if c in kept]
+        return fresh
 
     def ask(self) -> list[Config]:
         return list(self.strategy.propose(self.space, list(self.known.values()), self.remaining()))

@@ -306,6 +306,75 @@ def specialize_call_key_fn(
     return env["call_key"]  # type: ignore[no-any-return]
 
 
+def make_repeat_check(
+    sample_args: Sequence[Any],
+    constexpr_positions: frozenset[int],
+    hole: object,
+    with_align: bool,
+    layout_check: Callable[[Sequence[Any]], Callable[..., bool] | None],
+) -> Callable[[Sequence[Any], Mapping[str, Any]], bool] | None:
+    """A check that a call has the call key ``sample_args`` had, without building the key.
+
+    For the hot path's common case, a serving loop calling one site with the same layout
+    every step: instead of reading each tensor's dtype, shape and stride from Python (a
+    binding call each), ``layout_check(tensors)`` checks them all in one C call (the
+    backend's, which may reject more than the key would, never less); alignment and int
+    classes are compared to the sample's. True means exactly that the call key
+    (``with_shape``, no keyword arguments) equals the sample's. None where the layout has
+    an argument this check does not cover (keyword arguments, a user ``key=``, bools,
+    tuples, ints beyond 32 bits, ...) or the backend has no layout check.
+    """
+    env: dict[str, Any] = {"hole": hole, "constexpr_key": constexpr_key}
+    names = [f"a{i}" for i in range(len(sample_args))]
+    tests: list[str] = []
+    tensors: list[Any] = []
+    tensor_names: list[str] = []
+    for i, (var, value) in enumerate(zip(names, sample_args, strict=True)):
+        cls = value.__class__
+        if i in constexpr_positions:
+            env[f"E_{var}"] = constexpr_key(value)
+            tests.append(f"constexpr_key({var}) == E_{var}")
+        elif value is hole:
+            tests.append(f"{var} is hole")
+        elif is_tensor(value):
+            tensors.append(value)
+            tensor_names.append(var)
+            if with_align:
+                aligned = value.data_ptr() % 16 == 0
+                tests.append(f"{var}.data_ptr() % 16 {'==' if aligned else '!='} 0")
+        elif cls is int and _I32_MIN <= value <= _I32_MAX:
+            tests.append(f"{var}.__class__ is int and {_I32_MIN} <= {var} <= {_I32_MAX}")
+            tests.append(
+                f"{var} == 1"
+                if value == 1
+                else f"{var} % 16 == 0"
+                if value % 16 == 0
+                else f"{var} != 1 and {var} % 16 != 0"
+            )
+        elif cls is float:
+            tests.append(f"{var}.__class__ is float")
+        elif value is None:
+            tests.append(f"{var} is None")
+        else:
+            return None
+    if not tensors:
+        return None  # nothing slow to skip: the generated key function is as fast
+    check = layout_check(tensors)
+    if check is None:
+        return None
+    env["check"] = check
+    tests.insert(0, f"check({', '.join(tensor_names)})")
+    body = (
+        "def repeat_check(args, kwargs):\n"
+        f"    if kwargs or len(args) != {len(names)}:\n"
+        "        return False\n"
+        f"    {', '.join(names)}, = args\n"
+        f"    return {' and '.join(tests)}\n"
+    )
+    exec(compile(body, "<tunedsl repeat check>", "exec"), env)
+    return env["repeat_check"]  # type: ignore[no-any-return]
+
+
 def hashable_user_key(value: Any) -> Any:
     """Lists and dicts in a user ``key=`` become tuples so the key can be looked up."""
     if isinstance(value, list | tuple):

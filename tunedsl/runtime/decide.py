@@ -37,6 +37,8 @@ from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
     from tunedsl.backends.triton import KernelInfo
+    from tunedsl.engine.request import TuneRequest
+    from tunedsl.runtime.tuner import TuneOutcome
     from tunedsl.store.layered import LayeredStore
 
 #: The call's variants of some configurations (None: every candidate), and the
@@ -144,21 +146,20 @@ def _fallback(
     return candidates[0]
 
 
-def decide(
+def lookup(
     site_id: str,
-    kernel: Kernel,
-    info: KernelInfo,
     settings: Settings,
     readable: dict[str, Any],
     ctx: dict[str, Any],
     digest: str,
-    variants_for: VariantsFor,
-    candidates: Sequence[Config] | None = None,
+    candidates: Sequence[Config],
     check: Check | None = None,
-) -> Decision:
-    candidates = settings.configs if candidates is None else candidates
-    if not settings.large:
-        candidates = tuple(candidates)
+    *,
+    again: bool = False,
+) -> tuple[Decision | None, dict[Config, store.ConfigResult]]:
+    """A decision that needs no tuning (the default, or a stored record's choice), else None
+    and the timings a stale record can contribute. ``again``: the second look, under the
+    key's lock (no legacy migration; timings this process did not verify are dropped)."""
 
     def default(record: store.Record | None = None) -> Decision:
         cfg = _fallback(settings, candidates, record)
@@ -166,8 +167,9 @@ def decide(
 
     if settings.mode == "off" or len(candidates) == 1:
         # One configuration (after pruning) has nothing to compare: launched, never measured.
-        return default()
-    force = knobs.force_retune()
+        return default(), {}
+    if knobs.force_retune():
+        return (default() if settings.mode == "cached" else None), {}
 
     def stands(record: store.Record | None, usable: bool) -> bool:
         """A record's choice is used when it decides the key (``cached``: when it is still
@@ -189,37 +191,50 @@ def decide(
         )
         return False
 
-    def unverified(
-        previous: dict[Config, store.ConfigResult],
-    ) -> dict[Config, store.ConfigResult]:
-        # On a site with verify=, timings this process did not verify are not reused: each
-        # configuration is checked against one reference (the first one run) again.
-        if settings.verify not in (None, False) and digest not in _VERIFIED:
-            return {}
-        return previous
-
     stores = _record_stores()
-    record = None if force else stores.get(digest) or migrate(site_id, digest, readable, ctx)
+    record = stores.get(digest)
+    if record is None and not again:
+        record = migrate(site_id, digest, readable, ctx)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
-        return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
+        return Decision(record.chosen, _options(record.chosen, settings), "disk", record), {}
     if settings.mode == "cached":
-        return default(record)
-    with stores.lock(digest, knobs.lock_timeout_s()):
-        if not force:
-            record = stores.get(digest)
-            usable, previous = _usable(record, settings, candidates)
-            if stands(record, usable) and record is not None:
-                return Decision(record.chosen, _options(record.chosen, settings), "disk", record)
-            previous = unverified(previous)
-        else:
-            previous = {}
+        return default(record), {}
+    if again and settings.verify not in (None, False) and digest not in _VERIFIED:
+        # On a site with verify=, timings this process did not verify are not reused: each
+        # configuration is checked against one reference (the first one run) again.
+        previous = {}
+    return None, previous
+
+
+def decide(
+    site_id: str,
+    kernel: Kernel,
+    info: KernelInfo,
+    settings: Settings,
+    readable: dict[str, Any],
+    ctx: dict[str, Any],
+    digest: str,
+    variants_for: VariantsFor,
+    candidates: Sequence[Config] | None = None,
+    check: Check | None = None,
+) -> Decision:
+    candidates = settings.configs if candidates is None else candidates
+    if not settings.large:
+        candidates = tuple(candidates)
+    found, previous = lookup(site_id, settings, readable, ctx, digest, candidates, check)
+    if found is not None:
+        return found
+    with _record_stores().lock(digest, knobs.lock_timeout_s()):
+        found, previous = lookup(
+            site_id, settings, readable, ctx, digest, candidates, check, again=True
+        )
+        if found is not None:
+            return found
         record = tune_and_record(
             site_id, kernel, info, settings, readable, ctx, digest, variants_for, previous,
             candidates=candidates,
         )  # fmt: skip
-    if settings.verify not in (None, False):
-        _VERIFIED.add(digest)
     return Decision(record.chosen, _options(record.chosen, settings), "tuned", record)
 
 
@@ -234,11 +249,18 @@ def tune_and_record(
     variants_for: VariantsFor,
     previous: Mapping[Config, store.ConfigResult],
     candidates: Sequence[Config] | None = None,
+    *,
+    tune: Callable[[TuneRequest], TuneOutcome] | None = None,
+    note: Mapping[str, Any] | None = None,
 ) -> store.Record:
-    """Tune this key (reusing ``previous`` timings) and persist the record."""
+    """Tune this key (reusing ``previous`` timings) and persist the record. ``tune``: the
+    tuner (``runtime.tuner.tune``; ranks that agree pass one that shares the measuring);
+    ``note``: more entries for the record's ``context``."""
     from tunedsl.backends import triton as bt
     from tunedsl.engine.request import TuneRequest
-    from tunedsl.runtime.tuner import tune
+    from tunedsl.runtime.tuner import tune as lone
+
+    run_tuner = lone if tune is None else tune
 
     variants: list[Variant] = []
     infeasible: dict[Config, str] = {}
@@ -257,7 +279,7 @@ def tune_and_record(
         keep = candidates.keep
     else:
         variants, infeasible = variants_for(None)
-    outcome = tune(
+    outcome = run_tuner(
         TuneRequest(
             kernel=kernel,
             variants=variants,
@@ -293,7 +315,7 @@ def tune_and_record(
         signature=signature,
         device=bt.device_facts(),
         versions=bt.toolchain(),
-        context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer},
+        context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer, **(note or {})},
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
         effort=settings.effort,
@@ -303,6 +325,8 @@ def tune_and_record(
         budget_s=outcome.budget_s,
     )
     _record_stores().put(record)
+    if settings.verify not in (None, False):
+        _VERIFIED.add(digest)
     return record
 
 

@@ -13,6 +13,12 @@ group is initialised, the site decides every new key through ``decider(decide)``
   fastest successful configuration, ties broken by space order) and stores the same record.
 - ``off``: every rank decides alone.
 
+It is a thin layer over the decide seam: ``broadcast`` calls ``decide`` on rank 0;
+``allreduce`` asks ``decide.lookup`` on rank 0 whether the key needs tuning, then every rank
+runs ``decide.tune_and_record`` with a tuner that measures the rank's share and gathers
+the others' (``_shared_tuner``), so looking up, tuning, recording and storing are
+``decide``'s own. A space too large to list is searched by rank 0 and broadcast.
+
 Every rank must decide the same keys in the same order (as for any collective); a rank that
 reaches another key gets a clear error instead of a wrong decision. The exchange runs on a
 CPU (gloo) side group whose timeout is ``TUNEDSL_DISTRIBUTED_TIMEOUT`` seconds (default
@@ -125,111 +131,30 @@ def _check_digest(sent: dict[str, Any], digest: str) -> None:
         )
 
 
-def decide_together(
-    mode: str,
-    digest: str,
-    decide_here: Callable[[], Any],
-    decision_for: Callable[[Config, str, Any], Any],
-    lookup_here: Callable[[], Any],
-    tune_share: Callable[[list[Config]], tuple[list[Any], str, float]],
-    build_record: Callable[[Config, list[Any], str, float], Any],
-    space: tuple[Config, ...],
-) -> Any:
-    """One decision for every rank (see the module docstring). The callables come from
-    ``runtime.decide``: ``decide_here`` decides alone (rank 0 under broadcast);
-    ``decision_for(config, source, record)`` builds a Decision; ``lookup_here`` is a stored
-    decision or the default (no tuning), or None; ``tune_share`` measures some configurations
-    (results, timer, seconds); ``build_record`` makes and stores the merged record."""
-    import torch.distributed as dist
+def _decision(config: Config, source: str, record: Any, settings: Any) -> Any:
+    from tunedsl.runtime import decide as d
 
+    return d.Decision(config, d._options(config, settings), source, record)
+
+
+def _payload(decision: Any) -> dict[str, Any]:
+    record = decision.record
+    return {
+        "config": decision.config.to_json(),
+        "source": decision.source,
+        "record": record.to_json() if record is not None else None,
+    }
+
+
+def _received(sent: dict[str, Any], source: str | None, settings: Any) -> Any:
+    """The Decision another rank sent; its record is stored in this rank's own caches."""
+    from tunedsl.runtime.decide import _record_stores
     from tunedsl.store import records
 
-    rank = dist.get_rank()
-    if mode == "allreduce":
-        return _allreduce(rank, digest, decision_for, lookup_here, tune_share, build_record, space)
-    if rank == 0:
-        try:
-            decision = decide_here()
-        except BaseException as err:
-            failed = json.dumps({"digest": digest, "error": f"{type(err).__name__}: {err}"})
-            _exchange("decision", lambda: _broadcast_text(failed, 0))
-            raise
-        record = decision.record
-        payload = {
-            "digest": digest,
-            "config": decision.config.to_json(),
-            "source": decision.source,
-            "record": record.to_json() if record is not None else None,
-        }
-        _exchange("decision", lambda: _broadcast_text(json.dumps(payload), 0))
-        return decision
-    sent = json.loads(_exchange("decision", lambda: _broadcast_text(None, 0)))
-    _check_digest(sent, digest)
-    if "error" in sent:
-        raise TuningError(f"rank 0 failed to decide key {digest[:12]}: {sent['error']}")
     record = records.Record.from_json(sent["record"]) if sent["record"] else None
     if record is not None:
-        records.save_record(record)  # this rank's node needs no rank 0 next time
-    return decision_for(Config(sent["config"]), "broadcast", record)
-
-
-def _allreduce(
-    rank: int,
-    digest: str,
-    decision_for: Callable[[Config, str, Any], Any],
-    lookup_here: Callable[[], Any],
-    tune_share: Callable[[list[Config]], tuple[list[Any], str, float]],
-    build_record: Callable[[Config, list[Any], str, float], Any],
-    space: tuple[Config, ...],
-) -> Any:
-    import torch.distributed as dist
-
-    from tunedsl.store import records
-
-    # Rank 0's stored decision (or the default of mode=cached) settles the key for all.
-    stored = lookup_here() if rank == 0 else None
-    payload: dict[str, Any] = {"digest": digest, "stored": None}
-    if stored is not None:
-        payload["stored"] = {
-            "config": stored.config.to_json(),
-            "source": stored.source,
-            "record": stored.record.to_json() if stored.record is not None else None,
-        }
-    sent = json.loads(_exchange("decision", lambda: _broadcast_text(json.dumps(payload), 0)))
-    _check_digest(sent, digest)
-    if sent["stored"] is not None:
-        if rank == 0:
-            return stored
-        got = sent["stored"]
-        record = records.Record.from_json(got["record"]) if got["record"] else None
-        return decision_for(Config(got["config"]), got["source"], record)
-    world = dist.get_world_size()
-    share = list(space[rank::world])
-    try:
-        results, timer, seconds = tune_share(share) if share else ([], "", 0.0)
-        mine = json.dumps({"results": [r.to_json() for r in results], "timer": timer, "s": seconds})
-    except Exception as err:
-        mine = json.dumps({"error": f"{type(err).__name__}: {err}"})
-    texts = _exchange("timings", lambda: _gather_texts(mine))
-    merged: dict[Config, Any] = {}
-    timer, seconds = "", 0.0
-    for peer, text in enumerate(texts):
-        got = json.loads(text)
-        if "error" in got:
-            raise TuningError(f"rank {peer} failed to measure its share: {got['error']}")
-        timer = timer or got["timer"]
-        seconds = max(seconds, float(got["s"]))
-        for i, item in enumerate(got["results"]):
-            result = records.ConfigResult.from_json(item, f"rank {peer} result {i}")
-            merged.setdefault(result.config, result)
-    order = {c: i for i, c in enumerate(space)}
-    ok = [r for r in merged.values() if r.status == "ok" and r.median_ms is not None]
-    if not ok:
-        raise TuningError(f"key {digest[:12]}: no configuration ran on any rank")
-    best = min(ok, key=lambda r: (r.median_ms, order.get(r.config, len(order))))
-    ordered = sorted(merged.values(), key=lambda r: order.get(r.config, len(order)))
-    record = build_record(best.config, ordered, timer, seconds)
-    return decision_for(best.config, "tuned", record)
+        _record_stores().put(record)  # this rank's node needs no rank 0 next time
+    return _decision(Config(sent["config"]), source or sent["source"], record, settings)
 
 
 # -- the decider the site uses ------------------------------------------------------------------
@@ -256,131 +181,135 @@ def decider(alone: Any) -> Any:
         check: Any = None,
     ) -> Any:
         args = (site_id, kernel, info, settings, readable, ctx, digest, variants_for)
-        kept = tuple(settings.configs if candidates is None else candidates)
+        kept = settings.configs if candidates is None else candidates
+        if not settings.large:
+            kept = tuple(kept)
         if settings.mode == "off" or len(kept) == 1:
             return alone(*args, candidates=candidates, check=check)
-        return decide_for_ranks(ranks, *args, candidates=candidates, check=check)
+        if ranks == "allreduce" and not settings.large:
+            return _allreduce(alone, args, kept, check)
+        # A space too large to list cannot be split by rank: rank 0 searches it alone.
+        return _broadcast(alone, args, candidates, check)
 
     return decide_with_ranks
 
 
-# -- agreeing on one key -----------------------------------------------
-
-
-def decide_for_ranks(
-    mode: str,
-    site_id: str,
-    kernel: Any,
-    info: Any,
-    settings: Any,
-    readable: dict[str, Any],
-    ctx: dict[str, Any],
-    digest: str,
-    variants_for: Any,
-    candidates: Any = None,
-    check: Any = None,
-) -> Any:
-    """``decide`` for a rank of a process group: the same arguments, one agreed Decision."""
+def _alone(alone: Any, *args: Any, **kwargs: Any) -> Any:
+    """``decide`` as a lone process (the re-entry guard keeps it from asking the ranks)."""
     global _inside
+    _inside = True
+    try:
+        return alone(*args, **kwargs)
+    finally:
+        _inside = False
+
+
+def _broadcast(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -> Any:
+    """Rank 0 decides as a lone process would (stored record or tuning) and sends it."""
+    import torch.distributed as dist
+
+    digest, settings = args[6], args[3]
+    if dist.get_rank() == 0:
+        try:
+            decision = _alone(alone, *args, candidates=candidates, check=check)
+        except BaseException as err:
+            failed = json.dumps({"digest": digest, "error": f"{type(err).__name__}: {err}"})
+            _exchange("decision", lambda: _broadcast_text(failed, 0))
+            raise
+        payload = json.dumps({"digest": digest, **_payload(decision)})
+        _exchange("decision", lambda: _broadcast_text(payload, 0))
+        return decision
+    sent = json.loads(_exchange("decision", lambda: _broadcast_text(None, 0)))
+    _check_digest(sent, digest)
+    if "error" in sent:
+        raise TuningError(f"rank 0 failed to decide key {digest[:12]}: {sent['error']}")
+    return _received(sent, "broadcast", settings)
+
+
+def _allreduce(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -> Any:
+    """Rank 0's stored decision (or the default of ``mode="cached"``) settles the key for
+    all; else every rank tunes its share of the candidates through ``tune_and_record`` with
+    a tuner that gathers every rank's timings, so every rank records the same choice."""
+    import torch.distributed as dist
+
     from tunedsl.runtime import decide as d
-    from tunedsl.store import records as store
 
-    args = (site_id, kernel, info, settings, readable, ctx, digest, variants_for)
+    site_id, kernel, info, settings, readable, ctx, digest, variants_for = args
+    rank = dist.get_rank()
+    stored = None
+    if rank == 0:
+        stored, _ = d.lookup(site_id, settings, readable, ctx, digest, candidates, check)
+    mine = {"digest": digest, "stored": _payload(stored) if stored is not None else None}
+    sent = json.loads(_exchange("decision", lambda: _broadcast_text(json.dumps(mine), 0)))
+    _check_digest(sent, digest)
+    if sent["stored"] is not None:
+        return stored if rank == 0 else _received(sent["stored"], None, settings)
+    record = d.tune_and_record(
+        site_id, kernel, info, settings, readable, ctx, digest, variants_for, {},
+        candidates=candidates, tune=_shared_tuner(rank, dist.get_world_size(), digest),
+        note={"ranks": "allreduce"},
+    )  # fmt: skip
+    return _decision(record.chosen, "tuned", record, settings)
 
-    def decide_here() -> Any:
-        global _inside
-        _inside = True
+
+def _shared_tuner(rank: int, world: int, digest: str) -> Callable[[Any], Any]:
+    """A ``runtime.tuner.tune`` for one rank: it tunes every ``world``-th candidate from
+    ``rank``, gathers every rank's results, and returns the same outcome on every rank (the
+    fastest successful configuration, ties broken by space order)."""
+
+    def tune_shared(req: Any) -> Any:
+        from dataclasses import replace
+
+        from tunedsl.runtime.tuner import TuneOutcome, tune
+        from tunedsl.store import records
+
+        share = list(req.variants[rank::world])
+        infeasible = dict(req.infeasible) if rank == 0 else {}  # the same on every rank
+        failed = [records.ConfigResult(c, "failed", reason=why) for c, why in infeasible.items()]
         try:
-            return d.decide(*args, candidates=candidates, check=check)
-        finally:
-            _inside = False
-
-    def decision_for(config: Config, source: str, record: Any) -> Any:
-        return d.Decision(config, d._options(config, settings), source, record)
-
-    def lookup_here() -> Any:
-        record = None if knobs.force_retune() else store.load_record(digest)
-        kept = tuple(settings.configs if candidates is None else candidates)
-        usable, _ = d._usable(record, settings, kept)
-        if usable and record is not None:
-            return decision_for(record.chosen, "disk", record)
-        if settings.mode == "cached":
-            return decision_for(d._fallback(settings, kept, record), "default", None)
-        return None
-
-    def tune_share(configs: list[Config]) -> tuple[list[Any], str, float]:
-        from tunedsl.engine.request import TuneRequest
-        from tunedsl.runtime.tuner import tune
-
-        variants, infeasible = variants_for(configs)
-        failed = [store.ConfigResult(c, "failed", reason=why) for c, why in infeasible.items()]
-        if not variants:  # this rank's whole share was dropped: its failures still count
-            return failed, "", 0.0
-        try:
-            outcome = _run_tuner(tune, TuneRequest, variants, infeasible)
+            if share:
+                out = tune(replace(req, variants=share, infeasible=infeasible))
+                got = {"results": [r.to_json() for r in out.results], "timer": out.timer,
+                       "s": out.tuning_s, "measured": out.measured, "strategy": out.strategy}  # fmt: skip
+            else:
+                got = {"results": [r.to_json() for r in failed], "timer": "", "s": 0.0}
         except TuningError as err:
-            if not err.failures:
-                raise
-            # Every configuration of this share failed; other ranks' shares may not.
-            names = {repr(c): c for c in configs}
-            return (
-                [
-                    store.ConfigResult(names[k], "failed", reason=why)
+            if not err.failures:  # every configuration of this share failed: they still count
+                got = {"error": f"{type(err).__name__}: {err}"}
+            else:
+                by_name = {repr(v.config): v.config for v in share} | {
+                    repr(c): c for c in infeasible
+                }
+                results = [
+                    records.ConfigResult(by_name[k], "failed", reason=why)
                     for k, why in err.failures.items()
-                    if k in names
-                ],
-                "",
-                0.0,
-            )
-        return list(outcome.results), outcome.timer, outcome.tuning_s
-
-    def _run_tuner(tune: Any, request: Any, variants: Any, infeasible: Any) -> Any:
-        return tune(
-            request(
-                kernel=kernel,
-                variants=variants,
-                infeasible=infeasible,
-                restore_value=settings.restore_value,
-                reset_to_zero=settings.reset_to_zero,
-                verify=settings.verify,
-                rtol=settings.rtol,
-                atol=settings.atol,
-                pre_hook=settings.pre_hook,
-                post_hook=settings.post_hook,
-                effort=settings.effort,
-            )
+                    if k in by_name
+                ]
+                got = {"results": [r.to_json() for r in results], "timer": "", "s": 0.0}
+        except Exception as err:
+            got = {"error": f"{type(err).__name__}: {err}"}
+        texts = _exchange("timings", lambda: _gather_texts(json.dumps(got)))
+        merged: dict[Config, Any] = {}
+        timer, seconds, measured, strategy = "", 0.0, 0, ""
+        for peer, text in enumerate(texts):
+            theirs = json.loads(text)
+            if "error" in theirs:
+                raise TuningError(f"rank {peer} failed to measure its share: {theirs['error']}")
+            timer = timer or theirs["timer"]
+            seconds = max(seconds, float(theirs["s"]))
+            measured += int(theirs.get("measured", 0))
+            strategy = strategy or theirs.get("strategy", "")
+            for i, item in enumerate(theirs["results"]):
+                result = records.ConfigResult.from_json(item, f"rank {peer} result {i}")
+                merged.setdefault(result.config, result)
+        order = {v.config: i for i, v in enumerate(req.variants)}
+        ok = [r for r in merged.values() if r.status == "ok" and r.median_ms is not None]
+        if not ok:
+            raise TuningError(f"key {digest[:12]}: no configuration ran on any rank")
+        best = min(ok, key=lambda r: (r.median_ms, order.get(r.config, len(order))))
+        ordered = sorted(merged.values(), key=lambda r: order.get(r.config, len(order)))
+        return TuneOutcome(
+            best.config, ordered, seconds, timer, measured, strategy=strategy or "exhaustive"
         )
 
-    def build_record(chosen: Config, results: list[Any], timer: str, seconds: float) -> Any:
-        from tunedsl.backends import triton as bt
-
-        variants, _ = variants_for([chosen])
-        signature = d.replay_signature(kernel, info, variants[0]) if variants else {}
-        record = store.Record(
-            site=site_id,
-            digest=digest,
-            key=readable,
-            chosen=chosen,
-            results=tuple(results),
-            kernel=info.describe(),
-            signature=signature,
-            device=bt.device_facts(),
-            versions=bt.toolchain(),
-            context={"hints": ctx["hints"], "env": ctx["env"], "timer": timer, "ranks": mode},
-            tuning_s=seconds,
-            timestamp=store.now(),
-            effort=settings.effort,
-        )
-        store.save_record(record)
-        return record
-
-    return decide_together(
-        mode,
-        digest,
-        decide_here,
-        decision_for,
-        lookup_here,
-        tune_share,
-        build_record,
-        tuple(settings.configs),
-    )
+    return tune_shared

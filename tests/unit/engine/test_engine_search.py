@@ -244,4 +244,6 @@ def test_prune_narrows_each_batch_before_it_is_compiled() -> None:
 
     out = run_search(SPACE, make_strategy("random"), m, budget_s=1.0, clock=clock, prune=prune)
     assert seen and all(c.split_k == 1 for c in m.prepared)
+    # Compile-ahead gets the next batch already pruned: nothing pruned is compiled early.
+    assert m.prefetched and all(c.split_k == 1 for batch in m.prefetched for c in batch)
     assert all(o.config.split_k == 1 for o in out.observations)

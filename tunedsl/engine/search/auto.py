@@ -1,6 +1,6 @@
 """``auto`` (the default): exhaustive when the valid space is small, ``model`` above that.
 
-"Small" is up to ``SMALL_VALID`` valid configurations, counted lazily (a space of 10^7 points
+"Small" is up to ``SMALL_VALID`` valid configurations (proposed as one batch), counted lazily (a space of 10^7 points
 is never listed: the count stops at the threshold). When the model's library is missing,
 ``pattern`` (which needs nothing) replaces it.
 """
@@ -44,9 +44,11 @@ class AutoSearch:
             sum(1 for _ in itertools.islice(space.iter_valid(), SMALL_VALID + 1)) <= SMALL_VALID
         )
         if small:
-            return Exhaustive(self.seed, max(self.batch, 16), self.limit)
+            # One batch: every configuration compiles in one stream (no thread idles between
+            # batches) and runs in one race, whose leader is known soonest.
+            return Exhaustive(self.seed, SMALL_VALID, self.limit)
         if model_available():
-            return ModelSearch(self.seed, self.batch, self.limit)
+            return ModelSearch(self.seed, max(self.batch, 16), self.limit)
         return PatternSearch(self.seed, self.batch, self.limit)
 
     def propose(
