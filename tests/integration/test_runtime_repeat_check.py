@@ -135,8 +135,14 @@ def test_clear_forgets_the_last_entry_too() -> None:
     args = (torch.randn(256), torch.randn(256), torch.empty(256), 256)
     call(s, vadd, args, 256)
     call(s, vadd, args, 256)
-    assert s._last is not None
+    last = s._last
+    assert last is not None
     s.clear()
+    assert s._last is None
+    # A thread that read the dropped entry just before clear() can still call its check
+    # (never a repeat), and cannot make it the last entry again.
+    assert last.repeat is not None and last.repeat(args, {}) is False
+    s._remember(last, args, {})
     assert s._last is None
     assert call(s, vadd, args, 256).source != "memory"  # decided again, not remembered
 

@@ -74,8 +74,8 @@ class Entry:
         self.zeroing = bool(zero_pos or zero_kw)
         self.used = False
         # The repeat check (keys.make_repeat_check) of this entry's argument layout: built
-        # at its first hit; False where the layout has none.
-        self.repeat: Callable[[Sequence[Any], Mapping[str, Any]], bool] | bool | None = None
+        # at its first hit; _no_repeat where the layout has none or the entry was dropped.
+        self.repeat: Callable[[Sequence[Any], Mapping[str, Any]], bool] | None = None
 
     def launch(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
@@ -171,7 +171,7 @@ class Site:
         # the key: see _remember), else the key and a table lookup.
         entry = self._last
         if (
-            entry is None or kernel is not self._kernel or not entry.repeat(args, static_kwargs)  # type: ignore[misc,operator]
+            entry is None or kernel is not self._kernel or not entry.repeat(args, static_kwargs)  # type: ignore[misc]
         ):
             if kernel is self._kernel:
                 call_key = self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
@@ -192,7 +192,7 @@ class Site:
                 except UsageError as err:
                     __tracebackhide__ = True
                     raise mistakes.at_user_frame(err) from None
-            if entry.repeat is not False and kernel is self._kernel:
+            if entry.repeat is not _no_repeat and kernel is self._kernel:
                 self._remember(entry, args, static_kwargs)
         # Entry.launch, inlined: this is the hot path.
         entry.used = True  # one store: the bounded table keeps what is in use (_evict)
@@ -218,9 +218,10 @@ class Site:
                 and self._key_fn is self._base_key_fn
                 and not self.has_key
             )
-            entry.repeat = (factory(args) if usable else None) or False  # type: ignore[misc]
-        if entry.repeat:
-            self._last = entry
+            entry.repeat = (factory(args) if usable else None) or _no_repeat  # type: ignore[misc]
+        with self._lock:  # an entry dropped meanwhile (clear, prune reads) has _no_repeat
+            if entry.repeat is not _no_repeat:
+                self._last = entry
 
     def call_key(
         self, kernel: Any, args: Sequence[Any], static_kwargs: Mapping[str, Any], key: Any
@@ -315,8 +316,7 @@ class Site:
         with self._lock:
             self._prune_reads = self._prune_reads | names
             # Entries keyed without these values can never match again: drop them.
-            self._last = None
-            self._table.clear()
+            self._forget_all()
             if self._kernel is not None and self._base_key_fn is not None:
                 from tunedsl.backends.triton import kernel_info
 
@@ -399,9 +399,21 @@ class Site:
     def clear(self) -> None:
         """Forget in-memory decisions (records on disk stay)."""
         with self._lock:
-            self._last = None
-            self._table.clear()
+            self._forget_all()
             self._by_digest.clear()
+
+    def _forget_all(self) -> None:
+        """Drop every decision in memory; caller holds the lock. A thread about to make a
+        dropped entry the last one (``_remember``) sees its repeat check gone."""
+        for entry in self._table.values():
+            entry.repeat = _no_repeat  # callable: a thread may be about to call it
+        self._last = None
+        self._table.clear()
+
+
+def _no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """The repeat check of an entry that has none: never a repeat."""
+    return False
 
 
 def _repeat_factory(info: Any, hole: object) -> Callable[[Sequence[Any]], Any] | None:

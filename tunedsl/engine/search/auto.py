@@ -48,7 +48,7 @@ class AutoSearch:
             # batches) and runs in one race, whose leader is known soonest.
             return Exhaustive(self.seed, SMALL_VALID, self.limit)
         if model_available():
-            return ModelSearch(self.seed, max(self.batch, 16), self.limit)
+            return ModelSearch(self.seed, self.batch, self.limit)
         return PatternSearch(self.seed, self.batch, self.limit)
 
     def propose(

@@ -84,7 +84,7 @@ class ModelSearch(BaseStrategy):
     def __init__(
         self,
         seed: int = 0,
-        batch: int = 16,
+        batch: int = 8,
         limit: int | None = None,
         initial: int = 16,
         pool: int = 512,
