@@ -42,7 +42,7 @@ class _KernelToken:
 
 class Entry:
     """The decision for one call key: configuration, launcher, results. Immutable in use,
-    but for ``used``: set by every hit, cleared by the table's eviction sweep (``_evict``)."""
+    but for ``used``: set by every hit, cleared by the table's eviction sweep (``miss.evict``)."""
 
     __slots__ = (
         "config",
@@ -195,7 +195,7 @@ class Site:
             if entry.repeat is not _no_repeat and kernel is self._kernel:
                 self._remember(entry, args, static_kwargs)
         # Entry.launch, inlined: this is the hot path.
-        entry.used = True  # one store: the bounded table keeps what is in use (_evict)
+        entry.used = True  # one store: the bounded table keeps what is in use (miss.evict)
         holes, dyn_kwargs, grid = bind(entry.config)
         if holes:
             args = fill_holes(args, holes)
