@@ -52,6 +52,11 @@ elif [ "$part" = final ]; then  # this release's last pass: tests, cold tune, ho
     step search_softmax 100 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --triton-subset 12 --ref-leaders 16 --ref-budget 15
     step bench_warm_start 120 "$py" benchmarks/bench_warm_start.py
+elif [ "$part" = check ]; then  # after a restructure: GPU tests and no regression
+    TAIL=45 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
+    TAIL=30 step bench_launch 90 "$py" benchmarks/bench_launch.py --kernel both
+    step cold_anchor 120 "$py" benchmarks/bench_cold_tune.py --space anchor --rounds 3 --rep 100
+    step bench_warm_start 120 "$py" benchmarks/bench_warm_start.py
 elif [ "$part" = c ]; then
     step bench_cold_tune 150 "$py" benchmarks/bench_cold_tune.py --rounds 3
     step bench_timing_modes 60 "$py" benchmarks/bench_timing_modes.py
