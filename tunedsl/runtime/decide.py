@@ -48,6 +48,21 @@ VariantsFor = Callable[[Sequence[Config] | None], tuple[list[Variant], dict[Conf
 Check = Callable[[Config], str | None]
 
 
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What one decision is about: the site's id, the kernel and its facts, the settings in
+    force, the readable record key, the process context and the record's digest. Built on
+    a miss (``runtime/miss.py``) and handed to every step here and to ``distributed.py``."""
+
+    site_id: str
+    kernel: Kernel
+    info: KernelInfo
+    settings: Settings
+    readable: dict[str, Any]
+    context: dict[str, Any]
+    digest: str
+
+
 @dataclass(frozen=True)
 class Decision:
     config: Config
@@ -147,11 +162,7 @@ def _fallback(
 
 
 def lookup(
-    site_id: str,
-    settings: Settings,
-    readable: dict[str, Any],
-    ctx: dict[str, Any],
-    digest: str,
+    subject: Subject,
     candidates: Sequence[Config],
     check: Check | None = None,
     *,
@@ -160,6 +171,7 @@ def lookup(
     """A decision that needs no tuning (the default, or a stored record's choice), else None
     and the timings a stale record can contribute. ``again``: the second look, under the
     key's lock (no legacy migration; timings this process did not verify are dropped)."""
+    settings, digest = subject.settings, subject.digest
 
     def default(record: store.Record | None = None) -> Decision:
         cfg = _fallback(settings, candidates, record)
@@ -194,7 +206,7 @@ def lookup(
     stores = _record_stores()
     record = stores.get(digest)
     if record is None and not again:
-        record = migrate(site_id, digest, readable, ctx)
+        record = migrate(subject.site_id, digest, subject.readable, subject.context)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record), {}
@@ -208,44 +220,28 @@ def lookup(
 
 
 def decide(
-    site_id: str,
-    kernel: Kernel,
-    info: KernelInfo,
-    settings: Settings,
-    readable: dict[str, Any],
-    ctx: dict[str, Any],
-    digest: str,
+    subject: Subject,
     variants_for: VariantsFor,
     candidates: Sequence[Config] | None = None,
     check: Check | None = None,
 ) -> Decision:
+    settings = subject.settings
     candidates = settings.configs if candidates is None else candidates
     if not settings.large:
         candidates = tuple(candidates)
-    found, previous = lookup(site_id, settings, readable, ctx, digest, candidates, check)
+    found, previous = lookup(subject, candidates, check)
     if found is not None:
         return found
-    with _record_stores().lock(digest, knobs.lock_timeout_s()):
-        found, previous = lookup(
-            site_id, settings, readable, ctx, digest, candidates, check, again=True
-        )
+    with _record_stores().lock(subject.digest, knobs.lock_timeout_s()):
+        found, previous = lookup(subject, candidates, check, again=True)
         if found is not None:
             return found
-        record = tune_and_record(
-            site_id, kernel, info, settings, readable, ctx, digest, variants_for, previous,
-            candidates=candidates,
-        )  # fmt: skip
+        record = tune_and_record(subject, variants_for, previous, candidates=candidates)
     return Decision(record.chosen, _options(record.chosen, settings), "tuned", record)
 
 
 def tune_and_record(
-    site_id: str,
-    kernel: Kernel,
-    info: KernelInfo,
-    settings: Settings,
-    readable: dict[str, Any],
-    ctx: dict[str, Any],
-    digest: str,
+    subject: Subject,
     variants_for: VariantsFor,
     previous: Mapping[Config, store.ConfigResult],
     candidates: Sequence[Config] | None = None,
@@ -256,6 +252,7 @@ def tune_and_record(
     """Tune this key (reusing ``previous`` timings) and persist the record. ``tune``: the
     tuner (``runtime.tuner.tune``; ranks that agree pass one that shares the measuring);
     ``note``: more entries for the record's ``context``."""
+    settings, kernel, info, ctx = subject.settings, subject.kernel, subject.info, subject.context
     from tunedsl.backends import triton as bt
     from tunedsl.engine.request import TuneRequest
     from tunedsl.runtime.tuner import tune as lone
@@ -306,9 +303,9 @@ def tune_and_record(
     first = variants[0] if variants else (variant_for(outcome.chosen) if variant_for else None)
     signature = replay_signature(kernel, info, first) if first else {}
     record = store.Record(
-        site=site_id,
-        digest=digest,
-        key=readable,
+        site=subject.site_id,
+        digest=subject.digest,
+        key=subject.readable,
         chosen=outcome.chosen,
         results=tuple(outcome.results),
         kernel=info.describe(),
@@ -319,14 +316,14 @@ def tune_and_record(
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
         effort=settings.effort,
-        location=location(site_id),
+        location=location(subject.site_id),
         strategy=outcome.strategy,
         seed=outcome.seed,
         budget_s=outcome.budget_s,
     )
     _record_stores().put(record)
     if settings.verify not in (None, False):
-        _VERIFIED.add(digest)
+        _VERIFIED.add(subject.digest)
     return record
 
 

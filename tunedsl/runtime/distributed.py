@@ -32,11 +32,14 @@ import datetime
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.errors import TuningError
 from tunedsl.model.config import Config
+
+if TYPE_CHECKING:
+    from tunedsl.runtime.decide import Subject
 
 _side_group: Any = None  # the gloo group for the exchange, made on first use (a collective)
 _inside = False  # decide_here re-enters decide(): then it decides alone
@@ -169,18 +172,10 @@ def decider(alone: Any) -> Any:
         return alone
 
     def decide_with_ranks(
-        site_id: str,
-        kernel: Any,
-        info: Any,
-        settings: Any,
-        readable: dict[str, Any],
-        ctx: dict[str, Any],
-        digest: str,
-        variants_for: Any,
-        candidates: Any = None,
-        check: Any = None,
+        subject: Subject, variants_for: Any, candidates: Any = None, check: Any = None
     ) -> Any:
-        args = (site_id, kernel, info, settings, readable, ctx, digest, variants_for)
+        args = (subject, variants_for)
+        settings = subject.settings
         kept = settings.configs if candidates is None else candidates
         if not settings.large:
             kept = tuple(kept)
@@ -208,7 +203,7 @@ def _broadcast(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -
     """Rank 0 decides as a lone process would (stored record or tuning) and sends it."""
     import torch.distributed as dist
 
-    digest, settings = args[6], args[3]
+    digest, settings = args[0].digest, args[0].settings
     if dist.get_rank() == 0:
         try:
             decision = _alone(alone, *args, candidates=candidates, check=check)
@@ -234,21 +229,25 @@ def _allreduce(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -
 
     from tunedsl.runtime import decide as d
 
-    site_id, kernel, info, settings, readable, ctx, digest, variants_for = args
+    subject, variants_for = args
+    settings, digest = subject.settings, subject.digest
     rank = dist.get_rank()
     stored = None
     if rank == 0:
-        stored, _ = d.lookup(site_id, settings, readable, ctx, digest, candidates, check)
+        stored, _ = d.lookup(subject, candidates, check)
     mine = {"digest": digest, "stored": _payload(stored) if stored is not None else None}
     sent = json.loads(_exchange("decision", lambda: _broadcast_text(json.dumps(mine), 0)))
     _check_digest(sent, digest)
     if sent["stored"] is not None:
         return stored if rank == 0 else _received(sent["stored"], None, settings)
     record = d.tune_and_record(
-        site_id, kernel, info, settings, readable, ctx, digest, variants_for, {},
-        candidates=candidates, tune=_shared_tuner(rank, dist.get_world_size(), digest),
+        subject,
+        variants_for,
+        {},
+        candidates=candidates,
+        tune=_shared_tuner(rank, dist.get_world_size(), digest),
         note={"ranks": "allreduce"},
-    )  # fmt: skip
+    )
     return _decision(record.chosen, "tuned", record, settings)
 
 

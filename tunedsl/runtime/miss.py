@@ -301,14 +301,11 @@ def resolve(site: Site, call: Call) -> tuple[Entry, LaunchResult]:
         return site._entry(call, res, decision, result), result
 
     def decide_with(settings: Settings) -> Decision:
+        subject = decide.Subject(
+            site.site_id, call.kernel, res.info, settings, res.readable, res.context, res.digest
+        )
         return distributed.decider(decide.decide)(
-            site.site_id,
-            call.kernel,
-            res.info,
-            settings,
-            res.readable,
-            res.context,
-            res.digest,
+            subject,
             lambda configs: variants(site, call, settings, kept if configs is None else configs),
             kept,
             lambda cfg: check(site, call, settings, kept, cfg),
