@@ -27,7 +27,6 @@ JIT compiles, and the fresh binary is stored again.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import functools
 import hashlib
@@ -35,15 +34,14 @@ import io
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tunedsl.backends import compat
-from tunedsl.store import paths
-from tunedsl.store.records import warn_once
+from tunedsl.store import atomic, paths
+from tunedsl.warn import warn_once
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -52,8 +50,7 @@ MANIFEST = "manifest.json"
 stats = {"loaded": 0, "stored": 0}
 
 
-def binaries_dir() -> Path:
-    return paths.cache_root() / "binaries"
+binaries_dir = paths.binaries_dir  # named in store/paths.py with every cache directory
 
 
 # -- the fingerprint of the installed Triton ----------------------------------------------
@@ -287,25 +284,13 @@ def store(launch: LaunchSource, compiled: Any) -> bool:
 
 
 def write_entry(key: str, files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> bool:
-    """Write one entry atomically: a temporary directory renamed into place."""
+    """Write one entry atomically (``store/atomic.write_directory``)."""
+    entry = {**files, MANIFEST: json.dumps(manifest, indent=1).encode()}
+    root = binaries_dir()
     try:
-        root = paths.ensure_private_dir(binaries_dir())
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}.", dir=root))
-    except OSError as err:
-        warn_once(
-            "unwritable-binaries",
-            f"cannot store kernel binaries in {binaries_dir()} ({err}); later processes "
-            "compile the chosen variants again",
-        )
-        return False
-    try:
-        for name, data in {**files, MANIFEST: json.dumps(manifest, indent=1).encode()}.items():
-            with open(tmp / name, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+        root = paths.ensure_private_dir(root)
         try:
-            os.replace(tmp, root / key)
+            atomic.write_directory(root / key, entry)
         except OSError:  # another process stored it first (a non-empty directory)
             if not (root / key / MANIFEST).is_file():
                 raise
@@ -316,8 +301,5 @@ def write_entry(key: str, files: Mapping[str, bytes], manifest: Mapping[str, Any
             "chosen variants again",
         )
         return False
-    finally:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
     stats["stored"] += 1
     return True

@@ -255,7 +255,7 @@ class DirectLauncher:
         try:
             self._capture(compiled, args, static_kwargs, dyn_kwargs)
         except Exception as err:  # e.g. the device cannot load it: compile instead
-            from tunedsl.store.records import warn_once
+            from tunedsl.warn import warn_once
 
             warn_once(
                 f"binary-load:{launch.key}",

@@ -370,7 +370,7 @@ def _clear_binaries() -> None:
     compiles and stores them again."""
     import shutil
 
-    from tunedsl.backends.triton_binaries import binaries_dir
+    from tunedsl.store.paths import binaries_dir
 
     root = binaries_dir()
     if root.is_dir():

@@ -249,7 +249,9 @@ def merge(outcomes: Sequence[Outcome], bundle: str | None = None) -> list[Any]:
             {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in parsed.values()]},
             indent=1,
         )
-        Path(bundle).write_text(text + "\n", encoding="utf-8")
+        from tunedsl.store import atomic
+
+        atomic.write_text(Path(bundle), text + "\n")  # whole or not at all, as every write
     return list(parsed.values())
 
 

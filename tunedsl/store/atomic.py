@@ -17,8 +17,10 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,25 @@ def write_bytes(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_directory(path: Path, files: Mapping[str, bytes], *, durable: bool = True) -> None:
+    """Create the directory ``path`` holding ``files`` (name -> bytes) atomically: the files
+    go into a temporary directory beside it, which is renamed into place (the stored kernel
+    binaries: a reader sees no entry or the whole entry). Raises ``OSError`` when ``path``
+    exists and is not empty (another writer stored it first: the caller decides)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name[:16]}.", suffix=TEMP_SUFFIX, dir=path.parent))
+    try:
+        for name, data in files.items():
+            with open(tmp / name, "wb") as fh:
+                fh.write(data)
+                if durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(tmp)
 
 
 def write_json(path: Path, obj: Any, *, durable: bool = True) -> None:

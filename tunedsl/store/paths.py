@@ -62,6 +62,11 @@ def locks_dir() -> Path:
     return cache_root() / "locks"
 
 
+def binaries_dir() -> Path:
+    """The chosen variants' stored kernel binaries (``backends/triton_binaries.py``)."""
+    return cache_root() / "binaries"
+
+
 # Writers killed between writing a temporary file and renaming it leave the file behind; it
 # is never read as an entry, and an hour without change means its writer is gone.
 STALE_TEMP_AGE_S = 3600.0

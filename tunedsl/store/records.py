@@ -31,7 +31,7 @@ from typing import Any
 
 from tunedsl.model.config import Config
 from tunedsl.store import atomic, paths
-from tunedsl.warn import warn_once  # re-exported: the name backends/ imports it by
+from tunedsl.warn import warn_once
 
 #: ``tunedsl cache export`` bundles: {"tunedsl_records": BUNDLE_VERSION, "records": [...]}.
 BUNDLE_VERSION = 1

@@ -35,7 +35,8 @@ from typing import Any
 
 from tunedsl import knobs
 from tunedsl.errors import UsageError
-from tunedsl.store.records import InvalidRecord, Record, warn_once
+from tunedsl.store.records import InvalidRecord, Record
+from tunedsl.warn import warn_once
 
 KEY_PREFIX = "tunedsl:v1:"
 DEFAULT_TIMEOUT_S = 0.5  # connect and read, each
