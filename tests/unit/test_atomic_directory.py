@@ -58,10 +58,8 @@ def test_a_writer_killed_mid_write_leaves_no_entry(tmp_path: Path) -> None:
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", child], cwd=REPO)
-    deadline = time.monotonic() + 60
-    while not started.exists():
+    while not started.exists():  # ends: the writer either starts or exits (about 50 s)
         assert proc.poll() is None, "the writer ended before it was killed"
-        assert time.monotonic() < deadline
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
