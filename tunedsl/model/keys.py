@@ -67,6 +67,16 @@ def _small_int_class(x: int) -> str:
     return int_class(x)
 
 
+def _small_int_guard_code(var: str) -> str:
+    # Generated code's test that ``var`` is an int of the 32-bit case _small_int_class keys.
+    return f"{var}.__class__ is int and {_I32_MIN} <= {var} <= {_I32_MAX}"
+
+
+def _small_int_class_code(var: str) -> str:
+    # _small_int_class's 32-bit branch as an expression (the key and repeat-check generators).
+    return f"('i1' if {var} == 1 else 'i16' if {var} % 16 == 0 else 'i')"
+
+
 def arg_key(x: Any, with_shape: bool, with_align: bool = False) -> Any:
     """The call-key part for one non-constexpr argument (any class; the slow, general path)."""
     cls = x.__class__
@@ -253,8 +263,8 @@ def specialize_call_key_fn(
             align = f", {var}.data_ptr() % 16 == 0" if with_align else ""
             return f"{var}.dtype, {var}.shape, {var}.stride(){align}"
         if cls is int:
-            guards.append(f"{var}.__class__ is int and {_I32_MIN} <= {var} <= {_I32_MAX}")
-            return f"('i1' if {var} == 1 else 'i16' if {var} % 16 == 0 else 'i')"
+            guards.append(_small_int_guard_code(var))
+            return _small_int_class_code(var)
         if cls is float:
             guards.append(f"{var}.__class__ is float")
             return "'f'"
@@ -343,14 +353,8 @@ def make_repeat_check(
                 aligned = value.data_ptr() % 16 == 0
                 tests.append(f"{var}.data_ptr() % 16 {'==' if aligned else '!='} 0")
         elif cls is int and _I32_MIN <= value <= _I32_MAX:
-            tests.append(f"{var}.__class__ is int and {_I32_MIN} <= {var} <= {_I32_MAX}")
-            tests.append(
-                f"{var} == 1"
-                if value == 1
-                else f"{var} % 16 == 0"
-                if value % 16 == 0
-                else f"{var} != 1 and {var} % 16 != 0"
-            )
+            tests.append(_small_int_guard_code(var))
+            tests.append(f"{_small_int_class_code(var)} == {_small_int_class(value)!r}")
         elif cls is float:
             tests.append(f"{var}.__class__ is float")
         elif value is None:

@@ -1,7 +1,7 @@
 """``auto`` (the default): exhaustive when the valid space is small, ``model`` above that.
 
-"Small" is up to ``SMALL_VALID`` valid configurations (proposed as one batch), counted lazily (a space of 10^7 points
-is never listed: the count stops at the threshold). When the model's library is missing,
+"Small" is up to ``SMALL_VALID`` valid configurations (proposed as one batch), counted
+lazily (a space of 10^7 points is never listed: the count stops at the threshold). When the model's library is missing,
 ``pattern`` (which needs nothing) replaces it.
 """
 
