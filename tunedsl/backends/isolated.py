@@ -164,6 +164,11 @@ class Worker:
             raise _Died(self._death())
         return tuple(json.loads(frame))  # replies are JSON: this process unpickles nothing
 
+    def _ensure_started(self) -> None:
+        if not self.alive():
+            self.kill()
+            self.start()
+
     # A GPU worker leaves with status 0 right after replying to a request whose launch
     # failed (the CUDA context may be poisoned): a request sent before its exit was seen
     # finds it gone without having run. Such a request is sent once more, to a new worker;
@@ -171,9 +176,7 @@ class Worker:
     def request(self, message: tuple[Any, ...], timeout_s: float) -> tuple[Any, ...]:
         attempt = 1
         while True:
-            if not self.alive():
-                self.kill()
-                self.start()
+            self._ensure_started()
             try:
                 self._send(dumps(message))
                 return self._receive(timeout_s)
@@ -186,9 +189,7 @@ class Worker:
         """Replies until ``("done",)``; each reply has its own ``timeout_s``."""
         answered = False
         for attempt in (1, 2):
-            if not self.alive():
-                self.kill()
-                self.start()
+            self._ensure_started()
             try:
                 self._send(dumps(message))
                 while True:
