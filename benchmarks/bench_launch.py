@@ -29,7 +29,8 @@ Where does the DSL call spend its time over the floor? Profile one row on the GP
     python -m cProfile -s tottime benchmarks/bench_launch.py --only "tunedsl DSL" \
         --calls 100000 --repeats 1 | head -40      # per-function totals (inflated by cProfile)
 
-and compare with ``--only "floor + stream lookup"``. The DSL call's steps, in order: the
+and compare with ``--only "floor + stream lookup"``. The ``fused launch off`` rows time the
+same call through the site's general path (``TUNEDSL_FUSED_LAUNCH=0``). The DSL call's steps, in order: the
 expanded call (args tuple, kwargs dict, the bind lambda); ``Site.__call__``: the call key
 (per tensor: dtype, shape, stride(), data_ptr() % 16), one dict lookup of that tuple;
 ``bind(cfg)`` (a dict and the grid tuple); ``DirectLauncher.__call__``: the dyn-kwargs
@@ -110,12 +111,21 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
     dsl_add_off = namespace_off["add"]
     with _env("TUNEDSL_REPEAT_CHECK", "0"):
         dsl_add_off(a, b, c, n)  # type: ignore[operator]
+    # ... and with the fused launch off (TUNEDSL_FUSED_LAUNCH=0 is read at a key's first
+    # hit): the repeat check, then the general path's launcher.
+    namespace_unfused: dict[str, object] = {"vadd": vadd, "__name__": "bench_launch_unfused"}
+    exec(compile_source(DSL_SOURCE, filename=__file__ + ":unfused"), namespace_unfused)
+    dsl_add_unfused = namespace_unfused["add"]
+    with _env("TUNEDSL_FUSED_LAUNCH", "0"):
+        for _ in range(3):
+            dsl_add_unfused(a, b, c, n)  # type: ignore[operator]
     sync(device)
 
     fns: dict[str, Callable[[], object]] = {
         "raw vadd[grid]": lambda: vadd[grid](a, b, c, n, BLOCK=1024),
         "tunedsl DSL": lambda: dsl_add(a, b, c, n),  # type: ignore[operator]
         "tunedsl DSL, repeat check off": lambda: dsl_add_off(a, b, c, n),  # type: ignore[operator]
+        "tunedsl DSL, fused launch off": lambda: dsl_add_unfused(a, b, c, n),  # type: ignore[operator]
         "tunedsl site": lambda: site(vadd, (a, b, c, n), {}, bind, None, None),
         "autotune_launch": lambda: autotune_launch(
             vadd,
@@ -127,7 +137,7 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
         ),
         "torch.add(out=)": lambda: torch.add(a, b, out=c),
     }
-    fns.update(parts(namespace["__tunedsl_site_0__"], (a, b, c, n), bind))
+    fns.update(parts(namespace["__tunedsl_site_0__"], (a, b, c, n), bind, device == "cuda"))
     if device == "cuda":  # triton.autotune needs an active GPU driver ("0 active drivers")
         tuned = triton.autotune(
             configs=[triton.Config({"BLOCK": t}, num_warps=w) for t in (256, 1024) for w in (2, 4)],
@@ -153,7 +163,7 @@ def _env(name: str, value: str) -> Iterator[None]:
 
 
 def parts(
-    site: Any, args: tuple[object, ...], bind: Callable[[Any], Any]
+    site: Any, args: tuple[object, ...], bind: Callable[[Any], Any], fused: bool
 ) -> dict[str, Callable[[], object]]:
     """The DSL call's steps timed one by one (a profile by parts; each row is one step
     alone, so a row's time is that step's cost). The site's internals are read at the
@@ -173,6 +183,7 @@ def parts(
                 dyn=dyn,
                 grid=grid,
                 repeat=entry.repeat or (lambda a, k: None),
+                fused=entry.fused or (lambda k, a, kw, b: None),
             )
         return state
 
@@ -183,7 +194,7 @@ def parts(
         n = args[3]
         return shaped(vadd, args, {}, lambda cfg: ((), {"BLOCK": cfg.tile}, (n,)), None, None)
 
-    return {
+    rows: dict[str, Callable[[], object]] = {
         "part: expanded call, empty site": expansion,
         "part: call key + table lookup": lambda: (s := internals())["table"].get(
             s["key_fn"](args, {}, None)
@@ -194,6 +205,11 @@ def parts(
             s["grid"], args, {}, s["dyn"], ()
         ),
     }
+    if fused:  # the repeat check, bind and the launch in one function (GPU only)
+        rows["part: fused launch (incl. launch)"] = lambda: internals()["fused"](
+            vadd, args, {}, bind
+        )
+    return rows
 
 
 def floor_fns(
@@ -255,6 +271,12 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
     mm_call_off = namespace_off["mm_call"]
     with _env("TUNEDSL_REPEAT_CHECK", "0"):
         mm_call_off(a, b, c, size, size, size, *strides)  # type: ignore[operator]
+    namespace_unfused: dict[str, object] = {"mm": mm, "__name__": "bench_launch_mm_unfused"}
+    exec(compile_source(MM_DSL_SOURCE, filename=__file__ + ":unfused"), namespace_unfused)
+    mm_call_unfused = namespace_unfused["mm_call"]
+    with _env("TUNEDSL_FUSED_LAUNCH", "0"):
+        for _ in range(3):
+            mm_call_unfused(a, b, c, size, size, size, *strides)  # type: ignore[operator]
     grid = (triton.cdiv(size, 64), triton.cdiv(size, 64))
     fns: dict[str, Callable[[], object]] = {
         "mm raw mm[grid]": lambda: mm[grid](
@@ -262,6 +284,9 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
         ),
         "mm tunedsl DSL": lambda: mm_call(a, b, c, size, size, size, *strides),  # type: ignore[operator]
         "mm tunedsl DSL, repeat check off": lambda: mm_call_off(  # type: ignore[operator]
+            a, b, c, size, size, size, *strides
+        ),
+        "mm tunedsl DSL, fused launch off": lambda: mm_call_unfused(  # type: ignore[operator]
             a, b, c, size, size, size, *strides
         ),
     }

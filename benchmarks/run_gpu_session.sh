@@ -6,6 +6,8 @@
 #                                                 # isolated GPU test, then search at scale
 #   bash benchmarks/run_gpu_session.sh hot OUTDIR  # GPU tests, launch overhead with the
 #                                                 # profile by parts, timing modes, py-spy
+#   bash benchmarks/run_gpu_session.sh hot2 OUTDIR  # runtime GPU tests, launch overhead
+#                                                 # (9 repeats), py-spy
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -31,6 +33,17 @@ elif [ "$part" = hot ]; then
     TAIL=30 step bench_launch 90 "$py" benchmarks/bench_launch.py --kernel both
     step bench_timing_modes 70 "$py" benchmarks/bench_timing_modes.py
     if command -v py-spy >/dev/null; then  # a sampled profile of the DSL call (issue 13)
+        step profile_record 60 py-spy record --rate 400 --native --format raw \
+            -o "$out/dsl_profile.txt" -- "$py" benchmarks/bench_launch.py --kernel vadd \
+            --only "tunedsl DSL" --calls 600000 --repeats 1
+        TAIL=60 step profile_top 30 "$py" benchmarks/collapsed_top.py "$out/dsl_profile.txt" \
+            --under "<lambda>" --top 25
+    fi
+elif [ "$part" = hot2 ]; then  # the fused launch: runtime GPU tests, launch overhead, profile
+    TAIL=30 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA \
+        tests/gpu/test_runtime_gpu.py tests/gpu/test_pytorch_gpu.py tests/gpu/test_compat_gpu.py
+    TAIL=34 step bench_launch 150 "$py" benchmarks/bench_launch.py --kernel both --repeats 9
+    if command -v py-spy >/dev/null; then
         step profile_record 60 py-spy record --rate 400 --native --format raw \
             -o "$out/dsl_profile.txt" -- "$py" benchmarks/bench_launch.py --kernel vadd \
             --only "tunedsl DSL" --calls 600000 --repeats 1

@@ -188,6 +188,13 @@ def repeat_check() -> bool:
     return _flag("TUNEDSL_REPEAT_CHECK", default=True)
 
 
+def fused_launch() -> bool:
+    """``TUNEDSL_FUSED_LAUNCH=0``: a call repeating the last call's layout runs the site's
+    general path (repeat check, launcher) instead of the entry's generated fused launch
+    (default on; off is for measuring what it saves)."""
+    return _flag("TUNEDSL_FUSED_LAUNCH", default=True)
+
+
 def stored_binaries() -> bool:
     """``TUNEDSL_STORED_BINARIES=0``: never load or store kernel binaries of tuning decisions
     (a warm process then compiles the chosen variant through Triton; default on)."""
@@ -351,6 +358,7 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_RECORDS_PATH": records_path,
     "TUNEDSL_DIRECT_LAUNCH": direct_launch,
     "TUNEDSL_REPEAT_CHECK": repeat_check,
+    "TUNEDSL_FUSED_LAUNCH": fused_launch,
     "TUNEDSL_STORED_BINARIES": stored_binaries,
     "TUNEDSL_QUIET": quiet,
     "TUNEDSL_PROGRESS_AFTER": progress_after_s,

@@ -284,3 +284,59 @@ def test_a_damaged_stored_binary_is_compiled_again(tmp_path) -> None:
     assert warm["stored"] == 1  # the damaged entry was replaced by the fresh binary
     again = _warm_child(tmp_path, "triton-again")
     assert again["ok"] and again["loaded"] == 1 and again["compiles"] == 0
+
+
+DSL_VADD = """
+from tunedsl import autotune, cdiv
+
+def add(a, b, c, n):
+    return autotune(space=dict(tile=[256, 1024], num_warps=[2, 4]), blocks=cdiv(n, $tile),
+                    vadd(a, b, c, n, TILE=$tile))
+"""
+
+
+def test_fused_launch_on_the_dsl_hot_path() -> None:
+    # A repeated layout launches through the entry's fused function (runtime/fused.py);
+    # other layouts, a launch hook and a cleared site take the general path, and every
+    # result is right.
+    from tunedsl.frontend.compile import compile_source
+
+    namespace: dict = {"vadd": vadd, "__name__": "gpu_fused"}
+    exec(compile_source(DSL_VADD, filename=__file__ + ":fused"), namespace)
+    add, site = namespace["add"], namespace["__tunedsl_site_0__"]
+    base_a = torch.randn(5000, device="cuda")
+    base_b = torch.randn(5000, device="cuda")
+
+    def call(offset: int, n: int) -> None:
+        a, b = base_a[offset : offset + n], base_b[offset : offset + n]
+        c = torch.full((n,), float("nan"), device="cuda")
+        add(a, b, c, n)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, a + b, msg=f"offset={offset} n={n}")
+
+    for _ in range(3):
+        call(0, 4096)
+    fused = site._fast
+    assert fused is not None, "the repeated layout should launch through its fused function"
+    for offset, n in [(1, 4096), (0, 4000), (0, 4096), (4, 1), (0, 16), (0, 4096)]:
+        call(offset, n)
+    assert site._fast is fused  # built once per entry, back in use with its layout
+    seen: list = []
+
+    def hook(*args: object, **kwargs: object) -> None:
+        seen.append(1)
+
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        call(0, 4096)
+        assert seen, "a launch hook must see the launch (the fused path gives way to the JIT)"
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hook)
+    count = len(seen)
+    call(0, 4096)
+    assert len(seen) == count
+    site.clear()
+    assert site._fast is None
+    for _ in range(3):
+        call(0, 4096)
+    assert site._fast is not None and site._fast is not fused

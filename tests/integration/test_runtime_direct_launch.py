@@ -333,3 +333,92 @@ def test_decisions_that_are_not_stored_never_touch_the_store(binaries: dict) -> 
     launch = tlaunch.DirectLauncher(kernel, {}, bt.kernel_info(kernel))  # e.g. a default
     launch((4,), ("A", 64), {}, {"TILE": 16}, ())
     assert binaries["sources"] == [] and binaries["stored"] == []
+
+
+# -- the fused launch (runtime/fused.py): repeat check, bind and direct launch in one -----
+
+
+def fused_for(fake_driver: dict, sample: tuple) -> tuple[FakeJit, Any, Any]:
+    """A launcher that made its first launch with ``sample``, its entry, the fused launch."""
+    from tunedsl.backends.compat import layout_check
+    from tunedsl.model import keys
+    from tunedsl.model.config import Config
+    from tunedsl.model.hole import HOLE
+    from tunedsl.runtime.fused import make_fused
+    from tunedsl.runtime.result import LaunchResult
+    from tunedsl.runtime.site import Entry
+
+    kernel, launcher = make()
+    launcher((4,), sample, {}, {"TILE": 16}, ())  # the first launch: through the JIT
+    entry = Entry(Config(tile=16), launcher, LaunchResult(Config(tile=16), {}, "tuned"), (), ())
+    info = bt.kernel_info(kernel)
+    code = keys.repeat_check_code(sample, info.constexpr_positions, HOLE, True, layout_check)
+    plan = launcher.plan()
+    assert code is not None and plan is not None
+    return kernel, entry, make_fused(kernel, entry, code, plan)
+
+
+def bind_for(n: int, even: bool | None = None):
+    dyn = {"TILE": 16} if even is None else {"TILE": 16, "EVEN": even}
+    return lambda cfg: ((), dyn, (-(-n // cfg.tile),))
+
+
+def test_fused_launch_passes_every_argument_in_order(fake_driver: dict) -> None:
+    torch = pytest.importorskip("torch")
+    a = torch.zeros(64)
+    kernel, entry, fused = fused_for(fake_driver, (a, 64))
+    b = torch.ones(64)  # another tensor of the same layout
+    assert fused(kernel, (b, 48), {}, bind_for(48)) is entry.result and entry.used
+    assert kernel.log[-1] == (
+        "direct",
+        (3, 1, 1, 1000, "fn-handle", "packed", None, None, None, b, 48, 16, False),
+    )
+    grid2 = lambda cfg: ((), {"TILE": 16}, (2, 5))  # noqa: E731
+    fused(kernel, (b, 48), {}, grid2)
+    assert kernel.log[-1][1][:4] == (2, 5, 1, 1000)
+
+
+def test_fused_launch_refuses_another_layout_before_launching(fake_driver: dict) -> None:
+    torch = pytest.importorskip("torch")
+    a = torch.zeros(64)
+    kernel, _entry, fused = fused_for(fake_driver, (a, 64))
+    before = len(kernel.log)
+    unaligned = torch.zeros(65)[1:]
+    for args, kwargs in [
+        ((a, 65), {}),  # the int's class: %16 -> neither
+        ((a, 1), {}),  # ==1
+        ((a.double(), 64), {}),  # dtype
+        ((torch.zeros(8, 8), 64), {}),  # shape
+        ((unaligned, 64), {}),  # 16-byte alignment
+        ((a, 2**40), {}),  # beyond 32 bits
+        ((a,), {}),  # arity
+        ((a, 64), {"EVEN": True}),  # a keyword argument
+    ]:
+        assert fused(kernel, args, kwargs, bind_for(64)) is None, args
+    assert fused(FakeJit(), (a, 64), {}, bind_for(64)) is None  # another kernel
+    assert len(kernel.log) == before  # nothing was launched
+
+
+def test_fused_launch_sends_what_direct_launch_does_not_cover_to_the_launcher(
+    fake_driver: dict,
+) -> None:
+    torch = pytest.importorskip("torch")
+    a = torch.zeros(64)
+    kernel, entry, fused = fused_for(fake_driver, (a, 64))
+    # a configuration-dependent constexpr that changed: the JIT, as the launcher decides
+    assert fused(kernel, (a, 64), {}, bind_for(64, even=True)) is entry.result
+    assert kernel.log[-1][0] == "jit" and kernel.log[-1][3]["EVEN"] is True
+    fake_driver["runtime"].launch_enter_hook.calls = [print]  # a profiler's hook
+    try:
+        fused(kernel, (a, 64), {}, bind_for(64))
+        assert kernel.log[-1][0] == "jit"
+    finally:
+        fake_driver["runtime"].launch_enter_hook.calls = []
+    fake_driver["device"] = 1  # another device: the launcher's first launch there
+    fused(kernel, (a, 64), {}, bind_for(64))
+    assert kernel.log[-1][0] == "jit"
+    fused(kernel, (a, 64), {}, bind_for(64))  # the launcher's own direct path on device 1
+    assert kernel.log[-1][0] == "direct" and kernel.log[-1][1][3] == 1001
+    fake_driver["device"] = 0
+    fused(kernel, (a, 64), {}, bind_for(64))
+    assert kernel.log[-1][0] == "direct" and kernel.log[-1][1][3] == 1000

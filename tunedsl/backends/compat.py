@@ -221,6 +221,11 @@ def runtime_knobs() -> Any:
     return tknobs.runtime
 
 
+#: :func:`launch_hooked`'s common case as an expression over a name bound to
+#: :func:`runtime_knobs` (for generated launch code; AttributeError: ask launch_hooked).
+LAUNCH_HOOKED_CODE = "({rt}.launch_enter_hook.calls or {rt}.launch_exit_hook.calls)"
+
+
 def launch_hooked(runtime: Any) -> bool:
     """Whether a launch hook (a profiler) is installed on ``runtime`` (:func:`runtime_knobs`);
     then Triton must build its launch metadata, so the call goes through the JIT.

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tunedsl.backends import compat
@@ -119,6 +120,24 @@ class JitLauncher:
             jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
 
 
+@dataclass(frozen=True)
+class DirectPlan:
+    """What a direct launch of one call key does on one device, for code that inlines it
+    (``runtime/fused.py``): when ``hooked_code`` (over ``runtime``) is false, the current
+    device is ``device`` and ``bind`` gave no holes and keyword arguments equal to
+    ``dyn0``, the launch is ``run(g0, g1, g2, get_stream(device), *middle, *args, *tail)``."""
+
+    run: Callable[..., Any]
+    middle: tuple[Any, ...]
+    tail: tuple[Any, ...]
+    device: int
+    get_device: Callable[[], int]
+    get_stream: Callable[[int], int]
+    dyn0: Mapping[str, Any]
+    runtime: Any
+    hooked_code: str  # compat.LAUNCH_HOOKED_CODE: format with rt=<name of runtime>
+
+
 class DirectLauncher:
     """Launch one call key's chosen variant straight through its ``CompiledKernel``.
 
@@ -209,6 +228,30 @@ class DirectLauncher:
             run(grid[0], 1, 1, self.get_stream(device), *middle, *args, *tail)  # type: ignore[misc]
             return
         run(*_grid3(grid), self.get_stream(device), *middle, *args, *tail)  # type: ignore[misc]
+
+    def plan(self) -> DirectPlan | None:
+        """This launcher's direct launch on the current device, once it has one and no
+        keyword argument of the call is static (None: launch through ``__call__``)."""
+        if self.disabled or self.dyn0 is None or self.tail_const is None:
+            return None
+        if self.get_device is None or self.get_stream is None:
+            return None
+        device = self.get_device()
+        compiled = self.compiled.get(device)
+        if compiled is None:
+            return None
+        run, middle = compiled
+        return DirectPlan(
+            run,
+            middle,
+            self.tail_const,
+            device,
+            self.get_device,
+            self.get_stream,
+            dict(self.dyn0),
+            self.runtime,
+            compat.LAUNCH_HOOKED_CODE,
+        )
 
     def _first_launch(
         self,

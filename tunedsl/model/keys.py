@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
@@ -70,6 +71,14 @@ def _small_int_class(x: int) -> str:
 def _small_int_guard_code(var: str) -> str:
     # Generated code's test that ``var`` is an int of the 32-bit case _small_int_class keys.
     return f"{var}.__class__ is int and {_I32_MIN} <= {var} <= {_I32_MAX}"
+
+
+def _small_int_class_test_code(var: str, int_cls: str) -> str:
+    # Generated code's test that a 32-bit ``var`` has _small_int_class ``int_cls`` (1 is
+    # not divisible by 16, so each class is one or two comparisons).
+    return {"i1": f"{var} == 1", "i16": f"{var} % 16 == 0"}.get(
+        int_cls, f"{var} != 1 and {var} % 16 != 0"
+    )
 
 
 def _small_int_class_code(var: str) -> str:
@@ -316,6 +325,73 @@ def specialize_call_key_fn(
     return env["call_key"]  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class RepeatCheckCode:
+    """The source of a repeat check: ``arity`` positional arguments unpacked into ``a0``,
+    ``a1``, ...; ``test`` an expression over them (names from ``env``) that is true exactly
+    when the call has the sample's call key. Code generators (``make_repeat_check``, the
+    runtime's fused launch) inline it in their own functions."""
+
+    arity: int
+    test: str
+    env: Mapping[str, Any]
+
+    @property
+    def names(self) -> str:
+        """The unpacking target: ``a0, a1, a2,``."""
+        return "".join(f"a{i}, " for i in range(self.arity)).rstrip() or "()"
+
+
+def repeat_check_code(
+    sample_args: Sequence[Any],
+    constexpr_positions: frozenset[int],
+    hole: object,
+    with_align: bool,
+    layout_check: Callable[[Sequence[Any]], Callable[..., bool] | None],
+) -> RepeatCheckCode | None:
+    """The code of :func:`make_repeat_check` (same arguments), or None where it has none."""
+    env: dict[str, Any] = {"hole": hole, "constexpr_key": constexpr_key}
+    tests: list[str] = []
+    tensors: list[Any] = []
+    tensor_names: list[str] = []
+    aligned: list[str] = []
+    for i, value in enumerate(sample_args):
+        var = f"a{i}"
+        cls = value.__class__
+        if i in constexpr_positions:
+            env[f"E_{var}"] = constexpr_key(value)
+            tests.append(f"constexpr_key({var}) == E_{var}")
+        elif value is hole:
+            tests.append(f"{var} is hole")
+        elif is_tensor(value):
+            tensors.append(value)
+            tensor_names.append(var)
+            if with_align:
+                if value.data_ptr() % 16 == 0:
+                    aligned.append(f"{var}.data_ptr()")
+                else:
+                    tests.append(f"{var}.data_ptr() % 16 != 0")
+        elif cls is int and _I32_MIN <= value <= _I32_MAX:
+            tests.append(_small_int_guard_code(var))
+            tests.append(_small_int_class_test_code(var, _small_int_class(value)))
+        elif cls is float:
+            tests.append(f"{var}.__class__ is float")
+        elif value is None:
+            tests.append(f"{var} is None")
+        else:
+            return None
+    if not tensors:
+        return None  # nothing slow to skip: the generated key function is as fast
+    check = layout_check(tensors)
+    if check is None:
+        return None
+    env["check"] = check
+    if aligned:  # one test for all: the OR of 16-byte-aligned addresses is aligned
+        tests.insert(0, f"({' | '.join(aligned)}) % 16 == 0")
+    tests.insert(0, f"check({', '.join(tensor_names)})")
+    return RepeatCheckCode(len(sample_args), " and ".join(tests), env)
+
+
 def make_repeat_check(
     sample_args: Sequence[Any],
     constexpr_positions: frozenset[int],
@@ -334,46 +410,21 @@ def make_repeat_check(
     an argument this check does not cover (keyword arguments, a user ``key=``, bools,
     tuples, ints beyond 32 bits, ...) or the backend has no layout check.
     """
-    env: dict[str, Any] = {"hole": hole, "constexpr_key": constexpr_key}
-    names = [f"a{i}" for i in range(len(sample_args))]
-    tests: list[str] = []
-    tensors: list[Any] = []
-    tensor_names: list[str] = []
-    for i, (var, value) in enumerate(zip(names, sample_args, strict=True)):
-        cls = value.__class__
-        if i in constexpr_positions:
-            env[f"E_{var}"] = constexpr_key(value)
-            tests.append(f"constexpr_key({var}) == E_{var}")
-        elif value is hole:
-            tests.append(f"{var} is hole")
-        elif is_tensor(value):
-            tensors.append(value)
-            tensor_names.append(var)
-            if with_align:
-                aligned = value.data_ptr() % 16 == 0
-                tests.append(f"{var}.data_ptr() % 16 {'==' if aligned else '!='} 0")
-        elif cls is int and _I32_MIN <= value <= _I32_MAX:
-            tests.append(_small_int_guard_code(var))
-            tests.append(f"{_small_int_class_code(var)} == {_small_int_class(value)!r}")
-        elif cls is float:
-            tests.append(f"{var}.__class__ is float")
-        elif value is None:
-            tests.append(f"{var} is None")
-        else:
-            return None
-    if not tensors:
-        return None  # nothing slow to skip: the generated key function is as fast
-    check = layout_check(tensors)
-    if check is None:
-        return None
-    env["check"] = check
-    tests.insert(0, f"check({', '.join(tensor_names)})")
+    code = repeat_check_code(sample_args, constexpr_positions, hole, with_align, layout_check)
+    return None if code is None else compile_repeat_check(code)
+
+
+def compile_repeat_check(
+    code: RepeatCheckCode,
+) -> Callable[[Sequence[Any], Mapping[str, Any]], bool]:
+    """``repeat_check(args, kwargs)`` from its code (false for any keyword argument)."""
+    env = dict(code.env)
     body = (
         "def repeat_check(args, kwargs):\n"
-        f"    if kwargs or len(args) != {len(names)}:\n"
+        f"    if kwargs or len(args) != {code.arity}:\n"
         "        return False\n"
-        f"    {', '.join(names)}, = args\n"
-        f"    return {' and '.join(tests)}\n"
+        f"    {code.names} = args\n"
+        f"    return {code.test}\n"
     )
     exec(compile(body, "<tunedsl repeat check>", "exec"), env)
     return env["repeat_check"]  # type: ignore[no-any-return]

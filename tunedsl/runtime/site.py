@@ -22,6 +22,7 @@ from tunedsl.model.settings import Settings
 from tunedsl.model.space import Space
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import miss, mistakes
+from tunedsl.runtime.fused import Fused, make_fused
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -46,7 +47,9 @@ class Entry:
 
     __slots__ = (
         "config",
+        "fused",
         "launcher",
+        "launcher_object",
         "repeat",
         "result",
         "used",
@@ -66,6 +69,7 @@ class Entry:
         self.config = config
         # The bound __call__ of a launcher object: calling it skips the type-slot lookup
         # of calling the instance (about 0.1 us per call).
+        self.launcher_object = launcher
         defined = type(launcher).__dict__.get("__call__")
         self.launcher = launcher.__call__ if isinstance(defined, FunctionType) else launcher  # type: ignore[operator]
         self.result = result
@@ -76,6 +80,8 @@ class Entry:
         # The repeat check (keys.make_repeat_check) of this entry's argument layout: built
         # at its first hit; _no_repeat where the layout has none or the entry was dropped.
         self.repeat: Callable[[Sequence[Any], Mapping[str, Any]], bool] | None = None
+        # The fused launch (runtime/fused.py) of this entry's layout, built with ``repeat``.
+        self.fused: Fused | None = None
 
     def launch(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
@@ -144,6 +150,7 @@ class Site:
         # The entry of the last call, when its repeat check can tell a call with the same
         # key without building the key (the serving loop: same layout every step).
         self._last: Entry | None = None
+        self._fast: Fused | None = None  # the last entry's fused launch, if it has one
         self._repeat_factory: Callable[[Sequence[Any]], Any] | None = None
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
@@ -168,8 +175,16 @@ class Site:
         lazy: Callable[[], Any] | None,
     ) -> LaunchResult:
         # The last call's entry when this call repeats its key (checked without building
-        # the key: see _remember), else the key and a table lookup.
-        entry = self._last
+        # the key: see _remember), launched by its fused function where it has one; else
+        # the key and a table lookup.
+        fast = self._fast
+        if fast is not None:
+            result = fast(kernel, args, static_kwargs, bind)
+            if result is not None:
+                return result  # type: ignore[no-any-return]
+            entry = None  # another layout (the fused check is the repeat check): key it
+        else:
+            entry = self._last
         if (
             entry is None or kernel is not self._kernel or not entry.repeat(args, static_kwargs)  # type: ignore[misc]
         ):
@@ -218,10 +233,16 @@ class Site:
                 and self._key_fn is self._base_key_fn
                 and not self.has_key
             )
-            entry.repeat = (factory(args) if usable else None) or _no_repeat  # type: ignore[misc]
+            code = factory(args) if usable else None  # type: ignore[misc]
+            if code is None:
+                entry.repeat = _no_repeat
+            else:
+                entry.fused = _fuse(self._kernel, entry, code, args)
+                entry.repeat = keys.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has _no_repeat
             if entry.repeat is not _no_repeat:
                 self._last = entry
+                self._fast = entry.fused
 
     def call_key(
         self, kernel: Any, args: Sequence[Any], static_kwargs: Mapping[str, Any], key: Any
@@ -408,6 +429,7 @@ class Site:
         for entry in self._table.values():
             entry.repeat = _no_repeat  # callable: a thread may be about to call it
         self._last = None
+        self._fast = None
         self._table.clear()
 
 
@@ -416,9 +438,11 @@ def _no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
     return False
 
 
-def _repeat_factory(info: Any, hole: object) -> Callable[[Sequence[Any]], Any] | None:
-    """The builder of repeat checks for a kernel's calls (``keys.make_repeat_check`` with
-    the backend's tensor layout check), or None when tunedsl's repeat checks are off."""
+def _repeat_factory(
+    info: Any, hole: object
+) -> Callable[[Sequence[Any]], keys.RepeatCheckCode | None] | None:
+    """The builder of repeat-check code for a kernel's calls (``keys.repeat_check_code``
+    with the backend's tensor layout check), or None when tunedsl's repeat checks are off."""
     if not knobs.repeat_check():
         return None
     from tunedsl.backends.compat import layout_check
@@ -426,9 +450,21 @@ def _repeat_factory(info: Any, hole: object) -> Callable[[Sequence[Any]], Any] |
 
     with_align = info.jit and direct_launch_enabled()
 
-    def factory(args: Sequence[Any]) -> Any:
-        return keys.make_repeat_check(
+    def factory(args: Sequence[Any]) -> keys.RepeatCheckCode | None:
+        return keys.repeat_check_code(
             args, info.constexpr_positions, hole, with_align, layout_check
         )
 
     return factory
+
+
+def _fuse(
+    kernel: Any, entry: Entry, code: keys.RepeatCheckCode, args: Sequence[Any]
+) -> Fused | None:
+    """The fused launch of ``entry`` (``runtime/fused.py``) where its launcher launches
+    directly and the entry needs nothing per call beyond the launch (zeroing, holes)."""
+    plan_of = getattr(entry.launcher_object, "plan", None)
+    if plan_of is None or entry.zeroing or HOLE in args or not knobs.fused_launch():
+        return None
+    plan = plan_of()
+    return None if plan is None else make_fused(kernel, entry, code, plan)

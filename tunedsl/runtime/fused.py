@@ -1,0 +1,86 @@
+"""The fused hot path of one site entry: repeat check, ``bind`` and direct launch in one
+generated function.
+
+A serving loop calls a site with the same argument layout every step. For such a call the
+site's general path runs four Python frames (``Site.__call__``, the repeat check, the
+launcher, its hook test) and re-packs the launch arguments with star-arguments. The fused
+function does the same steps in one frame, with the launcher's constants (function,
+metadata, trailing defaults, device) bound as names and every argument passed positionally.
+
+It returns the entry's ``LaunchResult`` after launching, or None, before launching, for a
+call of another layout (the site then builds the call key). A call of this layout that the
+direct launch does not cover (a configuration-dependent argument that changed, a launch
+hook, another device) goes to the entry's launcher, as the general path would send it. So
+the fused function only ever does what the general path would do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from tunedsl.model.keys import RepeatCheckCode
+
+if TYPE_CHECKING:
+    from tunedsl.backends.triton_launch import DirectPlan
+    from tunedsl.runtime.site import Entry
+
+#: ``fused(kernel, args, static_kwargs, bind) -> LaunchResult | None``
+Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], Any]
+
+
+def make_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan) -> Fused:
+    """The fused launch of ``entry`` for calls of ``kernel`` that pass ``check``."""
+    launch_args = ", ".join(
+        [
+            "get_stream(DEVICE)",
+            *(f"M{i}" for i in range(len(plan.middle))),
+            *(f"a{i}" for i in range(check.arity)),
+            *(f"T{i}" for i in range(len(plan.tail))),
+        ]
+    )
+    env: dict[str, Any] = dict(check.env)
+    env.update(
+        KERNEL=kernel,
+        CONFIG=entry.config,
+        RESULT=entry.result,
+        entry=entry,
+        LAUNCH=entry.launcher,
+        DYN0=dict(plan.dyn0),
+        rt=plan.runtime,
+        run=plan.run,
+        DEVICE=plan.device,
+        get_device=plan.get_device,
+        get_stream=plan.get_stream,
+    )
+    env.update({f"M{i}": v for i, v in enumerate(plan.middle)})
+    env.update({f"T{i}": v for i, v in enumerate(plan.tail)})
+    body = (
+        "def fused(kernel, args, kwargs, bind):\n"
+        f"    if kernel is not KERNEL or kwargs or len(args) != {check.arity}:\n"
+        "        return None\n"
+        f"    {check.names} = args\n"
+        f"    if not ({check.test}):\n"
+        "        return None\n"
+        "    holes, dyn, grid = bind(CONFIG)\n"
+        "    if holes:\n"
+        "        return None\n"
+        "    entry.used = True\n"
+        "    try:\n"
+        f"        direct = dyn == DYN0 and not {plan.hooked_code.format(rt='rt')}\n"
+        "    except AttributeError:  # a hook assigned in place of Triton's chain\n"
+        "        direct = False\n"
+        "    if not direct or get_device() != DEVICE:\n"
+        "        LAUNCH(grid, args, kwargs, dyn, holes)\n"
+        "        return RESULT\n"
+        "    n = len(grid)\n"
+        "    if n == 1:\n"
+        f"        run(grid[0], 1, 1, {launch_args})\n"
+        "    elif n == 2:\n"
+        f"        run(grid[0], grid[1], 1, {launch_args})\n"
+        "    else:\n"
+        f"        run(grid[0], grid[1], grid[2], {launch_args})\n"
+        "    return RESULT\n"
+    )
+    exec(compile(body, f"<tunedsl fused launch of {entry.config!r}>", "exec"), env)
+    return env["fused"]  # type: ignore[no-any-return]
