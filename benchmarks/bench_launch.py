@@ -232,12 +232,19 @@ def floor_fns(
     get_stream = driver.active.get_current_stream
     stream = get_stream(device)
     gx, gy, gz = (*grid, 1, 1)[:3]
+    addresses = tuple(p.data_ptr() if isinstance(p, torch.Tensor) else p for p in params)
     return {
         "floor: CompiledKernel.run": lambda: run(
             gx, gy, gz, stream, function, packed, None, None, None, *params
         ),
         "floor + stream lookup": lambda: run(
             gx, gy, gz, get_stream(device), function, packed, None, None, None, *params
+        ),
+        # The launcher also takes a pointer as an int (the device address), and then skips
+        # the tensor's data_ptr() and the driver's pointer query: tunedsl's fused launch
+        # passes the addresses it read for its alignment check. For scale, not the target.
+        "floor + stream, pointers as ints": lambda: run(
+            gx, gy, gz, get_stream(device), function, packed, None, None, None, *addresses
         ),
     }
 

@@ -369,9 +369,10 @@ def test_fused_launch_passes_every_argument_in_order(fake_driver: dict) -> None:
     kernel, entry, fused = fused_for(fake_driver, (a, 64))
     b = torch.ones(64)  # another tensor of the same layout
     assert fused(kernel, (b, 48), {}, bind_for(48)) is entry.result and entry.used
+    # the tensor as the address its check read (the launcher takes an int for a pointer)
     assert kernel.log[-1] == (
         "direct",
-        (3, 1, 1, 1000, "fn-handle", "packed", None, None, None, b, 48, 16, False),
+        (3, 1, 1, 1000, "fn-handle", "packed", None, None, None, b.data_ptr(), 48, 16, False),
     )
     grid2 = lambda cfg: ((), {"TILE": 16}, (2, 5))  # noqa: E731
     fused(kernel, (b, 48), {}, grid2)

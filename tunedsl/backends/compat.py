@@ -207,6 +207,14 @@ def direct_launch_parts(compiled: Any) -> tuple[Callable[..., Any], tuple[Any, .
     return run, (function, compiled.packed_metadata, None, None, None)
 
 
+#: The launcher (:func:`direct_launch_parts`'s ``run``) takes a pointer argument as a Python
+#: int holding the device address as well as a tensor (3.6.0 ``getPointer``, 3.9.0
+#: ``extractPointer``: ``PyLong_Check`` first). For a tensor it calls ``data_ptr()`` and
+#: asks the driver whether the address is device memory (``cuPointerGetAttribute``, which
+#: takes the driver's lock); for an int it does neither.
+LAUNCHER_TAKES_INT_POINTERS = True
+
+
 def load_module(compiled: Any) -> None:
     """Load a ``CompiledKernel`` into the device context now (``_init_handles``; 3.6.0,
     3.9.0): reports ``OutOfResources`` (too much shared memory) here, not at launch."""

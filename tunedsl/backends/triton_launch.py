@@ -136,6 +136,9 @@ class DirectPlan:
     dyn0: Mapping[str, Any]
     runtime: Any
     hooked_code: str  # compat.LAUNCH_HOOKED_CODE: format with rt=<name of runtime>
+    # ``run`` takes a tensor's device address (an int) in place of the tensor: for callers
+    # that have checked the tensor is on ``device`` (compat.LAUNCHER_TAKES_INT_POINTERS).
+    int_pointers: bool
 
 
 class DirectLauncher:
@@ -251,6 +254,7 @@ class DirectLauncher:
             dict(self.dyn0),
             self.runtime,
             compat.LAUNCH_HOOKED_CODE,
+            compat.LAUNCHER_TAKES_INT_POINTERS,
         )
 
     def _first_launch(

@@ -327,19 +327,24 @@ def specialize_call_key_fn(
 
 @dataclass(frozen=True)
 class RepeatCheckCode:
-    """The source of a repeat check: ``arity`` positional arguments unpacked into ``a0``,
-    ``a1``, ...; ``test`` an expression over them (names from ``env``) that is true exactly
-    when the call has the sample's call key. Code generators (``make_repeat_check``, the
-    runtime's fused launch) inline it in their own functions."""
+    """The source of a repeat check, for code generators to inline (``make_repeat_check``,
+    the runtime's fused launch): ``arity`` positional arguments are unpacked into ``a0``,
+    ``a1``, ...; ``layout`` tests the tensors among them (class, dtype, device, shape,
+    strides); only then may ``pointers`` run, statements that read each tensor ``a<i>``'s
+    address into ``p<i>``; then ``test``, over both. The call has the sample's call key
+    exactly when all three pass. Names not defined by the generator come from ``env``."""
 
     arity: int
+    layout: str
+    pointers: tuple[str, ...]
     test: str
+    tensor_positions: tuple[int, ...]
     env: Mapping[str, Any]
 
     @property
     def names(self) -> str:
         """The unpacking target: ``a0, a1, a2,``."""
-        return "".join(f"a{i}, " for i in range(self.arity)).rstrip() or "()"
+        return "".join(f"a{i}, " for i in range(self.arity)).rstrip()
 
 
 def repeat_check_code(
@@ -353,7 +358,7 @@ def repeat_check_code(
     env: dict[str, Any] = {"hole": hole, "constexpr_key": constexpr_key}
     tests: list[str] = []
     tensors: list[Any] = []
-    tensor_names: list[str] = []
+    positions: list[int] = []
     aligned: list[str] = []
     for i, value in enumerate(sample_args):
         var = f"a{i}"
@@ -365,12 +370,12 @@ def repeat_check_code(
             tests.append(f"{var} is hole")
         elif is_tensor(value):
             tensors.append(value)
-            tensor_names.append(var)
+            positions.append(i)
             if with_align:
                 if value.data_ptr() % 16 == 0:
-                    aligned.append(f"{var}.data_ptr()")
+                    aligned.append(f"p{i}")
                 else:
-                    tests.append(f"{var}.data_ptr() % 16 != 0")
+                    tests.append(f"p{i} % 16 != 0")
         elif cls is int and _I32_MIN <= value <= _I32_MAX:
             tests.append(_small_int_guard_code(var))
             tests.append(_small_int_class_test_code(var, _small_int_class(value)))
@@ -388,8 +393,14 @@ def repeat_check_code(
     env["check"] = check
     if aligned:  # one test for all: the OR of 16-byte-aligned addresses is aligned
         tests.insert(0, f"({' | '.join(aligned)}) % 16 == 0")
-    tests.insert(0, f"check({', '.join(tensor_names)})")
-    return RepeatCheckCode(len(sample_args), " and ".join(tests), env)
+    return RepeatCheckCode(
+        arity=len(sample_args),
+        layout=f"check({', '.join(f'a{i}' for i in positions)})",
+        pointers=tuple(f"p{i} = a{i}.data_ptr()" for i in positions) if with_align else (),
+        test=" and ".join(tests) or "True",
+        tensor_positions=tuple(positions),
+        env=env,
+    )
 
 
 def make_repeat_check(
@@ -418,14 +429,18 @@ def compile_repeat_check(
     code: RepeatCheckCode,
 ) -> Callable[[Sequence[Any], Mapping[str, Any]], bool]:
     """``repeat_check(args, kwargs)`` from its code (false for any keyword argument)."""
-    env = dict(code.env)
+    pointers = "".join(f"    {line}\n" for line in code.pointers)
     body = (
         "def repeat_check(args, kwargs):\n"
         f"    if kwargs or len(args) != {code.arity}:\n"
         "        return False\n"
         f"    {code.names} = args\n"
+        f"    if not {code.layout}:\n"
+        "        return False\n"
+        f"{pointers}"
         f"    return {code.test}\n"
     )
+    env = dict(code.env)
     exec(compile(body, "<tunedsl repeat check>", "exec"), env)
     return env["repeat_check"]  # type: ignore[no-any-return]
 

@@ -6,6 +6,11 @@ site's general path runs four Python frames (``Site.__call__``, the repeat check
 launcher, its hook test) and re-packs the launch arguments with star-arguments. The fused
 function does the same steps in one frame, with the launcher's constants (function,
 metadata, trailing defaults, device) bound as names and every argument passed positionally.
+A tensor argument is passed as the device address the check read for its alignment: the
+launcher then neither calls ``data_ptr()`` again nor asks the driver whether the address is
+device memory (a locked driver call per tensor). That question was answered when the entry
+first launched these arguments' layout, and the check guarantees that this call's tensors
+have the same dispatch keys and device as that call's.
 
 It returns the entry's ``LaunchResult`` after launching, or None, before launching, for a
 call of another layout (the site then builds the call key). A call of this layout that the
@@ -31,14 +36,17 @@ Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], 
 
 def make_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan) -> Fused:
     """The fused launch of ``entry`` for calls of ``kernel`` that pass ``check``."""
+    # Tensors go to the launcher as the addresses the check read (see the module docstring).
+    as_address = set(check.tensor_positions) if plan.int_pointers and check.pointers else set()
     launch_args = ", ".join(
         [
             "get_stream(DEVICE)",
             *(f"M{i}" for i in range(len(plan.middle))),
-            *(f"a{i}" for i in range(check.arity)),
+            *(f"p{i}" if i in as_address else f"a{i}" for i in range(check.arity)),
             *(f"T{i}" for i in range(len(plan.tail))),
         ]
     )
+    pointers = "".join(f"    {line}\n" for line in check.pointers)
     env: dict[str, Any] = dict(check.env)
     env.update(
         KERNEL=kernel,
@@ -60,6 +68,9 @@ def make_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPl
         f"    if kernel is not KERNEL or kwargs or len(args) != {check.arity}:\n"
         "        return None\n"
         f"    {check.names} = args\n"
+        f"    if not {check.layout}:\n"
+        "        return None\n"
+        f"{pointers}"
         f"    if not ({check.test}):\n"
         "        return None\n"
         "    holes, dyn, grid = bind(CONFIG)\n"
