@@ -83,6 +83,30 @@ def test_repeat_check_agrees_with_the_call_key_on_every_layout() -> None:
     assert compared > 200
 
 
+def test_several_ints_are_checked_together_exactly() -> None:
+    # The check tests the non-negative 32-bit ints of a layout with one OR for their range
+    # and one for divisibility by 16: never accepting a call whose key differs.
+    t = torch.randn(16)
+    values = [0, 1, 2, 15, 16, 17, 32, 2**31 - 16, 2**31, 2**40, -1, -16, -(2**31)]
+    samples = [(t, m, n, k) for m in (16, 1, 7) for n in (32, 0) for k in (2**31 - 16, 5)]
+    compared = 0
+    for sample in samples:
+        check = keys.make_repeat_check(sample, frozenset(), HOLE, True, layout_check)
+        assert check is not None
+        for m, n, k in itertools.product(values, repeat=3):
+            args = (t, m, n, k)
+            same_key = key_of(args) == key_of(sample)
+            assert not check(args, {}) or same_key, (sample, args)
+            if same_key and min(m, n, k) >= 0:  # negative ints may cost a key, never more
+                assert check(args, {}), (sample, args)
+            compared += 1
+    for bad in (16.0, True, "16", None):  # another class in an int's place: no exception
+        assert not keys.make_repeat_check(samples[0], frozenset(), HOLE, True, layout_check)(
+            (t, 16, bad, 2**31 - 16), {}
+        )
+    assert compared > 20_000
+
+
 def test_repeat_check_refuses_keyword_arguments_and_in_place_metadata_changes() -> None:
     a, b = torch.randn(256), torch.randn(256)
     check = repeat_check((a, b, 256, 1.0, 64))

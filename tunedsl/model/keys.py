@@ -360,6 +360,8 @@ def repeat_check_code(
     tensors: list[Any] = []
     positions: list[int] = []
     aligned: list[str] = []
+    small: list[str] = []  # non-negative 32-bit ints
+    div16: list[str] = []  # ... of them divisible by 16
     for i, value in enumerate(sample_args):
         var = f"a{i}"
         cls = value.__class__
@@ -376,6 +378,14 @@ def repeat_check_code(
                     aligned.append(f"p{i}")
                 else:
                     tests.append(f"p{i} % 16 != 0")
+        elif cls is int and 0 <= value <= _I32_MAX:  # sizes and strides: tested together
+            tests.append(f"{var}.__class__ is int")
+            small.append(var)
+            int_cls = _small_int_class(value)
+            if int_cls == "i16":
+                div16.append(var)
+            else:
+                tests.append(_small_int_class_test_code(var, int_cls))
         elif cls is int and _I32_MIN <= value <= _I32_MAX:
             tests.append(_small_int_guard_code(var))
             tests.append(_small_int_class_test_code(var, _small_int_class(value)))
@@ -393,6 +403,13 @@ def repeat_check_code(
     env["check"] = check
     if aligned:  # one test for all: the OR of 16-byte-aligned addresses is aligned
         tests.insert(0, f"({' | '.join(aligned)}) % 16 == 0")
+    # After every class test (| needs ints): the OR of ints is in [0, 2**31) exactly when
+    # each is (a negative one makes it negative: rejected, the key decides such a call),
+    # and divisible by 16 exactly when each is.
+    if small:
+        tests.append(f"0 <= ({' | '.join(small)}) <= {_I32_MAX}")
+    if div16:
+        tests.append(f"({' | '.join(div16)}) % 16 == 0")
     return RepeatCheckCode(
         arity=len(sample_args),
         layout=f"check({', '.join(f'a{i}' for i in positions)})",
