@@ -274,14 +274,20 @@ def device_and_stream() -> tuple[Callable[[], int], Callable[[int], int]]:
 def _tensor_guards() -> Callable[..., Any] | None:
     """PyTorch's C++ tensor guard (``torch._C._dynamo.guards.TensorGuards``; PyTorch 2.11,
     2.13), or None when missing or when it does not behave as :func:`layout_check` needs:
-    checked once on sample tensors (it must reject another dtype, shape and stride)."""
+    checked once on sample tensors (it must reject another dtype, shape, stride and
+    device)."""
     try:
         import torch
         from torch._C._dynamo.guards import TensorGuards
 
         x = torch.zeros(2, 3)
         guard = _make_guard(TensorGuards, (x,))
-        others = (torch.zeros(2, 3, dtype=torch.float64), torch.zeros(3, 2), x.t())
+        others = (
+            torch.zeros(2, 3, dtype=torch.float64),
+            torch.zeros(3, 2),
+            x.t(),
+            torch.zeros(2, 3, device="meta"),  # another device (the fused launch relies on it)
+        )
         if guard.check(x) and not any(guard.check(o) for o in others):
             return TensorGuards  # type: ignore[no-any-return]
     except Exception:  # any surprise: the hot path keeps building full call keys
