@@ -42,6 +42,7 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tunedsl.engine.driver import SearchOutcome, run_search
 from tunedsl.engine.seams import Prepared
@@ -205,13 +206,14 @@ def replay(
     budget_s: float | None,
     workers: int = 16,
     noise: float = 0.015,
+    **options: Any,
 ) -> tuple[SearchOutcome, float]:
-    """One search of ``family`` with ``strategy``: its outcome and the chosen one's gap."""
+    """One search of ``family`` with ``strategy`` (made with ``options``): its outcome and
+    the chosen one's gap."""
     clock = SimClock()
     measurer = ReplayMeasurer(table, seed, clock, workers, noise)
-    out = run_search(
-        family.space(), make_strategy(strategy, seed=seed), measurer, budget_s=budget_s, clock=clock
-    )
+    chooser = make_strategy(strategy, seed=seed, **options)
+    out = run_search(family.space(), chooser, measurer, budget_s=budget_s, clock=clock)
     return out, table.gap(out.chosen)
 
 
@@ -221,10 +223,13 @@ def main() -> None:
     parser.add_argument("--strategies", default="auto,model,pattern,random")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=float, default=None, help="seconds (default: per family)")
-    parser.add_argument("--workers", type=int, default=16, help="compile threads (1: optimistic)")
+    parser.add_argument("--workers", type=int, default=16, help="compile workers (see the module)")
     parser.add_argument("--noise", type=float, default=0.015, help="relative, per sample")
     parser.add_argument("--exhaustive", action="store_true", help="also replay exhaustive (1 seed)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a strategy option (e.g. initial=16), for experiments")  # fmt: skip
     ns = parser.parse_args()
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in ns.set)}
     print(
         f"replay against the stored H100 tables (simulation, not a GPU measurement): "
         f"{ns.seeds} seeds, noise {ns.noise:.1%}, {ns.workers} compile workers"
@@ -242,7 +247,8 @@ def main() -> None:
         for strategy, b, seeds in rows:
             gaps, measured, elapsed = [], [], []
             for seed in range(seeds):
-                out, gap = replay(family, table, strategy, seed, b, ns.workers, ns.noise)
+                opts = options if strategy != "exhaustive" else {}
+                out, gap = replay(family, table, strategy, seed, b, ns.workers, ns.noise, **opts)
                 gaps.append(gap)
                 measured.append(out.measured)
                 elapsed.append(out.elapsed_s)
