@@ -6,15 +6,17 @@ no GPU, no wall clock)."""
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from landscape import BEST, LandscapeMeasurer, SimClock, make_space
 
 from tunedsl.engine.driver import run_search
-from tunedsl.engine.search import ModelSearch
+from tunedsl.engine.search import ModelSearch, make_strategy
 from tunedsl.engine.search.model import model_available
 from tunedsl.errors import UsageError
+from tunedsl.warn import forget
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
@@ -65,3 +67,25 @@ def test_model_options_are_checked() -> None:
         ModelSearch(target="rank")
     with pytest.raises(ValueError, match=r"explore \(2\) and local"):
         ModelSearch(explore=2)
+
+
+def test_a_library_that_fails_to_load_is_an_error_for_model_and_a_warning_for_auto(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Installed but broken (as lightgbm without libgomp): the module has nothing in it.
+    monkeypatch.setitem(sys.modules, "lightgbm", types.ModuleType("lightgbm"))
+    monkeypatch.setitem(sys.modules, "sklearn", types.ModuleType("sklearn"))
+    forget("search-model:")
+    space = make_space()
+    clock = SimClock()
+    with pytest.raises(UsageError, match=r"could not load lightgbm \(AttributeError"):
+        run_search(
+            space, make_strategy("model"), LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock
+        )
+    clock = SimClock()
+    with pytest.warns(UserWarning, match="could not load lightgbm.*searching without the model"):
+        out = run_search(
+            space, make_strategy("auto"), LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock
+        )
+    assert out.strategy == "auto:model"
+    assert out.measured > 8  # it went on after the opening batch

@@ -45,6 +45,7 @@ from tunedsl.engine.seams import Observation, SearchSpace
 from tunedsl.engine.search.base import BaseStrategy, best_ok
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
+from tunedsl.warn import warn_once
 
 # Without a budget (no remaining_s), the model search stops after this many configurations.
 DEFAULT_LIMIT = 100
@@ -87,6 +88,11 @@ def make_model(backend: str, seed: int, target: str = "time") -> Any:
         raise UsageError(
             f"search='model' needs {_PIP[backend]}, which is not installed: "
             "pip install 'tunedsl[search]' (or use search='pattern', which needs nothing)"
+        ) from None
+    except Exception as err:  # installed but broken: a missing libgomp is an OSError
+        raise UsageError(
+            f"search='model' could not load {_PIP[backend]} ({type(err).__name__}: {err}); "
+            "reinstall it (pip install 'tunedsl[search]') or use search='pattern'"
         ) from None
 
 
@@ -139,6 +145,7 @@ class ModelSearch(BaseStrategy):
         local: float = 0.75,
         target: str = "time",
         backend: str = DEFAULT_BACKEND,
+        fallback: bool = False,
     ) -> None:
         super().__init__(seed, batch, limit)
         if target not in TARGETS:
@@ -155,6 +162,10 @@ class ModelSearch(BaseStrategy):
         self.local = local
         self.target = target
         self.backend = backend
+        # ``auto``'s: when the library is found but fails to load, climb without the model
+        # (one warning) instead of failing the tuning.
+        self.fallback = fallback
+        self._unusable = False
         if not _installed(backend):
             make_model(backend, seed, target)  # the UsageError with the install hint
         self._importing: threading.Thread | None = None
@@ -211,12 +222,21 @@ class ModelSearch(BaseStrategy):
         else:
             cut = ok[max(0, math.ceil(0.1 * len(ok)) - 1)].median_ms or 0.0 if ok else 0.0
             y = [int(o.status == "ok" and (o.median_ms or math.inf) <= cut) for o in history]
-        if len(set(y)) < 2:
-            return None  # one value (or one class) only
+        if len(set(y)) < 2 or self._unusable:
+            return None  # one value (or one class) only, or no library
         if self._importing is not None:
             self._importing.join()  # the library's import, started with the search
             self._importing = None
-        model = make_model(self.backend, self.seed + self.fits, self.target)
+        try:
+            model = make_model(self.backend, self.seed + self.fits, self.target)
+        except UsageError as err:
+            if not self.fallback:
+                raise
+            warn_once(
+                f"search-model:{self.backend}", f"{err}; searching without the model", UserWarning
+            )
+            self._unusable = True
+            return None
         model.fit(x, y)
         self.fits += 1
         return model
