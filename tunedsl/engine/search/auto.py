@@ -1,8 +1,10 @@
 """``auto`` (the default): exhaustive when the valid space is small, ``model`` above that.
 
 "Small" is up to ``SMALL_VALID`` valid configurations (proposed as one batch), counted
-lazily (a space of 10^7 points is never listed: the count stops at the threshold). When the model's library is missing,
-``pattern`` (which needs nothing) replaces it.
+lazily (a space of 10^7 points is never listed: the count stops at the threshold). When the
+model's library is missing, ``pattern`` (which needs nothing) replaces it; when it is found
+but fails to load, the model search goes on without it (neighbours of the best first, then
+random draws) after one warning.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class AutoSearch:
             # batches) and runs in one race, whose leader is known soonest.
             return Exhaustive(self.seed, SMALL_VALID, self.limit)
         if model_available():
-            return ModelSearch(self.seed, self.batch, self.limit)
+            return ModelSearch(self.seed, self.batch, self.limit, fallback=True)
         return PatternSearch(self.seed, self.batch, self.limit)
 
     def propose(
