@@ -8,6 +8,8 @@
 #                                                 # profile by parts, timing modes, py-spy
 #   bash benchmarks/run_gpu_session.sh hot2 OUTDIR  # runtime GPU tests, launch overhead
 #                                                 # (9 repeats), py-spy
+#   bash benchmarks/run_gpu_session.sh third-a OUTDIR  # every GPU test, launch overhead, py-spy
+#   bash benchmarks/run_gpu_session.sh third-b OUTDIR  # search at scale (3 families), cold anchor
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -50,6 +52,23 @@ elif [ "$part" = hot2 ]; then  # the fused launch: runtime GPU tests, launch ove
         TAIL=60 step profile_top 30 "$py" benchmarks/collapsed_top.py "$out/dsl_profile.txt" \
             --under "<lambda>" --top 25
     fi
+elif [ "$part" = third-a ]; then  # third pass: every GPU test, launch overhead, profile
+    TAIL=50 step gpu_tests 230 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
+    TAIL=34 step bench_launch 150 "$py" benchmarks/bench_launch.py --kernel both --repeats 9
+    if command -v py-spy >/dev/null; then
+        step profile_record 60 py-spy record --rate 400 --native --format raw \
+            -o "$out/dsl_profile.txt" -- "$py" benchmarks/bench_launch.py --kernel vadd \
+            --only "tunedsl DSL" --calls 600000 --repeats 1
+        TAIL=60 step profile_top 30 "$py" benchmarks/collapsed_top.py "$out/dsl_profile.txt" \
+            --under "<lambda>" --top 25
+    fi
+elif [ "$part" = third-b ]; then  # third pass: search at scale (stored tables), cold anchor
+    step search_softmax 120 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
+        --triton-subset 12 --ref-leaders 16 --ref-budget 15
+    step search_skinny 150 "$py" benchmarks/bench_search.py --shape skinny --budget 10 \
+        --triton-subset 16
+    step search_square 150 "$py" benchmarks/bench_search.py --budget 10 --triton-subset 16
+    step cold_anchor 120 "$py" benchmarks/bench_cold_tune.py --space anchor --rounds 3 --rep 100
 elif [ "$part" = final ]; then  # this release's last pass: tests, cold tune, hot path, search
     TAIL=45 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
     step cold_anchor 120 "$py" benchmarks/bench_cold_tune.py --space anchor --rounds 3 --rep 100
