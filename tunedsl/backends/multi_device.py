@@ -220,6 +220,9 @@ class MultiDeviceMeasurer:
         self.final = False
         self.trace: list[tuple[Config, int]] = []  # (config, slot) of each non-banked sample
         self.final_from: int | None = None
+        # Batches the search announces ahead (driver.py): the host keeps compiling, and the
+        # GPUs opening, while a batch's race runs its later rounds on one GPU at a time.
+        self.lookahead = 1 + len(self.slots)
         self.stats.setup_s = time.perf_counter() - born
         # Every worker starts now, side by side and while the host compiles (a worker's
         # start, importing torch and Triton and receiving the inputs, costs seconds).
@@ -291,7 +294,7 @@ class MultiDeviceMeasurer:
         it compiled, while the current batch is raced. (Announced before the first batch,
         they wait for the first ``prepare``.)"""
         if not self.host.started():
-            self._deferred = list(configs)
+            self._deferred.extend(configs)
             return
         self.host.submit(configs)
 
@@ -313,9 +316,7 @@ class MultiDeviceMeasurer:
             slot.stats.start_s = time.perf_counter() - born
             slot.started.set()
         while slot.dead is None and not self._closed:
-            idle = time.perf_counter()
             part = self._take(slot)
-            slot.stats.idle_s += time.perf_counter() - idle
             if not part:
                 continue
             with slot.lock:
@@ -333,10 +334,13 @@ class MultiDeviceMeasurer:
         if slot.wanted or not self._taking():
             time.sleep(0.002)  # the search's thread goes first (its race waits)
             return []
+        idle = time.perf_counter()
         try:
             part = [self._work.get(timeout=0.05)]
         except queue.Empty:
             return []
+        finally:
+            slot.stats.idle_s += time.perf_counter() - idle
         if not self._taking() or slot.dead:
             self._work.put(part[0])
             return []
