@@ -465,11 +465,12 @@ class MultiDeviceMeasurer:
             raise MeasureFailure(f"could not be prepared on device {self.devices[index]}")
 
     def final_on_caller(self, leaders: Sequence[Config]) -> None:
-        """From now on every sample is taken on the caller's GPU, and no GPU opens anything
-        more; the ``leaders`` are compiled there now (and, with the auto timer, its timer
+        """From now on every sample is taken on the caller's GPU, no GPU opens anything more
+        and the host starts no further compile; the ``leaders`` are compiled there now (and, with the auto timer, its timer
         settles on them)."""
         start = time.perf_counter()
         self.final = True
+        self.host.closed = True  # batches announced ahead are not needed: free the cores
         self.final_from = len(self.trace)  # where the caller's race starts in ``trace``
         self.banked.clear()
         slot = self.slots[self.caller]
