@@ -147,13 +147,14 @@ class _State:
 
     def open(self, indices: list[int], reps: int, reply: Any) -> None:
         mark = time.perf_counter()
+        poisoned = False  # a launch of an earlier one failed on the GPU
 
         def opened(message: tuple[Any, ...]) -> None:
-            nonlocal mark
+            nonlocal mark, poisoned
             if message[0] != "prepared":
                 return  # prepare's ("done",): sent below
             _, index, status, reason = message
-            if self.gpu and self.run_failed:
+            if poisoned:
                 reply(("opened", index, "retry", None, [], 0.0, 0.0))
                 return
             loaded = time.perf_counter() - mark
@@ -167,6 +168,7 @@ class _State:
                     status, reason = "failed", "run: " + _reason(err)
             took = time.perf_counter() - start
             reply(("opened", index, status, reason, samples, loaded, took))
+            poisoned = self.gpu and self.run_failed  # (prepare flags its own culprit first)
             mark = time.perf_counter()
 
         self.prepare(indices, opened)
