@@ -269,7 +269,8 @@ def main() -> int:
     )
     parser.add_argument("--devices", type=int, default=2, help="GPUs of the multi-GPU rows")
     parser.add_argument(
-        "--order", default="1221", help="row order per space: 1 = one GPU, 2 = --devices"
+        "--order",
+        help="row order per space: 1 = one GPU, 2 = --devices (default 1221; --smoke: 12)",
     )
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--json", help="write the rows here too")
@@ -296,6 +297,7 @@ def main() -> int:
         spaces = args.spaces.split(",")
         many = min(args.devices, count)
         print(f"{torch.cuda.get_device_name(0)} x {count}, M = N = K = {args.size}", flush=True)
+    args.order = args.order or ("12" if args.smoke else "1221")
     if set(args.order) - {"1", "2"}:
         parser.error("--order: a string of 1 and 2, like 1221")
     rows = []

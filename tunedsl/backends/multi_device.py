@@ -4,25 +4,33 @@
 several measurement workers (``isolated.py``'s processes: kernel by value, inputs copied),
 one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices``):
 
+- **Starting**: every worker starts (import, CUDA, the inputs) in the background when the
+  measurer is made, beside the host's first compiles (a start costs seconds: counted in a
+  worker's "busy" time before, 3.6 s of the 4.5 s two H200s spent each on 24 configs).
 - **Compiling once, on every core** (``host_compile.py``): ``prepare`` compiles its batch
   in this process, once, on the compile pool's threads (all the host's cores), into
-  Triton's cache, and ``prefetch`` starts the search's next batch while the GPUs measure.
-  Compiling for a GPU needs the model, not the device, so one compile serves every GPU of
-  the model. (Before, each worker compiled its own chunk in its own pool, no more
-  configurations at once than its chunk held, and its GPU idled meanwhile: two H200s were
-  0.88x of one, compile-bound.)
-- **Spreading**: each worker's thread takes what the host has compiled (work stealing, up
-  to ``chunk`` at a time), loads it in its worker (a Triton cache hit) and takes its opening
-  repetitions on its GPU while the host compiles the next ones. The results come back in
-  completion order, so the race opens candidates while the other GPUs still work.
+  Triton's cache, and ``prefetch`` starts the search's next batches (``lookahead`` of them)
+  while the GPUs measure. Compiling for a GPU needs the model, not the device, so one
+  compile serves every GPU of the model.
+- **Spreading**: one queue of compiled configurations, whichever batch they belong to; each
+  GPU's thread takes a share of what waits as soon as its GPU is free and sends it in one
+  ``open`` request (the worker loads each, takes its opening repetitions and answers it: no
+  round trip per configuration from a process whose GIL the compile threads hold). So the
+  GPUs open the next batch while the search's thread races the current one's later rounds.
+  ``prepare`` yields each configuration's result as it comes, so the race opens candidates
+  while the other GPUs still work. The search's own samples on a GPU go before that GPU's
+  next part; a ``prepare`` closed early (budget spent) pauses the opening.
 - **Merging**: a candidate's first ``sample`` is its banked opening (taken in parallel);
   later samples of the race are taken on the GPU that opened it (same model: comparable).
 - **The choice is the caller's GPU's**: ``final_on_caller(leaders)`` (the driver calls it
   before the final race of the leaders) routes every later ``sample`` to the caller's
   worker, so the leaders are raced side by side on the device the kernel will run on.
 - **Failure**: a configuration that crashes or hangs one worker fails alone (that worker
-  restarts, ``isolated.py``); a worker that cannot be set up at all hands its part back to
-  the others and takes no more; a configuration that fails to compile fails on the host.
+  restarts, ``isolated.py``; the rest of its part is sent again one at a time to find it);
+  a worker that cannot be set up at all hands its part back to the others and takes no
+  more; a configuration that fails to compile fails on the host.
+- **Where the time went**: ``stats`` (``host_compile.Split``): the caller's phases and each
+  worker's start, idle, load, timing, round-trip and race seconds.
 
 Mixed models never share a decision: only GPUs of the caller's model are used, and the
 device model is part of every key (``backends.triton.device_facts``).
@@ -36,10 +44,11 @@ import statistics
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tunedsl import knobs
+from tunedsl.backends.device_choice import tune_devices
 from tunedsl.backends.host_compile import HostCompiler, Split, WorkerSplit
 from tunedsl.backends.isolated import IsolatedMeasurer, Worker, _Died, worker_for
 from tunedsl.engine.racing import DEFAULT_RACE
@@ -52,64 +61,9 @@ __all__ = ["MultiDeviceMeasurer", "maybe_multi_device", "shutdown_workers", "tun
 #: Spaces smaller than this are measured on the caller's GPU alone: starting and setting up
 #: a worker per GPU costs seconds, more than a small space saves.
 MIN_CANDIDATES = 8
-#: The most configurations one work item holds (about a compile pool's width).
-MAX_CHUNK = 32
-
-
-def tune_devices(
-    setting: str, visible: Sequence[int], caller: int, models: Mapping[int, str]
-) -> list[int]:
-    """The devices a tuning measures on, the caller's first (pure; ``TUNEDSL_TUNE_DEVICES``).
-
-    ``setting``: ``all`` (every visible device of the caller's model), ``N`` (a count: the
-    caller's and the next N-1 of its model; ``1`` is the caller's only) or a comma-separated
-    list of device indices (``3,`` names device 3 alone); the caller's device is always
-    included, because the leaders are re-measured there. ``models`` maps each visible device
-    to its model (name and capability); a listed device of another model is an error: its
-    timings would choose for the wrong device.
-    """
-    where = "TUNEDSL_TUNE_DEVICES"
-    if caller not in visible:
-        raise UsageError(f"{where}: the caller's device {caller} is not visible ({visible})")
-    mine = [d for d in visible if models.get(d) == models.get(caller)]
-    others = [d for d in mine if d != caller]
-    text = setting.strip().lower()
-    if text in ("", "all"):
-        return [caller, *others]
-    if "," not in text:
-        try:
-            count = int(text)
-        except ValueError:
-            raise UsageError(
-                f"{where}={setting!r}: expected 'all', a count like 2, or device indices like 0,1"
-            ) from None
-        if count < 1:
-            raise UsageError(f"{where}={setting!r}: the count must be at least 1")
-        return [caller, *others[: count - 1]]
-    chosen = [caller]
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        try:
-            device = int(part)
-        except ValueError:
-            raise UsageError(
-                f"{where}={setting!r}: {part.strip()!r} is not a device index"
-            ) from None
-        if device not in visible:
-            raise UsageError(
-                f"{where}={setting!r}: device {device} is not visible (visible: "
-                f"{', '.join(map(str, visible))}); check CUDA_VISIBLE_DEVICES"
-            )
-        if models.get(device) != models.get(caller):
-            raise UsageError(
-                f"{where}={setting!r}: device {device} is a {models.get(device)}, the "
-                f"caller's device {caller} a {models.get(caller)}; timings of another model "
-                "would choose for the wrong device: list devices of one model only"
-            )
-        if device not in chosen:
-            chosen.append(device)
-    return chosen
+#: The most configurations one part holds: one request per part, so a part costs one round
+#: trip; small, so that the search's own samples (and the final race) wait little for it.
+MAX_CHUNK = 8
 
 
 # -- workers beyond the first of a device ----------------------------------------------------
@@ -332,7 +286,8 @@ class MultiDeviceMeasurer:
         """The next part for this worker (empty after 50 ms without work): a share of what
         waits, so that every GPU gets some."""
         if slot.wanted or not self._taking():
-            time.sleep(0.002)  # the search's thread goes first (its race waits)
+            # The search's thread goes first (its race waits); paused or final: nothing to do.
+            time.sleep(0.002 if slot.wanted else 0.02)
             return []
         idle = time.perf_counter()
         try:
