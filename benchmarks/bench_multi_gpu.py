@@ -1,13 +1,20 @@
 """Tuning on one GPU against every GPU of the host (``tunedsl.backends.multi_device``).
 
 Spaces of the anchor's matmul (``anchor_mm.py``), each searched exhaustively by the engine's
-driver through ``MultiDeviceMeasurer``, first with the caller's GPU alone, then with
-``--devices`` GPUs (the host compiles every configuration once on all its cores while the
-GPUs open the compiled ones; the leaders are raced on the caller's). Each run starts from an
-empty Triton cache and a fresh kernel object, so compiling is counted as a user's first
-tuning pays it. Printed: wall time, the choice, its time re-measured on the caller's GPU, the
-ratio to one GPU (target: at most 0.6x, same choice), and where the time went: the host's
-compile wall and CPU seconds, and each GPU's busy seconds (loading and opening).
+driver through ``MultiDeviceMeasurer``, with the caller's GPU alone and with ``--devices``
+GPUs (the host compiles every configuration once on all its cores while the GPUs open the
+compiled ones; the leaders are raced on the caller's).
+
+Fair rows: each row runs in its own fresh process with its own empty Triton cache and
+tunedsl cache directory (compiling is counted as a user's first tuning pays it), in the
+order ``--order`` (default ``1221``: one GPU, two, two, one), and the ratio is taken within
+matched pairs (rows 1-2 and 3-4), so neither a warm disk nor a row's position favours one
+side. Printed: one JSON line per row, then a table of wall time, the pair's ratio (target:
+at most 0.6x, same choice), the choice and its time re-measured on the caller's GPU, and
+where the time went: the caller's phases (making the measurer, first opening, host compile
+wall and CPU seconds, waiting for openings, the race's later rounds, the final race on the
+caller's GPU) and each GPU's worker (start, idle waiting for compiled work, load, timing,
+round trips, race samples, configurations opened).
 
     anchor-48   the anchor's 48 configurations, M = N = K = 4096, fp16
     large       about 1,100 configurations (BM, BN in 16..256, BK in 16..128, 2 to 8 warps,
@@ -15,7 +22,7 @@ compile wall and CPU seconds, and each GPU's busy seconds (loading and opening).
     NAME@S      the space NAME searched under a budget of S seconds
 
     python benchmarks/bench_multi_gpu.py                      # on a host with >= 2 GPUs
-    python benchmarks/bench_multi_gpu.py --spaces anchor-48,large@60,large --json out.json
+    python benchmarks/bench_multi_gpu.py --spaces anchor-48,large@20 --order 1221 --json o.json
     TRITON_INTERPRET=1 python benchmarks/bench_multi_gpu.py --smoke   # CPU: two interpreters
 """
 
@@ -24,8 +31,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,27 +94,15 @@ def mm_request(size: int, configs: list[dict[str, int]], device: str) -> Any:
 def tune_once(
     req: Any, devices: list[int], chunk: int | None = None, budget_s: float | None = None
 ) -> dict[str, Any]:
-    """One exhaustive search on ``devices`` from an empty Triton cache: wall time and choice."""
+    """One exhaustive search on ``devices`` (in a fresh process: empty caches, cold
+    workers): wall time, the choice and where the time went."""
     import dataclasses
 
-    import triton
-
-    from tunedsl.backends import isolated, multi_device
+    from tunedsl.backends import multi_device
     from tunedsl.engine.driver import run_search
     from tunedsl.engine.search import make_strategy
     from tunedsl.model.space import ListSpace
 
-    isolated.shutdown_workers()  # fresh workers read the fresh TRITON_CACHE_DIR
-    multi_device.shutdown_workers()
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
-    # The host stage compiles in this process, whose JIT table still holds the previous
-    # run's kernels: empty it (the kernel stays the module's, sent to the workers by
-    # reference, as a user's kernel is), or else use a fresh kernel object.
-    caches = getattr(req.kernel, "device_caches", None)
-    if caches is not None:
-        caches.clear()
-    else:
-        req = dataclasses.replace(req, kernel=triton.jit(getattr(req.kernel, "fn", req.kernel)))
     start = time.perf_counter()
     m = multi_device.MultiDeviceMeasurer(req, devices, caller=devices[0], chunk=chunk)
     try:
@@ -115,6 +113,7 @@ def tune_once(
     finally:
         m.close()
     ok = sum(1 for o in out.observations if o.status == "ok")
+    split = m.stats
     return {
         "devices": devices,
         "wall_s": round(wall, 2),
@@ -127,11 +126,145 @@ def tune_once(
         "final_on_caller": m.final_from is not None
         and all(slot == 0 for _, slot in m.trace[m.final_from :]),
         "budget_s": budget_s,
-        "compile_wall_s": round(m.stats.compile_wall_s, 2),
-        "compile_cpu_s": round(m.stats.compile_cpu_s, 2),
-        "measure_s": [round(x, 2) for x in m.stats.measure_s],
+        "setup_s": round(split.setup_s, 2),
+        "first_s": round(split.first_s or 0.0, 2),
+        "compile_wall_s": round(split.compile_wall_s, 2),
+        "compile_cpu_s": round(split.compile_cpu_s, 2),
+        "wait_s": round(split.wait_s, 2),
+        "rounds_s": round(split.rounds_s, 2),
+        "final_s": round(split.final_s, 2),
+        "measure_s": [round(x, 2) for x in split.measure_s],
+        "workers": [
+            {k: round(v, 2) if isinstance(v, float) else v for k, v in w.items()}
+            for w in map(dataclasses.asdict, split.workers)
+        ],
         "host_compiles": sum(m.compiles.values()),
     }
+
+
+def run_row(space: str, gpus: int, size: int, smoke: bool) -> dict[str, Any]:
+    """The row, in this (fresh) process."""
+    import torch
+
+    if smoke:
+        device, devices = "cpu", [0] * gpus  # N interpreter workers
+        configs = SMOKE_CONFIGS
+        budget = None
+    else:
+        device, devices = "cuda", list(range(gpus))
+        name, _, limit = space.partition("@")
+        configs, budget = space_configs(name), float(limit) if limit else None
+        torch.cuda.set_device(0)
+    req = mm_request(size, configs, device)
+    return {"space": space, **tune_once(req, devices, budget_s=budget)}
+
+
+SMOKE_CONFIGS = [
+    {"BM": 16, "BN": bn, "BK": 16, "num_warps": w, "num_stages": 2}
+    for bn in (16, 32)
+    for w in (1, 2, 4, 8)
+]
+
+
+def spawn_row(space: str, gpus: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One row in a child process with its own empty Triton and tunedsl caches."""
+    scratch = Path(tempfile.mkdtemp(prefix="bench-multi-gpu-"))
+    env = dict(os.environ)
+    env.update(
+        TRITON_CACHE_DIR=str(scratch / "triton"),
+        TUNEDSL_CACHE_DIR=str(scratch / "tunedsl"),
+        PYTHONUNBUFFERED="1",
+    )
+    if args.smoke:
+        env["TRITON_INTERPRET"] = "1"
+    command = [sys.executable, __file__, "--row", space, "--gpus", str(gpus)]
+    command += ["--size", str(args.size)] + (["--smoke"] if args.smoke else [])
+    try:
+        proc = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=args.row_timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"space": space, "gpus": gpus, "error": f"timeout after {args.row_timeout} s"}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("ROW "):
+            return {"gpus": gpus, **json.loads(line[4:])}
+    return {"space": space, "gpus": gpus, "error": f"rc {proc.returncode}: {proc.stderr[-800:]}"}
+
+
+def pairs(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(one GPU, more) matched pairs of one space, in run order (rows 1-2, 3-4, ...)."""
+    out = []
+    for i in range(0, len(rows) - 1, 2):
+        a, b = rows[i], rows[i + 1]
+        one, more = (a, b) if a["gpus"] == 1 else (b, a)
+        if one["gpus"] == 1 and more["gpus"] > 1:
+            out.append((one, more))
+    return out
+
+
+def print_tables(rows: list[dict[str, Any]]) -> None:
+    good = [r for r in rows if "error" not in r]
+    for row in rows:
+        if "error" in row:
+            print(f"{row['space']} {row['gpus']} GPU(s): FAILED {row['error']}")
+    print()
+    print(f"{'space':12} {'run':>3} {'GPUs':>4} {'wall s':>7} {'x one':>6} {'measured':>8} "
+          f"{'ok':>5} {'chosen ms':>9}  same  chosen")  # fmt: skip
+    summary = []
+    for space in dict.fromkeys(r["space"] for r in good):
+        mine = [r for r in good if r["space"] == space]
+        ratio: dict[int, float] = {}
+        rate: dict[int, float] = {}  # configurations measured a second, more over one
+        same: dict[int, str] = {}
+        for one, more in pairs(mine):
+            ratio[id(more)] = more["wall_s"] / one["wall_s"]
+            rate[id(more)] = (more["measured"] / more["wall_s"]) / (one["measured"] / one["wall_s"])
+            same[id(more)] = "yes" if more["chosen"] == one["chosen"] else "no"
+        for n, row in enumerate(mine, 1):
+            chosen = " ".join(f"{k}={v}" for k, v in row["chosen"].items())
+            x = f"{ratio[id(row)]:.2f}" if id(row) in ratio else "1"
+            print(f"{space:12} {n:>3} {row['gpus']:>4} {row['wall_s']:>7.2f} {x:>6} "
+                  f"{row['measured']:>8} {row['ok']:>5} {row['chosen_ms']:>9.4f}  "
+                  f"{same.get(id(row), ''):4}  {chosen}")  # fmt: skip
+        if ratio:
+            summary.append((space, ratio, rate, set(same.values()) == {"yes"}))
+    print()
+    print("caller (s):  setup = making the measurer, first = first prepare to first opened,")
+    print("             wait = the search waiting for openings, rounds = later race samples,")
+    print("             final = the leaders' race on the caller's GPU")
+    print(f"{'space':12} {'run':>3} {'GPUs':>4} {'setup':>6} {'first':>6} {'compile':>7} "
+          f"{'cpu':>7} {'wait':>6} {'rounds':>6} {'final':>6}")  # fmt: skip
+    for space in dict.fromkeys(r["space"] for r in good):
+        for n, row in enumerate([r for r in good if r["space"] == space], 1):
+            print(f"{space:12} {n:>3} {row['gpus']:>4} {row['setup_s']:>6.2f} "
+                  f"{row['first_s']:>6.2f} {row['compile_wall_s']:>7.2f} "
+                  f"{row['compile_cpu_s']:>7.1f} {row['wait_s']:>6.2f} {row['rounds_s']:>6.2f} "
+                  f"{row['final_s']:>6.2f}")  # fmt: skip
+    print()
+    print("each GPU's worker (s): start (process + setup, beside the host compile), idle")
+    print("(waiting for compiled work), load and time (the worker's own), ipc (round trips less")
+    print("the worker's time), race (later samples), opened (configurations)")
+    print(f"{'space':12} {'run':>3} {'dev':>3} {'start':>6} {'idle':>6} {'load':>6} "
+          f"{'time':>6} {'ipc':>6} {'race':>6} {'opened':>6}")  # fmt: skip
+    for space in dict.fromkeys(r["space"] for r in good):
+        for n, row in enumerate([r for r in good if r["space"] == space], 1):
+            for w in row["workers"]:
+                print(f"{space:12} {n:>3} {w['device']:>3} {w['start_s']:>6.2f} "
+                      f"{w['idle_s']:>6.2f} {w['load_s']:>6.2f} {w['time_s']:>6.2f} "
+                      f"{w['ipc_s']:>6.2f} {w['race_s']:>6.2f} {w['opened']:>6}")  # fmt: skip
+    print()
+    for space, ratio, rate, same_choice in summary:
+        listed = ", ".join(f"{x:.2f}" for x in ratio.values())
+        print(f"RATIO {space}: wall {geomean(ratio.values()):.2f}x one GPU (matched pairs: "
+              f"{listed}); configurations measured a second {geomean(rate.values()):.2f}x; "
+              f"same choice: {'yes' if same_choice else 'NO'}")  # fmt: skip
+    print("(under a budget the wall is the budget: compare configurations a second)")
+
+
+def geomean(values: Any) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in values))
 
 
 def main() -> int:
@@ -139,68 +272,51 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--spaces",
-        default="anchor-48,large@60,large",
-        help="NAME or NAME@BUDGET_S, comma-separated",
+        "--spaces", default="anchor-48,large@20", help="NAME or NAME@BUDGET_S, comma-separated"
     )
-    parser.add_argument("--devices", type=int, default=2, help="GPUs of the second run")
+    parser.add_argument("--devices", type=int, default=2, help="GPUs of the multi-GPU rows")
+    parser.add_argument(
+        "--order",
+        help="row order per space: 1 = one GPU, 2 = --devices (default 1221; --smoke: 12)",
+    )
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--json", help="write the rows here too")
-    parser.add_argument(
-        "--budget", type=float, help="seconds per search of a space named without @BUDGET"
-    )
-    parser.add_argument("--two-first", action="store_true", help="run the GPUs' run first")
-    parser.add_argument("--smoke", action="store_true", help="CPU: 8 configs, two interpreters")
+    parser.add_argument("--row-timeout", type=float, default=240.0, help="seconds per row")
+    parser.add_argument("--smoke", action="store_true", help="CPU: 8 configs, interpreters")
+    parser.add_argument("--row", help=argparse.SUPPRESS)  # internal: run one row here
+    parser.add_argument("--gpus", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    import torch
-
     if args.smoke:
-        os.environ["TRITON_INTERPRET"] = "1"
-        device, size = "cpu", 64
-        tiny = [
-            {"BM": 16, "BN": bn, "BK": 16, "num_warps": w, "num_stages": 2}
-            for bn in (16, 32)
-            for w in (1, 2, 4, 8)
-        ]
-        plans = {"smoke-8": (tiny, args.budget)}
-        runs = [[0], [0, 0]]
+        args.size = 64 if args.size == 4096 else args.size
+    if args.row:
+        print("ROW " + json.dumps(run_row(args.row, args.gpus, args.size, args.smoke)))
+        return 0
+    if args.smoke:
+        spaces = ["smoke-8"]
+        many = 2
     else:
+        import torch
+
         count = torch.cuda.device_count()
         if count < 2:
             print(f"needs at least 2 GPUs, found {count}", file=sys.stderr)
             return 2
-        device, size = "cuda", args.size
-        plans = {}
-        for spec in args.spaces.split(","):
-            name, _, budget = spec.partition("@")
-            plans[spec] = (space_configs(name), float(budget) if budget else args.budget)
-        runs = [[0], list(range(min(args.devices, count)))]
-        if args.two_first:
-            runs.reverse()
-        print(f"{torch.cuda.get_device_name(0)} x {count}, M = N = K = {size}", flush=True)
+        spaces = args.spaces.split(",")
+        many = min(args.devices, count)
+        print(f"{torch.cuda.get_device_name(0)} x {count}, M = N = K = {args.size}", flush=True)
+    args.order = args.order or ("12" if args.smoke else "1221")
+    if set(args.order) - {"1", "2"}:
+        parser.error("--order: a string of 1 and 2, like 1221")
     rows = []
-    for name, (configs, budget) in plans.items():
-        req = mm_request(size, configs, device)
-        for devices in runs:
-            row = {"space": name, **tune_once(req, devices, budget_s=budget)}
+    for space in spaces:
+        for ch in args.order:
+            row = spawn_row(space, 1 if ch == "1" else many, args)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print()
-    print(f"{'space':14} {'configs':>7} {'measured':>8} {'GPUs':>4} {'wall s':>8} {'x one':>6} "
-          f"{'compile s':>9} {'cpu s':>7} {'GPU busy s':>12} {'chosen ms':>9}  same  chosen")  # fmt: skip
-    for row in rows:
-        one = next(r for r in rows if r["space"] == row["space"] and len(r["devices"]) == 1)
-        ratio = row["wall_s"] / one["wall_s"]
-        same = "yes" if row["chosen"] == one["chosen"] else "no"
-        chosen = " ".join(f"{k}={v}" for k, v in row["chosen"].items())
-        busy = "/".join(f"{x:.1f}" for x in row["measure_s"])
-        print(f"{row['space']:14} {row['configs']:>7} {row['measured']:>8} {len(row['devices']):>4} "
-              f"{row['wall_s']:>8.1f} {ratio:>6.2f} {row['compile_wall_s']:>9.1f} "
-              f"{row['compile_cpu_s']:>7.1f} {busy:>12} {row['chosen_ms']:>9.4f}  {same:4}  "
-              f"{chosen}")  # fmt: skip
+    print_tables(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
-    return 0
+    return 0 if all("error" not in r for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ def test_two_workers_share_a_batch_and_the_caller_races_the_leaders() -> None:
     req, x, y = request(configs)
     m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=2, chunk=1)
     assert isinstance(m, Measurer)
+    m.wait_started()  # both up before the work comes: each takes some (whoever is free)
     try:
         out = run_search(ListSpace(configs), make_strategy("exhaustive"), m, final_leaders=3)
         pids = {slot.measurer.worker.proc.pid for slot in m.slots if slot.measurer.worker.proc}
@@ -97,7 +98,9 @@ def test_a_worker_that_cannot_start_hands_its_work_to_the_others() -> None:
     req, _, _ = request(configs)
     m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=1, chunk=1)
     try:
-        # A setup the worker rejects: slot 1 answers every request with an error.
+        # A setup the worker rejects: slot 1 answers every request with an error. (The
+        # workers start when the measurer is made: wait, then replace slot 1's.)
+        m.wait_started()
         m.slots[1].measurer.worker.kill()
         m.slots[1].measurer.worker.setup_frame = isolated.dumps(("setup", {"broken": True}))
         prepared = {p.config: p for p in m.prepare(configs)}

@@ -44,13 +44,13 @@ variants = [
     for cfg in configs
 ]
 req = TuneRequest(kernel=mm, variants=variants)
+# The workers (started with the measurer) run the interpreter (no GPU); this process
+# compiles for the H100/H200 target.
+os.environ["TRITON_INTERPRET"] = "1"
 m = multi_device.MultiDeviceMeasurer(
     req, [0, 0], opening_reps=1, chunk=1, compile_target="cuda:90"
 )
-# The workers run the interpreter (no GPU); this process compiles for the H100/H200 target.
-os.environ["TRITON_INTERPRET"] = "1"
-for slot in m.slots:
-    slot.measurer._ensure_started()
+m.wait_started()
 del os.environ["TRITON_INTERPRET"]
 try:
     # Batches of 4: the driver announces the second batch (prefetch) before racing the first.

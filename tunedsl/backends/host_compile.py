@@ -6,8 +6,9 @@ compiles each candidate once in the tuning process, on the compile pool's thread
 (``engine/compile_pool.py``; ``TUNEDSL_COMPILE_WORKERS``, default all CPUs), into Triton's
 cache, where the measurement workers' own compiles of it are cache hits. ``submit`` starts a
 batch in the background (``MultiDeviceMeasurer.prefetch`` submits the search's next batch
-while the GPUs measure the current one); ``feed`` hands a batch's configurations to the GPUs
-as they finish. A configuration that fails to compile fails here, without a worker.
+while the GPUs measure the current one); ``on_done(config, why)`` is called as each one
+finishes (``why``: None, or why it failed), and the measurer hands it to the first free GPU.
+A configuration that fails to compile fails here, without a worker.
 
 ``target``: compile for a named target (``"cuda:90"``, a cross-compile) instead of the GPU
 of the variants' arguments; that is what a host without the GPU does (the tests use it).
@@ -15,43 +16,79 @@ of the variants' arguments; that is what a host without the GPU does (the tests 
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunedsl.engine.seams import Prepared
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
 
-__all__ = ["HostCompiler", "Split"]
+__all__ = ["HostCompiler", "Split", "WorkerSplit"]
 
 _PENDING = object()  # a configuration being compiled
+
+
+@dataclass
+class WorkerSplit:
+    """Where one measurement worker's time went (seconds since the measurer was made).
+
+    ``start_s``: starting the process and setting it up (importing torch and Triton, the
+    inputs copied), overlapping the host's first compiles; ``idle_s``: waiting for a
+    compiled configuration; ``load_s``/``time_s``: the worker's own seconds loading (a
+    Triton cache hit, the module load, verification) and timing the opening repetitions;
+    ``ipc_s``: the rest of its requests' round trips (pipe, pickling, this process's GIL);
+    ``race_s``: the race's later samples on this GPU (taken by the search's thread, waiting
+    included); ``opened``: configurations it opened."""
+
+    device: int | None = None
+    start_s: float = 0.0
+    idle_s: float = 0.0
+    load_s: float = 0.0
+    time_s: float = 0.0
+    ipc_s: float = 0.0
+    race_s: float = 0.0
+    opened: int = 0
 
 
 @dataclass
 class Split:
     """Where a multi-device tuning's time went (``benchmarks/bench_multi_gpu.py`` prints it).
 
-    ``compile_wall_s``: seconds while at least one host compile ran; ``compile_cpu_s``: the
-    sum of every compile's seconds (over the pool's threads); ``measure_s``: per worker,
-    seconds its GPU was busy loading and opening configurations (later race samples not
-    included)."""
+    The host: ``compile_wall_s``: seconds while at least one host compile ran;
+    ``compile_cpu_s``: the sum of every compile's seconds (over the pool's threads). Each
+    GPU: ``measure_s``, seconds its worker was busy opening configurations (load, time and
+    round trips; later race samples not included), and ``workers``, the detail. The caller
+    (the search's thread): ``setup_s`` making the measurer (inputs copied and pickled once
+    per worker), ``first_s`` from the first ``prepare`` to the first configuration opened,
+    ``wait_s`` waiting in ``prepare`` for openings, ``rounds_s`` the race's later samples
+    before the final race, ``final_s`` the leaders' final race on the caller's GPU."""
 
     compile_wall_s: float = 0.0
     compile_cpu_s: float = 0.0
     measure_s: list[float] = field(default_factory=list)
+    workers: list[WorkerSplit] = field(default_factory=list)
+    setup_s: float = 0.0
+    first_s: float | None = None
+    wait_s: float = 0.0
+    rounds_s: float = 0.0
+    final_s: float = 0.0
 
 
 class HostCompiler:
     """Compiles each configuration of ``variants`` once (see the module docstring)."""
 
     def __init__(
-        self, kernel: Any, variants: Mapping[Config, Variant], stats: Split, target: str | None
+        self,
+        kernel: Any,
+        variants: Mapping[Config, Variant],
+        stats: Split,
+        target: str | None,
+        on_done: Callable[[Config, str | None], None] = lambda config, why: None,
     ) -> None:
         self.kernel = kernel
+        self.on_done = on_done
         self.variants = variants
         self.stats = stats
         self.target = target
@@ -107,6 +144,7 @@ class HostCompiler:
                     why = reason(result) if isinstance(result, BaseException) else None
                     self._state[done.config] = None if why is None else "compile: " + why
                     self._cond.notify_all()
+                self.on_done(done.config, None if why is None else "compile: " + why)
                 if self.closed:  # start no further compile
                     break
         finally:
@@ -118,37 +156,3 @@ class HostCompiler:
                 if self._active == 0:
                     self.stats.compile_wall_s += time.perf_counter() - self._since
                 self._cond.notify_all()
-
-    def feed(
-        self,
-        configs: list[Config],
-        compiled: queue.Queue[Config],
-        out: queue.Queue[Prepared | None],
-        stop: threading.Event,
-        ended: threading.Event,
-    ) -> None:
-        """Put each of ``configs`` on ``compiled`` as it compiles (a failed compile goes to
-        ``out`` as its result) until all are done or ``stop``; then set ``ended``."""
-        waiting = set(configs)
-        for config in waiting - set(self.variants):
-            waiting.discard(config)
-            out.put(Prepared(config, "failed", "not a candidate of this tuning request"))
-        try:
-            while waiting and not stop.is_set() and not self.closed:
-                with self._cond:
-                    done = [c for c in waiting if self._state.get(c, _PENDING) is not _PENDING]
-                    missing = [c for c in waiting if c not in self._state]
-                    if not done and not missing:
-                        self._cond.wait(0.05)
-                        continue
-                if missing:  # dropped by a closed stream: compile them again
-                    self.submit(missing)
-                for config in done:
-                    waiting.discard(config)
-                    why = self._state[config]
-                    if why is None:
-                        compiled.put(config)
-                    else:
-                        out.put(Prepared(config, "failed", str(why)))
-        finally:
-            ended.set()

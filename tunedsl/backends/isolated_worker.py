@@ -9,6 +9,12 @@ hook's ``print`` cannot corrupt a reply). One request at a time:
   storages), the tuning options; replaces any earlier state. Reply ``("ok",)``.
 - ``("prepare", [index, ...])``: compile (through the compile pool) and verify each; one reply
   per variant, in completion order: ``("prepared", index, status, reason)``, then ``("done",)``.
+- ``("open", [index, ...], reps)``: ``prepare``, then each one that is ok timed ``reps`` times,
+  one reply per variant: ``("opened", index, status, reason, [ms, ...], load_s, time_s)``
+  (``load_s``: this worker's seconds loading and verifying it, ``time_s``: timing it), then
+  ``("done",)``. One request per part, not two round trips per configuration
+  (``multi_device.py``). After a launch failed on a GPU the rest are answered with status
+  ``"retry"`` (the context may be poisoned): the parent sends them again.
 - ``("sample", index, reps)``: ``("ok", [ms, ...])``.
 - ``("settle", {index: median_ms})``: the auto timer picks its mode for the leaders.
 - ``("reset",)``: drop the state (tensors, kernels) and free cached device memory.
@@ -23,6 +29,7 @@ import json
 import os
 import struct
 import sys
+import time
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("<Q")
@@ -138,6 +145,35 @@ class _State:
                 reply(("prepared", index, "ok", None))
         reply(("done",))
 
+    def open(self, indices: list[int], reps: int, reply: Any) -> None:
+        mark = time.perf_counter()
+        poisoned = False  # a launch of an earlier one failed on the GPU
+
+        def opened(message: tuple[Any, ...]) -> None:
+            nonlocal mark, poisoned
+            if message[0] != "prepared":
+                return  # prepare's ("done",): sent below
+            _, index, status, reason = message
+            if poisoned:
+                reply(("opened", index, "retry", None, [], 0.0, 0.0))
+                return
+            loaded = time.perf_counter() - mark
+            samples: list[float] = []
+            start = time.perf_counter()
+            if status == "ok":
+                try:
+                    samples = self.sample(index, reps)
+                except Exception as err:
+                    self.run_failed = True
+                    status, reason = "failed", "run: " + _reason(err)
+            took = time.perf_counter() - start
+            reply(("opened", index, status, reason, samples, loaded, took))
+            poisoned = self.gpu and self.run_failed  # (prepare flags its own culprit first)
+            mark = time.perf_counter()
+
+        self.prepare(indices, opened)
+        reply(("done",))
+
     def sample(self, index: int, reps: int) -> list[float]:
         run = self.run(index)
         settle = getattr(self.timer, "settle", None)
@@ -183,6 +219,8 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 reply(("error", f"{op}: no setup"))
             elif op == "prepare":
                 state.prepare(request[1], reply)
+            elif op == "open":
+                state.open(request[1], request[2], reply)
             elif op == "sample":
                 reply(("ok", state.sample(request[1], request[2])))
             elif op == "settle":  # the timer was chosen before the first sample (sample())

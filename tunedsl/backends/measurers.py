@@ -72,6 +72,8 @@ class WorkerSeam:
             self.final_on_caller = inner.final_on_caller
         if hasattr(inner, "prefetch"):  # the driver announces its next batch
             self.prefetch = inner.prefetch
+        if hasattr(inner, "lookahead"):  # ... that many batches ahead
+            self.lookahead = inner.lookahead
         self.progress = progress
         self.first_ms: dict[Config, float] = {}
         self.settled = False

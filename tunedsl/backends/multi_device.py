@@ -4,25 +4,33 @@
 several measurement workers (``isolated.py``'s processes: kernel by value, inputs copied),
 one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices``):
 
+- **Starting**: every worker starts (import, CUDA, the inputs) in the background when the
+  measurer is made, beside the host's first compiles (a start costs seconds: counted in a
+  worker's "busy" time before, 3.6 s of the 4.5 s two H200s spent each on 24 configs).
 - **Compiling once, on every core** (``host_compile.py``): ``prepare`` compiles its batch
   in this process, once, on the compile pool's threads (all the host's cores), into
-  Triton's cache, and ``prefetch`` starts the search's next batch while the GPUs measure.
-  Compiling for a GPU needs the model, not the device, so one compile serves every GPU of
-  the model. (Before, each worker compiled its own chunk in its own pool, no more
-  configurations at once than its chunk held, and its GPU idled meanwhile: two H200s were
-  0.88x of one, compile-bound.)
-- **Spreading**: each worker's thread takes what the host has compiled (work stealing, up
-  to ``chunk`` at a time), loads it in its worker (a Triton cache hit) and takes its opening
-  repetitions on its GPU while the host compiles the next ones. The results come back in
-  completion order, so the race opens candidates while the other GPUs still work.
+  Triton's cache, and ``prefetch`` starts the search's next batches (``lookahead`` of them)
+  while the GPUs measure. Compiling for a GPU needs the model, not the device, so one
+  compile serves every GPU of the model.
+- **Spreading**: one queue of compiled configurations, whichever batch they belong to; each
+  GPU's thread takes a share of what waits as soon as its GPU is free and sends it in one
+  ``open`` request (the worker loads each, takes its opening repetitions and answers it: no
+  round trip per configuration from a process whose GIL the compile threads hold). So the
+  GPUs open the next batch while the search's thread races the current one's later rounds.
+  ``prepare`` yields each configuration's result as it comes, so the race opens candidates
+  while the other GPUs still work. The search's own samples on a GPU go before that GPU's
+  next part; a ``prepare`` closed early (budget spent) pauses the opening.
 - **Merging**: a candidate's first ``sample`` is its banked opening (taken in parallel);
   later samples of the race are taken on the GPU that opened it (same model: comparable).
 - **The choice is the caller's GPU's**: ``final_on_caller(leaders)`` (the driver calls it
   before the final race of the leaders) routes every later ``sample`` to the caller's
   worker, so the leaders are raced side by side on the device the kernel will run on.
 - **Failure**: a configuration that crashes or hangs one worker fails alone (that worker
-  restarts, ``isolated.py``); a worker that cannot be set up at all hands its part back to
-  the others and takes no more; a configuration that fails to compile fails on the host.
+  restarts, ``isolated.py``; the rest of its part is sent again one at a time to find it);
+  a worker that cannot be set up at all hands its part back to the others and takes no
+  more; a configuration that fails to compile fails on the host.
+- **Where the time went**: ``stats`` (``host_compile.Split``): the caller's phases and each
+  worker's start, idle, load, timing, round-trip and race seconds.
 
 Mixed models never share a decision: only GPUs of the caller's model are used, and the
 device model is part of every key (``backends.triton.device_facts``).
@@ -36,12 +44,13 @@ import statistics
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tunedsl import knobs
-from tunedsl.backends.host_compile import HostCompiler, Split
-from tunedsl.backends.isolated import IsolatedMeasurer, Worker, worker_for
+from tunedsl.backends.device_choice import tune_devices
+from tunedsl.backends.host_compile import HostCompiler, Split, WorkerSplit
+from tunedsl.backends.isolated import IsolatedMeasurer, Worker, _Died, worker_for
 from tunedsl.engine.racing import DEFAULT_RACE
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import TuningError, UsageError
@@ -52,64 +61,9 @@ __all__ = ["MultiDeviceMeasurer", "maybe_multi_device", "shutdown_workers", "tun
 #: Spaces smaller than this are measured on the caller's GPU alone: starting and setting up
 #: a worker per GPU costs seconds, more than a small space saves.
 MIN_CANDIDATES = 8
-#: The most configurations one work item holds (about a compile pool's width).
-MAX_CHUNK = 32
-
-
-def tune_devices(
-    setting: str, visible: Sequence[int], caller: int, models: Mapping[int, str]
-) -> list[int]:
-    """The devices a tuning measures on, the caller's first (pure; ``TUNEDSL_TUNE_DEVICES``).
-
-    ``setting``: ``all`` (every visible device of the caller's model), ``N`` (a count: the
-    caller's and the next N-1 of its model; ``1`` is the caller's only) or a comma-separated
-    list of device indices (``3,`` names device 3 alone); the caller's device is always
-    included, because the leaders are re-measured there. ``models`` maps each visible device
-    to its model (name and capability); a listed device of another model is an error: its
-    timings would choose for the wrong device.
-    """
-    where = "TUNEDSL_TUNE_DEVICES"
-    if caller not in visible:
-        raise UsageError(f"{where}: the caller's device {caller} is not visible ({visible})")
-    mine = [d for d in visible if models.get(d) == models.get(caller)]
-    others = [d for d in mine if d != caller]
-    text = setting.strip().lower()
-    if text in ("", "all"):
-        return [caller, *others]
-    if "," not in text:
-        try:
-            count = int(text)
-        except ValueError:
-            raise UsageError(
-                f"{where}={setting!r}: expected 'all', a count like 2, or device indices like 0,1"
-            ) from None
-        if count < 1:
-            raise UsageError(f"{where}={setting!r}: the count must be at least 1")
-        return [caller, *others[: count - 1]]
-    chosen = [caller]
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        try:
-            device = int(part)
-        except ValueError:
-            raise UsageError(
-                f"{where}={setting!r}: {part.strip()!r} is not a device index"
-            ) from None
-        if device not in visible:
-            raise UsageError(
-                f"{where}={setting!r}: device {device} is not visible (visible: "
-                f"{', '.join(map(str, visible))}); check CUDA_VISIBLE_DEVICES"
-            )
-        if models.get(device) != models.get(caller):
-            raise UsageError(
-                f"{where}={setting!r}: device {device} is a {models.get(device)}, the "
-                f"caller's device {caller} a {models.get(caller)}; timings of another model "
-                "would choose for the wrong device: list devices of one model only"
-            )
-        if device not in chosen:
-            chosen.append(device)
-    return chosen
+#: The most configurations one part holds: one request per part, so a part costs one round
+#: trip; small, so that the search's own samples (and the final race) wait little for it.
+MAX_CHUNK = 8
 
 
 # -- workers beyond the first of a device ----------------------------------------------------
@@ -143,14 +97,18 @@ def shutdown_workers() -> None:
 
 
 class _Slot:
-    """One worker: its measurer, a lock (its pipe carries one request at a time), and what
-    it has compiled."""
+    """One worker: its measurer, a lock (its pipe carries one request at a time), what it
+    has loaded, its thread and where its time went."""
 
-    def __init__(self, measurer: IsolatedMeasurer) -> None:
+    def __init__(self, measurer: IsolatedMeasurer, stats: WorkerSplit) -> None:
         self.measurer = measurer
         self.lock = threading.Lock()
         self.ready: set[Config] = set()
         self.dead: str | None = None  # why it takes no more work
+        self.stats = stats
+        self.started = threading.Event()  # the worker process is up (or could not start)
+        self.wanted = 0  # the search's thread waits for this worker: take no new part
+        self.thread: threading.Thread | None = None
 
 
 class MultiDeviceMeasurer:
@@ -160,9 +118,11 @@ class MultiDeviceMeasurer:
     GPU every worker runs the interpreter, and ``devices=[0, 0]`` gives two of them.
     ``opening_reps``: repetitions each worker takes of a configuration it loaded (the
     race's ``first_reps``). ``chunk``: the most compiled configurations a worker takes at
-    once (default: a batch split in about four per worker, at most ``MAX_CHUNK``).
+    once (default: a share of what waits, at most ``MAX_CHUNK``).
     ``compile_target``: the host stage compiles for this target (``"cuda:90"``) instead of
     the caller's GPU (a cross-compile: what a host without the GPU does; tests use it).
+    The workers start now, in the background, while the host compiles
+    (``wait_started`` waits for them).
     """
 
     def __init__(
@@ -178,6 +138,7 @@ class MultiDeviceMeasurer:
     ) -> None:
         if not devices:
             raise UsageError("MultiDeviceMeasurer: devices is empty")
+        born = time.perf_counter()
         self.devices = list(devices)
         self.caller = self.devices.index(caller) if caller in self.devices else 0
         self.opening_reps = opening_reps
@@ -185,156 +146,243 @@ class MultiDeviceMeasurer:
         self.timing = timing
         self.stats = Split(measure_s=[0.0] * len(self.devices))
         variants = {v.config: v for v in req.variants}
-        self.host = HostCompiler(req.kernel, variants, self.stats, compile_target)
+        self._cond = threading.Condition()
+        self._work: queue.Queue[Config] = queue.Queue()  # compiled, not yet opened
+        self._results: dict[Config, Prepared] = {}  # opened (or failed), not yet prepared
+        self._delivered: set[Config] = set()  # every configuration that has its result
+        self._paused = False  # a prepare stream was closed early (budget spent)
+        self._closed = False
+        self.host = HostCompiler(req.kernel, variants, self.stats, compile_target, self._compiled)
         self.compiles = self.host.compiles  # host compiles per configuration
         self.events = self.host.events  # ("submitted"|"compiled"|"measuring", config, time)
         self._deferred: list[Config] = []  # prefetched before the first batch
+        self._asked: float | None = None  # when the first prepare began
         seen: dict[int, int] = {}
         self.slots: list[_Slot] = []
         try:
             for device in self.devices:
                 nth = seen[device] = seen.get(device, -1) + 1
                 worker = _worker(device, nth)
-                self.slots.append(
-                    _Slot(IsolatedMeasurer(req, timing, device=device, worker=worker))
-                )
+                measurer = IsolatedMeasurer(req, timing, device=device, worker=worker)
+                self.slots.append(_Slot(measurer, WorkerSplit(device=device)))
         except BaseException:
             self.close()
             raise
+        self.stats.workers = [slot.stats for slot in self.slots]
         self.owner: dict[Config, int] = {}
         self.banked: dict[Config, list[float]] = {}
         self.final = False
         self.trace: list[tuple[Config, int]] = []  # (config, slot) of each non-banked sample
         self.final_from: int | None = None
+        # Batches the search announces ahead (driver.py): the host keeps compiling, and the
+        # GPUs opening, while a batch's race runs its later rounds on one GPU at a time.
+        self.lookahead = 1 + len(self.slots)
+        self.stats.setup_s = time.perf_counter() - born
+        # Every worker starts now, side by side and while the host compiles (a worker's
+        # start, importing torch and Triton and receiving the inputs, costs seconds).
+        for index, slot in enumerate(self.slots):
+            slot.thread = threading.Thread(target=self._run, args=(index,), daemon=True)
+            slot.thread.start()
 
-    # -- prepare: one host compile stage feeding every GPU's worker --------------------------
-    def _chunks(self, configs: Sequence[Config]) -> int:
-        """How many compiled configurations a worker takes at once (at most MAX_CHUNK: a
-        closed stream, the budget spent, waits for the ones in flight)."""
-        return self.chunk or max(1, min(MAX_CHUNK, -(-len(configs) // (4 * len(self.slots)))))
+    def wait_started(self) -> None:
+        """Wait until every worker process has started (or failed to)."""
+        for slot in self.slots:
+            slot.started.wait()
+
+    # -- the host compiles; each compiled configuration goes to the first free GPU ----------
+    def _compiled(self, config: Config, why: str | None) -> None:
+        with self._cond:
+            if why is not None:
+                self._deliver(Prepared(config, "failed", why))
+            elif all(slot.dead for slot in self.slots):
+                self._deliver(Prepared(config, "failed", self._no_worker()))
+            else:
+                self._work.put(config)
+
+    def _deliver(self, prepared: Prepared) -> None:
+        with self._cond:
+            self._results[prepared.config] = prepared
+            self._delivered.add(prepared.config)
+            self._cond.notify_all()
+
+    def _no_worker(self) -> str:
+        why = "; ".join(
+            f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots) if s.dead
+        )
+        return f"no measurement worker left ({why})"
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
         configs = list(configs)
-        compiled: queue.Queue[Config] = queue.Queue()  # compiled on the host, not yet measured
-        out: queue.Queue[Prepared | None] = queue.Queue()  # None: a worker thread ended
-        stop = threading.Event()
-        compiling = threading.Event()  # set when the host stage has compiled the whole batch
+        if self._asked is None:
+            self._asked = time.perf_counter()
+        self._paused = False
+        for config in configs:
+            if config not in self.host.variants:
+                yield Prepared(config, "failed", "not a candidate of this tuning request")
+        waiting = {c for c in configs if c in self.host.variants}
         self.host.submit(configs)  # what the driver prefetched is compiling (or compiled)
         if self._deferred:  # announced before the first batch: compiled after it
             self.host.submit(self._deferred)
             self._deferred = []
-        host = threading.Thread(
-            target=self.host.feed, args=(configs, compiled, out, stop, compiling), daemon=True
-        )
-        host.start()
-        size = self._chunks(configs)
-        done = 0
         try:
-            while done < len(configs):
-                live = [i for i, slot in enumerate(self.slots) if slot.dead is None]
-                if not live:
-                    break
-                for i in live:
-                    args = (i, size, compiled, out, stop, compiling)
-                    threading.Thread(target=self._serve, args=args, daemon=True).start()
-                running = len(live)
-                while running:  # a worker thread ends once the host stage ended and all is taken
-                    item = out.get()
-                    if item is None:
-                        running -= 1
-                    else:
-                        done += 1
-                        yield item
-                # Left in the queue: a worker that died handed its part back after the others
-                # had ended; the live ones start again.
-            host.join()
-            why = "; ".join(
-                f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots) if s.dead
-            )
-            while True:  # every worker is dead: what is left fails, with the reasons
-                try:
-                    item = out.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    yield item
-            while True:
-                try:
-                    config = compiled.get_nowait()
-                except queue.Empty:
-                    break
-                yield Prepared(config, "failed", f"no measurement worker left ({why})")
-        finally:
-            stop.set()  # a closed stream (budget spent): no new compile or measurement starts
+            while waiting:
+                with self._cond:
+                    done = [self._results.pop(c) for c in list(waiting) if c in self._results]
+                    if not done:
+                        start = time.perf_counter()
+                        self._cond.wait(0.05)
+                        self.stats.wait_s += time.perf_counter() - start
+                        continue
+                if self.stats.first_s is None:
+                    self.stats.first_s = time.perf_counter() - self._asked
+                for prepared in done:
+                    waiting.discard(prepared.config)
+                    yield prepared
+        except GeneratorExit:  # the race stopped taking (budget spent): no new part starts
+            self._paused = True
+            raise
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Start compiling ``configs`` on the host now: the driver announces the next batch
-        before it races the current one, so the host compiles while the GPUs measure.
-        (Announced before the first batch, they wait for the first ``prepare``.)"""
+        before it races the current one, so the host compiles, and the free GPUs open what
+        it compiled, while the current batch is raced. (Announced before the first batch,
+        they wait for the first ``prepare``.)"""
         if not self.host.started():
-            self._deferred = list(configs)
+            self._deferred.extend(configs)
             return
         self.host.submit(configs)
 
-    def _serve(
-        self,
-        index: int,
-        size: int,
-        compiled: queue.Queue[Config],
-        out: queue.Queue[Prepared | None],
-        stop: threading.Event,
-        compiling: threading.Event,
-    ) -> None:
-        """One GPU's thread: takes what the host compiled (up to ``size`` at a time), loads
-        it in its worker (a Triton cache hit) and takes the opening repetitions, while the
-        host compiles the next ones."""
+    # -- one thread per GPU: start its worker, then open what the host compiled --------------
+    def _taking(self) -> bool:
+        return not (self._closed or self.final or self._paused)
+
+    def _run(self, index: int) -> None:
         slot = self.slots[index]
+        born = time.perf_counter()
         try:
-            while not stop.is_set():
+            with slot.lock:
+                slot.measurer._ensure_started()
+        except TuningError as err:  # the worker cannot be set up: the others take its part
+            self._retire(index, str(err))
+        except Exception:  # died while starting: its first request starts it again
+            pass
+        finally:
+            slot.stats.start_s = time.perf_counter() - born
+            slot.started.set()
+        while slot.dead is None and not self._closed:
+            part = self._take(slot)
+            if not part:
+                continue
+            with slot.lock:
+                start = time.perf_counter()
                 try:
-                    part = [compiled.get(timeout=0.05)]
-                except queue.Empty:
-                    if compiling.is_set() and compiled.empty():
-                        return
-                    continue
-                while len(part) < size:
+                    self._open_on(index, part)
+                except TuningError as err:
+                    self._retire(index, str(err), part)
+                finally:
+                    self.stats.measure_s[index] += time.perf_counter() - start
+
+    def _take(self, slot: _Slot) -> list[Config]:
+        """The next part for this worker (empty after 50 ms without work): a share of what
+        waits, so that every GPU gets some."""
+        if slot.wanted or not self._taking():
+            # The search's thread goes first (its race waits); paused or final: nothing to do.
+            time.sleep(0.002 if slot.wanted else 0.02)
+            return []
+        idle = time.perf_counter()
+        try:
+            part = [self._work.get(timeout=0.05)]
+        except queue.Empty:
+            return []
+        finally:
+            slot.stats.idle_s += time.perf_counter() - idle
+        if not self._taking() or slot.dead:
+            self._work.put(part[0])
+            return []
+        live = sum(1 for s in self.slots if s.dead is None)
+        size = self.chunk or max(1, min(MAX_CHUNK, (self._work.qsize() + 1) // (2 * live)))
+        while len(part) < size:
+            try:
+                part.append(self._work.get_nowait())
+            except queue.Empty:
+                break
+        return part
+
+    def _retire(self, index: int, why: str, part: Sequence[Config] = ()) -> None:
+        """The worker cannot be set up: it takes no more; its part goes back to the others,
+        or fails when no worker is left."""
+        with self._cond:
+            self.slots[index].dead = why
+            for config in part:
+                if config not in self._delivered:
+                    self._work.put(config)
+            if all(slot.dead for slot in self.slots):
+                while True:
                     try:
-                        part.append(compiled.get_nowait())
+                        config = self._work.get_nowait()
                     except queue.Empty:
                         break
-                try:
-                    with slot.lock:
-                        start = time.perf_counter()
-                        results = list(self._prepare_on(index, part))
-                        self.stats.measure_s[index] += time.perf_counter() - start
-                except TuningError as err:  # the worker cannot be set up: others take it
-                    slot.dead = str(err)
-                    for config in part:
-                        compiled.put(config)
-                    return
-                for result in results:
-                    out.put(result)
-        finally:
-            out.put(None)
+                    self._deliver(Prepared(config, "failed", self._no_worker()))
 
-    def _prepare_on(self, index: int, part: list[Config]) -> Iterator[Prepared]:
-        """Load ``part`` on one worker and bank each loaded one's opening samples."""
+    def _open_on(self, index: int, part: list[Config]) -> None:
+        """Load ``part`` on one worker and take each loaded one's opening samples, in one
+        request (the worker answers each as it is done); a crash or hang fails its
+        configuration alone (the others are sent again, one at a time, to find it)."""
         slot = self.slots[index]
-        for prepared in slot.measurer.prepare(part):
-            if prepared.status != "ok" or prepared.error is not None:
-                yield prepared
-                continue
-            config = prepared.config
-            self.events.append(("measuring", config, time.perf_counter()))
+        measurer = slot.measurer
+        stats = slot.stats
+        left = list(part)
+        single = False
+        while left:
+            todo = left[:1] if single else left
+            answered: set[Config] = set()
+            switched = False
+            worker_s = 0.0
+            start = time.perf_counter()
+            self.events.extend(("measuring", c, start) for c in todo)
+            request = ("open", [measurer.index[c] for c in todo], self.opening_reps)
             try:
-                samples = slot.measurer.sample(config, self.opening_reps)
-            except MeasureFailure as err:
-                yield Prepared(config, "failed", str(err))
-                continue
-            slot.ready.add(config)
-            self.owner[config] = index
-            self.banked[config] = samples
-            yield prepared
+                for answer in measurer.worker.stream(request, measurer.compile_timeout_s):
+                    if answer[0] != "opened":
+                        raise TuningError(f"measurement worker: {answer[-1]}")
+                    _, i, status, reason, samples, load_s, time_s = answer
+                    config = measurer.variants[i].config
+                    stats.load_s += load_s
+                    stats.time_s += time_s
+                    worker_s += load_s + time_s
+                    if status == "retry":  # after a failed launch: sent again, to a new worker
+                        continue
+                    answered.add(config)
+                    self._bank(index, config, status, reason, samples)
+            except _Died as died:
+                missing = [c for c in todo if c not in answered]
+                if not single and len(missing) > 1:
+                    single = True  # send the rest one at a time to find the culprit
+                    switched = True
+                elif missing:
+                    answered.add(missing[0])
+                    self._deliver(Prepared(missing[0], "failed", f"run: {died}"))
+            finally:
+                stats.ipc_s += max(0.0, time.perf_counter() - start - worker_s)
+            if not answered and not switched:  # pragma: no cover - it answers every one
+                for config in todo:
+                    self._deliver(Prepared(config, "failed", "run: the worker did not answer"))
+                answered.update(todo)
+            left = [c for c in left if c not in answered]
+
+    def _bank(
+        self, index: int, config: Config, status: str, reason: str | None, samples: list[float]
+    ) -> None:
+        slot = self.slots[index]
+        if status != "ok":
+            self._deliver(Prepared(config, status, reason))
+            return
+        slot.ready.add(config)
+        slot.stats.opened += 1
+        self.owner[config] = index
+        if samples:
+            self.banked[config] = [float(x) for x in samples]
+        self._deliver(Prepared(config, "ok"))
 
     # -- sample: banked, then the owner's GPU, then (final) the caller's ----------------------
     def sample(self, config: Config, reps: int) -> list[float]:
@@ -344,11 +392,22 @@ class MultiDeviceMeasurer:
                 return banked
         index = self.caller if self.final else self.owner.get(config, self.caller)
         slot = self.slots[index]
-        with slot.lock:
-            if config not in slot.ready:
-                self._ready_on(index, [config])
-            self.trace.append((config, index))
-            return slot.measurer.sample(config, reps)
+        start = time.perf_counter()
+        slot.wanted += 1
+        try:
+            with slot.lock:
+                if config not in slot.ready:
+                    self._ready_on(index, [config])
+                self.trace.append((config, index))
+                return slot.measurer.sample(config, reps)
+        finally:
+            slot.wanted -= 1
+            took = time.perf_counter() - start
+            slot.stats.race_s += took
+            if self.final:
+                self.stats.final_s += took
+            else:
+                self.stats.rounds_s += took
 
     def _ready_on(self, index: int, configs: Sequence[Config]) -> None:
         """Compile ``configs`` on one worker (mostly Triton cache hits: same model)."""
@@ -361,16 +420,24 @@ class MultiDeviceMeasurer:
             raise MeasureFailure(f"could not be prepared on device {self.devices[index]}")
 
     def final_on_caller(self, leaders: Sequence[Config]) -> None:
-        """From now on every sample is taken on the caller's GPU; the ``leaders`` are
-        compiled there now (and, with the auto timer, its timer settles on them)."""
+        """From now on every sample is taken on the caller's GPU, no GPU opens anything more
+        and the host starts no further compile; the ``leaders`` are compiled there now (and, with the auto timer, its timer
+        settles on them)."""
+        start = time.perf_counter()
         self.final = True
+        self.host.closed = True  # batches announced ahead are not needed: free the cores
         self.final_from = len(self.trace)  # where the caller's race starts in ``trace``
         self.banked.clear()
         slot = self.slots[self.caller]
-        with slot.lock:
-            self._ready_on(self.caller, leaders)
-            if self.timing == "auto":
-                self._settle(slot, leaders)
+        slot.wanted += 1
+        try:
+            with slot.lock:
+                self._ready_on(self.caller, leaders)
+                if self.timing == "auto":
+                    self._settle(slot, leaders)
+        finally:
+            slot.wanted -= 1
+            self.stats.final_s += time.perf_counter() - start
 
     def _settle(self, slot: _Slot, leaders: Sequence[Config]) -> None:
         from tunedsl.backends import triton as bt
@@ -392,8 +459,13 @@ class MultiDeviceMeasurer:
 
     def close(self) -> None:
         """Drop every worker's copies (the processes stay warm for the next tuning); the
-        host stage starts no further compile."""
-        self.host.closed = True
+        host stage starts no further compile and no GPU opens anything more."""
+        self._closed = True
+        if hasattr(self, "host"):
+            self.host.closed = True
+        for slot in self.slots:
+            if slot.thread is not None and slot.thread is not threading.current_thread():
+                slot.thread.join()
         for slot in self.slots:
             with slot.lock:
                 slot.measurer.close()

@@ -10,8 +10,8 @@ once more side by side, so the choice compares timings taken together (one ``rou
   ``1 - reserve`` of it is spent (the rest is for the final race) and a race stops at the
   next sample once it is spent. A compile in flight is the only overrun.
 - **Compile-ahead**: a strategy that is not ``adaptive`` (exhaustive, random) proposes its
-  next batch before the current one is raced, and a measurer with ``prefetch(configs)``
-  starts compiling it then.
+  next batch (the measurer's ``lookahead`` batches) before the current one is raced, and a
+  measurer with ``prefetch(configs)`` starts compiling them then.
 - **Memory**: ``history`` (observations of a stored search) is continued, never repeated: a
   configuration that failed or was rejected is not tried again, one measured is not
   measured again except as a leader in the final race.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
@@ -123,12 +124,15 @@ class _Run:
     # -- the loop ------------------------------------------------------------------------
     def loop(self, reserve: float) -> None:
         share = 1.0 - reserve
-        # The next batch, asked for (and pruned) before this one is raced: (batch, fresh).
-        pending: tuple[list[Config], list[Config]] | None = None
+        # The next batches, asked for (and pruned) before this one is raced: (batch, fresh).
+        # A measurer's ``lookahead`` (default 1) says how many to announce ahead: one on
+        # several GPUs keeps its host compiling while a batch's race runs.
+        pending: deque[tuple[list[Config], list[Config]]] = deque()
+        ahead = max(1, int(getattr(self.measurer, "lookahead", 1)))
         idle = 0
         while not self.spent(share):
-            if pending is not None:
-                (batch, fresh), pending = pending, None
+            if pending:
+                batch, fresh = pending.popleft()
             else:
                 batch = self.ask()
                 fresh = self.fresh(batch)
@@ -143,11 +147,12 @@ class _Run:
                 continue
             self.emit("batch")
             if not getattr(self.strategy, "adaptive", True):
-                after = self.ask()
-                pending = (after, self.fresh(after))
                 prefetch = getattr(self.measurer, "prefetch", None)
-                if pending[1] and prefetch is not None:
-                    prefetch(pending[1])
+                while len(pending) < ahead and not (pending and not pending[-1][0]):
+                    after = self.ask()
+                    pending.append((after, self.fresh(after)))
+                    if pending[-1][1] and prefetch is not None:
+                        prefetch(pending[-1][1])
             self.race_batch(fresh, lambda: self.spent(share))
             self.emit("raced")
 
