@@ -464,7 +464,7 @@ def _fuse(
     """The fused launch of ``entry`` (``runtime/fused.py``) where its launcher launches
     directly and the entry needs nothing per call beyond the launch (zeroing, holes)."""
     plan_of = getattr(entry.launcher_object, "plan", None)
-    if plan_of is None or entry.zeroing or HOLE in args or not knobs.fused_launch():
+    if plan_of is None or entry.zeroing or any(a is HOLE for a in args) or not knobs.fused_launch():
         return None
     plan = plan_of()
     return None if plan is None else make_fused(kernel, entry, code, plan)
