@@ -335,16 +335,25 @@ class RepeatCheckCode:
     exactly when all three pass. Names not defined by the generator come from ``env``."""
 
     arity: int
-    layout: str
-    pointers: tuple[str, ...]
-    test: str
     tensor_positions: tuple[int, ...]
+    reads_pointers: bool  # the test compares alignments: ``pointers`` read them
+    test: str
     env: Mapping[str, Any]
 
     @property
     def names(self) -> str:
         """The unpacking target: ``a0, a1, a2,``."""
         return "".join(f"a{i}, " for i in range(self.arity)).rstrip()
+
+    @property
+    def layout(self) -> str:
+        return f"check({', '.join(f'a{i}' for i in self.tensor_positions)})"
+
+    @property
+    def pointers(self) -> tuple[str, ...]:
+        if not self.reads_pointers:
+            return ()
+        return tuple(f"p{i} = a{i}.data_ptr()" for i in self.tensor_positions)
 
 
 def repeat_check_code(
@@ -412,10 +421,9 @@ def repeat_check_code(
         tests.append(f"({' | '.join(div16)}) % 16 == 0")
     return RepeatCheckCode(
         arity=len(sample_args),
-        layout=f"check({', '.join(f'a{i}' for i in positions)})",
-        pointers=tuple(f"p{i} = a{i}.data_ptr()" for i in positions) if with_align else (),
-        test=" and ".join(tests) or "True",
         tensor_positions=tuple(positions),
+        reads_pointers=with_align,
+        test=" and ".join(tests) or "True",
         env=env,
     )
 

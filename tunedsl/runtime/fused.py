@@ -37,7 +37,9 @@ Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], 
 def make_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan) -> Fused:
     """The fused launch of ``entry`` for calls of ``kernel`` that pass ``check``."""
     # Tensors go to the launcher as the addresses the check read (see the module docstring).
-    as_address = set(check.tensor_positions) if plan.int_pointers and check.pointers else set()
+    as_address = (
+        set(check.tensor_positions) if plan.int_pointers and check.reads_pointers else set()
+    )
     launch_args = ", ".join(
         [
             "get_stream(DEVICE)",
@@ -54,7 +56,7 @@ def make_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPl
         RESULT=entry.result,
         entry=entry,
         LAUNCH=entry.launcher,
-        DYN0=dict(plan.dyn0),
+        DYN0=plan.dyn0,  # the plan's own copy
         rt=plan.runtime,
         run=plan.run,
         DEVICE=plan.device,
