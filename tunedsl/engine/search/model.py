@@ -96,11 +96,6 @@ def make_model(backend: str, seed: int, target: str = "time") -> Any:
         ) from None
 
 
-def make_classifier(backend: str, seed: int) -> Any:
-    """The "top decile" classifier of ``backend`` (``make_model(..., "top")``)."""
-    return make_model(backend, seed, "top")
-
-
 def _installed(backend: str) -> bool:
     """Whether ``backend``'s packages can be found (without importing them: that takes a
     second, which ``ModelSearch`` spends on a background thread instead)."""
