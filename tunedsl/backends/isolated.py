@@ -164,7 +164,8 @@ class Worker:
             raise _Died(self._death())
         return tuple(json.loads(frame))  # replies are JSON: this process unpickles nothing
 
-    def _ensure_started(self) -> None:
+    def ensure_started(self) -> None:
+        """Start the process unless it is alive (a dead one is reaped first)."""
         if not self.alive():
             self.kill()
             self.start()
@@ -176,7 +177,7 @@ class Worker:
     def request(self, message: tuple[Any, ...], timeout_s: float) -> tuple[Any, ...]:
         attempt = 1
         while True:
-            self._ensure_started()
+            self.ensure_started()
             try:
                 self._send(dumps(message))
                 return self._receive(timeout_s)
@@ -189,7 +190,7 @@ class Worker:
         """Replies until ``("done",)``; each reply has its own ``timeout_s``."""
         answered = False
         for attempt in (1, 2):
-            self._ensure_started()
+            self.ensure_started()
             try:
                 self._send(dumps(message))
                 while True:
@@ -287,16 +288,11 @@ class IsolatedMeasurer:
         self.worker = worker if worker is not None else worker_for(device)
         self.worker.setup(dumps(("setup", {"sys_path": list(sys.path), "body": body_bytes})))
 
-    def _ensure_started(self) -> None:
-        if not self.worker.alive():
-            self.worker.kill()
-            self.worker.start()
-
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
         pending = [self.index[c] for c in configs]
         batch = True
         while pending:
-            self._ensure_started()
+            self.worker.ensure_started()
             todo = pending if batch else pending[:1]
             done: dict[int, Prepared] = {}
             # The whole batch is read before anything is yielded: the caller's next request
@@ -319,7 +315,7 @@ class IsolatedMeasurer:
             pending = [i for i in pending if i not in done]
 
     def _ask(self, message: tuple[Any, ...]) -> Any:
-        self._ensure_started()
+        self.worker.ensure_started()
         try:
             answer = self.worker.request(message, self.run_timeout_s)
         except _Died as died:

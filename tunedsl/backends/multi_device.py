@@ -261,7 +261,7 @@ class MultiDeviceMeasurer:
         born = time.perf_counter()
         try:
             with slot.lock:
-                slot.measurer._ensure_started()
+                slot.measurer.worker.ensure_started()
         except TuningError as err:  # the worker cannot be set up: the others take its part
             self._retire(index, str(err))
         except Exception:  # died while starting: its first request starts it again
