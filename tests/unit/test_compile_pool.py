@@ -29,11 +29,15 @@ def test_results_come_back_in_completion_order() -> None:
 
 
 def test_jobs_run_concurrently() -> None:
-    jobs = [_sleeper(0.3, i) for i in range(4)]
-    start = time.perf_counter()
-    results = sorted(r for _, r in compile_stream(jobs, workers=4, timeout_s=10))
+    # Each job waits for all four to be running at once: serially the barrier never fills
+    # and every job fails with BrokenBarrierError (its wait is only a guard against a hang).
+    together = threading.Barrier(4, timeout=60)
+
+    def job(i: int) -> CompileJob:
+        return CompileJob(config=i, compile=lambda: (together.wait(), i)[1])
+
+    results = sorted(r for _, r in compile_stream([job(i) for i in range(4)], workers=4))
     assert results == [0, 1, 2, 3]
-    assert time.perf_counter() - start < 1.0  # serial would take 1.2 s
 
 
 def test_every_job_reported_exactly_once_with_its_exception() -> None:
@@ -49,12 +53,23 @@ def test_every_job_reported_exactly_once_with_its_exception() -> None:
 
 
 def test_a_job_past_the_timeout_is_dropped_and_the_pool_carries_on() -> None:
-    jobs = [_sleeper(2.0, "hung"), *[_sleeper(0.05, i) for i in range(4)]]
-    start = time.perf_counter()
-    seen = dict((j.config, r) for j, r in compile_stream(jobs, workers=2, timeout_s=0.5))
+    release = threading.Event()
+    hung_returned = threading.Event()
+
+    def hang() -> object:
+        release.wait(120)  # held until the stream is over: only a guard against a hang
+        hung_returned.set()
+        return "hung"
+
+    jobs = [CompileJob(config="hung", compile=hang), *[_sleeper(0.05, i) for i in range(4)]]
+    try:
+        seen = dict((j.config, r) for j, r in compile_stream(jobs, workers=2, timeout_s=0.5))
+        # The stream ended while the hung job was still blocked: it did not wait for it.
+        assert not hung_returned.is_set()
+    finally:
+        release.set()
     assert isinstance(seen["hung"], CompileTimeout)
     assert [seen[i] for i in range(4)] == [0, 1, 2, 3]
-    assert time.perf_counter() - start < 1.9  # did not wait for the hung job
 
 
 def test_closing_the_stream_starts_no_further_job() -> None:

@@ -98,14 +98,22 @@ def reps_for(budget_ms: float, estimate_ms: float, effort: Effort) -> int:
 
 
 def measure(
-    run: Callable[[], object], setup: Callable[[], object], timer: Timer, effort: Effort
+    run: Callable[[], object],
+    setup: Callable[[], object],
+    timer: Timer,
+    effort: Effort,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[Timing, list[float]]:
-    """Warm up, calibrate, time; return the summary and the raw samples."""
+    """Warm up, calibrate, time; return the summary and the raw samples.
+
+    ``clock`` (seconds) measures the probe's wall time; tests pass a frozen one so that a
+    loaded machine cannot change the calibration they check.
+    """
     timer.sample(run, setup, 1)  # warm-up, discarded
-    start = time.perf_counter()
+    start = clock()
     probe = timer.sample(run, setup, min(3, effort.min_reps))
     # The budget is wall time: a repetition costs its setup and L2 flush too.
-    wall_ms = (time.perf_counter() - start) * 1e3 / len(probe)
+    wall_ms = (clock() - start) * 1e3 / len(probe)
     reps = reps_for(effort.budget_ms, max(wall_ms, statistics.median(probe)), effort)
     samples = probe + (timer.sample(run, setup, reps - len(probe)) if reps > len(probe) else [])
     return summarize(samples), samples

@@ -33,6 +33,11 @@ class ScriptedTimer:
         return out
 
 
+def frozen_clock() -> float:
+    """A clock that never moves: the probe's wall time is the timer's samples alone."""
+    return 0.0
+
+
 def constant(first: float, then: float) -> Iterator[float]:
     yield first
     while True:
@@ -43,7 +48,9 @@ def test_warm_up_is_discarded_and_reps_follow_the_budget() -> None:
     timer = ScriptedTimer(constant(1000.0, 2.0))  # a slow first launch (module load)
     setups = []
     effort = EFFORTS["default"]
-    timing, samples = bench.measure(lambda: None, lambda: setups.append(1), timer, effort)
+    timing, samples = bench.measure(
+        lambda: None, lambda: setups.append(1), timer, effort, clock=frozen_clock
+    )
     assert 1000.0 not in samples
     assert timing.median_ms == 2.0 and timing.min_ms == 2.0 and timing.spread == 0.0
     # 40 ms budget / 2 ms per repetition (the scripted timer itself takes no wall time)
@@ -53,8 +60,12 @@ def test_warm_up_is_discarded_and_reps_follow_the_budget() -> None:
 
 def test_reps_are_clamped() -> None:
     effort = EFFORTS["quick"]
-    fast, _ = bench.measure(lambda: None, lambda: None, ScriptedTimer(constant(1.0, 1e-6)), effort)
-    slow, _ = bench.measure(lambda: None, lambda: None, ScriptedTimer(constant(1.0, 100.0)), effort)
+
+    def measure(timer: ScriptedTimer) -> bench.Timing:
+        return bench.measure(lambda: None, lambda: None, timer, effort, clock=frozen_clock)[0]
+
+    fast = measure(ScriptedTimer(constant(1.0, 1e-6)))
+    slow = measure(ScriptedTimer(constant(1.0, 100.0)))
     assert fast.reps == effort.max_reps and slow.reps == effort.min_reps
 
 
