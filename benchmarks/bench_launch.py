@@ -246,7 +246,26 @@ def floor_fns(
         "floor + stream, pointers as ints": lambda: run(
             gx, gy, gz, get_stream(device), function, packed, None, None, None, *addresses
         ),
+        # Below the launcher's Python __call__: the C launch it ends in, as tunedsl's direct
+        # launch calls it where compat knows the launcher's form. For scale, not the target.
+        "floor + stream, ints, C launch": c_launch(compiled, gx, gy, gz, device, addresses),
     }
+
+
+def c_launch(
+    compiled: Any, gx: int, gy: int, gz: int, device: int, args: tuple[object, ...]
+) -> Callable[[], object]:
+    from triton.runtime import driver
+
+    from tunedsl.backends import compat
+
+    parts = compat.direct_launch_parts(compiled)
+    assert parts is not None
+    run, middle, get_stream = parts.run, parts.middle, driver.active.get_current_stream
+    print(f"# C launch: {'yes' if run is not compiled.run else 'no (Python __call__)'}")
+    if parts.packs_args:
+        return lambda: run(gx, gy, gz, get_stream(device), *middle, args)
+    return lambda: run(gx, gy, gz, get_stream(device), *middle, *args)
 
 
 MM_DSL_SOURCE = """

@@ -211,6 +211,12 @@ def spawn(ns: argparse.Namespace, mode: str, tmp: str) -> dict:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
+        # The whole tail goes to stderr (the table keeps one line): whether the child died
+        # while tuning or after its RESULT, at exit, is in it.
+        print(
+            f"--- {mode} exited {proc.returncode}; RESULT printed: {bool(lines)}", file=sys.stderr
+        )
+        print((proc.stderr or proc.stdout)[-4000:], file=sys.stderr)
         return {"error": (proc.stderr or proc.stdout)[-2000:]}
     return json.loads(lines[-1][len("RESULT ") :])
 

@@ -10,6 +10,9 @@
 #                                                 # (9 repeats), py-spy
 #   bash benchmarks/run_gpu_session.sh third-a OUTDIR  # every GPU test, launch overhead, py-spy
 #   bash benchmarks/run_gpu_session.sh third-b OUTDIR  # search at scale (3 families), cold anchor
+#   bash benchmarks/run_gpu_session.sh fourth-a OUTDIR  # the launcher's form, every GPU test,
+#                                                 # launch overhead (7 repeats)
+#   bash benchmarks/run_gpu_session.sh fourth-b OUTDIR  # search at scale (softmax, skinny), cold anchor
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -62,6 +65,20 @@ elif [ "$part" = third-a ]; then  # third pass: every GPU test, launch overhead,
         TAIL=60 step profile_top 30 "$py" benchmarks/collapsed_top.py "$out/dsl_profile.txt" \
             --under "<lambda>" --top 25
     fi
+elif [ "$part" = fourth-a ]; then  # fourth pass: the C launch, every GPU test, launch overhead
+    step launcher_form 30 "$py" -c "import inspect, triton
+from triton.backends.nvidia.driver import CudaLauncher
+from tunedsl.backends import compat
+print('form', compat._launcher_form(CudaLauncher), 'names', sorted(compat._code_names(CudaLauncher.__call__.__code__)))
+print(inspect.getsource(CudaLauncher.__call__))"
+    TAIL=50 step gpu_tests 250 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
+    TAIL=40 step bench_launch 200 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
+elif [ "$part" = fourth-b ]; then  # fourth pass: search at scale (stored tables), cold anchor
+    step search_softmax 130 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
+        --triton-subset 12 --ref-leaders 16 --ref-budget 15
+    step search_skinny 160 "$py" benchmarks/bench_search.py --shape skinny --budget 10 \
+        --triton-subset 16
+    step cold_anchor 130 "$py" benchmarks/bench_cold_tune.py --space anchor --rounds 3 --rep 100
 elif [ "$part" = third-b ]; then  # third pass: search at scale (stored tables), cold anchor
     step search_softmax 120 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --triton-subset 12 --ref-leaders 16 --ref-budget 15

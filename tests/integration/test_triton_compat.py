@@ -156,3 +156,48 @@ def test_triton_interpret_true_is_the_interpreter_everywhere(tmp_path, value) ->
         "locked": True,
         "interpreting": True,
     }
+
+
+def test_the_installed_launcher_is_called_below_its_python_frame() -> None:
+    """The direct launch calls the C ``launch`` that Triton's ``CudaLauncher.__call__`` ends
+    in, on the installed Triton (a tested version) and never on a launcher it does not know."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    from tunedsl.backends import compat
+
+    assert compat._launcher_form(CudaLauncher) in {"star", "tuple"}
+
+    class Newer(CudaLauncher):  # a later Triton that computes something more per launch
+        def __call__(self, gridX, gridY, gridZ, stream, function, *args):  # type: ignore[override]
+            self.launch(gridX, gridY, gridZ, stream, function, self.something_new, *args)
+
+    class Inherited(CudaLauncher):  # its __call__ is not its own: not read as known
+        pass
+
+    assert compat._launcher_form(Newer) is None
+    assert compat._launcher_form(Inherited) is None
+
+
+def test_a_kernel_with_scratch_memory_keeps_tritons_launcher() -> None:
+    """Scratch memory is allocated per launch by ``__call__``: such a kernel is launched
+    through it, and so is one whose launcher does not say how much it needs."""
+    from types import SimpleNamespace
+
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    from tunedsl.backends import compat
+
+    def compiled(**sizes: int) -> SimpleNamespace:
+        launcher = object.__new__(CudaLauncher)  # the real class, its fields set by hand
+        launcher.__dict__.update(
+            launch=print, launch_cooperative_grid=False, launch_pdl=False, gsan_enabled=False,
+            arg_annotations=(), kernel_signature=b"", **sizes,
+        )  # fmt: skip
+        return SimpleNamespace(run=launcher, function=7, packed_metadata=(1,))
+
+    plain = compat.direct_launch_parts(compiled(global_scratch_size=0, profile_scratch_size=0))
+    assert plain is not None and plain.run is print and plain.middle[:2] == (7, False)
+    for sizes in ({"global_scratch_size": 64, "profile_scratch_size": 0}, {}):
+        parts = compat.direct_launch_parts(compiled(**sizes))
+        assert parts is not None and isinstance(parts.run, CudaLauncher)
+        assert parts.middle == (7, (1,), None, None, None) and not parts.packs_args

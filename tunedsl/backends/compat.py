@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import re
+import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from tunedsl.warn import warn_once
@@ -186,25 +189,109 @@ def wait_compiled(handle: Any) -> None:
         future.exception()
 
 
-def direct_launch_parts(compiled: Any) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
-    """``(run, middle)`` for calling a ``CompiledKernel``'s launcher directly, or None.
+@dataclass(frozen=True)
+class LaunchParts:
+    """How to call a ``CompiledKernel``'s launch with nothing between: for kernel arguments
+    ``args``, ``run(g0, g1, g2, stream, *middle, *args)``, or with ``packs_args``
+    ``run(g0, g1, g2, stream, *middle, tuple(args))``."""
 
-    The launcher's positional convention (3.6.0, 3.9.0)::
+    run: Callable[..., Any]
+    middle: tuple[Any, ...]
+    packs_args: bool
+
+
+def direct_launch_parts(compiled: Any) -> LaunchParts | None:
+    """The direct launch of a ``CompiledKernel`` (None: this Triton has none to offer).
+
+    Where the launcher's Python ``__call__`` is one this module knows
+    (:func:`_launcher_form`) and the kernel needs no scratch memory, ``run`` is the C
+    ``launch`` that ``__call__`` ends in, with the launcher's constant arguments in
+    ``middle``: that skips a Python frame, two closures and two allocator tests per launch
+    (the ``__call__`` adds nothing else for such a kernel). Otherwise ``run`` is the
+    launcher itself, with the convention (3.6.0, 3.9.0)::
 
         run(grid0, grid1, grid2, stream, function, packed_metadata,
             launch_metadata, launch_enter_hook, launch_exit_hook, *kernel_args)
 
-    so a caller writes ``run(g0, g1, g2, stream, *middle, *args)``. ``middle`` holds the
-    loaded ``function`` and ``packed_metadata``, then ``None`` for the launch metadata and
-    both hooks (only built for launch hooks: callers check :func:`launch_hooked` first).
-    Reading ``.run`` loads the module (``_init_handles``), which sets ``.function``.
+    Either way the launch metadata and both hooks are None (only built for launch hooks:
+    callers check :func:`launch_hooked` first). Reading ``.run`` loads the module
+    (``_init_handles``), which sets ``.function``.
     """
     compiled = resolve(compiled)
-    run = compiled.run
+    launcher = compiled.run
     function = compiled.function
     if function is None or not hasattr(compiled, "packed_metadata"):
         return None
-    return run, (function, compiled.packed_metadata, None, None, None)
+    packed = compiled.packed_metadata
+    form = _launcher_form(launcher.__class__)
+    if form is None or _needs_scratch(launcher):
+        return LaunchParts(launcher, (function, packed, None, None, None), False)
+    coop, pdl = launcher.launch_cooperative_grid, launcher.launch_pdl
+    if form == "star":  # 3.6.0: a C launcher compiled per signature
+        return LaunchParts(
+            launcher.launch, (function, coop, pdl, None, None, packed, None, None, None), False
+        )
+    # 3.9.0: one generic C launcher, told the signature, kernel arguments as one tuple
+    signature = (launcher.arg_annotations, launcher.kernel_signature)
+    middle = (function, coop, pdl, packed, None, None, None, None, None, *signature)
+    return LaunchParts(launcher.launch, middle, True)
+
+
+def _needs_scratch(launcher: Any) -> bool:
+    return bool(
+        getattr(launcher, "global_scratch_size", 1)
+        or getattr(launcher, "profile_scratch_size", 1)
+        or getattr(launcher, "gsan_enabled", False)
+    )
+
+
+# The launcher's ``__call__`` forms whose C call :func:`direct_launch_parts` makes itself:
+# (positional parameters, every global and attribute name the code reads). 3.6.0's
+# ``CudaLauncher.__call__(self, gridX, gridY, gridZ, stream, function, *args)`` and 3.9.0's
+# (the launch metadata and hooks named, gsan added). A launcher whose ``__call__`` reads
+# any other name (a newer Triton that computes something more per launch) is called as is.
+_LAUNCHER_FORMS: dict[tuple[int, frozenset[str]], str] = {
+    (
+        6,
+        frozenset(
+            "_allocation _allocator _profile_allocator get global_scratch_align "
+            "global_scratch_size launch launch_cooperative_grid launch_pdl num_ctas "
+            "profile_scratch_align profile_scratch_size".split()
+        ),
+    ): "star",
+    (
+        10,
+        frozenset(
+            "GSAN_PER_DEVICE_STATE_STRIDE RuntimeError _allocation _allocator "
+            "_profile_allocator _stream_sync active allocate_default_profile_scratch "
+            "arg_annotations driver experimental get get_current_device get_device_rank "
+            "get_global_state_pointer get_launch_state global_scratch_align "
+            "global_scratch_size gsan gsan_enabled has_profile_allocator "
+            "is_stream_capturing kernel_signature launch launch_cooperative_grid launch_pdl "
+            "num_ctas profile_scratch_align profile_scratch_size runtime triton "
+            "triton.experimental.gsan._allocator triton.experimental.gsan._stream_sync "
+            "utils".split()
+        ),
+    ): "tuple",
+}
+
+
+@functools.lru_cache(maxsize=8)
+def _launcher_form(launcher_cls: Any) -> str | None:
+    """``"star"`` or ``"tuple"`` for a launcher class of a known form, else None."""
+    code = getattr(vars(launcher_cls).get("__call__"), "__code__", None)
+    if code is None or not code.co_flags & inspect.CO_VARARGS:
+        return None
+    return _LAUNCHER_FORMS.get((code.co_argcount, frozenset(_code_names(code))))
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names ``code`` and the functions nested in it read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
 
 
 #: The launcher (:func:`direct_launch_parts`'s ``run``) takes a pointer argument as a Python

@@ -125,10 +125,12 @@ class DirectPlan:
     """What a direct launch of one call key does on one device, for code that inlines it
     (``runtime/fused.py``): when ``hooked_code`` (over ``runtime``) is false, the current
     device is ``device`` and ``bind`` gave no holes and keyword arguments equal to
-    ``dyn0``, the launch is ``run(g0, g1, g2, get_stream(device), *middle, *args, *tail)``."""
+    ``dyn0``, the launch is ``run(g0, g1, g2, get_stream(device), *middle, *args, *tail)``
+    (with ``packs_args``: ``..., *middle, (*args, *tail))``)."""
 
     run: Callable[..., Any]
     middle: tuple[Any, ...]
+    packs_args: bool
     tail: tuple[Any, ...]
     device: int
     get_device: Callable[[], int]
@@ -178,7 +180,7 @@ class DirectLauncher:
         self.kernel = kernel
         self.options = dict(options)
         self.info = info
-        self.compiled: dict[int, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
+        self.compiled: dict[int, compat.LaunchParts] = {}
         self.dyn0: Mapping[str, Any] | None = None
         self.tail_plan: tuple[tuple[bool, Any], ...] = ()
         self.tail_const: tuple[Any, ...] | None = None
@@ -224,13 +226,16 @@ class DirectLauncher:
         tail = self.tail_const
         if tail is None:
             tail = tuple(static_kwargs[v] if is_static else v for is_static, v in self.tail_plan)
-        run, middle = compiled
-        # The launcher's positional convention (compat.direct_launch_parts): the grid, the
-        # stream, compat's middle part (function, metadata, no launch metadata or hooks).
-        if len(grid) == 1:  # the common grid: no padding to build
-            run(grid[0], 1, 1, self.get_stream(device), *middle, *args, *tail)  # type: ignore[misc]
-            return
-        run(*_grid3(grid), self.get_stream(device), *middle, *args, *tail)  # type: ignore[misc]
+        run, middle = compiled.run, compiled.middle
+        # The launch's positional convention (compat.direct_launch_parts): the grid, the
+        # stream, compat's middle part (function, metadata, no launch metadata or hooks),
+        # then the kernel's arguments, as they are or packed in one tuple.
+        grid3 = (grid[0], 1, 1) if len(grid) == 1 else _grid3(grid)
+        stream = self.get_stream(device)  # type: ignore[misc]
+        if compiled.packs_args:
+            run(*grid3, stream, *middle, (*args, *tail))
+        else:
+            run(*grid3, stream, *middle, *args, *tail)
 
     def plan(self) -> DirectPlan | None:
         """This launcher's direct launch on the current device, once it has one and no
@@ -243,10 +248,10 @@ class DirectLauncher:
         compiled = self.compiled.get(device)
         if compiled is None:
             return None
-        run, middle = compiled
         return DirectPlan(
-            run,
-            middle,
+            compiled.run,
+            compiled.middle,
+            compiled.packs_args,
             self.tail_const,
             device,
             self.get_device,

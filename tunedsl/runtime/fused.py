@@ -40,12 +40,19 @@ def make_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPl
     as_address = (
         set(check.tensor_positions) if plan.int_pointers and check.reads_pointers else set()
     )
+    kernel_args = [
+        *(f"p{i}" if i in as_address else f"a{i}" for i in range(check.arity)),
+        *(f"T{i}" for i in range(len(plan.tail))),
+    ]
     launch_args = ", ".join(
         [
             "get_stream(DEVICE)",
             *(f"M{i}" for i in range(len(plan.middle))),
-            *(f"p{i}" if i in as_address else f"a{i}" for i in range(check.arity)),
-            *(f"T{i}" for i in range(len(plan.tail))),
+            *(
+                ["(" + "".join(f"{a}, " for a in kernel_args) + ")"]
+                if plan.packs_args
+                else kernel_args
+            ),
         ]
     )
     pointers = "".join(f"    {line}\n" for line in check.pointers)
