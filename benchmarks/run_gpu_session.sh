@@ -13,6 +13,8 @@
 #   bash benchmarks/run_gpu_session.sh fourth-a OUTDIR  # the launcher's form, every GPU test,
 #                                                 # launch overhead (7 repeats)
 #   bash benchmarks/run_gpu_session.sh fourth-b OUTDIR  # search at scale (softmax, skinny), cold anchor
+#   bash benchmarks/run_gpu_session.sh fourth-c OUTDIR  # the random skinny child four times (an
+#                                                 # abort seen once), the anchor's choice by timer
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -79,6 +81,16 @@ elif [ "$part" = fourth-b ]; then  # fourth pass: search at scale (stored tables
     step search_skinny 160 "$py" benchmarks/bench_search.py --shape skinny --budget 10 \
         --triton-subset 16
     step cold_anchor 130 "$py" benchmarks/bench_cold_tune.py --space anchor --rounds 3 --rep 100
+elif [ "$part" = fourth-c ]; then  # an abort seen once; the racing choice by timer
+    for i in 1 2 3 4; do
+        TAIL=6 step "random_skinny_$i" 45 env TRITON_CACHE_DIR="$(mktemp -d)" \
+            TUNEDSL_CACHE_DIR="$(mktemp -d)" "$py" benchmarks/bench_search.py --child random \
+            --shape skinny --budget 10
+    done
+    for timing in events auto events auto; do
+        TAIL=8 step "cold_anchor_$timing" 80 env TUNEDSL_TIMING=$timing "$py" \
+            benchmarks/bench_cold_tune.py --space anchor --rounds 3 --rep 100
+    done
 elif [ "$part" = third-b ]; then  # third pass: search at scale (stored tables), cold anchor
     step search_softmax 120 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --triton-subset 12 --ref-leaders 16 --ref-budget 15

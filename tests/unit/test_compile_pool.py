@@ -127,3 +127,50 @@ def test_file_lock_excludes_other_holders(tmp_path) -> None:
         path = lock._lock_path("unit-test")
         with pytest.raises(Timeout):
             FileLock(path, timeout=0.1, thread_local=False, is_singleton=False).acquire()
+
+
+_EXIT_SCRIPT = """
+import atexit, sys, threading, time
+started = []
+# Registered before tunedsl's exit drain, so they run after it: what is still alive then
+# would meet the interpreter's finalization.
+atexit.register(lambda: print("alive at exit:", sorted(
+    t.name for t in threading.enumerate() if t is not threading.main_thread()), flush=True))
+atexit.register(lambda: print("jobs started:", len(started), flush=True))
+from tunedsl.engine.compile_pool import CompileJob, compile_stream, start_drained_thread
+
+def slow(i):
+    def run():
+        started.append(i)
+        time.sleep(0.3)
+        return i
+    return CompileJob(i, run)
+
+def drive():  # a compile-ahead: a thread that drives a stream nobody waits for
+    for _ in compile_stream([slow(i) for i in range(40)], workers=2, timeout_s=60):
+        pass
+
+start_drained_thread(drive, name="drives-a-stream")
+while not started:
+    time.sleep(0.01)
+"""
+
+
+def test_at_exit_no_stream_starts_another_job_and_its_threads_are_joined(tmp_path) -> None:
+    """A process may end while a thread drives a compile stream (the compile-ahead of a
+    search that ran out of budget). Its threads are joined before the interpreter
+    finalizes, which would otherwise abort the process on the H100 ("terminate called
+    without an active exception"), and the remaining jobs are never started."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "exits_while_compiling.py"
+    script.write_text(_EXIT_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "alive at exit: []" in lines, proc.stdout
+    started = int(next(line for line in lines if line.startswith("jobs started:")).split()[-1])
+    assert started < 40  # 40 jobs of 0.3 s on 2 threads: the exit stopped the stream early

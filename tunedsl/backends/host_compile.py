@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunedsl.engine.compile_pool import start_drained_thread
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
 
@@ -112,7 +113,7 @@ class HostCompiler:
                 self._state[config] = _PENDING
         if new:
             self.events.extend(("submitted", c, time.perf_counter()) for c in new)
-            threading.Thread(target=self._compile_all, args=(new,), daemon=True).start()
+            start_drained_thread(self._compile_all, new, name="tunedsl-host-compile")
 
     def _compile_all(self, configs: list[Config]) -> None:
         from tunedsl.backends.inprocess import reason

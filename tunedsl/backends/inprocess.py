@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from tunedsl.engine.compile_pool import start_drained_thread
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
@@ -181,11 +182,9 @@ class CompileAhead:
         self.configs = {v.config for v in variants}
         self.cancelled = threading.Event()
         self.results: queue.SimpleQueue[tuple[Variant, Any] | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(
-            target=self._run, args=(kernel, list(variants)), name="tunedsl-compile-ahead"
+        self.thread = start_drained_thread(
+            self._run, kernel, list(variants), name="tunedsl-compile-ahead"
         )
-        self.thread.daemon = True
-        self.thread.start()
 
     def _run(self, kernel: Any, variants: list[Variant]) -> None:
         done: set[Config] = set()

@@ -21,10 +21,13 @@ The price of threads is that a thread cannot be killed: a configuration that run
 its timeout (``TUNEDSL_COMPILE_TIMEOUT``) is reported as failed and its thread is
 abandoned (a daemon thread, replaced by a fresh one so the pool keeps its size). On
 Ctrl-C or when the consumer stops early, no further job starts and the stream returns at
-once; compiles already running finish in the background. A thread still inside Triton's
-C++ code when the interpreter finalizes would abort the process, so an ``atexit`` hook
-waits up to ``EXIT_DRAIN_S`` for them and otherwise leaves with ``os._exit``; when the
-program died of an uncaught Ctrl-C it leaves at once (``os._exit(130)``).
+once; compiles already running finish in the background. A thread still alive when the
+interpreter finalizes can abort the process (``terminate called without an active
+exception``: seen on the H100 with a compile-ahead thread alive at exit, 3 runs of 4), so
+an ``atexit`` hook starts no further job in any stream, waits up to ``EXIT_DRAIN_S`` for
+the compile threads and for the threads that drive streams (:func:`join_at_exit`), and
+otherwise leaves with ``os._exit``; when the program died of an uncaught Ctrl-C it leaves
+at once (``os._exit(130)``).
 ``tunedsl`` commands leave at once on Ctrl-C (:func:`exit_now_if_compiling`: kill the
 compiler subprocesses, flush, ``os._exit(130)``).
 """
@@ -51,6 +54,8 @@ __all__ = [
     "compile_stream",
     "default_workers",
     "exit_now_if_compiling",
+    "join_at_exit",
+    "start_drained_thread",
     "workers_busy",
 ]
 
@@ -60,8 +65,28 @@ __all__ = [
 _live: set[threading.Thread] = set()
 _live_lock = threading.Lock()
 _interrupted = False  # a stream was closed by an exception (Ctrl-C): exit status 130
+_exiting = threading.Event()  # the interpreter is exiting: no stream starts another job
 EXIT_DRAIN_S = 10.0  # at interpreter exit, wait this long for running compiles to finish
 _atexit_registered = False
+
+
+def join_at_exit(thread: threading.Thread) -> None:
+    """Have the exit drain wait for ``thread`` too (a thread that drives a compile stream or
+    otherwise calls into compiled extensions), as for the pool's own workers."""
+    _register_atexit()
+    with _live_lock:
+        _live.difference_update([t for t in _live if not t.is_alive() and t.ident is not None])
+        _live.add(thread)
+
+
+def start_drained_thread(
+    target: Callable[..., object], *args: object, name: str
+) -> threading.Thread:
+    """Start a daemon thread that the exit drain waits for (:func:`join_at_exit`)."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    join_at_exit(thread)
+    thread.start()
+    return thread
 
 
 def workers_busy() -> bool:
@@ -88,11 +113,15 @@ def _drain_at_exit() -> None:
     if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
         # The program died of Ctrl-C: leave now rather than wait for running compiles.
         exit_now_if_compiling(130)
+    _exiting.set()  # running compiles finish; no stream starts another
     deadline = time.monotonic() + EXIT_DRAIN_S
-    with _live_lock:
-        threads = list(_live)
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    while time.monotonic() < deadline:  # a joined thread may have started others: look again
+        with _live_lock:
+            threads = [t for t in _live if t.is_alive()]
+        if not threads:
+            break
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
     if workers_busy():
         with contextlib.suppress(Exception):
             sys.stderr.write(
@@ -244,7 +273,7 @@ def _threaded(
                 _live.discard(threading.current_thread())
 
     def work_on(slot: _Slot) -> None:
-        while not stop.is_set() and not slot.abandoned:
+        while not stop.is_set() and not slot.abandoned and not _exiting.is_set():
             try:
                 job = todo.get_nowait()
             except queue.Empty:
@@ -257,12 +286,15 @@ def _threaded(
                 if not slot.abandoned:
                     done.put((job, result))
 
+    threads: list[threading.Thread] = []
+
     def start_worker() -> None:
         slot = _Slot()
         slots.append(slot)
         thread = threading.Thread(
             target=work, args=(slot,), name=f"tunedsl-compile-{len(slots)}", daemon=True
         )
+        threads.append(thread)
         with _live_lock:
             _live.add(thread)
         thread.start()
@@ -278,7 +310,8 @@ def _threaded(
             try:
                 job, result = done.get(timeout=0.05)
             except queue.Empty:
-                pass
+                if _exiting.is_set() and not any(t.is_alive() for t in threads):
+                    return  # at exit: every worker has stopped, the rest will never start
             else:
                 pending -= 1
                 yield job, result

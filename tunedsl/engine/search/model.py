@@ -41,6 +41,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tunedsl.engine.compile_pool import start_drained_thread
 from tunedsl.engine.seams import Observation, SearchSpace
 from tunedsl.engine.search.base import BaseStrategy, best_ok
 from tunedsl.errors import UsageError
@@ -165,10 +166,11 @@ class ModelSearch(BaseStrategy):
             make_model(backend, seed, target)  # the UsageError with the install hint
         self._importing: threading.Thread | None = None
         if any(name not in sys.modules for name in _PACKAGES[backend]):
-            self._importing = threading.Thread(
-                target=_import_quietly, args=(backend,), name="tunedsl-model-import", daemon=True
+            # Joined at exit: an interpreter finalizing under an import of a compiled
+            # library can abort the process.
+            self._importing = start_drained_thread(
+                _import_quietly, backend, name="tunedsl-model-import"
             )
-            self._importing.start()
         self._budget0: float | None = None
         self.fits = 0
 
