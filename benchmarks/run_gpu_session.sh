@@ -15,6 +15,8 @@
 #   bash benchmarks/run_gpu_session.sh fourth-b OUTDIR  # search at scale (softmax, skinny), cold anchor
 #   bash benchmarks/run_gpu_session.sh fourth-c OUTDIR  # the random skinny child four times (an
 #                                                 # abort seen once), the anchor's choice by timer
+#   bash benchmarks/run_gpu_session.sh fourth-d OUTDIR  # after the exit fix: the random skinny
+#                                                 # child four times, every GPU test
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -91,6 +93,13 @@ elif [ "$part" = fourth-c ]; then  # an abort seen once; the racing choice by ti
         TAIL=8 step "cold_anchor_$timing" 80 env TUNEDSL_TIMING=$timing "$py" \
             benchmarks/bench_cold_tune.py --space anchor --rounds 3 --rep 100
     done
+elif [ "$part" = fourth-d ]; then  # the exit fix: the abort's reproduction, every GPU test
+    for i in 1 2 3 4; do
+        TAIL=3 step "random_skinny_$i" 45 env TRITON_CACHE_DIR="$(mktemp -d)" \
+            TUNEDSL_CACHE_DIR="$(mktemp -d)" "$py" benchmarks/bench_search.py --child random \
+            --shape skinny --budget 10
+    done
+    TAIL=50 step gpu_tests 250 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
 elif [ "$part" = third-b ]; then  # third pass: search at scale (stored tables), cold anchor
     step search_softmax 120 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --triton-subset 12 --ref-leaders 16 --ref-budget 15
