@@ -174,3 +174,27 @@ def test_at_exit_no_stream_starts_another_job_and_its_threads_are_joined(tmp_pat
     assert "alive at exit: []" in lines, proc.stdout
     started = int(next(line for line in lines if line.startswith("jobs started:")).split()[-1])
     assert started < 40  # 40 jobs of 0.3 s on 2 threads: the exit stopped the stream early
+
+
+def test_a_stream_started_by_an_exit_handler_runs_every_job(tmp_path) -> None:
+    """At exit only the streams already running stop early: one that an exit handler
+    starts (a tuning inside an ``atexit`` function) has its caller waiting for it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "compiles_at_exit.py"
+    script.write_text(
+        "import atexit\n"
+        "from tunedsl.engine.compile_pool import CompileJob, compile_stream\n"
+        "from tunedsl.engine.compile_pool import start_drained_thread\n"
+        "def at_exit():\n"
+        "    jobs = [CompileJob(i, lambda i=i: i) for i in range(6)]\n"
+        "    print('results:', sorted(r for _, r in compile_stream(jobs, workers=2)))\n"
+        "atexit.register(at_exit)\n"
+        "start_drained_thread(print, name='x')  # registers the exit drain, after at_exit\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "results: [0, 1, 2, 3, 4, 5]" in proc.stdout.splitlines(), proc.stdout

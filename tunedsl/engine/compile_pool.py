@@ -272,8 +272,15 @@ def _threaded(
             with _live_lock:
                 _live.discard(threading.current_thread())
 
+    # At exit, a stream that was running stops starting jobs; one started by an exit
+    # handler (a tuning in an atexit function) has a caller waiting for it, and runs on.
+    born_exiting = _exiting.is_set()
+
+    def stopping() -> bool:
+        return _exiting.is_set() and not born_exiting
+
     def work_on(slot: _Slot) -> None:
-        while not stop.is_set() and not slot.abandoned and not _exiting.is_set():
+        while not stop.is_set() and not slot.abandoned and not stopping():
             try:
                 job = todo.get_nowait()
             except queue.Empty:
@@ -310,8 +317,8 @@ def _threaded(
             try:
                 job, result = done.get(timeout=0.05)
             except queue.Empty:
-                if _exiting.is_set() and not any(t.is_alive() for t in threads):
-                    return  # at exit: every worker has stopped, the rest will never start
+                if stopping() and not any(t.is_alive() for t in threads):
+                    break  # at exit: every worker has stopped, the rest will never start
             else:
                 pending -= 1
                 yield job, result
