@@ -17,7 +17,8 @@ that answers from the table:
   events, synchronisation). ``--workers 1`` is the optimistic model (every compile
   ``exhaustive_first_call_s / N``, whatever the batch: about twice the configurations);
 * **the budget** of ``run_gpu_issue12.sh``: 10 s for the matmuls, 5 s for the softmax
-  (0.1x of its 50.9 s exhaustive call); ``--budget`` sets one for all.
+  (0.1x of its 50.9 s exhaustive call), 7.5 s for split-K (0.1x of its 76.7 s);
+  ``--budget`` sets one for all.
 
 The families' axes and constraints are re-declared here (``search_families.py`` imports
 torch and triton at its top and defines the kernels), and checked against the tables: the
@@ -76,6 +77,15 @@ MM_AXES = {
     "num_warps": [2, 4, 8],
     "num_stages": [2, 3, 4, 5, 6],
 }
+SPLITK_AXES = {  # search_families.py's splitk family
+    "BM": [16, 32, 64, 128],
+    "BN": [32, 64, 128, 256],
+    "BK": [32, 64, 128],
+    "GROUP_M": [1],
+    "SPLIT_K": [1, 2, 4, 8],
+    "num_warps": [4, 8],
+    "num_stages": [2, 3, 4, 5],
+}
 SOFTMAX_AXES = {
     "ROWS": [1, 2, 4, 8, 16],
     "BLOCK": [256, 512, 1024, 2048, 4096, 8192],
@@ -103,6 +113,8 @@ FAMILIES = {
     "square": ReplayFamily("square", "search_mm_4096x4096x4096_", MM_AXES, tiles_fit, 10.0),
     "skinny": ReplayFamily("skinny", "search_mm_256x4096x4096_", MM_AXES, tiles_fit, 10.0),
     "softmax": ReplayFamily("softmax", "search_softmax_8192x4096_", SOFTMAX_AXES, block_fits, 5.0),
+    # 0.1x of its 76.7 s exhaustive first call on the H100
+    "splitk": ReplayFamily("splitk", "search_splitk_256x4096x4096_", SPLITK_AXES, tiles_fit, 7.5),
 }
 
 
@@ -219,7 +231,7 @@ def replay(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--families", default="square,skinny,softmax")
+    parser.add_argument("--families", default="square,skinny,softmax,splitk")
     parser.add_argument("--strategies", default="auto,model,pattern,random")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=float, default=None, help="seconds (default: per family)")
