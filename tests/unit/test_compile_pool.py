@@ -5,6 +5,7 @@ Pure Python (no torch, no triton): the jobs are ordinary functions that sleep or
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -162,7 +163,6 @@ def test_at_exit_no_stream_starts_another_job_and_its_threads_are_joined(tmp_pat
     finalizes, which would otherwise abort the process on the H100 ("terminate called
     without an active exception"), and the remaining jobs are never started."""
     import subprocess
-    import sys
 
     script = tmp_path / "exits_while_compiling.py"
     script.write_text(_EXIT_SCRIPT)
@@ -176,11 +176,14 @@ def test_at_exit_no_stream_starts_another_job_and_its_threads_are_joined(tmp_pat
     assert started < 40  # 40 jobs of 0.3 s on 2 threads: the exit stopped the stream early
 
 
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12),
+    reason="Python 3.12+ starts no thread at interpreter shutdown (RuntimeError)",
+)
 def test_a_stream_started_by_an_exit_handler_runs_every_job(tmp_path) -> None:
     """At exit only the streams already running stop early: one that an exit handler
     starts (a tuning inside an ``atexit`` function) has its caller waiting for it."""
     import subprocess
-    import sys
 
     script = tmp_path / "compiles_at_exit.py"
     script.write_text(
