@@ -273,7 +273,8 @@ def _threaded(
                 _live.discard(threading.current_thread())
 
     # At exit, a stream that was running stops starting jobs; one started by an exit
-    # handler (a tuning in an atexit function) has a caller waiting for it, and runs on.
+    # handler (a tuning in an atexit function) has a caller waiting for it, and runs on
+    # (Python 3.10-3.11: 3.12+ refuses to start threads at interpreter shutdown).
     born_exiting = _exiting.is_set()
 
     def stopping() -> bool:
