@@ -195,6 +195,13 @@ def fused_launch() -> bool:
     return _flag("TUNEDSL_FUSED_LAUNCH", default=True)
 
 
+def native_launch() -> bool:
+    """``TUNEDSL_NATIVE_LAUNCH=0``: the fused launch stays generated Python instead of its C
+    form (``runtime/native.py``; default on; off is for measuring what it saves, or for a
+    machine whose C compiler misbehaves)."""
+    return _flag("TUNEDSL_NATIVE_LAUNCH", default=True)
+
+
 def stored_binaries() -> bool:
     """``TUNEDSL_STORED_BINARIES=0``: never load or store kernel binaries of tuning decisions
     (a warm process then compiles the chosen variant through Triton; default on)."""
@@ -359,6 +366,7 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_DIRECT_LAUNCH": direct_launch,
     "TUNEDSL_REPEAT_CHECK": repeat_check,
     "TUNEDSL_FUSED_LAUNCH": fused_launch,
+    "TUNEDSL_NATIVE_LAUNCH": native_launch,
     "TUNEDSL_STORED_BINARIES": stored_binaries,
     "TUNEDSL_QUIET": quiet,
     "TUNEDSL_PROGRESS_AFTER": progress_after_s,

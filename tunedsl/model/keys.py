@@ -325,6 +325,37 @@ def specialize_call_key_fn(
     return env["call_key"]  # type: ignore[no-any-return]
 
 
+class ArgTest:
+    """What one positional argument of a repeat check must be, as codes: the per-argument
+    form of ``RepeatCheckCode.test`` for checks written in another language
+    (``runtime/native_fused.c`` holds the same numbers)."""
+
+    TENSOR = 0  # a tensor; its alignment is not keyed
+    TENSOR_ALIGNED = 1  # a tensor at a 16-byte-aligned address
+    TENSOR_UNALIGNED = 2  # a tensor at an address that is not
+    INT_ONE = 3  # an int (exactly) equal to 1
+    INT_16 = 4  # an int divisible by 16
+    INT_OTHER = 5  # an int neither 1 nor divisible by 16
+    FLOAT = 6  # a float (exactly)
+    NONE = 7
+    HOLE = 8  # the runtime's hole marker
+    CONSTEXPR = 9  # constexpr_key(arg) equals the sample's
+
+
+_INT_TESTS = {"i1": ArgTest.INT_ONE, "i16": ArgTest.INT_16, "i": ArgTest.INT_OTHER}
+
+
+@dataclass(frozen=True)
+class ArgCheck:
+    """One argument's test: ``test`` an ``ArgTest`` code; for ints ``low``, the lowest value
+    allowed (0 where the sample was not negative: the key sees the sign), the highest being
+    2**31 - 1; for a constexpr ``expected``, the sample's ``constexpr_key``."""
+
+    test: int
+    low: int = 0
+    expected: Any = None
+
+
 @dataclass(frozen=True)
 class RepeatCheckCode:
     """The source of a repeat check, for code generators to inline (``make_repeat_check``,
@@ -339,6 +370,8 @@ class RepeatCheckCode:
     reads_pointers: bool  # the test compares alignments: ``pointers`` read them
     test: str
     env: Mapping[str, Any]
+    # The same test per argument, in structured form (the code above is its Python form).
+    arg_checks: tuple[ArgCheck, ...] = ()
 
     @property
     def names(self) -> str:
@@ -366,6 +399,7 @@ def repeat_check_code(
     """The code of :func:`make_repeat_check` (same arguments), or None where it has none."""
     env: dict[str, Any] = {"hole": hole, "constexpr_key": constexpr_key}
     tests: list[str] = []
+    arg_checks: list[ArgCheck] = []
     tensors: list[Any] = []
     positions: list[int] = []
     aligned: list[str] = []
@@ -377,16 +411,21 @@ def repeat_check_code(
         if i in constexpr_positions:
             env[f"E_{var}"] = constexpr_key(value)
             tests.append(f"constexpr_key({var}) == E_{var}")
+            arg_checks.append(ArgCheck(ArgTest.CONSTEXPR, expected=env[f"E_{var}"]))
         elif value is hole:
             tests.append(f"{var} is hole")
+            arg_checks.append(ArgCheck(ArgTest.HOLE))
         elif is_tensor(value):
             tensors.append(value)
             positions.append(i)
-            if with_align:
-                if value.data_ptr() % 16 == 0:
-                    aligned.append(f"p{i}")
-                else:
-                    tests.append(f"p{i} % 16 != 0")
+            if not with_align:
+                arg_checks.append(ArgCheck(ArgTest.TENSOR))
+            elif value.data_ptr() % 16 == 0:
+                aligned.append(f"p{i}")
+                arg_checks.append(ArgCheck(ArgTest.TENSOR_ALIGNED))
+            else:
+                tests.append(f"p{i} % 16 != 0")
+                arg_checks.append(ArgCheck(ArgTest.TENSOR_UNALIGNED))
         elif cls is int and 0 <= value <= _I32_MAX:  # sizes and strides: tested together
             tests.append(f"{var}.__class__ is int")
             small.append(var)
@@ -395,13 +434,18 @@ def repeat_check_code(
                 div16.append(var)
             else:
                 tests.append(_small_int_class_test_code(var, int_cls))
+            arg_checks.append(ArgCheck(_INT_TESTS[int_cls]))
         elif cls is int and _I32_MIN <= value <= _I32_MAX:
             tests.append(_small_int_guard_code(var))
-            tests.append(_small_int_class_test_code(var, _small_int_class(value)))
+            int_cls = _small_int_class(value)
+            tests.append(_small_int_class_test_code(var, int_cls))
+            arg_checks.append(ArgCheck(_INT_TESTS[int_cls], low=_I32_MIN))
         elif cls is float:
             tests.append(f"{var}.__class__ is float")
+            arg_checks.append(ArgCheck(ArgTest.FLOAT))
         elif value is None:
             tests.append(f"{var} is None")
+            arg_checks.append(ArgCheck(ArgTest.NONE))
         else:
             return None
     if not tensors:
@@ -425,6 +469,7 @@ def repeat_check_code(
         reads_pointers=with_align,
         test=" and ".join(tests) or "True",
         env=env,
+        arg_checks=tuple(arg_checks),
     )
 
 

@@ -17,6 +17,11 @@ call of another layout (the site then builds the call key). A call of this layou
 direct launch does not cover (a configuration-dependent argument that changed, a launch
 hook, another device) goes to the entry's launcher, as the general path would send it. So
 the fused function only ever does what the general path would do.
+
+Where the C form can be had (``runtime/native.py``), the fused launch is that object, built
+from the same check in structured form (``RepeatCheckCode.arg_checks``): the same steps
+without the bytecodes. ``make_python_fused`` is the generated function, the reference the
+C form is tested against.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tunedsl import knobs
 from tunedsl.model.keys import RepeatCheckCode
+from tunedsl.runtime import native
 
 if TYPE_CHECKING:
     from tunedsl.backends.triton_launch import DirectPlan
@@ -34,8 +41,55 @@ if TYPE_CHECKING:
 Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], Any]
 
 
+# The launch-hook test the C form does (compat.LAUNCH_HOOKED_CODE's form it knows): a plan
+# whose Triton needs another test keeps the Python form.
+NATIVE_HOOKED_CODE = "({rt}.launch_enter_hook.calls or {rt}.launch_exit_hook.calls)"
+
+
 def make_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan) -> Fused:
-    """The fused launch of ``entry`` for calls of ``kernel`` that pass ``check``."""
+    """The fused launch of ``entry`` for calls of ``kernel`` that pass ``check``: its C form
+    where that can be had, else the generated Python function."""
+    if knobs.native_launch() and plan.hooked_code == NATIVE_HOOKED_CODE and check.arg_checks:
+        fused_type = native.fused_type()
+        if fused_type is not None:
+            return make_native_fused(fused_type, kernel, entry, check, plan)
+    return make_python_fused(kernel, entry, check, plan)
+
+
+def make_native_fused(
+    fused_type: Any, kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan
+) -> Fused:
+    """The C form (``native_fused.c``) of :func:`make_python_fused`."""
+    fused: Fused = fused_type(
+        kernel,
+        tuple(c.test for c in check.arg_checks),
+        tuple(c.low for c in check.arg_checks),
+        tuple(c.expected for c in check.arg_checks),
+        check.tensor_positions,
+        check.reads_pointers,
+        plan.int_pointers,  # tensors as the addresses read (see the module docstring)
+        check.env["hole"],
+        check.env["constexpr_key"],
+        check.env["check"],
+        entry.config,
+        entry.result,
+        entry,
+        entry.launcher,
+        plan.dyn0,
+        plan.runtime,
+        plan.run,
+        plan.device,
+        plan.get_device,
+        plan.get_stream,
+        tuple(plan.middle),
+        tuple(plan.tail),
+        plan.packs_args,
+    )
+    return fused
+
+
+def make_python_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan) -> Fused:
+    """The fused launch of ``entry`` as a generated Python function."""
     # Tensors go to the launcher as the addresses the check read (see the module docstring).
     as_address = (
         set(check.tensor_positions) if plan.int_pointers and check.reads_pointers else set()

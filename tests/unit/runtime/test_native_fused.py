@@ -1,0 +1,307 @@
+"""The C fused launch (``runtime/native_fused.c``) against its reference, the generated Python
+fused launch: on real CPU tensors, PyTorch's real tensor guard and a compiled module, both
+forms must make the same decision for every call (launch, the launcher, or None) and launch
+with the same arguments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tunedsl.backends import compat  # noqa: E402
+from tunedsl.backends.triton_launch import DirectPlan  # noqa: E402
+from tunedsl.model import keys  # noqa: E402
+from tunedsl.model.config import Config  # noqa: E402
+from tunedsl.model.hole import HOLE  # noqa: E402
+from tunedsl.runtime import fused, native  # noqa: E402
+from tunedsl.runtime.site import Entry  # noqa: E402
+
+if compat.layout_check([torch.zeros(2)]) is None:
+    pytest.skip("this PyTorch has no tensor guard: no fused launch", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def fused_type(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    path = native.build(tmp_path_factory.mktemp("native"))
+    return native.load_from(path)
+
+
+class Chain:  # Triton's HookChain: hooks in .calls
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+
+class Runtime:
+    def __init__(self) -> None:
+        self.launch_enter_hook = Chain()
+        self.launch_exit_hook = Chain()
+
+
+class Recorder:
+    """Stands for the C launch, the launcher and the getters: records what each is given."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.device = 0
+
+    def run(self, *args: Any) -> None:
+        self.calls.append(("run", args))
+
+    def launch(self, *args: Any) -> None:
+        self.calls.append(("launch", args))
+
+    def get_device(self) -> int:
+        return self.device
+
+    def get_stream(self, device: int) -> int:
+        return 1000 + device
+
+
+KERNEL = object()
+
+
+def pair(
+    fused_type: Any,
+    sample: tuple[Any, ...],
+    *,
+    constexprs: frozenset[int] = frozenset(),
+    packs_args: bool = False,
+    dyn0: dict[str, Any] | None = None,
+) -> tuple[Any, Any, Recorder, Recorder, Entry, Entry, Runtime]:
+    """The Python and the C fused launch of one sample layout, each with its own recorder."""
+    code = keys.repeat_check_code(sample, constexprs, HOLE, True, compat.layout_check)
+    assert code is not None
+    runtime = Runtime()
+    made = []
+    for build in (fused.make_python_fused, "native"):
+        rec = Recorder()
+        entry = Entry(Config({"BM": 64}), rec.launch, object(), (), ())  # type: ignore[arg-type]
+        plan = DirectPlan(
+            run=rec.run,
+            middle=("function", "metadata"),
+            packs_args=packs_args,
+            tail=("tail0",),
+            device=0,
+            get_device=rec.get_device,
+            get_stream=rec.get_stream,
+            dyn0=dyn0 if dyn0 is not None else {"BM": 64},
+            runtime=runtime,
+            hooked_code=fused.NATIVE_HOOKED_CODE,
+            int_pointers=True,
+        )
+        if build == "native":
+            f = fused.make_native_fused(fused_type, KERNEL, entry, code, plan)
+        else:
+            f = fused.make_python_fused(KERNEL, entry, code, plan)
+        made.append((f, rec, entry))
+    (py, py_rec, py_entry), (c, c_rec, c_entry) = made
+    return py, c, py_rec, c_rec, py_entry, c_entry, runtime
+
+
+def outcome(f: Any, rec: Recorder, entry: Entry, *call: Any) -> tuple[Any, ...]:
+    rec.calls.clear()
+    entry.used = False
+    try:
+        result = f(*call)
+    except Exception as err:  # the same error from both forms
+        return ("raised", type(err).__name__)
+    kind = "none" if result is None else "result" if result is entry.result else repr(result)
+    return (kind, entry.used, _comparable(rec.calls))
+
+
+def _comparable(calls: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    # The launcher gets the args tuple, the kwargs and the bind result: compare by value.
+    return [(name, tuple(_plain(a) for a in args)) for name, args in calls]
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return ("tensor", x.data_ptr(), tuple(x.shape), x.stride(), x.dtype)
+    if isinstance(x, tuple):
+        return tuple(_plain(a) for a in x)
+    return x
+
+
+def bind_2d(m: int, n: int, dyn: dict[str, Any] | None = None) -> Any:
+    return lambda cfg: ((), dyn if dyn is not None else {"BM": cfg.BM}, (-(-m // cfg.BM), n))
+
+
+def mm_args(a: Any, b: Any, c: Any, m: int = 64, n: int = 64, k: int = 64) -> tuple[Any, ...]:
+    return (a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride())
+
+
+def test_the_module_builds_and_loads(tmp_path: Path) -> None:
+    path = native.build(tmp_path)
+    assert path.name.startswith(native.MODULE_NAME) and path.is_file()
+    assert native.load_from(path).__name__ == "Fused"
+    # The build is atomic: nothing but the module is left in the directory.
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_same_decisions_as_python_over_many_calls(fused_type: Any) -> None:
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    sample = mm_args(a, b, c)
+    py, cf, py_rec, c_rec, py_entry, c_entry, _ = pair(fused_type, sample)
+    unaligned = torch.empty(64 * 64 + 1)[1:].view(64, 64)  # 4 bytes past an aligned start
+    calls: list[tuple[Any, ...]] = [
+        mm_args(a, b, c),  # the sample itself: launches
+        mm_args(torch.randn(64, 64), b, c),  # another tensor, same layout: launches
+        mm_args(a, b, c, m=128),  # another size of the same class
+        mm_args(a, b, c, m=1),  # an int of another class (1)
+        mm_args(a, b, c, m=17),  # ... (not divisible by 16)
+        mm_args(a, b, c, m=-16),  # negative: the key sees the sign
+        mm_args(a, b, c, m=2**31),  # beyond 32 bits
+        mm_args(a, b, c, m=True),  # a bool is not an int here
+        mm_args(a, b, c, m=64.0),  # nor a float
+        mm_args(a, b, c.t()),  # another stride
+        mm_args(a, b, torch.empty(64, 64, dtype=torch.float64)),  # another dtype
+        mm_args(a, b, torch.empty(32, 64)),  # another shape
+        mm_args(a, b, unaligned),  # an address not 16-byte aligned
+        mm_args(a, b, c)[:-1],  # one argument short
+        (*mm_args(a, b, c)[:3], None, *mm_args(a, b, c)[4:]),  # None for an int
+        [*mm_args(a, b, c)],  # a list, not a tuple
+    ]
+    for args in calls:
+        for kwargs in ({}, {"extra": 1}):
+            for kernel in (KERNEL, object()):
+                call = (kernel, args, kwargs, bind_2d(64, 64))
+                want = outcome(py, py_rec, py_entry, *call)
+                got = outcome(cf, c_rec, c_entry, *call)
+                assert got == want, (args, kwargs)
+    # The first call launched, with the addresses in place of the tensors.
+    first = outcome(cf, c_rec, c_entry, KERNEL, mm_args(a, b, c), {}, bind_2d(64, 64))
+    assert first[0] == "result" and first[1] is True
+    ((name, launched),) = first[2]
+    assert name == "run"
+    assert launched[:4] == (1, 64, 1, 1000)  # grid (cdiv(64, 64), 64, 1), stream of device 0
+    assert launched[4:6] == ("function", "metadata")
+    assert launched[6:9] == (a.data_ptr(), b.data_ptr(), c.data_ptr())
+    assert launched[9:] == (*mm_args(a, b, c)[3:], "tail0")
+
+
+def test_packed_args_holes_dyn_hooks_and_device_match_python(fused_type: Any) -> None:
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    args = mm_args(a, b, c)
+    for packs in (False, True):
+        py, cf, py_rec, c_rec, py_entry, c_entry, runtime = pair(fused_type, args, packs_args=packs)
+        binds = [
+            bind_2d(64, 64),  # direct
+            bind_2d(64, 64, dyn={"BM": 32}),  # another constexpr: the launcher
+            lambda cfg: ((1,), {"BM": 64}, (1,)),  # holes: not fused
+            lambda cfg: ((), {"BM": 64}, (4,)),  # a 1-d grid
+            lambda cfg: ((), {"BM": 64}, [2, 3, 4, 5]),  # a list, longer than 3
+            lambda cfg: ((), {"BM": 64}, ()),  # empty: an IndexError in both
+            lambda cfg: ((), {"BM": 64}),  # two values: a ValueError in both
+            lambda cfg: [(), {"BM": 64}, (2, 2)],  # a list of three unpacks
+        ]
+        for bind in binds:
+            want = outcome(py, py_rec, py_entry, KERNEL, args, {}, bind)
+            assert outcome(cf, c_rec, c_entry, KERNEL, args, {}, bind) == want
+        # A launch hook sends the call to the launcher in both forms.
+        runtime.launch_enter_hook.calls.append(print)
+        want = outcome(py, py_rec, py_entry, KERNEL, args, {}, bind_2d(64, 64))
+        assert want[2][0][0] == "launch"
+        assert outcome(cf, c_rec, c_entry, KERNEL, args, {}, bind_2d(64, 64)) == want
+        runtime.launch_enter_hook.calls.clear()
+        runtime.launch_exit_hook = print  # type: ignore[assignment]  # a hook in place of the chain
+        want = outcome(py, py_rec, py_entry, KERNEL, args, {}, bind_2d(64, 64))
+        assert want[2][0][0] == "launch"
+        assert outcome(cf, c_rec, c_entry, KERNEL, args, {}, bind_2d(64, 64)) == want
+        runtime.launch_exit_hook = Chain()
+        # Another current device: the launcher.
+        py_rec.device = c_rec.device = 1
+        want = outcome(py, py_rec, py_entry, KERNEL, args, {}, bind_2d(64, 64))
+        assert want[2][0][0] == "launch"
+        assert outcome(cf, c_rec, c_entry, KERNEL, args, {}, bind_2d(64, 64)) == want
+
+
+def test_floats_none_holes_and_constexprs_match_python(fused_type: Any) -> None:
+    x = torch.randn(32)
+    sample = (x, 0.5, None, HOLE, 3)
+    py, cf, py_rec, c_rec, py_entry, c_entry, _ = pair(
+        fused_type, sample, constexprs=frozenset({4})
+    )
+    variants = [
+        sample,
+        (x, 2.0, None, HOLE, 3),
+        (x, 2, None, HOLE, 3),  # an int for the float
+        (x, 0.5, 0, HOLE, 3),  # not None
+        (x, 0.5, None, None, 3),  # not the hole
+        (x, 0.5, None, HOLE, 4),  # another constexpr value
+        (x, 0.5, None, HOLE, 3.0),  # equal but another type: another constexpr
+        (x, 0.5, None, HOLE, [3]),  # unhashable
+    ]
+    for args in variants:
+        call = (KERNEL, args, {}, lambda cfg: ((), {"BM": 64}, (1,)))
+        assert outcome(cf, c_rec, c_entry, *call) == outcome(py, py_rec, py_entry, *call)
+
+
+def test_errors_from_the_callables_propagate(fused_type: Any) -> None:
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    args = mm_args(a, b, c)
+    _, cf, _, c_rec, _, _, _ = pair(fused_type, args)
+
+    def bad_bind(cfg: Any) -> Any:
+        raise KeyError("from bind")
+
+    with pytest.raises(KeyError, match="from bind"):
+        cf(KERNEL, args, {}, bad_bind)
+
+    def bad_run(*_: Any) -> None:
+        raise RuntimeError("from the launch")
+
+    c_rec.run = bad_run  # type: ignore[method-assign]  # too late: the C object holds the old one
+    assert cf(KERNEL, args, {}, bind_2d(64, 64)) is not None
+    with pytest.raises(TypeError):
+        cf(KERNEL, args, {})  # three arguments
+
+
+def test_bad_construction_is_an_error(fused_type: Any) -> None:
+    x = torch.randn(4)
+    code = keys.repeat_check_code((x, 1), frozenset(), HOLE, True, compat.layout_check)
+    assert code is not None
+    common = (HOLE, keys.constexpr_key, code.env["check"], None, None, None, None, {}, None)
+    tail = (print, 0, int, int, (), (), False)
+    with pytest.raises(ValueError, match="unknown kind"):
+        fused_type(KERNEL, (0, 42), (0, 0), (None, None), (0,), True, True, *common, *tail)
+    with pytest.raises(ValueError, match="differ in length"):
+        fused_type(KERNEL, (0, 3), (0,), (None, None), (0,), True, True, *common, *tail)
+    with pytest.raises(ValueError, match="non-tensor kind"):
+        fused_type(KERNEL, (0, 3), (0, 0), (None, None), (1,), True, True, *common, *tail)
+
+
+def test_a_damaged_module_is_rebuilt_and_a_shared_directory_refused(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    script = textwrap.dedent(
+        """
+        import sys
+        from tunedsl.runtime import native
+        print(native.fused_type() is not None, native.status())
+        """
+    )
+
+    def run() -> str:
+        env = {"TUNEDSL_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    assert run() == "True loaded"
+    (module,) = (cache / "native").glob(f"{native.MODULE_NAME}_*")
+    module.write_bytes(b"not an ELF file")  # damaged
+    assert run() == "True loaded"
+    assert module.read_bytes().startswith(b"\x7fELF")  # built again
+    (cache / "native").chmod(0o777)  # writable by others: never load code from it
+    try:
+        out = run()
+    finally:
+        (cache / "native").chmod(0o700)
+    assert out.startswith("False unavailable:") and "not private" in out
