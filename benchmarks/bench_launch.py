@@ -119,6 +119,12 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
     with _env("TUNEDSL_FUSED_LAUNCH", "0"):
         for _ in range(3):
             dsl_add_unfused(a, b, c, n)  # type: ignore[operator]
+    # ... and with the fused launch in its Python form (TUNEDSL_NATIVE_LAUNCH=0, read when
+    # the entry is fused): what the C form saves.
+    dsl_add_pyfused = _dsl_variant(DSL_SOURCE, "add", {"vadd": vadd}, "TUNEDSL_NATIVE_LAUNCH")
+    with _env("TUNEDSL_NATIVE_LAUNCH", "0"):
+        for _ in range(3):
+            dsl_add_pyfused(a, b, c, n)
     sync(device)
 
     fns: dict[str, Callable[[], object]] = {
@@ -126,6 +132,7 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
         "tunedsl DSL": lambda: dsl_add(a, b, c, n),  # type: ignore[operator]
         "tunedsl DSL, repeat check off": lambda: dsl_add_off(a, b, c, n),  # type: ignore[operator]
         "tunedsl DSL, fused launch off": lambda: dsl_add_unfused(a, b, c, n),  # type: ignore[operator]
+        "tunedsl DSL, Python fused launch": lambda: dsl_add_pyfused(a, b, c, n),
         "tunedsl site": lambda: site(vadd, (a, b, c, n), {}, bind, None, None),
         "autotune_launch": lambda: autotune_launch(
             vadd,
@@ -268,6 +275,15 @@ def c_launch(
     return lambda: run(gx, gy, gz, get_stream(device), *middle, *args)
 
 
+def _dsl_variant(
+    source: str, name: str, kernels: dict[str, object], label: str
+) -> Callable[..., object]:
+    """The DSL function ``name`` of ``source``, at a site of its own (a file name of its own)."""
+    namespace: dict[str, object] = {**kernels, "__name__": f"bench_launch_{name}_{label}"}
+    exec(compile_source(source, filename=f"{__file__}:{label}"), namespace)
+    return namespace[name]  # type: ignore[return-value]
+
+
 MM_DSL_SOURCE = """
 from tunedsl import autotune, cdiv
 
@@ -303,6 +319,10 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
     with _env("TUNEDSL_FUSED_LAUNCH", "0"):
         for _ in range(3):
             mm_call_unfused(a, b, c, size, size, size, *strides)  # type: ignore[operator]
+    mm_call_pyfused = _dsl_variant(MM_DSL_SOURCE, "mm_call", {"mm": mm}, "TUNEDSL_NATIVE_LAUNCH")
+    with _env("TUNEDSL_NATIVE_LAUNCH", "0"):
+        for _ in range(3):
+            mm_call_pyfused(a, b, c, size, size, size, *strides)
     grid = (triton.cdiv(size, 64), triton.cdiv(size, 64))
     fns: dict[str, Callable[[], object]] = {
         "mm raw mm[grid]": lambda: mm[grid](
@@ -313,6 +333,9 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
             a, b, c, size, size, size, *strides
         ),
         "mm tunedsl DSL, fused launch off": lambda: mm_call_unfused(  # type: ignore[operator]
+            a, b, c, size, size, size, *strides
+        ),
+        "mm tunedsl DSL, Python fused launch": lambda: mm_call_pyfused(
             a, b, c, size, size, size, *strides
         ),
     }

@@ -17,6 +17,8 @@
 #                                                 # abort seen once), the anchor's choice by timer
 #   bash benchmarks/run_gpu_session.sh fourth-d OUTDIR  # after the exit fix: the random skinny
 #                                                 # child four times, every GPU test
+#   bash benchmarks/run_gpu_session.sh fifth-a OUTDIR  # the C fused launch: every GPU test,
+#                                                 # launch overhead (7 repeats), its build time
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -77,6 +79,13 @@ print('form', compat._launcher_form(CudaLauncher), 'names', sorted(compat._code_
 print(inspect.getsource(CudaLauncher.__call__))"
     TAIL=50 step gpu_tests 250 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
     TAIL=40 step bench_launch 200 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
+elif [ "$part" = fifth-a ]; then  # fifth pass: the C fused launch
+    step native_build 60 "$py" -c "import time, tempfile, pathlib
+from tunedsl.runtime import native
+t = time.perf_counter(); p = native.build(pathlib.Path(tempfile.mkdtemp()))
+print('built', p.name, 'in', round(time.perf_counter() - t, 3), 's with', native.compiler())"
+    TAIL=50 step gpu_tests 280 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
+    TAIL=40 step bench_launch 220 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
 elif [ "$part" = fourth-b ]; then  # fourth pass: search at scale (stored tables), cold anchor
     step search_softmax 130 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --triton-subset 12 --ref-leaders 16 --ref-budget 15

@@ -295,14 +295,18 @@ def add(a, b, c, n):
 """
 
 
-def test_fused_launch_on_the_dsl_hot_path() -> None:
-    # A repeated layout launches through the entry's fused function (runtime/fused.py);
+@pytest.mark.parametrize("native", [True, False], ids=["C-form", "Python-form"])
+def test_fused_launch_on_the_dsl_hot_path(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A repeated layout launches through the entry's fused function (runtime/fused.py),
+    # in its C form (the expansion's site.launch is then that object) or its Python form;
     # other layouts, a launch hook and a cleared site take the general path, and every
     # result is right.
     from tunedsl.frontend.compile import compile_source
+    from tunedsl.runtime import native as native_module
 
-    namespace: dict = {"vadd": vadd, "__name__": "gpu_fused"}
-    exec(compile_source(DSL_VADD, filename=__file__ + ":fused"), namespace)
+    monkeypatch.setenv("TUNEDSL_NATIVE_LAUNCH", "1" if native else "0")
+    namespace: dict = {"vadd": vadd, "__name__": f"gpu_fused_{native}"}
+    exec(compile_source(DSL_VADD, filename=f"{__file__}:fused:{native}"), namespace)
     add, site = namespace["add"], namespace["__tunedsl_site_0__"]
     base_a = torch.randn(5000, device="cuda")
     base_b = torch.randn(5000, device="cuda")
@@ -318,6 +322,11 @@ def test_fused_launch_on_the_dsl_hot_path() -> None:
         call(0, 4096)
     fused = site._fast
     assert fused is not None, "the repeated layout should launch through its fused function"
+    if native:
+        assert native_module.fused_type() is not None, native_module.status()
+        assert site.launch is fused and type(fused).__name__ == "Fused"
+    else:
+        assert site.launch == site._call and not hasattr(fused, "takes_whole_call")
     for offset, n in [(1, 4096), (0, 4000), (0, 4096), (4, 1), (0, 16), (0, 4096)]:
         call(offset, n)
     assert site._fast is fused  # built once per entry, back in use with its layout

@@ -387,7 +387,14 @@ class _MacroExpander(MacroChecks):
                 ),
             )
         site_call = ast.Call(
-            func=load(self.names.site(self.n)),
+            # site.launch, not site(...): an instance attribute the site points at its
+            # fastest callable (runtime/site.py), so a repeated call enters no Python frame.
+            # Placed on the macro's first line: Python reports a method call at its
+            # attribute, and tracebacks must name the line the macro starts on.
+            func=at(
+                ast.Attribute(value=load(self.names.site(self.n)), attr="launch", ctx=ast.Load()),
+                (self.span[0], self.span[1], self.span[0], self.span[1]),
+            ),
             args=[
                 call.func,
                 at(ast.Tuple(elts=args, ctx=ast.Load()), launch_span),

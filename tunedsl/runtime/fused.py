@@ -46,18 +46,36 @@ Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], 
 NATIVE_HOOKED_CODE = "({rt}.launch_enter_hook.calls or {rt}.launch_exit_hook.calls)"
 
 
-def make_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan) -> Fused:
+def make_fused(
+    kernel: Any,
+    entry: Entry,
+    check: RepeatCheckCode,
+    plan: DirectPlan,
+    fallback: Callable[..., Any] | None = None,
+) -> Fused:
     """The fused launch of ``entry`` for calls of ``kernel`` that pass ``check``: its C form
-    where that can be had, else the generated Python function."""
+    where that can be had, else the generated Python function. ``fallback``, the site's
+    call: the C form then also takes the whole call, ``(kernel, args, kwargs, bind, key,
+    lazy)``, and hands a call it turns down to ``fallback`` (see :func:`takes_whole_call`)."""
     if knobs.native_launch() and plan.hooked_code == NATIVE_HOOKED_CODE and check.arg_checks:
         fused_type = native.fused_type()
         if fused_type is not None:
-            return make_native_fused(fused_type, kernel, entry, check, plan)
+            return make_native_fused(fused_type, kernel, entry, check, plan, fallback)
     return make_python_fused(kernel, entry, check, plan)
 
 
+def takes_whole_call(fused: Fused | None) -> bool:
+    """Whether ``fused`` is a C form built with a fallback: the site's call itself."""
+    return getattr(fused, "takes_whole_call", False) is True
+
+
 def make_native_fused(
-    fused_type: Any, kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan
+    fused_type: Any,
+    kernel: Any,
+    entry: Entry,
+    check: RepeatCheckCode,
+    plan: DirectPlan,
+    fallback: Callable[..., Any] | None = None,
 ) -> Fused:
     """The C form (``native_fused.c``) of :func:`make_python_fused`."""
     fused: Fused = fused_type(
@@ -84,6 +102,7 @@ def make_native_fused(
         tuple(plan.middle),
         tuple(plan.tail),
         plan.packs_args,
+        fallback,
     )
     return fused
 

@@ -50,6 +50,7 @@ typedef struct {
     int packs_args;
     PyObject *kernel, *hole, *constexpr_key, *check, *config, *result, *entry, *launch;
     PyObject *dyn0, *rt, *run, *device, *get_device, *get_stream, *middle, *tail;
+    PyObject *fallback; /* the site's call, for a call of six arguments this one turns down */
 } Fused;
 
 static PyObject *str_data_ptr, *str_used, *str_enter, *str_exit, *str_calls;
@@ -72,6 +73,7 @@ static int fused_traverse(Fused *self, visitproc visit, void *arg) {
     Py_VISIT(self->get_stream);
     Py_VISIT(self->middle);
     Py_VISIT(self->tail);
+    Py_VISIT(self->fallback);
     return 0;
 }
 
@@ -93,6 +95,7 @@ static int fused_clear(Fused *self) {
     Py_CLEAR(self->get_stream);
     Py_CLEAR(self->middle);
     Py_CLEAR(self->tail);
+    Py_CLEAR(self->fallback);
     return 0;
 }
 
@@ -145,14 +148,8 @@ error:
     return -2;
 }
 
-static PyObject *fused_call(PyObject *callable, PyObject *const *argv, size_t nargsf,
-                            PyObject *kwnames) {
-    Fused *self = (Fused *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "fused(kernel, args, kwargs, bind): 4 positional arguments");
-        return NULL;
-    }
+/* The fused launch proper: (kernel, args, kwargs, bind) -> the result, or None. */
+static PyObject *fused_fast(Fused *self, PyObject *const *argv) {
     PyObject *kernel = argv[0], *args = argv[1], *kwargs = argv[2], *bind = argv[3];
     if (kernel != self->kernel)
         Py_RETURN_NONE;
@@ -365,24 +362,47 @@ done:
     return ret;
 }
 
+/* fused(kernel, args, kwargs, bind): the result or None, as the Python form.
+   fused(kernel, args, kwargs, bind, key, lazy), where built with a fallback: the site's
+   call itself, the fallback taking the calls this one turns down. */
+static PyObject *fused_call(PyObject *callable, PyObject *const *argv, size_t nargsf,
+                            PyObject *kwnames) {
+    Fused *self = (Fused *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    int whole_call = nargs == 6 && self->fallback != Py_None;
+    if ((nargs != 4 && !whole_call) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError,
+                        self->fallback == Py_None
+                            ? "fused(kernel, args, kwargs, bind): 4 positional arguments"
+                            : "fused(kernel, args, kwargs, bind[, key, lazy]): 4 or 6 positional "
+                              "arguments");
+        return NULL;
+    }
+    PyObject *result = fused_fast(self, argv);
+    if (result != Py_None || !whole_call)
+        return result;
+    Py_DECREF(result);
+    return PyObject_Vectorcall(self->fallback, argv, 6, NULL);
+}
+
 static PyObject *fused_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     /* Fused(kernel, kinds, lows, expected, tensor_positions, reads_pointers, as_address,
              hole, constexpr_key, check, config, result, entry, launch, dyn0, rt, run,
-             device, get_device, get_stream, middle, tail, packs_args) */
+             device, get_device, get_stream, middle, tail, packs_args[, fallback]) */
     PyObject *kernel, *kinds, *lows, *expected, *tensor_positions, *hole, *constexpr_key;
     PyObject *check, *config, *result, *entry, *launch, *dyn0, *rt, *run, *device;
-    PyObject *get_device, *get_stream, *middle, *tail;
+    PyObject *get_device, *get_stream, *middle, *tail, *fallback = Py_None;
     int reads_pointers, as_address, packs_args;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "Fused takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!ppOOOOOOOOOOOOOO!O!p", &kernel, &PyTuple_Type, &kinds,
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!ppOOOOOOOOOOOOOO!O!p|O", &kernel, &PyTuple_Type, &kinds,
                           &PyTuple_Type, &lows, &PyTuple_Type, &expected, &PyTuple_Type,
                           &tensor_positions, &reads_pointers, &as_address, &hole, &constexpr_key,
                           &check, &config, &result, &entry, &launch, &dyn0, &rt, &run, &device,
                           &get_device, &get_stream, &PyTuple_Type, &middle, &PyTuple_Type, &tail,
-                          &packs_args))
+                          &packs_args, &fallback))
         return NULL;
     Py_ssize_t arity = PyTuple_GET_SIZE(kinds);
     Py_ssize_t n_tensors = PyTuple_GET_SIZE(tensor_positions);
@@ -445,8 +465,20 @@ static PyObject *fused_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->get_stream = Py_NewRef(get_stream);
     self->middle = Py_NewRef(middle);
     self->tail = Py_NewRef(tail);
+    self->fallback = Py_NewRef(fallback);
     return (PyObject *)self;
 }
+
+static PyObject *fused_takes_whole_call(Fused *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->fallback != Py_None);
+}
+
+static PyGetSetDef fused_getset[] = {
+    {"takes_whole_call", (getter)fused_takes_whole_call, NULL,
+     "Built with a fallback: callable as the site's call (six arguments).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static PyTypeObject FusedType = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -460,6 +492,7 @@ static PyTypeObject FusedType = {
     .tp_traverse = (traverseproc)fused_traverse,
     .tp_clear = (inquiry)fused_clear,
     .tp_dealloc = (destructor)fused_dealloc,
+    .tp_getset = fused_getset,
 };
 
 static struct PyModuleDef module = {

@@ -22,7 +22,7 @@ from tunedsl.model.settings import Settings
 from tunedsl.model.space import Space
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import miss, mistakes
-from tunedsl.runtime.fused import Fused, make_fused
+from tunedsl.runtime.fused import Fused, make_fused, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -151,6 +151,10 @@ class Site:
         # key without building the key (the serving loop: same layout every step).
         self._last: Entry | None = None
         self._fast: Fused | None = None  # the last entry's fused launch, if it has one
+        # What the expansion calls, ``site.launch(kernel, args, ...)``: the last entry's
+        # fused launch where its C form takes the whole call (falling back to ``_call`` for
+        # a call it turns down), else ``_call``. One C call, no Python frame, for a repeat.
+        self.launch: Callable[..., LaunchResult] = self._call
         self._repeat_factory: Callable[[Sequence[Any]], Any] | None = None
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
@@ -166,6 +170,19 @@ class Site:
 
     # -- the hot path -------------------------------------------------------------------
     def __call__(
+        self,
+        kernel: Any,
+        args: tuple[Any, ...],
+        static_kwargs: dict[str, Any],
+        bind: Callable[[Config], Any],
+        key: Any,
+        lazy: Callable[[], Any] | None,
+    ) -> LaunchResult:
+        """The call of the expansion before ``launch`` (bytecode cached by older versions)
+        and of ``autotune_launch``."""
+        return self.launch(kernel, args, static_kwargs, bind, key, lazy)
+
+    def _call(
         self,
         kernel: Any,
         args: tuple[Any, ...],
@@ -237,12 +254,14 @@ class Site:
             if code is None:
                 entry.repeat = _no_repeat
             else:
-                entry.fused = _fuse(self._kernel, entry, code, args)
+                entry.fused = _fuse(self._kernel, entry, code, args, self._call)
                 entry.repeat = keys.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has _no_repeat
             if entry.repeat is not _no_repeat:
                 self._last = entry
                 self._fast = entry.fused
+                whole = takes_whole_call(entry.fused)
+                self.launch = entry.fused if whole else self._call  # type: ignore[assignment]
 
     def call_key(
         self, kernel: Any, args: Sequence[Any], static_kwargs: Mapping[str, Any], key: Any
@@ -430,6 +449,7 @@ class Site:
             entry.repeat = _no_repeat  # callable: a thread may be about to call it
         self._last = None
         self._fast = None
+        self.launch = self._call
         self._table.clear()
 
 
@@ -459,7 +479,11 @@ def _repeat_factory(
 
 
 def _fuse(
-    kernel: Any, entry: Entry, code: keys.RepeatCheckCode, args: Sequence[Any]
+    kernel: Any,
+    entry: Entry,
+    code: keys.RepeatCheckCode,
+    args: Sequence[Any],
+    fallback: Callable[..., Any],
 ) -> Fused | None:
     """The fused launch of ``entry`` (``runtime/fused.py``) where its launcher launches
     directly and the entry needs nothing per call beyond the launch (zeroing, holes)."""
@@ -467,4 +491,4 @@ def _fuse(
     if plan_of is None or entry.zeroing or any(a is HOLE for a in args) or not knobs.fused_launch():
         return None
     plan = plan_of()
-    return None if plan is None else make_fused(kernel, entry, code, plan)
+    return None if plan is None else make_fused(kernel, entry, code, plan, fallback)

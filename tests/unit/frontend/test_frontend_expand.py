@@ -30,7 +30,7 @@ class FakeSite:
         self.site = site
         self.log = log
 
-    def __call__(self, kernel, args, kwargs, bind, key, lazy):  # type: ignore[no-untyped-def]
+    def launch(self, kernel, args, kwargs, bind, key, lazy):  # type: ignore[no-untyped-def]
         lazy_parts = lazy() if lazy is not None else (None, {}, {})
         space = self.site["space"] if self.site["space"] is not None else lazy_parts[0]
         results = []
@@ -298,8 +298,8 @@ def test_macros_in_decorators_and_class_bases_are_expanded() -> None:
     )
     text = expand_source(src)
     assert "autotune(" not in text.replace("from tunedsl import autotune", "")
-    assert "@deco(__tunedsl_site_0__(" in text
-    assert "class C(__tunedsl_site_1__(" in text
+    assert "@deco(__tunedsl_site_0__.launch(" in text
+    assert "class C(__tunedsl_site_1__.launch(" in text
 
 
 def test_undecodable_dsl_bytes_are_a_syntax_error_never_compiled_unexpanded() -> None:

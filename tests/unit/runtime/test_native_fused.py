@@ -305,3 +305,39 @@ def test_a_damaged_module_is_rebuilt_and_a_shared_directory_refused(tmp_path: Pa
     finally:
         (cache / "native").chmod(0o700)
     assert out.startswith("False unavailable:") and "not private" in out
+
+
+def test_with_a_fallback_it_takes_the_whole_call(fused_type: Any) -> None:
+    """Built with the site's call as fallback, the C form is what the expansion calls: six
+    arguments, a call it turns down goes to the fallback whole."""
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    args = mm_args(a, b, c)
+    code = keys.repeat_check_code(args, frozenset(), HOLE, True, compat.layout_check)
+    assert code is not None
+    rec = Recorder()
+    entry = Entry(Config({"BM": 64}), rec.launch, object(), (), ())  # type: ignore[arg-type]
+    plan = DirectPlan(
+        rec.run, (), False, (), 0, rec.get_device, rec.get_stream, {"BM": 64}, Runtime(),
+        fused.NATIVE_HOOKED_CODE, True,
+    )  # fmt: skip
+    fell_back: list[tuple[Any, ...]] = []
+    sentinel = object()
+
+    def fallback(*call: Any) -> Any:
+        fell_back.append(call)
+        return sentinel
+
+    whole = fused.make_native_fused(fused_type, KERNEL, entry, code, plan, fallback)
+    assert fused.takes_whole_call(whole)
+    assert not fused.takes_whole_call(
+        fused.make_native_fused(fused_type, KERNEL, entry, code, plan)
+    )
+    bind = bind_2d(64, 64)
+    assert whole(KERNEL, args, {}, bind, None, None) is entry.result
+    assert not fell_back and rec.calls[0][0] == "run"
+    other = mm_args(a, b, c.t())
+    assert whole(KERNEL, other, {}, bind, "key", "lazy") is sentinel
+    assert fell_back == [(KERNEL, other, {}, bind, "key", "lazy")]
+    assert whole(KERNEL, other, {}, bind) is None  # the four-argument form still answers None
+    with pytest.raises(TypeError):
+        whole(KERNEL, other, {}, bind, None)
