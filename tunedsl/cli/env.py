@@ -95,6 +95,7 @@ def _settings() -> dict[str, str]:
 
 def collect(probe: bool = True) -> dict[str, Any]:
     from tunedsl import __version__
+    from tunedsl.runtime import native
     from tunedsl.store import paths
 
     return {
@@ -115,6 +116,7 @@ def collect(probe: bool = True) -> dict[str, Any]:
             or os.path.join(os.path.expanduser("~"), ".triton", "cache"),
         },
         "settings": _settings(),
+        "hot path": {"C fused launch": native.status()},
     }
 
 

@@ -131,4 +131,9 @@ def status() -> str:
         return "loaded"
     if _failure is not None:
         return f"unavailable: {_failure}"
-    return "not needed yet (built at the first fused launch)"
+    if module_path(paths.cache_root() / "native").is_file():
+        return "built (loaded at the first fused launch)"
+    cc = compiler()
+    if cc is None:
+        return "unavailable: no C compiler found (the fused launch stays Python)"
+    return f"not built yet (built with {cc} at the first fused launch)"
