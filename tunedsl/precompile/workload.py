@@ -290,6 +290,10 @@ class PrecompileSite:
         self._compile(call, session)
         return None
 
+    # What the expansion calls, ``site.launch(...)``: this wrapper's call, not the inner
+    # site's fast launch (which __getattr__ would hand out).
+    launch = __call__
+
     def _tune(self, call: Call, session: PrecompileSession) -> Any:
         """The real site tunes (compiling in parallel) and writes the record."""
         result = self.inner(*call.positional())

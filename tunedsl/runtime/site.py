@@ -180,7 +180,11 @@ class Site:
     ) -> LaunchResult:
         """The call of the expansion before ``launch`` (bytecode cached by older versions)
         and of ``autotune_launch``."""
-        return self.launch(kernel, args, static_kwargs, bind, key, lazy)
+        try:
+            return self.launch(kernel, args, static_kwargs, bind, key, lazy)
+        except UsageError as err:  # the user's mistake: this frame is the last, as from launch
+            __tracebackhide__ = True  # IPython and pytest hide this frame
+            raise mistakes.at_user_frame(err) from None
 
     def _call(
         self,
