@@ -246,7 +246,7 @@ def test_floats_none_holes_and_constexprs_match_python(fused_type: Any) -> None:
 def test_errors_from_the_callables_propagate(fused_type: Any) -> None:
     a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
     args = mm_args(a, b, c)
-    _, cf, _, c_rec, _, _, _ = pair(fused_type, args)
+    _, cf, *_ = pair(fused_type, args)
 
     def bad_bind(cfg: Any) -> Any:
         raise KeyError("from bind")
@@ -254,11 +254,22 @@ def test_errors_from_the_callables_propagate(fused_type: Any) -> None:
     with pytest.raises(KeyError, match="from bind"):
         cf(KERNEL, args, {}, bad_bind)
 
-    def bad_run(*_: Any) -> None:
-        raise RuntimeError("from the launch")
+    class FailingLaunch(Recorder):
+        def run(self, *args: Any) -> None:
+            raise RuntimeError("from the launch")
 
-    c_rec.run = bad_run  # type: ignore[method-assign]  # too late: the C object holds the old one
-    assert cf(KERNEL, args, {}, bind_2d(64, 64)) is not None
+    code = keys.repeat_check_code(args, frozenset(), HOLE, True, compat.layout_check)
+    assert code is not None
+    rec = FailingLaunch()
+    entry = Entry(Config({"BM": 64}), rec.launch, object(), (), ())  # type: ignore[arg-type]
+    plan = DirectPlan(
+        rec.run, (), False, (), 0, rec.get_device, rec.get_stream, {"BM": 64}, Runtime(),
+        fused.NATIVE_HOOKED_CODE, True,
+    )  # fmt: skip
+    failing = fused.make_native_fused(fused_type, KERNEL, entry, code, plan)
+    with pytest.raises(RuntimeError, match="from the launch"):
+        failing(KERNEL, args, {}, bind_2d(64, 64))
+    assert cf(KERNEL, args, {}, bind_2d(64, 64)) is not None  # the other object is unaffected
     with pytest.raises(TypeError):
         cf(KERNEL, args, {})  # three arguments
 
