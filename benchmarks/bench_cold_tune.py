@@ -126,9 +126,13 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
     wall = time.perf_counter() - start
     chosen = {k: launch.config[k] for k in space.configs[0]}
     measured = sum(1 for r in launch.timings.values() if r.status == "ok")
+    from tunedsl.backends import process_compile
+    from tunedsl.engine import compile_processes
+
     return {"first_call_s": wall, "chosen": chosen, "source": launch.source,
             "measured": measured, "rel_err": rel_err(a, b, c),
-            "breakdown": tune_breakdown.report(wall)}  # fmt: skip
+            "breakdown": tune_breakdown.report(wall),
+            "processes": {**process_compile.stats, **compile_processes.stats}}  # fmt: skip
 
 
 def rel_err(a, b, c) -> float:
@@ -186,11 +190,17 @@ def child(ns: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(out))
 
 
-def spawn(mode: str, ns: argparse.Namespace, tmp: str) -> dict:
+#: ``--tunedsl``: tunedsl rows, each with its compile setting (TUNEDSL_COMPILE_PROCESSES).
+TUNEDSL_MODES = {"default": None, "threads": "off", "processes": "on"}
+
+
+def spawn(mode: str, ns: argparse.Namespace, tmp: str, setting: str = "default") -> dict:
     # The reference compiles from the triton run's cache: its compiling is not measured.
-    cache = "triton" if mode == "exhaustive" else mode
+    cache = "triton" if mode == "exhaustive" else f"{mode}-{setting}"
     env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tmp, cache, "triton"),
-               TUNEDSL_CACHE_DIR=os.path.join(tmp, mode, "tunedsl"))  # fmt: skip
+               TUNEDSL_CACHE_DIR=os.path.join(tmp, f"{mode}-{setting}", "tunedsl"))  # fmt: skip
+    if TUNEDSL_MODES.get(setting):
+        env["TUNEDSL_COMPILE_PROCESSES"] = str(TUNEDSL_MODES[setting])
     cmd = [sys.executable, __file__, "--child", mode, "--space", ns.space, "--size", str(ns.size),
            "--rounds", str(ns.rounds), "--rep", str(ns.rep), "--device", ns.device]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -229,6 +239,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="exhaustive timing rounds")
     parser.add_argument("--rep", type=int, default=300, help="exhaustive do_bench rep, ms")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--tunedsl", default="default",
+        help="tunedsl rows, comma-separated: default, threads (TUNEDSL_COMPILE_PROCESSES=off), "
+        "processes (=on); each in its own fresh process and caches",
+    )  # fmt: skip
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     parser.add_argument("--plumbing", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -240,15 +255,23 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("bench_cold_tune needs a CUDA GPU (try --plumbing without one)")
     space = SPACES[ns.space]
+    settings = [m.strip() for m in ns.tunedsl.split(",") if m.strip()]
+    unknown = sorted(set(settings) - set(TUNEDSL_MODES))
+    if unknown or not settings:
+        raise SystemExit(f"--tunedsl: unknown {unknown}; choose from {sorted(TUNEDSL_MODES)}")
     with tempfile.TemporaryDirectory() as tmp:
         tri = spawn("triton", ns, tmp)
-        tds = spawn("tunedsl", ns, tmp)
+        rows = {setting: spawn("tunedsl", ns, tmp, setting) for setting in settings}
         ref = spawn("exhaustive", ns, tmp)
-    for line in table(ns, space, tri, tds, ref, torch.cuda.get_device_name()):
-        print(line)
-    if ns.json:
-        ratio = tds["first_call_s"] / tri["first_call_s"]
-        print(json.dumps({"triton": tri, "tunedsl": tds, "exhaustive": ref, "ratio": ratio}))
+    for setting, tds in rows.items():
+        if len(rows) > 1:
+            print(f"-- tunedsl row: {setting} (processes: {tds.get('processes')})")
+        for line in table(ns, space, tri, tds, ref, torch.cuda.get_device_name()):
+            print(line)
+        if ns.json:
+            ratio = tds["first_call_s"] / tri["first_call_s"]
+            print(json.dumps({"triton": tri, "tunedsl": tds, "setting": setting,
+                              "exhaustive": ref, "ratio": ratio}))  # fmt: skip
 
 
 def table(ns: argparse.Namespace, space: ColdSpace, tri: dict, tds: dict, ref: dict,

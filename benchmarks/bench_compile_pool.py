@@ -5,7 +5,8 @@ Compiles the 48 configurations of the anchor's fp16 matmul (``/work/shared/ancho
 (imports done before the clock starts): serially; on tunedsl's thread pool
 (``compile_stream``); on a pool of spawned processes, counting their start-up (what a
 one-shot tuning with process workers would pay: each imports Triton and gets the kernel
-by pickle); on a pre-started, pre-imported process pool (the best case for processes);
+by pickle); on a pre-started, pre-imported process pool (the best case for processes); on tunedsl's
+forked workers (``TUNEDSL_COMPILE_PROCESSES=on``: one fork of this process, counted);
 then the thread pool again on the now-warm cache.
 
     python benchmarks/bench_compile_pool.py [--workers N] [--configs 48] [--target cuda:90]
@@ -87,6 +88,20 @@ def run_mode(mode: str, n: int, workers: int, target: str) -> dict[str, object]:
         jobs = [CompileJob(c, lambda c=c: compile_one(c, target)) for c in cfgs]
         pool = 1 if mode == "serial" else workers
         failed = sum(isinstance(r, BaseException) for _, r in compile_stream(jobs, workers=pool))
+    elif mode == "forked":  # tunedsl's forked workers (TUNEDSL_COMPILE_PROCESSES=on)
+        from tunedsl.backends.process_compile import variant_compiler
+        from tunedsl.engine.compile_pool import CompileJob, compile_stream
+
+        os.environ["TUNEDSL_COMPILE_PROCESSES"] = "on"
+        compile_v = variant_compiler(mm, len(cfgs), target=target, workers=workers)
+
+        def forked_one(cfg: dict[str, int]) -> str:
+            kwargs = {k: cfg[k] for k in ("BM", "BN", "BK")}
+            options = {k: cfg[k] for k in ("num_warps", "num_stages")}
+            return compile_v(_args(), kwargs, options).hash
+
+        jobs = [CompileJob(c, lambda c=c: forked_one(c)) for c in cfgs]
+        failed = sum(isinstance(r, BaseException) for _, r in compile_stream(jobs, workers=workers))
     elif mode == "processes":
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -176,8 +191,9 @@ def main() -> None:
     rows = []
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        for mode, cache in [("serial", "s"), ("threads", "t"), ("processes", "p"),
-                            ("processes-prestarted", "q"), ("threads-warm", "t")]:  # fmt: skip
+        for mode, cache in [("serial", "s"), ("threads", "t"), ("forked", "f"),
+                            ("processes", "p"), ("processes-prestarted", "q"),
+                            ("threads-warm", "t")]:  # fmt: skip
             env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tmp, cache),
                        TUNEDSL_CACHE_DIR=os.path.join(tmp, "tunedsl-" + cache),
                        TRITON_DEFAULT_FP_FUSION=os.environ.get("TRITON_DEFAULT_FP_FUSION", "1"))  # fmt: skip

@@ -20,6 +20,9 @@ round trips, race samples, configurations opened).
     large       about 1,100 configurations (BM, BN in 16..256, BK in 16..128, 2 to 8 warps,
                 2 to 5 stages) less those whose pipelined tiles exceed the shared memory
     NAME@S      the space NAME searched under a budget of S seconds
+    NAME+warm   the space with every configuration already in Triton's cache (what a later
+                shape of the same kernel finds: measuring, not compiling, is the work); the
+                cache is filled once per space, untimed, and copied for each row
 
     python benchmarks/bench_multi_gpu.py                      # on a host with >= 2 GPUs
     python benchmarks/bench_multi_gpu.py --spaces anchor-48,large@20 --order 1221 --json o.json
@@ -98,7 +101,7 @@ def tune_once(
     workers): wall time, the choice and where the time went."""
     import dataclasses
 
-    from tunedsl.backends import multi_device
+    from tunedsl.backends import multi_device, process_compile
     from tunedsl.engine.driver import run_search
     from tunedsl.engine.search import make_strategy
     from tunedsl.model.space import ListSpace
@@ -139,7 +142,41 @@ def tune_once(
             for w in map(dataclasses.asdict, split.workers)
         ],
         "host_compiles": sum(m.compiles.values()),
+        "processes": dict(process_compile.stats),  # host compiles built by forked workers
     }
+
+
+def parse_space(space: str) -> tuple[str, float | None, bool]:
+    """``NAME[@BUDGET][+warm]`` -> (name, budget seconds or None, warm)."""
+    body, plus, flag = space.partition("+")
+    if plus and flag != "warm":
+        raise SystemExit(f"space {space!r}: the only suffix is +warm")
+    name, _, limit = body.partition("@")
+    return name, float(limit) if limit else None, bool(plus)
+
+
+def fill_cache(space: str, size: int) -> dict[str, Any]:
+    """Compile every configuration of ``space`` into Triton's cache (this process's
+    TRITON_CACHE_DIR), on all cores, for GPU 0; untimed by the rows."""
+    import torch
+
+    from tunedsl.backends.process_compile import variant_compiler
+    from tunedsl.engine.compile_pool import CompileJob, compile_stream
+
+    name, _, _ = parse_space(space)
+    torch.cuda.set_device(0)
+    req = mm_request(size, space_configs(name), "cuda")
+    start = time.perf_counter()
+    compile_v = variant_compiler(req.kernel, len(req.variants))
+    jobs = [
+        CompileJob(v.config, lambda v=v: compile_v(v.args, v.kwargs, v.options))
+        for v in req.variants
+    ]
+    failed = sum(isinstance(r, BaseException) for _, r in compile_stream(jobs))
+    from tunedsl.backends import process_compile
+
+    return {"fill_s": round(time.perf_counter() - start, 1), "failed": failed,
+            "processes": process_compile.stats}  # fmt: skip
 
 
 def run_row(space: str, gpus: int, size: int, smoke: bool) -> dict[str, Any]:
@@ -152,8 +189,8 @@ def run_row(space: str, gpus: int, size: int, smoke: bool) -> dict[str, Any]:
         budget = None
     else:
         device, devices = "cuda", list(range(gpus))
-        name, _, limit = space.partition("@")
-        configs, budget = space_configs(name), float(limit) if limit else None
+        name, budget, _ = parse_space(space)
+        configs = space_configs(name)
         torch.cuda.set_device(0)
     req = mm_request(size, configs, device)
     return {"space": space, **tune_once(req, devices, budget_s=budget)}
@@ -166,9 +203,32 @@ SMOKE_CONFIGS = [
 ]
 
 
+_warm_caches: dict[str, Path] = {}  # space -> a Triton cache holding all its configurations
+
+
+def warm_cache(space: str, args: argparse.Namespace) -> Path:
+    """The filled Triton cache of ``space`` (filled on first use, in a child process)."""
+    name, _, _ = parse_space(space)
+    if name not in _warm_caches:
+        cache = Path(tempfile.mkdtemp(prefix="bench-multi-gpu-warm-")) / "triton"
+        env = dict(os.environ, TRITON_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
+        env["TUNEDSL_CACHE_DIR"] = str(cache.parent / "tunedsl")
+        command = [sys.executable, __file__, "--fill", space, "--size", str(args.size)]
+        proc = subprocess.run(command, env=env, capture_output=True, text=True)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("FILL ")]
+        if proc.returncode != 0 or not lines:
+            raise SystemExit(f"filling the cache of {space} failed:\n{proc.stderr[-2000:]}")
+        print(f"{space}: cache filled, untimed: {lines[-1][5:]}", flush=True)
+        _warm_caches[name] = cache
+    return _warm_caches[name]
+
+
 def spawn_row(space: str, gpus: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One row in a child process with its own empty Triton and tunedsl caches."""
+    """One row in a child process with its own Triton and tunedsl caches: empty, or for a
+    ``+warm`` space a copy of the filled Triton cache."""
     scratch = Path(tempfile.mkdtemp(prefix="bench-multi-gpu-"))
+    if parse_space(space)[2] and not args.smoke:
+        shutil.copytree(warm_cache(space, args), scratch / "triton")
     env = dict(os.environ)
     env.update(
         TRITON_CACHE_DIR=str(scratch / "triton"),
@@ -285,7 +345,11 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="CPU: 8 configs, interpreters")
     parser.add_argument("--row", help=argparse.SUPPRESS)  # internal: run one row here
     parser.add_argument("--gpus", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--fill", help=argparse.SUPPRESS)  # internal: fill the cache here
     args = parser.parse_args()
+    if args.fill:
+        print("FILL " + json.dumps(fill_cache(args.fill, args.size)))
+        return 0
     if args.smoke:
         args.size = 64 if args.size == 4096 else args.size
     if args.row:

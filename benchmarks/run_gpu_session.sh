@@ -19,6 +19,11 @@
 #                                                 # child four times, every GPU test
 #   bash benchmarks/run_gpu_session.sh fifth-a OUTDIR  # the C fused launch: every GPU test,
 #                                                 # launch overhead (7 repeats), its build time
+#   bash benchmarks/run_gpu_session.sh sixth-a OUTDIR  # forked compile workers: the compile
+#                                                 # pool's modes, cold anchor (x2) and tutorial
+#                                                 # 03 with threads against processes
+#   bash benchmarks/run_gpu_session.sh sixth-b OUTDIR  # every GPU test, search at scale on
+#                                                 # split-K and softmax (stored tables)
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -86,6 +91,20 @@ t = time.perf_counter(); p = native.build(pathlib.Path(tempfile.mkdtemp()))
 print('built', p.name, 'in', round(time.perf_counter() - t, 3), 's with', native.compiler())"
     TAIL=50 step gpu_tests 280 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
     TAIL=40 step bench_launch 220 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
+elif [ "$part" = sixth-a ]; then  # sixth pass: forked compile workers (issue 12's racing)
+    TAIL=10 step compile_pool 150 "$py" benchmarks/bench_compile_pool.py
+    for i in 1 2; do
+        TAIL=22 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100 --tunedsl processes,threads
+    done
+    TAIL=22 step cold_tutorial03 150 "$py" benchmarks/bench_cold_tune.py --space tutorial03 \
+        --rounds 3 --rep 100 --tunedsl processes,threads
+elif [ "$part" = sixth-b ]; then  # sixth pass: every GPU test, search at scale
+    TAIL=50 step gpu_tests 260 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
+    step search_splitk 160 "$py" benchmarks/bench_search.py --family splitk --shape skinny \
+        --budget 7.5 --triton-subset 8
+    step search_softmax 120 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
+        --triton-subset 8
 elif [ "$part" = fourth-b ]; then  # fourth pass: search at scale (stored tables), cold anchor
     step search_softmax 130 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --triton-subset 12 --ref-leaders 16 --ref-budget 15

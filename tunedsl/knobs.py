@@ -138,6 +138,19 @@ def compile_workers() -> int | None:
     return _int("TUNEDSL_COMPILE_WORKERS", None)
 
 
+#: ``TUNEDSL_COMPILE_PROCESSES=auto`` uses forked compile processes from this many workers on.
+COMPILE_PROCESSES_FROM = 4
+
+
+def compile_processes() -> str:
+    """``TUNEDSL_COMPILE_PROCESSES=auto|on|off``: compile in forked worker processes, each with
+    its own GIL, instead of threads alone (``engine/compile_processes.py``; default ``auto``:
+    on with at least ``COMPILE_PROCESSES_FROM`` compile workers, where threads contend for the
+    GIL)."""
+    value = _choice("TUNEDSL_COMPILE_PROCESSES", "auto", ("auto", "on", "off", "1", "0"))
+    return {"1": "on", "0": "off"}.get(value, value)
+
+
 def compile_timeout_s() -> float:
     """``TUNEDSL_COMPILE_TIMEOUT``: seconds one configuration may compile before it is dropped."""
     return _float("TUNEDSL_COMPILE_TIMEOUT", 300.0)
@@ -362,6 +375,7 @@ SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_PRINT_AUTOTUNING": print_autotuning,
     "TUNEDSL_COMPILE_WORKERS": compile_workers,
     "TUNEDSL_COMPILE_TIMEOUT": compile_timeout_s,
+    "TUNEDSL_COMPILE_PROCESSES": compile_processes,
     "TUNEDSL_RECORDS_PATH": records_path,
     "TUNEDSL_DIRECT_LAUNCH": direct_launch,
     "TUNEDSL_REPEAT_CHECK": repeat_check,

@@ -529,6 +529,21 @@ def triton_cache_key(src: Any, backend: Any, options: Any, env: Mapping[str, str
     return str(get_cache_key(src, backend, options, dict(env)))
 
 
+def warm_compile_caches(target: Any) -> None:
+    """Compute what every compile in a process computes once (``triton_key()``, the backend's
+    hash with the ptxas version), so that processes forked afterwards inherit it
+    (``triton_key`` in ``triton.runtime.cache`` in 3.9.0, ``triton.compiler.compiler`` in
+    3.6.0)."""
+    from triton.compiler.compiler import make_backend
+
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:
+        from triton.compiler.compiler import triton_key
+    triton_key()
+    make_backend(target).hash()
+
+
 def cache_key_with(fingerprint: str, src: Any, backend: Any, options: Any, env: Mapping) -> str:
     """Triton's cache-key format with ``triton_key()`` replaced by ``fingerprint``:
     ``f"{triton_key}-{src.hash()}-{backend.hash()}-{options.hash()}-{sorted env}"``

@@ -117,17 +117,14 @@ class HostCompiler:
 
     def _compile_all(self, configs: list[Config]) -> None:
         from tunedsl.backends.inprocess import reason
-        from tunedsl.backends.triton_compile import compile_variant
+        from tunedsl.backends.process_compile import variant_compiler
         from tunedsl.engine.compile_pool import CompileJob, compile_stream
+
+        compile_variant = variant_compiler(self.kernel, len(configs), target=self.target)
 
         def job(config: Config) -> CompileJob:
             v = self.variants[config]
-            return CompileJob(
-                config,
-                lambda: compile_variant(
-                    self.kernel, v.args, v.kwargs, v.options, target=self.target
-                ),
-            )
+            return CompileJob(config, lambda: compile_variant(v.args, v.kwargs, v.options))
 
         with self._cond:
             if self._active == 0:

@@ -154,9 +154,10 @@ def compile_jobs(
         for v in todo:
             yield v, None
         return
-    from tunedsl.backends.triton_compile import compile_variant
+    from tunedsl.backends.process_compile import variant_compiler
     from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
+    compile_variant = variant_compiler(kernel, len(todo))  # before the stream's threads
     by_id: dict[int, Variant] = {}
     jobs = []
     for v in todo:
@@ -164,7 +165,7 @@ def compile_jobs(
         def compile_one(v: Variant = v) -> object:
             if cancelled is not None and cancelled.is_set():
                 raise RuntimeError("compile-ahead cancelled: the search ended")
-            return compile_variant(kernel, v.args, v.kwargs, v.options)
+            return compile_variant(v.args, v.kwargs, v.options)
 
         job = CompileJob(v.config, compile_one)
         by_id[id(job)] = v

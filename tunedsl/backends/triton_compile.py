@@ -24,6 +24,8 @@ Only this package imports triton, and only when these functions run.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -39,11 +41,15 @@ from tunedsl.store.locks import compile_lock, file_lock
 __all__ = [
     "CrossCompiled",
     "InterpretedHandle",
+    "as_built",
     "compile_signature",
+    "compile_source",
     "compile_variant",
     "cross_target_facts",
+    "cuda_device_of",
     "interpreting",
     "is_cache_hit",
+    "pack_launch",
     "parse_target",
     "triton_specialization",
     "unwrap_jit",
@@ -170,7 +176,7 @@ def compile_variant(
         return _cross_compile(unwrap_jit(kernel), args, kwargs, options, parse_target(target))
     if interpreting():
         return InterpretedHandle(str(getattr(kernel, "__name__", None) or repr(kernel)))
-    device = _cuda_device_of(args, kwargs)
+    device = cuda_device_of(args, kwargs)
     if device is None:
         return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
     import torch
@@ -180,7 +186,7 @@ def compile_variant(
         return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
 
 
-def _cuda_device_of(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | None:
+def cuda_device_of(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | None:
     for value in (*args, *kwargs.values()):
         device: Any = getattr(value, "device", None)
         index = getattr(device, "index", None)
@@ -273,6 +279,16 @@ def is_cache_hit(handle: Any) -> bool:
         return False
 
 
+def as_built(handle: Any) -> Any:
+    """``handle`` counted as compiled now, not found compiled: a worker process built it
+    into the cache moments ago for this very call (``process_compile.py``)."""
+    if isinstance(handle, CrossCompiled):
+        return dataclasses.replace(handle, cached=False)
+    with contextlib.suppress(TypeError):
+        _cache_hits.discard(handle)
+    return handle
+
+
 def pack_launch(
     jit_fn: Any,
     backend: Any,
@@ -302,7 +318,7 @@ def _cross_compile(
     backend = make_backend(target)
     wrapped = [compat.mock_tensor(a) for a in args]  # torch dtypes stand for tensors here
     opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, wrapped, kwargs, options)
-    return _compile_source(jit_fn, signature, constexprs, attrs, compat.options_dict(opts), target)
+    return compile_source(jit_fn, signature, constexprs, attrs, compat.options_dict(opts), target)
 
 
 def compile_signature(
@@ -351,7 +367,7 @@ def compile_signature(
         jit_fn, backend, run_kwargs, bound, specialization, None
     )
     packed_attrs.update(attrs or {})
-    return _compile_source(
+    return compile_source(
         jit_fn, sig, packed_constexprs, packed_attrs, compat.options_dict(opts), gpu_target
     )
 
@@ -404,7 +420,7 @@ def _current_target_or(default: str) -> Any:
     return parse_target(default)
 
 
-def _compile_source(
+def compile_source(
     jit_fn: Any,
     signature: Mapping[str, Any],
     constexprs: Mapping[Any, Any],

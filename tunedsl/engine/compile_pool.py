@@ -52,6 +52,7 @@ __all__ = [
     "CompileJob",
     "CompileTimeout",
     "compile_stream",
+    "compiling_elsewhere",
     "default_workers",
     "exit_now_if_compiling",
     "join_at_exit",
@@ -93,6 +94,14 @@ def workers_busy() -> bool:
     """True while a compile thread of any stream is still running (possibly abandoned)."""
     with _live_lock:
         return any(t.is_alive() for t in _live)
+
+
+def compiling_elsewhere() -> bool:
+    """True while a compile thread (or a thread driving a stream) other than the calling
+    one is alive: forking now could copy a compiler lock that thread holds."""
+    me = threading.current_thread()
+    with _live_lock:
+        return any(t.is_alive() and t is not me for t in _live)
 
 
 def exit_now_if_compiling(status: int) -> None:

@@ -352,7 +352,8 @@ def precompile_variants(
     report: SiteReport | None = None,
 ) -> SiteReport:
     """Compile ``variants`` in parallel for the session's target; count what happened."""
-    from tunedsl.backends.triton_compile import compile_variant, interpreting, is_cache_hit
+    from tunedsl.backends.process_compile import variant_compiler
+    from tunedsl.backends.triton_compile import interpreting, is_cache_hit
     from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
     report = report if report is not None else SiteReport(label, key)
@@ -362,9 +363,13 @@ def precompile_variants(
             session.emit(label, v.config, "interpreted")
         return report
 
+    compile_variant = variant_compiler(
+        kernel, len(variants), target=session.target, workers=session.workers
+    )
+
     def job_for(v: Variant) -> CompileJob:
         def run() -> object:
-            return compile_variant(kernel, v.args, v.kwargs, v.options, target=session.target)
+            return compile_variant(v.args, v.kwargs, v.options)
 
         return CompileJob(v.config, run)
 

@@ -1,0 +1,129 @@
+"""Compiling a stream's variants in forked worker processes (``backends/process_compile.py``).
+
+Real Triton compiles for ``cuda:90`` (MLIR, LLVM, ``ptxas``, cubins in Triton's cache), in a
+subprocess because the host must not interpret. The workers build each variant into Triton's
+cache and this process loads it: the cubins must be the ones a compile on threads makes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+TESTS = Path(__file__).resolve().parent.parent
+
+SCRIPT = r"""
+import json, os, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+import torch
+import triton
+import triton.language as tl
+from shared_kernels import mm
+
+from tunedsl.backends import process_compile
+from tunedsl.engine import compile_processes
+from tunedsl.engine.compile_pool import CompileJob, compile_stream
+
+S = 64
+a = torch.empty(S, S, dtype=torch.float16)
+args = (a, a, a, S, S, S, S, 1, S, 1, S, 1)
+CONFIGS = [dict(BM=bm, BN=bn, BK=32) for bm in (16, 32) for bn in (16, 32)]
+
+
+def compile_all(kernel, configs, make_kwargs=lambda c: c):
+    compile = process_compile.variant_compiler(kernel, len(configs), target="cuda:90")
+    jobs = [
+        CompileJob(str(c), lambda c=c: compile(args, make_kwargs(c), {"num_warps": 4}))
+        for c in configs
+    ]
+    out = {}
+    for job, result in compile_stream(jobs, workers=2):
+        out[job.config] = (
+            type(result).__name__ + ": " + str(result).splitlines()[0][:200]
+            if isinstance(result, BaseException)
+            else [result.hash, result.cached, len(result.binary)]
+        )
+    return compile.__name__, out
+
+
+report = {}
+os.environ["TUNEDSL_COMPILE_PROCESSES"] = "on"
+report["on"] = compile_all(mm, CONFIGS)
+report["stats_on"] = dict(process_compile.stats)
+report["pool_on"] = dict(compile_processes.stats)
+report["again"] = compile_all(mm, CONFIGS)  # now Triton's cache has them: hits, no worker job
+report["pool_again"] = dict(compile_processes.stats)
+
+# The same variants on threads alone, into an empty Triton cache: the same cubins.
+os.environ["TUNEDSL_COMPILE_PROCESSES"] = "off"
+triton.knobs.cache.dir = tempfile.mkdtemp()
+report["off"] = compile_all(mm, CONFIGS)
+
+
+# A kernel defined after the workers were forked, and a configuration that cannot compile.
+@triton.jit
+def late(x, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK <= 64, "BLOCK too large")
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+os.environ["TUNEDSL_COMPILE_PROCESSES"] = "on"
+triton.knobs.cache.dir = tempfile.mkdtemp()
+x = torch.empty(256, dtype=torch.float32)
+args = (x, 256)
+report["late"] = compile_all(late, [32, 64, 128], make_kwargs=lambda b: {"BLOCK": b})
+report["stats_late"] = dict(process_compile.stats)
+report["pool_late"] = dict(compile_processes.stats)
+print("REPORT " + json.dumps(report))
+"""
+
+
+def test_workers_build_the_same_cubins_as_threads_and_failures_keep_tritons_error(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    env["TUNEDSL_CACHE_DIR"] = str(tmp_path / "tunedsl")
+    script = tmp_path / "compile_in_processes.py"  # @triton.jit needs a source file
+    script.write_text(SCRIPT)
+    out = subprocess.run(
+        [sys.executable, str(script), str(TESTS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
+    assert out.returncode == 0 and lines, out.stdout[-3000:] + out.stderr[-3000:]
+    report = json.loads(lines[-1][len("REPORT ") :])
+
+    name_on, on = report["on"]
+    name_off, off = report["off"]
+    assert (name_on, name_off) == ("pooled", "here")
+    assert len(on) == 4
+    for config, (digest, cached, size) in on.items():
+        assert not cached and size > 1000  # built now (by a worker), a real cubin
+        assert off[config][0] == digest  # the very kernel a compile on threads makes
+    assert report["stats_on"] == {"built": 4, "fallback": 0, "mismatch": 0}
+    assert report["pool_on"]["pools"] == 1 and report["pool_on"]["jobs"] == 4
+
+    # Second time: Triton's cache has every variant; the workers rebuild nothing new
+    # (their compile is a cache hit too) and the handles say so.
+    _, again = report["again"]
+    assert all(entry[0] == on[c][0] for c, entry in again.items())
+
+    # The late kernel: a new pool (the old one did not know it), two variants built, and
+    # the one that fails carries Triton's own error, compiled again here.
+    _, late = report["late"]
+    assert report["pool_late"]["pools"] == 2 and report["pool_late"]["stale"] == 1
+    assert isinstance(late["32"], list) and isinstance(late["64"], list)
+    assert late["128"].startswith("CompileTimeAssertionFailure")  # Triton's, from here
+    assert report["stats_late"]["fallback"] == 1

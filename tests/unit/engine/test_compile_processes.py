@@ -1,0 +1,139 @@
+"""Forked compile workers (``engine/compile_processes.py``): real forked processes, real pipes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import process_jobs
+
+from tunedsl.engine import compile_pool, compile_processes
+from tunedsl.engine.compile_pool import CompileTimeout
+from tunedsl.engine.compile_processes import ForkedWorkers, WorkerCrashed, WorkerFailed
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """The process ``pid`` has exited (reaped by init once the zygote has left)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().split(") ", 1)[1].startswith("Z"):
+                    return True
+        except (FileNotFoundError, IndexError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def pool():
+    workers = ForkedWorkers(2)
+    yield workers
+    workers.close()
+
+
+def test_jobs_run_in_other_processes_and_see_the_registry(pool: ForkedWorkers) -> None:
+    key = compile_processes.register(["registered", "before", "the", "fork"])
+    late = ForkedWorkers(1)  # forked after the registration: knows it
+    try:
+        pid, echoed = late.run(process_jobs.whoami, {"x": 1}, 30.0)
+        assert pid != os.getpid() and echoed == {"x": 1}
+        assert late.run(process_jobs.registered, key, 30.0) == str(
+            ["registered", "before", "the", "fork"]
+        )
+        assert late.knows([key])
+    finally:
+        late.close()
+    pids = {pool.run(process_jobs.whoami, i, 30.0)[0] for i in range(6)}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+
+
+def test_a_raising_job_is_reported_and_the_worker_serves_on(pool: ForkedWorkers) -> None:
+    with pytest.raises(WorkerFailed, match="ValueError: bad configuration"):
+        pool.run(process_jobs.fail, "bad configuration", 30.0)
+    assert pool.run(process_jobs.sleep, 0.0, 30.0) == "slept"
+    assert pool.alive()
+
+
+def test_a_worker_that_dies_is_a_crash_and_the_pool_keeps_the_other(pool: ForkedWorkers) -> None:
+    with pytest.raises(WorkerCrashed, match="died"):
+        pool.run(process_jobs.die, 3, 30.0)
+    assert pool.alive()
+    assert pool.run(process_jobs.sleep, 0.0, 30.0) == "slept"
+    with pytest.raises(WorkerCrashed):
+        pool.run(process_jobs.die, 3, 30.0)
+    assert not pool.alive()
+    with pytest.raises(WorkerCrashed, match="no compile process is left"):
+        pool.run(process_jobs.sleep, 0.0, 30.0)
+
+
+def test_a_job_past_its_timeout_is_killed(pool: ForkedWorkers) -> None:
+    pid = pool.run(process_jobs.whoami, None, 30.0)[0]
+    pids = {pid}
+    while len(pids) < 2:  # learn both workers' pids
+        pids.add(pool.run(process_jobs.whoami, None, 30.0)[0])
+    with pytest.raises(CompileTimeout):
+        pool.run(process_jobs.sleep, 60.0, 0.5)
+    assert sum(_gone(p, within_s=5.0) for p in pids) == 1  # the sleeping one, killed
+    assert pool.run(process_jobs.sleep, 0.0, 30.0) == "slept"
+
+
+def test_closing_the_pool_ends_its_workers() -> None:
+    pool = ForkedWorkers(2)
+    pids = {pool.run(process_jobs.whoami, i, 30.0)[0] for i in range(8)}
+    pool.close()
+    assert all(_gone(p) for p in pids)
+
+
+def test_pool_for_forks_once_refuses_while_another_thread_compiles_and_renews_when_stale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TUNEDSL_COMPILE_PROCESSES", "on")
+    compile_processes.shutdown()
+    first = object()
+    pool = compile_processes.pool_for([first], 2)
+    assert pool is not None
+    assert compile_processes.pool_for([first], 2) is pool  # reused
+    release = threading.Event()
+    busy = compile_pool.start_drained_thread(release.wait, name="tunedsl-compile-test")
+    try:
+        later = object()  # unknown to the pool, and another thread compiles: no fork now
+        assert compile_processes.pool_for([later], 2) is None
+        assert compile_processes.pool_for([first], 2) is pool  # still fine for the known
+    finally:
+        release.set()
+        busy.join()
+    renewed = compile_processes.pool_for([later], 2)
+    assert renewed is not None and renewed is not pool and not pool.alive()
+    key = compile_processes.register(later)
+    assert renewed.run(process_jobs.registered, key, 30.0).startswith("<object object")
+    compile_processes.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("setting", "workers", "expected"),
+    [("off", 16, False), ("on", 1, True), ("auto", 2, False), ("auto", 4, True)],
+)
+def test_the_setting_and_the_worker_count_choose(
+    monkeypatch: pytest.MonkeyPatch, setting: str, workers: int, expected: bool
+) -> None:
+    monkeypatch.setenv("TUNEDSL_COMPILE_PROCESSES", setting)
+    assert compile_processes.enabled(workers) is expected
+
+
+def test_a_bad_setting_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunedsl.errors import UsageError
+
+    monkeypatch.setenv("TUNEDSL_COMPILE_PROCESSES", "sometimes")
+    with pytest.raises(UsageError, match="TUNEDSL_COMPILE_PROCESSES"):
+        compile_processes.enabled(4)

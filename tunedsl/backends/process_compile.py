@@ -1,0 +1,183 @@
+"""Compile a stream's variants in forked worker processes, then load each one in-process.
+
+:func:`variant_compiler` returns the function a compile stream's jobs call for each variant.
+Where forked workers pay (``engine/compile_processes.py``: several jobs, enough compile
+workers, ``TUNEDSL_COMPILE_PROCESSES``), each call:
+
+1. derives what a launch would compile (Triton's own binder and ``_pack_args`` for the
+   target of the arguments' GPU, as a cross-compile does: ``triton_compile.pack_launch``);
+2. has a worker compile exactly that ``ASTSource`` for that target, which writes the result
+   into Triton's on-disk cache under the launch's key;
+3. runs :func:`~tunedsl.backends.triton_compile.compile_variant` here as before, which now
+   finds the cache entry: it loads the module and fills the JIT's table (that part must
+   happen in this process, where the launch looks), holding the GIL for milliseconds
+   instead of the whole compile's Python share.
+
+Step 3 checks that it was a cache hit with the worker's hash; a miss (the keys differ in a
+Triton version this was not built against) turns processes off for this process, with the
+count in ``stats["mismatch"]``. A job that fails in the worker is compiled again here, so
+the error the tuner records is Triton's own; a worker that dies is reported as the
+configuration's failure (a compiler crash no longer takes the tuning process with it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tunedsl.backends import compat
+from tunedsl.backends.triton_compile import (
+    as_built,
+    compile_source,
+    compile_variant,
+    cuda_device_of,
+    interpreting,
+    is_cache_hit,
+    pack_launch,
+    parse_target,
+    unwrap_jit,
+)
+from tunedsl.engine import compile_processes
+from tunedsl.engine.compile_pool import default_workers
+
+__all__ = ["WorkerCompile", "stats", "variant_compiler"]
+
+VariantCompile = Callable[[Sequence[Any], Mapping[str, Any], Mapping[str, Any]], Any]
+
+#: ``built``: variants a worker compiled and this process then loaded from the cache;
+#: ``fallback``: compiled here after the worker failed; ``mismatch``: the load was no hit.
+stats = {"built": 0, "fallback": 0, "mismatch": 0}
+_disabled: list[str] = []  # why processes were turned off for this process, if they were
+
+
+@dataclass(frozen=True)
+class WorkerCompile:
+    """What a worker compiles: a registered kernel and a launch's packed ASTSource fields."""
+
+    kernel: int  # compile_processes.register(jit_fn)
+    source_key: str  # jit_fn.cache_key: the worker's copy must be the same source
+    signature: dict[str, Any]
+    constexprs: dict[Any, Any]
+    attrs: dict[Any, Any]
+    options: dict[str, Any]
+    target: Any
+
+
+def build_in_worker(job: WorkerCompile) -> str:
+    """In a worker: compile into Triton's cache; the compiled kernel's hash."""
+    jit_fn = compile_processes.lookup(job.kernel)
+    if str(jit_fn.cache_key) != job.source_key:
+        raise RuntimeError("the kernel's source changed since the compile processes started")
+    compiled = compile_source(
+        jit_fn, job.signature, job.constexprs, job.attrs, job.options, job.target
+    )
+    return compiled.hash
+
+
+def variant_compiler(
+    kernel: Any, jobs: int, *, target: str | Any | None = None, workers: int | None = None
+) -> VariantCompile:
+    """``compile(args, kwargs, options)`` for the ``jobs`` variants of one stream on
+    ``workers`` compile workers (default: the pool's; see the module docstring). Call it
+    before the stream starts: it may fork the workers, which is safe only while no other
+    thread compiles."""
+
+    def here(args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
+        return compile_variant(kernel, args, kwargs, options, target=target)
+
+    if jobs < 2 or interpreting() or _disabled:
+        return here
+    workers = default_workers() if workers is None else max(1, int(workers))
+    if not compile_processes.enabled(min(workers, jobs)):
+        return here
+    try:
+        jit_fn = unwrap_jit(kernel)
+        source_key = str(jit_fn.cache_key)
+    except Exception:  # not a kernel this path knows: the in-process path reports it
+        return here
+    fixed_target = None if target is None else parse_target(target)
+    try:  # once here, not once per forked worker
+        compat.warm_compile_caches(fixed_target or compat.current_target())
+    except Exception:  # no usable target: the in-process path reports it
+        return here
+    pool = compile_processes.pool_for([jit_fn], workers)
+    if pool is None:
+        return here
+    kernel_key = compile_processes.register(jit_fn)
+
+    def pooled(args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
+        from tunedsl import knobs
+
+        if _disabled:
+            return here(args, kwargs, options)
+        try:
+            job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
+            built = pool.run(build_in_worker, job, knobs.compile_timeout_s())
+        except compile_processes.WorkerCrashed as err:
+            if not pool.alive():  # every worker is gone: compile here from now on
+                return _fallback(here, args, kwargs, options)
+            raise RuntimeError(f"{err} while compiling this configuration") from err
+        except compile_processes.WorkerFailed:
+            return _fallback(here, args, kwargs, options)
+        except TimeoutError:
+            raise
+        except Exception:  # the job could not be described or sent: compile here
+            return _fallback(here, args, kwargs, options)
+        handle = here(args, kwargs, options)
+        if is_cache_hit(handle) and str(getattr(handle, "hash", "")) == built:
+            stats["built"] += 1
+            return as_built(handle)
+        else:  # the worker's key was not the launch's: stop paying for both
+            stats["mismatch"] += 1
+            _disabled.append(f"cache key mismatch for {jit_fn.__name__}")
+        return handle
+
+    return pooled
+
+
+def _fallback(
+    here: VariantCompile,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+) -> Any:
+    stats["fallback"] += 1
+    return here(args, kwargs, options)
+
+
+def _worker_job(
+    jit_fn: Any,
+    kernel_key: int,
+    source_key: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    target: Any,
+) -> WorkerCompile:
+    from triton.compiler import make_backend
+
+    if target is None:  # the GPU of the arguments, as the in-process compile uses
+        target = _target_of_arguments(args, kwargs)
+    backend = make_backend(target)
+    wrapped = [compat.mock_tensor(a) for a in args]
+    opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, wrapped, kwargs, options)
+    return WorkerCompile(
+        kernel=kernel_key,
+        source_key=source_key,
+        signature=dict(signature),
+        constexprs=dict(constexprs),
+        attrs=dict(attrs),
+        options=compat.options_dict(opts),
+        target=target,
+    )
+
+
+def _target_of_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+    device = cuda_device_of(args, kwargs)
+    if device is None:
+        return compat.current_target()
+    import torch
+
+    with torch.cuda.device(device):
+        return compat.current_target()

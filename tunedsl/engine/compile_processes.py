@@ -1,0 +1,322 @@
+"""Compile in forked worker processes, each with its own GIL (``TUNEDSL_COMPILE_PROCESSES``).
+
+Why: the compile pool's threads run Triton's C++ passes and ``ptxas`` without the GIL, but
+every compile also spends tens of milliseconds in Python holding it (the AST code generator,
+``triton.compile``'s own steps, cache writes). With 16 threads those parts queue on one
+GIL: on the H100 machine 48 anchor configurations took 3.8 s on threads against 2.7 s on
+pre-started processes (``benchmarks/bench_compile_pool.py``), and the threads' waiting slowed
+the measuring thread too.
+
+How, and why fork: a worker must compile the user's kernel, which may live in ``__main__``
+or in a closure that no fresh interpreter can import. A forked child has it already. The
+pool forks one short-lived *zygote* (one fork on the caller's path), and the zygote, which
+has a single thread, forks the workers and exits. Each worker answers requests on its own
+pipe: ``fn(payload)`` where ``fn`` is a module-level function (pickled by reference) and the
+payload names objects of the :func:`register` table by number (the table as it was at the
+fork; an object registered later makes the pool *stale*, and the next safe point forks a
+new one).
+
+Safety: the fork happens only where no other thread of this process is compiling
+(:func:`tunedsl.engine.compile_pool.compiling_elsewhere`), so no thread holds a compiler
+lock that the child inherits; a child touches no GPU (it compiles for a named target) and
+leaves with ``os._exit`` (no parent's exit handler runs twice). Workers ignore Ctrl-C (the
+parent stops them) and exit when their pipe closes, so they never outlive the parent.
+
+What a caller gets from :meth:`ForkedWorkers.run`: the function's result; a
+:class:`WorkerFailed` when it raised (the caller compiles in-process instead, which raises
+the real error); :class:`WorkerCrashed` when the worker died (a compiler crash stays out of
+the tuning process); ``CompileTimeout`` after the timeout (the worker is killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import queue
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from multiprocessing.connection import Connection, Pipe
+from typing import Any
+
+from tunedsl import knobs
+
+__all__ = [
+    "ForkedWorkers",
+    "WorkerCrashed",
+    "WorkerFailed",
+    "lookup",
+    "pool_for",
+    "register",
+    "shutdown",
+    "stats",
+]
+
+# Objects that jobs name by number (kernels); a forked worker holds the table as it was.
+_registry: dict[int, Any] = {}
+_lock = threading.Lock()
+_pool: ForkedWorkers | None = None
+_parent_ends: list[Connection] = []  # every pool's pipes: a new worker closes its copies
+_in_worker = False
+#: Counts for benchmarks and tests: forks of the pool, jobs run in a worker, fallbacks.
+stats = {"pools": 0, "jobs": 0, "failed": 0, "crashed": 0, "timeouts": 0, "stale": 0}
+
+_START_TIMEOUT_S = 30.0  # a worker that has not said hello by then is taken as dead
+
+
+class WorkerFailed(Exception):
+    """The function raised in the worker (its type and message are in the text)."""
+
+
+class WorkerCrashed(Exception):
+    """The worker process died while running the job (a crash of the compiler)."""
+
+
+def _count(name: str) -> None:
+    with _lock:
+        stats[name] += 1
+
+
+def register(obj: Any) -> int:
+    """Number ``obj`` for jobs (its ``id``); kept alive while this process runs."""
+    key = id(obj)
+    with _lock:
+        if _registry.get(key) is not obj:
+            _registry[key] = obj
+    return key
+
+
+def lookup(key: int) -> Any:
+    """In a worker: the object registered as ``key`` before the fork (KeyError if none)."""
+    return _registry[key]
+
+
+def enabled(workers: int) -> bool:
+    """Whether a stream of ``workers`` compile workers should use processes."""
+    setting = knobs.compile_processes()
+    if setting == "off" or _in_worker or not hasattr(os, "fork"):
+        return False
+    return setting == "on" or workers >= knobs.COMPILE_PROCESSES_FROM
+
+
+def pool_for(objects: list[Any], workers: int) -> ForkedWorkers | None:
+    """The process-wide pool of ``workers`` processes that knows ``objects``, forked now if
+    there is none or it predates one of them; None where processes are off or forking is
+    not safe now (another thread is compiling): the caller compiles on threads."""
+    global _pool
+    if not enabled(workers):
+        return None
+    from tunedsl.engine.compile_pool import compiling_elsewhere
+
+    keys = [register(obj) for obj in objects]
+    with _lock:
+        pool = _pool
+        if pool is not None and pool.alive() and pool.knows(keys) and pool.size >= workers:
+            return pool
+        if compiling_elsewhere():
+            return pool if pool is not None and pool.alive() and pool.knows(keys) else None
+        if pool is not None:
+            stats["stale"] += 1  # under _lock
+            pool.close()
+        try:
+            _pool = ForkedWorkers(workers)
+        except OSError:  # no processes left, say: threads still work
+            _pool = None
+        return _pool
+
+
+def shutdown() -> None:
+    """Stop the pool's workers (at exit, and where a command leaves at once)."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.close()
+
+
+class _Worker:
+    __slots__ = ("conn", "pid")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.pid = 0
+
+
+class ForkedWorkers:
+    """``size`` forked worker processes; :meth:`run` hands one a job and waits for it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.known = frozenset(_registry)
+        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._alive = size
+        self._guard = threading.Lock()
+        self._closed = False
+        pairs = [Pipe() for _ in range(size)]
+        for stream in (sys.stdout, sys.stderr):  # else the child would print it again
+            with contextlib.suppress(Exception):
+                stream.flush()
+        with warnings.catch_warnings():  # 3.12+: "multi-threaded, fork() may deadlock"
+            warnings.simplefilter("ignore", DeprecationWarning)
+            zygote = os.fork()
+        if zygote == 0:  # pragma: no cover - runs in the child
+            _zygote_main(pairs)
+        for parent_end, child_end in pairs:
+            child_end.close()
+            _parent_ends.append(parent_end)
+            self._idle.put(_Worker(parent_end))
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(zygote, 0)  # it exits once the workers are forked
+        stats["pools"] += 1  # under _lock (pool_for)
+
+    def knows(self, keys: list[int]) -> bool:
+        return all(k in self.known for k in keys)
+
+    def alive(self) -> bool:
+        return not self._closed and self._alive > 0
+
+    def run(self, fn: Callable[[Any], Any], payload: Any, timeout_s: float) -> Any:
+        """``fn(payload)`` in a free worker (waiting for one); see the module docstring."""
+        from tunedsl.engine.compile_pool import CompileTimeout
+
+        worker = self._take()
+        try:
+            message = pickle.dumps((fn, payload), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            self._release(worker)
+            raise
+        start = time.monotonic()
+        try:
+            worker.conn.send_bytes(message)
+            answered = worker.conn.poll(timeout_s)
+            if answered:
+                ok, value = pickle.loads(worker.conn.recv_bytes())
+        except (EOFError, OSError) as err:
+            self._lose(worker, kill=True)
+            _count("crashed")
+            raise WorkerCrashed(
+                f"the compile process died after {time.monotonic() - start:.1f} s"
+            ) from err
+        if not answered:
+            self._lose(worker, kill=True)
+            _count("timeouts")
+            raise CompileTimeout(timeout_s)
+        self._release(worker)
+        _count("jobs")
+        if not ok:
+            _count("failed")
+            raise WorkerFailed(value)
+        return value
+
+    def _take(self) -> _Worker:
+        while True:
+            if not self.alive():
+                raise WorkerCrashed("no compile process is left")
+            try:
+                worker = self._idle.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if worker.pid == 0 and not self._hello(worker):
+                continue
+            return worker
+
+    def _hello(self, worker: _Worker) -> bool:
+        """The worker's first message is its pid (it may still be starting)."""
+        try:
+            if worker.conn.poll(_START_TIMEOUT_S):
+                worker.pid = int(worker.conn.recv())
+                return True
+        except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+            pass
+        self._lose(worker, kill=False)
+        return False
+
+    def _release(self, worker: _Worker) -> None:
+        with self._guard:
+            if not self._closed:
+                self._idle.put(worker)
+                return
+        with contextlib.suppress(OSError):  # the pool was closed while this job ran
+            worker.conn.close()
+
+    def _lose(self, worker: _Worker, *, kill: bool) -> None:
+        if kill and worker.pid:
+            with contextlib.suppress(OSError):
+                os.kill(worker.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            worker.conn.close()
+        with self._guard:
+            self._alive -= 1
+
+    def close(self) -> None:
+        """Close every idle worker's pipe (it exits); busy ones exit when their job ends."""
+        with self._guard:
+            self._closed = True
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            with contextlib.suppress(OSError):
+                worker.conn.close()
+        _parent_ends[:] = [end for end in _parent_ends if not end.closed]
+
+
+def _zygote_main(pairs: list[tuple[Connection, Connection]]) -> None:  # pragma: no cover
+    """In the zygote (one thread): fork each worker, then leave."""
+    status = 0
+    try:
+        for index in range(len(pairs)):
+            if os.fork() == 0:
+                _worker_main(pairs, index)
+    except BaseException:
+        status = 1
+    os._exit(status)
+
+
+def _worker_main(
+    pairs: list[tuple[Connection, Connection]], index: int
+) -> None:  # pragma: no cover
+    """Serve jobs on pair ``index`` until its pipe closes; never returns."""
+    global _in_worker
+    _in_worker = True
+    status = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us, not Ctrl-C
+        conn = pairs[index][1]
+        # EOF must reach each side: keep no copy of any other pipe's end, this pool's or
+        # an older pool's.
+        for end in _parent_ends:
+            with contextlib.suppress(OSError):
+                end.close()
+        for i, (parent_end, child_end) in enumerate(pairs):
+            parent_end.close()
+            if i != index:
+                child_end.close()
+        conn.send(os.getpid())
+        while True:
+            try:
+                message = conn.recv_bytes()
+            except (EOFError, OSError):
+                break
+            try:
+                fn, payload = pickle.loads(message)
+                reply = (True, fn(payload))
+            except BaseException as err:  # reported to the parent, which compiles itself
+                reply = (False, f"{type(err).__name__}: {err}")
+            try:
+                data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as err:
+                data = pickle.dumps((False, f"unpicklable result: {err}"))
+            conn.send_bytes(data)
+    except BaseException:
+        status = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
