@@ -66,6 +66,7 @@ __all__ = [
 _live: set[threading.Thread] = set()
 _live_lock = threading.Lock()
 _interrupted = False  # a stream was closed by an exception (Ctrl-C): exit status 130
+_compiling = 0  # jobs inside compile() now, every stream (abandoned ones until they end)
 _exiting = threading.Event()  # the interpreter is exiting: no stream starts another job
 EXIT_DRAIN_S = 10.0  # at interpreter exit, wait this long for running compiles to finish
 _atexit_registered = False
@@ -97,11 +98,11 @@ def workers_busy() -> bool:
 
 
 def compiling_elsewhere() -> bool:
-    """True while a compile thread (or a thread driving a stream) other than the calling
-    one is alive: forking now could copy a compiler lock that thread holds."""
-    me = threading.current_thread()
+    """True while a job of any stream is compiling, or a compile thread that timed out and
+    was abandoned may still be: forking now could copy a compiler lock that thread holds.
+    (Threads that only drive a stream, and pool threads between jobs, do not count.)"""
     with _live_lock:
-        return any(t.is_alive() and t is not me for t in _live)
+        return _compiling > 0
 
 
 def exit_now_if_compiling(status: int) -> None:
@@ -254,12 +255,17 @@ def compile_stream(
 
 
 def _run_one(job: CompileJob) -> object | BaseException:
+    global _compiling
     start = time.perf_counter()
+    with _live_lock:
+        _compiling += 1
     try:
         return job.compile()
     except BaseException as err:  # reported to the consumer, never raised in the worker
         return err
     finally:
+        with _live_lock:
+            _compiling -= 1
         job.seconds = time.perf_counter() - start
 
 

@@ -104,15 +104,26 @@ def test_pool_for_forks_once_refuses_while_another_thread_compiles_and_renews_wh
     pool = compile_processes.pool_for([first], 2)
     assert pool is not None
     assert compile_processes.pool_for([first], 2) is pool  # reused
-    release = threading.Event()
-    busy = compile_pool.start_drained_thread(release.wait, name="tunedsl-compile-test")
+    entered, release = threading.Event(), threading.Event()
+
+    def compiling() -> object:
+        entered.set()
+        release.wait()
+        return None
+
+    job = compile_pool.CompileJob("held", compiling)
+    stream = compile_pool.compile_stream([job], workers=1)
+    busy = threading.Thread(target=lambda: list(stream))
+    busy.start()
     try:
-        later = object()  # unknown to the pool, and another thread compiles: no fork now
+        assert entered.wait(30)
+        later = object()  # unknown to the pool, and a job is compiling: no fork now
         assert compile_processes.pool_for([later], 2) is None
         assert compile_processes.pool_for([first], 2) is pool  # still fine for the known
     finally:
         release.set()
         busy.join()
+    assert not compile_pool.compiling_elsewhere()
     renewed = compile_processes.pool_for([later], 2)
     assert renewed is not None and renewed is not pool and not pool.alive()
     key = compile_processes.register(later)
