@@ -54,9 +54,13 @@ def _row(stdout: str, label: str) -> list[int]:
     return tail
 
 
-def test_second_run_compiles_nothing(tmp_path: Path) -> None:
+# Threads alone (the default on 2 workers), and forked compile workers: a worker building a
+# variant counts as compiled, a worker finding it in Triton's cache as cached.
+@pytest.mark.parametrize("processes", ["auto", "on"])
+def test_second_run_compiles_nothing(tmp_path: Path, processes: str) -> None:
     good = str(FIXTURES / "good")  # a DSL script and a plain script with a stand-in site
-    first = _precompile(tmp_path, "--target", "cuda:90", good)
+    env = {"TUNEDSL_COMPILE_PROCESSES": processes}
+    first = _precompile(tmp_path, "--target", "cuda:90", good, **env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert _row(first.stdout, "bytecode") == [1, 0, 0]
     assert _row(first.stdout, "standin_vadd.py:add") == [4, 0, 0, 0]
@@ -66,7 +70,7 @@ def test_second_run_compiles_nothing(tmp_path: Path) -> None:
     cubins = sorted((tmp_path / "triton-cache").rglob("*.cubin"))
     assert len(cubins) == 8
 
-    second = _precompile(tmp_path, "--target", "cuda:90", good)
+    second = _precompile(tmp_path, "--target", "cuda:90", good, **env)
     assert second.returncode == 0, second.stdout + second.stderr
     assert _row(second.stdout, "bytecode") == [0, 1, 0]
     assert _row(second.stdout, "standin_vadd.py:add") == [0, 4, 0, 0]
@@ -91,8 +95,10 @@ def test_gallery_example_precompiles_and_is_warm_the_second_time(tmp_path: Path)
     assert _row(row, row[:10]) == [0, compiled + cached, 0, 0]
 
 
-def test_a_failing_configuration_is_named_and_fails_the_run(tmp_path: Path) -> None:
-    run = _precompile(tmp_path, "--target", "cuda:90", str(FIXTURES / "broken"))
+@pytest.mark.parametrize("processes", ["auto", "on"])
+def test_a_failing_configuration_is_named_and_fails_the_run(tmp_path: Path, processes: str) -> None:
+    broken = str(FIXTURES / "broken")
+    run = _precompile(tmp_path, "--target", "cuda:90", broken, TUNEDSL_COMPILE_PROCESSES=processes)
     assert run.returncode == 1
     assert _row(run.stdout, "standin_broken.py:double") == [1, 0, 1, 0]
     assert "BLOCK=48" in run.stdout and "power of 2" in run.stdout

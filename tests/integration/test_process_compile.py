@@ -119,6 +119,7 @@ def test_workers_build_the_same_cubins_as_threads_and_failures_keep_tritons_erro
     # (their compile is a cache hit too) and the handles say so.
     _, again = report["again"]
     assert all(entry[0] == on[c][0] for c, entry in again.items())
+    assert all(entry[1] for entry in again.values())  # counted as found, not compiled
 
     # The late kernel: a new pool (the old one did not know it), two variants built, and
     # the one that fails carries Triton's own error, compiled again here.

@@ -64,15 +64,16 @@ class WorkerCompile:
     target: Any
 
 
-def build_in_worker(job: WorkerCompile) -> str:
-    """In a worker: compile into Triton's cache; the compiled kernel's hash."""
+def build_in_worker(job: WorkerCompile) -> tuple[str, bool]:
+    """In a worker: compile into Triton's cache; the compiled kernel's hash, and whether
+    Triton's cache had it already (then nothing was built)."""
     jit_fn = compile_processes.lookup(job.kernel)
     if str(jit_fn.cache_key) != job.source_key:
         raise RuntimeError("the kernel's source changed since the compile processes started")
     compiled = compile_source(
         jit_fn, job.signature, job.constexprs, job.attrs, job.options, job.target
     )
-    return compiled.hash
+    return compiled.hash, compiled.cached
 
 
 def variant_compiler(
@@ -113,7 +114,7 @@ def variant_compiler(
             return here(args, kwargs, options)
         try:
             job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
-            built = pool.run(build_in_worker, job, knobs.compile_timeout_s())
+            built, was_cached = pool.run(build_in_worker, job, knobs.compile_timeout_s())
         except compile_processes.WorkerCrashed as err:
             if not pool.alive():  # every worker is gone: compile here from now on
                 return _fallback(here, args, kwargs, options)
@@ -127,7 +128,7 @@ def variant_compiler(
         handle = here(args, kwargs, options)
         if is_cache_hit(handle) and str(getattr(handle, "hash", "")) == built:
             stats["built"] += 1
-            return as_built(handle)
+            return handle if was_cached else as_built(handle)
         else:  # the worker's key was not the launch's: stop paying for both
             stats["mismatch"] += 1
             _disabled.append(f"cache key mismatch for {jit_fn.__name__}")
