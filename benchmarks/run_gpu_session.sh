@@ -24,6 +24,8 @@
 #                                                 # 03 with threads against processes
 #   bash benchmarks/run_gpu_session.sh sixth-b OUTDIR  # every GPU test, search at scale on
 #                                                 # split-K and softmax (stored tables)
+#   bash benchmarks/run_gpu_session.sh sixth-c OUTDIR  # the launcher built ahead: compat and
+#                                                 # compile GPU tests, cold anchor (x2), tutorial 03
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -105,6 +107,22 @@ elif [ "$part" = sixth-b ]; then  # sixth pass: every GPU test, search at scale
         --budget 7.5 --triton-subset 8
     step search_softmax 120 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --triton-subset 8
+    # where a cold tune's time outside compiling and measuring goes (the main thread)
+    step profile_tutorial03 90 env TRITON_CACHE_DIR="$(mktemp -d)" TUNEDSL_CACHE_DIR="$(mktemp -d)" \
+        "$py" -m cProfile -o "$out/cold_tutorial03.prof" benchmarks/bench_cold_tune.py \
+        --child tunedsl --space tutorial03 --size 2048
+    TAIL=70 step profile_top 30 "$py" -c "import pstats, sys
+s = pstats.Stats(sys.argv[1]); s.sort_stats('cumulative').print_stats(60)" \
+        "$out/cold_tutorial03.prof"
+elif [ "$part" = sixth-c ]; then  # sixth pass: the launcher built ahead, precompile fixed
+    TAIL=20 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA \
+        tests/gpu/test_compat_gpu.py tests/gpu/test_compile_gpu.py tests/gpu/test_runtime_gpu.py
+    for i in 1 2; do
+        TAIL=22 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100 --tunedsl processes,threads
+    done
+    TAIL=22 step cold_tutorial03 150 "$py" benchmarks/bench_cold_tune.py --space tutorial03 \
+        --rounds 3 --rep 100 --tunedsl processes,threads
 elif [ "$part" = fourth-b ]; then  # fourth pass: search at scale (stored tables), cold anchor
     step search_softmax 130 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --triton-subset 12 --ref-leaders 16 --ref-budget 15

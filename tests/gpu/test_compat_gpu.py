@@ -64,3 +64,46 @@ def test_an_untested_triton_runs_through_the_public_jit(tmp_path, version) -> No
         assert result == {"correct": True, "direct": False, "stored": 0, "warnings": 1}
     else:
         assert result["direct"] and result["warnings"] == 0
+
+
+PREBUILD = r"""
+import json, sys
+import torch
+import triton
+from shared_kernels import vadd
+from tunedsl.backends import process_compile, triton_compile
+from tunedsl.engine import compile_pool
+
+n = 4096
+a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+c = torch.empty_like(a)
+args, kwargs, options = (a, b, c, n), {"TILE": 256}, {"num_warps": 4}
+process_compile.prebuild_launcher(vadd, args, kwargs, options)
+for t in [t for t in compile_pool._live if t.name == "tunedsl-launcher-build"]:
+    t.join(120)
+root = triton.knobs.cache.dir
+before = sorted(p.name for p in __import__("pathlib").Path(root).rglob("__triton_launcher*"))
+triton_compile.compile_variant(vadd, args, kwargs, options)  # compiles and loads the module
+vadd[(n // 256,)](a, b, c, n, TILE=256, num_warps=4)
+torch.cuda.synchronize()
+after = sorted(p.name for p in __import__("pathlib").Path(root).rglob("__triton_launcher*"))
+print(json.dumps({"version": triton.__version__, "before": before, "after": after,
+                  "correct": bool(torch.equal(c, a + b))}))
+"""
+
+
+def test_the_launcher_built_ahead_is_the_one_the_first_load_uses(tmp_path) -> None:
+    """Triton 3.6 builds a C launcher per kernel signature on the first load; built ahead
+    (``process_compile.prebuild_launcher``), the load finds it in Triton's cache and builds
+    no other. On a Triton with a generic launcher there is none, before or after."""
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"),
+               TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl"),
+               PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", PREBUILD], env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["correct"]
+    assert report["after"] == report["before"]  # the load built no launcher of its own
+    if report["version"].startswith("3.6"):  # a per-signature launcher: built ahead
+        assert len(report["before"]) == 1, report

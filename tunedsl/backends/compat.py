@@ -544,6 +544,40 @@ def warm_compile_caches(target: Any) -> None:
     make_backend(target).hash()
 
 
+def prebuild_launcher(
+    jit_fn: Any, signature: Mapping[str, Any], constexprs: Mapping[Any, Any]
+) -> bool:
+    """Build a kernel's per-signature C launcher now, into Triton's cache, where the first
+    module load of any of its configurations finds it; False where there is none to build.
+
+    Triton 3.6 generates C for each kernel signature and compiles it with the host compiler
+    on the kernel's first load (``CudaLauncher.__init__``: ``make_launcher(constants,
+    signature, tensordesc_meta)`` then ``compile_module_from_src(name="__triton_launcher")``,
+    about 0.7 s on the H100 machine), after the first configuration's compile; built here
+    beside the compiles, it is off that path. 3.9.0's launcher is generic: nothing to build.
+    The source does not depend on the constexprs' values, only on which arguments are
+    constant; a kernel with tensor descriptors gets its own at load (``tensordesc_meta``)."""
+    from triton.backends.nvidia import driver as nv
+
+    make = getattr(nv, "make_launcher", None)
+    build = getattr(nv, "compile_module_from_src", None)
+    if make is None or build is None:
+        return False
+    if list(inspect.signature(make).parameters) != ["constants", "signature", "tensordesc_meta"]:
+        return False
+    names = list(jit_fn.arg_names)
+    constants = {(names.index(k),) if isinstance(k, str) else k: v for k, v in constexprs.items()}
+    source = make(constants, dict(signature), None)
+    build(
+        src=source,
+        name="__triton_launcher",
+        library_dirs=nv.library_dirs(),
+        include_dirs=nv.include_dirs,
+        libraries=nv.libraries,
+    )
+    return True
+
+
 def cache_key_with(fingerprint: str, src: Any, backend: Any, options: Any, env: Mapping) -> str:
     """Triton's cache-key format with ``triton_key()`` replaced by ``fingerprint``:
     ``f"{triton_key}-{src.hash()}-{backend.hash()}-{options.hash()}-{sorted env}"``

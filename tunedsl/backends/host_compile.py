@@ -117,10 +117,13 @@ class HostCompiler:
 
     def _compile_all(self, configs: list[Config]) -> None:
         from tunedsl.backends.inprocess import reason
-        from tunedsl.backends.process_compile import variant_compiler
+        from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
         from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
         compile_variant = variant_compiler(self.kernel, len(configs), target=self.target)
+        if self.target is None:  # the workers' first loads find the launcher built
+            first = self.variants[configs[0]]
+            prebuild_launcher(self.kernel, first.args, first.kwargs, first.options)
 
         def job(config: Config) -> CompileJob:
             v = self.variants[config]

@@ -154,10 +154,12 @@ def compile_jobs(
         for v in todo:
             yield v, None
         return
-    from tunedsl.backends.process_compile import variant_compiler
+    from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
     from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
     compile_variant = variant_compiler(kernel, len(todo))  # before the stream's threads
+    if todo:  # beside the compiles, not after the first one
+        prebuild_launcher(kernel, todo[0].args, todo[0].kwargs, todo[0].options)
     by_id: dict[int, Variant] = {}
     jobs = []
     for v in todo:

@@ -22,6 +22,7 @@ configuration's failure (a compiler crash no longer takes the tuning process wit
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,9 +40,9 @@ from tunedsl.backends.triton_compile import (
     unwrap_jit,
 )
 from tunedsl.engine import compile_processes
-from tunedsl.engine.compile_pool import default_workers
+from tunedsl.engine.compile_pool import default_workers, start_drained_thread
 
-__all__ = ["WorkerCompile", "stats", "variant_compiler"]
+__all__ = ["WorkerCompile", "prebuild_launcher", "stats", "variant_compiler"]
 
 VariantCompile = Callable[[Sequence[Any], Mapping[str, Any], Mapping[str, Any]], Any]
 
@@ -49,6 +50,8 @@ VariantCompile = Callable[[Sequence[Any], Mapping[str, Any], Mapping[str, Any]],
 #: ``fallback``: compiled here after the worker failed; ``mismatch``: the load was no hit.
 stats = {"built": 0, "fallback": 0, "mismatch": 0}
 _disabled: list[str] = []  # why processes were turned off for this process, if they were
+_launchers: set[tuple[str, str]] = set()  # (kernel source, signature) prebuilt or building
+_launchers_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -182,3 +185,38 @@ def _target_of_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
 
     with torch.cuda.device(device):
         return compat.current_target()
+
+
+def prebuild_launcher(
+    kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+) -> None:
+    """Build the kernel's C launcher for this signature on a background thread, once per
+    process, while its configurations compile (``compat.prebuild_launcher``: Triton 3.6
+    builds it on the first module load otherwise, after the first compile). Errors are
+    ignored: the load builds it then, as without this."""
+    if interpreting():
+        return
+    try:
+        from triton.compiler import make_backend
+
+        jit_fn = unwrap_jit(kernel)
+        target = _target_of_arguments(args, kwargs)
+        wrapped = [compat.mock_tensor(a) for a in args]
+        _, signature, constexprs, _ = pack_launch(
+            jit_fn, make_backend(target), wrapped, kwargs, options
+        )
+        key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
+    except Exception:
+        return
+    with _launchers_lock:
+        if key in _launchers:
+            return
+        _launchers.add(key)
+
+    def build() -> None:
+        try:
+            compat.prebuild_launcher(jit_fn, signature, constexprs)
+        except Exception:  # the first load builds it, as without this
+            pass
+
+    start_drained_thread(build, name="tunedsl-launcher-build")
