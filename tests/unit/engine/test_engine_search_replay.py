@@ -14,31 +14,39 @@ from landscape import BEST, LandscapeMeasurer, SimClock, make_space
 
 from tunedsl.engine.driver import run_search
 from tunedsl.engine.search import ModelSearch, make_strategy
-from tunedsl.engine.search.model import model_available
+from tunedsl.engine.search.model import GaussianProcess, expected_improvement, model_available
 from tunedsl.errors import UsageError
 from tunedsl.warn import forget
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from bench_search_replay import FAMILIES, label, load_table, replay
+from bench_search_replay import FAMILIES, load_table, replay
 
 needs_model = pytest.mark.skipif(
-    not model_available(), reason="search='model' needs lightgbm (tunedsl[search])"
+    not model_available(), reason="search='model' needs numpy (its Gaussian process)"
+)
+needs_lightgbm = pytest.mark.skipif(
+    not model_available("lightgbm"), reason="backend='lightgbm' needs tunedsl[search]"
 )
 
 
 @needs_model
-@pytest.mark.parametrize("seed", range(5))
-def test_auto_chooses_within_2_percent_of_the_softmax_best(seed: int) -> None:
+def test_auto_chooses_within_2_percent_of_the_softmax_best_within_its_budget() -> None:
     # 600 valid configurations, a 5 s budget (0.1x of the exhaustive first call), compiles
-    # as on the H100's 16 threads: three or four batches of 8. Over 20 seeds auto is within
-    # 2% in 15 (the first version of the model search: 9); seeds 0-4 are the first five.
+    # as on the H100's 16 threads: three batches of 8 fit. The softmax is the hardest family
+    # for the Gaussian process (12 of 20 seeds within 2%; the LightGBM search, 15 of 20, did
+    # so by starting a fourth batch at 4.2 s whose compile ran to 5.6 s, past the budget).
     family = FAMILIES["softmax"]
     table = load_table(family)  # checks the space's valid configurations are the table's
-    out, gap = replay(family, table, "auto", seed, family.budget_s)
-    assert out.strategy == "auto:model"
-    assert gap <= 0.02, f"seed {seed}: chose {label(out.chosen)}, {gap:.1%} from the best"
-    assert out.measured <= 0.1 * len(table.medians)
+    gaps = []
+    for seed in range(5):
+        out, gap = replay(family, table, "auto", seed, family.budget_s)
+        assert out.strategy == "auto:model"
+        assert out.elapsed_s <= family.budget_s  # the search stopped in time
+        assert out.measured <= 0.1 * len(table.medians)
+        gaps.append(gap)
+    assert sum(g <= 0.02 for g in gaps) >= 3, [f"{g:.1%}" for g in gaps]
+    assert max(gaps) < 0.06
 
 
 @needs_model
@@ -51,10 +59,11 @@ def test_the_replay_is_deterministic_given_the_seed() -> None:
     assert [o.config for o in first.observations] == [o.config for o in again.observations]
 
 
-@needs_model
+@needs_lightgbm
 def test_the_top_decile_classifier_is_still_a_target() -> None:
     clock = SimClock()
     strategy = ModelSearch(seed=0, target="top")
+    assert strategy.backend == "lightgbm"  # the classifier needs a tree backend
     out = run_search(
         make_space(), strategy, LandscapeMeasurer(clock=clock), budget_s=6.0, clock=clock
     )
@@ -67,6 +76,70 @@ def test_model_options_are_checked() -> None:
         ModelSearch(target="rank")
     with pytest.raises(ValueError, match=r"explore \(2\) and local"):
         ModelSearch(explore=2)
+    with pytest.raises(ValueError, match=r"reserve \(1\.5\)"):
+        ModelSearch(reserve=1.5)
+    with pytest.raises(UsageError, match="model backend 'svm': expected one of gp, sklearn"):
+        ModelSearch(backend="svm")
+    with pytest.raises(UsageError, match="model target 'top' needs a tree backend"):
+        ModelSearch(backend="gp", target="top")
+
+
+def test_the_gaussian_process_fits_and_knows_where_it_is_unsure() -> None:
+    np = pytest.importorskip("numpy")
+    x = np.linspace(0, 1, 9)[:, None]
+    y = np.log(1 + 4 * (x[:, 0] - 0.6) ** 2)  # a bowl, lowest at 0.6
+    gp = GaussianProcess().fit(x, y)
+    mu, sd = gp.predict(x)
+    assert np.abs(mu - y).max() < 0.05  # it fits the points it saw
+    _, far_sd = gp.predict(np.array([[3.0]]))
+    assert far_sd[0] > 5 * sd.max()  # far from the data it is unsure
+    # EI is highest near the bowl's bottom among unseen points, and zero-ish where worse.
+    grid = np.linspace(0, 1, 101)[:, None]
+    m, s = gp.predict(grid)
+    ei = expected_improvement(float(y.min()), m, s)
+    assert abs(float(grid[int(np.argmax(ei)), 0]) - 0.6) < 0.1
+    # Believing a point at its prediction (a batch's pick) keeps the prediction and
+    # shrinks the uncertainty there, so the next pick goes elsewhere.
+    at = np.array([[2.0]])
+    (pm,), (ps,) = gp.predict(at)
+    grown = gp.believe(at, np.array([pm]))
+    (gm,), (gs,) = grown.predict(at)
+    assert abs(gm - pm) < 0.05 * ps and gs < 0.5 * ps
+    assert (grown.scale, grown.noise) == (gp.scale, gp.noise)  # the same kernel
+
+
+@needs_model
+def test_the_model_search_stops_when_its_next_batch_cannot_finish() -> None:
+    # The square matmul: 10 s, batches of about 1.65 s (compile-bound). Started at 8.3 s, a
+    # sixth batch would compile until after the driver stops racing at 9 s: unmeasured, and
+    # its compiles would take the final race's time (the leaders raced on 3 reps each).
+    family = FAMILIES["square"]
+    table = load_table(family)
+    out, _ = replay(family, table, "model", 0, family.budget_s)
+    assert out.exhausted  # the strategy stopped itself
+    assert out.elapsed_s < 0.9 * family.budget_s  # ... with the final race inside the budget
+    final = [o for o in out.observations if o.round == out.final_round]
+    assert len(final) == 3 and all(len(o.samples) > 3 for o in final)
+    # The stop is a budget decision: the time it left could not have held another batch.
+    strategy = ModelSearch(seed=0)
+    clock = SimClock()
+    run_search(make_space(), strategy, LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock)
+    assert strategy._last_remaining is not None and strategy.batch_s
+    left = strategy._last_remaining - strategy.reserve * 3.0
+    assert 0 < left < max(strategy.batch_s[-3:])
+
+
+@needs_model
+@pytest.mark.parametrize("name", ["square", "splitk"])
+def test_auto_is_within_2_percent_on_the_matmuls_more_often_than_pattern(name: str) -> None:
+    # Five held-out seeds (the strategy was tuned on seeds 0-19).
+    family = FAMILIES[name]
+    table = load_table(family)
+    seeds = range(100, 105)
+    auto = [replay(family, table, "auto", seed, family.budget_s)[1] for seed in seeds]
+    pattern = [replay(family, table, "pattern", seed, family.budget_s)[1] for seed in seeds]
+    assert sum(g <= 0.02 for g in auto) >= 3
+    assert sum(auto) < sum(pattern)
 
 
 def test_a_library_that_fails_to_load_is_an_error_for_model_and_a_warning_for_auto(
@@ -78,14 +151,22 @@ def test_a_library_that_fails_to_load_is_an_error_for_model_and_a_warning_for_au
     forget("search-model:")
     space = make_space()
     clock = SimClock()
+    broken = make_strategy("model", backend="lightgbm")
     with pytest.raises(UsageError, match=r"could not load lightgbm \(AttributeError"):
-        run_search(
-            space, make_strategy("model"), LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock
-        )
+        run_search(space, broken, LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock)
     clock = SimClock()
     with pytest.warns(UserWarning, match="could not load lightgbm.*searching without the model"):
         out = run_search(
-            space, make_strategy("auto"), LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock
+            space,
+            ModelSearch(backend="lightgbm", fallback=True),  # as auto made it
+            LandscapeMeasurer(clock=clock),
+            budget_s=3.0,
+            clock=clock,
         )
-    assert out.strategy == "auto:model"
     assert out.measured > 8  # it went on after the opening batch
+    # auto's model search (the Gaussian process on numpy) does not need the broken library.
+    clock = SimClock()
+    auto = make_strategy("auto")
+    out = run_search(space, auto, LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock)
+    assert out.strategy == "auto:model"
+    assert auto.inner is not None and auto.inner.fits > 0  # type: ignore[attr-defined]

@@ -1,10 +1,11 @@
 """``auto`` (the default): exhaustive when the valid space is small, ``model`` above that.
 
 "Small" is up to ``SMALL_VALID`` valid configurations (proposed as one batch), counted
-lazily (a space of 10^7 points is never listed: the count stops at the threshold). When the
-model's library is missing, ``pattern`` (which needs nothing) replaces it; when it is found
-but fails to load, the model search goes on without it (neighbours of the best first, then
-random draws) after one warning.
+lazily (a space of 10^7 points is never listed: the count stops at the threshold). The
+model search's default surrogate (a Gaussian process) needs numpy only, a dependency of
+tunedsl; were it missing, ``pattern`` (which needs nothing) would replace it. A model search
+whose library is found but fails to load (a tree backend) goes on without it (neighbours of
+the best first, then random draws) after one warning.
 """
 
 from __future__ import annotations
