@@ -5,17 +5,17 @@ yields ``(job, result_or_exception)`` in completion order, so the tuner can benc
 first finished variant while the others still compile (a producer-consumer pipeline, as
 in cuTile.jl's autotuner).
 
-Why threads, not processes (measured; details in ``docs/precompile.md``):
+The jobs run on threads; where many compile at once, each job hands its compile to a
+forked worker process and loads the result here (``compile_processes.py``,
+``backends/process_compile.py``; ``TUNEDSL_COMPILE_PROCESSES``):
 
 * A GPU compile must end in this process's JIT table (``JITFunction.device_caches``), where
-  the launch looks; a process worker could only fill the on-disk cache.
+  the launch looks; a worker process fills Triton's on-disk cache, and the job then loads
+  the entry here.
 * Triton runs the heavy stages in C++ (MLIR/LLVM passes) and ``ptxas`` as a subprocess,
-  without the GIL: ``benchmarks/bench_compile_pool.py --gil-probe`` shows a spinning
-  Python thread progressing as much during ``make_llir`` as during ``ptxas``. On the
-  anchor's H100, 48 matmul configurations compiled in 22.6 s on 1 thread, 4.7 s on 16.
-* Process workers each import torch and Triton and get the kernel by pickle: on the
-  2-core development machine they spent 15-55% more CPU time than a serial compile for
-  the same 48 cubins, threads 4-7% more.
+  without the GIL (``benchmarks/bench_compile_pool.py --gil-probe``), but the Python around
+  them queues on one GIL with 16 threads: 48 anchor configurations took 4.55 s on 16
+  threads and 3.16 s on 16 forked workers on the H100 machine (20.4 s serially).
 
 The price of threads is that a thread cannot be killed: a configuration that runs past
 its timeout (``TUNEDSL_COMPILE_TIMEOUT``) is reported as failed and its thread is

@@ -3,8 +3,8 @@
 Why: the compile pool's threads run Triton's C++ passes and ``ptxas`` without the GIL, but
 every compile also spends tens of milliseconds in Python holding it (the AST code generator,
 ``triton.compile``'s own steps, cache writes). With 16 threads those parts queue on one
-GIL: on the H100 machine 48 anchor configurations took 3.8 s on threads against 2.7 s on
-pre-started processes (``benchmarks/bench_compile_pool.py``), and the threads' waiting slowed
+GIL: on the H100 machine 48 anchor configurations took 4.55 s on 16 threads and 3.16 s on
+16 forked workers (``benchmarks/bench_compile_pool.py``), and the threads' waiting slowed
 the measuring thread too.
 
 How, and why fork: a worker must compile the user's kernel, which may live in ``__main__``
@@ -20,7 +20,8 @@ Safety: the fork happens only where no other thread of this process is compiling
 (:func:`tunedsl.engine.compile_pool.compiling_elsewhere`), so no thread holds a compiler
 lock that the child inherits; a child touches no GPU (it compiles for a named target) and
 leaves with ``os._exit`` (no parent's exit handler runs twice). Workers ignore Ctrl-C (the
-parent stops them) and exit when their pipe closes, so they never outlive the parent.
+parent stops them) and exit when their pipe closes, between jobs or in the middle of one
+(a watchdog thread peeks at the pipe), so they never outlive the parent.
 
 What a caller gets from :meth:`ForkedWorkers.run`: the function's result; a
 :class:`WorkerFailed` when it raised (the caller compiles in-process instead, which raises
@@ -34,7 +35,9 @@ import contextlib
 import os
 import pickle
 import queue
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -298,6 +301,7 @@ def _worker_main(
             if i != index:
                 child_end.close()
         conn.send(os.getpid())
+        threading.Thread(target=_exit_when_orphaned, args=(conn.fileno(),), daemon=True).start()
         while True:
             try:
                 message = conn.recv_bytes()
@@ -320,3 +324,21 @@ def _worker_main(
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(status)
+
+
+def _exit_when_orphaned(fd: int) -> None:  # pragma: no cover - runs in a worker
+    """Leave as soon as the parent's end of the pipe closes, even in the middle of a job (a
+    compile that hangs must not outlive the tuning process): a peek that reads nothing from
+    a readable pipe is its end. The parent never writes while a job runs, so data is only
+    ever a next job, which the worker's loop reads."""
+    sock = socket.socket(fileno=os.dup(fd))
+    while True:
+        select.select([sock], [], [])
+        try:
+            if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                os._exit(0)
+        except BlockingIOError:
+            pass
+        except OSError:
+            os._exit(0)
+        time.sleep(0.05)  # a job waits for the loop to read it

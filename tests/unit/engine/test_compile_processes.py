@@ -148,3 +148,29 @@ def test_a_bad_setting_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("TUNEDSL_COMPILE_PROCESSES", "sometimes")
     with pytest.raises(UsageError, match="TUNEDSL_COMPILE_PROCESSES"):
         compile_processes.enabled(4)
+
+
+ORPHAN = r"""
+import os, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import process_jobs
+from tunedsl.engine.compile_processes import ForkedWorkers
+
+pool = ForkedWorkers(1)
+print(pool.run(process_jobs.whoami, None, 30.0)[0], flush=True)
+threading.Thread(target=pool.run, args=(process_jobs.sleep, 120.0, 300.0), daemon=True).start()
+time.sleep(0.5)  # the worker is inside its job now
+os._exit(0)  # the tuning process dies (a kill -9 looks the same to the worker)
+"""
+
+
+def test_a_worker_busy_with_a_job_ends_when_its_parent_dies() -> None:
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", ORPHAN, str(Path(__file__).resolve().parent)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    pid = int(out.stdout.split()[0])
+    assert _gone(pid, within_s=10.0)  # not after its 120 s job
