@@ -118,10 +118,10 @@ def variant_compiler(
         try:
             job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
             built, was_cached = pool.run(build_in_worker, job, knobs.compile_timeout_s())
-        except compile_processes.WorkerCrashed as err:
-            if not pool.alive():  # every worker is gone: compile here from now on
-                return _fallback(here, args, kwargs, options)
+        except compile_processes.WorkerCrashed as err:  # this configuration crashed it
             raise RuntimeError(f"{err} while compiling this configuration") from err
+        except compile_processes.NoWorkerLeft:  # all killed or crashed: compile here
+            return _fallback(here, args, kwargs, options)
         except compile_processes.WorkerFailed:
             return _fallback(here, args, kwargs, options)
         except TimeoutError:

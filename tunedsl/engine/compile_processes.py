@@ -26,7 +26,8 @@ parent stops them) and exit when their pipe closes, between jobs or in the middl
 What a caller gets from :meth:`ForkedWorkers.run`: the function's result; a
 :class:`WorkerFailed` when it raised (the caller compiles in-process instead, which raises
 the real error); :class:`WorkerCrashed` when the worker died (a compiler crash stays out of
-the tuning process); ``CompileTimeout`` after the timeout (the worker is killed).
+the tuning process); ``CompileTimeout`` after the timeout (the worker is killed);
+:class:`NoWorkerLeft` when every worker is gone (the job did not run).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from tunedsl import knobs
 
 __all__ = [
     "ForkedWorkers",
+    "NoWorkerLeft",
     "WorkerCrashed",
     "WorkerFailed",
     "lookup",
@@ -77,6 +79,10 @@ class WorkerFailed(Exception):
 
 class WorkerCrashed(Exception):
     """The worker process died while running the job (a crash of the compiler)."""
+
+
+class NoWorkerLeft(Exception):
+    """Every worker of the pool has died or been killed: the job was not run."""
 
 
 def _count(name: str) -> None:
@@ -218,7 +224,7 @@ class ForkedWorkers:
     def _take(self) -> _Worker:
         while True:
             if not self.alive():
-                raise WorkerCrashed("no compile process is left")
+                raise NoWorkerLeft("no compile process is left")
             try:
                 worker = self._idle.get(timeout=0.5)
             except queue.Empty:

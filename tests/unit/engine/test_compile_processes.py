@@ -73,7 +73,7 @@ def test_a_worker_that_dies_is_a_crash_and_the_pool_keeps_the_other(pool: Forked
     with pytest.raises(WorkerCrashed):
         pool.run(process_jobs.die, 3, 30.0)
     assert not pool.alive()
-    with pytest.raises(WorkerCrashed, match="no compile process is left"):
+    with pytest.raises(compile_processes.NoWorkerLeft, match="no compile process is left"):
         pool.run(process_jobs.sleep, 0.0, 30.0)
 
 
