@@ -146,9 +146,12 @@ def test_budget_is_honoured_while_compiling(search, operands, tmp_path, monkeypa
 
 
 @pytest.fixture(scope="module")
-def reference(operands):
-    """Every valid configuration, compiled and raced (no budget)."""
-    out = tune(mm, operands, "exhaustive", 1e9, "reference")
+def reference(operands, tmp_path_factory):
+    """Every valid configuration, compiled and raced (no budget). A module fixture runs
+    before the per-test cache isolation of tests/conftest.py: it gets its own cache."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TUNEDSL_CACHE_DIR", str(tmp_path_factory.mktemp("reference-cache")))
+        out = tune(mm, operands, "exhaustive", 1e9, "reference")
     results = out.record.results
     ok = [r for r in results if r.status == "ok"]
     # Every configuration was tried; the constraint leaves room for a rare out-of-resources.

@@ -71,6 +71,7 @@ _in_worker = False
 stats = {"pools": 0, "jobs": 0, "failed": 0, "crashed": 0, "timeouts": 0, "stale": 0}
 
 _START_TIMEOUT_S = 30.0  # a worker that has not said hello by then is taken as dead
+WORKER_NICENESS = 10  # added to a worker's nice value: measuring goes first
 
 
 class WorkerFailed(Exception):
@@ -296,6 +297,11 @@ def _worker_main(
     status = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us, not Ctrl-C
+        # Below the tuning process's priority (ptxas inherits it): compiles fill every core
+        # while the tuning process launches and times kernels, and a launching thread kept
+        # off the CPU would leave gaps in what it times.
+        with contextlib.suppress(OSError):
+            os.nice(WORKER_NICENESS)
         conn = pairs[index][1]
         # EOF must reach each side: keep no copy of any other pipe's end, this pool's or
         # an older pool's.
