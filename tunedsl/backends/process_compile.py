@@ -5,7 +5,7 @@ Where forked workers pay (``engine/compile_processes.py``: several jobs, enough 
 workers, ``TUNEDSL_COMPILE_PROCESSES``), each call:
 
 1. derives what a launch would compile (Triton's own binder and ``_pack_args`` for the
-   target of the arguments' GPU, as a cross-compile does: ``triton_compile.pack_launch``);
+   target of the arguments' GPU, as a cross-compile does: ``triton_compile.pack_for_target``);
 2. has a worker compile exactly that ``ASTSource`` for that target, which writes the result
    into Triton's on-disk cache under the launch's key;
 3. runs :func:`~tunedsl.backends.triton_compile.compile_variant` here as before, which now
@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl import knobs
 from tunedsl.backends import compat
 from tunedsl.backends.triton_compile import (
     as_built,
@@ -35,7 +36,7 @@ from tunedsl.backends.triton_compile import (
     cuda_device_of,
     interpreting,
     is_cache_hit,
-    pack_launch,
+    pack_for_target,
     parse_target,
     unwrap_jit,
 )
@@ -111,8 +112,6 @@ def variant_compiler(
     kernel_key = compile_processes.register(jit_fn)
 
     def pooled(args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
-        from tunedsl import knobs
-
         if _disabled:
             return here(args, kwargs, options)
         try:
@@ -159,13 +158,9 @@ def _worker_job(
     options: Mapping[str, Any],
     target: Any,
 ) -> WorkerCompile:
-    from triton.compiler import make_backend
-
     if target is None:  # the GPU of the arguments, as the in-process compile uses
         target = _target_of_arguments(args, kwargs)
-    backend = make_backend(target)
-    wrapped = [compat.mock_tensor(a) for a in args]
-    opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, wrapped, kwargs, options)
+    opts, signature, constexprs, attrs = pack_for_target(jit_fn, args, kwargs, options, target)
     return WorkerCompile(
         kernel=kernel_key,
         source_key=source_key,
@@ -197,14 +192,9 @@ def prebuild_launcher(
     if interpreting():
         return
     try:
-        from triton.compiler import make_backend
-
         jit_fn = unwrap_jit(kernel)
         target = _target_of_arguments(args, kwargs)
-        wrapped = [compat.mock_tensor(a) for a in args]
-        _, signature, constexprs, _ = pack_launch(
-            jit_fn, make_backend(target), wrapped, kwargs, options
-        )
+        _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
         key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
     except Exception:
         return

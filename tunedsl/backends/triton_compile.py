@@ -49,6 +49,7 @@ __all__ = [
     "cuda_device_of",
     "interpreting",
     "is_cache_hit",
+    "pack_for_target",
     "pack_launch",
     "parse_target",
     "triton_specialization",
@@ -306,6 +307,21 @@ def pack_launch(
     return compat.pack_args(jit_fn, backend, run_kwargs, bound_args, specialization, bound_options)
 
 
+def pack_for_target(
+    jit_fn: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    target: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """:func:`pack_launch` on ``target``'s backend: ``(options, signature, constexprs,
+    attrs)`` of a launch on such a GPU (torch dtypes may stand for tensors in ``args``)."""
+    from triton.compiler import make_backend
+
+    wrapped = [compat.mock_tensor(a) for a in args]
+    return pack_launch(jit_fn, make_backend(target), wrapped, kwargs, options)
+
+
 def _cross_compile(
     jit_fn: Any,
     args: Sequence[Any],
@@ -313,11 +329,7 @@ def _cross_compile(
     options: Mapping[str, Any],
     target: Any,
 ) -> CrossCompiled:
-    from triton.compiler import make_backend
-
-    backend = make_backend(target)
-    wrapped = [compat.mock_tensor(a) for a in args]  # torch dtypes stand for tensors here
-    opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, wrapped, kwargs, options)
+    opts, signature, constexprs, attrs = pack_for_target(jit_fn, args, kwargs, options, target)
     return compile_source(jit_fn, signature, constexprs, attrs, compat.options_dict(opts), target)
 
 

@@ -125,10 +125,11 @@ def pool_for(objects: list[Any], workers: int) -> ForkedWorkers | None:
     keys = [register(obj) for obj in objects]
     with _lock:
         pool = _pool
-        if pool is not None and pool.alive() and pool.knows(keys) and pool.size >= workers:
-            return pool
-        if compiling_elsewhere():
-            return pool if pool is not None and pool.alive() and pool.knows(keys) else None
+        usable = pool if pool is not None and pool.alive() and pool.knows(keys) else None
+        if usable is not None and usable.size >= workers:
+            return usable
+        if compiling_elsewhere():  # no fork now: a smaller pool that knows them still serves
+            return usable
         if pool is not None:
             stats["stale"] += 1  # under _lock
             pool.close()
@@ -140,7 +141,7 @@ def pool_for(objects: list[Any], workers: int) -> ForkedWorkers | None:
 
 
 def shutdown() -> None:
-    """Stop the pool's workers (at exit, and where a command leaves at once)."""
+    """Stop the pool's workers (tests; at exit the closed pipes end them without this)."""
     global _pool
     with _lock:
         pool, _pool = _pool, None
