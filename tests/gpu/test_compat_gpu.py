@@ -107,3 +107,40 @@ def test_the_launcher_built_ahead_is_the_one_the_first_load_uses(tmp_path) -> No
     assert report["after"] == report["before"]  # the load built no launcher of its own
     if report["version"].startswith("3.6"):  # a per-signature launcher: built ahead
         assert len(report["before"]) == 1, report
+
+
+TARGET_SCRIPT = r"""
+import json
+import torch
+import triton
+from triton.runtime import driver
+from tunedsl.backends import compat
+
+torch.zeros(1, device="cuda")  # PyTorch's CUDA is up, Triton's driver is not
+early = compat.target_before_driver()
+hash_early = compat.backend_hash()
+started_early = driver._default is not None
+late = compat.current_target()
+print("REPORT " + json.dumps({
+    "early": repr(early), "late": repr(late), "started_early": started_early,
+    "started_late": driver._default is not None, "hash_early": hash_early,
+    "hash_late": compat.backend_hash(),
+}))
+"""
+
+
+def test_the_target_known_before_tritons_driver_starts_is_the_drivers(tmp_path) -> None:
+    """The record key's backend hash is taken before Triton's driver starts (its start
+    then overlaps hashing Triton); the target PyTorch gives must be the one the driver
+    gives, or records and compiles would be keyed for another GPU."""
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"))
+    script = tmp_path / "target.py"
+    script.write_text(TARGET_SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
+    assert out.returncode == 0 and lines, out.stdout[-2000:] + out.stderr[-2000:]
+    report = json.loads(lines[-1][len("REPORT ") :])
+    assert report["started_early"] is False and report["started_late"] is True
+    assert report["early"] == report["late"]
+    assert report["hash_early"] == report["hash_late"]

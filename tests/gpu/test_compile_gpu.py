@@ -99,6 +99,50 @@ def test_too_much_shared_memory_is_a_failed_configuration_not_a_crash() -> None:
     assert not isinstance(results["fine"], BaseException)
 
 
+def test_forked_workers_stop_a_kernel_over_shared_memory_with_the_loaders_error(
+    monkeypatch, tmp_path
+) -> None:
+    """With compile workers, a configuration over the GPU's shared memory stops in the worker
+    before code generation and fails with the error loading it reports, Triton's numbers."""
+    from tunedsl.backends import process_compile
+    from tunedsl.engine import compile_processes
+
+    # Workers forked now, into an empty Triton cache (one that held the kernel would
+    # answer from it), and none left behind that writes where later tests do not look.
+    compile_processes.shutdown()
+    monkeypatch.setenv("TUNEDSL_COMPILE_PROCESSES", "on")
+    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path / "triton"))
+    a = torch.empty(1024, 1024, device="cuda", dtype=torch.float16)
+    args = (a, a, a, 1024, 1024, 1024, 1024, 1, 1024, 1, 1024, 1)
+    configs = {
+        "huge": ({"BM": 256, "BN": 256, "BK": 128}, {"num_warps": 8, "num_stages": 5}),
+        "fine": ({"BM": 64, "BN": 64, "BK": 32}, {"num_warps": 4, "num_stages": 3}),
+        "fine2": ({"BM": 128, "BN": 64, "BK": 32}, {"num_warps": 4, "num_stages": 3}),
+        "fine3": ({"BM": 64, "BN": 128, "BK": 32}, {"num_warps": 4, "num_stages": 3}),
+    }
+    before = dict(process_compile.stats)
+    compile_one = process_compile.variant_compiler(mm, len(configs), workers=4)
+    assert compile_one.__name__ == "pooled"
+    jobs = [
+        CompileJob(name, lambda kw=kw, opts=opts: compile_one(args, kw, opts))
+        for name, (kw, opts) in configs.items()
+    ]
+    try:
+        results = {j.config: r for j, r in compile_stream(jobs, workers=4)}
+    finally:
+        compile_processes.shutdown()
+    assert process_compile.stats["over_shared"] == before["over_shared"] + 1
+    early = results["huge"]
+    assert isinstance(early, triton.runtime.errors.OutOfResources), early
+    # The same configuration compiled in full and loaded here: the same error, same numbers.
+    monkeypatch.setenv("TUNEDSL_COMPILE_PROCESSES", "off")
+    with pytest.raises(triton.runtime.errors.OutOfResources) as loaded:
+        compile_variant(mm, args, *configs["huge"])
+    assert str(early) == str(loaded.value)
+    for name in ("fine", "fine2", "fine3"):
+        assert not isinstance(results[name], BaseException), results[name]
+
+
 _TUNE_SCRIPT = textwrap.dedent(
     """
     import sys, torch, triton, triton.language as tl

@@ -112,7 +112,7 @@ def test_workers_build_the_same_cubins_as_threads_and_failures_keep_tritons_erro
     for config, (digest, cached, size) in on.items():
         assert not cached and size > 1000  # built now (by a worker), a real cubin
         assert off[config][0] == digest  # the very kernel a compile on threads makes
-    assert report["stats_on"] == {"built": 4, "fallback": 0, "mismatch": 0}
+    assert report["stats_on"] == {"built": 4, "fallback": 0, "mismatch": 0, "over_shared": 0}
     assert report["pool_on"]["pools"] == 1 and report["pool_on"]["jobs"] == 4
 
     # Second time: Triton's cache has every variant; the workers rebuild nothing new
@@ -128,3 +128,90 @@ def test_workers_build_the_same_cubins_as_threads_and_failures_keep_tritons_erro
     assert isinstance(late["32"], list) and isinstance(late["64"], list)
     assert late["128"].startswith("CompileTimeAssertionFailure")  # Triton's, from here
     assert report["stats_late"]["fallback"] == 1
+
+
+OVER_SHARED_SCRIPT = r"""
+import dataclasses, json, os, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from shared_kernels import mm
+
+from tunedsl.backends import process_compile
+from tunedsl.backends.triton_compile import compile_source, pack_for_target, triton_cache_has
+from tunedsl.engine import compile_processes
+
+S = 256
+target = GPUTarget("cuda", 90, 32)
+args = (torch.float16,) * 3 + (S, S, S, S, 1, S, 1, S, 1)
+SMALL, BIG = dict(BM=16, BN=16, BK=32), dict(BM=64, BN=64, BK=64)
+OPTIONS = {"num_warps": 4, "num_stages": 3}
+
+
+def full(config):  # the whole compile, in this process: Triton's own numbers
+    opts, sig, ce, attrs = pack_for_target(mm, args, config, OPTIONS, target)
+    from tunedsl.backends import compat
+    done = compile_source(mm, sig, ce, attrs, compat.options_dict(opts), target)
+    return done.hash, done.kernel.metadata.shared
+
+
+triton.knobs.cache.dir = tempfile.mkdtemp()
+small_hash, small_shared = full(SMALL)
+big_hash, big_shared = full(BIG)
+limit = (small_shared + big_shared) // 2
+
+# Workers compile into an empty cache, with the launching GPU's limit between the two.
+triton.knobs.cache.dir = tempfile.mkdtemp()
+os.environ["TUNEDSL_COMPILE_PROCESSES"] = "on"
+pool = compile_processes.pool_for([mm], 2)
+key = compile_processes.register(mm)
+results = {}
+for name, config in (("small", SMALL), ("big", BIG)):
+    job = process_compile._worker_job(mm, key, str(mm.cache_key), args, config, OPTIONS, target)
+    job = dataclasses.replace(job, shared_limit=limit)
+    results[name] = repr(pool.run(process_compile.build_in_worker, job, 600))
+# The stopped kernel left no entry that a later load could trust.
+opts, sig, ce, attrs = pack_for_target(mm, args, BIG, OPTIONS, target)
+from tunedsl.backends import compat
+from triton.compiler import ASTSource, make_backend
+backend = make_backend(target)
+src = ASTSource(mm, sig, ce, attrs)
+parsed = backend.parse_options(compat.options_dict(opts))
+big_key = compat.triton_cache_key(src, backend, parsed, compat.cache_invalidating_env())
+print("REPORT " + json.dumps({
+    "small": [small_hash, small_shared], "big": [big_hash, big_shared], "limit": limit,
+    "results": results, "big_cached": triton_cache_has(big_key, src.name),
+    "error": str(compat.out_of_resources(big_shared, limit)),
+}))
+"""
+
+
+def test_a_worker_stops_a_kernel_over_the_gpus_shared_memory_before_code_generation(
+    tmp_path: Path,
+) -> None:
+    """The early stop answers exactly what loading would: Triton's ``metadata.shared``
+    against the limit, the same kernel hash for one that fits, no cache entry for one
+    that does not (a later load must not find a half-built kernel)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TUNEDSL_CACHE_DIR"] = str(tmp_path / "tunedsl")
+    script = tmp_path / "over_shared.py"
+    script.write_text(OVER_SHARED_SCRIPT)
+    out = subprocess.run(
+        [sys.executable, str(script), str(TESTS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
+    assert out.returncode == 0 and lines, out.stdout[-3000:] + out.stderr[-3000:]
+    report = json.loads(lines[-1][len("REPORT ") :])
+    small_hash, small_shared = report["small"]
+    _, big_shared = report["big"]
+    limit = report["limit"]
+    assert small_shared < limit < big_shared
+    assert report["results"]["small"] == f"Built(hash={small_hash!r}, cached=False)"
+    assert report["results"]["big"] == f"OverSharedMemory(required={big_shared}, limit={limit})"
+    assert report["big_cached"] is False
+    assert f"Required: {big_shared}, Hardware limit: {limit}" in report["error"]

@@ -22,7 +22,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 import re
+import threading
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -411,11 +413,34 @@ def current_target() -> Any:
     return driver.active.get_current_target()
 
 
+def target_before_driver() -> Any:
+    """:func:`current_target` without starting Triton's driver where it has not started
+    and would be CUDA's: then PyTorch answers as that driver does (``CudaDriver.
+    get_current_target``: capability major * 10 + minor, warp size 32; 3.6.0, 3.9.0).
+
+    The driver's first use builds Triton's C utilities with the host compiler on an empty
+    Triton cache (0.41 s on the H100 machine); a first call that tunes starts it in
+    :func:`warm_compile_caches`, beside hashing Triton, instead of alone before it."""
+    from triton.runtime import driver
+
+    started = getattr(driver, "_active", None) or getattr(driver, "_default", None)
+    if started is not None or os.environ.get("TRITON_DEFAULT_BACKEND"):
+        return current_target()
+    import torch
+
+    if not torch.cuda.is_available() or torch.version.hip is not None:
+        return current_target()
+    from triton.backends.compiler import GPUTarget
+
+    major, minor = torch.cuda.get_device_capability(torch.cuda.current_device())
+    return GPUTarget("cuda", major * 10 + minor, 32)
+
+
 def backend_hash() -> str:
     """Triton's backend hash of the current device (ptxas version, arch; 3.6.0, 3.9.0)."""
     from triton.compiler.compiler import make_backend
 
-    return str(make_backend(current_target()).hash())
+    return str(make_backend(target_before_driver()).hash())
 
 
 def cache_invalidating_env() -> dict[str, str]:
@@ -529,19 +554,109 @@ def triton_cache_key(src: Any, backend: Any, options: Any, env: Mapping[str, str
     return str(get_cache_key(src, backend, options, dict(env)))
 
 
-def warm_compile_caches(target: Any) -> None:
+def warm_compile_caches(target: Any | None) -> Any:
     """Compute what every compile in a process computes once (``triton_key()``, the backend's
     hash with the ptxas version), so that processes forked afterwards inherit it
     (``triton_key`` in ``triton.runtime.cache`` in 3.9.0, ``triton.compiler.compiler`` in
-    3.6.0)."""
+    3.6.0); the target, the current device's where ``target`` is None.
+
+    ``triton_key()`` hashes Triton's sources and its shared library (0.64 s on the H100
+    machine) and the driver's first use builds Triton's C utilities with the host compiler
+    on an empty Triton cache (0.41 s): both wait on I/O, a hash that frees the GIL or a
+    subprocess, so the key is hashed on a thread beside the driver's start."""
     from triton.compiler.compiler import make_backend
 
     try:
         from triton.runtime.cache import triton_key
     except ImportError:
         from triton.compiler.compiler import triton_key
-    triton_key()
-    make_backend(target).hash()
+    failed: list[BaseException] = []
+
+    def hash_triton() -> None:
+        try:
+            triton_key()
+        except BaseException as err:  # re-raised on the caller's thread
+            failed.append(err)
+
+    hashing = threading.Thread(target=hash_triton, name="tunedsl-triton-key", daemon=True)
+    hashing.start()
+    try:
+        target = current_target() if target is None else target
+        make_backend(target).hash()
+    finally:
+        hashing.join()
+    if failed:
+        raise failed[0]
+    return target
+
+
+def max_shared_memory(device: int | None) -> int:
+    """The shared memory a kernel may use on CUDA device ``device`` (None: the current one),
+    as Triton's loader checks it (``max_shared_mem``:
+    ``driver.active.utils.get_device_properties``; 3.6, 3.9)."""
+    from triton.runtime import driver
+
+    if device is None:
+        device = driver.active.get_current_device()
+    return int(driver.active.utils.get_device_properties(device)["max_shared_mem"])
+
+
+def shared_memory_overrun(err: BaseException) -> tuple[int, int] | None:
+    """(required, limit) where ``err`` is Triton's ``OutOfResources`` for shared memory."""
+    from triton.runtime.errors import OutOfResources
+
+    if isinstance(err, OutOfResources) and getattr(err, "name", None) == "shared memory":
+        return int(err.required), int(err.limit)
+    return None
+
+
+_shared_limit: list[int] = []  # the compiling process's limit: stop_over_shared_memory
+_shared_check_installed: list[bool] = []
+
+
+def stop_over_shared_memory(limit: int | None) -> None:
+    """From now on in this process, an NVIDIA compile whose kernel needs more than ``limit``
+    bytes of shared memory raises ``OutOfResources`` after its LLVM-IR stage (None: no
+    check), instead of running LLVM's code generation and ptxas for a kernel that no load
+    would accept: the loader raises the same error on the same condition, ``metadata.shared
+    > max_shared_mem`` (``CompiledKernel._init_handles``).
+
+    For forked compile workers alone: it wraps the ``ptx`` stage that
+    ``CUDABackend.add_stages`` adds (3.6, 3.9), process-wide. The cache key does not change
+    (Triton's stage-inspection hook would add to it); a kernel stopped here writes no
+    metadata, so Triton's cache has no entry for it."""
+    _shared_limit[:] = [] if limit is None else [int(limit)]
+    if limit is None or _shared_check_installed:
+        return
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.runtime.errors import OutOfResources
+
+    add_stages = CUDABackend.add_stages
+
+    def add_stages_checked(self: Any, stages: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        result = add_stages(self, stages, *args, **kwargs)
+        make_ptx = stages.get("ptx")
+        if make_ptx is None:
+            return result
+
+        def checked(src: Any, metadata: dict[str, Any]) -> Any:
+            shared = metadata.get("shared")
+            if _shared_limit and isinstance(shared, int) and shared > _shared_limit[0]:
+                raise OutOfResources(shared, _shared_limit[0], "shared memory")
+            return make_ptx(src, metadata)
+
+        stages["ptx"] = checked
+        return result
+
+    CUDABackend.add_stages = add_stages_checked
+    _shared_check_installed.append(True)
+
+
+def out_of_resources(required: int, limit: int) -> Exception:
+    """Triton's own error for a kernel over the shared-memory limit (as its loader raises)."""
+    from triton.runtime.errors import OutOfResources
+
+    return OutOfResources(required, limit, "shared memory")
 
 
 def prebuild_launcher(

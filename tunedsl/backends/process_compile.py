@@ -13,6 +13,11 @@ workers, ``TUNEDSL_COMPILE_PROCESSES``), each call:
    happen in this process, where the launch looks), holding the GIL for milliseconds
    instead of the whole compile's Python share.
 
+A kernel that needs more shared memory than the launching GPU has stops in the worker after
+its LLVM-IR stage (``compat.stop_over_shared_memory``), and step 3 becomes raising Triton's
+``OutOfResources`` with the numbers loading it would give: such kernels are often a space's
+slowest compiles, and no load accepts them.
+
 Step 3 checks that it was a cache hit with the worker's hash; a miss (the keys differ in a
 Triton version this was not built against) turns processes off for this process, with the
 count in ``stats["mismatch"]``. A job that fails in the worker is compiled again here, so
@@ -43,13 +48,21 @@ from tunedsl.backends.triton_compile import (
 from tunedsl.engine import compile_processes
 from tunedsl.engine.compile_pool import default_workers, start_drained_thread
 
-__all__ = ["WorkerCompile", "prebuild_launcher", "stats", "variant_compiler"]
+__all__ = [
+    "Built",
+    "OverSharedMemory",
+    "WorkerCompile",
+    "prebuild_launcher",
+    "stats",
+    "variant_compiler",
+]
 
 VariantCompile = Callable[[Sequence[Any], Mapping[str, Any], Mapping[str, Any]], Any]
 
 #: ``built``: variants a worker compiled and this process then loaded from the cache;
-#: ``fallback``: compiled here after the worker failed; ``mismatch``: the load was no hit.
-stats = {"built": 0, "fallback": 0, "mismatch": 0}
+#: ``fallback``: compiled here after the worker failed; ``mismatch``: the load was no hit;
+#: ``over_shared``: stopped in the worker before code generation (too much shared memory).
+stats = {"built": 0, "fallback": 0, "mismatch": 0, "over_shared": 0}
 _disabled: list[str] = []  # why processes were turned off for this process, if they were
 _launchers: set[tuple[str, str]] = set()  # (kernel source, signature) prebuilt or building
 _launchers_lock = threading.Lock()
@@ -66,18 +79,44 @@ class WorkerCompile:
     attrs: dict[Any, Any]
     options: dict[str, Any]
     target: Any
+    # The launching GPU's shared memory: a kernel over it stops before code generation
+    # (None where the target is not a GPU of this process: no check).
+    shared_limit: int | None = None
 
 
-def build_in_worker(job: WorkerCompile) -> tuple[str, bool]:
-    """In a worker: compile into Triton's cache; the compiled kernel's hash, and whether
-    Triton's cache had it already (then nothing was built)."""
+@dataclass(frozen=True)
+class Built:
+    """A worker's compile that Triton's cache now holds under ``hash``."""
+
+    hash: str
+    cached: bool  # Triton's cache had it already: nothing was built
+
+
+@dataclass(frozen=True)
+class OverSharedMemory:
+    """A worker's compile stopped after LLVM IR: the kernel needs ``required`` bytes of
+    shared memory, the GPU has ``limit``; loading it would raise the same error."""
+
+    required: int
+    limit: int
+
+
+def build_in_worker(job: WorkerCompile) -> Built | OverSharedMemory:
+    """In a worker: compile into Triton's cache, or stop early for a kernel no load accepts."""
     jit_fn = compile_processes.lookup(job.kernel)
     if str(jit_fn.cache_key) != job.source_key:
         raise RuntimeError("the kernel's source changed since the compile processes started")
-    compiled = compile_source(
-        jit_fn, job.signature, job.constexprs, job.attrs, job.options, job.target
-    )
-    return compiled.hash, compiled.cached
+    compat.stop_over_shared_memory(job.shared_limit)
+    try:
+        compiled = compile_source(
+            jit_fn, job.signature, job.constexprs, job.attrs, job.options, job.target
+        )
+    except Exception as err:
+        overrun = compat.shared_memory_overrun(err) if job.shared_limit is not None else None
+        if overrun is None:
+            raise
+        return OverSharedMemory(*overrun)
+    return Built(compiled.hash, compiled.cached)
 
 
 def variant_compiler(
@@ -103,7 +142,7 @@ def variant_compiler(
         return here
     fixed_target = None if target is None else parse_target(target)
     try:  # once here, not once per forked worker
-        compat.warm_compile_caches(fixed_target or compat.current_target())
+        compat.warm_compile_caches(fixed_target)
     except Exception:  # no usable target: the in-process path reports it
         return here
     pool = compile_processes.pool_for([jit_fn], workers)
@@ -116,7 +155,7 @@ def variant_compiler(
             return here(args, kwargs, options)
         try:
             job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
-            built, was_cached = pool.run(build_in_worker, job, knobs.compile_timeout_s())
+            result = pool.run(build_in_worker, job, knobs.compile_timeout_s())
         except compile_processes.WorkerCrashed as err:  # this configuration crashed it
             raise RuntimeError(f"{err} while compiling this configuration") from err
         except compile_processes.NoWorkerLeft:  # all killed or crashed: compile here
@@ -127,10 +166,13 @@ def variant_compiler(
             raise
         except Exception:  # the job could not be described or sent: compile here
             return _fallback(here, args, kwargs, options)
+        if isinstance(result, OverSharedMemory):  # what loading it here would raise
+            stats["over_shared"] += 1
+            raise compat.out_of_resources(result.required, result.limit)
         handle = here(args, kwargs, options)
-        if is_cache_hit(handle) and str(getattr(handle, "hash", "")) == built:
+        if is_cache_hit(handle) and str(getattr(handle, "hash", "")) == result.hash:
             stats["built"] += 1
-            return handle if was_cached else as_built(handle)
+            return handle if result.cached else as_built(handle)
         else:  # the worker's key was not the launch's: stop paying for both
             stats["mismatch"] += 1
             _disabled.append(f"cache key mismatch for {jit_fn.__name__}")
@@ -158,8 +200,10 @@ def _worker_job(
     options: Mapping[str, Any],
     target: Any,
 ) -> WorkerCompile:
+    shared_limit = None
     if target is None:  # the GPU of the arguments, as the in-process compile uses
         target = _target_of_arguments(args, kwargs)
+        shared_limit = _shared_limit(cuda_device_of(args, kwargs), target)
     opts, signature, constexprs, attrs = pack_for_target(jit_fn, args, kwargs, options, target)
     return WorkerCompile(
         kernel=kernel_key,
@@ -169,6 +213,7 @@ def _worker_job(
         attrs=dict(attrs),
         options=compat.options_dict(opts),
         target=target,
+        shared_limit=shared_limit,
     )
 
 
@@ -180,6 +225,16 @@ def _target_of_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
 
     with torch.cuda.device(device):
         return compat.current_target()
+
+
+def _shared_limit(device: int | None, target: Any) -> int | None:
+    """The launching GPU's shared-memory limit (None: the current device); None off CUDA."""
+    if getattr(target, "backend", None) != "cuda":
+        return None
+    try:
+        return compat.max_shared_memory(device)
+    except Exception:  # no limit to ask for: the worker compiles in full
+        return None
 
 
 def prebuild_launcher(
