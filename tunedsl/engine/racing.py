@@ -1,6 +1,8 @@
 """Racing: spend repetitions only where they can change the choice (engine layer, pure).
 
-Every candidate is measured a little (``first_reps``); then, round after round, only the
+Every candidate is measured a little (``first_reps``) as it arrives; those near the leader
+are then measured again side by side (``reopen_within``), since an opening measured beside
+running compiles may be slowed by them; then, round after round, only the
 candidates whose confidence interval still overlaps the leader's are measured again, side by
 side in alternating order (A B C, C B A, ...) so that drift (clock boost, heat, a neighbour
 process) affects all of them alike. A candidate stops being measured when it is separated
@@ -42,12 +44,19 @@ class RaceSettings:
     confidence: float = 0.95
     rel_width: float = 0.01  # a half-interval under 1% of the median is settled
     abs_width_ms: float = 0.0005  # ... or under 0.5 us
+    # Once all are open, every candidate whose opening median is within this fraction of
+    # the leader's is measured again side by side, the fresh samples replacing its opening:
+    # openings arrive one by one while compiles fill the CPU, and a launching thread kept
+    # waiting slows a sample, so an opening alone must not rule out a near candidate.
+    reopen_within: float = 0.15
 
     def __post_init__(self) -> None:
         if not (1 <= self.first_reps <= self.max_reps and self.more_reps >= 1):
             raise ValueError(f"bad race settings: {self}")
         if not 0.5 <= self.confidence < 1:
             raise ValueError(f"race confidence must be in [0.5, 1): {self.confidence}")
+        if self.reopen_within < 0:
+            raise ValueError(f"race reopen_within must be 0 or more: {self.reopen_within}")
 
 
 DEFAULT_RACE = RaceSettings()
@@ -60,6 +69,7 @@ class RaceResult:
     samples: dict[Config, list[float]] = field(default_factory=dict)
     failed: dict[Config, str] = field(default_factory=dict)
     rounds: int = 0  # re-measurement rounds after the opening one
+    reopened: int = 0  # candidates whose opening was measured again side by side
     leader: Config | None = None
 
     def median(self, config: Config) -> float:
@@ -105,6 +115,8 @@ def race(
             break
         if _take(out, cfg, sample, settings.first_reps) and on_measured is not None:
             on_measured(cfg, out.samples[cfg])
+    if settings.reopen_within > 0 and len(out.samples) > 1:
+        _reopen(out, sample, settings, expired)
     while out.samples and not expired():
         active = _still_open(out, settings)
         if not active:
@@ -120,6 +132,27 @@ def race(
     if out.samples:
         out.leader = min(out.samples, key=out.median)
     return out
+
+
+def _reopen(
+    out: RaceResult, sample: SampleFn, settings: RaceSettings, expired: Callable[[], bool]
+) -> None:
+    """Measure the candidates near the leader again, one after another, fastest first."""
+    best = min(out.median(c) for c in out.samples)
+    near = sorted(
+        (c for c in out.samples if out.median(c) <= best * (1 + settings.reopen_within)),
+        key=out.median,
+    )
+    if len(near) < 2:
+        return  # nobody near enough for the opening to decide: the race goes on as it is
+    for cfg in near:
+        if expired():
+            return
+        opening = out.samples.pop(cfg)
+        if _take(out, cfg, sample, settings.first_reps):
+            out.reopened += 1
+        elif cfg not in out.failed:  # no fresh samples: the opening stands
+            out.samples[cfg] = opening
 
 
 def _take(out: RaceResult, cfg: Config, sample: SampleFn, reps: int) -> bool:

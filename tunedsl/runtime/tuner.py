@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from tunedsl.engine.seams import SearchSpace
 
 # Under the interpreter a launch takes milliseconds of CPU: a race of 1 + 1 up to 3 reps.
-INTERPRETER_RACE = RaceSettings(first_reps=1, more_reps=1, max_reps=3)
+INTERPRETER_RACE = RaceSettings(first_reps=1, more_reps=1, max_reps=3, reopen_within=0.0)
 
 
 @dataclass

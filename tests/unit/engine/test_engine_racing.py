@@ -43,17 +43,44 @@ def test_close_contenders_are_remeasured_side_by_side_in_alternating_order() -> 
     a, b, slow = cfgs(1.0, 1.02, 4.0)
     assert m.reps[slow] == 3
     assert m.reps[a] > 3 and m.reps[b] > 3
-    assert result.rounds >= 2
-    rounds = [cfg for cfg, _ in m.calls[3:]]  # after the opening A, B, slow
-    assert rounds[:4] == [a, b, b, a]  # A B, then B A: drift hits both alike
+    assert result.rounds >= 2 and result.reopened == 2
+    rounds = [cfg for cfg, _ in m.calls[5:]]  # after the opening A, B, slow and A, B again
+    first, second = rounds[:2]
+    assert {first, second} == {a, b}
+    assert rounds[:4] == [first, second, second, first]  # A B, then B A: drift hits both alike
     assert result.leader == a
 
 
 def test_the_race_stops_when_intervals_are_below_the_threshold() -> None:
     m = Fixed(seed=2, noise=0.0)  # noise-free: every interval has zero width at once
-    result = race(cfgs(1.0, 1.0 + 1e-9), m.sample, RaceSettings())
+    result = race(cfgs(1.0, 1.0 + 1e-9), m.sample, RaceSettings(reopen_within=0.0))
     assert result.rounds == 0
     assert sum(m.reps.values()) == 6
+
+
+class SlowedOpening(Fixed):
+    """The true best's opening was measured beside running compiles: 12% slower."""
+
+    def sample(self, config: Config, reps: int) -> list[float]:
+        times = super().sample(config, reps)
+        if config.t == 1.0 and self.reps[config] == reps:  # its first measurement
+            return [t * 1.12 for t in times]
+        return times
+
+
+def test_an_opening_slowed_beside_compiles_does_not_rule_out_the_best() -> None:
+    candidates = cfgs(1.0, 1.05, 1.4)
+    best, runner, far = candidates
+    # Without the side-by-side re-measurement the slowed opening loses the race.
+    blind = race(candidates, SlowedOpening(seed=4, noise=0.005).sample,
+                 RaceSettings(reopen_within=0.0))  # fmt: skip
+    assert blind.leader == runner
+    m = SlowedOpening(seed=4, noise=0.005)
+    result = race(candidates, m.sample, RaceSettings())
+    assert result.leader == best
+    assert result.reopened == 2  # best and runner, not the far one
+    assert m.reps[far] == 3
+    assert all(t < 1.02 for t in result.samples[best])  # the slowed opening was replaced
 
 
 def test_repetitions_are_capped_for_a_tie() -> None:
