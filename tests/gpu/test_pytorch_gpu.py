@@ -117,6 +117,19 @@ def test_graph_timing_forced_and_auto() -> None:
     assert events.record is not None and events.record.context["timer"] == "cuda-events"
 
 
+def test_auto_timing_keeps_events_for_a_kernel_of_tens_of_microseconds() -> None:
+    """Over 20 µs the probe keeps event timing (one cold-L2 launch, as ``do_bench``): a
+    replay's back-to-back launches on a warm L2 would rank such kernels differently."""
+    n = 1 << 24  # three 64 MiB vectors: tens of microseconds at the H100's bandwidth
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = torch.empty_like(a)
+    auto = add(a, b, c, "events-auto", timing="auto")
+    assert auto.record is not None
+    assert min(r.median_ms for r in auto.timings.values()) > 0.02
+    assert auto.record.context["timer"] == "cuda-events"
+    torch.testing.assert_close(c, a + b)
+
+
 def test_auto_timing_keeps_events_when_arguments_are_restored() -> None:
     x = torch.arange(4096, device="cuda", dtype=torch.float32)
     original = x.clone()
