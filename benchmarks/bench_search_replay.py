@@ -15,7 +15,9 @@ that answers from the table:
   measured 25 configurations in its 5 s). The driver's compile-ahead (``prefetch``) queues
   the next batch at once. Each sample costs its time plus ``--overhead-ms`` (L2 flush,
   events, synchronisation). ``--workers 1`` is the optimistic model (every compile
-  ``exhaustive_first_call_s / N``, whatever the batch: about twice the configurations);
+  ``exhaustive_first_call_s / N``, whatever the batch: about twice the configurations).
+  The measurer's ``compile_workers`` is ``--workers``, which the driver hands to the
+  strategy (``auto``'s batches fill them);
 * **the budget** of ``run_gpu_issue12.sh``: 10 s for the matmuls, 5 s for the softmax
   (0.1x of its 50.9 s exhaustive call), 7.5 s for split-K (0.1x of its 76.7 s);
   ``--budget`` sets one for all.
@@ -180,6 +182,7 @@ class ReplayMeasurer:
         self.noise = noise
         self.overhead_s = overhead_ms / 1e3
         self.compile_s = workers * table.exhaustive_s / len(table.medians)
+        self.compile_workers = workers  # the driver's hint to the strategy
         self.free_at = [0.0] * workers  # a heap: when each compile worker is next free
         self.done_at: dict[Config, float] = {}
         self.compiled = 0

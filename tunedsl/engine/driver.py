@@ -6,9 +6,16 @@ measuring overlaps compiling), races the batch, and hands the observations back 
 strategy, until the strategy is done or the budget is spent. Then the best few are raced
 once more side by side, so the choice compares timings taken together (one ``round``).
 
-- **Budget**: seconds on an injectable ``clock``; the loop stops proposing when
-  ``1 - reserve`` of it is spent (the rest is for the final race) and a race stops at the
-  next sample once it is spent. A compile in flight is the only overrun.
+- **Budget**: seconds on an injectable ``clock``; the loop stops proposing when all but
+  the final race's reserve is spent and a race stops at the next sample once it is spent.
+  The reserve is ``reserve`` of the budget until the races have shown what a repetition
+  costs, then only what the final race can take (every leader at ``max_reps``, twice over)
+  when that is less: a flat 10% left a tenth of every budget unused. A measurer that
+  re-measures the leaders elsewhere (``final_on_caller``) keeps the flat share. A compile in
+  flight is the only overrun.
+- **Hints**: a strategy with ``hint(compile_workers=, reserve_s=)`` is told, before each
+  batch, how many configurations compile in parallel (the measurer's ``compile_workers``,
+  else ``compile_pool.default_workers()``) and the seconds kept for the final race.
 - **Compile-ahead**: a strategy that is not ``adaptive`` (exhaustive, random) proposes its
   next batch (the measurer's ``lookahead`` batches) before the current one is raced, and a
   measurer with ``prefetch(configs)`` starts compiling them then.
@@ -25,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
+from tunedsl.engine.compile_pool import default_workers
 from tunedsl.engine.racing import DEFAULT_RACE, RaceResult, RaceSettings, race
 from tunedsl.engine.seams import Measurer, Observation, SearchSpace, SearchStrategy
 from tunedsl.errors import TuningError
@@ -80,7 +88,9 @@ def run_search(
     proposed batch before it is compiled; what it drops is neither measured nor recorded."""
     run = _Run(space, strategy, measurer, budget_s, race_settings, history, clock, on_event)
     run.prune = prune
-    run.loop(reserve)
+    run.reserve = reserve
+    run.final_leaders = max(1, final_leaders)
+    run.loop()
     return run.finish(final_leaders)
 
 
@@ -111,6 +121,10 @@ class _Run:
         self.measured: set[Config] = set()
         self.exhausted = False
         self.prune: Callable[[list[Config]], Sequence[Config]] | None = None
+        self.reserve = 0.1  # the final race's share of the budget, at most
+        self.final_leaders = 3
+        self.sample_s = 0.0  # clock seconds spent in measurer.sample, and its repetitions
+        self.sample_reps = 0
 
     # -- time ----------------------------------------------------------------------------
     def remaining(self) -> float | None:
@@ -118,19 +132,49 @@ class _Run:
             return None
         return self.budget_s - (self.clock() - self.start)
 
-    def spent(self, share: float = 1.0) -> bool:
-        return self.budget_s is not None and self.clock() - self.start >= share * self.budget_s
+    def spent(self, keep_s: float = 0.0) -> bool:
+        """Whether all but ``keep_s`` seconds of the budget are spent."""
+        return self.budget_s is not None and self.clock() - self.start >= self.budget_s - keep_s
+
+    def reserve_s(self) -> float | None:
+        """Seconds kept for the final race: what its leaders can take at most (``max_reps``
+        each at the mean cost of a repetition so far; the leaders, the fastest, cost less),
+        twice over, within the flat ``reserve`` share."""
+        if self.budget_s is None:
+            return None
+        flat = self.reserve * self.budget_s
+        if not self.sample_reps or hasattr(self.measurer, "final_on_caller"):
+            return flat  # nothing measured yet, or the leaders are loaded again elsewhere
+        per_rep = self.sample_s / self.sample_reps
+        return min(flat, 2 * self.final_leaders * self.settings.max_reps * per_rep)
+
+    def sample(self, config: Config, reps: int) -> list[float]:
+        """``measurer.sample``, timed on the clock (what a repetition costs)."""
+        before = self.clock()
+        try:
+            return self.measurer.sample(config, reps)
+        finally:
+            self.sample_s += self.clock() - before
+            self.sample_reps += reps
+
+    def in_reserve(self) -> bool:
+        return self.spent(self.reserve_s() or 0.0)
+
+    def hint(self) -> None:
+        tell = getattr(self.strategy, "hint", None)
+        if tell is not None:
+            workers = getattr(self.measurer, "compile_workers", None) or default_workers()
+            tell(compile_workers=int(workers), reserve_s=self.reserve_s())
 
     # -- the loop ------------------------------------------------------------------------
-    def loop(self, reserve: float) -> None:
-        share = 1.0 - reserve
+    def loop(self) -> None:
         # The next batches, asked for (and pruned) before this one is raced: (batch, fresh).
         # A measurer's ``lookahead`` (default 1) says how many to announce ahead: one on
         # several GPUs keeps its host compiling while a batch's race runs.
         pending: deque[tuple[list[Config], list[Config]]] = deque()
         ahead = max(1, int(getattr(self.measurer, "lookahead", 1)))
         idle = 0
-        while not self.spent(share):
+        while not self.in_reserve():
             if pending:
                 batch, fresh = pending.popleft()
             else:
@@ -153,7 +197,7 @@ class _Run:
                     pending.append((after, self.fresh(after)))
                     if pending[-1][1] and prefetch is not None:
                         prefetch(pending[-1][1])
-            self.race_batch(fresh, lambda: self.spent(share))
+            self.race_batch(fresh, self.in_reserve)
             self.emit("raced")
 
     def fresh(self, batch: Sequence[Config]) -> list[Config]:
@@ -165,6 +209,7 @@ class _Run:
         return fresh
 
     def ask(self) -> list[Config]:
+        self.hint()
         return list(self.strategy.propose(self.space, list(self.known.values()), self.remaining()))
 
     def opened(self, configs: Sequence[Config]) -> Generator[Config, None, None]:
@@ -186,7 +231,7 @@ class _Run:
         try:
             result = race(
                 itertools.chain(ready, stream),
-                self.measurer.sample,
+                self.sample,
                 self.settings,
                 expired=expired,
                 open_all=open_all,
@@ -234,7 +279,7 @@ class _Run:
         if needs_final:
             if on_caller is not None:
                 on_caller(leaders)
-            result = self.race_batch(leaders, lambda: self.spent(), open_all=True)
+            result = self.race_batch(leaders, self.spent, open_all=True)
             if result.leader is not None:
                 chosen, final_round = result.leader, self.round - 1
             else:

@@ -82,7 +82,10 @@ class SimClock:
 
 class LandscapeMeasurer:
     """A ``Measurer`` over the landscape: compiling costs ``compile_s`` of simulated time,
-    each repetition its cost plus ``overhead_s``; timings carry 2% seeded noise."""
+    each repetition its cost plus ``overhead_s``; timings carry 2% seeded noise. It compiles
+    one configuration at a time (``compile_workers``, the driver's hint to the strategy)."""
+
+    compile_workers = 1
 
     def __init__(
         self,

@@ -262,3 +262,55 @@ def test_prune_narrows_each_batch_before_it_is_compiled() -> None:
     # Compile-ahead gets the next batch already pruned: nothing pruned is compiled early.
     assert m.prefetched and all(c.split_k == 1 for batch in m.prefetched for c in batch)
     assert all(o.config.split_k == 1 for o in out.observations)
+
+
+class Hinted:
+    """A random search that records the driver's hints before each batch."""
+
+    name = "hinted"
+    adaptive = True
+
+    def __init__(self) -> None:
+        self.inner = make_strategy("random", batch=4)
+        self.hints: list[dict[str, object]] = []
+
+    def hint(self, **hints: object) -> None:
+        self.hints.append(hints)
+
+    def propose(
+        self, space: Space, history: list[Observation], remaining_s: float | None
+    ) -> list[Config]:
+        return self.inner.propose(space, history, remaining_s)
+
+
+def test_the_final_race_reserve_is_what_the_leaders_can_take() -> None:
+    # The flat 10% until a repetition's cost is known, then 3 leaders x 30 repetitions at
+    # the mean cost of one, twice over: the loop races on past 90% of the budget.
+    clock = SimClock()
+    m = LandscapeMeasurer(clock=clock, overhead_s=0.0002)  # a repetition costs 1.2-4 ms
+    strategy = Hinted()
+    raced: list[float] = []
+
+    def on_event(event: SearchEvent) -> None:
+        if event.kind == "raced":
+            raced.append(clock.now)
+
+    out = run_search(SPACE, strategy, m, budget_s=10.0, clock=clock, on_event=on_event)  # type: ignore[arg-type]
+    reserves = [float(h["reserve_s"]) for h in strategy.hints]  # type: ignore[arg-type]
+    assert reserves[0] == pytest.approx(1.0)  # nothing measured yet
+    assert all(2 * 3 * 30 * 0.0012 < r < 2 * 3 * 30 * 0.004 for r in reserves[1:])
+    assert {h["compile_workers"] for h in strategy.hints} == {1}  # the measurer's own
+    assert max(raced) > 10.0 - reserves[-1] - 0.01 > 9.0
+    assert out.elapsed_s <= 10.0
+    final = [o for o in out.observations if o.round == out.final_round]
+    assert len(final) == 3 and all(len(o.samples) > 3 for o in final)
+
+
+def test_a_measurer_racing_the_leaders_elsewhere_keeps_the_flat_reserve() -> None:
+    clock = SimClock()
+    m = LandscapeMeasurer(clock=clock, overhead_s=0.0002)
+    m.final_on_caller = lambda leaders: None  # type: ignore[attr-defined]
+    strategy = Hinted()
+    run_search(SPACE, strategy, m, budget_s=10.0, clock=clock)  # type: ignore[arg-type]
+    assert len(strategy.hints) > 1
+    assert all(h["reserve_s"] == pytest.approx(1.0) for h in strategy.hints)

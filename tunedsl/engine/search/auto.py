@@ -5,13 +5,15 @@ lazily (a space of 10^7 points is never listed: the count stops at the threshold
 model search's default surrogate (a Gaussian process) needs numpy only, a dependency of
 tunedsl; were it missing, ``pattern`` (which needs nothing) would replace it. A model search
 whose library is found but fails to load (a tree backend) goes on without it (neighbours of
-the best first, then random draws) after one warning.
+the best first, then random draws) after one warning. Without ``batch=``, the model search's
+batches are as many as compile in parallel (the driver's hint), pattern's 8.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 from tunedsl.engine.seams import Observation, SearchSpace, SearchStrategy
 from tunedsl.engine.search.exhaustive import Exhaustive
@@ -27,11 +29,12 @@ _COUNT_LIMIT = 16 * SMALL_VALID
 class AutoSearch:
     name = "auto"
 
-    def __init__(self, seed: int = 0, batch: int = 8, limit: int | None = None) -> None:
+    def __init__(self, seed: int = 0, batch: int | None = None, limit: int | None = None) -> None:
         self.seed = seed
-        self.batch = batch
+        self.batch = batch  # None: the model search fills the compile workers, pattern 8
         self.limit = limit
         self.inner: SearchStrategy | None = None
+        self._hint: dict[str, Any] = {}
 
     @property
     def adaptive(self) -> bool:
@@ -52,11 +55,18 @@ class AutoSearch:
             return Exhaustive(self.seed, SMALL_VALID, self.limit)
         if model_available():
             return ModelSearch(self.seed, self.batch, self.limit, fallback=True)
-        return PatternSearch(self.seed, self.batch, self.limit)
+        return PatternSearch(self.seed, self.batch or 8, self.limit)
+
+    def hint(self, **hints: Any) -> None:
+        """The driver's hints, passed on to the strategy chosen (see ``run_search``)."""
+        self._hint = hints
 
     def propose(
         self, space: SearchSpace, history: Sequence[Observation], remaining_s: float | None
     ) -> list[Config]:
         if self.inner is None:
             self.inner = self.choose(space)
+        tell = getattr(self.inner, "hint", None)
+        if tell is not None and self._hint:
+            tell(**self._hint)
         return self.inner.propose(space, history, remaining_s)
