@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,6 +118,9 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
     tune_breakdown.reset()
     sync()
     start = time.perf_counter()
+    opening = None
+    if os.environ.get("BENCH_SAMPLE_OPENING"):  # what the call does before warming caches
+        opening = tune_breakdown.StackSampler(threading.get_ident(), until="warm caches")
     launch = autotune_launch(
         space.kernel, space=configs if configs is not None else space.tunedsl_space,
         grid=lambda cfg: space.grid(size, cfg.as_dict()), args=args,
@@ -124,14 +128,16 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
     )  # fmt: skip
     sync()
     wall = time.perf_counter() - start
+    opened = opening.stop() if opening is not None else None
     chosen = {k: launch.config[k] for k in space.configs[0]}
     measured = sum(1 for r in launch.timings.values() if r.status == "ok")
     from tunedsl.backends import process_compile
     from tunedsl.engine import compile_processes
 
-    return {"first_call_s": wall, "chosen": chosen, "source": launch.source,
+    timer = launch.record.context.get("timer") if launch.record is not None else None
+    return {"first_call_s": wall, "chosen": chosen, "source": launch.source, "timer": timer,
             "measured": measured, "rel_err": rel_err(a, b, c),
-            "breakdown": tune_breakdown.report(wall),
+            "breakdown": tune_breakdown.report(wall), "timeline": tune_breakdown.timeline(), "opening": opened,
             "processes": {**process_compile.stats, **compile_processes.stats}}  # fmt: skip
 
 
@@ -190,8 +196,15 @@ def child(ns: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(out))
 
 
-#: ``--tunedsl``: tunedsl rows, each with its compile setting (TUNEDSL_COMPILE_PROCESSES).
-TUNEDSL_MODES = {"default": None, "threads": "off", "processes": "on"}
+#: ``--tunedsl``: tunedsl rows, each with its environment: the compile setting
+#: (TUNEDSL_COMPILE_PROCESSES) or the timing mode (TUNEDSL_TIMING).
+TUNEDSL_MODES: dict[str, dict[str, str]] = {
+    "default": {},
+    "threads": {"TUNEDSL_COMPILE_PROCESSES": "off"},
+    "processes": {"TUNEDSL_COMPILE_PROCESSES": "on"},
+    "graph": {"TUNEDSL_TIMING": "graph"},
+    "events": {"TUNEDSL_TIMING": "events"},
+}
 
 
 def spawn(mode: str, ns: argparse.Namespace, tmp: str, setting: str = "default") -> dict:
@@ -199,8 +212,7 @@ def spawn(mode: str, ns: argparse.Namespace, tmp: str, setting: str = "default")
     cache = "triton" if mode == "exhaustive" else f"{mode}-{setting}"
     env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tmp, cache, "triton"),
                TUNEDSL_CACHE_DIR=os.path.join(tmp, f"{mode}-{setting}", "tunedsl"))  # fmt: skip
-    if TUNEDSL_MODES.get(setting):
-        env["TUNEDSL_COMPILE_PROCESSES"] = str(TUNEDSL_MODES[setting])
+    env.update(TUNEDSL_MODES.get(setting, {}))
     cmd = [sys.executable, __file__, "--child", mode, "--space", ns.space, "--size", str(ns.size),
            "--rounds", str(ns.rounds), "--rep", str(ns.rep), "--device", ns.device]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -242,7 +254,8 @@ def main() -> None:
     parser.add_argument(
         "--tunedsl", default="default",
         help="tunedsl rows, comma-separated: default, threads (TUNEDSL_COMPILE_PROCESSES=off), "
-        "processes (=on); each in its own fresh process and caches",
+        "processes (=on), graph (TUNEDSL_TIMING=graph), events (=events); each in its own "
+        "fresh process and caches",
     )  # fmt: skip
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     parser.add_argument("--plumbing", action="store_true", help=argparse.SUPPRESS)
@@ -265,13 +278,28 @@ def main() -> None:
         ref = spawn("exhaustive", ns, tmp)
     for setting, tds in rows.items():
         if len(rows) > 1:
-            print(f"-- tunedsl row: {setting} (processes: {tds.get('processes')})")
+            print(f"-- tunedsl row: {setting} (timer {tds.get('timer')}; processes: "
+                  f"{tds.get('processes')})")  # fmt: skip
         for line in table(ns, space, tri, tds, ref, torch.cuda.get_device_name()):
             print(line)
+        print("tunedsl timeline: " + stages(tds.get("timeline", [])))
+        if tds.get("opening"):
+            print("tunedsl's first call until its caches are warm, ms on the stack: "
+                  + json.dumps(tds["opening"]))  # fmt: skip
         if ns.json:
             ratio = tds["first_call_s"] / tri["first_call_s"]
             print(json.dumps({"triton": tri, "tunedsl": tds, "setting": setting,
                               "exhaustive": ref, "ratio": ratio}))  # fmt: skip
+
+
+def stages(timeline: list) -> str:
+    """Each stage's first start and last end, in seconds into the first call."""
+    spans: dict[str, list[float]] = {}
+    for start, end, what in timeline:
+        name = "sample" if what.startswith("sample") else what
+        first, last, count = spans.get(name, [start, end, 0])
+        spans[name] = [min(first, start), max(last, end), count + 1]
+    return "; ".join(f"{n} x{c:.0f} {a:.2f}-{b:.2f}" for n, (a, b, c) in spans.items())
 
 
 def table(ns: argparse.Namespace, space: ColdSpace, tri: dict, tds: dict, ref: dict,

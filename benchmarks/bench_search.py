@@ -267,7 +267,7 @@ def main() -> None:
                         help="a preset (square, skinny, rows) or M,N,K / rows,cols")  # fmt: skip
     parser.add_argument("--budget", type=float, default=10.0, help="seconds, for the budgeted")
     parser.add_argument("--strategies", default="auto,pattern,random")
-    parser.add_argument("--triton-subset", type=int, default=24)
+    parser.add_argument("--triton-subset", type=int, default=24, help="0: no triton row")
     parser.add_argument("--fresh", action="store_true", help="re-measure the reference")
     parser.add_argument("--ref-leaders", type=int, default=24, help="re-timed leaders")
     parser.add_argument("--ref-rounds", type=int, default=5, help="re-timing rounds, at most")
@@ -307,7 +307,8 @@ def main() -> None:
         rows = {"exhaustive": ref["exhaustive"]}
         for s in ns.strategies.split(","):
             rows[s] = spawn(ns, s, tmp)
-        tri = spawn(ns, "triton", tmp)
+        tri = (spawn(ns, "triton", tmp) if ns.triton_subset > 0
+               else {"skipped": "not run (--triton-subset 0)"})  # fmt: skip
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "the CPU interpreter"
     print(f"search at scale: {ns.family} {ns.shape} on {dev}, {valid} valid configurations, "
           f"budget {ns.budget:g} s (triton {triton.__version__})")  # fmt: skip

@@ -26,6 +26,12 @@
 #                                                 # split-K and softmax (stored tables)
 #   bash benchmarks/run_gpu_session.sh sixth-c OUTDIR  # the launcher built ahead: compat and
 #                                                 # compile GPU tests, cold anchor (x2), tutorial 03
+#   bash benchmarks/run_gpu_session.sh seventh-a OUTDIR  # compile GPU tests, cold tutorial 03 and
+#                                                 # anchor (x2 each) with the first call's timeline
+#   bash benchmarks/run_gpu_session.sh seventh-b OUTDIR  # cold anchor (x3) event- against
+#                                                 # graph-timed, tutorial 03 (x2)
+#   bash benchmarks/run_gpu_session.sh seventh-c OUTDIR  # search at scale (split-K, softmax;
+#                                                 # auto only) and the search GPU tests
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -93,6 +99,34 @@ t = time.perf_counter(); p = native.build(pathlib.Path(tempfile.mkdtemp()))
 print('built', p.name, 'in', round(time.perf_counter() - t, 3), 's with', native.compiler())"
     TAIL=50 step gpu_tests 280 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
     TAIL=40 step bench_launch 220 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
+elif [ "$part" = seventh-a ]; then  # seventh pass: the first call's fixed costs overlapped,
+    # kernels over shared memory stopped in the worker, openings re-measured side by side
+    TAIL=20 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA \
+        tests/gpu/test_compat_gpu.py tests/gpu/test_compile_gpu.py tests/gpu/test_runtime_gpu.py
+    for i in 1 2; do
+        TAIL=12 step "cold_tutorial03_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+            --space tutorial03 --rounds 3 --rep 100
+        TAIL=12 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100
+    done
+elif [ "$part" = seventh-b ]; then  # seventh pass: graph timing only under 20 us; the
+    # record key's target taken before Triton's driver starts
+    TAIL=6 step gpu_tests 120 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu/test_compat_gpu.py
+    for i in 1 2 3; do
+        TAIL=16 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100 --tunedsl default,graph
+    done
+    for i in 1 2; do
+        TAIL=10 step "cold_tutorial03_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+            --space tutorial03 --rounds 3 --rep 100
+    done
+elif [ "$part" = seventh-c ]; then  # seventh pass: the model search with batches as wide as
+    # the compile workers and a reserve sized to the final race; the search GPU tests
+    step search_splitk 120 "$py" benchmarks/bench_search.py --family splitk --shape skinny \
+        --budget 7.5 --strategies auto --triton-subset 0 --ref-leaders 16 --ref-budget 8
+    step search_softmax 100 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
+        --strategies auto --triton-subset 0 --ref-leaders 16 --ref-budget 8
+    TAIL=12 step gpu_tests 150 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu/test_search_gpu.py
 elif [ "$part" = sixth-a ]; then  # sixth pass: forked compile workers (issue 12's racing)
     TAIL=10 step compile_pool 150 "$py" benchmarks/bench_compile_pool.py
     for i in 1 2; do

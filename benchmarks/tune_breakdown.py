@@ -11,6 +11,10 @@ changes, and tuning behaves exactly as without it (the wrappers only read the cl
   ``sample()``, i.e. measuring (the warm-up launch, the timer probe, every race sample with
   its L2 flush and launch overhead), and the launches it timed.
 
+``timeline()`` lists, in seconds since ``reset``, when each stage of the first call ran:
+warming Triton's caches, forking the compile workers, each worker job as the tuning
+process waits for it, each load of a worker's result, the launcher build, each sample.
+
 ``report(wall_s)`` splits the first call's wall time into ``compile_wait_s``,
 ``measure_s`` and ``other_s`` (the rest: the key, building variants, the search's own
 Python, the record, the final launch). Compiling runs on worker threads beside measuring,
@@ -36,6 +40,65 @@ class Breakdown:
 
 _totals = Breakdown()
 _installed = False
+_origin = time.perf_counter()
+_events: list[tuple[float, float, str]] = []  # (start, end, what), since _origin
+
+
+def _span(what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, recording when each call ran (under ``what``, or its first argument's name)."""
+
+    def spanned(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _events.append((start - _origin, time.perf_counter() - _origin, what))
+
+    return spanned
+
+
+class StackSampler:
+    """Samples one thread's Python stack every ``period_s`` until ``stop()`` or until
+    ``until`` appears in the timeline: which functions the first call's opening spends its
+    time in (a poor man's py-spy; each function counted once per sample it is on)."""
+
+    def __init__(self, thread_id: int, until: str, period_s: float = 0.002) -> None:
+        import threading
+
+        self.counts: dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._until, self._thread_id, self._period = until, thread_id, period_s
+        self._worker = threading.Thread(target=self._run, daemon=True)
+        self._worker.start()
+
+    def _run(self) -> None:
+        import sys
+
+        while not self._stop.wait(self._period):
+            if any(w == self._until for _, _, w in list(_events)):
+                return
+            frame = sys._current_frames().get(self._thread_id)
+            seen = set()
+            while frame is not None:
+                code = frame.f_code
+                seen.add(f"{code.co_filename.rsplit('/', 2)[-2:][-1]}:{code.co_name}")
+                frame = frame.f_back
+            for name in seen:
+                self.counts[name] = self.counts.get(name, 0) + 1
+            self.samples += 1
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._worker.join()
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:30]
+        ms = self._period * 1e3
+        return {"samples": self.samples, "top_ms": [(n, round(c * ms)) for n, c in top]}
+
+
+def timeline() -> list[tuple[float, float, str]]:
+    """Each recorded stage as (start s, end s, what), by start."""
+    return sorted((round(a, 4), round(b, 4), w) for a, b, w in _events)
 
 
 class _TimedTimer:
@@ -50,8 +113,10 @@ class _TimedTimer:
         try:
             return self._inner.sample(run, setup, reps)
         finally:
-            _totals.measure_s += time.perf_counter() - start
+            end = time.perf_counter()
+            _totals.measure_s += end - start
             _totals.samples += reps
+            _events.append((start - _origin, end - _origin, f"sample x{reps}"))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -90,12 +155,28 @@ def install() -> None:
 
     compile_pool.compile_stream = timed_stream  # type: ignore[assignment]
     graph_timing.make_timer = timed_timer
+    _install_spans()
     _installed = True
 
 
+def _install_spans() -> None:
+    """The compile path's stages (module attributes looked up at each call)."""
+    from tunedsl.backends import compat, process_compile
+    from tunedsl.engine import compile_processes
+
+    compat.warm_compile_caches = _span("warm caches", compat.warm_compile_caches)
+    compat.prebuild_launcher = _span("launcher build", compat.prebuild_launcher)
+    compile_processes.pool_for = _span("fork workers", compile_processes.pool_for)
+    process_compile.compile_variant = _span("load", process_compile.compile_variant)
+    run = compile_processes.ForkedWorkers.run
+    compile_processes.ForkedWorkers.run = _span("worker job", run)  # type: ignore[method-assign]
+
+
 def reset() -> None:
-    global _totals
+    global _totals, _origin
     _totals = Breakdown()
+    _origin = time.perf_counter()
+    _events.clear()
 
 
 def report(wall_s: float) -> dict[str, float]:
