@@ -137,7 +137,8 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
     timer = launch.record.context.get("timer") if launch.record is not None else None
     return {"first_call_s": wall, "chosen": chosen, "source": launch.source, "timer": timer,
             "measured": measured, "rel_err": rel_err(a, b, c),
-            "breakdown": tune_breakdown.report(wall), "timeline": tune_breakdown.timeline(), "opening": opened,
+            "breakdown": tune_breakdown.report(wall), "timeline": tune_breakdown.timeline(),
+            "opening": opened,
             "processes": {**process_compile.stats, **compile_processes.stats}}  # fmt: skip
 
 

@@ -20,9 +20,10 @@
    spot. Measure, refit, repeat.
 4. Stop proposing when the next batch cannot finish before the driver's reserve for its
    final race (its ``reserve_s`` hint; without one, ``reserve``, 10% of the budget): the
-   duration of a batch is learnt from how much budget the previous ones took. A batch started too late is not
-   measured (its compiles finish after the loop stopped) and its compiles eat the time of
-   the final race, which then compares the leaders on 3 repetitions each.
+   duration of a batch is learnt from how much budget the previous ones took. A batch
+   started too late is not measured (its compiles finish after the loop stopped) and its
+   compiles eat the time of the final race, which then compares the leaders on 3
+   repetitions each.
 5. In the last ``polish`` share of the budget, climb from the best point (its unmeasured
    neighbours), as ``pattern`` does.
 
