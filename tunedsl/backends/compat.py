@@ -554,11 +554,11 @@ def triton_cache_key(src: Any, backend: Any, options: Any, env: Mapping[str, str
     return str(get_cache_key(src, backend, options, dict(env)))
 
 
-def warm_compile_caches(target: Any | None) -> Any:
+def warm_compile_caches(target: Any | None) -> None:
     """Compute what every compile in a process computes once (``triton_key()``, the backend's
-    hash with the ptxas version), so that processes forked afterwards inherit it
-    (``triton_key`` in ``triton.runtime.cache`` in 3.9.0, ``triton.compiler.compiler`` in
-    3.6.0); the target, the current device's where ``target`` is None.
+    hash with the ptxas version, for ``target`` or the current device's), so that processes
+    forked afterwards inherit it (``triton_key`` in ``triton.runtime.cache`` in 3.9.0,
+    ``triton.compiler.compiler`` in 3.6.0).
 
     ``triton_key()`` hashes Triton's sources and its shared library (0.64 s on the H100
     machine) and the driver's first use builds Triton's C utilities with the host compiler
@@ -581,13 +581,11 @@ def warm_compile_caches(target: Any | None) -> Any:
     hashing = threading.Thread(target=hash_triton, name="tunedsl-triton-key", daemon=True)
     hashing.start()
     try:
-        target = current_target() if target is None else target
-        make_backend(target).hash()
+        make_backend(current_target() if target is None else target).hash()
     finally:
         hashing.join()
     if failed:
         raise failed[0]
-    return target
 
 
 def max_shared_memory(device: int | None) -> int:

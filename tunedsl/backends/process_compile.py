@@ -202,8 +202,9 @@ def _worker_job(
 ) -> WorkerCompile:
     shared_limit = None
     if target is None:  # the GPU of the arguments, as the in-process compile uses
-        target = _target_of_arguments(args, kwargs)
-        shared_limit = _shared_limit(cuda_device_of(args, kwargs), target)
+        device = cuda_device_of(args, kwargs)
+        target = _target_of_device(device)
+        shared_limit = _shared_limit(device, target)
     opts, signature, constexprs, attrs = pack_for_target(jit_fn, args, kwargs, options, target)
     return WorkerCompile(
         kernel=kernel_key,
@@ -217,8 +218,8 @@ def _worker_job(
     )
 
 
-def _target_of_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-    device = cuda_device_of(args, kwargs)
+def _target_of_device(device: int | None) -> Any:
+    """The target of CUDA device ``device`` (None: the current device)."""
     if device is None:
         return compat.current_target()
     import torch
@@ -248,7 +249,7 @@ def prebuild_launcher(
         return
     try:
         jit_fn = unwrap_jit(kernel)
-        target = _target_of_arguments(args, kwargs)
+        target = _target_of_device(cuda_device_of(args, kwargs))
         _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
         key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
     except Exception:
