@@ -119,8 +119,11 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
     sync()
     start = time.perf_counter()
     opening = None
-    if os.environ.get("BENCH_SAMPLE_OPENING"):  # what the call does before warming caches
+    until = os.environ.get("BENCH_SAMPLE_OPENING")  # "1": the main thread until the caches
+    if until == "1":  # are warm; else every thread until the span named so has ended
         opening = tune_breakdown.StackSampler(threading.get_ident(), until="warm caches")
+    elif until:
+        opening = tune_breakdown.StackSampler(None, until=until)
     launch = autotune_launch(
         space.kernel, space=configs if configs is not None else space.tunedsl_space,
         grid=lambda cfg: space.grid(size, cfg.as_dict()), args=args,
@@ -131,6 +134,11 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
     opened = opening.stop() if opening is not None else None
     chosen = {k: launch.config[k] for k in space.configs[0]}
     measured = sum(1 for r in launch.timings.values() if r.status == "ok")
+    per_config = {
+        label({k: r.config[k] for k in space.configs[0]}): [r.median_ms, r.reps, r.min_ms]
+        for r in launch.timings.values()
+        if r.status == "ok"
+    }
     from tunedsl.backends import process_compile
     from tunedsl.engine import compile_processes
 
@@ -138,7 +146,8 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
     return {"first_call_s": wall, "chosen": chosen, "source": launch.source, "timer": timer,
             "measured": measured, "rel_err": rel_err(a, b, c),
             "breakdown": tune_breakdown.report(wall), "timeline": tune_breakdown.timeline(),
-            "opening": opened,
+            "opening": opened, "per_config": per_config,
+            "sample_log": tune_breakdown.sample_log(),
             "processes": {**process_compile.stats, **compile_processes.stats}}  # fmt: skip
 
 
@@ -183,7 +192,21 @@ def run_exhaustive(size: int, space: ColdSpace, rounds: int, rep: int, device: s
             samples[name].append(bench(fn, rep))
     medians = {k: statistics.median(v) for k, v in samples.items()}
     best = min(medians, key=medians.__getitem__)
-    return {"median_ms": medians, "best": best, "best_ms": medians[best], "failed": failed}
+    return {"median_ms": medians, "best": best, "best_ms": medians[best], "failed": failed,
+            "rounds_ms": samples}  # fmt: skip
+
+
+def ties(ref: dict) -> list[str]:
+    """The configurations the reference cannot tell from its best: each one's range over
+    the interleaved rounds overlaps the best's (the same rounds, the same process)."""
+    rounds = ref.get("rounds_ms") or {}
+    if ref["best"] not in rounds:
+        return [ref["best"]]
+    low = min(rounds[ref["best"]])
+    high = max(rounds[ref["best"]])
+    return sorted(
+        name for name, values in rounds.items() if min(values) <= high and max(values) >= low
+    )
 
 
 def child(ns: argparse.Namespace) -> None:
@@ -284,13 +307,34 @@ def main() -> None:
         for line in table(ns, space, tri, tds, ref, torch.cuda.get_device_name()):
             print(line)
         print("tunedsl timeline: " + stages(tds.get("timeline", [])))
+        for line in beside_reference(tds, ref):
+            print(line)
         if tds.get("opening"):
-            print("tunedsl's first call until its caches are warm, ms on the stack: "
+            print("tunedsl's first call's opening, ms on the stack: "
                   + json.dumps(tds["opening"]))  # fmt: skip
         if ns.json:
             ratio = tds["first_call_s"] / tri["first_call_s"]
             print(json.dumps({"triton": tri, "tunedsl": tds, "setting": setting,
                               "exhaustive": ref, "ratio": ratio}))  # fmt: skip
+
+
+def beside_reference(tds: dict, ref: dict, top: int = 6) -> list[str]:
+    """The reference's fastest configurations and tunedsl's choice: each one's time in the
+    reference and in tunedsl's race, then every sample tunedsl took, in order (seconds into
+    the call, the run's number, the values in µs)."""
+    mine = tds.get("per_config", {})
+    ranked = sorted(ref["median_ms"], key=ref["median_ms"].__getitem__)
+    shown = ranked[:top] + [c for c in mine if c not in ranked[:top] and c == label(tds["chosen"])]
+    lines = [f"{'configuration':<38}{'reference ms':>13}{'tunedsl ms':>11}{'reps':>5}"]
+    for name in shown:
+        median, reps, _ = mine.get(name, [float("nan"), 0, None])
+        lines.append(f"{name:<38}{ref['median_ms'][name]:>13.4f}{median:>11.4f}{reps:>5}")
+    log = tds.get("sample_log", [])
+    if log:
+        lines.append("tunedsl samples (s: run, µs): " + "; ".join(
+            f"{at:.2f}: r{run} " + " ".join(f"{v * 1e3:.1f}" for v in values)
+            for at, run, values in log))  # fmt: skip
+    return lines
 
 
 def stages(timeline: list) -> str:
@@ -312,6 +356,7 @@ def table(ns: argparse.Namespace, space: ColdSpace, tri: dict, tds: dict, ref: d
 
     bd = tds["breakdown"]
     ratio = tds["first_call_s"] / tri["first_call_s"]
+    tied = ties(ref)
     return [
         f"cold tuning, {len(space.configs)}-config fp16 matmul ({space.name}) {ns.size}^3 on "
         f"{device} (triton {triton.__version__}, {os.cpu_count()} CPUs, compile workers "
@@ -328,10 +373,14 @@ def table(ns: argparse.Namespace, space: ColdSpace, tri: dict, tds: dict, ref: d
         f"{len(ref.get('failed', {}))} do not run on this GPU "
         f"({'; '.join(sorted(set(ref.get('failed', {}).values())))[:160] or 'none'})",
         f"tunedsl: {bd['compiles']:.0f} compiles, {bd['compile_thread_s']:.2f} s on compile "
-        f"threads (beside measuring); {bd['samples']:.0f} launches timed; "
+        f"threads (beside measuring); {bd['samples']:.0f} launches timed "
+        f"({bd.get('retaken', 0):.0f} more taken again: queued late); "
         f"{tds['measured']} configurations measured",
         f"tunedsl / triton.autotune first call: {ratio:.2f} (target <= 0.17); tunedsl choice "
         f"{quality(tds['chosen']):.3f}x best (target: the best, <= 1.03)",
+        f"the reference's ties with its best (round ranges overlap): {len(tied)}; tunedsl's "
+        f"choice {'is' if label(tds['chosen']) in tied else 'is not'} one, "
+        f"triton.autotune's {'is' if label(tri['chosen']) in tied else 'is not'}",
     ]
 
 

@@ -32,6 +32,24 @@
 #                                                 # graph-timed, tutorial 03 (x2)
 #   bash benchmarks/run_gpu_session.sh seventh-c OUTDIR  # search at scale (split-K, softmax;
 #                                                 # auto only) and the search GPU tests
+#   bash benchmarks/run_gpu_session.sh eighth-a OUTDIR  # workers forked before Triton is
+#                                                 # hashed: compile and pytorch GPU tests, cold
+#                                                 # tutorial 03 (x3, the first with the opening's
+#                                                 # stack sampled) and anchor (x2)
+#   bash benchmarks/run_gpu_session.sh eighth-b OUTDIR  # cold tutorial 03 (x4) and anchor,
+#                                                 # each with tunedsl's samples beside the reference
+#   bash benchmarks/run_gpu_session.sh eighth-c OUTDIR  # timing beside a GIL holder (runtime
+#                                                 # GPU tests, bench_timing_contention), cold
+#                                                 # tutorial 03 (x3) and anchor (x2)
+#   bash benchmarks/run_gpu_session.sh eighth-d OUTDIR  # the sampling gate: runtime GPU tests,
+#                                                 # bench_timing_contention, cold tutorial 03
+#                                                 # (x3) and anchor (x2)
+#   bash benchmarks/run_gpu_session.sh eighth-e OUTDIR  # warming at the record miss: compat,
+#                                                 # compile and runtime GPU tests, cold tutorial
+#                                                 # 03 (x3) and anchor (x2)
+#   bash benchmarks/run_gpu_session.sh eighth-f OUTDIR  # the GPU tests not run in eighth-e,
+#                                                 # cold anchor (x2) with the reference's ties
+#   bash benchmarks/run_gpu_session.sh eighth-g OUTDIR  # search at scale (split-K, softmax; auto)
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -99,6 +117,70 @@ t = time.perf_counter(); p = native.build(pathlib.Path(tempfile.mkdtemp()))
 print('built', p.name, 'in', round(time.perf_counter() - t, 3), 's with', native.compiler())"
     TAIL=50 step gpu_tests 280 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
     TAIL=40 step bench_launch 220 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
+elif [ "$part" = eighth-a ]; then  # eighth pass: workers forked before Triton is hashed
+    TAIL=20 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA \
+        tests/gpu/test_compat_gpu.py tests/gpu/test_compile_gpu.py tests/gpu/test_pytorch_gpu.py
+    TAIL=16 step cold_tutorial03_sampled 150 env BENCH_SAMPLE_OPENING=1 "$py" \
+        benchmarks/bench_cold_tune.py --space tutorial03 --rounds 3 --rep 100
+    for i in 1 2; do
+        TAIL=12 step "cold_tutorial03_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+            --space tutorial03 --rounds 3 --rep 100
+        TAIL=12 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100
+    done
+elif [ "$part" = eighth-b ]; then  # eighth pass: why a choice misses (samples printed)
+    for i in 1 2 3 4; do
+        TAIL=14 step "cold_tutorial03_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+            --space tutorial03 --rounds 3 --rep 100
+    done
+    TAIL=14 step cold_anchor 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+        --rounds 3 --rep 100
+elif [ "$part" = eighth-c ]; then  # eighth pass: late samples taken again, quick switches
+    TAIL=8 step gpu_tests 150 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu/test_runtime_gpu.py
+    TAIL=30 step timing_contention 90 "$py" benchmarks/bench_timing_contention.py
+    for i in 1 2 3; do
+        TAIL=3 step "cold_tutorial03_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+            --space tutorial03 --rounds 3 --rep 100
+    done
+    for i in 1 2; do
+        TAIL=3 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100
+    done
+elif [ "$part" = eighth-d ]; then  # eighth pass: compile threads' loads wait for samples
+    TAIL=8 step gpu_tests 150 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu/test_runtime_gpu.py
+    TAIL=30 step timing_contention 90 "$py" benchmarks/bench_timing_contention.py
+    for i in 1 2 3; do
+        TAIL=3 step "cold_tutorial03_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+            --space tutorial03 --rounds 3 --rep 100
+    done
+    for i in 1 2; do
+        TAIL=3 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100
+    done
+elif [ "$part" = eighth-e ]; then  # eighth pass: warming begins at the record miss
+    TAIL=8 step gpu_tests 240 "$py" -m pytest -q -p no:cacheprovider -rA \
+        tests/gpu/test_compat_gpu.py tests/gpu/test_compile_gpu.py tests/gpu/test_runtime_gpu.py
+    for i in 1 2 3; do
+        TAIL=3 step "cold_tutorial03_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+            --space tutorial03 --rounds 3 --rep 100
+    done
+    for i in 1 2; do
+        TAIL=3 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100
+    done
+elif [ "$part" = eighth-f ]; then  # eighth pass: the remaining GPU tests, the anchor's ties
+    TAIL=14 step gpu_tests 330 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu \
+        --ignore=tests/gpu/test_compat_gpu.py --ignore=tests/gpu/test_compile_gpu.py \
+        --ignore=tests/gpu/test_runtime_gpu.py
+    for i in 1 2; do
+        TAIL=3 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100
+    done
+elif [ "$part" = eighth-g ]; then  # eighth pass: search at scale on the final timing code
+    step search_splitk 150 "$py" benchmarks/bench_search.py --family splitk --shape skinny \
+        --budget 7.5 --strategies auto --triton-subset 0 --ref-leaders 16 --ref-budget 8
+    step search_softmax 120 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
+        --strategies auto --triton-subset 0 --ref-leaders 16 --ref-budget 8
 elif [ "$part" = seventh-a ]; then  # seventh pass: the first call's fixed costs overlapped,
     # kernels over shared memory stopped in the worker, openings re-measured side by side
     TAIL=20 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA \

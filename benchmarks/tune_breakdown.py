@@ -13,7 +13,8 @@ changes, and tuning behaves exactly as without it (the wrappers only read the cl
 
 ``timeline()`` lists, in seconds since ``reset``, when each stage of the first call ran:
 warming Triton's caches, forking the compile workers, each worker job as the tuning
-process waits for it, each load of a worker's result, the launcher build, each sample.
+process waits for it, each load of a worker's result, the launcher build, each sample; ``sample_log()`` the
+values each sample returned.
 
 ``report(wall_s)`` splits the first call's wall time into ``compile_wait_s``,
 ``measure_s`` and ``other_s`` (the rest: the key, building variants, the search's own
@@ -36,12 +37,16 @@ class Breakdown:
     compile_thread_s: float = 0.0
     compiles: int = 0
     samples: int = 0  # launches timed (warm-ups and probes included)
+    retaken: int = 0  # samples taken again: queued too late to be timed alone
 
 
 _totals = Breakdown()
 _installed = False
 _origin = time.perf_counter()
 _events: list[tuple[float, float, str]] = []  # (start, end, what), since _origin
+_begun: set[str] = set()  # the spans that have begun since reset
+_samples: list[tuple[float, int, list[float]]] = []  # (start, which run, values ms)
+_runs: dict[int, int] = {}  # id of a timed run -> its number, in order of first sample
 
 
 def _span(what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -49,6 +54,7 @@ def _span(what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     def spanned(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
+        _begun.add(what)
         try:
             return fn(*args, **kwargs)
         finally:
@@ -58,11 +64,13 @@ def _span(what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class StackSampler:
-    """Samples one thread's Python stack every ``period_s`` until ``stop()`` or until
-    ``until`` appears in the timeline: which functions the first call's opening spends its
-    time in (a poor man's py-spy; each function counted once per sample it is on)."""
+    """Samples Python stacks every ``period_s`` until ``stop()``, until a span named
+    ``until`` has ended, or (``until="<span> begins"``) until that span has begun: which
+    functions the first call's opening spends its time in (a poor man's py-spy; each
+    function counted once per sample it is on). ``thread_id``
+    None samples every thread, each function named with its thread's name."""
 
-    def __init__(self, thread_id: int, until: str, period_s: float = 0.002) -> None:
+    def __init__(self, thread_id: int | None, until: str, period_s: float = 0.002) -> None:
         import threading
 
         self.counts: dict[str, int] = {}
@@ -74,16 +82,27 @@ class StackSampler:
 
     def _run(self) -> None:
         import sys
+        import threading
 
+        me = threading.get_ident()
         while not self._stop.wait(self._period):
+            if self._until.endswith(" begins") and self._until[: -len(" begins")] in _begun:
+                return
             if any(w == self._until for _, _, w in list(_events)):
                 return
-            frame = sys._current_frames().get(self._thread_id)
+            names = {t.ident: t.name for t in threading.enumerate()}
+            frames = sys._current_frames()
+            if self._thread_id is not None:
+                frames = {self._thread_id: frames.get(self._thread_id)}
             seen = set()
-            while frame is not None:
-                code = frame.f_code
-                seen.add(f"{code.co_filename.rsplit('/', 2)[-2:][-1]}:{code.co_name}")
-                frame = frame.f_back
+            for ident, frame in frames.items():
+                if ident == me:
+                    continue
+                prefix = "" if self._thread_id is not None else f"{names.get(ident, ident)}|"
+                while frame is not None:
+                    code = frame.f_code
+                    seen.add(f"{prefix}{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}")
+                    frame = frame.f_back
             for name in seen:
                 self.counts[name] = self.counts.get(name, 0) + 1
             self.samples += 1
@@ -91,9 +110,15 @@ class StackSampler:
     def stop(self) -> dict[str, Any]:
         self._stop.set()
         self._worker.join()
-        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:30]
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:60]
         ms = self._period * 1e3
         return {"samples": self.samples, "top_ms": [(n, round(c * ms)) for n, c in top]}
+
+
+def sample_log() -> list[tuple[float, int, list[float]]]:
+    """Each ``sample`` call since ``reset``: (start s, the run's number, its values in ms).
+    Runs are numbered by their first sample; a run is one configuration's launch."""
+    return list(_samples)
 
 
 def timeline() -> list[tuple[float, float, str]]:
@@ -110,13 +135,18 @@ class _TimedTimer:
 
     def sample(self, run: Callable[[], Any], setup: Callable[[], Any], reps: int) -> Any:
         start = time.perf_counter()
+        values: list[float] = []
         try:
-            return self._inner.sample(run, setup, reps)
+            values = list(self._inner.sample(run, setup, reps))
+            return values
         finally:
             end = time.perf_counter()
             _totals.measure_s += end - start
             _totals.samples += reps
+            _totals.retaken = max(_totals.retaken, int(getattr(self._inner, "retaken", 0)))
             _events.append((start - _origin, end - _origin, f"sample x{reps}"))
+            which = _runs.setdefault(id(run), len(_runs))
+            _samples.append((round(start - _origin, 4), which, [round(v, 5) for v in values]))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -177,6 +207,9 @@ def reset() -> None:
     _totals = Breakdown()
     _origin = time.perf_counter()
     _events.clear()
+    _begun.clear()
+    _samples.clear()
+    _runs.clear()
 
 
 def report(wall_s: float) -> dict[str, float]:

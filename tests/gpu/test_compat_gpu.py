@@ -144,3 +144,47 @@ def test_the_target_known_before_tritons_driver_starts_is_the_drivers(tmp_path) 
     assert report["started_early"] is False and report["started_late"] is True
     assert report["early"] == report["late"]
     assert report["hash_early"] == report["hash_late"]
+
+
+WARMING_SCRIPT = r"""
+import json, pathlib, threading
+import torch
+import triton
+from triton.runtime import driver
+from tunedsl.backends import compat
+from tunedsl.backends.triton_compile import warm_up_compiling
+
+torch.zeros(1, device="cuda")  # PyTorch's CUDA is up, Triton's driver is not
+warm_up_compiling()  # a tune's early call: the hash and the C utilities on threads
+threads = sorted(t.name for t in threading.enumerate() if t.name.startswith("tunedsl-"))
+for t in threading.enumerate():
+    if t.name.startswith("tunedsl-"):
+        t.join(300)
+started_by_warming = driver._default is not None
+built = sorted(p.name for p in pathlib.Path(triton.knobs.cache.dir).rglob("cuda_utils*"))
+compat.warm_compile_caches(None)  # starts the driver: its utilities are built already
+x = torch.arange(8, device="cuda")
+print("REPORT " + json.dumps({
+    "threads": threads, "started_by_warming": started_by_warming, "built": built,
+    "after": sorted(p.name for p in pathlib.Path(triton.knobs.cache.dir).rglob("cuda_utils*")),
+    "started": driver._default is not None or driver._active is not None,
+    "device": driver.active.get_current_device(),
+}))
+"""
+
+
+def test_a_tune_builds_tritons_c_utilities_early_without_starting_its_driver(tmp_path) -> None:
+    """``warm_up_compiling`` (at a tune's record miss) builds Triton's CUDA C utilities on a
+    thread without starting Triton's driver; the driver's start then finds them built."""
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"))
+    script = tmp_path / "warming.py"
+    script.write_text(WARMING_SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
+    assert out.returncode == 0 and lines, out.stdout[-2000:] + out.stderr[-2000:]
+    report = json.loads(lines[-1][len("REPORT ") :])
+    assert report["threads"] == ["tunedsl-cuda-utils", "tunedsl-triton-key"]
+    assert report["started_by_warming"] is False
+    assert report["built"] and report["after"] == report["built"]  # built once, early
+    assert report["started"] and report["device"] == 0

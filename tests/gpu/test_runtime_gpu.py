@@ -5,7 +5,11 @@ Skipped without a GPU (see tests/conftest.py); the lead runs these on the device
 
 from __future__ import annotations
 
+import contextlib
 import os
+import statistics
+import sys
+import threading
 
 import pytest
 
@@ -24,6 +28,7 @@ tl = pytest.importorskip("triton.language")
 from shared_kernels import vadd  # noqa: E402
 
 from tunedsl import Config, autotune_launch, cdiv  # noqa: E402
+from tunedsl.backends import timers  # noqa: E402
 from tunedsl.backends import triton as bt  # noqa: E402
 
 
@@ -109,7 +114,7 @@ def test_config_dependent_constexpr_that_changes_per_call() -> None:
 
 
 def test_event_timer_measures_device_time() -> None:
-    timer = bt.CudaEventTimer()
+    timer = timers.CudaEventTimer()
     small = torch.randn(1 << 12, device="cuda")
     big = torch.randn(1 << 26, device="cuda")
     t_small = sorted(timer.sample(lambda: small.mul_(1.0), lambda: None, 20))[10]
@@ -119,7 +124,7 @@ def test_event_timer_measures_device_time() -> None:
     assert t_big > 0.1
 
 
-class _HotTimer(bt.CudaEventTimer):
+class _HotTimer(timers.CudaEventTimer):
     """The same timer, but instead of flushing L2 it keeps the GPU busy with a sleep that
     touches no memory: only the L2 contents differ from the real timer."""
 
@@ -133,7 +138,7 @@ def test_l2_flush_makes_repetitions_cold() -> None:
     # an idle GPU around a JIT launch time the CPU's launch latency, ~20 us, not the
     # kernel: that made the plain loop look slower than the flushed one.)
     facts = bt.device_facts()
-    timer = bt.CudaEventTimer()
+    timer = timers.CudaEventTimer()
     assert timer.flush_buffer.numel() >= 2 * facts["l2_bytes"]
     # A read-only working set of a third of L2: it stays in L2 between hot repetitions,
     # and its DRAM read (~5 us on an H100) is most of a cold repetition.
@@ -151,6 +156,51 @@ def test_l2_flush_makes_repetitions_cold() -> None:
     hot = sorted(_HotTimer().sample(run, lambda: None, 51))[25]
     torch.testing.assert_close(partial.sum(), x.sum(), rtol=1e-3, atol=1e-2)
     assert cold > hot * 1.1, (cold, hot)
+
+
+def _python_work(stop: threading.Event, gate: timers.SamplingGate | None) -> None:
+    """Pure Python in chunks of about a millisecond, as a compile thread's loads are: it
+    takes the GIL whenever the timing thread lets go of it, unless it works through the
+    sampling gate."""
+    while not stop.is_set():
+        with gate.helper_work() if gate is not None else contextlib.nullcontext():
+            count = 0
+            for _ in range(20_000):
+                count += 1
+
+
+def test_event_timing_beside_a_thread_that_wants_the_gil(monkeypatch) -> None:
+    # Triton's launcher lets go of the GIL around cuLaunchKernel; a busy Python thread then
+    # keeps the timing thread from queueing the end event, and the GPU's wait was timed.
+    # Helper work that goes through the timers' gate waits while a sample is taken.
+    n = 1 << 24  # 64 MiB read: a few tens of microseconds
+    x = torch.randn(n, device="cuda")
+    partial = torch.empty(triton.cdiv(n, 4096), device="cuda")
+    grid = (triton.cdiv(n, 4096),)
+
+    def run():
+        read_sum[grid](x, partial, n, TILE=4096)
+
+    def beside(gate: timers.SamplingGate | None) -> float:
+        stop = threading.Event()
+        helper = threading.Thread(target=_python_work, args=(stop, gate), daemon=True)
+        helper.start()
+        try:
+            return statistics.median(timer.sample(run, lambda: None, 31))
+        finally:
+            stop.set()
+            helper.join(10)
+
+    run()
+    timer = timers.CudaEventTimer()
+    quiet = statistics.median(timer.sample(run, lambda: None, 31))
+    through_the_gate = beside(timers.GATE)
+    # Without the gate, the retakes and the short switch interval: the helper's effect.
+    monkeypatch.setattr(timers, "RETAKES_PER_REP", 0)
+    monkeypatch.setattr(timers, "SAMPLING_SWITCH_INTERVAL_S", sys.getswitchinterval())
+    unguarded = beside(None)
+    assert unguarded > quiet * 1.2, (quiet, unguarded)
+    assert through_the_gate < quiet * 1.05, (quiet, through_the_gate)
 
 
 def test_occupancy_becomes_a_register_cap() -> None:

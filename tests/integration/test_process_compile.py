@@ -31,6 +31,13 @@ from tunedsl.backends import process_compile
 from tunedsl.engine import compile_processes
 from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
+HASHING = triton.runtime.cache.triton_key  # Triton's own, lru-cached
+
+
+def hashed_triton(_):  # in a worker: did it hash Triton's files itself?
+    return HASHING.cache_info().misses
+
+
 S = 64
 a = torch.empty(S, S, dtype=torch.float16)
 args = (a, a, a, S, S, S, S, 1, S, 1, S, 1)
@@ -58,6 +65,9 @@ os.environ["TUNEDSL_COMPILE_PROCESSES"] = "on"
 report["on"] = compile_all(mm, CONFIGS)
 report["stats_on"] = dict(process_compile.stats)
 report["pool_on"] = dict(compile_processes.stats)
+pool = compile_processes.pool_for([mm], 2)
+report["worker_hashed"] = [pool.run(hashed_triton, None, 60) for _ in range(4)]
+report["parent_hashed"] = HASHING.cache_info().misses
 report["again"] = compile_all(mm, CONFIGS)  # now Triton's cache has them: hits, no worker job
 report["pool_again"] = dict(compile_processes.stats)
 
@@ -120,6 +130,9 @@ def test_workers_build_the_same_cubins_as_threads_and_failures_keep_tritons_erro
         assert off[config][0] == digest  # the very kernel a compile on threads makes
     assert report["stats_on"] == {"built": 4, "fallback": 0, "mismatch": 0, "over_shared": 0}
     assert report["pool_on"]["pools"] == 1 and report["pool_on"]["jobs"] == 4
+    # The workers were forked before this process hashed Triton, and compiled with the
+    # key each job carried: no worker hashed Triton's files itself.
+    assert report["parent_hashed"] == 1 and report["worker_hashed"] == [0, 0, 0, 0]
 
     # Second time: Triton's cache has every variant; the workers rebuild nothing new
     # (their compile is a cache hit too) and the handles say so.

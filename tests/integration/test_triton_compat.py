@@ -201,3 +201,34 @@ def test_a_kernel_with_scratch_memory_keeps_tritons_launcher() -> None:
         parts = compat.direct_launch_parts(compiled(**sizes))
         assert parts is not None and isinstance(parts.run, CudaLauncher)
         assert parts.middle == (7, (1,), None, None, None) and not parts.packs_args
+
+
+WARMING_SCRIPT = r"""
+import json, threading
+import triton
+from triton.backends.compiler import GPUTarget
+from tunedsl.backends import compat
+from tunedsl.backends.triton_compile import warm_up_compiling
+
+hashing = triton.runtime.cache.triton_key  # Triton's own, lru-cached
+warm_up_compiling()  # the tune's early call: returns at once, the hash runs on a thread
+threads = sorted(t.name for t in threading.enumerate() if t.name.startswith("tunedsl-"))
+warm_up_compiling()  # once per process
+compat.warm_compile_caches(GPUTarget("cuda", 90, 32))  # waits for it, hashes nothing again
+print(json.dumps({"threads": threads, "misses": hashing.cache_info().misses,
+                  "key": compat.triton_key() == hashing()}))
+"""
+
+
+def test_a_tune_starts_hashing_triton_early_and_the_compile_waits_for_that_hash() -> None:
+    # No GPU here: no driver to warm, only Triton's hash of itself (a GPU test checks the
+    # driver's C utilities: tests/gpu/test_compat_gpu.py).
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, "-c", WARMING_SCRIPT], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["threads"] == ["tunedsl-triton-key"]
+    assert report["misses"] == 1 and report["key"]

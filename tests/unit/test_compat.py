@@ -22,6 +22,7 @@ COMPAT = PACKAGE / "backends" / "compat.py"
 INTERNAL_NAMES = {
     "device_caches",
     "create_function_from_signature",
+    "CudaUtils",
     "MockTensor",
     "packed_metadata",
     "get_cache_key",

@@ -554,38 +554,99 @@ def triton_cache_key(src: Any, backend: Any, options: Any, env: Mapping[str, str
     return str(get_cache_key(src, backend, options, dict(env)))
 
 
-def warm_compile_caches(target: Any | None) -> None:
-    """Compute what every compile in a process computes once (``triton_key()``, the backend's
-    hash with the ptxas version, for ``target`` or the current device's), so that processes
-    forked afterwards inherit it (``triton_key`` in ``triton.runtime.cache`` in 3.9.0,
-    ``triton.compiler.compiler`` in 3.6.0).
+def triton_key() -> str:
+    """Triton's hash of its own sources and shared library, computed once per process
+    (``triton.runtime.cache.triton_key``, an ``lru_cache``; 3.6.0, 3.9.0)."""
+    from triton.runtime import cache
 
-    ``triton_key()`` hashes Triton's sources and its shared library (0.64 s on the H100
-    machine) and the driver's first use builds Triton's C utilities with the host compiler
-    on an empty Triton cache (0.41 s): both wait on I/O, a hash that frees the GIL or a
-    subprocess, so the key is hashed on a thread beside the driver's start."""
+    return str(cache.triton_key())
+
+
+def use_triton_key(key: str) -> None:
+    """In a compile worker: answer ``triton_key()`` with ``key``, the tuning process's,
+    instead of hashing Triton again. A forked worker runs the same Triton files, and the
+    parent checks each load against the worker's hash. Triton's own warm-up pool does the
+    same (``triton._compile_warmup_pool._initialize_preload_worker``, 3.9.0); 3.6.0 and
+    3.9.0 look the function up in ``triton.runtime.cache`` at each ``get_cache_key``."""
+    from triton.runtime import cache
+
+    if getattr(cache.triton_key, "tunedsl_key", None) == key:
+        return
+
+    def known() -> str:
+        return key
+
+    known.tunedsl_key = key  # type: ignore[attr-defined]
+    cache.triton_key = known
+
+
+_warming_lock = threading.Lock()
+_warming: dict[str, threading.Thread] = {}  # "key", "utils": started by start_warming
+
+
+def start_warming() -> None:
+    """Start, on background threads and once per process, what a first compile waits for:
+    :func:`triton_key` (a hash of Triton's sources and shared library, 0.43 s on the H100
+    machine) and, where Triton's CUDA driver has not started, its C utilities (built by
+    the host compiler into Triton's cache on an empty cache, 0.37-0.42 s:
+    ``triton.backends.nvidia.driver.CudaUtils``, a singleton whose construction touches no
+    driver state; 3.6.0, 3.9.0). A tune calls this as soon as it knows it will compile,
+    and :func:`warm_compile_caches` waits for both. Errors are left for the caller that
+    needs the result: it runs the same step again and meets them there."""
+    with _warming_lock:
+        if _warming:
+            return
+        _warming["key"] = _in_background(triton_key, "tunedsl-triton-key")
+        if _cuda_utils_unbuilt():
+            _warming["utils"] = _in_background(_build_cuda_utils, "tunedsl-cuda-utils")
+
+
+def _in_background(step: Callable[[], Any], name: str) -> threading.Thread:
+    def run() -> None:
+        try:
+            step()
+        except BaseException:  # the caller that needs it meets it again
+            pass
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def _cuda_utils_unbuilt() -> bool:
+    """Whether Triton's driver has not started and would be CUDA's (see
+    :func:`target_before_driver`)."""
+    from triton.runtime import driver
+
+    started = getattr(driver, "_active", None) or getattr(driver, "_default", None)
+    if started is not None or os.environ.get("TRITON_DEFAULT_BACKEND"):
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available()) and torch.version.hip is None
+
+
+def _build_cuda_utils() -> None:
+    from triton.backends.nvidia.driver import CudaUtils
+
+    CudaUtils()
+
+
+def warm_compile_caches(target: Any | None) -> None:
+    """Compute what every compile in a process computes once (:func:`triton_key`, Triton's
+    driver and the backend's hash with the ptxas version, for ``target`` or the current
+    device's), before this process's compiles start; compile workers get the key with each
+    job (:func:`use_triton_key`). What :func:`start_warming` began is waited for, not
+    started again: the driver starts once its C utilities are built, beside the hash."""
     from triton.compiler.compiler import make_backend
 
-    try:
-        from triton.runtime.cache import triton_key
-    except ImportError:
-        from triton.compiler.compiler import triton_key
-    failed: list[BaseException] = []
-
-    def hash_triton() -> None:
-        try:
-            triton_key()
-        except BaseException as err:  # re-raised on the caller's thread
-            failed.append(err)
-
-    hashing = threading.Thread(target=hash_triton, name="tunedsl-triton-key", daemon=True)
-    hashing.start()
-    try:
-        make_backend(current_target() if target is None else target).hash()
-    finally:
-        hashing.join()
-    if failed:
-        raise failed[0]
+    start_warming()
+    utils = _warming.get("utils")
+    if utils is not None:
+        utils.join()
+    make_backend(current_target() if target is None else target).hash()
+    _warming["key"].join()
+    triton_key()  # the thread's result, or the error it met, raised here
 
 
 def max_shared_memory(device: int | None) -> int:

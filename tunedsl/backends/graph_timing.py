@@ -33,7 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tunedsl.backends.triton import CudaEventTimer, WallTimer, device_facts
+from tunedsl.backends.timers import CudaEventTimer, WallTimer
+from tunedsl.backends.triton import device_facts
 
 #: A kernel faster than this (a CUDA-event probe) is short enough that the launch gap
 #: matters: ``auto`` mode then graph-times the whole tuning. Not higher: a replay's
@@ -65,7 +66,7 @@ class CudaGraphTimer(CudaEventTimer):
             return cached[1], cached[2]
         torch = self.torch
         # Estimate one launch (compiles it too: nothing compiles inside the capture).
-        estimate = min(CudaEventTimer.sample(self, run, setup, 3))
+        estimate = min(self.timed(run, setup, 3))
         low, high = GRAPH_LAUNCHES
         launches = max(low, min(high, int(GRAPH_REPLAY_MS / max(estimate, 1e-4))))
         setup()
@@ -79,18 +80,8 @@ class CudaGraphTimer(CudaEventTimer):
         return graph, launches
 
     def sample(self, run: Callable[[], Any], setup: Callable[[], Any], reps: int) -> list[float]:
-        torch = self.torch
         graph, launches = self._graph(run, setup)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            setup()
-            self.flush_l2()
-            starts[i].record()
-            graph.replay()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) / launches for s, e in zip(starts, ends, strict=False)]
+        return [ms / launches for ms in self.timed(graph.replay, setup, reps)]
 
 
 class AutoTimer:
@@ -113,6 +104,11 @@ class AutoTimer:
         if min(first_medians_ms) < GRAPH_THRESHOLD_MS:
             self.graph = CudaGraphTimer()
             self.graph.flush_buffer = self.events.flush_buffer  # one flush buffer, not two
+            self.graph.flush_ms = self.events.flush_ms
+
+    @property
+    def retaken(self) -> int:
+        return self.events.retaken + (self.graph.retaken if self.graph is not None else 0)
 
     def sample(self, run: Callable[[], Any], setup: Callable[[], Any], reps: int) -> list[float]:
         timer = self.graph if self.graph is not None else self.events

@@ -34,6 +34,7 @@ from typing import Any
 
 from tunedsl import knobs
 from tunedsl.backends import compat
+from tunedsl.backends.timers import GATE
 from tunedsl.backends.triton_compile import (
     as_built,
     compile_source,
@@ -82,6 +83,9 @@ class WorkerCompile:
     # The launching GPU's shared memory: a kernel over it stops before code generation
     # (None where the target is not a GPU of this process: no check).
     shared_limit: int | None = None
+    # This process's triton_key(): workers are forked before it is hashed (None: the
+    # worker hashes Triton itself).
+    triton_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ def build_in_worker(job: WorkerCompile) -> Built | OverSharedMemory:
     jit_fn = compile_processes.lookup(job.kernel)
     if str(jit_fn.cache_key) != job.source_key:
         raise RuntimeError("the kernel's source changed since the compile processes started")
+    if job.triton_key is not None:
+        compat.use_triton_key(job.triton_key)
     compat.stop_over_shared_memory(job.shared_limit)
     try:
         compiled = compile_source(
@@ -141,12 +147,19 @@ def variant_compiler(
     except Exception:  # not a kernel this path knows: the in-process path reports it
         return here
     fixed_target = None if target is None else parse_target(target)
-    try:  # once here, not once per forked worker
-        compat.warm_compile_caches(fixed_target)
+    try:
+        if fixed_target is None:  # a GPU to compile for (without starting Triton's driver)
+            compat.target_before_driver()
     except Exception:  # no usable target: the in-process path reports it
         return here
+    # Fork first: the workers start while this process hashes Triton and starts its driver
+    # (0.4-0.6 s on a cold H100 machine), and jobs carry the key.
     pool = compile_processes.pool_for([jit_fn], workers)
     if pool is None:
+        return here
+    try:
+        compat.warm_compile_caches(fixed_target)
+    except Exception:  # the in-process path reports it
         return here
     kernel_key = compile_processes.register(jit_fn)
 
@@ -154,7 +167,10 @@ def variant_compiler(
         if _disabled:
             return here(args, kwargs, options)
         try:
-            job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
+            with GATE.helper_work():  # Python that would hold the GIL beside a sample
+                job = _worker_job(
+                    jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target
+                )
             result = pool.run(build_in_worker, job, knobs.compile_timeout_s())
         except compile_processes.WorkerCrashed as err:  # this configuration crashed it
             raise RuntimeError(f"{err} while compiling this configuration") from err
@@ -169,7 +185,8 @@ def variant_compiler(
         if isinstance(result, OverSharedMemory):  # what loading it here would raise
             stats["over_shared"] += 1
             raise compat.out_of_resources(result.required, result.limit)
-        handle = here(args, kwargs, options)
+        with GATE.helper_work():  # the load: milliseconds of Python
+            handle = here(args, kwargs, options)
         if is_cache_hit(handle) and str(getattr(handle, "hash", "")) == result.hash:
             stats["built"] += 1
             return handle if result.cached else as_built(handle)
@@ -215,6 +232,7 @@ def _worker_job(
         options=compat.options_dict(opts),
         target=target,
         shared_limit=shared_limit,
+        triton_key=compat.triton_key(),
     )
 
 
@@ -243,24 +261,27 @@ def prebuild_launcher(
 ) -> None:
     """Build the kernel's C launcher for this signature on a background thread, once per
     process, while its configurations compile (``compat.prebuild_launcher``: Triton 3.6
-    builds it on the first module load otherwise, after the first compile). Errors are
-    ignored: the load builds it then, as without this."""
+    builds it on the first module load otherwise, after the first compile). The target is
+    found here (it may start Triton's driver, which must not start on two threads at once),
+    the signature on the thread (packing the first call takes tens of milliseconds, which
+    would hold back the first compile job). Errors are ignored: the load builds it then,
+    as without this."""
     if interpreting():
         return
     try:
         jit_fn = unwrap_jit(kernel)
         target = _target_of_device(cuda_device_of(args, kwargs))
-        _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
-        key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
     except Exception:
         return
-    with _launchers_lock:
-        if key in _launchers:
-            return
-        _launchers.add(key)
 
     def build() -> None:
         try:
+            _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
+            key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
+            with _launchers_lock:
+                if key in _launchers:
+                    return
+                _launchers.add(key)
             compat.prebuild_launcher(jit_fn, signature, constexprs)
         except Exception:  # the first load builds it, as without this
             pass

@@ -10,8 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -311,58 +310,3 @@ def synchronize() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-
-
-# -- timing ----------------------------------------------------------------------------------
-
-
-class WallTimer:
-    """Wall-clock timing of synchronous launches (the interpreter runs them on the CPU)."""
-
-    kind = "wall"
-
-    def sample(self, run: Callable[[], Any], setup: Callable[[], Any], reps: int) -> list[float]:
-        times = []
-        for _ in range(reps):
-            setup()
-            start = time.perf_counter()
-            run()
-            synchronize()
-            times.append((time.perf_counter() - start) * 1e3)
-        return times
-
-
-class CudaEventTimer:
-    """Device-event timing with the L2 cache flushed before every repetition.
-
-    Before each repetition: ``setup()`` (restore/zero arguments, pre-hook), then a write of
-    a buffer twice the L2 size (so no input is served from L2), then the start event; only
-    the launch lies between the events.
-    """
-
-    kind = "cuda-events"
-
-    def __init__(self) -> None:
-        import torch
-
-        self.torch = torch
-        l2 = device_facts().get("l2_bytes") or 50 * 2**20
-        # At least 256 MiB (as triton.testing.do_bench): writing it keeps the GPU busy while
-        # the CPU enqueues the start event and the launch, so no dispatch gap is timed.
-        self.flush_buffer = torch.empty(max(2 * l2, 256 * 2**20), dtype=torch.int8, device="cuda")
-
-    def flush_l2(self) -> None:
-        self.flush_buffer.zero_()
-
-    def sample(self, run: Callable[[], Any], setup: Callable[[], Any], reps: int) -> list[float]:
-        torch = self.torch
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            setup()
-            self.flush_l2()
-            starts[i].record()
-            run()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=False)]

@@ -1,6 +1,6 @@
 """Honest timing of one launch: warm-up, repetitions calibrated to a budget, median and spread.
 
-The timer (``backends.triton.CudaEventTimer`` on a GPU, ``WallTimer`` under the
+The timer (``backends.timers.CudaEventTimer`` on a GPU, ``WallTimer`` under the
 interpreter) supplies raw samples in milliseconds; this module decides how many to take
 and summarizes them, pyperf-style:
 

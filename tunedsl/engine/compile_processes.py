@@ -10,18 +10,21 @@ the measuring thread too.
 How, and why fork: a worker must compile the user's kernel, which may live in ``__main__``
 or in a closure that no fresh interpreter can import. A forked child has it already. The
 pool forks one short-lived *zygote* (one fork on the caller's path), and the zygote, which
-has a single thread, forks the workers and exits. Each worker answers requests on its own
-pipe: ``fn(payload)`` where ``fn`` is a module-level function (pickled by reference) and the
-payload names objects of the :func:`register` table by number (the table as it was at the
-fork; an object registered later makes the pool *stale*, and the next safe point forks a
-new one).
+has a single thread, forks the workers and exits; the caller does not wait for it. Each
+worker answers requests on its own pipe: ``fn(payload)`` where ``fn`` is a module-level
+function (pickled by reference) and the payload names objects of the :func:`register`
+table by number (the table as it was at the fork; an object registered later makes the
+pool *stale*, and the next safe point forks a new one).
 
 Safety: the fork happens only where no other thread of this process is compiling
 (:func:`tunedsl.engine.compile_pool.compiling_elsewhere`), so no thread holds a compiler
-lock that the child inherits; a child touches no GPU (it compiles for a named target) and
-leaves with ``os._exit`` (no parent's exit handler runs twice). Workers ignore Ctrl-C (the
-parent stops them) and exit when their pipe closes, between jobs or in the middle of one
-(a watchdog thread peeks at the pipe), so they never outlive the parent.
+lock that the child inherits. The threads that may run then (hashing Triton, waiting for
+the host compiler to build Triton's C utilities: ``compat.start_warming``) hold none that
+a worker takes: a worker gets the hash with each job and never starts a driver. A child
+touches no GPU (it compiles for a named target) and leaves with ``os._exit`` (no parent's
+exit handler runs twice). Workers ignore Ctrl-C (the parent stops them) and exit when
+their pipe closes, between jobs or in the middle of one (a watchdog thread peeks at the
+pipe), so they never outlive the parent.
 
 What a caller gets from :meth:`ForkedWorkers.run`: the function's result; a
 :class:`WorkerFailed` when it raised (the caller compiles in-process instead, which raises
@@ -180,8 +183,9 @@ class ForkedWorkers:
             child_end.close()
             _parent_ends.append(parent_end)
             self._idle.put(_Worker(parent_end))
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(zygote, 0)  # it exits once the workers are forked
+        # It exits once the workers are forked (0.1-0.15 s for 16 from a process holding a
+        # CUDA context): reaped aside, so the caller goes on while workers start.
+        threading.Thread(target=_reap, args=(zygote,), name="tunedsl-zygote", daemon=True).start()
         stats["pools"] += 1  # under _lock (pool_for)
 
     def knows(self, keys: list[int]) -> bool:
@@ -275,6 +279,11 @@ class ForkedWorkers:
             with contextlib.suppress(OSError):
                 worker.conn.close()
         _parent_ends[:] = [end for end in _parent_ends if not end.closed]
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _zygote_main(pairs: list[tuple[Connection, Connection]]) -> None:  # pragma: no cover

@@ -232,6 +232,9 @@ def decide(
     found, previous = lookup(subject, candidates, check)
     if found is not None:
         return found
+    from tunedsl.backends.triton_compile import warm_up_compiling
+
+    warm_up_compiling()  # beside the lock and the variants: this call will likely compile
     with _record_stores().lock(subject.digest, knobs.lock_timeout_s()):
         found, previous = lookup(subject, candidates, check, again=True)
         if found is not None:
