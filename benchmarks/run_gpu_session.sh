@@ -50,6 +50,9 @@
 #   bash benchmarks/run_gpu_session.sh eighth-f OUTDIR  # the GPU tests not run in eighth-e,
 #                                                 # cold anchor (x2) with the reference's ties
 #   bash benchmarks/run_gpu_session.sh eighth-g OUTDIR  # search at scale (split-K, softmax; auto)
+#   bash benchmarks/run_gpu_session.sh eighth-h OUTDIR  # the gate in arrival order: runtime GPU
+#                                                 # tests, bench_timing_contention, cold
+#                                                 # tutorial 03 and anchor (x2 each)
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -181,6 +184,15 @@ elif [ "$part" = eighth-g ]; then  # eighth pass: search at scale on the final t
         --budget 7.5 --strategies auto --triton-subset 0 --ref-leaders 16 --ref-budget 8
     step search_softmax 120 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
         --strategies auto --triton-subset 0 --ref-leaders 16 --ref-budget 8
+elif [ "$part" = eighth-h ]; then  # eighth pass: the timers' gate takes turns in arrival order
+    TAIL=8 step gpu_tests 150 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu/test_runtime_gpu.py
+    TAIL=30 step timing_contention 90 "$py" benchmarks/bench_timing_contention.py
+    for i in 1 2; do
+        TAIL=3 step "cold_tutorial03_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+            --space tutorial03 --rounds 3 --rep 100
+        TAIL=3 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+            --rounds 3 --rep 100
+    done
 elif [ "$part" = seventh-a ]; then  # seventh pass: the first call's fixed costs overlapped,
     # kernels over shared memory stopped in the worker, openings re-measured side by side
     TAIL=20 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA \

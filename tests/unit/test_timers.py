@@ -57,42 +57,88 @@ def _in_thread(target) -> threading.Thread:
     return thread
 
 
-def test_a_sampler_waits_for_helpers_at_work_and_helpers_wait_for_samplers() -> None:
+class _Step:
+    """A thread that enters ``gate`` (as a helper or a sampler), says so, and leaves when told."""
+
+    def __init__(self, gate: timers.SamplingGate, role: str, name: str, order: list[str]):
+        self.entered, self.leave = threading.Event(), threading.Event()
+        enter = gate.helper_work if role == "helper" else gate.sampling
+
+        def body() -> None:
+            with enter():
+                order.append(f"{name} in")
+                self.entered.set()
+                self.leave.wait(10)
+                order.append(f"{name} out")
+
+        self.thread = _in_thread(body)
+
+    def finish(self) -> None:
+        self.leave.set()
+        self.thread.join(10)
+
+
+def test_a_sampler_waits_for_helpers_at_work_and_helpers_wait_for_a_sample() -> None:
     gate = timers.SamplingGate(patience_s=60)
     order: list[str] = []
-    helper_in, helper_go, sampler_in, sampler_go = (threading.Event() for _ in range(4))
+    helper = _Step(gate, "helper", "helper", order)
+    assert helper.entered.wait(10)
+    sampler = _Step(gate, "sampler", "sampler", order)
+    assert not sampler.entered.wait(0.2)  # the helper is still at work
+    helper.finish()
+    assert sampler.entered.wait(10)
+    late = _Step(gate, "helper", "late helper", order)
+    assert not late.entered.wait(0.2)  # held while the sample is taken
+    sampler.finish()
+    assert late.entered.wait(10)
+    late.finish()
+    assert order == [
+        "helper in", "helper out", "sampler in", "sampler out", "late helper in",
+        "late helper out",
+    ]  # fmt: skip
 
-    def helper() -> None:
-        with gate.helper_work():
-            order.append("helper in")
-            helper_in.set()
-            helper_go.wait(10)
-            order.append("helper out")
 
-    def sampler() -> None:
-        with gate.sampling():
-            order.append("sampler in")
-            sampler_in.set()
-            sampler_go.wait(10)
-            order.append("sampler out")
+def test_a_helper_arriving_after_a_waiting_sampler_goes_after_it() -> None:
+    # A compile thread that loads one result after another must not keep a sample out.
+    gate = timers.SamplingGate(patience_s=60)
+    order: list[str] = []
+    helper = _Step(gate, "helper", "helper", order)
+    assert helper.entered.wait(10)
+    sampler = _Step(gate, "sampler", "sampler", order)
+    assert not sampler.entered.wait(0.2)
+    next_helper = _Step(gate, "helper", "next helper", order)
+    assert not next_helper.entered.wait(0.2)  # it came after the sampler: it waits
+    helper.finish()
+    assert sampler.entered.wait(10)
+    sampler.finish()
+    assert next_helper.entered.wait(10)
+    next_helper.finish()
+    assert order == [
+        "helper in", "helper out", "sampler in", "sampler out", "next helper in",
+        "next helper out",
+    ]  # fmt: skip
 
-    def late_helper() -> None:
-        with gate.helper_work():
-            order.append("late helper in")
 
-    first = _in_thread(helper)
-    assert helper_in.wait(10)
-    second = _in_thread(sampler)
-    assert not sampler_in.wait(0.2)  # the helper is still at work
-    third = _in_thread(late_helper)  # arrives while the sampler waits: it goes after it
-    helper_go.set()
-    assert sampler_in.wait(10)
-    third.join(0.2)
-    assert third.is_alive()  # held while the sampler samples
-    sampler_go.set()
-    for thread in (first, second, third):
-        thread.join(10)
-    assert order == ["helper in", "helper out", "sampler in", "sampler out", "late helper in"]
+def test_helpers_waiting_for_one_sampler_go_before_the_next_sampler() -> None:
+    # Timers on two GPUs sampling one after another must not keep the loads out.
+    gate = timers.SamplingGate(patience_s=60)
+    order: list[str] = []
+    first = _Step(gate, "sampler", "first sampler", order)
+    assert first.entered.wait(10)
+    helper = _Step(gate, "helper", "helper", order)
+    assert not helper.entered.wait(0.2)
+    second = _Step(gate, "sampler", "second sampler", order)
+    assert not second.entered.wait(0.2)  # a helper is waiting: it goes first
+    first.finish()
+    assert helper.entered.wait(10)
+    assert not second.entered.wait(0.2)
+    helper.finish()
+    assert second.entered.wait(10)
+    second.finish()
+    assert order == [
+        "first sampler in", "first sampler out", "helper in", "helper out",
+        "second sampler in", "second sampler out",
+    ]  # fmt: skip
 
 
 def test_a_sampler_stops_waiting_after_its_patience_and_samplers_share_the_gate() -> None:

@@ -9,6 +9,7 @@ timer builds on it in ``graph_timing.py``.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -81,45 +82,58 @@ class SamplingGate:
     timing thread that waits for the GIL after a launch makes the GPU wait inside the timed
     region (event timing beside such a thread on the H100: 1.2-8x the time alone, even with
     the switch interval at 5 µs). So helper work runs inside :meth:`helper_work`, samples
-    inside :meth:`sampling`: a sampler waits for the helpers at work (at most
-    ``patience_s``, then it samples anyway and the late-queue check guards), helpers wait
-    while a sampler waits or samples, and samplers on several GPUs do not wait for each
-    other."""
+    inside :meth:`sampling`, and the two take turns in the order they arrived (helpers
+    together, samplers together):
+
+    - a helper waits while a sample is taken, and for samplers that arrived before it;
+    - a sampler waits for the helpers at work and those that arrived before it, at most
+      ``patience_s``: then it samples anyway, and the late-queue check guards. Helpers thus
+      get their turn even while timers on several GPUs sample one after another."""
 
     def __init__(self, patience_s: float = 0.1) -> None:
         self.patience_s = patience_s
         self._cond = threading.Condition()
-        self._helpers = 0
-        self._samplers = 0  # sampling or waiting to
+        self._tickets = itertools.count()
+        self._helpers = 0  # at work
+        self._sampling = 0  # samples being taken
+        self._helpers_waiting: set[int] = set()  # their tickets
+        self._samplers_waiting: set[int] = set()
 
     @contextmanager
     def helper_work(self) -> Iterator[None]:
         with self._cond:
-            while self._samplers:
+            ticket = next(self._tickets)
+            self._helpers_waiting.add(ticket)
+            while self._sampling or min(self._samplers_waiting, default=ticket) < ticket:
                 self._cond.wait()
+            self._helpers_waiting.discard(ticket)
             self._helpers += 1
         try:
             yield
         finally:
             with self._cond:
                 self._helpers -= 1
-                if not self._helpers:
-                    self._cond.notify_all()
+                self._cond.notify_all()
 
     @contextmanager
     def sampling(self) -> Iterator[None]:
         with self._cond:
-            self._samplers += 1
+            ticket = next(self._tickets)
+            self._samplers_waiting.add(ticket)
             deadline = time.monotonic() + self.patience_s
-            while self._helpers and (left := deadline - time.monotonic()) > 0:
+            while self._helpers or min(self._helpers_waiting, default=ticket) < ticket:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
                 self._cond.wait(left)
+            self._samplers_waiting.discard(ticket)
+            self._sampling += 1
         try:
             yield
         finally:
             with self._cond:
-                self._samplers -= 1
-                if not self._samplers:
-                    self._cond.notify_all()
+                self._sampling -= 1
+                self._cond.notify_all()
 
 
 #: The process's gate: compile threads' loads on one side, every timer on the other.
