@@ -53,6 +53,9 @@
 #   bash benchmarks/run_gpu_session.sh eighth-h OUTDIR  # the gate in arrival order: runtime GPU
 #                                                 # tests, bench_timing_contention, cold
 #                                                 # tutorial 03 and anchor (x2 each)
+#   bash benchmarks/run_gpu_session.sh eighth-i OUTDIR  # after review: the gate per repetition,
+#                                                 # runtime and compile GPU tests, contention,
+#                                                 # cold tutorial 03 and anchor
 set -uo pipefail
 part=${1:?part a or b}
 out=${2:?output directory}
@@ -193,6 +196,14 @@ elif [ "$part" = eighth-h ]; then  # eighth pass: the timers' gate takes turns i
         TAIL=3 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
             --rounds 3 --rep 100
     done
+elif [ "$part" = eighth-i ]; then  # eighth pass, after review: the gate per repetition
+    TAIL=8 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA \
+        tests/gpu/test_runtime_gpu.py tests/gpu/test_compile_gpu.py
+    TAIL=30 step timing_contention 90 "$py" benchmarks/bench_timing_contention.py
+    TAIL=3 step cold_tutorial03 150 "$py" benchmarks/bench_cold_tune.py --space tutorial03 \
+        --rounds 3 --rep 100
+    TAIL=3 step cold_anchor 150 "$py" benchmarks/bench_cold_tune.py --space anchor \
+        --rounds 3 --rep 100
 elif [ "$part" = seventh-a ]; then  # seventh pass: the first call's fixed costs overlapped,
     # kernels over shared memory stopped in the worker, openings re-measured side by side
     TAIL=20 step gpu_tests 200 "$py" -m pytest -q -p no:cacheprovider -rA \

@@ -200,7 +200,7 @@ def test_event_timing_beside_a_thread_that_wants_the_gil(monkeypatch) -> None:
     monkeypatch.setattr(timers, "SAMPLING_SWITCH_INTERVAL_S", sys.getswitchinterval())
     unguarded = beside(None)
     assert unguarded > quiet * 1.2, (quiet, unguarded)
-    assert through_the_gate < quiet * 1.05, (quiet, through_the_gate)
+    assert through_the_gate < quiet * 1.1, (quiet, through_the_gate)
 
 
 def test_occupancy_becomes_a_register_cap() -> None:

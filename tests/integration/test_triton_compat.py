@@ -224,6 +224,7 @@ def test_a_tune_starts_hashing_triton_early_and_the_compile_waits_for_that_hash(
     # No GPU here: no driver to warm, only Triton's hash of itself (a GPU test checks the
     # driver's C utilities: tests/gpu/test_compat_gpu.py).
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # on a GPU machine too: the hash alone
     out = subprocess.run(
         [sys.executable, "-c", WARMING_SCRIPT], env=env, capture_output=True, text=True,
         timeout=300,

@@ -597,7 +597,7 @@ def start_warming() -> None:
         if _warming:
             return
         _warming["key"] = _in_background(triton_key, "tunedsl-triton-key")
-        if _cuda_utils_unbuilt():
+        if _driver_unstarted_on_cuda():
             _warming["utils"] = _in_background(_build_cuda_utils, "tunedsl-cuda-utils")
 
 
@@ -613,7 +613,7 @@ def _in_background(step: Callable[[], Any], name: str) -> threading.Thread:
     return thread
 
 
-def _cuda_utils_unbuilt() -> bool:
+def _driver_unstarted_on_cuda() -> bool:
     """Whether Triton's driver has not started and would be CUDA's (see
     :func:`target_before_driver`)."""
     from triton.runtime import driver
@@ -642,7 +642,7 @@ def warm_compile_caches(target: Any | None) -> None:
 
     start_warming()
     utils = _warming.get("utils")
-    if utils is not None:
+    if target is None and utils is not None:  # the driver starts here: its utilities first
         utils.join()
     make_backend(current_target() if target is None else target).hash()
     _warming["key"].join()

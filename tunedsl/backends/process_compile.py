@@ -276,7 +276,8 @@ def prebuild_launcher(
 
     def build() -> None:
         try:
-            _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
+            with GATE.helper_work():  # Python beside the tune's samples
+                _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
             key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
             with _launchers_lock:
                 if key in _launchers:

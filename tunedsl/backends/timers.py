@@ -81,17 +81,22 @@ class SamplingGate:
     timing thread samples; those loads are Python holding the GIL for milliseconds, and a
     timing thread that waits for the GIL after a launch makes the GPU wait inside the timed
     region (event timing beside such a thread on the H100: 1.2-8x the time alone, even with
-    the switch interval at 5 µs). So helper work runs inside :meth:`helper_work`, samples
-    inside :meth:`sampling`, and the two take turns in the order they arrived (helpers
-    together, samplers together):
+    the switch interval at 5 µs). So helper work runs inside :meth:`helper_work`, a timer's
+    sample (its repetitions) inside :meth:`sampling`, and the two take turns in the order
+    they arrived (helpers together, samplers together):
 
     - a helper waits while a sample is taken, and for samplers that arrived before it;
-    - a sampler waits for the helpers at work and those that arrived before it, at most
-      ``patience_s``: then it samples anyway, and the late-queue check guards. Helpers thus
-      get their turn even while timers on several GPUs sample one after another."""
+    - a sampler waits for the helpers at work and those that arrived before it.
 
-    def __init__(self, patience_s: float = 0.1) -> None:
+    Both wait a bounded time, then go on anyway (the late-queue check guards a sample taken
+    beside a helper): ``patience_s`` for a sampler, ``helper_patience_s`` for a helper, so
+    a tune started from inside a sample (a ``pre_hook`` that tunes another site) cannot
+    wait on itself: its compile jobs are held up to ``helper_patience_s`` each. Helpers get
+    their turn even while timers on several GPUs sample one after another."""
+
+    def __init__(self, patience_s: float = 0.1, helper_patience_s: float = 2.0) -> None:
         self.patience_s = patience_s
+        self.helper_patience_s = helper_patience_s
         self._cond = threading.Condition()
         self._tickets = itertools.count()
         self._helpers = 0  # at work
@@ -99,14 +104,19 @@ class SamplingGate:
         self._helpers_waiting: set[int] = set()  # their tickets
         self._samplers_waiting: set[int] = set()
 
+    def waiting(self) -> tuple[int, int]:
+        """(helpers, samplers) waiting now: for tests and diagnostics."""
+        with self._cond:
+            return len(self._helpers_waiting), len(self._samplers_waiting)
+
     @contextmanager
     def helper_work(self) -> Iterator[None]:
         with self._cond:
-            ticket = next(self._tickets)
-            self._helpers_waiting.add(ticket)
-            while self._sampling or min(self._samplers_waiting, default=ticket) < ticket:
-                self._cond.wait()
-            self._helpers_waiting.discard(ticket)
+            self._wait_turn(
+                self._helpers_waiting,
+                lambda t: bool(self._sampling) or min(self._samplers_waiting, default=t) < t,
+                self.helper_patience_s,
+            )
             self._helpers += 1
         try:
             yield
@@ -118,15 +128,11 @@ class SamplingGate:
     @contextmanager
     def sampling(self) -> Iterator[None]:
         with self._cond:
-            ticket = next(self._tickets)
-            self._samplers_waiting.add(ticket)
-            deadline = time.monotonic() + self.patience_s
-            while self._helpers or min(self._helpers_waiting, default=ticket) < ticket:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            self._samplers_waiting.discard(ticket)
+            self._wait_turn(
+                self._samplers_waiting,
+                lambda t: bool(self._helpers) or min(self._helpers_waiting, default=t) < t,
+                self.patience_s,
+            )
             self._sampling += 1
         try:
             yield
@@ -134,6 +140,27 @@ class SamplingGate:
             with self._cond:
                 self._sampling -= 1
                 self._cond.notify_all()
+
+    def _wait_turn(self, queue: set[int], blocked: Callable[[int], bool], patience: float) -> None:
+        """With the condition held: take a ticket in ``queue`` and wait while ``blocked``
+        (at most ``patience`` seconds). The ticket leaves the queue however the wait ends,
+        an interrupt included: a ticket left behind would hold the other side up for good."""
+        ticket = next(self._tickets)
+        queue.add(ticket)
+        try:
+            deadline = time.monotonic() + patience
+            while blocked(ticket):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+        except BaseException:
+            queue.discard(ticket)
+            self._cond.notify_all()  # the other side may go now
+            raise
+        # No wake-up here: the other side stays blocked by this one's entry, and waking
+        # threads only to wait again would have them take the GIL beside a sample.
+        queue.discard(ticket)
 
 
 #: The process's gate: compile threads' loads on one side, every timer on the other.
@@ -215,6 +242,9 @@ class CudaEventTimer:
         check = LateQueueCheck(self.flush_time_ms(), reps)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        # One turn of the gate for all repetitions: loads wait for the whole sample (a turn
+        # per repetition let a load in between repetitions, and timing beside a busy helper
+        # was 3x the time alone on the H100).
         with GATE.sampling(), quick_gil_switches():
             i = 0
             while i < reps:

@@ -63,10 +63,9 @@ def warm_up_compiling() -> None:
     Triton's hash of itself, its CUDA C utilities) where this process compiles for a GPU.
     A tune calls it as soon as it knows it will tune, so those costs overlap the rest of
     its preparation; it never raises (the compile that needs them meets any error)."""
-    if interpreting():
-        return
     with contextlib.suppress(Exception):
-        compat.start_warming()
+        if not interpreting():
+            compat.start_warming()
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ pool *stale*, and the next safe point forks a new one).
 Safety: the fork happens only where no other thread of this process is compiling
 (:func:`tunedsl.engine.compile_pool.compiling_elsewhere`), so no thread holds a compiler
 lock that the child inherits. The threads that may run then (hashing Triton, waiting for
-the host compiler to build Triton's C utilities: ``compat.start_warming``) hold none that
-a worker takes: a worker gets the hash with each job and never starts a driver. A child
+the host compiler to build Triton's C utilities: ``compat.start_warming``) hold no lock
+that a worker takes (a worker gets the hash with each job and never starts a driver), and
+a worker closes the pipes it inherited, so a subprocess being started at the fork still
+sees its pipes close. A child
 touches no GPU (it compiles for a named target) and leaves with ``os._exit`` (no parent's
 exit handler runs twice). Workers ignore Ctrl-C (the parent stops them) and exit when
 their pipe closes, between jobs or in the middle of one (a watchdog thread peeks at the
@@ -42,6 +44,7 @@ import queue
 import select
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -322,6 +325,7 @@ def _worker_main(
             parent_end.close()
             if i != index:
                 child_end.close()
+        _close_inherited_pipes(keep=conn.fileno())
         conn.send(os.getpid())
         threading.Thread(target=_exit_when_orphaned, args=(conn.fileno(),), daemon=True).start()
         while True:
@@ -346,6 +350,23 @@ def _worker_main(
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(status)
+
+
+def _close_inherited_pipes(keep: int) -> None:  # pragma: no cover - runs in a worker
+    """Close every pipe this worker inherited except ``keep`` and the standard streams.
+    Another thread of the tuning process may have been starting a subprocess at the fork
+    (Triton's C utilities are built beside the tune): its reader waits for every copy of a
+    pipe's write end to close, and a worker's copy would keep it waiting for good."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError):  # no /proc: nothing to look through
+        return
+    for fd in fds:
+        if fd <= 2 or fd == keep:
+            continue
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone already
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.close(fd)
 
 
 def _exit_when_orphaned(fd: int) -> None:  # pragma: no cover - runs in a worker

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import sys
 import threading
 import time
@@ -92,6 +93,21 @@ def test_a_job_past_its_timeout_is_killed(pool: ForkedWorkers) -> None:
         pool.run(process_jobs.sleep, 60.0, 0.5)
     assert sum(_gone(p, within_s=5.0) for p in pids) == 1  # the sleeping one, killed
     assert pool.run(process_jobs.sleep, 0.0, 30.0) == "slept"
+
+
+def test_workers_keep_no_copy_of_a_pipe_open_at_the_fork() -> None:
+    # A thread starting a subprocess at the fork has a pipe open whose reader waits for
+    # every copy of the write end to close (subprocess's exec-error pipe, a stdout pipe).
+    read_end, write_end = os.pipe()
+    pool = ForkedWorkers(2)
+    try:
+        pool.run(process_jobs.whoami, 0, 30.0)  # the workers are up
+        os.close(write_end)
+        readable, _, _ = select.select([read_end], [], [], 10.0)
+        assert readable and os.read(read_end, 1) == b""  # EOF: no worker holds a copy
+    finally:
+        pool.close()
+        os.close(read_end)
 
 
 def test_closing_the_pool_ends_its_workers() -> None:
