@@ -193,3 +193,30 @@ def test_an_interrupted_wait_leaves_no_ticket_behind() -> None:
     later = _Step(gate, "helper", "later helper", order)
     assert later.entered.wait(10)  # not kept out by the interrupted sampler's ticket
     later.finish()
+
+
+class _CountingCondition(threading.Condition):
+    wakeups = 0
+
+    def notify_all(self) -> None:
+        self.wakeups += 1
+        super().notify_all()
+
+
+def test_entering_wakes_nobody_only_leaving_does() -> None:
+    # A waiting helper woken while a sample is taken would take the GIL beside it only to
+    # wait again.
+    gate = timers.SamplingGate(patience_s=60, helper_patience_s=60)
+    cond = _CountingCondition()
+    gate._cond = cond
+    order: list[str] = []
+    first = _Step(gate, "sampler", "first sampler", order)
+    assert cond.wakeups == 0  # its entry woke nobody
+    with gate.sampling():  # samplers do not wait for each other: in at once
+        assert cond.wakeups == 0
+        helper = _Step(gate, "helper", "helper", order)  # waits while samples are taken
+        assert cond.wakeups == 0
+    assert cond.wakeups == 1  # leaving wakes the waiting helper, which waits on
+    first.finish()
+    assert helper.entered.wait(10) and cond.wakeups == 2
+    helper.finish()
