@@ -421,15 +421,9 @@ def target_before_driver() -> Any:
     The driver's first use builds Triton's C utilities with the host compiler on an empty
     Triton cache (0.41 s on the H100 machine); a first call that tunes starts it in
     :func:`warm_compile_caches`, beside hashing Triton, instead of alone before it."""
-    from triton.runtime import driver
-
-    started = getattr(driver, "_active", None) or getattr(driver, "_default", None)
-    if started is not None or os.environ.get("TRITON_DEFAULT_BACKEND"):
+    if not _driver_unstarted_on_cuda():
         return current_target()
     import torch
-
-    if not torch.cuda.is_available() or torch.version.hip is not None:
-        return current_target()
     from triton.backends.compiler import GPUTarget
 
     major, minor = torch.cuda.get_device_capability(torch.cuda.current_device())
@@ -614,8 +608,8 @@ def _in_background(step: Callable[[], Any], name: str) -> threading.Thread:
 
 
 def _driver_unstarted_on_cuda() -> bool:
-    """Whether Triton's driver has not started and would be CUDA's (see
-    :func:`target_before_driver`)."""
+    """Whether Triton's driver has not started and would be CUDA's (no other backend
+    chosen, PyTorch sees an NVIDIA GPU)."""
     from triton.runtime import driver
 
     started = getattr(driver, "_active", None) or getattr(driver, "_default", None)

@@ -22,11 +22,10 @@ lock that the child inherits. The threads that may run then (hashing Triton, wai
 the host compiler to build Triton's C utilities: ``compat.start_warming``) hold no lock
 that a worker takes (a worker gets the hash with each job and never starts a driver), and
 a worker closes the pipes it inherited, so a subprocess being started at the fork still
-sees its pipes close. A child
-touches no GPU (it compiles for a named target) and leaves with ``os._exit`` (no parent's
-exit handler runs twice). Workers ignore Ctrl-C (the parent stops them) and exit when
-their pipe closes, between jobs or in the middle of one (a watchdog thread peeks at the
-pipe), so they never outlive the parent.
+sees its pipes close. A child touches no GPU (it compiles for a named target) and leaves
+with ``os._exit`` (no parent's exit handler runs twice). Workers ignore Ctrl-C (the parent
+stops them) and exit when their pipe closes, between jobs or in the middle of one (a
+watchdog thread peeks at the pipe), so they never outlive the parent.
 
 What a caller gets from :meth:`ForkedWorkers.run`: the function's result; a
 :class:`WorkerFailed` when it raised (the caller compiles in-process instead, which raises

@@ -297,8 +297,7 @@ class ModelSearch(BaseStrategy):
                 f"ModelSearch: explore ({explore}) and local ({local}) must be in [0, 1], "
                 f"polish ({polish}) and reserve ({reserve}) in [0, 1)"
             )
-        self._initial = initial
-        self.initial = self.batch if initial is None else initial
+        self._initial = initial  # None: one batch (see the ``initial`` property)
         self.pool = pool
         self.explore = explore
         self.polish = polish
@@ -334,9 +333,12 @@ class ModelSearch(BaseStrategy):
         wait) and the seconds it keeps for the final race."""
         if compile_workers and self._fill and not self.proposed:  # fixed from the first
             self.batch = max(MIN_BATCH, min(MAX_BATCH, compile_workers))
-            if self._initial is None:
-                self.initial = self.batch
         self.reserve_s = reserve_s
+
+    @property
+    def initial(self) -> int:
+        """Configurations drawn uniformly before the first fit: ``initial=``, else a batch."""
+        return self.batch if self._initial is None else self._initial
 
     def propose(
         self, space: SearchSpace, history: Sequence[Observation], remaining_s: float | None
