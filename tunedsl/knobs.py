@@ -144,7 +144,7 @@ COMPILE_PROCESSES_FROM = 4
 
 def compile_processes() -> str:
     """``TUNEDSL_COMPILE_PROCESSES=auto|on|off``: compile in forked worker processes, each with
-    its own GIL, instead of threads alone (``engine/compile_processes.py``; default ``auto``:
+    its own GIL, instead of threads alone (``backends/compile_processes.py``; default ``auto``:
     on with at least ``COMPILE_PROCESSES_FROM`` compile workers, where threads contend for the
     GIL)."""
     value = _choice("TUNEDSL_COMPILE_PROCESSES", "auto", ("auto", "on", "off", "1", "0"))

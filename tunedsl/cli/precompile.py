@@ -225,7 +225,7 @@ def main(args: argparse.Namespace) -> int:
             on_result=progress.update,
         )
     except KeyboardInterrupt:
-        from tunedsl.engine.compile_pool import exit_now_if_compiling
+        from tunedsl.backends.compile_pool import exit_now_if_compiling
 
         print("\ntunedsl: interrupted", file=sys.stderr)
         exit_now_if_compiling(130)  # running compiles cannot be stopped: leave now
