@@ -15,6 +15,8 @@ from tunedsl.errors import UsageError
 
 AutotuneMode = Literal["on", "cached", "off"]
 Effort = Literal["quick", "default", "thorough"]
+# The effort names (``effort=``, ``TUNEDSL_EFFORT``); engine/effort.py gives each its budgets.
+EFFORT_NAMES: tuple[Effort, ...] = ("quick", "default", "thorough")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -103,7 +105,7 @@ def autotune_mode() -> AutotuneMode:
 
 def effort() -> Effort:
     """``TUNEDSL_EFFORT=quick|default|thorough``: timing budget and leaders re-measured."""
-    return _choice("TUNEDSL_EFFORT", "default", ("quick", "default", "thorough"))  # type: ignore[return-value]
+    return _choice("TUNEDSL_EFFORT", "default", EFFORT_NAMES)  # type: ignore[return-value]
 
 
 SEARCH_STRATEGIES = ("auto", "exhaustive", "random", "pattern", "model")

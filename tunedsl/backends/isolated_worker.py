@@ -74,7 +74,6 @@ class _State:
         from tunedsl.backends import isolated_transfer as isolated
         from tunedsl.backends import triton as bt
         from tunedsl.backends.inprocess import Guard, Verifier, per_launch_setup
-        from tunedsl.engine import bench
         from tunedsl.engine.request import TuneRequest
 
         device = payload["device"]
@@ -106,7 +105,6 @@ class _State:
         self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
         self.timer = graph_timing.make_timer(payload["timing"], per_launch_setup(req))
         self.timer_chosen = False
-        self.effort = bench.effort_for(req.effort, self.timer.kind)
 
     def run(self, index: int) -> Any:
         from tunedsl.backends.triton_launch import launch_jit

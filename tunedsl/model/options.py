@@ -35,7 +35,3 @@ CAPTURE_MODES: tuple[str, ...] = ("raise", "default")
 STRUCTURAL_NAMES: tuple[str, ...] = ("space", "blocks", "key")
 
 MACRO_KEYWORDS: tuple[str, ...] = STRUCTURAL_NAMES + HINT_NAMES + OPTION_NAMES
-
-# How hard tuning looks (``effort=``, ``TUNEDSL_EFFORT``); engine/bench.py's EFFORTS gives
-# each its budgets.
-EFFORT_NAMES: tuple[str, ...] = ("quick", "default", "thorough")

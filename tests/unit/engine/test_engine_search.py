@@ -210,6 +210,13 @@ def test_model_without_numpy_names_it_and_auto_climbs_instead(
     assert auto.resolved == "auto:pattern"  # type: ignore[attr-defined]
 
 
+def test_the_effort_table_has_exactly_the_accepted_names() -> None:
+    from tunedsl import knobs
+    from tunedsl.engine.effort import SEARCH_EFFORTS
+
+    assert tuple(SEARCH_EFFORTS) == knobs.EFFORT_NAMES
+
+
 def test_effort_presets() -> None:
     quick, thorough = search_effort("quick"), search_effort("thorough")
     assert quick.budget_s < search_effort("default").budget_s < thorough.budget_s
