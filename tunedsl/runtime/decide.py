@@ -8,6 +8,7 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 - a valid record whose choice is one of the configurations ``prune=`` keeps for this
   call and which measured every one of them: use it (``source="disk"``); on a site with
   ``verify=`` a choice this process did not verify is checked once first;
+- a shipped rule (``runtime/ruled.py``) for a key no record decides (``source="rule"``);
 - ``cached``: a record whose choice prune keeps (even if the space grew), else the
   default as for ``off``;
 - ``on``: take the key's cross-process lock, look for a record again (another process may
@@ -67,7 +68,7 @@ class Subject:
 class Decision:
     config: Config
     options: dict[str, Any]
-    source: str  # "tuned", "disk" or "default"
+    source: str  # "tuned", "disk", "rule" or "default"
     record: store.Record | None
 
 
@@ -210,6 +211,13 @@ def lookup(
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record), {}
+    if not again:
+        from tunedsl.runtime.ruled import rule_pick
+
+        verify = check if settings.verify not in (None, False) else None
+        picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
+        if picked is not None:
+            return Decision(picked, _options(picked, settings), "rule", None), previous
     if settings.mode == "cached":
         return default(record), {}
     if again and settings.verify not in (None, False) and digest not in _VERIFIED:
