@@ -36,7 +36,6 @@ and those keyed by the kernel's module name (identity ``<base name>:<scope>:<ker
 from __future__ import annotations
 
 import ast
-import functools
 import os
 import threading
 from typing import Any, NamedTuple
@@ -58,7 +57,6 @@ class _Names(NamedTuple):
 _sites: dict[str, _Names] = {}
 
 
-@functools.lru_cache(maxsize=1024)
 def file_identity(filename: str) -> str:
     """The part of an identity naming ``filename``: its resolved path relative to its
     package root (``pkg/sub/mm.py``), its base name outside packages; a name that is not
