@@ -36,6 +36,7 @@ and those keyed by the kernel's module name (identity ``<base name>:<scope>:<ker
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import threading
 from typing import Any, NamedTuple
@@ -61,6 +62,17 @@ def file_identity(filename: str) -> str:
     """The part of an identity naming ``filename``: its resolved path relative to its
     package root (``pkg/sub/mm.py``), its base name outside packages; a name that is not
     a file path (``<string>``, ``?``) is its base name."""
+    if os.path.isabs(filename):  # the usual case: asked on every new key, worked out once
+        return _absolute_file_identity(filename)
+    return _file_identity(filename)
+
+
+@functools.lru_cache(maxsize=256)
+def _absolute_file_identity(filename: str) -> str:
+    return _file_identity(filename)
+
+
+def _file_identity(filename: str) -> str:
     if not filename or filename.startswith("<") or not os.path.isfile(filename):
         return os.path.basename(filename)
     path = os.path.realpath(filename)
