@@ -134,7 +134,8 @@ class PrecompileSession:
     workers: int | None = None
     timeout_s: float | None = None
     # Called after each configuration: (site, config, outcome) with outcome one of
-    # "compiled", "cached", "failed", "interpreted".
+    # "compiled", "cached", "failed", "interpreted"; with tune, after each key: "tuned", or
+    # "cached" when a stored record decided it.
     on_result: Callable[[str, Config, str], None] | None = None
     reports: list[SiteReport] = field(default_factory=list)
     _seen: set[tuple[int, Hashable]] = field(default_factory=set)
@@ -301,6 +302,9 @@ class PrecompileSite:
         if session.claim(self, (call.key, getattr(result, "digest", None))):
             tuned = source == "tuned"  # else a stored record decided: warm already
             session.add(SiteReport(self.label, call.key, cached=int(not tuned), tuned=tuned))
+            config = getattr(result, "config", None)
+            if isinstance(config, Config):
+                session.emit(self.label, config, "tuned" if tuned else "cached")
         return result
 
     def _compile(self, call: Call, session: PrecompileSession) -> None:

@@ -27,7 +27,7 @@ from tunedsl import knobs
 from tunedsl.errors import TuningError
 from tunedsl.model.config import Config
 from tunedsl.model.hints import InfeasibleConfig
-from tunedsl.model.identity import location
+from tunedsl.model.identity import file_identity, location
 from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
@@ -78,9 +78,11 @@ def context(info: KernelInfo, settings: Settings) -> dict[str, Any]:
 
     device = bt.device_facts()
     return {
+        # The kernel's file, never its module name: that depends on how the file was
+        # loaded (``__main__``, the stem, the dotted name), and one kernel has one record.
         "kernel": {
             "qualname": info.qualname,
-            "module": info.module,
+            "file": file_identity(info.file),
             "source_hash": info.source_hash,
         },
         "hints": json_safe(settings.hints),
@@ -207,7 +209,7 @@ def lookup(
     stores = _record_stores()
     record = stores.get(digest)
     if record is None and not again:
-        record = migrate(subject.site_id, digest, subject.readable, subject.context)
+        record = migrate(subject, stores)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record), {}
