@@ -48,9 +48,13 @@ def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
     assert key_features(odd)[0] == family
     assert key_features(key(1000, "float32"))[0] != family
     # A constexpr value and the user's key= are part of the key as they are.
-    fam, feats = key_features({"args": {"K": {"constexpr": 2}}, "user_key": [1024, "x"]})
-    assert json.loads(fam) == {"args.K": '{"constexpr":2}', "key[1]": "x"}
-    assert feats == {"key[0]": 10.0}
+    # A numeric constexpr (a block computed from a size) is a feature, a flag a family; the
+    # user's key= is part of the key as it is.
+    fam, feats = key_features(
+        {"args": {"B": {"constexpr": 64}, "F": {"constexpr": True}}, "user_key": [1024, "x"]}
+    )
+    assert json.loads(fam) == {"args.F": '{"constexpr":true}', "key[1]": "x"}
+    assert feats == {"args.B": 6.0, "key[0]": 10.0}
 
 
 def test_the_cover_has_every_key_within_the_tolerance_of_its_best() -> None:

@@ -5,8 +5,9 @@ A rule is built ahead of time from a site's tuning records (``model/rule_build.p
 the rule: a key in the rule's range gets the rule's pick at once, with no tuning.
 
 What a key looks like to a rule (``key_features``): the readable key's numeric parts (tensor
-shapes, ints of ``key=``) are its *features*, taken as log2; everything else (dtypes, stride
-patterns, constexpr values, strings of ``key=``) is its *family*. Triton's int classes
+shapes, numeric constexprs such as a block computed from a size, ints of ``key=``) are its
+*features*, taken as log2; everything else (dtypes, stride patterns, other constexprs, strings
+of ``key=``) is its *family*. Triton's int classes
 (``i1``, ``i16``, ``i``) are neither: the kernel is compiled for the class anyway, and a
 configuration's speed carries across them. A key is *in range* when its family is one the
 rule was built for and each feature lies within the swept keys' range.
@@ -56,7 +57,11 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
             family[path] = value
         elif isinstance(value, Mapping):
             if "constexpr" in value and len(value) == 1:
-                family[path] = canonical_json(value)  # a constexpr changes the code
+                inner = value["constexpr"]
+                if isinstance(inner, int | float) and not isinstance(inner, bool):
+                    walk(path, inner)  # a size computed per call (a block of next_power_of_2)
+                else:
+                    family[path] = canonical_json(value)  # a flag or a mode changes the code
                 return
             for name in sorted(value):
                 walk(f"{path}.{name}", value[name])
