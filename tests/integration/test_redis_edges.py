@@ -114,10 +114,14 @@ def test_remote_ls_and_show_escape_control_characters(
     bad_key = record_key("9\x1b[31m")  # an invalid value's key is printed too
     server.client().set(bad_key, b"garbage")
     capsys.readouterr()
-    assert main(["cache", "ls", "--remote"]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["cache", "ls", "--remote"]) == 0
     listed = capsys.readouterr()
     assert main(["cache", "show", DIGEST[:8], "--remote"]) == 0
     shown = capsys.readouterr().out
+    texts = cache_warnings(caught)
+    assert texts and all("\x1b" not in t for t in texts)  # the store's warning too
     for text in (listed.out, listed.err, shown):
         assert "\x1b" not in text and "\x07" not in text
     assert "k.py\\x1b[2J\\x1b]0;owned\\x07:3:4" in listed.out

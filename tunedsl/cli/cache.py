@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.cli.bundle import read_bundle, write_bundle
+from tunedsl.cli.cache_select import check_id, clear_selection, terminal_text
 from tunedsl.errors import UsageError
 
 
@@ -114,22 +115,6 @@ def _load_read_only() -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
     return _load_all(records.extra_record_dirs())
 
 
-MIN_ID = 4
-
-
-def check_id(ident: str) -> str:
-    """A record id as the CLI accepts it: at least MIN_ID hex digits (lower-cased)."""
-    low = ident.lower()
-    if len(low) < MIN_ID or any(c not in "0123456789abcdef" for c in low):
-        raise UsageError(
-            f"record id {ident!r} is "
-            + ("too short" if len(low) < MIN_ID else "not a record id")
-            + f": give at least {MIN_ID} hex digits "
-            "of a digest, as `tunedsl cache ls` prints"
-        )
-    return low
-
-
 def _find(ident: str) -> tuple[Path, Any]:
     check_id(ident)
     good, _ = _load_all()
@@ -172,17 +157,6 @@ def _location(record: Any) -> str:
     if sep and col.isdigit() and line.isdigit():
         return f"{head}:{int(col) + 1}"
     return ""
-
-
-_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {
-    i: f"\\x{i:02x}" for i in range(128, 160)
-}
-
-
-def terminal_text(value: Any) -> str:
-    """A record's text for a terminal: control characters escaped (a record could carry
-    escape sequences that rewrite the screen)."""
-    return str(value).translate(_CONTROL)
 
 
 def _key_text(key: Any, limit: int = 60) -> str:
@@ -260,30 +234,6 @@ def _show(args: argparse.Namespace) -> int:
         else:
             print(f"  {mark} {r.config!s:<50} {r.status}: {r.reason}")
     return 0
-
-
-def clear_selection(args: argparse.Namespace) -> tuple[list[str], bool]:
-    """The checked ids of ``cache clear`` and whether it clears everything (``--all``),
-    for the local records and ``--remote`` alike; a UsageError for an empty filter, a bad
-    id, no selection at all, or ``--all`` beside a filter."""
-    for name, value in (("--kernel", args.kernel), ("--site", args.site)):
-        if value is not None and not value.strip():
-            raise UsageError(
-                f"cache clear {name} with an empty value would match every record; "
-                "to remove everything, run `tunedsl cache clear --all`"
-            )
-    ids = [check_id(i) for i in args.ids]
-    named = bool(ids) or args.kernel is not None or args.site is not None
-    if args.all and named:
-        raise UsageError(
-            "cache clear --all removes every record: give it no ID, --kernel or --site"
-        )
-    if not (args.all or named):
-        raise UsageError(
-            "cache clear needs the records to remove: IDs (as `tunedsl cache ls` prints), "
-            "--kernel NAME, --site TEXT, or --all for every record"
-        )
-    return ids, bool(args.all)
 
 
 def _clear(args: argparse.Namespace) -> int:

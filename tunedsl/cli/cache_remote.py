@@ -9,7 +9,7 @@
 
 Bundles are read and written by ``cli/bundle.py`` for both, so records move freely between
 a machine's files and the fleet's Redis. Arguments are checked by the local command's own
-code (``cli/cache.py``), and a record's text is escaped for the terminal the same way.
+code (``cli/cache_select.py``), and a record's text is escaped for the terminal the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from tunedsl.cli.bundle import read_bundle, write_bundle
-from tunedsl.cli.cache import check_id, clear_selection, terminal_text
+from tunedsl.cli.cache_select import check_id, clear_selection, terminal_text
 from tunedsl.errors import UsageError
 
 

@@ -128,6 +128,12 @@ class RedisSettings:
         return cls(url=url, timeout_s=knobs.redis_timeout_s(), backoff_s=knobs.redis_backoff_s())
 
 
+def _shown(key: str) -> str:
+    """A key name for a message: control characters escaped (whoever can write to Redis
+    chooses key names, and a warning goes to a terminal)."""
+    return json.dumps(key)[1:-1]
+
+
 NOT_A_RECORD = object()  # a value too long, or a key of another type
 
 
@@ -238,10 +244,12 @@ class RedisRecordStore:
             text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
             record = Record.from_json(json.loads(text))
         except (UnicodeDecodeError, json.JSONDecodeError, InvalidRecord, RecursionError) as err:
-            warn_once(f"bad:redis:{key}", f"ignoring tuning record {key} in Redis: {err}")
+            warn_once(f"bad:redis:{key}", f"ignoring tuning record {_shown(key)} in Redis: {err}")
             return None
         if digest is not None and record.digest != digest:
-            warn_once(f"bad:redis:{key}", f"ignoring tuning record {key}: it names another key")
+            warn_once(
+                f"bad:redis:{key}", f"ignoring tuning record {_shown(key)}: it names another key"
+            )
             return None
         return record
 
@@ -255,7 +263,7 @@ class RedisRecordStore:
             if isinstance(raw, int):
                 warn_once(
                     f"bad:redis:{key}",
-                    f"ignoring tuning record {key} in Redis: it holds {raw} bytes, over the "
+                    f"ignoring tuning record {_shown(key)} in Redis: it holds {raw} bytes, over the "
                     f"limit of {MAX_RECORD_BYTES} bytes for a record",
                 )
                 raw = NOT_A_RECORD
@@ -263,7 +271,7 @@ class RedisRecordStore:
                 kind = raw[0].decode() if isinstance(raw[0], bytes) else raw[0]
                 warn_once(
                     f"bad:redis:{key}",
-                    f"ignoring Redis key {key}: it holds a {kind}, not a tuning record (a "
+                    f"ignoring Redis key {_shown(key)}: it holds a {kind}, not a tuning record (a "
                     "string of JSON); delete it to store a record there",
                 )
                 raw = NOT_A_RECORD
