@@ -280,3 +280,49 @@ def test_a_wrong_password_in_the_query_is_not_printed(tmp_path: Path) -> None:
         assert texts and all(SECRET not in t for t in texts) and "password=***" in texts[0]
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("damage", ["over the limit", "a list"])
+def test_a_site_tunes_past_a_damaged_redis_value(
+    server: RedisServer, tmp_path: Path, damage: str
+) -> None:
+    """End to end through ``autotune_launch``: node a tunes and shares its record; the
+    Redis value is then replaced by the same record padded past the record limit (or by a
+    list); node b, with its own empty cache, tunes (one warning, no crash), and keeps a
+    record file every later process accepts."""
+    import subprocess
+    import sys
+
+    from test_redis_store import HERE, SITE_SCRIPT
+
+    from tunedsl.store import records
+
+    script = tmp_path / "node.py"
+    script.write_text(SITE_SCRIPT.format(tests=str(HERE.parent)))
+
+    def node(name: str) -> tuple[dict, str]:
+        env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / name), TUNEDSL_REDIS_URL=server.url)
+        env["TRITON_INTERPRET"] = "1"
+        proc = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+    first, _ = node("a")
+    key = record_key(first["digest"])
+    client = server.client()
+    if damage == "a list":
+        client.delete(key)
+        client.rpush(key, "x")
+    else:
+        padded = json.loads(client.get(key))
+        padded["kernel"]["file"] = "/" + "p" * MAX_RECORD_BYTES  # still a valid record
+        client.set(key, json.dumps(padded))
+        del padded
+    second, err = node("b")
+    assert second["source"] == "tuned" and second["digest"] == first["digest"]
+    assert err.count("CacheWarning") == 1 and ("over the limit" in err or "holds a list" in err)
+    assert "unreachable" not in err
+    kept = records.load_from(tmp_path / "b" / "records", first["digest"])
+    assert kept is not None and len(kept.kernel["file"]) < 4096  # its own, not the padded one
