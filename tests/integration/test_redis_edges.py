@@ -101,6 +101,8 @@ def test_remote_export_of_an_unknown_id_is_an_error(
     assert not out.exists()
     assert main(["cache", "export", str(out), "ab", "--remote"]) == 1
     assert "at least 4 hex digits" in capsys.readouterr().err
+    assert main(["cache", "show", "c", "--remote"]) == 1  # a 1-digit id matches nothing
+    assert "at least 4 hex digits" in capsys.readouterr().err
 
 
 def test_remote_ls_and_show_escape_control_characters(
@@ -220,6 +222,29 @@ def test_a_waiter_on_a_redis_lock_says_who_holds_it_and_when_it_gives_up(
     assert lines[-1].startswith("tunedsl: gave up waiting for the tuning lock"), err
     assert f"held by process {os.getpid()} on " in err
     assert f"Redis key tunedsl:v1:lock:{DIGEST}" in err and "expires in" in err
+
+
+def test_lock_notices_come_after_two_seconds_then_every_thirty() -> None:
+    """The cadence the Redis waiter shares with the file lock's (``locks.WaitNotices``),
+    driven by moving the start back instead of sleeping."""
+    import io
+    import time
+
+    from tunedsl.store.locks import WaitNotices
+
+    out = io.StringIO()
+    notices = WaitNotices("key abc", "Redis key k", timeout_s=600, out=out)
+    assert not notices.due()
+    notices.start = time.monotonic() - 2.2
+    assert notices.due()
+    notices.waiting("process 1 on 'h'")
+    assert not notices.due()
+    notices.start -= 25
+    assert not notices.due()  # 27.2 s: the next notice is at 32.2 s
+    notices.start -= 6
+    assert notices.due()
+    assert out.getvalue().startswith("tunedsl: waiting 2 s for the tuning lock of key abc")
+    assert "held by process 1 on 'h' (Redis key k; gives up after 600 s" in out.getvalue()
 
 
 def test_a_lock_without_an_expiry_is_given_one(server: RedisServer) -> None:
