@@ -223,6 +223,8 @@ def test_clear_empty_filters_and_short_ids_are_usage_errors(tmp_path: Path) -> N
     _one_line_error(cache_cmd(env, "clear", "--kernel", ""), "--kernel")
     _one_line_error(cache_cmd(env, "clear", ""), "at least 4 hex digits")
     _one_line_error(cache_cmd(env, "clear", "a"), "at least 4 hex digits")
+    _one_line_error(cache_cmd(env, "clear"), "--all")  # nothing named is not "everything"
+    _one_line_error(cache_cmd(env, "clear", "--all", "abab"), "--all")
     assert rec.exists()
     assert "removed 1 record" in cache_cmd(env, "clear", "abab").stdout
 
