@@ -349,18 +349,34 @@ def no_auto_interpret() -> bool:
 
 # Every variable tunedsl reads (``tunedsl env`` lists them with the value in force), with the
 # function that validates it; Triton's variables that tunedsl honours follow.
-def redact_url(url: str) -> str:
-    """``url`` without its password, for messages and `tunedsl env` (bug reports)."""
-    from urllib.parse import urlsplit, urlunsplit
+# Query parameters that carry a credential (redis-py reads ``password`` from the query).
+_SECRET_QUERY_KEYS = ("password", "passwd", "pass", "pwd", "auth", "token", "secret")
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+def redact_url(url: str) -> str:
+    """``url`` without its credentials, for messages and `tunedsl env` (bug reports): the
+    password of ``scheme://user:PASSWORD@`` (a lone ``scheme://SECRET@`` too) and the value
+    of a ``?password=`` (or similar) query parameter, for every scheme (``redis://``,
+    ``rediss://``, ``unix://``). Plain string work, so a malformed URL is redacted too."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    head, qmark, query = rest.partition("?")
+    query, hash_, fragment = query.partition("#")
+    if not qmark:
+        head, hash_, fragment = head.partition("#")
+    if "@" in head:
+        userinfo, _, tail = head.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        head = (f"{user}:***" if colon and user else ":***" if colon else "***") + "@" + tail
+    if qmark:
+        parts = []
+        for item in query.split("&"):
+            name, eq, _ = item.partition("=")
+            secret = any(k in name.lower() for k in _SECRET_QUERY_KEYS)
+            parts.append(f"{name}=***" if eq and secret else item)
+        query = "&".join(parts)
+    return f"{scheme}{sep}{head}{qmark}{query}{hash_}{fragment}"
 
 
 def _redacted_redis_url() -> str | None:
