@@ -7,6 +7,7 @@ configuration spins."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -121,6 +122,7 @@ def test_a_tune_in_the_kernels_module_fails_in_the_worker_and_reaches_the_user_a
 
 SPINNING = """
 import sys
+import threading
 sys.path.insert(0, {integration!r})
 import torch
 from isolate_kernels import double_or_die
@@ -135,28 +137,48 @@ def announce(args):  # in the worker, just before a repetition that spins
     open(marker, "a").close()
 
 
-autotune_launch(
-    double_or_die,
-    space={{"tile": [32, 64]}},  # every configuration spins (MODE 2)
-    grid=lambda cfg: (cdiv(n, cfg.tile),),
-    args=(x, y, n),
-    kwargs=lambda cfg: {{"TILE": cfg.tile, "MODE": 2}},
-    pre_hook=announce,
-    isolate=True,
-)
+def tune():
+    autotune_launch(
+        double_or_die,
+        space={{"tile": [32, 64]}},  # every configuration spins (MODE 2)
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(x, y, n),
+        kwargs=lambda cfg: {{"TILE": cfg.tile, "MODE": 2}},
+        pre_hook=announce,
+        isolate=True,
+    )
+
+
+if sys.argv[2] == "thread":  # the worker is started by another thread than the main one
+    worker = threading.Thread(target=tune)
+    worker.start()
+    worker.join()
+else:
+    tune()
 print("FINISHED", flush=True)
 """
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="looks for stray processes via /proc")
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize(
+    ("signum", "where"),
+    [
+        (signal.SIGKILL, "main"),
+        (signal.SIGTERM, "main"),
+        (signal.SIGINT, "main"),
+        # Started from another thread, the worker has no parent-death signal (it would come
+        # when that thread ends): its watch on the request pipe ends it.
+        (signal.SIGKILL, "thread"),
+        (signal.SIGTERM, "thread"),
+    ],
+)
 def test_no_process_of_an_isolated_tune_outlives_a_signal(
-    tmp_path: Path, signum: signal.Signals
+    tmp_path: Path, signum: signal.Signals, where: str
 ) -> None:
     marker = tmp_path / "spinning"
     script = write_script(tmp_path / "spin.py", SPINNING.format(integration=str(INTEGRATION)))
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(marker)],
+        [sys.executable, str(script), str(marker), where],
         env=child_env(tmp_path / "cache", TUNEDSL_ISOLATE_TIMEOUT="600"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -180,14 +202,9 @@ def test_no_process_of_an_isolated_tune_outlives_a_signal(
             alive = _session_processes(proc.pid)
         assert alive == [], f"alive 5 s after {signum.name}: {alive}"
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        for pid in _stragglers(proc.pid):
-            os.kill(pid, signal.SIGKILL)
+        for straggler in _session_processes(proc.pid):  # left the group, not the session
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(straggler.split()[0]), signal.SIGKILL)
         proc.wait()
-
-
-def _stragglers(sid: int) -> list[int]:
-    return [int(p.split()[0]) for p in _session_processes(sid)]

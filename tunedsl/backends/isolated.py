@@ -424,5 +424,5 @@ class IsolatedMeasurer:
         elif self.worker.alive():
             try:
                 self.worker.request(("reset",), self.run_timeout_s)
-            except _Died:
+            except (_Died, TuningError):  # it died, and could not start again: nothing to drop
                 pass

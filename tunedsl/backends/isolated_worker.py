@@ -260,7 +260,7 @@ def _leave_with_parent(parent: int, from_main_thread: bool) -> None:
     """Never outlive the tuning process, even in the middle of a configuration that spins:
     SIGKILL when it dies (Linux; armed only when its main thread started this worker, as
     the signal comes when the starting *thread* ends), and a thread that leaves when the
-    request pipe's last writer is gone (every platform, every thread)."""
+    request pipe's last writer is gone (whichever thread started it)."""
     if from_main_thread and sys.platform.startswith("linux"):
         import ctypes
 
@@ -268,7 +268,9 @@ def _leave_with_parent(parent: int, from_main_thread: bool) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # it died before the signal was armed
         os._exit(1)
-    threading.Thread(target=_exit_when_orphaned, args=(0,), daemon=True).start()
+    threading.Thread(
+        target=_exit_when_orphaned, args=(0,), name="tunedsl-orphan-watch", daemon=True
+    ).start()
 
 
 def _exit_when_orphaned(fd: int) -> None:
