@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl import knobs
-from tunedsl.errors import TuningError
+from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
 from tunedsl.model.hints import InfeasibleConfig
 from tunedsl.model.identity import file_identity, location
@@ -242,6 +242,14 @@ def decide(
     found, previous = lookup(subject, candidates, check)
     if found is not None:
         return found
+    from tunedsl.backends.isolated_worker import in_worker
+
+    if in_worker():  # the parent holds this key's lock, or tunes it: fail, never wait
+        raise UsageError(
+            f"{subject.site_id}: a tune ran inside tunedsl's measurement worker, which imports "
+            "the kernel's module and so runs its top-level code again; move module-level "
+            'tuning under `if __name__ == "__main__":` or into a function, or use isolate=False'
+        )
     from tunedsl.backends.triton_compile import warm_up_compiling
 
     warm_up_compiling()  # beside the lock and the variants: this call will likely compile
