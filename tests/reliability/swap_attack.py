@@ -45,7 +45,7 @@ def as_attacker(script: str, *args: str) -> subprocess.Popen[str]:
 
 def attacker_step(script: str, *args: str) -> None:
     proc = as_attacker(script, *args)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
 
 

@@ -262,7 +262,7 @@ def test_a_second_user_swapping_cache_directories_never_gets_a_record_used(
     the warning names the root and the fix."""
     swap_attack.need_second_user()
     with swap_attack.shared_tmp() as base:
-        got = swap_attack.race(base, attacker_owns, loads=2000)
+        got = swap_attack.race(base, attacker_owns, loads=3000)
         assert got.swaps > 0
         assert got.seen["attacker"] == 0, got.seen
         assert not got.ran_attacker_code
@@ -271,3 +271,26 @@ def test_a_second_user_swapping_cache_directories_never_gets_a_record_used(
             root = base / "shared"
             assert f"{root} is owned by another user (uid {swap_attack.ATTACKER})" in got.stderr
             assert "TUNEDSL_CACHE_DIR" in got.stderr
+
+
+MAKE_OPEN_DIR = "import os, sys; os.mkdir(sys.argv[1]); os.chmod(sys.argv[1], 0o777)"
+
+
+@pytest.mark.needs_triton
+def test_a_cache_root_another_user_created_is_not_used_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The attacker created the cache root first: the victim's tunes run uncached (each
+    process tunes again), with warnings naming the root and the fix."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        root = base / "tunedsl-cache"
+        swap_attack.attacker_step(MAKE_OPEN_DIR, str(root))
+        env = child_env(root)
+        for _ in range(2):
+            out = _tune(tmp_path, env)
+            assert _sources(out) == ["tuned", "tuned"]
+            warned = [line for line in out.stderr.splitlines() if "CacheWarning" in line]
+            assert warned and all(f"{root} is owned by another user" in w for w in warned)
+            assert any("TUNEDSL_CACHE_DIR" in w for w in warned), out.stderr
+        assert not list(root.rglob("*.json"))  # nothing written there either

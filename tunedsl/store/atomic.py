@@ -101,9 +101,7 @@ def write_directory(path: Path, files: Mapping[str, bytes], *, durable: bool = T
             shutil.rmtree(tmp)
 
 
-def write_json(
-    path: Path, obj: Any, *, durable: bool = True, dir_fd: int | None = None
-) -> None:
+def write_json(path: Path, obj: Any, *, durable: bool = True, dir_fd: int | None = None) -> None:
     """``obj`` as indented JSON, atomically (records, bundles, results, notes)."""
     data = (json.dumps(obj, indent=1) + "\n").encode("utf-8")
     write_bytes(path, data, durable=durable, dir_fd=dir_fd)

@@ -421,8 +421,7 @@ def record_lock(
     wait_s = knobs.lock_timeout_s() if timeout_s is None else timeout_s
     try:
         locks = paths.ensure_private_dir(paths.locks_dir() if lock_dir is None else lock_dir)
-        if not paths.is_private_dir(locks):
-            raise OSError(f"{locks} is not private to this user")
+        os.close(paths.open_private_dir(locks))  # UntrustedDir says which directory, and why
         held = key_lock(lock_path(digest, locks), f"key {digest[:12]}", wait_s)
         got = held.__enter__()
     except Exception as err:
