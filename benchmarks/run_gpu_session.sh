@@ -117,10 +117,7 @@ print(inspect.getsource(CudaLauncher.__call__))"
     TAIL=50 step gpu_tests 250 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
     TAIL=40 step bench_launch 200 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
 elif [ "$part" = fifth-a ]; then  # fifth pass: the C fused launch
-    step native_build 60 "$py" -c "import time, tempfile, pathlib
-from tunedsl.runtime import native
-t = time.perf_counter(); p = native.build(pathlib.Path(tempfile.mkdtemp()))
-print('built', p.name, 'in', round(time.perf_counter() - t, 3), 's with', native.compiler())"
+    step native_status 60 "$py" -c "from tunedsl.runtime import native; print(native.status())"
     TAIL=50 step gpu_tests 280 "$py" -m pytest -q -p no:cacheprovider -rA tests/gpu
     TAIL=40 step bench_launch 220 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
 elif [ "$part" = eighth-a ]; then  # eighth pass: workers forked before Triton is hashed
