@@ -394,3 +394,31 @@ def _python(script: str, env: dict[str, str], *argv: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip()
+
+
+ENV_COMMAND = """
+import sys
+if sys.argv[1] == "blocked":
+    class Block:  # the extension is not installed
+        def find_spec(self, name, path=None, target=None):
+            if name == "tunedsl.runtime._native_fused":
+                raise ImportError("blocked by the test")
+    sys.meta_path.insert(0, Block())
+from tunedsl.cli import main
+sys.exit(main(["env", "--no-device-probe"]))
+"""
+
+
+def test_tunedsl_env_says_which_fused_launch_runs_and_why() -> None:
+    def line(mode: str, **env: str) -> str:
+        out = _python(ENV_COMMAND, {"PATH": "/usr/bin:/bin", **env}, mode)
+        (found,) = [x.strip() for x in out.splitlines() if x.strip().startswith("fused launch")]
+        return found
+
+    assert line("installed") == "fused launch  C (tunedsl.runtime._native_fused, built at install)"
+    assert line("installed", TUNEDSL_NATIVE_LAUNCH="0") == (
+        "fused launch  Python (TUNEDSL_NATIVE_LAUNCH=0)"
+    )
+    blocked = line("blocked")
+    assert blocked.startswith("fused launch  Python: the C extension is not installed")
+    assert "python3-dev" in blocked
