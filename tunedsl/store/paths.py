@@ -21,7 +21,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from tunedsl import knobs
@@ -99,16 +99,6 @@ def _open_checked(name: str, dir_fd: int | None, shown: Path, follow: bool, root
         os.close(fd)
         raise UntrustedDir(why)
     return fd
-
-
-@contextlib.contextmanager
-def private_dir(path: Path, *, root_may_own: bool = False) -> Iterator[int]:
-    """:func:`open_private_dir` as a context manager that closes the descriptor."""
-    fd = open_private_dir(path, root_may_own=root_may_own)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def is_private_dir(path: Path) -> bool:
