@@ -212,8 +212,8 @@ def fused_launch() -> bool:
 
 def native_launch() -> bool:
     """``TUNEDSL_NATIVE_LAUNCH=0``: the fused launch stays generated Python instead of its C
-    form (``runtime/native.py``; default on; off is for measuring what it saves, or for a
-    machine whose C compiler misbehaves)."""
+    form, the extension built at install (``runtime/native.py``; default on; off is for
+    measuring what it saves)."""
     return _flag("TUNEDSL_NATIVE_LAUNCH", default=True)
 
 

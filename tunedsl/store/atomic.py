@@ -17,6 +17,7 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -34,9 +35,15 @@ def write_bytes(
     prefix: str | None = None,
     suffix: str = TEMP_SUFFIX,
     durable: bool = True,
+    dir_fd: int | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` atomically. ``durable``: fsync before the rename (the
-    records and binaries; a bytecode entry is cheap to rebuild and skips it)."""
+    records and binaries; a bytecode entry is cheap to rebuild and skips it). ``dir_fd``: a
+    descriptor of ``path``'s directory, checked by the caller; the file is written through
+    it, so a directory swapped after the check cannot redirect the write."""
+    if dir_fd is not None:
+        _write_at(dir_fd, path.name, data, prefix or f".{path.name}.", suffix, durable)
+        return
     fd, tmp = tempfile.mkstemp(
         prefix=prefix if prefix is not None else f".{path.name}.", suffix=suffix, dir=path.parent
     )
@@ -50,6 +57,28 @@ def write_bytes(
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
+
+
+def _write_at(dir_fd: int, name: str, data: bytes, prefix: str, suffix: str, durable: bool) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        tmp = f"{prefix}{secrets.token_hex(6)}{suffix}"
+        try:
+            fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dir_fd)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -72,21 +101,23 @@ def write_directory(path: Path, files: Mapping[str, bytes], *, durable: bool = T
             shutil.rmtree(tmp)
 
 
-def write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
+def write_json(path: Path, obj: Any, *, durable: bool = True, dir_fd: int | None = None) -> None:
     """``obj`` as indented JSON, atomically (records, bundles, results, notes)."""
-    write_bytes(path, (json.dumps(obj, indent=1) + "\n").encode("utf-8"), durable=durable)
+    data = (json.dumps(obj, indent=1) + "\n").encode("utf-8")
+    write_bytes(path, data, durable=durable, dir_fd=dir_fd)
 
 
 def write_text(path: Path, text: str, *, durable: bool = True) -> None:
     write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
-def read_regular_file(path: Path | str, limit: int) -> bytes:
+def read_regular_file(path: Path | str, limit: int, *, dir_fd: int | None = None) -> bytes:
     """The bytes of ``path``, read without following a final symbolic link or blocking on a
-    FIFO; OSError for anything but a regular file of at most ``limit`` bytes."""
+    FIFO; OSError for anything but a regular file of at most ``limit`` bytes. ``dir_fd``: a
+    checked directory's descriptor, ``path`` then a name in it."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0), dir_fd=dir_fd)
     except OSError as err:
         if err.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
             raise OSError(errno.ELOOP, "a symbolic link, not read") from None

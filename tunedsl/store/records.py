@@ -290,32 +290,36 @@ def read_record_file(path: Path) -> Record:
     return Record.from_json(parse_json(atomic.read_regular_file(path, MAX_RECORD_BYTES)))
 
 
-def trusted_dir(root: Path) -> bool:
-    """Records directories get bytecode's trust rule: one that exists but is not a real
-    directory owned by this user and closed to writes by others is not used (one warning).
-    A missing one is fine (a miss). A ``TUNEDSL_RECORDS_PATH`` directory may also belong
-    to root (records installed with an application), still closed to writes by others."""
-    if not os.path.lexists(root) or paths.is_private_dir(root):
-        return True
-    if root != paths.records_dir() and _root_owned_closed_dir(root):
-        return True
-    warn_once(
-        f"untrusted:{root}",
-        f"tuning records directory {root} is not private to this user (another owner, "
-        "writable by group or others, or not a real directory); not using it. Fix its "
-        "ownership and mode (chmod 700 / chmod go-w), or point TUNEDSL_CACHE_DIR or "
-        "TUNEDSL_RECORDS_PATH elsewhere",
-    )
-    return False
-
-
-def _root_owned_closed_dir(root: Path) -> bool:
+def open_trusted_dir(root: Path) -> int | None:
+    """A descriptor of the records directory ``root``, or None: missing (a miss) or not
+    trusted (one warning). Records directories get bytecode's trust rule, checked along the
+    chain from the cache root (``paths.open_private_dir``); a ``TUNEDSL_RECORDS_PATH``
+    directory may also belong to root (records installed with an application), still
+    closed to writes by others. The caller closes it."""
     try:
-        st = os.lstat(root)
+        return paths.open_private_dir(root, root_may_own=root != paths.records_dir())
+    except paths.UntrustedDir as why:
+        warn_once(
+            f"untrusted:{root}",
+            f"tuning records directory {root} is not private to this user ({why}); not "
+            "using it. Fix its ownership and mode (chown to yourself, chmod 700 / chmod "
+            "go-w), or point TUNEDSL_CACHE_DIR or TUNEDSL_RECORDS_PATH elsewhere",
+        )
     except OSError:
+        pass  # missing, or unreadable: a miss (writing it reports that)
+    return None
+
+
+def trusted_dir(root: Path) -> bool:
+    """Whether ``root`` is missing or trusted (:func:`open_trusted_dir`; one warning when
+    it is not)."""
+    if not os.path.lexists(root):
+        return True
+    fd = open_trusted_dir(root)
+    if fd is None:
         return False
-    closed = not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and closed
+    os.close(fd)
+    return True
 
 
 def load_record(digest: str) -> Record | None:
@@ -334,11 +338,13 @@ def load_record(digest: str) -> Record | None:
 def load_from(root: Path, digest: str) -> Record | None:
     """The record of ``digest`` in the directory ``root``, or None (a miss; one warning for
     anything unusable)."""
-    if not trusted_dir(root):
+    dir_fd = open_trusted_dir(root)
+    if dir_fd is None:
         return None
     path = record_path(digest, root)
     try:
-        record = read_record_file(path)
+        data = atomic.read_regular_file(path.name, MAX_RECORD_BYTES, dir_fd=dir_fd)
+        record = Record.from_json(parse_json(data))
     except (FileNotFoundError, NotADirectoryError):
         # No record, or no records directory at all (the cache path runs through a
         # regular file): a plain miss; save_record warns once that it cannot write.
@@ -346,6 +352,8 @@ def load_from(root: Path, digest: str) -> Record | None:
     except (OSError, InvalidRecord) as err:
         warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
         return None
+    finally:
+        os.close(dir_fd)
     if record.digest != digest:
         warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
         return None
@@ -377,12 +385,17 @@ def save_record(record: Record, root: Path | None = None) -> bool:
     where = paths.records_dir() if root is None else root
     try:
         directory = paths.ensure_private_dir(where)
-        if not trusted_dir(directory):
+        dir_fd = open_trusted_dir(directory)
+        if dir_fd is None:
             return False
-        if root is None and not _swept:
-            _swept = True
-            remove_stale_temporaries(directory)
-        atomic.write_json(record_path(record.digest, directory), record.to_json())
+        try:
+            if root is None and not _swept:
+                _swept = True
+                remove_stale_temporaries(directory)
+            path = record_path(record.digest, directory)
+            atomic.write_json(path, record.to_json(), dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
     except OSError as err:
         warn_once(
             _UNWRITABLE if root is None else f"{_UNWRITABLE}:{root}",
@@ -408,8 +421,7 @@ def record_lock(
     wait_s = knobs.lock_timeout_s() if timeout_s is None else timeout_s
     try:
         locks = paths.ensure_private_dir(paths.locks_dir() if lock_dir is None else lock_dir)
-        if not paths.is_private_dir(locks):
-            raise OSError(f"{locks} is not private to this user")
+        os.close(paths.open_private_dir(locks))  # UntrustedDir says which directory, and why
         held = key_lock(lock_path(digest, locks), f"key {digest[:12]}", wait_s)
         got = held.__enter__()
     except Exception as err:
