@@ -7,6 +7,8 @@ this module turns that into
   (BLOCK=128, num_warps=4)  3.2 s``), shown only once tuning has taken longer than
   a second (``TUNEDSL_PROGRESS_AFTER``), only when stderr is a terminal, and never with ``TUNEDSL_QUIET=1``; it is
   replaced by a one-line summary when tuning ends;
+- a line for a long scan of a space through its constraint (``Scan``), drawn the same
+  way and erased when the scan ends;
 - log records on the ``tunedsl`` logger for applications (``INFO`` for start and end,
   ``DEBUG`` per candidate), whatever the terminal; each record carries the event in
   ``record.tunedsl_event`` (a dict) so handlers need not parse the text.
