@@ -31,16 +31,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl.errors import UntestedTritonWarning
 from tunedsl.warn import warn_once
 
 # Triton versions (major, minor) whose internals every function below was checked on: 3.6.0
 # on the H100 of the benchmarks, 3.9.0 on the CPU development machine (interpreter and
 # cross-compiling to a cubin). Widen only after running the launch and binary tests.
 TESTED_TRITON: tuple[tuple[int, int], tuple[int, int]] = ((3, 6), (3, 9))
-
-
-class UntestedTritonWarning(UserWarning):
-    """The installed Triton is outside :data:`TESTED_TRITON`: internals are not used."""
 
 
 # -- the version gate -------------------------------------------------------------------------

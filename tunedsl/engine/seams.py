@@ -57,6 +57,11 @@ class SearchSpace(Protocol):
         """Every valid configuration, lazily, in space order."""
         ...
 
+    def first_valid(self) -> Config:
+        """One valid configuration, the same every time, found after a bounded number of
+        points (``UsageError`` naming the constraint when none is among them)."""
+        ...
+
     def sample(self, rng: random.Random, count: int) -> list[Config]:
         """Up to ``count`` distinct valid configurations drawn uniformly."""
         ...

@@ -428,7 +428,7 @@ class Site:
             if default is not None:
                 cfg = as_config(default, "default=")
             elif isinstance(space, Mapping | Space):  # the first valid point, never listing
-                cfg = next(iter(search_space(space).iter_valid()), None) or expand_space(space)[0]
+                cfg = search_space(space).first_valid()
             else:
                 cfg = expand_space(space)[0]
             self._key_config = cfg

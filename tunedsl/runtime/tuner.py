@@ -158,9 +158,7 @@ def _tune_lazy(req: TuneRequest, info: KernelInfo, start: float) -> TuneOutcome:
             v = cache[config] = make(config)
         return v
 
-    first = next(iter(space.iter_valid()), None)
-    if first is None:
-        raise TuningError("nothing to tune: no configuration of the space is valid")
+    first = space.first_valid()  # bounded: a constraint rejecting everything is an error
     outcome, timer = _search(req, info, space, variant_for, variant_for(first), 0)
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:

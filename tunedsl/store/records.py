@@ -399,11 +399,20 @@ def save_record(record: Record, root: Path | None = None) -> bool:
     except OSError as err:
         warn_once(
             _UNWRITABLE if root is None else f"{_UNWRITABLE}:{root}",
-            f"cannot write tuning records to {where} ({err}); "
-            "tuning results are kept for this process only",
+            f"cannot write tuning records to {where} ({err}): tuning results are kept for "
+            f"this process only, and every new process tunes again; {_fix(root)}",
+            stacklevel="user",
         )
         return False
     return True
+
+
+def _fix(where: Path | None) -> str:
+    """How to give tunedsl a cache it can write (``where``: the directory that failed)."""
+    root = paths.cache_root()
+    if where is not None and where.parent != root:
+        return f"make {where} a directory this user owns and can write"
+    return f"make {root} a directory this user owns and can write, or set TUNEDSL_CACHE_DIR to one"
 
 
 @contextlib.contextmanager
@@ -425,11 +434,19 @@ def record_lock(
         held = key_lock(lock_path(digest, locks), f"key {digest[:12]}", wait_s)
         got = held.__enter__()
     except Exception as err:
-        # Same topic as save_record's warning: one unwritable cache is one warning.
+        # Same topic as save_record's warning: one unwritable cache is one warning, so it
+        # says here whether the records can be written.
+        try:
+            kept = os.access(paths.ensure_private_dir(paths.records_dir()), os.W_OK)
+        except OSError:
+            kept = False
+        kept_where = "written to the records directory" if kept else "kept for this process only"
         warn_once(
             _UNWRITABLE,
-            f"cannot lock the tuning cache ({err}); tuning without a lock, and tuning "
-            "results may be kept for this process only",
+            f"cannot lock the tuning cache ({err}): this process tunes without a lock (other "
+            f"processes may tune the same key at the same time), and results are {kept_where}; "
+            f"{_fix(lock_dir)}",
+            stacklevel="user",
         )
         yield False
         return
