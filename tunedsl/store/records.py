@@ -19,6 +19,7 @@ after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -286,8 +287,24 @@ def parse_json(data: bytes) -> Any:
 
 def read_record_file(path: Path) -> Record:
     """Load one file; raise InvalidRecord (bad content) or OSError (unreadable, a symbolic
-    link, not a regular file, too large)."""
-    return Record.from_json(parse_json(atomic.read_regular_file(path, MAX_RECORD_BYTES)))
+    link, not a regular file, too large, or a file another user could have written)."""
+    data = atomic.read_regular_file(path, MAX_RECORD_BYTES)
+    _check_file_trust(path)
+    return Record.from_json(parse_json(data))
+
+
+def _check_file_trust(path: Path) -> None:
+    """A record file gets bytecode's trust rule too: owned by this user (or root) and not
+    writable by group or others, else another user may have rewritten its choice. Checked
+    after reading: the directory is trusted, so the file cannot be swapped, and neither its
+    owner nor (for a file owned by this user or root) its mode can be changed by another."""
+    st = os.lstat(path)
+    owner_ok = not hasattr(os, "getuid") or st.st_uid in (os.getuid(), 0)
+    if owner_ok and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return
+    why = "writable by group or others" if owner_ok else f"owned by another user (uid {st.st_uid})"
+    fix = "chmod go-w" if owner_ok else "remove it, or chown it to yourself"
+    raise OSError(errno.EPERM, f"{why}, so not trusted; fix: {fix} {path}")
 
 
 def trusted_dir(root: Path) -> bool:
