@@ -231,10 +231,10 @@ def test_clear_needs_all_to_remove_everything(tmp_path: Path) -> None:
     rec = _write_dir(cache / "records", _fake_record("ab" * 32))
     env = child_env(cache)
     out = cache_cmd(env, "clear")
-    assert out.returncode == 2 and "--all" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 1 and "--all" in out.stderr and "Traceback" not in out.stderr
     assert rec.exists()
     mixed = cache_cmd(env, "clear", "--all", "abab")
-    assert mixed.returncode == 2 and "--all" in mixed.stderr
+    assert mixed.returncode == 1 and "--all" in mixed.stderr
     assert rec.exists()
     done = cache_cmd(env, "clear", "--all")
     assert done.returncode == 0 and "removed 1 record" in done.stdout

@@ -5,8 +5,8 @@
                                          TUNEDSL_RECORDS_PATH (read-only)
     tunedsl cache show ID [--json]       one record (ID: a unique prefix of the digest)
     tunedsl cache clear [ID...] [--kernel NAME] [--site TEXT]
-                                         remove records (all of them, and the stored
-                                         kernel binaries, when nothing is named)
+                                         remove the records named
+    tunedsl cache clear --all            remove every record and the stored kernel binaries
     tunedsl cache gc [--dry-run]         remove records whose site or kernel is gone, and
                                          records of another Triton or record schema
     tunedsl cache export FILE [ID...]    write records to one JSON bundle
@@ -50,8 +50,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=Path,
         help="also draw every configuration's time into FILE (PNG, as the gallery does)",
     )
-    clear = sub.add_parser("clear", help="remove records (all, unless some are named)")
+    clear = sub.add_parser("clear", help="remove the named records, or --all of them")
     clear.add_argument("ids", nargs="*", metavar="ID")
+    clear.add_argument(
+        "--all", action="store_true", help="every record (and the stored kernel binaries)"
+    )
     clear.add_argument("--kernel", help="only records of this kernel (qualified name)")
     clear.add_argument("--site", help="only records whose site contains this text")
     gc = sub.add_parser(
@@ -191,13 +194,17 @@ def _ls(args: argparse.Namespace) -> int:
     good, bad = _load_all()
     extra_good, extra_bad = _load_read_only()
     rows = [{**_summary(r, p), "read_only": False, "shadowed": False} for p, r in good]
-    # Run time looks in the cache first, then the extra directories in order: a digest
-    # seen earlier shadows the later copies.
-    seen = {r.digest for _, r in good}
+    # As run time decides: the cache's record, unless the first shipped record of the same
+    # digest is newer; every later shipped copy is shadowed.
+    mine = {r.digest: row for (_, r), row in zip(good, rows, strict=True)}
+    seen: set[str] = set()
     for path, record in extra_good:
-        rows.append(
-            {**_summary(record, path), "read_only": True, "shadowed": record.digest in seen}
-        )
+        shadowed = record.digest in seen
+        if not shadowed and record.digest in mine:
+            newer = record.timestamp > mine[record.digest]["timestamp"]
+            mine[record.digest]["shadowed"] = newer
+            shadowed = not newer
+        rows.append({**_summary(record, path), "read_only": True, "shadowed": shadowed})
         seen.add(record.digest)
     if args.json:
         print(json.dumps(rows, indent=1))
@@ -210,7 +217,9 @@ def _ls(args: argparse.Namespace) -> int:
         where = ""
         if row["read_only"]:
             where = f"  (read-only: {Path(row['path']).parent}"
-            where += ", shadowed by an earlier record)" if row["shadowed"] else ")"
+            where += ", shadowed by another record)" if row["shadowed"] else ")"
+        elif row["shadowed"]:
+            where = "  (shadowed by a newer read-only record)"
         at = f" ({row['location']})" if row["location"] and row["location"] != row["site"] else ""
         print(
             _text(
@@ -257,17 +266,36 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clear(args: argparse.Namespace) -> int:
-    from tunedsl.store import paths, records
-
+def clear_selection(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """What ``cache clear`` (local or ``--remote``) was asked to remove: the checked ids
+    (lower-cased) and whether it is everything. Removing everything needs ``--all``; an
+    empty filter, a short id, or ``--all`` with a filter is a UsageError."""
     for name, value in (("--kernel", args.kernel), ("--site", args.site)):
         if value is not None and not value.strip():
             raise UsageError(
                 f"cache clear {name} with an empty value would match every record; "
-                "to remove everything, run `tunedsl cache clear` with no filter"
+                "to remove everything, run `tunedsl cache clear --all`"
             )
     ids = [_check_id(i) for i in args.ids]
-    everything = not (ids or args.kernel is not None or args.site is not None)
+    filtered = bool(ids) or args.kernel is not None or args.site is not None
+    everything = bool(getattr(args, "all", False))
+    if everything and filtered:
+        raise UsageError(
+            "cache clear --all removes every record: give either --all or the records "
+            "to remove (IDs, --kernel, --site), not both"
+        )
+    if not everything and not filtered:
+        raise UsageError(
+            "cache clear needs the records to remove: IDs (`tunedsl cache ls` lists them), "
+            "--kernel NAME or --site TEXT, or --all to remove every record"
+        )
+    return ids, everything
+
+
+def _clear(args: argparse.Namespace) -> int:
+    from tunedsl.store import paths, records
+
+    ids, everything = clear_selection(args)
     root = paths.records_dir()
     if os.path.lexists(root) and not paths.is_private_dir(root):
         raise UsageError(
@@ -372,11 +400,34 @@ def _clear_binaries() -> None:
 
     from tunedsl.store.paths import binaries_dir
 
+    from tunedsl.store import paths
+
     root = binaries_dir()
-    if root.is_dir():
-        count = sum(1 for p in root.iterdir() if not p.name.startswith("."))
-        shutil.rmtree(root, ignore_errors=True)
-        print(f"removed {count} stored kernel binar{'ies' if count != 1 else 'y'}")
+    if not os.path.lexists(root):
+        return
+    if not paths.is_private_dir(root):
+        print(
+            _text(
+                f"not removing stored kernel binaries: {root} is not a private directory of "
+                "this user (a symbolic link, another owner, or writable by others)"
+            )
+        )
+        return
+    removed = failed = 0
+    for entry in sorted(os.listdir(root)):
+        path = root / entry
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            failed += 1
+            continue
+        removed += not entry.startswith(".")  # temporaries of killed writers are not counted
+    print(f"removed {removed} stored kernel binar{'ies' if removed != 1 else 'y'}")
+    if failed:
+        print(f"could not remove {failed} entr{'ies' if failed != 1 else 'y'} of {root}")
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -13,7 +13,9 @@ tuning the same key leave one valid record. A read-only or full cache directory 
 tuning results are kept in memory only, with one warning.
 
 Extra read-only record directories (records shipped with an application) are searched
-after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``.
+after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``. Their records are never copied into the
+cache, and one newer than the cache's record of the same key wins. Every record file must be
+owned by this user (or root) and closed to writes by group and others.
 """
 
 from __future__ import annotations
@@ -336,16 +338,19 @@ def _root_owned_closed_dir(root: Path) -> bool:
 
 
 def load_record(digest: str) -> Record | None:
-    """The record for ``digest`` from the cache, else from TUNEDSL_RECORDS_PATH; None on a miss.
+    """The record for ``digest`` from the cache or TUNEDSL_RECORDS_PATH; None on a miss.
+    The cache's record wins unless the first shipped record of ``digest`` is newer (as the
+    layered store decides, ``store/layered.py``).
 
     A file that exists but is unusable (corrupt, wrong shape, future schema, or saved under
     another digest) is a miss with one CacheWarning; so is a directory that is not private.
     """
-    for root in [paths.records_dir(), *extra_record_dirs()]:
-        record = load_from(root, digest)
-        if record is not None:
-            return record
-    return None
+    mine = load_from(paths.records_dir(), digest)
+    for root in extra_record_dirs():
+        shipped = load_from(root, digest)
+        if shipped is not None:
+            return shipped if mine is None or shipped.timestamp > mine.timestamp else mine
+    return mine
 
 
 def load_from(root: Path, digest: str) -> Record | None:
