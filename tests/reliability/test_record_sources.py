@@ -43,15 +43,11 @@ print("RESULT", r.source, r.config.tile, r.digest, flush=True)
 
 
 def _run(tmp_path: Path, env: dict[str, str]) -> tuple[str, int, str]:
-    script = write_script(tmp_path / "sources_main.py", TUNE)
-    out = run_python(script, env, timeout=180)
-    assert out.returncode == 0, out.stderr
-    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
-    _, source, tile, digest = line.split()
-    return source, int(tile), digest
+    return _stderr_of(tmp_path, env)[0]
 
 
 def _stderr_of(tmp_path: Path, env: dict[str, str]) -> tuple[tuple[str, int, str], str]:
+    """Run the site once: (its source, its tile, the key's digest), and its stderr."""
     script = write_script(tmp_path / "sources_main.py", TUNE)
     out = run_python(script, env, timeout=180)
     assert out.returncode == 0, out.stderr
@@ -168,7 +164,7 @@ def test_a_record_file_writable_by_others_is_refused(tmp_path: Path, open_tmp: P
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert attacker.returncode == 0, attacker.stderr
-    (source, tile_now, _), stderr = _stderr_of(tmp_path, env)
+    (source, _, _), stderr = _stderr_of(tmp_path, env)
     assert source == "tuned", "the rewritten record was used"
     warned = [line for line in stderr.splitlines() if str(path) in line]
     assert len(warned) == 1 and "chmod go-w" in warned[0], stderr

@@ -27,10 +27,11 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tunedsl.cli.bundle import read_bundle, write_bundle
+from tunedsl.cli.bundle import BundleReader, export_bundle
 from tunedsl.errors import UsageError
 
 
@@ -92,18 +93,28 @@ def main(args: argparse.Namespace) -> int:
     return handler[action](args)
 
 
+def _iter_all(roots: list[Path] | None = None) -> Iterator[tuple[Path, Any, str]]:
+    """Each record file of the cache (or of ``roots``) in name order, one at a time:
+    ``(path, record, "")``, or ``(path, None, why)`` for a file that is not a valid record."""
+    from tunedsl.store import records
+
+    for path in records.iter_record_files(roots):
+        try:
+            yield path, records.read_record_file(path), ""
+        except (OSError, ValueError) as err:
+            yield path, None, str(err)
+
+
 def _load_all(
     roots: list[Path] | None = None,
 ) -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
     """Records of the cache (or of ``roots``), and the files that are not valid records."""
-    from tunedsl.store import records
-
     good, bad = [], []
-    for path in records.iter_record_files(roots):
-        try:
-            good.append((path, records.read_record_file(path)))
-        except (OSError, ValueError) as err:
-            bad.append((path, str(err)))
+    for path, record, why in _iter_all(roots):
+        if record is None:
+            bad.append((path, why))
+        else:
+            good.append((path, record))
     return good, bad
 
 
@@ -191,45 +202,73 @@ def _key_text(key: Any, limit: int = 60) -> str:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    good, bad = _load_all()
+    """Streamed: the cache's records one at a time, then the read-only ones."""
     extra_good, extra_bad = _load_read_only()
-    rows = [{**_summary(r, p), "read_only": False, "shadowed": False} for p, r in good]
     # As run time decides: the cache's record, unless the first shipped record of the same
     # digest is newer; every later shipped copy is shadowed.
-    mine = {r.digest: row for (_, r), row in zip(good, rows, strict=True)}
+    first_shipped: dict[str, float] = {}
+    for _, record in extra_good:
+        first_shipped.setdefault(record.digest, record.timestamp)
+    mine: dict[str, float] = {}  # the cache's timestamps of the digests shipped too
+    bad: list[tuple[Path, str]] = []
+    out = _Rows(args.json)
+    for path, record, why in _iter_all():
+        if record is None:
+            bad.append((path, why))
+            continue
+        shipped = first_shipped.get(record.digest)
+        if shipped is not None:
+            mine[record.digest] = record.timestamp
+        newer = shipped is not None and shipped > record.timestamp
+        out.add({**_summary(record, path), "read_only": False, "shadowed": newer})
     seen: set[str] = set()
     for path, record in extra_good:
-        shadowed = record.digest in seen
-        if not shadowed and record.digest in mine:
-            newer = record.timestamp > mine[record.digest]["timestamp"]
-            mine[record.digest]["shadowed"] = newer
-            shadowed = not newer
-        rows.append({**_summary(record, path), "read_only": True, "shadowed": shadowed})
+        first = record.digest not in seen
         seen.add(record.digest)
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    if not rows:
-        print("no tuning records")
-    for row in rows:
-        when = datetime.datetime.fromtimestamp(row["timestamp"]).strftime("%Y-%m-%d %H:%M")
-        chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())
-        where = ""
-        if row["read_only"]:
-            where = f"  (read-only: {Path(row['path']).parent}"
-            where += ", shadowed by another record)" if row["shadowed"] else ")"
-        elif row["shadowed"]:
-            where = "  (shadowed by a newer read-only record)"
-        at = f" ({row['location']})" if row["location"] and row["location"] != row["site"] else ""
-        print(
-            _text(
-                f"{row['id']}  {when}  {row['site']}{at}  {row['kernel']}  "
-                f"key {_key_text(row['key'])}  [{chosen}]  {row['device']}{where}"
-            )
-        )
+        ours = mine.get(record.digest)
+        shadowed = not first or (ours is not None and record.timestamp <= ours)
+        out.add({**_summary(record, path), "read_only": True, "shadowed": shadowed})
+    out.close()
     for path, why in [*bad, *extra_bad]:
         print(_text(f"invalid: {path}: {why}"), file=sys.stderr)
     return 0
+
+
+class _Rows:
+    """``cache ls`` output, one row at a time (a JSON list with ``--json``)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.count = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        if self.as_json:
+            sys.stdout.write(("[\n" if self.count == 0 else ",\n") + json.dumps(row))
+        else:
+            sys.stdout.write(_row_text(row) + "\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if self.as_json:
+            print("[]" if self.count == 0 else "\n]")
+        elif self.count == 0:
+            print("no tuning records")
+
+
+def _row_text(row: dict[str, Any]) -> str:
+    when = datetime.datetime.fromtimestamp(row["timestamp"]).strftime("%Y-%m-%d %H:%M")
+    chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())
+    where = ""
+    if row["read_only"]:
+        where = f"  (read-only: {Path(row['path']).parent}"
+        where += ", shadowed by another record)" if row["shadowed"] else ")"
+    elif row["shadowed"]:
+        where = "  (shadowed by a newer read-only record)"
+    at = f" ({row['location']})" if row["location"] and row["location"] != row["site"] else ""
+    return _text(
+        f"{row['id']}  {when}  {row['site']}{at}  {row['kernel']}  "
+        f"key {_key_text(row['key'])}  [{chosen}]  {row['device']}{where}"
+    )
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -302,25 +341,47 @@ def _clear(args: argparse.Namespace) -> int:
             f"{root} is not a private directory of this user (a symbolic link, another "
             "owner, or writable by others); not removing anything in it"
         )
-    good, bad = _load_all()
-    chosen = []
-    for _, record in good:
-        if ids and not any(record.digest.startswith(i) for i in ids):
-            continue
-        if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
-            continue
-        if args.site is not None and args.site not in record.site:
-            continue
-        chosen.append(record.digest)
-    if everything:  # clearing everything removes unreadable record files too
-        chosen.extend(p.stem for p, _ in bad if records.is_record_name(p.name))
-    removed = sum(1 for digest in chosen if records.remove_record_files(digest))
+    removed = 0
+    for digest in _clear_candidates(args, ids, everything):
+        removed += records.remove_record_files(digest)
     print(f"removed {removed} record{'s' if removed != 1 else ''}")
     if everything:
         # Everything: also what killed writers left behind, however young.
         records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
     return 0
+
+
+def _clear_candidates(args: argparse.Namespace, ids: list[str], everything: bool) -> Iterator[str]:
+    """The digests ``clear`` removes, one at a time. Everything, or ids alone, is decided by
+    the file names (every ``<digest>.json``, unreadable ones too, is read by no one); a
+    --kernel or --site filter reads each record."""
+
+    if everything or (args.kernel is None and args.site is None):
+        for path in _record_names():
+            if everything or any(path.stem.startswith(i) for i in ids):
+                yield path.stem
+        return
+    for path, record, _ in _iter_all():
+        if record is None or record.digest != path.stem:
+            continue
+        if ids and not any(record.digest.startswith(i) for i in ids):
+            continue
+        if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
+            continue
+        if args.site is not None and args.site not in record.site:
+            continue
+        yield record.digest
+
+
+def _record_names() -> list[Path]:
+    """The cache's ``<digest>.json`` files, by name (nothing read), in name order."""
+    from tunedsl.store import paths, records
+
+    root = paths.records_dir()
+    if not paths.is_private_dir(root):
+        return []
+    return [root / n for n in sorted(os.listdir(root)) if records.is_record_name(n)]
 
 
 def _gc(args: argparse.Namespace) -> int:
@@ -398,9 +459,8 @@ def _clear_binaries() -> None:
     compiles and stores them again."""
     import shutil
 
-    from tunedsl.store.paths import binaries_dir
-
     from tunedsl.store import paths
+    from tunedsl.store.paths import binaries_dir
 
     root = binaries_dir()
     if not os.path.lexists(root):
@@ -431,26 +491,54 @@ def _clear_binaries() -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    """Streamed: each record is read, checked and written, one at a time."""
+    from tunedsl.store import records
+
     ids = [_check_id(i) for i in args.ids]
-    good, _ = _load_all()
-    picked = [r for _, r in good if not ids or any(r.digest.startswith(i) for i in ids)]
+    names = [p for p in _record_names() if not ids or any(p.stem.startswith(i) for i in ids)]
     for ident in ids:
-        if not any(r.digest.startswith(ident) for r in picked):
+        if not any(p.stem.startswith(ident) for p in names):
             raise UsageError(f"no tuning record with id {ident!r}; `tunedsl cache ls` lists them")
-    if not write_bundle(args.file, picked):
-        return 0  # written to stdout
-    print(f"exported {len(picked)} record{'s' if len(picked) != 1 else ''} to {args.file}")
+
+    def picked() -> Iterator[Any]:
+        for path in names:
+            try:
+                record = records.read_record_file(path)
+            except (OSError, ValueError) as err:
+                print(_text(f"tunedsl: warning: not exported: {path}: {err}"), file=sys.stderr)
+                continue
+            if record.digest == path.stem:
+                yield record
+
+    count = export_bundle(args.file, picked())
+    if args.file != "-":
+        print(f"exported {count} record{'s' if count != 1 else ''} to {args.file}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
+    """Streamed: each record of the bundle is validated and written, one at a time; a
+    damaged line of the bundle is skipped with a warning."""
     from tunedsl.store import atomic, paths, records
 
-    parsed = read_bundle(args.file)
+    reader = BundleReader(args.file)
     root = paths.ensure_private_dir(paths.records_dir())
     if not paths.is_private_dir(root):
         raise UsageError(f"{root} is not a private directory of this user; nothing imported")
-    for record in parsed:
-        atomic.write_json(records.record_path(record.digest, root), record.to_json())
-    print(f"imported {len(parsed)} record{'s' if len(parsed) != 1 else ''}")
+    count = 0
+    try:
+        for record in reader:
+            # Not flushed one by one (a bundle of 10^5 records would wait on 10^5 flushes):
+            # the directory is flushed once at the end, and a record torn by a crash
+            # before that is a miss, never a wrong choice (every load validates it).
+            atomic.write_json(records.record_path(record.digest, root), record.to_json(),
+                              durable=False)  # fmt: skip
+            count += 1
+    finally:
+        if count:
+            os.sync()
+    skipped = f"; skipped {reader.skipped} damaged line{'s' if reader.skipped != 1 else ''}"
+    print(
+        f"imported {count} record{'s' if count != 1 else ''}" + (skipped if reader.skipped else "")
+    )
     return 0

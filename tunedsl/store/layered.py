@@ -83,7 +83,9 @@ class LayeredStore:
             return record
         return None
 
-    def _newer_read_only(self, digest: str, record: Record, index: int) -> tuple[Record, Any] | None:
+    def _newer_read_only(
+        self, digest: str, record: Record, index: int
+    ) -> tuple[Record, Any] | None:
         """The first read-only store after ``index`` holding ``digest``, with its record,
         when that record is newer than ``record``: a shipped record updated since this user's
         copy was made (by tuning, or by an earlier tunedsl that copied shipped records)."""
