@@ -125,8 +125,8 @@ def _single_document(file: str, raw: bytes) -> list[Record]:
     version = data.get("tunedsl_records") if isinstance(data, dict) else None
     if isinstance(version, int) and version > LINES_VERSION:
         raise UsageError(
-            f"{file} is a bundle of format {version}, newer than this tunedsl reads "
-            f"({LINES_VERSION}); upgrade tunedsl to import it"
+            f"{file} is not a tunedsl records bundle this tunedsl reads: its format "
+            f"{version} is newer than {LINES_VERSION}; upgrade tunedsl to import it"
         )
     if version != 1:
         raise UsageError(
