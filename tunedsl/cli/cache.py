@@ -9,14 +9,15 @@
     tunedsl cache clear --all            remove every record and the stored kernel binaries
     tunedsl cache gc [--dry-run]         remove records whose site or kernel is gone, and
                                          records of another Triton or record schema
-    tunedsl cache export FILE [ID...]    write records to one JSON bundle
-    tunedsl cache import FILE            validate every record of a bundle, then add them ('-': stdin)
+    tunedsl cache export FILE [ID...]    write records to a bundle ('-': stdout)
+    tunedsl cache import FILE            validate and add the records of a bundle ('-': stdin)
 
 ``clear`` and ``gc`` remove only what tunedsl wrote: regular ``<digest>.json`` files of the
 cache's own records directory (never through a symbolic link), with their lock files.
 
-A bundle is ``{"tunedsl_records": 1, "records": [record, ...]}``. Import checks every
-record against the schema before writing any, so a bad bundle changes nothing.
+Every command streams, one record at a time, so its memory does not grow with the number
+of records. A bundle is JSON Lines (``cli/bundle.py``): each line is validated on its own,
+and a damaged one is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.cli.bundle import BundleReader, export_bundle
+from tunedsl.cli.cache_clear import check_id as _check_id
+from tunedsl.cli.cache_clear import clear as _clear
+from tunedsl.cli.cache_clear import record_names
 from tunedsl.errors import UsageError
 
 
@@ -123,22 +127,6 @@ def _load_read_only() -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
     from tunedsl.store import records
 
     return _load_all(records.extra_record_dirs())
-
-
-MIN_ID = 4
-
-
-def _check_id(ident: str) -> str:
-    """A record id as the CLI accepts it: at least MIN_ID hex digits (lower-cased)."""
-    low = ident.lower()
-    if len(low) < MIN_ID or any(c not in "0123456789abcdef" for c in low):
-        raise UsageError(
-            f"record id {ident!r} is "
-            + ("too short" if len(low) < MIN_ID else "not a record id")
-            + f": give at least {MIN_ID} hex digits "
-            "of a digest, as `tunedsl cache ls` prints"
-        )
-    return low
 
 
 def _find(ident: str) -> tuple[Path, Any]:
@@ -305,85 +293,6 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def clear_selection(args: argparse.Namespace) -> tuple[list[str], bool]:
-    """What ``cache clear`` (local or ``--remote``) was asked to remove: the checked ids
-    (lower-cased) and whether it is everything. Removing everything needs ``--all``; an
-    empty filter, a short id, or ``--all`` with a filter is a UsageError."""
-    for name, value in (("--kernel", args.kernel), ("--site", args.site)):
-        if value is not None and not value.strip():
-            raise UsageError(
-                f"cache clear {name} with an empty value would match every record; "
-                "to remove everything, run `tunedsl cache clear --all`"
-            )
-    ids = [_check_id(i) for i in args.ids]
-    filtered = bool(ids) or args.kernel is not None or args.site is not None
-    everything = bool(getattr(args, "all", False))
-    if everything and filtered:
-        raise UsageError(
-            "cache clear --all removes every record: give either --all or the records "
-            "to remove (IDs, --kernel, --site), not both"
-        )
-    if not everything and not filtered:
-        raise UsageError(
-            "cache clear needs the records to remove: IDs (`tunedsl cache ls` lists them), "
-            "--kernel NAME or --site TEXT, or --all to remove every record"
-        )
-    return ids, everything
-
-
-def _clear(args: argparse.Namespace) -> int:
-    from tunedsl.store import paths, records
-
-    ids, everything = clear_selection(args)
-    root = paths.records_dir()
-    if os.path.lexists(root) and not paths.is_private_dir(root):
-        raise UsageError(
-            f"{root} is not a private directory of this user (a symbolic link, another "
-            "owner, or writable by others); not removing anything in it"
-        )
-    removed = 0
-    for digest in _clear_candidates(args, ids, everything):
-        removed += records.remove_record_files(digest)
-    print(f"removed {removed} record{'s' if removed != 1 else ''}")
-    if everything:
-        # Everything: also what killed writers left behind, however young.
-        records.remove_stale_temporaries(older_than_s=0)
-        _clear_binaries()
-    return 0
-
-
-def _clear_candidates(args: argparse.Namespace, ids: list[str], everything: bool) -> Iterator[str]:
-    """The digests ``clear`` removes, one at a time. Everything, or ids alone, is decided by
-    the file names (every ``<digest>.json``, unreadable ones too, is read by no one); a
-    --kernel or --site filter reads each record."""
-
-    if everything or (args.kernel is None and args.site is None):
-        for path in _record_names():
-            if everything or any(path.stem.startswith(i) for i in ids):
-                yield path.stem
-        return
-    for path, record, _ in _iter_all():
-        if record is None or record.digest != path.stem:
-            continue
-        if ids and not any(record.digest.startswith(i) for i in ids):
-            continue
-        if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
-            continue
-        if args.site is not None and args.site not in record.site:
-            continue
-        yield record.digest
-
-
-def _record_names() -> list[Path]:
-    """The cache's ``<digest>.json`` files, by name (nothing read), in name order."""
-    from tunedsl.store import paths, records
-
-    root = paths.records_dir()
-    if not paths.is_private_dir(root):
-        return []
-    return [root / n for n in sorted(os.listdir(root)) if records.is_record_name(n)]
-
-
 def _gc(args: argparse.Namespace) -> int:
     """Records no run can use any more: their site's file or kernel is gone, or they were
     written by another Triton (or record schema), so no digest of this install names them."""
@@ -454,48 +363,12 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def _clear_binaries() -> None:
-    """Stored kernel binaries (``tunedsl/backends/triton_binaries.py``): a later process
-    compiles and stores them again."""
-    import shutil
-
-    from tunedsl.store import paths
-    from tunedsl.store.paths import binaries_dir
-
-    root = binaries_dir()
-    if not os.path.lexists(root):
-        return
-    if not paths.is_private_dir(root):
-        print(
-            _text(
-                f"not removing stored kernel binaries: {root} is not a private directory of "
-                "this user (a symbolic link, another owner, or writable by others)"
-            )
-        )
-        return
-    removed = failed = 0
-    for entry in sorted(os.listdir(root)):
-        path = root / entry
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
-        except OSError:
-            failed += 1
-            continue
-        removed += not entry.startswith(".")  # temporaries of killed writers are not counted
-    print(f"removed {removed} stored kernel binar{'ies' if removed != 1 else 'y'}")
-    if failed:
-        print(f"could not remove {failed} entr{'ies' if failed != 1 else 'y'} of {root}")
-
-
 def _export(args: argparse.Namespace) -> int:
     """Streamed: each record is read, checked and written, one at a time."""
     from tunedsl.store import records
 
     ids = [_check_id(i) for i in args.ids]
-    names = [p for p in _record_names() if not ids or any(p.stem.startswith(i) for i in ids)]
+    names = [p for p in record_names() if not ids or any(p.stem.startswith(i) for i in ids)]
     for ident in ids:
         if not any(p.stem.startswith(ident) for p in names):
             raise UsageError(f"no tuning record with id {ident!r}; `tunedsl cache ls` lists them")

@@ -36,7 +36,8 @@ from tunedsl.model.config import Config
 from tunedsl.store import atomic, paths
 from tunedsl.warn import warn_once
 
-#: ``tunedsl cache export`` bundles: {"tunedsl_records": BUNDLE_VERSION, "records": [...]}.
+#: The single-document bundle format {"tunedsl_records": 1, "records": [...]} (still read, up
+#: to MAX_BUNDLE_BYTES; ``tunedsl cache export`` writes JSON Lines: ``cli/bundle.py``).
 BUNDLE_VERSION = 1
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 SCHEMA_VERSION = 1
