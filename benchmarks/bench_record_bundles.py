@@ -2,8 +2,8 @@
 
 Writes a bundle of N realistic records (about 1.7 KB of JSON each, like a small site's),
 then runs ``tunedsl cache import``, ``ls``, ``export`` and ``clear --all`` in a fresh cache,
-one subprocess each, and prints each one's wall time and peak resident memory (from
-``wait4``, the child's own high-water mark). The machine's load average is printed too:
+one subprocess each, and prints each one's wall time, CPU time and peak resident memory
+(from ``wait4``: the child's own). The machine's load average is printed too:
 on a shared machine the times vary with it.
 
     python benchmarks/bench_record_bundles.py [--n 100000] [--keep DIR]
@@ -61,8 +61,9 @@ def write_bundle(path: Path, n: int) -> int:
     return path.stat().st_size
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MiB and the exit status of one command."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds (user + system), peak RSS in MiB and the exit status of one
+    command. On a loaded machine the CPU time is the steadier number."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -72,7 +73,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     err = proc.stderr.read().decode(errors="replace")
     if proc.returncode != 0:
         print(f"  {' '.join(argv[3:])} failed ({proc.returncode}): {err[-500:]}")
-    return wall, usage.ru_maxrss / 1024, proc.returncode
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
 def main() -> None:
@@ -94,10 +95,10 @@ def main() -> None:
         ("export", [*cli, "export", str(work / "out.jsonl")]),
         ("clear --all", [*cli, "clear", "--all"]),
     ]
-    print(f"{'step':<12} {'wall s':>8} {'peak RSS MiB':>13}")
+    print(f"{'step':<12} {'wall s':>8} {'CPU s':>8} {'peak RSS MiB':>13}")
     for name, argv in steps:
-        wall, rss, code = timed(argv, env)
-        print(f"{name:<12} {wall:8.1f} {rss:13.0f}" + ("" if code == 0 else "  FAILED"))
+        wall, cpu, rss, code = timed(argv, env)
+        print(f"{name:<12} {wall:8.1f} {cpu:8.1f} {rss:13.0f}" + ("" if code == 0 else "  FAILED"))
     print(f"load average after: {os.getloadavg()}")
     if args.keep is None:
         import shutil
