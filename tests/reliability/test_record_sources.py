@@ -108,26 +108,43 @@ def _write_dir(root: Path, record: dict) -> Path:
 
 
 @pytest.mark.needs_triton
-@pytest.mark.parametrize("via", ["shipped", "bundle"])
+@pytest.mark.parametrize("via", ["shipped", "bundle", "redis"])
 def test_a_record_failing_every_configuration_does_not_stop_the_site(
     tmp_path: Path, via: str
 ) -> None:
     poison = _poisoned(_tuned_record(tmp_path))
     cache = tmp_path / "cache"
     env = child_env(cache)
+    server = None
     if via == "shipped":
         env["TUNEDSL_RECORDS_PATH"] = str(_write_dir(tmp_path / "shipped", poison).parent)
-    else:
+    elif via == "bundle":
         bundle = tmp_path / "poison.json"
         bundle.write_text(json.dumps({"tunedsl_records": 1, "records": [poison]}))
         assert cache_cmd(env, "import", str(bundle)).returncode == 0
-    source, tile, digest = _run(tmp_path, env)
-    assert source == "tuned" and tile in (16, 32)
-    # What this process measured is what is remembered: no forged failure, no outside choice.
-    mine = json.loads((cache / "records" / f"{digest}.json").read_text())
-    assert mine["chosen"] in ({"tile": 16}, {"tile": 32})
-    assert all(r["status"] == "ok" for r in mine["results"]), mine["results"]
-    assert _run(tmp_path, env)[0] == "disk"
+    else:
+        pytest.importorskip("redis")
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+        from redis_server import RedisServer
+
+        (tmp_path / "redis").mkdir()
+        server = RedisServer(tmp_path / "redis")
+        server.client().set(f"tunedsl:v1:record:{poison['digest']}", json.dumps(poison))
+        env["TUNEDSL_REDIS_URL"] = server.url
+    try:
+        source, tile, digest = _run(tmp_path, env)
+        assert source == "tuned" and tile in (16, 32)
+        # What this process measured is remembered: no forged failure, no outside choice.
+        mine = json.loads((cache / "records" / f"{digest}.json").read_text())
+        assert mine["chosen"] in ({"tile": 16}, {"tile": 32})
+        assert all(r["status"] == "ok" for r in mine["results"]), mine["results"]
+        if server is not None:  # the fleet's value is replaced too
+            shared = json.loads(server.client().get(f"tunedsl:v1:record:{digest}"))
+            assert shared["chosen"] == mine["chosen"]
+        assert _run(tmp_path, env)[0] == "disk"
+    finally:
+        if server is not None:
+            server.stop()
 
 
 # -- a record file others can write is refused ---------------------------------------------
