@@ -15,13 +15,13 @@ import swap_attack
 from rel_helpers import (
     cache_warnings,
     child_env,
-    load_json,
     only_cache_warnings,
     record_files,
     run_python,
     write_script,
 )
 
+from tunedsl.cli.bundle import read_bundle
 from tunedsl.store import records
 
 TUNE = """
@@ -246,7 +246,7 @@ def test_export_errors_are_one_line(tmp_path: Path) -> None:
     _one_line_error(cache_cmd(env, "export", str(tmp_path / "b.json"), "cdcd"), "no tuning record")
     assert not (tmp_path / "b.json").exists()
     ok = cache_cmd(env, "export", str(tmp_path / "b.json"), "abab")
-    assert ok.returncode == 0 and len(load_json(tmp_path / "b.json")["records"]) == 1
+    assert ok.returncode == 0 and len(read_bundle(str(tmp_path / "b.json"))) == 1
 
 
 # -- a second user swapping the chain ---------------------------------------------------------

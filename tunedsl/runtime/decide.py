@@ -15,6 +15,8 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
   just have written it), else tune and write the record (``source="tuned"``). A record
   that chose a configuration no longer in the space, or that lacks configurations added
   since, still provides its timings: only new configurations and the leaders are measured.
+  Its failures are not reused (they are measured again): a record from elsewhere cannot
+  make every configuration fail, and a choice outside the space is never launched.
 """
 
 from __future__ import annotations
@@ -112,7 +114,12 @@ def _usable(
         return False, {}
     lazy = settings.large
     space = candidates if lazy else set(candidates)  # a large space is tested per point
-    previous = {r.config: r for r in record.results if r.config in space}
+    measured = {r.config for r in record.results if r.config in space}
+    # Stored failures are hints, never verdicts: a record may come from a bundle, Redis or
+    # a shipped directory, measured elsewhere (or forged). Only its successful timings are
+    # reused; a configuration it lists as failed is measured again when the key is tuned,
+    # so the new record remembers as failed only what this process saw fail.
+    previous = {r.config: r for r in record.results if r.config in space and r.status == "ok"}
     if record.chosen not in space:
         outside = record.chosen not in (settings.space if lazy else settings.configs)
         where = "space of this site" if outside else "pruned space"
@@ -124,7 +131,7 @@ def _usable(
         return False, previous
     if lazy:  # a record of a large space never lists it: it decides by its budget
         return _searched_enough(record, settings), previous
-    missing = set(space) - set(previous)
+    missing = set(space) - measured
     return not missing or _searched_enough(record, settings), previous
 
 

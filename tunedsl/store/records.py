@@ -13,12 +13,15 @@ tuning the same key leave one valid record. A read-only or full cache directory 
 tuning results are kept in memory only, with one warning.
 
 Extra read-only record directories (records shipped with an application) are searched
-after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``.
+after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``. Their records are never copied into the
+cache, and one newer than the cache's record of the same key wins. Every record file must be
+owned by this user (or root) and closed to writes by group and others.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -33,7 +36,8 @@ from tunedsl.model.config import Config
 from tunedsl.store import atomic, paths
 from tunedsl.warn import warn_once
 
-#: ``tunedsl cache export`` bundles: {"tunedsl_records": BUNDLE_VERSION, "records": [...]}.
+#: The single-document bundle format {"tunedsl_records": 1, "records": [...]} (still read, up
+#: to MAX_BUNDLE_BYTES; ``tunedsl cache export`` writes JSON Lines: ``cli/bundle.py``).
 BUNDLE_VERSION = 1
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 SCHEMA_VERSION = 1
@@ -286,8 +290,24 @@ def parse_json(data: bytes) -> Any:
 
 def read_record_file(path: Path) -> Record:
     """Load one file; raise InvalidRecord (bad content) or OSError (unreadable, a symbolic
-    link, not a regular file, too large)."""
-    return Record.from_json(parse_json(atomic.read_regular_file(path, MAX_RECORD_BYTES)))
+    link, not a regular file, too large, or a file another user could have written)."""
+    data = atomic.read_regular_file(path, MAX_RECORD_BYTES)
+    _check_file_trust(path)
+    return Record.from_json(parse_json(data))
+
+
+def _check_file_trust(path: Path) -> None:
+    """A record file gets bytecode's trust rule too: owned by this user (or root) and not
+    writable by group or others, else another user may have rewritten its choice. Checked
+    after reading: the directory is trusted, so the file cannot be swapped, and neither its
+    owner nor (for a file owned by this user or root) its mode can be changed by another."""
+    st = os.lstat(path)
+    owner_ok = not hasattr(os, "getuid") or st.st_uid in (os.getuid(), 0)
+    if owner_ok and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return
+    why = "writable by group or others" if owner_ok else f"owned by another user (uid {st.st_uid})"
+    fix = "chmod go-w" if owner_ok else "remove it, or chown it to yourself"
+    raise OSError(errno.EPERM, f"{why}, so not trusted; fix: {fix} {path}")
 
 
 def open_trusted_dir(root: Path) -> int | None:
@@ -323,16 +343,19 @@ def trusted_dir(root: Path) -> bool:
 
 
 def load_record(digest: str) -> Record | None:
-    """The record for ``digest`` from the cache, else from TUNEDSL_RECORDS_PATH; None on a miss.
+    """The record for ``digest`` from the cache or TUNEDSL_RECORDS_PATH; None on a miss.
+    The cache's record wins unless the first shipped record of ``digest`` is newer (as the
+    layered store decides, ``store/layered.py``).
 
     A file that exists but is unusable (corrupt, wrong shape, future schema, or saved under
     another digest) is a miss with one CacheWarning; so is a directory that is not private.
     """
-    for root in [paths.records_dir(), *extra_record_dirs()]:
-        record = load_from(root, digest)
-        if record is not None:
-            return record
-    return None
+    mine = load_from(paths.records_dir(), digest)
+    for root in extra_record_dirs():
+        shipped = load_from(root, digest)
+        if shipped is not None:
+            return shipped if mine is None or shipped.timestamp > mine.timestamp else mine
+    return mine
 
 
 def load_from(root: Path, digest: str) -> Record | None:
