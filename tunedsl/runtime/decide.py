@@ -35,6 +35,7 @@ from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.legacy_records import migrate
 from tunedsl.runtime.result import LaunchResult
+from tunedsl.runtime.subject import Subject
 from tunedsl.store import records as store
 from tunedsl.warn import warn_once
 
@@ -49,21 +50,6 @@ if TYPE_CHECKING:
 VariantsFor = Callable[[Sequence[Config] | None], tuple[list[Variant], dict[Config, str]]]
 #: verify= for a stored decision: None when ``config`` agrees, else why not.
 Check = Callable[[Config], str | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """What one decision is about: the site's id, the kernel and its facts, the settings in
-    force, the readable record key, the process context and the record's digest. Built on
-    a miss (``runtime/miss.py``) and handed to every step here and to ``distributed.py``."""
-
-    site_id: str
-    kernel: Kernel
-    info: KernelInfo
-    settings: Settings
-    readable: dict[str, Any]
-    context: dict[str, Any]
-    digest: str
 
 
 @dataclass(frozen=True)

@@ -111,10 +111,14 @@ def write_text(path: Path, text: str, *, durable: bool = True) -> None:
     write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
-def read_regular_file(path: Path | str, limit: int, *, dir_fd: int | None = None) -> bytes:
+def read_regular_file(
+    path: Path | str, limit: int, *, dir_fd: int | None = None, private: bool = False
+) -> bytes:
     """The bytes of ``path``, read without following a final symbolic link or blocking on a
     FIFO; OSError for anything but a regular file of at most ``limit`` bytes. ``dir_fd``: a
-    checked directory's descriptor, ``path`` then a name in it."""
+    checked directory's descriptor, ``path`` then a name in it. ``private``: also refuse a
+    file that another user owns (root excepted) or that group or others can write, since
+    another user may have written it; the file read is the file checked."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags | getattr(os, "O_BINARY", 0), dir_fd=dir_fd)
@@ -128,7 +132,18 @@ def read_regular_file(path: Path | str, limit: int, *, dir_fd: int | None = None
             raise OSError(errno.EINVAL, "not a regular file")
         if st.st_size > limit:
             raise OSError(errno.EFBIG, f"{st.st_size} bytes, over the {limit}-byte limit")
+        if private:
+            _check_private_file(st, path)
         data = fh.read(limit + 1)
     if len(data) > limit:  # grew while we read it
         raise OSError(errno.EFBIG, f"over the {limit}-byte limit")
     return data
+
+
+def _check_private_file(st: os.stat_result, path: Path | str) -> None:
+    owner_ok = not hasattr(os, "getuid") or st.st_uid in (os.getuid(), 0)
+    if owner_ok and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return
+    why = "writable by group or others" if owner_ok else f"owned by another user (uid {st.st_uid})"
+    fix = "chmod go-w" if owner_ok else "remove it, or chown it to yourself"
+    raise OSError(errno.EPERM, f"{why}, so not trusted; fix: {fix} {path}")

@@ -21,7 +21,6 @@ owned by this user (or root) and closed to writes by group and others.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import os
@@ -291,23 +290,8 @@ def parse_json(data: bytes) -> Any:
 def read_record_file(path: Path) -> Record:
     """Load one file; raise InvalidRecord (bad content) or OSError (unreadable, a symbolic
     link, not a regular file, too large, or a file another user could have written)."""
-    data = atomic.read_regular_file(path, MAX_RECORD_BYTES)
-    _check_file_trust(path)
+    data = atomic.read_regular_file(path, MAX_RECORD_BYTES, private=True)
     return Record.from_json(parse_json(data))
-
-
-def _check_file_trust(path: Path) -> None:
-    """A record file gets bytecode's trust rule too: owned by this user (or root) and not
-    writable by group or others, else another user may have rewritten its choice. Checked
-    after reading: the directory is trusted, so the file cannot be swapped, and neither its
-    owner nor (for a file owned by this user or root) its mode can be changed by another."""
-    st = os.lstat(path)
-    owner_ok = not hasattr(os, "getuid") or st.st_uid in (os.getuid(), 0)
-    if owner_ok and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return
-    why = "writable by group or others" if owner_ok else f"owned by another user (uid {st.st_uid})"
-    fix = "chmod go-w" if owner_ok else "remove it, or chown it to yourself"
-    raise OSError(errno.EPERM, f"{why}, so not trusted; fix: {fix} {path}")
 
 
 def open_trusted_dir(root: Path) -> int | None:
@@ -366,7 +350,7 @@ def load_from(root: Path, digest: str) -> Record | None:
         return None
     path = record_path(digest, root)
     try:
-        data = atomic.read_regular_file(path.name, MAX_RECORD_BYTES, dir_fd=dir_fd)
+        data = atomic.read_regular_file(path.name, MAX_RECORD_BYTES, dir_fd=dir_fd, private=True)
         record = Record.from_json(parse_json(data))
     except (FileNotFoundError, NotADirectoryError):
         # No record, or no records directory at all (the cache path runs through a
