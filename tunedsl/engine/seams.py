@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import random
 
     from tunedsl.model.config import Config
-    from tunedsl.store.records import Record
+    from tunedsl.model.record import Record
 
 #: What a measured configuration ended as. "failed": compile or run error, or resources
 #: exceeded; "rejected": ``verify=`` disagreed with the reference.
