@@ -310,3 +310,10 @@ def synchronize() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def equal(a: Any, b: Any) -> bool:
+    """Same shape and exactly the same values (NaN never equals)."""
+    import torch
+
+    return bool(torch.equal(a, b))

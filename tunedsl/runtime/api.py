@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
+from tunedsl.model.keys import is_tensor
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -69,17 +70,13 @@ def autotune_launch(
     grid_fn = grid if callable(grid) else None
     static_kwargs: dict[str, Any] = {} if kwargs_fn is not None else dict(kwargs or {})
     if kwargs_fn is not None:
-        # The tensors a kwargs= function returns (the same objects on every call) enter the
-        # key and prune=, as positional tensors do; the rest stays per configuration.
-        from tunedsl.model.keys import is_tensor
-
+        # What a kwargs= function returns alike for every configuration (the same tensor
+        # on every call, a number) enters the key and prune=, as positional arguments do;
+        # the rest stays per configuration.
         once = dict(kwargs_fn(site.key_config(space, default)))
-        names = site.kwargs_tensors
-        if names is None:  # first call: which names hold the same tensor on every call
-            twice = dict(kwargs_fn(site.key_config(space, default)))
-            names = site.kwargs_tensors = tuple(
-                k for k, v in once.items() if is_tensor(v) and twice.get(k) is v
-            )
+        names = site.kwargs_fixed
+        if names is None:  # first call: which names do not depend on the configuration
+            names = site.kwargs_fixed = _fixed_names(kwargs_fn, space, default, site, once)
         static_kwargs = {k: once[k] for k in names if k in once}
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
@@ -99,6 +96,10 @@ def autotune_launch(
                 holes = _replace_args(values)
         dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
         for k in static_kwargs:
+            if not is_tensor(static_kwargs[k]):
+                if _same(dyn.get(k, static_kwargs[k]), static_kwargs[k]):
+                    dyn.pop(k, None)
+                continue  # else it does depend on the configuration: launched as returned
             value = dyn.pop(k, static_kwargs[k])
             if value is not static_kwargs[k]:
                 raise UsageError(
@@ -133,6 +134,42 @@ def autotune_launch(
         return space, {}, {k: v for k, v in options.items() if v is not None}
 
     return site(kernel, positional, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
+
+
+#: How many configurations of the space a kwargs= function is called with on a site's first
+#: call, to learn which of its values do not depend on the configuration.
+FIXED_PROBE = 64
+
+
+def _fixed_names(
+    kwargs_fn: Callable[[Config], Any], space: Any, default: Any, site: Any, once: dict[str, Any]
+) -> tuple[str, ...]:
+    """The names a kwargs= function gives the same value under every configuration: a
+    tensor that is the same object on two calls, or a number (string, None) equal under
+    the space's first ``FIXED_PROBE`` configurations."""
+    import itertools
+
+    from tunedsl.model.space import search_space
+
+    twice = dict(kwargs_fn(site.key_config(space, default)))
+    others = [
+        dict(kwargs_fn(c))
+        for c in itertools.islice(search_space(space).iter_valid(), FIXED_PROBE)
+    ]
+    return tuple(
+        k
+        for k, v in once.items()
+        if (is_tensor(v) and twice.get(k) is v)
+        or (_plain(v) and all(k in d and _same(d[k], v) for d in others))
+    )
+
+
+def _plain(value: Any) -> bool:
+    return value is None or value.__class__ in (int, float, bool, str)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a.__class__ is b.__class__ and (a is b or (_plain(a) and a == b))
 
 
 def _replace_args(values: tuple[Any, ...]) -> Any:

@@ -338,7 +338,7 @@ def check(
     from tunedsl.runtime.tuner import check_choice
 
     reference = None if callable(settings.verify) else candidates[0]
-    if reference == chosen:
+    if reference == chosen:  # verify=True/[names] compares configurations: here, none
         return None
     configs = [chosen] if reference is None else [reference, chosen]
     bound, infeasible = variants(site, call, settings, configs)
