@@ -35,7 +35,7 @@ def reference(inputs):
 def test_verify_checks_the_only_configuration_of_a_space() -> None:
     a, b = torch.randn(300), torch.randn(300)
     c = torch.zeros(300)
-    with pytest.raises(TuningError, match="tile=256.*fails verify="):
+    with pytest.raises(TuningError, match=r"tile=256.*fails verify="):
         wrong(a, b, c, {"tile": [256]}, name="one-wrong", verify=reference)
     res = wrong(a, b, c, {"tile": [64]}, name="one-right", verify=reference)
     assert res.source == "default" and res.config == Config(tile=64)

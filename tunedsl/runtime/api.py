@@ -96,11 +96,16 @@ def autotune_launch(
                 holes = _replace_args(values)
         dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
         for k in static_kwargs:
-            if not is_tensor(static_kwargs[k]):
-                if _same(dyn.get(k, static_kwargs[k]), static_kwargs[k]):
-                    dyn.pop(k, None)
-                continue  # else it does depend on the configuration: launched as returned
             value = dyn.pop(k, static_kwargs[k])
+            if not is_tensor(value) and not _same(value, static_kwargs[k]):
+                raise UsageError(
+                    f"autotune_launch: kwargs= returned {k}={value!r} under {cfg} but "
+                    f"{static_kwargs[k]!r} under every configuration sampled on the site's "
+                    "first call (so the key and prune= took it for a value of the call); pass "
+                    f"{k!r} through args= (a function of the configuration) instead"
+                )
+            if not is_tensor(value):
+                continue
             if value is not static_kwargs[k]:
                 raise UsageError(
                     f"autotune_launch: kwargs= returned another tensor for {k!r} under {cfg}; "
@@ -136,9 +141,9 @@ def autotune_launch(
     return site(kernel, positional, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
 
 
-#: How many configurations of the space a kwargs= function is called with on a site's first
-#: call, to learn which of its values do not depend on the configuration.
-FIXED_PROBE = 64
+#: A space larger than this is sampled (this many points, spread over it) to learn which
+#: values a kwargs= function returns alike for every configuration; a smaller one is listed.
+FIXED_PROBE = 256
 
 
 def _fixed_names(
@@ -146,16 +151,19 @@ def _fixed_names(
 ) -> tuple[str, ...]:
     """The names a kwargs= function gives the same value under every configuration: a
     tensor that is the same object on two calls, or a number (string, None) equal under
-    the space's first ``FIXED_PROBE`` configurations."""
-    import itertools
+    every configuration of the space (of ``FIXED_PROBE`` spread over a larger one)."""
+    import random
 
+    from tunedsl.model.settings import LIST_LIMIT
     from tunedsl.model.space import search_space
 
     twice = dict(kwargs_fn(site.key_config(space, default)))
-    others = [
-        dict(kwargs_fn(c))
-        for c in itertools.islice(search_space(space).iter_valid(), FIXED_PROBE)
-    ]
+    spec = search_space(space)
+    if spec.size_hint() <= LIST_LIMIT:
+        probe = list(spec.iter_valid())
+    else:
+        probe = spec.sample(random.Random(0), FIXED_PROBE)
+    others = [dict(kwargs_fn(c)) for c in probe]
     return tuple(
         k
         for k, v in once.items()

@@ -113,7 +113,12 @@ def _cleanup(step: Callable[[], object], leaving: BaseException) -> None:
     try:
         step()
     except Exception as err:
-        leaving.add_note(f"tunedsl: restoring the arguments afterwards failed too: {reason(err)}")
+        note = f"tunedsl: restoring the arguments afterwards failed too: {reason(err)}"
+        add_note = getattr(leaving, "add_note", None)  # Python 3.11+
+        if add_note is not None:
+            add_note(note)
+        else:
+            leaving.__notes__ = [*getattr(leaving, "__notes__", ()), note]  # type: ignore[attr-defined]
 
 
 def _race(req: TuneRequest) -> RaceSettings:
