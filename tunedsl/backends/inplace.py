@@ -80,7 +80,8 @@ class InPlaceWatch:
             again = [
                 n
                 for n, first in self.after_first.items()
-                if self.bt.allclose(self.bound[n], first, self.rtol, self.atol) is not None
+                if not self.bt.equal(self.bound[n], first)
+                and self.bt.allclose(self.bound[n], first, self.rtol, self.atol) is not None
             ]
             self.found = {n: self.original[n] for n in again}
             self.original, self.after_first = {}, {}  # outputs: nothing to restore

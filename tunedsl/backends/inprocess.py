@@ -36,6 +36,9 @@ from tunedsl.progress import Progress
 # One measurement at a time in this process: two sites tuning on two threads would
 # otherwise time each other's kernels.
 BENCH_LOCK = threading.RLock()
+#: Find the arguments a kernel changes in place while tuning (``backends/inplace.py``).
+#: A constant, not an option: ``benchmarks/bench_inplace_watch.py`` turns it off to price it.
+WATCH_IN_PLACE = True
 
 
 def per_launch_setup(req: Any) -> bool:
@@ -300,7 +303,7 @@ class InProcessMeasurer:
         self.bound = bt.bind_arguments(info, first.args, first.kwargs)
         with BENCH_LOCK:
             self.timer = graph_timing.make_timer(req.timing, per_launch_setup(req))
-            self.guard = Guard(self.bound, req, watch=True, kernel=info.qualname)
+            self.guard = Guard(self.bound, req, watch=WATCH_IN_PLACE, kernel=info.qualname)
             self.guard.on_found = self._restoring
             self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
         self.runs: dict[Config, Callable[[], Any]] = {}
