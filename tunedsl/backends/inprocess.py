@@ -7,13 +7,17 @@ what ``tuner.tune`` measures with unless ``isolate=True`` (``backends/isolated.p
 
 Data safety: arguments named in ``restore_value`` are snapshotted first and copied back
 before every repetition; ``reset_to_zero`` arguments are zeroed before every repetition.
-With ``verify`` every tensor argument is snapshotted and restored before each
-configuration's check run. ``close`` restores every snapshot and zeroes the
-``reset_to_zero`` arguments, so the real launch sees the caller's data.
+Arguments the kernel changes in place without being named are found over the first
+launches and handled like ``restore_value`` (``inplace.py``). With ``verify`` every tensor
+argument is snapshotted, and copied back before each configuration's check run where the
+kernel changed it (a read-only broadcast input is never written). ``close`` restores every
+snapshot and zeroes the ``reset_to_zero`` arguments, so the real launch sees the caller's
+data.
 
-Hooks: ``pre_hook(args)`` runs before every repetition; ``post_hook(args, exception=...)``
-(Triton's signature) once per configuration after its check and warm-up, and again with the
-error when a later repetition fails.
+Hooks: ``pre_hook(args)`` runs before every repetition and check; ``post_hook(args,
+exception=...)`` (Triton's signature) once per configuration after its check and warm-up,
+and again with the error when a later repetition fails. ``args`` are the measured
+configuration's (``hook_args``).
 """
 
 from __future__ import annotations
