@@ -94,3 +94,21 @@ def test_an_in_place_kernel_with_verify_is_restored() -> None:
         res = add_one(x, name="add-one-verified", verify=True)
     assert all(r.status == "ok" for r in res.timings.values())
     assert torch.equal(x, torch.arange(100, dtype=torch.float32) + 1)
+
+
+def test_an_untouched_buffer_holding_nans_is_no_write() -> None:
+    # torch.empty may hold NaNs; a configuration that fails before writing leaves them.
+    a, b = torch.randn(300), torch.randn(300)
+    c = torch.full((300,), float("nan"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = autotune_launch(
+            vadd,
+            space={"tile": [96, 128]},  # 96 fails when it runs (not a power of 2)
+            grid=lambda cfg: (cdiv(300, cfg.tile),),
+            args=(a, b, c, 300),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="vadd-nan-output",
+        )
+    assert res.timings[res.config].status == "ok"
+    torch.testing.assert_close(c, a + b)

@@ -313,7 +313,12 @@ def synchronize() -> None:
 
 
 def equal(a: Any, b: Any) -> bool:
-    """Same shape and exactly the same values (NaN never equals)."""
+    """Same shape and exactly the same values, NaN equal to NaN (an untouched
+    ``torch.empty`` buffer may hold NaNs, and must compare equal to its copy)."""
     import torch
 
-    return bool(torch.equal(a, b))
+    if torch.equal(a, b):
+        return True
+    if a.shape != b.shape or not (a.is_floating_point() or a.is_complex()):
+        return False
+    return bool(torch.allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True))
