@@ -149,6 +149,23 @@ def test_prune_sees_numbers_a_kwargs_function_returns() -> None:
     big = run(300)  # another n: prune read it, so it is another key
     assert seen[-1] == 300 and set(big.timings) == {Config(tile=t) for t in (64, 128, 256)}
     assert small.digest != big.digest
+    assert "n" not in small.key["args"] and small.key["prune"]["n"]["value"] == 150
+
+
+def test_numbers_from_kwargs_stay_out_of_the_record_key_without_prune() -> None:
+    # Records written before prune= could see them keep their key.
+    n = 200
+    a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+    res = autotune_launch(
+        vadd,
+        space=SPACE,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c),
+        kwargs=lambda cfg: {"n": n, "TILE": cfg.tile},
+        name="kwargs-no-prune",
+    )
+    assert set(res.key["args"]) == {"a", "b", "c"}  # as before: per-configuration values
+    torch.testing.assert_close(c, a + b)
 
 
 def test_the_done_event_is_logged_outside_the_measuring_lock() -> None:
