@@ -11,7 +11,9 @@ this module turns that into
   way and erased when the scan ends;
 - log records on the ``tunedsl`` logger for applications (``INFO`` for start and end,
   ``DEBUG`` per candidate), whatever the terminal; each record carries the event in
-  ``record.tunedsl_event`` (a dict) so handlers need not parse the text.
+  ``record.tunedsl_event`` (a dict) so handlers need not parse the text. Records made
+  while the tuner holds its measuring lock (``held()``) are handed to logging when it is
+  released, so a handler may wait for another thread's tuning.
 
 Nothing here imports torch or triton, and a broken stderr never stops tuning.
 """
@@ -21,7 +23,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from tunedsl import knobs
@@ -59,6 +62,7 @@ class Progress:
         self._drawn = False
         self._stream = stream if stream is not None else sys.stderr
         self._live = _wants_line(self._stream)
+        self._held: list[tuple[int, str, dict[str, Any]]] | None = None
         self._event("start", logging.INFO, f"tuning {kernel}: {total} configuration(s)")
 
     # -- events from the tuner -------------------------------------------------------------
@@ -102,6 +106,17 @@ class Progress:
             self._write("\r\x1b[K" + f"tunedsl: {text}\n")
             self._drawn = False
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Log records made inside are emitted when it ends (the live line is not held)."""
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            for level, text, event in held:
+                logger.log(level, text, extra={"tunedsl_event": event})
+
     # -- rendering ---------------------------------------------------------------------------
 
     def elapsed(self) -> float:
@@ -139,7 +154,10 @@ class Progress:
                 "elapsed_s": self.elapsed(),
                 **fields,
             }
-            logger.log(level, text, extra={"tunedsl_event": event})
+            if self._held is not None:
+                self._held.append((level, text, event))
+            else:
+                logger.log(level, text, extra={"tunedsl_event": event})
         if kind != "done":
             self._maybe_draw()
 

@@ -2,7 +2,8 @@
 
 Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 
-- one configuration left after ``prune=``: it, never measured (``source="default"``);
+- one configuration left after ``prune=``: it, never measured (``source="default"``; on a
+  site with ``verify=`` checked once per process first, as every default is);
 - ``off``: the site's ``default=`` configuration when ``prune=`` keeps it, else the first
   configuration prune keeps;
 - a valid record whose choice is one of the configurations ``prune=`` keeps for this
@@ -171,6 +172,17 @@ def lookup(
 
     def default(record: store.Record | None = None) -> Decision:
         cfg = _fallback(settings, candidates, record)
+        if settings.verify not in (None, False) and check is not None and digest not in _VERIFIED:
+            # Launched without measuring, but a site with verify= checks what it launches.
+            problem = check(cfg)
+            if problem is not None:
+                raise TuningError(
+                    f"{cfg} fails verify= ({problem}); it is the only configuration this "
+                    "call can launch (the space, what prune= keeps, or mode=): fix the "
+                    "kernel or the reference",
+                    {repr(cfg): problem},
+                )
+            _VERIFIED.add(digest)
         return Decision(cfg, _options(cfg, settings), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:

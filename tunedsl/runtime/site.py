@@ -161,7 +161,7 @@ class Site:
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
         self._key_config: Config | None = None
-        self.kwargs_tensors: tuple[str, ...] | None = None  # plain API: kwargs= tensors
+        self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
         self._inflight: dict[Any, threading.Event] = {}
 
