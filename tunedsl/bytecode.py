@@ -18,7 +18,7 @@ directory, then ``os.replace``), so concurrent writers of one entry are harmless
 killed between the two leaves its temporary file (``.tmp-*.tbc``): never read as an entry,
 removed by ``clear()`` and, once it is an hour old, by the first write of a later process.
 
-Writing is off under ``TUNEDSL_NO_BYTECODE_CACHE=1`` or ``sys.dont_write_bytecode``; a
+Writing is off under ``TUNEDSL_SAFE=bytecode`` or ``sys.dont_write_bytecode``; a
 read-only or full cache directory turns it off for the rest of the process, with one warning.
 """
 
@@ -292,7 +292,7 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
             "bytecode:unwritable",
             f"cannot write to the bytecode cache: {_write_disabled_reason}; running without "
             "it for the rest of this process (set TUNEDSL_CACHE_DIR to a writable directory, "
-            "or TUNEDSL_NO_BYTECODE_CACHE=1 to silence this)",
+            "or TUNEDSL_SAFE=bytecode to silence this)",
             stacklevel=3,
         )
 

@@ -5,7 +5,7 @@ this module turns that into
 
 - one status line on stderr, redrawn in place (``compiled 12/48  measured 9/48  best 0.412 ms
   (BLOCK=128, num_warps=4)  3.2 s``), shown only once tuning has taken longer than
-  a second (``TUNEDSL_PROGRESS_AFTER``), only when stderr is a terminal, and never with ``TUNEDSL_QUIET=1``; it is
+  a second (``PROGRESS_AFTER_S``), only when stderr is a terminal, and never with ``TUNEDSL_QUIET=1``; it is
   replaced by a one-line summary when tuning ends;
 - a line for a long scan of a space through its constraint (``Scan``), drawn the same
   way and erased when the scan ends;
@@ -33,6 +33,10 @@ logger = logging.getLogger("tunedsl")
 
 _REDRAW_S = 0.1  # at most ten redraws a second
 
+#: Seconds of tuning (or scanning) before the progress line appears: quick sites never
+#: flicker. Tests set it to 0 to see the line at once.
+PROGRESS_AFTER_S = 1.0
+
 
 class Progress:
     """Progress of one tuning run over ``total`` candidates of ``kernel``."""
@@ -57,7 +61,7 @@ class Progress:
         self._clock = clock
         self._start = clock()
         # Tuning shorter than this never draws a line (no flicker for quick sites).
-        self._delay_s = knobs.progress_after_s() if delay_s is None else delay_s
+        self._delay_s = PROGRESS_AFTER_S if delay_s is None else delay_s
         self._last_draw = float("-inf")
         self._drawn = False
         self._stream = stream if stream is not None else sys.stderr
@@ -192,7 +196,7 @@ def _wants_line(stream: TextIO) -> bool:
 class Scan:
     """A line for a long look through a space, its constraint tested point by point (its
     listing, or the first valid configuration of one too large to list): drawn as the tuning line is
-    (on a terminal, after ``TUNEDSL_PROGRESS_AFTER``, never with ``TUNEDSL_QUIET=1``) and
+    (on a terminal, after ``PROGRESS_AFTER_S``, never with ``TUNEDSL_QUIET=1``) and
     erased when the scan ends, so a scan longer than a second is never silent."""
 
     def __init__(
@@ -209,7 +213,7 @@ class Scan:
         self.looked = 0
         self._clock = clock
         self._start = clock()
-        self._delay_s = knobs.progress_after_s() if delay_s is None else delay_s
+        self._delay_s = PROGRESS_AFTER_S if delay_s is None else delay_s
         self._last_draw = float("-inf")
         self._drawn = False
         self._stream = stream if stream is not None else sys.stderr

@@ -204,10 +204,6 @@ def test_default_stores_follow_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert [s.name for s in default_stores()][:1] != ["redis"]
     monkeypatch.setenv("TUNEDSL_REDIS_URL", "redis://127.0.0.1:1/0")
     assert [s.name for s in default_stores()][-1] == "redis"
-    monkeypatch.setenv("TUNEDSL_RECORD_STORES", "files,memcached")
-    with pytest.raises(UsageError, match="TUNEDSL_RECORD_STORES"):
-        default_stores()
-    monkeypatch.setenv("TUNEDSL_RECORD_STORES", "redis")
     monkeypatch.setenv("TUNEDSL_REDIS_URL", "http://nope")
     with pytest.raises(UsageError, match="not a Redis URL"):
         default_stores()

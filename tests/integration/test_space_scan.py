@@ -3,7 +3,7 @@ bounded number of constraint calls with an error naming the constraint and the f
 to test all 10^7 points, twice, in silence), and a scan that takes longer than a second
 shows a progress line on a terminal (a real pty). Nothing here depends on the machine's
 speed: bounds are counted in constraint calls, and the progress line is asked for at once
-(``TUNEDSL_PROGRESS_AFTER=0``).
+(``progress.PROGRESS_AFTER_S = 0``).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def test_a_site_stops_a_constraint_that_rejects_everything_after_a_bounded_scan(
 
 SCRIPT = """
 import sys
+import tunedsl.progress
 from tunedsl import Space
 from tunedsl.errors import UsageError
 from tunedsl.model.settings import resolve
@@ -72,6 +73,7 @@ def fits_registers(cfg):
         sys.exit("the whole space is being scanned")
     return False
 
+tunedsl.progress.PROGRESS_AFTER_S = 0  # the line at once: no test waits for a second
 space = Space({name: list(range(10)) for name in "abcdefg"}, constraint=fits_registers)
 try:
     resolve(space, {}, {}, "kernels.py:12")
@@ -86,7 +88,7 @@ def run_on_a_terminal(tmp_path: Path, **env: str) -> tuple[int, str]:
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, cwd=tmp_path,
-        env={**base, "TUNEDSL_PROGRESS_AFTER": "0", **env},
+        env={**base, **env},
     )  # fmt: skip
     os.close(slave)
     seen = b""

@@ -50,10 +50,10 @@ ENV_CASES = {
         knobs.compile_workers,
         ["TUNEDSL_COMPILE_WORKERS", "integer"],
     ),
-    "TUNEDSL_COMPILE_TIMEOUT": (
+    "TUNEDSL_CONFIG_TIMEOUT": (
         "-3",
         knobs.compile_timeout_s,
-        ["TUNEDSL_COMPILE_TIMEOUT", "positive"],
+        ["TUNEDSL_CONFIG_TIMEOUT", "positive"],
     ),
     "TUNEDSL_QUIET": ("2", knobs.quiet, ["TUNEDSL_QUIET", "not a boolean"]),
 }

@@ -24,13 +24,8 @@ from tunedsl.model.settings import resolve
 # Every float variable, with its reader and whether 0 is a valid value.
 FLOAT_VARIABLES = {
     "TUNEDSL_BUDGET": (knobs.budget_s, False),
-    "TUNEDSL_COMPILE_TIMEOUT": (knobs.compile_timeout_s, False),
+    "TUNEDSL_CONFIG_TIMEOUT": (knobs.config_timeout_s, False),
     "TUNEDSL_LOCK_TIMEOUT": (knobs.lock_timeout_s, False),
-    "TUNEDSL_ISOLATE_TIMEOUT": (knobs.isolate_timeout_s, False),
-    "TUNEDSL_REDIS_TIMEOUT": (knobs.redis_timeout_s, False),
-    "TUNEDSL_REDIS_BACKOFF": (knobs.redis_backoff_s, False),
-    "TUNEDSL_DISTRIBUTED_TIMEOUT": (knobs.distributed_timeout_s, False),
-    "TUNEDSL_PROGRESS_AFTER": (knobs.progress_after_s, True),
 }
 NOT_FINITE = ["nan", "NaN", "inf", "-inf", "Infinity", "1e999"]
 
@@ -150,14 +145,10 @@ def test_an_infinite_budget_is_refused_before_anything_is_tuned_or_stored() -> N
 
 
 @pytest.mark.needs_triton
-@pytest.mark.parametrize(
-    "variable", ["TUNEDSL_BUDGET", "TUNEDSL_LOCK_TIMEOUT", "TUNEDSL_REDIS_TIMEOUT"]
-)
+@pytest.mark.parametrize("variable", ["TUNEDSL_BUDGET", "TUNEDSL_LOCK_TIMEOUT"])
 def test_a_nan_variable_stops_the_launch_with_its_name(
     variable: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if variable == "TUNEDSL_REDIS_TIMEOUT":  # refused before Redis is used: no server needed
-        monkeypatch.setenv("TUNEDSL_REDIS_URL", "redis://127.0.0.1:9/0")
     monkeypatch.setenv(variable, "nan")
     with pytest.raises(UsageError, match=f"environment variable {variable}='nan'"):
         _launch(name=f"nan-{variable.lower()}")

@@ -258,7 +258,7 @@ def test_directory_owned_by_another_user_is_not_used(script: Path, compile_calls
 
 
 def test_knob_turns_writing_off(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TUNEDSL_NO_BYTECODE_CACHE", "1")
+    monkeypatch.setenv("TUNEDSL_SAFE", "bytecode")
     load_expecting_warnings(script, 0)
     load_expecting_warnings(script, 0)
     assert list(bytecode.iter_entries()) == []

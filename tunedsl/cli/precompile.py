@@ -75,7 +75,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="S",
-        help="seconds one configuration may compile (default: TUNEDSL_COMPILE_TIMEOUT)",
+        help="seconds one configuration may compile (default: TUNEDSL_CONFIG_TIMEOUT)",
     )
     return parser
 
@@ -321,7 +321,7 @@ def main(args: argparse.Namespace) -> int:
     if summary.bytecode["compiled"] and not bytecode.writing_enabled():
         summary.notes.append(
             "the bytecode cache is not written in this environment (PYTHONDONTWRITEBYTECODE, "
-            "python -B or TUNEDSL_NO_BYTECODE_CACHE=1), so expanded modules were not stored"
+            "python -B or TUNEDSL_SAFE=bytecode), so expanded modules were not stored"
         )
     if args.json:
         import json

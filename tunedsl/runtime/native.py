@@ -8,7 +8,7 @@ optional: without a C compiler or Python's headers the package installs without 
 fused launch stays Python (same decisions, slower). Nothing is compiled or loaded from the
 user's cache at run time.
 
-``TUNEDSL_NATIVE_LAUNCH=0`` keeps the Python form even where the extension is installed.
+``TUNEDSL_SAFE=native`` keeps the Python form even where the extension is installed.
 ``tunedsl env`` says which one runs and why.
 """
 
@@ -39,9 +39,13 @@ def fused_type() -> Any:
 def status() -> str:
     """For ``tunedsl env``: which fused launch runs, and why."""
     from tunedsl import knobs
+    from tunedsl.errors import UsageError
 
-    if not knobs.native_launch():
-        return "Python (TUNEDSL_NATIVE_LAUNCH=0)"
+    try:
+        if not knobs.native_launch():
+            return "Python (TUNEDSL_SAFE=native)"
+    except UsageError as err:  # env reports the setting as invalid beside this
+        return f"unknown: {err}"
     if fused_type() is not None:
         return f"C ({MODULE_NAME}, built at install)"
     return (

@@ -28,6 +28,10 @@ from tunedsl.runtime.result import LaunchResult
 if TYPE_CHECKING:
     from tunedsl.runtime.decide import Decision
 
+#: Call keys one site keeps decided in memory; beyond it the oldest-decided are dropped and
+#: decided again (from the record, when there is one) if they come back.
+MAX_DECISIONS = 4096
+
 
 class _KernelToken:
     """Prefix of the call keys of a site's second, third... kernel (the first has none)."""
@@ -142,7 +146,7 @@ class Site:
         self._kernel: Any = None
         self._key_fn: Callable[..., tuple[Any, ...]] | None = None
         self._table: dict[Any, Entry] = {}
-        self._max_entries = knobs.max_decisions()
+        self._max_entries = MAX_DECISIONS
         # Arguments the site's prune= has read (their values join the call key).
         self._prune_reads: frozenset[str] = frozenset()
         self._base_key_fn: Callable[..., tuple[Any, ...]] | None = None

@@ -13,7 +13,7 @@ locally and only one of them contends in Redis).
 ``get_or_tune`` is the decision pattern every caller uses: look, lock, look again, tune,
 store; the loser of a lock race finds the winner's record after the lock.
 
-``default_stores`` builds the list from ``TUNEDSL_RECORD_STORES`` / ``TUNEDSL_REDIS_URL``.
+``default_stores`` builds the list: the files, then Redis when ``TUNEDSL_REDIS_URL`` is set.
 """
 
 from __future__ import annotations
@@ -158,30 +158,19 @@ def get_or_tune(
 
 
 def default_stores() -> list[Any]:
-    """The persistent stores of ``TUNEDSL_RECORD_STORES`` in lookup order (default: the
-    cache's record files and the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis
-    when ``TUNEDSL_REDIS_URL`` is set)."""
-    from tunedsl import knobs
+    """The persistent stores in lookup order: the cache's record files and the read-only
+    ``TUNEDSL_RECORDS_PATH`` directories, then Redis when ``TUNEDSL_REDIS_URL`` is set."""
     from tunedsl.store import files
 
-    out: list[Any] = []
-    for name in knobs.record_stores():
-        if name == "files":
-            out.extend(files.default_stores())
-        elif name == "redis":
-            redis_store = _redis_store()
-            if redis_store is None:
-                from tunedsl.errors import UsageError
-
-                raise UsageError(
-                    "TUNEDSL_RECORD_STORES names redis but TUNEDSL_REDIS_URL is not set"
-                )
-            out.append(redis_store)
+    out: list[Any] = list(files.default_stores())
+    redis_store = _redis_store()
+    if redis_store is not None:
+        out.append(redis_store)
     return out
 
 
 # One Redis store per settings for the whole process: its back-off after a failure (a dead
-# or slow server is skipped for TUNEDSL_REDIS_BACKOFF seconds) must outlive one lookup.
+# or slow server is skipped for 30 seconds) must outlive one lookup.
 _redis_stores: dict[Any, Any] = {}
 _redis_lock = threading.Lock()
 

@@ -368,7 +368,7 @@ print(json.dumps([type(made).__name__, native.status(), seen]))
 """
 
 
-@pytest.mark.parametrize("switch", ["blocked", "TUNEDSL_NATIVE_LAUNCH=0"])
+@pytest.mark.parametrize("switch", ["blocked", "TUNEDSL_SAFE=native"])
 def test_without_the_extension_the_python_form_gives_the_same_results(switch: str) -> None:
     """Where the extension is missing (its import blocked) or switched off, the package runs
     the Python form, says so, and every call ends as the C form's does."""
@@ -379,9 +379,9 @@ def test_without_the_extension_the_python_form_gives_the_same_results(switch: st
         py_form, py_status, py_seen = json.loads(_python(FALLBACK_RUN, env, here, "blocked"))
         assert py_status.startswith("Python: the C extension is not installed (blocked by")
     else:
-        env["TUNEDSL_NATIVE_LAUNCH"] = "0"
+        env["TUNEDSL_SAFE"] = "native"
         py_form, py_status, py_seen = json.loads(_python(FALLBACK_RUN, env, here, "installed"))
-        assert py_status == "Python (TUNEDSL_NATIVE_LAUNCH=0)"
+        assert py_status == "Python (TUNEDSL_SAFE=native)"
     assert (c_form, py_form) == ("Fused", "function"), c_status
     assert c_status.startswith("C (")
     assert py_seen == c_seen
@@ -416,8 +416,8 @@ def test_tunedsl_env_says_which_fused_launch_runs_and_why() -> None:
         return found
 
     assert line("installed") == "fused launch  C (tunedsl.runtime._native_fused, built at install)"
-    assert line("installed", TUNEDSL_NATIVE_LAUNCH="0") == (
-        "fused launch  Python (TUNEDSL_NATIVE_LAUNCH=0)"
+    assert line("installed", TUNEDSL_SAFE="native") == (
+        "fused launch  Python (TUNEDSL_SAFE=native)"
     )
     blocked = line("blocked")
     assert blocked.startswith("fused launch  Python: the C extension is not installed")
