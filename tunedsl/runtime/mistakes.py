@@ -2,7 +2,7 @@
 
 The front end catches what it can see in the text (``tunedsl expand --check``); these are
 the mistakes only the values show: a kernel that is not a Triton kernel, a ``blocks=`` that
-is a tensor, a nested tuple or a function. Each becomes a ``UsageError`` naming the macro
+is a tensor, a nested tuple or a function, a ``key=`` that differs on every call. Each becomes a ``UsageError`` naming the macro
 part and the fix, raised once, on the first call, before any configuration is tried (the
 alternative was one Triton error per configuration).
 
@@ -82,3 +82,46 @@ def grid_dims(grid: Any) -> tuple[int, ...]:
                 f"blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, got {grid!r}"
             )
     return tuple(operator.index(d) for d in out)
+
+
+# Key parts whose value is the same from call to call (and from process to process).
+_STABLE_SCALARS = (int, float, str, bytes, bool, type(None))
+_KEY_FIX = (
+    "key on sizes and other plain values that repeat, e.g. key=x.shape, key=(m, n) or key=n // 1024"
+)
+
+
+def check_key(key: Any, label: str) -> None:
+    """``key=`` must repeat for calls that should share a decision: a tensor keys on its
+    printed values and an object on its address, so every new one would tune again."""
+    why = _unstable(key, "key=")
+    if why is not None:
+        raise UsageError(f"{label}: {why}, so every new one would tune again; {_KEY_FIX}")
+
+
+def _unstable(value: Any, where: str) -> str | None:
+    if isinstance(value, _STABLE_SCALARS):
+        return None
+    if is_tensor(value):
+        shape = tuple(getattr(value, "shape", ()))
+        return f"`{where}` is a tensor (shape {shape}): the key would be its values"
+    if isinstance(value, (tuple, list)):  # a torch.Size is a tuple of ints
+        for i, item in enumerate(value):
+            why = _unstable(item, f"{where}[{i}]")
+            if why is not None:
+                return why
+        return None
+    if isinstance(value, dict):
+        for k, item in value.items():
+            why = _unstable(item, f"{where}[{k!r}]")
+            if why is not None:
+                return why
+        return None
+    if hasattr(value, "__array__"):
+        return f"`{where}` is an array ({type(value).__name__}): the key would be its values"
+    if " at 0x" in repr(value):
+        return (
+            f"`{where}` is a {type(value).__name__} whose printed form is its address "
+            f"({value!r}): the key would be that object"
+        )
+    return None

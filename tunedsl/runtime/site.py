@@ -220,6 +220,11 @@ class Site:
             try:
                 entry = self._table.get(call_key)
             except TypeError:  # an unhashable key= value (a list): use its tuple form
+                try:
+                    mistakes.check_key(key, self.label)
+                except UsageError as err:
+                    __tracebackhide__ = True
+                    raise mistakes.at_user_frame(err) from None
                 call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
                 entry = self._table.get(call_key)
             if entry is None:
@@ -378,6 +383,8 @@ class Site:
         call_key: Any,
     ) -> LaunchResult:
         """No entry for ``call_key``: describe the call (only now) and decide it."""
+        if self.has_key:
+            mistakes.check_key(key, self.label)
         return miss.miss(self, miss.Call(kernel, args, static_kwargs, bind, key, lazy), call_key)
 
     def settings(self, lazy: miss.Lazy | None) -> Settings:
