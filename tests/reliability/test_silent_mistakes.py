@@ -87,3 +87,160 @@ def test_an_object_key_with_an_address_is_an_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert "`key=[1]` is a Shape whose printed form is its address" in proc.stderr
+
+
+# -- the launch against the kernel's parameters, before any configuration runs -------------
+
+
+LAUNCH_CASES = {
+    "misspelled_keyword": (
+        "copy_kernel(x, y, n, BLCOK=$block)",
+        ["has no parameter `BLCOK`", "did you mean `BLOCK`?", "rename `BLCOK=` to `BLOCK=`"],
+    ),
+    "missing_argument": (
+        "copy_kernel(x, y, BLOCK=$block)",
+        ["passes nothing for `n` of copy_kernel(x, y, n, BLOCK)"],
+    ),
+    "extra_argument": (
+        "copy_kernel(x, y, n, n, 16)",
+        ["passes 5 positional arguments but copy_kernel(x, y, n, BLOCK) takes 4"],
+    ),
+    "given_twice": (
+        "copy_kernel(x, y, n, 16, BLOCK=$block)",
+        ["gives `BLOCK` twice"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCH_CASES))
+def test_a_launch_that_does_not_fit_the_kernel_is_named_before_any_configuration_runs(
+    tmp_path: Path, name: str
+) -> None:
+    launch, words = LAUNCH_CASES[name]
+    proc, line = _run(
+        tmp_path,
+        f"""
+        def copy(x, y):
+            n = x.numel()
+            return autotune(space=dict(block=[16, 32]), blocks=cdiv(n, $block),  # HERE
+                            {launch})
+
+        copy(torch.ones(40), torch.zeros(40))
+        """,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "UsageError" in proc.stderr and "TuningError" not in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, (word, proc.stderr)
+    assert f'user_script.py", line {line}' in proc.stderr
+    assert "Config(" not in proc.stderr  # no configuration was tried
+
+
+def test_a_field_given_to_a_parameter_not_constexpr_stops_at_the_first_configuration(
+    tmp_path: Path,
+) -> None:
+    proc, line = _run(
+        tmp_path,
+        """
+        @triton.jit
+        def runtime_block(x, y, n, BLOCK):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+        def copy(x, y):
+            n = x.numel()
+            return autotune(space=dict(block=[16, 32, 64]), blocks=cdiv(n, $block),  # HERE
+                            runtime_block(x, y, n, BLOCK=$block))
+
+        copy(torch.ones(40), torch.zeros(40))
+        """,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "which it does not declare `tl.constexpr`" in proc.stderr, proc.stderr
+    assert "declare `BLOCK: tl.constexpr`" in proc.stderr
+    assert "Config(block=16), failed" in proc.stderr
+    assert "Config(block=32)" not in proc.stderr  # stopped at the first configuration
+    assert f'user_script.py", line {line}' in proc.stderr
+
+
+# -- what a failed tune and a Ctrl-C print --------------------------------------------------
+
+FAILING = """
+@triton.jit
+def never_fits(x, y, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK > 1000)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+def copy(x, y):
+    n = x.numel()
+    return autotune(space=dict(block=[16, 32, 64]), blocks=cdiv(n, $block),  # HERE
+                    never_fits(x, y, n, BLOCK=$block))
+
+copy(torch.ones(40), torch.zeros(40))
+"""
+
+INTERRUPTED = """
+import os
+import signal
+
+def interrupt(args):  # the user presses Ctrl-C while the first configuration is measured
+    os.kill(os.getpid(), signal.SIGINT)
+
+def copy(x, y):
+    n = x.numel()
+    return autotune(space=dict(block=[16, 32, 64]), blocks=cdiv(n, $block),  # HERE
+                    pre_hook=interrupt, copy_kernel(x, y, n, BLOCK=$block))
+
+copy(torch.ones(40), torch.zeros(40))
+"""
+
+
+def _import_run(tmp_path: Path, body: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """Plain ``python main.py`` importing the DSL module through the import hook."""
+    (tmp_path / "user_script.py").write_text(HEADER + body.lstrip())
+    (tmp_path / "main.py").write_text("import tunedsl.activate\nimport user_script\n")
+    return subprocess.run(
+        [sys.executable, *flags, "main.py"],
+        env=child_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(tmp_path),
+    )
+
+
+OWN_FRAMES = ("tunedsl/engine/", "tunedsl/backends/", "tunedsl/runtime/tuner.py", "decide.py")
+
+
+def test_a_failed_tune_shows_the_users_frames_and_one_line_per_configuration(
+    tmp_path: Path,
+) -> None:
+    proc = _import_run(tmp_path, FAILING)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert "TuningError: every configuration of never_fits failed" in err, err
+    assert "The above exception was the direct cause" not in err, err
+    for frame in OWN_FRAMES:
+        assert frame not in err, (frame, err)
+    assert 'user_script.py", line' in err
+    assert [line.strip()[:18] for line in err.splitlines() if "Config(" in line] == [
+        "Config(block=16): ",
+        "Config(block=32): ",
+        "Config(block=64): ",
+    ]
+    assert len(err.splitlines()) < 20, err
+    # python -X dev keeps tunedsl's frames (and the chained cause) for a bug report.
+    dev = _import_run(tmp_path, FAILING, "-X", "dev")
+    assert "tunedsl/engine/driver.py" in dev.stderr, dev.stderr
+
+
+def test_a_ctrl_c_during_tuning_shows_the_users_frames(tmp_path: Path) -> None:
+    proc = _import_run(tmp_path, INTERRUPTED)
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert err.rstrip().endswith("KeyboardInterrupt"), err
+    assert "in interrupt" in err  # the user's hook, where the interrupt arrived
+    for frame in OWN_FRAMES:
+        assert frame not in err, (frame, err)
+    assert len(err.splitlines()) < 20, err

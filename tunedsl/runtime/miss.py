@@ -224,6 +224,13 @@ def variants(
             infeasible[cfg] = str(err)
             continue
         holes, dyn_kwargs, grid = call.bind(cfg)
+        if not out:  # the launch binds the same way for every configuration
+            mistakes.check_launch(
+                bt.kernel_info(call.kernel),
+                fill_holes(call.args, holes) if holes else call.args,
+                {**call.static_kwargs, **dyn_kwargs},
+                site.label,
+            )
         out.append(
             Variant(
                 config=cfg,

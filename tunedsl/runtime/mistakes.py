@@ -13,11 +13,26 @@ site's one remaining frame).
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import operator
-from typing import Any, TypeVar
+import os
+import sys
+import types
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
+from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
+from tunedsl.model.variant import Variant
+
+if TYPE_CHECKING:
+    from tunedsl.backends.triton import KernelInfo
+
+_ABSENT = object()
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_EXAMPLES = os.path.join(_PACKAGE, "examples") + os.sep
 
 E = TypeVar("E", bound=BaseException)
 
@@ -25,6 +40,39 @@ E = TypeVar("E", bound=BaseException)
 def at_user_frame(err: E) -> E:
     """``err`` without the frames below the site's call (tunedsl's own)."""
     return err.with_traceback(None)
+
+
+def user_frames_only(err: E) -> E:
+    """``err`` with tunedsl's own frames unlinked from its traceback and its chained cause
+    dropped (a ``TuningError`` repeats its cause's one line per configuration): a failed
+    tune or a Ctrl-C shows the user's frames, hooks included. ``python -X dev`` keeps
+    everything, for a report of a bug in tunedsl itself."""
+    if sys.flags.dev_mode:
+        return err
+    err.__cause__ = None
+    err.__suppress_context__ = True
+    return err.with_traceback(without_own_frames(err.__traceback__))
+
+
+def without_own_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback chain with tunedsl's own frames unlinked (``tb_next`` is writable)."""
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not is_own_file(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    for earlier, later in itertools.pairwise(kept):
+        earlier.tb_next = later
+    if kept:
+        kept[-1].tb_next = None
+        return kept[0]
+    return None
+
+
+def is_own_file(filename: str) -> bool:
+    """Is ``filename`` tunedsl's own code (the shipped examples are user code)?"""
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE + os.sep) and not path.startswith(_EXAMPLES)
 
 
 def check_kernel(kernel: Any, label: str, kernel_text: str) -> None:
@@ -125,3 +173,88 @@ def _unstable(value: Any, where: str) -> str | None:
             f"({value!r}): the key would be that object"
         )
     return None
+
+
+# -- the launch against the kernel's parameters --------------------------------------------
+
+
+def check_launch(
+    info: KernelInfo,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    label: str,
+) -> None:
+    """The launch's arguments must bind to the kernel's parameters, as Python would bind
+    them: checked on the first configuration, before any is tried (Triton's own message
+    came once per configuration, after all were tried, and never named a misspelling)."""
+    params = info.arg_names
+    name = info.qualname.rsplit(".", 1)[-1]
+    signature = f"{name}({', '.join(params)})"
+    if len(args) > len(params):
+        raise UsageError(
+            f"{label}: the launch passes {len(args)} positional arguments but {signature} "
+            f"takes {len(params)}; remove the extra ones or add parameters to {name}"
+        )
+    bound = set(params[: len(args)])
+    for key in kwargs:
+        if key in bound:
+            raise UsageError(
+                f"{label}: the launch gives `{key}` twice, by position and as `{key}=`, "
+                f"to {signature}; pass it once"
+            )
+    unknown = [k for k in kwargs if k not in params]
+    missing = [p for p in params if p not in bound and p not in kwargs and p not in info.defaults]
+    for key in unknown:
+        close = difflib.get_close_matches(key, missing or params, n=1)
+        if close:
+            raise UsageError(
+                f"{label}: {signature} has no parameter `{key}`; did you mean "
+                f"`{close[0]}`? (rename `{key}=` to `{close[0]}=` in the launch)"
+            )
+    if missing:
+        names = ", ".join(f"`{p}`" for p in missing)
+        given = ", ".join(f"`{k}=`" for k in unknown)
+        raise UsageError(
+            f"{label}: the launch passes nothing for {names} of {signature}"
+            + (f" (it passes {given}, which {name} does not take)" if unknown else "")
+            + f"; pass {'them' if len(missing) > 1 else 'it'} in the launch"
+        )
+
+
+def runtime_fields(info: KernelInfo, variants: Sequence[Variant]) -> dict[str, str]:
+    """Parameters not declared ``tl.constexpr`` whose value changes from one configuration
+    to the next (a ``$x`` given to a runtime argument), each with an example."""
+    if len(variants) < 2:
+        return {}
+    out: dict[str, str] = {}
+    for i, param in enumerate(info.arg_names):
+        if param in info.constexpr_names:
+            continue
+        seen: dict[Config, Any] = {}
+        for v in variants:
+            value = v.args[i] if i < len(v.args) else v.kwargs.get(param, _ABSENT)
+            if value is _ABSENT or is_tensor(value) or not isinstance(value, int | float):
+                break
+            seen[v.config] = value
+        else:
+            if len(set(seen.values())) > 1:
+                cfg, value = next(iter(seen.items()))
+                out[param] = f"{param}={value!r} in {cfg}"
+    return out
+
+
+def runtime_field_error(
+    info: KernelInfo, fields: Mapping[str, str], config: Config, reason: str
+) -> UsageError:
+    """The first configuration failed and a configuration field feeds a runtime argument:
+    that is the likely cause, and its fix is one annotation."""
+    name = info.qualname.rsplit(".", 1)[-1]
+    params = ", ".join(f"`{p}`" for p in fields)
+    fixes = "; ".join(f"`{p}: tl.constexpr`" for p in fields)
+    examples = "; ".join(fields.values())
+    return UsageError(
+        f"{name} takes a configuration field in {params} ({examples}), which it does not "
+        f"declare `tl.constexpr`, and the first configuration tried, {config}, failed: "
+        f"{reason}\n  fix: declare {fixes} in {name}'s parameters (a configuration field "
+        "is a compile-time constant), or pass a constant there"
+    )

@@ -14,7 +14,7 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
-from tunedsl.errors import UsageError
+from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import identity, keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
@@ -233,6 +233,9 @@ class Site:
                 except UsageError as err:
                     __tracebackhide__ = True
                     raise mistakes.at_user_frame(err) from None
+                except (TuningError, KeyboardInterrupt) as err:  # the user's frames only
+                    __tracebackhide__ = True
+                    raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
             if entry.repeat is not _no_repeat and kernel is self._kernel:
                 self._remember(entry, args, static_kwargs)
         # Entry.launch, inlined: this is the hot path.
