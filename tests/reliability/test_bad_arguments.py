@@ -129,6 +129,11 @@ RUNTIME_CASES = {
         ["passes nothing for `b`, `c`, `n` of vadd(a, b, c, n, TILE)"],
     ),
     "empty_space": (dict(space={}), UsageError, ["space is empty"]),
+    "field_nothing_reads": (
+        dict(space={"TILE": [16, 32], "num_warp": [4, 8]}),
+        UsageError,
+        ["space field `num_warp` is read by nothing", "did you mean the launch hint `num_warps`?"],
+    ),
 }
 
 

@@ -244,3 +244,24 @@ def test_a_ctrl_c_during_tuning_shows_the_users_frames(tmp_path: Path) -> None:
     for frame in OWN_FRAMES:
         assert frame not in err, (frame, err)
     assert len(err.splitlines()) < 20, err
+
+
+def test_a_field_of_a_computed_space_that_nothing_reads_is_named(tmp_path: Path) -> None:
+    proc, line = _run(
+        tmp_path,
+        """
+        SPACE = dict(block=[16, 32], num_warp=[4, 8])  # a misspelled hint, not literal below
+
+        def copy(x, y):
+            n = x.numel()
+            return autotune(space=SPACE, blocks=cdiv(n, $block),  # HERE
+                            copy_kernel(x, y, n, BLOCK=$block))
+
+        copy(torch.ones(40), torch.zeros(40))
+        """,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "space field `num_warp` is read by nothing in the launch" in proc.stderr, proc.stderr
+    assert "did you mean the launch hint `num_warps`?" in proc.stderr
+    assert f'user_script.py", line {line}' in proc.stderr
+    assert "Config(" not in proc.stderr  # before any configuration was tried

@@ -13,7 +13,7 @@ import difflib
 
 from tunedsl.frontend.parser import MacroArg, MacroCall
 from tunedsl.frontend.source import SourceText
-from tunedsl.model.options import MACRO_KEYWORDS
+from tunedsl.model.options import HINT_NAMES, MACRO_KEYWORDS, did_you_mean
 
 # Inside the generated lambdas these would mean something else than where the user wrote them.
 _CHANGES_MEANING_IN_A_LAMBDA: dict[type, str] = {
@@ -45,9 +45,9 @@ class MacroChecks:
             name = arg.keyword
             name_end = arg.start + len(name)
             if name not in MACRO_KEYWORDS:
-                close = difflib.get_close_matches(name, MACRO_KEYWORDS, n=1)
+                close = did_you_mean(name, MACRO_KEYWORDS)
                 hint = (
-                    f"did you mean `{close[0]}=`?"
+                    f"did you mean `{close}=`?"
                     if close
                     else "autotune(...) accepts: " + ", ".join(MACRO_KEYWORDS)
                 )
@@ -149,27 +149,37 @@ class MacroChecks:
 
     def _check_empty_axes(self, space: ast.expr) -> None:
         """An axis with no values makes a space of no configuration: say so where it is."""
-        dicts = space.elts if isinstance(space, ast.List) else [space]
-        for d in dicts:
-            if isinstance(d, ast.Dict):
-                pairs = [
-                    (str(k.value) if isinstance(k, ast.Constant) else "?", v)
-                    for k, v in zip(d.keys, d.values, strict=True)
-                ]
-            elif isinstance(d, ast.Call):
-                pairs = [(kw.arg or "?", kw.value) for kw in d.keywords]
-            else:
+        for name, _, value in _space_items(space):
+            if isinstance(value, (ast.List, ast.Tuple)) and not value.elts:
+                raise self._error(
+                    f"space= field `{name}` has no values, so the space has no configuration",
+                    self.src.offset(value.lineno, value.col_offset),
+                    self.src.offset(value.end_lineno or value.lineno, value.end_col_offset or 0),
+                    hint=f"give `{name}` at least one value, or remove the field",
+                )
+
+    def _check_unread_fields(self, space: ast.expr) -> None:
+        """A field of a literal space that no `$name` reads and that is not a launch hint
+        changes nothing that is launched: each of its values would tune the same kernel."""
+        read = {ph.name for ph in self.macro.placeholders} | set(HINT_NAMES)
+        for name, node in _space_fields(space):
+            if name in read:
                 continue
-            for name, value in pairs:
-                if isinstance(value, (ast.List, ast.Tuple)) and not value.elts:
-                    raise self._error(
-                        f"space= field `{name}` has no values, so the space has no configuration",
-                        self.src.offset(value.lineno, value.col_offset),
-                        self.src.offset(
-                            value.end_lineno or value.lineno, value.end_col_offset or 0
-                        ),
-                        hint=f"give `{name}` at least one value, or remove the field",
-                    )
+            close = did_you_mean(name, HINT_NAMES)
+            hint = (
+                f"did you mean the launch hint `{close}`?"
+                if close
+                else f"pass it to the kernel (e.g. `{name.upper()}=${name}` in the launch) "
+                "or remove the field"
+            )
+            raise self._error(
+                f"space= field `{name}` is read by nothing in the launch: no `${name}` in "
+                "blocks= or the kernel's arguments, and it is not a launch hint, so each of "
+                "its values would tune the same kernel again",
+                self.src.offset(node.lineno, node.col_offset),
+                self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
+                hint,
+            )
 
     def _check_deferred(self, part: ast.expr, where: str, when: str) -> None:
         """Parts that run later inside a generated lambda (the `$`-dependent ones in
@@ -204,3 +214,22 @@ class MacroChecks:
             end,
             hint="pass the `$`-dependent argument on its own",
         )
+
+
+def _space_items(space: ast.expr) -> list[tuple[str, ast.AST, ast.expr]]:
+    """(field name, the node naming it, its value) of each field a space display spells."""
+    dicts = space.elts if isinstance(space, ast.List) else [space]
+    out: list[tuple[str, ast.AST, ast.expr]] = []
+    for d in dicts:
+        if isinstance(d, ast.Dict):
+            for k, v in zip(d.keys, d.values, strict=True):
+                if k is not None:
+                    name = str(k.value) if isinstance(k, ast.Constant) else "?"
+                    out.append((name, k, v))
+        elif isinstance(d, ast.Call):
+            out.extend((kw.arg or "?", kw, kw.value) for kw in d.keywords)
+    return out
+
+
+def _space_fields(space: ast.expr) -> list[tuple[str, ast.AST]]:
+    return [(name, node) for name, node, _ in _space_items(space)]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 # Space fields or macro keywords with these names are launch options, never kernel arguments.
 HINT_NAMES: tuple[str, ...] = ("num_warps", "num_stages", "num_ctas", "maxnreg", "occupancy")
 
@@ -39,3 +42,10 @@ MACRO_KEYWORDS: tuple[str, ...] = STRUCTURAL_NAMES + HINT_NAMES + OPTION_NAMES
 # How hard tuning looks (``effort=``, ``TUNEDSL_EFFORT``); engine/bench.py's EFFORTS gives
 # each its budgets.
 EFFORT_NAMES: tuple[str, ...] = ("quick", "default", "thorough")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` that ``name`` most likely misspells (``num_warp``:
+    ``num_warps``), or None when none is close."""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return close[0] if close else None

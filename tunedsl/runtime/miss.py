@@ -231,6 +231,7 @@ def variants(
                 {**call.static_kwargs, **dyn_kwargs},
                 site.label,
             )
+            mistakes.check_fields_read(call.bind, cfg, site.label)
         out.append(
             Variant(
                 config=cfg,

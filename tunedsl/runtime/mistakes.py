@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
+from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 
 if TYPE_CHECKING:
@@ -258,3 +259,70 @@ def runtime_field_error(
         f"{reason}\n  fix: declare {fixes} in {name}'s parameters (a configuration field "
         "is a compile-time constant), or pass a constant there"
     )
+
+
+# -- space fields nothing reads --------------------------------------------------------------
+
+
+class _FieldReads:
+    """A configuration that notes which fields its reader reads; any other use of it
+    (``to_json()``, iterating, ``get``) counts as reading them all."""
+
+    __slots__ = ("_all", "_cfg", "_read")
+
+    def __init__(self, cfg: Config) -> None:
+        self._cfg = cfg
+        self._read: set[str] = set()
+        self._all = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._cfg:
+            self._read.add(name)
+            return self._cfg[name]
+        self._all = True
+        return getattr(self._cfg, name)
+
+    def __getitem__(self, name: str) -> Any:
+        self._read.add(name)
+        return self._cfg[name]
+
+    def __contains__(self, name: object) -> bool:
+        self._all = True
+        return name in self._cfg
+
+    def __iter__(self) -> Any:
+        self._all = True
+        return iter(self._cfg)
+
+    def __len__(self) -> int:
+        self._all = True
+        return len(self._cfg)
+
+
+def check_fields_read(bind: Any, config: Config, label: str) -> None:
+    """Every field of ``config`` is read by the launch (``bind``: the kernel's arguments and
+    the grid) or is a launch hint; a field nothing reads would tune the same kernel once per
+    value. The front end checks a literal space when the module compiles; this is for the
+    rest (a computed space, ``autotune_launch``'s functions), on the first configuration."""
+    probe = _FieldReads(config)
+    try:
+        bind(probe)
+    except Exception:  # the launch itself reports it, with the real configuration
+        return
+    if probe._all:
+        return
+    for name in config:
+        if name in probe._read or name in HINT_NAMES:
+            continue
+        close = did_you_mean(name, HINT_NAMES)
+        fix = (
+            f"did you mean the launch hint `{close}`?"
+            if close
+            else f"pass `{name}` to the kernel (e.g. `{name.upper()}=${name}` in the launch, or "
+            f"`cfg.{name}` in autotune_launch's args=/kwargs=/grid=) or remove the field"
+        )
+        raise UsageError(
+            f"{label}: space field `{name}` is read by nothing in the launch (the kernel's "
+            f"arguments and the grid) and is not a launch hint, so each of its values would "
+            f"tune the same kernel again; {fix}"
+        )
