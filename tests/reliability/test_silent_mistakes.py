@@ -265,3 +265,46 @@ def test_a_field_of_a_computed_space_that_nothing_reads_is_named(tmp_path: Path)
     assert "did you mean the launch hint `num_warps`?" in proc.stderr
     assert f'user_script.py", line {line}' in proc.stderr
     assert "Config(" not in proc.stderr  # before any configuration was tried
+
+
+# -- prune= that reads a size under key= ------------------------------------------------------
+
+PRUNE_UNDER_KEY = """
+def small_enough(configs, args):
+    return [c for c in configs if c.block <= args["n"]]
+
+def copy(x, y):
+    n = x.numel()
+    return autotune(space=dict(block=[16, 32]), blocks=cdiv(n, $block),  # HERE
+                    key=n // 1024, prune=small_enough, copy_kernel(x, y, n, BLOCK=$block))
+
+for n in (2048, 2064):  # one key= bucket, one Triton specialization (n % 16 == 0)
+    print("SOURCE", n, copy(torch.ones(n), torch.zeros(n)).source)
+"""
+
+
+def test_a_prune_that_splits_key_buckets_says_so_once_and_ls_tells_the_rows_apart(
+    tmp_path: Path,
+) -> None:
+    proc, line = _run(tmp_path, PRUNE_UNDER_KEY)
+    assert proc.returncode == 0, proc.stderr
+    assert "SOURCE 2048 tuned" in proc.stdout and "SOURCE 2064 tuned" in proc.stdout
+    warnings = [w for w in proc.stderr.splitlines() if "UserWarning" in w]
+    assert len(warnings) == 1, proc.stderr
+    assert "prune= reads `n`" in warnings[0] and "key= no longer groups calls" in warnings[0]
+    assert f"user_script.py:{line}:" in warnings[0]  # attributed to the user's line
+    listed = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "cache", "ls"],
+        env=child_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = listed.stdout.splitlines()
+    assert lines[0].startswith("ID  TUNED  SITE"), listed.stdout
+    rows = lines[1:]
+    assert len(rows) == 2
+    # The whole key: the two rows differ in the value prune= reads, at the key's end.
+    for n in (2048, 2064):
+        assert any(f'"prune":{{"n":{{"type":"int","value":{n}}}}}' in r for r in rows), rows
+    assert not any("..." in r for r in rows)

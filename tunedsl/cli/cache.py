@@ -182,9 +182,12 @@ def _text(value: Any) -> str:
     return str(value).translate(_CONTROL)
 
 
-def _key_text(key: Any, limit: int = 60) -> str:
-    text = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _key_text(key: Any) -> str:
+    # Whole: two keys of one site may differ only at the end (a value prune= reads).
+    return json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+LS_HEADER = "ID  TUNED  SITE (LOCATION)  KERNEL  key KEY  [CHOICE]  DEVICE"
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -202,8 +205,7 @@ def _ls(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    if not rows:
-        print("no tuning records")
+    print(LS_HEADER if rows else "no tuning records")
     for row in rows:
         when = datetime.datetime.fromtimestamp(row["timestamp"]).strftime("%Y-%m-%d %H:%M")
         chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())

@@ -216,10 +216,10 @@ class MacroChecks:
         )
 
 
-def _space_items(space: ast.expr) -> list[tuple[str, ast.AST, ast.expr]]:
+def _space_items(space: ast.expr) -> list[tuple[str, ast.expr | ast.keyword, ast.expr]]:
     """(field name, the node naming it, its value) of each field a space display spells."""
     dicts = space.elts if isinstance(space, ast.List) else [space]
-    out: list[tuple[str, ast.AST, ast.expr]] = []
+    out: list[tuple[str, ast.expr | ast.keyword, ast.expr]] = []
     for d in dicts:
         if isinstance(d, ast.Dict):
             for k, v in zip(d.keys, d.values, strict=True):
@@ -231,5 +231,5 @@ def _space_items(space: ast.expr) -> list[tuple[str, ast.AST, ast.expr]]:
     return out
 
 
-def _space_fields(space: ast.expr) -> list[tuple[str, ast.AST]]:
+def _space_fields(space: ast.expr) -> list[tuple[str, ast.expr | ast.keyword]]:
     return [(name, node) for name, node, _ in _space_items(space)]

@@ -27,6 +27,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
+from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
     from tunedsl.backends.triton import KernelInfo
@@ -74,6 +75,32 @@ def is_own_file(filename: str) -> bool:
     """Is ``filename`` tunedsl's own code (the shipped examples are user code)?"""
     path = os.path.abspath(filename)
     return path.startswith(_PACKAGE + os.sep) and not path.startswith(_EXAMPLES)
+
+
+def warn_prune_splits_key(label: str, names: Sequence[str]) -> None:
+    """``prune=`` read arguments: their values join the key (docs/runtime.md, "The prune
+    rule"), so ``key=`` no longer groups the calls it would group. Said once per site."""
+    read = ", ".join(f"`{n}`" for n in names)
+    warn_once(
+        f"prune-splits-key:{label}",
+        f"{label}: prune= reads {read}, so each distinct value of {read} (of a tensor: its "
+        "dtype and shape) is decided on its own and key= no longer groups calls: two calls "
+        "with the same key= value but another value there each tune. To keep key= buckets, "
+        "let prune= decide from the configurations alone, or key= on what prune= reads",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def user_stacklevel() -> int:
+    """``stacklevel`` of the nearest frame of user code, for ``warn_once`` called by the
+    caller of this function (1: that caller itself)."""
+    frame = sys._getframe(2)
+    level = 2
+    while frame is not None and is_own_file(frame.f_code.co_filename):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 def check_kernel(kernel: Any, label: str, kernel_text: str) -> None:

@@ -365,6 +365,8 @@ class Site:
         names = frozenset(n for n in read if isinstance(n, str))
         if names <= self._prune_reads:
             return
+        if self.has_key:
+            mistakes.warn_prune_splits_key(self.label, sorted(names - self._prune_reads))
         with self._lock:
             self._prune_reads = self._prune_reads | names
             # Entries keyed without these values can never match again: drop them.
