@@ -44,6 +44,7 @@ class MacroChecks:
                 continue
             name = arg.keyword
             name_end = arg.start + len(name)
+            self._check_keyword_value(arg)
             if name not in MACRO_KEYWORDS:
                 close = did_you_mean(name, MACRO_KEYWORDS)
                 hint = (
@@ -109,6 +110,28 @@ class MacroChecks:
                 "bind a computed kernel to a name first",
             )
         return keywords, launch
+
+    def _check_keyword_value(self, arg: MacroArg) -> None:
+        """What a list element may be but a keyword argument's value may not (the parser
+        reads the arguments as a list), as Python says."""
+        node, name = arg.node, arg.keyword
+        if isinstance(node, ast.Starred):
+            raise self._error(
+                f"`{name}=` cannot take an unpacked (`*`) value",
+                arg.value_start,
+                arg.value_end,
+                hint=f"write `{name}=(...)` with the value itself",
+            )
+        if (
+            isinstance(node, ast.NamedExpr)
+            and self.src.offset(node.lineno, node.col_offset) == arg.value_start
+        ):
+            raise self._error(
+                f"`:=` needs parentheses as the value of `{name}=`",
+                arg.value_start,
+                arg.value_end,
+                hint=f"write `{name}=({self.src.text[arg.value_start : arg.value_end]})`",
+            )
 
     def _check_placement(self, keywords: dict[str, MacroArg], launch: MacroArg) -> None:
         for name, arg in keywords.items():

@@ -257,42 +257,16 @@ def _parse_arguments(src: SourceText, subst: str, macros: list[MacroCall]) -> No
         for node, macro in zip(outer.elts, macros, strict=True):
             for arg, value in zip(macro.args, node.elts, strict=True):  # type: ignore[attr-defined]
                 arg.node = value
-                _check_keyword_value(src, arg)
         return
     for macro in macros:
         for arg in macro.args:
             arg.node = parse_expression_at(src, subst, arg.value_start, arg.value_end)
-            _check_keyword_value(src, arg)
     # Every argument parses alone but not as an argument (an unparenthesised `yield`, say).
     if together is not None:
         raise src.python_error(together, seen_text=text) from together
     raise src.error(  # pragma: no cover - a list of valid expressions always parses
         "cannot parse the arguments of this autotune(...) call", macros[0].start
     )
-
-
-def _check_keyword_value(src: SourceText, arg: MacroArg) -> None:
-    """What a list element may be but a keyword argument's value may not, as Python says."""
-    node = arg.node
-    if arg.keyword is None or node is None:
-        return
-    if isinstance(node, ast.Starred):
-        raise src.error(
-            f"`{arg.keyword}=` cannot take an unpacked (`*`) value",
-            arg.value_start,
-            arg.value_end,
-            hint=f"write `{arg.keyword}=(...)` with the value itself",
-        )
-    if (
-        isinstance(node, ast.NamedExpr)
-        and src.offset(node.lineno, node.col_offset) == arg.value_start
-    ):
-        raise src.error(
-            f"`:=` needs parentheses as the value of `{arg.keyword}=`",
-            arg.value_start,
-            arg.value_end,
-            hint=f"write `{arg.keyword}=({src.text[arg.value_start : arg.value_end]})`",
-        )
 
 
 def _rebinds(tokens: list[Token], name: str) -> bool:

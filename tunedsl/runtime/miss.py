@@ -259,11 +259,28 @@ def candidates(site: Site, call: Call, settings: Settings) -> Sequence[Config]:
         lazy = LazyCandidates(settings, recorder)
         if settings.prune is not None:  # learn which arguments it reads (for the key)
             settings.prune([settings.default], recorder)
-            site._note_prune_reads(call.kernel, info, recorder.read)
+            _note_prune_reads(site, recorder.read)
         return lazy  # type: ignore[return-value]
     configs = apply_prune(settings, recorder)
-    site._note_prune_reads(call.kernel, info, recorder.read)
+    _note_prune_reads(site, recorder.read)
     return configs
+
+
+def _note_prune_reads(site: Site, read: set[str]) -> None:
+    """``prune=`` read these arguments: from now on their values are part of the key."""
+    names = frozenset(n for n in read if isinstance(n, str))
+    if names <= site._prune_reads:
+        return
+    if site.has_key:
+        mistakes.warn_prune_splits_key(site.label, sorted(names - site._prune_reads))
+    with site._lock:
+        site._prune_reads = site._prune_reads | names
+        # Entries keyed without these values can never match again: drop them.
+        site._forget_all()
+        if site._kernel is not None and site._base_key_fn is not None:
+            from tunedsl.backends.triton import kernel_info
+
+            site._install_key(kernel_info(site._kernel))
 
 
 # -- resolving a key -------------------------------------------------------------------------

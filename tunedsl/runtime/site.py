@@ -361,21 +361,6 @@ class Site:
             key_fn = base
         self._key_fn = key_fn
 
-    def _note_prune_reads(self, kernel: Any, info: Any, read: set[str]) -> None:
-        names = frozenset(n for n in read if isinstance(n, str))
-        if names <= self._prune_reads:
-            return
-        if self.has_key:
-            mistakes.warn_prune_splits_key(self.label, sorted(names - self._prune_reads))
-        with self._lock:
-            self._prune_reads = self._prune_reads | names
-            # Entries keyed without these values can never match again: drop them.
-            self._forget_all()
-            if self._kernel is not None and self._base_key_fn is not None:
-                from tunedsl.backends.triton import kernel_info
-
-                self._install_key(kernel_info(self._kernel))
-
     # -- misses (runtime/miss.py) -----------------------------------------------------
     def _miss(
         self,
