@@ -226,6 +226,7 @@ def variants(
         holes, dyn_kwargs, grid = call.bind(cfg)
         if not out:  # the launch binds the same way for every configuration
             mistakes.check_launch(
+                call.kernel,
                 bt.kernel_info(call.kernel),
                 fill_holes(call.args, holes) if holes else call.args,
                 {**call.static_kwargs, **dyn_kwargs},

@@ -207,6 +207,7 @@ def _unstable(value: Any, where: str) -> str | None:
 
 
 def check_launch(
+    kernel: Any,
     info: KernelInfo,
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
@@ -214,7 +215,11 @@ def check_launch(
 ) -> None:
     """The launch's arguments must bind to the kernel's parameters, as Python would bind
     them: checked on the first configuration, before any is tried (Triton's own message
-    came once per configuration, after all were tried, and never named a misspelling)."""
+    came once per configuration, after all were tried, and never named a misspelling).
+    A wrapped kernel (``triton.heuristics``, ``triton.autotune``) fills parameters itself:
+    it is left to Triton."""
+    if getattr(getattr(kernel, "fn", None), "fn", None) is not None:
+        return
     params = info.arg_names
     name = info.qualname.rsplit(".", 1)[-1]
     signature = f"{name}({', '.join(params)})"
