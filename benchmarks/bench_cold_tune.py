@@ -143,8 +143,7 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
         for r in launch.timings.values()
         if r.status == "ok"
     }
-    from tunedsl.backends import process_compile
-    from tunedsl.engine import compile_processes
+    from tunedsl.backends import compile_processes, process_compile
 
     timer = launch.record.context.get("timer") if launch.record is not None else None
     return {"first_call_s": wall, "chosen": chosen, "source": launch.source, "timer": timer,

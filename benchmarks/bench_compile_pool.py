@@ -51,8 +51,10 @@ def compile_one(cfg: dict[str, int], target: str) -> str:
 def _warm_imports() -> None:
     import torch  # noqa: F401  (imports are not what we measure)
 
-    from tunedsl.backends import triton_compile  # noqa: F401
-    from tunedsl.engine import compile_pool  # noqa: F401
+    from tunedsl.backends import (
+        compile_pool,  # noqa: F401
+        triton_compile,  # noqa: F401
+    )
 
 
 def _cpu_s() -> float:
@@ -83,14 +85,14 @@ def run_mode(mode: str, n: int, workers: int, target: str) -> dict[str, object]:
             futures = [ex.submit(compile_one, c, target) for c in cfgs]
             failed = sum(f.exception() is not None for f in futures)
     elif mode in ("serial", "threads", "threads-warm"):
-        from tunedsl.engine.compile_pool import CompileJob, compile_stream
+        from tunedsl.backends.compile_pool import CompileJob, compile_stream
 
         jobs = [CompileJob(c, lambda c=c: compile_one(c, target)) for c in cfgs]
         pool = 1 if mode == "serial" else workers
         failed = sum(isinstance(r, BaseException) for _, r in compile_stream(jobs, workers=pool))
     elif mode == "forked":  # tunedsl's forked workers (TUNEDSL_COMPILE_PROCESSES=on)
+        from tunedsl.backends.compile_pool import CompileJob, compile_stream
         from tunedsl.backends.process_compile import variant_compiler
-        from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
         os.environ["TUNEDSL_COMPILE_PROCESSES"] = "on"
         compile_v = variant_compiler(mm, len(cfgs), target=target, workers=workers)

@@ -160,8 +160,8 @@ def fill_cache(space: str, size: int) -> dict[str, Any]:
     TRITON_CACHE_DIR), on all cores, for GPU 0; untimed by the rows."""
     import torch
 
+    from tunedsl.backends.compile_pool import CompileJob, compile_stream
     from tunedsl.backends.process_compile import variant_compiler
-    from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
     name, _, _ = parse_space(space)
     torch.cuda.set_device(0)

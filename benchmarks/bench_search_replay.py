@@ -18,7 +18,7 @@ that answers from the table:
   ``exhaustive_first_call_s / N``, whatever the batch: about twice the configurations).
   The measurer's ``compile_workers`` is ``--workers``, which the driver hands to the
   strategy (``auto``'s batches fill them);
-* **the budget** of ``run_gpu_issue12.sh``: 10 s for the matmuls, 5 s for the softmax
+* **the budget** of the search suite of ``run_gpu.sh``: 10 s for the matmuls, 5 s for the softmax
   (0.1x of its 50.9 s exhaustive call), 7.5 s for split-K (0.1x of its 76.7 s);
   ``--budget`` sets one for all.
 
@@ -108,7 +108,7 @@ class ReplayFamily:
     table: str  # the file's name prefix under benchmarks/data
     axes: dict[str, list[int]]
     valid: Callable[[Config], bool]
-    budget_s: float  # run_gpu_issue12.sh's budget for it
+    budget_s: float  # the search suite's budget for it
 
     def space(self) -> Space:
         return Space(constraint=self.valid, **self.axes)

@@ -3,7 +3,7 @@
 ``install()`` wraps two module attributes for the rest of the process; no engine code
 changes, and tuning behaves exactly as without it (the wrappers only read the clock):
 
-* ``tunedsl.engine.compile_pool.compile_stream`` (the in-process measurer looks it up at
+* ``tunedsl.backends.compile_pool.compile_stream`` (the in-process measurer looks it up at
   each batch): the time the tuning thread spends waiting inside the stream for the next
   compiled configuration, i.e. compiling that measuring did not hide; and each job's
   compile seconds on its worker thread (``CompileJob.seconds``, which the pool records);
@@ -157,8 +157,7 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    from tunedsl.backends import graph_timing
-    from tunedsl.engine import compile_pool
+    from tunedsl.backends import compile_pool, graph_timing
 
     stream = compile_pool.compile_stream
     make_timer = graph_timing.make_timer
@@ -191,8 +190,7 @@ def install() -> None:
 
 def _install_spans() -> None:
     """The compile path's stages (module attributes looked up at each call)."""
-    from tunedsl.backends import compat, process_compile
-    from tunedsl.engine import compile_processes
+    from tunedsl.backends import compat, compile_processes, process_compile
 
     compat.warm_compile_caches = _span("warm caches", compat.warm_compile_caches)
     compat.prebuild_launcher = _span("launcher build", compat.prebuild_launcher)

@@ -15,6 +15,8 @@ from tunedsl.errors import UsageError
 
 AutotuneMode = Literal["on", "cached", "off"]
 Effort = Literal["quick", "default", "thorough"]
+# The effort names (``effort=``, ``TUNEDSL_EFFORT``); engine/effort.py gives each its budgets.
+EFFORT_NAMES: tuple[Effort, ...] = ("quick", "default", "thorough")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -103,7 +105,7 @@ def autotune_mode() -> AutotuneMode:
 
 def effort() -> Effort:
     """``TUNEDSL_EFFORT=quick|default|thorough``: timing budget and leaders re-measured."""
-    return _choice("TUNEDSL_EFFORT", "default", ("quick", "default", "thorough"))  # type: ignore[return-value]
+    return _choice("TUNEDSL_EFFORT", "default", EFFORT_NAMES)  # type: ignore[return-value]
 
 
 SEARCH_STRATEGIES = ("auto", "exhaustive", "random", "pattern", "model")
@@ -144,7 +146,7 @@ COMPILE_PROCESSES_FROM = 4
 
 def compile_processes() -> str:
     """``TUNEDSL_COMPILE_PROCESSES=auto|on|off``: compile in forked worker processes, each with
-    its own GIL, instead of threads alone (``engine/compile_processes.py``; default ``auto``:
+    its own GIL, instead of threads alone (``backends/compile_processes.py``; default ``auto``:
     on with at least ``COMPILE_PROCESSES_FROM`` compile workers, where threads contend for the
     GIL)."""
     value = _choice("TUNEDSL_COMPILE_PROCESSES", "auto", ("auto", "on", "off", "1", "0"))
@@ -347,18 +349,34 @@ def no_auto_interpret() -> bool:
 
 # Every variable tunedsl reads (``tunedsl env`` lists them with the value in force), with the
 # function that validates it; Triton's variables that tunedsl honours follow.
-def redact_url(url: str) -> str:
-    """``url`` without its password, for messages and `tunedsl env` (bug reports)."""
-    from urllib.parse import urlsplit, urlunsplit
+# Query parameters that carry a credential (redis-py reads ``password`` from the query).
+_SECRET_QUERY_KEYS = ("password", "passwd", "pass", "pwd", "auth", "token", "secret")
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+def redact_url(url: str) -> str:
+    """``url`` without its credentials, for messages and `tunedsl env` (bug reports): the
+    password of ``scheme://user:PASSWORD@`` (a lone ``scheme://SECRET@`` too) and the value
+    of a ``?password=`` (or similar) query parameter, for every scheme (``redis://``,
+    ``rediss://``, ``unix://``). Plain string work, so a malformed URL is redacted too."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    head, qmark, query = rest.partition("?")
+    query, hash_, fragment = query.partition("#")
+    if not qmark:
+        head, hash_, fragment = head.partition("#")
+    if "@" in head:
+        userinfo, _, tail = head.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        head = (f"{user}:***" if colon and user else ":***" if colon else "***") + "@" + tail
+    if qmark:
+        parts = []
+        for item in query.split("&"):
+            name, eq, _ = item.partition("=")
+            secret = any(k in name.lower() for k in _SECRET_QUERY_KEYS)
+            parts.append(f"{name}=***" if eq and secret else item)
+        query = "&".join(parts)
+    return f"{scheme}{sep}{head}{qmark}{query}{hash_}{fragment}"
 
 
 def _redacted_redis_url() -> str | None:

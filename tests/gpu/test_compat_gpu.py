@@ -72,7 +72,7 @@ import torch
 import triton
 from shared_kernels import vadd
 from tunedsl.backends import process_compile, triton_compile
-from tunedsl.engine import compile_pool
+from tunedsl.backends import compile_pool
 
 n = 4096
 a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")

@@ -23,8 +23,8 @@ tl = pytest.importorskip("triton.language")
 
 from shared_kernels import mm, vadd  # noqa: E402
 
+from tunedsl.backends.compile_pool import CompileJob, compile_stream  # noqa: E402
 from tunedsl.backends.triton_compile import compile_variant  # noqa: E402
-from tunedsl.engine.compile_pool import CompileJob, compile_stream  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "integration" / "precompile_fixtures"
@@ -104,8 +104,7 @@ def test_forked_workers_stop_a_kernel_over_shared_memory_with_the_loaders_error(
 ) -> None:
     """With compile workers, a configuration over the GPU's shared memory stops in the worker
     before code generation and fails with the error loading it reports, Triton's numbers."""
-    from tunedsl.backends import process_compile
-    from tunedsl.engine import compile_processes
+    from tunedsl.backends import compile_processes, process_compile
 
     # Workers forked now, into an empty Triton cache (one that held the kernel would
     # answer from it), and none left behind that writes where later tests do not look.

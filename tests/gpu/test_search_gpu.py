@@ -125,7 +125,7 @@ def check_record(out, search: str, budget: float) -> None:
 
 def needs_model(search: str) -> None:
     if search == "model" and not model_available():
-        pytest.skip("search='model' needs tunedsl[search] (lightgbm) on this machine")
+        pytest.skip("search='model' needs numpy on this machine")
 
 
 @pytest.mark.parametrize("search", STRATEGIES)

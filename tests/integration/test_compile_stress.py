@@ -94,8 +94,8 @@ def _kernel():
 def _jobs(kernel, configs):
     import torch
 
+    from tunedsl.backends.compile_pool import CompileJob
     from tunedsl.backends.triton_compile import compile_variant
-    from tunedsl.engine.compile_pool import CompileJob
 
     a = torch.empty(128, 128, dtype=torch.float16)
     args = (a, a, a, 128, 128, 128, 128, 1, 128, 1, 128, 1)
@@ -111,7 +111,7 @@ def _jobs(kernel, configs):
 
 
 def _case_equal(kernel) -> dict:
-    from tunedsl.engine.compile_pool import compile_stream
+    from tunedsl.backends.compile_pool import compile_stream
 
     digests = {}
     all_elf = True
@@ -126,7 +126,7 @@ def _case_equal(kernel) -> dict:
 
 
 def _case_raising(kernel) -> dict:
-    from tunedsl.engine.compile_pool import compile_stream
+    from tunedsl.backends.compile_pool import compile_stream
     from tunedsl.store.locks import compile_lock
 
     jobs = _jobs(kernel, [BAD, *CONFIGS[:3], BAD, *CONFIGS[3:5]])
@@ -161,7 +161,7 @@ def _case_raising(kernel) -> dict:
 
 
 def _case_leave(kernel) -> dict:
-    from tunedsl.engine.compile_pool import compile_stream, workers_busy
+    from tunedsl.backends.compile_pool import compile_stream, workers_busy
 
     stream = compile_stream(_jobs(kernel, CONFIGS), workers=4, timeout_s=300)
     next(stream)

@@ -292,7 +292,7 @@ def test_cache_show_plot_import_from_stdin_and_env(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     bundle = tunedsl(tmp_path, "cache", "export", "-").stdout
-    assert tunedsl(tmp_path, "cache", "clear").returncode == 0
+    assert tunedsl(tmp_path, "cache", "clear", "--all").returncode == 0
     imported = tunedsl(tmp_path, "cache", "import", "-", input=bundle)
     assert imported.returncode == 0 and "imported 1 record" in imported.stdout, imported.stderr
     assert len(json.loads(tunedsl(tmp_path, "cache", "ls", "--json").stdout)) == 1

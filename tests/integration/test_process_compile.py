@@ -28,8 +28,8 @@ import triton.language as tl
 from shared_kernels import mm
 
 from tunedsl.backends import process_compile
-from tunedsl.engine import compile_processes
-from tunedsl.engine.compile_pool import CompileJob, compile_stream
+from tunedsl.backends import compile_processes
+from tunedsl.backends.compile_pool import CompileJob, compile_stream
 
 HASHING = triton.runtime.cache.triton_key  # Triton's own, lru-cached
 
@@ -159,7 +159,7 @@ from shared_kernels import mm
 
 from tunedsl.backends import process_compile
 from tunedsl.backends.triton_compile import compile_source, pack_for_target, triton_cache_has
-from tunedsl.engine import compile_processes
+from tunedsl.backends import compile_processes
 
 S = 256
 target = GPUTarget("cuda", 90, 32)

@@ -321,7 +321,7 @@ def test_cache_commands_address_redis_with_remote(
     assert json.loads(back.read_text())["records"] == [sample_record(DIGEST).to_json()]
     assert main(["cache", "clear", "efef", "--remote"]) == 0
     assert store_for(server.url).get("ef" * 32) is None
-    assert main(["cache", "clear", "--remote"]) == 0  # everything, invalid values too
+    assert main(["cache", "clear", "--all", "--remote"]) == 0  # everything, invalid values too
     assert server.client().keys("tunedsl:v1:record:*") == []
     assert records.load_record(DIGEST) is not None  # the local files were not touched
 

@@ -61,7 +61,7 @@ def test_ls_show_export_clear_import(tmp_path: Path) -> None:
     cleared = tunedsl_cmd("clear", digests[0][:10])
     assert cleared.returncode == 0 and "removed 1 record" in cleared.stdout
     assert [p.stem for p in record_files()] == [d for d in digests if d != digests[0]]
-    assert "removed 1 record" in tunedsl_cmd("clear").stdout
+    assert "removed 1 record" in tunedsl_cmd("clear", "--all").stdout
     assert record_files() == []
 
     imported = tunedsl_cmd("import", str(bundle))
@@ -89,7 +89,7 @@ def test_import_validates_everything(tmp_path: Path) -> None:
     data["records"][1]["results"][0]["median_ms"] = "fast"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    assert "removed" in tunedsl_cmd("clear").stdout
+    assert "removed" in tunedsl_cmd("clear", "--all").stdout
     out = tunedsl_cmd("import", str(bad))
     assert out.returncode == 1 and "record 1 is invalid" in out.stderr and "median_ms" in out.stderr
     assert record_files() == []  # nothing imported
@@ -124,5 +124,5 @@ def test_ls_lists_read_only_records_of_the_records_path(tmp_path: Path, monkeypa
     shown = tunedsl_cmd("show", digests[0][:10])
     assert shown.returncode == 0 and str(shipped) in shown.stdout
     # `clear` only touches the cache.
-    assert "removed 1 record" in tunedsl_cmd("clear").stdout
+    assert "removed 1 record" in tunedsl_cmd("clear", "--all").stdout
     assert sorted(p.name for p in shipped.iterdir()) == sorted(f.name for f in files)

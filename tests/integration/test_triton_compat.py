@@ -203,20 +203,55 @@ def test_a_kernel_with_scratch_memory_keeps_tritons_launcher() -> None:
         assert parts.middle == (7, (1,), None, None, None) and not parts.packs_args
 
 
+# Deterministic on any machine: Triton's hash, on whatever thread runs it, waits at its
+# first line until the main thread joins the warming thread (seen by trace functions, not
+# by timing). So the thread is alive when it is looked for, and a compile that hashed
+# again instead of waiting would count a second miss (and never release the gate).
 WARMING_SCRIPT = r"""
-import json, threading
+import json, os, sys, threading
 import triton
 from triton.backends.compiler import GPUTarget
 from tunedsl.backends import compat
 from tunedsl.backends.triton_compile import warm_up_compiling
 
 hashing = triton.runtime.cache.triton_key  # Triton's own, lru-cached
+entered, gate = threading.Event(), threading.Event()
+hashed_on = []
+
+
+def is_hash(frame):
+    code = frame.f_code
+    return code.co_name == "triton_key" and code.co_filename.endswith(
+        os.path.join("runtime", "cache.py"))
+
+
+def in_thread(frame, event, arg):  # every thread started from here on
+    if event == "call" and is_hash(frame):
+        hashed_on.append(threading.current_thread().name)
+        entered.set()
+        if not gate.wait(120):
+            hashed_on.append("gate never opened: nothing joined the warming thread")
+
+
+def in_main(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "join" and frame.f_globals is vars(threading):
+        if getattr(frame.f_locals.get("self"), "name", "") == "tunedsl-triton-key":
+            gate.set()  # the compile waits for the thread: let the hash finish
+    elif event == "call" and is_hash(frame):
+        hashed_on.append("MainThread")
+
+
+threading.settrace(in_thread)
 warm_up_compiling()  # the tune's early call: returns at once, the hash runs on a thread
+assert entered.wait(120), "no thread started Triton's hash"
 threads = sorted(t.name for t in threading.enumerate() if t.name.startswith("tunedsl-"))
 warm_up_compiling()  # once per process
+threading.settrace(None)
+sys.settrace(in_main)
 compat.warm_compile_caches(GPUTarget("cuda", 90, 32))  # waits for it, hashes nothing again
+sys.settrace(None)
 print(json.dumps({"threads": threads, "misses": hashing.cache_info().misses,
-                  "key": compat.triton_key() == hashing()}))
+                  "hashed_on": hashed_on, "key": compat.triton_key() == hashing()}))
 """
 
 
@@ -232,4 +267,5 @@ def test_a_tune_starts_hashing_triton_early_and_the_compile_waits_for_that_hash(
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["threads"] == ["tunedsl-triton-key"]
+    assert report["hashed_on"] == ["tunedsl-triton-key"]  # once, on the warming thread
     assert report["misses"] == 1 and report["key"]

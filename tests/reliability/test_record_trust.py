@@ -186,7 +186,7 @@ def test_clear_never_deletes_through_a_symlinked_records_dir(tmp_path: Path) -> 
     theirs.write_text(json.dumps(_fake_record("d" * 64)))
     (victim / "notes.json").write_text("{}")
     os.symlink(victim, cache / "records")
-    out = cache_cmd(child_env(cache), "clear")
+    out = cache_cmd(child_env(cache), "clear", "--all")
     _one_line_error(out, "not a private directory")
     assert theirs.exists() and (victim / "notes.json").exists()
 
@@ -205,7 +205,7 @@ def test_clear_removes_only_record_files_and_their_locks(tmp_path: Path) -> None
     outside = tmp_path / "outside.json"
     outside.write_text("{}")
     os.symlink(outside, root / f"{'f' * 64}.json")
-    out = cache_cmd(child_env(cache), "clear")
+    out = cache_cmd(child_env(cache), "clear", "--all")
     assert out.returncode == 0, out.stderr
     assert not mine.exists()
     assert not list((cache / "locks").iterdir())  # the lock and its owner note went too
@@ -223,6 +223,8 @@ def test_clear_empty_filters_and_short_ids_are_usage_errors(tmp_path: Path) -> N
     _one_line_error(cache_cmd(env, "clear", "--kernel", ""), "--kernel")
     _one_line_error(cache_cmd(env, "clear", ""), "at least 4 hex digits")
     _one_line_error(cache_cmd(env, "clear", "a"), "at least 4 hex digits")
+    _one_line_error(cache_cmd(env, "clear"), "--all")  # nothing named is not "everything"
+    _one_line_error(cache_cmd(env, "clear", "--all", "abab"), "--all")
     assert rec.exists()
     assert "removed 1 record" in cache_cmd(env, "clear", "abab").stdout
 

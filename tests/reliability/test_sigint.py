@@ -115,7 +115,7 @@ import torch
 from shared_kernels import mm
 
 from tunedsl.backends.triton_compile import compile_variant
-from tunedsl.engine.compile_pool import CompileJob, compile_stream
+from tunedsl.backends.compile_pool import CompileJob, compile_stream
 
 
 a = torch.empty(128, 128, dtype=torch.float16)

@@ -162,6 +162,9 @@ if sys.argv[1] == "legacy":
     new = records.load_record(r.digest)
     ctx = decide.context(bt.kernel_info(vadd_kernel), site.settings(None))
     ctx["toolchain"] = bt.toolchain()
+    # 0.1 keyed the kernel by its module name, not its file.
+    ctx["kernel"] = {**ctx["kernel"], "module": "id_kernels"}
+    del ctx["kernel"]["file"]
     legacy = NAME or "id_migrate.py:30:4"
     old_digest = keys.digest(legacy, new.key, ctx)
     data = new.to_json()

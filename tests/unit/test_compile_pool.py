@@ -11,7 +11,12 @@ import time
 
 import pytest
 
-from tunedsl.engine.compile_pool import CompileJob, CompileTimeout, compile_stream, default_workers
+from tunedsl.backends.compile_pool import (
+    CompileJob,
+    CompileTimeout,
+    compile_stream,
+    default_workers,
+)
 from tunedsl.store import locks as lock
 
 
@@ -138,7 +143,7 @@ started = []
 atexit.register(lambda: print("alive at exit:", sorted(
     t.name for t in threading.enumerate() if t is not threading.main_thread()), flush=True))
 atexit.register(lambda: print("jobs started:", len(started), flush=True))
-from tunedsl.engine.compile_pool import CompileJob, compile_stream, start_drained_thread
+from tunedsl.backends.compile_pool import CompileJob, compile_stream, start_drained_thread
 
 def slow(i):
     def run():
@@ -188,8 +193,8 @@ def test_a_stream_started_by_an_exit_handler_runs_every_job(tmp_path) -> None:
     script = tmp_path / "compiles_at_exit.py"
     script.write_text(
         "import atexit\n"
-        "from tunedsl.engine.compile_pool import CompileJob, compile_stream\n"
-        "from tunedsl.engine.compile_pool import start_drained_thread\n"
+        "from tunedsl.backends.compile_pool import CompileJob, compile_stream\n"
+        "from tunedsl.backends.compile_pool import start_drained_thread\n"
         "def at_exit():\n"
         "    jobs = [CompileJob(i, lambda i=i: i) for i in range(6)]\n"
         "    print('results:', sorted(r for _, r in compile_stream(jobs, workers=2)))\n"

@@ -3,7 +3,7 @@ once, on all the host's cores, while the GPUs measure.
 
 A binary compiled for one GPU model serves every GPU of that model, so ``HostCompiler``
 compiles each candidate once in the tuning process, on the compile pool's threads
-(``engine/compile_pool.py``; ``TUNEDSL_COMPILE_WORKERS``, default all CPUs), into Triton's
+(``backends/compile_pool.py``; ``TUNEDSL_COMPILE_WORKERS``, default all CPUs), into Triton's
 cache, where the measurement workers' own compiles of it are cache hits. ``submit`` starts a
 batch in the background (``MultiDeviceMeasurer.prefetch`` submits the search's next batch
 while the GPUs measure the current one); ``on_done(config, why)`` is called as each one
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunedsl.engine.compile_pool import start_drained_thread
+from tunedsl.backends.compile_pool import start_drained_thread
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
 
@@ -116,9 +116,9 @@ class HostCompiler:
             start_drained_thread(self._compile_all, new, name="tunedsl-host-compile")
 
     def _compile_all(self, configs: list[Config]) -> None:
+        from tunedsl.backends.compile_pool import CompileJob, compile_stream
         from tunedsl.backends.inprocess import reason
         from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
-        from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
         compile_variant = variant_compiler(self.kernel, len(configs), target=self.target)
         if self.target is None:  # the workers' first loads find the launcher built

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from tunedsl.engine.compile_pool import start_drained_thread
+from tunedsl.backends.compile_pool import default_workers, start_drained_thread
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
@@ -154,8 +154,8 @@ def compile_jobs(
         for v in todo:
             yield v, None
         return
+    from tunedsl.backends.compile_pool import CompileJob, compile_stream
     from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
-    from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
     compile_variant = variant_compiler(kernel, len(todo))  # before the stream's threads
     if todo:  # beside the compiles, not after the first one
@@ -253,6 +253,11 @@ class InProcessMeasurer:
         self.first_ms: dict[Config, float] = {}
         self.settled = False
         self.ahead: CompileAhead | None = None
+
+    @property
+    def compile_workers(self) -> int:
+        """How many configurations compile at once (the search driver sizes batches by it)."""
+        return default_workers()
 
     @property
     def timer_kind(self) -> str:

@@ -5,14 +5,19 @@ worker process (``isolated_worker.py``), so a configuration that aborts, segfaul
 illegal memory access or hangs kills the worker, never the user's process. Used when a site
 has ``isolate=True`` or ``TUNEDSL_ISOLATE=1`` (and by ``tunedsl precompile --tune``).
 
-- **Process**: ``python -m tunedsl.backends.isolated_worker`` (a plain subprocess, not
-  ``multiprocessing``: spawn would re-import the user's ``__main__``, re-running a script).
+- **Process**: ``python -c`` with this process's import path handed over (``_BOOTSTRAP``;
+  a plain subprocess, not ``multiprocessing``: spawn would re-import the user's
+  ``__main__``, re-running a script; not ``-m``, which puts the working directory first).
   One worker per GPU (the device current when tuning starts), kept warm between tunings of
-  the process (importing torch and Triton costs seconds), killed at exit.
+  the process (importing torch and Triton costs seconds), killed at exit. A worker leaves
+  when this process dies, even while a configuration spins (``isolated_worker.py``), and
+  SIGTERM during a tuning kills the workers before the process ends.
 - **Kernel**: sent by value with cloudpickle, so kernels defined in ``__main__``, in a
   ``tunedsl run`` script or in a notebook work. A ``@triton.jit`` function is reduced to its
   Python function plus its ``jit`` options and re-jitted in the worker; one that lives in an
-  importable module is sent by reference (module and qualified name) and imported there.
+  importable module is sent by reference (module and qualified name) and imported there,
+  which runs the module's top-level code in the worker: a tune there fails at once (it
+  would wait for this process's lock) and the tuning raises ``TuningError`` saying so.
 - **Inputs are copied, not rebuilt**: every tensor argument's storage is copied once per
   tuning (to the CPU, pickled, back to the device in the worker), with its dtype, shape,
   strides and storage offset; arguments sharing a storage share it in the worker too. Data
@@ -24,11 +29,13 @@ has ``isolate=True`` or ``TUNEDSL_ISOLATE=1`` (and by ``tunedsl precompile --tun
   answer within ``TUNEDSL_ISOLATE_TIMEOUT`` seconds (default 60; compiling adds
   ``TUNEDSL_COMPILE_TIMEOUT``), is killed and restarted; that configuration is reported
   failed with the reason (``"crashed: worker killed by SIGSEGV"``, ``"timeout: ..."``).
+  A worker that cannot start or set up raises ``TuningError`` with the reason.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -78,7 +85,47 @@ def _crash_reason(code: int | None) -> str:
 
 
 class _Died(Exception):
-    """The worker died or hung; the message is the reason."""
+    """The worker died or hung; the message is the reason (never raised to user code)."""
+
+
+# The worker's first statement: its import path is this process's (argv[3:]), so nothing on
+# the way (the working directory that ``-c`` puts first) is imported before tunedsl.
+_BOOTSTRAP = (
+    "import sys; parent, main_thread = int(sys.argv[1]), sys.argv[2] == '1'; "
+    "sys.path[:] = sys.argv[3:]; del sys.argv[1:]; "
+    "from tunedsl.backends.isolated_worker import main; main(parent, main_thread)"
+)
+
+_pids: set[int] = set()  # every live worker's pid (multi_device's too), for SIGTERM
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # As at exit after Ctrl-C, the workers go first (a spinning configuration would hold the
+    # GPU); then the process ends as SIGTERM ends it. No lock taken: this interrupts anything.
+    for pid in list(_pids):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+_tunings = 0  # tunings of the main thread with _on_sigterm installed
+
+
+def _kill_workers_on_sigterm(on: bool) -> None:
+    """While a tuning of the main thread runs (Python runs a handler on that thread only,
+    and delays it while C code runs: so only then), SIGTERM runs ``_on_sigterm``; only
+    where it was untouched (a program's own handler is kept; the workers still leave when
+    this process ends: ``isolated_worker.py``)."""
+    global _tunings
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _tunings = _tunings + 1 if on else max(0, _tunings - 1)
+    current = signal.getsignal(signal.SIGTERM)
+    if _tunings == 1 and on and current is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    elif _tunings == 0 and current is _on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class Worker:
@@ -89,26 +136,41 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.setup_frame: bytes | None = None  # re-sent after a restart
         self.exit_code: int | None = None  # of the last worker that died
+        # A request was sent and its answer not read to the end (an exception, Ctrl-C, came
+        # in between): the next answer on the pipe would be that one's, so the worker goes.
+        self.busy = False
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tunedsl.backends.isolated_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            bufsize=0,
-        )
+        # ``-c`` and ``-m`` put the working directory first on the worker's path, where
+        # another user may have planted a ``tunedsl`` (a shared /tmp directory): the first
+        # statement replaces the path with this process's, before anything is imported.
+        main_thread = threading.current_thread() is threading.main_thread()
+        path = [p for p in sys.path if p]  # "" is the working directory
+        argv = [sys.executable, "-c", _BOOTSTRAP, str(os.getpid()), str(int(main_thread))]
+        try:
+            self.proc = subprocess.Popen(
+                [*argv, *path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                bufsize=0,
+            )
+        except OSError as err:
+            raise TuningError(f"cannot start the measurement worker: {err}") from err
+        _pids.add(self.proc.pid)
         if self.setup_frame is not None:
-            self._setup()
+            try:
+                self._setup()
+            except _Died as died:
+                raise TuningError(f"the measurement worker could not set up: {died}") from None
 
     def setup(self, frame: bytes) -> None:
         """A new tuning: sent now to a running worker, else when the worker starts."""
         self.setup_frame = frame
+        if self.busy:
+            self.kill()
         if self.alive():
             try:
                 self._setup()
@@ -117,15 +179,19 @@ class Worker:
 
     def _setup(self) -> None:
         assert self.setup_frame is not None
+        self.busy = True
         self._send(self.setup_frame)
         answer = self._receive(knobs.isolate_timeout_s() + 60.0)
+        self.busy = False
         if answer[0] != "ok":
             raise TuningError(f"the measurement worker could not set up: {answer[-1]}")
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
+        self.busy = False
         if proc is None:
             return
+        _pids.discard(proc.pid)
         if proc.poll() is None:
             proc.kill()
         proc.wait()
@@ -144,7 +210,10 @@ class Worker:
 
     def _death(self) -> str:
         proc = self.proc
-        code = proc.wait(timeout=5) if proc is not None else None
+        try:
+            code = proc.wait(timeout=5) if proc is not None else None
+        except subprocess.TimeoutExpired:  # its pipe closed, yet it lives on: killed below
+            code = None
         self.exit_code = code
         self.kill()
         return _crash_reason(code)
@@ -162,11 +231,17 @@ class Worker:
         frame = read_frame(self.proc.stdout)  # type: ignore[arg-type]
         if frame is None:
             raise _Died(self._death())
-        return tuple(json.loads(frame))  # replies are JSON: this process unpickles nothing
+        try:
+            return tuple(json.loads(frame))  # replies are JSON: this process unpickles nothing
+        except ValueError:
+            self.kill()
+            self.exit_code = None
+            raise _Died("crashed: the worker's answer was garbled; worker killed") from None
 
     def ensure_started(self) -> None:
-        """Start the process unless it is alive (a dead one is reaped first)."""
-        if not self.alive():
+        """Start the process unless it is alive (a dead one, or one whose answer was not read
+        to the end, is killed and reaped first). Raises TuningError when it cannot start."""
+        if self.busy or not self.alive():
             self.kill()
             self.start()
 
@@ -179,8 +254,11 @@ class Worker:
         while True:
             self.ensure_started()
             try:
+                self.busy = True
                 self._send(dumps(message))
-                return self._receive(timeout_s)
+                answer = self._receive(timeout_s)
+                self.busy = False
+                return answer
             except _Died:
                 if attempt == 2 or self.exit_code != 0:
                     raise
@@ -192,10 +270,12 @@ class Worker:
         for attempt in (1, 2):
             self.ensure_started()
             try:
+                self.busy = True
                 self._send(dumps(message))
                 while True:
                     answer = self._receive(timeout_s)
                     if answer[0] == "done":
+                        self.busy = False
                         return
                     answered = True
                     yield answer
@@ -287,6 +367,7 @@ class IsolatedMeasurer:
         self.compile_timeout_s = knobs.compile_timeout_s() + self.run_timeout_s
         self.worker = worker if worker is not None else worker_for(device)
         self.worker.setup(dumps(("setup", {"sys_path": list(sys.path), "body": body_bytes})))
+        _kill_workers_on_sigterm(True)  # until close()
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
         pending = [self.index[c] for c in configs]
@@ -336,9 +417,12 @@ class IsolatedMeasurer:
 
     def close(self) -> None:
         """Drop the worker's copies (the process stays warm for the next tuning)."""
+        _kill_workers_on_sigterm(False)
         self.worker.setup_frame = None
-        if self.worker.alive():
+        if self.worker.busy:  # interrupted in the middle of a request: it may still be running
+            self.worker.kill()
+        elif self.worker.alive():
             try:
                 self.worker.request(("reset",), self.run_timeout_s)
-            except _Died:
+            except (_Died, TuningError):  # it died, and could not start again: nothing to drop
                 pass

@@ -1,9 +1,11 @@
-"""The measurement worker process (backends layer): ``python -m tunedsl.backends.isolated_worker``.
+"""The measurement worker process (backends layer), started by ``isolated.py``.
 
-Started by ``isolated.py``; the protocol is length-prefixed frames: requests are cloudpickles
-on stdin (a pipe only the parent holds: the kernel must come by value), replies are JSON on
-the process's original stdout (so the parent never unpickles anything) (fd 1 is then pointed at stderr, so a kernel's or a
-hook's ``print`` cannot corrupt a reply). One request at a time:
+Started as ``python -c`` with the parent's import path (``isolated._BOOTSTRAP``); it leaves
+when the parent dies (``_leave_with_parent``). The protocol is length-prefixed frames:
+requests are cloudpickles on stdin (a pipe only the parent holds: the kernel must come by
+value), replies are JSON on the process's original stdout (so the parent never unpickles
+anything); fd 1 is then pointed at stderr, so a kernel's or a hook's ``print`` cannot
+corrupt a reply. One request at a time:
 
 - ``("setup", payload)``: the kernel, every variant (tensors as ``TensorRef`` into copied
   storages), the tuning options; replaces any earlier state. Reply ``("ok",)``.
@@ -25,14 +27,20 @@ crashes or hangs the process is the parent's business (it kills and restarts thi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
+import signal
 import struct
 import sys
+import threading
 import time
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("<Q")
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_in_worker = False
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
@@ -74,7 +82,6 @@ class _State:
         from tunedsl.backends import isolated_transfer as isolated
         from tunedsl.backends import triton as bt
         from tunedsl.backends.inprocess import Guard, Verifier, per_launch_setup
-        from tunedsl.engine import bench
         from tunedsl.engine.request import TuneRequest
 
         device = payload["device"]
@@ -106,7 +113,6 @@ class _State:
         self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
         self.timer = graph_timing.make_timer(payload["timing"], per_launch_setup(req))
         self.timer_chosen = False
-        self.effort = bench.effort_for(req.effort, self.timer.kind)
 
     def run(self, index: int) -> Any:
         from tunedsl.backends.triton_launch import launch_jit
@@ -250,7 +256,49 @@ def _free_memory() -> None:
             torch.cuda.empty_cache()
 
 
-def main() -> None:
+def _leave_with_parent(parent: int, from_main_thread: bool) -> None:
+    """Never outlive the tuning process, even in the middle of a configuration that spins:
+    SIGKILL when it dies (Linux; armed only when its main thread started this worker, as
+    the signal comes when the starting *thread* ends), and a thread that leaves when the
+    request pipe's last writer is gone (whichever thread started it)."""
+    if from_main_thread and sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the signal was armed
+        os._exit(1)
+    threading.Thread(
+        target=_exit_when_orphaned, args=(0,), name="tunedsl-orphan-watch", daemon=True
+    ).start()
+
+
+def _exit_when_orphaned(fd: int) -> None:
+    # A poll for no event reports only the hang-up: requests stay for the main loop to read.
+    watch = select.poll()
+    watch.register(fd, 0)
+    while True:
+        for _, event in watch.poll():
+            if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                os._exit(0)
+
+
+def in_worker() -> bool:
+    """Whether this process is a measurement worker (where nothing may tune: see main)."""
+    return _in_worker
+
+
+def main(parent: int | None = None, from_main_thread: bool = False) -> None:
+    """Serve the parent ``parent`` (its pid) until it closes the pipe or dies.
+
+    The worker imports the kernel's module when the kernel was sent by reference, which runs
+    that module's top-level code again here: a tune in it would wait for the key lock the
+    parent holds (or tune the key a second time, starting workers of its own), so in this
+    process a tune fails at once (``runtime/decide.py``) and the parent reports why."""
+    global _in_worker
+    _in_worker = True
+    if parent is not None:
+        _leave_with_parent(parent, from_main_thread)
     # Replies go to the original stdout; anything the kernel or a hook prints goes to stderr.
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
@@ -263,7 +311,3 @@ def main() -> None:
     except Exception:  # pragma: no cover - the hook is optional for plain-Python kernels
         pass
     serve(requests, replies)  # type: ignore[arg-type]
-
-
-if __name__ == "__main__":
-    main()

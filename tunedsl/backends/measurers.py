@@ -79,6 +79,13 @@ class WorkerSeam:
         self.settled = False
 
     @property
+    def compile_workers(self) -> int:
+        """How many configurations compile at once: the host's pool compiles for the workers."""
+        from tunedsl.backends.compile_pool import default_workers
+
+        return default_workers()
+
+    @property
     def timer_kind(self) -> str:
         return self.kind
 

@@ -1,7 +1,7 @@
 """Compile a stream's variants in forked worker processes, then load each one in-process.
 
 :func:`variant_compiler` returns the function a compile stream's jobs call for each variant.
-Where forked workers pay (``engine/compile_processes.py``: several jobs, enough compile
+Where forked workers pay (``backends/compile_processes.py``: several jobs, enough compile
 workers, ``TUNEDSL_COMPILE_PROCESSES``), each call:
 
 1. derives what a launch would compile (Triton's own binder and ``_pack_args`` for the
@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunedsl import knobs
-from tunedsl.backends import compat
+from tunedsl.backends import compat, compile_processes
+from tunedsl.backends.compile_pool import default_workers, start_drained_thread
 from tunedsl.backends.timers import GATE
 from tunedsl.backends.triton_compile import (
     as_built,
@@ -46,8 +47,6 @@ from tunedsl.backends.triton_compile import (
     parse_target,
     unwrap_jit,
 )
-from tunedsl.engine import compile_processes
-from tunedsl.engine.compile_pool import default_workers, start_drained_thread
 
 __all__ = [
     "Built",

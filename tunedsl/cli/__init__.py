@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "cache": "tunedsl.cli.cache",
     "gallery": "tunedsl.cli.gallery",
     "sweep": "tunedsl.cli.sweep",
+    "rules": "tunedsl.cli.rules",
     "lint": "tunedsl.cli.lint",
     "env": "tunedsl.cli.env",
 }

@@ -4,9 +4,9 @@
                                          choice, device; also those of
                                          TUNEDSL_RECORDS_PATH (read-only)
     tunedsl cache show ID [--json]       one record (ID: a unique prefix of the digest)
-    tunedsl cache clear [ID...] [--kernel NAME] [--site TEXT]
-                                         remove records (all of them, and the stored
-                                         kernel binaries, when nothing is named)
+    tunedsl cache clear ID... | --kernel NAME | --site TEXT | --all
+                                         remove the records named (--all: every one,
+                                         and the stored kernel binaries)
     tunedsl cache gc [--dry-run]         remove records whose site or kernel is gone, and
                                          records of another Triton or record schema
     tunedsl cache export FILE [ID...]    write records to one JSON bundle
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.cli.bundle import read_bundle, write_bundle
+from tunedsl.cli.cache_select import check_id, clear_selection, terminal_text
 from tunedsl.errors import UsageError
 
 
@@ -50,10 +51,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=Path,
         help="also draw every configuration's time into FILE (PNG, as the gallery does)",
     )
-    clear = sub.add_parser("clear", help="remove records (all, unless some are named)")
+    clear = sub.add_parser("clear", help="remove the records named, or --all")
     clear.add_argument("ids", nargs="*", metavar="ID")
     clear.add_argument("--kernel", help="only records of this kernel (qualified name)")
     clear.add_argument("--site", help="only records whose site contains this text")
+    clear.add_argument(
+        "--all", action="store_true", help="every record (and the stored kernel binaries)"
+    )
     gc = sub.add_parser(
         "gc", help="remove records whose site or kernel is gone, or of another toolchain"
     )
@@ -111,24 +115,8 @@ def _load_read_only() -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
     return _load_all(records.extra_record_dirs())
 
 
-MIN_ID = 4
-
-
-def _check_id(ident: str) -> str:
-    """A record id as the CLI accepts it: at least MIN_ID hex digits (lower-cased)."""
-    low = ident.lower()
-    if len(low) < MIN_ID or any(c not in "0123456789abcdef" for c in low):
-        raise UsageError(
-            f"record id {ident!r} is "
-            + ("too short" if len(low) < MIN_ID else "not a record id")
-            + f": give at least {MIN_ID} hex digits "
-            "of a digest, as `tunedsl cache ls` prints"
-        )
-    return low
-
-
 def _find(ident: str) -> tuple[Path, Any]:
-    _check_id(ident)
+    check_id(ident)
     good, _ = _load_all()
     if not any(r.digest.startswith(ident.lower()) for _, r in good):
         good = _load_read_only()[0]
@@ -171,17 +159,6 @@ def _location(record: Any) -> str:
     return ""
 
 
-_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {
-    i: f"\\x{i:02x}" for i in range(128, 160)
-}
-
-
-def _text(value: Any) -> str:
-    """A record's text for a terminal: control characters escaped (a record could carry
-    escape sequences that rewrite the screen)."""
-    return str(value).translate(_CONTROL)
-
-
 def _key_text(key: Any) -> str:
     # Whole: two keys of one site may differ only at the end (a value prune= reads).
     return json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -215,13 +192,13 @@ def _ls(args: argparse.Namespace) -> int:
             where += ", shadowed by an earlier record)" if row["shadowed"] else ")"
         at = f" ({row['location']})" if row["location"] and row["location"] != row["site"] else ""
         print(
-            _text(
+            terminal_text(
                 f"{row['id']}  {when}  {row['site']}{at}  {row['kernel']}  "
                 f"key {_key_text(row['key'])}  [{chosen}]  {row['device']}{where}"
             )
         )
     for path, why in [*bad, *extra_bad]:
-        print(_text(f"invalid: {path}: {why}"), file=sys.stderr)
+        print(terminal_text(f"invalid: {path}: {why}"), file=sys.stderr)
     return 0
 
 
@@ -240,13 +217,15 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record.to_json(), indent=1))
         return 0
-    print(f"record {record.id} ({_text(path)})")
-    print(_text(f"  site:    {record.site}"))
+    print(f"record {record.id} ({terminal_text(path)})")
+    print(terminal_text(f"  site:    {record.site}"))
     if _location(record):
-        print(_text(f"  at:      {_location(record)}"))
-    print(_text(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})"))
+        print(terminal_text(f"  at:      {_location(record)}"))
+    print(
+        terminal_text(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})")
+    )
     print(f"  key:     {json.dumps(record.key)}")
-    print(_text(f"  device:  {record.device.get('name')} ({record.device.get('type')})"))
+    print(terminal_text(f"  device:  {record.device.get('name')} ({record.device.get('type')})"))
     print(f"  versions: {json.dumps(record.versions)}")
     print(f"  tuned in {record.tuning_s:.2f} s, effort {record.effort}")
     print(f"  chosen:  {record.chosen}")
@@ -262,14 +241,7 @@ def _show(args: argparse.Namespace) -> int:
 def _clear(args: argparse.Namespace) -> int:
     from tunedsl.store import paths, records
 
-    for name, value in (("--kernel", args.kernel), ("--site", args.site)):
-        if value is not None and not value.strip():
-            raise UsageError(
-                f"cache clear {name} with an empty value would match every record; "
-                "to remove everything, run `tunedsl cache clear` with no filter"
-            )
-    ids = [_check_id(i) for i in args.ids]
-    everything = not (ids or args.kernel is not None or args.site is not None)
+    ids, everything = clear_selection(args)
     root = paths.records_dir()
     if os.path.lexists(root) and not paths.is_private_dir(root):
         raise UsageError(
@@ -311,7 +283,11 @@ def _gc(args: argparse.Namespace) -> int:
             doomed.append((record, why))
     for record, why in doomed:
         verb = "would remove" if args.dry_run else "removing"
-        print(_text(f"{verb} {record.id}  {record.site}  {record.kernel.get('qualname')}: {why}"))
+        print(
+            terminal_text(
+                f"{verb} {record.id}  {record.site}  {record.kernel.get('qualname')}: {why}"
+            )
+        )
         if not args.dry_run:
             records.remove_record_files(record.digest)
     kept = len(good) - len(doomed)
@@ -382,7 +358,7 @@ def _clear_binaries() -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    ids = [_check_id(i) for i in args.ids]
+    ids = [check_id(i) for i in args.ids]
     good, _ = _load_all()
     picked = [r for _, r in good if not ids or any(r.digest.startswith(i) for i in ids)]
     for ident in ids:

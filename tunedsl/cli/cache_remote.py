@@ -3,12 +3,13 @@
 
     tunedsl cache ls --remote [--json]         records in Redis (invalid values on stderr)
     tunedsl cache show ID --remote [--json]    one record
-    tunedsl cache clear [ID...] --remote [--kernel NAME] [--site TEXT]
+    tunedsl cache clear ID... | --kernel NAME | --site TEXT | --all  --remote
     tunedsl cache export FILE [ID...] --remote a bundle, as ``tunedsl cache export``
     tunedsl cache import FILE --remote         validate every record, then add them
 
 Bundles are read and written by ``cli/bundle.py`` for both, so records move freely between
-a machine's files and the fleet's Redis.
+a machine's files and the fleet's Redis. Arguments are checked by the local command's own
+code (``cli/cache_select.py``), and a record's text is escaped for the terminal the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 from typing import Any
 
 from tunedsl.cli.bundle import read_bundle, write_bundle
+from tunedsl.cli.cache_select import check_id, clear_selection, terminal_text
 from tunedsl.errors import UsageError
 
 
@@ -77,16 +79,19 @@ def ls(args: argparse.Namespace) -> int:
             print("no tuning records in Redis")
         for row in rows:
             chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())
-            print(f"{row['id']}  {row['site']}  {row['kernel']}  [{chosen}]  {row['device']}")
+            print(
+                terminal_text(
+                    f"{row['id']}  {row['site']}  {row['kernel']}  [{chosen}]  {row['device']}"
+                )
+            )
     for key in bad:
-        print(f"invalid: {key}", file=sys.stderr)
+        print(terminal_text(f"invalid: {key}"), file=sys.stderr)
     return 0
 
 
 def _find(store: Any, ident: str) -> Any:
-    if len(ident) < 4:
-        raise UsageError(f"record id {ident!r} is too short: give at least 4 hex digits")
-    hits = [r for _, r in _entries(store)[0] if r.digest.startswith(ident.lower())]
+    prefix = check_id(ident)
+    hits = [r for _, r in _entries(store)[0] if r.digest.startswith(prefix)]
     if not hits:
         raise UsageError(
             f"no tuning record with id {ident!r} in Redis; `tunedsl cache ls --remote` lists them"
@@ -102,10 +107,12 @@ def show(args: argparse.Namespace) -> int:
         print(json.dumps(record.to_json(), indent=1))
         return 0
     print(f"record {record.id} (Redis)")
-    print(f"  site:    {record.site}")
-    print(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})")
+    print(terminal_text(f"  site:    {record.site}"))
+    print(
+        terminal_text(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})")
+    )
     print(f"  key:     {json.dumps(record.key)}")
-    print(f"  device:  {record.device.get('name')} ({record.device.get('type')})")
+    print(terminal_text(f"  device:  {record.device.get('name')} ({record.device.get('type')})"))
     print(f"  chosen:  {record.chosen}")
     for r in sorted(record.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0)):
         mark = "*" if r.config == record.chosen else " "
@@ -117,18 +124,19 @@ def show(args: argparse.Namespace) -> int:
 
 
 def clear(args: argparse.Namespace) -> int:
+    ids, everything = clear_selection(args)
     store = remote_store()
     good, bad = _entries(store)
     keys = []
     for key, record in good:
-        if args.ids and not any(record.digest.startswith(i.lower()) for i in args.ids):
+        if ids and not any(record.digest.startswith(i) for i in ids):
             continue
-        if args.kernel and record.kernel.get("qualname") != args.kernel:
+        if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
             continue
-        if args.site and args.site not in record.site:
+        if args.site is not None and args.site not in record.site:
             continue
         keys.append(key)
-    if not (args.ids or args.kernel or args.site):
+    if everything:
         keys.extend(bad)  # clearing everything removes invalid values too
     removed = store.delete_keys(keys)
     print(f"removed {removed} record{'s' if removed != 1 else ''} from Redis")
@@ -136,10 +144,15 @@ def clear(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
+    ids = [check_id(i) for i in args.ids]
     good, _ = _entries(remote_store())
-    picked = [
-        r for _, r in good if not args.ids or any(r.digest.startswith(i.lower()) for i in args.ids)
-    ]
+    picked = [r for _, r in good if not ids or any(r.digest.startswith(i) for i in ids)]
+    for ident in ids:
+        if not any(r.digest.startswith(ident) for r in picked):
+            raise UsageError(
+                f"no tuning record with id {ident!r} in Redis; `tunedsl cache ls --remote` "
+                "lists them"
+            )
     if write_bundle(args.file, picked):
         print(f"exported {len(picked)} record{'s' if len(picked) != 1 else ''} from Redis")
     return 0

@@ -82,6 +82,8 @@ def _settings() -> dict[str, str]:
     out: dict[str, str] = {}
     for name, read in knobs.SETTINGS.items():
         raw = os.environ.get(name)
+        if raw is not None and name == "TUNEDSL_REDIS_URL":
+            raw = knobs.redact_url(raw)  # as set, less its password
         try:
             value: object = read()
         except UsageError as err:

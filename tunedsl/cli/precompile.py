@@ -86,13 +86,14 @@ class Progress:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.counts = {"compiled": 0, "cached": 0, "failed": 0, "interpreted": 0}
+        self.counts = {"compiled": 0, "cached": 0, "failed": 0, "interpreted": 0, "tuned": 0}
         self._last = 0.0
 
     def line(self) -> str:
         c = self.counts
         text = f"precompile: compiled {c['compiled']}  cached {c['cached']}  failed {c['failed']}"
-        return text + (f"  interpreted {c['interpreted']}" if c["interpreted"] else "")
+        text += f"  interpreted {c['interpreted']}" if c["interpreted"] else ""
+        return text + (f"  tuned {c['tuned']}" if c["tuned"] else "")
 
     def update(self, site: str, config: Config, outcome: str) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
@@ -164,6 +165,23 @@ def _key_text(key: Any) -> str:
     return "{" + ", ".join(shown) + "}"
 
 
+def tuned_text(summary: Summary) -> str:
+    """What ``--tune`` did: keys tuned (records written) and keys a stored record decided."""
+    from tunedsl.store import paths
+
+    tuned = sum(r.tuned for r in summary.reports)
+    known = sum(1 for r in summary.reports if not r.tuned and r.cached)
+    sites = len({r.site for r in summary.reports if r.tuned})
+    if not summary.reports:
+        return "tuned nothing: no workload called a site"
+    text = f"tuned {tuned} key{'s' if tuned != 1 else ''}"
+    if tuned:
+        text += f" of {sites} site{'s' if sites != 1 else ''} (records in {paths.records_dir()})"
+    if known:
+        text += f"; {known} already had a record"
+    return text
+
+
 def summary_json(summary: Summary, seconds: float) -> dict[str, Any]:
     """``--json``: everything the table and the notes say, machine-readable."""
     from tunedsl.model.keys import json_safe
@@ -225,7 +243,7 @@ def main(args: argparse.Namespace) -> int:
             on_result=progress.update,
         )
     except KeyboardInterrupt:
-        from tunedsl.engine.compile_pool import exit_now_if_compiling
+        from tunedsl.backends.compile_pool import exit_now_if_compiling
 
         print("\ntunedsl: interrupted", file=sys.stderr)
         exit_now_if_compiling(130)  # running compiles cannot be stopped: leave now
@@ -251,6 +269,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"failed: {r.site} {cfg}: {why}")
     for error in summary.errors:
         print(f"error: {error}")
+    if args.tune:
+        print(tuned_text(summary))
     compiled = summary.bytecode["compiled"] + sum(r.compiled for r in summary.reports)
     cached = summary.bytecode["cached"] + sum(r.cached for r in summary.reports)
     if compiled == 0 and cached and not summary.failed and not summary.notes:

@@ -15,7 +15,7 @@ once more side by side, so the choice compares timings taken together (one ``rou
   flight is the only overrun.
 - **Hints**: a strategy with ``hint(compile_workers=, reserve_s=)`` is told, before each
   batch, how many configurations compile in parallel (the measurer's ``compile_workers``,
-  else ``compile_pool.default_workers()``) and the seconds kept for the final race.
+  if it has one) and the seconds kept for the final race.
 - **Compile-ahead**: a strategy that is not ``adaptive`` (exhaustive, random) proposes its
   next batch (the measurer's ``lookahead`` batches) before the current one is raced, and a
   measurer with ``prefetch(configs)`` starts compiling them then.
@@ -32,7 +32,6 @@ from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
-from tunedsl.engine.compile_pool import default_workers
 from tunedsl.engine.racing import DEFAULT_RACE, RaceResult, RaceSettings, race
 from tunedsl.engine.seams import Measurer, Observation, SearchSpace, SearchStrategy
 from tunedsl.errors import TuningError
@@ -163,8 +162,8 @@ class _Run:
     def hint(self) -> None:
         tell = getattr(self.strategy, "hint", None)
         if tell is not None:
-            workers = getattr(self.measurer, "compile_workers", None) or default_workers()
-            tell(compile_workers=int(workers), reserve_s=self.reserve_s())
+            workers = getattr(self.measurer, "compile_workers", None)
+            tell(compile_workers=workers, reserve_s=self.reserve_s())
 
     # -- the loop ------------------------------------------------------------------------
     def loop(self) -> None:

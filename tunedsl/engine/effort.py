@@ -1,4 +1,8 @@
-"""Search effort presets: the default time budget and how hard races look (engine layer)."""
+"""Search effort presets: the default time budget and how hard races look (engine layer).
+
+The one table of efforts; its names are ``knobs.EFFORT_NAMES`` (what ``effort=`` and
+``TUNEDSL_EFFORT`` accept).
+"""
 
 from __future__ import annotations
 

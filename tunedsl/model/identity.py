@@ -4,13 +4,22 @@ The identity is part of every record's digest, so it must survive edits that can
 change what the site launches. ``file:line:col`` did not: an import added above a call
 re-tuned every key. The default identity is
 
-    <file's base name>:<enclosing function's qualified name>:<kernel text>[#<ordinal>]
+    <file>:<enclosing function's qualified name>:<kernel text>[#<ordinal>]
 
-e.g. ``model.py:Attention.forward:flash_fwd`` (``<module>`` at module level). The ordinal
-counts earlier macros with the same kernel text in the same function (``#1`` for the
-second), so two launches of one kernel in one function stay apart. ``name=`` replaces the
-whole identity. A macro moved to another function, or a renamed function or file, is a new
-site (``tunedsl cache gc`` removes the old records).
+e.g. ``model.py:Attention.forward:flash_fwd`` (``<module>`` at module level). ``<file>``
+comes from the file alone, never from how it was loaded (``__name__`` is ``__main__``
+under ``tunedsl run`` and ``python -m``, the stem under ``precompile``, the dotted name
+under ``import``): the path of the resolved file (symbolic links followed) relative to the
+root of its package, the first directory up without ``__init__.py``. A script outside any
+package is its base name (``mm.py``); ``models/attn/mm.py`` of package ``models`` is
+``models/attn/mm.py`` wherever the project lives, so records shipped with a project move
+with it. Two scripts of one name in two directories outside packages share the name; their
+records still differ by kernel (its qualified name and source hash are in the digest).
+
+The ordinal counts earlier macros with the same kernel text in the same function (``#1``
+for the second), so two launches of one kernel in one function stay apart. ``name=``
+replaces the whole identity. A macro moved to another function, or a renamed function or
+file, is a new site (``tunedsl cache gc`` removes the old records).
 
 The front end knows the enclosing function; it passes ``scope=`` and ``ordinal=`` to
 ``make_site``, which declares them here before building the ``Site``. The plain API
@@ -18,17 +27,19 @@ The front end knows the enclosing function; it passes ``scope=`` and ``ordinal=`
 with ``ast`` (plain Python), and its ordinal counts the ``autotune_launch`` calls before it
 in that function.
 
-Records written by tunedsl 0.1 (identity ``file:line:col`` or ``name=``, every tool
-version in the digest) are migrated on first use: ``migrate`` finds a site's record
-under its legacy digest and stores it under the new one.
+Older records are migrated on first use (``runtime/legacy_records.py``): those of
+tunedsl 0.1 (identity ``file:line:col`` or ``name=``, every tool version in the digest)
+and those keyed by the kernel's module name (identity ``<base name>:<scope>:<kernel>``).
+``previous_ids`` gives a site's older identities.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 LEGACY = "legacy"
 MODULE_SCOPE = "<module>"
@@ -36,8 +47,56 @@ MODULE_SCOPE = "<module>"
 _lock = threading.Lock()
 # (filename, line, col) -> (scope, ordinal), declared by make_site before Site() runs.
 _declared: dict[tuple[str, int, int], tuple[str, int]] = {}
-# site id -> (legacy site id, "/abs/file.py:line:col" with a 1-based col)
-_sites: dict[str, tuple[str, str]] = {}
+
+
+class _Names(NamedTuple):
+    legacy: str  # tunedsl 0.1: file:line:col (or name=)
+    by_base_name: str  # keyed by module name: <base name>:<scope>:<kernel>[#n] (or name=)
+    location: str  # "/abs/file.py:line:col" with a 1-based col
+
+
+_sites: dict[str, _Names] = {}
+
+
+def file_identity(filename: str) -> str:
+    """The part of an identity naming ``filename``: its resolved path relative to its
+    package root (``pkg/sub/mm.py``), its base name outside packages; a name that is not
+    a file path (``<string>``, ``?``) is its base name."""
+    if os.path.isabs(filename):  # the usual case: asked on every new key, worked out once
+        return _absolute_file_identity(filename)
+    return _file_identity(filename)
+
+
+@functools.lru_cache(maxsize=256)
+def _absolute_file_identity(filename: str) -> str:
+    return _file_identity(filename)
+
+
+def _file_identity(filename: str) -> str:
+    if not filename or filename.startswith("<") or not os.path.isfile(filename):
+        return os.path.basename(filename)
+    path = os.path.realpath(filename)
+    parts = [os.path.basename(path)]
+    directory = os.path.dirname(path)
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        parts.insert(0, os.path.basename(directory))
+        directory = parent
+    return "/".join(parts)
+
+
+def module_names(filename: str) -> tuple[str, ...]:
+    """The names a module loaded from ``filename`` can have had: the dotted name from its
+    package root, the stem, and what ``tunedsl precompile`` names a taken stem."""
+    import hashlib
+
+    dotted = file_identity(filename).removesuffix(".py").replace("/", ".")
+    stem = os.path.splitext(os.path.basename(filename))[0]
+    abspath = os.path.abspath(filename)
+    private = f"__tunedsl_precompile_{hashlib.sha256(abspath.encode()).hexdigest()[:12]}__"
+    return tuple(dict.fromkeys((dotted, stem, private)))
 
 
 def declare(filename: str, line: int, col: int, scope: str, ordinal: int) -> None:
@@ -54,16 +113,16 @@ def site_id(filename: str, line: int, col: int, kernel_text: str, name: Any) -> 
     if declared is None:
         declared = _scope_from_file(filename, line, kernel_text)
     if isinstance(name, str):
-        ident = name
+        ident = by_base_name = name
     else:
         scope, ordinal = declared
-        ident = f"{os.path.basename(filename)}:{scope}:{kernel_text}"
-        if ordinal:
-            ident += f"#{ordinal}"
+        tail = f":{scope}:{kernel_text}" + (f"#{ordinal}" if ordinal else "")
+        ident = file_identity(filename) + tail
+        by_base_name = os.path.basename(filename) + tail
     # 0.1 named a site by name= too, but keyed every tool version: its records migrate.
     legacy = name if isinstance(name, str) else legacy_id(filename, line, col)
     with _lock:
-        _sites[ident] = (legacy, f"{filename}:{line}:{col + 1}")
+        _sites[ident] = _Names(legacy, by_base_name, f"{filename}:{line}:{col + 1}")
     return ident
 
 
@@ -75,7 +134,8 @@ def legacy_id(filename: str, line: int, col: int) -> str:
 def location(ident: str) -> str:
     """``/abs/file.py:line:col`` (1-based col) of the site called ``ident`` in this process."""
     with _lock:
-        return _sites.get(ident, ("", ""))[1]
+        names = _sites.get(ident)
+    return names.location if names else ""
 
 
 def scope_of(tree: ast.Module, line: int) -> str:
@@ -122,7 +182,9 @@ def _callee_name(func: ast.expr) -> str:
     return ""
 
 
-def legacy_of(ident: str) -> str:
-    """The tunedsl 0.1 identity (``file:line:col``) of the site now called ``ident``."""
+def previous_ids(ident: str) -> tuple[str, str]:
+    """The older identities of the site now called ``ident``: (keyed by module name,
+    tunedsl 0.1's ``file:line:col``); empty strings for a site this process has not built."""
     with _lock:
-        return _sites.get(ident, ("", ""))[0]
+        names = _sites.get(ident)
+    return (names.by_base_name, names.legacy) if names else ("", "")

@@ -39,10 +39,6 @@ STRUCTURAL_NAMES: tuple[str, ...] = ("space", "blocks", "key")
 
 MACRO_KEYWORDS: tuple[str, ...] = STRUCTURAL_NAMES + HINT_NAMES + OPTION_NAMES
 
-# How hard tuning looks (``effort=``, ``TUNEDSL_EFFORT``); engine/bench.py's EFFORTS gives
-# each its budgets.
-EFFORT_NAMES: tuple[str, ...] = ("quick", "default", "thorough")
-
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
     """The one of ``choices`` that ``name`` most likely misspells (``num_warp``:

@@ -17,7 +17,6 @@ from tunedsl.errors import UsageError
 from tunedsl.model.config import Config, as_config
 from tunedsl.model.options import (
     CAPTURE_MODES,
-    EFFORT_NAMES,
     HINT_NAMES,
     OPTION_NAMES,
     TIMING_MODES,
@@ -107,8 +106,10 @@ def resolve(
     if mode not in MODES:
         raise UsageError(f"{where}: mode={mode!r}; expected one of {', '.join(MODES)}")
     effort = options.get("effort") or knobs.effort()
-    if effort not in EFFORT_NAMES:
-        raise UsageError(f"{where}: effort={effort!r}; expected one of {', '.join(EFFORT_NAMES)}")
+    if effort not in knobs.EFFORT_NAMES:
+        raise UsageError(
+            f"{where}: effort={effort!r}; expected one of {', '.join(knobs.EFFORT_NAMES)}"
+        )
     default = options.get("default")
     verify = options.get("verify")
     if verify not in (None, False, True) and not callable(verify):

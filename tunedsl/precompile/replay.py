@@ -103,8 +103,8 @@ def current_target() -> Any:
 
 def replay_records(session: PrecompileSession, summary: Summary) -> None:
     """Recompile every record's configurations; append reports and errors to ``summary``."""
+    from tunedsl.backends.compile_pool import CompileJob, compile_stream
     from tunedsl.backends.triton_compile import is_cache_hit
-    from tunedsl.engine.compile_pool import CompileJob, compile_stream
     from tunedsl.store import records
 
     target = session.target or current_target()

@@ -12,7 +12,7 @@ The analogue of Julia PrecompileTools' ``@compile_workload``: a kernel script de
 registered workload inside :func:`precompile_mode`. Sites built while the mode is active
 are :class:`PrecompileSite` objects (``tunedsl.runtime.dsl.make_site`` asks
 :func:`precompile_active`); in the mode, a site call compiles every configuration of its
-space for the signature it sees, in parallel (``tunedsl.engine.compile_pool``), instead
+space for the signature it sees, in parallel (``tunedsl.backends.compile_pool``), instead
 of launching, and returns ``None``. With ``tune=True`` it calls the real site, which tunes
 (compiling in parallel too) and writes the record. Outside the mode a precompile site
 behaves exactly like the site it wraps.
@@ -134,7 +134,8 @@ class PrecompileSession:
     workers: int | None = None
     timeout_s: float | None = None
     # Called after each configuration: (site, config, outcome) with outcome one of
-    # "compiled", "cached", "failed", "interpreted".
+    # "compiled", "cached", "failed", "interpreted"; with tune, after each key: "tuned", or
+    # "cached" when a stored record decided it.
     on_result: Callable[[str, Config, str], None] | None = None
     reports: list[SiteReport] = field(default_factory=list)
     _seen: set[tuple[int, Hashable]] = field(default_factory=set)
@@ -301,6 +302,9 @@ class PrecompileSite:
         if session.claim(self, (call.key, getattr(result, "digest", None))):
             tuned = source == "tuned"  # else a stored record decided: warm already
             session.add(SiteReport(self.label, call.key, cached=int(not tuned), tuned=tuned))
+            config = getattr(result, "config", None)
+            if isinstance(config, Config):
+                session.emit(self.label, config, "tuned" if tuned else "cached")
         return result
 
     def _compile(self, call: Call, session: PrecompileSession) -> None:
@@ -352,9 +356,9 @@ def precompile_variants(
     report: SiteReport | None = None,
 ) -> SiteReport:
     """Compile ``variants`` in parallel for the session's target; count what happened."""
+    from tunedsl.backends.compile_pool import CompileJob, compile_stream
     from tunedsl.backends.process_compile import variant_compiler
     from tunedsl.backends.triton_compile import interpreting, is_cache_hit
-    from tunedsl.engine.compile_pool import CompileJob, compile_stream
 
     report = report if report is not None else SiteReport(label, key)
     if session.target is None and interpreting():

@@ -8,6 +8,7 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 - a valid record whose choice is one of the configurations ``prune=`` keeps for this
   call and which measured every one of them: use it (``source="disk"``); on a site with
   ``verify=`` a choice this process did not verify is checked once first;
+- a shipped rule (``runtime/ruled.py``) for a key no record decides (``source="rule"``);
 - ``cached``: a record whose choice prune keeps (even if the space grew), else the
   default as for ``off``;
 - ``on``: take the key's cross-process lock, look for a record again (another process may
@@ -23,10 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl import knobs
-from tunedsl.errors import TuningError
+from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
 from tunedsl.model.hints import InfeasibleConfig
-from tunedsl.model.identity import location
+from tunedsl.model.identity import file_identity, location
 from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
@@ -67,7 +68,7 @@ class Subject:
 class Decision:
     config: Config
     options: dict[str, Any]
-    source: str  # "tuned", "disk" or "default"
+    source: str  # "tuned", "disk", "rule" or "default"
     record: store.Record | None
 
 
@@ -77,9 +78,11 @@ def context(info: KernelInfo, settings: Settings) -> dict[str, Any]:
 
     device = bt.device_facts()
     return {
+        # The kernel's file, never its module name: that depends on how the file was
+        # loaded (``__main__``, the stem, the dotted name), and one kernel has one record.
         "kernel": {
             "qualname": info.qualname,
-            "module": info.module,
+            "file": file_identity(info.file),
             "source_hash": info.source_hash,
         },
         "hints": json_safe(settings.hints),
@@ -206,10 +209,17 @@ def lookup(
     stores = _record_stores()
     record = stores.get(digest)
     if record is None and not again:
-        record = migrate(subject.site_id, digest, subject.readable, subject.context)
+        record = migrate(subject, stores)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(record.chosen, _options(record.chosen, settings), "disk", record), {}
+    if not again:
+        from tunedsl.runtime.ruled import rule_pick
+
+        verify = check if settings.verify not in (None, False) else None
+        picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
+        if picked is not None:
+            return Decision(picked, _options(picked, settings), "rule", None), previous
     if settings.mode == "cached":
         return default(record), {}
     if again and settings.verify not in (None, False) and digest not in _VERIFIED:
@@ -232,6 +242,14 @@ def decide(
     found, previous = lookup(subject, candidates, check)
     if found is not None:
         return found
+    from tunedsl.backends.isolated_worker import in_worker
+
+    if in_worker():  # the parent holds this key's lock, or tunes it: fail, never wait
+        raise UsageError(
+            f"{subject.site_id}: a tune ran inside tunedsl's measurement worker, which imports "
+            "the kernel's module and so runs its top-level code again; move module-level "
+            'tuning under `if __name__ == "__main__":` or into a function, or use isolate=False'
+        )
     from tunedsl.backends.triton_compile import warm_up_compiling
 
     warm_up_compiling()  # beside the lock and the variants: this call will likely compile

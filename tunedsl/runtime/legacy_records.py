@@ -1,41 +1,76 @@
-"""Records of tunedsl 0.1, found and re-stored under a site's new identity (runtime layer).
+"""Records written under a site's older identities, found and re-stored under its current
+one (runtime layer).
 
-tunedsl 0.1 named a site ``file:line:col`` and keyed every tool version into the digest;
-a site that misses looks for the record 0.1 would have written and moves it, once.
+Two older forms are looked for when a site misses:
+
+- keyed by the kernel's module name (``<base name>:<scope>:<kernel>`` with the module in
+  the digest): that name was ``__main__`` under ``tunedsl run`` and ``python -m``, the
+  stem under ``tunedsl precompile``, the dotted name under ``import``; each of them is
+  tried, so a record written any of those ways is found;
+- tunedsl 0.1's ``file:line:col`` with every tool version in the digest (the same module
+  names).
+
+A record found is stored under the current digest and its old file (and lock) is removed
+from this machine's records directory, so ``tunedsl cache ls`` shows one row.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedsl.model import identity
 
+if TYPE_CHECKING:
+    from tunedsl.runtime.decide import Subject
+    from tunedsl.store.layered import LayeredStore
 
-def migrate(ident: str, digest: str, readable: Any, ctx: dict[str, Any]) -> Any:
-    """The record this site stored under its legacy identity and digest (tunedsl 0.1:
-    ``file:line:col``, every tool version in the digest), re-stored under ``digest``; None
-    when there is none. The old file (and its lock) is removed once the new one is written."""
+
+def migrate(subject: Subject, stores: LayeredStore) -> Any:
+    """The record ``subject``'s site stored under an older identity and digest, re-stored
+    under ``subject.digest``; None when there is none."""
     from tunedsl.model import keys
-    from tunedsl.store import paths
     from tunedsl.store import records as store
 
-    legacy = identity.legacy_of(ident)
-    if not legacy:
-        return None
-    try:
+    for old_site, old_ctx in _older(subject):
+        try:
+            old_digest = keys.digest(old_site, subject.readable, old_ctx)
+        except Exception:  # a context the older version could not have written
+            continue
+        if old_digest == subject.digest:
+            continue
+        old = stores.get(old_digest)
+        if old is None or old.site != old_site:
+            continue
+        new = dataclasses.replace(
+            old,
+            site=subject.site_id,
+            digest=subject.digest,
+            location=identity.location(subject.site_id) or old.location,
+        )
+        if stores.put(new):
+            store.remove_record_files(old_digest)
+        return new
+    return None
+
+
+def _older(subject: Subject) -> list[tuple[str, dict[str, Any]]]:
+    """(identity, context) pairs an older tunedsl wrote this site's key under, newest first."""
+    by_base_name, legacy = identity.previous_ids(subject.site_id)
+    if not by_base_name:
+        return []
+    ctx = subject.context
+    info = subject.info
+    modules = dict.fromkeys((info.module, "__main__", *identity.module_names(info.file)))
+    out: list[tuple[str, dict[str, Any]]] = []
+    kernel = {k: v for k, v in ctx["kernel"].items() if k != "file"}
+    for module in modules:
+        out.append((by_base_name, {**ctx, "kernel": {**kernel, "module": module}}))
+    if legacy:
         from tunedsl.backends import triton as bt
 
-        old_ctx = {**ctx, "toolchain": bt.toolchain()}  # 0.1 keyed every version
-        old_digest = keys.digest(legacy, readable, old_ctx)
-    except Exception:  # a context 0.1 could not have written: nothing to migrate
-        return None
-    if old_digest == digest:
-        return None
-    old = store.load_from(paths.records_dir(), old_digest)
-    if old is None or old.site != legacy:
-        return None
-    new = dataclasses.replace(old, site=ident, digest=digest, location=identity.location(ident))
-    if store.save_record(new):
-        store.remove_record_files(old_digest)
-    return new
+        toolchain = bt.toolchain()  # 0.1 keyed every version
+        for module in modules:
+            old = {**ctx, "kernel": {**kernel, "module": module}, "toolchain": toolchain}
+            out.append((legacy, old))
+    return out

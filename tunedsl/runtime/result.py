@@ -15,7 +15,7 @@ from tunedsl.model.config import Config
 if TYPE_CHECKING:
     from tunedsl.store.records import ConfigResult, Record
 
-SOURCES = ("tuned", "memory", "disk", "default")
+SOURCES = ("tuned", "memory", "disk", "rule", "default")
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,8 @@ class LaunchResult:
 
     - ``config``: the configuration launched;
     - ``source``: where it came from: ``"tuned"`` (tuned by this call), ``"memory"`` (this
-      process decided it earlier), ``"disk"`` (a stored record), ``"default"`` (no record
+      process decided it earlier), ``"disk"`` (a stored record), ``"rule"`` (a shipped rule
+      for keys never tuned: docs/shapes.md), ``"default"`` (no record
       and ``mode`` is ``cached``/``off``: the site's ``default=`` or the space's first);
     - ``key``: the cache key in readable form; ``digest``: its sha256 (the record's name);
     - ``record``: the tuning record when there is one (``None`` for defaults);

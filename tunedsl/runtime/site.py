@@ -407,9 +407,9 @@ class Site:
         positional = res.info.arg_names[: len(call.args)]
         zero_pos = tuple(i for i, n in enumerate(positional) if n in reset)
         zero_kw = tuple(n for n in reset if n not in positional)
-        # Decisions from tuning or a record launch the same variant in every process: its
+        # Decisions from tuning, a record or a rule launch the same variant in every process: its
         # binary is stored by the first process and loaded (not compiled) by later ones.
-        stored = decision.source in ("tuned", "disk")
+        stored = decision.source in ("tuned", "disk", "rule")
         launcher = make_launcher(
             call.kernel, decision.options, call.args, call.static_kwargs, stored
         )

@@ -31,6 +31,7 @@ directory and tunedsl's own record of what was cross-compiled for which target.
 its holder writes who it is (pid, host, start time) into a side file ``<lock>.owner``; a
 waiter prints that, and how long it has waited, after ``FIRST_NOTICE_S`` and then every
 ``NOTICE_EVERY_S``, and gives up after ``timeout_s`` (the caller then tunes unlocked).
+``WaitNotices`` prints those lines for the Redis lock too (``store/redis_store.py``).
 """
 
 from __future__ import annotations
@@ -98,18 +99,67 @@ def read_owner(lock_path: Path) -> str:
     """Who holds the lock, in words, from its side file ("an unknown process" if unreadable)."""
     try:
         data = json.loads(atomic.read_regular_file(owner_path(lock_path), limit=4096))
-        pid, host, since = int(data["pid"]), str(data["host"]), float(data["since"])
-    except (OSError, KeyError, TypeError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError):
         return "an unknown process"
-    started = time.strftime("%H:%M:%S", time.localtime(since))
+    return describe_owner(data)
+
+
+def owner_note() -> dict[str, Any]:
+    """Who this process is, as a lock's holder writes it (pid, host, start time)."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+
+
+def describe_owner(data: Any) -> str:
+    """An ``owner_note`` in words ("an unknown process" when it is not one)."""
+    try:
+        pid, host, since = int(data["pid"]), str(data["host"]), float(data["since"])
+        started = time.strftime("%H:%M:%S", time.localtime(since))
+    except (KeyError, TypeError, ValueError, OverflowError, OSError):
+        return "an unknown process"
     held = max(0.0, time.time() - since)
     return f"process {pid} on {host!r} (holding it since {started}, {held:.0f} s)"
 
 
+class WaitNotices:
+    """What a waiter on a key's lock prints: who holds it after ``FIRST_NOTICE_S``, then
+    every ``NOTICE_EVERY_S``, and one line when it gives up (file and Redis locks alike).
+    ``where`` names the lock (its file, its Redis key)."""
+
+    def __init__(self, what: str, where: str, timeout_s: float, out: TextIO | None = None):
+        self.what, self.where, self.timeout_s, self.out = what, where, timeout_s, out
+        self.start = time.monotonic()
+        self._next = FIRST_NOTICE_S
+
+    def waited(self) -> float:
+        return time.monotonic() - self.start
+
+    def due(self) -> bool:
+        """True when the next notice should be printed now."""
+        return self.waited() >= self._next
+
+    def waiting(self, holder: str) -> None:
+        waited = self.waited()
+        self._print(
+            f"tunedsl: waiting {waited:.0f} s for the tuning lock of {self.what}, held "
+            f"by {holder} ({self.where}; gives up after {self.timeout_s:.0f} s, "
+            "TUNEDSL_LOCK_TIMEOUT)"
+        )
+        self._next = waited + NOTICE_EVERY_S
+
+    def gave_up(self, holder: str) -> None:
+        self._print(
+            f"tunedsl: gave up waiting for the tuning lock of {self.what} after "
+            f"{self.waited():.0f} s (TUNEDSL_LOCK_TIMEOUT); held by {holder}; tuning "
+            "without the lock"
+        )
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.out if self.out is not None else sys.stderr, flush=True)
+
+
 def _write_owner(lock_path: Path) -> None:
-    owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     try:
-        atomic.write_text(owner_path(lock_path), json.dumps(owner), durable=False)
+        atomic.write_text(owner_path(lock_path), json.dumps(owner_note()), durable=False)
     except OSError:  # a note for people (a full disk, say): never worth failing over
         pass
 
@@ -124,35 +174,18 @@ def key_lock(
     from filelock import FileLock, Timeout
 
     lock = FileLock(str(lock_path))
-    start = time.monotonic()
-    next_notice = FIRST_NOTICE_S
+    notices = WaitNotices(what, f"lock file {lock_path}", timeout_s, out)
     while True:
-        waited = time.monotonic() - start
         try:
-            lock.acquire(timeout=min(_POLL_S, max(0.0, timeout_s - waited)))
+            lock.acquire(timeout=min(_POLL_S, max(0.0, timeout_s - notices.waited())))
             break
         except Timeout:
-            waited = time.monotonic() - start
-            stream = out if out is not None else sys.stderr
-            if waited >= timeout_s:
-                print(
-                    f"tunedsl: gave up waiting for the tuning lock of {what} after "
-                    f"{waited:.0f} s (TUNEDSL_LOCK_TIMEOUT); held by "
-                    f"{read_owner(lock_path)}; tuning without the lock",
-                    file=stream,
-                    flush=True,
-                )
+            if notices.waited() >= timeout_s:
+                notices.gave_up(read_owner(lock_path))
                 yield False
                 return
-            if waited >= next_notice:
-                print(
-                    f"tunedsl: waiting {waited:.0f} s for the tuning lock of {what}, held "
-                    f"by {read_owner(lock_path)} (lock file {lock_path}; gives up after "
-                    f"{timeout_s:.0f} s, TUNEDSL_LOCK_TIMEOUT)",
-                    file=stream,
-                    flush=True,
-                )
-                next_notice = waited + NOTICE_EVERY_S
+            if notices.due():
+                notices.waiting(read_owner(lock_path))
     try:
         _write_owner(lock_path)
         yield True

@@ -5,21 +5,26 @@ server. Keys carry a prefix and the same digest the record files use, so one dec
 one name everywhere::
 
     tunedsl:v1:record:<digest>    the record's JSON text (exactly what the file holds)
-    tunedsl:v1:lock:<digest>      the tuning lock of that key (a random token, with expiry)
+    tunedsl:v1:lock:<digest>      the tuning lock of that key (its holder and a random
+                                  token as JSON, always with an expiry)
 
 The digest already covers the device, the toolchain and the schema, so nodes with another
 GPU model or Triton never see each other's decisions. Values are plain JSON validated by
 ``Record.from_json`` exactly as a file is; nothing is unpickled, and a value that fails
-validation is a miss with one ``CacheWarning``.
+validation is a miss with one ``CacheWarning``. So is a value over the record files' size
+limit (its length is asked first, so it is never transferred) and a key of another Redis
+type: the server answered, so neither counts as a failure of the server.
 
 A dead or slow Redis never breaks or stalls a launch: connecting and each reply have short
 timeouts (``TUNEDSL_REDIS_TIMEOUT``, default 0.5 s), the first failure warns once, and the
 store then answers "miss" without trying the network for ``TUNEDSL_REDIS_BACKOFF`` seconds
 (default 30) before it tries again.
 
-The lock is ``SET key token NX PX ttl``; it is released only by its owner (a Lua
+The lock is ``SET key value NX PX ttl``; it is released only by its owner (a Lua
 compare-and-delete) and refreshed the same way while held, so a holder that dies frees the
-key after one ``ttl`` while a long tuning run keeps it.
+key after one ``ttl`` while a long tuning run keeps it. A lock found without an expiry (left
+by hand or by another program) is given one, so it frees the key after one ``ttl`` too. A
+waiter prints who holds the lock as the file lock's waiters do (``store/locks.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from typing import Any
 
 from tunedsl import knobs
 from tunedsl.errors import UsageError
-from tunedsl.store.records import InvalidRecord, Record
+from tunedsl.store.locks import WaitNotices, describe_owner, owner_note
+from tunedsl.store.records import MAX_RECORD_BYTES, InvalidRecord, Record
 from tunedsl.warn import warn_once
 
 KEY_PREFIX = "tunedsl:v1:"
@@ -43,11 +49,49 @@ DEFAULT_TIMEOUT_S = 0.5  # connect and read, each
 DEFAULT_BACKOFF_S = 30.0
 DEFAULT_LOCK_TTL_S = 30.0  # a dead holder frees the key after this; a live one refreshes it
 DEFAULT_POLL_S = 0.05
+# Record values read by one request at most (beyond the first): listing a large store
+# never holds more than this in memory at once.
+BATCH_BYTES = 64 * 1024 * 1024
 
 # Release and refresh only when the lock still holds our token (another owner may have
 # taken it after an expiry).
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 _REFRESH = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+# Take the lock, or give a lock without an expiry one (it would otherwise hold the key
+# forever).
+_ACQUIRE = """
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('pttl', KEYS[1]) == -1 then redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+# The lock's value (or its Redis type, when it is not a string) and its time to live.
+_HOLDER = """
+local t = redis.call('type', KEYS[1]).ok
+local v = t
+if t == 'string' then v = redis.call('get', KEYS[1]) end
+return {t, v, redis.call('pttl', KEYS[1])}
+"""
+# Record values, each checked before it is read: a string within ARGV[1] bytes is its
+# value, a longer one its length (never sent), another type {type}, a missing key nil.
+# Stops early, with fewer entries, once ARGV[2] bytes are gathered (the caller goes on).
+_READ = """
+local out, total = {}, 0
+for i, k in ipairs(KEYS) do
+  local t = redis.call('type', k).ok
+  if t == 'none' then out[i] = false
+  elseif t ~= 'string' then out[i] = {t}
+  else
+    local n = redis.call('strlen', k)
+    if n > tonumber(ARGV[1]) then out[i] = n
+    else
+      if i > 1 and total + n > tonumber(ARGV[2]) then return out end
+      total = total + n
+      out[i] = redis.call('get', k)
+    end
+  end
+end
+return out
+"""
 
 
 def require_redis() -> Any:
@@ -84,8 +128,21 @@ class RedisSettings:
         return cls(url=url, timeout_s=knobs.redis_timeout_s(), backoff_s=knobs.redis_backoff_s())
 
 
+def _shown(key: str) -> str:
+    """A key name for a message: control characters escaped (whoever can write to Redis
+    chooses key names, and a warning goes to a terminal)."""
+    return json.dumps(key)[1:-1]
+
+
+NOT_A_RECORD = object()  # a value too long, or a key of another type
+
+
 class _Down(Exception):
     """Redis is unreachable (or backing off): the caller treats it as a miss."""
+
+
+class _Refused(_Down):
+    """Redis answered this request with an error (a miss, no back-off: it is reachable)."""
 
 
 class RedisRecordStore:
@@ -152,10 +209,19 @@ class RedisRecordStore:
 
     def _run(self, op: Any) -> Any:
         """``op(client)``; a Redis or socket error becomes ``_Down`` after one warning.
-        An authentication error is reported the same way (with its message)."""
+        An authentication error is reported the same way (with its message). An error
+        reply to this one request (out of memory, a read-only replica) is ``_Refused``:
+        one warning, no back-off."""
         client = self._conn()
         try:
             return op(client)
+        except self._redis.ResponseError as err:
+            warn_once(
+                f"redis-reply:{self.settings.url}:{type(err).__name__}",
+                f"Redis record store {redact(self.settings.url)} refused a request ({err}); "
+                "treating it as a miss",
+            )
+            raise _Refused() from None
         except (self._redis.RedisError, OSError) as err:
             raise self._failed(err) from None
 
@@ -178,20 +244,47 @@ class RedisRecordStore:
             text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
             record = Record.from_json(json.loads(text))
         except (UnicodeDecodeError, json.JSONDecodeError, InvalidRecord, RecursionError) as err:
-            warn_once(f"bad:redis:{key}", f"ignoring tuning record {key} in Redis: {err}")
+            warn_once(f"bad:redis:{key}", f"ignoring tuning record {_shown(key)} in Redis: {err}")
             return None
         if digest is not None and record.digest != digest:
-            warn_once(f"bad:redis:{key}", f"ignoring tuning record {key}: it names another key")
+            warn_once(
+                f"bad:redis:{key}", f"ignoring tuning record {_shown(key)}: it names another key"
+            )
             return None
         return record
+
+    def _read(self, keys: list[str]) -> list[Any]:
+        """The values of the first of ``keys`` (at least one; see ``_READ``), each a
+        string's bytes, None (missing) or ``NOT_A_RECORD`` (too long or of another type:
+        one warning)."""
+        reply = self._run(lambda c: c.eval(_READ, len(keys), *keys, MAX_RECORD_BYTES, BATCH_BYTES))
+        out: list[Any] = []
+        for key, raw in zip(keys, reply, strict=False):
+            if isinstance(raw, int):
+                warn_once(
+                    f"bad:redis:{key}",
+                    f"ignoring tuning record {_shown(key)} in Redis: it holds {raw} bytes, over the "
+                    f"limit of {MAX_RECORD_BYTES} bytes for a record",
+                )
+                raw = NOT_A_RECORD
+            elif isinstance(raw, list):
+                kind = raw[0].decode() if isinstance(raw[0], bytes) else raw[0]
+                warn_once(
+                    f"bad:redis:{key}",
+                    f"ignoring Redis key {_shown(key)}: it holds a {kind}, not a tuning record (a "
+                    "string of JSON); delete it to store a record there",
+                )
+                raw = NOT_A_RECORD
+            out.append(raw)
+        return out
 
     def get(self, digest: str) -> Record | None:
         key = self._key("record", digest)
         try:
-            raw = self._run(lambda c: c.get(key))
+            raw = self._read([key])[0]
         except _Down:
             return None
-        return None if raw is None else self._parse(key, raw, digest)
+        return None if raw is None or raw is NOT_A_RECORD else self._parse(key, raw, digest)
 
     def put(self, record: Record) -> bool:
         text = json.dumps(record.to_json(), indent=1)
@@ -215,7 +308,8 @@ class RedisRecordStore:
             return False
 
     def iter_entries(self) -> Iterator[tuple[str, Record | None]]:
-        """Every key under the prefix with its record (None: not a valid record)."""
+        """Every key under the prefix with its record (None: not a valid record, too long,
+        or of another type)."""
         pattern = self._key("record", "*")
         try:
             keys = sorted(
@@ -224,14 +318,18 @@ class RedisRecordStore:
             )
         except _Down:
             return
-        for start in range(0, len(keys), 200):
+        start = 0
+        while start < len(keys):
             batch = keys[start : start + 200]
             try:
-                values = self._run(lambda c, b=batch: c.mget(b))
+                values = self._read(batch)
             except _Down:
                 return
-            for key, raw in zip(batch, values, strict=True):
-                if raw is not None:
+            start += len(values)
+            for key, raw in zip(batch, values, strict=False):
+                if raw is NOT_A_RECORD:
+                    yield key, None
+                elif raw is not None:
                     yield key, self._parse(key, raw, key.rsplit(":", 1)[-1])
 
     def iter_records(self) -> Iterator[Record]:
@@ -252,19 +350,26 @@ class RedisRecordStore:
     @contextlib.contextmanager
     def lock(self, digest: str, timeout_s: float) -> Iterator[bool]:
         """Hold ``tunedsl:v1:lock:<digest>``: True when held; False when ``timeout_s`` passed
-        or Redis is down (the caller then tunes without it, never stalls)."""
+        or Redis is down (the caller then tunes without it, never stalls). While waiting,
+        who holds it is printed as for the file lock (``locks.WaitNotices``)."""
         key = self._key("lock", digest)
-        token = secrets.token_hex(16)
+        # The value names the holder for waiters; its random token makes it unique.
+        token = json.dumps({**owner_note(), "token": secrets.token_hex(16)})
         ttl_ms = max(1, int(self.settings.lock_ttl_s * 1000))
-        deadline = time.monotonic() + timeout_s
+        notices = WaitNotices(
+            f"key {digest[:12]}", f"Redis key {key} at {redact(self.settings.url)}", timeout_s
+        )
         held = False
         try:
             while True:
-                if self._run(lambda c: c.set(key, token, nx=True, px=ttl_ms)):
+                if self._run(lambda c: c.eval(_ACQUIRE, 1, key, token, ttl_ms)):
                     held = True
                     break
-                if time.monotonic() >= deadline:
+                if notices.waited() >= timeout_s:
+                    notices.gave_up(self._holder(key))
                     break
+                if notices.due():
+                    notices.waiting(self._holder(key))
                 time.sleep(self.settings.poll_s)
         except _Down:
             held = False
@@ -283,6 +388,24 @@ class RedisRecordStore:
             keeper.join()
             with contextlib.suppress(_Down):
                 self._run(lambda c: c.eval(_RELEASE, 1, key, token))
+
+    def _holder(self, key: str) -> str:
+        """Who holds the lock ``key``, in words, with when it expires."""
+        try:
+            kind, value, pttl = self._run(lambda c: c.eval(_HOLDER, 1, key))
+        except _Down:
+            return "an unknown process (Redis did not answer)"
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        if kind == "none":
+            return "nobody (just released)"
+        if kind != "string":
+            who = f"a Redis {kind} (not a tuning lock)"
+        else:
+            try:
+                who = describe_owner(json.loads(value))
+            except (ValueError, RecursionError):
+                who = "an unknown process"
+        return who + (f", expires in {pttl / 1000:.0f} s unless renewed" if pttl >= 0 else "")
 
     def _keep(self, key: str, token: str, ttl_ms: int, stop: threading.Event) -> None:
         """Refresh the lock's expiry while it is held (a third of the TTL apart)."""

@@ -22,9 +22,6 @@ from tunedsl.model.space import Space
 needs_model = pytest.mark.skipif(
     not model_available(), reason="search='model' needs numpy (its Gaussian process)"
 )
-needs_lightgbm = pytest.mark.skipif(
-    not model_available("lightgbm"), reason="backend='lightgbm' needs tunedsl[search]"
-)
 SPACE = make_space()
 
 
@@ -195,23 +192,29 @@ def test_auto_is_exhaustive_on_small_spaces_and_guided_on_large_ones() -> None:
     assert big.resolved == ("auto:model" if model_available() else "auto:pattern")  # type: ignore[attr-defined]
 
 
-def test_model_without_its_library_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "lightgbm", None)  # what an absent package looks like
-    with pytest.raises(UsageError, match=r"needs lightgbm.*pip install 'tunedsl\[search\]'"):
-        make_strategy("model", backend="lightgbm")
-    # The default surrogate (a Gaussian process) needs numpy only: model and auto still work
-    # (the core's own environment, without numpy, is the case below).
+def test_model_without_numpy_names_it_and_auto_climbs_instead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The surrogate (a Gaussian process) needs numpy only: model and auto work where it is
+    # installed (the core's own environment, without numpy, is the case below).
     if importlib.util.find_spec("numpy") is not None:
-        assert make_strategy("model").backend == "gp"  # type: ignore[attr-defined]
+        assert isinstance(make_strategy("model"), SearchStrategy)
         auto = make_strategy("auto")
         auto.propose(SPACE, [], 10.0)
         assert auto.resolved == "auto:model"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "numpy", None)
-    with pytest.raises(UsageError, match=r"backend 'gp'\) needs numpy"):
+    monkeypatch.setitem(sys.modules, "numpy", None)  # what an absent package looks like
+    with pytest.raises(UsageError, match=r"search='model' needs numpy"):
         make_strategy("model")
     auto = make_strategy("auto")
     auto.propose(SPACE, [], 10.0)
     assert auto.resolved == "auto:pattern"  # type: ignore[attr-defined]
+
+
+def test_the_effort_table_has_exactly_the_accepted_names() -> None:
+    from tunedsl import knobs
+    from tunedsl.engine.effort import SEARCH_EFFORTS
+
+    assert tuple(SEARCH_EFFORTS) == knobs.EFFORT_NAMES
 
 
 def test_effort_presets() -> None:

@@ -5,19 +5,15 @@ no GPU, no wall clock)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-import types
 from pathlib import Path
 
 import pytest
-from landscape import BEST, LandscapeMeasurer, SimClock, make_space
+from landscape import LandscapeMeasurer, SimClock, make_space
 
 from tunedsl.engine.driver import run_search
-from tunedsl.engine.search import ModelSearch, make_strategy
+from tunedsl.engine.search import ModelSearch
 from tunedsl.engine.search.model import GaussianProcess, expected_improvement, model_available
-from tunedsl.errors import UsageError
-from tunedsl.warn import forget
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
@@ -25,9 +21,6 @@ from bench_search_replay import FAMILIES, load_table, replay
 
 needs_model = pytest.mark.skipif(
     not model_available(), reason="search='model' needs numpy (its Gaussian process)"
-)
-needs_lightgbm = pytest.mark.skipif(
-    not model_available("lightgbm"), reason="backend='lightgbm' needs tunedsl[search]"
 )
 
 
@@ -60,29 +53,11 @@ def test_the_replay_is_deterministic_given_the_seed() -> None:
     assert [o.config for o in first.observations] == [o.config for o in again.observations]
 
 
-@needs_lightgbm
-def test_the_top_decile_classifier_is_still_a_target() -> None:
-    clock = SimClock()
-    strategy = ModelSearch(seed=0, target="top")
-    assert strategy.backend == "lightgbm"  # the classifier needs a tree backend
-    out = run_search(
-        make_space(), strategy, LandscapeMeasurer(clock=clock), budget_s=6.0, clock=clock
-    )
-    assert strategy.fits > 0
-    assert out.chosen == BEST
-
-
 def test_model_options_are_checked() -> None:
-    with pytest.raises(UsageError, match="model target 'rank': expected one of time, top"):
-        ModelSearch(target="rank")
-    with pytest.raises(ValueError, match=r"explore \(2\) and local"):
-        ModelSearch(explore=2)
+    with pytest.raises(ValueError, match=r"local \(2\) must be in \[0, 1\]"):
+        ModelSearch(local=2)
     with pytest.raises(ValueError, match=r"reserve \(1\.5\)"):
         ModelSearch(reserve=1.5)
-    with pytest.raises(UsageError, match="model backend 'svm': expected one of gp, sklearn"):
-        ModelSearch(backend="svm")
-    with pytest.raises(UsageError, match="model target 'top' needs a tree backend"):
-        ModelSearch(backend="gp", target="top")
 
 
 def test_the_gaussian_process_fits_and_knows_where_it_is_unsure() -> None:
@@ -174,37 +149,3 @@ def test_auto_is_within_2_percent_on_the_matmuls_more_often_than_pattern(name: s
     pattern = [replay(family, table, "pattern", seed, family.budget_s)[1] for seed in seeds]
     assert sum(g <= 0.02 for g in auto) >= 4
     assert sum(auto) < sum(pattern)
-
-
-def test_a_library_that_fails_to_load_is_an_error_for_model_and_a_warning_for_auto(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Installed but broken (as lightgbm without libgomp): the module has nothing in it.
-    monkeypatch.setitem(sys.modules, "lightgbm", types.ModuleType("lightgbm"))
-    monkeypatch.setitem(sys.modules, "sklearn", types.ModuleType("sklearn"))
-    forget("search-model:")
-    space = make_space()
-    clock = SimClock()
-    broken = make_strategy("model", backend="lightgbm")
-    with pytest.raises(UsageError, match=r"could not load lightgbm \(AttributeError"):
-        run_search(space, broken, LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock)
-    clock = SimClock()
-    with pytest.warns(UserWarning, match="could not load lightgbm.*searching without the model"):
-        out = run_search(
-            space,
-            ModelSearch(backend="lightgbm", fallback=True),  # as auto made it
-            LandscapeMeasurer(clock=clock),
-            budget_s=3.0,
-            clock=clock,
-        )
-    assert out.measured > 8  # it went on after the opening batch
-    # auto's model search (the Gaussian process on numpy) does not need the broken library;
-    # without numpy (the core's own environment) auto searches by pattern.
-    clock = SimClock()
-    auto = make_strategy("auto")
-    out = run_search(space, auto, LandscapeMeasurer(clock=clock), budget_s=3.0, clock=clock)
-    if importlib.util.find_spec("numpy") is None:
-        assert out.strategy == "auto:pattern"
-        return
-    assert out.strategy == "auto:model"
-    assert auto.inner is not None and auto.inner.fits > 0  # type: ignore[attr-defined]

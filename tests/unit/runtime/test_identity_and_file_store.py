@@ -59,6 +59,43 @@ def test_declared_scope_wins_and_unreadable_files_fall_back_to_the_line(tmp_path
     assert identity.site_id(missing, 7, 2, "k", None) == "gone.py:Outer.inner:k#2"
 
 
+def test_a_file_is_named_from_its_package_root_whichever_way_it_is_reached(
+    tmp_path: Path,
+) -> None:
+    """The file part of an identity comes from the file alone (never from ``__name__``):
+    the path from its package root; the same file through a link or a relative path is
+    the same; same-named files of two packages differ; a project moved keeps its names."""
+    for root in (tmp_path / "one", tmp_path / "two"):
+        for pkg in ("a", "b"):
+            (root / pkg / "sub").mkdir(parents=True)
+            for d in (root / pkg, root / pkg / "sub"):
+                (d / "__init__.py").write_text("")
+            (root / pkg / "sub" / "mm.py").write_text("x = 1\n")
+        (root / "mm.py").write_text("x = 1\n")  # a script outside any package
+    one = tmp_path / "one"
+    assert identity.file_identity(str(one / "a" / "sub" / "mm.py")) == "a/sub/mm.py"
+    assert identity.file_identity(str(one / "b" / "sub" / "mm.py")) == "b/sub/mm.py"
+    assert identity.file_identity(str(one / "mm.py")) == "mm.py"
+    # Moved elsewhere (another checkout, an installed copy): the same names.
+    assert identity.file_identity(str(tmp_path / "two" / "a" / "sub" / "mm.py")) == "a/sub/mm.py"
+    # Reached through a symbolic link, or relative to the working directory.
+    (tmp_path / "link").symlink_to(one / "a" / "sub", target_is_directory=True)
+    assert identity.file_identity(str(tmp_path / "link" / "mm.py")) == "a/sub/mm.py"
+    cwd = os.getcwd()
+    os.chdir(one / "a")
+    try:
+        assert identity.file_identity(os.path.join("sub", "mm.py")) == "a/sub/mm.py"
+    finally:
+        os.chdir(cwd)
+    # Not a file: the name as given.
+    assert identity.file_identity("<ipython-input-3-abc>") == "<ipython-input-3-abc>"
+    # The site identity carries it, and the module names the file can have had.
+    site = identity.site_id(str(one / "a" / "sub" / "mm.py"), 1, 0, "k", None)
+    assert site == "a/sub/mm.py:<module>:k"
+    assert identity.previous_ids(site)[0] == "mm.py:<module>:k"
+    assert identity.module_names(str(one / "a" / "sub" / "mm.py"))[:2] == ("a.sub.mm", "mm")
+
+
 def _record(digest: str, site: str = "x.py:f:k") -> records.Record:
     return records.Record.from_json(
         {

@@ -212,7 +212,7 @@ def test_cache_clear_removes_every_writer_temporary(tmp_path: Path) -> None:
     young_tmp = root / f".{DIGEST}.json.l1v3.tmp"
     young_tmp.write_text("{")
     result = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "cache", "clear"],
+        [sys.executable, "-m", "tunedsl", "cache", "clear", "--all"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -3,7 +3,7 @@
 - ``exhaustive``: every valid configuration (racing keeps it cheap);
 - ``random``: uniform draws from the valid space;
 - ``pattern``: hill climbing over the axes with random restarts;
-- ``model``: surrogate-guided (needs ``tunedsl[search]``);
+- ``model``: surrogate-guided (a Gaussian process on numpy);
 - ``auto``: exhaustive on small spaces, model (or pattern) on large ones.
 """
 

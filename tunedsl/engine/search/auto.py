@@ -54,7 +54,7 @@ class AutoSearch:
             # batches) and runs in one race, whose leader is known soonest.
             return Exhaustive(self.seed, SMALL_VALID, self.limit)
         if model_available():
-            return ModelSearch(self.seed, self.batch, self.limit, fallback=True)
+            return ModelSearch(self.seed, self.batch, self.limit)
         return PatternSearch(self.seed, self.batch or 8, self.limit)
 
     def hint(self, **hints: Any) -> None:

@@ -1,4 +1,4 @@
-"""Forked compile workers (``engine/compile_processes.py``): real forked processes, real pipes."""
+"""Forked compile workers (``backends/compile_processes.py``): real forked processes, real pipes."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import process_jobs
 
-from tunedsl.engine import compile_pool, compile_processes
-from tunedsl.engine.compile_pool import CompileTimeout
-from tunedsl.engine.compile_processes import ForkedWorkers, WorkerCrashed, WorkerFailed
+from tunedsl.backends import compile_pool, compile_processes
+from tunedsl.backends.compile_pool import CompileTimeout
+from tunedsl.backends.compile_processes import ForkedWorkers, WorkerCrashed, WorkerFailed
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -176,7 +176,7 @@ ORPHAN = r"""
 import os, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 import process_jobs
-from tunedsl.engine.compile_processes import ForkedWorkers
+from tunedsl.backends.compile_processes import ForkedWorkers
 
 pool = ForkedWorkers(1)
 print(pool.run(process_jobs.whoami, None, 30.0)[0], flush=True)

@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from tunedsl.engine import compile_processes
+from tunedsl.backends import compile_processes
 
 
 def whoami(payload: Any) -> tuple[int, Any]:

@@ -17,7 +17,7 @@ table by number (the table as it was at the fork; an object registered later mak
 pool *stale*, and the next safe point forks a new one).
 
 Safety: the fork happens only where no other thread of this process is compiling
-(:func:`tunedsl.engine.compile_pool.compiling_elsewhere`), so no thread holds a compiler
+(:func:`tunedsl.backends.compile_pool.compiling_elsewhere`), so no thread holds a compiler
 lock that the child inherits. The threads that may run then (hashing Triton, waiting for
 the host compiler to build Triton's C utilities: ``compat.start_warming``) hold no lock
 that a worker takes (a worker gets the hash with each job and never starts a driver), and
@@ -125,7 +125,7 @@ def pool_for(objects: list[Any], workers: int) -> ForkedWorkers | None:
     global _pool
     if not enabled(workers):
         return None
-    from tunedsl.engine.compile_pool import compiling_elsewhere
+    from tunedsl.backends.compile_pool import compiling_elsewhere
 
     keys = [register(obj) for obj in objects]
     with _lock:
@@ -198,7 +198,7 @@ class ForkedWorkers:
 
     def run(self, fn: Callable[[Any], Any], payload: Any, timeout_s: float) -> Any:
         """``fn(payload)`` in a free worker (waiting for one); see the module docstring."""
-        from tunedsl.engine.compile_pool import CompileTimeout
+        from tunedsl.backends.compile_pool import CompileTimeout
 
         worker = self._take()
         try:

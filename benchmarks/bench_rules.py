@@ -1,0 +1,389 @@
+"""Rules on shapes never swept: how a rule's picks do against each shape's exhaustive best.
+
+For each kernel family, every configuration is timed on every size (``do_bench``, median,
+cold L2): the swept sizes (powers of two and midpoints) build the rule, and held-out sizes
+(odd, never a power of two) are judged against their own measured best. Side by side:
+
+    rule          tunedsl's rule (model/rule_build.py), as `tunedsl rules build` makes it
+    nearest key   the swept size nearest in log2 and its own best (the lookup vLLM ships)
+    single best   the one configuration with the best geomean over the swept sizes
+
+Families: tutorial 03's matmul over M (two N, K pairs), a row softmax and a layer norm over the
+row length. Then, with a real site: the cost of a miss a rule decides (new sizes, each a
+miss), and CUDA graphs captured at 32 batch sizes none of which was swept (failures, tunes).
+
+    python benchmarks/bench_rules.py                       # on a GPU, about 5 minutes
+    python benchmarks/bench_rules.py --only matmul --json out.json
+    TRITON_INTERPRET=1 python benchmarks/bench_rules.py --plumbing   # a CPU run of the plumbing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl.model.config import Config
+from tunedsl.model.rule import Rule
+from tunedsl.model.rule_build import SweptKey, build
+
+
+def swept_sizes(lo: int, hi: int) -> list[int]:
+    """Powers of two from lo to hi and the midpoints between them (1.5 x)."""
+    out, p = [], lo
+    while p <= hi:
+        out.append(p)
+        if p * 3 // 2 < hi:
+            out.append(p * 3 // 2)
+        p *= 2
+    return sorted(set(out))
+
+
+def held_out_sizes(lo: int, hi: int, count: int, swept: list[int]) -> list[int]:
+    """``count`` odd sizes, log-spaced strictly inside (lo, hi), none of them swept."""
+    out: list[int] = []
+    for i in range(count):
+        v = int(lo * (hi / lo) ** ((i + 0.5) / count)) | 1
+        while v in swept or v in out or v & (v - 1) == 0:
+            v += 2
+        out.append(min(v, hi - 1))
+    return out
+
+
+# -- kernels ---------------------------------------------------------------------------------
+
+
+@triton.jit
+def softmax_rows(y, x, n, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    v = tl.load(x + row * stride + cols, mask=cols < n, other=-float("inf")).to(tl.float32)
+    e = tl.exp(v - tl.max(v, axis=0))
+    tl.store(y + row * stride + cols, (e / tl.sum(e, axis=0)).to(y.dtype.element_ty), mask=cols < n)
+
+
+@triton.jit
+def layer_norm_rows(y, x, w, b, n, stride, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    v = tl.load(x + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(v, axis=0) / n
+    d = tl.where(mask, v - mean, 0.0)
+    rstd = 1 / tl.sqrt(tl.sum(d * d, axis=0) / n + eps)
+    out = d * rstd * tl.load(w + cols, mask=mask) + tl.load(b + cols, mask=mask)
+    tl.store(y + row * stride + cols, out.to(y.dtype.element_ty), mask=mask)
+
+
+def matmul_family(n: int, k: int, device: str) -> tuple[list[Config], Callable]:
+    from tutorial03_mm import TUTORIAL03_CONFIGS, mm_grouped
+
+    configs = [Config(c) for c in TUTORIAL03_CONFIGS]
+    b = torch.randn(k, n, device=device, dtype=torch.float16)
+
+    def case(m: int) -> tuple[dict, Callable[[Config], Callable[[], Any]]]:
+        a = torch.randn(m, k, device=device, dtype=torch.float16)
+        c = torch.empty(m, n, device=device, dtype=torch.float16)
+        readable = {
+            "args": {
+                "a": {"dtype": "float16", "shape": [m, k], "stride": "s1"},
+                "b": {"dtype": "float16", "shape": [k, n], "stride": "s1"},
+                "c": {"dtype": "float16", "shape": [m, n], "stride": "s1"},
+                "M": "i16" if m % 16 == 0 else "i",
+            }
+        }
+
+        def launcher(cfg: Config) -> Callable[[], Any]:
+            grid = (triton.cdiv(m, cfg.BM) * triton.cdiv(n, cfg.BN),)
+            fields = cfg.to_json()
+            hints = {h: fields.pop(h) for h in ("num_warps", "num_stages") if h in fields}
+            return lambda: mm_grouped[grid](
+                a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                c.stride(0), c.stride(1), **fields, **hints,
+            )  # fmt: skip
+
+        return readable, launcher
+
+    return configs, case
+
+
+def rows_family(kernel: str, rows: int, device: str) -> tuple[list[Config], Callable]:
+    configs = [Config(num_warps=w, num_stages=s) for w in (1, 2, 4, 8, 16, 32) for s in (1, 2)]
+
+    def case(n: int) -> tuple[dict, Callable[[Config], Callable[[], Any]]]:
+        x = torch.randn(rows, n, device=device, dtype=torch.float16)
+        y = torch.empty_like(x)
+        block = triton.next_power_of_2(n)
+        readable = {
+            "args": {
+                "x": {"dtype": "float16", "shape": [rows, n], "stride": "s1"},
+                "y": {"dtype": "float16", "shape": [rows, n], "stride": "s1"},
+                "BLOCK": {"constexpr": block},
+            }
+        }
+        w = torch.randn(n, device=device, dtype=torch.float16)
+        bias = torch.randn(n, device=device, dtype=torch.float16)
+
+        def launcher(cfg: Config) -> Callable[[], Any]:
+            hints = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+            if kernel == "softmax":
+                return lambda: softmax_rows[(rows,)](y, x, n, x.stride(0), BLOCK=block, **hints)
+            return lambda: layer_norm_rows[(rows,)](
+                y, x, w, bias, n, x.stride(0), 1e-5, BLOCK=block, **hints
+            )
+
+        return readable, launcher
+
+    return configs, case
+
+
+# -- measuring and judging -------------------------------------------------------------------
+
+
+def time_all(configs: list[Config], case: Callable, size: int, rep: int) -> tuple[dict, dict]:
+    readable, launcher = case(size)
+    times: dict[Config, float | None] = {}
+    for cfg in configs:
+        fn = launcher(cfg)
+        try:
+            fn()
+            times[cfg] = _median_ms(fn, rep)
+        except Exception as err:  # over the GPU's shared memory, or a resource limit
+            if not isinstance(err, triton.runtime.errors.OutOfResources):
+                print(f"  {cfg} at size {size}: {type(err).__name__}: {err}"[:300])
+            times[cfg] = None
+    return readable, times
+
+
+def _median_ms(fn: Callable[[], Any], rep: int) -> float:
+    if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        return float(triton.testing.do_bench(fn, warmup=5, rep=rep, return_mode="median"))
+    samples = []  # the interpreter (--plumbing): wall time of a few launches
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def judge(swept: list[SweptKey], held: list[SweptKey]) -> dict[str, dict[str, float]]:
+    built = build(swept)
+    rule = Rule("bench", {}, None, None, {}, {}, built.configs, built.families, {})
+    all_configs = sorted({c for k in swept for c in k.times}, key=str)
+
+    def logm(k: SweptKey) -> list[float]:
+        return [math.log2(v) for v in _sizes(k.readable)]
+
+    def nearest_key(k: SweptKey) -> Config:
+        near = min(
+            swept, key=lambda s: sum((a - b) ** 2 for a, b in zip(logm(s), logm(k), strict=True))
+        )
+        return min((c for c, t in near.times.items() if t is not None), key=lambda c: near.times[c])  # type: ignore[arg-type, return-value]
+
+    single = min(all_configs, key=lambda c: sum(math.log(k.regret(c) or 4.0) for k in swept))
+    picks: dict[str, Callable[[SweptKey], Config]] = {
+        "rule": lambda k: rule.decide(k.readable)[0],
+        "nearest key": nearest_key,
+        "single best": lambda k: single,
+    }
+    out = {}
+    for name, pick in picks.items():
+        regrets = sorted(k.regret(pick(k)) or math.inf for k in held)
+        out[name] = {
+            "geomean": math.exp(statistics.fmean(math.log(r) for r in regrets)),
+            "p95": regrets[min(len(regrets) - 1, math.ceil(0.95 * len(regrets)) - 1)],
+            "max": regrets[-1],
+        }
+    out["rule"]["configs"] = len(built.configs)
+    out["rule"]["loo_geomean"] = built.validation["geomean"]  # type: ignore[assignment]
+    return out
+
+
+def _sizes(readable: dict) -> list[int]:
+    return [v["shape"][0] if "M" in readable["args"] else v["shape"][1]
+            for k, v in sorted(readable["args"].items()) if k in ("a", "x")]  # fmt: skip
+
+
+def family_rows(name: str, configs, case, sizes: tuple[list[int], list[int]], rep: int) -> dict:
+    swept, held = sizes
+    t0 = time.perf_counter()
+    swept_keys = [SweptKey(*time_all(configs, case, s, rep)) for s in swept]
+    held_keys = [SweptKey(*time_all(configs, case, s, rep)) for s in held]
+    result = judge(swept_keys, held_keys)
+    print(f"\n{name}: {len(swept)} swept sizes, {len(held)} held out, "
+          f"{len(configs)} configurations, timed in {time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(f"  {'picker':<14} {'geomean':>8} {'p95':>7} {'max':>7}")
+    for picker, r in result.items():
+        print(f"  {picker:<14} {r['geomean']:>7.3f}x {r['p95']:>6.3f}x {r['max']:>6.3f}x")
+    print(f"  rule: {result['rule']['configs']} configurations, leave-one-key-out geomean "
+          f"{result['rule']['loo_geomean']:.3f}x on the swept sizes")  # fmt: skip
+    return result
+
+
+# -- a real site: the miss a rule decides, and capture ----------------------------------------
+
+
+DSL = """
+from tunedsl import autotune, cdiv
+
+def scale(x, y, n):
+    return autotune(space=dict(tile=[128, 256, 512, 1024], num_warps=[2, 4, 8]),
+                    blocks=cdiv(n, $tile), name="bench_rules_scale",
+                    scaled(x, y, n, TILE=$tile))
+"""
+
+
+@triton.jit
+def scaled(x, y, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def site_rows(device: str, captures: int) -> dict[str, Any]:
+    from tunedsl.frontend.compile import compile_source
+    from tunedsl.runtime import tuner
+    from tunedsl.store import rules as rule_store
+
+    tunes: list[Any] = []
+    real = tuner.tune
+    tuner.tune = lambda req: (tunes.append(req), real(req))[1]  # count tunes
+    ns: dict[str, Any] = {"scaled": scaled, "__name__": "bench_rules_site"}
+    exec(compile_source(DSL, filename=__file__), ns)
+    scale = ns["scale"]
+    hidden = 4096
+    swept = [1, 3, 9, 27, 81, 243, 729]
+    for b in swept:
+        x = torch.randn(b, hidden, device=device)
+        scale(x, torch.empty_like(x), x.numel())
+    out = Path(tempfile.mkdtemp()) / "rules"
+    from tunedsl.cli import main as cli
+
+    assert cli(["rules", "build", "--out", str(out)]) == 0
+    os.environ["TUNEDSL_RECORDS_PATH"] = str(out)
+    os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp()
+    rule_store.forget_loaded()
+    ns["__tunedsl_site_0__"].clear()
+    tuned_before = len(tunes)
+    # The cost of a miss a rule decides: each call a size never seen (hits are timed beside).
+    fresh = [b for b in range(2, 729) if b not in swept][:200]
+    inputs = [torch.randn(b, hidden, device=device) for b in fresh]
+    outs = [torch.empty_like(x) for x in inputs]
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    sources = [scale(x, y, x.numel()).source for x, y in zip(inputs, outs, strict=True)]
+    miss_us = (time.perf_counter() - t0) / len(inputs) * 1e6
+    t0 = time.perf_counter()
+    for x, y in zip(inputs, outs, strict=True):
+        scale(x, y, x.numel())
+    hit_us = (time.perf_counter() - t0) / len(inputs) * 1e6
+    for x, y in zip(inputs, outs, strict=True):
+        torch.testing.assert_close(y, x * 2)
+    row: dict[str, Any] = {
+        "miss_us": miss_us,
+        "hit_us": hit_us,
+        "misses_by_rule": sources.count("rule"),
+        "tunes": len(tunes) - tuned_before,
+    }
+    print(f"\nsite: {len(inputs)} misses on sizes never swept: {row['misses_by_rule']} decided by "
+          f"the rule, {row['tunes']} tuned; a miss {miss_us:.1f} us, then a hit {hit_us:.1f} us")  # fmt: skip
+    if device == "cuda" and captures:
+        sizes = sorted(
+            {max(2, round(512 ** (i / (captures - 1)))) for i in range(captures)} - set(swept)
+        )
+        while len(sizes) < captures:  # fill to the count with sizes not swept
+            sizes = sorted(set(sizes) | {s + 1 for s in sizes if s + 1 not in swept})[:captures]
+        failures, before = 0, len(tunes)
+        for b in sizes:
+            x = torch.randn(b, hidden, device=device)
+            y = torch.empty_like(x)
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph):
+                    scale(x, y, x.numel())
+                graph.replay()
+                torch.cuda.synchronize()
+                torch.testing.assert_close(y, x * 2)
+            except Exception as err:
+                failures += 1
+                print(f"  capture at batch {b} failed: {type(err).__name__}: {err}")
+        row.update(
+            captures=len(sizes), capture_failures=failures, capture_tunes=len(tunes) - before
+        )
+        print(f"capture: {len(sizes)} batch sizes from {sizes[0]} to {sizes[-1]}, none swept: "
+              f"{failures} failures, {row['capture_tunes']} tunes")  # fmt: skip
+    tuner.tune = real
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--only", choices=("matmul", "softmax", "layer_norm", "site"), action="append"
+    )
+    parser.add_argument("--held-out", type=int, default=20)
+    parser.add_argument("--rep", type=int, default=40, help="do_bench rep, ms")
+    parser.add_argument("--captures", type=int, default=32)
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--plumbing", action="store_true", help="tiny sizes (a CPU check)")
+    args = parser.parse_args()
+    device = (
+        "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+    )
+    if device == "cpu" and not args.plumbing:
+        print("no GPU: run with TRITON_INTERPRET=1 --plumbing", file=sys.stderr)
+        return 2
+    only = set(args.only or ("matmul", "softmax", "layer_norm", "site"))
+    print(f"bench_rules on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}; "
+          f"triton {triton.__version__}, torch {torch.__version__}")  # fmt: skip
+    results: dict[str, Any] = {}
+    small = args.plumbing
+    held = 3 if small else args.held_out
+    if "matmul" in only:
+        pairs = [(64, 64)] if small else [(4096, 4096), (8192, 2048)]
+        lo, hi = (16, 64) if small else (16, 8192)
+        sw = swept_sizes(lo, hi)
+        for n, k in pairs:
+            configs, case = matmul_family(n, k, device)
+            if small:
+                configs = [c for c in configs if c.BM <= 64 and c.BN <= 64][:3] or configs[:2]
+            results[f"matmul N={n} K={k}"] = family_rows(
+                f"tutorial 03 matmul over M, N={n} K={k}", configs, case,
+                (sw, held_out_sizes(lo, hi, held, sw)), args.rep,
+            )  # fmt: skip
+    for name in ("softmax", "layer_norm"):
+        if name in only:
+            lo, hi = (32, 128) if small else (64, 16384)
+            sw = swept_sizes(lo, hi)
+            configs, case = rows_family(name, 8 if small else 4096, device)
+            if small:
+                configs = configs[:2]
+            results[name] = family_rows(
+                f"row {name} over the row length", configs, case,
+                (sw, held_out_sizes(lo, hi, held, sw)), args.rep,
+            )  # fmt: skip
+    if "site" in only:
+        results["site"] = site_rows(device, 0 if small else args.captures)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

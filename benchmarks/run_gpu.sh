@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The GPU checks of tunedsl, as named suites that each fit in one 10-minute slot:
+#
+#   bash benchmarks/run_gpu.sh tests OUTDIR      # every GPU test (tests/gpu, the gallery on the GPU)
+#   bash benchmarks/run_gpu.sh speed OUTDIR      # per-call cost against the launch floor, warm
+#                                                # start, cold tuning (anchor and tutorial 03)
+#   bash benchmarks/run_gpu.sh search OUTDIR     # search at scale on the stored tables
+#   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two, ranks, a Ray sweep
+#
+# Several suites run in one call: `bash benchmarks/run_gpu.sh tests,speed OUTDIR`. Each step has
+# its own timeout and log (OUTDIR/<step>.log); OUTDIR/summary.txt holds each step's exit status,
+# seconds and the tail of its log, so the table a benchmark prints last is there too.
+# DEADLINE (seconds, default 570) bounds the whole run: a step that cannot start in the time left
+# is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU suite when Ray is
+# missing.
+set -uo pipefail
+suites=${1:?suites: tests, speed, search, multi-gpu (comma-separated)}
+out=${2:?output directory}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+deadline=${DEADLINE:-570}
+export PYTHONUNBUFFERED=1 TUNEDSL_QUIET=1 NCCL_NVLS_ENABLE=0 RAY_ENABLE_UV_RUN_RUNTIME_ENV=0
+export TUNEDSL_CACHE_DIR=${TUNEDSL_CACHE_DIR:-$(mktemp -d)/tunedsl}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+start=$SECONDS
+
+step() {  # step NAME LIMIT COMMAND...: LIMIT seconds, or what is left before the deadline
+    local name=$1 limit=$2; shift 2
+    local left=$((deadline - (SECONDS - start) - 10))
+    if [ "$left" -lt 20 ]; then
+        echo "== $name: skipped, $((SECONDS - start)) s spent of $deadline" | tee -a "$out/summary.txt"
+        return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    local t0=$SECONDS
+    # timeout signals the whole process group: the benchmarks' child processes end too
+    timeout -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    local what="rc=$rc"
+    { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && what="TIMED OUT after $limit s"
+    echo "== $name: $what, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+    tail -n "${TAIL:-14}" "$out/$name.log" | tee -a "$out/summary.txt"
+}
+
+"$py" -c "import torch, triton, sys, os; print('torch', torch.__version__, '| triton', triton.__version__, '| python', sys.version.split()[0], '|', torch.cuda.get_device_name(), 'x', torch.cuda.device_count(), '|', os.cpu_count(), 'CPUs')" 2>&1 | tee "$out/summary.txt"
+
+for suite in ${suites//,/ }; do
+    case "$suite" in
+    tests)
+        TAIL=40 step gpu_tests 330 "$py" -m pytest -q -p no:cacheprovider -rfEs tests/gpu
+        # the integration conftest sets TRITON_INTERPRET=1 unless it is set already
+        TAIL=10 step gallery_gpu 150 env TRITON_INTERPRET=0 "$py" -m pytest -q -p no:cacheprovider \
+            -rfEs tests/integration/test_gallery_gpu.py
+        ;;
+    speed)
+        TAIL=30 step per_call 150 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
+        TAIL=10 step warm_start 90 "$py" benchmarks/bench_warm_start.py
+        for i in 1 2; do
+            TAIL=12 step "cold_tutorial03_$i" 120 "$py" benchmarks/bench_cold_tune.py \
+                --space tutorial03 --rounds 3 --rep 100
+            TAIL=12 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py \
+                --space anchor --rounds 3 --rep 100
+        done
+        ;;
+    search)
+        step search_splitk 200 "$py" benchmarks/bench_search.py --family splitk --shape skinny \
+            --budget 10 --triton-subset 0 --strategies auto
+        step search_softmax 150 "$py" benchmarks/bench_search.py --family softmax --budget 5 \
+            --triton-subset 0 --strategies auto
+        ;;
+    multi-gpu)
+        if ! "$py" -c "import ray" 2>/dev/null && ls .whl/ray-*.whl >/dev/null 2>&1; then
+            "$py" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
+                >"$out/install.log" 2>&1
+            export PYTHONPATH=/tmp/site:$PYTHONPATH
+        fi
+        TAIL=42 step multi_gpu 300 "$py" benchmarks/bench_multi_gpu.py \
+            --spaces anchor-48,large@20 --order 1221 --json "$out/multi_gpu.json"
+        TAIL=8 step ranks 150 "$py" -m pytest -q -p no:cacheprovider -rA \
+            tests/gpu/test_distributed_gpu.py tests/gpu/test_multi_gpu.py \
+            tests/gpu/test_multi_gpu_pipeline.py
+        TAIL=8 step ray_sweep 100 "$py" -m pytest -q -s -p no:cacheprovider -rA \
+            tests/gpu/test_sweep_gpu.py
+        ;;
+    *)
+        echo "unknown suite '$suite': choose from tests, speed, search, multi-gpu" >&2
+        exit 2
+        ;;
+    esac
+done
+echo "== total $((SECONDS - start)) s" | tee -a "$out/summary.txt"

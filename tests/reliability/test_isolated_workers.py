@@ -1,0 +1,210 @@
+"""The isolated measurement workers (``isolate=True``) against another user and against
+signals, with real processes: a package planted by a second user in a shared working
+directory never runs in a worker; a kernel module whose top-level code tunes fails that
+tune with a ``TuningError`` instead of waiting on the parent's lock; and no process of a
+tune is left 5 s after SIGKILL, SIGTERM or SIGINT of the tuning process while a
+configuration spins."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from rel_helpers import child_env, write_script
+from test_sigint import _session_processes
+
+pytestmark = pytest.mark.needs_triton
+HERE = Path(__file__).resolve().parent
+INTEGRATION = HERE.parent / "integration"
+
+# Another user's ``tunedsl``: if it is ever imported, it leaves a mark beside itself.
+PLANTED = """
+import os
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(_here, "planted-code-ran"), "a") as _mark:
+    _mark.write(f"pid {os.getpid()} uid {os.getuid()}\\n")
+"""
+
+VICTIM = """
+import sys
+sys.path.insert(0, {here!r})
+import torch
+from rel_kernels import vadd
+from tunedsl import autotune_launch
+
+n = 300
+a, b, c = torch.ones(n), torch.ones(n), torch.zeros(n)
+result = autotune_launch(
+    vadd,
+    space=dict(TILE=[64, 128]),
+    grid=lambda cfg: ((n + cfg.TILE - 1) // cfg.TILE,),
+    args=(a, b, c, n),
+    kwargs=lambda cfg: dict(TILE=cfg.TILE),
+    isolate=True,
+    name="shared-cwd",
+)
+assert torch.equal(c, a + b)
+print("RESULT", result.source, sorted(r.status for r in result.timings.values()), flush=True)
+"""
+
+
+def test_a_package_planted_in_a_shared_working_directory_never_runs_in_the_worker(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as a second user (uid 65534)")
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to act as a second user")
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)  # a world-writable, sticky working directory, as /tmp itself
+        subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "sh", "-c", 'mkdir "$1/tunedsl" && cat > "$1/tunedsl/__init__.py"', "sh",
+             str(shared)],
+            input=PLANTED, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        planted = shared / "tunedsl" / "__init__.py"
+        assert planted.stat().st_uid == 65534 and planted.parent.stat().st_uid == 65534
+        script = write_script(tmp_path / "victim.py", VICTIM.format(here=str(HERE)))
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=shared,  # the tune runs from the shared directory
+            env=child_env(tmp_path / "cache"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        mark = shared / "planted-code-ran"
+        assert not mark.exists(), f"the planted package ran: {mark.read_text()}"
+        assert done.returncode == 0, done.stderr[-3000:]
+        # A real tune in the worker: every configuration measured there.
+        assert "RESULT tuned ['ok', 'ok']" in done.stdout, done.stdout + done.stderr[-3000:]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+IMPORTS_A_TUNING_MODULE = """
+import sys
+sys.path.insert(0, {here!r})
+import tunes_at_import
+"""
+
+
+def test_a_tune_in_the_kernels_module_fails_in_the_worker_and_reaches_the_user_as_tuning_error(
+    tmp_path: Path,
+) -> None:
+    # The parent holds the key's lock while the worker imports the module, whose top-level
+    # tune would wait for it: the worker's tune fails at once and the parent says why.
+    script = write_script(tmp_path / "main.py", IMPORTS_A_TUNING_MODULE.format(here=str(HERE)))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=child_env(tmp_path / "cache", TUNEDSL_ISOLATE_TIMEOUT="20"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tunedsl.errors.TuningError: "), done.stderr[-3000:]
+    assert "a tune ran inside tunedsl's measurement worker" in last, last
+    assert "_Died" not in done.stderr
+    assert "waiting" not in done.stderr  # no one waited for the parent's lock
+
+
+SPINNING = """
+import sys
+import threading
+sys.path.insert(0, {integration!r})
+import torch
+from isolate_kernels import double_or_die
+from tunedsl import autotune_launch, cdiv
+
+n = 100
+x, y = torch.randn(n), torch.empty(n)
+marker = sys.argv[1]
+
+
+def announce(args):  # in the worker, just before a repetition that spins
+    open(marker, "a").close()
+
+
+def tune():
+    autotune_launch(
+        double_or_die,
+        space={{"tile": [32, 64]}},  # every configuration spins (MODE 2)
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(x, y, n),
+        kwargs=lambda cfg: {{"TILE": cfg.tile, "MODE": 2}},
+        pre_hook=announce,
+        isolate=True,
+    )
+
+
+if sys.argv[2] == "thread":  # the worker is started by another thread than the main one
+    worker = threading.Thread(target=tune)
+    worker.start()
+    worker.join()
+else:
+    tune()
+print("FINISHED", flush=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="looks for stray processes via /proc")
+@pytest.mark.parametrize(
+    ("signum", "where"),
+    [
+        (signal.SIGKILL, "main"),
+        (signal.SIGTERM, "main"),
+        (signal.SIGINT, "main"),
+        # Started from another thread, the worker has no parent-death signal (it would come
+        # when that thread ends): its watch on the request pipe ends it.
+        (signal.SIGKILL, "thread"),
+        (signal.SIGTERM, "thread"),
+    ],
+)
+def test_no_process_of_an_isolated_tune_outlives_a_signal(
+    tmp_path: Path, signum: signal.Signals, where: str
+) -> None:
+    marker = tmp_path / "spinning"
+    script = write_script(tmp_path / "spin.py", SPINNING.format(integration=str(INTEGRATION)))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(marker), where],
+        env=child_env(tmp_path / "cache", TUNEDSL_ISOLATE_TIMEOUT="600"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own session: every process it starts is findable
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the worker never started the configuration"
+            time.sleep(0.1)
+        others = [p for p in _session_processes(proc.pid) if not p.startswith(f"{proc.pid} ")]
+        assert others, "the worker process is running"
+        proc.send_signal(signum)
+        sent = time.monotonic()
+        alive = _session_processes(proc.pid)
+        while alive and time.monotonic() < sent + 5.0:
+            time.sleep(0.1)
+            proc.poll()  # reaps the tuning process once it ended (else a zombie, not counted)
+            alive = _session_processes(proc.pid)
+        assert alive == [], f"alive 5 s after {signum.name}: {alive}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        for straggler in _session_processes(proc.pid):  # left the group, not the session
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(straggler.split()[0]), signal.SIGKILL)
+        proc.wait()

@@ -1,0 +1,202 @@
+"""Rules for keys never tuned: features, the cover, the maps, validation, the file format
+(pure Python, on swept keys whose timings follow a known landscape)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tunedsl.model.config import Config
+from tunedsl.model.rule import MAX_CONFIGS, InvalidRule, Rule, key_features
+from tunedsl.model.rule_build import SweptKey, build, cover
+
+CONFIGS = [Config(block=b, warps=w) for b in (16, 32, 64, 128, 256) for w in (4, 8)]
+
+
+def ideal_block(m: int) -> int:
+    return min(256, max(16, 2 ** round(math.log2(m) / 2 + 1)))
+
+
+def landscape(m: int, config: Config) -> float:
+    """Time of ``config`` on M=m: best at ideal_block(m), 4 warps a little better."""
+    return (
+        m
+        * (1 + 0.4 * abs(math.log2(config.block / ideal_block(m))))
+        * (1.02 if config.warps == 8 else 1.0)
+    )
+
+
+def key(m: int, dtype: str = "float16", n: int = 512) -> dict:
+    return {"args": {"a": {"dtype": dtype, "shape": [m, n], "stride": "s1"}, "M": "i16"}}
+
+
+def swept(sizes, dtype: str = "float16") -> list[SweptKey]:
+    return [SweptKey(key(m, dtype), {c: landscape(m, c) for c in CONFIGS}) for m in sizes]
+
+
+SIZES = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096, 8192]
+
+
+def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
+    family, x = key_features(key(1000))
+    assert x == {"args.a.shape[0]": pytest.approx(math.log2(1000)), "args.a.shape[1]": 9.0}
+    assert json.loads(family) == {"args.a.dtype": "float16", "args.a.stride": "s1"}
+    # Triton's int class is no family: an odd M shares the powers of two's rule.
+    odd = {"args": {**key(1000)["args"], "M": "i"}}
+    assert key_features(odd)[0] == family
+    assert key_features(key(1000, "float32"))[0] != family
+    # A constexpr value and the user's key= are part of the key as they are.
+    # A numeric constexpr (a block computed from a size) is a feature, a flag a family; the
+    # user's key= is part of the key as it is.
+    fam, feats = key_features(
+        {"args": {"B": {"constexpr": 64}, "F": {"constexpr": True}}, "user_key": [1024, "x"]}
+    )
+    assert json.loads(fam) == {"args.F": '{"constexpr":true}', "key[1]": "x"}
+    assert feats == {"args.B": 6.0, "key[0]": 10.0}
+
+
+def test_the_cover_has_every_key_within_the_tolerance_of_its_best() -> None:
+    keys = swept(SIZES)
+    chosen = cover(keys, tolerance=0.03)
+    assert 1 < len(chosen) <= MAX_CONFIGS
+    for k in keys:
+        assert min(k.times[c] for c in chosen) <= 1.03 * k.best  # type: ignore[operator]
+    assert all(c.warps == 4 for c in chosen)  # 8 warps never covers: 2% slower everywhere
+    assert len(cover(keys, tolerance=0.03, max_configs=2)) == 2
+
+
+def test_the_rule_picks_the_best_configuration_for_sizes_between_the_swept_ones() -> None:
+    built = build(swept(SIZES))
+    rule = Rule("s", {}, None, None, {"name": "gpu"}, {}, built.configs, built.families, {})
+    for m in (20, 40, 100, 300, 700, 1200, 3000, 6000):  # never swept
+        picked, in_range = rule.decide(key(m))
+        assert in_range
+        best = min(landscape(m, c) for c in CONFIGS)
+        assert landscape(m, picked) <= 1.25 * best, (m, picked)
+    v = built.validation
+    assert v["method"] == "leave-one-key-out" and v["keys"] == len(SIZES)
+    assert 1.0 <= v["geomean"] <= v["p95"] <= v["max"]  # type: ignore[operator]
+    assert v["geomean"] <= v["baselines"]["single_best"]["geomean"]  # type: ignore[index]
+
+
+def test_keys_outside_the_range_or_family_are_said_to_be() -> None:
+    built = build(swept([64, 128, 256]))
+    rule = Rule("s", {}, None, None, {}, {}, built.configs, built.families, {})
+    assert rule.decide(key(100))[1] is True
+    assert rule.decide(key(4096))[1] is False  # beyond the sweep: clamped, not in range
+    assert rule.decide(key(100, n=1024))[1] is False  # a size the sweep held fixed
+    picked, in_range = rule.decide(key(100, "float32"))  # another family: the closest one
+    assert not in_range and picked in built.configs
+
+
+def test_two_families_get_their_own_maps() -> None:
+    keys = swept([64, 256, 1024]) + [
+        SweptKey(key(m, "float32"), {c: landscape(m * 64, c) for c in CONFIGS})
+        for m in (64, 256, 1024)
+    ]
+    built = build(keys)
+    rule = Rule("s", {}, None, None, {}, {}, built.configs, built.families, {})
+    assert len(built.families) == 2
+    half, _ = rule.decide(key(256))
+    single, _ = rule.decide(key(256, "float32"))
+    assert half.block == ideal_block(256) and single.block == ideal_block(256 * 64)
+
+
+def test_failed_configurations_never_cover_and_unmeasured_picks_are_counted() -> None:
+    # The ideal block fails on every key: the cover holds only configurations that ran.
+    keys = [
+        SweptKey(
+            key(m), {c: (None if c.block == ideal_block(m) else landscape(m, c)) for c in CONFIGS}
+        )
+        for m in SIZES
+    ]
+    chosen = cover(keys)
+    for k in keys:
+        assert any(k.times[c] is not None and k.times[c] <= 1.03 * k.best for c in chosen)
+    # Each key timed two configurations only: a held-out key's pick is often one it never
+    # timed, and the report counts those instead of guessing their regret.
+    sparse = [
+        SweptKey(key(m), {c: landscape(m, c) for c in (CONFIGS[i % 10], CONFIGS[(i + 3) % 10])})
+        for i, m in enumerate(SIZES)
+    ]
+    v = build(sparse).validation
+    assert v["unmeasured"] > 0  # type: ignore[operator]
+    assert v["n"] + v["unmeasured"] == len(SIZES)  # type: ignore[operator]
+    with pytest.raises(ValueError, match="no swept key has a successful time"):
+        build([SweptKey(key(64), dict.fromkeys(CONFIGS))])
+
+
+def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> None:
+    built = build(swept(SIZES))
+    rule = Rule(
+        "s",
+        {"qualname": "k"},
+        None,
+        None,
+        {"name": "g"},
+        {"triton": "3.6"},
+        built.configs,
+        built.families,
+        built.validation,
+    )
+    data = rule.to_json()
+    again = Rule.from_json(json.loads(json.dumps(data)))
+    assert again.configs == rule.configs and again.decide(key(300)) == rule.decide(key(300))
+
+    def damaged(change) -> dict:
+        d = json.loads(json.dumps(data))
+        change(d)
+        return d
+
+    cases = {
+        "not a tunedsl rule": lambda d: d.update(kind="record"),
+        "schema": lambda d: d.update(schema=99),
+        "rule.configs is not a list of 1 to 8": lambda d: d.update(configs=[]),
+        "expected a configuration index": lambda d: d["families"][0].update(
+            model="tree", tree={"pick": 99}
+        ),
+        "configuration index": lambda d: d["families"][0]["points"][0].update(pick=-1),
+        "finite threshold": lambda d: d["families"][0].update(
+            model="tree",
+            tree={
+                "feature": "x",
+                "threshold": float("nan"),
+                "low": {"pick": 0},
+                "high": {"pick": 0},
+            },
+        ),
+        "is not a tree node": lambda d: d["families"][0].update(model="tree", tree=_deep(40)),
+        "low > high": lambda d: d["families"][0]["ranges"].update({"args.a.shape[0]": [9, 1]}),
+        "expected 'tree' or 'nearest'": lambda d: d["families"][0].update(model="forest"),
+    }
+    for message, change in cases.items():
+        with pytest.raises(InvalidRule, match=message):
+            Rule.from_json(damaged(change))
+
+
+def _deep(levels: int) -> dict:
+    node: dict = {"pick": 0}
+    for _ in range(levels):
+        node = {"feature": "x", "threshold": 1.0, "low": node, "high": {"pick": 0}}
+    return node
+
+
+def test_show_reads_as_sizes_not_logarithms() -> None:
+    built = build(swept(SIZES))
+    rule = Rule(
+        "site",
+        {},
+        None,
+        None,
+        {"name": "H100"},
+        {"triton": "3.6.0"},
+        built.configs,
+        built.families,
+        built.validation,
+    )
+    text = rule.describe()
+    assert "measured on H100 with triton 3.6.0" in text
+    assert "args.a.shape[0] in [16, 8192]" in text
+    assert "[A] Config(block=" in text

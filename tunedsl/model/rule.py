@@ -1,0 +1,373 @@
+"""A decision rule for keys never tuned: a few configurations and a map from a key to one.
+
+A rule is built ahead of time from a site's tuning records (``model/rule_build.py``,
+``tunedsl rules build``) and shipped beside records. At run time a miss with no record asks
+the rule: a key in the rule's range gets the rule's pick at once, with no tuning.
+
+What a key looks like to a rule (``key_features``): the readable key's numeric parts (tensor
+shapes, numeric constexprs such as a block computed from a size, ints of ``key=``) are its
+*features*, taken as log2; everything else (dtypes, stride patterns, other constexprs, strings
+of ``key=``) is its *family*. Triton's int classes
+(``i1``, ``i16``, ``i``) are neither: the kernel is compiled for the class anyway, and a
+configuration's speed carries across them. A key is *in range* when its family is one the
+rule was built for and each feature lies within the swept keys' range.
+
+A family's map is a shallow tree over the features (splits at midpoints of log2 values) or
+the nearest swept key's pick, whichever the build's leave-one-key-out validation preferred.
+Pure Python, no torch or triton: the model layer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tunedsl.model.config import Config
+from tunedsl.model.keys import canonical_json
+
+RULE_SCHEMA = 1
+RULE_KIND = "tunedsl-rule"
+MAX_TREE_DEPTH = 3
+MAX_CONFIGS = 8
+
+
+class InvalidRule(ValueError):
+    """A rule file that does not match the schema; the message says which field."""
+
+
+def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
+    """The family (canonical JSON of the categorical parts) and the features (path -> log2
+    of the value) of a readable key (``model.keys.readable_key``)."""
+    family: dict[str, Any] = {}
+    features: dict[str, float] = {}
+
+    def walk(path: str, value: Any) -> None:
+        if isinstance(value, bool) or value is None:
+            family[path] = value
+        elif isinstance(value, int | float):
+            if value != value or value in (math.inf, -math.inf):
+                family[path] = repr(value)
+            else:
+                features[path] = math.log2(max(float(value), 1.0)) if value >= 0 else -1.0
+        elif isinstance(value, str):
+            if path.startswith("args.") and value in _INT_CLASSES:
+                return  # Triton's int class: compiled for anyway, not a family
+            family[path] = value
+        elif isinstance(value, Mapping):
+            if "constexpr" in value and len(value) == 1:
+                inner = value["constexpr"]
+                if isinstance(inner, int | float) and not isinstance(inner, bool):
+                    walk(path, inner)  # a size computed per call (a block of next_power_of_2)
+                else:
+                    family[path] = canonical_json(value)  # a flag or a mode changes the code
+                return
+            for name in sorted(value):
+                walk(f"{path}.{name}", value[name])
+        elif isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                walk(f"{path}[{i}]", item)
+        else:
+            family[path] = repr(value)
+
+    for name, value in sorted(readable.get("args", {}).items()):
+        walk(f"args.{name}", value)
+    if "user_key" in readable:
+        walk("key", readable["user_key"])
+    return canonical_json(family), features
+
+
+_INT_CLASSES = frozenset(c + w for c in ("i1", "i16", "i") for w in ("", "L", "U"))
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A node: a leaf (``pick`` set) or a split (``feature`` <= ``threshold`` goes ``low``)."""
+
+    pick: int | None = None
+    feature: str | None = None
+    threshold: float = 0.0
+    low: Tree | None = None
+    high: Tree | None = None
+
+    def decide(self, x: Mapping[str, float]) -> int:
+        node = self
+        while node.pick is None:
+            assert node.feature is not None and node.low is not None and node.high is not None
+            node = node.low if x.get(node.feature, 0.0) <= node.threshold else node.high
+        return node.pick
+
+    def to_json(self) -> dict[str, Any]:
+        if self.pick is not None:
+            return {"pick": self.pick}
+        assert self.low is not None and self.high is not None
+        return {
+            "feature": self.feature,
+            "threshold": self.threshold,
+            "low": self.low.to_json(),
+            "high": self.high.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, n_configs: int, where: str, depth: int = 0) -> Tree:
+        if not isinstance(data, dict) or depth > MAX_TREE_DEPTH + 1:
+            raise InvalidRule(f"{where} is not a tree node")
+        if "pick" in data:
+            pick = data["pick"]
+            if not isinstance(pick, int) or isinstance(pick, bool) or not 0 <= pick < n_configs:
+                raise InvalidRule(f"{where}.pick is {pick!r}; expected a configuration index")
+            return cls(pick=pick)
+        feature, threshold = data.get("feature"), data.get("threshold")
+        if not isinstance(feature, str) or not isinstance(threshold, int | float):
+            raise InvalidRule(f"{where} needs a feature name and a finite threshold")
+        if not math.isfinite(threshold):
+            raise InvalidRule(f"{where} needs a feature name and a finite threshold")
+        return cls(
+            feature=feature,
+            threshold=float(threshold),
+            low=cls.from_json(data.get("low"), n_configs, f"{where}.low", depth + 1),
+            high=cls.from_json(data.get("high"), n_configs, f"{where}.high", depth + 1),
+        )
+
+    def lines(self, configs: Sequence[Config], indent: str = "") -> list[str]:
+        """The tree as text a person reads: ``M <= 64 -> config A``."""
+        if self.pick is not None:
+            return [f"{indent}-> {_label(self.pick)} {configs[self.pick]}"]
+        assert self.low is not None and self.high is not None
+        edge = _show_value(self.threshold)
+        return [
+            f"{indent}if {self.feature} <= {edge}:",
+            *self.low.lines(configs, indent + "    "),
+            f"{indent}else ({self.feature} > {edge}):",
+            *self.high.lines(configs, indent + "    "),
+        ]
+
+
+def _label(i: int) -> str:
+    return f"[{chr(ord('A') + i)}]" if i < 26 else f"[{i}]"
+
+
+def _show_value(log2_value: float) -> str:
+    value = 2.0**log2_value
+    return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's map: its features' ranges and a tree or the nearest swept key."""
+
+    family: str
+    ranges: dict[str, tuple[float, float]]
+    tree: Tree | None  # None: nearest swept key
+    points: tuple[tuple[dict[str, float], int], ...]  # the swept keys' features and picks
+
+    def in_range(self, x: Mapping[str, float]) -> bool:
+        if set(x) != set(self.ranges):
+            return False
+        return all(lo <= x[f] <= hi for f, (lo, hi) in self.ranges.items())
+
+    def clamp(self, x: Mapping[str, float]) -> dict[str, float]:
+        return {f: min(max(x.get(f, lo), lo), hi) for f, (lo, hi) in self.ranges.items()}
+
+    def pick(self, x: Mapping[str, float]) -> int:
+        if self.tree is not None:
+            return self.tree.decide(x)
+        return nearest(self.points, x)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "ranges": {f: list(r) for f, r in sorted(self.ranges.items())},
+            "model": "tree" if self.tree is not None else "nearest",
+            "tree": self.tree.to_json() if self.tree is not None else None,
+            "points": [{"x": x, "pick": p} for x, p in self.points],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, n_configs: int, where: str) -> Family:
+        if not isinstance(data, dict) or not isinstance(data.get("family"), str):
+            raise InvalidRule(f"{where} is not a family")
+        ranges_raw = data.get("ranges")
+        if not isinstance(ranges_raw, dict):
+            raise InvalidRule(f"{where}.ranges is not a mapping")
+        ranges: dict[str, tuple[float, float]] = {}
+        for name, pair in ranges_raw.items():
+            if not (isinstance(pair, list) and len(pair) == 2 and all(map(_finite, pair))):
+                raise InvalidRule(f"{where}.ranges[{name!r}] is not [low, high]")
+            if pair[0] > pair[1]:
+                raise InvalidRule(f"{where}.ranges[{name!r}] has low > high")
+            ranges[name] = (float(pair[0]), float(pair[1]))
+        points_raw = data.get("points")
+        if not isinstance(points_raw, list) or not points_raw:
+            raise InvalidRule(f"{where}.points is not a non-empty list")
+        points = []
+        for i, item in enumerate(points_raw):
+            x, p = (item.get("x"), item.get("pick")) if isinstance(item, dict) else (None, None)
+            if not isinstance(x, dict) or not all(_finite(v) for v in x.values()):
+                raise InvalidRule(f"{where}.points[{i}].x is not a mapping of numbers")
+            if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < n_configs:
+                raise InvalidRule(f"{where}.points[{i}].pick is not a configuration index")
+            points.append(({str(k): float(v) for k, v in x.items()}, p))
+        model = data.get("model")
+        if model == "tree":
+            tree: Tree | None = Tree.from_json(data.get("tree"), n_configs, f"{where}.tree")
+        elif model == "nearest":
+            tree = None
+        else:
+            raise InvalidRule(f"{where}.model is {model!r}; expected 'tree' or 'nearest'")
+        return cls(data["family"], ranges, tree, tuple(points))
+
+
+def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, float]) -> int:
+    """The pick of the swept key nearest ``x`` (Euclidean in log2 space; the first of ties)."""
+    best, best_d = points[0][1], math.inf
+    for px, pick in points:
+        d = sum((px.get(f, 0.0) - x.get(f, 0.0)) ** 2 for f in set(px) | set(x))
+        if d < best_d:
+            best, best_d = pick, d
+    return best
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A site's rule: its configurations and one map per family, with where it was measured
+    and how it did on the swept keys it was not built from."""
+
+    site: str
+    kernel: dict[str, Any]  # qualname, source_hash
+    hints: Any
+    env: Any
+    device: dict[str, Any]  # type, name, capability, arch of the GPU it was measured on
+    toolchain: dict[str, Any]  # the keyed toolchain (Triton's version and backend)
+    configs: tuple[Config, ...]
+    families: tuple[Family, ...]
+    validation: dict[str, Any]
+    built: float = 0.0
+    schema: int = RULE_SCHEMA
+
+    def family_of(self, family: str) -> Family | None:
+        for fam in self.families:
+            if fam.family == family:
+                return fam
+        return None
+
+    def decide(self, readable: Mapping[str, Any]) -> tuple[Config, bool]:
+        """The configuration for a key, and whether the key is in the rule's range (else the
+        pick of the nearest family, its features clamped into that family's range)."""
+        family, x = key_features(readable)
+        fam = self.family_of(family)
+        if fam is not None and fam.in_range(x):
+            return self.configs[fam.pick(x)], True
+        fam = fam or self._closest_family(family)
+        return self.configs[fam.pick(fam.clamp(x))], False
+
+    def _closest_family(self, family: str) -> Family:
+        import json
+
+        want = json.loads(family)
+
+        def shared(fam: Family) -> int:
+            theirs = json.loads(fam.family)
+            return sum(1 for k, v in want.items() if theirs.get(k) == v)
+
+        return max(self.families, key=shared)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": RULE_KIND,
+            "schema": self.schema,
+            "site": self.site,
+            "kernel": self.kernel,
+            "hints": self.hints,
+            "env": self.env,
+            "device": self.device,
+            "toolchain": self.toolchain,
+            "configs": [c.to_json() for c in self.configs],
+            "families": [f.to_json() for f in self.families],
+            "validation": self.validation,
+            "built": self.built,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Rule:
+        """Validate and rebuild; raise InvalidRule naming the first bad field."""
+        if not isinstance(data, dict) or data.get("kind") != RULE_KIND:
+            raise InvalidRule("not a tunedsl rule (its 'kind' is not 'tunedsl-rule')")
+        if data.get("schema") != RULE_SCHEMA:
+            raise InvalidRule(
+                f"rule schema {data.get('schema')!r} is not this tunedsl's schema {RULE_SCHEMA}"
+            )
+        for name, kind in (("site", str), ("kernel", dict), ("device", dict), ("toolchain", dict)):
+            if not isinstance(data.get(name), kind):
+                raise InvalidRule(f"rule.{name} is not a {kind.__name__}")
+        configs_raw = data.get("configs")
+        if not isinstance(configs_raw, list) or not 0 < len(configs_raw) <= MAX_CONFIGS:
+            raise InvalidRule(f"rule.configs is not a list of 1 to {MAX_CONFIGS} configurations")
+        try:
+            configs = tuple(Config.from_json(c) for c in configs_raw)
+        except Exception as err:
+            raise InvalidRule(f"rule.configs: {err}") from None
+        families_raw = data.get("families")
+        if not isinstance(families_raw, list) or not families_raw:
+            raise InvalidRule("rule.families is not a non-empty list")
+        families = tuple(
+            Family.from_json(f, len(configs), f"rule.families[{i}]")
+            for i, f in enumerate(families_raw)
+        )
+        validation = data.get("validation", {})
+        if not isinstance(validation, dict):
+            raise InvalidRule("rule.validation is not a mapping")
+        built = data.get("built", 0.0)
+        return cls(
+            site=data["site"],
+            kernel=data["kernel"],
+            hints=data.get("hints"),
+            env=data.get("env"),
+            device=data["device"],
+            toolchain=data["toolchain"],
+            configs=configs,
+            families=families,
+            validation=validation,
+            built=float(built) if _finite(built) else 0.0,
+        )
+
+    def describe(self) -> str:
+        """The rule as a table a person can read."""
+        lines = [
+            f"rule for {self.site}",
+            f"  measured on {self.device.get('name')} with {_toolchain_text(self.toolchain)}",
+        ]
+        v = self.validation
+        if v:
+            lines.append(
+                f"  leave-one-key-out over {v.get('keys')} swept keys: regret geomean "
+                f"{_ratio(v.get('geomean'))}, p95 {_ratio(v.get('p95'))}, "
+                f"max {_ratio(v.get('max'))}"
+            )
+        lines.append("  configurations:")
+        lines += [f"    {_label(i)} {c}" for i, c in enumerate(self.configs)]
+        for fam in self.families:
+            lines.append(f"  family {fam.family}")
+            for f, (lo, hi) in sorted(fam.ranges.items()):
+                lines.append(f"    {f} in [{_show_value(lo)}, {_show_value(hi)}]")
+            if fam.tree is not None:
+                lines += fam.tree.lines(self.configs, "    ")
+            else:
+                lines.append("    nearest swept key:")
+                for x, p in fam.points:
+                    where = ", ".join(f"{f}={_show_value(v)}" for f, v in sorted(x.items()))
+                    lines.append(f"      {where} -> {_label(p)}")
+        return "\n".join(lines)
+
+
+def _ratio(x: Any) -> str:
+    return f"{x:.3f}x" if _finite(x) else "-"
+
+
+def _toolchain_text(toolchain: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(toolchain.items()) if isinstance(v, str))

@@ -1,0 +1,260 @@
+"""Building a rule (``model/rule.py``) from swept keys' timings, and validating it.
+
+1. **Cover**: a few configurations such that every swept key has one within ``tolerance``
+   (default 3%) of its own best, greedily (the configuration covering the most keys not yet
+   covered, ties to the lower total regret), at most ``max_configs`` (default 8).
+2. **Map**, per family: a regret tree (each leaf picks the configuration of least summed
+   log-regret over its keys; splits at midpoints of a feature's log2 values, depth at most 3)
+   and the nearest swept key's pick, both over the covering configurations.
+3. **Validate**: leave one key out, build everything from the others, and pick for the key
+   left out; its regret is its time with that pick over its measured best. The family keeps
+   the map with the lower geomean regret; the report has geomean, p95 and max, beside two
+   baselines measured the same way: the nearest swept key's own best (vLLM-style lookup)
+   and the single configuration best over all training keys.
+
+A regret is only known where the key's records timed the pick; picks never timed on the
+held-out key are counted in ``unmeasured``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tunedsl.model.config import Config
+from tunedsl.model.rule import MAX_CONFIGS, MAX_TREE_DEPTH, Family, Tree, key_features, nearest
+
+DEFAULT_TOLERANCE = 0.03
+# The log-regret charged for a configuration never timed on a key (as if 4x slower): a map
+# should not send a key where nothing is known.
+UNKNOWN_LOG_REGRET = math.log(4.0)
+
+
+@dataclass(frozen=True)
+class SweptKey:
+    """One swept key: its readable form and each configuration's median time (None: failed)."""
+
+    readable: Mapping[str, object]
+    times: Mapping[Config, float | None]
+
+    @property
+    def best(self) -> float:
+        return min(t for t in self.times.values() if t is not None)
+
+    def regret(self, config: Config) -> float | None:
+        t = self.times.get(config)
+        return None if t is None else t / self.best
+
+
+@dataclass(frozen=True)
+class Built:
+    configs: tuple[Config, ...]
+    families: tuple[Family, ...]
+    validation: dict[str, object]
+
+
+def usable(keys: Sequence[SweptKey]) -> list[SweptKey]:
+    """The keys with at least one successful time."""
+    return [k for k in keys if any(t is not None for t in k.times.values())]
+
+
+def cover(
+    keys: Sequence[SweptKey], tolerance: float = DEFAULT_TOLERANCE, max_configs: int = MAX_CONFIGS
+) -> list[Config]:
+    """Step 1: the covering configurations, most keys first."""
+    covers: dict[Config, set[int]] = {}
+    for i, k in enumerate(keys):
+        limit = (1 + tolerance) * k.best
+        for c, t in k.times.items():
+            if t is not None and t <= limit:
+                covers.setdefault(c, set()).add(i)
+    left = set(range(len(keys)))
+    chosen: list[Config] = []
+    order = sorted(covers, key=lambda c: str(c))  # deterministic among equals
+    while left and len(chosen) < max_configs:
+        best = max(
+            order,
+            key=lambda c: (len(covers[c] & left), -_total_log_regret(keys, c)),
+        )
+        if not covers[best] & left:
+            break
+        chosen.append(best)
+        left -= covers[best]
+    return chosen
+
+
+def _log_regret(key: SweptKey, config: Config) -> float:
+    r = key.regret(config)
+    return UNKNOWN_LOG_REGRET if r is None else math.log(r)
+
+
+def _total_log_regret(keys: Sequence[SweptKey], config: Config) -> float:
+    return sum(_log_regret(k, config) for k in keys)
+
+
+def _leaf(keys: Sequence[SweptKey], configs: Sequence[Config]) -> tuple[int, float]:
+    costs = [_total_log_regret(keys, c) for c in configs]
+    i = min(range(len(configs)), key=lambda j: costs[j])
+    return i, costs[i]
+
+
+def fit_tree(
+    keys: Sequence[SweptKey],
+    xs: Sequence[Mapping[str, float]],
+    configs: Sequence[Config],
+    depth: int = MAX_TREE_DEPTH,
+) -> Tree:
+    """Step 2's regret tree."""
+    pick, cost = _leaf(keys, configs)
+    if depth == 0 or len(keys) < 2:
+        return Tree(pick=pick)
+    best: tuple[float, str, float] | None = None
+    for feature in sorted({f for x in xs for f in x}):
+        values = sorted({x[feature] for x in xs})
+        for lo, hi in itertools.pairwise(values):
+            edge = (lo + hi) / 2
+            low = [i for i, x in enumerate(xs) if x[feature] <= edge]
+            high = [i for i, x in enumerate(xs) if x[feature] > edge]
+            split = (
+                _leaf([keys[i] for i in low], configs)[1]
+                + _leaf([keys[i] for i in high], configs)[1]
+            )
+            if best is None or split < best[0] - 1e-12:
+                best = (split, feature, edge)
+    if best is None or best[0] >= cost - 1e-9:
+        return Tree(pick=pick)
+    _, feature, edge = best
+    low = [i for i, x in enumerate(xs) if x[feature] <= edge]
+    high = [i for i, x in enumerate(xs) if x[feature] > edge]
+    return Tree(
+        feature=feature,
+        threshold=edge,
+        low=fit_tree([keys[i] for i in low], [xs[i] for i in low], configs, depth - 1),
+        high=fit_tree([keys[i] for i in high], [xs[i] for i in high], configs, depth - 1),
+    )
+
+
+def _points(
+    keys: Sequence[SweptKey], xs: Sequence[Mapping[str, float]], configs: Sequence[Config]
+) -> tuple[tuple[dict[str, float], int], ...]:
+    return tuple((dict(x), _leaf([k], configs)[0]) for k, x in zip(keys, xs, strict=True))
+
+
+def _ranges(xs: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, float]]:
+    names = {f for x in xs for f in x}
+    return {f: (min(x[f] for x in xs), max(x[f] for x in xs)) for f in sorted(names)}
+
+
+def _fit(
+    keys: Sequence[SweptKey], tolerance: float, max_configs: int
+) -> tuple[list[Config], dict[str, tuple[list[int], Tree, tuple]]]:
+    """Cover and both maps of every family (indices into ``keys``)."""
+    configs = cover(keys, tolerance, max_configs)
+    by_family: dict[str, list[int]] = {}
+    feats = [key_features(k.readable) for k in keys]
+    for i, (family, _) in enumerate(feats):
+        by_family.setdefault(family, []).append(i)
+    maps = {}
+    for family, members in by_family.items():
+        fk = [keys[i] for i in members]
+        fx = [feats[i][1] for i in members]
+        maps[family] = (members, fit_tree(fk, fx, configs), _points(fk, fx, configs))
+    return configs, maps
+
+
+def build(
+    keys: Sequence[SweptKey],
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_configs: int = MAX_CONFIGS,
+) -> Built:
+    """Steps 1 to 3 over ``keys`` (at least one with a successful time)."""
+    keys = usable(keys)
+    if not keys:
+        raise ValueError("no swept key has a successful time")
+    configs, maps = _fit(keys, tolerance, max_configs)
+    feats = [key_features(k.readable) for k in keys]
+    loo = _leave_one_out(keys, feats, tolerance, max_configs)
+    families = []
+    chosen_regrets: list[float] = []
+    unmeasured = 0
+    for family, (members, tree, points) in maps.items():
+        by_model = {m: [loo[i][m] for i in members if i in loo] for m in ("tree", "nearest")}
+        score = {m: _geomean([r for r in v if r is not None]) for m, v in by_model.items()}
+        use_tree = score["tree"] <= score["nearest"]
+        model = "tree" if use_tree else "nearest"
+        chosen_regrets += [r for r in by_model[model] if r is not None]
+        unmeasured += sum(r is None for r in by_model[model])
+        xs = [feats[i][1] for i in members]
+        families.append(Family(family, _ranges(xs), tree if use_tree else None, points))
+    validation: dict[str, object] = {
+        "method": "leave-one-key-out",
+        "keys": len(keys),
+        "tolerance": tolerance,
+        **_summary(chosen_regrets),
+        "unmeasured": unmeasured,
+        "baselines": {
+            name: _summary([v for r in loo.values() if (v := r[name]) is not None])
+            for name in ("nearest_key", "single_best")
+        },
+    }
+    return Built(tuple(configs), tuple(families), validation)
+
+
+def _leave_one_out(
+    keys: Sequence[SweptKey],
+    feats: Sequence[tuple[str, dict[str, float]]],
+    tolerance: float,
+    max_configs: int,
+) -> dict[int, dict[str, float | None]]:
+    """For each key (of a family with others): the regret of each map's pick when the rule
+    is built without it, and of the two baselines."""
+    out: dict[int, dict[str, float | None]] = {}
+    for i, held in enumerate(keys):
+        family, x = feats[i]
+        rest = [j for j in range(len(keys)) if j != i]
+        if not any(feats[j][0] == family for j in rest):
+            continue  # the only key of its family: nothing to learn it from
+        train = [keys[j] for j in rest]
+        configs, maps = _fit(train, tolerance, max_configs)
+        members, tree, points = maps[family]
+        fam_x = [feats[rest[m]][1] for m in members]
+        fam_keys = [train[m] for m in members]
+        own_best = tuple((fx, _own_best(k)) for fx, k in zip(fam_x, fam_keys, strict=True))
+        all_configs = sorted({c for k in train for c in k.times}, key=str)
+        single = min(all_configs, key=lambda c: _total_log_regret(train, c))
+        out[i] = {
+            "tree": held.regret(configs[tree.decide(x)]),
+            "nearest": held.regret(configs[nearest(points, x)]),
+            "nearest_key": held.regret(_configs_of(own_best)[nearest(_indexed(own_best), x)]),
+            "single_best": held.regret(single),
+        }
+    return out
+
+
+def _own_best(key: SweptKey) -> Config:
+    return min((c for c, t in key.times.items() if t is not None), key=lambda c: key.times[c])  # type: ignore[arg-type, return-value]
+
+
+def _configs_of(pairs: Sequence[tuple[Mapping[str, float], Config]]) -> list[Config]:
+    return [c for _, c in pairs]
+
+
+def _indexed(
+    pairs: Sequence[tuple[Mapping[str, float], Config]],
+) -> list[tuple[Mapping[str, float], int]]:
+    return [(x, i) for i, (x, _) in enumerate(pairs)]
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else math.inf
+
+
+def _summary(regrets: Sequence[float]) -> dict[str, object]:
+    if not regrets:
+        return {"geomean": None, "p95": None, "max": None, "n": 0}
+    ordered = sorted(regrets)
+    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+    return {"geomean": _geomean(ordered), "p95": p95, "max": ordered[-1], "n": len(ordered)}

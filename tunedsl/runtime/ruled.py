@@ -1,0 +1,86 @@
+"""A miss decided by a shipped rule (``model/rule.py``): no record, no tuning, at once.
+
+Called by ``decide.lookup`` after the records missed. The rule named by the site, its
+kernel's source, hints and Triton environment decides:
+
+- a key in the rule's range gets the rule's pick (``source="rule"``);
+- a key outside it (a size beyond the sweep, another dtype or layout) is tuned where tuning
+  may run (``mode="on"`` and no CUDA-graph capture); where it may not, it gets the pick of
+  the nearest family with its sizes clamped into the swept range, with one warning;
+- a *stale* rule (measured on another GPU model or Triton version) is not trusted to beat
+  tuning: the key is tuned where tuning may run, with one warning naming
+  ``tunedsl rules check``; where it may not, its pick still beats the site's default, and is
+  launched with one warning.
+
+A pick is launched only when it is one of the configurations the site's space and
+``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from tunedsl.model.config import Config
+from tunedsl.warn import warn_once
+
+if TYPE_CHECKING:
+    from tunedsl.runtime.decide import Subject
+
+
+def rule_pick(
+    subject: Subject,
+    candidates: Sequence[Config],
+    check: Callable[[Config], str | None] | None,
+    tuning_allowed: bool,
+) -> Config | None:
+    """The rule's configuration for ``subject``'s key, or None (no rule, or tune instead)."""
+    from tunedsl.store.rules import find_rule, rule_digest
+
+    ctx = subject.context
+    digest = rule_digest(subject.site_id, ctx["kernel"], ctx["hints"], ctx["env"])
+    rule = find_rule(digest)
+    if rule is None:
+        return None
+    where = f"rule {digest[:12]} of {subject.site_id}"
+    config, in_range = rule.decide(subject.readable)
+    here = ctx.get("device", {}).get("name")
+    if rule.device.get("name") != here or rule.toolchain != ctx.get("toolchain"):
+        measured = f"{rule.device.get('name')} with {rule.toolchain}"
+        now = f"{here} with {ctx.get('toolchain')}"
+        if tuning_allowed:
+            warn_once(
+                f"rule-stale:{digest}",
+                f"{where} was measured on {measured}, not on {now}: tuning instead. Refresh "
+                "it with `tunedsl rules check` and `tunedsl rules build`",
+            )
+            return None
+        warn_once(
+            f"rule-stale:{digest}",
+            f"{where} was measured on {measured}, not on {now}; using its picks while "
+            "tuning cannot run. Refresh it with `tunedsl rules check` and `tunedsl rules build`",
+        )
+    elif not in_range:
+        if tuning_allowed:
+            return None
+        warn_once(
+            f"rule-range:{digest}",
+            f"a key outside the range of {where} (sizes beyond the sweep, or another dtype or "
+            f"layout); tuning cannot run here, so it launches the rule's nearest pick {config}",
+        )
+    if config not in candidates:
+        warn_once(
+            f"rule-outside:{digest}:{config}",
+            f"{where} picked {config}, which is not among the configurations this site's "
+            "space and prune= keep for the key; not using it",
+        )
+        return None
+    if check is not None:
+        problem = check(config)
+        if problem is not None:
+            warn_once(
+                f"rule-verify:{digest}:{config}",
+                f"{where} picked {config}, which fails verify= here ({problem}); not using it",
+            )
+            return None
+    return config

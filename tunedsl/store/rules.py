@@ -1,0 +1,123 @@
+"""Rule files: ``<digest>.rule.json`` beside records, in ``TUNEDSL_RECORDS_PATH`` directories.
+
+A rule (``model/rule.py``) is named by what it decides for: the site, the kernel's source
+and the site's static hints and Triton environment, so a rule never decides for an edited
+kernel. The GPU model and toolchain it was measured on are inside the file: a rule from
+another GPU model or Triton version is *stale* (the runtime says what it does with one).
+
+Rule files get the records' trust rules: the directory is private to the user or owned by
+root and closed to writes by others; the file is a regular file (no symbolic link), owned by
+the user or root, not writable by group or others, at most 4 MiB. Anything else, and any
+file that does not validate, is a miss with one warning. Each process reads a rule file at
+most once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tunedsl.model.keys import canonical_json
+from tunedsl.model.rule import InvalidRule, Rule
+from tunedsl.store import atomic
+from tunedsl.store import records as rec
+from tunedsl.warn import warn_once
+
+SUFFIX = ".rule.json"
+MAX_RULE_BYTES = 4 * 1024 * 1024
+
+_lock = threading.Lock()
+_loaded: dict[str, Rule | None] = {}
+
+
+def rule_digest(site: str, kernel: Mapping[str, Any], hints: Any, env: Any) -> str:
+    """What a rule decides for: the site, the kernel's qualname and source hash, the static
+    hints and the Triton environment (the record digest's context less device and toolchain)."""
+    named = {
+        "site": site,
+        "kernel": {"qualname": kernel.get("qualname"), "source_hash": kernel.get("source_hash")},
+        "hints": hints,
+        "env": env,
+    }
+    return hashlib.sha256(canonical_json(named).encode("utf-8")).hexdigest()
+
+
+def digest_of(rule: Rule) -> str:
+    return rule_digest(rule.site, rule.kernel, rule.hints, rule.env)
+
+
+def rule_path(root: Path, digest: str) -> Path:
+    return root / f"{digest}{SUFFIX}"
+
+
+def save_rule(rule: Rule, root: Path) -> Path:
+    """Write ``rule`` into ``root`` (created private), whole or not at all."""
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = rule_path(root, digest_of(rule))
+    atomic.write_json(path, rule.to_json())
+    return path
+
+
+def read_rule_file(path: Path) -> Rule:
+    """One rule file; raise InvalidRule (bad content) or OSError (unreadable, a link, not a
+    regular file, too large, writable by others, another owner)."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path} is not a regular file")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise OSError(f"{path} is writable by group or others (chmod go-w {path})")
+    if st.st_uid not in (os.getuid(), 0):
+        raise OSError(f"{path} belongs to another user")
+    data = rec.parse_json(atomic.read_regular_file(path, MAX_RULE_BYTES))
+    return Rule.from_json(data)
+
+
+def rule_dirs() -> list[Path]:
+    """Where rules are found: the ``TUNEDSL_RECORDS_PATH`` directories, in order."""
+    return rec.extra_record_dirs()
+
+
+def find_rule(digest: str) -> Rule | None:
+    """The rule named ``digest`` (the first directory that has one), read once a process."""
+    with _lock:
+        if digest in _loaded:
+            return _loaded[digest]
+    found: Rule | None = None
+    for root in rule_dirs():
+        path = rule_path(root, digest)
+        if not os.path.lexists(path) or not rec.trusted_dir(root):
+            continue
+        try:
+            rule = read_rule_file(path)
+        except (OSError, InvalidRule, rec.InvalidRecord) as err:
+            warn_once(f"bad-rule:{path}", f"ignoring rule {path}: {err}")
+            continue
+        if digest_of(rule) != digest:
+            warn_once(f"bad-rule:{path}", f"ignoring rule {path}: it names another site")
+            continue
+        found = rule
+        break
+    with _lock:
+        _loaded[digest] = found
+    return found
+
+
+def forget_loaded() -> None:
+    """Read rule files again on the next miss (tests, and `tunedsl rules` commands)."""
+    with _lock:
+        _loaded.clear()
+
+
+def iter_rule_files(roots: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for root in roots:
+        if root.is_file() and root.name.endswith(SUFFIX):
+            out.append(root)
+        elif root.is_dir():
+            out += sorted(p for p in root.iterdir() if p.name.endswith(SUFFIX))
+    return out
