@@ -308,3 +308,30 @@ def test_a_prune_that_splits_key_buckets_says_so_once_and_ls_tells_the_rows_apar
     for n in (2048, 2064):
         assert any(f'"prune":{{"n":{{"type":"int","value":{n}}}}}' in r for r in rows), rows
     assert not any("..." in r for r in rows)
+
+
+def test_a_field_read_only_under_some_configurations_counts_as_read() -> None:
+    """autotune_launch's functions are probed on every configuration: `ALT` is read only
+    where `mode` is 0, and that is no mistake."""
+    import torch
+    from rel_kernels import vadd
+
+    from tunedsl import autotune_launch
+
+    n = 40
+    a, b, c = torch.ones(n), torch.ones(n), torch.zeros(n)
+    result = autotune_launch(
+        vadd,
+        space=[{"TILE": 16, "mode": 1, "ALT": 64}, {"TILE": 64, "mode": 0, "ALT": 32}],
+        grid=lambda cfg: (triton_cdiv(n, cfg.TILE if cfg.mode else cfg.ALT),),
+        args=(a, b, c, n),
+        kwargs=lambda cfg: {"TILE": cfg.TILE if cfg.mode else cfg.ALT},
+        effort="quick",
+        name="silent-conditional-read",
+    )
+    assert result.config.TILE in (16, 64)
+    assert torch.equal(c, a + b)
+
+
+def triton_cdiv(x: int, y: int) -> int:
+    return (x + y - 1) // y

@@ -232,7 +232,6 @@ def variants(
                 {**call.static_kwargs, **dyn_kwargs},
                 site.label,
             )
-            mistakes.check_fields_read(call.bind, cfg, site.label)
         out.append(
             Variant(
                 config=cfg,
@@ -317,6 +316,10 @@ def resolve(site: Site, call: Call) -> tuple[Entry, LaunchResult]:
 
     chosen_settings = settings(site, call.lazy)
     kept = candidates(site, call, chosen_settings)
+    if not chosen_settings.large:  # a lazy space is not listed: its fields are not probed
+        mistakes.check_fields_read(
+            call.bind, kept, {name for name, _, _ in site.placeholders}, site.label
+        )
     res = resolution(site, call, chosen_settings)
     known = site._by_digest.get(res.digest)
     if known is not None:

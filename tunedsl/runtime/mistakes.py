@@ -331,20 +331,29 @@ class _FieldReads:
         return len(self._cfg)
 
 
-def check_fields_read(bind: Any, config: Config, label: str) -> None:
-    """Every field of ``config`` is read by the launch (``bind``: the kernel's arguments and
-    the grid) or is a launch hint; a field nothing reads would tune the same kernel once per
-    value. The front end checks a literal space when the module compiles; this is for the
-    rest (a computed space, ``autotune_launch``'s functions), on the first configuration."""
-    probe = _FieldReads(config)
-    try:
-        bind(probe)
-    except Exception:  # the launch itself reports it, with the real configuration
-        return
-    if probe._all:
-        return
-    for name in config:
-        if name in probe._read or name in HINT_NAMES:
+def check_fields_read(
+    bind: Any, configs: Sequence[Config], placeholders: set[str], label: str
+) -> None:
+    """Every field of the space is read by the launch (``bind``: the kernel's arguments and
+    the grid; a DSL site's ``$name`` placeholders count as reads) or is a launch hint; a
+    field nothing reads would tune the same kernel once per value. The front end checks a
+    literal space when the module compiles; this is for the rest (a computed space,
+    ``autotune_launch``'s functions). Each configuration is probed, so a field read only
+    under some others' values (``cfg.a if cfg.mode else cfg.b``) counts as read."""
+    read = set(placeholders) | set(HINT_NAMES)
+    fields: dict[str, None] = {}
+    for config in configs[:_PROBED]:
+        fields.update(dict.fromkeys(config))
+        probe = _FieldReads(config)
+        try:
+            bind(probe)
+        except Exception:  # the launch itself reports it, with the real configuration
+            return
+        if probe._all:
+            return
+        read |= probe._read
+    for name in fields:
+        if name in read:
             continue
         close = did_you_mean(name, HINT_NAMES)
         fix = (
@@ -358,3 +367,7 @@ def check_fields_read(bind: Any, config: Config, label: str) -> None:
             f"arguments and the grid) and is not a launch hint, so each of its values would "
             f"tune the same kernel again; {fix}"
         )
+
+
+# Configurations probed for the fields they read (each probe runs ``bind`` once more).
+_PROBED = 256
