@@ -259,20 +259,20 @@ def candidates(site: Site, call: Call, settings: Settings) -> Sequence[Config]:
         lazy = LazyCandidates(settings, recorder)
         if settings.prune is not None:  # learn which arguments it reads (for the key)
             settings.prune([settings.default], recorder)
-            _note_prune_reads(site, recorder.read)
+            _note_prune_reads(site, settings.prune, recorder.read)
         return lazy  # type: ignore[return-value]
     configs = apply_prune(settings, recorder)
-    _note_prune_reads(site, recorder.read)
+    _note_prune_reads(site, settings.prune, recorder.read)
     return configs
 
 
-def _note_prune_reads(site: Site, read: set[str]) -> None:
+def _note_prune_reads(site: Site, prune: Any, read: set[str]) -> None:
     """``prune=`` read these arguments: from now on their values are part of the key."""
     names = frozenset(n for n in read if isinstance(n, str))
     if names <= site._prune_reads:
         return
     if site.has_key:
-        mistakes.warn_prune_splits_key(site.label, sorted(names - site._prune_reads))
+        mistakes.warn_prune_splits_key(site.label, prune, sorted(names - site._prune_reads))
     with site._lock:
         site._prune_reads = site._prune_reads | names
         # Entries keyed without these values can never match again: drop them.

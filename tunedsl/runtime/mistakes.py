@@ -77,13 +77,14 @@ def is_own_file(filename: str) -> bool:
     return path.startswith(_PACKAGE + os.sep) and not path.startswith(_EXAMPLES)
 
 
-def warn_prune_splits_key(label: str, names: Sequence[str]) -> None:
+def warn_prune_splits_key(label: str, prune: Any, names: Sequence[str]) -> None:
     """``prune=`` read arguments: their values join the key (docs/runtime.md, "The prune
     rule"), so ``key=`` no longer groups the calls it would group. Said once per site."""
     read = ", ".join(f"`{n}`" for n in names)
+    fn = getattr(prune, "__qualname__", None) or type(prune).__name__
     warn_once(
         f"prune-splits-key:{label}",
-        f"{label}: prune= reads {read}, so each distinct value of {read} (of a tensor: its "
+        f"{label}: prune={fn} reads {read}, so each distinct value of {read} (of a tensor: its "
         "dtype and shape) is decided on its own and key= no longer groups calls: two calls "
         "with the same key= value but another value there each tune. To keep key= buckets, "
         "let prune= decide from the configurations alone, or key= on what prune= reads",
