@@ -183,22 +183,34 @@ class MacroChecks:
 
     def _check_unread_fields(self, space: ast.expr) -> None:
         """A field of a literal space that no `$name` reads and that is not a launch hint
-        changes nothing that is launched: each of its values would tune the same kernel."""
+        changes nothing that is launched: each of its values would tune the same kernel (a
+        field of one value is harmless, unless its name is a misspelled hint)."""
         read = {ph.name for ph in self.macro.placeholders} | set(HINT_NAMES)
+        values: dict[str, set[str]] = {}
+        for name, _, value in _space_items(space):
+            axis = isinstance(value, (ast.List, ast.Tuple)) and not isinstance(space, ast.List)
+            values.setdefault(name, set()).update(
+                ast.dump(v)
+                for v in (value.elts if axis else [value])  # type: ignore[attr-defined]
+            )
         for name, node in _space_fields(space):
-            if name in read:
-                continue
             close = did_you_mean(name, HINT_NAMES)
+            if name in read or (len(values[name]) < 2 and not close):  # one value: tuned once
+                continue
             hint = (
                 f"did you mean the launch hint `{close}`?"
                 if close
                 else f"pass it to the kernel (e.g. `{name.upper()}=${name}` in the launch) "
                 "or remove the field"
             )
+            effect = (
+                "each of its values would tune the same kernel again"
+                if len(values[name]) > 1
+                else "it changes nothing"
+            )
             raise self._error(
                 f"space= field `{name}` is read by nothing in the launch: no `${name}` in "
-                "blocks= or the kernel's arguments, and it is not a launch hint, so each of "
-                "its values would tune the same kernel again",
+                f"blocks= or the kernel's arguments, and it is not a launch hint, so {effect}",
                 self.src.offset(node.lineno, node.col_offset),
                 self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
                 hint,

@@ -341,6 +341,8 @@ def check_fields_read(
     literal space when the module compiles; this is for the rest (a computed space,
     ``autotune_launch``'s functions). Each configuration is probed, so a field read only
     under some others' values (``cfg.a if cfg.mode else cfg.b``) counts as read."""
+    if len(configs) < 2:  # one configuration is launched as is: nothing is tuned twice
+        return
     read = set(placeholders) | set(HINT_NAMES)
     fields: dict[str, None] = {}
     for config in configs[:_PROBED]:
@@ -354,9 +356,10 @@ def check_fields_read(
             return
         read |= probe._read
     for name in fields:
-        if name in read:
-            continue
         close = did_you_mean(name, HINT_NAMES)
+        values = {(type(c[name]), c[name]) for c in configs if name in c}
+        if name in read or (len(values) < 2 and not close):  # one value: tuned once
+            continue
         fix = (
             f"did you mean the launch hint `{close}`?"
             if close
@@ -365,8 +368,13 @@ def check_fields_read(
         )
         raise UsageError(
             f"{label}: space field `{name}` is read by nothing in the launch (the kernel's "
-            f"arguments and the grid) and is not a launch hint, so each of its values would "
-            f"tune the same kernel again; {fix}"
+            f"arguments and the grid) and is not a launch hint, so "
+            + (
+                "each of its values would tune the same kernel again"
+                if len(values) > 1
+                else "it changes nothing"
+            )
+            + f"; {fix}"
         )
 
 
