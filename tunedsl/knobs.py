@@ -6,6 +6,7 @@ Values are read when asked for, never cached at import, so tests can scope them 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,17 +61,48 @@ def _int(name: str, default: int | None) -> int | None:
     return value
 
 
-def _float(name: str, default: float) -> float:
+def finite_number(
+    value: object,
+    what: str,
+    *,
+    zero_ok: bool = False,
+    unit: str = "",
+    fix: str = "",
+    text: bool = False,
+) -> float:
+    """The one parser of every float setting, option and flag: ``value`` (a number, or with
+    ``text`` an environment variable's text) as a finite float, > 0 (>= 0 with ``zero_ok``).
+    Anything else is a ``UsageError`` saying ``what=value`` and ``fix``. ``nan`` and ``inf``
+    are refused by name: ``nan <= 0`` is false, so a plain range check lets them through (a
+    budget or timeout of ``nan`` never runs out)."""
+    kind = f"a {'non-negative' if zero_ok else 'positive'}, finite number{unit}"
+    tail = f"; {fix}" if fix else ""
+    if text and isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise UsageError(f"{what}={value!r} is not a number: give {kind}{tail}") from None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"{what}={value!r} is not a number: give {kind}{tail}")
+    else:
+        number = float(value)
+    if not math.isfinite(number) or number < 0 or (number == 0 and not zero_ok):
+        raise UsageError(f"{what}={value!r} must be {kind}{tail}")
+    return number
+
+
+def _float(name: str, default: float, *, zero_ok: bool = False) -> float:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"environment variable {name}={raw!r} is not a number") from None
-    if value <= 0:
-        raise UsageError(f"environment variable {name}={value} must be positive")
-    return value
+    return finite_number(
+        raw,
+        f"environment variable {name}",
+        zero_ok=zero_ok,
+        unit=" of seconds",
+        fix=f"unset it for the default ({default:g})",
+        text=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -119,9 +151,16 @@ def search() -> str:
 
 def budget_s() -> float | None:
     """``TUNEDSL_BUDGET=seconds``: time budget of one search (default: the effort's)."""
-    if not os.environ.get("TUNEDSL_BUDGET", "").strip():
+    raw = os.environ.get("TUNEDSL_BUDGET", "").strip()
+    if not raw:
         return None
-    return _float("TUNEDSL_BUDGET", 1.0)
+    return finite_number(
+        raw,
+        "environment variable TUNEDSL_BUDGET",
+        unit=" of seconds",
+        fix="unset it for the effort's budget",
+        text=True,
+    )
 
 
 def force_retune() -> bool:
@@ -212,8 +251,8 @@ def fused_launch() -> bool:
 
 def native_launch() -> bool:
     """``TUNEDSL_NATIVE_LAUNCH=0``: the fused launch stays generated Python instead of its C
-    form (``runtime/native.py``; default on; off is for measuring what it saves, or for a
-    machine whose C compiler misbehaves)."""
+    form, the extension built at install (``runtime/native.py``; default on; off is for
+    measuring what it saves)."""
     return _flag("TUNEDSL_NATIVE_LAUNCH", default=True)
 
 
@@ -257,7 +296,8 @@ def timing() -> TimingMode:
 
 
 def quiet() -> bool:
-    """``TUNEDSL_QUIET=1``: no progress output while tuning."""
+    """``TUNEDSL_QUIET=1``: no progress output while tuning, and no notices (such as "no GPU
+    driver found: ... runs kernels through Triton's interpreter"); warnings still show."""
     return _flag("TUNEDSL_QUIET")
 
 
@@ -327,18 +367,7 @@ def gallery_result_path() -> str | None:
 def progress_after_s() -> float:
     """``TUNEDSL_PROGRESS_AFTER=S``: seconds of tuning before the progress line appears on a
     terminal (default 1; 0 shows it at once)."""
-    raw = os.environ.get("TUNEDSL_PROGRESS_AFTER", "").strip()
-    if not raw:
-        return 1.0
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(
-            f"environment variable TUNEDSL_PROGRESS_AFTER={raw!r} is not a number of seconds"
-        ) from None
-    if not value >= 0:
-        raise UsageError(f"environment variable TUNEDSL_PROGRESS_AFTER={value} must be >= 0")
-    return value
+    return _float("TUNEDSL_PROGRESS_AFTER", 1.0, zero_ok=True)
 
 
 def no_auto_interpret() -> bool:

@@ -468,9 +468,9 @@ def test_clear_during_a_write_skips_that_entry_and_keeps_the_cache_writable(
 ) -> None:
     real_replace = os.replace
 
-    def clear_then_replace(src: str, dst: str) -> None:
+    def clear_then_replace(src: str, dst: str, **dir_fds: int) -> None:
         bytecode.clear()  # another process clears the cache between write and rename
-        real_replace(src, dst)
+        real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(os, "replace", clear_then_replace)
     with warnings.catch_warnings():

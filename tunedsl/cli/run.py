@@ -106,12 +106,6 @@ def run_script(script: str, args: Sequence[str]) -> int:
     """Run ``script`` as ``__main__`` with ``args``; return the exit status."""
     from tunedsl.autointerp import enable_if_no_gpu
 
-    # Before anything can import Triton: without a GPU driver, the interpreter it is.
-    enable_if_no_gpu("tunedsl run")
-    from tunedsl import activate
-    from tunedsl.bytecode import load_or_compile
-    from tunedsl.errors import TunedslSyntaxError
-
     path = os.path.abspath(script)
     try:
         with open(path, "rb") as file:
@@ -120,6 +114,12 @@ def run_script(script: str, args: Sequence[str]) -> int:
         reason = "is a directory" if os.path.isdir(path) else (err.strerror or str(err))
         print(f"tunedsl run: error: cannot open script {script!r}: {reason}", file=sys.stderr)
         return 2
+    # Before anything can import Triton (and after the script is known to be there, so a
+    # mistyped name gets its error alone): without a GPU driver, the interpreter it is.
+    enable_if_no_gpu("tunedsl run")
+    from tunedsl import activate
+    from tunedsl.bytecode import load_or_compile
+    from tunedsl.errors import TunedslSyntaxError
 
     try:
         code = load_or_compile(source, path)

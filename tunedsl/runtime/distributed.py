@@ -39,7 +39,7 @@ from tunedsl.errors import TuningError
 from tunedsl.model.config import Config
 
 if TYPE_CHECKING:
-    from tunedsl.runtime.decide import Subject
+    from tunedsl.runtime.subject import Subject
 
 _side_group: Any = None  # the gloo group for the exchange, made on first use (a collective)
 _inside = False  # decide_here re-enters decide(): then it decides alone

@@ -294,8 +294,13 @@ def resolution(site: Site, call: Call, settings: Settings) -> Resolution:
 
     info = bt.kernel_info(call.kernel)
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
+    # The numbers a kwargs= function returns alike for every configuration are call values
+    # for prune= (below, when it reads them), not part of the record key: records keep the
+    # key they had before such values reached prune=.
+    fixed = site.kwargs_fixed or ()
+    keyed = {k: v for k, v in call.static_kwargs.items() if k not in fixed or keys.is_tensor(v)}
     readable = keys.readable_key(
-        info.arg_names, call.args, call.static_kwargs, user_key, info.constexpr_names, HOLE
+        info.arg_names, call.args, keyed, user_key, info.constexpr_names, HOLE
     )
     if site.has_key and user_key is None:
         readable["user_key"] = None
@@ -367,7 +372,7 @@ def check(
     from tunedsl.runtime.tuner import check_choice
 
     reference = None if callable(settings.verify) else candidates[0]
-    if reference == chosen:
+    if reference == chosen:  # verify=True/[names] compares configurations: here, none
         return None
     configs = [chosen] if reference is None else [reference, chosen]
     bound, infeasible = variants(site, call, settings, configs)

@@ -89,19 +89,8 @@ def warn_prune_splits_key(label: str, prune: Any, names: Sequence[str]) -> None:
         "with the same key= value but another value there each tune. To keep key= buckets, "
         "let prune= decide from the configurations alone, or key= on what prune= reads",
         UserWarning,
-        stacklevel=user_stacklevel(),
+        stacklevel="user",
     )
-
-
-def user_stacklevel() -> int:
-    """``stacklevel`` of the nearest frame of user code, for ``warn_once`` called by the
-    caller of this function (1: that caller itself)."""
-    frame = sys._getframe(2)
-    level = 2
-    while frame is not None and is_own_file(frame.f_code.co_filename):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
 
 
 def check_kernel(kernel: Any, label: str, kernel_text: str) -> None:

@@ -161,7 +161,7 @@ class Site:
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
         self._key_config: Config | None = None
-        self.kwargs_tensors: tuple[str, ...] | None = None  # plain API: kwargs= tensors
+        self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
         self._inflight: dict[Any, threading.Event] = {}
 
@@ -425,7 +425,7 @@ class Site:
             if default is not None:
                 cfg = as_config(default, "default=")
             elif isinstance(space, Mapping | Space):  # the first valid point, never listing
-                cfg = next(iter(search_space(space).iter_valid()), None) or expand_space(space)[0]
+                cfg = search_space(space).first_valid()
             else:
                 cfg = expand_space(space)[0]
             self._key_config = cfg
