@@ -174,9 +174,12 @@ def _location(record: Any) -> str:
     return ""
 
 
-def _key_text(key: Any, limit: int = 60) -> str:
-    text = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _key_text(key: Any) -> str:
+    # Whole: two keys of one site may differ only at the end (a value prune= reads).
+    return json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+LS_HEADER = "ID  TUNED  SITE (LOCATION)  KERNEL  key KEY  [CHOICE]  DEVICE"
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -223,7 +226,7 @@ class _Rows:
         if self.as_json:
             sys.stdout.write(("[\n" if self.count == 0 else ",\n") + json.dumps(row))
         else:
-            sys.stdout.write(_row_text(row) + "\n")
+            sys.stdout.write((LS_HEADER + "\n" if self.count == 0 else "") + _row_text(row) + "\n")
         self.count += 1
 
     def close(self) -> None:

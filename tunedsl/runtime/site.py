@@ -14,7 +14,7 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
-from tunedsl.errors import UsageError
+from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import identity, keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
@@ -224,6 +224,11 @@ class Site:
             try:
                 entry = self._table.get(call_key)
             except TypeError:  # an unhashable key= value (a list): use its tuple form
+                try:
+                    mistakes.check_key(key, self.label)
+                except UsageError as err:
+                    __tracebackhide__ = True
+                    raise mistakes.at_user_frame(err) from None
                 call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
                 entry = self._table.get(call_key)
             if entry is None:
@@ -232,6 +237,9 @@ class Site:
                 except UsageError as err:
                     __tracebackhide__ = True
                     raise mistakes.at_user_frame(err) from None
+                except (TuningError, KeyboardInterrupt) as err:  # the user's frames only
+                    __tracebackhide__ = True
+                    raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
             if entry.repeat is not _no_repeat and kernel is self._kernel:
                 self._remember(entry, args, static_kwargs)
         # Entry.launch, inlined: this is the hot path.
@@ -357,19 +365,6 @@ class Site:
             key_fn = base
         self._key_fn = key_fn
 
-    def _note_prune_reads(self, kernel: Any, info: Any, read: set[str]) -> None:
-        names = frozenset(n for n in read if isinstance(n, str))
-        if names <= self._prune_reads:
-            return
-        with self._lock:
-            self._prune_reads = self._prune_reads | names
-            # Entries keyed without these values can never match again: drop them.
-            self._forget_all()
-            if self._kernel is not None and self._base_key_fn is not None:
-                from tunedsl.backends.triton import kernel_info
-
-                self._install_key(kernel_info(self._kernel))
-
     # -- misses (runtime/miss.py) -----------------------------------------------------
     def _miss(
         self,
@@ -382,6 +377,8 @@ class Site:
         call_key: Any,
     ) -> LaunchResult:
         """No entry for ``call_key``: describe the call (only now) and decide it."""
+        if self.has_key:
+            mistakes.check_key(key, self.label)
         return miss.miss(self, miss.Call(kernel, args, static_kwargs, bind, key, lazy), call_key)
 
     def settings(self, lazy: miss.Lazy | None) -> Settings:

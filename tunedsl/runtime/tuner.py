@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from tunedsl.engine.effort import search_effort
 from tunedsl.engine.history import observations_from_results, results_from_observations
 from tunedsl.engine.racing import RaceSettings
 from tunedsl.engine.request import TuneRequest
+from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.engine.search import make_strategy
 from tunedsl.engine.search.auto import SMALL_VALID
 from tunedsl.engine.twins import interpreter_twins
@@ -34,6 +35,7 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.space import ListSpace
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
+from tunedsl.runtime import mistakes
 from tunedsl.store.records import ConfigResult
 
 if TYPE_CHECKING:
@@ -238,6 +240,11 @@ def _search(
     # for another thread's tuning, which needs that lock.
     with progress.held(), BENCH_LOCK:
         measurer = make_measurer(req, variant_for, first, progress)
+        fields = mistakes.runtime_fields(info, req.variants)
+        if fields:  # a failure is then most likely that mistake: say so at the first one
+            measurer = _StopAtFirstFailure(
+                measurer, lambda cfg, why: mistakes.runtime_field_error(info, fields, cfg, why)
+            )
 
         def on_event(event: SearchEvent) -> None:
             progress.searching(event.strategy, event.remaining_s)
@@ -269,6 +276,35 @@ def _search(
         progress.finish(*chosen)
         measurer.close()
     return outcome, measurer.timer_kind
+
+
+class _StopAtFirstFailure:
+    """A measurer that raises ``explain``'s error when a configuration fails before any
+    was measured, instead of trying every configuration into the same failure."""
+
+    def __init__(self, inner: Any, explain: Callable[[Config, str], Exception]) -> None:
+        self.inner = inner
+        self.explain = explain
+        self.measured = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
+        for prep in self.inner.prepare(configs):
+            if (prep.status != "ok" or prep.error is not None) and not self.measured:
+                raise self.explain(prep.config, prep.error or prep.status)
+            yield prep
+
+    def sample(self, config: Config, reps: int) -> list[float]:
+        try:
+            times: list[float] = self.inner.sample(config, reps)
+        except MeasureFailure as err:
+            if not self.measured:
+                raise self.explain(config, str(err)) from None
+            raise
+        self.measured = True
+        return times
 
 
 def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
