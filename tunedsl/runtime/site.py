@@ -497,3 +497,13 @@ def _fuse(
         return None
     plan = plan_of()
     return None if plan is None else make_fused(kernel, entry, code, plan, fallback)
+
+
+def _install_compile_hooks() -> None:
+    # Dynamo traces a site's call as one custom operator (backends/torch_compile.py).
+    from tunedsl.backends import torch_compile
+
+    torch_compile.install(Site)
+
+
+_install_compile_hooks()
