@@ -156,7 +156,7 @@ def _site_of(owner: Any) -> Any:
     return owner if fallback is None else fallback.__self__
 
 
-def _points_impl(owner: Any, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+def _points(owner: Any, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     """The placeholders the site's bind reads and each distinct combination of their
     values over the site's space (and its ``default=``)."""
     from tunedsl.model.config import as_config
@@ -187,7 +187,7 @@ def _points_impl(owner: Any, lazy_values: Any) -> tuple[tuple[str, ...], tuple[A
     return names, tuple(points)
 
 
-def _register_impl(
+def _register(
     owner: Any,
     kernel: Any,
     names: tuple[str, ...],
@@ -215,12 +215,10 @@ def _register_impl(
         return len(_plans) - 1
 
 
-_points: Callable[..., Any] = _points_impl
-_register: Callable[..., Any] = _register_impl
-
-
 # -- what the compiled code runs -----------------------------------------------------------
-def _run(plan_id: int, tensors: Sequence[Any], ints: Sequence[int], floats: Sequence[float]) -> None:
+def _run(
+    plan_id: int, tensors: Sequence[Any], ints: Sequence[int], floats: Sequence[float]
+) -> None:
     """The operator's body: the site's ordinary eager call."""
     plan = _plans[plan_id]
 
@@ -291,8 +289,8 @@ def op() -> Any:
 def install(site_cls: type) -> None:
     """Point Dynamo at the traced call for ``site_cls`` (no cost to eager calls: Dynamo reads
     this attribute of the functions it inlines; Python never does)."""
-    for fn in (site_cls._call, site_cls.__call__):  # type: ignore[attr-defined]
-        fn._torchdynamo_inline = _traced_site_call
+    for name in ("_call", "__call__"):
+        vars(site_cls)[name]._torchdynamo_inline = _traced_site_call
     _watch_dynamo()
 
 
@@ -305,7 +303,7 @@ def note_fused_type(fused_type: Any) -> None:
 
 
 def _register_fused() -> None:
-    global _fused_registered, _points, _register
+    global _fused_registered
     with _lock:
         if _fused_registered or _fused_type is None:
             return
@@ -320,11 +318,11 @@ def _register_fused() -> None:
 
 
 def _on_dynamo_loaded() -> None:
-    global _points, _register
     import torch
 
-    _points = torch.compiler.assume_constant_result(_points_impl)
-    _register = torch.compiler.assume_constant_result(_register_impl)
+    # Dynamo runs these for real while tracing (they read the site, the space, the table).
+    torch.compiler.assume_constant_result(_points)
+    torch.compiler.assume_constant_result(_register)
     _register_fused()
 
 
