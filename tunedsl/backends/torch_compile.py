@@ -200,8 +200,10 @@ def _register(
 ) -> int:
     """The id of a new plan (runs for real while Dynamo traces)."""
     op()
+    site = _site_of(owner)
+    site.launch_held = True
     plan = _Plan(
-        _site_of(owner),
+        site,
         kernel,
         names,
         args,
