@@ -207,3 +207,39 @@ def test_a_second_process_finds_the_record(tmp_path: Path) -> None:
     assert len(records) == 1
     assert child() == [0, 1]  # the second process reads the record: no tuning
     assert sorted(paths.records_dir().glob("*.json")) == records
+
+
+def test_the_c_fused_launch_as_the_sites_call_traces_too(tmp_path: Path) -> None:
+    """On a GPU a site's ``launch`` becomes its C fused launch after a few eager calls; Dynamo
+    then meets that object. Here one is built with stand-in launch parts (no GPU) and the
+    site's call as its fallback, which takes every real call (another kernel)."""
+    from tunedsl.backends import compat
+    from tunedsl.backends.triton_launch import DirectPlan
+    from tunedsl.model import keys
+    from tunedsl.model.config import Config
+    from tunedsl.model.hole import HOLE
+    from tunedsl.runtime import fused, native
+    from tunedsl.runtime.site import Entry
+
+    if compat.layout_check([torch.zeros(2)]) is None or native.compiler() is None:
+        pytest.skip("no C fused launch with this PyTorch or without a C compiler")
+    (tmp_path / "native").mkdir()
+    fused_type = native.load_from(native.build(tmp_path / "native"))
+    module = load(tmp_path, "tc_fused")
+    site = site_of(module)
+    sample = (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4)
+    code = keys.repeat_check_code(sample, frozenset(), HOLE, True, compat.layout_check)
+    assert code is not None
+    stand_in = object()
+    entry = Entry(Config({"tile": 32}), lambda *a: None, object(), (), ())  # type: ignore[arg-type]
+    plan = DirectPlan(
+        lambda *a: None, (), False, (), 0, lambda: 0, lambda d: 0, {"TILE": 32}, object(),
+        fused.NATIVE_HOOKED_CODE, True,
+    )  # fmt: skip
+    whole = fused.make_native_fused(fused_type, stand_in, entry, code, plan, site._call)
+    assert fused.takes_whole_call(whole) and whole.fallback == site._call
+    site.launch = whole
+    compiled = torch.compile(step(module), fullgraph=True, backend="aot_eager")
+    a, b = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
+    assert site.launch is whole and len(site.table()) == 1

@@ -37,8 +37,7 @@ MAX_POINTS = 1024
 _lock = threading.Lock()
 _plans: list[_Plan] = []  # by plan id (an int in the graph); only grows, like Triton's table
 _op: Any = None
-_fused_type: Any = None
-_fused_registered = False
+_fused_types: list[Any] = []  # the C fused types loaded in this process (one, but for tests)
 
 # Leaf tags of a flattened value: a constant, or an index into the operator's inputs.
 _CONST, _TENSOR, _INT, _FLOAT = 0, 1, 2, 3
@@ -297,26 +296,22 @@ def install(site_cls: type) -> None:
 
 
 def note_fused_type(fused_type: Any) -> None:
-    """The C fused type is loaded: register its call with Dynamo if Dynamo is loaded."""
-    global _fused_type
-    _fused_type = fused_type
-    if "torch._dynamo" in sys.modules:
-        _register_fused()
-
-
-def _register_fused() -> None:
-    global _fused_registered
+    """A C fused type is loaded: register its call with Dynamo (now, or once Dynamo is)."""
     with _lock:
-        if _fused_registered or _fused_type is None:
+        if fused_type in _fused_types:
             return
-        _fused_registered = True
+        _fused_types.append(fused_type)
+    if "torch._dynamo" in sys.modules:
+        _register_fused(fused_type)
+
+
+def _register_fused(fused_type: Any) -> None:
     import torch
 
-    if not hasattr(torch.compiler, "substitute_in_graph"):  # before PyTorch 2.6
-        return
-    torch.compiler.substitute_in_graph(_fused_type.__call__, skip_signature_check=True)(
-        _traced_fused_call
-    )
+    if hasattr(torch.compiler, "substitute_in_graph"):  # PyTorch 2.6 and later
+        torch.compiler.substitute_in_graph(fused_type.__call__, skip_signature_check=True)(
+            _traced_fused_call
+        )
 
 
 def _on_dynamo_loaded() -> None:
@@ -325,7 +320,10 @@ def _on_dynamo_loaded() -> None:
     # Dynamo runs these for real while tracing (they read the site, the space, the table).
     torch.compiler.assume_constant_result(_points)
     torch.compiler.assume_constant_result(_register)
-    _register_fused()
+    with _lock:
+        types = list(_fused_types)
+    for fused_type in types:
+        _register_fused(fused_type)
 
 
 class _DynamoWatch:

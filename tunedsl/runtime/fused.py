@@ -60,10 +60,6 @@ def make_fused(
     if knobs.native_launch() and plan.hooked_code == NATIVE_HOOKED_CODE and check.arg_checks:
         fused_type = native.fused_type()
         if fused_type is not None:
-            if fallback is not None:  # the site's call: Dynamo must trace it as the site's
-                from tunedsl.backends import torch_compile
-
-                torch_compile.note_fused_type(fused_type)
             return make_native_fused(fused_type, kernel, entry, check, plan, fallback)
     return make_python_fused(kernel, entry, check, plan)
 
@@ -82,6 +78,10 @@ def make_native_fused(
     fallback: Callable[..., Any] | None = None,
 ) -> Fused:
     """The C form (``native_fused.c``) of :func:`make_python_fused`."""
+    if fallback is not None:  # the site's call: Dynamo must trace it as the site's call
+        from tunedsl.backends import torch_compile
+
+        torch_compile.note_fused_type(fused_type)
     fused: Fused = fused_type(
         kernel,
         tuple(c.test for c in check.arg_checks),
