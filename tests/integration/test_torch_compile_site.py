@@ -44,6 +44,11 @@ def not_a_kernel(a, n, TILE):
 def broken(a, n):
     autotune(space=dict(tile=[32]), blocks=cdiv(n, $tile),
              not_a_kernel(a, n, TILE=$tile))
+
+
+def add_keyed(a, b, c, n):
+    autotune(space=dict(tile=[32, 64]), blocks=(cdiv(n, $tile), 1), key=(n // 512, "v"),
+             vadd(a, b, c, n, TILE=$tile))
 """
 ADD_LINE = 6  # the line the macro starts on
 BROKEN_LINE = 15
@@ -137,6 +142,24 @@ def test_dynamic_sizes_do_not_recompile(tmp_path: Path) -> None:
         launches.add(id(site.launch))
     assert len(backend.graphs) == 1  # one graph for every size
     assert len(launches) == 1  # the compiled code checks the site's call: it stays put
+
+
+def test_a_tuple_key_and_grid_follow_the_size(tmp_path: Path) -> None:
+    module = load(tmp_path, "tc_keyed")
+    backend = CountingBackend()
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        module.add_keyed(x, y, out, x.numel())
+        return out
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=True, backend=backend)
+    for n in (100, 300, 1000):
+        a, b = torch.randn(n), torch.randn(n)
+        torch.testing.assert_close(compiled(a, b), a + b)
+    assert len(backend.graphs) == 1
+    # key= is evaluated per call with the real size: 100 and 300 share (0, "v"), 1000 is (1, "v")
+    assert len(site_of(module, 2).table()) == 2
 
 
 def test_a_mistake_is_reported_at_the_users_line(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ _op: Any = None
 _fused_types: list[Any] = []  # the C fused types loaded in this process (one, but for tests)
 
 # Leaf tags of a flattened value: a constant, or an index into the operator's inputs.
-_CONST, _TENSOR, _INT, _FLOAT = 0, 1, 2, 3
+_CONST, _TENSOR, _INT, _FLOAT, _TUPLE = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def _trace(
             (
                 tuple(_leaf(h, tensors, ints, floats) for h in holes),
                 tuple((k, _leaf(v, tensors, ints, floats)) for k, v in dyn.items()),
-                _leaf_grid(grid, tensors, ints, floats),
+                _leaf(grid, tensors, ints, floats),
             )
         )
     plan = _register(
@@ -141,13 +141,9 @@ def _leaf(value: Any, tensors: list[Any], ints: list[Any], floats: list[Any]) ->
     if isinstance(value, float):
         floats.append(value)
         return (_FLOAT, len(floats) - 1)
+    if isinstance(value, (tuple, list)):  # a grid, a key=(...): its ints may be symbolic
+        return (_TUPLE, tuple(_leaf(v, tensors, ints, floats) for v in value))
     return (_CONST, value)
-
-
-def _leaf_grid(grid: Any, tensors: list[Any], ints: list[Any], floats: list[Any]) -> Any:
-    if isinstance(grid, (tuple, list)):
-        return (_CONST, tuple(_leaf(g, tensors, ints, floats) for g in grid))
-    return (_INT, _leaf(grid, tensors, ints, floats))
 
 
 def _site_of(owner: Any) -> Any:
@@ -227,6 +223,8 @@ def _run(
         tag, x = leaf
         if tag == _CONST:
             return x
+        if tag == _TUPLE:
+            return tuple(value(v) for v in x)
         return (tensors, tensors, ints, floats)[tag][x]
 
     def bind(cfg: Any) -> Any:
@@ -238,12 +236,7 @@ def _run(
                 "torch.compile traced it; give the site a space that contains it"
             )
         holes, dyn, grid = flat
-        tag, g = grid
-        return (
-            tuple(value(h) for h in holes),
-            {k: value(v) for k, v in dyn},
-            tuple(value(x) for x in g) if tag == _CONST else value(g),
-        )
+        return tuple(value(h) for h in holes), {k: value(v) for k, v in dyn}, value(grid)
 
     lazy_values = plan.lazy
     try:
