@@ -266,3 +266,23 @@ def test_the_c_fused_launch_as_the_sites_call_traces_too(tmp_path: Path) -> None
     a, b = torch.randn(100), torch.randn(100)
     torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
     assert site.launch is whole and len(site.table()) == 1
+
+
+def test_a_view_of_an_input_written_in_place_is_seen_by_the_caller(tmp_path: Path) -> None:
+    module = load(tmp_path, "tc_views")
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        c = torch.empty_like(x)
+        module.add(x, x, c, x.numel())  # the same tensor twice
+        v = x[10:]
+        module.add(v, v, v, v.numel())  # a view of the input, written in place
+        return c * 2
+
+    x = torch.randn(100)
+    f(x.clone())  # tunes both keys first (tuning reruns the in-place write: restore_value=)
+    eager_x, compiled_x = x.clone(), x.clone()
+    expected = f(eager_x)
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(compiled_x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(compiled_x, eager_x)
+    assert not torch.equal(compiled_x, x)  # the write happened

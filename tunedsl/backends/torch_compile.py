@@ -217,6 +217,12 @@ def _run(
     plan_id: int, tensors: Sequence[Any], ints: Sequence[int], floats: Sequence[float]
 ) -> None:
     """The operator's body: the site's ordinary eager call."""
+    if not 0 <= plan_id < len(_plans):
+        raise UsageError(
+            f"tunedsl::site_call: no traced site {plan_id} in this process: this compiled code "
+            "was traced by another process (a saved torch.compile artifact); compile the "
+            "model in this process, or wrap the site's call in tunedsl.torch_op"
+        )
     plan = _plans[plan_id]
 
     def value(leaf: Any) -> Any:
