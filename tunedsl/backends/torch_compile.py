@@ -147,8 +147,16 @@ def _leaf(value: Any, tensors: list[Any], ints: list[Any], floats: list[Any]) ->
 
 
 def _site_of(owner: Any) -> Any:
+    """The site of a traced call: the site itself, or the one a C fused launch falls back to."""
+    if hasattr(owner, "literal_space"):
+        return owner
     fallback = getattr(owner, "fallback", None)
-    return owner if fallback is None else fallback.__self__
+    if fallback is None:  # a C module built from an older source
+        raise UsageError(
+            "tunedsl's C fused launch is older than this tunedsl (it cannot name its site): "
+            "rebuild it with `pip install -e .` (or reinstall tunedsl)"
+        )
+    return fallback.__self__
 
 
 def _points(owner: Any, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
