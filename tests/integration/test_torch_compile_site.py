@@ -285,3 +285,13 @@ def test_a_view_of_an_input_written_in_place_is_seen_by_the_caller(tmp_path: Pat
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(compiled_x, eager_x)
     assert not torch.equal(compiled_x, x)  # the write happened
+
+
+def test_compiled_code_from_another_process_is_a_clear_error(tmp_path: Path) -> None:
+    """A saved compiled artifact names plans that only the tracing process has."""
+    from tunedsl.backends import torch_compile
+
+    load(tmp_path, "tc_foreign")  # the operator exists once a site module is loaded and traced
+    torch_compile.op()
+    with pytest.raises(UsageError, match="traced by another process"):
+        torch.ops.tunedsl.site_call(10**6, [torch.zeros(1)], [1], [])
