@@ -341,7 +341,7 @@ def test_decisions_that_are_not_stored_never_touch_the_store(binaries: dict) -> 
 def fused_for(fake_driver: dict, sample: tuple) -> tuple[FakeJit, Any, Any]:
     """A launcher that made its first launch with ``sample``, its entry, the fused launch."""
     from tunedsl.backends.compat import layout_check
-    from tunedsl.model import keys
+    from tunedsl.model import repeat_check
     from tunedsl.model.config import Config
     from tunedsl.model.hole import HOLE
     from tunedsl.runtime.fused import make_fused
@@ -352,7 +352,9 @@ def fused_for(fake_driver: dict, sample: tuple) -> tuple[FakeJit, Any, Any]:
     launcher((4,), sample, {}, {"TILE": 16}, ())  # the first launch: through the JIT
     entry = Entry(Config(tile=16), launcher, LaunchResult(Config(tile=16), {}, "tuned"), (), ())
     info = bt.kernel_info(kernel)
-    code = keys.repeat_check_code(sample, info.constexpr_positions, HOLE, True, layout_check)
+    code = repeat_check.repeat_check_code(
+        sample, info.constexpr_positions, HOLE, True, layout_check
+    )
     plan = launcher.plan()
     assert code is not None and plan is not None
     return kernel, entry, make_fused(kernel, entry, code, plan)

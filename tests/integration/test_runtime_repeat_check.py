@@ -13,6 +13,7 @@ from runtime_kernels import vadd
 
 from tunedsl.backends.compat import layout_check
 from tunedsl.model import keys
+from tunedsl.model import repeat_check as rc
 from tunedsl.model.hole import HOLE
 
 pytestmark = pytest.mark.needs_triton
@@ -26,7 +27,7 @@ def key_of(args: tuple, kwargs: dict | None = None) -> tuple:
 
 
 def repeat_check(sample: tuple):
-    check = keys.make_repeat_check(sample, CONSTEXPR, HOLE, True, layout_check)
+    check = rc.make_repeat_check(sample, CONSTEXPR, HOLE, True, layout_check)
     assert check is not None, "torch's layout guard should be usable here"
     return check
 
@@ -69,7 +70,7 @@ def test_repeat_check_agrees_with_the_call_key_on_every_layout() -> None:
     samples = [c for c in calls if len(c) == 5]
     compared = 0
     for sample, args in itertools.product(samples, calls):
-        check = keys.make_repeat_check(sample, CONSTEXPR, HOLE, True, layout_check)
+        check = rc.make_repeat_check(sample, CONSTEXPR, HOLE, True, layout_check)
         if check is None:  # a layout the check does not cover (a 64-bit int)
             assert any(a.__class__ is int and a > 2**31 for a in sample)
             continue
@@ -91,7 +92,7 @@ def test_several_ints_are_checked_together_exactly() -> None:
     samples = [(t, m, n, k) for m in (16, 1, 7) for n in (32, 0) for k in (2**31 - 16, 5)]
     compared = 0
     for sample in samples:
-        check = keys.make_repeat_check(sample, frozenset(), HOLE, True, layout_check)
+        check = rc.make_repeat_check(sample, frozenset(), HOLE, True, layout_check)
         assert check is not None
         for m, n, k in itertools.product(values, repeat=3):
             args = (t, m, n, k)
@@ -101,7 +102,7 @@ def test_several_ints_are_checked_together_exactly() -> None:
                 assert check(args, {}), (sample, args)
             compared += 1
     for bad in (16.0, True, "16", None):  # another class in an int's place: no exception
-        assert not keys.make_repeat_check(samples[0], frozenset(), HOLE, True, layout_check)(
+        assert not rc.make_repeat_check(samples[0], frozenset(), HOLE, True, layout_check)(
             (t, 16, bad, 2**31 - 16), {}
         )
     assert compared > 20_000
@@ -122,11 +123,11 @@ def test_repeat_check_refuses_keyword_arguments_and_in_place_metadata_changes() 
 
 
 def test_layouts_without_tensors_or_with_other_classes_get_no_check() -> None:
-    assert keys.make_repeat_check((1, 2.0), frozenset(), HOLE, True, layout_check) is None
+    assert rc.make_repeat_check((1, 2.0), frozenset(), HOLE, True, layout_check) is None
     t = torch.randn(8)
-    assert keys.make_repeat_check((t, (1, 2)), frozenset(), HOLE, True, layout_check) is None
-    assert keys.make_repeat_check((t, True), frozenset(), HOLE, True, layout_check) is None
-    assert keys.make_repeat_check((t,), frozenset(), HOLE, True, lambda ts: None) is None
+    assert rc.make_repeat_check((t, (1, 2)), frozenset(), HOLE, True, layout_check) is None
+    assert rc.make_repeat_check((t, True), frozenset(), HOLE, True, layout_check) is None
+    assert rc.make_repeat_check((t,), frozenset(), HOLE, True, lambda ts: None) is None
 
 
 def test_a_site_alternating_layouts_launches_each_keys_decision() -> None:

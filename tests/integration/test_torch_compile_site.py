@@ -238,7 +238,7 @@ def test_the_c_fused_launch_as_the_sites_call_traces_too(tmp_path: Path) -> None
     site's call as its fallback, which takes every real call (another kernel)."""
     from tunedsl.backends import compat
     from tunedsl.backends.triton_launch import DirectPlan
-    from tunedsl.model import keys
+    from tunedsl.model import repeat_check
     from tunedsl.model.config import Config
     from tunedsl.model.hole import HOLE
     from tunedsl.runtime import fused, native
@@ -250,7 +250,7 @@ def test_the_c_fused_launch_as_the_sites_call_traces_too(tmp_path: Path) -> None
     module = load(tmp_path, "tc_fused")
     site = site_of(module)
     sample = (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4)
-    code = keys.repeat_check_code(sample, frozenset(), HOLE, True, compat.layout_check)
+    code = repeat_check.repeat_check_code(sample, frozenset(), HOLE, True, compat.layout_check)
     assert code is not None
     stand_in = object()
     entry = Entry(Config({"tile": 32}), lambda *a: None, object(), (), ())  # type: ignore[arg-type]

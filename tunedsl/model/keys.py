@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
@@ -30,7 +29,8 @@ _TENSOR_CLASSES: dict[type, bool] = {}
 # stride tuple -> pattern string; a handful of distinct strides ever appear in a process.
 _PATTERNS: dict[tuple[int, ...], str] = {}
 
-_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+#: The 32-bit range of Triton's int specialization (wider ints are keyed "L" or "U").
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 
 
 def is_tensor(x: object) -> bool:
@@ -53,7 +53,7 @@ def stride_pattern(strides: tuple[int, ...]) -> str:
 def int_class(x: int) -> str:
     """Triton's specialization of an int argument: ``i1`` (==1), ``i16`` (%16==0) or ``i``;
     then ``L`` when it does not fit 32 bits and ``U`` when it needs an unsigned 64-bit."""
-    width = "" if _I32_MIN <= x <= _I32_MAX else ("L" if x < 2**63 else "U")
+    width = "" if I32_MIN <= x <= I32_MAX else ("L" if x < 2**63 else "U")
     if x == 1:
         return "i1" + width
     if x % 16 == 0:
@@ -61,28 +61,28 @@ def int_class(x: int) -> str:
     return "i" + width
 
 
-def _small_int_class(x: int) -> str:
+def small_int_class(x: int) -> str:
     # The hot path's version: one comparison chain for the common 32-bit case.
-    if _I32_MIN <= x <= _I32_MAX:
+    if I32_MIN <= x <= I32_MAX:
         return "i1" if x == 1 else "i16" if x % 16 == 0 else "i"
     return int_class(x)
 
 
-def _small_int_guard_code(var: str) -> str:
-    # Generated code's test that ``var`` is an int of the 32-bit case _small_int_class keys.
-    return f"{var}.__class__ is int and {_I32_MIN} <= {var} <= {_I32_MAX}"
+def small_int_guard_code(var: str) -> str:
+    # Generated code's test that ``var`` is an int of the 32-bit case small_int_class keys.
+    return f"{var}.__class__ is int and {I32_MIN} <= {var} <= {I32_MAX}"
 
 
-def _small_int_class_test_code(var: str, int_cls: str) -> str:
-    # Generated code's test that a 32-bit ``var`` has _small_int_class ``int_cls`` (1 is
+def small_int_class_test_code(var: str, int_cls: str) -> str:
+    # Generated code's test that a 32-bit ``var`` has small_int_class ``int_cls`` (1 is
     # not divisible by 16, so each class is one or two comparisons).
     return {"i1": f"{var} == 1", "i16": f"{var} % 16 == 0"}.get(
         int_cls, f"{var} != 1 and {var} % 16 != 0"
     )
 
 
-def _small_int_class_code(var: str) -> str:
-    # _small_int_class's 32-bit branch as an expression (the key and repeat-check generators).
+def small_int_class_code(var: str) -> str:
+    # small_int_class's 32-bit branch as an expression (the key and repeat-check generators).
     return f"('i1' if {var} == 1 else 'i16' if {var} % 16 == 0 else 'i')"
 
 
@@ -211,7 +211,7 @@ def make_call_key_fn(
                 else:
                     extend((a.dtype, a.shape, a.stride()))
             elif cls is int:
-                append(_small_int_class(a))
+                append(small_int_class(a))
             elif a is hole:
                 append(hole)
             elif is_tensor(a):  # first sight of this tensor class
@@ -272,8 +272,8 @@ def specialize_call_key_fn(
             align = f", {var}.data_ptr() % 16 == 0" if with_align else ""
             return f"{var}.dtype, {var}.shape, {var}.stride(){align}"
         if cls is int:
-            guards.append(_small_int_guard_code(var))
-            return _small_int_class_code(var)
+            guards.append(small_int_guard_code(var))
+            return small_int_class_code(var)
         if cls is float:
             guards.append(f"{var}.__class__ is float")
             return "'f'"
@@ -323,196 +323,6 @@ def specialize_call_key_fn(
         )
     exec(compile(body, "<tunedsl call key>", "exec"), env)
     return env["call_key"]  # type: ignore[no-any-return]
-
-
-class ArgTest:
-    """What one positional argument of a repeat check must be, as codes: the per-argument
-    form of ``RepeatCheckCode.test`` for checks written in another language
-    (``runtime/native_fused.c`` holds the same numbers)."""
-
-    TENSOR = 0  # a tensor; its alignment is not keyed
-    TENSOR_ALIGNED = 1  # a tensor at a 16-byte-aligned address
-    TENSOR_UNALIGNED = 2  # a tensor at an address that is not
-    INT_ONE = 3  # an int (exactly) equal to 1
-    INT_16 = 4  # an int divisible by 16
-    INT_OTHER = 5  # an int neither 1 nor divisible by 16
-    FLOAT = 6  # a float (exactly)
-    NONE = 7
-    HOLE = 8  # the runtime's hole marker
-    CONSTEXPR = 9  # constexpr_key(arg) equals the sample's
-
-
-_INT_TESTS = {"i1": ArgTest.INT_ONE, "i16": ArgTest.INT_16, "i": ArgTest.INT_OTHER}
-
-
-@dataclass(frozen=True)
-class ArgCheck:
-    """One argument's test: ``test`` an ``ArgTest`` code; for ints ``low``, the lowest value
-    allowed (0 where the sample was not negative: the key sees the sign), the highest being
-    2**31 - 1; for a constexpr ``expected``, the sample's ``constexpr_key``."""
-
-    test: int
-    low: int = 0
-    expected: Any = None
-
-
-@dataclass(frozen=True)
-class RepeatCheckCode:
-    """The source of a repeat check, for code generators to inline (``make_repeat_check``,
-    the runtime's fused launch): ``arity`` positional arguments are unpacked into ``a0``,
-    ``a1``, ...; ``layout`` tests the tensors among them (class, dtype, device, shape,
-    strides); only then may ``pointers`` run, statements that read each tensor ``a<i>``'s
-    address into ``p<i>``; then ``test``, over both. The call has the sample's call key
-    exactly when all three pass. Names not defined by the generator come from ``env``."""
-
-    arity: int
-    tensor_positions: tuple[int, ...]
-    reads_pointers: bool  # the test compares alignments: ``pointers`` read them
-    test: str
-    env: Mapping[str, Any]
-    # The same test per argument, in structured form (the code above is its Python form).
-    arg_checks: tuple[ArgCheck, ...] = ()
-
-    @property
-    def names(self) -> str:
-        """The unpacking target: ``a0, a1, a2,``."""
-        return "".join(f"a{i}, " for i in range(self.arity)).rstrip()
-
-    @property
-    def layout(self) -> str:
-        return f"check({', '.join(f'a{i}' for i in self.tensor_positions)})"
-
-    @property
-    def pointers(self) -> tuple[str, ...]:
-        if not self.reads_pointers:
-            return ()
-        return tuple(f"p{i} = a{i}.data_ptr()" for i in self.tensor_positions)
-
-
-def repeat_check_code(
-    sample_args: Sequence[Any],
-    constexpr_positions: frozenset[int],
-    hole: object,
-    with_align: bool,
-    layout_check: Callable[[Sequence[Any]], Callable[..., bool] | None],
-) -> RepeatCheckCode | None:
-    """The code of :func:`make_repeat_check` (same arguments), or None where it has none."""
-    env: dict[str, Any] = {"hole": hole, "constexpr_key": constexpr_key}
-    tests: list[str] = []
-    arg_checks: list[ArgCheck] = []
-    tensors: list[Any] = []
-    positions: list[int] = []
-    aligned: list[str] = []
-    small: list[str] = []  # non-negative 32-bit ints
-    div16: list[str] = []  # ... of them divisible by 16
-    for i, value in enumerate(sample_args):
-        var = f"a{i}"
-        cls = value.__class__
-        if i in constexpr_positions:
-            env[f"E_{var}"] = constexpr_key(value)
-            tests.append(f"constexpr_key({var}) == E_{var}")
-            arg_checks.append(ArgCheck(ArgTest.CONSTEXPR, expected=env[f"E_{var}"]))
-        elif value is hole:
-            tests.append(f"{var} is hole")
-            arg_checks.append(ArgCheck(ArgTest.HOLE))
-        elif is_tensor(value):
-            tensors.append(value)
-            positions.append(i)
-            if not with_align:
-                arg_checks.append(ArgCheck(ArgTest.TENSOR))
-            elif value.data_ptr() % 16 == 0:
-                aligned.append(f"p{i}")
-                arg_checks.append(ArgCheck(ArgTest.TENSOR_ALIGNED))
-            else:
-                tests.append(f"p{i} % 16 != 0")
-                arg_checks.append(ArgCheck(ArgTest.TENSOR_UNALIGNED))
-        elif cls is int and 0 <= value <= _I32_MAX:  # sizes and strides: tested together
-            tests.append(f"{var}.__class__ is int")
-            small.append(var)
-            int_cls = _small_int_class(value)
-            if int_cls == "i16":
-                div16.append(var)
-            else:
-                tests.append(_small_int_class_test_code(var, int_cls))
-            arg_checks.append(ArgCheck(_INT_TESTS[int_cls]))
-        elif cls is int and _I32_MIN <= value <= _I32_MAX:
-            tests.append(_small_int_guard_code(var))
-            int_cls = _small_int_class(value)
-            tests.append(_small_int_class_test_code(var, int_cls))
-            arg_checks.append(ArgCheck(_INT_TESTS[int_cls], low=_I32_MIN))
-        elif cls is float:
-            tests.append(f"{var}.__class__ is float")
-            arg_checks.append(ArgCheck(ArgTest.FLOAT))
-        elif value is None:
-            tests.append(f"{var} is None")
-            arg_checks.append(ArgCheck(ArgTest.NONE))
-        else:
-            return None
-    if not tensors:
-        return None  # nothing slow to skip: the generated key function is as fast
-    check = layout_check(tensors)
-    if check is None:
-        return None
-    env["check"] = check
-    if aligned:  # one test for all: the OR of 16-byte-aligned addresses is aligned
-        tests.insert(0, f"({' | '.join(aligned)}) % 16 == 0")
-    # After every class test (| needs ints): the OR of ints is in [0, 2**31) exactly when
-    # each is (a negative one makes it negative: rejected, the key decides such a call),
-    # and divisible by 16 exactly when each is.
-    if small:
-        tests.append(f"0 <= ({' | '.join(small)}) <= {_I32_MAX}")
-    if div16:
-        tests.append(f"({' | '.join(div16)}) % 16 == 0")
-    return RepeatCheckCode(
-        arity=len(sample_args),
-        tensor_positions=tuple(positions),
-        reads_pointers=with_align,
-        test=" and ".join(tests) or "True",
-        env=env,
-        arg_checks=tuple(arg_checks),
-    )
-
-
-def make_repeat_check(
-    sample_args: Sequence[Any],
-    constexpr_positions: frozenset[int],
-    hole: object,
-    with_align: bool,
-    layout_check: Callable[[Sequence[Any]], Callable[..., bool] | None],
-) -> Callable[[Sequence[Any], Mapping[str, Any]], bool] | None:
-    """A check that a call has the call key ``sample_args`` had, without building the key.
-
-    For the hot path's common case, a serving loop calling one site with the same layout
-    every step: instead of reading each tensor's dtype, shape and stride from Python (a
-    binding call each), ``layout_check(tensors)`` checks them all in one C call (the
-    backend's, which may reject more than the key would, never less); alignment and int
-    classes are compared to the sample's. True means exactly that the call key
-    (``with_shape``, no keyword arguments) equals the sample's. None where the layout has
-    an argument this check does not cover (keyword arguments, a user ``key=``, bools,
-    tuples, ints beyond 32 bits, ...) or the backend has no layout check.
-    """
-    code = repeat_check_code(sample_args, constexpr_positions, hole, with_align, layout_check)
-    return None if code is None else compile_repeat_check(code)
-
-
-def compile_repeat_check(
-    code: RepeatCheckCode,
-) -> Callable[[Sequence[Any], Mapping[str, Any]], bool]:
-    """``repeat_check(args, kwargs)`` from its code (false for any keyword argument)."""
-    pointers = "".join(f"    {line}\n" for line in code.pointers)
-    body = (
-        "def repeat_check(args, kwargs):\n"
-        f"    if kwargs or len(args) != {code.arity}:\n"
-        "        return False\n"
-        f"    {code.names} = args\n"
-        f"    if not {code.layout}:\n"
-        "        return False\n"
-        f"{pointers}"
-        f"    return {code.test}\n"
-    )
-    env = dict(code.env)
-    exec(compile(body, "<tunedsl repeat check>", "exec"), env)
-    return env["repeat_check"]  # type: ignore[no-any-return]
 
 
 def hashable_user_key(value: Any) -> Any:

@@ -25,7 +25,7 @@ from tunedsl.precompile.workload import PrecompileSession, SiteReport, import_sc
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
-    from tunedsl.precompile.run import Summary
+    from tunedsl.precompile.summary import Summary
     from tunedsl.store.records import ConfigResult, Record
 
 

@@ -21,13 +21,12 @@ import os
 import re
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
+from tunedsl.precompile.summary import Summary
 from tunedsl.precompile.workload import (
     PrecompileSession,
-    SiteReport,
     import_script,
     precompile_mode,
     registered_workloads,
@@ -38,23 +37,6 @@ __all__ = ["Summary", "iter_python_files", "precompile", "run_workloads", "warm_
 # A line `@workload` or `@tunedsl.workload`: only such files are imported (never run blindly).
 _WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]*(?:#.*)?$", re.M)
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
-
-
-@dataclass
-class Summary:
-    """Everything one precompile run did, for the table and the exit status."""
-
-    bytecode: dict[str, int] = field(
-        default_factory=lambda: {"compiled": 0, "cached": 0, "failed": 0}
-    )
-    errors: list[str] = field(default_factory=list)  # file-level failures, rendered
-    reports: list[SiteReport] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    workload_files: int = 0  # files that declare a @tunedsl.workload
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.errors) or any(r.failed for r in self.reports)
 
 
 def iter_python_files(paths: Sequence[str]) -> Iterator[str]:

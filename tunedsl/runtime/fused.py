@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
-from tunedsl.model.keys import RepeatCheckCode
+from tunedsl.model.repeat_check import RepeatCheckCode
 from tunedsl.runtime import native
 
 if TYPE_CHECKING:

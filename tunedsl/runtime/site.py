@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.errors import TuningError, UsageError
-from tunedsl.model import identity, keys
+from tunedsl.model import identity, keys, repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
 from tunedsl.model.settings import Settings
@@ -81,7 +81,7 @@ class Entry:
         self.zero_kw = zero_kw
         self.zeroing = bool(zero_pos or zero_kw)
         self.used = False
-        # The repeat check (keys.make_repeat_check) of this entry's argument layout: built
+        # The repeat check (repeat_check.make_repeat_check) of this entry's argument layout: built
         # at its first hit; _no_repeat where the layout has none or the entry was dropped.
         self.repeat: Callable[[Sequence[Any], Mapping[str, Any]], bool] | None = None
         # The fused launch (runtime/fused.py) of this entry's layout, built with ``repeat``.
@@ -272,7 +272,7 @@ class Site:
                 entry.repeat = _no_repeat
             else:
                 entry.fused = _fuse(self._kernel, entry, code, args, self._call)
-                entry.repeat = keys.compile_repeat_check(code)
+                entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has _no_repeat
             if entry.repeat is not _no_repeat:
                 self._last = entry
@@ -467,8 +467,8 @@ def _no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
 
 def _repeat_factory(
     info: Any, hole: object
-) -> Callable[[Sequence[Any]], keys.RepeatCheckCode | None] | None:
-    """The builder of repeat-check code for a kernel's calls (``keys.repeat_check_code``
+) -> Callable[[Sequence[Any]], repeat_check.RepeatCheckCode | None] | None:
+    """The builder of repeat-check code for a kernel's calls (``repeat_check.repeat_check_code``
     with the backend's tensor layout check), or None when tunedsl's repeat checks are off."""
     if not knobs.repeat_check():
         return None
@@ -477,8 +477,8 @@ def _repeat_factory(
 
     with_align = info.jit and direct_launch_enabled()
 
-    def factory(args: Sequence[Any]) -> keys.RepeatCheckCode | None:
-        return keys.repeat_check_code(
+    def factory(args: Sequence[Any]) -> repeat_check.RepeatCheckCode | None:
+        return repeat_check.repeat_check_code(
             args, info.constexpr_positions, hole, with_align, layout_check
         )
 
@@ -488,7 +488,7 @@ def _repeat_factory(
 def _fuse(
     kernel: Any,
     entry: Entry,
-    code: keys.RepeatCheckCode,
+    code: repeat_check.RepeatCheckCode,
     args: Sequence[Any],
     fallback: Callable[..., Any],
 ) -> Fused | None:

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 from tunedsl.backends import compat  # noqa: E402
 from tunedsl.backends.triton_launch import DirectPlan  # noqa: E402
-from tunedsl.model import keys  # noqa: E402
+from tunedsl.model import keys, repeat_check  # noqa: E402
 from tunedsl.model.config import Config  # noqa: E402
 from tunedsl.model.hole import HOLE  # noqa: E402
 from tunedsl.runtime import fused, native  # noqa: E402
@@ -78,7 +78,7 @@ def pair(
     dyn0: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, Recorder, Recorder, Entry, Entry, Runtime]:
     """The Python and the C fused launch of one sample layout, each with its own recorder."""
-    code = keys.repeat_check_code(sample, constexprs, HOLE, True, compat.layout_check)
+    code = repeat_check.repeat_check_code(sample, constexprs, HOLE, True, compat.layout_check)
     assert code is not None
     runtime = Runtime()
     made = []
@@ -265,7 +265,7 @@ def test_errors_from_the_callables_propagate(fused_type: Any) -> None:
         def run(self, *args: Any) -> None:
             raise RuntimeError("from the launch")
 
-    code = keys.repeat_check_code(args, frozenset(), HOLE, True, compat.layout_check)
+    code = repeat_check.repeat_check_code(args, frozenset(), HOLE, True, compat.layout_check)
     assert code is not None
     rec = FailingLaunch()
     entry = Entry(Config({"BM": 64}), rec.launch, object(), (), ())  # type: ignore[arg-type]
@@ -283,7 +283,7 @@ def test_errors_from_the_callables_propagate(fused_type: Any) -> None:
 
 def test_bad_construction_is_an_error(fused_type: Any) -> None:
     x = torch.randn(4)
-    code = keys.repeat_check_code((x, 1), frozenset(), HOLE, True, compat.layout_check)
+    code = repeat_check.repeat_check_code((x, 1), frozenset(), HOLE, True, compat.layout_check)
     assert code is not None
     common = (HOLE, keys.constexpr_key, code.env["check"], None, None, None, None, {}, None)
     tail = (print, 0, int, int, (), (), False)
@@ -300,7 +300,7 @@ def test_with_a_fallback_it_takes_the_whole_call(fused_type: Any) -> None:
     arguments, a call it turns down goes to the fallback whole."""
     a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
     args = mm_args(a, b, c)
-    code = keys.repeat_check_code(args, frozenset(), HOLE, True, compat.layout_check)
+    code = repeat_check.repeat_check_code(args, frozenset(), HOLE, True, compat.layout_check)
     assert code is not None
     rec = Recorder()
     entry = Entry(Config({"BM": 64}), rec.launch, object(), (), ())  # type: ignore[arg-type]
@@ -346,7 +346,7 @@ import test_native_fused as t
 from tunedsl.runtime import fused, native
 a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
 args = t.mm_args(a, b, c)
-code = t.keys.repeat_check_code(args, frozenset(), t.HOLE, True, t.compat.layout_check)
+code = t.repeat_check.repeat_check_code(args, frozenset(), t.HOLE, True, t.compat.layout_check)
 rec = t.Recorder()
 entry = t.Entry(t.Config({"BM": 64}), rec.launch, object(), (), ())
 plan = t.DirectPlan(rec.run, (), False, (), 0, rec.get_device, rec.get_stream, {"BM": 64},

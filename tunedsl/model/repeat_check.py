@@ -1,0 +1,210 @@
+"""The repeat check: generated code telling whether a call repeats the last call's argument
+layout (same tensors' dtypes, shapes, strides and alignment, same int classes), so a hit
+skips building its call key. ``RepeatCheckCode`` is the check in structured form, which the
+fused launch (``runtime/fused.py``, ``runtime/native_fused.c``) runs itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tunedsl.model.keys import (
+    I32_MAX,
+    I32_MIN,
+    constexpr_key,
+    is_tensor,
+    small_int_class,
+    small_int_class_test_code,
+    small_int_guard_code,
+)
+
+
+class ArgTest:
+    """What one positional argument of a repeat check must be, as codes: the per-argument
+    form of ``RepeatCheckCode.test`` for checks written in another language
+    (``runtime/native_fused.c`` holds the same numbers)."""
+
+    TENSOR = 0  # a tensor; its alignment is not keyed
+    TENSOR_ALIGNED = 1  # a tensor at a 16-byte-aligned address
+    TENSOR_UNALIGNED = 2  # a tensor at an address that is not
+    INT_ONE = 3  # an int (exactly) equal to 1
+    INT_16 = 4  # an int divisible by 16
+    INT_OTHER = 5  # an int neither 1 nor divisible by 16
+    FLOAT = 6  # a float (exactly)
+    NONE = 7
+    HOLE = 8  # the runtime's hole marker
+    CONSTEXPR = 9  # constexpr_key(arg) equals the sample's
+
+
+_INT_TESTS = {"i1": ArgTest.INT_ONE, "i16": ArgTest.INT_16, "i": ArgTest.INT_OTHER}
+
+
+@dataclass(frozen=True)
+class ArgCheck:
+    """One argument's test: ``test`` an ``ArgTest`` code; for ints ``low``, the lowest value
+    allowed (0 where the sample was not negative: the key sees the sign), the highest being
+    2**31 - 1; for a constexpr ``expected``, the sample's ``constexpr_key``."""
+
+    test: int
+    low: int = 0
+    expected: Any = None
+
+
+@dataclass(frozen=True)
+class RepeatCheckCode:
+    """The source of a repeat check, for code generators to inline (``make_repeat_check``,
+    the runtime's fused launch): ``arity`` positional arguments are unpacked into ``a0``,
+    ``a1``, ...; ``layout`` tests the tensors among them (class, dtype, device, shape,
+    strides); only then may ``pointers`` run, statements that read each tensor ``a<i>``'s
+    address into ``p<i>``; then ``test``, over both. The call has the sample's call key
+    exactly when all three pass. Names not defined by the generator come from ``env``."""
+
+    arity: int
+    tensor_positions: tuple[int, ...]
+    reads_pointers: bool  # the test compares alignments: ``pointers`` read them
+    test: str
+    env: Mapping[str, Any]
+    # The same test per argument, in structured form (the code above is its Python form).
+    arg_checks: tuple[ArgCheck, ...] = ()
+
+    @property
+    def names(self) -> str:
+        """The unpacking target: ``a0, a1, a2,``."""
+        return "".join(f"a{i}, " for i in range(self.arity)).rstrip()
+
+    @property
+    def layout(self) -> str:
+        return f"check({', '.join(f'a{i}' for i in self.tensor_positions)})"
+
+    @property
+    def pointers(self) -> tuple[str, ...]:
+        if not self.reads_pointers:
+            return ()
+        return tuple(f"p{i} = a{i}.data_ptr()" for i in self.tensor_positions)
+
+
+def repeat_check_code(
+    sample_args: Sequence[Any],
+    constexpr_positions: frozenset[int],
+    hole: object,
+    with_align: bool,
+    layout_check: Callable[[Sequence[Any]], Callable[..., bool] | None],
+) -> RepeatCheckCode | None:
+    """The code of :func:`make_repeat_check` (same arguments), or None where it has none."""
+    env: dict[str, Any] = {"hole": hole, "constexpr_key": constexpr_key}
+    tests: list[str] = []
+    arg_checks: list[ArgCheck] = []
+    tensors: list[Any] = []
+    positions: list[int] = []
+    aligned: list[str] = []
+    small: list[str] = []  # non-negative 32-bit ints
+    div16: list[str] = []  # ... of them divisible by 16
+    for i, value in enumerate(sample_args):
+        var = f"a{i}"
+        cls = value.__class__
+        if i in constexpr_positions:
+            env[f"E_{var}"] = constexpr_key(value)
+            tests.append(f"constexpr_key({var}) == E_{var}")
+            arg_checks.append(ArgCheck(ArgTest.CONSTEXPR, expected=env[f"E_{var}"]))
+        elif value is hole:
+            tests.append(f"{var} is hole")
+            arg_checks.append(ArgCheck(ArgTest.HOLE))
+        elif is_tensor(value):
+            tensors.append(value)
+            positions.append(i)
+            if not with_align:
+                arg_checks.append(ArgCheck(ArgTest.TENSOR))
+            elif value.data_ptr() % 16 == 0:
+                aligned.append(f"p{i}")
+                arg_checks.append(ArgCheck(ArgTest.TENSOR_ALIGNED))
+            else:
+                tests.append(f"p{i} % 16 != 0")
+                arg_checks.append(ArgCheck(ArgTest.TENSOR_UNALIGNED))
+        elif cls is int and 0 <= value <= I32_MAX:  # sizes and strides: tested together
+            tests.append(f"{var}.__class__ is int")
+            small.append(var)
+            int_cls = small_int_class(value)
+            if int_cls == "i16":
+                div16.append(var)
+            else:
+                tests.append(small_int_class_test_code(var, int_cls))
+            arg_checks.append(ArgCheck(_INT_TESTS[int_cls]))
+        elif cls is int and I32_MIN <= value <= I32_MAX:
+            tests.append(small_int_guard_code(var))
+            int_cls = small_int_class(value)
+            tests.append(small_int_class_test_code(var, int_cls))
+            arg_checks.append(ArgCheck(_INT_TESTS[int_cls], low=I32_MIN))
+        elif cls is float:
+            tests.append(f"{var}.__class__ is float")
+            arg_checks.append(ArgCheck(ArgTest.FLOAT))
+        elif value is None:
+            tests.append(f"{var} is None")
+            arg_checks.append(ArgCheck(ArgTest.NONE))
+        else:
+            return None
+    if not tensors:
+        return None  # nothing slow to skip: the generated key function is as fast
+    check = layout_check(tensors)
+    if check is None:
+        return None
+    env["check"] = check
+    if aligned:  # one test for all: the OR of 16-byte-aligned addresses is aligned
+        tests.insert(0, f"({' | '.join(aligned)}) % 16 == 0")
+    # After every class test (| needs ints): the OR of ints is in [0, 2**31) exactly when
+    # each is (a negative one makes it negative: rejected, the key decides such a call),
+    # and divisible by 16 exactly when each is.
+    if small:
+        tests.append(f"0 <= ({' | '.join(small)}) <= {I32_MAX}")
+    if div16:
+        tests.append(f"({' | '.join(div16)}) % 16 == 0")
+    return RepeatCheckCode(
+        arity=len(sample_args),
+        tensor_positions=tuple(positions),
+        reads_pointers=with_align,
+        test=" and ".join(tests) or "True",
+        env=env,
+        arg_checks=tuple(arg_checks),
+    )
+
+
+def make_repeat_check(
+    sample_args: Sequence[Any],
+    constexpr_positions: frozenset[int],
+    hole: object,
+    with_align: bool,
+    layout_check: Callable[[Sequence[Any]], Callable[..., bool] | None],
+) -> Callable[[Sequence[Any], Mapping[str, Any]], bool] | None:
+    """A check that a call has the call key ``sample_args`` had, without building the key.
+
+    For the hot path's common case, a serving loop calling one site with the same layout
+    every step: instead of reading each tensor's dtype, shape and stride from Python (a
+    binding call each), ``layout_check(tensors)`` checks them all in one C call (the
+    backend's, which may reject more than the key would, never less); alignment and int
+    classes are compared to the sample's. True means exactly that the call key
+    (``with_shape``, no keyword arguments) equals the sample's. None where the layout has
+    an argument this check does not cover (keyword arguments, a user ``key=``, bools,
+    tuples, ints beyond 32 bits, ...) or the backend has no layout check.
+    """
+    code = repeat_check_code(sample_args, constexpr_positions, hole, with_align, layout_check)
+    return None if code is None else compile_repeat_check(code)
+
+
+def compile_repeat_check(
+    code: RepeatCheckCode,
+) -> Callable[[Sequence[Any], Mapping[str, Any]], bool]:
+    """``repeat_check(args, kwargs)`` from its code (false for any keyword argument)."""
+    pointers = "".join(f"    {line}\n" for line in code.pointers)
+    body = (
+        "def repeat_check(args, kwargs):\n"
+        f"    if kwargs or len(args) != {code.arity}:\n"
+        "        return False\n"
+        f"    {code.names} = args\n"
+        f"    if not {code.layout}:\n"
+        "        return False\n"
+        f"{pointers}"
+        f"    return {code.test}\n"
+    )
+    env = dict(code.env)
+    exec(compile(body, "<tunedsl repeat check>", "exec"), env)
+    return env["repeat_check"]  # type: ignore[no-any-return]
