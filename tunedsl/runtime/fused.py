@@ -26,10 +26,11 @@ C form is tested against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
+from tunedsl.model.hole import HOLE
 from tunedsl.model.repeat_check import RepeatCheckCode
 from tunedsl.runtime import native
 
@@ -181,3 +182,19 @@ def make_python_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: D
     )
     exec(compile(body, f"<tunedsl fused launch of {entry.config!r}>", "exec"), env)
     return env["fused"]  # type: ignore[no-any-return]
+
+
+def fuse_entry(
+    kernel: Any,
+    entry: Entry,
+    code: RepeatCheckCode,
+    args: Sequence[Any],
+    fallback: Callable[..., Any],
+) -> Fused | None:
+    """The fused launch of ``entry`` (``runtime/fused.py``) where its launcher launches
+    directly and the entry needs nothing per call beyond the launch (zeroing, holes)."""
+    plan_of = getattr(entry.launcher_object, "plan", None)
+    if plan_of is None or entry.zeroing or any(a is HOLE for a in args) or not knobs.fused_launch():
+        return None
+    plan = plan_of()
+    return None if plan is None else make_fused(kernel, entry, code, plan, fallback)

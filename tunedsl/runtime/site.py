@@ -22,7 +22,7 @@ from tunedsl.model.settings import Settings
 from tunedsl.model.space import Space
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import miss, mistakes
-from tunedsl.runtime.fused import Fused, make_fused, takes_whole_call
+from tunedsl.runtime.fused import Fused, fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ class Site:
             if code is None:
                 entry.repeat = _no_repeat
             else:
-                entry.fused = _fuse(self._kernel, entry, code, args, self._call)
+                entry.fused = fuse_entry(self._kernel, entry, code, args, self._call)
                 entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has _no_repeat
             if entry.repeat is not _no_repeat:
@@ -483,19 +483,3 @@ def _repeat_factory(
         )
 
     return factory
-
-
-def _fuse(
-    kernel: Any,
-    entry: Entry,
-    code: repeat_check.RepeatCheckCode,
-    args: Sequence[Any],
-    fallback: Callable[..., Any],
-) -> Fused | None:
-    """The fused launch of ``entry`` (``runtime/fused.py``) where its launcher launches
-    directly and the entry needs nothing per call beyond the launch (zeroing, holes)."""
-    plan_of = getattr(entry.launcher_object, "plan", None)
-    if plan_of is None or entry.zeroing or any(a is HOLE for a in args) or not knobs.fused_launch():
-        return None
-    plan = plan_of()
-    return None if plan is None else make_fused(kernel, entry, code, plan, fallback)
