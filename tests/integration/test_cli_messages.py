@@ -15,7 +15,7 @@ import pytest
 from tunedsl.autointerp import gpu_driver_present
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "tunedsl" / "examples"
+EXAMPLES = REPO / "examples"
 no_gpu = pytest.mark.skipif(gpu_driver_present(), reason="this machine has a GPU driver")
 
 
@@ -75,7 +75,7 @@ def test_precompile_table_rows_fit_100_columns_with_name_value_keys(tmp_path: Pa
     assert table[0].startswith("what ") and table[0].endswith("interpreted")
     assert all(len(line) <= 100 for line in table), max(table, key=len)
     sites = [line for line in table[3:] if not line.startswith("  {")]
-    assert all(s.startswith(("tunedsl/examples/", ".../examples/")) for s in sites), sites
+    assert all(s.startswith(("examples/", ".../examples/")) for s in sites), sites
     keys = [line for line in table[2:] if line.startswith("  {")]
     assert len(sites) == len(keys) >= 5, table
     # A key is whole name=value items (arguments by name), never Python's reprs.

@@ -21,7 +21,7 @@ import pytest
 pytestmark = pytest.mark.needs_triton
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "tunedsl" / "examples"
+EXAMPLES = REPO / "examples"
 ALL_EXAMPLES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
 
 

@@ -78,11 +78,9 @@ def test_second_run_compiles_nothing(tmp_path: Path, processes: str) -> None:
     assert sorted((tmp_path / "triton-cache").rglob("*.cubin")) == cubins
 
 
-@pytest.mark.skipif(
-    not (REPO / "tunedsl" / "examples" / "vector_add.py").exists(), reason="no gallery"
-)
+@pytest.mark.skipif(not (REPO / "examples" / "vector_add.py").exists(), reason="no gallery")
 def test_gallery_example_precompiles_and_is_warm_the_second_time(tmp_path: Path) -> None:
-    example = str(REPO / "tunedsl" / "examples" / "vector_add.py")
+    example = str(REPO / "examples" / "vector_add.py")
     first = _precompile(tmp_path, "--target", "cuda:90", example)
     assert first.returncode == 0, first.stdout + first.stderr
     row = next(l for l in first.stdout.splitlines() if "vadd_kernel" in l)  # noqa: E741

@@ -90,7 +90,7 @@ def corpus() -> list[bytes]:
     """Valid DSL scripts of the repository: the gallery, test fixtures, golden inputs (the
     fixtures that are invalid on purpose are left out: mutations start from valid text)."""
     patterns = [
-        "tunedsl/examples/*.py",
+        "examples/*.py",
         "tests/unit/dsl_fixtures/*",
         "tests/golden/**/*.py",
         "tests/golden/**/*.dslpy",

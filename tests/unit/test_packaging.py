@@ -62,7 +62,7 @@ def test_the_sdist_carries_what_a_packager_needs(built) -> None:
         "docs/running.md",
         "grammar",
         "CHANGELOG.md",
-        "tunedsl/examples/vector_add.py",
+        "examples/vector_add.py",
         "pyproject.toml",
         "setup.py",
         "tunedsl/runtime/native_fused.c",  # the C part, built when the sdist is installed

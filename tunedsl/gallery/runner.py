@@ -45,16 +45,20 @@ class ExampleRun:
 
 
 def default_examples_dir() -> Path:
-    """The examples shipped inside the package (``tunedsl/examples``), from a wheel or a checkout."""
-    from importlib.resources import files
+    """The gallery's examples: ``tunedsl/examples`` inside an installed wheel, the top-level
+    ``examples/`` beside the package in a checkout."""
+    import tunedsl
 
-    candidate = Path(str(files("tunedsl") / "examples"))
-    if not candidate.is_dir():
-        raise UsageError(
-            f"cannot find the examples shipped with tunedsl (looked for {candidate}); this "
-            "installation is incomplete: reinstall tunedsl, or pass --examples DIR"
-        )
-    return candidate
+    package = Path(tunedsl.__file__).resolve().parent
+    candidates = (package / "examples", package.parent / "examples")
+    for candidate in candidates:
+        if (candidate / "vector_add.py").is_file():
+            return candidate
+    raise UsageError(
+        f"cannot find the examples shipped with tunedsl (looked in {candidates[0]} and "
+        f"{candidates[1]}); this installation is incomplete: reinstall tunedsl, or pass "
+        "--examples DIR"
+    )
 
 
 def discover(examples_dir: Path, only: Sequence[str] = ()) -> list[Path]:

@@ -4,7 +4,7 @@ Teaches: 1-D blocks with ``cdiv(n, $tile)``; a space of a tile size and ``num_wa
 launch hint: it goes to the launch, never to the kernel); the ``LaunchResult`` the macro
 returns; a precompile workload.
 
-    tunedsl run tunedsl/examples/vector_add.py
+    tunedsl run examples/vector_add.py
 """
 
 import torch
@@ -46,7 +46,7 @@ SIZE = ex.pick(gpu=1 << 26, cpu=3 * 1024 + 7)  # an odd size on the CPU: the mas
 
 @workload
 def warm():
-    # `tunedsl precompile tunedsl/examples/vector_add.py` compiles every configuration for this call.
+    # `tunedsl precompile examples/vector_add.py` compiles every configuration for this call.
     x = torch.empty(SIZE, device=ex.device)
     vadd(x, x, x)
 

@@ -8,7 +8,7 @@ the kernel's parameters) makes the tuner save those tensors before it tunes and 
 them before each run, so the launch of the winner sees the caller's data and computes the
 right answer.
 
-    tunedsl run tunedsl/examples/fused_add_rmsnorm.py
+    tunedsl run examples/fused_add_rmsnorm.py
 """
 
 import torch

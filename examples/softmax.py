@@ -4,7 +4,7 @@ Teaches: a grid that does not depend on the configuration (``blocks=n_rows``); a
 launch hints only (nothing of it reaches the kernel's arguments); a block size computed once
 from the data (``BLOCK``), which is an ordinary keyword argument, not part of the space.
 
-    tunedsl run tunedsl/examples/softmax.py
+    tunedsl run examples/softmax.py
 """
 
 import torch

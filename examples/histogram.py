@@ -5,7 +5,7 @@ each benchmark run would add on top of the previous one; ``reset_to_zero=["hist"
 kernel parameter's name) makes the tuner zero it before every run and once more when tuning
 ends, so the caller gets one histogram, not the sum of the tuner's runs.
 
-    tunedsl run tunedsl/examples/histogram.py
+    tunedsl run examples/histogram.py
 """
 
 import torch

@@ -5,7 +5,7 @@ Teaches: a ``$`` field used in both the grid and the kernel (``rows`` per progra
 launch hint in one space; a kernel with several outputs (``y``, ``mean``, ``rstd``), each
 checked against PyTorch.
 
-    tunedsl run tunedsl/examples/layer_norm.py
+    tunedsl run examples/layer_norm.py
 """
 
 import torch

@@ -11,7 +11,7 @@ Teaches:
 - ``key=``: sizes in the same power-of-two bucket share one tuning decision, so a second
   call with a slightly different size launches at once.
 
-    tunedsl run tunedsl/examples/matmul.py
+    tunedsl run examples/matmul.py
 """
 
 import torch
