@@ -399,7 +399,7 @@ def print_table(label: str, result: LaunchResult, out: TextIO) -> None:
                 lines.append(f" {mark}{r.config!s:<48} {r.status}: {r.reason}")
         if remeasured:
             lines.append(
-                f"  the {remeasured} leaders of the first pass were re-measured in interleaved "
+                f"  the {remeasured} leading configurations were measured again in interleaved "
                 "rounds; * is the lowest re-measured median (other rows: one pass each)"
             )
     print("\n".join(lines), file=out, flush=True)
