@@ -38,7 +38,7 @@ def make_measurer(
     when ``TUNEDSL_TUNE_DEVICES`` allows it (``multi_device.py``), else in a worker when
     ``req.isolate``, else in this process."""
     if req.space is None:  # a listed space: the workers get every input up front
-        from tunedsl.backends.multi_device import maybe_multi_device
+        from tunedsl.backends.device_plan import maybe_multi_device
 
         multi = maybe_multi_device(req)
         if multi is not None:
@@ -74,6 +74,8 @@ class WorkerSeam:
             self.prefetch = inner.prefetch
         if hasattr(inner, "lookahead"):  # ... that many batches ahead
             self.lookahead = inner.lookahead
+        if hasattr(inner, "sample_round"):  # a race round's samples, side by side on the GPUs
+            self.sample_round = self._sample_round
         self.progress = progress
         self.first_ms: dict[Config, float] = {}
         self.settled = False
@@ -103,11 +105,24 @@ class WorkerSeam:
             samples = self.inner.sample(config, reps)
         except MeasureFailure as err:  # the race adds "run: " itself
             raise MeasureFailure(str(err).removeprefix("run: ")) from None
+        self._first(config, samples)
+        return samples
+
+    def _first(self, config: Config, samples: list[float]) -> None:
         if config not in self.first_ms and samples:
             self.first_ms[config] = statistics.median(samples)
             if self.progress is not None:
                 self.progress.measured(config, self.first_ms[config])
-        return samples
+
+    def _sample_round(self, asked: Sequence[tuple[Config, int]]) -> list[Any]:
+        out = []
+        for (config, _), fresh in zip(asked, self.inner.sample_round(asked), strict=True):
+            if isinstance(fresh, MeasureFailure):  # the race adds "run: " itself
+                out.append(MeasureFailure(str(fresh).removeprefix("run: ")))
+                continue
+            self._first(config, fresh)
+            out.append(fresh)
+        return out
 
     def settle(self) -> None:
         if self.gpu and self.timing == "auto" and not self.settled and self.first_ms:

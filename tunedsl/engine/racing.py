@@ -29,6 +29,9 @@ from tunedsl.model.config import Config
 
 # config, reps -> fresh timings in ms (Measurer.sample)
 SampleFn = Callable[[Config, int], list[float]]
+# [(config, reps), ...] -> each one's fresh timings or its MeasureFailure, in order: a round's
+# samples taken at once (a measurer over several devices takes them side by side)
+RoundFn = Callable[[Sequence[tuple[Config, int]]], list["list[float] | MeasureFailure"]]
 
 # Two-sided 95% Student t quantiles by degrees of freedom (beyond the table: 1.96).
 _T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
@@ -101,11 +104,14 @@ def race(
     expired: Callable[[], bool] = lambda: False,
     on_measured: Callable[[Config, list[float]], None] | None = None,
     open_all: bool = False,
+    sample_round: RoundFn | None = None,
 ) -> RaceResult:
     """Race ``candidates`` (an iterable, consumed lazily: each is opened as it arrives, so
     a compile stream can feed it). ``expired()`` True stops the race at the next sample;
     candidates not opened by then are left out of the result (never measured), unless
-    ``open_all``: then every candidate gets its opening measurement whatever the time."""
+    ``open_all``: then every candidate gets its opening measurement whatever the time.
+    ``sample_round``: takes each later round's samples in one call (the round is then
+    checked against ``expired()`` once, before it starts)."""
     out = RaceResult()
     stream = iter(candidates)
     # Checked before pulling the next candidate: pulling may wait for a compile.
@@ -123,6 +129,12 @@ def race(
             break
         out.rounds += 1
         order = active if out.rounds % 2 else list(reversed(active))
+        if sample_round is not None:
+            asked = [(c, min(settings.more_reps, settings.max_reps - len(out.samples[c])))
+                     for c in order]  # fmt: skip
+            for (cfg, _), fresh in zip(asked, sample_round(asked), strict=True):
+                _keep(out, cfg, fresh)
+            continue
         for cfg in order:
             if expired():
                 break
@@ -157,8 +169,16 @@ def _reopen(
 
 def _take(out: RaceResult, cfg: Config, sample: SampleFn, reps: int) -> bool:
     try:
-        fresh = sample(cfg, reps)
+        fresh: list[float] | MeasureFailure = sample(cfg, reps)
     except MeasureFailure as err:
+        fresh = err
+    return _keep(out, cfg, fresh)
+
+
+def _keep(out: RaceResult, cfg: Config, fresh: list[float] | MeasureFailure) -> bool:
+    """Add ``cfg``'s fresh samples (or its failure) to the race."""
+    if isinstance(fresh, MeasureFailure):
+        err = fresh
         out.samples.pop(cfg, None)
         out.failed[cfg] = "run: " + (str(err).strip() or type(err).__name__)
         return False
