@@ -1,4 +1,4 @@
-"""One process per GPU (precompile layer): a sweep's tasks spread over a host's GPUs.
+"""One process per GPU (precompile layer): sweeps and ``precompile --tune`` over a host's GPUs.
 
 ``run_on_gpus`` starts one child process per GPU (``CUDA_VISIBLE_DEVICES`` names its GPU,
 ``TUNEDSL_TUNE_DEVICES=1`` keeps each tuning on it) and hands the tasks out from one shared
@@ -8,23 +8,32 @@ it failed on; a child that dies is started again for the next task. The children
 a pipe of their own (what a workload prints goes to stderr), with the records of each task
 as plain JSON, validated by the caller like any record file.
 
+``tune_on_gpus`` (``precompile --tune`` on several GPUs): every GPU's process calls the
+workloads, and each key is tuned by the process that claims it first (``ClaimDir``: a file
+created exclusively in a directory they share), so the keys spread over the GPUs as they
+come, no key is tuned twice, and every record is written by the process that tuned it
+(under the record's own lock, as any tuning). A key whose tune failed is reported with its
+site, key and GPU.
+
     python -m tunedsl.precompile.gpu_shards     # a child: one JSON task a line on stdin
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from tunedsl.errors import UsageError
 
-__all__ = ["child_env", "run_on_gpus", "visible_gpus"]
+__all__ = ["ClaimDir", "child_env", "run_on_gpus", "tune_on_gpus", "visible_gpus"]
 
 #: The last lines of a dead child's stderr quoted in its task's error.
 _TAIL_LINES = 6
@@ -182,6 +191,92 @@ def run_on_gpus(
         raise
 
 
+class ClaimDir:
+    """``claim(site, key)``: True for the process that claims a key first (an exclusive
+    file in a directory that every GPU's process shares), and again for that process."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self.mine: set[str] = set()
+
+    def __call__(self, site: str, key: Hashable) -> bool:
+        from tunedsl.model.keys import json_safe
+
+        text = json.dumps([site, json_safe(key)], sort_keys=True, default=repr)
+        name = hashlib.sha256(text.encode()).hexdigest()[:32]
+        if name in self.mine:
+            return True
+        try:
+            os.close(os.open(self.path / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            return False
+        self.mine.add(name)
+        return True
+
+
+def tune_on_gpus(
+    paths: Sequence[str],
+    gpus: Sequence[str],
+    *,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+) -> Any:
+    """``precompile(tune=True)`` with one process per GPU of ``gpus`` sharing the keys (see
+    the module docstring); their reports and errors merged into one ``Summary``, each
+    error naming the GPU it happened on."""
+    from tunedsl.precompile.run import Summary
+    from tunedsl.precompile.workload import SiteReport
+
+    summary = Summary()
+    with tempfile.TemporaryDirectory(prefix="tunedsl-claims-") as claims:
+        job = {"tune": {"paths": [os.path.abspath(p) for p in paths], "claims": claims,
+                        "workers": workers, "timeout_s": timeout_s}}  # fmt: skip
+        children = [_Child(gpu) for gpu in gpus]
+        answers: dict[str, dict[str, Any]] = {}
+
+        def serve(child: _Child) -> None:
+            try:
+                answers[child.gpu] = child.run(job)
+            finally:
+                child.stop()
+
+        threads = [threading.Thread(target=serve, args=(c,), daemon=True) for c in children]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        except KeyboardInterrupt:
+            for child in children:
+                if child.proc is not None:
+                    child.proc.kill()
+            raise
+    for gpu in gpus:
+        answer = answers.get(gpu, {"error": "no answer"})
+        if "error" in answer:
+            summary.errors.append(f"GPU {gpu}: {answer['error']}")
+            continue
+        for item in answer["reports"]:
+            failed = {k: f"on GPU {gpu}: {v}" for k, v in item.pop("failed").items()}
+            summary.reports.append(SiteReport(**item, failed=failed))
+        summary.errors.extend(f"on GPU {gpu}: {e}" for e in answer["errors"])
+    return summary
+
+
+def _tune_share(job: dict[str, Any]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from tunedsl.model.keys import json_safe
+    from tunedsl.precompile.run import tune_claimed
+
+    done = tune_claimed(
+        job["paths"], job["claims"], workers=job["workers"], timeout_s=job["timeout_s"]
+    )
+    reports = [{**asdict(r), "key": json_safe(r.key)} for r in done.reports]
+    return {"reports": reports, "errors": done.errors}
+
+
 def _serve() -> int:
     """A child: run each task of stdin, answer on the original stdout (prints go to stderr)."""
     from tunedsl.precompile.sweep import Task, _short, run_task
@@ -192,9 +287,12 @@ def _serve() -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
-        task = Task(**json.loads(line)["task"])
+        request = json.loads(line)
         try:
-            answer: dict[str, Any] = {"records": run_task(task)}
+            if "tune" in request:
+                answer: dict[str, Any] = _tune_share(request["tune"])
+            else:
+                answer = {"records": run_task(Task(**request["task"]))}
         except Exception as err:
             answer = {"error": _short(err)}
         answers.write(json.dumps(answer) + "\n")

@@ -154,6 +154,39 @@ def _isolate_by_default(tune: bool) -> Iterator[None]:
         os.environ.pop("TUNEDSL_ISOLATE", None)
 
 
+def tune_claimed(
+    paths: Sequence[str],
+    claims: str,
+    *,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+) -> Summary:
+    """One GPU's share of ``precompile(tune=True)`` on several GPUs (run in that GPU's
+    process): the workloads of ``paths``, tuning only the keys this process claims first in
+    the ``claims`` directory that every GPU's process shares."""
+    from tunedsl.precompile.gpu_shards import ClaimDir
+
+    summary = Summary()
+    with_workloads = [p for p in iter_python_files(paths) if _declares_workload(p)]
+    with (
+        _isolate_by_default(True),
+        precompile_mode(
+            None, True, workers=workers, timeout_s=timeout_s, shard=ClaimDir(claims)
+        ) as session,
+    ):
+        run_workloads(with_workloads, session, summary)
+        summary.reports.extend(session.reports)
+    return summary
+
+
+def _declares_workload(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return bool(_WORKLOAD_DECORATOR.search(fh.read()))
+    except OSError:
+        return False
+
+
 def precompile(
     paths: Sequence[str],
     *,
@@ -163,10 +196,13 @@ def precompile(
     replay: bool = False,
     timeout_s: float | None = None,
     on_result: Callable[[str, Config, str], None] | None = None,
+    gpus: Sequence[str] | None = None,
 ) -> Summary:
     """Warm the caches for the DSL files under ``paths``; returns what happened.
     ``on_result(site, config, outcome)`` hears about each configuration as it ends
-    ("compiled", "cached", "failed" or "interpreted")."""
+    ("compiled", "cached", "failed" or "interpreted"). With ``tune`` and more than one of
+    ``gpus`` (``CUDA_VISIBLE_DEVICES`` entries): one process per GPU, each tuning the keys
+    it claims first (``gpu_shards.tune_on_gpus``)."""
     summary = Summary()
     files = list(iter_python_files(paths))
     with_workloads = warm_bytecode(files, summary)
@@ -184,6 +220,17 @@ def precompile(
             "--tune measures kernels on this machine's GPU: it needs a GPU and cannot be "
             "combined with --target (use --target alone to cross-compile)"
         )
+    if tune and gpus is not None and len(gpus) > 1:
+        from tunedsl.precompile.gpu_shards import tune_on_gpus
+
+        shared = tune_on_gpus(paths, gpus, workers=workers, timeout_s=timeout_s)
+        summary.reports.extend(shared.reports)
+        summary.errors.extend(shared.errors)
+        if on_result is not None:
+            for r in shared.reports:
+                for outcome in ("tuned",) * r.tuned + ("cached",) * r.cached:
+                    on_result(r.site, Config(), outcome)
+        return summary
     with (
         _isolate_by_default(tune),
         precompile_mode(
