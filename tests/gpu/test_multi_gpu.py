@@ -20,7 +20,7 @@ if torch.cuda.device_count() < 2:
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_multi_gpu import mm_request, space_configs, tune_once  # noqa: E402
 
-from tunedsl.backends import isolated, multi_device  # noqa: E402
+from tunedsl.backends import isolated, measurers, multi_device  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -45,11 +45,11 @@ def test_two_gpus_choose_what_one_gpu_chooses() -> None:
 def test_the_default_uses_every_gpu_of_the_callers_model(monkeypatch) -> None:
     monkeypatch.delenv("TUNEDSL_TUNE_DEVICES", raising=False)
     req = mm_request(1024, space_configs("anchor-48"), "cuda")
-    m = multi_device.maybe_multi_device(req)
+    m = measurers.maybe_multi_device(req)
     assert m is not None
     try:
         assert m.devices[0] == torch.cuda.current_device() and len(m.devices) >= 2
     finally:
         m.close()
     monkeypatch.setenv("TUNEDSL_TUNE_DEVICES", "1")
-    assert multi_device.maybe_multi_device(req) is None
+    assert measurers.maybe_multi_device(req) is None

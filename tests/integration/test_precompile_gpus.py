@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tunedsl.precompile.gpu_shards import ClaimDir, tune_on_gpus
+from tunedsl.precompile.gpu_shards import ClaimDir
+from tunedsl.precompile.run import tune_on_gpus
 from tunedsl.store import records
 
 pytestmark = pytest.mark.needs_triton

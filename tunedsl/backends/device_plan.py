@@ -1,4 +1,4 @@
-"""Whether a tuning measures on several GPUs (backends layer): only when it pays off.
+"""Whether a tuning measures on several GPUs (backends layer, pure): only when it pays off.
 
 Measuring on several GPUs (``multi_device.py``) costs a worker process per GPU: starting one
 (a process, torch, CUDA, the inputs) takes seconds, while a tuning on the caller's GPU alone
@@ -17,22 +17,16 @@ the budget either way) only when they are expected to measure ``MARGIN`` times t
 configurations. ``start_s`` and ``measure_s`` start from what two H100s measured
 (``DEFAULT_START_S``, ``DEFAULT_MEASURE_S``) and follow what this process measured on this
 host since (``observe``): the first multi-GPU tuning teaches the next.
+``measurers.maybe_multi_device`` applies it to a tuning request.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import warnings
 from dataclasses import dataclass
-from typing import Any
 
-from tunedsl import knobs
-from tunedsl.backends.device_choice import tune_devices
-from tunedsl.engine.racing import DEFAULT_RACE
-from tunedsl.errors import UsageError
-
-__all__ = ["Costs", "costs_for", "maybe_multi_device", "observe", "plan_devices"]
+__all__ = ["Costs", "costs_for", "observe", "plan_devices"]
 
 #: Seconds a measuring worker takes to start on a GPU (process, torch, CUDA, the inputs):
 #: 5.0-6.5 s measured on an H100 host; used until this process has started one.
@@ -118,69 +112,3 @@ def costs_for(model: str, *, warm: bool, isolate: bool, cores: int | None = None
         compile_s=COMPILE_CPU_S / max(1, cores or os.cpu_count() or 1),
         isolated_start_s=start if isolate else 0.0,
     )
-
-
-# -- the decision for a tuning request -------------------------------------------------------
-
-
-def maybe_multi_device(req: Any) -> Any:
-    """A ``MultiDeviceMeasurer`` when this tuning should use several GPUs, else None (the
-    caller then measures as before): on a GPU, with ``TUNEDSL_TUNE_DEVICES`` naming more than
-    the caller's device, ``plan_devices`` expecting them to pay off, and a kernel and
-    arguments that can be sent to a worker (otherwise one warning, and None)."""
-    from tunedsl.backends import triton as bt
-
-    if bt.device_facts()["type"] not in ("cuda", "hip"):
-        return None
-    variants = list(getattr(req, "variants", ()))
-    import torch
-
-    visible = list(range(torch.cuda.device_count()))
-    caller = int(torch.cuda.current_device())
-    models = {d: _model(d) for d in visible}
-    devices = tune_devices(knobs.tune_devices(), visible, caller, models)
-    if len(devices) < 2:
-        return None
-    from tunedsl.backends.multi_device import MultiDeviceMeasurer, workers_warm
-
-    costs = costs_for(
-        models[caller], warm=workers_warm(devices), isolate=bool(getattr(req, "isolate", False))
-    )
-    if plan_devices(len(variants), len(devices), costs, _budget(req)) < 2:
-        return None
-    try:
-        return MultiDeviceMeasurer(
-            req,
-            devices,
-            caller=caller,
-            timing=getattr(req, "timing", "auto"),
-            opening_reps=_opening_reps(getattr(req, "effort", "default")),
-            model=models[caller],
-        )
-    except UsageError as err:  # not picklable: tune in this process, on the caller's GPU
-        warnings.warn(f"tuning on one GPU: {err}", RuntimeWarning, stacklevel=2)
-        return None
-
-
-def _budget(req: Any) -> float | None:
-    budget = getattr(req, "budget_s", None)
-    if budget is not None:
-        return float(budget)
-    from tunedsl.engine.effort import SEARCH_EFFORTS
-
-    effort = SEARCH_EFFORTS.get(getattr(req, "effort", "default"))
-    return effort.budget_s if effort is not None else None
-
-
-def _model(device: int) -> str:
-    from tunedsl.backends import triton as bt
-
-    facts = bt._device_facts_at(device)
-    return f"{facts['name']} ({facts['type']} {facts.get('capability')})"
-
-
-def _opening_reps(effort: str) -> int:
-    from tunedsl.engine.effort import SEARCH_EFFORTS
-
-    found = SEARCH_EFFORTS.get(effort)
-    return found.race.first_reps if found is not None else DEFAULT_RACE.first_reps

@@ -8,14 +8,13 @@ it failed on; a child that dies is started again for the next task. The children
 a pipe of their own (what a workload prints goes to stderr), with the records of each task
 as plain JSON, validated by the caller like any record file.
 
-``tune_on_gpus`` (``precompile --tune`` on several GPUs): every GPU's process calls the
+``run.tune_on_gpus`` (``precompile --tune`` on several GPUs, through ``run_jobs``): every GPU's process calls the
 workloads, and each key is tuned by the process that claims it first (``ClaimDir``: a file
 created exclusively in a directory they share), so the keys spread over the GPUs as they
 come, no key is tuned twice, and every record is written by the process that tuned it
 (under the record's own lock, as any tuning). A key whose tune failed is reported with its
 site, key and GPU.
-
-    python -m tunedsl.precompile.gpu_shards     # a child: one JSON task a line on stdin
+The children run ``gpu_child.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from typing import IO, Any
 
 from tunedsl.errors import UsageError
 
-__all__ = ["ClaimDir", "child_env", "run_on_gpus", "tune_on_gpus", "visible_gpus"]
+__all__ = ["ClaimDir", "child_env", "run_jobs", "run_on_gpus", "visible_gpus"]
 
 #: The last lines of a dead child's stderr quoted in its task's error.
 _TAIL_LINES = 6
@@ -69,7 +68,7 @@ class _Child:
     def start(self) -> None:
         self.log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tunedsl.precompile.gpu_shards"],
+            [sys.executable, "-m", "tunedsl.precompile.gpu_child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -214,91 +213,28 @@ class ClaimDir:
         return True
 
 
-def tune_on_gpus(
-    paths: Sequence[str],
-    gpus: Sequence[str],
-    *,
-    workers: int | None = None,
-    timeout_s: float | None = None,
-) -> Any:
-    """``precompile(tune=True)`` with one process per GPU of ``gpus`` sharing the keys (see
-    the module docstring); their reports and errors merged into one ``Summary``, each
-    error naming the GPU it happened on."""
-    from tunedsl.precompile.run import Summary
-    from tunedsl.precompile.workload import SiteReport
+def run_jobs(gpus: Sequence[str], job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Run ``job`` once on each of ``gpus`` (one child each, side by side); each GPU's
+    answer (``{"error": ...}`` for a child that died)."""
+    children = [_Child(gpu) for gpu in gpus]
+    answers: dict[str, dict[str, Any]] = {}
 
-    summary = Summary()
-    with tempfile.TemporaryDirectory(prefix="tunedsl-claims-") as claims:
-        job = {"tune": {"paths": [os.path.abspath(p) for p in paths], "claims": claims,
-                        "workers": workers, "timeout_s": timeout_s}}  # fmt: skip
-        children = [_Child(gpu) for gpu in gpus]
-        answers: dict[str, dict[str, Any]] = {}
+    def serve(child: _Child) -> None:
+        try:
+            answers[child.gpu] = child.run(job)
+        finally:
+            child.stop()
 
-        def serve(child: _Child) -> None:
-            try:
-                answers[child.gpu] = child.run(job)
-            finally:
-                child.stop()
-
-        threads = [threading.Thread(target=serve, args=(c,), daemon=True) for c in children]
+    threads = [threading.Thread(target=serve, args=(c,), daemon=True) for c in children]
+    for thread in threads:
+        thread.start()
+    try:
         for thread in threads:
-            thread.start()
-        try:
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.2)
-        except KeyboardInterrupt:
-            for child in children:
-                if child.proc is not None:
-                    child.proc.kill()
-            raise
-    for gpu in gpus:
-        answer = answers.get(gpu, {"error": "no answer"})
-        if "error" in answer:
-            summary.errors.append(f"GPU {gpu}: {answer['error']}")
-            continue
-        for item in answer["reports"]:
-            failed = {k: f"on GPU {gpu}: {v}" for k, v in item.pop("failed").items()}
-            summary.reports.append(SiteReport(**item, failed=failed))
-        summary.errors.extend(f"on GPU {gpu}: {e}" for e in answer["errors"])
-    return summary
-
-
-def _tune_share(job: dict[str, Any]) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    from tunedsl.model.keys import json_safe
-    from tunedsl.precompile.run import tune_claimed
-
-    done = tune_claimed(
-        job["paths"], job["claims"], workers=job["workers"], timeout_s=job["timeout_s"]
-    )
-    reports = [{**asdict(r), "key": json_safe(r.key)} for r in done.reports]
-    return {"reports": reports, "errors": done.errors}
-
-
-def _serve() -> int:
-    """A child: run each task of stdin, answer on the original stdout (prints go to stderr)."""
-    from tunedsl.precompile.sweep import Task, _short, run_task
-
-    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # a workload's prints, even from C, must not corrupt the answers
-    sys.stdout = sys.stderr
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        request = json.loads(line)
-        try:
-            if "tune" in request:
-                answer: dict[str, Any] = _tune_share(request["tune"])
-            else:
-                answer = {"records": run_task(Task(**request["task"]))}
-        except Exception as err:
-            answer = {"error": _short(err)}
-        answers.write(json.dumps(answer) + "\n")
-        answers.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_serve())
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        for child in children:
+            if child.proc is not None:
+                child.proc.kill()
+        raise
+    return answers

@@ -33,7 +33,15 @@ from tunedsl.precompile.workload import (
     registered_workloads,
 )
 
-__all__ = ["Summary", "iter_python_files", "precompile", "run_workloads", "warm_bytecode"]
+__all__ = [
+    "Summary",
+    "iter_python_files",
+    "precompile",
+    "run_workloads",
+    "tune_claimed",
+    "tune_on_gpus",
+    "warm_bytecode",
+]
 
 # A line `@workload` or `@tunedsl.workload`: only such files are imported (never run blindly).
 _WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]*(?:#.*)?$", re.M)
@@ -179,6 +187,38 @@ def tune_claimed(
     return summary
 
 
+def tune_on_gpus(
+    paths: Sequence[str],
+    gpus: Sequence[str],
+    *,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+) -> Summary:
+    """``precompile(tune=True)`` with one process per GPU of ``gpus`` sharing the keys
+    (``gpu_shards``); their reports and errors merged into one ``Summary``, each
+    error naming the GPU it happened on."""
+    import tempfile
+
+    from tunedsl.precompile.gpu_shards import run_jobs
+    from tunedsl.precompile.workload import SiteReport
+
+    summary = Summary()
+    with tempfile.TemporaryDirectory(prefix="tunedsl-claims-") as claims:
+        job = {"tune": {"paths": [os.path.abspath(p) for p in paths], "claims": claims,
+                        "workers": workers, "timeout_s": timeout_s}}  # fmt: skip
+        answers = run_jobs(gpus, job)
+    for gpu in gpus:
+        answer = answers.get(gpu, {"error": "no answer"})
+        if "error" in answer:
+            summary.errors.append(f"GPU {gpu}: {answer['error']}")
+            continue
+        for item in answer["reports"]:
+            failed = {k: f"on GPU {gpu}: {v}" for k, v in item.pop("failed").items()}
+            summary.reports.append(SiteReport(**item, failed=failed))
+        summary.errors.extend(f"on GPU {gpu}: {e}" for e in answer["errors"])
+    return summary
+
+
 def _declares_workload(path: str) -> bool:
     try:
         with open(path, "rb") as fh:
@@ -221,8 +261,6 @@ def precompile(
             "combined with --target (use --target alone to cross-compile)"
         )
     if tune and gpus is not None and len(gpus) > 1:
-        from tunedsl.precompile.gpu_shards import tune_on_gpus
-
         shared = tune_on_gpus(paths, gpus, workers=workers, timeout_s=timeout_s)
         summary.reports.extend(shared.reports)
         summary.errors.extend(shared.errors)
