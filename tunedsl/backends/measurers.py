@@ -40,8 +40,8 @@ def make_measurer(
     progress: Progress | None = None,
 ) -> TunerMeasurer:
     """The measurer for ``req`` (a ``TuneRequest``): on every GPU of the caller's model
-    when ``TUNEDSL_TUNE_DEVICES`` allows it (``multi_device.py``), else in a worker when
-    ``req.isolate``, else in this process."""
+    when ``TUNEDSL_TUNE_DEVICES`` allows it and ``device_plan`` expects it to pay
+    (``multi_device.py``), else in a worker when ``req.isolate``, else in this process."""
     if req.space is None:  # a listed space: the workers get every input up front
         multi = maybe_multi_device(req)
         if multi is not None:
