@@ -212,8 +212,10 @@ def sweep_row(gpus: int, args: argparse.Namespace, scratch: Path) -> dict[str, A
     script = Path(__file__).resolve().parent / "sweep_mm.py"
     command = [sys.executable, "-m", "tunedsl", "sweep", str(script), "--shapes", str(shapes),
                "--no-ray", "--gpus", str(gpus)]  # fmt: skip
+    # each process tunes on its own GPU (the one-GPU row: on GPU 0 alone)
     env = dict(os.environ, TRITON_CACHE_DIR=str(scratch / "triton"), PYTHONUNBUFFERED="1",
-               TUNEDSL_CACHE_DIR=str(scratch / "tunedsl"), NCCL_NVLS_ENABLE="0")  # fmt: skip
+               TUNEDSL_CACHE_DIR=str(scratch / "tunedsl"), NCCL_NVLS_ENABLE="0",
+               TUNEDSL_TUNE_DEVICES="1")  # fmt: skip
     start = time.perf_counter()
     try:
         proc = subprocess.run(

@@ -122,7 +122,7 @@ def race(
         if _take(out, cfg, sample, settings.first_reps) and on_measured is not None:
             on_measured(cfg, out.samples[cfg])
     if settings.reopen_within > 0 and len(out.samples) > 1:
-        _reopen(out, sample, settings, expired)
+        _reopen(out, sample, settings, expired, sample_round)
     while out.samples and not expired():
         active = _still_open(out, settings)
         if not active:
@@ -147,9 +147,14 @@ def race(
 
 
 def _reopen(
-    out: RaceResult, sample: SampleFn, settings: RaceSettings, expired: Callable[[], bool]
+    out: RaceResult,
+    sample: SampleFn,
+    settings: RaceSettings,
+    expired: Callable[[], bool],
+    sample_round: RoundFn | None = None,
 ) -> None:
-    """Measure the candidates near the leader again, one after another, fastest first."""
+    """Measure the candidates near the leader again, one after another, fastest first
+    (with ``sample_round``: in one round)."""
     best = min(out.median(c) for c in out.samples)
     near = sorted(
         (c for c in out.samples if out.median(c) <= best * (1 + settings.reopen_within)),
@@ -157,6 +162,17 @@ def _reopen(
     )
     if len(near) < 2:
         return  # nobody near enough for the opening to decide: the race goes on as it is
+    if sample_round is not None:
+        if expired():
+            return
+        asked = [(c, settings.first_reps) for c in near]
+        openings = {c: out.samples.pop(c) for c in near}
+        for cfg, fresh in zip(near, sample_round(asked), strict=True):
+            if _keep(out, cfg, fresh):
+                out.reopened += 1
+            elif cfg not in out.failed:  # no fresh samples: the opening stands
+                out.samples[cfg] = openings[cfg]
+        return
     for cfg in near:
         if expired():
             return
