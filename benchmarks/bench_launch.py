@@ -30,7 +30,7 @@ Where does the DSL call spend its time over the floor? Profile one row on the GP
         --calls 100000 --repeats 1 | head -40      # per-function totals (inflated by cProfile)
 
 and compare with ``--only "floor + stream lookup"``. The ``fused launch off`` rows time the
-same call through the site's general path (``TUNEDSL_FUSED_LAUNCH=0``). The DSL call's steps, in order: the
+same call through the site's general path (``TUNEDSL_SAFE=fused``). The DSL call's steps, in order: the
 expanded call (args tuple, kwargs dict, the bind lambda); ``Site.__call__``: the call key
 (per tensor: dtype, shape, stride(), data_ptr() % 16), one dict lookup of that tuple;
 ``bind(cfg)`` (a dict and the grid tuple); ``DirectLauncher.__call__``: the dyn-kwargs
@@ -104,25 +104,25 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
     def bind(cfg):  # what the expander generates for blocks=cdiv(n, $tile), BLOCK=$tile
         return (), {"BLOCK": cfg.tile}, (cdiv(n, cfg.tile),)
 
-    # The same DSL site with the repeat check off (TUNEDSL_REPEAT_CHECK=0 is read when a
+    # The same DSL site with the repeat check off (TUNEDSL_SAFE=repeat is read when a
     # site first sees its kernel): the call key is built on every call, as before 0.2.
     namespace_off: dict[str, object] = {"vadd": vadd, "__name__": "bench_launch_dsl_off"}
     exec(compile_source(DSL_SOURCE, filename=__file__ + ":off"), namespace_off)
     dsl_add_off = namespace_off["add"]
-    with _env("TUNEDSL_REPEAT_CHECK", "0"):
+    with _env("TUNEDSL_SAFE", "repeat"):
         dsl_add_off(a, b, c, n)  # type: ignore[operator]
-    # ... and with the fused launch off (TUNEDSL_FUSED_LAUNCH=0 is read at a key's first
+    # ... and with the fused launch off (TUNEDSL_SAFE=fused is read at a key's first
     # hit): the repeat check, then the general path's launcher.
     namespace_unfused: dict[str, object] = {"vadd": vadd, "__name__": "bench_launch_unfused"}
     exec(compile_source(DSL_SOURCE, filename=__file__ + ":unfused"), namespace_unfused)
     dsl_add_unfused = namespace_unfused["add"]
-    with _env("TUNEDSL_FUSED_LAUNCH", "0"):
+    with _env("TUNEDSL_SAFE", "fused"):
         for _ in range(3):
             dsl_add_unfused(a, b, c, n)  # type: ignore[operator]
-    # ... and with the fused launch in its Python form (TUNEDSL_NATIVE_LAUNCH=0, read when
+    # ... and with the fused launch in its Python form (TUNEDSL_SAFE=native, read when
     # the entry is fused): what the C form saves.
-    dsl_add_pyfused = _dsl_variant(DSL_SOURCE, "add", {"vadd": vadd}, "TUNEDSL_NATIVE_LAUNCH")
-    with _env("TUNEDSL_NATIVE_LAUNCH", "0"):
+    dsl_add_pyfused = _dsl_variant(DSL_SOURCE, "add", {"vadd": vadd}, "safe_native")
+    with _env("TUNEDSL_SAFE", "native"):
         for _ in range(3):
             dsl_add_pyfused(a, b, c, n)
     sync(device)
@@ -311,16 +311,16 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
     namespace_off: dict[str, object] = {"mm": mm, "__name__": "bench_launch_mm_dsl_off"}
     exec(compile_source(MM_DSL_SOURCE, filename=__file__ + ":off"), namespace_off)
     mm_call_off = namespace_off["mm_call"]
-    with _env("TUNEDSL_REPEAT_CHECK", "0"):
+    with _env("TUNEDSL_SAFE", "repeat"):
         mm_call_off(a, b, c, size, size, size, *strides)  # type: ignore[operator]
     namespace_unfused: dict[str, object] = {"mm": mm, "__name__": "bench_launch_mm_unfused"}
     exec(compile_source(MM_DSL_SOURCE, filename=__file__ + ":unfused"), namespace_unfused)
     mm_call_unfused = namespace_unfused["mm_call"]
-    with _env("TUNEDSL_FUSED_LAUNCH", "0"):
+    with _env("TUNEDSL_SAFE", "fused"):
         for _ in range(3):
             mm_call_unfused(a, b, c, size, size, size, *strides)  # type: ignore[operator]
-    mm_call_pyfused = _dsl_variant(MM_DSL_SOURCE, "mm_call", {"mm": mm}, "TUNEDSL_NATIVE_LAUNCH")
-    with _env("TUNEDSL_NATIVE_LAUNCH", "0"):
+    mm_call_pyfused = _dsl_variant(MM_DSL_SOURCE, "mm_call", {"mm": mm}, "safe_native")
+    with _env("TUNEDSL_SAFE", "native"):
         for _ in range(3):
             mm_call_pyfused(a, b, c, size, size, size, *strides)
     grid = (triton.cdiv(size, 64), triton.cdiv(size, 64))

@@ -258,6 +258,7 @@ def site_rows(device: str, captures: int) -> dict[str, Any]:
     from tunedsl.runtime import tuner
     from tunedsl.store import rules as rule_store
 
+    os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp()  # the sweep's own records only
     tunes: list[Any] = []
     real = tuner.tune
     tuner.tune = lambda req: (tunes.append(req), real(req))[1]  # count tunes
@@ -272,7 +273,7 @@ def site_rows(device: str, captures: int) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp()) / "rules"
     from tunedsl.cli import main as cli
 
-    assert cli(["rules", "build", "--out", str(out)]) == 0
+    assert cli(["rules", "build", "--site", "bench_rules_scale", "--out", str(out)]) == 0
     os.environ["TUNEDSL_RECORDS_PATH"] = str(out)
     os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp()
     rule_store.forget_loaded()

@@ -134,7 +134,7 @@ def main() -> int:
     if not interp and rows["tunedsl"][1]["binary"] != "loaded":
         print(
             "WARNING: tunedsl's warm process compiled the chosen variant instead of loading "
-            "its stored binary (no dist-info RECORD for Triton? TUNEDSL_STORED_BINARIES=0?)",
+            "its stored binary (no dist-info RECORD for Triton? TUNEDSL_SAFE=binaries?)",
             file=sys.stderr,
         )
     return 0

@@ -2,6 +2,8 @@
 # Build the sdist and the wheel, install the wheel in a clean venv with the CPU build of torch
 # and no dev extras, and from a directory outside the checkout run a user's DSL script under
 # `tunedsl run` and `tunedsl gallery --only vector_add` (the examples shipped in the wheel).
+# The wheel is a platform wheel (the C fused launch, built by setup.py): it is built with
+# .venv's Python, and the clean venv uses the same interpreter (PYTHON, as scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -16,7 +18,7 @@ print("built", build_meta.build_sdist(out), build_meta.build_wheel(out))
 PY
 rm -rf build tunedsl.egg-info  # the in-tree build's leftovers (git-ignored)
 
-python3 -m venv "$work/venv"
+"${PYTHON:-python3}" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$work/venv/bin/python" -m pip install -q "${TUNEDSL_TORCH:-torch==2.13.0}" "$work"/dist/tunedsl-*.whl
 
@@ -54,6 +56,8 @@ export TUNEDSL_CACHE_DIR="$work/cache"
 test -f "$work/report/report.md"
 "$work/venv/bin/python" - "$repo" <<'PY'
 import sys, tunedsl
+from tunedsl.runtime import native
 assert not tunedsl.__file__.startswith(sys.argv[1]), f"imported the checkout: {tunedsl.__file__}"
-print("wheel ok:", tunedsl.__file__)
+assert native.fused_type() is not None, native.status()  # the platform wheel's C extension
+print("wheel ok:", tunedsl.__file__, "| fused launch:", native.status())
 PY

@@ -21,7 +21,9 @@ _EXPORTS: dict[str, str] = {
     "TunedslError": "tunedsl.errors",
     "TunedslSyntaxError": "tunedsl.errors",
     "TuningError": "tunedsl.errors",
+    "UsageError": "tunedsl.errors",
     "CacheWarning": "tunedsl.errors",
+    "UntestedTritonWarning": "tunedsl.errors",
     # front end
     "compile_source": "tunedsl.frontend.compile",
     "expand_source": "tunedsl.frontend.compile",
@@ -45,6 +47,8 @@ __all__ = [
     "TunedslError",
     "TunedslSyntaxError",
     "TuningError",
+    "UntestedTritonWarning",
+    "UsageError",
     "__version__",
     "autotune",
     "autotune_launch",
@@ -57,7 +61,14 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tunedsl.backends.torch_ops import torch_op
-    from tunedsl.errors import CacheWarning, TunedslError, TunedslSyntaxError, TuningError
+    from tunedsl.errors import (
+        CacheWarning,
+        TunedslError,
+        TunedslSyntaxError,
+        TuningError,
+        UntestedTritonWarning,
+        UsageError,
+    )
     from tunedsl.frontend.compile import compile_source, expand_source
     from tunedsl.model.config import Config
     from tunedsl.model.space import Space

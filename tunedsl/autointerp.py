@@ -13,8 +13,8 @@ every NVIDIA device and counts as none too.
 ``enable_if_no_gpu()`` before any kernel code runs: with no driver it sets
 ``TRITON_INTERPRET=1`` (Triton reads it when it is imported) and says so once on stderr. It
 leaves an explicit ``TRITON_INTERPRET`` alone, and ``TUNEDSL_NO_AUTO_INTERPRET=1`` turns it
-off. When Triton is already imported the switch would come too late: the notice then says
-exactly what to do instead.
+off; ``TUNEDSL_QUIET=1`` silences the notice. When Triton is already imported the switch would come
+too late: a warning then says exactly what to do instead.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def enable_if_no_gpu(where: str) -> bool:
             print(f"tunedsl: warning: {too_late_message()}", file=sys.stderr, flush=True)
         return False
     os.environ["TRITON_INTERPRET"] = "1"
-    if not _announced:
+    if not _announced and not knobs.quiet():  # a notice, not a warning: TUNEDSL_QUIET hides it
         _announced = True
         print(
             f"tunedsl: no GPU driver found: {where} runs kernels through Triton's interpreter "

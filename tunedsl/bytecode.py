@@ -18,12 +18,13 @@ directory, then ``os.replace``), so concurrent writers of one entry are harmless
 killed between the two leaves its temporary file (``.tmp-*.tbc``): never read as an entry,
 removed by ``clear()`` and, once it is an hour old, by the first write of a later process.
 
-Writing is off under ``TUNEDSL_NO_BYTECODE_CACHE=1`` or ``sys.dont_write_bytecode``; a
+Writing is off under ``TUNEDSL_SAFE=bytecode`` or ``sys.dont_write_bytecode``; a
 read-only or full cache directory turns it off for the rest of the process, with one warning.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import marshal
@@ -187,32 +188,38 @@ def _warn(message: str) -> None:
     warnings.warn(message, CacheWarning, stacklevel=4)
 
 
-def _usable_dir(directory: Path) -> bool:
-    """False (after one warning per process) if the directory exists but is not private."""
+def _open_dir(directory: Path) -> int | None:
+    """A descriptor of the entries' directory (:func:`paths.open_private_dir`: the chain from
+    the cache root is checked); None when it is missing, or not trusted (one warning per
+    process). The caller closes it."""
     if str(directory) in _untrusted_dirs:
-        return False
-    if not os.path.lexists(directory) or paths.is_private_dir(directory):
-        return True
-    _untrusted_dirs.add(str(directory))
-    warn_once(
-        f"bytecode:untrusted:{directory}",
-        f"bytecode cache directory {directory} is not private to this user (another owner, "
-        "writable by group or others, or not a directory); not using it. Fix its ownership "
-        "and mode (chmod 700), or point TUNEDSL_CACHE_DIR elsewhere",
-        stacklevel=3,
-    )
-    return False
+        return None
+    try:
+        return paths.open_private_dir(directory)
+    except paths.UntrustedDir as why:
+        _untrusted_dirs.add(str(directory))
+        warn_once(
+            f"bytecode:untrusted:{directory}",
+            f"bytecode cache directory {directory} is not private to this user ({why}); not "
+            "using it. Fix its ownership and mode (chown to yourself, chmod 700), or point "
+            "TUNEDSL_CACHE_DIR at a directory of your own",
+            stacklevel=3,
+        )
+    except OSError:
+        pass  # missing (a plain miss), or unreadable: writing it reports that
+    return None
 
 
-def _read_entry(path: Path, key: bytes, filename: str) -> CodeType | None:
-    """The entry's code object; None if there is no entry; _Rejected if it is not trustworthy."""
+def _read_entry(dir_fd: int, path: Path, key: bytes, filename: str) -> CodeType | None:
+    """The entry's code object (``path``'s name in the directory ``dir_fd``); None if there
+    is no entry; _Rejected if it is not trustworthy."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path.name, flags, dir_fd=dir_fd)
     except (FileNotFoundError, NotADirectoryError):
         return None  # no entry (or no cache directory at all): a plain miss
     except OSError as err:
-        if os.path.islink(path):
+        if err.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
             raise _Rejected("a symbolic link") from None
         raise _Rejected(f"unreadable ({err.strerror})") from None
     with os.fdopen(fd, "rb") as file:
@@ -254,21 +261,30 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
     )
     try:
         directory = paths.ensure_private_dir(path.parent)
-        if not _usable_dir(directory):
+        dir_fd = _open_dir(directory)
+        if dir_fd is None:
             return
-        if str(directory) not in _swept_dirs:  # once per process: writes are on misses only
-            _swept_dirs.add(str(directory))
-            remove_stale_temporaries(directory)
         try:
+            if str(directory) not in _swept_dirs:  # once per process: writes are on misses only
+                _swept_dirs.add(str(directory))
+                remove_stale_temporaries(directory)
             # atomic: readers see the old entry or the whole new one; no fsync, since an
-            # entry lost to a power cut is rebuilt from its source
+            # entry lost to a power cut is rebuilt from its source. Through the checked
+            # directory's descriptor: a swapped path cannot redirect the write.
             atomic.write_bytes(
-                path, header + payload, prefix=TEMP_PREFIX, suffix=ENTRY_SUFFIX, durable=False
+                path,
+                header + payload,
+                prefix=TEMP_PREFIX,
+                suffix=ENTRY_SUFFIX,
+                durable=False,
+                dir_fd=dir_fd,
             )
         except FileNotFoundError:
             # clear() ran meanwhile and took our temporary file with the entries: this entry
             # is simply not written; the cache is still writable.
             return
+        finally:
+            os.close(dir_fd)
         stats.writes += 1
     except OSError as err:
         _write_disabled_reason = f"{err.strerror or err} ({path.parent})"
@@ -276,7 +292,7 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
             "bytecode:unwritable",
             f"cannot write to the bytecode cache: {_write_disabled_reason}; running without "
             "it for the rest of this process (set TUNEDSL_CACHE_DIR to a writable directory, "
-            "or TUNEDSL_NO_BYTECODE_CACHE=1 to silence this)",
+            "or TUNEDSL_SAFE=bytecode to silence this)",
             stacklevel=3,
         )
 
@@ -308,14 +324,17 @@ def lookup(source_bytes: bytes, filename: str, *, optimize: int = -1) -> CodeTyp
     filename = os.path.abspath(filename)
     key = cache_key(source_bytes, filename, optimize=optimize)
     path = entry_path(key)
-    if not _usable_dir(path.parent):
+    dir_fd = _open_dir(path.parent)
+    if dir_fd is None:
         return None
     try:
-        code = _read_entry(path, key, filename)
+        code = _read_entry(dir_fd, path, key, filename)
     except _Rejected as why:
         stats.rejected += 1
         _warn(f"bytecode cache entry {path} is {why}; ignoring it and rebuilding it")
         return None
+    finally:
+        os.close(dir_fd)
     return code
 
 

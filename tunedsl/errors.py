@@ -98,3 +98,7 @@ class UsageError(TunedslError, ValueError):
 
 class CacheWarning(UserWarning):
     """A cache entry could not be used or written; tunedsl carries on without it."""
+
+
+class UntestedTritonWarning(UserWarning):
+    """The installed Triton is outside the tested versions: tunedsl uses only its public API."""

@@ -6,6 +6,7 @@ Values are read when asked for, never cached at import, so tests can scope them 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,17 +61,48 @@ def _int(name: str, default: int | None) -> int | None:
     return value
 
 
-def _float(name: str, default: float) -> float:
+def finite_number(
+    value: object,
+    what: str,
+    *,
+    zero_ok: bool = False,
+    unit: str = "",
+    fix: str = "",
+    text: bool = False,
+) -> float:
+    """The one parser of every float setting, option and flag: ``value`` (a number, or with
+    ``text`` an environment variable's text) as a finite float, > 0 (>= 0 with ``zero_ok``).
+    Anything else is a ``UsageError`` saying ``what=value`` and ``fix``. ``nan`` and ``inf``
+    are refused by name: ``nan <= 0`` is false, so a plain range check lets them through (a
+    budget or timeout of ``nan`` never runs out)."""
+    kind = f"a {'non-negative' if zero_ok else 'positive'}, finite number{unit}"
+    tail = f"; {fix}" if fix else ""
+    if text and isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise UsageError(f"{what}={value!r} is not a number: give {kind}{tail}") from None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"{what}={value!r} is not a number: give {kind}{tail}")
+    else:
+        number = float(value)
+    if not math.isfinite(number) or number < 0 or (number == 0 and not zero_ok):
+        raise UsageError(f"{what}={value!r} must be {kind}{tail}")
+    return number
+
+
+def _float(name: str, default: float, *, zero_ok: bool = False) -> float:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"environment variable {name}={raw!r} is not a number") from None
-    if value <= 0:
-        raise UsageError(f"environment variable {name}={value} must be positive")
-    return value
+    return finite_number(
+        raw,
+        f"environment variable {name}",
+        zero_ok=zero_ok,
+        unit=" of seconds",
+        fix=f"unset it for the default ({default:g})",
+        text=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -91,11 +123,6 @@ class Knobs:
 def cache_dir_override() -> str | None:
     """``TUNEDSL_CACHE_DIR``: where every per-user cache lives (default: platformdirs)."""
     return os.environ.get("TUNEDSL_CACHE_DIR") or None
-
-
-def no_bytecode_cache() -> bool:
-    """``TUNEDSL_NO_BYTECODE_CACHE=1``: never write expanded bytecode."""
-    return _flag("TUNEDSL_NO_BYTECODE_CACHE")
 
 
 def autotune_mode() -> AutotuneMode:
@@ -119,9 +146,16 @@ def search() -> str:
 
 def budget_s() -> float | None:
     """``TUNEDSL_BUDGET=seconds``: time budget of one search (default: the effort's)."""
-    if not os.environ.get("TUNEDSL_BUDGET", "").strip():
+    raw = os.environ.get("TUNEDSL_BUDGET", "").strip()
+    if not raw:
         return None
-    return _float("TUNEDSL_BUDGET", 1.0)
+    return finite_number(
+        raw,
+        "environment variable TUNEDSL_BUDGET",
+        unit=" of seconds",
+        fix="unset it for the effort's budget",
+        text=True,
+    )
 
 
 def force_retune() -> bool:
@@ -153,20 +187,49 @@ def compile_processes() -> str:
     return {"1": "on", "0": "off"}.get(value, value)
 
 
-def compile_timeout_s() -> float:
-    """``TUNEDSL_COMPILE_TIMEOUT``: seconds one configuration may compile before it is dropped."""
-    return _float("TUNEDSL_COMPILE_TIMEOUT", 300.0)
-
-
 #: Default of ``TUNEDSL_LOCK_TIMEOUT``: a key's tuning rarely takes minutes, and a stopped
 #: or hung tuner must not block every other process for long.
 LOCK_TIMEOUT_S = 600.0
 
 
 def lock_timeout_s() -> float:
-    """``TUNEDSL_LOCK_TIMEOUT``: seconds to wait for another process tuning the same key
-    before tuning without its lock (default 600)."""
+    """``TUNEDSL_LOCK_TIMEOUT``: seconds to wait for another process, or the other ranks of a
+    ``torch.distributed`` job, deciding the same key, before going on without them (default
+    600)."""
     return _float("TUNEDSL_LOCK_TIMEOUT", LOCK_TIMEOUT_S)
+
+
+#: Defaults of ``TUNEDSL_CONFIG_TIMEOUT``: a compile past the first is dropped; an isolated
+#: worker silent past the second is taken for hung (a hang is told from a long run sooner).
+COMPILE_TIMEOUT_S = 300.0
+MEASURE_TIMEOUT_S = 60.0
+
+
+def config_timeout_s() -> float | None:
+    """``TUNEDSL_CONFIG_TIMEOUT``: seconds one configuration may take to compile, or an
+    isolated worker to answer one measurement, before that configuration fails (default:
+    300 s to compile, 60 s to answer)."""
+    raw = os.environ.get("TUNEDSL_CONFIG_TIMEOUT", "").strip()
+    if not raw:
+        return None
+    return finite_number(
+        raw,
+        "environment variable TUNEDSL_CONFIG_TIMEOUT",
+        unit=" of seconds",
+        fix="unset it for the defaults (300 s to compile, 60 s to answer)",
+        text=True,
+    )
+
+
+def compile_timeout_s() -> float:
+    """Seconds one configuration may compile (``TUNEDSL_CONFIG_TIMEOUT``, default 300)."""
+    return config_timeout_s() or COMPILE_TIMEOUT_S
+
+
+def isolate_timeout_s() -> float:
+    """Seconds an isolated worker may take to answer one measurement before the
+    configuration is recorded as hung (``TUNEDSL_CONFIG_TIMEOUT``, default 60)."""
+    return config_timeout_s() or MEASURE_TIMEOUT_S
 
 
 def records_path() -> list[str]:
@@ -190,47 +253,64 @@ def triton_interpret_env() -> bool:
     return raw is not None and raw.lower() in _TRITON_TRUE
 
 
+#: The fast paths ``TUNEDSL_SAFE`` can turn off, each safe to lose (same results, slower).
+FAST_PATHS = {
+    "direct": "launch the cached CompiledKernel directly, below Triton's dispatcher",
+    "repeat": "skip the call key when a call repeats the last call's argument layout",
+    "fused": "run a repeated layout's generated fused launch",
+    "native": "run the fused launch's C form (the extension built at install)",
+    "binaries": "keep and load the chosen variants' binaries (a warm start without compiling)",
+    "bytecode": "write the expanded DSL modules' bytecode to the cache",
+}
+
+
+def safe_mode() -> frozenset[str]:
+    """``TUNEDSL_SAFE``: fast paths turned off, for a bug report or a measurement: ``1`` (or
+    ``all``) turns every one off, a comma-separated list of names (``direct``, ``repeat``,
+    ``fused``, ``native``, ``binaries``, ``bytecode``) just those. Unset: all on."""
+    raw = os.environ.get("TUNEDSL_SAFE", "").strip().lower()
+    if raw in _FALSE:
+        return frozenset()
+    if raw in _TRUE or raw == "all":
+        return frozenset(FAST_PATHS)
+    names = frozenset(n.strip() for n in raw.split(",") if n.strip())
+    unknown = sorted(names - set(FAST_PATHS))
+    if unknown:
+        raise UsageError(
+            f"environment variable TUNEDSL_SAFE names {', '.join(map(repr, unknown))}: give 1 "
+            f"(every fast path off) or a comma-separated list of {', '.join(FAST_PATHS)}"
+        )
+    return names
+
+
 def direct_launch() -> bool:
-    """``TUNEDSL_DIRECT_LAUNCH=0``: always launch through Triton's JIT dispatcher instead of
-    the cached ``CompiledKernel`` (default on)."""
-    return _flag("TUNEDSL_DIRECT_LAUNCH", default=True)
+    """The direct launch (``TUNEDSL_SAFE=direct`` turns it off)."""
+    return "direct" not in safe_mode()
 
 
 def repeat_check() -> bool:
-    """``TUNEDSL_REPEAT_CHECK=0``: build the full call key on every call, never the faster
-    check that a call repeats the last call's argument layout (default on; off is for
-    measuring what it saves)."""
-    return _flag("TUNEDSL_REPEAT_CHECK", default=True)
+    """The repeat check (``TUNEDSL_SAFE=repeat`` turns it off)."""
+    return "repeat" not in safe_mode()
 
 
 def fused_launch() -> bool:
-    """``TUNEDSL_FUSED_LAUNCH=0``: a call repeating the last call's layout runs the site's
-    general path (repeat check, launcher) instead of the entry's generated fused launch
-    (default on; off is for measuring what it saves)."""
-    return _flag("TUNEDSL_FUSED_LAUNCH", default=True)
+    """The fused launch (``TUNEDSL_SAFE=fused`` turns it off)."""
+    return "fused" not in safe_mode()
 
 
 def native_launch() -> bool:
-    """``TUNEDSL_NATIVE_LAUNCH=0``: the fused launch stays generated Python instead of its C
-    form (``runtime/native.py``; default on; off is for measuring what it saves, or for a
-    machine whose C compiler misbehaves)."""
-    return _flag("TUNEDSL_NATIVE_LAUNCH", default=True)
+    """The fused launch's C form (``TUNEDSL_SAFE=native`` keeps it in Python)."""
+    return "native" not in safe_mode()
 
 
 def stored_binaries() -> bool:
-    """``TUNEDSL_STORED_BINARIES=0``: never load or store kernel binaries of tuning decisions
-    (a warm process then compiles the chosen variant through Triton; default on)."""
-    return _flag("TUNEDSL_STORED_BINARIES", default=True)
+    """Stored binaries of decisions (``TUNEDSL_SAFE=binaries`` turns them off)."""
+    return "binaries" not in safe_mode()
 
 
-MAX_DECISIONS_DEFAULT = 4096
-
-
-def max_decisions() -> int:
-    """``TUNEDSL_MAX_DECISIONS=N``: how many call keys one site keeps decided in memory
-    (default 4096); beyond it the oldest-decided are dropped and decided again (from the
-    record, when there is one) if they come back."""
-    return _int("TUNEDSL_MAX_DECISIONS", MAX_DECISIONS_DEFAULT) or MAX_DECISIONS_DEFAULT
+def no_bytecode_cache() -> bool:
+    """``TUNEDSL_SAFE=bytecode``: never write expanded bytecode."""
+    return "bytecode" in safe_mode()
 
 
 def isolate() -> bool:
@@ -238,12 +318,6 @@ def isolate() -> bool:
     crashes or hangs kills the worker, not this process (the site option ``isolate=``
     overrides it; ``tunedsl precompile --tune`` isolates by default)."""
     return _flag("TUNEDSL_ISOLATE")
-
-
-def isolate_timeout_s() -> float:
-    """``TUNEDSL_ISOLATE_TIMEOUT``: seconds an isolated worker may take to answer one
-    measurement before the configuration is recorded as hung and the worker restarted."""
-    return _float("TUNEDSL_ISOLATE_TIMEOUT", 60.0)
 
 
 TimingMode = Literal["auto", "graph", "events"]
@@ -257,43 +331,16 @@ def timing() -> TimingMode:
 
 
 def quiet() -> bool:
-    """``TUNEDSL_QUIET=1``: no progress output while tuning."""
+    """``TUNEDSL_QUIET=1``: no progress output while tuning, and no notices (such as "no GPU
+    driver found: ... runs kernels through Triton's interpreter"); warnings still show."""
     return _flag("TUNEDSL_QUIET")
 
 
 def redis_url() -> str | None:
     """``TUNEDSL_REDIS_URL=redis://[:PASSWORD@]HOST:PORT/DB``: a Redis server shared by a
-    fleet for tuning records (needs ``tunedsl[redis]``; see docs/scale-out.md)."""
+    fleet for tuning records, looked up after the record files (needs ``tunedsl[redis]``;
+    ``?socket_timeout=S`` sets the wait for each reply, default 0.5 s; docs/scale-out.md)."""
     return os.environ.get("TUNEDSL_REDIS_URL", "").strip() or None
-
-
-def redis_timeout_s() -> float:
-    """``TUNEDSL_REDIS_TIMEOUT``: seconds to connect to Redis and to wait for each reply."""
-    return _float("TUNEDSL_REDIS_TIMEOUT", 0.5)
-
-
-def redis_backoff_s() -> float:
-    """``TUNEDSL_REDIS_BACKOFF``: seconds a failed Redis is not tried again (local only)."""
-    return _float("TUNEDSL_REDIS_BACKOFF", 30.0)
-
-
-RECORD_STORE_NAMES = ("files", "redis")
-
-
-def record_stores() -> list[str]:
-    """``TUNEDSL_RECORD_STORES=files,redis``: the persistent record stores, in lookup order
-    (default: ``files``, then ``redis`` when ``TUNEDSL_REDIS_URL`` is set)."""
-    raw = os.environ.get("TUNEDSL_RECORD_STORES", "").strip().lower()
-    if not raw:
-        return ["files", "redis"] if redis_url() else ["files"]
-    names = [n.strip() for n in raw.split(",") if n.strip()]
-    for name in names:
-        if name not in RECORD_STORE_NAMES:
-            raise UsageError(
-                f"environment variable TUNEDSL_RECORD_STORES names {name!r}: expected a "
-                f"comma-separated list of {', '.join(RECORD_STORE_NAMES)}"
-            )
-    return names
 
 
 def distributed_mode() -> str:
@@ -302,43 +349,12 @@ def distributed_mode() -> str:
     return _choice("TUNEDSL_DISTRIBUTED", "broadcast", ("broadcast", "allreduce", "off"))
 
 
-def distributed_timeout_s() -> float:
-    """``TUNEDSL_DISTRIBUTED_TIMEOUT``: seconds a rank waits for the others' decision."""
-    return _float("TUNEDSL_DISTRIBUTED_TIMEOUT", 600.0)
-
-
 def tune_devices() -> str:
     """``TUNEDSL_TUNE_DEVICES=all|N|i,j,...``: the GPUs a tuning measures on in parallel:
     ``all`` (the default) every visible GPU of the caller's model, ``N`` the caller's and
     the next N-1 of its model (``1``: the caller's only), ``0,2`` those devices (``3,``: just
     device 3); the leaders are always re-measured on the caller's GPU (docs/scale-out.md)."""
     return os.environ.get("TUNEDSL_TUNE_DEVICES", "").strip().lower() or "all"
-
-
-GALLERY_RESULT_ENV = "TUNEDSL_GALLERY_RESULT"
-
-
-def gallery_result_path() -> str | None:
-    """``TUNEDSL_GALLERY_RESULT=PATH``: a gallery example writes its result JSON there
-    (``tunedsl gallery`` sets it for each example it runs)."""
-    return os.environ.get(GALLERY_RESULT_ENV) or None
-
-
-def progress_after_s() -> float:
-    """``TUNEDSL_PROGRESS_AFTER=S``: seconds of tuning before the progress line appears on a
-    terminal (default 1; 0 shows it at once)."""
-    raw = os.environ.get("TUNEDSL_PROGRESS_AFTER", "").strip()
-    if not raw:
-        return 1.0
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(
-            f"environment variable TUNEDSL_PROGRESS_AFTER={raw!r} is not a number of seconds"
-        ) from None
-    if not value >= 0:
-        raise UsageError(f"environment variable TUNEDSL_PROGRESS_AFTER={value} must be >= 0")
-    return value
 
 
 def no_auto_interpret() -> bool:
@@ -386,36 +402,23 @@ def _redacted_redis_url() -> str | None:
 
 SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_CACHE_DIR": cache_dir_override,
-    "TUNEDSL_NO_BYTECODE_CACHE": no_bytecode_cache,
     "TUNEDSL_AUTOTUNE": autotune_mode,
     "TUNEDSL_EFFORT": effort,
     "TUNEDSL_FORCE_RETUNE": force_retune,
     "TUNEDSL_PRINT_AUTOTUNING": print_autotuning,
     "TUNEDSL_COMPILE_WORKERS": compile_workers,
-    "TUNEDSL_COMPILE_TIMEOUT": compile_timeout_s,
+    "TUNEDSL_CONFIG_TIMEOUT": config_timeout_s,
     "TUNEDSL_COMPILE_PROCESSES": compile_processes,
     "TUNEDSL_RECORDS_PATH": records_path,
-    "TUNEDSL_DIRECT_LAUNCH": direct_launch,
-    "TUNEDSL_REPEAT_CHECK": repeat_check,
-    "TUNEDSL_FUSED_LAUNCH": fused_launch,
-    "TUNEDSL_NATIVE_LAUNCH": native_launch,
-    "TUNEDSL_STORED_BINARIES": stored_binaries,
     "TUNEDSL_QUIET": quiet,
-    "TUNEDSL_PROGRESS_AFTER": progress_after_s,
+    "TUNEDSL_SAFE": lambda: ",".join(sorted(safe_mode())) or None,
     "TUNEDSL_NO_AUTO_INTERPRET": no_auto_interpret,
-    "TUNEDSL_GALLERY_RESULT": gallery_result_path,
-    "TUNEDSL_MAX_DECISIONS": max_decisions,
     "TUNEDSL_REDIS_URL": _redacted_redis_url,
-    "TUNEDSL_REDIS_TIMEOUT": redis_timeout_s,
-    "TUNEDSL_REDIS_BACKOFF": redis_backoff_s,
-    "TUNEDSL_RECORD_STORES": record_stores,
     "TUNEDSL_DISTRIBUTED": distributed_mode,
-    "TUNEDSL_DISTRIBUTED_TIMEOUT": distributed_timeout_s,
     "TUNEDSL_TUNE_DEVICES": tune_devices,
     "TUNEDSL_SEARCH": search,
     "TUNEDSL_BUDGET": budget_s,
     "TUNEDSL_ISOLATE": isolate,
-    "TUNEDSL_ISOLATE_TIMEOUT": isolate_timeout_s,
     "TUNEDSL_TIMING": timing,
     "TUNEDSL_LOCK_TIMEOUT": lock_timeout_s,
 }

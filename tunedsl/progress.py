@@ -5,11 +5,15 @@ this module turns that into
 
 - one status line on stderr, redrawn in place (``compiled 12/48  measured 9/48  best 0.412 ms
   (BLOCK=128, num_warps=4)  3.2 s``), shown only once tuning has taken longer than
-  a second (``TUNEDSL_PROGRESS_AFTER``), only when stderr is a terminal, and never with ``TUNEDSL_QUIET=1``; it is
+  a second (``PROGRESS_AFTER_S``), only when stderr is a terminal, and never with ``TUNEDSL_QUIET=1``; it is
   replaced by a one-line summary when tuning ends;
+- a line for a long scan of a space through its constraint (``Scan``), drawn the same
+  way and erased when the scan ends;
 - log records on the ``tunedsl`` logger for applications (``INFO`` for start and end,
   ``DEBUG`` per candidate), whatever the terminal; each record carries the event in
-  ``record.tunedsl_event`` (a dict) so handlers need not parse the text.
+  ``record.tunedsl_event`` (a dict) so handlers need not parse the text. Records made
+  while the tuner holds its measuring lock (``held()``) are handed to logging when it is
+  released, so a handler may wait for another thread's tuning.
 
 Nothing here imports torch or triton, and a broken stderr never stops tuning.
 """
@@ -19,7 +23,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from tunedsl import knobs
@@ -27,6 +32,10 @@ from tunedsl import knobs
 logger = logging.getLogger("tunedsl")
 
 _REDRAW_S = 0.1  # at most ten redraws a second
+
+#: Seconds of tuning (or scanning) before the progress line appears: quick sites never
+#: flicker. Tests set it to 0 to see the line at once.
+PROGRESS_AFTER_S = 1.0
 
 
 class Progress:
@@ -52,11 +61,12 @@ class Progress:
         self._clock = clock
         self._start = clock()
         # Tuning shorter than this never draws a line (no flicker for quick sites).
-        self._delay_s = knobs.progress_after_s() if delay_s is None else delay_s
+        self._delay_s = PROGRESS_AFTER_S if delay_s is None else delay_s
         self._last_draw = float("-inf")
         self._drawn = False
         self._stream = stream if stream is not None else sys.stderr
         self._live = _wants_line(self._stream)
+        self._held: list[tuple[int, str, dict[str, Any]]] | None = None
         self._event("start", logging.INFO, f"tuning {kernel}: {total} configuration(s)")
 
     # -- events from the tuner -------------------------------------------------------------
@@ -100,6 +110,17 @@ class Progress:
             self._write("\r\x1b[K" + f"tunedsl: {text}\n")
             self._drawn = False
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Log records made inside are emitted when it ends (the live line is not held)."""
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            for level, text, event in held:
+                logger.log(level, text, extra={"tunedsl_event": event})
+
     # -- rendering ---------------------------------------------------------------------------
 
     def elapsed(self) -> float:
@@ -137,7 +158,10 @@ class Progress:
                 "elapsed_s": self.elapsed(),
                 **fields,
             }
-            logger.log(level, text, extra={"tunedsl_event": event})
+            if self._held is not None:
+                self._held.append((level, text, event))
+            else:
+                logger.log(level, text, extra={"tunedsl_event": event})
         if kind != "done":
             self._maybe_draw()
 
@@ -167,3 +191,62 @@ def _wants_line(stream: TextIO) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
+
+
+class Scan:
+    """A line for a long look through a space, its constraint tested point by point (its
+    listing, or the first valid configuration of one too large to list): drawn as the tuning line is
+    (on a terminal, after ``PROGRESS_AFTER_S``, never with ``TUNEDSL_QUIET=1``) and
+    erased when the scan ends, so a scan longer than a second is never silent."""
+
+    def __init__(
+        self,
+        what: str,
+        limit: int,
+        *,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        delay_s: float | None = None,
+    ) -> None:
+        self.what = what
+        self.limit = limit  # the most points the scan looks at
+        self.looked = 0
+        self._clock = clock
+        self._start = clock()
+        self._delay_s = PROGRESS_AFTER_S if delay_s is None else delay_s
+        self._last_draw = float("-inf")
+        self._drawn = False
+        self._stream = stream if stream is not None else sys.stderr
+        self._live = _wants_line(self._stream)
+
+    def step(self) -> None:
+        """One more point looked at."""
+        self.looked += 1
+        if not self._live:
+            return
+        now = self._clock()
+        if now - self._start < self._delay_s or now - self._last_draw < _REDRAW_S:
+            return
+        self._last_draw = now
+        self._drawn = self._write("\r\x1b[K" + self.line()) or self._drawn
+
+    def line(self) -> str:
+        return (
+            f"tunedsl: looking for a valid configuration of {self.what}: "
+            f"{self.looked:,} of at most {self.limit:,} points looked at  "
+            f"{self._clock() - self._start:.1f} s"
+        )
+
+    def close(self) -> None:
+        if self._drawn:
+            self._write("\r\x1b[K")
+            self._drawn = False
+
+    def _write(self, text: str) -> bool:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # closed or broken stderr: the scan goes on silently
+            self._live = False
+            return False
+        return True

@@ -8,8 +8,13 @@ and ``bytecode.reset()`` for its own topics).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import threading
 import warnings
+from types import FrameType
+from typing import Literal
 
 from tunedsl.errors import CacheWarning
 
@@ -18,16 +23,48 @@ _lock = threading.Lock()
 
 
 def warn_once(
-    topic: str, message: str, category: type[Warning] = CacheWarning, stacklevel: int = 2
+    topic: str,
+    message: str,
+    category: type[Warning] = CacheWarning,
+    stacklevel: int | Literal["user"] = 2,
 ) -> bool:
     """Warn ``message`` unless ``topic`` was warned about already; True when it warned.
-    ``stacklevel`` counts from the caller of this function, as for ``warnings.warn``."""
+    ``stacklevel`` counts from the caller of this function, as for ``warnings.warn``;
+    ``"user"`` points the warning at the user's line that led to it (the nearest frame
+    outside tunedsl), however deep inside tunedsl it is raised."""
     with _lock:
         if topic in _topics:
             return False
         _topics.add(topic)
-    warnings.warn(message, category, stacklevel=stacklevel + 1)
+    level = user_stacklevel(sys._getframe(1)) if stacklevel == "user" else stacklevel
+    warnings.warn(message, category, stacklevel=level + 1)
     return True
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_EXAMPLES = os.path.join(_PACKAGE, "examples") + os.sep  # shipped examples are user code
+_PLUMBING = {os.path.abspath(contextlib.__file__), os.path.abspath(threading.__file__)}
+
+
+def _internal(filename: str) -> bool:
+    if filename.startswith("<frozen "):
+        return True
+    path = os.path.abspath(filename)
+    internal = path.startswith(_PACKAGE) and not path.startswith(_EXAMPLES)
+    return internal or path in _PLUMBING
+
+
+def user_stacklevel(frame: FrameType | None) -> int:
+    """The ``stacklevel`` of the nearest frame outside tunedsl (and the standard library's
+    ``contextlib`` and ``threading``, which a ``with`` or a thread puts between), counted
+    from ``frame`` as 1; the outermost frame's when every frame is internal."""
+    level = 1
+    while frame is not None:
+        if not _internal(frame.f_code.co_filename) or frame.f_back is None:
+            return level
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def forget(prefix: str = "") -> None:

@@ -78,7 +78,7 @@ def test_two_gpu_ranks_over_nccl_agree(tmp_path: Path, mode: str) -> None:
             **os.environ,
             "NCCL_NVLS_ENABLE": "0",
             "TUNEDSL_DISTRIBUTED": mode,
-            "TUNEDSL_DISTRIBUTED_TIMEOUT": "120",
+            "TUNEDSL_LOCK_TIMEOUT": "120",
             "TUNEDSL_TUNE_DEVICES": "1",  # each rank tunes on its own GPU
             "TUNEDSL_CACHE_DIR": str(tmp_path / f"node{rank}"),
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),

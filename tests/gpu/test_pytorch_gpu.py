@@ -74,7 +74,7 @@ def add(a, b, c, name, **options):  # type: ignore[no-untyped-def]
 
 
 def test_faulting_and_hanging_configurations_fail_in_the_worker(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("TUNEDSL_ISOLATE_TIMEOUT", "30")
+    monkeypatch.setenv("TUNEDSL_CONFIG_TIMEOUT", "30")
     isolated.shutdown_workers()
     n = 4096
     x = torch.randn(n, device="cuda")

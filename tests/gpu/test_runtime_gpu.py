@@ -354,7 +354,7 @@ def test_fused_launch_on_the_dsl_hot_path(native: bool, monkeypatch: pytest.Monk
     from tunedsl.frontend.compile import compile_source
     from tunedsl.runtime import native as native_module
 
-    monkeypatch.setenv("TUNEDSL_NATIVE_LAUNCH", "1" if native else "0")
+    monkeypatch.setenv("TUNEDSL_SAFE", "" if native else "native")
     namespace: dict = {"vadd": vadd, "__name__": f"gpu_fused_{native}"}
     exec(compile_source(DSL_VADD, filename=f"{__file__}:fused:{native}"), namespace)
     add, site = namespace["add"], namespace["__tunedsl_site_0__"]

@@ -13,7 +13,14 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from shared_kernels import vadd
 
-__all__ = ["scale_inplace", "sum_atomic", "vadd", "vadd_wrong_for_big_tiles"]
+__all__ = [
+    "add_one_inplace",
+    "add_strided",
+    "scale_inplace",
+    "sum_atomic",
+    "vadd",
+    "vadd_wrong_for_big_tiles",
+]
 
 
 @triton.jit
@@ -41,3 +48,20 @@ def vadd_wrong_for_big_tiles(a, b, c, n, TILE: tl.constexpr):
     tl.store(
         c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask) + bias, mask=mask
     )
+
+
+@triton.jit
+def add_one_inplace(x, n, TILE: tl.constexpr):
+    """x += 1 in place."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(x + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+@triton.jit
+def add_strided(x, b, out, n, stride_b, TILE: tl.constexpr):
+    """out = x + b, b read with its own stride (0 for a broadcast ``expand``)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    bias = tl.load(b + offs * stride_b, mask=mask)
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + bias, mask=mask)

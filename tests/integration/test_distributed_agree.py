@@ -104,7 +104,7 @@ def run_ranks(
                 [str(HERE.parent.parent), os.environ.get("PYTHONPATH", "")]
             ),
             "TUNEDSL_DISTRIBUTED": mode,
-            "TUNEDSL_DISTRIBUTED_TIMEOUT": str(timeout_s),
+            "TUNEDSL_LOCK_TIMEOUT": str(timeout_s),
             "TUNEDSL_EFFORT": "quick",
             "TUNEDSL_QUIET": "1",
             "TUNEDSL_CACHE_DIR": str(tmp_path / f"node{rank}"),  # every rank its own node
@@ -151,7 +151,7 @@ def test_allreduce_splits_the_candidates_and_every_rank_picks_the_same(tmp_path:
 def test_a_rank_whose_peer_never_decides_times_out_with_a_clear_error(tmp_path: Path) -> None:
     outs = run_ranks(tmp_path, 2, "broadcast", scenario="rank0-absent", timeout_s=5)
     assert outs[0] == {"rank": 0, "absent": True}
-    assert "TUNEDSL_DISTRIBUTED_TIMEOUT=5" in outs[1]["error"]
+    assert "TUNEDSL_LOCK_TIMEOUT=5" in outs[1]["error"]
 
 
 def test_ranks_launching_different_keys_get_a_clear_error(tmp_path: Path) -> None:

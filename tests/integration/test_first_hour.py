@@ -50,10 +50,14 @@ USER_LINE = 20  # `c, r = add(a, b)`
 SITE_LINE = 15  # the autotune(...) line
 
 
-def script(tmp_path: Path, name: str = "user.py", **fmt: str) -> Path:
+def script(
+    tmp_path: Path, name: str = "user.py", *, progress_at_once: bool = False, **fmt: str
+) -> Path:
     values = {"decorator": "@triton.jit", "blocks": "cdiv(n, $tile)", **fmt}
     path = tmp_path / name
-    path.write_text(KERNEL.format(**values))
+    # The progress line at once, not after a second: no test waits on the machine's speed.
+    at_once = "import tunedsl.progress\ntunedsl.progress.PROGRESS_AFTER_S = 0\n"
+    path.write_text((at_once if progress_at_once else "") + KERNEL.format(**values))
     return path
 
 
@@ -196,12 +200,12 @@ def test_expand_check_finds_an_empty_axis(tmp_path: Path) -> None:
 
 # -- items 10, 11, 13 ---------------------------------------------------------------------------
 def test_progress_line_on_a_real_terminal(tmp_path: Path) -> None:
-    path = script(tmp_path)
+    path = script(tmp_path, progress_at_once=True)
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunedsl", "run", str(path)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave,
-        env=env(tmp_path, TUNEDSL_PROGRESS_AFTER="0"),
+        env=env(tmp_path),
     )  # fmt: skip
     os.close(slave)
     seen = b""
@@ -223,9 +227,7 @@ def test_progress_line_on_a_real_terminal(tmp_path: Path) -> None:
 
 
 def test_no_progress_line_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
-    proc = tunedsl(
-        tmp_path, "run", str(script(tmp_path)), env=env(tmp_path, TUNEDSL_PROGRESS_AFTER="0")
-    )
+    proc = tunedsl(tmp_path, "run", str(script(tmp_path, progress_at_once=True)), env=env(tmp_path))
     assert proc.returncode == 0 and "tuning vadd" not in proc.stderr
 
 
@@ -298,12 +300,12 @@ def test_cache_show_plot_import_from_stdin_and_env(tmp_path: Path) -> None:
     assert len(json.loads(tunedsl(tmp_path, "cache", "ls", "--json").stdout)) == 1
 
     info = tunedsl(tmp_path, "env", "--json", "--no-device-probe",
-                   env=env(tmp_path, TUNEDSL_DIRECT_LAUNCH="banana"))  # fmt: skip
+                   env=env(tmp_path, TUNEDSL_SAFE="banana"))  # fmt: skip
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
     assert data["versions"]["triton"] != "not installed"
     assert data["cache"]["records"].startswith(str(tmp_path / "cache"))
-    assert "INVALID" in data["settings"]["TUNEDSL_DIRECT_LAUNCH"]
+    assert "INVALID" in data["settings"]["TUNEDSL_SAFE"]
     assert data["settings"]["TRITON_INTERPRET"] == "'1'"
 
 

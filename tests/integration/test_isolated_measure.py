@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def _fresh_workers(monkeypatch: pytest.MonkeyPatch):
     # A short hang timeout keeps the test fast; kernels here take milliseconds.
-    monkeypatch.setenv("TUNEDSL_ISOLATE_TIMEOUT", "20")
+    monkeypatch.setenv("TUNEDSL_CONFIG_TIMEOUT", "20")
     isolated.shutdown_workers()
     yield
     isolated.shutdown_workers()
@@ -204,7 +204,7 @@ def test_kernel_defined_in_a_tunedsl_run_script_reaches_the_worker(tmp_path: Pat
             """
         )
     )
-    env = dict(os.environ, TRITON_INTERPRET="1", TUNEDSL_ISOLATE_TIMEOUT="120")
+    env = dict(os.environ, TRITON_INTERPRET="1", TUNEDSL_CONFIG_TIMEOUT="120")
     done = subprocess.run(
         [sys.executable, "-m", "tunedsl", "run", str(script)],
         capture_output=True,

@@ -25,7 +25,7 @@ N = 200
 
 @pytest.fixture(autouse=True)
 def _fresh_workers(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("TUNEDSL_ISOLATE_TIMEOUT", "20")
+    monkeypatch.setenv("TUNEDSL_CONFIG_TIMEOUT", "20")
     isolated.shutdown_workers()
     multi_device.shutdown_workers()
     yield

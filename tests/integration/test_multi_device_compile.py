@@ -82,7 +82,7 @@ def test_each_configuration_is_compiled_once_on_the_host_and_measured_while_othe
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(
         TRITON_CACHE_DIR=str(tmp_path / "triton"),
-        TUNEDSL_ISOLATE_TIMEOUT="120",
+        TUNEDSL_CONFIG_TIMEOUT="120",
         TUNEDSL_COMPILE_WORKERS="2",
         PYTHONPATH=os.pathsep.join([str(TESTS.parent), env.get("PYTHONPATH", "")]),
     )

@@ -28,7 +28,7 @@ CONFIGS = [Config(tile=t, mode=0) for t in (16, 32, 64, 128, 256, 512)]
 
 @pytest.fixture(autouse=True)
 def _fresh_workers(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("TUNEDSL_ISOLATE_TIMEOUT", "60")
+    monkeypatch.setenv("TUNEDSL_CONFIG_TIMEOUT", "60")
     isolated.shutdown_workers()
     multi_device.shutdown_workers()
     yield

@@ -70,6 +70,13 @@ def test_a_directory_writable_by_others_is_not_trusted(tmp_path) -> None:
     assert len(r["warnings"]) == 1 and "not private" in r["warnings"][0]
 
 
+def test_a_cache_root_writable_by_others_is_not_trusted_below_it(tmp_path) -> None:
+    r = _run("root_not_private", tmp_path)
+    assert r["loaded"] is False and len(r["warnings"]) == 1, r
+    assert f"{r['root']} is writable by group or others" in r["warnings"][0]
+    assert r["loaded_once_fixed"] is True
+
+
 def test_triton_knobs_that_need_a_real_compile_disable_the_store(tmp_path) -> None:
     r = _run("knobs", tmp_path)
     assert r == {"always_compile": None, "jit_cache_hook": None, "plain": True}
@@ -210,6 +217,24 @@ def _case_not_private() -> dict:
     os.chmod(tb.binaries_dir(), 0o777)
     compiled, caught = _load(launch)
     return {"loaded": compiled is not None, "warnings": caught}
+
+
+def _case_root_not_private() -> dict:
+    from tunedsl.backends import triton_binaries as tb
+    from tunedsl.store import paths
+
+    _, cc, launch = _compiled()
+    assert tb.store(launch, cc.kernel)
+    os.chmod(paths.cache_root(), 0o777)  # the binaries directory below it stays private
+    compiled, caught = _load(launch)
+    os.chmod(paths.cache_root(), 0o700)
+    again, _ = _load(launch)
+    return {
+        "loaded": compiled is not None,
+        "warnings": caught,
+        "root": str(paths.cache_root()),
+        "loaded_once_fixed": again is not None,
+    }
 
 
 def _case_knobs() -> dict:

@@ -56,7 +56,7 @@ def test_ls_show_export_clear_import(tmp_path: Path) -> None:
 
     bundle = tmp_path / "records.json"
     assert tunedsl_cmd("export", str(bundle)).returncode == 0
-    assert len(json.loads(bundle.read_text())["records"]) == 2
+    assert len(bundle.read_text().splitlines()) == 3  # a header, then a record a line
 
     cleared = tunedsl_cmd("clear", digests[0][:10])
     assert cleared.returncode == 0 and "removed 1 record" in cleared.stdout
@@ -82,10 +82,12 @@ def test_ls_show_export_clear_import(tmp_path: Path) -> None:
 
 
 def test_import_validates_everything(tmp_path: Path) -> None:
+    """A bundle of the single-document format (earlier releases) is all or nothing."""
     make_records()
     bundle = tmp_path / "records.json"
     tunedsl_cmd("export", str(bundle))
-    data = json.loads(bundle.read_text())
+    lines = bundle.read_text().splitlines()[1:]
+    data = {"tunedsl_records": 1, "records": [json.loads(line) for line in lines]}
     data["records"][1]["results"][0]["median_ms"] = "fast"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
@@ -118,7 +120,7 @@ def test_ls_lists_read_only_records_of_the_records_path(tmp_path: Path, monkeypa
     )
     text = tunedsl_cmd("ls")
     assert text.stdout.count("(read-only: ") == 2
-    assert "shadowed by an earlier record" in text.stdout
+    assert "shadowed by another record" in text.stdout
     assert "broken.json" in text.stderr
     # `show` finds a record that only a read-only directory holds.
     shown = tunedsl_cmd("show", digests[0][:10])

@@ -81,7 +81,7 @@ def fake_driver(monkeypatch: pytest.MonkeyPatch) -> dict:
         compat, "device_and_stream", lambda: (lambda: state["device"], lambda d: 1000 + d)
     )
     monkeypatch.setattr(compat, "runtime_knobs", lambda: Runtime)
-    monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "1")
+    monkeypatch.delenv("TUNEDSL_SAFE", raising=False)
     state["runtime"] = Runtime
     return state
 
@@ -152,7 +152,7 @@ def test_another_device_gets_its_own_first_launch(fake_driver: dict) -> None:
 
 
 def test_switched_off_by_knob(fake_driver: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "0")
+    monkeypatch.setenv("TUNEDSL_SAFE", "direct")
     kernel = FakeJit()
     launcher = tlaunch.make_launcher(kernel, {})
     assert isinstance(launcher, tlaunch.JitLauncher)

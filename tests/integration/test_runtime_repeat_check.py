@@ -172,7 +172,7 @@ def test_clear_forgets_the_last_entry_too() -> None:
 
 
 def test_repeat_check_off_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TUNEDSL_REPEAT_CHECK", "0")
+    monkeypatch.setenv("TUNEDSL_SAFE", "repeat")
     s = site("repeat-off")
     args = (torch.randn(256), torch.randn(256), torch.empty(256), 256)
     for _ in range(3):

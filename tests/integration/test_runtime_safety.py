@@ -41,12 +41,13 @@ def total(x: torch.Tensor, out: torch.Tensor, **options):
     )
 
 
-def test_in_place_kernel_needs_restore_value() -> None:
+def test_in_place_kernel_is_restored_with_or_without_restore_value() -> None:
     x = torch.arange(200, dtype=torch.float32)
     original = x.clone()
-    res = scale(x, name="scale-unsafe")
+    with pytest.warns(UserWarning, match="restore_value"):  # found while tuning
+        res = scale(x, name="scale-unsafe")
     assert res.source == "tuned"
-    assert not torch.equal(x, original * 2)  # every repetition doubled x again
+    torch.testing.assert_close(x, original * 2)
 
     x = original.clone()
     res = scale(x, name="scale-safe", restore_value=["x"])
@@ -56,12 +57,8 @@ def test_in_place_kernel_needs_restore_value() -> None:
     torch.testing.assert_close(x, original * 4)
 
 
-def test_accumulating_kernel_needs_reset_to_zero() -> None:
+def test_accumulating_kernel_with_reset_to_zero() -> None:
     x = torch.ones(256)
-    out = torch.zeros(1)
-    total(x, out, name="sum-unsafe")
-    assert out.item() != 256.0  # repetitions accumulated into out
-
     out = torch.zeros(1)
     res = total(x, out, name="sum-safe", reset_to_zero=["out"])
     assert res.source == "tuned" and out.item() == 256.0

@@ -285,5 +285,5 @@ def test_bad_search_options_are_usage_errors() -> None:
         launch(name="bad-search", search="anneal")
     with pytest.raises(UsageError, match="seed= must be an integer"):
         launch(name="bad-seed", seed="7")
-    with pytest.raises(UsageError, match="budget= must be a positive number of seconds"):
+    with pytest.raises(UsageError, match="budget=0 must be a positive, finite number of seconds"):
         launch(name="bad-budget", budget=0)

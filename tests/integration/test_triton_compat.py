@@ -69,8 +69,8 @@ def test_outside_the_tested_range_launches_go_through_the_jit(tmp_path, version)
     # direct-launch tests' stand-in JITFunction (a real one needs a GPU: tests/gpu).
     script = tmp_path / "gate.py"
     script.write_text(GATE_SCRIPT)
-    env = dict(os.environ, TRITON_INTERPRET="0", TUNEDSL_DIRECT_LAUNCH="1")
-    env["TUNEDSL_STORED_BINARIES"] = "1"
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    env.pop("TUNEDSL_SAFE", None)  # the direct launch and stored binaries on
     out = subprocess.run(
         [sys.executable, str(script), version, str(REPO / "tests" / "integration")],
         env=env,

@@ -15,7 +15,7 @@ import pytest
 from rel_helpers import child_env, write_dsl_project
 
 from tunedsl import knobs
-from tunedsl.errors import TunedslSyntaxError, TuningError, UsageError
+from tunedsl.errors import TunedslSyntaxError, UsageError
 from tunedsl.model.space import expand_space
 
 SPACE_CASES = {
@@ -50,10 +50,10 @@ ENV_CASES = {
         knobs.compile_workers,
         ["TUNEDSL_COMPILE_WORKERS", "integer"],
     ),
-    "TUNEDSL_COMPILE_TIMEOUT": (
+    "TUNEDSL_CONFIG_TIMEOUT": (
         "-3",
         knobs.compile_timeout_s,
-        ["TUNEDSL_COMPILE_TIMEOUT", "positive"],
+        ["TUNEDSL_CONFIG_TIMEOUT", "positive"],
     ),
     "TUNEDSL_QUIET": ("2", knobs.quiet, ["TUNEDSL_QUIET", "not a boolean"]),
 }
@@ -123,12 +123,17 @@ RUNTIME_CASES = {
         UsageError,
         ["prune=", "at least one"],
     ),
-    "missing_kernel_argument": (
+    "missing_kernel_argument": (  # named before any configuration runs
         dict(args=lambda cfg: (1,)),
-        TuningError,
-        ["every configuration", "missing", "argument"],
+        UsageError,
+        ["passes nothing for `b`, `c`, `n` of vadd(a, b, c, n, TILE)"],
     ),
     "empty_space": (dict(space={}), UsageError, ["space is empty"]),
+    "field_nothing_reads": (
+        dict(space={"TILE": [16, 32], "num_warp": [4, 8]}),
+        UsageError,
+        ["space field `num_warp` is read by nothing", "did you mean the launch hint `num_warps`?"],
+    ),
 }
 
 

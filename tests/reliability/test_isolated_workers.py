@@ -107,7 +107,7 @@ def test_a_tune_in_the_kernels_module_fails_in_the_worker_and_reaches_the_user_a
     script = write_script(tmp_path / "main.py", IMPORTS_A_TUNING_MODULE.format(here=str(HERE)))
     done = subprocess.run(
         [sys.executable, str(script)],
-        env=child_env(tmp_path / "cache", TUNEDSL_ISOLATE_TIMEOUT="20"),
+        env=child_env(tmp_path / "cache", TUNEDSL_CONFIG_TIMEOUT="20"),
         capture_output=True,
         text=True,
         timeout=600,
@@ -179,7 +179,7 @@ def test_no_process_of_an_isolated_tune_outlives_a_signal(
     script = write_script(tmp_path / "spin.py", SPINNING.format(integration=str(INTEGRATION)))
     proc = subprocess.Popen(
         [sys.executable, str(script), str(marker), where],
-        env=child_env(tmp_path / "cache", TUNEDSL_ISOLATE_TIMEOUT="600"),
+        env=child_env(tmp_path / "cache", TUNEDSL_CONFIG_TIMEOUT="600"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

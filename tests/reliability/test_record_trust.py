@@ -11,16 +11,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import swap_attack
 from rel_helpers import (
     cache_warnings,
     child_env,
-    load_json,
     only_cache_warnings,
     record_files,
     run_python,
     write_script,
 )
 
+from tunedsl.cli.bundle import read_bundle
 from tunedsl.store import records
 
 TUNE = """
@@ -245,4 +246,53 @@ def test_export_errors_are_one_line(tmp_path: Path) -> None:
     _one_line_error(cache_cmd(env, "export", str(tmp_path / "b.json"), "cdcd"), "no tuning record")
     assert not (tmp_path / "b.json").exists()
     ok = cache_cmd(env, "export", str(tmp_path / "b.json"), "abab")
-    assert ok.returncode == 0 and len(load_json(tmp_path / "b.json")["records"]) == 1
+    assert ok.returncode == 0 and len(read_bundle(str(tmp_path / "b.json"))) == 1
+
+
+# -- a second user swapping the chain ---------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attacker_owns", ["root", "parent"])
+def test_a_second_user_swapping_cache_directories_never_gets_a_record_used(
+    attacker_owns: str,
+) -> None:
+    """Another user who owns the cache root (they created it first), or the directory that
+    holds the victim's own root, swaps the records and bytecode directories (or the root
+    itself) for symbolic links to their own while the victim loads in a loop: the victim
+    never uses their record nor runs their code. With the root theirs, nothing is cached and
+    the warning names the root and the fix."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        got = swap_attack.race(base, attacker_owns, loads=3000)
+        assert got.swaps > 0
+        assert got.seen["attacker"] == 0, got.seen
+        assert not got.ran_attacker_code
+        if attacker_owns == "root":
+            assert got.seen["mine"] == 0 and got.seen["code"] == 0, got.seen  # uncached
+            root = base / "shared"
+            assert f"{root} is owned by another user (uid {swap_attack.ATTACKER})" in got.stderr
+            assert "TUNEDSL_CACHE_DIR" in got.stderr
+
+
+MAKE_OPEN_DIR = "import os, sys; os.mkdir(sys.argv[1]); os.chmod(sys.argv[1], 0o777)"
+
+
+@pytest.mark.needs_triton
+def test_a_cache_root_another_user_created_is_not_used_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The attacker created the cache root first: the victim's tunes run uncached (each
+    process tunes again), with warnings naming the root and the fix."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        root = base / "tunedsl-cache"
+        swap_attack.attacker_step(MAKE_OPEN_DIR, str(root))
+        env = child_env(root)
+        for _ in range(2):
+            out = _tune(tmp_path, env)
+            assert _sources(out) == ["tuned", "tuned"]
+            warned = [line for line in out.stderr.splitlines() if "CacheWarning" in line]
+            assert warned and all(f"{root} is owned by another user" in w for w in warned)
+            assert any("TUNEDSL_CACHE_DIR" in w for w in warned), out.stderr
+        assert not list(root.rglob("*.json"))  # nothing written there either

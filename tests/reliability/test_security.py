@@ -278,6 +278,37 @@ def test_entries_owned_by_another_user_are_not_loaded(tmp_path: Path) -> None:
     assert value is None and len(warned) == 1 and "not private" in warned[0]
 
 
+@pytest.mark.parametrize("mode", [0o770, 0o757], ids=oct)
+def test_a_cache_root_writable_by_others_is_not_trusted_below_it(tmp_path: Path, mode: int) -> None:
+    """The whole chain from the cache root is checked, not only the bytecode directory:
+    another user who can write to the root could swap the private directory below it."""
+    source, filename, entry = _entry_for(tmp_path, 7)
+    root = paths.cache_root()
+    assert entry.parent.parent == root and paths.is_private_dir(entry.parent)
+    root.chmod(mode)
+    try:
+        value, warned = _loaded_value(source, filename)
+        assert value is None
+        assert len(warned) == 1, warned
+        assert f"{root} is writable by group or others (mode {mode:o})" in warned[0]
+        assert "TUNEDSL_CACHE_DIR" in warned[0]
+        assert not paths.is_private_dir(entry.parent)
+    finally:
+        root.chmod(0o700)
+    bytecode.reset()
+    assert _loaded_value(source, filename) == (7, [])
+
+
+def test_a_symlinked_bytecode_dir_is_not_followed(tmp_path: Path) -> None:
+    source, filename, entry = _entry_for(tmp_path, 8)
+    moved = tmp_path / "moved-bytecode"
+    entry.parent.rename(moved)
+    entry.parent.symlink_to(moved)  # a private target, but not the directory that was made
+    value, warned = _loaded_value(source, filename)
+    assert value is None
+    assert len(warned) == 1 and "is a symbolic link or not a directory" in warned[0]
+
+
 # -- tunedsl cache import --------------------------------------------------------------------
 
 

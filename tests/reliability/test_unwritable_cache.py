@@ -163,3 +163,50 @@ def test_full_disk_runs_uncached_with_one_warning_each(tmp_path: Path) -> None:
         # Failed writes leave nothing behind: no temp files, no torn entries.
         left = [p.name for p in disk.rglob("*") if p.is_file() and p.name != "filler"]
         assert [n for n in left if not n.endswith(".lock")] == []
+
+
+def test_the_warning_points_at_the_users_line_names_the_directory_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    """Not at ``contextlib.py`` (the key lock is a context manager) or any other frame of
+    tunedsl: at the site's line in the user's module."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where a directory should be")
+    cache = blocker / "cache"
+    script = write_dsl_project(tmp_path)
+    proc = run_tunedsl(script, child_env(cache))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [w for w in cache_warning_lines(proc.stderr) if "bytecode cache" not in w]
+    assert len(lines) == 1, proc.stderr  # one unwritable cache is one warning
+    kernels = str(tmp_path / "rel_dsl_kernels.py")
+    for line in lines:
+        assert line.startswith(f"{kernels}:"), line  # the autotune(...) line of the module
+        assert "cannot lock the tuning cache" in line
+        assert "kept for this process only" in line and "may be" not in line
+        assert f"make {cache} a directory this user owns and can write" in line
+        assert "or set TUNEDSL_CACHE_DIR to one" in line
+    shown = proc.stderr.splitlines()  # the source line under the warning is the site's
+    assert "autotune(" in shown[shown.index(lines[0]) + 1]
+
+
+def test_a_record_that_cannot_be_written_is_reported_at_the_callers_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import warnings
+
+    from test_corrupt_cache import _valid_record
+
+    from tunedsl.errors import CacheWarning
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(blocker / "cache"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not records.save_record(_valid_record("d" * 64))  # this line is the caller's
+    (warning,) = [w for w in caught if issubclass(w.category, CacheWarning)]
+    assert warning.filename == __file__
+    text = str(warning.message)
+    assert f"cannot write tuning records to {blocker / 'cache' / 'records'}" in text
+    assert "kept for this process only, and every new process tunes again" in text
+    assert f"make {blocker / 'cache'} a directory this user owns" in text

@@ -258,7 +258,7 @@ def test_directory_owned_by_another_user_is_not_used(script: Path, compile_calls
 
 
 def test_knob_turns_writing_off(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TUNEDSL_NO_BYTECODE_CACHE", "1")
+    monkeypatch.setenv("TUNEDSL_SAFE", "bytecode")
     load_expecting_warnings(script, 0)
     load_expecting_warnings(script, 0)
     assert list(bytecode.iter_entries()) == []
@@ -468,9 +468,9 @@ def test_clear_during_a_write_skips_that_entry_and_keeps_the_cache_writable(
 ) -> None:
     real_replace = os.replace
 
-    def clear_then_replace(src: str, dst: str) -> None:
+    def clear_then_replace(src: str, dst: str, **dir_fds: int) -> None:
         bytecode.clear()  # another process clears the cache between write and rename
-        real_replace(src, dst)
+        real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(os, "replace", clear_then_replace)
     with warnings.catch_warnings():

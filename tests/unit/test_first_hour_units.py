@@ -19,8 +19,6 @@ from tunedsl.errors import UsageError
 @pytest.mark.parametrize(
     "name, reader",
     [
-        ("TUNEDSL_DIRECT_LAUNCH", knobs.direct_launch),
-        ("TUNEDSL_STORED_BINARIES", knobs.stored_binaries),
         ("TUNEDSL_QUIET", knobs.quiet),
         ("TUNEDSL_FORCE_RETUNE", knobs.force_retune),
     ],
@@ -34,16 +32,27 @@ def test_a_boolean_knob_rejects_banana(monkeypatch, name, reader) -> None:
     assert "use 1 or 0" in message and "accepted: 1, on, true, yes / 0, false, no, off" in message
 
 
-def test_default_on_knobs_keep_their_default_and_spellings(monkeypatch) -> None:
-    monkeypatch.delenv("TUNEDSL_DIRECT_LAUNCH", raising=False)
-    assert knobs.direct_launch() is True
-    for off in ("0", "false", "No", " off "):
-        monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", off)
-        assert knobs.direct_launch() is False
-    monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "yes")
-    assert knobs.direct_launch() is True
-    monkeypatch.setenv("TUNEDSL_DIRECT_LAUNCH", "")
-    assert knobs.direct_launch() is True
+def test_safe_mode_turns_off_every_fast_path_or_the_named_ones(monkeypatch) -> None:
+    readers = {
+        "direct": knobs.direct_launch,
+        "repeat": knobs.repeat_check,
+        "fused": knobs.fused_launch,
+        "native": knobs.native_launch,
+        "binaries": knobs.stored_binaries,
+        "bytecode": lambda: not knobs.no_bytecode_cache(),
+    }
+    assert set(readers) == set(knobs.FAST_PATHS)
+    for unset in ("", "0", "off"):
+        monkeypatch.setenv("TUNEDSL_SAFE", unset)
+        assert all(on() for on in readers.values())
+    for every in ("1", "all", "yes"):
+        monkeypatch.setenv("TUNEDSL_SAFE", every)
+        assert not any(on() for on in readers.values())
+    monkeypatch.setenv("TUNEDSL_SAFE", " Direct, binaries ")
+    assert {name for name, on in readers.items() if not on()} == {"direct", "binaries"}
+    monkeypatch.setenv("TUNEDSL_SAFE", "direct,warp")
+    with pytest.raises(UsageError, match=r"TUNEDSL_SAFE names 'warp'.*direct, repeat, fused"):
+        knobs.direct_launch()
 
 
 # -- item 11: Triton's own spelling --------------------------------------------------------------
@@ -59,7 +68,7 @@ def test_every_setting_is_listed_for_tunedsl_env() -> None:
     source = Path(knobs.__file__).read_text()
     import re
 
-    read = set(re.findall(r'"(TUNEDSL_[A-Z_]+)"', source)) - {"TUNEDSL_GALLERY_RESULT"}
+    read = set(re.findall(r'"(TUNEDSL_[A-Z_]+)"', source))
     assert read <= set(knobs.SETTINGS), read - set(knobs.SETTINGS)
 
 
@@ -133,14 +142,6 @@ def test_the_log_carries_the_same_events(monkeypatch, caplog) -> None:
     assert events[-2]["why"] == "compile: boom"
     levels = {r.levelno for r in caplog.records if r.tunedsl_event["event"] in ("start", "done")}
     assert levels == {logging.INFO}
-
-
-def test_progress_after_is_validated(monkeypatch) -> None:
-    monkeypatch.setenv("TUNEDSL_PROGRESS_AFTER", "soon")
-    with pytest.raises(UsageError, match="TUNEDSL_PROGRESS_AFTER"):
-        knobs.progress_after_s()
-    monkeypatch.setenv("TUNEDSL_PROGRESS_AFTER", "0")
-    assert knobs.progress_after_s() == 0.0
 
 
 # -- item 14: summary rows are not cut in the middle of a key ------------------------------------

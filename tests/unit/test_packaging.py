@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -21,12 +22,14 @@ print(getattr(build_meta, sys.argv[1])(sys.argv[2]))
 """
 
 
-def _build(hook: str, out: Path, cwd: Path) -> Path:
+def _build(hook: str, out: Path, cwd: Path, env: dict[str, str] | None = None) -> Path:
     proc = subprocess.run(
         [sys.executable, "-c", BUILD, hook, str(out)],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
+        cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    if env is not None:  # the test reads the build's warnings
+        (out / "build.log").write_text(proc.stdout + proc.stderr)
     return out / proc.stdout.strip().splitlines()[-1]
 
 
@@ -61,6 +64,8 @@ def test_the_sdist_carries_what_a_packager_needs(built) -> None:
         "CHANGELOG.md",
         "tunedsl/examples/vector_add.py",
         "pyproject.toml",
+        "setup.py",
+        "tunedsl/runtime/native_fused.c",  # the C part, built when the sdist is installed
     ):
         assert needed in names or any(n.startswith(needed + "/") for n in names), needed
     assert not any("__pycache__" in n for n in names)
@@ -84,6 +89,32 @@ def test_the_wheel_ships_the_examples_and_declares_the_cpu_path(built) -> None:
     for minor in (10, 11, 12, 13):
         assert f"Classifier: Programming Language :: Python :: 3.{minor}" in meta
     assert "Project-URL: Source, https://" in meta
+
+
+def test_the_wheel_is_a_platform_wheel_carrying_the_built_extension(built) -> None:
+    _, wheel = built
+    assert not wheel.name.endswith("-none-any.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    assert [n for n in names if n.startswith("tunedsl/runtime/_native_fused.")], names
+
+
+def test_without_a_c_compiler_the_package_still_builds_pure_python(built, tmp_path: Path) -> None:
+    """The extension is optional: a failing compiler is a warning, and the wheel is the
+    pure-Python package (its fused launch stays Python)."""
+    sdist, _ = built
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "src", filter="data")
+    (unpacked,) = (tmp_path / "src").iterdir()
+    env = {**os.environ, "CC": "false", "LDSHARED": "false"}
+    wheel = _build("build_wheel", tmp_path, unpacked, env)
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    assert "tunedsl/runtime/native.py" in names
+    assert not [n for n in names if "_native_fused" in n]
+    log = (tmp_path / "build.log").read_text()
+    assert "building 'tunedsl.runtime._native_fused' extension" in log
+    assert re.search(r"building extension \"tunedsl.runtime._native_fused\" failed", log), log
 
 
 def test_readme_links_work_on_the_package_index() -> None:

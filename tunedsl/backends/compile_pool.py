@@ -18,7 +18,7 @@ forked worker process and loads the result here (``compile_processes.py``,
   threads and 3.16 s on 16 forked workers on the H100 machine (20.4 s serially).
 
 The price of threads is that a thread cannot be killed: a configuration that runs past
-its timeout (``TUNEDSL_COMPILE_TIMEOUT``) is reported as failed and its thread is
+its timeout (``TUNEDSL_CONFIG_TIMEOUT``) is reported as failed and its thread is
 abandoned (a daemon thread, replaced by a fresh one so the pool keeps its size). On
 Ctrl-C or when the consumer stops early, no further job starts and the stream returns at
 once; compiles already running finish in the background. A thread still alive when the
@@ -163,7 +163,7 @@ class CompileTimeout(TimeoutError):
     """A configuration compiled for longer than the timeout and was dropped."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"compile timed out after {seconds:g} s (TUNEDSL_COMPILE_TIMEOUT)")
+        super().__init__(f"compile timed out after {seconds:g} s (TUNEDSL_CONFIG_TIMEOUT)")
         self.seconds = seconds
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -242,7 +242,7 @@ def compile_stream(
     """Compile ``jobs`` on ``workers`` threads; yield ``(job, result or exception)`` as each ends.
 
     ``workers`` defaults to :func:`default_workers`; ``timeout_s`` (default
-    ``TUNEDSL_COMPILE_TIMEOUT``) bounds each job: a job past it is yielded with a
+    ``TUNEDSL_CONFIG_TIMEOUT``) bounds each job: a job past it is yielded with a
     :class:`CompileTimeout`. A job's exception is yielded, never raised. Closing the
     generator (``break``, an exception in the consumer, Ctrl-C) starts no further job.
     """

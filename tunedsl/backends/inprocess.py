@@ -7,13 +7,17 @@ what ``tuner.tune`` measures with unless ``isolate=True`` (``backends/isolated.p
 
 Data safety: arguments named in ``restore_value`` are snapshotted first and copied back
 before every repetition; ``reset_to_zero`` arguments are zeroed before every repetition.
-With ``verify`` every tensor argument is snapshotted and restored before each
-configuration's check run. ``close`` restores every snapshot and zeroes the
-``reset_to_zero`` arguments, so the real launch sees the caller's data.
+Arguments the kernel changes in place without being named are found over the first
+launches and handled like ``restore_value`` (``inplace.py``). With ``verify`` every tensor
+argument is snapshotted, and copied back before each configuration's check run where the
+kernel changed it (a read-only broadcast input is never written). ``close`` restores every
+snapshot and zeroes the ``reset_to_zero`` arguments, so the real launch sees the caller's
+data.
 
-Hooks: ``pre_hook(args)`` runs before every repetition; ``post_hook(args, exception=...)``
-(Triton's signature) once per configuration after its check and warm-up, and again with the
-error when a later repetition fails.
+Hooks: ``pre_hook(args)`` runs before every repetition and check; ``post_hook(args,
+exception=...)`` (Triton's signature) once per configuration after its check and warm-up,
+and again with the error when a later repetition fails. ``args`` are the measured
+configuration's (``hook_args``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from tunedsl.progress import Progress
 # One measurement at a time in this process: two sites tuning on two threads would
 # otherwise time each other's kernels.
 BENCH_LOCK = threading.RLock()
+#: Find the arguments a kernel changes in place while tuning (``backends/inplace.py``).
+#: A constant, not an option: ``benchmarks/bench_inplace_watch.py`` turns it off to price it.
+WATCH_IN_PLACE = True
 
 
 def per_launch_setup(req: Any) -> bool:
@@ -48,10 +55,22 @@ def reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {first}"[:500]
 
 
-class Guard:
-    """Snapshots, restores and zeroes arguments by parameter name."""
+def hook_args(info: Any, v: Variant) -> dict[str, Any]:
+    """What ``pre_hook``/``post_hook`` receive for ``v``: its arguments by parameter name
+    and its launch options (``num_warps``, ...), as Triton's hooks see them."""
+    from tunedsl.backends import triton as bt
 
-    def __init__(self, bound: Mapping[str, Any], req: Any) -> None:
+    bound = bt.bind_arguments(info, v.args, v.kwargs)
+    return {**{k: x for k, x in v.options.items() if k not in bound}, **bound}
+
+
+class Guard:
+    """Snapshots, restores and zeroes arguments by parameter name. ``watch``: find the
+    arguments the kernel changes in place (``backends/inplace.py``) and restore them too."""
+
+    def __init__(
+        self, bound: Mapping[str, Any], req: Any, watch: bool = False, kernel: str = ""
+    ) -> None:
         names = set(bound)
         for option in ("restore_value", "reset_to_zero"):
             for name in getattr(req, option):
@@ -63,33 +82,68 @@ class Guard:
                 if bound[name] is not None and not is_tensor(bound[name]):
                     raise UsageError(f"{option}: argument {name!r} is not a tensor")
         from tunedsl.backends import triton as bt
+        from tunedsl.backends.inplace import InPlaceWatch
 
         self.bt = bt
         self.bound = bound
+        self.kernel = kernel
         # An optional buffer passed as None is skipped (as Triton does).
         self.zero_names = [n for n in req.reset_to_zero if bound[n] is not None]
         self.restore = {n: bt.clone(bound[n]) for n in req.restore_value if bound[n] is not None}
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.pre_hook
+        skip = (*req.restore_value, *req.reset_to_zero)
+        self.watch = InPlaceWatch(bound, skip, req.rtol, req.atol) if watch else None
+        self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
     def snapshot_all(self) -> None:
         self.verify_snapshot = {n: self.bt.clone(v) for n, v in self.bound.items() if is_tensor(v)}
 
-    def before_rep(self) -> None:
+    def observe(self) -> None:
+        """Before each launch of the tuning: the in-place watch's turn."""
+        if self.watch is not None and not self.watch.done:
+            self._found(self.watch.before_launch())
+
+    def _found(self, names: list[str]) -> None:
+        if not names or self.watch is None:
+            return
+        from tunedsl.backends.inplace import warn_in_place
+        from tunedsl.warn import warn_once
+
+        for name in names:
+            self.restore[name] = self.watch.found[name]
+        warn_in_place(self.kernel, names, warn_once)
+        if self.on_found is not None:
+            self.on_found()
+
+    def before_rep(self, hook_args: Mapping[str, Any] | None = None) -> None:
+        self.observe()
         for name, saved in self.restore.items():
             self.bt.copy_into(self.bound[name], saved)
         for name in self.zero_names:
             self.bt.zero(self.bound[name])
         if self.pre_hook is not None:
-            self.pre_hook(dict(self.bound))
+            self.pre_hook(dict(self.bound if hook_args is None else hook_args))
 
     def restore_all(self) -> None:
+        """Every snapshot back where the kernel changed it (a tensor it did not write is
+        left alone: a broadcast input, ``expand``ed with stride 0, cannot be copied into)."""
         for name, saved in self.verify_snapshot.items():
-            self.bt.copy_into(self.bound[name], saved)
+            if name not in self.restore and not self.bt.equal(self.bound[name], saved):
+                self.bt.copy_into(self.bound[name], saved)
         for name, saved in self.restore.items():
             self.bt.copy_into(self.bound[name], saved)
         for name in self.zero_names:
             self.bt.zero(self.bound[name])
+
+    def close(self) -> None:
+        """After the tuning's last launch: every argument back to the caller's values."""
+        if self.watch is not None:
+            found, written = self.watch.finish()
+            self._found(found)
+            for name, saved in written.items():
+                self.bt.copy_into(self.bound[name], saved)
+        self.restore_all()
 
 
 class Verifier:
@@ -125,9 +179,15 @@ class Verifier:
         if not guard.verify_snapshot:
             guard.snapshot_all()
 
-    def check(self, run: Callable[[], Any]) -> str | None:
-        """Run once from the snapshot; None when the outputs agree with the reference."""
+    def check(
+        self, run: Callable[[], Any], hook_args: Mapping[str, Any] | None = None
+    ) -> str | None:
+        """Run once from the snapshot (after ``pre_hook``); None when the outputs agree
+        with the reference."""
+        self.guard.observe()
         self.guard.restore_all()
+        if self.guard.pre_hook is not None:
+            self.guard.pre_hook(dict(self.guard.bound if hook_args is None else hook_args))
         run()
         self.guard.bt.synchronize()
         outputs = {n: self.guard.bt.clone(self.guard.bound[n]) for n in self.outputs}
@@ -243,13 +303,17 @@ class InProcessMeasurer:
         self.variant_for = variant_for
         self.progress = progress
         self._launch = launch_jit
-        info = bt.kernel_info(req.kernel)
+        self.info = info = bt.kernel_info(req.kernel)
         self.bound = bt.bind_arguments(info, first.args, first.kwargs)
         with BENCH_LOCK:
             self.timer = graph_timing.make_timer(req.timing, per_launch_setup(req))
-            self.guard = Guard(self.bound, req)
+            self.guard = Guard(self.bound, req, watch=WATCH_IN_PLACE, kernel=info.qualname)
+            self.guard.on_found = self._restoring
             self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
         self.runs: dict[Config, Callable[[], Any]] = {}
+        # Per configuration: its hooks' arguments, and the setup before each repetition.
+        self.hook_args: dict[Config, dict[str, Any]] = {}
+        self.setups: dict[Config, Callable[[], None]] = {}
         self.first_ms: dict[Config, float] = {}
         self.settled = False
         self.ahead: CompileAhead | None = None
@@ -268,9 +332,21 @@ class InProcessMeasurer:
         kernel, launch = self.req.kernel, self._launch
         return lambda: launch(kernel, v.grid, v.args, options)
 
-    def _post(self, error: BaseException | None) -> None:
-        if self.req.post_hook is not None:
-            self.req.post_hook(self.bound, exception=error)  # Triton's hook signature
+    def _restoring(self) -> None:
+        """In-place arguments were found: every launch now restores arguments first, so
+        ``timing="auto"`` keeps per-launch timing (as with ``restore_value``)."""
+        if hasattr(self.timer, "per_launch_setup"):
+            self.timer.per_launch_setup = True
+
+    def _post(self, config: Config, error: BaseException | None) -> None:
+        if self.req.post_hook is not None:  # Triton's hook signature
+            self.req.post_hook(self.hook_args.get(config, self.bound), exception=error)
+
+    def _setup(self, v: Variant) -> Callable[[], None]:
+        args = self.hook_args[v.config] = hook_args(self.info, v)
+        guard = self.guard
+        setup = self.setups[v.config] = lambda: guard.before_rep(args)
+        return setup
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Start compiling the driver's next batch while this one is measured (the driver
@@ -310,20 +386,21 @@ class InProcessMeasurer:
             if self.progress is not None:
                 self.progress.compiled(v.config)
             run = self._runner(v)
+            setup = self._setup(v)
             error: BaseException | None = None
             problem: str | None = None
             with BENCH_LOCK:
                 try:
                     if self.verifier is not None:
-                        problem = self.verifier.check(run)
+                        problem = self.verifier.check(run, self.hook_args[v.config])
                     if problem is None:
-                        self.timer.sample(run, self.guard.before_rep, 1)  # warm-up, discarded
+                        self.timer.sample(run, setup, 1)  # warm-up, discarded
                 except UsageError:  # a mistake in the call (or a hook), not in a configuration
                     raise
                 except Exception as err:  # a configuration may fail at run time
                     error = err
                 finally:
-                    self._post(error)
+                    self._post(v.config, error)
             if problem is not None:
                 yield self._failed(v.config, "rejected", problem)
             elif error is not None:
@@ -344,15 +421,16 @@ class InProcessMeasurer:
                 if prep.error is not None:
                     raise MeasureFailure(prep.error.removeprefix("run: "))
             run = self.runs[config]
+        setup = self.setups[config]
         with BENCH_LOCK:
             try:
                 if not self.settled and hasattr(self.timer, "settle"):
-                    self._choose_timer(run)
-                samples = list(self.timer.sample(run, self.guard.before_rep, reps))
+                    self._choose_timer(run, setup)
+                samples = list(self.timer.sample(run, setup, reps))
             except UsageError:
                 raise
             except Exception as err:
-                self._post(err)
+                self._post(config, err)
                 raise MeasureFailure(reason(err)) from err
         if config not in self.first_ms and samples:
             self.first_ms[config] = statistics.median(samples)
@@ -360,7 +438,7 @@ class InProcessMeasurer:
                 self.progress.measured(config, self.first_ms[config])
         return samples
 
-    def _choose_timer(self, run: Any) -> None:
+    def _choose_timer(self, run: Any, setup: Callable[[], None]) -> None:
         """timing="auto", before the first sample: a short probe with events decides, once
         for the whole tuning, whether every sample is graph-timed (a kernel this short
         would be ranked by its launch overhead). Samples of one tuning never mix timers:
@@ -369,7 +447,7 @@ class InProcessMeasurer:
         self.settled = True
         # The fastest of five: the first launches of a fresh process can be slow for reasons
         # that are not the kernel's (clocks ramping up), and a slow probe means events.
-        probe = self.timer.sample(run, self.guard.before_rep, 5)
+        probe = self.timer.sample(run, setup, 5)
         self.timer.settle([min(probe)])
 
     def settle(self) -> None:
@@ -380,5 +458,6 @@ class InProcessMeasurer:
             self.ahead.cancel()
             self.ahead = None
         with BENCH_LOCK:
-            self.guard.restore_all()
+            self.bt.synchronize()
+            self.guard.close()
             self.bt.synchronize()

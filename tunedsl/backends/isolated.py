@@ -26,8 +26,8 @@ has ``isolate=True`` or ``TUNEDSL_ISOLATE=1`` (and by ``tunedsl precompile --tun
   the worker on its copies, before every repetition, exactly as in-process tuning does.
   ``benchmarks/bench_isolate.py`` measures the cost (worker start, copy, per-request IPC).
 - **Failure**: a worker that dies (signal, exit) while a configuration runs, or does not
-  answer within ``TUNEDSL_ISOLATE_TIMEOUT`` seconds (default 60; compiling adds
-  ``TUNEDSL_COMPILE_TIMEOUT``), is killed and restarted; that configuration is reported
+  answer within ``TUNEDSL_CONFIG_TIMEOUT`` seconds (default 60; a request that compiles
+  may take the compile timeout more), is killed and restarted; that configuration is reported
   failed with the reason (``"crashed: worker killed by SIGSEGV"``, ``"timeout: ..."``).
   A worker that cannot start or set up raises ``TuningError`` with the reason.
 """

@@ -136,7 +136,7 @@ class _State:
                 continue
             error: BaseException | None = None
             try:
-                problem = self.verifier.check(self.run(index))
+                problem = self.verifier.check(self.run(index), self.hook_args(index))
             except Exception as err:
                 error = err
                 self.run_failed = True
@@ -144,7 +144,7 @@ class _State:
                 continue
             finally:
                 if self.req.post_hook is not None:
-                    self.req.post_hook(self.bound, error)
+                    self.req.post_hook(self.hook_args(index), exception=error)
             if problem is not None:
                 reply(("prepared", index, "rejected", problem))
             else:
@@ -180,16 +180,27 @@ class _State:
         self.prepare(indices, opened)
         reply(("done",))
 
+    def hook_args(self, index: int) -> dict[str, Any]:
+        from tunedsl.backends import triton as bt
+        from tunedsl.backends.inprocess import hook_args
+
+        return hook_args(bt.kernel_info(self.kernel), self.variants[index])
+
     def sample(self, index: int, reps: int) -> list[float]:
         run = self.run(index)
+        args = self.hook_args(index)
+
+        def setup() -> None:
+            self.guard.before_rep(args)
+
         settle = getattr(self.timer, "settle", None)
         if settle is not None and not self.timer_chosen:
             # timing="auto": one probe decides events or graphs for every sample of this
             # tuning, as in the parent (backends/inprocess.py): samples never mix timers.
             self.timer_chosen = True
-            probe = self.timer.sample(run, self.guard.before_rep, 5)
+            probe = self.timer.sample(run, setup, 5)
             settle([min(probe)])
-        return list(self.timer.sample(run, self.guard.before_rep, reps))
+        return list(self.timer.sample(run, setup, reps))
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:

@@ -310,3 +310,15 @@ def synchronize() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def equal(a: Any, b: Any) -> bool:
+    """Same shape and exactly the same values, NaN equal to NaN (an untouched
+    ``torch.empty`` buffer may hold NaNs, and must compare equal to its copy)."""
+    import torch
+
+    if torch.equal(a, b):
+        return True
+    if a.shape != b.shape or not (a.is_floating_point() or a.is_complex()):
+        return False
+    return bool(torch.allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True))

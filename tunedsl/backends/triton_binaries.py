@@ -34,6 +34,7 @@ import io
 import json
 import os
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,21 +174,28 @@ def load(launch: LaunchSource) -> Any:
     root = binaries_dir()
     folder = root / launch.key
     try:
-        manifest_text = (folder / MANIFEST).read_text(encoding="utf-8")
+        # Through the checked directory's descriptor (the chain from the cache root checked
+        # once): a directory swapped afterwards cannot redirect the reads.
+        folder_fd = paths.open_private_dir(folder)
     except (FileNotFoundError, NotADirectoryError):
+        return None
+    except paths.UntrustedDir as why:
+        warn_once(
+            f"binary-dir:{root}",
+            f"not loading stored kernel binaries from {root}: the directory is not private "
+            f"to this user ({why}); fix its ownership and mode (chmod 700), or point "
+            "TUNEDSL_CACHE_DIR at a directory of your own",
+        )
         return None
     except OSError as err:
         warn_once(f"binary:{folder}", f"ignoring stored kernel binary {folder}: {err}")
         return None
-    if not paths.is_private_dir(root):
-        warn_once(
-            f"binary-dir:{root}",
-            f"not loading stored kernel binaries from {root}: the directory is not private "
-            "to this user (owned by another user or writable by others)",
-        )
-        return None
     try:
-        return _validated_kernel(folder, manifest_text, launch)
+        try:
+            manifest_text = _read_at(folder_fd, MANIFEST).decode("utf-8")
+        except FileNotFoundError:
+            return None
+        return _validated_kernel(folder, folder_fd, manifest_text, launch)
     except Exception as err:  # anything unexpected in a stored entry: a miss, never a crash
         warn_once(
             f"binary:{folder}",
@@ -196,9 +204,21 @@ def load(launch: LaunchSource) -> Any:
         # Remove it, so the binary compiled now replaces it (entries are never edited).
         shutil.rmtree(folder, ignore_errors=True)
         return None
+    finally:
+        os.close(folder_fd)
 
 
-def _validated_kernel(folder: Path, manifest_text: str, launch: LaunchSource) -> Any:
+def _read_at(dir_fd: int, name: str) -> bytes:
+    fd = os.open(_safe_name(name), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise BadBinary(f"{name} is not a regular file")
+        return fh.read()
+
+
+def _validated_kernel(
+    folder: Path, folder_fd: int, manifest_text: str, launch: LaunchSource
+) -> Any:
     manifest = json.loads(manifest_text)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BadBinary(f"manifest format is not {FORMAT}")
@@ -213,7 +233,7 @@ def _validated_kernel(folder: Path, manifest_text: str, launch: LaunchSource) ->
         raise BadBinary(f"manifest files are not {meta_name} and {binary_name}")
     contents: dict[str, bytes] = {}
     for file_name, entry in files.items():
-        data = (folder / _safe_name(file_name)).read_bytes()
+        data = _read_at(folder_fd, file_name)
         if not isinstance(entry, dict) or entry.get("size") != len(data):
             raise BadBinary(f"{file_name} has the wrong size")
         if entry.get("sha256") != _sha256(data):

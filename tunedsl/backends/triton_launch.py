@@ -4,7 +4,7 @@
   what ``kernel[grid](...)`` does (``__getitem__`` only wraps this call in a lambda). Used
   under the interpreter, for the first launch of every key, and whenever the direct path
   cannot be sure it is exact.
-- **direct** (GPU; ``TUNEDSL_DIRECT_LAUNCH=0`` turns it off): the first JIT launch of a
+- **direct** (GPU; ``TUNEDSL_SAFE=direct`` turns it off): the first JIT launch of a
   key returns Triton's ``CompiledKernel``; later calls of that key call its launcher with
   the grid, the current stream and every parameter in order. This skips the JIT's per-call
   option parsing, specialization, cache-key string and launch-hook metadata. It is exact
@@ -34,7 +34,7 @@ from tunedsl.model.keys import is_tensor
 
 
 def direct_launch_enabled() -> bool:
-    """``TUNEDSL_DIRECT_LAUNCH`` (default on), and a Triton version whose launcher internals
+    """The direct launch (``TUNEDSL_SAFE=direct`` turns it off), and a Triton version whose launcher internals
     were tested (:func:`compat.internals_usable`; otherwise the JIT path, one warning)."""
     from tunedsl import knobs
 

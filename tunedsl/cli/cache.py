@@ -4,19 +4,20 @@
                                          choice, device; also those of
                                          TUNEDSL_RECORDS_PATH (read-only)
     tunedsl cache show ID [--json]       one record (ID: a unique prefix of the digest)
-    tunedsl cache clear ID... | --kernel NAME | --site TEXT | --all
-                                         remove the records named (--all: every one,
-                                         and the stored kernel binaries)
+    tunedsl cache clear [ID...] [--kernel NAME] [--site TEXT]
+                                         remove the records named
+    tunedsl cache clear --all            remove every record and the stored kernel binaries
     tunedsl cache gc [--dry-run]         remove records whose site or kernel is gone, and
                                          records of another Triton or record schema
-    tunedsl cache export FILE [ID...]    write records to one JSON bundle
-    tunedsl cache import FILE            validate every record of a bundle, then add them ('-': stdin)
+    tunedsl cache export FILE [ID...]    write records to a bundle ('-': stdout)
+    tunedsl cache import FILE            validate and add the records of a bundle ('-': stdin)
 
 ``clear`` and ``gc`` remove only what tunedsl wrote: regular ``<digest>.json`` files of the
 cache's own records directory (never through a symbolic link), with their lock files.
 
-A bundle is ``{"tunedsl_records": 1, "records": [record, ...]}``. Import checks every
-record against the schema before writing any, so a bad bundle changes nothing.
+Every command streams, one record at a time, so its memory does not grow with the number
+of records. A bundle is JSON Lines (``cli/bundle.py``): each line is validated on its own,
+and a damaged one is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tunedsl.cli.bundle import read_bundle, write_bundle
-from tunedsl.cli.cache_select import check_id, clear_selection, terminal_text
+from tunedsl.cli.bundle import BundleReader, export_bundle
+from tunedsl.cli.cache_clear import clear as _clear
+from tunedsl.cli.cache_clear import record_names
+from tunedsl.cli.cache_select import check_id as _check_id
+from tunedsl.cli.cache_select import terminal_text as _text
 from tunedsl.errors import UsageError
 
 
@@ -51,13 +56,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=Path,
         help="also draw every configuration's time into FILE (PNG, as the gallery does)",
     )
-    clear = sub.add_parser("clear", help="remove the records named, or --all")
+    clear = sub.add_parser("clear", help="remove the named records, or --all of them")
     clear.add_argument("ids", nargs="*", metavar="ID")
-    clear.add_argument("--kernel", help="only records of this kernel (qualified name)")
-    clear.add_argument("--site", help="only records whose site contains this text")
     clear.add_argument(
         "--all", action="store_true", help="every record (and the stored kernel binaries)"
     )
+    clear.add_argument("--kernel", help="only records of this kernel (qualified name)")
+    clear.add_argument("--site", help="only records whose site contains this text")
     gc = sub.add_parser(
         "gc", help="remove records whose site or kernel is gone, or of another toolchain"
     )
@@ -93,18 +98,28 @@ def main(args: argparse.Namespace) -> int:
     return handler[action](args)
 
 
+def _iter_all(roots: list[Path] | None = None) -> Iterator[tuple[Path, Any, str]]:
+    """Each record file of the cache (or of ``roots``) in name order, one at a time:
+    ``(path, record, "")``, or ``(path, None, why)`` for a file that is not a valid record."""
+    from tunedsl.store import records
+
+    for path in records.iter_record_files(roots):
+        try:
+            yield path, records.read_record_file(path), ""
+        except (OSError, ValueError) as err:
+            yield path, None, str(err)
+
+
 def _load_all(
     roots: list[Path] | None = None,
 ) -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
     """Records of the cache (or of ``roots``), and the files that are not valid records."""
-    from tunedsl.store import records
-
     good, bad = [], []
-    for path in records.iter_record_files(roots):
-        try:
-            good.append((path, records.read_record_file(path)))
-        except (OSError, ValueError) as err:
-            bad.append((path, str(err)))
+    for path, record, why in _iter_all(roots):
+        if record is None:
+            bad.append((path, why))
+        else:
+            good.append((path, record))
     return good, bad
 
 
@@ -116,7 +131,7 @@ def _load_read_only() -> tuple[list[tuple[Path, Any]], list[tuple[Path, str]]]:
 
 
 def _find(ident: str) -> tuple[Path, Any]:
-    check_id(ident)
+    _check_id(ident)
     good, _ = _load_all()
     if not any(r.digest.startswith(ident.lower()) for _, r in good):
         good = _load_read_only()[0]
@@ -159,45 +174,82 @@ def _location(record: Any) -> str:
     return ""
 
 
-def _key_text(key: Any, limit: int = 60) -> str:
-    text = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _key_text(key: Any) -> str:
+    # Whole: two keys of one site may differ only at the end (a value prune= reads).
+    return json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+LS_HEADER = "ID  TUNED  SITE (LOCATION)  KERNEL  key KEY  [CHOICE]  DEVICE"
 
 
 def _ls(args: argparse.Namespace) -> int:
-    good, bad = _load_all()
+    """Streamed: the cache's records one at a time, then the read-only ones."""
     extra_good, extra_bad = _load_read_only()
-    rows = [{**_summary(r, p), "read_only": False, "shadowed": False} for p, r in good]
-    # Run time looks in the cache first, then the extra directories in order: a digest
-    # seen earlier shadows the later copies.
-    seen = {r.digest for _, r in good}
+    # As run time decides: the cache's record, unless the first shipped record of the same
+    # digest is newer; every later shipped copy is shadowed.
+    first_shipped: dict[str, float] = {}
+    for _, record in extra_good:
+        first_shipped.setdefault(record.digest, record.timestamp)
+    mine: dict[str, float] = {}  # the cache's timestamps of the digests shipped too
+    bad: list[tuple[Path, str]] = []
+    out = _Rows(args.json)
+    for path, record, why in _iter_all():
+        if record is None:
+            bad.append((path, why))
+            continue
+        shipped = first_shipped.get(record.digest)
+        if shipped is not None:
+            mine[record.digest] = record.timestamp
+        newer = shipped is not None and shipped > record.timestamp
+        out.add({**_summary(record, path), "read_only": False, "shadowed": newer})
+    seen: set[str] = set()
     for path, record in extra_good:
-        rows.append(
-            {**_summary(record, path), "read_only": True, "shadowed": record.digest in seen}
-        )
+        first = record.digest not in seen
         seen.add(record.digest)
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    if not rows:
-        print("no tuning records")
-    for row in rows:
-        when = datetime.datetime.fromtimestamp(row["timestamp"]).strftime("%Y-%m-%d %H:%M")
-        chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())
-        where = ""
-        if row["read_only"]:
-            where = f"  (read-only: {Path(row['path']).parent}"
-            where += ", shadowed by an earlier record)" if row["shadowed"] else ")"
-        at = f" ({row['location']})" if row["location"] and row["location"] != row["site"] else ""
-        print(
-            terminal_text(
-                f"{row['id']}  {when}  {row['site']}{at}  {row['kernel']}  "
-                f"key {_key_text(row['key'])}  [{chosen}]  {row['device']}{where}"
-            )
-        )
+        ours = mine.get(record.digest)
+        shadowed = not first or (ours is not None and record.timestamp <= ours)
+        out.add({**_summary(record, path), "read_only": True, "shadowed": shadowed})
+    out.close()
     for path, why in [*bad, *extra_bad]:
-        print(terminal_text(f"invalid: {path}: {why}"), file=sys.stderr)
+        print(_text(f"invalid: {path}: {why}"), file=sys.stderr)
     return 0
+
+
+class _Rows:
+    """``cache ls`` output, one row at a time (a JSON list with ``--json``)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.count = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        if self.as_json:
+            sys.stdout.write(("[\n" if self.count == 0 else ",\n") + json.dumps(row))
+        else:
+            sys.stdout.write((LS_HEADER + "\n" if self.count == 0 else "") + _row_text(row) + "\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if self.as_json:
+            print("[]" if self.count == 0 else "\n]")
+        elif self.count == 0:
+            print("no tuning records")
+
+
+def _row_text(row: dict[str, Any]) -> str:
+    when = datetime.datetime.fromtimestamp(row["timestamp"]).strftime("%Y-%m-%d %H:%M")
+    chosen = ", ".join(f"{k}={v}" for k, v in row["chosen"].items())
+    where = ""
+    if row["read_only"]:
+        where = f"  (read-only: {Path(row['path']).parent}"
+        where += ", shadowed by another record)" if row["shadowed"] else ")"
+    elif row["shadowed"]:
+        where = "  (shadowed by a newer read-only record)"
+    at = f" ({row['location']})" if row["location"] and row["location"] != row["site"] else ""
+    return _text(
+        f"{row['id']}  {when}  {row['site']}{at}  {row['kernel']}  "
+        f"key {_key_text(row['key'])}  [{chosen}]  {row['device']}{where}"
+    )
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -215,15 +267,13 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record.to_json(), indent=1))
         return 0
-    print(f"record {record.id} ({terminal_text(path)})")
-    print(terminal_text(f"  site:    {record.site}"))
+    print(f"record {record.id} ({_text(path)})")
+    print(_text(f"  site:    {record.site}"))
     if _location(record):
-        print(terminal_text(f"  at:      {_location(record)}"))
-    print(
-        terminal_text(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})")
-    )
+        print(_text(f"  at:      {_location(record)}"))
+    print(_text(f"  kernel:  {record.kernel.get('qualname')} ({record.kernel.get('file')})"))
     print(f"  key:     {json.dumps(record.key)}")
-    print(terminal_text(f"  device:  {record.device.get('name')} ({record.device.get('type')})"))
+    print(_text(f"  device:  {record.device.get('name')} ({record.device.get('type')})"))
     print(f"  versions: {json.dumps(record.versions)}")
     print(f"  tuned in {record.tuning_s:.2f} s, effort {record.effort}")
     print(f"  chosen:  {record.chosen}")
@@ -233,37 +283,6 @@ def _show(args: argparse.Namespace) -> int:
             print(f"  {mark} {r.config!s:<50} {r.median_ms:10.4f} ms  ±{r.spread:.1%}  x{r.reps}")
         else:
             print(f"  {mark} {r.config!s:<50} {r.status}: {r.reason}")
-    return 0
-
-
-def _clear(args: argparse.Namespace) -> int:
-    from tunedsl.store import paths, records
-
-    ids, everything = clear_selection(args)
-    root = paths.records_dir()
-    if os.path.lexists(root) and not paths.is_private_dir(root):
-        raise UsageError(
-            f"{root} is not a private directory of this user (a symbolic link, another "
-            "owner, or writable by others); not removing anything in it"
-        )
-    good, bad = _load_all()
-    chosen = []
-    for _, record in good:
-        if ids and not any(record.digest.startswith(i) for i in ids):
-            continue
-        if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
-            continue
-        if args.site is not None and args.site not in record.site:
-            continue
-        chosen.append(record.digest)
-    if everything:  # clearing everything removes unreadable record files too
-        chosen.extend(p.stem for p, _ in bad if records.is_record_name(p.name))
-    removed = sum(1 for digest in chosen if records.remove_record_files(digest))
-    print(f"removed {removed} record{'s' if removed != 1 else ''}")
-    if everything:
-        # Everything: also what killed writers left behind, however young.
-        records.remove_stale_temporaries(older_than_s=0)
-        _clear_binaries()
     return 0
 
 
@@ -281,11 +300,7 @@ def _gc(args: argparse.Namespace) -> int:
             doomed.append((record, why))
     for record, why in doomed:
         verb = "would remove" if args.dry_run else "removing"
-        print(
-            terminal_text(
-                f"{verb} {record.id}  {record.site}  {record.kernel.get('qualname')}: {why}"
-            )
-        )
+        print(_text(f"{verb} {record.id}  {record.site}  {record.kernel.get('qualname')}: {why}"))
         if not args.dry_run:
             records.remove_record_files(record.digest)
     kept = len(good) - len(doomed)
@@ -341,41 +356,57 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def _clear_binaries() -> None:
-    """Stored kernel binaries (``tunedsl/backends/triton_binaries.py``): a later process
-    compiles and stores them again."""
-    import shutil
-
-    from tunedsl.store.paths import binaries_dir
-
-    root = binaries_dir()
-    if root.is_dir():
-        count = sum(1 for p in root.iterdir() if not p.name.startswith("."))
-        shutil.rmtree(root, ignore_errors=True)
-        print(f"removed {count} stored kernel binar{'ies' if count != 1 else 'y'}")
-
-
 def _export(args: argparse.Namespace) -> int:
-    ids = [check_id(i) for i in args.ids]
-    good, _ = _load_all()
-    picked = [r for _, r in good if not ids or any(r.digest.startswith(i) for i in ids)]
+    """Streamed: each record is read, checked and written, one at a time."""
+    from tunedsl.store import records
+
+    ids = [_check_id(i) for i in args.ids]
+    names = [p for p in record_names() if not ids or any(p.stem.startswith(i) for i in ids)]
     for ident in ids:
-        if not any(r.digest.startswith(ident) for r in picked):
+        if not any(p.stem.startswith(ident) for p in names):
             raise UsageError(f"no tuning record with id {ident!r}; `tunedsl cache ls` lists them")
-    if not write_bundle(args.file, picked):
-        return 0  # written to stdout
-    print(f"exported {len(picked)} record{'s' if len(picked) != 1 else ''} to {args.file}")
+
+    def picked() -> Iterator[Any]:
+        for path in names:
+            try:
+                record = records.read_record_file(path)
+            except (OSError, ValueError) as err:
+                print(_text(f"tunedsl: warning: not exported: {path}: {err}"), file=sys.stderr)
+                continue
+            if record.digest == path.stem:
+                yield record
+
+    count = export_bundle(args.file, picked())
+    if args.file != "-":
+        print(f"exported {count} record{'s' if count != 1 else ''} to {args.file}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
+    """Streamed: each record of the bundle is validated and written, one at a time; a
+    damaged line of the bundle is skipped with a warning."""
     from tunedsl.store import atomic, paths, records
 
-    parsed = read_bundle(args.file)
+    reader = BundleReader(args.file)
     root = paths.ensure_private_dir(paths.records_dir())
     if not paths.is_private_dir(root):
         raise UsageError(f"{root} is not a private directory of this user; nothing imported")
-    for record in parsed:
-        atomic.write_json(records.record_path(record.digest, root), record.to_json())
-    print(f"imported {len(parsed)} record{'s' if len(parsed) != 1 else ''}")
+    count = 0
+    try:
+        for record in reader:
+            # Not flushed one by one (a bundle of 10^5 records would wait on 10^5 flushes):
+            # the directory is flushed once at the end, and a record torn by a crash
+            # before that is a miss, never a wrong choice (every load validates it).
+            text = json.dumps(record.to_json(), separators=(",", ":")) + "\n"  # C encoder
+            atomic.write_bytes(
+                records.record_path(record.digest, root), text.encode(), durable=False
+            )
+            count += 1
+    finally:
+        if count:
+            os.sync()
+    skipped = f"; skipped {reader.skipped} damaged line{'s' if reader.skipped != 1 else ''}"
+    print(
+        f"imported {count} record{'s' if count != 1 else ''}" + (skipped if reader.skipped else "")
+    )
     return 0

@@ -118,7 +118,7 @@ def collect(probe: bool = True) -> dict[str, Any]:
             or os.path.join(os.path.expanduser("~"), ".triton", "cache"),
         },
         "settings": _settings(),
-        "hot path": {"C fused launch": native.status()},
+        "hot path": {"fused launch": native.status()},
     }
 
 

@@ -82,13 +82,12 @@ def gpu_available() -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tunedsl.errors import UsageError
     from tunedsl.gallery.plots import matplotlib_available, write_plots
     from tunedsl.gallery.report import write_report
     from tunedsl.gallery.runner import default_examples_dir, discover, run_gallery
+    from tunedsl.knobs import finite_number
 
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    finite_number(args.timeout, "--timeout", unit=" of seconds")
     examples_dir = args.examples if args.examples is not None else default_examples_dir()
     scripts = discover(examples_dir.resolve(), args.only)
     out_dir: Path = args.out.resolve()

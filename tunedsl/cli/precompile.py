@@ -83,7 +83,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="S",
-        help="seconds one configuration may compile (default: TUNEDSL_COMPILE_TIMEOUT)",
+        help="seconds one configuration may compile (default: TUNEDSL_CONFIG_TIMEOUT)",
     )
     return parser
 
@@ -119,25 +119,50 @@ class Progress:
         print(self.line(), file=self.stream, flush=True)
 
 
+#: Columns a summary row stays within (a long site label is shortened from the left).
+TABLE_WIDTH = 100
+_COUNTS = ("compiled", "cached", "failed", "interpreted")
+
+
 def render_table(summary: Summary) -> str:
-    rows = [("what", "compiled", "cached", "failed", "interpreted")]
+    """One row per site and signature with its counts, and under it the key, indented, as
+    whole ``name=value`` items (``+N more`` counts the rest; ``--json`` has them all)."""
     b = summary.bytecode
-    rows.append(
-        ("bytecode (DSL modules)", str(b["compiled"]), str(b["cached"]), str(b["failed"]), "-")
-    )
+    rows: list[tuple[str, list[str], str]] = [
+        (
+            "bytecode (DSL modules)",
+            [str(b["compiled"]), str(b["cached"]), str(b["failed"]), "-"],
+            "",
+        )
+    ]
     for r in summary.reports:
-        what = f"{_site_text(r.site)} {_key_text(r.key)}".strip() + (" (tuned)" if r.tuned else "")
-        rows.append((what, str(r.compiled), str(r.cached), str(len(r.failed)), str(r.interpreted)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for n, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
+        what = _site_text(r.site) + (" (tuned)" if r.tuned else "")
+        counts = [str(r.compiled), str(r.cached), str(len(r.failed)), str(r.interpreted)]
+        rows.append((what, counts, _key_text(r.key, TABLE_WIDTH - 2)))
+    counts_width = sum(len(c) + 2 for c in _COUNTS)
+    width = min(max(len("what"), *(len(w) for w, _, _ in rows)), TABLE_WIDTH - counts_width)
+    widths = [width] + [len(c) for c in _COUNTS]
+    lines = [
+        "  ".join(["what".ljust(width), *_COUNTS]),
+        "  ".join("-" * w for w in widths),
+    ]
+    for what, counts, key in rows:
+        cells = [_fit(what, width).ljust(width)]
+        cells += [c.rjust(w) for c, w in zip(counts, widths[1:], strict=True)]
         lines.append("  ".join(cells))
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+        if key:
+            lines.append(f"  {key}")
     return "\n".join(lines)
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` in ``width`` columns: a long path loses its first directories (whole ones
+    where it can), never its file name and line."""
+    if len(text) <= width:
+        return text
+    tail = text[len(text) - width + 3 :]
+    cut = tail.find("/")
+    return "..." + (tail[cut:] if 0 <= cut < tail.find(":") else tail)
 
 
 def _site_text(site: str) -> str:
@@ -153,22 +178,59 @@ def _site_text(site: str) -> str:
     return site
 
 
-_KEY_WIDTH = 60
+def _key_items(key: Any) -> list[str]:
+    """``name=value`` items of a key: a record's readable key (``args``, ``user_key``,
+    ``prune``), a plain mapping, or (from a site that cannot name its arguments) the
+    parts of a call key."""
+    if isinstance(key, dict) and isinstance(key.get("args"), dict):
+        items = [f"{name}={_value_text(v)}" for name, v in key["args"].items()]
+        if "user_key" in key:
+            items.append(f"key={_value_text(key['user_key'])}")
+        for name, v in (key.get("prune") or {}).items():
+            items.append(f"prune:{name}={_value_text(v)}")
+        return items
+    if isinstance(key, dict):
+        return [f"{k}={_value_text(v)}" for k, v in key.items()]
+    if isinstance(key, tuple | list):
+        return [_value_text(v) for v in key]
+    return [_value_text(key)]
 
 
-def _key_text(key: Any) -> str:
-    """The key for the table: whole ``name=value`` items only, never cut inside one; items
-    past the width are counted instead (``--json`` has the full key)."""
+def _value_text(value: Any) -> str:
+    """One argument as the key sees it, short: ``float16[64x32]``, ``i16``, a constexpr's
+    value, a non-contiguous stride pattern after a slash (``float32[8x8]/1s``)."""
+    if isinstance(value, dict):
+        if "constexpr" in value:
+            return _value_text(value["constexpr"])
+        if "dtype" in value:
+            text = str(value["dtype"]).removeprefix("torch.")
+            if "shape" in value:
+                text += "[" + "x".join(str(d) for d in value["shape"]) + "]"
+            stride = value.get("stride")
+            if isinstance(stride, str) and stride and stride != "s" * (len(stride) - 1) + "1":
+                text += f"/{stride}"
+            return text
+        if "value" in value:
+            return _value_text(value["value"])
+        return "{" + ", ".join(f"{k}={_value_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple | list):
+        return "(" + ",".join(_value_text(v) for v in value) + ")"
+    text = str(value).removeprefix("torch.")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _key_text(key: Any, width: int = TABLE_WIDTH - 2) -> str:
+    """The key in ``width`` columns: whole ``name=value`` items only, never cut inside
+    one; items past the width are counted instead (``--json`` has the full key)."""
     if key is None:
         return ""
-    if not isinstance(key, dict):
-        return str(key)
-    items = [f"{k}={v}" for k, v in key.items()]
+    items = _key_items(key)
     shown: list[str] = []
     for n, item in enumerate(items):
-        more = len(items) - n
-        if shown and len(", ".join([*shown, item])) > _KEY_WIDTH:
-            return "{" + ", ".join(shown) + f", +{more} more" + "}"
+        rest = len(items) - n - 1
+        text = "{" + ", ".join([*shown, item]) + (f", +{rest} more" if rest else "") + "}"
+        if len(text) > width:  # the previous round's text, with this item counted, fits
+            return "{" + ", ".join([*shown, f"+{rest + 1} more"]) + "}"
         shown.append(item)
     return "{" + ", ".join(shown) + "}"
 
@@ -226,10 +288,15 @@ def main(args: argparse.Namespace) -> int:
     if args.gpus is not None and (args.gpus < 1 or not args.tune):
         print("tunedsl precompile: error: --gpus N needs --tune and N >= 1", file=sys.stderr)
         return 2
-    if args.timeout is not None and not args.timeout > 0:
-        print("tunedsl precompile: error: --timeout must be a positive number of seconds",
-              file=sys.stderr)  # fmt: skip
-        return 2
+    if args.timeout is not None:
+        from tunedsl.errors import UsageError
+        from tunedsl.knobs import finite_number
+
+        try:
+            finite_number(args.timeout, "--timeout", unit=" of seconds")
+        except UsageError as err:
+            print(f"tunedsl precompile: error: {err}", file=sys.stderr)
+            return 2
     # precompile decides about the interpreter itself (compiling is its job): importing the
     # scripts through the import hook must not turn it on behind --target's back.
     os.environ["TUNEDSL_NO_AUTO_INTERPRET"] = "1"
@@ -276,7 +343,7 @@ def main(args: argparse.Namespace) -> int:
     if summary.bytecode["compiled"] and not bytecode.writing_enabled():
         summary.notes.append(
             "the bytecode cache is not written in this environment (PYTHONDONTWRITEBYTECODE, "
-            "python -B or TUNEDSL_NO_BYTECODE_CACHE=1), so expanded modules were not stored"
+            "python -B or TUNEDSL_SAFE=bytecode), so expanded modules were not stored"
         )
     if args.json:
         import json

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import builtins
-import itertools
 import os
 import sys
 import types
@@ -75,6 +74,7 @@ def _report_uncaught(err: BaseException) -> None:
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
     from tunedsl.errors import TunedslSyntaxError
+    from tunedsl.runtime.mistakes import is_own_file, without_own_frames
 
     if isinstance(err, TunedslSyntaxError):
         # A DSL error (in an imported DSL module, or found by a site on its first call):
@@ -84,7 +84,7 @@ def _report_uncaught(err: BaseException) -> None:
         frames = [
             frame
             for frame in traceback.extract_tb(tb)
-            if not frame.filename.startswith("<frozen ") and not _is_tunedsl_file(frame.filename)
+            if not frame.filename.startswith("<frozen ") and not is_own_file(frame.filename)
         ]
         if frames:
             print("Traceback (most recent call last):", file=sys.stderr)
@@ -93,46 +93,18 @@ def _report_uncaught(err: BaseException) -> None:
         return
     from tunedsl.errors import TunedslError
 
-    if isinstance(err, TunedslError):
-        # A mistake reported by tunedsl (a bad blocks=, a kernel without @triton.jit): the
-        # user's frames only, ending at the line that made it, as pytest hides its own.
-        tb = _without_tunedsl_frames(tb)
+    if isinstance(err, (TunedslError, KeyboardInterrupt)) and not sys.flags.dev_mode:
+        # A mistake reported by tunedsl (a bad blocks=, a kernel without @triton.jit), a
+        # failed tune or a Ctrl-C: the user's frames only, as pytest hides its own
+        # (`python -X dev` keeps them).
+        tb = without_own_frames(tb)
     # The default hook prints the exception's own __traceback__, so trim that too.
     sys.excepthook(type(err), err.with_traceback(tb), tb)
-
-
-def _without_tunedsl_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
-    """The traceback chain with tunedsl's own frames unlinked (``tb_next`` is writable)."""
-    kept: list[types.TracebackType] = []
-    while tb is not None:
-        if not _is_tunedsl_file(tb.tb_frame.f_code.co_filename):
-            kept.append(tb)
-        tb = tb.tb_next
-    for earlier, later in itertools.pairwise(kept):
-        earlier.tb_next = later
-    if kept:
-        kept[-1].tb_next = None
-        return kept[0]
-    return None
-
-
-def _is_tunedsl_file(filename: str) -> bool:
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.abspath(filename)
-    # The shipped examples are user code that happens to live in the package.
-    examples = os.path.join(package, "examples") + os.sep
-    return path.startswith(package + os.sep) and not path.startswith(examples)
 
 
 def run_script(script: str, args: Sequence[str]) -> int:
     """Run ``script`` as ``__main__`` with ``args``; return the exit status."""
     from tunedsl.autointerp import enable_if_no_gpu
-
-    # Before anything can import Triton: without a GPU driver, the interpreter it is.
-    enable_if_no_gpu("tunedsl run")
-    from tunedsl import activate
-    from tunedsl.bytecode import load_or_compile
-    from tunedsl.errors import TunedslSyntaxError
 
     path = os.path.abspath(script)
     try:
@@ -142,6 +114,12 @@ def run_script(script: str, args: Sequence[str]) -> int:
         reason = "is a directory" if os.path.isdir(path) else (err.strerror or str(err))
         print(f"tunedsl run: error: cannot open script {script!r}: {reason}", file=sys.stderr)
         return 2
+    # Before anything can import Triton (and after the script is known to be there, so a
+    # mistyped name gets its error alone): without a GPU driver, the interpreter it is.
+    enable_if_no_gpu("tunedsl run")
+    from tunedsl import activate
+    from tunedsl.bytecode import load_or_compile
+    from tunedsl.errors import TunedslSyntaxError
 
     try:
         code = load_or_compile(source, path)

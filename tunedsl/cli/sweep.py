@@ -37,8 +37,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tunedsl.knobs import finite_number
     from tunedsl.precompile.sweep import sweep
 
+    finite_number(args.gpus_per_task, "--gpus-per-task", zero_ok=True, unit=" of GPUs")
     written, outcomes = sweep(
         args.script,
         args.shapes,

@@ -15,7 +15,7 @@ from typing import Any
 from tunedsl.engine.bench import summarize
 from tunedsl.engine.seams import Observation
 from tunedsl.model.config import Config
-from tunedsl.store.records import ConfigResult
+from tunedsl.model.record import ConfigResult
 
 
 def observations_from_results(results: Iterable[ConfigResult]) -> list[Observation]:

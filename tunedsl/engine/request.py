@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
+from tunedsl.model.record import ConfigResult
 from tunedsl.model.variant import Kernel, Variant
-from tunedsl.store.records import ConfigResult
 
 if TYPE_CHECKING:
     from tunedsl.engine.seams import SearchSpace

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import random
 
     from tunedsl.model.config import Config
-    from tunedsl.store.records import Record
+    from tunedsl.model.record import Record
 
 #: What a measured configuration ended as. "failed": compile or run error, or resources
 #: exceeded; "rejected": ``verify=`` disagreed with the reference.
@@ -55,6 +55,11 @@ class SearchSpace(Protocol):
 
     def iter_valid(self) -> Iterator[Config]:
         """Every valid configuration, lazily, in space order."""
+        ...
+
+    def first_valid(self) -> Config:
+        """One valid configuration, the same every time, found after a bounded number of
+        points (``UsageError`` naming the constraint when none is among them)."""
         ...
 
     def sample(self, rng: random.Random, count: int) -> list[Config]:

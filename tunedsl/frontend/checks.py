@@ -13,7 +13,7 @@ import difflib
 
 from tunedsl.frontend.parser import MacroArg, MacroCall
 from tunedsl.frontend.source import SourceText
-from tunedsl.model.options import MACRO_KEYWORDS
+from tunedsl.model.options import HINT_NAMES, MACRO_KEYWORDS, did_you_mean
 
 # Inside the generated lambdas these would mean something else than where the user wrote them.
 _CHANGES_MEANING_IN_A_LAMBDA: dict[type, str] = {
@@ -44,10 +44,11 @@ class MacroChecks:
                 continue
             name = arg.keyword
             name_end = arg.start + len(name)
+            self._check_keyword_value(arg)
             if name not in MACRO_KEYWORDS:
-                close = difflib.get_close_matches(name, MACRO_KEYWORDS, n=1)
+                close = did_you_mean(name, MACRO_KEYWORDS)
                 hint = (
-                    f"did you mean `{close[0]}=`?"
+                    f"did you mean `{close}=`?"
                     if close
                     else "autotune(...) accepts: " + ", ".join(MACRO_KEYWORDS)
                 )
@@ -110,6 +111,28 @@ class MacroChecks:
             )
         return keywords, launch
 
+    def _check_keyword_value(self, arg: MacroArg) -> None:
+        """What a list element may be but a keyword argument's value may not (the parser
+        reads the arguments as a list), as Python says."""
+        node, name = arg.node, arg.keyword
+        if isinstance(node, ast.Starred):
+            raise self._error(
+                f"`{name}=` cannot take an unpacked (`*`) value",
+                arg.value_start,
+                arg.value_end,
+                hint=f"write `{name}=(...)` with the value itself",
+            )
+        if (
+            isinstance(node, ast.NamedExpr)
+            and self.src.offset(node.lineno, node.col_offset) == arg.value_start
+        ):
+            raise self._error(
+                f"`:=` needs parentheses as the value of `{name}=`",
+                arg.value_start,
+                arg.value_end,
+                hint=f"write `{name}=({self.src.text[arg.value_start : arg.value_end]})`",
+            )
+
     def _check_placement(self, keywords: dict[str, MacroArg], launch: MacroArg) -> None:
         for name, arg in keywords.items():
             if name != "blocks" and arg.placeholders:
@@ -149,27 +172,49 @@ class MacroChecks:
 
     def _check_empty_axes(self, space: ast.expr) -> None:
         """An axis with no values makes a space of no configuration: say so where it is."""
-        dicts = space.elts if isinstance(space, ast.List) else [space]
-        for d in dicts:
-            if isinstance(d, ast.Dict):
-                pairs = [
-                    (str(k.value) if isinstance(k, ast.Constant) else "?", v)
-                    for k, v in zip(d.keys, d.values, strict=True)
-                ]
-            elif isinstance(d, ast.Call):
-                pairs = [(kw.arg or "?", kw.value) for kw in d.keywords]
-            else:
+        for name, _, value in _space_items(space):
+            if isinstance(value, (ast.List, ast.Tuple)) and not value.elts:
+                raise self._error(
+                    f"space= field `{name}` has no values, so the space has no configuration",
+                    self.src.offset(value.lineno, value.col_offset),
+                    self.src.offset(value.end_lineno or value.lineno, value.end_col_offset or 0),
+                    hint=f"give `{name}` at least one value, or remove the field",
+                )
+
+    def _check_unread_fields(self, space: ast.expr) -> None:
+        """A field of a literal space that no `$name` reads and that is not a launch hint
+        changes nothing that is launched: each of its values would tune the same kernel (a
+        field of one value is harmless, unless its name is a misspelled hint)."""
+        read = {ph.name for ph in self.macro.placeholders} | set(HINT_NAMES)
+        values: dict[str, set[str]] = {}
+        for name, _, value in _space_items(space):
+            axis = isinstance(value, (ast.List, ast.Tuple)) and not isinstance(space, ast.List)
+            values.setdefault(name, set()).update(
+                ast.dump(v)
+                for v in (value.elts if axis else [value])  # type: ignore[attr-defined]
+            )
+        for name, node in _space_fields(space):
+            close = did_you_mean(name, HINT_NAMES)
+            if name in read or (len(values[name]) < 2 and not close):  # one value: tuned once
                 continue
-            for name, value in pairs:
-                if isinstance(value, (ast.List, ast.Tuple)) and not value.elts:
-                    raise self._error(
-                        f"space= field `{name}` has no values, so the space has no configuration",
-                        self.src.offset(value.lineno, value.col_offset),
-                        self.src.offset(
-                            value.end_lineno or value.lineno, value.end_col_offset or 0
-                        ),
-                        hint=f"give `{name}` at least one value, or remove the field",
-                    )
+            hint = (
+                f"did you mean the launch hint `{close}`?"
+                if close
+                else f"pass it to the kernel (e.g. `{name.upper()}=${name}` in the launch) "
+                "or remove the field"
+            )
+            effect = (
+                "each of its values would tune the same kernel again"
+                if len(values[name]) > 1
+                else "it changes nothing"
+            )
+            raise self._error(
+                f"space= field `{name}` is read by nothing in the launch: no `${name}` in "
+                f"blocks= or the kernel's arguments, and it is not a launch hint, so {effect}",
+                self.src.offset(node.lineno, node.col_offset),
+                self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
+                hint,
+            )
 
     def _check_deferred(self, part: ast.expr, where: str, when: str) -> None:
         """Parts that run later inside a generated lambda (the `$`-dependent ones in
@@ -204,3 +249,22 @@ class MacroChecks:
             end,
             hint="pass the `$`-dependent argument on its own",
         )
+
+
+def _space_items(space: ast.expr) -> list[tuple[str, ast.expr | ast.keyword, ast.expr]]:
+    """(field name, the node naming it, its value) of each field a space display spells."""
+    dicts = space.elts if isinstance(space, ast.List) else [space]
+    out: list[tuple[str, ast.expr | ast.keyword, ast.expr]] = []
+    for d in dicts:
+        if isinstance(d, ast.Dict):
+            for k, v in zip(d.keys, d.values, strict=True):
+                if k is not None:
+                    name = str(k.value) if isinstance(k, ast.Constant) else "?"
+                    out.append((name, k, v))
+        elif isinstance(d, ast.Call):
+            out.extend((kw.arg or "?", kw, kw.value) for kw in d.keywords)
+    return out
+
+
+def _space_fields(space: ast.expr) -> list[tuple[str, ast.expr | ast.keyword]]:
+    return [(name, node) for name, node, _ in _space_items(space)]

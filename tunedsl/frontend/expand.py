@@ -197,6 +197,8 @@ class _MacroExpander(MacroChecks):
                 (options if literal else lazy_options).append((name, literal or arg.node))
 
         blocks = self._blocks(keywords["blocks"])
+        if fields is not None:  # after the hint and blocks= checks: those say more
+            self._check_unread_fields(space_arg.node)  # type: ignore[arg-type]
         site = self._site(launch, space_literal, static_hints, options, "key" in keywords)
         call = self._call(
             launch,

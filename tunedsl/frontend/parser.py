@@ -377,11 +377,19 @@ def _split_args(
     segments: list[tuple[int, int]] = []
     seg_start = paren + 1
     i = seg_start
+    # A comma outside brackets separates arguments unless it is in a lambda's parameter
+    # list (`prune=lambda cs, args: cs`): each `lambda` there waits for its own `:`.
+    lambdas = 0
     while i < close:
         if i in pairs:
             i = pairs[i] + 1
             continue
-        if tokens[i][3] == "," and tokens[i][0] == OP:
+        kind, _, _, text = tokens[i]
+        if kind == NAME and text == "lambda":
+            lambdas += 1
+        elif kind == OP and text == ":" and lambdas:
+            lambdas -= 1
+        elif kind == OP and text == "," and not lambdas:
             segments.append((seg_start, i))
             seg_start = i + 1
         i += 1

@@ -6,8 +6,8 @@ imported (``tl.sum`` and friends are decorated then), so if triton is already im
 process re-executes itself once with ``TRITON_INTERPRET=1`` (announced on stderr). The
 script then checks its output against PyTorch with :meth:`Example.check`, and ends with
 :meth:`Example.report`, which times the tuned launch and the PyTorch reference, prints a
-summary and, when ``TUNEDSL_GALLERY_RESULT`` names a file, writes the result there for
-``tunedsl gallery``. torch and triton are imported only inside methods.
+summary and, when the script was given ``--gallery-result FILE`` (as ``tunedsl gallery`` runs
+it), writes the result there. torch and triton are imported only inside methods.
 """
 
 from __future__ import annotations
@@ -30,6 +30,21 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 CPU_TIMING_REPS = 3
+
+#: The argument ``tunedsl gallery`` gives an example: where to write its result (JSON).
+RESULT_FLAG = "--gallery-result"
+
+
+def gallery_result_path(argv: list[str] | None = None) -> str | None:
+    """The file named by ``--gallery-result FILE`` (or ``--gallery-result=FILE``) among the
+    script's arguments, or None."""
+    args = sys.argv[1:] if argv is None else argv
+    for i, arg in enumerate(args):
+        if arg == RESULT_FLAG and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(RESULT_FLAG + "="):
+            return arg.partition("=")[2]
+    return None
 
 
 def config_as_dict(config: Config | Mapping[str, Any]) -> dict[str, Any]:
@@ -243,7 +258,7 @@ class Example:
             },
         )
         self._print(result)
-        target = knobs.gallery_result_path()
+        target = gallery_result_path()
         if target:
             write_result(result, target)
         if not result.correct:

@@ -1,7 +1,7 @@
 """The result an example hands to the gallery: one JSON file per example, written atomically.
 
-An example writes it when ``TUNEDSL_GALLERY_RESULT`` names a path (the gallery runner sets
-it for each subprocess); the runner reads it back with :func:`load_result`, which names the
+An example writes it when its ``--gallery-result PATH`` argument names a path (the gallery
+runner passes one to each subprocess); the runner reads it back with :func:`load_result`, which names the
 file and the field when something is missing, so a broken example is reported, not a crash.
 Pure Python: no torch, no triton.
 """

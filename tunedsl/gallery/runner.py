@@ -1,7 +1,7 @@
 """Find the gallery's examples and run each in a fresh ``tunedsl run`` subprocess.
 
 Each example runs in its own process group with a timeout, its output goes to a log file,
-and its result comes back through the JSON file named by ``TUNEDSL_GALLERY_RESULT``. One
+and its result comes back through the JSON file named by its ``--gallery-result`` argument. One
 example failing, hanging or printing a wrong result never stops the others.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tunedsl import knobs
 from tunedsl.errors import UsageError
+from tunedsl.gallery.kit import RESULT_FLAG
 from tunedsl.gallery.result import ExampleResult, ResultError, load_result
 
 Status = Literal["ok", "wrong", "failed", "timeout"]
@@ -84,10 +84,9 @@ def discover(examples_dir: Path, only: Sequence[str] = ()) -> list[Path]:
     return chosen
 
 
-def example_env(result_path: Path, interpret: bool) -> dict[str, str]:
+def example_env(interpret: bool) -> dict[str, str]:
     """The environment of one example's subprocess."""
     env = dict(os.environ)
-    env[knobs.GALLERY_RESULT_ENV] = str(result_path)
     # The report needs every configuration's time, so tune even if a record exists,
     # unless the user said otherwise.
     env.setdefault("TUNEDSL_FORCE_RETUNE", "1")
@@ -105,14 +104,15 @@ def run_example(script: Path, out_dir: Path, *, timeout_s: float, interpret: boo
     result_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.unlink(missing_ok=True)  # a stale result must not pass for this run's
-    command = [sys.executable, "-m", "tunedsl", "run", str(script)]
+    # The example writes its result where --gallery-result says (gallery/kit.py).
+    command = [sys.executable, "-m", "tunedsl", "run", str(script), RESULT_FLAG, str(result_path)]
     start = time.monotonic()
     with open(log_path, "wb") as log:
         # Own process group: on a timeout the example and its compile workers go together.
         proc = subprocess.Popen(
             command,
             cwd=script.parent,
-            env=example_env(result_path, interpret),
+            env=example_env(interpret),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 # Space fields or macro keywords with these names are launch options, never kernel arguments.
 HINT_NAMES: tuple[str, ...] = ("num_warps", "num_stages", "num_ctas", "maxnreg", "occupancy")
 
@@ -35,3 +38,10 @@ CAPTURE_MODES: tuple[str, ...] = ("raise", "default")
 STRUCTURAL_NAMES: tuple[str, ...] = ("space", "blocks", "key")
 
 MACRO_KEYWORDS: tuple[str, ...] = STRUCTURAL_NAMES + HINT_NAMES + OPTION_NAMES
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` that ``name`` most likely misspells (``num_warp``:
+    ``num_warps``), or None when none is close."""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return close[0] if close else None

@@ -75,9 +75,7 @@ def _callable(value: Any, option: str) -> Any:
 def _tolerance(value: Any, option: str, default: float) -> float:
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise UsageError(f"{option}= must be a non-negative number, not {value!r}")
-    return float(value)
+    return knobs.finite_number(value, option, zero_ok=True)
 
 
 def resolve(
@@ -155,8 +153,13 @@ def resolve(
     budget = options.get("budget")
     if budget is None:
         budget = knobs.budget_s()
-    elif isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0:
-        raise UsageError(f"{where}: budget= must be a positive number of seconds, not {budget!r}")
+    else:  # inf too: a record's budget must be finite to be stored (JSON has no Infinity)
+        budget = knobs.finite_number(
+            budget,
+            f"{where}: budget",
+            unit=" of seconds",
+            fix="leave budget= out for the effort's budget",
+        )
     return Settings(
         configs=configs,
         hints={k: v for k, v in hints.items() if v is not None},
@@ -164,8 +167,8 @@ def resolve(
         reset_to_zero=_names(options.get("reset_to_zero"), "reset_to_zero"),
         prune=_callable(options.get("prune"), "prune"),
         verify=verify,
-        rtol=_tolerance(options.get("rtol"), "rtol", 1e-3),
-        atol=_tolerance(options.get("atol"), "atol", 1e-3),
+        rtol=_tolerance(options.get("rtol"), f"{where}: rtol", 1e-3),
+        atol=_tolerance(options.get("atol"), f"{where}: atol", 1e-3),
         pre_hook=_callable(options.get("pre_hook"), "pre_hook"),
         post_hook=_callable(options.get("post_hook"), "post_hook"),
         default=_default(configs, lazy_space, default, where),
@@ -177,7 +180,7 @@ def resolve(
         capture=capture,
         search=search,
         seed=seed,
-        budget_s=None if budget is None else float(budget),
+        budget_s=budget,
         space=lazy_space,
         large=lazy_space is not None,
     )
@@ -188,10 +191,10 @@ def _default(configs: tuple[Config, ...], lazy_space: Any, default: Any, where: 
         return as_config(default, f"{where}: default=")
     if lazy_space is None:
         return configs[0]
-    first = next(iter(lazy_space.iter_valid()), None)  # lazily: stops at the first valid
-    if first is None:
-        raise UsageError(f"{where}: no configuration of the space satisfies its constraint")
-    return first
+    try:
+        return lazy_space.first_valid()  # bounded: never scans the whole space
+    except UsageError as err:
+        raise UsageError(f"{where}: {err}") from None
 
 
 class LazyCandidates:

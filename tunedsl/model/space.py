@@ -12,11 +12,12 @@ without listing it (a ``Space`` of 10^9 points costs the same as one of 10).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tunedsl.errors import TunedslSyntaxError, UsageError
@@ -134,6 +135,10 @@ def _infer_kind(values: Sequence[Any]) -> str:
 SMALL_SPACE = 4096
 # Rejection sampling gives up after this many draws per requested configuration.
 SAMPLE_TRIES = 200
+# The first valid configuration is looked for among this many points in product order,
+# then among as many drawn at random (a fixed seed): a constraint that rejects them all is
+# an error, never a scan of the whole space (10^7 points take minutes).
+FIRST_SCAN = 10_000
 
 
 class Space:
@@ -212,13 +217,53 @@ class Space:
             return False
         return self._ok(config)
 
-    def iter_valid(self) -> Iterator[Config]:
-        """Every valid configuration, lazily, in product order (last axis fastest)."""
+    def _points(self) -> Iterator[Config]:
         names = list(self.dims)
         for combo in itertools.product(*(a.values for a in self.dims.values())):
-            cfg = Config(dict(zip(names, combo, strict=True)))
-            if self._ok(cfg):
-                yield cfg
+            yield Config(dict(zip(names, combo, strict=True)))
+
+    def iter_valid(self) -> Iterator[Config]:
+        """Every valid configuration, lazily, in product order (last axis fastest)."""
+        return (cfg for cfg in self._points() if self._ok(cfg))
+
+    def _scanned(self, points: Iterable[Config], limit: int) -> Generator[Config, None, None]:
+        """The valid ones of ``points`` (at most ``limit``), with a progress line on a
+        terminal while the constraint takes longer than a second."""
+        from tunedsl.progress import Scan
+
+        scan = Scan(f"a space of {self.size_hint():,} points ({self._constraint_name()})", limit)
+        try:
+            for cfg in points:
+                scan.step()
+                if self._ok(cfg):
+                    yield cfg
+        finally:
+            scan.close()
+
+    def first_valid(self) -> Config:
+        """The first valid configuration in product order when one is among the first
+        ``FIRST_SCAN`` points, else one of ``FIRST_SCAN`` drawn at random (seed 0: the same
+        one every time); a constraint that rejects every point tried is a ``UsageError``."""
+        size = self.size_hint()
+        rng = random.Random(0)
+        drawn = (
+            self._at(rng.randrange(size)) for _ in range(FIRST_SCAN if size > FIRST_SCAN else 0)
+        )
+        tried = itertools.chain(itertools.islice(self._points(), FIRST_SCAN), drawn)
+        with contextlib.closing(self._scanned(tried, min(size, 2 * FIRST_SCAN))) as valid:
+            found = next(valid, None)
+        if found is not None:
+            return found
+        if size <= FIRST_SCAN:
+            raise self._all_removed(size)
+        raise UsageError(
+            f"the space's constraint {self._constraint_name()} rejected the first "
+            f"{FIRST_SCAN:,} of its {size:,} configurations and {FIRST_SCAN:,} more drawn at "
+            "random; loosen it, or narrow the axes to where valid configurations are"
+        )
+
+    def _constraint_name(self) -> str:
+        return str(getattr(self.constraint, "__qualname__", repr(self.constraint)))
 
     def sample(self, rng: random.Random, count: int) -> list[Config]:
         """Up to ``count`` distinct valid configurations, uniformly: a small space is listed
@@ -229,7 +274,7 @@ class Space:
         size = self.size_hint()
         if size <= SMALL_SPACE:
             if self._small is None:
-                self._small = tuple(self.iter_valid())
+                self._small = self._listed()
             if not self._small:
                 raise self._all_removed(size)
             return rng.sample(self._small, min(count, len(self._small)))
@@ -242,9 +287,9 @@ class Space:
             if cfg not in found and self._ok(cfg):
                 found[cfg] = None
         if not found:
-            fn = getattr(self.constraint, "__qualname__", repr(self.constraint))
             raise UsageError(
-                f"the space's constraint {fn} rejected all {tries} random configurations of "
+                f"the space's constraint {self._constraint_name()} rejected all {tries} "
+                f"random configurations of "
                 f"{size}; loosen it or narrow the axes to where valid configurations are"
             )
         return list(found)
@@ -268,15 +313,19 @@ class Space:
     # -- listing (small spaces) ----------------------------------------------------------
     def configs(self) -> tuple[Config, ...]:
         """Every valid configuration, listed (use on small spaces only)."""
-        kept = tuple(self.iter_valid())
+        kept = self._listed()
         if not kept:
             raise self._all_removed(self.size_hint())
         return kept
 
+    def _listed(self) -> tuple[Config, ...]:
+        if self.constraint is None:
+            return tuple(self._points())
+        return tuple(self._scanned(self._points(), self.size_hint()))
+
     def _all_removed(self, size: int) -> UsageError:
-        fn = getattr(self.constraint, "__qualname__", repr(self.constraint))
         return UsageError(
-            f"the space's constraint {fn} removed all {size} configurations; "
+            f"the space's constraint {self._constraint_name()} removed all {size} configurations; "
             "loosen it or widen the axes"
         )
 
@@ -304,6 +353,9 @@ class ListSpace:
 
     def iter_valid(self) -> Iterator[Config]:
         return iter(self.configs_)
+
+    def first_valid(self) -> Config:
+        return self.configs_[0]
 
     def sample(self, rng: random.Random, count: int) -> list[Config]:
         return rng.sample(self.configs_, min(max(count, 0), len(self.configs_)))

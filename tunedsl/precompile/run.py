@@ -92,6 +92,29 @@ def _has_gpu() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _check_tune(target: str | None, gpu: bool) -> None:
+    """``--tune`` measures on this machine's GPU: say plainly when it cannot, and what to do."""
+    if target is not None:
+        raise UsageError(
+            f"--tune measures kernels on this machine's GPU, so it cannot be combined with "
+            f"--target {target}: use --target alone to cross-compile, and --tune on a machine "
+            "with that GPU"
+        )
+    if not gpu:
+        from tunedsl.backends.triton_compile import interpreting
+
+        why = (
+            "TRITON_INTERPRET=1 runs kernels in Triton's CPU interpreter: unset it and run "
+            if interpreting()
+            else "this machine has none: run it "
+        )
+        raise UsageError(
+            f"--tune measures kernels on a GPU, and {why}on a machine with a GPU, or leave "
+            "--tune out (add --target cuda:90 to cross-compile the kernels here; they are "
+            "tuned on the GPU on first use)"
+        )
+
+
 def warm_bytecode(files: Sequence[str], summary: Summary) -> list[str]:
     """Expand every DSL file into the bytecode cache; return the files that declare workloads."""
     from tunedsl import bytecode
@@ -255,11 +278,8 @@ def precompile(
             "pass --replay to recompile the stored records"
         )
     gpu = _has_gpu()
-    if tune and (target is not None or not gpu):
-        raise UsageError(
-            "--tune measures kernels on this machine's GPU: it needs a GPU and cannot be "
-            "combined with --target (use --target alone to cross-compile)"
-        )
+    if tune:
+        _check_tune(target, gpu)
     if tune and gpus is not None and len(gpus) > 1:
         shared = tune_on_gpus(paths, gpus, workers=workers, timeout_s=timeout_s)
         summary.reports.extend(shared.reports)

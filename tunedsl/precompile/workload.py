@@ -339,7 +339,7 @@ class PrecompileSite:
         key_tuple, variants = self.inner.variants(*call.positional())
         if not session.claim(self, key_tuple):
             return  # this signature was already compiled in this run
-        report = SiteReport(self.label, key_tuple)
+        report = SiteReport(self.label, _readable_key(call, key_tuple))
         if session.target is not None:
             variants = self._for_target(variants, call.lazy, session.target, report)
         precompile_variants(self.label, call.kernel, key_tuple, variants, session, report)
@@ -372,6 +372,29 @@ class PrecompileSite:
                 continue
             out.append(dataclasses.replace(v, options=options))
         return out
+
+
+def _readable_key(call: Call, fallback: Hashable) -> object:
+    """The call's key as a record shows it (arguments by name, in parameter order), for
+    the report; ``fallback`` for a kernel Triton cannot describe (a stand-in site's)."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.model import keys
+    from tunedsl.model.hole import HOLE
+
+    try:
+        info = bt.kernel_info(call.kernel)
+        user_key = None if call.key is None else keys.hashable_user_key(call.key)
+        out = keys.readable_key(
+            info.arg_names, call.args, call.static_kwargs, user_key, info.constexpr_names, HOLE
+        )
+    except Exception:  # only a label: never fail a precompile over it
+        return fallback
+    named = out["args"]
+    order = [n for n in info.arg_names if n in named] + [
+        n for n in named if n not in info.arg_names
+    ]
+    out["args"] = {n: named[n] for n in order}
+    return out
 
 
 def precompile_variants(

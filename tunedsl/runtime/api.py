@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
+from tunedsl.model.keys import is_tensor
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -69,17 +70,13 @@ def autotune_launch(
     grid_fn = grid if callable(grid) else None
     static_kwargs: dict[str, Any] = {} if kwargs_fn is not None else dict(kwargs or {})
     if kwargs_fn is not None:
-        # The tensors a kwargs= function returns (the same objects on every call) enter the
-        # key and prune=, as positional tensors do; the rest stays per configuration.
-        from tunedsl.model.keys import is_tensor
-
+        # What a kwargs= function returns alike for every configuration (the same tensor
+        # on every call, a number) enters the key and prune=, as positional arguments do;
+        # the rest stays per configuration.
         once = dict(kwargs_fn(site.key_config(space, default)))
-        names = site.kwargs_tensors
-        if names is None:  # first call: which names hold the same tensor on every call
-            twice = dict(kwargs_fn(site.key_config(space, default)))
-            names = site.kwargs_tensors = tuple(
-                k for k, v in once.items() if is_tensor(v) and twice.get(k) is v
-            )
+        names = site.kwargs_fixed
+        if names is None:  # first call: which names do not depend on the configuration
+            names = site.kwargs_fixed = _fixed_names(kwargs_fn, space, default, site, once)
         static_kwargs = {k: once[k] for k in names if k in once}
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
@@ -100,6 +97,15 @@ def autotune_launch(
         dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
         for k in static_kwargs:
             value = dyn.pop(k, static_kwargs[k])
+            if not is_tensor(value) and not _same(value, static_kwargs[k]):
+                raise UsageError(
+                    f"autotune_launch: kwargs= returned {k}={value!r} under {cfg} but "
+                    f"{static_kwargs[k]!r} under every configuration sampled on the site's "
+                    "first call (so the key and prune= took it for a value of the call); pass "
+                    f"{k!r} through args= (a function of the configuration) instead"
+                )
+            if not is_tensor(value):
+                continue
             if value is not static_kwargs[k]:
                 raise UsageError(
                     f"autotune_launch: kwargs= returned another tensor for {k!r} under {cfg}; "
@@ -133,6 +139,45 @@ def autotune_launch(
         return space, {}, {k: v for k, v in options.items() if v is not None}
 
     return site(kernel, positional, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
+
+
+#: A space larger than this is sampled (this many points, spread over it) to learn which
+#: values a kwargs= function returns alike for every configuration; a smaller one is listed.
+FIXED_PROBE = 256
+
+
+def _fixed_names(
+    kwargs_fn: Callable[[Config], Any], space: Any, default: Any, site: Any, once: dict[str, Any]
+) -> tuple[str, ...]:
+    """The names a kwargs= function gives the same value under every configuration: a
+    tensor that is the same object on two calls, or a number (string, None) equal under
+    every configuration of the space (of ``FIXED_PROBE`` spread over a larger one)."""
+    import random
+
+    from tunedsl.model.settings import LIST_LIMIT
+    from tunedsl.model.space import search_space
+
+    twice = dict(kwargs_fn(site.key_config(space, default)))
+    spec = search_space(space)
+    if spec.size_hint() <= LIST_LIMIT:
+        probe = list(spec.iter_valid())
+    else:
+        probe = spec.sample(random.Random(0), FIXED_PROBE)
+    others = [dict(kwargs_fn(c)) for c in probe]
+    return tuple(
+        k
+        for k, v in once.items()
+        if (is_tensor(v) and twice.get(k) is v)
+        or (_plain(v) and all(k in d and _same(d[k], v) for d in others))
+    )
+
+
+def _plain(value: Any) -> bool:
+    return value is None or value.__class__ in (int, float, bool, str)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a.__class__ is b.__class__ and (a is b or (_plain(a) and a == b))
 
 
 def _replace_args(values: tuple[Any, ...]) -> Any:

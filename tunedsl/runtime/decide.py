@@ -2,7 +2,8 @@
 
 Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 
-- one configuration left after ``prune=``: it, never measured (``source="default"``);
+- one configuration left after ``prune=``: it, never measured (``source="default"``; on a
+  site with ``verify=`` checked once per process first, as every default is);
 - ``off``: the site's ``default=`` configuration when ``prune=`` keeps it, else the first
   configuration prune keeps;
 - a valid record whose choice is one of the configurations ``prune=`` keeps for this
@@ -15,6 +16,8 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
   just have written it), else tune and write the record (``source="tuned"``). A record
   that chose a configuration no longer in the space, or that lacks configurations added
   since, still provides its timings: only new configurations and the leaders are measured.
+  Its failures are not reused (they are measured again): a record from elsewhere cannot
+  make every configuration fail, and a choice outside the space is never launched.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.legacy_records import migrate
 from tunedsl.runtime.result import LaunchResult
+from tunedsl.runtime.subject import Subject
 from tunedsl.store import records as store
 from tunedsl.warn import warn_once
 
@@ -47,21 +51,6 @@ if TYPE_CHECKING:
 VariantsFor = Callable[[Sequence[Config] | None], tuple[list[Variant], dict[Config, str]]]
 #: verify= for a stored decision: None when ``config`` agrees, else why not.
 Check = Callable[[Config], str | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """What one decision is about: the site's id, the kernel and its facts, the settings in
-    force, the readable record key, the process context and the record's digest. Built on
-    a miss (``runtime/miss.py``) and handed to every step here and to ``distributed.py``."""
-
-    site_id: str
-    kernel: Kernel
-    info: KernelInfo
-    settings: Settings
-    readable: dict[str, Any]
-    context: dict[str, Any]
-    digest: str
 
 
 @dataclass(frozen=True)
@@ -112,7 +101,12 @@ def _usable(
         return False, {}
     lazy = settings.large
     space = candidates if lazy else set(candidates)  # a large space is tested per point
-    previous = {r.config: r for r in record.results if r.config in space}
+    measured = {r.config for r in record.results if r.config in space}
+    # Stored failures are hints, never verdicts: a record may come from a bundle, Redis or
+    # a shipped directory, measured elsewhere (or forged). Only its successful timings are
+    # reused; a configuration it lists as failed is measured again when the key is tuned,
+    # so the new record remembers as failed only what this process saw fail.
+    previous = {r.config: r for r in record.results if r.config in space and r.status == "ok"}
     if record.chosen not in space:
         outside = record.chosen not in (settings.space if lazy else settings.configs)
         where = "space of this site" if outside else "pruned space"
@@ -124,7 +118,7 @@ def _usable(
         return False, previous
     if lazy:  # a record of a large space never lists it: it decides by its budget
         return _searched_enough(record, settings), previous
-    missing = set(space) - set(previous)
+    missing = set(space) - measured
     return not missing or _searched_enough(record, settings), previous
 
 
@@ -178,6 +172,17 @@ def lookup(
 
     def default(record: store.Record | None = None) -> Decision:
         cfg = _fallback(settings, candidates, record)
+        if settings.verify not in (None, False) and check is not None and digest not in _VERIFIED:
+            # Launched without measuring, but a site with verify= checks what it launches.
+            problem = check(cfg)
+            if problem is not None:
+                raise TuningError(
+                    f"{cfg} fails verify= ({problem}); it is the only configuration this "
+                    "call can launch (the space, what prune= keeps, or mode=): fix the "
+                    "kernel or the reference",
+                    {repr(cfg): problem},
+                )
+            _VERIFIED.add(digest)
         return Decision(cfg, _options(cfg, settings), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:

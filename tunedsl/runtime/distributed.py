@@ -21,7 +21,7 @@ the others' (``_shared_tuner``), so looking up, tuning, recording and storing ar
 
 Every rank must decide the same keys in the same order (as for any collective); a rank that
 reaches another key gets a clear error instead of a wrong decision. The exchange runs on a
-CPU (gloo) side group whose timeout is ``TUNEDSL_DISTRIBUTED_TIMEOUT`` seconds (default
+CPU (gloo) side group whose timeout is ``TUNEDSL_LOCK_TIMEOUT`` seconds (default
 600), so a rank never waits forever for a rank that died or diverged. Messages are JSON text
 in byte tensors: nothing is pickled.
 """
@@ -39,7 +39,7 @@ from tunedsl.errors import TuningError
 from tunedsl.model.config import Config
 
 if TYPE_CHECKING:
-    from tunedsl.runtime.decide import Subject
+    from tunedsl.runtime.subject import Subject
 
 _side_group: Any = None  # the gloo group for the exchange, made on first use (a collective)
 _inside = False  # decide_here re-enters decide(): then it decides alone
@@ -64,7 +64,7 @@ def _group() -> Any:
     import torch.distributed as dist
 
     if _side_group is None:
-        timeout = datetime.timedelta(seconds=knobs.distributed_timeout_s())
+        timeout = datetime.timedelta(seconds=knobs.lock_timeout_s())
         _side_group = dist.new_group(backend="gloo", timeout=timeout)
     return _side_group
 
@@ -117,7 +117,7 @@ def _exchange(what: str, op: Callable[[], Any]) -> Any:
 
         raise TuningError(
             f"rank {dist.get_rank()}: no {what} from the other ranks within "
-            f"TUNEDSL_DISTRIBUTED_TIMEOUT={knobs.distributed_timeout_s():g} s ({err}); a rank "
+            f"TUNEDSL_LOCK_TIMEOUT={knobs.lock_timeout_s():g} s ({err}); a rank "
             "died, or the ranks launch different keys (set TUNEDSL_DISTRIBUTED=off to let "
             "every rank tune alone)"
         ) from None

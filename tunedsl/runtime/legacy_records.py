@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tunedsl.model import identity
 
 if TYPE_CHECKING:
-    from tunedsl.runtime.decide import Subject
+    from tunedsl.runtime.subject import Subject
     from tunedsl.store.layered import LayeredStore
 
 

@@ -224,6 +224,14 @@ def variants(
             infeasible[cfg] = str(err)
             continue
         holes, dyn_kwargs, grid = call.bind(cfg)
+        if not out:  # the launch binds the same way for every configuration
+            mistakes.check_launch(
+                call.kernel,
+                bt.kernel_info(call.kernel),
+                fill_holes(call.args, holes) if holes else call.args,
+                {**call.static_kwargs, **dyn_kwargs},
+                site.label,
+            )
         out.append(
             Variant(
                 config=cfg,
@@ -251,11 +259,28 @@ def candidates(site: Site, call: Call, settings: Settings) -> Sequence[Config]:
         lazy = LazyCandidates(settings, recorder)
         if settings.prune is not None:  # learn which arguments it reads (for the key)
             settings.prune([settings.default], recorder)
-            site._note_prune_reads(call.kernel, info, recorder.read)
+            _note_prune_reads(site, settings.prune, recorder.read)
         return lazy  # type: ignore[return-value]
     configs = apply_prune(settings, recorder)
-    site._note_prune_reads(call.kernel, info, recorder.read)
+    _note_prune_reads(site, settings.prune, recorder.read)
     return configs
+
+
+def _note_prune_reads(site: Site, prune: Any, read: set[str]) -> None:
+    """``prune=`` read these arguments: from now on their values are part of the key."""
+    names = frozenset(n for n in read if isinstance(n, str))
+    if names <= site._prune_reads:
+        return
+    if site.has_key:
+        mistakes.warn_prune_splits_key(site.label, prune, sorted(names - site._prune_reads))
+    with site._lock:
+        site._prune_reads = site._prune_reads | names
+        # Entries keyed without these values can never match again: drop them.
+        site._forget_all()
+        if site._kernel is not None and site._base_key_fn is not None:
+            from tunedsl.backends.triton import kernel_info
+
+            site._install_key(kernel_info(site._kernel))
 
 
 # -- resolving a key -------------------------------------------------------------------------
@@ -269,8 +294,13 @@ def resolution(site: Site, call: Call, settings: Settings) -> Resolution:
 
     info = bt.kernel_info(call.kernel)
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
+    # The numbers a kwargs= function returns alike for every configuration are call values
+    # for prune= (below, when it reads them), not part of the record key: records keep the
+    # key they had before such values reached prune=.
+    fixed = site.kwargs_fixed or ()
+    keyed = {k: v for k, v in call.static_kwargs.items() if k not in fixed or keys.is_tensor(v)}
     readable = keys.readable_key(
-        info.arg_names, call.args, call.static_kwargs, user_key, info.constexpr_names, HOLE
+        info.arg_names, call.args, keyed, user_key, info.constexpr_names, HOLE
     )
     if site.has_key and user_key is None:
         readable["user_key"] = None
@@ -291,6 +321,10 @@ def resolve(site: Site, call: Call) -> tuple[Entry, LaunchResult]:
 
     chosen_settings = settings(site, call.lazy)
     kept = candidates(site, call, chosen_settings)
+    if not chosen_settings.large:  # a lazy space is not listed: its fields are not probed
+        mistakes.check_fields_read(
+            call.bind, kept, {name for name, _, _ in site.placeholders}, site.label
+        )
     res = resolution(site, call, chosen_settings)
     known = site._by_digest.get(res.digest)
     if known is not None:
@@ -338,7 +372,7 @@ def check(
     from tunedsl.runtime.tuner import check_choice
 
     reference = None if callable(settings.verify) else candidates[0]
-    if reference == chosen:
+    if reference == chosen:  # verify=True/[names] compares configurations: here, none
         return None
     configs = [chosen] if reference is None else [reference, chosen]
     bound, infeasible = variants(site, call, settings, configs)

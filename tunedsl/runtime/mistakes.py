@@ -2,7 +2,7 @@
 
 The front end catches what it can see in the text (``tunedsl expand --check``); these are
 the mistakes only the values show: a kernel that is not a Triton kernel, a ``blocks=`` that
-is a tensor, a nested tuple or a function. Each becomes a ``UsageError`` naming the macro
+is a tensor, a nested tuple or a function, a ``key=`` that differs on every call. Each becomes a ``UsageError`` naming the macro
 part and the fix, raised once, on the first call, before any configuration is tried (the
 alternative was one Triton error per configuration).
 
@@ -13,11 +13,28 @@ site's one remaining frame).
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import operator
-from typing import Any, TypeVar
+import os
+import sys
+import types
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
+from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
+from tunedsl.model.options import HINT_NAMES, did_you_mean
+from tunedsl.model.variant import Variant
+from tunedsl.warn import warn_once
+
+if TYPE_CHECKING:
+    from tunedsl.backends.triton import KernelInfo
+
+_ABSENT = object()
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_EXAMPLES = os.path.join(_PACKAGE, "examples") + os.sep
 
 E = TypeVar("E", bound=BaseException)
 
@@ -25,6 +42,55 @@ E = TypeVar("E", bound=BaseException)
 def at_user_frame(err: E) -> E:
     """``err`` without the frames below the site's call (tunedsl's own)."""
     return err.with_traceback(None)
+
+
+def user_frames_only(err: E) -> E:
+    """``err`` with tunedsl's own frames unlinked from its traceback and its chained cause
+    dropped (a ``TuningError`` repeats its cause's one line per configuration): a failed
+    tune or a Ctrl-C shows the user's frames, hooks included. ``python -X dev`` keeps
+    everything, for a report of a bug in tunedsl itself."""
+    if sys.flags.dev_mode:
+        return err
+    err.__cause__ = None
+    err.__suppress_context__ = True
+    return err.with_traceback(without_own_frames(err.__traceback__))
+
+
+def without_own_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback chain with tunedsl's own frames unlinked (``tb_next`` is writable)."""
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not is_own_file(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    for earlier, later in itertools.pairwise(kept):
+        earlier.tb_next = later
+    if kept:
+        kept[-1].tb_next = None
+        return kept[0]
+    return None
+
+
+def is_own_file(filename: str) -> bool:
+    """Is ``filename`` tunedsl's own code (the shipped examples are user code)?"""
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE + os.sep) and not path.startswith(_EXAMPLES)
+
+
+def warn_prune_splits_key(label: str, prune: Any, names: Sequence[str]) -> None:
+    """``prune=`` read arguments: their values join the key (docs/runtime.md, "The prune
+    rule"), so ``key=`` no longer groups the calls it would group. Said once per site."""
+    read = ", ".join(f"`{n}`" for n in names)
+    fn = getattr(prune, "__qualname__", None) or type(prune).__name__
+    warn_once(
+        f"prune-splits-key:{label}",
+        f"{label}: prune={fn} reads {read}, so each distinct value of {read} (of a tensor: its "
+        "dtype and shape) is decided on its own and key= no longer groups calls: two calls "
+        "with the same key= value but another value there each tune. To keep key= buckets, "
+        "let prune= decide from the configurations alone, or key= on what prune= reads",
+        UserWarning,
+        stacklevel="user",
+    )
 
 
 def check_kernel(kernel: Any, label: str, kernel_text: str) -> None:
@@ -82,3 +148,224 @@ def grid_dims(grid: Any) -> tuple[int, ...]:
                 f"blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, got {grid!r}"
             )
     return tuple(operator.index(d) for d in out)
+
+
+# Key parts whose value is the same from call to call (and from process to process).
+_STABLE_SCALARS = (int, float, str, bytes, bool, type(None))
+_KEY_FIX = (
+    "key on sizes and other plain values that repeat, e.g. key=x.shape, key=(m, n) or key=n // 1024"
+)
+
+
+def check_key(key: Any, label: str) -> None:
+    """``key=`` must repeat for calls that should share a decision: a tensor keys on its
+    printed values and an object on its address, so every new one would tune again."""
+    why = _unstable(key, "key=")
+    if why is not None:
+        raise UsageError(f"{label}: {why}, so every new one would tune again; {_KEY_FIX}")
+
+
+def _unstable(value: Any, where: str) -> str | None:
+    if isinstance(value, _STABLE_SCALARS):
+        return None
+    if is_tensor(value):
+        shape = tuple(getattr(value, "shape", ()))
+        return f"`{where}` is a tensor (shape {shape}): the key would be its values"
+    if isinstance(value, (tuple, list)):  # a torch.Size is a tuple of ints
+        for i, item in enumerate(value):
+            why = _unstable(item, f"{where}[{i}]")
+            if why is not None:
+                return why
+        return None
+    if isinstance(value, dict):
+        for k, item in value.items():
+            why = _unstable(item, f"{where}[{k!r}]")
+            if why is not None:
+                return why
+        return None
+    if hasattr(value, "__array__"):
+        return f"`{where}` is an array ({type(value).__name__}): the key would be its values"
+    if " at 0x" in repr(value):
+        return (
+            f"`{where}` is a {type(value).__name__} whose printed form is its address "
+            f"({value!r}): the key would be that object"
+        )
+    return None
+
+
+# -- the launch against the kernel's parameters --------------------------------------------
+
+
+def check_launch(
+    kernel: Any,
+    info: KernelInfo,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    label: str,
+) -> None:
+    """The launch's arguments must bind to the kernel's parameters, as Python would bind
+    them: checked on the first configuration, before any is tried (Triton's own message
+    came once per configuration, after all were tried, and never named a misspelling).
+    A wrapped kernel (``triton.heuristics``, ``triton.autotune``) fills parameters itself:
+    it is left to Triton."""
+    if getattr(getattr(kernel, "fn", None), "fn", None) is not None:
+        return
+    params = info.arg_names
+    name = info.qualname.rsplit(".", 1)[-1]
+    signature = f"{name}({', '.join(params)})"
+    if len(args) > len(params):
+        raise UsageError(
+            f"{label}: the launch passes {len(args)} positional arguments but {signature} "
+            f"takes {len(params)}; remove the extra ones or add parameters to {name}"
+        )
+    bound = set(params[: len(args)])
+    for key in kwargs:
+        if key in bound:
+            raise UsageError(
+                f"{label}: the launch gives `{key}` twice, by position and as `{key}=`, "
+                f"to {signature}; pass it once"
+            )
+    unknown = [k for k in kwargs if k not in params]
+    missing = [p for p in params if p not in bound and p not in kwargs and p not in info.defaults]
+    for key in unknown:
+        close = difflib.get_close_matches(key, missing or params, n=1)
+        if close:
+            raise UsageError(
+                f"{label}: {signature} has no parameter `{key}`; did you mean "
+                f"`{close[0]}`? (rename `{key}=` to `{close[0]}=` in the launch)"
+            )
+    if missing:
+        names = ", ".join(f"`{p}`" for p in missing)
+        given = ", ".join(f"`{k}=`" for k in unknown)
+        raise UsageError(
+            f"{label}: the launch passes nothing for {names} of {signature}"
+            + (f" (it passes {given}, which {name} does not take)" if unknown else "")
+            + f"; pass {'them' if len(missing) > 1 else 'it'} in the launch"
+        )
+
+
+def runtime_fields(info: KernelInfo, variants: Sequence[Variant]) -> dict[str, str]:
+    """Parameters not declared ``tl.constexpr`` whose value changes from one configuration
+    to the next (a ``$x`` given to a runtime argument), each with an example."""
+    if len(variants) < 2:
+        return {}
+    out: dict[str, str] = {}
+    for i, param in enumerate(info.arg_names):
+        if param in info.constexpr_names:
+            continue
+        seen: dict[Config, Any] = {}
+        for v in variants:
+            value = v.args[i] if i < len(v.args) else v.kwargs.get(param, _ABSENT)
+            if value is _ABSENT or is_tensor(value) or not isinstance(value, int | float):
+                break
+            seen[v.config] = value
+        else:
+            if len(set(seen.values())) > 1:
+                cfg, value = next(iter(seen.items()))
+                out[param] = f"{param}={value!r} in {cfg}"
+    return out
+
+
+def runtime_field_error(
+    info: KernelInfo, fields: Mapping[str, str], config: Config, reason: str
+) -> UsageError:
+    """The first configuration failed and a configuration field feeds a runtime argument:
+    that is the likely cause, and its fix is one annotation."""
+    name = info.qualname.rsplit(".", 1)[-1]
+    params = ", ".join(f"`{p}`" for p in fields)
+    fixes = "; ".join(f"`{p}: tl.constexpr`" for p in fields)
+    examples = "; ".join(fields.values())
+    return UsageError(
+        f"{name} takes a configuration field in {params} ({examples}), which it does not "
+        f"declare `tl.constexpr`, and the first configuration tried, {config}, failed: "
+        f"{reason}\n  fix: declare {fixes} in {name}'s parameters (a configuration field "
+        "is a compile-time constant), or pass a constant there"
+    )
+
+
+# -- space fields nothing reads --------------------------------------------------------------
+
+
+class _FieldReads:
+    """A configuration that notes which fields its reader reads; any other use of it
+    (``to_json()``, iterating, ``get``) counts as reading them all."""
+
+    __slots__ = ("_all", "_cfg", "_read")
+
+    def __init__(self, cfg: Config) -> None:
+        self._cfg = cfg
+        self._read: set[str] = set()
+        self._all = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._cfg:
+            self._read.add(name)
+            return self._cfg[name]
+        self._all = True
+        return getattr(self._cfg, name)
+
+    def __getitem__(self, name: str) -> Any:
+        self._read.add(name)
+        return self._cfg[name]
+
+    def __contains__(self, name: object) -> bool:
+        self._all = True
+        return name in self._cfg
+
+    def __iter__(self) -> Any:
+        self._all = True
+        return iter(self._cfg)
+
+    def __len__(self) -> int:
+        self._all = True
+        return len(self._cfg)
+
+
+def check_fields_read(
+    bind: Any, configs: Sequence[Config], placeholders: set[str], label: str
+) -> None:
+    """Every field of the space is read by the launch (``bind``: the kernel's arguments and
+    the grid; a DSL site's ``$name`` placeholders count as reads) or is a launch hint; a
+    field nothing reads would tune the same kernel once per value. The front end checks a
+    literal space when the module compiles; this is for the rest (a computed space,
+    ``autotune_launch``'s functions). Each configuration is probed, so a field read only
+    under some others' values (``cfg.a if cfg.mode else cfg.b``) counts as read."""
+    if len(configs) < 2:  # one configuration is launched as is: nothing is tuned twice
+        return
+    read = set(placeholders) | set(HINT_NAMES)
+    fields: dict[str, None] = {}
+    for config in configs[:_PROBED]:
+        fields.update(dict.fromkeys(config))
+        probe = _FieldReads(config)
+        try:
+            bind(probe)
+        except Exception:  # the launch itself reports it, with the real configuration
+            return
+        if probe._all:
+            return
+        read |= probe._read
+    for name in fields:
+        close = did_you_mean(name, HINT_NAMES)
+        values = {(type(c[name]), c[name]) for c in configs if name in c}
+        if name in read or (len(values) < 2 and not close):  # one value: tuned once
+            continue
+        fix = (
+            f"did you mean the launch hint `{close}`?"
+            if close
+            else f"pass `{name}` to the kernel (e.g. `{name.upper()}=${name}` in the launch, or "
+            f"`cfg.{name}` in autotune_launch's args=/kwargs=/grid=) or remove the field"
+        )
+        raise UsageError(
+            f"{label}: space field `{name}` is read by nothing in the launch (the kernel's "
+            f"arguments and the grid) and is not a launch hint, so "
+            + (
+                "each of its values would tune the same kernel again"
+                if len(values) > 1
+                else "it changes nothing"
+            )
+            + f"; {fix}"
+        )
+
+
+# Configurations probed for the fields they read (each probe runs ``bind`` once more).
+_PROBED = 256

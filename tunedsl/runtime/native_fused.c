@@ -9,8 +9,9 @@
 
    It touches neither torch nor triton: everything it calls (the tensor guard, data_ptr,
    bind, the device and stream getters, the C launch) is a Python callable handed to it.
-   runtime/native.py builds this file once per user and Python version, and tests hold it
-   to the Python version's decisions (tests/unit/runtime/test_native_fused.py). */
+   It is built when the package is installed (setup.py: tunedsl.runtime._native_fused);
+   where it could not be, runtime/native.py finds it missing and the Python form runs. Tests
+   hold it to the Python form's decisions (tests/unit/runtime/test_native_fused.py). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -482,7 +483,7 @@ static PyGetSetDef fused_getset[] = {
 
 static PyTypeObject FusedType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tunedsl_native_fused.Fused",
+    .tp_name = "tunedsl.runtime._native_fused.Fused",
     .tp_basicsize = sizeof(Fused),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "The fused launch of one site entry (runtime/fused.py), in C.",
@@ -497,12 +498,12 @@ static PyTypeObject FusedType = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "tunedsl_native_fused",
+    .m_name = "tunedsl.runtime._native_fused",
     .m_doc = "tunedsl's fused launch in C.",
     .m_size = -1,
 };
 
-PyMODINIT_FUNC PyInit_tunedsl_native_fused(void) {
+PyMODINIT_FUNC PyInit__native_fused(void) {
     if (PyType_Ready(&FusedType) < 0)
         return NULL;
     str_data_ptr = PyUnicode_InternFromString("data_ptr");

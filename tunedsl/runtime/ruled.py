@@ -25,7 +25,7 @@ from tunedsl.model.config import Config
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
-    from tunedsl.runtime.decide import Subject
+    from tunedsl.runtime.subject import Subject
 
 
 def rule_pick(

@@ -14,7 +14,7 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
-from tunedsl.errors import UsageError
+from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import identity, keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
@@ -27,6 +27,10 @@ from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
     from tunedsl.runtime.decide import Decision
+
+#: Call keys one site keeps decided in memory; beyond it the oldest-decided are dropped and
+#: decided again (from the record, when there is one) if they come back.
+MAX_DECISIONS = 4096
 
 
 class _KernelToken:
@@ -142,7 +146,7 @@ class Site:
         self._kernel: Any = None
         self._key_fn: Callable[..., tuple[Any, ...]] | None = None
         self._table: dict[Any, Entry] = {}
-        self._max_entries = knobs.max_decisions()
+        self._max_entries = MAX_DECISIONS
         # Arguments the site's prune= has read (their values join the call key).
         self._prune_reads: frozenset[str] = frozenset()
         self._base_key_fn: Callable[..., tuple[Any, ...]] | None = None
@@ -161,7 +165,7 @@ class Site:
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
         self._key_config: Config | None = None
-        self.kwargs_tensors: tuple[str, ...] | None = None  # plain API: kwargs= tensors
+        self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
         self._inflight: dict[Any, threading.Event] = {}
 
@@ -220,6 +224,11 @@ class Site:
             try:
                 entry = self._table.get(call_key)
             except TypeError:  # an unhashable key= value (a list): use its tuple form
+                try:
+                    mistakes.check_key(key, self.label)
+                except UsageError as err:
+                    __tracebackhide__ = True
+                    raise mistakes.at_user_frame(err) from None
                 call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
                 entry = self._table.get(call_key)
             if entry is None:
@@ -228,6 +237,9 @@ class Site:
                 except UsageError as err:
                     __tracebackhide__ = True
                     raise mistakes.at_user_frame(err) from None
+                except (TuningError, KeyboardInterrupt) as err:  # the user's frames only
+                    __tracebackhide__ = True
+                    raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
             if entry.repeat is not _no_repeat and kernel is self._kernel:
                 self._remember(entry, args, static_kwargs)
         # Entry.launch, inlined: this is the hot path.
@@ -353,19 +365,6 @@ class Site:
             key_fn = base
         self._key_fn = key_fn
 
-    def _note_prune_reads(self, kernel: Any, info: Any, read: set[str]) -> None:
-        names = frozenset(n for n in read if isinstance(n, str))
-        if names <= self._prune_reads:
-            return
-        with self._lock:
-            self._prune_reads = self._prune_reads | names
-            # Entries keyed without these values can never match again: drop them.
-            self._forget_all()
-            if self._kernel is not None and self._base_key_fn is not None:
-                from tunedsl.backends.triton import kernel_info
-
-                self._install_key(kernel_info(self._kernel))
-
     # -- misses (runtime/miss.py) -----------------------------------------------------
     def _miss(
         self,
@@ -378,6 +377,8 @@ class Site:
         call_key: Any,
     ) -> LaunchResult:
         """No entry for ``call_key``: describe the call (only now) and decide it."""
+        if self.has_key:
+            mistakes.check_key(key, self.label)
         return miss.miss(self, miss.Call(kernel, args, static_kwargs, bind, key, lazy), call_key)
 
     def settings(self, lazy: miss.Lazy | None) -> Settings:
@@ -428,7 +429,7 @@ class Site:
             if default is not None:
                 cfg = as_config(default, "default=")
             elif isinstance(space, Mapping | Space):  # the first valid point, never listing
-                cfg = next(iter(search_space(space).iter_valid()), None) or expand_space(space)[0]
+                cfg = search_space(space).first_valid()
             else:
                 cfg = expand_space(space)[0]
             self._key_config = cfg

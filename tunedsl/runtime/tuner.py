@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from tunedsl.engine.effort import search_effort
 from tunedsl.engine.history import observations_from_results, results_from_observations
 from tunedsl.engine.racing import RaceSettings
 from tunedsl.engine.request import TuneRequest
+from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.engine.search import make_strategy
 from tunedsl.engine.search.auto import SMALL_VALID
 from tunedsl.engine.twins import interpreter_twins
@@ -34,6 +35,7 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.space import ListSpace
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
+from tunedsl.runtime import mistakes
 from tunedsl.store.records import ConfigResult
 
 if TYPE_CHECKING:
@@ -66,7 +68,7 @@ def check_choice(req: TuneRequest) -> str | None:
     reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
     compare; None when it agrees. The caller's data is restored afterwards."""
     from tunedsl.backends import triton as bt
-    from tunedsl.backends.inprocess import BENCH_LOCK, Guard, Verifier, reason
+    from tunedsl.backends.inprocess import BENCH_LOCK, Guard, Verifier, hook_args, reason
     from tunedsl.backends.triton_launch import launch_jit
 
     info = bt.kernel_info(req.kernel)
@@ -79,13 +81,14 @@ def check_choice(req: TuneRequest) -> str | None:
         try:
             for v in req.variants:
                 options = {**v.kwargs, **v.options}
+                args = hook_args(info, v)
                 error: BaseException | None = None
 
                 def run(v: Variant = v, options: dict[str, Any] = options) -> object:
                     return launch_jit(req.kernel, v.grid, v.args, options)
 
                 try:
-                    problem = verifier.check(run)
+                    problem = verifier.check(run, args)
                 except UsageError:
                     raise
                 except Exception as err:
@@ -93,13 +96,31 @@ def check_choice(req: TuneRequest) -> str | None:
                     problem = "run: " + reason(err)
                 finally:
                     if req.post_hook is not None:
-                        req.post_hook(bound, exception=error)
+                        req.post_hook(args, exception=error)
                 if problem is not None:
                     break
-        finally:
-            guard.restore_all()
-            bt.synchronize()
+        except BaseException as err:
+            _cleanup(guard.restore_all, err)
+            raise
+        guard.restore_all()
+        bt.synchronize()
     return problem
+
+
+def _cleanup(step: Callable[[], object], leaving: BaseException) -> None:
+    """A cleanup ``step`` while ``leaving`` is on its way out: a failing cleanup is added
+    to it as a note, never raised in its place (it would hide the real error)."""
+    from tunedsl.backends.inprocess import reason
+
+    try:
+        step()
+    except Exception as err:
+        note = f"tunedsl: restoring the arguments afterwards failed too: {reason(err)}"
+        add_note = getattr(leaving, "add_note", None)  # Python 3.11+
+        if add_note is not None:
+            add_note(note)
+        else:
+            leaving.__notes__ = [*getattr(leaving, "__notes__", ()), note]  # type: ignore[attr-defined]
 
 
 def _race(req: TuneRequest) -> RaceSettings:
@@ -158,9 +179,7 @@ def _tune_lazy(req: TuneRequest, info: KernelInfo, start: float) -> TuneOutcome:
             v = cache[config] = make(config)
         return v
 
-    first = next(iter(space.iter_valid()), None)
-    if first is None:
-        raise TuningError("nothing to tune: no configuration of the space is valid")
+    first = space.first_valid()  # bounded: a constraint rejecting everything is an error
     outcome, timer = _search(req, info, space, variant_for, variant_for(first), 0)
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -217,8 +236,15 @@ def _search(
     progress = Progress(info.qualname, total)
     chosen: tuple[Config, float | None] | None = None  # for the progress summary
     prune = req.prune
-    with BENCH_LOCK:
+    # Log records are handed to logging once BENCH_LOCK is released: a handler may wait
+    # for another thread's tuning, which needs that lock.
+    with progress.held(), BENCH_LOCK:
         measurer = make_measurer(req, variant_for, first, progress)
+        fields = mistakes.runtime_fields(info, req.variants)
+        if fields:  # a failure is then most likely that mistake: say so at the first one
+            measurer = _StopAtFirstFailure(
+                measurer, lambda cfg, why: mistakes.runtime_field_error(info, fields, cfg, why)
+            )
 
         def on_event(event: SearchEvent) -> None:
             progress.searching(event.strategy, event.remaining_s)
@@ -243,10 +269,42 @@ def _search(
                 raise
             best = next(o for o in outcome.observations if o.config == outcome.chosen)
             chosen = (outcome.chosen, best.median_ms)
-        finally:
-            progress.finish(*(chosen or (None, None)))
-            measurer.close()
+        except BaseException as err:
+            progress.finish(None, None)
+            _cleanup(measurer.close, err)
+            raise
+        progress.finish(*chosen)
+        measurer.close()
     return outcome, measurer.timer_kind
+
+
+class _StopAtFirstFailure:
+    """A measurer that raises ``explain``'s error when a configuration fails before any
+    was measured, instead of trying every configuration into the same failure."""
+
+    def __init__(self, inner: Any, explain: Callable[[Config, str], Exception]) -> None:
+        self.inner = inner
+        self.explain = explain
+        self.measured = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
+        for prep in self.inner.prepare(configs):
+            if (prep.status != "ok" or prep.error is not None) and not self.measured:
+                raise self.explain(prep.config, prep.error or prep.status)
+            yield prep
+
+    def sample(self, config: Config, reps: int) -> list[float]:
+        try:
+            times: list[float] = self.inner.sample(config, reps)
+        except MeasureFailure as err:
+            if not self.measured:
+                raise self.explain(config, str(err)) from None
+            raise
+        self.measured = True
+        return times
 
 
 def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:

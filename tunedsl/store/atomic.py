@@ -17,6 +17,7 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -34,9 +35,15 @@ def write_bytes(
     prefix: str | None = None,
     suffix: str = TEMP_SUFFIX,
     durable: bool = True,
+    dir_fd: int | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` atomically. ``durable``: fsync before the rename (the
-    records and binaries; a bytecode entry is cheap to rebuild and skips it)."""
+    records and binaries; a bytecode entry is cheap to rebuild and skips it). ``dir_fd``: a
+    descriptor of ``path``'s directory, checked by the caller; the file is written through
+    it, so a directory swapped after the check cannot redirect the write."""
+    if dir_fd is not None:
+        _write_at(dir_fd, path.name, data, prefix or f".{path.name}.", suffix, durable)
+        return
     fd, tmp = tempfile.mkstemp(
         prefix=prefix if prefix is not None else f".{path.name}.", suffix=suffix, dir=path.parent
     )
@@ -50,6 +57,28 @@ def write_bytes(
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
+
+
+def _write_at(dir_fd: int, name: str, data: bytes, prefix: str, suffix: str, durable: bool) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        tmp = f"{prefix}{secrets.token_hex(6)}{suffix}"
+        try:
+            fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dir_fd)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -72,21 +101,27 @@ def write_directory(path: Path, files: Mapping[str, bytes], *, durable: bool = T
             shutil.rmtree(tmp)
 
 
-def write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
+def write_json(path: Path, obj: Any, *, durable: bool = True, dir_fd: int | None = None) -> None:
     """``obj`` as indented JSON, atomically (records, bundles, results, notes)."""
-    write_bytes(path, (json.dumps(obj, indent=1) + "\n").encode("utf-8"), durable=durable)
+    data = (json.dumps(obj, indent=1) + "\n").encode("utf-8")
+    write_bytes(path, data, durable=durable, dir_fd=dir_fd)
 
 
 def write_text(path: Path, text: str, *, durable: bool = True) -> None:
     write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
-def read_regular_file(path: Path | str, limit: int) -> bytes:
+def read_regular_file(
+    path: Path | str, limit: int, *, dir_fd: int | None = None, private: bool = False
+) -> bytes:
     """The bytes of ``path``, read without following a final symbolic link or blocking on a
-    FIFO; OSError for anything but a regular file of at most ``limit`` bytes."""
+    FIFO; OSError for anything but a regular file of at most ``limit`` bytes. ``dir_fd``: a
+    checked directory's descriptor, ``path`` then a name in it. ``private``: also refuse a
+    file that another user owns (root excepted) or that group or others can write, since
+    another user may have written it; the file read is the file checked."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0), dir_fd=dir_fd)
     except OSError as err:
         if err.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
             raise OSError(errno.ELOOP, "a symbolic link, not read") from None
@@ -97,7 +132,18 @@ def read_regular_file(path: Path | str, limit: int) -> bytes:
             raise OSError(errno.EINVAL, "not a regular file")
         if st.st_size > limit:
             raise OSError(errno.EFBIG, f"{st.st_size} bytes, over the {limit}-byte limit")
+        if private:
+            _check_private_file(st, path)
         data = fh.read(limit + 1)
     if len(data) > limit:  # grew while we read it
         raise OSError(errno.EFBIG, f"over the {limit}-byte limit")
     return data
+
+
+def _check_private_file(st: os.stat_result, path: Path | str) -> None:
+    owner_ok = not hasattr(os, "getuid") or st.st_uid in (os.getuid(), 0)
+    if owner_ok and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return
+    why = "writable by group or others" if owner_ok else f"owned by another user (uid {st.st_uid})"
+    fix = "chmod go-w" if owner_ok else "remove it, or chown it to yourself"
+    raise OSError(errno.EPERM, f"{why}, so not trusted; fix: {fix} {path}")

@@ -1,16 +1,19 @@
 """Record stores in lookup order: memory, local files, then Redis (store layer, pure Python).
 
 ``LayeredStore`` answers the ``RecordStore`` protocol over a list of stores. A lookup tries
-this process's memory, then each store in order; a hit in a later store is written through
-to the earlier writable ones (a Redis hit lands in the local files, so the next process on
-this node needs no network). A new decision is written to every writable store. The lock
+this process's memory, then each store in order; a hit in a later writable store is written
+through to the earlier writable ones (a Redis hit lands in the local files, so the next
+process on this node needs no network). Read-only stores (``TUNEDSL_RECORDS_PATH``: records
+shipped with an application) are never copied into the cache, and a shipped record newer
+than the cache's record of the same key wins, so an application's updated records reach
+the users of its previous release. A new decision is written to every writable store. The lock
 takes each store's lock in order (local file lock first, so the processes of one node queue
 locally and only one of them contends in Redis).
 
 ``get_or_tune`` is the decision pattern every caller uses: look, lock, look again, tune,
 store; the loser of a lock race finds the winner's record after the lock.
 
-``default_stores`` builds the list from ``TUNEDSL_RECORD_STORES`` / ``TUNEDSL_REDIS_URL``.
+``default_stores`` builds the list: the files, then Redis when ``TUNEDSL_REDIS_URL`` is set.
 """
 
 from __future__ import annotations
@@ -67,10 +70,32 @@ class LayeredStore:
             record = store.get(digest)
             if record is None:
                 continue
+            source = store
+            if store.writable and not isinstance(store, MemoryStore):
+                shipped = self._newer_read_only(digest, record, i)
+                if shipped is not None:
+                    record, source = shipped
             for earlier in self.stores[:i]:  # write-through: the next lookup is nearer
-                if earlier.writable:
+                # A read-only (shipped) record is never copied into a persistent store: a
+                # copy would shadow the update the application ships with its next release.
+                if earlier.writable and (source.writable or isinstance(earlier, MemoryStore)):
                     earlier.put(record)
             return record
+        return None
+
+    def _newer_read_only(
+        self, digest: str, record: Record, index: int
+    ) -> tuple[Record, Any] | None:
+        """The first read-only store after ``index`` holding ``digest``, with its record,
+        when that record is newer than ``record``: a shipped record updated since this user's
+        copy was made (by tuning, or by an earlier tunedsl that copied shipped records)."""
+        for store in self.stores[index + 1 :]:
+            if store.writable:
+                continue
+            shipped = store.get(digest)
+            if shipped is None:
+                continue
+            return (shipped, store) if shipped.timestamp > record.timestamp else None
         return None
 
     def put(self, record: Record) -> bool:
@@ -133,30 +158,19 @@ def get_or_tune(
 
 
 def default_stores() -> list[Any]:
-    """The persistent stores of ``TUNEDSL_RECORD_STORES`` in lookup order (default: the
-    cache's record files and the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis
-    when ``TUNEDSL_REDIS_URL`` is set)."""
-    from tunedsl import knobs
+    """The persistent stores in lookup order: the cache's record files and the read-only
+    ``TUNEDSL_RECORDS_PATH`` directories, then Redis when ``TUNEDSL_REDIS_URL`` is set."""
     from tunedsl.store import files
 
-    out: list[Any] = []
-    for name in knobs.record_stores():
-        if name == "files":
-            out.extend(files.default_stores())
-        elif name == "redis":
-            redis_store = _redis_store()
-            if redis_store is None:
-                from tunedsl.errors import UsageError
-
-                raise UsageError(
-                    "TUNEDSL_RECORD_STORES names redis but TUNEDSL_REDIS_URL is not set"
-                )
-            out.append(redis_store)
+    out: list[Any] = list(files.default_stores())
+    redis_store = _redis_store()
+    if redis_store is not None:
+        out.append(redis_store)
     return out
 
 
 # One Redis store per settings for the whole process: its back-off after a failure (a dead
-# or slow server is skipped for TUNEDSL_REDIS_BACKOFF seconds) must outlive one lookup.
+# or slow server is skipped for 30 seconds) must outlive one lookup.
 _redis_stores: dict[Any, Any] = {}
 _redis_lock = threading.Lock()
 

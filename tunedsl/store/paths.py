@@ -7,12 +7,17 @@ Layout under the cache root (``TUNEDSL_CACHE_DIR`` or platformdirs' user cache d
     binaries/   the chosen variants' compiled binaries, for a warm start without triton.compile
     locks/      cross-process lock files
 
-Directories are created with mode 0700. A directory that exists but is owned by another
-user, or is writable by others, is not trusted for loading code (see ``is_private_dir``).
+Directories are created with mode 0700. A cache directory is trusted only when the whole
+chain from the cache root down to it is: the root and every directory below it owned by
+this user and not writable by group or others, and none below the root a symbolic link
+(``open_private_dir``). Files in it are then opened through the directory's descriptor, so a
+directory renamed or swapped after the check cannot redirect what is read or written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 import time
@@ -32,22 +37,78 @@ def cache_root() -> Path:
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) with mode 0700 if missing; return it. May raise OSError."""
+    """Create ``path`` (and parents) if missing; return it. The cache root and everything
+    below it get mode 0700. May raise OSError."""
+    root = cache_root()
+    if path.is_relative_to(root) and not os.path.lexists(root):
+        root.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(root, 0o700)
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 
 
-def is_private_dir(path: Path) -> bool:
-    """True if ``path`` is a real directory owned by this user and not writable by others."""
+class UntrustedDir(OSError):
+    """A directory that another user could change (the message names it and why): nothing
+    in it is read or written."""
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def open_private_dir(path: Path, *, root_may_own: bool = False) -> int:
+    """A descriptor of the directory ``path``, opened and checked component by component.
+
+    Under the cache root, the root is opened (following a symbolic link the user chose) and
+    each directory below it is opened relative to its parent's descriptor without following
+    a symbolic link; every one must be owned by this user and not writable by group or
+    others. A directory outside the cache root (a ``TUNEDSL_RECORDS_PATH`` entry) is checked
+    alone, and may also belong to root with ``root_may_own``. The caller closes the
+    descriptor. Raises ``UntrustedDir`` (which directory, and why), ``FileNotFoundError``
+    when a directory is missing, or another ``OSError``."""
+    root = cache_root()
+    if path.is_relative_to(root):
+        base, parts, follow = root, path.relative_to(root).parts, True
+    else:
+        base, parts, follow = path, (), False
+    fd = _open_checked(str(base), None, base, follow, root_may_own)
+    for i, name in enumerate(parts):
+        try:
+            fd_below = _open_checked(name, fd, base.joinpath(*parts[: i + 1]), False, False)
+        finally:
+            os.close(fd)
+        fd = fd_below
+    return fd
+
+
+def _open_checked(name: str, dir_fd: int | None, shown: Path, follow: bool, root_ok: bool) -> int:
     try:
-        st = os.lstat(path)
+        fd = os.open(name, _DIR_FLAGS | (0 if follow else _NOFOLLOW), dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno in (errno.ENOTDIR, errno.ELOOP) and not follow:
+            raise UntrustedDir(f"{shown} is a symbolic link or not a directory") from None
+        raise
+    st = os.fstat(fd)  # the directory opened, not the path: what we check is what we use
+    why = None
+    if hasattr(os, "getuid") and st.st_uid != os.getuid() and not (root_ok and st.st_uid == 0):
+        why = f"{shown} is owned by another user (uid {st.st_uid})"
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = f"{shown} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    if why is not None:
+        os.close(fd)
+        raise UntrustedDir(why)
+    return fd
+
+
+def is_private_dir(path: Path) -> bool:
+    """True if ``path`` and the chain above it up to the cache root are trusted
+    (:func:`open_private_dir`)."""
+    try:
+        os.close(open_private_dir(path))
     except OSError:
         return False
-    if not stat.S_ISDIR(st.st_mode):
-        return False
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        return False
-    return not (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+    return True
 
 
 def bytecode_dir() -> Path:

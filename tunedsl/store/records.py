@@ -13,243 +13,38 @@ tuning the same key leave one valid record. A read-only or full cache directory 
 tuning results are kept in memory only, with one warning.
 
 Extra read-only record directories (records shipped with an application) are searched
-after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``.
+after the cache: ``TUNEDSL_RECORDS_PATH=dir1:dir2``. Their records are never copied into the
+cache, and one newer than the cache's record of the same key wins. Every record file must be
+owned by this user (or root) and closed to writes by group and others.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunedsl.model.config import Config
+from tunedsl.model.record import (  # noqa: F401 (re-exported: the store's records)
+    KEYED_TOOLS,
+    SCHEMA_VERSION,
+    STATUSES,
+    ConfigResult,
+    InvalidRecord,
+    Record,
+    keyed_toolchain,
+)
 from tunedsl.store import atomic, paths
 from tunedsl.warn import warn_once
 
-#: ``tunedsl cache export`` bundles: {"tunedsl_records": BUNDLE_VERSION, "records": [...]}.
+#: The single-document bundle format {"tunedsl_records": 1, "records": [...]} (still read, up
+#: to MAX_BUNDLE_BYTES; ``tunedsl cache export`` writes JSON Lines: ``cli/bundle.py``).
 BUNDLE_VERSION = 1
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
-SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "rejected")
-
-#: The tool versions that can change the best choice, and so key a record (the compiler
-#: and its backend: ptxas, target). torch's and tunedsl's versions are recorded in
-#: ``Record.versions`` but an upgrade of either keeps the records (issue 9, item 14).
-KEYED_TOOLS = ("triton", "triton_backend")
-
-
-def keyed_toolchain(versions: dict[str, Any]) -> dict[str, Any]:
-    """The part of ``backends.triton.toolchain()`` that goes into a record's digest, with
-    the record schema (a new schema may store different facts about the same choice)."""
-    return {**{k: versions.get(k) for k in KEYED_TOOLS}, "record_schema": SCHEMA_VERSION}
-
-
-class InvalidRecord(ValueError):
-    """A record file that does not match the schema; the message says which field."""
-
-
-@dataclass(frozen=True)
-class ConfigResult:
-    """What tuning learned about one configuration."""
-
-    config: Config
-    status: str  # "ok", "failed" (compile or run error) or "rejected" (verify mismatch)
-    median_ms: float | None = None
-    spread: float | None = None  # relative inter-quartile range of the repetitions
-    reps: int | None = None
-    min_ms: float | None = None
-    reason: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)  # Triton launch options
-    constexprs: dict[str, Any] = field(default_factory=dict)  # config-dependent constexprs
-    round: int | None = None  # results with the same round were measured side by side
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"config": self.config.to_json(), "status": self.status}
-        if self.status == "ok":
-            out.update(median_ms=self.median_ms, spread=self.spread, reps=self.reps)
-            out["min_ms"] = self.min_ms
-        else:
-            out["reason"] = self.reason
-        out["options"] = self.options
-        out["constexprs"] = self.constexprs
-        if self.round is not None:
-            out["round"] = self.round
-        return out
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> ConfigResult:
-        _expect(data, dict, where)
-        status = data.get("status")
-        if status not in STATUSES:
-            raise InvalidRecord(f"{where}.status is {status!r}; expected one of {STATUSES}")
-        config = _config(data.get("config"), f"{where}.config")
-        options = _expect(data.get("options", {}), dict, f"{where}.options")
-        constexprs = _expect(data.get("constexprs", {}), dict, f"{where}.constexprs")
-        round_ = data.get("round")  # absent in records written before rounds existed
-        if round_ is not None:
-            _expect(round_, int, f"{where}.round")
-        if status == "ok":
-            return cls(
-                config,
-                status,
-                median_ms=_number(data.get("median_ms"), f"{where}.median_ms"),
-                spread=_number(data.get("spread"), f"{where}.spread"),
-                reps=_expect(data.get("reps"), int, f"{where}.reps"),
-                min_ms=_number(data.get("min_ms"), f"{where}.min_ms"),
-                options=options,
-                constexprs=constexprs,
-                round=round_,
-            )
-        reason = _expect(data.get("reason"), str, f"{where}.reason")
-        return cls(
-            config, status, reason=reason, options=options, constexprs=constexprs, round=round_
-        )
-
-
-@dataclass(frozen=True)
-class Record:
-    """One tuning decision, as stored on disk."""
-
-    site: str
-    digest: str
-    key: dict[str, Any]
-    chosen: Config
-    results: tuple[ConfigResult, ...]
-    kernel: dict[str, Any]  # module, qualname, file, source_hash
-    signature: dict[str, Any]  # parameter -> Triton type ("*fp16", "i32", {"constexpr": v})
-    device: dict[str, Any]
-    versions: dict[str, Any]
-    context: dict[str, Any]  # everything else in the digest: env, static hints
-    tuning_s: float
-    timestamp: float
-    effort: str = "default"
-    schema: int = SCHEMA_VERSION
-    # Where the site is, for people and `cache gc`: "/abs/file.py:line:col" (1-based col);
-    # never part of the digest (a site keeps its records when the file around it changes).
-    location: str = ""
-    # How the choice was searched (absent in older records): strategy as resolved
-    # ("auto:exhaustive"), its seed, and the budget in seconds (None: no budget).
-    strategy: str | None = None
-    seed: int | None = None
-    budget_s: float | None = None
-
-    @property
-    def id(self) -> str:
-        """Short id for the CLI: the digest's first 12 hex digits."""
-        return self.digest[:12]
-
-    def result_for(self, config: Config) -> ConfigResult | None:
-        for result in self.results:
-            if result.config == config:
-                return result
-        return None
-
-    def timings(self) -> dict[Config, ConfigResult]:
-        return {r.config: r for r in self.results}
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema,
-            "site": self.site,
-            "digest": self.digest,
-            "key": self.key,
-            "chosen": self.chosen.to_json(),
-            "results": [r.to_json() for r in self.results],
-            "kernel": self.kernel,
-            "signature": self.signature,
-            "device": self.device,
-            "versions": self.versions,
-            "context": self.context,
-            "tuning_s": self.tuning_s,
-            "timestamp": self.timestamp,
-            "effort": self.effort,
-            "location": self.location,
-            "strategy": self.strategy,
-            "seed": self.seed,
-            "budget_s": self.budget_s,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> Record:
-        """Validate and rebuild; raise InvalidRecord naming the first bad field."""
-        _expect(data, dict, "record")
-        schema = data.get("schema")
-        if not isinstance(schema, int) or isinstance(schema, bool):
-            raise InvalidRecord(f"record.schema is {schema!r}; expected an integer")
-        if schema != SCHEMA_VERSION:
-            raise InvalidRecord(
-                f"record schema {schema} is not this tunedsl's schema {SCHEMA_VERSION}"
-            )
-        digest = _expect(data.get("digest"), str, "record.digest")
-        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise InvalidRecord("record.digest is not a sha256 hex digest")
-        results_raw = _expect(data.get("results"), list, "record.results")
-        results = tuple(
-            ConfigResult.from_json(item, f"record.results[{i}]")
-            for i, item in enumerate(results_raw)
-        )
-        chosen = _config(data.get("chosen"), "record.chosen")
-        if not any(r.config == chosen and r.status == "ok" for r in results):
-            raise InvalidRecord("record.chosen is not among the record's successful results")
-        return cls(
-            site=_expect(data.get("site"), str, "record.site"),
-            digest=digest,
-            key=_expect(data.get("key"), dict, "record.key"),
-            chosen=chosen,
-            results=results,
-            kernel=_expect(data.get("kernel"), dict, "record.kernel"),
-            signature=_expect(data.get("signature"), dict, "record.signature"),
-            device=_expect(data.get("device"), dict, "record.device"),
-            versions=_expect(data.get("versions"), dict, "record.versions"),
-            context=_expect(data.get("context"), dict, "record.context"),
-            tuning_s=_number(data.get("tuning_s"), "record.tuning_s"),
-            timestamp=_number(data.get("timestamp"), "record.timestamp"),
-            effort=_expect(data.get("effort", "default"), str, "record.effort"),
-            schema=schema,
-            location=_expect(data.get("location", ""), str, "record.location"),
-            strategy=_optional(data.get("strategy"), str, "record.strategy"),
-            seed=_optional(data.get("seed"), int, "record.seed"),
-            budget_s=(
-                None
-                if data.get("budget_s") is None
-                else _number(data["budget_s"], "record.budget_s")
-            ),
-        )
-
-
-def _optional(value: Any, kind: type, where: str) -> Any:
-    return None if value is None else _expect(value, kind, where)
-
-
-def _expect(value: Any, kind: type, where: str) -> Any:
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise InvalidRecord(f"{where} is {value!r}; expected {kind.__name__}")
-    return value
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidRecord(f"{where} is {value!r}; expected a finite number")
-    return float(value)
-
-
-def _config(value: Any, where: str) -> Config:
-    _expect(value, dict, where)
-    try:
-        return Config(value)
-    except ValueError as err:
-        raise InvalidRecord(f"{where}: {err}") from None
-
-
-# -- files -----------------------------------------------------------------------------------
-
 _UNWRITABLE = "unwritable"  # the topic of every "cannot write to the cache" warning
 
 
@@ -286,59 +81,69 @@ def parse_json(data: bytes) -> Any:
 
 def read_record_file(path: Path) -> Record:
     """Load one file; raise InvalidRecord (bad content) or OSError (unreadable, a symbolic
-    link, not a regular file, too large)."""
-    return Record.from_json(parse_json(atomic.read_regular_file(path, MAX_RECORD_BYTES)))
+    link, not a regular file, too large, or a file another user could have written)."""
+    data = atomic.read_regular_file(path, MAX_RECORD_BYTES, private=True)
+    return Record.from_json(parse_json(data))
+
+
+def open_trusted_dir(root: Path) -> int | None:
+    """A descriptor of the records directory ``root``, or None: missing (a miss) or not
+    trusted (one warning). Records directories get bytecode's trust rule, checked along the
+    chain from the cache root (``paths.open_private_dir``); a ``TUNEDSL_RECORDS_PATH``
+    directory may also belong to root (records installed with an application), still
+    closed to writes by others. The caller closes it."""
+    try:
+        return paths.open_private_dir(root, root_may_own=root != paths.records_dir())
+    except paths.UntrustedDir as why:
+        warn_once(
+            f"untrusted:{root}",
+            f"tuning records directory {root} is not private to this user ({why}); not "
+            "using it. Fix its ownership and mode (chown to yourself, chmod 700 / chmod "
+            "go-w), or point TUNEDSL_CACHE_DIR or TUNEDSL_RECORDS_PATH elsewhere",
+        )
+    except OSError:
+        pass  # missing, or unreadable: a miss (writing it reports that)
+    return None
 
 
 def trusted_dir(root: Path) -> bool:
-    """Records directories get bytecode's trust rule: one that exists but is not a real
-    directory owned by this user and closed to writes by others is not used (one warning).
-    A missing one is fine (a miss). A ``TUNEDSL_RECORDS_PATH`` directory may also belong
-    to root (records installed with an application), still closed to writes by others."""
-    if not os.path.lexists(root) or paths.is_private_dir(root):
+    """Whether ``root`` is missing or trusted (:func:`open_trusted_dir`; one warning when
+    it is not)."""
+    if not os.path.lexists(root):
         return True
-    if root != paths.records_dir() and _root_owned_closed_dir(root):
-        return True
-    warn_once(
-        f"untrusted:{root}",
-        f"tuning records directory {root} is not private to this user (another owner, "
-        "writable by group or others, or not a real directory); not using it. Fix its "
-        "ownership and mode (chmod 700 / chmod go-w), or point TUNEDSL_CACHE_DIR or "
-        "TUNEDSL_RECORDS_PATH elsewhere",
-    )
-    return False
-
-
-def _root_owned_closed_dir(root: Path) -> bool:
-    try:
-        st = os.lstat(root)
-    except OSError:
+    fd = open_trusted_dir(root)
+    if fd is None:
         return False
-    closed = not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and closed
+    os.close(fd)
+    return True
 
 
 def load_record(digest: str) -> Record | None:
-    """The record for ``digest`` from the cache, else from TUNEDSL_RECORDS_PATH; None on a miss.
+    """The record for ``digest`` from the cache or TUNEDSL_RECORDS_PATH; None on a miss.
+    The cache's record wins unless the first shipped record of ``digest`` is newer (as the
+    layered store decides, ``store/layered.py``).
 
     A file that exists but is unusable (corrupt, wrong shape, future schema, or saved under
     another digest) is a miss with one CacheWarning; so is a directory that is not private.
     """
-    for root in [paths.records_dir(), *extra_record_dirs()]:
-        record = load_from(root, digest)
-        if record is not None:
-            return record
-    return None
+    mine = load_from(paths.records_dir(), digest)
+    for root in extra_record_dirs():
+        shipped = load_from(root, digest)
+        if shipped is not None:
+            return shipped if mine is None or shipped.timestamp > mine.timestamp else mine
+    return mine
 
 
 def load_from(root: Path, digest: str) -> Record | None:
     """The record of ``digest`` in the directory ``root``, or None (a miss; one warning for
     anything unusable)."""
-    if not trusted_dir(root):
+    dir_fd = open_trusted_dir(root)
+    if dir_fd is None:
         return None
     path = record_path(digest, root)
     try:
-        record = read_record_file(path)
+        data = atomic.read_regular_file(path.name, MAX_RECORD_BYTES, dir_fd=dir_fd, private=True)
+        record = Record.from_json(parse_json(data))
     except (FileNotFoundError, NotADirectoryError):
         # No record, or no records directory at all (the cache path runs through a
         # regular file): a plain miss; save_record warns once that it cannot write.
@@ -346,6 +151,8 @@ def load_from(root: Path, digest: str) -> Record | None:
     except (OSError, InvalidRecord) as err:
         warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
         return None
+    finally:
+        os.close(dir_fd)
     if record.digest != digest:
         warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
         return None
@@ -377,20 +184,34 @@ def save_record(record: Record, root: Path | None = None) -> bool:
     where = paths.records_dir() if root is None else root
     try:
         directory = paths.ensure_private_dir(where)
-        if not trusted_dir(directory):
+        dir_fd = open_trusted_dir(directory)
+        if dir_fd is None:
             return False
-        if root is None and not _swept:
-            _swept = True
-            remove_stale_temporaries(directory)
-        atomic.write_json(record_path(record.digest, directory), record.to_json())
+        try:
+            if root is None and not _swept:
+                _swept = True
+                remove_stale_temporaries(directory)
+            path = record_path(record.digest, directory)
+            atomic.write_json(path, record.to_json(), dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
     except OSError as err:
         warn_once(
             _UNWRITABLE if root is None else f"{_UNWRITABLE}:{root}",
-            f"cannot write tuning records to {where} ({err}); "
-            "tuning results are kept for this process only",
+            f"cannot write tuning records to {where} ({err}): tuning results are kept for "
+            f"this process only, and every new process tunes again; {_fix(root)}",
+            stacklevel="user",
         )
         return False
     return True
+
+
+def _fix(where: Path | None) -> str:
+    """How to give tunedsl a cache it can write (``where``: the directory that failed)."""
+    root = paths.cache_root()
+    if where is not None and where.parent != root:
+        return f"make {where} a directory this user owns and can write"
+    return f"make {root} a directory this user owns and can write, or set TUNEDSL_CACHE_DIR to one"
 
 
 @contextlib.contextmanager
@@ -408,16 +229,23 @@ def record_lock(
     wait_s = knobs.lock_timeout_s() if timeout_s is None else timeout_s
     try:
         locks = paths.ensure_private_dir(paths.locks_dir() if lock_dir is None else lock_dir)
-        if not paths.is_private_dir(locks):
-            raise OSError(f"{locks} is not private to this user")
+        os.close(paths.open_private_dir(locks))  # UntrustedDir says which directory, and why
         held = key_lock(lock_path(digest, locks), f"key {digest[:12]}", wait_s)
         got = held.__enter__()
     except Exception as err:
-        # Same topic as save_record's warning: one unwritable cache is one warning.
+        # Same topic as save_record's warning: one unwritable cache is one warning, so it
+        # says here whether the records can be written.
+        try:
+            kept = os.access(paths.ensure_private_dir(paths.records_dir()), os.W_OK)
+        except OSError:
+            kept = False
+        kept_where = "written to the records directory" if kept else "kept for this process only"
         warn_once(
             _UNWRITABLE,
-            f"cannot lock the tuning cache ({err}); tuning without a lock, and tuning "
-            "results may be kept for this process only",
+            f"cannot lock the tuning cache ({err}): this process tunes without a lock (other "
+            f"processes may tune the same key at the same time), and results are {kept_where}; "
+            f"{_fix(lock_dir)}",
+            stacklevel="user",
         )
         yield False
         return

@@ -16,8 +16,8 @@ limit (its length is asked first, so it is never transferred) and a key of anoth
 type: the server answered, so neither counts as a failure of the server.
 
 A dead or slow Redis never breaks or stalls a launch: connecting and each reply have short
-timeouts (``TUNEDSL_REDIS_TIMEOUT``, default 0.5 s), the first failure warns once, and the
-store then answers "miss" without trying the network for ``TUNEDSL_REDIS_BACKOFF`` seconds
+timeouts (0.5 s, or the URL's ``?socket_timeout=``), the first failure warns once, and the
+store then answers "miss" without trying the network for 30 seconds
 (default 30) before it tries again.
 
 The lock is ``SET key value NX PX ttl``; it is released only by its owner (a Lua
@@ -125,7 +125,7 @@ class RedisSettings:
         url = knobs.redis_url()
         if not url:
             return None
-        return cls(url=url, timeout_s=knobs.redis_timeout_s(), backoff_s=knobs.redis_backoff_s())
+        return cls(url=url)  # the URL's own ?socket_timeout= wins inside redis-py
 
 
 def _shown(key: str) -> str:

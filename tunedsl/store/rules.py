@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -66,14 +65,7 @@ def save_rule(rule: Rule, root: Path) -> Path:
 def read_rule_file(path: Path) -> Rule:
     """One rule file; raise InvalidRule (bad content) or OSError (unreadable, a link, not a
     regular file, too large, writable by others, another owner)."""
-    st = os.lstat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise OSError(f"{path} is not a regular file")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise OSError(f"{path} is writable by group or others (chmod go-w {path})")
-    if st.st_uid not in (os.getuid(), 0):
-        raise OSError(f"{path} belongs to another user")
-    data = rec.parse_json(atomic.read_regular_file(path, MAX_RULE_BYTES))
+    data = rec.parse_json(atomic.read_regular_file(path, MAX_RULE_BYTES, private=True))
     return Rule.from_json(data)
 
 

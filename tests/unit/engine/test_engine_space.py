@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -26,7 +27,7 @@ class Counting:
         return bool(self.keep(cfg))  # type: ignore[operator]
 
 
-def ten_million(constraint: Counting) -> Space:
+def ten_million(constraint: Callable[[Config], bool]) -> Space:
     return Space({name: list(range(10)) for name in "abcdefg"}, constraint=constraint)
 
 
@@ -177,3 +178,61 @@ def test_the_engine_imports_neither_torch_triton_nor_a_model_library() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the first valid point is found in a bounded number of constraint calls ----------------------
+# (the site's default and the key of a call whose arguments are a function of the configuration)
+FIRST_SCAN = 10_000
+
+
+class Bounded(Counting):
+    """Counts its calls and stops a scan that goes far past the bound (a whole-space scan
+    of 10^7 points takes minutes: a test of it must fail, not hang)."""
+
+    def __call__(self, cfg: Config) -> bool:
+        if self.calls >= 10 * FIRST_SCAN:
+            raise AssertionError(f"the constraint was called {self.calls:,} times")
+        return super().__call__(cfg)
+
+
+def test_a_constraint_that_rejects_everything_is_an_error_after_a_bounded_scan() -> None:
+    from tunedsl.model.settings import resolve
+
+    counter = Bounded(lambda c: False)
+
+    def nothing_fits(cfg: Config) -> bool:
+        return counter(cfg)
+
+    with pytest.raises(UsageError) as info:
+        resolve(ten_million(nothing_fits), {}, {}, "kernels.py:12")
+    text = str(info.value)
+    assert text.startswith("kernels.py:12: the space's constraint ")
+    assert "nothing_fits" in text and "rejected the first 10,000 of its 10,000,000" in text
+    assert "loosen it, or narrow the axes" in text
+    assert counter.calls == 2 * FIRST_SCAN
+
+
+def test_a_small_space_the_constraint_empties_names_it_too() -> None:
+    space = Space(a=list(range(50)), b=list(range(50)), constraint=lambda c: False)
+    with pytest.raises(UsageError, match="<lambda> removed all 2500 configurations"):
+        space.first_valid()
+
+
+def test_the_first_valid_point_in_order_when_it_comes_early() -> None:
+    fn = Bounded(lambda c: c.g == 7)
+    assert ten_million(fn).first_valid() == Config(a=0, b=0, c=0, d=0, e=0, f=0, g=7)
+    assert fn.calls == 8
+
+
+def test_a_valid_region_far_down_the_order_is_found_by_drawing() -> None:
+    """Only a == 9 is valid: the first such point in order is the 9,000,001st. Drawn at
+    random with a fixed seed, one is found at once, and the same one every time."""
+    fn = Bounded(lambda c: c.a == 9)
+    first = ten_million(fn).first_valid()
+    assert first.a == 9 and fn.calls < 2 * FIRST_SCAN
+    assert ten_million(Bounded(lambda c: c.a == 9)).first_valid() == first
+
+
+def test_a_space_without_constraint_or_a_list_space_is_its_first_point() -> None:
+    assert Space(a=[3, 4], b=[5]).first_valid() == Config(a=3, b=5)
+    assert ListSpace([Config(t=2), Config(t=1)]).first_valid() == Config(t=2)

@@ -2,7 +2,8 @@
 
 The generated text stays inside what grammar/tunedsl.lark decides: it never produces the
 static errors the grammar leaves to the front end (unknown `$NAME` against a literal
-space, repeated keywords, hint/field conflicts, blocks= arity or constant type), so the
+space, a field of a literal space that nothing reads, repeated keywords, hint/field
+conflicts, blocks= arity or constant type), so the
 grammar and the front end must accept exactly the same strings.
 """
 
@@ -96,6 +97,8 @@ def macro_calls(draw: st.DrawFn) -> str:
     args = draw(st.lists(dsl, max_size=3))
     kwargs = draw(st.dictionaries(st.sampled_from(["TILE", "BLOCK_N", "eps"]), dsl, max_size=2))
     launch_args = args + [f"{k}={v}" for k, v in kwargs.items()]
+    # The launch reads every field (a field nothing reads is a front-end check).
+    launch_args += [f"F_{f}=${f}" for f in fields]
     launch = f"{callee}({', '.join(launch_args)})"
     if "launch_not_a_call" in mistakes:
         launch = draw(st.sampled_from(["k", "$tile", "k[0]", "(k)"]))

@@ -161,6 +161,24 @@ CASES = [
         "remove",
     ),
     (
+        "misspelled hint as a space field",
+        "autotune(space=dict(tile=[256, 512], num_warp=[4, 8]), blocks=cdiv(n, $tile),\n"
+        "         k(a, TILE=$tile))\n",
+        "space= field `num_warp` is read by nothing in the launch",
+        2,
+        "num_warp=[4, 8]",
+        "did you mean the launch hint `num_warps`?",
+    ),
+    (
+        "space field nothing reads",
+        "autotune(space={'tile': [256, 512], 'split': [1, 2]}, blocks=cdiv(n, $tile),\n"
+        "         k(a, TILE=$tile))\n",
+        "space= field `split` is read by nothing in the launch",
+        2,
+        "'split'",
+        "`SPLIT=$split`",
+    ),
+    (
         "blocks of four",
         f"autotune({S}, blocks=(1, 2, 3, 4), k(a))\n",
         "blocks= must be an int or a tuple of one to three ints",

@@ -1,13 +1,14 @@
-"""The C fused launch (``runtime/native_fused.c``) against its reference, the generated Python
-fused launch: on real CPU tensors, PyTorch's real tensor guard and a compiled module, both
-forms must make the same decision for every call (launch, the launcher, or None) and launch
-with the same arguments."""
+"""The C fused launch (``runtime/native_fused.c``, built at install as
+``tunedsl.runtime._native_fused``) against its reference, the generated Python fused launch: on
+real CPU tensors and PyTorch's real tensor guard, both forms must make the same decision for
+every call (launch, the launcher, or None) and launch with the same arguments. Without the
+extension the package runs the Python form, with the same results."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,10 @@ if compat.layout_check([torch.zeros(2)]) is None:
 
 
 @pytest.fixture(scope="module")
-def fused_type(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    path = native.build(tmp_path_factory.mktemp("native"))
-    return native.load_from(path)
+def fused_type() -> Any:
+    found = native.fused_type()
+    assert found is not None, native.status()  # scripts/setup.sh builds it (pip install -e .)
+    return found
 
 
 class Chain:  # Triton's HookChain: hooks in .calls
@@ -137,12 +139,17 @@ def mm_args(a: Any, b: Any, c: Any, m: int = 64, n: int = 64, k: int = 64) -> tu
     return (a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride())
 
 
-def test_the_module_builds_and_loads(tmp_path: Path) -> None:
-    path = native.build(tmp_path)
-    assert path.name.startswith(native.MODULE_NAME) and path.is_file()
-    assert native.load_from(path).__name__ == "Fused"
-    # The build is atomic: nothing but the module is left in the directory.
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+def test_the_extension_is_installed_and_nothing_is_compiled_at_run_time(tmp_path: Path) -> None:
+    """``pip install`` built the extension: a process with no C compiler on its PATH and an
+    empty cache runs the C form, and writes nothing of it into the cache."""
+    cache = tmp_path / "cache"
+    script = (
+        "from tunedsl.runtime import native; print(native.fused_type().__module__, native.status())"
+    )
+    env = {"TUNEDSL_CACHE_DIR": str(cache), "PATH": str(tmp_path), "CC": "false"}
+    out = _python(script, env)
+    assert out.startswith("tunedsl.runtime._native_fused C ("), out
+    assert not cache.exists() or not any(cache.iterdir())
 
 
 def test_same_decisions_as_python_over_many_calls(fused_type: Any) -> None:
@@ -288,36 +295,6 @@ def test_bad_construction_is_an_error(fused_type: Any) -> None:
         fused_type(KERNEL, (0, 3), (0, 0), (None, None), (1,), True, True, *common, *tail)
 
 
-def test_a_damaged_module_is_rebuilt_and_a_shared_directory_refused(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    script = textwrap.dedent(
-        """
-        import sys
-        from tunedsl.runtime import native
-        print(native.fused_type() is not None, native.status())
-        """
-    )
-
-    def run() -> str:
-        env = {"TUNEDSL_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
-        done = subprocess.run(
-            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
-        )
-        return done.stdout.strip()
-
-    assert run() == "True loaded"
-    (module,) = (cache / "native").glob(f"{native.MODULE_NAME}_*")
-    module.write_bytes(b"not an ELF file")  # damaged
-    assert run() == "True loaded"
-    assert module.read_bytes().startswith(b"\x7fELF")  # built again
-    (cache / "native").chmod(0o777)  # writable by others: never load code from it
-    try:
-        out = run()
-    finally:
-        (cache / "native").chmod(0o700)
-    assert out.startswith("False unavailable:") and "not private" in out
-
-
 def test_with_a_fallback_it_takes_the_whole_call(fused_type: Any) -> None:
     """Built with the site's call as fallback, the C form is what the expansion calls: six
     arguments, a call it turns down goes to the fallback whole."""
@@ -352,3 +329,96 @@ def test_with_a_fallback_it_takes_the_whole_call(fused_type: Any) -> None:
     assert whole(KERNEL, other, {}, bind) is None  # the four-argument form still answers None
     with pytest.raises(TypeError):
         whole(KERNEL, other, {}, bind, None)
+
+
+# A run of make_fused as the site makes it: the form it picked, the launch status, and what
+# every call of a fixed sequence did (compared by value: kinds, launch arguments, fallbacks).
+FALLBACK_RUN = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+if sys.argv[2] == "blocked":
+    class Block:  # the extension is not installed
+        def find_spec(self, name, path=None, target=None):
+            if name == "tunedsl.runtime._native_fused":
+                raise ImportError("blocked by the test")
+    sys.meta_path.insert(0, Block())
+import test_native_fused as t
+from tunedsl.runtime import fused, native
+a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+args = t.mm_args(a, b, c)
+code = t.keys.repeat_check_code(args, frozenset(), t.HOLE, True, t.compat.layout_check)
+rec = t.Recorder()
+entry = t.Entry(t.Config({"BM": 64}), rec.launch, object(), (), ())
+plan = t.DirectPlan(rec.run, (), False, (), 0, rec.get_device, rec.get_stream, {"BM": 64},
+                    t.Runtime(), fused.NATIVE_HOOKED_CODE, True)
+made = fused.make_fused(t.KERNEL, entry, code, plan, lambda *call: "fallback")
+seen = []
+for call in (args, t.mm_args(a, b, c, m=17), t.mm_args(a, b, c.t()), args[:-1]):
+    rec.calls.clear()
+    if fused.takes_whole_call(made):
+        result = made(t.KERNEL, call, {}, t.bind_2d(64, 64), None, None)
+    else:
+        result = made(t.KERNEL, call, {}, t.bind_2d(64, 64)) or "fallback"
+    kind = "result" if result is entry.result else repr(result)
+    launched = repr(t._comparable(rec.calls))
+    for name, x in (("A", a), ("B", b), ("C", c)):  # addresses differ between processes
+        launched = launched.replace(str(x.data_ptr()), name)
+    seen.append([kind, launched])
+print(json.dumps([type(made).__name__, native.status(), seen]))
+"""
+
+
+@pytest.mark.parametrize("switch", ["blocked", "TUNEDSL_SAFE=native"])
+def test_without_the_extension_the_python_form_gives_the_same_results(switch: str) -> None:
+    """Where the extension is missing (its import blocked) or switched off, the package runs
+    the Python form, says so, and every call ends as the C form's does."""
+    here = str(Path(__file__).parent)
+    env = {"PATH": "/usr/bin:/bin"}
+    c_form, c_status, c_seen = json.loads(_python(FALLBACK_RUN, env, here, "installed"))
+    if switch == "blocked":
+        py_form, py_status, py_seen = json.loads(_python(FALLBACK_RUN, env, here, "blocked"))
+        assert py_status.startswith("Python: the C extension is not installed (blocked by")
+    else:
+        env["TUNEDSL_SAFE"] = "native"
+        py_form, py_status, py_seen = json.loads(_python(FALLBACK_RUN, env, here, "installed"))
+        assert py_status == "Python (TUNEDSL_SAFE=native)"
+    assert (c_form, py_form) == ("Fused", "function"), c_status
+    assert c_status.startswith("C (")
+    assert py_seen == c_seen
+    assert [kind for kind, _ in c_seen] == ["result", "'fallback'", "'fallback'", "'fallback'"]
+
+
+def _python(script: str, env: dict[str, str], *argv: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+ENV_COMMAND = """
+import sys
+if sys.argv[1] == "blocked":
+    class Block:  # the extension is not installed
+        def find_spec(self, name, path=None, target=None):
+            if name == "tunedsl.runtime._native_fused":
+                raise ImportError("blocked by the test")
+    sys.meta_path.insert(0, Block())
+from tunedsl.cli import main
+sys.exit(main(["env", "--no-device-probe"]))
+"""
+
+
+def test_tunedsl_env_says_which_fused_launch_runs_and_why() -> None:
+    def line(mode: str, **env: str) -> str:
+        out = _python(ENV_COMMAND, {"PATH": "/usr/bin:/bin", **env}, mode)
+        (found,) = [x.strip() for x in out.splitlines() if x.strip().startswith("fused launch")]
+        return found
+
+    assert line("installed") == "fused launch  C (tunedsl.runtime._native_fused, built at install)"
+    assert line("installed", TUNEDSL_SAFE="native") == (
+        "fused launch  Python (TUNEDSL_SAFE=native)"
+    )
+    blocked = line("blocked")
+    assert blocked.startswith("fused launch  Python: the C extension is not installed")
+    assert "python3-dev" in blocked

@@ -1,0 +1,125 @@
+"""What the command line says in small situations, checked in real subprocesses: the "no GPU
+driver" notice (after the script is found; silenced by ``TUNEDSL_QUIET``), the precompile
+table (rows within 100 columns, keys as ``name=value`` items), and ``--tune`` without a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunedsl.autointerp import gpu_driver_present
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "tunedsl" / "examples"
+no_gpu = pytest.mark.skipif(gpu_driver_present(), reason="this machine has a GPU driver")
+
+
+def env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    out = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    for name in ("TRITON_INTERPRET", "TUNEDSL_QUIET", "TUNEDSL_NO_AUTO_INTERPRET"):
+        out.pop(name, None)
+    out.update(extra)
+    return out
+
+
+def tunedsl(tmp_path: Path, *argv: str, cwd: Path | None = None, **extra: str):
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", *argv],
+        capture_output=True, text=True, timeout=300, cwd=cwd or tmp_path,
+        env=env(tmp_path, **extra),
+    )  # fmt: skip
+
+
+# -- the "no GPU driver" notice -----------------------------------------------------------------
+@no_gpu
+def test_a_missing_script_gets_its_error_alone(tmp_path: Path) -> None:
+    proc = tunedsl(tmp_path, "run", "mistyped.py")
+    assert proc.returncode == 2
+    assert "cannot open script 'mistyped.py'" in proc.stderr
+    assert "no GPU driver" not in proc.stderr, proc.stderr
+
+
+SCRIPT = "import os\nprint('interpreting:', os.environ.get('TRITON_INTERPRET'))\n"
+
+
+@no_gpu
+def test_tunedsl_quiet_silences_the_notice_but_the_interpreter_still_turns_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "script.py").write_text(SCRIPT)
+    loud = tunedsl(tmp_path, "run", "script.py")
+    assert loud.returncode == 0 and "no GPU driver found" in loud.stderr
+    quiet = tunedsl(tmp_path, "run", "script.py", TUNEDSL_QUIET="1")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.strip() == "interpreting: 1"
+    assert "no GPU driver" not in quiet.stderr, quiet.stderr
+    hook = subprocess.run(
+        [sys.executable, "-c", "import tunedsl.activate, os; print(os.environ['TRITON_INTERPRET'])"],
+        capture_output=True, text=True, timeout=120, env=env(tmp_path, TUNEDSL_QUIET="1"),
+    )  # fmt: skip
+    assert hook.stdout.strip() == "1" and "no GPU driver" not in hook.stderr, hook.stderr
+
+
+# -- the precompile table -----------------------------------------------------------------------
+@pytest.mark.needs_triton
+def test_precompile_table_rows_fit_100_columns_with_name_value_keys(tmp_path: Path) -> None:
+    examples = sorted(str(p) for p in EXAMPLES.glob("*.py"))
+    proc = tunedsl(tmp_path, "precompile", *examples, cwd=REPO, TRITON_INTERPRET="1")
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout.split("\nnote:")[0].splitlines()
+    assert table[0].startswith("what ") and table[0].endswith("interpreted")
+    assert all(len(line) <= 100 for line in table), max(table, key=len)
+    sites = [line for line in table[3:] if not line.startswith("  {")]
+    assert all(s.startswith(("tunedsl/examples/", ".../examples/")) for s in sites), sites
+    keys = [line for line in table[2:] if line.startswith("  {")]
+    assert len(sites) == len(keys) >= 5, table
+    # A key is whole name=value items (arguments by name), never Python's reprs.
+    assert any("a_ptr=float32[3079], b_ptr=float32[3079]" in k for k in keys), keys
+    assert not any("torch." in k or "Size(" in k for k in keys), keys
+    for key in keys:
+        items = key.strip()[1:-1].split(", ")
+        assert all("=" in item or item.startswith("+") for item in items), key
+    assert any(key.endswith(" more}") for key in keys), keys  # the longest keys are counted
+
+
+def test_render_table_shortens_a_long_site_and_counts_what_does_not_fit() -> None:
+    from tunedsl.cli.precompile import render_table
+    from tunedsl.precompile.run import Summary
+    from tunedsl.precompile.workload import SiteReport
+
+    key = {"args": {f"arg{i}": {"dtype": "float16", "shape": [64, 64], "stride": "s1"}
+                    for i in range(12)}, "user_key": [4096, 4096]}  # fmt: skip
+    long_site = "/".join(["deeply"] * 20) + "/kernels.py:41:12 (matmul_kernel)"
+    summary = Summary(reports=[SiteReport(long_site, key, compiled=4)])
+    lines = render_table(summary).splitlines()
+    assert all(len(line) <= 100 for line in lines), lines
+    site = lines[3]
+    assert site.startswith(".../deeply/") and "/kernels.py:41:12 (matmul_kernel)" in site
+    assert site.split()[-4:] == ["4", "0", "0", "0"]
+    shown = lines[4].strip()
+    assert shown.startswith("{arg0=float16[64x64], arg1=float16[64x64], ")
+    count = int(shown.rsplit("+", 1)[1].split()[0])
+    assert len(shown[1:-1].split(", ")) - 1 + count == 13  # 12 arguments and the user key
+
+
+# -- --tune without a GPU -----------------------------------------------------------------------
+@pytest.mark.needs_triton
+@pytest.mark.skipif(gpu_driver_present(), reason="this machine has a GPU driver")
+def test_precompile_tune_without_a_gpu_says_it_needs_one(tmp_path: Path) -> None:
+    example = str(EXAMPLES / "vector_add.py")
+    plain = tunedsl(tmp_path, "precompile", "--tune", example)
+    assert plain.returncode == 1
+    assert "--tune measures kernels on a GPU, and this machine has none" in plain.stderr
+    assert "leave --tune out" in plain.stderr and "--target cuda:90" in plain.stderr
+    assert "cannot be combined with --target" not in plain.stderr
+    interp = tunedsl(tmp_path, "precompile", "--tune", example, TRITON_INTERPRET="1")
+    assert interp.returncode == 1
+    assert "TRITON_INTERPRET=1 runs kernels in Triton's CPU interpreter" in interp.stderr
+    both = tunedsl(tmp_path, "precompile", "--tune", "--target", "cuda:90", example)
+    assert both.returncode == 1
+    assert "cannot be combined with --target cuda:90" in both.stderr

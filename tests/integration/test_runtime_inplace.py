@@ -1,0 +1,114 @@
+"""In-place writes found while tuning (real kernels under the interpreter): an argument the
+kernel changes on every launch is restored before each launch and after tuning, with one
+warning; outputs are left alone."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from runtime_kernels import add_one_inplace, sum_atomic, vadd
+
+from tunedsl import autotune_launch, cdiv
+from tunedsl.warn import forget
+
+pytestmark = pytest.mark.needs_triton
+SPACE = {"tile": [64, 128, 256]}
+
+
+@pytest.fixture(autouse=True)
+def _warn_again():
+    """The warning is once per kernel and process: each test sees its own."""
+    forget("inplace:")
+
+
+def add_one(x: torch.Tensor, **options):
+    n = x.numel()
+    return autotune_launch(
+        add_one_inplace,
+        space=SPACE,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(x, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        **options,
+    )
+
+
+def test_an_in_place_kernel_is_found_restored_and_named() -> None:
+    x = torch.zeros(200)
+    seen: list[float] = []
+    with pytest.warns(UserWarning, match=r"changes 'x' in place.*restore_value=\['x'\]") as w:
+        res = add_one(x, name="add-one", pre_hook=lambda args: seen.append(args["x"][0].item()))
+    assert res.source == "tuned"
+    assert torch.equal(x, torch.ones(200))  # one launch's worth: tuning left no trace
+    # The watch needs two launches to tell; every later launch starts from the original.
+    assert seen[2:] and set(seen[2:]) == {0.0}
+    assert len([m for m in w if "in place" in str(m.message)]) == 1
+    assert w[0].filename == __file__  # the warning points at the caller's line
+
+    add_one(x, name="add-one")  # a hit is one plain launch
+    assert torch.equal(x, torch.full((200,), 2.0))
+
+
+def test_restore_value_silences_the_warning() -> None:
+    x = torch.zeros(200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        add_one(x, name="add-one-named", restore_value=["x"])
+    assert torch.equal(x, torch.ones(200))
+
+
+def test_an_accumulating_kernel_is_found_too() -> None:
+    x, out = torch.ones(256), torch.zeros(1)
+    with pytest.warns(UserWarning, match="changes 'out' in place"):
+        autotune_launch(
+            sum_atomic,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(256, cfg.tile),),
+            args=(x, out, 256),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="sum-found",
+        )
+    assert out.item() == 256.0
+
+
+def test_outputs_are_not_restored_and_not_warned_about() -> None:
+    a, b, c = torch.randn(300), torch.randn(300), torch.zeros(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        autotune_launch(
+            vadd,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(300, cfg.tile),),
+            args=(a, b, c, 300),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="vadd-output",
+        )
+    torch.testing.assert_close(c, a + b)
+
+
+def test_an_in_place_kernel_with_verify_is_restored() -> None:
+    x = torch.arange(100, dtype=torch.float32)
+    with pytest.warns(UserWarning, match="changes 'x' in place"):
+        res = add_one(x, name="add-one-verified", verify=True)
+    assert all(r.status == "ok" for r in res.timings.values())
+    assert torch.equal(x, torch.arange(100, dtype=torch.float32) + 1)
+
+
+def test_an_untouched_buffer_holding_nans_is_no_write() -> None:
+    # torch.empty may hold NaNs; a configuration that fails before writing leaves them.
+    a, b = torch.randn(300), torch.randn(300)
+    c = torch.full((300,), float("nan"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = autotune_launch(
+            vadd,
+            space={"tile": [96, 128]},  # 96 fails when it runs (not a power of 2)
+            grid=lambda cfg: (cdiv(300, cfg.tile),),
+            args=(a, b, c, 300),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="vadd-nan-output",
+        )
+    assert res.timings[res.config].status == "ok"
+    torch.testing.assert_close(c, a + b)

@@ -1,0 +1,219 @@
+"""verify=, hooks, prune= and log events see what is measured (real kernels, interpreter)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+import torch
+from runtime_kernels import add_strided, sum_atomic, vadd, vadd_wrong_for_big_tiles
+
+from tunedsl import Config, autotune_launch, cdiv
+from tunedsl.errors import TuningError
+
+pytestmark = pytest.mark.needs_triton
+SPACE = {"tile": [64, 128, 256]}
+
+
+def wrong(a, b, c, space, **options):
+    n = a.numel()
+    return autotune_launch(
+        vadd_wrong_for_big_tiles,
+        space=space,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        **options,
+    )
+
+
+def reference(inputs):
+    return {"c": inputs["a"] + inputs["b"]}
+
+
+def test_verify_checks_the_only_configuration_of_a_space() -> None:
+    a, b = torch.randn(300), torch.randn(300)
+    c = torch.zeros(300)
+    with pytest.raises(TuningError, match=r"tile=256.*fails verify="):
+        wrong(a, b, c, {"tile": [256]}, name="one-wrong", verify=reference)
+    res = wrong(a, b, c, {"tile": [64]}, name="one-right", verify=reference)
+    assert res.source == "default" and res.config == Config(tile=64)
+    torch.testing.assert_close(c, a + b)
+
+
+def test_verify_checks_what_prune_leaves() -> None:
+    a, b = torch.randn(300), torch.randn(300)
+    c = torch.zeros(300)
+    with pytest.raises(TuningError, match="fails verify="):
+        wrong(
+            a,
+            b,
+            c,
+            SPACE,
+            name="pruned-wrong",
+            verify=reference,
+            prune=lambda cs, args: [cfg for cfg in cs if cfg.tile == 256],
+        )
+
+
+def test_verify_with_a_broadcast_input() -> None:
+    # Helion's test_autotune_broadcast_arg: a stride-0 input cannot be copied into.
+    n = 300
+    x, bias = torch.randn(n), torch.randn(1).expand(n)
+    out = torch.empty(n)
+    res = autotune_launch(
+        add_strided,
+        space=SPACE,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(x, bias, out, n, bias.stride(0)),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        name="broadcast-verified",
+        verify=True,
+    )
+    assert res.source == "tuned"
+    assert all(r.status == "ok" for r in res.timings.values())
+    torch.testing.assert_close(out, x + bias)
+
+
+def test_a_failing_restore_never_hides_the_tuning_error() -> None:
+    # restore_value= names a broadcast input: every repetition's restore fails, so every
+    # configuration fails, and so does the final restore. The error the user sees is
+    # still the TuningError naming the failures, with the cleanup's failure as a note.
+    n = 300
+    x, bias = torch.randn(n), torch.randn(1).expand(n)
+    out = torch.empty(n)
+    with pytest.raises(TuningError, match="every configuration") as info:
+        autotune_launch(
+            add_strided,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(x, bias, out, n, bias.stride(0)),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="broadcast-restored",
+            restore_value=["b"],
+        )
+    assert len(info.value.failures) == 3
+    assert any("restoring the arguments" in note for note in info.value.__notes__)
+
+
+def test_hooks_see_the_configuration_being_measured() -> None:
+    x = torch.ones(256)
+    out = torch.zeros(1)
+    pre: list[int] = []
+    post: list[int] = []
+    n = x.numel()
+
+    def pre_hook(args):
+        pre.append(args["TILE"])
+        args["out"].zero_()
+
+    autotune_launch(
+        sum_atomic,
+        space=SPACE,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(x, out, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        name="hooks-measured",
+        pre_hook=pre_hook,
+        post_hook=lambda args, exception: post.append(args["TILE"]),
+    )
+    assert sorted(set(pre)) == [64, 128, 256]
+    assert sorted(post) == [64, 128, 256]  # once per configuration, each with its own TILE
+
+
+def test_prune_sees_numbers_a_kwargs_function_returns() -> None:
+    # Triton's test_prune_configs: N given as a keyword, read by the prune.
+    seen: list[int] = []
+
+    def prune(configs, args):
+        seen.append(args["n"])
+        return [cfg for cfg in configs if cfg.tile <= args["n"]]
+
+    def run(n: int):
+        a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+        res = autotune_launch(
+            vadd,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(a, b, c),
+            kwargs=lambda cfg: {"n": n, "TILE": cfg.tile},
+            name="prune-kwargs",
+            prune=prune,
+        )
+        torch.testing.assert_close(c, a + b)
+        return res
+
+    small = run(150)
+    assert seen[-1] == 150 and set(small.timings) == {Config(tile=64), Config(tile=128)}
+    big = run(300)  # another n: prune read it, so it is another key
+    assert seen[-1] == 300 and set(big.timings) == {Config(tile=t) for t in (64, 128, 256)}
+    assert small.digest != big.digest
+    assert "n" not in small.key["args"] and small.key["prune"]["n"]["value"] == 150
+
+
+def test_numbers_from_kwargs_stay_out_of_the_record_key_without_prune() -> None:
+    # Records written before prune= could see them keep their key.
+    n = 200
+    a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+    res = autotune_launch(
+        vadd,
+        space=SPACE,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c),
+        kwargs=lambda cfg: {"n": n, "TILE": cfg.tile},
+        name="kwargs-no-prune",
+    )
+    assert set(res.key["args"]) == {"a", "b", "c"}  # as before: per-configuration values
+    torch.testing.assert_close(c, a + b)
+
+
+def test_the_done_event_is_logged_outside_the_measuring_lock() -> None:
+    # Triton's free-threading listener test: a handler that waits for another thread's
+    # tuning must not wait on a lock its own thread holds.
+    logger = logging.getLogger("tunedsl")
+    finished = threading.Event()
+    waited: list[bool] = []
+
+    def tune_other() -> None:
+        a, b, c = torch.randn(64), torch.randn(64), torch.empty(64)
+        autotune_launch(
+            vadd,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(64, cfg.tile),),
+            args=(a, b, c, 64),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="listener-other",
+        )
+        finished.set()
+
+    class Listener(logging.Handler):
+        def handle(self, record: logging.LogRecord) -> bool:  # without the handler's lock
+            self.emit(record)
+            return True
+
+        def emit(self, record: logging.LogRecord) -> None:
+            event = getattr(record, "tunedsl_event", {})
+            if event.get("event") == "done" and event.get("kernel") == "sum_atomic":
+                threading.Thread(target=tune_other, daemon=True).start()
+                waited.append(finished.wait(timeout=60))
+
+    handler = Listener(level=logging.INFO)
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        x, out = torch.ones(256), torch.zeros(1)
+        autotune_launch(
+            sum_atomic,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(256, cfg.tile),),
+            args=(x, out, 256),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="listener-first",
+            reset_to_zero=["out"],
+        )
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert waited == [True]

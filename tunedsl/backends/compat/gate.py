@@ -1,0 +1,118 @@
+"""The version gate, the interpreter and JITFunction facts (see ``compat/__init__.py``)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from tunedsl.errors import UntestedTritonWarning
+from tunedsl.warn import warn_once
+
+# Triton versions (major, minor) whose internals every function below was checked on: 3.6.0
+# on the H100 of the benchmarks, 3.9.0 on the CPU development machine (interpreter and
+# cross-compiling to a cubin). Widen only after running the launch and binary tests.
+TESTED_TRITON: tuple[tuple[int, int], tuple[int, int]] = ((3, 6), (3, 9))
+
+
+# -- the version gate -------------------------------------------------------------------------
+
+
+def version_tested(version: str) -> bool:
+    """Whether a Triton version string (``"3.6.0"``, ``"3.9.0+git1a2b"``, ``"3.10.0rc1"``)
+    is inside :data:`TESTED_TRITON`. Unparseable text is untested."""
+    match = re.match(r"\s*(\d+)\.(\d+)", version)
+    if match is None:
+        return False
+    found = (int(match.group(1)), int(match.group(2)))
+    low, high = TESTED_TRITON
+    return low <= found <= high
+
+
+def untested_message(version: str) -> str:
+    low, high = (".".join(map(str, v)) for v in TESTED_TRITON)
+    return (
+        f"tunedsl: Triton {version} is outside the versions tunedsl was tested with "
+        f"({low} to {high}); the direct launcher, stored kernel binaries and the parallel "
+        "compile split are off, and kernels launch through Triton's public JIT path "
+        "(correct, with more per-call overhead). Install a tested Triton for full speed."
+    )
+
+
+def gate(version: str) -> bool:
+    """:func:`version_tested`, warning once per process when it is False."""
+    if version_tested(version):
+        return True
+    topic = f"triton-version:{version}"
+    warn_once(topic, untested_message(version), UntestedTritonWarning, stacklevel=3)
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def internals_usable() -> bool:
+    """True when the installed Triton is a tested version (a process constant)."""
+    import triton
+
+    return gate(str(triton.__version__))
+
+
+# -- the interpreter --------------------------------------------------------------------------
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter: Triton's own knob
+    ``triton.knobs.runtime.interpret`` (``TRITON_INTERPRET`` with Triton's truthiness:
+    ``1``, ``true``, ``on``, ``yes``, ``y``, any case; or set in Python).
+    Checked on 3.6.0 and 3.9.0 (``knobs.runtime.interpret``, an ``env_bool``)."""
+    from tunedsl.knobs import triton_interpret_env
+
+    try:
+        from triton import knobs as tknobs
+    except ImportError:  # no Triton installed (e.g. `tunedsl precompile` probing): its rule
+        return triton_interpret_env()
+    value = getattr(getattr(tknobs, "runtime", None), "interpret", None)
+    if value is None:  # an untested Triton without the knob: its environment rule
+        return triton_interpret_env()
+    return bool(value)
+
+
+def is_interpreted_function(kernel: Any) -> bool:
+    """``@triton.jit`` under the interpreter returns an ``InterpretedFunction`` (3.6, 3.9)."""
+    return type(kernel).__name__ == "InterpretedFunction"
+
+
+# -- JITFunction facts ------------------------------------------------------------------------
+
+
+def is_jit_function(kernel: Any) -> bool:
+    """A real ``JITFunction`` (it has the per-device binder table ``device_caches``; the
+    interpreter's functions and wrappers do not). Checked on 3.6.0 and 3.9.0."""
+    return hasattr(kernel, "device_caches")
+
+
+def jit_source_hash(kernel: Any) -> str | None:
+    """``JITFunction.cache_key``: Triton's hash of the source and every called ``@jit``
+    function (3.6.0, 3.9.0); None for anything else."""
+    if not is_jit_function(kernel):
+        return None
+    key = getattr(kernel, "cache_key", None)
+    return key if isinstance(key, str) else None
+
+
+def constexpr_params(kernel: Any) -> frozenset[str] | None:
+    """Names of the constexpr parameters from ``JITFunction.params`` (``KernelParam.name``,
+    ``.is_constexpr``; 3.6.0, 3.9.0); None when the kernel has no ``params``."""
+    params = getattr(kernel, "params", None)
+    if params is None:
+        return None
+    return frozenset(p.name for p in params if getattr(p, "is_constexpr", False))
+
+
+def param_specs(jit_fn: Any) -> list[tuple[str, bool]]:
+    """``(name, is_constexpr)`` of every ``KernelParam`` in order (3.6.0, 3.9.0)."""
+    return [(p.name, bool(p.is_constexpr)) for p in jit_fn.params]
+
+
+def has_pre_run_hooks(kernel: Any) -> bool:
+    """Whether ``JITFunction.add_pre_run_hook`` installed hooks (``pre_run_hooks``; 3.6, 3.9)."""
+    return bool(getattr(kernel, "pre_run_hooks", None))

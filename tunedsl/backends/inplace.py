@@ -1,0 +1,122 @@
+"""Finding in-place writes while tuning (backends layer): arguments a kernel changes again
+on every launch are restored to the caller's values before each further launch.
+
+A tuning launches the kernel many times on the caller's tensors. An argument written but
+never read (an output) is harmless: every launch writes it anew. An argument read and
+written (``x += 1``, an atomic accumulation) is corrupted: each launch starts from the
+last one's result. ``InPlaceWatch`` tells them apart with the launches tuning makes anyway:
+
+- before the first launch, a copy of every tensor argument not already handled by
+  ``restore_value``/``reset_to_zero``;
+- before the second launch, the arguments that differ from their copy were written;
+- before the third launch, a written argument that differs (beyond ``rtol``/``atol``) from
+  its value after the first launch was changed again: it is in place. From then on it is
+  restored before every launch (as if named in ``restore_value``), and one warning names it.
+
+Launching twice gives the same outputs as launching once for every argument that is not
+flagged, within the tolerance ``verify=`` uses, so flagged arguments are the only ones
+tuning can corrupt. The copies cost one clone of the arguments and two comparisons per
+tuning; the written arguments' copies are freed as soon as they are known to be outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from tunedsl.model.keys import is_tensor
+
+
+class InPlaceWatch:
+    """Watches ``bound``'s tensors (but ``skip``) over the first three launches."""
+
+    def __init__(
+        self, bound: Mapping[str, Any], skip: Iterable[str], rtol: float, atol: float
+    ) -> None:
+        from tunedsl.backends import triton as bt
+
+        self.bt = bt
+        self.bound = bound
+        self.rtol, self.atol = rtol, atol
+        skipped = set(skip)
+        self.original: dict[str, Any] = {}
+        try:
+            for name, value in bound.items():
+                if name not in skipped and is_tensor(value):
+                    self.original[name] = bt.clone(value)
+        except RuntimeError as err:  # out of memory for the copies: nothing is watched
+            self.original = {}
+            from tunedsl.warn import warn_once
+
+            warn_once(
+                "inplace-copy",
+                f"tunedsl: could not copy the kernel's tensor arguments ({err}); in-place "
+                "writes are not detected while tuning: name arguments the kernel updates "
+                "in restore_value=",
+                UserWarning,
+            )
+        self.after_first: dict[str, Any] = {}
+        self.seen = 0  # launches observed so far
+        self.found: dict[str, Any] = {}  # in-place argument -> the caller's value
+
+    @property
+    def done(self) -> bool:
+        return self.seen >= 3 or not self.original
+
+    def before_launch(self) -> list[str]:
+        """Call before every launch of the tuning; the arguments just found in place."""
+        if self.done:
+            return []
+        self.seen += 1
+        if self.seen == 2:
+            self.bt.synchronize()
+            written = {n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)}
+            self.original = {n: self.original[n] for n in written}
+            self.after_first = {n: self.bt.clone(self.bound[n]) for n in written}
+        elif self.seen == 3:
+            self.bt.synchronize()
+            again = [
+                n
+                for n, first in self.after_first.items()
+                if not self.bt.equal(self.bound[n], first)
+                and self.bt.allclose(self.bound[n], first, self.rtol, self.atol) is not None
+            ]
+            self.found = {n: self.original[n] for n in again}
+            self.original, self.after_first = {}, {}  # outputs: nothing to restore
+            return again
+        return []
+
+    def finish(self) -> tuple[list[str], dict[str, Any]]:
+        """At the end of a tuning of fewer than three launches: the arguments found in
+        place now, and (after one launch) every written argument's value to restore:
+        restoring an output is harmless, the real launch writes it again."""
+        if self.done:
+            return [], {}
+        found = self.before_launch()
+        return found, (dict(self.original) if self.seen == 2 else {})
+
+
+def warn_in_place(kernel: str, names: list[str], warn: Callable[..., Any]) -> None:
+    """One warning per kernel and arguments, attributed to the caller's line."""
+    quoted = ", ".join(repr(n) for n in names)
+    warn(
+        f"inplace:{kernel}:{quoted}",
+        f"tunedsl: {kernel} changes {quoted} in place: tuning restores "
+        f"{'it' if len(names) == 1 else 'them'} before every launch, so the tuning and your "
+        f"result see the original values; pass restore_value=[{quoted}] to say so (and "
+        "silence this warning)",
+        UserWarning,
+        stacklevel=_outside_package(),
+    )
+
+
+def _outside_package() -> int:
+    """The stack level (for ``warnings.warn`` from this module's caller) of the first frame
+    outside the tunedsl package: the user's call."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -1,0 +1,108 @@
+"""``tunedsl cache clear`` (CLI layer): which records a command names, and removing them.
+
+``cache_select.clear_selection`` checks what ``clear`` was asked to remove, for the cache and
+for ``--remote`` alike: removing everything takes ``--all``. Only what tunedsl wrote is removed:
+regular ``<digest>.json`` files of the cache's own records directory (never through a
+symbolic link), with their lock files, and, with ``--all``, the stored kernel binaries of a
+real ``binaries/`` directory of this user; the counts printed are what was removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from tunedsl.cli.cache_select import clear_selection
+from tunedsl.errors import UsageError
+
+
+def clear(args: argparse.Namespace) -> int:
+    from tunedsl.store import paths, records
+
+    ids, everything = clear_selection(args)
+    root = paths.records_dir()
+    if os.path.lexists(root) and not paths.is_private_dir(root):
+        raise UsageError(
+            f"{root} is not a private directory of this user (a symbolic link, another "
+            "owner, or writable by others); not removing anything in it"
+        )
+    removed = 0
+    for digest in _clear_candidates(args, ids, everything):
+        removed += records.remove_record_files(digest)
+    print(f"removed {removed} record{'s' if removed != 1 else ''}")
+    if everything:
+        # Everything: also what killed writers left behind, however young.
+        records.remove_stale_temporaries(older_than_s=0)
+        _clear_binaries()
+    return 0
+
+
+def _clear_candidates(args: argparse.Namespace, ids: list[str], everything: bool) -> Iterator[str]:
+    """The digests ``clear`` removes, one at a time. Everything, or ids alone, is decided by
+    the file names (every ``<digest>.json``, unreadable ones too, is read by no one); a
+    --kernel or --site filter reads each record."""
+    from tunedsl.store import records
+
+    if everything or (args.kernel is None and args.site is None):
+        for path in record_names():
+            if everything or any(path.stem.startswith(i) for i in ids):
+                yield path.stem
+        return
+    for path in records.iter_record_files():
+        try:
+            record = records.read_record_file(path)
+        except (OSError, ValueError):
+            continue
+        if record.digest != path.stem:
+            continue
+        if ids and not any(record.digest.startswith(i) for i in ids):
+            continue
+        if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
+            continue
+        if args.site is not None and args.site not in record.site:
+            continue
+        yield record.digest
+
+
+def record_names() -> list[Path]:
+    """The cache's ``<digest>.json`` files, by name (nothing read), in name order."""
+    from tunedsl.store import paths, records
+
+    root = paths.records_dir()
+    if not paths.is_private_dir(root):
+        return []
+    return [root / n for n in sorted(os.listdir(root)) if records.is_record_name(n)]
+
+
+def _clear_binaries() -> None:
+    """Stored kernel binaries (``tunedsl/backends/triton_binaries.py``): a later process
+    compiles and stores them again."""
+    from tunedsl.store import paths
+
+    root = paths.binaries_dir()
+    if not os.path.lexists(root):
+        return
+    if not paths.is_private_dir(root):
+        print(
+            f"not removing stored kernel binaries: {root} is not a private directory of "
+            "this user (a symbolic link, another owner, or writable by others)"
+        )
+        return
+    removed = failed = 0
+    for entry in sorted(os.listdir(root)):
+        path = root / entry
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            failed += 1
+            continue
+        removed += not entry.startswith(".")  # temporaries of killed writers are not counted
+    print(f"removed {removed} stored kernel binar{'ies' if removed != 1 else 'y'}")
+    if failed:
+        print(f"could not remove {failed} entr{'ies' if failed != 1 else 'y'} of {root}")

@@ -1,0 +1,29 @@
+"""``Subject``: what one decision is about (runtime layer, data only).
+
+Built on a miss (``runtime/miss.py``) and handed to each step of ``runtime/decide.py``, to
+the legacy-record lookup, to shipped rules and to ``runtime/distributed.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tunedsl.backends.triton import KernelInfo
+    from tunedsl.model.settings import Settings
+    from tunedsl.model.variant import Kernel
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What one decision is about: the site's id, the kernel and its facts, the settings in
+    force, the readable record key, the process context and the record's digest."""
+
+    site_id: str
+    kernel: Kernel
+    info: KernelInfo
+    settings: Settings
+    readable: dict[str, Any]
+    context: dict[str, Any]
+    digest: str
