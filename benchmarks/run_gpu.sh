@@ -5,6 +5,9 @@
 #   bash benchmarks/run_gpu.sh speed OUTDIR      # per-call cost against the launch floor, warm
 #                                                # start, cold tuning (anchor and tutorial 03)
 #   bash benchmarks/run_gpu.sh search OUTDIR     # search at scale on the stored tables
+#   bash benchmarks/run_gpu.sh rules OUTDIR      # rules on shapes never swept, capture at 32 sizes
+#   bash benchmarks/run_gpu.sh pytorch OUTDIR    # a compiled step with a DSL site against a raw
+#                                                # launch; the in-place watch's cost
 #   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two: the anchor, the large space
 #                                                # (budgeted and not), a 16-shape sweep; ranks, Ray
 #
@@ -15,7 +18,7 @@
 # is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU suite when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, multi-gpu (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -43,6 +46,10 @@ step() {  # step NAME LIMIT COMMAND...: LIMIT seconds, or what is left before th
     tail -n "${TAIL:-14}" "$out/$name.log" | tee -a "$out/summary.txt"
 }
 
+# The C fused launch is built at install: build it here, in place, for this Python.
+"$py" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
+    || "$py" setup.py -q build_ext --inplace >>"$out/install.log" 2>&1 \
+    || echo "building the C extension failed (the Python form runs): see install.log" | tee -a "$out/summary.txt"
 "$py" -c "import torch, triton, sys, os; print('torch', torch.__version__, '| triton', triton.__version__, '| python', sys.version.split()[0], '|', torch.cuda.get_device_name(), 'x', torch.cuda.device_count(), '|', os.cpu_count(), 'CPUs')" 2>&1 | tee "$out/summary.txt"
 
 for suite in ${suites//,/ }; do
@@ -63,6 +70,13 @@ for suite in ${suites//,/ }; do
                 --space anchor --rounds 3 --rep 100
         done
         ;;
+    rules)
+        TAIL=40 step rules 420 "$py" benchmarks/bench_rules.py --json "$out/rules.json"
+        ;;
+    pytorch)
+        TAIL=14 step compile_site 150 "$py" benchmarks/bench_compile_site.py
+        TAIL=10 step inplace_watch 150 "$py" benchmarks/bench_inplace_watch.py --runs 5
+        ;;
     search)
         step search_splitk 200 "$py" benchmarks/bench_search.py --family splitk --shape skinny \
             --budget 10 --triton-subset 0 --strategies auto
@@ -72,7 +86,7 @@ for suite in ${suites//,/ }; do
     multi-gpu)
         if ! "$py" -c "import ray" 2>/dev/null && ls .whl/ray-*.whl >/dev/null 2>&1; then
             "$py" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
-                >"$out/install.log" 2>&1
+                >"$out/ray_install.log" 2>&1
             export PYTHONPATH=/tmp/site:$PYTHONPATH
         fi
         # Rows in fresh processes with their own caches, one-GPU and two-GPU rows in matched
@@ -93,7 +107,7 @@ for suite in ${suites//,/ }; do
             "$out/sweep_16.json" "$out/large.json"
         ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, multi-gpu" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu" >&2
         exit 2
         ;;
     esac

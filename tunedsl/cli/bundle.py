@@ -74,7 +74,7 @@ class BundleReader:
             if not line.strip():
                 continue
             try:
-                yield Record.from_json(parse_json(line))
+                yield Record.from_json(parse_json(line)).from_elsewhere()
             except (InvalidRecord, ValueError) as err:
                 self._skip(number, str(err))
 
@@ -138,7 +138,7 @@ def _single_document(file: str, raw: bytes) -> list[Record]:
     parsed = []
     for i, item in enumerate(items):
         try:
-            parsed.append(Record.from_json(item))
+            parsed.append(Record.from_json(item).from_elsewhere())
         except ValueError as err:
             raise UsageError(f"{file}: record {i} is invalid: {err}; nothing imported") from None
     return parsed

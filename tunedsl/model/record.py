@@ -8,7 +8,7 @@ engine and the tuner use these types without the store.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunedsl.model.config import Config
@@ -116,6 +116,9 @@ class Record:
     strategy: str | None = None
     seed: int | None = None
     budget_s: float | None = None
+    # Who measured it: a digest of the user and host (``store.records.this_user``). Only a
+    # record this user measured makes its failures verdicts; any other's are hints.
+    measured_by: str | None = None
 
     @property
     def id(self) -> str:
@@ -127,6 +130,11 @@ class Record:
             if result.config == config:
                 return result
         return None
+
+    def from_elsewhere(self) -> Record:
+        """This record as one that entered from elsewhere (Redis, a shipped directory, a
+        bundle): whoever it says measured it, its failures are hints here."""
+        return self if self.measured_by is None else replace(self, measured_by=None)
 
     def timings(self) -> dict[Config, ConfigResult]:
         return {r.config: r for r in self.results}
@@ -151,6 +159,7 @@ class Record:
             "strategy": self.strategy,
             "seed": self.seed,
             "budget_s": self.budget_s,
+            "measured_by": self.measured_by,
         }
 
     @classmethod
@@ -198,6 +207,7 @@ class Record:
                 if data.get("budget_s") is None
                 else _number(data["budget_s"], "record.budget_s")
             ),
+            measured_by=_optional(data.get("measured_by"), str, "record.measured_by"),
         )
 
 

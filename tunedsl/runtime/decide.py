@@ -102,11 +102,14 @@ def _usable(
     lazy = settings.large
     space = candidates if lazy else set(candidates)  # a large space is tested per point
     measured = {r.config for r in record.results if r.config in space}
-    # Stored failures are hints, never verdicts: a record may come from a bundle, Redis or
-    # a shipped directory, measured elsewhere (or forged). Only its successful timings are
-    # reused; a configuration it lists as failed is measured again when the key is tuned,
-    # so the new record remembers as failed only what this process saw fail.
-    previous = {r.config: r for r in record.results if r.config in space and r.status == "ok"}
+    # Failures this user measured are verdicts (never compiled again for the key). Failures
+    # from anywhere else (a bundle, Redis, a shipped directory, another user, or forged)
+    # are hints: only the record's successful timings are reused, a configuration it lists
+    # as failed is measured again, and the new record holds only what this user saw fail.
+    own = record.measured_by == store.this_user()
+    previous = {
+        r.config: r for r in record.results if r.config in space and (r.status == "ok" or own)
+    }
     if record.chosen not in space:
         outside = record.chosen not in (settings.space if lazy else settings.configs)
         where = "space of this site" if outside else "pruned space"
@@ -346,6 +349,7 @@ def tune_and_record(
         strategy=outcome.strategy,
         seed=outcome.seed,
         budget_s=outcome.budget_s,
+        measured_by=store.this_user(),
     )
     _record_stores().put(record)
     if settings.verify not in (None, False):

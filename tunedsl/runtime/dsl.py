@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tunedsl.backends import torch_compile
 from tunedsl.model import identity
 from tunedsl.model.hole import HOLE
 from tunedsl.runtime.site import Site
 
 __all__ = ["HOLE", "Site", "make_site"]
+
+torch_compile.install(Site)  # Dynamo traces a site's call as one custom operator
 
 
 def make_site(

@@ -78,6 +78,10 @@ def make_native_fused(
     fallback: Callable[..., Any] | None = None,
 ) -> Fused:
     """The C form (``native_fused.c``) of :func:`make_python_fused`."""
+    if fallback is not None:  # the site's call: Dynamo must trace it as the site's call
+        from tunedsl.backends import torch_compile
+
+        torch_compile.note_fused_type(fused_type)
     fused: Fused = fused_type(
         kernel,
         tuple(c.test for c in check.arg_checks),

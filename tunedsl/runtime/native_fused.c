@@ -475,9 +475,16 @@ static PyObject *fused_takes_whole_call(Fused *self, void *closure) {
     return PyBool_FromLong(self->fallback != Py_None);
 }
 
+static PyObject *fused_fallback(Fused *self, void *closure) {
+    (void)closure;
+    return Py_NewRef(self->fallback);
+}
+
 static PyGetSetDef fused_getset[] = {
     {"takes_whole_call", (getter)fused_takes_whole_call, NULL,
      "Built with a fallback: callable as the site's call (six arguments).", NULL},
+    {"fallback", (getter)fused_fallback, NULL,
+     "The site's call this one hands the calls it turns down to (None without one).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

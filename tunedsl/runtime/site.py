@@ -159,6 +159,7 @@ class Site:
         # fused launch where its C form takes the whole call (falling back to ``_call`` for
         # a call it turns down), else ``_call``. One C call, no Python frame, for a repeat.
         self.launch: Callable[..., LaunchResult] = self._call
+        self.launch_held = False  # traced by torch.compile, whose guards check launch: keep it
         self._repeat_factory: Callable[[Sequence[Any]], Any] | None = None
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
@@ -276,8 +277,9 @@ class Site:
             if entry.repeat is not _no_repeat:
                 self._last = entry
                 self._fast = entry.fused
-                whole = takes_whole_call(entry.fused)
-                self.launch = entry.fused if whole else self._call  # type: ignore[assignment]
+                if not self.launch_held:
+                    whole = takes_whole_call(entry.fused)
+                    self.launch = entry.fused if whole else self._call  # type: ignore[assignment]
 
     def call_key(
         self, kernel: Any, args: Sequence[Any], static_kwargs: Mapping[str, Any], key: Any

@@ -251,7 +251,7 @@ class RedisRecordStore:
                 f"bad:redis:{key}", f"ignoring tuning record {_shown(key)}: it names another key"
             )
             return None
-        return record
+        return record.from_elsewhere()  # another node's failures are hints here
 
     def _read(self, keys: list[str]) -> list[Any]:
         """The values of the first of ``keys`` (at least one; see ``_READ``), each a

@@ -1,0 +1,297 @@
+"""A plain DSL site inside ``torch.compile(fullgraph=True)`` on the CPU: ``aot_eager`` runs
+the traced graph, whose ``tunedsl::site_call`` operator runs the real kernel through the
+interpreter. (Inductor and CUDA graphs: tests/gpu/test_torch_compile_gpu.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tunedsl.errors import UsageError
+from tunedsl.frontend.compile import compile_source
+
+pytestmark = [
+    pytest.mark.needs_triton,
+    pytest.mark.skipif(
+        not hasattr(torch.compiler, "substitute_in_graph"), reason="needs PyTorch 2.6 or later"
+    ),
+]
+
+SCRIPT = """\
+from shared_kernels import vadd
+from tunedsl import autotune, cdiv
+
+
+def add(a, b, c, n):
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(n, $tile),
+             vadd(a, b, c, n, TILE=$tile))
+
+
+def not_a_kernel(a, n, TILE):
+    pass
+
+
+def broken(a, n):
+    autotune(space=dict(tile=[32]), blocks=cdiv(n, $tile),
+             not_a_kernel(a, n, TILE=$tile))
+
+
+def add_keyed(a, b, c, n):
+    autotune(space=dict(tile=[32, 64]), blocks=(cdiv(n, $tile), 1), key=(n // 512, "v"),
+             vadd(a, b, c, n, TILE=$tile))
+"""
+ADD_LINE = 6  # the line the macro starts on
+BROKEN_LINE = 15
+
+
+def load(tmp_path: Path, name: str) -> types.ModuleType:
+    """The DSL script as an imported module (Dynamo resolves a function's globals by module)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(SCRIPT, encoding="utf-8")
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module
+    exec(compile_source(path.read_bytes(), str(path)), module.__dict__)
+    return module
+
+
+def site_of(module: types.ModuleType, n: int = 0) -> Any:
+    return next(v for k, v in vars(module).items() if k.startswith(f"__tunedsl_site_{n}"))
+
+
+class CountingBackend:
+    """``aot_eager`` that counts the graphs it is given (one per compile or recompile)."""
+
+    def __init__(self) -> None:
+        self.graphs: list[Any] = []
+
+    def __call__(self, gm: Any, example_inputs: Any) -> Callable[..., Any]:
+        from torch._dynamo.backends.registry import lookup_backend
+
+        self.graphs.append(gm)
+        return lookup_backend("aot_eager")(gm, example_inputs)  # type: ignore[no-any-return]
+
+
+def step(module: types.ModuleType) -> Callable[..., Any]:
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        module.add(x, y, out, x.numel())
+        return out * 2 + 1
+
+    return f
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Any:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_site_compiles_with_fullgraph_as_one_operator(tmp_path: Path) -> None:
+    module = load(tmp_path, "tc_fullgraph")
+    backend = CountingBackend()
+    compiled = torch.compile(step(module), fullgraph=True, backend=backend)  # a break raises
+    a, b = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
+    (graph,) = backend.graphs
+    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert any("tunedsl.site_call" in t for t in targets), targets
+    # The operator ran the site's ordinary call: one decision, tuned once, then from memory.
+    site = site_of(module)
+    assert [r.source for r in site.table().values()] == ["memory"]
+    torch.testing.assert_close(compiled(b, a), (a + b) * 2 + 1)
+    assert len(site.table()) == 1 and len(backend.graphs) == 1
+
+
+def test_compiled_and_eager_calls_share_one_decision_and_record(tmp_path: Path) -> None:
+    module = load(tmp_path, "tc_shared")
+    a, b = torch.randn(300), torch.randn(300)
+    c = torch.empty_like(a)
+    module.add(a, b, c, a.numel())  # eager first: tunes and writes the record
+    site = site_of(module)
+    (eager,) = site.table().values()
+    compiled = torch.compile(step(module), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
+    assert list(site.table().values()) == [eager]  # the same entry, no second tuning
+    from tunedsl.store import paths
+
+    records = sorted(paths.records_dir().glob("*.json"))
+    assert len(records) == 1
+
+
+def test_dynamic_sizes_do_not_recompile(tmp_path: Path) -> None:
+    module = load(tmp_path, "tc_dynamic")
+    backend = CountingBackend()
+    compiled = torch.compile(step(module), fullgraph=True, dynamic=True, backend=backend)
+    site = site_of(module)
+    launches = set()
+    for n in (100, 257, 1000, 100, 257, 100):  # hits of other keys than the last one
+        a, b = torch.randn(n), torch.randn(n)
+        torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
+        launches.add(id(site.launch))
+    assert len(backend.graphs) == 1  # one graph for every size
+    assert len(launches) == 1  # the compiled code checks the site's call: it stays put
+
+
+def test_a_tuple_key_and_grid_follow_the_size(tmp_path: Path) -> None:
+    module = load(tmp_path, "tc_keyed")
+    backend = CountingBackend()
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        module.add_keyed(x, y, out, x.numel())
+        return out
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=True, backend=backend)
+    for n in (100, 300, 1000):
+        a, b = torch.randn(n), torch.randn(n)
+        torch.testing.assert_close(compiled(a, b), a + b)
+    assert len(backend.graphs) == 1
+    # key= is evaluated per call with the real size: 100 and 300 share (0, "v"), 1000 is (1, "v")
+    assert len(site_of(module, 2).table()) == 2
+
+
+def test_a_mistake_is_reported_at_the_users_line(tmp_path: Path) -> None:
+    module = load(tmp_path, "tc_mistake")
+    a = torch.randn(64)
+    with pytest.raises(UsageError) as eager:
+        module.broken(a, a.numel())
+    site_of(module, 1).clear()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        module.broken(x, x.numel())
+        return x + 1
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    with pytest.raises(UsageError) as inside:
+        compiled(a)
+    assert str(inside.value) == str(eager.value)
+    assert "@triton.jit" in str(inside.value)
+    lines = [
+        fr.lineno
+        for fr in traceback.extract_tb(inside.value.__traceback__)
+        if fr.filename.endswith("tc_mistake.py")
+    ]
+    assert lines and lines[-1] == BROKEN_LINE, lines
+
+
+CHILD = """
+import json, sys, types
+import torch
+sys.path[:0] = [{tests!r}]
+from tunedsl.frontend.compile import compile_source
+from tunedsl.runtime import tuner
+tunes = []
+real_tune = tuner.tune
+tuner.tune = lambda req: tunes.append(req) or real_tune(req)
+path = {path!r}
+module = types.ModuleType("tc_child"); module.__file__ = path; sys.modules["tc_child"] = module
+exec(compile_source(open(path, "rb").read(), path), module.__dict__)
+def f(x, y):
+    out = torch.empty_like(x)
+    module.add(x, y, out, x.numel())
+    return out
+a, b = torch.randn(500), torch.randn(500)
+torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="aot_eager")(a, b), a + b)
+site = next(v for k, v in vars(module).items() if k.startswith("__tunedsl_site_0"))
+print(json.dumps([len(tunes), len(site.table())]))
+"""
+
+
+def test_a_second_process_finds_the_record(tmp_path: Path) -> None:
+    path = tmp_path / "tc_child.py"
+    path.write_text(SCRIPT, encoding="utf-8")
+    tests = str(Path(__file__).resolve().parents[1])
+    script = CHILD.format(tests=tests, path=str(path))
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+
+    def child() -> list[int]:
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    from tunedsl.store import paths
+
+    assert child() == [1, 1]  # the operator tuned the key once
+    records = sorted(paths.records_dir().glob("*.json"))
+    assert len(records) == 1
+    assert child() == [0, 1]  # the second process reads the record: no tuning
+    assert sorted(paths.records_dir().glob("*.json")) == records
+
+
+def test_the_c_fused_launch_as_the_sites_call_traces_too(tmp_path: Path) -> None:
+    """On a GPU a site's ``launch`` becomes its C fused launch after a few eager calls; Dynamo
+    then meets that object. Here one is built with stand-in launch parts (no GPU) and the
+    site's call as its fallback, which takes every real call (another kernel)."""
+    from tunedsl.backends import compat
+    from tunedsl.backends.triton_launch import DirectPlan
+    from tunedsl.model import keys
+    from tunedsl.model.config import Config
+    from tunedsl.model.hole import HOLE
+    from tunedsl.runtime import fused, native
+    from tunedsl.runtime.site import Entry
+
+    fused_type = native.fused_type()
+    if compat.layout_check([torch.zeros(2)]) is None or fused_type is None:
+        pytest.skip(f"no C fused launch here: {native.status()}")
+    module = load(tmp_path, "tc_fused")
+    site = site_of(module)
+    sample = (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4)
+    code = keys.repeat_check_code(sample, frozenset(), HOLE, True, compat.layout_check)
+    assert code is not None
+    stand_in = object()
+    entry = Entry(Config({"tile": 32}), lambda *a: None, object(), (), ())  # type: ignore[arg-type]
+    plan = DirectPlan(
+        lambda *a: None, (), False, (), 0, lambda: 0, lambda d: 0, {"TILE": 32}, object(),
+        fused.NATIVE_HOOKED_CODE, True,
+    )  # fmt: skip
+    whole = fused.make_native_fused(fused_type, stand_in, entry, code, plan, site._call)
+    assert fused.takes_whole_call(whole) and whole.fallback == site._call
+    site.launch = whole
+    compiled = torch.compile(step(module), fullgraph=True, backend="aot_eager")
+    a, b = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
+    assert site.launch is whole and len(site.table()) == 1
+
+
+def test_a_view_of_an_input_written_in_place_is_seen_by_the_caller(tmp_path: Path) -> None:
+    module = load(tmp_path, "tc_views")
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        c = torch.empty_like(x)
+        module.add(x, x, c, x.numel())  # the same tensor twice
+        v = x[10:]
+        module.add(v, v, v, v.numel())  # a view of the input, written in place
+        return c * 2
+
+    x = torch.randn(100)
+    f(x.clone())  # tunes both keys first (tuning reruns the in-place write: restore_value=)
+    eager_x, compiled_x = x.clone(), x.clone()
+    expected = f(eager_x)
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(compiled_x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(compiled_x, eager_x)
+    assert not torch.equal(compiled_x, x)  # the write happened
+
+
+def test_compiled_code_from_another_process_is_a_clear_error(tmp_path: Path) -> None:
+    """A saved compiled artifact names plans that only the tracing process has."""
+    from tunedsl.backends import torch_compile
+
+    load(tmp_path, "tc_foreign")  # the operator exists once a site module is loaded and traced
+    torch_compile.op()
+    with pytest.raises(UsageError, match="traced by another process"):
+        torch.ops.tunedsl.site_call(10**6, [torch.zeros(1)], [1], [])

@@ -1,0 +1,374 @@
+"""A plain DSL site inside ``torch.compile``: what Dynamo traces in place of the site's call
+(backends layer; the only module that touches Dynamo's private hooks).
+
+Eager calls are untouched: the expansion calls ``site.launch`` (``Site._call``, or the C
+fused launch that takes the whole call). Dynamo never runs those; it is told to trace
+:func:`_traced_site_call` (for ``Site._call`` and ``Site.__call__``, through the attribute
+Dynamo reads on a function it inlines) or :func:`_traced_fused_call` (for the C fused type's
+``__call__``, registered with ``torch.compiler.substitute_in_graph`` once both Dynamo and the
+C type are loaded). Both trace :func:`_trace`, which puts one call of the custom operator
+``tunedsl::site_call`` in the graph.
+
+The operator's body is the ordinary eager call of the site, so the decision is made at run
+time with the same table, records, rules and capture rule as an eager call. What the trace
+cannot hand over at run time is the expansion's ``bind`` (a closure over the caller's
+locals), so the trace evaluates it once per distinct value of the site's placeholders
+(``$tile``...) and passes the results: constants stay in the plan, ints and floats (symbolic
+under ``dynamic=True``) and tensors become the operator's inputs. Every tensor argument is
+declared written (the kernel may store into any of them).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tunedsl.errors import UsageError
+
+OP_NAME = "tunedsl::site_call"
+SCHEMA = "(int plan_id, Tensor(a!)[] tensors, SymInt[] ints, float[] floats) -> ()"
+#: Distinct placeholder values a compiled site may launch with (its bind runs once for each
+#: while tracing): beyond this, wrap the call in ``tunedsl.torch_op``.
+MAX_POINTS = 1024
+
+_lock = threading.Lock()
+_plans: list[_Plan] = []  # by plan id (an int in the graph); only grows, like Triton's table
+_op: Any = None
+_fused_types: list[Any] = []  # the C fused types loaded in this process (one, but for tests)
+
+# Leaf tags of a flattened value: a constant, or an index into the operator's inputs.
+_CONST, _TENSOR, _INT, _FLOAT, _TUPLE = 0, 1, 2, 3, 4
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the operator's body needs to rebuild the site's call."""
+
+    site: Any
+    kernel: Any
+    names: tuple[str, ...]  # the placeholders bind reads
+    args: tuple[Any, ...]  # leaves: (tag, value-or-index)
+    kwargs: tuple[tuple[str, Any], ...]
+    key: Any
+    binds: Mapping[tuple[Any, ...], Any]  # placeholder values -> flattened bind(cfg)
+    lazy: Any  # the values lazy() gave while tracing, or None
+
+
+class _Point:
+    """The stand-in configuration the trace calls ``bind`` with (it reads ``cfg.name``)."""
+
+    def __init__(self, fields: tuple[tuple[str, Any], ...]) -> None:
+        for name, value in fields:
+            setattr(self, name, value)
+
+
+# -- what Dynamo traces ------------------------------------------------------------------
+def _traced_site_call(
+    site: Any,
+    kernel: Any,
+    args: tuple[Any, ...],
+    static_kwargs: dict[str, Any],
+    bind: Callable[..., Any],
+    key: Any = None,
+    lazy: Callable[[], Any] | None = None,
+) -> None:
+    """Traced by Dynamo in place of ``Site._call`` / ``Site.__call__``."""
+    return _trace(site, kernel, args, static_kwargs, bind, key, lazy)
+
+
+def _traced_fused_call(
+    fused: Any,
+    kernel: Any,
+    args: tuple[Any, ...],
+    static_kwargs: dict[str, Any],
+    bind: Callable[..., Any],
+    key: Any = None,
+    lazy: Callable[[], Any] | None = None,
+) -> None:
+    """Traced by Dynamo in place of the C fused launch's ``__call__`` (the site's call)."""
+    return _trace(fused, kernel, args, static_kwargs, bind, key, lazy)
+
+
+def _trace(
+    owner: Any,
+    kernel: Any,
+    args: tuple[Any, ...],
+    static_kwargs: dict[str, Any],
+    bind: Callable[..., Any],
+    key: Any,
+    lazy: Callable[[], Any] | None,
+) -> None:
+    import torch
+
+    lazy_values = lazy() if lazy is not None else None
+    names, points = _points(owner, lazy_values)
+    tensors: list[Any] = []
+    ints: list[Any] = []
+    floats: list[Any] = []
+    flat_args = tuple(_leaf(a, tensors, ints, floats) for a in args)
+    flat_kwargs = tuple((k, _leaf(v, tensors, ints, floats)) for k, v in static_kwargs.items())
+    flat_key = _leaf(key, tensors, ints, floats)
+    binds = []
+    for point in points:
+        holes, dyn, grid = bind(_Point(tuple(zip(names, point, strict=True))))
+        binds.append(
+            (
+                tuple(_leaf(h, tensors, ints, floats) for h in holes),
+                tuple((k, _leaf(v, tensors, ints, floats)) for k, v in dyn.items()),
+                _leaf(grid, tensors, ints, floats),
+            )
+        )
+    plan = _register(
+        owner, kernel, names, points, flat_args, flat_kwargs, flat_key, tuple(binds), lazy_values
+    )
+    torch.ops.tunedsl.site_call(plan, tensors, ints, floats)
+
+
+def _leaf(value: Any, tensors: list[Any], ints: list[Any], floats: list[Any]) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return (_TENSOR, len(tensors) - 1)
+    if isinstance(value, bool) or value is None:
+        return (_CONST, value)
+    if isinstance(value, int):
+        ints.append(value)
+        return (_INT, len(ints) - 1)
+    if isinstance(value, float):
+        floats.append(value)
+        return (_FLOAT, len(floats) - 1)
+    if isinstance(value, (tuple, list)):  # a grid, a key=(...): its ints may be symbolic
+        return (_TUPLE, tuple(_leaf(v, tensors, ints, floats) for v in value))
+    return (_CONST, value)
+
+
+def _site_of(owner: Any) -> Any:
+    """The site of a traced call: the site itself, or the one a C fused launch falls back to."""
+    if hasattr(owner, "literal_space"):
+        return owner
+    fallback = getattr(owner, "fallback", None)
+    if fallback is None:  # a C module built from an older source
+        raise UsageError(
+            "tunedsl's C fused launch is older than this tunedsl (it cannot name its site): "
+            "rebuild it with `pip install -e .` (or reinstall tunedsl)"
+        )
+    return fallback.__self__
+
+
+def _points(owner: Any, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """The placeholders the site's bind reads and each distinct combination of their
+    values over the site's space (and its ``default=``)."""
+    from tunedsl.model.config import as_config
+    from tunedsl.model.space import search_space
+
+    site = _site_of(owner)
+    space = site.literal_space
+    options = dict(site.literal_options)
+    if lazy_values is not None:
+        lazy_space, _, lazy_options = lazy_values
+        space = lazy_space if lazy_space is not None else space
+        options.update(lazy_options)
+    names = tuple(dict.fromkeys(name for name, _, _ in site.placeholders))
+    configs = list(search_space(space).iter_valid())
+    if options.get("default") is not None:
+        configs.append(as_config(options["default"], "default="))
+    if not names and configs:
+        names = tuple(sorted(configs[0]))
+    points: dict[tuple[Any, ...], None] = {}
+    for cfg in configs:
+        points[tuple(cfg.get(n) for n in names)] = None
+        if len(points) > MAX_POINTS:
+            raise UsageError(
+                f"{site.label}: torch.compile traces this site's launch once per value of "
+                f"{', '.join('$' + n for n in names)}, and its space has more than "
+                f"{MAX_POINTS}; wrap the call in a function decorated with tunedsl.torch_op"
+            )
+    return names, tuple(points)
+
+
+def _register(
+    owner: Any,
+    kernel: Any,
+    names: tuple[str, ...],
+    points: tuple[Any, ...],
+    args: tuple[Any, ...],
+    kwargs: tuple[tuple[str, Any], ...],
+    key: Any,
+    binds: tuple[Any, ...],
+    lazy_values: Any,
+) -> int:
+    """The id of a new plan (runs for real while Dynamo traces)."""
+    op()
+    site = _site_of(owner)
+    site.launch_held = True
+    plan = _Plan(
+        site,
+        kernel,
+        names,
+        args,
+        kwargs,
+        key,
+        dict(zip(points, binds, strict=True)),
+        lazy_values,
+    )
+    with _lock:
+        _plans.append(plan)
+        return len(_plans) - 1
+
+
+# -- what the compiled code runs -----------------------------------------------------------
+def _run(
+    plan_id: int, tensors: Sequence[Any], ints: Sequence[int], floats: Sequence[float]
+) -> None:
+    """The operator's body: the site's ordinary eager call."""
+    if not 0 <= plan_id < len(_plans):
+        raise UsageError(
+            f"tunedsl::site_call: no traced site {plan_id} in this process: this compiled code "
+            "was traced by another process (a saved torch.compile artifact); compile the "
+            "model in this process, or wrap the site's call in tunedsl.torch_op"
+        )
+    plan = _plans[plan_id]
+
+    def value(leaf: Any) -> Any:
+        tag, x = leaf
+        if tag == _CONST:
+            return x
+        if tag == _TUPLE:
+            return tuple(value(v) for v in x)
+        return (tensors, tensors, ints, floats)[tag][x]
+
+    def bind(cfg: Any) -> Any:
+        point = tuple(cfg.get(n) for n in plan.names)
+        flat = plan.binds.get(point)
+        if flat is None:
+            raise UsageError(
+                f"{plan.site.label}: the configuration {cfg} was not in the site's space when "
+                "torch.compile traced it; give the site a space that contains it"
+            )
+        holes, dyn, grid = flat
+        return tuple(value(h) for h in holes), {k: value(v) for k, v in dyn}, value(grid)
+
+    lazy_values = plan.lazy
+    try:
+        plan.site(
+            plan.kernel,
+            tuple(value(a) for a in plan.args),
+            {k: value(v) for k, v in plan.kwargs},
+            bind,
+            value(plan.key),
+            None if lazy_values is None else (lambda: lazy_values),
+        )
+    except UsageError as err:  # the user's mistake: end the traceback at the macro's line
+        __tracebackhide__ = True  # IPython and pytest hide this frame
+        _raise_at_site(err.with_traceback(None), plan.site)
+
+
+def _raise_at_site(err: BaseException, site: Any) -> None:
+    """Raise ``err`` from a frame at the site's file and line: compiled code has no frame of
+    the user's function, so the traceback would otherwise end in the compiled graph."""
+    code = compile("\n" * (site.line - 1) + "raise err", site.filename, "exec")
+    exec(code, {"err": err})
+
+
+def op() -> Any:
+    """The ``tunedsl::site_call`` operator (registered on first use)."""
+    global _op
+    if _op is None:
+        with _lock:
+            if _op is None:
+                import torch
+
+                defined = torch.library.custom_op(
+                    OP_NAME,
+                    _run,
+                    mutates_args=("tensors",),
+                    schema=SCHEMA,
+                )
+                defined.register_fake(lambda plan_id, tensors, ints, floats: None)
+                _op = defined
+    return _op
+
+
+# -- telling Dynamo ------------------------------------------------------------------------
+def install(site_cls: type) -> None:
+    """Point Dynamo at the traced call for ``site_cls`` (no cost to eager calls: Dynamo reads
+    this attribute of the functions it inlines; Python never does)."""
+    for name in ("_call", "__call__"):
+        vars(site_cls)[name]._torchdynamo_inline = _traced_site_call
+    _watch_dynamo()
+
+
+def note_fused_type(fused_type: Any) -> None:
+    """A C fused type is loaded: register its call with Dynamo (now, or once Dynamo is)."""
+    with _lock:
+        if fused_type in _fused_types:
+            return
+        _fused_types.append(fused_type)
+    if "torch._dynamo" in sys.modules:
+        _register_fused(fused_type)
+
+
+def _register_fused(fused_type: Any) -> None:
+    import torch
+
+    if hasattr(torch.compiler, "substitute_in_graph"):  # PyTorch 2.6 and later
+        torch.compiler.substitute_in_graph(fused_type.__call__, skip_signature_check=True)(
+            _traced_fused_call
+        )
+
+
+def _on_dynamo_loaded() -> None:
+    import torch
+
+    # Dynamo runs these for real while tracing (they read the site, the space, the table).
+    torch.compiler.assume_constant_result(_points)
+    torch.compiler.assume_constant_result(_register)
+    with _lock:
+        types = list(_fused_types)
+    for fused_type in types:
+        _register_fused(fused_type)
+
+
+class _DynamoWatch:
+    """A ``sys.meta_path`` finder that runs :func:`_on_dynamo_loaded` once ``torch._dynamo``
+    is imported (Dynamo traces nothing before then), and otherwise finds nothing."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "torch._dynamo":
+            return None
+        _unwatch()
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            _on_dynamo_loaded()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+_watch = _DynamoWatch()
+
+
+def _watch_dynamo() -> None:
+    if "torch._dynamo" in sys.modules:
+        _on_dynamo_loaded()
+    elif _watch not in sys.meta_path:
+        sys.meta_path.insert(0, _watch)
+
+
+def _unwatch() -> None:
+    try:
+        sys.meta_path.remove(_watch)
+    except ValueError:
+        pass
