@@ -1,9 +1,12 @@
 """Tuning on one GPU against every GPU of the host (``tunedsl.backends.multi_device``).
 
 Spaces of the anchor's matmul (``anchor_mm.py``), each searched exhaustively by the engine's
-driver through ``MultiDeviceMeasurer``, with the caller's GPU alone and with ``--devices``
-GPUs (the host compiles every configuration once on all its cores while the GPUs open the
-compiled ones; the leaders are raced on the caller's).
+driver through the measurer tunedsl picks (``backends/measurers.make_measurer``), with
+``TUNEDSL_TUNE_DEVICES=1`` (the caller's GPU alone, measured in this process) and with
+``--devices`` GPUs allowed: then ``backends/device_plan.py`` decides whether the GPUs pay for
+their workers (the ``used`` column says how many were used). On several GPUs the host
+compiles every configuration once on all its cores while the GPUs open the compiled ones; the
+leaders are raced on the caller's.
 
 Fair rows: each row runs in its own fresh process with its own empty Triton cache and
 tunedsl cache directory (compiling is counted as a user's first tuning pays it), in the
@@ -20,12 +23,17 @@ round trips, race samples, configurations opened).
     large       about 1,100 configurations (BM, BN in 16..256, BK in 16..128, 2 to 8 warps,
                 2 to 5 stages) less those whose pipelined tiles exceed the shared memory
     NAME@S      the space NAME searched under a budget of S seconds
+    sweep-16    ``tunedsl sweep benchmarks/sweep_mm.py --no-ray --gpus G`` over 16 shapes
+                (one key each): one GPU in this process against one process per GPU;
+                "measured" is the keys tuned, and the rate ratio is keys per second
+    SPACE:ORDER this space's row order (default ``--order``), e.g. ``large:12``
     NAME+warm   the space with every configuration already in Triton's cache (what a later
                 shape of the same kernel finds: measuring, not compiling, is the work); the
                 cache is filled once per space, untimed, and copied for each row
 
     python benchmarks/bench_multi_gpu.py                      # on a host with >= 2 GPUs
     python benchmarks/bench_multi_gpu.py --spaces anchor-48,large@20 --order 1221 --json o.json
+    python benchmarks/bench_multi_gpu.py --table a.json b.json     # one table of earlier rows
     TRITON_INTERPRET=1 python benchmarks/bench_multi_gpu.py --smoke   # CPU: two interpreters
 """
 
@@ -146,9 +154,91 @@ def tune_once(
     }
 
 
+def tune_as_user(req: Any, budget_s: float | None = None) -> dict[str, Any]:
+    """One exhaustive search through the measurer tunedsl picks for ``req``
+    (``TUNEDSL_TUNE_DEVICES`` allows one GPU or several; ``device_plan`` decides), in a
+    fresh process: wall time, the choice, the GPUs used and where the time went."""
+    import dataclasses
+
+    from tunedsl.backends.measurers import make_measurer
+    from tunedsl.backends.multi_device import MultiDeviceMeasurer
+    from tunedsl.engine.driver import run_search
+    from tunedsl.engine.search import make_strategy
+    from tunedsl.model.space import ListSpace
+
+    req.budget_s = budget_s
+    variants = {v.config: v for v in req.variants}
+    start = time.perf_counter()
+    m = make_measurer(req, variants.__getitem__, req.variants[0])
+    multi = getattr(m, "inner", None)
+    multi = multi if isinstance(multi, MultiDeviceMeasurer) else None
+    try:
+        configs = [v.config for v in req.variants]
+        out = run_search(ListSpace(configs), make_strategy("exhaustive"), m, budget_s=budget_s)
+        wall = time.perf_counter() - start
+        chosen_ms = statistics.median(m.sample(out.chosen, 20))  # on the caller's GPU
+    finally:
+        m.close()
+    row: dict[str, Any] = {
+        "used": len(multi.devices) if multi is not None else 1,
+        "wall_s": round(wall, 2),
+        "chosen": dict(out.chosen.items()),
+        "chosen_ms": round(chosen_ms, 4),
+        "ok": sum(1 for o in out.observations if o.status == "ok"),
+        "configs": len(configs),
+        "measured": out.measured,
+        "exhausted": out.exhausted,
+        "budget_s": budget_s,
+    }
+    if multi is not None:
+        split = multi.stats
+        row.update(
+            setup_s=round(split.setup_s, 2), first_s=round(split.first_s or 0.0, 2),
+            compile_wall_s=round(split.compile_wall_s, 2),
+            compile_cpu_s=round(split.compile_cpu_s, 2), wait_s=round(split.wait_s, 2),
+            rounds_s=round(split.rounds_s, 2), final_s=round(split.final_s, 2),
+            most_sampling=multi.most_sampling,
+            workers=[{k: round(v, 2) if isinstance(v, float) else v for k, v in w.items()}
+                     for w in map(dataclasses.asdict, split.workers)],
+        )  # fmt: skip
+    return row
+
+
+def sweep_row(gpus: int, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+    """``tunedsl sweep`` of 16 shapes without Ray on ``gpus`` GPUs (1: in one process),
+    timed from the command's start to its end (processes, compiles, tuning, records)."""
+    shapes = scratch / "shapes.json"
+    shapes.write_text(json.dumps([{"n": 1024 + 256 * i} for i in range(16)]))
+    script = Path(__file__).resolve().parent / "sweep_mm.py"
+    command = [sys.executable, "-m", "tunedsl", "sweep", str(script), "--shapes", str(shapes),
+               "--no-ray", "--gpus", str(gpus)]  # fmt: skip
+    # each process tunes on its own GPU (the one-GPU row: on GPU 0 alone)
+    env = dict(os.environ, TRITON_CACHE_DIR=str(scratch / "triton"), PYTHONUNBUFFERED="1",
+               TUNEDSL_CACHE_DIR=str(scratch / "tunedsl"), NCCL_NVLS_ENABLE="0",
+               TUNEDSL_TUNE_DEVICES="1")  # fmt: skip
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=args.row_timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"space": "sweep-16", "gpus": gpus, "error": f"timeout after {args.row_timeout} s"}
+    wall = time.perf_counter() - start
+    done = [line for line in proc.stdout.splitlines() if line.startswith("sweep: ")]
+    if proc.returncode != 0 or not done:
+        return {"space": "sweep-16", "gpus": gpus,
+                "error": f"rc {proc.returncode}: {(proc.stdout + proc.stderr)[-800:]}"}  # fmt: skip
+    written = int(
+        done[-1].split(",")[1].split()[0]
+    )  # "sweep: 16 tasks, 16 records written, 0 failed"
+    return {"space": "sweep-16", "gpus": gpus, "used": gpus, "wall_s": round(wall, 2),
+            "chosen": {"records": written}, "chosen_ms": 0.0, "ok": written, "configs": 16,
+            "measured": 16, "exhausted": True, "budget_s": None}  # fmt: skip
+
+
 def parse_space(space: str) -> tuple[str, float | None, bool]:
-    """``NAME[@BUDGET][+warm]`` -> (name, budget seconds or None, warm)."""
-    body, plus, flag = space.partition("+")
+    """``NAME[@BUDGET][+warm][:ORDER]`` -> (name, budget seconds or None, warm)."""
+    body, plus, flag = space.split(":")[0].partition("+")
     if plus and flag != "warm":
         raise SystemExit(f"space {space!r}: the only suffix is +warm")
     name, _, limit = body.partition("@")
@@ -193,7 +283,9 @@ def run_row(space: str, gpus: int, size: int, smoke: bool) -> dict[str, Any]:
         configs = space_configs(name)
         torch.cuda.set_device(0)
     req = mm_request(size, configs, device)
-    return {"space": space, **tune_once(req, devices, budget_s=budget)}
+    if smoke:
+        return {"space": space, "used": gpus, **tune_once(req, devices, budget_s=budget)}
+    return {"space": space, **tune_as_user(req, budget_s=budget)}
 
 
 SMOKE_CONFIGS = [
@@ -227,6 +319,11 @@ def spawn_row(space: str, gpus: int, args: argparse.Namespace) -> dict[str, Any]
     """One row in a child process with its own Triton and tunedsl caches: empty, or for a
     ``+warm`` space a copy of the filled Triton cache."""
     scratch = Path(tempfile.mkdtemp(prefix="bench-multi-gpu-"))
+    if parse_space(space)[0] == "sweep-16":
+        try:
+            return sweep_row(gpus, args, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     if parse_space(space)[2] and not args.smoke:
         shutil.copytree(warm_cache(space, args), scratch / "triton")
     env = dict(os.environ)
@@ -234,6 +331,8 @@ def spawn_row(space: str, gpus: int, args: argparse.Namespace) -> dict[str, Any]
         TRITON_CACHE_DIR=str(scratch / "triton"),
         TUNEDSL_CACHE_DIR=str(scratch / "tunedsl"),
         PYTHONUNBUFFERED="1",
+        NCCL_NVLS_ENABLE="0",
+        TUNEDSL_TUNE_DEVICES=str(gpus),  # 1: the caller's GPU only; N: up to N, if they pay
     )
     if args.smoke:
         env["TRITON_INTERPRET"] = "1"
@@ -270,8 +369,10 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
         if "error" in row:
             print(f"{row['space']} {row['gpus']} GPU(s): FAILED {row['error']}")
     print()
-    print(f"{'space':12} {'run':>3} {'GPUs':>4} {'wall s':>7} {'x one':>6} {'measured':>8} "
-          f"{'ok':>5} {'chosen ms':>9}  same  chosen")  # fmt: skip
+    print("GPUs: allowed (TUNEDSL_TUNE_DEVICES); used: what tunedsl chose; x one: wall time over")
+    print("the matched one-GPU row's; measured/s: configurations (sweep: keys) a second")
+    print(f"{'space':12} {'run':>3} {'GPUs':>4} {'used':>4} {'wall s':>7} {'x one':>6} "
+          f"{'measured':>8} {'/s':>7} {'ok':>5} {'chosen ms':>9}  same  chosen")  # fmt: skip
     summary = []
     for space in dict.fromkeys(r["space"] for r in good):
         mine = [r for r in good if r["space"] == space]
@@ -285,11 +386,14 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
         for n, row in enumerate(mine, 1):
             chosen = " ".join(f"{k}={v}" for k, v in row["chosen"].items())
             x = f"{ratio[id(row)]:.2f}" if id(row) in ratio else "1"
-            print(f"{space:12} {n:>3} {row['gpus']:>4} {row['wall_s']:>7.2f} {x:>6} "
-                  f"{row['measured']:>8} {row['ok']:>5} {row['chosen_ms']:>9.4f}  "
-                  f"{same.get(id(row), ''):4}  {chosen}")  # fmt: skip
+            per_s = row["measured"] / row["wall_s"]
+            print(f"{space:12} {n:>3} {row['gpus']:>4} {row.get('used', row['gpus']):>4} "
+                  f"{row['wall_s']:>7.2f} {x:>6} {row['measured']:>8} {per_s:>7.2f} "
+                  f"{row['ok']:>5} {row['chosen_ms']:>9.4f}  {same.get(id(row), ''):4}  "
+                  f"{chosen}")  # fmt: skip
         if ratio:
-            summary.append((space, ratio, rate, set(same.values()) == {"yes"}))
+            used = sorted({r.get("used", r["gpus"]) for r in mine if r["gpus"] > 1})
+            summary.append((space, ratio, rate, set(same.values()) == {"yes"}, used))
     print()
     print("caller (s):  setup = making the measurer, first = first prepare to first opened,")
     print("             wait = the search waiting for openings, rounds = later race samples,")
@@ -298,6 +402,8 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
           f"{'cpu':>7} {'wait':>6} {'rounds':>6} {'final':>6}")  # fmt: skip
     for space in dict.fromkeys(r["space"] for r in good):
         for n, row in enumerate([r for r in good if r["space"] == space], 1):
+            if "workers" not in row:  # one GPU in this process, or a sweep: no split
+                continue
             print(f"{space:12} {n:>3} {row['gpus']:>4} {row['setup_s']:>6.2f} "
                   f"{row['first_s']:>6.2f} {row['compile_wall_s']:>7.2f} "
                   f"{row['compile_cpu_s']:>7.1f} {row['wait_s']:>6.2f} {row['rounds_s']:>6.2f} "
@@ -310,16 +416,16 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
           f"{'time':>6} {'ipc':>6} {'race':>6} {'opened':>6}")  # fmt: skip
     for space in dict.fromkeys(r["space"] for r in good):
         for n, row in enumerate([r for r in good if r["space"] == space], 1):
-            for w in row["workers"]:
+            for w in row.get("workers", []):
                 print(f"{space:12} {n:>3} {w['device']:>3} {w['start_s']:>6.2f} "
                       f"{w['idle_s']:>6.2f} {w['load_s']:>6.2f} {w['time_s']:>6.2f} "
                       f"{w['ipc_s']:>6.2f} {w['race_s']:>6.2f} {w['opened']:>6}")  # fmt: skip
     print()
-    for space, ratio, rate, same_choice in summary:
+    for space, ratio, rate, same_choice, used in summary:
         listed = ", ".join(f"{x:.2f}" for x in ratio.values())
         print(f"RATIO {space}: wall {geomean(ratio.values()):.2f}x one GPU (matched pairs: "
-              f"{listed}); configurations measured a second {geomean(rate.values()):.2f}x; "
-              f"same choice: {'yes' if same_choice else 'NO'}")  # fmt: skip
+              f"{listed}); configurations (sweep: keys) a second {geomean(rate.values()):.2f}x; "
+              f"same choice: {'yes' if same_choice else 'NO'}; GPUs used: {used}")  # fmt: skip
     print("(under a budget the wall is the budget: compare configurations a second)")
 
 
@@ -346,7 +452,16 @@ def main() -> int:
     parser.add_argument("--row", help=argparse.SUPPRESS)  # internal: run one row here
     parser.add_argument("--gpus", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--fill", help=argparse.SUPPRESS)  # internal: fill the cache here
+    parser.add_argument("--table", nargs="+", metavar="JSON", help="print one table of these")
     args = parser.parse_args()
+    if args.table:
+        rows = [row for path in args.table if Path(path).exists()
+                for row in json.loads(Path(path).read_text())]  # fmt: skip
+        missing = [path for path in args.table if not Path(path).exists()]
+        for path in missing:
+            print(f"{path}: missing (its step did not finish)")
+        print_tables(rows)
+        return 0 if rows and not missing and all("error" not in r for r in rows) else 1
     if args.fill:
         print("FILL " + json.dumps(fill_cache(args.fill, args.size)))
         return 0
@@ -372,14 +487,17 @@ def main() -> int:
     if set(args.order) - {"1", "2"}:
         parser.error("--order: a string of 1 and 2, like 1221")
     rows = []
-    for space in spaces:
-        for ch in args.order:
+    for entry in spaces:
+        space, _, order = entry.partition(":")
+        if set(order or args.order) - {"1", "2"}:
+            parser.error(f"{entry}: the order is a string of 1 and 2, like 1221")
+        for ch in order or args.order:
             row = spawn_row(space, 1 if ch == "1" else many, args)
             rows.append(row)
             print(json.dumps(row), flush=True)
+            if args.json:  # after each row: a step cut short keeps what it finished
+                Path(args.json).write_text(json.dumps(rows, indent=1))
     print_tables(rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0 if all("error" not in r for r in rows) else 1
 
 

@@ -20,7 +20,7 @@ if torch.cuda.device_count() < 2:
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_multi_gpu import mm_request, space_configs, tune_once  # noqa: E402
 
-from tunedsl.backends import isolated, multi_device  # noqa: E402
+from tunedsl.backends import isolated, measurers, multi_device  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -42,14 +42,26 @@ def test_two_gpus_choose_what_one_gpu_chooses() -> None:
         assert abs(two["chosen_ms"] - one["chosen_ms"]) <= 0.02 * one["chosen_ms"], (one, two)
 
 
-def test_the_default_uses_every_gpu_of_the_callers_model(monkeypatch) -> None:
+def test_the_default_uses_every_gpu_of_the_callers_model_when_they_pay(monkeypatch) -> None:
+    from tunedsl.backends import device_plan
+
     monkeypatch.delenv("TUNEDSL_TUNE_DEVICES", raising=False)
+    monkeypatch.setattr(device_plan, "_seen", {})
     req = mm_request(1024, space_configs("anchor-48"), "cuda")
-    m = multi_device.maybe_multi_device(req)
+    # Slow measuring (a second a configuration): the workers pay for their start.
+    monkeypatch.setattr(device_plan, "DEFAULT_MEASURE_S", 1.0)
+    m = measurers.maybe_multi_device(req)
     assert m is not None
     try:
         assert m.devices[0] == torch.cuda.current_device() and len(m.devices) >= 2
     finally:
         m.close()
     monkeypatch.setenv("TUNEDSL_TUNE_DEVICES", "1")
-    assert multi_device.maybe_multi_device(req) is None
+    assert measurers.maybe_multi_device(req) is None
+    # A start that costs more than the space's measuring: the caller's GPU alone.
+    monkeypatch.delenv("TUNEDSL_TUNE_DEVICES")
+    multi_device.shutdown_workers()
+    isolated.shutdown_workers()
+    monkeypatch.setattr(device_plan, "_seen", {})
+    monkeypatch.setattr(device_plan, "DEFAULT_MEASURE_S", 0.01)
+    assert measurers.maybe_multi_device(req) is None

@@ -113,3 +113,54 @@ def test_the_time_split_accounts_for_every_configuration() -> None:
     assert all(w.start_s > 0 and w.time_s > 0 for w in split.workers if w.opened)
     assert split.first_s is not None and split.final_s > 0
     assert m.lookahead == 3  # the search announced three batches ahead
+
+
+def test_a_race_round_runs_on_every_gpu_side_by_side() -> None:
+    # Each configuration is opened on one worker; a later round of the race samples each on
+    # its own worker, the workers at the same time (one thread per GPU), not one at a time.
+    m = multi_device.MultiDeviceMeasurer(request(CONFIGS), [0, 0], opening_reps=1, chunk=1)
+    try:
+        m.wait_started()
+        assert {p.status for p in m.prepare(CONFIGS)} == {"ok"}
+        assert set(m.owner.values()) == {0, 1}
+        asked = [(c, 6) for c in CONFIGS]
+        banked = m.sample_round(asked)  # the openings, taken while opening
+        assert [len(s) for s in banked] == [1] * len(CONFIGS) and not m.trace  # type: ignore[arg-type]
+        got = m.sample_round(asked)
+        # Every configuration got its samples, from the worker that opened it.
+        assert all(isinstance(s, list) and len(s) == 6 for s in got), got
+        on = dict(m.trace)
+        assert on == {c: m.owner[c] for c in CONFIGS}
+        per_device = {i: sum(1 for s in on.values() if s == i) for i in (0, 1)}
+        assert per_device[0] >= 1 and per_device[1] >= 1
+        assert m.most_sampling == 2  # both workers were sampling at once
+    finally:
+        m.close()
+
+
+def test_the_search_takes_later_rounds_through_the_round_sampler() -> None:
+    # Twin configurations (the same kernel twice): their intervals overlap, so the race
+    # goes on past the openings, and each round is spread over both workers.
+    twins = [Config(tile=64, mode=0, twin=i) for i in range(6)]
+    x = torch.randn(N)
+    y = torch.zeros_like(x)
+    variants = [Variant(c, (x, y, N), {"TILE": 64, "MODE": 0}, (cdiv(N, 64),), {}) for c in twins]
+    req = TuneRequest(kernel=double_or_die, variants=variants, verify=True)
+    m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=3, chunk=1)
+    rounds: list[list[Config]] = []
+    sample_round = m.sample_round
+
+    def spy(asked):  # the real sampler; notes what each round asked for
+        rounds.append([c for c, _ in asked])
+        return sample_round(asked)
+
+    m.sample_round = spy  # type: ignore[method-assign]
+    try:
+        m.wait_started()
+        out = run_search(ListSpace(twins), make_strategy("exhaustive"), m, final_leaders=2)
+    finally:
+        m.close()
+    assert out.chosen in twins
+    assert rounds, "the race took no later round through sample_round"
+    before_final = m.trace[: m.final_from]
+    assert {slot for _, slot in before_final} == {0, 1}

@@ -100,3 +100,60 @@ def test_ctrl_c_writes_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 130, err.decode()
     assert not list(cache.glob("records/*.json"))  # the finished task's record is not written
     assert not (tmp_path / "bundle.json").exists()
+
+
+def sharded_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("SWEEP_MARKERS", str(markers))
+    monkeypatch.setenv("TUNEDSL_QUIET", "1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return markers
+
+
+def test_a_sweep_without_ray_gives_each_gpu_process_different_shapes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two "GPUs" (two real child processes, each told its GPU by CUDA_VISIBLE_DEVICES,
+    # tuning under the interpreter) take the shapes from one shared queue.
+    markers = sharded_env(tmp_path, monkeypatch)
+    sizes = [100 + 50 * i for i in range(8)]
+    out = io.StringIO()
+    written, outcomes = sweep(
+        SCRIPT, shapes(tmp_path, [{"n": n} for n in sizes]), use_ray=False, gpus=2, out=out
+    )
+    assert [o.error for o in outcomes] == [None] * len(sizes)
+    # One record per shape (one key each), each shape tuned exactly once.
+    assert len(written) == len(sizes) and len(local_records()) == len(sizes)
+    ran = {n: (markers / f"ran-{n}").read_text().splitlines() for n in sizes}
+    assert all(len(lines) == 1 for lines in ran.values()), ran
+    pid_gpu = {line for lines in ran.values() for line in lines}
+    # Both processes worked, each on its own GPU, neither in this process.
+    assert {g for _, g in (x.split() for x in pid_gpu)} == {"0", "1"}
+    assert len({p for p, _ in (x.split() for x in pid_gpu)}) == 2
+    assert str(os.getpid()) not in {x.split()[0] for x in pid_gpu}
+    assert f"{len(sizes)}/{len(sizes)} tasks" in out.getvalue()
+
+
+def test_a_sharded_task_that_fails_is_retried_on_the_other_gpu_then_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    markers = sharded_env(tmp_path, monkeypatch)
+    items = [{"n": 100}, {"n": 300, "fail": "always"}, {"n": 500, "fail": "die"}]
+    written, outcomes = sweep(
+        SCRIPT, shapes(tmp_path, items), use_ray=False, gpus=2, out=io.StringIO()
+    )
+    by_n = {o.task.shape["n"]: o for o in outcomes}
+    assert by_n[100].error is None
+    # Tried on both GPUs, then reported with the GPU of the last try and the reason.
+    for n in (300, 500):
+        gpus = {line.split()[1] for line in (markers / f"ran-{n}").read_text().splitlines()}
+        assert gpus == {"0", "1"} and by_n[n].attempts == 2
+    assert "on GPU" in (by_n[300].error or "") and "always fails" in (by_n[300].error or "")
+    assert "died (exit code 3)" in (by_n[500].error or "")
+    assert len(written) == 1  # the shape that worked is written; the others are not
+
+
+def test_sweep_gpus_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--gpus N"):
+        sweep(SCRIPT, shapes(tmp_path, [{"n": 100}]), use_ray=False, gpus=0, out=io.StringIO())

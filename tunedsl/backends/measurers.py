@@ -10,10 +10,12 @@ configurations over several devices is added here, and nowhere else.
 from __future__ import annotations
 
 import statistics
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from tunedsl.engine.seams import MeasureFailure, Measurer, Prepared
+from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
@@ -28,6 +30,9 @@ class TunerMeasurer(Measurer, Protocol):
     def settle(self) -> None: ...
 
 
+__all__ = ["TunerMeasurer", "WorkerSeam", "make_measurer", "maybe_multi_device"]
+
+
 def make_measurer(
     req: Any,
     variant_for: Callable[[Config], Variant],
@@ -35,11 +40,9 @@ def make_measurer(
     progress: Progress | None = None,
 ) -> TunerMeasurer:
     """The measurer for ``req`` (a ``TuneRequest``): on every GPU of the caller's model
-    when ``TUNEDSL_TUNE_DEVICES`` allows it (``multi_device.py``), else in a worker when
-    ``req.isolate``, else in this process."""
+    when ``TUNEDSL_TUNE_DEVICES`` allows it and ``device_plan`` expects it to pay
+    (``multi_device.py``), else in a worker when ``req.isolate``, else in this process."""
     if req.space is None:  # a listed space: the workers get every input up front
-        from tunedsl.backends.multi_device import maybe_multi_device
-
         multi = maybe_multi_device(req)
         if multi is not None:
             return WorkerSeam(req, multi, progress)
@@ -74,6 +77,8 @@ class WorkerSeam:
             self.prefetch = inner.prefetch
         if hasattr(inner, "lookahead"):  # ... that many batches ahead
             self.lookahead = inner.lookahead
+        if hasattr(inner, "sample_round"):  # a race round's samples, side by side on the GPUs
+            self.sample_round = self._sample_round
         self.progress = progress
         self.first_ms: dict[Config, float] = {}
         self.settled = False
@@ -103,11 +108,24 @@ class WorkerSeam:
             samples = self.inner.sample(config, reps)
         except MeasureFailure as err:  # the race adds "run: " itself
             raise MeasureFailure(str(err).removeprefix("run: ")) from None
+        self._first(config, samples)
+        return samples
+
+    def _first(self, config: Config, samples: list[float]) -> None:
         if config not in self.first_ms and samples:
             self.first_ms[config] = statistics.median(samples)
             if self.progress is not None:
                 self.progress.measured(config, self.first_ms[config])
-        return samples
+
+    def _sample_round(self, asked: Sequence[tuple[Config, int]]) -> list[Any]:
+        out = []
+        for (config, _), fresh in zip(asked, self.inner.sample_round(asked), strict=True):
+            if isinstance(fresh, MeasureFailure):  # the race adds "run: " itself
+                out.append(MeasureFailure(str(fresh).removeprefix("run: ")))
+                continue
+            self._first(config, fresh)
+            out.append(fresh)
+        return out
 
     def settle(self) -> None:
         if self.gpu and self.timing == "auto" and not self.settled and self.first_ms:
@@ -126,3 +144,70 @@ class WorkerSeam:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def maybe_multi_device(req: Any) -> Any:
+    """A ``MultiDeviceMeasurer`` when this tuning should use several GPUs, else None (the
+    caller then measures as before): on a GPU, with ``TUNEDSL_TUNE_DEVICES`` naming more than
+    the caller's device, ``plan_devices`` expecting them to pay off, and a kernel and
+    arguments that can be sent to a worker (otherwise one warning, and None)."""
+    from tunedsl import knobs
+    from tunedsl.backends import triton as bt
+    from tunedsl.backends.device_choice import tune_devices
+
+    if bt.device_facts()["type"] not in ("cuda", "hip"):
+        return None
+    variants = list(getattr(req, "variants", ()))
+    import torch
+
+    visible = list(range(torch.cuda.device_count()))
+    caller = int(torch.cuda.current_device())
+    models = {d: _model(d) for d in visible}
+    devices = tune_devices(knobs.tune_devices(), visible, caller, models)
+    if len(devices) < 2:
+        return None
+    from tunedsl.backends.device_plan import costs_for, plan_devices
+    from tunedsl.backends.multi_device import MultiDeviceMeasurer, workers_warm
+
+    costs = costs_for(
+        models[caller], warm=workers_warm(devices), isolate=bool(getattr(req, "isolate", False))
+    )
+    if plan_devices(len(variants), len(devices), costs, _budget(req)) < 2:
+        return None
+    try:
+        return MultiDeviceMeasurer(
+            req,
+            devices,
+            caller=caller,
+            timing=getattr(req, "timing", "auto"),
+            opening_reps=_opening_reps(getattr(req, "effort", "default")),
+            model=models[caller],
+        )
+    except UsageError as err:  # not picklable: tune in this process, on the caller's GPU
+        warnings.warn(f"tuning on one GPU: {err}", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def _budget(req: Any) -> float | None:
+    budget = getattr(req, "budget_s", None)
+    if budget is not None:
+        return float(budget)
+    from tunedsl.engine.effort import SEARCH_EFFORTS
+
+    effort = SEARCH_EFFORTS.get(getattr(req, "effort", "default"))
+    return effort.budget_s if effort is not None else None
+
+
+def _model(device: int) -> str:
+    from tunedsl.backends import triton as bt
+
+    facts = bt._device_facts_at(device)
+    return f"{facts['name']} ({facts['type']} {facts.get('capability')})"
+
+
+def _opening_reps(effort: str) -> int:
+    from tunedsl.engine.effort import SEARCH_EFFORTS
+    from tunedsl.engine.racing import DEFAULT_RACE
+
+    found = SEARCH_EFFORTS.get(effort)
+    return found.race.first_reps if found is not None else DEFAULT_RACE.first_reps

@@ -2,7 +2,8 @@
 
 ``MultiDeviceMeasurer`` implements the engine's ``Measurer`` seam (``engine/seams.py``) over
 several measurement workers (``isolated.py``'s processes: kernel by value, inputs copied),
-one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices``):
+one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices``), when
+``device_plan.py`` expects them to pay for their start:
 
 - **Starting**: every worker starts (import, CUDA, the inputs) in the background when the
   measurer is made, beside the host's first compiles (a start costs seconds: counted in a
@@ -21,7 +22,9 @@ one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices`
   while the other GPUs still work. The search's own samples on a GPU go before that GPU's
   next part; a ``prepare`` closed early (budget spent) pauses the opening.
 - **Merging**: a candidate's first ``sample`` is its banked opening (taken in parallel);
-  later samples of the race are taken on the GPU that opened it (same model: comparable).
+  later samples of the race are taken on the GPU that opened it (same model: comparable),
+  and a round's samples on different GPUs side by side (``sample_round``: one thread per
+  GPU), so a round costs what its busiest GPU takes, not the sum.
 - **The choice is the caller's GPU's**: ``final_on_caller(leaders)`` (the driver calls it
   before the final race of the leaders) routes every later ``sample`` to the caller's
   worker, so the leaders are raced side by side on the device the kernel will run on.
@@ -38,77 +41,29 @@ device model is part of every key (``backends.triton.device_facts``).
 
 from __future__ import annotations
 
-import atexit
+import concurrent.futures
 import queue
 import statistics
 import threading
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tunedsl import knobs
+from tunedsl.backends import device_plan, device_workers
 from tunedsl.backends.device_choice import tune_devices
+from tunedsl.backends.device_workers import Slot, shutdown_workers, workers_warm
 from tunedsl.backends.host_compile import HostCompiler, Split, WorkerSplit
-from tunedsl.backends.isolated import IsolatedMeasurer, Worker, _Died, worker_for
+from tunedsl.backends.isolated import IsolatedMeasurer, _Died
 from tunedsl.engine.racing import DEFAULT_RACE
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
 
-__all__ = ["MultiDeviceMeasurer", "maybe_multi_device", "shutdown_workers", "tune_devices"]
+__all__ = ["MultiDeviceMeasurer", "shutdown_workers", "tune_devices", "workers_warm"]
 
-#: Spaces smaller than this are measured on the caller's GPU alone: starting and setting up
-#: a worker per GPU costs seconds, more than a small space saves.
-MIN_CANDIDATES = 8
 #: The most configurations one part holds: one request per part, so a part costs one round
 #: trip; small, so that the search's own samples (and the final race) wait little for it.
 MAX_CHUNK = 8
-
-
-# -- workers beyond the first of a device ----------------------------------------------------
-
-# The first worker of a device is ``isolated.worker_for(device)`` (shared with isolate=True,
-# kept warm); a device listed twice (tests on the CPU) gets more from here.
-_extra: dict[tuple[int | None, int], Worker] = {}
-_extra_lock = threading.Lock()
-
-
-def _worker(device: int | None, nth: int) -> Worker:
-    if nth == 0:
-        return worker_for(device)
-    with _extra_lock:
-        worker = _extra.get((device, nth))
-        if worker is None:
-            worker = _extra[(device, nth)] = Worker(device)
-        return worker
-
-
-@atexit.register
-def shutdown_workers() -> None:
-    """Kill the extra workers (the first of each device belongs to ``isolated``)."""
-    with _extra_lock:
-        for worker in _extra.values():
-            worker.kill()
-        _extra.clear()
-
-
-# -- the measurer ----------------------------------------------------------------------------
-
-
-class _Slot:
-    """One worker: its measurer, a lock (its pipe carries one request at a time), what it
-    has loaded, its thread and where its time went."""
-
-    def __init__(self, measurer: IsolatedMeasurer, stats: WorkerSplit) -> None:
-        self.measurer = measurer
-        self.lock = threading.Lock()
-        self.ready: set[Config] = set()
-        self.dead: str | None = None  # why it takes no more work
-        self.stats = stats
-        self.started = threading.Event()  # the worker process is up (or could not start)
-        self.wanted = 0  # the search's thread waits for this worker: take no new part
-        self.thread: threading.Thread | None = None
 
 
 class MultiDeviceMeasurer:
@@ -121,6 +76,8 @@ class MultiDeviceMeasurer:
     once (default: a share of what waits, at most ``MAX_CHUNK``).
     ``compile_target``: the host stage compiles for this target (``"cuda:90"``) instead of
     the caller's GPU (a cross-compile: what a host without the GPU does; tests use it).
+    ``model``: the devices' model, under which ``device_plan`` records the workers' start
+    and measuring seconds for the next tuning's decision.
     The workers start now, in the background, while the host compiles
     (``wait_started`` waits for them).
     """
@@ -135,6 +92,7 @@ class MultiDeviceMeasurer:
         opening_reps: int = DEFAULT_RACE.first_reps,
         chunk: int | None = None,
         compile_target: str | None = None,
+        model: str | None = None,
     ) -> None:
         if not devices:
             raise UsageError("MultiDeviceMeasurer: devices is empty")
@@ -144,6 +102,10 @@ class MultiDeviceMeasurer:
         self.opening_reps = opening_reps
         self.chunk = chunk
         self.timing = timing
+        self.model = model
+        self._count_lock = threading.Lock()
+        self.sampling = 0  # GPUs taking a race sample now
+        self.most_sampling = 0  # the most at once (a round spread over GPUs)
         self.stats = Split(measure_s=[0.0] * len(self.devices))
         variants = {v.config: v for v in req.variants}
         self._cond = threading.Condition()
@@ -158,13 +120,13 @@ class MultiDeviceMeasurer:
         self._deferred: list[Config] = []  # prefetched before the first batch
         self._asked: float | None = None  # when the first prepare began
         seen: dict[int, int] = {}
-        self.slots: list[_Slot] = []
+        self.slots: list[Slot] = []
         try:
             for device in self.devices:
                 nth = seen[device] = seen.get(device, -1) + 1
-                worker = _worker(device, nth)
+                worker = device_workers.worker(device, nth)
                 measurer = IsolatedMeasurer(req, timing, device=device, worker=worker)
-                self.slots.append(_Slot(measurer, WorkerSplit(device=device)))
+                self.slots.append(Slot(measurer, WorkerSplit(device=device)))
         except BaseException:
             self.close()
             raise
@@ -183,6 +145,9 @@ class MultiDeviceMeasurer:
         for index, slot in enumerate(self.slots):
             slot.thread = threading.Thread(target=self._run, args=(index,), daemon=True)
             slot.thread.start()
+
+    def __repr__(self) -> str:
+        return f"MultiDeviceMeasurer(devices={self.devices})"
 
     def wait_started(self) -> None:
         """Wait until every worker process has started (or failed to)."""
@@ -269,6 +234,8 @@ class MultiDeviceMeasurer:
         finally:
             slot.stats.start_s = time.perf_counter() - born
             slot.started.set()
+        if self.model is not None and slot.dead is None:
+            device_plan.observe(self.model, start_s=slot.stats.start_s)
         while slot.dead is None and not self._closed:
             part = self._take(slot)
             if not part:
@@ -282,7 +249,7 @@ class MultiDeviceMeasurer:
                 finally:
                     self.stats.measure_s[index] += time.perf_counter() - start
 
-    def _take(self, slot: _Slot) -> list[Config]:
+    def _take(self, slot: Slot) -> list[Config]:
         """The next part for this worker (empty after 50 ms without work): a share of what
         waits, so that every GPU gets some."""
         if slot.wanted or not self._taking():
@@ -399,7 +366,14 @@ class MultiDeviceMeasurer:
                 if config not in slot.ready:
                     self._ready_on(index, [config])
                 self.trace.append((config, index))
-                return slot.measurer.sample(config, reps)
+                with self._count_lock:
+                    self.sampling += 1
+                    self.most_sampling = max(self.most_sampling, self.sampling)
+                try:
+                    return slot.measurer.sample(config, reps)
+                finally:
+                    with self._count_lock:
+                        self.sampling -= 1
         finally:
             slot.wanted -= 1
             took = time.perf_counter() - start
@@ -408,6 +382,37 @@ class MultiDeviceMeasurer:
                 self.stats.final_s += took
             else:
                 self.stats.rounds_s += took
+
+    def sample_round(self, asked: Sequence[tuple[Config, int]]) -> list[list[float] | Exception]:
+        """A race round's samples: those of each GPU in turn, the GPUs side by side (one
+        thread each; the search's thread takes the first GPU's). Each configuration's
+        samples, or its ``MeasureFailure``, in the order asked."""
+        groups: dict[int, list[int]] = {}
+        for n, (config, _) in enumerate(asked):
+            index = self.caller if self.final else self.owner.get(config, self.caller)
+            if not self.final and self.banked.get(config):
+                index = -1  # its opening is banked: no GPU needed
+            groups.setdefault(index, []).append(n)
+        out: list[list[float] | Exception] = [[] for _ in asked]
+
+        def run(indices: list[int]) -> None:
+            for n in indices:
+                config, reps = asked[n]
+                try:
+                    out[n] = self.sample(config, reps)
+                except MeasureFailure as err:
+                    out[n] = err
+
+        parts = list(groups.values())
+        if len(parts) == 1:
+            run(parts[0])
+            return out
+        with concurrent.futures.ThreadPoolExecutor(len(parts) - 1) as pool:
+            others = [pool.submit(run, part) for part in parts[1:]]
+            run(parts[0])
+            for future in others:
+                future.result()
+        return out
 
     def _ready_on(self, index: int, configs: Sequence[Config]) -> None:
         """Compile ``configs`` on one worker (mostly Triton cache hits: same model)."""
@@ -439,7 +444,7 @@ class MultiDeviceMeasurer:
             slot.wanted -= 1
             self.stats.final_s += time.perf_counter() - start
 
-    def _settle(self, slot: _Slot, leaders: Sequence[Config]) -> None:
+    def _settle(self, slot: Slot, leaders: Sequence[Config]) -> None:
         from tunedsl.backends import triton as bt
         from tunedsl.engine.bench import Timing
 
@@ -460,6 +465,10 @@ class MultiDeviceMeasurer:
     def close(self) -> None:
         """Drop every worker's copies (the processes stay warm for the next tuning); the
         host stage starts no further compile and no GPU opens anything more."""
+        opened = sum(slot.stats.opened for slot in self.slots)
+        if self.model is not None and opened and not self._closed:
+            busy = sum(s.stats.load_s + s.stats.time_s + s.stats.race_s for s in self.slots)
+            device_plan.observe(self.model, measure_s=busy / opened)
         self._closed = True
         if hasattr(self, "host"):
             self.host.closed = True
@@ -469,50 +478,3 @@ class MultiDeviceMeasurer:
         for slot in self.slots:
             with slot.lock:
                 slot.measurer.close()
-
-
-def maybe_multi_device(req: Any) -> MultiDeviceMeasurer | None:
-    """A ``MultiDeviceMeasurer`` when this tuning should use several GPUs, else None (the
-    caller then measures as before): on a GPU, with ``TUNEDSL_TUNE_DEVICES`` naming more than
-    the caller's device, at least ``MIN_CANDIDATES`` candidates, and a kernel and arguments
-    that can be sent to a worker (otherwise one warning, and None)."""
-    from tunedsl.backends import triton as bt
-
-    if bt.device_facts()["type"] not in ("cuda", "hip"):
-        return None
-    variants = list(getattr(req, "variants", ()))
-    if len(variants) < MIN_CANDIDATES:
-        return None
-    import torch
-
-    visible = list(range(torch.cuda.device_count()))
-    caller = int(torch.cuda.current_device())
-    models = {d: _model(d) for d in visible}
-    devices = tune_devices(knobs.tune_devices(), visible, caller, models)
-    if len(devices) < 2:
-        return None
-    try:
-        return MultiDeviceMeasurer(
-            req,
-            devices,
-            caller=caller,
-            timing=getattr(req, "timing", "auto"),
-            opening_reps=_opening_reps(getattr(req, "effort", "default")),
-        )
-    except UsageError as err:  # not picklable: tune in this process, on the caller's GPU
-        warnings.warn(f"tuning on one GPU: {err}", RuntimeWarning, stacklevel=2)
-        return None
-
-
-def _model(device: int) -> str:
-    from tunedsl.backends import triton as bt
-
-    facts = bt._device_facts_at(device)
-    return f"{facts['name']} ({facts['type']} {facts.get('capability')})"
-
-
-def _opening_reps(effort: str) -> int:
-    from tunedsl.engine.effort import SEARCH_EFFORTS
-
-    found = SEARCH_EFFORTS.get(effort)
-    return found.race.first_reps if found is not None else DEFAULT_RACE.first_reps

@@ -61,6 +61,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="also tune every site and write the records (needs a GPU)",
     )
     parser.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --tune: one process per GPU, N of them, sharing the keys "
+        "(default: every visible GPU)",
+    )
+    parser.add_argument(
         "--replay",
         action="store_true",
         help="recompile every configuration found in the stored tuning records",
@@ -277,6 +285,9 @@ def main(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         print("tunedsl precompile: error: --workers must be at least 1", file=sys.stderr)
         return 2
+    if args.gpus is not None and (args.gpus < 1 or not args.tune):
+        print("tunedsl precompile: error: --gpus N needs --tune and N >= 1", file=sys.stderr)
+        return 2
     if args.timeout is not None:
         from tunedsl.errors import UsageError
         from tunedsl.knobs import finite_number
@@ -299,6 +310,16 @@ def main(args: argparse.Namespace) -> int:
             print("tunedsl precompile: --target given: ignoring TRITON_INTERPRET", file=sys.stderr)
     start = time.perf_counter()
     progress = Progress(sys.stderr)
+    gpus = None
+    if args.tune:
+        from tunedsl.precompile.gpu_shards import visible_gpus
+
+        visible = visible_gpus()
+        if args.gpus is not None and args.gpus > len(visible):
+            print(f"tunedsl precompile: error: --gpus {args.gpus}: this host shows "
+                  f"{len(visible)} GPUs ({visible})", file=sys.stderr)  # fmt: skip
+            return 2
+        gpus = visible[: args.gpus or len(visible)]
     try:
         summary = precompile(
             args.paths,
@@ -308,6 +329,7 @@ def main(args: argparse.Namespace) -> int:
             replay=args.replay,
             timeout_s=args.timeout,
             on_result=progress.update,
+            gpus=gpus,
         )
     except KeyboardInterrupt:
         from tunedsl.backends.compile_pool import exit_now_if_compiling
@@ -333,7 +355,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     for r in summary.reports:
         for cfg, why in r.failed.items():
-            print(f"failed: {r.site} {cfg}: {why}")
+            what = f"{_key_text(r.key)} tune" if cfg == "tune" else cfg  # the key failed
+            print(f"failed: {r.site} {what}: {why}")
     for error in summary.errors:
         print(f"error: {error}")
     if args.tune:

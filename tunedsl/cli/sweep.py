@@ -1,7 +1,7 @@
 """``tunedsl sweep``: tune a script's workloads over many shapes, on Ray or in this process.
 
     tunedsl sweep SCRIPT [--shapes FILE] [--ray ADDRESS] [--gpus-per-task 1]
-                  [--actors N] [--bundle FILE] [--no-ray]
+                  [--actors N] [--bundle FILE] [--no-ray] [--gpus N]
 
 See ``tunedsl/precompile/sweep.py`` and docs/scale-out.md.
 """
@@ -28,6 +28,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--actors", type=int, help="number of Ray actors (default: from GPUs)")
     parser.add_argument("--bundle", help="also write every record to this bundle file")
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        help="without Ray: one process per GPU, this many (default: every visible GPU)",
+    )
     return parser
 
 
@@ -44,6 +49,7 @@ def main(args: argparse.Namespace) -> int:
         gpus_per_task=args.gpus_per_task,
         actors=args.actors,
         bundle=args.bundle,
+        gpus=args.gpus,
     )
     failed = [o for o in outcomes if o.error is not None]
     for o in failed:

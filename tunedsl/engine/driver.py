@@ -31,6 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tunedsl.engine.racing import DEFAULT_RACE, RaceResult, RaceSettings, race
 from tunedsl.engine.seams import Measurer, Observation, SearchSpace, SearchStrategy
@@ -156,6 +157,15 @@ class _Run:
             self.sample_s += self.clock() - before
             self.sample_reps += reps
 
+    def sample_round(self, asked: Sequence[tuple[Config, int]]) -> list[Any]:
+        """``measurer.sample_round`` (a round's samples at once), timed like ``sample``."""
+        before = self.clock()
+        try:
+            return list(self.measurer.sample_round(asked))  # type: ignore[attr-defined]
+        finally:
+            self.sample_s += self.clock() - before
+            self.sample_reps += sum(reps for _, reps in asked)
+
     def in_reserve(self) -> bool:
         return self.spent(self.reserve_s() or 0.0)
 
@@ -234,6 +244,8 @@ class _Run:
                 self.settings,
                 expired=expired,
                 open_all=open_all,
+                # a measurer over several GPUs takes a round's samples on them side by side
+                sample_round=self.sample_round if hasattr(self.measurer, "sample_round") else None,
             )
         finally:
             stream.close()  # stop taking compiles once the budget is spent

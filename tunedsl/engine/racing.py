@@ -29,6 +29,9 @@ from tunedsl.model.config import Config
 
 # config, reps -> fresh timings in ms (Measurer.sample)
 SampleFn = Callable[[Config, int], list[float]]
+# [(config, reps), ...] -> each one's fresh timings or its MeasureFailure, in order: a round's
+# samples taken at once (a measurer over several devices takes them side by side)
+RoundFn = Callable[[Sequence[tuple[Config, int]]], list["list[float] | MeasureFailure"]]
 
 # Two-sided 95% Student t quantiles by degrees of freedom (beyond the table: 1.96).
 _T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
@@ -101,11 +104,14 @@ def race(
     expired: Callable[[], bool] = lambda: False,
     on_measured: Callable[[Config, list[float]], None] | None = None,
     open_all: bool = False,
+    sample_round: RoundFn | None = None,
 ) -> RaceResult:
     """Race ``candidates`` (an iterable, consumed lazily: each is opened as it arrives, so
     a compile stream can feed it). ``expired()`` True stops the race at the next sample;
     candidates not opened by then are left out of the result (never measured), unless
-    ``open_all``: then every candidate gets its opening measurement whatever the time."""
+    ``open_all``: then every candidate gets its opening measurement whatever the time.
+    ``sample_round``: takes each later round's samples in one call (the round is then
+    checked against ``expired()`` once, before it starts)."""
     out = RaceResult()
     stream = iter(candidates)
     # Checked before pulling the next candidate: pulling may wait for a compile.
@@ -116,13 +122,19 @@ def race(
         if _take(out, cfg, sample, settings.first_reps) and on_measured is not None:
             on_measured(cfg, out.samples[cfg])
     if settings.reopen_within > 0 and len(out.samples) > 1:
-        _reopen(out, sample, settings, expired)
+        _reopen(out, sample, settings, expired, sample_round)
     while out.samples and not expired():
         active = _still_open(out, settings)
         if not active:
             break
         out.rounds += 1
         order = active if out.rounds % 2 else list(reversed(active))
+        if sample_round is not None:
+            asked = [(c, min(settings.more_reps, settings.max_reps - len(out.samples[c])))
+                     for c in order]  # fmt: skip
+            for (cfg, _), fresh in zip(asked, sample_round(asked), strict=True):
+                _keep(out, cfg, fresh)
+            continue
         for cfg in order:
             if expired():
                 break
@@ -135,9 +147,14 @@ def race(
 
 
 def _reopen(
-    out: RaceResult, sample: SampleFn, settings: RaceSettings, expired: Callable[[], bool]
+    out: RaceResult,
+    sample: SampleFn,
+    settings: RaceSettings,
+    expired: Callable[[], bool],
+    sample_round: RoundFn | None = None,
 ) -> None:
-    """Measure the candidates near the leader again, one after another, fastest first."""
+    """Measure the candidates near the leader again, one after another, fastest first
+    (with ``sample_round``: in one round)."""
     best = min(out.median(c) for c in out.samples)
     near = sorted(
         (c for c in out.samples if out.median(c) <= best * (1 + settings.reopen_within)),
@@ -145,6 +162,17 @@ def _reopen(
     )
     if len(near) < 2:
         return  # nobody near enough for the opening to decide: the race goes on as it is
+    if sample_round is not None:
+        if expired():
+            return
+        asked = [(c, settings.first_reps) for c in near]
+        openings = {c: out.samples.pop(c) for c in near}
+        for cfg, fresh in zip(near, sample_round(asked), strict=True):
+            if _keep(out, cfg, fresh):
+                out.reopened += 1
+            elif cfg not in out.failed:  # no fresh samples: the opening stands
+                out.samples[cfg] = openings[cfg]
+        return
     for cfg in near:
         if expired():
             return
@@ -157,8 +185,16 @@ def _reopen(
 
 def _take(out: RaceResult, cfg: Config, sample: SampleFn, reps: int) -> bool:
     try:
-        fresh = sample(cfg, reps)
+        fresh: list[float] | MeasureFailure = sample(cfg, reps)
     except MeasureFailure as err:
+        fresh = err
+    return _keep(out, cfg, fresh)
+
+
+def _keep(out: RaceResult, cfg: Config, fresh: list[float] | MeasureFailure) -> bool:
+    """Add ``cfg``'s fresh samples (or its failure) to the race."""
+    if isinstance(fresh, MeasureFailure):
+        err = fresh
         out.samples.pop(cfg, None)
         out.failed[cfg] = "run: " + (str(err).strip() or type(err).__name__)
         return False

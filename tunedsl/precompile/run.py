@@ -32,7 +32,15 @@ from tunedsl.precompile.workload import (
     registered_workloads,
 )
 
-__all__ = ["Summary", "iter_python_files", "precompile", "run_workloads", "warm_bytecode"]
+__all__ = [
+    "Summary",
+    "iter_python_files",
+    "precompile",
+    "run_workloads",
+    "tune_claimed",
+    "tune_on_gpus",
+    "warm_bytecode",
+]
 
 # A line `@workload` or `@tunedsl.workload`: only such files are imported (never run blindly).
 _WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]*(?:#.*)?$", re.M)
@@ -159,6 +167,71 @@ def _isolate_by_default(tune: bool) -> Iterator[None]:
         os.environ.pop("TUNEDSL_ISOLATE", None)
 
 
+def tune_claimed(
+    paths: Sequence[str],
+    claims: str,
+    *,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+) -> Summary:
+    """One GPU's share of ``precompile(tune=True)`` on several GPUs (run in that GPU's
+    process): the workloads of ``paths``, tuning only the keys this process claims first in
+    the ``claims`` directory that every GPU's process shares."""
+    from tunedsl.precompile.gpu_shards import ClaimDir
+
+    summary = Summary()
+    with_workloads = [p for p in iter_python_files(paths) if _declares_workload(p)]
+    with (
+        _isolate_by_default(True),
+        precompile_mode(
+            None, True, workers=workers, timeout_s=timeout_s, shard=ClaimDir(claims)
+        ) as session,
+    ):
+        run_workloads(with_workloads, session, summary)
+        summary.reports.extend(session.reports)
+    return summary
+
+
+def tune_on_gpus(
+    paths: Sequence[str],
+    gpus: Sequence[str],
+    *,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+) -> Summary:
+    """``precompile(tune=True)`` with one process per GPU of ``gpus`` sharing the keys
+    (``gpu_shards``); their reports and errors merged into one ``Summary``, each
+    error naming the GPU it happened on."""
+    import tempfile
+
+    from tunedsl.precompile.gpu_shards import run_jobs
+    from tunedsl.precompile.workload import SiteReport
+
+    summary = Summary()
+    with tempfile.TemporaryDirectory(prefix="tunedsl-claims-") as claims:
+        job = {"tune": {"paths": [os.path.abspath(p) for p in paths], "claims": claims,
+                        "workers": workers, "timeout_s": timeout_s}}  # fmt: skip
+        answers = run_jobs(gpus, job)
+    for gpu in gpus:
+        answer = answers.get(gpu, {"error": "no answer"})
+        if "error" in answer:
+            summary.errors.append(f"GPU {gpu}: {answer['error']}")
+            continue
+        for item in answer["reports"]:
+            failed = {k: f"on GPU {gpu}: {v}" for k, v in item.pop("failed").items()}
+            summary.reports.append(SiteReport(**item, failed=failed))
+        summary.errors.extend(f"on GPU {gpu}: {e}" for e in answer["errors"])
+    return summary
+
+
+def _declares_workload(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return bool(_WORKLOAD_DECORATOR.search(fh.read()))
+    except OSError:
+        return False
+
+
 def precompile(
     paths: Sequence[str],
     *,
@@ -168,10 +241,13 @@ def precompile(
     replay: bool = False,
     timeout_s: float | None = None,
     on_result: Callable[[str, Config, str], None] | None = None,
+    gpus: Sequence[str] | None = None,
 ) -> Summary:
     """Warm the caches for the DSL files under ``paths``; returns what happened.
     ``on_result(site, config, outcome)`` hears about each configuration as it ends
-    ("compiled", "cached", "failed" or "interpreted")."""
+    ("compiled", "cached", "failed" or "interpreted"). With ``tune`` and more than one of
+    ``gpus`` (``CUDA_VISIBLE_DEVICES`` entries): one process per GPU, each tuning the keys
+    it claims first (``gpu_shards.tune_on_gpus``)."""
     summary = Summary()
     files = list(iter_python_files(paths))
     with_workloads = warm_bytecode(files, summary)
@@ -186,6 +262,15 @@ def precompile(
     gpu = _has_gpu()
     if tune:
         _check_tune(target, gpu)
+    if tune and gpus is not None and len(gpus) > 1:
+        shared = tune_on_gpus(paths, gpus, workers=workers, timeout_s=timeout_s)
+        summary.reports.extend(shared.reports)
+        summary.errors.extend(shared.errors)
+        if on_result is not None:
+            for r in shared.reports:
+                for outcome in ("tuned",) * r.tuned + ("cached",) * r.cached:
+                    on_result(r.site, Config(), outcome)
+        return summary
     with (
         _isolate_by_default(tune),
         precompile_mode(

@@ -11,7 +11,10 @@ optionally into one bundle. Ctrl-C cancels the tasks and writes nothing.
 
 On Ray (``tunedsl[ray]``) each actor holds ``gpus_per_task`` GPUs (``num_gpus=0`` actors on a
 machine without GPUs, for tests); a task that fails is retried once on another actor, then
-reported. Without Ray the tasks run one after the other in this process.
+reported. Without Ray, on a host with several GPUs (or with ``gpus``), one process per GPU
+takes the tasks from one shared queue (``gpu_shards.py``): each GPU tunes different keys, a
+failed task is tried once more on another GPU, then reported with the GPU it failed on.
+Otherwise the tasks run one after the other in this process.
 """
 
 from __future__ import annotations
@@ -145,6 +148,22 @@ def run_in_process(tasks: Sequence[Task], progress: Progress) -> list[Outcome]:
     return outcomes
 
 
+def run_sharded(tasks: Sequence[Task], progress: Progress, gpus: Sequence[str]) -> list[Outcome]:
+    """One process per GPU of ``gpus``, the tasks from one shared queue (``gpu_shards``)."""
+    from dataclasses import asdict
+
+    from tunedsl.precompile.gpu_shards import run_on_gpus
+
+    outcomes: dict[int, Outcome] = {}
+
+    def done(task: Task, found: list[dict[str, Any]] | None, error: str | None, n: int) -> None:
+        outcomes[task.index] = Outcome(task, found or [], error, attempts=n)
+        progress.update(outcomes[task.index])
+
+    run_on_gpus(tasks, gpus, asdict, done)
+    return [outcomes[t.index] for t in tasks]
+
+
 def run_on_ray(
     tasks: Sequence[Task],
     progress: Progress,
@@ -266,9 +285,13 @@ def sweep(
     bundle: str | None = None,
     out: TextIO = sys.stderr,
     runner_env: dict[str, str] | None = None,
+    gpus: int | None = None,
 ) -> tuple[list[Any], list[Outcome]]:
     """Plan, run and merge a sweep; the records written and every task's outcome.
-    ``use_ray`` None: Ray when it is installed (a local instance without ``ray_address``)."""
+    ``use_ray`` None: Ray when it is installed (a local instance without ``ray_address``).
+    Without Ray: one process per GPU when the host has several (``gpus``: that many
+    processes, the first ``gpus`` GPUs; on a host without a GPU, that many processes
+    tuning under the interpreter), else this process."""
     import importlib.util
 
     tasks = plan(script, read_shapes(shapes_file))
@@ -276,12 +299,30 @@ def sweep(
         use_ray = importlib.util.find_spec("ray") is not None
     if ray_address and not use_ray:
         raise UsageError("--ray needs Ray: pip install 'tunedsl[ray]'")
+    if gpus is not None and gpus < 1:
+        raise UsageError(f"sweep: gpus={gpus}: give 1 or more processes (--gpus N)")
     progress = Progress(len(tasks), out)
     run: Callable[[], list[Outcome]]
     if use_ray:
         run = lambda: run_on_ray(tasks, progress, ray_address, gpus_per_task, actors, runner_env)  # noqa: E731
+    elif (shards := _shards(gpus)) is not None:
+        run = lambda: run_sharded(tasks, progress, shards)  # noqa: E731
     else:
         run = lambda: run_in_process(tasks, progress)  # noqa: E731
     outcomes = run()
     written = merge(outcomes, bundle)
     return written, outcomes
+
+
+def _shards(gpus: int | None) -> list[str] | None:
+    """The GPUs a sweep without Ray shards its tasks over, or None (this process)."""
+    from tunedsl.precompile.gpu_shards import visible_gpus
+
+    visible = visible_gpus()
+    if gpus is None:
+        return visible if len(visible) > 1 else None
+    if gpus == 1:
+        return None
+    if visible and gpus > len(visible):
+        raise UsageError(f"sweep --gpus {gpus}: this host shows {len(visible)} GPUs ({visible})")
+    return visible[:gpus] if visible else [str(i) for i in range(gpus)]

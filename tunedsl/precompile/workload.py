@@ -137,6 +137,9 @@ class PrecompileSession:
     # "compiled", "cached", "failed", "interpreted"; with tune, after each key: "tuned", or
     # "cached" when a stored record decided it.
     on_result: Callable[[str, Config, str], None] | None = None
+    # With tune on several GPUs (one process each): True for the keys this process tunes
+    # (``gpu_shards.ClaimDir``); the other keys are skipped, another process tunes them.
+    shard: Callable[[str, Hashable], bool] | None = None
     reports: list[SiteReport] = field(default_factory=list)
     _seen: set[tuple[int, Hashable]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -192,11 +195,13 @@ def precompile_mode(
     workers: int | None = None,
     timeout_s: float | None = None,
     on_result: Callable[[str, Config, str], None] | None = None,
+    shard: Callable[[str, Hashable], bool] | None = None,
 ) -> Iterator[PrecompileSession]:
     """Within the block, site calls compile every configuration instead of launching.
 
     ``target`` (``"cuda:90"``) cross-compiles without a GPU; ``tune=True`` also tunes and
-    writes records (needs a GPU). Not nestable.
+    writes records (needs a GPU); ``shard(site, key)`` False skips a key (another GPU's
+    process tunes it). Not nestable.
     """
     global _active
     from tunedsl.runtime import dsl
@@ -206,7 +211,12 @@ def precompile_mode(
 
         parse_target(target)  # a bad target fails here, before any import runs
     session = PrecompileSession(
-        target=target, tune=tune, workers=workers, timeout_s=timeout_s, on_result=on_result
+        target=target,
+        tune=tune,
+        workers=workers,
+        timeout_s=timeout_s,
+        on_result=on_result,
+        shard=shard,
     )
     with _active_lock:
         if _active is not None:
@@ -296,8 +306,18 @@ class PrecompileSite:
     launch = __call__
 
     def _tune(self, call: Call, session: PrecompileSession) -> Any:
-        """The real site tunes (compiling in parallel) and writes the record."""
-        result = self.inner(*call.positional())
+        """The real site tunes (compiling in parallel) and writes the record; a key that
+        fails to tune is reported by site and key before the workload stops."""
+        if session.shard is not None and not session.shard(self.label, self._key(call)):
+            return None  # another GPU's process tunes this key
+        try:
+            result = self.inner(*call.positional())
+        except Exception as err:
+            lines = str(err).strip().splitlines()
+            why = f"{type(err).__name__}: {lines[-1] if lines else ''}"
+            key = call.key if call.key is not None else self._key(call)  # name the key
+            session.add(SiteReport(self.label, key, failed={"tune": why}))
+            raise
         source = getattr(result, "source", "tuned")
         if session.claim(self, (call.key, getattr(result, "digest", None))):
             tuned = source == "tuned"  # else a stored record decided: warm already
@@ -306,6 +326,13 @@ class PrecompileSite:
             if isinstance(config, Config):
                 session.emit(self.label, config, "tuned" if tuned else "cached")
         return result
+
+    def _key(self, call: Call) -> Hashable:
+        """The site's call key of ``call`` (shapes, dtypes, ``key=``), as it looks records up."""
+        call_key = getattr(self.inner, "call_key", None)
+        if call_key is None:
+            return call.key  # type: ignore[no-any-return]
+        return call_key(call.kernel, call.args, call.static_kwargs, call.key)  # type: ignore[no-any-return]
 
     def _compile(self, call: Call, session: PrecompileSession) -> None:
         """Compile every variant of the call's signature (once per signature and run)."""

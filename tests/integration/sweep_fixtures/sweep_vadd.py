@@ -19,6 +19,10 @@ def vadd(a, b, c, n, TILE: tl.constexpr):
 
 @workload
 def add(n=256, fail=""):
+    if "SWEEP_MARKERS" in os.environ:  # which process (and GPU) ran this shape, once a line
+        ran = pathlib.Path(os.environ["SWEEP_MARKERS"]) / f"ran-{n}"
+        with ran.open("a") as f:
+            f.write(f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}\n")
     if fail == "slow":  # stands for a long tuning run (the test interrupts it)
         import time
 
@@ -26,6 +30,8 @@ def add(n=256, fail=""):
         time.sleep(120)
     if fail == "always":
         raise RuntimeError("this shape always fails")
+    if fail == "die":  # the process ends in the middle of a task
+        os._exit(3)
     if fail == "once":
         marker = pathlib.Path(os.environ["SWEEP_MARKERS"]) / f"once-{n}"
         if not marker.exists():

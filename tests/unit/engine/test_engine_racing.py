@@ -120,3 +120,45 @@ def test_interval_widens_for_few_samples() -> None:
     assert lo3 < lo9 < 1.0 < hi9 < hi3
     with pytest.raises(ValueError):
         RaceSettings(first_reps=0)
+
+
+def test_a_round_sampler_takes_each_round_at_once_and_decides_as_one_at_a_time() -> None:
+    # The same noise stream, one sample at a time or a round at a time: the same race.
+    one = Fixed(seed=1, noise=0.03)
+    alone = race(cfgs(1.0, 1.02, 1.04, 4.0), one.sample, RaceSettings(max_reps=30))
+    many = Fixed(seed=1, noise=0.03)
+    rounds: list[list[Config]] = []
+
+    def sample_round(asked):
+        rounds.append([c for c, _ in asked])
+        return [many.sample(c, reps) for c, reps in asked]
+
+    together = race(
+        cfgs(1.0, 1.02, 1.04, 4.0), many.sample, RaceSettings(max_reps=30),
+        sample_round=sample_round,
+    )  # fmt: skip
+    assert together.leader == alone.leader and together.samples == alone.samples
+    assert together.rounds == alone.rounds >= 1 and together.reopened == alone.reopened == 3
+    # The reopening and each later round were one call each, with every open candidate.
+    assert len(rounds) == 1 + together.rounds
+    assert set(rounds[0]) == set(cfgs(1.0, 1.02, 1.04))
+
+
+def test_a_round_sampler_failure_fails_that_configuration_alone() -> None:
+    from tunedsl.engine.seams import MeasureFailure
+
+    bad = Config(t=1.01, fails=1)
+    m = Fixed(seed=2, noise=0.03)
+    calls = 0
+
+    def sample_round(asked):
+        nonlocal calls
+        calls += 1
+        return [MeasureFailure("lost") if c == bad else m.sample(c, r) for c, r in asked]
+
+    def first(config: Config, reps: int) -> list[float]:  # the openings succeed
+        return [config.t] * reps
+
+    result = race([Config(t=1.0), bad, Config(t=1.02)], first, sample_round=sample_round)
+    assert calls >= 1 and result.failed[bad] == "run: lost"
+    assert bad not in result.samples and result.leader is not None

@@ -1,0 +1,55 @@
+"""A child of ``gpu_shards.py`` (precompile layer): one process on one GPU.
+
+    python -m tunedsl.precompile.gpu_child     # one JSON request a line on stdin
+
+Each request is a sweep task (``{"task": ...}``: its records come back) or one GPU's share
+of ``precompile --tune`` (``{"tune": ...}``: its reports come back). Answers go to the
+original stdout, one JSON line each; what a workload prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+
+def _tune_share(job: dict[str, Any]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from tunedsl.model.keys import json_safe
+    from tunedsl.precompile.run import tune_claimed
+
+    done = tune_claimed(
+        job["paths"], job["claims"], workers=job["workers"], timeout_s=job["timeout_s"]
+    )
+    reports = [{**asdict(r), "key": json_safe(r.key)} for r in done.reports]
+    return {"reports": reports, "errors": done.errors}
+
+
+def _serve() -> int:
+    """A child: run each task of stdin, answer on the original stdout (prints go to stderr)."""
+    from tunedsl.precompile.sweep import Task, _short, run_task
+
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # a workload's prints, even from C, must not corrupt the answers
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            if "tune" in request:
+                answer: dict[str, Any] = _tune_share(request["tune"])
+            else:
+                answer = {"records": run_task(Task(**request["task"]))}
+        except Exception as err:
+            answer = {"error": _short(err)}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve())

@@ -1,0 +1,240 @@
+"""One process per GPU (precompile layer): sweeps and ``precompile --tune`` over a host's GPUs.
+
+``run_on_gpus`` starts one child process per GPU (``CUDA_VISIBLE_DEVICES`` names its GPU,
+``TUNEDSL_TUNE_DEVICES=1`` keeps each tuning on it) and hands the tasks out from one shared
+queue: whichever child is free takes the next, so each GPU tunes different keys and no task
+runs twice. A task that fails is tried once more on another GPU, then reported with the GPU
+it failed on; a child that dies is started again for the next task. The children answer on
+a pipe of their own (what a workload prints goes to stderr), with the records of each task
+as plain JSON, validated by the caller like any record file.
+
+``run.tune_on_gpus`` (``precompile --tune`` on several GPUs, through ``run_jobs``): every GPU's process calls the
+workloads, and each key is tuned by the process that claims it first (``ClaimDir``: a file
+created exclusively in a directory they share), so the keys spread over the GPUs as they
+come, no key is tuned twice, and every record is written by the process that tuned it
+(under the record's own lock, as any tuning). A key whose tune failed is reported with its
+site, key and GPU.
+The children run ``gpu_child.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from tunedsl.errors import UsageError
+
+__all__ = ["ClaimDir", "child_env", "run_jobs", "run_on_gpus", "visible_gpus"]
+
+#: The last lines of a dead child's stderr quoted in its task's error.
+_TAIL_LINES = 6
+
+
+def visible_gpus() -> list[str]:
+    """This host's GPUs as ``CUDA_VISIBLE_DEVICES`` entries (empty without one)."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        import torch
+    except ImportError:
+        return []
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def child_env(gpu: str) -> dict[str, str]:
+    """The environment of the child that owns ``gpu``: that GPU alone, tuned on alone."""
+    env = dict(os.environ)
+    env.update(CUDA_VISIBLE_DEVICES=gpu, TUNEDSL_TUNE_DEVICES="1", NCCL_NVLS_ENABLE="0")
+    return env
+
+
+class _Child:
+    """One child process on one GPU: a task in, its records (or its error) out."""
+
+    def __init__(self, gpu: str) -> None:
+        self.gpu = gpu
+        self.proc: subprocess.Popen[str] | None = None
+        self.log: IO[str] | None = None
+
+    def start(self) -> None:
+        self.log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tunedsl.precompile.gpu_child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=child_env(self.gpu),
+            text=True,
+        )
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        assert self.proc is not None and self.proc.stdin and self.proc.stdout
+        try:
+            self.proc.stdin.write(json.dumps(task) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if line:
+            answer: dict[str, Any] = json.loads(line)
+            return answer
+        code = self.proc.wait()
+        self.proc = None
+        return {"error": f"the GPU {self.gpu} process died (exit code {code}){self._tail()}"}
+
+    def _tail(self) -> str:
+        if self.log is None:
+            return ""
+        self.log.seek(0)
+        lines = [line.rstrip() for line in self.log.read().splitlines() if line.strip()]
+        return (":\n  " + "\n  ".join(lines[-_TAIL_LINES:])) if lines else ""
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.close()  # end of tasks: the child leaves
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+def run_on_gpus(
+    tasks: Sequence[Any],
+    gpus: Sequence[str],
+    to_json: Callable[[Any], dict[str, Any]],
+    done: Callable[[Any, list[dict[str, Any]] | None, str | None, int], None],
+) -> None:
+    """Run ``tasks`` on ``gpus`` (one child each) from one shared queue; ``done(task,
+    records, error, attempts)`` is called once per task, in completion order, from one
+    thread at a time. A failed task is tried once more on another GPU (when there is one)."""
+    if not gpus:
+        raise UsageError("no GPU to shard the work over (CUDA_VISIBLE_DEVICES is empty)")
+    cond = threading.Condition()
+    # (task, attempt, the GPU that failed it)
+    queue: list[tuple[Any, int, str | None]] = [(t, 1, None) for t in tasks]
+    running = [0]
+    children = [_Child(gpu) for gpu in gpus]
+    stopping = threading.Event()
+
+    def take(gpu: str) -> tuple[Any, int, str | None] | None:
+        with cond:
+            while not stopping.is_set():
+                for n, item in enumerate(queue):
+                    # a retry waits for another GPU, unless this one is all that is left
+                    if item[2] != gpu or len(children) == 1 or not others_alive(gpu):
+                        running[0] += 1
+                        return queue.pop(n)
+                if not queue and not running[0]:
+                    return None
+                cond.wait(0.5)
+            return None
+
+    alive = dict.fromkeys(gpus, True)
+
+    def others_alive(gpu: str) -> bool:
+        return any(ok for g, ok in alive.items() if g != gpu)
+
+    def serve(child: _Child) -> None:
+        try:
+            while (item := take(child.gpu)) is not None:
+                task, attempt, _ = item
+                answer = child.run({"task": to_json(task)})
+                error = answer.get("error")
+                with cond:
+                    running[0] -= 1
+                    if error is not None and attempt == 1 and len(children) > 1:
+                        queue.insert(0, (task, 2, child.gpu))  # once more, on another GPU
+                    elif error is not None:
+                        done(task, None, f"on GPU {child.gpu}: {error}", attempt)
+                    else:
+                        done(task, answer["records"], None, attempt)
+                    cond.notify_all()
+        finally:
+            with cond:
+                alive[child.gpu] = False
+                cond.notify_all()
+            child.stop()
+
+    threads = [threading.Thread(target=serve, args=(c,), daemon=True) for c in children]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        stopping.set()
+        for child in children:
+            if child.proc is not None:
+                child.proc.kill()
+        raise
+
+
+class ClaimDir:
+    """``claim(site, key)``: True for the process that claims a key first (an exclusive
+    file in a directory that every GPU's process shares), and again for that process."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self.mine: set[str] = set()
+
+    def __call__(self, site: str, key: Hashable) -> bool:
+        from tunedsl.model.keys import json_safe
+
+        text = json.dumps([site, json_safe(key)], sort_keys=True, default=repr)
+        name = hashlib.sha256(text.encode()).hexdigest()[:32]
+        if name in self.mine:
+            return True
+        try:
+            os.close(os.open(self.path / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            return False
+        self.mine.add(name)
+        return True
+
+
+def run_jobs(gpus: Sequence[str], job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Run ``job`` once on each of ``gpus`` (one child each, side by side); each GPU's
+    answer (``{"error": ...}`` for a child that died)."""
+    children = [_Child(gpu) for gpu in gpus]
+    answers: dict[str, dict[str, Any]] = {}
+
+    def serve(child: _Child) -> None:
+        try:
+            answers[child.gpu] = child.run(job)
+        finally:
+            child.stop()
+
+    threads = [threading.Thread(target=serve, args=(c,), daemon=True) for c in children]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        for child in children:
+            if child.proc is not None:
+                child.proc.kill()
+        raise
+    return answers
