@@ -23,6 +23,15 @@ import pytest
 pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
 
 torch = pytest.importorskip("torch")
+
+from tunedsl.backends.torch_compile import MIN_TORCH, supported  # noqa: E402
+
+if not supported(torch.__version__):
+    pytest.skip(
+        f"torch {torch.__version__}: a plain site traces as one operator from torch "
+        f"{'.'.join(map(str, MIN_TORCH))} on; here it stays a graph break",
+        allow_module_level=True,
+    )
 if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 

@@ -295,3 +295,10 @@ def test_compiled_code_from_another_process_is_a_clear_error(tmp_path: Path) -> 
     torch_compile.op()
     with pytest.raises(UsageError, match="traced by another process"):
         torch.ops.tunedsl.site_call(10**6, [torch.zeros(1)], [1], [])
+
+
+def test_older_pytorch_keeps_the_graph_break() -> None:
+    from tunedsl.backends.torch_compile import supported
+
+    assert supported("2.13.0+cpu") and supported("2.14.0.dev20261101") and supported("3.0")
+    assert not supported("2.11.0+cu130") and not supported("2.12.1")

@@ -294,12 +294,30 @@ def op() -> Any:
 
 
 # -- telling Dynamo ------------------------------------------------------------------------
+#: The first PyTorch whose Dynamo traces a site as one operator (checked: 2.13 on the CPU).
+#: PyTorch 2.11's Dynamo cannot run the trace (it takes the site for a constant); there a
+#: site inside a compiled function stays a graph break, as before.
+MIN_TORCH = (2, 13)
+_site_classes: list[type] = []
+
+
 def install(site_cls: type) -> None:
-    """Point Dynamo at the traced call for ``site_cls`` (no cost to eager calls: Dynamo reads
-    this attribute of the functions it inlines; Python never does)."""
-    for name in ("_call", "__call__"):
-        vars(site_cls)[name]._torchdynamo_inline = _traced_site_call
+    """Point Dynamo at the traced call for ``site_cls`` once Dynamo is loaded, where its
+    PyTorch can run it (no cost to eager calls: Dynamo reads this attribute of the functions
+    it inlines; Python never does)."""
+    with _lock:
+        if site_cls not in _site_classes:
+            _site_classes.append(site_cls)
     _watch_dynamo()
+
+
+def supported(version: str) -> bool:
+    """Whether a PyTorch of ``version`` traces a site as one operator (``MIN_TORCH``)."""
+    parts = []
+    for piece in version.split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts) >= MIN_TORCH
 
 
 def note_fused_type(fused_type: Any) -> None:
@@ -308,7 +326,7 @@ def note_fused_type(fused_type: Any) -> None:
         if fused_type in _fused_types:
             return
         _fused_types.append(fused_type)
-    if "torch._dynamo" in sys.modules:
+    if "torch._dynamo" in sys.modules and supported(str(sys.modules["torch"].__version__)):
         _register_fused(fused_type)
 
 
@@ -324,6 +342,13 @@ def _register_fused(fused_type: Any) -> None:
 def _on_dynamo_loaded() -> None:
     import torch
 
+    if not supported(str(torch.__version__)):
+        return  # a graph break, as before
+    with _lock:
+        classes = list(_site_classes)
+    for site_cls in classes:
+        for name in ("_call", "__call__"):
+            vars(site_cls)[name]._torchdynamo_inline = _traced_site_call
     # Dynamo runs these for real while tracing (they read the site, the space, the table).
     torch.compiler.assume_constant_result(_points)
     torch.compiler.assume_constant_result(_register)
