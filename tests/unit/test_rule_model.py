@@ -200,3 +200,27 @@ def test_show_reads_as_sizes_not_logarithms() -> None:
     assert "measured on H100 with triton 3.6.0" in text
     assert "args.a.shape[0] in [16, 8192]" in text
     assert "[A] Config(block=" in text
+
+
+def test_where_the_per_size_bests_are_noise_one_configuration_is_the_map() -> None:
+    import random
+
+    rng = random.Random(7)
+    configs = [Config(warps=w) for w in (1, 2, 4, 8)]
+    # warps=4 is 3% faster everywhere; every time carries +-6% of noise.
+    keys = [
+        SweptKey(
+            key(m),
+            {
+                c: m * (0.97 if c.warps == 4 else 1.0) * (1 + rng.uniform(-0.06, 0.06))
+                for c in configs
+            },
+        )
+        for m in SIZES
+    ]
+    built = build(keys)
+    (family,) = built.families
+    assert family.tree is not None and family.tree.pick is not None  # one leaf: one config
+    assert built.configs[family.tree.pick] == Config(warps=4)
+    v = built.validation
+    assert v["geomean"] <= v["baselines"]["nearest_key"]["geomean"]  # type: ignore[index, operator]

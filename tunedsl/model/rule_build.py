@@ -4,11 +4,13 @@
    (default 3%) of its own best, greedily (the configuration covering the most keys not yet
    covered, ties to the lower total regret), at most ``max_configs`` (default 8).
 2. **Map**, per family: a regret tree (each leaf picks the configuration of least summed
-   log-regret over its keys; splits at midpoints of a feature's log2 values, depth at most 3)
-   and the nearest swept key's pick, both over the covering configurations.
+   log-regret over its keys; splits at midpoints of a feature's log2 values, depth at most 3),
+   the nearest swept key's pick, and the one configuration of least summed log-regret over
+   the family (added to the configurations when the cover lacks it and there is room).
 3. **Validate**: leave one key out, build everything from the others, and pick for the key
    left out; its regret is its time with that pick over its measured best. The family keeps
-   the map with the lower geomean regret; the report has geomean, p95 and max, beside two
+   the map with the lowest geomean regret (the single configuration on a tie, then the tree):
+   where per-size bests are noise, one configuration beats any map fitted to them; the report has geomean, p95 and max, beside two
    baselines measured the same way: the nearest swept key's own best (vLLM-style lookup)
    and the single configuration best over all training keys.
 
@@ -148,20 +150,40 @@ def _ranges(xs: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, float]]
     return {f: (min(x[f] for x in xs), max(x[f] for x in xs)) for f in sorted(names)}
 
 
+def _single(keys: Sequence[SweptKey]) -> Config:
+    """The one configuration of least summed log-regret over ``keys`` (any they timed)."""
+    seen = sorted({c for k in keys for c in k.times}, key=str)
+    return min(seen, key=lambda c: _total_log_regret(keys, c))
+
+
 def _fit(
     keys: Sequence[SweptKey], tolerance: float, max_configs: int
-) -> tuple[list[Config], dict[str, tuple[list[int], Tree, tuple]]]:
-    """Cover and both maps of every family (indices into ``keys``)."""
+) -> tuple[list[Config], dict[str, tuple[list[int], Tree, tuple, Tree]]]:
+    """Cover and the three maps of every family (indices into ``keys``): the regret tree, the
+    nearest swept key, and one configuration for the whole family (a leaf alone), which wins
+    where the per-size bests are noise."""
     configs = cover(keys, tolerance, max_configs)
     by_family: dict[str, list[int]] = {}
     feats = [key_features(k.readable) for k in keys]
     for i, (family, _) in enumerate(feats):
         by_family.setdefault(family, []).append(i)
+    singles: dict[str, Config] = {}
+    for family, members in by_family.items():
+        single = _single([keys[i] for i in members])
+        if single not in configs and len(configs) < max_configs:
+            configs.append(single)
+        singles[family] = single
     maps = {}
     for family, members in by_family.items():
         fk = [keys[i] for i in members]
         fx = [feats[i][1] for i in members]
-        maps[family] = (members, fit_tree(fk, fx, configs), _points(fk, fx, configs))
+        single = singles[family]
+        one = (
+            Tree(pick=configs.index(single))
+            if single in configs
+            else Tree(pick=_leaf(fk, configs)[0])
+        )
+        maps[family] = (members, fit_tree(fk, fx, configs), _points(fk, fx, configs), one)
     return configs, maps
 
 
@@ -180,15 +202,16 @@ def build(
     families = []
     chosen_regrets: list[float] = []
     unmeasured = 0
-    for family, (members, tree, points) in maps.items():
-        by_model = {m: [loo[i][m] for i in members if i in loo] for m in ("tree", "nearest")}
+    for family, (members, tree, points, one) in maps.items():
+        models = ("single", "tree", "nearest")  # the simplest first: it wins ties
+        by_model = {m: [loo[i][m] for i in members if i in loo] for m in models}
         score = {m: _geomean([r for r in v if r is not None]) for m, v in by_model.items()}
-        use_tree = score["tree"] <= score["nearest"]
-        model = "tree" if use_tree else "nearest"
+        model = min(models, key=lambda m: score[m])
         chosen_regrets += [r for r in by_model[model] if r is not None]
         unmeasured += sum(r is None for r in by_model[model])
         xs = [feats[i][1] for i in members]
-        families.append(Family(family, _ranges(xs), tree if use_tree else None, points))
+        chosen = {"single": one, "tree": tree, "nearest": None}[model]
+        families.append(Family(family, _ranges(xs), chosen, points))
     validation: dict[str, object] = {
         "method": "leave-one-key-out",
         "keys": len(keys),
@@ -219,13 +242,14 @@ def _leave_one_out(
             continue  # the only key of its family: nothing to learn it from
         train = [keys[j] for j in rest]
         configs, maps = _fit(train, tolerance, max_configs)
-        members, tree, points = maps[family]
+        members, tree, points, one = maps[family]
         fam_x = [feats[rest[m]][1] for m in members]
         fam_keys = [train[m] for m in members]
         own_best = tuple((fx, _own_best(k)) for fx, k in zip(fam_x, fam_keys, strict=True))
         all_configs = sorted({c for k in train for c in k.times}, key=str)
         single = min(all_configs, key=lambda c: _total_log_regret(train, c))
         out[i] = {
+            "single": held.regret(configs[one.decide(x)]),
             "tree": held.regret(configs[tree.decide(x)]),
             "nearest": held.regret(configs[nearest(points, x)]),
             "nearest_key": held.regret(_configs_of(own_best)[nearest(_indexed(own_best), x)]),
