@@ -3,10 +3,9 @@
 
 Eager calls are untouched: the expansion calls ``site.launch`` (``Site._call``, or the C
 fused launch that takes the whole call). Dynamo never runs those; it is told to trace
-:func:`_traced_site_call` (for ``Site._call`` and ``Site.__call__``, through the attribute
-Dynamo reads on a function it inlines) or :func:`_traced_fused_call` (for the C fused type's
-``__call__``, registered with ``torch.compiler.substitute_in_graph`` once both Dynamo and the
-C type are loaded). Both trace :func:`_trace`, which puts one call of the custom operator
+:func:`_traced_call`: for ``Site._call`` and ``Site.__call__`` through the attribute Dynamo
+reads on a function it inlines, and for the C fused type's ``__call__`` registered with
+``torch.compiler.substitute_in_graph`` once both Dynamo and the C type are loaded. Both trace :func:`_trace`, which puts one call of the custom operator
 ``tunedsl::site_call`` in the graph.
 
 The operator's body is the ordinary eager call of the site, so the decision is made at run
@@ -66,8 +65,8 @@ class _Point:
 
 
 # -- what Dynamo traces ------------------------------------------------------------------
-def _traced_site_call(
-    site: Any,
+def _traced_call(
+    owner: Any,
     kernel: Any,
     args: tuple[Any, ...],
     static_kwargs: dict[str, Any],
@@ -75,21 +74,9 @@ def _traced_site_call(
     key: Any = None,
     lazy: Callable[[], Any] | None = None,
 ) -> None:
-    """Traced by Dynamo in place of ``Site._call`` / ``Site.__call__``."""
-    return _trace(site, kernel, args, static_kwargs, bind, key, lazy)
-
-
-def _traced_fused_call(
-    fused: Any,
-    kernel: Any,
-    args: tuple[Any, ...],
-    static_kwargs: dict[str, Any],
-    bind: Callable[..., Any],
-    key: Any = None,
-    lazy: Callable[[], Any] | None = None,
-) -> None:
-    """Traced by Dynamo in place of the C fused launch's ``__call__`` (the site's call)."""
-    return _trace(fused, kernel, args, static_kwargs, bind, key, lazy)
+    """Traced by Dynamo in place of a site's call: ``Site._call`` / ``Site.__call__`` (the
+    owner is the site) or the C fused launch's ``__call__`` (the owner is the fused launch)."""
+    return _trace(owner, kernel, args, static_kwargs, bind, key, lazy)
 
 
 def _trace(
@@ -335,7 +322,7 @@ def _register_fused(fused_type: Any) -> None:
 
     if hasattr(torch.compiler, "substitute_in_graph"):  # PyTorch 2.6 and later
         torch.compiler.substitute_in_graph(fused_type.__call__, skip_signature_check=True)(
-            _traced_fused_call
+            _traced_call
         )
 
 
@@ -348,7 +335,7 @@ def _on_dynamo_loaded() -> None:
         classes = list(_site_classes)
     for site_cls in classes:
         for name in ("_call", "__call__"):
-            vars(site_cls)[name]._torchdynamo_inline = _traced_site_call
+            vars(site_cls)[name]._torchdynamo_inline = _traced_call
     # Dynamo runs these for real while tracing (they read the site, the space, the table).
     torch.compiler.assume_constant_result(_points)
     torch.compiler.assume_constant_result(_register)
