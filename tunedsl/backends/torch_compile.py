@@ -5,8 +5,8 @@ Eager calls are untouched: the expansion calls ``site.launch`` (``Site._call``, 
 fused launch that takes the whole call). Dynamo never runs those; it is told to trace
 :func:`_traced_call`: for ``Site._call`` and ``Site.__call__`` through the attribute Dynamo
 reads on a function it inlines, and for the C fused type's ``__call__`` registered with
-``torch.compiler.substitute_in_graph`` once both Dynamo and the C type are loaded. Both trace :func:`_trace`, which puts one call of the custom operator
-``tunedsl::site_call`` in the graph.
+``torch.compiler.substitute_in_graph`` once both Dynamo and the C type are loaded. It traces
+:func:`_trace`, which puts one call of the custom operator ``tunedsl::site_call`` in the graph.
 
 The operator's body is the ordinary eager call of the site, so the decision is made at run
 time with the same table, records, rules and capture rule as an eager call. What the trace
