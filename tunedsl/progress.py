@@ -38,7 +38,45 @@ _REDRAW_S = 0.1  # at most ten redraws a second
 PROGRESS_AFTER_S = 1.0
 
 
-class Progress:
+class _TerminalLine:
+    """A line redrawn in place on a terminal (``\r`` and erase to the end of the line): not
+    before ``delay_s`` have passed (``PROGRESS_AFTER_S``: no flicker for quick work), at most
+    every ``_REDRAW_S``, never when the stream is not a terminal or ``TUNEDSL_QUIET=1``."""
+
+    def __init__(
+        self, stream: TextIO | None, clock: Callable[[], float], delay_s: float | None
+    ) -> None:
+        self._clock = clock
+        self._start = clock()
+        self._delay_s = PROGRESS_AFTER_S if delay_s is None else delay_s
+        self._last_draw = float("-inf")
+        self._drawn = False
+        self._stream = stream if stream is not None else sys.stderr
+        self._live = _wants_line(self._stream)
+
+    def line(self) -> str:
+        raise NotImplementedError
+
+    def _maybe_draw(self) -> None:
+        if not self._live:
+            return
+        now = self._clock()
+        if now - self._start < self._delay_s or now - self._last_draw < _REDRAW_S:
+            return
+        self._last_draw = now
+        self._drawn = self._write("\r\x1b[K" + self.line()) or self._drawn
+
+    def _write(self, text: str) -> bool:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # closed or broken stderr: the work goes on silently
+            self._live = False
+            return False
+        return True
+
+
+class Progress(_TerminalLine):
     """Progress of one tuning run over ``total`` candidates of ``kernel``."""
 
     def __init__(
@@ -58,14 +96,7 @@ class Progress:
         self.best: tuple[float, str] | None = None
         self.strategy = ""
         self.remaining_s: float | None = None
-        self._clock = clock
-        self._start = clock()
-        # Tuning shorter than this never draws a line (no flicker for quick sites).
-        self._delay_s = PROGRESS_AFTER_S if delay_s is None else delay_s
-        self._last_draw = float("-inf")
-        self._drawn = False
-        self._stream = stream if stream is not None else sys.stderr
-        self._live = _wants_line(self._stream)
+        super().__init__(stream, clock, delay_s)
         self._held: list[tuple[int, str, dict[str, Any]]] | None = None
         self._event("start", logging.INFO, f"tuning {kernel}: {total} configuration(s)")
 
@@ -165,24 +196,6 @@ class Progress:
         if kind != "done":
             self._maybe_draw()
 
-    def _maybe_draw(self) -> None:
-        if not self._live:
-            return
-        now = self._clock()
-        if now - self._start < self._delay_s or now - self._last_draw < _REDRAW_S:
-            return
-        self._last_draw = now
-        self._drawn = self._write("\r\x1b[K" + self.line()) or self._drawn
-
-    def _write(self, text: str) -> bool:
-        try:
-            self._stream.write(text)
-            self._stream.flush()
-        except (OSError, ValueError):  # closed or broken stderr: tuning goes on silently
-            self._live = False
-            return False
-        return True
-
 
 def _wants_line(stream: TextIO) -> bool:
     if knobs.quiet():  # a bad value is an error naming the variable, like every knob
@@ -193,7 +206,7 @@ def _wants_line(stream: TextIO) -> bool:
         return False
 
 
-class Scan:
+class Scan(_TerminalLine):
     """A line for a long look through a space, its constraint tested point by point (its
     listing, or the first valid configuration of one too large to list): drawn as the tuning line is
     (on a terminal, after ``PROGRESS_AFTER_S``, never with ``TUNEDSL_QUIET=1``) and
@@ -211,24 +224,12 @@ class Scan:
         self.what = what
         self.limit = limit  # the most points the scan looks at
         self.looked = 0
-        self._clock = clock
-        self._start = clock()
-        self._delay_s = PROGRESS_AFTER_S if delay_s is None else delay_s
-        self._last_draw = float("-inf")
-        self._drawn = False
-        self._stream = stream if stream is not None else sys.stderr
-        self._live = _wants_line(self._stream)
+        super().__init__(stream, clock, delay_s)
 
     def step(self) -> None:
         """One more point looked at."""
         self.looked += 1
-        if not self._live:
-            return
-        now = self._clock()
-        if now - self._start < self._delay_s or now - self._last_draw < _REDRAW_S:
-            return
-        self._last_draw = now
-        self._drawn = self._write("\r\x1b[K" + self.line()) or self._drawn
+        self._maybe_draw()
 
     def line(self) -> str:
         return (
@@ -241,12 +242,3 @@ class Scan:
         if self._drawn:
             self._write("\r\x1b[K")
             self._drawn = False
-
-    def _write(self, text: str) -> bool:
-        try:
-            self._stream.write(text)
-            self._stream.flush()
-        except (OSError, ValueError):  # closed or broken stderr: the scan goes on silently
-            self._live = False
-            return False
-        return True
