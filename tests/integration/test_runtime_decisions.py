@@ -82,11 +82,11 @@ def test_a_decision_is_not_reused_for_arguments_prune_rejects_it_for() -> None:
     for n in (100, 200, 900, 100):
         res, total = rowsum_call(s, x, n)
         assert total == float(n) and res.config.block >= n
-    assert s._prune_reads == frozenset({"n"})
+    assert s.prune_reads == frozenset({"n"})
     # A site without prune= keeps its plain key function (no prune part, same hot path).
     plain = site("no-prune", space=BLOCKS, placeholders=())
     rowsum_call(plain, x, 1000)
-    assert plain._prune_reads == frozenset() and plain._key_fn is plain._base_key_fn
+    assert plain.prune_reads == frozenset() and plain._key_fn is plain._base_key_fn
 
 
 # -- 3. verify= checks decisions it did not make ---------------------------------------------
@@ -338,8 +338,7 @@ def test_the_bounded_table_keeps_the_keys_in_use() -> None:
     """Eviction is least-recently-used (the clock approximation): keys hit since the last
     sweep are spared, the oldest of the others go."""
     from tunedsl.model.config import Config
-    from tunedsl.runtime.miss import evict
-    from tunedsl.runtime.site import Entry
+    from tunedsl.runtime.entry import Entry, evict
 
     table = {k: Entry(Config(k=k), print, None, (), ()) for k in range(8)}  # type: ignore[arg-type]
     table[0].used = table[1].used = True
@@ -361,3 +360,36 @@ def test_a_hit_marks_its_entry_used(monkeypatch: pytest.MonkeyPatch) -> None:
     assert entry.used is False  # the miss itself is not a use
     call(s, vadd, (a, b, c, 32), 32)
     assert entry.used is True
+
+
+# -- the miss path: the site stores what the resolver decides -----------------------------------
+
+
+def test_a_miss_builds_the_call_key_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = site("key-once", options={"mode": "off"})
+    a, b = torch.randn(64), torch.randn(64)
+    call(s, vadd, (a, b, torch.empty(64), 64), 64)  # registers the kernel
+    built: list = []
+    key_of = s.call_key
+
+    def counted(*args):  # the site's own call_key, counted
+        built.append(args)
+        return key_of(*args)
+
+    monkeypatch.setattr(s, "call_key", counted)
+    a, b = torch.randn(96), torch.randn(96)
+    res = call(s, vadd, (a, b, torch.empty(96), 96), 96)  # a new key: a miss
+    assert res.source == "default" and len(s.table()) == 2
+    assert built == []  # the key the lookup built is the key the entry is stored under
+    assert call(s, vadd, (a, b, torch.empty(96), 96), 96).source == "memory"
+
+
+def test_a_key_grown_by_prune_stores_its_entry_under_the_grown_key() -> None:
+    x = torch.ones(1000)
+    s = prune_site("prune-grows-key", mode="off")
+    first, total = rowsum_call(s, x, 100)  # prune= reads n on this miss: the key grows
+    assert first.source == "default" and total == 100.0
+    again, total = rowsum_call(s, x, 100)
+    # One entry: under the old key it would never be found, and the second call would add
+    # another under the grown key.
+    assert again.source == "memory" and total == 100.0 and len(s.table()) == 1

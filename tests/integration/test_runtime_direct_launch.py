@@ -344,9 +344,9 @@ def fused_for(fake_driver: dict, sample: tuple) -> tuple[FakeJit, Any, Any]:
     from tunedsl.model import repeat_check
     from tunedsl.model.config import Config
     from tunedsl.model.hole import HOLE
+    from tunedsl.runtime.entry import Entry
     from tunedsl.runtime.fused import make_fused
     from tunedsl.runtime.result import LaunchResult
-    from tunedsl.runtime.site import Entry
 
     kernel, launcher = make()
     launcher((4,), sample, {}, {"TILE": 16}, ())  # the first launch: through the JIT

@@ -242,7 +242,7 @@ def test_the_c_fused_launch_as_the_sites_call_traces_too(tmp_path: Path) -> None
     from tunedsl.model.config import Config
     from tunedsl.model.hole import HOLE
     from tunedsl.runtime import fused, native
-    from tunedsl.runtime.site import Entry
+    from tunedsl.runtime.entry import Entry
 
     fused_type = native.fused_type()
     if compat.layout_check([torch.zeros(2)]) is None or fused_type is None:

@@ -116,7 +116,7 @@ def test_a_tune_in_the_kernels_module_fails_in_the_worker_and_reaches_the_user_a
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("tunedsl.errors.TuningError: "), done.stderr[-3000:]
     assert "a tune ran inside tunedsl's measurement worker" in last, last
-    assert "_Died" not in done.stderr
+    assert "WorkerDied" not in done.stderr
     assert "waiting" not in done.stderr  # no one waited for the parent's lock
 
 

@@ -84,7 +84,7 @@ def _crash_reason(code: int | None) -> str:
     return f"crashed: worker exited with status {code}"
 
 
-class _Died(Exception):
+class WorkerDied(Exception):
     """The worker died or hung; the message is the reason (never raised to user code)."""
 
 
@@ -163,7 +163,7 @@ class Worker:
         if self.setup_frame is not None:
             try:
                 self._setup()
-            except _Died as died:
+            except WorkerDied as died:
                 raise TuningError(f"the measurement worker could not set up: {died}") from None
 
     def setup(self, frame: bytes) -> None:
@@ -174,7 +174,7 @@ class Worker:
         if self.alive():
             try:
                 self._setup()
-            except _Died:
+            except WorkerDied:
                 self.kill()  # started afresh (with this setup) by the first request
 
     def _setup(self) -> None:
@@ -206,7 +206,7 @@ class Worker:
         try:
             write_frame(self.proc.stdin, frame)  # type: ignore[arg-type]
         except (BrokenPipeError, OSError):
-            raise _Died(self._death()) from None
+            raise WorkerDied(self._death()) from None
 
     def _death(self) -> str:
         proc = self.proc
@@ -219,7 +219,7 @@ class Worker:
         return _crash_reason(code)
 
     def _receive(self, timeout_s: float) -> tuple[Any, ...]:
-        """The next reply; raises _Died (worker killed) on death or after ``timeout_s``."""
+        """The next reply; raises WorkerDied (worker killed) on death or after ``timeout_s``."""
         from tunedsl.backends.isolated_worker import read_frame
 
         assert self.proc is not None and self.proc.stdout is not None
@@ -227,16 +227,16 @@ class Worker:
         if not ready:
             self.kill()
             self.exit_code = None
-            raise _Died(f"timeout: no answer after {timeout_s:.0f} s (a hang?); worker killed")
+            raise WorkerDied(f"timeout: no answer after {timeout_s:.0f} s (a hang?); worker killed")
         frame = read_frame(self.proc.stdout)  # type: ignore[arg-type]
         if frame is None:
-            raise _Died(self._death())
+            raise WorkerDied(self._death())
         try:
             return tuple(json.loads(frame))  # replies are JSON: this process unpickles nothing
         except ValueError:
             self.kill()
             self.exit_code = None
-            raise _Died("crashed: the worker's answer was garbled; worker killed") from None
+            raise WorkerDied("crashed: the worker's answer was garbled; worker killed") from None
 
     def ensure_started(self) -> None:
         """Start the process unless it is alive (a dead one, or one whose answer was not read
@@ -259,7 +259,7 @@ class Worker:
                 answer = self._receive(timeout_s)
                 self.busy = False
                 return answer
-            except _Died:
+            except WorkerDied:
                 if attempt == 2 or self.exit_code != 0:
                     raise
                 attempt = 2
@@ -279,7 +279,7 @@ class Worker:
                         return
                     answered = True
                     yield answer
-            except _Died:
+            except WorkerDied:
                 if answered or attempt == 2 or self.exit_code != 0:
                     raise
 
@@ -384,7 +384,7 @@ class IsolatedMeasurer:
                         raise TuningError(f"measurement worker: {answer[-1]}")
                     _, index, status, reason = answer
                     done[index] = Prepared(self.variants[index].config, status, reason)
-            except _Died as died:
+            except WorkerDied as died:
                 if batch and len(todo) - len(done) > 1:
                     batch = False  # retry the rest one at a time to find the culprit
                 else:
@@ -399,7 +399,7 @@ class IsolatedMeasurer:
         self.worker.ensure_started()
         try:
             answer = self.worker.request(message, self.run_timeout_s)
-        except _Died as died:
+        except WorkerDied as died:
             raise MeasureFailure(str(died)) from None
         if answer[0] == "ok":
             return answer[1] if len(answer) > 1 else None
@@ -424,5 +424,5 @@ class IsolatedMeasurer:
         elif self.worker.alive():
             try:
                 self.worker.request(("reset",), self.run_timeout_s)
-            except (_Died, TuningError):  # it died, and could not start again: nothing to drop
+            except (WorkerDied, TuningError):  # it died, and could not start again: nothing to drop
                 pass

@@ -201,7 +201,7 @@ def _budget(req: Any) -> float | None:
 def _model(device: int) -> str:
     from tunedsl.backends import triton as bt
 
-    facts = bt._device_facts_at(device)
+    facts = bt.device_facts_at(device)
     return f"{facts['name']} ({facts['type']} {facts.get('capability')})"
 
 

@@ -53,7 +53,7 @@ from tunedsl.backends import device_plan, device_workers
 from tunedsl.backends.device_choice import tune_devices
 from tunedsl.backends.device_workers import Slot, shutdown_workers, workers_warm
 from tunedsl.backends.host_compile import HostCompiler, Split, WorkerSplit
-from tunedsl.backends.isolated import IsolatedMeasurer, _Died
+from tunedsl.backends.isolated import IsolatedMeasurer, WorkerDied
 from tunedsl.engine.racing import DEFAULT_RACE
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import TuningError, UsageError
@@ -321,7 +321,7 @@ class MultiDeviceMeasurer:
                         continue
                     answered.add(config)
                     self._bank(index, config, status, reason, samples)
-            except _Died as died:
+            except WorkerDied as died:
                 missing = [c for c in todo if c not in answered]
                 if not single and len(missing) > 1:
                     single = True  # send the rest one at a time to find the culprit

@@ -184,7 +184,7 @@ def device_facts() -> dict[str, Any]:
 
     if not torch.cuda.is_available():
         return {"type": "cpu", "name": "cpu"}
-    return _device_facts_at(torch.cuda.current_device())
+    return device_facts_at(torch.cuda.current_device())
 
 
 def current_device_index() -> int:
@@ -213,7 +213,7 @@ def mixed_device_models() -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _device_facts_at(index: int) -> dict[str, Any]:
+def device_facts_at(index: int) -> dict[str, Any]:
     import torch
 
     props = torch.cuda.get_device_properties(index)

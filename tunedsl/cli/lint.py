@@ -54,24 +54,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def lint_text(source: bytes, filename: str) -> LintText | None:
     """The rewrite of a DSL module (None for plain Python: ruff checks it as it is)."""
-    from tunedsl.frontend.compile import _scan_if_dsl
+    from tunedsl.frontend.compile import scan_if_dsl
     from tunedsl.frontend.parser import (
-        _assign_placeholders,
-        _find_macros,
-        _placeholders,
+        assign_placeholders,
+        find_macros,
+        find_placeholders,
     )
     from tunedsl.frontend.source import SourceText
 
-    scanned = _scan_if_dsl(source, filename)
+    scanned = scan_if_dsl(source, filename)
     if scanned is None:
         return None
     text, lexed, bindings = scanned
     src = SourceText(text, filename)
     if lexed.trouble is not None:
         return None  # not even tokenizable: ruff reports the syntax error itself
-    macros = _find_macros(src, lexed.tokens, lexed.pairs, bindings)
-    placeholders = _placeholders(src, lexed.tokens)
-    _assign_placeholders(src, lexed.tokens, lexed.pairs, macros, placeholders)
+    macros = find_macros(src, lexed.tokens, lexed.pairs, bindings)
+    placeholders = find_placeholders(src, lexed.tokens)
+    assign_placeholders(src, lexed.tokens, lexed.pairs, macros, placeholders)
     chars = list(text)
     for ph in placeholders:
         chars[ph.start] = "_"

@@ -42,12 +42,12 @@ def needs_expansion(source: str | bytes) -> bool:
     silently leave the macro calls unexpanded).
     """
     try:
-        return _scan_if_dsl(source) is not None
+        return scan_if_dsl(source) is not None
     except SyntaxError:
         return True
 
 
-def _scan_if_dsl(
+def scan_if_dsl(
     source: str | bytes, filename: str = "<string>"
 ) -> tuple[str, Lexed, Bindings] | None:
     """(text, scan, bindings) of a module that binds the macro, else None.
@@ -72,7 +72,7 @@ def expand_to_ast(source: str | bytes, filename: str = "<string>") -> ast.Module
     Raises ``TunedslSyntaxError`` for DSL errors and Python's ``SyntaxError`` (with
     Python's message and position) for plain Python errors.
     """
-    scanned = _scan_if_dsl(source, filename)
+    scanned = scan_if_dsl(source, filename)
     if scanned is None:
         return _parse_plain(source, filename)
     return _expand(scanned, filename)
@@ -174,7 +174,7 @@ def expand_source(source: str | bytes, filename: str = "<string>") -> str:
     ``ast.unparse`` or, where that text would not compile (ast.unparse can add a level of
     parentheses, too many at CPython's nesting limit), as written.
     """
-    scanned = _scan_if_dsl(source, filename)
+    scanned = scan_if_dsl(source, filename)
     if scanned is not None:
         return _unparse(_expand(scanned, filename), filename)
     text = _unparse(_parse_plain(source, filename), filename)
@@ -229,7 +229,7 @@ def compile_source(
 
     A module that does not bind the macro compiles exactly as ``compile()`` compiles it.
     """
-    scanned = _scan_if_dsl(source, filename)
+    scanned = scan_if_dsl(source, filename)
     if scanned is None:
         return compile(source, filename, "exec", dont_inherit=True, optimize=optimize)
     tree = _expand(scanned, filename)

@@ -171,9 +171,9 @@ def parse_module(src: SourceText, lexed: Lexed, bindings: Bindings) -> ParsedMod
     text = src.text
     if lexed.trouble is not None:
         _raise_python_error(src, lexed, bindings)
-    macros = _find_macros(src, tokens, lexed.pairs, bindings)
-    placeholders = _placeholders(src, tokens)
-    _assign_placeholders(src, tokens, lexed.pairs, macros, placeholders)
+    macros = find_macros(src, tokens, lexed.pairs, bindings)
+    placeholders = find_placeholders(src, tokens)
+    assign_placeholders(src, tokens, lexed.pairs, macros, placeholders)
     subst, module_text = _rewrite(text, macros, placeholders)
     try:
         module = ast.parse(module_text, src.filename)
@@ -307,7 +307,7 @@ def _raise_python_error(src: SourceText, lexed: Lexed, bindings: Bindings) -> No
     """
     tokens = lexed.tokens
     try:
-        macros = _find_macros(src, tokens, lexed.pairs, bindings)
+        macros = find_macros(src, tokens, lexed.pairs, bindings)
     except SyntaxError:
         macros = []
     placeholders = [
@@ -327,7 +327,7 @@ def _raise_python_error(src: SourceText, lexed: Lexed, bindings: Bindings) -> No
     )
 
 
-def _find_macros(
+def find_macros(
     src: SourceText, tokens: list[Token], pairs: dict[int, int], bindings: Bindings
 ) -> list[MacroCall]:
     macros: list[MacroCall] = []
@@ -426,7 +426,7 @@ def _details(src: SourceText, offset: int) -> tuple[str, int, int, str]:
     return (src.filename, line, col + 1, src.line_text(line) + "\n")
 
 
-def _placeholders(src: SourceText, tokens: list[Token]) -> list[Placeholder]:
+def find_placeholders(src: SourceText, tokens: list[Token]) -> list[Placeholder]:
     found: list[Placeholder] = []
     n = len(tokens)
     for i, (kind, start, end, _) in enumerate(tokens):
@@ -451,7 +451,7 @@ def _placeholders(src: SourceText, tokens: list[Token]) -> list[Placeholder]:
     return found
 
 
-def _assign_placeholders(
+def assign_placeholders(
     src: SourceText,
     tokens: list[Token],
     pairs: dict[int, int],

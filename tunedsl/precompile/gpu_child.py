@@ -30,7 +30,7 @@ def _tune_share(job: dict[str, Any]) -> dict[str, Any]:
 
 def _serve() -> int:
     """A child: run each task of stdin, answer on the original stdout (prints go to stderr)."""
-    from tunedsl.precompile.sweep import Task, _short, run_task
+    from tunedsl.precompile.sweep import Task, run_task, short_error
 
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # a workload's prints, even from C, must not corrupt the answers
@@ -45,7 +45,7 @@ def _serve() -> int:
             else:
                 answer = {"records": run_task(Task(**request["task"]))}
         except Exception as err:
-            answer = {"error": _short(err)}
+            answer = {"error": short_error(err)}
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
     return 0

@@ -129,7 +129,7 @@ class Progress:
         self.out.flush()
 
 
-def _short(err: BaseException) -> str:
+def short_error(err: BaseException) -> str:
     lines = [line for line in str(err).strip().splitlines() if line.strip()]
     return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:300]
 
@@ -142,7 +142,7 @@ def run_in_process(tasks: Sequence[Task], progress: Progress) -> list[Outcome]:
         except KeyboardInterrupt:
             raise
         except Exception as err:
-            outcome = Outcome(task, error=_short(err))
+            outcome = Outcome(task, error=short_error(err))
         progress.update(outcome)
         outcomes.append(outcome)
     return outcomes
@@ -231,7 +231,7 @@ def _schedule(ray: Any, pool: list[Any], tasks: list[Task], progress: Progress) 
                 if attempt == 1:
                     queue.insert(0, (task, 2, actor))  # once more, on another actor
                     continue
-                outcome = Outcome(task, error=_short(err), attempts=attempt)
+                outcome = Outcome(task, error=short_error(err), attempts=attempt)
             outcomes[task.index] = outcome
             progress.update(outcome)
     except KeyboardInterrupt:

@@ -81,7 +81,8 @@ def context(info: KernelInfo, settings: Settings) -> dict[str, Any]:
     }
 
 
-def _options(config: Config, settings: Settings) -> dict[str, Any]:
+def decision_options(config: Config, settings: Settings) -> dict[str, Any]:
+    """The launch options of ``config`` on this process's GPU (its hints made concrete)."""
     from tunedsl.backends.triton import target_facts
     from tunedsl.model.hints import launch_options
 
@@ -186,7 +187,7 @@ def lookup(
                     {repr(cfg): problem},
                 )
             _VERIFIED.add(digest)
-        return Decision(cfg, _options(cfg, settings), "default", None)
+        return Decision(cfg, decision_options(cfg, settings), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:
         # One configuration (after pruning) has nothing to compare: launched, never measured.
@@ -214,20 +215,22 @@ def lookup(
         )
         return False
 
-    stores = _record_stores()
+    stores = record_stores()
     record = stores.get(digest)
     if record is None and not again:
         record = migrate(subject, stores)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
-        return Decision(record.chosen, _options(record.chosen, settings), "disk", record), {}
+        return Decision(
+            record.chosen, decision_options(record.chosen, settings), "disk", record
+        ), {}
     if not again:
         from tunedsl.runtime.ruled import rule_pick
 
         verify = check if settings.verify not in (None, False) else None
         picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
         if picked is not None:
-            return Decision(picked, _options(picked, settings), "rule", None), previous
+            return Decision(picked, decision_options(picked, settings), "rule", None), previous
     if settings.mode == "cached":
         return default(record), {}
     if again and settings.verify not in (None, False) and digest not in _VERIFIED:
@@ -261,12 +264,12 @@ def decide(
     from tunedsl.backends.triton_compile import warm_up_compiling
 
     warm_up_compiling()  # beside the lock and the variants: this call will likely compile
-    with _record_stores().lock(subject.digest, knobs.lock_timeout_s()):
+    with record_stores().lock(subject.digest, knobs.lock_timeout_s()):
         found, previous = lookup(subject, candidates, check, again=True)
         if found is not None:
             return found
         record = tune_and_record(subject, variants_for, previous, candidates=candidates)
-    return Decision(record.chosen, _options(record.chosen, settings), "tuned", record)
+    return Decision(record.chosen, decision_options(record.chosen, settings), "tuned", record)
 
 
 def tune_and_record(
@@ -351,7 +354,7 @@ def tune_and_record(
         budget_s=outcome.budget_s,
         measured_by=store.this_user(),
     )
-    _record_stores().put(record)
+    record_stores().put(record)
     if settings.verify not in (None, False):
         _VERIFIED.add(subject.digest)
     return record
@@ -405,7 +408,7 @@ def print_table(label: str, result: LaunchResult, out: TextIO) -> None:
     print("\n".join(lines), file=out, flush=True)
 
 
-def _record_stores() -> LayeredStore:
+def record_stores() -> LayeredStore:
     """Where decisions are looked up and kept (``store/layered.py``): the cache's record
     files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured;
     a hit in a later store is written through to the earlier writable ones. No memory

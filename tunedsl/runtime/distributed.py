@@ -137,7 +137,7 @@ def _check_digest(sent: dict[str, Any], digest: str) -> None:
 def _decision(config: Config, source: str, record: Any, settings: Any) -> Any:
     from tunedsl.runtime import decide as d
 
-    return d.Decision(config, d._options(config, settings), source, record)
+    return d.Decision(config, d.decision_options(config, settings), source, record)
 
 
 def _payload(decision: Any) -> dict[str, Any]:
@@ -151,12 +151,12 @@ def _payload(decision: Any) -> dict[str, Any]:
 
 def _received(sent: dict[str, Any], source: str | None, settings: Any) -> Any:
     """The Decision another rank sent; its record is stored in this rank's own caches."""
-    from tunedsl.runtime.decide import _record_stores
+    from tunedsl.runtime.decide import record_stores
     from tunedsl.store import records
 
     record = records.Record.from_json(sent["record"]) if sent["record"] else None
     if record is not None:
-        _record_stores().put(record)  # this rank's node needs no rank 0 next time
+        record_stores().put(record)  # this rank's node needs no rank 0 next time
     return _decision(Config(sent["config"]), source or sent["source"], record, settings)
 
 

@@ -26,20 +26,17 @@ C form is tested against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.model.hole import HOLE
 from tunedsl.model.repeat_check import RepeatCheckCode
 from tunedsl.runtime import native
+from tunedsl.runtime.entry import Entry, Fused
 
 if TYPE_CHECKING:
     from tunedsl.backends.triton_launch import DirectPlan
-    from tunedsl.runtime.site import Entry
-
-#: ``fused(kernel, args, static_kwargs, bind) -> LaunchResult | None``
-Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], Any]
 
 
 # The launch-hook test the C form does (compat.LAUNCH_HOOKED_CODE's form it knows): a plan

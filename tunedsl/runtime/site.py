@@ -2,27 +2,28 @@
 
 A call is: build the call key (``keys.py``), one dict lookup, ``bind`` the chosen
 configuration, launch, return the entry's precomputed ``LaunchResult``. Everything else
-(settings, records, tuning) happens on a miss, in ``miss.py``, once per key: several
-threads missing the same key wait for the one that resolves it.
+(settings, records, tuning) happens on a miss, once per key: the site lets one thread
+resolve the key (``miss.py`` returns the decision) while the others missing it wait, then
+stores the new entry (``entry.py``) in its bounded table.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
-from tunedsl import knobs
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import identity, keys, repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
 from tunedsl.model.settings import Settings
-from tunedsl.model.space import Space
+from tunedsl.model.settings import resolve as resolve_settings
+from tunedsl.model.space import Space, check_placeholders
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import miss, mistakes
-from tunedsl.runtime.fused import Fused, fuse_entry, takes_whole_call
+from tunedsl.runtime.entry import Entry, Fused, evict, no_repeat, repeat_factory
+from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -31,6 +32,18 @@ if TYPE_CHECKING:
 #: Call keys one site keeps decided in memory; beyond it the oldest-decided are dropped and
 #: decided again (from the record, when there is one) if they come back.
 MAX_DECISIONS = 4096
+
+
+# Sites this thread is resolving (tuning) right now: a call back into one of them from its
+# own pre_hook/post_hook/verify would wait forever on its own in-flight key.
+_resolving = threading.local()
+
+
+def _active() -> list[Site]:
+    active: list[Site] | None = getattr(_resolving, "sites", None)
+    if active is None:
+        active = _resolving.sites = []
+    return active
 
 
 class _KernelToken:
@@ -43,71 +56,6 @@ class _KernelToken:
 
     def __repr__(self) -> str:
         return f"<kernel {self.index}>"
-
-
-class Entry:
-    """The decision for one call key: configuration, launcher, results. Immutable in use,
-    but for ``used``: set by every hit, cleared by the table's eviction sweep (``miss.evict``)."""
-
-    __slots__ = (
-        "config",
-        "fused",
-        "launcher",
-        "launcher_object",
-        "repeat",
-        "result",
-        "used",
-        "zero_kw",
-        "zero_pos",
-        "zeroing",
-    )
-
-    def __init__(
-        self,
-        config: Config,
-        launcher: Callable[..., Any],
-        result: LaunchResult,
-        zero_pos: tuple[int, ...],
-        zero_kw: tuple[str, ...],
-    ) -> None:
-        self.config = config
-        # The bound __call__ of a launcher object: calling it skips the type-slot lookup
-        # of calling the instance (about 0.1 us per call).
-        self.launcher_object = launcher
-        defined = type(launcher).__dict__.get("__call__")
-        self.launcher = launcher.__call__ if isinstance(defined, FunctionType) else launcher  # type: ignore[operator]
-        self.result = result
-        self.zero_pos = zero_pos
-        self.zero_kw = zero_kw
-        self.zeroing = bool(zero_pos or zero_kw)
-        self.used = False
-        # The repeat check (repeat_check.make_repeat_check) of this entry's argument layout: built
-        # at its first hit; _no_repeat where the layout has none or the entry was dropped.
-        self.repeat: Callable[[Sequence[Any], Mapping[str, Any]], bool] | None = None
-        # The fused launch (runtime/fused.py) of this entry's layout, built with ``repeat``.
-        self.fused: Fused | None = None
-
-    def launch(
-        self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
-    ) -> None:
-        holes, dyn_kwargs, grid = bind(self.config)
-        if holes:
-            args = fill_holes(args, holes)
-        if self.zeroing:
-            self.zero(args, static_kwargs, dyn_kwargs)
-        self.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
-
-    def zero(
-        self, args: Sequence[Any], static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]
-    ) -> None:
-        # An optional buffer passed as None is skipped (as Triton does).
-        for i in self.zero_pos:
-            if args[i] is not None:
-                args[i].zero_()
-        for name in self.zero_kw:
-            value = static_kwargs.get(name) if name in static_kwargs else dyn_kwargs.get(name)
-            if value is not None:
-                value.zero_()
 
 
 class Site:
@@ -136,7 +84,7 @@ class Site:
         self.literal_space = space
         self.literal_hints = dict(static_hints)
         self.literal_options = dict(options)
-        self.placeholders = tuple(placeholders)
+        self.placeholders: tuple[tuple[str, int, int], ...] = tuple(placeholders)
         self.has_key = has_key
         self.site_id = identity.site_id(
             filename, line, col, kernel_text, self.literal_options.get("name")
@@ -148,7 +96,7 @@ class Site:
         self._table: dict[Any, Entry] = {}
         self._max_entries = MAX_DECISIONS
         # Arguments the site's prune= has read (their values join the call key).
-        self._prune_reads: frozenset[str] = frozenset()
+        self.prune_reads: frozenset[str] = frozenset()
         self._base_key_fn: Callable[..., tuple[Any, ...]] | None = None
         self._per_device = False  # a host with mixed GPU models: the device joins the key
         # The entry of the last call, when its repeat check can tell a call with the same
@@ -241,10 +189,10 @@ class Site:
                 except (TuningError, KeyboardInterrupt) as err:  # the user's frames only
                     __tracebackhide__ = True
                     raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
-            if entry.repeat is not _no_repeat and kernel is self._kernel:
+            if entry.repeat is not no_repeat and kernel is self._kernel:
                 self._remember(entry, args, static_kwargs)
         # Entry.launch, inlined: this is the hot path.
-        entry.used = True  # one store: the bounded table keeps what is in use (miss.evict)
+        entry.used = True  # one store: the bounded table keeps what is in use (entry.evict)
         holes, dyn_kwargs, grid = bind(entry.config)
         if holes:
             args = fill_holes(args, holes)
@@ -269,12 +217,12 @@ class Site:
             )
             code = factory(args) if usable else None  # type: ignore[misc]
             if code is None:
-                entry.repeat = _no_repeat
+                entry.repeat = no_repeat
             else:
                 entry.fused = fuse_entry(self._kernel, entry, code, args, self._call)
                 entry.repeat = repeat_check.compile_repeat_check(code)
-        with self._lock:  # an entry dropped meanwhile (clear, prune reads) has _no_repeat
-            if entry.repeat is not _no_repeat:
+        with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat
+            if entry.repeat is not no_repeat:
                 self._last = entry
                 self._fast = entry.fused
                 if not self.launch_held:
@@ -315,9 +263,9 @@ class Site:
                     HOLE,
                     with_align=info.jit and direct_launch_enabled(),
                 )
-                self._repeat_factory = _repeat_factory(info, HOLE)
+                self._repeat_factory = repeat_factory(info, HOLE)
                 self._kernel = kernel
-                if self._prune_reads or self._per_device:
+                if self.prune_reads or self._per_device:
                     self._install_key(info)
                     return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
                 return result
@@ -326,8 +274,8 @@ class Site:
                 other = (kernel, _KernelToken(len(self._other_kernels) + 1), key_fn)
                 self._other_kernels[id(kernel)] = other
         out = (other[1], *other[2](args, static_kwargs, key))
-        if self._prune_reads:
-            out += (keys.make_prune_part(info.arg_names, self._prune_reads)(args, static_kwargs),)
+        if self.prune_reads:
+            out += (keys.make_prune_part(info.arg_names, self.prune_reads)(args, static_kwargs),)
         if self._per_device:
             from tunedsl.backends.triton import current_device_index
 
@@ -340,8 +288,8 @@ class Site:
         (every other site keeps the generated key function). Caller holds the lock."""
         base = self._base_key_fn
         assert base is not None
-        if self._prune_reads:
-            part = keys.make_prune_part(info.arg_names, self._prune_reads)
+        if self.prune_reads:
+            part = keys.make_prune_part(info.arg_names, self.prune_reads)
             if self._per_device:
                 from tunedsl.backends.triton import current_device_index as device
 
@@ -367,7 +315,7 @@ class Site:
             key_fn = base
         self._key_fn = key_fn
 
-    # -- misses (runtime/miss.py) -----------------------------------------------------
+    # -- misses: the site's decision table ----------------------------------------------
     def _miss(
         self,
         kernel: Any,
@@ -378,14 +326,124 @@ class Site:
         lazy: Callable[[], Any] | None,
         call_key: Any,
     ) -> LaunchResult:
-        """No entry for ``call_key``: describe the call (only now) and decide it."""
+        """No entry for ``call_key``: describe the call (only now) and let one thread
+        resolve it (``miss.resolve``) while the others missing it wait; store the entry
+        in the table and launch."""
         if self.has_key:
             mistakes.check_key(key, self.label)
-        return miss.miss(self, miss.Call(kernel, args, static_kwargs, bind, key, lazy), call_key)
+        call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
+        active = _active()
+        while True:
+            with self._lock:
+                entry = self._table.get(call_key)
+                event = self._inflight.get(call_key)
+                if entry is None and event is None and self not in active:
+                    event = self._inflight[call_key] = threading.Event()
+                    break  # this thread resolves the key
+            if entry is not None:
+                entry.launch(args, static_kwargs, bind)
+                return entry.result
+            if self in active:  # waiting on its own key would wait forever
+                raise UsageError(
+                    f"{self.label}: the site was called again from its own pre_hook=, "
+                    f"post_hook=, verify= or prune= while it was deciding "
+                    f"{'this' if event is not None else 'a'} key; launch another kernel (or "
+                    "call the kernel directly) from hooks"
+                )
+            assert event is not None
+            event.wait()  # another thread resolves this key; then look again
+        active.append(self)
+        try:
+            reads = self.prune_reads
+            resolved = miss.resolve(self, call)
+            with self._lock:
+                self._by_digest[resolved.digest] = (resolved.decision, resolved.result)
+            entry = self._entry(call, resolved)
+            stored_key = call_key
+            if self.prune_reads is not reads:  # prune= read arguments: the key grew by them
+                stored_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
+            with self._lock:
+                self._store(stored_key, entry)
+        finally:
+            active.remove(self)
+            with self._lock:
+                self._inflight.pop(call_key, None)
+            event.set()
+        entry.launch(args, static_kwargs, bind)
+        return resolved.first
+
+    def _store(self, call_key: Any, entry: Entry) -> None:
+        """Put ``entry`` in the table (the caller holds the lock)."""
+        table = self._table
+        if len(table) >= self._max_entries:
+            # Bounded: drop an eighth, the least recently used (a dropped key that comes
+            # back is decided again from its record, not re-tuned).
+            evict(table, max(1, len(table) // 8))
+            by_digest = self._by_digest
+            if len(by_digest) >= self._max_entries:
+                for old in list(by_digest)[: max(1, len(by_digest) // 8)]:
+                    del by_digest[old]
+        table[call_key] = entry
+
+    def _entry(self, call: miss.Call, resolved: miss.Resolved) -> Entry:
+        """A new entry launching the decision for ``call`` (its own launcher: it captures
+        this call's Triton specialization)."""
+        from tunedsl.backends.triton_launch import make_launcher
+
+        decision = resolved.decision
+        reset = resolved.settings.reset_to_zero
+        positional = resolved.info.arg_names[: len(call.args)]
+        zero_pos = tuple(i for i, n in enumerate(positional) if n in reset)
+        zero_kw = tuple(n for n in reset if n not in positional)
+        # Decisions from tuning, a record or a rule launch the same variant in every process: its
+        # binary is stored by the first process and loaded (not compiled) by later ones.
+        stored = decision.source in ("tuned", "disk", "rule")
+        launcher = make_launcher(
+            call.kernel, decision.options, call.args, call.static_kwargs, stored
+        )
+        return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
+
+    def decided(self, digest: str) -> tuple[Decision, LaunchResult] | None:
+        """The decision made in memory for a record digest (under another call key)."""
+        return self._by_digest.get(digest)
+
+    def note_prune_reads(self, prune: Any, read: set[str]) -> None:
+        """``prune=`` read these arguments: from now on their values are part of the key."""
+        names = frozenset(n for n in read if isinstance(n, str))
+        if names <= self.prune_reads:
+            return
+        if self.has_key:
+            mistakes.warn_prune_splits_key(self.label, prune, sorted(names - self.prune_reads))
+        with self._lock:
+            self.prune_reads = self.prune_reads | names
+            # Entries keyed without these values can never match again: drop them.
+            self._forget_all()
+            if self._kernel is not None and self._base_key_fn is not None:
+                from tunedsl.backends.triton import kernel_info
+
+                self._install_key(kernel_info(self._kernel))
 
     def settings(self, lazy: miss.Lazy | None) -> Settings:
-        """The site's settings, with the non-literal parts ``lazy`` gives."""
-        return miss.settings(self, lazy)
+        """The site's settings: its literal parts, updated by the ``lazy`` thunk's."""
+        space, hints, options = (
+            self.literal_space,
+            dict(self.literal_hints),
+            dict(self.literal_options),
+        )
+        if lazy is not None:
+            lazy_space, lazy_hints, lazy_options = lazy()
+            if lazy_space is not None:
+                space = lazy_space
+            hints.update(lazy_hints or {})
+            options.update(lazy_options or {})
+        out = resolve_settings(space, hints, options, self.label)
+        if out.name is not None and out.name != self.site_id:
+            self.site_id = out.name  # a computed name= (evaluated on the first call)
+        if not self._placeholders_checked:
+            if self.literal_space is None:
+                check_placeholders(self.placeholders, out.configs or (out.default,), self.filename)
+            self._placeholders_checked = True
+        return out
 
     def variants(
         self,
@@ -399,27 +457,8 @@ class Site:
         """The call key and every feasible variant of the (pruned) space for this call."""
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
         call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
-        bound, _ = miss.variants(self, call, miss.settings(self, lazy))
+        bound, _ = miss.variants(self, call, self.settings(lazy))
         return call_key, bound
-
-    def _entry(
-        self, call: miss.Call, res: miss.Resolution, decision: Decision, result: LaunchResult
-    ) -> Entry:
-        """A new entry launching ``decision`` for ``call`` (its own launcher: it captures
-        this call's Triton specialization)."""
-        from tunedsl.backends.triton_launch import make_launcher
-
-        reset = res.settings.reset_to_zero
-        positional = res.info.arg_names[: len(call.args)]
-        zero_pos = tuple(i for i, n in enumerate(positional) if n in reset)
-        zero_kw = tuple(n for n in reset if n not in positional)
-        # Decisions from tuning, a record or a rule launch the same variant in every process: its
-        # binary is stored by the first process and loaded (not compiled) by later ones.
-        stored = decision.source in ("tuned", "disk", "rule")
-        launcher = make_launcher(
-            call.kernel, decision.options, call.args, call.static_kwargs, stored
-        )
-        return Entry(decision.config, launcher, result, zero_pos, zero_kw)
 
     def key_config(self, space: Any, default: Any) -> Config:
         """The configuration whose arguments key a plain-API call with ``args=fn``."""
@@ -453,33 +492,8 @@ class Site:
         """Drop every decision in memory; caller holds the lock. A thread about to make a
         dropped entry the last one (``_remember``) sees its repeat check gone."""
         for entry in self._table.values():
-            entry.repeat = _no_repeat  # callable: a thread may be about to call it
+            entry.repeat = no_repeat  # callable: a thread may be about to call it
         self._last = None
         self._fast = None
         self.launch = self._call
         self._table.clear()
-
-
-def _no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
-    """The repeat check of an entry that has none: never a repeat."""
-    return False
-
-
-def _repeat_factory(
-    info: Any, hole: object
-) -> Callable[[Sequence[Any]], repeat_check.RepeatCheckCode | None] | None:
-    """The builder of repeat-check code for a kernel's calls (``repeat_check.repeat_check_code``
-    with the backend's tensor layout check), or None when tunedsl's repeat checks are off."""
-    if not knobs.repeat_check():
-        return None
-    from tunedsl.backends.compat import layout_check
-    from tunedsl.backends.triton_launch import direct_launch_enabled
-
-    with_align = info.jit and direct_launch_enabled()
-
-    def factory(args: Sequence[Any]) -> repeat_check.RepeatCheckCode | None:
-        return repeat_check.repeat_check_code(
-            args, info.constexpr_positions, hole, with_align, layout_check
-        )
-
-    return factory

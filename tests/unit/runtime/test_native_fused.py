@@ -22,7 +22,7 @@ from tunedsl.model import keys, repeat_check  # noqa: E402
 from tunedsl.model.config import Config  # noqa: E402
 from tunedsl.model.hole import HOLE  # noqa: E402
 from tunedsl.runtime import fused, native  # noqa: E402
-from tunedsl.runtime.site import Entry  # noqa: E402
+from tunedsl.runtime.entry import Entry  # noqa: E402
 
 if compat.layout_check([torch.zeros(2)]) is None:
     pytest.skip("this PyTorch has no tensor guard: no fused launch", allow_module_level=True)

@@ -1,0 +1,130 @@
+"""``Entry``: the decision for one call key of a site, and the bounded table's eviction.
+
+A site (``site.py``) keeps one entry per call key it has decided: the configuration, the
+launcher that captured the key's Triton specialization, the result a call returns, and the
+per-layout repeat check and fused launch (``fused.py``) its hits build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import FunctionType
+from typing import Any
+
+from tunedsl import knobs
+from tunedsl.model import repeat_check
+from tunedsl.model.config import Config
+from tunedsl.model.hole import fill_holes
+from tunedsl.runtime.result import LaunchResult
+
+#: ``fused(kernel, args, static_kwargs, bind) -> LaunchResult | None`` (``fused.py``)
+Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], Any]
+
+
+class Entry:
+    """The decision for one call key: configuration, launcher, results. Immutable in use,
+    but for ``used``: set by every hit, cleared by the table's eviction sweep (``evict``)."""
+
+    __slots__ = (
+        "config",
+        "fused",
+        "launcher",
+        "launcher_object",
+        "repeat",
+        "result",
+        "used",
+        "zero_kw",
+        "zero_pos",
+        "zeroing",
+    )
+
+    def __init__(
+        self,
+        config: Config,
+        launcher: Callable[..., Any],
+        result: LaunchResult,
+        zero_pos: tuple[int, ...],
+        zero_kw: tuple[str, ...],
+    ) -> None:
+        self.config = config
+        # The bound __call__ of a launcher object: calling it skips the type-slot lookup
+        # of calling the instance (about 0.1 us per call).
+        self.launcher_object = launcher
+        defined = type(launcher).__dict__.get("__call__")
+        self.launcher = launcher.__call__ if isinstance(defined, FunctionType) else launcher  # type: ignore[operator]
+        self.result = result
+        self.zero_pos = zero_pos
+        self.zero_kw = zero_kw
+        self.zeroing = bool(zero_pos or zero_kw)
+        self.used = False
+        # The repeat check (repeat_check.make_repeat_check) of this entry's argument layout: built
+        # at its first hit; no_repeat where the layout has none or the entry was dropped.
+        self.repeat: Callable[[Sequence[Any], Mapping[str, Any]], bool] | None = None
+        # The fused launch (runtime/fused.py) of this entry's layout, built with ``repeat``.
+        self.fused: Fused | None = None
+
+    def launch(
+        self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
+    ) -> None:
+        holes, dyn_kwargs, grid = bind(self.config)
+        if holes:
+            args = fill_holes(args, holes)
+        if self.zeroing:
+            self.zero(args, static_kwargs, dyn_kwargs)
+        self.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
+
+    def zero(
+        self, args: Sequence[Any], static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]
+    ) -> None:
+        # An optional buffer passed as None is skipped (as Triton does).
+        for i in self.zero_pos:
+            if args[i] is not None:
+                args[i].zero_()
+        for name in self.zero_kw:
+            value = static_kwargs.get(name) if name in static_kwargs else dyn_kwargs.get(name)
+            if value is not None:
+                value.zero_()
+
+
+def no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """The repeat check of an entry that has none: never a repeat."""
+    return False
+
+
+def evict(table: dict[Any, Entry], count: int) -> None:
+    """Drop ``count`` entries, least recently used first, by the clock ("second chance")
+    approximation of LRU: in insertion order, an entry hit since the last sweep (``used``)
+    is spared and moved to the back; the first ``count`` not hit are dropped. It costs the
+    hot path one attribute store, where exact LRU would reorder the table on every hit."""
+    dropped = 0
+    for key in list(table):
+        entry = table.pop(key)
+        if entry.used:
+            entry.used = False
+            table[key] = entry  # to the back: the most recently used end
+            continue
+        dropped += 1
+        if dropped == count:
+            return
+    for key in list(table)[: count - dropped]:  # every entry was in use: the oldest go
+        del table[key]
+
+
+def repeat_factory(
+    info: Any, hole: object
+) -> Callable[[Sequence[Any]], repeat_check.RepeatCheckCode | None] | None:
+    """The builder of repeat-check code for a kernel's calls (``repeat_check.repeat_check_code``
+    with the backend's tensor layout check), or None when tunedsl's repeat checks are off."""
+    if not knobs.repeat_check():
+        return None
+    from tunedsl.backends.compat import layout_check
+    from tunedsl.backends.triton_launch import direct_launch_enabled
+
+    with_align = info.jit and direct_launch_enabled()
+
+    def factory(args: Sequence[Any]) -> repeat_check.RepeatCheckCode | None:
+        return repeat_check.repeat_check_code(
+            args, info.constexpr_positions, hole, with_align, layout_check
+        )
+
+    return factory
