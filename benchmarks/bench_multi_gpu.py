@@ -166,7 +166,7 @@ def tune_as_user(req: Any, budget_s: float | None = None) -> dict[str, Any]:
     from tunedsl.engine.search import make_strategy
     from tunedsl.model.space import ListSpace
 
-    req.budget_s = budget_s
+    req.settings = dataclasses.replace(req.settings, budget_s=budget_s)
     variants = {v.config: v for v in req.variants}
     start = time.perf_counter()
     m = make_measurer(req, variants.__getitem__, req.variants[0])

@@ -22,6 +22,7 @@ import triton.language as tl  # noqa: E402
 from tunedsl import cdiv  # noqa: E402
 from tunedsl.backends import isolated, multi_device  # noqa: E402
 from tunedsl.model.config import Config  # noqa: E402
+from tunedsl.model.settings import Settings  # noqa: E402
 from tunedsl.model.variant import Variant  # noqa: E402
 from tunedsl.runtime.tuner import TuneRequest  # noqa: E402
 
@@ -56,7 +57,7 @@ def test_an_illegal_address_in_a_part_fails_alone_on_two_gpus() -> None:
         Variant(c, (x, y, n), {"TILE": c.tile, "MODE": c.mode}, (cdiv(n, c.tile),), {})
         for c in configs
     ]
-    req = TuneRequest(kernel=double_or_fault, variants=variants, verify=False)
+    req = TuneRequest(kernel=double_or_fault, variants=variants, settings=Settings(verify=False))
     m = multi_device.MultiDeviceMeasurer(req, [0, 1], opening_reps=2, chunk=3)
     try:
         m.wait_started()

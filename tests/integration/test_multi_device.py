@@ -15,6 +15,7 @@ from tunedsl.engine.driver import run_search
 from tunedsl.engine.seams import Measurer
 from tunedsl.engine.search import make_strategy
 from tunedsl.model.config import Config
+from tunedsl.model.settings import Settings
 from tunedsl.model.space import ListSpace
 from tunedsl.model.variant import Variant
 from tunedsl.runtime.tuner import TuneRequest
@@ -40,7 +41,11 @@ def request(configs: list[Config]) -> tuple[TuneRequest, torch.Tensor, torch.Ten
         Variant(c, (x, y, N), {"TILE": c.tile, "MODE": c.mode}, (cdiv(N, c.tile),), {})
         for c in configs
     ]
-    return TuneRequest(kernel=double_or_die, variants=variants, verify=True), x, y
+    return (
+        TuneRequest(kernel=double_or_die, variants=variants, settings=Settings(verify=True)),
+        x,
+        y,
+    )
 
 
 def test_two_workers_share_a_batch_and_the_caller_races_the_leaders() -> None:

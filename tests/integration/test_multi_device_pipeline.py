@@ -17,6 +17,7 @@ from tunedsl.backends import isolated, multi_device
 from tunedsl.engine.driver import run_search
 from tunedsl.engine.search import make_strategy
 from tunedsl.model.config import Config
+from tunedsl.model.settings import Settings
 from tunedsl.model.space import ListSpace
 from tunedsl.model.variant import Variant
 from tunedsl.runtime.tuner import TuneRequest
@@ -43,7 +44,7 @@ def request(configs: list[Config]) -> TuneRequest:
         Variant(c, (x, y, N), {"TILE": c.tile, "MODE": c.mode}, (cdiv(N, c.tile),), {})
         for c in configs
     ]
-    return TuneRequest(kernel=double_or_die, variants=variants, verify=True)
+    return TuneRequest(kernel=double_or_die, variants=variants, settings=Settings(verify=True))
 
 
 def until(done, what: str, limit_s: float = 300.0) -> None:
@@ -145,7 +146,7 @@ def test_the_search_takes_later_rounds_through_the_round_sampler() -> None:
     x = torch.randn(N)
     y = torch.zeros_like(x)
     variants = [Variant(c, (x, y, N), {"TILE": 64, "MODE": 0}, (cdiv(N, 64),), {}) for c in twins]
-    req = TuneRequest(kernel=double_or_die, variants=variants, verify=True)
+    req = TuneRequest(kernel=double_or_die, variants=variants, settings=Settings(verify=True))
     m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=3, chunk=1)
     rounds: list[list[Config]] = []
     sample_round = m.sample_round

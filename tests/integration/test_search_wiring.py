@@ -202,6 +202,7 @@ def test_a_lazy_space_with_a_constraint_tunes() -> None:
 
 
 def test_a_million_point_space_is_searched_without_being_listed() -> None:
+    from tunedsl.model.settings import Settings
     from tunedsl.runtime.tuner import TuneRequest, tune
 
     calls = []
@@ -230,8 +231,8 @@ def test_a_million_point_space_is_searched_without_being_listed() -> None:
 
     out = tune(
         TuneRequest(
-            kernel=vadd_split, variants=[], space=space, variant_for=variant_for, prune=prune,
-            search="random", seed=1, budget_s=2.0,
+            kernel=vadd_split, variants=[], variant_for=variant_for, keep=prune,
+            settings=Settings(space=space, large=True, search="random", seed=1, budget_s=2.0),
         )
     )  # fmt: skip
     assert out.strategy == "random" and out.budget_s == 2.0
@@ -287,3 +288,32 @@ def test_bad_search_options_are_usage_errors() -> None:
         launch(name="bad-seed", seed="7")
     with pytest.raises(UsageError, match="budget=0 must be a positive, finite number of seconds"):
         launch(name="bad-budget", budget=0)
+
+
+def test_the_tuner_gets_the_sites_settings_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One settings object travels from the site to the tuner: no option is copied field by
+    field into the request (where one left out of the copy would silently be its default)."""
+    from dataclasses import fields
+
+    from tunedsl.engine.request import TuneRequest
+    from tunedsl.model.settings import Settings
+    from tunedsl.runtime import tuner
+    from tunedsl.runtime.site import Site
+
+    requests: list[TuneRequest] = []
+    real = tuner.tune
+    monkeypatch.setattr(tuner, "tune", lambda req: requests.append(req) or real(req))
+    built: list[Settings] = []  # what the site's settings built for this key
+    real_settings = Site.settings
+    monkeypatch.setattr(
+        Site, "settings", lambda self, lazy: built.append(real_settings(self, lazy)) or built[-1]
+    )
+    monkeypatch.setenv("TUNEDSL_EFFORT", "quick")  # the environment: each field's default
+    res = launch(name="s-whole", search="random", seed=5, budget=20, rtol=0.01)
+    assert res.source == "tuned"
+    (req,) = requests
+    assert req.settings is built[-1]  # the very object, not a copy of some of its fields
+    settings = req.settings
+    assert (settings.search, settings.seed, settings.budget_s) == ("random", 5, 20.0)
+    assert (settings.rtol, settings.effort) == (0.01, "quick")
+    assert not {f.name for f in fields(TuneRequest)} & {f.name for f in fields(Settings)}

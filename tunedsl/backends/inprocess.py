@@ -46,7 +46,7 @@ WATCH_IN_PLACE = True
 
 
 def per_launch_setup(req: Any) -> bool:
-    return bool(req.restore_value or req.reset_to_zero or req.pre_hook)
+    return bool(req.settings.restore_value or req.settings.reset_to_zero or req.settings.pre_hook)
 
 
 def reason(err: BaseException) -> str:
@@ -73,7 +73,7 @@ class Guard:
     ) -> None:
         names = set(bound)
         for option in ("restore_value", "reset_to_zero"):
-            for name in getattr(req, option):
+            for name in getattr(req.settings, option):
                 if name not in names:
                     raise UsageError(
                         f"{option}: {name!r} is not a parameter of the kernel; its parameters "
@@ -88,12 +88,16 @@ class Guard:
         self.bound = bound
         self.kernel = kernel
         # An optional buffer passed as None is skipped (as Triton does).
-        self.zero_names = [n for n in req.reset_to_zero if bound[n] is not None]
-        self.restore = {n: bt.clone(bound[n]) for n in req.restore_value if bound[n] is not None}
+        self.zero_names = [n for n in req.settings.reset_to_zero if bound[n] is not None]
+        self.restore = {
+            n: bt.clone(bound[n]) for n in req.settings.restore_value if bound[n] is not None
+        }
         self.verify_snapshot: dict[str, Any] = {}
-        self.pre_hook = req.pre_hook
-        skip = (*req.restore_value, *req.reset_to_zero)
-        self.watch = InPlaceWatch(bound, skip, req.rtol, req.atol) if watch else None
+        self.pre_hook = req.settings.pre_hook
+        skip = (*req.settings.restore_value, *req.settings.reset_to_zero)
+        self.watch = (
+            InPlaceWatch(bound, skip, req.settings.rtol, req.settings.atol) if watch else None
+        )
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
     def snapshot_all(self) -> None:
@@ -153,7 +157,7 @@ class Verifier:
         self.req = req
         self.guard = guard
         self.reference: dict[str, Any] | None = None
-        verify = req.verify
+        verify = req.settings.verify
         tensors = [n for n, v in guard.bound.items() if is_tensor(v)]
         if callable(verify):
             guard.snapshot_all()
@@ -196,7 +200,7 @@ class Verifier:
             return None
         for name in self.outputs:
             problem = self.guard.bt.allclose(
-                outputs[name], self.reference[name], self.req.rtol, self.req.atol
+                outputs[name], self.reference[name], self.req.settings.rtol, self.req.settings.atol
             )
             if problem is not None:
                 return f"verify: output {name!r} differs from the reference: {problem}"
@@ -306,10 +310,12 @@ class InProcessMeasurer:
         self.info = info = bt.kernel_info(req.kernel)
         self.bound = bt.bind_arguments(info, first.args, first.kwargs)
         with BENCH_LOCK:
-            self.timer = graph_timing.make_timer(req.timing, per_launch_setup(req))
+            self.timer = graph_timing.make_timer(req.settings.timing, per_launch_setup(req))
             self.guard = Guard(self.bound, req, watch=WATCH_IN_PLACE, kernel=info.qualname)
             self.guard.on_found = self._restoring
-            self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
+            self.verifier = (
+                Verifier(req, self.guard) if req.settings.verify not in (None, False) else None
+            )
         self.runs: dict[Config, Callable[[], Any]] = {}
         # Per configuration: its hooks' arguments, and the setup before each repetition.
         self.hook_args: dict[Config, dict[str, Any]] = {}
@@ -339,8 +345,8 @@ class InProcessMeasurer:
             self.timer.per_launch_setup = True
 
     def _post(self, config: Config, error: BaseException | None) -> None:
-        if self.req.post_hook is not None:  # Triton's hook signature
-            self.req.post_hook(self.hook_args.get(config, self.bound), exception=error)
+        if self.req.settings.post_hook is not None:  # Triton's hook signature
+            self.req.settings.post_hook(self.hook_args.get(config, self.bound), exception=error)
 
     def _setup(self, v: Variant) -> Callable[[], None]:
         args = self.hook_args[v.config] = hook_args(self.info, v)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import select
@@ -344,14 +345,9 @@ class IsolatedMeasurer:
             "kernel": req.kernel,
             "storages": storages,
             "variants": packed,
-            "restore_value": tuple(req.restore_value),
-            "reset_to_zero": tuple(req.reset_to_zero),
-            "verify": req.verify,
-            "rtol": req.rtol,
-            "atol": req.atol,
-            "pre_hook": req.pre_hook,
-            "post_hook": req.post_hook,
-            "effort": req.effort,
+            # The site's settings but what stays here: the worker gets its variants bound,
+            # so neither the space nor prune= (which need not pickle) goes along.
+            "settings": dataclasses.replace(req.settings, configs=(), prune=None, space=None),
             "timing": timing,
         }
         name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")

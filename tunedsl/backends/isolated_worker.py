@@ -97,20 +97,15 @@ class _State:
         req = TuneRequest(
             kernel=self.kernel,
             variants=self.variants,
-            restore_value=payload["restore_value"],
-            reset_to_zero=payload["reset_to_zero"],
-            verify=payload["verify"],
-            rtol=payload["rtol"],
-            atol=payload["atol"],
-            pre_hook=payload["pre_hook"],
-            post_hook=payload["post_hook"],
-            effort=payload["effort"],
+            settings=payload["settings"],
         )
         self.req = req
         first = self.variants[0]
         self.bound = bt.bind_arguments(bt.kernel_info(self.kernel), first.args, first.kwargs)
         self.guard = Guard(self.bound, req)
-        self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
+        self.verifier = (
+            Verifier(req, self.guard) if req.settings.verify not in (None, False) else None
+        )
         self.timer = graph_timing.make_timer(payload["timing"], per_launch_setup(req))
         self.timer_chosen = False
 
@@ -143,8 +138,8 @@ class _State:
                 reply(("prepared", index, "failed", "run: " + _reason(err)))
                 continue
             finally:
-                if self.req.post_hook is not None:
-                    self.req.post_hook(self.hook_args(index), exception=error)
+                if self.req.settings.post_hook is not None:
+                    self.req.settings.post_hook(self.hook_args(index), exception=error)
             if problem is not None:
                 reply(("prepared", index, "rejected", problem))
             else:

@@ -41,15 +41,15 @@ def make_measurer(
 ) -> TunerMeasurer:
     """The measurer for ``req`` (a ``TuneRequest``): on every GPU of the caller's model
     when ``TUNEDSL_TUNE_DEVICES`` allows it and ``device_plan`` expects it to pay
-    (``multi_device.py``), else in a worker when ``req.isolate``, else in this process."""
-    if req.space is None:  # a listed space: the workers get every input up front
+    (``multi_device.py``), else in a worker when ``req.settings.isolate``, else in this process."""
+    if req.settings.space is None:  # a listed space: the workers get every input up front
         multi = maybe_multi_device(req)
         if multi is not None:
             return WorkerSeam(req, multi, progress)
-    if req.isolate:
+    if req.settings.isolate:
         from tunedsl.backends.isolated import IsolatedMeasurer
 
-        return WorkerSeam(req, IsolatedMeasurer(req, req.timing), progress)
+        return WorkerSeam(req, IsolatedMeasurer(req, req.settings.timing), progress)
     from tunedsl.backends.inprocess import InProcessMeasurer
 
     return InProcessMeasurer(req, variant_for, first, progress)
@@ -64,11 +64,13 @@ class WorkerSeam:
         from tunedsl.backends import triton as bt
 
         self.gpu = bt.device_facts()["type"] in ("cuda", "hip")
-        self.timing = req.timing
+        self.timing = req.settings.timing
         self.kind = (
             "wall"
             if not self.gpu
-            else {"events": "cuda-events", "graph": "cuda-graph"}.get(req.timing, "cuda-events")
+            else {"events": "cuda-events", "graph": "cuda-graph"}.get(
+                req.settings.timing, "cuda-events"
+            )
         )
         self.inner = inner
         if hasattr(inner, "final_on_caller"):  # the driver re-races leaders on the caller
@@ -169,9 +171,7 @@ def maybe_multi_device(req: Any) -> Any:
     from tunedsl.backends.device_plan import costs_for, plan_devices
     from tunedsl.backends.multi_device import MultiDeviceMeasurer, workers_warm
 
-    costs = costs_for(
-        models[caller], warm=workers_warm(devices), isolate=bool(getattr(req, "isolate", False))
-    )
+    costs = costs_for(models[caller], warm=workers_warm(devices), isolate=req.settings.isolate)
     if plan_devices(len(variants), len(devices), costs, _budget(req)) < 2:
         return None
     try:
@@ -179,8 +179,8 @@ def maybe_multi_device(req: Any) -> Any:
             req,
             devices,
             caller=caller,
-            timing=getattr(req, "timing", "auto"),
-            opening_reps=_opening_reps(getattr(req, "effort", "default")),
+            timing=req.settings.timing,
+            opening_reps=_opening_reps(req.settings.effort),
             model=models[caller],
         )
     except UsageError as err:  # not picklable: tune in this process, on the caller's GPU
@@ -189,12 +189,12 @@ def maybe_multi_device(req: Any) -> Any:
 
 
 def _budget(req: Any) -> float | None:
-    budget = getattr(req, "budget_s", None)
+    budget = req.settings.budget_s
     if budget is not None:
         return float(budget)
     from tunedsl.engine.effort import SEARCH_EFFORTS
 
-    effort = SEARCH_EFFORTS.get(getattr(req, "effort", "default"))
+    effort = SEARCH_EFFORTS.get(req.settings.effort)
     return effort.budget_s if effort is not None else None
 
 

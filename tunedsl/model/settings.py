@@ -9,7 +9,7 @@ hot path never reads the environment.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl import knobs
@@ -32,28 +32,47 @@ LIST_LIMIT = 4096
 
 @dataclass(frozen=True)
 class Settings:
-    configs: tuple[Config, ...]  # the whole space, in order (empty when ``large``)
-    hints: dict[str, Any]  # static launch hints
-    restore_value: tuple[str, ...]
-    reset_to_zero: tuple[str, ...]
-    prune: Callable[..., Any] | None
-    verify: Any
-    rtol: float
-    atol: float
-    pre_hook: Callable[..., Any] | None
-    post_hook: Callable[..., Any] | None
-    default: Config
-    mode: str
-    effort: str
-    name: str | None
-    isolate: bool = False  # measure in a worker process (isolate= or TUNEDSL_ISOLATE)
-    timing: str = "auto"  # one of TIMING_MODES (timing= or TUNEDSL_TIMING)
+    """A site's options, validated, in one frozen object that travels whole: the site,
+    the decision, the tuner and the measurers read the same one. A field left out takes
+    its default; where an environment variable sets it, that is read when the object is
+    built (``Settings()`` is the defaults the environment gives). A new option is a field
+    here, its name in ``model/options.py``, and its check in ``resolve``."""
+
+    configs: tuple[Config, ...] = ()  # the whole space, in order (empty when ``large``)
+    hints: dict[str, Any] = field(default_factory=dict)  # static launch hints
+    restore_value: tuple[str, ...] = ()
+    reset_to_zero: tuple[str, ...] = ()
+    prune: Callable[..., Any] | None = None
+    verify: Any = None  # None/False, True, [names], or callable(inputs) -> {name: expected}
+    rtol: float = 1e-3
+    atol: float = 1e-3
+    pre_hook: Callable[..., Any] | None = None
+    post_hook: Callable[..., Any] | None = None  # post_hook(args, exception=err or None)
+    default: Config = field(default_factory=Config)
+    mode: str = field(default_factory=knobs.autotune_mode)  # TUNEDSL_AUTOTUNE
+    effort: str = field(default_factory=knobs.effort)  # TUNEDSL_EFFORT
+    name: str | None = None
+    isolate: bool = field(default_factory=knobs.isolate)  # measure in a worker process
+    timing: str = field(default_factory=knobs.timing)  # one of TIMING_MODES (TUNEDSL_TIMING)
     capture: str = "raise"  # a miss during CUDA-graph capture: one of CAPTURE_MODES
-    search: str = "auto"  # search strategy (search= or TUNEDSL_SEARCH)
+    search: str = field(default_factory=knobs.search)  # strategy (TUNEDSL_SEARCH)
     seed: int = 0  # the strategy's seed (seed=)
-    budget_s: float | None = None  # seconds (budget= or TUNEDSL_BUDGET; None: the default)
+    budget_s: float | None = field(default_factory=knobs.budget_s)  # None: the effort's
     space: Any = None  # the space as a SearchSpace when it is too large to list
     large: bool = False  # more than LIST_LIMIT points: never listed, searched lazily
+
+
+# The options whose default the environment gives (the option's name -> the field's): left
+# out or None (a choice also when empty), the field keeps its default.
+_CHOICES = ("mode", "effort", "timing", "search")
+FROM_ENVIRONMENT = {
+    "mode": "mode",
+    "effort": "effort",
+    "isolate": "isolate",
+    "timing": "timing",
+    "search": "search",
+    "budget": "budget_s",
+}
 
 
 def _names(value: Any, option: str) -> tuple[str, ...]:
@@ -100,13 +119,17 @@ def resolve(
         if candidate.size_hint() > LIST_LIMIT:
             lazy_space = candidate
     configs = expand_space(space) if lazy_space is None else ()
-    mode = options.get("mode") or knobs.autotune_mode()
-    if mode not in MODES:
-        raise UsageError(f"{where}: mode={mode!r}; expected one of {', '.join(MODES)}")
-    effort = options.get("effort") or knobs.effort()
-    if effort not in knobs.EFFORT_NAMES:
-        raise UsageError(
-            f"{where}: effort={effort!r}; expected one of {', '.join(knobs.EFFORT_NAMES)}"
+    given = {
+        name: options[option]
+        for option, name in FROM_ENVIRONMENT.items()
+        if options.get(option) is not None and (name not in _CHOICES or options[option])
+    }
+    if "budget_s" in given:  # inf too: a record's budget must be finite (JSON has no Infinity)
+        given["budget_s"] = knobs.finite_number(
+            given["budget_s"],
+            f"{where}: budget",
+            unit=" of seconds",
+            fix="leave budget= out for the effort's budget",
         )
     default = options.get("default")
     verify = options.get("verify")
@@ -127,40 +150,13 @@ def resolve(
                 f"{where}: `{name}=` is given both as a static hint and as a field of space=; "
                 f"remove `{name}=` or the `{name}` field from the space"
             )
-    isolate = options.get("isolate")
-    if isolate is None:
-        isolate = knobs.isolate()
-    if not isinstance(isolate, bool):
-        raise UsageError(f"{where}: isolate= must be True or False, not {isolate!r}")
-    timing = options.get("timing") or knobs.timing()
-    if timing not in TIMING_MODES:
-        raise UsageError(f"{where}: timing={timing!r}; expected one of {', '.join(TIMING_MODES)}")
     capture = options.get("capture") or "raise"
-    if capture not in CAPTURE_MODES:
-        raise UsageError(
-            f"{where}: capture={capture!r}; expected one of {', '.join(CAPTURE_MODES)}"
-        )
-    search = options.get("search") or knobs.search()
-    if search not in knobs.SEARCH_STRATEGIES:
-        raise UsageError(
-            f"{where}: search={search!r}; expected one of {', '.join(knobs.SEARCH_STRATEGIES)}"
-        )
     seed = options.get("seed", 0)
     if seed is None:
         seed = 0
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise UsageError(f"{where}: seed= must be an integer, not {seed!r}")
-    budget = options.get("budget")
-    if budget is None:
-        budget = knobs.budget_s()
-    else:  # inf too: a record's budget must be finite to be stored (JSON has no Infinity)
-        budget = knobs.finite_number(
-            budget,
-            f"{where}: budget",
-            unit=" of seconds",
-            fix="leave budget= out for the effort's budget",
-        )
-    return Settings(
+    out = Settings(
         configs=configs,
         hints={k: v for k, v in hints.items() if v is not None},
         restore_value=_names(options.get("restore_value"), "restore_value"),
@@ -172,18 +168,30 @@ def resolve(
         pre_hook=_callable(options.get("pre_hook"), "pre_hook"),
         post_hook=_callable(options.get("post_hook"), "post_hook"),
         default=_default(configs, lazy_space, default, where),
-        mode=mode,
-        effort=effort,
         name=site_name,
-        isolate=isolate,
-        timing=timing,
         capture=capture,
-        search=search,
         seed=seed,
-        budget_s=budget,
         space=lazy_space,
         large=lazy_space is not None,
+        **given,
     )
+    _check_choices(out, where)
+    return out
+
+
+def _check_choices(settings: Settings, where: str) -> None:
+    """The options that name one of a few choices, given or from the environment."""
+    for option, value, choices in (
+        ("mode", settings.mode, MODES),
+        ("effort", settings.effort, knobs.EFFORT_NAMES),
+        ("timing", settings.timing, TIMING_MODES),
+        ("capture", settings.capture, CAPTURE_MODES),
+        ("search", settings.search, knobs.SEARCH_STRATEGIES),
+    ):
+        if value not in choices:
+            raise UsageError(f"{where}: {option}={value!r}; expected one of {', '.join(choices)}")
+    if not isinstance(settings.isolate, bool):
+        raise UsageError(f"{where}: isolate= must be True or False, not {settings.isolate!r}")
 
 
 def _default(configs: tuple[Config, ...], lazy_space: Any, default: Any, where: str) -> Config:

@@ -3,7 +3,7 @@
 ``Site`` (``site.py``, the hot path) finds no entry for a call key, makes sure one thread
 resolves it while the others missing it wait, and hands the call here, described by a
 ``Call`` (built only on a miss, never per launch). ``resolve`` reads the site's settings,
-prunes the candidates and computes the ``Resolution`` (kernel facts, readable key,
+prunes the candidates and computes the ``Subject`` (kernel facts, readable key,
 digest), then decides through the site's memory, the record stores, the default or tuning
 (``decide.py``, under ``backends/capture.py`` and ``distributed.py``) and returns the
 decision as a ``Resolved``: the site builds the entry, stores it in its table and launches.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tunedsl import knobs
@@ -27,9 +27,9 @@ from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import mistakes
 from tunedsl.runtime.result import LaunchResult
+from tunedsl.runtime.subject import Subject
 
 if TYPE_CHECKING:
-    from tunedsl.backends.triton import KernelInfo
     from tunedsl.runtime.decide import Decision
 
 #: ``bind(config) -> (hole values, configuration-dependent keyword args, grid)``: the
@@ -56,18 +56,6 @@ class Call:
         return (self.kernel, self.args, self.static_kwargs, self.bind, self.key, self.lazy)
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """What a new key resolved to before deciding: the kernel's facts, the settings, the
-    readable key and its digest (with the process context in the digest)."""
-
-    info: KernelInfo
-    settings: Settings
-    readable: dict[str, Any]
-    context: dict[str, Any]
-    digest: str
-
-
 class SiteView(Protocol):
     """What resolving a key reads from its site, and the two things it tells it."""
 
@@ -91,15 +79,13 @@ class SiteView(Protocol):
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """A new key decided: the decision, the result later calls return (source
-    ``memory``), this first call's result, and what the site's entry needs (the kernel's
-    facts, the settings) and keeps it under (the digest)."""
+    ``memory``), this first call's result, and what it was about (the site's entry reads
+    the kernel's facts and the settings; the site keeps the decision by its digest)."""
 
     decision: Decision
     result: LaunchResult
     first: LaunchResult
-    info: KernelInfo
-    settings: Settings
-    digest: str
+    subject: Subject
 
 
 # -- candidates ------------------------------------------------------------------------------------
@@ -170,9 +156,9 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
 # -- resolving a key -------------------------------------------------------------------------
 
 
-def resolution(site: SiteView, call: Call, settings: Settings) -> Resolution:
-    """The readable key and digest of ``call`` (after ``candidates``: prune= may have
-    grown the key by the arguments it reads)."""
+def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
+    """What deciding ``call`` is about: the kernel's facts, the readable key and the digest
+    (after ``candidates``: prune= may have grown the key by the arguments it reads)."""
     from tunedsl.backends import triton as bt
     from tunedsl.runtime import decide
 
@@ -194,7 +180,7 @@ def resolution(site: SiteView, call: Call, settings: Settings) -> Resolution:
         )
     context = decide.context(info, settings)
     digest = keys.digest(site.site_id, readable, context)
-    return Resolution(info, settings, readable, context, digest)
+    return Subject(site.site_id, call.kernel, info, settings, readable, context, digest)
 
 
 def resolve(site: SiteView, call: Call) -> Resolved:
@@ -209,33 +195,32 @@ def resolve(site: SiteView, call: Call) -> Resolved:
         mistakes.check_fields_read(
             call.bind, kept, {name for name, _, _ in site.placeholders}, site.label
         )
-    res = resolution(site, call, chosen_settings)
-    known = site.decided(res.digest)
+    about = subject(site, call, chosen_settings)
+    known = site.decided(about.digest)
     if known is not None:
         # Decided under another call key with the same record key (keyword order, other
         # strides of one pattern, another alignment). The site's entry is new all the same:
         # its launcher must capture its own Triton specialization.
         decision, result = known
-        return Resolved(decision, result, result, res.info, chosen_settings, res.digest)
+        return Resolved(decision, result, result, about)
 
     def decide_with(settings: Settings) -> Decision:
-        subject = decide.Subject(
-            site.site_id, call.kernel, res.info, settings, res.readable, res.context, res.digest
-        )
+        # Under capture, with the mode the capture allows.
+        this = about if settings is chosen_settings else replace(about, settings=settings)
         return distributed.decider(decide.decide)(
-            subject,
+            this,
             lambda configs: variants(site, call, settings, kept if configs is None else configs),
             kept,
             lambda cfg: check(site, call, settings, kept, cfg),
         )
 
     # Under CUDA-graph capture a key is never tuned (backends/capture.py).
-    decision = capture.decide_on_miss(chosen_settings, site.label, res.readable, decide_with)
+    decision = capture.decide_on_miss(chosen_settings, site.label, about.readable, decide_with)
     result = LaunchResult(
         config=decision.config,
         source="memory",
-        key=res.readable,
-        digest=res.digest,
+        key=about.readable,
+        digest=about.digest,
         site=site.site_id,
         record=decision.record,
         space=chosen_settings.configs,
@@ -243,7 +228,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     first = result.with_source(decision.source)
     if decision.source == "tuned" and knobs.print_autotuning():
         decide.print_table(site.label, first, sys.stdout)
-    return Resolved(decision, result, first, res.info, chosen_settings, res.digest)
+    return Resolved(decision, result, first, about)
 
 
 def check(
@@ -265,12 +250,6 @@ def check(
         TuneRequest(
             kernel=call.kernel,
             variants=bound,
-            restore_value=settings.restore_value,
-            reset_to_zero=settings.reset_to_zero,
-            verify=settings.verify,
-            rtol=settings.rtol,
-            atol=settings.atol,
-            pre_hook=settings.pre_hook,
-            post_hook=settings.post_hook,
+            settings=settings,
         )
     )

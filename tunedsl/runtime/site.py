@@ -357,7 +357,7 @@ class Site:
             reads = self.prune_reads
             resolved = miss.resolve(self, call)
             with self._lock:
-                self._by_digest[resolved.digest] = (resolved.decision, resolved.result)
+                self._by_digest[resolved.subject.digest] = (resolved.decision, resolved.result)
             entry = self._entry(call, resolved)
             stored_key = call_key
             if self.prune_reads is not reads:  # prune= read arguments: the key grew by them
@@ -391,8 +391,8 @@ class Site:
         from tunedsl.backends.triton_launch import make_launcher
 
         decision = resolved.decision
-        reset = resolved.settings.reset_to_zero
-        positional = resolved.info.arg_names[: len(call.args)]
+        reset = resolved.subject.settings.reset_to_zero
+        positional = resolved.subject.info.arg_names[: len(call.args)]
         zero_pos = tuple(i for i, n in enumerate(positional) if n in reset)
         zero_kw = tuple(n for n in reset if n not in positional)
         # Decisions from tuning, a record or a rule launch the same variant in every process: its

@@ -95,8 +95,8 @@ def check_choice(req: TuneRequest) -> str | None:
                     error = err
                     problem = "run: " + reason(err)
                 finally:
-                    if req.post_hook is not None:
-                        req.post_hook(args, exception=error)
+                    if req.settings.post_hook is not None:
+                        req.settings.post_hook(args, exception=error)
                 if problem is not None:
                     break
         except BaseException as err:
@@ -126,17 +126,17 @@ def _cleanup(step: Callable[[], object], leaving: BaseException) -> None:
 def _race(req: TuneRequest) -> RaceSettings:
     from tunedsl.backends import triton as bt
 
-    return INTERPRETER_RACE if bt.interpreting() else search_effort(req.effort).race
+    return INTERPRETER_RACE if bt.interpreting() else search_effort(req.settings.effort).race
 
 
 def _budget(req: TuneRequest, size: int) -> float | None:
     """An explicit budget, else none for a small space searched exhaustively (the record
     then covers every candidate), else the effort preset's."""
-    if req.budget_s is not None:
-        return req.budget_s
-    if req.search in ("auto", "exhaustive") and size <= SMALL_VALID:
+    if req.settings.budget_s is not None:
+        return req.settings.budget_s
+    if req.settings.search in ("auto", "exhaustive") and size <= SMALL_VALID:
         return None
-    return search_effort(req.effort).budget_s
+    return search_effort(req.settings.effort).budget_s
 
 
 def tune(req: TuneRequest) -> TuneOutcome:
@@ -144,7 +144,7 @@ def tune(req: TuneRequest) -> TuneOutcome:
 
     start = time.perf_counter()
     info = bt.kernel_info(req.kernel)
-    if req.space is not None:
+    if req.settings.space is not None:
         return _tune_lazy(req, info, start)
     if not req.variants:
         raise TuningError(
@@ -164,9 +164,9 @@ def tune(req: TuneRequest) -> TuneOutcome:
 
 def _tune_lazy(req: TuneRequest, info: KernelInfo, start: float) -> TuneOutcome:
     """A space never listed: variants are built as the strategy proposes configurations."""
-    space, make = req.space, req.variant_for
+    space, make = req.settings.space, req.variant_for
     assert space is not None and make is not None
-    if req.isolate:
+    if req.settings.isolate:
         raise UsageError(
             "isolate=True needs a space of at most a few thousand configurations (the "
             "worker gets every variant up front); tune this space with isolate=False"
@@ -228,14 +228,14 @@ def _search(
     from tunedsl.backends.measurers import make_measurer
 
     history = observations_from_results(r for c, r in req.previous.items() if c in space)
-    effort = search_effort(req.effort)
+    effort = search_effort(req.settings.effort)
     race = INTERPRETER_RACE if bt.interpreting() else effort.race
     size = space.size_hint()
     budget = _budget(req, size)
-    strategy = make_strategy(req.search, req.seed)
+    strategy = make_strategy(req.settings.search, req.settings.seed)
     progress = Progress(info.qualname, total)
     chosen: tuple[Config, float | None] | None = None  # for the progress summary
-    prune = req.prune
+    prune = req.keep
     # Log records are handed to logging once BENCH_LOCK is released: a handler may wait
     # for another thread's tuning, which needs that lock.
     with progress.held(), BENCH_LOCK:
