@@ -22,6 +22,7 @@ configuration's (``hook_args``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import queue
 import statistics
@@ -278,6 +279,13 @@ class CompileAhead:
                 yield item
 
 
+def _per_launch_timing(timer: Any) -> None:
+    """In-place arguments were found: every launch now restores arguments first, so
+    ``timing="auto"`` keeps per-launch timing (as with ``restore_value``)."""
+    if hasattr(timer, "per_launch_setup"):
+        timer.per_launch_setup = True
+
+
 class InProcessMeasurer:
     """The ``Measurer`` seam in this process (see the module docstring).
 
@@ -308,7 +316,9 @@ class InProcessMeasurer:
         with BENCH_LOCK:
             self.timer = graph_timing.make_timer(req.timing, per_launch_setup(req))
             self.guard = Guard(self.bound, req, watch=WATCH_IN_PLACE, kernel=info.qualname)
-            self.guard.on_found = self._restoring
+            # A closure over the timer, not a bound method: a guard -> measurer cycle would
+            # leave the timer's CUDA graphs to the garbage collector (see close).
+            self.guard.on_found = functools.partial(_per_launch_timing, self.timer)
             self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
         self.runs: dict[Config, Callable[[], Any]] = {}
         # Per configuration: its hooks' arguments, and the setup before each repetition.
@@ -331,12 +341,6 @@ class InProcessMeasurer:
         options = {**v.kwargs, **v.options}
         kernel, launch = self.req.kernel, self._launch
         return lambda: launch(kernel, v.grid, v.args, options)
-
-    def _restoring(self) -> None:
-        """In-place arguments were found: every launch now restores arguments first, so
-        ``timing="auto"`` keeps per-launch timing (as with ``restore_value``)."""
-        if hasattr(self.timer, "per_launch_setup"):
-            self.timer.per_launch_setup = True
 
     def _post(self, config: Config, error: BaseException | None) -> None:
         if self.req.post_hook is not None:  # Triton's hook signature
@@ -461,3 +465,9 @@ class InProcessMeasurer:
             self.bt.synchronize()
             self.guard.close()
             self.bt.synchronize()
+            # The timer's CUDA graphs go now, not at a later garbage collection: the
+            # collector can run inside the program's own CUDA-graph capture, where
+            # destroying a graph invalidates that capture.
+            close_timer = getattr(self.timer, "close", None)
+            if close_timer is not None:
+                close_timer()
