@@ -61,7 +61,7 @@ for suite in ${suites//,/ }; do
             -rfEs tests/integration/test_gallery_gpu.py
         ;;
     speed)
-        TAIL=30 step per_call 150 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
+        TAIL=30 step per_call 150 "$py" benchmarks/bench_launch.py --kernel all --repeats 7
         TAIL=10 step warm_start 90 "$py" benchmarks/bench_warm_start.py
         for i in 1 2; do
             TAIL=12 step "cold_tutorial03_$i" 120 "$py" benchmarks/bench_cold_tune.py \
