@@ -58,7 +58,9 @@ def make_fused(
     where that can be had, else the generated Python function. ``fallback``, the site's
     call: the C form then also takes the whole call, ``(kernel, args, kwargs, bind, key,
     lazy)``, and hands a call it turns down to ``fallback`` (see :func:`takes_whole_call`)."""
-    if knobs.native_launch() and plan.hooked_code == NATIVE_HOOKED_CODE and check.arg_checks:
+    # The C form compares positional arguments only: keyword arguments keep the Python form.
+    native_can = check.arg_checks and check.kwargs_mismatch == "kwargs"
+    if knobs.native_launch() and plan.hooked_code == NATIVE_HOOKED_CODE and native_can:
         fused_type = native.fused_type()
         if fused_type is not None:
             return make_native_fused(fused_type, kernel, entry, check, plan, fallback)
@@ -152,7 +154,7 @@ def make_python_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: D
     env.update({f"T{i}": v for i, v in enumerate(plan.tail)})
     body = (
         "def fused(kernel, args, kwargs, bind):\n"
-        f"    if kernel is not KERNEL or kwargs or len(args) != {check.arity}:\n"
+        f"    if kernel is not KERNEL or len(args) != {check.arity} or {check.kwargs_mismatch}:\n"
         "        return None\n"
         f"    {check.names} = args\n"
         f"    if not {check.layout}:\n"
@@ -189,6 +191,7 @@ def fuse_entry(
     entry: Entry,
     code: RepeatCheckCode,
     args: Sequence[Any],
+    static_kwargs: Mapping[str, Any],
     fallback: Callable[..., Any],
 ) -> Fused | None:
     """The fused launch of ``entry`` (``runtime/fused.py``) where its launcher launches
@@ -196,5 +199,5 @@ def fuse_entry(
     plan_of = getattr(entry.launcher_object, "plan", None)
     if plan_of is None or entry.zeroing or any(a is HOLE for a in args) or not knobs.fused_launch():
         return None
-    plan = plan_of()
+    plan = plan_of(static_kwargs)
     return None if plan is None else make_fused(kernel, entry, code, plan, fallback)
