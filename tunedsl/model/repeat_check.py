@@ -70,6 +70,7 @@ class RepeatCheckCode:
     # True for a call whose keyword arguments are not the sample's (``kwargs``): "kwargs"
     # where the sample had none; else equal names, classes and values (see repeat_check_code).
     kwargs_mismatch: str = "kwargs"
+    kwargs_sample: Mapping[str, Any] | None = None  # the same test's data: the sample's
 
     @property
     def names(self) -> str:
@@ -183,6 +184,7 @@ def repeat_check_code(
         env=env,
         arg_checks=tuple(arg_checks),
         kwargs_mismatch=kwargs_mismatch,
+        kwargs_sample=dict(sample_kwargs) if sample_kwargs else None,
     )
 
 

@@ -58,9 +58,7 @@ def make_fused(
     where that can be had, else the generated Python function. ``fallback``, the site's
     call: the C form then also takes the whole call, ``(kernel, args, kwargs, bind, key,
     lazy)``, and hands a call it turns down to ``fallback`` (see :func:`takes_whole_call`)."""
-    # The C form compares positional arguments only: keyword arguments keep the Python form.
-    native_can = check.arg_checks and check.kwargs_mismatch == "kwargs"
-    if knobs.native_launch() and plan.hooked_code == NATIVE_HOOKED_CODE and native_can:
+    if knobs.native_launch() and plan.hooked_code == NATIVE_HOOKED_CODE and check.arg_checks:
         fused_type = native.fused_type()
         if fused_type is not None:
             return make_native_fused(fused_type, kernel, entry, check, plan, fallback)
@@ -110,6 +108,7 @@ def make_native_fused(
         tuple(plan.tail),
         plan.packs_args,
         fallback,
+        check.kwargs_sample,
     )
     return fused
 
