@@ -109,3 +109,20 @@ def test_a_worker_that_cannot_start_hands_its_work_to_the_others() -> None:
     finally:
         m.slots[1].measurer.worker.setup_frame = None
         m.close()
+
+
+def test_a_tuning_in_this_process_teaches_the_gpu_plan_its_measuring_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tunedsl.backends import device_plan
+    from tunedsl.backends import triton as bt
+    from tunedsl.runtime.tuner import tune
+
+    monkeypatch.setattr(device_plan, "_seen", {})
+    configs = [Config(tile=t, mode=0) for t in (8, 16, 32, 64, 128, 256, 512, 1024)]
+    req, x, y = request(configs)
+    tune(req)  # in this process (one device, off a GPU), measured for real
+    model = device_plan.model_name(bt.device_facts())
+    seen = device_plan.costs_for(model, warm=False, isolate=False)
+    assert seen.measure_s != device_plan.DEFAULT_MEASURE_S
+    assert 0 < seen.measure_s < 30  # seconds a configuration, not milliseconds or a sum

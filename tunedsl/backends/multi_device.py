@@ -468,7 +468,7 @@ class MultiDeviceMeasurer:
         opened = sum(slot.stats.opened for slot in self.slots)
         if self.model is not None and opened and not self._closed:
             busy = sum(s.stats.load_s + s.stats.time_s + s.stats.race_s for s in self.slots)
-            device_plan.observe(self.model, measure_s=busy / opened)
+            device_plan.observe(self.model, measure_s=busy / opened, configs=opened)
         self._closed = True
         if hasattr(self, "host"):
             self.host.closed = True
