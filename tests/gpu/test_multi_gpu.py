@@ -65,3 +65,25 @@ def test_the_default_uses_every_gpu_of_the_callers_model_when_they_pay(monkeypat
     monkeypatch.setattr(device_plan, "_seen", {})
     monkeypatch.setattr(device_plan, "DEFAULT_MEASURE_S", 0.01)
     assert measurers.maybe_multi_device(req) is None
+
+
+def test_the_large_space_uses_two_gpus_unless_a_short_budget_ends_it_first(monkeypatch) -> None:
+    from tunedsl.backends import device_plan
+    from tunedsl.backends.compile_pool import default_workers
+
+    if default_workers() < 24:  # fewer cores compile slower than one GPU measures
+        pytest.skip("the large space is compile-bound on fewer than 24 cores: one GPU")
+    monkeypatch.setenv("TUNEDSL_TUNE_DEVICES", "2")
+    monkeypatch.setattr(device_plan, "_seen", {})
+    req = mm_request(1024, space_configs("large"), "cuda")
+    assert len(req.variants) >= 1000
+    # Unbudgeted, or under 20 s: the measuring the second GPU takes over pays for its start.
+    for budget in (None, 20.0):
+        m = measurers.maybe_multi_device(req, budget)
+        assert m is not None and len(m.devices) == 2, budget
+        m.close()
+    # Under 10 s the workers' start would take most of the budget: the caller's GPU alone.
+    multi_device.shutdown_workers()
+    isolated.shutdown_workers()
+    monkeypatch.setattr(device_plan, "_seen", {})
+    assert measurers.maybe_multi_device(req, 10.0) is None

@@ -120,7 +120,7 @@ def test_a_tuning_in_this_process_teaches_the_gpu_plan_its_measuring_seconds(
 
     monkeypatch.setattr(device_plan, "_seen", {})
     configs = [Config(tile=t, mode=0) for t in (8, 16, 32, 64, 128, 256, 512, 1024)]
-    req, x, y = request(configs)
+    req, _, _ = request(configs)
     tune(req)  # in this process (one device, off a GPU), measured for real
     model = device_plan.model_name(bt.device_facts())
     seen = device_plan.costs_for(model, warm=False, isolate=False)
