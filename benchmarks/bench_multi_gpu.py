@@ -104,10 +104,15 @@ def mm_request(size: int, configs: list[dict[str, int]], device: str) -> Any:
 
 
 def tune_once(
-    req: Any, devices: list[int], chunk: int | None = None, budget_s: float | None = None
+    req: Any,
+    devices: list[int],
+    chunk: int | None = None,
+    budget_s: float | None = None,
+    local: bool = False,
 ) -> dict[str, Any]:
     """One exhaustive search on ``devices`` (in a fresh process: empty caches, cold
-    workers): wall time, the choice and where the time went."""
+    workers; ``local``: the caller's GPU in this process): wall time, the choice and where
+    the time went."""
     import dataclasses
 
     from tunedsl.backends import multi_device, process_compile
@@ -116,7 +121,7 @@ def tune_once(
     from tunedsl.model.space import ListSpace
 
     start = time.perf_counter()
-    m = multi_device.MultiDeviceMeasurer(req, devices, caller=devices[0], chunk=chunk)
+    m = multi_device.MultiDeviceMeasurer(req, devices, caller=devices[0], chunk=chunk, local=local)
     try:
         configs = [v.config for v in req.variants]
         out = run_search(ListSpace(configs), make_strategy("exhaustive"), m, budget_s=budget_s)

@@ -42,6 +42,17 @@ def test_two_gpus_choose_what_one_gpu_chooses() -> None:
         assert abs(two["chosen_ms"] - one["chosen_ms"]) <= 0.02 * one["chosen_ms"], (one, two)
 
 
+def test_the_callers_gpu_in_this_process_and_a_worker_choose_what_one_gpu_chooses() -> None:
+    req = mm_request(4096, space_configs("anchor-48"), "cuda")
+    one = tune_once(req, [0])
+    two = tune_once(req, [0, 1], local=True)  # GPU 0 measured here, GPU 1 by a worker
+    assert one["ok"] == two["ok"] == 48
+    assert two["final_on_caller"]
+    assert two["workers"][0]["start_s"] == 0.0  # no worker started for the caller's GPU
+    if two["chosen"] != one["chosen"]:
+        assert abs(two["chosen_ms"] - one["chosen_ms"]) <= 0.02 * one["chosen_ms"], (one, two)
+
+
 def test_the_default_uses_every_gpu_of_the_callers_model_when_they_pay(monkeypatch) -> None:
     from tunedsl.backends import device_plan
 

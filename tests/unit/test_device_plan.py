@@ -6,6 +6,8 @@ pure, and its defaults are those measurements."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tunedsl.backends import device_plan
@@ -55,12 +57,25 @@ def test_the_large_space_uses_both_gpus() -> None:
     assert plan_devices(LARGE, 2, cold) == 2
     one, two = expected_wall(LARGE, 1, cold), expected_wall(LARGE, 2, cold)
     assert two * device_plan.MARGIN <= one
-    # Under a budget the GPUs must measure MARGIN times the configurations: at 20 s they do
-    # (14 s of two GPUs against 20 s of one), at 10 s the start eats most of the budget.
+    # Under a budget the GPUs must measure MARGIN times the configurations. The caller's GPU
+    # measures in this process from the start, the second once its worker is up: under 20 s
+    # or 10 s it adds 14 s or 4 s of measuring; under 7 s only 1 s, too little.
     assert plan_devices(LARGE, 2, cold, budget_s=20.0) == 2
-    assert plan_devices(LARGE, 2, cold, budget_s=10.0) == 1
+    assert plan_devices(LARGE, 2, cold, budget_s=10.0) == 2
+    assert plan_devices(LARGE, 2, cold, budget_s=7.0) == 1
     # A budget that covers the whole space: decided by the wall time, as without one.
     assert plan_devices(ANCHOR, 2, cold, budget_s=600.0) == plan_devices(ANCHOR, 2, cold)
+
+
+def test_with_the_caller_measuring_in_this_process_more_gpus_are_never_expected_slower() -> None:
+    cold = h100()
+    assert cold.local_caller
+    for n in range(1, 3000, 7):
+        assert expected_wall(n, 2, cold) <= expected_wall(n, 1, cold)
+        for budget in (1.0, 7.0, 20.0):
+            assert expected_measured(n, 2, cold, budget) >= expected_measured(n, 1, cold, budget)
+    # A worker that starts after the caller has measured everything adds nothing.
+    assert expected_wall(ANCHOR, 2, cold) == expected_wall(ANCHOR, 1, cold)
 
 
 def test_the_break_even_is_where_the_measuring_saved_pays_for_the_start() -> None:
@@ -68,23 +83,23 @@ def test_the_break_even_is_where_the_measuring_saved_pays_for_the_start() -> Non
     first = next(n for n in range(2, 5000) if plan_devices(n, 2, cold) == 2)
     # From there on, always: more configurations never make several GPUs lose.
     assert all(plan_devices(n, 2, cold) == 2 for n in range(first, 5000))
-    # The second GPU takes half the measuring: it pays once that half is more than the
-    # start, by the margin.
-    saved = first * cold.measure_s / 2
-    assert saved > cold.start_s
+    # The caller alone needs longer than a worker's start: the second GPU takes half of the
+    # rest, and that is worth the margin.
+    assert first * cold.measure_s > cold.start_s
+    assert expected_wall(first, 2, cold) * device_plan.MARGIN <= expected_wall(first, 1, cold)
     assert expected_wall(first - 1, 2, cold) * device_plan.MARGIN > expected_wall(
         first - 1, 1, cold
     )
     # A slower start moves the break-even up; a slower kernel (more measuring) down.
-    slow_start = Costs(start_s=12.0, measure_s=cold.measure_s, compile_s=cold.compile_s)
-    slow_kernel = Costs(start_s=cold.start_s, measure_s=0.2, compile_s=cold.compile_s)
+    slow_start = dataclasses.replace(cold, start_s=12.0)
+    slow_kernel = dataclasses.replace(cold, measure_s=0.2)
     assert next(n for n in range(2, 5000) if plan_devices(n, 2, slow_start) == 2) > first
     assert next(n for n in range(2, 5000) if plan_devices(n, 2, slow_kernel) == 2) < first
 
 
 def test_warm_workers_pay_sooner() -> None:
-    assert plan_devices(LARGE, 2, h100(warm=True), budget_s=10.0) == 2
-    assert plan_devices(ANCHOR, 2, h100(warm=True)) == 1  # measured in about a second anyway
+    assert plan_devices(LARGE, 2, h100(warm=True), budget_s=7.0) == 2
+    assert plan_devices(16, 2, h100(warm=True)) == 1  # measured in half a second anyway
     warm_from = next(n for n in range(2, 5000) if plan_devices(n, 2, h100(warm=True)) == 2)
     cold_from = next(n for n in range(2, 5000) if plan_devices(n, 2, h100()) == 2)
     assert warm_from < cold_from / 4
@@ -98,14 +113,16 @@ def test_a_compile_bound_tuning_takes_no_gpu_it_cannot_feed() -> None:
     # less than MORE_GPUS_GAIN.
     assert plan_devices(LARGE, 4, h100()) == 2
     # A slower kernel (0.2 s a configuration) keeps four GPUs busy.
-    slow = Costs(start_s=6.0, measure_s=0.2, compile_s=0.6 / 32)
-    assert plan_devices(LARGE, 4, slow) == 4
+    assert plan_devices(LARGE, 4, dataclasses.replace(h100(), measure_s=0.2)) == 4
 
 
 def test_isolated_tunings_pay_a_worker_start_on_one_gpu_too() -> None:
     isolated = costs_for("H100 (cuda 9.0)", warm=False, isolate=True, cores=32)
+    assert not isolated.local_caller and isolated.isolated_start_s == isolated.start_s
     assert plan_devices(300, 2, h100()) == 1
     assert plan_devices(300, 2, isolated) == 2
+    # Every GPU waits for its worker, one GPU's too: a 7 s budget leaves each 1 s.
+    assert expected_measured(LARGE, 1, isolated, 7.0) < expected_measured(LARGE, 1, h100(), 7.0)
 
 
 def test_what_this_process_measured_replaces_the_defaults() -> None:

@@ -1,25 +1,28 @@
 """How many GPUs a tuning measures on (backends layer, pure): more only when they pay off.
 
 Measuring on several GPUs (``multi_device.py``) costs a worker process per GPU: starting one
-(a process, torch, CUDA, the inputs) takes seconds, while a tuning on the caller's GPU alone
-measures in this process at once. ``plan_devices`` weighs the two with a small cost model of
-one tuning of ``n`` configurations (``Costs``, seconds):
+(a process, torch, CUDA, the inputs) takes seconds. ``plan_devices`` weighs that with a small
+cost model of one tuning of ``n`` configurations (``Costs``, seconds):
 
 - the host compiles every configuration once, on all its cores, whatever the GPU count:
-  ``compile = n x compile_s / slots``;
-- one GPU measures in this process, beside the compiles (plus a worker's start when the
-  tuning is isolated anyway): ``wall_1 = max(compile, isolated_start + n x measure_s)``;
-- ``k`` GPUs: every worker starts side by side, beside the first compiles, then they share
-  the measuring: ``wall_k = max(compile, start + n x measure_s / k)``.
+  ``compile = n x compile_s``, ``measure = n x measure_s``;
+- one GPU measures in this process beside the compiles (plus a worker's start when the
+  tuning is isolated): ``wall_1 = max(compile, isolated_start + measure)``;
+- ``k`` GPUs, the caller's in this process (``local_caller``): it measures from the start,
+  the other workers start beside it and then share what is left:
+  ``wall_k = max(compile, start + (measure - start) / k)`` (just ``measure`` when the caller
+  is done before they start); the caller's in a worker too (an isolated tuning): every GPU
+  waits for its worker, ``wall_k = max(compile, start + measure / k)``.
 
-So a second GPU pays when the measuring it takes over (``n x measure_s / 2``) is more than
-the worker's start, and the host compiles faster than one GPU measures. Several GPUs are used
-when ``wall_k x MARGIN <= wall_1``; under a budget that ends the search before the space is
+So a second GPU pays when the measuring it takes over is worth more than its worker's
+start, and the host compiles faster than one GPU measures. Several GPUs are used when
+``wall_k x MARGIN <= wall_1``; under a budget that ends the search before the space is
 measured, when they are expected to measure ``MARGIN`` times the configurations one does in
 it. Of several GPUs, one more is taken only when it cuts the expected wall time by
 ``MORE_GPUS_GAIN``. Every default is a measurement of the 2xH100 host (32 cores), and each is
 replaced by what this process has measured on this host since (``observe``): the workers'
-start and a configuration's measuring seconds (in this process or in the workers). ``measurers.maybe_multi_device`` applies the plan to a tuning request.
+start and a configuration's measuring seconds (in this process or in the workers).
+``measurers.maybe_multi_device`` applies the plan to a tuning request.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class Costs:
     measure_s: float  # one configuration on one GPU
     compile_s: float  # one configuration on the host, in wall seconds (the cores share it)
     isolated_start_s: float = 0.0  # what one GPU pays to start its own worker (isolate=True)
+    local_caller: bool = False  # the caller's GPU measures in this process, from the start
 
 
 def expected_wall(configs: int, gpus: int, costs: Costs) -> float:
@@ -79,15 +83,23 @@ def expected_wall(configs: int, gpus: int, costs: Costs) -> float:
     measure_s = configs * costs.measure_s
     if gpus <= 1:
         return max(compile_s, costs.isolated_start_s + measure_s)
+    if costs.local_caller:
+        if measure_s <= costs.start_s:  # done before the other workers are up
+            return max(compile_s, measure_s)
+        return max(compile_s, costs.start_s + (measure_s - costs.start_s) / gpus)
     return max(compile_s, costs.start_s + measure_s / gpus)
 
 
 def expected_measured(configs: int, gpus: int, costs: Costs, budget_s: float) -> float:
     """Expected configurations measured within ``budget_s`` on ``gpus``: at most all, at most
-    what the host compiles in the budget (what it compiled while the workers started waits
-    for them), at most what the GPUs measure once started."""
-    start = costs.isolated_start_s if gpus <= 1 else costs.start_s
-    measured = max(0.0, budget_s - start) * max(1, gpus) / costs.measure_s
+    what the host compiles in the budget, at most what the GPUs measure (the caller's from
+    the start when it measures in this process, the others once their workers are up)."""
+    if gpus <= 1:
+        measured = max(0.0, budget_s - costs.isolated_start_s) / costs.measure_s
+    else:
+        late = max(0.0, budget_s - costs.start_s) / costs.measure_s  # one worker's share
+        first = budget_s / costs.measure_s if costs.local_caller else late
+        measured = first + (gpus - 1) * late
     compiled = budget_s / costs.compile_s if costs.compile_s > 0 else float("inf")
     return min(float(configs), compiled, measured)
 
@@ -145,7 +157,8 @@ def observe(
 
 
 def costs_for(model: str, *, warm: bool, isolate: bool, cores: int | None = None) -> Costs:
-    """The cost model on ``model``'s GPUs: measured in this process where it has been."""
+    """The cost model on ``model``'s GPUs: measured in this process where it has been. An
+    isolated tuning measures in workers only; any other on the caller's GPU in this process."""
     with _seen_lock:
         seen = dict(_seen.get(model, {}))
     start = WARM_START_S if warm else seen.get("start_s", DEFAULT_START_S)
@@ -155,4 +168,5 @@ def costs_for(model: str, *, warm: bool, isolate: bool, cores: int | None = None
         measure_s=seen.get("measure_s", DEFAULT_MEASURE_S),
         compile_s=DEFAULT_COMPILE_S / slots,
         isolated_start_s=start if isolate else 0.0,
+        local_caller=not isolate,
     )

@@ -99,7 +99,8 @@ class WorkerSeam:
 
     @property
     def timer_kind(self) -> str:
-        return self.kind
+        local = getattr(self.inner, "local", None)  # the caller's GPU, measured here: its timer
+        return str(local.measurer.timer_kind) if local is not None else self.kind
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
         for prep in self.inner.prepare(configs):
@@ -180,10 +181,13 @@ def maybe_multi_device(req: Any, budget_s: object = PLAN_BUDGET) -> Any:
 
     budget = plan_budget(req) if budget_s is PLAN_BUDGET else budget_s
     assert budget is None or isinstance(budget, (int, float))
+    # Not isolated: the caller's GPU measures in this process (no worker to start) and the
+    # other GPUs' workers join it; isolated, every GPU measures in a worker.
+    isolate = bool(getattr(req, "isolate", False))
     costs = costs_for(
         models[caller],
-        warm=workers_warm(devices),
-        isolate=bool(getattr(req, "isolate", False)),
+        warm=workers_warm(devices if isolate else devices[1:]),
+        isolate=isolate,
         cores=default_workers(),
     )
     used = plan_devices(len(variants), len(devices), costs, budget)
@@ -197,6 +201,7 @@ def maybe_multi_device(req: Any, budget_s: object = PLAN_BUDGET) -> Any:
             timing=getattr(req, "timing", "auto"),
             opening_reps=_opening_reps(getattr(req, "effort", "default")),
             model=models[caller],
+            local=not isolate,
         )
     except UsageError as err:  # not picklable: tune in this process, on the caller's GPU
         warnings.warn(f"tuning on one GPU: {err}", RuntimeWarning, stacklevel=2)
