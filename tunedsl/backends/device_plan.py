@@ -56,8 +56,9 @@ DEFAULT_MEASURE_S = 0.028
 #: measurements: a tuning that finds its binaries in Triton's cache would teach the next one
 #: that compiling is free.
 DEFAULT_COMPILE_S = 0.6
-#: The model's error: several GPUs must be expected this much faster (or to measure this many
-#: more configurations), so an estimate off by a quarter still never makes a tuning slower.
+#: Several GPUs must be expected this much faster (or to measure this many times the
+#: configurations): what the model leaves out (round trips, the workers' CPU beside the
+#: compiles, an estimate off by a fifth) must not make a tuning slower.
 MARGIN = 1.25
 #: A GPU beyond the second must cut the expected wall time by this much more (it holds a
 #: GPU and a worker process that a compile-bound tuning would not use).
@@ -105,8 +106,9 @@ def expected_measured(configs: int, gpus: int, costs: Costs, budget_s: float) ->
 
 
 def plan_devices(configs: int, gpus: int, costs: Costs, budget_s: float | None = None) -> int:
-    """How many of ``gpus`` GPUs a tuning of ``configs`` configurations uses (pure): 1, or
-    the fewest that are expected to pay for their workers by ``MARGIN``."""
+    """How many of ``gpus`` GPUs a tuning of ``configs`` configurations uses (pure): more
+    than one only when they beat one by ``MARGIN``, each beyond the second only when it
+    gains ``MORE_GPUS_GAIN`` more."""
     if gpus <= 1 or configs < 2:
         return 1
     if budget_s is not None and expected_measured(configs, 1, costs, budget_s) < configs:
