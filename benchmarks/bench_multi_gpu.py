@@ -290,8 +290,12 @@ def run_row(space: str, gpus: int, size: int, smoke: bool) -> dict[str, Any]:
         configs = space_configs(name)
         torch.cuda.set_device(0)
     req = mm_request(size, configs, device)
-    if smoke:
-        return {"space": space, "used": gpus, **tune_once(req, devices, budget_s=budget)}
+    if smoke:  # the caller's "GPU" in this process, as a tuning measures (local)
+        return {
+            "space": space,
+            "used": gpus,
+            **tune_once(req, devices, budget_s=budget, local=True),
+        }
     return {"space": space, **tune_as_user(req, budget_s=budget)}
 
 
