@@ -465,13 +465,15 @@ class InProcessMeasurer:
             self.gpu_s += time.perf_counter() - start
 
     def close(self) -> None:
-        if self.runs:  # the next tuning's plan of how many GPUs to use learns from this one
-            from tunedsl.backends import device_plan
+        # The next tuning's plan of how many GPUs to use learns from this one (bookkeeping:
+        # never a reason for closing to fail, say after a sticky CUDA error).
+        with contextlib.suppress(Exception):
+            if self.runs:
+                from tunedsl.backends import device_plan
 
-            model = device_plan.model_name(self.bt.device_facts())
-            device_plan.observe(
-                model, measure_s=self.gpu_s / len(self.runs), configs=len(self.runs)
-            )
+                model = device_plan.model_name(self.bt.device_facts())
+                seconds = self.gpu_s / len(self.runs)
+                device_plan.observe(model, measure_s=seconds, configs=len(self.runs))
         if self.ahead is not None:
             self.ahead.cancel()
             self.ahead = None
