@@ -76,12 +76,11 @@ class MultiDeviceMeasurer:
     ``opening_reps``: repetitions each worker takes of a configuration it loaded (the
     race's ``first_reps``). ``chunk``: the most compiled configurations a worker takes at
     once (default: a share of what waits, at most ``MAX_CHUNK``).
-    ``compile_target``: the host stage compiles for this target (``"cuda:90"``) instead of
-    the caller's GPU (a cross-compile: what a host without the GPU does; tests use it).
+    ``compile_target``: the host compiles for this target (``"cuda:90"``), not the caller's
+    GPU (a cross-compile, as a host without the GPU does; tests use it).
     ``model``: the devices' model, under which ``device_plan`` records the workers' start
-    and measuring seconds for the next tuning's decision. ``local``: the caller's GPU
-    measures in this process, on the search's thread (never with ``isolate=True``).
-    The workers start now, in the background, while the host compiles
+    and measuring seconds. ``local``: the caller's GPU measures in this process, on the
+    search's thread (never with ``isolate=True``). The workers start now, in the background
     (``wait_started`` waits for them).
     """
 
@@ -147,12 +146,10 @@ class MultiDeviceMeasurer:
         self.final = False
         self.trace: list[tuple[Config, int]] = []  # (config, slot) of each non-banked sample
         self.final_from: int | None = None
-        # Batches the search announces ahead (driver.py): the host keeps compiling, and the
-        # GPUs opening, while a batch's race runs its later rounds on one GPU at a time.
+        # Batches the search announces ahead (driver.py): the host compiles while a race runs.
         self.lookahead = 1 + len(self.slots)
         self.stats.setup_s = time.perf_counter() - born
-        # Every worker starts now, side by side and while the host compiles (a worker's
-        # start, importing torch and Triton and receiving the inputs, costs seconds).
+        # Every worker starts now, side by side and while the host compiles.
         for index, slot in enumerate(self.slots):
             if slot is not self.local:
                 slot.thread = threading.Thread(target=self._run, args=(index,), daemon=True)
@@ -175,6 +172,7 @@ class MultiDeviceMeasurer:
                 self._deliver(Prepared(config, "failed", self._no_worker()))
             else:
                 self._work.put(config)
+                self._cond.notify_all()  # a local caller's thread may wait for work
 
     def _deliver(self, prepared: Prepared) -> None:
         with self._cond:
@@ -183,9 +181,7 @@ class MultiDeviceMeasurer:
             self._cond.notify_all()
 
     def _no_worker(self) -> str:
-        why = "; ".join(
-            f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots) if s.dead
-        )
+        why = "; ".join(f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots))
         return f"no measurement worker left ({why})"
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
@@ -205,13 +201,16 @@ class MultiDeviceMeasurer:
             while waiting:
                 with self._cond:
                     done = [self._results.pop(c) for c in list(waiting) if c in self._results]
-                    if not done and self._open_here():
-                        continue
-                    if not done:
-                        start = time.perf_counter()
-                        self._cond.wait(0.05)
-                        self.stats.wait_s += time.perf_counter() - start
-                        continue
+                # local: open one here, outside the lock (the others deliver meanwhile)
+                if not done and self._open_here():
+                    continue
+                if not done:
+                    with self._cond:
+                        if not self._ready(waiting):
+                            start = time.perf_counter()
+                            self._cond.wait(0.05)
+                            self.stats.wait_s += time.perf_counter() - start
+                    continue
                 if self.stats.first_s is None:
                     self.stats.first_s = time.perf_counter() - self._asked
                 for prepared in done:
@@ -220,6 +219,10 @@ class MultiDeviceMeasurer:
         except GeneratorExit:  # the race stopped taking (budget spent): no new part starts
             self._paused = True
             raise
+
+    def _ready(self, waiting: set[Config]) -> bool:  # a result, or work to open here
+        local = self.local is not None and self._taking() and not self._work.empty()
+        return local or any(c in self._results for c in waiting)
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Start compiling ``configs`` on the host now: the driver announces the next batch
@@ -290,8 +293,7 @@ class MultiDeviceMeasurer:
         return part
 
     def _open_here(self) -> bool:
-        """The search's thread opens one compiled configuration on the caller's GPU, in this
-        process (``local``); False when there is none to open."""
+        """The search's thread opens one compiled configuration here (``local``): if any."""
         slot = self.local
         if slot is None or not self._taking():
             return False
