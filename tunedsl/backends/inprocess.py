@@ -22,11 +22,13 @@ configuration's (``hook_args``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import queue
 import statistics
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -327,6 +329,7 @@ class InProcessMeasurer:
         self.first_ms: dict[Config, float] = {}
         self.settled = False
         self.ahead: CompileAhead | None = None
+        self.gpu_s = 0.0  # seconds spent measuring (warm-ups, verification, samples)
 
     @property
     def compile_workers(self) -> int:
@@ -393,7 +396,7 @@ class InProcessMeasurer:
             setup = self._setup(v)
             error: BaseException | None = None
             problem: str | None = None
-            with BENCH_LOCK:
+            with BENCH_LOCK, self._busy():
                 try:
                     if self.verifier is not None:
                         problem = self.verifier.check(run, self.hook_args[v.config])
@@ -426,7 +429,7 @@ class InProcessMeasurer:
                     raise MeasureFailure(prep.error.removeprefix("run: "))
             run = self.runs[config]
         setup = self.setups[config]
-        with BENCH_LOCK:
+        with BENCH_LOCK, self._busy():
             try:
                 if not self.settled and hasattr(self.timer, "settle"):
                     self._choose_timer(run, setup)
@@ -457,7 +460,24 @@ class InProcessMeasurer:
     def settle(self) -> None:
         """The timer is chosen before the first sample (``_choose_timer``): nothing left."""
 
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.gpu_s += time.perf_counter() - start
+
     def close(self) -> None:
+        # The next tuning's plan of how many GPUs to use learns from this one (bookkeeping:
+        # never a reason for closing to fail, say after a sticky CUDA error).
+        with contextlib.suppress(Exception):
+            if self.runs:
+                from tunedsl.backends import device_plan
+
+                model = device_plan.model_name(self.bt.device_facts())
+                seconds = self.gpu_s / len(self.runs)
+                device_plan.observe(model, measure_s=seconds, configs=len(self.runs))
         if self.ahead is not None:
             self.ahead.cancel()
             self.ahead = None
