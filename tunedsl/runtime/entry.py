@@ -112,7 +112,7 @@ def evict(table: dict[Any, Entry], count: int) -> None:
 
 def repeat_factory(
     info: Any, hole: object
-) -> Callable[[Sequence[Any]], repeat_check.RepeatCheckCode | None] | None:
+) -> Callable[[Sequence[Any], Mapping[str, Any]], repeat_check.RepeatCheckCode | None] | None:
     """The builder of repeat-check code for a kernel's calls (``repeat_check.repeat_check_code``
     with the backend's tensor layout check), or None when tunedsl's repeat checks are off."""
     if not knobs.repeat_check():
@@ -122,9 +122,11 @@ def repeat_factory(
 
     with_align = info.jit and direct_launch_enabled()
 
-    def factory(args: Sequence[Any]) -> repeat_check.RepeatCheckCode | None:
+    def factory(
+        args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> repeat_check.RepeatCheckCode | None:
         return repeat_check.repeat_check_code(
-            args, info.constexpr_positions, hole, with_align, layout_check
+            args, info.constexpr_positions, hole, with_align, layout_check, kwargs
         )
 
     return factory

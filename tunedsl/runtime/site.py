@@ -108,7 +108,7 @@ class Site:
         # a call it turns down), else ``_call``. One C call, no Python frame, for a repeat.
         self.launch: Callable[..., LaunchResult] = self._call
         self.launch_held = False  # traced by torch.compile, whose guards check launch: keep it
-        self._repeat_factory: Callable[[Sequence[Any]], Any] | None = None
+        self._repeat_factory: Callable[[Sequence[Any], Mapping[str, Any]], Any] | None = None
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
@@ -206,20 +206,16 @@ class Site:
     ) -> None:
         """Make ``entry`` the one the next call checks first (a hit of another entry than
         the last). Only for the first kernel's plain call key: shapes keyed, no ``key=``,
-        no argument values of prune, no device part, no keyword arguments."""
+        no argument values of prune, no device part."""
         if entry.repeat is None:
             factory = self._repeat_factory
-            usable = (
-                factory is not None
-                and not static_kwargs
-                and self._key_fn is self._base_key_fn
-                and not self.has_key
-            )
-            code = factory(args) if usable else None  # type: ignore[misc]
+            usable = factory is not None and self._key_fn is self._base_key_fn and not self.has_key
+            code = factory(args, static_kwargs) if usable else None  # type: ignore[misc]
             if code is None:
                 entry.repeat = no_repeat
             else:
-                entry.fused = fuse_entry(self._kernel, entry, code, args, self._call)
+                fused = fuse_entry(self._kernel, entry, code, args, static_kwargs, self._call)
+                entry.fused = fused
                 entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat
             if entry.repeat is not no_repeat:
