@@ -136,11 +136,15 @@ def test_dynamic_sizes_do_not_recompile(tmp_path: Path) -> None:
     compiled = torch.compile(step(module), fullgraph=True, dynamic=True, backend=backend)
     site = site_of(module)
     launches = set()
+    counters = torch._dynamo.utils.counters
+    graphs_before = counters["stats"]["unique_graphs"]
     for n in (100, 257, 1000, 100, 257, 100):  # hits of other keys than the last one
         a, b = torch.randn(n), torch.randn(n)
         torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
         launches.add(id(site.launch))
     assert len(backend.graphs) == 1  # one graph for every size
+    assert counters["stats"]["unique_graphs"] - graphs_before == 1  # Dynamo's own count
+    assert len(site.table()) == 3  # each size was decided at run time, by the site
     assert len(launches) == 1  # the compiled code checks the site's call: it stays put
 
 
@@ -184,6 +188,56 @@ def test_a_mistake_is_reported_at_the_users_line(tmp_path: Path) -> None:
         if fr.filename.endswith("tc_mistake.py")
     ]
     assert lines and lines[-1] == BROKEN_LINE, lines
+
+
+class TracedOnly(Exception):
+    """Raised by :func:`trace_only` in place of running the compiled graph."""
+
+
+def trace_only(graphs: list[Any]) -> Callable[..., Any]:
+    """A backend that keeps the graph and runs nothing (a compiled kernel needs a GPU)."""
+
+    def backend(gm: Any, example_inputs: Any) -> Callable[..., Any]:
+        graphs.append(gm)
+
+        def run(*args: Any) -> Any:
+            raise TracedOnly
+
+        return run
+
+    return backend
+
+
+def test_a_compiled_triton_kernel_traces_and_is_guarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU the site's kernel is a ``@triton.jit`` function, which Dynamo wraps in its own
+    variable for user Triton kernels: the trace still files the real kernel with the plan,
+    and another kernel object at the same site traces again. Dynamo wraps it so only where
+    it finds a GPU Triton backend: here it is told there is one, and nothing is run."""
+    import shared_kernels
+    import torch.utils._triton
+    from triton.runtime.jit import JITFunction
+
+    from tunedsl.backends import torch_compile
+
+    monkeypatch.setattr(torch.utils._triton, "has_triton", lambda: True)
+    module = load(tmp_path, "tc_jit")
+    graphs: list[Any] = []
+    compiled = torch.compile(step(module), fullgraph=True, backend=trace_only(graphs))
+    a, b = torch.randn(100), torch.randn(100)
+    plans = []
+    for _ in range(2):
+        module.vadd = JITFunction(shared_kernels.vadd.fn)  # as @triton.jit makes on a GPU
+        for _ in range(2):  # the second call reuses the graph
+            with pytest.raises(TracedOnly):
+                compiled(a, b)
+        (node,) = [n for n in graphs[-1].graph.nodes if "tunedsl.site_call" in str(n.target)]
+        plan = torch_compile._plans[node.args[0]]
+        assert plan is not None and plan.site is site_of(module)
+        plans.append(plan)
+        assert plan.kernel is module.vadd
+    assert len(graphs) == 2 and plans[0].kernel is not plans[1].kernel
 
 
 CHILD = """

@@ -5,8 +5,18 @@ Eager calls are untouched: the expansion calls ``site.launch`` (``Site._call``, 
 fused launch that takes the whole call). Dynamo never runs those; it is told to trace
 :func:`_traced_call`: for ``Site._call`` and ``Site.__call__`` through the attribute Dynamo
 reads on a function it inlines, and for the C fused type's ``__call__`` registered with
-``torch.compiler.substitute_in_graph`` once both Dynamo and the C type are loaded. It traces
-:func:`_trace`, which puts one call of the custom operator ``tunedsl::site_call`` in the graph.
+``torch.compiler.substitute_in_graph`` once both Dynamo and the C type are loaded (a
+PyTorch below ``FUSED_CALL_MIN_TORCH`` ignores that for a C type: there, once Dynamo is
+loaded, no site's call is a C fused launch). It traces :func:`_trace`, which puts one call
+of the custom operator ``tunedsl::site_call`` in the graph.
+
+Private PyTorch used here (checked on 2.11, 2.12 and 2.13): ``_torchdynamo_inline`` (the
+function Dynamo inlines in place of another); ``torch._dynamo.comptime`` and its
+``_i_will_not_complain_if_bc_breaks_VariableTracker`` (the traced variables of the site and
+the kernel, a ``TritonKernelVariable``'s ``kernel`` or another variable's ``value``: the
+only way to reach the objects, which Dynamo will not hand to a constant-folded call);
+``torch._dynamo.guards.install_guard`` and ``GuardBuilder.ID_MATCH`` (the compiled code
+holds for that site and kernel only).
 
 The operator's body is the ordinary eager call of the site, so the decision is made at run
 time with the same table, records, rules and capture rule as an eager call. What the trace
@@ -189,6 +199,7 @@ def _reserve() -> int:
     """A new plan id (runs for real while Dynamo traces); :func:`_register` fills it."""
     op()
     with _lock:
+        _captured.clear()  # left by a trace that failed (Dynamo traces one frame at a time)
         _plans.append(None)
         return len(_plans) - 1
 
@@ -356,8 +367,10 @@ def note_fused_type(fused_type: Any, fallback: Any) -> bool:
     """A C fused launch of ``fused_type`` is built with the site's call ``fallback``: register
     the type's call with Dynamo (now, or once Dynamo is loaded). Returns whether the launch
     may take the site's whole call (see ``FUSED_CALL_MIN_TORCH``)."""
+    site = getattr(fallback, "__self__", None)  # Site._call's site
     with _lock:
-        _fused_sites.add(_site_of_call(fallback))
+        if site is not None:
+            _fused_sites.add(site)
         if fused_type in _fused_types:
             return _whole_calls
         _fused_types.append(fused_type)
@@ -366,8 +379,9 @@ def note_fused_type(fused_type: Any, fallback: Any) -> bool:
     return _whole_calls
 
 
-def _site_of_call(fallback: Any) -> Any:
-    return getattr(fallback, "__self__", fallback)
+def whole_calls() -> bool:
+    """Whether a C fused launch may take a site's whole call (``FUSED_CALL_MIN_TORCH``)."""
+    return _whole_calls
 
 
 def _keep_sites_calls() -> None:
