@@ -10,6 +10,8 @@
 #                                                # launch; the in-place watch's cost
 #   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two: the anchor, the large space
 #                                                # (budgeted and not), a 16-shape sweep; ranks, Ray
+#   bash benchmarks/run_gpu.sh guards OUTDIR     # cold tunes with each timing guard off in turn
+#                                                # (anchor, tutorial 03): which guards pay
 #
 # Several suites run in one call: `bash benchmarks/run_gpu.sh tests,speed OUTDIR`. Each step has
 # its own timeout and log (OUTDIR/<step>.log); OUTDIR/summary.txt holds each step's exit status,
@@ -18,7 +20,7 @@
 # is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU suite when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, guards (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -106,8 +108,17 @@ for suite in ${suites//,/ }; do
         TAIL=60 step table 30 "$py" benchmarks/bench_multi_gpu.py --table "$out/multi_gpu.json" \
             "$out/sweep_16.json" "$out/large.json"
         ;;
+    guards)
+        # Each space in its own step (its rows kept in JSON), then one table of both.
+        TAIL=4 step guards_tutorial03 200 "$py" benchmarks/bench_timing_guards.py \
+            --space tutorial03 --json "$out/guards_tutorial03.json"
+        TAIL=4 step guards_anchor 260 "$py" benchmarks/bench_timing_guards.py \
+            --space anchor --json "$out/guards_anchor.json"
+        TAIL=40 step guards_table 30 "$py" benchmarks/bench_timing_guards.py --table \
+            "$out/guards_tutorial03.json" "$out/guards_anchor.json"
+        ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, guards" >&2
         exit 2
         ;;
     esac
