@@ -43,10 +43,30 @@ from typing import Any
 GUARDS = ("gate", "switch", "retakes", "nice", "warmup")
 
 
+def _homes() -> dict[str, tuple[Any, str]]:
+    """Each guard's module and the attribute that holds it."""
+    from tunedsl.backends import compile_processes, timers, triton_compile
+
+    return {
+        "gate": (timers, "GATE"),
+        "switch": (timers, "SAMPLING_SWITCH_INTERVAL_S"),
+        "retakes": (timers, "RETAKES_PER_REP"),
+        "nice": (compile_processes, "WORKER_NICENESS"),
+        "warmup": (triton_compile, "warm_up_compiling"),
+    }
+
+
+def present() -> list[str]:
+    """The guards this tunedsl still has (a guard removed since is left out of the rows)."""
+    return [g for g, (module, name) in _homes().items() if hasattr(module, name)]
+
+
 def switch_off(guard: str) -> None:
     """Turn one guard off in this process (before it tunes)."""
     from tunedsl.backends import compile_processes, timers, triton_compile
 
+    if guard != "none" and guard not in present():
+        raise SystemExit(f"guard {guard!r} is not in this tunedsl (removed?)")
     if guard == "gate":  # neither side waits for the other: zero patience
         timers.GATE.patience_s = 0.0
         timers.GATE.helper_patience_s = 0.0
@@ -64,14 +84,18 @@ def switch_off(guard: str) -> None:
 
 def switched(off: str, in_force: dict[str, float]) -> bool:
     """Whether a row ran with exactly its guard off (``warmup`` cannot be read back)."""
-    defaults = {"gate_patience_s": 0.0, "switch_interval_s": 2e-5}
-    off_now = {
+    switch = in_force["switch_interval_s"]
+    off_now = {  # None: the guard is gone from tunedsl (nothing to check)
         "gate": in_force["gate_patience_s"] == 0.0,
-        "switch": in_force["switch_interval_s"] > defaults["switch_interval_s"],
+        "switch": switch is not None and switch >= sys.getswitchinterval(),
         "retakes": in_force["retakes_per_rep"] == 0,
         "nice": in_force["worker_niceness"] == 0,
     }
-    return all(value == (guard == off) for guard, value in off_now.items())
+    gone = {"gate": "gate_patience_s", "switch": "switch_interval_s",
+            "retakes": "retakes_per_rep", "nice": "worker_niceness"}  # fmt: skip
+    return all(
+        value == (guard == off) or in_force[gone[guard]] is None for guard, value in off_now.items()
+    )
 
 
 def spaces(plumbing: bool) -> dict[str, Any]:
@@ -110,10 +134,10 @@ def child_tune(ns: argparse.Namespace) -> dict:
         "rel_err": out["rel_err"],
         # what was in force, read back (a guard that did not switch off shows here)
         "in_force": {
-            "gate_patience_s": timers.GATE.patience_s,
-            "switch_interval_s": timers.SAMPLING_SWITCH_INTERVAL_S,
-            "retakes_per_rep": timers.RETAKES_PER_REP,
-            "worker_niceness": compile_processes.WORKER_NICENESS,
+            "gate_patience_s": getattr(getattr(timers, "GATE", None), "patience_s", None),
+            "switch_interval_s": getattr(timers, "SAMPLING_SWITCH_INTERVAL_S", None),
+            "retakes_per_rep": getattr(timers, "RETAKES_PER_REP", None),
+            "worker_niceness": getattr(compile_processes, "WORKER_NICENESS", None),
         },
     }
 
@@ -206,6 +230,9 @@ def main() -> int:
     unknown = sorted(set(settings) - {"none", *GUARDS}) + sorted(set(names) - set(spaces(False)))
     if unknown:
         raise SystemExit(f"unknown {unknown}: guards {GUARDS}, spaces anchor, tutorial03")
+    for guard in [g for g in settings[1:] if g not in present()]:
+        print(f"guard {guard}: not in this tunedsl (removed); no row")
+        settings.remove(guard)
     start = time.perf_counter()
     rows: list[dict] = []
     refs: dict[str, dict] = {}
