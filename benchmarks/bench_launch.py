@@ -346,6 +346,65 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
     return fns
 
 
+@triton.jit
+def softmax_rows(y, x, stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(x + row * stride + offs, mask=offs < n, other=-float("inf"))
+    e = tl.exp(v - tl.max(v, 0))
+    tl.store(y + row * stride + offs, e / tl.sum(e, 0), mask=offs < n)
+
+
+SOFTMAX_DSL_SOURCE = """
+import triton
+from tunedsl import autotune
+
+def softmax(y, x):
+    rows, n = x.shape
+    return autotune(space=dict(num_warps=[2, 4, 8]), blocks=rows,
+                    softmax_rows(y, x, x.stride(0), n, BLOCK=triton.next_power_of_2(n)))
+"""
+# A keyword argument computed on every call from the arguments (not from the configuration):
+# the form of the row softmax and layer norm that real code takes.
+
+
+def build_softmax(rows: int, cols: int, device: str) -> dict[str, Callable[[], object]]:
+    """The row softmax, whose BLOCK is computed per call: raw, DSL, triton.autotune, floor."""
+    x = torch.randn(rows, cols, device=device)
+    y = torch.empty_like(x)
+    sm = _dsl_variant(SOFTMAX_DSL_SOURCE, "softmax", {"softmax_rows": softmax_rows}, "softmax")
+    sm_unfused = _dsl_variant(
+        SOFTMAX_DSL_SOURCE, "softmax", {"softmax_rows": softmax_rows}, "softmax_unfused"
+    )
+    with _env("TUNEDSL_SAFE", "fused"):
+        for _ in range(3):
+            sm_unfused(y, x)
+
+    def raw() -> object:
+        r, n = x.shape
+        return softmax_rows[(r,)](y, x, x.stride(0), n, BLOCK=triton.next_power_of_2(n))
+
+    fns: dict[str, Callable[[], object]] = {
+        "sm raw softmax[grid]": raw,
+        "sm tunedsl DSL": lambda: sm(y, x),
+        "sm tunedsl DSL, fused launch off": lambda: sm_unfused(y, x),
+    }
+    if device == "cuda":
+        tuned = triton.autotune(
+            configs=[triton.Config({}, num_warps=w) for w in (2, 4, 8)], key=["n"]
+        )(softmax_rows)
+
+        def autotuned() -> object:
+            r, n = x.shape
+            return tuned[(r,)](y, x, x.stride(0), n, BLOCK=triton.next_power_of_2(n))
+
+        fns["sm triton.autotune hit"] = autotuned
+        params = (y, x, x.stride(0), cols, triton.next_power_of_2(cols))
+        for name, fn in floor_fns(softmax_rows, (rows,), params, {"num_warps": 4}).items():
+            fns["sm " + name] = fn
+    return fns
+
+
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -366,9 +425,10 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.add_argument(
         "--kernel",
-        choices=("vadd", "mm", "both"),
+        choices=("vadd", "mm", "softmax", "both", "all"),
         default=None,
-        help="which launches (default: both on a GPU, vadd under the interpreter)",
+        help="which launches: both = vadd and mm, all = vadd, mm and the row softmax "
+        "(default: all on a GPU, vadd under the interpreter)",
     )
     parser.add_argument(
         "--only", action="append", default=None, help="run only this row (repeatable)"
@@ -381,18 +441,20 @@ def main() -> int:
         print("no GPU: run with TRITON_INTERPRET=1 (and --quick)", file=sys.stderr)
         return 2
     calls = args.calls or (50 if args.quick else 20000)
-    kernel = args.kernel or ("both" if device == "cuda" else "vadd")
+    kernel = args.kernel or ("all" if device == "cuda" else "vadd")
     fns: dict[str, Callable[[], object]] = {}
-    if kernel in ("vadd", "both"):
+    if kernel in ("vadd", "both", "all"):
         fns.update(build(args.n, device))
         if device == "cuda":
             a = torch.randn(args.n, device=device)
             b, c = torch.randn_like(a), torch.empty_like(a)
             grid = (triton.cdiv(args.n, 1024),)
             fns.update(floor_fns(vadd, grid, (a, b, c, args.n, 1024), {}))
-    if kernel in ("mm", "both"):
+    if kernel in ("mm", "both", "all"):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         fns.update(build_mm(args.mm_size if device == "cuda" else 128, device))
+    if kernel in ("softmax", "all"):
+        fns.update(build_softmax(*((4096, 1000) if device == "cuda" else (8, 100)), device))
     if args.only:
         missing = [name for name in args.only if name not in fns]
         if missing:
@@ -416,6 +478,7 @@ def main() -> int:
     floors = {
         "": medians.get("floor + stream lookup"),
         "mm ": medians.get("mm floor + stream lookup"),
+        "sm ": medians.get("sm floor + stream lookup"),
     }
     print(
         f"launch overhead: vadd {args.n} fp32 on {device}"
@@ -425,9 +488,14 @@ def main() -> int:
     )
     print(f"{'launcher':<30} {'us/call':>10} {'vs raw':>8} {'vs floor+stream':>16}")
     for name, us in medians.items():
-        floor = floors["mm " if name.startswith("mm ") else ""]
+        group = name[:3] if name[:3] in ("mm ", "sm ") else ""
+        floor = floors[group]
         versus = f"{us / floor:>15.3f}x" if floor else f"{'-':>16}"
-        own_raw = medians.get("mm raw mm[grid]", raw) if name.startswith("mm ") else raw
+        own_raw = {
+            "mm ": medians.get("mm raw mm[grid]"),
+            "sm ": medians.get("sm raw softmax[grid]"),
+        }
+        own_raw = own_raw.get(group) or raw
         print(f"{name:<30} {us:>10.2f} {us / own_raw:>7.3f}x {versus}")
     if args.json:
         print(

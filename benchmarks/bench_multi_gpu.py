@@ -12,12 +12,13 @@ Fair rows: each row runs in its own fresh process with its own empty Triton cach
 tunedsl cache directory (compiling is counted as a user's first tuning pays it), in the
 order ``--order`` (default ``1221``: one GPU, two, two, one), and the ratio is taken within
 matched pairs (rows 1-2 and 3-4), so neither a warm disk nor a row's position favours one
-side. Printed: one JSON line per row, then a table of wall time, the pair's ratio (target:
-at most 0.6x, same choice), the choice and its time re-measured on the caller's GPU, and
-where the time went: the caller's phases (making the measurer, first opening, host compile
-wall and CPU seconds, waiting for openings, the race's later rounds, the final race on the
-caller's GPU) and each GPU's worker (start, idle waiting for compiled work, load, timing,
-round trips, race samples, configurations opened).
+side. Printed: one JSON line per row, then one table (``multi_gpu_table.py``): each pair's
+wall times, configurations measured, GPUs used, the two ratios (wall time and configurations
+a second, two over one) and the choices re-measured on the caller's GPU; then a ``RESULT``
+line per space against its target (``TARGETS``: the anchor never slower, the large space at
+most 0.6x the wall time, under a 20 s budget and in the sweep at least 1.8x the rate).
+``--deadline`` skips the rows that cannot finish in the time left (``ROW_S`` says how long
+each takes); ``--detail`` adds where each multi-GPU row's time went.
 
     anchor-48   the anchor's 48 configurations, M = N = K = 4096, fp16
     large       about 1,100 configurations (BM, BN in 16..256, BK in 16..128, 2 to 8 warps,
@@ -31,7 +32,7 @@ round trips, race samples, configurations opened).
                 shape of the same kernel finds: measuring, not compiling, is the work); the
                 cache is filled once per space, untimed, and copied for each row
 
-    python benchmarks/bench_multi_gpu.py                      # on a host with >= 2 GPUs
+    python benchmarks/bench_multi_gpu.py --deadline 500     # every space, on >= 2 GPUs
     python benchmarks/bench_multi_gpu.py --spaces anchor-48,large@20 --order 1221 --json o.json
     python benchmarks/bench_multi_gpu.py --table a.json b.json     # one table of earlier rows
     TRITON_INTERPRET=1 python benchmarks/bench_multi_gpu.py --smoke   # CPU: two interpreters
@@ -42,7 +43,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import shutil
 import statistics
@@ -56,6 +56,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from anchor_mm import MM_SPACE, mm
+from multi_gpu_table import TARGETS, print_tables
 
 #: The large space's axes; ``fits`` drops tiles that do not fit in shared memory.
 LARGE_SPACE: dict[str, list[int]] = {
@@ -103,10 +104,15 @@ def mm_request(size: int, configs: list[dict[str, int]], device: str) -> Any:
 
 
 def tune_once(
-    req: Any, devices: list[int], chunk: int | None = None, budget_s: float | None = None
+    req: Any,
+    devices: list[int],
+    chunk: int | None = None,
+    budget_s: float | None = None,
+    local: bool = False,
 ) -> dict[str, Any]:
     """One exhaustive search on ``devices`` (in a fresh process: empty caches, cold
-    workers): wall time, the choice and where the time went."""
+    workers; ``local``: the caller's GPU in this process): wall time, the choice and where
+    the time went."""
     import dataclasses
 
     from tunedsl.backends import multi_device, process_compile
@@ -115,7 +121,7 @@ def tune_once(
     from tunedsl.model.space import ListSpace
 
     start = time.perf_counter()
-    m = multi_device.MultiDeviceMeasurer(req, devices, caller=devices[0], chunk=chunk)
+    m = multi_device.MultiDeviceMeasurer(req, devices, caller=devices[0], chunk=chunk, local=local)
     try:
         configs = [v.config for v in req.variants]
         out = run_search(ListSpace(configs), make_strategy("exhaustive"), m, budget_s=budget_s)
@@ -169,7 +175,8 @@ def tune_as_user(req: Any, budget_s: float | None = None) -> dict[str, Any]:
     req.budget_s = budget_s
     variants = {v.config: v for v in req.variants}
     start = time.perf_counter()
-    m = make_measurer(req, variants.__getitem__, req.variants[0])
+    # the plan of how many GPUs weighs the budget this search runs under (None: none)
+    m = make_measurer(req, variants.__getitem__, req.variants[0], budget_s=budget_s)
     multi = getattr(m, "inner", None)
     multi = multi if isinstance(multi, MultiDeviceMeasurer) else None
     try:
@@ -208,7 +215,7 @@ def sweep_row(gpus: int, args: argparse.Namespace, scratch: Path) -> dict[str, A
     """``tunedsl sweep`` of 16 shapes without Ray on ``gpus`` GPUs (1: in one process),
     timed from the command's start to its end (processes, compiles, tuning, records)."""
     shapes = scratch / "shapes.json"
-    shapes.write_text(json.dumps([{"n": 1024 + 256 * i} for i in range(16)]))
+    shapes.write_text(json.dumps([{"n": 2048 + 256 * i} for i in range(16)]))
     script = Path(__file__).resolve().parent / "sweep_mm.py"
     command = [sys.executable, "-m", "tunedsl", "sweep", str(script), "--shapes", str(shapes),
                "--no-ray", "--gpus", str(gpus)]  # fmt: skip
@@ -283,8 +290,12 @@ def run_row(space: str, gpus: int, size: int, smoke: bool) -> dict[str, Any]:
         configs = space_configs(name)
         torch.cuda.set_device(0)
     req = mm_request(size, configs, device)
-    if smoke:
-        return {"space": space, "used": gpus, **tune_once(req, devices, budget_s=budget)}
+    if smoke:  # the caller's "GPU" in this process, as a tuning measures (local)
+        return {
+            "space": space,
+            "used": gpus,
+            **tune_once(req, devices, budget_s=budget, local=True),
+        }
     return {"space": space, **tune_as_user(req, budget_s=budget)}
 
 
@@ -294,6 +305,17 @@ SMOKE_CONFIGS = [
     for w in (1, 2, 4, 8)
 ]
 
+
+#: Each space's row on the 2xH100 host, seconds: (expected, at most). A row is a fresh process
+#: (~5 s: Python, torch, CUDA, the inputs) and its tuning: the anchor ~3 s; the large space
+#: unbudgeted ~35 s on one GPU (1,104 configurations at ~28 ms each, the compiles beside them),
+#: ~25 s on two; under a 20 s budget, the budget; the sweep ~1.5 s a key on one GPU.
+ROW_S: dict[str, tuple[float, float]] = {
+    "anchor-48": (10.0, 60.0),
+    "large": (45.0, 110.0),
+    "large@20": (28.0, 60.0),
+    "sweep-16": (35.0, 90.0),
+}
 
 _warm_caches: dict[str, Path] = {}  # space -> a Triton cache holding all its configurations
 
@@ -352,93 +374,12 @@ def spawn_row(space: str, gpus: int, args: argparse.Namespace) -> dict[str, Any]
     return {"space": space, "gpus": gpus, "error": f"rc {proc.returncode}: {proc.stderr[-800:]}"}
 
 
-def pairs(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(one GPU, more) matched pairs of one space, in run order (rows 1-2, 3-4, ...)."""
-    out = []
-    for i in range(0, len(rows) - 1, 2):
-        a, b = rows[i], rows[i + 1]
-        one, more = (a, b) if a["gpus"] == 1 else (b, a)
-        if one["gpus"] == 1 and more["gpus"] > 1:
-            out.append((one, more))
-    return out
-
-
-def print_tables(rows: list[dict[str, Any]]) -> None:
-    good = [r for r in rows if "error" not in r]
-    for row in rows:
-        if "error" in row:
-            print(f"{row['space']} {row['gpus']} GPU(s): FAILED {row['error']}")
-    print()
-    print("GPUs: allowed (TUNEDSL_TUNE_DEVICES); used: what tunedsl chose; x one: wall time over")
-    print("the matched one-GPU row's; measured/s: configurations (sweep: keys) a second")
-    print(f"{'space':12} {'run':>3} {'GPUs':>4} {'used':>4} {'wall s':>7} {'x one':>6} "
-          f"{'measured':>8} {'/s':>7} {'ok':>5} {'chosen ms':>9}  same  chosen")  # fmt: skip
-    summary = []
-    for space in dict.fromkeys(r["space"] for r in good):
-        mine = [r for r in good if r["space"] == space]
-        ratio: dict[int, float] = {}
-        rate: dict[int, float] = {}  # configurations measured a second, more over one
-        same: dict[int, str] = {}
-        for one, more in pairs(mine):
-            ratio[id(more)] = more["wall_s"] / one["wall_s"]
-            rate[id(more)] = (more["measured"] / more["wall_s"]) / (one["measured"] / one["wall_s"])
-            same[id(more)] = "yes" if more["chosen"] == one["chosen"] else "no"
-        for n, row in enumerate(mine, 1):
-            chosen = " ".join(f"{k}={v}" for k, v in row["chosen"].items())
-            x = f"{ratio[id(row)]:.2f}" if id(row) in ratio else "1"
-            per_s = row["measured"] / row["wall_s"]
-            print(f"{space:12} {n:>3} {row['gpus']:>4} {row.get('used', row['gpus']):>4} "
-                  f"{row['wall_s']:>7.2f} {x:>6} {row['measured']:>8} {per_s:>7.2f} "
-                  f"{row['ok']:>5} {row['chosen_ms']:>9.4f}  {same.get(id(row), ''):4}  "
-                  f"{chosen}")  # fmt: skip
-        if ratio:
-            used = sorted({r.get("used", r["gpus"]) for r in mine if r["gpus"] > 1})
-            summary.append((space, ratio, rate, set(same.values()) == {"yes"}, used))
-    print()
-    print("caller (s):  setup = making the measurer, first = first prepare to first opened,")
-    print("             wait = the search waiting for openings, rounds = later race samples,")
-    print("             final = the leaders' race on the caller's GPU")
-    print(f"{'space':12} {'run':>3} {'GPUs':>4} {'setup':>6} {'first':>6} {'compile':>7} "
-          f"{'cpu':>7} {'wait':>6} {'rounds':>6} {'final':>6}")  # fmt: skip
-    for space in dict.fromkeys(r["space"] for r in good):
-        for n, row in enumerate([r for r in good if r["space"] == space], 1):
-            if "workers" not in row:  # one GPU in this process, or a sweep: no split
-                continue
-            print(f"{space:12} {n:>3} {row['gpus']:>4} {row['setup_s']:>6.2f} "
-                  f"{row['first_s']:>6.2f} {row['compile_wall_s']:>7.2f} "
-                  f"{row['compile_cpu_s']:>7.1f} {row['wait_s']:>6.2f} {row['rounds_s']:>6.2f} "
-                  f"{row['final_s']:>6.2f}")  # fmt: skip
-    print()
-    print("each GPU's worker (s): start (process + setup, beside the host compile), idle")
-    print("(waiting for compiled work), load and time (the worker's own), ipc (round trips less")
-    print("the worker's time), race (later samples), opened (configurations)")
-    print(f"{'space':12} {'run':>3} {'dev':>3} {'start':>6} {'idle':>6} {'load':>6} "
-          f"{'time':>6} {'ipc':>6} {'race':>6} {'opened':>6}")  # fmt: skip
-    for space in dict.fromkeys(r["space"] for r in good):
-        for n, row in enumerate([r for r in good if r["space"] == space], 1):
-            for w in row.get("workers", []):
-                print(f"{space:12} {n:>3} {w['device']:>3} {w['start_s']:>6.2f} "
-                      f"{w['idle_s']:>6.2f} {w['load_s']:>6.2f} {w['time_s']:>6.2f} "
-                      f"{w['ipc_s']:>6.2f} {w['race_s']:>6.2f} {w['opened']:>6}")  # fmt: skip
-    print()
-    for space, ratio, rate, same_choice, used in summary:
-        listed = ", ".join(f"{x:.2f}" for x in ratio.values())
-        print(f"RATIO {space}: wall {geomean(ratio.values()):.2f}x one GPU (matched pairs: "
-              f"{listed}); configurations (sweep: keys) a second {geomean(rate.values()):.2f}x; "
-              f"same choice: {'yes' if same_choice else 'NO'}; GPUs used: {used}")  # fmt: skip
-    print("(under a budget the wall is the budget: compare configurations a second)")
-
-
-def geomean(values: Any) -> float:
-    return math.exp(statistics.fmean(math.log(x) for x in values))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--spaces", default="anchor-48,large@20", help="NAME or NAME@BUDGET_S, comma-separated"
+        "--spaces", default=",".join(TARGETS), help="NAME or NAME@BUDGET_S, comma-separated"
     )
     parser.add_argument("--devices", type=int, default=2, help="GPUs of the multi-GPU rows")
     parser.add_argument(
@@ -447,7 +388,14 @@ def main() -> int:
     )
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--json", help="write the rows here too")
-    parser.add_argument("--row-timeout", type=float, default=240.0, help="seconds per row")
+    parser.add_argument("--row-timeout", type=float, help="seconds per row (default: ROW_S's)")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        help="seconds for every row: later rows that "
+        "cannot finish in what is left are skipped; the table is printed",
+    )
+    parser.add_argument("--detail", action="store_true", help="where each row's time went")
     parser.add_argument("--smoke", action="store_true", help="CPU: 8 configs, interpreters")
     parser.add_argument("--row", help=argparse.SUPPRESS)  # internal: run one row here
     parser.add_argument("--gpus", type=int, default=1, help=argparse.SUPPRESS)
@@ -460,7 +408,7 @@ def main() -> int:
         missing = [path for path in args.table if not Path(path).exists()]
         for path in missing:
             print(f"{path}: missing (its step did not finish)")
-        print_tables(rows)
+        print_tables(rows, args.detail)
         return 0 if rows and not missing and all("error" not in r for r in rows) else 1
     if args.fill:
         print("FILL " + json.dumps(fill_cache(args.fill, args.size)))
@@ -487,17 +435,31 @@ def main() -> int:
     if set(args.order) - {"1", "2"}:
         parser.error("--order: a string of 1 and 2, like 1221")
     rows = []
+    began, limit = time.perf_counter(), args.row_timeout
     for entry in spaces:
         space, _, order = entry.partition(":")
         if set(order or args.order) - {"1", "2"}:
             parser.error(f"{entry}: the order is a string of 1 and 2, like 1221")
+        expected, most = ROW_S.get(space.split("+")[0], (60.0, 240.0))
         for ch in order or args.order:
-            row = spawn_row(space, 1 if ch == "1" else many, args)
+            gpus = 1 if ch == "1" else many
+            args.row_timeout = limit or most
+            if args.deadline is not None:
+                left = args.deadline - (time.perf_counter() - began)
+                args.row_timeout = min(args.row_timeout, left)
+                if left < expected:
+                    row = {"space": space, "gpus": gpus,
+                           "error": f"skipped: {left:.0f} s left, the row takes ~{expected:.0f} s"}  # fmt: skip
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    continue
+            row = spawn_row(space, gpus, args)
             rows.append(row)
             print(json.dumps(row), flush=True)
             if args.json:  # after each row: a step cut short keeps what it finished
                 Path(args.json).write_text(json.dumps(rows, indent=1))
-    print_tables(rows)
+    print(f"rows took {time.perf_counter() - began:.0f} s")
+    print_tables(rows, args.detail)
     return 0 if all("error" not in r for r in rows) else 1
 
 

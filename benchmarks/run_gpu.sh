@@ -8,8 +8,9 @@
 #   bash benchmarks/run_gpu.sh rules OUTDIR      # rules on shapes never swept, capture at 32 sizes
 #   bash benchmarks/run_gpu.sh pytorch OUTDIR    # a compiled step with a DSL site against a raw
 #                                                # launch; the in-place watch's cost
-#   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two: the anchor, the large space
-#                                                # (budgeted and not), a 16-shape sweep; ranks, Ray
+#   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two, one table: the anchor, the
+#                                                # large space (budgeted and not), a 16-shape sweep
+#   bash benchmarks/run_gpu.sh multi-gpu-tests OUTDIR  # the two-GPU tests: several GPUs, ranks, Ray
 #   bash benchmarks/run_gpu.sh guards OUTDIR     # cold tunes with each timing guard off in turn
 #                                                # (anchor, tutorial 03): which guards pay
 #
@@ -17,10 +18,10 @@
 # its own timeout and log (OUTDIR/<step>.log); OUTDIR/summary.txt holds each step's exit status,
 # seconds and the tail of its log, so the table a benchmark prints last is there too.
 # DEADLINE (seconds, default 570) bounds the whole run: a step that cannot start in the time left
-# is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU suite when Ray is
+# is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU tests when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, guards (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -63,7 +64,7 @@ for suite in ${suites//,/ }; do
             -rfEs tests/integration/test_gallery_gpu.py
         ;;
     speed)
-        TAIL=30 step per_call 150 "$py" benchmarks/bench_launch.py --kernel both --repeats 7
+        TAIL=30 step per_call 150 "$py" benchmarks/bench_launch.py --kernel all --repeats 7
         TAIL=10 step warm_start 90 "$py" benchmarks/bench_warm_start.py
         for i in 1 2; do
             TAIL=12 step "cold_tutorial03_$i" 120 "$py" benchmarks/bench_cold_tune.py \
@@ -86,27 +87,24 @@ for suite in ${suites//,/ }; do
             --triton-subset 0 --strategies auto
         ;;
     multi-gpu)
+        # One GPU against two, one table: every row a fresh process with its own caches, the
+        # pairs of each space in the order 1 2 2 1; rows that cannot finish before the step's
+        # deadline are skipped (the table says so). The RESULT lines decide.
+        TAIL=30 step multi_gpu 520 "$py" benchmarks/bench_multi_gpu.py --deadline 480 \
+            --spaces anchor-48,large,large@20,sweep-16 --json "$out/multi_gpu.json" --detail
+        ;;
+    multi-gpu-tests)
         if ! "$py" -c "import ray" 2>/dev/null && ls .whl/ray-*.whl >/dev/null 2>&1; then
             "$py" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
                 >"$out/ray_install.log" 2>&1
             export PYTHONPATH=/tmp/site:$PYTHONPATH
         fi
-        # Rows in fresh processes with their own caches, one-GPU and two-GPU rows in matched
-        # pairs; each step writes its rows as it goes, and the last step prints one table.
-        TAIL=4 step multi_gpu 200 "$py" benchmarks/bench_multi_gpu.py --row-timeout 90 \
-            --spaces anchor-48:1221,large@10:12 --json "$out/multi_gpu.json"
-        TAIL=4 step sweep_16 150 "$py" benchmarks/bench_multi_gpu.py --row-timeout 100 \
-            --spaces sweep-16:12 --json "$out/sweep_16.json"
+        TAIL=12 step multi_gpu_tests 240 "$py" -m pytest -q -p no:cacheprovider -rA \
+            tests/gpu/test_multi_gpu.py tests/gpu/test_multi_gpu_pipeline.py
         TAIL=8 step ranks 90 "$py" -m pytest -q -p no:cacheprovider -rA \
             tests/gpu/test_distributed_gpu.py
         TAIL=8 step ray_sweep 100 "$py" -m pytest -q -s -p no:cacheprovider -rA \
             tests/gpu/test_sweep_gpu.py
-        # the unbudgeted large space: one pair, in what is left (the table needs ~20 s)
-        left=$((deadline - (SECONDS - start) - 45))
-        TAIL=4 step large "$left" "$py" benchmarks/bench_multi_gpu.py \
-            --row-timeout $(((left - 20) / 2)) --spaces large:12 --json "$out/large.json"
-        TAIL=60 step table 30 "$py" benchmarks/bench_multi_gpu.py --table "$out/multi_gpu.json" \
-            "$out/sweep_16.json" "$out/large.json"
         ;;
     guards)
         # Each space in its own step (its rows kept in JSON), then one table of both.
@@ -118,7 +116,7 @@ for suite in ${suites//,/ }; do
             "$out/guards_tutorial03.json" "$out/guards_anchor.json"
         ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, guards" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards" >&2
         exit 2
         ;;
     esac

@@ -1,5 +1,6 @@
 """The sweep of ``bench_multi_gpu.py``'s ``sweep-16`` rows: one matmul workload, tuned per
-shape by ``tunedsl sweep`` (shapes: ``{"n": ...}``; 16 configurations a key).
+shape by ``tunedsl sweep`` (shapes: ``{"n": ...}``, multiples of 256; the anchor's 48
+configurations a key, so that measuring, not starting processes, is most of a key's work).
 
     tunedsl sweep benchmarks/sweep_mm.py --shapes shapes.json --no-ray --gpus 2
 """
@@ -31,7 +32,13 @@ def matmul(n=1024):
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     autotune_launch(
         mm,
-        space={"BM": [64, 128], "BN": [64, 128], "BK": [32, 64], "num_warps": [4, 8]},
+        space={
+            "BM": [64, 128],
+            "BN": [64, 128, 256],
+            "BK": [32, 64],
+            "num_warps": [4, 8],
+            "num_stages": [3, 4],
+        },
         grid=lambda cfg: (cdiv(n, cfg.BM), cdiv(n, cfg.BN)),
         args=(a, b, c, n, n, n),
         kwargs=lambda cfg: {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK},

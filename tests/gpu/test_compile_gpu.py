@@ -144,21 +144,9 @@ def test_forked_workers_stop_a_kernel_over_shared_memory_with_the_loaders_error(
 
 _TUNE_SCRIPT = textwrap.dedent(
     """
-    import sys, torch, triton, triton.language as tl
-    from tunedsl import autotune_launch, cdiv
-
-    @triton.jit
-    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        rm = tl.program_id(0) * BM + tl.arange(0, BM)
-        rn = tl.program_id(1) * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):
-            x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
-            y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-            acc += tl.dot(x, y)
-        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+    import torch
+    from shared_kernels import mm  # tests/ is on PYTHONPATH
+    from tunedsl import autotune_launch
 
     M = N = K = 2048
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
@@ -195,6 +183,7 @@ def test_ctrl_c_during_tuning_leaves_no_record_and_no_process(tmp_path, delay_s)
     script.write_text(_TUNE_SCRIPT)
     cache = tmp_path / "tunedsl-cache"
     env = dict(os.environ, TUNEDSL_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(tmp_path / "tc"))
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env, start_new_session=True,

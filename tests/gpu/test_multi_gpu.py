@@ -42,6 +42,17 @@ def test_two_gpus_choose_what_one_gpu_chooses() -> None:
         assert abs(two["chosen_ms"] - one["chosen_ms"]) <= 0.02 * one["chosen_ms"], (one, two)
 
 
+def test_the_callers_gpu_in_this_process_and_a_worker_choose_what_one_gpu_chooses() -> None:
+    req = mm_request(4096, space_configs("anchor-48"), "cuda")
+    one = tune_once(req, [0])
+    two = tune_once(req, [0, 1], local=True)  # GPU 0 measured here, GPU 1 by a worker
+    assert one["ok"] == two["ok"] == 48
+    assert two["final_on_caller"]
+    assert two["workers"][0]["start_s"] == 0.0  # no worker started for the caller's GPU
+    if two["chosen"] != one["chosen"]:
+        assert abs(two["chosen_ms"] - one["chosen_ms"]) <= 0.02 * one["chosen_ms"], (one, two)
+
+
 def test_the_default_uses_every_gpu_of_the_callers_model_when_they_pay(monkeypatch) -> None:
     from tunedsl.backends import device_plan
 
@@ -65,3 +76,26 @@ def test_the_default_uses_every_gpu_of_the_callers_model_when_they_pay(monkeypat
     monkeypatch.setattr(device_plan, "_seen", {})
     monkeypatch.setattr(device_plan, "DEFAULT_MEASURE_S", 0.01)
     assert measurers.maybe_multi_device(req) is None
+
+
+def test_the_large_space_uses_two_gpus_unless_a_short_budget_ends_it_first(monkeypatch) -> None:
+    from tunedsl.backends import device_plan
+    from tunedsl.backends.compile_pool import default_workers
+
+    if default_workers() < 24:  # fewer cores compile slower than one GPU measures
+        pytest.skip("the large space is compile-bound on fewer than 24 cores: one GPU")
+    monkeypatch.setenv("TUNEDSL_TUNE_DEVICES", "2")
+    monkeypatch.setattr(device_plan, "_seen", {})
+    req = mm_request(1024, space_configs("large"), "cuda")
+    assert len(req.variants) >= 1000
+    # Unbudgeted, or under 10 s or 20 s: the caller's GPU measures from the start, and what
+    # the second takes over once its worker is up pays for it.
+    for budget in (None, 10.0, 20.0):
+        m = measurers.maybe_multi_device(req, budget)
+        assert m is not None and len(m.devices) == 2, budget
+        m.close()
+    # Under 7 s a cold worker would measure for 1 s: the caller's GPU alone.
+    multi_device.shutdown_workers()
+    isolated.shutdown_workers()
+    monkeypatch.setattr(device_plan, "_seen", {})
+    assert measurers.maybe_multi_device(req, 7.0) is None

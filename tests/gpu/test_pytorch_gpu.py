@@ -217,3 +217,28 @@ def test_torch_op_reduce_overhead_cudagraphs() -> None:
         out = f(a, b)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, (a + b) * 3)
+
+
+# -- captures after tuning ---------------------------------------------------------------------
+
+
+def test_a_collection_inside_a_capture_after_graph_timed_tuning_breaks_nothing() -> None:
+    """PyTorch no longer collects garbage before a capture (``force_cudagraph_gc``), so the
+    collector may run inside one; a graph-timed tuning's graphs must be gone by then (a
+    graph destroyed during a capture invalidates it: ``operation not permitted when stream
+    is capturing``)."""
+    import gc
+
+    a, b = torch.randn(6000, device="cuda"), torch.randn(6000, device="cuda")
+    c = torch.empty_like(a)
+    assert add(a, b, c, "graph-timed", timing="graph").source == "tuned"
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gc.collect()  # as an allocation inside the capture may trigger
+        inside = add(a, b, c, "graph-timed")
+    assert inside.source == "memory"
+    c.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, a + b)

@@ -26,3 +26,14 @@ def tune_count(monkeypatch: pytest.MonkeyPatch) -> list:
 
     monkeypatch.setattr(tuner, "tune", counting)
     return calls
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A real redis-server on a free loopback port, stopped after the test
+    (tests/integration/redis_server.py; skips where redis-server is not installed)."""
+    from redis_server import RedisServer
+
+    srv = RedisServer(tmp_path)
+    yield srv
+    srv.stop()

@@ -88,6 +88,13 @@ class RedisServer:
                 self.kill()
 
 
+def store_for(url: str, **settings: float) -> Any:
+    """A ``RedisRecordStore`` for ``url`` (``settings``: RedisSettings' other fields)."""
+    from tunedsl.store.redis_store import RedisRecordStore, RedisSettings
+
+    return RedisRecordStore(RedisSettings(url=url, **settings))  # type: ignore[arg-type]
+
+
 def sample_record(digest: str, tile: int = 128, site: str = "k.py:3:4") -> Record:
     fast, slow = Config(tile=tile), Config(tile=64 if tile != 64 else 256)
     return Record(

@@ -5,6 +5,8 @@ on the caller's worker run for real, driven by the engine's search loop."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from isolate_kernels import double_or_die
@@ -109,3 +111,76 @@ def test_a_worker_that_cannot_start_hands_its_work_to_the_others() -> None:
     finally:
         m.slots[1].measurer.worker.setup_frame = None
         m.close()
+
+
+def test_a_tuning_in_this_process_teaches_the_gpu_plan_its_measuring_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tunedsl.backends import device_plan
+    from tunedsl.backends import triton as bt
+    from tunedsl.runtime.tuner import tune
+
+    monkeypatch.setattr(device_plan, "_seen", {})
+    configs = [Config(tile=t, mode=0) for t in (8, 16, 32, 64, 128, 256, 512, 1024)]
+    req, _, _ = request(configs)
+    tune(req)  # in this process (one device, off a GPU), measured for real
+    model = device_plan.model_name(bt.device_facts())
+    seen = device_plan.costs_for(model, warm=False, isolate=False)
+    assert seen.measure_s != device_plan.DEFAULT_MEASURE_S
+    assert 0 < seen.measure_s < 30  # seconds a configuration, not milliseconds or a sum
+
+
+class SlowWorker(isolated.Worker):
+    """A real worker whose process starts only once ``gate`` is set (a slow start)."""
+
+    def __init__(self, device: int | None, gate: threading.Event) -> None:
+        super().__init__(device)
+        self.gate = gate
+
+    def start(self) -> None:
+        self.gate.wait(300)
+        super().start()
+
+
+def test_the_callers_gpu_measures_in_this_process_while_the_other_workers_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tunedsl.backends import device_workers
+    from tunedsl.backends.inprocess import InProcessMeasurer
+
+    configs = [Config(tile=t, mode=0) for t in (16, 32, 64, 128)]
+    req, _, _ = request(configs)
+    gate = threading.Event()
+    monkeypatch.setattr(device_workers, "worker", lambda device, nth: SlowWorker(device, gate))
+    m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=2, local=True)
+    try:
+        assert isinstance(m.slots[0].measurer, InProcessMeasurer)
+        # The other worker has not started: the caller's GPU opens everything, at once.
+        prepared = {p.config: p for p in m.prepare(configs)}
+        assert {c: p.status for c, p in prepared.items()} == {c: "ok" for c in configs}
+        assert not m.slots[1].started.is_set()
+        assert set(m.owner.values()) == {0} and all(len(m.banked[c]) == 2 for c in configs)
+        m.final_on_caller(configs[:2])
+        assert len(m.sample(configs[1], 3)) == 3 and m.trace[-1] == (configs[1], 0)
+    finally:
+        gate.set()
+        m.close()
+        m.slots[1].measurer.worker.kill()
+
+
+def test_a_local_caller_and_a_worker_share_the_search_and_the_caller_races_the_leaders() -> None:
+    configs = [Config(tile=t, mode=0) for t in (8, 16, 32, 64, 128, 256, 512, 1024)]
+    req, _, _ = request(configs)
+    m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=2, chunk=1, local=True)
+    m.wait_started()
+    try:
+        out = run_search(ListSpace(configs), make_strategy("exhaustive"), m, final_leaders=3)
+    finally:
+        m.close()
+    assert {o.config: o.status for o in out.observations} == {c: "ok" for c in configs}
+    assert set(m.owner.values()) == {0, 1}  # this process and the worker both opened some
+    assert m.slots[0].stats.opened + m.slots[1].stats.opened == len(configs)
+    assert m.slots[0].thread is None  # no thread, no worker: the search's thread measured
+    final = {o.config for o in out.observations if o.round == out.final_round}
+    assert m.final_from is not None and out.chosen in final
+    assert all(slot == 0 for _, slot in m.trace[m.final_from :])

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from redis_server import RedisServer, free_port, sample_record
+from redis_server import RedisServer, free_port, sample_record, store_for
 
 from tunedsl import warn
 from tunedsl.errors import CacheWarning
@@ -18,7 +18,6 @@ from tunedsl.knobs import redact_url
 from tunedsl.store.files import FileRecordStore
 from tunedsl.store.layered import LayeredStore
 from tunedsl.store.records import MAX_RECORD_BYTES
-from tunedsl.store.redis_store import RedisRecordStore, RedisSettings
 
 pytest.importorskip("redis", reason="needs the redis client: pip install 'tunedsl[redis]'")
 
@@ -27,21 +26,10 @@ OTHER = "ef" * 32
 SECRET = "S3cretPW"
 
 
-@pytest.fixture
-def server(tmp_path: Path):
-    srv = RedisServer(tmp_path)
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture(autouse=True)
 def _fresh_warnings():
     warn.forget()
     yield
-
-
-def store_for(url: str, **kw: float) -> RedisRecordStore:
-    return RedisRecordStore(RedisSettings(url=url, **kw))  # type: ignore[arg-type]
 
 
 def cache_warnings(caught: list) -> list[str]:

@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from redis_server import RedisServer, sample_record
+from redis_server import RedisServer, sample_record, store_for
 
 from tunedsl import warn
 from tunedsl.cli.bundle import read_bundle
@@ -25,7 +25,7 @@ from tunedsl.store.layered import (
     default_stores,
     get_or_tune,
 )
-from tunedsl.store.redis_store import RedisRecordStore, RedisSettings, redact, require_redis
+from tunedsl.store.redis_store import redact, require_redis
 
 pytest.importorskip("redis", reason="needs the redis client: pip install 'tunedsl[redis]'")
 
@@ -33,22 +33,11 @@ DIGEST = "cd" * 32
 HERE = Path(__file__).parent
 
 
-@pytest.fixture
-def server(tmp_path: Path):
-    srv = RedisServer(tmp_path)
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture(autouse=True)
 def _fresh_warnings():
     """``warn_once`` remembers topics per process; each test starts without them."""
     warn.forget()
     yield
-
-
-def store_for(url: str, **kw: float) -> RedisRecordStore:
-    return RedisRecordStore(RedisSettings(url=url, **kw))  # type: ignore[arg-type]
 
 
 def test_round_trip_uses_the_file_digest_and_plain_json(server: RedisServer) -> None:

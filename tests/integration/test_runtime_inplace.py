@@ -112,3 +112,22 @@ def test_an_untouched_buffer_holding_nans_is_no_write() -> None:
         )
     assert res.timings[res.config].status == "ok"
     torch.testing.assert_close(c, a + b)
+
+
+def test_a_finished_tuning_leaves_nothing_for_the_garbage_collector() -> None:
+    """The tuning's measurer (its timer, with the CUDA graphs of graph timing, and its
+    argument copies) is freed when the tuning returns, not at a later collection: the
+    collector can run inside the program's own CUDA-graph capture, and a graph destroyed
+    there invalidates the capture. The in-place watch's callback once made a cycle."""
+    import gc
+
+    from tunedsl.backends.inprocess import InProcessMeasurer
+
+    gc.collect()
+    gc.disable()
+    try:
+        assert add_one(torch.zeros(300), name="no-cycle", restore_value=["x"]).source == "tuned"
+        left = [o for o in gc.get_objects() if isinstance(o, InProcessMeasurer)]
+    finally:
+        gc.enable()
+    assert left == []

@@ -1,56 +1,81 @@
-"""Whether a tuning measures on several GPUs (backends layer, pure): only when it pays off.
+"""How many GPUs a tuning measures on (backends layer, pure): more only when they pay off.
 
 Measuring on several GPUs (``multi_device.py``) costs a worker process per GPU: starting one
-(a process, torch, CUDA, the inputs) takes seconds, while a tuning on the caller's GPU alone
-measures in this process at once. ``plan_devices`` weighs the two with a small cost model
-(``Costs``) and picks the number of GPUs expected to finish first:
+(a process, torch, CUDA, the inputs) takes seconds. ``plan_devices`` weighs that with a small
+cost model of one tuning of ``n`` configurations (``Costs``, seconds):
 
-- one GPU: ``wall_1 = max(compile, measure)`` (the host compiles while the GPU measures;
-  plus a worker's start when the tuning is isolated anyway);
-- ``k`` GPUs: ``wall_k = max(compile, start + measure / k)`` (the workers start beside the
-  compiles; a warm worker, kept from an earlier tuning, starts for ``WARM_START_S``);
-- ``compile`` is ``configurations x compile_s``, ``measure`` is the configurations measured
-  (all of them, or what the budget allows) ``x measure_s``.
+- the host compiles every configuration once, on all its cores, whatever the GPU count:
+  ``compile = n x compile_s``, ``measure = n x measure_s``;
+- one GPU measures in this process beside the compiles (plus a worker's start when the
+  tuning is isolated): ``wall_1 = max(compile, isolated_start + measure)``;
+- ``k`` GPUs, the caller's in this process (``local_caller``): it measures from the start,
+  the other workers start beside it and then share what is left:
+  ``wall_k = max(compile, start + (measure - start) / k)`` (just ``measure`` when the caller
+  is done before they start); the caller's in a worker too (an isolated tuning): every GPU
+  waits for its worker, ``wall_k = max(compile, start + measure / k)``.
 
-Several GPUs are used only when ``wall_k * MARGIN <= wall_1``; under a budget (the wall is
-the budget either way) only when they are expected to measure ``MARGIN`` times the
-configurations. ``start_s`` and ``measure_s`` start from what two H100s measured
-(``DEFAULT_START_S``, ``DEFAULT_MEASURE_S``) and follow what this process measured on this
-host since (``observe``): the first multi-GPU tuning teaches the next.
-``measurers.maybe_multi_device`` applies it to a tuning request.
+So a second GPU pays when the measuring it takes over is worth more than its worker's
+start, and the host compiles faster than one GPU measures. Several GPUs are used when
+``wall_k x MARGIN <= wall_1``; under a budget that ends the search before the space is
+measured, when they are expected to measure ``MARGIN`` times the configurations one does in
+it. Of several GPUs, one more is taken only when it cuts the expected wall time by
+``MORE_GPUS_GAIN``. Every default is a measurement of the 2xH100 host (32 cores), and each is
+replaced by what this process has measured on this host since (``observe``): the workers'
+start and a configuration's measuring seconds (in this process or in the workers).
+``measurers.maybe_multi_device`` applies the plan to a tuning request.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Costs", "costs_for", "observe", "plan_devices"]
+__all__ = [
+    "Costs",
+    "costs_for",
+    "expected_measured",
+    "expected_wall",
+    "model_name",
+    "observe",
+    "plan_devices",
+]
 
-#: Seconds a measuring worker takes to start on a GPU (process, torch, CUDA, the inputs):
-#: 5.0-6.5 s measured on an H100 host; used until this process has started one.
+#: A cold worker's start (process, torch, CUDA, the inputs): 5.0-6.5 s on the 2xH100 host.
 DEFAULT_START_S = 6.0
-#: Seconds a warm worker (alive from an earlier tuning) takes to receive new inputs.
+#: A warm worker's start (alive from an earlier tuning: it only receives the new inputs).
 WARM_START_S = 0.5
-#: Seconds one GPU spends on one configuration (loading it, its opening and its share of
-#: the race's later rounds): a 4096-cubed fp16 matmul on an H100; followed from measurements.
-DEFAULT_MEASURE_S = 0.12
-#: CPU seconds the host spends compiling one configuration (divided over the cores): the
-#: anchor's 48 configurations compile in about 2.3 s on 32 cores.
-COMPILE_CPU_S = 1.5
-#: Several GPUs must be expected to be this much faster (or measure this much more).
+#: One GPU's seconds per configuration (load, opening repetitions, its share of the later
+#: rounds): an H100 measured 353 configurations of the 1,104-configuration matmul space in a
+#: 10 s budget, in this process, faster than the host compiled them.
+DEFAULT_MEASURE_S = 0.028
+#: Compile-slot seconds per configuration: the 32-core host compiled about 1,000 of that
+#: space's configurations in a 20 s budget while two GPUs measured them. Not followed from
+#: measurements: a tuning that finds its binaries in Triton's cache would teach the next one
+#: that compiling is free.
+DEFAULT_COMPILE_S = 0.6
+#: Several GPUs must be expected this much faster (or to measure this many times the
+#: configurations): what the model leaves out (round trips, the workers' CPU beside the
+#: compiles, an estimate off by a fifth) must not make a tuning slower.
 MARGIN = 1.25
+#: A GPU beyond the second must cut the expected wall time by this much more (it holds a
+#: GPU and a worker process that a compile-bound tuning would not use).
+MORE_GPUS_GAIN = 1.1
+#: An observation counts only from this many configurations (fewer: noise, and fixed costs).
+MIN_OBSERVED = 8
 
 
 @dataclass(frozen=True)
 class Costs:
     """The cost model of one tuning (seconds): see the module docstring."""
 
-    start_s: float  # starting the workers (they start side by side)
+    start_s: float  # starting the workers (side by side)
     measure_s: float  # one configuration on one GPU
-    compile_s: float  # one configuration on the host (wall: the cores share the work)
+    compile_s: float  # one configuration on the host, in wall seconds (the cores share it)
     isolated_start_s: float = 0.0  # what one GPU pays to start its own worker (isolate=True)
+    local_caller: bool = False  # the caller's GPU measures in this process, from the start
 
 
 def expected_wall(configs: int, gpus: int, costs: Costs) -> float:
@@ -59,30 +84,47 @@ def expected_wall(configs: int, gpus: int, costs: Costs) -> float:
     measure_s = configs * costs.measure_s
     if gpus <= 1:
         return max(compile_s, costs.isolated_start_s + measure_s)
+    if costs.local_caller:
+        if measure_s <= costs.start_s:  # done before the other workers are up
+            return max(compile_s, measure_s)
+        return max(compile_s, costs.start_s + (measure_s - costs.start_s) / gpus)
     return max(compile_s, costs.start_s + measure_s / gpus)
 
 
 def expected_measured(configs: int, gpus: int, costs: Costs, budget_s: float) -> float:
-    """Expected configurations measured within ``budget_s`` on ``gpus`` (at most all, at
-    most what the host compiles in the budget: what it compiled while the workers started
-    waits for them)."""
-    start = costs.isolated_start_s if gpus <= 1 else costs.start_s
-    measured = max(0.0, budget_s - start) * max(1, gpus) / costs.measure_s
+    """Expected configurations measured within ``budget_s`` on ``gpus``: at most all, at most
+    what the host compiles in the budget, at most what the GPUs measure (the caller's from
+    the start when it measures in this process, the others once their workers are up)."""
+    if gpus <= 1:
+        measured = max(0.0, budget_s - costs.isolated_start_s) / costs.measure_s
+    else:
+        late = max(0.0, budget_s - costs.start_s) / costs.measure_s  # one worker's share
+        first = budget_s / costs.measure_s if costs.local_caller else late
+        measured = first + (gpus - 1) * late
     compiled = budget_s / costs.compile_s if costs.compile_s > 0 else float("inf")
     return min(float(configs), compiled, measured)
 
 
 def plan_devices(configs: int, gpus: int, costs: Costs, budget_s: float | None = None) -> int:
-    """How many of ``gpus`` GPUs a tuning of ``configs`` configurations uses: ``gpus`` when
-    they are expected to pay for their workers by ``MARGIN``, else 1 (pure)."""
+    """How many of ``gpus`` GPUs a tuning of ``configs`` configurations uses (pure): more
+    than one only when they beat one by ``MARGIN``, each beyond the second only when it
+    gains ``MORE_GPUS_GAIN`` more."""
     if gpus <= 1 or configs < 2:
         return 1
-    one = expected_measured(configs, 1, costs, budget_s) if budget_s is not None else configs
-    if budget_s is not None and one < configs:  # the budget ends the search: count configs
-        more = expected_measured(configs, gpus, costs, budget_s)
-        return gpus if more >= MARGIN * one else 1
-    faster = expected_wall(configs, gpus, costs) * MARGIN <= expected_wall(configs, 1, costs)
-    return gpus if faster else 1
+    if budget_s is not None and expected_measured(configs, 1, costs, budget_s) < configs:
+        # The budget ends the search either way: count the configurations measured in it.
+        def value(k: int) -> float:
+            return expected_measured(configs, k, costs, budget_s)
+    else:
+
+        def value(k: int) -> float:  # a tuning a second
+            return 1.0 / max(expected_wall(configs, k, costs), 1e-9)
+
+    best, chosen = value(1), 1
+    for k in range(2, gpus + 1):
+        if value(k) > 0 and value(k) >= best * (MARGIN if chosen == 1 else MORE_GPUS_GAIN):
+            best, chosen = value(k), k
+    return chosen
 
 
 # -- what this process measured on this host -------------------------------------------------
@@ -91,24 +133,42 @@ _seen: dict[str, dict[str, float]] = {}  # device model -> {"start_s": ..., "mea
 _seen_lock = threading.Lock()
 
 
-def observe(model: str, *, start_s: float | None = None, measure_s: float | None = None) -> None:
-    """Record a worker's measured start, or seconds per configuration, on ``model``'s GPUs."""
+def model_name(facts: Mapping[str, Any]) -> str:
+    """A device's model as the plan's observations are kept ("NVIDIA H100 (cuda 9.0)")."""
+    return f"{facts.get('name')} ({facts.get('type')} {facts.get('capability')})"
+
+
+def observe(
+    model: str,
+    *,
+    start_s: float | None = None,
+    measure_s: float | None = None,
+    configs: int = MIN_OBSERVED,
+) -> None:
+    """Record what a tuning on ``model``'s GPUs measured: a worker's start (the slowest seen
+    counts: the workers start side by side), or the seconds one GPU spent on each of
+    ``configs`` configurations."""
     with _seen_lock:
         seen = _seen.setdefault(model, {})
         if start_s is not None and start_s > 0:
-            seen["start_s"] = max(start_s, seen.get("start_s", 0.0))  # the slowest start
+            seen["start_s"] = max(start_s, seen.get("start_s", 0.0))
+        if configs < MIN_OBSERVED:
+            return
         if measure_s is not None and measure_s > 0:
             seen["measure_s"] = measure_s
 
 
 def costs_for(model: str, *, warm: bool, isolate: bool, cores: int | None = None) -> Costs:
-    """The cost model on ``model``'s GPUs: measured in this process where it has been."""
+    """The cost model on ``model``'s GPUs: measured in this process where it has been. An
+    isolated tuning measures in workers only; any other on the caller's GPU in this process."""
     with _seen_lock:
         seen = dict(_seen.get(model, {}))
     start = WARM_START_S if warm else seen.get("start_s", DEFAULT_START_S)
+    slots = max(1, cores or os.cpu_count() or 1)
     return Costs(
         start_s=start,
         measure_s=seen.get("measure_s", DEFAULT_MEASURE_S),
-        compile_s=COMPILE_CPU_S / max(1, cores or os.cpu_count() or 1),
+        compile_s=DEFAULT_COMPILE_S / slots,
         isolated_start_s=start if isolate else 0.0,
+        local_caller=not isolate,
     )

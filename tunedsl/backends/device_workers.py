@@ -9,14 +9,16 @@ measurer drives it.
 from __future__ import annotations
 
 import atexit
+import statistics
 import threading
 from collections.abc import Sequence
 
 from tunedsl.backends.host_compile import WorkerSplit
 from tunedsl.backends.isolated import IsolatedMeasurer, Worker, worker_for
+from tunedsl.engine.seams import MeasureFailure, Measurer
 from tunedsl.model.config import Config
 
-__all__ = ["Slot", "shutdown_workers", "worker", "workers_warm"]
+__all__ = ["Slot", "open_here", "settle_leaders", "shutdown_workers", "worker", "workers_warm"]
 
 _extra: dict[tuple[int | None, int], Worker] = {}
 _extra_lock = threading.Lock()
@@ -60,6 +62,7 @@ class Slot:
     has loaded, its thread and where its time went."""
 
     def __init__(self, measurer: IsolatedMeasurer, stats: WorkerSplit) -> None:
+        # ``measurer``: the worker's, or the ``InProcessMeasurer`` of a local caller
         self.measurer = measurer
         self.lock = threading.Lock()
         self.ready: set[Config] = set()
@@ -68,3 +71,36 @@ class Slot:
         self.started = threading.Event()  # the worker process is up (or could not start)
         self.wanted = 0  # the search's thread waits for this worker: take no new part
         self.thread: threading.Thread | None = None
+
+
+def open_here(measurer: Measurer, config: Config, reps: int) -> tuple[str, str | None, list[float]]:
+    """Open ``config`` in this process (the caller's GPU of a ``local`` multi-device tuning):
+    prepare it, take its opening ``reps``; (status, why it failed, samples)."""
+    for prepared in measurer.prepare([config]):
+        if prepared.status != "ok" or prepared.error is not None:
+            return prepared.status, prepared.error, []
+    try:
+        return "ok", None, measurer.sample(config, reps)
+    except MeasureFailure as err:
+        return "failed", f"run: {err}", []
+
+
+def settle_leaders(slot: Slot, leaders: Sequence[Config], reps: int) -> None:
+    """The auto timer's choice for the final race, on a GPU: the worker settles on the
+    leaders' opening samples (``reps`` each, taken now on that worker)."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.engine.bench import Timing
+
+    if bt.device_facts()["type"] not in ("cuda", "hip"):
+        return
+    first = {}
+    for config in leaders:
+        if config in slot.ready:
+            try:
+                samples = slot.measurer.sample(config, reps)
+            except MeasureFailure:
+                continue
+            mid = statistics.median(samples)
+            first[config] = Timing(mid, 0.0, len(samples), min(samples))
+    if first:
+        slot.measurer.settle(first)

@@ -83,6 +83,13 @@ class CudaGraphTimer(CudaEventTimer):
         graph, launches = self._graph(run, setup)
         return [ms / launches for ms in self.timed(graph.replay, setup, reps)]
 
+    def close(self) -> None:
+        """Destroy the graphs now, at the end of the tuning. Left to the garbage collector,
+        a graph could be destroyed while the program captures one of its own, and a graph
+        destroyed during a capture invalidates that capture (``operation not permitted
+        when stream is capturing``)."""
+        self.graphs.clear()
+
 
 class AutoTimer:
     """Events, or graphs for every sample when a probe of the kernel is short (``settle``)."""
@@ -113,6 +120,10 @@ class AutoTimer:
     def sample(self, run: Callable[[], Any], setup: Callable[[], Any], reps: int) -> list[float]:
         timer = self.graph if self.graph is not None else self.events
         return timer.sample(run, setup, reps)
+
+    def close(self) -> None:
+        if self.graph is not None:
+            self.graph.close()
 
 
 def make_timer(timing: str = "auto", per_launch_setup: bool = False) -> Any:

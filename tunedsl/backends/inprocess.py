@@ -22,10 +22,13 @@ configuration's (``hook_args``).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import queue
 import statistics
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -278,6 +281,13 @@ class CompileAhead:
                 yield item
 
 
+def _per_launch_timing(timer: Any) -> None:
+    """In-place arguments were found: every launch now restores arguments first, so
+    ``timing="auto"`` keeps per-launch timing (as with ``restore_value``)."""
+    if hasattr(timer, "per_launch_setup"):
+        timer.per_launch_setup = True
+
+
 class InProcessMeasurer:
     """The ``Measurer`` seam in this process (see the module docstring).
 
@@ -308,7 +318,9 @@ class InProcessMeasurer:
         with BENCH_LOCK:
             self.timer = graph_timing.make_timer(req.timing, per_launch_setup(req))
             self.guard = Guard(self.bound, req, watch=WATCH_IN_PLACE, kernel=info.qualname)
-            self.guard.on_found = self._restoring
+            # A closure over the timer, not a bound method: a guard -> measurer cycle would
+            # leave the timer's CUDA graphs to the garbage collector (see close).
+            self.guard.on_found = functools.partial(_per_launch_timing, self.timer)
             self.verifier = Verifier(req, self.guard) if req.verify not in (None, False) else None
         self.runs: dict[Config, Callable[[], Any]] = {}
         # Per configuration: its hooks' arguments, and the setup before each repetition.
@@ -317,6 +329,7 @@ class InProcessMeasurer:
         self.first_ms: dict[Config, float] = {}
         self.settled = False
         self.ahead: CompileAhead | None = None
+        self.gpu_s = 0.0  # seconds spent measuring (warm-ups, verification, samples)
 
     @property
     def compile_workers(self) -> int:
@@ -331,12 +344,6 @@ class InProcessMeasurer:
         options = {**v.kwargs, **v.options}
         kernel, launch = self.req.kernel, self._launch
         return lambda: launch(kernel, v.grid, v.args, options)
-
-    def _restoring(self) -> None:
-        """In-place arguments were found: every launch now restores arguments first, so
-        ``timing="auto"`` keeps per-launch timing (as with ``restore_value``)."""
-        if hasattr(self.timer, "per_launch_setup"):
-            self.timer.per_launch_setup = True
 
     def _post(self, config: Config, error: BaseException | None) -> None:
         if self.req.post_hook is not None:  # Triton's hook signature
@@ -389,7 +396,7 @@ class InProcessMeasurer:
             setup = self._setup(v)
             error: BaseException | None = None
             problem: str | None = None
-            with BENCH_LOCK:
+            with BENCH_LOCK, self._busy():
                 try:
                     if self.verifier is not None:
                         problem = self.verifier.check(run, self.hook_args[v.config])
@@ -422,7 +429,7 @@ class InProcessMeasurer:
                     raise MeasureFailure(prep.error.removeprefix("run: "))
             run = self.runs[config]
         setup = self.setups[config]
-        with BENCH_LOCK:
+        with BENCH_LOCK, self._busy():
             try:
                 if not self.settled and hasattr(self.timer, "settle"):
                     self._choose_timer(run, setup)
@@ -453,7 +460,24 @@ class InProcessMeasurer:
     def settle(self) -> None:
         """The timer is chosen before the first sample (``_choose_timer``): nothing left."""
 
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.gpu_s += time.perf_counter() - start
+
     def close(self) -> None:
+        # The next tuning's plan of how many GPUs to use learns from this one (bookkeeping:
+        # never a reason for closing to fail, say after a sticky CUDA error).
+        with contextlib.suppress(Exception):
+            if self.runs:
+                from tunedsl.backends import device_plan
+
+                model = device_plan.model_name(self.bt.device_facts())
+                seconds = self.gpu_s / len(self.runs)
+                device_plan.observe(model, measure_s=seconds, configs=len(self.runs))
         if self.ahead is not None:
             self.ahead.cancel()
             self.ahead = None
@@ -461,3 +485,9 @@ class InProcessMeasurer:
             self.bt.synchronize()
             self.guard.close()
             self.bt.synchronize()
+            # The timer's CUDA graphs go now, not at a later garbage collection: the
+            # collector can run inside the program's own CUDA-graph capture, where
+            # destroying a graph invalidates that capture.
+            close_timer = getattr(self.timer, "close", None)
+            if close_timer is not None:
+                close_timer()

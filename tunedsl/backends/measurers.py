@@ -30,7 +30,11 @@ class TunerMeasurer(Measurer, Protocol):
     def settle(self) -> None: ...
 
 
-__all__ = ["TunerMeasurer", "WorkerSeam", "make_measurer", "maybe_multi_device"]
+__all__ = ["PLAN_BUDGET", "TunerMeasurer", "WorkerSeam", "make_measurer", "maybe_multi_device",
+           "plan_budget"]  # fmt: skip
+
+#: ``budget_s``'s default: the budget the tuner's search of ``req`` runs under (``plan_budget``).
+PLAN_BUDGET = object()
 
 
 def make_measurer(
@@ -38,12 +42,15 @@ def make_measurer(
     variant_for: Callable[[Config], Variant],
     first: Variant,
     progress: Progress | None = None,
+    budget_s: object = PLAN_BUDGET,
 ) -> TunerMeasurer:
     """The measurer for ``req`` (a ``TuneRequest``): on every GPU of the caller's model
     when ``TUNEDSL_TUNE_DEVICES`` allows it and ``device_plan`` expects it to pay
-    (``multi_device.py``), else in a worker when ``req.isolate``, else in this process."""
+    (``multi_device.py``), else in a worker when ``req.isolate``, else in this process.
+    ``budget_s``: the budget the search runs under (None: none; by default the tuner's rule,
+    ``plan_budget``), which the plan weighs."""
     if req.space is None:  # a listed space: the workers get every input up front
-        multi = maybe_multi_device(req)
+        multi = maybe_multi_device(req, budget_s)
         if multi is not None:
             return WorkerSeam(req, multi, progress)
     if req.isolate:
@@ -92,7 +99,8 @@ class WorkerSeam:
 
     @property
     def timer_kind(self) -> str:
-        return self.kind
+        local = getattr(self.inner, "local", None)  # the caller's GPU, measured here: its timer
+        return str(local.measurer.timer_kind) if local is not None else self.kind
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
         for prep in self.inner.prepare(configs):
@@ -146,11 +154,12 @@ class WorkerSeam:
         self.inner.close()
 
 
-def maybe_multi_device(req: Any) -> Any:
+def maybe_multi_device(req: Any, budget_s: object = PLAN_BUDGET) -> Any:
     """A ``MultiDeviceMeasurer`` when this tuning should use several GPUs, else None (the
     caller then measures as before): on a GPU, with ``TUNEDSL_TUNE_DEVICES`` naming more than
-    the caller's device, ``plan_devices`` expecting them to pay off, and a kernel and
-    arguments that can be sent to a worker (otherwise one warning, and None)."""
+    the caller's device, ``plan_devices`` expecting them to pay off under ``budget_s`` (the
+    search's budget; by default ``plan_budget(req)``), and a kernel and arguments that can be
+    sent to a worker (otherwise one warning, and None)."""
     from tunedsl import knobs
     from tunedsl.backends import triton as bt
     from tunedsl.backends.device_choice import tune_devices
@@ -166,43 +175,56 @@ def maybe_multi_device(req: Any) -> Any:
     devices = tune_devices(knobs.tune_devices(), visible, caller, models)
     if len(devices) < 2:
         return None
+    from tunedsl.backends.compile_pool import default_workers
     from tunedsl.backends.device_plan import costs_for, plan_devices
     from tunedsl.backends.multi_device import MultiDeviceMeasurer, workers_warm
 
+    budget = plan_budget(req) if budget_s is PLAN_BUDGET else budget_s
+    assert budget is None or isinstance(budget, (int, float))
+    # Not isolated: the caller's GPU measures in this process (no worker to start) and the
+    # other GPUs' workers join it; isolated, every GPU measures in a worker.
+    isolate = bool(getattr(req, "isolate", False))
     costs = costs_for(
-        models[caller], warm=workers_warm(devices), isolate=bool(getattr(req, "isolate", False))
+        models[caller],
+        warm=workers_warm(devices if isolate else devices[1:]),
+        isolate=isolate,
+        cores=default_workers(),
     )
-    if plan_devices(len(variants), len(devices), costs, _budget(req)) < 2:
+    used = plan_devices(len(variants), len(devices), costs, budget)
+    if used < 2:
         return None
     try:
         return MultiDeviceMeasurer(
             req,
-            devices,
+            devices[:used],
             caller=caller,
             timing=getattr(req, "timing", "auto"),
             opening_reps=_opening_reps(getattr(req, "effort", "default")),
             model=models[caller],
+            local=not isolate,
         )
     except UsageError as err:  # not picklable: tune in this process, on the caller's GPU
         warnings.warn(f"tuning on one GPU: {err}", RuntimeWarning, stacklevel=2)
         return None
 
 
-def _budget(req: Any) -> float | None:
-    budget = getattr(req, "budget_s", None)
-    if budget is not None:
-        return float(budget)
-    from tunedsl.engine.effort import SEARCH_EFFORTS
+def plan_budget(req: Any) -> float | None:
+    """The budget the tuner searches ``req``'s listed space under (``search_budget``)."""
+    from tunedsl.engine.effort import search_budget
 
-    effort = SEARCH_EFFORTS.get(getattr(req, "effort", "default"))
-    return effort.budget_s if effort is not None else None
+    return search_budget(
+        getattr(req, "budget_s", None),
+        getattr(req, "search", "auto"),
+        getattr(req, "effort", "default"),
+        len(getattr(req, "variants", ())),
+    )
 
 
 def _model(device: int) -> str:
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.device_plan import model_name
 
-    facts = bt._device_facts_at(device)
-    return f"{facts['name']} ({facts['type']} {facts.get('capability')})"
+    return model_name(bt._device_facts_at(device))
 
 
 def _opening_reps(effort: str) -> int:

@@ -5,35 +5,31 @@ several measurement workers (``isolated.py``'s processes: kernel by value, input
 one per GPU of the caller's model (``TUNEDSL_TUNE_DEVICES``, see ``tune_devices``), when
 ``device_plan.py`` expects them to pay for their start:
 
-- **Starting**: every worker starts (import, CUDA, the inputs) in the background when the
-  measurer is made, beside the host's first compiles (a start costs seconds: counted in a
-  worker's "busy" time before, 3.6 s of the 4.5 s two H200s spent each on 24 configs).
-- **Compiling once, on every core** (``host_compile.py``): ``prepare`` compiles its batch
-  in this process, once, on the compile pool's threads (all the host's cores), into
-  Triton's cache, and ``prefetch`` starts the search's next batches (``lookahead`` of them)
-  while the GPUs measure. Compiling for a GPU needs the model, not the device, so one
-  compile serves every GPU of the model.
-- **Spreading**: one queue of compiled configurations, whichever batch they belong to; each
-  GPU's thread takes a share of what waits as soon as its GPU is free and sends it in one
-  ``open`` request (the worker loads each, takes its opening repetitions and answers it: no
-  round trip per configuration from a process whose GIL the compile threads hold). So the
-  GPUs open the next batch while the search's thread races the current one's later rounds.
-  ``prepare`` yields each configuration's result as it comes, so the race opens candidates
-  while the other GPUs still work. The search's own samples on a GPU go before that GPU's
-  next part; a ``prepare`` closed early (budget spent) pauses the opening.
+- **Starting**: every worker starts (import, CUDA, the inputs: seconds) in the background
+  when the measurer is made, beside the host's first compiles. With ``local=True`` the
+  caller's GPU needs no worker: the search's thread opens configurations on it, in this
+  process (``InProcessMeasurer``), from the first compile on, and the other GPUs join as
+  their workers come up, so their start costs the tuning nothing.
+- **Compiling once, on every core** (``host_compile.py``): each configuration once, in this
+  process, on the compile pool's threads, into Triton's cache (one compile serves every GPU
+  of the model); ``prefetch`` starts the search's next batches while the GPUs measure.
+- **Spreading**: one queue of compiled configurations; each GPU's thread takes a share of
+  what waits as soon as its GPU is free and sends it in one ``open`` request (the worker
+  loads each, takes its opening repetitions and answers it), so the GPUs open the next batch
+  while the search's thread races the current one's later rounds. ``prepare`` yields each
+  result as it comes; a ``prepare`` closed early (budget spent) pauses the opening.
 - **Merging**: a candidate's first ``sample`` is its banked opening (taken in parallel);
   later samples of the race are taken on the GPU that opened it (same model: comparable),
   and a round's samples on different GPUs side by side (``sample_round``: one thread per
   GPU), so a round costs what its busiest GPU takes, not the sum.
 - **The choice is the caller's GPU's**: ``final_on_caller(leaders)`` (the driver calls it
-  before the final race of the leaders) routes every later ``sample`` to the caller's
-  worker, so the leaders are raced side by side on the device the kernel will run on.
+  before the final race of the leaders) routes every later ``sample`` to the caller's GPU
+  (this process, or its worker), so the leaders are raced on the device the kernel runs on.
 - **Failure**: a configuration that crashes or hangs one worker fails alone (that worker
   restarts, ``isolated.py``; the rest of its part is sent again one at a time to find it);
   a worker that cannot be set up at all hands its part back to the others and takes no
   more; a configuration that fails to compile fails on the host.
-- **Where the time went**: ``stats`` (``host_compile.Split``): the caller's phases and each
-  worker's start, idle, load, timing, round-trip and race seconds.
+- **Where the time went**: ``stats`` (``host_compile.Split``).
 
 Mixed models never share a decision: only GPUs of the caller's model are used, and the
 device model is part of every key (``backends.triton.device_facts``).
@@ -43,7 +39,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import queue
-import statistics
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -51,8 +46,15 @@ from typing import Any
 
 from tunedsl.backends import device_plan, device_workers
 from tunedsl.backends.device_choice import tune_devices
-from tunedsl.backends.device_workers import Slot, shutdown_workers, workers_warm
+from tunedsl.backends.device_workers import (
+    Slot,
+    open_here,
+    settle_leaders,
+    shutdown_workers,
+    workers_warm,
+)
 from tunedsl.backends.host_compile import HostCompiler, Split, WorkerSplit
+from tunedsl.backends.inprocess import InProcessMeasurer
 from tunedsl.backends.isolated import IsolatedMeasurer, _Died
 from tunedsl.engine.racing import DEFAULT_RACE
 from tunedsl.engine.seams import MeasureFailure, Prepared
@@ -74,11 +76,11 @@ class MultiDeviceMeasurer:
     ``opening_reps``: repetitions each worker takes of a configuration it loaded (the
     race's ``first_reps``). ``chunk``: the most compiled configurations a worker takes at
     once (default: a share of what waits, at most ``MAX_CHUNK``).
-    ``compile_target``: the host stage compiles for this target (``"cuda:90"``) instead of
-    the caller's GPU (a cross-compile: what a host without the GPU does; tests use it).
+    ``compile_target``: the host compiles for this target (``"cuda:90"``), not the caller's
+    GPU (a cross-compile, as a host without the GPU does; tests use it).
     ``model``: the devices' model, under which ``device_plan`` records the workers' start
-    and measuring seconds for the next tuning's decision.
-    The workers start now, in the background, while the host compiles
+    and measuring seconds. ``local``: the caller's GPU measures in this process, on the
+    search's thread (never with ``isolate=True``). The workers start now, in the background
     (``wait_started`` waits for them).
     """
 
@@ -93,6 +95,7 @@ class MultiDeviceMeasurer:
         chunk: int | None = None,
         compile_target: str | None = None,
         model: str | None = None,
+        local: bool = False,
     ) -> None:
         if not devices:
             raise UsageError("MultiDeviceMeasurer: devices is empty")
@@ -121,8 +124,15 @@ class MultiDeviceMeasurer:
         self._asked: float | None = None  # when the first prepare began
         seen: dict[int, int] = {}
         self.slots: list[Slot] = []
+        self.local: Slot | None = None  # the caller's GPU, measured on the search's thread
         try:
-            for device in self.devices:
+            for n, device in enumerate(self.devices):
+                if local and n == self.caller:
+                    here = InProcessMeasurer(req, variants.__getitem__, req.variants[0])
+                    self.local = Slot(here, WorkerSplit(device=device))  # type: ignore[arg-type]
+                    self.local.started.set()
+                    self.slots.append(self.local)
+                    continue
                 nth = seen[device] = seen.get(device, -1) + 1
                 worker = device_workers.worker(device, nth)
                 measurer = IsolatedMeasurer(req, timing, device=device, worker=worker)
@@ -136,15 +146,14 @@ class MultiDeviceMeasurer:
         self.final = False
         self.trace: list[tuple[Config, int]] = []  # (config, slot) of each non-banked sample
         self.final_from: int | None = None
-        # Batches the search announces ahead (driver.py): the host keeps compiling, and the
-        # GPUs opening, while a batch's race runs its later rounds on one GPU at a time.
+        # Batches the search announces ahead (driver.py): the host compiles while a race runs.
         self.lookahead = 1 + len(self.slots)
         self.stats.setup_s = time.perf_counter() - born
-        # Every worker starts now, side by side and while the host compiles (a worker's
-        # start, importing torch and Triton and receiving the inputs, costs seconds).
+        # Every worker starts now, side by side and while the host compiles.
         for index, slot in enumerate(self.slots):
-            slot.thread = threading.Thread(target=self._run, args=(index,), daemon=True)
-            slot.thread.start()
+            if slot is not self.local:
+                slot.thread = threading.Thread(target=self._run, args=(index,), daemon=True)
+                slot.thread.start()
 
     def __repr__(self) -> str:
         return f"MultiDeviceMeasurer(devices={self.devices})"
@@ -163,6 +172,7 @@ class MultiDeviceMeasurer:
                 self._deliver(Prepared(config, "failed", self._no_worker()))
             else:
                 self._work.put(config)
+                self._cond.notify_all()  # a local caller's thread may wait for work
 
     def _deliver(self, prepared: Prepared) -> None:
         with self._cond:
@@ -171,9 +181,7 @@ class MultiDeviceMeasurer:
             self._cond.notify_all()
 
     def _no_worker(self) -> str:
-        why = "; ".join(
-            f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots) if s.dead
-        )
+        why = "; ".join(f"device {self.devices[i]}: {s.dead}" for i, s in enumerate(self.slots))
         return f"no measurement worker left ({why})"
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
@@ -193,11 +201,16 @@ class MultiDeviceMeasurer:
             while waiting:
                 with self._cond:
                     done = [self._results.pop(c) for c in list(waiting) if c in self._results]
-                    if not done:
-                        start = time.perf_counter()
-                        self._cond.wait(0.05)
-                        self.stats.wait_s += time.perf_counter() - start
-                        continue
+                # local: open one here, outside the lock (the others deliver meanwhile)
+                if not done and self._open_here():
+                    continue
+                if not done:
+                    with self._cond:
+                        if not self._ready(waiting):
+                            start = time.perf_counter()
+                            self._cond.wait(0.05)
+                            self.stats.wait_s += time.perf_counter() - start
+                    continue
                 if self.stats.first_s is None:
                     self.stats.first_s = time.perf_counter() - self._asked
                 for prepared in done:
@@ -206,6 +219,10 @@ class MultiDeviceMeasurer:
         except GeneratorExit:  # the race stopped taking (budget spent): no new part starts
             self._paused = True
             raise
+
+    def _ready(self, waiting: set[Config]) -> bool:  # a result, or work to open here
+        local = self.local is not None and self._taking() and not self._work.empty()
+        return local or any(c in self._results for c in waiting)
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Start compiling ``configs`` on the host now: the driver announces the next batch
@@ -274,6 +291,25 @@ class MultiDeviceMeasurer:
             except queue.Empty:
                 break
         return part
+
+    def _open_here(self) -> bool:
+        """The search's thread opens one compiled configuration here (``local``): if any."""
+        slot = self.local
+        if slot is None or not self._taking():
+            return False
+        try:
+            config = self._work.get_nowait()
+        except queue.Empty:
+            return False
+        start = time.perf_counter()
+        self.events.append(("measuring", config, start))
+        with slot.lock:
+            status, why, samples = open_here(slot.measurer, config, self.opening_reps)
+        took = time.perf_counter() - start
+        slot.stats.time_s += took
+        self.stats.measure_s[self.caller] += took
+        self._bank(self.caller, config, status, why, samples)
+        return True
 
     def _retire(self, index: int, why: str, part: Sequence[Config] = ()) -> None:
         """The worker cannot be set up: it takes no more; its part goes back to the others,
@@ -403,7 +439,8 @@ class MultiDeviceMeasurer:
                 except MeasureFailure as err:
                     out[n] = err
 
-        parts = list(groups.values())
+        # The caller's samples on the search's thread (``local``: where this process measures).
+        parts = [groups[i] for i in sorted(groups, key=lambda i: i != self.caller)]
         if len(parts) == 1:
             run(parts[0])
             return out
@@ -438,29 +475,11 @@ class MultiDeviceMeasurer:
         try:
             with slot.lock:
                 self._ready_on(self.caller, leaders)
-                if self.timing == "auto":
-                    self._settle(slot, leaders)
+                if self.timing == "auto" and slot is not self.local:  # local: timer chosen
+                    settle_leaders(slot, leaders, self.opening_reps)
         finally:
             slot.wanted -= 1
             self.stats.final_s += time.perf_counter() - start
-
-    def _settle(self, slot: Slot, leaders: Sequence[Config]) -> None:
-        from tunedsl.backends import triton as bt
-        from tunedsl.engine.bench import Timing
-
-        if bt.device_facts()["type"] not in ("cuda", "hip"):
-            return
-        first = {}
-        for config in leaders:
-            if config in slot.ready:
-                try:
-                    samples = slot.measurer.sample(config, self.opening_reps)
-                except MeasureFailure:
-                    continue
-                mid = statistics.median(samples)
-                first[config] = Timing(mid, 0.0, len(samples), min(samples))
-        if first:
-            slot.measurer.settle(first)
 
     def close(self) -> None:
         """Drop every worker's copies (the processes stay warm for the next tuning); the
@@ -468,7 +487,7 @@ class MultiDeviceMeasurer:
         opened = sum(slot.stats.opened for slot in self.slots)
         if self.model is not None and opened and not self._closed:
             busy = sum(s.stats.load_s + s.stats.time_s + s.stats.race_s for s in self.slots)
-            device_plan.observe(self.model, measure_s=busy / opened)
+            device_plan.observe(self.model, measure_s=busy / opened, configs=opened)
         self._closed = True
         if hasattr(self, "host"):
             self.host.closed = True

@@ -237,10 +237,17 @@ class DirectLauncher:
         else:
             run(*grid3, stream, *middle, *args, *tail)
 
-    def plan(self) -> DirectPlan | None:
-        """This launcher's direct launch on the current device, once it has one and no
-        keyword argument of the call is static (None: launch through ``__call__``)."""
-        if self.disabled or self.dyn0 is None or self.tail_const is None:
+    def plan(self, static_kwargs: Mapping[str, Any] | None = None) -> DirectPlan | None:
+        """This launcher's direct launch on the current device, once it has one, for calls
+        whose static keyword arguments are ``static_kwargs`` (None: launch through
+        ``__call__``)."""
+        tail = self.tail_const
+        if tail is None and static_kwargs is not None and not self.disabled:
+            try:
+                tail = tuple(static_kwargs[v] if st else v for st, v in self.tail_plan)
+            except KeyError:  # not this launcher's keyword arguments
+                return None
+        if self.disabled or self.dyn0 is None or tail is None:
             return None
         if self.get_device is None or self.get_stream is None:
             return None
@@ -252,7 +259,7 @@ class DirectLauncher:
             compiled.run,
             compiled.middle,
             compiled.packs_args,
-            self.tail_const,
+            tail,
             device,
             self.get_device,
             self.get_stream,

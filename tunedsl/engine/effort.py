@@ -39,3 +39,17 @@ def search_effort(name: str) -> SearchEffort:
         return SEARCH_EFFORTS[name]
     except KeyError:
         raise UsageError(f"effort={name!r}: expected one of {', '.join(SEARCH_EFFORTS)}") from None
+
+
+def search_budget(budget_s: float | None, search: str, effort: str, size: int) -> float | None:
+    """The budget of one search of ``size`` configurations: ``budget_s`` when given, else
+    none for a small space searched exhaustively (its record then covers every candidate),
+    else the effort preset's. The tuner searches under it, and the plan of how many GPUs
+    measure (``backends/device_plan.py``) weighs the same budget."""
+    from tunedsl.engine.search.auto import SMALL_VALID
+
+    if budget_s is not None:
+        return budget_s
+    if search in ("auto", "exhaustive") and size <= SMALL_VALID:
+        return None
+    return search_effort(effort).budget_s

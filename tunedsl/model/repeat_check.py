@@ -67,6 +67,10 @@ class RepeatCheckCode:
     env: Mapping[str, Any]
     # The same test per argument, in structured form (the code above is its Python form).
     arg_checks: tuple[ArgCheck, ...] = ()
+    # True for a call whose keyword arguments are not the sample's (``kwargs``): "kwargs"
+    # where the sample had none; else equal names, classes and values (see repeat_check_code).
+    kwargs_mismatch: str = "kwargs"
+    kwargs_sample: Mapping[str, Any] | None = None  # the same test's data: the sample's
 
     @property
     def names(self) -> str:
@@ -90,9 +94,23 @@ def repeat_check_code(
     hole: object,
     with_align: bool,
     layout_check: Callable[[Sequence[Any]], Callable[..., bool] | None],
+    sample_kwargs: Mapping[str, Any] | None = None,
 ) -> RepeatCheckCode | None:
-    """The code of :func:`make_repeat_check` (same arguments), or None where it has none."""
+    """The code of :func:`make_repeat_check` (same arguments), or None where it has none.
+
+    ``sample_kwargs``, the call's keyword arguments computed per call from its arguments
+    (``BLOCK=triton.next_power_of_2(n)``): a call passes only with the same names and
+    values of the same classes (ints, floats, strings, bools, None). Equal values give the
+    call key the sample had, whether the kernel takes them as constexprs (the key holds the
+    value) or not (the key holds less); any other value is a miss of this check, and the
+    call key decides."""
     env: dict[str, Any] = {"hole": hole, "constexpr_key": constexpr_key}
+    kwargs_mismatch = "kwargs"
+    if sample_kwargs:
+        mismatch = _kwargs_mismatch(sample_kwargs, env)
+        if mismatch is None:
+            return None
+        kwargs_mismatch = mismatch
     tests: list[str] = []
     arg_checks: list[ArgCheck] = []
     tensors: list[Any] = []
@@ -165,7 +183,30 @@ def repeat_check_code(
         test=" and ".join(tests) or "True",
         env=env,
         arg_checks=tuple(arg_checks),
+        kwargs_mismatch=kwargs_mismatch,
+        kwargs_sample=dict(sample_kwargs) if sample_kwargs else None,
     )
+
+
+_KWARG_CLASSES = (int, float, str, bool)
+_MISSING = object()
+
+
+def _kwargs_mismatch(sample: Mapping[str, Any], env: dict[str, Any]) -> str | None:
+    """The test, true for keyword arguments unlike ``sample``'s; None where a value is of a
+    class this check does not compare (a tensor, a tuple: the call key decides)."""
+    tests = [f"len(kwargs) != {len(sample)}"]
+    env["MISSING"] = _MISSING
+    for i, (name, value) in enumerate(sample.items()):
+        if value is None:
+            tests.append(f"kwargs.get({name!r}, MISSING) is not None")
+            continue
+        if value.__class__ not in _KWARG_CLASSES:
+            return None
+        env[f"KC{i}"], env[f"KV{i}"] = value.__class__, value
+        get = f"kwargs.get({name!r}, MISSING)"
+        tests.append(f"{get}.__class__ is not KC{i} or {get} != KV{i}")
+    return " or ".join(tests)
 
 
 def make_repeat_check(
@@ -193,11 +234,11 @@ def make_repeat_check(
 def compile_repeat_check(
     code: RepeatCheckCode,
 ) -> Callable[[Sequence[Any], Mapping[str, Any]], bool]:
-    """``repeat_check(args, kwargs)`` from its code (false for any keyword argument)."""
+    """``repeat_check(args, kwargs)`` from its code."""
     pointers = "".join(f"    {line}\n" for line in code.pointers)
     body = (
         "def repeat_check(args, kwargs):\n"
-        f"    if kwargs or len(args) != {code.arity}:\n"
+        f"    if len(args) != {code.arity} or {code.kwargs_mismatch}:\n"
         "        return False\n"
         f"    {code.names} = args\n"
         f"    if not {code.layout}:\n"

@@ -108,6 +108,7 @@ def make_native_fused(
         tuple(plan.tail),
         plan.packs_args,
         fallback,
+        check.kwargs_sample,
     )
     return fused
 
@@ -152,7 +153,7 @@ def make_python_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: D
     env.update({f"T{i}": v for i, v in enumerate(plan.tail)})
     body = (
         "def fused(kernel, args, kwargs, bind):\n"
-        f"    if kernel is not KERNEL or kwargs or len(args) != {check.arity}:\n"
+        f"    if kernel is not KERNEL or len(args) != {check.arity} or {check.kwargs_mismatch}:\n"
         "        return None\n"
         f"    {check.names} = args\n"
         f"    if not {check.layout}:\n"
@@ -189,6 +190,7 @@ def fuse_entry(
     entry: Entry,
     code: RepeatCheckCode,
     args: Sequence[Any],
+    static_kwargs: Mapping[str, Any],
     fallback: Callable[..., Any],
 ) -> Fused | None:
     """The fused launch of ``entry`` (``runtime/fused.py``) where its launcher launches
@@ -196,5 +198,5 @@ def fuse_entry(
     plan_of = getattr(entry.launcher_object, "plan", None)
     if plan_of is None or entry.zeroing or any(a is HOLE for a in args) or not knobs.fused_launch():
         return None
-    plan = plan_of()
+    plan = plan_of(static_kwargs)
     return None if plan is None else make_fused(kernel, entry, code, plan, fallback)

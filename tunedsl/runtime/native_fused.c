@@ -52,6 +52,7 @@ typedef struct {
     PyObject *kernel, *hole, *constexpr_key, *check, *config, *result, *entry, *launch;
     PyObject *dyn0, *rt, *run, *device, *get_device, *get_stream, *middle, *tail;
     PyObject *fallback; /* the site's call, for a call of six arguments this one turns down */
+    PyObject *kwargs0;  /* the sample's keyword arguments (a dict), or None: none allowed */
 } Fused;
 
 static PyObject *str_data_ptr, *str_used, *str_enter, *str_exit, *str_calls;
@@ -75,6 +76,7 @@ static int fused_traverse(Fused *self, visitproc visit, void *arg) {
     Py_VISIT(self->middle);
     Py_VISIT(self->tail);
     Py_VISIT(self->fallback);
+    Py_VISIT(self->kwargs0);
     return 0;
 }
 
@@ -97,6 +99,7 @@ static int fused_clear(Fused *self) {
     Py_CLEAR(self->middle);
     Py_CLEAR(self->tail);
     Py_CLEAR(self->fallback);
+    Py_CLEAR(self->kwargs0);
     return 0;
 }
 
@@ -119,6 +122,29 @@ static int int_passes(PyObject *x, int kind, long low) {
     if (kind == K_INT_16)
         return v % 16 == 0;
     return v != 1 && v % 16 != 0;
+}
+
+/* 1: a call's keyword arguments have the sample's names, and values of the same classes
+   that compare equal (RepeatCheckCode.kwargs_mismatch); 0: not (a mapping other than a
+   dict included: the general path takes it); -1: an error. */
+static int kwargs_match(PyObject *kwargs, PyObject *sample) {
+    if (!PyDict_CheckExact(kwargs) || PyDict_GET_SIZE(kwargs) != PyDict_GET_SIZE(sample))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *name, *want;
+    while (PyDict_Next(sample, &pos, &name, &want)) {
+        PyObject *got = PyDict_GetItemWithError(kwargs, name); /* borrowed */
+        if (got == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (Py_TYPE(got) != Py_TYPE(want))
+            return 0;
+        if (got != want) {
+            int equal = PyObject_RichCompareBool(got, want, Py_EQ);
+            if (equal <= 0)
+                return equal;
+        }
+    }
+    return 1;
 }
 
 /* Launch-hook test of compat.LAUNCH_HOOKED_CODE: 1 hooked, 0 not, -1 AttributeError (a hook
@@ -154,11 +180,19 @@ static PyObject *fused_fast(Fused *self, PyObject *const *argv) {
     PyObject *kernel = argv[0], *args = argv[1], *kwargs = argv[2], *bind = argv[3];
     if (kernel != self->kernel)
         Py_RETURN_NONE;
-    int has_kwargs = PyObject_IsTrue(kwargs);
-    if (has_kwargs < 0)
-        return NULL;
+    int kwargs_ok;
+    if (self->kwargs0 == Py_None) {
+        int has_kwargs = PyObject_IsTrue(kwargs);
+        if (has_kwargs < 0)
+            return NULL;
+        kwargs_ok = !has_kwargs;
+    } else {
+        kwargs_ok = kwargs_match(kwargs, self->kwargs0);
+        if (kwargs_ok < 0)
+            return NULL;
+    }
     /* The expansion passes a tuple; a list unpacks alike. Anything else: the general path. */
-    if (has_kwargs || !(PyTuple_CheckExact(args) || PyList_CheckExact(args)) ||
+    if (!kwargs_ok || !(PyTuple_CheckExact(args) || PyList_CheckExact(args)) ||
         PySequence_Fast_GET_SIZE(args) != self->arity)
         Py_RETURN_NONE;
     /* A list is copied: bind, Python code, could change it under our item pointers. */
@@ -392,19 +426,23 @@ static PyObject *fused_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
              device, get_device, get_stream, middle, tail, packs_args[, fallback]) */
     PyObject *kernel, *kinds, *lows, *expected, *tensor_positions, *hole, *constexpr_key;
     PyObject *check, *config, *result, *entry, *launch, *dyn0, *rt, *run, *device;
-    PyObject *get_device, *get_stream, *middle, *tail, *fallback = Py_None;
+    PyObject *get_device, *get_stream, *middle, *tail, *fallback = Py_None, *kwargs0 = Py_None;
     int reads_pointers, as_address, packs_args;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "Fused takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!ppOOOOOOOOOOOOOO!O!p|O", &kernel, &PyTuple_Type, &kinds,
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!ppOOOOOOOOOOOOOO!O!p|OO", &kernel, &PyTuple_Type, &kinds,
                           &PyTuple_Type, &lows, &PyTuple_Type, &expected, &PyTuple_Type,
                           &tensor_positions, &reads_pointers, &as_address, &hole, &constexpr_key,
                           &check, &config, &result, &entry, &launch, &dyn0, &rt, &run, &device,
                           &get_device, &get_stream, &PyTuple_Type, &middle, &PyTuple_Type, &tail,
-                          &packs_args, &fallback))
+                          &packs_args, &fallback, &kwargs0))
         return NULL;
+    if (kwargs0 != Py_None && !PyDict_CheckExact(kwargs0)) {
+        PyErr_SetString(PyExc_TypeError, "Fused: the sample's keyword arguments: a dict or None");
+        return NULL;
+    }
     Py_ssize_t arity = PyTuple_GET_SIZE(kinds);
     Py_ssize_t n_tensors = PyTuple_GET_SIZE(tensor_positions);
     if (arity > MAX_ARGS || PyTuple_GET_SIZE(lows) != arity ||
@@ -467,6 +505,7 @@ static PyObject *fused_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->middle = Py_NewRef(middle);
     self->tail = Py_NewRef(tail);
     self->fallback = Py_NewRef(fallback);
+    self->kwargs0 = Py_NewRef(kwargs0);
     return (PyObject *)self;
 }
 

@@ -160,7 +160,7 @@ class Site:
         # a call it turns down), else ``_call``. One C call, no Python frame, for a repeat.
         self.launch: Callable[..., LaunchResult] = self._call
         self.launch_held = False  # traced by torch.compile, whose guards check launch: keep it
-        self._repeat_factory: Callable[[Sequence[Any]], Any] | None = None
+        self._repeat_factory: Callable[[Sequence[Any], Mapping[str, Any]], Any] | None = None
         # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
@@ -258,20 +258,16 @@ class Site:
     ) -> None:
         """Make ``entry`` the one the next call checks first (a hit of another entry than
         the last). Only for the first kernel's plain call key: shapes keyed, no ``key=``,
-        no argument values of prune, no device part, no keyword arguments."""
+        no argument values of prune, no device part."""
         if entry.repeat is None:
             factory = self._repeat_factory
-            usable = (
-                factory is not None
-                and not static_kwargs
-                and self._key_fn is self._base_key_fn
-                and not self.has_key
-            )
-            code = factory(args) if usable else None  # type: ignore[misc]
+            usable = factory is not None and self._key_fn is self._base_key_fn and not self.has_key
+            code = factory(args, static_kwargs) if usable else None  # type: ignore[misc]
             if code is None:
                 entry.repeat = _no_repeat
             else:
-                entry.fused = fuse_entry(self._kernel, entry, code, args, self._call)
+                fused = fuse_entry(self._kernel, entry, code, args, static_kwargs, self._call)
+                entry.fused = fused
                 entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has _no_repeat
             if entry.repeat is not _no_repeat:
@@ -467,7 +463,7 @@ def _no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
 
 def _repeat_factory(
     info: Any, hole: object
-) -> Callable[[Sequence[Any]], repeat_check.RepeatCheckCode | None] | None:
+) -> Callable[[Sequence[Any], Mapping[str, Any]], repeat_check.RepeatCheckCode | None] | None:
     """The builder of repeat-check code for a kernel's calls (``repeat_check.repeat_check_code``
     with the backend's tensor layout check), or None when tunedsl's repeat checks are off."""
     if not knobs.repeat_check():
@@ -477,9 +473,11 @@ def _repeat_factory(
 
     with_align = info.jit and direct_launch_enabled()
 
-    def factory(args: Sequence[Any]) -> repeat_check.RepeatCheckCode | None:
+    def factory(
+        args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> repeat_check.RepeatCheckCode | None:
         return repeat_check.repeat_check_code(
-            args, info.constexpr_positions, hole, with_align, layout_check
+            args, info.constexpr_positions, hole, with_align, layout_check, kwargs
         )
 
     return factory

@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.engine.driver import SearchEvent, SearchOutcome, run_search
-from tunedsl.engine.effort import search_effort
+from tunedsl.engine.effort import search_budget, search_effort
 from tunedsl.engine.history import observations_from_results, results_from_observations
 from tunedsl.engine.racing import RaceSettings
 from tunedsl.engine.request import TuneRequest
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.engine.search import make_strategy
-from tunedsl.engine.search.auto import SMALL_VALID
 from tunedsl.engine.twins import interpreter_twins
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
@@ -130,13 +129,7 @@ def _race(req: TuneRequest) -> RaceSettings:
 
 
 def _budget(req: TuneRequest, size: int) -> float | None:
-    """An explicit budget, else none for a small space searched exhaustively (the record
-    then covers every candidate), else the effort preset's."""
-    if req.budget_s is not None:
-        return req.budget_s
-    if req.search in ("auto", "exhaustive") and size <= SMALL_VALID:
-        return None
-    return search_effort(req.effort).budget_s
+    return search_budget(req.budget_s, req.search, req.effort, size)
 
 
 def tune(req: TuneRequest) -> TuneOutcome:
@@ -239,7 +232,7 @@ def _search(
     # Log records are handed to logging once BENCH_LOCK is released: a handler may wait
     # for another thread's tuning, which needs that lock.
     with progress.held(), BENCH_LOCK:
-        measurer = make_measurer(req, variant_for, first, progress)
+        measurer = make_measurer(req, variant_for, first, progress, budget_s=budget)
         fields = mistakes.runtime_fields(info, req.variants)
         if fields:  # a failure is then most likely that mistake: say so at the first one
             measurer = _StopAtFirstFailure(

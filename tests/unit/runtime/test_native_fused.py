@@ -331,6 +331,61 @@ def test_with_a_fallback_it_takes_the_whole_call(fused_type: Any) -> None:
         whole(KERNEL, other, {}, bind, None)
 
 
+def test_keyword_arguments_computed_per_call_launch_only_when_equal_to_the_samples(
+    fused_type: Any,
+) -> None:
+    """A site whose call computes a keyword argument from its arguments
+    (``BLOCK=triton.next_power_of_2(n)``) keeps its fused launch: a call with the sample's
+    names, and values of the same classes that compare equal, launches with the sample's
+    tail; any other goes back to the site (None), where the call key decides. Both forms
+    decide alike."""
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    args = mm_args(a, b, c)
+    sample = {"BLOCK": 1024, "EPS": 1e-5, "MODE": "fast", "FLAG": True, "BIAS": None}
+    code = repeat_check.repeat_check_code(
+        args, frozenset(), HOLE, True, compat.layout_check, sample
+    )
+    assert code is not None
+    check = repeat_check.compile_repeat_check(code)
+    tail = (1024, 1e-5, "fast", True, None)
+    forms = []
+    for build in (fused.make_python_fused, "native"):
+        rec = Recorder()
+        entry = Entry(Config({"BM": 64}), rec.launch, object(), (), ())  # type: ignore[arg-type]
+        plan = DirectPlan(
+            rec.run, (), False, tail, 0, rec.get_device, rec.get_stream, {"BM": 64}, Runtime(),
+            fused.NATIVE_HOOKED_CODE, True,
+        )  # fmt: skip
+        if build == "native":
+            made = fused.make_native_fused(fused_type, KERNEL, entry, code, plan)
+        else:
+            made = fused.make_python_fused(KERNEL, entry, code, plan)
+        forms.append((made, rec, entry))
+    bind = bind_2d(64, 64)
+    unlike = [
+        {},
+        {**sample, "BLOCK": 2048},
+        {**sample, "BLOCK": 1024.0},  # equal, but of another class
+        {**sample, "FLAG": 1},
+        {**sample, "BIAS": 0},
+        {**sample, "EXTRA": 1},
+        {k: v for k, v in sample.items() if k != "MODE"},
+        {**{k: v for k, v in sample.items() if k != "MODE"}, "MORE": "fast"},
+    ]
+    for made, rec, entry in forms:
+        assert made(KERNEL, args, dict(sample), bind) is entry.result
+        assert rec.calls[-1][0] == "run" and rec.calls[-1][1][-5:] == tail
+        for kwargs in unlike:
+            rec.calls.clear()
+            assert made(KERNEL, args, kwargs, bind) is None and not rec.calls, kwargs
+    assert check(args, dict(sample))
+    assert not any(check(args, kwargs) for kwargs in unlike)
+    tensor_kwarg = repeat_check.repeat_check_code(
+        args, frozenset(), HOLE, True, compat.layout_check, {"W": a}
+    )
+    assert tensor_kwarg is None  # a tensor by keyword: the call key decides every call
+
+
 # A run of make_fused as the site makes it: the form it picked, the launch status, and what
 # every call of a fixed sequence did (compared by value: kinds, launch arguments, fallbacks).
 FALLBACK_RUN = """

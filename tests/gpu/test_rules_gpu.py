@@ -1,0 +1,115 @@
+"""Rules on a CUDA GPU: a key never swept is decided by a shipped rule inside a
+``torch.cuda.graph`` capture and inside ``torch.compile``, with no tuning. CPU twin:
+tests/integration/test_rules_cli.py.
+
+Skipped without a GPU (see tests/conftest.py); the lead runs these on the device machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
+
+torch = pytest.importorskip("torch")
+if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+from tunedsl.frontend.compile import compile_source  # noqa: E402
+from tunedsl.store import rules as rule_store  # noqa: E402
+
+SWEPT = (1024, 4096, 16384, 65536, 262144)
+SCRIPT = """\
+from shared_kernels import vadd
+from tunedsl import autotune, cdiv
+
+
+def add(a, b, c, n):
+    return autotune(space=dict(tile=[128, 256, 512, 1024], num_warps=[2, 4]),
+                    blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=$tile))
+"""
+
+
+def operands(n: int):  # type: ignore[no-untyped-def]
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    return a, b, torch.empty_like(a)
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Sweep, build with the real command, then a fresh cache whose records path holds only
+    the rule (as a user who installed it)."""
+    base = tmp_path_factory.mktemp("rules")
+    path = base / "ruled_site.py"
+    path.write_text(SCRIPT)
+    namespace: dict = {"__name__": "ruled_site", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    add = namespace["add"]
+    saved = {k: os.environ.get(k) for k in ("TUNEDSL_CACHE_DIR", "TUNEDSL_RECORDS_PATH")}
+    os.environ["TUNEDSL_CACHE_DIR"] = str(base / "sweep-cache")
+    for n in SWEPT:
+        assert add(*operands(n), n).source == "tuned"
+    out = base / "shipped"
+    built = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "build", "--out", str(out)],
+        capture_output=True, text=True, env=os.environ.copy(), timeout=300, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    assert sorted(out.glob("*.rule.json")), built.stdout
+    os.environ["TUNEDSL_CACHE_DIR"] = str(base / "fresh-cache")
+    os.environ["TUNEDSL_RECORDS_PATH"] = str(out)
+    rule_store.forget_loaded()
+    yield add
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    rule_store.forget_loaded()
+
+
+def test_an_unseen_key_inside_a_capture_launches_the_rules_pick(shipped: Any) -> None:
+    n = 50_000  # inside the sweep's range, never swept
+    a, b, c = operands(n)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = shipped(a, b, c, n)
+    assert result.source == "rule"
+    c.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, a + b)
+
+
+def test_an_unseen_key_inside_torch_compile_is_decided_by_the_rule(shipped: Any) -> None:
+    from tunedsl.backends.torch_compile import MIN_TORCH, supported
+
+    if not supported(torch.__version__):
+        pytest.skip(f"a plain site traces inside torch.compile from torch {MIN_TORCH}")
+    from tunedsl.runtime import tuner
+
+    tunes: list[object] = []
+    real = tuner.tune
+
+    def counting(req: Any) -> Any:
+        tunes.append(req)
+        return real(req)
+
+    tuner.tune = counting
+    try:
+
+        def step(a, b, c):  # type: ignore[no-untyped-def]
+            shipped(a, b, c, a.numel())
+            return c * 2
+
+        compiled = torch.compile(step, fullgraph=True)
+        a, b, c = operands(70_000)  # never swept
+        torch.testing.assert_close(compiled(a, b, c), (a + b) * 2)
+    finally:
+        tuner.tune = real  # type: ignore[assignment]
+    assert tunes == []
