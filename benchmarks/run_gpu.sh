@@ -11,6 +11,8 @@
 #   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two, one table: the anchor, the
 #                                                # large space (budgeted and not), a 16-shape sweep
 #   bash benchmarks/run_gpu.sh multi-gpu-tests OUTDIR  # the two-GPU tests: several GPUs, ranks, Ray
+#   bash benchmarks/run_gpu.sh guards OUTDIR     # cold tunes with each timing guard off in turn
+#                                                # (anchor, tutorial 03): which guards pay
 #
 # Several suites run in one call: `bash benchmarks/run_gpu.sh tests,speed OUTDIR`. Each step has
 # its own timeout and log (OUTDIR/<step>.log); OUTDIR/summary.txt holds each step's exit status,
@@ -19,7 +21,7 @@
 # is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU tests when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -104,8 +106,17 @@ for suite in ${suites//,/ }; do
         TAIL=8 step ray_sweep 100 "$py" -m pytest -q -s -p no:cacheprovider -rA \
             tests/gpu/test_sweep_gpu.py
         ;;
+    guards)
+        # Each space in its own step (its rows kept in JSON), then one table of both.
+        TAIL=4 step guards_tutorial03 200 "$py" benchmarks/bench_timing_guards.py \
+            --space tutorial03 --json "$out/guards_tutorial03.json"
+        TAIL=4 step guards_anchor 260 "$py" benchmarks/bench_timing_guards.py \
+            --space anchor --json "$out/guards_anchor.json"
+        TAIL=40 step guards_table 30 "$py" benchmarks/bench_timing_guards.py --table \
+            "$out/guards_tutorial03.json" "$out/guards_anchor.json"
+        ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards" >&2
         exit 2
         ;;
     esac

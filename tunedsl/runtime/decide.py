@@ -34,7 +34,6 @@ from tunedsl.model.identity import file_identity, location
 from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
-from tunedsl.runtime.legacy_records import migrate
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import records as store
@@ -216,7 +215,9 @@ def lookup(
 
     stores = _record_stores()
     record = stores.get(digest)
-    if record is None and not again:
+    if record is None and not again:  # older identities: only when the current one misses
+        from tunedsl.runtime.legacy_records import migrate
+
         record = migrate(subject, stores)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
