@@ -9,7 +9,8 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 - a valid record whose choice is one of the configurations ``prune=`` keeps for this
   call and which measured every one of them: use it (``source="disk"``); on a site with
   ``verify=`` a choice this process did not verify is checked once first;
-- a shipped rule (``runtime/ruled.py``) for a key no record decides (``source="rule"``);
+- a shipped rule (``runtime/ruled.py``) for a key no record decides (``source="rule"``),
+  asked before the records of the site's older identities (``legacy_records.py``);
 - ``cached``: a record whose choice prune keeps (even if the space grew), else the
   default as for ``off``;
 - ``on``: take the key's cross-process lock, look for a record again (another process may
@@ -214,20 +215,33 @@ def lookup(
         )
         return False
 
-    stores = _record_stores()
-    record = stores.get(digest)
-    if record is None and not again:
-        record = migrate(subject, stores)
-    usable, previous = _usable(record, settings, candidates)
-    if stands(record, usable) and record is not None:
-        return Decision(record.chosen, _options(record.chosen, settings), "disk", record), {}
-    if not again:
+    def ruled() -> Decision | None:
         from tunedsl.runtime.ruled import rule_pick
 
         verify = check if settings.verify not in (None, False) else None
         picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
-        if picked is not None:
-            return Decision(picked, _options(picked, settings), "rule", None), previous
+        return (
+            None if picked is None else Decision(picked, _options(picked, settings), "rule", None)
+        )
+
+    stores = _record_stores()
+    record = stores.get(digest)
+    asked_rule = False
+    if record is None and not again:
+        # A key with no record: a shipped rule decides before the records of the site's older
+        # identities are looked for (six more look-ups, each a digest and a stat a store).
+        asked_rule = True
+        by_rule = ruled()
+        if by_rule is not None:
+            return by_rule, {}
+        record = migrate(subject, stores)
+    usable, previous = _usable(record, settings, candidates)
+    if stands(record, usable) and record is not None:
+        return Decision(record.chosen, _options(record.chosen, settings), "disk", record), {}
+    if not again and not asked_rule:
+        by_rule = ruled()
+        if by_rule is not None:
+            return by_rule, previous
     if settings.mode == "cached":
         return default(record), {}
     if again and settings.verify not in (None, False) and digest not in _VERIFIED:
