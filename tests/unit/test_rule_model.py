@@ -10,7 +10,7 @@ import pytest
 
 from tunedsl.model.config import Config
 from tunedsl.model.rule import MAX_CONFIGS, InvalidRule, Rule, key_features
-from tunedsl.model.rule_build import SweptKey, build, cover
+from tunedsl.model.rule_build import SweptKey, build, cover, missing_cells, with_cells
 
 CONFIGS = [Config(block=b, warps=w) for b in (16, 32, 64, 128, 256) for w in (4, 8)]
 
@@ -224,3 +224,25 @@ def test_where_the_per_size_bests_are_noise_one_configuration_is_the_map() -> No
     assert built.configs[family.tree.pick] == Config(warps=4)
     v = built.validation
     assert v["geomean"] <= v["baselines"]["nearest_key"]["geomean"]  # type: ignore[index, operator]
+
+
+def test_the_cells_a_rule_needs_and_the_records_never_timed_are_planned_for_measuring() -> None:
+    # Small sizes swept with the small blocks only (a budgeted search), large ones with all.
+    small = [
+        SweptKey(key(m), {c: landscape(m, c) for c in CONFIGS if c.block <= 32}) for m in (16, 24)
+    ]
+    large = swept([1024, 4096])
+    failed = SweptKey(key(64), {**{c: landscape(64, c) for c in CONFIGS}, CONFIGS[-1]: None})
+    keys = [*small, *large, failed]
+    built = build(keys)
+    cells = missing_cells(keys, built.configs)
+    # Exactly the rule's configurations each small key lacks; a failure was a measurement.
+    expected = [(i, c) for i in (0, 1) for c in built.configs if c.block > 32]
+    assert cells == expected and cells
+    assert all(i != 4 for i, _ in cells)
+    # Measured cells fill what a key lacks and never replace what it has.
+    again = {c: 1.0 for c in CONFIGS}
+    filled = with_cells(keys[0], again)
+    assert all(c in filled.times for c in built.configs)
+    assert all(filled.times[c] == keys[0].times[c] for c in keys[0].times)
+    assert missing_cells([filled, *keys[1:]], built.configs) == [(i, c) for i, c in cells if i == 1]

@@ -88,6 +88,20 @@ def cover(
     return chosen
 
 
+def missing_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> list[tuple[int, Config]]:
+    """The (key index, configuration) cells a rule over ``configs`` needs that the keys'
+    records never timed: a configuration absent from a key's times (one that failed on the
+    key was timed: it failed). The cross-measurement phase of ``tunedsl rules build``
+    measures them."""
+    return [(i, c) for i, k in enumerate(keys) for c in configs if c not in k.times]
+
+
+def with_cells(key: SweptKey, times: Mapping[Config, float | None]) -> SweptKey:
+    """``key`` with the cells of ``times`` it lacks (its own times are kept)."""
+    added = {c: t for c, t in times.items() if c not in key.times}
+    return SweptKey(key.readable, {**key.times, **added}) if added else key
+
+
 def _log_regret(key: SweptKey, config: Config) -> float:
     r = key.regret(config)
     return UNKNOWN_LOG_REGRET if r is None else math.log(r)
