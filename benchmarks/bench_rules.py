@@ -128,10 +128,13 @@ def rows_family(kernel: str, rows: int, device: str) -> tuple[list[Config], Call
         x = torch.randn(rows, n, device=device, dtype=torch.float16)
         y = torch.empty_like(x)
         block = triton.next_power_of_2(n)
+        int_class = "i16" if n % 16 == 0 else "i"  # as the site's key has n and the stride
         readable = {
             "args": {
                 "x": {"dtype": "float16", "shape": [rows, n], "stride": "s1"},
                 "y": {"dtype": "float16", "shape": [rows, n], "stride": "s1"},
+                "n": int_class,
+                "stride": int_class,
                 "BLOCK": {"constexpr": block},
             }
         }
@@ -218,19 +221,34 @@ def _sizes(readable: dict) -> list[int]:
             for k, v in sorted(readable["args"].items()) if k in ("a", "x")]  # fmt: skip
 
 
-def family_rows(name: str, configs, case, sizes: tuple[list[int], list[int]], rep: int) -> dict:
+def family_rows(
+    name: str,
+    configs,
+    case,
+    sizes: tuple[list[int], list[int]],
+    rep: int,
+    odd: tuple[int, ...] = (),
+) -> dict:
+    """``odd``: more swept sizes, not multiples of 16 (a row kernel's stride is its length:
+    such rows load without vectors); the rule built without them is shown beside."""
     swept, held = sizes
     t0 = time.perf_counter()
     swept_keys = [SweptKey(*time_all(configs, case, s, rep)) for s in swept]
+    odd_keys = [SweptKey(*time_all(configs, case, s, rep)) for s in odd]
     held_keys = [SweptKey(*time_all(configs, case, s, rep)) for s in held]
-    result = judge(swept_keys, held_keys)
-    print(f"\n{name}: {len(swept)} swept sizes, {len(held)} held out, "
+    result = judge(swept_keys + odd_keys, held_keys)
+    if odd_keys:
+        result["rule, aligned"] = judge(swept_keys, held_keys)["rule"]
+    print(f"\n{name}: {len(swept) + len(odd)} swept sizes ({len(odd)} not multiples of 16), "
+          f"{len(held)} held out, "
           f"{len(configs)} configurations, timed in {time.perf_counter() - t0:.0f} s")  # fmt: skip
     print(f"  {'picker':<14} {'geomean':>8} {'p95':>7} {'max':>7}")
     for picker, r in result.items():
         print(f"  {picker:<14} {r['geomean']:>7.3f}x {r['p95']:>6.3f}x {r['max']:>6.3f}x")
-    print(f"  rule: {result['rule']['configs']} configurations, leave-one-key-out geomean "
-          f"{result['rule']['loo_geomean']:.3f}x on the swept sizes")  # fmt: skip
+    for picker in ("rule", "rule, aligned"):
+        if picker in result:
+            print(f"  {picker}: {result[picker]['configs']} configurations, leave-one-key-out "
+                  f"geomean {result[picker]['loo_geomean']:.3f}x on its swept sizes")  # fmt: skip
     return result
 
 
@@ -375,9 +393,11 @@ def main() -> int:
             configs, case = rows_family(name, 8 if small else 4096, device)
             if small:
                 configs = configs[:2]
+            # The held-out lengths are odd: sweep odd lengths too (one past each swept one).
+            odd = [s + 1 for s in sw if s + 1 < hi]
             results[name] = family_rows(
                 f"row {name} over the row length", configs, case,
-                (sw, held_out_sizes(lo, hi, held, sw)), args.rep,
+                (sw, held_out_sizes(lo, hi, held, sw + odd)), args.rep, tuple(odd),
             )  # fmt: skip
     if "site" in only:
         results["site"] = site_rows(device, 0 if small else args.captures)

@@ -41,11 +41,16 @@ SIZES = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
 
 def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
     family, x = key_features(key(1000))
-    assert x == {"args.a.shape[0]": pytest.approx(math.log2(1000)), "args.a.shape[1]": 9.0}
+    assert x == {
+        "args.a.shape[0]": pytest.approx(math.log2(1000)),
+        "args.a.shape[1]": 9.0,
+        "args.M%16": 1.0,
+    }
     assert json.loads(family) == {"args.a.dtype": "float16", "args.a.stride": "s1"}
-    # Triton's int class is no family: an odd M shares the powers of two's rule.
+    # Triton's int class is no family: an odd M shares the powers of two's rule, with its
+    # alignment as a feature.
     odd = {"args": {**key(1000)["args"], "M": "i"}}
-    assert key_features(odd)[0] == family
+    assert key_features(odd) == (family, {**x, "args.M%16": 0.0})
     assert key_features(key(1000, "float32"))[0] != family
     # A constexpr value and the user's key= are part of the key as they are.
     # A numeric constexpr (a block computed from a size) is a feature, a flag a family; the
@@ -246,3 +251,35 @@ def test_the_cells_a_rule_needs_and_the_records_never_timed_are_planned_for_meas
     assert all(c in filled.times for c in built.configs)
     assert all(filled.times[c] == keys[0].times[c] for c in keys[0].times)
     assert missing_cells([filled, *keys[1:]], built.configs) == [(i, c) for i, c in cells if i == 1]
+
+
+def rows_key(n: int) -> dict:
+    """A row kernel's key: the row length is the row stride, so its alignment is known."""
+    c = "i16" if n % 16 == 0 else "i"
+    return {"args": {"x": {"dtype": "float16", "shape": [4096, n], "stride": "s1"}, "n": c}}
+
+
+def rows_time(n: int, config: Config) -> float:
+    """Rows whose length is a multiple of 16 load with vectors: 4 warps are best; otherwise
+    the loads are scalar and 8 warps hide them better."""
+    best = 4 if n % 16 == 0 else 8
+    return n * (1.0 if config.warps == best else 1.08)
+
+
+def test_a_row_length_off_a_multiple_of_16_gets_its_own_pick_when_the_sweep_had_both() -> None:
+    configs = [Config(block=64, warps=w) for w in (4, 8)]
+    sizes = [64, 96, 128, 192, 256, 384, 512, 768, 1024]
+    sweep = [n for m in sizes for n in (m, m + 1)]  # each size aligned and not
+    keys = [SweptKey(rows_key(n), {c: rows_time(n, c) for c in configs}) for n in sweep]
+    built = build(keys)
+    rule = Rule("s", {}, None, None, {}, {}, built.configs, built.families, built.validation)
+    for n in (100, 301, 999, 160, 320, 880):  # never swept, either alignment
+        pick, in_range = rule.decide(rows_key(n))
+        assert in_range and rows_time(n, pick) == min(rows_time(n, c) for c in configs), n
+    assert built.validation["geomean"] == pytest.approx(1.0)
+    assert "if args.n % 16 != 0:" in rule.describe()
+    # A sweep of aligned lengths only: an odd length is still in range (the picks carry).
+    aligned = [k for k, n in zip(keys, sweep, strict=True) if n % 16 == 0]
+    only = build(aligned)
+    rule = Rule("s", {}, None, None, {}, {}, only.configs, only.families, only.validation)
+    assert rule.decide(rows_key(301))[1]

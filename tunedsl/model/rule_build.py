@@ -27,7 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tunedsl.model.config import Config
-from tunedsl.model.rule import MAX_CONFIGS, MAX_TREE_DEPTH, Family, Tree, key_features, nearest
+from tunedsl.model.rule import (
+    MAX_CONFIGS,
+    MAX_TREE_DEPTH,
+    Family,
+    Tree,
+    key_features,
+    nearest,
+    ranged,
+)
 
 DEFAULT_TOLERANCE = 0.03
 # The log-regret charged for a configuration never timed on a key (as if 4x slower): a map
@@ -160,7 +168,7 @@ def _points(
 
 
 def _ranges(xs: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, float]]:
-    names = {f for x in xs for f in x}
+    names = {f for x in xs for f in x if ranged(f)}
     return {f: (min(x[f] for x in xs), max(x[f] for x in xs)) for f in sorted(names)}
 
 
