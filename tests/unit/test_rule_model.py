@@ -278,6 +278,16 @@ def test_a_row_length_off_a_multiple_of_16_gets_its_own_pick_when_the_sweep_had_
         assert in_range and rows_time(n, pick) == min(rows_time(n, c) for c in configs), n
     assert built.validation["geomean"] == pytest.approx(1.0)
     assert "if args.n % 16 != 0:" in rule.describe()
+    # One odd length swept by chance is no evidence: no split on alignment for it.
+    one_odd = [k for k, n in zip(keys, sweep, strict=True) if n % 16 == 0 or n == 65]
+    lone = build(one_odd)
+
+    def split_on(tree) -> set:
+        if tree is None or tree.pick is not None:
+            return set()
+        return {tree.feature} | split_on(tree.low) | split_on(tree.high)
+
+    assert not any("%16" in f for fam in lone.families for f in split_on(fam.tree))
     # A sweep of aligned lengths only: an odd length is still in range (the picks carry).
     aligned = [k for k, n in zip(keys, sweep, strict=True) if n % 16 == 0]
     only = build(aligned)

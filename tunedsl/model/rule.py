@@ -247,10 +247,11 @@ class Family:
 
 
 def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, float]) -> int:
-    """The pick of the swept key nearest ``x`` (Euclidean in log2 space; the first of ties)."""
+    """The pick of the swept key nearest ``x`` (Euclidean in log2 space over the sizes,
+    alignment aside; the first of ties)."""
     best, best_d = points[0][1], math.inf
     for px, pick in points:
-        d = sum((px.get(f, 0.0) - x.get(f, 0.0)) ** 2 for f in set(px) | set(x))
+        d = sum((px.get(f, 0.0) - x.get(f, 0.0)) ** 2 for f in set(px) | set(x) if ranged(f))
         if d < best_d:
             best, best_d = pick, d
     return best

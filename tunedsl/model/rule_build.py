@@ -4,9 +4,10 @@
    (default 3%) of its own best, greedily (the configuration covering the most keys not yet
    covered, ties to the lower total regret), at most ``max_configs`` (default 8).
 2. **Map**, per family: a regret tree (each leaf picks the configuration of least summed
-   log-regret over its keys; splits at midpoints of a feature's log2 values, depth at most 3),
-   the nearest swept key's pick, and the one configuration of least summed log-regret over
-   the family (added to the configurations when the cover lacks it and there is room).
+   log-regret over its keys; splits at midpoints of a feature's log2 values, or on an int's
+   alignment with at least three keys each side; depth at most 3), the nearest swept key's
+   pick, and the one configuration of least summed log-regret over the family (added to the
+   configurations when the cover lacks it and there is room).
 3. **Validate**: leave one key out, build everything from the others, and pick for the key
    left out; its regret is its time with that pick over its measured best. The family keeps
    the map with the lowest geomean regret (the single configuration on a tie, then the tree):
@@ -38,6 +39,8 @@ from tunedsl.model.rule import (
 )
 
 DEFAULT_TOLERANCE = 0.03
+# The swept keys each side of a split on an int's alignment needs (a multiple of 16 or not).
+MIN_ALIGNMENT_KEYS = 3
 # The log-regret charged for a configuration never timed on a key (as if 4x slower): a map
 # should not send a key where nothing is known.
 UNKNOWN_LOG_REGRET = math.log(4.0)
@@ -142,6 +145,8 @@ def fit_tree(
             edge = (lo + hi) / 2
             low = [i for i, x in enumerate(xs) if x[feature] <= edge]
             high = [i for i, x in enumerate(xs) if x[feature] > edge]
+            if not ranged(feature) and min(len(low), len(high)) < MIN_ALIGNMENT_KEYS:
+                continue  # an odd size or two swept by chance: no evidence about alignment
             split = (
                 _leaf([keys[i] for i in low], configs)[1]
                 + _leaf([keys[i] for i in high], configs)[1]
