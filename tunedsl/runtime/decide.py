@@ -23,6 +23,7 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
@@ -423,7 +424,18 @@ def _record_stores() -> LayeredStore:
     """Where decisions are looked up and kept (``store/layered.py``): the cache's record
     files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured;
     a hit in a later store is written through to the earlier writable ones. No memory
-    layer: the site's own table is that."""
+    layer: the site's own table is that. Built again only when the knobs naming the stores
+    change (the cache's directory is looked up per call by its store)."""
+    global _stores
     from tunedsl.store.layered import default_layered
 
-    return default_layered(memory=False)
+    named = (tuple(knobs.records_path()), knobs.redis_url(), os.environ.get("HOME"))
+    kept = _stores
+    if kept is not None and kept[0] == named:
+        return kept[1]
+    stores = default_layered(memory=False)
+    _stores = (named, stores)
+    return stores
+
+
+_stores: tuple[tuple[Any, ...], LayeredStore] | None = None
