@@ -154,6 +154,7 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     import math
     import statistics
 
+    from tunedsl.model.rule import key_features
     from tunedsl.precompile import remeasure
     from tunedsl.precompile.sweep import read_shapes
 
@@ -164,7 +165,7 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     for failure in done.failures:
         print(f"  measuring failed: {failure}", file=sys.stderr)
     regrets: dict[str, list[float]] = {d: [] for d in rules}
-    for record in sorted(done.records, key=lambda r: key_text(r.key)):
+    for record in sorted(done.records, key=lambda r: sorted(key_features(r.key)[1].items())):
         digest = where_of(record)[0]
         if digest not in rules:
             continue
