@@ -303,8 +303,12 @@ def site_rows(device: str, captures: int) -> dict[str, Any]:
     outs = [torch.empty_like(x) for x in inputs]
     if device == "cuda":
         torch.cuda.synchronize()
+    sources, each_us = [], []
     t0 = time.perf_counter()
-    sources = [scale(x, y, x.numel()).source for x, y in zip(inputs, outs, strict=True)]
+    for x, y in zip(inputs, outs, strict=True):
+        t1 = time.perf_counter()
+        sources.append(scale(x, y, x.numel()).source)
+        each_us.append((time.perf_counter() - t1) * 1e6)
     miss_us = (time.perf_counter() - t0) / len(inputs) * 1e6
     t0 = time.perf_counter()
     for x, y in zip(inputs, outs, strict=True):
@@ -314,12 +318,18 @@ def site_rows(device: str, captures: int) -> dict[str, Any]:
         torch.testing.assert_close(y, x * 2)
     row: dict[str, Any] = {
         "miss_us": miss_us,
+        # The first miss of a process loads (or compiles and stores) the pick's binary; the
+        # median is what a miss costs once that is done.
+        "miss_first_us": each_us[0],
+        "miss_median_us": statistics.median(each_us),
         "hit_us": hit_us,
         "misses_by_rule": sources.count("rule"),
         "tunes": len(tunes) - tuned_before,
     }
     print(f"\nsite: {len(inputs)} misses on sizes never swept: {row['misses_by_rule']} decided by "
-          f"the rule, {row['tunes']} tuned; a miss {miss_us:.1f} us, then a hit {hit_us:.1f} us")  # fmt: skip
+          f"the rule, {row['tunes']} tuned; a miss {miss_us:.1f} us (median "
+          f"{row['miss_median_us']:.1f} us, the first {each_us[0]:.0f} us), then a hit "
+          f"{hit_us:.1f} us")  # fmt: skip
     if device == "cuda" and captures:
         sizes = sorted(
             {max(2, round(512 ** (i / (captures - 1)))) for i in range(captures)} - set(swept)
