@@ -149,6 +149,10 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
     data = rule.to_json()
     again = Rule.from_json(json.loads(json.dumps(data)))
     assert again.configs == rule.configs and again.decide(key(300)) == rule.decide(key(300))
+    # Written as schema 2 (keys carry alignment); a schema-1 file (no alignment split) reads.
+    assert data["schema"] == 2
+    older = Rule.from_json({**json.loads(json.dumps(data)), "schema": 1})
+    assert older.decide(key(300)) == rule.decide(key(300)) and older.to_json()["schema"] == 1
 
     def damaged(change) -> dict:
         d = json.loads(json.dumps(data))
@@ -157,7 +161,9 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
 
     cases = {
         "not a tunedsl rule": lambda d: d.update(kind="record"),
-        "schema": lambda d: d.update(schema=99),
+        "schema 99 is not one this tunedsl reads .1, 2.: build the rule again": lambda d: d.update(
+            schema=99
+        ),
         "rule.configs is not a list of 1 to 8": lambda d: d.update(configs=[]),
         "expected a configuration index": lambda d: d["families"][0].update(
             model="tree", tree={"pick": 99}

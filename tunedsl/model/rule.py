@@ -29,7 +29,11 @@ from typing import Any
 from tunedsl.model.config import Config
 from tunedsl.model.keys import canonical_json
 
-RULE_SCHEMA = 1
+# 2: keys carry an int argument's alignment feature, which a tree may split on (a reader of
+# schema 1 would send every key down one branch of such a split: it refuses the file).
+RULE_SCHEMA = 2
+#: Schemas this tunedsl reads: a schema-1 rule never splits on alignment.
+READ_SCHEMAS = (1, 2)
 RULE_KIND = "tunedsl-rule"
 MAX_TREE_DEPTH = 3
 MAX_CONFIGS = 8
@@ -322,9 +326,10 @@ class Rule:
         """Validate and rebuild; raise InvalidRule naming the first bad field."""
         if not isinstance(data, dict) or data.get("kind") != RULE_KIND:
             raise InvalidRule("not a tunedsl rule (its 'kind' is not 'tunedsl-rule')")
-        if data.get("schema") != RULE_SCHEMA:
+        if data.get("schema") not in READ_SCHEMAS:
             raise InvalidRule(
-                f"rule schema {data.get('schema')!r} is not this tunedsl's schema {RULE_SCHEMA}"
+                f"rule schema {data.get('schema')!r} is not one this tunedsl reads "
+                f"({', '.join(map(str, READ_SCHEMAS))}): build the rule again with this tunedsl"
             )
         for name, kind in (("site", str), ("kernel", dict), ("device", dict), ("toolchain", dict)):
             if not isinstance(data.get(name), kind):
@@ -358,6 +363,7 @@ class Rule:
             families=families,
             validation=validation,
             built=float(built) if _finite(built) else 0.0,
+            schema=data["schema"],
         )
 
     def describe(self) -> str:
