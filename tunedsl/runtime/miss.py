@@ -182,7 +182,28 @@ def evict(table: dict[Any, Entry], count: int) -> None:
 
 
 def settings(site: Site, lazy: Lazy | None) -> Settings:
-    """The site's settings: its literal parts, updated by the ``lazy`` thunk's."""
+    """The site's settings: its literal parts, updated by the ``lazy`` thunk's. Literal
+    settings are resolved once per value of the knobs they read (a literal space is not
+    expanded again for every new key)."""
+    if lazy is None:
+        knob_values = (
+            knobs.autotune_mode(),
+            knobs.effort(),
+            knobs.search(),
+            knobs.budget_s(),
+            knobs.isolate(),
+            knobs.timing(),
+        )
+        memo = site._settings_memo
+        if memo is not None and memo[0] == knob_values:
+            return memo[1]  # type: ignore[no-any-return]
+        out = _settings(site, None)
+        site._settings_memo = (knob_values, out)
+        return out
+    return _settings(site, lazy)
+
+
+def _settings(site: Site, lazy: Lazy | None) -> Settings:
     space, hints, options = (
         site.literal_space,
         dict(site.literal_hints),
@@ -321,10 +342,13 @@ def resolve(site: Site, call: Call) -> tuple[Entry, LaunchResult]:
 
     chosen_settings = settings(site, call.lazy)
     kept = candidates(site, call, chosen_settings)
-    if not chosen_settings.large:  # a lazy space is not listed: its fields are not probed
+    # A lazy space is not listed: its fields are not probed. The same candidates (no
+    # prune=, literal settings) are probed once: each call binds them the same way.
+    if not chosen_settings.large and kept is not site._fields_checked:
         mistakes.check_fields_read(
             call.bind, kept, {name for name, _, _ in site.placeholders}, site.label
         )
+        site._fields_checked = kept
     res = resolution(site, call, chosen_settings)
     known = site._by_digest.get(res.digest)
     if known is not None:

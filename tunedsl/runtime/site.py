@@ -165,6 +165,10 @@ class Site:
         self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
+        # The literal settings with the knobs they were resolved under, and the candidates
+        # whose fields the launch was seen to read: a new key resolves neither again.
+        self._settings_memo: tuple[tuple[Any, ...], Any] | None = None
+        self._fields_checked: Any = None
         self._key_config: Config | None = None
         self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
