@@ -54,7 +54,7 @@ def test_unseen_keys_decided_by_one_rule_read_its_file_once_and_write_nothing(
     older: list = []
     real_migrate = legacy_records.migrate
     monkeypatch.setattr(
-        "tunedsl.runtime.decide.migrate", lambda *a: (older.append(a), real_migrate(*a))[1]
+        "tunedsl.runtime.legacy_records.migrate", lambda *a: (older.append(a), real_migrate(*a))[1]
     )
     assert [run("swept", n).source for n in (300, 301, 700)] == ["rule"] * 3
     assert reads == [rule_file(built)] and tune_count == []
