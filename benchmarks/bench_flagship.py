@@ -181,58 +181,63 @@ def matmul_rows(ns: argparse.Namespace, shapes: Sequence[Sequence[int]]) -> None
     import triton
 
     mod = load_example(MATMUL, frozenset(ns.features))
-    dtype = getattr(torch, ns.dtype)
     space = space_of(mod, "matmul_space")
     tuned = None
     if ns.child == "triton":
         sms = mod.sm_count()
-        configs = triton_configs(
-            space, MATMUL_FIELDS, lambda cfg: {"NUM_SMS": sms // cfg.num_ctas}
-        )
+        configs = triton_configs(space, MATMUL_FIELDS, lambda cfg: {"NUM_SMS": sms // cfg.num_ctas})
         tuned = triton.autotune(
             configs, key=["M", "N", "K"], **({} if mod.ex.on_gpu else {"do_bench": wall_bench})
         )(mod.persistent_matmul_kernel)
     for shape in shapes:
-        M, N, K = shape
-        a, b, c = mod.random_problem(M, N, K, dtype)
-        row: dict[str, Any] = {"shape": list(shape), "configs": len(space.configs())}
-        if tuned is None:
-            launch, row["first_call_s"] = timed_first_call(lambda: mod.matmul(a, b, c))
-            row["chosen"] = {k: v for k, v in launch.config.items()}
-            row["source"] = launch.source
-            run = lambda: mod.matmul(a, b, c)  # noqa: E731
-        else:
-            args = (a, b, c, M, N, K)
-
-            def grid(meta: dict) -> tuple[int]:
-                tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-                return (min(meta["NUM_SMS"], tiles),)
-
-            run = lambda: tuned[grid](*args)  # noqa: E731
-            _, row["first_call_s"] = timed_first_call(run)
-            row["chosen"] = triton_choice(tuned, MATMUL_FIELDS, space)
-        row["rel_err"] = rel_err(c, a.float() @ b.float())
-        expected = torch.empty_like(c)
-        times = interleaved(
-            {"ours": run, "ref": lambda: torch.matmul(a, b, out=expected)}, ns.rounds, ns.rep
-        )
-        row["ours_ms"] = statistics.median(times["ours"])
-        row["ref_ms"] = statistics.median(times["ref"])
-        row["flops"] = 2.0 * M * N * K
+        row = matmul_row(ns, mod, space, tuned, getattr(torch, ns.dtype), *shape)
         print("ROW " + json.dumps(row), flush=True)
 
 
-def attention_rows(ns: argparse.Namespace, size: Sequence[int]) -> None:
-    import math as m
-
+def matmul_row(ns: argparse.Namespace, mod: Any, space: Any, tuned: Any, dtype: Any,
+               M: int, N: int, K: int) -> dict[str, Any]:  # fmt: skip
+    """One shape: the first call (tunedsl's site, or ``tuned``: triton.autotune), then the
+    choice re-timed beside cuBLAS."""
     import torch
-    import torch.nn.functional as F
+    import triton
+
+    a, b, c = mod.random_problem(M, N, K, dtype)
+    row: dict[str, Any] = {"shape": [M, N, K], "configs": len(space.configs())}
+    if tuned is None:
+
+        def run() -> Any:
+            return mod.matmul(a, b, c)
+
+        launch, row["first_call_s"] = timed_first_call(run)
+        row["chosen"] = dict(launch.config.items())
+        row["source"] = launch.source
+    else:
+
+        def grid(meta: dict) -> tuple[int]:
+            tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+            return (min(meta["NUM_SMS"], tiles),)
+
+        def run() -> Any:
+            return tuned[grid](a, b, c, M, N, K)
+
+        _, row["first_call_s"] = timed_first_call(run)
+        row["chosen"] = triton_choice(tuned, MATMUL_FIELDS, space)
+    row["rel_err"] = rel_err(c, a.float() @ b.float())
+    expected = torch.empty_like(c)
+    times = interleaved(
+        {"ours": run, "ref": lambda: torch.matmul(a, b, out=expected)}, ns.rounds, ns.rep
+    )
+    row["ours_ms"] = statistics.median(times["ours"])
+    row["ref_ms"] = statistics.median(times["ref"])
+    row["flops"] = 2.0 * M * N * K
+    return row
+
+
+def attention_rows(ns: argparse.Namespace, size: Sequence[int]) -> None:
     import triton
 
     mod = load_example(ATTENTION, frozenset(ns.features))
     space = space_of(mod, "attention_space")
-    batch, heads, n = size
-    head_dim = ns.head_dim
     tuned = None
     if ns.child == "triton":
 
@@ -249,30 +254,55 @@ def attention_rows(ns: argparse.Namespace, size: Sequence[int]) -> None:
             **({} if mod.ex.on_gpu else {"do_bench": wall_bench}),
         )(mod.attention_kernel)
     for causal in (False, True):
-        q, k, v, o = mod.random_problem(batch, heads, n, head_dim)
-        row: dict[str, Any] = {"head_dim": head_dim, "causal": causal}
-        scale = 1 / m.sqrt(head_dim)
-        if tuned is None:
-            launch, row["first_call_s"] = timed_first_call(lambda: mod.attention(q, k, v, o, causal))
-            row["chosen"] = {k_: v_ for k_, v_ in launch.config.items()}
-            row["source"] = launch.source
-            run = lambda: mod.attention(q, k, v, o, causal)  # noqa: E731
-        else:
-            args = (q, k, v, o, scale, batch * heads, n)
-            grid = lambda meta: (triton.cdiv(n, meta["BLOCK_M"]), batch * heads)  # noqa: E731
-            run = lambda: tuned[grid](*args, HEAD_DIM=head_dim, CAUSAL=causal)  # noqa: E731
-            _, row["first_call_s"] = timed_first_call(run)
-            row["chosen"] = triton_choice(tuned, ATTENTION_FIELDS, space)
-        row["rel_err"] = rel_err(o, mod.reference(q, k, v, causal))
-        ref = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
-        times = interleaved({"ours": run, "ref": ref}, ns.rounds, ns.rep)
-        row["ours_ms"] = statistics.median(times["ours"])
-        row["ref_ms"] = statistics.median(times["ref"])
-        row["flops"] = mod.attention_flops(q, causal)
-        row["configs"] = len(space.configs())
-        if tuned is None:
-            row["exhaustive"] = exhaustive(mod, space, q, k, v, o, causal, ns)
+        row = attention_row(ns, mod, space, tuned, size, causal)
         print("ROW " + json.dumps(row), flush=True)
+
+
+def attention_row(ns: argparse.Namespace, mod: Any, space: Any, tuned: Any,
+                  size: Sequence[int], causal: bool) -> dict[str, Any]:  # fmt: skip
+    """Full or causal: the first call, the choice re-timed beside SDPA, and (tunedsl's
+    process) every configuration re-timed."""
+    import torch.nn.functional as F
+    import triton
+
+    batch, heads, n = size
+    head_dim = ns.head_dim
+    q, k, v, o = mod.random_problem(batch, heads, n, head_dim)
+    row: dict[str, Any] = {"head_dim": head_dim, "causal": causal}
+    if tuned is None:
+
+        def run() -> Any:
+            return mod.attention(q, k, v, o, causal)
+
+        launch, row["first_call_s"] = timed_first_call(run)
+        row["chosen"] = dict(launch.config.items())
+        row["source"] = launch.source
+    else:
+
+        def grid(meta: dict) -> tuple[int, int]:
+            return (triton.cdiv(n, meta["BLOCK_M"]), batch * heads)
+
+        def run() -> Any:
+            scale = 1 / math.sqrt(head_dim)
+            return tuned[grid](
+                q, k, v, o, scale, batch * heads, n, HEAD_DIM=head_dim, CAUSAL=causal
+            )
+
+        _, row["first_call_s"] = timed_first_call(run)
+        row["chosen"] = triton_choice(tuned, ATTENTION_FIELDS, space)
+    row["rel_err"] = rel_err(o, mod.reference(q, k, v, causal))
+
+    def ref() -> Any:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    times = interleaved({"ours": run, "ref": ref}, ns.rounds, ns.rep)
+    row["ours_ms"] = statistics.median(times["ours"])
+    row["ref_ms"] = statistics.median(times["ref"])
+    row["flops"] = mod.attention_flops(q, causal)
+    row["configs"] = len(space.configs())
+    if tuned is None:
+        row["exhaustive"] = exhaustive(mod, space, q, k, v, o, causal, ns)
+    return row
 
 
 class _AsCfg:
@@ -283,6 +313,7 @@ class _AsCfg:
         self.config = config
         back = {param: field for field, param in ATTENTION_FIELDS.items()}
         self.fields = {back.get(k, k): v for k, v in config.kwargs.items()}
+        self.fields.update({h: getattr(config, h) for h in HINTS})
 
     def __getattr__(self, name: str) -> Any:
         try:

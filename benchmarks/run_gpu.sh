@@ -10,6 +10,9 @@
 #                                                # launch; the in-place watch's cost
 #   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two: the anchor, the large space
 #                                                # (budgeted and not), a 16-shape sweep; ranks, Ray
+#   bash benchmarks/run_gpu.sh flagship OUTDIR   # the gallery's persistent TMA matmul and fused
+#                                                # attention: tuned cold by tunedsl and by
+#                                                # triton.autotune, beside cuBLAS and SDPA
 #
 # Several suites run in one call: `bash benchmarks/run_gpu.sh tests,speed OUTDIR`. Each step has
 # its own timeout and log (OUTDIR/<step>.log); OUTDIR/summary.txt holds each step's exit status,
@@ -18,7 +21,7 @@
 # is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU suite when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, flagship (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -106,8 +109,13 @@ for suite in ${suites//,/ }; do
         TAIL=60 step table 30 "$py" benchmarks/bench_multi_gpu.py --table "$out/multi_gpu.json" \
             "$out/sweep_16.json" "$out/large.json"
         ;;
+    flagship)
+        # one table; --budget keeps it inside the step (rows it cannot start are listed)
+        TAIL=40 step flagship 560 "$py" benchmarks/bench_flagship.py --budget 500 \
+            --json "$out/flagship.json"
+        ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, flagship" >&2
         exit 2
         ;;
     esac

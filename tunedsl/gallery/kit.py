@@ -288,7 +288,9 @@ class Example:
             note = " (interpreter: times measure Python, not speed-ups)"
         print(f"  PyTorch        : {format_ms(r.torch_time_ms)}{note}")
         if r.tflops is not None and r.torch_tflops is not None:
-            print(f"  throughput     : {r.tflops:.1f} TFLOP/s, PyTorch {r.torch_tflops:.1f} TFLOP/s")
+            print(
+                f"  throughput     : {r.tflops:.1f} TFLOP/s, PyTorch {r.torch_tflops:.1f} TFLOP/s"
+            )
         print(f"  check          : {'OK' if r.correct else 'FAILED'}: {r.check_message}")
         if r.timings:
             print("  every configuration (tuner's timings):")
