@@ -39,7 +39,8 @@ PROBE_FLAG = "--probe"
 
 
 def scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    # Global memory for the descriptors the kernel makes on the device (torch aligns to 256).
+    # Global memory for the descriptors the kernel makes on the device, asked for at each
+    # launch (torch's CUDA allocations are at least 256-byte aligned).
     return torch.empty(size, device=ex.device, dtype=torch.int8)
 
 
@@ -86,7 +87,7 @@ def attend(acc, l_i, m_i, q, k_desc, v_desc, row0, start_m, qk_scale, offs_m, of
 
 @triton.jit
 def attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, sm_scale, heads, N_CTX,
+    q_ptr, k_ptr, v_ptr, o_ptr, sm_scale, batch_heads, N_CTX,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
 ):  # fmt: skip
@@ -94,7 +95,7 @@ def attention_kernel(
     # h * N_CTX, and N_CTX is a multiple of both blocks (prune=), so no tile crosses a head.
     start_m = tl.program_id(0)
     row0 = tl.program_id(1) * N_CTX
-    rows = heads * N_CTX
+    rows = batch_heads * N_CTX
     q_desc = tl.make_tensor_descriptor(q_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
     k_desc = tl.make_tensor_descriptor(k_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
     v_desc = tl.make_tensor_descriptor(v_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])

@@ -43,7 +43,8 @@ PROBE_FLAG = "--probe"
 
 def scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     # Descriptors made on the device live in global memory that Triton asks for at each
-    # launch (a few hundred bytes per program); torch's allocations are 256-byte aligned.
+    # launch (a few hundred bytes per program); torch's CUDA allocations are at least
+    # 256-byte aligned.
     return torch.empty(size, device=ex.device, dtype=torch.int8)
 
 
