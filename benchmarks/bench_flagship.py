@@ -351,6 +351,9 @@ def exhaustive(mod: Any, space: Any, q: Any, k: Any, v: Any, o: Any, causal: boo
             failed[label(cfg)] = f"{type(err).__name__}: {str(err)[:120]}"
             continue
         runs[label(cfg)] = launch
+    if not runs:
+        return {"median_ms": {}, "best": None, "best_ms": None, "best_spread": 0.0,
+                "failed": failed}  # fmt: skip
     samples = interleaved(runs, ns.rounds, ns.rep)
     medians = {name: statistics.median(values) for name, values in samples.items()}
     best = min(medians, key=medians.__getitem__)
@@ -373,7 +376,11 @@ def child_main(ns: argparse.Namespace) -> None:
 def probe_features(example: str) -> list[str]:
     """Run the example's own ``--probe``; the features it found to work on this GPU."""
     cmd = [sys.executable, "-m", "tunedsl", "run", str(EXAMPLES / f"{example}.py"), "--probe"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    except subprocess.TimeoutExpired:
+        print(f"[probe {example}] hung: no optional feature", file=sys.stderr)
+        return []
     found = []
     for line in out.stdout.splitlines():
         parts = line.split()
@@ -463,7 +470,7 @@ def table(results: dict[str, dict[str, list[dict]]], notes: list[str], header: s
             )
             gap = "-"
             ex_ = (ours or {}).get("exhaustive")
-            if ex_:
+            if ex_ and ex_["best_ms"]:
                 parts = []
                 for row in (ours, theirs):
                     if row is None:
