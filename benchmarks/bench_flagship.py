@@ -198,9 +198,7 @@ def table(results: dict[str, dict[str, list[dict]]], notes: list[str], header: s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--full", action="store_true", help="all four matmul shapes"
-    )
+    parser.add_argument("--full", action="store_true", help="all four matmul shapes")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved do_bench rounds")
     parser.add_argument("--rep", type=int, default=100, help="do_bench rep, ms")
     parser.add_argument("--budget", type=float, default=510, help="seconds for the whole run")
