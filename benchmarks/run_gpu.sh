@@ -13,6 +13,9 @@
 #   bash benchmarks/run_gpu.sh multi-gpu-tests OUTDIR  # the two-GPU tests: several GPUs, ranks, Ray
 #   bash benchmarks/run_gpu.sh guards OUTDIR     # cold tunes with each timing guard off in turn
 #                                                # (anchor, tutorial 03): which guards pay
+#   bash benchmarks/run_gpu.sh flagship OUTDIR   # the gallery's persistent TMA matmul and fused
+#                                                # attention: tuned cold by tunedsl and by
+#                                                # triton.autotune, beside cuBLAS and SDPA
 #
 # Several suites run in one call: `bash benchmarks/run_gpu.sh tests,speed OUTDIR`. Each step has
 # its own timeout and log (OUTDIR/<step>.log); OUTDIR/summary.txt holds each step's exit status,
@@ -21,7 +24,7 @@
 # is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU tests when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards, flagship (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -60,7 +63,7 @@ for suite in ${suites//,/ }; do
     tests)
         TAIL=40 step gpu_tests 330 "$py" -m pytest -q -p no:cacheprovider -rfEs tests/gpu
         # the integration conftest sets TRITON_INTERPRET=1 unless it is set already
-        TAIL=10 step gallery_gpu 150 env TRITON_INTERPRET=0 "$py" -m pytest -q -p no:cacheprovider \
+        TAIL=10 step gallery_gpu 240 env TRITON_INTERPRET=0 "$py" -m pytest -q -p no:cacheprovider \
             -rfEs tests/integration/test_gallery_gpu.py
         ;;
     speed)
@@ -115,8 +118,13 @@ for suite in ${suites//,/ }; do
         TAIL=40 step guards_table 30 "$py" benchmarks/bench_timing_guards.py --table \
             "$out/guards_tutorial03.json" "$out/guards_anchor.json"
         ;;
+    flagship)
+        # one table; --budget keeps it inside the step (rows it cannot start are listed)
+        TAIL=40 step flagship 560 "$py" benchmarks/bench_flagship.py --budget 500 \
+            --json "$out/flagship.json"
+        ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards, flagship" >&2
         exit 2
         ;;
     esac
