@@ -128,10 +128,13 @@ def rows_family(kernel: str, rows: int, device: str) -> tuple[list[Config], Call
         x = torch.randn(rows, n, device=device, dtype=torch.float16)
         y = torch.empty_like(x)
         block = triton.next_power_of_2(n)
+        int_class = "i16" if n % 16 == 0 else "i"  # as the site's key has n and the stride
         readable = {
             "args": {
                 "x": {"dtype": "float16", "shape": [rows, n], "stride": "s1"},
                 "y": {"dtype": "float16", "shape": [rows, n], "stride": "s1"},
+                "n": int_class,
+                "stride": int_class,
                 "BLOCK": {"constexpr": block},
             }
         }
@@ -218,19 +221,34 @@ def _sizes(readable: dict) -> list[int]:
             for k, v in sorted(readable["args"].items()) if k in ("a", "x")]  # fmt: skip
 
 
-def family_rows(name: str, configs, case, sizes: tuple[list[int], list[int]], rep: int) -> dict:
+def family_rows(
+    name: str,
+    configs,
+    case,
+    sizes: tuple[list[int], list[int]],
+    rep: int,
+    odd: tuple[int, ...] = (),
+) -> dict:
+    """``odd``: more swept sizes, not multiples of 16 (a row kernel's stride is its length:
+    such rows load without vectors); the rule built without them is shown beside."""
     swept, held = sizes
     t0 = time.perf_counter()
     swept_keys = [SweptKey(*time_all(configs, case, s, rep)) for s in swept]
+    odd_keys = [SweptKey(*time_all(configs, case, s, rep)) for s in odd]
     held_keys = [SweptKey(*time_all(configs, case, s, rep)) for s in held]
-    result = judge(swept_keys, held_keys)
-    print(f"\n{name}: {len(swept)} swept sizes, {len(held)} held out, "
+    result = judge(swept_keys + odd_keys, held_keys)
+    if odd_keys:
+        result["rule, aligned"] = judge(swept_keys, held_keys)["rule"]
+    print(f"\n{name}: {len(swept) + len(odd)} swept sizes ({len(odd)} not multiples of 16), "
+          f"{len(held)} held out, "
           f"{len(configs)} configurations, timed in {time.perf_counter() - t0:.0f} s")  # fmt: skip
     print(f"  {'picker':<14} {'geomean':>8} {'p95':>7} {'max':>7}")
     for picker, r in result.items():
         print(f"  {picker:<14} {r['geomean']:>7.3f}x {r['p95']:>6.3f}x {r['max']:>6.3f}x")
-    print(f"  rule: {result['rule']['configs']} configurations, leave-one-key-out geomean "
-          f"{result['rule']['loo_geomean']:.3f}x on the swept sizes")  # fmt: skip
+    for picker in ("rule", "rule, aligned"):
+        if picker in result:
+            print(f"  {picker}: {result[picker]['configs']} configurations, leave-one-key-out "
+                  f"geomean {result[picker]['loo_geomean']:.3f}x on its swept sizes")  # fmt: skip
     return result
 
 
@@ -285,8 +303,12 @@ def site_rows(device: str, captures: int) -> dict[str, Any]:
     outs = [torch.empty_like(x) for x in inputs]
     if device == "cuda":
         torch.cuda.synchronize()
+    sources, each_us = [], []
     t0 = time.perf_counter()
-    sources = [scale(x, y, x.numel()).source for x, y in zip(inputs, outs, strict=True)]
+    for x, y in zip(inputs, outs, strict=True):
+        t1 = time.perf_counter()
+        sources.append(scale(x, y, x.numel()).source)
+        each_us.append((time.perf_counter() - t1) * 1e6)
     miss_us = (time.perf_counter() - t0) / len(inputs) * 1e6
     t0 = time.perf_counter()
     for x, y in zip(inputs, outs, strict=True):
@@ -296,12 +318,18 @@ def site_rows(device: str, captures: int) -> dict[str, Any]:
         torch.testing.assert_close(y, x * 2)
     row: dict[str, Any] = {
         "miss_us": miss_us,
+        # The first miss of a process loads (or compiles and stores) the pick's binary; the
+        # median is what a miss costs once that is done.
+        "miss_first_us": each_us[0],
+        "miss_median_us": statistics.median(each_us),
         "hit_us": hit_us,
         "misses_by_rule": sources.count("rule"),
         "tunes": len(tunes) - tuned_before,
     }
     print(f"\nsite: {len(inputs)} misses on sizes never swept: {row['misses_by_rule']} decided by "
-          f"the rule, {row['tunes']} tuned; a miss {miss_us:.1f} us, then a hit {hit_us:.1f} us")  # fmt: skip
+          f"the rule, {row['tunes']} tuned; a miss {miss_us:.1f} us (median "
+          f"{row['miss_median_us']:.1f} us, the first {each_us[0]:.0f} us), then a hit "
+          f"{hit_us:.1f} us")  # fmt: skip
     if device == "cuda" and captures:
         sizes = sorted(
             {max(2, round(512 ** (i / (captures - 1)))) for i in range(captures)} - set(swept)
@@ -375,9 +403,11 @@ def main() -> int:
             configs, case = rows_family(name, 8 if small else 4096, device)
             if small:
                 configs = configs[:2]
+            # The held-out lengths are odd: sweep odd lengths too (one past each swept one).
+            odd = [s + 1 for s in sw if s + 1 < hi]
             results[name] = family_rows(
                 f"row {name} over the row length", configs, case,
-                (sw, held_out_sizes(lo, hi, held, sw)), args.rep,
+                (sw, held_out_sizes(lo, hi, held, sw + odd)), args.rep, tuple(odd),
             )  # fmt: skip
     if "site" in only:
         results["site"] = site_rows(device, 0 if small else args.captures)

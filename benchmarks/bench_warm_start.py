@@ -15,6 +15,10 @@ so no ``triton_key()`` hash of Triton's sources), else compiled by the JIT. The
 
     python benchmarks/bench_warm_start.py                  # on a GPU
     TRITON_INTERPRET=1 python benchmarks/bench_warm_start.py --quick   # CPU: tunedsl only
+    python benchmarks/bench_warm_start.py --profile 40     # + where tunedsl's warm call goes
+
+``--profile N`` runs tunedsl's warm process a second time under cProfile and prints its
+first call's N costliest functions (cumulative), imports included.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import time
 QUICK_SPACE = {"BM": [16, 32], "BN": [16, 32], "BK": [16], "num_warps": [4], "num_stages": [2]}
 
 
-def child(system: str, quick: bool) -> None:
+def child(system: str, quick: bool, profile: int = 0) -> None:
     """One process: build inputs, time the first call, print one JSON line."""
     import torch
     import triton
@@ -50,6 +54,12 @@ def child(system: str, quick: bool) -> None:
             torch.cuda.synchronize()
 
     sync()
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     start = time.perf_counter()
     if system == "tunedsl":
         from tunedsl import autotune_launch
@@ -79,17 +89,25 @@ def child(system: str, quick: bool) -> None:
         source, chosen, binary = "triton", str(kern.best_config), "-"
     sync()
     elapsed = time.perf_counter() - start
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(profile)
     ref = a.float() @ b.float()
     err = ((c.float() - ref).norm() / ref.norm()).item()
     print(json.dumps({"system": system, "first_call_s": elapsed, "source": source,
                       "chosen": chosen, "rel_err": err, "binary": binary}))  # fmt: skip
 
 
-def run_child(system: str, quick: bool, env: dict[str, str]) -> dict:
+def run_child(system: str, quick: bool, env: dict[str, str], profile: int = 0) -> dict:
     argv = [sys.executable, __file__, "--child", system] + (["--quick"] if quick else [])
+    argv += ["--profile", str(profile)] if profile else []
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise SystemExit(f"{system} child failed:\n{out.stderr[-4000:]}")
+    if profile:
+        print(f"cProfile of {system}'s warm first call (a third process):\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -98,10 +116,14 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="small matmul, 4 configurations (CPU)")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N",
+        help="profile tunedsl's warm first call once more; print its N costliest functions",
+    )  # fmt: skip
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.quick)
+        child(args.child, args.quick, args.profile)
         return 0
     interp = os.environ.get("TRITON_INTERPRET") == "1"
     systems = ["tunedsl"] if interp else ["tunedsl", "triton"]
@@ -116,6 +138,8 @@ def main() -> int:
             cold = run_child(system, args.quick, env)
             warm = run_child(system, args.quick, env)
             rows[system] = (cold, warm)
+            if args.profile and system == "tunedsl":
+                run_child(system, args.quick, env, args.profile)
     print(
         f"warm start: first call of a new process with a stored tuning result"
         f"{' (Triton interpreter, tunedsl only)' if interp else ''}"

@@ -11,6 +11,11 @@
 #   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two, one table: the anchor, the
 #                                                # large space (budgeted and not), a 16-shape sweep
 #   bash benchmarks/run_gpu.sh multi-gpu-tests OUTDIR  # the two-GPU tests: several GPUs, ranks, Ray
+#   bash benchmarks/run_gpu.sh guards OUTDIR     # cold tunes with each timing guard off in turn
+#                                                # (anchor, tutorial 03): which guards pay
+#   bash benchmarks/run_gpu.sh flagship OUTDIR   # the gallery's persistent TMA matmul and fused
+#                                                # attention: tuned cold by tunedsl and by
+#                                                # triton.autotune, beside cuBLAS and SDPA
 #
 # Several suites run in one call: `bash benchmarks/run_gpu.sh tests,speed OUTDIR`. Each step has
 # its own timeout and log (OUTDIR/<step>.log); OUTDIR/summary.txt holds each step's exit status,
@@ -19,7 +24,7 @@
 # is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU tests when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards, flagship (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -58,7 +63,7 @@ for suite in ${suites//,/ }; do
     tests)
         TAIL=40 step gpu_tests 330 "$py" -m pytest -q -p no:cacheprovider -rfEs tests/gpu
         # the integration conftest sets TRITON_INTERPRET=1 unless it is set already
-        TAIL=10 step gallery_gpu 150 env TRITON_INTERPRET=0 "$py" -m pytest -q -p no:cacheprovider \
+        TAIL=10 step gallery_gpu 240 env TRITON_INTERPRET=0 "$py" -m pytest -q -p no:cacheprovider \
             -rfEs tests/integration/test_gallery_gpu.py
         ;;
     speed)
@@ -104,8 +109,22 @@ for suite in ${suites//,/ }; do
         TAIL=8 step ray_sweep 100 "$py" -m pytest -q -s -p no:cacheprovider -rA \
             tests/gpu/test_sweep_gpu.py
         ;;
+    guards)
+        # Each space in its own step (its rows kept in JSON), then one table of both.
+        TAIL=4 step guards_tutorial03 200 "$py" benchmarks/bench_timing_guards.py \
+            --space tutorial03 --json "$out/guards_tutorial03.json"
+        TAIL=4 step guards_anchor 260 "$py" benchmarks/bench_timing_guards.py \
+            --space anchor --json "$out/guards_anchor.json"
+        TAIL=40 step guards_table 30 "$py" benchmarks/bench_timing_guards.py --table \
+            "$out/guards_tutorial03.json" "$out/guards_anchor.json"
+        ;;
+    flagship)
+        # one table; --budget keeps it inside the step (rows it cannot start are listed)
+        TAIL=40 step flagship 560 "$py" benchmarks/bench_flagship.py --budget 500 \
+            --json "$out/flagship.json"
+        ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards, flagship" >&2
         exit 2
         ;;
     esac

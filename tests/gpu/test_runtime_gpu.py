@@ -28,7 +28,7 @@ tl = pytest.importorskip("triton.language")
 from shared_kernels import vadd  # noqa: E402
 
 from tunedsl import Config, autotune_launch, cdiv  # noqa: E402
-from tunedsl.backends import timers  # noqa: E402
+from tunedsl.backends import timers, torch_compile  # noqa: E402
 from tunedsl.backends import triton as bt  # noqa: E402
 
 
@@ -374,7 +374,11 @@ def test_fused_launch_on_the_dsl_hot_path(native: bool, monkeypatch: pytest.Monk
     assert fused is not None, "the repeated layout should launch through its fused function"
     if native:
         assert native_module.fused_type() is not None, native_module.status()
-        assert site.launch is fused and type(fused).__name__ == "Fused"
+        assert type(fused).__name__ == "Fused"
+        if torch_compile.whole_calls():
+            assert site.launch is fused
+        else:  # this PyTorch's Dynamo is loaded and cannot trace a C type's call
+            assert site.launch == site._call
     else:
         assert site.launch == site._call and not hasattr(fused, "takes_whole_call")
     for offset, n in [(1, 4096), (0, 4000), (0, 4096), (4, 1), (0, 16), (0, 4096)]:

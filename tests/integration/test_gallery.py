@@ -31,10 +31,14 @@ def _version(package: str) -> tuple[int, int]:
 
 
 # Triton 3.6's interpreter turns a loop bound over a runtime int into int(one-element array),
-# which NumPy 2.4 rejects, so matmul.py's `range(0, K, BLOCK_K)` cannot run there (Triton 3.9's
-# interpreter and compiled 3.6 on a GPU are fine). Every other example still must pass.
-INTERPRETER_BREAKS_MATMUL = _version("triton") < (3, 7) and _version("numpy") >= (2, 4)
-EXAMPLE_NAMES = [n for n in ALL_EXAMPLES if not (INTERPRETER_BREAKS_MATMUL and n == "matmul")]
+# which NumPy 2.4 rejects, so a loop like matmul.py's `range(0, K, BLOCK_K)` cannot run there
+# (Triton 3.9's interpreter and compiled 3.6 on a GPU are fine). Every other example still
+# must pass.
+RUNTIME_LOOP_BOUNDS = ("matmul", "persistent_matmul", "fused_attention")
+INTERPRETER_BREAKS_LOOPS = _version("triton") < (3, 7) and _version("numpy") >= (2, 4)
+EXAMPLE_NAMES = [
+    n for n in ALL_EXAMPLES if not (INTERPRETER_BREAKS_LOOPS and n in RUNTIME_LOOP_BOUNDS)
+]
 
 
 def run_gallery(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -226,3 +230,35 @@ def test_workloads_cross_compile_every_gpu_configuration(tmp_path: Path) -> None
                 counts[name] = (compiled + cached, failed, interpreted)
     # The GPU spaces: 4 tiles x 3 num_warps, and 5 tiles x 2 num_warps.
     assert counts == {"vadd_kernel": (12, 0, 0), "histogram_kernel": (10, 0, 0)}, proc.stdout
+
+
+#: The shared memory one block of an H100 may use (the opt-in maximum, as Triton checks it).
+H100_SHARED = 232448
+
+
+@pytest.mark.slow
+def test_the_persistent_matmul_space_fits_an_h100(tmp_path: Path) -> None:
+    """Every configuration of the persistent matmul's GPU space, in both dtypes, compiles
+    for an H100 (``precompile --target cuda:90``) within its shared memory by Triton's own
+    count (the compiled kernels' metadata): the space's constraint keeps out exactly what
+    would fail to load. Without a GPU to probe, the space has no optional features."""
+    triton_cache = tmp_path / "triton"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(triton_cache)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90",
+         str(EXAMPLES / "persistent_matmul.py")],
+        env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    metadata = [
+        json.loads(path.read_text())
+        for path in triton_cache.glob("*/persistent_matmul_kernel.json")
+    ]
+    # 44 configurations (tiles, stages, warps, epilogue split, flattening) in fp16 and bf16
+    assert len(metadata) == 2 * 44, proc.stdout
+    assert {m["name"] for m in metadata} == {"persistent_matmul_kernel"}
+    over = [m for m in metadata if m["shared"] > H100_SHARED]
+    assert not over, [(m["shared"], m.get("num_stages"), m.get("num_warps")) for m in over]
+    # the constraint is not far from the limit either: the largest tiles use most of it
+    assert max(m["shared"] for m in metadata) > 0.9 * H100_SHARED

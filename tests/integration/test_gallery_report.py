@@ -5,6 +5,7 @@ No torch or triton needed; the end-to-end runs are in test_gallery.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -58,6 +59,31 @@ def test_result_round_trips_and_keeps_field_order(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temp file left
 
 
+def test_a_flop_count_gives_both_throughputs(tmp_path: Path) -> None:
+    """``report(flops=...)``: TFLOP/s of the tuned call and of PyTorch, in the result, its
+    JSON and the table's vs-PyTorch cell; none under the interpreter."""
+    flops = 2.0 * 4096**3  # 0.25 ms -> 549.8 TFLOP/s, 0.30 ms -> 458.1
+    result = dataclasses.replace(a_result(), flops=flops)
+    assert result.tflops == pytest.approx(549.76, rel=1e-3)
+    assert result.torch_tflops == pytest.approx(458.13, rel=1e-3)
+    path = tmp_path / "r.json"
+    write_result(result, path)
+    data = json.loads(path.read_text())
+    assert data["flops"] == flops and data["tflops"] == pytest.approx(549.76, rel=1e-3)
+    assert load_result(path) == result
+    run = ExampleRun("mm", tmp_path / "mm.py", "ok", 0, 3.0, result, "", tmp_path / "mm.log")
+    assert table_row(run)[6] == "1.20x (550 vs 458 TFLOP/s)"
+
+    interpreted = dataclasses.replace(result, interpreted=True)
+    assert interpreted.tflops is None and interpreted.torch_tflops is None
+    # A result written before flops existed still loads, without throughput.
+    del data["flops"], data["tflops"], data["torch_tflops"]
+    path.write_text(json.dumps(data))
+    old = load_result(path)
+    assert old.flops is None and old.tflops is None
+    assert table_row(dataclasses.replace(run, result=old))[6] == "1.20x"
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -103,7 +129,8 @@ def _empty(tmp_path: Path) -> Path:
 
 def test_the_repository_examples_are_found() -> None:
     names = [p.stem for p in discover(default_examples_dir())]
-    for expected in ("vector_add", "softmax", "fused_add_rmsnorm", "matmul", "histogram"):
+    for expected in ("vector_add", "softmax", "fused_add_rmsnorm", "matmul", "histogram",
+                     "persistent_matmul", "fused_attention"):  # fmt: skip
         assert expected in names
 
 

@@ -90,6 +90,16 @@ def test_replay_signature_is_tritons_specialization(tmp_path) -> None:
     assert r["replayed_same_binary"]  # precompile --replay rebuilds the launch's binary
 
 
+def test_a_launch_keyed_alike_reuses_its_source_and_any_other_gets_its_own(tmp_path) -> None:
+    r = _run("memo", tmp_path)
+    # Another size of the same specialization (a new key to a site): the same source, and
+    # the binder was made once for the kernel and target.
+    assert r["same_spec_reused"] and r["binders_made"] == 1
+    # Every launch, remembered or not, has exactly the key a fresh build gives it.
+    assert r["keys_as_fresh"] == [True] * r["launches"]
+    assert r["distinct_keys"] == 5  # alignment, int class, option and constexpr each differ
+
+
 # -- the cases, run in a subprocess -----------------------------------------------------------
 
 
@@ -281,6 +291,39 @@ def _case_replay_signature() -> dict:
         "replayed_same_binary": replay().binary == launched.binary,
         "signature": signature,
         "specialization": json.loads(json.dumps(triton_specialization(kernel, args, kwargs))),
+    }
+
+
+def _case_memo() -> dict:
+    from tunedsl.backends import compat
+    from tunedsl.backends import triton_binaries as tb
+
+    made = []
+    real = compat.make_binder
+    compat.make_binder = lambda *a: (made.append(a), real(*a))[1]
+    kernel = _kernel()
+    args, kwargs = _call()
+    odd = _call(1)[0]
+    launches = [
+        (args, kwargs, OPTIONS),
+        ((*args[:3], 64, 64, 64, *args[6:]), kwargs, OPTIONS),  # other sizes, same classes
+        (odd, kwargs, OPTIONS),  # a misaligned tensor
+        ((*args[:3], 100, *args[4:]), kwargs, OPTIONS),  # M not a multiple of 16
+        (args, kwargs, {**OPTIONS, "num_warps": 8}),
+        (args, {**kwargs, "BK": 64}, OPTIONS),
+    ]
+    sources = [tb.launch_source(kernel, *call, target="cuda:90") for call in launches]
+    fresh = []
+    for call in launches:
+        getattr(tb, "_made", {}).clear()  # this process's kept sources
+        fresh.append(tb.launch_source(kernel, *call, target="cuda:90"))
+    compat.make_binder = real
+    return {
+        "same_spec_reused": sources[1] is sources[0],
+        "binders_made": len(made) - len(launches),  # the fresh builds made one each
+        "keys_as_fresh": [a.key == b.key for a, b in zip(sources, fresh, strict=True)],
+        "launches": len(launches),
+        "distinct_keys": len({s.key for s in sources}),
     }
 
 

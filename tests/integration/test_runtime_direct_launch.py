@@ -268,6 +268,7 @@ def binaries(fake_driver: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
         return types.SimpleNamespace(key="launch-key")
 
     def load(launch):
+        state["loads"] = state.get("loads", 0) + 1
         make_compiled = state["load"]  # a FakeCompiled class, or None for a miss
         return make_compiled(state["log"]) if make_compiled is not None else None
 
@@ -277,6 +278,7 @@ def binaries(fake_driver: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
         triton_binaries, "store", lambda launch, compiled: state["stored"].append(compiled)
     )
     monkeypatch.setattr(tlaunch, "stored_binaries_enabled", lambda: True)
+    monkeypatch.setattr(tlaunch, "_binaries", {}, raising=False)  # this process's binaries
     return state
 
 
@@ -296,6 +298,30 @@ def test_a_stored_binary_is_launched_directly_without_the_jit(binaries: dict) ->
     # The key is built from the launch's arguments, keywords and options, once.
     assert binaries["sources"] == [(("A", 64), {"TILE": 16}, {"num_warps": 4})]
     assert binaries["stored"] == []
+
+
+def test_a_second_key_with_the_same_binary_shares_it_without_loading_it_again(
+    binaries: dict,
+) -> None:
+    # Every new size a rule decides is a new key with the same binary: it is read, verified
+    # and loaded onto the device once a process, not once a key.
+    binaries["load"] = FakeCompiled
+    kernel, first = make_stored(binaries)
+    first((4,), ("A", 64), {}, {"TILE": 16}, ())
+    second = tlaunch.DirectLauncher(kernel, {"num_warps": 4}, bt.kernel_info(kernel), True)
+    second((8,), ("B", 128), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in kernel.log] == ["direct", "direct"]
+    assert binaries["loads"] == 1
+    # A binary the JIT compiled (none stored yet) is shared the same way.
+    binaries["load"] = None
+    other, third = make_stored(binaries)
+    binaries["sources"].clear()
+    tlaunch._binaries.clear()
+    third((4,), ("A", 64), {}, {"TILE": 16}, ())
+    fourth = tlaunch.DirectLauncher(other, {"num_warps": 4}, bt.kernel_info(other), True)
+    fourth((4,), ("C", 32), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in other.log] == ["jit", "direct"]
+    assert binaries["loads"] == 2  # the miss that compiled; the fourth key loads nothing
 
 
 def test_a_missing_binary_is_compiled_by_the_jit_then_stored(binaries: dict) -> None:

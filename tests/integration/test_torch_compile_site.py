@@ -136,11 +136,15 @@ def test_dynamic_sizes_do_not_recompile(tmp_path: Path) -> None:
     compiled = torch.compile(step(module), fullgraph=True, dynamic=True, backend=backend)
     site = site_of(module)
     launches = set()
+    counters = torch._dynamo.utils.counters
+    graphs_before = counters["stats"]["unique_graphs"]
     for n in (100, 257, 1000, 100, 257, 100):  # hits of other keys than the last one
         a, b = torch.randn(n), torch.randn(n)
         torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
         launches.add(id(site.launch))
     assert len(backend.graphs) == 1  # one graph for every size
+    assert counters["stats"]["unique_graphs"] - graphs_before == 1  # Dynamo's own count
+    assert len(site.table()) == 3  # each size was decided at run time, by the site
     assert len(launches) == 1  # the compiled code checks the site's call: it stays put
 
 
@@ -184,6 +188,56 @@ def test_a_mistake_is_reported_at_the_users_line(tmp_path: Path) -> None:
         if fr.filename.endswith("tc_mistake.py")
     ]
     assert lines and lines[-1] == BROKEN_LINE, lines
+
+
+class TracedOnly(Exception):
+    """Raised by :func:`trace_only` in place of running the compiled graph."""
+
+
+def trace_only(graphs: list[Any]) -> Callable[..., Any]:
+    """A backend that keeps the graph and runs nothing (a compiled kernel needs a GPU)."""
+
+    def backend(gm: Any, example_inputs: Any) -> Callable[..., Any]:
+        graphs.append(gm)
+
+        def run(*args: Any) -> Any:
+            raise TracedOnly
+
+        return run
+
+    return backend
+
+
+def test_a_compiled_triton_kernel_traces_and_is_guarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU the site's kernel is a ``@triton.jit`` function, which Dynamo wraps in its own
+    variable for user Triton kernels: the trace still files the real kernel with the plan,
+    and another kernel object at the same site traces again. Dynamo wraps it so only where
+    it finds a GPU Triton backend: here it is told there is one, and nothing is run."""
+    import shared_kernels
+    import torch.utils._triton
+    from triton.runtime.jit import JITFunction
+
+    from tunedsl.backends import torch_compile
+
+    monkeypatch.setattr(torch.utils._triton, "has_triton", lambda: True)
+    module = load(tmp_path, "tc_jit")
+    graphs: list[Any] = []
+    compiled = torch.compile(step(module), fullgraph=True, backend=trace_only(graphs))
+    a, b = torch.randn(100), torch.randn(100)
+    plans = []
+    for _ in range(2):
+        module.vadd = JITFunction(shared_kernels.vadd.fn)  # as @triton.jit makes on a GPU
+        for _ in range(2):  # the second call reuses the graph
+            with pytest.raises(TracedOnly):
+                compiled(a, b)
+        (node,) = [n for n in graphs[-1].graph.nodes if "tunedsl.site_call" in str(n.target)]
+        plan = torch_compile._plans[node.args[0]]
+        assert plan is not None and plan.site is site_of(module)
+        plans.append(plan)
+        assert plan.kernel is module.vadd
+    assert len(graphs) == 2 and plans[0].kernel is not plans[1].kernel
 
 
 CHILD = """
@@ -232,39 +286,71 @@ def test_a_second_process_finds_the_record(tmp_path: Path) -> None:
     assert sorted(paths.records_dir().glob("*.json")) == records
 
 
-def test_the_c_fused_launch_as_the_sites_call_traces_too(tmp_path: Path) -> None:
-    """On a GPU a site's ``launch`` becomes its C fused launch after a few eager calls; Dynamo
-    then meets that object. Here one is built with stand-in launch parts (no GPU) and the
-    site's call as its fallback, which takes every real call (another kernel)."""
-    from tunedsl.backends import compat
-    from tunedsl.backends.triton_launch import DirectPlan
-    from tunedsl.model import repeat_check
-    from tunedsl.model.config import Config
-    from tunedsl.model.hole import HOLE
-    from tunedsl.runtime import fused, native
-    from tunedsl.runtime.entry import Entry
+CHILD_FUSED = """
+import json, sys, types
+import torch
+sys.path[:0] = [{tests!r}]
+from tunedsl.frontend.compile import compile_source
+from tunedsl.backends import compat
+from tunedsl.backends.triton_launch import DirectPlan
+from tunedsl.model import repeat_check
+from tunedsl.model.config import Config
+from tunedsl.model.hole import HOLE
+from tunedsl.runtime import fused, native
+from tunedsl.runtime.entry import Entry
+fused_type = native.fused_type()
+if compat.layout_check([torch.zeros(2)]) is None or fused_type is None:
+    print(json.dumps("no C fused launch here: " + native.status())); sys.exit()
+path = {path!r}
+module = types.ModuleType("tc_fused"); module.__file__ = path; sys.modules["tc_fused"] = module
+exec(compile_source(open(path, "rb").read(), path), module.__dict__)
+site = next(v for k, v in vars(module).items() if k.startswith("__tunedsl_site_0"))
+sample = (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4)
+code = repeat_check.repeat_check_code(sample, frozenset(), HOLE, True, compat.layout_check)
+entry = Entry(Config({{"tile": 32}}), lambda *a: None, object(), (), ())
+plan = DirectPlan(lambda *a: None, (), False, (), 0, lambda: 0, lambda d: 0, {{"TILE": 32}},
+                  object(), fused.NATIVE_HOOKED_CODE, True)
+def make():
+    return fused.make_native_fused(fused_type, object(), entry, code, plan, site._call)
+whole = make()
+assert fused.takes_whole_call(whole) and whole.fallback == site._call
+site.launch = whole  # what Site._remember does for a repeat on a GPU
+assert "torch._dynamo" not in sys.modules
+import torch._dynamo
+def f(x, y):
+    out = torch.empty_like(x)
+    module.add(x, y, out, x.numel())
+    return out
+a, b = torch.randn(100), torch.randn(100)
+torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="aot_eager")(a, b), a + b)
+print(json.dumps([site.launch is whole, site.launch == site._call, site.launch_held,
+                  fused.takes_whole_call(make()), len(site.table())]))
+"""
 
-    fused_type = native.fused_type()
-    if compat.layout_check([torch.zeros(2)]) is None or fused_type is None:
-        pytest.skip(f"no C fused launch here: {native.status()}")
-    module = load(tmp_path, "tc_fused")
-    site = site_of(module)
-    sample = (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4)
-    code = repeat_check.repeat_check_code(sample, frozenset(), HOLE, True, compat.layout_check)
-    assert code is not None
-    stand_in = object()
-    entry = Entry(Config({"tile": 32}), lambda *a: None, object(), (), ())  # type: ignore[arg-type]
-    plan = DirectPlan(
-        lambda *a: None, (), False, (), 0, lambda: 0, lambda d: 0, {"TILE": 32}, object(),
-        fused.NATIVE_HOOKED_CODE, True,
-    )  # fmt: skip
-    whole = fused.make_native_fused(fused_type, stand_in, entry, code, plan, site._call)
-    assert fused.takes_whole_call(whole) and whole.fallback == site._call
-    site.launch = whole
-    compiled = torch.compile(step(module), fullgraph=True, backend="aot_eager")
-    a, b = torch.randn(100), torch.randn(100)
-    torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
-    assert site.launch is whole and len(site.table()) == 1
+
+def test_the_c_fused_launch_as_the_sites_call_traces_too(tmp_path: Path) -> None:
+    """On a GPU a site's ``launch`` becomes its C fused launch after a few eager calls, and
+    Dynamo then meets that object. Here one is built with stand-in launch parts (no GPU) and
+    the site's call as its fallback, which takes every real call (another kernel), before
+    Dynamo is loaded. A PyTorch whose Dynamo cannot trace a C type's call gets the site's
+    own call back, and no later C launch takes the whole call."""
+    from tunedsl.backends.torch_compile import FUSED_CALL_MIN_TORCH, supported
+
+    path = tmp_path / "tc_fused.py"
+    path.write_text(SCRIPT, encoding="utf-8")
+    script = CHILD_FUSED.format(tests=str(Path(__file__).resolve().parents[1]), path=str(path))
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if isinstance(got, str):
+        pytest.skip(got)
+    if supported(torch.__version__, FUSED_CALL_MIN_TORCH):
+        assert got == [True, False, True, True, 1]  # Dynamo traced the C launch's call
+    else:
+        assert got == [False, True, True, False, 1]  # the site's own call, traced
 
 
 def test_a_view_of_an_input_written_in_place_is_seen_by_the_caller(tmp_path: Path) -> None:
@@ -298,7 +384,9 @@ def test_compiled_code_from_another_process_is_a_clear_error(tmp_path: Path) -> 
 
 
 def test_older_pytorch_keeps_the_graph_break() -> None:
-    from tunedsl.backends.torch_compile import supported
+    from tunedsl.backends.torch_compile import FUSED_CALL_MIN_TORCH, supported
 
-    assert supported("2.13.0+cpu") and supported("2.14.0.dev20261101") and supported("3.0")
-    assert not supported("2.11.0+cu130") and not supported("2.12.1")
+    assert supported("2.11.0+cu130") and supported("2.14.0.dev20261101") and supported("3.0")
+    assert not supported("2.10.1") and not supported("1.13.0")
+    assert supported("2.13.0+cpu", FUSED_CALL_MIN_TORCH)
+    assert not supported("2.12.1", FUSED_CALL_MIN_TORCH)

@@ -10,7 +10,7 @@ import pytest
 
 from tunedsl.model.config import Config
 from tunedsl.model.rule import MAX_CONFIGS, InvalidRule, Rule, key_features
-from tunedsl.model.rule_build import SweptKey, build, cover
+from tunedsl.model.rule_build import SweptKey, build, cover, missing_cells, with_cells
 
 CONFIGS = [Config(block=b, warps=w) for b in (16, 32, 64, 128, 256) for w in (4, 8)]
 
@@ -41,11 +41,16 @@ SIZES = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
 
 def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
     family, x = key_features(key(1000))
-    assert x == {"args.a.shape[0]": pytest.approx(math.log2(1000)), "args.a.shape[1]": 9.0}
+    assert x == {
+        "args.a.shape[0]": pytest.approx(math.log2(1000)),
+        "args.a.shape[1]": 9.0,
+        "args.M%16": 1.0,
+    }
     assert json.loads(family) == {"args.a.dtype": "float16", "args.a.stride": "s1"}
-    # Triton's int class is no family: an odd M shares the powers of two's rule.
+    # Triton's int class is no family: an odd M shares the powers of two's rule, with its
+    # alignment as a feature.
     odd = {"args": {**key(1000)["args"], "M": "i"}}
-    assert key_features(odd)[0] == family
+    assert key_features(odd) == (family, {**x, "args.M%16": 0.0})
     assert key_features(key(1000, "float32"))[0] != family
     # A constexpr value and the user's key= are part of the key as they are.
     # A numeric constexpr (a block computed from a size) is a feature, a flag a family; the
@@ -144,6 +149,10 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
     data = rule.to_json()
     again = Rule.from_json(json.loads(json.dumps(data)))
     assert again.configs == rule.configs and again.decide(key(300)) == rule.decide(key(300))
+    # Written as schema 2 (keys carry alignment); a schema-1 file (no alignment split) reads.
+    assert data["schema"] == 2
+    older = Rule.from_json({**json.loads(json.dumps(data)), "schema": 1})
+    assert older.decide(key(300)) == rule.decide(key(300)) and older.to_json()["schema"] == 1
 
     def damaged(change) -> dict:
         d = json.loads(json.dumps(data))
@@ -152,7 +161,9 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
 
     cases = {
         "not a tunedsl rule": lambda d: d.update(kind="record"),
-        "schema": lambda d: d.update(schema=99),
+        "schema 99 is not one this tunedsl reads .1, 2.: build the rule again": lambda d: d.update(
+            schema=99
+        ),
         "rule.configs is not a list of 1 to 8": lambda d: d.update(configs=[]),
         "expected a configuration index": lambda d: d["families"][0].update(
             model="tree", tree={"pick": 99}
@@ -224,3 +235,67 @@ def test_where_the_per_size_bests_are_noise_one_configuration_is_the_map() -> No
     assert built.configs[family.tree.pick] == Config(warps=4)
     v = built.validation
     assert v["geomean"] <= v["baselines"]["nearest_key"]["geomean"]  # type: ignore[index, operator]
+
+
+def test_the_cells_a_rule_needs_and_the_records_never_timed_are_planned_for_measuring() -> None:
+    # Small sizes swept with the small blocks only (a budgeted search), large ones with all.
+    small = [
+        SweptKey(key(m), {c: landscape(m, c) for c in CONFIGS if c.block <= 32}) for m in (16, 24)
+    ]
+    large = swept([1024, 4096])
+    failed = SweptKey(key(64), {**{c: landscape(64, c) for c in CONFIGS}, CONFIGS[-1]: None})
+    keys = [*small, *large, failed]
+    built = build(keys)
+    cells = missing_cells(keys, built.configs)
+    # Exactly the rule's configurations each small key lacks; a failure was a measurement.
+    expected = [(i, c) for i in (0, 1) for c in built.configs if c.block > 32]
+    assert cells == expected and cells
+    assert all(i != 4 for i, _ in cells)
+    # Measured cells fill what a key lacks and never replace what it has.
+    again = {c: 1.0 for c in CONFIGS}
+    filled = with_cells(keys[0], again)
+    assert all(c in filled.times for c in built.configs)
+    assert all(filled.times[c] == keys[0].times[c] for c in keys[0].times)
+    assert missing_cells([filled, *keys[1:]], built.configs) == [(i, c) for i, c in cells if i == 1]
+
+
+def rows_key(n: int) -> dict:
+    """A row kernel's key: the row length is the row stride, so its alignment is known."""
+    c = "i16" if n % 16 == 0 else "i"
+    return {"args": {"x": {"dtype": "float16", "shape": [4096, n], "stride": "s1"}, "n": c}}
+
+
+def rows_time(n: int, config: Config) -> float:
+    """Rows whose length is a multiple of 16 load with vectors: 4 warps are best; otherwise
+    the loads are scalar and 8 warps hide them better."""
+    best = 4 if n % 16 == 0 else 8
+    return n * (1.0 if config.warps == best else 1.08)
+
+
+def test_a_row_length_off_a_multiple_of_16_gets_its_own_pick_when_the_sweep_had_both() -> None:
+    configs = [Config(block=64, warps=w) for w in (4, 8)]
+    sizes = [64, 96, 128, 192, 256, 384, 512, 768, 1024]
+    sweep = [n for m in sizes for n in (m, m + 1)]  # each size aligned and not
+    keys = [SweptKey(rows_key(n), {c: rows_time(n, c) for c in configs}) for n in sweep]
+    built = build(keys)
+    rule = Rule("s", {}, None, None, {}, {}, built.configs, built.families, built.validation)
+    for n in (100, 301, 999, 160, 320, 880):  # never swept, either alignment
+        pick, in_range = rule.decide(rows_key(n))
+        assert in_range and rows_time(n, pick) == min(rows_time(n, c) for c in configs), n
+    assert built.validation["geomean"] == pytest.approx(1.0)
+    assert "if args.n % 16 != 0:" in rule.describe()
+    # One odd length swept by chance is no evidence: no split on alignment for it.
+    one_odd = [k for k, n in zip(keys, sweep, strict=True) if n % 16 == 0 or n == 65]
+    lone = build(one_odd)
+
+    def split_on(tree) -> set:
+        if tree is None or tree.pick is not None:
+            return set()
+        return {tree.feature} | split_on(tree.low) | split_on(tree.high)
+
+    assert not any("%16" in f for fam in lone.families for f in split_on(fam.tree))
+    # A sweep of aligned lengths only: an odd length is still in range (the picks carry).
+    aligned = [k for k, n in zip(keys, sweep, strict=True) if n % 16 == 0]
+    only = build(aligned)
+    rule = Rule("s", {}, None, None, {}, {}, only.configs, only.families, only.validation)
+    assert rule.decide(rows_key(301))[1]

@@ -5,8 +5,18 @@ Eager calls are untouched: the expansion calls ``site.launch`` (``Site._call``, 
 fused launch that takes the whole call). Dynamo never runs those; it is told to trace
 :func:`_traced_call`: for ``Site._call`` and ``Site.__call__`` through the attribute Dynamo
 reads on a function it inlines, and for the C fused type's ``__call__`` registered with
-``torch.compiler.substitute_in_graph`` once both Dynamo and the C type are loaded. It traces
-:func:`_trace`, which puts one call of the custom operator ``tunedsl::site_call`` in the graph.
+``torch.compiler.substitute_in_graph`` once both Dynamo and the C type are loaded (a
+PyTorch below ``FUSED_CALL_MIN_TORCH`` ignores that for a C type: there, once Dynamo is
+loaded, no site's call is a C fused launch). It traces :func:`_trace`, which puts one call
+of the custom operator ``tunedsl::site_call`` in the graph.
+
+Private PyTorch used here (checked on 2.11, 2.12 and 2.13): ``_torchdynamo_inline`` (the
+function Dynamo inlines in place of another); ``torch._dynamo.comptime`` and its
+``_i_will_not_complain_if_bc_breaks_VariableTracker`` (the traced variables of the site and
+the kernel, a ``TritonKernelVariable``'s ``kernel`` or another variable's ``value``: the
+only way to reach the objects, which Dynamo will not hand to a constant-folded call);
+``torch._dynamo.guards.install_guard`` and ``GuardBuilder.ID_MATCH`` (the compiled code
+holds for that site and kernel only).
 
 The operator's body is the ordinary eager call of the site, so the decision is made at run
 time with the same table, records, rules and capture rule as an eager call. What the trace
@@ -21,6 +31,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +45,9 @@ SCHEMA = "(int plan_id, Tensor(a!)[] tensors, SymInt[] ints, float[] floats) -> 
 MAX_POINTS = 1024
 
 _lock = threading.Lock()
-_plans: list[_Plan] = []  # by plan id (an int in the graph); only grows, like Triton's table
+_plans: list[_Plan | None] = []  # by plan id (an int in the graph); only grows, like Triton's table
+_captured: dict[int, tuple[Any, Any]] = {}  # plan id -> (owner, kernel) while a trace runs
+_comptime: Any = None  # torch._dynamo.comptime.comptime, once Dynamo is loaded
 _op: Any = None
 _fused_types: list[Any] = []  # the C fused types loaded in this process (one, but for tests)
 
@@ -90,8 +103,13 @@ def _trace(
 ) -> None:
     import torch
 
+    # The plan's id comes first, a constant; _capture then files the real owner and kernel
+    # under it (Dynamo cannot pass a site or a Triton kernel to a constant-folded call:
+    # neither is a Python constant to it), and _points and _register take the id.
+    plan = _reserve()
+    _comptime(_capture)
     lazy_values = lazy() if lazy is not None else None
-    names, points = _points(owner, lazy_values)
+    names, points = _points(plan, lazy_values)
     tensors: list[Any] = []
     ints: list[Any] = []
     floats: list[Any] = []
@@ -109,7 +127,7 @@ def _trace(
             )
         )
     plan = _register(
-        owner, kernel, names, points, flat_args, flat_kwargs, flat_key, tuple(binds), lazy_values
+        plan, names, points, flat_args, flat_kwargs, flat_key, tuple(binds), lazy_values
     )
     torch.ops.tunedsl.site_call(plan, tensors, ints, floats)
 
@@ -146,13 +164,13 @@ def _site_of(owner: Any) -> Any:
     return fallback.__self__
 
 
-def _points(owner: Any, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+def _points(plan_id: int, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     """The placeholders the site's bind reads and each distinct combination of their
     values over the site's space (and its ``default=``)."""
     from tunedsl.model.config import as_config
     from tunedsl.model.space import search_space
 
-    site = _site_of(owner)
+    site = _site_of(_captured[plan_id][0])
     space = site.literal_space
     options = dict(site.literal_options)
     if lazy_values is not None:
@@ -177,9 +195,40 @@ def _points(owner: Any, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any, .
     return names, tuple(points)
 
 
+def _reserve() -> int:
+    """A new plan id (runs for real while Dynamo traces); :func:`_register` fills it."""
+    op()
+    with _lock:
+        _captured.clear()  # left by a trace that failed (Dynamo traces one frame at a time)
+        _plans.append(None)
+        return len(_plans) - 1
+
+
+def _capture(ctx: Any) -> None:
+    """Run by Dynamo while it traces :func:`_trace` (``comptime``): file the real owner and
+    kernel of the traced call under its plan id, and guard the compiled code on both."""
+    plan_id = ctx.get_local("plan").as_python_constant()
+    _captured[plan_id] = (_real(ctx.get_local("owner")), _real(ctx.get_local("kernel")))
+
+
+def _real(var: Any) -> Any:
+    """The Python object a traced variable stands for, with a guard on its identity."""
+    from torch._dynamo.guards import GuardBuilder, install_guard
+
+    vt = var._i_will_not_complain_if_bc_breaks_VariableTracker().realize()
+    if type(vt).__name__ == "TritonKernelVariable":  # a @triton.jit or autotuned kernel
+        value = vt.kernel
+    elif hasattr(vt, "value"):  # a site, a C fused launch, an interpreted kernel
+        value = vt.value
+    else:
+        value = var.as_python_constant()  # a plain function (a mistake the call reports)
+    if vt.source is not None:
+        install_guard(vt.source.make_guard(GuardBuilder.ID_MATCH))
+    return value
+
+
 def _register(
-    owner: Any,
-    kernel: Any,
+    plan_id: int,
     names: tuple[str, ...],
     points: tuple[Any, ...],
     args: tuple[Any, ...],
@@ -188,8 +237,8 @@ def _register(
     binds: tuple[Any, ...],
     lazy_values: Any,
 ) -> int:
-    """The id of a new plan (runs for real while Dynamo traces)."""
-    op()
+    """Fill the plan ``plan_id`` (runs for real while Dynamo traces); return its id."""
+    owner, kernel = _captured.pop(plan_id)
     site = _site_of(owner)
     site.launch_held = True
     plan = _Plan(
@@ -203,8 +252,8 @@ def _register(
         lazy_values,
     )
     with _lock:
-        _plans.append(plan)
-        return len(_plans) - 1
+        _plans[plan_id] = plan
+    return plan_id
 
 
 # -- what the compiled code runs -----------------------------------------------------------
@@ -212,13 +261,13 @@ def _run(
     plan_id: int, tensors: Sequence[Any], ints: Sequence[int], floats: Sequence[float]
 ) -> None:
     """The operator's body: the site's ordinary eager call."""
-    if not 0 <= plan_id < len(_plans):
+    plan = _plans[plan_id] if 0 <= plan_id < len(_plans) else None
+    if plan is None:
         raise UsageError(
             f"tunedsl::site_call: no traced site {plan_id} in this process: this compiled code "
             "was traced by another process (a saved torch.compile artifact); compile the "
             "model in this process, or wrap the site's call in tunedsl.torch_op"
         )
-    plan = _plans[plan_id]
 
     def value(leaf: Any) -> Any:
         tag, x = leaf
@@ -281,10 +330,16 @@ def op() -> Any:
 
 
 # -- telling Dynamo ------------------------------------------------------------------------
-#: The first PyTorch whose Dynamo traces a site as one operator (checked: 2.13 on the CPU).
-#: PyTorch 2.11's Dynamo cannot run the trace (it takes the site for a constant); there a
-#: site inside a compiled function stays a graph break, as before.
-MIN_TORCH = (2, 13)
+#: The first PyTorch whose Dynamo traces a site as one operator (checked: 2.11, 2.12 and 2.13
+#: on the CPU). Before it, a site inside a compiled function stays a graph break.
+MIN_TORCH = (2, 11)
+#: The first PyTorch whose Dynamo traces a call of the C fused launch (a C type's call
+#: registered with ``substitute_in_graph``). Before it, once Dynamo is loaded, a site's call
+#: stays ``Site._call``, which still runs the C fused launch for a repeat: one Python frame
+#: more per call, and Dynamo meets only the site's own call.
+FUSED_CALL_MIN_TORCH = (2, 13)
+_whole_calls = True  # whether a C fused launch may take a site's whole call (see above)
+_fused_sites: weakref.WeakSet[Any] = weakref.WeakSet()  # sites given such a launch
 _site_classes: list[type] = []
 
 
@@ -298,23 +353,46 @@ def install(site_cls: type) -> None:
     _watch_dynamo()
 
 
-def supported(version: str) -> bool:
-    """Whether a PyTorch of ``version`` traces a site as one operator (``MIN_TORCH``)."""
+def supported(version: str, least: tuple[int, int] = MIN_TORCH) -> bool:
+    """Whether a PyTorch of ``version`` traces a site as one operator (``MIN_TORCH``), or
+    is at least ``least``."""
     parts = []
     for piece in version.split("+")[0].split(".")[:2]:
         digits = "".join(c for c in piece if c.isdigit())
         parts.append(int(digits or 0))
-    return tuple(parts) >= MIN_TORCH
+    return tuple(parts) >= least
 
 
-def note_fused_type(fused_type: Any) -> None:
-    """A C fused type is loaded: register its call with Dynamo (now, or once Dynamo is)."""
+def note_fused_type(fused_type: Any, fallback: Any) -> bool:
+    """A C fused launch of ``fused_type`` is built with the site's call ``fallback``: register
+    the type's call with Dynamo (now, or once Dynamo is loaded). Returns whether the launch
+    may take the site's whole call (see ``FUSED_CALL_MIN_TORCH``)."""
+    site = getattr(fallback, "__self__", None)  # Site._call's site
     with _lock:
+        if site is not None:
+            _fused_sites.add(site)
         if fused_type in _fused_types:
-            return
+            return _whole_calls
         _fused_types.append(fused_type)
     if "torch._dynamo" in sys.modules and supported(str(sys.modules["torch"].__version__)):
         _register_fused(fused_type)
+    return _whole_calls
+
+
+def whole_calls() -> bool:
+    """Whether a C fused launch may take a site's whole call (``FUSED_CALL_MIN_TORCH``)."""
+    return _whole_calls
+
+
+def _keep_sites_calls() -> None:
+    """Dynamo is loaded and cannot trace a call of the C fused launch: no site's call may be
+    one from now on (the C launch still runs inside ``Site._call``)."""
+    global _whole_calls
+    with _lock:
+        _whole_calls = False
+        sites = list(_fused_sites)
+    for site in sites:
+        site.hold_launch()
 
 
 def _register_fused(fused_type: Any) -> None:
@@ -331,14 +409,21 @@ def _on_dynamo_loaded() -> None:
 
     if not supported(str(torch.__version__)):
         return  # a graph break, as before
+    if not supported(str(torch.__version__), FUSED_CALL_MIN_TORCH):
+        _keep_sites_calls()
     with _lock:
         classes = list(_site_classes)
     for site_cls in classes:
         for name in ("_call", "__call__"):
             vars(site_cls)[name]._torchdynamo_inline = _traced_call
-    # Dynamo runs these for real while tracing (they read the site, the space, the table).
-    torch.compiler.assume_constant_result(_points)
-    torch.compiler.assume_constant_result(_register)
+    # Dynamo runs these for real while tracing (they read the site, the space, the table);
+    # their arguments are Python constants (a plan id, names, flattened leaves).
+    for fn in (_reserve, _points, _register):
+        torch.compiler.assume_constant_result(fn)
+    global _comptime
+    from torch._dynamo.comptime import comptime
+
+    _comptime = comptime
     with _lock:
         types = list(_fused_types)
     for fused_type in types:

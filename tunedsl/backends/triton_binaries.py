@@ -35,6 +35,7 @@ import json
 import os
 import shutil
 import stat
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,7 @@ class LaunchSource:
     env: dict[str, str]
     target: Any
     key: str
+    fingerprint: str = ""  # the installed Triton's (``triton_fingerprint``) it was keyed with
 
 
 def launch_source(
@@ -130,22 +132,53 @@ def launch_source(
     """Rebuild the ``ASTSource`` and options of ``kernel[grid](*args, **kwargs, **options)``
     on the current device (or a named ``target`` such as ``"cuda:90"``, for tests); None
     when there is no fingerprint or Triton's knobs ask for a real compile (hooks,
-    ``TRITON_ALWAYS_COMPILE``, kernel overrides)."""
+    ``TRITON_ALWAYS_COMPILE``, kernel overrides).
+
+    Per kernel and target the backend and Triton's binder are made once, and a launch that
+    Triton's own kernel table would key alike (its specialization and options) with the same
+    environment reuses the source built first: every new size of one specialization (each a
+    new key to a site) costs a binder call, not a rebuilt ``ASTSource`` and its hash."""
     fingerprint = triton_fingerprint()
     if fingerprint is None or compat.compile_disabled() is not None:
         return None
     from triton.compiler import ASTSource, make_backend
 
-    from tunedsl.backends.triton_compile import pack_launch, parse_target, unwrap_jit
+    from tunedsl.backends.triton_compile import compile_lock, parse_target, unwrap_jit
 
     jit_fn = unwrap_jit(kernel)
     target = compat.current_target() if target is None else parse_target(target)
-    backend = make_backend(target)
-    opts, signature, constexprs, attrs = pack_launch(jit_fn, backend, args, kwargs, options)
-    src = ASTSource(jit_fn, signature, constexprs, attrs)
+    with compile_lock:  # binder creation execs generated code
+        per_target = _made.setdefault(jit_fn, {})
+        made = per_target.get(target)
+        if made is None:
+            backend = make_backend(target)
+            made = per_target[target] = (backend, compat.make_binder(jit_fn, backend), {})
+    backend, binder, sources = made
+    run_kwargs = compat.run_kwargs(jit_fn, kwargs, options)
+    bound_args, specialization, bound_options = binder(*args, **run_kwargs)
     env = compat.cache_invalidating_env()
+    memo = (compat.launch_key(specialization, bound_options), tuple(sorted(env.items())))
+    found = sources.get(memo)
+    if found is not None and found.fingerprint == fingerprint:
+        return found
+    opts, signature, constexprs, attrs = compat.pack_args(
+        jit_fn, backend, run_kwargs, bound_args, specialization, bound_options
+    )
+    src = ASTSource(jit_fn, signature, constexprs, attrs)
     key = compat.kernel_hash(compat.cache_key_with(fingerprint, src, backend, opts, env))
-    return LaunchSource(src, backend, opts, env, target, key)
+    out = LaunchSource(src, backend, opts, env, target, key, fingerprint)
+    if len(sources) < MAX_SOURCES:
+        sources[memo] = out
+    return out
+
+
+#: Launch sources kept per kernel and target (a bound on a process's distinct binaries).
+MAX_SOURCES = 1024
+# Per JITFunction (dropped with it), per target: the backend, the binder, and the launch
+# sources built, by Triton's kernel-table key and the environment.
+_made: weakref.WeakKeyDictionary[Any, dict[Any, tuple[Any, Any, dict[Any, LaunchSource]]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 # -- loading -------------------------------------------------------------------------------

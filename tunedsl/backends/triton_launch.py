@@ -17,7 +17,8 @@
   launch of a key loads the chosen variant's binary from tunedsl's store
   (``triton_binaries.py``) instead of compiling it, or, when there is none yet, stores the
   binary the JIT produced, so the next process skips ``triton.compile`` (and its
-  ``triton_key()``, about 0.5 s per process).
+  ``triton_key()``, about 0.5 s per process). Within a process a binary is read and loaded
+  onto a device once: later keys with the same binary share its ``CompiledKernel``.
 """
 
 from __future__ import annotations
@@ -297,6 +298,7 @@ class DirectLauncher:
             self.disabled = True
         if launch is not None:
             _store(launch, compiled)
+            _remember(launch, compiled)
 
     def _load_stored(
         self,
@@ -308,9 +310,11 @@ class DirectLauncher:
         """Capture the stored binary of this launch; False (state untouched) on any miss."""
         from tunedsl.backends import triton_binaries
 
-        compiled = triton_binaries.load(launch)
+        compiled = _in_process(launch)
         if compiled is None:
-            return False
+            compiled = triton_binaries.load(launch)
+            if compiled is None:
+                return False
         try:
             self._capture(compiled, args, static_kwargs, dyn_kwargs)
         except Exception as err:  # e.g. the device cannot load it: compile instead
@@ -325,6 +329,7 @@ class DirectLauncher:
         if self.dyn0 is None:
             self.disabled = not (direct_launch_enabled() and self.info.jit)
             return False
+        _remember(launch, compiled)
         return True
 
     def _capture(
@@ -372,6 +377,34 @@ def _launch_source(
         return triton_binaries.launch_source(kernel, args, kwargs, options)
     except Exception:
         return None
+
+
+# Stored binaries this process loaded or compiled, by (binary key, device): the next key
+# with the same binary (another size of one specialization: every new key a rule decides)
+# shares its CompiledKernel, as the JIT's own table would, instead of reading, verifying and
+# loading the module onto the device again.
+_binaries: dict[tuple[str, int], Any] = {}
+_binaries_lock = threading.Lock()
+
+
+def _device() -> int | None:
+    try:
+        return int(compat.device_and_stream()[0]())
+    except Exception:
+        return None
+
+
+def _in_process(launch: Any) -> Any:
+    device = _device()
+    with _binaries_lock:
+        return None if device is None else _binaries.get((launch.key, device))
+
+
+def _remember(launch: Any, compiled: Any) -> None:
+    device = _device()
+    if device is not None:
+        with _binaries_lock:
+            _binaries.setdefault((launch.key, device), compiled)
 
 
 def _store(launch: Any, compiled: Any) -> None:

@@ -1,13 +1,20 @@
 """``tunedsl rules``: decisions for keys never tuned, built ahead of time from a sweep.
 
     tunedsl rules build [--site ID ...] [--records DIR ...] --out DIR [--tolerance 0.03]
+                        [--script SCRIPT [--shapes FILE] [--measure-budget SECONDS]]
     tunedsl rules show DIR|FILE ...
-    tunedsl rules check DIR|FILE ...
+    tunedsl rules check DIR|FILE ... [--script SCRIPT [--shapes FILE] [--sample N]
+                        [--bound 1.05] [--measure-budget SECONDS]]
 
 ``build`` turns each site's tuning records (the cache's, or ``--records`` directories) into a
 rule file in ``--out`` (docs/shapes.md); ship that directory on ``TUNEDSL_RECORDS_PATH``.
-``show`` prints rules as tables; ``check`` says which rules were measured on another GPU model
-or Triton version than this machine's (stale).
+Where the records never timed one of the rule's configurations on a swept key, ``--script``
+(the sweep's workloads) measures those keys again on this machine's device, within
+``--measure-budget`` seconds (the cross-measurement phase); without it the build says which
+cells are missing and builds from what the records have. ``show`` prints rules as tables;
+``check`` says which rules were measured on another GPU model or Triton version than this
+machine's (stale), and with ``--script`` tunes a sample of the shapes here and reports each
+key's regret under the rule, failing when a rule's geomean regret is above ``--bound``.
 """
 
 from __future__ import annotations
@@ -46,10 +53,48 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     build.add_argument(
         "--max-configs", type=int, default=8, help="configurations per rule (1 to 8, default 8)"
     )
-    for name, text in (("show", "print rules as tables"), ("check", "find stale rules")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("paths", nargs="+", metavar="DIR|FILE")
+    _measure_args(build, "measure the cells the records lack by running SCRIPT's workloads")
+    show = sub.add_parser("show", help="print rules as tables")
+    show.add_argument("paths", nargs="+", metavar="DIR|FILE")
+    check = sub.add_parser("check", help="find stale rules; re-measure their picks here")
+    check.add_argument("paths", nargs="+", metavar="DIR|FILE")
+    _measure_args(check, "tune a sample of SCRIPT's shapes here and judge the rules' picks")
+    check.add_argument(
+        "--sample", type=int, default=8, help="shapes tuned for the check (default 8)"
+    )
+    check.add_argument(
+        "--bound",
+        type=float,
+        default=DEFAULT_BOUND,
+        help=f"largest geomean regret a rule may have (default {DEFAULT_BOUND})",
+    )
     return parser
+
+
+DEFAULT_BOUND = 1.05
+DEFAULT_MEASURE_BUDGET_S = 600.0
+
+
+def _measure_args(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument("--script", help=f"a script of @tunedsl.workload functions: {text}")
+    parser.add_argument("--shapes", help="JSON list of the workloads' keyword arguments")
+    parser.add_argument(
+        "--measure-budget",
+        type=float,
+        default=DEFAULT_MEASURE_BUDGET_S,
+        metavar="SECONDS",
+        help=f"time for measuring (default {DEFAULT_MEASURE_BUDGET_S:.0f}; a task started ends)",
+    )
+
+
+def _check_measure_args(args: argparse.Namespace) -> None:
+    from tunedsl.knobs import finite_number
+
+    finite_number(args.measure_budget, "--measure-budget", zero_ok=True, unit=" of seconds")
+    if args.shapes is not None and args.script is None:
+        raise UsageError("--shapes needs --script: the workloads the shapes are arguments of")
+    if args.script is not None and not Path(args.script).is_file():
+        raise UsageError(f"--script {args.script}: no such file")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -58,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
     files = _rule_files(args.paths)
     if args.action == "show":
         return show(files)
-    return check(files)
+    return check(files, args)
 
 
 def _records(dirs: Sequence[str]) -> Iterable[Any]:
@@ -75,6 +120,8 @@ def _records(dirs: Sequence[str]) -> Iterable[Any]:
 
 
 def _groups(records: Iterable[Any], sites: Sequence[str]) -> dict[tuple[str, str], list[Any]]:
+    from tunedsl.cli.rules_measure import device_of
+
     """Records by (rule digest, where measured), newest record of each key."""
     from tunedsl.model.keys import canonical_json
     from tunedsl.store.records import keyed_toolchain
@@ -86,7 +133,7 @@ def _groups(records: Iterable[Any], sites: Sequence[str]) -> dict[tuple[str, str
             continue
         ctx = r.context if isinstance(r.context, dict) else {}
         digest = rule_digest(r.site, r.kernel, ctx.get("hints"), ctx.get("env"))
-        measured = canonical_json([_device(r.device), keyed_toolchain(r.versions)])
+        measured = canonical_json([device_of(r.device), keyed_toolchain(r.versions)])
         keyed = groups.setdefault((digest, measured), {})
         text = canonical_json(r.key)
         if text not in keyed or keyed[text].timestamp < r.timestamp:
@@ -94,21 +141,17 @@ def _groups(records: Iterable[Any], sites: Sequence[str]) -> dict[tuple[str, str
     return {g: list(v.values()) for g, v in groups.items()}
 
 
-def _device(device: dict[str, Any]) -> dict[str, Any]:
-    return {k: device.get(k) for k in ("type", "name", "capability", "arch")}
-
-
 def build(args: argparse.Namespace) -> int:
-    from tunedsl.model.rule import MAX_CONFIGS, Rule
-    from tunedsl.model.rule_build import SweptKey
+    from tunedsl.cli.rules_measure import Plan, cross_measure, times_of
+    from tunedsl.model.rule import MAX_CONFIGS
+    from tunedsl.model.rule_build import SweptKey, usable
     from tunedsl.model.rule_build import build as build_rule
-    from tunedsl.store.records import keyed_toolchain
-    from tunedsl.store.rules import save_rule
 
     if not 0 <= args.tolerance < 1:
         raise UsageError(f"--tolerance {args.tolerance}: expected a number in [0, 1)")
     if not 1 <= args.max_configs <= MAX_CONFIGS:
         raise UsageError(f"--max-configs {args.max_configs}: expected 1 to {MAX_CONFIGS}")
+    _check_measure_args(args)
     groups = _groups(_records(args.records), args.site)
     if not groups:
         where = ", ".join(args.records) or "this user's cache"
@@ -120,11 +163,10 @@ def build(args: argparse.Namespace) -> int:
     by_digest: dict[str, list[tuple[str, list[Any]]]] = {}
     for (digest, measured), recs in groups.items():
         by_digest.setdefault(digest, []).append((measured, recs))
-    out = Path(args.out)
-    print(f"{'site':<48} {'keys':>5} {'configs':>7} {'geomean':>8} {'p95':>7} {'max':>7}  file")
-    for _digest, found in sorted(by_digest.items()):
+    plans: list[Plan] = []
+    for digest, found in sorted(by_digest.items()):
         found.sort(key=lambda item: -len(item[1]))
-        _measured, recs = found[0]
+        measured, recs = found[0]
         first = recs[0]
         for other, skipped in found[1:]:
             print(
@@ -132,44 +174,54 @@ def build(args: argparse.Namespace) -> int:
                 "are left out: a rule is measured on one GPU model and toolchain",
                 file=sys.stderr,
             )
-        keys = [
-            SweptKey(
-                r.key,
-                {c.config: (c.median_ms if c.status == "ok" else None) for c in r.results},
-            )
-            for r in recs
-        ]
-        try:
-            built = build_rule(keys, args.tolerance, args.max_configs)
-        except ValueError as err:
-            print(f"  {first.site}: no rule ({err})", file=sys.stderr)
+        keys = usable([SweptKey(r.key, times_of(r)) for r in recs])
+        if not keys:
+            print(f"  {first.site}: no rule (no swept key has a successful time)", file=sys.stderr)
             continue
-        ctx = first.context if isinstance(first.context, dict) else {}
-        rule = Rule(
-            site=first.site,
-            kernel={k: first.kernel.get(k) for k in ("qualname", "source_hash")},
-            hints=ctx.get("hints"),
-            env=ctx.get("env"),
-            device=_device(first.device),
-            toolchain=keyed_toolchain(first.versions),
-            configs=built.configs,
-            families=built.families,
-            validation=built.validation,
-            built=time.time(),
-        )
-        path = save_rule(rule, out)
-        v = built.validation
-        print(
-            f"{_short(first.site, 48):<48} {len(keys):>5} {len(built.configs):>7} "
-            f"{_x(v.get('geomean')):>8} {_x(v.get('p95')):>7} {_x(v.get('max')):>7}  {path.name}"
-        )
-        if v.get("unmeasured"):
-            print(
-                f"  note: {v['unmeasured']} held-out picks were never timed on their key "
-                "(the records measured a subset); sweep with search='exhaustive' to time them",
-                file=sys.stderr,
-            )
+        plans.append(Plan(digest, measured, first, keys, None))
+        plans[-1].built = build_rule(keys, args.tolerance, args.max_configs)
+    if cross_measure(plans, args):
+        for plan in plans:
+            plan.built = build_rule(plan.keys, args.tolerance, args.max_configs)
+    out = Path(args.out)
+    print(f"{'site':<48} {'keys':>5} {'configs':>7} {'geomean':>8} {'p95':>7} {'max':>7}  file")
+    for plan in plans:
+        _save(plan, out)
     return 0
+
+
+def _save(plan: Any, out: Path) -> None:
+    from tunedsl.cli.rules_measure import device_of
+    from tunedsl.model.rule import Rule
+    from tunedsl.store.records import keyed_toolchain
+    from tunedsl.store.rules import save_rule
+
+    first, built = plan.first, plan.built
+    ctx = first.context if isinstance(first.context, dict) else {}
+    rule = Rule(
+        site=first.site,
+        kernel={k: first.kernel.get(k) for k in ("qualname", "source_hash")},
+        hints=ctx.get("hints"),
+        env=ctx.get("env"),
+        device=device_of(first.device),
+        toolchain=keyed_toolchain(first.versions),
+        configs=built.configs,
+        families=built.families,
+        validation=built.validation,
+        built=time.time(),
+    )
+    path = save_rule(rule, out)
+    v = built.validation
+    print(
+        f"{_short(first.site, 48):<48} {len(plan.keys):>5} {len(built.configs):>7} "
+        f"{_x(v.get('geomean')):>8} {_x(v.get('p95')):>7} {_x(v.get('max')):>7}  {path.name}"
+    )
+    if v.get("unmeasured"):
+        print(
+            f"  note: {v['unmeasured']} held-out picks were never timed on their key "
+            "(the records measured a subset); sweep with search='exhaustive' to time them",
+            file=sys.stderr,
+        )
 
 
 def _x(value: Any) -> str:
@@ -215,19 +267,31 @@ def show(files: Sequence[Path]) -> int:
     return 1 if bad else 0
 
 
-def check(files: Sequence[Path]) -> int:
-    """Each rule against this machine's GPU model and toolchain."""
+def check(files: Sequence[Path], args: argparse.Namespace) -> int:
+    from tunedsl.cli.rules_measure import device_of, remeasure_picks
+
+    """Each rule against this machine's GPU model and toolchain; with ``--script``, each
+    rule's picks against tuning a sample of the shapes here."""
     from tunedsl.backends import triton as bt
     from tunedsl.store.records import keyed_toolchain
+    from tunedsl.store.rules import digest_of
 
-    here = _device(bt.device_facts())
+    _check_measure_args(args)
+    if args.sample < 1:
+        raise UsageError(f"--sample {args.sample}: expected at least 1 shape")
+    if not args.bound >= 1:
+        raise UsageError(f"--bound {args.bound}: expected a regret of at least 1.0")
+    facts = bt.device_facts()
+    here = device_of(facts)
     toolchain = keyed_toolchain(bt.toolchain())
     stale = bad = 0
+    rules: dict[str, tuple[Path, Any]] = {}
     for path in files:
         rule = _load(path)
         if rule is None:
             bad += 1
             continue
+        rules[digest_of(rule)] = (path, rule)
         if rule.device.get("name") == here.get("name") and rule.toolchain == toolchain:
             print(f"{path.name}: current ({here.get('name')}, {toolchain})")
             continue
@@ -237,4 +301,13 @@ def check(files: Sequence[Path]) -> int:
             f"this machine is {here.get('name')} with {toolchain}; sweep here and run "
             "`tunedsl rules build` again"
         )
-    return 1 if stale or bad else 0
+    failed = stale + bad
+    if args.script is None or not rules:
+        return 1 if failed else 0
+    from tunedsl.precompile.remeasure import cannot_measure
+
+    why = cannot_measure(facts)
+    if why is not None:
+        print(f"cannot re-measure the rules' picks: {why}", file=sys.stderr)
+        return 1
+    return 1 if remeasure_picks(rules, args) or failed else 0

@@ -219,12 +219,14 @@ class Example:
         problem: str,
         run: Callable[[], Any],
         reference: Callable[[], Any],
+        flops: float | None = None,
     ) -> ExampleResult:
         """Time the tuned launch and PyTorch, print a summary, write the gallery result.
 
         ``launch`` is the ``LaunchResult`` the macro returned; ``run`` repeats the tuned call
         (the tuning table answers it, so this times what a user gets); ``reference`` is the
-        PyTorch computation. Exits with status 1 after reporting if any check failed.
+        PyTorch computation; ``flops``, the floating-point operations of one call, adds
+        both TFLOP/s on a GPU. Exits with status 1 after reporting if any check failed.
         """
         import torch
         import triton
@@ -256,6 +258,7 @@ class Example:
                 "triton": triton.__version__,
                 "python": sys.version.split()[0],
             },
+            flops=flops,
         )
         self._print(result)
         target = gallery_result_path()
@@ -284,6 +287,10 @@ class Example:
         if r.interpreted:
             note = " (interpreter: times measure Python, not speed-ups)"
         print(f"  PyTorch        : {format_ms(r.torch_time_ms)}{note}")
+        if r.tflops is not None and r.torch_tflops is not None:
+            print(
+                f"  throughput     : {r.tflops:.1f} TFLOP/s, PyTorch {r.torch_tflops:.1f} TFLOP/s"
+            )
         print(f"  check          : {'OK' if r.correct else 'FAILED'}: {r.check_message}")
         if r.timings:
             print("  every configuration (tuner's timings):")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.gallery.kit import format_config, format_ms, format_speedup
+from tunedsl.gallery.result import ExampleResult
 from tunedsl.gallery.runner import ExampleRun
 from tunedsl.store import atomic
 
@@ -56,10 +57,18 @@ def table_row(run: ExampleRun) -> list[str]:
         *(
             (INTERPRETED_CELL, INTERPRETED_CELL)
             if r.interpreted
-            else (format_speedup(r.speedup_vs_first), format_speedup(r.speedup_vs_torch))
+            else (format_speedup(r.speedup_vs_first), _vs_torch(r))
         ),
         _correct_cell(run),
     ]
+
+
+def _vs_torch(r: ExampleResult) -> str:
+    """``1.05x``, with both throughputs when the example gave its FLOP count."""
+    text = format_speedup(r.speedup_vs_torch)
+    if r.tflops is not None and r.torch_tflops is not None:
+        text += f" ({r.tflops:.0f} vs {r.torch_tflops:.0f} TFLOP/s)"
+    return text
 
 
 def _environment(runs: Sequence[ExampleRun]) -> dict[str, Any]:

@@ -50,6 +50,18 @@ class ExampleResult:
     correct: bool = False
     check_message: str = ""
     versions: dict[str, str] = field(default_factory=dict)
+    #: Floating-point operations of one call (``report(flops=...)``), for TFLOP/s.
+    flops: float | None = None
+
+    @property
+    def tflops(self) -> float | None:
+        """The tuned call's TFLOP/s; None without ``flops`` or under the interpreter."""
+        return _throughput(self, self.time_ms)
+
+    @property
+    def torch_tflops(self) -> float | None:
+        """The PyTorch reference's TFLOP/s, measured the same way."""
+        return _throughput(self, self.torch_time_ms)
 
     @property
     def speedup_vs_first(self) -> float | None:
@@ -72,7 +84,15 @@ class ExampleResult:
         data["schema"] = SCHEMA_VERSION
         data["speedup_vs_first"] = self.speedup_vs_first
         data["speedup_vs_torch"] = self.speedup_vs_torch
+        data["tflops"] = self.tflops
+        data["torch_tflops"] = self.torch_tflops
         return data
+
+
+def _throughput(result: ExampleResult, time_ms: float | None) -> float | None:
+    if result.interpreted or not result.flops or time_ms is None or time_ms <= 0:
+        return None
+    return result.flops / (time_ms * 1e-3) / 1e12
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -118,6 +138,7 @@ _OPTIONAL_NUMBERS = (
     "torch_time_ms",
     "first_config_time_ms",
     "chosen_config_tuned_ms",
+    "flops",
 )
 
 
@@ -170,4 +191,5 @@ def load_result(path: str | os.PathLike[str]) -> ExampleResult:
         correct=data["correct"],
         check_message=str(data.get("check_message") or ""),
         versions={str(k): str(v) for k, v in (data.get("versions") or {}).items()},
+        flops=data.get("flops"),
     )

@@ -108,14 +108,12 @@ def declare(filename: str, line: int, col: int, scope: str, ordinal: int) -> Non
 def site_id(filename: str, line: int, col: int, kernel_text: str, name: Any) -> str:
     """The identity of the site at ``filename:line:col`` (0-based col) launching
     ``kernel_text``; ``name`` (a string given as ``name=``) replaces it."""
-    with _lock:
-        declared = _declared.get((filename, line, col))
-    if declared is None:
-        declared = _scope_from_file(filename, line, kernel_text)
     if isinstance(name, str):
-        ident = by_base_name = name
+        ident = by_base_name = name  # the file's scope is not needed: never parsed
     else:
-        scope, ordinal = declared
+        with _lock:
+            declared = _declared.get((filename, line, col))
+        scope, ordinal = declared or _scope_from_file(filename, line, kernel_text)
         tail = f":{scope}:{kernel_text}" + (f"#{ordinal}" if ordinal else "")
         ident = file_identity(filename) + tail
         by_base_name = os.path.basename(filename) + tail
@@ -140,18 +138,50 @@ def location(ident: str) -> str:
 
 def scope_of(tree: ast.Module, line: int) -> str:
     """The qualified name of the innermost function or class around ``line``."""
+    return _scope_in(_defs(tree.body), line)
+
+
+# A function or class: (name, first line, last line, the functions and classes of its body).
+_Def = tuple[str, int, int, tuple["_Def", ...]]
+
+
+def _defs(body: list[ast.stmt]) -> tuple[_Def, ...]:
+    return tuple(
+        (node.name, node.lineno, node.end_lineno or node.lineno, _defs(node.body))
+        for node in body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    )
+
+
+def _scope_in(defs: tuple[_Def, ...], line: int) -> str:
     parts: list[str] = []
-    body: list[ast.stmt] = list(tree.body)
     while True:
-        for node in body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and (
-                node.lineno <= line <= (node.end_lineno or node.lineno)
-            ):
-                parts.append(node.name)
-                body = list(node.body)
+        for name, first, last, inner in defs:
+            if first <= line <= last:
+                parts.append(name)
+                defs = inner
                 break
         else:
             return ".".join(parts) or MODULE_SCOPE
+
+
+class _FileIndex(NamedTuple):
+    defs: tuple[_Def, ...]
+    calls: tuple[tuple[str, int], ...]  # (callee name, line) of every call in the file
+
+
+@functools.lru_cache(maxsize=16)
+def _index(source: str, filename: str) -> _FileIndex:
+    """The functions, classes and calls of one file's text: parsed once per process
+    for all the plain-API sites of a file (keyed by the text, so an edited file is
+    parsed again)."""
+    tree = ast.parse(source, filename)
+    calls = tuple(
+        (_callee_name(node.func), node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+    )
+    return _FileIndex(_defs(tree.body), calls)
 
 
 def _scope_from_file(filename: str, line: int, kernel_text: str) -> tuple[str, int]:
@@ -159,19 +189,17 @@ def _scope_from_file(filename: str, line: int, kernel_text: str) -> tuple[str, i
     be read or parsed, the line stands in for the scope (the old behaviour)."""
     try:
         with open(filename, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read(), filename)
+            index = _index(fh.read(), filename)
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
         return f"line {line}", 0
-    scope = scope_of(tree, line)
+    scope = _scope_in(index.defs, line)
     callee = kernel_text.rpartition(".")[2]
-    starts = sorted(
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and _callee_name(node.func) == callee
-        and scope_of(tree, node.lineno) == scope
+    earlier = sum(
+        1
+        for name, start in index.calls
+        if name == callee and start < line and _scope_in(index.defs, start) == scope
     )
-    return scope, sum(1 for s in starts if s < line)
+    return scope, earlier
 
 
 def _callee_name(func: ast.expr) -> str:

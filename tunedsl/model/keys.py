@@ -334,6 +334,18 @@ def hashable_user_key(value: Any) -> Any:
     return value
 
 
+class KernelToken:
+    """Prefix of the call keys of a site's second, third... kernel (the first has none)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.index}>"
+
+
 # -- readable form ---------------------------------------------------------------------------
 
 

@@ -7,10 +7,12 @@ the rule: a key in the rule's range gets the rule's pick at once, with no tuning
 What a key looks like to a rule (``key_features``): the readable key's numeric parts (tensor
 shapes, numeric constexprs such as a block computed from a size, ints of ``key=``) are its
 *features*, taken as log2; everything else (dtypes, stride patterns, other constexprs, strings
-of ``key=``) is its *family*. Triton's int classes
-(``i1``, ``i16``, ``i``) are neither: the kernel is compiled for the class anyway, and a
-configuration's speed carries across them. A key is *in range* when its family is one the
-rule was built for and each feature lies within the swept keys' range.
+of ``key=``) is its *family*. Triton's int classes (``i1``, ``i16``, ``i``) are no family (the
+kernel is compiled for the class anyway) but give each int argument an alignment feature
+(1 for a multiple of 16, else 0) that the maps may split on: a row stride that is not a
+multiple of 16 loses vector loads, and with them the fastest configuration. A key is *in
+range* when its family is one the rule was built for and each size feature lies within the
+swept keys' range (alignment has no range).
 
 A family's map is a shallow tree over the features (splits at midpoints of log2 values) or
 the nearest swept key's pick, whichever the build's leave-one-key-out validation preferred.
@@ -27,7 +29,11 @@ from typing import Any
 from tunedsl.model.config import Config
 from tunedsl.model.keys import canonical_json
 
-RULE_SCHEMA = 1
+# 2: keys carry an int argument's alignment feature, which a tree may split on (a reader of
+# schema 1 would send every key down one branch of such a split: it refuses the file).
+RULE_SCHEMA = 2
+#: Schemas this tunedsl reads: a schema-1 rule never splits on alignment.
+READ_SCHEMAS = (1, 2)
 RULE_KIND = "tunedsl-rule"
 MAX_TREE_DEPTH = 3
 MAX_CONFIGS = 8
@@ -53,7 +59,11 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 features[path] = math.log2(max(float(value), 1.0)) if value >= 0 else -1.0
         elif isinstance(value, str):
             if path.startswith("args.") and value in _INT_CLASSES:
-                return  # Triton's int class: compiled for anyway, not a family
+                # Triton's int class: compiled for anyway, so neither a family nor a range;
+                # but a multiple of 16 (a row stride that keeps rows aligned) can change the
+                # fastest configuration, so the maps may split on it.
+                features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
+                return
             family[path] = value
         elif isinstance(value, Mapping):
             if "constexpr" in value and len(value) == 1:
@@ -79,6 +89,14 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
 
 
 _INT_CLASSES = frozenset(c + w for c in ("i1", "i16", "i") for w in ("", "L", "U"))
+#: The suffix of an int argument's alignment feature (1: a multiple of 16, else 0). Not a
+#: range: a key of either alignment is in a rule's range, whichever the sweep had.
+ALIGNED = "%16"
+
+
+def ranged(feature: str) -> bool:
+    """Whether ``feature`` has a range (a size), or is an int's alignment (``ALIGNED``)."""
+    return not feature.endswith(ALIGNED)
 
 
 @dataclass(frozen=True)
@@ -134,12 +152,17 @@ class Tree:
         """The tree as text a person reads: ``M <= 64 -> config A``."""
         if self.pick is not None:
             return [f"{indent}-> {_label(self.pick)} {configs[self.pick]}"]
-        assert self.low is not None and self.high is not None
-        edge = _show_value(self.threshold)
+        assert self.low is not None and self.high is not None and self.feature is not None
+        if not ranged(self.feature):  # an int's alignment: 0 or 1
+            name = self.feature.removesuffix(ALIGNED)
+            low, high = f"{name} % 16 != 0", f"{name} % 16 == 0"
+        else:
+            edge = _show_value(self.threshold)
+            low, high = f"{self.feature} <= {edge}", f"{self.feature} > {edge}"
         return [
-            f"{indent}if {self.feature} <= {edge}:",
+            f"{indent}if {low}:",
             *self.low.lines(configs, indent + "    "),
-            f"{indent}else ({self.feature} > {edge}):",
+            f"{indent}else ({high}):",
             *self.high.lines(configs, indent + "    "),
         ]
 
@@ -167,12 +190,16 @@ class Family:
     points: tuple[tuple[dict[str, float], int], ...]  # the swept keys' features and picks
 
     def in_range(self, x: Mapping[str, float]) -> bool:
-        if set(x) != set(self.ranges):
+        if {f for f in x if ranged(f)} != set(self.ranges):
             return False
         return all(lo <= x[f] <= hi for f, (lo, hi) in self.ranges.items())
 
     def clamp(self, x: Mapping[str, float]) -> dict[str, float]:
-        return {f: min(max(x.get(f, lo), lo), hi) for f, (lo, hi) in self.ranges.items()}
+        kept = {f: v for f, v in x.items() if not ranged(f)}
+        return {
+            **kept,
+            **{f: min(max(x.get(f, lo), lo), hi) for f, (lo, hi) in self.ranges.items()},
+        }
 
     def pick(self, x: Mapping[str, float]) -> int:
         if self.tree is not None:
@@ -224,10 +251,11 @@ class Family:
 
 
 def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, float]) -> int:
-    """The pick of the swept key nearest ``x`` (Euclidean in log2 space; the first of ties)."""
+    """The pick of the swept key nearest ``x`` (Euclidean in log2 space over the sizes,
+    alignment aside; the first of ties)."""
     best, best_d = points[0][1], math.inf
     for px, pick in points:
-        d = sum((px.get(f, 0.0) - x.get(f, 0.0)) ** 2 for f in set(px) | set(x))
+        d = sum((px.get(f, 0.0) - x.get(f, 0.0)) ** 2 for f in set(px) | set(x) if ranged(f))
         if d < best_d:
             best, best_d = pick, d
     return best
@@ -298,9 +326,10 @@ class Rule:
         """Validate and rebuild; raise InvalidRule naming the first bad field."""
         if not isinstance(data, dict) or data.get("kind") != RULE_KIND:
             raise InvalidRule("not a tunedsl rule (its 'kind' is not 'tunedsl-rule')")
-        if data.get("schema") != RULE_SCHEMA:
+        if data.get("schema") not in READ_SCHEMAS:
             raise InvalidRule(
-                f"rule schema {data.get('schema')!r} is not this tunedsl's schema {RULE_SCHEMA}"
+                f"rule schema {data.get('schema')!r} is not one this tunedsl reads "
+                f"({', '.join(map(str, READ_SCHEMAS))}): build the rule again with this tunedsl"
             )
         for name, kind in (("site", str), ("kernel", dict), ("device", dict), ("toolchain", dict)):
             if not isinstance(data.get(name), kind):
@@ -334,6 +363,7 @@ class Rule:
             families=families,
             validation=validation,
             built=float(built) if _finite(built) else 0.0,
+            schema=data["schema"],
         )
 
     def describe(self) -> str:

@@ -4,9 +4,10 @@
    (default 3%) of its own best, greedily (the configuration covering the most keys not yet
    covered, ties to the lower total regret), at most ``max_configs`` (default 8).
 2. **Map**, per family: a regret tree (each leaf picks the configuration of least summed
-   log-regret over its keys; splits at midpoints of a feature's log2 values, depth at most 3),
-   the nearest swept key's pick, and the one configuration of least summed log-regret over
-   the family (added to the configurations when the cover lacks it and there is room).
+   log-regret over its keys; splits at midpoints of a feature's log2 values, or on an int's
+   alignment with at least three keys each side; depth at most 3), the nearest swept key's
+   pick, and the one configuration of least summed log-regret over the family (added to the
+   configurations when the cover lacks it and there is room).
 3. **Validate**: leave one key out, build everything from the others, and pick for the key
    left out; its regret is its time with that pick over its measured best. The family keeps
    the map with the lowest geomean regret (the single configuration on a tie, then the tree):
@@ -27,9 +28,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tunedsl.model.config import Config
-from tunedsl.model.rule import MAX_CONFIGS, MAX_TREE_DEPTH, Family, Tree, key_features, nearest
+from tunedsl.model.rule import (
+    MAX_CONFIGS,
+    MAX_TREE_DEPTH,
+    Family,
+    Tree,
+    key_features,
+    nearest,
+    ranged,
+)
 
 DEFAULT_TOLERANCE = 0.03
+# The swept keys each side of a split on an int's alignment needs (a multiple of 16 or not).
+MIN_ALIGNMENT_KEYS = 3
 # The log-regret charged for a configuration never timed on a key (as if 4x slower): a map
 # should not send a key where nothing is known.
 UNKNOWN_LOG_REGRET = math.log(4.0)
@@ -88,6 +99,20 @@ def cover(
     return chosen
 
 
+def missing_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> list[tuple[int, Config]]:
+    """The (key index, configuration) cells a rule over ``configs`` needs that the keys'
+    records never timed: a configuration absent from a key's times (one that failed on the
+    key was timed: it failed). The cross-measurement phase of ``tunedsl rules build``
+    measures them."""
+    return [(i, c) for i, k in enumerate(keys) for c in configs if c not in k.times]
+
+
+def with_cells(key: SweptKey, times: Mapping[Config, float | None]) -> SweptKey:
+    """``key`` with the cells of ``times`` it lacks (its own times are kept)."""
+    added = {c: t for c, t in times.items() if c not in key.times}
+    return SweptKey(key.readable, {**key.times, **added}) if added else key
+
+
 def _log_regret(key: SweptKey, config: Config) -> float:
     r = key.regret(config)
     return UNKNOWN_LOG_REGRET if r is None else math.log(r)
@@ -120,6 +145,8 @@ def fit_tree(
             edge = (lo + hi) / 2
             low = [i for i, x in enumerate(xs) if x[feature] <= edge]
             high = [i for i, x in enumerate(xs) if x[feature] > edge]
+            if not ranged(feature) and min(len(low), len(high)) < MIN_ALIGNMENT_KEYS:
+                continue  # an odd size or two swept by chance: no evidence about alignment
             split = (
                 _leaf([keys[i] for i in low], configs)[1]
                 + _leaf([keys[i] for i in high], configs)[1]
@@ -146,7 +173,7 @@ def _points(
 
 
 def _ranges(xs: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, float]]:
-    names = {f for x in xs for f in x}
+    names = {f for x in xs for f in x if ranged(f)}
     return {f: (min(x[f] for x in xs), max(x[f] for x in xs)) for f in sorted(names)}
 
 

@@ -75,6 +75,19 @@ FROM_ENVIRONMENT = {
 }
 
 
+def environment() -> tuple[Any, ...]:
+    """The values the environment gives the fields of ``FROM_ENVIRONMENT``: settings resolved
+    under the same values are the same."""
+    return (
+        knobs.autotune_mode(),
+        knobs.effort(),
+        knobs.search(),
+        knobs.budget_s(),
+        knobs.isolate(),
+        knobs.timing(),
+    )
+
+
 def _names(value: Any, option: str) -> tuple[str, ...]:
     if value is None:
         return ()

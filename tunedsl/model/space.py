@@ -229,6 +229,9 @@ class Space:
     def _scanned(self, points: Iterable[Config], limit: int) -> Generator[Config, None, None]:
         """The valid ones of ``points`` (at most ``limit``), with a progress line on a
         terminal while the constraint takes longer than a second."""
+        if self.constraint is None:  # every point is valid: nothing to wait for
+            yield from points
+            return
         from tunedsl.progress import Scan
 
         scan = Scan(f"a space of {self.size_hint():,} points ({self._constraint_name()})", limit)

@@ -9,7 +9,8 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 - a valid record whose choice is one of the configurations ``prune=`` keeps for this
   call and which measured every one of them: use it (``source="disk"``); on a site with
   ``verify=`` a choice this process did not verify is checked once first;
-- a shipped rule (``runtime/ruled.py``) for a key no record decides (``source="rule"``);
+- a shipped rule (``runtime/ruled.py``) for a key no record decides (``source="rule"``),
+  asked before the records of the site's older identities (``legacy_records.py``);
 - ``cached``: a record whose choice prune keeps (even if the space grew), else the
   default as for ``off``;
 - ``on``: take the key's cross-process lock, look for a record again (another process may
@@ -22,6 +23,7 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
@@ -34,7 +36,6 @@ from tunedsl.model.identity import file_identity, location
 from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
-from tunedsl.runtime.legacy_records import migrate
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import records as store
@@ -215,22 +216,39 @@ def lookup(
         )
         return False
 
+    def ruled() -> Decision | None:
+        from tunedsl.runtime.ruled import rule_pick
+
+        verify = check if settings.verify not in (None, False) else None
+        picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
+        return (
+            None
+            if picked is None
+            else Decision(picked, decision_options(picked, settings), "rule", None)
+        )
+
     stores = record_stores()
     record = stores.get(digest)
+    asked_rule = False
     if record is None and not again:
+        # A key with no record: a shipped rule decides before the records of the site's older
+        # identities are looked for (six more look-ups, each a digest and a stat a store).
+        asked_rule = True
+        by_rule = ruled()
+        if by_rule is not None:
+            return by_rule, {}
+        from tunedsl.runtime.legacy_records import migrate
+
         record = migrate(subject, stores)
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(
             record.chosen, decision_options(record.chosen, settings), "disk", record
         ), {}
-    if not again:
-        from tunedsl.runtime.ruled import rule_pick
-
-        verify = check if settings.verify not in (None, False) else None
-        picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
-        if picked is not None:
-            return Decision(picked, decision_options(picked, settings), "rule", None), previous
+    if not again and not asked_rule:
+        by_rule = ruled()
+        if by_rule is not None:
+            return by_rule, previous
     if settings.mode == "cached":
         return default(record), {}
     if again and settings.verify not in (None, False) and digest not in _VERIFIED:
@@ -399,7 +417,18 @@ def record_stores() -> LayeredStore:
     """Where decisions are looked up and kept (``store/layered.py``): the cache's record
     files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured;
     a hit in a later store is written through to the earlier writable ones. No memory
-    layer: the site's own table is that."""
+    layer: the site's own table is that. Built again only when the knobs naming the stores
+    change (the cache's directory is looked up per call by its store)."""
+    global _stores
     from tunedsl.store.layered import default_layered
 
-    return default_layered(memory=False)
+    named = (tuple(knobs.records_path()), knobs.redis_url(), os.environ.get("HOME"))
+    kept = _stores
+    if kept is not None and kept[0] == named:
+        return kept[1]
+    stores = default_layered(memory=False)
+    _stores = (named, stores)
+    return stores
+
+
+_stores: tuple[tuple[Any, ...], LayeredStore] | None = None

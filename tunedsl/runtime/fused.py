@@ -79,7 +79,8 @@ def make_native_fused(
     if fallback is not None:  # the site's call: Dynamo must trace it as the site's call
         from tunedsl.backends import torch_compile
 
-        torch_compile.note_fused_type(fused_type)
+        if not torch_compile.note_fused_type(fused_type, fallback):
+            fallback = None  # this PyTorch's Dynamo cannot trace it: not the site's call
     fused: Fused = fused_type(
         kernel,
         tuple(c.test for c in check.arg_checks),

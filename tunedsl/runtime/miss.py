@@ -57,7 +57,7 @@ class Call:
 
 
 class SiteView(Protocol):
-    """What resolving a key reads from its site, and the two things it tells it."""
+    """What resolving a key reads from its site, and the things it tells it."""
 
     label: str
     site_id: str
@@ -65,6 +65,7 @@ class SiteView(Protocol):
     placeholders: tuple[tuple[str, int, int], ...]
     kwargs_fixed: tuple[str, ...] | None  # plain API: the kwargs= names alike for every config
     prune_reads: frozenset[str]  # arguments prune= has read: their values join the key
+    fields_checked: Any  # the candidates whose fields the launch was seen to read
 
     def settings(self, lazy: Lazy | None) -> Settings:
         """The site's settings, with the non-literal parts ``lazy`` gives."""
@@ -191,10 +192,13 @@ def resolve(site: SiteView, call: Call) -> Resolved:
 
     chosen_settings = site.settings(call.lazy)
     kept = candidates(site, call, chosen_settings)
-    if not chosen_settings.large:  # a lazy space is not listed: its fields are not probed
+    # A lazy space is not listed: its fields are not probed. The same candidates (no
+    # prune=, literal settings) are probed once: each call binds them the same way.
+    if not chosen_settings.large and kept is not site.fields_checked:
         mistakes.check_fields_read(
             call.bind, kept, {name for name, _, _ in site.placeholders}, site.label
         )
+        site.fields_checked = kept
     about = subject(site, call, chosen_settings)
     known = site.decided(about.digest)
     if known is not None:

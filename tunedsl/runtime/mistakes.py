@@ -369,3 +369,13 @@ def check_fields_read(
 
 # Configurations probed for the fields they read (each probe runs ``bind`` once more).
 _PROBED = 256
+
+
+def reentered(label: str, this_key: bool) -> UsageError:
+    """A site called again from its own hook while it decides a key (it would wait forever
+    on itself)."""
+    return UsageError(
+        f"{label}: the site was called again from its own pre_hook=, post_hook=, verify= or "
+        f"prune= while it was deciding {'this' if this_key else 'a'} key; launch another "
+        "kernel (or call the kernel directly) from hooks"
+    )

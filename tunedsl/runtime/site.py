@@ -17,7 +17,7 @@ from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import identity, keys, repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
-from tunedsl.model.settings import Settings
+from tunedsl.model.settings import Settings, environment
 from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import Space, check_placeholders
 from tunedsl.model.variant import Variant
@@ -44,18 +44,6 @@ def _active() -> list[Site]:
     if active is None:
         active = _resolving.sites = []
     return active
-
-
-class _KernelToken:
-    """Prefix of the call keys of a site's second, third... kernel (the first has none)."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-    def __repr__(self) -> str:
-        return f"<kernel {self.index}>"
 
 
 class Site:
@@ -110,9 +98,13 @@ class Site:
         self.launch_held = False  # traced by torch.compile, whose guards check launch: keep it
         self._repeat_factory: Callable[[Sequence[Any], Mapping[str, Any]], Any] | None = None
         # Slow-path state.
-        self._other_kernels: dict[int, tuple[Any, _KernelToken, Callable[..., Any]]] = {}
+        self._other_kernels: dict[int, tuple[Any, keys.KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
+        # The literal settings with the environment they were resolved under, and the
+        # candidates whose fields the launch was seen to read: a new key resolves neither again.
+        self._settings_memo: tuple[tuple[Any, ...], Settings] | None = None
+        self.fields_checked: Any = None
         self._key_config: Config | None = None
         self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
@@ -267,7 +259,7 @@ class Site:
                 return result
             other = self._other_kernels.get(id(kernel))
             if other is None or other[0] is not kernel:
-                other = (kernel, _KernelToken(len(self._other_kernels) + 1), key_fn)
+                other = (kernel, keys.KernelToken(len(self._other_kernels) + 1), key_fn)
                 self._other_kernels[id(kernel)] = other
         out = (other[1], *other[2](args, static_kwargs, key))
         if self.prune_reads:
@@ -322,9 +314,8 @@ class Site:
         lazy: Callable[[], Any] | None,
         call_key: Any,
     ) -> LaunchResult:
-        """No entry for ``call_key``: describe the call (only now) and let one thread
-        resolve it (``miss.resolve``) while the others missing it wait; store the entry
-        in the table and launch."""
+        """No entry for ``call_key``: one thread resolves it (``miss.resolve``; the call is
+        described only now) while the others wait; the site stores the entry and launches."""
         if self.has_key:
             mistakes.check_key(key, self.label)
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
@@ -340,12 +331,7 @@ class Site:
                 entry.launch(args, static_kwargs, bind)
                 return entry.result
             if self in active:  # waiting on its own key would wait forever
-                raise UsageError(
-                    f"{self.label}: the site was called again from its own pre_hook=, "
-                    f"post_hook=, verify= or prune= while it was deciding "
-                    f"{'this' if event is not None else 'a'} key; launch another kernel (or "
-                    "call the kernel directly) from hooks"
-                )
+                raise mistakes.reentered(self.label, event is not None)
             assert event is not None
             event.wait()  # another thread resolves this key; then look again
         active.append(self)
@@ -382,8 +368,7 @@ class Site:
         table[call_key] = entry
 
     def _entry(self, call: miss.Call, resolved: miss.Resolved) -> Entry:
-        """A new entry launching the decision for ``call`` (its own launcher: it captures
-        this call's Triton specialization)."""
+        """A new entry for the decision: its own launcher captures this call's specialization."""
         from tunedsl.backends.triton_launch import make_launcher
 
         decision = resolved.decision
@@ -420,7 +405,12 @@ class Site:
                 self._install_key(kernel_info(self._kernel))
 
     def settings(self, lazy: miss.Lazy | None) -> Settings:
-        """The site's settings: its literal parts, updated by the ``lazy`` thunk's."""
+        """The site's settings: its literal parts, updated by the ``lazy`` thunk's. Literal ones
+        are resolved once per environment (a literal space is not expanded for every key)."""
+        env = environment() if lazy is None else None
+        memo = self._settings_memo
+        if memo is not None and env is not None and memo[0] == env:
+            return memo[1]
         space, hints, options = (
             self.literal_space,
             dict(self.literal_hints),
@@ -439,6 +429,8 @@ class Site:
             if self.literal_space is None:
                 check_placeholders(self.placeholders, out.configs or (out.default,), self.filename)
             self._placeholders_checked = True
+        if env is not None:
+            self._settings_memo = (env, out)
         return out
 
     def variants(
@@ -483,6 +475,12 @@ class Site:
         with self._lock:
             self._forget_all()
             self._by_digest.clear()
+
+    def hold_launch(self) -> None:
+        """Keep ``launch`` the site's own call from now on (torch.compile's guards read it)."""
+        with self._lock:  # _remember sets launch under it
+            self.launch_held = True
+            self.launch = self._call
 
     def _forget_all(self) -> None:
         """Drop every decision in memory; caller holds the lock. A thread about to make a

@@ -17,7 +17,6 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -62,6 +61,8 @@ def write_bytes(
 
 def _write_at(dir_fd: int, name: str, data: bytes, prefix: str, suffix: str, durable: bool) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    import secrets  # here: a read (a warm start) never needs it
+
     while True:
         tmp = f"{prefix}{secrets.token_hex(6)}{suffix}"
         try:

@@ -176,6 +176,10 @@ _redis_lock = threading.Lock()
 
 
 def _redis_store() -> Any:
+    from tunedsl import knobs
+
+    if not knobs.redis_url():  # no Redis: its client module is never imported
+        return None
     from tunedsl.store.redis_store import RedisRecordStore, RedisSettings
 
     settings = RedisSettings.from_env()

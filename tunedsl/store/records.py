@@ -138,6 +138,10 @@ def load_record(digest: str) -> Record | None:
 def load_from(root: Path, digest: str) -> Record | None:
     """The record of ``digest`` in the directory ``root``, or None (a miss; one warning for
     anything unusable)."""
+    # A key never tuned has no file: one stat answers that miss, before the directory chain
+    # is opened and checked (which a file that exists always is, before it is read).
+    if not os.path.lexists(os.path.join(root, f"{digest}.json")):
+        return None
     dir_fd = open_trusted_dir(root)
     if dir_fd is None:
         return None

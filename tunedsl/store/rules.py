@@ -8,8 +8,8 @@ another GPU model or Triton version is *stale* (the runtime says what it does wi
 Rule files get the records' trust rules: the directory is private to the user or owned by
 root and closed to writes by others; the file is a regular file (no symbolic link), owned by
 the user or root, not writable by group or others, at most 4 MiB. Anything else, and any
-file that does not validate, is a miss with one warning. Each process reads a rule file at
-most once.
+file that does not validate, is a miss with one warning. Each process reads a rule file
+once, and again only when its stat signature changes.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ SUFFIX = ".rule.json"
 MAX_RULE_BYTES = 4 * 1024 * 1024
 
 _lock = threading.Lock()
-_loaded: dict[str, Rule | None] = {}
+# digest -> (the stat signature it was read under, the rule or None)
+_loaded: dict[str, tuple[tuple[tuple[Any, Any], ...], Rule | None]] = {}
 
 
 def rule_digest(site: str, kernel: Mapping[str, Any], hints: Any, env: Any) -> str:
@@ -75,15 +76,21 @@ def rule_dirs() -> list[Path]:
 
 
 def find_rule(digest: str) -> Rule | None:
-    """The rule named ``digest`` (the first directory that has one), read once a process."""
+    """The rule named ``digest`` (the first directory that has one). A process parses and
+    checks each rule file once: later misses compare the file's and its directory's stat
+    signature (two ``lstat`` a directory) and read it again only when one changed (a rule
+    rebuilt, replaced, removed, or its mode or owner changed)."""
+    roots = rule_dirs()
+    signature = tuple(_signature(root, digest) for root in roots)
     with _lock:
-        if digest in _loaded:
-            return _loaded[digest]
+        cached = _loaded.get(digest)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
     found: Rule | None = None
-    for root in rule_dirs():
-        path = rule_path(root, digest)
-        if not os.path.lexists(path) or not rec.trusted_dir(root):
+    for root, (dir_sig, file_sig) in zip(roots, signature, strict=True):
+        if file_sig is None or dir_sig is None or not rec.trusted_dir(root):
             continue
+        path = rule_path(root, digest)
         try:
             rule = read_rule_file(path)
         except (OSError, InvalidRule, rec.InvalidRecord) as err:
@@ -95,8 +102,26 @@ def find_rule(digest: str) -> Rule | None:
         found = rule
         break
     with _lock:
-        _loaded[digest] = found
+        _loaded[digest] = (signature, found)
     return found
+
+
+_Stat = tuple[int, ...] | None
+
+
+def _stat(path: str) -> _Stat:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    # ctime moves on every write, chmod and chown: a file made writable by others is seen.
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _signature(root: Path, digest: str) -> tuple[_Stat, _Stat]:
+    """What a rule's trust and content depend on in ``root``: its directory and its file."""
+    where = os.fspath(root)
+    return _stat(where), _stat(os.path.join(where, f"{digest}{SUFFIX}"))
 
 
 def forget_loaded() -> None:

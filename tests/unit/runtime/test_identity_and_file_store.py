@@ -174,3 +174,54 @@ def test_records_path_stores_are_read_only(tmp_path: Path, monkeypatch) -> None:
         shipped / f"{'7' * 64}.json"
     )
     assert records.load_record(digest) == _record(digest)  # the module functions agree
+
+
+def test_a_named_site_never_reads_its_file_and_a_file_is_parsed_once(tmp_path: Path) -> None:
+    """name= replaces the identity, so the caller's file is not read; the sites of one file
+    share one parse (until the file changes). Watched through Python's audit events in a
+    fresh process: ``open`` for reads, ``compile`` for ``ast.parse``."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN)
+    probe = textwrap.dedent(
+        f"""
+        import json, sys
+        from tunedsl.model import identity
+
+        path = {str(script)!r}
+        seen = []
+        sys.addaudithook(
+            lambda event, args: seen.append(event)
+            if event in ("open", "compile") and path in (args[0], args[1:2] and args[1])
+            else None
+        )
+        out = {{"named": identity.site_id(path, 5, 0, "autotune_launch", "mine")}}
+        out["named_events"] = list(seen)
+        out["ids"] = [identity.site_id(path, n, 0, "autotune_launch", None) for n in (5, 10, 11, 15)]
+        out["events"] = seen[len(out["named_events"]):]
+        with open(path, "a") as fh:
+            fh.write("tunedsl.autotune_launch(k, space={{}}, grid=1)\\n")
+        seen.clear()
+        out["after_edit"] = identity.site_id(path, 16, 0, "autotune_launch", None)
+        out["edit_events"] = [e for e in seen if e == "compile"]
+        print(json.dumps(out))
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["named"] == "mine"
+    assert out["named_events"] == []  # nothing read, nothing parsed
+    assert out["ids"] == [
+        "plain.py:helper:autotune_launch",
+        "plain.py:Model.forward:autotune_launch",
+        "plain.py:Model.forward:autotune_launch#1",
+        "plain.py:<module>:autotune_launch",
+    ]
+    assert out["events"].count("open") >= 4  # each site reads the file (it may change)
+    assert out["events"].count("compile") == 1  # but four sites, one parse
+    assert out["after_edit"] == "plain.py:<module>:autotune_launch#1"
+    assert out["edit_events"] == ["compile"]  # an edited file is parsed again

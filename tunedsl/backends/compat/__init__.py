@@ -78,6 +78,7 @@ from tunedsl.backends.compat.launch import (  # noqa: F401 (re-exported)
     jit_run,
     jit_warmup,
     launch_hooked,
+    launch_key,
     layout_check,
     load_module,
     make_binder,

@@ -1,0 +1,152 @@
+"""`tunedsl rules build --script` (the cross-measurement phase) and `tunedsl rules check
+--script` (a rule's picks against tuning here): the real commands in subprocesses, a real
+workload script, real kernels under the interpreter, real records and rule files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunedsl.model.config import Config
+
+pytestmark = pytest.mark.needs_triton
+
+SCRIPT = str(Path(__file__).parent / "sweep_fixtures" / "rule_vadd.py")
+
+
+def tunedsl(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+        check=False,
+    )
+
+
+def shapes(tmp_path: Path, name: str, sizes: list[int]) -> str:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps([{"n": n} for n in sizes]))
+    return str(path)
+
+
+@pytest.fixture
+def partial_sweep(tmp_path: Path) -> str:
+    """Records of the large sizes timed every tile; those of the small sizes only 32 and 64
+    (a sweep that measured a subset there). Returns the small sizes' shapes file."""
+    done = tunedsl("sweep", SCRIPT, "--shapes", shapes(tmp_path, "big", [1024, 2048]), "--no-ray")
+    assert done.returncode == 0, done.stderr
+    small = shapes(tmp_path, "small", [64, 128, 256])
+    done = tunedsl("sweep", SCRIPT, "--shapes", small, "--no-ray", env={"RULE_TILES": "32,64"})
+    assert done.returncode == 0, done.stderr
+    return small
+
+
+def _missing(stderr: str) -> list[str]:
+    return re.findall(r"^    rule-vadd: .* x (Config\(.*\))$", stderr, re.M)
+
+
+def test_build_measures_the_cells_the_rule_needs_and_the_records_lack(
+    partial_sweep: str, tmp_path: Path
+) -> None:
+    without = tunedsl("rules", "build", "--out", str(tmp_path / "a"))
+    assert without.returncode == 0, without.stderr
+    assert "cannot be measured: give --script" in without.stderr
+    missing = _missing(without.stderr)
+    # The small sizes never timed the larger tiles: the cells the rule's configurations need.
+    assert missing and set(missing) <= {str(Config(tile=128)), str(Config(tile=256))}
+    measured = tunedsl(
+        "rules",
+        "build",
+        "--out",
+        str(tmp_path / "b"),
+        "--script",
+        SCRIPT,
+        "--shapes",
+        partial_sweep,
+    )
+    assert measured.returncode == 0, measured.stderr
+    found = re.search(r"measured (\d+) of the (\d+) cells the records lacked", measured.stderr)
+    assert found is not None, measured.stderr
+    assert found.group(1) == found.group(2) != "0"
+    assert "still missing" not in measured.stderr
+    (rule,) = (tmp_path / "b").glob("*.rule.json")
+    assert json.loads(rule.read_text())["validation"]["unmeasured"] == 0
+
+
+def test_build_within_no_budget_or_without_a_gpu_names_the_missing_cells_and_still_builds(
+    partial_sweep: str, tmp_path: Path
+) -> None:
+    spent = tunedsl(
+        "rules", "build", "--out", str(tmp_path / "a"), "--script", SCRIPT,
+        "--shapes", partial_sweep, "--measure-budget", "0",
+    )  # fmt: skip
+    assert spent.returncode == 0, spent.stderr
+    assert "3 calls not run (--measure-budget)" in spent.stderr
+    assert "cells are still missing" in spent.stderr and _missing(spent.stderr)
+    assert list((tmp_path / "a").glob("*.rule.json"))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    no_gpu = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "build", "--out", str(tmp_path / "b"),
+         "--script", SCRIPT, "--shapes", partial_sweep],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert no_gpu.returncode == 0, no_gpu.stderr
+    assert "cannot be measured: this machine has no GPU" in no_gpu.stderr
+    assert _missing(no_gpu.stderr) and list((tmp_path / "b").glob("*.rule.json"))
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> Path:
+    done = tunedsl("sweep", SCRIPT, "--shapes", shapes(tmp_path, "s", [64, 256, 1024]), "--no-ray")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "rules"
+    done = tunedsl("rules", "build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_check_tunes_a_sample_here_and_reports_each_keys_regret(
+    built: Path, tmp_path: Path
+) -> None:
+    held = shapes(tmp_path, "held", [100, 300, 700, 1500])
+    done = tunedsl(
+        "rules", "check", str(built), "--script", SCRIPT, "--shapes", held,
+        "--sample", "2", "--bound", "1000",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = re.findall(
+        r"args\.a\.shape\[0\]=(\d+),.*: pick (Config\(.*\)) [\d.]+ ms, best .*: ([\d.]+)x",
+        done.stdout,
+    )
+    assert [n for n, _, _ in lines] == ["100", "700"]  # two of the four, spread out
+    assert all(float(r) >= 1.0 for _, _, r in lines)
+    assert "2 keys tuned here: regret geomean" in done.stdout and "within 1000.000x" in done.stdout
+
+
+def test_check_fails_a_rule_whose_picks_fail_here_and_one_it_cannot_measure(
+    built: Path, tmp_path: Path
+) -> None:
+    (path,) = built.glob("*.rule.json")
+    data = json.loads(path.read_text())
+    # A pick this site's space no longer has: as bad as a rule gets on this machine.
+    data["configs"] = [Config(tile=512).to_json()] * len(data["configs"])
+    path.write_text(json.dumps(data))
+    held = shapes(tmp_path, "held", [300])
+    done = tunedsl("rules", "check", str(built), "--script", SCRIPT, "--shapes", held)
+    assert done.returncode == 1
+    assert "pick Config(tile=512) failed here" in done.stdout
+    assert "off: 1 keys tuned here: regret geomean infx" in done.stdout
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    no_gpu = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "check", str(built), "--script", SCRIPT],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert no_gpu.returncode == 1 and "cannot re-measure" in no_gpu.stderr

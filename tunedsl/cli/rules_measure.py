@@ -1,0 +1,208 @@
+"""Measuring for ``tunedsl rules``: the cross-measurement phase of ``build`` and the picks
+``check`` judges, both by running a script's workloads here (``precompile/remeasure.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else "..." + text[-(width - 3) :]
+
+
+def device_of(device: dict[str, Any]) -> dict[str, Any]:
+    return {k: device.get(k) for k in ("type", "name", "capability", "arch")}
+
+
+@dataclass
+class Plan:
+    """One rule being built: its records' group and swept keys, and the rule so far."""
+
+    digest: str
+    measured: str  # where its records were measured (device and toolchain)
+    first: Any  # a record of the group (site, kernel, context, device, versions)
+    keys: list[Any]
+    built: Any
+
+
+def times_of(record: Any) -> dict[Any, float | None]:
+    return {c.config: (c.median_ms if c.status == "ok" else None) for c in record.results}
+
+
+def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
+    """The cross-measurement phase: the (key, configuration) cells the rules need and the
+    records lack, measured by running the script's workloads here. True when any was."""
+    from tunedsl.model.keys import canonical_json
+    from tunedsl.model.rule_build import missing_cells, with_cells
+
+    cells = {id(p): missing_cells(p.keys, p.built.configs) for p in plans}
+    total = sum(len(c) for c in cells.values())
+    if not total:
+        return False
+    why = _cannot_measure_for(plans, args)
+    if why is not None:
+        print(
+            f"  note: the records never timed {total} (key, configuration) cells the rules "
+            f"need, and they cannot be measured: {why}; building from what the records have. "
+            "The cells:",
+            file=sys.stderr,
+        )
+        _print_cells(plans, cells)
+        return False
+    from tunedsl.precompile import remeasure
+    from tunedsl.precompile.sweep import read_shapes
+
+    wanted = {
+        (p.digest, p.measured, canonical_json(p.keys[i].readable))
+        for p in plans
+        for i, _ in cells[id(p)]
+    }
+
+    def enough(records: list[Any]) -> bool:
+        return wanted <= {where_of(r) for r in records}
+
+    done = remeasure.measure(args.script, read_shapes(args.shapes), args.measure_budget, enough)
+    found = {where_of(r): times_of(r) for r in done.records}
+    for p in plans:
+        p.keys = [
+            with_cells(k, found.get((p.digest, p.measured, canonical_json(k.readable)), {}))
+            for k in p.keys
+        ]
+    left = {id(p): [c for c in missing_cells(p.keys, p.built.configs)] for p in plans}
+    still = sum(len(c) for c in left.values())
+    print(
+        f"  cross-measurement: {done.ran} workload calls in {done.seconds:.0f} s measured "
+        f"{total - still} of the {total} cells the records lacked"
+        + (f"; {done.left} calls not run (--measure-budget)" if done.left else ""),
+        file=sys.stderr,
+    )
+    for failure in done.failures:
+        print(f"  measuring failed: {failure}", file=sys.stderr)
+    if still:
+        print(
+            f"  note: {still} cells are still missing (no shape of --shapes reached the key, "
+            "the budget ran out, or the configuration left the site's space):",
+            file=sys.stderr,
+        )
+        _print_cells(plans, left)
+    return still < total
+
+
+def where_of(record: Any) -> tuple[str, str, str]:
+    """A record's (rule digest, where measured, key), as ``_groups`` sorts records."""
+    from tunedsl.model.keys import canonical_json
+    from tunedsl.store.records import keyed_toolchain
+    from tunedsl.store.rules import rule_digest
+
+    ctx = record.context if isinstance(record.context, dict) else {}
+    digest = rule_digest(record.site, record.kernel, ctx.get("hints"), ctx.get("env"))
+    measured = canonical_json([device_of(record.device), keyed_toolchain(record.versions)])
+    return digest, measured, canonical_json(record.key)
+
+
+def _cannot_measure_for(plans: Sequence[Plan], args: argparse.Namespace) -> str | None:
+    from tunedsl.backends import triton as bt
+    from tunedsl.model.keys import canonical_json
+    from tunedsl.precompile.remeasure import cannot_measure
+    from tunedsl.store.records import keyed_toolchain
+
+    if args.script is None:
+        return "give --script (the sweep's workloads) and --shapes to measure them here"
+    facts = bt.device_facts()
+    why = cannot_measure(facts)
+    if why is not None:
+        return why
+    here = canonical_json([device_of(facts), keyed_toolchain(bt.toolchain())])
+    elsewhere = sorted({p.measured for p in plans if p.measured != here})
+    if elsewhere:
+        return f"the records were measured on {', '.join(elsewhere)}, this machine is {here}"
+    return None
+
+
+def _print_cells(plans: Sequence[Plan], cells: dict[int, list[tuple[int, Any]]]) -> None:
+    lines = [
+        f"    {_short(p.first.site, 40)}: {key_text(p.keys[i].readable)} x {config}"
+        for p in plans
+        for i, config in cells[id(p)]
+    ]
+    for line in lines[:_MAX_LINES]:
+        print(line, file=sys.stderr)
+    if len(lines) > _MAX_LINES:
+        print(f"    ... and {len(lines) - _MAX_LINES} more", file=sys.stderr)
+
+
+_MAX_LINES = 40
+
+
+def key_text(readable: Any) -> str:
+    """A key's sizes as a person reads them (``args.a.shape[0]=300``)."""
+    from tunedsl.model.rule import key_features
+
+    family, features = key_features(readable)
+    sizes = ", ".join(f"{f}={2.0**v:.0f}" for f, v in sorted(features.items()))
+    return sizes or family
+
+
+def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace) -> bool:
+    """Tune a sample of the shapes here; print each key's regret under its rule. True when
+    a rule is off (geomean regret above the bound, a pick that failed) or went unmeasured."""
+    import math
+    import statistics
+
+    from tunedsl.model.rule import key_features
+    from tunedsl.precompile import remeasure
+    from tunedsl.precompile.sweep import read_shapes
+
+    shapes = read_shapes(args.shapes)
+    step = max(1, len(shapes) // args.sample)
+    sample = shapes[::step][: args.sample]
+    done = remeasure.measure(args.script, sample, args.measure_budget)
+    for failure in done.failures:
+        print(f"  measuring failed: {failure}", file=sys.stderr)
+    regrets: dict[str, list[float]] = {d: [] for d in rules}
+    for record in sorted(done.records, key=lambda r: sorted(key_features(r.key)[1].items())):
+        digest = where_of(record)[0]
+        if digest not in rules:
+            continue
+        path, rule = rules[digest]
+        pick, in_range = rule.decide(record.key)
+        times = {c: t for c, t in times_of(record).items() if t is not None}
+        if not times:
+            continue
+        best = min(times, key=lambda c: times[c])
+        t = times.get(pick)
+        regret = math.inf if t is None else t / times[best]
+        regrets[digest].append(regret)
+        pick_text = f"{t:.4f} ms" if t is not None else "failed here"
+        print(
+            f"  {path.name[:12]} {key_text(record.key)}: pick {pick} {pick_text}, best {best} "
+            f"{times[best]:.4f} ms: {regret:.3f}x" + ("" if in_range else " (outside its range)")
+        )
+    off = False
+    for digest, (path, _rule) in rules.items():
+        found = regrets[digest]
+        if not found:
+            off = True
+            print(
+                f"{path.name}: unchecked: no sampled shape reached its site "
+                f"({done.ran} workload calls run, {done.left} left by --measure-budget)"
+            )
+            continue
+        geomean = math.exp(statistics.fmean(math.log(r) for r in found))
+        summary = (
+            f"{len(found)} keys tuned here: regret geomean {geomean:.3f}x, max {max(found):.3f}x"
+        )
+        if geomean <= args.bound:
+            print(f"{path.name}: {summary}, within {args.bound:.3f}x")
+            continue
+        off = True
+        print(
+            f"{path.name}: off: {summary}, above {args.bound:.3f}x; sweep here and run "
+            "`tunedsl rules build` again"
+        )
+    return off
