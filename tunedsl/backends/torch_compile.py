@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl.backends.compat import dynamo
 from tunedsl.errors import UsageError
 
 OP_NAME = "tunedsl::site_call"
@@ -208,23 +209,8 @@ def _capture(ctx: Any) -> None:
     """Run by Dynamo while it traces :func:`_trace` (``comptime``): file the real owner and
     kernel of the traced call under its plan id, and guard the compiled code on both."""
     plan_id = ctx.get_local("plan").as_python_constant()
-    _captured[plan_id] = (_real(ctx.get_local("owner")), _real(ctx.get_local("kernel")))
-
-
-def _real(var: Any) -> Any:
-    """The Python object a traced variable stands for, with a guard on its identity."""
-    from torch._dynamo.guards import GuardBuilder, install_guard
-
-    vt = var._i_will_not_complain_if_bc_breaks_VariableTracker().realize()
-    if type(vt).__name__ == "TritonKernelVariable":  # a @triton.jit or autotuned kernel
-        value = vt.kernel
-    elif hasattr(vt, "value"):  # a site, a C fused launch, an interpreted kernel
-        value = vt.value
-    else:
-        value = var.as_python_constant()  # a plain function (a mistake the call reports)
-    if vt.source is not None:
-        install_guard(vt.source.make_guard(GuardBuilder.ID_MATCH))
-    return value
+    owner, kernel = ctx.get_local("owner"), ctx.get_local("kernel")
+    _captured[plan_id] = (dynamo.traced_object(owner), dynamo.traced_object(kernel))
 
 
 def _register(
@@ -421,9 +407,7 @@ def _on_dynamo_loaded() -> None:
     for fn in (_reserve, _points, _register):
         torch.compiler.assume_constant_result(fn)
     global _comptime
-    from torch._dynamo.comptime import comptime
-
-    _comptime = comptime
+    _comptime = dynamo.comptime()
     with _lock:
         types = list(_fused_types)
     for fused_type in types:

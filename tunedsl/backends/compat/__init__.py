@@ -3,7 +3,8 @@
 One package, by topic: ``gate`` (the version gate, the interpreter, JITFunction facts),
 ``launch`` (launching, the target, binding and packing a call), ``compiling`` (the compile
 pool's async split, Triton's hash and cache warm-up, shared memory, the launcher built
-ahead) and ``cache`` (Triton's cache key, file naming, stored binaries). Callers use the
+ahead), ``cache`` (Triton's cache key, file naming, stored binaries) and ``dynamo``
+(PyTorch Dynamo's hooks for tracing a site). Callers use the
 names re-exported here.
 
 tunedsl reaches below Triton's public API in a few places (the direct launcher, stored
