@@ -142,7 +142,7 @@ def matmul_rows(ns: argparse.Namespace, shapes: Sequence[Sequence[int]]) -> None
         configs = triton_configs(space, MATMUL_FIELDS, lambda cfg: {"NUM_SMS": sms // cfg.num_ctas})
         tuned = triton.autotune(
             configs, key=["M", "N", "K"], **({} if mod.ex.on_gpu else {"do_bench": wall_bench})
-        )(mod.persistent_matmul_kernel)
+        )(mod.tma_matmul_kernel)
     for shape in shapes:
         row = matmul_row(ns, mod, space, tuned, getattr(torch, ns.dtype), *shape)
         print("ROW " + json.dumps(row), flush=True)

@@ -64,7 +64,7 @@ def tile_origin(tile, tiles_m, tiles_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 
 
 @triton.jit
-def persistent_matmul_kernel(
+def tma_matmul_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, NUM_SMS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
@@ -228,7 +228,7 @@ def probe() -> None:
         programs = 4
         try:
             c.fill_(float("nan"))
-            compiled = persistent_matmul_kernel[(programs,)](
+            compiled = tma_matmul_kernel[(programs,)](
                 a, b, c, 512, 512, 512, programs, BLOCK_N=128, BLOCK_K=64, GROUP_M=8,
                 num_stages=3, **variant,
             )  # fmt: skip
@@ -272,7 +272,7 @@ def matmul(a, b, c):
     return autotune(
         space=matmul_space(gpu_features()) if ex.on_gpu else CPU_SPACE,
         blocks=min(sms // $num_ctas, cdiv(M, $block_m) * cdiv(N, $block_n)),
-        persistent_matmul_kernel(
+        tma_matmul_kernel(
             a, b, c, M, N, K, NUM_SMS=sms // $num_ctas,
             BLOCK_M=$block_m, BLOCK_N=$block_n, BLOCK_K=$block_k, GROUP_M=$group_m,
             SUBTILE=$subtile, FLATTEN=$flatten, WARP_SPECIALIZE=$warp_specialize,

@@ -253,11 +253,11 @@ def test_the_persistent_matmul_space_fits_an_h100(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     metadata = [
         json.loads(path.read_text())
-        for path in triton_cache.glob("*/persistent_matmul_kernel.json")
+        for path in triton_cache.glob("*/tma_matmul_kernel.json")
     ]
     # 44 configurations (tiles, stages, warps, epilogue split, flattening) in fp16 and bf16
     assert len(metadata) == 2 * 44, proc.stdout
-    assert {m["name"] for m in metadata} == {"persistent_matmul_kernel"}
+    assert {m["name"] for m in metadata} == {"tma_matmul_kernel"}
     over = [m for m in metadata if m["shared"] > H100_SHARED]
     assert not over, [(m["shared"], m.get("num_stages"), m.get("num_warps")) for m in over]
     # the constraint is not far from the limit either: the largest tiles use most of it

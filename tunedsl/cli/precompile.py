@@ -156,18 +156,10 @@ def render_table(summary: Summary) -> str:
 
 
 def _fit(text: str, width: int) -> str:
-    """``text`` in ``width`` columns: a long kernel name in parentheses is shortened first
-    (to no fewer than 8 characters), then the path loses its first directories (whole ones
+    """``text`` in ``width`` columns: a long path loses its first directories (whole ones
     where it can), never its file name and line."""
     if len(text) <= width:
         return text
-    where, paren, name = text.partition(" (")
-    if paren and name.endswith(")"):
-        keep = max(8, width - len(where) - len(paren) - len("...)"))
-        if keep < len(name) - 1:
-            text = f"{where}{paren}{name[:keep]}...)"
-        if len(text) <= width:
-            return text
     tail = text[len(text) - width + 3 :]
     cut = tail.find("/")
     return "..." + (tail[cut:] if 0 <= cut < tail.find(":") else tail)
