@@ -252,8 +252,7 @@ def test_the_persistent_matmul_space_fits_an_h100(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     metadata = [
-        json.loads(path.read_text())
-        for path in triton_cache.glob("*/tma_matmul_kernel.json")
+        json.loads(path.read_text()) for path in triton_cache.glob("*/tma_matmul_kernel.json")
     ]
     # 44 configurations (tiles, stages, warps, epilogue split, flattening) in fp16 and bf16
     assert len(metadata) == 2 * 44, proc.stdout
