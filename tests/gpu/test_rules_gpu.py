@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 from typing import Any
 
 import pytest
@@ -47,9 +48,11 @@ def shipped(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
     base = tmp_path_factory.mktemp("rules")
     path = base / "ruled_site.py"
     path.write_text(SCRIPT)
-    namespace: dict = {"__name__": "ruled_site", "__file__": str(path)}
-    exec(compile_source(path.read_bytes(), str(path)), namespace)
-    add = namespace["add"]
+    module = types.ModuleType("ruled_site")  # a real module: Dynamo imports it by name
+    module.__file__ = str(path)
+    sys.modules["ruled_site"] = module
+    exec(compile_source(path.read_bytes(), str(path)), module.__dict__)
+    add = module.add
     saved = {k: os.environ.get(k) for k in ("TUNEDSL_CACHE_DIR", "TUNEDSL_RECORDS_PATH")}
     os.environ["TUNEDSL_CACHE_DIR"] = str(base / "sweep-cache")
     for n in SWEPT:
