@@ -480,6 +480,11 @@ def main() -> int:
         "mm ": medians.get("mm floor + stream lookup"),
         "sm ": medians.get("sm floor + stream lookup"),
     }
+    raws = {
+        "": raw,
+        "mm ": medians.get("mm raw mm[grid]") or raw,
+        "sm ": medians.get("sm raw softmax[grid]") or raw,
+    }
     print(
         f"launch overhead: vadd {args.n} fp32 on {device}"
         f"{' (Triton interpreter: real launches on the CPU, not a GPU figure)' if interp else ''}; "
@@ -491,12 +496,7 @@ def main() -> int:
         group = name[:3] if name[:3] in ("mm ", "sm ") else ""
         floor = floors[group]
         versus = f"{us / floor:>15.3f}x" if floor else f"{'-':>16}"
-        own_raw = {
-            "mm ": medians.get("mm raw mm[grid]"),
-            "sm ": medians.get("sm raw softmax[grid]"),
-        }
-        own_raw = own_raw.get(group) or raw
-        print(f"{name:<30} {us:>10.2f} {us / own_raw:>7.3f}x {versus}")
+        print(f"{name:<30} {us:>10.2f} {us / raws[group]:>7.3f}x {versus}")
     if args.json:
         print(
             json.dumps(
