@@ -257,8 +257,7 @@ def triton_interpret_env() -> bool:
 FAST_PATHS = {
     "direct": "launch the cached CompiledKernel directly, below Triton's dispatcher",
     "repeat": "skip the call key when a call repeats the last call's argument layout",
-    "fused": "run a repeated layout's generated fused launch",
-    "native": "run the fused launch's C form (the extension built at install)",
+    "fused": "launch a repeated layout in one C call (the extension built at install)",
     "binaries": "keep and load the chosen variants' binaries (a warm start without compiling)",
     "bytecode": "write the expanded DSL modules' bytecode to the cache",
 }
@@ -267,7 +266,7 @@ FAST_PATHS = {
 def safe_mode() -> frozenset[str]:
     """``TUNEDSL_SAFE``: fast paths turned off, for a bug report or a measurement: ``1`` (or
     ``all``) turns every one off, a comma-separated list of names (``direct``, ``repeat``,
-    ``fused``, ``native``, ``binaries``, ``bytecode``) just those. Unset: all on."""
+    ``fused``, ``binaries``, ``bytecode``) just those. Unset: all on."""
     raw = os.environ.get("TUNEDSL_SAFE", "").strip().lower()
     if raw in _FALSE:
         return frozenset()
@@ -294,13 +293,9 @@ def repeat_check() -> bool:
 
 
 def fused_launch() -> bool:
-    """The fused launch (``TUNEDSL_SAFE=fused`` turns it off)."""
+    """The C fused launch of a repeated layout (``TUNEDSL_SAFE=fused`` turns it off: such
+    calls take the generic path)."""
     return "fused" not in safe_mode()
-
-
-def native_launch() -> bool:
-    """The fused launch's C form (``TUNEDSL_SAFE=native`` keeps it in Python)."""
-    return "native" not in safe_mode()
 
 
 def stored_binaries() -> bool:

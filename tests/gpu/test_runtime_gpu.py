@@ -345,18 +345,18 @@ def add(a, b, c, n):
 """
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["C-form", "Python-form"])
-def test_fused_launch_on_the_dsl_hot_path(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A repeated layout launches through the entry's fused function (runtime/fused.py),
-    # in its C form (the expansion's site.launch is then that object) or its Python form;
-    # other layouts, a launch hook and a cleared site take the general path, and every
-    # result is right.
+@pytest.mark.parametrize("fused", [True, False], ids=["C-form", "generic-path"])
+def test_fused_launch_on_the_dsl_hot_path(fused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A repeated layout launches through the entry's C fused launch (runtime/fused.py; the
+    # expansion's site.launch is then that object), or with TUNEDSL_SAFE=fused through the
+    # generic path and its repeat check; other layouts, a launch hook and a cleared site
+    # take the generic path, and every result is right.
     from tunedsl.frontend.compile import compile_source
     from tunedsl.runtime import native as native_module
 
-    monkeypatch.setenv("TUNEDSL_SAFE", "" if native else "native")
-    namespace: dict = {"vadd": vadd, "__name__": f"gpu_fused_{native}"}
-    exec(compile_source(DSL_VADD, filename=f"{__file__}:fused:{native}"), namespace)
+    monkeypatch.setenv("TUNEDSL_SAFE", "" if fused else "fused")
+    namespace: dict = {"vadd": vadd, "__name__": f"gpu_fused_{fused}"}
+    exec(compile_source(DSL_VADD, filename=f"{__file__}:fused:{fused}"), namespace)
     add, site = namespace["add"], namespace["__tunedsl_site_0__"]
     base_a = torch.randn(5000, device="cuda")
     base_b = torch.randn(5000, device="cuda")
@@ -368,22 +368,26 @@ def test_fused_launch_on_the_dsl_hot_path(native: bool, monkeypatch: pytest.Monk
         torch.cuda.synchronize()
         torch.testing.assert_close(c, a + b, msg=f"offset={offset} n={n}")
 
+    def current() -> object:  # what a repeat of the last layout runs
+        return site._fast if fused else site._last
+
     for _ in range(3):
         call(0, 4096)
-    fused = site._fast
-    assert fused is not None, "the repeated layout should launch through its fused function"
-    if native:
+    last = current()
+    assert last is not None, "the repeated layout should skip its call key"
+    if fused:
         assert native_module.fused_type() is not None, native_module.status()
-        assert type(fused).__name__ == "Fused"
+        assert type(last).__name__ == "Fused"
         if torch_compile.whole_calls():
-            assert site.launch is fused
+            assert site.launch is last
         else:  # this PyTorch's Dynamo is loaded and cannot trace a C type's call
             assert site.launch == site._call
     else:
-        assert site.launch == site._call and not hasattr(fused, "takes_whole_call")
+        assert site._fast is None and site.launch == site._call
+        assert site._last.launcher_object.dyn0 is not None  # its launcher launches directly
     for offset, n in [(1, 4096), (0, 4000), (0, 4096), (4, 1), (0, 16), (0, 4096)]:
         call(offset, n)
-    assert site._fast is fused  # built once per entry, back in use with its layout
+    assert current() is last  # built once per entry, back in use with its layout
     seen: list = []
 
     def hook(*args: object, **kwargs: object) -> None:
@@ -392,14 +396,14 @@ def test_fused_launch_on_the_dsl_hot_path(native: bool, monkeypatch: pytest.Monk
     triton.knobs.runtime.launch_enter_hook.add(hook)
     try:
         call(0, 4096)
-        assert seen, "a launch hook must see the launch (the fused path gives way to the JIT)"
+        assert seen, "a launch hook must see the launch (the direct path gives way to the JIT)"
     finally:
         triton.knobs.runtime.launch_enter_hook.remove(hook)
     count = len(seen)
     call(0, 4096)
     assert len(seen) == count
     site.clear()
-    assert site._fast is None
+    assert current() is None
     for _ in range(3):
         call(0, 4096)
-    assert site._fast is not None and site._fast is not fused
+    assert current() is not None and current() is not last

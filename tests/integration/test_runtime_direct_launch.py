@@ -86,12 +86,12 @@ def fake_driver(monkeypatch: pytest.MonkeyPatch) -> dict:
     return state
 
 
-def make() -> tuple[FakeJit, tlaunch.DirectLauncher]:
+def make() -> tuple[FakeJit, tlaunch.Launcher]:
     kernel = FakeJit()
     info = bt.kernel_info(kernel)
     assert info.jit and info.constexpr_names == {"TILE", "EVEN"}
     assert list(inspect.signature(kernel.fn).parameters) == list(info.arg_names)
-    return kernel, tlaunch.DirectLauncher(kernel, {"num_warps": 4}, info)
+    return kernel, tlaunch.Launcher(kernel, {"num_warps": 4})
 
 
 def test_first_launch_through_jit_then_direct(fake_driver: dict) -> None:
@@ -154,8 +154,8 @@ def test_another_device_gets_its_own_first_launch(fake_driver: dict) -> None:
 def test_switched_off_by_knob(fake_driver: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUNEDSL_SAFE", "direct")
     kernel = FakeJit()
-    launcher = tlaunch.make_launcher(kernel, {})
-    assert isinstance(launcher, tlaunch.JitLauncher)
+    launcher = tlaunch.Launcher(kernel, {})
+    assert launcher.disabled
     launcher((1,), ("A", 64), {}, {"TILE": 16}, ())
     launcher((1,), ("A", 64), {}, {"TILE": 16}, ())
     assert [entry[0] for entry in kernel.log] == ["jit", "jit"]
@@ -223,25 +223,22 @@ def test_each_alignment_gets_its_own_compiled_kernel(fake_driver: dict) -> None:
 
 def test_arguments_the_key_does_not_refine_keep_the_jit(fake_driver: dict) -> None:
     kernel = FakeJit()
-    assert isinstance(
-        tlaunch.make_launcher(kernel, {}, (FakeTensor(0), 64, 16), {}), tlaunch.DirectLauncher
-    )
-    assert isinstance(
-        tlaunch.make_launcher(kernel, {}, (FakeTensor(0), 1.5, None), {}), tlaunch.DirectLauncher
-    )
+
+    def direct(args: tuple, kwargs: dict) -> bool:
+        return not tlaunch.Launcher(kernel, {}, args, kwargs).disabled
+
+    assert direct((FakeTensor(0), 64, 16), {})
+    assert direct((FakeTensor(0), 1.5, None), {})
     # A tuple is keyed by its class only; Triton specializes on its contents.
-    assert isinstance(
-        tlaunch.make_launcher(kernel, {}, ((FakeTensor(0), FakeTensor(4)), 64), {}),
-        tlaunch.JitLauncher,
-    )
-    assert isinstance(
-        tlaunch.make_launcher(kernel, {}, (FakeTensor(0),), {"n": object()}), tlaunch.JitLauncher
-    )
+    assert not direct(((FakeTensor(0), FakeTensor(4)), 64), {})
+    assert not direct((FakeTensor(0),), {"n": object()})
     # Constexprs are keyed by value, whatever they are.
-    assert isinstance(
-        tlaunch.make_launcher(kernel, {}, (FakeTensor(0), 64, ("any", "value")), {}),
-        tlaunch.DirectLauncher,
-    )
+    assert direct((FakeTensor(0), 64, ("any", "value")), {})
+    # Such a launcher launches every call through the JIT.
+    launcher = tlaunch.Launcher(kernel, {}, ((FakeTensor(0), FakeTensor(4)), 64), {})
+    for _ in range(2):
+        launcher((1,), ((FakeTensor(0), FakeTensor(4)), 64), {}, {"TILE": 16}, ())
+    assert [entry[0] for entry in kernel.log] == ["jit", "jit"]
 
 
 # -- stored binaries: which path the first launch takes (the real store: test_runtime_binaries)
@@ -282,10 +279,10 @@ def binaries(fake_driver: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
     return state
 
 
-def make_stored(state: dict) -> tuple[FakeJit, tlaunch.DirectLauncher]:
+def make_stored(state: dict) -> tuple[FakeJit, tlaunch.Launcher]:
     kernel = FakeJit()
     state["log"] = kernel.log
-    return kernel, tlaunch.DirectLauncher(kernel, {"num_warps": 4}, bt.kernel_info(kernel), True)
+    return kernel, tlaunch.Launcher(kernel, {"num_warps": 4}, stored_binary=True)
 
 
 def test_a_stored_binary_is_launched_directly_without_the_jit(binaries: dict) -> None:
@@ -308,7 +305,7 @@ def test_a_second_key_with_the_same_binary_shares_it_without_loading_it_again(
     binaries["load"] = FakeCompiled
     kernel, first = make_stored(binaries)
     first((4,), ("A", 64), {}, {"TILE": 16}, ())
-    second = tlaunch.DirectLauncher(kernel, {"num_warps": 4}, bt.kernel_info(kernel), True)
+    second = tlaunch.Launcher(kernel, {"num_warps": 4}, stored_binary=True)
     second((8,), ("B", 128), {}, {"TILE": 16}, ())
     assert [entry[0] for entry in kernel.log] == ["direct", "direct"]
     assert binaries["loads"] == 1
@@ -318,7 +315,7 @@ def test_a_second_key_with_the_same_binary_shares_it_without_loading_it_again(
     binaries["sources"].clear()
     tlaunch._binaries.clear()
     third((4,), ("A", 64), {}, {"TILE": 16}, ())
-    fourth = tlaunch.DirectLauncher(other, {"num_warps": 4}, bt.kernel_info(other), True)
+    fourth = tlaunch.Launcher(other, {"num_warps": 4}, stored_binary=True)
     fourth((4,), ("C", 32), {}, {"TILE": 16}, ())
     assert [entry[0] for entry in other.log] == ["jit", "direct"]
     assert binaries["loads"] == 2  # the miss that compiled; the fourth key loads nothing
@@ -356,24 +353,28 @@ def test_an_error_while_building_the_key_never_breaks_the_launch(binaries: dict)
 
 def test_decisions_that_are_not_stored_never_touch_the_store(binaries: dict) -> None:
     kernel = FakeJit()
-    launch = tlaunch.DirectLauncher(kernel, {}, bt.kernel_info(kernel))  # e.g. a default
+    launch = tlaunch.Launcher(kernel, {})  # e.g. a default
     launch((4,), ("A", 64), {}, {"TILE": 16}, ())
     assert binaries["sources"] == [] and binaries["stored"] == []
 
 
-# -- the fused launch (runtime/fused.py): repeat check, bind and direct launch in one -----
+# -- the fused launch (runtime/fused.py): repeat check, bind and direct launch in one C call
 
 
 def fused_for(fake_driver: dict, sample: tuple) -> tuple[FakeJit, Any, Any]:
-    """A launcher that made its first launch with ``sample``, its entry, the fused launch."""
+    """A launcher that made its first launch with ``sample``, its entry, the fused launch
+    the site would build for it."""
     from tunedsl.backends.compat import layout_check
     from tunedsl.model import repeat_check
     from tunedsl.model.config import Config
     from tunedsl.model.hole import HOLE
+    from tunedsl.runtime import native
     from tunedsl.runtime.entry import Entry
-    from tunedsl.runtime.fused import make_fused
+    from tunedsl.runtime.fused import fuse_entry
     from tunedsl.runtime.result import LaunchResult
 
+    if native.fused_type() is None:
+        pytest.skip(f"no C fused launch: {native.status()}")
     kernel, launcher = make()
     launcher((4,), sample, {}, {"TILE": 16}, ())  # the first launch: through the JIT
     entry = Entry(Config(tile=16), launcher, LaunchResult(Config(tile=16), {}, "tuned"), (), ())
@@ -381,9 +382,10 @@ def fused_for(fake_driver: dict, sample: tuple) -> tuple[FakeJit, Any, Any]:
     code = repeat_check.repeat_check_code(
         sample, info.constexpr_positions, HOLE, True, layout_check
     )
-    plan = launcher.plan()
-    assert code is not None and plan is not None
-    return kernel, entry, make_fused(kernel, entry, code, plan)
+    assert code is not None
+    fused = fuse_entry(kernel, entry, code, sample, {})
+    assert fused is not None
+    return kernel, entry, fused
 
 
 def bind_for(n: int, even: bool | None = None):

@@ -311,7 +311,7 @@ entry = Entry(Config({{"tile": 32}}), lambda *a: None, object(), (), ())
 plan = DirectPlan(lambda *a: None, (), False, (), 0, lambda: 0, lambda d: 0, {{"TILE": 32}},
                   object(), fused.NATIVE_HOOKED_CODE, True)
 def make():
-    return fused.make_native_fused(fused_type, object(), entry, code, plan, site._call)
+    return fused.make_fused(fused_type, object(), entry, code, plan, site._call)
 whole = make()
 assert fused.takes_whole_call(whole) and whole.fallback == site._call
 site.launch = whole  # what Site._remember does for a repeat on a GPU

@@ -49,11 +49,11 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     kernel = FakeJit()
     args = (FakeTensor(0), 64)
-    launcher = tl.make_launcher(kernel, {}, args, {})
+    launcher = tl.Launcher(kernel, {}, args, {})
     launcher((4,), args, {}, {"TILE": 16}, ())
     launcher((4,), args, {}, {"TILE": 16}, ())
     out = {
-        "launcher": type(launcher).__name__,
+        "jit only": launcher.disabled,
         "direct": tl.direct_launch_enabled(),
         "stored": tl.stored_binaries_enabled(),
         "paths": [entry[0] for entry in kernel.log],
@@ -81,11 +81,11 @@ def test_outside_the_tested_range_launches_go_through_the_jit(tmp_path, version)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if version in ("3.6.0", "3.9.0"):
-        assert result["launcher"] == "DirectLauncher" and result["direct"] and result["stored"]
+        assert not result["jit only"] and result["direct"] and result["stored"]
         assert result["paths"] == ["jit", "direct"]  # the second call skips the JIT
         assert result["warnings"] == []
     else:
-        assert result["launcher"] == "JitLauncher"
+        assert result["jit only"]
         assert not result["direct"] and not result["stored"]
         assert result["paths"] == ["jit", "jit"]
         assert len(result["warnings"]) == 1 and version in result["warnings"][0]
@@ -132,7 +132,7 @@ print(json.dumps({
     "correct": bool(torch.equal(c, a + 1)),
     "backend": result.record.versions["triton_backend"],
     "device": bt.device_facts()["type"],
-    "locked": tl.JitLauncher(vadd, {}).lock is tl.INTERPRETER_LOCK,
+    "locked": tl.Launcher(vadd, {}).lock is tl.INTERPRETER_LOCK and tl.Launcher(vadd, {}).disabled,
     "interpreting": bt.interpreting(),
 }))
 """

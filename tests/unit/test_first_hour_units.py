@@ -37,7 +37,6 @@ def test_safe_mode_turns_off_every_fast_path_or_the_named_ones(monkeypatch) -> N
         "direct": knobs.direct_launch,
         "repeat": knobs.repeat_check,
         "fused": knobs.fused_launch,
-        "native": knobs.native_launch,
         "binaries": knobs.stored_binaries,
         "bytecode": lambda: not knobs.no_bytecode_cache(),
     }
@@ -53,6 +52,11 @@ def test_safe_mode_turns_off_every_fast_path_or_the_named_ones(monkeypatch) -> N
     monkeypatch.setenv("TUNEDSL_SAFE", "direct,warp")
     with pytest.raises(UsageError, match=r"TUNEDSL_SAFE names 'warp'.*direct, repeat, fused"):
         knobs.direct_launch()
+    # The C fused launch is one fast path, ``fused``: an old setup's ``native`` is named,
+    # with the valid names.
+    monkeypatch.setenv("TUNEDSL_SAFE", "native")
+    with pytest.raises(UsageError, match=r"names 'native'.*direct, repeat, fused, binaries"):
+        knobs.fused_launch()
 
 
 # -- item 11: Triton's own spelling --------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Launching a chosen variant: the hot path's last step.
+"""Launching a chosen variant: the generic path's last step, one ``Launcher`` per call key.
+
+Each call of a site entry's ``Launcher`` goes one of these ways:
 
 - **JIT**: ``kernel.run(*args, grid=grid, warmup=False, **kwargs, **options)``, exactly
   what ``kernel[grid](...)`` does (``__getitem__`` only wraps this call in a lambda). Used
@@ -9,7 +11,7 @@
   the grid, the current stream and every parameter in order. This skips the JIT's per-call
   option parsing, specialization, cache-key string and launch-hook metadata. It is exact
   because the site's call key refines Triton's specialization of the keyed arguments
-  (see ``DirectLauncher``). Launch hooks (profilers) send calls back through the JIT.
+  (see ``Launcher``). Launch hooks (profilers) send calls back through the JIT.
   Triton's check that a kernel's global variables did not change since compilation runs
   on JIT launches only. A kernel with pre-run hooks (``add_pre_run_hook``, added before its
   first launch) always uses the JIT.
@@ -19,6 +21,9 @@
   binary the JIT produced, so the next process skips ``triton.compile`` (and its
   ``triton_key()``, about 0.5 s per process). Within a process a binary is read and loaded
   onto a device once: later keys with the same binary share its ``CompiledKernel``.
+
+The site's fast path for a repeated layout (``runtime/fused.py``) inlines the direct launch
+from :meth:`Launcher.plan` and hands every other call back to the launcher.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ from tunedsl.model.keys import is_tensor
 
 
 def direct_launch_enabled() -> bool:
-    """The direct launch (``TUNEDSL_SAFE=direct`` turns it off), and a Triton version whose launcher internals
-    were tested (:func:`compat.internals_usable`; otherwise the JIT path, one warning)."""
+    """The direct launch (``TUNEDSL_SAFE=direct`` turns it off), and a Triton version whose
+    launcher internals were tested (:func:`compat.internals_usable`; otherwise the JIT path, one warning)."""
     from tunedsl import knobs
 
     return knobs.direct_launch() and compat.internals_usable()
@@ -55,22 +60,6 @@ def launch_jit(
         with INTERPRETER_LOCK:
             return jit_run(kernel, grid, args, kwargs)
     return jit_run(kernel, grid, args, kwargs)
-
-
-def make_launcher(
-    kernel: Any,
-    options: Mapping[str, Any],
-    args: Sequence[Any] = (),
-    static_kwargs: Mapping[str, Any] | None = None,
-    stored_binary: bool = False,
-) -> JitLauncher | DirectLauncher:
-    """The launcher of one call key. ``args``/``static_kwargs`` are a call of that key: the
-    direct path is only taken when the key covers Triton's specialization of each of them.
-    ``stored_binary``: the first launch loads (or else stores) the variant's binary."""
-    info = kernel_info(kernel)
-    if info.jit and direct_launch_enabled() and keyed_exactly(info, args, static_kwargs or {}):
-        return DirectLauncher(kernel, options, info, stored_binary)
-    return JitLauncher(kernel, options)
 
 
 def stored_binaries_enabled() -> bool:
@@ -96,31 +85,6 @@ def keyed_exactly(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, An
     return True
 
 
-class JitLauncher:
-    """Launch through Triton's JIT dispatcher (the interpreter, or direct launch off)."""
-
-    __slots__ = ("kernel", "lock", "options")
-
-    def __init__(self, kernel: Any, options: Mapping[str, Any]) -> None:
-        self.kernel = kernel
-        self.options = dict(options)
-        self.lock = INTERPRETER_LOCK if interpreting() else None
-
-    def __call__(
-        self,
-        grid: tuple[int, ...],
-        args: Sequence[Any],
-        static_kwargs: Mapping[str, Any],
-        dyn_kwargs: Mapping[str, Any],
-        holes: Any,
-    ) -> None:
-        if self.lock is None:
-            jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
-            return
-        with self.lock:
-            jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
-
-
 @dataclass(frozen=True)
 class DirectPlan:
     """What a direct launch of one call key does on one device, for code that inlines it
@@ -144,16 +108,26 @@ class DirectPlan:
     int_pointers: bool
 
 
-class DirectLauncher:
-    """Launch one call key's chosen variant straight through its ``CompiledKernel``.
+class Launcher:
+    """Launch one call key's chosen variant: straight through its ``CompiledKernel`` where
+    that is exact, else through Triton's JIT.
 
-    One per site entry (call key). The call key already refines Triton's specialization of
-    the keyed arguments: dtypes, 16-byte alignment (the key is built ``with_align``), int
-    classes (==1, %16, 32/64-bit), constexpr values. What the key does not cover is checked
-    per call: the configuration-dependent keyword arguments must equal those of the first
-    launch (a constexpr such as ``EVEN=n % $tile == 0`` may change), there must be no
+    One per site entry (call key); ``args``/``static_kwargs`` are a call of that key. The
+    call key already refines Triton's specialization of the keyed arguments: dtypes,
+    16-byte alignment (the key is built ``with_align``), int classes (==1, %16, 32/64-bit),
+    constexpr values. What the key does not cover is checked per call: the
+    configuration-dependent keyword arguments must equal those of the first launch (a
+    constexpr such as ``EVEN=n % $tile == 0`` may change), there must be no
     configuration-dependent positional argument, no launch hook, and the device must be one
     this launcher has a ``CompiledKernel`` for. Anything else goes through the JIT.
+
+    ``disabled``, every call through the JIT: from the start for a kernel that is not a
+    ``JITFunction`` (the interpreter's, whose launches take turns on ``INTERPRETER_LOCK``),
+    with the direct launch off (:func:`direct_launch_enabled`), or for a call whose key
+    does not refine every argument's specialization (:func:`keyed_exactly`); from the first
+    launch where the direct launch is not possible (pre-run hooks, a ``CompiledKernel`` of
+    a form ``compat`` does not know). ``stored_binary``: the first launch loads (or else
+    stores) the variant's binary.
     """
 
     __slots__ = (
@@ -164,6 +138,7 @@ class DirectLauncher:
         "get_stream",
         "info",
         "kernel",
+        "lock",
         "options",
         "runtime",
         "stored_binary",
@@ -175,18 +150,24 @@ class DirectLauncher:
         self,
         kernel: Any,
         options: Mapping[str, Any],
-        info: KernelInfo,
+        args: Sequence[Any] = (),
+        static_kwargs: Mapping[str, Any] | None = None,
         stored_binary: bool = False,
     ) -> None:
         self.kernel = kernel
         self.options = dict(options)
-        self.info = info
+        self.info = info = kernel_info(kernel)
+        self.disabled = not (
+            info.jit
+            and direct_launch_enabled()
+            and keyed_exactly(info, args, static_kwargs or {})
+        )
+        self.lock = INTERPRETER_LOCK if interpreting() else None
         self.compiled: dict[int, compat.LaunchParts] = {}
         self.dyn0: Mapping[str, Any] | None = None
         self.tail_plan: tuple[tuple[bool, Any], ...] = ()
         self.tail_const: tuple[Any, ...] | None = None
-        self.disabled = not (direct_launch_enabled() and info.jit)
-        self.stored_binary = stored_binary and stored_binaries_enabled()
+        self.stored_binary = stored_binary and not self.disabled and stored_binaries_enabled()
         # Bound at the first launch (GPU only): the driver's device/stream getters and
         # Triton's runtime knobs, so a call does no module-level lookups.
         self.get_device: Callable[[], int] | None = None
@@ -200,7 +181,10 @@ class DirectLauncher:
         static_kwargs: Mapping[str, Any],
         dyn_kwargs: Mapping[str, Any],
     ) -> Any:
-        return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
+        if self.lock is None:
+            return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
+        with self.lock:
+            return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
 
     def __call__(
         self,
@@ -210,7 +194,7 @@ class DirectLauncher:
         dyn_kwargs: Mapping[str, Any],
         holes: Any,
     ) -> None:
-        if holes or dyn_kwargs != self.dyn0 or self.disabled:
+        if self.disabled or holes or dyn_kwargs != self.dyn0:
             if self.dyn0 is None and not self.disabled and not holes:
                 self._first_launch(grid, args, static_kwargs, dyn_kwargs)
             else:
@@ -327,7 +311,7 @@ class DirectLauncher:
             self.compiled.clear()
             self.dyn0 = None
         if self.dyn0 is None:
-            self.disabled = not (direct_launch_enabled() and self.info.jit)
+            self.disabled = False  # as before the attempt: the JIT's compile is captured
             return False
         _remember(launch, compiled)
         return True

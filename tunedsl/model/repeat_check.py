@@ -1,7 +1,8 @@
 """The repeat check: generated code telling whether a call repeats the last call's argument
 layout (same tensors' dtypes, shapes, strides and alignment, same int classes), so a hit
-skips building its call key. ``RepeatCheckCode`` is the check in structured form, which the
-fused launch (``runtime/fused.py``, ``runtime/native_fused.c``) runs itself."""
+skips building its call key. ``RepeatCheckCode`` holds the check's source (compiled by
+``compile_repeat_check``) and the same check per argument, which the C fused launch
+(``runtime/fused.py``, ``runtime/native_fused.c``) runs itself."""
 
 from __future__ import annotations
 
@@ -53,12 +54,12 @@ class ArgCheck:
 
 @dataclass(frozen=True)
 class RepeatCheckCode:
-    """The source of a repeat check, for code generators to inline (``make_repeat_check``,
-    the runtime's fused launch): ``arity`` positional arguments are unpacked into ``a0``,
-    ``a1``, ...; ``layout`` tests the tensors among them (class, dtype, device, shape,
-    strides); only then may ``pointers`` run, statements that read each tensor ``a<i>``'s
-    address into ``p<i>``; then ``test``, over both. The call has the sample's call key
-    exactly when all three pass. Names not defined by the generator come from ``env``."""
+    """The source of a repeat check (``compile_repeat_check``): ``arity`` positional
+    arguments are unpacked into ``a0``, ``a1``, ...; ``layout`` tests the tensors among them
+    (class, dtype, device, shape, strides); only then may ``pointers`` run, statements that
+    read each tensor ``a<i>``'s address into ``p<i>``; then ``test``, over both. The call has
+    the sample's call key exactly when all three pass. Names not defined by the generator
+    come from ``env``."""
 
     arity: int
     tensor_positions: tuple[int, ...]

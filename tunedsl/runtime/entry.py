@@ -1,8 +1,10 @@
 """``Entry``: the decision for one call key of a site, and the bounded table's eviction.
 
 A site (``site.py``) keeps one entry per call key it has decided: the configuration, the
-launcher that captured the key's Triton specialization, the result a call returns, and the
-per-layout repeat check and fused launch (``fused.py``) its hits build.
+launcher that captured the key's Triton specialization (``backends/triton_launch.py``), the
+result a call returns, and the per-layout repeat check and fused launch (``fused.py``) its
+hits build. ``Entry.launch`` is the generic path's launch; the fused launch, where there is
+one, is its C fast path.
 """
 
 from __future__ import annotations
@@ -57,15 +59,19 @@ class Entry:
         self.zero_kw = zero_kw
         self.zeroing = bool(zero_pos or zero_kw)
         self.used = False
-        # The repeat check (repeat_check.make_repeat_check) of this entry's argument layout: built
-        # at its first hit; no_repeat where the layout has none or the entry was dropped.
+        # The repeat check (repeat_check.compile_repeat_check) of this entry's argument
+        # layout: built at its first hit; no_repeat where the layout has none or the entry
+        # was dropped.
         self.repeat: Callable[[Sequence[Any], Mapping[str, Any]], bool] | None = None
-        # The fused launch (runtime/fused.py) of this entry's layout, built with ``repeat``.
+        # The C fused launch (runtime/fused.py) of this entry's layout, built with ``repeat``
+        # where it can be had.
         self.fused: Fused | None = None
 
     def launch(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
     ) -> None:
+        """Launch this entry's configuration for a call (``bind`` gives its holes, keyword
+        arguments and grid): fill the holes, zero the ``reset_to_zero`` buffers, launch."""
         holes, dyn_kwargs, grid = bind(self.config)
         if holes:
             args = fill_holes(args, holes)

@@ -1,27 +1,26 @@
-"""The fused hot path of one site entry: repeat check, ``bind`` and direct launch in one
-generated function.
+"""The fast path of one site entry: repeat check, ``bind`` and direct launch in one C call.
 
 A serving loop calls a site with the same argument layout every step. For such a call the
-site's general path runs four Python frames (``Site.__call__``, the repeat check, the
-launcher, its hook test) and re-packs the launch arguments with star-arguments. The fused
-function does the same steps in one frame, with the launcher's constants (function,
-metadata, trailing defaults, device) bound as names and every argument passed positionally.
-A tensor argument is passed as the device address the check read for its alignment: the
-launcher then neither calls ``data_ptr()`` again nor asks the driver whether the address is
-device memory (a locked driver call per tensor). That question was answered when the entry
-first launched these arguments' layout, and the check guarantees that this call's tensors
-have the same dispatch keys and device as that call's.
+site's generic path (``Site._call``, the entry's repeat check, ``Entry.launch``, the
+``Launcher``) runs several Python frames and re-packs the launch arguments with
+star-arguments. The fused launch (``native_fused.c``, the extension ``native.py`` loads)
+does the same steps in one C call, with the launcher's constants (function, metadata,
+trailing defaults, device) bound and every argument passed positionally. A tensor argument
+is passed as the device address the check read for its alignment: the launch then neither
+calls ``data_ptr()`` again nor asks the driver whether the address is device memory (a
+locked driver call per tensor). That question was answered when the entry first launched
+these arguments' layout, and the check guarantees that this call's tensors have the same
+dispatch keys and device as that call's.
 
 It returns the entry's ``LaunchResult`` after launching, or None, before launching, for a
-call of another layout (the site then builds the call key). A call of this layout that the
-direct launch does not cover (a configuration-dependent argument that changed, a launch
-hook, another device) goes to the entry's launcher, as the general path would send it. So
-the fused function only ever does what the general path would do.
+call of another layout or with holes (the site then builds the call key). A call of this
+layout that the direct launch does not cover (a configuration-dependent argument that
+changed, a launch hook, another device) goes to the entry's launcher, as the generic path
+would send it. So the fused launch only ever does what the generic path would do.
 
-Where the C form can be had (``runtime/native.py``), the fused launch is that object, built
-from the same check in structured form (``RepeatCheckCode.arg_checks``): the same steps
-without the bytecodes. ``make_python_fused`` is the generated function, the reference the
-C form is tested against.
+Where it cannot be had (the extension not built, ``TUNEDSL_SAFE=fused``, a Triton whose
+launch-hook test is not the one the C form knows, a layout without a structured check) the
+entry has none: its calls take the generic path, whose repeat check still skips the key.
 """
 
 from __future__ import annotations
@@ -40,34 +39,41 @@ if TYPE_CHECKING:
 
 
 # The launch-hook test the C form does (compat.LAUNCH_HOOKED_CODE's form it knows): a plan
-# whose Triton needs another test keeps the Python form.
+# whose Triton needs another test has no fused launch.
 NATIVE_HOOKED_CODE = "({rt}.launch_enter_hook.calls or {rt}.launch_exit_hook.calls)"
 
 
-def make_fused(
+def fuse_entry(
     kernel: Any,
     entry: Entry,
-    check: RepeatCheckCode,
-    plan: DirectPlan,
+    code: RepeatCheckCode,
+    args: Sequence[Any],
+    static_kwargs: Mapping[str, Any],
     fallback: Callable[..., Any] | None = None,
-) -> Fused:
-    """The fused launch of ``entry`` for calls of ``kernel`` that pass ``check``: its C form
-    where that can be had, else the generated Python function. ``fallback``, the site's
-    call: the C form then also takes the whole call, ``(kernel, args, kwargs, bind, key,
-    lazy)``, and hands a call it turns down to ``fallback`` (see :func:`takes_whole_call`)."""
-    if knobs.native_launch() and plan.hooked_code == NATIVE_HOOKED_CODE and check.arg_checks:
-        fused_type = native.fused_type()
-        if fused_type is not None:
-            return make_native_fused(fused_type, kernel, entry, check, plan, fallback)
-    return make_python_fused(kernel, entry, check, plan)
+) -> Fused | None:
+    """The fused launch of ``entry`` for calls of ``kernel`` that pass ``code``, or None:
+    where its launcher launches directly, the entry needs nothing per call beyond the launch
+    (zeroing, holes) and the C form can be had. ``fallback``, the site's call: the fused
+    launch then also takes the whole call, ``(kernel, args, kwargs, bind, key, lazy)``, and
+    hands a call it turns down to ``fallback`` (see :func:`takes_whole_call`)."""
+    plan_of = getattr(entry.launcher_object, "plan", None)
+    if plan_of is None or entry.zeroing or any(a is HOLE for a in args) or not knobs.fused_launch():
+        return None
+    plan = plan_of(static_kwargs)
+    if plan is None or plan.hooked_code != NATIVE_HOOKED_CODE or not code.arg_checks:
+        return None
+    fused_type = native.fused_type()
+    if fused_type is None:
+        return None
+    return make_fused(fused_type, kernel, entry, code, plan, fallback)
 
 
 def takes_whole_call(fused: Fused | None) -> bool:
-    """Whether ``fused`` is a C form built with a fallback: the site's call itself."""
+    """Whether ``fused`` was built with a fallback: the site's call itself."""
     return getattr(fused, "takes_whole_call", False) is True
 
 
-def make_native_fused(
+def make_fused(
     fused_type: Any,
     kernel: Any,
     entry: Entry,
@@ -75,7 +81,7 @@ def make_native_fused(
     plan: DirectPlan,
     fallback: Callable[..., Any] | None = None,
 ) -> Fused:
-    """The C form (``native_fused.c``) of :func:`make_python_fused`."""
+    """The C fused launch (``native_fused.c``, of type ``fused_type``) of ``entry``."""
     if fallback is not None:  # the site's call: Dynamo must trace it as the site's call
         from tunedsl.backends import torch_compile
 
@@ -109,92 +115,3 @@ def make_native_fused(
         check.kwargs_sample,
     )
     return fused
-
-
-def make_python_fused(kernel: Any, entry: Entry, check: RepeatCheckCode, plan: DirectPlan) -> Fused:
-    """The fused launch of ``entry`` as a generated Python function."""
-    # Tensors go to the launcher as the addresses the check read (see the module docstring).
-    as_address = (
-        set(check.tensor_positions) if plan.int_pointers and check.reads_pointers else set()
-    )
-    kernel_args = [
-        *(f"p{i}" if i in as_address else f"a{i}" for i in range(check.arity)),
-        *(f"T{i}" for i in range(len(plan.tail))),
-    ]
-    launch_args = ", ".join(
-        [
-            "get_stream(DEVICE)",
-            *(f"M{i}" for i in range(len(plan.middle))),
-            *(
-                ["(" + "".join(f"{a}, " for a in kernel_args) + ")"]
-                if plan.packs_args
-                else kernel_args
-            ),
-        ]
-    )
-    pointers = "".join(f"    {line}\n" for line in check.pointers)
-    env: dict[str, Any] = dict(check.env)
-    env.update(
-        KERNEL=kernel,
-        CONFIG=entry.config,
-        RESULT=entry.result,
-        entry=entry,
-        LAUNCH=entry.launcher,
-        DYN0=plan.dyn0,  # the plan's own copy
-        rt=plan.runtime,
-        run=plan.run,
-        DEVICE=plan.device,
-        get_device=plan.get_device,
-        get_stream=plan.get_stream,
-    )
-    env.update({f"M{i}": v for i, v in enumerate(plan.middle)})
-    env.update({f"T{i}": v for i, v in enumerate(plan.tail)})
-    body = (
-        "def fused(kernel, args, kwargs, bind):\n"
-        f"    if kernel is not KERNEL or len(args) != {check.arity} or {check.kwargs_mismatch}:\n"
-        "        return None\n"
-        f"    {check.names} = args\n"
-        f"    if not {check.layout}:\n"
-        "        return None\n"
-        f"{pointers}"
-        f"    if not ({check.test}):\n"
-        "        return None\n"
-        "    holes, dyn, grid = bind(CONFIG)\n"
-        "    if holes:\n"
-        "        return None\n"
-        "    entry.used = True\n"
-        "    try:\n"
-        f"        direct = dyn == DYN0 and not {plan.hooked_code.format(rt='rt')}\n"
-        "    except AttributeError:  # a hook assigned in place of Triton's chain\n"
-        "        direct = False\n"
-        "    if not direct or get_device() != DEVICE:\n"
-        "        LAUNCH(grid, args, kwargs, dyn, holes)\n"
-        "        return RESULT\n"
-        "    n = len(grid)\n"
-        "    if n == 1:\n"
-        f"        run(grid[0], 1, 1, {launch_args})\n"
-        "    elif n == 2:\n"
-        f"        run(grid[0], grid[1], 1, {launch_args})\n"
-        "    else:\n"
-        f"        run(grid[0], grid[1], grid[2], {launch_args})\n"
-        "    return RESULT\n"
-    )
-    exec(compile(body, f"<tunedsl fused launch of {entry.config!r}>", "exec"), env)
-    return env["fused"]  # type: ignore[no-any-return]
-
-
-def fuse_entry(
-    kernel: Any,
-    entry: Entry,
-    code: RepeatCheckCode,
-    args: Sequence[Any],
-    static_kwargs: Mapping[str, Any],
-    fallback: Callable[..., Any],
-) -> Fused | None:
-    """The fused launch of ``entry`` (``runtime/fused.py``) where its launcher launches
-    directly and the entry needs nothing per call beyond the launch (zeroing, holes)."""
-    plan_of = getattr(entry.launcher_object, "plan", None)
-    if plan_of is None or entry.zeroing or any(a is HOLE for a in args) or not knobs.fused_launch():
-        return None
-    plan = plan_of(static_kwargs)
-    return None if plan is None else make_fused(kernel, entry, code, plan, fallback)

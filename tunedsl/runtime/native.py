@@ -1,15 +1,16 @@
-"""The C form of the fused launch (``native_fused.c``), built when the package is installed.
+"""The C fused launch (``native_fused.c``), built when the package is installed.
 
-The fused launch of ``runtime/fused.py`` is generated Python: for a kernel of a dozen int
-arguments its bytecodes cost more than Triton's launch does beyond the driver call. The same
-steps in C cost a fraction of that. ``pip install`` builds the C file into the extension
-``tunedsl.runtime._native_fused`` (``setup.py``; the wheel is a platform wheel). The build is
-optional: without a C compiler or Python's headers the package installs without it, and the
-fused launch stays Python (same decisions, slower). Nothing is compiled or loaded from the
-user's cache at run time.
+``pip install`` builds the C file into the extension ``tunedsl.runtime._native_fused``
+(``setup.py``; the wheel is a platform wheel). It is the site's fast path for a repeated
+argument layout (``runtime/fused.py``): for a kernel of a dozen int arguments, the generic
+path's Python frames cost more than Triton's launch does beyond the driver call; the C call
+costs a fraction of that. The build is optional: without a C compiler or Python's headers
+the package installs without it, and every call takes the generic path (same decisions,
+its repeat check still skipping the call key; slower). Nothing is compiled or loaded from
+the user's cache at run time.
 
-``TUNEDSL_SAFE=native`` keeps the Python form even where the extension is installed.
-``tunedsl env`` says which one runs and why.
+``TUNEDSL_SAFE=fused`` turns the fused launch off even where the extension is installed.
+``tunedsl env`` says whether it runs, and why not.
 """
 
 from __future__ import annotations
@@ -37,18 +38,18 @@ def fused_type() -> Any:
 
 
 def status() -> str:
-    """For ``tunedsl env``: which fused launch runs, and why."""
+    """For ``tunedsl env``: whether the C fused launch runs, and why not."""
     from tunedsl import knobs
     from tunedsl.errors import UsageError
 
     try:
-        if not knobs.native_launch():
-            return "Python (TUNEDSL_SAFE=native)"
+        if not knobs.fused_launch():
+            return "off: TUNEDSL_SAFE=fused (the generic path runs)"
     except UsageError as err:  # env reports the setting as invalid beside this
         return f"unknown: {err}"
     if fused_type() is not None:
         return f"C ({MODULE_NAME}, built at install)"
     return (
-        f"Python: the C extension is not installed ({_failure}); reinstall tunedsl with a C "
-        "compiler and Python's headers (python3-dev) to build it"
+        f"off: the C extension is not installed ({_failure}; the generic path runs); "
+        "reinstall tunedsl with a C compiler and Python's headers (python3-dev) to build it"
     )

@@ -1,17 +1,19 @@
-/* The fused launch of runtime/fused.py, in C.
+/* The fused launch of runtime/fused.py: a site entry's fast path for a repeated layout.
 
-   One object per site entry. Calling it with (kernel, args, kwargs, bind) does exactly what
-   the generated Python function of runtime/fused.py does, step for step, and returns the
-   same thing: the entry's LaunchResult after launching, or None before launching for a
-   call of another layout. It exists because that function's interpretive overhead (a
-   dozen bytecodes per argument) is most of what a tuned call costs above Triton's own
-   launch for a kernel with many int arguments.
+   One object per site entry. Calling it with (kernel, args, kwargs, bind) does what the
+   site's generic path (the entry's repeat check, Entry.launch, the Launcher's direct
+   launch) does for a call of the entry's layout, in one C call, and returns the entry's
+   LaunchResult after launching, or None before launching for a call of another layout (or
+   with holes): the site's generic path then takes it. It exists because the generic path's
+   interpretive overhead (Python frames, a dozen bytecodes per argument) is most of what a
+   tuned call costs above Triton's own launch for a kernel with many int arguments.
 
    It touches neither torch nor triton: everything it calls (the tensor guard, data_ptr,
    bind, the device and stream getters, the C launch) is a Python callable handed to it.
    It is built when the package is installed (setup.py: tunedsl.runtime._native_fused);
-   where it could not be, runtime/native.py finds it missing and the Python form runs. Tests
-   hold it to the Python form's decisions (tests/unit/runtime/test_native_fused.py). */
+   where it could not be, runtime/native.py finds it missing and every call takes the
+   generic path. Tests hold it to the generic path's decisions
+   (tests/unit/runtime/test_native_fused.py). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -397,7 +399,7 @@ done:
     return ret;
 }
 
-/* fused(kernel, args, kwargs, bind): the result or None, as the Python form.
+/* fused(kernel, args, kwargs, bind): the result, or None for a call the generic path takes.
    fused(kernel, args, kwargs, bind, key, lazy), where built with a fallback: the site's
    call itself, the fallback taking the calls this one turns down. */
 static PyObject *fused_call(PyObject *callable, PyObject *const *argv, size_t nargsf,

@@ -1,7 +1,10 @@
 """``Site``: one autotuned launch location. The hot path lives here.
 
 A call is: build the call key (``keys.py``), one dict lookup, ``bind`` the chosen
-configuration, launch, return the entry's precomputed ``LaunchResult``. Everything else
+configuration, launch (``Entry.launch``), return the entry's precomputed ``LaunchResult``.
+A call that repeats the last call's argument layout skips the key (the entry's repeat
+check); where the C extension is installed, such a call is one C call, the entry's fused
+launch (``fused.py``), which hands any other call back to this generic path. Everything else
 (settings, records, tuning) happens on a miss, once per key: the site lets one thread
 resolve the key (``miss.py`` returns the decision) while the others missing it wait, then
 stores the new entry (``entry.py``) in its bounded table.
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import identity, keys, repeat_check
 from tunedsl.model.config import Config
-from tunedsl.model.hole import HOLE, fill_holes
+from tunedsl.model.hole import HOLE
 from tunedsl.model.settings import Settings, environment
 from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import Space, check_placeholders
@@ -92,8 +95,8 @@ class Site:
         self._last: Entry | None = None
         self._fast: Fused | None = None  # the last entry's fused launch, if it has one
         # What the expansion calls, ``site.launch(kernel, args, ...)``: the last entry's
-        # fused launch where its C form takes the whole call (falling back to ``_call`` for
-        # a call it turns down), else ``_call``. One C call, no Python frame, for a repeat.
+        # fused launch where it takes the whole call (falling back to ``_call`` for a call
+        # it turns down), else ``_call``. One C call, no Python frame, for a repeat.
         self.launch: Callable[..., LaunchResult] = self._call
         self.launch_held = False  # traced by torch.compile, whose guards check launch: keep it
         self._repeat_factory: Callable[[Sequence[Any], Mapping[str, Any]], Any] | None = None
@@ -141,7 +144,7 @@ class Site:
         lazy: Callable[[], Any] | None,
     ) -> LaunchResult:
         # The last call's entry when this call repeats its key (checked without building
-        # the key: see _remember), launched by its fused function where it has one; else
+        # the key: see _remember), launched by its fused launch where it has one; else
         # the key and a table lookup.
         fast = self._fast
         if fast is not None:
@@ -183,14 +186,8 @@ class Site:
                     raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
             if entry.repeat is not no_repeat and kernel is self._kernel:
                 self._remember(entry, args, static_kwargs)
-        # Entry.launch, inlined: this is the hot path.
         entry.used = True  # one store: the bounded table keeps what is in use (entry.evict)
-        holes, dyn_kwargs, grid = bind(entry.config)
-        if holes:
-            args = fill_holes(args, holes)
-        if entry.zeroing:
-            entry.zero(args, static_kwargs, dyn_kwargs)
-        entry.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
+        entry.launch(args, static_kwargs, bind)
         return entry.result
 
     def _remember(
@@ -369,7 +366,7 @@ class Site:
 
     def _entry(self, call: miss.Call, resolved: miss.Resolved) -> Entry:
         """A new entry for the decision: its own launcher captures this call's specialization."""
-        from tunedsl.backends.triton_launch import make_launcher
+        from tunedsl.backends.triton_launch import Launcher
 
         decision = resolved.decision
         reset = resolved.subject.settings.reset_to_zero
@@ -379,9 +376,7 @@ class Site:
         # Decisions from tuning, a record or a rule launch the same variant in every process: its
         # binary is stored by the first process and loaded (not compiled) by later ones.
         stored = decision.source in ("tuned", "disk", "rule")
-        launcher = make_launcher(
-            call.kernel, decision.options, call.args, call.static_kwargs, stored
-        )
+        launcher = Launcher(call.kernel, decision.options, call.args, call.static_kwargs, stored)
         return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
 
     def decided(self, digest: str) -> tuple[Decision, LaunchResult] | None:
