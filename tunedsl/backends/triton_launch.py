@@ -158,9 +158,7 @@ class Launcher:
         self.options = dict(options)
         self.info = info = kernel_info(kernel)
         self.disabled = not (
-            info.jit
-            and direct_launch_enabled()
-            and keyed_exactly(info, args, static_kwargs or {})
+            info.jit and direct_launch_enabled() and keyed_exactly(info, args, static_kwargs or {})
         )
         self.lock = INTERPRETER_LOCK if interpreting() else None
         self.compiled: dict[int, compat.LaunchParts] = {}

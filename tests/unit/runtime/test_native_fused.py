@@ -105,11 +105,11 @@ class FakeJit:
         return Compiled(self.rec)
 
 
-def mm_kernel(a, b, c, M, N, K, sa0, sa1, sb0, sb1, sc0, sc1, BM, EXTRA="tail0"):  # noqa: ANN001, ANN201, N803
+def mm_kernel(a, b, c, M, N, K, sa0, sa1, sb0, sb1, sc0, sc1, BM, EXTRA="tail0"):
     pass
 
 
-def scalars_kernel(x, f, opt, h, C, BM):  # noqa: ANN001, ANN201, N803
+def scalars_kernel(x, f, opt, h, C, BM):
     pass
 
 
@@ -120,7 +120,9 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     recorder whose ``device`` is the current device."""
     current = Recorder()
     runtime = Runtime()
-    monkeypatch.setattr(compat, "device_and_stream", lambda: (current.get_device, current.get_stream))
+    monkeypatch.setattr(
+        compat, "device_and_stream", lambda: (current.get_device, current.get_stream)
+    )
     monkeypatch.setattr(compat, "runtime_knobs", lambda: runtime)
     monkeypatch.setattr(
         compat,
@@ -464,7 +466,7 @@ def test_with_a_fallback_it_takes_the_whole_call(fused_type: Any) -> None:
         whole(KERNEL, other, {}, bind, None)
 
 
-def kwargs_kernel(a, b, c, M, N, K, sa0, sa1, sb0, sb1, sc0, sc1, BM, BLOCK, EPS, MODE, FLAG, BIAS):  # noqa: ANN001, ANN201, N803, E501
+def kwargs_kernel(a, b, c, M, N, K, sa0, sa1, sb0, sb1, sc0, sc1, BM, BLOCK, EPS, MODE, FLAG, BIAS):
     pass
 
 
@@ -609,7 +611,11 @@ def test_without_the_c_form_the_generic_path_decides_and_launches_alike(
     the C form, and ``native.status()`` says which ran."""
     script = tmp_path / "site_run.py"
     script.write_text(SITE_RUN)
-    env = {"PATH": "/usr/bin:/bin", "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "1"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+        "TRITON_INTERPRET": "1",
+    }
     c_run = json.loads(_python(str(script), env, "installed", file=True))
     if switch == "blocked":
         run = json.loads(_python(str(script), env, "blocked", file=True))
@@ -619,7 +625,7 @@ def test_without_the_c_form_the_generic_path_decides_and_launches_alike(
     else:
         run = json.loads(_python(str(script), {**env, "TUNEDSL_SAFE": "fused"}, "x", file=True))
         assert run[0] == "off: TUNEDSL_SAFE=fused (the generic path runs)"
-    status, seen, real_forms, log, fake_forms = run
+    _, seen, real_forms, log, fake_forms = run
     assert c_run[0].startswith("C (")
     # The real kernel: right results; a call key built for every call but the repeats of
     # the last entry's layout (the 5th and 6th calls repeat the 1st's after a miss each).
@@ -637,9 +643,7 @@ def test_without_the_c_form_the_generic_path_decides_and_launches_alike(
 
 def _python(script: str, env: dict[str, str], *argv: str, file: bool = False) -> str:
     command = [sys.executable, script] if file else [sys.executable, "-c", script]
-    done = subprocess.run(
-        [*command, *argv], env=env, capture_output=True, text=True, timeout=300
-    )
+    done = subprocess.run([*command, *argv], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip()
 
