@@ -30,10 +30,10 @@ Where does the DSL call spend its time over the floor? Profile one row on the GP
         --calls 100000 --repeats 1 | head -40      # per-function totals (inflated by cProfile)
 
 and compare with ``--only "floor + stream lookup"``. The ``fused launch off`` rows time the
-same call through the site's general path (``TUNEDSL_SAFE=fused``). The DSL call's steps, in order: the
-expanded call (args tuple, kwargs dict, the bind lambda); ``Site.__call__``: the call key
+same call through the site's generic path (``TUNEDSL_SAFE=fused``, or no C extension). The
+DSL call's generic steps, in order: the expanded call (args tuple, kwargs dict, the bind lambda); ``Site.__call__``: the call key
 (per tensor: dtype, shape, stride(), data_ptr() % 16), one dict lookup of that tuple;
-``bind(cfg)`` (a dict and the grid tuple); ``DirectLauncher.__call__``: the dyn-kwargs
+``bind(cfg)`` (a dict and the grid tuple); ``Launcher.__call__``: the dyn-kwargs
 comparison, the launch-hook check, ``get_current_device()``, the ``CompiledKernel`` lookup,
 ``get_current_stream(device)``, then the floor's ``run``. The ``part:`` rows time those
 steps one at a time, side by side with the rest (a profile by parts), and the ``repeat
@@ -111,20 +111,14 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
     dsl_add_off = namespace_off["add"]
     with _env("TUNEDSL_SAFE", "repeat"):
         dsl_add_off(a, b, c, n)  # type: ignore[operator]
-    # ... and with the fused launch off (TUNEDSL_SAFE=fused is read at a key's first
-    # hit): the repeat check, then the general path's launcher.
+    # ... and with the C fused launch off (TUNEDSL_SAFE=fused is read at a key's first
+    # hit): the generic path, its repeat check, then the entry's launcher.
     namespace_unfused: dict[str, object] = {"vadd": vadd, "__name__": "bench_launch_unfused"}
     exec(compile_source(DSL_SOURCE, filename=__file__ + ":unfused"), namespace_unfused)
     dsl_add_unfused = namespace_unfused["add"]
     with _env("TUNEDSL_SAFE", "fused"):
         for _ in range(3):
             dsl_add_unfused(a, b, c, n)  # type: ignore[operator]
-    # ... and with the fused launch in its Python form (TUNEDSL_SAFE=native, read when
-    # the entry is fused): what the C form saves.
-    dsl_add_pyfused = _dsl_variant(DSL_SOURCE, "add", {"vadd": vadd}, "safe_native")
-    with _env("TUNEDSL_SAFE", "native"):
-        for _ in range(3):
-            dsl_add_pyfused(a, b, c, n)
     sync(device)
 
     fns: dict[str, Callable[[], object]] = {
@@ -132,7 +126,6 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
         "tunedsl DSL": lambda: dsl_add(a, b, c, n),  # type: ignore[operator]
         "tunedsl DSL, repeat check off": lambda: dsl_add_off(a, b, c, n),  # type: ignore[operator]
         "tunedsl DSL, fused launch off": lambda: dsl_add_unfused(a, b, c, n),  # type: ignore[operator]
-        "tunedsl DSL, Python fused launch": lambda: dsl_add_pyfused(a, b, c, n),
         "tunedsl site": lambda: site(vadd, (a, b, c, n), {}, bind, None, None),
         "autotune_launch": lambda: autotune_launch(
             vadd,
@@ -212,7 +205,7 @@ def parts(
             s["grid"], args, {}, s["dyn"], ()
         ),
     }
-    if fused:  # the repeat check, bind and the launch in one function (GPU only)
+    if fused:  # the repeat check, bind and the launch in one C call (GPU only)
         rows["part: fused launch (incl. launch)"] = lambda: internals()["fused"](
             vadd, args, {}, bind
         )
@@ -319,10 +312,6 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
     with _env("TUNEDSL_SAFE", "fused"):
         for _ in range(3):
             mm_call_unfused(a, b, c, size, size, size, *strides)  # type: ignore[operator]
-    mm_call_pyfused = _dsl_variant(MM_DSL_SOURCE, "mm_call", {"mm": mm}, "safe_native")
-    with _env("TUNEDSL_SAFE", "native"):
-        for _ in range(3):
-            mm_call_pyfused(a, b, c, size, size, size, *strides)
     grid = (triton.cdiv(size, 64), triton.cdiv(size, 64))
     fns: dict[str, Callable[[], object]] = {
         "mm raw mm[grid]": lambda: mm[grid](
@@ -333,9 +322,6 @@ def build_mm(size: int, device: str) -> dict[str, Callable[[], object]]:
             a, b, c, size, size, size, *strides
         ),
         "mm tunedsl DSL, fused launch off": lambda: mm_call_unfused(  # type: ignore[operator]
-            a, b, c, size, size, size, *strides
-        ),
-        "mm tunedsl DSL, Python fused launch": lambda: mm_call_pyfused(
             a, b, c, size, size, size, *strides
         ),
     }

@@ -101,7 +101,7 @@ def test_the_wheel_is_a_platform_wheel_carrying_the_built_extension(built) -> No
 
 def test_without_a_c_compiler_the_package_still_builds_pure_python(built, tmp_path: Path) -> None:
     """The extension is optional: a failing compiler is a warning, and the wheel is the
-    pure-Python package (its fused launch stays Python)."""
+    pure-Python package (no fused launch: every call takes the generic path)."""
     sdist, _ = built
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp_path / "src", filter="data")

@@ -128,7 +128,7 @@ static int int_passes(PyObject *x, int kind, long low) {
 
 /* 1: a call's keyword arguments have the sample's names, and values of the same classes
    that compare equal (RepeatCheckCode.kwargs_mismatch); 0: not (a mapping other than a
-   dict included: the general path takes it); -1: an error. */
+   dict included: the generic path takes it); -1: an error. */
 static int kwargs_match(PyObject *kwargs, PyObject *sample) {
     if (!PyDict_CheckExact(kwargs) || PyDict_GET_SIZE(kwargs) != PyDict_GET_SIZE(sample))
         return 0;
@@ -193,7 +193,7 @@ static PyObject *fused_fast(Fused *self, PyObject *const *argv) {
         if (kwargs_ok < 0)
             return NULL;
     }
-    /* The expansion passes a tuple; a list unpacks alike. Anything else: the general path. */
+    /* The expansion passes a tuple; a list unpacks alike. Anything else: the generic path. */
     if (!kwargs_ok || !(PyTuple_CheckExact(args) || PyList_CheckExact(args)) ||
         PySequence_Fast_GET_SIZE(args) != self->arity)
         Py_RETURN_NONE;
