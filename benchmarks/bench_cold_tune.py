@@ -238,9 +238,7 @@ def bench(fn: Callable[[], Any], rep: int) -> float:
     return statistics.median(times)
 
 
-def run_exhaustive(
-    size: int | Shape, space: ColdSpace, rounds: int, rep: int, device: str
-) -> dict:
+def run_exhaustive(size: int | Shape, space: ColdSpace, rounds: int, rep: int, device: str) -> dict:
     *_, args = problem(size, device)
 
     def launcher(cfg):
@@ -305,7 +303,11 @@ TUNEDSL_MODES: dict[str, dict[str, str]] = {
 
 
 def spawn(
-    mode: str, ns: argparse.Namespace, tmp: str, setting: str = "default", shape: Shape | None = None
+    mode: str,
+    ns: argparse.Namespace,
+    tmp: str,
+    setting: str = "default",
+    shape: Shape | None = None,
 ) -> dict:
     shape = shape or as_shape(ns.size)
     where = "x".join(map(str, shape))
@@ -338,12 +340,18 @@ def plumbing() -> None:
     small = {"BM": [16], "BN": [16, 32], "BK": [16], "num_warps": [4], "num_stages": [2]}
     tiny = {**SPACES["anchor"].__dict__, "tunedsl_space": small, "configs": all_configs(small)}
     t03 = SPACES["tutorial03"]
-    for space, shape in ((ColdSpace(**tiny), as_shape(32)), (t03, as_shape(64)), (t03, (100, 60, 40))):
+    for space, shape in (
+        (ColdSpace(**tiny), as_shape(32)),
+        (t03, as_shape(64)),
+        (t03, (100, 60, 40)),
+    ):
         configs = space.configs[:4]
         out = run_tunedsl(shape, space, device="cpu", configs=configs)
         assert out["rel_err"] < 1e-2 and out["measured"] == len(configs), out
         assert out["breakdown"]["measure_s"] > 0 and out["breakdown"]["samples"] > 0, out
-        ref = run_exhaustive(shape, ColdSpace(**{**space.__dict__, "configs": configs}), 1, 1, "cpu")
+        ref = run_exhaustive(
+            shape, ColdSpace(**{**space.__dict__, "configs": configs}), 1, 1, "cpu"
+        )
         assert label(out["chosen"]) in ref["median_ms"], (out, ref)
         print("plumbing ok:", space.name, shape_text(shape), json.dumps(out))
         # the table as the GPU run prints it, tunedsl's result standing in for triton's row
