@@ -403,7 +403,7 @@ def main() -> None:
             tri = spawn("triton", ns, tmp, shape=shape)
             rows = {setting: spawn("tunedsl", ns, tmp, setting, shape) for setting in settings}
             ref = spawn("exhaustive", ns, tmp, shape=shape)
-            summary += report_shape(ns, space, shape, tri, rows, ref)
+            summary += report_shape(ns, space, shape, tri, rows, ref, torch.cuda.get_device_name())
     if len(shapes) > 1:
         print("== the shapes side by side")
         print(f"{'shape':<24}{'row':<9}{'triton s':>9}{'tunedsl s':>10}{'ratio':>7}"
@@ -413,14 +413,14 @@ def main() -> None:
 
 
 def report_shape(ns: argparse.Namespace, space: ColdSpace, shape: Shape, tri: dict,
-                 rows: dict[str, dict], ref: dict) -> list[str]:  # fmt: skip
+                 rows: dict[str, dict], ref: dict, device: str) -> list[str]:  # fmt: skip
     """Print one shape's tables; return its lines for the side-by-side summary."""
     summary = []
     for setting, tds in rows.items():
         if len(rows) > 1:
             print(f"-- tunedsl row: {setting} (timer {tds.get('timer')}; processes: "
                   f"{tds.get('processes')})")  # fmt: skip
-        for line in table(shape, space, tri, tds, ref, torch.cuda.get_device_name()):
+        for line in table(shape, space, tri, tds, ref, device):
             print(line)
         for line in compiles(space, tri, tds):
             print(line)
