@@ -1,6 +1,7 @@
 """Cold tuning, side by side: tunedsl's first call vs ``triton.autotune``'s (GPU).
 
-Two spaces of an fp16 matmul, 2048^3 by default (``--space``):
+Two spaces of an fp16 matmul, 2048^3 by default (``--size N``, or ``--shape M,N,K``, given
+once or more: each shape is run in turn and compared at the end; ``--space``):
 
 * ``anchor``: the anchor's 48 configurations (``/work/shared/anchors``, ``anchor_mm.py``);
 * ``tutorial03``: the 16 configurations of Triton's tutorial 03 (its
@@ -19,10 +20,18 @@ TRITON_CACHE_DIR:
   ``triton`` run's cache: compiling is not timed here), then timed in ``--rounds``
   interleaved rounds of ``do_bench(rep=--rep)`` (median of each, median of rounds).
 
-Targets (issue 12): tunedsl's first call at most 1/6 of triton.autotune's, and the same
-choice as the exhaustive reference (issue 4: within 3%).
+Each shape also prints its compiles: every tunedsl compile job's seconds (slowest first),
+the configurations stopped early over the GPU's shared memory, the compiled kernels in each
+run's Triton cache directory (one per configuration compiled in full: a configuration
+compiled under two keys would show as two), and Triton's compiles inside each tuning
+process (``built`` ran the compiler there; ``loaded`` found it in the cache).
+
+Targets: tunedsl's first call at most 1/6 of triton.autotune's, and the same choice as the
+exhaustive reference (within 3%).
 
     python benchmarks/bench_cold_tune.py [--space anchor|tutorial03] [--rounds 5] [--json]
+    python benchmarks/bench_cold_tune.py --space tutorial03 --shape 3000,2000,1000 \
+        --shape 4096,4096,4096 --rounds 3 --rep 100
     TRITON_INTERPRET=1 python benchmarks/bench_cold_tune.py --plumbing   # no GPU: API check
 """
 
@@ -48,6 +57,34 @@ from anchor_mm import MM_SPACE, all_configs, mm
 from tutorial03_mm import TUTORIAL03_CONFIGS, mm_grouped
 
 HINTS = ("num_warps", "num_stages")
+Shape = tuple[int, int, int]  # M, N, K
+
+
+def as_shape(size: int | tuple[int, ...] | list[int]) -> Shape:
+    """``size`` as (M, N, K): an int is a square problem."""
+    if isinstance(size, int):
+        return (size, size, size)
+    m, n, k = (int(x) for x in size)
+    return (m, n, k)
+
+
+def parse_shape(text: str) -> Shape:
+    parts = text.replace("x", ",").split(",")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 3) or min(values, default=0) < 1:
+        raise argparse.ArgumentTypeError(
+            f"--shape {text!r}: write M,N,K with positive integers, e.g. 3000,2000,1000 "
+            "(or one N for N^3)"
+        )
+    return as_shape(values[0] if len(values) == 1 else values)
+
+
+def shape_text(shape: Shape) -> str:
+    m, n, k = shape
+    return f"{m}^3" if m == n == k else f"M,N,K={m},{n},{k}"
 
 
 @dataclass(frozen=True)
@@ -62,11 +99,13 @@ class ColdSpace:
 SPACES = {
     "anchor": ColdSpace(
         "anchor", mm, all_configs(MM_SPACE), MM_SPACE,
-        lambda size, cfg: (size // cfg["BM"], size // cfg["BN"]),
+        lambda size, cfg: (as_shape(size)[0] // cfg["BM"], as_shape(size)[1] // cfg["BN"]),
     ),
     "tutorial03": ColdSpace(
         "tutorial03", mm_grouped, TUTORIAL03_CONFIGS, TUTORIAL03_CONFIGS,
-        lambda size, cfg: (triton.cdiv(size, cfg["BM"]) * triton.cdiv(size, cfg["BN"]),),
+        lambda size, cfg: (
+            triton.cdiv(as_shape(size)[0], cfg["BM"]) * triton.cdiv(as_shape(size)[1], cfg["BN"]),
+        ),
     ),
 }  # fmt: skip
 
@@ -80,12 +119,13 @@ def label(cfg: dict) -> str:
     return text + (f" G={cfg['GROUP_M']}" if "GROUP_M" in cfg else "")
 
 
-def problem(size: int, device: str):
-    a = torch.randn(size, size, device=device, dtype=torch.float16)
-    b = torch.randn(size, size, device=device, dtype=torch.float16)
-    c = torch.empty(size, size, device=device, dtype=torch.float16)
+def problem(size: int | Shape, device: str):
+    m, n, k = as_shape(size)
+    a = torch.randn(m, k, device=device, dtype=torch.float16)
+    b = torch.randn(k, n, device=device, dtype=torch.float16)
+    c = torch.empty(m, n, device=device, dtype=torch.float16)
     strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    return a, b, c, (a, b, c, size, size, size, *strides)
+    return a, b, c, (a, b, c, m, n, k, *strides)
 
 
 def sync() -> None:
@@ -93,8 +133,9 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def run_triton(size: int, space: ColdSpace) -> dict:
+def run_triton(size: int | Shape, space: ColdSpace) -> dict:
     a, b, c, args = problem(size, "cuda")
+    tune_breakdown.install_compile_counter()
     configs = [
         triton.Config(constexprs(cfg), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
         for cfg in space.configs
@@ -107,10 +148,13 @@ def run_triton(size: int, space: ColdSpace) -> dict:
     wall = time.perf_counter() - start
     best = kern.best_config
     chosen = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
-    return {"first_call_s": wall, "chosen": chosen, "rel_err": rel_err(a, b, c)}
+    return {"first_call_s": wall, "chosen": chosen, "rel_err": rel_err(a, b, c),
+            "triton_compiles": tune_breakdown.triton_compiles()}  # fmt: skip
 
 
-def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any = None) -> dict:
+def run_tunedsl(
+    size: int | Shape, space: ColdSpace, device: str = "cuda", configs: Any = None
+) -> dict:
     from tunedsl import autotune_launch
 
     if os.environ.get("BENCH_LATE_WARMING"):  # as before the eighth pass (an A/B row)
@@ -151,7 +195,28 @@ def run_tunedsl(size: int, space: ColdSpace, device: str = "cuda", configs: Any 
             "breakdown": tune_breakdown.report(wall), "timeline": tune_breakdown.timeline(),
             "opening": opened, "per_config": per_config,
             "sample_log": tune_breakdown.sample_log(),
+            "compile_log": [[label_of(c, space), s, why] for c, s, why in tune_breakdown.compile_log()],
+            "triton_compiles": tune_breakdown.triton_compiles(),
             "processes": {**process_compile.stats, **compile_processes.stats}}  # fmt: skip
+
+
+def label_of(config: dict, space: ColdSpace) -> str:
+    try:
+        return label({k: config[k] for k in space.configs[0]})
+    except KeyError:
+        return repr(config)
+
+
+def cache_entries(cache_dir: str) -> dict[str, int]:
+    """Compiled kernels in a Triton cache directory, by kernel name (one metadata file per
+    compiled variant; ``__grp__`` files are Triton's indexes of them)."""
+    counts: dict[str, int] = {}
+    for _, _, files in os.walk(cache_dir):
+        for name in files:
+            if name.endswith(".json") and not name.startswith("__grp__"):
+                kernel = name[: -len(".json")]
+                counts[kernel] = counts.get(kernel, 0) + 1
+    return counts
 
 
 def rel_err(a, b, c) -> float:
@@ -173,7 +238,7 @@ def bench(fn: Callable[[], Any], rep: int) -> float:
     return statistics.median(times)
 
 
-def run_exhaustive(size: int, space: ColdSpace, rounds: int, rep: int, device: str) -> dict:
+def run_exhaustive(size: int | Shape, space: ColdSpace, rounds: int, rep: int, device: str) -> dict:
     *_, args = problem(size, device)
 
     def launcher(cfg):
@@ -214,12 +279,13 @@ def ties(ref: dict) -> list[str]:
 
 def child(ns: argparse.Namespace) -> None:
     space = SPACES[ns.space]
+    shape = ns.shape[0] if ns.shape else as_shape(ns.size)
     if ns.child == "triton":
-        out = run_triton(ns.size, space)
+        out = run_triton(shape, space)
     elif ns.child == "tunedsl":
-        out = run_tunedsl(ns.size, space, ns.device)
+        out = run_tunedsl(shape, space, ns.device)
     else:
-        out = run_exhaustive(ns.size, space, ns.rounds, ns.rep, ns.device)
+        out = run_exhaustive(shape, space, ns.rounds, ns.rep, ns.device)
     print("RESULT " + json.dumps(out))
 
 
@@ -236,47 +302,72 @@ TUNEDSL_MODES: dict[str, dict[str, str]] = {
 }
 
 
-def spawn(mode: str, ns: argparse.Namespace, tmp: str, setting: str = "default") -> dict:
+def spawn(
+    mode: str,
+    ns: argparse.Namespace,
+    tmp: str,
+    setting: str = "default",
+    shape: Shape | None = None,
+) -> dict:
+    shape = shape or as_shape(ns.size)
+    where = "x".join(map(str, shape))
     # The reference compiles from the triton run's cache: its compiling is not measured.
-    cache = "triton" if mode == "exhaustive" else f"{mode}-{setting}"
-    env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tmp, cache, "triton"),
-               TUNEDSL_CACHE_DIR=os.path.join(tmp, f"{mode}-{setting}", "tunedsl"))  # fmt: skip
+    cache = os.path.join(tmp, where, "triton" if mode == "exhaustive" else f"{mode}-{setting}")
+    env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(cache, "triton"),
+               TUNEDSL_CACHE_DIR=os.path.join(tmp, where, f"{mode}-{setting}", "tunedsl"))  # fmt: skip
     env.update(TUNEDSL_MODES.get(setting, {}))
-    cmd = [sys.executable, __file__, "--child", mode, "--space", ns.space, "--size", str(ns.size),
-           "--rounds", str(ns.rounds), "--rep", str(ns.rep), "--device", ns.device]  # fmt: skip
+    cmd = [sys.executable, __file__, "--child", mode, "--space", ns.space, "--shape",
+           ",".join(map(str, shape)), "--rounds", str(ns.rounds), "--rep", str(ns.rep),
+           "--device", ns.device]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"{mode} failed:\n{proc.stdout}\n{proc.stderr}")
-    return json.loads(lines[-1][len("RESULT ") :])
+    out: dict = json.loads(lines[-1][len("RESULT ") :])
+    if mode != "exhaustive":  # what this run left compiled in its own Triton cache
+        out["cache_entries"] = cache_entries(os.path.join(cache, "triton"))
+    return out
 
 
 def plumbing() -> None:
     """No GPU: the tunedsl path (and its time breakdown) under the interpreter, both spaces
-    on tiny problems, and the exhaustive reference's loop with a wall-clock timer."""
+    on tiny problems (tutorial 03 also at a shape of no multiple of 16), and the exhaustive
+    reference's loop with a wall-clock timer."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         raise SystemExit("--plumbing needs TRITON_INTERPRET=1 set before Python starts")
     # a fresh record store: a decision stored by an earlier run would skip the tuning
     os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="tunedsl-plumbing-")
     small = {"BM": [16], "BN": [16, 32], "BK": [16], "num_warps": [4], "num_stages": [2]}
     tiny = {**SPACES["anchor"].__dict__, "tunedsl_space": small, "configs": all_configs(small)}
-    for space, size in ((ColdSpace(**tiny), 32), (SPACES["tutorial03"], 64)):
+    t03 = SPACES["tutorial03"]
+    for space, shape in (
+        (ColdSpace(**tiny), as_shape(32)),
+        (t03, as_shape(64)),
+        (t03, (100, 60, 40)),
+    ):
         configs = space.configs[:4]
-        out = run_tunedsl(size, space, device="cpu", configs=configs)
+        out = run_tunedsl(shape, space, device="cpu", configs=configs)
         assert out["rel_err"] < 1e-2 and out["measured"] == len(configs), out
         assert out["breakdown"]["measure_s"] > 0 and out["breakdown"]["samples"] > 0, out
-        ref = run_exhaustive(size, ColdSpace(**{**space.__dict__, "configs": configs}), 1, 1, "cpu")
+        ref = run_exhaustive(
+            shape, ColdSpace(**{**space.__dict__, "configs": configs}), 1, 1, "cpu"
+        )
         assert label(out["chosen"]) in ref["median_ms"], (out, ref)
-        print("plumbing ok:", space.name, json.dumps(out))
-        ns = argparse.Namespace(size=size)
+        print("plumbing ok:", space.name, shape_text(shape), json.dumps(out))
         # the table as the GPU run prints it, tunedsl's result standing in for triton's row
-        print("\n".join(table(ns, space, out, out, ref, "the CPU interpreter")))
+        print("\n".join(table(shape, space, out, out, ref, "the CPU interpreter")))
+        print("\n".join(compiles(space, out, out)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--space", choices=sorted(SPACES), default="anchor")
-    parser.add_argument("--size", type=int, default=2048)
+    parser.add_argument("--size", type=int, default=2048, help="N for an N^3 problem")
+    parser.add_argument(
+        "--shape", type=parse_shape, action="append",
+        help="M,N,K of the problem (instead of --size); given more than once, each shape is "
+        "run in turn (triton.autotune, tunedsl, the reference) and the shapes compared",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=5, help="exhaustive timing rounds")
     parser.add_argument("--rep", type=int, default=300, help="exhaustive do_bench rep, ms")
     parser.add_argument("--json", action="store_true")
@@ -298,19 +389,40 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("bench_cold_tune needs a CUDA GPU (try --plumbing without one)")
     space = SPACES[ns.space]
+    shapes = ns.shape or [as_shape(ns.size)]
+    if ns.space == "anchor" and any(d % 256 for shape in shapes for d in shape):
+        raise SystemExit("--space anchor: its kernel has no masks; every dimension of --shape "
+                         "or --size must be a multiple of 256 (tutorial03 takes any shape)")  # fmt: skip
     settings = [m.strip() for m in ns.tunedsl.split(",") if m.strip()]
     unknown = sorted(set(settings) - set(TUNEDSL_MODES))
     if unknown or not settings:
         raise SystemExit(f"--tunedsl: unknown {unknown}; choose from {sorted(TUNEDSL_MODES)}")
+    summary: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        tri = spawn("triton", ns, tmp)
-        rows = {setting: spawn("tunedsl", ns, tmp, setting) for setting in settings}
-        ref = spawn("exhaustive", ns, tmp)
+        for shape in shapes:
+            tri = spawn("triton", ns, tmp, shape=shape)
+            rows = {setting: spawn("tunedsl", ns, tmp, setting, shape) for setting in settings}
+            ref = spawn("exhaustive", ns, tmp, shape=shape)
+            summary += report_shape(ns, space, shape, tri, rows, ref, torch.cuda.get_device_name())
+    if len(shapes) > 1:
+        print("== the shapes side by side")
+        print(f"{'shape':<24}{'row':<9}{'triton s':>9}{'tunedsl s':>10}{'ratio':>7}"
+              f"{'compile wait':>13}{'measure':>8}{'other':>7}{'slowest job':>12}"
+              f"{'full compiles':>14}{'over smem':>10}")  # fmt: skip
+        print("\n".join(summary))
+
+
+def report_shape(ns: argparse.Namespace, space: ColdSpace, shape: Shape, tri: dict,
+                 rows: dict[str, dict], ref: dict, device: str) -> list[str]:  # fmt: skip
+    """Print one shape's tables; return its lines for the side-by-side summary."""
+    summary = []
     for setting, tds in rows.items():
         if len(rows) > 1:
             print(f"-- tunedsl row: {setting} (timer {tds.get('timer')}; processes: "
                   f"{tds.get('processes')})")  # fmt: skip
-        for line in table(ns, space, tri, tds, ref, torch.cuda.get_device_name()):
+        for line in table(shape, space, tri, tds, ref, device):
+            print(line)
+        for line in compiles(space, tri, tds):
             print(line)
         print("tunedsl timeline: " + stages(tds.get("timeline", [])))
         for line in beside_reference(tds, ref):
@@ -318,10 +430,43 @@ def main() -> None:
         if tds.get("opening"):
             print("tunedsl's first call's opening, ms on the stack: "
                   + json.dumps(tds["opening"]))  # fmt: skip
+        ratio = tds["first_call_s"] / tri["first_call_s"]
         if ns.json:
-            ratio = tds["first_call_s"] / tri["first_call_s"]
-            print(json.dumps({"triton": tri, "tunedsl": tds, "setting": setting,
+            print(json.dumps({"shape": shape, "triton": tri, "tunedsl": tds, "setting": setting,
                               "exhaustive": ref, "ratio": ratio}))  # fmt: skip
+        bd, jobs = tds["breakdown"], tds.get("compile_log", [])
+        slowest = max((s for _, s, _ in jobs), default=0.0)
+        full = sum(1 for _, _, why in jobs if why is None)
+        over = tds.get("processes", {}).get("over_shared", 0)
+        summary.append(
+            f"{shape_text(shape):<24}{setting:<9}{tri['first_call_s']:>9.2f}"
+            f"{tds['first_call_s']:>10.2f}{ratio:>7.2f}{bd['compile_wait_s']:>13.2f}"
+            f"{bd['measure_s']:>8.2f}{bd['other_s']:>7.2f}{slowest:>12.2f}{full:>14}{over:>10}"
+        )
+        sys.stdout.flush()
+    return summary
+
+
+def compiles(space: ColdSpace, tri: dict, tds: dict) -> list[str]:
+    """Where tunedsl's compiles went, and how many kernels each run compiled."""
+    jobs = sorted(tds.get("compile_log", []), key=lambda job: -job[1])
+    name = getattr(space.kernel, "__name__", "")
+    over = tds.get("processes", {}).get("over_shared", 0)
+    lines = [
+        f"tunedsl compile jobs, slowest first ({len(jobs)}; {over} stopped early over the "
+        "GPU's shared memory): "
+        + "; ".join(f"{cfg} {sec:.2f}s" + (" FAILED" if why else "") for cfg, sec, why in jobs),
+        f"compiled kernels in each run's Triton cache: triton.autotune "
+        f"{tri.get('cache_entries', {}).get(name, '-')}, tunedsl "
+        f"{tds.get('cache_entries', {}).get(name, '-')} (tunedsl: one per configuration "
+        "compiled in full; more means a configuration compiled under two keys)",
+        f"Triton compiles inside the tuning process: triton.autotune "
+        f"{tri.get('triton_compiles')}, tunedsl {tds.get('triton_compiles')} (tunedsl builds "
+        "in forked workers: 'built' here means a compile its workers did not serve; 'loaded' "
+        "beyond its compile jobs means a JIT table miss served from the cache)",
+        f"tunedsl compile processes: {tds.get('processes')}",
+    ]
+    return lines
 
 
 def beside_reference(tds: dict, ref: dict, top: int = 6) -> list[str]:
@@ -353,7 +498,7 @@ def stages(timeline: list) -> str:
     return "; ".join(f"{n} x{c:.0f} {a:.2f}-{b:.2f}" for n, (a, b, c) in spans.items())
 
 
-def table(ns: argparse.Namespace, space: ColdSpace, tri: dict, tds: dict, ref: dict,
+def table(shape: Shape, space: ColdSpace, tri: dict, tds: dict, ref: dict,
           device: str) -> list[str]:  # fmt: skip
     best_ms = ref["best_ms"]
 
@@ -364,7 +509,7 @@ def table(ns: argparse.Namespace, space: ColdSpace, tri: dict, tds: dict, ref: d
     ratio = tds["first_call_s"] / tri["first_call_s"]
     tied = ties(ref)
     return [
-        f"cold tuning, {len(space.configs)}-config fp16 matmul ({space.name}) {ns.size}^3 on "
+        f"cold tuning, {len(space.configs)}-config fp16 matmul ({space.name}) {shape_text(shape)} on "
         f"{device} (triton {triton.__version__}, {os.cpu_count()} CPUs, compile workers "
         f"{os.environ.get('TUNEDSL_COMPILE_WORKERS', 'default')})",
         f"{'':<18}{'first call s':>13}{'compile wait':>13}{'measure':>9}{'other':>7}"

@@ -16,6 +16,13 @@ warming Triton's caches, forking the compile workers, each worker job as the tun
 process waits for it, each load of a worker's result, the launcher build, each sample; ``sample_log()`` the
 values each sample returned.
 
+``compile_log()`` lists each compile job as the tuning thread got it: its configuration,
+its seconds on its worker thread (a forked worker's compile and the load here) and why it
+failed, if it did (a kernel over the GPU's shared memory stops early in its worker).
+``triton_compiles()`` counts Triton's compiles in this process (a listener on the public
+``triton.knobs.compilation.listener``): ``built`` ran the compiler here, ``loaded`` found
+the kernel in Triton's cache (a worker's result, or a JIT table miss served from disk).
+
 ``report(wall_s)`` splits the first call's wall time into ``compile_wait_s``,
 ``measure_s`` and ``other_s`` (the rest: the key, building variants, the search's own
 Python, the record, the final launch). Compiling runs on worker threads beside measuring,
@@ -47,6 +54,8 @@ _events: list[tuple[float, float, str]] = []  # (start, end, what), since _origi
 _begun: set[str] = set()  # the spans that have begun since reset
 _samples: list[tuple[float, int, list[float]]] = []  # (start, which run, values ms)
 _runs: dict[int, int] = {}  # id of a timed run -> its number, in order of first sample
+_compiles: list[tuple[dict[str, Any], float, str | None]] = []  # (config, seconds, failure)
+_triton = {"built": 0, "loaded": 0}  # Triton's compile() calls in this process
 
 
 def _span(what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -175,6 +184,10 @@ def install() -> None:
                     _totals.compile_wait_s += time.perf_counter() - start
                 _totals.compiles += 1
                 _totals.compile_thread_s += item[0].seconds or 0.0
+                failed = item[1] if isinstance(item[1], BaseException) else None
+                why = None if failed is None else f"{type(failed).__name__}: {failed}"[:120]
+                config = getattr(item[0].config, "as_dict", dict)()
+                _compiles.append((config, round(item[0].seconds or 0.0, 4), why))
                 yield item
         finally:
             inner.close()  # the consumer stopped early: the pool starts no further job
@@ -185,6 +198,7 @@ def install() -> None:
     compile_pool.compile_stream = timed_stream  # type: ignore[assignment]
     graph_timing.make_timer = timed_timer
     _install_spans()
+    install_compile_counter()
     _installed = True
 
 
@@ -200,6 +214,28 @@ def _install_spans() -> None:
     compile_processes.ForkedWorkers.run = _span("worker job", run)  # type: ignore[method-assign]
 
 
+def install_compile_counter() -> None:
+    """Count Triton's ``compile`` calls in this process (chaining a listener already set)."""
+    import triton
+
+    before = triton.knobs.compilation.listener
+
+    def listener(**kwargs: Any) -> None:
+        _triton["loaded" if kwargs.get("cache_hit") else "built"] += 1
+        if before is not None:
+            before(**kwargs)
+
+    triton.knobs.compilation.listener = listener
+
+
+def triton_compiles() -> dict[str, int]:
+    return dict(_triton)
+
+
+def compile_log() -> list[tuple[dict[str, Any], float, str | None]]:
+    return list(_compiles)
+
+
 def reset() -> None:
     global _totals, _origin
     _totals = Breakdown()
@@ -208,6 +244,8 @@ def reset() -> None:
     _begun.clear()
     _samples.clear()
     _runs.clear()
+    _compiles.clear()
+    _triton.update(built=0, loaded=0)
 
 
 def report(wall_s: float) -> dict[str, float]:
