@@ -420,5 +420,24 @@ def canonical_json(obj: Any) -> str:
 
 def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, Any]) -> str:
     """sha256 naming a record: the site, the readable key and the process context."""
-    text = canonical_json({"site": site_id, "key": record_key, "context": context})
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return KeyDigest(site_id, context)(record_key)
+
+
+class KeyDigest:
+    """``digest(site_id, key, context)`` of many keys of one site and context: the context
+    is encoded and hashed once. The text hashed is ``canonical_json`` of the whole mapping,
+    whose sorted keys put the context first and the site last, so only the key is encoded
+    per call."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self, site_id: str, context: Mapping[str, Any]) -> None:
+        head = '{"context":' + canonical_json(context) + ',"key":'
+        self._head = hashlib.sha256(head.encode("utf-8"))
+        self._tail = (',"site":' + canonical_json(site_id) + "}").encode("utf-8")
+
+    def __call__(self, record_key: Mapping[str, Any]) -> str:
+        h = self._head.copy()
+        h.update(canonical_json(record_key).encode("utf-8"))
+        h.update(self._tail)
+        return h.hexdigest()

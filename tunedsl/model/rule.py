@@ -50,6 +50,18 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
     features: dict[str, float] = {}
 
     def walk(path: str, value: Any) -> None:
+        cls = value.__class__  # the readable key's own types first (asked on every miss)
+        if cls is list:
+            for i, item in enumerate(value):
+                walk(f"{path}[{i}]", item)
+            return
+        if cls is dict and ("constexpr" not in value or len(value) != 1):
+            for name in sorted(value):
+                walk(f"{path}.{name}", value[name])
+            return
+        if cls is int and value >= 0:
+            features[path] = math.log2(max(float(value), 1.0))
+            return
         if isinstance(value, bool) or value is None:
             family[path] = value
         elif isinstance(value, int | float):

@@ -62,11 +62,17 @@ class Decision:
     record: store.Record | None
 
 
-def context(info: KernelInfo, settings: Settings) -> dict[str, Any]:
-    """Process constants that belong in the digest (never in the per-call key)."""
+def context(
+    info: KernelInfo,
+    settings: Settings,
+    device: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Process constants that belong in the digest (never in the per-call key);
+    ``device``/``env``: ``device_facts()`` and ``triton_env()`` when the caller has them."""
     from tunedsl.backends import triton as bt
 
-    device = bt.device_facts()
+    device = bt.device_facts() if device is None else device
     return {
         # The kernel's file, never its module name: that depends on how the file was
         # loaded (``__main__``, the stem, the dotted name), and one kernel has one record.
@@ -78,7 +84,7 @@ def context(info: KernelInfo, settings: Settings) -> dict[str, Any]:
         "hints": json_safe(settings.hints),
         "device": {k: device.get(k) for k in ("type", "name", "capability", "arch")},
         "toolchain": store.keyed_toolchain(bt.toolchain()),  # not torch's, not tunedsl's
-        "env": bt.triton_env(),
+        "env": bt.triton_env() if env is None else dict(env),
     }
 
 
@@ -422,13 +428,17 @@ def record_stores() -> LayeredStore:
     global _stores
     from tunedsl.store.layered import default_layered
 
-    named = (tuple(knobs.records_path()), knobs.redis_url(), os.environ.get("HOME"))
     kept = _stores
+    if kept is not None and knobs.environ_unchanged(kept[2]):
+        return kept[1]  # no variable changed (asked on every miss)
+    environ = knobs.environ_snapshot()
+    named = (tuple(knobs.records_path()), knobs.redis_url(), os.environ.get("HOME"))
     if kept is not None and kept[0] == named:
+        _stores = (named, kept[1], environ)
         return kept[1]
     stores = default_layered(memory=False)
-    _stores = (named, stores)
+    _stores = (named, stores, environ)
     return stores
 
 
-_stores: tuple[tuple[Any, ...], LayeredStore] | None = None
+_stores: tuple[tuple[Any, ...], LayeredStore, object] | None = None

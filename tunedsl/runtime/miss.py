@@ -66,6 +66,7 @@ class SiteView(Protocol):
     kwargs_fixed: tuple[str, ...] | None  # plain API: the kwargs= names alike for every config
     prune_reads: frozenset[str]  # arguments prune= has read: their values join the key
     fields_checked: Any  # the candidates whose fields the launch was seen to read
+    context_memo: Any  # the process part of its keys' digests (``subject``)
 
     def settings(self, lazy: Lazy | None) -> Settings:
         """The site's settings, with the non-literal parts ``lazy`` gives."""
@@ -179,9 +180,62 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         readable["prune"] = keys.readable_prune(
             info.arg_names, call.args, call.static_kwargs, site.prune_reads
         )
-    context = decide.context(info, settings)
-    digest = keys.digest(site.site_id, readable, context)
-    return Subject(site.site_id, call.kernel, info, settings, readable, context, digest)
+    context, digest, rule = _process_part(site, info, settings)
+    return Subject(
+        site.site_id, call.kernel, info, settings, readable, context, digest(readable), rule
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _ProcessPart:
+    """What every key of a site shares in its digest, and what it was worked out under."""
+
+    site_id: str
+    info: Any
+    settings: Settings
+    environ: object  # knobs.environ_snapshot(): Triton's variables are read from it
+    device: Mapping[str, Any]
+    context: dict[str, Any]
+    digest: keys.KeyDigest
+    rule_digest: str
+
+
+def _process_part(
+    site: SiteView, info: Any, settings: Settings
+) -> tuple[dict[str, Any], keys.KeyDigest, str]:
+    """The context, the digest of its keys and the rule name of a site's key: worked out
+    again only when the site's name, kernel or settings, the current device's facts or the
+    environment (Triton's cache-invalidating variables) changed since the last key."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.runtime import decide
+    from tunedsl.store.rules import rule_digest
+
+    device = bt.device_facts()
+    memo: _ProcessPart | None = site.context_memo
+    if (
+        memo is not None
+        and memo.info is info
+        and memo.settings is settings
+        and memo.site_id == site.site_id
+        and (memo.device is device or memo.device == device)
+        and knobs.environ_unchanged(memo.environ)
+    ):
+        return memo.context, memo.digest, memo.rule_digest
+    environ = knobs.environ_snapshot()
+    context = decide.context(info, settings, device, bt.triton_env())
+    rule = rule_digest(site.site_id, context["kernel"], context["hints"], context["env"])
+    memo = _ProcessPart(
+        site.site_id,
+        info,
+        settings,
+        environ,
+        device,
+        context,
+        keys.KeyDigest(site.site_id, context),
+        rule,
+    )
+    site.context_memo = memo
+    return memo.context, memo.digest, memo.rule_digest
 
 
 def resolve(site: SiteView, call: Call) -> Resolved:

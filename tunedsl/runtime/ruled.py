@@ -38,7 +38,9 @@ def rule_pick(
     from tunedsl.store.rules import find_rule, rule_digest
 
     ctx = subject.context
-    digest = rule_digest(subject.site_id, ctx["kernel"], ctx["hints"], ctx["env"])
+    digest = subject.rule_digest or rule_digest(
+        subject.site_id, ctx["kernel"], ctx["hints"], ctx["env"]
+    )
     rule = find_rule(digest)
     if rule is None:
         return None

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tunedsl import knobs
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import identity, keys, repeat_check
 from tunedsl.model.config import Config
@@ -106,8 +107,10 @@ class Site:
         self._placeholders_checked = False
         # The literal settings with the environment they were resolved under, and the
         # candidates whose fields the launch was seen to read: a new key resolves neither again.
-        self._settings_memo: tuple[tuple[Any, ...], Settings] | None = None
+        # With the environment it was checked under last (knobs.environ_snapshot).
+        self._settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
         self.fields_checked: Any = None
+        self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
         self._key_config: Config | None = None
         self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
@@ -402,9 +405,13 @@ class Site:
     def settings(self, lazy: miss.Lazy | None) -> Settings:
         """The site's settings: its literal parts, updated by the ``lazy`` thunk's. Literal ones
         are resolved once per environment (a literal space is not expanded for every key)."""
-        env = environment() if lazy is None else None
         memo = self._settings_memo
+        if lazy is None and memo is not None and knobs.environ_unchanged(memo[2]):
+            return memo[1]  # no variable changed: the knobs read the same
+        environ = knobs.environ_snapshot()
+        env = environment() if lazy is None else None
         if memo is not None and env is not None and memo[0] == env:
+            self._settings_memo = (env, memo[1], environ)
             return memo[1]
         space, hints, options = (
             self.literal_space,
@@ -425,7 +432,7 @@ class Site:
                 check_placeholders(self.placeholders, out.configs or (out.default,), self.filename)
             self._placeholders_checked = True
         if env is not None:
-            self._settings_memo = (env, out)
+            self._settings_memo = (env, out, environ)
         return out
 
     def variants(

@@ -27,3 +27,4 @@ class Subject:
     readable: dict[str, Any]
     context: dict[str, Any]
     digest: str
+    rule_digest: str = ""  # the name of the rule that would decide it ("": not worked out)

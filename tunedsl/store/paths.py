@@ -27,6 +27,7 @@ from pathlib import Path
 from tunedsl import knobs
 
 
+@knobs.per_environ  # TUNEDSL_CACHE_DIR, or the platform's cache (XDG_CACHE_HOME, HOME)
 def cache_root() -> Path:
     override = knobs.cache_dir_override()
     if override:
@@ -115,6 +116,7 @@ def bytecode_dir() -> Path:
     return cache_root() / "bytecode"
 
 
+@knobs.per_environ  # asked on every miss
 def records_dir() -> Path:
     return cache_root() / "records"
 

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tunedsl import knobs
 from tunedsl.model.record import (  # noqa: F401 (re-exported: the store's records)
     KEYED_TOOLS,
     SCHEMA_VERSION,
@@ -50,9 +51,12 @@ _UNWRITABLE = "unwritable"  # the topic of every "cannot write to the cache" war
 
 def extra_record_dirs() -> list[Path]:
     """``TUNEDSL_RECORDS_PATH``: read-only directories of shipped records."""
-    from tunedsl import knobs
+    return list(_extra_record_dirs())
 
-    return [Path(p).expanduser() for p in knobs.records_path()]
+
+@knobs.per_environ  # asked on every miss: parsed again only when the environment changed
+def _extra_record_dirs() -> tuple[Path, ...]:
+    return tuple(Path(p).expanduser() for p in knobs.records_path())
 
 
 def record_path(digest: str, root: Path | None = None) -> Path:

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl import knobs
+
 # -- launching --------------------------------------------------------------------------------
 
 
@@ -317,7 +319,13 @@ def backend_hash() -> str:
 
 def cache_invalidating_env() -> dict[str, str]:
     """Triton's environment variables that change compiled code
-    (``triton._C.libtriton.get_cache_invalidating_env_vars``; 3.6.0, 3.9.0)."""
+    (``triton._C.libtriton.get_cache_invalidating_env_vars``; 3.6.0, 3.9.0). Read again
+    only when the environment changed (each read asks for every variable Triton knows)."""
+    return dict(_cache_invalidating_env())
+
+
+@knobs.per_environ
+def _cache_invalidating_env() -> dict[str, str]:
     from triton._C.libtriton import get_cache_invalidating_env_vars
 
     return dict(get_cache_invalidating_env_vars())
