@@ -162,7 +162,6 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     """What deciding ``call`` is about: the kernel's facts, the readable key and the digest
     (after ``candidates``: prune= may have grown the key by the arguments it reads)."""
     from tunedsl.backends import triton as bt
-    from tunedsl.runtime import decide
 
     info = bt.kernel_info(call.kernel)
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
