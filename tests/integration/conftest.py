@@ -37,3 +37,29 @@ def server(tmp_path):
     srv = RedisServer(tmp_path)
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def fresh_rules():
+    """No warning shown and no rule file loaded yet in this process (rule_helpers.py)."""
+    from tunedsl.store import rules as rule_store
+    from tunedsl.warn import forget
+
+    forget()
+    rule_store.forget_loaded()
+    yield
+    rule_store.forget_loaded()
+
+
+@pytest.fixture
+def built_rules(tmp_path):
+    """The rules directory `tunedsl rules build` makes from a sweep of the site "swept"
+    (rule_helpers.py)."""
+    from rule_helpers import rules_cli, sweep
+
+    sweep("swept")
+    out = tmp_path / "rules"
+    done = rules_cli("build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "swept" in done.stdout and "geomean" in done.stdout
+    return out

@@ -10,44 +10,24 @@ from pathlib import Path
 
 import pytest
 import torch
+from rule_helpers import SPACE, rule_file, run, ship
 from runtime_helpers import call, record_files, site
 from runtime_kernels import vadd
-from test_rules_cli import SPACE, rule_file, rules_cli, run, ship, sweep
 
 from tunedsl.errors import CacheWarning
 from tunedsl.model.config import Config
 from tunedsl.store import paths
 from tunedsl.store import rules as rule_store
 
-pytestmark = pytest.mark.needs_triton
-
-
-@pytest.fixture(autouse=True)
-def _fresh_warnings_and_rules():
-    from tunedsl.warn import forget
-
-    forget()
-    rule_store.forget_loaded()
-    yield
-    rule_store.forget_loaded()
-
-
-@pytest.fixture
-def built(tmp_path: Path) -> Path:
-    """A rule built by `tunedsl rules build` from a sweep of the site "swept"."""
-    sweep("swept")
-    out = tmp_path / "rules"
-    done = rules_cli("build", "--out", str(out))
-    assert done.returncode == 0, done.stderr
-    return out
+pytestmark = [pytest.mark.needs_triton, pytest.mark.usefixtures("fresh_rules")]
 
 
 def test_unseen_keys_decided_by_one_rule_read_its_file_once_and_write_nothing(
-    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:
     from tunedsl.runtime import legacy_records
 
-    ship(built, monkeypatch, tmp_path)
+    ship(built_rules, monkeypatch, tmp_path)
     reads: list[Path] = []
     real_read = rule_store.read_rule_file
     monkeypatch.setattr(rule_store, "read_rule_file", lambda p: (reads.append(p), real_read(p))[1])
@@ -57,7 +37,7 @@ def test_unseen_keys_decided_by_one_rule_read_its_file_once_and_write_nothing(
         "tunedsl.runtime.legacy_records.migrate", lambda *a: (older.append(a), real_migrate(*a))[1]
     )
     assert [run("swept", n).source for n in (300, 301, 700)] == ["rule"] * 3
-    assert reads == [rule_file(built)] and tune_count == []
+    assert reads == [rule_file(built_rules)] and tune_count == []
     # A key with no record asks the rule before the records of the site's older identities.
     assert older == []
     # Kept in memory only: no record written, no lock taken.
@@ -77,10 +57,10 @@ def _other_pick(path: Path) -> Config:
 
 
 def test_a_rule_rebuilt_while_the_process_runs_decides_the_next_unseen_key(
-    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:
-    ship(built, monkeypatch, tmp_path)
-    path = rule_file(built)
+    ship(built_rules, monkeypatch, tmp_path)
+    path = rule_file(built_rules)
     first = run("swept", 300)
     assert first.source == "rule"
     other = _other_pick(path)
@@ -95,22 +75,22 @@ def test_a_rule_rebuilt_while_the_process_runs_decides_the_next_unseen_key(
 
 
 def test_a_rule_file_opened_to_others_after_it_was_read_is_no_longer_trusted(
-    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:
-    ship(built, monkeypatch, tmp_path)
+    ship(built_rules, monkeypatch, tmp_path)
     assert run("swept", 300).source == "rule"
-    os.chmod(rule_file(built), 0o666)
+    os.chmod(rule_file(built_rules), 0o666)
     with pytest.warns(CacheWarning, match="writable by group or others"):
         res = run("swept", 301)
     assert res.source == "tuned" and len(tune_count) == 1
 
 
 def test_literal_settings_resolve_once_yet_follow_the_knobs(
-    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:
     from tunedsl.model import settings as settings_module
 
-    ship(built, monkeypatch, tmp_path)
+    ship(built_rules, monkeypatch, tmp_path)
     resolved: list = []
     real = settings_module.resolve
     monkeypatch.setattr(

@@ -5,89 +5,24 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import torch
-from runtime_helpers import call, new_process, site
-from runtime_kernels import vadd
+from rule_helpers import SWEPT, rule_file, rules_cli, run, ship
+from runtime_helpers import new_process
 
 from tunedsl.errors import CacheWarning
 from tunedsl.model.config import Config
 from tunedsl.store import rules as rule_store
 
-pytestmark = pytest.mark.needs_triton
-
-SWEPT = (64, 128, 256, 512, 1024)
-SPACE = {"tile": [32, 64, 128, 256]}
-
-
-def sweep(name: str, sizes=SWEPT, **options) -> None:
-    s = site(name, space=SPACE, options=options)
-    for n in sizes:
-        a, b = torch.randn(n), torch.randn(n)
-        assert call(s, vadd, (a, b, torch.empty(n), n), n).source == "tuned"
-
-
-def rules_cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tunedsl", "rules", *argv],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=300,
-        check=False,
-    )
-
-
-def ship(out: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A new process of a user who has the shipped rules and an empty cache."""
-    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", str(out))
-    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / "fresh-cache"))
-    rule_store.forget_loaded()
-
-
-def rule_file(out: Path) -> Path:
-    (path,) = sorted(out.glob("*.rule.json"))
-    return path
-
-
-def run(name: str, n: int, **options):
-    s = site(name, space=SPACE, options=options)
-    a, b = torch.randn(n), torch.randn(n)
-    c = torch.empty(n)
-    res = call(s, vadd, (a, b, c, n), n)
-    torch.testing.assert_close(c, a + b)
-    return res
-
-
-@pytest.fixture(autouse=True)
-def _fresh_warnings_and_rules():
-    from tunedsl.warn import forget
-
-    forget()
-    rule_store.forget_loaded()
-    yield
-    rule_store.forget_loaded()
-
-
-@pytest.fixture
-def built(tmp_path: Path) -> Path:
-    sweep("swept")
-    out = tmp_path / "rules"
-    done = rules_cli("build", "--out", str(out))
-    assert done.returncode == 0, done.stderr
-    assert "swept" in done.stdout and "geomean" in done.stdout
-    return out
+pytestmark = [pytest.mark.needs_triton, pytest.mark.usefixtures("fresh_rules")]
 
 
 def test_a_rule_decides_an_unseen_key_in_range_without_tuning(
-    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:
-    ship(built, monkeypatch, tmp_path)
-    data = json.loads(rule_file(built).read_text())
+    ship(built_rules, monkeypatch, tmp_path)
+    data = json.loads(rule_file(built_rules).read_text())
     assert data["validation"]["keys"] == len(SWEPT)
     assert 1 <= len(data["configs"]) <= 4
     res = run("swept", 300)  # never swept, inside [64, 1024]
@@ -98,9 +33,9 @@ def test_a_rule_decides_an_unseen_key_in_range_without_tuning(
 
 
 def test_a_key_beyond_the_sweep_tunes_where_it_may_and_takes_the_nearest_pick_where_not(
-    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:
-    ship(built, monkeypatch, tmp_path)
+    ship(built_rules, monkeypatch, tmp_path)
     assert run("swept", 4000).source == "tuned" and len(tune_count) == 1
     with pytest.warns(CacheWarning, match="outside the range of rule"):
         res = run("swept", 5000, mode="cached")
@@ -108,13 +43,13 @@ def test_a_key_beyond_the_sweep_tunes_where_it_may_and_takes_the_nearest_pick_wh
 
 
 def test_a_stale_rule_is_tuned_over_where_tuning_may_run_and_used_where_not(
-    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:
-    path = rule_file(built)
+    path = rule_file(built_rules)
     data = json.loads(path.read_text())
     data["device"]["name"] = "Some Other GPU"
     path.write_text(json.dumps(data))
-    ship(built, monkeypatch, tmp_path)
+    ship(built_rules, monkeypatch, tmp_path)
     with pytest.warns(CacheWarning, match="measured on Some Other GPU.*tuning instead"):
         assert run("swept", 300).source == "tuned"
     new_process()
@@ -124,15 +59,19 @@ def test_a_stale_rule_is_tuned_over_where_tuning_may_run_and_used_where_not(
     forget("rule-stale:")
     with pytest.warns(CacheWarning, match="using its picks while tuning cannot run"):
         assert run("swept", 600, mode="cached").source == "rule"
-    check = rules_cli("check", str(built))
+    check = rules_cli("check", str(built_rules))
     assert check.returncode == 1 and "stale: measured on Some Other GPU" in check.stdout
 
 
 @pytest.mark.parametrize("damage", ["outside the space", "writable by others", "not json"])
 def test_a_damaged_or_hostile_rule_is_a_miss_with_a_warning_never_a_wrong_launch(
-    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list, damage: str
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    damage: str,
 ) -> None:
-    path = rule_file(built)
+    path = rule_file(built_rules)
     data = json.loads(path.read_text())
     if damage == "outside the space":
         data["configs"] = [Config(tile=4096).to_json()] * len(data["configs"])
@@ -144,14 +83,14 @@ def test_a_damaged_or_hostile_rule_is_a_miss_with_a_warning_never_a_wrong_launch
     else:
         path.write_text('{"kind": "tunedsl-rule", "schema": 1, "site": ')
         expected = "not valid JSON"
-    ship(built, monkeypatch, tmp_path)
+    ship(built_rules, monkeypatch, tmp_path)
     with pytest.warns(CacheWarning, match=expected):
         res = run("swept", 300)
     assert res.source == "tuned" and res.config != Config(tile=4096)
 
 
-def test_rules_show_prints_the_rule_as_a_table(built: Path) -> None:
-    shown = rules_cli("show", str(built))
+def test_rules_show_prints_the_rule_as_a_table(built_rules: Path) -> None:
+    shown = rules_cli("show", str(built_rules))
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
     assert "rule for" in text and "leave-one-key-out over 5 swept keys" in text
