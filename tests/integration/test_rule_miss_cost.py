@@ -106,3 +106,81 @@ def test_literal_settings_resolve_once_yet_follow_the_knobs(
     assert len(resolved) == 1
     monkeypatch.setenv("TUNEDSL_AUTOTUNE", "off")  # a knob the settings read: resolved again
     assert once(302).source == "default" and len(resolved) == 2
+
+
+def _calls(s, n: int):
+    a, b = torch.randn(n), torch.randn(n)
+    c = torch.empty(n)
+    res = call(s, vadd, (a, b, c, n), n)
+    torch.testing.assert_close(c, a + b)
+    return res
+
+
+def test_keys_a_rule_decides_share_the_process_context_worked_out_once(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    import triton._C.libtriton as libtriton
+
+    from tunedsl.backends.triton import kernel_info
+    from tunedsl.model.keys import digest
+    from tunedsl.runtime import decide
+
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    contexts: list = []
+    real_context = decide.context
+    monkeypatch.setattr(decide, "context", lambda *a: (contexts.append(a), real_context(*a))[1])
+    env_reads: list = []
+    real_env = libtriton.get_cache_invalidating_env_vars
+    monkeypatch.setattr(
+        libtriton, "get_cache_invalidating_env_vars", lambda: (env_reads.append(1), real_env())[1]
+    )
+    results = [_calls(s, n) for n in (300, 301, 302, 700)]
+    assert [r.source for r in results] == ["rule"] * 4 and tune_count == []
+    # The context (device, toolchain, Triton's environment) and its JSON: once for the site.
+    assert len(contexts) == 1 and len(env_reads) <= 1
+    # Each key's digest is still the one the whole context names.
+    context = real_context(kernel_info(vadd), s.settings(None))
+    assert [r.digest for r in results] == [digest(r.site, r.key, context) for r in results]
+
+
+def test_a_triton_variable_set_between_two_misses_is_in_the_next_keys_digest(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert _calls(s, 300).source == "rule"
+    # Triton compiles differently now: the rule (named for the environment it was built in)
+    # no longer decides, and the record made instead names the new environment.
+    monkeypatch.setenv("TRITON_DISABLE_LINE_INFO", "1")
+    res = _calls(s, 301)
+    assert res.source == "tuned" and len(tune_count) == 1
+    assert "TRITON_DISABLE_LINE_INFO" in res.record.context["env"]
+
+
+def test_a_record_another_process_writes_meanwhile_wins_over_the_rule(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    import subprocess
+    import sys
+
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert _calls(s, 300).source == "rule"
+    # Another process of this user, without the shipped rules, tunes a key this one has not
+    # seen, into the same cache.
+    env = {k: v for k, v in os.environ.items() if k != "TUNEDSL_RECORDS_PATH"}
+    code = "from rule_helpers import run; print(run('swept', 301).source)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).parent,
+        env={**env, "PYTHONPATH": str(Path(__file__).parent)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.split() == ["tuned"], done.stderr
+    res = _calls(s, 301)
+    assert res.source == "disk" and tune_count == []
+    assert res.config == res.record.chosen

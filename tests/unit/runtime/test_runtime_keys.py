@@ -161,3 +161,25 @@ def test_layouts_the_generator_leaves_to_the_generic_function() -> None:
     assert special is generic  # None and bool are rare: no code generated
     generic, special = _both((t(), 64), {}, with_shape=False)
     assert special is generic
+
+
+def test_a_sites_digests_of_many_keys_name_each_record_as_the_whole_context_does() -> None:
+    import hashlib
+
+    contexts = [
+        {"kernel": {"qualname": "k", "file": "pkg/mm.py"}, "env": {}, "hints": {"w": 4}},
+        {"device": {"name": "Ünïcode GPU", "capability": "9.0"}, "x": [1.5, None, True]},
+        {},
+    ]
+    readable = [
+        {"args": {"a": {"dtype": "float16", "shape": [3, 5], "stride": "s1"}, "n": "i16"}},
+        {"args": {"é": "$"}, "user_key": ["x", 2]},
+        {},
+    ]
+    for site_id in ("site", 'a "quoted" name'):
+        for context in contexts:
+            many = keys.KeyDigest(site_id, context)
+            for key in readable:
+                text = keys.canonical_json({"site": site_id, "key": key, "context": context})
+                whole = hashlib.sha256(text.encode("utf-8")).hexdigest()
+                assert many(key) == keys.digest(site_id, key, context) == whole

@@ -1,0 +1,47 @@
+"""Values worked out from the environment, kept until a variable changes (knobs.per_environ)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tunedsl import knobs
+
+
+def test_a_value_of_the_environment_is_worked_out_again_only_when_a_variable_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[str | None] = []
+
+    @knobs.per_environ
+    def value() -> str | None:
+        seen.append(os.environ.get("ENVIRON_TEST_VARIABLE"))
+        return seen[-1]
+
+    monkeypatch.delenv("ENVIRON_TEST_VARIABLE", raising=False)
+    assert value() is None and value() is None and len(seen) == 1
+    monkeypatch.setenv("ENVIRON_TEST_VARIABLE", "a")
+    assert value() == "a" and value() == "a" and len(seen) == 2
+    monkeypatch.setenv("ENVIRON_TEST_VARIABLE", "b")
+    assert value() == "b" and len(seen) == 3
+    monkeypatch.setenv("SOME_OTHER_VARIABLE", "1")  # any change: it cannot know what fn reads
+    assert value() == "b" and len(seen) == 4
+    monkeypatch.delenv("ENVIRON_TEST_VARIABLE")
+    assert value() is None and len(seen) == 5
+
+
+def test_a_snapshot_compares_unchanged_until_a_variable_is_set_changed_or_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ENVIRON_TEST_VARIABLE", "a")
+    snapshot = knobs.environ_snapshot()
+    assert knobs.environ_unchanged(snapshot)
+    monkeypatch.setenv("ENVIRON_TEST_VARIABLE", "a")  # set to the same value: unchanged
+    assert knobs.environ_unchanged(snapshot)
+    monkeypatch.setenv("ENVIRON_TEST_VARIABLE", "b")
+    assert not knobs.environ_unchanged(snapshot)
+    snapshot = knobs.environ_snapshot()
+    monkeypatch.delenv("ENVIRON_TEST_VARIABLE")
+    assert not knobs.environ_unchanged(snapshot)
+    assert not knobs.environ_unchanged(None)
