@@ -184,3 +184,28 @@ def test_a_record_another_process_writes_meanwhile_wins_over_the_rule(
     res = _calls(s, 301)
     assert res.source == "disk" and tune_count == []
     assert res.config == res.record.chosen
+
+
+def test_the_first_hit_of_each_new_key_of_one_layout_compiles_no_code_again(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import builtins
+
+    from tunedsl.model import repeat_check
+
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    compiled: list[str] = []
+
+    def counting(source, filename, *rest):
+        compiled.append(filename)
+        return builtins.compile(source, filename, *rest)
+
+    # The generated repeat check each key's first hit builds.
+    monkeypatch.setattr(repeat_check, "compile", counting, raising=False)
+    sizes = (304, 320, 336, 352, 368)  # one layout: every size a multiple of 16, a new key
+    for n in sizes:
+        assert _calls(s, n).source == "rule"
+        assert _calls(s, n).source == "memory"  # its first hit: the repeat check is built
+    assert all(_calls(s, n).source == "memory" for n in sizes)  # and each one works
+    assert len(compiled) <= 1, compiled

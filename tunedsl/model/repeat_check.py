@@ -6,6 +6,8 @@ skips building its call key. ``RepeatCheckCode`` holds the check's source (compi
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -248,5 +250,13 @@ def compile_repeat_check(
         f"    return {code.test}\n"
     )
     env = dict(code.env)
-    exec(compile(body, "<tunedsl repeat check>", "exec"), env)
+    exec(compiled(body, "<tunedsl repeat check>"), env)
     return env["repeat_check"]  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=512)
+def compiled(body: str, filename: str) -> types.CodeType:
+    """``compile(body, filename, "exec")``, once per text: the generated code of a layout
+    names its values (``env``), so every key of one layout (each new size a key) has the
+    same text, and its first hit costs a function made from the code, not a compile."""
+    return compile(body, filename, "exec")
