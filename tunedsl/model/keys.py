@@ -415,7 +415,12 @@ def json_safe(value: Any) -> Any:
 
 
 def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr)
+    return _CANONICAL.encode(obj)
+
+
+# json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr) without making an
+# encoder per call (a miss encodes its key two or three times).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, Any]) -> str:
