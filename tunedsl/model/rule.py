@@ -51,16 +51,25 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
 
     def walk(path: str, value: Any) -> None:
         cls = value.__class__  # the readable key's own types first (asked on every miss)
-        if cls is list:
+        if cls is str:
+            if value in _INT_CLASSES and path.startswith("args."):
+                # Triton's int class: compiled for anyway, so neither a family nor a range;
+                # but a multiple of 16 (a row stride that keeps rows aligned) can change the
+                # fastest configuration, so the maps may split on it.
+                features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
+            else:
+                family[path] = value
+            return
+        if cls is list:  # a shape: its sizes
             for i, item in enumerate(value):
-                walk(f"{path}[{i}]", item)
+                if item.__class__ is int and item >= 0:
+                    features[f"{path}[{i}]"] = math.log2(max(float(item), 1.0))
+                else:
+                    walk(f"{path}[{i}]", item)
             return
         if cls is dict and ("constexpr" not in value or len(value) != 1):
             for name in sorted(value):
                 walk(f"{path}.{name}", value[name])
-            return
-        if cls is int and value >= 0:
-            features[path] = math.log2(max(float(value), 1.0))
             return
         if isinstance(value, bool) or value is None:
             family[path] = value
@@ -69,11 +78,8 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 family[path] = repr(value)
             else:
                 features[path] = math.log2(max(float(value), 1.0)) if value >= 0 else -1.0
-        elif isinstance(value, str):
+        elif isinstance(value, str):  # a str subclass (above: str itself)
             if path.startswith("args.") and value in _INT_CLASSES:
-                # Triton's int class: compiled for anyway, so neither a family nor a range;
-                # but a multiple of 16 (a row stride that keeps rows aligned) can change the
-                # fastest configuration, so the maps may split on it.
                 features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
                 return
             family[path] = value
