@@ -60,6 +60,13 @@ def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
     )
     assert json.loads(fam) == {"args.F": '{"constexpr":true}', "key[1]": "x"}
     assert feats == {"args.B": 6.0, "key[0]": 10.0}
+    # An int class's name in key= is a string like any other; a negative size is -1, a
+    # NaN a family.
+    fam, feats = key_features(
+        {"args": {"w": [0, -2, 2.0, float("nan")]}, "user_key": ["i16", (4, None)]}
+    )
+    assert json.loads(fam) == {"args.w[3]": "nan", "key[0]": "i16", "key[1][1]": None}
+    assert feats == {"args.w[0]": 0.0, "args.w[1]": -1.0, "args.w[2]": 1.0, "key[1][0]": 2.0}
 
 
 def test_the_cover_has_every_key_within_the_tolerance_of_its_best() -> None:
