@@ -303,10 +303,10 @@ def site_rows(device: str, captures: int, hidden: int = 4096) -> dict[str, Any]:
     outs = [torch.empty_like(x) for x in inputs]
     if device == "cuda":
         torch.cuda.synchronize()
-    # A miss is split where the site hands the new entry its first launch (Entry.launch runs
-    # only on a miss): before it, the decision (key, record stores, rule, entry, launcher);
-    # in it, the first launch (Triton's binder for the new key, the pick's binary loaded or
-    # shared, the launch itself, asynchronous on a GPU).
+    # A miss is split where the site hands the new entry its first launch (Entry.launch; in
+    # this loop every call is a miss): before it, the decision (key, record stores, rule,
+    # entry, launcher); in it, the first launch (Triton's binder for the new key, the pick's
+    # binary loaded or shared, the launch itself, asynchronous on a GPU).
     marks: list[int] = []
     real_launch = Entry.launch
 
