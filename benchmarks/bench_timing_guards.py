@@ -15,7 +15,7 @@ times kernels. Five measures address that one cause:
 
 For the 48-configuration anchor matmul and tutorial 03's 16 configurations (2048^3 fp16),
 each row is a fresh process with its own empty caches that cold-tunes with every guard on
-(``all on``) or with one switched off, by setting that module constant or attribute in the
+(``all on``), with one switched off, or with every one off (``--off all``), by setting that module constant or attribute in the
 child before it tunes. Then one process times the configurations with
 ``triton.testing.do_bench``: every one once (a scan), then the scan's fastest and every
 configuration a row chose in ``--rounds`` interleaved rounds. The table gives each row's
@@ -23,6 +23,7 @@ tune time, its choice, the choice's re-timed runtime and how far that is from th
 A guard whose rows match ``all on`` (tune time and choice) over the repeats does not pay.
 
     python benchmarks/bench_timing_guards.py [--space anchor,tutorial03] [--repeats 2]
+    python benchmarks/bench_timing_guards.py --off all --repeats 3       # all on against all off
     python benchmarks/bench_timing_guards.py --space anchor --json a.json   # one space ...
     python benchmarks/bench_timing_guards.py --table a.json b.json          # ... one table
     TRITON_INTERPRET=1 python benchmarks/bench_timing_guards.py --plumbing   # no GPU
@@ -65,6 +66,10 @@ def switch_off(guard: str) -> None:
     """Turn one guard off in this process (before it tunes)."""
     from tunedsl.backends import compile_processes, timers, triton_compile
 
+    if guard == "all":  # every guard this tunedsl has, off in one row
+        for one in present():
+            switch_off(one)
+        return
     if guard != "none" and guard not in present():
         raise SystemExit(f"guard {guard!r} is not in this tunedsl (removed?)")
     if guard == "gate":  # neither side waits for the other: zero patience
@@ -94,7 +99,8 @@ def switched(off: str, in_force: dict[str, float]) -> bool:
     gone = {"gate": "gate_patience_s", "switch": "switch_interval_s",
             "retakes": "retakes_per_rep", "nice": "worker_niceness"}  # fmt: skip
     return all(
-        value == (guard == off) or in_force[gone[guard]] is None for guard, value in off_now.items()
+        value == (off in (guard, "all")) or in_force[gone[guard]] is None
+        for guard, value in off_now.items()
     )
 
 
@@ -227,10 +233,10 @@ def main() -> int:
         raise SystemExit("bench_timing_guards needs a CUDA GPU (try --plumbing without one)")
     names = [s.strip() for s in ns.space.split(",") if s.strip()]
     settings = ["none"] + [g.strip() for g in ns.off.split(",") if g.strip()]
-    unknown = sorted(set(settings) - {"none", *GUARDS}) + sorted(set(names) - set(spaces(False)))
+    unknown = sorted(set(settings) - {"none", "all", *GUARDS}) + sorted(set(names) - set(spaces(False)))
     if unknown:
         raise SystemExit(f"unknown {unknown}: guards {GUARDS}, spaces anchor, tutorial03")
-    for guard in [g for g in settings[1:] if g not in present()]:
+    for guard in [g for g in settings[1:] if g != "all" and g not in present()]:
         print(f"guard {guard}: not in this tunedsl (removed); no row")
         settings.remove(guard)
     start = time.perf_counter()
