@@ -152,12 +152,15 @@ def launch_source(
         made = per_target.get(target)
         if made is None:
             backend = make_backend(target)
-            made = per_target[target] = (backend, compat.make_binder(jit_fn, backend), {})
-    backend, binder, sources = made
+            made = per_target[target] = (backend, compat.make_binder(jit_fn, backend), {}, {})
+    backend, binder, sources, key_strings = made
     run_kwargs = compat.run_kwargs(jit_fn, kwargs, options)
     bound_args, specialization, bound_options = binder(*args, **run_kwargs)
     env = compat.cache_invalidating_env()
-    memo = (compat.launch_key(specialization, bound_options), tuple(sorted(env.items())))
+    if len(key_strings) >= MAX_SOURCES:
+        key_strings.clear()
+    launch_key = compat.launch_key(specialization, bound_options, key_strings)
+    memo = (launch_key, tuple(sorted(env.items())))
     found = sources.get(memo)
     if found is not None and found.fingerprint == fingerprint:
         return found
@@ -174,11 +177,12 @@ def launch_source(
 
 #: Launch sources kept per kernel and target (a bound on a process's distinct binaries).
 MAX_SOURCES = 1024
-# Per JITFunction (dropped with it), per target: the backend, the binder, and the launch
-# sources built, by Triton's kernel-table key and the environment.
-_made: weakref.WeakKeyDictionary[Any, dict[Any, tuple[Any, Any, dict[Any, LaunchSource]]]] = (
-    weakref.WeakKeyDictionary()
-)
+# Per JITFunction (dropped with it), per target: the backend, the binder, the launch sources
+# built (by Triton's kernel-table key and the environment), and the kernel-table keys by
+# (specialization, options), Triton's ``kernel_key_cache`` of ``JITFunction.run``.
+_made: weakref.WeakKeyDictionary[
+    Any, dict[Any, tuple[Any, Any, dict[Any, LaunchSource], dict[Any, str]]]
+] = weakref.WeakKeyDictionary()
 
 
 # -- loading -------------------------------------------------------------------------------

@@ -360,12 +360,14 @@ def make_binder(jit_fn: Any, backend: Any) -> Callable[..., Any]:
     return create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
 
 
-def launch_key(specialization: Any, options: Any) -> str:
+def launch_key(specialization: Any, options: Any, memo: dict[Any, str] | None = None) -> str:
     """``JITFunction.run``'s key of its per-device kernel table for a binder's output
-    (``triton.runtime.jit.compute_cache_key``; 3.6.0, 3.9.0): one compiled kernel per key."""
+    (``triton.runtime.jit.compute_cache_key``; 3.6.0, 3.9.0): one compiled kernel per key.
+    ``memo``: the caller's ``kernel_key_cache`` for one kernel and device, as ``run`` keeps
+    its own (the string form is built once per specialization and options)."""
     from triton.runtime.jit import compute_cache_key
 
-    return compute_cache_key({}, specialization, options)  # type: ignore[no-any-return]
+    return compute_cache_key({} if memo is None else memo, specialization, options)  # type: ignore[no-any-return]
 
 
 def pack_args(
