@@ -152,10 +152,9 @@ import torch
 import triton
 from triton.runtime import driver
 from tunedsl.backends import compat
-from tunedsl.backends.triton_compile import warm_up_compiling
 
 torch.zeros(1, device="cuda")  # PyTorch's CUDA is up, Triton's driver is not
-warm_up_compiling()  # a tune's early call: the hash and the C utilities on threads
+compat.start_warming()  # the hash and the C utilities on threads
 threads = sorted(t.name for t in threading.enumerate() if t.name.startswith("tunedsl-"))
 for t in threading.enumerate():
     if t.name.startswith("tunedsl-"):
@@ -173,9 +172,10 @@ print("REPORT " + json.dumps({
 """
 
 
-def test_a_tune_builds_tritons_c_utilities_early_without_starting_its_driver(tmp_path) -> None:
-    """``warm_up_compiling`` (at a tune's record miss) builds Triton's CUDA C utilities on a
-    thread without starting Triton's driver; the driver's start then finds them built."""
+def test_tritons_c_utilities_are_built_on_a_thread_without_starting_its_driver(tmp_path) -> None:
+    """``compat.start_warming`` (begun by the compile warm-up) builds Triton's CUDA C
+    utilities on a thread without starting Triton's driver; the driver's start then finds
+    them built."""
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"))
     script = tmp_path / "warming.py"
     script.write_text(WARMING_SCRIPT)

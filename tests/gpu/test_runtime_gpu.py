@@ -5,11 +5,7 @@ Skipped without a GPU (see tests/conftest.py); the lead runs these on the device
 
 from __future__ import annotations
 
-import contextlib
 import os
-import statistics
-import sys
-import threading
 
 import pytest
 
@@ -156,51 +152,6 @@ def test_l2_flush_makes_repetitions_cold() -> None:
     hot = sorted(_HotTimer().sample(run, lambda: None, 51))[25]
     torch.testing.assert_close(partial.sum(), x.sum(), rtol=1e-3, atol=1e-2)
     assert cold > hot * 1.1, (cold, hot)
-
-
-def _python_work(stop: threading.Event, gate: timers.SamplingGate | None) -> None:
-    """Pure Python in chunks of about a millisecond, as a compile thread's loads are: it
-    takes the GIL whenever the timing thread lets go of it, unless it works through the
-    sampling gate."""
-    while not stop.is_set():
-        with gate.helper_work() if gate is not None else contextlib.nullcontext():
-            count = 0
-            for _ in range(20_000):
-                count += 1
-
-
-def test_event_timing_beside_a_thread_that_wants_the_gil(monkeypatch) -> None:
-    # Triton's launcher lets go of the GIL around cuLaunchKernel; a busy Python thread then
-    # keeps the timing thread from queueing the end event, and the GPU's wait was timed.
-    # Helper work that goes through the timers' gate waits while a sample is taken.
-    n = 1 << 24  # 64 MiB read: a few tens of microseconds
-    x = torch.randn(n, device="cuda")
-    partial = torch.empty(triton.cdiv(n, 4096), device="cuda")
-    grid = (triton.cdiv(n, 4096),)
-
-    def run():
-        read_sum[grid](x, partial, n, TILE=4096)
-
-    def beside(gate: timers.SamplingGate | None) -> float:
-        stop = threading.Event()
-        helper = threading.Thread(target=_python_work, args=(stop, gate), daemon=True)
-        helper.start()
-        try:
-            return statistics.median(timer.sample(run, lambda: None, 31))
-        finally:
-            stop.set()
-            helper.join(10)
-
-    run()
-    timer = timers.CudaEventTimer()
-    quiet = statistics.median(timer.sample(run, lambda: None, 31))
-    through_the_gate = beside(timers.GATE)
-    # Without the gate, the retakes and the short switch interval: the helper's effect.
-    monkeypatch.setattr(timers, "RETAKES_PER_REP", 0)
-    monkeypatch.setattr(timers, "SAMPLING_SWITCH_INTERVAL_S", sys.getswitchinterval())
-    unguarded = beside(None)
-    assert unguarded > quiet * 1.2, (quiet, unguarded)
-    assert through_the_gate < quiet * 1.1, (quiet, through_the_gate)
 
 
 def test_occupancy_becomes_a_register_cap() -> None:

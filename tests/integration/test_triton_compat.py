@@ -205,14 +205,13 @@ def test_a_kernel_with_scratch_memory_keeps_tritons_launcher() -> None:
 
 # Deterministic on any machine: Triton's hash, on whatever thread runs it, waits at its
 # first line until the main thread joins the warming thread (seen by trace functions, not
-# by timing). So the thread is alive when it is looked for, and a compile that hashed
+# by timing). So the thread is alive when it is looked for, and a warm-up that hashed
 # again instead of waiting would count a second miss (and never release the gate).
 WARMING_SCRIPT = r"""
 import json, os, sys, threading
 import triton
 from triton.backends.compiler import GPUTarget
 from tunedsl.backends import compat
-from tunedsl.backends.triton_compile import warm_up_compiling
 
 hashing = triton.runtime.cache.triton_key  # Triton's own, lru-cached
 entered, gate = threading.Event(), threading.Event()
@@ -242,10 +241,10 @@ def in_main(frame, event, arg):
 
 
 threading.settrace(in_thread)
-warm_up_compiling()  # the tune's early call: returns at once, the hash runs on a thread
+compat.start_warming()  # returns at once, the hash runs on a thread
 assert entered.wait(120), "no thread started Triton's hash"
 threads = sorted(t.name for t in threading.enumerate() if t.name.startswith("tunedsl-"))
-warm_up_compiling()  # once per process
+compat.start_warming()  # once per process
 threading.settrace(None)
 sys.settrace(in_main)
 compat.warm_compile_caches(GPUTarget("cuda", 90, 32))  # waits for it, hashes nothing again
@@ -255,7 +254,7 @@ print(json.dumps({"threads": threads, "misses": hashing.cache_info().misses,
 """
 
 
-def test_a_tune_starts_hashing_triton_early_and_the_compile_waits_for_that_hash() -> None:
+def test_tritons_hash_runs_once_on_a_thread_and_the_warm_up_waits_for_it() -> None:
     # No GPU here: no driver to warm, only Triton's hash of itself (a GPU test checks the
     # driver's C utilities: tests/gpu/test_compat_gpu.py).
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

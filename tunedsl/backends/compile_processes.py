@@ -19,8 +19,8 @@ pool *stale*, and the next safe point forks a new one).
 Safety: the fork happens only where no other thread of this process is compiling
 (:func:`tunedsl.backends.compile_pool.compiling_elsewhere`), so no thread holds a compiler
 lock that the child inherits. The threads that may run then (hashing Triton, waiting for
-the host compiler to build Triton's C utilities: ``compat.start_warming``) hold no lock
-that a worker takes (a worker gets the hash with each job and never starts a driver), and
+the host compiler to build Triton's C utilities: ``compat.start_warming``) hold no lock that
+a worker takes (a worker gets the hash with each job and never starts a driver), and
 a worker closes the pipes it inherited, so a subprocess being started at the fork still
 sees its pipes close. A child touches no GPU (it compiles for a named target) and leaves
 with ``os._exit`` (no parent's exit handler runs twice). Workers ignore Ctrl-C (the parent
@@ -76,7 +76,6 @@ _in_worker = False
 stats = {"pools": 0, "jobs": 0, "failed": 0, "crashed": 0, "timeouts": 0, "stale": 0}
 
 _START_TIMEOUT_S = 30.0  # a worker that has not said hello by then is taken as dead
-WORKER_NICENESS = 10  # added to a worker's nice value: measuring goes first
 
 
 class WorkerFailed(Exception):
@@ -309,11 +308,6 @@ def _worker_main(
     status = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us, not Ctrl-C
-        # Below the tuning process's priority (ptxas inherits it): compiles fill every core
-        # while the tuning process launches and times kernels, and a launching thread kept
-        # off the CPU would leave gaps in what it times.
-        with contextlib.suppress(OSError):
-            os.nice(WORKER_NICENESS)
         conn = pairs[index][1]
         # EOF must reach each side: keep no copy of any other pipe's end, this pool's or
         # an older pool's.

@@ -111,11 +111,6 @@ class AutoTimer:
         if min(first_medians_ms) < GRAPH_THRESHOLD_MS:
             self.graph = CudaGraphTimer()
             self.graph.flush_buffer = self.events.flush_buffer  # one flush buffer, not two
-            self.graph.flush_ms = self.events.flush_ms
-
-    @property
-    def retaken(self) -> int:
-        return self.events.retaken + (self.graph.retaken if self.graph is not None else 0)
 
     def sample(self, run: Callable[[], Any], setup: Callable[[], Any], reps: int) -> list[float]:
         timer = self.graph if self.graph is not None else self.events

@@ -35,7 +35,6 @@ from typing import Any
 from tunedsl import knobs
 from tunedsl.backends import compat, compile_processes
 from tunedsl.backends.compile_pool import default_workers, start_drained_thread
-from tunedsl.backends.timers import GATE
 from tunedsl.backends.triton_compile import (
     as_built,
     compile_source,
@@ -166,10 +165,7 @@ def variant_compiler(
         if _disabled:
             return here(args, kwargs, options)
         try:
-            with GATE.helper_work():  # Python that would hold the GIL beside a sample
-                job = _worker_job(
-                    jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target
-                )
+            job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
             result = pool.run(build_in_worker, job, knobs.compile_timeout_s())
         except compile_processes.WorkerCrashed as err:  # this configuration crashed it
             raise RuntimeError(f"{err} while compiling this configuration") from err
@@ -184,8 +180,7 @@ def variant_compiler(
         if isinstance(result, OverSharedMemory):  # what loading it here would raise
             stats["over_shared"] += 1
             raise compat.out_of_resources(result.required, result.limit)
-        with GATE.helper_work():  # the load: milliseconds of Python
-            handle = here(args, kwargs, options)
+        handle = here(args, kwargs, options)  # the load: milliseconds of Python
         if is_cache_hit(handle) and str(getattr(handle, "hash", "")) == result.hash:
             stats["built"] += 1
             return handle if result.cached else as_built(handle)
@@ -275,8 +270,7 @@ def prebuild_launcher(
 
     def build() -> None:
         try:
-            with GATE.helper_work():  # Python beside the tune's samples
-                _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
+            _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
             key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
             with _launchers_lock:
                 if key in _launchers:

@@ -54,18 +54,7 @@ __all__ = [
     "parse_target",
     "triton_specialization",
     "unwrap_jit",
-    "warm_up_compiling",
 ]
-
-
-def warm_up_compiling() -> None:
-    """Begin a first compile's fixed costs in the background (``compat.start_warming``:
-    Triton's hash of itself, its CUDA C utilities) where this process compiles for a GPU.
-    A tune calls it as soon as it knows it will tune, so those costs overlap the rest of
-    its preparation; it never raises (the compile that needs them meets any error)."""
-    with contextlib.suppress(Exception):
-        if not interpreting():
-            compat.start_warming()
 
 
 @dataclass(frozen=True)

@@ -285,9 +285,6 @@ def decide(
             "the kernel's module and so runs its top-level code again; move module-level "
             'tuning under `if __name__ == "__main__":` or into a function, or use isolate=False'
         )
-    from tunedsl.backends.triton_compile import warm_up_compiling
-
-    warm_up_compiling()  # beside the lock and the variants: this call will likely compile
     with record_stores().lock(subject.digest, knobs.lock_timeout_s()):
         found, previous = lookup(subject, candidates, check, again=True)
         if found is not None:

@@ -86,9 +86,9 @@ def start_warming() -> None:
     machine) and, where Triton's CUDA driver has not started, its C utilities (built by
     the host compiler into Triton's cache on an empty cache, 0.37-0.42 s:
     ``triton.backends.nvidia.driver.CudaUtils``, a singleton whose construction touches no
-    driver state; 3.6.0, 3.9.0). A tune calls this as soon as it knows it will compile,
-    and :func:`warm_compile_caches` waits for both. Errors are left for the caller that
-    needs the result: it runs the same step again and meets them there."""
+    driver state; 3.6.0, 3.9.0). :func:`warm_compile_caches` starts them and waits for
+    both, so they overlap each other and the backend's hash. Errors are left for the
+    caller that needs the result: it runs the same step again and meets them there."""
     with _warming_lock:
         if _warming:
             return
@@ -119,8 +119,8 @@ def warm_compile_caches(target: Any | None) -> None:
     """Compute what every compile in a process computes once (:func:`triton_key`, Triton's
     driver and the backend's hash with the ptxas version, for ``target`` or the current
     device's), before this process's compiles start; compile workers get the key with each
-    job (:func:`use_triton_key`). What :func:`start_warming` began is waited for, not
-    started again: the driver starts once its C utilities are built, beside the hash."""
+    job (:func:`use_triton_key`). The hash and the C utilities run on threads
+    (:func:`start_warming`); the driver starts once its C utilities are built."""
     from triton.compiler.compiler import make_backend
 
     start_warming()
