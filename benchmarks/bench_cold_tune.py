@@ -157,10 +157,6 @@ def run_tunedsl(
 ) -> dict:
     from tunedsl import autotune_launch
 
-    if os.environ.get("BENCH_LATE_WARMING"):  # as before the eighth pass (an A/B row)
-        from tunedsl.backends import triton_compile
-
-        triton_compile.warm_up_compiling = lambda: None
     a, b, c, args = problem(size, device)
     tune_breakdown.install()
     tune_breakdown.reset()
@@ -297,8 +293,6 @@ TUNEDSL_MODES: dict[str, dict[str, str]] = {
     "processes": {"TUNEDSL_COMPILE_PROCESSES": "on"},
     "graph": {"TUNEDSL_TIMING": "graph"},
     "events": {"TUNEDSL_TIMING": "events"},
-    # Triton's hash and C utilities started at variant_compiler, not at the record miss
-    "late-warming": {"BENCH_LATE_WARMING": "1"},
 }
 
 
@@ -373,8 +367,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--tunedsl", default="default",
-        help="tunedsl rows, comma-separated: default, late-warming (warming begins at the "
-        "compile, not at the record miss), threads (TUNEDSL_COMPILE_PROCESSES=off), "
+        help="tunedsl rows, comma-separated: default, threads (TUNEDSL_COMPILE_PROCESSES=off), "
         "processes (=on), graph (TUNEDSL_TIMING=graph), events (=events); each in its own "
         "fresh process and caches",
     )  # fmt: skip
@@ -524,8 +517,7 @@ def table(shape: Shape, space: ColdSpace, tri: dict, tds: dict, ref: dict,
         f"{len(ref.get('failed', {}))} do not run on this GPU "
         f"({'; '.join(sorted(set(ref.get('failed', {}).values())))[:160] or 'none'})",
         f"tunedsl: {bd['compiles']:.0f} compiles, {bd['compile_thread_s']:.2f} s on compile "
-        f"threads (beside measuring); {bd['samples']:.0f} launches timed "
-        f"({bd.get('retaken', 0):.0f} more taken again: queued late); "
+        f"threads (beside measuring); {bd['samples']:.0f} launches timed; "
         f"{tds['measured']} configurations measured",
         f"tunedsl / triton.autotune first call: {ratio:.2f} (target <= 0.17); tunedsl choice "
         f"{quality(tds['chosen']):.3f}x best (target: the best, <= 1.03)",

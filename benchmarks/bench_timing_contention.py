@@ -1,13 +1,11 @@
-"""Event timing beside a thread that wants the GIL (GPU): what the timer's guards buy.
+"""Event timing beside a thread that wants the GIL (GPU): what other Python threads cost.
 
-Triton's launcher lets go of the GIL around ``cuLaunchKernel``. While tuning, compile
-threads load kernels in the same process; one that takes the GIL then keeps the timing
-thread from queueing the end event, and the GPU's wait is timed. ``CudaEventTimer`` takes a
-late sample again and shortens the switch interval while it samples
-(``backends/timers.py``). This prints, for a 64 MiB read (~25 µs) and a 2048^3 fp16 matmul
-(~30 µs): the median of 31 samples alone, beside a GIL-holding thread with the guards, and
-beside it without them, for several switch intervals; then beside a thread whose Python
-work goes through the timers' gate, as the compile threads' loads do.
+Triton's launcher lets go of the GIL around ``cuLaunchKernel``. A thread of the tuning
+process that takes it then (a compile thread loading a kernel, the program's own work)
+can keep the timing thread from queueing the end event, and the GPU's wait is timed:
+``CudaEventTimer`` (``backends/timers.py``) does not hold such threads back. This prints,
+for a 64 MiB read (~25 µs) and a 2048^3 fp16 matmul (~30 µs), the median of 31 samples
+alone and beside a thread that runs pure Python without pause.
 
     python benchmarks/bench_timing_contention.py
 """
@@ -15,7 +13,6 @@ work goes through the timers' gate, as the compile threads' loads do.
 from __future__ import annotations
 
 import statistics
-import sys
 import threading
 
 import torch
@@ -38,16 +35,6 @@ def hold(stop: threading.Event) -> None:
             count += 1
 
 
-def hold_through_the_gate(stop: threading.Event) -> None:
-    """As a compile thread's loads: Python in chunks of about a millisecond, each one
-    through the timers' gate."""
-    while not stop.is_set():
-        with timers.GATE.helper_work():
-            count = 0
-            for _ in range(20_000):
-                count += 1
-
-
 def kernels() -> dict:
     n = 1 << 24
     x = torch.randn(n, device="cuda")
@@ -65,44 +52,22 @@ def median(timer: timers.CudaEventTimer, run) -> float:
 
 
 def main() -> None:
-    default = sys.getswitchinterval()
-    guards = timers.SAMPLING_SWITCH_INTERVAL_S, timers.RETAKES_PER_REP
     print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch "
           f"{torch.__version__}; medians of 31 samples in µs")  # fmt: skip
     for name, run in kernels().items():
         run()
         timer = timers.CudaEventTimer()
         quiet = median(timer, run)
-        print(f"{name}: flush {timer.flush_time_ms() * 1e3:.1f} µs; alone {quiet:.1f}")
         stop = threading.Event()
         holder = threading.Thread(target=hold, args=(stop,), daemon=True)
         holder.start()
         try:
-            for interval in (5e-6, 2e-5, 1e-4, default):
-                timers.SAMPLING_SWITCH_INTERVAL_S = interval
-                for retakes in (timers.RETAKES_PER_REP, 0):
-                    saved, timers.RETAKES_PER_REP = timers.RETAKES_PER_REP, retakes
-                    before = timer.retaken
-                    value = median(timer, run)
-                    timers.RETAKES_PER_REP = saved
-                    print(f"  beside a GIL holder, switch {interval * 1e6:>6.0f} µs, retakes "
-                          f"{'on ' if retakes else 'off'}: {value:8.1f} ({value / quiet:5.2f}x; "
-                          f"{timer.retaken - before} taken again)")  # fmt: skip
+            busy = median(timer, run)
         finally:
             stop.set()
             holder.join(10)
-        timers.SAMPLING_SWITCH_INTERVAL_S, timers.RETAKES_PER_REP = guards
-        stop = threading.Event()
-        holder = threading.Thread(target=hold_through_the_gate, args=(stop,), daemon=True)
-        holder.start()
-        try:
-            before = timer.retaken
-            value = median(timer, run)
-            print(f"  beside a thread working through the gate (default guards): {value:8.1f} "
-                  f"({value / quiet:5.2f}x; {timer.retaken - before} taken again)")  # fmt: skip
-        finally:
-            stop.set()
-            holder.join(10)
+        print(f"{name}: alone {quiet:8.1f}; beside a GIL holder {busy:8.1f} "
+              f"({busy / quiet:5.2f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":

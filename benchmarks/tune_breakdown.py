@@ -44,7 +44,6 @@ class Breakdown:
     compile_thread_s: float = 0.0
     compiles: int = 0
     samples: int = 0  # launches timed (warm-ups and probes included)
-    retaken: int = 0  # samples taken again: queued too late to be timed alone
 
 
 _totals = Breakdown()
@@ -152,7 +151,6 @@ class _TimedTimer:
             end = time.perf_counter()
             _totals.measure_s += end - start
             _totals.samples += reps
-            _totals.retaken = max(_totals.retaken, int(getattr(self._inner, "retaken", 0)))
             _events.append((start - _origin, end - _origin, f"sample x{reps}"))
             which = _runs.setdefault(id(run), len(_runs))
             _samples.append((round(start - _origin, 4), which, [round(v, 5) for v in values]))
