@@ -59,6 +59,13 @@ def test_jobs_run_in_other_processes_and_see_the_registry(pool: ForkedWorkers) -
     assert os.getpid() not in pids and 1 <= len(pids) <= 2
 
 
+def test_workers_run_at_the_tuning_process_priority(pool: ForkedWorkers) -> None:
+    # Not below it: a worker (and the ptxas it starts) kept off the CPU would only make the
+    # compiles that the tune waits for slower.
+    pid = pool.run(process_jobs.whoami, None, 30.0)[0]
+    assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)
+
+
 def test_a_raising_job_is_reported_and_the_worker_serves_on(pool: ForkedWorkers) -> None:
     with pytest.raises(WorkerFailed, match="ValueError: bad configuration"):
         pool.run(process_jobs.fail, "bad configuration", 30.0)
