@@ -11,8 +11,6 @@
 #   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two, one table: the anchor, the
 #                                                # large space (budgeted and not), a 16-shape sweep
 #   bash benchmarks/run_gpu.sh multi-gpu-tests OUTDIR  # the two-GPU tests: several GPUs, ranks, Ray
-#   bash benchmarks/run_gpu.sh guards OUTDIR     # cold tunes with each timing guard off in turn
-#                                                # (anchor, tutorial 03): which guards pay
 #   bash benchmarks/run_gpu.sh flagship OUTDIR   # the gallery's persistent TMA matmul and fused
 #                                                # attention: tuned cold by tunedsl and by
 #                                                # triton.autotune, beside cuBLAS and SDPA
@@ -24,7 +22,7 @@
 # is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU tests when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards, flagship (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, flagship (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -109,22 +107,13 @@ for suite in ${suites//,/ }; do
         TAIL=8 step ray_sweep 100 "$py" -m pytest -q -s -p no:cacheprovider -rA \
             tests/gpu/test_sweep_gpu.py
         ;;
-    guards)
-        # Each space in its own step (its rows kept in JSON), then one table of both.
-        TAIL=4 step guards_tutorial03 200 "$py" benchmarks/bench_timing_guards.py \
-            --space tutorial03 --json "$out/guards_tutorial03.json"
-        TAIL=4 step guards_anchor 260 "$py" benchmarks/bench_timing_guards.py \
-            --space anchor --json "$out/guards_anchor.json"
-        TAIL=40 step guards_table 30 "$py" benchmarks/bench_timing_guards.py --table \
-            "$out/guards_tutorial03.json" "$out/guards_anchor.json"
-        ;;
     flagship)
         # one table; --budget keeps it inside the step (rows it cannot start are listed)
         TAIL=40 step flagship 560 "$py" benchmarks/bench_flagship.py --budget 500 \
             --json "$out/flagship.json"
         ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, guards, flagship" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, flagship" >&2
         exit 2
         ;;
     esac

@@ -19,8 +19,8 @@ pool *stale*, and the next safe point forks a new one).
 Safety: the fork happens only where no other thread of this process is compiling
 (:func:`tunedsl.backends.compile_pool.compiling_elsewhere`), so no thread holds a compiler
 lock that the child inherits. The threads that may run then (hashing Triton, waiting for
-the host compiler to build Triton's C utilities: ``compat.start_warming``) hold no lock that
-a worker takes (a worker gets the hash with each job and never starts a driver), and
+the host compiler to build Triton's C utilities: ``compat.start_warming``) hold no lock
+that a worker takes (a worker gets the hash with each job and never starts a driver), and
 a worker closes the pipes it inherited, so a subprocess being started at the fork still
 sees its pipes close. A child touches no GPU (it compiles for a named target) and leaves
 with ``os._exit`` (no parent's exit handler runs twice). Workers ignore Ctrl-C (the parent
