@@ -53,7 +53,7 @@ step() {  # step NAME LIMIT COMMAND...: LIMIT seconds, or what is left before th
 # The C fused launch is built at install: build it here, in place, for this Python.
 "$py" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
     || "$py" setup.py -q build_ext --inplace >>"$out/install.log" 2>&1 \
-    || echo "building the C extension failed (the Python form runs): see install.log" | tee -a "$out/summary.txt"
+    || echo "building the C extension failed (the generic path runs): see install.log" | tee -a "$out/summary.txt"
 "$py" -c "import torch, triton, sys, os; print('torch', torch.__version__, '| triton', triton.__version__, '| python', sys.version.split()[0], '|', torch.cuda.get_device_name(), 'x', torch.cuda.device_count(), '|', os.cpu_count(), 'CPUs')" 2>&1 | tee "$out/summary.txt"
 
 for suite in ${suites//,/ }; do
