@@ -9,7 +9,9 @@
 #   bash benchmarks/run_gpu.sh pytorch OUTDIR    # a compiled step with a DSL site against a raw
 #                                                # launch; the in-place watch's cost
 #   bash benchmarks/run_gpu.sh multi-gpu OUTDIR  # one GPU against two, one table: the anchor, the
-#                                                # large space (budgeted and not), a 16-shape sweep
+#                                                # large space under a 20 s budget, a 16-shape sweep
+#   bash benchmarks/run_gpu.sh multi-gpu-large OUTDIR  # the large space with no budget: one pair
+#                                                # (each row compiles 1,104 configurations cold)
 #   bash benchmarks/run_gpu.sh multi-gpu-tests OUTDIR  # the two-GPU tests: several GPUs, ranks, Ray
 #   bash benchmarks/run_gpu.sh flagship OUTDIR   # the gallery's persistent TMA matmul and fused
 #                                                # attention: tuned cold by tunedsl and by
@@ -22,7 +24,7 @@
 # is skipped and says so. A Ray wheel in .whl/ is installed for the multi-GPU tests when Ray is
 # missing.
 set -uo pipefail
-suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, flagship (comma-separated)}
+suites=${1:?suites: tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-large, multi-gpu-tests, flagship (comma-separated)}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -92,7 +94,13 @@ for suite in ${suites//,/ }; do
         # pairs of each space in the order 1 2 2 1; rows that cannot finish before the step's
         # deadline are skipped (the table says so). The RESULT lines decide.
         TAIL=30 step multi_gpu 520 "$py" benchmarks/bench_multi_gpu.py --deadline 480 \
-            --spaces anchor-48,large,large@20,sweep-16 --json "$out/multi_gpu.json" --detail
+            --spaces anchor-48,large@20,sweep-16 --json "$out/multi_gpu.json" --detail
+        ;;
+    multi-gpu-large)
+        # Compiling the 1,104 configurations takes minutes on 32 cores: one matched pair, each
+        # row allowed 270 s (a row past it is reported as such).
+        TAIL=30 step multi_gpu_large 570 "$py" benchmarks/bench_multi_gpu.py --deadline 555 \
+            --row-timeout 270 --spaces large:12 --json "$out/multi_gpu_large.json" --detail
         ;;
     multi-gpu-tests)
         if ! "$py" -c "import ray" 2>/dev/null && ls .whl/ray-*.whl >/dev/null 2>&1; then
@@ -113,7 +121,7 @@ for suite in ${suites//,/ }; do
             --json "$out/flagship.json"
         ;;
     *)
-        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-tests, flagship" >&2
+        echo "unknown suite '$suite': choose from tests, speed, search, rules, pytorch, multi-gpu, multi-gpu-large, multi-gpu-tests, flagship" >&2
         exit 2
         ;;
     esac
