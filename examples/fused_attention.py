@@ -21,7 +21,6 @@ Teaches:
 
 import functools
 import math
-import subprocess
 import sys
 
 import torch
@@ -30,21 +29,12 @@ import triton
 import triton.language as tl
 
 from tunedsl import Space, autotune, cdiv, workload
-from tunedsl.gallery.kit import Example, format_config
+from tunedsl.gallery.kit import PROBE_FLAG, Example, format_config
 
 ex = Example("fused_attention")
 
-#: ``tunedsl run examples/fused_attention.py --probe``: try warp specialization, print it.
-PROBE_FLAG = "--probe"
 
-
-def scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    # Global memory for the descriptors the kernel makes on the device, asked for at each
-    # launch (torch's CUDA allocations are at least 256-byte aligned).
-    return torch.empty(size, device=ex.device, dtype=torch.int8)
-
-
-triton.set_allocator(scratch)
+ex.use_device_scratch()  # the global memory of descriptors made on the device
 
 
 @triton.jit
@@ -124,16 +114,7 @@ def attention_kernel(
 
 #: Shared memory Triton keeps besides the tiles (barriers; measured: under 2 KiB).
 SMEM_SLACK = 2048
-H100_SMEM = 232448
 
-
-@functools.cache
-def device_smem() -> int:
-    """The most shared memory one program may use here (an H100's when cross-compiling)."""
-    if ex.cross_compiling or not ex.on_gpu:
-        return H100_SMEM
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return int(getattr(props, "shared_memory_per_block_optin", 0) or H100_SMEM)
 
 
 @functools.cache
@@ -187,27 +168,14 @@ def fits_smem(c, head_dim) -> bool:
     tiles = c.block_m * head_dim + 2 * stages * c.block_n * head_dim
     if c.warp_specialize:
         tiles += c.block_m * c.block_n
-    return 2 * tiles + SMEM_SLACK <= device_smem()
+    return 2 * tiles + SMEM_SLACK <= ex.shared_memory_limit()
 
 
 @functools.cache
 def gpu_features() -> frozenset[str]:
     """``{"warp_specialize"}`` when this Triton specializes the kernel on this GPU and the
-    result is right, found by a child process running this script with ``--probe``."""
-    if not ex.on_gpu or ex.cross_compiling:
-        return frozenset()
-    cmd = [sys.executable, "-m", "tunedsl", "run", __file__, PROBE_FLAG]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-    except subprocess.TimeoutExpired:
-        print(f"[{ex.name}] the feature probe hung: none used", file=sys.stderr)
-        return frozenset()
-    for line in out.stdout.splitlines():
-        if line.startswith("feature warp_specialize"):
-            print(f"[{ex.name}] {line}", file=sys.stderr)
-            if line.split()[2] == "yes":
-                return frozenset({"warp_specialize"})
-    return frozenset()
+    result is right (``probe`` below, run in a child process)."""
+    return ex.probed_features(__file__, ("warp_specialize",))
 
 
 def probe() -> None:

@@ -25,7 +25,6 @@ interpreter reads and writes TMA descriptors as masked loads and stores).
 """
 
 import functools
-import subprocess
 import sys
 
 import torch
@@ -33,22 +32,12 @@ import triton
 import triton.language as tl
 
 from tunedsl import Space, autotune, cdiv, workload
-from tunedsl.gallery.kit import Example, format_config
+from tunedsl.gallery.kit import PROBE_FLAG, Example, format_config
 
 ex = Example("persistent_matmul")
 
-#: ``tunedsl run examples/persistent_matmul.py --probe``: try the optional features, print them.
-PROBE_FLAG = "--probe"
 
-
-def scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    # Descriptors made on the device live in global memory that Triton asks for at each
-    # launch (a few hundred bytes per program); torch's CUDA allocations are at least
-    # 256-byte aligned.
-    return torch.empty(size, device=ex.device, dtype=torch.int8)
-
-
-triton.set_allocator(scratch)
+ex.use_device_scratch()  # the global memory of descriptors made on the device
 
 
 @triton.jit
@@ -114,16 +103,6 @@ MAX_ACC_REGS = 128
 FEATURES = ("warp_specialize", "num_ctas")
 
 
-H100_SMEM = 232448
-
-
-def device_smem() -> int:
-    """The most shared memory one program may use on this GPU (the opt-in maximum); an
-    H100's when cross-compiling for one without a GPU."""
-    if ex.cross_compiling:
-        return H100_SMEM
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return int(getattr(props, "shared_memory_per_block_optin", 0) or H100_SMEM)
 
 
 def per_cta_tile(cfg) -> tuple[int, int]:
@@ -173,7 +152,7 @@ def matmul_space(features: frozenset[str]) -> Space:
         flatten=[False, True],
         warp_specialize=[False, True] if "warp_specialize" in features else [False],
         num_ctas=[1, 2] if "num_ctas" in features else [1],
-        constraint=make_fits(device_smem()),
+        constraint=make_fits(ex.shared_memory_limit()),
     )
 
 
@@ -193,24 +172,9 @@ CPU_SPACE = Space(
 
 @functools.cache
 def gpu_features() -> frozenset[str]:
-    """The optional features that compile, specialize and compute correctly on this GPU,
-    found by a child process running this script with ``--probe``."""
-    if not ex.on_gpu or ex.cross_compiling:
-        return frozenset()
-    cmd = [sys.executable, "-m", "tunedsl", "run", __file__, PROBE_FLAG]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-    except subprocess.TimeoutExpired:
-        print(f"[{ex.name}] the feature probe hung: none used", file=sys.stderr)
-        return frozenset()
-    found = set()
-    for line in out.stdout.splitlines():
-        parts = line.split(maxsplit=3)
-        if len(parts) >= 3 and parts[0] == "feature" and parts[1] in FEATURES:
-            print(f"[{ex.name}] {line}", file=sys.stderr)
-            if parts[2] == "yes":
-                found.add(parts[1])
-    return frozenset(found)
+    """The optional features that compile, specialize and compute correctly on this GPU
+    (``probe`` below, run in a child process)."""
+    return ex.probed_features(__file__, FEATURES)
 
 
 def probe() -> None:

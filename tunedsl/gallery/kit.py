@@ -33,6 +33,10 @@ CPU_TIMING_REPS = 3
 
 #: The argument ``tunedsl gallery`` gives an example: where to write its result (JSON).
 RESULT_FLAG = "--gallery-result"
+#: The argument that makes an example probe its optional features (``probed_features``).
+PROBE_FLAG = "--probe"
+#: An H100's opt-in shared memory per block, bytes: the limit when there is no GPU to ask.
+H100_SHARED_MEMORY = 232448
 
 
 def gallery_result_path(argv: list[str] | None = None) -> str | None:
@@ -128,11 +132,61 @@ class Example:
         self.interpreted = not self.on_gpu
         self.correct = True
         self.check_messages: list[str] = []
+        self._shared_memory: int | None = None
         torch.manual_seed(0)
 
     def pick(self, gpu: T, cpu: T) -> T:
         """``gpu`` on a GPU (sizes that fill it), ``cpu`` under the interpreter (small, fast)."""
         return gpu if self.on_gpu else cpu
+
+    def use_device_scratch(self) -> None:
+        """Give Triton the global memory that tensor descriptors made on the device
+        (``tl.make_tensor_descriptor``) ask for at each launch: ``triton.set_allocator``
+        with torch allocations on this example's device (at least 256-byte aligned)."""
+        import torch
+        import triton
+
+        def scratch(size: int, alignment: int, stream: int | None) -> Any:
+            return torch.empty(size, device=self.device, dtype=torch.int8)
+
+        triton.set_allocator(scratch)
+
+    def shared_memory_limit(self) -> int:
+        """The most shared memory one program may use on this GPU (the opt-in maximum); an
+        H100's when cross-compiling for one, or under the interpreter."""
+        if self.cross_compiling or not self.on_gpu:
+            return H100_SHARED_MEMORY
+        if self._shared_memory is None:  # asked per configuration by spaces' constraints
+            import torch
+
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            optin = getattr(props, "shared_memory_per_block_optin", 0)
+            self._shared_memory = int(optin or H100_SHARED_MEMORY)
+        return self._shared_memory
+
+    def probed_features(self, script: str, names: tuple[str, ...]) -> frozenset[str]:
+        """Which of ``names`` work on this GPU, as a child process running ``script`` with
+        ``--probe`` finds (a child, so that a kernel this Triton miscompiles cannot leave this
+        process's GPU context unusable). The child prints ``feature NAME yes|no [why]`` per
+        feature; those lines are repeated on stderr. None on the CPU or when cross-compiling."""
+        import subprocess
+
+        if not self.on_gpu or self.cross_compiling:
+            return frozenset()
+        cmd = [sys.executable, "-m", "tunedsl", "run", script, PROBE_FLAG]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"[{self.name}] the feature probe hung: none used", file=sys.stderr)
+            return frozenset()
+        found = set()
+        for line in out.stdout.splitlines():
+            parts = line.split(maxsplit=3)
+            if len(parts) >= 3 and parts[0] == "feature" and parts[1] in names:
+                print(f"[{self.name}] {line}", file=sys.stderr)
+                if parts[2] == "yes":
+                    found.add(parts[1])
+        return frozenset(found)
 
     def poison(self, tensor: Any) -> Any:
         """Fill ``tensor`` with NaN (or the most negative integer) so unwritten elements show."""
