@@ -15,17 +15,13 @@ H100's target (``cuda:90``), and its own keys are read back through its public h
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from compile_scripts import run_report
 
 pytestmark = pytest.mark.needs_triton
 
-TESTS = Path(__file__).resolve().parent.parent
 
 SCRIPT = r"""
 import hashlib, json, sys
@@ -116,21 +112,7 @@ print("REPORT " + json.dumps(report))
 def test_a_compile_workers_variant_is_the_jits_at_sizes_not_multiples_of_16(
     tmp_path: Path,
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
-    env["TUNEDSL_CACHE_DIR"] = str(tmp_path / "tunedsl")
-    script = tmp_path / "compile_keys.py"
-    script.write_text(SCRIPT)
-    out = subprocess.run(
-        [sys.executable, str(script), str(TESTS)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
-    assert out.returncode == 0 and lines, out.stdout[-3000:] + out.stderr[-3000:]
-    report = json.loads(lines[-1][len("REPORT ") :])
+    report = run_report(tmp_path, "compile_keys.py", SCRIPT)
 
     for name, case in report.items():
         compiled, launched, other = case["table_keys"]

@@ -7,17 +7,13 @@ cache and this process loads it: the cubins must be the ones a compile on thread
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from compile_scripts import run_report
 
 pytestmark = pytest.mark.needs_triton
 
-TESTS = Path(__file__).resolve().parent.parent
 
 SCRIPT = r"""
 import json, os, sys, tempfile
@@ -96,30 +92,10 @@ print("REPORT " + json.dumps(report))
 """
 
 
-def _run_report(tmp_path: Path, name: str, text: str) -> dict:
-    """Run ``text`` as a script (``@triton.jit`` needs a source file) in a fresh process
-    that compiles for real (no interpreter), with its own caches; its REPORT line."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
-    env["TUNEDSL_CACHE_DIR"] = str(tmp_path / "tunedsl")
-    script = tmp_path / name
-    script.write_text(text)
-    out = subprocess.run(
-        [sys.executable, str(script), str(TESTS)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
-    assert out.returncode == 0 and lines, out.stdout[-3000:] + out.stderr[-3000:]
-    return json.loads(lines[-1][len("REPORT ") :])
-
-
 def test_workers_build_the_same_cubins_as_threads_and_failures_keep_tritons_error(
     tmp_path: Path,
 ) -> None:
-    report = _run_report(tmp_path, "compile_in_processes.py", SCRIPT)
+    report = run_report(tmp_path, "compile_in_processes.py", SCRIPT)
 
     name_on, on = report["on"]
     name_off, off = report["off"]
@@ -212,7 +188,7 @@ def test_a_worker_stops_a_kernel_over_the_gpus_shared_memory_before_code_generat
     """The early stop answers exactly what loading would: Triton's ``metadata.shared``
     against the limit, the same kernel hash for one that fits, no cache entry for one
     that does not (a later load must not find a half-built kernel)."""
-    report = _run_report(tmp_path, "over_shared.py", OVER_SHARED_SCRIPT)
+    report = run_report(tmp_path, "over_shared.py", OVER_SHARED_SCRIPT)
     small_hash, small_shared = report["small"]
     _, big_shared = report["big"]
     limit = report["limit"]
