@@ -39,7 +39,7 @@ class CudaEventTimer:
     the launch lies between the events. Compiles run beside the samples (compile threads
     loading results, worker processes): a host thread held up between the flush and the end
     event would be timed, but on the H100 holding compiles back while sampling changed no
-    configuration chosen (``benchmarks/bench_timing_guards.py`` re-checks it).
+    configuration chosen (BENCHMARKS.md, "Cold tuning").
     """
 
     kind = "cuda-events"
