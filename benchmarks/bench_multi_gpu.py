@@ -45,10 +45,12 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -224,23 +226,40 @@ def sweep_row(gpus: int, args: argparse.Namespace, scratch: Path) -> dict[str, A
                TUNEDSL_CACHE_DIR=str(scratch / "tunedsl"), NCCL_NVLS_ENABLE="0",
                TUNEDSL_TUNE_DEVICES="1")  # fmt: skip
     start = time.perf_counter()
+    # The progress lines (stderr, a line per finished task) are stamped as they come: the
+    # time to the first record (processes, imports, compiles) and the rate after it.
+    stamps: list[float] = []
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    timer = threading.Timer(args.row_timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    timer.start()
     try:
-        proc = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=args.row_timeout
-        )
-    except subprocess.TimeoutExpired:
-        return {"space": "sweep-16", "gpus": gpus, "error": f"timeout after {args.row_timeout} s"}
+        assert proc.stderr is not None and proc.stdout is not None
+        err_lines = []
+        for line in proc.stderr:
+            err_lines.append(line)
+            if " tasks: " in line:
+                stamps.append(time.perf_counter() - start)
+        stdout = proc.stdout.read()
+        proc.wait()
+    finally:
+        timed_out = not timer.is_alive()
+        timer.cancel()
     wall = time.perf_counter() - start
-    done = [line for line in proc.stdout.splitlines() if line.startswith("sweep: ")]
+    if timed_out:
+        return {"space": "sweep-16", "gpus": gpus, "error": f"timeout after {args.row_timeout} s"}
+    done = [line for line in stdout.splitlines() if line.startswith("sweep: ")]
     if proc.returncode != 0 or not done:
-        return {"space": "sweep-16", "gpus": gpus,
-                "error": f"rc {proc.returncode}: {(proc.stdout + proc.stderr)[-800:]}"}  # fmt: skip
+        tail = (stdout + "".join(err_lines))[-800:]
+        return {"space": "sweep-16", "gpus": gpus, "error": f"rc {proc.returncode}: {tail}"}
     written = int(
         done[-1].split(",")[1].split()[0]
     )  # "sweep: 16 tasks, 16 records written, 0 failed"
     return {"space": "sweep-16", "gpus": gpus, "used": gpus, "wall_s": round(wall, 2),
             "chosen": {"records": written}, "chosen_ms": 0.0, "ok": written, "configs": 16,
-            "measured": 16, "exhausted": True, "budget_s": None}  # fmt: skip
+            "measured": 16, "exhausted": True, "budget_s": None,
+            "first_record_s": round(stamps[0], 2) if stamps else None,
+            "after_first_s": round(stamps[-1] - stamps[0], 2) if len(stamps) > 1 else None}  # fmt: skip
 
 
 def parse_space(space: str) -> tuple[str, float | None, bool]:

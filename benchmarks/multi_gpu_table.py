@@ -74,13 +74,26 @@ def print_tables(rows: list[dict[str, Any]], detail: bool = False) -> None:
             f"RESULT {space}: {kind} {value:.2f}x (target {sense} {bound}x: "
             f"{'MET' if met else 'MISSED'}); wall {wall:.2f}x, rate {rate:.2f}x over "
             f"{len(mine)} pair(s); GPUs used {sorted(used)}; same choice "
-            f"{sum(same)}/{len(same)}"
+            f"{sum(same)}/{len(same)}" + after_first_record(mine)
         )
     print()
     for line in verdicts:
         print(line)
     if detail:
         print_detail(good)
+
+
+def after_first_record(mine: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+    """A sweep's pairs: the keys a second after each row's first record, two over one (the
+    processes' start, imports and first compiles left out), and the first record's time."""
+    timed = [
+        (one, more) for one, more in mine if one.get("after_first_s") and more.get("after_first_s")
+    ]
+    if not timed:
+        return ""
+    steady = geomean(one["after_first_s"] / more["after_first_s"] for one, more in timed)
+    firsts = ", ".join(f"{one['first_record_s']}/{more['first_record_s']} s" for one, more in timed)
+    return f"; rate after the first record {steady:.2f}x; first record (one/two) {firsts}"
 
 
 def print_detail(good: list[dict[str, Any]]) -> None:

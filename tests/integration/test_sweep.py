@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 
 from tunedsl.errors import UsageError
 from tunedsl.precompile.sweep import read_shapes, sweep
-from tunedsl.store import records
+from tunedsl.store import paths, records
 
 pytestmark = pytest.mark.needs_triton
 
@@ -157,3 +158,73 @@ def test_a_sharded_task_that_fails_is_retried_on_the_other_gpu_then_named(
 def test_sweep_gpus_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--gpus N"):
         sweep(SCRIPT, shapes(tmp_path, [{"n": 100}]), use_ray=False, gpus=0, out=io.StringIO())
+
+
+def copied_script(tmp_path: Path) -> str:
+    """The sweep fixture at a path of its own (a process imports a script once: a test that
+    counts imports needs a path no earlier test imported)."""
+    copy = tmp_path / "sweep_vadd_copy.py"
+    shutil.copy(SCRIPT, copy)
+    return str(copy)
+
+
+def test_a_process_imports_the_script_once_for_all_its_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    markers = sharded_env(tmp_path, monkeypatch)
+    sizes = (100, 200, 300)
+    written, outcomes = sweep(
+        copied_script(tmp_path), shapes(tmp_path, [{"n": n} for n in sizes]), use_ray=False,
+        out=io.StringIO(),
+    )  # fmt: skip
+    assert [o.error for o in outcomes] == [None] * len(sizes) and len(written) == len(sizes)
+    # One import, for planning and every task: the kernel is compiled and loaded once.
+    assert (markers / "imported").read_text().split() == [str(os.getpid())]
+
+
+def test_gpu_processes_import_the_script_while_the_sweep_plans_and_share_compile_locks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    markers = sharded_env(tmp_path, monkeypatch)
+    # The sweep's own import of the script (its planning) waits until another process has
+    # imported it: the GPUs' processes must have started, and be warming up, before it.
+    monkeypatch.setenv("SWEEP_WAIT_FOR_ANOTHER", str(os.getpid()))
+    sizes = (100, 200, 300, 400)
+    written, outcomes = sweep(
+        copied_script(tmp_path), shapes(tmp_path, [{"n": n} for n in sizes]), use_ray=False,
+        gpus=2, out=io.StringIO(),
+    )  # fmt: skip
+    assert [o.error for o in outcomes] == [None] * len(sizes) and len(written) == len(sizes)
+    imported = (markers / "imported").read_text().split()
+    children = [pid for pid in imported if pid != str(os.getpid())]
+    assert len(children) == 2 and len(set(children)) == 2  # each imported it once
+    # Every task's compile locks are the user's cache's (processes side by side compile a
+    # variant once); only its records directory is its own.
+    dirs = [line.split() for line in (markers / "dirs").read_text().splitlines()]
+    assert len(dirs) == len(sizes)
+    assert {locks for locks, _ in dirs} == {str(paths.locks_dir())}
+    assert len({records_dir for _, records_dir in dirs}) == len(sizes)
+    assert str(paths.records_dir()) not in {records_dir for _, records_dir in dirs}
+
+
+@pytest.mark.parametrize(
+    ("listing", "expected"),
+    [
+        ("GPU 0: NVIDIA H100 (UUID: GPU-a)\nGPU 1: NVIDIA H100 (UUID: GPU-b)\n", ["0", "1"]),
+        # MIG instances are numbered differently by CUDA: the count is left to torch (CPU: none)
+        ("GPU 0: NVIDIA H100 (UUID: GPU-a)\n  MIG 1g.10gb Device 0: (UUID: MIG-c)\n", []),
+    ],
+)
+def test_the_gpus_are_counted_by_nvidia_smi_where_it_lists_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listing: str, expected: list[str]
+) -> None:
+    from tunedsl.precompile.gpu_shards import visible_gpus
+
+    # A stand-in for the driver's tool, which this machine lacks: it prints what a host shows.
+    tool = tmp_path / "bin" / "nvidia-smi"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\ncat <<'LISTING'\n{listing}LISTING\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_gpus() == expected

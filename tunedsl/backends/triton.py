@@ -187,6 +187,21 @@ def device_facts() -> dict[str, Any]:
     return device_facts_at(torch.cuda.current_device())
 
 
+def warm_up_tuning() -> None:
+    """Set up, ahead of a process's first tune, what it would wait for: the current GPU's
+    context and facts, and Triton's hash and C utilities (on threads). Nothing under the
+    interpreter or without a GPU."""
+    if interpreting():
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    compat.start_warming()
+    torch.zeros(1, device="cuda")  # the context (the first allocation makes it)
+    device_facts()
+
+
 def current_device_index() -> int:
     """The current CUDA/HIP device (the key part of a host with mixed GPU models)."""
     import torch

@@ -2,9 +2,11 @@
 
     python -m tunedsl.precompile.gpu_child     # one JSON request a line on stdin
 
-Each request is a sweep task (``{"task": ...}``: its records come back) or one GPU's share
-of ``precompile --tune`` (``{"tune": ...}``: its reports come back). Answers go to the
-original stdout, one JSON line each; what a workload prints goes to stderr.
+Each request is a sweep task (``{"task": ...}``: its records come back), one GPU's share
+of ``precompile --tune`` (``{"tune": ...}``: its reports come back), or a warm-up before
+the first task (``{"warm": {"script": ...}}``: the script imported, the GPU set up).
+Answers go to the original stdout, one JSON line each; what a workload prints goes to
+stderr.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ def _tune_share(job: dict[str, Any]) -> dict[str, Any]:
     return {"reports": reports, "errors": done.errors}
 
 
+def _warm(job: dict[str, Any]) -> dict[str, Any]:
+    """Import the sweep's script (kept for its tasks) and set up what a first tune waits
+    for: the GPU's context and Triton's hash and C utilities (on threads)."""
+    from tunedsl.backends.triton import warm_up_tuning
+    from tunedsl.precompile.sweep import imported_script
+
+    imported_script(job["script"])
+    warm_up_tuning()
+    return {"warm": True}
+
+
 def _serve() -> int:
     """A child: run each task of stdin, answer on the original stdout (prints go to stderr)."""
     from tunedsl.precompile.sweep import Task, run_task, short_error
@@ -42,6 +55,8 @@ def _serve() -> int:
         try:
             if "tune" in request:
                 answer: dict[str, Any] = _tune_share(request["tune"])
+            elif "warm" in request:
+                answer = _warm(request["warm"])
             else:
                 answer = {"records": run_task(Task(**request["task"]))}
         except Exception as err:

@@ -6,7 +6,9 @@ queue: whichever child is free takes the next, so each GPU tunes different keys 
 runs twice. A task that fails is tried once more on another GPU, then reported with the GPU
 it failed on; a child that dies is started again for the next task. The children answer on
 a pipe of their own (what a workload prints goes to stderr), with the records of each task
-as plain JSON, validated by the caller like any record file.
+as plain JSON, validated by the caller like any record file. A sweep starts the children
+(``GpuChildren``) before it imports the script itself, and each child imports the script
+and sets up its GPU meanwhile, so their start overlaps the sweep's planning.
 
 ``run.tune_on_gpus`` (``precompile --tune`` on several GPUs, through ``run_jobs``): every GPU's process calls the
 workloads, and each key is tuned by the process that claims it first (``ClaimDir``: a file
@@ -32,7 +34,7 @@ from typing import IO, Any
 
 from tunedsl.errors import UsageError
 
-__all__ = ["ClaimDir", "child_env", "run_jobs", "run_on_gpus", "visible_gpus"]
+__all__ = ["ClaimDir", "GpuChildren", "child_env", "run_jobs", "run_on_gpus", "visible_gpus"]
 
 #: The last lines of a dead child's stderr quoted in its task's error.
 _TAIL_LINES = 6
@@ -43,11 +45,33 @@ def visible_gpus() -> list[str]:
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    counted = _nvidia_smi_count()
+    if counted is not None:
+        return [str(i) for i in range(counted)]
     try:
         import torch
     except ImportError:
         return []
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def _nvidia_smi_count() -> int | None:
+    """The GPUs ``nvidia-smi -L`` lists (tens of milliseconds, where importing torch to ask
+    takes seconds and would delay every GPU's process), or None where it cannot tell:
+    no ``nvidia-smi``, an error, or MIG instances (numbered differently by CUDA)."""
+    import shutil
+
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None
+    try:
+        listing = subprocess.run([tool, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = listing.stdout.splitlines()
+    if listing.returncode != 0 or any("MIG" in line for line in lines):
+        return None
+    return sum(line.startswith("GPU ") for line in lines)
 
 
 def child_env(gpu: str) -> dict[str, str]:
@@ -60,10 +84,12 @@ def child_env(gpu: str) -> dict[str, str]:
 class _Child:
     """One child process on one GPU: a task in, its records (or its error) out."""
 
-    def __init__(self, gpu: str) -> None:
+    def __init__(self, gpu: str, warm: dict[str, Any] | None = None) -> None:
         self.gpu = gpu
+        self.warm = warm
         self.proc: subprocess.Popen[str] | None = None
         self.log: IO[str] | None = None
+        self.warming = False  # the answer to the warm-up request is still to be read
 
     def start(self) -> None:
         self.log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
@@ -75,12 +101,24 @@ class _Child:
             env=child_env(self.gpu),
             text=True,
         )
+        self.warming = False
+        if self.warm is not None:  # it warms up while the caller prepares the tasks
+            assert self.proc.stdin is not None
+            try:
+                self.proc.stdin.write(json.dumps({"warm": self.warm}) + "\n")
+                self.proc.stdin.flush()
+                self.warming = True
+            except OSError:  # it died at once: the first task says so
+                pass
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc is not None and self.proc.stdin and self.proc.stdout
         try:
+            if self.warming:  # a failed warm-up is met again, and reported, by the task
+                self.warming = False
+                self.proc.stdout.readline()
             self.proc.stdin.write(json.dumps(task) + "\n")
             self.proc.stdin.flush()
             line = self.proc.stdout.readline()
@@ -118,22 +156,47 @@ class _Child:
             self.log = None
 
 
+class GpuChildren:
+    """One child process per GPU, started at once; with ``warm`` each first imports a
+    script and sets up its GPU, while the caller still prepares the tasks
+    (``gpu_child.py``). Hand them to ``run_on_gpus``; ``stop()`` ends those never used."""
+
+    def __init__(self, gpus: Sequence[str], warm: dict[str, Any] | None = None) -> None:
+        if not gpus:
+            raise UsageError("no GPU to shard the work over (CUDA_VISIBLE_DEVICES is empty)")
+        self.children = [_Child(gpu, warm) for gpu in gpus]
+        try:
+            for child in self.children:
+                child.start()
+        except BaseException:
+            self.stop(kill=True)
+            raise
+
+    def stop(self, *, kill: bool = False) -> None:
+        """End the children (``kill``: at once, not after their current request)."""
+        for child in self.children:
+            if kill and child.proc is not None:
+                child.proc.kill()
+            child.stop()
+
+
 def run_on_gpus(
     tasks: Sequence[Any],
-    gpus: Sequence[str],
+    gpus: Sequence[str] | GpuChildren,
     to_json: Callable[[Any], dict[str, Any]],
     done: Callable[[Any, list[dict[str, Any]] | None, str | None, int], None],
 ) -> None:
-    """Run ``tasks`` on ``gpus`` (one child each) from one shared queue; ``done(task,
-    records, error, attempts)`` is called once per task, in completion order, from one
-    thread at a time. A failed task is tried once more on another GPU (when there is one)."""
-    if not gpus:
+    """Run ``tasks`` on ``gpus`` (one child each, or the children already started) from
+    one shared queue; ``done(task, records, error, attempts)`` is called once per task, in
+    completion order, from one thread at a time. A failed task is tried once more on
+    another GPU (when there is one). The children have ended when it returns."""
+    if not isinstance(gpus, GpuChildren) and not gpus:
         raise UsageError("no GPU to shard the work over (CUDA_VISIBLE_DEVICES is empty)")
     cond = threading.Condition()
     # (task, attempt, the GPU that failed it)
     queue: list[tuple[Any, int, str | None]] = [(t, 1, None) for t in tasks]
     running = [0]
-    children = [_Child(gpu) for gpu in gpus]
+    children = gpus.children if isinstance(gpus, GpuChildren) else [_Child(g) for g in gpus]
     stopping = threading.Event()
 
     def take(gpu: str) -> tuple[Any, int, str | None] | None:
@@ -149,7 +212,7 @@ def run_on_gpus(
                 cond.wait(0.5)
             return None
 
-    alive = dict.fromkeys(gpus, True)
+    alive = {child.gpu: True for child in children}
 
     def others_alive(gpu: str) -> bool:
         return any(ok for g, ok in alive.items() if g != gpu)

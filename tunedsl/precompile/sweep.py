@@ -3,11 +3,14 @@
 
 A **task** is one ``@tunedsl.workload`` of the script called with one shape (the keyword
 arguments of one entry of the shapes file; no shapes file: each workload once, without
-arguments). A task runs with its own empty cache directory, so everything it tunes (one
+arguments). A task runs with its own empty records directory, so everything it tunes (one
 record per (site, key) it reaches) comes back to the driver as plain JSON records, validated
-there like any record file. Nothing is merged until every task has ended: then the records go
-to this machine's record files (and the Redis store when ``TUNEDSL_REDIS_URL`` is set), and
-optionally into one bundle. Ctrl-C cancels the tasks and writes nothing.
+there like any record file; the rest of the cache (bytecode, binaries, compile locks) is the
+user's, and a process imports the script once for all its tasks, so processes tuning side
+by side compile each variant once and a process loads each kernel once. Nothing is merged
+until every task has ended: then the records go to this machine's record files (and the
+Redis store when ``TUNEDSL_REDIS_URL`` is set), and optionally into one bundle. Ctrl-C
+cancels the tasks and writes nothing.
 
 On Ray (``tunedsl[ray]``) each actor holds ``gpus_per_task`` GPUs (``num_gpus=0`` actors on a
 machine without GPUs, for tests); a task that fails is retried once on another actor, then
@@ -26,9 +29,13 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl.errors import UsageError
+
+if TYPE_CHECKING:
+    from tunedsl.precompile.gpu_shards import GpuChildren
 
 
 @dataclass(frozen=True)
@@ -68,10 +75,11 @@ def read_shapes(path: str | None) -> list[dict[str, Any]]:
 
 
 def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
-    """One task per (workload, shape); the script is imported here to list its workloads."""
-    from tunedsl.precompile.workload import import_script, registered_workloads
+    """One task per (workload, shape); the script is imported here to list its workloads
+    (the tasks this process runs use that import)."""
+    from tunedsl.precompile.workload import registered_workloads
 
-    module = import_script(script)
+    module = imported_script(os.path.abspath(script))
     workloads = registered_workloads(module.__name__)
     if not workloads:
         raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
@@ -84,28 +92,48 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
 
 
 def run_task(task: Task) -> list[dict[str, Any]]:
-    """Run one task with a private cache directory; the records it wrote, as JSON."""
-    from tunedsl.precompile.workload import import_script, registered_workloads
-    from tunedsl.store import records
+    """Run one task with a private records directory; the records it wrote, as JSON."""
+    from tunedsl.store import paths, records
 
-    previous = os.environ.get("TUNEDSL_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="tunedsl-sweep-") as tmp:
-        os.environ["TUNEDSL_CACHE_DIR"] = tmp
-        try:
-            module = import_script(task.script)
-            found = [
-                w for w in registered_workloads(module.__name__) if w.qualname == task.workload
-            ]
-            if not found:
-                raise UsageError(f"{task.script}: no workload {task.workload}")
-            found[0].fn(**task.shape)
-            paths = records.iter_record_files([Path(tmp) / "records"])
-            return [records.read_record_file(p).to_json() for p in paths]
-        finally:
-            if previous is None:
-                os.environ.pop("TUNEDSL_CACHE_DIR", None)
-            else:
-                os.environ["TUNEDSL_CACHE_DIR"] = previous
+        with paths.records_kept_in(Path(tmp) / "records"):
+            try:
+                workload_fn(task)(**task.shape)
+            except BaseException:
+                # What the failed task decided in memory is in no record: import afresh.
+                _imported.pop(task.script, None)
+                raise
+            paths_found = records.iter_record_files([Path(tmp) / "records"])
+            return [records.read_record_file(p).to_json() for p in paths_found]
+
+
+#: The script modules this process imported for its tasks, by path: the tasks of one
+#: script share one import, so its kernels, compiled and loaded once, serve every shape.
+_imported: dict[str, tuple[tuple[int, int], ModuleType]] = {}
+
+
+def workload_fn(task: Task) -> Callable[..., Any]:
+    """The task's workload function, from the script imported once per process (again
+    only when the file changed)."""
+    from tunedsl.precompile.workload import registered_workloads
+
+    module = imported_script(task.script)
+    found = [w for w in registered_workloads(module.__name__) if w.qualname == task.workload]
+    if not found:
+        raise UsageError(f"{task.script}: no workload {task.workload}")
+    return found[0].fn
+
+
+def imported_script(script: str) -> ModuleType:
+    """The script's module, imported once per process (again when the file changed)."""
+    from tunedsl.precompile.workload import import_script
+
+    stat = os.stat(script)
+    kept = _imported.get(script)
+    if kept is None or kept[0] != (stat.st_mtime_ns, stat.st_size):
+        kept = ((stat.st_mtime_ns, stat.st_size), import_script(script))
+        _imported[script] = kept
+    return kept[1]
 
 
 class Progress:
@@ -148,7 +176,9 @@ def run_in_process(tasks: Sequence[Task], progress: Progress) -> list[Outcome]:
     return outcomes
 
 
-def run_sharded(tasks: Sequence[Task], progress: Progress, gpus: Sequence[str]) -> list[Outcome]:
+def run_sharded(
+    tasks: Sequence[Task], progress: Progress, gpus: Sequence[str] | GpuChildren
+) -> list[Outcome]:
     """One process per GPU of ``gpus``, the tasks from one shared queue (``gpu_shards``)."""
     from dataclasses import asdict
 
@@ -294,22 +324,31 @@ def sweep(
     tuning under the interpreter), else this process."""
     import importlib.util
 
-    tasks = plan(script, read_shapes(shapes_file))
+    from tunedsl.precompile.gpu_shards import GpuChildren
+
+    shapes = read_shapes(shapes_file)
     if use_ray is None:
         use_ray = importlib.util.find_spec("ray") is not None
     if ray_address and not use_ray:
         raise UsageError("--ray needs Ray: pip install 'tunedsl[ray]'")
     if gpus is not None and gpus < 1:
         raise UsageError(f"sweep: gpus={gpus}: give 1 or more processes (--gpus N)")
+    shards = None if use_ray else _shards(gpus)
+    # The GPUs' processes start first: they import the script while this process plans.
+    children = GpuChildren(shards, {"script": os.path.abspath(script)}) if shards else None
+    try:
+        tasks = plan(script, shapes)
+    except BaseException:
+        if children is not None:
+            children.stop(kill=True)
+        raise
     progress = Progress(len(tasks), out)
-    run: Callable[[], list[Outcome]]
     if use_ray:
-        run = lambda: run_on_ray(tasks, progress, ray_address, gpus_per_task, actors, runner_env)  # noqa: E731
-    elif (shards := _shards(gpus)) is not None:
-        run = lambda: run_sharded(tasks, progress, shards)  # noqa: E731
+        outcomes = run_on_ray(tasks, progress, ray_address, gpus_per_task, actors, runner_env)
+    elif children is not None:
+        outcomes = run_sharded(tasks, progress, children)
     else:
-        run = lambda: run_in_process(tasks, progress)  # noqa: E731
-    outcomes = run()
+        outcomes = run_in_process(tasks, progress)
     written = merge(outcomes, bundle)
     return written, outcomes
 

@@ -21,7 +21,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tunedsl import knobs
@@ -116,9 +116,31 @@ def bytecode_dir() -> Path:
     return cache_root() / "bytecode"
 
 
-@knobs.per_environ  # asked on every miss
+#: Set by ``records_kept_in``: where this process's records go instead of the cache's own.
+_records_elsewhere: Path | None = None
+
+
 def records_dir() -> Path:
+    """Where this process writes tuning records, and the first place it reads them."""
+    return _records_elsewhere or _cache_records_dir()
+
+
+@knobs.per_environ  # asked on every miss
+def _cache_records_dir() -> Path:
     return cache_root() / "records"
+
+
+@contextlib.contextmanager
+def records_kept_in(directory: Path) -> Iterator[None]:
+    """Within: records are written to and read first from ``directory`` (a sweep task's
+    own, so that what it tunes comes back whole), while the bytecode, binaries and locks
+    stay the cache's: processes tuning side by side share their compile locks."""
+    global _records_elsewhere
+    previous, _records_elsewhere = _records_elsewhere, directory
+    try:
+        yield
+    finally:
+        _records_elsewhere = previous
 
 
 def locks_dir() -> Path:

@@ -9,6 +9,20 @@ import triton.language as tl
 
 from tunedsl import autotune_launch, cdiv, workload
 
+if "SWEEP_MARKERS" in os.environ:  # which processes imported this script, a line each
+    import time
+
+    _imported = pathlib.Path(os.environ["SWEEP_MARKERS"]) / "imported"
+    with _imported.open("a") as f:
+        f.write(f"{os.getpid()}\n")
+    if os.environ.get("SWEEP_WAIT_FOR_ANOTHER") == str(os.getpid()):
+        # This process's import waits until another process has imported the script too.
+        deadline = time.monotonic() + 120
+        while set(_imported.read_text().split()) <= {str(os.getpid())}:
+            if time.monotonic() > deadline:
+                raise RuntimeError("no other process imported this script meanwhile")
+            time.sleep(0.05)
+
 
 @triton.jit
 def vadd(a, b, c, n, TILE: tl.constexpr):
@@ -23,6 +37,10 @@ def add(n=256, fail=""):
         ran = pathlib.Path(os.environ["SWEEP_MARKERS"]) / f"ran-{n}"
         with ran.open("a") as f:
             f.write(f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}\n")
+        from tunedsl.store import paths  # where this task's compile locks and records are
+
+        with (ran.parent / "dirs").open("a") as f:
+            f.write(f"{paths.locks_dir()} {paths.records_dir()}\n")
     if fail == "slow":  # stands for a long tuning run (the test interrupts it)
         import time
 
