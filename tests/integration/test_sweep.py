@@ -228,3 +228,17 @@ def test_the_gpus_are_counted_by_nvidia_smi_where_it_lists_them(
     monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert visible_gpus() == expected
+
+
+def test_after_a_failed_task_the_next_imports_the_script_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the failed task decided in memory is in no record: the next task must not reuse it.
+    markers = sharded_env(tmp_path, monkeypatch)
+    items = [{"n": 100, "fail": "always"}, {"n": 200}, {"n": 300}]
+    written, outcomes = sweep(
+        copied_script(tmp_path), shapes(tmp_path, items), use_ray=False, out=io.StringIO()
+    )
+    assert [o.error is None for o in outcomes] == [False, True, True] and len(written) == 2
+    # Planning's import served the failed task; the two tasks after it share a fresh one.
+    assert (markers / "imported").read_text().split() == [str(os.getpid())] * 2
