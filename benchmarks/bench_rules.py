@@ -308,7 +308,10 @@ def scaled(x, y, n, TILE: tl.constexpr):
     tl.store(y + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
 
 
-def site_rows(device: str, captures: int, hidden: int = 4096) -> dict[str, Any]:
+def site_rows(
+    device: str, captures: int, hidden: int = 4096, profile: str | None = None
+) -> dict[str, Any]:
+    """``profile``: write cProfile's statistics of the misses there (and print the top)."""
     from tunedsl.frontend.compile import compile_source
     from tunedsl.runtime import tuner
     from tunedsl.runtime.entry import Entry
@@ -354,6 +357,12 @@ def site_rows(device: str, captures: int, hidden: int = 4096) -> dict[str, Any]:
 
     Entry.launch = marked_launch  # type: ignore[method-assign]
     sources, each_us, decision_us, launch_us = [], [], [], []
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     t0 = time.perf_counter()
     try:
         for x, y in zip(inputs, outs, strict=True):
@@ -368,6 +377,13 @@ def site_rows(device: str, captures: int, hidden: int = 4096) -> dict[str, Any]:
     finally:
         Entry.launch = real_launch  # type: ignore[method-assign]
     miss_us = (time.perf_counter() - t0) / len(inputs) * 1e6
+    if profiler is not None and profile:
+        import pstats
+
+        profiler.disable()
+        profiler.dump_stats(profile)
+        print(f"\nthe misses under cProfile (their times inflated by it): {profile}")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(30)
     hits = []
     for _ in range(2):  # the first hit of a key builds its repeat check and fused launch
         t0 = time.perf_counter()
@@ -437,6 +453,7 @@ def main() -> int:
     parser.add_argument("--captures", type=int, default=32)
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--plumbing", action="store_true", help="tiny sizes (a CPU check)")
+    parser.add_argument("--profile", help="write cProfile's statistics of the site's misses here")
     args = parser.parse_args()
     device = (
         "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
@@ -477,7 +494,9 @@ def main() -> int:
             )  # fmt: skip
     if "site" in only:
         # (--plumbing: short rows, or the interpreter's launches take minutes)
-        results["site"] = site_rows(device, 0 if small else args.captures, 16 if small else 4096)
+        results["site"] = site_rows(
+            device, 0 if small else args.captures, 16 if small else 4096, args.profile
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return 0
