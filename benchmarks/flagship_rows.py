@@ -246,12 +246,19 @@ def attention_row(ns: argparse.Namespace, mod: Any, space: Any, tuned: Any,
         row["chosen"] = triton_choice(tuned, ATTENTION_FIELDS, space)
     row["rel_err"] = rel_err(o, mod.reference(q, k, v, causal))
 
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     def ref() -> Any:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    times = interleaved({"ours": run, "ref": ref}, ns.rounds, ns.rep)
+    def flash() -> Any:  # SDPA's FlashAttention-2 backend (its default on the H100: cuDNN's)
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    times = interleaved({"ours": run, "ref": ref, "flash": flash}, ns.rounds, ns.rep)
     row["ours_ms"] = statistics.median(times["ours"])
     row["ref_ms"] = statistics.median(times["ref"])
+    row["flash_ms"] = statistics.median(times["flash"])
     row["flops"] = mod.attention_flops(q, causal)
     row["configs"] = len(space.configs())
     if tuned is None:
