@@ -116,3 +116,25 @@ def test_an_unseen_key_inside_torch_compile_is_decided_by_the_rule(shipped: Any)
     finally:
         tuner.tune = real  # type: ignore[assignment]
     assert tunes == []
+
+
+def test_a_new_key_specialized_like_an_earlier_one_launches_directly(
+    shipped: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunedsl.backends import triton_launch
+
+    first = shipped(*operands(90_001), 90_001)  # never swept; an int of class "i"
+    jit_calls: list[object] = []
+    real = triton_launch.jit_run
+    monkeypatch.setattr(
+        triton_launch, "jit_run", lambda *a, **k: (jit_calls.append(a), real(*a, **k))[1]
+    )
+    n = 90_003  # another new key, the same specialization
+    a, b, c = operands(n)
+    second = shipped(a, b, c, n)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, a + b)
+    assert first.source == second.source == "rule"
+    if second.config != first.config:
+        pytest.skip("the rule picks differently for the two sizes")
+    assert jit_calls == []  # the launcher of the first key's launch, not Triton's JIT

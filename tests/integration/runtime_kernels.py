@@ -19,6 +19,7 @@ __all__ = [
     "scale_inplace",
     "sum_atomic",
     "vadd",
+    "vadd_even",
     "vadd_wrong_for_big_tiles",
 ]
 
@@ -65,3 +66,14 @@ def add_strided(x, b, out, n, stride_b, TILE: tl.constexpr):
     mask = offs < n
     bias = tl.load(b + offs * stride_b, mask=mask)
     tl.store(out + offs, tl.load(x + offs, mask=mask) + bias, mask=mask)
+
+
+@triton.jit
+def vadd_even(a, b, c, n, TILE: tl.constexpr, EVEN: tl.constexpr):
+    """c = a + b, unmasked when the caller says every tile is full (EVEN: n % TILE == 0)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if EVEN:
+        tl.store(c + offs, tl.load(a + offs) + tl.load(b + offs))
+    else:
+        mask = offs < n
+        tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from rule_helpers import SPACE, rule_file, run, ship
 from runtime_helpers import call, record_files, site
-from runtime_kernels import vadd
+from runtime_kernels import vadd, vadd_even
 
 from tunedsl.errors import CacheWarning
 from tunedsl.model.config import Config
@@ -209,3 +209,57 @@ def test_the_first_hit_of_each_new_key_of_one_layout_compiles_no_code_again(
         assert _calls(s, n).source == "memory"  # its first hit: the repeat check is built
     assert all(_calls(s, n).source == "memory" for n in sizes)  # and each one works
     assert len(compiled) <= 1, compiled
+
+
+def test_keys_that_triton_specializes_alike_share_one_launcher(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    from tunedsl.backends import triton_launch
+
+    ship(built_rules, monkeypatch, tmp_path)
+    made: list[object] = []
+    real_init = triton_launch.Launcher.__init__
+
+    def counting_init(self: object, *args: object, **kwargs: object) -> None:
+        made.append(self)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(triton_launch.Launcher, "__init__", counting_init)
+    s = site("swept", space=SPACE)
+    groups = set()
+    for n, offset in ((300, 0), (301, 0), (302, 0), (305, 0), (303, 1)):
+        # offset 1: a, b and c start one float past a 16-byte boundary (another
+        # specialization for Triton, so another launcher)
+        a, b, c = (torch.randn(n + offset)[offset:] for _ in range(3))
+        res = call(s, vadd, (a, b, c, n), n)
+        torch.testing.assert_close(c, a + b)
+        assert res.source == "rule"
+        groups.add((res.config, offset))
+    # Sizes 300, 301, 302 and 305 are all of int class "i": one launcher per configuration
+    # the rule picks for them, and one more for the misaligned call.
+    assert len(made) == len(groups) < 5 and tune_count == []
+
+
+def test_a_launcher_is_shared_only_by_calls_of_the_same_configuration_keyword_arguments(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tunedsl.backends import triton_launch
+    from tunedsl.runtime.helpers import cdiv
+
+    made: list[object] = []
+    real_init = triton_launch.Launcher.__init__
+
+    def counting_init(self: object, *args: object, **kwargs: object) -> None:
+        made.append(self)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(triton_launch.Launcher, "__init__", counting_init)
+    s = site("even", space={"tile": [32]})
+    for n in (320, 336, 352):  # int class "i16" each; EVEN: True, False, True
+        a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+        s(vadd_even, (a, b, c, n), {},
+          lambda cfg, n=n: ((), {"TILE": cfg.tile, "EVEN": n % cfg.tile == 0},
+                            (cdiv(n, cfg.tile),)), None, None)  # fmt: skip
+        torch.testing.assert_close(c, a + b)
+    # 352 shares 320's launcher; 336, launched with EVEN=False, has its own.
+    assert len(made) == 2

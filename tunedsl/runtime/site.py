@@ -115,6 +115,7 @@ class Site:
         self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
         self._inflight: dict[Any, threading.Event] = {}
+        self._launchers: Any = None  # SharedLaunchers: one per specialization and config
 
     def __repr__(self) -> str:
         return f"<tunedsl site {self.label}>"
@@ -368,8 +369,8 @@ class Site:
         table[call_key] = entry
 
     def _entry(self, call: miss.Call, resolved: miss.Resolved) -> Entry:
-        """A new entry for the decision: its own launcher captures this call's specialization."""
-        from tunedsl.backends.triton_launch import Launcher
+        """A new entry for the decision, with the launcher of its specialization and config."""
+        from tunedsl.backends.shared_launchers import SharedLaunchers
 
         decision = resolved.decision
         reset = resolved.subject.settings.reset_to_zero
@@ -379,7 +380,9 @@ class Site:
         # Decisions from tuning, a record or a rule launch the same variant in every process: its
         # binary is stored by the first process and loaded (not compiled) by later ones.
         stored = decision.source in ("tuned", "disk", "rule")
-        launcher = Launcher(call.kernel, decision.options, call.args, call.static_kwargs, stored)
+        shared = self._launchers = self._launchers or SharedLaunchers()
+        launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
+                                   call.static_kwargs, call.bind, stored)  # fmt: skip
         return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
 
     def decided(self, digest: str) -> tuple[Decision, LaunchResult] | None:
