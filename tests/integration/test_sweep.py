@@ -242,3 +242,32 @@ def test_after_a_failed_task_the_next_imports_the_script_afresh(
     assert [o.error is None for o in outcomes] == [False, True, True] and len(written) == 2
     # Planning's import served the failed task; the two tasks after it share a fresh one.
     assert (markers / "imported").read_text().split() == [str(os.getpid())] * 2
+
+
+def _gpu_children() -> list[int]:
+    """This process's children that are GPU processes of a sweep."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == os.getpid() and b"tunedsl.precompile.gpu_child" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_script_without_workloads_ends_the_gpu_processes_started_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sharded_env(tmp_path, monkeypatch)
+    script = tmp_path / "no_workloads.py"
+    script.write_text("X = 1\n")
+    with pytest.raises(UsageError, match="declares no @tunedsl.workload"):
+        sweep(str(script), shapes(tmp_path, [{"n": 1}]), use_ray=False, gpus=2, out=io.StringIO())
+    assert _gpu_children() == []  # started before planning, and ended with it
