@@ -268,6 +268,6 @@ def test_a_script_without_workloads_ends_the_gpu_processes_started_for_it(
     sharded_env(tmp_path, monkeypatch)
     script = tmp_path / "no_workloads.py"
     script.write_text("X = 1\n")
-    with pytest.raises(UsageError, match="declares no @tunedsl.workload"):
+    with pytest.raises(UsageError, match=r"declares no @tunedsl\.workload"):
         sweep(str(script), shapes(tmp_path, [{"n": 1}]), use_ray=False, gpus=2, out=io.StringIO())
     assert _gpu_children() == []  # started before planning, and ended with it
