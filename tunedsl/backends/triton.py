@@ -247,15 +247,26 @@ def device_facts_at(index: int) -> dict[str, Any]:
 
 
 def target_facts() -> TargetFacts:
+    """The current device's facts for launch options: one object per device's facts (asked
+    on every miss; callers may memoize by its identity)."""
+    global _target
     facts = device_facts()
     if facts["type"] not in ("cuda", "hip"):
         return INTERPRETER
-    return TargetFacts(
+    memo = _target
+    if memo is not None and memo[0] is facts:  # device_facts_at keeps one dict a device
+        return memo[1]
+    target = TargetFacts(
         backend=facts["type"],
         regs_per_sm=facts["regs_per_sm"],
         max_threads_per_sm=facts["max_threads_per_sm"],
         warp_size=facts["warp_size"],
     )
+    _target = (facts, target)
+    return target
+
+
+_target: tuple[dict[str, Any], TargetFacts] | None = None
 
 
 @functools.lru_cache(maxsize=1)

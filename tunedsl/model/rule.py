@@ -69,7 +69,11 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
             return
         if cls is dict and ("constexpr" not in value or len(value) != 1):
             for name in sorted(value):
-                walk(f"{path}.{name}", value[name])
+                item = value[name]
+                if item.__class__ is str and item not in _INT_CLASSES:  # a dtype, a stride
+                    family[f"{path}.{name}"] = item
+                else:
+                    walk(f"{path}.{name}", item)
             return
         if isinstance(value, bool) or value is None:
             family[path] = value
@@ -103,7 +107,21 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
         walk(f"args.{name}", value)
     if "user_key" in readable:
         walk("key", readable["user_key"])
-    return canonical_json(family), features
+    # Keys of one family differ only in their features: its JSON is encoded once. (The class
+    # joins each value: True and 1 are equal, and hash alike, but encode differently.)
+    parts = tuple([(path, value.__class__, value) for path, value in family.items()])
+    text = _FAMILY_TEXT.get(parts)
+    if text is None:
+        text = canonical_json(family)
+        if len(_FAMILY_TEXT) >= _MAX_FAMILIES:
+            _FAMILY_TEXT.clear()
+        _FAMILY_TEXT[parts] = text
+    return text, features
+
+
+# The JSON of the families seen (bounded: a process meets a few per site).
+_FAMILY_TEXT: dict[tuple[tuple[str, type, Any], ...], str] = {}
+_MAX_FAMILIES = 1024
 
 
 _INT_CLASSES = frozenset(c + w for c in ("i1", "i16", "i") for w in ("", "L", "U"))
@@ -208,9 +226,13 @@ class Family:
     points: tuple[tuple[dict[str, float], int], ...]  # the swept keys' features and picks
 
     def in_range(self, x: Mapping[str, float]) -> bool:
-        if {f for f in x if ranged(f)} != set(self.ranges):
+        ranges = self.ranges
+        if ranges.keys() != {f for f in x if not f.endswith(ALIGNED)}:  # the sizes (ranged)
             return False
-        return all(lo <= x[f] <= hi for f, (lo, hi) in self.ranges.items())
+        for f, (lo, hi) in ranges.items():
+            if not lo <= x[f] <= hi:
+                return False
+        return True
 
     def clamp(self, x: Mapping[str, float]) -> dict[str, float]:
         kept = {f: v for f, v in x.items() if not ranged(f)}

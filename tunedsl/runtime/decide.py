@@ -89,11 +89,29 @@ def context(
 
 
 def decision_options(config: Config, settings: Settings) -> dict[str, Any]:
-    """The launch options of ``config`` on this process's GPU (its hints made concrete)."""
+    """The launch options of ``config`` on this process's GPU (its hints made concrete):
+    worked out once per configuration for the same settings and device (every key a rule
+    decides asks again for one of its few picks)."""
+    global _options
     from tunedsl.backends.triton import target_facts
-    from tunedsl.model.hints import launch_options
 
-    return launch_options(config, settings.hints, target_facts())
+    target = target_facts()
+    memo = _options
+    if memo is None or memo[0] is not settings or memo[1] is not target:
+        memo = _options = (settings, target, {})
+    known = memo[2].get(config)
+    if known is None:
+        from tunedsl.model.hints import launch_options
+
+        known = launch_options(config, settings.hints, target)  # may raise: never kept
+        if len(memo[2]) < _MAX_OPTIONS:
+            memo[2][config] = known
+    return dict(known)
+
+
+# The settings and device facts of the last decision, with its configurations' options.
+_options: tuple[Settings, Any, dict[Config, dict[str, Any]]] | None = None
+_MAX_OPTIONS = 256
 
 
 def _usable(

@@ -161,7 +161,7 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
 def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     """What deciding ``call`` is about: the kernel's facts, the readable key and the digest
     (after ``candidates``: prune= may have grown the key by the arguments it reads)."""
-    from tunedsl.backends import triton as bt
+    import tunedsl.backends.triton as bt  # not `from ... import`: a Python call a miss each
 
     info = bt.kernel_info(call.kernel)
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
@@ -205,8 +205,8 @@ def _process_part(
     """The context, the digest of its keys and the rule name of a site's key: worked out
     again only when the site's name, kernel or settings, the current device's facts or the
     environment (Triton's cache-invalidating variables) changed since the last key."""
-    from tunedsl.backends import triton as bt
-    from tunedsl.runtime import decide
+    import tunedsl.backends.triton as bt
+    import tunedsl.runtime.decide as decide
     from tunedsl.store.rules import rule_digest
 
     device = bt.device_facts()
@@ -240,8 +240,9 @@ def _process_part(
 def resolve(site: SiteView, call: Call) -> Resolved:
     """Decide the configuration for a new call key: memory, records, default or tuning.
     The site stores what it returns (its ``first.source`` says where it came from)."""
-    from tunedsl.backends import capture
-    from tunedsl.runtime import decide, distributed
+    import tunedsl.backends.capture as capture
+    import tunedsl.runtime.decide as decide
+    import tunedsl.runtime.distributed as distributed
 
     chosen_settings = site.settings(call.lazy)
     kept = candidates(site, call, chosen_settings)

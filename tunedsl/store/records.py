@@ -144,7 +144,7 @@ def load_from(root: Path, digest: str) -> Record | None:
     anything unusable)."""
     # A key never tuned has no file: one stat answers that miss, before the directory chain
     # is opened and checked (which a file that exists always is, before it is read).
-    if not os.path.lexists(os.path.join(root, f"{digest}.json")):
+    if not os.path.lexists(f"{root}{os.sep}{digest}.json"):
         return None
     dir_fd = open_trusted_dir(root)
     if dir_fd is None:
