@@ -47,7 +47,12 @@ def per_environ(fn: Callable[[], _T]) -> Callable[[], _T]:
     def cached() -> _T:
         nonlocal last
         memo = last  # one read: another thread may replace it
-        if memo is not None and environ_unchanged(memo[0]):
+        # environ_unchanged(memo[0]), inline (asked several times a miss).
+        if (
+            memo is not None
+            and memo[0] is not None
+            and memo[0] == getattr(os.environ, "_data", None)
+        ):
             return memo[1]
         snapshot = environ_snapshot()
         value = fn()
@@ -194,6 +199,7 @@ def budget_s() -> float | None:
     )
 
 
+@per_environ  # asked on every miss
 def force_retune() -> bool:
     """``TUNEDSL_FORCE_RETUNE=1``: ignore stored records and tune again."""
     return _flag("TUNEDSL_FORCE_RETUNE")

@@ -169,7 +169,11 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     # for prune= (below, when it reads them), not part of the record key: records keep the
     # key they had before such values reached prune=.
     fixed = site.kwargs_fixed or ()
-    keyed = {k: v for k, v in call.static_kwargs.items() if k not in fixed or keys.is_tensor(v)}
+    keyed = (
+        {k: v for k, v in call.static_kwargs.items() if k not in fixed or keys.is_tensor(v)}
+        if fixed and call.static_kwargs
+        else call.static_kwargs
+    )
     readable = keys.readable_key(
         info.arg_names, call.args, keyed, user_key, info.constexpr_names, HOLE
     )
