@@ -247,10 +247,14 @@ def device_facts_at(index: int) -> dict[str, Any]:
 
 
 def target_facts() -> TargetFacts:
-    """The current device's facts for launch options: one object per device's facts (asked
-    on every miss; callers may memoize by its identity)."""
+    """The current device's facts for launch options (asked on every miss)."""
+    return target_of(device_facts())
+
+
+def target_of(facts: Mapping[str, Any]) -> TargetFacts:
+    """The launch-option facts of a device's ``device_facts()``: one object per device's
+    facts (callers may memoize by its identity)."""
     global _target
-    facts = device_facts()
     if facts["type"] not in ("cuda", "hip"):
         return INTERPRETER
     memo = _target
@@ -266,7 +270,7 @@ def target_facts() -> TargetFacts:
     return target
 
 
-_target: tuple[dict[str, Any], TargetFacts] | None = None
+_target: tuple[Mapping[str, Any], TargetFacts] | None = None
 
 
 @functools.lru_cache(maxsize=1)

@@ -88,14 +88,16 @@ def context(
     }
 
 
-def decision_options(config: Config, settings: Settings) -> dict[str, Any]:
-    """The launch options of ``config`` on this process's GPU (its hints made concrete):
-    worked out once per configuration for the same settings and device (every key a rule
-    decides asks again for one of its few picks)."""
+def decision_options(config: Config, settings: Settings, target: Any = None) -> dict[str, Any]:
+    """The launch options of ``config`` on this process's GPU (its hints made concrete;
+    ``target``: its ``target_facts()`` where the caller has them), worked out once per
+    configuration for the same settings and device (every key a rule decides asks again
+    for one of its few picks)."""
     global _options
-    from tunedsl.backends.triton import target_facts
+    if target is None:
+        from tunedsl.backends.triton import target_facts
 
-    target = target_facts()
+        target = target_facts()
     memo = _options
     if memo is None or memo[0] is not settings or memo[1] is not target:
         memo = _options = (settings, target, {})
@@ -212,7 +214,7 @@ def lookup(
                     {repr(cfg): problem},
                 )
             _VERIFIED.add(digest)
-        return Decision(cfg, decision_options(cfg, settings), "default", None)
+        return Decision(cfg, decision_options(cfg, settings, subject.target), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:
         # One configuration (after pruning) has nothing to compare: launched, never measured.
@@ -248,7 +250,7 @@ def lookup(
         return (
             None
             if picked is None
-            else Decision(picked, decision_options(picked, settings), "rule", None)
+            else Decision(picked, decision_options(picked, settings, subject.target), "rule", None)
         )
 
     stores = record_stores()
@@ -267,7 +269,7 @@ def lookup(
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(
-            record.chosen, decision_options(record.chosen, settings), "disk", record
+            record.chosen, decision_options(record.chosen, settings, subject.target), "disk", record
         ), {}
     if not again and not asked_rule:
         by_rule = ruled()

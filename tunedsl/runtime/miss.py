@@ -183,9 +183,17 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         readable["prune"] = keys.readable_prune(
             info.arg_names, call.args, call.static_kwargs, site.prune_reads
         )
-    context, digest, rule = _process_part(site, info, settings)
+    part = _process_part(site, info, settings)
     return Subject(
-        site.site_id, call.kernel, info, settings, readable, context, digest(readable), rule
+        site.site_id,
+        call.kernel,
+        info,
+        settings,
+        readable,
+        part.context,
+        part.digest(readable),
+        part.rule_digest,
+        part.target,
     )
 
 
@@ -201,11 +209,10 @@ class _ProcessPart:
     context: dict[str, Any]
     digest: keys.KeyDigest
     rule_digest: str
+    target: Any  # the device's launch-option facts (model.hints.TargetFacts)
 
 
-def _process_part(
-    site: SiteView, info: Any, settings: Settings
-) -> tuple[dict[str, Any], keys.KeyDigest, str]:
+def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
     """The context, the digest of its keys and the rule name of a site's key: worked out
     again only when the site's name, kernel or settings, the current device's facts or the
     environment (Triton's cache-invalidating variables) changed since the last key."""
@@ -223,7 +230,7 @@ def _process_part(
         and (memo.device is device or memo.device == device)
         and knobs.environ_unchanged(memo.environ)
     ):
-        return memo.context, memo.digest, memo.rule_digest
+        return memo
     environ = knobs.environ_snapshot()
     context = decide.context(info, settings, device, bt.triton_env())
     rule = rule_digest(site.site_id, context["kernel"], context["hints"], context["env"])
@@ -236,9 +243,10 @@ def _process_part(
         context,
         keys.KeyDigest(site.site_id, context),
         rule,
+        bt.target_of(device),
     )
     site.context_memo = memo
-    return memo.context, memo.digest, memo.rule_digest
+    return memo
 
 
 def resolve(site: SiteView, call: Call) -> Resolved:
