@@ -199,7 +199,6 @@ def budget_s() -> float | None:
     )
 
 
-@per_environ  # asked on every miss
 def force_retune() -> bool:
     """``TUNEDSL_FORCE_RETUNE=1``: ignore stored records and tune again."""
     return _flag("TUNEDSL_FORCE_RETUNE")
