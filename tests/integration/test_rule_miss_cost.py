@@ -267,8 +267,8 @@ def test_a_launcher_is_shared_only_by_calls_of_the_same_configuration_keyword_ar
 
 #: Python calls (functions, methods, comprehensions, generator steps) a miss that a rule
 #: decides makes from the site's call to its first launch (the interpreted kernel run aside):
-#: about 180 before the per-miss work was cut, under 100 since (Python 3.11).
-MAX_CALLS_PER_RULE_MISS = 120
+#: about 195 before the per-miss work was cut, under 110 since (Python 3.11).
+MAX_CALLS_PER_RULE_MISS = 125
 
 
 def test_a_miss_a_rule_decides_makes_few_python_calls_before_its_launch(

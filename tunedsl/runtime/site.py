@@ -107,7 +107,6 @@ class Site:
         self._placeholders_checked = False
         # The literal settings with the environment they were resolved under, and the
         # candidates whose fields the launch was seen to read: a new key resolves neither again.
-        # With the environment it was checked under last (knobs.environ_snapshot).
         self._settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
