@@ -263,3 +263,51 @@ def test_a_launcher_is_shared_only_by_calls_of_the_same_configuration_keyword_ar
         torch.testing.assert_close(c, a + b)
     # 352 shares 320's launcher; 336, launched with EVEN=False, has its own.
     assert len(made) == 2
+
+
+#: Python calls (functions, methods, comprehensions, generator steps) a miss that a rule
+#: decides makes from the site's call to its first launch (the interpreted kernel run aside):
+#: about 195 before the per-miss work was cut, under 110 since (Python 3.11).
+MAX_CALLS_PER_RULE_MISS = 125
+
+
+def test_a_miss_a_rule_decides_makes_few_python_calls_before_its_launch(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    """A structural measure of a rule-decided miss's cost (not a timing): each Python call
+    the decision makes is a fraction of a microsecond, and they add up."""
+    import collections
+    import sys
+
+    from tunedsl.backends.triton_launch import Launcher
+
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert _calls(s, 300).source == "rule"  # the rule file read, the site's context worked out
+    launch = Launcher.__call__.__code__
+    counted: collections.Counter = collections.Counter()
+    inside = 0
+
+    def profile(frame, event, arg) -> None:  # type: ignore[no-untyped-def]
+        nonlocal inside
+        code = frame.f_code
+        if event == "call":
+            if code is launch:
+                inside += 1
+            elif not inside:
+                counted[f"{Path(code.co_filename).name}:{code.co_name}"] += 1
+        elif event == "return" and code is launch:
+            inside -= 1
+
+    sizes = (301, 302, 303, 305)
+    tensors = [(torch.randn(n), torch.randn(n), torch.empty(n), n) for n in sizes]
+    sys.setprofile(profile)
+    try:
+        results = [call(s, vadd, args, args[3]) for args in tensors]
+    finally:
+        sys.setprofile(None)
+    assert [r.source for r in results] == ["rule"] * len(sizes) and tune_count == []
+    for a, b, c, _ in tensors:
+        torch.testing.assert_close(c, a + b)
+    per_miss = sum(counted.values()) / len(sizes)
+    assert per_miss <= MAX_CALLS_PER_RULE_MISS, counted.most_common(20)

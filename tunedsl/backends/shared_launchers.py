@@ -43,7 +43,10 @@ def specialization(
         parts.append(_part(info, names[i] if i < len(names) else "", value))
     for name in sorted(kwargs):
         parts += (name, _part(info, name, kwargs[name]))
-    return None if any(p is _OTHER for p in parts) else tuple(parts)
+    for part in parts:  # (a loop, not any(): a generator's steps are calls, once a miss)
+        if part is _OTHER:
+            return None
+    return tuple(parts)
 
 
 def _part(info: KernelInfo, name: str, value: Any) -> Any:
@@ -86,7 +89,7 @@ class SharedLaunchers:
         spec = specialization(kernel_info(kernel), args, static_kwargs)
         try:
             holes, dyn_kwargs, _ = bind(config)
-            dyn = tuple((k, v.__class__, v) for k, v in sorted(dyn_kwargs.items()))
+            dyn = tuple([(k, v.__class__, v) for k, v in sorted(dyn_kwargs.items())])
             options_key = tuple(sorted(options.items()))
             key = (kernel, config, options_key, stored_binary, spec, bool(holes), dyn)
             found = None if spec is None else self._by_key.get(key)

@@ -247,15 +247,30 @@ def device_facts_at(index: int) -> dict[str, Any]:
 
 
 def target_facts() -> TargetFacts:
-    facts = device_facts()
+    """The current device's facts for launch options (asked on every miss)."""
+    return target_of(device_facts())
+
+
+def target_of(facts: Mapping[str, Any]) -> TargetFacts:
+    """The launch-option facts of a device's ``device_facts()``: one object per device's
+    facts (callers may memoize by its identity)."""
+    global _target
     if facts["type"] not in ("cuda", "hip"):
         return INTERPRETER
-    return TargetFacts(
+    memo = _target
+    if memo is not None and memo[0] is facts:  # device_facts_at keeps one dict a device
+        return memo[1]
+    target = TargetFacts(
         backend=facts["type"],
         regs_per_sm=facts["regs_per_sm"],
         max_threads_per_sm=facts["max_threads_per_sm"],
         warp_size=facts["warp_size"],
     )
+    _target = (facts, target)
+    return target
+
+
+_target: tuple[Mapping[str, Any], TargetFacts] | None = None
 
 
 @functools.lru_cache(maxsize=1)

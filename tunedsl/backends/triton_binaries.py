@@ -148,7 +148,9 @@ def launch_source(
     jit_fn = unwrap_jit(kernel)
     target = compat.current_target() if target is None else parse_target(target)
     with compile_lock:  # binder creation execs generated code
-        per_target = _made.setdefault(jit_fn, {})
+        per_target = _made.get(jit_fn)
+        if per_target is None:
+            per_target = _made.setdefault(jit_fn, {})
         made = per_target.get(target)
         if made is None:
             backend = make_backend(target)
@@ -156,14 +158,14 @@ def launch_source(
     backend, binder, sources, key_strings = made
     run_kwargs = compat.run_kwargs(jit_fn, kwargs, options)
     bound_args, specialization, bound_options = binder(*args, **run_kwargs)
-    env = compat.cache_invalidating_env()
     if len(key_strings) >= MAX_SOURCES:
         key_strings.clear()
     launch_key = compat.launch_key(specialization, bound_options, key_strings)
-    memo = (launch_key, tuple(sorted(env.items())))
+    memo = (launch_key, compat.cache_invalidating_items())
     found = sources.get(memo)
     if found is not None and found.fingerprint == fingerprint:
         return found
+    env = compat.cache_invalidating_env()
     opts, signature, constexprs, attrs = compat.pack_args(
         jit_fn, backend, run_kwargs, bound_args, specialization, bound_options
     )

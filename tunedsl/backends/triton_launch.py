@@ -311,7 +311,7 @@ class Launcher:
         if self.dyn0 is None:
             self.disabled = False  # as before the attempt: the JIT's compile is captured
             return False
-        _remember(launch, compiled)
+        _remember(launch, compiled, int(self.get_device()))  # type: ignore[misc]  # bound by _capture
         return True
 
     def _capture(
@@ -382,8 +382,8 @@ def _in_process(launch: Any) -> Any:
         return None if device is None else _binaries.get((launch.key, device))
 
 
-def _remember(launch: Any, compiled: Any) -> None:
-    device = _device()
+def _remember(launch: Any, compiled: Any, device: int | None = None) -> None:
+    device = _device() if device is None else device
     if device is not None:
         with _binaries_lock:
             _binaries.setdefault((launch.key, device), compiled)

@@ -19,6 +19,7 @@ Floats and bools are keyed by type only, so a changing scale factor never re-tun
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +29,8 @@ from typing import Any
 _TENSOR_CLASSES: dict[type, bool] = {}
 # stride tuple -> pattern string; a handful of distinct strides ever appear in a process.
 _PATTERNS: dict[tuple[int, ...], str] = {}
+# dtype -> its name in readable keys (a handful a process).
+_DTYPE_NAMES: dict[Any, str] = {}
 
 #: The 32-bit range of Triton's int specialization (wider ints are keyed "L" or "U").
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -357,11 +360,23 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     """JSON description of one argument as the key sees it."""
     if constexpr:
         return {"constexpr": json_safe(x)}
-    if is_tensor(x):
-        out: dict[str, Any] = {"dtype": dtype_name(x.dtype)}
+    tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
+    if tensor is None:
+        tensor = is_tensor(x)
+    if tensor:
+        dtype = x.dtype
+        try:
+            name = _DTYPE_NAMES[dtype]
+        except (KeyError, TypeError):  # new, or a tensor-like's unhashable dtype
+            name = dtype_name(dtype)
+            with contextlib.suppress(TypeError):
+                _DTYPE_NAMES[dtype] = name
+        out: dict[str, Any] = {"dtype": name}
         if with_shape:
             out["shape"] = list(x.shape)
-        out["stride"] = stride_pattern(tuple(x.stride()))
+        strides = tuple(x.stride())
+        pattern = _PATTERNS.get(strides)
+        out["stride"] = stride_pattern(strides) if pattern is None else pattern
         return out
     if x.__class__ is int:
         return int_class(x)

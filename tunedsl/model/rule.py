@@ -49,9 +49,18 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
     family: dict[str, Any] = {}
     features: dict[str, float] = {}
 
-    def walk(path: str, value: Any) -> None:
-        cls = value.__class__  # the readable key's own types first (asked on every miss)
-        if cls is str:
+    # Depth first, in the order of the sorted names and of the items (a stack, not recursion:
+    # asked on every miss a rule decides, where each Python call counts).
+    todo: list[tuple[str, Any]] = [("key", readable["user_key"])] if "user_key" in readable else []
+    args = readable.get("args", {})
+    for name in sorted(args, reverse=True):
+        todo.append((f"args.{name}", args[name]))
+    while todo:
+        path, value = todo.pop()
+        cls = value.__class__  # the readable key's own types first
+        if cls is int:  # a size (a shape's, or an int of key=)
+            features[path] = math.log2(max(float(value), 1.0)) if value >= 0 else -1.0
+        elif cls is str:
             if value in _INT_CLASSES and path.startswith("args."):
                 # Triton's int class: compiled for anyway, so neither a family nor a range;
                 # but a multiple of 16 (a row stride that keeps rows aligned) can change the
@@ -59,19 +68,13 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
             else:
                 family[path] = value
-            return
-        if cls is list:  # a shape: its sizes
-            for i, item in enumerate(value):
-                if item.__class__ is int and item >= 0:
-                    features[f"{path}[{i}]"] = math.log2(max(float(item), 1.0))
-                else:
-                    walk(f"{path}[{i}]", item)
-            return
-        if cls is dict and ("constexpr" not in value or len(value) != 1):
-            for name in sorted(value):
-                walk(f"{path}.{name}", value[name])
-            return
-        if isinstance(value, bool) or value is None:
+        elif cls is list:  # a shape: its sizes
+            for i in range(len(value) - 1, -1, -1):  # (no comprehension: each is a call)
+                todo.append((f"{path}[{i}]", value[i]))
+        elif cls is dict and ("constexpr" not in value or len(value) != 1):
+            for name in sorted(value, reverse=True):
+                todo.append((f"{path}.{name}", value[name]))
+        elif isinstance(value, bool) or value is None:
             family[path] = value
         elif isinstance(value, int | float):
             if value != value or value in (math.inf, -math.inf):
@@ -81,29 +84,38 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
         elif isinstance(value, str):  # a str subclass (above: str itself)
             if path.startswith("args.") and value in _INT_CLASSES:
                 features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
-                return
-            family[path] = value
+            else:
+                family[path] = value
         elif isinstance(value, Mapping):
             if "constexpr" in value and len(value) == 1:
                 inner = value["constexpr"]
                 if isinstance(inner, int | float) and not isinstance(inner, bool):
-                    walk(path, inner)  # a size computed per call (a block of next_power_of_2)
+                    todo.append((path, inner))  # a size computed per call (a block)
                 else:
                     family[path] = canonical_json(value)  # a flag or a mode changes the code
-                return
-            for name in sorted(value):
-                walk(f"{path}.{name}", value[name])
+            else:
+                for name in sorted(value, reverse=True):
+                    todo.append((f"{path}.{name}", value[name]))
         elif isinstance(value, list | tuple):
-            for i, item in enumerate(value):
-                walk(f"{path}[{i}]", item)
+            for i in range(len(value) - 1, -1, -1):
+                todo.append((f"{path}[{i}]", value[i]))
         else:
             family[path] = repr(value)
+    # Keys of one family differ only in their features: its JSON is encoded once. (The class
+    # joins each value: True and 1 are equal, and hash alike, but encode differently.)
+    parts = (tuple(family.items()), tuple(map(type, family.values())))
+    text = _FAMILY_TEXT.get(parts)
+    if text is None:
+        text = canonical_json(family)
+        if len(_FAMILY_TEXT) >= _MAX_FAMILIES:
+            _FAMILY_TEXT.clear()
+        _FAMILY_TEXT[parts] = text
+    return text, features
 
-    for name, value in sorted(readable.get("args", {}).items()):
-        walk(f"args.{name}", value)
-    if "user_key" in readable:
-        walk("key", readable["user_key"])
-    return canonical_json(family), features
+
+# The JSON of the families seen (bounded: a process meets a few per site).
+_FAMILY_TEXT: dict[tuple[tuple[tuple[str, Any], ...], tuple[type, ...]], str] = {}
+_MAX_FAMILIES = 1024
 
 
 _INT_CLASSES = frozenset(c + w for c in ("i1", "i16", "i") for w in ("", "L", "U"))
@@ -208,9 +220,13 @@ class Family:
     points: tuple[tuple[dict[str, float], int], ...]  # the swept keys' features and picks
 
     def in_range(self, x: Mapping[str, float]) -> bool:
-        if {f for f in x if ranged(f)} != set(self.ranges):
+        ranges = self.ranges
+        if ranges.keys() != {f for f in x if not f.endswith(ALIGNED)}:  # the sizes (ranged)
             return False
-        return all(lo <= x[f] <= hi for f, (lo, hi) in self.ranges.items())
+        for f, (lo, hi) in ranges.items():
+            if not lo <= x[f] <= hi:
+                return False
+        return True
 
     def clamp(self, x: Mapping[str, float]) -> dict[str, float]:
         kept = {f: v for f, v in x.items() if not ranged(f)}

@@ -88,12 +88,32 @@ def context(
     }
 
 
-def decision_options(config: Config, settings: Settings) -> dict[str, Any]:
-    """The launch options of ``config`` on this process's GPU (its hints made concrete)."""
-    from tunedsl.backends.triton import target_facts
-    from tunedsl.model.hints import launch_options
+def decision_options(config: Config, settings: Settings, target: Any = None) -> dict[str, Any]:
+    """The launch options of ``config`` on this process's GPU (its hints made concrete;
+    ``target``: its ``target_facts()`` where the caller has them), worked out once per
+    configuration for the same settings and device (every key a rule decides asks again
+    for one of its few picks)."""
+    global _options
+    if target is None:
+        from tunedsl.backends.triton import target_facts
 
-    return launch_options(config, settings.hints, target_facts())
+        target = target_facts()
+    memo = _options
+    if memo is None or memo[0] is not settings or memo[1] is not target:
+        memo = _options = (settings, target, {})
+    known = memo[2].get(config)
+    if known is None:
+        from tunedsl.model.hints import launch_options
+
+        known = launch_options(config, settings.hints, target)  # may raise: never kept
+        if len(memo[2]) < _MAX_OPTIONS:
+            memo[2][config] = known
+    return dict(known)
+
+
+# The settings and device facts of the last decision, with its configurations' options.
+_options: tuple[Settings, Any, dict[Config, dict[str, Any]]] | None = None
+_MAX_OPTIONS = 256
 
 
 def _usable(
@@ -194,7 +214,7 @@ def lookup(
                     {repr(cfg): problem},
                 )
             _VERIFIED.add(digest)
-        return Decision(cfg, decision_options(cfg, settings), "default", None)
+        return Decision(cfg, decision_options(cfg, settings, subject.target), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:
         # One configuration (after pruning) has nothing to compare: launched, never measured.
@@ -230,7 +250,7 @@ def lookup(
         return (
             None
             if picked is None
-            else Decision(picked, decision_options(picked, settings), "rule", None)
+            else Decision(picked, decision_options(picked, settings, subject.target), "rule", None)
         )
 
     stores = record_stores()
@@ -249,7 +269,7 @@ def lookup(
     usable, previous = _usable(record, settings, candidates)
     if stands(record, usable) and record is not None:
         return Decision(
-            record.chosen, decision_options(record.chosen, settings), "disk", record
+            record.chosen, decision_options(record.chosen, settings, subject.target), "disk", record
         ), {}
     if not again and not asked_rule:
         by_rule = ruled()

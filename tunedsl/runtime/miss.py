@@ -161,7 +161,7 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
 def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     """What deciding ``call`` is about: the kernel's facts, the readable key and the digest
     (after ``candidates``: prune= may have grown the key by the arguments it reads)."""
-    from tunedsl.backends import triton as bt
+    import tunedsl.backends.triton as bt  # not `from ... import`: a Python call a miss each
 
     info = bt.kernel_info(call.kernel)
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
@@ -169,7 +169,11 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     # for prune= (below, when it reads them), not part of the record key: records keep the
     # key they had before such values reached prune=.
     fixed = site.kwargs_fixed or ()
-    keyed = {k: v for k, v in call.static_kwargs.items() if k not in fixed or keys.is_tensor(v)}
+    keyed = (
+        {k: v for k, v in call.static_kwargs.items() if k not in fixed or keys.is_tensor(v)}
+        if fixed and call.static_kwargs
+        else call.static_kwargs
+    )
     readable = keys.readable_key(
         info.arg_names, call.args, keyed, user_key, info.constexpr_names, HOLE
     )
@@ -179,9 +183,17 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         readable["prune"] = keys.readable_prune(
             info.arg_names, call.args, call.static_kwargs, site.prune_reads
         )
-    context, digest, rule = _process_part(site, info, settings)
+    part = _process_part(site, info, settings)
     return Subject(
-        site.site_id, call.kernel, info, settings, readable, context, digest(readable), rule
+        site.site_id,
+        call.kernel,
+        info,
+        settings,
+        readable,
+        part.context,
+        part.digest(readable),
+        part.rule_digest,
+        part.target,
     )
 
 
@@ -197,16 +209,15 @@ class _ProcessPart:
     context: dict[str, Any]
     digest: keys.KeyDigest
     rule_digest: str
+    target: Any  # the device's launch-option facts (model.hints.TargetFacts)
 
 
-def _process_part(
-    site: SiteView, info: Any, settings: Settings
-) -> tuple[dict[str, Any], keys.KeyDigest, str]:
+def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
     """The context, the digest of its keys and the rule name of a site's key: worked out
     again only when the site's name, kernel or settings, the current device's facts or the
     environment (Triton's cache-invalidating variables) changed since the last key."""
-    from tunedsl.backends import triton as bt
-    from tunedsl.runtime import decide
+    import tunedsl.backends.triton as bt
+    import tunedsl.runtime.decide as decide
     from tunedsl.store.rules import rule_digest
 
     device = bt.device_facts()
@@ -219,7 +230,7 @@ def _process_part(
         and (memo.device is device or memo.device == device)
         and knobs.environ_unchanged(memo.environ)
     ):
-        return memo.context, memo.digest, memo.rule_digest
+        return memo
     environ = knobs.environ_snapshot()
     context = decide.context(info, settings, device, bt.triton_env())
     rule = rule_digest(site.site_id, context["kernel"], context["hints"], context["env"])
@@ -232,16 +243,18 @@ def _process_part(
         context,
         keys.KeyDigest(site.site_id, context),
         rule,
+        bt.target_of(device),
     )
     site.context_memo = memo
-    return memo.context, memo.digest, memo.rule_digest
+    return memo
 
 
 def resolve(site: SiteView, call: Call) -> Resolved:
     """Decide the configuration for a new call key: memory, records, default or tuning.
     The site stores what it returns (its ``first.source`` says where it came from)."""
-    from tunedsl.backends import capture
-    from tunedsl.runtime import decide, distributed
+    import tunedsl.backends.capture as capture
+    import tunedsl.runtime.decide as decide
+    import tunedsl.runtime.distributed as distributed
 
     chosen_settings = site.settings(call.lazy)
     kept = candidates(site, call, chosen_settings)

@@ -7,7 +7,7 @@ configuration's timing; it renders as a table in Jupyter.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
@@ -62,7 +62,10 @@ class LaunchResult:
         return self.space[0] if self.space else None
 
     def with_source(self, source: str) -> LaunchResult:
-        return replace(self, source=source)
+        # Not dataclasses.replace: it inspects the fields on every call (once per miss).
+        return LaunchResult(
+            self.config, source, self.key, self.digest, self.site, self.record, self.space
+        )
 
     def _table_rows(self) -> list[tuple[str, str, str]]:
         """(mark, configuration, time) per configuration: the record's, else the space's."""

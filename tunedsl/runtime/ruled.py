@@ -70,7 +70,7 @@ def rule_pick(
             f"a key outside the range of {where} (sizes beyond the sweep, or another dtype or "
             f"layout); tuning cannot run here, so it launches the rule's nearest pick {config}",
         )
-    if config not in candidates:
+    if not _is_candidate(config, candidates):
         warn_once(
             f"rule-outside:{digest}:{config}",
             f"{where} picked {config}, which is not among the configurations this site's "
@@ -86,3 +86,18 @@ def rule_pick(
             )
             return None
     return config
+
+
+# The last candidates tuple seen, as a set: keys of one site share it (the site's space, no
+# prune=), so a pick is looked up by hash instead of compared with each configuration.
+_members: tuple[Sequence[Config], frozenset[Config]] | None = None
+
+
+def _is_candidate(config: Config, candidates: Sequence[Config]) -> bool:
+    global _members
+    if candidates.__class__ is not tuple:  # a pruned list (new per key), or a lazy space
+        return config in candidates
+    memo = _members
+    if memo is None or memo[0] is not candidates:
+        memo = _members = (candidates, frozenset(candidates))
+    return config in memo[1]

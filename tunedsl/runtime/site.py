@@ -107,14 +107,13 @@ class Site:
         self._placeholders_checked = False
         # The literal settings with the environment they were resolved under, and the
         # candidates whose fields the launch was seen to read: a new key resolves neither again.
-        # With the environment it was checked under last (knobs.environ_snapshot).
         self._settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
         self._key_config: Config | None = None
         self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
-        self._inflight: dict[Any, threading.Event] = {}
+        self._inflight: dict[Any, Any] = {}  # key -> the lock its resolver holds meanwhile
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
 
     def __repr__(self) -> str:
@@ -324,17 +323,19 @@ class Site:
         while True:
             with self._lock:
                 entry = self._table.get(call_key)
-                event = self._inflight.get(call_key)
-                if entry is None and event is None and self not in active:
-                    event = self._inflight[call_key] = threading.Event()
+                busy = self._inflight.get(call_key)
+                if entry is None and busy is None and self not in active:
+                    busy = self._inflight[call_key] = threading.Lock()  # not an Event: cheaper
+                    busy.acquire()
                     break  # this thread resolves the key
             if entry is not None:
                 entry.launch(args, static_kwargs, bind)
                 return entry.result
             if self in active:  # waiting on its own key would wait forever
-                raise mistakes.reentered(self.label, event is not None)
-            assert event is not None
-            event.wait()  # another thread resolves this key; then look again
+                raise mistakes.reentered(self.label, busy is not None)
+            assert busy is not None
+            with busy:  # another thread resolves this key: wait for it, then look again
+                pass
         active.append(self)
         try:
             reads = self.prune_reads
@@ -351,7 +352,7 @@ class Site:
             active.remove(self)
             with self._lock:
                 self._inflight.pop(call_key, None)
-            event.set()
+            busy.release()
         entry.launch(args, static_kwargs, bind)
         return resolved.first
 
@@ -374,9 +375,9 @@ class Site:
 
         decision = resolved.decision
         reset = resolved.subject.settings.reset_to_zero
-        positional = resolved.subject.info.arg_names[: len(call.args)]
-        zero_pos = tuple(i for i, n in enumerate(positional) if n in reset)
-        zero_kw = tuple(n for n in reset if n not in positional)
+        positional = resolved.subject.info.arg_names[: len(call.args)] if reset else ()
+        zero_pos = tuple(i for i, n in enumerate(positional) if n in reset) if reset else ()
+        zero_kw = tuple(n for n in reset if n not in positional) if reset else ()
         # Decisions from tuning, a record or a rule launch the same variant in every process: its
         # binary is stored by the first process and loaded (not compiled) by later ones.
         stored = decision.source in ("tuned", "disk", "rule")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tunedsl.backends.triton import KernelInfo
+    from tunedsl.model.hints import TargetFacts
     from tunedsl.model.settings import Settings
     from tunedsl.model.variant import Kernel
 
@@ -28,3 +29,4 @@ class Subject:
     context: dict[str, Any]
     digest: str
     rule_digest: str = ""  # the name of the rule that would decide it ("": not worked out)
+    target: TargetFacts | None = None  # the device's launch-option facts (None: ask)

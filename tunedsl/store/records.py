@@ -144,7 +144,7 @@ def load_from(root: Path, digest: str) -> Record | None:
     anything unusable)."""
     # A key never tuned has no file: one stat answers that miss, before the directory chain
     # is opened and checked (which a file that exists always is, before it is read).
-    if not os.path.lexists(os.path.join(root, f"{digest}.json")):
+    if not _lexists(f"{root}{os.sep}{digest}.json"):
         return None
     dir_fd = open_trusted_dir(root)
     if dir_fd is None:
@@ -166,6 +166,15 @@ def load_from(root: Path, digest: str) -> Record | None:
         warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
         return None
     return record
+
+
+def _no_follow_exists(path: str) -> bool:
+    return os.access(path, os.F_OK, follow_symlinks=False)
+
+
+# ``os.path.lexists``, where the platform allows without raising and catching an exception
+# for a missing file (the common answer: asked per records directory on every miss).
+_lexists = _no_follow_exists if os.access in os.supports_follow_symlinks else os.path.lexists
 
 
 # Killed writers' temporaries are never read as records (their names start with a dot and

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tunedsl import knobs
 from tunedsl.model.keys import canonical_json
 from tunedsl.model.rule import InvalidRule, Rule
 from tunedsl.store import atomic
@@ -80,10 +81,10 @@ def find_rule(digest: str) -> Rule | None:
     checks each rule file once: later misses compare the file's and its directory's stat
     signature (two ``lstat`` a directory) and read it again only when one changed (a rule
     rebuilt, replaced, removed, or its mode or owner changed)."""
-    roots = rule_dirs()
-    signature = tuple(_signature(root, digest) for root in roots)
-    with _lock:
-        cached = _loaded.get(digest)
+    roots, wheres = _rule_roots()
+    name = os.sep + digest + SUFFIX
+    signature = tuple([(_stat(where), _stat(where + name)) for where in wheres])
+    cached = _loaded.get(digest)  # one dict read: atomic, no lock needed
     if cached is not None and cached[0] == signature:
         return cached[1]
     found: Rule | None = None
@@ -118,10 +119,12 @@ def _stat(path: str) -> _Stat:
     return (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _signature(root: Path, digest: str) -> tuple[_Stat, _Stat]:
-    """What a rule's trust and content depend on in ``root``: its directory and its file."""
-    where = os.fspath(root)
-    return _stat(where), _stat(os.path.join(where, f"{digest}{SUFFIX}"))
+@knobs.per_environ  # asked on every miss a rule may decide
+def _rule_roots() -> tuple[list[Path], tuple[str, ...]]:
+    """The rule directories, and their paths as text (for the signature's ``lstat``s): what
+    a rule's trust and content depend on in each is its directory and its file."""
+    roots = rule_dirs()
+    return roots, tuple(os.fspath(root) for root in roots)
 
 
 def forget_loaded() -> None:

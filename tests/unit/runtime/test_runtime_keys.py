@@ -185,3 +185,44 @@ def test_a_sites_digests_of_many_keys_name_each_record_as_the_whole_context_does
                 text = json.dumps(named, sort_keys=True, separators=(",", ":"), default=repr)
                 whole = hashlib.sha256(text.encode("utf-8")).hexdigest()
                 assert many(key) == keys.digest(site_id, key, context) == whole
+
+
+class _UnhashableDtype:
+    """A tensor-like's dtype that cannot be hashed (readable keys remember dtype names)."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __str__(self) -> str:
+        return "torch.custom8"
+
+
+def test_a_dtype_that_cannot_be_hashed_still_names_the_key_dtype() -> None:
+    t = FakeTensor(_UnhashableDtype(), (4, 4), (4, 1))  # type: ignore[arg-type]
+    for _ in range(2):  # named again each time, never remembered
+        assert keys.readable_value(t, False, True) == {
+            "dtype": "custom8",
+            "shape": [4, 4],
+            "stride": "s1",
+        }
+
+
+def test_with_source_keeps_every_other_field_of_the_result() -> None:
+    import dataclasses
+
+    from tunedsl.model.config import Config
+    from tunedsl.runtime.result import LaunchResult
+
+    result = LaunchResult(
+        config=Config(tile=64),
+        source="memory",
+        key={"args": {"n": "i"}},
+        digest="d" * 64,
+        site="site-id",
+        record=None,
+        space=(Config(tile=32), Config(tile=64)),
+    )
+    changed = result.with_source("rule")
+    assert changed == dataclasses.replace(result, source="rule")
+    for field in dataclasses.fields(LaunchResult):
+        if field.name != "source":
+            assert getattr(changed, field.name) is getattr(result, field.name), field.name

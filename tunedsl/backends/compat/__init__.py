@@ -73,6 +73,7 @@ from tunedsl.backends.compat.launch import (  # noqa: F401 (re-exported)
     _launcher_form,
     backend_hash,
     cache_invalidating_env,
+    cache_invalidating_items,
     current_target,
     device_and_stream,
     direct_launch_parts,

@@ -64,16 +64,26 @@ def interpreting() -> bool:
     ``triton.knobs.runtime.interpret`` (``TRITON_INTERPRET`` with Triton's truthiness:
     ``1``, ``true``, ``on``, ``yes``, ``y``, any case; or set in Python).
     Checked on 3.6.0 and 3.9.0 (``knobs.runtime.interpret``, an ``env_bool``)."""
-    from tunedsl.knobs import triton_interpret_env
+    global _runtime_knobs
+    runtime = _runtime_knobs  # asked several times a miss: found once
+    if runtime is None:
+        try:
+            from triton import knobs as tknobs
+        except ImportError:  # no Triton installed (e.g. `tunedsl precompile` probing): its rule
+            from tunedsl.knobs import triton_interpret_env
 
-    try:
-        from triton import knobs as tknobs
-    except ImportError:  # no Triton installed (e.g. `tunedsl precompile` probing): its rule
-        return triton_interpret_env()
-    value = getattr(getattr(tknobs, "runtime", None), "interpret", None)
+            return triton_interpret_env()
+        runtime = _runtime_knobs = getattr(tknobs, "runtime", False)
+    value = getattr(runtime, "interpret", None)  # the knob reads the environment each time
     if value is None:  # an untested Triton without the knob: its environment rule
+        from tunedsl.knobs import triton_interpret_env
+
         return triton_interpret_env()
     return bool(value)
+
+
+# ``triton.knobs.runtime`` once imported (False: a Triton without it).
+_runtime_knobs: Any = None
 
 
 def is_interpreted_function(kernel: Any) -> bool:

@@ -325,6 +325,13 @@ def cache_invalidating_env() -> dict[str, str]:
 
 
 @knobs.per_environ
+def cache_invalidating_items() -> tuple[tuple[str, str], ...]:
+    """:func:`cache_invalidating_env` as sorted items, hashable (a memo's key part), made
+    again only when the environment changed."""
+    return tuple(sorted(_cache_invalidating_env().items()))
+
+
+@knobs.per_environ
 def _cache_invalidating_env() -> dict[str, str]:
     from triton._C.libtriton import get_cache_invalidating_env_vars
 
