@@ -261,3 +261,22 @@ def test_the_persistent_matmul_space_fits_an_h100(tmp_path: Path) -> None:
     assert not over, [(m["shared"], m.get("num_stages"), m.get("num_warps")) for m in over]
     # the constraint is not far from the limit either: the largest tiles use most of it
     assert max(m["shared"] for m in metadata) > 0.9 * H100_SHARED
+
+
+def test_a_feature_probe_that_crashes_says_so_and_uses_nothing_it_did_not_answer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tunedsl.gallery.kit import probe_answer
+
+    # A real child that answers for one feature, then dies as a probe missing a module would.
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; print('feature warp_specialize yes', flush=True); "
+         "sys.exit(\"ModuleNotFoundError: No module named 'platformdirs'\")"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    found = probe_answer("persistent_matmul", child, ("warp_specialize", "num_ctas"))
+    assert found == frozenset({"warp_specialize"})
+    err = capsys.readouterr().err
+    assert "[persistent_matmul] feature warp_specialize yes" in err
+    assert "no answer for num_ctas (exit code 1: ModuleNotFoundError" in err

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -169,8 +170,6 @@ class Example:
         ``--probe`` finds (a child, so that a kernel this Triton miscompiles cannot leave this
         process's GPU context unusable). The child prints ``feature NAME yes|no [why]`` per
         feature; those lines are repeated on stderr. None on the CPU or when cross-compiling."""
-        import subprocess
-
         if not self.on_gpu or self.cross_compiling:
             return frozenset()
         cmd = [sys.executable, "-m", "tunedsl", "run", script, PROBE_FLAG]
@@ -179,14 +178,7 @@ class Example:
         except subprocess.TimeoutExpired:
             print(f"[{self.name}] the feature probe hung: none used", file=sys.stderr)
             return frozenset()
-        found = set()
-        for line in out.stdout.splitlines():
-            parts = line.split(maxsplit=3)
-            if len(parts) >= 3 and parts[0] == "feature" and parts[1] in names:
-                print(f"[{self.name}] {line}", file=sys.stderr)
-                if parts[2] == "yes":
-                    found.add(parts[1])
-        return frozenset(found)
+        return probe_answer(self.name, out, names)
 
     def poison(self, tensor: Any) -> Any:
         """Fill ``tensor`` with NaN (or the most negative integer) so unwritten elements show."""
@@ -351,6 +343,29 @@ class Example:
             for t in r.timings:
                 mark = " <- chosen" if t.config == r.config else ""
                 print(f"    {format_config(t.config):<48} {format_ms(t.time_ms):>12}{mark}")
+
+
+def probe_answer(
+    example: str, out: subprocess.CompletedProcess[str], names: tuple[str, ...]
+) -> frozenset[str]:
+    """The features of ``names`` a probe's child run (``out``) said yes to. Its answers are
+    repeated on stderr, and so is a feature it gave none for, with the child's exit code and
+    last error line: a probe that crashed leaves its features out, and says why."""
+    found, answered = set(), set()
+    for line in out.stdout.splitlines():
+        parts = line.split(maxsplit=3)
+        if len(parts) >= 3 and parts[0] == "feature" and parts[1] in names:
+            print(f"[{example}] {line}", file=sys.stderr)
+            answered.add(parts[1])
+            if parts[2] == "yes":
+                found.add(parts[1])
+    missing = [n for n in names if n not in answered]
+    if missing:
+        last = (out.stderr or "").strip().splitlines()[-1:]
+        why = f": {last[0][:300]}" if last else ""
+        print(f"[{example}] the feature probe gave no answer for {', '.join(missing)} (exit "
+              f"code {out.returncode}{why}): not used", file=sys.stderr)  # fmt: skip
+    return frozenset(found)
 
 
 def _precompile_target() -> bool:
