@@ -141,7 +141,8 @@ def test_a_race_round_runs_on_every_gpu_side_by_side() -> None:
 
 def test_the_search_takes_later_rounds_through_the_round_sampler() -> None:
     # Twin configurations (the same kernel twice): their intervals overlap, so the race
-    # goes on past the openings, and each round is spread over both workers.
+    # goes on past the openings, and each round samples a configuration on the worker that
+    # opened it (how the openings spread over the workers depends on the machine's load).
     twins = [Config(tile=64, mode=0, twin=i) for i in range(6)]
     x = torch.randn(N)
     y = torch.zeros_like(x)
@@ -164,4 +165,4 @@ def test_the_search_takes_later_rounds_through_the_round_sampler() -> None:
     assert out.chosen in twins
     assert rounds, "the race took no later round through sample_round"
     before_final = m.trace[: m.final_from]
-    assert {slot for _, slot in before_final} == {0, 1}
+    assert before_final and all(slot == m.owner[c] for c, slot in before_final)

@@ -211,12 +211,11 @@ def test_the_first_hit_of_each_new_key_of_one_layout_compiles_no_code_again(
     assert len(compiled) <= 1, compiled
 
 
-def test_keys_that_triton_specializes_alike_share_one_launcher(
-    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
-) -> None:
+@pytest.fixture
+def launchers_made(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every Launcher made from now on."""
     from tunedsl.backends import triton_launch
 
-    ship(built_rules, monkeypatch, tmp_path)
     made: list[object] = []
     real_init = triton_launch.Launcher.__init__
 
@@ -225,6 +224,17 @@ def test_keys_that_triton_specializes_alike_share_one_launcher(
         real_init(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(triton_launch.Launcher, "__init__", counting_init)
+    return made
+
+
+def test_keys_that_triton_specializes_alike_share_one_launcher(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    launchers_made: list,
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
     s = site("swept", space=SPACE)
     groups = set()
     for n, offset in ((300, 0), (301, 0), (302, 0), (305, 0), (303, 1)):
@@ -237,23 +247,14 @@ def test_keys_that_triton_specializes_alike_share_one_launcher(
         groups.add((res.config, offset))
     # Sizes 300, 301, 302 and 305 are all of int class "i": one launcher per configuration
     # the rule picks for them, and one more for the misaligned call.
-    assert len(made) == len(groups) < 5 and tune_count == []
+    assert len(launchers_made) == len(groups) < 5 and tune_count == []
 
 
 def test_a_launcher_is_shared_only_by_calls_of_the_same_configuration_keyword_arguments(
-    monkeypatch: pytest.MonkeyPatch,
+    launchers_made: list,
 ) -> None:
-    from tunedsl.backends import triton_launch
     from tunedsl.runtime.helpers import cdiv
 
-    made: list[object] = []
-    real_init = triton_launch.Launcher.__init__
-
-    def counting_init(self: object, *args: object, **kwargs: object) -> None:
-        made.append(self)
-        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(triton_launch.Launcher, "__init__", counting_init)
     s = site("even", space={"tile": [32]})
     for n in (320, 336, 352):  # int class "i16" each; EVEN: True, False, True
         a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
@@ -262,7 +263,7 @@ def test_a_launcher_is_shared_only_by_calls_of_the_same_configuration_keyword_ar
                             (cdiv(n, cfg.tile),)), None, None)  # fmt: skip
         torch.testing.assert_close(c, a + b)
     # 352 shares 320's launcher; 336, launched with EVEN=False, has its own.
-    assert len(made) == 2
+    assert len(launchers_made) == 2
 
 
 #: Python calls (functions, methods, comprehensions, generator steps) a miss that a rule

@@ -9,11 +9,12 @@ what makes a miss that a rule or a record decides cheap once its configuration h
 
 The specialization is worked out from the call as the call key refines it
 (``triton_launch.keyed_exactly``): per argument a tensor's dtype and 16-byte alignment, an
-int's class (``keys.small_int_class``), a float's or bool's type, None, a constexpr's type
-and value, and the keyword arguments' names. A call with an argument of any other class
-gets a launcher of its own, as before. So does a call whose configuration-dependent keyword
-arguments differ (a constexpr such as ``EVEN=n % $tile == 0``): they are part of the key, as
-a launcher's direct path takes only the keyword arguments of its first launch.
+int's class (``keys.int_class``), a float's or bool's type, None, a constexpr's type and
+value, and the keyword arguments' names. An argument of any other class is keyed by its
+class, and its launcher always takes Triton's JIT, which is exact whatever the value. A
+call whose configuration-dependent keyword arguments differ (a constexpr such as
+``EVEN=n % $tile == 0``) gets a launcher of its own: they are part of the key, as a
+launcher's direct path takes only the keyword arguments of its first launch.
 """
 
 from __future__ import annotations
@@ -24,46 +25,32 @@ from typing import Any
 from tunedsl.backends.triton import KernelInfo, kernel_info
 from tunedsl.backends.triton_launch import Launcher
 from tunedsl.model.hole import HOLE
-from tunedsl.model.keys import constexpr_key, is_tensor, small_int_class
+from tunedsl.model.keys import arg_key, constexpr_key, is_tensor
 
 #: The launchers kept per site (a bound on what a site with endless new specializations holds).
 MAX_SHARED = 1024
 
-_OTHER = object()  # an argument whose class the call key does not refine
-
 
 def specialization(
     info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> tuple[Any, ...] | None:
-    """What Triton specializes this call on, as the call key refines it; None where an
-    argument is of a class the key does not refine."""
+) -> tuple[Any, ...]:
+    """What Triton specializes this call on, as the call key refines it (an argument of a
+    class the key does not refine is keyed by its class: its launcher takes Triton's JIT)."""
     names = info.arg_names
     parts: list[Any] = []
     for i, value in enumerate(args):
         parts.append(_part(info, names[i] if i < len(names) else "", value))
     for name in sorted(kwargs):
         parts += (name, _part(info, name, kwargs[name]))
-    for part in parts:  # (a loop, not any(): a generator's steps are calls, once a miss)
-        if part is _OTHER:
-            return None
     return tuple(parts)
 
 
 def _part(info: KernelInfo, name: str, value: Any) -> Any:
     if name in info.constexpr_names:
         return constexpr_key(value)
-    cls = value.__class__
-    if cls is int:
-        return small_int_class(value)
-    if cls is float:
-        return "f"
-    if cls is bool:
-        return "b"
-    if value is None or value is HOLE:
-        return value
-    if is_tensor(value):
+    if is_tensor(value):  # a tensor's shape and strides never reach Triton
         return (value.dtype, value.data_ptr() % 16 == 0)
-    return _OTHER
+    return value if value is HOLE else arg_key(value, with_shape=False)
 
 
 class SharedLaunchers:
@@ -86,16 +73,14 @@ class SharedLaunchers:
         """A launcher for this call of ``config`` (``bind(config)``: its holes, keyword
         arguments and grid): the one an earlier call key of the same specialization and
         keyword arguments has, else a new one (kept for the next)."""
-        spec = specialization(kernel_info(kernel), args, static_kwargs)
         try:
+            spec = specialization(kernel_info(kernel), args, static_kwargs)
             holes, dyn_kwargs, _ = bind(config)
             dyn = tuple([(k, v.__class__, v) for k, v in sorted(dyn_kwargs.items())])
             options_key = tuple(sorted(options.items()))
             key = (kernel, config, options_key, stored_binary, spec, bool(holes), dyn)
-            found = None if spec is None else self._by_key.get(key)
+            found = self._by_key.get(key)
         except Exception:  # a value that cannot be hashed: this call key's own launcher
-            spec = None
-        if spec is None:
             return Launcher(kernel, options, args, static_kwargs, stored_binary)
         if found is None:
             if len(self._by_key) >= MAX_SHARED:
