@@ -1,4 +1,4 @@
-"""The Triton kernels the tests share: one vector add and one matmul.
+"""The Triton kernels the tests share: a vector add (also with an unmasked form) and a matmul.
 
 Triton's JIT reads a kernel's source from its file, so they live in a real module. Triton
 fixes interpreter-or-not when a kernel is decorated: a process imports this module after
@@ -22,6 +22,17 @@ def vadd(a, b, c, n, TILE: tl.constexpr):
     offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
     mask = offs < n
     tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def vadd_even(a, b, c, n, TILE: tl.constexpr, EVEN: tl.constexpr):
+    """c = a + b, unmasked when the caller says every tile is full (EVEN: n % TILE == 0)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if EVEN:
+        tl.store(c + offs, tl.load(a + offs) + tl.load(b + offs))
+    else:
+        mask = offs < n
+        tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
 
 
 @triton.jit

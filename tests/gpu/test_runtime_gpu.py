@@ -21,21 +21,11 @@ if knobs.triton_interpret_env() or not torch.cuda.is_available():
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from shared_kernels import vadd  # noqa: E402
+from shared_kernels import vadd, vadd_even  # noqa: E402
 
 from tunedsl import Config, autotune_launch, cdiv  # noqa: E402
 from tunedsl.backends import timers, torch_compile  # noqa: E402
 from tunedsl.backends import triton as bt  # noqa: E402
-
-
-@triton.jit
-def vadd_even(a, b, c, n, TILE: tl.constexpr, EVEN: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    if EVEN:
-        tl.store(c + offs, tl.load(a + offs) + tl.load(b + offs))
-    else:
-        mask = offs < n
-        tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
 
 
 @triton.jit

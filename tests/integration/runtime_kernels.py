@@ -11,7 +11,7 @@ import triton.language as tl
 # The shared vadd lives in tests/shared_kernels.py; subprocess scripts put only this
 # directory on sys.path, so its parent is added here.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from shared_kernels import vadd
+from shared_kernels import vadd, vadd_even
 
 __all__ = [
     "add_one_inplace",
@@ -66,14 +66,3 @@ def add_strided(x, b, out, n, stride_b, TILE: tl.constexpr):
     mask = offs < n
     bias = tl.load(b + offs * stride_b, mask=mask)
     tl.store(out + offs, tl.load(x + offs, mask=mask) + bias, mask=mask)
-
-
-@triton.jit
-def vadd_even(a, b, c, n, TILE: tl.constexpr, EVEN: tl.constexpr):
-    """c = a + b, unmasked when the caller says every tile is full (EVEN: n % TILE == 0)."""
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    if EVEN:
-        tl.store(c + offs, tl.load(a + offs) + tl.load(b + offs))
-    else:
-        mask = offs < n
-        tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
