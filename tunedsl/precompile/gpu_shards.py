@@ -1,8 +1,8 @@
 """One process per GPU (precompile layer): sweeps and ``precompile --tune`` over a host's GPUs.
 
-``run_on_gpus`` starts one child process per GPU (``CUDA_VISIBLE_DEVICES`` names its GPU,
-``TUNEDSL_TUNE_DEVICES=1`` keeps each tuning on it) and hands the tasks out from one shared
-queue: whichever child is free takes the next, so each GPU tunes different keys and no task
+``GpuChildren`` starts one child process per GPU (``CUDA_VISIBLE_DEVICES`` names its GPU,
+``TUNEDSL_TUNE_DEVICES=1`` keeps each tuning on it); ``run_on_gpus`` hands them the tasks
+from one shared queue: whichever child is free takes the next, so each GPU tunes different keys and no task
 runs twice. A task that fails is tried once more on another GPU, then reported with the GPU
 it failed on; a child that dies is started again for the next task. The children answer on
 a pipe of their own (what a workload prints goes to stderr), with the records of each task
@@ -182,21 +182,19 @@ class GpuChildren:
 
 def run_on_gpus(
     tasks: Sequence[Any],
-    gpus: Sequence[str] | GpuChildren,
+    gpus: GpuChildren,
     to_json: Callable[[Any], dict[str, Any]],
     done: Callable[[Any, list[dict[str, Any]] | None, str | None, int], None],
 ) -> None:
-    """Run ``tasks`` on ``gpus`` (one child each, or the children already started) from
-    one shared queue; ``done(task, records, error, attempts)`` is called once per task, in
-    completion order, from one thread at a time. A failed task is tried once more on
-    another GPU (when there is one). The children have ended when it returns."""
-    if not isinstance(gpus, GpuChildren) and not gpus:
-        raise UsageError("no GPU to shard the work over (CUDA_VISIBLE_DEVICES is empty)")
+    """Run ``tasks`` on the children of ``gpus`` (one a GPU) from one shared queue;
+    ``done(task, records, error, attempts)`` is called once per task, in completion order,
+    from one thread at a time. A failed task is tried once more on another GPU (when there
+    is one). The children have ended when it returns."""
     cond = threading.Condition()
     # (task, attempt, the GPU that failed it)
     queue: list[tuple[Any, int, str | None]] = [(t, 1, None) for t in tasks]
     running = [0]
-    children = gpus.children if isinstance(gpus, GpuChildren) else [_Child(g) for g in gpus]
+    children = gpus.children
     stopping = threading.Event()
 
     def take(gpu: str) -> tuple[Any, int, str | None] | None:

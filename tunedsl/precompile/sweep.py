@@ -96,15 +96,17 @@ def run_task(task: Task) -> list[dict[str, Any]]:
     from tunedsl.store import paths, records
 
     with tempfile.TemporaryDirectory(prefix="tunedsl-sweep-") as tmp:
-        with paths.records_kept_in(Path(tmp) / "records"):
+        mine = Path(tmp) / "records"
+        with paths.records_kept_in(mine):
             try:
                 workload_fn(task)(**task.shape)
             except BaseException:
                 # What the failed task decided in memory is in no record: import afresh.
                 _imported.pop(task.script, None)
                 raise
-            paths_found = records.iter_record_files([Path(tmp) / "records"])
-            return [records.read_record_file(p).to_json() for p in paths_found]
+            return [
+                records.read_record_file(p).to_json() for p in records.iter_record_files([mine])
+            ]
 
 
 #: The script modules this process imported for its tasks, by path: the tasks of one
@@ -176,9 +178,7 @@ def run_in_process(tasks: Sequence[Task], progress: Progress) -> list[Outcome]:
     return outcomes
 
 
-def run_sharded(
-    tasks: Sequence[Task], progress: Progress, gpus: Sequence[str] | GpuChildren
-) -> list[Outcome]:
+def run_sharded(tasks: Sequence[Task], progress: Progress, gpus: GpuChildren) -> list[Outcome]:
     """One process per GPU of ``gpus``, the tasks from one shared queue (``gpu_shards``)."""
     from dataclasses import asdict
 
