@@ -47,12 +47,7 @@ def per_environ(fn: Callable[[], _T]) -> Callable[[], _T]:
     def cached() -> _T:
         nonlocal last
         memo = last  # one read: another thread may replace it
-        # environ_unchanged(memo[0]), inline (asked several times a miss).
-        if (
-            memo is not None
-            and memo[0] is not None
-            and memo[0] == getattr(os.environ, "_data", None)
-        ):
+        if memo is not None and environ_unchanged(memo[0]):
             return memo[1]
         snapshot = environ_snapshot()
         value = fn()

@@ -38,8 +38,7 @@ class FileRecordStore:
         return paths.locks_dir() if self._root is None else self._root.parent / "locks"
 
     def get(self, digest: str) -> rec.Record | None:
-        root = self._root if self._root is not None else paths.records_dir()  # self.root
-        record = rec.load_from(root, digest)
+        record = rec.load_from(self.root, digest)
         if record is None or self.writable:
             return record
         return record.from_elsewhere()  # shipped: its failures are hints here
