@@ -226,21 +226,21 @@ def sweep_row(gpus: int, args: argparse.Namespace, scratch: Path) -> dict[str, A
                TUNEDSL_CACHE_DIR=str(scratch / "tunedsl"), NCCL_NVLS_ENABLE="0",
                TUNEDSL_TUNE_DEVICES="1")  # fmt: skip
     start = time.perf_counter()
-    # The progress lines (stderr, a line per finished task) are stamped as they come: the
-    # time to the first record (processes, imports, compiles) and the rate after it.
+    # The progress lines (a line per finished task) are stamped as they come: the time to
+    # the first record (processes, imports, compiles) and the rate after it. One stream for
+    # both outputs, so neither pipe can fill while the other is read.
     stamps: list[float] = []
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip
     timer = threading.Timer(args.row_timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
     timer.start()
     try:
-        assert proc.stderr is not None and proc.stdout is not None
-        err_lines = []
-        for line in proc.stderr:
-            err_lines.append(line)
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
             if " tasks: " in line:
                 stamps.append(time.perf_counter() - start)
-        stdout = proc.stdout.read()
         proc.wait()
     finally:
         timed_out = not timer.is_alive()
@@ -248,9 +248,9 @@ def sweep_row(gpus: int, args: argparse.Namespace, scratch: Path) -> dict[str, A
     wall = time.perf_counter() - start
     if timed_out:
         return {"space": "sweep-16", "gpus": gpus, "error": f"timeout after {args.row_timeout} s"}
-    done = [line for line in stdout.splitlines() if line.startswith("sweep: ")]
+    done = [line for line in lines if line.startswith("sweep: ")]
     if proc.returncode != 0 or not done:
-        tail = (stdout + "".join(err_lines))[-800:]
+        tail = "".join(lines)[-800:]
         return {"space": "sweep-16", "gpus": gpus, "error": f"rc {proc.returncode}: {tail}"}
     written = int(
         done[-1].split(",")[1].split()[0]
