@@ -69,6 +69,26 @@ def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
     assert feats == {"args.w[0]": 0.0, "args.w[1]": -1.0, "args.w[2]": 1.0, "key[1][0]": 2.0}
 
 
+def test_a_tensor_reads_as_the_same_features_whatever_form_its_parts_take() -> None:
+    """A tensor's readable form is read whole; parts in another form (a user key shaped like
+    one, an empty or zero size, a bool) give what the walk gives part by part."""
+    tensor = {"dtype": "float16", "shape": [0, 1, 3000], "stride": "s1"}
+    fam, feats = key_features({"args": {"t": tensor}, "user_key": dict(tensor)})
+    assert json.loads(fam) == {
+        "args.t.dtype": "float16",
+        "args.t.stride": "s1",
+        "key.dtype": "float16",
+        "key.stride": "s1",
+    }
+    sizes = {"shape[0]": 0.0, "shape[1]": 0.0, "shape[2]": pytest.approx(math.log2(3000))}
+    assert feats == {f"{p}.{k}": v for p in ("args.t", "key") for k, v in sizes.items()}
+    # A bool is no size, and an int class's name is no dtype: each is read as it is.
+    fam, feats = key_features({"args": {"t": {"dtype": "i16", "shape": [True, 8], "stride": "s1"}}})
+    assert json.loads(fam) == {"args.t.shape[0]": True, "args.t.stride": "s1"}
+    assert feats == {"args.t.dtype%16": 1.0, "args.t.shape[1]": 3.0}
+    assert key_features({"args": {"t": {"dtype": "float16", "shape": [], "stride": "c"}}})[1] == {}
+
+
 def test_the_cover_has_every_key_within_the_tolerance_of_its_best() -> None:
     keys = swept(SIZES)
     chosen = cover(keys, tolerance=0.03)

@@ -178,13 +178,20 @@ def bind_arguments(
 def device_facts() -> dict[str, Any]:
     """Type, name and compute capability of the current device (per device: a host with two
     GPU models has two sets of facts, and two sets of decisions)."""
+    global _cuda_seen
     if interpreting():
         return {"type": "interpreter", "name": "cpu"}
     import torch
 
-    if not torch.cuda.is_available():
-        return {"type": "cpu", "name": "cpu"}
+    # A GPU once seen stays (asked on every miss: is_available asks the driver each time).
+    if not _cuda_seen:
+        if not torch.cuda.is_available():
+            return {"type": "cpu", "name": "cpu"}
+        _cuda_seen = True
     return device_facts_at(torch.cuda.current_device())
+
+
+_cuda_seen = False
 
 
 def warm_up_tuning() -> None:

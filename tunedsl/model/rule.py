@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl.model.config import Config
@@ -68,6 +68,34 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
             else:
                 family[path] = value
+        elif (
+            cls is dict
+            and value.keys() == _TENSOR_FIELDS
+            and (dtype := value["dtype"]).__class__ is str
+            and (stride := value["stride"]).__class__ is str
+            and dtype not in _INT_CLASSES
+            and stride not in _INT_CLASSES
+            and (shape := value["shape"]).__class__ is list
+            and {*map(type, shape)} <= _INT_ONLY
+        ):
+            # A tensor's readable form (the common case, taken whole, no call per part):
+            # what the generic branches below make of it, in the same order, its paths made
+            # once.
+            names = _TENSOR_PATHS.get(path)
+            if names is None:
+                if len(_TENSOR_PATHS) >= _MAX_FAMILIES:
+                    _TENSOR_PATHS.clear()
+                    _SHAPE_PATHS.clear()
+                names = _TENSOR_PATHS[path] = (f"{path}.dtype", f"{path}.stride")
+            family[names[0]] = dtype
+            sizes = _SHAPE_PATHS.get((path, len(shape)))
+            if sizes is None:
+                sizes = _SHAPE_PATHS[path, len(shape)] = tuple(
+                    f"{path}.shape[{i}]" for i in range(len(shape))
+                )
+            for size_path, size in zip(sizes, shape, strict=True):
+                features[size_path] = math.log2(size) if size >= 1 else (0.0 if size == 0 else -1.0)
+            family[names[1]] = stride
         elif cls is list:  # a shape: its sizes
             for i in range(len(value) - 1, -1, -1):  # (no comprehension: each is a call)
                 todo.append((f"{path}[{i}]", value[i]))
@@ -112,6 +140,12 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
         _FAMILY_TEXT[parts] = text
     return text, features
 
+
+_TENSOR_FIELDS = frozenset(("dtype", "shape", "stride"))
+_INT_ONLY = frozenset((int,))
+# A tensor argument's paths, by its own path (and its shape's length): bounded.
+_TENSOR_PATHS: dict[str, tuple[str, str]] = {}
+_SHAPE_PATHS: dict[tuple[str, int], tuple[str, ...]] = {}
 
 # The JSON of the families seen (bounded: a process meets a few per site).
 _FAMILY_TEXT: dict[tuple[tuple[tuple[str, Any], ...], tuple[type, ...]], str] = {}
@@ -218,10 +252,20 @@ class Family:
     ranges: dict[str, tuple[float, float]]
     tree: Tree | None  # None: nearest swept key
     points: tuple[tuple[dict[str, float], int], ...]  # the swept keys' features and picks
+    # Whether a key's feature names are this family's sizes, by the names in order.
+    _same_sizes: dict[tuple[str, ...], bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def in_range(self, x: Mapping[str, float]) -> bool:
         ranges = self.ranges
-        if ranges.keys() != {f for f in x if not f.endswith(ALIGNED)}:  # the sizes (ranged)
+        names = tuple(x)  # keys of one family come with the same features: asked once
+        same = self._same_sizes.get(names)
+        if same is None:
+            same = ranges.keys() == {f for f in names if not f.endswith(ALIGNED)}
+            if len(self._same_sizes) < 64:
+                self._same_sizes[names] = same
+        if not same:  # not the sizes (ranged features) the family was swept with
             return False
         for f, (lo, hi) in ranges.items():
             if not lo <= x[f] <= hi:
