@@ -276,11 +276,20 @@ def family_rows(
     result = judge(swept_keys + odd_keys, held_keys, held_once)
     if odd_keys:
         result["rule, aligned"] = judge(swept_keys, held_keys)["rule"]
+    # The timings themselves (--json): a rule builder can be judged again on them offline.
+    result["timings"] = {  # type: ignore[assignment]
+        part: [{"key": k.readable, "ms": {json.dumps(c.to_json(), sort_keys=True): t
+                                          for c, t in k.times.items()}} for k in ks]
+        for part, ks in (("swept", swept_keys + odd_keys), ("held_out", held_keys),
+                         ("held_out_once", held_once))
+    }  # fmt: skip
     print(f"\n{name}: {len(swept) + len(odd)} swept sizes ({len(odd)} not multiples of 16), "
           f"{len(held)} held out (judged on medians of {rounds} rounds), "
           f"{len(configs)} configurations, timed in {time.perf_counter() - t0:.0f} s")  # fmt: skip
     print(f"  {'picker':<17} {'geomean':>8} {'p95':>7} {'max':>7}")
     for picker, r in result.items():
+        if picker == "timings":
+            continue
         print(f"  {picker:<17} {r['geomean']:>7.3f}x {r['p95']:>6.3f}x {r['max']:>6.3f}x")
     for picker in ("rule", "rule, aligned"):
         if picker in result:

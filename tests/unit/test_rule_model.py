@@ -326,3 +326,19 @@ def test_a_row_length_off_a_multiple_of_16_gets_its_own_pick_when_the_sweep_had_
     only = build(aligned)
     rule = Rule("s", {}, None, None, {}, {}, only.configs, only.families, only.validation)
     assert rule.decide(rows_key(301))[1]
+
+
+def test_the_nearest_swept_key_is_one_of_the_same_alignment_where_the_sweep_has_one() -> None:
+    """A long row off a multiple of 16 takes the pick of the nearest odd length swept, not of
+    the aligned length beside it (whose vector loads want another configuration)."""
+    from tunedsl.model.rule import nearest
+
+    def point(n: int) -> dict[str, float]:
+        return key_features(rows_key(n))[1]
+
+    aligned_pick, odd_pick = 0, 1
+    points = [(point(n), aligned_pick if n % 16 == 0 else odd_pick) for n in (8192, 12288, 8193)]
+    assert nearest(points, point(12000)) == aligned_pick
+    assert nearest(points, point(12001)) == odd_pick  # 12288 is nearer, but aligned
+    # With no swept key of its alignment, the nearest of any.
+    assert nearest(points[:2], point(12001)) == aligned_pick

@@ -329,8 +329,14 @@ class Family:
 
 
 def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, float]) -> int:
-    """The pick of the swept key nearest ``x`` (Euclidean in log2 space over the sizes,
-    alignment aside; the first of ties)."""
+    """The pick of the swept key nearest ``x`` (Euclidean in log2 space over the sizes; the
+    first of ties) among the swept keys of ``x``'s alignment where the sweep has any: a row
+    length off a multiple of 16 loads without vectors, and its fastest configuration can
+    differ from the nearest aligned length's."""
+    alignment = [(f, v) for f, v in x.items() if not ranged(f)]
+    if alignment:
+        alike = [p for p in points if all(p[0].get(f) == v for f, v in alignment)]
+        points = alike or points
     best, best_d = points[0][1], math.inf
     for px, pick in points:
         d = sum((px.get(f, 0.0) - x.get(f, 0.0)) ** 2 for f in set(px) | set(x) if ranged(f))

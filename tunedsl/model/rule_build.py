@@ -6,7 +6,7 @@
 2. **Map**, per family: a regret tree (each leaf picks the configuration of least summed
    log-regret over its keys; splits at midpoints of a feature's log2 values, or on an int's
    alignment with at least three keys each side; depth at most 3), the nearest swept key's
-   pick, and the one configuration of least summed log-regret over the family (added to the
+   pick (``model.rule.nearest``: among the keys of the same alignment), and the one configuration of least summed log-regret over the family (added to the
    configurations when the cover lacks it and there is room).
 3. **Validate**: leave one key out, build everything from the others, and pick for the key
    left out; its regret is its time with that pick over its measured best. The family keeps
