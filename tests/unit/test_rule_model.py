@@ -9,8 +9,9 @@ import math
 import pytest
 
 from tunedsl.model.config import Config
-from tunedsl.model.rule import MAX_CONFIGS, InvalidRule, Rule, key_features
+from tunedsl.model.rule import MAX_CONFIGS, InvalidRule, Rule
 from tunedsl.model.rule_build import SweptKey, build, cover, missing_cells, with_cells
+from tunedsl.model.rule_features import key_features
 
 CONFIGS = [Config(block=b, warps=w) for b in (16, 32, 64, 128, 256) for w in (4, 8)]
 

@@ -141,7 +141,7 @@ _MAX_LINES = 40
 
 def key_text(readable: Any) -> str:
     """A key's sizes as a person reads them (``args.a.shape[0]=300``)."""
-    from tunedsl.model.rule import key_features
+    from tunedsl.model.rule_features import key_features
 
     family, features = key_features(readable)
     sizes = ", ".join(f"{f}={2.0**v:.0f}" for f, v in sorted(features.items()))
@@ -154,7 +154,7 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     import math
     import statistics
 
-    from tunedsl.model.rule import key_features
+    from tunedsl.model.rule_features import key_features
     from tunedsl.precompile import remeasure
     from tunedsl.precompile.sweep import read_shapes
 

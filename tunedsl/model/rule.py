@@ -4,15 +4,9 @@ A rule is built ahead of time from a site's tuning records (``model/rule_build.p
 ``tunedsl rules build``) and shipped beside records. At run time a miss with no record asks
 the rule: a key in the rule's range gets the rule's pick at once, with no tuning.
 
-What a key looks like to a rule (``key_features``): the readable key's numeric parts (tensor
-shapes, numeric constexprs such as a block computed from a size, ints of ``key=``) are its
-*features*, taken as log2; everything else (dtypes, stride patterns, other constexprs, strings
-of ``key=``) is its *family*. Triton's int classes (``i1``, ``i16``, ``i``) are no family (the
-kernel is compiled for the class anyway) but give each int argument an alignment feature
-(1 for a multiple of 16, else 0) that the maps may split on: a row stride that is not a
-multiple of 16 loses vector loads, and with them the fastest configuration. A key is *in
-range* when its family is one the rule was built for and each size feature lies within the
-swept keys' range (alignment has no range).
+A key is read as a family and features (``model/rule_features.py``). A key is *in range*
+when its family is one the rule was built for and each size feature lies within the swept
+keys' range (alignment has no range).
 
 A family's map is a shallow tree over the features (splits at midpoints of log2 values) or
 the nearest swept key's pick, whichever the build's leave-one-key-out validation preferred.
@@ -27,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl.model.config import Config
-from tunedsl.model.keys import canonical_json
+from tunedsl.model.rule_features import ALIGNED, key_features, ranged
 
 # 2: keys carry an int argument's alignment feature, which a tree may split on (a reader of
 # schema 1 would send every key down one branch of such a split: it refuses the file).
@@ -41,126 +35,6 @@ MAX_CONFIGS = 8
 
 class InvalidRule(ValueError):
     """A rule file that does not match the schema; the message says which field."""
-
-
-def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
-    """The family (canonical JSON of the categorical parts) and the features (path -> log2
-    of the value) of a readable key (``model.keys.readable_key``)."""
-    family: dict[str, Any] = {}
-    features: dict[str, float] = {}
-
-    # Depth first, in the order of the sorted names and of the items (a stack, not recursion:
-    # asked on every miss a rule decides, where each Python call counts).
-    todo: list[tuple[str, Any]] = [("key", readable["user_key"])] if "user_key" in readable else []
-    args = readable.get("args", {})
-    for name in sorted(args, reverse=True):
-        todo.append((f"args.{name}", args[name]))
-    while todo:
-        path, value = todo.pop()
-        cls = value.__class__  # the readable key's own types first
-        if cls is int:  # a size (a shape's, or an int of key=)
-            features[path] = math.log2(max(float(value), 1.0)) if value >= 0 else -1.0
-        elif cls is str:
-            if value in _INT_CLASSES and path.startswith("args."):
-                # Triton's int class: compiled for anyway, so neither a family nor a range;
-                # but a multiple of 16 (a row stride that keeps rows aligned) can change the
-                # fastest configuration, so the maps may split on it.
-                features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
-            else:
-                family[path] = value
-        elif (
-            cls is dict
-            and value.keys() == _TENSOR_FIELDS
-            and (dtype := value["dtype"]).__class__ is str
-            and (stride := value["stride"]).__class__ is str
-            and dtype not in _INT_CLASSES
-            and stride not in _INT_CLASSES
-            and (shape := value["shape"]).__class__ is list
-            and {*map(type, shape)} <= _INT_ONLY
-        ):
-            # A tensor's readable form (the common case, taken whole, no call per part):
-            # what the generic branches below make of it, in the same order, its paths made
-            # once.
-            names = _TENSOR_PATHS.get(path)
-            if names is None:
-                if len(_TENSOR_PATHS) >= _MAX_FAMILIES:
-                    _TENSOR_PATHS.clear()
-                    _SHAPE_PATHS.clear()
-                names = _TENSOR_PATHS[path] = (f"{path}.dtype", f"{path}.stride")
-            family[names[0]] = dtype
-            sizes = _SHAPE_PATHS.get((path, len(shape)))
-            if sizes is None:
-                sizes = _SHAPE_PATHS[path, len(shape)] = tuple(
-                    f"{path}.shape[{i}]" for i in range(len(shape))
-                )
-            for size_path, size in zip(sizes, shape, strict=True):
-                features[size_path] = math.log2(size) if size >= 1 else (0.0 if size == 0 else -1.0)
-            family[names[1]] = stride
-        elif cls is list:  # a shape: its sizes
-            for i in range(len(value) - 1, -1, -1):  # (no comprehension: each is a call)
-                todo.append((f"{path}[{i}]", value[i]))
-        elif cls is dict and ("constexpr" not in value or len(value) != 1):
-            for name in sorted(value, reverse=True):
-                todo.append((f"{path}.{name}", value[name]))
-        elif isinstance(value, bool) or value is None:
-            family[path] = value
-        elif isinstance(value, int | float):
-            if value != value or value in (math.inf, -math.inf):
-                family[path] = repr(value)
-            else:
-                features[path] = math.log2(max(float(value), 1.0)) if value >= 0 else -1.0
-        elif isinstance(value, str):  # a str subclass (above: str itself)
-            if path.startswith("args.") and value in _INT_CLASSES:
-                features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
-            else:
-                family[path] = value
-        elif isinstance(value, Mapping):
-            if "constexpr" in value and len(value) == 1:
-                inner = value["constexpr"]
-                if isinstance(inner, int | float) and not isinstance(inner, bool):
-                    todo.append((path, inner))  # a size computed per call (a block)
-                else:
-                    family[path] = canonical_json(value)  # a flag or a mode changes the code
-            else:
-                for name in sorted(value, reverse=True):
-                    todo.append((f"{path}.{name}", value[name]))
-        elif isinstance(value, list | tuple):
-            for i in range(len(value) - 1, -1, -1):
-                todo.append((f"{path}[{i}]", value[i]))
-        else:
-            family[path] = repr(value)
-    # Keys of one family differ only in their features: its JSON is encoded once. (The class
-    # joins each value: True and 1 are equal, and hash alike, but encode differently.)
-    parts = (tuple(family.items()), tuple(map(type, family.values())))
-    text = _FAMILY_TEXT.get(parts)
-    if text is None:
-        text = canonical_json(family)
-        if len(_FAMILY_TEXT) >= _MAX_FAMILIES:
-            _FAMILY_TEXT.clear()
-        _FAMILY_TEXT[parts] = text
-    return text, features
-
-
-_TENSOR_FIELDS = frozenset(("dtype", "shape", "stride"))
-_INT_ONLY = frozenset((int,))
-# A tensor argument's paths, by its own path (and its shape's length): bounded.
-_TENSOR_PATHS: dict[str, tuple[str, str]] = {}
-_SHAPE_PATHS: dict[tuple[str, int], tuple[str, ...]] = {}
-
-# The JSON of the families seen (bounded: a process meets a few per site).
-_FAMILY_TEXT: dict[tuple[tuple[tuple[str, Any], ...], tuple[type, ...]], str] = {}
-_MAX_FAMILIES = 1024
-
-
-_INT_CLASSES = frozenset(c + w for c in ("i1", "i16", "i") for w in ("", "L", "U"))
-#: The suffix of an int argument's alignment feature (1: a multiple of 16, else 0). Not a
-#: range: a key of either alignment is in a rule's range, whichever the sweep had.
-ALIGNED = "%16"
-
-
-def ranged(feature: str) -> bool:
-    """Whether ``feature`` has a range (a size), or is an int's alignment (``ALIGNED``)."""
-    return not feature.endswith(ALIGNED)
 
 
 @dataclass(frozen=True)
@@ -256,6 +130,10 @@ class Family:
     _same_sizes: dict[tuple[str, ...], bool] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # The swept keys as vectors over a key's feature names, by the names in order.
+    _near_tables: dict[tuple[str, ...], _NearTable] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def in_range(self, x: Mapping[str, float]) -> bool:
         ranges = self.ranges
@@ -282,7 +160,13 @@ class Family:
     def pick(self, x: Mapping[str, float]) -> int:
         if self.tree is not None:
             return self.tree.decide(x)
-        return nearest(self.points, x)
+        names = tuple(x)  # keys of one family come with the same features: one table
+        table = self._near_tables.get(names)
+        if table is None:
+            table = _NearTable(self.points, names)
+            if len(self._near_tables) < 64:
+                self._near_tables[names] = table
+        return table.nearest(x)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -333,16 +217,40 @@ def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, f
     first of ties) among the swept keys of ``x``'s alignment where the sweep has any: a row
     length off a multiple of 16 loads without vectors, and its fastest configuration can
     differ from the nearest aligned length's."""
-    alignment = [(f, v) for f, v in x.items() if not ranged(f)]
-    if alignment:
-        alike = [p for p in points if all(p[0].get(f) == v for f, v in alignment)]
-        points = alike or points
-    best, best_d = points[0][1], math.inf
-    for px, pick in points:
-        d = sum((px.get(f, 0.0) - x.get(f, 0.0)) ** 2 for f in set(px) | set(x) if ranged(f))
-        if d < best_d:
-            best, best_d = pick, d
-    return best
+    return _NearTable(points, tuple(x)).nearest(x)
+
+
+class _NearTable:
+    """Swept keys as vectors over one key's feature names: its sizes, in its order, and the
+    squares of sizes only the swept key has (a run-time map asks per miss: no set per key)."""
+
+    __slots__ = ("alignment", "by_alignment", "rows", "sizes")
+
+    def __init__(self, points: Sequence[tuple[Mapping[str, float], int]], names: Sequence[str]):
+        self.sizes = tuple(f for f in names if ranged(f))
+        self.alignment = tuple(f for f in names if not ranged(f))
+        own = set(self.sizes)
+        self.rows: list[tuple[tuple[float, ...], float, int]] = []
+        self.by_alignment: dict[tuple[Any, ...], list[tuple[tuple[float, ...], float, int]]] = {}
+        for px, pick in points:
+            vector = tuple(px.get(f, 0.0) for f in self.sizes)
+            extra = sum(v * v for f, v in px.items() if ranged(f) and f not in own)
+            row = (vector, extra, pick)
+            self.rows.append(row)
+            alike = tuple(px.get(f) for f in self.alignment)
+            self.by_alignment.setdefault(alike, []).append(row)
+
+    def nearest(self, x: Mapping[str, float]) -> int:
+        rows = self.rows
+        if self.alignment:
+            rows = self.by_alignment.get(tuple(x[f] for f in self.alignment)) or rows
+        at = [x[f] for f in self.sizes]
+        best, best_d = rows[0][2], math.inf
+        for vector, extra, pick in rows:
+            d = math.dist(vector, at) ** 2 + extra
+            if d < best_d:
+                best, best_d = pick, d
+        return best
 
 
 @dataclass(frozen=True)

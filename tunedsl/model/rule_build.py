@@ -28,15 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tunedsl.model.config import Config
-from tunedsl.model.rule import (
-    MAX_CONFIGS,
-    MAX_TREE_DEPTH,
-    Family,
-    Tree,
-    key_features,
-    nearest,
-    ranged,
-)
+from tunedsl.model.rule import MAX_CONFIGS, MAX_TREE_DEPTH, Family, Tree, nearest
+from tunedsl.model.rule_features import key_features, ranged
 
 DEFAULT_TOLERANCE = 0.03
 # The swept keys each side of a split on an int's alignment needs (a multiple of 16 or not).
