@@ -194,6 +194,7 @@ def budget_s() -> float | None:
     )
 
 
+@per_environ  # asked on every miss (reading an unset variable raises and catches a KeyError)
 def force_retune() -> bool:
     """``TUNEDSL_FORCE_RETUNE=1``: ignore stored records and tune again."""
     return _flag("TUNEDSL_FORCE_RETUNE")
