@@ -211,6 +211,28 @@ def test_the_first_hit_of_each_new_key_of_one_layout_compiles_no_code_again(
     assert len(compiled) <= 1, compiled
 
 
+def test_keys_that_alternate_build_no_repeat_check_until_one_comes_twice_in_a_row(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tunedsl.model import repeat_check
+
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    built: list[object] = []
+    real = repeat_check.compile_repeat_check
+    monkeypatch.setattr(
+        repeat_check, "compile_repeat_check", lambda code: (built.append(code), real(code))[1]
+    )
+    sizes = (304, 320, 336)
+    assert [_calls(s, n).source for n in sizes] == ["rule"] * 3
+    for _ in range(2):  # a serving loop whose sizes take turns: a check would never pass
+        assert [_calls(s, n).source for n in sizes] == ["memory"] * 3
+    assert _calls(s, 320).source == "memory"  # after 336: still no repeat
+    assert built == []
+    assert [_calls(s, 320).source for _ in range(3)] == ["memory"] * 3  # twice in a row: built
+    assert len(built) == 1
+
+
 @pytest.fixture
 def launchers_made(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Every Launcher made from now on."""

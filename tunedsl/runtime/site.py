@@ -95,6 +95,9 @@ class Site:
         # key without building the key (the serving loop: same layout every step).
         self._last: Entry | None = None
         self._fast: Fused | None = None  # the last entry's fused launch, if it has one
+        # The entry of the last call that had no repeat check yet: one is built when its
+        # key comes twice in a row (keys that alternate never use one).
+        self._seen: Entry | None = None
         # What the expansion calls, ``site.launch(kernel, args, ...)``: the last entry's
         # fused launch where it takes the whole call (falling back to ``_call`` for a call
         # it turns down), else ``_call``. One C call, no Python frame, for a repeat.
@@ -200,6 +203,9 @@ class Site:
         the last). Only for the first kernel's plain call key: shapes keyed, no ``key=``,
         no argument values of prune, no device part."""
         if entry.repeat is None:
+            if self._seen is not entry:  # not a repeat of the last call's key: not yet
+                self._seen = entry
+                return
             factory = self._repeat_factory
             usable = factory is not None and self._key_fn is self._base_key_fn and not self.has_key
             code = factory(args, static_kwargs) if usable else None  # type: ignore[misc]
@@ -276,31 +282,19 @@ class Site:
         (every other site keeps the generated key function). Caller holds the lock."""
         base = self._base_key_fn
         assert base is not None
-        if self.prune_reads:
-            part = keys.make_prune_part(info.arg_names, self.prune_reads)
-            if self._per_device:
-                from tunedsl.backends.triton import current_device_index as device
+        prune = keys.make_prune_part(info.arg_names, self.prune_reads) if self.prune_reads else None
+        per_device = self._per_device
+        if prune is None and not per_device:
+            self._key_fn = base
+            return
+        from tunedsl.backends.triton import current_device_index
 
-                def key_fn(
-                    args: Sequence[Any], kwargs: Mapping[str, Any], key: Any
-                ) -> tuple[Any, ...]:
-                    return (*base(args, kwargs, key), part(args, kwargs), ("device", device()))
+        def key_fn(args: Sequence[Any], kwargs: Mapping[str, Any], key: Any) -> tuple[Any, ...]:
+            out = base(args, kwargs, key)
+            if prune is not None:
+                out = (*out, prune(args, kwargs))
+            return (*out, ("device", current_device_index())) if per_device else out
 
-            else:
-
-                def key_fn(
-                    args: Sequence[Any], kwargs: Mapping[str, Any], key: Any
-                ) -> tuple[Any, ...]:
-                    return (*base(args, kwargs, key), part(args, kwargs))
-
-        elif self._per_device:
-            from tunedsl.backends.triton import current_device_index as device
-
-            def key_fn(args: Sequence[Any], kwargs: Mapping[str, Any], key: Any) -> tuple[Any, ...]:
-                return (*base(args, kwargs, key), ("device", device()))
-
-        else:
-            key_fn = base
         self._key_fn = key_fn
 
     # -- misses: the site's decision table ----------------------------------------------
@@ -348,6 +342,7 @@ class Site:
                 stored_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
             with self._lock:
                 self._store(stored_key, entry)
+            self._seen = entry  # the key's next call, if it comes next, builds its check
         finally:
             active.remove(self)
             with self._lock:
@@ -495,5 +490,6 @@ class Site:
             entry.repeat = no_repeat  # callable: a thread may be about to call it
         self._last = None
         self._fast = None
+        self._seen = None
         self.launch = self._call
         self._table.clear()
