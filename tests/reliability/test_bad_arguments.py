@@ -129,6 +129,17 @@ RUNTIME_CASES = {
         ["passes nothing for `b`, `c`, `n` of vadd(a, b, c, n, TILE)"],
     ),
     "empty_space": (dict(space={}), UsageError, ["space is empty"]),
+    # A default= outside the space was ignored without a word: the first configuration ran.
+    "default_not_in_space": (
+        dict(default={"TILE": 48}, mode="off"),
+        UsageError,
+        ["default=Config(TILE=48) is not a configuration of space=", "Config(TILE=16)"],
+    ),
+    "default_misspelled_field": (
+        dict(default={"TLE": 16}, mode="off"),
+        UsageError,
+        ["default=Config(TLE=16)", "fields TLE", "space='s fields are TILE"],
+    ),
     "field_nothing_reads": (
         dict(space={"TILE": [16, 32], "num_warp": [4, 8]}),
         UsageError,

@@ -458,15 +458,16 @@ class Site:
         """The configuration whose arguments key a plain-API call with ``args=fn``."""
         cfg = self._key_config
         if cfg is None:
-            from tunedsl.model.config import as_config
+            from tunedsl.model.settings import LIST_LIMIT, default_config
             from tunedsl.model.space import expand_space, search_space
 
-            if default is not None:
-                cfg = as_config(default, "default=")
-            elif isinstance(space, Mapping | Space):  # the first valid point, never listing
-                cfg = search_space(space).first_valid()
-            else:
-                cfg = expand_space(space)[0]
+            if default is None and isinstance(space, Mapping | Space):
+                cfg = search_space(space).first_valid()  # never lists the space
+            else:  # default= is checked against the space, as the site's settings do
+                spec = search_space(space) if isinstance(space, Mapping | Space) else None
+                large = spec if spec is not None and spec.size_hint() > LIST_LIMIT else None
+                configs = expand_space(space) if large is None else ()
+                cfg = default_config(configs, large, default, self.label)
             self._key_config = cfg
         return cfg
 
