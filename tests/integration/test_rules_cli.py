@@ -99,6 +99,9 @@ def test_rules_show_prints_the_rule_as_a_table(built_rules: Path) -> None:
     # The map: a tree (a single leaf when one configuration covers every swept key) or the
     # nearest swept key, each line naming a configuration of the list.
     assert "    -> [A] Config(tile=" in text or "nearest swept key" in text
+    # The two baselines docs/shapes.md promises beside the rule's own regret.
+    assert "baselines: nearest swept key's best geomean " in text
+    assert "; single best configuration geomean " in text
 
 
 def test_build_without_records_names_the_sweep(tmp_path: Path) -> None:
