@@ -129,6 +129,13 @@ RUNTIME_CASES = {
         ["passes nothing for `b`, `c`, `n` of vadd(a, b, c, n, TILE)"],
     ),
     "empty_space": (dict(space={}), UsageError, ["space is empty"]),
+    # A keyword the kernel lacks, like nothing it has: Triton's GPU launch rejects it per
+    # configuration, its interpreter ignores it.
+    "unknown_keyword_argument": (
+        dict(kwargs=lambda cfg: {"TILE": cfg.TILE, "SCALE": 2}),
+        UsageError,
+        ["vadd(a, b, c, n, TILE) has no parameter `SCALE`", "remove `SCALE=`"],
+    ),
     # A default= outside the space was ignored without a word: the first configuration ran.
     "default_not_in_space": (
         dict(default={"TILE": 48}, mode="off"),

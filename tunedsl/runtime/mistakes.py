@@ -202,10 +202,12 @@ def check_launch(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     label: str,
+    launch_options: frozenset[str] = frozenset(),
 ) -> None:
     """The launch's arguments must bind to the kernel's parameters, as Python would bind
     them: checked on the first configuration, before any is tried (Triton's own message
     came once per configuration, after all were tried, and never named a misspelling).
+    ``launch_options`` are the other keywords Triton takes (``num_warps``, ...; empty: any).
     A wrapped kernel (``triton.heuristics``, ``triton.autotune``) fills parameters itself:
     it is left to Triton."""
     if getattr(getattr(kernel, "fn", None), "fn", None) is not None:
@@ -234,6 +236,12 @@ def check_launch(
                 f"{label}: {signature} has no parameter `{key}`; did you mean "
                 f"`{close[0]}`? (rename `{key}=` to `{close[0]}=` in the launch)"
             )
+    strange = [k for k in unknown if launch_options and k not in launch_options]
+    if strange and not missing:  # Triton's GPU launch rejects it, its interpreter ignores it
+        raise UsageError(
+            f"{label}: {signature} has no parameter `{strange[0]}`; remove `{strange[0]}=` "
+            f"from the launch or add the parameter to {name}"
+        )
     if missing:
         names = ", ".join(f"`{p}`" for p in missing)
         given = ", ".join(f"`{k}=`" for k in unknown)
