@@ -124,6 +124,26 @@ def test_without_the_interpreter_the_error_says_what_to_do(tmp_path: Path) -> No
     assert "TRITON_INTERPRET=1 python script.py" in proc.stderr
 
 
+def test_a_dsl_error_in_a_module_the_hook_imports_shows_no_front_end_frames(
+    tmp_path: Path,
+) -> None:
+    # Plain Python importing a DSL module through the hook: six frames of tunedsl's front
+    # end and bytecode cache stood between the user's import and the rendered error.
+    script(tmp_path, "kern.py", blocks="cdiv(n, $tiel)")
+    main = tmp_path / "main.py"
+    main.write_text("import tunedsl.activate\nimport kern\n")
+    proc = subprocess.run(
+        [sys.executable, str(main)],
+        capture_output=True, text=True, env=env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert 'main.py", line 2, in <module>' in proc.stderr
+    assert "`$tiel` is not a field of `space=`" in proc.stderr
+    assert "did you mean `$tile`?" in proc.stderr
+    for internal in ("frontend", "bytecode.py", "checks.py", "expand.py"):
+        assert internal not in proc.stderr, proc.stderr
+
+
 # -- item 7 -------------------------------------------------------------------------------------
 def test_a_kernel_without_jit_is_reported_at_the_users_line_only(tmp_path: Path) -> None:
     path = script(tmp_path, decorator="")
