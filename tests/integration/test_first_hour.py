@@ -177,7 +177,7 @@ def test_bad_blocks_values_are_one_error_raised_from_the_call(grid: str, message
 
     n = 100
     a, b = torch.randn(n), torch.randn(n)
-    value = {"tensor": torch.tensor([4]), "nested": ((4, 1),), "function": lambda meta: (4,)}
+    value = {"tensor": torch.tensor([4]), "nested": ((4, 1), 2), "function": lambda meta: (4,)}
     bad = value[grid]
     s = site(f"bad-{grid}", space={"tile": [64, 128]})
     with pytest.raises(UsageError, match=message) as err:
@@ -194,6 +194,18 @@ def test_bad_blocks_values_are_one_error_raised_from_the_call(grid: str, message
     assert [f.name for f in frames] == [
         "test_bad_blocks_values_are_one_error_raised_from_the_call", "__call__",
     ]  # fmt: skip
+
+
+def test_blocks_given_a_tuple_variable_says_how_to_write_the_grid(tmp_path: Path) -> None:
+    # `blocks=grid` with `grid = (x, y)` is one dimension holding a tuple; the error called
+    # it a nested tuple, which the user never wrote.
+    path = script(tmp_path, blocks="grid")
+    text = path.read_text().replace("    n = a.numel()\n", "    n = a.numel()\n    grid = (16, 1)\n")
+    path.write_text(text)
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 1
+    assert "blocks= is one value, the tuple (16, 1)" in proc.stderr, proc.stderr
+    assert "write its dimensions in blocks=: blocks=(grid[0], grid[1])" in proc.stderr
 
 
 @pytest.mark.parametrize(

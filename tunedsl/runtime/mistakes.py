@@ -135,6 +135,15 @@ def grid_dims(grid: Any) -> tuple[int, ...]:
     for dim in out:
         if callable(dim) and not is_tensor(dim):
             return grid_dims(dim)  # `blocks=fn` arrives as `(fn,)`: the message for a function
+        if isinstance(dim, (tuple, list)) and len(out) == 1 and 1 <= len(dim) <= 3:
+            # `blocks=grid` with `grid = (x, y)`: only a tuple written in blocks= is unpacked.
+            parts = ", ".join(f"grid[{i}]" for i in range(len(dim)))
+            raise UsageError(
+                f"blocks= is one value, the tuple {tuple(dim)!r}: a grid of several dimensions "
+                f"is a tuple written in blocks=, so write its dimensions in blocks=: "
+                f"blocks=({parts}) for `grid = {tuple(dim)!r}` (autotune_launch: return a flat "
+                "tuple from grid=)"
+            )
         if isinstance(dim, (tuple, list)):
             raise UsageError(
                 f"blocks=/grid= is a nested tuple {grid!r}; a launch grid is flat: (x, y, z)"
