@@ -200,7 +200,9 @@ def test_blocks_given_a_tuple_variable_says_how_to_write_the_grid(tmp_path: Path
     # `blocks=grid` with `grid = (x, y)` is one dimension holding a tuple; the error called
     # it a nested tuple, which the user never wrote.
     path = script(tmp_path, blocks="grid")
-    text = path.read_text().replace("    n = a.numel()\n", "    n = a.numel()\n    grid = (16, 1)\n")
+    text = path.read_text().replace(
+        "    n = a.numel()\n", "    n = a.numel()\n    grid = (16, 1)\n"
+    )
     path.write_text(text)
     proc = tunedsl(tmp_path, "run", str(path))
     assert proc.returncode == 1
