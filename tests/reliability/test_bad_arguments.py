@@ -166,6 +166,31 @@ def test_bad_runtime_argument_is_a_clear_error(name: str) -> None:
 
 
 @pytest.mark.needs_triton
+def test_a_triton_autotune_kernel_is_named_before_any_configuration_runs() -> None:
+    # Every configuration failed with Triton's "Conflicting meta-parameters: TILE".
+    import torch
+    import triton
+    from rel_kernels import vadd
+
+    from tunedsl import autotune_launch
+
+    tuned = triton.autotune(configs=[triton.Config({"TILE": 16})], key=["n"])(vadd)
+    a, b, c = torch.ones(N), torch.ones(N), torch.zeros(N)
+    with pytest.raises(UsageError) as info:
+        autotune_launch(
+            tuned,
+            space={"TILE": [16, 32]},
+            grid=lambda cfg: ((N + cfg.TILE - 1) // cfg.TILE,),
+            args=(a, b, c, N),
+            kwargs=lambda cfg: {"TILE": cfg.TILE},
+            name="bad-triton-autotune",
+        )
+    text = str(info.value)
+    assert "wrapped in @triton.autotune" in text and "set `TILE` that" in text, text
+    assert "remove @triton.autotune" in text
+
+
+@pytest.mark.needs_triton
 def test_bad_environment_variable_in_a_run_is_named(tmp_path: Path) -> None:
     script = write_dsl_project(tmp_path)
     proc = subprocess.run(

@@ -218,7 +218,20 @@ def check_launch(
     came once per configuration, after all were tried, and never named a misspelling).
     ``launch_options`` are the other keywords Triton takes (``num_warps``, ...; empty: any).
     A wrapped kernel (``triton.heuristics``, ``triton.autotune``) fills parameters itself:
-    it is left to Triton."""
+    it is left to Triton, unless ``@triton.autotune`` sets a parameter the launch passes too
+    (Triton then fails every configuration: "Conflicting meta-parameters")."""
+    if type(kernel).__name__ == "Autotuner":
+        both = sorted(
+            {k for c in getattr(kernel, "configs", ()) for k in getattr(c, "kwargs", {})}
+            & set(kwargs)
+        )
+        if both:
+            raise UsageError(
+                f"{label}: the kernel is wrapped in @triton.autotune, whose configurations set "
+                f"{', '.join(f'`{k}`' for k in both)} that this launch passes too; remove "
+                "@triton.autotune and put its configurations in space= (autotune(...) tunes "
+                "them)"
+            )
     if getattr(getattr(kernel, "fn", None), "fn", None) is not None:
         return
     params = info.arg_names
