@@ -19,7 +19,7 @@ import operator
 import os
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
@@ -211,12 +211,13 @@ def check_launch(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     label: str,
-    launch_options: frozenset[str] = frozenset(),
+    launch_options: Callable[[], frozenset[str]] = frozenset,
 ) -> None:
     """The launch's arguments must bind to the kernel's parameters, as Python would bind
     them: checked on the first configuration, before any is tried (Triton's own message
     came once per configuration, after all were tried, and never named a misspelling).
-    ``launch_options`` are the other keywords Triton takes (``num_warps``, ...; empty: any).
+    ``launch_options()`` gives the other keywords Triton takes (``num_warps``, ...; asked only
+    when a keyword is no parameter; empty: any).
     A wrapped kernel (``triton.heuristics``, ``triton.autotune``) fills parameters itself:
     it is left to Triton, unless ``@triton.autotune`` sets a parameter the launch passes too
     (Triton then fails every configuration: "Conflicting meta-parameters")."""
@@ -258,7 +259,8 @@ def check_launch(
                 f"{label}: {signature} has no parameter `{key}`; did you mean "
                 f"`{close[0]}`? (rename `{key}=` to `{close[0]}=` in the launch)"
             )
-    strange = [k for k in unknown if launch_options and k not in launch_options]
+    options = launch_options() if unknown else frozenset()
+    strange = [k for k in unknown if options and k not in options]
     if strange and not missing:  # Triton's GPU launch rejects it, its interpreter ignores it
         raise UsageError(
             f"{label}: {signature} has no parameter `{strange[0]}`; remove `{strange[0]}=` "
