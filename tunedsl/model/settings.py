@@ -235,6 +235,16 @@ def default_config(
         raise UsageError(f"{where}: {err}") from None
 
 
+def key_config(space: Any, default: Any, where: str) -> Config:
+    """The configuration whose arguments key a plain-API call with ``args=fn``: ``default=``
+    (checked as the site's settings check it), else the space's first valid point."""
+    if default is None and isinstance(space, Space | Mapping):
+        return search_space(space).first_valid()  # never lists the space
+    spec = search_space(space) if isinstance(space, Space | Mapping) else None
+    large = spec if spec is not None and spec.size_hint() > LIST_LIMIT else None
+    return default_config(expand_space(space) if large is None else (), large, default, where)
+
+
 class LazyCandidates:
     """The candidates of a space too large to list, for one call: membership is tested per
     point (the space's constraint, then ``prune=``); never iterated. ``[0]`` is the site's

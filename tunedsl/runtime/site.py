@@ -23,7 +23,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE
 from tunedsl.model.settings import Settings, environment
 from tunedsl.model.settings import resolve as resolve_settings
-from tunedsl.model.space import Space, check_placeholders
+from tunedsl.model.space import check_placeholders
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import miss, mistakes
 from tunedsl.runtime.entry import Entry, Fused, evict, no_repeat, repeat_factory
@@ -458,17 +458,9 @@ class Site:
         """The configuration whose arguments key a plain-API call with ``args=fn``."""
         cfg = self._key_config
         if cfg is None:
-            from tunedsl.model.settings import LIST_LIMIT, default_config
-            from tunedsl.model.space import expand_space, search_space
+            from tunedsl.model.settings import key_config
 
-            if default is None and isinstance(space, Mapping | Space):
-                cfg = search_space(space).first_valid()  # never lists the space
-            else:  # default= is checked against the space, as the site's settings do
-                spec = search_space(space) if isinstance(space, Mapping | Space) else None
-                large = spec if spec is not None and spec.size_hint() > LIST_LIMIT else None
-                configs = expand_space(space) if large is None else ()
-                cfg = default_config(configs, large, default, self.label)
-            self._key_config = cfg
+            cfg = self._key_config = key_config(space, default, self.label)
         return cfg
 
     # -- introspection -----------------------------------------------------------------
