@@ -87,7 +87,14 @@ class DslSourceLoader(importlib.machinery.SourceFileLoader):
 
             if not needs_expansion(source):
                 return None
-            code = bytecode.compile_and_store(source, path, optimize=optimize)
+            from tunedsl.errors import TunedslSyntaxError
+
+            try:
+                code = bytecode.compile_and_store(source, path, optimize=optimize)
+            except TunedslSyntaxError as err:
+                # The error names the user's file, line and column: the front end's frames
+                # below this one add nothing (Python's own SyntaxError shows none either).
+                raise err.with_traceback(None) from None
         self._expanded = True
         return code
 

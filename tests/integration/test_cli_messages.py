@@ -123,3 +123,40 @@ def test_precompile_tune_without_a_gpu_says_it_needs_one(tmp_path: Path) -> None
     both = tunedsl(tmp_path, "precompile", "--tune", "--target", "cuda:90", example)
     assert both.returncode == 1
     assert "cannot be combined with --target cuda:90" in both.stderr
+
+
+BAD_WORKLOAD = """\
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def k(x, y, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + i, tl.load(x + i, mask=i < n), mask=i < n)
+
+
+def copy(x):
+    y = torch.empty_like(x)
+    return autotune(space=dict(block=[32, 64]), blocks=cdiv(x.numel(), $block),
+                    k(x, y, BLOCK=$block))
+
+
+@workload
+def w():
+    copy(torch.randn(100))
+"""
+
+
+def test_a_failed_workload_is_placed_at_the_users_line(tmp_path: Path) -> None:
+    # The mistake in the launch was placed at tunedsl's own file and line (mistakes.py).
+    path = tmp_path / "badwl.py"
+    path.write_text(BAD_WORKLOAD)
+    done = tunedsl(tmp_path, "precompile", str(path), TRITON_INTERPRET="1")
+    assert done.returncode == 1
+    line = next(x for x in (done.stdout + done.stderr).splitlines() if "workload w failed" in x)
+    assert "the launch passes nothing for `n`" in line
+    assert line.endswith(f"(at {path}:15)"), line  # the autotune(...) line
+    assert "tunedsl/" not in line.split("(at ")[-1]

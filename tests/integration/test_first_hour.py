@@ -124,6 +124,26 @@ def test_without_the_interpreter_the_error_says_what_to_do(tmp_path: Path) -> No
     assert "TRITON_INTERPRET=1 python script.py" in proc.stderr
 
 
+def test_a_dsl_error_in_a_module_the_hook_imports_shows_no_front_end_frames(
+    tmp_path: Path,
+) -> None:
+    # Plain Python importing a DSL module through the hook: six frames of tunedsl's front
+    # end and bytecode cache stood between the user's import and the rendered error.
+    script(tmp_path, "kern.py", blocks="cdiv(n, $tiel)")
+    main = tmp_path / "main.py"
+    main.write_text("import tunedsl.activate\nimport kern\n")
+    proc = subprocess.run(
+        [sys.executable, str(main)],
+        capture_output=True, text=True, env=env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert 'main.py", line 2, in <module>' in proc.stderr
+    assert "`$tiel` is not a field of `space=`" in proc.stderr
+    assert "did you mean `$tile`?" in proc.stderr
+    for internal in ("frontend", "bytecode.py", "checks.py", "expand.py"):
+        assert internal not in proc.stderr, proc.stderr
+
+
 # -- item 7 -------------------------------------------------------------------------------------
 def test_a_kernel_without_jit_is_reported_at_the_users_line_only(tmp_path: Path) -> None:
     path = script(tmp_path, decorator="")
@@ -157,7 +177,7 @@ def test_bad_blocks_values_are_one_error_raised_from_the_call(grid: str, message
 
     n = 100
     a, b = torch.randn(n), torch.randn(n)
-    value = {"tensor": torch.tensor([4]), "nested": ((4, 1),), "function": lambda meta: (4,)}
+    value = {"tensor": torch.tensor([4]), "nested": ((4, 1), 2), "function": lambda meta: (4,)}
     bad = value[grid]
     s = site(f"bad-{grid}", space={"tile": [64, 128]})
     with pytest.raises(UsageError, match=message) as err:
@@ -174,6 +194,20 @@ def test_bad_blocks_values_are_one_error_raised_from_the_call(grid: str, message
     assert [f.name for f in frames] == [
         "test_bad_blocks_values_are_one_error_raised_from_the_call", "__call__",
     ]  # fmt: skip
+
+
+def test_blocks_given_a_tuple_variable_says_how_to_write_the_grid(tmp_path: Path) -> None:
+    # `blocks=grid` with `grid = (x, y)` is one dimension holding a tuple; the error called
+    # it a nested tuple, which the user never wrote.
+    path = script(tmp_path, blocks="grid")
+    text = path.read_text().replace(
+        "    n = a.numel()\n", "    n = a.numel()\n    grid = (16, 1)\n"
+    )
+    path.write_text(text)
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 1
+    assert "blocks= is one value, the tuple (16, 1)" in proc.stderr, proc.stderr
+    assert "write its dimensions in blocks=: blocks=(grid[0], grid[1])" in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -99,6 +99,19 @@ def test_rules_show_prints_the_rule_as_a_table(built_rules: Path) -> None:
     # The map: a tree (a single leaf when one configuration covers every swept key) or the
     # nearest swept key, each line naming a configuration of the list.
     assert "    -> [A] Config(tile=" in text or "nearest swept key" in text
+    # The two baselines docs/shapes.md promises beside the rule's own regret.
+    assert "baselines: nearest swept key's best geomean " in text
+    assert "; single best configuration geomean " in text
+
+
+def test_build_of_a_misspelled_site_names_the_sites_that_have_records(tmp_path: Path) -> None:
+    from rule_helpers import sweep
+
+    sweep("swept")
+    done = rules_cli("build", "--site", "swpet", "--out", str(tmp_path / "out"))
+    assert done.returncode == 1
+    assert "no tuning records of swpet" in done.stderr
+    assert "did you mean `swept`?" in done.stderr and "sites with records: swept" in done.stderr
 
 
 def test_build_without_records_names_the_sweep(tmp_path: Path) -> None:

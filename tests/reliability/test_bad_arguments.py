@@ -129,6 +129,24 @@ RUNTIME_CASES = {
         ["passes nothing for `b`, `c`, `n` of vadd(a, b, c, n, TILE)"],
     ),
     "empty_space": (dict(space={}), UsageError, ["space is empty"]),
+    # A keyword the kernel lacks, like nothing it has: Triton's GPU launch rejects it per
+    # configuration, its interpreter ignores it.
+    "unknown_keyword_argument": (
+        dict(kwargs=lambda cfg: {"TILE": cfg.TILE, "SCALE": 2}),
+        UsageError,
+        ["vadd(a, b, c, n, TILE) has no parameter `SCALE`", "remove `SCALE=`"],
+    ),
+    # A default= outside the space was ignored without a word: the first configuration ran.
+    "default_not_in_space": (
+        dict(default={"TILE": 48}, mode="off"),
+        UsageError,
+        ["default=Config(TILE=48) is not a configuration of space=", "Config(TILE=16)"],
+    ),
+    "default_misspelled_field": (
+        dict(default={"TLE": 16}, mode="off"),
+        UsageError,
+        ["default=Config(TLE=16)", "fields TLE", "space='s fields are TILE"],
+    ),
     "field_nothing_reads": (
         dict(space={"TILE": [16, 32], "num_warp": [4, 8]}),
         UsageError,
@@ -145,6 +163,31 @@ def test_bad_runtime_argument_is_a_clear_error(name: str) -> None:
         _launch(**overrides)
     for word in words:
         assert word in str(info.value), (word, str(info.value))
+
+
+@pytest.mark.needs_triton
+def test_a_triton_autotune_kernel_is_named_before_any_configuration_runs() -> None:
+    # Every configuration failed with Triton's "Conflicting meta-parameters: TILE".
+    import torch
+    import triton
+    from rel_kernels import vadd
+
+    from tunedsl import autotune_launch
+
+    tuned = triton.autotune(configs=[triton.Config({"TILE": 16})], key=["n"])(vadd)
+    a, b, c = torch.ones(N), torch.ones(N), torch.zeros(N)
+    with pytest.raises(UsageError) as info:
+        autotune_launch(
+            tuned,
+            space={"TILE": [16, 32]},
+            grid=lambda cfg: ((N + cfg.TILE - 1) // cfg.TILE,),
+            args=(a, b, c, N),
+            kwargs=lambda cfg: {"TILE": cfg.TILE},
+            name="bad-triton-autotune",
+        )
+    text = str(info.value)
+    assert "wrapped in @triton.autotune" in text and "set `TILE` that" in text, text
+    assert "remove @triton.autotune" in text
 
 
 @pytest.mark.needs_triton

@@ -104,6 +104,11 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
     )
 
 
+def launch_option_names() -> frozenset[str]:
+    """The keywords a launch may pass besides the kernel's parameters (``num_warps``, ...)."""
+    return compat.launch_option_names()
+
+
 def kernel_info(kernel: Any) -> KernelInfo:
     try:
         return _kernel_info_cached(kernel)

@@ -152,9 +152,22 @@ def build(args: argparse.Namespace) -> int:
     if not 1 <= args.max_configs <= MAX_CONFIGS:
         raise UsageError(f"--max-configs {args.max_configs}: expected 1 to {MAX_CONFIGS}")
     _check_measure_args(args)
-    groups = _groups(_records(args.records), args.site)
+    records = list(_records(args.records))
+    groups = _groups(records, args.site)
     if not groups:
         where = ", ".join(args.records) or "this user's cache"
+        known = sorted({r.site for r in records})
+        if args.site and known:  # a misspelled --site: name the sites there are
+            from tunedsl.model.options import did_you_mean
+
+            close = did_you_mean(args.site[0], known)
+            raise UsageError(
+                f"no tuning records of {', '.join(args.site)} in {where}"
+                + (f"; did you mean `{close}`?" if close else "")
+                + f" (sites with records: {', '.join(known[:10])}"
+                + (f", +{len(known) - 10} more" if len(known) > 10 else "")
+                + "; `tunedsl cache ls` lists them)"
+            )
         raise UsageError(
             f"no tuning records{' of ' + ', '.join(args.site) if args.site else ''} in {where}: "
             "sweep the shapes first (a @tunedsl.workload under `tunedsl precompile --tune`, "

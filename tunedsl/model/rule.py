@@ -371,6 +371,16 @@ class Rule:
                 f"{_ratio(v.get('geomean'))}, p95 {_ratio(v.get('p95'))}, "
                 f"max {_ratio(v.get('max'))}"
             )
+            base = v.get("baselines")
+            if isinstance(base, Mapping) and all(
+                isinstance(base.get(b), Mapping) for b in ("nearest_key", "single_best")
+            ):
+                near, single = base["nearest_key"], base["single_best"]
+                lines.append(
+                    f"  baselines: nearest swept key's best geomean {_ratio(near.get('geomean'))}"
+                    f", p95 {_ratio(near.get('p95'))}; single best configuration geomean "
+                    f"{_ratio(single.get('geomean'))}, p95 {_ratio(single.get('p95'))}"
+                )
         lines.append("  configurations:")
         lines += [f"    {_label(i)} {c}" for i, c in enumerate(self.configs)]
         for fam in self.families:

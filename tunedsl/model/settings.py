@@ -180,7 +180,7 @@ def resolve(
         atol=_tolerance(options.get("atol"), f"{where}: atol", 1e-3),
         pre_hook=_callable(options.get("pre_hook"), "pre_hook"),
         post_hook=_callable(options.get("post_hook"), "post_hook"),
-        default=_default(configs, lazy_space, default, where),
+        default=default_config(configs, lazy_space, default, where),
         name=site_name,
         capture=capture,
         seed=seed,
@@ -207,15 +207,42 @@ def _check_choices(settings: Settings, where: str) -> None:
         raise UsageError(f"{where}: isolate= must be True or False, not {settings.isolate!r}")
 
 
-def _default(configs: tuple[Config, ...], lazy_space: Any, default: Any, where: str) -> Config:
+def default_config(
+    configs: tuple[Config, ...], lazy_space: Any, default: Any, where: str
+) -> Config:
+    """The configuration a site falls back to: ``default=``, which must be one of the space's
+    (``configs``, or ``lazy_space`` when the space is too large to list), else the first."""
     if default is not None:
-        return as_config(default, f"{where}: default=")
+        cfg = as_config(default, f"{where}: default=")
+        if cfg in (configs if lazy_space is None else lazy_space):
+            return cfg
+        # Outside the space it would never launch: say so rather than run another one.
+        fields = sorted(lazy_space.dims if lazy_space is not None else configs[0])
+        if sorted(cfg) != fields:
+            why = f"its fields {', '.join(sorted(cfg))}, space='s fields are {', '.join(fields)}"
+        else:
+            example = configs[0] if lazy_space is None else lazy_space.first_valid()
+            why = f"e.g. {example} is"
+        raise UsageError(
+            f"{where}: default={cfg} is not a configuration of space= ({why}); give one of "
+            "the space's configurations, or leave default= out for the space's first"
+        )
     if lazy_space is None:
         return configs[0]
     try:
         return lazy_space.first_valid()  # bounded: never scans the whole space
     except UsageError as err:
         raise UsageError(f"{where}: {err}") from None
+
+
+def key_config(space: Any, default: Any, where: str) -> Config:
+    """The configuration whose arguments key a plain-API call with ``args=fn``: ``default=``
+    (checked as the site's settings check it), else the space's first valid point."""
+    if default is None and isinstance(space, Space | Mapping):
+        return search_space(space).first_valid()  # never lists the space
+    spec = search_space(space) if isinstance(space, Space | Mapping) else None
+    large = spec if spec is not None and spec.size_hint() > LIST_LIMIT else None
+    return default_config(expand_space(space) if large is None else (), large, default, where)
 
 
 class LazyCandidates:

@@ -148,7 +148,10 @@ def _short(err: BaseException) -> str:
     render = getattr(err, "render", None)
     if callable(render):
         return str(render())
-    frames = traceback.extract_tb(err.__traceback__)
+    from tunedsl.runtime.mistakes import is_own_file
+
+    # The user's last frame: a mistake tunedsl reports is raised in tunedsl's own code.
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if not is_own_file(f.filename)]
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(err).__name__}: {err}{where}"
 

@@ -120,6 +120,7 @@ def variants(
                 fill_holes(call.args, holes) if holes else call.args,
                 {**call.static_kwargs, **dyn_kwargs},
                 site.label,
+                bt.launch_option_names,
             )
         out.append(
             Variant(

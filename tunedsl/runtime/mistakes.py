@@ -19,7 +19,7 @@ import operator
 import os
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
@@ -135,6 +135,15 @@ def grid_dims(grid: Any) -> tuple[int, ...]:
     for dim in out:
         if callable(dim) and not is_tensor(dim):
             return grid_dims(dim)  # `blocks=fn` arrives as `(fn,)`: the message for a function
+        if isinstance(dim, (tuple, list)) and len(out) == 1 and 1 <= len(dim) <= 3:
+            # `blocks=grid` with `grid = (x, y)`: only a tuple written in blocks= is unpacked.
+            parts = ", ".join(f"grid[{i}]" for i in range(len(dim)))
+            raise UsageError(
+                f"blocks= is one value, the tuple {tuple(dim)!r}: a grid of several dimensions "
+                f"is a tuple written in blocks=, so write its dimensions in blocks=: "
+                f"blocks=({parts}) for `grid = {tuple(dim)!r}` (autotune_launch: return a flat "
+                "tuple from grid=)"
+            )
         if isinstance(dim, (tuple, list)):
             raise UsageError(
                 f"blocks=/grid= is a nested tuple {grid!r}; a launch grid is flat: (x, y, z)"
@@ -202,12 +211,28 @@ def check_launch(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     label: str,
+    launch_options: Callable[[], frozenset[str]] = frozenset,
 ) -> None:
     """The launch's arguments must bind to the kernel's parameters, as Python would bind
     them: checked on the first configuration, before any is tried (Triton's own message
     came once per configuration, after all were tried, and never named a misspelling).
+    ``launch_options()`` gives the other keywords Triton takes (``num_warps``, ...; asked only
+    when a keyword is no parameter; empty: any).
     A wrapped kernel (``triton.heuristics``, ``triton.autotune``) fills parameters itself:
-    it is left to Triton."""
+    it is left to Triton, unless ``@triton.autotune`` sets a parameter the launch passes too
+    (Triton then fails every configuration: "Conflicting meta-parameters")."""
+    if type(kernel).__name__ == "Autotuner":
+        both = sorted(
+            {k for c in getattr(kernel, "configs", ()) for k in getattr(c, "kwargs", {})}
+            & set(kwargs)
+        )
+        if both:
+            raise UsageError(
+                f"{label}: the kernel is wrapped in @triton.autotune, whose configurations set "
+                f"{', '.join(f'`{k}`' for k in both)} that this launch passes too; remove "
+                "@triton.autotune and put its configurations in space= (autotune(...) tunes "
+                "them)"
+            )
     if getattr(getattr(kernel, "fn", None), "fn", None) is not None:
         return
     params = info.arg_names
@@ -234,6 +259,13 @@ def check_launch(
                 f"{label}: {signature} has no parameter `{key}`; did you mean "
                 f"`{close[0]}`? (rename `{key}=` to `{close[0]}=` in the launch)"
             )
+    options = launch_options() if unknown else frozenset()
+    strange = [k for k in unknown if options and k not in options]
+    if strange and not missing:  # Triton's GPU launch rejects it, its interpreter ignores it
+        raise UsageError(
+            f"{label}: {signature} has no parameter `{strange[0]}`; remove `{strange[0]}=` "
+            f"from the launch or add the parameter to {name}"
+        )
     if missing:
         names = ", ".join(f"`{p}`" for p in missing)
         given = ", ".join(f"`{k}=`" for k in unknown)

@@ -23,7 +23,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE
 from tunedsl.model.settings import Settings, environment
 from tunedsl.model.settings import resolve as resolve_settings
-from tunedsl.model.space import Space, check_placeholders
+from tunedsl.model.space import check_placeholders
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import miss, mistakes
 from tunedsl.runtime.entry import Entry, Fused, evict, no_repeat, repeat_factory
@@ -453,16 +453,9 @@ class Site:
         """The configuration whose arguments key a plain-API call with ``args=fn``."""
         cfg = self._key_config
         if cfg is None:
-            from tunedsl.model.config import as_config
-            from tunedsl.model.space import expand_space, search_space
+            from tunedsl.model.settings import key_config
 
-            if default is not None:
-                cfg = as_config(default, "default=")
-            elif isinstance(space, Mapping | Space):  # the first valid point, never listing
-                cfg = search_space(space).first_valid()
-            else:
-                cfg = expand_space(space)[0]
-            self._key_config = cfg
+            cfg = self._key_config = key_config(space, default, self.label)
         return cfg
 
     # -- introspection -----------------------------------------------------------------

@@ -62,6 +62,7 @@ from tunedsl.backends.compat.gate import (  # noqa: F401 (re-exported)
     is_interpreted_function,
     is_jit_function,
     jit_source_hash,
+    launch_option_names,
     param_specs,
     untested_message,
     version_tested,

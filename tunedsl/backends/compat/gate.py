@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
+import sys
 from typing import Any
 
 from tunedsl.errors import UntestedTritonWarning
@@ -126,3 +128,23 @@ def param_specs(jit_fn: Any) -> list[tuple[str, bool]]:
 def has_pre_run_hooks(kernel: Any) -> bool:
     """Whether ``JITFunction.add_pre_run_hook`` installed hooks (``pre_run_hooks``; 3.6, 3.9)."""
     return bool(getattr(kernel, "pre_run_hooks", None))
+
+
+@functools.cache
+def launch_option_names() -> frozenset[str]:
+    """Keywords a launch may pass besides the kernel's parameters: the fields of every
+    installed backend's options dataclass (``CUDAOptions``, ``HIPOptions``: ``num_warps``,
+    ``enable_fp_fusion``, ...), which ``JITFunction._pack_args`` accepts (3.6.0, 3.9.0).
+    Empty when they cannot be found: then no keyword is rejected."""
+    try:
+        from triton.backends import backends
+    except ImportError:
+        return frozenset()
+    names: set[str] = set()
+    for backend in backends.values():
+        module = sys.modules.get(getattr(backend.compiler, "__module__", ""))
+        for obj in vars(module).values() if module is not None else ():
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+                if obj.__name__.endswith("Options"):
+                    names.update(f.name for f in dataclasses.fields(obj))
+    return frozenset(names)
