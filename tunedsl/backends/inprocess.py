@@ -58,13 +58,18 @@ def reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {first}"[:500]
 
 
-def hook_args(info: Any, v: Variant) -> dict[str, Any]:
+def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]:
     """What ``pre_hook``/``post_hook`` receive for ``v``: its arguments by parameter name
-    and its launch options (``num_warps``, ...), as Triton's hooks see them."""
+    and its launch options (``num_warps``, ...), as Triton's hooks see them. ``hints`` are
+    the site's static hints."""
     from tunedsl.backends import triton as bt
+    from tunedsl.model.hints import hint_fields
 
     bound = bt.bind_arguments(info, v.args, v.kwargs)
-    return {**{k: x for k, x in v.options.items() if k not in bound}, **bound}
+    # The interpreter launches without options; its hooks see the hints all the same, so a
+    # hook reading args["num_warps"] runs on the CPU as on a GPU.
+    options = v.options or hint_fields(v.config, hints)
+    return {**{k: x for k, x in options.items() if k not in bound}, **bound}
 
 
 class Guard:
@@ -99,7 +104,16 @@ class Guard:
         self.pre_hook = req.settings.pre_hook
         skip = (*req.settings.restore_value, *req.settings.reset_to_zero)
         self.watch = (
-            InPlaceWatch(bound, skip, req.settings.rtol, req.settings.atol) if watch else None
+            InPlaceWatch(
+                bound,
+                skip,
+                req.settings.rtol,
+                req.settings.atol,
+                keep_written=req.settings.pre_hook is not None
+                or req.settings.post_hook is not None,
+            )
+            if watch
+            else None
         )
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
@@ -356,7 +370,7 @@ class InProcessMeasurer:
             self.req.settings.post_hook(self.hook_args.get(config, self.bound), exception=error)
 
     def _setup(self, v: Variant) -> Callable[[], None]:
-        args = self.hook_args[v.config] = hook_args(self.info, v)
+        args = self.hook_args[v.config] = hook_args(self.info, v, self.req.settings.hints)
         guard = self.guard
         setup = self.setups[v.config] = lambda: guard.before_rep(args)
         return setup

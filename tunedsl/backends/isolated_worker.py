@@ -179,7 +179,7 @@ class _State:
         from tunedsl.backends import triton as bt
         from tunedsl.backends.inprocess import hook_args
 
-        return hook_args(bt.kernel_info(self.kernel), self.variants[index])
+        return hook_args(bt.kernel_info(self.kernel), self.variants[index], self.req.settings.hints)
 
     def sample(self, index: int, reps: int) -> list[float]:
         run = self.run(index)

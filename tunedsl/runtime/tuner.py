@@ -80,7 +80,7 @@ def check_choice(req: TuneRequest) -> str | None:
         try:
             for v in req.variants:
                 options = {**v.kwargs, **v.options}
-                args = hook_args(info, v)
+                args = hook_args(info, v, req.settings.hints)
                 error: BaseException | None = None
 
                 def run(v: Variant = v, options: dict[str, Any] = options) -> object:

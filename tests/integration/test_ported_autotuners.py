@@ -1,0 +1,407 @@
+"""Other autotuners' test suites, ported to tunedsl: Triton's ``triton.autotune`` tests
+(python/test/unit/runtime/test_autotuner.py), Helion's and Kernel Tuner's.
+
+Each test names the behaviour it ports and where it comes from. Real kernels under Triton's
+interpreter, called through DSL macros compiled by ``tunedsl.frontend`` (``SCRIPT``) or
+through ``autotune_launch``. Where tunedsl deliberately differs (docs/runtime.md), the test
+pins tunedsl's documented behaviour and says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tunedsl import Config, autotune_launch, cdiv
+from tunedsl.errors import UsageError
+from tunedsl.frontend.compile import compile_source
+
+pytestmark = pytest.mark.needs_triton
+
+SCRIPT = """\
+import triton
+import triton.language as tl
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def copy_2d(dst, src, stride_m: tl.constexpr, M, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    ptrs = offs_m[:, None] * stride_m + offs_n[None, :]
+    mask = offs_m[:, None] < M
+    tl.store(dst + ptrs, tl.load(src + ptrs, mask=mask), mask=mask)
+
+
+@triton.jit
+def add_one(src, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(src + offs, tl.load(src + offs, mask=offs < N) + 1, mask=offs < N)
+
+
+@triton.jit
+def write_one(src, dst, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < N
+    if src is not None:
+        tl.store(src + offs, tl.full([BLOCK], 1, dtype=src.dtype.element_ty), mask=mask)
+    else:
+        tl.store(dst + offs, tl.full([BLOCK], 1, dtype=dst.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def total(x, out, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out, tl.sum(tl.load(x + offs, mask=offs < N, other=0.0), axis=0))
+
+
+@triton.jit
+def staged_copy(src, dst, N, N_STAGES: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    for _ in tl.range(tl.cdiv(N, BLOCK), num_stages=N_STAGES):
+        tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
+        offs += BLOCK
+
+
+@triton.jit
+def add_even(a, b, c, n, TILE: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if EVEN:
+        tl.store(c + offs, tl.load(a + offs) + tl.load(b + offs))
+    else:
+        mask = offs < n
+        tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def copy_spin(dst, src, N, SPIN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + offs, mask=offs < N)
+    for _ in range(SPIN):
+        x = x * 1.0
+    tl.store(dst + offs, x, mask=offs < N)
+
+
+@triton.jit
+def copy_small_only(dst, src, N, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK <= 64)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
+
+
+@triton.jit
+def convert(dst, src, N, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < N).to(DTYPE), mask=offs < N)
+
+
+@triton.jit
+def add_bias(x, out, N, BIAS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < N) + BIAS, mask=offs < N)
+
+
+def copy_kw(dst, src, M, N):
+    return autotune(space=dict(bm=[32, 128]), blocks=cdiv(M, $bm), key=M,
+                    copy_2d(dst=dst, M=M, src=src, BLOCK_N=N, stride_m=N, BLOCK_M=$bm))
+
+
+def restore_pos(src, N):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
+                    add_one(src, N, BLOCK=$block))
+
+
+def restore_kw(src, N):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
+                    add_one(src=src, N=N, BLOCK=$block))
+
+
+def reset_pos(src, dst, N):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["src"],
+                    write_one(src, dst, N, BLOCK=$block))
+
+
+def reset_kw(src, dst, N):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["src"],
+                    write_one(src=src, dst=dst, N=N, BLOCK=$block))
+
+
+def total_hooked(x, out, N, pre):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), pre_hook=pre,
+                    total(x=x, out=out, N=N, BLOCK=$block))
+
+
+def total_reset(x, out, N):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["out"],
+                    total(x=x, out=out, N=N, BLOCK=$block))
+
+
+def staged(src, dst, N, pre, post):
+    return autotune(space=dict(block=[4096, 32]), blocks=1, pre_hook=pre, post_hook=post,
+                    staged_copy(src, dst, N, N_STAGES=64 if N == 4096 else 4, BLOCK=$block))
+
+
+def add_even_site(a, b, c, n, pre):
+    return autotune(space=dict(tile=[64, 128, 256]), blocks=cdiv(n, $tile), pre_hook=pre,
+                    add_even(a, b, c, n, TILE=$tile, EVEN=n % $tile == 0))
+
+
+def pruned(dst, src, N, prune):
+    return autotune(space=dict(block=[32, 128, 256]), blocks=cdiv(N, $block), prune=prune,
+                    copy_spin(dst, src, N=N, SPIN=0, BLOCK=$block))
+
+
+def fastest(dst, src, N):
+    return autotune(space=dict(spin=[400, 0, 200]), blocks=cdiv(N, 64),
+                    copy_spin(dst, src, N, SPIN=$spin, BLOCK=64))
+
+
+def hinted(dst, src, N, pre):
+    return autotune(space=dict(num_warps=[2, 4], num_stages=[1, 3]), blocks=cdiv(N, 64),
+                    pre_hook=pre, copy_spin(dst, src, N, SPIN=0, BLOCK=64))
+
+
+def failing(dst, src, N, post):
+    return autotune(space=dict(block=[256, 32]), blocks=cdiv(N, $block), post_hook=post,
+                    copy_small_only(dst, src, N, BLOCK=$block))
+"""
+
+
+@pytest.fixture
+def dsl(tmp_path: Path) -> dict[str, Any]:
+    """The functions of ``SCRIPT``, expanded by the front end and run as a module."""
+    path = tmp_path / "ported_sites.py"
+    path.write_text(SCRIPT, encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "ported_sites", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    return namespace
+
+
+def test_keyword_call_in_any_order_and_key_change_retunes(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner test_kwargs: a kernel launched with keyword arguments in any
+    order; a new ``key`` value tunes again, the same one reuses the decision."""
+    M, N = 256, 16
+    src = torch.randn(M * N)
+    dst = torch.zeros(M * N)
+    first = dsl["copy_kw"](dst, src, M, N)
+    assert first.source == "tuned" and torch.equal(dst, src)
+    dst.zero_()
+    half = dsl["copy_kw"](dst, src, M // 2, N)
+    assert half.source == "tuned" and half.key != first.key
+    assert torch.equal(dst[: M * N // 2], src[: M * N // 2]) and not dst[M * N // 2 :].any()
+    dst.zero_()
+    again = dsl["copy_kw"](dst, src, M, N)
+    assert again.source == "memory" and again.config == first.config and torch.equal(dst, src)
+
+
+@pytest.mark.parametrize("form", ["restore_pos", "restore_kw"])
+def test_restore_value_leaves_one_launch_applied(dsl: dict[str, Any], form: str) -> None:
+    """Triton test_autotuner test_restore (positional and keyword arguments): with
+    ``restore_value`` the tuning's launches are undone and the result is one launch's."""
+    src = torch.zeros(1024)
+    res = dsl[form](src, 1024)
+    assert res.source == "tuned" and len(res.timings) == 2
+    torch.testing.assert_close(src, torch.ones(1024))
+    dsl[form](src, 1024)  # a hit restores nothing: one more launch
+    torch.testing.assert_close(src, torch.full((1024,), 2.0))
+
+
+@pytest.mark.parametrize("form", ["reset_pos", "reset_kw"])
+@pytest.mark.parametrize("src_is_none", [False, True])
+def test_reset_to_zero_of_an_alias_or_of_none(
+    dsl: dict[str, Any], form: str, src_is_none: bool
+) -> None:
+    """Triton test_autotuner test_reset_to_zero / test_restore_with_none: ``reset_to_zero``
+    of an argument that is another's alias, or None (skipped), positional or keyword."""
+    dst = torch.full((1024,), 2.0)
+    res = dsl[form](None if src_is_none else dst, dst, 1024)
+    assert res.source == "tuned"
+    torch.testing.assert_close(dst, torch.ones(1024))
+
+
+def test_hooks_and_reset_see_tensors_passed_by_keyword(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner test_hooks / test_reset_to_zero (keyword form): hooks and
+    ``reset_to_zero`` reach a tensor the launch passes by keyword, in tuning and on hits."""
+    x = torch.ones(300)
+    out = torch.zeros(1)
+    seen: list[tuple[int, bool]] = []
+
+    def pre(args: dict[str, Any]) -> None:
+        seen.append((args["BLOCK"], args["out"] is out))
+        args["out"].zero_()
+
+    res = dsl["total_hooked"](x, out, 300, pre)
+    assert {b for b, _ in seen} == {32, 128} and all(same for _, same in seen)
+    # One launch on the caller's data, as with isolate=True: the hook's writes are undone.
+    assert res.source == "tuned" and out.item() == 300.0
+    out.fill_(7.0)
+    assert dsl["total_reset"](x, out, 300).source == "tuned" and out.item() == 300.0
+    out.fill_(7.0)
+    assert dsl["total_reset"](x, out, 300).source == "memory" and out.item() == 300.0
+
+
+def test_hooks_per_configuration_with_a_heuristic_argument(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner test_hooks (with @triton.heuristics): tunedsl documents a
+    deliberate difference, ``pre_hook`` before every repetition and ``post_hook`` once per
+    configuration (docs/runtime.md, "The hook rule"); both see the heuristic's value."""
+    src = torch.randn(4096)
+    dst = torch.zeros(4096)
+    pre: list[tuple[int, int]] = []
+    post: list[tuple[int, Any]] = []
+    res = dsl["staged"](
+        src,
+        dst,
+        4096,
+        lambda args: pre.append((args["BLOCK"], args["N_STAGES"])),
+        lambda args, exception: post.append((args["BLOCK"], exception)),
+    )
+    assert res.source == "tuned" and torch.equal(dst, src)
+    assert sorted(post, key=lambda p: p[0]) == [(32, None), (4096, None)]
+    assert {b for b, _ in pre} == {32, 4096} and {s for _, s in pre} == {64}
+
+
+def test_a_heuristic_of_the_configuration_is_computed_per_configuration(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton @triton.heuristics (EVEN_K-style flags of META): a keyword computed from a
+    configuration field is recomputed for every configuration tried and launched."""
+    n = 192  # a multiple of 64 only: EVEN (unmasked) is right for tile=64 alone
+    a, b = torch.randn(n), torch.randn(n)
+    seen: dict[int, bool] = {}
+    c = torch.zeros(n)
+    res = dsl["add_even_site"](a, b, c, n, lambda args: seen.update({args["TILE"]: args["EVEN"]}))
+    assert seen == {64: True, 128: False, 256: False}
+    assert all(r.status == "ok" for r in res.timings.values())
+    torch.testing.assert_close(c, a + b)
+
+
+def test_prune_sees_named_arguments_and_one_kept_configuration_is_not_benchmarked(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton test_autotuner test_prune_configs / test_pruned_single_config_skips_benchmark:
+    ``prune`` gets the configurations and the call's arguments by name (keywords too); one
+    configuration kept is launched as is, never measured."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    seen: list[tuple[list[int], set[str], int]] = []
+
+    def prune(configs: list[Config], args: dict[str, Any]) -> list[Config]:
+        seen.append(([c.block for c in configs], set(args), args["N"]))
+        return [configs[1]]
+
+    res = dsl["pruned"](dst, src, 300, prune)
+    assert seen[-1] == ([32, 128, 256], {"dst", "src", "N", "SPIN"}, 300)
+    assert res.config == Config(block=128) and res.source == "default" and res.record is None
+    assert torch.equal(dst, src)
+
+
+def test_prune_as_a_perf_model_with_top_k(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner test_prune_configs (perf_model, top_k): ``prune`` ranking by a
+    model and keeping the top k is how tunedsl spells it; only those k are measured."""
+    src, dst = torch.randn(300), torch.zeros(300)
+
+    def top_2(configs: list[Config], args: dict[str, Any]) -> list[Config]:
+        return sorted(configs, key=lambda c: -c.block)[:2]  # the model: bigger is faster
+
+    res = dsl["pruned"](dst, src, 300, top_2)
+    assert set(res.timings) == {Config(block=256), Config(block=128)}
+    assert res.config in res.timings and torch.equal(dst, src)
+
+
+def test_prune_keeping_nothing_is_a_usage_error(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner test_prune_all_configs: a prune that keeps no configuration is
+    an error saying it must keep one (Triton: "should return at least one config")."""
+    src, dst = torch.randn(300), torch.zeros(300)
+
+    def nothing(configs: list[Config], args: dict[str, Any]) -> list[Config]:
+        return []
+
+    with pytest.raises(UsageError, match=r"prune=.*nothing returned no configuration"):
+        dsl["pruned"](dst, src, 300, nothing)
+    assert not dst.any()
+
+
+def test_the_fastest_configuration_is_chosen(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner (the bench picks the minimum), Kernel Tuner's best config: the
+    configuration chosen is the one with the lowest measured time, not the first one."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = dsl["fastest"](dst, src, 300)
+    ok = {c: r.median_ms for c, r in res.timings.items() if r.status == "ok"}
+    assert len(ok) == 3 and res.config == min(ok, key=ok.__getitem__)
+    assert res.config == Config(spin=0) and torch.equal(dst, src)
+
+
+def test_num_warps_and_num_stages_are_launch_options(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner (Config(num_warps=..., num_stages=...)): space fields named
+    like launch hints are launch options, never kernel arguments; hooks see them."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    seen: set[tuple[int, int]] = set()
+    res = dsl["hinted"](dst, src, 300, lambda a: seen.add((a["num_warps"], a["num_stages"])))
+    assert torch.equal(dst, src) and len(res.timings) == 4
+    # Under the interpreter, configurations that differ only in hints are timed once.
+    assert seen and seen <= {(c.num_warps, c.num_stages) for c in res.timings}
+
+
+def test_a_failing_configuration_is_skipped_and_post_hook_gets_its_error(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton test_autotuner test_exceed_threads / test_exceed_tmem (OutOfResources), Kernel
+    Tuner's skipped failing config: the failing configuration is dropped with its reason and
+    ``post_hook`` receives its exception; the working one is launched."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    errors: dict[int, Any] = {}
+    res = dsl["failing"](dst, src, 300, lambda a, exception: errors.update({a["BLOCK"]: exception}))
+    assert res.config == Config(block=32) and torch.equal(dst, src)
+    assert errors[32] is None and isinstance(errors[256], Exception)
+    assert res.timings[Config(block=256)].status == "failed"
+
+
+def test_a_dtype_constexpr_gets_its_own_decision(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner test_dtype_cache_results: a ``tl.dtype`` constexpr argument is
+    part of the key; each dtype is tuned once and converts correctly."""
+    import triton.language as tl
+
+    src = torch.randn(300)
+    got = []
+    for dtype, torch_dtype in ((tl.float16, torch.float16), (tl.float32, torch.float32)) * 2:
+        dst = torch.empty(300, dtype=torch_dtype)
+        got.append(
+            autotune_launch(
+                dsl["convert"],
+                space={"block": [64, 128]},
+                grid=lambda cfg: (cdiv(300, cfg.block),),
+                args=(dst, src, 300, dtype),
+                kwargs=lambda cfg: {"BLOCK": cfg.block},
+            )
+        )
+        torch.testing.assert_close(dst, src.to(torch_dtype))
+    assert [r.source for r in got] == ["tuned", "tuned", "memory", "memory"]
+    assert got[0].digest != got[1].digest
+
+
+@pytest.mark.parametrize(("atol", "accepted"), [(0.1, True), (1e-4, False)])
+def test_verify_against_a_reference_within_atol(
+    dsl: dict[str, Any], atol: float, accepted: bool
+) -> None:
+    """Kernel Tuner test_core (answer= with atol=), Helion's accuracy check: a configuration
+    whose output is off by 0.01 passes ``verify=fn`` under atol=0.1 and is rejected under
+    atol=1e-4; the launch's result is always the reference's."""
+    x = torch.zeros(300)
+    out = torch.zeros(300)
+    res = autotune_launch(
+        dsl["add_bias"],
+        space={"bias": [0.01, 0.0]},
+        grid=(cdiv(300, 64),),
+        args=(x, out, 300),
+        kwargs=lambda cfg: {"BIAS": cfg.bias, "BLOCK": 64},
+        verify=lambda inputs: {"out": inputs["x"].clone()},
+        atol=atol,
+        rtol=0.0,
+        name=f"bias-{atol}",
+    )
+    status = res.timings[Config(bias=0.01)].status
+    assert status == ("ok" if accepted else "rejected")
+    if not accepted:
+        assert res.config == Config(bias=0.0) and not out.any()
