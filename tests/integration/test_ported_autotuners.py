@@ -9,6 +9,7 @@ pins tunedsl's documented behaviour and says so.
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,11 @@ def copy_kw(dst, src, M, N):
                     copy_2d(dst=dst, M=M, src=src, BLOCK_N=N, stride_m=N, BLOCK_M=$bm))
 
 
+def keyed_by_name(dst, src, N):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), key=["N"],
+                    copy_spin(dst, src, N, SPIN=0, BLOCK=$block))
+
+
 def restore_pos(src, N):
     return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
                     add_one(src, N, BLOCK=$block))
@@ -195,6 +201,17 @@ def test_keyword_call_in_any_order_and_key_change_retunes(dsl: dict[str, Any]) -
     dst.zero_()
     again = dsl["copy_kw"](dst, src, M, N)
     assert again.source == "memory" and again.config == first.config and torch.equal(dst, src)
+
+
+def test_a_key_of_parameter_names_is_a_usage_error(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner (key=["M"] names arguments): tunedsl's key= is a value, so a
+    list of parameter names would key every call alike; it is named with the fix."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    with pytest.raises(UsageError, match=r"key=\['N'\] names parameters.* key=N$") as info:
+        dsl["keyed_by_name"](dst, src, 300)
+    names = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
+    assert names[-2].endswith("ported_sites.py") and names[-1].endswith("site.py")  # the site
+    assert not dst.any()
 
 
 @pytest.mark.parametrize("form", ["restore_pos", "restore_kw"])

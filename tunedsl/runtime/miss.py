@@ -121,6 +121,7 @@ def variants(
                 {**call.static_kwargs, **dyn_kwargs},
                 site.label,
             )
+            mistakes.check_key_names(call.key, bt.kernel_info(call.kernel), site.label)
         out.append(
             Variant(
                 config=cfg,
