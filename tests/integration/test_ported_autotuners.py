@@ -280,6 +280,21 @@ def test_hooks_per_configuration_with_a_heuristic_argument(dsl: dict[str, Any]) 
     assert {b for b, _ in pre} == {32, 4096} and {s for _, s in pre} == {64}
 
 
+def test_an_error_in_pre_hook_stops_the_tuning(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner (only OutOfResources-like errors skip a config; a hook's error
+    propagates): a ``pre_hook`` that raises under one configuration stops the tuning with
+    an error naming the hook, instead of dropping that configuration in silence."""
+    src, dst = torch.randn(4096), torch.zeros(4096)
+
+    def pre(args: dict[str, Any]) -> None:
+        if args["BLOCK"] == 32:
+            raise KeyError("SPLIT_K")
+
+    with pytest.raises(UsageError, match=r"pre_hook= raised KeyError: 'SPLIT_K' \(at .*py:\d+\)"):
+        dsl["staged"](src, dst, 4096, pre, None)
+    assert not dst.any()  # the caller's data, as before the call
+
+
 def test_a_heuristic_of_the_configuration_is_computed_per_configuration(
     dsl: dict[str, Any],
 ) -> None:
@@ -422,3 +437,22 @@ def test_verify_against_a_reference_within_atol(
     assert status == ("ok" if accepted else "rejected")
     if not accepted:
         assert res.config == Config(bias=0.0) and not out.any()
+
+
+def test_verify_true_compares_with_the_first_configuration(dsl: dict[str, Any]) -> None:
+    """Helion's accuracy check compares with a baseline; tunedsl's ``verify=True`` compares
+    with the first configuration that runs (a documented difference, docs/runtime.md "The
+    verify rule"): when that one is wrong the right one is rejected, so ``verify=fn`` (the
+    test above) is the baseline form."""
+    x, out = torch.zeros(300), torch.zeros(300)
+    res = autotune_launch(
+        dsl["add_bias"],
+        space={"bias": [0.01, 0.0]},
+        grid=(cdiv(300, 64),),
+        args=(x, out, 300),
+        kwargs=lambda cfg: {"BIAS": cfg.bias, "BLOCK": 64},
+        verify=True,
+        atol=1e-4,
+        rtol=0.0,
+    )
+    assert res.timings[Config(bias=0.0)].status == "rejected" and res.config == Config(bias=0.01)

@@ -29,6 +29,7 @@ import queue
 import statistics
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -56,6 +57,21 @@ def reason(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     first = next((line for line in text if line.strip()), "")
     return f"{type(err).__name__}: {first}"[:500]
+
+
+def call_pre_hook(hook: Callable[..., Any], args: Mapping[str, Any]) -> None:
+    """Run the user's ``pre_hook``. Its error is the caller's, not the configuration's: it
+    stops the tuning (as in ``triton.autotune``) instead of dropping the configuration."""
+    try:
+        hook(dict(args))
+    except UsageError:
+        raise
+    except Exception as err:
+        frame = traceback.extract_tb(err.__traceback__)[-1]
+        raise UsageError(
+            f"pre_hook= raised {reason(err)} (at {frame.filename}:{frame.lineno}); a hook's "
+            "error stops the tuning, it does not drop the configuration: fix the hook"
+        ) from err
 
 
 def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]:
@@ -144,7 +160,7 @@ class Guard:
         for name in self.zero_names:
             self.bt.zero(self.bound[name])
         if self.pre_hook is not None:
-            self.pre_hook(dict(self.bound if hook_args is None else hook_args))
+            call_pre_hook(self.pre_hook, self.bound if hook_args is None else hook_args)
 
     def restore_all(self) -> None:
         """Every snapshot back where the kernel changed it (a tensor it did not write is
@@ -208,7 +224,7 @@ class Verifier:
         self.guard.observe()
         self.guard.restore_all()
         if self.guard.pre_hook is not None:
-            self.guard.pre_hook(dict(self.guard.bound if hook_args is None else hook_args))
+            call_pre_hook(self.guard.pre_hook, self.guard.bound if hook_args is None else hook_args)
         run()
         self.guard.bt.synchronize()
         outputs = {n: self.guard.bt.clone(self.guard.bound[n]) for n in self.outputs}
