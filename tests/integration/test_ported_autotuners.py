@@ -10,6 +10,7 @@ pins tunedsl's documented behaviour and says so.
 from __future__ import annotations
 
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import torch
 from tunedsl import Config, autotune_launch, cdiv
 from tunedsl.errors import UsageError
 from tunedsl.frontend.compile import compile_source
+from tunedsl.warn import forget
 
 pytestmark = pytest.mark.needs_triton
 
@@ -108,6 +110,12 @@ def add_bias(x, out, N, BIAS: tl.constexpr, BLOCK: tl.constexpr):
 def copy_kw(dst, src, M, N):
     return autotune(space=dict(bm=[32, 128]), blocks=cdiv(M, $bm), key=M,
                     copy_2d(dst=dst, M=M, src=src, BLOCK_N=N, stride_m=N, BLOCK_M=$bm))
+
+
+@triton.jit
+def scale_bias(x, N, BIAS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + offs, tl.load(x + offs, mask=offs < N) * 2 + BIAS, mask=offs < N)
 
 
 def keyed_by_name(dst, src, N):
@@ -422,19 +430,24 @@ def test_verify_against_a_reference_within_atol(
     atol=1e-4; the launch's result is always the reference's."""
     x = torch.zeros(300)
     out = torch.zeros(300)
-    res = autotune_launch(
-        dsl["add_bias"],
-        space={"bias": [0.01, 0.0]},
-        grid=(cdiv(300, 64),),
-        args=(x, out, 300),
-        kwargs=lambda cfg: {"BIAS": cfg.bias, "BLOCK": 64},
-        verify=lambda inputs: {"out": inputs["x"].clone()},
-        atol=atol,
-        rtol=0.0,
-        name=f"bias-{atol}",
-    )
+    forget()  # warnings already given in this process are given again
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = autotune_launch(
+            dsl["add_bias"],
+            space={"bias": [0.01, 0.0]},
+            grid=(cdiv(300, 64),),
+            args=(x, out, 300),
+            kwargs=lambda cfg: {"BIAS": cfg.bias, "BLOCK": 64},
+            verify=lambda inputs: {"out": inputs["x"].clone()},
+            atol=atol,
+            rtol=0.0,
+            name=f"bias-{atol}",
+        )
     status = res.timings[Config(bias=0.01)].status
     assert status == ("ok" if accepted else "rejected")
+    # out is an output: a rejected configuration's result is no sign of an in-place write.
+    assert not [w for w in caught if "in place" in str(w.message)]
     if not accepted:
         assert res.config == Config(bias=0.0) and not out.any()
 
@@ -456,3 +469,25 @@ def test_verify_true_compares_with_the_first_configuration(dsl: dict[str, Any]) 
         rtol=0.0,
     )
     assert res.timings[Config(bias=0.0)].status == "rejected" and res.config == Config(bias=0.01)
+
+
+def test_verify_of_an_in_place_kernel_whose_first_configuration_is_wrong(
+    dsl: dict[str, Any],
+) -> None:
+    """Helion test_autotuner (accuracy check of a kernel that mutates its input): the wrong
+    configuration is rejected, the in-place write is still found and named, and the caller
+    gets one launch of the right one on the original data."""
+    x = torch.arange(300, dtype=torch.float32)
+    original = x.clone()
+    forget()
+    with pytest.warns(UserWarning, match="changes 'x' in place"):
+        res = autotune_launch(
+            dsl["scale_bias"],
+            space={"bias": [0.5, 0.0]},
+            grid=(cdiv(300, 64),),
+            args=(x, 300),
+            kwargs=lambda cfg: {"BIAS": cfg.bias, "BLOCK": 64},
+            verify=lambda inputs: {"x": inputs["x"] * 2},
+        )
+    assert res.timings[Config(bias=0.5)].status == "rejected" and res.config == Config(bias=0.0)
+    torch.testing.assert_close(x, original * 2)

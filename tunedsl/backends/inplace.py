@@ -100,6 +100,14 @@ class InPlaceWatch:
             return again
         return []
 
+    def fresh_start(self) -> None:
+        """The arguments were just put back to the caller's values (a ``verify=`` check runs
+        from them): the launch about to run is a first launch again, and the one after it
+        is compared with its output, not with another configuration's (a rejected one's
+        output differs from the next one's without anything being in place)."""
+        if not self.done and self.seen > 1:
+            self.seen = 1
+
     def finish(self) -> tuple[list[str], dict[str, Any]]:
         """At the end of a tuning: the arguments found in place now (fewer than three
         launches), and the written arguments' values to restore: every one after a single

@@ -223,6 +223,8 @@ class Verifier:
         with the reference."""
         self.guard.observe()
         self.guard.restore_all()
+        if self.guard.watch is not None:
+            self.guard.watch.fresh_start()
         if self.guard.pre_hook is not None:
             call_pre_hook(self.guard.pre_hook, self.guard.bound if hook_args is None else hook_args)
         run()
