@@ -80,11 +80,16 @@ def add_even(a, b, c, n, TILE: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
+def same(x):
+    return x * 1.0
+
+
+@triton.jit
 def copy_spin(dst, src, N, SPIN: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(src + offs, mask=offs < N)
     for _ in range(SPIN):
-        x = x * 1.0
+        x = same(x)
     tl.store(dst + offs, x, mask=offs < N)
 
 
@@ -116,6 +121,13 @@ def copy_kw(dst, src, M, N):
 def scale_bias(x, N, BIAS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x + offs, tl.load(x + offs, mask=offs < N) * 2 + BIAS, mask=offs < N)
+
+
+@triton.jit
+def maybe_copy(dst, src, N, WRITE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if WRITE:
+        tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
 
 
 def keyed_by_name(dst, src, N):
@@ -184,14 +196,18 @@ def failing(dst, src, N, post):
 """
 
 
-@pytest.fixture
-def dsl(tmp_path: Path) -> dict[str, Any]:
-    """The functions of ``SCRIPT``, expanded by the front end and run as a module."""
-    path = tmp_path / "ported_sites.py"
-    path.write_text(SCRIPT, encoding="utf-8")
+def load(path: Path, text: str = SCRIPT) -> dict[str, Any]:
+    """``text`` written to ``path``, expanded by the front end and run as a module."""
+    path.write_text(text, encoding="utf-8")
     namespace: dict[str, Any] = {"__name__": "ported_sites", "__file__": str(path)}
     exec(compile_source(path.read_bytes(), str(path)), namespace)
     return namespace
+
+
+@pytest.fixture
+def dsl(tmp_path: Path) -> dict[str, Any]:
+    """The functions of ``SCRIPT``, as a module."""
+    return load(tmp_path / "ported_sites.py")
 
 
 def test_keyword_call_in_any_order_and_key_change_retunes(dsl: dict[str, Any]) -> None:
@@ -366,8 +382,8 @@ def test_prune_keeping_nothing_is_a_usage_error(dsl: dict[str, Any]) -> None:
 def test_the_fastest_configuration_is_chosen(dsl: dict[str, Any]) -> None:
     """Triton test_autotuner (the bench picks the minimum), Kernel Tuner's best config: the
     configuration chosen is the one with the lowest measured time, not the first one."""
-    src, dst = torch.randn(300), torch.zeros(300)
-    res = dsl["fastest"](dst, src, 300)
+    src, dst = torch.randn(64), torch.zeros(64)
+    res = dsl["fastest"](dst, src, 64)
     ok = {c: r.median_ms for c, r in res.timings.items() if r.status == "ok"}
     assert len(ok) == 3 and res.config == min(ok, key=ok.__getitem__)
     assert res.config == Config(spin=0) and torch.equal(dst, src)
@@ -491,3 +507,55 @@ def test_verify_of_an_in_place_kernel_whose_first_configuration_is_wrong(
         )
     assert res.timings[Config(bias=0.5)].status == "rejected" and res.config == Config(bias=0.0)
     torch.testing.assert_close(x, original * 2)
+
+
+@pytest.mark.parametrize("verify", ["reference", "first"])
+def test_a_configuration_that_writes_nothing_is_not_passed_by_an_earlier_output(
+    dsl: dict[str, Any], verify: str
+) -> None:
+    """Kernel Tuner test_core (outputs reset before each verification run): a configuration
+    that never writes its output is rejected, not passed by the output an earlier
+    configuration left in the buffer."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = autotune_launch(
+        dsl["maybe_copy"],
+        space={"write": [True, False]},
+        grid=(cdiv(300, 64),),
+        args=(dst, src, 300),
+        kwargs=lambda cfg: {"WRITE": cfg.write, "BLOCK": 64},
+        verify=(lambda inputs: {"dst": inputs["src"].clone()}) if verify == "reference" else True,
+        name=f"maybe-{verify}",
+    )
+    assert res.timings[Config(write=False)].status == "rejected"
+    assert res.config == Config(write=True) and torch.equal(dst, src)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        (
+            "x = tl.load(src + offs, mask=offs < N)\n",
+            "x = tl.load(src + offs, mask=offs < N) + 0\n",
+        ),
+        ("return x * 1.0", "return x * 1.0 + 0.0"),  # a @jit function the kernel calls
+    ],
+    ids=["kernel", "called-function"],
+)
+def test_an_edited_kernel_is_tuned_again_in_a_new_process(
+    tmp_path: Path, edit: tuple[str, str]
+) -> None:
+    """Kernel Tuner's cache file / Helion's autotune cache (keyed on the kernel's source): a
+    stored decision serves a new process while the kernel is the same, never once its
+    source or a function it calls changed (the stored choice may not suit the new kernel)."""
+    from tunedsl.runtime import decide
+
+    path = tmp_path / "ported_sites.py"
+    src, dst = torch.randn(300), torch.zeros(300)
+    keep_all = lambda configs, args: configs  # noqa: E731
+    assert load(path)["pruned"](dst, src, 300, keep_all).source == "tuned"
+    decide._VERIFIED.clear()  # what a new process starts without
+    assert load(path)["pruned"](dst, src, 300, keep_all).source == "disk"
+    assert SCRIPT.count(edit[0]) == 1
+    dst.zero_()
+    assert load(path, SCRIPT.replace(*edit))["pruned"](dst, src, 300, keep_all).source == "tuned"
+    assert torch.equal(dst, src)
