@@ -155,6 +155,11 @@ def reset_kw(src, dst, N):
                     write_one(src=src, dst=dst, N=N, BLOCK=$block))
 
 
+def restore_alias_kw(src, dst, N):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
+                    write_one(src=src, dst=dst, N=N, BLOCK=$block))
+
+
 def total_hooked(x, out, N, pre):
     return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), pre_hook=pre,
                     total(x=x, out=out, N=N, BLOCK=$block))
@@ -250,13 +255,14 @@ def test_restore_value_leaves_one_launch_applied(dsl: dict[str, Any], form: str)
     torch.testing.assert_close(src, torch.full((1024,), 2.0))
 
 
-@pytest.mark.parametrize("form", ["reset_pos", "reset_kw"])
+@pytest.mark.parametrize("form", ["reset_pos", "reset_kw", "restore_alias_kw"])
 @pytest.mark.parametrize("src_is_none", [False, True])
-def test_reset_to_zero_of_an_alias_or_of_none(
+def test_reset_or_restore_of_an_alias_or_of_none(
     dsl: dict[str, Any], form: str, src_is_none: bool
 ) -> None:
     """Triton test_autotuner test_reset_to_zero / test_restore_with_none: ``reset_to_zero``
-    of an argument that is another's alias, or None (skipped), positional or keyword."""
+    or ``restore_value`` of an argument that is another's alias, or None (skipped), passed
+    by position or keyword."""
     dst = torch.full((1024,), 2.0)
     res = dsl[form](None if src_is_none else dst, dst, 1024)
     assert res.source == "tuned"
