@@ -28,55 +28,7 @@ SCRIPT = """\
 import triton
 import triton.language as tl
 from tunedsl import autotune, cdiv
-
-
-@triton.jit
-def copy_2d(dst, src, stride_m: tl.constexpr, M, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
-    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    ptrs = offs_m[:, None] * stride_m + offs_n[None, :]
-    mask = offs_m[:, None] < M
-    tl.store(dst + ptrs, tl.load(src + ptrs, mask=mask), mask=mask)
-
-
-@triton.jit
-def add_one(src, N, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(src + offs, tl.load(src + offs, mask=offs < N) + 1, mask=offs < N)
-
-
-@triton.jit
-def write_one(src, dst, N, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < N
-    if src is not None:
-        tl.store(src + offs, tl.full([BLOCK], 1, dtype=src.dtype.element_ty), mask=mask)
-    else:
-        tl.store(dst + offs, tl.full([BLOCK], 1, dtype=dst.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def total(x, out, N, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.atomic_add(out, tl.sum(tl.load(x + offs, mask=offs < N, other=0.0), axis=0))
-
-
-@triton.jit
-def staged_copy(src, dst, N, N_STAGES: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    for _ in tl.range(tl.cdiv(N, BLOCK), num_stages=N_STAGES):
-        tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
-        offs += BLOCK
-
-
-@triton.jit
-def add_even(a, b, c, n, TILE: tl.constexpr, EVEN: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    if EVEN:
-        tl.store(c + offs, tl.load(a + offs) + tl.load(b + offs))
-    else:
-        mask = offs < n
-        tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+from ported_kernels import add_bias, add_even, add_one, convert, copy_2d, copy_small_only, maybe_copy, scale_bias, staged_copy, total, write_one
 
 
 @triton.jit
@@ -93,111 +45,36 @@ def copy_spin(dst, src, N, SPIN: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(dst + offs, x, mask=offs < N)
 
 
-@triton.jit
-def copy_small_only(dst, src, N, BLOCK: tl.constexpr):
-    tl.static_assert(BLOCK <= 64)
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
-
-
-@triton.jit
-def convert(dst, src, N, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(dst + offs, tl.load(src + offs, mask=offs < N).to(DTYPE), mask=offs < N)
-
-
-@triton.jit
-def add_bias(x, out, N, BIAS: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out + offs, tl.load(x + offs, mask=offs < N) + BIAS, mask=offs < N)
-
-
-def copy_kw(dst, src, M, N):
-    return autotune(space=dict(bm=[32, 128]), blocks=cdiv(M, $bm), key=M,
-                    copy_2d(dst=dst, M=M, src=src, BLOCK_N=N, stride_m=N, BLOCK_M=$bm))
-
-
-@triton.jit
-def scale_bias(x, N, BIAS: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(x + offs, tl.load(x + offs, mask=offs < N) * 2 + BIAS, mask=offs < N)
-
-
-@triton.jit
-def maybe_copy(dst, src, N, WRITE: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    if WRITE:
-        tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
-
-
-def keyed_by_name(dst, src, N):
-    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), key=["N"],
-                    copy_spin(dst, src, N, SPIN=0, BLOCK=$block))
-
-
-def restore_pos(src, N):
-    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
-                    add_one(src, N, BLOCK=$block))
-
-
-def restore_kw(src, N):
-    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
-                    add_one(src=src, N=N, BLOCK=$block))
-
-
-def reset_pos(src, dst, N):
-    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["src"],
-                    write_one(src, dst, N, BLOCK=$block))
-
-
-def reset_kw(src, dst, N):
-    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["src"],
-                    write_one(src=src, dst=dst, N=N, BLOCK=$block))
-
-
-def restore_alias_kw(src, dst, N):
-    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
-                    write_one(src=src, dst=dst, N=N, BLOCK=$block))
-
-
-def total_hooked(x, out, N, pre):
-    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), pre_hook=pre,
-                    total(x=x, out=out, N=N, BLOCK=$block))
-
-
-def total_reset(x, out, N):
-    return autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["out"],
-                    total(x=x, out=out, N=N, BLOCK=$block))
-
-
-def staged(src, dst, N, pre, post):
-    return autotune(space=dict(block=[4096, 32]), blocks=1, pre_hook=pre, post_hook=post,
-                    staged_copy(src, dst, N, N_STAGES=64 if N == 4096 else 4, BLOCK=$block))
-
-
-def add_even_site(a, b, c, n, pre):
-    return autotune(space=dict(tile=[64, 128, 256]), blocks=cdiv(n, $tile), pre_hook=pre,
-                    add_even(a, b, c, n, TILE=$tile, EVEN=n % $tile == 0))
-
-
-def pruned(dst, src, N, prune):
-    return autotune(space=dict(block=[32, 128, 256]), blocks=cdiv(N, $block), prune=prune,
-                    copy_spin(dst, src, N=N, SPIN=0, BLOCK=$block))
-
-
-def fastest(dst, src, N):
-    return autotune(space=dict(spin=[400, 0, 200]), blocks=cdiv(N, 64),
-                    copy_spin(dst, src, N, SPIN=$spin, BLOCK=64))
-
-
-def hinted(dst, src, N, pre):
-    return autotune(space=dict(num_warps=[2, 4], num_stages=[1, 3]), blocks=cdiv(N, 64),
-                    pre_hook=pre, copy_spin(dst, src, N, SPIN=0, BLOCK=64))
-
-
-def failing(dst, src, N, post):
-    return autotune(space=dict(block=[256, 32]), blocks=cdiv(N, $block), post_hook=post,
-                    copy_small_only(dst, src, N, BLOCK=$block))
+copy_kw = lambda dst, src, M, N: autotune(space=dict(bm=[32, 128]), blocks=cdiv(M, $bm), key=M,
+    copy_2d(dst=dst, M=M, src=src, BLOCK_N=N, stride_m=N, BLOCK_M=$bm))
+keyed_by_name = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), key=["N"],
+    copy_spin(dst, src, N, SPIN=0, BLOCK=$block))
+restore_pos = lambda src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
+    add_one(src, N, BLOCK=$block))
+restore_kw = lambda src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
+    add_one(src=src, N=N, BLOCK=$block))
+reset_pos = lambda src, dst, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["src"],
+    write_one(src, dst, N, BLOCK=$block))
+reset_kw = lambda src, dst, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["src"],
+    write_one(src=src, dst=dst, N=N, BLOCK=$block))
+restore_alias_kw = lambda src, dst, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), restore_value=["src"],
+    write_one(src=src, dst=dst, N=N, BLOCK=$block))
+total_hooked = lambda x, out, N, pre: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), pre_hook=pre,
+    total(x=x, out=out, N=N, BLOCK=$block))
+total_reset = lambda x, out, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), reset_to_zero=["out"],
+    total(x=x, out=out, N=N, BLOCK=$block))
+staged = lambda src, dst, N, pre, post: autotune(space=dict(block=[4096, 32]), blocks=1, pre_hook=pre, post_hook=post,
+    staged_copy(src, dst, N, N_STAGES=64 if N == 4096 else 4, BLOCK=$block))
+add_even_site = lambda a, b, c, n, pre: autotune(space=dict(tile=[64, 128, 256]), blocks=cdiv(n, $tile), pre_hook=pre,
+    add_even(a, b, c, n, TILE=$tile, EVEN=n % $tile == 0))
+pruned = lambda dst, src, N, prune: autotune(space=dict(block=[32, 128, 256]), blocks=cdiv(N, $block), prune=prune,
+    copy_spin(dst, src, N=N, SPIN=0, BLOCK=$block))
+fastest = lambda dst, src, N: autotune(space=dict(spin=[400, 0, 200]), blocks=cdiv(N, 64),
+    copy_spin(dst, src, N, SPIN=$spin, BLOCK=64))
+hinted = lambda dst, src, N, pre: autotune(space=dict(num_warps=[2, 4], num_stages=[1, 3]), blocks=cdiv(N, 64),
+    pre_hook=pre, copy_spin(dst, src, N, SPIN=0, BLOCK=64))
+failing = lambda dst, src, N, post: autotune(space=dict(block=[256, 32]), blocks=cdiv(N, $block), post_hook=post,
+    copy_small_only(dst, src, N, BLOCK=$block))
 """
 
 
@@ -443,32 +320,34 @@ def test_a_dtype_constexpr_gets_its_own_decision(dsl: dict[str, Any]) -> None:
     assert got[0].digest != got[1].digest
 
 
+def tune_field(kernel: Any, field: str, values: list, args: tuple, **options: Any) -> Any:
+    """``kernel`` tuned over one field, passed as its upper-case constexpr (and BLOCK=64);
+    each caller names its own site (``name=``)."""
+    return autotune_launch(
+        kernel,
+        space={field: values},
+        grid=(cdiv(300, 64),),
+        args=args,
+        kwargs=lambda cfg: {field.upper(): cfg[field], "BLOCK": 64},
+        **options,
+    )
+
+
 @pytest.mark.parametrize(("atol", "accepted"), [(0.1, True), (1e-4, False)])
 def test_verify_against_a_reference_within_atol(
     dsl: dict[str, Any], atol: float, accepted: bool
 ) -> None:
     """Kernel Tuner test_core (answer= with atol=), Helion's accuracy check: a configuration
     whose output is off by 0.01 passes ``verify=fn`` under atol=0.1 and is rejected under
-    atol=1e-4; the launch's result is always the reference's."""
-    x = torch.zeros(300)
-    out = torch.zeros(300)
+    atol=1e-4, and no warning takes that output for an in-place write."""
+    x, out = torch.zeros(300), torch.zeros(300)
+    reference = lambda inputs: {"out": inputs["x"].clone()}  # noqa: E731
     forget()  # warnings already given in this process are given again
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = autotune_launch(
-            dsl["add_bias"],
-            space={"bias": [0.01, 0.0]},
-            grid=(cdiv(300, 64),),
-            args=(x, out, 300),
-            kwargs=lambda cfg: {"BIAS": cfg.bias, "BLOCK": 64},
-            verify=lambda inputs: {"out": inputs["x"].clone()},
-            atol=atol,
-            rtol=0.0,
-            name=f"bias-{atol}",
-        )
-    status = res.timings[Config(bias=0.01)].status
-    assert status == ("ok" if accepted else "rejected")
-    # out is an output: a rejected configuration's result is no sign of an in-place write.
+        res = tune_field(dsl["add_bias"], "bias", [0.01, 0.0], (x, out, 300), verify=reference,
+                         atol=atol, rtol=0.0, name=f"bias-{atol}")  # fmt: skip
+    assert res.timings[Config(bias=0.01)].status == ("ok" if accepted else "rejected")
     assert not [w for w in caught if "in place" in str(w.message)]
     if not accepted:
         assert res.config == Config(bias=0.0) and not out.any()
@@ -480,16 +359,8 @@ def test_verify_true_compares_with_the_first_configuration(dsl: dict[str, Any]) 
     verify rule"): when that one is wrong the right one is rejected, so ``verify=fn`` (the
     test above) is the baseline form."""
     x, out = torch.zeros(300), torch.zeros(300)
-    res = autotune_launch(
-        dsl["add_bias"],
-        space={"bias": [0.01, 0.0]},
-        grid=(cdiv(300, 64),),
-        args=(x, out, 300),
-        kwargs=lambda cfg: {"BIAS": cfg.bias, "BLOCK": 64},
-        verify=True,
-        atol=1e-4,
-        rtol=0.0,
-    )
+    res = tune_field(dsl["add_bias"], "bias", [0.01, 0.0], (x, out, 300), verify=True,
+                     atol=1e-4, rtol=0.0, name="bias-first")  # fmt: skip
     assert res.timings[Config(bias=0.0)].status == "rejected" and res.config == Config(bias=0.01)
 
 
@@ -503,14 +374,8 @@ def test_verify_of_an_in_place_kernel_whose_first_configuration_is_wrong(
     original = x.clone()
     forget()
     with pytest.warns(UserWarning, match="changes 'x' in place"):
-        res = autotune_launch(
-            dsl["scale_bias"],
-            space={"bias": [0.5, 0.0]},
-            grid=(cdiv(300, 64),),
-            args=(x, 300),
-            kwargs=lambda cfg: {"BIAS": cfg.bias, "BLOCK": 64},
-            verify=lambda inputs: {"x": inputs["x"] * 2},
-        )
+        res = tune_field(dsl["scale_bias"], "bias", [0.5, 0.0], (x, 300),
+                         verify=lambda inputs: {"x": inputs["x"] * 2}, name="scale-bias")  # fmt: skip
     assert res.timings[Config(bias=0.5)].status == "rejected" and res.config == Config(bias=0.0)
     torch.testing.assert_close(x, original * 2)
 
@@ -523,15 +388,9 @@ def test_a_configuration_that_writes_nothing_is_not_passed_by_an_earlier_output(
     that never writes its output is rejected, not passed by the output an earlier
     configuration left in the buffer."""
     src, dst = torch.randn(300), torch.zeros(300)
-    res = autotune_launch(
-        dsl["maybe_copy"],
-        space={"write": [True, False]},
-        grid=(cdiv(300, 64),),
-        args=(dst, src, 300),
-        kwargs=lambda cfg: {"WRITE": cfg.write, "BLOCK": 64},
-        verify=(lambda inputs: {"dst": inputs["src"].clone()}) if verify == "reference" else True,
-        name=f"maybe-{verify}",
-    )
+    check = (lambda inputs: {"dst": inputs["src"].clone()}) if verify == "reference" else True
+    res = tune_field(dsl["maybe_copy"], "write", [True, False], (dst, src, 300), verify=check,
+                     name=f"maybe-{verify}")  # fmt: skip
     assert res.timings[Config(write=False)].status == "rejected"
     assert res.config == Config(write=True) and torch.equal(dst, src)
 
