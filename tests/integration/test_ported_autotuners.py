@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tunedsl import Config, autotune_launch, cdiv
-from tunedsl.errors import UsageError
+from tunedsl.errors import TunedslSyntaxError, UsageError
 from tunedsl.frontend.compile import compile_source
 from tunedsl.warn import forget
 
@@ -260,6 +260,25 @@ def test_prune_keeping_nothing_is_a_usage_error(dsl: dict[str, Any]) -> None:
     with pytest.raises(UsageError, match=r"prune=.*nothing returned no configuration"):
         dsl["pruned"](dst, src, 300, nothing)
     assert not dst.any()
+
+
+@pytest.mark.parametrize(("name", "instead"), [("do_bench", "timing="), ("warmup", "effort=")])
+def test_tritons_bench_options_name_their_counterparts(
+    tmp_path: Path, name: str, instead: str
+) -> None:
+    """Triton test_autotuner (do_bench= override, warmup=/rep=): a deliberate difference,
+    tunedsl takes neither (docs/runtime.md, "Benchmarking"); each is refused, in the macro
+    and in autotune_launch, with the tunedsl option to use instead."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    with pytest.raises(UsageError, match=f"`{name}=` is triton.autotune's; in tunedsl: {instead}"):
+        tune_field(load(tmp_path / "s.py")["copy_spin"], "spin", [0, 1], (dst, src, 300),
+                   name=f"triton-{name}", **{name: lambda *a: 1})  # fmt: skip
+    text = (
+        SCRIPT + f"bad = lambda n: autotune(space=dict(b=[1, 2]), blocks=$b, {name}=1, f(n, $b))\n"
+    )
+    with pytest.raises(TunedslSyntaxError, match=f"unknown keyword `{name}=`") as info:
+        load(tmp_path / "bad.py", text)
+    assert f"in tunedsl: {instead}" in str(info.value)
 
 
 def test_the_fastest_configuration_is_chosen(dsl: dict[str, Any]) -> None:
