@@ -17,7 +17,7 @@ data.
 Hooks: ``pre_hook(args)`` runs before every repetition and check; ``post_hook(args,
 exception=...)`` (Triton's signature) once per configuration after its check and warm-up,
 and again with the error when a later repetition fails. ``args`` are the measured
-configuration's (``hook_args``).
+configuration's (``hooks.hook_args``).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ import queue
 import statistics
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tunedsl.backends.compile_pool import default_workers, start_drained_thread
+from tunedsl.backends.hooks import call_pre_hook, hook_args
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
@@ -57,35 +57,6 @@ def reason(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     first = next((line for line in text if line.strip()), "")
     return f"{type(err).__name__}: {first}"[:500]
-
-
-def call_pre_hook(hook: Callable[..., Any], args: Mapping[str, Any]) -> None:
-    """Run the user's ``pre_hook``. Its error is the caller's, not the configuration's: it
-    stops the tuning (as in ``triton.autotune``) instead of dropping the configuration."""
-    try:
-        hook(dict(args))
-    except UsageError:
-        raise
-    except Exception as err:
-        frame = traceback.extract_tb(err.__traceback__)[-1]
-        raise UsageError(
-            f"pre_hook= raised {reason(err)} (at {frame.filename}:{frame.lineno}); a hook's "
-            "error stops the tuning, it does not drop the configuration: fix the hook"
-        ) from err
-
-
-def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``pre_hook``/``post_hook`` receive for ``v``: its arguments by parameter name
-    and its launch options (``num_warps``, ...), as Triton's hooks see them. ``hints`` are
-    the site's static hints."""
-    from tunedsl.backends import triton as bt
-    from tunedsl.model.hints import hint_fields
-
-    bound = bt.bind_arguments(info, v.args, v.kwargs)
-    # The interpreter launches without options; its hooks see the hints all the same, so a
-    # hook reading args["num_warps"] runs on the CPU as on a GPU.
-    options = v.options or hint_fields(v.config, hints)
-    return {**{k: x for k, x in options.items() if k not in bound}, **bound}
 
 
 class Guard:
@@ -119,17 +90,11 @@ class Guard:
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.settings.pre_hook
         skip = (*req.settings.restore_value, *req.settings.reset_to_zero)
+        # A hook may write arguments too: then every written one is put back after tuning.
+        hooked = req.settings.pre_hook is not None or req.settings.post_hook is not None
+        settings = req.settings
         self.watch = (
-            InPlaceWatch(
-                bound,
-                skip,
-                req.settings.rtol,
-                req.settings.atol,
-                keep_written=req.settings.pre_hook is not None
-                or req.settings.post_hook is not None,
-            )
-            if watch
-            else None
+            InPlaceWatch(bound, skip, settings.rtol, settings.atol, hooked) if watch else None
         )
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 

@@ -185,7 +185,7 @@ class _State:
 
     def hook_args(self, index: int) -> dict[str, Any]:
         from tunedsl.backends import triton as bt
-        from tunedsl.backends.inprocess import hook_args
+        from tunedsl.backends.hooks import hook_args
 
         return hook_args(bt.kernel_info(self.kernel), self.variants[index], self.req.settings.hints)
 

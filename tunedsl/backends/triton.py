@@ -11,6 +11,7 @@ import functools
 import hashlib
 import inspect
 import types
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,7 +85,7 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     scope = getattr(fn, "__globals__", {})
     found = [scope.get(n) for n in sorted(names)]
     modules = [m for m in found if isinstance(m, types.ModuleType)]
-    found += [getattr(m, n, None) for m in modules for n in sorted(names)]
+    found += [_attribute(m, n) for m in modules for n in sorted(names)]
     out: list[str] = []
     for obj in found:
         inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
@@ -93,6 +94,17 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
         seen.add(id(inner))
         out += [_source(inner), *_called_sources(inner, seen)]
     return out
+
+
+def _attribute(module: types.ModuleType, name: str) -> Any:
+    """``module.name`` if it has one; a module whose lookup raises or warns (a deprecated
+    or lazily imported name) gives None, quietly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return getattr(module, name, None)
+        except Exception:
+            return None
 
 
 def _is_constexpr_annotation(annotation: Any) -> bool:
