@@ -33,7 +33,12 @@ class InPlaceWatch:
     """Watches ``bound``'s tensors (but ``skip``) over the first three launches."""
 
     def __init__(
-        self, bound: Mapping[str, Any], skip: Iterable[str], rtol: float, atol: float
+        self,
+        bound: Mapping[str, Any],
+        skip: Iterable[str],
+        rtol: float,
+        atol: float,
+        keep_written: bool = False,
     ) -> None:
         from tunedsl.backends import triton as bt
 
@@ -60,6 +65,11 @@ class InPlaceWatch:
         self.after_first: dict[str, Any] = {}
         self.seen = 0  # launches observed so far
         self.found: dict[str, Any] = {}  # in-place argument -> the caller's value
+        # With hooks, a written argument may be the hook's doing (a pre_hook zeroing an
+        # accumulator makes every launch write it alike): keep the caller's values of the
+        # written arguments, to put back after tuning.
+        self.keep_written = keep_written
+        self.kept: dict[str, Any] = {}
 
     @property
     def done(self) -> bool:
@@ -75,6 +85,8 @@ class InPlaceWatch:
             written = {n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)}
             self.original = {n: self.original[n] for n in written}
             self.after_first = {n: self.bt.clone(self.bound[n]) for n in written}
+            if self.keep_written:
+                self.kept = dict(self.original)
         elif self.seen == 3:
             self.bt.synchronize()
             again = [
@@ -88,14 +100,23 @@ class InPlaceWatch:
             return again
         return []
 
+    def fresh_start(self) -> None:
+        """The arguments were just put back to the caller's values (a ``verify=`` check runs
+        from them): the launch about to run is a first launch again, and the one after it
+        is compared with its output, not with another configuration's (a rejected one's
+        output differs from the next one's without anything being in place)."""
+        if not self.done and self.seen > 1:
+            self.seen = 1
+
     def finish(self) -> tuple[list[str], dict[str, Any]]:
-        """At the end of a tuning of fewer than three launches: the arguments found in
-        place now, and (after one launch) every written argument's value to restore:
-        restoring an output is harmless, the real launch writes it again."""
+        """At the end of a tuning: the arguments found in place now (fewer than three
+        launches), and the written arguments' values to restore: every one after a single
+        launch, and with ``keep_written`` every one (restoring an output is harmless, the
+        real launch writes it again)."""
         if self.done:
-            return [], {}
+            return [], dict(self.kept)
         found = self.before_launch()
-        return found, (dict(self.original) if self.seen == 2 else {})
+        return found, {**self.kept, **(self.original if self.seen == 2 else {})}
 
 
 def warn_in_place(kernel: str, names: list[str], warn: Callable[..., Any]) -> None:

@@ -17,7 +17,7 @@ data.
 Hooks: ``pre_hook(args)`` runs before every repetition and check; ``post_hook(args,
 exception=...)`` (Triton's signature) once per configuration after its check and warm-up,
 and again with the error when a later repetition fails. ``args`` are the measured
-configuration's (``hook_args``).
+configuration's (``hooks.hook_args``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tunedsl.backends.compile_pool import default_workers, start_drained_thread
+from tunedsl.backends.hooks import call_pre_hook, hook_args
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
@@ -56,15 +57,6 @@ def reason(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     first = next((line for line in text if line.strip()), "")
     return f"{type(err).__name__}: {first}"[:500]
-
-
-def hook_args(info: Any, v: Variant) -> dict[str, Any]:
-    """What ``pre_hook``/``post_hook`` receive for ``v``: its arguments by parameter name
-    and its launch options (``num_warps``, ...), as Triton's hooks see them."""
-    from tunedsl.backends import triton as bt
-
-    bound = bt.bind_arguments(info, v.args, v.kwargs)
-    return {**{k: x for k, x in v.options.items() if k not in bound}, **bound}
 
 
 class Guard:
@@ -98,8 +90,11 @@ class Guard:
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.settings.pre_hook
         skip = (*req.settings.restore_value, *req.settings.reset_to_zero)
+        # A hook may write arguments too: then every written one is put back after tuning.
+        hooked = req.settings.pre_hook is not None or req.settings.post_hook is not None
+        settings = req.settings
         self.watch = (
-            InPlaceWatch(bound, skip, req.settings.rtol, req.settings.atol) if watch else None
+            InPlaceWatch(bound, skip, settings.rtol, settings.atol, hooked) if watch else None
         )
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
@@ -130,7 +125,7 @@ class Guard:
         for name in self.zero_names:
             self.bt.zero(self.bound[name])
         if self.pre_hook is not None:
-            self.pre_hook(dict(self.bound if hook_args is None else hook_args))
+            call_pre_hook(self.pre_hook, self.bound if hook_args is None else hook_args)
 
     def restore_all(self) -> None:
         """Every snapshot back where the kernel changed it (a tensor it did not write is
@@ -193,8 +188,10 @@ class Verifier:
         with the reference."""
         self.guard.observe()
         self.guard.restore_all()
+        if self.guard.watch is not None:
+            self.guard.watch.fresh_start()
         if self.guard.pre_hook is not None:
-            self.guard.pre_hook(dict(self.guard.bound if hook_args is None else hook_args))
+            call_pre_hook(self.guard.pre_hook, self.guard.bound if hook_args is None else hook_args)
         run()
         self.guard.bt.synchronize()
         outputs = {n: self.guard.bt.clone(self.guard.bound[n]) for n in self.outputs}
@@ -356,7 +353,7 @@ class InProcessMeasurer:
             self.req.settings.post_hook(self.hook_args.get(config, self.bound), exception=error)
 
     def _setup(self, v: Variant) -> Callable[[], None]:
-        args = self.hook_args[v.config] = hook_args(self.info, v)
+        args = self.hook_args[v.config] = hook_args(self.info, v, self.req.settings.hints)
         guard = self.guard
         setup = self.setups[v.config] = lambda: guard.before_rep(args)
         return setup

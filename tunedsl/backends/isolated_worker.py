@@ -21,8 +21,10 @@ corrupt a reply. One request at a time:
 - ``("settle", {index: median_ms})``: the auto timer picks its mode for the leaders.
 - ``("reset",)``: drop the state (tensors, kernels) and free cached device memory.
 
-A configuration failing with an exception is answered ``("failed", reason)``; one that
-crashes or hangs the process is the parent's business (it kills and restarts this worker).
+A configuration failing with an exception is answered ``("failed", reason)``; a
+``UsageError`` (a mistake in the call or a hook, such as a ``pre_hook`` that raised) is
+answered ``("error", message)`` and stops the tuning; a configuration that crashes or hangs
+the process is the parent's business (it kills and restarts this worker).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import sys
 import threading
 import time
 from typing import Any, BinaryIO
+
+from tunedsl.errors import UsageError
 
 _HEADER = struct.Struct("<Q")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -132,6 +136,8 @@ class _State:
             error: BaseException | None = None
             try:
                 problem = self.verifier.check(self.run(index), self.hook_args(index))
+            except UsageError:  # a mistake in the call or a hook, not in the configuration
+                raise
             except Exception as err:
                 error = err
                 self.run_failed = True
@@ -164,6 +170,8 @@ class _State:
             if status == "ok":
                 try:
                     samples = self.sample(index, reps)
+                except UsageError:
+                    raise
                 except Exception as err:
                     self.run_failed = True
                     status, reason = "failed", "run: " + _reason(err)
@@ -177,9 +185,9 @@ class _State:
 
     def hook_args(self, index: int) -> dict[str, Any]:
         from tunedsl.backends import triton as bt
-        from tunedsl.backends.inprocess import hook_args
+        from tunedsl.backends.hooks import hook_args
 
-        return hook_args(bt.kernel_info(self.kernel), self.variants[index])
+        return hook_args(bt.kernel_info(self.kernel), self.variants[index], self.req.settings.hints)
 
     def sample(self, index: int, reps: int) -> list[float]:
         run = self.run(index)
@@ -239,6 +247,8 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 reply(("ok", state.timer.kind))
             else:
                 reply(("error", f"unknown request {op!r}"))
+        except UsageError as err:  # the parent raises it: no configuration's failure
+            reply(("error", str(err)))
         except Exception as err:
             reply(("failed", _reason(err)))
             if state is not None and state.gpu:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import types
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +64,49 @@ def _python_fn(kernel: Any) -> Any:
     return fn
 
 
+def _source(fn: Any) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return repr(fn)
+
+
+def _called_sources(fn: Any, seen: set[int]) -> list[str]:
+    """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
+    ``lib.helper(x)``: a global, or an attribute of a global module, that wraps a Python
+    function as ``.fn``), recursively, in a fixed order."""
+    code = getattr(fn, "__code__", None)
+    names: set[str] = set()
+    stack = [code] if isinstance(code, types.CodeType) else []
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    scope = getattr(fn, "__globals__", {})
+    found = [scope.get(n) for n in sorted(names)]
+    modules = [m for m in found if isinstance(m, types.ModuleType)]
+    found += [_attribute(m, n) for m in modules for n in sorted(names)]
+    out: list[str] = []
+    for obj in found:
+        inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
+        if not inspect.isfunction(inner) or id(inner) in seen:
+            continue
+        seen.add(id(inner))
+        out += [_source(inner), *_called_sources(inner, seen)]
+    return out
+
+
+def _attribute(module: types.ModuleType, name: str) -> Any:
+    """``module.name`` if it has one; a module whose lookup raises or warns (a deprecated
+    or lazily imported name) gives None, quietly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return getattr(module, name, None)
+        except Exception:
+            return None
+
+
 def _is_constexpr_annotation(annotation: Any) -> bool:
     if isinstance(annotation, str):
         return annotation.split(".")[-1] == "constexpr"
@@ -87,11 +132,10 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
     if cache_key is not None:
         source_hash = cache_key  # Triton's hash covers the source and every called @jit function
     else:
-        try:
-            source = inspect.getsource(fn)
-        except (OSError, TypeError):
-            source = repr(fn)
-        source_hash = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        # The interpreter's functions (and wrappers) have no Triton hash: the source of the
+        # kernel and of every Triton function it calls, as Triton's hash covers them.
+        sources = [_source(fn), *_called_sources(fn, {id(fn)})]
+        source_hash = hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest()
     return KernelInfo(
         arg_names=names,
         constexpr_names=constexprs,

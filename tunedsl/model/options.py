@@ -30,6 +30,25 @@ OPTION_NAMES: tuple[str, ...] = (
     "budget",
 )
 
+# triton.autotune's keywords that tunedsl spells otherwise: the error for one names the
+# counterpart instead of a near miss among tunedsl's keywords.
+TRITON_COUNTERPARTS: dict[str, str] = {
+    "configs": "space=",
+    "prune_configs_by": "prune= (a function of the configurations and the arguments)",
+    "warmup": "effort= or budget= (tunedsl sizes its own measurements)",
+    "rep": "effort= or budget= (tunedsl sizes its own measurements)",
+    "do_bench": "timing= (tunedsl times with its own timer; it takes no do_bench)",
+    "use_cuda_graph": 'timing="graph"',
+    "cache_results": "none needed: decisions are always stored",
+}
+
+
+def triton_counterpart(name: str) -> str | None:
+    """For a keyword of ``triton.autotune``, what to write instead; else None."""
+    instead = TRITON_COUNTERPARTS.get(name)
+    return f"`{name}=` is triton.autotune's; in tunedsl: {instead}" if instead else None
+
+
 # Values of the measurement options (docs/runtime.md, docs/pytorch.md).
 TIMING_MODES: tuple[str, ...] = ("auto", "graph", "events")
 CAPTURE_MODES: tuple[str, ...] = ("raise", "default")

@@ -20,6 +20,7 @@ from tunedsl.model.options import (
     HINT_NAMES,
     OPTION_NAMES,
     TIMING_MODES,
+    triton_counterpart,
 )
 from tunedsl.model.space import Space, expand_space, search_space
 
@@ -118,8 +119,11 @@ def resolve(
         raise UsageError(f"{where}: space= is required")
     for name in hints:
         if name not in HINT_NAMES:
+            instead = triton_counterpart(name)
             raise UsageError(
-                f"{where}: unknown launch hint {name!r}; hints: {', '.join(HINT_NAMES)}"
+                f"{where}: {instead}"
+                if instead
+                else f"{where}: unknown launch hint {name!r}; hints: {', '.join(HINT_NAMES)}"
             )
     for name in options:
         if name not in OPTION_NAMES:

@@ -122,6 +122,7 @@ def variants(
                 site.label,
                 bt.launch_option_names,
             )
+            mistakes.check_key_names(call.key, bt.kernel_info(call.kernel), site.label)
         out.append(
             Variant(
                 config=cfg,

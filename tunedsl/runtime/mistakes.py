@@ -2,7 +2,8 @@
 
 The front end catches what it can see in the text (``tunedsl expand --check``); these are
 the mistakes only the values show: a kernel that is not a Triton kernel, a ``blocks=`` that
-is a tensor, a nested tuple or a function, a ``key=`` that differs on every call. Each becomes a ``UsageError`` naming the macro
+is a tensor, a nested tuple or a function, a ``key=`` that differs on every call or that
+names parameters (``triton.autotune``'s form). Each becomes a ``UsageError`` naming the macro
 part and the fix, raised once, on the first call, before any configuration is tried (the
 alternative was one Triton error per configuration).
 
@@ -172,6 +173,22 @@ def check_key(key: Any, label: str) -> None:
     why = _unstable(key, "key=")
     if why is not None:
         raise UsageError(f"{label}: {why}, so every new one would tune again; {_KEY_FIX}")
+
+
+def check_key_names(key: Any, info: KernelInfo, label: str) -> None:
+    """``key=`` is a value: a list of the kernel's parameter names (``key=["M", "N"]``,
+    ``triton.autotune``'s form) never changes, so every call would share one decision."""
+    if not isinstance(key, (list, tuple)) or not key:
+        return
+    if not all(isinstance(k, str) and k in info.arg_names for k in key):
+        return
+    names = ", ".join(key)
+    fix = f"key={names}" if len(key) == 1 else f"key=({names})"
+    raise UsageError(
+        f"{label}: key={key!r} names parameters of the kernel, as triton.autotune's key= "
+        "does; tunedsl's key= is a value, and this one is the same on every call, so every "
+        f"call would share one decision: pass the values, {fix}"
+    )
 
 
 def _unstable(value: Any, where: str) -> str | None:

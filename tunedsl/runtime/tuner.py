@@ -67,7 +67,8 @@ def check_choice(req: TuneRequest) -> str | None:
     reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
     compare; None when it agrees. The caller's data is restored afterwards."""
     from tunedsl.backends import triton as bt
-    from tunedsl.backends.inprocess import BENCH_LOCK, Guard, Verifier, hook_args, reason
+    from tunedsl.backends.hooks import hook_args
+    from tunedsl.backends.inprocess import BENCH_LOCK, Guard, Verifier, reason
     from tunedsl.backends.triton_launch import launch_jit
 
     info = bt.kernel_info(req.kernel)
@@ -80,7 +81,7 @@ def check_choice(req: TuneRequest) -> str | None:
         try:
             for v in req.variants:
                 options = {**v.kwargs, **v.options}
-                args = hook_args(info, v)
+                args = hook_args(info, v, req.settings.hints)
                 error: BaseException | None = None
 
                 def run(v: Variant = v, options: dict[str, Any] = options) -> object:
