@@ -254,6 +254,18 @@ def test_clear_needs_all_to_remove_everything(tmp_path: Path) -> None:
     assert not rec.exists()
 
 
+def test_clear_says_when_its_selection_matches_no_record(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    rec = _write_dir(cache / "records", _fake_record("ab" * 32, site="pkg/model.py:f:k"))
+    env = child_env(cache)
+    typo = cache_cmd(env, "clear", "--site", "modle.py")
+    assert typo.returncode == 0 and rec.exists()
+    assert "removed 0 records: none matches --site 'modle.py'" in typo.stdout
+    assert "tunedsl cache ls" in typo.stdout
+    done = cache_cmd(env, "clear", "--site", "model.py")
+    assert done.stdout.strip() == "removed 1 record" and not rec.exists()
+
+
 def test_clear_reports_only_the_binaries_it_removed(tmp_path: Path) -> None:
     """Through a symbolic link nothing is removed, and the output says so."""
     cache = tmp_path / "cache"

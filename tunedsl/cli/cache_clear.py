@@ -32,12 +32,20 @@ def clear(args: argparse.Namespace) -> int:
     removed = 0
     for digest in _clear_candidates(args, ids, everything):
         removed += records.remove_record_files(digest)
-    print(f"removed {removed} record{'s' if removed != 1 else ''}")
+    print(f"removed {removed} record{'s' if removed != 1 else ''}" + _no_match(args, removed))
     if everything:
         # Everything: also what killed writers left behind, however young.
         records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
     return 0
+
+
+def _no_match(args: argparse.Namespace, removed: int) -> str:
+    """What to add when a selection matched nothing (a misspelt id, kernel or site)."""
+    if removed or args.all:
+        return ""
+    asked = [*args.ids, *(f"--{n} {v!r}" for n in ("kernel", "site") if (v := getattr(args, n)))]
+    return f": none matches {', '.join(asked)} (`tunedsl cache ls` lists the records)"
 
 
 def _clear_candidates(args: argparse.Namespace, ids: list[str], everything: bool) -> Iterator[str]:
