@@ -68,6 +68,38 @@ def test_tuning_end_to_end_on_cuda() -> None:
     torch.testing.assert_close(c, a + b)
 
 
+@triton.jit
+def vadd_small_tiles(a, b, c, n, TILE: tl.constexpr):
+    tl.static_assert(TILE <= 1024, "TILE over 1024")  # a compile error for larger tiles
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+def test_post_hook_sees_a_configuration_that_does_not_compile() -> None:
+    """As with triton.autotune: post_hook(args, exception=...) for a configuration whose
+    compile fails, None for one that ran."""
+    n = 1 << 16
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = torch.empty_like(a)
+    seen: list[tuple[int, str | None]] = []
+
+    def post_hook(args, exception=None):
+        seen.append((args["TILE"], None if exception is None else type(exception).__name__))
+
+    res = autotune_launch(
+        vadd_small_tiles, space={"tile": [256, 2048]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, post_hook=post_hook,
+        name="gpu-post-hook",
+    )  # fmt: skip
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, a + b)
+    assert res.source == "tuned" and res.config.tile == 256
+    assert res.timings[Config(tile=2048)].status == "failed"
+    assert (256, None) in seen
+    assert [e for t, e in seen if t == 2048] and all(e for t, e in seen if t == 2048)
+
+
 def test_direct_launch_matches_triton_for_every_specialization() -> None:
     # Aligned and unaligned pointers, n divisible by 16, ==1 and neither: each must use a
     # CompiledKernel made for its own specialization.

@@ -16,7 +16,8 @@ data.
 
 Hooks: ``pre_hook(args)`` runs before every repetition and check; ``post_hook(args,
 exception=...)`` (Triton's signature) once per configuration after its check and warm-up,
-and again with the error when a later repetition fails. ``args`` are the measured
+with the error instead when the configuration does not compile or fit the device, and again
+with the error when a later repetition fails. ``args`` are the measured
 configuration's (``hooks.hook_args``).
 """
 
@@ -383,6 +384,7 @@ class InProcessMeasurer:
             try:
                 variants.append(self.variant_for(config))
             except InfeasibleConfig as err:  # its launch hints do not fit this device
+                self._post(config, err)
                 yield self._failed(config, "failed", str(err))
         compiled = compile_jobs(self.req.kernel, variants)
         if ahead is not None and early:
@@ -391,6 +393,8 @@ class InProcessMeasurer:
             if isinstance(handle, BaseException):
                 if isinstance(handle, KeyboardInterrupt):
                     raise handle
+                self.hook_args[v.config] = hook_args(self.info, v, self.req.settings.hints)
+                self._post(v.config, handle)
                 yield self._failed(v.config, "failed", "compile: " + reason(handle))
                 continue
             if self.progress is not None:

@@ -128,6 +128,8 @@ class _State:
         for v, handle in compile_jobs(self.req.kernel, todo):
             index = by_config[v.config]
             if isinstance(handle, BaseException):
+                if self.req.settings.post_hook is not None:  # as in process (inprocess.py)
+                    self.req.settings.post_hook(self.hook_args(index), exception=handle)
                 reply(("prepared", index, "failed", "compile: " + _reason(handle)))
                 continue
             if self.verifier is None:
