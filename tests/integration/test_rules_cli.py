@@ -63,7 +63,10 @@ def test_a_stale_rule_is_tuned_over_where_tuning_may_run_and_used_where_not(
     assert check.returncode == 1 and "stale: measured on Some Other GPU" in check.stdout
 
 
-@pytest.mark.parametrize("damage", ["outside the space", "writable by others", "not json"])
+@pytest.mark.parametrize(
+    "damage",
+    ["outside the space", "writable by others", "not json", "family not json", "family a list"],
+)
 def test_a_damaged_or_hostile_rule_is_a_miss_with_a_warning_never_a_wrong_launch(
     built_rules: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -80,6 +83,11 @@ def test_a_damaged_or_hostile_rule_is_a_miss_with_a_warning_never_a_wrong_launch
     elif damage == "writable by others":
         os.chmod(path, 0o666)
         expected = "writable by group or others"
+    elif damage.startswith("family"):
+        # A key of no family the rule has takes the closest family, which reads the names.
+        data["families"][0]["family"] = "{not json" if damage == "family not json" else "[1]"
+        path.write_text(json.dumps(data))
+        expected = r"families\[0\]\.family is not"
     else:
         path.write_text('{"kind": "tunedsl-rule", "schema": 1, "site": ')
         expected = "not valid JSON"

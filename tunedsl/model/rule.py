@@ -15,6 +15,7 @@ Pure Python, no torch or triton: the model layer.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,6 +182,8 @@ class Family:
     def from_json(cls, data: Any, n_configs: int, where: str) -> Family:
         if not isinstance(data, dict) or not isinstance(data.get("family"), str):
             raise InvalidRule(f"{where} is not a family")
+        if not isinstance(_family_parts(data["family"]), dict):  # read by _closest_family
+            raise InvalidRule(f"{where}.family is not the JSON text of an object")
         ranges_raw = data.get("ranges")
         if not isinstance(ranges_raw, dict):
             raise InvalidRule(f"{where}.ranges is not a mapping")
@@ -210,6 +213,13 @@ class Family:
         else:
             raise InvalidRule(f"{where}.model is {model!r}; expected 'tree' or 'nearest'")
         return cls(data["family"], ranges, tree, tuple(points))
+
+
+def _family_parts(family: str) -> Any:
+    try:
+        return json.loads(family)
+    except (ValueError, RecursionError):
+        return None
 
 
 def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, float]) -> int:
@@ -287,8 +297,6 @@ class Rule:
         return self.configs[fam.pick(fam.clamp(x))], False
 
     def _closest_family(self, family: str) -> Family:
-        import json
-
         want = json.loads(family)
 
         def shared(fam: Family) -> int:
