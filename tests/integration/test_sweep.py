@@ -103,6 +103,46 @@ def test_ctrl_c_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "bundle.json").exists()
 
 
+def test_a_gpu_process_does_not_outlive_a_sweep_killed_in_the_middle_of_its_task(
+    tmp_path: Path,
+) -> None:
+    # SIGKILL gives the sweep no chance to stop its GPU processes: each must notice alone,
+    # even in the middle of a task that would run for an hour.
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--gpus", "2",
+            "--shapes", shapes(tmp_path, [{"n": 300, "fail": "hang"}])]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    started = markers / "hang-started"
+    deadline = time.monotonic() + 300
+    while not started.exists() or not started.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    child = int(started.read_text())
+    proc.kill()
+    proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 60
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(child), "the GPU process runs on after its sweep was killed"
+    finally:
+        if _running(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    # A zombie has ended (its parent, killed, no longer waits for it).
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def sharded_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     markers = tmp_path / "markers"
     markers.mkdir()

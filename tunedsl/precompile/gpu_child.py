@@ -41,10 +41,30 @@ def _warm(job: dict[str, Any]) -> dict[str, Any]:
     return {"warm": True}
 
 
+def _leave_with_parent() -> None:
+    """Never outlive the sweep, even in the middle of a task that runs for hours: a thread
+    leaves when the request pipe's last writer is gone (the parent ended, or was killed
+    and could not stop this process). The parent closes the pipe only between tasks."""
+    import select
+    import threading
+
+    def watch() -> None:
+        # A poll for no event reports only the hang-up: requests stay for the main loop.
+        hangup = select.poll()
+        hangup.register(0, 0)
+        while True:
+            for _, event in hangup.poll():
+                if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                    os._exit(1)
+
+    threading.Thread(target=watch, name="tunedsl-orphan-watch", daemon=True).start()
+
+
 def _serve() -> int:
     """A child: run each task of stdin, answer on the original stdout (prints go to stderr)."""
     from tunedsl.precompile.sweep import Task, run_task, short_error
 
+    _leave_with_parent()
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # a workload's prints, even from C, must not corrupt the answers
     sys.stdout = sys.stderr

@@ -46,6 +46,11 @@ def add(n=256, fail=""):
 
         (pathlib.Path(os.environ["SWEEP_MARKERS"]) / "slow-started").write_text("")
         time.sleep(120)
+    if fail == "hang":  # a task that never ends (the test kills the sweep under it)
+        import time
+
+        (pathlib.Path(os.environ["SWEEP_MARKERS"]) / "hang-started").write_text(str(os.getpid()))
+        time.sleep(3600)
     if fail == "always":
         raise RuntimeError("this shape always fails")
     if fail == "die":  # the process ends in the middle of a task
