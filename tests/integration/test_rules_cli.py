@@ -112,6 +112,20 @@ def test_rules_show_prints_the_rule_as_a_table(built_rules: Path) -> None:
     assert "; single best configuration geomean " in text
 
 
+def test_rules_show_prints_a_rule_whose_sizes_no_float_holds(built_rules: Path) -> None:
+    # Sizes are stored as log2: a (hand-edited) range up to 2^5000 is finite in the file,
+    # but 2^5000 itself is not a float.
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    ranges = data["families"][0]["ranges"]
+    name = sorted(ranges)[0]
+    ranges[name] = [-5000.0, 5000.0]
+    path.write_text(json.dumps(data))
+    shown = rules_cli("show", str(built_rules))
+    assert shown.returncode == 0, shown.stderr
+    assert f"{name} in [0, 2^5000]" in shown.stdout
+
+
 def test_build_of_a_misspelled_site_names_the_sites_that_have_records(tmp_path: Path) -> None:
     from rule_helpers import sweep
 

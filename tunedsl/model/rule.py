@@ -111,7 +111,10 @@ def _label(i: int) -> str:
 
 
 def _show_value(log2_value: float) -> str:
-    value = 2.0**log2_value
+    try:
+        value = 2.0**log2_value
+    except OverflowError:  # finite in the file, beyond any float as a size
+        return f"2^{log2_value:g}"
     return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
 
 
