@@ -8,8 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from rule_helpers import SWEPT, rule_file, rules_cli, run, ship
-from runtime_helpers import new_process
+import torch
+from rule_helpers import SPACE, SWEPT, rule_file, rules_cli, run, ship
+from runtime_helpers import call, new_process, site
+from runtime_kernels import vadd
 
 from tunedsl.errors import CacheWarning
 from tunedsl.model.config import Config
@@ -95,6 +97,18 @@ def test_a_damaged_or_hostile_rule_is_a_miss_with_a_warning_never_a_wrong_launch
     with pytest.warns(CacheWarning, match=expected):
         res = run("swept", 300)
     assert res.source == "tuned" and res.config != Config(tile=4096)
+
+
+def test_a_key_of_an_int_beyond_any_float_is_read_by_the_rule_not_a_crash(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # key= may return any int; the rule reads it as a size (log2), which a float cannot hold.
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE, has_key=True)
+    a, b, c = torch.randn(300), torch.randn(300), torch.empty(300)
+    res = call(s, vadd, (a, b, c, 300), 300, key=2**1100)
+    assert res.source == "tuned"  # no family of the rule: tuned where tuning may run
+    torch.testing.assert_close(c, a + b)
 
 
 def test_rules_show_prints_the_rule_as_a_table(built_rules: Path) -> None:

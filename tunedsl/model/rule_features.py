@@ -36,8 +36,8 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
     while todo:
         path, value = todo.pop()
         cls = value.__class__  # the readable key's own types first
-        if cls is int:  # a size (a shape's, or an int of key=)
-            features[path] = math.log2(max(float(value), 1.0)) if value >= 0 else -1.0
+        if cls is int:  # a size (a shape's, or an int of key=; math.log2 takes any int)
+            features[path] = math.log2(value) if value >= 1 else (0.0 if value >= 0 else -1.0)
         elif cls is str:
             if value in _INT_CLASSES and path.startswith("args."):
                 # Triton's int class: compiled for anyway, so neither a family nor a range;
@@ -86,7 +86,7 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
             if value != value or value in (math.inf, -math.inf):
                 family[path] = repr(value)
             else:
-                features[path] = math.log2(max(float(value), 1.0)) if value >= 0 else -1.0
+                features[path] = math.log2(max(value, 1)) if value >= 0 else -1.0
         elif isinstance(value, str):  # a str subclass (above: str itself)
             if path.startswith("args.") and value in _INT_CLASSES:
                 features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
