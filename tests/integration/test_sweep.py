@@ -143,6 +143,33 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
+def test_a_sweep_measures_every_shape_even_where_a_shipped_rule_would_decide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sweeping more shapes to build a rule again: the rule built from the first sweep must
+    # not answer for the shapes the new sweep is there to measure.
+    from rule_helpers import rules_cli
+
+    from tunedsl.store import rules as rule_store
+
+    sweep(SCRIPT, shapes(tmp_path, [{"n": n} for n in (64, 256, 1024)]), use_ray=False,
+          out=io.StringIO())  # fmt: skip
+    built = rules_cli("build", "--out", str(tmp_path / "rules"))
+    assert built.returncode == 0, built.stderr
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", str(tmp_path / "rules"))
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / "new-cache"))
+    rule_store.forget_loaded()
+    try:
+        written, outcomes = sweep(
+            SCRIPT, shapes(tmp_path, [{"n": 300}, {"n": 700}]), use_ray=False,
+            out=io.StringIO(),
+        )  # fmt: skip
+    finally:
+        rule_store.forget_loaded()
+    assert [o.error for o in outcomes] == [None, None]
+    assert len(written) == 2 and len(local_records()) == 2
+
+
 def sharded_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     markers = tmp_path / "markers"
     markers.mkdir()

@@ -93,11 +93,11 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
 
 def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private records directory; the records it wrote, as JSON."""
-    from tunedsl.store import paths, records
+    from tunedsl.store import paths, records, rules
 
     with tempfile.TemporaryDirectory(prefix="tunedsl-sweep-") as tmp:
         mine = Path(tmp) / "records"
-        with paths.records_kept_in(mine):
+        with paths.records_kept_in(mine), rules.measuring():
             try:
                 workload_fn(task)(**task.shape)
             except BaseException:

@@ -224,7 +224,13 @@ def precompile_mode(
         _active = session
         dsl.site_wrapper = PrecompileSite
     try:
-        yield session
+        if tune:
+            from tunedsl.store.rules import measuring
+
+            with measuring():  # tune every key: no shipped rule decides one
+                yield session
+        else:
+            yield session
     finally:
         with _active_lock:
             _active = None

@@ -12,6 +12,7 @@ kernel's source, hints and Triton environment decides:
   ``tunedsl rules check``; where it may not, its pick still beats the site's default, and is
   launched with one warning.
 
+A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no rule decides there.
 A pick is launched only when it is one of the configurations the site's space and
 ``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify.
 """
@@ -35,8 +36,10 @@ def rule_pick(
     tuning_allowed: bool,
 ) -> Config | None:
     """The rule's configuration for ``subject``'s key, or None (no rule, or tune instead)."""
-    from tunedsl.store.rules import find_rule, rule_digest
+    from tunedsl.store.rules import find_rule, rule_digest, rules_decide
 
+    if not rules_decide():  # a sweep measures every key
+        return None
     ctx = subject.context
     digest = subject.rule_digest or rule_digest(
         subject.site_id, ctx["kernel"], ctx["hints"], ctx["env"]

@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,30 @@ def _rule_roots() -> tuple[list[Path], tuple[str, ...]]:
     a rule's trust and content depend on in each is its directory and its file."""
     roots = rule_dirs()
     return roots, tuple(os.fspath(root) for root in roots)
+
+
+# Sweeps measure on purpose (a sweep's task, `precompile --tune`): within, a miss is tuned
+# and no rule decides it (a rule answering for the shapes a sweep is there to measure would
+# leave the sweep, and the rule built again from it, without them).
+_measuring = 0
+
+
+@contextmanager
+def measuring() -> Iterator[None]:
+    """Within (any thread: process-wide), rules decide nothing: every miss is tuned."""
+    global _measuring
+    with _lock:
+        _measuring += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _measuring -= 1
+
+
+def rules_decide() -> bool:
+    """Whether a rule may decide a miss now (outside :func:`measuring`)."""
+    return _measuring == 0
 
 
 def forget_loaded() -> None:
