@@ -99,6 +99,19 @@ def test_a_damaged_or_hostile_rule_is_a_miss_with_a_warning_never_a_wrong_launch
     assert res.source == "tuned" and res.config != Config(tile=4096)
 
 
+def test_precompile_tune_measures_a_key_a_shipped_rule_would_decide(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    from tunedsl.precompile.workload import precompile_mode
+
+    ship(built_rules, monkeypatch, tmp_path)
+    with precompile_mode(tune=True) as session:
+        res = run("swept", 300)  # in the rule's range: tuned all the same
+    assert res.source == "tuned" and len(tune_count) == 1
+    assert session.totals()["tuned"] == 1
+    assert run("swept", 600).source == "rule"  # outside a sweep, the rule decides again
+
+
 def test_a_key_of_an_int_beyond_any_float_is_read_by_the_rule_not_a_crash(
     built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
