@@ -50,6 +50,22 @@ def test_in_process_sweep_writes_one_record_per_shape_and_a_bundle(tmp_path: Pat
     assert "2/2 tasks" in out.getvalue()
 
 
+@pytest.mark.parametrize("gpus", [None, 2])
+def test_a_task_that_calls_sys_exit_is_a_failed_task_not_the_end_of_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int | None
+) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # (Sizes no other test of this process tunes: its decisions stay in the site's memory.)
+    items = [{"n": 110}, {"n": 310, "fail": "exit"}, {"n": 510}]
+    written, outcomes = sweep(
+        SCRIPT, shapes(tmp_path, items), use_ray=False, gpus=gpus, out=io.StringIO()
+    )
+    by_n = {o.task.shape["n"]: o for o in outcomes}
+    assert by_n[110].error is None and by_n[510].error is None
+    assert "the workload called sys.exit(4)" in (by_n[310].error or ""), by_n[310].error
+    assert len(written) == 2
+
+
 def test_a_bad_shapes_file_says_what_is_expected(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="JSON list of objects"):
         read_shapes(shapes(tmp_path, {"n": 1}))  # type: ignore[arg-type]
@@ -152,7 +168,8 @@ def test_a_sweep_measures_every_shape_even_where_a_shipped_rule_would_decide(
 
     from tunedsl.store import rules as rule_store
 
-    sweep(SCRIPT, shapes(tmp_path, [{"n": n} for n in (64, 256, 1024)]), use_ray=False,
+    # (Sizes no other test of this process tunes: its decisions stay in the site's memory.)
+    sweep(SCRIPT, shapes(tmp_path, [{"n": n} for n in (68, 260, 1040)]), use_ray=False,
           out=io.StringIO())  # fmt: skip
     built = rules_cli("build", "--out", str(tmp_path / "rules"))
     assert built.returncode == 0, built.stderr
@@ -161,7 +178,7 @@ def test_a_sweep_measures_every_shape_even_where_a_shipped_rule_would_decide(
     rule_store.forget_loaded()
     try:
         written, outcomes = sweep(
-            SCRIPT, shapes(tmp_path, [{"n": 300}, {"n": 700}]), use_ray=False,
+            SCRIPT, shapes(tmp_path, [{"n": 330}, {"n": 730}]), use_ray=False,
             out=io.StringIO(),
         )  # fmt: skip
     finally:

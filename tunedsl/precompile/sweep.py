@@ -91,6 +91,10 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
     return [Task(i, t.script, t.workload, t.shape) for i, t in enumerate(tasks)]
 
 
+class WorkloadExit(Exception):
+    """A task's workload called ``sys.exit``: that task failed."""
+
+
 def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private records directory; the records it wrote, as JSON."""
     from tunedsl.store import paths, records, rules
@@ -100,9 +104,11 @@ def run_task(task: Task) -> list[dict[str, Any]]:
         with paths.records_kept_in(mine), rules.measuring():
             try:
                 workload_fn(task)(**task.shape)
-            except BaseException:
+            except BaseException as err:
                 # What the failed task decided in memory is in no record: import afresh.
                 _imported.pop(task.script, None)
+                if isinstance(err, SystemExit):  # ends this task, not the sweep or its process
+                    raise WorkloadExit(f"the workload called sys.exit({err.code!r})") from None
                 raise
             return [
                 records.read_record_file(p).to_json() for p in records.iter_record_files([mine])

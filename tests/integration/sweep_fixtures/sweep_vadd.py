@@ -51,6 +51,8 @@ def add(n=256, fail=""):
 
         (pathlib.Path(os.environ["SWEEP_MARKERS"]) / "hang-started").write_text(str(os.getpid()))
         time.sleep(3600)
+    if fail == "exit":  # a workload that calls sys.exit (say, through argparse)
+        raise SystemExit(4)
     if fail == "always":
         raise RuntimeError("this shape always fails")
     if fail == "die":  # the process ends in the middle of a task
