@@ -74,4 +74,8 @@ def pair_add(pair, out, n, TILE: tl.constexpr):
     """out = pair[0] + pair[1]: a tuple argument, whose elements Triton specializes one by one."""
     offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
     mask = offs < n
-    tl.store(out + offs, tl.load(pair[0] + offs, mask=mask) + tl.load(pair[1] + offs, mask=mask), mask=mask)
+    tl.store(
+        out + offs,
+        tl.load(pair[0] + offs, mask=mask) + tl.load(pair[1] + offs, mask=mask),
+        mask=mask,
+    )

@@ -93,6 +93,18 @@ def _launch(**overrides):
     return autotune_launch(vadd, **options)
 
 
+def _torch():
+    import torch
+
+    return torch
+
+
+def _vadd_args(**given):
+    torch = _torch()
+    args = {"a": torch.ones(N), "b": torch.ones(N), "c": torch.zeros(N), "n": N, **given}
+    return tuple(args.values())
+
+
 RUNTIME_CASES = {
     "grid_4d": (dict(grid=lambda cfg: (1, 1, 1, 1)), UsageError, ["grid", "1 to 3"]),
     "grid_float": (dict(grid=lambda cfg: (1.5,)), UsageError, ["grid", "(1.5,)", "ints"]),
@@ -129,6 +141,17 @@ RUNTIME_CASES = {
         ["passes nothing for `b`, `c`, `n` of vadd(a, b, c, n, TILE)"],
     ),
     "empty_space": (dict(space={}), UsageError, ["space is empty"]),
+    # Triton failed every configuration with an AttributeError deep in its code generator.
+    "torch_dtype_argument": (
+        dict(args=lambda cfg: _vadd_args(n=_torch().int32)),
+        UsageError,
+        ["`n` of vadd is torch.int32, a PyTorch dtype", "tl.int32"],
+    ),
+    "numpy_array_argument": (
+        dict(args=lambda cfg: _vadd_args(a=_torch().ones(N).numpy())),
+        UsageError,
+        ["`a` of vadd is a numpy.ndarray", "torch.from_numpy"],
+    ),
     # A keyword the kernel lacks, like nothing it has: Triton's GPU launch rejects it per
     # configuration, its interpreter ignores it.
     "unknown_keyword_argument": (
