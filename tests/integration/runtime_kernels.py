@@ -16,6 +16,7 @@ from shared_kernels import vadd, vadd_even
 __all__ = [
     "add_one_inplace",
     "add_strided",
+    "fill_value",
     "pair_add",
     "scale_inplace",
     "sum_atomic",
@@ -79,3 +80,10 @@ def pair_add(pair, out, n, TILE: tl.constexpr):
         tl.load(pair[0] + offs, mask=mask) + tl.load(pair[1] + offs, mask=mask),
         mask=mask,
     )
+
+
+@triton.jit
+def fill_value(out, n, value, TILE: tl.constexpr):
+    """out[:n] = value; a `tl.constexpr(...)` passed for `value` is compiled into the kernel."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(out + offs, tl.full((TILE,), value, tl.float32), mask=offs < n)

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 from runtime_helpers import call, new_process, record_files, site
-from runtime_kernels import pair_add, vadd
+from runtime_kernels import fill_value, pair_add, vadd
 
 from tunedsl import Config, warn
 from tunedsl.errors import CacheWarning
@@ -69,6 +69,20 @@ def test_tuple_argument_is_keyed_by_its_elements(tune_count: list) -> None:
     assert len(record_files()) == 3 and len(tune_count) == 3
     new_process(s)
     assert call(s, pair_add, (pair(torch.float16), out, 256), 256).source == "disk"
+
+
+def test_constexpr_object_is_keyed_by_its_value(tune_count: list) -> None:
+    # A `tl.constexpr(...)` given to a plain parameter is compiled into the kernel, so
+    # each value is its own decision (and its own signature for precompile).
+    import triton.language as tl
+
+    s = site("constexprobj")
+    out = torch.empty(256)
+    for value, source in [(3, "tuned"), (3, "memory"), (5, "tuned")]:
+        res = call(s, fill_value, (out, 256, tl.constexpr(value)), 256)
+        assert res.source == source and torch.equal(out, torch.full((256,), float(value)))
+    assert res.key["args"]["value"] == {"constexpr": 5}
+    assert len(record_files()) == 2 and len(tune_count) == 2
 
 
 def test_user_key_replaces_shapes(tune_count: list) -> None:

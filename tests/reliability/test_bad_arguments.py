@@ -99,6 +99,12 @@ def _torch():
     return torch
 
 
+def _tl():
+    import triton.language as tl
+
+    return tl
+
+
 def _vadd_args(**given):
     torch = _torch()
     args = {"a": torch.ones(N), "b": torch.ones(N), "c": torch.zeros(N), "n": N, **given}
@@ -146,6 +152,13 @@ RUNTIME_CASES = {
         dict(args=lambda cfg: _vadd_args(n=_torch().int32)),
         UsageError,
         ["`n` of vadd is torch.int32, a PyTorch dtype", "tl.int32"],
+    ),
+    # Triton's GPU launch failed every configuration ("failed to specialize argument of
+    # type: dtype", naming no parameter); its interpreter took it.
+    "triton_dtype_to_plain_parameter": (
+        dict(args=lambda cfg: _vadd_args(n=_tl().int32)),
+        UsageError,
+        ["`n` of vadd is int32, a Triton dtype", "`n: tl.constexpr`"],
     ),
     "numpy_array_argument": (
         dict(args=lambda cfg: _vadd_args(a=_torch().ones(N).numpy())),

@@ -293,8 +293,21 @@ def check_launch(
         )
     for param, value in [*zip(params, args, strict=False), *kwargs.items()]:
         why = _foreign_value(value)
+        if why is None and param not in info.constexpr_names and _is_triton_dtype(value):
+            # Triton's GPU launch cannot specialize it; its interpreter takes it.
+            why = (
+                f"{value}, a Triton dtype, but `{param}` is not a `tl.constexpr` parameter: "
+                f"annotate it `{param}: tl.constexpr` in {name}"
+            )
         if why:
             raise UsageError(f"{label}: `{param}` of {name} is {why}")
+
+
+def _is_triton_dtype(value: Any) -> bool:
+    return any(
+        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
+        for c in value.__class__.__mro__
+    )
 
 
 # PyTorch dtypes whose Triton counterpart has another name.
