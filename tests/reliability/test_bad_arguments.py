@@ -127,6 +127,12 @@ RUNTIME_CASES = {
         UsageError,
         ["unknown launch hint 'num_wraps'", "num_warps"],
     ),
+    # Tuned without a word under the interpreter; every GPU compile of it fails.
+    "num_warps_not_power_of_two": (
+        dict(space={"TILE": [16, 32], "num_warps": [3, 4]}),
+        UsageError,
+        ["num_warps=3", "power of 2"],
+    ),
     "bad_mode": (dict(mode="sometimes"), UsageError, ["mode='sometimes'", "on, cached, off"]),
     "bad_effort": (dict(effort="max"), UsageError, ["effort='max'", "quick"]),
     "restore_unknown_param": (
