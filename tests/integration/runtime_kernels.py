@@ -16,6 +16,8 @@ from shared_kernels import vadd, vadd_even
 __all__ = [
     "add_one_inplace",
     "add_strided",
+    "fill_value",
+    "pair_add",
     "scale_inplace",
     "sum_atomic",
     "vadd",
@@ -66,3 +68,22 @@ def add_strided(x, b, out, n, stride_b, TILE: tl.constexpr):
     mask = offs < n
     bias = tl.load(b + offs * stride_b, mask=mask)
     tl.store(out + offs, tl.load(x + offs, mask=mask) + bias, mask=mask)
+
+
+@triton.jit
+def pair_add(pair, out, n, TILE: tl.constexpr):
+    """out = pair[0] + pair[1]: a tuple argument, whose elements Triton specializes one by one."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(
+        out + offs,
+        tl.load(pair[0] + offs, mask=mask) + tl.load(pair[1] + offs, mask=mask),
+        mask=mask,
+    )
+
+
+@triton.jit
+def fill_value(out, n, value, TILE: tl.constexpr):
+    """out[:n] = value; a `tl.constexpr(...)` passed for `value` is compiled into the kernel."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(out + offs, tl.full((TILE,), value, tl.float32), mask=offs < n)

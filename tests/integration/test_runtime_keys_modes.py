@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 import torch
-from runtime_helpers import call, record_files, site
-from runtime_kernels import vadd
+from runtime_helpers import call, new_process, record_files, site
+from runtime_kernels import fill_value, pair_add, vadd
 
 from tunedsl import Config, warn
 from tunedsl.errors import CacheWarning
@@ -43,6 +43,46 @@ def test_each_key_axis_gets_its_own_record(tune_count: list) -> None:
     call(site("axes", static_hints={"num_stages": 2}), vadd, base, 256)
     assert len(record_files()) == 5
     assert len(tune_count) == 5
+
+
+def test_tuple_argument_is_keyed_by_its_elements(tune_count: list) -> None:
+    # Triton specializes each element of a tuple argument (a tensor's dtype, an int's
+    # class), so two calls whose tuples differ there must not share one decision.
+    s = site("tuplekey")
+    out = torch.empty(256)
+
+    def pair(dtype: torch.dtype, n: int = 256) -> tuple:
+        return (torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype))
+
+    a, b = pair(torch.float32)
+    res = call(s, pair_add, ((a, b), out, 256), 256)
+    assert res.source == "tuned" and torch.equal(out, a + b)
+    assert call(s, pair_add, (pair(torch.float32), out, 256), 256).source == "memory"
+    a, b = pair(torch.float16)
+    res = call(s, pair_add, ((a, b), out, 256), 256)
+    assert res.source == "tuned" and torch.equal(out, (a + b).float())
+    assert res.key["args"]["pair"] == [
+        {"dtype": "float16", "shape": [256], "stride": "1"},
+        {"dtype": "float16", "shape": [256], "stride": "1"},
+    ]
+    assert call(s, pair_add, (pair(torch.float32, 512), out, 256), 256).source == "tuned"
+    assert len(record_files()) == 3 and len(tune_count) == 3
+    new_process(s)
+    assert call(s, pair_add, (pair(torch.float16), out, 256), 256).source == "disk"
+
+
+def test_constexpr_object_is_keyed_by_its_value(tune_count: list) -> None:
+    # A `tl.constexpr(...)` given to a plain parameter is compiled into the kernel, so
+    # each value is its own decision (and its own signature for precompile).
+    import triton.language as tl
+
+    s = site("constexprobj")
+    out = torch.empty(256)
+    for value, source in [(3, "tuned"), (3, "memory"), (5, "tuned")]:
+        res = call(s, fill_value, (out, 256, tl.constexpr(value)), 256)
+        assert res.source == source and torch.equal(out, torch.full((256,), float(value)))
+    assert res.key["args"]["value"] == {"constexpr": 5}
+    assert len(record_files()) == 2 and len(tune_count) == 2
 
 
 def test_user_key_replaces_shapes(tune_count: list) -> None:

@@ -93,6 +93,24 @@ def _launch(**overrides):
     return autotune_launch(vadd, **options)
 
 
+def _torch():
+    import torch
+
+    return torch
+
+
+def _tl():
+    import triton.language as tl
+
+    return tl
+
+
+def _vadd_args(**given):
+    torch = _torch()
+    args = {"a": torch.ones(N), "b": torch.ones(N), "c": torch.zeros(N), "n": N, **given}
+    return tuple(args.values())
+
+
 RUNTIME_CASES = {
     "grid_4d": (dict(grid=lambda cfg: (1, 1, 1, 1)), UsageError, ["grid", "1 to 3"]),
     "grid_float": (dict(grid=lambda cfg: (1.5,)), UsageError, ["grid", "(1.5,)", "ints"]),
@@ -108,6 +126,12 @@ RUNTIME_CASES = {
         dict(num_wraps=4),
         UsageError,
         ["unknown launch hint 'num_wraps'", "num_warps"],
+    ),
+    # Tuned without a word under the interpreter; every GPU compile of it fails.
+    "num_warps_not_power_of_two": (
+        dict(space={"TILE": [16, 32], "num_warps": [3, 4]}),
+        UsageError,
+        ["num_warps=3", "power of 2"],
     ),
     "bad_mode": (dict(mode="sometimes"), UsageError, ["mode='sometimes'", "on, cached, off"]),
     "bad_effort": (dict(effort="max"), UsageError, ["effort='max'", "quick"]),
@@ -129,6 +153,24 @@ RUNTIME_CASES = {
         ["passes nothing for `b`, `c`, `n` of vadd(a, b, c, n, TILE)"],
     ),
     "empty_space": (dict(space={}), UsageError, ["space is empty"]),
+    # Triton failed every configuration with an AttributeError deep in its code generator.
+    "torch_dtype_argument": (
+        dict(args=lambda cfg: _vadd_args(n=_torch().int32)),
+        UsageError,
+        ["`n` of vadd is torch.int32, a PyTorch dtype", "tl.int32"],
+    ),
+    # Triton's GPU launch failed every configuration ("failed to specialize argument of
+    # type: dtype", naming no parameter); its interpreter took it.
+    "triton_dtype_to_plain_parameter": (
+        dict(args=lambda cfg: _vadd_args(n=_tl().int32)),
+        UsageError,
+        ["`n` of vadd is int32, a Triton dtype", "`n: tl.constexpr`"],
+    ),
+    "numpy_array_argument": (
+        dict(args=lambda cfg: _vadd_args(a=_torch().ones(N).numpy())),
+        UsageError,
+        ["`a` of vadd is a numpy.ndarray", "torch.from_numpy"],
+    ),
     # A keyword the kernel lacks, like nothing it has: Triton's GPU launch rejects it per
     # configuration, its interpreter ignores it.
     "unknown_keyword_argument": (

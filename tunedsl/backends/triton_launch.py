@@ -71,7 +71,7 @@ def stored_binaries_enabled() -> bool:
 def keyed_exactly(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
     """Whether the call key refines Triton's specialization of every argument: constexprs
     (keyed by value), tensors, ints, floats, bools and None. Anything else (tuples, tensor
-    descriptors, ...) is keyed by class only, so such calls keep Triton's dispatcher."""
+    descriptors, ...) keeps Triton's dispatcher, which is exact whatever its key holds."""
     from tunedsl.model.hole import HOLE
 
     named = [(info.arg_names[i] if i < len(info.arg_names) else "", a) for i, a in enumerate(args)]

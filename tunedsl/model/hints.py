@@ -92,6 +92,11 @@ def hint_fields(config: Config, static_hints: Mapping[str, Any]) -> dict[str, An
             raise UsageError(f"unknown launch hint {name!r}; hints are {', '.join(HINT_NAMES)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise UsageError(f"launch hint {name}={value!r} must be a positive integer")
+        if name == "num_warps" and value & (value - 1):
+            raise UsageError(
+                f"launch hint num_warps={value} must be a power of 2 (1, 2, 4, 8, 16, 32): "
+                "Triton compiles no other"
+            )
     return merged
 
 

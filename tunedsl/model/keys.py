@@ -104,7 +104,19 @@ def arg_key(x: Any, with_shape: bool, with_align: bool = False) -> Any:
         # The raw stride tuple (not its pattern): cheaper here, and two strides with one
         # pattern still share one decision through the record digest.
         return tensor_key(x, with_shape, with_align)
+    if isinstance(x, tuple):
+        # Triton specializes a tuple argument element by element (a tensor's dtype, an
+        # int's class), so the key looks inside it too.
+        return ("tuple", cls.__qualname__, *(arg_key(v, with_shape, with_align) for v in x))
+    if is_triton_constexpr(x):  # compiled into the kernel, whatever the parameter
+        return constexpr_key(x.value)
     return ("class", cls.__module__, cls.__qualname__)
+
+
+def is_triton_constexpr(x: Any) -> bool:
+    """A ``tl.constexpr(...)`` object (told by its class, so this module needs no Triton)."""
+    cls = x.__class__
+    return cls.__qualname__ == "constexpr" and cls.__module__.startswith("triton.")
 
 
 def tensor_key(x: Any, with_shape: bool, with_align: bool) -> tuple[Any, ...]:
@@ -386,6 +398,10 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
         return "b"
     if x is None:
         return None
+    if isinstance(x, tuple):
+        return [readable_value(v, False, with_shape) for v in x]
+    if is_triton_constexpr(x):
+        return {"constexpr": json_safe(x.value)}
     return x.__class__.__name__
 
 
