@@ -46,16 +46,6 @@ def staged_copy(src, dst, N, N_STAGES: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def add_even(a, b, c, n, TILE: tl.constexpr, EVEN: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    if EVEN:
-        tl.store(c + offs, tl.load(a + offs) + tl.load(b + offs))
-    else:
-        mask = offs < n
-        tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
-
-
-@triton.jit
 def copy_small_only(dst, src, N, BLOCK: tl.constexpr):
     tl.static_assert(BLOCK <= 64)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

@@ -28,7 +28,8 @@ SCRIPT = """\
 import triton
 import triton.language as tl
 from tunedsl import autotune, cdiv
-from ported_kernels import add_bias, add_even, add_one, convert, copy_2d, copy_small_only, maybe_copy, scale_bias, staged_copy, total, write_one
+from ported_kernels import add_bias, add_one, convert, copy_2d, copy_small_only, maybe_copy, scale_bias, staged_copy, total, write_one
+from shared_kernels import vadd_even
 
 
 @triton.jit
@@ -66,7 +67,7 @@ total_reset = lambda x, out, N: autotune(space=dict(block=[32, 128]), blocks=cdi
 staged = lambda src, dst, N, pre, post: autotune(space=dict(block=[4096, 32]), blocks=1, pre_hook=pre, post_hook=post,
     staged_copy(src, dst, N, N_STAGES=64 if N == 4096 else 4, BLOCK=$block))
 add_even_site = lambda a, b, c, n, pre: autotune(space=dict(tile=[64, 128, 256]), blocks=cdiv(n, $tile), pre_hook=pre,
-    add_even(a, b, c, n, TILE=$tile, EVEN=n % $tile == 0))
+    vadd_even(a, b, c, n, TILE=$tile, EVEN=n % $tile == 0))
 pruned = lambda dst, src, N, prune: autotune(space=dict(block=[32, 128, 256]), blocks=cdiv(N, $block), prune=prune,
     copy_spin(dst, src, N=N, SPIN=0, BLOCK=$block))
 fastest = lambda dst, src, N: autotune(space=dict(spin=[400, 0, 200]), blocks=cdiv(N, 64),
