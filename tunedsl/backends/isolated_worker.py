@@ -128,8 +128,7 @@ class _State:
         for v, handle in compile_jobs(self.req.kernel, todo):
             index = by_config[v.config]
             if isinstance(handle, BaseException):
-                if self.req.settings.post_hook is not None:  # as in process (inprocess.py)
-                    self.req.settings.post_hook(self.hook_args(index), exception=handle)
+                self.post_hook(index, handle)  # as in process (inprocess.py)
                 reply(("prepared", index, "failed", "compile: " + _reason(handle)))
                 continue
             if self.verifier is None:
@@ -146,8 +145,7 @@ class _State:
                 reply(("prepared", index, "failed", "run: " + _reason(err)))
                 continue
             finally:
-                if self.req.settings.post_hook is not None:
-                    self.req.settings.post_hook(self.hook_args(index), exception=error)
+                self.post_hook(index, error)
             if problem is not None:
                 reply(("prepared", index, "rejected", problem))
             else:
@@ -184,6 +182,10 @@ class _State:
 
         self.prepare(indices, opened)
         reply(("done",))
+
+    def post_hook(self, index: int, error: BaseException | None) -> None:
+        if self.req.settings.post_hook is not None:  # Triton's hook signature
+            self.req.settings.post_hook(self.hook_args(index), exception=error)
 
     def hook_args(self, index: int) -> dict[str, Any]:
         from tunedsl.backends import triton as bt

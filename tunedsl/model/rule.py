@@ -130,26 +130,26 @@ class Family:
     ranges: dict[str, tuple[float, float]]
     tree: Tree | None  # None: nearest swept key
     points: tuple[tuple[dict[str, float], int], ...]  # the swept keys' features and picks
-    # Whether a key's feature names are this family's sizes, by the names in order.
-    _same_sizes: dict[tuple[str, ...], bool] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    # The swept keys as vectors over a key's feature names, by the names in order.
-    _near_tables: dict[tuple[str, ...], _NearTable] = field(
+    # Per layout of a key's feature names (in order): whether they are this family's sizes,
+    # and the swept keys as vectors over them.
+    _layouts: dict[tuple[str, ...], tuple[bool, _NearTable]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
+    def _layout(self, x: Mapping[str, float]) -> tuple[bool, _NearTable]:
+        names = tuple(x)  # keys of one family come with the same features: worked out once
+        layout = self._layouts.get(names)
+        if layout is None:
+            table = _NearTable(self.points, names)
+            layout = (self.ranges.keys() == set(table.sizes), table)
+            if len(self._layouts) < 64:
+                self._layouts[names] = layout
+        return layout
+
     def in_range(self, x: Mapping[str, float]) -> bool:
-        ranges = self.ranges
-        names = tuple(x)  # keys of one family come with the same features: asked once
-        same = self._same_sizes.get(names)
-        if same is None:
-            same = ranges.keys() == {f for f in names if not f.endswith(ALIGNED)}
-            if len(self._same_sizes) < 64:
-                self._same_sizes[names] = same
-        if not same:  # not the sizes (ranged features) the family was swept with
+        if not self._layout(x)[0]:  # not the sizes (ranged features) the family was swept with
             return False
-        for f, (lo, hi) in ranges.items():
+        for f, (lo, hi) in self.ranges.items():
             if not lo <= x[f] <= hi:
                 return False
         return True
@@ -164,13 +164,7 @@ class Family:
     def pick(self, x: Mapping[str, float]) -> int:
         if self.tree is not None:
             return self.tree.decide(x)
-        names = tuple(x)  # keys of one family come with the same features: one table
-        table = self._near_tables.get(names)
-        if table is None:
-            table = _NearTable(self.points, names)
-            if len(self._near_tables) < 64:
-                self._near_tables[names] = table
-        return table.nearest(x)
+        return self._layout(x)[1].nearest(x)
 
     def to_json(self) -> dict[str, Any]:
         return {

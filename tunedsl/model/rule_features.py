@@ -72,7 +72,7 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                     f"{path}.shape[{i}]" for i in range(len(shape))
                 )
             for size_path, size in zip(sizes, shape, strict=True):
-                features[size_path] = math.log2(size) if size >= 1 else (0.0 if size == 0 else -1.0)
+                features[size_path] = math.log2(size) if size >= 1 else (0.0 if size >= 0 else -1.0)
             family[names[1]] = stride
         elif cls is list:  # a shape: its sizes
             for i in range(len(value) - 1, -1, -1):  # (no comprehension: each is a call)

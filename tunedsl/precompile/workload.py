@@ -28,7 +28,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol, TypeVar, overload
@@ -224,12 +224,9 @@ def precompile_mode(
         _active = session
         dsl.site_wrapper = PrecompileSite
     try:
-        if tune:
-            from tunedsl.store.rules import measuring
+        from tunedsl.store.rules import measuring
 
-            with measuring():  # tune every key: no shipped rule decides one
-                yield session
-        else:
+        with measuring() if tune else nullcontext():  # tune every key: no rule decides one
             yield session
     finally:
         with _active_lock:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_tensor
+from tunedsl.model.keys import dtype_name, is_tensor
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.warn import warn_once
@@ -325,7 +325,7 @@ def _foreign_value(value: Any) -> str | None:
     # its code generator ("'torch.dtype' object has no attribute ...").
     cls = value.__class__
     if cls.__module__ == "torch" and cls.__qualname__ == "dtype":
-        torch_name = str(value).removeprefix("torch.")
+        torch_name = dtype_name(value)
         tl_name = _TL_DTYPE_NAMES.get(torch_name, torch_name)
         return (
             f"{value}, a PyTorch dtype; a Triton kernel takes Triton's dtypes: pass "
