@@ -83,6 +83,16 @@ def open_private_dir(path: Path, *, root_may_own: bool = False) -> int:
     return fd
 
 
+def open_or_make_private_dir(path: Path) -> int:
+    """:func:`open_private_dir`, creating ``path`` (mode 0700) when it is missing below a
+    trusted part of the chain: nothing is created inside a directory that is not trusted."""
+    try:
+        return open_private_dir(path)
+    except FileNotFoundError:
+        ensure_private_dir(path)
+        return open_private_dir(path)
+
+
 def _open_checked(name: str, dir_fd: int | None, shown: Path, follow: bool, root_ok: bool) -> int:
     try:
         fd = os.open(name, _DIR_FLAGS | (0 if follow else _NOFOLLOW), dir_fd=dir_fd)
