@@ -287,6 +287,14 @@ CLI_CASES = {
     "unknown_action": (["cache", "frobnicate"], 2, ["'frobnicate'", "ls"]),
     "unknown_option": (["expand", "x.py", "--bogus"], 2, ["--bogus"]),
     "unknown_command": (["frobnicate"], 2, ["'frobnicate'"]),
+    "sweep_missing_file": (["sweep", "missing.py"], 1, ["missing.py", "No such file"]),
+    "sweep_directory": (["sweep", "."], 1, ["sweep", "'.'", "directory"]),
+    "import_directory": (["cache", "import", "."], 1, ["bundle .", "not a regular file"]),
+    "gallery_out_cannot_be_made": (
+        ["gallery", "--out", "/proc/none/out"],
+        1,
+        ["--out /proc/none/out", "No such file"],
+    ),
 }
 
 
