@@ -308,6 +308,30 @@ def test_bad_cli_arguments_are_named(name: str, tmp_path: Path) -> None:
         assert word in proc.stderr, (word, proc.stderr)
 
 
+SWEEP_SCRIPT = Path(__file__).parents[1] / "integration" / "sweep_fixtures" / "sweep_vadd.py"
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("bundle", ["a-directory", "a-file/bundle.json"])
+def test_a_sweep_bundle_that_cannot_be_written_is_named_before_any_tuning(
+    bundle: str, tmp_path: Path
+) -> None:
+    """``tunedsl sweep --bundle`` naming a directory, or a file in a directory that cannot
+    exist: one error naming ``--bundle`` and the fix, before a shape is tuned (not a
+    traceback after the whole sweep)."""
+    (tmp_path / "a-directory").mkdir()
+    (tmp_path / "a-file").write_text("")
+    env = child_env(tmp_path / "cache")
+    proc = _tunedsl(
+        "sweep", "--no-ray", "--bundle", bundle, str(SWEEP_SCRIPT), cwd=tmp_path, env=env
+    )
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("tunedsl: error:")]
+    assert len(errors) == 1 and f"--bundle {bundle}" in errors[0], proc.stderr
+    assert not (tmp_path / "cache" / "records").exists()  # nothing was tuned
+
+
 @pytest.mark.needs_triton
 def test_dsl_error_names_file_line_and_column(tmp_path: Path) -> None:
     """A `$field` not in a non-literal space: file, line and column, with a suggestion."""
