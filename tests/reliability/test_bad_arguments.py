@@ -147,6 +147,15 @@ RUNTIME_CASES = {
         UsageError,
         ["prune=", "at least one"],
     ),
+    # verify=1 equals True, so it passed the check and failed deep in the measurer with
+    # "'int' object is not iterable"; verify=0 turned verification off without a word.
+    "verify_one": (dict(verify=1), UsageError, ["verify=1", "True", "list of", "function"]),
+    "verify_zero": (dict(verify=0), UsageError, ["verify=0", "False"]),
+    "prune_returns_a_number": (
+        dict(prune=lambda cfgs, args: 5),
+        UsageError,
+        ["prune=", "returned 5", "list of configurations"],
+    ),
     "missing_kernel_argument": (  # named before any configuration runs
         dict(args=lambda cfg: (1,)),
         UsageError,
