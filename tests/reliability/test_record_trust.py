@@ -296,3 +296,27 @@ def test_a_cache_root_another_user_created_is_not_used_and_the_run_goes_on(
             assert warned and all(f"{root} is owned by another user" in w for w in warned)
             assert any("TUNEDSL_CACHE_DIR" in w for w in warned), out.stderr
         assert not list(root.rglob("*.json"))  # nothing written there either
+
+
+def test_import_into_a_cache_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    """The cache root lies under a regular file: `cache import` is one error naming the
+    records directory and the fix, not a traceback."""
+    bundle = tmp_path / "empty.json"
+    bundle.write_text('{"tunedsl_records": 1, "records": []}\n')
+    (tmp_path / "a-file").write_text("")
+    out = cache_cmd(child_env(tmp_path / "a-file" / "cache"), "import", str(bundle))
+    _one_line_error(out, str(tmp_path / "a-file" / "cache" / "records"), "TUNEDSL_CACHE_DIR")
+
+
+def test_import_into_a_cache_root_another_user_created_makes_nothing_there() -> None:
+    """`cache import` with a cache root another user created: one error naming the root's
+    owner and the fix; not even the records directory is made in their root."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        root = base / "tunedsl-cache"
+        swap_attack.attacker_step(MAKE_OPEN_DIR, str(root))
+        bundle = base / "empty.json"
+        bundle.write_text('{"tunedsl_records": 1, "records": []}\n')
+        out = cache_cmd(child_env(root), "import", str(bundle))
+        _one_line_error(out, f"{root} is owned by another user", "TUNEDSL_CACHE_DIR")
+        assert os.listdir(root) == []
