@@ -201,7 +201,10 @@ def save_record(record: Record, root: Path | None = None) -> bool:
     global _swept
     where = paths.records_dir() if root is None else root
     try:
-        directory = paths.ensure_private_dir(where)
+        try:
+            directory = paths.ensure_private_dir(where)
+        except paths.UntrustedDir:
+            directory = where  # open_trusted_dir says why, once
         dir_fd = open_trusted_dir(directory)
         if dir_fd is None:
             return False
