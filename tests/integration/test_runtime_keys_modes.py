@@ -96,6 +96,20 @@ def test_user_key_replaces_shapes(tune_count: list) -> None:
     assert "shape" not in json.dumps(data["key"]) and "user_key" in data["key"]
 
 
+@pytest.mark.parametrize("first", [1, 1.0, True], ids=repr)
+def test_equal_user_keys_name_one_record_whichever_comes_first(first, tune_count: list) -> None:
+    """``key=1``, ``key=1.0`` and ``key=True`` are one decision in a process (they are
+    equal, as in triton.autotune's key); whichever a process meets first, they name the
+    same record, so a new process finds it instead of tuning again."""
+    s = site("equalkeys", has_key=True)
+    call(s, vadd, args(256), 256, key=first)
+    assert len(record_files()) == 1 and len(tune_count) == 1
+    for other in (1, 1.0, True):
+        new_process(s)
+        assert call(s, vadd, args(256), 256, key=other).source == "disk", other
+    assert len(record_files()) == 1 and len(tune_count) == 1
+
+
 def test_keyword_order_does_not_change_the_record(tune_count: list) -> None:
     s = site("kworder")
     a, b, c, n = args()

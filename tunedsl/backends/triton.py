@@ -94,7 +94,9 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     # The values of the tl.constexpr globals it reads, as Triton's own hash covers them:
     # one edited changes the code (a tl.static_assert, a block size).
     out = [
-        f"{n}={v.value!r}" for n, v in zip(sorted(names), found, strict=False) if _is_constexpr(v)
+        f"{n}={getattr(v, 'value', None)!r}"
+        for n, v in zip(sorted(names), found, strict=False)
+        if _is_constexpr(v)
     ]
     for obj in found:
         inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None

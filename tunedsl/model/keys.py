@@ -341,11 +341,16 @@ def specialize_call_key_fn(
 
 
 def hashable_user_key(value: Any) -> Any:
-    """Lists and dicts in a user ``key=`` become tuples so the key can be looked up."""
+    """Lists and dicts in a user ``key=`` become tuples so the key can be looked up; a bool
+    or a whole float becomes its int. ``1``, ``1.0`` and ``True`` are equal, so they share
+    one decision (as in triton.autotune's key); written one way they also name one record,
+    whichever of them a process meets first."""
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((str(k), hashable_user_key(v)) for k, v in value.items()))
+    if isinstance(value, bool) or (isinstance(value, float) and value.is_integer()):
+        return int(value)
     return value
 
 
