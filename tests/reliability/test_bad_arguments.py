@@ -156,6 +156,8 @@ RUNTIME_CASES = {
         UsageError,
         ["prune=", "returned 5", "list of configurations"],
     ),
+    # An empty name was taken for no name: the site was named by its line, without a word.
+    "empty_name": (dict(name=""), UsageError, ["name= must be a non-empty string", "''"]),
     "missing_kernel_argument": (  # named before any configuration runs
         dict(args=lambda cfg: (1,)),
         UsageError,

@@ -206,7 +206,7 @@ def _make_site(
                 kernel_text="autotune_launch",
                 space=None,  # given per call (it may be rebuilt on each call)
                 static_hints=dict(hints),
-                options={"name": name} if name else {},
+                options={"name": name} if name is not None else {},
                 has_key=has_key,
             )
             _sites[where] = site
