@@ -365,3 +365,66 @@ def test_an_edited_constexpr_global_is_a_new_kernel(tmp_path: Path, lowered: str
     assert first[0] == "tuned"
     assert run() == ("disk", first[1])  # same values: the record is used
     assert run(**{lowered: "16"}) == ("tuned", "16")  # only tile 16 compiles now
+
+
+# A DSL site given a @triton.jit activation as a constexpr, defined in its own module so
+# the test can edit it between processes.
+ACTIVATION = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def act(x, TILE: tl.constexpr):
+    tl.static_assert(TILE <= LIMIT)
+    return x * 2
+"""
+
+ACTIVATED = """
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune, cdiv
+from activation import act
+
+
+@triton.jit
+def apply(a, c, n, TILE: tl.constexpr, ACT: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, ACT(tl.load(a + offs, mask=mask), TILE), mask=mask)
+
+
+n = 100
+a, c = torch.arange(n, dtype=torch.float32), torch.empty(n)
+r = autotune(space=dict(tile=[16, 64]), blocks=cdiv(n, $tile), effort="quick",
+             apply(a, c, n, TILE=$tile, ACT=act))
+assert torch.equal(c, a * 2)
+print("RESULT", r.source, r.config.tile, flush=True)
+"""
+
+
+def test_a_jit_function_given_as_a_constexpr_names_one_record_until_it_is_edited(
+    tmp_path: Path,
+) -> None:
+    """A @triton.jit function passed as a constexpr is keyed by its name and source, not
+    by its printed form (an address under the interpreter, so every process tuned again,
+    and the same text when it was edited): a new process reads the record, and an edited
+    function (here: only tile 16 compiles now) is tuned again."""
+    (tmp_path / "activation.py").write_text(ACTIVATION.replace("LIMIT", "64").lstrip())
+    script = write_script(tmp_path / "activated.py", ACTIVATED)
+    # The edit keeps the file's size: Python's own .pyc (keyed by size and mtime) must not
+    # hand back the old function.
+    env = child_env(tmp_path / "cache", PYTHONDONTWRITEBYTECODE="1")
+
+    def run() -> tuple[str, str]:
+        out = run_tunedsl(script, env)
+        assert out.returncode == 0, out.stderr
+        line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
+        return line.split()[1], line.split()[2]
+
+    first = run()
+    assert first[0] == "tuned"
+    assert run() == ("disk", first[1])
+    (tmp_path / "activation.py").write_text(ACTIVATION.replace("LIMIT", "16").lstrip())
+    assert run() == ("tuned", "16")

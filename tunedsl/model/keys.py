@@ -376,7 +376,8 @@ def dtype_name(dtype: Any) -> str:
 def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     """JSON description of one argument as the key sees it."""
     if constexpr:
-        return {"constexpr": json_safe(x)}
+        function = triton_function_identity(x)
+        return {"constexpr": json_safe(x) if function is None else function}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
     if tensor is None:
         tensor = is_tensor(x)
@@ -408,6 +409,28 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     if is_triton_constexpr(x):
         return {"constexpr": json_safe(x.value)}
     return x.__class__.__name__
+
+
+def triton_function_identity(x: Any) -> dict[str, Any] | None:
+    """A ``@triton.jit`` function given as a constexpr (an activation, say), as the key
+    names it: its qualified name and source hash (Triton's ``cache_key`` on a GPU; under
+    the interpreter a hash of its source), not its printed form, which is an address under
+    the interpreter and stays the same when the function is edited. None for anything else."""
+    fn = getattr(x, "fn", None)
+    if getattr(fn, "__code__", None) is None or not x.__class__.__module__.startswith("triton."):
+        return None
+    source_hash: Any = None
+    with contextlib.suppress(Exception):  # a property of Triton's, computed on first use
+        source_hash = x.cache_key
+    if not isinstance(source_hash, str):
+        import inspect
+
+        try:
+            source_hash = hashlib.sha256(inspect.getsource(fn).encode("utf-8")).hexdigest()
+        except (OSError, TypeError):
+            source_hash = None
+    # Its qualified name, not its module's: a file run as a script and imported is one function.
+    return {"jit": fn.__qualname__, "source_hash": source_hash}
 
 
 def readable_key(
