@@ -321,3 +321,28 @@ def test_import_into_a_cache_root_another_user_created_makes_nothing_there() -> 
         out = cache_cmd(child_env(root), "import", str(bundle))
         _one_line_error(out, f"{root} is owned by another user", "TUNEDSL_CACHE_DIR")
         assert os.listdir(root) == []
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("opened", ["directory", "files"])
+def test_rules_build_says_the_records_it_found_were_refused(tmp_path: Path, opened: str) -> None:
+    """`rules build --records DIR` where DIR (or its record files) others can write: each
+    refusal is a warning, and the error says the records there were refused, not that
+    there are none to build from ("sweep the shapes first")."""
+    _sources(_tune(tmp_path, child_env(tmp_path / "cache")))
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for path in record_files(tmp_path / "cache"):
+        (shipped / path.name).write_bytes(path.read_bytes())
+        (shipped / path.name).chmod(0o666 if opened == "files" else 0o644)
+    shipped.chmod(0o777 if opened == "directory" else 0o755)
+    out = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "build", "--records", str(shipped),
+         "--out", str(tmp_path / "rules")],
+        env=child_env(tmp_path / "cache"), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr
+    assert "none of the 2 record files" in out.stderr, out.stderr
+    assert "sweep the shapes first" not in out.stderr
+    assert "writable by group or others" in out.stderr  # the warning naming the refusal

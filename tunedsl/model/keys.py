@@ -416,7 +416,7 @@ def triton_function_identity(x: Any) -> dict[str, Any] | None:
     names it: its qualified name and source hash (Triton's ``cache_key`` on a GPU; under
     the interpreter a hash of its source), not its printed form, which is an address under
     the interpreter and stays the same when the function is edited. None for anything else."""
-    fn = getattr(x, "fn", None)
+    fn: Any = getattr(x, "fn", None)
     if getattr(fn, "__code__", None) is None or not x.__class__.__module__.startswith("triton."):
         return None
     source_hash: Any = None
