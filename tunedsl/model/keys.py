@@ -342,9 +342,7 @@ def specialize_call_key_fn(
 
 def hashable_user_key(value: Any) -> Any:
     """Lists and dicts in a user ``key=`` become tuples so the key can be looked up; a bool
-    or a whole float becomes its int. ``1``, ``1.0`` and ``True`` are equal, so they share
-    one decision (as in triton.autotune's key); written one way they also name one record,
-    whichever of them a process meets first."""
+    or whole float its int: ``1``, ``1.0``, ``True`` share a decision and name one record."""
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
     if isinstance(value, dict):
@@ -376,8 +374,7 @@ def dtype_name(dtype: Any) -> str:
 def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     """JSON description of one argument as the key sees it."""
     if constexpr:
-        function = triton_function_identity(x)
-        return {"constexpr": json_safe(x) if function is None else function}
+        return {"constexpr": triton_function_identity(x) or json_safe(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
     if tensor is None:
         tensor = is_tensor(x)
@@ -412,25 +409,20 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
 
 
 def triton_function_identity(x: Any) -> dict[str, Any] | None:
-    """A ``@triton.jit`` function given as a constexpr (an activation, say), as the key
-    names it: its qualified name and source hash (Triton's ``cache_key`` on a GPU; under
-    the interpreter a hash of its source), not its printed form, which is an address under
-    the interpreter and stays the same when the function is edited. None for anything else."""
+    """A ``@triton.jit`` function given as a constexpr (an activation) as the key names it:
+    its qualified name (a script run and imported alike) and a hash of Triton's
+    ``cache_key`` (of its source under the interpreter), never its printed form (an address
+    under the interpreter, the same text after an edit). None for anything else."""
     fn: Any = getattr(x, "fn", None)
     if getattr(fn, "__code__", None) is None or not x.__class__.__module__.startswith("triton."):
         return None
-    source_hash: Any = None
-    with contextlib.suppress(Exception):  # a property of Triton's, computed on first use
-        source_hash = x.cache_key
-    if not isinstance(source_hash, str):
-        import inspect
+    import inspect
 
-        try:
-            source_hash = hashlib.sha256(inspect.getsource(fn).encode("utf-8")).hexdigest()
-        except (OSError, TypeError):
-            source_hash = None
-    # Its qualified name, not its module's: a file run as a script and imported is one function.
-    return {"jit": fn.__qualname__, "source_hash": source_hash}
+    try:  # cache_key: a property of Triton's, computed on first use
+        text = str(x.cache_key) if hasattr(x, "device_caches") else inspect.getsource(fn)
+    except Exception:
+        return {"jit": fn.__qualname__, "source_hash": None}
+    return {"jit": fn.__qualname__, "source_hash": hashlib.sha256(text.encode()).hexdigest()}
 
 
 def readable_key(
