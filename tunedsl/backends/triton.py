@@ -381,8 +381,12 @@ def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
     expected = torch.as_tensor(expected, device=actual.device)
     if actual.shape != expected.shape:
         return f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
-    a = actual.float() if actual.is_floating_point() else actual
-    e = expected.to(a.dtype)
+    # In the wider of the two dtypes: casting a float reference to an int output would
+    # truncate it, and float64 compared as float32 would hide differences under 1e-7.
+    common = torch.promote_types(actual.dtype, expected.dtype)
+    if common.is_floating_point and common.itemsize < 4:
+        common = torch.float32  # half precision: compared in float32, as before
+    a, e = actual.to(common), expected.to(common)
     if torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
         return None
     diff = (a.double() - e.double()).abs()
