@@ -1,5 +1,5 @@
-"""The user's tuning hooks (backends layer): what ``pre_hook``/``post_hook`` receive, and
-how ``pre_hook`` is called (docs/runtime.md, "The hook rule").
+"""The user's tuning hooks (backends layer): what ``pre_hook``/``post_hook`` receive, how
+``pre_hook`` is called (docs/runtime.md, "The hook rule"), and what ``verify=`` may name.
 
 The in-process measurer (``inprocess.py``), the isolated worker and the verify-only path of
 the tuner share these, so a hook sees the same arguments wherever it runs.
@@ -8,7 +8,7 @@ the tuner share these, so a hook sees the same arguments wherever it runs.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError
@@ -44,3 +44,26 @@ def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]
     # hook reading args["num_warps"] runs on the CPU as on a GPU.
     options = v.options or hint_fields(v.config, hints)
     return {**{k: x for k, x in options.items() if k not in bound}, **bound}
+
+
+def check_output(
+    name: str,
+    tensors: Sequence[str],
+    reference: Mapping[str, Any] | None,
+    bound: Mapping[str, Any],
+    bt: Any,
+) -> None:
+    """An output ``verify=`` compares must be a tensor parameter, and the reference
+    ``verify=fn`` returned for it a tensor of its shape (checked before any configuration
+    runs: a wrong reference would reject every configuration, or one of None none)."""
+    if name not in tensors:
+        raise UsageError(
+            f"verify: {name!r} is not a tensor parameter of the kernel; tensor "
+            f"parameters are: {', '.join(tensors)}"
+        )
+    bad = reference is not None and bt.reference_problem(reference[name], bound[name])
+    if bad:
+        raise UsageError(
+            f"verify=fn: the reference for {name!r} {bad}; return the expected tensor, "
+            f"of the output's shape, or leave {name!r} out of the dict to not compare it"
+        )

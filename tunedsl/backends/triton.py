@@ -374,6 +374,21 @@ def zero(x: Any) -> None:
     x.zero_()
 
 
+def reference_problem(expected: Any, actual: Any) -> str | None:
+    """Why ``expected`` cannot be the reference of the output ``actual``; None when it can."""
+    import torch
+
+    if expected is None:
+        return "is None"
+    try:
+        shape = tuple(torch.as_tensor(expected).shape)
+    except (TypeError, ValueError, RuntimeError):
+        return f"is a {type(expected).__name__}, not a tensor"
+    if shape != tuple(actual.shape):
+        return f"has shape {shape}, the output {tuple(actual.shape)}"
+    return None
+
+
 def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
     """None when close; otherwise a short description of the mismatch."""
     import torch
