@@ -31,6 +31,7 @@ import torch
 
 from tunedsl import CacheWarning, Config, Space, TuningError, UsageError
 from tunedsl.frontend.compile import compile_source
+from tunedsl.warn import forget
 
 pytestmark = pytest.mark.needs_triton
 
@@ -39,7 +40,7 @@ import triton
 import triton.language as tl
 from tunedsl import Space, autotune, cdiv
 from ported_kernels_more import add_one_both, copy, copy_rows, to_int, total_two
-from ported_kernels import add_bias
+from ported_kernels import add_bias, copy_small_only
 
 
 @triton.heuristics({"EVEN": lambda args: args["N"] % args["BLOCK"] == 0})
@@ -57,7 +58,7 @@ restore_two = lambda x, y, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(
 reset_two = lambda x, a, b, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     reset_to_zero=["out_a", "out_b"], total_two(x, a, b, N, BLOCK=$block))
 grown = lambda dst, src, N, pre: autotune(space=dict(block=BLOCKS), blocks=cdiv(N, $block),
-    pre_hook=pre, copy(dst, src, N, BLOCK=$block))
+    pre_hook=pre, mode=MODE, copy(dst, src, N, BLOCK=$block))
 pruned = lambda dst, src, N, prune, pre: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     prune=prune, pre_hook=pre, copy(dst, src, N, BLOCK=$block))
 heuristic = lambda dst, src, N: autotune(space=dict(block=[64, 128, 256]), blocks=cdiv(N, $block),
@@ -67,6 +68,8 @@ restricted = lambda dst, src, N, keep, pre: autotune(
     blocks=cdiv(N, $block), pre_hook=pre, copy(dst, src, N, BLOCK=$block))
 rows = lambda dst, src: autotune(space=dict(block=[64, 128]), blocks=src.shape[0],
     copy_rows(dst, src, src.shape[0], src.shape[1], src.stride(0), src.stride(1), BLOCK=$block))
+small_only = lambda dst, src, N: autotune(space=dict(block=[256, 32, 64]), blocks=cdiv(N, $block),
+    copy_small_only(dst, src, N, BLOCK=$block))
 hinted = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     num_warps=WARPS, copy(dst, src, N, BLOCK=$block))
 off = lambda dst, src, N, pre: autotune(space=dict(block=[32, 64, 128]), blocks=cdiv(N, $block),
@@ -81,7 +84,7 @@ rounded = lambda x, out, N, ref: autotune(space=dict(round=[False, True]), block
     verify=ref, rtol=0.0, atol=0.5, to_int(x, out, N, ROUND=$round, BLOCK=64))
 """
 
-BLOCKS_LINE = "BLOCKS = [32, 128]\nWARPS = 4\n"
+BLOCKS_LINE = "BLOCKS = [32, 128]\nWARPS = 4\nMODE = 'on'\n"
 
 
 def load(path: Path, text: str = SCRIPT, head: str = BLOCKS_LINE) -> dict[str, Any]:
@@ -246,6 +249,46 @@ def test_a_tritons_cache_invalidating_variable_is_part_of_the_key(
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
     other = load(path)["hinted"](torch.zeros(300), src, 300)
     assert (first.source, other.source) == ("tuned", "tuned") and other.digest != first.digest
+
+
+@pytest.mark.parametrize("mode", ["on", "cached"])
+def test_a_stored_choice_removed_from_the_space_is_never_launched(
+    tmp_path: Path, mode: str
+) -> None:
+    """Inductor's autotune cache (runtime/autotune_cache.py: the stored best config is keyed
+    on the hash of the configs offered, so a changed list is a miss): a record whose
+    choice is no longer in the space is not used; with tuning on the key is tuned again
+    among the new space, and in ``cached`` mode the space's first configuration is
+    launched, never the removed one."""
+    path = tmp_path / "ported_more.py"
+    src = torch.randn(300)
+    first = load(path)["grown"](torch.zeros(300), src, 300, lambda a: None)
+    gone = first.config.block
+    kept = [b for b in (32, 128) if b != gone]
+    new_process()
+    head = BLOCKS_LINE.replace("[32, 128]", f"[{kept[0]}, 256]").replace("'on'", repr(mode))
+    dst = torch.zeros(300)
+    forget()  # warnings already given in this process are given again
+    with pytest.warns(CacheWarning, match="not in the current space|no longer"):
+        res = load(path, head=head)["grown"](dst, src, 300, lambda a: None)
+    assert res.config.block != gone and torch.equal(dst, src)
+    assert res.source == ("tuned" if mode == "on" else "default")
+
+
+def test_the_timings_of_a_tuning_are_ordered_summaries(dsl: dict[str, Any]) -> None:
+    """Triton test_testing / test_autotuner (``do_bench(..., quantiles=...)`` returns ordered
+    quantiles; a configuration that fails is no timing): every measured configuration
+    records a minimum no larger than its median, a spread and a repetition count;
+    ``time_ms`` gives the median and None for a failed configuration."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = dsl["small_only"](dst, src, 300)
+    ok = {c: r for c, r in res.timings.items() if r.status == "ok"}
+    assert set(ok) == {Config(block=32), Config(block=64)} and torch.equal(dst, src)
+    for c, r in ok.items():
+        assert 0 < r.min_ms <= r.median_ms and r.spread >= 0 and r.reps >= 1
+        assert res.time_ms(c) == r.median_ms
+    assert res.timings[Config(block=256)].status == "failed"
+    assert res.time_ms(Config(block=256)) is None and res.time_ms() == ok[res.config].median_ms
 
 
 # --- Kernel Tuner: restrictions, cache files ----------------------------------------------
