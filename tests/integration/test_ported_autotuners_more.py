@@ -70,6 +70,8 @@ rows = lambda dst, src: autotune(space=dict(block=[64, 128]), blocks=src.shape[0
     copy_rows(dst, src, src.shape[0], src.shape[1], src.stride(0), src.stride(1), BLOCK=$block))
 small_only = lambda dst, src, N: autotune(space=dict(block=[256, 32, 64]), blocks=cdiv(N, $block),
     copy_small_only(dst, src, N, BLOCK=$block))
+grown_failing = lambda dst, src, N, post: autotune(space=dict(block=BLOCKS), blocks=cdiv(N, $block),
+    post_hook=post, copy_small_only(dst, src, N, BLOCK=$block))
 hinted = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     num_warps=WARPS, copy(dst, src, N, BLOCK=$block))
 off = lambda dst, src, N, pre: autotune(space=dict(block=[32, 64, 128]), blocks=cdiv(N, $block),
@@ -336,6 +338,31 @@ def test_a_grown_space_measures_only_the_new_configurations(tmp_path: Path) -> N
     kept = [c for c in (Config(block=32), Config(block=128)) if c.block not in seen]
     for c in kept:  # not measured again: the first run's timing stands
         assert more.timings[c].median_ms == first.timings[c].median_ms
+
+
+def test_a_failure_measured_here_is_not_compiled_again_when_the_space_grows(
+    tmp_path: Path,
+) -> None:
+    """Kernel Tuner test_cache_file (a configuration the cache file records as failing is not
+    compiled again when the run resumes): a configuration this user's record saw fail is a
+    verdict for the key, so a grown space compiles the new configuration, not it, and the
+    new record still says it failed. (A failure in a record from anywhere else is only a
+    hint: docs/runtime.md, "Records and the cache CLI".)"""
+    path = tmp_path / "ported_more.py"
+    src = torch.randn(300)
+    head = BLOCKS_LINE.replace("[32, 128]", "[256, 32]")
+    prepared: list[tuple[int, bool]] = []
+    post = lambda a, exception: prepared.append((a["BLOCK"], exception is not None))  # noqa: E731
+    first = load(path, head=head)["grown_failing"](torch.zeros(300), src, 300, post)
+    assert first.timings[Config(block=256)].status == "failed" and (256, True) in prepared
+    new_process()
+    prepared.clear()
+    dst = torch.zeros(300)
+    grown = load(path, head=head.replace("[256, 32]", "[256, 32, 16]"))["grown_failing"](
+        dst, src, 300, post
+    )
+    assert (16, False) in prepared and 256 not in {b for b, _ in prepared}
+    assert grown.timings[Config(block=256)].status == "failed" and torch.equal(dst, src)
 
 
 def test_a_torn_record_is_a_miss_that_is_tuned_and_written_again(tmp_path: Path) -> None:
