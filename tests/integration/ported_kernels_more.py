@@ -48,3 +48,10 @@ def to_int(x, out, N, ROUND: tl.constexpr, BLOCK: tl.constexpr):
     if ROUND:
         v = tl.floor(v + 0.5)
     tl.store(out + offs, v.to(tl.int32), mask=offs < N)
+
+
+@triton.jit(do_not_specialize=["N"])
+def copy_any_n(dst, src, N, BLOCK: tl.constexpr):
+    """``copy``, with N never specialized by Triton (one binary for every N)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)

@@ -39,7 +39,7 @@ SCRIPT = """\
 import triton
 import triton.language as tl
 from tunedsl import Space, autotune, cdiv
-from ported_kernels_more import add_one_both, copy, copy_rows, to_int, total_two
+from ported_kernels_more import add_one_both, copy, copy_any_n, copy_rows, to_int, total_two
 from ported_kernels import add_bias, copy_small_only
 
 
@@ -72,6 +72,8 @@ small_only = lambda dst, src, N: autotune(space=dict(block=[256, 32, 64]), block
     copy_small_only(dst, src, N, BLOCK=$block))
 grown_failing = lambda dst, src, N, post: autotune(space=dict(block=BLOCKS), blocks=cdiv(N, $block),
     post_hook=post, copy_small_only(dst, src, N, BLOCK=$block))
+any_n = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), key=N // 64,
+    copy_any_n(dst, src, N, BLOCK=$block))
 hinted = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     num_warps=WARPS, copy(dst, src, N, BLOCK=$block))
 off = lambda dst, src, N, pre: autotune(space=dict(block=[32, 64, 128]), blocks=cdiv(N, $block),
@@ -218,6 +220,20 @@ def test_the_same_layout_reuses_a_decision_and_another_layout_or_dtype_tunes(
         assert torch.equal(dst, src)
     assert [r.source for r in results] == ["tuned", "memory", "tuned", "tuned"]
     assert len({r.digest for r in results}) == 3
+
+
+def test_an_int_triton_does_not_specialize_still_keys_by_its_class(dsl: dict[str, Any]) -> None:
+    """Triton test_autotuner (key=["N"]) with ``@triton.jit(do_not_specialize=["N"])``: one
+    binary serves every N. tunedsl still keys an int by Triton's usual classes (1, a
+    multiple of 16, other) within a ``key=`` bucket, the safe side: such a kernel tunes
+    once per class, not once per bucket (docs/runtime.md, "The cache key"); every launch
+    is right."""
+    got = []
+    for n in (17, 33, 16, 48, 1, 50):
+        src, dst = torch.randn(n), torch.zeros(n)
+        got.append(dsl["any_n"](dst, src, n).source)
+        assert torch.equal(dst, src)
+    assert got == ["tuned", "memory", "tuned", "memory", "tuned", "memory"]
 
 
 def test_a_changed_static_hint_is_tuned_again_in_a_new_process(tmp_path: Path) -> None:
