@@ -53,6 +53,22 @@ def copy_even(dst, src, N, EVEN: tl.constexpr, BLOCK: tl.constexpr):
         tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
 
 
+@triton.jit
+def relu(x):
+    return tl.maximum(x, 0.0)
+
+
+@triton.jit
+def negate(x):
+    return -x
+
+
+@triton.jit
+def apply(dst, src, N, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, FN(tl.load(src + offs, mask=offs < N)), mask=offs < N)
+
+
 restore_two = lambda x, y, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     restore_value=["x", "y"], add_one_both(x, y, N, BLOCK=$block))
 reset_two = lambda x, a, b, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
@@ -74,6 +90,8 @@ grown_failing = lambda dst, src, N, post: autotune(space=dict(block=BLOCKS), blo
     post_hook=post, copy_small_only(dst, src, N, BLOCK=$block))
 any_n = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block), key=N // 64,
     copy_any_n(dst, src, N, BLOCK=$block))
+epilogue = lambda dst, src, N, fn: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    apply(dst, src, N, FN=fn, BLOCK=$block))
 hinted = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     num_warps=WARPS, copy(dst, src, N, BLOCK=$block))
 off = lambda dst, src, N, pre: autotune(space=dict(block=[32, 64, 128]), blocks=cdiv(N, $block),
@@ -234,6 +252,33 @@ def test_an_int_triton_does_not_specialize_still_keys_by_its_class(dsl: dict[str
         got.append(dsl["any_n"](dst, src, n).source)
         assert torch.equal(dst, src)
     assert got == ["tuned", "memory", "tuned", "memory", "tuned", "memory"]
+
+
+def test_a_jit_function_argument_is_keyed_by_its_code_in_every_process(tmp_path: Path) -> None:
+    """Helion test_cache test_kernel["matmul"] (an epilogue passed as an argument: the same
+    epilogue hits the cache, another one misses): a ``@triton.jit`` function given to a
+    ``tl.constexpr`` parameter is keyed by its name and code, so a new process reuses the
+    decision for the same epilogue, another epilogue gets its own, and an edited one is
+    tuned again (its printed form, an address under the interpreter, would match nothing
+    in a new process, and only a name on a GPU, whatever the body)."""
+    path = tmp_path / "ported_more.py"
+    src = torch.randn(300)
+    expected = {"relu": src.clamp(min=0), "negate": -src}
+
+    def run(module: dict[str, Any], name: str) -> str:
+        dst = torch.zeros(300)
+        res = module["epilogue"](dst, src, 300, module[name])
+        assert torch.equal(dst, expected[name])
+        return res.source
+
+    first = load(path)
+    assert [run(first, "relu"), run(first, "negate")] == ["tuned", "tuned"]
+    new_process()
+    again = load(path)
+    assert [run(again, "relu"), run(again, "negate")] == ["disk", "disk"]
+    new_process()
+    edited = load(path, SCRIPT.replace("return -x", "return -x + 0.0"))
+    assert [run(edited, "relu"), run(edited, "negate")] == ["disk", "tuned"]
 
 
 def test_a_changed_static_hint_is_tuned_again_in_a_new_process(tmp_path: Path) -> None:
