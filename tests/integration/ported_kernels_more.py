@@ -55,3 +55,11 @@ def copy_any_n(dst, src, N, BLOCK: tl.constexpr):
     """``copy``, with N never specialized by Triton (one binary for every N)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
+
+
+@triton.jit
+def sum_pair(dst, srcs, N, BLOCK: tl.constexpr):
+    """dst = srcs[0] + srcs[1] over the first N elements (``srcs``: a tuple of two tensors)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    tl.store(dst + offs, tl.load(srcs[0] + offs, mask=m) + tl.load(srcs[1] + offs, mask=m), mask=m)

@@ -39,7 +39,7 @@ SCRIPT = """\
 import triton
 import triton.language as tl
 from tunedsl import Space, autotune, cdiv
-from ported_kernels_more import add_one_both, copy, copy_any_n, copy_rows, to_int, total_two
+from ported_kernels_more import add_one_both, copy, copy_any_n, copy_rows, sum_pair, to_int, total_two
 from ported_kernels import add_bias, copy_small_only
 
 
@@ -92,6 +92,8 @@ any_n = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N,
     copy_any_n(dst, src, N, BLOCK=$block))
 epilogue = lambda dst, src, N, fn: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     apply(dst, src, N, FN=fn, BLOCK=$block))
+pair = lambda dst, srcs, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    sum_pair(dst, srcs, N, BLOCK=$block))
 hinted = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     num_warps=WARPS, copy(dst, src, N, BLOCK=$block))
 off = lambda dst, src, N, pre: autotune(space=dict(block=[32, 64, 128]), blocks=cdiv(N, $block),
@@ -279,6 +281,23 @@ def test_a_jit_function_argument_is_keyed_by_its_code_in_every_process(tmp_path:
     new_process()
     edited = load(path, SCRIPT.replace("return -x", "return -x + 0.0"))
     assert [run(edited, "relu"), run(edited, "negate")] == ["disk", "tuned"]
+
+
+def test_every_tensor_of_a_tuple_argument_is_in_the_key(dsl: dict[str, Any]) -> None:
+    """Helion test_cache test_kernel["list_tensor"] and ["list_tensor_different_shapes"] (a
+    list of tensors: same shapes hit, and the key holds every tensor's shape, not only the
+    first's): a tuple argument is keyed element by element, so a second element of another
+    shape or dtype is another decision."""
+    n = 16
+    a = torch.randn(n)
+    pairs = [(a, torch.randn(n)), (torch.randn(n), torch.randn(n)), (a, torch.randn(2 * n)),
+             (a, torch.randn(n, dtype=torch.float64))]  # fmt: skip
+    got = []
+    for first, second in pairs:
+        dst = torch.zeros(n, dtype=second.dtype)
+        got.append(dsl["pair"](dst, (first, second), n).source)
+        torch.testing.assert_close(dst, (first + second[:n]).to(dst.dtype))
+    assert got == ["tuned", "memory", "tuned", "tuned"]
 
 
 def test_a_changed_static_hint_is_tuned_again_in_a_new_process(tmp_path: Path) -> None:
