@@ -554,6 +554,32 @@ def test_a_reference_in_a_wider_dtype_is_not_cast_down_to_the_output(dsl: dict[s
     )
 
 
+def test_a_float8_output_is_checked_against_a_float32_reference() -> None:
+    """Helion test_autotuner test_autotune_fp8_automatic_tolerance (fp8 outputs are checked
+    against the baseline): a float8 output is compared with a float32 reference (torch
+    promotes no float8 dtype, so the comparison must not ask it to); values float8 holds
+    exactly pass at zero tolerance."""
+    import triton.language as tl
+    from ported_kernels import convert
+
+    from tunedsl import autotune_launch, cdiv
+
+    src = torch.tensor([0.5, 1.0, 1.5, 2.0, -3.0, 0.0]).repeat(50)
+    dst = torch.zeros(300, dtype=torch.float8_e4m3fn)
+    res = autotune_launch(
+        convert,
+        space={"block": [64, 128]},
+        grid=lambda cfg: (cdiv(300, cfg.block),),
+        args=(dst, src, 300, tl.float8e4nv),
+        kwargs=lambda cfg: {"BLOCK": cfg.block},
+        verify=lambda inputs: {"dst": inputs["src"].clone()},
+        rtol=0.0,
+        atol=0.0,
+    )
+    assert all(r.status == "ok" for r in res.timings.values()) and len(res.timings) == 2
+    assert torch.equal(dst.float(), src)
+
+
 @pytest.mark.parametrize(
     ("reference", "problem"),
     [

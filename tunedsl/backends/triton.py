@@ -396,11 +396,14 @@ def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
     expected = torch.as_tensor(expected, device=actual.device)
     if actual.shape != expected.shape:
         return f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
-    # In the wider of the two dtypes: casting a float reference to an int output would
-    # truncate it, and float64 compared as float32 would hide differences under 1e-7.
-    common = torch.promote_types(actual.dtype, expected.dtype)
-    if common.is_floating_point and common.itemsize < 4:
-        common = torch.float32  # half precision: compared in float32, as before
+    # Floats in float32, or float64 where either side has 8 bytes: casting a float
+    # reference to an int output would truncate it, and float64 compared as float32 would
+    # hide differences under 1e-7 (torch promotes no float8, so no promote_types here).
+    if actual.is_floating_point() or expected.is_floating_point():
+        wide = max(actual.dtype.itemsize, expected.dtype.itemsize) >= 8
+        common = torch.float64 if wide else torch.float32
+    else:
+        common = torch.promote_types(actual.dtype, expected.dtype)  # ints and bools
     a, e = actual.to(common), expected.to(common)
     if torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
         return None
