@@ -554,6 +554,29 @@ def test_a_reference_in_a_wider_dtype_is_not_cast_down_to_the_output(dsl: dict[s
     )
 
 
+def test_a_reference_function_that_raises_stops_the_tuning_naming_it(
+    dsl: dict[str, Any],
+) -> None:
+    """Helion test_autotuner test_autotune_baseline_fn_raises_on_failure ("Custom baseline
+    function failed while computing baseline"): a ``verify=fn`` that raises stops the
+    tuning with a ``UsageError`` naming ``verify=fn``, its error and where it was raised,
+    before any configuration runs; the traceback ends at the user's frames."""
+    import traceback
+
+    def baseline(inputs: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("Baseline computation failed!")
+
+    out = torch.zeros(300)
+    with pytest.raises(
+        UsageError,
+        match=r"verify=fn raised RuntimeError: Baseline computation failed! \(at .*\.py:\d+\)",
+    ) as info:
+        dsl["biased"](torch.zeros(300), out, 300, baseline)
+    frames = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
+    assert not any("/tunedsl/backends/" in f or "/tunedsl/engine/" in f for f in frames)
+    assert not out.any()
+
+
 def test_a_float8_output_is_checked_against_a_float32_reference() -> None:
     """Helion test_autotuner test_autotune_fp8_automatic_tolerance (fp8 outputs are checked
     against the baseline): a float8 output is compared with a float32 reference (torch

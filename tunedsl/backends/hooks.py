@@ -18,17 +18,24 @@ from tunedsl.model.variant import Variant
 def call_pre_hook(hook: Callable[..., Any], args: Mapping[str, Any]) -> None:
     """Run the user's ``pre_hook``. Its error is the caller's, not the configuration's: it
     stops the tuning (as in ``triton.autotune``) instead of dropping the configuration."""
+    fix = "a hook's error stops the tuning, it does not drop the configuration: fix the hook"
+    call_user(hook, dict(args), "pre_hook=", fix)
+
+
+def call_user(fn: Callable[..., Any], arg: Any, option: str, fix: str) -> Any:
+    """``fn(arg)`` for a function the user gave as ``option``; its error (a bug of the
+    caller's, not of a configuration) is a ``UsageError`` naming the option and where it was
+    raised."""
     try:
-        hook(dict(args))
+        return fn(arg)
     except UsageError:
         raise
     except Exception as err:
         frame = traceback.extract_tb(err.__traceback__)[-1]
         first = next((line for line in str(err).splitlines() if line.strip()), "")
         raise UsageError(
-            f"pre_hook= raised {type(err).__name__}: {first[:300]} (at {frame.filename}:"
-            f"{frame.lineno}); a hook's error stops the tuning, it does not drop the "
-            "configuration: fix the hook"
+            f"{option} raised {type(err).__name__}: {first[:300]} (at {frame.filename}:"
+            f"{frame.lineno}); {fix}"
         ) from err
 
 
