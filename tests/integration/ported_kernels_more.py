@@ -63,3 +63,13 @@ def sum_pair(dst, srcs, N, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
     tl.store(dst + offs, tl.load(srcs[0] + offs, mask=m) + tl.load(srcs[1] + offs, mask=m), mask=m)
+
+
+@triton.jit
+def copy_bump(dst, src, N, BUMP: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = src; with BUMP, src += 1 as well (a wrong configuration that writes its input)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + offs, mask=offs < N)
+    tl.store(dst + offs, x, mask=offs < N)
+    if BUMP:
+        tl.store(src + offs, x + 1, mask=offs < N)

@@ -39,7 +39,7 @@ SCRIPT = """\
 import triton
 import triton.language as tl
 from tunedsl import Space, autotune, cdiv
-from ported_kernels_more import add_one_both, copy, copy_any_n, copy_rows, sum_pair, to_int, total_two
+from ported_kernels_more import add_one_both, copy, copy_any_n, copy_bump, copy_rows, sum_pair, to_int, total_two
 from ported_kernels import add_bias, copy_small_only
 
 
@@ -102,6 +102,8 @@ efforted = lambda dst, src, N, effort: autotune(space=dict(block=[32, 128]), blo
     effort=effort, copy(dst, src, N, BLOCK=$block))
 biased = lambda x, out, N, ref: autotune(space=dict(bias=[0.5, 0.25]), blocks=cdiv(N, 64),
     verify=ref, add_bias(x, out, N, BIAS=$bias, BLOCK=64))
+bumping = lambda dst, src, N: autotune(space=dict(bump=[False, True]), blocks=cdiv(N, 64),
+    verify=True, copy_bump(dst, src, N, BUMP=$bump, BLOCK=64))
 tiny_bias = lambda x, out, N, ref: autotune(space=dict(bias=[1e-9, 0.0]), blocks=cdiv(N, 64),
     verify=ref, rtol=0.0, atol=1e-12, add_bias(x, out, N, BIAS=$bias, BLOCK=64))
 rounded = lambda x, out, N, ref: autotune(space=dict(round=[False, True]), blocks=cdiv(N, 64),
@@ -527,6 +529,20 @@ def test_every_configuration_failing_the_accuracy_check_is_a_tuning_error(
     ]
     assert all("differs from the reference: max abs difference" in line for line in lines)
     assert not out.any()
+
+
+def test_a_configuration_that_also_writes_an_input_is_rejected(dsl: dict[str, Any]) -> None:
+    """Helion test_autotuner test_accuracy_check_filters_bad_config_wrong_arg_mutation (a
+    config whose output is right but which also changes an input is filtered out):
+    ``verify=True`` compares every tensor argument, inputs included, so that configuration
+    is rejected and the caller's input is left as it was."""
+    src = torch.randn(300)
+    original = src.clone()
+    dst = torch.zeros(300)
+    res = dsl["bumping"](dst, src, 300)
+    assert res.timings[Config(bump=True)].status == "rejected"
+    assert "'src'" in str(res.timings[Config(bump=True)].reason)
+    assert res.config == Config(bump=False) and torch.equal(dst, src) and torch.equal(src, original)
 
 
 def test_a_float64_output_is_compared_in_float64(dsl: dict[str, Any]) -> None:
