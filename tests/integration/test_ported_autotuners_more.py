@@ -480,6 +480,28 @@ def test_mode_off_launches_the_default_without_tuning_or_a_record(dsl: dict[str,
     assert not seen and not records() and torch.equal(dst, src)
 
 
+def test_mode_cached_on_a_miss_launches_the_first_configuration_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """Helion test_cache test_assert_cache_hit (``HELION_ASSERT_CACHE_HIT=1``: a miss raises
+    instead of tuning): tunedsl's ``mode="cached"`` never tunes either, but a miss is no
+    error, a deliberate difference (docs/runtime.md, "Modes"): it launches the first
+    configuration, writes nothing, and says ``source="default"``; a hit says ``"disk"``."""
+    path = tmp_path / "ported_more.py"
+    src = torch.randn(300)
+    cached = BLOCKS_LINE.replace("'on'", "'cached'")
+    seen: list[int] = []
+    dst = torch.zeros(300)
+    miss = load(path, head=cached)["grown"](dst, src, 300, lambda a: seen.append(a["BLOCK"]))
+    assert (miss.source, miss.config, seen, records()) == ("default", Config(block=32), [], [])
+    assert torch.equal(dst, src)
+    new_process()
+    load(path)["grown"](torch.zeros(300), src, 300, lambda a: None)  # tuned and stored
+    new_process()
+    hit = load(path, head=cached)["grown"](torch.zeros(300), src, 300, lambda a: None)
+    assert hit.source == "disk"
+
+
 @pytest.mark.parametrize("effort", ["quick", "thorough"])
 def test_an_effort_level_tunes_the_whole_small_space(dsl: dict[str, Any], effort: str) -> None:
     """Helion test_autotuner (effort levels "quick" / "full" change how long the search
