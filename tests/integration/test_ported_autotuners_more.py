@@ -401,23 +401,29 @@ def test_a_restriction_that_keeps_nothing_is_a_usage_error(dsl: dict[str, Any]) 
     assert not dst.any()
 
 
-def test_a_grown_space_measures_only_the_new_configurations(tmp_path: Path) -> None:
+def test_a_grown_space_measures_the_new_configuration_and_only_the_leaders_again(
+    tmp_path: Path,
+) -> None:
     """Kernel Tuner test_cache_file (a tuning run resumed from its cache file benchmarks
-    only the configurations the file lacks): the stored timings of the old configurations
-    are kept and the new one is measured, so the record covers all three."""
+    only the configurations the file lacks): the new configuration is measured and the
+    stored timings of the others are kept, except the few leaders, which tunedsl races
+    again side by side with it (timings of two processes are never compared: a deliberate
+    difference, docs/runtime.md "Records and the cache CLI"); the record covers all six."""
     path = tmp_path / "ported_more.py"
     src = torch.randn(300)
-    first = load(path)["grown"](torch.zeros(300), src, 300, lambda a: None)
-    assert first.source == "tuned" and len(first.timings) == 2
+    old = [16, 32, 64, 128, 256]
+    head = BLOCKS_LINE.replace("[32, 128]", str(old))
+    first = load(path, head=head)["grown"](torch.zeros(300), src, 300, lambda a: None)
+    assert first.source == "tuned" and len(first.timings) == 5
     new_process()
-    seen: list[int] = []
+    seen: set[int] = set()
     dst = torch.zeros(300)
-    more = load(path, head=BLOCKS_LINE.replace("[32, 128]", "[32, 128, 256]"))["grown"](
-        dst, src, 300, lambda a: seen.append(a["BLOCK"])
-    )
-    assert more.source == "tuned" and set(more.timings) == {Config(block=b) for b in (32, 128, 256)}
-    assert 256 in seen and torch.equal(dst, src)
-    kept = [c for c in (Config(block=32), Config(block=128)) if c.block not in seen]
+    grown = head.replace(str(old), str([*old, 512]))
+    more = load(path, head=grown)["grown"](dst, src, 300, lambda a: seen.add(a["BLOCK"]))
+    assert more.source == "tuned" and set(more.timings) == {Config(block=b) for b in [*old, 512]}
+    assert 512 in seen and torch.equal(dst, src)
+    kept = [Config(block=b) for b in old if b not in seen]
+    assert len(seen - {512}) <= 3 and len(kept) >= 2  # at most the 3 leaders raced again
     for c in kept:  # not measured again: the first run's timing stands
         assert more.timings[c].median_ms == first.timings[c].median_ms
 
