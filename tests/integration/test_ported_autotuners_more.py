@@ -192,6 +192,25 @@ def test_prune_may_return_a_configuration_of_its_own(tmp_path: Path) -> None:
     assert alone.config == Config(block=256) and torch.equal(dst, src)
 
 
+def test_a_single_kept_configuration_prints_no_tuning_report(
+    dsl: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Triton test_autotuner test_pruned_single_config_skips_benchmark (with
+    ``autotuning.print`` on, nothing is reported for a prune that keeps one config): under
+    ``TRITON_PRINT_AUTOTUNING=1`` a call whose prune keeps one configuration prints no
+    tuning report; one that tunes prints its key, winner and every configuration's time."""
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    src = torch.randn(300)
+    one = dsl["pruned"](torch.zeros(300), src, 300, lambda cs, a: [cs[1]], lambda a: None)
+    assert one.source == "default"
+    out = capfd.readouterr()
+    assert "tunedsl: tuned" not in out.out + out.err
+    both = dsl["pruned"](torch.zeros(301), torch.randn(301), 301, lambda cs, a: cs, lambda a: None)
+    report = "".join(capfd.readouterr())
+    assert both.source == "tuned" and "tunedsl: tuned" in report
+    assert f"winner: {both.config}" in report and "Config(block=32)" in report
+
+
 def test_a_kernel_wrapped_in_heuristics_gets_each_configurations_value(
     dsl: dict[str, Any],
 ) -> None:
