@@ -20,7 +20,9 @@ Floats and bools are keyed by type only, so a changing scale factor never re-tun
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -368,10 +370,28 @@ def dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def readable_constexpr(x: Any) -> Any:
+    """A constexpr's JSON form; a Triton function (an epilogue) is its name and a hash of its
+    source, alike in every process (its repr: an address, or on a GPU a name only)."""
+    fn = getattr(x, "fn", None)
+    if inspect.isfunction(fn):
+        return f"@jit {fn.__qualname__} {_source_digest(fn)}"
+    return json_safe(x)
+
+
+@functools.lru_cache(maxsize=256)
+def _source_digest(fn: Any) -> str:
+    try:
+        text = inspect.getsource(fn).encode("utf-8")
+    except (OSError, TypeError):  # no source file: the compiled code stands in for it
+        text = fn.__code__.co_code + repr(fn.__code__.co_names).encode("utf-8")
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
 def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     """JSON description of one argument as the key sees it."""
     if constexpr:
-        return {"constexpr": json_safe(x)}
+        return {"constexpr": readable_constexpr(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
     if tensor is None:
         tensor = is_tensor(x)
@@ -401,7 +421,7 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     if isinstance(x, tuple):
         return [readable_value(v, False, with_shape) for v in x]
     if is_triton_constexpr(x):
-        return {"constexpr": json_safe(x.value)}
+        return {"constexpr": readable_constexpr(x.value)}
     return x.__class__.__name__
 
 
