@@ -385,6 +385,21 @@ def zero(x: Any) -> None:
     x.zero_()
 
 
+def reference_problem(expected: Any, actual: Any) -> str | None:
+    """Why ``expected`` cannot be the reference of the output ``actual``; None when it can."""
+    import torch
+
+    if expected is None:
+        return "is None"
+    try:
+        shape = tuple(torch.as_tensor(expected).shape)
+    except (TypeError, ValueError, RuntimeError):
+        return f"is a {type(expected).__name__}, not a tensor"
+    if shape != tuple(actual.shape):
+        return f"has shape {shape}, the output {tuple(actual.shape)}"
+    return None
+
+
 def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
     """None when close; otherwise a short description of the mismatch."""
     import torch
@@ -392,8 +407,15 @@ def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
     expected = torch.as_tensor(expected, device=actual.device)
     if actual.shape != expected.shape:
         return f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
-    a = actual.float() if actual.is_floating_point() else actual
-    e = expected.to(a.dtype)
+    # Floats in float32, or float64 where either side has 8 bytes: casting a float
+    # reference to an int output would truncate it, and float64 compared as float32 would
+    # hide differences under 1e-7 (torch promotes no float8, so no promote_types here).
+    if actual.is_floating_point() or expected.is_floating_point():
+        wide = max(actual.dtype.itemsize, expected.dtype.itemsize) >= 8
+        common = torch.float64 if wide else torch.float32
+    else:
+        common = torch.promote_types(actual.dtype, expected.dtype)  # ints and bools
+    a, e = actual.to(common), expected.to(common)
     if torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
         return None
     diff = (a.double() - e.double()).abs()

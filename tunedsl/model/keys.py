@@ -20,7 +20,9 @@ Floats and bools are keyed by type only, so a changing scale factor never re-tun
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -341,15 +343,12 @@ def specialize_call_key_fn(
 
 
 def hashable_user_key(value: Any) -> Any:
-    """Lists and dicts in a user ``key=`` become tuples so the key can be looked up; a bool
-    or whole float its int: ``1``, ``1.0``, ``True`` share a decision and name one record."""
+    """A ``key=`` as looked up and stored: lists, dicts as tuples; ``1.0``, ``True`` as ``1``."""
+    if isinstance(value, dict):
+        value = [(str(k), v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), hashable_user_key(v)) for k, v in value.items()))
-    if isinstance(value, bool) or (isinstance(value, float) and value.is_integer()):
-        return int(value)
-    return value
+    return int(value) if isinstance(value, bool | float) and value % 1 == 0 else value
 
 
 class KernelToken:
@@ -371,10 +370,28 @@ def dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def readable_constexpr(x: Any) -> Any:
+    """A constexpr's JSON form; a Triton function (an epilogue) is its name and a hash of its
+    source, alike in every process (its repr: an address, or on a GPU a name only)."""
+    fn = getattr(x, "fn", None)
+    if inspect.isfunction(fn):
+        return f"@jit {fn.__qualname__} {_source_digest(fn)}"
+    return json_safe(x)
+
+
+@functools.lru_cache(maxsize=256)
+def _source_digest(fn: Any) -> str:
+    try:
+        text = inspect.getsource(fn).encode("utf-8")
+    except (OSError, TypeError):  # no source file: the compiled code stands in for it
+        text = fn.__code__.co_code + repr(fn.__code__.co_names).encode("utf-8")
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
 def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     """JSON description of one argument as the key sees it."""
     if constexpr:
-        return {"constexpr": triton_function_identity(x) or json_safe(x)}
+        return {"constexpr": readable_constexpr(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
     if tensor is None:
         tensor = is_tensor(x)
@@ -404,25 +421,8 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     if isinstance(x, tuple):
         return [readable_value(v, False, with_shape) for v in x]
     if is_triton_constexpr(x):
-        return {"constexpr": json_safe(x.value)}
+        return {"constexpr": readable_constexpr(x.value)}
     return x.__class__.__name__
-
-
-def triton_function_identity(x: Any) -> dict[str, Any] | None:
-    """A ``@triton.jit`` function given as a constexpr (an activation) as the key names it:
-    its qualified name (a script run and imported alike) and a hash of Triton's
-    ``cache_key`` (of its source under the interpreter), never its printed form (an address
-    under the interpreter, the same text after an edit). None for anything else."""
-    fn: Any = getattr(x, "fn", None)
-    if getattr(fn, "__code__", None) is None or not x.__class__.__module__.startswith("triton."):
-        return None
-    import inspect
-
-    try:  # cache_key: a property of Triton's, computed on first use
-        text = str(x.cache_key) if hasattr(x, "device_caches") else inspect.getsource(fn)
-    except Exception:
-        return {"jit": fn.__qualname__, "source_hash": None}
-    return {"jit": fn.__qualname__, "source_hash": hashlib.sha256(text.encode()).hexdigest()}
 
 
 def readable_key(
