@@ -362,16 +362,21 @@ def triton_env() -> dict[str, str]:
 # -- tensors ---------------------------------------------------------------------------------
 
 
+# Tuning's copies and writes are bookkeeping, not computation: they go through detach(),
+# so a tensor that requires grad (an nn.Parameter a kernel updates in place) is copied and
+# restored as the kernel writes it, without autograd's leaf check or a recorded graph.
+
+
 def clone(x: Any) -> Any:
-    return x.clone()
+    return x.detach().clone()
 
 
 def copy_into(dst: Any, src: Any) -> None:
-    dst.copy_(src)
+    dst.detach().copy_(src)
 
 
 def zero(x: Any) -> None:
-    x.zero_()
+    x.detach().zero_()
 
 
 def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:

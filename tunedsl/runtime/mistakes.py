@@ -250,6 +250,16 @@ def check_launch(
                 "@triton.autotune and put its configurations in space= (autotune(...) tunes "
                 "them)"
             )
+    computed = _heuristic_params(kernel)
+    passed = [k for k in [*info.arg_names[: len(args)], *kwargs] if k in computed]
+    if passed:  # Triton would replace the launch's value with the heuristic's, silently
+        raise UsageError(
+            f"{label}: the kernel is wrapped in @triton.heuristics, which computes "
+            f"`{passed[0]}` that this launch passes too: Triton replaces the launch's value "
+            f"with the heuristic's, so every configuration would run the same kernel (and "
+            f"blocks= could cover another tile); stop passing `{passed[0]}` in the launch, or "
+            f"remove it from @triton.heuristics to tune it"
+        )
     if getattr(getattr(kernel, "fn", None), "fn", None) is not None:
         return
     params = info.arg_names
@@ -301,6 +311,18 @@ def check_launch(
             )
         if why:
             raise UsageError(f"{label}: `{param}` of {name} is {why}")
+
+
+def _heuristic_params(kernel: Any) -> frozenset[str]:
+    # The parameters that @triton.heuristics wrappers (at any depth) compute themselves.
+    names: set[str] = set()
+    for _ in range(8):
+        if type(kernel).__name__ == "Heuristics":
+            names.update(getattr(kernel, "values", None) or ())
+        kernel = getattr(kernel, "fn", None)
+        if kernel is None:
+            break
+    return frozenset(names)
 
 
 def _is_triton_dtype(value: Any) -> bool:

@@ -1,0 +1,183 @@
+"""Kernels from outside the gallery (more_kernels.py), tuned through DSL macros compiled by
+``tunedsl.frontend`` and run under Triton's interpreter, each checked against torch."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tunedsl.errors import UsageError
+from tunedsl.frontend.compile import compile_source
+
+pytestmark = pytest.mark.needs_triton
+
+SCRIPT = """\
+import torch
+from tunedsl import autotune, cdiv
+from more_kernels import batched_matmul, double_fixed_block, grouped_matmul, scale, sgd_step, splitk_matmul, sum_and_squares
+
+
+def splitk(a, b, c):
+    (M, K), N = a.shape, b.shape[1]
+    return autotune(space=dict(BM=[16, 32], SPLIT=[1, 2, 4]), reset_to_zero=["c"],
+                    blocks=(cdiv(M, $BM) * cdiv(N, 16), $SPLIT),
+                    splitk_matmul(a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+                                  BM=$BM, BN=16, BK=16, SPLIT=$SPLIT))
+
+
+def moments(x, total, squares):
+    return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
+                    reset_to_zero=["total", "squares"],
+                    sum_and_squares(x, total, squares, x.numel(), BLOCK=$BLOCK))
+
+
+def grouped(As, Bs, Cs):
+    ptrs = [torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64) for ts in (As, Bs, Cs)]
+    dims = [(a.shape[0], b.shape[1], a.shape[1]) for a, b in zip(As, Bs)]
+    sizes = torch.tensor(dims, dtype=torch.int32)
+    lds = torch.tensor([[a.stride(0), b.stride(0), c.stride(0)] for a, b, c in zip(As, Bs, Cs)],
+                       dtype=torch.int32)
+    return autotune(space=dict(BM=[16, 32], BN=[16, 32]), key=tuple(dims),
+                    blocks=sum(cdiv(m, $BM) * cdiv(n, $BN) for m, n, _ in dims),
+                    grouped_matmul(*ptrs, sizes, lds, len(dims), BM=$BM, BN=$BN, BK=16))
+
+
+def bmm(a, b, c):
+    B, M, K = a.shape
+    N = b.shape[2]
+    return autotune(space=dict(BM=[16, 32], BN=[16, 32]), blocks=(cdiv(M, $BM), cdiv(N, $BN), B),
+                    batched_matmul(a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+                                   BM=$BM, BN=$BN, BK=16))
+
+
+def sgd(param, grad, lr):
+    return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(param.numel(), $BLOCK),
+                    sgd_step(param, grad, param.numel(), lr, BLOCK=$BLOCK))
+
+
+def sgd_restored(param, grad, lr):
+    return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(param.numel(), $BLOCK),
+                    restore_value=["param"], sgd_step(param, grad, param.numel(), lr, BLOCK=$BLOCK))
+
+
+def double(x, out):
+    return autotune(space=dict(BLOCK=[32, 128]), blocks=cdiv(x.numel(), $BLOCK),
+                    double_fixed_block(x, out, x.numel(), BLOCK=$BLOCK))
+
+
+def scaled(x, out, factor):
+    return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
+                    scale(x, out, x.numel(), factor, BLOCK=$BLOCK))
+"""
+
+
+@pytest.fixture
+def dsl(tmp_path: Path) -> dict[str, Any]:
+    """The functions of ``SCRIPT``, as a module."""
+    path = tmp_path / "more_sites.py"
+    path.write_text(SCRIPT, encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "more_sites", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    return namespace
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_split_k_matmul_adds_into_an_output_zeroed_before_every_launch(dsl) -> None:
+    torch.manual_seed(0)
+    a, b = torch.randn(40, 64), torch.randn(64, 24)
+    c = torch.full((40, 24), 5.0)  # what the caller had is no part of the product
+    res = dsl["splitk"](a, b, c)
+    assert res.source == "tuned" and len(res.timings) == 6
+    close(c, a @ b)
+    c.fill_(5.0)
+    assert dsl["splitk"](a, b, c).source == "memory"
+    close(c, a @ b)
+
+
+def test_two_accumulators_are_both_reset(dsl) -> None:
+    x = torch.randn(1000)
+    total, squares = torch.full((1,), 7.0), torch.full((1,), 7.0)
+    assert dsl["moments"](x, total, squares).source == "tuned"
+    close(total, x.sum().reshape(1))
+    close(squares, (x * x).sum().reshape(1))
+
+
+def test_grouped_gemm_over_pointer_arrays_keyed_by_its_problem_sizes(dsl) -> None:
+    torch.manual_seed(0)
+
+    def problems(shapes: list[tuple[int, int, int]]) -> tuple[list, list, list]:
+        As = [torch.randn(m, k) for m, k, _ in shapes]
+        Bs = [torch.randn(k, n) for _, k, n in shapes]
+        return As, Bs, [torch.empty(a.shape[0], b.shape[1]) for a, b in zip(As, Bs)]
+
+    As, Bs, Cs = problems([(20, 32, 24), (40, 16, 8), (8, 48, 40)])
+    assert dsl["grouped"](As, Bs, Cs).source == "tuned"
+    for a, b, c in zip(As, Bs, Cs):
+        close(c, a @ b)
+    # The pointer tensors have the same shape: only key= tells these problems apart.
+    As, Bs, Cs = problems([(64, 32, 24), (40, 16, 8), (8, 48, 40)])
+    assert dsl["grouped"](As, Bs, Cs).source == "tuned"
+    for a, b, c in zip(As, Bs, Cs):
+        close(c, a @ b)
+
+
+def test_batched_matmul_on_a_3d_grid_keys_a_transposed_operand_apart(dsl) -> None:
+    torch.manual_seed(0)
+    a, c = torch.randn(3, 20, 32), torch.empty(3, 20, 24)
+    b = torch.randn(3, 32, 24)
+    assert dsl["bmm"](a, b, c).source == "tuned"
+    close(c, a @ b)
+    bt = torch.randn(3, 24, 32).transpose(1, 2)  # same shape, other stride pattern
+    assert dsl["bmm"](a, bt, c).source == "tuned"
+    close(c, a @ bt)
+
+
+def test_a_heuristic_that_computes_a_field_the_launch_passes_is_an_error(dsl) -> None:
+    # Triton's @triton.heuristics replaces the launch's BLOCK with its own, so every
+    # configuration ran BLOCK=32 while blocks= used the configuration's: BLOCK=128 covered
+    # a quarter of the output and was chosen as the fastest, leaving the rest unwritten.
+    x, out = torch.randn(256), torch.zeros(256)
+    with pytest.raises(UsageError) as err:
+        dsl["double"](x, out)
+    text = str(err.value)
+    assert "@triton.heuristics" in text and "`BLOCK`" in text and "more_sites.py" in text, text
+    assert not out.any()  # nothing was launched
+
+
+def test_parameters_that_require_grad_are_updated_once_in_place(dsl) -> None:
+    # An optimizer step on nn.Parameters outside torch.no_grad(): the in-place watch's
+    # restore raised "a leaf Variable that requires grad is being used in an in-place
+    # operation" after two launches had already changed the parameters.
+    param = torch.nn.Parameter(torch.randn(100))
+    grad, before = torch.randn(100), param.detach().clone()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        res = dsl["sgd"](param, grad, 0.5)
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    assert any("restore_value=['param']" in str(w.message) for w in seen)
+    close(param.detach(), before - 0.5 * grad)
+    assert param.requires_grad and param.grad_fn is None
+
+
+def test_restore_value_and_reset_to_zero_take_tensors_that_require_grad(dsl) -> None:
+    # Each configuration failed with the same autograd error, so the tuning failed.
+    param = torch.nn.Parameter(torch.randn(100))
+    grad, before = torch.randn(100), param.detach().clone()
+    assert dsl["sgd_restored"](param, grad, 0.5).source == "tuned"
+    close(param.detach(), before - 0.5 * grad)
+    x = torch.randn(1000)
+    total = torch.full((1,), 7.0, requires_grad=True)
+    squares = torch.full((1,), 7.0, requires_grad=True)
+    assert dsl["moments"](x, total, squares).source == "tuned"
+    close(total.detach(), x.sum().reshape(1))
+    total.detach().fill_(7.0)
+    assert dsl["moments"](x, total, squares).source == "memory"  # zeroed on a hit too
+    close(total.detach(), x.sum().reshape(1))
+    close(squares.detach(), (x * x).sum().reshape(1))
