@@ -137,3 +137,16 @@ def scale(x, out, n, factor, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=m) * factor, mask=m)
+
+
+@triton.jit
+def double_tiles(src_desc, dst_desc, M, TILES: tl.constexpr):
+    # Host-side tensor descriptors: each program doubles TILES row tiles of the block.
+    rows: tl.constexpr = src_desc.block_shape[0]
+    for t in range(TILES):
+        row = (tl.program_id(0) * TILES + t) * rows
+        if row < M:
+            dst_desc.store(
+                [row, tl.program_id(1) * src_desc.block_shape[1]],
+                src_desc.load([row, tl.program_id(1) * src_desc.block_shape[1]]) * 2,
+            )

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.needs_triton
 
 SCRIPT = """\
 import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
 from tunedsl import autotune, cdiv
-from more_kernels import batched_matmul, double_fixed_block, grouped_matmul, scale, sgd_step, splitk_matmul, sum_and_squares
+from more_kernels import batched_matmul, double_fixed_block, double_tiles, grouped_matmul, scale, sgd_step, splitk_matmul, sum_and_squares
 
 
 def splitk(a, b, c):
@@ -37,7 +38,7 @@ def moments(x, total, squares):
 
 def grouped(As, Bs, Cs):
     ptrs = [torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64) for ts in (As, Bs, Cs)]
-    dims = [(a.shape[0], b.shape[1], a.shape[1]) for a, b in zip(As, Bs)]
+    dims = [(a.shape[0], b.shape[1], a.shape[1]) for a, b in zip(As, Bs, strict=True)]
     sizes = torch.tensor(dims, dtype=torch.int32)
     lds = torch.tensor([[a.stride(0), b.stride(0), c.stride(0)] for a, b, c in zip(As, Bs, Cs)],
                        dtype=torch.int32)
@@ -67,6 +68,28 @@ def sgd_restored(param, grad, lr):
 def double(x, out):
     return autotune(space=dict(BLOCK=[32, 128]), blocks=cdiv(x.numel(), $BLOCK),
                     double_fixed_block(x, out, x.numel(), BLOCK=$BLOCK))
+
+
+def double_by_descriptors(x, y):
+    M, N = x.shape
+    src, dst = TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor.from_tensor(y, [16, 16])
+    return autotune(space=dict(TILES=[1, 2]), blocks=(cdiv(M, 16 * $TILES), cdiv(N, 16)),
+                    double_tiles(src, dst, M, TILES=$TILES))
+
+
+def double_by_tiled_descriptors(x, y):
+    M, N = x.shape
+    return autotune(space=dict(rows=[16, 32]), blocks=(cdiv(M, $rows), cdiv(N, 16)),
+                    double_tiles(TensorDescriptor.from_tensor(x, [$rows, 16]),
+                                 TensorDescriptor.from_tensor(y, [$rows, 16]), M, TILES=1))
+
+
+def double_by_tiled_descriptors_keyed(x, y):
+    M, N = x.shape
+    return autotune(space=dict(rows=[16, 32]), blocks=(cdiv(M, $rows), cdiv(N, 16)),
+                    key=(x.shape, str(x.dtype)),
+                    double_tiles(TensorDescriptor.from_tensor(x, [$rows, 16]),
+                                 TensorDescriptor.from_tensor(y, [$rows, 16]), M, TILES=1))
 
 
 def scaled(x, out, factor):
@@ -115,16 +138,16 @@ def test_grouped_gemm_over_pointer_arrays_keyed_by_its_problem_sizes(dsl) -> Non
     def problems(shapes: list[tuple[int, int, int]]) -> tuple[list, list, list]:
         As = [torch.randn(m, k) for m, k, _ in shapes]
         Bs = [torch.randn(k, n) for _, k, n in shapes]
-        return As, Bs, [torch.empty(a.shape[0], b.shape[1]) for a, b in zip(As, Bs)]
+        return As, Bs, [torch.empty(a.shape[0], b.shape[1]) for a, b in zip(As, Bs, strict=True)]
 
     As, Bs, Cs = problems([(20, 32, 24), (40, 16, 8), (8, 48, 40)])
     assert dsl["grouped"](As, Bs, Cs).source == "tuned"
-    for a, b, c in zip(As, Bs, Cs):
+    for a, b, c in zip(As, Bs, Cs, strict=True):
         close(c, a @ b)
     # The pointer tensors have the same shape: only key= tells these problems apart.
     As, Bs, Cs = problems([(64, 32, 24), (40, 16, 8), (8, 48, 40)])
     assert dsl["grouped"](As, Bs, Cs).source == "tuned"
-    for a, b, c in zip(As, Bs, Cs):
+    for a, b, c in zip(As, Bs, Cs, strict=True):
         close(c, a @ b)
 
 
@@ -181,3 +204,33 @@ def test_restore_value_and_reset_to_zero_take_tensors_that_require_grad(dsl) -> 
     assert dsl["moments"](x, total, squares).source == "memory"  # zeroed on a hit too
     close(total.detach(), x.sum().reshape(1))
     close(squares.detach(), (x * x).sum().reshape(1))
+
+
+def test_a_tensor_descriptor_is_keyed_by_its_tensor_and_block(dsl) -> None:
+    # A host-side TensorDescriptor was keyed by its class alone: a 128-row problem reused
+    # the decision of a 64-row one, and a float16 one would have too.
+    for rows, source in [(64, "tuned"), (128, "tuned"), (64, "memory")]:
+        x, y = torch.randn(rows, 32), torch.empty(rows, 32)
+        res = dsl["double_by_descriptors"](x, y)
+        assert res.source == source, (rows, res.source)
+        close(y, 2 * x)
+    desc = res.key["args"]["src_desc"]["descriptor"]
+    assert desc["dtype"] == "float32" and desc["shape"] == [64, 32] and desc["block"] == [16, 16]
+    x, y = torch.randn(64, 32, dtype=torch.float16), torch.empty(64, 32, dtype=torch.float16)
+    assert dsl["double_by_descriptors"](x, y).source == "tuned"
+
+
+def test_a_tensor_only_a_configuration_dependent_argument_passes_needs_a_key(dsl) -> None:
+    # Descriptors built with $rows are holes of the call key: nothing of x reached it, so
+    # a 128-row problem reused the 64-row decision.
+    x, y = torch.randn(64, 32), torch.zeros(64, 32)
+    with pytest.raises(UsageError) as err:
+        dsl["double_by_tiled_descriptors"](x, y)
+    text = str(err.value)
+    assert "`src_desc` depends on the configuration" in text, text
+    assert "shape [64, 32]" in text and "key=" in text and "more_sites.py" in text, text
+    assert not y.any()
+    for rows, source in [(64, "tuned"), (128, "tuned"), (64, "memory")]:
+        x, y = torch.randn(rows, 32), torch.empty(rows, 32)
+        assert dsl["double_by_tiled_descriptors_keyed"](x, y).source == source
+        close(y, 2 * x)

@@ -379,6 +379,11 @@ def zero(x: Any) -> None:
     x.detach().zero_()
 
 
+def storage_address(x: Any) -> int:
+    """Where ``x``'s storage starts: the same for every view of one tensor."""
+    return int(x.untyped_storage().data_ptr())
+
+
 def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
     """None when close; otherwise a short description of the mismatch."""
     import torch
