@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -234,3 +235,20 @@ def test_a_tensor_only_a_configuration_dependent_argument_passes_needs_a_key(dsl
         x, y = torch.randn(rows, 32), torch.empty(rows, 32)
         assert dsl["double_by_tiled_descriptors_keyed"](x, y).source == source
         close(y, 2 * x)
+
+
+@pytest.mark.parametrize("factor", [np.float32(2.0), np.int64(3)], ids=["float32", "int64"])
+def test_a_numpy_scalar_is_named_with_the_python_number_to_pass(dsl, factor) -> None:
+    # n = np.prod(x.shape) is a numpy.int64: Triton's interpreter failed every
+    # configuration with "cannot convert 3 of type <class 'numpy.int64'> to tensor",
+    # naming no parameter.
+    x, out = torch.randn(100), torch.zeros(100)
+    with pytest.raises(UsageError) as err:
+        dsl["scaled"](x, out, factor)
+    text = str(err.value)
+    kind = type(factor.item()).__name__
+    assert f"`factor` of scale is a numpy.{type(factor).__name__}" in text, text
+    assert f"pass {kind}(factor)" in text and "more_sites.py" in text, text
+    res = dsl["scaled"](x, out, factor.item())
+    assert res.source == "tuned"
+    close(out, x * float(factor))

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import dtype_name, is_tensor
+from tunedsl.model.keys import is_tensor
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
+from tunedsl.runtime import foreign
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -302,8 +303,8 @@ def check_launch(
             + f"; pass {'them' if len(missing) > 1 else 'it'} in the launch"
         )
     for param, value in [*zip(params, args, strict=False), *kwargs.items()]:
-        why = _foreign_value(value)
-        if why is None and param not in info.constexpr_names and _is_triton_dtype(value):
+        why = foreign.foreign_value(value, param, param in info.constexpr_names)
+        if why is None and param not in info.constexpr_names and foreign.is_triton_dtype(value):
             # Triton's GPU launch cannot specialize it; its interpreter takes it.
             why = (
                 f"{value}, a Triton dtype, but `{param}` is not a `tl.constexpr` parameter: "
@@ -323,42 +324,6 @@ def _heuristic_params(kernel: Any) -> frozenset[str]:
         if kernel is None:
             break
     return frozenset(names)
-
-
-def _is_triton_dtype(value: Any) -> bool:
-    return any(
-        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
-        for c in value.__class__.__mro__
-    )
-
-
-# PyTorch dtypes whose Triton counterpart has another name.
-_TL_DTYPE_NAMES = {
-    "bool": "int1",
-    "float8_e4m3fn": "float8e4nv",
-    "float8_e5m2": "float8e5",
-    "float8_e4m3fnuz": "float8e4b8",
-    "float8_e5m2fnuz": "float8e5b16",
-}
-
-
-def _foreign_value(value: Any) -> str | None:
-    # Values Triton cannot take, whose own error comes once per configuration from deep in
-    # its code generator ("'torch.dtype' object has no attribute ...").
-    cls = value.__class__
-    if cls.__module__ == "torch" and cls.__qualname__ == "dtype":
-        torch_name = dtype_name(value)
-        tl_name = _TL_DTYPE_NAMES.get(torch_name, torch_name)
-        return (
-            f"{value}, a PyTorch dtype; a Triton kernel takes Triton's dtypes: pass "
-            f"tl.{tl_name} (triton.language.{tl_name})"
-        )
-    if cls.__module__ == "numpy" and cls.__qualname__ == "ndarray":
-        return (
-            "a numpy.ndarray; a Triton kernel takes tensors on the launch's device: pass "
-            "torch.from_numpy(x) (then .cuda() for a GPU)"
-        )
-    return None
 
 
 def runtime_fields(info: KernelInfo, variants: Sequence[Variant]) -> dict[str, str]:
