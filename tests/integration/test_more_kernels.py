@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tunedsl.errors import UsageError
+from tunedsl.errors import TuningError, UsageError
 from tunedsl.frontend.compile import compile_source
 
 pytestmark = pytest.mark.needs_triton
@@ -252,3 +252,23 @@ def test_a_numpy_scalar_is_named_with_the_python_number_to_pass(dsl, factor) -> 
     res = dsl["scaled"](x, out, factor.item())
     assert res.source == "tuned"
     close(out, x * float(factor))
+
+
+def test_pointer_arrays_measured_in_a_worker_say_why_every_configuration_crashed(
+    tmp_path: Path,
+) -> None:
+    # With isolate=True the grouped GEMM reads the caller's addresses in another process:
+    # every configuration was "crashed: worker killed by SIGSEGV" and nothing said why.
+    old = "space=dict(BM=[16, 32], BN=[16, 32]), key=tuple(dims),"
+    text = SCRIPT.replace(old, "space=dict(BM=[16], BN=[16, 32]), key=tuple(dims), isolate=True,")
+    assert text != SCRIPT
+    path = tmp_path / "isolated_sites.py"
+    path.write_text(text, encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "isolated_sites", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    As, Bs = [torch.randn(1024, 32)], [torch.randn(32, 16)]
+    with pytest.raises(TuningError) as err:
+        namespace["grouped"](As, Bs, [torch.empty(1024, 16)])
+    text = str(err.value)
+    assert text.count("crashed: worker killed") == 2, text
+    assert "pointer arrays" in text and "isolate=False" in text, text
