@@ -150,3 +150,13 @@ def double_tiles(src_desc, dst_desc, M, TILES: tl.constexpr):
                 [row, tl.program_id(1) * src_desc.block_shape[1]],
                 src_desc.load([row, tl.program_id(1) * src_desc.block_shape[1]]) * 2,
             )
+
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def double_even(x, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out + offs, tl.load(x + offs) * 2)
+    else:
+        tl.store(out + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)

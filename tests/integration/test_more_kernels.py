@@ -20,7 +20,7 @@ SCRIPT = """\
 import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 from tunedsl import autotune, cdiv
-from more_kernels import batched_matmul, double_fixed_block, double_tiles, grouped_matmul, scale, sgd_step, splitk_matmul, sum_and_squares
+from more_kernels import batched_matmul, double_even, double_fixed_block, double_tiles, grouped_matmul, scale, sgd_step, splitk_matmul, sum_and_squares
 
 
 def splitk(a, b, c):
@@ -91,6 +91,16 @@ def double_by_tiled_descriptors_keyed(x, y):
                     key=(x.shape, str(x.dtype)),
                     double_tiles(TensorDescriptor.from_tensor(x, [$rows, 16]),
                                  TensorDescriptor.from_tensor(y, [$rows, 16]), M, TILES=1))
+
+
+def double_even_blocks(x, out):
+    return autotune(space=dict(BLOCK=[32, 128]), blocks=cdiv(x.numel(), $BLOCK),
+                    double_even(x, out, x.numel(), BLOCK=$BLOCK))
+
+
+def double_even_misspelled(x, out):
+    return autotune(space=dict(BLOCK=[32, 128]), blocks=cdiv(x.numel(), $BLOCK),
+                    double_even(x, out, x.numel(), BLCOK=$BLOCK))
 
 
 def scaled(x, out, factor):
@@ -173,6 +183,18 @@ def test_a_heuristic_that_computes_a_field_the_launch_passes_is_an_error(dsl) ->
     text = str(err.value)
     assert "@triton.heuristics" in text and "`BLOCK`" in text and "more_sites.py" in text, text
     assert not out.any()  # nothing was launched
+
+
+def test_a_misspelled_parameter_of_a_heuristics_kernel_is_named(dsl) -> None:
+    # The launch was not checked against a wrapped kernel's parameters: every configuration
+    # failed with the heuristic's own "KeyError: 'BLOCK'".
+    x, out = torch.randn(256), torch.zeros(256)
+    with pytest.raises(UsageError, match="has no parameter `BLCOK`; did you mean `BLOCK`"):
+        dsl["double_even_misspelled"](x, out)
+    for n in (256, 200):  # EVEN, computed by the heuristic, counts as passed
+        x, out = torch.randn(n), torch.zeros(n)
+        assert dsl["double_even_blocks"](x, out).source == "tuned"
+        close(out, 2 * x)
 
 
 def test_parameters_that_require_grad_are_updated_once_in_place(dsl) -> None:

@@ -236,9 +236,11 @@ def check_launch(
     came once per configuration, after all were tried, and never named a misspelling).
     ``launch_options()`` gives the other keywords Triton takes (``num_warps``, ...; asked only
     when a keyword is no parameter; empty: any).
-    A wrapped kernel (``triton.heuristics``, ``triton.autotune``) fills parameters itself:
-    it is left to Triton, unless ``@triton.autotune`` sets a parameter the launch passes too
-    (Triton then fails every configuration: "Conflicting meta-parameters")."""
+    A kernel in ``@triton.heuristics`` is checked with the parameters its heuristics compute
+    counted as passed, and a launch passing one of them is an error (Triton would replace
+    its value). A kernel in ``@triton.autotune`` is left to Triton, unless its
+    configurations set a parameter the launch passes too (Triton then fails every
+    configuration: "Conflicting meta-parameters")."""
     if type(kernel).__name__ == "Autotuner":
         both = sorted(
             {k for c in getattr(kernel, "configs", ()) for k in getattr(c, "kwargs", {})}
@@ -251,7 +253,9 @@ def check_launch(
                 "@triton.autotune and put its configurations in space= (autotune(...) tunes "
                 "them)"
             )
-    computed = _heuristic_params(kernel)
+    wrappers = _wrappers(kernel)
+    heuristics = [w for w in wrappers if type(w).__name__ == "Heuristics"]
+    computed = {n for w in heuristics for n in getattr(w, "values", None) or ()}
     passed = [k for k in [*info.arg_names[: len(args)], *kwargs] if k in computed]
     if passed:  # Triton would replace the launch's value with the heuristic's, silently
         raise UsageError(
@@ -261,7 +265,7 @@ def check_launch(
             f"blocks= could cover another tile); stop passing `{passed[0]}` in the launch, or "
             f"remove it from @triton.heuristics to tune it"
         )
-    if getattr(getattr(kernel, "fn", None), "fn", None) is not None:
+    if len(heuristics) < len(wrappers):  # @triton.autotune fills parameters of its own
         return
     params = info.arg_names
     name = info.qualname.rsplit(".", 1)[-1]
@@ -279,7 +283,8 @@ def check_launch(
                 f"to {signature}; pass it once"
             )
     unknown = [k for k in kwargs if k not in params]
-    missing = [p for p in params if p not in bound and p not in kwargs and p not in info.defaults]
+    given = {*bound, *kwargs, *info.defaults, *computed}  # heuristics pass theirs
+    missing = [p for p in params if p not in given]
     for key in unknown:
         close = difflib.get_close_matches(key, missing or params, n=1)
         if close:
@@ -314,16 +319,16 @@ def check_launch(
             raise UsageError(f"{label}: `{param}` of {name} is {why}")
 
 
-def _heuristic_params(kernel: Any) -> frozenset[str]:
-    # The parameters that @triton.heuristics wrappers (at any depth) compute themselves.
-    names: set[str] = set()
+def _wrappers(kernel: Any) -> list[Any]:
+    # The objects around the @triton.jit function, outermost first (heuristics, autotune).
+    chain: list[Any] = []
     for _ in range(8):
-        if type(kernel).__name__ == "Heuristics":
-            names.update(getattr(kernel, "values", None) or ())
-        kernel = getattr(kernel, "fn", None)
-        if kernel is None:
+        inner = getattr(kernel, "fn", None)
+        if getattr(inner, "fn", None) is None:
             break
-    return frozenset(names)
+        chain.append(kernel)
+        kernel = inner
+    return chain
 
 
 def runtime_fields(info: KernelInfo, variants: Sequence[Variant]) -> dict[str, str]:
