@@ -103,6 +103,12 @@ def double_even_misspelled(x, out):
                     double_even(x, out, x.numel(), BLCOK=$BLOCK))
 
 
+def scaled_into_padded(x, factor):
+    n = x.numel()
+    return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(n, $BLOCK),
+                    scale(x, torch.empty(cdiv(n, $BLOCK) * $BLOCK), n, factor, BLOCK=$BLOCK))
+
+
 def scaled(x, out, factor):
     return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
                     scale(x, out, x.numel(), factor, BLOCK=$BLOCK))
@@ -253,6 +259,8 @@ def test_a_tensor_only_a_configuration_dependent_argument_passes_needs_a_key(dsl
     assert "`src_desc` depends on the configuration" in text, text
     assert "shape [64, 32]" in text and "key=" in text and "more_sites.py" in text, text
     assert not y.any()
+    # A scratch tensor made per configuration is sized from it and the keyed arguments.
+    assert dsl["scaled_into_padded"](x, 2.0).source == "tuned"
     for rows, source in [(64, "tuned"), (128, "tuned"), (64, "memory")]:
         x, y = torch.randn(rows, 32), torch.empty(rows, 32)
         assert dsl["double_by_tiled_descriptors_keyed"](x, y).source == source
