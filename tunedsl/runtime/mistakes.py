@@ -283,8 +283,8 @@ def check_launch(
                 f"to {signature}; pass it once"
             )
     unknown = [k for k in kwargs if k not in params]
-    given = {*bound, *kwargs, *info.defaults, *computed}  # heuristics pass theirs
-    missing = [p for p in params if p not in given]
+    passes = {*bound, *kwargs, *info.defaults, *computed}  # heuristics pass theirs
+    missing = [p for p in params if p not in passes]
     for key in unknown:
         close = difflib.get_close_matches(key, missing or params, n=1)
         if close:
