@@ -160,3 +160,13 @@ def double_even(x, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
         tl.store(out + offs, tl.load(x + offs) * 2)
     else:
         tl.store(out + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@triton.jit
+def add_one_tiles(desc, M, TILES: tl.constexpr):
+    # In place through a descriptor: each tile is loaded and stored back plus one.
+    rows: tl.constexpr = desc.block_shape[0]
+    for t in range(TILES):
+        row = (tl.program_id(0) * TILES + t) * rows
+        if row < M:
+            desc.store([row, 0], desc.load([row, 0]) + 1)

@@ -20,7 +20,7 @@ SCRIPT = """\
 import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 from tunedsl import autotune, cdiv
-from more_kernels import batched_matmul, double_even, double_fixed_block, double_tiles, grouped_matmul, scale, sgd_step, splitk_matmul, sum_and_squares
+from more_kernels import add_one_tiles, batched_matmul, double_even, double_fixed_block, double_tiles, grouped_matmul, scale, sgd_step, splitk_matmul, sum_and_squares
 
 
 def splitk(a, b, c):
@@ -101,6 +101,12 @@ def double_even_blocks(x, out):
 def double_even_misspelled(x, out):
     return autotune(space=dict(BLOCK=[32, 128]), blocks=cdiv(x.numel(), $BLOCK),
                     double_even(x, out, x.numel(), BLCOK=$BLOCK))
+
+
+def add_one_in_place(x):
+    M, N = x.shape
+    return autotune(space=dict(TILES=[1, 2]), blocks=cdiv(M, 16 * $TILES),
+                    add_one_tiles(TensorDescriptor.from_tensor(x, [16, N]), M, TILES=$TILES))
 
 
 def scaled_into_padded(x, factor):
@@ -302,3 +308,14 @@ def test_pointer_arrays_measured_in_a_worker_say_why_every_configuration_crashed
     text = str(err.value)
     assert text.count("crashed: worker killed") == 2, text
     assert "pointer arrays" in text and "isolate=False" in text, text
+
+
+def test_a_tensor_written_in_place_through_a_descriptor_is_restored_while_tuning(dsl) -> None:
+    # The in-place watch copied tensor arguments only: every tuning launch added one more
+    # through the descriptor, and the caller got 15 where the kernel adds 1.
+    x = torch.zeros(64, 16)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert dsl["add_one_in_place"](x).source == "tuned"
+    assert torch.equal(x, torch.ones(64, 16)), x.unique()
+    assert any("restore_value=['desc']" in str(w.message) for w in seen)
