@@ -37,15 +37,18 @@ def print_tables(rows: list[dict[str, Any]], detail: bool = False) -> None:
     geometric mean against its target. ``wall``: two GPUs' wall time over one's; ``rate``:
     configurations (sweep: keys) measured a second, two over one."""
     good = [r for r in rows if "error" not in r]
+    # the rows allowed several GPUs (--devices): two unless asked otherwise
+    n = max((r["gpus"] for r in good if r["gpus"] > 1), default=2)
+    many = "two" if n == 2 else str(n)
     for row in rows:
         if "error" in row:
             print(f"{row['space']} {row['gpus']} GPU(s): FAILED {row['error']}")
     print()
     print("pair: rows in run order (1 2 2 1: pairs 1-2 and 3-4); wall s and measured (configs,")
-    print("sweep: keys) of the one-GPU row / the row allowed two; used: GPUs tunedsl chose;")
-    print("wall, rate: two over one; chosen ms: the choice re-measured on GPU 0 (one / two)")
+    print(f"sweep: keys) of the one-GPU row / the row allowed {many}; used: GPUs tunedsl chose;")
+    print(f"wall, rate: {many} over one; chosen ms: the choice re-measured on GPU 0 (one / {many})")
     print(f"{'space':10} {'pair':>4} {'wall s':>13} {'measured':>11} {'used':>4} {'wall':>6} "
-          f"{'rate':>6} {'chosen ms':>15} {'same':>4}  chosen (two GPUs)")  # fmt: skip
+          f"{'rate':>6} {'chosen ms':>15} {'same':>4}  chosen ({many} GPUs)")  # fmt: skip
     verdicts = []
     for space in dict.fromkeys(r["space"] for r in good):
         mine = pairs([r for r in rows if r["space"] == space])
@@ -93,7 +96,7 @@ def after_first_record(mine: list[tuple[dict[str, Any], dict[str, Any]]]) -> str
         return ""
     steady = geomean(one["after_first_s"] / more["after_first_s"] for one, more in timed)
     firsts = ", ".join(f"{one['first_record_s']}/{more['first_record_s']} s" for one, more in timed)
-    return f"; rate after the first record {steady:.2f}x; first record (one/two) {firsts}"
+    return f"; rate after the first record {steady:.2f}x; first record (one/several) {firsts}"
 
 
 def print_detail(good: list[dict[str, Any]]) -> None:

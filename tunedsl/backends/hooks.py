@@ -1,5 +1,5 @@
-"""The user's tuning hooks (backends layer): what ``pre_hook``/``post_hook`` receive, and
-how ``pre_hook`` is called (docs/runtime.md, "The hook rule").
+"""The user's tuning hooks (backends layer): what ``pre_hook``/``post_hook`` receive, how
+``pre_hook`` is called (docs/runtime.md, "The hook rule"), and what ``verify=`` may name.
 
 The in-process measurer (``inprocess.py``), the isolated worker and the verify-only path of
 the tuner share these, so a hook sees the same arguments wherever it runs.
@@ -8,7 +8,7 @@ the tuner share these, so a hook sees the same arguments wherever it runs.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError
@@ -18,17 +18,24 @@ from tunedsl.model.variant import Variant
 def call_pre_hook(hook: Callable[..., Any], args: Mapping[str, Any]) -> None:
     """Run the user's ``pre_hook``. Its error is the caller's, not the configuration's: it
     stops the tuning (as in ``triton.autotune``) instead of dropping the configuration."""
+    fix = "a hook's error stops the tuning, it does not drop the configuration: fix the hook"
+    call_user(hook, dict(args), "pre_hook=", fix)
+
+
+def call_user(fn: Callable[..., Any], arg: Any, option: str, fix: str) -> Any:
+    """``fn(arg)`` for a function the user gave as ``option``; its error (a bug of the
+    caller's, not of a configuration) is a ``UsageError`` naming the option and where it was
+    raised."""
     try:
-        hook(dict(args))
+        return fn(arg)
     except UsageError:
         raise
     except Exception as err:
         frame = traceback.extract_tb(err.__traceback__)[-1]
         first = next((line for line in str(err).splitlines() if line.strip()), "")
         raise UsageError(
-            f"pre_hook= raised {type(err).__name__}: {first[:300]} (at {frame.filename}:"
-            f"{frame.lineno}); a hook's error stops the tuning, it does not drop the "
-            "configuration: fix the hook"
+            f"{option} raised {type(err).__name__}: {first[:300]} (at {frame.filename}:"
+            f"{frame.lineno}); {fix}"
         ) from err
 
 
@@ -44,3 +51,26 @@ def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]
     # hook reading args["num_warps"] runs on the CPU as on a GPU.
     options = v.options or hint_fields(v.config, hints)
     return {**{k: x for k, x in options.items() if k not in bound}, **bound}
+
+
+def check_output(
+    name: str,
+    tensors: Sequence[str],
+    reference: Mapping[str, Any] | None,
+    bound: Mapping[str, Any],
+    bt: Any,
+) -> None:
+    """An output ``verify=`` compares must be a tensor parameter, and the reference
+    ``verify=fn`` returned for it a tensor of its shape (checked before any configuration
+    runs: a wrong reference would reject every configuration, or one of None none)."""
+    if name not in tensors:
+        raise UsageError(
+            f"verify: {name!r} is not a tensor parameter of the kernel; tensor "
+            f"parameters are: {', '.join(tensors)}"
+        )
+    bad = reference is not None and bt.reference_problem(reference[name], bound[name])
+    if bad:
+        raise UsageError(
+            f"verify=fn: the reference for {name!r} {bad}; return the expected tensor, "
+            f"of the output's shape, or leave {name!r} out of the dict to not compare it"
+        )

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tunedsl.backends.compile_pool import default_workers, start_drained_thread
-from tunedsl.backends.hooks import call_pre_hook, hook_args
+from tunedsl.backends.hooks import call_pre_hook, call_user, check_output, hook_args
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
@@ -160,7 +160,9 @@ class Verifier:
         if callable(verify):
             guard.snapshot_all()
             inputs = {n: guard.bt.clone(v) if is_tensor(v) else v for n, v in guard.bound.items()}
-            expected = verify(inputs)
+            expected = call_user(
+                verify, inputs, "verify=fn", "fix it: no configuration was measured"
+            )
             if not isinstance(expected, Mapping) or not expected:
                 raise UsageError(
                     "verify=fn must return a dict {parameter name: expected tensor}, "
@@ -173,11 +175,7 @@ class Verifier:
         else:
             self.outputs = [str(n) for n in verify]
         for name in self.outputs:
-            if name not in tensors:
-                raise UsageError(
-                    f"verify: {name!r} is not a tensor parameter of the kernel; tensor "
-                    f"parameters are: {', '.join(tensors)}"
-                )
+            check_output(name, tensors, self.reference, guard.bound, guard.bt)
         if not guard.verify_snapshot:
             guard.snapshot_all()
 

@@ -71,10 +71,15 @@ def _source(fn: Any) -> str:
         return repr(fn)
 
 
+def _is_constexpr(value: Any) -> bool:
+    return type(value).__name__ == "constexpr" and hasattr(value, "value")
+
+
 def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
     ``lib.helper(x)``: a global, or an attribute of a global module, that wraps a Python
-    function as ``.fn``), recursively, in a fixed order."""
+    function as ``.fn``), recursively, in a fixed order, with the ``tl.constexpr`` globals
+    each reads."""
     code = getattr(fn, "__code__", None)
     names: set[str] = set()
     stack = [code] if isinstance(code, types.CodeType) else []
@@ -86,7 +91,13 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     found = [scope.get(n) for n in sorted(names)]
     modules = [m for m in found if isinstance(m, types.ModuleType)]
     found += [_attribute(m, n) for m in modules for n in sorted(names)]
-    out: list[str] = []
+    # The values of the tl.constexpr globals it reads, as Triton's own hash covers them:
+    # one edited changes the code (a tl.static_assert, a block size).
+    out = [
+        f"{n}={getattr(v, 'value', None)!r}"
+        for n, v in zip(sorted(names), found, strict=False)
+        if _is_constexpr(v)
+    ]
     for obj in found:
         inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
         if not inspect.isfunction(inner) or id(inner) in seen:
@@ -384,6 +395,21 @@ def storage_address(x: Any) -> int:
     return int(x.untyped_storage().data_ptr())
 
 
+def reference_problem(expected: Any, actual: Any) -> str | None:
+    """Why ``expected`` cannot be the reference of the output ``actual``; None when it can."""
+    import torch
+
+    if expected is None:
+        return "is None"
+    try:
+        shape = tuple(torch.as_tensor(expected).shape)
+    except (TypeError, ValueError, RuntimeError):
+        return f"is a {type(expected).__name__}, not a tensor"
+    if shape != tuple(actual.shape):
+        return f"has shape {shape}, the output {tuple(actual.shape)}"
+    return None
+
+
 def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
     """None when close; otherwise a short description of the mismatch."""
     import torch
@@ -391,8 +417,15 @@ def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
     expected = torch.as_tensor(expected, device=actual.device)
     if actual.shape != expected.shape:
         return f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
-    a = actual.float() if actual.is_floating_point() else actual
-    e = expected.to(a.dtype)
+    # Floats in float32, or float64 where either side has 8 bytes: casting a float
+    # reference to an int output would truncate it, and float64 compared as float32 would
+    # hide differences under 1e-7 (torch promotes no float8, so no promote_types here).
+    if actual.is_floating_point() or expected.is_floating_point():
+        wide = max(actual.dtype.itemsize, expected.dtype.itemsize) >= 8
+        common = torch.float64 if wide else torch.float32
+    else:
+        common = torch.promote_types(actual.dtype, expected.dtype)  # ints and bools
+    a, e = actual.to(common), expected.to(common)
     if torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
         return None
     diff = (a.double() - e.double()).abs()

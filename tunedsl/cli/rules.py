@@ -168,6 +168,12 @@ def build(args: argparse.Namespace) -> int:
                 + (f", +{len(known) - 10} more" if len(known) > 10 else "")
                 + "; `tunedsl cache ls` lists them)"
             )
+        files = sum(len(list(Path(d).glob("*.json"))) for d in args.records)
+        if files and not records:  # there, but refused: the warnings above say why
+            raise UsageError(
+                f"none of the {files} record files in {where} could be used: the warnings "
+                "above say why (damaged, or a file or directory others can write)"
+            )
         raise UsageError(
             f"no tuning records{' of ' + ', '.join(args.site) if args.site else ''} in {where}: "
             "sweep the shapes first (a @tunedsl.workload under `tunedsl precompile --tune`, "

@@ -20,7 +20,9 @@ Floats and bools are keyed by type only, so a changing scale factor never re-tun
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -312,12 +314,12 @@ def specialize_call_key_fn(
 
 
 def hashable_user_key(value: Any) -> Any:
-    """Lists and dicts in a user ``key=`` become tuples so the key can be looked up."""
+    """A ``key=`` as looked up and stored: lists, dicts as tuples; ``1.0``, ``True`` as ``1``."""
+    if isinstance(value, dict):
+        value = [(str(k), v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), hashable_user_key(v)) for k, v in value.items()))
-    return value
+    return int(value) if isinstance(value, bool | float) and value % 1 == 0 else value
 
 
 class KernelToken:
@@ -339,10 +341,28 @@ def dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def readable_constexpr(x: Any) -> Any:
+    """A constexpr's JSON form; a Triton function (an epilogue) is its name and a hash of its
+    source, alike in every process (its repr: an address, or on a GPU a name only)."""
+    fn = getattr(x, "fn", None)
+    if inspect.isfunction(fn):
+        return f"@jit {fn.__qualname__} {_source_digest(fn)}"
+    return json_safe(x)
+
+
+@functools.lru_cache(maxsize=256)
+def _source_digest(fn: Any) -> str:
+    try:
+        text = inspect.getsource(fn).encode("utf-8")
+    except (OSError, TypeError):  # no source file: the compiled code stands in for it
+        text = fn.__code__.co_code + repr(fn.__code__.co_names).encode("utf-8")
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
 def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     """JSON description of one argument as the key sees it."""
     if constexpr:
-        return {"constexpr": json_safe(x)}
+        return {"constexpr": readable_constexpr(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
     if tensor is None:
         tensor = is_tensor(x)
@@ -380,7 +400,7 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
         desc.update((k, json_safe(v)) for k, v in _descriptor_options(x))
         return {"descriptor": desc}
     if is_triton_constexpr(x):
-        return {"constexpr": json_safe(x.value)}
+        return {"constexpr": readable_constexpr(x.value)}
     return x.__class__.__name__
 
 

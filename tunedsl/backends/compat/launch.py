@@ -100,7 +100,7 @@ def direct_launch_parts(compiled: Any) -> LaunchParts | None:
         return LaunchParts(
             launcher.launch, (function, coop, pdl, None, None, packed, None, None, None), False
         )
-    # 3.9.0: one generic C launcher, told the signature, kernel arguments as one tuple
+    # 3.7.1 to 3.9.0: one generic C launcher, told the signature, kernel arguments as one tuple
     signature = (launcher.arg_annotations, launcher.kernel_signature)
     middle = (function, coop, pdl, packed, None, None, None, None, None, *signature)
     return LaunchParts(launcher.launch, middle, True)
@@ -116,9 +116,11 @@ def _needs_scratch(launcher: Any) -> bool:
 
 # The launcher's ``__call__`` forms whose C call :func:`direct_launch_parts` makes itself:
 # (positional parameters, every global and attribute name the code reads). 3.6.0's
-# ``CudaLauncher.__call__(self, gridX, gridY, gridZ, stream, function, *args)`` and 3.9.0's
-# (the launch metadata and hooks named, gsan added). A launcher whose ``__call__`` reads
-# any other name (a newer Triton that computes something more per launch) is called as is.
+# ``CudaLauncher.__call__(self, gridX, gridY, gridZ, stream, function, *args)``; 3.7.1's
+# (the launch metadata and hooks named, the signature passed to one generic C launcher);
+# 3.8.0's (a default profile allocator, gsan added) and 3.9.0's (capture checks added): the
+# last three make the same C call. A launcher whose ``__call__`` reads any other name (a
+# newer Triton that computes something more per launch) is called as is.
 _LAUNCHER_FORMS: dict[tuple[int, frozenset[str]], str] = {
     (
         6,
@@ -128,6 +130,28 @@ _LAUNCHER_FORMS: dict[tuple[int, frozenset[str]], str] = {
             "profile_scratch_align profile_scratch_size".split()
         ),
     ): "star",
+    (
+        10,
+        frozenset(
+            "_allocation _allocator _profile_allocator arg_annotations get "
+            "global_scratch_align global_scratch_size kernel_signature launch "
+            "launch_cooperative_grid launch_pdl num_ctas profile_scratch_align "
+            "profile_scratch_size".split()
+        ),
+    ): "tuple",
+    (
+        10,
+        frozenset(
+            "GSAN_PER_DEVICE_STATE_STRIDE _allocation _allocator _profile_allocator "
+            "_stream_sync active allocate_default_profile_scratch arg_annotations driver "
+            "experimental get get_current_device get_device_rank get_global_state_pointer "
+            "global_scratch_align global_scratch_size gsan gsan_enabled has_profile_allocator "
+            "kernel_signature launch launch_cooperative_grid launch_pdl num_ctas "
+            "profile_scratch_align profile_scratch_size runtime synchronize_launch_stream "
+            "triton triton.experimental.gsan._allocator triton.experimental.gsan._stream_sync"
+            "".split()
+        ),
+    ): "tuple",
     (
         10,
         frozenset(
