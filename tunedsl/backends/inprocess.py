@@ -5,20 +5,18 @@
 (``verify=``), warms it up, and times it on the caller's stream with the site's timer. It is
 what ``tuner.tune`` measures with unless ``isolate=True`` (``backends/isolated.py``).
 
-Data safety: arguments named in ``restore_value`` are snapshotted first and copied back
-before every repetition; ``reset_to_zero`` arguments are zeroed before every repetition.
-Arguments the kernel changes in place without being named are found over the first
-launches and handled like ``restore_value`` (``inplace.py``). With ``verify`` every tensor
-argument is snapshotted, and copied back before each configuration's check run where the
-kernel changed it (a read-only broadcast input is never written). ``close`` restores every
-snapshot and zeroes the ``reset_to_zero`` arguments, so the real launch sees the caller's
-data.
+Data safety (a tensor descriptor's data is its base tensor): ``restore_value`` arguments
+are snapshotted and copied back before every repetition, ``reset_to_zero`` ones zeroed.
+Arguments the kernel changes in place unnamed are found over the first launches and
+handled like ``restore_value`` (``inplace.py``). With ``verify`` every tensor argument is
+snapshotted, and copied back before each check run where the kernel changed it (a
+read-only broadcast input is never written). ``close`` restores every snapshot and zeroes
+the ``reset_to_zero`` arguments, so the real launch sees the caller's data.
 
 Hooks: ``pre_hook(args)`` runs before every repetition and check; ``post_hook(args,
 exception=...)`` (Triton's signature) once per configuration after its check and warm-up,
-with the error instead when the configuration does not compile or fit the device, and again
-with the error when a later repetition fails. ``args`` are the measured
-configuration's (``hooks.hook_args``).
+with the error instead when it does not compile or fit the device, and again with the
+error when a later repetition fails; ``args`` are the configuration's (``hooks.hook_args``).
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from tunedsl.backends.hooks import call_pre_hook, call_user, check_output, hook_
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_tensor
+from tunedsl.model.keys import is_tensor, is_tensor_descriptor
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
 
@@ -61,12 +59,13 @@ def reason(err: BaseException) -> str:
 
 
 class Guard:
-    """Snapshots, restores and zeroes arguments by parameter name. ``watch``: find the
-    arguments the kernel changes in place (``backends/inplace.py``) and restore them too."""
+    """Snapshots, restores and zeroes arguments by name; ``watch``: in-place ones too."""
 
     def __init__(
         self, bound: Mapping[str, Any], req: Any, watch: bool = False, kernel: str = ""
     ) -> None:
+        self.hook_bound = bound  # a descriptor stands for its base here, not for hooks
+        bound = {n: v.base if is_tensor_descriptor(v) else v for n, v in bound.items()}
         names = set(bound)
         for option in ("restore_value", "reset_to_zero"):
             for name in getattr(req.settings, option):
@@ -126,11 +125,11 @@ class Guard:
         for name in self.zero_names:
             self.bt.zero(self.bound[name])
         if self.pre_hook is not None:
-            call_pre_hook(self.pre_hook, self.bound if hook_args is None else hook_args)
+            call_pre_hook(self.pre_hook, self.hook_bound if hook_args is None else hook_args)
 
     def restore_all(self) -> None:
-        """Every snapshot back where the kernel changed it (a tensor it did not write is
-        left alone: a broadcast input, ``expand``ed with stride 0, cannot be copied into)."""
+        """Every snapshot back where the kernel changed it (a broadcast input, ``expand``ed
+        with stride 0, which it cannot have written, cannot be copied into)."""
         for name, saved in self.verify_snapshot.items():
             if name not in self.restore and not self.bt.equal(self.bound[name], saved):
                 self.bt.copy_into(self.bound[name], saved)
@@ -183,14 +182,14 @@ class Verifier:
     def check(
         self, run: Callable[[], Any], hook_args: Mapping[str, Any] | None = None
     ) -> str | None:
-        """Run once from the snapshot (after ``pre_hook``); None when the outputs agree
-        with the reference."""
+        """Run once from the snapshot (after ``pre_hook``); None when outputs agree."""
         self.guard.observe()
         self.guard.restore_all()
         if self.guard.watch is not None:
             self.guard.watch.fresh_start()
         if self.guard.pre_hook is not None:
-            call_pre_hook(self.guard.pre_hook, self.guard.bound if hook_args is None else hook_args)
+            hooked = self.guard.hook_bound if hook_args is None else hook_args
+            call_pre_hook(self.guard.pre_hook, hooked)
         run()
         self.guard.bt.synchronize()
         outputs = {n: self.guard.bt.clone(self.guard.bound[n]) for n in self.outputs}

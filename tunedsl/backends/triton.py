@@ -373,16 +373,26 @@ def triton_env() -> dict[str, str]:
 # -- tensors ---------------------------------------------------------------------------------
 
 
+# Tuning's copies and writes are bookkeeping, not computation: they go through detach(),
+# so a tensor that requires grad (an nn.Parameter a kernel updates in place) is copied and
+# restored as the kernel writes it, without autograd's leaf check or a recorded graph.
+
+
 def clone(x: Any) -> Any:
-    return x.clone()
+    return x.detach().clone()
 
 
 def copy_into(dst: Any, src: Any) -> None:
-    dst.copy_(src)
+    dst.detach().copy_(src)
 
 
 def zero(x: Any) -> None:
-    x.zero_()
+    x.detach().zero_()
+
+
+def storage_address(x: Any) -> int:
+    """Where ``x``'s storage starts: the same for every view of one tensor."""
+    return int(x.untyped_storage().data_ptr())
 
 
 def reference_problem(expected: Any, actual: Any) -> str | None:

@@ -110,6 +110,8 @@ def arg_key(x: Any, with_shape: bool, with_align: bool = False) -> Any:
         # Triton specializes a tuple argument element by element (a tensor's dtype, an
         # int's class), so the key looks inside it too.
         return ("tuple", cls.__qualname__, *(arg_key(v, with_shape, with_align) for v in x))
+    if is_tensor_descriptor(x):
+        return descriptor_key(x, with_shape)
     if is_triton_constexpr(x):  # compiled into the kernel, whatever the parameter
         return constexpr_key(x.value)
     return ("class", cls.__module__, cls.__qualname__)
@@ -119,6 +121,29 @@ def is_triton_constexpr(x: Any) -> bool:
     """A ``tl.constexpr(...)`` object (told by its class, so this module needs no Triton)."""
     cls = x.__class__
     return cls.__qualname__ == "constexpr" and cls.__module__.startswith("triton.")
+
+
+def is_tensor_descriptor(x: Any) -> bool:
+    """A host-side tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``,
+    or one of its kind): a tensor ``base`` seen through ``shape``/``strides`` in blocks."""
+    return hasattr(x, "block_shape") and is_tensor(getattr(x, "base", None))
+
+
+def descriptor_key(x: Any, with_shape: bool) -> tuple[Any, ...]:
+    # Triton compiles the block shape, dtype and options into the kernel; the shape and
+    # strides it is given at run time are keyed as a tensor's are.
+    extra = tuple((k, repr(v)) for k, v in _descriptor_options(x))
+    shape = tuple(x.shape) if with_shape else None
+    return ("desc", x.base.dtype, shape, tuple(x.strides), tuple(x.block_shape), extra)
+
+
+def _descriptor_options(x: Any) -> list[tuple[str, Any]]:
+    # The fields besides those descriptor_key reads itself (padding, layout, ...).
+    fields = getattr(x, "__dict__", {})
+    return [(k, v) for k, v in sorted(fields.items()) if k not in _DESCRIPTOR_FIELDS]
+
+
+_DESCRIPTOR_FIELDS = frozenset({"base", "shape", "strides", "block_shape"})
 
 
 def tensor_key(x: Any, with_shape: bool, with_align: bool) -> tuple[Any, ...]:
@@ -136,60 +161,6 @@ def constexpr_key(x: Any) -> Any:
     except TypeError:
         return ("unhashable", repr(x))
     return ("c", x.__class__, x)
-
-
-def prune_value(x: Any) -> Any:
-    """The key part of an argument that ``prune`` reads: its type and value (a tensor's
-    dtype and shape, which is all prune can see of it without reading its data)."""
-    if is_tensor(x):
-        return ("t", x.dtype, tuple(x.shape))
-    try:
-        hash(x)
-    except TypeError:
-        return ("unhashable", x.__class__, repr(x))
-    return (x.__class__, x)
-
-
-def make_prune_part(
-    arg_names: Sequence[str], read: frozenset[str]
-) -> Callable[[Sequence[Any], Mapping[str, Any]], tuple[Any, ...]]:
-    """The call-key part of a site whose ``prune`` reads ``read``: those arguments' values."""
-    wanted = tuple(
-        (name, arg_names.index(name) if name in arg_names else -1) for name in sorted(read)
-    )
-
-    def part(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
-        out = []
-        for name, i in wanted:
-            if 0 <= i < len(args):
-                out.append(prune_value(args[i]))
-            elif name in kwargs:
-                out.append(prune_value(kwargs[name]))
-            else:
-                out.append(None)
-        return tuple(out)
-
-    return part
-
-
-def readable_prune(
-    arg_names: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any], read: frozenset[str]
-) -> dict[str, Any]:
-    """The record-key part for the arguments prune reads (by name, JSON)."""
-    out: dict[str, Any] = {}
-    for name in sorted(read):
-        i = arg_names.index(name) if name in arg_names else -1
-        if 0 <= i < len(args):
-            x = args[i]
-        elif name in kwargs:
-            x = kwargs[name]
-        else:
-            continue
-        if is_tensor(x):
-            out[name] = {"dtype": dtype_name(x.dtype), "shape": list(x.shape)}
-        else:
-            out[name] = {"type": x.__class__.__name__, "value": json_safe(x)}
-    return out
 
 
 def make_call_key_fn(
@@ -420,6 +391,14 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
         return None
     if isinstance(x, tuple):
         return [readable_value(v, False, with_shape) for v in x]
+    if is_tensor_descriptor(x):
+        desc = readable_value(x.base, False, False)
+        if with_shape:
+            desc["shape"] = list(x.shape)
+        desc["stride"] = stride_pattern(tuple(x.strides))
+        desc["block"] = list(x.block_shape)
+        desc.update((k, json_safe(v)) for k, v in _descriptor_options(x))
+        return {"descriptor": desc}
     if is_triton_constexpr(x):
         return {"constexpr": readable_constexpr(x.value)}
     return x.__class__.__name__

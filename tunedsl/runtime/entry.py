@@ -83,13 +83,14 @@ class Entry:
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]
     ) -> None:
         # An optional buffer passed as None is skipped (as Triton does).
+        # A tensor that requires grad is zeroed through detach(), as the kernel writes it.
         for i in self.zero_pos:
             if args[i] is not None:
-                args[i].zero_()
+                (args[i].detach() if args[i].requires_grad else args[i]).zero_()
         for name in self.zero_kw:
             value = static_kwargs.get(name) if name in static_kwargs else dyn_kwargs.get(name)
             if value is not None:
-                value.zero_()
+                (value.detach() if value.requires_grad else value).zero_()
 
 
 def no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:

@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tunedsl import knobs
-from tunedsl.model import keys
+from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import mistakes
+from tunedsl.runtime import mistakes, unkeyed
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 
@@ -123,6 +123,16 @@ def variants(
                 bt.launch_option_names,
             )
             mistakes.check_key_names(call.key, bt.kernel_info(call.kernel), site.label)
+            if not site.has_key:
+                unkeyed.check(
+                    bt.kernel_info(call.kernel).arg_names,
+                    call.args,
+                    call.static_kwargs,
+                    holes,
+                    dyn_kwargs,
+                    bt.storage_address,
+                    site.label,
+                )
         out.append(
             Variant(
                 config=cfg,
@@ -188,7 +198,7 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     if site.has_key and user_key is None:
         readable["user_key"] = None
     if site.prune_reads:
-        readable["prune"] = keys.readable_prune(
+        readable["prune"] = prune_keys.readable_prune(
             info.arg_names, call.args, call.static_kwargs, site.prune_reads
         )
     part = _process_part(site, info, settings)

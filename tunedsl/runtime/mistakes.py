@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import dtype_name, is_tensor
+from tunedsl.model.keys import is_tensor
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
+from tunedsl.runtime import foreign
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -235,9 +236,11 @@ def check_launch(
     came once per configuration, after all were tried, and never named a misspelling).
     ``launch_options()`` gives the other keywords Triton takes (``num_warps``, ...; asked only
     when a keyword is no parameter; empty: any).
-    A wrapped kernel (``triton.heuristics``, ``triton.autotune``) fills parameters itself:
-    it is left to Triton, unless ``@triton.autotune`` sets a parameter the launch passes too
-    (Triton then fails every configuration: "Conflicting meta-parameters")."""
+    A kernel in ``@triton.heuristics`` is checked with the parameters its heuristics compute
+    counted as passed, and a launch passing one of them is an error (Triton would replace
+    its value). A kernel in ``@triton.autotune`` is left to Triton, unless its
+    configurations set a parameter the launch passes too (Triton then fails every
+    configuration: "Conflicting meta-parameters")."""
     if type(kernel).__name__ == "Autotuner":
         both = sorted(
             {k for c in getattr(kernel, "configs", ()) for k in getattr(c, "kwargs", {})}
@@ -250,7 +253,19 @@ def check_launch(
                 "@triton.autotune and put its configurations in space= (autotune(...) tunes "
                 "them)"
             )
-    if getattr(getattr(kernel, "fn", None), "fn", None) is not None:
+    wrappers = _wrappers(kernel)
+    heuristics = [w for w in wrappers if type(w).__name__ == "Heuristics"]
+    computed = {n for w in heuristics for n in getattr(w, "values", None) or ()}
+    passed = [k for k in [*info.arg_names[: len(args)], *kwargs] if k in computed]
+    if passed:  # Triton would replace the launch's value with the heuristic's, silently
+        raise UsageError(
+            f"{label}: the kernel is wrapped in @triton.heuristics, which computes "
+            f"`{passed[0]}` that this launch passes too: Triton replaces the launch's value "
+            f"with the heuristic's, so every configuration would run the same kernel (and "
+            f"blocks= could cover another tile); stop passing `{passed[0]}` in the launch, or "
+            f"remove it from @triton.heuristics to tune it"
+        )
+    if len(heuristics) < len(wrappers):  # @triton.autotune fills parameters of its own
         return
     params = info.arg_names
     name = info.qualname.rsplit(".", 1)[-1]
@@ -268,7 +283,8 @@ def check_launch(
                 f"to {signature}; pass it once"
             )
     unknown = [k for k in kwargs if k not in params]
-    missing = [p for p in params if p not in bound and p not in kwargs and p not in info.defaults]
+    passes = {*bound, *kwargs, *info.defaults, *computed}  # heuristics pass theirs
+    missing = [p for p in params if p not in passes]
     for key in unknown:
         close = difflib.get_close_matches(key, missing or params, n=1)
         if close:
@@ -292,8 +308,8 @@ def check_launch(
             + f"; pass {'them' if len(missing) > 1 else 'it'} in the launch"
         )
     for param, value in [*zip(params, args, strict=False), *kwargs.items()]:
-        why = _foreign_value(value)
-        if why is None and param not in info.constexpr_names and _is_triton_dtype(value):
+        why = foreign.foreign_value(value, param, param in info.constexpr_names)
+        if why is None and param not in info.constexpr_names and foreign.is_triton_dtype(value):
             # Triton's GPU launch cannot specialize it; its interpreter takes it.
             why = (
                 f"{value}, a Triton dtype, but `{param}` is not a `tl.constexpr` parameter: "
@@ -303,40 +319,16 @@ def check_launch(
             raise UsageError(f"{label}: `{param}` of {name} is {why}")
 
 
-def _is_triton_dtype(value: Any) -> bool:
-    return any(
-        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
-        for c in value.__class__.__mro__
-    )
-
-
-# PyTorch dtypes whose Triton counterpart has another name.
-_TL_DTYPE_NAMES = {
-    "bool": "int1",
-    "float8_e4m3fn": "float8e4nv",
-    "float8_e5m2": "float8e5",
-    "float8_e4m3fnuz": "float8e4b8",
-    "float8_e5m2fnuz": "float8e5b16",
-}
-
-
-def _foreign_value(value: Any) -> str | None:
-    # Values Triton cannot take, whose own error comes once per configuration from deep in
-    # its code generator ("'torch.dtype' object has no attribute ...").
-    cls = value.__class__
-    if cls.__module__ == "torch" and cls.__qualname__ == "dtype":
-        torch_name = dtype_name(value)
-        tl_name = _TL_DTYPE_NAMES.get(torch_name, torch_name)
-        return (
-            f"{value}, a PyTorch dtype; a Triton kernel takes Triton's dtypes: pass "
-            f"tl.{tl_name} (triton.language.{tl_name})"
-        )
-    if cls.__module__ == "numpy" and cls.__qualname__ == "ndarray":
-        return (
-            "a numpy.ndarray; a Triton kernel takes tensors on the launch's device: pass "
-            "torch.from_numpy(x) (then .cuda() for a GPU)"
-        )
-    return None
+def _wrappers(kernel: Any) -> list[Any]:
+    # The objects around the @triton.jit function, outermost first (heuristics, autotune).
+    chain: list[Any] = []
+    for _ in range(8):
+        inner = getattr(kernel, "fn", None)
+        if getattr(inner, "fn", None) is None:
+            break
+        chain.append(kernel)
+        kernel = inner
+    return chain
 
 
 def runtime_fields(info: KernelInfo, variants: Sequence[Variant]) -> dict[str, str]:

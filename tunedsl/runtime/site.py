@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.errors import TuningError, UsageError
-from tunedsl.model import identity, keys, repeat_check
+from tunedsl.model import identity, keys, prune_keys, repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE
 from tunedsl.model.settings import Settings, environment
@@ -269,7 +269,9 @@ class Site:
                 self._other_kernels[id(kernel)] = other
         out = (other[1], *other[2](args, static_kwargs, key))
         if self.prune_reads:
-            out += (keys.make_prune_part(info.arg_names, self.prune_reads)(args, static_kwargs),)
+            out += (
+                prune_keys.make_prune_part(info.arg_names, self.prune_reads)(args, static_kwargs),
+            )
         if self._per_device:
             from tunedsl.backends.triton import current_device_index
 
@@ -282,7 +284,11 @@ class Site:
         (every other site keeps the generated key function). Caller holds the lock."""
         base = self._base_key_fn
         assert base is not None
-        prune = keys.make_prune_part(info.arg_names, self.prune_reads) if self.prune_reads else None
+        prune = (
+            prune_keys.make_prune_part(info.arg_names, self.prune_reads)
+            if self.prune_reads
+            else None
+        )
         per_device = self._per_device
         if prune is None and not per_device:
             self._key_fn = base

@@ -311,10 +311,24 @@ def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
         return
     for cfg, why in req.infeasible.items():
         details.setdefault(repr(cfg), why)
-    hint = no_driver_message([str(why) for why in details.values()])
+    reasons = [str(why) for why in details.values()]
+    hint = no_driver_message(reasons) or _every_crash_hint(reasons)
     raise TuningError(
         f"every configuration of {qualname} failed" + (f": {hint}" if hint else ""), details
     ) from err
+
+
+def _every_crash_hint(reasons: list[str]) -> str | None:
+    # Every configuration killed the isolated worker: the kernel's own bug, or addresses
+    # the caller stored in a tensor, which point nowhere in the worker's memory.
+    if not reasons or not all("crashed: worker killed" in why for why in reasons):
+        return None
+    return (
+        "each one crashed the worker process that isolate=True measures in. If the kernel "
+        "reads tensors through addresses stored in a tensor (the pointer arrays of a "
+        "grouped GEMM), those are addresses in your process, not in the worker's: measure "
+        "it in your process (isolate=False, or TUNEDSL_ISOLATE=0)"
+    )
 
 
 def _results(
