@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import gc
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.frontend.compile import compile_source
+from tunedsl.runtime.site import MAX_OTHER_KERNELS
 
 pytestmark = pytest.mark.needs_triton
 
@@ -118,6 +123,11 @@ def scaled_into_padded(x, factor):
 def scaled(x, out, factor):
     return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
                     scale(x, out, x.numel(), factor, BLOCK=$BLOCK))
+
+
+def with_kernel(kernel, x, out):
+    return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
+                    kernel(x, out, x.numel(), BLOCK=$BLOCK))
 """
 
 
@@ -319,3 +329,34 @@ def test_a_tensor_written_in_place_through_a_descriptor_is_restored_while_tuning
         assert dsl["add_one_in_place"](x).source == "tuned"
     assert torch.equal(x, torch.ones(64, 16)), x.unique()
     assert any("restore_value=['desc']" in str(w.message) for w in seen)
+
+
+def make_doubler() -> Any:
+    """A new kernel object on every call, as a kernel defined inside a function is."""
+
+    @triton.jit
+    def doubler(x, out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+
+    return doubler
+
+
+def test_kernels_made_per_call_are_not_kept_by_the_site(dsl) -> None:
+    """A kernel defined inside a function is a new kernel on every call: the site keeps a
+    bounded number of them (with their decisions and launchers), not every one it met."""
+    x, out = torch.randn(100), torch.empty(100)
+    dsl["with_kernel"](make_doubler(), x, out)  # the site's first kernel (kept)
+    early = make_doubler()
+    dsl["with_kernel"](early, x, out)
+    gone = weakref.ref(early)
+    del early
+    for i in range(300):  # more than every bounded table that holds kernels
+        out.zero_()
+        dsl["with_kernel"](make_doubler(), x, out)
+        if i % 50 == 0:
+            close(out, x * 2)
+    gc.collect()
+    assert gone() is None, "a kernel met 300 kernels ago is still held"
+    site = next(v for k, v in dsl.items() if k.startswith("__tunedsl_site_"))
+    assert len(site.table()) <= MAX_OTHER_KERNELS + 1

@@ -89,3 +89,8 @@ class SharedLaunchers:
                 kernel, options, args, static_kwargs, stored_binary
             )
         return found
+
+    def forget(self, kernel: Any) -> None:
+        """Drop the launchers of ``kernel`` (a kernel the site no longer keeps)."""
+        for key in [key for key in self._by_key if key[0] is kernel]:
+            del self._by_key[key]

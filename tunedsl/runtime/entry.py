@@ -137,3 +137,12 @@ def repeat_factory(
         )
 
     return factory
+
+
+def drop_kernel(table: dict[Any, Entry], launchers: Any, kernel: Any, token: Any) -> None:
+    """Drop the entries of ``kernel`` (its call keys start with ``token``) and its shared
+    launchers (``launchers``: the site's ``SharedLaunchers`` or None)."""
+    for key in [key for key in table if key[:1] == (token,)]:
+        del table[key]
+    if launchers is not None:
+        launchers.forget(kernel)

@@ -26,7 +26,7 @@ from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import check_placeholders
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import miss, mistakes
-from tunedsl.runtime.entry import Entry, Fused, evict, no_repeat, repeat_factory
+from tunedsl.runtime.entry import Entry, Fused, drop_kernel, evict, no_repeat, repeat_factory
 from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 #: Call keys one site keeps decided in memory; beyond it the oldest-decided are dropped and
 #: decided again (from the record, when there is one) if they come back.
 MAX_DECISIONS = 4096
+#: Kernels one site keeps besides its first (a kernel defined per call is a new one each time).
+MAX_OTHER_KERNELS = 32
 
 
 # Sites this thread is resolving (tuning) right now: a call back into one of them from its
@@ -265,6 +267,9 @@ class Site:
                 return result
             other = self._other_kernels.get(id(kernel))
             if other is None or other[0] is not kernel:
+                if len(self._other_kernels) >= MAX_OTHER_KERNELS:  # the oldest and its entries go
+                    dropped, token, _ = self._other_kernels.pop(next(iter(self._other_kernels)))
+                    drop_kernel(self._table, self._launchers, dropped, token)
                 other = (kernel, keys.KernelToken(len(self._other_kernels) + 1), key_fn)
                 self._other_kernels[id(kernel)] = other
         out = (other[1], *other[2](args, static_kwargs, key))
