@@ -375,7 +375,7 @@ def test_a_ray_sweep_asking_gpus_of_a_cluster_without_any_says_so_instead_of_wai
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
     )
     try:
-        out, err = proc.communicate(timeout=150)
+        _, err = proc.communicate(timeout=150)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)

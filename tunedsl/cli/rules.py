@@ -289,8 +289,8 @@ def show(files: Sequence[Path]) -> int:
 def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     """Each rule against this machine's GPU model and toolchain; with ``--script``, each
     rule's picks against tuning a sample of the shapes here."""
-    from tunedsl.cli.rules_measure import device_of, remeasure_picks
     from tunedsl.backends import triton as bt
+    from tunedsl.cli.rules_measure import device_of, remeasure_picks
     from tunedsl.store.records import keyed_toolchain
     from tunedsl.store.rules import digest_of
 
