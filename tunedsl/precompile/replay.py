@@ -189,10 +189,10 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
                 session.emit(report.site, result.config, "compiled")
         summary.reports.append(report)
     for filename, ids in unimportable.items():
-        failed = imported[filename]
+        cause = imported[filename].cause
         count = f"{len(ids)} record{'s' if len(ids) > 1 else ''} ({', '.join(ids)})"
         summary.errors.append(
             f"{filename}: cannot replay its {count}: importing it to find the kernel ran its "
-            f"top-level code, which raised {describe_error(failed.cause)}; keep a script's "
+            f"top-level code, which raised {describe_error(cause)}; keep a script's "
             'own work under `if __name__ == "__main__":`'
         )
