@@ -98,12 +98,13 @@ def _check_measure_args(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.action == "check" or getattr(args, "script", None) is not None:
+    if args.action == "check" and args.script is None:
         # "This machine" is where `tunedsl run` would use the rules: without a GPU driver,
-        # Triton's interpreter (else every rule swept there reads as stale here).
+        # Triton's interpreter (else every rule swept there reads as stale here). Measuring
+        # (`--script`) keeps its own rule: a GPU, or TRITON_INTERPRET=1 set by the user.
         from tunedsl.autointerp import enable_if_no_gpu
 
-        enable_if_no_gpu(f"tunedsl rules {args.action}")
+        enable_if_no_gpu("tunedsl rules check")
     if args.action == "build":
         return build(args)
     files = _rule_files(args.paths)
