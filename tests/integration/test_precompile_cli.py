@@ -183,3 +183,45 @@ def test_ctrl_c_stops_and_leaves_no_process(tmp_path: Path) -> None:
     records = Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records"
     assert not records.exists() or not list(records.glob("*.json"))
     assert not list((tmp_path / "triton-cache").rglob("*.tmp*"))
+
+
+def test_replay_of_an_interpreter_record_of_a_kernel_that_calls_tl_sum_recompiles_it(
+    tmp_path: Path,
+) -> None:
+    # Such a record's kernel hash covers tl.sum's source too: replay called it "changed
+    # since it was tuned" and skipped it, though nothing was edited.
+    script = FIXTURES / "replay" / "dsl_rowsum.py"
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "source changed" not in done.stdout + done.stderr
+    compiled, _cached, failed, _ = _row(done.stdout, "dsl_rowsum.py:")
+    assert (compiled, failed) == (2, 0)
+
+
+def test_replay_of_a_script_whose_import_fails_names_the_error_and_imports_it_once(
+    tmp_path: Path,
+) -> None:
+    script = FIXTURES / "replay_unguarded" / "dsl_unguarded.py"
+    marker = tmp_path / "imports.txt"
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+        env=_env(tmp_path, TRITON_INTERPRET="1", REPLAY_MARKER=str(marker)),
+    )  # fmt: skip
+    assert tuned.stdout.split() == ["tuned", "tuned"], tuned.stdout + tuned.stderr
+    marker.write_text("")
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90", REPLAY_MARKER=str(marker))
+    assert done.returncode == 1
+    text = done.stdout + done.stderr
+    # Importing the script ran its top-level work, where a site under precompile returns
+    # None: the error says so, where, and what to do; once for the file, not per record.
+    assert "AttributeError" in text and "dsl_unguarded.py:31" in text, text
+    assert 'if __name__ == "__main__":' in text and "2 records" in text, text
+    assert text.count("AttributeError") == 1, text
+    assert marker.read_text().splitlines() == ["imported"]

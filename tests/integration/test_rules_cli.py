@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,24 @@ def test_build_without_records_names_the_sweep(tmp_path: Path) -> None:
     done = rules_cli("build", "--out", str(tmp_path / "out"))
     assert done.returncode == 1
     assert "no tuning records" in done.stderr and "precompile --tune" in done.stderr
+
+
+def test_check_on_a_machine_without_a_gpu_judges_rules_as_tunedsl_run_would_use_them(
+    built_rules: Path,
+) -> None:
+    # Without a GPU driver `tunedsl run` launches through the interpreter, so a rule swept
+    # there is current on this machine: `check` must not call it stale because the command
+    # itself, started without TRITON_INTERPRET, saw no usable Triton backend.
+    from tunedsl.autointerp import gpu_driver_present
+
+    if gpu_driver_present():
+        pytest.skip("a machine without a GPU driver: here `tunedsl run` would not interpret")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.pop("TUNEDSL_NO_AUTO_INTERPRET", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "check", str(built_rules)],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ": current (" in done.stdout and "stale" not in done.stdout
+    assert "unavailable" not in done.stdout

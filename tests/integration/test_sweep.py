@@ -355,3 +355,31 @@ def test_a_script_without_workloads_ends_the_gpu_processes_started_for_it(
     with pytest.raises(UsageError, match=r"declares no @tunedsl\.workload"):
         sweep(str(script), shapes(tmp_path, [{"n": 1}]), use_ray=False, gpus=2, out=io.StringIO())
     assert _gpu_children() == []  # started before planning, and ended with it
+
+
+def test_a_ray_sweep_asking_gpus_of_a_cluster_without_any_says_so_instead_of_waiting(
+    tmp_path: Path,
+) -> None:
+    # No actor asking `--gpus-per-task 1` can ever start on a local Ray instance with no
+    # GPU: the sweep waited for one forever, printing nothing.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    from tunedsl.autointerp import gpu_driver_present
+
+    if gpu_driver_present():
+        pytest.skip("a machine without a GPU: here a local Ray instance has GPUs")
+    env = {**os.environ, "TUNEDSL_QUIET": "1", "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+           "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}  # fmt: skip
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT,
+            "--shapes", shapes(tmp_path, [{"n": 100}])]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        _, err = proc.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        pytest.fail("the sweep still waits for a GPU actor after 150 s")
+    assert proc.returncode == 1, err.decode()
+    assert "--gpus-per-task 0" in err.decode() and "has 0 GPUs" in err.decode()
+    assert not list((tmp_path / "cache").glob("records/*.json"))

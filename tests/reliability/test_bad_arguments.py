@@ -198,7 +198,14 @@ RUNTIME_CASES = {
     "default_misspelled_field": (
         dict(default={"TLE": 16}, mode="off"),
         UsageError,
-        ["default=Config(TLE=16)", "fields TLE", "space='s fields are TILE"],
+        ["default=Config(TLE=16)", "its fields are TLE; the space's, TILE"],
+    ),
+    # Triton's early_config_prune takes (configs, named_args): a prune= of another arity
+    # raised TypeError from inside the tuner.
+    "prune_of_one_argument": (
+        dict(prune=lambda configs: configs),
+        UsageError,
+        ["cannot be called as prune(configs, args)", "prune=lambda configs, args: configs"],
     ),
     "field_nothing_reads": (
         dict(space={"TILE": [16, 32], "num_warp": [4, 8]}),

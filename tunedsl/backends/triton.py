@@ -118,6 +118,15 @@ def _attribute(module: types.ModuleType, name: str) -> Any:
             return None
 
 
+def interpreted_source_hash(kernel: Any) -> str:
+    """The hash a record made under the interpreter holds: the interpreter's functions (and
+    wrappers) have no Triton hash, so the source of the kernel and of every Triton function
+    it calls, as Triton's hash covers them."""
+    fn = _python_fn(kernel)
+    sources = [_source(fn), *_called_sources(fn, {id(fn)})]
+    return hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest()
+
+
 def _is_constexpr_annotation(annotation: Any) -> bool:
     if isinstance(annotation, str):
         return annotation.split(".")[-1] == "constexpr"
@@ -143,10 +152,7 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
     if cache_key is not None:
         source_hash = cache_key  # Triton's hash covers the source and every called @jit function
     else:
-        # The interpreter's functions (and wrappers) have no Triton hash: the source of the
-        # kernel and of every Triton function it calls, as Triton's hash covers them.
-        sources = [_source(fn), *_called_sources(fn, {id(fn)})]
-        source_hash = hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest()
+        source_hash = interpreted_source_hash(kernel)
     return KernelInfo(
         arg_names=names,
         constexpr_names=constexprs,

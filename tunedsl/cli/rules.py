@@ -98,6 +98,13 @@ def _check_measure_args(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.action == "check" and args.script is None:
+        # "This machine" is where `tunedsl run` would use the rules: without a GPU driver,
+        # Triton's interpreter (else every rule swept there reads as stale here). Measuring
+        # (`--script`) keeps its own rule: a GPU, or TRITON_INTERPRET=1 set by the user.
+        from tunedsl.autointerp import enable_if_no_gpu
+
+        enable_if_no_gpu("tunedsl rules check")
     if args.action == "build":
         return build(args)
     files = _rule_files(args.paths)
@@ -287,11 +294,10 @@ def show(files: Sequence[Path]) -> int:
 
 
 def check(files: Sequence[Path], args: argparse.Namespace) -> int:
-    from tunedsl.cli.rules_measure import device_of, remeasure_picks
-
     """Each rule against this machine's GPU model and toolchain; with ``--script``, each
     rule's picks against tuning a sample of the shapes here."""
     from tunedsl.backends import triton as bt
+    from tunedsl.cli.rules_measure import device_of, remeasure_picks
     from tunedsl.store.records import keyed_toolchain
     from tunedsl.store.rules import digest_of
 

@@ -13,7 +13,13 @@ import difflib
 
 from tunedsl.frontend.parser import MacroArg, MacroCall
 from tunedsl.frontend.source import SourceText
-from tunedsl.model.options import HINT_NAMES, MACRO_KEYWORDS, did_you_mean, triton_counterpart
+from tunedsl.model.options import (
+    GRID_HINT,
+    HINT_NAMES,
+    MACRO_KEYWORDS,
+    did_you_mean,
+    triton_counterpart,
+)
 
 # Inside the generated lambdas these would mean something else than where the user wrote them.
 _CHANGES_MEANING_IN_A_LAMBDA: dict[type, str] = {
@@ -47,7 +53,7 @@ class MacroChecks:
             self._check_keyword_value(arg)
             if name not in MACRO_KEYWORDS:
                 close = did_you_mean(name, MACRO_KEYWORDS)
-                hint = triton_counterpart(name) or (
+                hint = (GRID_HINT if name == "grid" else triton_counterpart(name)) or (
                     f"did you mean `{close}=`?"
                     if close
                     else "autotune(...) accepts: " + ", ".join(MACRO_KEYWORDS)

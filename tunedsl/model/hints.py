@@ -90,6 +90,12 @@ def hint_fields(config: Config, static_hints: Mapping[str, Any]) -> dict[str, An
     for name, value in merged.items():
         if name not in HINTS:
             raise UsageError(f"unknown launch hint {name!r}; hints are {', '.join(HINT_NAMES)}")
+        if isinstance(value, (list, tuple, range)) and value is static_hints.get(name):
+            raise UsageError(
+                f"launch hint {name}={value!r} is a static hint, one value for every "
+                f"configuration: to tune it, make it a field of space= "
+                f"(space=dict(..., {name}={value!r}))"
+            )
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise UsageError(f"launch hint {name}={value!r} must be a positive integer")
         if name == "num_warps" and value & (value - 1):
@@ -122,3 +128,24 @@ def launch_options(
             )
             hints["maxnreg"] = min(cap, hints.get("maxnreg", cap))
     return hints
+
+
+def check_hint_twice(
+    kwargs: Mapping[str, Any], config: Config, static_hints: Mapping[str, Any], label: str
+) -> None:
+    """A launch hint passed in the launch (``num_warps=8``) and set by the space or a static
+    hint too: Triton's GPU launch fails every configuration on the name given twice, and the
+    interpreter, which takes no launch options, would tune values that never apply."""
+    for name in HINT_NAMES:
+        if name not in kwargs:
+            continue
+        if name in config:
+            where = f"by the space's field `{name}`"
+        elif static_hints.get(name) is not None:
+            where = f"as a static hint `{name}={static_hints[name]!r}` of autotune(...)"
+        else:
+            continue
+        raise UsageError(
+            f"{label}: `{name}=` is given in the launch and {where}: give it in one place "
+            f"(a field of space= to tune it, a keyword of autotune(...) to fix it)"
+        )

@@ -43,6 +43,13 @@ TRITON_COUNTERPARTS: dict[str, str] = {
 }
 
 
+# `grid=` is how a Triton launch (and autotune_launch) names what the macro calls blocks=.
+GRID_HINT = (
+    "the grid is `blocks=` in autotune(...), written with configuration fields: "
+    "blocks=cdiv(n, $tile) (`grid=` is autotune_launch's keyword)"
+)
+
+
 def triton_counterpart(name: str) -> str | None:
     """For a keyword of ``triton.autotune``, what to write instead; else None."""
     instead = TRITON_COUNTERPARTS.get(name)

@@ -8,6 +8,7 @@ hot path never reads the environment.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,9 +100,24 @@ def _names(value: Any, option: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _callable(value: Any, option: str) -> Any:
+def _callable(value: Any, option: str, called_as: str | None = None) -> Any:
     if value is not None and not callable(value):
         raise UsageError(f"{option}= must be callable, not {value!r}")
+    if value is not None and called_as is not None:
+        # A function that cannot take the call failed deep in the tuner: say how it is called.
+        try:
+            signature = inspect.signature(value)
+        except (TypeError, ValueError):  # a builtin or C callable: no signature to check
+            return value
+        try:
+            signature.bind(*called_as.split(", "))
+        except TypeError:
+            name = getattr(value, "__qualname__", None) or type(value).__name__
+            raise UsageError(
+                f"{option}={name}{signature} cannot be called as {option}({called_as}): "
+                f"tunedsl calls it with the list of configurations and a dict of the call's "
+                f"arguments by parameter name, e.g. {option}=lambda configs, args: configs"
+            ) from None
     return value
 
 
@@ -185,7 +201,7 @@ def resolve(
         hints={k: v for k, v in hints.items() if v is not None},
         restore_value=_names(options.get("restore_value"), "restore_value"),
         reset_to_zero=_names(options.get("reset_to_zero"), "reset_to_zero"),
-        prune=_callable(options.get("prune"), "prune"),
+        prune=_callable(options.get("prune"), "prune", called_as="configs, args"),
         verify=verify,
         rtol=_tolerance(options.get("rtol"), f"{where}: rtol", 1e-3),
         atol=_tolerance(options.get("atol"), f"{where}: atol", 1e-3),
@@ -230,7 +246,7 @@ def default_config(
         # Outside the space it would never launch: say so rather than run another one.
         fields = sorted(lazy_space.dims if lazy_space is not None else configs[0])
         if sorted(cfg) != fields:
-            why = f"its fields {', '.join(sorted(cfg))}, space='s fields are {', '.join(fields)}"
+            why = f"its fields are {', '.join(sorted(cfg))}; the space's, {', '.join(fields)}"
         else:
             example = configs[0] if lazy_space is None else lazy_space.first_valid()
             why = f"e.g. {example} is"

@@ -447,14 +447,17 @@ def check_placeholders(
     """Raise TunedslSyntaxError at the first ``$NAME`` that is not a field of every config."""
     names = field_names(configs)
     for name, line, col in placeholders:
-        if all(name in cfg for cfg in configs):
+        lacking = next((cfg for cfg in configs if name not in cfg), None)
+        if lacking is None:
             continue
+        message = f"`${name}` is not a field of the space"
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean `${close[0]}`?" if close else f"the space's fields are: {names}"
-        if close == [] and any(name in cfg for cfg in configs):
-            hint = "it is missing from some configurations of a list space"
+        if name in names:  # a list space where some configurations have it
+            message = f"`${name}` is not a field of every configuration: {lacking!r} has none"
+            hint = f"give every configuration of the list space a `{name}`"
         raise TunedslSyntaxError(
-            f"`${name}` is not a field of the space",
+            message,
             filename=filename,
             lineno=line,
             col=col,

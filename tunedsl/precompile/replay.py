@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Kernel
+from tunedsl.precompile.summary import describe_error
 from tunedsl.precompile.workload import PrecompileSession, SiteReport, import_script
 from tunedsl.warn import warn_once
 
@@ -29,14 +30,36 @@ if TYPE_CHECKING:
     from tunedsl.store.records import ConfigResult, Record
 
 
-def _load_kernel(info: dict[str, Any]) -> Kernel:
-    """The kernel object a record names; raises with the reason when it cannot be found."""
+class ImportFailed(Exception):
+    """Importing a record's kernel file raised ``cause`` (its top-level code ran)."""
+
+    def __init__(self, filename: str, cause: BaseException) -> None:
+        super().__init__(filename)
+        self.filename = filename
+        self.cause = cause
+
+
+def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
+    """The kernel object a record names; raises with the reason when it cannot be found.
+    ``imported`` keeps each file's module (or the error its import raised): a file is
+    imported once per replay, however many records name it, since importing a script runs
+    its top-level code."""
     module_name = str(info.get("module") or "")
     qualname = str(info.get("qualname") or "")
     filename = info.get("file")
     module = None
     if filename and os.path.exists(str(filename)):
-        module = import_script(str(filename))
+        path = os.path.abspath(str(filename))
+        if path not in imported:
+            try:
+                imported[path] = import_script(path)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:
+                imported[path] = ImportFailed(path, err)
+        module = imported[path]
+        if isinstance(module, ImportFailed):
+            raise module
     elif module_name and module_name != "__main__":
         module = importlib.import_module(module_name)
     if module is None:
@@ -84,8 +107,10 @@ def _stale_reason(kernel: Kernel, record: Record) -> str | None:
         current = {bt.kernel_info(kernel).source_hash}
     except Exception:  # no way to tell: compile what the record describes
         return None
-    # A record made under the interpreter hashes the plain source text instead.
+    # A record made under the interpreter holds the interpreter's hash (the kernel's source
+    # and the Triton functions it calls); one made before helpers were hashed, the source.
     with contextlib.suppress(OSError, TypeError):
+        current.add(bt.interpreted_source_hash(kernel))
         plain: Any = kernel
         text = inspect.getsource(getattr(plain, "fn", plain))
         current.add(hashlib.sha256(text.encode("utf-8")).hexdigest())
@@ -109,6 +134,8 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
 
     target = session.target or current_target()
     seen: set[str] = set()
+    imported: dict[str, Any] = {}
+    unimportable: dict[str, list[str]] = {}  # file -> the ids of its records
     for path in records.iter_record_files():
         try:
             record = records.read_record_file(path)
@@ -116,9 +143,14 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
             warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
             continue
         try:
-            kernel = _load_kernel(record.kernel)
+            kernel = _load_kernel(record.kernel, imported)
+        except ImportFailed as failed:
+            unimportable.setdefault(failed.filename, []).append(record.id)
+            continue
         except Exception as err:
-            summary.errors.append(f"record {record.id} ({record.site}): cannot load kernel: {err}")
+            summary.errors.append(
+                f"record {record.id} ({record.site}): cannot load kernel: {describe_error(err)}"
+            )
             continue
         report = SiteReport(f"{record.site} [record {record.id}]", record.key)
         stale = _stale_reason(kernel, record)
@@ -156,3 +188,11 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
                 report.compiled += 1
                 session.emit(report.site, result.config, "compiled")
         summary.reports.append(report)
+    for filename, ids in unimportable.items():
+        cause = imported[filename].cause
+        count = f"{len(ids)} record{'s' if len(ids) > 1 else ''} ({', '.join(ids)})"
+        summary.errors.append(
+            f"{filename}: cannot replay its {count}: importing it to find the kernel ran its "
+            f"top-level code, which raised {describe_error(cause)}; keep a script's "
+            'own work under `if __name__ == "__main__":`'
+        )

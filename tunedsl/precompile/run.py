@@ -19,12 +19,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.precompile.summary import Summary
+from tunedsl.precompile.summary import Summary, describe_error
 from tunedsl.precompile.workload import (
     PrecompileSession,
     import_script,
@@ -131,7 +130,7 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
         except KeyboardInterrupt:
             raise
         except BaseException as err:
-            summary.errors.append(f"{path}: import failed: {_short(err)}")
+            summary.errors.append(f"{path}: import failed: {describe_error(err)}")
             continue
         for wl in registered_workloads(module.__name__):
             try:
@@ -140,20 +139,8 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
                 raise
             except BaseException as err:
                 summary.errors.append(
-                    f"{wl.filename}:{wl.line}: workload {wl.qualname} failed: {_short(err)}"
+                    f"{wl.filename}:{wl.line}: workload {wl.qualname} failed: {describe_error(err)}"
                 )
-
-
-def _short(err: BaseException) -> str:
-    render = getattr(err, "render", None)
-    if callable(render):
-        return str(render())
-    from tunedsl.runtime.mistakes import is_own_file
-
-    # The user's last frame: a mistake tunedsl reports is raised in tunedsl's own code.
-    frames = [f for f in traceback.extract_tb(err.__traceback__) if not is_own_file(f.filename)]
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"{type(err).__name__}: {err}{where}"
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
 
 from tunedsl.precompile.workload import SiteReport
@@ -22,3 +23,17 @@ class Summary:
     @property
     def failed(self) -> bool:
         return bool(self.errors) or any(r.failed for r in self.reports)
+
+
+def describe_error(err: BaseException) -> str:
+    """One line for a failed import or workload: a DSL error as rendered, else the
+    exception's type and message at the user's last frame."""
+    render = getattr(err, "render", None)
+    if callable(render):
+        return str(render())
+    from tunedsl.runtime.mistakes import is_own_file
+
+    # The user's last frame: a mistake tunedsl reports is raised in tunedsl's own code.
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if not is_own_file(f.filename)]
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(err).__name__}: {err}{where}"

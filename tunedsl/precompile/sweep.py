@@ -218,8 +218,15 @@ def run_on_ray(
     if started_here:
         ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
     try:
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if started_here and address is None and gpus < gpus_per_task:
+            # A local instance gains no GPU later: no actor could ever start.
+            raise UsageError(
+                f"sweep: this machine's Ray instance has {gpus:g} GPUs and each actor asks "
+                f"--gpus-per-task {gpus_per_task:g}, so no actor could start: pass "
+                "--gpus-per-task 0 to tune on CPU actors (Triton's interpreter), or --no-ray"
+            )
         if actors is None:
-            gpus = ray.cluster_resources().get("GPU", 0)
             actors = max(1, int(gpus // gpus_per_task)) if gpus_per_task > 0 else 1
         worker_cls = ray.remote(num_gpus=gpus_per_task, max_restarts=0)(_Worker)
         pool = [worker_cls.remote() for _ in range(actors)]

@@ -99,7 +99,7 @@ def variants(
     """``configs`` (default: the candidates ``prune=`` keeps) bound to ``call``, with the
     configurations whose launch hints are infeasible here and why."""
     from tunedsl.backends import triton as bt
-    from tunedsl.model.hints import InfeasibleConfig, launch_options
+    from tunedsl.model.hints import InfeasibleConfig, check_hint_twice, launch_options
 
     if configs is None:
         configs = candidates(site, call, settings)
@@ -114,6 +114,7 @@ def variants(
             continue
         holes, dyn_kwargs, grid = call.bind(cfg)
         if not out:  # the launch binds the same way for every configuration
+            check_hint_twice({**call.static_kwargs, **dyn_kwargs}, cfg, settings.hints, site.label)
             mistakes.check_launch(
                 call.kernel,
                 bt.kernel_info(call.kernel),

@@ -99,12 +99,31 @@ def check_kernel(kernel: Any, label: str, kernel_text: str) -> None:
     """The launch must call a Triton kernel: a ``@triton.jit`` function (or Triton's wrappers)."""
     if hasattr(kernel, "run") or hasattr(kernel, "fn"):
         return
+    if _launcher_of_a_kernel(kernel):
+        base = kernel_text.rsplit("[", 1)[0] if kernel_text.endswith("]") else "kernel"
+        raise UsageError(
+            f"{label}: the launch `{kernel_text}(...)` is Triton's `kernel[grid](...)` form, "
+            f"which launches at once; autotune(...) launches the kernel itself: write "
+            f"`{base}(...)` and give the grid as blocks=, e.g. blocks=cdiv(n, $tile) "
+            "(autotune_launch: grid=)"
+        )
     name = getattr(kernel, "__qualname__", None) or type(kernel).__name__
     what = "a plain Python function" if callable(kernel) else f"a {type(kernel).__name__}"
     raise UsageError(
         f"{label}: the kernel launch `{kernel_text}` calls {name}, {what}, not a Triton "
         f"kernel; decorate it with @triton.jit:\n    @triton.jit\n    def {name}(...): ..."
     )
+
+
+def _launcher_of_a_kernel(fn: Any) -> bool:
+    """``kernel[grid]``: a function whose closure holds a Triton kernel (its ``run``)."""
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            if hasattr(cell.cell_contents, "run"):
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
 
 
 def grid_dims(grid: Any) -> tuple[int, ...]:

@@ -438,8 +438,9 @@ class Site:
         if out.name is not None and out.name != self.site_id:
             self.site_id = out.name  # a computed name= (evaluated on the first call)
         if not self._placeholders_checked:
-            if self.literal_space is None:
-                check_placeholders(self.placeholders, out.configs or (out.default,), self.filename)
+            # A literal space was checked as the module compiled, but only against the union
+            # of a list space's fields: each configuration must have what the launch reads.
+            check_placeholders(self.placeholders, out.configs or (out.default,), self.filename)
             self._placeholders_checked = True
         if env is not None:
             self._settings_memo = (env, out, environ)

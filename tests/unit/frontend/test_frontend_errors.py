@@ -145,6 +145,14 @@ CASES = [
         "accepts: space, blocks",
     ),
     (
+        "grid= as Triton's launch spells it",
+        f"autotune({S}, grid=(1,), k(a))\n",
+        "unknown keyword `grid=`",
+        2,
+        "grid",
+        "the grid is `blocks=` in autotune(...)",
+    ),
+    (
         "repeated keyword",
         f"autotune({S}, blocks=1, blocks=2, k(a))\n",
         "keyword argument repeated: `blocks=`",
