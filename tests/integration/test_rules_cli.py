@@ -167,3 +167,78 @@ def test_build_without_records_names_the_sweep(tmp_path: Path) -> None:
     done = rules_cli("build", "--out", str(tmp_path / "out"))
     assert done.returncode == 1
     assert "no tuning records" in done.stderr and "precompile --tune" in done.stderr
+
+
+def test_build_into_a_file_or_a_place_it_cannot_create_says_so_before_measuring(
+    tmp_path: Path,
+) -> None:
+    from rule_helpers import sweep
+
+    sweep("swept")
+    a_file = tmp_path / "rules.txt"
+    a_file.write_text("not a directory\n")
+    for out, expected in (
+        (a_file, "is a file, not a directory"),
+        (a_file / "rules", "cannot create it"),
+    ):
+        done = rules_cli("build", "--out", str(out))
+        assert done.returncode == 1, done.stdout
+        assert "Traceback" not in done.stderr, done.stderr
+        assert f"--out {out}: " in done.stderr and expected in done.stderr
+        assert "site " not in done.stdout  # refused before building anything
+    assert a_file.read_text() == "not a directory\n"
+
+
+@pytest.mark.parametrize("opened", ["writable by others", "another user's"])
+def test_check_fails_a_rules_directory_the_runtime_does_not_trust(
+    built_rules: Path, opened: str
+) -> None:
+    if opened == "writable by others":
+        built_rules.chmod(0o777)
+        why = "writable by group or others"
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving the directory to another user needs root")
+        os.chown(built_rules, 65534, 65534)
+        why = "owned by"
+    check = rules_cli("check", str(built_rules))
+    assert check.returncode == 1, check.stdout
+    assert f"{built_rules}: not trusted" in check.stderr and why in check.stderr
+    assert "current" not in check.stdout  # no rule there is reported usable
+    # A file named inside it is judged by its directory too.
+    check = rules_cli("check", str(rule_file(built_rules)))
+    assert check.returncode == 1 and "not trusted" in check.stderr
+    # Building into it says the runtime will not read what it writes there.
+    if opened == "writable by others":
+        again = rules_cli("build", "--out", str(built_rules))
+        assert again.returncode == 0, again.stderr
+        assert f"--out {built_rules}" in again.stderr and "ignores rules there" in again.stderr
+
+
+def test_rules_show_prints_a_nearest_keys_alignment_as_a_multiple_of_16(
+    built_rules: Path,
+) -> None:
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    family = data["families"][0]
+    family["model"], family["tree"] = "nearest", None
+    point = family["points"][0]
+    point["x"]["args.n%16"] = 1.0  # a multiple of 16
+    family["points"][1]["x"]["args.n%16"] = 0.0
+    path.write_text(json.dumps(data))
+    shown = rules_cli("show", str(built_rules))
+    assert shown.returncode == 0, shown.stderr
+    assert "args.n % 16 == 0" in shown.stdout and "args.n % 16 != 0" in shown.stdout
+    assert "%16=" not in shown.stdout  # not its log2 read back as a size (2 or 1)
+
+
+def test_build_from_one_swept_key_says_the_rule_is_not_validated(tmp_path: Path) -> None:
+    from rule_helpers import sweep
+
+    sweep("swept", sizes=(256,))
+    out = tmp_path / "rules"
+    done = rules_cli("build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "swept: 1 swept key(s), too few to validate the rule" in done.stderr
+    assert "Sweep more sizes" in done.stderr
+    assert len(list(out.glob("*.rule.json"))) == 1  # still built: it decides that size

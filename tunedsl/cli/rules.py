@@ -20,6 +20,7 @@ key's regret under the rule, failing when a rule's geomean regret is above ``--b
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -152,6 +153,7 @@ def build(args: argparse.Namespace) -> int:
     if not 1 <= args.max_configs <= MAX_CONFIGS:
         raise UsageError(f"--max-configs {args.max_configs}: expected 1 to {MAX_CONFIGS}")
     _check_measure_args(args)
+    out = _out_dir(args.out)
     records = list(_records(args.records))
     groups = _groups(records, args.site)
     if not groups:
@@ -196,11 +198,55 @@ def build(args: argparse.Namespace) -> int:
     if cross_measure(plans, args):
         for plan in plans:
             plan.built = build_rule(plan.keys, args.tolerance, args.max_configs)
-    out = Path(args.out)
     print(f"{'site':<48} {'keys':>5} {'configs':>7} {'geomean':>8} {'p95':>7} {'max':>7}  file")
-    for plan in plans:
-        _save(plan, out)
+    try:
+        for plan in plans:
+            _save(plan, out)
+    except OSError as err:
+        raise UsageError(
+            f"--out {out}: cannot write rule files there ({err.strerror or err}): name a "
+            "directory you can write"
+        ) from None
+    why = _untrusted(out)
+    if why is not None:
+        print(
+            f"  note: --out {out}: {why}, so the runtime ignores rules there; make it private "
+            "(owned by you or root, chmod go-w) before shipping it",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _out_dir(text: str) -> Path:
+    """``--out``, checked before anything is built: a directory, or one this user can create."""
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out {out}: is a file, not a directory: name a directory (created if missing)"
+        )
+    above = out.absolute()
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir() or not os.access(above, os.W_OK | os.X_OK):
+        what = "not a directory" if not above.is_dir() else "not writable by you"
+        raise UsageError(
+            f"--out {out}: cannot create it or write in it ({above} is {what}): name a "
+            "directory you can write"
+        )
+    return out
+
+
+def _untrusted(root: Path) -> str | None:
+    """Why the runtime would not read rules in the directory ``root`` (store/rules.py), or None."""
+    from tunedsl.store import paths
+
+    try:
+        os.close(paths.open_private_dir(root.absolute(), root_may_own=True))
+    except paths.UntrustedDir as why:
+        return str(why)
+    except OSError as err:
+        return f"it cannot be opened ({err.strerror or err})"
+    return None
 
 
 def _save(plan: Any, out: Path) -> None:
@@ -229,6 +275,13 @@ def _save(plan: Any, out: Path) -> None:
         f"{_short(first.site, 48):<48} {len(plan.keys):>5} {len(built.configs):>7} "
         f"{_x(v.get('geomean')):>8} {_x(v.get('p95')):>7} {_x(v.get('max')):>7}  {path.name}"
     )
+    if not isinstance(v.get("geomean"), float):
+        print(
+            f"  note: {first.site}: {len(plan.keys)} swept key(s), too few to validate the rule "
+            "on keys it was not built from; it decides only sizes within theirs. Sweep more "
+            "sizes and build again",
+            file=sys.stderr,
+        )
     if v.get("unmeasured"):
         print(
             f"  note: {v['unmeasured']} held-out picks were never timed on their key "
@@ -299,7 +352,18 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     toolchain = keyed_toolchain(bt.toolchain())
     stale = bad = 0
     rules: dict[str, tuple[Path, Any]] = {}
+    untrusted = {d: _untrusted(d) for d in {path.parent for path in files}}
+    for where, why in sorted(untrusted.items()):
+        if why is not None:
+            print(
+                f"{where}: not trusted ({why}): the runtime ignores the rules in it; fix: "
+                "chown it to yourself or root and chmod go-w",
+                file=sys.stderr,
+            )
     for path in files:
+        if untrusted[path.parent] is not None:
+            bad += 1
+            continue
         rule = _load(path)
         if rule is None:
             bad += 1
