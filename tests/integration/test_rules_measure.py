@@ -128,6 +128,8 @@ def test_check_tunes_a_sample_here_and_reports_each_keys_regret(
     )
     assert [n for n, _, _ in lines] == ["100", "700"]  # two of the four, spread out
     assert all(float(r) >= 1.0 for _, _, r in lines)
+    # 100 and 700 are no multiples of 16: said so, not as the log2 of a size (2 or 1).
+    assert "args.n % 16 != 0" in done.stdout and "%16=" not in done.stdout
     assert "2 keys tuned here: regret geomean" in done.stdout and "within 1000.000x" in done.stdout
 
 

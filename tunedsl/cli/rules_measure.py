@@ -141,10 +141,11 @@ _MAX_LINES = 40
 
 def key_text(readable: Any) -> str:
     """A key's sizes as a person reads them (``args.a.shape[0]=300``)."""
+    from tunedsl.model.rule import show_feature
     from tunedsl.model.rule_features import key_features
 
     family, features = key_features(readable)
-    sizes = ", ".join(f"{f}={2.0**v:.0f}" for f, v in sorted(features.items()))
+    sizes = ", ".join(show_feature(f, v) for f, v in sorted(features.items()))
     return sizes or family
 
 

@@ -118,7 +118,7 @@ def _show_value(log2_value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
 
 
-def _show_feature(feature: str, value: float) -> str:
+def show_feature(feature: str, value: float) -> str:
     """``M=64`` for a size (stored as log2), ``M % 16 == 0`` for an int's alignment (0 or 1)."""
     if ranged(feature):
         return f"{feature}={_show_value(value)}"
@@ -404,7 +404,7 @@ class Rule:
             else:
                 lines.append("    nearest swept key:")
                 for x, p in fam.points:
-                    where = ", ".join(_show_feature(f, v) for f, v in sorted(x.items()))
+                    where = ", ".join(show_feature(f, v) for f, v in sorted(x.items()))
                     lines.append(f"      {where} -> {_label(p)}")
         return "\n".join(lines)
 
