@@ -242,3 +242,31 @@ def test_build_from_one_swept_key_says_the_rule_is_not_validated(tmp_path: Path)
     assert "swept: 1 swept key(s), too few to validate the rule" in done.stderr
     assert "Sweep more sizes" in done.stderr
     assert len(list(out.glob("*.rule.json"))) == 1  # still built: it decides that size
+
+
+def test_a_space_grown_since_the_sweep_is_tuned_not_decided_by_the_rule(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    # The sweep timed tile 32 to 256; the site now also offers 512, which no swept key timed:
+    # the rule cannot know whether it wins, so tuning runs where it may.
+    ship(built_rules, monkeypatch, tmp_path)
+    grown = {"tile": [*SPACE["tile"], 512]}
+    s = site("swept", space=grown)
+    a, b, c = torch.randn(300), torch.randn(300), torch.empty(300)
+    with pytest.warns(CacheWarning, match=r"never timed Config\(tile=512\).*tuning instead"):
+        res = call(s, vadd, (a, b, c, 300), 300)
+    assert res.source == "tuned" and len(tune_count) == 1
+    torch.testing.assert_close(c, a + b)
+    # Where tuning may not run, the rule's pick still beats the site's default.
+    s = site("swept", space=grown, options={"mode": "cached"})
+    a, b, c = torch.randn(600), torch.randn(600), torch.empty(600)
+    res = call(s, vadd, (a, b, c, 600), 600)
+    assert res.source == "rule" and len(tune_count) == 1
+    torch.testing.assert_close(c, a + b)
+    # A smaller space (every configuration of it swept) is still decided by the rule.
+    kept = sorted({c["tile"] for c in json.loads(rule_file(built_rules).read_text())["configs"]})
+    s = site("swept", space={"tile": kept})
+    picked = call(s, vadd, (torch.randn(700), torch.randn(700), torch.empty(700), 700), 700)
+    assert picked.source == "rule" and len(tune_count) == 1
+    shown = rules_cli("show", str(built_rules))
+    assert "swept 4 configurations" in shown.stdout

@@ -36,7 +36,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     build = sub.add_parser("build", help="build rules from tuning records")
-    build.add_argument("--site", action="append", default=[], help="only this site (repeat)")
+    build.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        help="only this site, or the sites whose id starts with it (repeat)",
+    )
     build.add_argument(
         "--records",
         action="append",
@@ -193,7 +198,7 @@ def build(args: argparse.Namespace) -> int:
         if not keys:
             print(f"  {first.site}: no rule (no swept key has a successful time)", file=sys.stderr)
             continue
-        plans.append(Plan(digest, measured, first, keys, None))
+        plans.append(Plan(digest, measured, first, keys, None, _swept(recs)))
         plans[-1].built = build_rule(keys, args.tolerance, args.max_configs)
     if cross_measure(plans, args):
         for plan in plans:
@@ -249,6 +254,17 @@ def _untrusted(root: Path) -> str | None:
     return None
 
 
+def _swept(records: Sequence[Any]) -> frozenset[Any] | None:
+    """Every configuration the records timed, when each record timed all it had (an
+    exhaustive search): then a configuration outside it is one the site gained since."""
+    from tunedsl.model.rule import MAX_SWEPT
+
+    if not all(str(r.strategy).rsplit(":", 1)[-1] == "exhaustive" for r in records):
+        return None  # a budgeted search timed a subset: no configuration is known new
+    configs = frozenset(c.config for r in records for c in r.results)
+    return configs if 0 < len(configs) <= MAX_SWEPT else None
+
+
 def _save(plan: Any, out: Path) -> None:
     from tunedsl.cli.rules_measure import device_of
     from tunedsl.model.rule import Rule
@@ -268,6 +284,7 @@ def _save(plan: Any, out: Path) -> None:
         families=built.families,
         validation=built.validation,
         built=time.time(),
+        swept=plan.swept,
     )
     path = save_rule(rule, out)
     v = built.validation

@@ -28,6 +28,7 @@ class Plan:
     first: Any  # a record of the group (site, kernel, context, device, versions)
     keys: list[Any]
     built: Any
+    swept: frozenset[Any] | None = None  # every configuration the sweep timed (model/rule.py)
 
 
 def times_of(record: Any) -> dict[Any, float | None]:
