@@ -270,3 +270,17 @@ def test_a_space_grown_since_the_sweep_is_tuned_not_decided_by_the_rule(
     assert picked.source == "rule" and len(tune_count) == 1
     shown = rules_cli("show", str(built_rules))
     assert "swept 4 configurations" in shown.stdout
+
+
+def test_build_from_a_cache_or_a_rules_directory_names_the_records_directory(
+    built_rules: Path, tmp_path: Path
+) -> None:
+    from tunedsl.store import paths
+
+    cache = paths.records_dir().parent  # the cache (its records/ holds the sweep's records)
+    done = rules_cli("build", "--records", str(cache), "--out", str(tmp_path / "a"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"--records {paths.records_dir()}" in done.stderr  # the directory to pass
+    done = rules_cli("build", "--records", str(built_rules), "--out", str(tmp_path / "b"))
+    assert done.returncode == 1
+    assert f"{built_rules} holds rule files (*.rule.json), not tuning records" in done.stderr

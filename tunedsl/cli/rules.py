@@ -125,6 +125,20 @@ def _records(dirs: Sequence[str]) -> Iterable[Any]:
         yield from FileRecordStore(root, writable=False).iter_records()
 
 
+def _not_records(root: Path) -> str | None:
+    """What ``root`` is instead of a records directory, and which one to pass, or None."""
+    from tunedsl.store.rules import SUFFIX
+
+    if (root / "records").is_dir():
+        return f"it is a cache: pass --records {root / 'records'}"
+    if any(p.name.endswith(SUFFIX) for p in root.iterdir()):
+        return (
+            f"{root} holds rule files (*{SUFFIX}), not tuning records: pass the records the "
+            "sweep wrote (its cache's records/ directory, or a directory of shipped records)"
+        )
+    return None
+
+
 def _groups(records: Iterable[Any], sites: Sequence[str]) -> dict[tuple[str, str], list[Any]]:
     from tunedsl.cli.rules_measure import device_of
 
@@ -175,6 +189,10 @@ def build(args: argparse.Namespace) -> int:
                 + (f", +{len(known) - 10} more" if len(known) > 10 else "")
                 + "; `tunedsl cache ls` lists them)"
             )
+        for d in args.records if not records else ():
+            hint = _not_records(Path(d))
+            if hint is not None:
+                raise UsageError(f"--records {d}: no tuning records there; {hint}")
         raise UsageError(
             f"no tuning records{' of ' + ', '.join(args.site) if args.site else ''} in {where}: "
             "sweep the shapes first (a @tunedsl.workload under `tunedsl precompile --tune`, "
