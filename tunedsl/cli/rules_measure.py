@@ -185,9 +185,19 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
             f"  {path.name[:12]} {key_text(record.key)}: pick {pick} {pick_text}, best {best} "
             f"{times[best]:.4f} ms: {regret:.3f}x" + ("" if in_range else " (outside its range)")
         )
+    # Sites the script reached under another rule name: an edited kernel, hints or environment.
+    elsewhere = {r.site for r in done.records if where_of(r)[0] not in rules}
     off = False
-    for digest, (path, _rule) in rules.items():
+    for digest, (path, rule) in rules.items():
         found = regrets[digest]
+        if not found and rule.site in elsewhere:
+            off = True
+            print(
+                f"{path.name}: unchecked: the script's {rule.site} is not the kernel this rule "
+                "was built for (its source, static hints or Triton environment changed since), "
+                "so the runtime never uses this rule; sweep and run `tunedsl rules build` again"
+            )
+            continue
         if not found:
             off = True
             print(
