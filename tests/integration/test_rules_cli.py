@@ -284,3 +284,18 @@ def test_build_from_a_cache_or_a_rules_directory_names_the_records_directory(
     done = rules_cli("build", "--records", str(built_rules), "--out", str(tmp_path / "b"))
     assert done.returncode == 1
     assert f"{built_rules} holds rule files (*.rule.json), not tuning records" in done.stderr
+
+
+def test_a_rule_file_damaged_anew_after_a_first_problem_warns_again(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    path = rule_file(built_rules)
+    path.chmod(0o666)  # opened to writes by others: not trusted
+    with pytest.warns(CacheWarning, match="writable by group or others"):
+        assert run("swept", 300).source == "tuned"
+    path.chmod(0o600)
+    path.write_text(path.read_text()[:100])  # then cut short: another problem, said too
+    with pytest.warns(CacheWarning, match="not valid JSON"):
+        assert run("swept", 600).source == "tuned"
+    assert len(tune_count) == 2
