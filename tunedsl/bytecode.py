@@ -260,7 +260,10 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
         FORMAT_TAG, importlib.util.MAGIC_NUMBER, key, hashlib.sha256(payload).digest()
     )
     try:
-        directory = paths.ensure_private_dir(path.parent)
+        try:
+            directory = paths.ensure_private_dir(path.parent)
+        except paths.UntrustedDir:
+            directory = path.parent  # _open_dir says why, once
         dir_fd = _open_dir(directory)
         if dir_fd is None:
             return

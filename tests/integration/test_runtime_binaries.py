@@ -77,6 +77,17 @@ def test_a_cache_root_writable_by_others_is_not_trusted_below_it(tmp_path) -> No
     assert r["loaded_once_fixed"] is True
 
 
+@pytest.mark.parametrize("where", ["root", "binaries"])
+def test_nothing_is_stored_below_a_directory_others_can_write(tmp_path, where: str) -> None:
+    """The cache root (or its binaries directory) is open to others' writes: a binary is
+    not written there (they could swap the directory it is written into), and one warning
+    names the directory and why."""
+    r = _run(f"store_{where}_not_private", tmp_path)
+    assert r["stored"] is False, r
+    assert r["entries"] == [], r
+    assert len(r["warnings"]) == 1 and f"{r['open']} is writable by group" in r["warnings"][0]
+
+
 def test_triton_knobs_that_need_a_real_compile_disable_the_store(tmp_path) -> None:
     r = _run("knobs", tmp_path)
     assert r == {"always_compile": None, "jit_cache_hook": None, "plain": True}
@@ -245,6 +256,37 @@ def _case_root_not_private() -> dict:
         "root": str(paths.cache_root()),
         "loaded_once_fixed": again is not None,
     }
+
+
+def _store_not_private(open_dir) -> dict:
+    from tunedsl.backends import triton_binaries as tb
+
+    _, cc, launch = _compiled()
+    open_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(open_dir, 0o777)
+    warn.forget()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stored = tb.store(launch, cc.kernel)
+    binaries = tb.binaries_dir()
+    return {
+        "stored": stored,
+        "warnings": [str(w.message) for w in caught],
+        "entries": sorted(os.listdir(binaries)) if binaries.is_dir() else [],
+        "open": str(open_dir),
+    }
+
+
+def _case_store_root_not_private() -> dict:
+    from tunedsl.store import paths
+
+    return _store_not_private(paths.cache_root())
+
+
+def _case_store_binaries_not_private() -> dict:
+    from tunedsl.backends import triton_binaries as tb
+
+    return _store_not_private(tb.binaries_dir())
 
 
 def _case_knobs() -> dict:

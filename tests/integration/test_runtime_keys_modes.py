@@ -8,10 +8,12 @@ import warnings
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from runtime_helpers import call, new_process, record_files, site
 from runtime_kernels import fill_value, pair_add, vadd
 
-from tunedsl import Config, warn
+from tunedsl import Config, autotune_launch, cdiv, warn
 from tunedsl.errors import CacheWarning
 from tunedsl.store import records
 
@@ -94,6 +96,75 @@ def test_user_key_replaces_shapes(tune_count: list) -> None:
     assert len(record_files()) == 2 and len(tune_count) == 2
     data = json.loads(record_files()[0].read_text())
     assert "shape" not in json.dumps(data["key"]) and "user_key" in data["key"]
+
+
+@pytest.mark.parametrize("first", [1, 1.0, True], ids=repr)
+def test_equal_user_keys_name_one_record_whichever_comes_first(first, tune_count: list) -> None:
+    """``key=1``, ``key=1.0`` and ``key=True`` are one decision in a process (they are
+    equal, as in triton.autotune's key); whichever a process meets first, they name the
+    same record, so a new process finds it instead of tuning again."""
+    s = site("equalkeys", has_key=True)
+    call(s, vadd, args(256), 256, key=first)
+    assert len(record_files()) == 1 and len(tune_count) == 1
+    for other in (1, 1.0, True):
+        new_process(s)
+        assert call(s, vadd, args(256), 256, key=other).source == "disk", other
+    assert len(record_files()) == 1 and len(tune_count) == 1
+
+
+@triton.jit
+def _double(x, TILE: tl.constexpr):
+    return x * 2
+
+
+@triton.jit
+def _triple_small_tiles(x, TILE: tl.constexpr):
+    tl.static_assert(TILE <= 16)
+    return x * 3
+
+
+@triton.jit
+def _apply(a, c, n, TILE: tl.constexpr, ACT: tl.constexpr, LIMIT: tl.constexpr):
+    tl.static_assert(TILE <= LIMIT)
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, ACT(tl.load(a + offs, mask=mask), TILE), mask=mask)
+
+
+@pytest.mark.parametrize("changed", ["function", "number"])
+def test_a_constexpr_a_kwargs_function_gives_is_keyed_by_its_value(
+    changed: str, tune_count: list
+) -> None:
+    """A constexpr that a ``kwargs=`` function returns alike for every configuration (a
+    @triton.jit activation, a limit) is another compiled kernel per value: another value is
+    another decision and record, never the first value's choice (here: a tile that no
+    longer compiles)."""
+    n = 100
+    a, c = torch.arange(n, dtype=torch.float32), torch.empty(n)
+
+    def launch(act, limit):
+        return autotune_launch(
+            _apply,
+            space={"tile": [16, 64]},
+            grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(a, c, n),
+            kwargs=lambda cfg: {"TILE": cfg.tile, "ACT": act, "LIMIT": limit},
+            effort="quick",
+            name=f"kwargs-constexpr-{changed}",
+        )
+
+    first = launch(_double, 64)
+    torch.testing.assert_close(c, a * 2)
+    second = launch(_triple_small_tiles, 64) if changed == "function" else launch(_double, 16)
+    assert second.source == "tuned" and second.digest != first.digest
+    assert second.config == Config(tile=16)  # the only tile that compiles now
+    torch.testing.assert_close(c, a * 3 if changed == "function" else a * 2)
+    assert len(record_files()) == 2 and len(tune_count) == 2
+    from tunedsl.runtime import api
+
+    new_process(*api._sites.values())
+    again = launch(_double, 64)
+    assert (again.source, again.digest) == ("disk", first.digest)
 
 
 def test_keyword_order_does_not_change_the_record(tune_count: list) -> None:

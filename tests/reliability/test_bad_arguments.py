@@ -147,6 +147,17 @@ RUNTIME_CASES = {
         UsageError,
         ["prune=", "at least one"],
     ),
+    # verify=1 equals True, so it passed the check and failed deep in the measurer with
+    # "'int' object is not iterable"; verify=0 turned verification off without a word.
+    "verify_one": (dict(verify=1), UsageError, ["verify=1", "True", "list of", "function"]),
+    "verify_zero": (dict(verify=0), UsageError, ["verify=0", "False"]),
+    "prune_returns_a_number": (
+        dict(prune=lambda cfgs, args: 5),
+        UsageError,
+        ["prune=", "returned 5", "list of configurations"],
+    ),
+    # An empty name was taken for no name: the site was named by its line, without a word.
+    "empty_name": (dict(name=""), UsageError, ["name= must be a non-empty string", "''"]),
     "missing_kernel_argument": (  # named before any configuration runs
         dict(args=lambda cfg: (1,)),
         UsageError,
@@ -287,6 +298,14 @@ CLI_CASES = {
     "unknown_action": (["cache", "frobnicate"], 2, ["'frobnicate'", "ls"]),
     "unknown_option": (["expand", "x.py", "--bogus"], 2, ["--bogus"]),
     "unknown_command": (["frobnicate"], 2, ["'frobnicate'"]),
+    "sweep_missing_file": (["sweep", "missing.py"], 1, ["missing.py", "No such file"]),
+    "sweep_directory": (["sweep", "."], 1, ["sweep", "'.'", "directory"]),
+    "import_directory": (["cache", "import", "."], 1, ["bundle .", "not a regular file"]),
+    "gallery_out_cannot_be_made": (
+        ["gallery", "--out", "/proc/none/out"],
+        1,
+        ["--out /proc/none/out", "No such file"],
+    ),
 }
 
 
@@ -298,6 +317,30 @@ def test_bad_cli_arguments_are_named(name: str, tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     for word in words:
         assert word in proc.stderr, (word, proc.stderr)
+
+
+SWEEP_SCRIPT = Path(__file__).parents[1] / "integration" / "sweep_fixtures" / "sweep_vadd.py"
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("bundle", ["a-directory", "a-file/bundle.json"])
+def test_a_sweep_bundle_that_cannot_be_written_is_named_before_any_tuning(
+    bundle: str, tmp_path: Path
+) -> None:
+    """``tunedsl sweep --bundle`` naming a directory, or a file in a directory that cannot
+    exist: one error naming ``--bundle`` and the fix, before a shape is tuned (not a
+    traceback after the whole sweep)."""
+    (tmp_path / "a-directory").mkdir()
+    (tmp_path / "a-file").write_text("")
+    env = child_env(tmp_path / "cache")
+    proc = _tunedsl(
+        "sweep", "--no-ray", "--bundle", bundle, str(SWEEP_SCRIPT), cwd=tmp_path, env=env
+    )
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("tunedsl: error:")]
+    assert len(errors) == 1 and f"--bundle {bundle}" in errors[0], proc.stderr
+    assert not (tmp_path / "cache" / "records").exists()  # nothing was tuned
 
 
 @pytest.mark.needs_triton

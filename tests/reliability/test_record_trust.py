@@ -283,7 +283,8 @@ def test_a_cache_root_another_user_created_is_not_used_and_the_run_goes_on(
     tmp_path: Path,
 ) -> None:
     """The attacker created the cache root first: the victim's tunes run uncached (each
-    process tunes again), with warnings naming the root and the fix."""
+    process tunes again), with warnings naming the root and the fix, and nothing (no
+    records, locks or bytecode directory) is made in the attacker's root."""
     swap_attack.need_second_user()
     with swap_attack.shared_tmp() as base:
         root = base / "tunedsl-cache"
@@ -295,4 +296,53 @@ def test_a_cache_root_another_user_created_is_not_used_and_the_run_goes_on(
             warned = [line for line in out.stderr.splitlines() if "CacheWarning" in line]
             assert warned and all(f"{root} is owned by another user" in w for w in warned)
             assert any("TUNEDSL_CACHE_DIR" in w for w in warned), out.stderr
-        assert not list(root.rglob("*.json"))  # nothing written there either
+        assert os.listdir(root) == []  # nothing made there either, not even a directory
+
+
+def test_import_into_a_cache_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    """The cache root lies under a regular file: `cache import` is one error naming the
+    records directory and the fix, not a traceback."""
+    bundle = tmp_path / "empty.json"
+    bundle.write_text('{"tunedsl_records": 1, "records": []}\n')
+    (tmp_path / "a-file").write_text("")
+    out = cache_cmd(child_env(tmp_path / "a-file" / "cache"), "import", str(bundle))
+    _one_line_error(out, str(tmp_path / "a-file" / "cache" / "records"), "TUNEDSL_CACHE_DIR")
+
+
+def test_import_into_a_cache_root_another_user_created_makes_nothing_there() -> None:
+    """`cache import` with a cache root another user created: one error naming the root's
+    owner and the fix; not even the records directory is made in their root."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        root = base / "tunedsl-cache"
+        swap_attack.attacker_step(MAKE_OPEN_DIR, str(root))
+        bundle = base / "empty.json"
+        bundle.write_text('{"tunedsl_records": 1, "records": []}\n')
+        out = cache_cmd(child_env(root), "import", str(bundle))
+        _one_line_error(out, f"{root} is owned by another user", "TUNEDSL_CACHE_DIR")
+        assert os.listdir(root) == []
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("opened", ["directory", "files"])
+def test_rules_build_says_the_records_it_found_were_refused(tmp_path: Path, opened: str) -> None:
+    """`rules build --records DIR` where DIR (or its record files) others can write: each
+    refusal is a warning, and the error says the records there were refused, not that
+    there are none to build from ("sweep the shapes first")."""
+    _sources(_tune(tmp_path, child_env(tmp_path / "cache")))
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for path in record_files(tmp_path / "cache"):
+        (shipped / path.name).write_bytes(path.read_bytes())
+        (shipped / path.name).chmod(0o666 if opened == "files" else 0o644)
+    shipped.chmod(0o777 if opened == "directory" else 0o755)
+    out = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "build", "--records", str(shipped),
+         "--out", str(tmp_path / "rules")],
+        env=child_env(tmp_path / "cache"), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr
+    assert "none of the 2 record files" in out.stderr, out.stderr
+    assert "sweep the shapes first" not in out.stderr
+    assert "writable by group or others" in out.stderr  # the warning naming the refusal

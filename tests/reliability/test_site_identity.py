@@ -303,3 +303,65 @@ def test_gc_removes_records_of_gone_sites_and_other_tritons(tmp_path: Path) -> N
     assert "removed 1 record, kept 0" in done.stdout and "function add" in done.stdout
     # The script itself removed: nothing left to collect, nothing else touched.
     assert "removed 0 records, kept 0" in cache_cmd(env, "gc").stdout
+
+
+# A kernel that reads a tl.constexpr global, directly and through a @jit helper: each
+# one's value decides which tiles compile at all.
+CONSTEXPR_GLOBALS = """
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+LIMIT: tl.constexpr = tl.constexpr(int(os.environ["LIMIT"]))
+HELPER_LIMIT: tl.constexpr = tl.constexpr(int(os.environ["HELPER_LIMIT"]))
+
+
+@triton.jit
+def check(TILE: tl.constexpr):
+    tl.static_assert(TILE <= HELPER_LIMIT)
+
+
+@triton.jit
+def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
+    tl.static_assert(TILE <= LIMIT)
+    check(TILE)
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+n = 100
+a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.empty(n)
+r = autotune_launch(vadd_kernel, space={"tile": [16, 64]}, effort="quick", name="constexpr-globals",
+                    grid=lambda cfg: (cdiv(n, cfg.tile),),
+                    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile})
+assert torch.equal(c, a + b)
+print("RESULT", r.source, r.config.tile, flush=True)
+"""
+
+
+@pytest.mark.parametrize("lowered", ["LIMIT", "HELPER_LIMIT"])
+def test_an_edited_constexpr_global_is_a_new_kernel(tmp_path: Path, lowered: str) -> None:
+    """A ``tl.constexpr`` global the kernel (or a @jit helper it calls) reads is part of
+    the kernel, as it is of Triton's own hash: a record tuned under one
+    value is not used under another (where the chosen tile no longer compiles)."""
+    script = write_script(tmp_path / "constexpr_globals.py", CONSTEXPR_GLOBALS)
+    limits = {"LIMIT": "64", "HELPER_LIMIT": "64"}
+
+    def run(**changed: str) -> tuple[str, str]:
+        env = child_env(tmp_path / "cache", **{**limits, **changed})
+        out = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180
+        )
+        assert out.returncode == 0, out.stderr
+        line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
+        return line.split()[1], line.split()[2]
+
+    first = run()
+    assert first[0] == "tuned"
+    assert run() == ("disk", first[1])  # same values: the record is used
+    assert run(**{lowered: "16"}) == ("tuned", "16")  # only tile 16 compiles now

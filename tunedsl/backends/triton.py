@@ -71,10 +71,15 @@ def _source(fn: Any) -> str:
         return repr(fn)
 
 
+def _is_constexpr(value: Any) -> bool:
+    return type(value).__name__ == "constexpr" and hasattr(value, "value")
+
+
 def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
     ``lib.helper(x)``: a global, or an attribute of a global module, that wraps a Python
-    function as ``.fn``), recursively, in a fixed order."""
+    function as ``.fn``), recursively, in a fixed order, with the ``tl.constexpr`` globals
+    each reads."""
     code = getattr(fn, "__code__", None)
     names: set[str] = set()
     stack = [code] if isinstance(code, types.CodeType) else []
@@ -86,7 +91,13 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     found = [scope.get(n) for n in sorted(names)]
     modules = [m for m in found if isinstance(m, types.ModuleType)]
     found += [_attribute(m, n) for m in modules for n in sorted(names)]
-    out: list[str] = []
+    # The values of the tl.constexpr globals it reads, as Triton's own hash covers them:
+    # one edited changes the code (a tl.static_assert, a block size).
+    out = [
+        f"{n}={getattr(v, 'value', None)!r}"
+        for n, v in zip(sorted(names), found, strict=False)
+        if _is_constexpr(v)
+    ]
     for obj in found:
         inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
         if not inspect.isfunction(inner) or id(inner) in seen:

@@ -347,6 +347,20 @@ def write_entry(key: str, files: Mapping[str, bytes], manifest: Mapping[str, Any
     entry = {**files, MANIFEST: json.dumps(manifest, indent=1).encode()}
     root = binaries_dir()
     try:
+        # The chain from the cache root checked first: in a directory others can write,
+        # they could swap the temporary directory the files are written into.
+        os.close(paths.open_or_make_private_dir(root))
+    except paths.UntrustedDir as why:
+        warn_once(
+            f"binary-dir:{root}",
+            f"not storing kernel binaries in {root}: the directory is not private to this "
+            f"user ({why}); fix its ownership and mode (chmod 700), or point "
+            "TUNEDSL_CACHE_DIR at a directory of your own",
+        )
+        return False
+    except OSError:
+        pass  # cannot be made: writing below reports it
+    try:
         root = paths.ensure_private_dir(root)
         try:
             atomic.write_directory(root / key, entry)

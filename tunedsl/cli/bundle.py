@@ -156,10 +156,11 @@ def _open_bundle(file: str) -> Iterator[tuple[IO[bytes], int | None]]:
     except OSError as err:
         why = "a symbolic link, not read" if err.errno == errno.ELOOP else err.strerror or err
         raise UsageError(f"cannot read bundle {file}: {why}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # before fdopen, which refuses a directory itself
+        os.close(fd)
+        raise UsageError(f"cannot read bundle {file}: not a regular file")
     with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"cannot read bundle {file}: not a regular file")
         yield fh, st.st_size
 
 

@@ -388,9 +388,19 @@ def _import(args: argparse.Namespace) -> int:
     from tunedsl.store import atomic, paths, records
 
     reader = BundleReader(args.file)
-    root = paths.ensure_private_dir(paths.records_dir())
-    if not paths.is_private_dir(root):
-        raise UsageError(f"{root} is not a private directory of this user; nothing imported")
+    root = paths.records_dir()
+    try:  # checked from the cache root down, and nothing made in a directory not trusted
+        os.close(paths.open_or_make_private_dir(root))
+    except paths.UntrustedDir as why:
+        raise UsageError(
+            f"{root} is not a private directory of this user ({why}); nothing imported; "
+            "set TUNEDSL_CACHE_DIR to a directory of your own"
+        ) from None
+    except OSError as err:
+        raise UsageError(
+            f"cannot make the records directory {root}: {err.strerror or err}; nothing "
+            "imported; set TUNEDSL_CACHE_DIR to a directory you can write"
+        ) from None
     count = 0
     try:
         for record in reader:

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tunedsl.errors import UsageError
+
 DEFAULT_TIMEOUT_S = 900.0
 
 _CUDA_PROBE = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
@@ -91,7 +93,12 @@ def main(args: argparse.Namespace) -> int:
     examples_dir = args.examples if args.examples is not None else default_examples_dir()
     scripts = discover(examples_dir.resolve(), args.only)
     out_dir: Path = args.out.resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(
+            f"--out {args.out}: cannot make the directory: {err.strerror or err}"
+        ) from None
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -193,6 +193,12 @@ def build(args: argparse.Namespace) -> int:
             hint = _not_records(Path(d))
             if hint is not None:
                 raise UsageError(f"--records {d}: no tuning records there; {hint}")
+        files = sum(len(list(Path(d).glob("*.json"))) for d in args.records)
+        if files and not records:  # there, but refused: the warnings above say why
+            raise UsageError(
+                f"none of the {files} record files in {where} could be used: the warnings "
+                "above say why (damaged, or a file or directory others can write)"
+            )
         raise UsageError(
             f"no tuning records{' of ' + ', '.join(args.site) if args.site else ''} in {where}: "
             "sweep the shapes first (a @tunedsl.workload under `tunedsl precompile --tune`, "

@@ -9,8 +9,11 @@ See ``tunedsl/precompile/sweep.py`` and docs/scale-out.md.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
+
+from tunedsl.errors import UsageError
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -41,6 +44,15 @@ def main(args: argparse.Namespace) -> int:
     from tunedsl.precompile.sweep import sweep
 
     finite_number(args.gpus_per_task, "--gpus-per-task", zero_ok=True, unit=" of GPUs")
+    if args.bundle is not None:  # checked now, not after the whole sweep has run
+        if os.path.isdir(args.bundle):
+            raise UsageError(f"--bundle {args.bundle}: it is a directory; name a file")
+        parent = os.path.dirname(os.path.abspath(args.bundle))
+        if not os.path.isdir(parent):
+            raise UsageError(f"--bundle {args.bundle}: no directory {parent}; name a file in one")
+    if not os.path.isfile(args.script):
+        why = "is a directory" if os.path.isdir(args.script) else "No such file"
+        raise UsageError(f"sweep: cannot open script {args.script!r}: {why}")
     written, outcomes = sweep(
         args.script,
         args.shapes,

@@ -343,12 +343,12 @@ def specialize_call_key_fn(
 
 
 def hashable_user_key(value: Any) -> Any:
-    """Lists and dicts in a user ``key=`` become tuples so the key can be looked up."""
+    """A ``key=`` as looked up and stored: lists, dicts as tuples; ``1.0``, ``True`` as ``1``."""
+    if isinstance(value, dict):
+        value = [(str(k), v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), hashable_user_key(v)) for k, v in value.items()))
-    return value
+    return int(value) if isinstance(value, bool | float) and value % 1 == 0 else value
 
 
 class KernelToken:

@@ -8,7 +8,7 @@ hot path never reads the environment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,7 +150,14 @@ def resolve(
         )
     default = options.get("default")
     verify = options.get("verify")
-    if verify not in (None, False, True) and not callable(verify):
+    if isinstance(verify, (int, float)) and not isinstance(verify, bool):
+        # 1 == True and 0 == False: without this, verify=1 failed deep in the measurer and
+        # verify=0 turned verification off without a word.
+        raise UsageError(
+            f"{where}: verify={verify!r}: give True or False, a list of output parameter "
+            "names, or a function of the inputs returning the expected outputs"
+        )
+    if verify is not None and not isinstance(verify, bool) and not callable(verify):
         verify = _names(verify, "verify")
     site_name = options.get("name")
     if site_name is not None and (not isinstance(site_name, str) or not site_name):
@@ -339,6 +346,11 @@ def apply_prune(settings: Settings, bound: Mapping[str, Any]) -> tuple[Config, .
     kept = settings.prune(
         list(settings.configs), bound if isinstance(bound, ReadRecorder) else dict(bound)
     )
+    if kept is not None and not isinstance(kept, Iterable):
+        raise UsageError(
+            f"prune={getattr(settings.prune, '__qualname__', settings.prune)} returned "
+            f"{kept!r}; it must return a list of configurations (those it keeps)"
+        )
     out = tuple(dict.fromkeys(as_config(c, "prune= result") for c in kept or ()))
     if not out:
         raise UsageError(

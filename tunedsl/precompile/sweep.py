@@ -306,7 +306,13 @@ def merge(outcomes: Sequence[Outcome], bundle: str | None = None) -> list[Any]:
         )
         from tunedsl.store import atomic
 
-        atomic.write_text(Path(bundle), text + "\n")  # whole or not at all, as every write
+        try:
+            atomic.write_text(Path(bundle), text + "\n")  # whole or not at all
+        except OSError as err:
+            raise UsageError(
+                f"cannot write the bundle {bundle}: {err.strerror or err}; the "
+                f"{len(parsed)} records are in the cache (`tunedsl cache export` writes them)"
+            ) from None
     return list(parsed.values())
 
 

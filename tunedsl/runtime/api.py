@@ -168,16 +168,31 @@ def _fixed_names(
         k
         for k, v in once.items()
         if (is_tensor(v) and twice.get(k) is v)
-        or (_plain(v) and all(k in d and _same(d[k], v) for d in others))
+        or (_keyable(v) and all(k in d and _same(d[k], v) for d in others))
     )
 
 
-def _plain(value: Any) -> bool:
-    return value is None or value.__class__ in (int, float, bool, str)
+def _keyable(value: Any) -> bool:
+    """A value the key can hold as it is: hashable and not a tensor (a number, a string, a
+    tuple of them, a Triton dtype, a @triton.jit function given as a constexpr)."""
+    if is_tensor(value):
+        return False
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _same(a: Any, b: Any) -> bool:
-    return a.__class__ is b.__class__ and (a is b or (_plain(a) and a == b))
+    if a is b:
+        return True
+    if a.__class__ is not b.__class__ or not _keyable(a):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # an == that does not give a truth value: not the same
+        return False
 
 
 def _replace_args(values: tuple[Any, ...]) -> Any:
@@ -206,7 +221,7 @@ def _make_site(
                 kernel_text="autotune_launch",
                 space=None,  # given per call (it may be rebuilt on each call)
                 static_hints=dict(hints),
-                options={"name": name} if name else {},
+                options={"name": name} if name is not None else {},
                 has_key=has_key,
             )
             _sites[where] = site

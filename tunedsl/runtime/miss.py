@@ -169,10 +169,16 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
     # The numbers a kwargs= function returns alike for every configuration are call values
     # for prune= (below, when it reads them), not part of the record key: records keep the
-    # key they had before such values reached prune=.
+    # key they had before such values reached prune=. A constexpr's value is keyed all the
+    # same: another value is another compiled kernel, and a decision for one says nothing
+    # about another (a tl.static_assert on it, another activation function).
     fixed = site.kwargs_fixed or ()
     keyed = (
-        {k: v for k, v in call.static_kwargs.items() if k not in fixed or keys.is_tensor(v)}
+        {
+            k: v
+            for k, v in call.static_kwargs.items()
+            if k not in fixed or keys.is_tensor(v) or k in info.constexpr_names
+        }
         if fixed and call.static_kwargs
         else call.static_kwargs
     )

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tunedsl.store import atomic, paths
+from tunedsl.warn import warn_once
 
 #: The one process-wide compile lock (re-entrant). See the module docstring.
 compile_lock = threading.RLock()
@@ -64,10 +65,14 @@ def guarded() -> Iterator[None]:
 
 
 def _lock_path(name: str) -> str:
+    """The lock file of ``name`` in the cache's ``locks/``, created private. Raises OSError
+    (``paths.UntrustedDir`` when another user could change that directory: a lock file
+    there is one they can hold forever)."""
     # A readable prefix plus a hash keeps any name (a path, a key) a safe file name.
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]
     digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
-    directory = paths.ensure_private_dir(paths.locks_dir())
+    directory = paths.locks_dir()
+    os.close(paths.open_or_make_private_dir(directory))  # the whole chain from the root
     return str(directory / f"{safe}-{digest}.lock")
 
 
@@ -77,10 +82,26 @@ def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
 
     ``timeout_s`` < 0 waits forever; otherwise ``filelock.Timeout`` is raised when the lock
     is not free in time. Re-entrant within one process (filelock counts acquisitions).
+    Where no trusted lock file can be had (a cache that cannot be written, or a directory
+    another user could change), yields None after one ``CacheWarning``: the work goes on
+    without the lock, as tuning does (other processes may then do the same work at once).
     """
     from filelock import FileLock
 
-    lock = FileLock(_lock_path(name), timeout=timeout_s)
+    try:
+        path = _lock_path(name)
+    except OSError as err:
+        warn_once(
+            "unlocked-compiles",
+            f"cannot use the compile lock files in {paths.locks_dir()} ({err}): compiling "
+            "without them (other processes may compile the same kernel at the same time); "
+            f"make {paths.cache_root()} a directory this user owns and can write, or set "
+            "TUNEDSL_CACHE_DIR to one",
+            stacklevel="user",
+        )
+        yield None
+        return
+    lock = FileLock(path, timeout=timeout_s)
     with lock:
         yield lock
 

@@ -39,13 +39,17 @@ def cache_root() -> Path:
 
 def ensure_private_dir(path: Path) -> Path:
     """Create ``path`` (and parents) if missing; return it. The cache root and everything
-    below it get mode 0700. May raise OSError."""
+    below it get mode 0700, and below the root nothing is created inside a directory that is
+    not trusted (``open_or_make_private_dir``). May raise OSError (``UntrustedDir``)."""
     root = cache_root()
-    if path.is_relative_to(root) and not os.path.lexists(root):
+    if not path.is_relative_to(root):
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return path
+    if not os.path.lexists(root):
         root.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
             os.mkdir(root, 0o700)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(open_or_make_private_dir(path))
     return path
 
 
@@ -77,6 +81,31 @@ def open_private_dir(path: Path, *, root_may_own: bool = False) -> int:
     for i, name in enumerate(parts):
         try:
             fd_below = _open_checked(name, fd, base.joinpath(*parts[: i + 1]), False, False)
+        finally:
+            os.close(fd)
+        fd = fd_below
+    return fd
+
+
+def open_or_make_private_dir(path: Path) -> int:
+    """:func:`open_private_dir`, first creating what is missing of ``path`` (mode 0700).
+    Below the cache root each missing directory is made through its checked parent's
+    descriptor: nothing is created inside a directory that is not trusted."""
+    try:
+        return open_private_dir(path)
+    except FileNotFoundError:
+        pass
+    root = cache_root()
+    if not path.is_relative_to(root) or not os.path.lexists(root):
+        ensure_private_dir(path)
+        return open_private_dir(path)
+    parts = path.relative_to(root).parts
+    fd = _open_checked(str(root), None, root, True, False)
+    for i, name in enumerate(parts):
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=fd)
+            fd_below = _open_checked(name, fd, root.joinpath(*parts[: i + 1]), False, False)
         finally:
             os.close(fd)
         fd = fd_below

@@ -201,7 +201,10 @@ def save_record(record: Record, root: Path | None = None) -> bool:
     global _swept
     where = paths.records_dir() if root is None else root
     try:
-        directory = paths.ensure_private_dir(where)
+        try:
+            directory = paths.ensure_private_dir(where)
+        except paths.UntrustedDir:
+            directory = where  # open_trusted_dir says why, once
         dir_fd = open_trusted_dir(directory)
         if dir_fd is None:
             return False
@@ -246,8 +249,9 @@ def record_lock(
 
     wait_s = knobs.lock_timeout_s() if timeout_s is None else timeout_s
     try:
-        locks = paths.ensure_private_dir(paths.locks_dir() if lock_dir is None else lock_dir)
-        os.close(paths.open_private_dir(locks))  # UntrustedDir says which directory, and why
+        locks = paths.locks_dir() if lock_dir is None else lock_dir
+        # UntrustedDir says which directory, and why; nothing is created inside one.
+        os.close(paths.open_or_make_private_dir(locks))
         held = key_lock(lock_path(digest, locks), f"key {digest[:12]}", wait_s)
         got = held.__enter__()
     except Exception as err:

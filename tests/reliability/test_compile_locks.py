@@ -1,0 +1,117 @@
+"""The cross-process compile locks (``store/locks.file_lock``) get the cache's trust rule.
+
+Real ``tunedsl precompile --target cuda:90`` subprocesses (real cross-compiles, real
+``ptxas``), a real second local user holding real ``flock``s, a real unwritable cache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import swap_attack
+
+pytestmark = pytest.mark.needs_triton
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "tests" / "integration" / "precompile_fixtures" / "good" / "standin_vadd.py"
+
+
+def _precompile(
+    cache: Path, triton_cache: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)  # cross-compiles for cuda:90 need no GPU
+    env.update(
+        TUNEDSL_CACHE_DIR=str(cache),
+        TRITON_CACHE_DIR=str(triton_cache),
+        TRITON_DEFAULT_FP_FUSION="1",
+        TUNEDSL_COMPILE_WORKERS="2",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90", str(SCRIPT)],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout,
+    )  # fmt: skip
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CacheWarning" in line]
+
+
+MAKE_OPEN_DIR = "import os, sys; os.mkdir(sys.argv[1]); os.chmod(sys.argv[1], 0o777)"
+
+# The attacker: make the cache root's locks/ theirs (open to all), create the victim's lock
+# files there and hold an exclusive flock on each until told to stop.
+HOLD = """
+import fcntl, os, sys, time
+root, stop, *names = sys.argv[1:]
+locks = os.path.join(root, "locks")
+os.mkdir(locks)
+os.chmod(locks, 0o777)
+held = []
+for name in names:
+    fd = os.open(os.path.join(locks, name), os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    held.append(fd)
+print("holding", len(held), flush=True)
+deadline = time.monotonic() + 600
+while not os.path.exists(stop) and time.monotonic() < deadline:
+    time.sleep(0.1)
+"""
+
+
+@pytest.mark.slow
+def test_compile_locks_another_user_holds_in_a_root_they_own_never_block_a_compile(
+    tmp_path: Path,
+) -> None:
+    """Another user created the cache root and holds the lock files of the victim's
+    variants (their names follow from the kernel, so anyone who can compile it knows them):
+    the victim's precompile neither waits on them nor creates anything in that root; one
+    warning names the root and the fix, and every variant is compiled."""
+    swap_attack.need_second_user()
+    own = _precompile(tmp_path / "own-cache", tmp_path / "triton-cache", timeout=300)
+    assert own.returncode == 0, own.stdout + own.stderr
+    names = sorted(os.listdir(tmp_path / "own-cache" / "locks"))
+    assert names and all(n.startswith("triton-") for n in names), names
+    with swap_attack.shared_tmp() as base:
+        root, stop = base / "shared", base / "stop"
+        swap_attack.attacker_step(MAKE_OPEN_DIR, str(root))
+        holder = swap_attack.as_attacker(HOLD, str(root), str(stop), *names)
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().split() == ["holding", str(len(names))]
+            before = sorted(os.listdir(root))
+            # A compile waiting on their locks waits forever: two minutes is plenty for 4 variants.
+            out = _precompile(root, tmp_path / "triton-cache", timeout=120)
+            after = sorted(os.listdir(root))
+        finally:
+            stop.touch()
+            holder.communicate(timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "standin_vadd.py:add" in out.stdout and "failed: " not in out.stdout
+    assert after == before == ["locks"]  # nothing of the victim's there
+    warned = _warnings(out.stderr)
+    assert len(warned) == 1, out.stderr
+    assert f"{root} is owned by another user (uid {swap_attack.ATTACKER})" in warned[0]
+    assert "TUNEDSL_CACHE_DIR" in warned[0]
+
+
+def test_precompile_with_a_cache_that_cannot_be_written_compiles_every_variant(
+    tmp_path: Path,
+) -> None:
+    """The cache root lies under a regular file: no compile lock can be made, so the
+    variants compile without one (one warning naming the directory and the fix) instead
+    of every compile failing."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = _precompile(blocker / "cache", tmp_path / "triton-cache", timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "failed: " not in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("standin_vadd.py"))
+    assert row.split()[1:4] == ["4", "0", "0"], out.stdout  # compiled, cached, failed
+    warned = _warnings(out.stderr)
+    assert len(warned) == 1, out.stderr
+    assert str(blocker / "cache" / "locks") in warned[0] and "TUNEDSL_CACHE_DIR" in warned[0]
