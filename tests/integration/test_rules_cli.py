@@ -190,3 +190,138 @@ def test_check_on_a_machine_without_a_gpu_judges_rules_as_tunedsl_run_would_use_
     assert done.returncode == 0, done.stdout + done.stderr
     assert ": current (" in done.stdout and "stale" not in done.stdout
     assert "unavailable" not in done.stdout
+
+
+def test_build_into_a_file_or_a_place_it_cannot_create_says_so_before_measuring(
+    tmp_path: Path,
+) -> None:
+    from rule_helpers import sweep
+
+    sweep("swept")
+    a_file = tmp_path / "rules.txt"
+    a_file.write_text("not a directory\n")
+    for out, expected in (
+        (a_file, "is a file, not a directory"),
+        (a_file / "rules", "cannot create it"),
+    ):
+        done = rules_cli("build", "--out", str(out))
+        assert done.returncode == 1, done.stdout
+        assert "Traceback" not in done.stderr, done.stderr
+        assert f"--out {out}: " in done.stderr and expected in done.stderr
+        assert "site " not in done.stdout  # refused before building anything
+    assert a_file.read_text() == "not a directory\n"
+
+
+@pytest.mark.parametrize("opened", ["writable by others", "another user's"])
+def test_check_fails_a_rules_directory_the_runtime_does_not_trust(
+    built_rules: Path, opened: str
+) -> None:
+    if opened == "writable by others":
+        built_rules.chmod(0o777)
+        why = "writable by group or others"
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving the directory to another user needs root")
+        os.chown(built_rules, 65534, 65534)
+        why = "owned by"
+    check = rules_cli("check", str(built_rules))
+    assert check.returncode == 1, check.stdout
+    assert f"{built_rules}: not trusted" in check.stderr and why in check.stderr
+    assert "current" not in check.stdout  # no rule there is reported usable
+    # A file named inside it is judged by its directory too.
+    check = rules_cli("check", str(rule_file(built_rules)))
+    assert check.returncode == 1 and "not trusted" in check.stderr
+    # Building into it says the runtime will not read what it writes there.
+    if opened == "writable by others":
+        again = rules_cli("build", "--out", str(built_rules))
+        assert again.returncode == 0, again.stderr
+        assert f"--out {built_rules}" in again.stderr and "ignores rules there" in again.stderr
+
+
+def test_rules_show_prints_a_nearest_keys_alignment_as_a_multiple_of_16(
+    built_rules: Path,
+) -> None:
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    family = data["families"][0]
+    family["model"], family["tree"] = "nearest", None
+    point = family["points"][0]
+    point["x"]["args.n%16"] = 1.0  # a multiple of 16
+    family["points"][1]["x"]["args.n%16"] = 0.0
+    path.write_text(json.dumps(data))
+    shown = rules_cli("show", str(built_rules))
+    assert shown.returncode == 0, shown.stderr
+    assert "args.n % 16 == 0" in shown.stdout and "args.n % 16 != 0" in shown.stdout
+    assert "%16=" not in shown.stdout  # not its log2 read back as a size (2 or 1)
+
+
+def test_build_from_one_swept_key_says_the_rule_is_not_validated(tmp_path: Path) -> None:
+    from rule_helpers import sweep
+
+    sweep("swept", sizes=(256,))
+    out = tmp_path / "rules"
+    done = rules_cli("build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "swept: 1 swept key(s), too few to validate the rule" in done.stderr
+    assert "Sweep more sizes" in done.stderr
+    assert len(list(out.glob("*.rule.json"))) == 1  # still built: it decides that size
+
+
+def test_a_space_grown_since_the_sweep_is_tuned_not_decided_by_the_rule(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    # The sweep timed tile 32 to 256; the site now also offers 512, which no swept key timed:
+    # the rule cannot know whether it wins, so tuning runs where it may.
+    ship(built_rules, monkeypatch, tmp_path)
+    grown = {"tile": [*SPACE["tile"], 512]}
+    s = site("swept", space=grown)
+    a, b, c = torch.randn(300), torch.randn(300), torch.empty(300)
+    with pytest.warns(CacheWarning, match=r"never timed Config\(tile=512\).*tuning instead"):
+        res = call(s, vadd, (a, b, c, 300), 300)
+    assert res.source == "tuned" and len(tune_count) == 1
+    torch.testing.assert_close(c, a + b)
+    # Where tuning may not run, the rule's pick still beats the site's default.
+    s = site("swept", space=grown, options={"mode": "cached"})
+    a, b, c = torch.randn(600), torch.randn(600), torch.empty(600)
+    res = call(s, vadd, (a, b, c, 600), 600)
+    assert res.source == "rule" and len(tune_count) == 1
+    torch.testing.assert_close(c, a + b)
+    # A smaller space (every configuration of it swept, the rule's picks kept) is still
+    # decided by the rule. (Three tiles: a space of one is launched as is, never decided.)
+    picks = {c["tile"] for c in json.loads(rule_file(built_rules).read_text())["configs"]}
+    unpicked = [t for t in SPACE["tile"] if t not in picks]
+    if unpicked:  # (a rule with all four configurations leaves nothing to drop)
+        s = site("swept", space={"tile": [t for t in SPACE["tile"] if t != unpicked[0]]})
+        picked = call(s, vadd, (torch.randn(700), torch.randn(700), torch.empty(700), 700), 700)
+        assert picked.source == "rule" and len(tune_count) == 1
+    shown = rules_cli("show", str(built_rules))
+    assert "swept 4 configurations" in shown.stdout
+
+
+def test_build_from_a_cache_or_a_rules_directory_names_the_records_directory(
+    built_rules: Path, tmp_path: Path
+) -> None:
+    from tunedsl.store import paths
+
+    cache = paths.records_dir().parent  # the cache (its records/ holds the sweep's records)
+    done = rules_cli("build", "--records", str(cache), "--out", str(tmp_path / "a"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"--records {paths.records_dir()}" in done.stderr  # the directory to pass
+    done = rules_cli("build", "--records", str(built_rules), "--out", str(tmp_path / "b"))
+    assert done.returncode == 1
+    assert f"{built_rules} holds rule files (*.rule.json), not tuning records" in done.stderr
+
+
+def test_a_rule_file_damaged_anew_after_a_first_problem_warns_again(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    path = rule_file(built_rules)
+    path.chmod(0o666)  # opened to writes by others: not trusted
+    with pytest.warns(CacheWarning, match="writable by group or others"):
+        assert run("swept", 300).source == "tuned"
+    path.chmod(0o600)
+    path.write_text(path.read_text()[:100])  # then cut short: another problem, said too
+    with pytest.warns(CacheWarning, match="not valid JSON"):
+        assert run("swept", 600).source == "tuned"
+    assert len(tune_count) == 2

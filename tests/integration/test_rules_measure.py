@@ -128,6 +128,8 @@ def test_check_tunes_a_sample_here_and_reports_each_keys_regret(
     )
     assert [n for n, _, _ in lines] == ["100", "700"]  # two of the four, spread out
     assert all(float(r) >= 1.0 for _, _, r in lines)
+    # 100 and 700 are no multiples of 16: said so, not as the log2 of a size (2 or 1).
+    assert "args.n % 16 != 0" in done.stdout and "%16=" not in done.stdout
     assert "2 keys tuned here: regret geomean" in done.stdout and "within 1000.000x" in done.stdout
 
 
@@ -150,3 +152,19 @@ def test_check_fails_a_rule_whose_picks_fail_here_and_one_it_cannot_measure(
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     assert no_gpu.returncode == 1 and "cannot re-measure" in no_gpu.stderr
+
+
+def test_check_says_a_rule_was_built_for_another_version_of_the_scripts_kernel(
+    built: Path, tmp_path: Path
+) -> None:
+    edited = tmp_path / "edited" / "rule_vadd.py"
+    edited.parent.mkdir()
+    source = Path(SCRIPT).read_text()
+    assert "m = offs < n" in source
+    edited.write_text(source.replace("m = offs < n", "m = n > offs"))
+    held = shapes(tmp_path, "held", [300])
+    done = tunedsl("rules", "check", str(built), "--script", str(edited), "--shapes", held)
+    assert done.returncode == 1, done.stdout
+    assert "no sampled shape reached" not in done.stdout  # it did: with another kernel
+    assert "the script's rule-vadd is not the kernel this rule was built for" in done.stdout
+    assert "the runtime never uses this rule" in done.stdout

@@ -343,3 +343,17 @@ def test_the_nearest_swept_key_is_one_of_the_same_alignment_where_the_sweep_has_
     assert nearest(points, point(12001)) == odd_pick  # 12288 is nearer, but aligned
     # With no swept key of its alignment, the nearest of any.
     assert nearest(points[:2], point(12001)) == aligned_pick
+
+
+def test_the_swept_configurations_round_trip_and_a_bad_list_is_refused() -> None:
+    built = build(swept([64, 128, 256]))
+    rule = Rule(
+        "s", {}, None, None, {}, {}, built.configs, built.families, {}, swept=frozenset(CONFIGS)
+    )
+    data = json.loads(json.dumps(rule.to_json()))
+    assert Rule.from_json(data).swept == frozenset(CONFIGS)
+    assert json.dumps(data) == json.dumps(Rule.from_json(data).to_json())  # one order
+    assert Rule.from_json({**data, "swept": None}).swept is None  # a rule of an older build
+    for bad in ({"block": 1}, [], [1, 2], [{"block": [1]}] * 5000):
+        with pytest.raises(InvalidRule, match=r"rule\.swept"):
+            Rule.from_json({**data, "swept": bad})

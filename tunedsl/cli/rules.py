@@ -20,6 +20,7 @@ key's regret under the rule, failing when a rule's geomean regret is above ``--b
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -35,7 +36,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     build = sub.add_parser("build", help="build rules from tuning records")
-    build.add_argument("--site", action="append", default=[], help="only this site (repeat)")
+    build.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        help="only this site, or the sites whose id starts with it (repeat)",
+    )
     build.add_argument(
         "--records",
         action="append",
@@ -126,6 +132,20 @@ def _records(dirs: Sequence[str]) -> Iterable[Any]:
         yield from FileRecordStore(root, writable=False).iter_records()
 
 
+def _not_records(root: Path) -> str | None:
+    """What ``root`` is instead of a records directory, and which one to pass, or None."""
+    from tunedsl.store.rules import SUFFIX
+
+    if (root / "records").is_dir():
+        return f"it is a cache: pass --records {root / 'records'}"
+    if any(p.name.endswith(SUFFIX) for p in root.iterdir()):
+        return (
+            f"{root} holds rule files (*{SUFFIX}), not tuning records: pass the records the "
+            "sweep wrote (its cache's records/ directory, or a directory of shipped records)"
+        )
+    return None
+
+
 def _groups(records: Iterable[Any], sites: Sequence[str]) -> dict[tuple[str, str], list[Any]]:
     from tunedsl.cli.rules_measure import device_of
 
@@ -159,6 +179,7 @@ def build(args: argparse.Namespace) -> int:
     if not 1 <= args.max_configs <= MAX_CONFIGS:
         raise UsageError(f"--max-configs {args.max_configs}: expected 1 to {MAX_CONFIGS}")
     _check_measure_args(args)
+    out = _out_dir(args.out)
     records = list(_records(args.records))
     groups = _groups(records, args.site)
     if not groups:
@@ -175,6 +196,10 @@ def build(args: argparse.Namespace) -> int:
                 + (f", +{len(known) - 10} more" if len(known) > 10 else "")
                 + "; `tunedsl cache ls` lists them)"
             )
+        for d in args.records if not records else ():
+            hint = _not_records(Path(d))
+            if hint is not None:
+                raise UsageError(f"--records {d}: no tuning records there; {hint}")
         files = sum(len(list(Path(d).glob("*.json"))) for d in args.records)
         if files and not records:  # there, but refused: the warnings above say why
             raise UsageError(
@@ -204,16 +229,71 @@ def build(args: argparse.Namespace) -> int:
         if not keys:
             print(f"  {first.site}: no rule (no swept key has a successful time)", file=sys.stderr)
             continue
-        plans.append(Plan(digest, measured, first, keys, None))
+        plans.append(Plan(digest, measured, first, keys, None, _swept(recs)))
         plans[-1].built = build_rule(keys, args.tolerance, args.max_configs)
     if cross_measure(plans, args):
         for plan in plans:
             plan.built = build_rule(plan.keys, args.tolerance, args.max_configs)
-    out = Path(args.out)
     print(f"{'site':<48} {'keys':>5} {'configs':>7} {'geomean':>8} {'p95':>7} {'max':>7}  file")
-    for plan in plans:
-        _save(plan, out)
+    try:
+        for plan in plans:
+            _save(plan, out)
+    except OSError as err:
+        raise UsageError(
+            f"--out {out}: cannot write rule files there ({err.strerror or err}): name a "
+            "directory you can write"
+        ) from None
+    why = _untrusted(out)
+    if why is not None:
+        print(
+            f"  note: --out {out}: {why}, so the runtime ignores rules there; make it private "
+            "(owned by you or root, chmod go-w) before shipping it",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _out_dir(text: str) -> Path:
+    """``--out``, checked before anything is built: a directory, or one this user can create."""
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out {out}: is a file, not a directory: name a directory (created if missing)"
+        )
+    above = out.absolute()
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir() or not os.access(above, os.W_OK | os.X_OK):
+        what = "not a directory" if not above.is_dir() else "not writable by you"
+        raise UsageError(
+            f"--out {out}: cannot create it or write in it ({above} is {what}): name a "
+            "directory you can write"
+        )
+    return out
+
+
+def _untrusted(root: Path) -> str | None:
+    """Why the runtime would not read rules in the directory ``root`` (store/rules.py), or None."""
+    from tunedsl.store import paths
+
+    try:
+        os.close(paths.open_private_dir(root.absolute(), root_may_own=True))
+    except paths.UntrustedDir as why:
+        return str(why)
+    except OSError as err:
+        return f"it cannot be opened ({err.strerror or err})"
+    return None
+
+
+def _swept(records: Sequence[Any]) -> frozenset[Any] | None:
+    """Every configuration the records timed, when each record timed all it had (an
+    exhaustive search): then a configuration outside it is one the site gained since."""
+    from tunedsl.model.rule import MAX_SWEPT
+
+    if not all(str(r.strategy).rsplit(":", 1)[-1] == "exhaustive" for r in records):
+        return None  # a budgeted search timed a subset: no configuration is known new
+    configs = frozenset(c.config for r in records for c in r.results)
+    return configs if 0 < len(configs) <= MAX_SWEPT else None
 
 
 def _save(plan: Any, out: Path) -> None:
@@ -235,6 +315,7 @@ def _save(plan: Any, out: Path) -> None:
         families=built.families,
         validation=built.validation,
         built=time.time(),
+        swept=plan.swept,
     )
     path = save_rule(rule, out)
     v = built.validation
@@ -242,6 +323,13 @@ def _save(plan: Any, out: Path) -> None:
         f"{_short(first.site, 48):<48} {len(plan.keys):>5} {len(built.configs):>7} "
         f"{_x(v.get('geomean')):>8} {_x(v.get('p95')):>7} {_x(v.get('max')):>7}  {path.name}"
     )
+    if not isinstance(v.get("geomean"), float):
+        print(
+            f"  note: {first.site}: {len(plan.keys)} swept key(s), too few to validate the rule "
+            "on keys it was not built from; it decides only sizes within theirs. Sweep more "
+            "sizes and build again",
+            file=sys.stderr,
+        )
     if v.get("unmeasured"):
         print(
             f"  note: {v['unmeasured']} held-out picks were never timed on their key "
@@ -311,7 +399,18 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     toolchain = keyed_toolchain(bt.toolchain())
     stale = bad = 0
     rules: dict[str, tuple[Path, Any]] = {}
+    untrusted = {d: _untrusted(d) for d in {path.parent for path in files}}
+    for where, why in sorted(untrusted.items()):
+        if why is not None:
+            print(
+                f"{where}: not trusted ({why}): the runtime ignores the rules in it; fix: "
+                "chown it to yourself or root and chmod go-w",
+                file=sys.stderr,
+            )
     for path in files:
+        if untrusted[path.parent] is not None:
+            bad += 1
+            continue
         rule = _load(path)
         if rule is None:
             bad += 1

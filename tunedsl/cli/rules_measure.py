@@ -28,6 +28,7 @@ class Plan:
     first: Any  # a record of the group (site, kernel, context, device, versions)
     keys: list[Any]
     built: Any
+    swept: frozenset[Any] | None = None  # every configuration the sweep timed (model/rule.py)
 
 
 def times_of(record: Any) -> dict[Any, float | None]:
@@ -141,10 +142,11 @@ _MAX_LINES = 40
 
 def key_text(readable: Any) -> str:
     """A key's sizes as a person reads them (``args.a.shape[0]=300``)."""
+    from tunedsl.model.rule import show_feature
     from tunedsl.model.rule_features import key_features
 
     family, features = key_features(readable)
-    sizes = ", ".join(f"{f}={2.0**v:.0f}" for f, v in sorted(features.items()))
+    sizes = ", ".join(show_feature(f, v) for f, v in sorted(features.items()))
     return sizes or family
 
 
@@ -183,9 +185,19 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
             f"  {path.name[:12]} {key_text(record.key)}: pick {pick} {pick_text}, best {best} "
             f"{times[best]:.4f} ms: {regret:.3f}x" + ("" if in_range else " (outside its range)")
         )
+    # Sites the script reached under another rule name: an edited kernel, hints or environment.
+    elsewhere = {r.site for r in done.records if where_of(r)[0] not in rules}
     off = False
-    for digest, (path, _rule) in rules.items():
+    for digest, (path, rule) in rules.items():
         found = regrets[digest]
+        if not found and rule.site in elsewhere:
+            off = True
+            print(
+                f"{path.name}: unchecked: the script's {rule.site} is not the kernel this rule "
+                "was built for (its source, static hints or Triton environment changed since), "
+                "so the runtime never uses this rule; sweep and run `tunedsl rules build` again"
+            )
+            continue
         if not found:
             off = True
             print(

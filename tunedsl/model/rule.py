@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl.model.config import Config
+from tunedsl.model.keys import canonical_json
 from tunedsl.model.rule_features import ALIGNED, key_features, ranged
 
 # 2: keys carry an int argument's alignment feature, which a tree may split on (a reader of
@@ -32,6 +33,8 @@ READ_SCHEMAS = (1, 2)
 RULE_KIND = "tunedsl-rule"
 MAX_TREE_DEPTH = 3
 MAX_CONFIGS = 8
+#: The most configurations a rule lists as swept (a site's space is listed up to 4,096).
+MAX_SWEPT = 4096
 
 
 class InvalidRule(ValueError):
@@ -116,6 +119,13 @@ def _show_value(log2_value: float) -> str:
     except OverflowError:  # finite in the file, beyond any float as a size
         return f"2^{log2_value:g}"
     return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
+
+
+def show_feature(feature: str, value: float) -> str:
+    """``M=64`` for a size (stored as log2), ``M % 16 == 0`` for an int's alignment (0 or 1)."""
+    if ranged(feature):
+        return f"{feature}={_show_value(value)}"
+    return f"{feature.removesuffix(ALIGNED)} % 16 {'==' if value else '!='} 0"
 
 
 def _finite(x: Any) -> bool:
@@ -276,6 +286,9 @@ class Rule:
     validation: dict[str, Any]
     built: float = 0.0
     schema: int = RULE_SCHEMA
+    # Every configuration the sweep timed, where it timed every one on each key (an
+    # exhaustive search): a site that now keeps others is tuned, not decided (None: unknown).
+    swept: frozenset[Config] | None = None
 
     def family_of(self, family: str) -> Family | None:
         for fam in self.families:
@@ -316,6 +329,7 @@ class Rule:
             "families": [f.to_json() for f in self.families],
             "validation": self.validation,
             "built": self.built,
+            "swept": None if self.swept is None else _sorted_configs(self.swept),
         }
 
     @classmethod
@@ -349,6 +363,15 @@ class Rule:
         if not isinstance(validation, dict):
             raise InvalidRule("rule.validation is not a mapping")
         built = data.get("built", 0.0)
+        swept_raw = data.get("swept")
+        if swept_raw is not None and (
+            not isinstance(swept_raw, list) or not 0 < len(swept_raw) <= MAX_SWEPT
+        ):
+            raise InvalidRule(f"rule.swept is not a list of 1 to {MAX_SWEPT} configurations")
+        try:
+            swept = None if swept_raw is None else frozenset(map(Config.from_json, swept_raw))
+        except Exception as err:
+            raise InvalidRule(f"rule.swept: {err}") from None
         return cls(
             site=data["site"],
             kernel=data["kernel"],
@@ -361,6 +384,7 @@ class Rule:
             validation=validation,
             built=float(built) if _finite(built) else 0.0,
             schema=data["schema"],
+            swept=swept,
         )
 
     def describe(self) -> str:
@@ -386,6 +410,11 @@ class Rule:
                     f", p95 {_ratio(near.get('p95'))}; single best configuration geomean "
                     f"{_ratio(single.get('geomean'))}, p95 {_ratio(single.get('p95'))}"
                 )
+        if self.swept is not None:
+            lines.append(
+                f"  swept {len(self.swept)} configurations (a site whose space or prune= keeps "
+                "another is tuned where it may)"
+            )
         lines.append("  configurations:")
         lines += [f"    {_label(i)} {c}" for i, c in enumerate(self.configs)]
         for fam in self.families:
@@ -397,9 +426,14 @@ class Rule:
             else:
                 lines.append("    nearest swept key:")
                 for x, p in fam.points:
-                    where = ", ".join(f"{f}={_show_value(v)}" for f, v in sorted(x.items()))
+                    where = ", ".join(show_feature(f, v) for f, v in sorted(x.items()))
                     lines.append(f"      {where} -> {_label(p)}")
         return "\n".join(lines)
+
+
+def _sorted_configs(configs: frozenset[Config]) -> list[Any]:
+    """The configurations' JSON in one order (a rule file built twice is the same)."""
+    return [c.to_json() for c in sorted(configs, key=lambda c: canonical_json(c.to_json()))]
 
 
 def _ratio(x: Any) -> str:

@@ -73,6 +73,16 @@ def rule_pick(
             f"a key outside the range of {where} (sizes beyond the sweep, or another dtype or "
             f"layout); tuning cannot run here, so it launches the rule's nearest pick {config}",
         )
+    elif tuning_allowed and rule.swept is not None:
+        new = _unswept(rule.swept, candidates)
+        if new is not None:
+            warn_once(
+                f"rule-space:{digest}",
+                f"{where} comes from a sweep that never timed {new}, which this site's space "
+                "and prune= keep for the key: tuning instead. Sweep again and run "
+                "`tunedsl rules build`",
+            )
+            return None
     if not _is_candidate(config, candidates):
         warn_once(
             f"rule-outside:{digest}:{config}",
@@ -89,6 +99,24 @@ def rule_pick(
             )
             return None
     return config
+
+
+# The last candidates tuple checked against a rule's swept configurations, and the answer.
+_covered: tuple[Sequence[Config], frozenset[Config], Config | None] | None = None
+
+
+def _unswept(swept: frozenset[Config], candidates: Sequence[Config]) -> Config | None:
+    """A candidate the rule's sweep never timed (the site's space or prune= grew), or None."""
+    global _covered
+    if not isinstance(candidates, tuple | list):  # a lazy space: never listed, so unknown
+        return None
+    memo = _covered
+    if memo is not None and memo[0] is candidates and memo[1] is swept:
+        return memo[2]
+    new = next((c for c in candidates if c not in swept), None)
+    if candidates.__class__ is tuple:  # the site's space, shared by its keys
+        _covered = (candidates, swept, new)
+    return new
 
 
 # The last candidates tuple seen, as a set: keys of one site share it (the site's space, no

@@ -96,7 +96,8 @@ def find_rule(digest: str) -> Rule | None:
         try:
             rule = read_rule_file(path)
         except (OSError, InvalidRule, rec.InvalidRecord) as err:
-            warn_once(f"bad-rule:{path}", f"ignoring rule {path}: {err}")
+            # Once per problem, not per file: a file fixed, then damaged anew, says so again.
+            warn_once(f"bad-rule:{path}:{err}", f"ignoring rule {path}: {err}")
             continue
         if digest_of(rule) != digest:
             warn_once(f"bad-rule:{path}", f"ignoring rule {path}: it names another site")
