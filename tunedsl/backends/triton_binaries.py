@@ -347,9 +347,14 @@ def write_entry(key: str, files: Mapping[str, bytes], manifest: Mapping[str, Any
     entry = {**files, MANIFEST: json.dumps(manifest, indent=1).encode()}
     root = binaries_dir()
     try:
-        # The chain from the cache root checked first: in a directory others can write,
-        # they could swap the temporary directory the files are written into.
-        os.close(paths.open_or_make_private_dir(root))
+        # The chain from the cache root is checked as it is made: in a directory others can
+        # write, they could swap the temporary directory the files are written into.
+        root = paths.ensure_private_dir(root)
+        try:
+            atomic.write_directory(root / key, entry)
+        except OSError:  # another process stored it first (a non-empty directory)
+            if not (root / key / MANIFEST).is_file():
+                raise
     except paths.UntrustedDir as why:
         warn_once(
             f"binary-dir:{root}",
@@ -358,15 +363,6 @@ def write_entry(key: str, files: Mapping[str, bytes], manifest: Mapping[str, Any
             "TUNEDSL_CACHE_DIR at a directory of your own",
         )
         return False
-    except OSError:
-        pass  # cannot be made: writing below reports it
-    try:
-        root = paths.ensure_private_dir(root)
-        try:
-            atomic.write_directory(root / key, entry)
-        except OSError:  # another process stored it first (a non-empty directory)
-            if not (root / key / MANIFEST).is_file():
-                raise
     except OSError as err:
         warn_once(
             "unwritable-binaries",
