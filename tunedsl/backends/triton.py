@@ -19,7 +19,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 from tunedsl.model.hints import INTERPRETER, TargetFacts
-from tunedsl.model.keys import is_tensor
+from tunedsl.model.keys import is_tensor, is_triton_constexpr
 
 __all__ = ["interpreting"]  # re-exported: the one reading of Triton's interpreter knob
 
@@ -71,10 +71,6 @@ def _source(fn: Any) -> str:
         return repr(fn)
 
 
-def _is_constexpr(value: Any) -> bool:
-    return type(value).__name__ == "constexpr" and hasattr(value, "value")
-
-
 def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
     ``lib.helper(x)``: a global, or an attribute of a global module, that wraps a Python
@@ -96,7 +92,7 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     out = [
         f"{n}={getattr(v, 'value', None)!r}"
         for n, v in zip(sorted(names), found, strict=False)
-        if _is_constexpr(v)
+        if is_triton_constexpr(v)
     ]
     for obj in found:
         inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None

@@ -114,19 +114,21 @@ def variants(
             continue
         holes, dyn_kwargs, grid = call.bind(cfg)
         if not out:  # the launch binds the same way for every configuration
-            check_hint_twice({**call.static_kwargs, **dyn_kwargs}, cfg, settings.hints, site.label)
+            info = bt.kernel_info(call.kernel)
+            launch_kwargs = {**call.static_kwargs, **dyn_kwargs}
+            check_hint_twice(launch_kwargs, cfg, settings.hints, site.label)
             mistakes.check_launch(
                 call.kernel,
-                bt.kernel_info(call.kernel),
+                info,
                 fill_holes(call.args, holes) if holes else call.args,
-                {**call.static_kwargs, **dyn_kwargs},
+                launch_kwargs,
                 site.label,
                 bt.launch_option_names,
             )
-            mistakes.check_key_names(call.key, bt.kernel_info(call.kernel), site.label)
+            mistakes.check_key_names(call.key, info, site.label)
             if not site.has_key:
                 unkeyed.check(
-                    bt.kernel_info(call.kernel).arg_names,
+                    info.arg_names,
                     call.args,
                     call.static_kwargs,
                     holes,
