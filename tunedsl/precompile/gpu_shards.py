@@ -3,12 +3,13 @@
 ``GpuChildren`` starts one child process per GPU (``CUDA_VISIBLE_DEVICES`` names its GPU,
 ``TUNEDSL_TUNE_DEVICES=1`` keeps each tuning on it); ``run_on_gpus`` hands them the tasks
 from one shared queue: whichever child is free takes the next, so each GPU tunes different
-keys and no task runs twice. A task that fails is tried once more on another GPU, then reported with the GPU
-it failed on; a child that dies is started again for the next task. The children answer on
-a pipe of their own (what a workload prints goes to stderr), with the records of each task
-as plain JSON, validated by the caller like any record file. A sweep starts the children
-(``GpuChildren``) before it imports the script itself, and each child imports the script
-and sets up its GPU meanwhile, so their start overlaps the sweep's planning.
+keys and no task runs twice. A task that fails is tried once more on another GPU, then
+reported with the GPU it failed on; a child that dies is started again for the next task.
+The children answer on a pipe of their own (what a workload prints goes to stderr), with the
+records of each task as plain JSON, validated by the caller like any record file. A sweep
+starts the children (``GpuChildren``) before it imports the script itself, and each child
+imports the script and sets up its GPU meanwhile, so their start overlaps the sweep's
+planning.
 
 ``run.tune_on_gpus`` (``precompile --tune`` on several GPUs, through ``run_jobs``): every GPU's process calls the
 workloads, and each key is tuned by the process that claims it first (``ClaimDir``: a file

@@ -148,8 +148,8 @@ _LAUNCHER_FORMS: dict[tuple[int, frozenset[str]], str] = {
             "global_scratch_align global_scratch_size gsan gsan_enabled has_profile_allocator "
             "kernel_signature launch launch_cooperative_grid launch_pdl num_ctas "
             "profile_scratch_align profile_scratch_size runtime synchronize_launch_stream "
-            "triton triton.experimental.gsan._allocator triton.experimental.gsan._stream_sync"
-            "".split()
+            "triton triton.experimental.gsan._allocator "
+            "triton.experimental.gsan._stream_sync".split()
         ),
     ): "tuple",
     (
