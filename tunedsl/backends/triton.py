@@ -73,9 +73,9 @@ def _source(fn: Any) -> str:
 
 def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
-    ``lib.helper(x)``: a global, or an attribute of a global module, that wraps a Python
-    function as ``.fn``), recursively, in a fixed order, with the ``tl.constexpr`` globals
-    each reads."""
+    ``lib.helper(x)``, ``pkg.lib.helper(x)``: a global, or an attribute of a module reached
+    through one, that wraps a Python function as ``.fn``), recursively, in a fixed order,
+    with the ``tl.constexpr`` globals each reads."""
     code = getattr(fn, "__code__", None)
     names: set[str] = set()
     stack = [code] if isinstance(code, types.CodeType) else []
@@ -86,7 +86,12 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     scope = getattr(fn, "__globals__", {})
     found = [scope.get(n) for n in sorted(names)]
     modules = [m for m in found if isinstance(m, types.ModuleType)]
-    found += [_attribute(m, n) for m in modules for n in sorted(names)]
+    for module in modules:  # grows: a module reached through a module is searched too
+        for n in sorted(names):
+            value = _attribute(module, n)
+            found.append(value)
+            if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
+                modules.append(value)
     # The values of the tl.constexpr globals it reads, as Triton's own hash covers them:
     # one edited changes the code (a tl.static_assert, a block size).
     out = [

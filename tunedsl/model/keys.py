@@ -319,7 +319,15 @@ def hashable_user_key(value: Any) -> Any:
         value = [(str(k), v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
+    if is_numpy_scalar(value):  # np.int64(3) is the key 3, in memory and on disk
+        value = value.item()
     return int(value) if isinstance(value, bool | float) and value % 1 == 0 else value
+
+
+def is_numpy_scalar(value: Any) -> bool:
+    """A numpy number (``np.int64(3)``, ``np.float32(0.5)``), told by its class, so this
+    module needs no numpy."""
+    return value.__class__.__module__ == "numpy" and getattr(value, "ndim", None) == 0
 
 
 class KernelToken:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_tensor
+from tunedsl.model.keys import is_numpy_scalar, is_tensor
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import foreign
@@ -228,6 +228,8 @@ def _unstable(value: Any, where: str) -> str | None:
             why = _unstable(item, f"{where}[{k!r}]")
             if why is not None:
                 return why
+        return None
+    if is_numpy_scalar(value):  # np.prod(x.shape): a number, keyed as its Python value
         return None
     if hasattr(value, "__array__"):
         return f"`{where}` is an array ({type(value).__name__}): the key would be its values"
