@@ -164,6 +164,9 @@ import triton
 import triton.language as tl
 
 
+SHIFT = tl.constexpr(0)
+
+
 @triton.jit
 def act(x):
     return x * 2
@@ -179,7 +182,8 @@ import third_pkg.ops.acts
 @triton.jit
 def apply(x, y, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y + offs, third_pkg.ops.acts.act(tl.load(x + offs, mask=offs < n)), mask=offs < n)
+    v = third_pkg.ops.acts.act(tl.load(x + offs, mask=offs < n)) + third_pkg.ops.acts.SHIFT
+    tl.store(y + offs, v, mask=offs < n)
 """
 
 APPLY_SITE = """\
@@ -193,12 +197,18 @@ def run(x, y):
 """
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [("return x * 2", "return x * 2 + 1"), ("tl.constexpr(0)", "tl.constexpr(1)")],
+    ids=["helper", "constexpr"],
+)
 def test_a_helper_edited_in_a_package_the_kernel_reaches_by_path_is_tuned_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: tuple[str, str]
 ) -> None:
-    """A kernel calling ``pkg.ops.acts.act(x)``: the interpreter's kernel hash followed one
-    module attribute (``lib.act``), not two, so an edited ``act`` kept its stored decision
-    (the chosen configuration may not suit the new kernel)."""
+    """A kernel calling ``pkg.ops.acts.act(x)`` and reading ``pkg.ops.acts.SHIFT``: the
+    interpreter's kernel hash followed one module attribute (``lib.act``), not two, and
+    never a constexpr read through a module, so an edited ``act`` or ``SHIFT`` kept its
+    stored decision (the chosen configuration may not suit the new kernel)."""
     from tunedsl.runtime import decide
 
     package = tmp_path / "third_pkg" / "ops"
@@ -222,7 +232,8 @@ def test_a_helper_edited_in_a_package_the_kernel_reaches_by_path_is_tuned_again(
     assert source == "tuned"
     close(y, x * 2)
     assert run(HELPER)[0] == "disk"  # the same helper: the stored decision serves
-    edited = HELPER.replace("return x * 2", "return x * 2 + 1")
+    edited = HELPER.replace(*edit)
+    assert edited != HELPER
     source, x, y = run(edited)
     assert source == "tuned"
     close(y, x * 2 + 1)

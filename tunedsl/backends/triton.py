@@ -75,7 +75,7 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
     ``lib.helper(x)``, ``pkg.lib.helper(x)``: a global, or an attribute of a module reached
     through one, that wraps a Python function as ``.fn``), recursively, in a fixed order,
-    with the ``tl.constexpr`` globals each reads."""
+    with the ``tl.constexpr`` values each reads (globals, and attributes of such modules)."""
     code = getattr(fn, "__code__", None)
     names: set[str] = set()
     stack = [code] if isinstance(code, types.CodeType) else []
@@ -85,13 +85,6 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     scope = getattr(fn, "__globals__", {})
     found = [scope.get(n) for n in sorted(names)]
-    modules = [m for m in found if isinstance(m, types.ModuleType)]
-    for module in modules:  # grows: a module reached through a module is searched too
-        for n in sorted(names):
-            value = _attribute(module, n)
-            found.append(value)
-            if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
-                modules.append(value)
     # The values of the tl.constexpr globals it reads, as Triton's own hash covers them:
     # one edited changes the code (a tl.static_assert, a block size).
     out = [
@@ -99,6 +92,15 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
         for n, v in zip(sorted(names), found, strict=False)
         if is_triton_constexpr(v)
     ]
+    modules = [m for m in found if isinstance(m, types.ModuleType)]
+    for module in modules:  # grows: a module reached through a module is searched too
+        for n in sorted(names):
+            value = _attribute(module, n)
+            found.append(value)
+            if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
+                modules.append(value)
+            elif is_triton_constexpr(value):  # lib.WIDTH, read through its module
+                out.append(f"{module.__name__}.{n}={getattr(value, 'value', None)!r}")
     for obj in found:
         inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
         if not inspect.isfunction(inner) or id(inner) in seen:
