@@ -16,13 +16,14 @@ import pytest
 import torch
 import triton.language as tl
 
+from tunedsl.errors import UsageError
 from tunedsl.frontend.compile import compile_source
 
 pytestmark = pytest.mark.needs_triton
 
 SCRIPT = """\
 from tunedsl import autotune, cdiv
-from kernels_third import accumulate_pair, bias_act, row_stats
+from kernels_third import accumulate_pair, bias_act, row_stats, scale_rows
 
 
 def accumulate(total, x):
@@ -48,6 +49,16 @@ def epilogue(x, y, bias=None, **constexprs):
     return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
                     bias_act(x, bias, y, x.numel(), cols, *x.stride(), y.stride(0),
                              BLOCK=$BLOCK, **constexprs))
+
+
+def tripled(x, y):
+    return autotune(space=dict(BLOCK=[32, 64], num_warps=[2, 8]), blocks=cdiv(x.numel(), $BLOCK),
+                    scale_rows(x, y, x.numel(), BLOCK=$BLOCK))
+
+
+def tripled_blocks(x, y):
+    return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
+                    scale_rows(x, y, x.numel(), BLOCK=$BLOCK))
 
 
 def epilogue_keyed(x, y, key):
@@ -237,3 +248,16 @@ def test_a_helper_edited_in_a_package_the_kernel_reaches_by_path_is_tuned_again(
     source, x, y = run(edited)
     assert source == "tuned"
     close(y, x * 2 + 1)
+
+
+def test_a_launch_hint_a_heuristic_computes_is_not_tuned_in_silence(dsl) -> None:
+    # @triton.heuristics({"num_warps": ...}) sets num_warps after the launch's own: every
+    # num_warps of space= ran the heuristic's, and the record named a choice never measured.
+    x, y = torch.randn(100), torch.zeros(100)
+    with pytest.raises(UsageError) as err:
+        dsl["tripled"](x, y)
+    text = str(err.value)
+    assert "@triton.heuristics" in text and "`num_warps`" in text and "space=" in text, text
+    assert "third_sites.py" in text and not y.any(), text
+    assert dsl["tripled_blocks"](x, y).source == "tuned"  # fields it does not compute tune
+    close(y, x * 3)

@@ -99,7 +99,7 @@ def variants(
     """``configs`` (default: the candidates ``prune=`` keeps) bound to ``call``, with the
     configurations whose launch hints are infeasible here and why."""
     from tunedsl.backends import triton as bt
-    from tunedsl.model.hints import InfeasibleConfig, check_hint_twice, launch_options
+    from tunedsl.model.hints import HINTS, InfeasibleConfig, check_hint_twice, launch_options
 
     if configs is None:
         configs = candidates(site, call, settings)
@@ -124,6 +124,7 @@ def variants(
                 launch_kwargs,
                 site.label,
                 bt.launch_option_names,
+                [name for name in cfg if name in HINTS],
             )
             mistakes.check_key_names(call.key, info, site.label)
             if not site.has_key:
