@@ -66,3 +66,12 @@ def _warps(nargs):  # Liger's and xformers' rule: more warps for wider rows
 def scale_rows(x, y, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(y + offs, tl.load(x + offs, mask=offs < n) * 3, mask=offs < n)
+
+
+@triton.jit
+def add_scaled(y, x, sx, a, n, BLOCK: tl.constexpr):
+    # y += a * x in place, x of any stride (a broadcast bias has stride 0).
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(y + offs, mask=mask) + a * tl.load(x + offs * sx, mask=mask)
+    tl.store(y + offs, v, mask=mask)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.needs_triton
 
 SCRIPT = """\
 from tunedsl import autotune, cdiv
-from kernels_third import accumulate_pair, bias_act, row_stats, scale_rows
+from kernels_third import accumulate_pair, add_scaled, bias_act, row_stats, scale_rows
 
 
 def accumulate(total, x):
@@ -59,6 +59,11 @@ def tripled(x, y):
 def tripled_blocks(x, y):
     return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
                     scale_rows(x, y, x.numel(), BLOCK=$BLOCK))
+
+
+def axpy(y, x, a):
+    return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(y.numel(), $BLOCK),
+                    restore_value=["y", "x"], add_scaled(y, x, x.stride(0), a, y.numel(), BLOCK=$BLOCK))
 
 
 def epilogue_keyed(x, y, key):
@@ -261,3 +266,15 @@ def test_a_launch_hint_a_heuristic_computes_is_not_tuned_in_silence(dsl) -> None
     assert "third_sites.py" in text and not y.any(), text
     assert dsl["tripled_blocks"](x, y).source == "tuned"  # fields it does not compute tune
     close(y, x * 3)
+
+
+def test_restore_value_may_name_a_broadcast_input(dsl) -> None:
+    # Restoring bias.expand(n) (stride 0) raised torch's "more than one element of the
+    # written-to tensor refers to a single memory location" before every launch, so every
+    # configuration failed; each element is now written once.
+    torch.manual_seed(0)
+    y, x = torch.randn(100), torch.randn(1).expand(100)
+    before = y.clone()
+    res = dsl["axpy"](y, x, 2.0)
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    close(y, before + 2 * x)

@@ -392,11 +392,24 @@ def clone(x: Any) -> Any:
 
 
 def copy_into(dst: Any, src: Any) -> None:
-    dst.detach().copy_(src)
+    index = _broadcast_index(dst)
+    if index is None:
+        dst.detach().copy_(src)
+    else:  # torch writes no tensor whose elements share memory: each element once
+        dst.detach()[index].copy_(src[index])
 
 
 def zero(x: Any) -> None:
     x.detach().zero_()
+
+
+def _broadcast_index(x: Any) -> tuple[slice, ...] | None:
+    """For a broadcast tensor (``bias.expand(n, m)``, stride 0 along a dimension of more
+    than one element), the index of the view that holds each of its elements once."""
+    dims = tuple(zip(x.stride(), x.shape, strict=True))
+    if all(stride or size < 2 for stride, size in dims):
+        return None
+    return tuple(slice(0, 1) if stride == 0 else slice(None) for stride, _ in dims)
 
 
 def storage_address(x: Any) -> int:
