@@ -38,6 +38,17 @@ def accumulate_restored(total, x):
                     accumulate_pair((total, x), n, BLOCK=$BLOCK))
 
 
+def fits(configs, args):
+    total, x = args["pair"]
+    return [c for c in configs if c.BLOCK <= max(16, x.numel())]
+
+
+def accumulate_pruned(total, x):
+    n = x.numel()
+    return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(n, $BLOCK), restore_value=["pair"],
+                    prune=fits, accumulate_pair((total, x), n, BLOCK=$BLOCK))
+
+
 def stats(x, mean, rstd):
     rows, cols = x.shape
     return autotune(space=dict(BLOCK=[32, 64], num_warps=[1, 2]), blocks=rows, verify=True,
@@ -113,6 +124,23 @@ def test_tensors_written_in_place_inside_a_tuple_are_restored_while_tuning(dsl) 
         assert dsl["accumulate_restored"](total, x).source == "tuned"
     close(total[:100], x)
     close(total[100], x.sum())
+
+
+def test_a_tuple_of_tensors_prune_reads_is_keyed_by_their_dtypes_and_shapes(
+    dsl, tmp_path: Path
+) -> None:
+    # prune_value keyed a tuple by its elements as objects and the record by their printed
+    # values: every call with new tensors tuned again and wrote a record holding the data.
+    torch.manual_seed(0)
+    for n, source in [(100, "tuned"), (100, "memory"), (40, "tuned"), (100, "memory")]:
+        x, total = torch.randn(n), torch.zeros(n + 1)
+        res = dsl["accumulate_pruned"](total, x)
+        assert res.source == source, (n, res.source)
+        close(total[:n], x)
+    assert "tensor(" not in str(res.key), res.key
+    assert res.key["prune"]["pair"]["value"][1] == {"dtype": "float32", "shape": [100]}
+    fresh = load(tmp_path, "third_sites", SCRIPT)  # a new site, as in a new process
+    assert fresh["accumulate_pruned"](torch.zeros(101), torch.randn(100)).source == "disk"
 
 
 def test_a_numpy_scalar_key_is_the_number_it_holds(dsl, tmp_path: Path) -> None:
