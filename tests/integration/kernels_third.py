@@ -75,3 +75,11 @@ def add_scaled(y, x, sx, a, n, BLOCK: tl.constexpr):
     mask = offs < n
     v = tl.load(y + offs, mask=mask) + a * tl.load(x + offs * sx, mask=mask)
     tl.store(y + offs, v, mask=mask)
+
+
+@triton.jit
+def double_pair(pair, n, BLOCK: tl.constexpr):
+    # pair = (x, out): out = 2 * x.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(pair[1] + offs, tl.load(pair[0] + offs, mask=mask) * 2, mask=mask)

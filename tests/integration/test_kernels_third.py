@@ -23,7 +23,7 @@ pytestmark = pytest.mark.needs_triton
 
 SCRIPT = """\
 from tunedsl import autotune, cdiv
-from kernels_third import accumulate_pair, add_scaled, bias_act, row_stats, scale_rows
+from kernels_third import accumulate_pair, add_scaled, bias_act, double_pair, row_stats, scale_rows
 
 
 def accumulate(total, x):
@@ -39,14 +39,14 @@ def accumulate_restored(total, x):
 
 
 def fits(configs, args):
-    total, x = args["pair"]
+    x, out = args["pair"]
     return [c for c in configs if c.BLOCK <= max(16, x.numel())]
 
 
-def accumulate_pruned(total, x):
+def doubled_pruned(x, out):
     n = x.numel()
-    return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(n, $BLOCK), restore_value=["pair"],
-                    prune=fits, accumulate_pair((total, x), n, BLOCK=$BLOCK))
+    return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(n, $BLOCK), prune=fits,
+                    double_pair((x, out), n, BLOCK=$BLOCK))
 
 
 def stats(x, mean, rstd):
@@ -133,14 +133,14 @@ def test_a_tuple_of_tensors_prune_reads_is_keyed_by_their_dtypes_and_shapes(
     # values: every call with new tensors tuned again and wrote a record holding the data.
     torch.manual_seed(0)
     for n, source in [(100, "tuned"), (100, "memory"), (40, "tuned"), (100, "memory")]:
-        x, total = torch.randn(n), torch.zeros(n + 1)
-        res = dsl["accumulate_pruned"](total, x)
+        x, out = torch.randn(n), torch.zeros(n)
+        res = dsl["doubled_pruned"](x, out)
         assert res.source == source, (n, res.source)
-        close(total[:n], x)
+        close(out, 2 * x)
     assert "tensor(" not in str(res.key), res.key
     assert res.key["prune"]["pair"]["value"][1] == {"dtype": "float32", "shape": [100]}
     fresh = load(tmp_path, "third_sites", SCRIPT)  # a new site, as in a new process
-    assert fresh["accumulate_pruned"](torch.zeros(101), torch.randn(100)).source == "disk"
+    assert fresh["doubled_pruned"](torch.randn(100), torch.zeros(100)).source == "disk"
 
 
 def test_a_numpy_scalar_key_is_the_number_it_holds(dsl, tmp_path: Path) -> None:
@@ -306,3 +306,19 @@ def test_restore_value_may_name_a_broadcast_input(dsl) -> None:
     res = dsl["axpy"](y, x, 2.0)
     assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
     close(y, before + 2 * x)
+
+
+def test_a_tensor_descriptor_prune_reads_is_keyed_by_its_tensor_not_its_values() -> None:
+    # A descriptor is unhashable: it was keyed by its printed form, its tensor's values.
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from tunedsl.model.prune_keys import make_prune_part, readable_prune
+
+    part = make_prune_part(("desc", "n"), frozenset({"desc"}))
+    one, two = (TensorDescriptor.from_tensor(torch.randn(32, 16), [16, 16]) for _ in range(2))
+    assert part((one, 5), {}) == part((two, 5), {})
+    wide = TensorDescriptor.from_tensor(torch.randn(32, 32), [16, 16])
+    assert part((one, 5), {}) != part((wide, 5), {})
+    text = readable_prune(("desc", "n"), (one, 5), {}, frozenset({"desc"}))
+    assert text == readable_prune(("desc", "n"), (two, 5), {}, frozenset({"desc"}))
+    assert "tensor(" not in str(text), text
