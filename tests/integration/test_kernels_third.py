@@ -49,6 +49,12 @@ def doubled_pruned(x, out):
                     double_pair((x, out), n, BLOCK=$BLOCK))
 
 
+def doubled_verified(x, out):
+    n = x.numel()
+    return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(n, $BLOCK), verify=["pair"],
+                    double_pair((x, out), n, BLOCK=$BLOCK))
+
+
 def stats(x, mean, rstd):
     rows, cols = x.shape
     return autotune(space=dict(BLOCK=[32, 64], num_warps=[1, 2]), blocks=rows, verify=True,
@@ -124,6 +130,15 @@ def test_tensors_written_in_place_inside_a_tuple_are_restored_while_tuning(dsl) 
         assert dsl["accumulate_restored"](total, x).source == "tuned"
     close(total[:100], x)
     close(total[100], x.sum())
+
+
+def test_verify_names_a_tuple_for_its_tensors(dsl) -> None:
+    # verify=["pair"] was "not a tensor parameter of the kernel": a tuple's tensors could
+    # not be checked at all.
+    x, out = torch.randn(100), torch.zeros(100)
+    res = dsl["doubled_verified"](x, out)
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    close(out, 2 * x)
 
 
 def test_a_tuple_of_tensors_prune_reads_is_keyed_by_their_dtypes_and_shapes(

@@ -33,6 +33,7 @@ from typing import Any
 
 from tunedsl.backends.compile_pool import default_workers, start_drained_thread
 from tunedsl.backends.hooks import call_pre_hook, call_user, check_output, hook_args
+from tunedsl.backends.inplace import InPlaceWatch, data_arguments, tuple_members
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
@@ -64,8 +65,6 @@ class Guard:
     def __init__(
         self, bound: Mapping[str, Any], req: Any, watch: bool = False, kernel: str = ""
     ) -> None:
-        from tunedsl.backends.inplace import InPlaceWatch, data_arguments, tuple_members
-
         self.hook_bound = bound  # a descriptor stands for its base here, not for hooks
         bound = data_arguments(bound)
         restore_value = tuple_members(req.settings.restore_value, bound)
@@ -174,8 +173,8 @@ class Verifier:
             self.reference = dict(expected)
         elif verify is True:
             self.outputs = tensors
-        else:
-            self.outputs = [str(n) for n in verify]
+        else:  # a tuple's name stands for its tensors
+            self.outputs = tuple_members([str(n) for n in verify], guard.bound)
         for name in self.outputs:
             check_output(name, tensors, self.reference, guard.bound, guard.bt)
         if not guard.verify_snapshot:
