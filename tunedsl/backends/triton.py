@@ -87,12 +87,12 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     found = [scope.get(n) for n in sorted(names)]
     modules = [m for m in found if isinstance(m, types.ModuleType)]
     found += [_attribute(m, n) for m in modules for n in sorted(names)]
-    # The values of the tl.constexpr globals it reads, as Triton's own hash covers them:
-    # one edited changes the code (a tl.static_assert, a block size).
+    # The values of the tl.constexpr and tl.dtype globals it reads (Triton checks both
+    # before reusing a kernel): one edited changes the code (a tl.static_assert, a cast).
     out = [
-        f"{n}={getattr(v, 'value', None)!r}"
+        f"{n}={getattr(v, 'value', v)!r}"
         for n, v in zip(sorted(names), found, strict=False)
-        if is_triton_constexpr(v)
+        if is_triton_constexpr(v) or _is_triton_dtype(v)
     ]
     for obj in found:
         inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
@@ -101,6 +101,14 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
         seen.add(id(inner))
         out += [_source(inner), *_called_sources(inner, seen)]
     return out
+
+
+def _is_triton_dtype(value: Any) -> bool:
+    """``tl.float16`` and the other ``triton.language`` dtypes (by class, without importing)."""
+    return any(
+        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
+        for c in value.__class__.__mro__
+    )
 
 
 def _attribute(module: types.ModuleType, name: str) -> Any:
