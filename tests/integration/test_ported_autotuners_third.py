@@ -276,3 +276,133 @@ def test_ints_are_keyed_by_tritons_specialization_classes(dsl: dict[str, Any]) -
 @pytest.fixture
 def dsl(tmp_path: Path) -> dict[str, Any]:
     return load(tmp_path / "ported_third.py")
+
+
+# --- triton.autotune and Kernel Tuner: arguments checked before anything runs -------------
+
+
+def launch_copy(name: str, **options: Any) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    """``copy`` over 300 elements tuned on ``block`` through ``autotune_launch``, with
+    ``options`` replacing the defaults; returns the result, the output and the input."""
+    from ported_kernels_more import copy
+
+    src, dst = torch.randn(300), torch.zeros(300)
+    call: dict[str, Any] = {
+        "space": {"block": [32, 128]},
+        "grid": lambda cfg: (cdiv(300, cfg.block),),
+        "args": (dst, src, 300),
+        "kwargs": lambda cfg: {"BLOCK": cfg.block},
+        "name": name,
+    }
+    call.update(options)
+    return autotune_launch(copy, **call), dst, src
+
+
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_restrictions
+def test_a_restriction_given_as_a_string_is_a_usage_error() -> None:
+    """Kernel Tuner takes restrictions as strings ("block_size_x>=32"); tunedsl's
+    constraint is a function of the configuration, and a string is named with what it
+    must be, instead of failing later as "'str' object is not callable"."""
+    with pytest.raises(UsageError, match=r"constraint=.*must be callable, not 'block >= 64'"):
+        Space(block=[32, 128], constraint="block >= 64")  # type: ignore[arg-type]
+
+
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_get_grid_dimensions
+@pytest.mark.parametrize(
+    ("grid", "problem"),
+    [
+        (lambda cfg: (300 / cfg.block,), r"non-negative ints, got \(9\.375,\)"),
+        (lambda cfg: (-1,), r"non-negative ints, got \(-1,\)"),
+        (lambda cfg: (1, 1, 1, 1), r"1 to 3 dimensions, got \(1, 1, 1, 1\)"),
+    ],
+    ids=["float", "negative", "four-dimensions"],
+)
+def test_a_grid_triton_cannot_launch_is_a_usage_error(grid: Any, problem: str) -> None:
+    """Kernel Tuner computes grid dimensions as ceil(problem / grid_div) and Triton takes
+    1 to 3 non-negative ints: a grid of a float (``n / block`` instead of ``cdiv``), a
+    negative size or four dimensions is one error naming ``grid=`` before any
+    configuration runs, instead of every configuration failing in the interpreter."""
+    with pytest.raises(UsageError, match=rf"blocks=/grid= must .*{problem}") as info:
+        launch_copy(f"grid-{problem[:8]}", grid=grid)
+    assert "Config(" not in str(info.value)  # not a list of failed configurations
+
+
+# ported from: KernelTuner/kernel_tuner test/test_core.py::test_check_kernel_output
+@pytest.mark.parametrize(
+    "verify",
+    [lambda inputs: {"dstt": inputs["src"].clone()}, ["dstt"]],
+    ids=["reference", "names"],
+)
+def test_verifying_an_argument_the_kernel_does_not_have_is_a_usage_error(verify: Any) -> None:
+    """Kernel Tuner checks that ``answer`` has one entry per kernel argument; tunedsl's
+    ``verify=`` names outputs, and a name that is not a tensor parameter (a typo) is an
+    error listing the tensor parameters, never an output left unchecked in silence."""
+    with pytest.raises(UsageError, match=r"'dstt' is not a tensor parameter.*dst, src"):
+        launch_copy("verify-typo", verify=verify)
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_restore
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"restore_value": ["srcc"]}, r"restore_value: 'srcc' is not a parameter"),
+        ({"reset_to_zero": ["N"]}, r"reset_to_zero: argument 'N' is not a tensor"),
+    ],
+    ids=["misspelled", "not-a-tensor"],
+)
+def test_restore_or_reset_of_what_is_no_tensor_parameter_is_a_usage_error(
+    option: dict[str, Any], message: str
+) -> None:
+    """``triton.autotune(restore_value=[...])`` looks its names up among the kernel's
+    arguments: a misspelled name, or an int, would leave the data it should protect
+    unprotected, so either is an error naming it, and the caller's tensors are untouched."""
+    with pytest.raises(UsageError, match=message):
+        launch_copy("restore-typo", **option)
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_kwargs
+@pytest.mark.parametrize("timing", ["graph", "events"])
+def test_each_timing_mode_tunes_under_the_interpreter(timing: str) -> None:
+    """Triton test_kwargs with ``use_cuda_graph`` True and False (``do_bench`` or
+    ``do_bench_cudagraph``): tunedsl's ``timing=`` modes; under the interpreter both time
+    by the wall clock, tune every configuration and launch the chosen one."""
+    res, dst, src = launch_copy(f"timing-{timing}", timing=timing)
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    assert len(res.timings) == 2 and torch.equal(dst, src)
+
+
+def test_an_unknown_timing_mode_is_a_usage_error_naming_the_modes() -> None:
+    """Triton's ``do_bench=`` takes any function; tunedsl's ``timing=`` is one of three
+    modes, and another word is an error listing them before anything runs."""
+    with pytest.raises(UsageError, match=r"timing='cudagraph'; expected one of auto, graph"):
+        launch_copy("timing-bad", timing="cudagraph")
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_kwargs
+def test_tensors_a_kwargs_function_passes_only_on_later_calls_are_keyed() -> None:
+    """Triton test_kwargs (a launch by keyword is keyed like one by position) and
+    test_reset_to_zero's optional buffer: a ``kwargs=`` function whose later calls return
+    names the first call's did not (an optional ``bias``, tensors passed by keyword) keys
+    those tensors as well, so a call with a bias, or of another dtype and size, gets its
+    own decision instead of the first call's."""
+    from ported_kernels_third import copy_plus
+
+    def call(n: int, dtype: torch.dtype, with_bias: bool) -> Any:
+        src, dst = torch.randn(n, dtype=dtype), torch.zeros(n, dtype=dtype)
+        bias = torch.randn(n, dtype=dtype)
+        named = {"dst": dst, "src": src, "N": n, **({"bias": bias} if with_bias else {})}
+        res = autotune_launch(
+            copy_plus,
+            space={"block": [32, 128]},
+            grid=lambda cfg: (cdiv(n, cfg.block),),
+            kwargs=lambda cfg: {**named, "BLOCK": cfg.block},
+            name="optional-bias",
+        )
+        torch.testing.assert_close(dst, src + bias if with_bias else src)
+        return res
+
+    got = [call(300, torch.float32, False), call(300, torch.float32, True)]
+    got += [call(300, torch.float32, True), call(4096, torch.float16, True)]
+    assert [r.source for r in got] == ["tuned", "tuned", "memory", "tuned"]
+    assert len({r.digest for r in got}) == 3
+    assert got[1].key["args"]["bias"] == {"dtype": "float32", "shape": [300], "stride": "1"}
