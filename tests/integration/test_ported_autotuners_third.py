@@ -11,8 +11,8 @@ would) or through ``autotune_launch``.
 
 Not ported, for want of a counterpart under tunedsl's design or the interpreter:
 Triton's closure tests (test_cache_closure, test_constexpr_cache_invalidation_recreated:
-the interpreter does not run a kernel reading a closure variable), test_jit_debug and
-test_jit_noinline (binaries the interpreter never builds; ``debug=`` is no tunedsl hint),
+the interpreter does not run a kernel reading a closure variable), test_jit_noinline (a
+binary the interpreter never builds),
 test_changed_line_numbers_invalidate_cache (a decision does not depend on where the kernel
 sits in its file, docs/runtime.md "Site identity"), test_preload / test_jit_warmup_cache
 (Triton's own binary cache; tunedsl's stored binaries are GPU-only), test_exceed_threads /
@@ -127,6 +127,8 @@ reduced = lambda dst, src, N: autotune(space=dict(block=[512, 1024]), blocks=1,
     reduce_all(dst, src, N, BLOCK=$block))
 scale = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     scale_copy(dst, src, N, BLOCK=$block))
+optioned = lambda dst, src, N, fusion, warps: autotune(space=dict(block=[32, 128]),
+    blocks=cdiv(N, $block), add_steps(dst, src, N, BLOCK=$block, enable_fp_fusion=fusion, num_warps=warps))
 ints = lambda dst, i: autotune(space=dict(block=[16, 32]), blocks=1,
     store_int(dst, i, BLOCK=$block))
 """
@@ -273,6 +275,24 @@ def test_ints_are_keyed_by_tritons_specialization_classes(dsl: dict[str, Any]) -
     assert len({r.digest for r in got}) == 3
 
 
+# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_jit_debug
+def test_a_launch_option_passed_in_the_launch_is_keyed_by_its_value(dsl: dict[str, Any]) -> None:
+    """Triton test_jit_debug (a launch with ``debug=True`` compiles a second kernel beside
+    the ``debug=False`` one): Triton's launch options given in the launch
+    (``enable_fp_fusion=``, ``num_warps=``) are keyed by value, as each value is another
+    binary: ``num_warps=8`` or fusion off is decided apart from ``num_warps=4`` with fusion
+    on (not keyed by the class of an int or bool, under which all of them look alike, and
+    on a GPU a later call would be launched with the first call's binary)."""
+    got = []
+    for fusion, warps in ((True, 4), (False, 4), (True, 8), (True, 4)):
+        src, dst = torch.randn(300), torch.zeros(300)
+        got.append(dsl["optioned"](dst, src, 300, fusion, warps))
+        assert torch.allclose(dst, src + 2.0)
+    assert [r.source for r in got] == ["tuned", "tuned", "tuned", "memory"]
+    assert got[1].key["args"]["enable_fp_fusion"] != got[0].key["args"]["enable_fp_fusion"]
+    assert len({r.digest for r in got}) == 3
+
+
 @pytest.fixture
 def dsl(tmp_path: Path) -> dict[str, Any]:
     return load(tmp_path / "ported_third.py")
@@ -406,3 +426,168 @@ def test_tensors_a_kwargs_function_passes_only_on_later_calls_are_keyed() -> Non
     assert [r.source for r in got] == ["tuned", "tuned", "memory", "tuned"]
     assert len({r.digest for r in got}) == 3
     assert got[1].key["args"]["bias"] == {"dtype": "float32", "shape": [300], "stride": "1"}
+
+
+# --- Kernel Tuner and Helion: search strategies ---------------------------------------------
+
+
+class CostMeasurer:
+    """A ``Measurer`` whose configuration costs ``cost(config)`` ms, or fails to compile
+    where ``cost`` gives None (as Kernel Tuner's strategy tests replay a cache file)."""
+
+    compile_workers = 1
+
+    def __init__(self, cost: Any) -> None:
+        self.cost = cost
+        self.prepared: list[Config] = []
+
+    def prepare(self, configs: Any) -> Any:
+        from tunedsl.engine.seams import Prepared
+
+        for cfg in configs:
+            self.prepared.append(cfg)
+            if self.cost(cfg) is None:
+                yield Prepared(cfg, status="failed", error="compile: too many registers")
+            else:
+                yield Prepared(cfg)
+
+    def sample(self, config: Config, reps: int) -> list[float]:
+        return [self.cost(config)] * reps
+
+    def close(self) -> None:
+        pass
+
+
+def ticking_clock(step: float = 0.01) -> Any:
+    """A clock that moves ``step`` seconds each time it is read: budgets in reads, not in
+    this machine's speed."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+def search(strategy: str, seed: int = 0, budget_s: float = 3.0) -> tuple[Any, CostMeasurer]:
+    """One search of a 9 x 9 x 4 space with a constraint and a failing region."""
+    from tunedsl.engine.driver import run_search
+    from tunedsl.engine.search import make_strategy
+    from tunedsl.model.space import Axis
+
+    space = Space(
+        BM=Axis.pow2(1, 256),
+        BN=Axis.pow2(1, 256),
+        num_warps=[1, 2, 4, 8],
+        constraint=lambda c: c.BM * c.BN <= 4096,
+    )
+
+    def cost(c: Config) -> float | None:
+        if c.BM * c.BN * c.num_warps > 8192:
+            return None  # fails to compile
+        return 1 + abs(c.BM - 32) / 8 + abs(c.BN - 16) / 8 + abs(c.num_warps - 4) / 2
+
+    m = CostMeasurer(cost)
+    out = run_search(space, make_strategy(strategy, seed=seed), m, budget_s=budget_s,
+                     clock=ticking_clock())  # fmt: skip
+    return out, m
+
+
+# ported from: KernelTuner/kernel_tuner test/test_searchstrategies.py::test_strategies
+@pytest.mark.parametrize("strategy", ["exhaustive", "random", "pattern", "model"])
+def test_a_strategy_proposes_only_valid_configurations_once_each(strategy: str) -> None:
+    """Kernel Tuner test_strategies (every strategy, with restrictions, returns results
+    for valid configurations only, each once, and reports the best): each of tunedsl's
+    strategies compiles only configurations the constraint keeps, never one twice, and
+    chooses the fastest of those that did not fail."""
+    out, m = search(strategy)
+    assert m.prepared and all(c.BM * c.BN <= 4096 for c in m.prepared)
+    assert len(m.prepared) == len(set(m.prepared))
+    ok = {o.config: o for o in out.observations if o.status == "ok"}
+    assert out.chosen in ok and out.chosen.BM * out.chosen.BN * out.chosen.num_warps <= 8192
+    assert ok[out.chosen].median_ms == min(o.median_ms for o in ok.values())
+
+
+# ported from: pytorch/helion test/test_autotuner.py::test_autotuner_random_seed
+@pytest.mark.parametrize("strategy", ["random", "pattern", "model"])
+def test_a_search_is_reproducible_given_its_seed(strategy: str) -> None:
+    """Helion's autotuner seed setting (the same seed gives the same search) and Kernel
+    Tuner's strategy seeds: two searches with one seed compile the same configurations in
+    the same order and choose the same one; another seed starts elsewhere."""
+    first, m1 = search(strategy, seed=3, budget_s=1.0)
+    again, m2 = search(strategy, seed=3, budget_s=1.0)
+    other, m3 = search(strategy, seed=4, budget_s=1.0)
+    assert m1.prepared == m2.prepared and first.chosen == again.chosen
+    assert m1.prepared[:8] != m3.prepared[:8]
+
+
+# --- vLLM / SGLang: tuned configurations shipped with an application ------------------------
+
+
+# ported from: vllm-project/vllm vllm/model_executor/layers/fused_moe/fused_moe.py::get_moe_configs
+def test_shipped_records_are_used_read_only_and_only_for_the_kernel_they_tuned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM and SGLang load tuned configurations from JSON files shipped beside the kernel
+    (``configs/E=...,device_name=....json``) and fall back to tuning or defaults when none
+    matches. tunedsl's counterpart is a ``TUNEDSL_RECORDS_PATH`` directory: a new process
+    with an empty cache launches the shipped choice without tuning, writing nothing there
+    or in its cache; once the kernel is edited, the shipped record no longer matches and
+    the key is tuned (into the cache, never into the shipped directory)."""
+    path = tmp_path / "ported_third.py"
+    first, _, _ = copy_run(load(path), "steps")
+    assert first.source == "tuned"
+    shipped = tmp_path / "shipped"
+    shutil.copytree(Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records", shipped)
+    shipped.chmod(0o755)
+    before = sorted(p.name for p in shipped.iterdir())
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", str(shipped))
+    new_process()
+    used, dst, src = copy_run(load(path), "steps")
+    assert used.source == "disk" and used.config == first.config
+    assert torch.allclose(dst, src + 2.0) and not records()
+    new_process()
+    edited, dst, src = copy_run(load(path, SCRIPT.replace("FN(x) + 1.0", "FN(x) + 3.0")), "steps")
+    assert edited.source == "tuned" and torch.allclose(dst, src + 4.0)
+    assert len(records()) == 1 and sorted(p.name for p in shipped.iterdir()) == before
+
+
+# --- Helion / Inductor: forcing a new tuning, and an empty input --------------------------
+
+
+# ported from: pytorch/helion test/test_cache.py::test_force_autotune
+def test_force_retune_tunes_again_over_a_record_and_replaces_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Helion's ``HELION_FORCE_AUTOTUNE=1`` and Inductor's ``force_disable_caches`` (a stored
+    result is ignored and the kernel benchmarked again): under ``TUNEDSL_FORCE_RETUNE=1``
+    a new process tunes the key again over its record and writes the new record in its
+    place; without it the next process reads that record."""
+    path = tmp_path / "ported_third.py"
+    first, _, _ = copy_run(load(path), "steps")
+    [record] = records()
+    stamp = json.loads(record.read_text())["timestamp"]
+    new_process()
+    monkeypatch.setenv("TUNEDSL_FORCE_RETUNE", "1")
+    forced, dst, src = copy_run(load(path), "steps")
+    assert forced.source == "tuned" and forced.digest == first.digest
+    assert torch.allclose(dst, src + 2.0)
+    assert records() == [record] and json.loads(record.read_text())["timestamp"] > stamp
+    new_process()
+    monkeypatch.delenv("TUNEDSL_FORCE_RETUNE")
+    assert copy_run(load(path), "steps")[0].source == "disk"
+
+
+# ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_empty_conv_input
+def test_an_empty_input_is_launched_and_gets_its_own_decision(dsl: dict[str, Any]) -> None:
+    """Inductor test_max_autotune (max-autotune of an empty input does not fail, and its
+    result is not reused for real sizes): a call on zero elements (a grid of no programs)
+    tunes without error and writes nothing; the next call of a real size is decided
+    apart and is right."""
+    empty, dst, src = copy_run(dsl, "steps", n=0)
+    assert empty.source == "tuned" and dst.numel() == 0
+    real, dst, src = copy_run(dsl, "steps", n=300)
+    assert real.source == "tuned" and real.digest != empty.digest
+    assert torch.allclose(dst, src + 2.0)

@@ -33,6 +33,9 @@ class KernelInfo:
 
     arg_names: tuple[str, ...]
     constexpr_names: frozenset[str]
+    # What a key holds by value: the constexprs, and the launch options (num_warps,
+    # enable_fp_fusion, debug, ...) a launch may pass, each of which compiles another kernel.
+    value_keyed: frozenset[str]
     defaults: dict[str, Any]
     module: str
     qualname: str
@@ -160,6 +163,7 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
     return KernelInfo(
         arg_names=names,
         constexpr_names=constexprs,
+        value_keyed=constexprs | (compat.launch_option_names() - set(names)),
         defaults=defaults,
         module=getattr(fn, "__module__", "?") or "?",
         qualname=getattr(fn, "__qualname__", repr(fn)),
