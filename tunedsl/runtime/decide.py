@@ -75,7 +75,7 @@ def context(
     device = bt.device_facts() if device is None else device
     # The kernel's file, never its module name: that depends on how the file was
     # loaded (``__main__``, the stem, the dotted name), and one kernel has one record.
-    kernel = {
+    kernel: dict[str, Any] = {
         "qualname": info.qualname,
         "file": file_identity(info.file),
         "source_hash": info.source_hash,
