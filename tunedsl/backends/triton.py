@@ -12,7 +12,7 @@ import hashlib
 import inspect
 import types
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,11 +74,9 @@ def _source(fn: Any) -> str:
         return repr(fn)
 
 
-def _called_sources(fn: Any, seen: set[int]) -> list[str]:
-    """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
-    ``lib.helper(x)``: a global, or an attribute of a global module, that wraps a Python
-    function as ``.fn``), recursively, in a fixed order, with the ``tl.constexpr`` globals
-    each reads."""
+def _globals_read(fn: Any) -> tuple[list[str], list[Any]]:
+    """The names ``fn``'s code reads (sorted) and the globals they name, then the
+    attributes of those names on the global modules it reads (``lib.helper``)."""
     code = getattr(fn, "__code__", None)
     names: set[str] = set()
     stack = [code] if isinstance(code, types.CodeType) else []
@@ -87,22 +85,48 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     scope = getattr(fn, "__globals__", {})
-    found = [scope.get(n) for n in sorted(names)]
+    ordered = sorted(names)
+    found = [scope.get(n) for n in ordered]
     modules = [m for m in found if isinstance(m, types.ModuleType)]
-    found += [_attribute(m, n) for m in modules for n in sorted(names)]
+    found += [_attribute(m, n) for m in modules for n in ordered]
+    return ordered, found
+
+
+def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
+    """The Python functions of the Triton functions among ``found`` not yet in ``seen``,
+    each added to ``seen`` as it is reached (after the calls of the ones before it)."""
+    for obj in found:
+        inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
+        if inspect.isfunction(inner) and id(inner) not in seen:
+            seen.add(id(inner))
+            yield inner
+
+
+def _called_sources(fn: Any, seen: set[int]) -> list[str]:
+    """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
+    ``lib.helper(x)``: a global, or an attribute of a global module, that wraps a Python
+    function as ``.fn``), recursively, in a fixed order, with the ``tl.constexpr`` and
+    ``tl.dtype`` globals each reads."""
+    names, found = _globals_read(fn)
     # The values of the tl.constexpr and tl.dtype globals it reads (Triton checks both
     # before reusing a kernel): one edited changes the code (a tl.static_assert, a cast).
     out = [
         f"{n}={getattr(v, 'value', v)!r}"
-        for n, v in zip(sorted(names), found, strict=False)
+        for n, v in zip(names, found, strict=False)
         if is_triton_constexpr(v) or _is_triton_dtype(v)
     ]
-    for obj in found:
-        inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
-        if not inspect.isfunction(inner) or id(inner) in seen:
-            continue
-        seen.add(id(inner))
+    for inner in _called(found, seen):
         out += [_source(inner), *_called_sources(inner, seen)]
+    return out
+
+
+def _dtype_globals(fn: Any, seen: set[int]) -> list[str]:
+    """The ``tl.dtype`` globals ``fn`` and the Triton functions it calls read, as
+    ``name=value``: Triton's own hash leaves them out (it checks them within a process)."""
+    names, found = _globals_read(fn)
+    out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if _is_triton_dtype(v)]
+    for inner in _called(found, seen):
+        out += _dtype_globals(inner, seen)
     return out
 
 
@@ -157,7 +181,12 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
     }
     cache_key = compat.jit_source_hash(kernel)
     if cache_key is not None:
-        source_hash = cache_key  # Triton's hash covers the source and every called @jit function
+        # Triton's hash covers the source, every called @jit function and the tl.constexpr
+        # globals; the tl.dtype globals they read are added (a changed one is another kernel).
+        dtypes = _dtype_globals(fn, {id(fn)})
+        source_hash = cache_key
+        if dtypes:
+            source_hash = hashlib.sha256("\0".join([cache_key, *dtypes]).encode()).hexdigest()
     else:
         source_hash = interpreted_source_hash(kernel)
     return KernelInfo(
