@@ -31,13 +31,7 @@ from typing import Any
 import pytest
 import torch
 
-from tunedsl import (
-    Config,
-    Space,
-    UsageError,
-    autotune_launch,
-    cdiv,
-)
+from tunedsl import Config, Space, TunedslSyntaxError, UsageError, autotune_launch, cdiv
 from tunedsl.frontend.compile import compile_source
 
 pytestmark = pytest.mark.needs_triton
@@ -595,3 +589,102 @@ def test_an_empty_input_is_launched_and_gets_its_own_decision(dsl: dict[str, Any
     real, dst, src = copy_run(dsl, "steps", n=300)
     assert real.source == "tuned" and real.digest != empty.digest
     assert torch.allclose(dst, src + 2.0)
+
+
+# --- Kernel Tuner and Triton: mistakes in a site named at their place ----------------------
+
+
+def site_text(line: str) -> str:
+    return f"from tunedsl import autotune, cdiv\nfrom ported_kernels_more import copy\n{line}\n"
+
+
+def run_site(path: Path, line: str) -> Any:
+    """The module of one DSL ``site`` line, compiled and called once on 300 elements."""
+    path.write_text(site_text(line), encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "ported_third_site", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    src, dst = torch.randn(300), torch.zeros(300)
+    try:
+        return namespace["site"](dst, src, 300)
+    finally:
+        assert not dst.any()  # every test here expects an error before any launch
+
+
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_block_size_names
+def test_a_block_name_not_in_the_space_is_named_at_its_column(tmp_path: Path) -> None:
+    """Kernel Tuner checks ``block_size_names`` against the tunable parameters; tunedsl's
+    ``$name`` in ``blocks=`` must be a field of ``space=``: a misspelled one is a syntax
+    error at its file, line and column with the field it probably means."""
+    line = ("site = lambda dst, src, N: autotune(space=dict(block=[32, 128]), "
+            "blocks=cdiv(N, $blok), copy(dst, src, N, BLOCK=$block))")  # fmt: skip
+    path = tmp_path / "blok.py"
+    with pytest.raises(TunedslSyntaxError, match=r"`\$blok` is not a field of `space=`") as info:
+        run_site(path, line)
+    text = str(info.value)
+    assert f"{path}:3:{line.index('$blok') + 1}" in text and "did you mean `$block`?" in text
+
+
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_tune_params_list
+@pytest.mark.parametrize("literal", [True, False], ids=["literal-space", "computed-space"])
+def test_a_space_field_nothing_reads_is_named_with_the_hint_it_resembles(
+    tmp_path: Path, literal: bool
+) -> None:
+    """Kernel Tuner refuses tunable parameters it cannot use (reserved or unknown names);
+    a tunedsl space field nothing reads (``num_warp``, a misspelled launch hint) would
+    tune the same kernel once per value: it is an error naming the field, at compile time
+    for a literal space and on the first call for a computed one."""
+    space = "dict(block=[32, 128], num_warp=[2, 4])"
+    head = "" if literal else f"SPACE = {space}\n"
+    line = (f"{head}site = lambda dst, src, N: autotune(space={space if literal else 'SPACE'}, "
+            "blocks=cdiv(N, $block), copy(dst, src, N, BLOCK=$block))")  # fmt: skip
+    error = TunedslSyntaxError if literal else UsageError
+    with pytest.raises(error, match=r"field `num_warp` is read by nothing") as info:
+        run_site(tmp_path / "num_warp.py", line)
+    assert literal or "did you mean the launch hint `num_warps`?" in str(info.value)
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_kwargs
+def test_a_launch_in_tritons_bracket_form_is_named_with_the_fix(tmp_path: Path) -> None:
+    """Triton's autotuned kernels launch as ``_kernel[grid](...)``; inside ``autotune(...)``
+    that form would launch at once, outside the tuning, so it is an error naming the
+    launch and the form to write (``copy(...)`` with ``blocks=``)."""
+    line = ("site = lambda dst, src, N: autotune(space=dict(block=[32, 128]), "
+            "blocks=cdiv(N, $block), copy[(1,)](dst, src, N, BLOCK=$block))")  # fmt: skip
+    with pytest.raises(UsageError, match=r"`copy\[\(1,\)\]\(\.\.\.\)` is Triton's .*write `copy"):
+        run_site(tmp_path / "brackets.py", line)
+
+
+# --- Helion: configurations and their neighbours ------------------------------------------
+
+
+# ported from: pytorch/helion test/test_autotuner.py::test_pattern_search_neighbor_values
+def test_neighbours_along_each_kind_of_axis() -> None:
+    """Helion test_pattern_search_neighbor_values (power-of-two 32 in 1..128: 16 and 64;
+    integer 3 in 1..5: 2 and 4; a boolean: the other; an enum: every other choice): the
+    neighbours tunedsl's pattern search steps to, one axis at a time."""
+    from tunedsl.model.space import Axis
+
+    def along(space: Space, config: Config, field: str) -> set[Any]:
+        return {c[field] for c in space.neighbours(config)}
+
+    assert along(Space(b=Axis.pow2(1, 128)), Config(b=32), "b") == {16, 64}
+    assert along(Space(i=Axis.ordered(range(1, 6))), Config(i=3), "i") == {2, 4}
+    assert along(Space(flag=[False, True]), Config(flag=True), "flag") == {False}
+    assert along(Space(e=["a", "b", "c"]), Config(e="b"), "e") == {"a", "c"}
+    assert along(Space(b=Axis.pow2(1, 128)), Config(b=128), "b") == {64}  # the edge
+
+
+# ported from: pytorch/helion test/test_autotuner.py::test_config_pickle_roundtrip
+def test_a_configuration_round_trips_through_json_and_pickle() -> None:
+    """Helion test_save_load_config / test_config_pickle_roundtrip: a configuration saved
+    as JSON and loaded, or pickled (as ``isolate=True`` sends it to its worker), is equal
+    and hashes alike; a value JSON cannot hold as a scalar is refused, naming the field."""
+    import pickle
+
+    config = Config(block=64, num_warps=4, layout="nt", even=True, scale=0.5, tail=None)
+    loaded = Config.from_json(json.loads(json.dumps(config.to_json())))
+    restored = pickle.loads(pickle.dumps(config))
+    assert loaded == config == restored and hash(loaded) == hash(restored) == hash(config)
+    assert {config: 1}[restored] == 1 and restored is not config
+    with pytest.raises(UsageError, match=r"field 'sizes' has value \[64, 64\] of type list"):
+        Config.from_json({"block": 64, "sizes": [64, 64]})
