@@ -654,6 +654,33 @@ def test_a_launch_in_tritons_bracket_form_is_named_with_the_fix(tmp_path: Path) 
         run_site(tmp_path / "brackets.py", line)
 
 
+# ported from: pytorch/helion test/test_cache.py::test_kernel
+def test_a_list_of_tensors_is_a_usage_error_naming_the_tuple_to_pass() -> None:
+    """Helion test_cache test_kernel["list_tensor"] passes a list of tensors. Triton takes
+    a tuple there (a list fails to launch under every configuration, with an error from
+    deep inside the launch): a list is one error naming the parameter and the fix before
+    anything runs, and the tuple then tunes and is right."""
+    from ported_kernels_more import sum_pair
+
+    a, b = torch.randn(16), torch.randn(16)
+
+    def launch(pair: Any) -> Any:
+        return autotune_launch(
+            sum_pair,
+            space={"block": [32, 128]},
+            grid=lambda cfg: (cdiv(16, cfg.block),),
+            args=(dst, pair, 16),
+            kwargs=lambda cfg: {"BLOCK": cfg.block},
+            name=f"pair-{type(pair).__name__}",
+        )
+
+    dst = torch.zeros(16)
+    with pytest.raises(UsageError, match=r"`srcs` of sum_pair is a list; .* pass tuple\(srcs\)"):
+        launch([a, b])
+    assert not dst.any()
+    assert launch((a, b)).source == "tuned" and torch.equal(dst, a + b)
+
+
 # --- Helion: configurations and their neighbours ------------------------------------------
 
 

@@ -39,6 +39,9 @@ def foreign_value(value: Any, param: str, constexpr: bool) -> str | None:
             f"{value}, a PyTorch dtype; a Triton kernel takes Triton's dtypes: pass "
             f"tl.{tl_name} (triton.language.{tl_name})"
         )
+    if cls is list and not constexpr:
+        # Triton takes tuples (each element specialized); a list fails in every configuration.
+        return f"a list; a Triton kernel takes a tuple there: pass tuple({param})"
     if cls.__module__ != "numpy":
         return None
     if cls.__qualname__ == "ndarray":
