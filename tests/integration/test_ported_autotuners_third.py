@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -679,6 +680,38 @@ def test_a_list_of_tensors_is_a_usage_error_naming_the_tuple_to_pass() -> None:
         launch([a, b])
     assert not dst.any()
     assert launch((a, b)).source == "tuned" and torch.equal(dst, a + b)
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_kwargs
+def test_a_space_of_triton_configs_is_named_with_the_dicts_to_write() -> None:
+    """Triton's tests list ``triton.Config(kwargs={...}, num_warps=...)``; a tunedsl list
+    space holds dicts, so a ``triton.Config`` in it is an error that spells out the dict
+    of that configuration (its keyword arguments and launch options), and that dict
+    tunes."""
+    import triton
+    from ported_kernels_more import copy
+
+    def launch(space: list[Any], dst: torch.Tensor, src: torch.Tensor) -> Any:
+        return autotune_launch(
+            copy,
+            space=space,
+            grid=lambda cfg: (cdiv(300, cfg.BLOCK),),
+            args=(dst, src, 300),
+            kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+            name="triton-configs",
+        )
+
+    src, dst = torch.randn(300), torch.zeros(300)
+    configs = [triton.Config({"BLOCK": 32}, num_warps=2), triton.Config({"BLOCK": 128})]
+    written = "{'BLOCK': 32, 'num_warps': 2, 'num_stages': 3, 'num_ctas': 1}"
+    with pytest.raises(
+        UsageError, match=rf"space\[0\] is a triton.Config; .*: {re.escape(written)}"
+    ):
+        launch(configs, dst, src)
+    assert not dst.any()
+    spelled = [{"BLOCK": 32, "num_warps": 2, "num_stages": 3}, {"BLOCK": 128, "num_warps": 4}]
+    res = launch(spelled, dst, src)
+    assert res.source == "tuned" and len(res.timings) == 2 and torch.equal(dst, src)
 
 
 # --- Helion: configurations and their neighbours ------------------------------------------
