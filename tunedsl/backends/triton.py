@@ -19,7 +19,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 from tunedsl.model.hints import INTERPRETER, TargetFacts
-from tunedsl.model.keys import is_tensor, is_triton_constexpr
+from tunedsl.model.keys import canonical_json, is_tensor, is_triton_constexpr, readable_value
 
 __all__ = ["interpreting"]  # re-exported: the one reading of Triton's interpreter knob
 
@@ -189,6 +189,9 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
             source_hash = hashlib.sha256("\0".join([cache_key, *dtypes]).encode()).hexdigest()
     else:
         source_hash = interpreted_source_hash(kernel)
+    if defaults:  # fixed when the kernel is declared, not in its source: another kernel
+        fixed = {n: readable_value(v, n in constexprs, True) for n, v in sorted(defaults.items())}
+        source_hash = hashlib.sha256(f"{source_hash}\0{canonical_json(fixed)}".encode()).hexdigest()
     return KernelInfo(
         arg_names=names,
         constexpr_names=constexprs,

@@ -33,7 +33,7 @@ from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
 from tunedsl.model.hints import InfeasibleConfig
 from tunedsl.model.identity import file_identity, location
-from tunedsl.model.keys import json_safe, readable_value
+from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.result import LaunchResult
@@ -73,20 +73,14 @@ def context(
     from tunedsl.backends import triton as bt
 
     device = bt.device_facts() if device is None else device
-    # The kernel's file, never its module name: that depends on how the file was
-    # loaded (``__main__``, the stem, the dotted name), and one kernel has one record.
-    kernel: dict[str, Any] = {
-        "qualname": info.qualname,
-        "file": file_identity(info.file),
-        "source_hash": info.source_hash,
-    }
-    if info.defaults:  # fixed when the kernel is declared, not in its source: another kernel
-        kernel["defaults"] = {
-            name: readable_value(value, name in info.constexpr_names, True)
-            for name, value in sorted(info.defaults.items())
-        }
     return {
-        "kernel": kernel,
+        # The kernel's file, never its module name: that depends on how the file was
+        # loaded (``__main__``, the stem, the dotted name), and one kernel has one record.
+        "kernel": {
+            "qualname": info.qualname,
+            "file": file_identity(info.file),
+            "source_hash": info.source_hash,
+        },
         "hints": json_safe(settings.hints),
         "device": {k: device.get(k) for k in ("type", "name", "capability", "arch")},
         "toolchain": store.keyed_toolchain(bt.toolchain()),  # not torch's, not tunedsl's
