@@ -152,6 +152,12 @@ def new_process() -> None:
     decide._VERIFIED.clear()
 
 
+@pytest.fixture
+def dsl(tmp_path: Path) -> dict[str, Any]:
+    """The functions of ``SCRIPT``, as a module."""
+    return load(tmp_path / "ported_third.py")
+
+
 def records() -> list[Path]:
     return sorted((Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records").glob("*.json"))
 
@@ -292,11 +298,6 @@ def test_a_launch_option_passed_in_the_launch_is_keyed_by_its_value(dsl: dict[st
     assert len({r.digest for r in got}) == 3
 
 
-@pytest.fixture
-def dsl(tmp_path: Path) -> dict[str, Any]:
-    return load(tmp_path / "ported_third.py")
-
-
 # --- triton.autotune and Kernel Tuner: arguments checked before anything runs -------------
 
 
@@ -326,7 +327,7 @@ def test_a_restriction_given_as_a_string_is_a_usage_error() -> None:
         Space(block=[32, 128], constraint="block >= 64")  # type: ignore[arg-type]
 
 
-# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_get_grid_dimensions
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_get_grid_dimensions1
 @pytest.mark.parametrize(
     ("grid", "problem"),
     [
@@ -390,6 +391,7 @@ def test_each_timing_mode_tunes_under_the_interpreter(timing: str) -> None:
     assert len(res.timings) == 2 and torch.equal(dst, src)
 
 
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_kwargs
 def test_an_unknown_timing_mode_is_a_usage_error_naming_the_modes() -> None:
     """Triton's ``do_bench=`` takes any function; tunedsl's ``timing=`` is one of three
     modes, and another word is an error listing them before anything runs."""
@@ -493,7 +495,7 @@ def search(strategy: str, seed: int = 0, budget_s: float = 3.0) -> tuple[Any, Co
     return out, m
 
 
-# ported from: KernelTuner/kernel_tuner test/test_searchstrategies.py::test_strategies
+# ported from: KernelTuner/kernel_tuner test/strategies/test_strategies.py::test_strategies
 @pytest.mark.parametrize("strategy", ["exhaustive", "random", "pattern", "model"])
 def test_a_strategy_proposes_only_valid_configurations_once_each(strategy: str) -> None:
     """Kernel Tuner test_strategies (every strategy, with restrictions, returns results
@@ -508,7 +510,7 @@ def test_a_strategy_proposes_only_valid_configurations_once_each(strategy: str) 
     assert ok[out.chosen].median_ms == min(o.median_ms for o in ok.values())
 
 
-# ported from: pytorch/helion test/test_autotuner.py::test_autotuner_random_seed
+# ported from: pytorch/helion test/test_autotuner.py::test_autotune_random_seed_from_env_var
 @pytest.mark.parametrize("strategy", ["random", "pattern", "model"])
 def test_a_search_is_reproducible_given_its_seed(strategy: str) -> None:
     """Helion's autotuner seed setting (the same seed gives the same search) and Kernel
@@ -519,6 +521,30 @@ def test_a_search_is_reproducible_given_its_seed(strategy: str) -> None:
     _, m3 = search(strategy, seed=4, budget_s=1.0)
     assert m1.prepared == m2.prepared and first.chosen == again.chosen
     assert m1.prepared[:8] != m3.prepared[:8]
+
+
+# ported from: KernelTuner/kernel_tuner test/strategies/test_strategies.py::test_strategies
+def test_an_axis_of_mixed_types_keeps_one_and_true_apart() -> None:
+    """Kernel Tuner test_strategies tunes ``test_mixed = ["test", 1, True, 2.45]`` with
+    restrictions: every value is its own configuration. In Python ``1 == True``, but as a
+    ``tl.constexpr`` each compiles another kernel, so tunedsl measures, records and hands
+    hooks each value with its own type, and a constraint sees them as Python does."""
+    from ported_kernels_third import copy_mode
+
+    seen: set[tuple[str, Any]] = set()
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = autotune_launch(
+        copy_mode,
+        space=Space(mode=["test", 1, True, 2.45, 0], constraint=lambda c: c.mode != 0),
+        grid=(cdiv(300, 64),),
+        args=(dst, src, 300),
+        kwargs=lambda cfg: {"MODE": cfg.mode, "BLOCK": 64},
+        pre_hook=lambda args: seen.add((type(args["MODE"]).__name__, args["MODE"])),
+        name="mixed-axis",
+    )
+    modes = [(type(c.mode).__name__, c.mode) for c in res.timings]
+    assert sorted(modes) == [("bool", True), ("float", 2.45), ("int", 1), ("str", "test")]
+    assert seen == set(modes) and torch.equal(dst, src)
 
 
 # --- vLLM / SGLang: tuned configurations shipped with an application ------------------------
@@ -556,7 +582,7 @@ def test_shipped_records_are_used_read_only_and_only_for_the_kernel_they_tuned(
 # --- Helion / Inductor: forcing a new tuning, and an empty input --------------------------
 
 
-# ported from: pytorch/helion test/test_cache.py::test_force_autotune
+# ported from: pytorch/helion test/test_cache.py::test_force_autotune_skips_read_but_writes
 def test_force_retune_tunes_again_over_a_record_and_replaces_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -611,7 +637,7 @@ def run_site(path: Path, line: str) -> Any:
         assert not dst.any()  # every test here expects an error before any launch
 
 
-# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_block_size_names
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_block_size_params_names_list
 def test_a_block_name_not_in_the_space_is_named_at_its_column(tmp_path: Path) -> None:
     """Kernel Tuner checks ``block_size_names`` against the tunable parameters; tunedsl's
     ``$name`` in ``blocks=`` must be a field of ``space=``: a misspelled one is a syntax
