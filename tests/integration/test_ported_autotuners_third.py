@@ -280,6 +280,40 @@ def test_ints_are_keyed_by_tritons_specialization_classes(dsl: dict[str, Any]) -
     assert len({r.digest for r in got}) == 3
 
 
+# ported from: triton-lang/triton python/test/unit/runtime/test_specialize.py::test_specialize_impl
+def test_an_int_subclass_is_keyed_like_the_int_it_is() -> None:
+    """Triton test_specialize_impl (``MockInt(1)``, an ``int`` subclass, is specialized as
+    the int it is: 1 becomes a constant, multiples of 16 are marked divisible): an
+    ``IntEnum`` size gets the decisions of Triton's three int classes, not one decision
+    for its class whatever the value."""
+    import enum
+
+    from ported_kernels_more import copy
+
+    class Size(enum.IntEnum):
+        ONE = 1
+        ODD = 17
+        EVEN = 32
+        EVEN_TOO = 48
+
+    got = []
+    for n in (Size.ONE, Size.ODD, Size.EVEN, Size.EVEN_TOO, Size.ODD):
+        src, dst = torch.randn(64), torch.zeros(64)
+        got.append(
+            autotune_launch(
+                copy,
+                space={"block": [32, 128]},
+                grid=lambda cfg, n=n: (cdiv(int(n), cfg.block),),
+                args=(dst, src, n),
+                kwargs=lambda cfg: {"BLOCK": cfg.block},
+                name="int-enum",
+            )
+        )
+        assert torch.equal(dst[:n], src[:n]) and not dst[n:].any()
+    assert [r.source for r in got] == ["tuned", "tuned", "tuned", "memory", "memory"]
+    assert [r.key["args"]["N"] for r in got] == ["i1", "i", "i16", "i16", "i"]
+
+
 # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_jit_debug
 def test_a_launch_option_passed_in_the_launch_is_keyed_by_its_value(dsl: dict[str, Any]) -> None:
     """Triton test_jit_debug (a launch with ``debug=True`` compiles a second kernel beside

@@ -114,6 +114,8 @@ def arg_key(x: Any, with_shape: bool, with_align: bool = False) -> Any:
         return descriptor_key(x, with_shape)
     if is_triton_constexpr(x):  # compiled into the kernel, whatever the parameter
         return constexpr_key(x.value)
+    if isinstance(x, int):  # an IntEnum member: Triton specializes it as the int it is
+        return int_class(x)
     return ("class", cls.__module__, cls.__qualname__)
 
 
@@ -401,6 +403,8 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
         return {"descriptor": desc}
     if is_triton_constexpr(x):
         return {"constexpr": readable_constexpr(x.value)}
+    if isinstance(x, int):  # an IntEnum member: keyed as its int, as Triton specializes it
+        return int_class(x)
     return x.__class__.__name__
 
 
