@@ -315,6 +315,7 @@ def test_an_int_subclass_is_keyed_like_the_int_it_is() -> None:
 
 
 # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_jit_debug
+# ported from: triton-lang/triton python/test/unit/runtime/test_launch.py::test_launch_with_options
 def test_a_launch_option_passed_in_the_launch_is_keyed_by_its_value(dsl: dict[str, Any]) -> None:
     """Triton test_jit_debug (a launch with ``debug=True`` compiles a second kernel beside
     the ``debug=False`` one): Triton's launch options given in the launch
@@ -330,6 +331,32 @@ def test_a_launch_option_passed_in_the_launch_is_keyed_by_its_value(dsl: dict[st
     assert [r.source for r in got] == ["tuned", "tuned", "tuned", "memory"]
     assert got[1].key["args"]["enable_fp_fusion"] != got[0].key["args"]["enable_fp_fusion"]
     assert len({r.digest for r in got}) == 3
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_launch.py::test_memory_leak
+def test_repeated_launches_of_a_decided_key_keep_no_memory(dsl: dict[str, Any]) -> None:
+    """Triton test_memory_leak (100 launches of one kernel grow the traced memory by less
+    than 30 kB): once a key is decided, 200 more calls of a site keep nothing per call
+    (no result, key or entry piles up), measured with tracemalloc after a warm-up."""
+    import gc
+    import tracemalloc
+
+    src, dst = torch.randn(10), torch.zeros(10)
+    for _ in range(50):  # the decision, then the site's entry and its repeat check
+        dsl["steps"](dst, src, 10)
+    tracemalloc.start()
+    try:
+        for _ in range(100):  # what the first traced calls allocate once
+            dsl["steps"](dst, src, 10)
+        gc.collect()
+        begin, _ = tracemalloc.get_traced_memory()
+        for _ in range(200):
+            dsl["steps"](dst, src, 10)
+        gc.collect()
+        end, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert end - begin < 10_000 and torch.allclose(dst, src + 2.0)
 
 
 # --- triton.autotune and Kernel Tuner: arguments checked before anything runs -------------
