@@ -19,7 +19,13 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 from tunedsl.model.hints import INTERPRETER, TargetFacts
-from tunedsl.model.keys import canonical_json, is_tensor, is_triton_constexpr, readable_value
+from tunedsl.model.keys import (
+    canonical_json,
+    is_tensor,
+    is_triton_constexpr,
+    is_triton_dtype,
+    readable_value,
+)
 
 __all__ = ["interpreting"]  # re-exported: the one reading of Triton's interpreter knob
 
@@ -113,7 +119,7 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     out = [
         f"{n}={getattr(v, 'value', v)!r}"
         for n, v in zip(names, found, strict=False)
-        if is_triton_constexpr(v) or _is_triton_dtype(v)
+        if is_triton_constexpr(v) or is_triton_dtype(v)
     ]
     for inner in _called(found, seen):
         out += [_source(inner), *_called_sources(inner, seen)]
@@ -124,18 +130,10 @@ def _dtype_globals(fn: Any, seen: set[int]) -> list[str]:
     """The ``tl.dtype`` globals ``fn`` and the Triton functions it calls read, as
     ``name=value``: Triton's own hash leaves them out (it checks them within a process)."""
     names, found = _globals_read(fn)
-    out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if _is_triton_dtype(v)]
+    out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
     for inner in _called(found, seen):
         out += _dtype_globals(inner, seen)
     return out
-
-
-def _is_triton_dtype(value: Any) -> bool:
-    """``tl.float16`` and the other ``triton.language`` dtypes (by class, without importing)."""
-    return any(
-        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
-        for c in value.__class__.__mro__
-    )
 
 
 def _attribute(module: types.ModuleType, name: str) -> Any:

@@ -125,6 +125,14 @@ def is_triton_constexpr(x: Any) -> bool:
     return cls.__qualname__ == "constexpr" and cls.__module__.startswith("triton.")
 
 
+def is_triton_dtype(x: Any) -> bool:
+    """``tl.float16`` and the other ``triton.language`` dtypes (told by class, likewise)."""
+    return any(
+        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
+        for c in x.__class__.__mro__
+    )
+
+
 def is_tensor_descriptor(x: Any) -> bool:
     """A host-side tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``,
     or one of its kind): a tensor ``base`` seen through ``shape``/``strides`` in blocks."""

@@ -22,13 +22,6 @@ _TL_DTYPE_NAMES = {
 }
 
 
-def is_triton_dtype(value: Any) -> bool:
-    return any(
-        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
-        for c in value.__class__.__mro__
-    )
-
-
 def foreign_value(value: Any, param: str, constexpr: bool) -> str | None:
     """Why ``value`` cannot be given to parameter ``param``, with the fix; None if it can."""
     cls = value.__class__
