@@ -8,20 +8,19 @@ loads torch or triton.
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
-import types
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
+from tunedsl.backends.kernel_source import interpreted_source_hash, kernel_source_hash, python_fn
 from tunedsl.model.hints import INTERPRETER, TargetFacts
-from tunedsl.model.keys import is_tensor, is_triton_constexpr
+from tunedsl.model.keys import is_tensor
 
-__all__ = ["interpreting"]  # re-exported: the one reading of Triton's interpreter knob
+# re-exported: the one reading of Triton's interpreter knob, and the interpreter's hash
+__all__ = ["interpreted_source_hash", "interpreting"]
 
 
 # -- kernels ---------------------------------------------------------------------------------
@@ -33,6 +32,9 @@ class KernelInfo:
 
     arg_names: tuple[str, ...]
     constexpr_names: frozenset[str]
+    # What a key holds by value: the constexprs, and the launch options (num_warps,
+    # enable_fp_fusion, debug, ...) a launch may pass, each of which compiles another kernel.
+    value_keyed: frozenset[str]
     defaults: dict[str, Any]
     module: str
     qualname: str
@@ -54,82 +56,6 @@ class KernelInfo:
         }
 
 
-def _python_fn(kernel: Any) -> Any:
-    fn = kernel
-    for _ in range(8):  # unwrap Autotuner/Heuristics-style wrappers down to the function
-        inner = getattr(fn, "fn", None)
-        if inner is None:
-            break
-        fn = inner
-    return fn
-
-
-def _source(fn: Any) -> str:
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        return repr(fn)
-
-
-def _called_sources(fn: Any, seen: set[int]) -> list[str]:
-    """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
-    ``lib.helper(x)``, ``pkg.lib.helper(x)``: a global, or an attribute of a module reached
-    through one, that wraps a Python function as ``.fn``), recursively, in a fixed order,
-    with the ``tl.constexpr`` values each reads (globals, and attributes of such modules)."""
-    code = getattr(fn, "__code__", None)
-    names: set[str] = set()
-    stack = [code] if isinstance(code, types.CodeType) else []
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    scope = getattr(fn, "__globals__", {})
-    found = [scope.get(n) for n in sorted(names)]
-    # The values of the tl.constexpr globals it reads, as Triton's own hash covers them:
-    # one edited changes the code (a tl.static_assert, a block size).
-    out = [
-        f"{n}={getattr(v, 'value', None)!r}"
-        for n, v in zip(sorted(names), found, strict=False)
-        if is_triton_constexpr(v)
-    ]
-    modules = [m for m in found if isinstance(m, types.ModuleType)]
-    for module in modules:  # grows: a module reached through a module is searched too
-        for n in sorted(names):
-            value = _attribute(module, n)
-            found.append(value)
-            if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
-                modules.append(value)
-            elif is_triton_constexpr(value):  # lib.WIDTH, read through its module
-                out.append(f"{module.__name__}.{n}={getattr(value, 'value', None)!r}")
-    for obj in found:
-        inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
-        if not inspect.isfunction(inner) or id(inner) in seen:
-            continue
-        seen.add(id(inner))
-        out += [_source(inner), *_called_sources(inner, seen)]
-    return out
-
-
-def _attribute(module: types.ModuleType, name: str) -> Any:
-    """``module.name`` if it has one; a module whose lookup raises or warns (a deprecated
-    or lazily imported name) gives None, quietly."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return getattr(module, name, None)
-        except Exception:
-            return None
-
-
-def interpreted_source_hash(kernel: Any) -> str:
-    """The hash a record made under the interpreter holds: the interpreter's functions (and
-    wrappers) have no Triton hash, so the source of the kernel and of every Triton function
-    it calls, as Triton's hash covers them."""
-    fn = _python_fn(kernel)
-    sources = [_source(fn), *_called_sources(fn, {id(fn)})]
-    return hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest()
-
-
 def _is_constexpr_annotation(annotation: Any) -> bool:
     if isinstance(annotation, str):
         return annotation.split(".")[-1] == "constexpr"
@@ -138,7 +64,7 @@ def _is_constexpr_annotation(annotation: Any) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _kernel_info_cached(kernel: Any) -> KernelInfo:
-    fn = _python_fn(kernel)
+    fn = python_fn(kernel)
     signature = inspect.signature(fn)
     names = tuple(signature.parameters)
     constexprs = compat.constexpr_params(kernel)
@@ -151,14 +77,11 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
         for n, p in signature.parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    cache_key = compat.jit_source_hash(kernel)
-    if cache_key is not None:
-        source_hash = cache_key  # Triton's hash covers the source and every called @jit function
-    else:
-        source_hash = interpreted_source_hash(kernel)
+    source_hash = kernel_source_hash(kernel, fn, constexprs, defaults)
     return KernelInfo(
         arg_names=names,
         constexpr_names=constexprs,
+        value_keyed=constexprs | (compat.launch_option_names() - set(names)),
         defaults=defaults,
         module=getattr(fn, "__module__", "?") or "?",
         qualname=getattr(fn, "__qualname__", repr(fn)),

@@ -191,14 +191,12 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         {
             k: v
             for k, v in call.static_kwargs.items()
-            if k not in fixed or keys.is_tensor(v) or k in info.constexpr_names
+            if k not in fixed or keys.is_tensor(v) or k in info.value_keyed
         }
         if fixed and call.static_kwargs
         else call.static_kwargs
     )
-    readable = keys.readable_key(
-        info.arg_names, call.args, keyed, user_key, info.constexpr_names, HOLE
-    )
+    readable = keys.readable_key(info.arg_names, call.args, keyed, user_key, info.value_keyed, HOLE)
     if site.has_key and user_key is None:
         readable["user_key"] = None
     if site.prune_reads:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_numpy_scalar, is_tensor
+from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import foreign
@@ -334,7 +334,7 @@ def check_launch(
         )
     for param, value in [*zip(params, args, strict=False), *kwargs.items()]:
         why = foreign.foreign_value(value, param, param in info.constexpr_names)
-        if why is None and param not in info.constexpr_names and foreign.is_triton_dtype(value):
+        if why is None and param not in info.constexpr_names and is_triton_dtype(value):
             # Triton's GPU launch cannot specialize it; its interpreter takes it.
             why = (
                 f"{value}, a Triton dtype, but `{param}` is not a `tl.constexpr` parameter: "
