@@ -142,8 +142,7 @@ _MAX_LINES = 40
 
 def key_text(readable: Any) -> str:
     """A key's sizes as a person reads them (``args.a.shape[0]=300``)."""
-    from tunedsl.model.rule import show_feature
-    from tunedsl.model.rule_features import key_features
+    from tunedsl.model.rule_features import key_features, show_feature
 
     family, features = key_features(readable)
     sizes = ", ".join(show_feature(f, v) for f, v in sorted(features.items()))

@@ -36,7 +36,7 @@ def rule_pick(
     tuning_allowed: bool,
 ) -> Config | None:
     """The rule's configuration for ``subject``'s key, or None (no rule, or tune instead)."""
-    from tunedsl.store.rules import find_rule, rule_digest, rules_decide
+    from tunedsl.store.rules import find_rules, rule_digest, rules_decide
 
     if not rules_decide():  # a sweep measures every key
         return None
@@ -44,15 +44,19 @@ def rule_pick(
     digest = subject.rule_digest or rule_digest(
         subject.site_id, ctx["kernel"], ctx["hints"], ctx["env"]
     )
-    rule = find_rule(digest)
-    if rule is None:
+    rules = find_rules(digest)
+    if not rules:
         return None
+    here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
+    # The first measured on this GPU model and toolchain, else the first on the path.
+    rule = next(
+        (r for r in rules if r.device.get("name") == here and r.toolchain == toolchain), rules[0]
+    )
     where = f"rule {digest[:12]} of {subject.site_id}"
     config, in_range = rule.decide(subject.readable)
-    here = ctx.get("device", {}).get("name")
-    if rule.device.get("name") != here or rule.toolchain != ctx.get("toolchain"):
+    if rule.device.get("name") != here or rule.toolchain != toolchain:
         measured = f"{rule.device.get('name')} with {rule.toolchain}"
-        now = f"{here} with {ctx.get('toolchain')}"
+        now = f"{here} with {toolchain}"
         if tuning_allowed:
             warn_once(
                 f"rule-stale:{digest}",
@@ -68,10 +72,13 @@ def rule_pick(
     elif not in_range:
         if tuning_allowed:
             return None
+        why = rule.outside(subject.readable) or "outside the swept range"
+        # Once per reason and family: a second dtype never swept is not decided silently
+        # because a size beyond the sweep warned first.
         warn_once(
-            f"rule-range:{digest}",
-            f"a key outside the range of {where} (sizes beyond the sweep, or another dtype or "
-            f"layout); tuning cannot run here, so it launches the rule's nearest pick {config}",
+            f"rule-range:{digest}:{why}",
+            f"a key outside the range of {where} ({why}); tuning cannot run here, so it "
+            f"launches the pick of the nearest swept family and sizes, {config}",
         )
     elif tuning_allowed and rule.swept is not None:
         new = _unswept(rule.swept, candidates)
