@@ -64,12 +64,12 @@ def test_an_int_flag_the_sweep_never_timed_is_not_decided_by_the_rule(tmp_path: 
     """HAS_BIAS=0 and HAS_BIAS=1 compile different kernels; in log2 both read as 0. A rule
     swept only without the bias must not decide a call with it."""
     rules = built(tmp_path, [{"n": n, "bias": 0} for n in (64, 256, 1024)])
+    sources, _ = serve(rules, tmp_path, "flag:300:0", "flag:300:1")
+    assert sources == {"flag:300:0": "rule", "flag:300:1": "tuned"}
     (rule,) = rules.glob("*.rule.json")
     (family,) = json.loads(rule.read_text())["families"]
     assert json.loads(family["family"])["args.HAS_BIAS"] == 0
     assert not any("HAS_BIAS" in f for f in family["ranges"])
-    sources, _ = serve(rules, tmp_path, "flag:300:0", "flag:300:1")
-    assert sources == {"flag:300:0": "rule", "flag:300:1": "tuned"}
 
 
 def test_a_rule_swept_with_both_flag_values_keeps_them_apart(tmp_path: Path) -> None:
@@ -77,10 +77,19 @@ def test_a_rule_swept_with_both_flag_values_keeps_them_apart(tmp_path: Path) -> 
     rules = built(tmp_path, shapes)
     (rule,) = rules.glob("*.rule.json")
     families = json.loads(rule.read_text())["families"]
+    # One family a flag value, each with its three sizes (in log2, 0 and 1 were one point).
+    assert [len(f["points"]) for f in families] == [3, 3]
     assert sorted(json.loads(f["family"])["args.HAS_BIAS"] for f in families) == [0, 1]
-    assert all(len(f["points"]) == 3 for f in families)
     sources, _ = serve(rules, tmp_path, "flag:300:0", "flag:300:1")
     assert set(sources.values()) == {"rule"}
+    # `check --script` names each key with its flag: two keys of one size read apart.
+    held = tmp_path / "held.json"
+    held.write_text(json.dumps([{"n": 300, "bias": 0}, {"n": 300, "bias": 1}]))
+    check = tunedsl("rules", "check", str(rules), "--script", SCRIPT, "--shapes", str(held))
+    lines = [line for line in check.stdout.splitlines() if "shape[0]=300" in line]
+    assert len(lines) == 2, check.stdout + check.stderr
+    assert any("args.HAS_BIAS=0" in line for line in lines)
+    assert any("args.HAS_BIAS=1" in line for line in lines)
 
 
 def test_a_key_off_the_swept_shapes_of_several_sizes_is_tuned_not_decided(
@@ -108,6 +117,7 @@ def test_each_family_a_cached_key_borrows_from_warns_naming_what_was_never_swept
     calls = ("mn:1000:1000!", "mn:100:100:float64!", "mn:100:100:float16!")
     sources, warned = serve(rules, tmp_path, *calls)
     assert set(sources.values()) == {"rule"}
+    assert warned.count("a key outside the range of rule") == 3, warned
     assert "args.a.shape[0]=1000 is outside the swept [64, 256]" in warned
     for dtype in ("float64", "float16"):
         assert f'args.a.dtype is "{dtype}" (swept: "float32")' in warned
@@ -143,3 +153,37 @@ def test_the_rule_measured_here_decides_wherever_it_is_on_the_path_and_check_agr
     assert never.returncode == 1 and f"looks for this rule as {rule.name}" in never.stdout
     shown = tunedsl("rules", "show", str(renamed))
     assert f"mm.rule.json (never used: the runtime looks for it as {rule.name})" in shown.stdout
+
+
+def test_a_rule_for_an_edited_kernel_decides_nothing_and_says_so(tmp_path: Path) -> None:
+    """The kernel changed since the sweep: its rule is never used (it was timed on other
+    code), and a process that meets the site says which rule it ignores, once, instead of
+    silently running without it (where tuning cannot run: the site's default)."""
+    script = tmp_path / "kernels.py"
+    script.write_text(Path(SCRIPT).read_text())
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": n, "bias": 0} for n in (64, 256, 1024)]))
+    done = tunedsl("sweep", str(script), "--shapes", str(shapes), "--no-ray")
+    assert done.returncode == 0, done.stderr
+    rules = tmp_path / "rules"
+    assert tunedsl("rules", "build", "--out", str(rules)).returncode == 0
+    (rule,) = rules.glob("*.rule.json")
+    edited = script.read_text().replace("x = x + 1.0\n", "x = x + 1.0  # edited\n")
+    assert edited != script.read_text()
+    script.write_text(edited)
+    done = subprocess.run(
+        [sys.executable, "-W", "always", str(script), "flag:300:0!", "flag:400:0!"],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "TUNEDSL_RECORDS_PATH": str(rules),
+            "TUNEDSL_CACHE_DIR": str(tmp_path / "serving-cache"),
+        },
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "flag:300:0! default" in done.stdout and "flag:400:0! default" in done.stdout
+    assert done.stderr.count("built for another version of its kernel") == 1, done.stderr
+    assert str(rule) in done.stderr

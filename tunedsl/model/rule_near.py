@@ -6,6 +6,7 @@ Pure Python, no torch or triton: the model layer.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -60,13 +61,18 @@ class Grid:
     between swept values. A key on several such sizes is in range only when its nearest
     swept key is within that gap on each: the inside of a product grid (M by K) is, the
     corner of a diagonal (M and K swept together, M=16 with K=4096 never) is not. Sizes
-    that moved together on every swept key (a tensor's M and its output's M) move together
-    in a key of the same family, so they never push it off."""
+    equal on every swept key (a tensor's M and its output's M, or M and K on a diagonal) are
+    one size here, and a key's must lie within that size's gap of each other."""
 
-    __slots__ = ("gaps", "names", "rows")
+    __slots__ = ("gaps", "names", "rows", "ties")
 
-    def __init__(self, names: tuple[str, ...], rows: list[tuple[float, ...]]) -> None:
-        self.names, self.rows = names, rows
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        rows: list[tuple[float, ...]],
+        ties: tuple[tuple[str, int], ...],
+    ) -> None:
+        self.names, self.rows, self.ties = names, rows, ties
         self.gaps = tuple(
             max(b - a for a, b in itertools.pairwise(sorted({r[i] for r in rows})))
             for i in range(len(names))
@@ -76,16 +82,35 @@ class Grid:
     def of(
         cls, points: Sequence[tuple[Mapping[str, float], int]], ranges: Mapping[str, Any]
     ) -> Grid | None:
-        """None where at most one size varied: its range is then the whole story."""
-        names = tuple(f for f in sorted(ranges) if ranges[f][0] < ranges[f][1])
-        if len(names) < 2:
+        """None where one size varied alone: its range is then the whole story."""
+        columns: dict[tuple[float, ...], int] = {}
+        names: list[str] = []
+        ties: list[tuple[str, int]] = []
+        for f in sorted(ranges):
+            lo, hi = ranges[f]
+            if lo == hi:
+                continue
+            column = tuple(p.get(f, lo) for p, _ in points)
+            if column in columns:
+                ties.append((f, columns[column]))
+            else:
+                columns[column] = len(names)
+                names.append(f)
+        if not ties and len(names) < 2:
             return None
-        rows = [tuple(p.get(f, ranges[f][0]) for f in names) for p, _ in points]
-        return cls(names, rows)
+        return cls(tuple(names), list(zip(*columns, strict=True)), tuple(ties))
 
     def outside(self, x: Mapping[str, float]) -> str | None:
+        for f, i in self.ties:
+            if abs(x[f] - x[self.names[i]]) > self.gaps[i] + 1e-9:
+                return (
+                    f"{show_feature(f, x[f])} is off the swept shapes: the sweep moved it "
+                    f"with {self.names[i]}, and {show_feature(self.names[i], x[self.names[i]])}"
+                )
+        if len(self.names) < 2:
+            return None
         at = tuple(x[f] for f in self.names)
-        near = min(self.rows, key=lambda r: math.dist(r, at))
+        near = min(self.rows, key=functools.partial(math.dist, at))  # no Python call a row
         for f, v, w, gap in zip(self.names, at, near, self.gaps, strict=True):
             if abs(v - w) > gap + 1e-9:
                 where = ", ".join(show_feature(n, u) for n, u in zip(self.names, near, strict=True))

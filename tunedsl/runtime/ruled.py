@@ -36,7 +36,7 @@ def rule_pick(
     tuning_allowed: bool,
 ) -> Config | None:
     """The rule's configuration for ``subject``'s key, or None (no rule, or tune instead)."""
-    from tunedsl.store.rules import find_rules, rule_digest, rules_decide
+    from tunedsl.store.rules import find_rules, rule_digest, rules_decide, rules_of_other_kernels
 
     if not rules_decide():  # a sweep measures every key
         return None
@@ -46,6 +46,15 @@ def rule_pick(
     )
     rules = find_rules(digest)
     if not rules:
+        others = rules_of_other_kernels(subject.site_id, digest)
+        if others:  # shipped for this site, but not for this kernel: say so, once
+            warn_once(
+                f"rule-other-kernel:{digest}",
+                f"{others[0]} is a rule for {subject.site_id} built for another version of its "
+                "kernel (its source, static hints or Triton environment changed since the "
+                "sweep), so it decides no key of this kernel; sweep again and run "
+                "`tunedsl rules build`",
+            )
         return None
     here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
     # The first measured on this GPU model and toolchain, else the first on the path.

@@ -110,6 +110,33 @@ def find_rules(digest: str) -> tuple[Rule, ...]:
     return tuple(found)
 
 
+# The rule directories' signature, and the rule files in them by site (one scan of the
+# path for every site: asked on a miss that no rule decides, for each site once).
+_by_site: tuple[tuple[Any, ...], dict[str, list[Path]]] | None = None
+
+
+def rules_of_other_kernels(site: str, digest: str) -> list[Path]:
+    """The trusted, valid rule files on the path for ``site`` under another name than
+    ``digest``: built for the site's kernel before its source, static hints or Triton
+    environment changed, so never used for it now."""
+    global _by_site
+    roots, wheres = _rule_roots()
+    signature = tuple(map(_stat, wheres))  # a directory's mtime moves when a file comes or goes
+    index = _by_site
+    if index is None or index[0] != signature:
+        found: dict[str, list[Path]] = {}
+        for root in roots:
+            if not root.is_dir() or not rec.trusted_dir(root):
+                continue
+            for path in iter_rule_files([root]):
+                try:
+                    found.setdefault(read_rule_file(path).site, []).append(path)
+                except (OSError, InvalidRule, rec.InvalidRecord):
+                    continue  # find_rules warns about a damaged rule it is asked for
+        index = _by_site = (signature, found)
+    return [p for p in index[1].get(site, ()) if p.name != digest + SUFFIX]
+
+
 _Stat = tuple[int, ...] | None
 
 
@@ -156,8 +183,10 @@ def rules_decide() -> bool:
 
 def forget_loaded() -> None:
     """Read rule files again on the next miss (tests, and `tunedsl rules` commands)."""
+    global _by_site
     with _lock:
         _loaded.clear()
+        _by_site = None
 
 
 def iter_rule_files(roots: list[Path]) -> list[Path]:
