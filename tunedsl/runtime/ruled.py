@@ -4,15 +4,19 @@ Called by ``decide.lookup`` after the records missed. The rule named by the site
 kernel's source, hints and Triton environment decides:
 
 - a key in the rule's range gets the rule's pick (``source="rule"``);
-- a key outside it (a size beyond the sweep, another dtype or layout) is tuned where tuning
-  may run (``mode="on"`` and no CUDA-graph capture); where it may not, it gets the pick of
-  the nearest family with its sizes clamped into the swept range, with one warning;
+- a key outside it (a size beyond the sweep, another dtype, layout or flag, a shape off the
+  swept ones) is tuned where tuning may run (``mode="on"`` and no CUDA-graph capture); where
+  it may not, it gets the pick of the nearest family with its sizes clamped into the swept
+  range, with one warning per reason, naming it;
 - a *stale* rule (measured on another GPU model or Triton version) is not trusted to beat
   tuning: the key is tuned where tuning may run, with one warning naming
   ``tunedsl rules check``; where it may not, its pick still beats the site's default, and is
   launched with one warning.
 
-A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no rule decides there.
+Where several directories on the path hold the rule, the first measured on this GPU model
+and toolchain decides, else the first. A site whose only rules are for another version of its
+kernel says so once. A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no
+rule decides there.
 A pick is launched only when it is one of the configurations the site's space and
 ``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify.
 """
