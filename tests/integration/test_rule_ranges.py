@@ -114,13 +114,22 @@ def test_each_family_a_cached_key_borrows_from_warns_naming_what_was_never_swept
     """Where tuning cannot run, a key outside the range takes a pick from the nearest swept
     family: a size beyond the sweep warns, and so does each dtype never swept after it."""
     rules = built(tmp_path, [{"m": s, "n": s} for s in (64, 128, 256)])
-    calls = ("mn:1000:1000!", "mn:100:100:float64!", "mn:100:100:float16!")
+    calls = ("mn:1000:1000!", "mn:2000:2000!", "mn:100:100:float64!", "mn:100:100:float16!")
     sources, warned = serve(rules, tmp_path, *calls)
     assert set(sources.values()) == {"rule"}
-    assert warned.count("a key outside the range of rule") == 3, warned
+    assert warned.count("a key outside the range of rule") == 3, warned  # not once a size
     assert "args.a.shape[0]=1000 is outside the swept [64, 256]" in warned
     for dtype in ("float64", "float16"):
         assert f'args.a.dtype is "{dtype}" (swept: "float32")' in warned
+    # A stale rule's pick for a dtype it never swept: both are said.
+    (rule,) = rules.glob("*.rule.json")
+    data = json.loads(rule.read_text())
+    data["device"]["name"] = "Some Other GPU"
+    rule.write_text(json.dumps(data))
+    sources, warned = serve(rules, tmp_path, "mn:100:100:float64!")
+    assert sources == {"mn:100:100:float64!": "rule"}
+    assert "measured on Some Other GPU" in warned
+    assert 'args.a.dtype is "float64" (swept: "float32")' in warned
 
 
 def test_the_rule_measured_here_decides_wherever_it_is_on_the_path_and_check_agrees(

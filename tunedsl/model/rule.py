@@ -147,17 +147,18 @@ class Family:
     def in_range(self, x: Mapping[str, float]) -> bool:
         return self.outside(x) is None
 
-    def outside(self, x: Mapping[str, float]) -> str | None:
-        """Why ``x`` (of this family) is not in the swept range, or None when it is: a size
+    def outside(self, x: Mapping[str, float]) -> tuple[str, str] | None:
+        """What puts ``x`` (of this family) outside the swept range (a size's name, or
+        ``"sizes"``) and why, or None when it is in range: a size
         the sweep did not have, one beyond the swept values, or a point on several sizes
         farther from every swept key than the sweep's widest gap on some size (M and K both
         swept from 16 to 4096, but only together: M=16 with K=4096 is no swept shape)."""
         if not self._layout(x)[0]:  # not the sizes (ranged features) the family was swept with
             theirs = sorted(self.ranges.keys() ^ {f for f in x if ranged(f)})
-            return f"its sizes are not the swept ones ({', '.join(theirs)})"
+            return "sizes", f"its sizes are not the swept ones ({', '.join(theirs)})"
         for f, (lo, hi) in self.ranges.items():
             if not lo <= x[f] <= hi:
-                return (
+                return f, (
                     f"{show_feature(f, x[f])} is outside the swept "
                     f"[{show_value(lo)}, {show_value(hi)}]"
                 )
@@ -267,16 +268,18 @@ class Rule:
         fam = fam or self._closest_family(family)
         return self.configs[fam.pick(fam.clamp(x))], False
 
-    def outside(self, readable: Mapping[str, Any]) -> str | None:
-        """Why a key is outside the rule's range (a family never swept: the parts that differ
-        from the closest swept family; or its sizes), or None when it is in range."""
+    def outside(self, readable: Mapping[str, Any]) -> tuple[str, str] | None:
+        """What puts a key outside the rule's range and why, or None when it is in range:
+        its family, never swept (the text names the parts that differ from the closest swept
+        family), or a size of its family (the text names the size and the swept range)."""
         family, x = key_features(readable)
         fam = self.family_of(family)
         if fam is not None:
-            return fam.outside(x)
+            found = fam.outside(x)
+            return None if found is None else (f"{family} {found[0]}", found[1])
         want, near = json.loads(family), json.loads(self._closest_family(family).family)
         differ = sorted(k for k in {*want, *near} if want.get(k, _NONE) != near.get(k, _NONE))
-        return "its family was never swept: " + ", ".join(
+        return family, "its family was never swept: " + ", ".join(
             f"{k} is {json.dumps(want.get(k))} (swept: {json.dumps(near.get(k))})"
             for k in differ[:4]
         )

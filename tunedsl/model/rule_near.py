@@ -100,10 +100,11 @@ class Grid:
             return None
         return cls(tuple(names), list(zip(*columns, strict=True)), tuple(ties))
 
-    def outside(self, x: Mapping[str, float]) -> str | None:
+    def outside(self, x: Mapping[str, float]) -> tuple[str, str] | None:
+        """The size off the swept shapes and why, or None."""
         for f, i in self.ties:
             if abs(x[f] - x[self.names[i]]) > self.gaps[i] + 1e-9:
-                return (
+                return f, (
                     f"{show_feature(f, x[f])} is off the swept shapes: the sweep moved it "
                     f"with {self.names[i]}, and {show_feature(self.names[i], x[self.names[i]])}"
                 )
@@ -114,7 +115,7 @@ class Grid:
         for f, v, w, gap in zip(self.names, at, near, self.gaps, strict=True):
             if abs(v - w) > gap + 1e-9:
                 where = ", ".join(show_feature(n, u) for n, u in zip(self.names, near, strict=True))
-                return (
+                return f, (
                     f"{show_feature(f, v)} is off the swept shapes: the nearest swept key "
                     f"({where}) is farther on it than the sweep's widest gap"
                 )

@@ -67,7 +67,8 @@ def rule_pick(
     )
     where = f"rule {digest[:12]} of {subject.site_id}"
     config, in_range = rule.decide(subject.readable)
-    if rule.device.get("name") != here or rule.toolchain != toolchain:
+    stale = rule.device.get("name") != here or rule.toolchain != toolchain
+    if stale:
         measured = f"{rule.device.get('name')} with {rule.toolchain}"
         now = f"{here} with {toolchain}"
         if tuning_allowed:
@@ -82,14 +83,14 @@ def rule_pick(
             f"{where} was measured on {measured}, not on {now}; using its picks while "
             "tuning cannot run. Refresh it with `tunedsl rules check` and `tunedsl rules build`",
         )
-    elif not in_range:
+    if not in_range:  # (a stale rule where tuning may run has returned above)
         if tuning_allowed:
             return None
-        why = rule.outside(subject.readable) or "outside the swept range"
-        # Once per reason and family: a second dtype never swept is not decided silently
-        # because a size beyond the sweep warned first.
+        topic, why = rule.outside(subject.readable) or ("", "outside the swept range")
+        # Once per family and size: a second dtype never swept is not decided silently
+        # because a size beyond the sweep warned first (nor each new size warned again).
         warn_once(
-            f"rule-range:{digest}:{why}",
+            f"rule-range:{digest}:{topic}",
             f"a key outside the range of {where} ({why}); tuning cannot run here, so it "
             f"launches the pick of the nearest swept family and sizes, {config}",
         )
