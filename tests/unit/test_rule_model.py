@@ -74,6 +74,11 @@ def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
         "key[1][1]": None,
     }
     assert feats == {"args.w[2]": 1.0, "key[1][0]": 2.0}
+    # Values that were one point in log2 read apart: 0 and 1 (flags), 0.25 and 0.5, -1 and -7.
+    for a, b in ((0, 1), (0.25, 0.5), (-1, -7), (0.0, 1.0), ({"constexpr": 0}, {"constexpr": 1})):
+        assert key_features({"args": {}, "user_key": a}) != key_features(
+            {"args": {}, "user_key": b}
+        ), (a, b)
 
 
 def test_a_tensor_reads_as_the_same_features_whatever_form_its_parts_take() -> None:
