@@ -49,6 +49,17 @@ def broken(a, n):
 def add_keyed(a, b, c, n):
     autotune(space=dict(tile=[32, 64]), blocks=(cdiv(n, $tile), 1), key=(n // 512, "v"),
              vadd(a, b, c, n, TILE=$tile))
+
+
+def add_counted(a, b, c, counts):
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(int(counts.sum().item()), $tile),
+             vadd(a, b, c, a.numel(), TILE=$tile))
+
+
+def add_tile(a, b, c, n):
+    result = autotune(space=dict(tile=[32, 64]), blocks=cdiv(n, $tile),
+                      vadd(a, b, c, n, TILE=$tile))
+    return result.config.tile
 """
 ADD_LINE = 6  # the line the macro starts on
 BROKEN_LINE = 15
@@ -390,3 +401,29 @@ def test_older_pytorch_keeps_the_graph_break() -> None:
     assert not supported("2.10.1") and not supported("1.13.0")
     assert supported("2.13.0+cpu", FUSED_CALL_MIN_TORCH)
     assert not supported("2.12.1", FUSED_CALL_MIN_TORCH)
+
+
+def test_a_graph_break_at_a_site_runs_the_site_eagerly(tmp_path: Path) -> None:
+    """Where Dynamo cannot trace a site's call (``blocks=`` reads a tensor's value; the
+    macro's value is read), the call runs eagerly: Dynamo compiles none of the site's own
+    frames (the table, tuning, the launch), and the result is eager's."""
+    module = load(tmp_path, "tc_break")
+
+    def counted(x: torch.Tensor, y: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        module.add_counted(x, y, out, counts)
+        return out + 1
+
+    def tile(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+        out = torch.empty_like(x)
+        return out, module.add_tile(x, y, out, x.numel())
+
+    a, b = torch.randn(100), torch.randn(100)
+    counts = torch.tensor([60, 40])
+    expected = counted(a, b, counts)
+    got = torch.compile(counted, backend="aot_eager")(a, b, counts)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got, a + b + 1)
+    out, chosen = torch.compile(tile, backend="aot_eager")(a, b)
+    torch.testing.assert_close(out, a + b)
+    assert chosen == next(iter(site_of(module, 4).table().values())).config.tile

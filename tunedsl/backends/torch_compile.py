@@ -402,6 +402,10 @@ def _on_dynamo_loaded() -> None:
     for site_cls in classes:
         for name in ("_call", "__call__"):
             vars(site_cls)[name]._torchdynamo_inline = _traced_call
+            # Where Dynamo cannot inline the call (a graph break inside the site's trace, or
+            # in the user's function around it), the call runs eagerly: Dynamo must not
+            # compile the site's own frames (the table, tuning, the Triton launch).
+            dynamo.run_eagerly(vars(site_cls)[name].__code__)
     # Dynamo runs these for real while tracing (they read the site, the space, the table);
     # their arguments are Python constants (a plan id, names, flattened leaves).
     for fn in (_reserve, _points, _register):
