@@ -427,3 +427,28 @@ def test_a_graph_break_at_a_site_runs_the_site_eagerly(tmp_path: Path) -> None:
     out, chosen = torch.compile(tile, backend="aot_eager")(a, b)
     torch.testing.assert_close(out, a + b)
     assert chosen == next(iter(site_of(module, 4).table().values())).config.tile
+
+
+def test_non_strict_export_puts_the_operator_in_the_program(tmp_path: Path) -> None:
+    """``torch.export.export`` (non-strict: no Dynamo) runs the site's Python with fake
+    tensors: the site puts its operator in the exported program instead of launching (or
+    tuning) on them, and the program's module launches with the site's decision."""
+    module = load(tmp_path, "tc_export")
+
+    class Block(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return step(module)(x, y)
+
+    site = site_of(module)
+    a, b = torch.randn(100), torch.randn(100)
+    x, y = torch.randn(300), torch.randn(300)
+    n = torch.export.Dim("n")
+    program = torch.export.export(Block(), (x, y), dynamic_shapes=({0: n}, {0: n}), strict=False)
+    assert "tunedsl.site_call" in program.graph_module.code
+    assert len(site.table()) == 0  # nothing ran (nor tuned) on the fake tensors
+    torch.testing.assert_close(program.module()(x, y), (x + y) * 2 + 1)
+    torch.testing.assert_close(program.module()(a, b), (a + b) * 2 + 1)
+    assert len(site.table()) == 2  # each size decided at run time
+    program = torch.export.export(Block(), (a, b), strict=False)  # a decided key
+    torch.testing.assert_close(program.module()(b, a), (a + b) * 2 + 1)
+    assert len(site.table()) == 2

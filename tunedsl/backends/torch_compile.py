@@ -101,6 +101,7 @@ def _trace(
     bind: Callable[..., Any],
     key: Any,
     lazy: Callable[[], Any] | None,
+    dynamo_traces: bool = True,
 ) -> None:
     import torch
 
@@ -108,7 +109,10 @@ def _trace(
     # under it (Dynamo cannot pass a site or a Triton kernel to a constant-folded call:
     # neither is a Python constant to it), and _points and _register take the id.
     plan = _reserve()
-    _comptime(_capture)
+    if dynamo_traces:
+        _comptime(_capture)
+    else:  # a trace that runs this Python as written: the objects are at hand
+        _captured[plan] = (owner, kernel)
     lazy_values = lazy() if lazy is not None else None
     names, points = _points(plan, lazy_values)
     tensors: list[Any] = []
@@ -133,6 +137,25 @@ def _trace(
     torch.ops.tunedsl.site_call(plan, tensors, ints, floats)
 
 
+def traced_without_dynamo(
+    site: Any,
+    kernel: Any,
+    args: tuple[Any, ...],
+    static_kwargs: dict[str, Any],
+    bind: Callable[..., Any],
+    key: Any,
+    lazy: Callable[[], Any] | None,
+) -> bool:
+    """Where a site's eager call runs inside a trace that does not use Dynamo (non-strict
+    ``torch.export``, whose tensors are fake: no kernel can run on them), put the operator's
+    call in that trace, as Dynamo would, and return True; else return False (launch)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.compiler.is_compiling():
+        return False
+    _trace(site, kernel, args, static_kwargs, bind, key, lazy, dynamo_traces=False)
+    return True
+
+
 def _leaf(value: Any, tensors: list[Any], ints: list[Any], floats: list[Any]) -> Any:
     import torch
 
@@ -141,10 +164,10 @@ def _leaf(value: Any, tensors: list[Any], ints: list[Any], floats: list[Any]) ->
         return (_TENSOR, len(tensors) - 1)
     if isinstance(value, bool) or value is None:
         return (_CONST, value)
-    if isinstance(value, int):
+    if isinstance(value, (int, torch.SymInt)):  # a SymInt: a size in a trace without Dynamo
         ints.append(value)
         return (_INT, len(ints) - 1)
-    if isinstance(value, float):
+    if isinstance(value, (float, torch.SymFloat)):
         floats.append(value)
         return (_FLOAT, len(floats) - 1)
     if isinstance(value, (tuple, list)):  # a grid, a key=(...): its ints may be symbolic
