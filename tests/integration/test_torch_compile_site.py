@@ -60,6 +60,19 @@ def add_tile(a, b, c, n):
     result = autotune(space=dict(tile=[32, 64]), blocks=cdiv(n, $tile),
                       vadd(a, b, c, n, TILE=$tile))
     return result.config.tile
+
+
+def add_limited(a, b, c, n, limit):
+    autotune(space=dict(tile=[32, 64, 128]), blocks=cdiv(n, $tile),
+             prune=lambda cs, args: [cfg for cfg in cs if cfg.tile <= limit],
+             vadd(a, b, c, n, TILE=$tile))
+
+
+SPACE = dict(tile=[32])
+
+
+def add_global(a, b, c, n):
+    autotune(space=SPACE, blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=$tile))
 """
 ADD_LINE = 6  # the line the macro starts on
 BROKEN_LINE = 15
@@ -470,3 +483,46 @@ def test_the_docs_code_blocks_run(tmp_path: Path) -> None:
             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert done.returncode == 0, f"block {i}:\n{block}\n{done.stderr[-3000:]}"
+
+
+def test_options_that_read_a_symbolic_value_break_the_graph(tmp_path: Path) -> None:
+    """A ``prune=`` closing over an int that is symbolic in the trace (``dynamic=True``)
+    cannot be handed to the compiled code as a constant: the call runs eagerly (a graph
+    break) with the real value; with ``fullgraph=True`` the error names the site and fix."""
+    module = load(tmp_path, "tc_symbolic")
+    site = site_of(module, 5)
+
+    def f(x: torch.Tensor, y: torch.Tensor, limit: int) -> torch.Tensor:
+        out = torch.empty_like(x)
+        module.add_limited(x, y, out, x.numel(), limit)
+        return out
+
+    compiled = torch.compile(f, dynamic=True, backend="aot_eager")
+    for limit in (32, 64):
+        a, b = torch.randn(100 + limit), torch.randn(100 + limit)
+        torch.testing.assert_close(compiled(a, b, limit), a + b)
+    assert {r.config.tile for r in site.table().values()} <= {32, 64}
+    torch._dynamo.reset()
+    strict = torch.compile(f, dynamic=True, fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match=r"tc_symbolic\.py:\d+:\d+ \(vadd\).*dynamic=False"):
+        strict(a, b, 32)
+
+
+def test_a_key_decided_under_another_space_launches_in_compiled_code(tmp_path: Path) -> None:
+    """A site keeps a key's decision when its ``space=`` changes, in eager and compiled
+    code alike: the trace after the change covers the decided configuration too."""
+    module = load(tmp_path, "tc_respace")
+    site = site_of(module, 6)
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        module.add_global(x, y, out, x.numel())
+        return out
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    a, b = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(compiled(a, b), a + b)
+    module.SPACE = dict(tile=[64])  # a new space: the decided key keeps tile=32
+    torch.testing.assert_close(f(a, b), a + b)
+    torch.testing.assert_close(compiled(a, b), a + b)  # traced again, with tile=32 covered
+    assert [r.config.tile for r in site.table().values()] == [32]

@@ -114,6 +114,8 @@ def _trace(
     else:  # a trace that runs this Python as written: the objects are at hand
         _captured[plan] = (owner, kernel)
     lazy_values = lazy() if lazy is not None else None
+    if dynamo_traces:
+        _comptime(_check_constant)
     names, points = _points(plan, lazy_values)
     tensors: list[Any] = []
     ints: list[Any] = []
@@ -207,6 +209,9 @@ def _points(plan_id: int, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any,
         configs.append(as_config(options["default"], "default="))
     if not names and configs:
         names = tuple(sorted(configs[0]))
+    # A key decided before (under another space, which the site keeps using for that key,
+    # as an eager call does) launches its configuration: trace its placeholders too.
+    configs += [r.config for r in site.table().values() if all(n in r.config for n in names)]
     points: dict[tuple[Any, ...], None] = {}
     for cfg in configs:
         points[tuple(cfg.get(n) for n in names)] = None
@@ -234,6 +239,24 @@ def _capture(ctx: Any) -> None:
     plan_id = ctx.get_local("plan").as_python_constant()
     owner, kernel = ctx.get_local("owner"), ctx.get_local("kernel")
     _captured[plan_id] = (dynamo.traced_object(owner), dynamo.traced_object(kernel))
+
+
+def _check_constant(ctx: Any) -> None:
+    """Run by Dynamo while it traces :func:`_trace`: the site's non-literal options are handed
+    to the compiled code as constants; where one holds a symbolic value (a size or an int
+    under ``dynamic=True``, or one Dynamo made dynamic after a recompile), break the graph
+    there (the call then runs eagerly), with a message for ``fullgraph=True``."""
+    if ctx.get_local("lazy_values").is_python_constant():
+        return
+    site = _site_of(_captured[ctx.get_local("plan").as_python_constant()][0])
+    ctx.graph_break(
+        f"{site.label}: this site's non-literal options (space=, prune=, default=, ...) read "
+        "a value that is symbolic in this trace (a size or an int under dynamic=True, or one "
+        "torch.compile made dynamic after a recompile), and torch.compile can hand them to "
+        "the compiled code only as constants: the call runs eagerly (a graph break). Fix: "
+        "compute those options from constants (pass sizes through key= or blocks=), or "
+        "compile with dynamic=False"
+    )
 
 
 def _register(
