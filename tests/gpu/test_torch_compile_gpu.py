@@ -59,6 +59,11 @@ def not_a_kernel(a, n, TILE):
 def broken(a, n):
     autotune(space=dict(tile=[256]), blocks=cdiv(n, $tile),
              not_a_kernel(a, n, TILE=$tile))
+
+
+def add_counted(a, b, c, counts):
+    autotune(space=dict(tile=[256, 1024]), blocks=cdiv(int(counts.sum().item()), $tile),
+             vadd(a, b, c, a.numel(), TILE=$tile))
 """
 BROKEN_LINE = 15
 
@@ -249,3 +254,37 @@ def test_a_second_process_finds_the_record(tmp_path: Path) -> None:
     records = sorted(paths.records_dir().glob("*.json"))
     assert len(records) == 1
     assert child() == [0, 1, config]  # the record: no tuning, the same configuration
+
+
+def test_a_graph_break_at_a_site_runs_it_eagerly(tmp_path: Path) -> None:
+    """``blocks=`` reads a tensor's value: Dynamo breaks the graph at the site, whose call
+    then runs eagerly (Dynamo compiles none of the site's frames)."""
+    module = load(tmp_path, "gpu_break")
+
+    def f(x: Any, y: Any, counts: Any) -> Any:
+        out = torch.zeros_like(x)
+        module.add_counted(x, y, out, counts)
+        return out + 1
+
+    a, b = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    counts = torch.tensor([3000, 2000], device="cuda")
+    compiled = torch.compile(f)
+    for _ in range(3):  # the repeats make the C fused launch the site's call
+        torch.testing.assert_close(compiled(a, b, counts), a + b + 1)
+
+
+def test_non_strict_export_after_eager_calls(tmp_path: Path) -> None:
+    """After eager calls (the C fused launch is the site's call), non-strict export puts the
+    operator in the program instead of launching on fake tensors."""
+    module = load(tmp_path, "gpu_export")
+
+    class Block(torch.nn.Module):
+        def forward(self, x: Any, y: Any) -> Any:
+            return step(module)(x, y)
+
+    a, b = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    for _ in range(3):
+        Block()(a, b)
+    program = torch.export.export(Block(), (a, b), strict=False)
+    assert "tunedsl.site_call" in program.graph_module.code
+    torch.testing.assert_close(program.module()(a, b), ((a + b) * 2).relu())

@@ -49,6 +49,30 @@ def broken(a, n):
 def add_keyed(a, b, c, n):
     autotune(space=dict(tile=[32, 64]), blocks=(cdiv(n, $tile), 1), key=(n // 512, "v"),
              vadd(a, b, c, n, TILE=$tile))
+
+
+def add_counted(a, b, c, counts):
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(int(counts.sum().item()), $tile),
+             vadd(a, b, c, a.numel(), TILE=$tile))
+
+
+def add_tile(a, b, c, n):
+    result = autotune(space=dict(tile=[32, 64]), blocks=cdiv(n, $tile),
+                      vadd(a, b, c, n, TILE=$tile))
+    return result.config.tile
+
+
+def add_limited(a, b, c, n, limit):
+    autotune(space=dict(tile=[32, 64, 128]), blocks=cdiv(n, $tile),
+             prune=lambda cs, args: [cfg for cfg in cs if cfg.tile <= limit],
+             vadd(a, b, c, n, TILE=$tile))
+
+
+SPACE = dict(tile=[32])
+
+
+def add_global(a, b, c, n):
+    autotune(space=SPACE, blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=$tile))
 """
 ADD_LINE = 6  # the line the macro starts on
 BROKEN_LINE = 15
@@ -390,3 +414,115 @@ def test_older_pytorch_keeps_the_graph_break() -> None:
     assert not supported("2.10.1") and not supported("1.13.0")
     assert supported("2.13.0+cpu", FUSED_CALL_MIN_TORCH)
     assert not supported("2.12.1", FUSED_CALL_MIN_TORCH)
+
+
+def test_a_graph_break_at_a_site_runs_the_site_eagerly(tmp_path: Path) -> None:
+    """Where Dynamo cannot trace a site's call (``blocks=`` reads a tensor's value; the
+    macro's value is read), the call runs eagerly: Dynamo compiles none of the site's own
+    frames (the table, tuning, the launch), and the result is eager's."""
+    module = load(tmp_path, "tc_break")
+
+    def counted(x: torch.Tensor, y: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        module.add_counted(x, y, out, counts)
+        return out + 1
+
+    def tile(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+        out = torch.empty_like(x)
+        return out, module.add_tile(x, y, out, x.numel())
+
+    a, b = torch.randn(100), torch.randn(100)
+    counts = torch.tensor([60, 40])
+    expected = counted(a, b, counts)
+    got = torch.compile(counted, backend="aot_eager")(a, b, counts)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got, a + b + 1)
+    out, chosen = torch.compile(tile, backend="aot_eager")(a, b)
+    torch.testing.assert_close(out, a + b)
+    assert chosen == next(iter(site_of(module, 4).table().values())).config.tile
+
+
+def test_non_strict_export_puts_the_operator_in_the_program(tmp_path: Path) -> None:
+    """``torch.export.export`` (non-strict: no Dynamo) runs the site's Python with fake
+    tensors: the site puts its operator in the exported program instead of launching (or
+    tuning) on them, and the program's module launches with the site's decision."""
+    module = load(tmp_path, "tc_export")
+
+    class Block(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return step(module)(x, y)
+
+    site = site_of(module)
+    a, b = torch.randn(100), torch.randn(100)
+    x, y = torch.randn(300), torch.randn(300)
+    n = torch.export.Dim("n")
+    program = torch.export.export(Block(), (x, y), dynamic_shapes=({0: n}, {0: n}), strict=False)
+    assert "tunedsl.site_call" in program.graph_module.code
+    assert len(site.table()) == 0  # nothing ran (nor tuned) on the fake tensors
+    torch.testing.assert_close(program.module()(x, y), (x + y) * 2 + 1)
+    torch.testing.assert_close(program.module()(a, b), (a + b) * 2 + 1)
+    assert len(site.table()) == 2  # each size decided at run time
+    program = torch.export.export(Block(), (a, b), strict=False)  # a decided key
+    torch.testing.assert_close(program.module()(b, a), (a + b) * 2 + 1)
+    assert len(site.table()) == 2
+
+
+def test_the_docs_code_blocks_run(tmp_path: Path) -> None:
+    """Every code block of docs/pytorch.md runs as written (`tunedsl run`, interpreter)."""
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "pytorch.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 2
+    env = {**os.environ, "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "1"}
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"block{i}.py"
+        path.write_text(block, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "run", str(path)],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, f"block {i}:\n{block}\n{done.stderr[-3000:]}"
+
+
+def test_options_that_read_a_symbolic_value_break_the_graph(tmp_path: Path) -> None:
+    """A ``prune=`` closing over an int that is symbolic in the trace (``dynamic=True``)
+    cannot be handed to the compiled code as a constant: the call runs eagerly (a graph
+    break) with the real value; with ``fullgraph=True`` the error names the site and fix."""
+    module = load(tmp_path, "tc_symbolic")
+    site = site_of(module, 5)
+
+    def f(x: torch.Tensor, y: torch.Tensor, limit: int) -> torch.Tensor:
+        out = torch.empty_like(x)
+        module.add_limited(x, y, out, x.numel(), limit)
+        return out
+
+    compiled = torch.compile(f, dynamic=True, backend="aot_eager")
+    for limit in (32, 64):
+        a, b = torch.randn(100 + limit), torch.randn(100 + limit)
+        torch.testing.assert_close(compiled(a, b, limit), a + b)
+    assert {r.config.tile for r in site.table().values()} <= {32, 64}
+    torch._dynamo.reset()
+    strict = torch.compile(f, dynamic=True, fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match=r"tc_symbolic\.py:\d+:\d+ \(vadd\).*dynamic=False"):
+        strict(a, b, 32)
+
+
+def test_a_key_decided_under_another_space_launches_in_compiled_code(tmp_path: Path) -> None:
+    """A site keeps a key's decision when its ``space=`` changes, in eager and compiled
+    code alike: the trace after the change covers the decided configuration too."""
+    module = load(tmp_path, "tc_respace")
+    site = site_of(module, 6)
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        module.add_global(x, y, out, x.numel())
+        return out
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    a, b = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(compiled(a, b), a + b)
+    module.SPACE = dict(tile=[64])  # a new space: the decided key keeps tile=32
+    torch.testing.assert_close(f(a, b), a + b)
+    torch.testing.assert_close(compiled(a, b), a + b)  # traced again, with tile=32 covered
+    assert [r.config.tile for r in site.table().values()] == [32]

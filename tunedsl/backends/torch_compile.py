@@ -101,6 +101,7 @@ def _trace(
     bind: Callable[..., Any],
     key: Any,
     lazy: Callable[[], Any] | None,
+    dynamo_traces: bool = True,
 ) -> None:
     import torch
 
@@ -108,8 +109,13 @@ def _trace(
     # under it (Dynamo cannot pass a site or a Triton kernel to a constant-folded call:
     # neither is a Python constant to it), and _points and _register take the id.
     plan = _reserve()
-    _comptime(_capture)
+    if dynamo_traces:
+        _comptime(_capture)
+    else:  # a trace that runs this Python as written: the objects are at hand
+        _captured[plan] = (owner, kernel)
     lazy_values = lazy() if lazy is not None else None
+    if dynamo_traces:
+        _comptime(_check_constant)
     names, points = _points(plan, lazy_values)
     tensors: list[Any] = []
     ints: list[Any] = []
@@ -133,6 +139,25 @@ def _trace(
     torch.ops.tunedsl.site_call(plan, tensors, ints, floats)
 
 
+def traced_without_dynamo(
+    site: Any,
+    kernel: Any,
+    args: tuple[Any, ...],
+    static_kwargs: dict[str, Any],
+    bind: Callable[..., Any],
+    key: Any,
+    lazy: Callable[[], Any] | None,
+) -> bool:
+    """Where a site's eager call runs inside a trace that does not use Dynamo (non-strict
+    ``torch.export``, whose tensors are fake: no kernel can run on them), put the operator's
+    call in that trace, as Dynamo would, and return True; else return False (launch)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.compiler.is_compiling():
+        return False
+    _trace(site, kernel, args, static_kwargs, bind, key, lazy, dynamo_traces=False)
+    return True
+
+
 def _leaf(value: Any, tensors: list[Any], ints: list[Any], floats: list[Any]) -> Any:
     import torch
 
@@ -141,10 +166,10 @@ def _leaf(value: Any, tensors: list[Any], ints: list[Any], floats: list[Any]) ->
         return (_TENSOR, len(tensors) - 1)
     if isinstance(value, bool) or value is None:
         return (_CONST, value)
-    if isinstance(value, int):
+    if isinstance(value, (int, torch.SymInt)):  # a SymInt: a size in a trace without Dynamo
         ints.append(value)
         return (_INT, len(ints) - 1)
-    if isinstance(value, float):
+    if isinstance(value, (float, torch.SymFloat)):
         floats.append(value)
         return (_FLOAT, len(floats) - 1)
     if isinstance(value, (tuple, list)):  # a grid, a key=(...): its ints may be symbolic
@@ -184,6 +209,9 @@ def _points(plan_id: int, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any,
         configs.append(as_config(options["default"], "default="))
     if not names and configs:
         names = tuple(sorted(configs[0]))
+    # A key decided before (under another space, which the site keeps using for that key,
+    # as an eager call does) launches its configuration: trace its placeholders too.
+    configs += [r.config for r in site.table().values() if all(n in r.config for n in names)]
     points: dict[tuple[Any, ...], None] = {}
     for cfg in configs:
         points[tuple(cfg.get(n) for n in names)] = None
@@ -211,6 +239,24 @@ def _capture(ctx: Any) -> None:
     plan_id = ctx.get_local("plan").as_python_constant()
     owner, kernel = ctx.get_local("owner"), ctx.get_local("kernel")
     _captured[plan_id] = (dynamo.traced_object(owner), dynamo.traced_object(kernel))
+
+
+def _check_constant(ctx: Any) -> None:
+    """Run by Dynamo while it traces :func:`_trace`: the site's non-literal options are handed
+    to the compiled code as constants; where one holds a symbolic value (a size or an int
+    under ``dynamic=True``, or one Dynamo made dynamic after a recompile), break the graph
+    there (the call then runs eagerly), with a message for ``fullgraph=True``."""
+    if ctx.get_local("lazy_values").is_python_constant():
+        return
+    site = _site_of(_captured[ctx.get_local("plan").as_python_constant()][0])
+    ctx.graph_break(
+        f"{site.label}: this site's non-literal options (space=, prune=, default=, ...) read "
+        "a value that is symbolic in this trace (a size or an int under dynamic=True, or one "
+        "torch.compile made dynamic after a recompile), and torch.compile can hand them to "
+        "the compiled code only as constants: the call runs eagerly (a graph break). Fix: "
+        "compute those options from constants (pass sizes through key= or blocks=), or "
+        "compile with dynamic=False"
+    )
 
 
 def _register(
@@ -402,6 +448,10 @@ def _on_dynamo_loaded() -> None:
     for site_cls in classes:
         for name in ("_call", "__call__"):
             vars(site_cls)[name]._torchdynamo_inline = _traced_call
+            # Where Dynamo cannot inline the call (a graph break inside the site's trace, or
+            # in the user's function around it), the call runs eagerly: Dynamo must not
+            # compile the site's own frames (the table, tuning, the Triton launch).
+            dynamo.run_eagerly(vars(site_cls)[name].__code__)
     # Dynamo runs these for real while tracing (they read the site, the space, the table);
     # their arguments are Python constants (a plan id, names, flattened leaves).
     for fn in (_reserve, _points, _register):

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
+from tunedsl.backends import torch_compile
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import identity, keys, prune_keys, repeat_check
 from tunedsl.model.config import Config
@@ -134,8 +135,7 @@ class Site:
         key: Any,
         lazy: Callable[[], Any] | None,
     ) -> LaunchResult:
-        """The call of the expansion before ``launch`` (bytecode cached by older versions)
-        and of ``autotune_launch``."""
+        """The call of ``autotune_launch`` and of expansions cached before ``launch``."""
         try:
             return self.launch(kernel, args, static_kwargs, bind, key, lazy)
         except UsageError as err:  # the user's mistake: this frame is the last, as from launch
@@ -151,51 +151,49 @@ class Site:
         key: Any,
         lazy: Callable[[], Any] | None,
     ) -> LaunchResult:
-        # The last call's entry when this call repeats its key (checked without building
-        # the key: see _remember), launched by its fused launch where it has one; else
-        # the key and a table lookup.
-        fast = self._fast
-        if fast is not None:
-            result = fast(kernel, args, static_kwargs, bind)
-            if result is not None:
-                return result  # type: ignore[no-any-return]
-            entry = None  # another layout (the fused check is the repeat check): key it
-        else:
-            entry = self._last
-        if (
-            entry is None or kernel is not self._kernel or not entry.repeat(args, static_kwargs)  # type: ignore[misc]
-        ):
-            if kernel is self._kernel:
-                call_key = self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
+        # A repeat of the last call's layout: no key (_remember); else a key and a lookup.
+        try:
+            fast = self._fast
+            if fast is not None:
+                result = fast(kernel, args, static_kwargs, bind)
+                if result is not None:
+                    return result  # type: ignore[no-any-return]
+                entry = None  # another layout (the fused check is the repeat check): key it
             else:
-                try:
+                entry = self._last
+            if (
+                entry is None or kernel is not self._kernel or not entry.repeat(args, static_kwargs)  # type: ignore[misc]
+            ):
+                if kernel is self._kernel:
+                    call_key = self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
+                else:
                     call_key = self.call_key(kernel, args, static_kwargs, key)
-                except UsageError as err:  # the user's mistake: show the user's line, not ours
-                    __tracebackhide__ = True  # IPython and pytest hide this frame
-                    raise mistakes.at_user_frame(err) from None
-            try:
-                entry = self._table.get(call_key)
-            except TypeError:  # an unhashable key= value (a list): use its tuple form
                 try:
+                    entry = self._table.get(call_key)
+                except TypeError:  # an unhashable key= value (a list): use its tuple form
                     mistakes.check_key(key, self.label)
-                except UsageError as err:
-                    __tracebackhide__ = True
-                    raise mistakes.at_user_frame(err) from None
-                call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
-                entry = self._table.get(call_key)
-            if entry is None:
-                try:
-                    return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
-                except UsageError as err:
-                    __tracebackhide__ = True
-                    raise mistakes.at_user_frame(err) from None
-                except (TuningError, KeyboardInterrupt) as err:  # the user's frames only
-                    __tracebackhide__ = True
-                    raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
-            if entry.repeat is not no_repeat and kernel is self._kernel:
-                self._remember(entry, args, static_kwargs)
-        entry.used = True  # one store: the bounded table keeps what is in use (entry.evict)
-        entry.launch(args, static_kwargs, bind)
+                    user_key = keys.hashable_user_key(key)
+                    call_key = self.call_key(kernel, args, static_kwargs, user_key)
+                    entry = self._table.get(call_key)
+                if entry is None:
+                    try:
+                        return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
+                    except (TuningError, KeyboardInterrupt) as err:  # the user's frames only
+                        __tracebackhide__ = True
+                        raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
+                if entry.repeat is not no_repeat and kernel is self._kernel:
+                    self._remember(entry, args, static_kwargs)
+            entry.used = True  # one store: the bounded table keeps what is in use (entry.evict)
+            entry.launch(args, static_kwargs, bind)
+        except UsageError as err:  # the user's mistake: show the user's line, not ours
+            __tracebackhide__ = True  # IPython and pytest hide this frame
+            raise mistakes.at_user_frame(err) from None
+        except (RuntimeError, TypeError):  # fake tensors: a trace without Dynamo (export)
+            if not torch_compile.traced_without_dynamo(
+                self, kernel, args, static_kwargs, bind, key, lazy
+            ):
+                raise
+            return None  # type: ignore[return-value]  # as in a graph Dynamo traces
         return entry.result
 
     def _remember(
@@ -321,6 +319,8 @@ class Site:
     ) -> LaunchResult:
         """No entry for ``call_key``: one thread resolves it (``miss.resolve``; the call is
         described only now) while the others wait; the site stores the entry and launches."""
+        if torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):
+            return None  # type: ignore[return-value]  # never tune on a trace's fake tensors
         if self.has_key:
             mistakes.check_key(key, self.label)
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)

@@ -30,3 +30,17 @@ def traced_object(var: Any) -> Any:
     if vt.source is not None:
         install_guard(vt.source.make_guard(GuardBuilder.ID_MATCH))
     return value
+
+
+def run_eagerly(code: Any) -> None:
+    """Dynamo never compiles a frame of ``code`` nor any frame it calls: they run as written
+    (``set_code_exec_strategy`` with ``SKIP`` for the frame and its callees; no cost outside
+    compiled code). Without that hook (an older PyTorch) nothing changes."""
+    from torch._C._dynamo import eval_frame
+
+    from_torch = getattr(eval_frame, "set_code_exec_strategy", None)
+    action = getattr(eval_frame, "_FrameAction", None)
+    strategy = getattr(eval_frame, "_FrameExecStrategy", None)
+    if from_torch is None or action is None or strategy is None:
+        return
+    from_torch(code, strategy(action.SKIP, action.SKIP))
