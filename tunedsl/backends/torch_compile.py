@@ -148,9 +148,8 @@ def traced_without_dynamo(
     key: Any,
     lazy: Callable[[], Any] | None,
 ) -> bool:
-    """Where a site's eager call runs inside a trace that does not use Dynamo (non-strict
-    ``torch.export``, whose tensors are fake: no kernel can run on them), put the operator's
-    call in that trace, as Dynamo would, and return True; else return False (launch)."""
+    """In a trace without Dynamo (non-strict ``torch.export``: fake tensors, no kernel can
+    run), put the operator's call in the trace and return True; else False (launch)."""
     torch = sys.modules.get("torch")
     if torch is None or not torch.compiler.is_compiling():
         return False
@@ -209,8 +208,7 @@ def _points(plan_id: int, lazy_values: Any) -> tuple[tuple[str, ...], tuple[Any,
         configs.append(as_config(options["default"], "default="))
     if not names and configs:
         names = tuple(sorted(configs[0]))
-    # A key decided before (under another space, which the site keeps using for that key,
-    # as an eager call does) launches its configuration: trace its placeholders too.
+    # A key decided under another space keeps its configuration, as in eager: trace it too.
     configs += [r.config for r in site.table().values() if all(n in r.config for n in names)]
     points: dict[tuple[Any, ...], None] = {}
     for cfg in configs:
@@ -242,10 +240,8 @@ def _capture(ctx: Any) -> None:
 
 
 def _check_constant(ctx: Any) -> None:
-    """Run by Dynamo while it traces :func:`_trace`: the site's non-literal options are handed
-    to the compiled code as constants; where one holds a symbolic value (a size or an int
-    under ``dynamic=True``, or one Dynamo made dynamic after a recompile), break the graph
-    there (the call then runs eagerly), with a message for ``fullgraph=True``."""
+    """Run by Dynamo in :func:`_trace`: options reach compiled code as constants, so one
+    holding a symbolic value breaks the graph (the call runs eagerly; fullgraph=True: an error)."""
     if ctx.get_local("lazy_values").is_python_constant():
         return
     site = _site_of(_captured[ctx.get_local("plan").as_python_constant()][0])
@@ -448,9 +444,8 @@ def _on_dynamo_loaded() -> None:
     for site_cls in classes:
         for name in ("_call", "__call__"):
             vars(site_cls)[name]._torchdynamo_inline = _traced_call
-            # Where Dynamo cannot inline the call (a graph break inside the site's trace, or
-            # in the user's function around it), the call runs eagerly: Dynamo must not
-            # compile the site's own frames (the table, tuning, the Triton launch).
+            # Where Dynamo cannot inline the call (a graph break), it runs eagerly: Dynamo
+            # must not compile the site's own frames (the table, tuning, the Triton launch).
             dynamo.run_eagerly(vars(site_cls)[name].__code__)
     # Dynamo runs these for real while tracing (they read the site, the space, the table);
     # their arguments are Python constants (a plan id, names, flattened leaves).
