@@ -131,6 +131,33 @@ def _open_checked(name: str, dir_fd: int | None, shown: Path, follow: bool, root
     return fd
 
 
+def untrusted_source(path: str) -> str | None:
+    """Why another user could have written the code file ``path`` (its real path), or None.
+
+    Trusted: the file and every directory above it owned by this user or root, the file
+    closed to writes by group and others, and each directory too unless it is sticky (as
+    ``/tmp`` is: others cannot rename or replace what this user owns there). Code that
+    tunedsl imports because a record names it (``precompile --replay``) must pass this, as a
+    record may have come from a bundle or a shared store."""
+    real = os.path.realpath(path)
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    current, is_file = real, True
+    while True:
+        try:
+            st = os.stat(current)
+        except OSError as err:
+            return f"{current} cannot be checked ({err.strerror or err})"
+        if uid is not None and st.st_uid not in (uid, 0):
+            return f"{current} is owned by another user (uid {st.st_uid})"
+        open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if open_to_others and (is_file or not st.st_mode & stat.S_ISVTX):
+            return f"{current} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current, is_file = parent, False
+
+
 def is_private_dir(path: Path) -> bool:
     """True if ``path`` and the chain above it up to the cache root are trusted
     (:func:`open_private_dir`)."""
