@@ -383,3 +383,51 @@ def test_a_ray_sweep_asking_gpus_of_a_cluster_without_any_says_so_instead_of_wai
     assert proc.returncode == 1, err.decode()
     assert "--gpus-per-task 0" in err.decode() and "has 0 GPUs" in err.decode()
     assert not list((tmp_path / "cache").glob("records/*.json"))
+
+
+def test_a_killed_sweeps_scratch_directory_is_removed_by_the_next_sweep(tmp_path: Path) -> None:
+    # SIGKILL leaves the task's scratch directory (tunedsl-sweep-*) in the temporary
+    # directory; the next sweep of the same user removes it, and only it: not a live one,
+    # not another user's, not through a symbolic link.
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1", "TMPDIR": str(scratch),
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--shapes"]
+    proc = subprocess.Popen(
+        [*argv, shapes(tmp_path, [{"n": 300, "fail": "slow"}])],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (markers / "slow-started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.kill()
+    proc.communicate(timeout=60)
+    (left,) = scratch.glob("tunedsl-sweep-*")
+    # What the next sweep must leave alone: a symbolic link to a directory of this user's,
+    # and (as root) a directory of another user's.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "file").write_text("mine")
+    os.symlink(kept, scratch / "tunedsl-sweep-link")
+    foreign = scratch / "tunedsl-sweep-foreign"
+    if os.geteuid() == 0:
+        foreign.mkdir()
+        (foreign / ".alive").write_text("")
+        os.chown(foreign / ".alive", 65534, 65534)
+        os.chown(foreign, 65534, 65534)
+    again = subprocess.run(
+        [*argv, shapes(tmp_path, [{"n": 120}])], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not left.exists(), "the killed sweep's scratch directory is still there"
+    assert (kept / "file").read_text() == "mine" and (scratch / "tunedsl-sweep-link").is_symlink()
+    assert foreign.exists() == (os.geteuid() == 0)
+    assert sorted(p.name for p in scratch.iterdir()) == sorted(
+        ["tunedsl-sweep-link"] + (["tunedsl-sweep-foreign"] if foreign.exists() else [])
+    )
