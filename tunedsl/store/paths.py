@@ -43,14 +43,27 @@ def ensure_private_dir(path: Path) -> Path:
     not trusted (``open_or_make_private_dir``). May raise OSError (``UntrustedDir``)."""
     root = cache_root()
     if not path.is_relative_to(root):
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_dirs(path)
         return path
     if not os.path.lexists(root):
-        root.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(root, 0o700)
+        make_dirs(root)
     os.close(open_or_make_private_dir(path))
     return path
+
+
+def make_dirs(path: Path) -> None:
+    """``mkdir -p path`` with every directory it makes of mode 0700 whatever the umask
+    (``Path.mkdir(parents=True)`` gives the parents the umask's mode: 0777 under
+    ``umask 0``, a ``~/.cache`` every user could write)."""
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
 
 
 class UntrustedDir(OSError):
