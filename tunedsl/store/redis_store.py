@@ -159,6 +159,13 @@ class RedisRecordStore:
             )
         self.settings = settings
         self._redis = require_redis()
+        try:  # parsed now (no connection is made): a bad port or option is the user's to fix
+            self._redis.ConnectionPool.from_url(settings.url)
+        except ValueError as err:
+            raise UsageError(
+                f"TUNEDSL_REDIS_URL={redact(settings.url)!r} is not a valid Redis URL "
+                f"({err}); expected redis://[:PASSWORD@]HOST:PORT/DB"
+            ) from None
         self._client: Any = None
         self._down_until = 0.0
         self._mutex = threading.Lock()
