@@ -22,12 +22,10 @@ Otherwise the tasks run one after the other in this process.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -100,7 +98,7 @@ def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private records directory; the records it wrote, as JSON."""
     from tunedsl.store import paths, records, rules
 
-    with scratch_dir() as tmp:
+    with paths.scratch_dir(SCRATCH_PREFIX) as tmp:
         mine = tmp / "records"
         with paths.records_kept_in(mine), rules.measuring():
             try:
@@ -116,77 +114,9 @@ def run_task(task: Task) -> list[dict[str, Any]]:
             ]
 
 
-#: A task's scratch directory, in the temporary directory. Its lock file ``ALIVE`` is locked
-#: for the task's life: a sweep killed (SIGKILL) leaves the directory with the lock free,
-#: and the next task of this user removes it.
+#: A task's scratch directory, in the temporary directory (``paths.scratch_dir``: one a
+#: killed sweep left is removed by the user's next task).
 SCRATCH_PREFIX = "tunedsl-sweep-"
-ALIVE = ".alive"
-
-
-@contextlib.contextmanager
-def scratch_dir() -> Iterator[Path]:
-    """A private directory for one task, removed after it (and by a later task when a
-    kill left it)."""
-    remove_abandoned_scratch()
-    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as tmp:
-        fd = _locked_alive(tmp)
-        try:
-            yield Path(tmp)
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-
-def _locked_alive(directory: str) -> int | None:
-    """Create ``directory/ALIVE`` already locked: the lock file is locked under another
-    name, then renamed, so no one sees it unlocked while the task lives."""
-    try:
-        import fcntl
-    except ImportError:  # no flock here: nothing left behind is ever removed either
-        return None
-    hidden = os.path.join(directory, ALIVE + ".new")
-    fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    os.rename(hidden, os.path.join(directory, ALIVE))
-    return fd
-
-
-def remove_abandoned_scratch() -> int:
-    """Remove this user's task scratch directories that no live task holds (a sweep killed
-    in the middle of a task left them); return how many. Only real directories this user
-    owns, whose lock file this process can lock at once; never through a symbolic link."""
-    try:
-        import fcntl
-    except ImportError:
-        return 0
-    import shutil
-    import stat
-
-    base = tempfile.gettempdir()
-    try:
-        names = [n for n in os.listdir(base) if n.startswith(SCRATCH_PREFIX)]
-    except OSError:
-        return 0
-    removed = 0
-    for name in names:
-        path = os.path.join(base, name)
-        try:
-            st = os.lstat(path)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-                continue
-            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(os.path.join(path, ALIVE), flags)
-        except OSError:  # gone, not ours, or just being made (no lock file yet)
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            shutil.rmtree(path, ignore_errors=True)
-            removed += 1
-        except OSError:  # a live task holds it
-            pass
-        finally:
-            os.close(fd)
-    return removed
 
 
 #: The script modules this process imported for its tasks, by path: the tasks of one

@@ -250,3 +250,79 @@ def remove_stale_temporaries(
         except OSError:
             continue
     return removed
+
+
+# -- scratch directories -----------------------------------------------------------------
+
+#: The lock file of a scratch directory, locked for the directory's life: one that a killed
+#: process left (SIGKILL runs no clean-up) has it unlocked, and is removed by the next.
+SCRATCH_ALIVE = ".alive"
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
+    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). First removes
+    the ones of this user's killed processes (``remove_abandoned_scratch``)."""
+    import tempfile
+
+    remove_abandoned_scratch(prefix)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        fd = _locked_alive(tmp)
+        try:
+            yield Path(tmp)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _locked_alive(directory: str) -> int | None:
+    """Create ``directory/SCRATCH_ALIVE`` already locked: it is locked under another name,
+    then renamed, so nobody sees it unlocked while its directory is in use."""
+    try:
+        import fcntl
+    except ImportError:  # no flock: nothing left behind is ever removed either
+        return None
+    hidden = os.path.join(directory, SCRATCH_ALIVE + ".new")
+    fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(hidden, os.path.join(directory, SCRATCH_ALIVE))
+    return fd
+
+
+def remove_abandoned_scratch(prefix: str) -> int:
+    """Remove this user's ``<prefix>*`` scratch directories that no live process holds;
+    return how many. Only real directories this user owns, whose lock file this process
+    can lock at once; never anything through a symbolic link, nor another user's."""
+    try:
+        import fcntl
+    except ImportError:
+        return 0
+    import shutil
+    import tempfile
+
+    base = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(prefix)]
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            flags = os.O_RDWR | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(os.path.join(path, SCRATCH_ALIVE), flags)
+        except OSError:  # gone, not ours, or just being made (no lock file yet)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+        except OSError:  # a live process holds it
+            pass
+        finally:
+            os.close(fd)
+    return removed
