@@ -431,3 +431,56 @@ def test_a_killed_sweeps_scratch_directory_is_removed_by_the_next_sweep(tmp_path
     assert sorted(p.name for p in scratch.iterdir()) == sorted(
         ["tunedsl-sweep-link"] + (["tunedsl-sweep-foreign"] if foreign.exists() else [])
     )
+
+
+PLANTED = """
+import os
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(_here, "planted-code-ran"), "a") as _mark:
+    _mark.write(f"pid {os.getpid()} uid {os.getuid()}\\n")
+"""
+
+SWEEP_ON_TWO_GPUS = """
+import io, sys
+from tunedsl.precompile.sweep import sweep
+written, outcomes = sweep(sys.argv[1], sys.argv[2], use_ray=False, gpus=2, out=io.StringIO())
+print("ERRORS", [o.error for o in outcomes], "WRITTEN", len(written))
+"""
+
+
+def test_a_package_planted_in_a_shared_working_directory_never_runs_in_a_gpu_process(
+    tmp_path: Path,
+) -> None:
+    # `python -m` puts the working directory first on the path: a GPU process started that
+    # way from a shared directory imported another user's `tunedsl/` before its own.
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as a second user (uid 65534)")
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)  # world-writable and sticky, as /tmp itself
+        subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "sh", "-c", 'mkdir "$1/tunedsl" && cat > "$1/tunedsl/__init__.py"', "sh",
+             str(shared)],
+            input=PLANTED, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        assert (shared / "tunedsl" / "__init__.py").stat().st_uid == 65534
+        driver = tmp_path / "driver.py"
+        driver.write_text(SWEEP_ON_TWO_GPUS)
+        env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+               "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+               "PYTHONPATH": os.pathsep.join([str(HERE.parent.parent),
+                                              os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        done = subprocess.run(
+            [sys.executable, str(driver), SCRIPT, shapes(tmp_path, [{"n": 130}, {"n": 330}])],
+            cwd=shared, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        mark = shared / "planted-code-ran"
+        assert not mark.exists(), f"the planted package ran: {mark.read_text()}"
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "ERRORS [None, None] WRITTEN 2" in done.stdout, done.stdout + done.stderr[-3000:]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
