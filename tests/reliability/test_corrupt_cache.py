@@ -142,6 +142,8 @@ def _record_corruptions() -> dict[str, Callable[[bytes], bytes]]:
         "chosen_not_a_result": reshape(set_field("chosen", {"TILE": 4096})),
         "chosen_wrong_type": reshape(set_field("chosen", {"TILE": [32]})),
         "nan_timing": lambda data: data.replace(b'"tuning_s": 0.5', b'"tuning_s": NaN'),
+        # Past Python's 4300-digit limit on int(str): json.loads raises a plain ValueError.
+        "int_of_5000_digits": lambda data: b'{"extra": 1' + b"0" * 5000 + b", " + data[1:],
         "saved_under_another_digest": reshape(set_field("digest", "b" * 64)),
     }
 
