@@ -144,6 +144,8 @@ def _record_corruptions() -> dict[str, Callable[[bytes], bytes]]:
         "nan_timing": lambda data: data.replace(b'"tuning_s": 0.5', b'"tuning_s": NaN'),
         # Past Python's 4300-digit limit on int(str): json.loads raises a plain ValueError.
         "int_of_5000_digits": lambda data: b'{"extra": 1' + b"0" * 5000 + b", " + data[1:],
+        # Under the digit limit, but past any float: math.isfinite raised OverflowError.
+        "int_past_any_float": reshape(set_field("tuning_s", 10**400)),
         # Finite, but no clock reaches it: printing its date raised OverflowError.
         "timestamp_past_year_9999": reshape(set_field("timestamp", 1e20)),
         "timestamp_before_1970": reshape(set_field("timestamp", -1e20)),

@@ -222,9 +222,18 @@ def _expect(value: Any, kind: type, where: str) -> Any:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidRecord(f"{where} is {value!r}; expected a finite number")
-    return float(value)
+    try:  # float(): an int past any float raises OverflowError
+        number = float(value) if isinstance(value, int | float) else math.nan
+    except OverflowError:
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise InvalidRecord(f"{where} is {_short(value)}; expected a finite number")
+    return number
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 #: The last second of the year 9999: a later (or negative) time is no clock's, and printing

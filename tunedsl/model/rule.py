@@ -79,9 +79,7 @@ class Tree:
                 raise InvalidRule(f"{where}.pick is {pick!r}; expected a configuration index")
             return cls(pick=pick)
         feature, threshold = data.get("feature"), data.get("threshold")
-        if not isinstance(feature, str) or not isinstance(threshold, int | float):
-            raise InvalidRule(f"{where} needs a feature name and a finite threshold")
-        if not math.isfinite(threshold):
+        if not isinstance(feature, str) or not _finite(threshold):
             raise InvalidRule(f"{where} needs a feature name and a finite threshold")
         return cls(
             feature=feature,
@@ -129,7 +127,12 @@ def show_feature(feature: str, value: float) -> str:
 
 
 def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    if not isinstance(x, int | float) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int past any float
+        return False
 
 
 @dataclass(frozen=True)
