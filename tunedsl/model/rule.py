@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from tunedsl.model.config import Config
 from tunedsl.model.keys import canonical_json
@@ -126,7 +126,7 @@ def show_feature(feature: str, value: float) -> str:
     return f"{feature.removesuffix(ALIGNED)} % 16 {'==' if value else '!='} 0"
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[int | float]:
     if not isinstance(x, int | float) or isinstance(x, bool):
         return False
     try:
