@@ -484,3 +484,32 @@ def test_a_package_planted_in_a_shared_working_directory_never_runs_in_a_gpu_pro
         assert "ERRORS [None, None] WRITTEN 2" in done.stdout, done.stdout + done.stderr[-3000:]
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep", "huge"])
+def test_a_hostile_shapes_file_is_one_line_naming_it(tmp_path: Path, kind: str) -> None:
+    # A FIFO (no writer) hung the sweep forever, JSON nested 100,000 deep was a
+    # RecursionError traceback, and a file of any size was read whole into memory.
+    path = tmp_path / "shapes.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+        why = "not a regular file"
+    elif kind == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        why = "nested too deeply"
+    else:
+        with path.open("wb") as fh:
+            fh.truncate(65 * 1024 * 1024)  # sparse: no disk used
+        why = "limit"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_CACHE_DIR": str(tmp_path / "c")}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--shapes", str(path)],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"tunedsl sweep hung on a shapes file that is a {kind}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tunedsl: error: cannot read shapes file")
+    assert str(path) in lines[0] and why in lines[0], lines[0]

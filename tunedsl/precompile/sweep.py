@@ -57,14 +57,23 @@ class Outcome:
     attempts: int = 1
 
 
+#: The largest shapes file read (a million shapes fit in a few tens of MiB).
+MAX_SHAPES_BYTES = 64 * 1024 * 1024
+
+
 def read_shapes(path: str | None) -> list[dict[str, Any]]:
     """The shapes file: a JSON list of objects (each the keyword arguments of one call)."""
     if path is None:
         return [{}]
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UsageError(f"cannot read shapes file {path}: {err}") from None
+    from tunedsl.store import atomic
+
+    try:  # a regular file of bounded size: never a FIFO that hangs, nor /dev/zero
+        data = json.loads(atomic.read_regular_file(path, MAX_SHAPES_BYTES).decode("utf-8"))
+    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not JSON, an int too long
+        why = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise UsageError(f"cannot read shapes file {path}: {why}") from None
+    except RecursionError:
+        raise UsageError(f"cannot read shapes file {path}: JSON nested too deeply") from None
     if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
         raise UsageError(
             f"shapes file {path} must hold a JSON list of objects, e.g. "
