@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_tensor
+from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import foreign
@@ -229,6 +229,8 @@ def _unstable(value: Any, where: str) -> str | None:
             if why is not None:
                 return why
         return None
+    if is_numpy_scalar(value):  # np.prod(x.shape): a number, keyed as its Python value
+        return None
     if hasattr(value, "__array__"):
         return f"`{where}` is an array ({type(value).__name__}): the key would be its values"
     if " at 0x" in repr(value):
@@ -249,6 +251,7 @@ def check_launch(
     kwargs: Mapping[str, Any],
     label: str,
     launch_options: Callable[[], frozenset[str]] = frozenset,
+    space_hints: Sequence[str] = (),
 ) -> None:
     """The launch's arguments must bind to the kernel's parameters, as Python would bind
     them: checked on the first configuration, before any is tried (Triton's own message
@@ -256,8 +259,9 @@ def check_launch(
     ``launch_options()`` gives the other keywords Triton takes (``num_warps``, ...; asked only
     when a keyword is no parameter; empty: any).
     A kernel in ``@triton.heuristics`` is checked with the parameters its heuristics compute
-    counted as passed, and a launch passing one of them is an error (Triton would replace
-    its value). A kernel in ``@triton.autotune`` is left to Triton, unless its
+    counted as passed, and a launch passing one of them, or a launch hint of ``space_hints``
+    (the space's fields named like hints) that one computes, is an error (Triton would
+    replace its value). A kernel in ``@triton.autotune`` is left to Triton, unless its
     configurations set a parameter the launch passes too (Triton then fails every
     configuration: "Conflicting meta-parameters")."""
     if type(kernel).__name__ == "Autotuner":
@@ -276,13 +280,15 @@ def check_launch(
     heuristics = [w for w in wrappers if type(w).__name__ == "Heuristics"]
     computed = {n for w in heuristics for n in getattr(w, "values", None) or ()}
     passed = [k for k in [*info.arg_names[: len(args)], *kwargs] if k in computed]
-    if passed:  # Triton would replace the launch's value with the heuristic's, silently
+    hinted = [k for k in space_hints if k in computed]
+    if passed or hinted:  # Triton would replace the launch's value with the heuristic's
+        name, where = (passed[0], "the launch") if passed else (hinted[0], "space=")
         raise UsageError(
             f"{label}: the kernel is wrapped in @triton.heuristics, which computes "
-            f"`{passed[0]}` that this launch passes too: Triton replaces the launch's value "
-            f"with the heuristic's, so every configuration would run the same kernel (and "
-            f"blocks= could cover another tile); stop passing `{passed[0]}` in the launch, or "
-            f"remove it from @triton.heuristics to tune it"
+            f"`{name}` that {where} gives too: Triton replaces that value with the "
+            f"heuristic's, so every configuration would run the same kernel (and blocks= "
+            f"could cover another tile); stop giving `{name}` in {where}, or remove it from "
+            f"@triton.heuristics to tune it"
         )
     if len(heuristics) < len(wrappers):  # @triton.autotune fills parameters of its own
         return
@@ -328,7 +334,7 @@ def check_launch(
         )
     for param, value in [*zip(params, args, strict=False), *kwargs.items()]:
         why = foreign.foreign_value(value, param, param in info.constexpr_names)
-        if why is None and param not in info.constexpr_names and foreign.is_triton_dtype(value):
+        if why is None and param not in info.constexpr_names and is_triton_dtype(value):
             # Triton's GPU launch cannot specialize it; its interpreter takes it.
             why = (
                 f"{value}, a Triton dtype, but `{param}` is not a `tl.constexpr` parameter: "
