@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
@@ -105,6 +106,7 @@ def finite_number(
     unit: str = "",
     fix: str = "",
     text: bool = False,
+    at_most: float | None = None,
 ) -> float:
     """The one parser of every float setting, option and flag: ``value`` (a number, or with
     ``text`` an environment variable's text) as a finite float, > 0 (>= 0 with ``zero_ok``).
@@ -124,7 +126,15 @@ def finite_number(
         number = float(value)
     if not math.isfinite(number) or number < 0 or (number == 0 and not zero_ok):
         raise UsageError(f"{what}={value!r} must be {kind}{tail}")
+    if at_most is not None and number > at_most:
+        limit = f"{at_most:.0f}" + (f" {unit.removeprefix(' of ')}" if unit else "")
+        raise UsageError(f"{what}={value!r} must be at most {limit}{tail}")
     return number
+
+
+#: The longest wait a setting of seconds may ask for: what a lock, ``select`` or queue wait
+#: takes (about 292 years); a longer one raises OverflowError in the middle of a tuning.
+MAX_WAIT_S = threading.TIMEOUT_MAX
 
 
 def _float(name: str, default: float, *, zero_ok: bool = False) -> float:
@@ -138,6 +148,7 @@ def _float(name: str, default: float, *, zero_ok: bool = False) -> float:
         unit=" of seconds",
         fix=f"unset it for the default ({default:g})",
         text=True,
+        at_most=MAX_WAIT_S,
     )
 
 
@@ -191,6 +202,7 @@ def budget_s() -> float | None:
         unit=" of seconds",
         fix="unset it for the effort's budget",
         text=True,
+        at_most=MAX_WAIT_S,
     )
 
 
@@ -255,6 +267,7 @@ def config_timeout_s() -> float | None:
         unit=" of seconds",
         fix="unset it for the defaults (300 s to compile, 60 s to answer)",
         text=True,
+        at_most=MAX_WAIT_S,
     )
 
 

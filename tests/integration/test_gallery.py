@@ -280,3 +280,54 @@ def test_a_feature_probe_that_crashes_says_so_and_uses_nothing_it_did_not_answer
     err = capsys.readouterr().err
     assert "[persistent_matmul] feature warp_specialize yes" in err
     assert "no answer for num_ctas (exit code 1: ModuleNotFoundError" in err
+
+
+HANGS_AND_SAYS_WHO = """
+import os, pathlib, sys, time
+pathlib.Path(os.environ["GALLERY_MARK"]).write_text(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
+def test_an_example_does_not_outlive_a_gallery_killed_while_it_runs(
+    tmp_path: Path, signal_name: str
+) -> None:
+    # The example runs in its own session (so a timeout kills its whole group): a gallery
+    # killed (SIGKILL, or SIGTERM that runs no clean-up) left it running to its end.
+    import signal
+    import time
+
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    (examples / "hangs.py").write_text(HANGS_AND_SAYS_WHO)
+    mark = tmp_path / "example-pid"
+    env = dict(os.environ, TRITON_INTERPRET="1", GALLERY_MARK=str(mark))
+    gallery = subprocess.Popen(
+        [sys.executable, "-m", "tunedsl", "gallery", "--examples", str(examples), "--out",
+         str(tmp_path / "report")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (mark.exists() and mark.read_text()):
+        assert gallery.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    example = int(mark.read_text())
+    gallery.send_signal(getattr(signal, signal_name))
+    gallery.wait(timeout=60)
+
+    def running() -> bool:
+        try:
+            state = Path(f"/proc/{example}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+
+    try:
+        deadline = time.monotonic() + 30
+        while running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not running(), "the example runs on after its gallery was killed"
+    finally:
+        if running():
+            os.kill(example, signal.SIGKILL)

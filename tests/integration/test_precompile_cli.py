@@ -225,3 +225,92 @@ def test_replay_of_a_script_whose_import_fails_names_the_error_and_imports_it_on
     assert 'if __name__ == "__main__":' in text and "2 records" in text, text
     assert text.count("AttributeError") == 1, text
     assert marker.read_text().splitlines() == ["imported"]
+
+
+def test_replay_never_imports_a_kernel_file_another_user_can_write(tmp_path: Path) -> None:
+    # A record that entered from elsewhere (a bundle, a shared Redis) names its kernel's file;
+    # replay imports that file, which runs its top-level code: one another user owns (or can
+    # write) must not be imported. Here the other user is uid 65534 (nobody).
+    import json
+    import shutil
+    import tempfile
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv, to act as a second local user (uid 65534)")
+    script = FIXTURES / "replay" / "dsl_tune_scale.py"
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    cache = Path(os.environ["TUNEDSL_CACHE_DIR"])
+    (record_file,) = (cache / "records").glob("*.json")
+    record = json.loads(record_file.read_text())
+    # The other user's directory, reachable by them (tmp_path is private to root).
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-replay-trust-"))
+    try:
+        shared.chmod(0o755)
+        evil = shared / "evil"
+        evil.mkdir()
+        os.chown(evil, 65534, 65534)
+        marker = evil / "ran"
+        planted = evil / "dsl_tune_scale.py"
+        record["kernel"]["file"] = str(planted)
+        bundle = evil / "bundle.jsonl"
+        write = (
+            "import sys; from pathlib import Path\n"
+            "Path(sys.argv[1]).write_text(sys.argv[2])\n"
+            "Path(sys.argv[3]).write_text(sys.argv[4])\n"
+        )
+        plain = f"open({str(marker)!r}, 'w').write('ran')\n"
+        code = plain + script.read_text()
+        lines = json.dumps({"tunedsl_records": 2}) + "\n" + json.dumps(record) + "\n"
+        subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+             "-I", "-c", write, str(planted), code, str(bundle), lines],
+            check=True, timeout=60, cwd="/",
+        )  # fmt: skip
+        assert planted.stat().st_uid == 65534
+        # The victim imports the colleague's bundle into a fresh cache, then replays it.
+        other_cache = tmp_path / "imported-cache"
+        imported = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "cache", "import", str(bundle)],
+            capture_output=True, text=True, cwd=REPO, timeout=120,
+            env=_env(tmp_path, TUNEDSL_CACHE_DIR=str(other_cache)),
+        )  # fmt: skip
+        assert imported.returncode == 0, imported.stdout + imported.stderr
+        done = _precompile(
+            tmp_path, "--replay", "--target", "cuda:90", TUNEDSL_CACHE_DIR=str(other_cache)
+        )
+        text = done.stdout + done.stderr
+        assert not marker.exists(), "replay ran code from a file another user wrote"
+        assert done.returncode == 1, text
+        assert str(planted) in text and "owned by another user (uid 65534)" in text, text
+        # A record naming a module (its file gone) found in the shared directory the replay
+        # runs from (on `python -m`'s path): not imported either.
+        record["kernel"].update(file=str(evil / "gone.py"), module="planted_kernels")
+        lines = json.dumps({"tunedsl_records": 2}) + "\n" + json.dumps(record) + "\n"
+        subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+             "-I", "-c", write, str(evil / "planted_kernels.py"), plain, str(bundle), lines],
+            check=True, timeout=60, cwd="/",
+        )  # fmt: skip
+        for argv in (["cache", "clear", "--all"], ["cache", "import", str(bundle)]):
+            step = subprocess.run(
+                [sys.executable, "-m", "tunedsl", *argv], capture_output=True, text=True,
+                cwd=REPO, timeout=120, env=_env(tmp_path, TUNEDSL_CACHE_DIR=str(other_cache)),
+            )  # fmt: skip
+            assert step.returncode == 0, step.stdout + step.stderr
+        env = _env(tmp_path, TUNEDSL_CACHE_DIR=str(other_cache))
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "precompile", "--replay", "--target", "cuda:90"],
+            capture_output=True, text=True, env=env, cwd=evil, timeout=600,
+        )  # fmt: skip
+        text = done.stdout + done.stderr
+        assert not marker.exists(), "replay ran code from a module another user wrote"
+        assert done.returncode == 1 and "planted_kernels" in text, text
+        assert "owned by another user (uid 65534)" in text, text
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -112,3 +112,72 @@ def test_a_claim_is_taken_once_and_kept_by_its_taker(tmp_path: Path) -> None:
     assert first("site.py:f", {"n": 1})  # the same process calls the key again
     assert second("site.py:f", {"n": 2}) and not first("site.py:f", {"n": 2})
     assert len(os.listdir(tmp_path)) == 2
+
+
+HANGING = """
+import os, pathlib, time
+
+from tunedsl import workload
+
+
+@workload
+def hangs():
+    (pathlib.Path(os.environ["SHARD_MARKERS"]) / f"started-{os.getpid()}").write_text("")
+    time.sleep(3600)
+"""
+
+TUNE_ON_TWO = """
+import sys
+from tunedsl.precompile.run import tune_on_gpus
+tune_on_gpus([sys.argv[1]], ["0", "1"])
+"""
+
+
+def test_the_claims_directory_of_a_killed_precompile_is_removed_by_the_next(
+    tmp_path: Path,
+) -> None:
+    # SIGKILL runs no clean-up: the claims directory (tunedsl-claims-*) stays in the
+    # temporary directory; the user's next multi-GPU tune removes it.
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marks, scratch = tmp_path / "marks", tmp_path / "tmp"
+    marks.mkdir()
+    scratch.mkdir()
+    script = tmp_path / "hangs.py"
+    script.write_text(HANGING)
+    env = {**os.environ, "SHARD_MARKERS": str(marks), "TUNEDSL_QUIET": "1",
+           "TMPDIR": str(scratch)}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TUNE_ON_TWO, str(script)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while len(list(marks.glob("started-*"))) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    children = [int(p.name.split("-")[1]) for p in marks.glob("started-*")]
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 60  # the GPU processes notice and leave
+        while any(Path(f"/proc/{c}").exists() for c in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        for child in children:
+            if Path(f"/proc/{child}").exists():
+                os.kill(child, signal.SIGKILL)
+    (left,) = scratch.glob("tunedsl-claims-*")
+    (tmp_path / "quick.py").write_text(
+        "from tunedsl import workload\n\n@workload\ndef quick():\n    pass\n"
+    )
+    again = subprocess.run(
+        [sys.executable, "-c", TUNE_ON_TWO, str(tmp_path / "quick.py")], env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert not left.exists(), "the killed tune's claims directory is still there"
+    assert list(scratch.glob("tunedsl-claims-*")) == []

@@ -197,3 +197,34 @@ def test_a_worker_stops_a_kernel_over_the_gpus_shared_memory_before_code_generat
     assert report["results"]["big"] == f"OverSharedMemory(required={big_shared}, limit={limit})"
     assert report["big_cached"] is False
     assert f"Required: {big_shared}, Hardware limit: {limit}" in report["error"]
+
+
+def test_no_more_workers_are_forked_than_a_kernel_has_variants(tmp_path: Path) -> None:
+    # TUNEDSL_COMPILE_WORKERS=64 for kernels of 4 variants each: forking 64 processes per
+    # kernel (the pool is forked again for each new kernel) costs 60 processes for nothing.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    fixtures = Path(__file__).parent / "precompile_fixtures" / "good"
+    code = (
+        "import json, sys\n"
+        "from tunedsl.precompile import precompile\n"
+        "from tunedsl.backends import compile_processes as cp\n"
+        "summary = precompile([sys.argv[1]], target='cuda:90')\n"
+        "size = cp._pool.size if cp._pool is not None else None\n"
+        "print(json.dumps({'size': size, 'jobs': cp.stats['jobs'], 'failed': summary.failed}))\n"
+    )
+    env = {**os.environ, "TUNEDSL_COMPILE_WORKERS": "64", "TUNEDSL_COMPILE_PROCESSES": "on",
+           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+           "TRITON_CACHE_DIR": str(tmp_path / "triton")}  # fmt: skip
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(fixtures)], env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["jobs"] > 0 and not report["failed"], report
+    assert report["size"] is not None and report["size"] <= 4, report

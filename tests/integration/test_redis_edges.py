@@ -295,7 +295,7 @@ def test_a_wrong_password_in_the_query_is_not_printed(tmp_path: Path) -> None:
         srv.stop()
 
 
-@pytest.mark.parametrize("damage", ["over the limit", "a list"])
+@pytest.mark.parametrize("damage", ["over the limit", "a list", "an int of 5000 digits"])
 def test_a_site_tunes_past_a_damaged_redis_value(
     server: RedisServer, tmp_path: Path, damage: str
 ) -> None:
@@ -328,6 +328,11 @@ def test_a_site_tunes_past_a_damaged_redis_value(
     if damage == "a list":
         client.delete(key)
         client.rpush(key, "x")
+    elif damage == "an int of 5000 digits":  # json.loads raises a plain ValueError
+        text = client.get(key).decode()
+        client.set(
+            key, text.replace('"tuning_s": ', '"tuning_s": 1' + "0" * 5000 + ", " + '"x": ', 1)
+        )
     else:
         padded = json.loads(client.get(key))
         padded["kernel"]["file"] = "/" + "p" * MAX_RECORD_BYTES  # still a valid record
@@ -335,7 +340,61 @@ def test_a_site_tunes_past_a_damaged_redis_value(
         del padded
     second, err = node("b")
     assert second["source"] == "tuned" and second["digest"] == first["digest"]
-    assert err.count("CacheWarning") == 1 and ("over the limit" in err or "holds a list" in err)
+    assert err.count("CacheWarning") == 1, err
+    assert "over the limit" in err or "holds a list" in err or "4300 digits" in err, err
     assert "unreachable" not in err
     kept = records.load_from(tmp_path / "b" / "records", first["digest"])
     assert kept is not None and len(kept.kernel["file"]) < 4096  # its own, not the padded one
+
+
+RUN_ONE_SITE = """
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+n = 40
+a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.empty(n)
+autotune_launch(vadd_kernel, space={"tile": [16, 32]}, effort="quick", name="redis-url",
+                grid=lambda cfg: (cdiv(n, cfg.tile),), args=(a, b, c, n),
+                kwargs=lambda cfg: {"TILE": cfg.tile})
+print("tuned")
+"""
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:99999/0",
+        "redis://127.0.0.1:6379/0?socket_timeout=soon",
+        "redis://[::1/0",
+        "redis://:s3cret@127.0.0.1:99999/0",
+    ],
+)
+def test_a_redis_url_redis_py_cannot_parse_is_a_usage_error_naming_the_variable(
+    tmp_path: Path, url: str
+) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "one_site.py"
+    script.write_text(RUN_ONE_SITE)
+    env = {**os.environ, "TUNEDSL_REDIS_URL": url, "TUNEDSL_CACHE_DIR": str(tmp_path / "c"),
+           "TRITON_INTERPRET": "1"}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        env=env, capture_output=True, text=True, timeout=180, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("tunedsl.errors.UsageError: TUNEDSL_REDIS_URL="), proc.stderr
+    assert "is not a valid Redis URL" in last, last
+    assert "site-packages/redis" not in proc.stderr and "s3cret" not in proc.stderr, proc.stderr

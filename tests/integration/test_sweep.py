@@ -383,3 +383,133 @@ def test_a_ray_sweep_asking_gpus_of_a_cluster_without_any_says_so_instead_of_wai
     assert proc.returncode == 1, err.decode()
     assert "--gpus-per-task 0" in err.decode() and "has 0 GPUs" in err.decode()
     assert not list((tmp_path / "cache").glob("records/*.json"))
+
+
+def test_a_killed_sweeps_scratch_directory_is_removed_by_the_next_sweep(tmp_path: Path) -> None:
+    # SIGKILL leaves the task's scratch directory (tunedsl-sweep-*) in the temporary
+    # directory; the next sweep of the same user removes it, and only it: not a live one,
+    # not another user's, not through a symbolic link.
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1", "TMPDIR": str(scratch),
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--shapes"]
+    proc = subprocess.Popen(
+        [*argv, shapes(tmp_path, [{"n": 300, "fail": "slow"}])],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (markers / "slow-started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.kill()
+    proc.communicate(timeout=60)
+    (left,) = scratch.glob("tunedsl-sweep-*")
+    # What the next sweep must leave alone: a symbolic link to a directory of this user's,
+    # and (as root) a directory of another user's.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "file").write_text("mine")
+    os.symlink(kept, scratch / "tunedsl-sweep-link")
+    foreign = scratch / "tunedsl-sweep-foreign"
+    if os.geteuid() == 0:
+        foreign.mkdir()
+        (foreign / ".alive").write_text("")
+        os.chown(foreign / ".alive", 65534, 65534)
+        os.chown(foreign, 65534, 65534)
+    again = subprocess.run(
+        [*argv, shapes(tmp_path, [{"n": 120}])], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not left.exists(), "the killed sweep's scratch directory is still there"
+    assert (kept / "file").read_text() == "mine" and (scratch / "tunedsl-sweep-link").is_symlink()
+    assert foreign.exists() == (os.geteuid() == 0)
+    assert sorted(p.name for p in scratch.iterdir()) == sorted(
+        ["tunedsl-sweep-link"] + (["tunedsl-sweep-foreign"] if foreign.exists() else [])
+    )
+
+
+PLANTED = """
+import os
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(_here, "planted-code-ran"), "a") as _mark:
+    _mark.write(f"pid {os.getpid()} uid {os.getuid()}\\n")
+"""
+
+SWEEP_ON_TWO_GPUS = """
+import io, sys
+from tunedsl.precompile.sweep import sweep
+written, outcomes = sweep(sys.argv[1], sys.argv[2], use_ray=False, gpus=2, out=io.StringIO())
+print("ERRORS", [o.error for o in outcomes], "WRITTEN", len(written))
+"""
+
+
+def test_a_package_planted_in_a_shared_working_directory_never_runs_in_a_gpu_process(
+    tmp_path: Path,
+) -> None:
+    # `python -m` puts the working directory first on the path: a GPU process started that
+    # way from a shared directory imported another user's `tunedsl/` before its own.
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as a second user (uid 65534)")
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)  # world-writable and sticky, as /tmp itself
+        subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "sh", "-c", 'mkdir "$1/tunedsl" && cat > "$1/tunedsl/__init__.py"', "sh",
+             str(shared)],
+            input=PLANTED, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        assert (shared / "tunedsl" / "__init__.py").stat().st_uid == 65534
+        driver = tmp_path / "driver.py"
+        driver.write_text(SWEEP_ON_TWO_GPUS)
+        env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+               "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+               "PYTHONPATH": os.pathsep.join([str(HERE.parent.parent),
+                                              os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        done = subprocess.run(
+            [sys.executable, str(driver), SCRIPT, shapes(tmp_path, [{"n": 130}, {"n": 330}])],
+            cwd=shared, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        mark = shared / "planted-code-ran"
+        assert not mark.exists(), f"the planted package ran: {mark.read_text()}"
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "ERRORS [None, None] WRITTEN 2" in done.stdout, done.stdout + done.stderr[-3000:]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep", "huge"])
+def test_a_hostile_shapes_file_is_one_line_naming_it(tmp_path: Path, kind: str) -> None:
+    # A FIFO (no writer) hung the sweep forever, JSON nested 100,000 deep was a
+    # RecursionError traceback, and a file of any size was read whole into memory.
+    path = tmp_path / "shapes.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+        why = "not a regular file"
+    elif kind == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        why = "nested too deeply"
+    else:
+        with path.open("wb") as fh:
+            fh.truncate(65 * 1024 * 1024)  # sparse: no disk used
+        why = "limit"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_CACHE_DIR": str(tmp_path / "c")}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--shapes", str(path)],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"tunedsl sweep hung on a shapes file that is a {kind}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tunedsl: error: cannot read shapes file")
+    assert str(path) in lines[0] and why in lines[0], lines[0]

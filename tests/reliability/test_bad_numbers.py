@@ -176,3 +176,39 @@ def test_a_float_flag_refuses_nan_and_inf(name: str, tmp_path: Path) -> None:
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     assert words in proc.stderr and "finite number" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("variable", sorted(FLOAT_VARIABLES))
+def test_a_float_variable_beyond_any_wait_is_refused_naming_itself(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Finite but past what a wait can take (threading.TIMEOUT_MAX, about 292 years): a
+    # lock, select or queue wait given it raises OverflowError deep inside a tuning.
+    read, _ = FLOAT_VARIABLES[variable]
+    monkeypatch.setenv(variable, "1e300")
+    with pytest.raises(UsageError) as info:
+        read()
+    text = str(info.value)
+    assert f"environment variable {variable}='1e300'" in text and "at most" in text, text
+    monkeypatch.setenv(variable, "86400")  # a day is fine
+    assert read() == 86400.0
+
+
+@pytest.mark.needs_triton
+def test_a_config_timeout_beyond_any_wait_is_one_line_under_an_isolated_tune(
+    tmp_path: Path,
+) -> None:
+    from rel_helpers import DSL_KERNELS, write_script
+
+    write_script(tmp_path / "rel_dsl_kernels.py", DSL_KERNELS.replace(
+        'effort="quick",', 'effort="quick", isolate=True,'))  # fmt: skip
+    main = write_script(tmp_path / "main.py", "import rel_dsl_kernels\nrel_dsl_kernels.tune(40)\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(main)],
+        env=child_env(tmp_path / "cache", TUNEDSL_CONFIG_TIMEOUT="1e300"),
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "TUNEDSL_CONFIG_TIMEOUT='1e300'" in proc.stderr and "at most" in proc.stderr
+    # The user's frames only (as for any UsageError), none of tunedsl's.
+    assert "OverflowError" not in proc.stderr and "/tunedsl/" not in proc.stderr, proc.stderr

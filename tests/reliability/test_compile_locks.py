@@ -21,9 +21,9 @@ SCRIPT = REPO / "tests" / "integration" / "precompile_fixtures" / "good" / "stan
 
 
 def _precompile(
-    cache: Path, triton_cache: Path, timeout: float
+    cache: Path, triton_cache: Path, timeout: float, **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+    env = dict(os.environ, **extra)
     env.pop("TRITON_INTERPRET", None)  # cross-compiles for cuda:90 need no GPU
     env.update(
         TUNEDSL_CACHE_DIR=str(cache),
@@ -115,3 +115,52 @@ def test_precompile_with_a_cache_that_cannot_be_written_compiles_every_variant(
     warned = _warnings(out.stderr)
     assert len(warned) == 1, out.stderr
     assert str(blocker / "cache" / "locks") in warned[0] and "TUNEDSL_CACHE_DIR" in warned[0]
+
+
+# A process of this user that hangs while it compiles (a stopped or stuck compiler): it holds
+# the compile locks of its variants in the user's own cache until told to stop.
+HOLD_OWN = """
+import fcntl, os, sys, time
+locks, stop, *names = sys.argv[1:]
+held = []
+for name in names:
+    fd = os.open(os.path.join(locks, name), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    held.append(fd)
+print("holding", len(held), flush=True)
+deadline = time.monotonic() + 600
+while not os.path.exists(stop) and time.monotonic() < deadline:
+    time.sleep(0.1)
+"""
+
+
+def test_a_compile_lock_held_by_a_hung_process_of_this_user_is_waited_for_a_bounded_time(
+    tmp_path: Path,
+) -> None:
+    """The compile lock waited forever: a precompile (or a tuning's compile) of the same
+    variant as a hung process never ended, and its exit hung on the waiting thread. Now it
+    waits at most half the compile timeout, says who it waited for, and compiles."""
+    cache = tmp_path / "cache"
+    first = _precompile(cache, tmp_path / "triton-1", timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    names = sorted(os.listdir(cache / "locks"))
+    assert names and all(n.startswith("triton-") for n in names), names
+    stop = tmp_path / "stop"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OWN, str(cache / "locks"), str(stop), *names],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().split() == ["holding", str(len(names))]
+        # A fresh Triton cache: every variant must be compiled again, under the same locks.
+        again = _precompile(cache, tmp_path / "triton-2", timeout=180, TUNEDSL_CONFIG_TIMEOUT="8")
+    except subprocess.TimeoutExpired:
+        pytest.fail("precompile waited on a compile lock held by a hung process")
+    finally:
+        stop.touch()
+        holder.communicate(timeout=60)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "standin_vadd.py:add" in again.stdout and "failed: " not in again.stdout
+    warned = _warnings(again.stderr)
+    assert len(warned) == 1 and "compile lock" in warned[0] and "waited" in warned[0], warned

@@ -142,6 +142,13 @@ def _record_corruptions() -> dict[str, Callable[[bytes], bytes]]:
         "chosen_not_a_result": reshape(set_field("chosen", {"TILE": 4096})),
         "chosen_wrong_type": reshape(set_field("chosen", {"TILE": [32]})),
         "nan_timing": lambda data: data.replace(b'"tuning_s": 0.5', b'"tuning_s": NaN'),
+        # Past Python's 4300-digit limit on int(str): json.loads raises a plain ValueError.
+        "int_of_5000_digits": lambda data: b'{"extra": 1' + b"0" * 5000 + b", " + data[1:],
+        # Under the digit limit, but past any float: math.isfinite raised OverflowError.
+        "int_past_any_float": reshape(set_field("tuning_s", 10**400)),
+        # Finite, but no clock reaches it: printing its date raised OverflowError.
+        "timestamp_past_year_9999": reshape(set_field("timestamp", 1e20)),
+        "timestamp_before_1970": reshape(set_field("timestamp", -1e20)),
         "saved_under_another_digest": reshape(set_field("digest", "b" * 64)),
     }
 
@@ -175,3 +182,24 @@ def test_missing_cache_directory_is_a_silent_miss() -> None:
         assert records.load_record("c" * 64) is None
         assert bytecode.lookup(b"x = 1\n", os.path.abspath("x.py")) is None
     assert only_cache_warnings(caught) == []
+
+
+@pytest.mark.parametrize("kind", ["timestamp_past_year_9999", "timestamp_before_1970"])
+def test_cache_ls_lists_a_record_of_an_impossible_date_as_invalid(kind: str) -> None:
+    import subprocess
+    import sys
+
+    digest = "d" * 64
+    assert records.save_record(_valid_record(digest))
+    path = records.record_path(digest)
+    path.write_bytes(RECORD_CORRUPTIONS[kind](path.read_bytes()))
+    shown = {}
+    for argv in (["ls"], ["gc", "--dry-run"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "cache", *argv],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 0, done.stderr
+        shown[argv[0]] = done.stdout + done.stderr
+    assert f"invalid: {path}: record.timestamp" in shown["ls"], shown["ls"]

@@ -46,6 +46,7 @@ def _launch(name: str):
         "json_wrong_shape",
         "future_schema",
         "chosen_wrong_type",
+        "int_of_5000_digits",
     ],
 )
 def test_corrupt_record_is_retuned_and_rewritten(kind: str) -> None:

@@ -208,3 +208,36 @@ def test_no_process_of_an_isolated_tune_outlives_a_signal(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(straggler.split()[0]), signal.SIGKILL)
         proc.wait()
+
+
+def test_a_package_planted_in_a_shared_working_directory_never_runs_in_the_env_probe(
+    tmp_path: Path,
+) -> None:
+    # `tunedsl env` asks a `python -c` child what torch sees of the GPUs: `-c`
+    # puts the working directory first on the child's path, so run from a shared directory
+    # the child imported another user's `torch/` instead of torch.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as a second user (uid 65534)")
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to act as a second user")
+    console = Path(sys.executable).parent / "tunedsl"
+    if not console.exists():
+        pytest.skip("needs the installed `tunedsl` command")
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)
+        subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "sh", "-c", 'mkdir "$1/torch" && cat > "$1/torch/__init__.py"', "sh",
+             str(shared)],
+            input=PLANTED, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        done = subprocess.run(
+            [str(console), "env"], cwd=shared, env=child_env(tmp_path / "cache"),
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        mark = shared / "planted-code-ran"
+        assert not mark.exists(), f"the planted package ran: {mark.read_text()}"
+        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

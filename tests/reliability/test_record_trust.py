@@ -346,3 +346,41 @@ def test_rules_build_says_the_records_it_found_were_refused(tmp_path: Path, open
     assert "none of the 2 record files" in out.stderr, out.stderr
     assert "sweep the shapes first" not in out.stderr
     assert "writable by group or others" in out.stderr  # the warning naming the refusal
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("where", ["platform", "override"])
+def test_directories_made_under_umask_0_are_closed_to_others(tmp_path: Path, where: str) -> None:
+    # Under `umask 0` every directory tunedsl makes, the missing parents of its cache
+    # included (the platform's ~/.cache, which every other program uses too), is closed
+    # to others' writes: a world-writable ~/.cache lets another user swap the cache.
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    env = child_env(tmp_path / "unused")
+    del env["TUNEDSL_CACHE_DIR"]
+    env.pop("XDG_CACHE_HOME", None)
+    env["HOME"] = str(home)
+    if where == "override":
+        env["TUNEDSL_CACHE_DIR"] = str(home / "deep" / "er" / "cache")
+    script = write_script(tmp_path / "trust_main.py", TUNE)
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180,
+        cwd=str(tmp_path), preexec_fn=lambda: os.umask(0),
+    )  # fmt: skip
+    assert _sources(out) == ["tuned", "tuned"]
+    made = [p for p in home.rglob("*") if p.is_dir()]
+    assert any(p.name == "records" for p in made), made
+    open_dirs = [f"{p} {p.stat().st_mode & 0o777:o}" for p in made if p.stat().st_mode & 0o022]
+    assert open_dirs == []
+    # `tunedsl rules build --out` into a path whose parents are missing: the same.
+    rules = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "build", "--out",
+         str(home / "ship" / "it" / "rules")],
+        env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+        preexec_fn=lambda: os.umask(0),
+    )  # fmt: skip
+    assert rules.returncode == 0, rules.stdout + rules.stderr
+    assert (home / "ship" / "it" / "rules").is_dir()
+    made = [p for p in home.rglob("*") if p.is_dir()]
+    open_dirs = [f"{p} {p.stat().st_mode & 0o777:o}" for p in made if p.stat().st_mode & 0o022]
+    assert open_dirs == []

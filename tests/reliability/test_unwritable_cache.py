@@ -210,3 +210,30 @@ def test_a_record_that_cannot_be_written_is_reported_at_the_callers_line(
     assert f"cannot write tuning records to {blocker / 'cache' / 'records'}" in text
     assert "kept for this process only, and every new process tunes again" in text
     assert f"make {blocker / 'cache'} a directory this user owns" in text
+
+
+def test_cache_import_onto_a_full_disk_is_one_line_and_leaves_nothing_torn(
+    tmp_path: Path,
+) -> None:
+    import json
+    import sys
+
+    from test_corrupt_cache import _valid_record
+
+    bundle = tmp_path / "bundle.jsonl"
+    lines = [json.dumps({"tunedsl_records": 2})]
+    lines += [json.dumps(_valid_record(f"{i:02x}" * 32).to_json()) for i in range(20)]
+    bundle.write_text("\n".join(lines) + "\n")
+    with _full_tmpfs(tmp_path / "disk") as disk:
+        cache = disk / "cache"
+        proc = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "cache", "import", str(bundle)],
+            env=child_env(cache), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        out = proc.stderr.strip().splitlines()
+        assert len(out) == 1 and out[0].startswith("tunedsl: error:"), proc.stderr
+        assert "No space left on device" in out[0] and str(cache) in out[0], out[0]
+        assert "imported 0 of the bundle's records" in out[0], out[0]
+        left = [p for p in disk.rglob("*") if p.is_file() and p.name != "filler"]
+        assert left == []

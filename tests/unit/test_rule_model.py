@@ -220,10 +220,17 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
         "is not a tree node": lambda d: d["families"][0].update(model="tree", tree=_deep(40)),
         "low > high": lambda d: d["families"][0]["ranges"].update({"args.a.shape[0]": [9, 1]}),
         "expected 'tree' or 'nearest'": lambda d: d["families"][0].update(model="forest"),
+        # An int past any float (math.isfinite raised OverflowError, not InvalidRule).
+        "needs a feature name and a finite threshold": lambda d: d["families"][0].update(
+            model="tree",
+            tree={"feature": "x", "threshold": 10**400, "low": {"pick": 0}, "high": {"pick": 0}},
+        ),
     }
     for message, change in cases.items():
         with pytest.raises(InvalidRule, match=message):
             Rule.from_json(damaged(change))
+    # A build time past any float reads as unknown (0), as any other non-number does.
+    assert Rule.from_json(damaged(lambda d: d.update(built=10**400))).built == 0.0
 
 
 def _deep(levels: int) -> dict:

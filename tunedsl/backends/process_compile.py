@@ -152,7 +152,7 @@ def variant_compiler(
         return here
     # Fork first: the workers start while this process hashes Triton and starts its driver
     # (0.4-0.6 s on a cold H100 machine), and jobs carry the key.
-    pool = compile_processes.pool_for([jit_fn], workers)
+    pool = compile_processes.pool_for([jit_fn], min(workers, jobs))  # no idle processes
     if pool is None:
         return here
     try:

@@ -408,9 +408,16 @@ def _import(args: argparse.Namespace) -> int:
             # the directory is flushed once at the end, and a record torn by a crash
             # before that is a miss, never a wrong choice (every load validates it).
             text = json.dumps(record.to_json(), separators=(",", ":")) + "\n"  # C encoder
-            atomic.write_bytes(
-                records.record_path(record.digest, root), text.encode(), durable=False
-            )
+            try:
+                atomic.write_bytes(
+                    records.record_path(record.digest, root), text.encode(), durable=False
+                )
+            except OSError as err:  # a full disk, say: each record written is whole
+                raise UsageError(
+                    f"cannot write records to {root}: {err.strerror or err}; imported "
+                    f"{count} of the bundle's records before it; free space there, or set "
+                    "TUNEDSL_CACHE_DIR to a directory you can write, and import again"
+                ) from None
             count += 1
     finally:
         if count:

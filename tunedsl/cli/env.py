@@ -19,6 +19,8 @@ import sys
 from importlib import metadata
 from typing import Any
 
+from tunedsl.backends.python_child import python_argv
+
 _DEVICE_PROBE = """
 import json, torch
 out = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
@@ -63,7 +65,7 @@ def _device(probe: bool) -> dict[str, Any]:
         return out
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _DEVICE_PROBE],
+            python_argv(_DEVICE_PROBE),  # no import from the working directory
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=120,

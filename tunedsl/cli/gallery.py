@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tunedsl.backends.python_child import python_argv
 from tunedsl.errors import UsageError
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -72,7 +73,7 @@ def gpu_available() -> bool:
         return False  # no driver: no need to start torch to learn that
     try:
         probe = subprocess.run(
-            [sys.executable, "-c", _CUDA_PROBE],
+            python_argv(_CUDA_PROBE),  # no import from the working directory
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -121,6 +121,7 @@ def run_example(script: Path, out_dir: Path, *, timeout_s: float, interpret: boo
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_dies_with(os.getpid()),
         )
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)
@@ -152,6 +153,27 @@ def run_example(script: Path, out_dir: Path, *, timeout_s: float, interpret: boo
     if result is None:
         return ExampleRun(name, script, "failed", returncode, seconds, None, why, log_path)
     return ExampleRun(name, script, "ok", returncode, seconds, result, "", log_path)
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _dies_with(parent: int) -> Callable[[], None]:
+    """Run in the example's process before it starts (Linux): SIGKILL when the gallery dies.
+    In its own session, nothing else ends it when the gallery is killed (SIGKILL, SIGTERM)."""
+
+    def arm() -> None:
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            except (OSError, AttributeError):
+                pass
+        if os.getppid() != parent:  # the gallery died before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -196,7 +196,7 @@ class Record:
             versions=_expect(data.get("versions"), dict, "record.versions"),
             context=_expect(data.get("context"), dict, "record.context"),
             tuning_s=_number(data.get("tuning_s"), "record.tuning_s"),
-            timestamp=_number(data.get("timestamp"), "record.timestamp"),
+            timestamp=_timestamp(data.get("timestamp")),
             effort=_expect(data.get("effort", "default"), str, "record.effort"),
             schema=schema,
             location=_expect(data.get("location", ""), str, "record.location"),
@@ -222,9 +222,30 @@ def _expect(value: Any, kind: type, where: str) -> Any:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidRecord(f"{where} is {value!r}; expected a finite number")
-    return float(value)
+    try:  # float(): an int past any float raises OverflowError
+        number = float(value) if isinstance(value, int | float) else math.nan
+    except OverflowError:
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise InvalidRecord(f"{where} is {_short(value)}; expected a finite number")
+    return number
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+#: The last second of the year 9999: a later (or negative) time is no clock's, and printing
+#: its date (``cache ls``) raises OverflowError.
+MAX_TIMESTAMP = 253402300799.0
+
+
+def _timestamp(value: Any) -> float:
+    when = _number(value, "record.timestamp")
+    if not 0 <= when <= MAX_TIMESTAMP:
+        raise InvalidRecord(f"record.timestamp is {value!r}; expected seconds from 1970 to 9999")
+    return when
 
 
 def _config(value: Any, where: str) -> Config:

@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from tunedsl.model.config import Config
 from tunedsl.model.keys import canonical_json
@@ -80,9 +80,7 @@ class Tree:
                 raise InvalidRule(f"{where}.pick is {pick!r}; expected a configuration index")
             return cls(pick=pick)
         feature, threshold = data.get("feature"), data.get("threshold")
-        if not isinstance(feature, str) or not isinstance(threshold, int | float):
-            raise InvalidRule(f"{where} needs a feature name and a finite threshold")
-        if not math.isfinite(threshold):
+        if not isinstance(feature, str) or not _finite(threshold):
             raise InvalidRule(f"{where} needs a feature name and a finite threshold")
         return cls(
             feature=feature,
@@ -114,8 +112,13 @@ def _label(i: int) -> str:
     return f"[{chr(ord('A') + i)}]" if i < 26 else f"[{i}]"
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+def _finite(x: Any) -> TypeGuard[int | float]:
+    if not isinstance(x, int | float) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int past any float
+        return False
 
 
 @dataclass(frozen=True)

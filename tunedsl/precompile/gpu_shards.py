@@ -26,13 +26,13 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from tunedsl.backends.python_child import module_argv
 from tunedsl.errors import UsageError
 
 __all__ = ["ClaimDir", "GpuChildren", "child_env", "run_jobs", "run_on_gpus", "visible_gpus"]
@@ -95,7 +95,7 @@ class _Child:
     def start(self) -> None:
         self.log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tunedsl.precompile.gpu_child"],
+            module_argv("tunedsl.precompile.gpu_child"),  # no import from the working dir
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,

@@ -23,6 +23,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.variant import Kernel
 from tunedsl.precompile.summary import describe_error
 from tunedsl.precompile.workload import PrecompileSession, SiteReport, import_script
+from tunedsl.store import paths
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -50,6 +51,15 @@ def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
     module = None
     if filename and os.path.exists(str(filename)):
         path = os.path.abspath(str(filename))
+        # Importing runs the file's top-level code, and the record may come from a bundle
+        # or a shared store: never a file another user could have written.
+        why = paths.untrusted_source(path)
+        if why is not None:
+            raise LookupError(
+                f"kernel file {path} not imported: {why}, so its code is not trusted; "
+                "replay it only from a file you own that others cannot write (chown, "
+                "chmod go-w), or remove this record (tunedsl cache clear ID)"
+            )
         if path not in imported:
             try:
                 imported[path] = import_script(path)
@@ -61,6 +71,7 @@ def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
         if isinstance(module, ImportFailed):
             raise module
     elif module_name and module_name != "__main__":
+        _check_module_source(module_name)
         module = importlib.import_module(module_name)
     if module is None:
         raise LookupError(f"kernel file {filename!r} no longer exists")
@@ -69,6 +80,26 @@ def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
         obj = getattr(obj, part)
     kernel: Kernel = obj
     return kernel
+
+
+def _check_module_source(module_name: str) -> None:
+    """Raise LookupError when the module a record names would be imported from a file
+    another user could have written (found without importing anything: the top-level
+    package's file, such as a ``evil.py`` planted in a shared working directory)."""
+    import importlib.machinery
+    import sys
+
+    top = module_name.partition(".")[0]
+    if top in sys.modules:
+        return
+    spec = importlib.machinery.PathFinder.find_spec(top)
+    origin = spec.origin if spec is not None else None
+    if origin and os.path.isfile(origin):
+        why = paths.untrusted_source(origin)
+        if why is not None:
+            raise LookupError(
+                f"kernel module {module_name} not imported: {why}, so its code is not trusted"
+            )
 
 
 def replay_jobs(

@@ -192,14 +192,13 @@ def tune_on_gpus(
     """``precompile(tune=True)`` with one process per GPU of ``gpus`` sharing the keys
     (``gpu_shards``); their reports and errors merged into one ``Summary``, each
     error naming the GPU it happened on."""
-    import tempfile
-
     from tunedsl.precompile.gpu_shards import run_jobs
     from tunedsl.precompile.workload import SiteReport
+    from tunedsl.store import paths as store_paths
 
     summary = Summary()
-    with tempfile.TemporaryDirectory(prefix="tunedsl-claims-") as claims:
-        job = {"tune": {"paths": [os.path.abspath(p) for p in paths], "claims": claims,
+    with store_paths.scratch_dir("tunedsl-claims-") as claims:
+        job = {"tune": {"paths": [os.path.abspath(p) for p in paths], "claims": str(claims),
                         "workers": workers, "timeout_s": timeout_s}}  # fmt: skip
         answers = run_jobs(gpus, job)
     for gpu in gpus:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,14 +57,23 @@ class Outcome:
     attempts: int = 1
 
 
+#: The largest shapes file read (a million shapes fit in a few tens of MiB).
+MAX_SHAPES_BYTES = 64 * 1024 * 1024
+
+
 def read_shapes(path: str | None) -> list[dict[str, Any]]:
     """The shapes file: a JSON list of objects (each the keyword arguments of one call)."""
     if path is None:
         return [{}]
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UsageError(f"cannot read shapes file {path}: {err}") from None
+    from tunedsl.store import atomic
+
+    try:  # a regular file of bounded size: never a FIFO that hangs, nor /dev/zero
+        data = json.loads(atomic.read_regular_file(path, MAX_SHAPES_BYTES).decode("utf-8"))
+    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not JSON, an int too long
+        why = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise UsageError(f"cannot read shapes file {path}: {why}") from None
+    except RecursionError:
+        raise UsageError(f"cannot read shapes file {path}: JSON nested too deeply") from None
     if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
         raise UsageError(
             f"shapes file {path} must hold a JSON list of objects, e.g. "
@@ -99,8 +107,8 @@ def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private records directory; the records it wrote, as JSON."""
     from tunedsl.store import paths, records, rules
 
-    with tempfile.TemporaryDirectory(prefix="tunedsl-sweep-") as tmp:
-        mine = Path(tmp) / "records"
+    with paths.scratch_dir(SCRATCH_PREFIX) as tmp:
+        mine = tmp / "records"
         with paths.records_kept_in(mine), rules.measuring():
             try:
                 workload_fn(task)(**task.shape)
@@ -113,6 +121,11 @@ def run_task(task: Task) -> list[dict[str, Any]]:
             return [
                 records.read_record_file(p).to_json() for p in records.iter_record_files([mine])
             ]
+
+
+#: A task's scratch directory, in the temporary directory (``paths.scratch_dir``: one a
+#: killed sweep left is removed by the user's next task).
+SCRATCH_PREFIX = "tunedsl-sweep-"
 
 
 #: The script modules this process imported for its tasks, by path: the tasks of one

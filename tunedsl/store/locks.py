@@ -80,11 +80,12 @@ def _lock_path(name: str) -> str:
 def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
     """Hold the cross-process lock called ``name`` (a file under the cache's ``locks/``).
 
-    ``timeout_s`` < 0 waits forever; otherwise ``filelock.Timeout`` is raised when the lock
-    is not free in time. Re-entrant within one process (filelock counts acquisitions).
-    Where no trusted lock file can be had (a cache that cannot be written, or a directory
-    another user could change), yields None after one ``CacheWarning``: the work goes on
-    without the lock, as tuning does (other processes may then do the same work at once).
+    ``timeout_s`` < 0 waits forever; otherwise, when the lock is not free in time (its
+    holder hung or stopped), yields None after one ``CacheWarning`` naming the lock file.
+    Re-entrant within one process (filelock counts acquisitions). Where no trusted lock file
+    can be had (a cache that cannot be written, or a directory another user could change),
+    yields None after one ``CacheWarning``. Without the lock the work goes on, as tuning
+    does (other processes may then do the same work at once).
     """
     from filelock import FileLock
 
@@ -101,9 +102,24 @@ def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
         )
         yield None
         return
+    from filelock import Timeout
+
     lock = FileLock(path, timeout=timeout_s)
-    with lock:
+    try:
+        lock.acquire()
+    except Timeout:
+        warn_once(
+            "compile-lock-waited",
+            f"waited {timeout_s:.0f} s for the compile lock {path}, held by another process "
+            "of this user compiling the same kernel (hung or stopped?): compiling without it",
+            stacklevel="user",
+        )
+        yield None
+        return
+    try:
         yield lock
+    finally:
+        lock.release()
 
 
 #: A waiter says who holds a key's lock after this many seconds, then every NOTICE_EVERY_S.

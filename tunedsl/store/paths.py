@@ -43,14 +43,27 @@ def ensure_private_dir(path: Path) -> Path:
     not trusted (``open_or_make_private_dir``). May raise OSError (``UntrustedDir``)."""
     root = cache_root()
     if not path.is_relative_to(root):
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_dirs(path)
         return path
     if not os.path.lexists(root):
-        root.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(root, 0o700)
+        make_dirs(root)
     os.close(open_or_make_private_dir(path))
     return path
+
+
+def make_dirs(path: Path) -> None:
+    """``mkdir -p path`` with every directory it makes of mode 0700 whatever the umask
+    (``Path.mkdir(parents=True)`` gives the parents the umask's mode: 0777 under
+    ``umask 0``, a ``~/.cache`` every user could write)."""
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
 
 
 class UntrustedDir(OSError):
@@ -131,6 +144,33 @@ def _open_checked(name: str, dir_fd: int | None, shown: Path, follow: bool, root
     return fd
 
 
+def untrusted_source(path: str) -> str | None:
+    """Why another user could have written the code file ``path`` (its real path), or None.
+
+    Trusted: the file and every directory above it owned by this user or root, the file
+    closed to writes by group and others, and each directory too unless it is sticky (as
+    ``/tmp`` is: others cannot rename or replace what this user owns there). Code that
+    tunedsl imports because a record names it (``precompile --replay``) must pass this, as a
+    record may have come from a bundle or a shared store."""
+    real = os.path.realpath(path)
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    current, is_file = real, True
+    while True:
+        try:
+            st = os.stat(current)
+        except OSError as err:
+            return f"{current} cannot be checked ({err.strerror or err})"
+        if uid is not None and st.st_uid not in (uid, 0):
+            return f"{current} is owned by another user (uid {st.st_uid})"
+        open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if open_to_others and (is_file or not st.st_mode & stat.S_ISVTX):
+            return f"{current} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current, is_file = parent, False
+
+
 def is_private_dir(path: Path) -> bool:
     """True if ``path`` and the chain above it up to the cache root are trusted
     (:func:`open_private_dir`)."""
@@ -209,4 +249,80 @@ def remove_stale_temporaries(
                 removed += 1
         except OSError:
             continue
+    return removed
+
+
+# -- scratch directories -----------------------------------------------------------------
+
+#: The lock file of a scratch directory, locked for the directory's life: one that a killed
+#: process left (SIGKILL runs no clean-up) has it unlocked, and is removed by the next.
+SCRATCH_ALIVE = ".alive"
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
+    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). First removes
+    the ones of this user's killed processes (``remove_abandoned_scratch``)."""
+    import tempfile
+
+    remove_abandoned_scratch(prefix)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        fd = _locked_alive(tmp)
+        try:
+            yield Path(tmp)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _locked_alive(directory: str) -> int | None:
+    """Create ``directory/SCRATCH_ALIVE`` already locked: it is locked under another name,
+    then renamed, so nobody sees it unlocked while its directory is in use."""
+    try:
+        import fcntl
+    except ImportError:  # no flock: nothing left behind is ever removed either
+        return None
+    hidden = os.path.join(directory, SCRATCH_ALIVE + ".new")
+    fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(hidden, os.path.join(directory, SCRATCH_ALIVE))
+    return fd
+
+
+def remove_abandoned_scratch(prefix: str) -> int:
+    """Remove this user's ``<prefix>*`` scratch directories that no live process holds;
+    return how many. Only real directories this user owns, whose lock file this process
+    can lock at once; never anything through a symbolic link, nor another user's."""
+    try:
+        import fcntl
+    except ImportError:
+        return 0
+    import shutil
+    import tempfile
+
+    base = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(prefix)]
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            flags = os.O_RDWR | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(os.path.join(path, SCRATCH_ALIVE), flags)
+        except OSError:  # gone, not ours, or just being made (no lock file yet)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+        except OSError:  # a live process holds it
+            pass
+        finally:
+            os.close(fd)
     return removed

@@ -81,6 +81,8 @@ def parse_json(data: bytes) -> Any:
         raise InvalidRecord("not a record: JSON nested too deeply") from None
     except MemoryError:
         raise InvalidRecord("not a record: too large to parse") from None
+    except ValueError as err:  # an integer past Python's digit limit for int(str)
+        raise InvalidRecord(f"not a record: {err}") from None
 
 
 def read_record_file(path: Path) -> Record:

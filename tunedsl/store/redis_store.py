@@ -41,7 +41,7 @@ from typing import Any
 from tunedsl import knobs
 from tunedsl.errors import UsageError
 from tunedsl.store.locks import WaitNotices, describe_owner, owner_note
-from tunedsl.store.records import MAX_RECORD_BYTES, InvalidRecord, Record
+from tunedsl.store.records import MAX_RECORD_BYTES, Record
 from tunedsl.warn import warn_once
 
 KEY_PREFIX = "tunedsl:v1:"
@@ -159,6 +159,13 @@ class RedisRecordStore:
             )
         self.settings = settings
         self._redis = require_redis()
+        try:  # parsed now (no connection is made): a bad port or option is the user's to fix
+            self._redis.ConnectionPool.from_url(settings.url)
+        except ValueError as err:
+            raise UsageError(
+                f"TUNEDSL_REDIS_URL={redact(settings.url)!r} is not a valid Redis URL "
+                f"({err}); expected redis://[:PASSWORD@]HOST:PORT/DB"
+            ) from None
         self._client: Any = None
         self._down_until = 0.0
         self._mutex = threading.Lock()
@@ -243,7 +250,8 @@ class RedisRecordStore:
         try:
             text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
             record = Record.from_json(json.loads(text))
-        except (UnicodeDecodeError, json.JSONDecodeError, InvalidRecord, RecursionError) as err:
+        # ValueError: bad UTF-8 or JSON, an invalid record, an int past Python's digit limit
+        except (ValueError, RecursionError) as err:
             warn_once(f"bad:redis:{key}", f"ignoring tuning record {_shown(key)} in Redis: {err}")
             return None
         if digest is not None and record.digest != digest:

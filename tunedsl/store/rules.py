@@ -25,7 +25,7 @@ from typing import Any
 from tunedsl import knobs
 from tunedsl.model.keys import canonical_json
 from tunedsl.model.rule import InvalidRule, Rule
-from tunedsl.store import atomic
+from tunedsl.store import atomic, paths
 from tunedsl.store import records as rec
 from tunedsl.warn import warn_once
 
@@ -59,7 +59,7 @@ def rule_path(root: Path, digest: str) -> Path:
 
 def save_rule(rule: Rule, root: Path) -> Path:
     """Write ``rule`` into ``root`` (created private), whole or not at all."""
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    paths.make_dirs(root)
     path = rule_path(root, digest_of(rule))
     atomic.write_json(path, rule.to_json())
     return path
