@@ -28,6 +28,7 @@ from tunedsl.model.variant import Variant
 from tunedsl.runtime import mistakes, unkeyed
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
+from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
     from tunedsl.runtime.decide import Decision
@@ -99,6 +100,7 @@ def variants(
     """``configs`` (default: the candidates ``prune=`` keeps) bound to ``call``, with the
     configurations whose launch hints are infeasible here and why."""
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.hooks import check_named
     from tunedsl.model.hints import InfeasibleConfig, check_hint_twice, launch_options
 
     if configs is None:
@@ -117,14 +119,12 @@ def variants(
             info = bt.kernel_info(call.kernel)
             launch_kwargs = {**call.static_kwargs, **dyn_kwargs}
             check_hint_twice(launch_kwargs, cfg, settings.hints, site.label)
+            launch_args = fill_holes(call.args, holes) if holes else call.args
             mistakes.check_launch(
-                call.kernel,
-                info,
-                fill_holes(call.args, holes) if holes else call.args,
-                launch_kwargs,
-                site.label,
-                bt.launch_option_names,
+                call.kernel, info, launch_args, launch_kwargs, site.label, bt.launch_option_names
             )
+            bound = bt.bind_arguments(info, launch_args, launch_kwargs)
+            check_named(bound, settings, info, site.label)
             mistakes.check_key_names(call.key, info, site.label)
             if not site.has_key:
                 unkeyed.check(
@@ -317,9 +317,36 @@ def resolve(site: SiteView, call: Call) -> Resolved:
         space=chosen_settings.configs,
     )
     first = result.with_source(decision.source)
-    if decision.source == "tuned" and knobs.print_autotuning():
-        decide.print_table(site.label, first, sys.stdout)
+    if decision.source == "tuned":
+        note_tuned(site.label)
+        if knobs.print_autotuning():
+            decide.print_table(site.label, first, sys.stdout)
     return Resolved(decision, result, first, about)
+
+
+#: A site that has tuned this many distinct keys in one process says once how to stop it:
+#: each new size costs a full tune (seconds on a GPU), most often in a loop over sizes.
+MANY_TUNED_KEYS = 16
+_tuned_keys: dict[str, int] = {}
+
+
+def note_tuned(label: str) -> None:
+    """One more key tuned by the site ``label``; at ``MANY_TUNED_KEYS``, one warning at the
+    user's line with the fixes (a sweep, which tunes every key on purpose, is not told)."""
+    from tunedsl.store.rules import rules_decide
+
+    count = _tuned_keys[label] = _tuned_keys.get(label, 0) + 1
+    if count == MANY_TUNED_KEYS and rules_decide():
+        warn_once(
+            f"many-keys:{label}",
+            f"{label}: this site has tuned {count} distinct keys in this process, each a full "
+            "tune (seconds on a GPU): the calls vary in size and every new size tunes again. "
+            "Bucket the sizes with key= (e.g. key=triton.next_power_of_2(n), docs/runtime.md "
+            '"The cache key"), or sweep the sizes once and ship a rule that decides new ones '
+            "without tuning (docs/shapes.md)",
+            UserWarning,
+            stacklevel="user",
+        )
 
 
 def check(

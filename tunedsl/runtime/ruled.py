@@ -58,12 +58,14 @@ def rule_pick(
                 f"rule-stale:{digest}",
                 f"{where} was measured on {measured}, not on {now}: tuning instead. Refresh "
                 "it with `tunedsl rules check` and `tunedsl rules build`",
+                stacklevel="user",
             )
             return None
         warn_once(
             f"rule-stale:{digest}",
             f"{where} was measured on {measured}, not on {now}; using its picks while "
             "tuning cannot run. Refresh it with `tunedsl rules check` and `tunedsl rules build`",
+            stacklevel="user",
         )
     elif not in_range:
         if tuning_allowed:
@@ -72,6 +74,7 @@ def rule_pick(
             f"rule-range:{digest}",
             f"a key outside the range of {where} (sizes beyond the sweep, or another dtype or "
             f"layout); tuning cannot run here, so it launches the rule's nearest pick {config}",
+            stacklevel="user",
         )
     elif tuning_allowed and rule.swept is not None:
         new = _unswept(rule.swept, candidates)
@@ -81,6 +84,7 @@ def rule_pick(
                 f"{where} comes from a sweep that never timed {new}, which this site's space "
                 "and prune= keep for the key: tuning instead. Sweep again and run "
                 "`tunedsl rules build`",
+                stacklevel="user",
             )
             return None
     if not _is_candidate(config, candidates):
@@ -88,6 +92,7 @@ def rule_pick(
             f"rule-outside:{digest}:{config}",
             f"{where} picked {config}, which is not among the configurations this site's "
             "space and prune= keep for the key; not using it",
+            stacklevel="user",
         )
         return None
     if check is not None:
@@ -96,6 +101,7 @@ def rule_pick(
             warn_once(
                 f"rule-verify:{digest}:{config}",
                 f"{where} picked {config}, which fails verify= here ({problem}); not using it",
+                stacklevel="user",
             )
             return None
     return config

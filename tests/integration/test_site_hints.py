@@ -1,0 +1,197 @@
+"""A new user's DSL scripts under ``tunedsl run`` in real subprocesses (real Triton kernels
+under the interpreter): what a site says when an option names no argument, where the
+warnings of a decision point, and the hint a site gives once it has tuned many sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+HEADER = """\
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def scale(x, out, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = i < n
+    tl.store(out + i, tl.load(x + i, mask=m) * 2, mask=m)
+
+"""
+
+
+def env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    out = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    for name in ("TUNEDSL_QUIET", "TUNEDSL_RECORDS_PATH", "TUNEDSL_AUTOTUNE"):
+        out.pop(name, None)
+    out.update(extra)
+    return out
+
+
+def tunedsl(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", *argv],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env(tmp_path, **extra),
+    )  # fmt: skip
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+# -- restore_value= / reset_to_zero= / verify= naming no argument -----------------------------
+
+
+OPTION_SITES = """\
+def run(option, value):
+    x = torch.randn(300)
+    out = torch.zeros(300)
+    n = 300
+    try:
+        if option == "restore_value":
+            autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+                     restore_value=value, scale(x, out, n, TILE=$tile))  # SITE restore
+        elif option == "reset_to_zero":
+            autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+                     reset_to_zero=value, scale(x, out, n, TILE=$tile))  # SITE reset
+        else:
+            autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+                     verify=value, scale(x, out, n, TILE=$tile))  # SITE verify
+    except Exception as err:
+        print(option, "|", type(err).__name__, "|", err)
+    else:
+        print(option, "| no error")
+
+
+run("restore_value", ["outt"])
+run("reset_to_zero", ["ot"])
+run("verify", ["outt"])
+run("restore_value", ["out", 3])
+run("reset_to_zero", "n")
+run("verify", ["n"])
+"""
+
+
+def test_an_option_naming_no_argument_names_the_users_line_and_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "opts.py"
+    path.write_text(HEADER + OPTION_SITES)
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 6, proc.stdout
+    restore, reset, verify = (
+        line_of(path, f"# SITE {s}") - 1 for s in ("restore", "reset", "verify")
+    )
+    # Every message starts at the site's file:line, as every other error of a site does.
+    for text, site in zip(lines, [restore, reset, verify, restore, reset, verify], strict=True):
+        assert "| UsageError |" in text, text
+        assert f"| {path}:{site}:" in text, text
+    assert "restore_value=" in lines[0] and "'outt'" in lines[0]
+    assert "did you mean 'out'" in lines[0]  # the parameter it is closest to
+    assert "reset_to_zero=" in lines[1] and "did you mean 'out'" in lines[1]
+    assert "verify=" in lines[2] and "did you mean 'out'" in lines[2]
+    assert "restore_value=" in lines[3] and "[\'out\', 3]" in lines[3]
+    assert "reset_to_zero=" in lines[4] and "'n'" in lines[4] and "not a tensor" in lines[4]
+    assert "verify=" in lines[5] and "'n'" in lines[5] and "x, out" in lines[5]
+
+
+# -- warnings of a decision point at the user's line ------------------------------------------
+
+
+RULED = """\
+def double(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    autotune(space=dict(tile=[64, 128, 256]), blocks=cdiv(n, $tile),
+             scale(x, out, n, TILE=$tile))  # SITE
+    return out
+
+
+@workload
+def sizes(n=1024):
+    x = torch.randn(n)
+    torch.testing.assert_close(double(x), x * 2)
+
+
+if __name__ == "__main__":
+    sizes(100_000)  # beyond the sweep
+    print("OK")
+"""
+
+
+def test_warnings_of_a_rule_decision_point_at_the_users_line(tmp_path: Path) -> None:
+    path = tmp_path / "kern.py"
+    path.write_text(HEADER + RULED)
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": n} for n in (256, 512, 1024, 2048)]))
+    sweep = tunedsl(tmp_path, "sweep", "--no-ray", str(path), "--shapes", str(shapes))
+    assert sweep.returncode == 0, sweep.stderr
+    built = tunedsl(tmp_path, "rules", "build", "--out", str(tmp_path / "rules"))
+    assert built.returncode == 0, built.stderr
+    # A fresh user with the shipped rule, where tuning cannot run: the key beyond the sweep
+    # takes the rule's nearest pick, with one warning, at the line of the user's site.
+    proc = tunedsl(
+        tmp_path, "run", str(path),
+        TUNEDSL_CACHE_DIR=str(tmp_path / "fresh"), TUNEDSL_RECORDS_PATH=str(tmp_path / "rules"),
+        TUNEDSL_AUTOTUNE="cached",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "OK" in proc.stdout
+    assert "outside the range of rule" in proc.stderr, proc.stderr
+    site = line_of(path, "# SITE") - 1
+    assert f"{path}:{site}: CacheWarning: a key outside the range" in proc.stderr, proc.stderr
+    assert "tunedsl/runtime" not in proc.stderr, proc.stderr
+
+
+# -- a site that tunes many distinct keys ------------------------------------------------------
+
+
+LOOP = """\
+def double(x, bucket):
+    out = torch.empty_like(x)
+    n = x.numel()
+    if bucket:
+        autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+                 key=triton.next_power_of_2(n), scale(x, out, n, TILE=$tile))  # SITE bucketed
+    else:
+        autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+                 scale(x, out, n, TILE=$tile))  # SITE plain
+    return out
+
+
+import sys
+
+for n in range(100, 100 + 16 * {count}, 16):  # every n its own key
+    x = torch.randn(n)
+    torch.testing.assert_close(double(x, sys.argv[1] == "bucket"), x * 2)
+print("OK")
+"""
+
+
+def test_a_site_that_tunes_many_sizes_says_once_how_to_stop_it(tmp_path: Path) -> None:
+    from tunedsl.runtime.miss import MANY_TUNED_KEYS
+
+    path = tmp_path / "loop.py"
+    path.write_text(HEADER + LOOP.format(count=MANY_TUNED_KEYS + 3))
+    proc = tunedsl(tmp_path, "run", str(path), "plain")
+    assert proc.returncode == 0, proc.stderr
+    site = line_of(path, "# SITE plain") - 1
+    assert proc.stderr.count("distinct keys") == 1, proc.stderr
+    warning = next(line for line in proc.stderr.splitlines() if "distinct keys" in line)
+    assert f"{path}:{site}: UserWarning: {path}:{site}:" in warning, warning
+    assert f"tuned {MANY_TUNED_KEYS} distinct keys" in warning
+    assert "key=" in warning and "docs/shapes.md" in warning
+    # Fewer keys than that (the same loop bucketed by key=): no hint.
+    quiet = tunedsl(tmp_path, "run", str(path), "bucket")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "distinct keys" not in quiet.stderr
