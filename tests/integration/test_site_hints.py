@@ -100,7 +100,7 @@ def test_an_option_naming_no_argument_names_the_users_line_and_the_fix(tmp_path:
     assert "did you mean 'out'" in lines[0]  # the parameter it is closest to
     assert "reset_to_zero=" in lines[1] and "did you mean 'out'" in lines[1]
     assert "verify=" in lines[2] and "did you mean 'out'" in lines[2]
-    assert "restore_value=" in lines[3] and "[\'out\', 3]" in lines[3]
+    assert "restore_value=" in lines[3] and "['out', 3]" in lines[3]
     assert "reset_to_zero=" in lines[4] and "'n'" in lines[4] and "not a tensor" in lines[4]
     assert "verify=" in lines[5] and "'n'" in lines[5] and "x, out" in lines[5]
 

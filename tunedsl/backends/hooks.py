@@ -60,6 +60,7 @@ def check_named(bound: Mapping[str, Any], settings: Any, info: Any, label: str) 
     tensor parameters of the kernel (``None``, an optional buffer, is skipped as Triton
     does): checked on a site's first call, before any configuration runs, with the site's
     ``label`` and the parameter a misspelled name is closest to."""
+
     def tensor(v: Any) -> bool:
         return v is None or is_tensor(v) or is_tensor_descriptor(v)
 

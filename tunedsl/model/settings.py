@@ -97,8 +97,7 @@ def _names(value: Any, option: str, where: str) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
         raise UsageError(
-            f"{where}: {option}= must be a list of kernel parameter names (strings), "
-            f"not {value!r}"
+            f"{where}: {option}= must be a list of kernel parameter names (strings), not {value!r}"
         )
     return tuple(value)
 
