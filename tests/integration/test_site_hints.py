@@ -195,3 +195,41 @@ def test_a_site_that_tunes_many_sizes_says_once_how_to_stop_it(tmp_path: Path) -
     quiet = tunedsl(tmp_path, "run", str(path), "bucket")
     assert quiet.returncode == 0, quiet.stderr
     assert "distinct keys" not in quiet.stderr
+
+
+# -- blocks= from a function ------------------------------------------------------------------
+
+
+GRID_SITES = """\
+def grid(n, tile, shape):
+    return {"four": (cdiv(n, tile), 1, 1, 1), "list": [cdiv(n, tile), 1]}[shape]
+
+
+def run(shape):
+    x, out, n = torch.randn(300), torch.zeros(300), 300
+    try:
+        autotune(space=dict(tile=[64, 128]), blocks=grid(n, $tile, shape),
+                 scale(x, out, n, TILE=$tile))  # SITE
+    except Exception as err:
+        print(type(err).__name__, "|", err)
+
+
+run("four")
+run("list")
+"""
+
+
+def test_a_function_in_blocks_returning_a_tuple_of_wrong_length_is_named_as_such(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "grids.py"
+    path.write_text(HEADER + GRID_SITES)
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 0, proc.stderr
+    four, listed = proc.stdout.strip().splitlines()
+    site = line_of(path, "# SITE") - 1
+    for text in (four, listed):
+        assert text.startswith(f"UsageError | {path}:{site}:"), text  # the site's place
+    # Four dimensions: not "a nested tuple", which the user never wrote.
+    assert "the tuple (5, 1, 1, 1) of 4 dimensions" in four and "nested" not in four, four
+    assert "the list [5, 1]" in listed and "blocks=(grid[0], grid[1])" in listed, listed

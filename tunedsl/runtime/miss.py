@@ -141,7 +141,7 @@ def variants(
                 config=cfg,
                 args=fill_holes(call.args, holes) if holes else tuple(call.args),
                 kwargs={**call.static_kwargs, **dyn_kwargs},
-                grid=mistakes.grid_dims(grid),  # checks, with the fix in the message
+                grid=mistakes.grid_dims(grid, site.label),  # checks, with the fix in the message
                 options=options,
             )
         )
