@@ -233,3 +233,45 @@ def test_a_function_in_blocks_returning_a_tuple_of_wrong_length_is_named_as_such
     # Four dimensions: not "a nested tuple", which the user never wrote.
     assert "the tuple (5, 1, 1, 1) of 4 dimensions" in four and "nested" not in four, four
     assert "the list [5, 1]" in listed and "blocks=(grid[0], grid[1])" in listed, listed
+
+
+# -- options whose mistake the values show: each at the site's place, with the fix -------------
+
+
+VALUE_SITES = """\
+def run(case):
+    x, out, n = torch.randn(300), torch.zeros(300), 300
+    space = "tile" if case == "space" else dict(tile=[64, 128])
+    hint = [2, 4] if case == "hint" else None
+    pre = (lambda: None) if case == "pre_hook" else None
+    post = (lambda args: None) if case == "post_hook" else None
+    try:
+        autotune(space=space, blocks=cdiv(n, $tile), num_warps=hint, pre_hook=pre,
+                 post_hook=post, scale(x, out, n, TILE=$tile))  # SITE
+    except Exception as err:
+        print(type(err).__name__, "|", err)
+    else:
+        print("no error")
+
+
+for case in ["space", "hint", "pre_hook", "post_hook"]:
+    run(case)
+"""
+
+
+def test_a_wrong_space_hint_or_hook_signature_is_named_at_the_site(tmp_path: Path) -> None:
+    path = tmp_path / "values.py"
+    path.write_text(HEADER + VALUE_SITES)
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 0, proc.stderr
+    space, hint, pre, post = proc.stdout.strip().splitlines()
+    site = line_of(path, "# SITE") - 1
+    for text in (space, hint, pre, post):
+        assert text.startswith(f"UsageError | {path}:{site}:"), text
+    assert "space= must be a dict of sequences" in space
+    assert "num_warps=[2, 4] is a static hint" in hint
+    # A hook that cannot take tunedsl's call: named before anything runs, with the form to
+    # write (a post_hook without exception= was a bare TypeError from inside the tuner).
+    assert "cannot be called as pre_hook(args)" in pre and "pre_hook=lambda args:" in pre
+    assert "cannot be called as post_hook(args, exception=None)" in post, post
+    assert "post_hook=lambda args, exception=None:" in post

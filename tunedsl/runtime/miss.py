@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tunedsl import knobs
+from tunedsl.errors import UsageError
 from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
@@ -114,6 +115,8 @@ def variants(
         except InfeasibleConfig as err:
             infeasible[cfg] = str(err)
             continue
+        except UsageError as err:  # a static hint of several values, or of a wrong type
+            raise UsageError(f"{site.label}: {err}") from None
         holes, dyn_kwargs, grid = call.bind(cfg)
         if not out:  # the launch binds the same way for every configuration
             info = bt.kernel_info(call.kernel)
