@@ -77,17 +77,17 @@ def check_named(bound: Mapping[str, Any], settings: Any, info: Any, label: str) 
                 continue
             if given in bound:
                 value = bound[given]
-                what = f"{given!r}, which is not a tensor (the launch passes the "
+                what = f"{given!r} is not a tensor (the launch passes the "
                 what += f"{type(value).__name__} {value!r})"[:200]
             else:
-                what = f"{given!r}, which is not a parameter of {signature}"
+                what = f"{given!r} is not a parameter of {signature}"
             close = did_you_mean(given, tensors) if given not in bound else None
             hint = (
                 f"did you mean {close!r}?"
                 if close
                 else f"its tensor parameters are: {', '.join(tensors) or '(none)'}"
             )
-            raise UsageError(f"{label}: {option}= names {what}; {hint}")
+            raise UsageError(f"{label}: {option}=: {what}; {hint}")
 
 
 def check_output(
