@@ -169,12 +169,18 @@ def double(x, bucket):
     return out
 
 
+@workload
+def sweep_all():
+    for n in range(100, 100 + 16 * {count}, 16):  # every n its own key
+        x = torch.randn(n)
+        torch.testing.assert_close(double(x, sys.argv[1:] == ["bucket"]), x * 2)
+
+
 import sys
 
-for n in range(100, 100 + 16 * {count}, 16):  # every n its own key
-    x = torch.randn(n)
-    torch.testing.assert_close(double(x, sys.argv[1] == "bucket"), x * 2)
-print("OK")
+if __name__ == "__main__":
+    sweep_all()
+    print("OK")
 """
 
 
@@ -190,11 +196,16 @@ def test_a_site_that_tunes_many_sizes_says_once_how_to_stop_it(tmp_path: Path) -
     warning = next(line for line in proc.stderr.splitlines() if "distinct keys" in line)
     assert f"{path}:{site}: UserWarning: {path}:{site}:" in warning, warning
     assert f"tuned {MANY_TUNED_KEYS} distinct keys" in warning
-    assert "key=" in warning and "docs/shapes.md" in warning
+    assert "bucket the sizes with key=" in warning and "docs/shapes.md" in warning
     # Fewer keys than that (the same loop bucketed by key=): no hint.
     quiet = tunedsl(tmp_path, "run", str(path), "bucket")
     assert quiet.returncode == 0, quiet.stderr
     assert "distinct keys" not in quiet.stderr
+    # A sweep tunes every size on purpose: not told.
+    sweep = tunedsl(tmp_path, "sweep", "--no-ray", str(path), TUNEDSL_CACHE_DIR=str(tmp_path / "s"))
+    assert sweep.returncode == 0, sweep.stderr
+    assert f"{MANY_TUNED_KEYS + 3} records written" in sweep.stderr + sweep.stdout
+    assert "distinct keys" not in sweep.stderr
 
 
 # -- blocks= from a function ------------------------------------------------------------------

@@ -321,7 +321,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     )
     first = result.with_source(decision.source)
     if decision.source == "tuned":
-        note_tuned(site.label)
+        note_tuned(site.label, site.has_key)
         if knobs.print_autotuning():
             decide.print_table(site.label, first, sys.stdout)
     return Resolved(decision, result, first, about)
@@ -333,23 +333,29 @@ MANY_TUNED_KEYS = 16
 _tuned_keys: dict[str, int] = {}
 
 
-def note_tuned(label: str) -> None:
+def note_tuned(label: str, has_key: bool) -> None:
     """One more key tuned by the site ``label``; at ``MANY_TUNED_KEYS``, one warning at the
     user's line with the fixes (a sweep, which tunes every key on purpose, is not told)."""
     from tunedsl.store.rules import rules_decide
 
     count = _tuned_keys[label] = _tuned_keys.get(label, 0) + 1
-    if count == MANY_TUNED_KEYS and rules_decide():
-        warn_once(
-            f"many-keys:{label}",
-            f"{label}: this site has tuned {count} distinct keys in this process, each a full "
-            "tune (seconds on a GPU): the calls vary in size and every new size tunes again. "
-            "Bucket the sizes with key= (e.g. key=triton.next_power_of_2(n), docs/runtime.md "
-            '"The cache key"), or sweep the sizes once and ship a rule that decides new ones '
-            "without tuning (docs/shapes.md)",
-            UserWarning,
-            stacklevel="user",
-        )
+    if count != MANY_TUNED_KEYS or not rules_decide():
+        return
+    bucket = (
+        "make key= coarser, so that nearby sizes share a value"
+        if has_key
+        else "bucket the sizes with key=, so that nearby sizes share a decision"
+    )
+    warn_once(
+        f"many-keys:{label}",
+        f"{label}: this site has tuned {count} distinct keys in this process, each a full tune "
+        f"(seconds on a GPU): the calls vary in size and every new size tunes again. To stop "
+        f'it, {bucket} (e.g. key=triton.next_power_of_2(n), docs/runtime.md "The cache '
+        'key"), or sweep the sizes once and ship a rule that decides new ones without '
+        "tuning (docs/shapes.md)",
+        UserWarning,
+        stacklevel="user",
+    )
 
 
 def check(
