@@ -321,7 +321,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     )
     first = result.with_source(decision.source)
     if decision.source == "tuned":
-        note_tuned(site.label, site.has_key)
+        note_tuned(site.site_id, about.digest, site.label, site.has_key)
         if knobs.print_autotuning():
             decide.print_table(site.label, first, sys.stdout)
     return Resolved(decision, result, first, about)
@@ -330,16 +330,21 @@ def resolve(site: SiteView, call: Call) -> Resolved:
 #: A site that has tuned this many distinct keys in one process says once how to stop it:
 #: each new size costs a full tune (seconds on a GPU), most often in a loop over sizes.
 MANY_TUNED_KEYS = 16
-_tuned_keys: dict[str, int] = {}
+_tuned_keys: dict[str, set[str]] = {}  # site id -> the record digests it tuned (up to MANY)
 
 
-def note_tuned(label: str, has_key: bool) -> None:
-    """One more key tuned by the site ``label``; at ``MANY_TUNED_KEYS``, one warning at the
-    user's line with the fixes (a sweep, which tunes every key on purpose, is not told)."""
+def note_tuned(site_id: str, digest: str, label: str, has_key: bool) -> None:
+    """The site ``site_id`` (``label``: its place) tuned the key of ``digest``; at
+    ``MANY_TUNED_KEYS`` distinct keys, one warning at the user's line with the fixes (a
+    sweep, which tunes every key on purpose, is not told)."""
     from tunedsl.store.rules import rules_decide
 
-    count = _tuned_keys[label] = _tuned_keys.get(label, 0) + 1
-    if count != MANY_TUNED_KEYS or not rules_decide():
+    tuned = _tuned_keys.setdefault(site_id, set())
+    if len(tuned) >= MANY_TUNED_KEYS or digest in tuned:
+        return
+    tuned.add(digest)
+    count = len(tuned)
+    if count < MANY_TUNED_KEYS or not rules_decide():
         return
     bucket = (
         "make key= coarser, so that nearby sizes share a value"
@@ -347,7 +352,7 @@ def note_tuned(label: str, has_key: bool) -> None:
         else "bucket the sizes with key=, so that nearby sizes share a decision"
     )
     warn_once(
-        f"many-keys:{label}",
+        f"many-keys:{site_id}",
         f"{label}: this site has tuned {count} distinct keys in this process, each a full tune "
         f"(seconds on a GPU): the calls vary in size and every new size tunes again. To stop "
         f'it, {bucket} (e.g. key=triton.next_power_of_2(n), docs/runtime.md "The cache '
