@@ -46,7 +46,9 @@ _EXAMPLES = os.path.join(_PACKAGE, "examples") + os.sep  # shipped examples are 
 _PLUMBING = {os.path.abspath(contextlib.__file__), os.path.abspath(threading.__file__)}
 
 
-def _internal(filename: str) -> bool:
+def is_internal(filename: str) -> bool:
+    """Is ``filename`` tunedsl's own code, or plumbing between it and the user's code (the
+    shipped examples are user code)?"""
     if filename.startswith("<frozen "):
         return True
     path = os.path.abspath(filename)
@@ -60,7 +62,7 @@ def user_stacklevel(frame: FrameType | None) -> int:
     from ``frame`` as 1; the outermost frame's when every frame is internal."""
     level = 1
     while frame is not None:
-        if not _internal(frame.f_code.co_filename) or frame.f_back is None:
+        if not is_internal(frame.f_code.co_filename) or frame.f_back is None:
             return level
         frame = frame.f_back
         level += 1

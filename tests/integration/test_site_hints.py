@@ -286,3 +286,31 @@ def test_a_wrong_space_hint_or_hook_signature_is_named_at_the_site(tmp_path: Pat
     assert "cannot be called as pre_hook(args)" in pre and "pre_hook=lambda args:" in pre
     assert "cannot be called as post_hook(args, exception=None)" in post, post
     assert "post_hook=lambda args, exception=None:" in post
+
+
+# -- IPython: the traceback of a site's error ends at the cell's line -------------------------
+
+
+CELLS = """\
+%load_ext tunedsl
+import torch, triton, triton.language as tl
+from tunedsl import autotune, cdiv
+exec(open("kernel.py").read())
+def bad(x, out, n): return autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), reset_to_zero=["outt"], scale(x, out, n, TILE=$tile))
+
+bad(torch.randn(300), torch.zeros(300), 300)
+"""
+
+
+def test_ipython_shows_a_sites_error_without_tunedsls_frames(tmp_path: Path) -> None:
+    pytest.importorskip("IPython")
+    (tmp_path / "kernel.py").write_text(HEADER.split("from tunedsl")[1].split("\n", 1)[1])
+    proc = subprocess.run(
+        [sys.executable, "-m", "IPython", "--simple-prompt", "--colors=nocolor"],
+        input=CELLS, capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env=env(tmp_path),
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert "'outt' is not a parameter of scale(x, out, n, TILE)" in out, out
+    assert "Cell In[5], line 1, in bad" in out, out  # the user's frames...
+    assert "tunedsl/runtime" not in out and "site.py" not in out, out  # ...and only those
