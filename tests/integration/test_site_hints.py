@@ -314,3 +314,52 @@ def test_ipython_shows_a_sites_error_without_tunedsls_frames(tmp_path: Path) -> 
     assert "'outt' is not a parameter of scale(x, out, n, TILE)" in out, out
     assert "Cell In[5], line 1, in bad" in out, out  # the user's frames...
     assert "tunedsl/runtime" not in out and "site.py" not in out, out  # ...and only those
+
+
+# -- tunedsl precompile under the interpreter -------------------------------------------------
+
+
+CHECKED_WORKLOAD = """\
+def double(x):
+    out = torch.full_like(x, float("nan"))
+    n = x.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), scale(x, out, n, TILE=$tile))
+    return out
+
+
+@workload
+def checked():
+    x = torch.randn(300)
+    torch.testing.assert_close(double(x), x * 2)
+
+
+if __name__ == "__main__":
+    checked()
+    print("OK")
+"""
+
+
+def test_precompile_replay_under_the_interpreter_says_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "work.py"
+    path.write_text(HEADER + CHECKED_WORKLOAD)
+    ran = tunedsl(tmp_path, "run", str(path))  # a record to replay
+    assert ran.returncode == 0 and "OK" in ran.stdout, ran.stderr
+    # --replay asked Triton for the GPU's target and died with "0 active drivers".
+    proc = tunedsl(tmp_path, "precompile", "--replay")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "--replay: nothing to recompile in Triton's CPU interpreter" in out, out
+    assert "--target cuda:90" in out
+
+
+def test_a_workload_that_checks_outputs_is_told_that_precompile_does_not_launch(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "work.py"
+    path.write_text(HEADER + CHECKED_WORKLOAD)
+    proc = tunedsl(tmp_path, "precompile", str(path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "workload checked failed: AssertionError" in out, out
+    assert "sites compile and do not launch" in out, out
