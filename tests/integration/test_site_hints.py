@@ -363,3 +363,5 @@ def test_a_workload_that_checks_outputs_is_told_that_precompile_does_not_launch(
     assert proc.returncode == 1, out
     assert "workload checked failed: AssertionError" in out, out
     assert "sites compile and do not launch" in out, out
+    # At the user's failed check, not inside torch.testing.
+    assert f"(at {path}:{line_of(path, 'assert_close(double(x)')})" in out, out
