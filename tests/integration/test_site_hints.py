@@ -365,3 +365,45 @@ def test_a_workload_that_checks_outputs_is_told_that_precompile_does_not_launch(
     assert "sites compile and do not launch" in out, out
     # At the user's failed check, not inside torch.testing.
     assert f"(at {path}:{line_of(path, 'assert_close(double(x)')})" in out, out
+
+
+# -- errors of the tune itself name the site too ----------------------------------------------
+
+
+TUNE_FAILS = """\
+@triton.jit
+def runtime_tile(x, out, n, TILE):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(out + i, tl.load(x + i, mask=i < n), mask=i < n)
+
+
+def run(case):
+    x, out, n = torch.randn(300), torch.zeros(300), 300
+    try:
+        if case == "not constexpr":
+            autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+                     runtime_tile(x, out, n, TILE=$tile))  # SITE runtime
+        else:
+            autotune(space=dict(tile=[100, 30]), blocks=cdiv(n, $tile),
+                     scale(x, out, n, TILE=$tile))  # SITE all fail
+    except Exception as err:
+        print(type(err).__name__, "|", str(err).splitlines()[0])
+
+
+run("not constexpr")
+run("all fail")
+"""
+
+
+def test_errors_of_the_tune_start_at_the_sites_place(tmp_path: Path) -> None:
+    path = tmp_path / "fails.py"
+    path.write_text(HEADER + TUNE_FAILS)
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 0, proc.stderr
+    runtime, failed = proc.stdout.strip().splitlines()
+    first = line_of(path, "# SITE runtime") - 1
+    second = line_of(path, "# SITE all fail") - 1
+    assert runtime.startswith(f"UsageError | {path}:{first}:"), runtime
+    assert "does not declare `tl.constexpr`" in runtime
+    assert failed.startswith(f"TuningError | {path}:{second}:"), failed
+    assert "every configuration of scale failed" in failed

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
-from tunedsl.errors import TuningError, UsageError
+from tunedsl.errors import TuningError, UsageError, at_site
 from tunedsl.model import identity, keys, prune_keys, repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE
@@ -188,10 +188,10 @@ class Site:
                     return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
                 except UsageError as err:
                     __tracebackhide__ = True
-                    raise mistakes.at_user_frame(err) from None
+                    raise mistakes.at_user_frame(at_site(err, self.label)) from None
                 except (TuningError, KeyboardInterrupt) as err:  # the user's frames only
                     __tracebackhide__ = True
-                    raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
+                    raise mistakes.user_frames_only(at_site(err, self.label))  # noqa: B904 (-X dev: all frames)
             if entry.repeat is not no_repeat and kernel is self._kernel:
                 self._remember(entry, args, static_kwargs)
         entry.used = True  # one store: the bounded table keeps what is in use (entry.evict)
