@@ -407,3 +407,54 @@ def test_errors_of_the_tune_start_at_the_sites_place(tmp_path: Path) -> None:
     assert "does not declare `tl.constexpr`" in runtime
     assert failed.startswith(f"TuningError | {path}:{second}:"), failed
     assert "every configuration of scale failed" in failed
+
+
+COMPILED = """\
+def double(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), scale(x, out, n, TILE=$tile))
+    return out
+
+
+@triton.jit
+def bump_kernel(x, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(x + i, tl.load(x + i, mask=i < n) + 1, mask=i < n)
+
+
+def bump(x):
+    n = x.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), bump_kernel(x, n, TILE=$tile))
+    return x
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):  # FORWARD
+        return bump(double(x))
+
+
+model = torch.compile(Model(), fullgraph=True, dynamic=True, backend="aot_eager")
+for n in range(100, 100 + 16 * {count}, 16):
+    x = torch.randn(n)
+    torch.testing.assert_close(model(x), x * 2 + 1)
+print("OK")
+"""
+
+
+def test_a_warning_of_a_site_inside_torch_compile_points_at_the_users_model(
+    tmp_path: Path,
+) -> None:
+    from tunedsl.runtime.miss import MANY_TUNED_KEYS
+
+    path = tmp_path / "compiled.py"
+    path.write_text(HEADER + COMPILED.format(count=MANY_TUNED_KEYS))
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr
+    warning = next(line for line in proc.stderr.splitlines() if "distinct keys" in line)
+    # The user's model, not torch/_library/custom_ops.py, which called the site.
+    forward = line_of(path, "# FORWARD")
+    assert warning.startswith(f"{path}:{forward}: UserWarning"), warning
+    # The same for the warning about a kernel that writes its input in place.
+    in_place = next(line for line in proc.stderr.splitlines() if "in place" in line)
+    assert in_place.startswith(f"{path}:{forward}: UserWarning"), in_place
