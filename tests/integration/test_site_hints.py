@@ -458,3 +458,32 @@ def test_a_warning_of_a_site_inside_torch_compile_points_at_the_users_model(
     # The same for the warning about a kernel that writes its input in place.
     in_place = next(line for line in proc.stderr.splitlines() if "in place" in line)
     assert in_place.startswith(f"{path}:{forward}: UserWarning"), in_place
+
+
+ZEROED = """\
+import sys
+
+
+def total(x):
+    out = torch.zeros_like(x)
+    n = x.numel()
+    r = autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), reset_to_zero=[sys.argv[1]],
+                 scale(x, out, n, TILE=$tile))  # SITE
+    return r
+
+
+print(total(torch.randn(300)).source)
+"""
+
+
+def test_a_misnamed_reset_to_zero_is_an_error_when_a_record_decides_too(tmp_path: Path) -> None:
+    path = tmp_path / "zeroed.py"
+    path.write_text(HEADER + ZEROED)
+    first = tunedsl(tmp_path, "run", str(path), "out")
+    assert first.returncode == 0 and first.stdout.strip() == "tuned", first.stderr
+    # The next process finds the record and tunes nothing: the typo was accepted there, and
+    # reset_to_zero= did nothing on any call.
+    typo = tunedsl(tmp_path, "run", str(path), "outt")
+    assert typo.returncode == 1, typo.stdout
+    site = line_of(path, "# SITE") - 1
+    assert f"{path}:{site}:" in typo.stderr and "did you mean 'out'?" in typo.stderr, typo.stderr

@@ -101,7 +101,6 @@ def variants(
     """``configs`` (default: the candidates ``prune=`` keeps) bound to ``call``, with the
     configurations whose launch hints are infeasible here and why."""
     from tunedsl.backends import triton as bt
-    from tunedsl.backends.hooks import check_named
     from tunedsl.model.hints import InfeasibleConfig, check_hint_twice, launch_options
 
     if configs is None:
@@ -126,8 +125,6 @@ def variants(
             mistakes.check_launch(
                 call.kernel, info, launch_args, launch_kwargs, site.label, bt.launch_option_names
             )
-            bound = bt.bind_arguments(info, launch_args, launch_kwargs)
-            check_named(bound, settings, info, site.label)
             mistakes.check_key_names(call.key, info, site.label)
             if not site.has_key:
                 unkeyed.check(
@@ -290,6 +287,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
         )
         site.fields_checked = kept
     about = subject(site, call, chosen_settings)
+    check_named(site, call, chosen_settings)
     known = site.decided(about.digest)
     if known is not None:
         # Decided under another call key with the same record key (keyword order, other
@@ -361,6 +359,23 @@ def note_tuned(site_id: str, digest: str, label: str, has_key: bool) -> None:
         UserWarning,
         stacklevel="user",
     )
+
+
+def check_named(site: SiteView, call: Call, settings: Settings) -> None:
+    """``restore_value=``, ``reset_to_zero=`` and ``verify=[...]`` name tensor parameters:
+    checked on every new key, however it is decided (a record or a rule decides without
+    tuning, and a misspelled ``reset_to_zero`` would go unnoticed on every hit)."""
+    verify = settings.verify
+    if not (settings.restore_value or settings.reset_to_zero or isinstance(verify, list | tuple)):
+        return
+    from tunedsl.backends import hooks
+    from tunedsl.backends import triton as bt
+
+    holes, dyn_kwargs, _ = call.bind(settings.default)
+    args = fill_holes(call.args, holes) if holes else call.args
+    info = bt.kernel_info(call.kernel)
+    bound = bt.bind_arguments(info, args, {**call.static_kwargs, **dyn_kwargs})
+    hooks.check_named(bound, settings, info, site.label)
 
 
 def check(
