@@ -762,8 +762,8 @@ def test_the_nearest_swept_size_is_nearest_in_log2_not_in_batch_rows() -> None:
     the tuned batch size nearest M in rows): tunedsl's nearest-key map compares sizes in
     log2 (docs/shapes.md, "2. Build"), a deliberate difference: between 16 and 64, M=36
     takes 64's pick (36/16 > 64/36), where vLLM takes 16's; M=31 takes 16's in both."""
-    from tunedsl.model.rule import nearest
     from tunedsl.model.rule_features import key_features
+    from tunedsl.model.rule_near import nearest
 
     def point(m: int) -> dict[str, float]:
         key = {"args": {"a": {"dtype": "float16", "shape": [m, 512], "stride": "s1"}}}

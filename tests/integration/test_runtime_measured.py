@@ -77,21 +77,22 @@ def test_verify_with_a_broadcast_input() -> None:
 
 
 def test_a_failing_restore_never_hides_the_tuning_error() -> None:
-    # restore_value= names a broadcast input: every repetition's restore fails, so every
-    # configuration fails, and so does the final restore. The error the user sees is
-    # still the TuningError naming the failures, with the cleanup's failure as a note.
+    # A pre_hook gives the restore_value= input another shape (its 300 values as 2 x 150):
+    # every later restore fails (torch cannot copy a 300-vector into it), so every
+    # configuration fails, and so does the final restore. The error the user sees is still the TuningError naming the
+    # failures, with the cleanup's failure as a note.
     n = 300
-    x, bias = torch.randn(n), torch.randn(1).expand(n)
-    out = torch.empty(n)
+    x, bias, out = torch.randn(n), torch.randn(n), torch.empty(n)
     with pytest.raises(TuningError, match="every configuration") as info:
         autotune_launch(
             add_strided,
             space=SPACE,
             grid=lambda cfg: (cdiv(n, cfg.tile),),
-            args=(x, bias, out, n, bias.stride(0)),
+            args=(x, bias, out, n, 1),
             kwargs=lambda cfg: {"TILE": cfg.tile},
-            name="broadcast-restored",
+            name="resized-restored",
             restore_value=["b"],
+            pre_hook=lambda args: args["b"].set_(torch.randn(2, n // 2)),
         )
     assert len(info.value.failures) == 3
     assert any("restoring the arguments" in note for note in info.value.__notes__)

@@ -61,13 +61,24 @@ def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
     )
     assert json.loads(fam) == {"args.F": '{"constexpr":true}', "key[1]": "x"}
     assert feats == {"args.B": 6.0, "key[0]": 10.0}
-    # An int class's name in key= is a string like any other; a negative size is -1, a
-    # NaN a family.
+    # An int class's name in key= is a string like any other; an int below 2 (a flag, a
+    # sentinel) and a NaN are families, a positive float a size.
     fam, feats = key_features(
         {"args": {"w": [0, -2, 2.0, float("nan")]}, "user_key": ["i16", (4, None)]}
     )
-    assert json.loads(fam) == {"args.w[3]": "nan", "key[0]": "i16", "key[1][1]": None}
-    assert feats == {"args.w[0]": 0.0, "args.w[1]": -1.0, "args.w[2]": 1.0, "key[1][0]": 2.0}
+    assert json.loads(fam) == {
+        "args.w[0]": 0,
+        "args.w[1]": -2,
+        "args.w[3]": "nan",
+        "key[0]": "i16",
+        "key[1][1]": None,
+    }
+    assert feats == {"args.w[2]": 1.0, "key[1][0]": 2.0}
+    # Values that were one point in log2 read apart: 0 and 1 (flags), 0.25 and 0.5, -1 and -7.
+    for a, b in ((0, 1), (0.25, 0.5), (-1, -7), (0.0, 1.0), ({"constexpr": 0}, {"constexpr": 1})):
+        assert key_features({"args": {}, "user_key": a}) != key_features(
+            {"args": {}, "user_key": b}
+        ), (a, b)
 
 
 def test_a_tensor_reads_as_the_same_features_whatever_form_its_parts_take() -> None:
@@ -332,7 +343,7 @@ def test_a_row_length_off_a_multiple_of_16_gets_its_own_pick_when_the_sweep_had_
 def test_the_nearest_swept_key_is_one_of_the_same_alignment_where_the_sweep_has_one() -> None:
     """A long row off a multiple of 16 takes the pick of the nearest odd length swept, not of
     the aligned length beside it (whose vector loads want another configuration)."""
-    from tunedsl.model.rule import nearest
+    from tunedsl.model.rule_near import nearest
 
     def point(n: int) -> dict[str, float]:
         return key_features(rows_key(n))[1]

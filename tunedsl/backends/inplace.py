@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from tunedsl.model.keys import is_tensor
+from tunedsl.model.keys import is_tensor, is_tensor_descriptor
 
 
 class InPlaceWatch:
@@ -117,14 +117,38 @@ class InPlaceWatch:
         return found, {**self.kept, **(self.original if self.seen == 2 else {})}
 
 
+def data_arguments(bound: Mapping[str, Any]) -> dict[str, Any]:
+    """The data of a launch's arguments by name: a tensor descriptor stands for its base
+    tensor, and a tuple for its elements, ``pair[0]``, ``pair[1]`` (Triton passes them one
+    by one, and a kernel may write any of them)."""
+    out: dict[str, Any] = {}
+    for name, value in bound.items():
+        if isinstance(value, tuple) and not is_tensor(value):
+            out.update(data_arguments({f"{name}[{i}]": v for i, v in enumerate(value)}))
+        else:
+            out[name] = value.base if is_tensor_descriptor(value) else value
+    return out
+
+
+def tuple_members(names: Iterable[str], data: Mapping[str, Any]) -> list[str]:
+    """``names`` with a tuple argument's name replaced by its elements' (``data_arguments``)."""
+    return [m for n in names for m in ([n] if n in data else _members(n, data) or [n])]
+
+
+def _members(name: str, data: Mapping[str, Any]) -> list[str]:
+    return [k for k in data if k.startswith(name + "[")]
+
+
 def warn_in_place(kernel: str, names: list[str], warn: Callable[..., Any]) -> None:
     """One warning per kernel and arguments, attributed to the caller's line."""
     quoted = ", ".join(repr(n) for n in names)
+    # A tuple's element (``pair[1]``) is restored by naming its parameter.
+    params = ", ".join(repr(n) for n in dict.fromkeys(n.split("[")[0] for n in names))
     warn(
         f"inplace:{kernel}:{quoted}",
         f"tunedsl: {kernel} changes {quoted} in place: tuning restores "
         f"{'it' if len(names) == 1 else 'them'} before every launch, so the tuning and your "
-        f"result see the original values; pass restore_value=[{quoted}] to say so (and "
+        f"result see the original values; pass restore_value=[{params}] to say so (and "
         "silence this warning)",
         UserWarning,
         stacklevel="user",

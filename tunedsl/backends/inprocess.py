@@ -33,10 +33,11 @@ from typing import Any
 
 from tunedsl.backends.compile_pool import default_workers, start_drained_thread
 from tunedsl.backends.hooks import call_pre_hook, call_user, check_output, hook_args
+from tunedsl.backends.inplace import InPlaceWatch, data_arguments, tuple_members
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_tensor, is_tensor_descriptor
+from tunedsl.model.keys import is_tensor
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
 
@@ -65,31 +66,31 @@ class Guard:
         self, bound: Mapping[str, Any], req: Any, watch: bool = False, kernel: str = ""
     ) -> None:
         self.hook_bound = bound  # a descriptor stands for its base here, not for hooks
-        bound = {n: v.base if is_tensor_descriptor(v) else v for n, v in bound.items()}
-        names = set(bound)
-        for option in ("restore_value", "reset_to_zero"):
-            for name in getattr(req.settings, option):
-                if name not in names:
+        bound = data_arguments(bound)
+        restore_value = tuple_members(req.settings.restore_value, bound)
+        for option, given in (
+            ("restore_value", restore_value),
+            ("reset_to_zero", req.settings.reset_to_zero),
+        ):
+            for name in given:
+                if name not in bound and name not in self.hook_bound:
                     raise UsageError(
                         f"{option}: {name!r} is not a parameter of the kernel; its parameters "
-                        f"are: {', '.join(bound)}"
+                        f"are: {', '.join(self.hook_bound)}"
                     )
-                if bound[name] is not None and not is_tensor(bound[name]):
+                if name not in bound or not (bound[name] is None or is_tensor(bound[name])):
                     raise UsageError(f"{option}: argument {name!r} is not a tensor")
         from tunedsl.backends import triton as bt
-        from tunedsl.backends.inplace import InPlaceWatch
 
         self.bt = bt
         self.bound = bound
         self.kernel = kernel
         # An optional buffer passed as None is skipped (as Triton does).
         self.zero_names = [n for n in req.settings.reset_to_zero if bound[n] is not None]
-        self.restore = {
-            n: bt.clone(bound[n]) for n in req.settings.restore_value if bound[n] is not None
-        }
+        self.restore = {n: bt.clone(bound[n]) for n in restore_value if bound[n] is not None}
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.settings.pre_hook
-        skip = (*req.settings.restore_value, *req.settings.reset_to_zero)
+        skip = (*restore_value, *req.settings.reset_to_zero)
         # A hook may write arguments too: then every written one is put back after tuning.
         hooked = req.settings.pre_hook is not None or req.settings.post_hook is not None
         settings = req.settings
@@ -172,8 +173,8 @@ class Verifier:
             self.reference = dict(expected)
         elif verify is True:
             self.outputs = tensors
-        else:
-            self.outputs = [str(n) for n in verify]
+        else:  # a tuple's name stands for its tensors
+            self.outputs = tuple_members([str(n) for n in verify], guard.bound)
         for name in self.outputs:
             check_output(name, tensors, self.reference, guard.bound, guard.bt)
         if not guard.verify_snapshot:

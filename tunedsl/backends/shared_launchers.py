@@ -46,7 +46,7 @@ def specialization(
 
 
 def _part(info: KernelInfo, name: str, value: Any) -> Any:
-    if name in info.constexpr_names:
+    if name in info.value_keyed:
         return constexpr_key(value)
     if is_tensor(value):  # a tensor's shape and strides never reach Triton
         return (value.dtype, value.data_ptr() % 16 == 0)

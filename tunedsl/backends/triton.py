@@ -8,20 +8,19 @@ loads torch or triton.
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
-import types
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
+from tunedsl.backends.kernel_source import interpreted_source_hash, kernel_source_hash, python_fn
 from tunedsl.model.hints import INTERPRETER, TargetFacts
-from tunedsl.model.keys import is_tensor, is_triton_constexpr
+from tunedsl.model.keys import is_tensor
 
-__all__ = ["interpreting"]  # re-exported: the one reading of Triton's interpreter knob
+# re-exported: the one reading of Triton's interpreter knob, and the interpreter's hash
+__all__ = ["interpreted_source_hash", "interpreting"]
 
 
 # -- kernels ---------------------------------------------------------------------------------
@@ -33,6 +32,9 @@ class KernelInfo:
 
     arg_names: tuple[str, ...]
     constexpr_names: frozenset[str]
+    # What a key holds by value: the constexprs, and the launch options (num_warps,
+    # enable_fp_fusion, debug, ...) a launch may pass, each of which compiles another kernel.
+    value_keyed: frozenset[str]
     defaults: dict[str, Any]
     module: str
     qualname: str
@@ -54,75 +56,6 @@ class KernelInfo:
         }
 
 
-def _python_fn(kernel: Any) -> Any:
-    fn = kernel
-    for _ in range(8):  # unwrap Autotuner/Heuristics-style wrappers down to the function
-        inner = getattr(fn, "fn", None)
-        if inner is None:
-            break
-        fn = inner
-    return fn
-
-
-def _source(fn: Any) -> str:
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        return repr(fn)
-
-
-def _called_sources(fn: Any, seen: set[int]) -> list[str]:
-    """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
-    ``lib.helper(x)``: a global, or an attribute of a global module, that wraps a Python
-    function as ``.fn``), recursively, in a fixed order, with the ``tl.constexpr`` globals
-    each reads."""
-    code = getattr(fn, "__code__", None)
-    names: set[str] = set()
-    stack = [code] if isinstance(code, types.CodeType) else []
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    scope = getattr(fn, "__globals__", {})
-    found = [scope.get(n) for n in sorted(names)]
-    modules = [m for m in found if isinstance(m, types.ModuleType)]
-    found += [_attribute(m, n) for m in modules for n in sorted(names)]
-    # The values of the tl.constexpr globals it reads, as Triton's own hash covers them:
-    # one edited changes the code (a tl.static_assert, a block size).
-    out = [
-        f"{n}={getattr(v, 'value', None)!r}"
-        for n, v in zip(sorted(names), found, strict=False)
-        if is_triton_constexpr(v)
-    ]
-    for obj in found:
-        inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
-        if not inspect.isfunction(inner) or id(inner) in seen:
-            continue
-        seen.add(id(inner))
-        out += [_source(inner), *_called_sources(inner, seen)]
-    return out
-
-
-def _attribute(module: types.ModuleType, name: str) -> Any:
-    """``module.name`` if it has one; a module whose lookup raises or warns (a deprecated
-    or lazily imported name) gives None, quietly."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return getattr(module, name, None)
-        except Exception:
-            return None
-
-
-def interpreted_source_hash(kernel: Any) -> str:
-    """The hash a record made under the interpreter holds: the interpreter's functions (and
-    wrappers) have no Triton hash, so the source of the kernel and of every Triton function
-    it calls, as Triton's hash covers them."""
-    fn = _python_fn(kernel)
-    sources = [_source(fn), *_called_sources(fn, {id(fn)})]
-    return hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest()
-
-
 def _is_constexpr_annotation(annotation: Any) -> bool:
     if isinstance(annotation, str):
         return annotation.split(".")[-1] == "constexpr"
@@ -131,7 +64,7 @@ def _is_constexpr_annotation(annotation: Any) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _kernel_info_cached(kernel: Any) -> KernelInfo:
-    fn = _python_fn(kernel)
+    fn = python_fn(kernel)
     signature = inspect.signature(fn)
     names = tuple(signature.parameters)
     constexprs = compat.constexpr_params(kernel)
@@ -144,14 +77,11 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
         for n, p in signature.parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    cache_key = compat.jit_source_hash(kernel)
-    if cache_key is not None:
-        source_hash = cache_key  # Triton's hash covers the source and every called @jit function
-    else:
-        source_hash = interpreted_source_hash(kernel)
+    source_hash = kernel_source_hash(kernel, fn, constexprs, defaults)
     return KernelInfo(
         arg_names=names,
         constexpr_names=constexprs,
+        value_keyed=constexprs | (compat.launch_option_names() - set(names)),
         defaults=defaults,
         module=getattr(fn, "__module__", "?") or "?",
         qualname=getattr(fn, "__qualname__", repr(fn)),
@@ -385,11 +315,24 @@ def clone(x: Any) -> Any:
 
 
 def copy_into(dst: Any, src: Any) -> None:
-    dst.detach().copy_(src)
+    index = _broadcast_index(dst)
+    if index is None:
+        dst.detach().copy_(src)
+    else:  # torch writes no tensor whose elements share memory: each element once
+        dst.detach()[index].copy_(src[index])
 
 
 def zero(x: Any) -> None:
     x.detach().zero_()
+
+
+def _broadcast_index(x: Any) -> tuple[slice, ...] | None:
+    """For a broadcast tensor (``bias.expand(n, m)``, stride 0 along a dimension of more
+    than one element), the index of the view that holds each of its elements once."""
+    dims = tuple(zip(x.stride(), x.shape, strict=True))
+    if all(stride or size < 2 for stride, size in dims):
+        return None
+    return tuple(slice(0, 1) if stride == 0 else slice(None) for stride, _ in dims)
 
 
 def storage_address(x: Any) -> int:

@@ -77,7 +77,7 @@ def keyed_exactly(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, An
     named = [(info.arg_names[i] if i < len(info.arg_names) else "", a) for i, a in enumerate(args)]
     named += list(kwargs.items())
     for name, value in named:
-        if name in info.constexpr_names or value is None:
+        if name in info.value_keyed or value is None:
             continue
         if value.__class__ in (int, float, bool) or value is HOLE or is_tensor(value):
             continue  # (a HOLE's value comes from bind: the direct path checks it per call)

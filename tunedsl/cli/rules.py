@@ -61,9 +61,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     _measure_args(build, "measure the cells the records lack by running SCRIPT's workloads")
     show = sub.add_parser("show", help="print rules as tables")
-    show.add_argument("paths", nargs="+", metavar="DIR|FILE")
+    show.add_argument("paths", nargs="+", metavar="DIR|FILE", help=_PATHS_HELP)
     check = sub.add_parser("check", help="find stale rules; re-measure their picks here")
-    check.add_argument("paths", nargs="+", metavar="DIR|FILE")
+    check.add_argument("paths", nargs="+", metavar="DIR|FILE", help=_PATHS_HELP)
     _measure_args(check, "tune a sample of SCRIPT's shapes here and judge the rules' picks")
     check.add_argument(
         "--sample", type=int, default=8, help="shapes tuned for the check (default 8)"
@@ -78,6 +78,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 DEFAULT_BOUND = 1.05
+_PATHS_HELP = (
+    "rule files or directories, in TUNEDSL_RECORDS_PATH order: where several hold a rule "
+    "for the same site and kernel, the runtime uses the first measured on its GPU model and "
+    "Triton version, else the first"
+)
 DEFAULT_MEASURE_BUDGET_S = 600.0
 
 
@@ -371,13 +376,29 @@ def _load(path: Path) -> Any:
 
 
 def show(files: Sequence[Path]) -> int:
+    from tunedsl.store.rules import digest_of, rule_path
+
     bad = 0
+    first: dict[str, Path] = {}
     for path in files:
         rule = _load(path)
         if rule is None:
             bad += 1
             continue
-        print(f"{path.name}\n{rule.describe()}\n")
+        digest = digest_of(rule)
+        used = ""
+        if path.name != rule_path(path.parent, digest).name:
+            used = (
+                f" (never used: the runtime looks for it as {rule_path(path.parent, digest).name})"
+            )
+        elif digest in first:
+            used = (
+                f" (for the same site and kernel as {first[digest]}, earlier on the path: the "
+                "runtime uses the first measured on its GPU and Triton, `rules check` says which)"
+            )
+        else:
+            first[digest] = path
+        print(f"{path.name}{used}\n{rule.describe()}\n")
     return 1 if bad else 0
 
 
@@ -387,7 +408,7 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     from tunedsl.backends import triton as bt
     from tunedsl.cli.rules_measure import device_of, remeasure_picks
     from tunedsl.store.records import keyed_toolchain
-    from tunedsl.store.rules import digest_of
+    from tunedsl.store.rules import digest_of, rule_path
 
     _check_measure_args(args)
     if args.sample < 1:
@@ -407,6 +428,7 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
                 "chown it to yourself or root and chmod go-w",
                 file=sys.stderr,
             )
+    found: dict[str, list[tuple[Path, Any]]] = {}
     for path in files:
         if untrusted[path.parent] is not None:
             bad += 1
@@ -415,8 +437,27 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
         if rule is None:
             bad += 1
             continue
-        rules[digest_of(rule)] = (path, rule)
-        if rule.device.get("name") == here.get("name") and rule.toolchain == toolchain:
+        digest = digest_of(rule)
+        if path.name != rule_path(path.parent, digest).name:
+            bad += 1
+            print(
+                f"{path.name}: never used: the runtime looks for this rule as "
+                f"{rule_path(path.parent, digest).name}; rename it, or build it again"
+            )
+            continue
+        found.setdefault(digest, []).append((path, rule))
+
+    def current(rule: Any) -> bool:
+        return bool(rule.device.get("name") == here.get("name") and rule.toolchain == toolchain)
+
+    for digest, candidates in found.items():
+        # As at run time: the first measured here, else the first on the path.
+        path, rule = next((c for c in candidates if current(c[1])), candidates[0])
+        rules[digest] = (path, rule)
+        for other, _ in candidates:
+            if other != path:
+                print(f"{other}: not used: the runtime uses {path} for {rule.site} here")
+        if current(rule):
             print(f"{path.name}: current ({here.get('name')}, {toolchain})")
             continue
         stale += 1

@@ -141,13 +141,20 @@ _MAX_LINES = 40
 
 
 def key_text(readable: Any) -> str:
-    """A key's sizes as a person reads them (``args.a.shape[0]=300``)."""
-    from tunedsl.model.rule import show_feature
-    from tunedsl.model.rule_features import key_features
+    """A key's sizes as a person reads them (``args.a.shape[0]=300``), then what else tells
+    it from a key of the same sizes (a flag, a dtype; stride patterns left out)."""
+    import json
+
+    from tunedsl.model.rule_features import key_features, show_feature
 
     family, features = key_features(readable)
-    sizes = ", ".join(show_feature(f, v) for f, v in sorted(features.items()))
-    return sizes or family
+    parts = [show_feature(f, v) for f, v in sorted(features.items())]
+    parts += [
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+        for k, v in sorted(json.loads(family).items())
+        if not k.endswith(".stride")
+    ]
+    return ", ".join(parts) or family
 
 
 def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace) -> bool:

@@ -114,6 +114,8 @@ def arg_key(x: Any, with_shape: bool, with_align: bool = False) -> Any:
         return descriptor_key(x, with_shape)
     if is_triton_constexpr(x):  # compiled into the kernel, whatever the parameter
         return constexpr_key(x.value)
+    if isinstance(x, int):  # an IntEnum member: Triton specializes it as the int it is
+        return int_class(x)
     return ("class", cls.__module__, cls.__qualname__)
 
 
@@ -121,6 +123,14 @@ def is_triton_constexpr(x: Any) -> bool:
     """A ``tl.constexpr(...)`` object (told by its class, so this module needs no Triton)."""
     cls = x.__class__
     return cls.__qualname__ == "constexpr" and cls.__module__.startswith("triton.")
+
+
+def is_triton_dtype(x: Any) -> bool:
+    """``tl.float16`` and the other ``triton.language`` dtypes (told by class, likewise)."""
+    return any(
+        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
+        for c in x.__class__.__mro__
+    )
 
 
 def is_tensor_descriptor(x: Any) -> bool:
@@ -319,7 +329,15 @@ def hashable_user_key(value: Any) -> Any:
         value = [(str(k), v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
+    if is_numpy_scalar(value):  # np.int64(3) is the key 3, in memory and on disk
+        value = value.item()
     return int(value) if isinstance(value, bool | float) and value % 1 == 0 else value
+
+
+def is_numpy_scalar(value: Any) -> bool:
+    """A numpy number (``np.int64(3)``, ``np.float32(0.5)``), told by its class, so this
+    module needs no numpy."""
+    return value.__class__.__module__ == "numpy" and getattr(value, "ndim", None) == 0
 
 
 class KernelToken:
@@ -401,6 +419,8 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
         return {"descriptor": desc}
     if is_triton_constexpr(x):
         return {"constexpr": readable_constexpr(x.value)}
+    if isinstance(x, int):  # an IntEnum member: keyed as its int, as Triton specializes it
+        return int_class(x)
     return x.__class__.__name__
 
 

@@ -6,14 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tunedsl.model.keys import dtype_name, is_tensor, json_safe
+from tunedsl.model.keys import dtype_name, is_tensor, is_tensor_descriptor, json_safe
 
 
 def prune_value(x: Any) -> Any:
     """The key part of an argument that ``prune`` reads: its type and value (a tensor's
-    dtype and shape, which is all prune can see of it without reading its data)."""
+    dtype and shape, which is all prune can see of it without reading its data; a tuple's
+    and a tensor descriptor's tensors alike)."""
     if is_tensor(x):
         return ("t", x.dtype, tuple(x.shape))
+    if isinstance(x, tuple):
+        return ("tuple", x.__class__, *(prune_value(v) for v in x))
+    if is_tensor_descriptor(x):
+        return ("desc", prune_value(x.base), tuple(x.shape), tuple(x.block_shape))
     try:
         hash(x)
     except TypeError:
@@ -57,7 +62,19 @@ def readable_prune(
         else:
             continue
         if is_tensor(x):
-            out[name] = {"dtype": dtype_name(x.dtype), "shape": list(x.shape)}
+            out[name] = _readable(x)
         else:
-            out[name] = {"type": x.__class__.__name__, "value": json_safe(x)}
+            out[name] = {"type": x.__class__.__name__, "value": _readable(x)}
     return out
+
+
+def _readable(x: Any) -> Any:
+    # A tensor by dtype and shape wherever it is (never by its printed values).
+    if is_tensor(x):
+        return {"dtype": dtype_name(x.dtype), "shape": list(x.shape)}
+    if isinstance(x, list | tuple):
+        return [_readable(v) for v in x]
+    if is_tensor_descriptor(x):
+        block = list(x.block_shape)
+        return {"descriptor": {"tensor": _readable(x.base), "shape": list(x.shape), "block": block}}
+    return json_safe(x)

@@ -23,7 +23,8 @@ from typing import Any
 
 from tunedsl.model.config import Config
 from tunedsl.model.keys import canonical_json
-from tunedsl.model.rule_features import ALIGNED, key_features, ranged
+from tunedsl.model.rule_features import ALIGNED, key_features, ranged, show_feature, show_value
+from tunedsl.model.rule_near import Grid, NearTable
 
 # 2: keys carry an int argument's alignment feature, which a tree may split on (a reader of
 # schema 1 would send every key down one branch of such a split: it refuses the file).
@@ -99,7 +100,7 @@ class Tree:
             name = self.feature.removesuffix(ALIGNED)
             low, high = f"{name} % 16 != 0", f"{name} % 16 == 0"
         else:
-            edge = _show_value(self.threshold)
+            edge = show_value(self.threshold)
             low, high = f"{self.feature} <= {edge}", f"{self.feature} > {edge}"
         return [
             f"{indent}if {low}:",
@@ -111,21 +112,6 @@ class Tree:
 
 def _label(i: int) -> str:
     return f"[{chr(ord('A') + i)}]" if i < 26 else f"[{i}]"
-
-
-def _show_value(log2_value: float) -> str:
-    try:
-        value = 2.0**log2_value
-    except OverflowError:  # finite in the file, beyond any float as a size
-        return f"2^{log2_value:g}"
-    return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
-
-
-def show_feature(feature: str, value: float) -> str:
-    """``M=64`` for a size (stored as log2), ``M % 16 == 0`` for an int's alignment (0 or 1)."""
-    if ranged(feature):
-        return f"{feature}={_show_value(value)}"
-    return f"{feature.removesuffix(ALIGNED)} % 16 {'==' if value else '!='} 0"
 
 
 def _finite(x: Any) -> bool:
@@ -142,27 +128,44 @@ class Family:
     points: tuple[tuple[dict[str, float], int], ...]  # the swept keys' features and picks
     # Per layout of a key's feature names (in order): whether they are this family's sizes,
     # and the swept keys as vectors over them.
-    _layouts: dict[tuple[str, ...], tuple[bool, _NearTable]] = field(
+    _layouts: dict[tuple[str, ...], tuple[bool, NearTable]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # The sizes the sweep varied on their own, each with its widest gap (worked out once).
+    _grid: list[Grid | None] = field(default_factory=list, init=False, repr=False, compare=False)
 
-    def _layout(self, x: Mapping[str, float]) -> tuple[bool, _NearTable]:
+    def _layout(self, x: Mapping[str, float]) -> tuple[bool, NearTable]:
         names = tuple(x)  # keys of one family come with the same features: worked out once
         layout = self._layouts.get(names)
         if layout is None:
-            table = _NearTable(self.points, names)
+            table = NearTable(self.points, names)
             layout = (self.ranges.keys() == set(table.sizes), table)
             if len(self._layouts) < 64:
                 self._layouts[names] = layout
         return layout
 
     def in_range(self, x: Mapping[str, float]) -> bool:
+        return self.outside(x) is None
+
+    def outside(self, x: Mapping[str, float]) -> tuple[str, str] | None:
+        """What puts ``x`` (of this family) outside the swept range (a size's name, or
+        ``"sizes"``) and why, or None when it is in range: a size
+        the sweep did not have, one beyond the swept values, or a point on several sizes
+        farther from every swept key than the sweep's widest gap on some size (M and K both
+        swept from 16 to 4096, but only together: M=16 with K=4096 is no swept shape)."""
         if not self._layout(x)[0]:  # not the sizes (ranged features) the family was swept with
-            return False
+            theirs = sorted(self.ranges.keys() ^ {f for f in x if ranged(f)})
+            return "sizes", f"its sizes are not the swept ones ({', '.join(theirs)})"
         for f, (lo, hi) in self.ranges.items():
             if not lo <= x[f] <= hi:
-                return False
-        return True
+                return f, (
+                    f"{show_feature(f, x[f])} is outside the swept "
+                    f"[{show_value(lo)}, {show_value(hi)}]"
+                )
+        if not self._grid:
+            self._grid.append(Grid.of(self.points, self.ranges))
+        grid = self._grid[0]
+        return None if grid is None else grid.outside(x)
 
     def clamp(self, x: Mapping[str, float]) -> dict[str, float]:
         kept = {f: v for f, v in x.items() if not ranged(f)}
@@ -229,47 +232,6 @@ def _family_parts(family: str) -> Any:
         return None
 
 
-def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, float]) -> int:
-    """The pick of the swept key nearest ``x`` (Euclidean in log2 space over the sizes; the
-    first of ties) among the swept keys of ``x``'s alignment where the sweep has any: a row
-    length off a multiple of 16 loads without vectors, and its fastest configuration can
-    differ from the nearest aligned length's."""
-    return _NearTable(points, tuple(x)).nearest(x)
-
-
-class _NearTable:
-    """Swept keys as vectors over one key's feature names: its sizes, in its order, and the
-    squares of sizes only the swept key has (a run-time map asks per miss: no set per key)."""
-
-    __slots__ = ("alignment", "by_alignment", "rows", "sizes")
-
-    def __init__(self, points: Sequence[tuple[Mapping[str, float], int]], names: Sequence[str]):
-        self.sizes = tuple(f for f in names if ranged(f))
-        self.alignment = tuple(f for f in names if not ranged(f))
-        own = set(self.sizes)
-        self.rows: list[tuple[tuple[float, ...], float, int]] = []
-        self.by_alignment: dict[tuple[Any, ...], list[tuple[tuple[float, ...], float, int]]] = {}
-        for px, pick in points:
-            vector = tuple(px.get(f, 0.0) for f in self.sizes)
-            extra = sum(v * v for f, v in px.items() if ranged(f) and f not in own)
-            row = (vector, extra, pick)
-            self.rows.append(row)
-            alike = tuple(px.get(f) for f in self.alignment)
-            self.by_alignment.setdefault(alike, []).append(row)
-
-    def nearest(self, x: Mapping[str, float]) -> int:
-        rows = self.rows
-        if self.alignment:
-            rows = self.by_alignment.get(tuple(x[f] for f in self.alignment)) or rows
-        at = [x[f] for f in self.sizes]
-        best, best_d = rows[0][2], math.inf
-        for vector, extra, pick in rows:
-            d = math.dist(vector, at) ** 2 + extra
-            if d < best_d:
-                best, best_d = pick, d
-        return best
-
-
 @dataclass(frozen=True)
 class Rule:
     """A site's rule: its configurations and one map per family, with where it was measured
@@ -305,6 +267,22 @@ class Rule:
             return self.configs[fam.pick(x)], True
         fam = fam or self._closest_family(family)
         return self.configs[fam.pick(fam.clamp(x))], False
+
+    def outside(self, readable: Mapping[str, Any]) -> tuple[str, str] | None:
+        """What puts a key outside the rule's range and why, or None when it is in range:
+        its family, never swept (the text names the parts that differ from the closest swept
+        family), or a size of its family (the text names the size and the swept range)."""
+        family, x = key_features(readable)
+        fam = self.family_of(family)
+        if fam is not None:
+            found = fam.outside(x)
+            return None if found is None else (f"{family} {found[0]}", found[1])
+        want, near = json.loads(family), json.loads(self._closest_family(family).family)
+        differ = sorted(k for k in {*want, *near} if want.get(k, _NONE) != near.get(k, _NONE))
+        return family, "its family was never swept: " + ", ".join(
+            f"{k} is {json.dumps(want.get(k))} (swept: {json.dumps(near.get(k))})"
+            for k in differ[:4]
+        )
 
     def _closest_family(self, family: str) -> Family:
         want = json.loads(family)
@@ -420,7 +398,7 @@ class Rule:
         for fam in self.families:
             lines.append(f"  family {fam.family}")
             for f, (lo, hi) in sorted(fam.ranges.items()):
-                lines.append(f"    {f} in [{_show_value(lo)}, {_show_value(hi)}]")
+                lines.append(f"    {f} in [{show_value(lo)}, {show_value(hi)}]")
             if fam.tree is not None:
                 lines += fam.tree.lines(self.configs, "    ")
             else:
@@ -429,6 +407,9 @@ class Rule:
                     where = ", ".join(show_feature(f, v) for f, v in sorted(x.items()))
                     lines.append(f"      {where} -> {_label(p)}")
         return "\n".join(lines)
+
+
+_NONE = object()
 
 
 def _sorted_configs(configs: frozenset[Config]) -> list[Any]:

@@ -6,7 +6,7 @@
 2. **Map**, per family: a regret tree (each leaf picks the configuration of least summed
    log-regret over its keys; splits at midpoints of a feature's log2 values, or on an int's
    alignment with at least three keys each side; depth at most 3), the nearest swept key's
-   pick (``model.rule.nearest``: among the keys of the same alignment), and the one configuration of least summed log-regret over the family (added to the
+   pick (``model.rule_near.nearest``: among the keys of the same alignment), and the one configuration of least summed log-regret over the family (added to the
    configurations when the cover lacks it and there is room).
 3. **Validate**: leave one key out, build everything from the others, and pick for the key
    left out; its regret is its time with that pick over its measured best. The family keeps
@@ -28,8 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tunedsl.model.config import Config
-from tunedsl.model.rule import MAX_CONFIGS, MAX_TREE_DEPTH, Family, Tree, nearest
+from tunedsl.model.rule import MAX_CONFIGS, MAX_TREE_DEPTH, Family, Tree
 from tunedsl.model.rule_features import key_features, ranged
+from tunedsl.model.rule_near import nearest
 
 DEFAULT_TOLERANCE = 0.03
 # The swept keys each side of a split on an int's alignment needs (a multiple of 16 or not).

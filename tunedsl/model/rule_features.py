@@ -1,8 +1,9 @@
 """What a key looks like to a rule (``model/rule.py``): its family and its features.
 
-The readable key's numeric parts (tensor shapes, numeric constexprs such as a block computed
-from a size, ints of ``key=``) are its *features*, taken as log2; everything else (dtypes,
-stride patterns, other constexprs, strings of ``key=``) is its *family*. Triton's int classes
+The readable key's sizes (tensor shapes, ints of at least 2 and positive floats of ``key=``
+or a constexpr, such as a block computed from a size) are its *features*, taken as log2;
+everything else (dtypes, stride patterns, bools, strings, ints below 2 of ``key=`` or a
+constexpr: a flag such as ``HAS_BIAS=0/1``, a mode, a sentinel) is its *family*. Triton's int classes
 (``i1``, ``i16``, ``i``) are no family (the kernel is compiled for the class anyway) but give
 each int argument an alignment feature (1 for a multiple of 16, else 0) that the maps may
 split on: a row stride that is not a multiple of 16 loses vector loads, and with them the
@@ -36,8 +37,16 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
     while todo:
         path, value = todo.pop()
         cls = value.__class__  # the readable key's own types first
-        if cls is int:  # a size (a shape's, or an int of key=; math.log2 takes any int)
-            features[path] = math.log2(value) if value >= 1 else (0.0 if value >= 0 else -1.0)
+        if cls is int:
+            if value >= MIN_SIZE or (value >= 0 and _SHAPE in path):
+                # A size: a shape's, or an int of key= or a constexpr (math.log2 takes any
+                # int). A shape of 0 reads as 1: an empty launch runs no program.
+                features[path] = math.log2(value) if value >= 1 else 0.0
+            else:
+                # 0, 1 or negative, not a shape: a flag, a mode or a sentinel (HAS_BIAS=0/1),
+                # whose values compile or select other code: a family, never a size (in log2
+                # 0 and 1 would be one point, and a pick would cross between them).
+                family[path] = value
         elif cls is str:
             if value in _INT_CLASSES and path.startswith("args."):
                 # Triton's int class: compiled for anyway, so neither a family nor a range;
@@ -72,7 +81,7 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                     f"{path}.shape[{i}]" for i in range(len(shape))
                 )
             for size_path, size in zip(sizes, shape, strict=True):
-                features[size_path] = math.log2(size) if size >= 1 else (0.0 if size >= 0 else -1.0)
+                features[size_path] = math.log2(size) if size >= 1 else 0.0
             family[names[1]] = stride
         elif cls is list:  # a shape: its sizes
             for i in range(len(value) - 1, -1, -1):  # (no comprehension: each is a call)
@@ -82,11 +91,13 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 todo.append((f"{path}.{name}", value[name]))
         elif isinstance(value, bool) or value is None:
             family[path] = value
-        elif isinstance(value, int | float):
-            if value != value or value in (math.inf, -math.inf):
+        elif isinstance(value, int):  # an int subclass: as an int (above)
+            todo.append((path, int(value)))
+        elif isinstance(value, float):
+            if value > 0 and math.isfinite(value):
+                features[path] = math.log2(value)  # one point per value, 0.5 apart from 0.25
+            else:  # 0, negative, nan or inf: no size in log2
                 family[path] = repr(value)
-            else:
-                features[path] = math.log2(max(value, 1)) if value >= 0 else -1.0
         elif isinstance(value, str):  # a str subclass (above: str itself)
             if path.startswith("args.") and value in _INT_CLASSES:
                 features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
@@ -119,6 +130,11 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
     return text, features
 
 
+#: The least int of ``key=`` or a constexpr read as a size (log2): 0, 1 and negative ints
+#: there are flags, modes and sentinels, and belong to the family.
+MIN_SIZE = 2
+_SHAPE = ".shape["
+
 _TENSOR_FIELDS = frozenset(("dtype", "shape", "stride"))
 _INT_ONLY = frozenset((int,))
 # A tensor argument's paths, by its own path (and its shape's length): bounded.
@@ -139,3 +155,18 @@ ALIGNED = "%16"
 def ranged(feature: str) -> bool:
     """Whether ``feature`` has a range (a size), or is an int's alignment (``ALIGNED``)."""
     return not feature.endswith(ALIGNED)
+
+
+def show_value(log2_value: float) -> str:
+    try:
+        value = 2.0**log2_value
+    except OverflowError:  # finite in the file, beyond any float as a size
+        return f"2^{log2_value:g}"
+    return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
+
+
+def show_feature(feature: str, value: float) -> str:
+    """``M=64`` for a size (stored as log2), ``M % 16 == 0`` for an int's alignment (0 or 1)."""
+    if ranged(feature):
+        return f"{feature}={show_value(value)}"
+    return f"{feature.removesuffix(ALIGNED)} % 16 {'==' if value else '!='} 0"

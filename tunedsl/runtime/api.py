@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 # (filename, line, name) -> Site for autotune_launch call locations
 _sites: dict[tuple[str, int, Any], Any] = {}
+# Per site, per list of names a kwargs= function returned: those alike for every
+# configuration. A call that returns other names (an optional tensor passed only
+# sometimes) is probed again, so its tensors are keyed like the first call's.
+_fixed_by_names: dict[tuple[str, int, Any], dict[tuple[str, ...], tuple[str, ...]]] = {}
 _sites_lock = threading.Lock()
 
 
@@ -74,10 +78,13 @@ def autotune_launch(
         # on every call, a number) enters the key and prune=, as positional arguments do;
         # the rest stays per configuration.
         once = dict(kwargs_fn(site.key_config(space, default)))
-        names = site.kwargs_fixed
-        if names is None:  # first call: which names do not depend on the configuration
-            names = site.kwargs_fixed = _fixed_names(kwargs_fn, space, default, site, once)
-        static_kwargs = {k: once[k] for k in names if k in once}
+        by_names = _fixed_by_names.setdefault(where, {})
+        names = by_names.get(tuple(once))
+        if names is None:  # first call with these names: which do not depend on the config
+            names = by_names[tuple(once)] = _fixed_names(kwargs_fn, space, default, site, once)
+            # miss.py reads the site's: every name found alike so far (it only grows)
+            site.kwargs_fixed = tuple(dict.fromkeys((*(site.kwargs_fixed or ()), *names)))
+        static_kwargs = {k: once[k] for k in names}
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
         positional = tuple(args_fn(site.key_config(space, default)))

@@ -22,13 +22,6 @@ _TL_DTYPE_NAMES = {
 }
 
 
-def is_triton_dtype(value: Any) -> bool:
-    return any(
-        c.__qualname__ == "dtype" and c.__module__.startswith("triton.")
-        for c in value.__class__.__mro__
-    )
-
-
 def foreign_value(value: Any, param: str, constexpr: bool) -> str | None:
     """Why ``value`` cannot be given to parameter ``param``, with the fix; None if it can."""
     cls = value.__class__
@@ -39,6 +32,9 @@ def foreign_value(value: Any, param: str, constexpr: bool) -> str | None:
             f"{value}, a PyTorch dtype; a Triton kernel takes Triton's dtypes: pass "
             f"tl.{tl_name} (triton.language.{tl_name})"
         )
+    if cls is list and not constexpr:
+        # Triton takes tuples (each element specialized); a list fails in every configuration.
+        return f"a list; a Triton kernel takes a tuple there: pass tuple({param})"
     if cls.__module__ != "numpy":
         return None
     if cls.__qualname__ == "ndarray":

@@ -101,7 +101,7 @@ def variants(
     """``configs`` (default: the candidates ``prune=`` keeps) bound to ``call``, with the
     configurations whose launch hints are infeasible here and why."""
     from tunedsl.backends import triton as bt
-    from tunedsl.model.hints import InfeasibleConfig, check_hint_twice, launch_options
+    from tunedsl.model.hints import HINTS, InfeasibleConfig, check_hint_twice, launch_options
 
     if configs is None:
         configs = candidates(site, call, settings)
@@ -123,7 +123,13 @@ def variants(
             check_hint_twice(launch_kwargs, cfg, settings.hints, site.label)
             launch_args = fill_holes(call.args, holes) if holes else call.args
             mistakes.check_launch(
-                call.kernel, info, launch_args, launch_kwargs, site.label, bt.launch_option_names
+                call.kernel,
+                info,
+                launch_args,
+                launch_kwargs,
+                site.label,
+                bt.launch_option_names,
+                [name for name in cfg if name in HINTS],
             )
             mistakes.check_key_names(call.key, info, site.label)
             if not site.has_key:
@@ -190,14 +196,12 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         {
             k: v
             for k, v in call.static_kwargs.items()
-            if k not in fixed or keys.is_tensor(v) or k in info.constexpr_names
+            if k not in fixed or keys.is_tensor(v) or k in info.value_keyed
         }
         if fixed and call.static_kwargs
         else call.static_kwargs
     )
-    readable = keys.readable_key(
-        info.arg_names, call.args, keyed, user_key, info.constexpr_names, HOLE
-    )
+    readable = keys.readable_key(info.arg_names, call.args, keyed, user_key, info.value_keyed, HOLE)
     if site.has_key and user_key is None:
         readable["user_key"] = None
     if site.prune_reads:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_tensor
+from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import foreign
@@ -127,8 +127,7 @@ def _launcher_of_a_kernel(fn: Any) -> bool:
 
 
 def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
-    """``blocks=`` (``grid=`` of ``autotune_launch``) as a tuple of 1 to 3 ints, or an error
-    that starts with the site's ``label``."""
+    """``blocks=`` (``grid=`` of ``autotune_launch``) as 1 to 3 ints, or an error at ``label``."""
     fix = "pass an int or a flat tuple of 1 to 3 ints, e.g. blocks=cdiv(n, $tile)"
     if callable(grid) and not is_tensor(grid):
         raise UsageError(
@@ -152,28 +151,23 @@ def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
             out = ()
     if not 1 <= len(out) <= 3:
         raise UsageError(f"{label}: blocks=/grid= must have 1 to 3 dimensions, got {grid!r}; {fix}")
-    # A float or str dimension failed deep inside the launch, and a negative one launched
-    # nothing and "tuned" (found by tests/reliability/test_bad_arguments.py).
+    # A float or str dimension failed deep in the launch; a negative one "tuned" nothing.
     for dim in out:
         if callable(dim) and not is_tensor(dim):
             return grid_dims(dim, label)  # `blocks=fn` arrives as `(fn,)`: a function's message
         if isinstance(dim, (tuple, list)) and len(out) == 1:
-            # `blocks=grid` with `grid = (x, y)` (or a function's tuple): only a tuple written
-            # in blocks= is unpacked.
+            # `blocks=grid` (`grid = (x, y)`) or a function's tuple: only a written one unpacks.
             what = f"{type(dim).__name__} {dim!r}"
             if not 1 <= len(dim) <= 3:
                 raise UsageError(
-                    f"{label}: blocks= is one value, the {what} of {len(dim)} dimensions: a "
-                    f"launch grid has 1 to 3; give blocks= an int or a tuple of 1 to 3 ints, "
-                    "written in blocks=, e.g. blocks=(cdiv(m, $BM), cdiv(n, $BN))"
+                    f"{label}: blocks= is one value, the {what} of {len(dim)} dimensions; {fix}"
                 )
             parts = ", ".join(f"grid[{i}]" for i in range(len(dim)))
             written = f"({parts})" if len(dim) > 1 else "grid[0]"
             raise UsageError(
-                f"{label}: blocks= is one value, the {what}: a grid of several dimensions "
-                f"is a tuple written in blocks=, so write its dimensions in blocks=: "
-                f"blocks={written} for `grid = {dim!r}` (autotune_launch: return a flat "
-                "tuple from grid=)"
+                f"{label}: blocks= is one value, the {what}: a grid of several dimensions is a "
+                f"tuple written in blocks=, so write its dimensions in blocks=: blocks={written} "
+                f"for `grid = {dim!r}` (autotune_launch: return a flat tuple from grid=)"
             )
         if isinstance(dim, (tuple, list)):
             raise UsageError(
@@ -241,6 +235,8 @@ def _unstable(value: Any, where: str) -> str | None:
             if why is not None:
                 return why
         return None
+    if is_numpy_scalar(value):  # np.prod(x.shape): a number, keyed as its Python value
+        return None
     if hasattr(value, "__array__"):
         return f"`{where}` is an array ({type(value).__name__}): the key would be its values"
     if " at 0x" in repr(value):
@@ -261,6 +257,7 @@ def check_launch(
     kwargs: Mapping[str, Any],
     label: str,
     launch_options: Callable[[], frozenset[str]] = frozenset,
+    space_hints: Sequence[str] = (),
 ) -> None:
     """The launch's arguments must bind to the kernel's parameters, as Python would bind
     them: checked on the first configuration, before any is tried (Triton's own message
@@ -268,8 +265,9 @@ def check_launch(
     ``launch_options()`` gives the other keywords Triton takes (``num_warps``, ...; asked only
     when a keyword is no parameter; empty: any).
     A kernel in ``@triton.heuristics`` is checked with the parameters its heuristics compute
-    counted as passed, and a launch passing one of them is an error (Triton would replace
-    its value). A kernel in ``@triton.autotune`` is left to Triton, unless its
+    counted as passed, and a launch passing one of them, or a launch hint of ``space_hints``
+    (the space's fields named like hints) that one computes, is an error (Triton would
+    replace its value). A kernel in ``@triton.autotune`` is left to Triton, unless its
     configurations set a parameter the launch passes too (Triton then fails every
     configuration: "Conflicting meta-parameters")."""
     if type(kernel).__name__ == "Autotuner":
@@ -288,13 +286,15 @@ def check_launch(
     heuristics = [w for w in wrappers if type(w).__name__ == "Heuristics"]
     computed = {n for w in heuristics for n in getattr(w, "values", None) or ()}
     passed = [k for k in [*info.arg_names[: len(args)], *kwargs] if k in computed]
-    if passed:  # Triton would replace the launch's value with the heuristic's, silently
+    hinted = [k for k in space_hints if k in computed]
+    if passed or hinted:  # Triton would replace the launch's value with the heuristic's
+        name, where = (passed[0], "the launch") if passed else (hinted[0], "space=")
         raise UsageError(
             f"{label}: the kernel is wrapped in @triton.heuristics, which computes "
-            f"`{passed[0]}` that this launch passes too: Triton replaces the launch's value "
-            f"with the heuristic's, so every configuration would run the same kernel (and "
-            f"blocks= could cover another tile); stop passing `{passed[0]}` in the launch, or "
-            f"remove it from @triton.heuristics to tune it"
+            f"`{name}` that {where} gives too: Triton replaces that value with the "
+            f"heuristic's, so every configuration would run the same kernel (and blocks= "
+            f"could cover another tile); stop giving `{name}` in {where}, or remove it from "
+            f"@triton.heuristics to tune it"
         )
     if len(heuristics) < len(wrappers):  # @triton.autotune fills parameters of its own
         return
@@ -340,7 +340,7 @@ def check_launch(
         )
     for param, value in [*zip(params, args, strict=False), *kwargs.items()]:
         why = foreign.foreign_value(value, param, param in info.constexpr_names)
-        if why is None and param not in info.constexpr_names and foreign.is_triton_dtype(value):
+        if why is None and param not in info.constexpr_names and is_triton_dtype(value):
             # Triton's GPU launch cannot specialize it; its interpreter takes it.
             why = (
                 f"{value}, a Triton dtype, but `{param}` is not a `tl.constexpr` parameter: "

@@ -4,15 +4,19 @@ Called by ``decide.lookup`` after the records missed. The rule named by the site
 kernel's source, hints and Triton environment decides:
 
 - a key in the rule's range gets the rule's pick (``source="rule"``);
-- a key outside it (a size beyond the sweep, another dtype or layout) is tuned where tuning
-  may run (``mode="on"`` and no CUDA-graph capture); where it may not, it gets the pick of
-  the nearest family with its sizes clamped into the swept range, with one warning;
+- a key outside it (a size beyond the sweep, another dtype, layout or flag, a shape off the
+  swept ones) is tuned where tuning may run (``mode="on"`` and no CUDA-graph capture); where
+  it may not, it gets the pick of the nearest family with its sizes clamped into the swept
+  range, with one warning per reason, naming it;
 - a *stale* rule (measured on another GPU model or Triton version) is not trusted to beat
   tuning: the key is tuned where tuning may run, with one warning naming
   ``tunedsl rules check``; where it may not, its pick still beats the site's default, and is
   launched with one warning.
 
-A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no rule decides there.
+Where several directories on the path hold the rule, the first measured on this GPU model
+and toolchain decides, else the first. A site whose only rules are for another version of its
+kernel says so once. A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no
+rule decides there.
 A pick is launched only when it is one of the configurations the site's space and
 ``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify.
 """
@@ -36,7 +40,7 @@ def rule_pick(
     tuning_allowed: bool,
 ) -> Config | None:
     """The rule's configuration for ``subject``'s key, or None (no rule, or tune instead)."""
-    from tunedsl.store.rules import find_rule, rule_digest, rules_decide
+    from tunedsl.store.rules import find_rules, rule_digest, rules_decide, rules_of_other_kernels
 
     if not rules_decide():  # a sweep measures every key
         return None
@@ -44,15 +48,30 @@ def rule_pick(
     digest = subject.rule_digest or rule_digest(
         subject.site_id, ctx["kernel"], ctx["hints"], ctx["env"]
     )
-    rule = find_rule(digest)
-    if rule is None:
+    rules = find_rules(digest)
+    if not rules:
+        others = rules_of_other_kernels(subject.site_id, digest)
+        if others:  # shipped for this site, but not for this kernel: say so, once
+            warn_once(
+                f"rule-other-kernel:{digest}",
+                f"{others[0]} is a rule for {subject.site_id} built for another version of its "
+                "kernel (its source, static hints or Triton environment changed since the "
+                "sweep), so it decides no key of this kernel; sweep again and run "
+                "`tunedsl rules build`",
+                stacklevel="user",
+            )
         return None
+    here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
+    # The first measured on this GPU model and toolchain, else the first on the path.
+    rule = next(
+        (r for r in rules if r.device.get("name") == here and r.toolchain == toolchain), rules[0]
+    )
     where = f"rule {digest[:12]} of {subject.site_id}"
     config, in_range = rule.decide(subject.readable)
-    here = ctx.get("device", {}).get("name")
-    if rule.device.get("name") != here or rule.toolchain != ctx.get("toolchain"):
+    stale = rule.device.get("name") != here or rule.toolchain != toolchain
+    if stale:
         measured = f"{rule.device.get('name')} with {rule.toolchain}"
-        now = f"{here} with {ctx.get('toolchain')}"
+        now = f"{here} with {toolchain}"
         if tuning_allowed:
             warn_once(
                 f"rule-stale:{digest}",
@@ -67,13 +86,16 @@ def rule_pick(
             "tuning cannot run. Refresh it with `tunedsl rules check` and `tunedsl rules build`",
             stacklevel="user",
         )
-    elif not in_range:
+    if not in_range:  # (a stale rule where tuning may run has returned above)
         if tuning_allowed:
             return None
+        topic, why = rule.outside(subject.readable) or ("", "outside the swept range")
+        # Once per family and size: a second dtype never swept is not decided silently
+        # because a size beyond the sweep warned first (nor each new size warned again).
         warn_once(
-            f"rule-range:{digest}",
-            f"a key outside the range of {where} (sizes beyond the sweep, or another dtype or "
-            f"layout); tuning cannot run here, so it launches the rule's nearest pick {config}",
+            f"rule-range:{digest}:{topic}",
+            f"a key outside the range of {where} ({why}); tuning cannot run here, so it "
+            f"launches the pick of the nearest swept family and sizes, {config}",
             stacklevel="user",
         )
     elif tuning_allowed and rule.swept is not None:

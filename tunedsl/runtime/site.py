@@ -239,7 +239,7 @@ class Site:
         self._per_device = mixed_device_models()
         key_fn = keys.make_call_key_fn(
             info.constexpr_positions,
-            info.constexpr_names,
+            info.value_keyed,
             not self.has_key,
             HOLE,
             with_align=info.jit and direct_launch_enabled(),
@@ -254,7 +254,7 @@ class Site:
                     args,
                     static_kwargs,
                     info.constexpr_positions,
-                    info.constexpr_names,
+                    info.value_keyed,
                     not self.has_key,
                     HOLE,
                     with_align=info.jit and direct_launch_enabled(),

@@ -33,8 +33,8 @@ SUFFIX = ".rule.json"
 MAX_RULE_BYTES = 4 * 1024 * 1024
 
 _lock = threading.Lock()
-# digest -> (the stat signature it was read under, the rule or None)
-_loaded: dict[str, tuple[tuple[tuple[Any, Any], ...], Rule | None]] = {}
+# digest -> (the stat signature they were read under, the rules found, in path order)
+_loaded: dict[str, tuple[tuple[tuple[Any, Any], ...], tuple[Rule, ...]]] = {}
 
 
 def rule_digest(site: str, kernel: Mapping[str, Any], hints: Any, env: Any) -> str:
@@ -77,18 +77,20 @@ def rule_dirs() -> list[Path]:
     return rec.extra_record_dirs()
 
 
-def find_rule(digest: str) -> Rule | None:
-    """The rule named ``digest`` (the first directory that has one). A process parses and
-    checks each rule file once: later misses compare the file's and its directory's stat
-    signature (two ``lstat`` a directory) and read it again only when one changed (a rule
-    rebuilt, replaced, removed, or its mode or owner changed)."""
+def find_rules(digest: str) -> tuple[Rule, ...]:
+    """The rules named ``digest``, one a directory that has a trusted, valid one, in path
+    order (the caller takes the first measured here: directories of rules for several GPU
+    models may share a path). A process parses and checks each rule file once: later misses
+    compare the file's and its directory's stat signature (two ``lstat`` a directory) and
+    read it again only when one changed (a rule rebuilt, replaced, removed, or its mode or
+    owner changed)."""
     roots, wheres = _rule_roots()
     name = os.sep + digest + SUFFIX
     signature = tuple([(_stat(where), _stat(where + name)) for where in wheres])
     cached = _loaded.get(digest)  # one dict read: atomic, no lock needed
     if cached is not None and cached[0] == signature:
         return cached[1]
-    found: Rule | None = None
+    found: list[Rule] = []
     for root, (dir_sig, file_sig) in zip(roots, signature, strict=True):
         if file_sig is None or dir_sig is None or not rec.trusted_dir(root):
             continue
@@ -102,11 +104,37 @@ def find_rule(digest: str) -> Rule | None:
         if digest_of(rule) != digest:
             warn_once(f"bad-rule:{path}", f"ignoring rule {path}: it names another site")
             continue
-        found = rule
-        break
+        found.append(rule)
     with _lock:
-        _loaded[digest] = (signature, found)
-    return found
+        _loaded[digest] = (signature, tuple(found))
+    return tuple(found)
+
+
+# The rule directories' signature, and the rule files in them by site (one scan of the
+# path for every site: asked on a miss that no rule decides, for each site once).
+_by_site: tuple[tuple[Any, ...], dict[str, list[Path]]] | None = None
+
+
+def rules_of_other_kernels(site: str, digest: str) -> list[Path]:
+    """The trusted, valid rule files on the path for ``site`` under another name than
+    ``digest``: built for the site's kernel before its source, static hints or Triton
+    environment changed, so never used for it now."""
+    global _by_site
+    roots, wheres = _rule_roots()
+    signature = tuple(map(_stat, wheres))  # a directory's mtime moves when a file comes or goes
+    index = _by_site
+    if index is None or index[0] != signature:
+        found: dict[str, list[Path]] = {}
+        for root in roots:
+            if not root.is_dir() or not rec.trusted_dir(root):
+                continue
+            for path in iter_rule_files([root]):
+                try:
+                    found.setdefault(read_rule_file(path).site, []).append(path)
+                except (OSError, InvalidRule, rec.InvalidRecord):
+                    continue  # find_rules warns about a damaged rule it is asked for
+        index = _by_site = (signature, found)
+    return [p for p in index[1].get(site, ()) if p.name != digest + SUFFIX]
 
 
 _Stat = tuple[int, ...] | None
@@ -155,8 +183,10 @@ def rules_decide() -> bool:
 
 def forget_loaded() -> None:
     """Read rule files again on the next miss (tests, and `tunedsl rules` commands)."""
+    global _by_site
     with _lock:
         _loaded.clear()
+        _by_site = None
 
 
 def iter_rule_files(roots: list[Path]) -> list[Path]:

@@ -1,0 +1,82 @@
+"""Rules fixture: a kernel with an int flag (``HAS_BIAS=0/1``, a constexpr) and a kernel over
+two sizes (M by N) in any dtype. ``python rule_ranges.py CALL...`` runs each call
+(``flag:N:BIAS``, ``mn:M:N[:DTYPE]``, a ``!`` suffix for ``mode="cached"``) in this process
+and prints each result's source."""
+
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+
+@triton.jit
+def biased(a, c, n, HAS_BIAS: tl.constexpr, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    x = tl.load(a + offs, mask=m)
+    if HAS_BIAS:
+        x = x + 1.0
+    tl.store(c + offs, x, mask=m)
+
+
+def flag(n: int, bias: int, mode: str = "on"):
+    a, c = torch.randn(n), torch.empty(n)
+    res = autotune_launch(
+        biased,
+        space={"tile": [32, 64, 128, 256]},
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, c, n),
+        kwargs=lambda cfg: {"HAS_BIAS": bias, "TILE": cfg.tile},
+        name="rule-flag",
+        mode=mode,
+    )
+    assert torch.equal(c, a + 1.0 if bias else a)
+    return res
+
+
+@triton.jit
+def add_one(a, c, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    m = (rm[:, None] < M) & (rn[None, :] < N)
+    off = rm[:, None] * N + rn[None, :]
+    tl.store(c + off, tl.load(a + off, mask=m) + 1, mask=m)
+
+
+def mn(m: int, n: int, dtype: str = "float32", mode: str = "on"):
+    a = torch.randn(m, n).to(getattr(torch, dtype))
+    c = torch.empty_like(a)
+    res = autotune_launch(
+        add_one,
+        space={"bm": [16, 64], "bn": [16, 64]},
+        grid=lambda cfg: (cdiv(m, cfg.bm), cdiv(n, cfg.bn)),
+        args=(a, c, m, n),
+        kwargs=lambda cfg: {"BM": cfg.bm, "BN": cfg.bn},
+        name="rule-mn",
+        mode=mode,
+    )
+    assert torch.equal(c, a + 1)
+    return res
+
+
+@workload
+def case(n=256, bias=0, m=0):
+    """``m`` given: the M by N kernel; else the flag kernel."""
+    if m:
+        mn(m, n)
+    else:
+        flag(n, bias)
+
+
+if __name__ == "__main__":
+    for call in sys.argv[1:]:
+        what, *parts = call.rstrip("!").split(":")
+        mode = "cached" if call.endswith("!") else "on"
+        if what == "flag":
+            res = flag(int(parts[0]), int(parts[1]), mode)
+        else:
+            res = mn(int(parts[0]), int(parts[1]), *parts[2:], mode=mode)
+        print(f"{call} {res.source}", flush=True)

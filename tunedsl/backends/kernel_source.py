@@ -1,0 +1,153 @@
+"""What a kernel's identity covers beyond its name: its source, the Triton functions it calls,
+the ``tl.constexpr`` and ``tl.dtype`` values they read, and its parameters' defaults.
+
+``kernel_source_hash`` is the ``source_hash`` of ``backends/triton.KernelInfo``: one edited
+part is another kernel, so a stored decision for the old one is never reused for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import types
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from tunedsl.backends import compat
+from tunedsl.model.keys import canonical_json, is_triton_constexpr, is_triton_dtype, readable_value
+
+
+def kernel_source_hash(
+    kernel: Any, fn: Any, constexprs: frozenset[str], defaults: Mapping[str, Any]
+) -> str:
+    """``kernel``'s source hash: Triton's where it has one (a JIT function on a GPU), else
+    the interpreter's; with the ``tl.dtype`` globals and the parameters' defaults added."""
+    cache_key = compat.jit_source_hash(kernel)
+    if cache_key is not None:
+        # Triton's hash covers the source, every called @jit function and the tl.constexpr
+        # globals; the tl.dtype globals they read are added (a changed one is another kernel).
+        dtypes = _dtype_globals(fn, {id(fn)})
+        source_hash = cache_key
+        if dtypes:
+            source_hash = hashlib.sha256("\0".join([cache_key, *dtypes]).encode()).hexdigest()
+    else:
+        source_hash = interpreted_source_hash(kernel)
+    if defaults:  # fixed when the kernel is declared, not in its source: another kernel
+        fixed = {n: readable_value(v, n in constexprs, True) for n, v in sorted(defaults.items())}
+        source_hash = hashlib.sha256(f"{source_hash}\0{canonical_json(fixed)}".encode()).hexdigest()
+    return source_hash
+
+
+def python_fn(kernel: Any) -> Any:
+    """The Python function under a kernel's Triton wrappers (Autotuner, Heuristics, JIT)."""
+    fn = kernel
+    for _ in range(8):  # unwrap Autotuner/Heuristics-style wrappers down to the function
+        inner = getattr(fn, "fn", None)
+        if inner is None:
+            break
+        fn = inner
+    return fn
+
+
+def _source(fn: Any) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return repr(fn)
+
+
+def _globals_read(fn: Any) -> tuple[list[str], list[Any]]:
+    """The names ``fn``'s code reads (sorted) and the globals they name, then the
+    attributes of those names on the modules it reads, also on modules reached through one
+    (``lib.helper``, ``pkg.lib.helper``)."""
+    code = getattr(fn, "__code__", None)
+    names: set[str] = set()
+    stack = [code] if isinstance(code, types.CodeType) else []
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    scope = getattr(fn, "__globals__", {})
+    ordered = sorted(names)
+    found = [scope.get(n) for n in ordered]
+    modules = [m for m in found if isinstance(m, types.ModuleType)]
+    for module in modules:  # grows: a module reached through a module is searched too
+        for n in ordered:
+            value = _attribute(module, n)
+            found.append(value)
+            if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
+                modules.append(value)
+    return ordered, found
+
+
+def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
+    """The Python functions of the Triton functions among ``found`` not yet in ``seen``,
+    each added to ``seen`` as it is reached (after the calls of the ones before it)."""
+    for obj in found:
+        inner = getattr(obj, "fn", None) if not isinstance(obj, types.ModuleType) else None
+        if inspect.isfunction(inner) and id(inner) not in seen:
+            seen.add(id(inner))
+            yield inner
+
+
+def _code_values(names: list[str], found: list[Any]) -> list[str]:
+    """The ``tl.constexpr`` and ``tl.dtype`` values among what a function reads, as
+    ``name=value`` (``module.name=value`` for one read through a module): Triton checks
+    both before reusing a kernel, and one edited changes the code (a tl.static_assert, a
+    cast)."""
+    out = [
+        f"{n}={getattr(v, 'value', v)!r}"
+        for n, v in zip(names, found, strict=False)
+        if is_triton_constexpr(v) or is_triton_dtype(v)
+    ]
+    modules = [m for m in found if isinstance(m, types.ModuleType)]
+    for module in dict.fromkeys(modules):  # lib.WIDTH, read through its module
+        for n in names:
+            value = _attribute(module, n)
+            if is_triton_constexpr(value) or is_triton_dtype(value):
+                out.append(f"{module.__name__}.{n}={getattr(value, 'value', value)!r}")
+    return out
+
+
+def _called_sources(fn: Any, seen: set[int]) -> list[str]:
+    """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
+    ``lib.helper(x)``, ``pkg.lib.helper(x)``: a global, or an attribute of a module reached
+    through one, that wraps a Python function as ``.fn``), recursively, in a fixed order,
+    with the ``tl.constexpr`` and ``tl.dtype`` values each reads (globals, and attributes of
+    such modules)."""
+    names, found = _globals_read(fn)
+    out = _code_values(names, found)
+    for inner in _called(found, seen):
+        out += [_source(inner), *_called_sources(inner, seen)]
+    return out
+
+
+def _dtype_globals(fn: Any, seen: set[int]) -> list[str]:
+    """The ``tl.dtype`` globals ``fn`` and the Triton functions it calls read, as
+    ``name=value``: Triton's own hash leaves them out (it checks them within a process)."""
+    names, found = _globals_read(fn)
+    out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
+    for inner in _called(found, seen):
+        out += _dtype_globals(inner, seen)
+    return out
+
+
+def _attribute(module: types.ModuleType, name: str) -> Any:
+    """``module.name`` if it has one; a module whose lookup raises or warns (a deprecated
+    or lazily imported name) gives None, quietly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return getattr(module, name, None)
+        except Exception:
+            return None
+
+
+def interpreted_source_hash(kernel: Any) -> str:
+    """The hash a record made under the interpreter holds: the interpreter's functions (and
+    wrappers) have no Triton hash, so the source of the kernel and of every Triton function
+    it calls, as Triton's hash covers them."""
+    fn = python_fn(kernel)
+    sources = [_source(fn), *_called_sources(fn, {id(fn)})]
+    return hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest()

@@ -1,0 +1,122 @@
+"""The swept keys of a rule's family as points in log2 space (``model/rule.py``): the one
+nearest a key, and whether a key lies among them at all.
+
+Pure Python, no torch or triton: the model layer.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tunedsl.model.rule_features import ranged, show_feature
+
+
+def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, float]) -> int:
+    """The pick of the swept key nearest ``x`` (Euclidean in log2 space over the sizes; the
+    first of ties) among the swept keys of ``x``'s alignment where the sweep has any: a row
+    length off a multiple of 16 loads without vectors, and its fastest configuration can
+    differ from the nearest aligned length's."""
+    return NearTable(points, tuple(x)).nearest(x)
+
+
+class NearTable:
+    """Swept keys as vectors over one key's feature names: its sizes, in its order, and the
+    squares of sizes only the swept key has (a run-time map asks per miss: no set per key)."""
+
+    __slots__ = ("alignment", "by_alignment", "rows", "sizes")
+
+    def __init__(self, points: Sequence[tuple[Mapping[str, float], int]], names: Sequence[str]):
+        self.sizes = tuple(f for f in names if ranged(f))
+        self.alignment = tuple(f for f in names if not ranged(f))
+        own = set(self.sizes)
+        self.rows: list[tuple[tuple[float, ...], float, int]] = []
+        self.by_alignment: dict[tuple[Any, ...], list[tuple[tuple[float, ...], float, int]]] = {}
+        for px, pick in points:
+            vector = tuple(px.get(f, 0.0) for f in self.sizes)
+            extra = sum(v * v for f, v in px.items() if ranged(f) and f not in own)
+            row = (vector, extra, pick)
+            self.rows.append(row)
+            alike = tuple(px.get(f) for f in self.alignment)
+            self.by_alignment.setdefault(alike, []).append(row)
+
+    def nearest(self, x: Mapping[str, float]) -> int:
+        rows = self.rows
+        if self.alignment:
+            rows = self.by_alignment.get(tuple(x[f] for f in self.alignment)) or rows
+        at = [x[f] for f in self.sizes]
+        best, best_d = rows[0][2], math.inf
+        for vector, extra, pick in rows:
+            d = math.dist(vector, at) ** 2 + extra
+            if d < best_d:
+                best, best_d = pick, d
+        return best
+
+
+class Grid:
+    """A family's swept keys over the sizes the sweep varied, with each size's widest gap
+    between swept values. A key on several such sizes is in range only when its nearest
+    swept key is within that gap on each: the inside of a product grid (M by K) is, the
+    corner of a diagonal (M and K swept together, M=16 with K=4096 never) is not. Sizes
+    equal on every swept key (a tensor's M and its output's M, or M and K on a diagonal) are
+    one size here, and a key's must lie within that size's gap of each other."""
+
+    __slots__ = ("gaps", "names", "rows", "ties")
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        rows: list[tuple[float, ...]],
+        ties: tuple[tuple[str, int], ...],
+    ) -> None:
+        self.names, self.rows, self.ties = names, rows, ties
+        self.gaps = tuple(
+            max(b - a for a, b in itertools.pairwise(sorted({r[i] for r in rows})))
+            for i in range(len(names))
+        )
+
+    @classmethod
+    def of(
+        cls, points: Sequence[tuple[Mapping[str, float], int]], ranges: Mapping[str, Any]
+    ) -> Grid | None:
+        """None where one size varied alone: its range is then the whole story."""
+        columns: dict[tuple[float, ...], int] = {}
+        names: list[str] = []
+        ties: list[tuple[str, int]] = []
+        for f in sorted(ranges):
+            lo, hi = ranges[f]
+            if lo == hi:
+                continue
+            column = tuple(p.get(f, lo) for p, _ in points)
+            if column in columns:
+                ties.append((f, columns[column]))
+            else:
+                columns[column] = len(names)
+                names.append(f)
+        if not ties and len(names) < 2:
+            return None
+        return cls(tuple(names), list(zip(*columns, strict=True)), tuple(ties))
+
+    def outside(self, x: Mapping[str, float]) -> tuple[str, str] | None:
+        """The size off the swept shapes and why, or None."""
+        for f, i in self.ties:
+            if abs(x[f] - x[self.names[i]]) > self.gaps[i] + 1e-9:
+                return f, (
+                    f"{show_feature(f, x[f])} is off the swept shapes: the sweep moved it "
+                    f"with {self.names[i]}, and {show_feature(self.names[i], x[self.names[i]])}"
+                )
+        if len(self.names) < 2:
+            return None
+        at = tuple(x[f] for f in self.names)
+        near = min(self.rows, key=functools.partial(math.dist, at))  # no Python call a row
+        for f, v, w, gap in zip(self.names, at, near, self.gaps, strict=True):
+            if abs(v - w) > gap + 1e-9:
+                where = ", ".join(show_feature(n, u) for n, u in zip(self.names, near, strict=True))
+                return f, (
+                    f"{show_feature(f, v)} is off the swept shapes: the nearest swept key "
+                    f"({where}) is farther on it than the sweep's widest gap"
+                )
+        return None
