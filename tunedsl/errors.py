@@ -102,3 +102,17 @@ class CacheWarning(UserWarning):
 
 class UntestedTritonWarning(UserWarning):
     """The installed Triton is outside the tested versions: tunedsl uses only its public API."""
+
+
+def at_site(err: BaseException, label: str) -> BaseException:
+    """``err`` (a ``UsageError`` or ``TuningError`` a site's miss raised) with its message
+    starting at ``label``, the site's ``file:line:col (kernel)``, as every site error does;
+    other exceptions, and messages that already start there, are left as they are."""
+    if isinstance(err, TuningError):
+        if not err.message.startswith(label):
+            err.message = f"{label}: {err.message}"
+            err.args = (err.message, *err.args[1:])
+    elif isinstance(err, UsageError) and err.args and isinstance(err.args[0], str):
+        if not err.args[0].startswith(label):
+            err.args = (f"{label}: {err.args[0]}", *err.args[1:])
+    return err

@@ -7,8 +7,8 @@ instead, which keeps every node's line and column, so syntax errors and tracebac
 the cell's own lines.
 
 Loading the extension also installs the import hook (``tunedsl.activate``), so cells can
-import DSL modules, and turns Triton's interpreter on when the machine has no GPU driver
-(``tunedsl.autointerp``).
+import DSL modules, turns Triton's interpreter on when the machine has no GPU driver
+(``tunedsl.autointerp``), and shows tunedsl's errors with the user's frames only.
 
 Two things differ from a module:
 
@@ -119,6 +119,35 @@ def _make_ast_parse(shell: Any, original: Callable[..., Any]) -> Callable[..., A
     return ast_parse
 
 
+def _user_frames_only(
+    shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None
+) -> None:
+    """IPython's custom handler for tunedsl's ``UsageError`` and ``TuningError``: the
+    traceback without tunedsl's frames (IPython hides ``__tracebackhide__`` frames except
+    the last, which here was always tunedsl's), so it ends at the cell's ``autotune(...)``
+    line, as under ``tunedsl run``. ``python -X dev`` keeps every frame."""
+    from tunedsl.warn import is_internal
+
+    if not sys.flags.dev_mode:
+        kept = []
+        while tb is not None:
+            if not is_internal(tb.tb_frame.f_code.co_filename):
+                kept.append(tb)
+            tb = tb.tb_next
+        for earlier, later in itertools.pairwise(kept):
+            earlier.tb_next = later
+        if kept:
+            kept[-1].tb_next = None
+        tb = kept[0] if kept else None
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+
+def _errors() -> tuple[type, ...]:
+    from tunedsl.errors import TuningError, UsageError
+
+    return (UsageError, TuningError)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tunedsl``: expand cells that use the DSL (idempotent)."""
     from tunedsl.autointerp import enable_if_no_gpu
@@ -128,6 +157,8 @@ def load_ipython_extension(ipython: Any) -> None:
     from tunedsl import activate
 
     activate.install()
+    if not getattr(ipython, "custom_exceptions", ()):  # never replace the user's handler
+        ipython.set_custom_exc(_errors(), _user_frames_only)
     compiler = ipython.compile
     if hasattr(compiler.ast_parse, _ORIGINAL):
         return
@@ -136,6 +167,8 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext tunedsl``: cells are plain Python again."""
+    if getattr(ipython, "custom_exceptions", ()) == _errors():
+        ipython.set_custom_exc((), None)
     compiler = ipython.compile
     original = getattr(compiler.ast_parse, _ORIGINAL, None)
     if original is None:

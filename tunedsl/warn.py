@@ -46,21 +46,33 @@ _EXAMPLES = os.path.join(_PACKAGE, "examples") + os.sep  # shipped examples are 
 _PLUMBING = {os.path.abspath(contextlib.__file__), os.path.abspath(threading.__file__)}
 
 
-def _internal(filename: str) -> bool:
-    if filename.startswith("<frozen "):
+def is_internal(filename: str) -> bool:
+    """Is ``filename`` tunedsl's own code, or plumbing between it and the user's code (the
+    shipped examples are user code)? PyTorch's own frames and the code ``torch.compile``
+    generates are plumbing too: a site inside a compiled model is the user's model."""
+    if filename.startswith(("<frozen ", "<eval_with_key>")):
         return True
     path = os.path.abspath(filename)
     internal = path.startswith(_PACKAGE) and not path.startswith(_EXAMPLES)
-    return internal or path in _PLUMBING
+    return internal or path in _PLUMBING or path.startswith(_torch_dir())
+
+
+def _torch_dir() -> str:
+    """PyTorch's package directory once it is imported (never imported here), else a
+    prefix no path has."""
+    torch = sys.modules.get("torch")
+    where = getattr(torch, "__file__", None)
+    return os.path.dirname(os.path.abspath(where)) + os.sep if where else "\0"
 
 
 def user_stacklevel(frame: FrameType | None) -> int:
     """The ``stacklevel`` of the nearest frame outside tunedsl (and the standard library's
-    ``contextlib`` and ``threading``, which a ``with`` or a thread puts between), counted
+    ``contextlib`` and ``threading``, which a ``with`` or a thread puts between, and
+    PyTorch's, which ``torch.compile`` and custom operators put between), counted
     from ``frame`` as 1; the outermost frame's when every frame is internal."""
     level = 1
     while frame is not None:
-        if not _internal(frame.f_code.co_filename) or frame.f_back is None:
+        if not is_internal(frame.f_code.co_filename) or frame.f_back is None:
             return level
         frame = frame.f_back
         level += 1

@@ -138,7 +138,12 @@ RUNTIME_CASES = {
     "restore_unknown_param": (
         dict(restore_value=["zz"]),
         UsageError,
-        ["restore_value", "'zz'", "parameters are: a, b, c, n"],
+        [
+            "restore_value=",
+            "'zz'",
+            "not a parameter of vadd(a, b, c, n",
+            "tensor parameters are: a, b, c",
+        ],
     ),
     "verify_unknown_param": (dict(verify=["zz"]), UsageError, ["verify", "'zz'", "tensor"]),
     "negative_rtol": (dict(rtol=-1), UsageError, ["rtol=", "non-negative"]),

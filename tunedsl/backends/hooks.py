@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError
+from tunedsl.model.keys import is_tensor, is_tensor_descriptor
+from tunedsl.model.options import did_you_mean
 from tunedsl.model.variant import Variant
 
 
@@ -51,6 +53,41 @@ def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]
     # hook reading args["num_warps"] runs on the CPU as on a GPU.
     options = v.options or hint_fields(v.config, hints)
     return {**{k: x for k, x in options.items() if k not in bound}, **bound}
+
+
+def check_named(bound: Mapping[str, Any], settings: Any, info: Any, label: str) -> None:
+    """The names ``restore_value=``, ``reset_to_zero=`` and ``verify=[...]`` give must be
+    tensor parameters of the kernel (``None``, an optional buffer, is skipped as Triton
+    does): checked on a site's first call, before any configuration runs, with the site's
+    ``label`` and the parameter a misspelled name is closest to."""
+
+    def tensor(v: Any) -> bool:
+        return v is None or is_tensor(v) or is_tensor_descriptor(v)
+
+    tensors = [n for n, v in bound.items() if v is not None and tensor(v)]
+    name = info.qualname.rsplit(".", 1)[-1]
+    signature = f"{name}({', '.join(info.arg_names)})"
+    verify = settings.verify
+    named = {"restore_value": settings.restore_value, "reset_to_zero": settings.reset_to_zero}
+    if verify not in (None, True, False) and not callable(verify):
+        named["verify"] = tuple(verify)
+    for option, names in named.items():
+        for given in names:
+            if given in bound and tensor(bound[given]):
+                continue
+            if given in bound:
+                value = bound[given]
+                what = f"{given!r} is not a tensor (the launch passes the "
+                what += f"{type(value).__name__} {value!r})"[:200]
+            else:
+                what = f"{given!r} is not a parameter of {signature}"
+            close = did_you_mean(given, tensors) if given not in bound else None
+            hint = (
+                f"did you mean {close!r}?"
+                if close
+                else f"its tensor parameters are: {', '.join(tensors) or '(none)'}"
+            )
+            raise UsageError(f"{label}: {option}=: {what}; {hint}")
 
 
 def check_output(

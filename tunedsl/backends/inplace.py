@@ -21,8 +21,6 @@ tuning; the written arguments' copies are freed as soon as they are known to be 
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -153,15 +151,5 @@ def warn_in_place(kernel: str, names: list[str], warn: Callable[..., Any]) -> No
         f"result see the original values; pass restore_value=[{params}] to say so (and "
         "silence this warning)",
         UserWarning,
-        stacklevel=_outside_package(),
+        stacklevel="user",
     )
-
-
-def _outside_package() -> int:
-    """The stack level (for ``warnings.warn`` from this module's caller) of the first frame
-    outside the tunedsl package: the user's call."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level

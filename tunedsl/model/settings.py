@@ -90,34 +90,60 @@ def environment() -> tuple[Any, ...]:
     )
 
 
-def _names(value: Any, option: str) -> tuple[str, ...]:
+def _names(value: Any, option: str, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise UsageError(f"{option}= must be a list of kernel parameter names, not {value!r}")
+        raise UsageError(
+            f"{where}: {option}= must be a list of kernel parameter names (strings), not {value!r}"
+        )
     return tuple(value)
 
 
-def _callable(value: Any, option: str, called_as: str | None = None) -> Any:
-    if value is not None and not callable(value):
-        raise UsageError(f"{option}= must be callable, not {value!r}")
-    if value is not None and called_as is not None:
-        # A function that cannot take the call failed deep in the tuner: say how it is called.
-        try:
-            signature = inspect.signature(value)
-        except (TypeError, ValueError):  # a builtin or C callable: no signature to check
-            return value
-        try:
-            signature.bind(*called_as.split(", "))
-        except TypeError:
-            name = getattr(value, "__qualname__", None) or type(value).__name__
-            raise UsageError(
-                f"{option}={name}{signature} cannot be called as {option}({called_as}): "
-                f"tunedsl calls it with the list of configurations and a dict of the call's "
-                f"arguments by parameter name, e.g. {option}=lambda configs, args: configs"
-            ) from None
+# How tunedsl calls each function option: the call's arguments, and what they are.
+_CALLED_AS = {
+    "prune": (
+        "configs, args",
+        "the list of configurations and a dict of the call's arguments by parameter name, "
+        "e.g. prune=lambda configs, args: configs",
+    ),
+    "pre_hook": (
+        "args",
+        "a dict of the kernel's arguments by parameter name (Triton's pre_hook), "
+        "e.g. pre_hook=lambda args: args['out'].zero_()",
+    ),
+    "post_hook": (
+        "args, exception=None",
+        "a dict of the kernel's arguments by parameter name and exception= (Triton's "
+        "post_hook), e.g. post_hook=lambda args, exception=None: None",
+    ),
+}
+
+
+def _callable(value: Any, option: str, where: str) -> Any:
+    if value is None:
+        return None
+    if not callable(value):
+        raise UsageError(f"{where}: {option}= must be callable, not {value!r}")
+    # A function that cannot take the call failed deep in the tuner: say how it is called.
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):  # a builtin or C callable: no signature to check
+        return value
+    called_as, how = _CALLED_AS[option]
+    try:
+        signature.bind(
+            *(a for a in called_as.split(", ") if "=" not in a),
+            **{a.split("=")[0]: None for a in called_as.split(", ") if "=" in a},
+        )
+    except TypeError:
+        name = getattr(value, "__qualname__", None) or type(value).__name__
+        raise UsageError(
+            f"{where}: {option}={name}{signature} cannot be called as {option}({called_as}): "
+            f"tunedsl calls it with {how}"
+        ) from None
     return value
 
 
@@ -147,11 +173,14 @@ def resolve(
                 f"{where}: unknown option {name!r}; options: {', '.join(OPTION_NAMES)}"
             )
     lazy_space = None
-    if isinstance(space, Space | Mapping):
-        candidate = search_space(space)
-        if candidate.size_hint() > LIST_LIMIT:
-            lazy_space = candidate
-    configs = expand_space(space) if lazy_space is None else ()
+    try:
+        if isinstance(space, Space | Mapping):
+            candidate = search_space(space)
+            if candidate.size_hint() > LIST_LIMIT:
+                lazy_space = candidate
+        configs = expand_space(space) if lazy_space is None else ()
+    except UsageError as err:  # the space's own message, at the site's place
+        raise UsageError(f"{where}: {err}") from None
     given = {
         name: options[option]
         for option, name in FROM_ENVIRONMENT.items()
@@ -174,7 +203,7 @@ def resolve(
             "names, or a function of the inputs returning the expected outputs"
         )
     if verify is not None and not isinstance(verify, bool) and not callable(verify):
-        verify = _names(verify, "verify")
+        verify = _names(verify, "verify", where)
     site_name = options.get("name")
     if site_name is not None and (not isinstance(site_name, str) or not site_name):
         raise UsageError(f"{where}: name= must be a non-empty string, not {site_name!r}")
@@ -199,14 +228,14 @@ def resolve(
     out = Settings(
         configs=configs,
         hints={k: v for k, v in hints.items() if v is not None},
-        restore_value=_names(options.get("restore_value"), "restore_value"),
-        reset_to_zero=_names(options.get("reset_to_zero"), "reset_to_zero"),
-        prune=_callable(options.get("prune"), "prune", called_as="configs, args"),
+        restore_value=_names(options.get("restore_value"), "restore_value", where),
+        reset_to_zero=_names(options.get("reset_to_zero"), "reset_to_zero", where),
+        prune=_callable(options.get("prune"), "prune", where),
         verify=verify,
         rtol=_tolerance(options.get("rtol"), f"{where}: rtol", 1e-3),
         atol=_tolerance(options.get("atol"), f"{where}: atol", 1e-3),
-        pre_hook=_callable(options.get("pre_hook"), "pre_hook"),
-        post_hook=_callable(options.get("post_hook"), "post_hook"),
+        pre_hook=_callable(options.get("pre_hook"), "pre_hook", where),
+        post_hook=_callable(options.get("post_hook"), "post_hook", where),
         default=default_config(configs, lazy_space, default, where),
         name=site_name,
         capture=capture,

@@ -138,8 +138,18 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
             except KeyboardInterrupt:
                 raise
             except BaseException as err:
+                # Without --tune a site compiles and does not launch: a check of its output
+                # in the workload sees memory nothing wrote.
+                why = (
+                    " (without --tune, sites compile and do not launch, so the workload's "
+                    "outputs are never written: check results outside workloads, e.g. under "
+                    '`if __name__ == "__main__":`)'
+                    if isinstance(err, AssertionError) and not session.tune
+                    else ""
+                )
                 summary.errors.append(
-                    f"{wl.filename}:{wl.line}: workload {wl.qualname} failed: {describe_error(err)}"
+                    f"{wl.filename}:{wl.line}: workload {wl.qualname} failed: "
+                    f"{describe_error(err)}{why}"
                 )
 
 
@@ -276,6 +286,12 @@ def precompile(
                     "to cross-compile kernels)"
                 )
                 run_workloads(with_workloads, session, summary)  # still checks the workloads
+                if replay:  # the interpreter has no GPU target to compile the records for
+                    summary.notes.append(
+                        "--replay: nothing to recompile in Triton's CPU interpreter; pass "
+                        "--target cuda:90 to recompile the records' configurations for a GPU"
+                    )
+                    replay = False
             elif with_workloads or replay:
                 summary.notes.append(
                     "no GPU and no --target: nothing to compile, only bytecode was precompiled "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sysconfig
 import traceback
 from dataclasses import dataclass, field
 
@@ -33,7 +35,13 @@ def describe_error(err: BaseException) -> str:
         return str(render())
     from tunedsl.runtime.mistakes import is_own_file
 
-    # The user's last frame: a mistake tunedsl reports is raised in tunedsl's own code.
+    # The user's last frame: a mistake tunedsl reports is raised in tunedsl's own code, and
+    # a failed check in a library's (torch.testing): the user's line called it.
     frames = [f for f in traceback.extract_tb(err.__traceback__) if not is_own_file(f.filename)]
+    libraries = tuple(
+        os.path.join(p, "") for k, p in sysconfig.get_paths().items() if k.endswith("lib")
+    )
+    mine = [f for f in frames if not os.path.abspath(f.filename).startswith(libraries)]
+    frames = mine or frames
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(err).__name__}: {err}{where}"

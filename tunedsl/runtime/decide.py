@@ -145,6 +145,7 @@ def _usable(
             f"space:{record.digest}",
             f"tuning record {record.id} chose {record.chosen}, which is not in the current "
             f"{where}; tuning again (its other timings are reused)",
+            stacklevel="user",
         )
         return False, previous
     if lazy:  # a record of a large space never lists it: it decides by its budget
@@ -239,6 +240,7 @@ def lookup(
             f"verify:{digest}",
             f"tuning record {record.id} chose {record.chosen}, which fails verify= here "
             f"({problem}); not using it",
+            stacklevel="user",
         )
         return False
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tunedsl import knobs
+from tunedsl.errors import UsageError
 from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
@@ -28,6 +29,7 @@ from tunedsl.model.variant import Variant
 from tunedsl.runtime import mistakes, unkeyed
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
+from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
     from tunedsl.runtime.decide import Decision
@@ -112,15 +114,18 @@ def variants(
         except InfeasibleConfig as err:
             infeasible[cfg] = str(err)
             continue
+        except UsageError as err:  # a static hint of several values, or of a wrong type
+            raise UsageError(f"{site.label}: {err}") from None
         holes, dyn_kwargs, grid = call.bind(cfg)
         if not out:  # the launch binds the same way for every configuration
             info = bt.kernel_info(call.kernel)
             launch_kwargs = {**call.static_kwargs, **dyn_kwargs}
             check_hint_twice(launch_kwargs, cfg, settings.hints, site.label)
+            launch_args = fill_holes(call.args, holes) if holes else call.args
             mistakes.check_launch(
                 call.kernel,
                 info,
-                fill_holes(call.args, holes) if holes else call.args,
+                launch_args,
                 launch_kwargs,
                 site.label,
                 bt.launch_option_names,
@@ -142,7 +147,7 @@ def variants(
                 config=cfg,
                 args=fill_holes(call.args, holes) if holes else tuple(call.args),
                 kwargs={**call.static_kwargs, **dyn_kwargs},
-                grid=mistakes.grid_dims(grid),  # checks, with the fix in the message
+                grid=mistakes.grid_dims(grid, site.label),  # checks, with the fix in the message
                 options=options,
             )
         )
@@ -286,6 +291,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
         )
         site.fields_checked = kept
     about = subject(site, call, chosen_settings)
+    check_named(site, call, chosen_settings)
     known = site.decided(about.digest)
     if known is not None:
         # Decided under another call key with the same record key (keyword order, other
@@ -316,9 +322,64 @@ def resolve(site: SiteView, call: Call) -> Resolved:
         space=chosen_settings.configs,
     )
     first = result.with_source(decision.source)
-    if decision.source == "tuned" and knobs.print_autotuning():
-        decide.print_table(site.label, first, sys.stdout)
+    if decision.source == "tuned":
+        note_tuned(site.site_id, about.digest, site.label, site.has_key)
+        if knobs.print_autotuning():
+            decide.print_table(site.label, first, sys.stdout)
     return Resolved(decision, result, first, about)
+
+
+#: A site that has tuned this many distinct keys in one process says once how to stop it:
+#: each new size costs a full tune (seconds on a GPU), most often in a loop over sizes.
+MANY_TUNED_KEYS = 16
+_tuned_keys: dict[str, set[str]] = {}  # site id -> the record digests it tuned (up to MANY)
+
+
+def note_tuned(site_id: str, digest: str, label: str, has_key: bool) -> None:
+    """The site ``site_id`` (``label``: its place) tuned the key of ``digest``; at
+    ``MANY_TUNED_KEYS`` distinct keys, one warning at the user's line with the fixes (a
+    sweep, which tunes every key on purpose, is not told)."""
+    from tunedsl.store.rules import rules_decide
+
+    tuned = _tuned_keys.setdefault(site_id, set())
+    if len(tuned) >= MANY_TUNED_KEYS or digest in tuned:
+        return
+    tuned.add(digest)
+    count = len(tuned)
+    if count < MANY_TUNED_KEYS or not rules_decide():
+        return
+    bucket = (
+        "make key= coarser, so that nearby sizes share a value"
+        if has_key
+        else "bucket the sizes with key=, so that nearby sizes share a decision"
+    )
+    warn_once(
+        f"many-keys:{site_id}",
+        f"{label}: this site has tuned {count} distinct keys in this process, each a full tune "
+        f"(seconds on a GPU): the calls vary in size and every new size tunes again. To stop "
+        f'it, {bucket} (e.g. key=triton.next_power_of_2(n), docs/runtime.md "The cache '
+        'key"), or sweep the sizes once and ship a rule that decides new ones without '
+        "tuning (docs/shapes.md)",
+        UserWarning,
+        stacklevel="user",
+    )
+
+
+def check_named(site: SiteView, call: Call, settings: Settings) -> None:
+    """``restore_value=``, ``reset_to_zero=`` and ``verify=[...]`` name tensor parameters:
+    checked on every new key, however it is decided (a record or a rule decides without
+    tuning, and a misspelled ``reset_to_zero`` would go unnoticed on every hit)."""
+    verify = settings.verify
+    if not (settings.restore_value or settings.reset_to_zero or isinstance(verify, list | tuple)):
+        return
+    from tunedsl.backends import hooks
+    from tunedsl.backends import triton as bt
+
+    holes, dyn_kwargs, _ = call.bind(settings.default)
+    args = fill_holes(call.args, holes) if holes else call.args
+    info = bt.kernel_info(call.kernel)
+    bound = bt.bind_arguments(info, args, {**call.static_kwargs, **dyn_kwargs})
+    hooks.check_named(bound, settings, info, site.label)
 
 
 def check(

@@ -126,20 +126,20 @@ def _launcher_of_a_kernel(fn: Any) -> bool:
     return False
 
 
-def grid_dims(grid: Any) -> tuple[int, ...]:
-    """``blocks=`` (``grid=`` of ``autotune_launch``) as a tuple of 1 to 3 ints, or an error."""
+def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
+    """``blocks=`` (``grid=`` of ``autotune_launch``) as 1 to 3 ints, or an error at ``label``."""
     fix = "pass an int or a flat tuple of 1 to 3 ints, e.g. blocks=cdiv(n, $tile)"
     if callable(grid) and not is_tensor(grid):
         raise UsageError(
-            "blocks=/grid= is a function: tunedsl takes the grid itself, not Triton's "
+            f"{label}: blocks=/grid= is a function: tunedsl takes the grid itself, not Triton's "
             "`lambda meta: ...`; write it with configuration fields instead, e.g. "
             "blocks=cdiv(n, $tile) (autotune_launch: grid=lambda cfg: ... receives the "
             "configuration)"
         )
     if is_tensor(grid):
         raise UsageError(
-            f"blocks=/grid= is a tensor ({getattr(grid, 'shape', '?')}); {fix} (use int(x) "
-            "or x.item() for a count held in a tensor)"
+            f"{label}: blocks=/grid= is a tensor ({getattr(grid, 'shape', '?')}); {fix} (use "
+            "int(x) or x.item() for a count held in a tensor)"
         )
     out: tuple[Any, ...]
     if isinstance(grid, int) and not isinstance(grid, bool):
@@ -150,32 +150,38 @@ def grid_dims(grid: Any) -> tuple[int, ...]:
         except TypeError:
             out = ()
     if not 1 <= len(out) <= 3:
-        raise UsageError(f"blocks=/grid= must have 1 to 3 dimensions, got {grid!r}; {fix}")
-    # A float or str dimension failed deep inside the launch, and a negative one launched
-    # nothing and "tuned" (found by tests/reliability/test_bad_arguments.py).
+        raise UsageError(f"{label}: blocks=/grid= must have 1 to 3 dimensions, got {grid!r}; {fix}")
+    # A float or str dimension failed deep in the launch; a negative one "tuned" nothing.
     for dim in out:
         if callable(dim) and not is_tensor(dim):
-            return grid_dims(dim)  # `blocks=fn` arrives as `(fn,)`: the message for a function
-        if isinstance(dim, (tuple, list)) and len(out) == 1 and 1 <= len(dim) <= 3:
-            # `blocks=grid` with `grid = (x, y)`: only a tuple written in blocks= is unpacked.
+            return grid_dims(dim, label)  # `blocks=fn` arrives as `(fn,)`: a function's message
+        if isinstance(dim, (tuple, list)) and len(out) == 1:
+            # `blocks=grid` (`grid = (x, y)`) or a function's tuple: only a written one unpacks.
+            what = f"{type(dim).__name__} {dim!r}"
+            if not 1 <= len(dim) <= 3:
+                raise UsageError(
+                    f"{label}: blocks= is one value, the {what} of {len(dim)} dimensions; {fix}"
+                )
             parts = ", ".join(f"grid[{i}]" for i in range(len(dim)))
+            written = f"({parts})" if len(dim) > 1 else "grid[0]"
             raise UsageError(
-                f"blocks= is one value, the tuple {tuple(dim)!r}: a grid of several dimensions "
-                f"is a tuple written in blocks=, so write its dimensions in blocks=: "
-                f"blocks=({parts}) for `grid = {tuple(dim)!r}` (autotune_launch: return a flat "
-                "tuple from grid=)"
+                f"{label}: blocks= is one value, the {what}: a grid of several dimensions is a "
+                f"tuple written in blocks=, so write its dimensions in blocks=: blocks={written} "
+                f"for `grid = {dim!r}` (autotune_launch: return a flat tuple from grid=)"
             )
         if isinstance(dim, (tuple, list)):
             raise UsageError(
-                f"blocks=/grid= is a nested tuple {grid!r}; a launch grid is flat: (x, y, z)"
+                f"{label}: blocks=/grid= is a nested tuple {grid!r}; a launch grid is flat: "
+                "(x, y, z)"
             )
         if is_tensor(dim):
             raise UsageError(
-                f"blocks=/grid= has a tensor dimension in {grid!r}; {fix} (use int(x))"
+                f"{label}: blocks=/grid= has a tensor dimension in {grid!r}; {fix} (use int(x))"
             )
         if isinstance(dim, bool) or not hasattr(dim, "__index__") or operator.index(dim) < 0:
             raise UsageError(
-                f"blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, got {grid!r}"
+                f"{label}: blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, "
+                f"got {grid!r}"
             )
     return tuple(operator.index(d) for d in out)
 

@@ -58,6 +58,7 @@ def rule_pick(
                 "kernel (its source, static hints or Triton environment changed since the "
                 "sweep), so it decides no key of this kernel; sweep again and run "
                 "`tunedsl rules build`",
+                stacklevel="user",
             )
         return None
     here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
@@ -76,12 +77,14 @@ def rule_pick(
                 f"rule-stale:{digest}",
                 f"{where} was measured on {measured}, not on {now}: tuning instead. Refresh "
                 "it with `tunedsl rules check` and `tunedsl rules build`",
+                stacklevel="user",
             )
             return None
         warn_once(
             f"rule-stale:{digest}",
             f"{where} was measured on {measured}, not on {now}; using its picks while "
             "tuning cannot run. Refresh it with `tunedsl rules check` and `tunedsl rules build`",
+            stacklevel="user",
         )
     if not in_range:  # (a stale rule where tuning may run has returned above)
         if tuning_allowed:
@@ -93,6 +96,7 @@ def rule_pick(
             f"rule-range:{digest}:{topic}",
             f"a key outside the range of {where} ({why}); tuning cannot run here, so it "
             f"launches the pick of the nearest swept family and sizes, {config}",
+            stacklevel="user",
         )
     elif tuning_allowed and rule.swept is not None:
         new = _unswept(rule.swept, candidates)
@@ -102,6 +106,7 @@ def rule_pick(
                 f"{where} comes from a sweep that never timed {new}, which this site's space "
                 "and prune= keep for the key: tuning instead. Sweep again and run "
                 "`tunedsl rules build`",
+                stacklevel="user",
             )
             return None
     if not _is_candidate(config, candidates):
@@ -109,6 +114,7 @@ def rule_pick(
             f"rule-outside:{digest}:{config}",
             f"{where} picked {config}, which is not among the configurations this site's "
             "space and prune= keep for the key; not using it",
+            stacklevel="user",
         )
         return None
     if check is not None:
@@ -117,6 +123,7 @@ def rule_pick(
             warn_once(
                 f"rule-verify:{digest}:{config}",
                 f"{where} picked {config}, which fails verify= here ({problem}); not using it",
+                stacklevel="user",
             )
             return None
     return config

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.backends import torch_compile
-from tunedsl.errors import TuningError, UsageError
+from tunedsl.errors import TuningError, UsageError, at_site
 from tunedsl.model import identity, keys, prune_keys, repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE
@@ -178,9 +178,11 @@ class Site:
                 if entry is None:
                     try:
                         return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
+                    except UsageError as err:  # placed at the site (below: at the user's frame)
+                        raise at_site(err, self.label) from None
                     except (TuningError, KeyboardInterrupt) as err:  # the user's frames only
                         __tracebackhide__ = True
-                        raise mistakes.user_frames_only(err)  # noqa: B904 (python -X dev shows all frames)
+                        raise mistakes.user_frames_only(at_site(err, self.label))  # noqa: B904 (-X dev: all frames)
                 if entry.repeat is not no_repeat and kernel is self._kernel:
                     self._remember(entry, args, static_kwargs)
             entry.used = True  # one store: the bounded table keeps what is in use (entry.evict)
@@ -189,9 +191,7 @@ class Site:
             __tracebackhide__ = True  # IPython and pytest hide this frame
             raise mistakes.at_user_frame(err) from None
         except (RuntimeError, TypeError):  # fake tensors: a trace without Dynamo (export)
-            if not torch_compile.traced_without_dynamo(
-                self, kernel, args, static_kwargs, bind, key, lazy
-            ):
+            if not torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):  # fmt: skip
                 raise
             return None  # type: ignore[return-value]  # as in a graph Dynamo traces
         return entry.result
@@ -199,9 +199,8 @@ class Site:
     def _remember(
         self, entry: Entry, args: Sequence[Any], static_kwargs: Mapping[str, Any]
     ) -> None:
-        """Make ``entry`` the one the next call checks first (a hit of another entry than
-        the last). Only for the first kernel's plain call key: shapes keyed, no ``key=``,
-        no argument values of prune, no device part."""
+        """Make ``entry`` the one the next call checks first (a hit of another entry than the
+        last). Only for the first kernel's plain call key (shapes keyed, no key=, prune, device)."""
         if entry.repeat is None:
             if self._seen is not entry:  # not a repeat of the last call's key: not yet
                 self._seen = entry
