@@ -317,3 +317,37 @@ def test_the_tuner_gets_the_sites_settings_whole(monkeypatch: pytest.MonkeyPatch
     assert (settings.search, settings.seed, settings.budget_s) == ("random", 5, 20.0)
     assert (settings.rtol, settings.effort) == (0.01, "quick")
     assert not {f.name for f in fields(TuneRequest)} & {f.name for f in fields(Settings)}
+
+
+@pytest.mark.parametrize("strategy", ["random", "model"])
+def test_a_search_of_a_large_space_measures_the_default(
+    strategy: str, prepared: list[list[Config]]
+) -> None:
+    if strategy == "model" and not model_available():
+        pytest.skip("the model search needs numpy")
+    # 3 * 10^6 points: a draw meets the default about once in 430,000 tries, so a search
+    # that does not put it in its first batch all but never measures it.
+    space = Space(
+        TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)), E=list(range(200)),
+        constraint=lambda c: c.D % 7 == 0,
+    )  # fmt: skip
+    default = {"TILE": 64, "SPLIT": 2, "D": 693, "E": 150}
+    res = launch(space=space, name=f"dflt-{strategy}", search=strategy, budget=20, default=default)
+    results = {r.config: r for r in res.record.results}
+    assert results[Config(default)].status == "ok"
+    assert Config(default) in prepared[0]  # in the first batch, compiled once
+    compiled = [c for batch in prepared for c in batch]
+    assert len(compiled) == len(set(compiled))
+
+
+def test_a_default_that_prune_drops_is_not_measured(prepared: list[list[Config]]) -> None:
+    space = Space(TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)))
+
+    def prune(configs, args):
+        return [c for c in configs if c.SPLIT != 2]
+
+    default = {"TILE": 64, "SPLIT": 2, "D": 5}
+    res = launch(space=space, name="dflt-pruned", search="random", budget=10, default=default,
+                 prune=prune)  # fmt: skip
+    assert all(c.SPLIT != 2 for batch in prepared for c in batch)
+    assert all(r.config.SPLIT != 2 for r in res.record.results)

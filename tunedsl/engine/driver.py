@@ -19,6 +19,9 @@ once more side by side, so the choice compares timings taken together (one ``rou
 - **Compile-ahead**: a strategy that is not ``adaptive`` (exhaustive, random) proposes its
   next batch (the measurer's ``lookahead`` batches) before the current one is raced, and a
   measurer with ``prefetch(configs)`` starts compiling them then.
+- **Default first**: ``first`` (the site's ``default=``) joins the first batch when it is
+  in the space, not known yet and kept by ``prune``: a strategy sampling a large space would
+  otherwise seldom meet the one configuration the user knows is good.
 - **Memory**: ``history`` (observations of a stored search) is continued, never repeated: a
   configuration that failed or was rejected is not tried again, one measured is not
   measured again except as a leader in the final race.
@@ -82,12 +85,15 @@ def run_search(
     final_leaders: int = 3,
     reserve: float = 0.1,
     prune: Callable[[list[Config]], Sequence[Config]] | None = None,
+    first: Sequence[Config] = (),
 ) -> SearchOutcome:
     """Search ``space`` with ``strategy``, measuring through ``measurer``; see the module.
     ``prune(batch)`` (the site's ``prune=`` bound to this call's arguments) narrows each
-    proposed batch before it is compiled; what it drops is neither measured nor recorded."""
+    proposed batch before it is compiled; what it drops is neither measured nor recorded.
+    ``first`` (the site's default) is measured in the first batch, where valid."""
     run = _Run(space, strategy, measurer, budget_s, race_settings, history, clock, on_event)
     run.prune = prune
+    run.first = [c for c in dict.fromkeys(first) if c not in run.known and c in space]
     run.reserve = reserve
     run.final_leaders = max(1, final_leaders)
     run.loop()
@@ -121,6 +127,8 @@ class _Run:
         self.prepared: set[Config] = set()
         self.measured: set[Config] = set()
         self.exhausted = False
+        self.first: list[Config] = []  # measured in the first batch (the site's default)
+        self.queued: set[Config] = set()  # handed to a race already (compile-ahead included)
         self.prune: Callable[[list[Config]], Sequence[Config]] | None = None
         self.reserve = 0.1  # the final race's share of the budget, at most
         self.final_leaders = 3
@@ -212,15 +220,20 @@ class _Run:
 
     def fresh(self, batch: Sequence[Config]) -> list[Config]:
         """The batch's configurations not known yet and kept by ``prune``."""
-        fresh = [c for c in batch if c not in self.known]
+        fresh = [c for c in dict.fromkeys(batch) if c not in self.known and c not in self.queued]
         if self.prune is not None and fresh:
             kept = set(self.prune(list(fresh)))
             fresh = [c for c in fresh if c in kept]
+        self.queued.update(fresh)
         return fresh
 
     def ask(self) -> list[Config]:
         self.hint()
-        return list(self.strategy.propose(self.space, list(self.known.values()), self.remaining()))
+        batch = list(self.strategy.propose(self.space, list(self.known.values()), self.remaining()))
+        if self.first:  # the default joins the first batch (the strategy's stay whole)
+            batch = [*(c for c in self.first if c not in batch), *batch]
+            self.first = []
+        return batch
 
     def opened(self, configs: Sequence[Config]) -> Generator[Config, None, None]:
         """The configurations that compiled, as they finish; failures become observations."""

@@ -257,6 +257,7 @@ def _search(
                     on_event=on_event,
                     final_leaders=effort.final_leaders,
                     prune=prune,
+                    first=(req.settings.default,) if req.settings.default else (),
                 )
             except TuningError as err:
                 _every_failed(info.qualname, req, err)
