@@ -351,3 +351,26 @@ def test_a_default_that_prune_drops_is_not_measured(prepared: list[list[Config]]
                  prune=prune)  # fmt: skip
     assert all(c.SPLIT != 2 for batch in prepared for c in batch)
     assert all(r.config.SPLIT != 2 for r in res.record.results)
+
+
+@pytest.mark.parametrize(
+    "space, says",
+    [
+        (Space(TILE=[16, 32], SPLIT=[1, 2], constraint=lambda c: c.TILE > 100),
+         "removed all 4 configurations; loosen it or widen the axes"),
+        ({"TILE": [16, 32], "SPLIT": []}, "space axis 'SPLIT' is empty: give at least one value"),
+        ([], "space is an empty list: give at least one configuration"),
+    ],
+)  # fmt: skip
+def test_an_empty_space_names_the_sites_line(space, says: str) -> None:
+    from tunedsl.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        launch(space=space, name="empty-space")
+    text = str(info.value)
+    assert says in text
+    # The site's file and line (the autotune_launch call in launch()), as every other
+    # mistake in the site's options says.
+    line = next(i for i, s in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if "res = autotune_launch(" in s)  # fmt: skip
+    assert text.startswith(f"{__file__}:{line}:"), text

@@ -147,11 +147,14 @@ def resolve(
                 f"{where}: unknown option {name!r}; options: {', '.join(OPTION_NAMES)}"
             )
     lazy_space = None
-    if isinstance(space, Space | Mapping):
-        candidate = search_space(space)
-        if candidate.size_hint() > LIST_LIMIT:
-            lazy_space = candidate
-    configs = expand_space(space) if lazy_space is None else ()
+    try:  # an empty axis or list, a constraint removing everything: named at the site
+        if isinstance(space, Space | Mapping):
+            candidate = search_space(space)
+            if candidate.size_hint() > LIST_LIMIT:
+                lazy_space = candidate
+        configs = expand_space(space) if lazy_space is None else ()
+    except UsageError as err:
+        raise UsageError(f"{where}: {err}") from None
     given = {
         name: options[option]
         for option, name in FROM_ENVIRONMENT.items()
@@ -265,11 +268,15 @@ def default_config(
 def key_config(space: Any, default: Any, where: str) -> Config:
     """The configuration whose arguments key a plain-API call with ``args=fn``: ``default=``
     (checked as the site's settings check it), else the space's first valid point."""
-    if default is None and isinstance(space, Space | Mapping):
-        return search_space(space).first_valid()  # never lists the space
-    spec = search_space(space) if isinstance(space, Space | Mapping) else None
-    large = spec if spec is not None and spec.size_hint() > LIST_LIMIT else None
-    return default_config(expand_space(space) if large is None else (), large, default, where)
+    try:  # an empty axis or list, a constraint removing everything: named at the site
+        if default is None and isinstance(space, Space | Mapping):
+            return search_space(space).first_valid()  # never lists the space
+        spec = search_space(space) if isinstance(space, Space | Mapping) else None
+        large = spec if spec is not None and spec.size_hint() > LIST_LIMIT else None
+        configs = expand_space(space) if large is None else ()
+    except UsageError as err:
+        raise UsageError(f"{where}: {err}") from None
+    return default_config(configs, large, default, where)
 
 
 class LazyCandidates:
