@@ -374,3 +374,29 @@ def test_an_empty_space_names_the_sites_line(space, says: str) -> None:
     line = next(i for i, s in enumerate(Path(__file__).read_text().splitlines(), 1)
                 if "res = autotune_launch(" in s)  # fmt: skip
     assert text.startswith(f"{__file__}:{line}:"), text
+
+
+def test_a_prune_that_drops_most_batches_does_not_stop_the_search_early() -> None:
+    import time
+
+    # prune= keeps 2% of the space: most batches of 8 random draws lose every point to it.
+    # Each such batch is progress (eight points never proposed again), not a strategy stuck
+    # re-proposing what it measured: the search goes on until its budget is spent.
+    space = Space(
+        TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)), E=list(range(200))
+    )
+    kept = []
+
+    def prune(configs, args):
+        out = [c for c in configs if c.E < 4]
+        kept.extend(out)
+        return out
+
+    budget = 16.0
+    start = time.monotonic()
+    res = launch(space=space, n=64, name="mostly-pruned", search="random", budget=budget,
+                 prune=prune, default={"TILE": 16, "SPLIT": 1, "D": 0, "E": 0})  # fmt: skip
+    took = time.monotonic() - start
+    assert res.source == "tuned" and all(r.config.E < 4 for r in res.record.results)
+    # Stopping early is fast whatever the machine; a slow machine only takes longer.
+    assert took >= budget / 2, (took, len(kept))
