@@ -161,6 +161,13 @@ class Space:
         **more_axes: Any,
     ) -> None:
         merged: dict[str, Any] = dict(axes or {})
+        twice = [name for name in more_axes if name in merged]
+        if twice:
+            name = twice[0]
+            raise UsageError(
+                f"Space: axis {name!r} is given twice, as {merged[name]!r} in the dict and "
+                f"{name}={more_axes[name]!r}; give it once"
+            )
         merged.update(more_axes)
         if constraint is not None and not callable(constraint):
             raise UsageError(f"Space(constraint=...) must be callable, not {constraint!r}")
