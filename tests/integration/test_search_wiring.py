@@ -400,3 +400,14 @@ def test_a_prune_that_drops_most_batches_does_not_stop_the_search_early() -> Non
     assert res.source == "tuned" and all(r.config.E < 4 for r in res.record.results)
     # Stopping early is fast whatever the machine; a slow machine only takes longer.
     assert took >= budget / 2, (took, len(kept))
+
+
+def test_an_exhaustive_search_its_budget_cut_short_says_so() -> None:
+    # 9 * 64 = 576 configurations: far more than half a second measures under the
+    # interpreter (a launch there alone takes a millisecond or more).
+    space = {"TILE": [2**k for k in range(4, 13)], "SPLIT": list(range(1, 65))}
+    with pytest.warns(UserWarning, match=r"search='exhaustive' of vadd_split measured \d+ "
+                      r"of its 576 configurations before its budget of 0.5 s ran out") as seen:  # fmt: skip
+        res = launch(space=space, n=64, name="cut-short", search="exhaustive", budget=0.5)
+    assert res.record.strategy == "exhaustive" and len(res.record.results) < 576
+    assert any(w.filename == __file__ for w in seen)  # at the user's line
