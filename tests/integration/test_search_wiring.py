@@ -411,3 +411,13 @@ def test_an_exhaustive_search_its_budget_cut_short_says_so() -> None:
         res = launch(space=space, n=64, name="cut-short", search="exhaustive", budget=0.5)
     assert res.record.strategy == "exhaustive" and len(res.record.results) < 576
     assert any(w.filename == __file__ for w in seen)  # at the user's line
+
+
+def test_the_start_of_a_large_search_is_logged_as_one(caplog: pytest.LogCaptureFixture) -> None:
+    # A space too large to list has no count of candidates: its start line said
+    # "0 configuration(s)", as if there were nothing to tune.
+    space = Space(TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)))
+    with caplog.at_level("INFO", logger="tunedsl"):
+        launch(space=space, n=64, name="logged-large", search="random", budget=2)
+    starts = [r.getMessage() for r in caplog.records if r.tunedsl_event["event"] == "start"]
+    assert starts == ["tuning vadd_split: searching a space of 15,000 points"], starts

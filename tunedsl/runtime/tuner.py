@@ -227,7 +227,8 @@ def _search(
     size = space.size_hint()
     budget = _budget(req, size)
     strategy = make_strategy(req.settings.search, req.settings.seed)
-    progress = Progress(info.qualname, total)
+    points = None if isinstance(space, ListSpace) else size
+    progress = Progress(info.qualname, total, points=points)
     chosen: tuple[Config, float | None] | None = None  # for the progress summary
     prune = req.keep
     # Log records are handed to logging once BENCH_LOCK is released: a handler may wait
