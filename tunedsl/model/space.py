@@ -161,9 +161,8 @@ class Space:
         **more_axes: Any,
     ) -> None:
         merged: dict[str, Any] = dict(axes or {})
-        twice = [name for name in more_axes if name in merged]
-        if twice:
-            name = twice[0]
+        name = next((n for n in more_axes if n in merged), None)
+        if name is not None:  # the keyword would silently replace the dict's values
             raise UsageError(
                 f"Space: axis {name!r} is given twice, as {merged[name]!r} in the dict and "
                 f"{name}={more_axes[name]!r}; give it once"
