@@ -87,6 +87,7 @@ class Progress(_TerminalLine):
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
         delay_s: float | None = None,
+        points: int | None = None,
     ) -> None:
         self.kernel = kernel
         self.total = total
@@ -98,7 +99,13 @@ class Progress(_TerminalLine):
         self.remaining_s: float | None = None
         super().__init__(stream, clock, delay_s)
         self._held: list[tuple[int, str, dict[str, Any]]] | None = None
-        self._event("start", logging.INFO, f"tuning {kernel}: {total} configuration(s)")
+        # ``points``: a space too large to list, searched (``total`` is then unknown, 0).
+        what = (
+            f"{total} configuration(s)"
+            if points is None
+            else f"searching a space of {points:,} points"
+        )
+        self._event("start", logging.INFO, f"tuning {kernel}: {what}")
 
     # -- events from the tuner -------------------------------------------------------------
 

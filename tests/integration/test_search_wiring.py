@@ -317,3 +317,107 @@ def test_the_tuner_gets_the_sites_settings_whole(monkeypatch: pytest.MonkeyPatch
     assert (settings.search, settings.seed, settings.budget_s) == ("random", 5, 20.0)
     assert (settings.rtol, settings.effort) == (0.01, "quick")
     assert not {f.name for f in fields(TuneRequest)} & {f.name for f in fields(Settings)}
+
+
+@pytest.mark.parametrize("strategy", ["random", "model"])
+def test_a_search_of_a_large_space_measures_the_default(
+    strategy: str, prepared: list[list[Config]]
+) -> None:
+    if strategy == "model" and not model_available():
+        pytest.skip("the model search needs numpy")
+    # 3 * 10^6 points: a draw meets the default about once in 430,000 tries, so a search
+    # that does not put it in its first batch all but never measures it.
+    space = Space(
+        TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)), E=list(range(200)),
+        constraint=lambda c: c.D % 7 == 0,
+    )  # fmt: skip
+    default = {"TILE": 64, "SPLIT": 2, "D": 693, "E": 150}
+    res = launch(space=space, name=f"dflt-{strategy}", search=strategy, budget=20, default=default)
+    results = {r.config: r for r in res.record.results}
+    assert results[Config(default)].status == "ok"
+    assert Config(default) in prepared[0]  # in the first batch, compiled once
+    compiled = [c for batch in prepared for c in batch]
+    assert len(compiled) == len(set(compiled))
+
+
+def test_a_default_that_prune_drops_is_not_measured(prepared: list[list[Config]]) -> None:
+    space = Space(TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)))
+
+    def prune(configs, args):
+        return [c for c in configs if c.SPLIT != 2]
+
+    default = {"TILE": 64, "SPLIT": 2, "D": 5}
+    res = launch(space=space, name="dflt-pruned", search="random", budget=10, default=default,
+                 prune=prune)  # fmt: skip
+    assert all(c.SPLIT != 2 for batch in prepared for c in batch)
+    assert all(r.config.SPLIT != 2 for r in res.record.results)
+
+
+@pytest.mark.parametrize(
+    "space, says",
+    [
+        (Space(TILE=[16, 32], SPLIT=[1, 2], constraint=lambda c: c.TILE > 100),
+         "removed all 4 configurations; loosen it or widen the axes"),
+        ({"TILE": [16, 32], "SPLIT": []}, "space axis 'SPLIT' is empty: give at least one value"),
+        ([], "space is an empty list: give at least one configuration"),
+    ],
+)  # fmt: skip
+def test_an_empty_space_names_the_sites_line(space, says: str) -> None:
+    from tunedsl.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        launch(space=space, name="empty-space")
+    text = str(info.value)
+    assert says in text
+    # The site's file and line (the autotune_launch call in launch()), as every other
+    # mistake in the site's options says.
+    line = next(i for i, s in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if "res = autotune_launch(" in s)  # fmt: skip
+    assert text.startswith(f"{__file__}:{line}:"), text
+
+
+def test_a_prune_that_drops_most_batches_does_not_stop_the_search_early() -> None:
+    import time
+
+    # prune= keeps 2% of the space: most batches of 8 random draws lose every point to it.
+    # Each such batch is progress (eight points never proposed again), not a strategy stuck
+    # re-proposing what it measured: the search goes on until its budget is spent.
+    space = Space(
+        TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)), E=list(range(200))
+    )
+    kept = []
+
+    def prune(configs, args):
+        out = [c for c in configs if c.E < 4]
+        kept.extend(out)
+        return out
+
+    budget = 16.0
+    start = time.monotonic()
+    res = launch(space=space, n=64, name="mostly-pruned", search="random", budget=budget,
+                 prune=prune, default={"TILE": 16, "SPLIT": 1, "D": 0, "E": 0})  # fmt: skip
+    took = time.monotonic() - start
+    assert res.source == "tuned" and all(r.config.E < 4 for r in res.record.results)
+    # Stopping early is fast whatever the machine; a slow machine only takes longer.
+    assert took >= budget / 2, (took, len(kept))
+
+
+def test_an_exhaustive_search_its_budget_cut_short_says_so() -> None:
+    # 9 * 64 = 576 configurations: far more than half a second measures under the
+    # interpreter (a launch there alone takes a millisecond or more).
+    space = {"TILE": [2**k for k in range(4, 13)], "SPLIT": list(range(1, 65))}
+    with pytest.warns(UserWarning, match=r"search='exhaustive' of vadd_split measured \d+ "
+                      r"of its 576 configurations before its budget of 0.5 s ran out") as seen:  # fmt: skip
+        res = launch(space=space, n=64, name="cut-short", search="exhaustive", budget=0.5)
+    assert res.record.strategy == "exhaustive" and len(res.record.results) < 576
+    assert any(w.filename == __file__ for w in seen)  # at the user's line
+
+
+def test_the_start_of_a_large_search_is_logged_as_one(caplog: pytest.LogCaptureFixture) -> None:
+    # A space too large to list has no count of candidates: its start line said
+    # "0 configuration(s)", as if there were nothing to tune.
+    space = Space(TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)))
+    with caplog.at_level("INFO", logger="tunedsl"):
+        launch(space=space, n=64, name="logged-large", search="random", budget=2)
+    starts = [r.getMessage() for r in caplog.records if r.tunedsl_event["event"] == "start"]
+    assert starts == ["tuning vadd_split: searching a space of 15,000 points"], starts

@@ -19,6 +19,9 @@ once more side by side, so the choice compares timings taken together (one ``rou
 - **Compile-ahead**: a strategy that is not ``adaptive`` (exhaustive, random) proposes its
   next batch (the measurer's ``lookahead`` batches) before the current one is raced, and a
   measurer with ``prefetch(configs)`` starts compiling them then.
+- **Default first**: ``first`` (the site's ``default=``) joins the first batch when it is
+  in the space, not known yet and kept by ``prune``: a strategy sampling a large space would
+  otherwise seldom meet the one configuration the user knows is good.
 - **Memory**: ``history`` (observations of a stored search) is continued, never repeated: a
   configuration that failed or was rejected is not tried again, one measured is not
   measured again except as a leader in the final race.
@@ -82,12 +85,15 @@ def run_search(
     final_leaders: int = 3,
     reserve: float = 0.1,
     prune: Callable[[list[Config]], Sequence[Config]] | None = None,
+    first: Sequence[Config] = (),
 ) -> SearchOutcome:
     """Search ``space`` with ``strategy``, measuring through ``measurer``; see the module.
     ``prune(batch)`` (the site's ``prune=`` bound to this call's arguments) narrows each
-    proposed batch before it is compiled; what it drops is neither measured nor recorded."""
+    proposed batch before it is compiled; what it drops is neither measured nor recorded.
+    ``first`` (the site's default) is measured in the first batch, where valid."""
     run = _Run(space, strategy, measurer, budget_s, race_settings, history, clock, on_event)
     run.prune = prune
+    run.first = [c for c in dict.fromkeys(first) if c not in run.known and c in space]
     run.reserve = reserve
     run.final_leaders = max(1, final_leaders)
     run.loop()
@@ -121,6 +127,9 @@ class _Run:
         self.prepared: set[Config] = set()
         self.measured: set[Config] = set()
         self.exhausted = False
+        self.first: list[Config] = []  # measured in the first batch (the site's default)
+        self.queued: set[Config] = set()  # handed to a race already (compile-ahead included)
+        self.dropped: set[Config] = set()  # what prune= dropped (never handed to it again)
         self.prune: Callable[[list[Config]], Sequence[Config]] | None = None
         self.reserve = 0.1  # the final race's share of the budget, at most
         self.final_leaders = 3
@@ -178,49 +187,66 @@ class _Run:
 
     # -- the loop ------------------------------------------------------------------------
     def loop(self) -> None:
-        # The next batches, asked for (and pruned) before this one is raced: (batch, fresh).
+        # The next batches, asked for (and pruned) before this one is raced: (batch, fresh,
+        # whether it held a configuration never seen before, even one prune= dropped).
         # A measurer's ``lookahead`` (default 1) says how many to announce ahead: one on
         # several GPUs keeps its host compiling while a batch's race runs.
-        pending: deque[tuple[list[Config], list[Config]]] = deque()
+        pending: deque[tuple[list[Config], list[Config], bool]] = deque()
         ahead = max(1, int(getattr(self.measurer, "lookahead", 1)))
         idle = 0
         while not self.in_reserve():
             if pending:
-                batch, fresh = pending.popleft()
+                batch, fresh, novel = pending.popleft()
             else:
                 batch = self.ask()
-                fresh = self.fresh(batch)
+                fresh, novel = self.screen(batch)
             if not batch:
                 self.exhausted = True
                 return
             if not fresh:
-                idle += 1  # a strategy re-proposing known points must not spin forever
+                # A strategy re-proposing known points must not spin forever; a batch that
+                # prune= dropped whole is progress (a prune keeping 2% of a space empties
+                # most batches of 8, and counting those stopped the search early).
+                idle = 0 if novel else idle + 1
                 if idle > 100:
                     self.exhausted = True
                     return
                 continue
+            idle = 0
             self.emit("batch")
             if not getattr(self.strategy, "adaptive", True):
                 prefetch = getattr(self.measurer, "prefetch", None)
                 while len(pending) < ahead and not (pending and not pending[-1][0]):
                     after = self.ask()
-                    pending.append((after, self.fresh(after)))
+                    pending.append((after, *self.screen(after)))
                     if pending[-1][1] and prefetch is not None:
                         prefetch(pending[-1][1])
             self.race_batch(fresh, self.in_reserve)
             self.emit("raced")
 
-    def fresh(self, batch: Sequence[Config]) -> list[Config]:
-        """The batch's configurations not known yet and kept by ``prune``."""
-        fresh = [c for c in batch if c not in self.known]
-        if self.prune is not None and fresh:
-            kept = set(self.prune(list(fresh)))
-            fresh = [c for c in fresh if c in kept]
-        return fresh
+    def screen(self, batch: Sequence[Config]) -> tuple[list[Config], bool]:
+        """The batch's configurations not known yet and kept by ``prune``, and whether it
+        held any never seen before (kept or dropped)."""
+        new = [
+            c
+            for c in dict.fromkeys(batch)
+            if c not in self.known and c not in self.queued and c not in self.dropped
+        ]
+        fresh = new
+        if self.prune is not None and new:
+            kept = set(self.prune(list(new)))
+            fresh = [c for c in new if c in kept]
+            self.dropped.update(c for c in new if c not in kept)
+        self.queued.update(fresh)
+        return fresh, bool(new)
 
     def ask(self) -> list[Config]:
         self.hint()
-        return list(self.strategy.propose(self.space, list(self.known.values()), self.remaining()))
+        batch = list(self.strategy.propose(self.space, list(self.known.values()), self.remaining()))
+        if self.first:  # the default joins the first batch (the strategy's stay whole)
+            batch = [*(c for c in self.first if c not in batch), *batch]
+            self.first = []
+        return batch
 
     def opened(self, configs: Sequence[Config]) -> Generator[Config, None, None]:
         """The configurations that compiled, as they finish; failures become observations."""

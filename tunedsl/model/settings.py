@@ -294,11 +294,15 @@ def default_config(
 def key_config(space: Any, default: Any, where: str) -> Config:
     """The configuration whose arguments key a plain-API call with ``args=fn``: ``default=``
     (checked as the site's settings check it), else the space's first valid point."""
-    if default is None and isinstance(space, Space | Mapping):
-        return search_space(space).first_valid()  # never lists the space
-    spec = search_space(space) if isinstance(space, Space | Mapping) else None
-    large = spec if spec is not None and spec.size_hint() > LIST_LIMIT else None
-    return default_config(expand_space(space) if large is None else (), large, default, where)
+    try:  # an empty axis or list, a constraint removing everything: named at the site
+        if default is None and isinstance(space, Space | Mapping):
+            return search_space(space).first_valid()  # never lists the space
+        spec = search_space(space) if isinstance(space, Space | Mapping) else None
+        large = spec if spec is not None and spec.size_hint() > LIST_LIMIT else None
+        configs = expand_space(space) if large is None else ()
+    except UsageError as err:
+        raise UsageError(f"{where}: {err}") from None
+    return default_config(configs, large, default, where)
 
 
 class LazyCandidates:

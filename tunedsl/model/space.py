@@ -161,6 +161,12 @@ class Space:
         **more_axes: Any,
     ) -> None:
         merged: dict[str, Any] = dict(axes or {})
+        name = next((n for n in more_axes if n in merged), None)
+        if name is not None:  # the keyword would silently replace the dict's values
+            raise UsageError(
+                f"Space: axis {name!r} is given twice, as {merged[name]!r} in the dict and "
+                f"{name}={more_axes[name]!r}; give it once"
+            )
         merged.update(more_axes)
         if constraint is not None and not callable(constraint):
             raise UsageError(f"Space(constraint=...) must be callable, not {constraint!r}")

@@ -227,7 +227,8 @@ def _search(
     size = space.size_hint()
     budget = _budget(req, size)
     strategy = make_strategy(req.settings.search, req.settings.seed)
-    progress = Progress(info.qualname, total)
+    points = None if isinstance(space, ListSpace) else size
+    progress = Progress(info.qualname, total, points=points)
     chosen: tuple[Config, float | None] | None = None  # for the progress summary
     prune = req.keep
     # Log records are handed to logging once BENCH_LOCK is released: a handler may wait
@@ -257,6 +258,7 @@ def _search(
                     on_event=on_event,
                     final_leaders=effort.final_leaders,
                     prune=prune,
+                    first=(req.settings.default,) if req.settings.default else (),
                 )
             except TuningError as err:
                 _every_failed(info.qualname, req, err)
@@ -269,7 +271,43 @@ def _search(
             raise
         progress.finish(*chosen)
         measurer.close()
+    _warn_unfinished(info.qualname, space, outcome, prune)  # outside BENCH_LOCK: a handler
     return outcome, measurer.timer_kind
+
+
+def _warn_unfinished(
+    qualname: str,
+    space: SearchSpace,
+    outcome: SearchOutcome,
+    prune: Callable[[list[Config]], Sequence[Config]] | None,
+) -> None:
+    """An exhaustive search its budget stopped before every candidate was measured says
+    so: its choice is the best of those it reached, and its record decides later calls."""
+    if outcome.strategy.split(":")[-1] != "exhaustive" or outcome.exhausted:
+        return
+    if outcome.budget_s is None:
+        return
+    seen = {o.config for o in outcome.observations}
+    if isinstance(space, ListSpace):
+        left = [c for c in space.iter_valid() if c not in seen]
+        if left and prune is not None:
+            left = list(prune(left))
+        if not left:
+            return  # the budget ran out just as the last batch was measured
+        of = f"{len(seen)} of its {len(seen) + len(left)} configurations"
+    else:
+        of = f"{len(seen)} of up to {space.size_hint():,} configurations"
+    from tunedsl.warn import warn_once
+
+    warn_once(
+        f"unfinished-exhaustive:{qualname}:{outcome.budget_s}",
+        f"search='exhaustive' of {qualname} measured {of} before its budget of "
+        f"{outcome.budget_s:g} s ran out; the choice is the best of those, and the record "
+        "decides later calls with this budget. Give a larger budget= to measure them all, "
+        "or leave search= out (auto searches a large space by a model)",
+        UserWarning,
+        stacklevel="user",
+    )
 
 
 class _StopAtFirstFailure:

@@ -236,3 +236,10 @@ def test_a_valid_region_far_down_the_order_is_found_by_drawing() -> None:
 def test_a_space_without_constraint_or_a_list_space_is_its_first_point() -> None:
     assert Space(a=[3, 4], b=[5]).first_valid() == Config(a=3, b=5)
     assert ListSpace([Config(t=2), Config(t=1)]).first_valid() == Config(t=2)
+
+
+def test_an_axis_given_twice_is_an_error_not_a_silent_override() -> None:
+    # Space({"tile": ...}, tile=...) used to keep the keyword's values and drop the dict's.
+    with pytest.raises(UsageError, match=r"axis 'tile' is given twice.*\[16, 32\].*\[64\]"):
+        Space({"tile": [16, 32]}, tile=[64])
+    assert Space({"tile": [16, 32]}, warps=[4]).size_hint() == 2  # distinct names merge
