@@ -413,6 +413,17 @@ def test_an_exhaustive_search_its_budget_cut_short_says_so() -> None:
     assert any(w.filename == __file__ for w in seen)  # at the user's line
 
 
+def test_a_budget_cut_auto_search_does_not_tell_the_user_to_leave_search_out() -> None:
+    # auto lists a space of at most 256 configurations and measures it exhaustively: the
+    # warning names that, not a search= the user never wrote, and offers only the budget.
+    space = {"TILE": [2**k for k in range(4, 12)], "SPLIT": list(range(1, 33))}
+    with pytest.warns(UserWarning, match=r"the search \(auto: exhaustive\) of vadd_split "
+                      r"measured \d+ of its 256 configurations") as seen:  # fmt: skip
+        launch(space=space, n=64, name="cut-short-auto", budget=0.4)
+    text = " ".join(str(w.message) for w in seen)
+    assert "search='exhaustive'" not in text and "leave search= out" not in text
+
+
 def test_the_start_of_a_large_search_is_logged_as_one(caplog: pytest.LogCaptureFixture) -> None:
     # A space too large to list has no count of candidates: its start line said
     # "0 configuration(s)", as if there were nothing to tune.

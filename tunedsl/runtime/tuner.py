@@ -299,12 +299,16 @@ def _warn_unfinished(
         of = f"{len(seen)} of up to {space.size_hint():,} configurations"
     from tunedsl.warn import warn_once
 
+    chosen_by_auto = outcome.strategy.startswith("auto")  # a space small enough to list
+    what = "the search (auto: exhaustive)" if chosen_by_auto else "search='exhaustive'"
+    fix = (
+        "" if chosen_by_auto else ", or leave search= out (auto searches a large space by a model)"
+    )
     warn_once(
         f"unfinished-exhaustive:{qualname}:{outcome.budget_s}",
-        f"search='exhaustive' of {qualname} measured {of} before its budget of "
-        f"{outcome.budget_s:g} s ran out; the choice is the best of those, and the record "
-        "decides later calls with this budget. Give a larger budget= to measure them all, "
-        "or leave search= out (auto searches a large space by a model)",
+        f"{what} of {qualname} measured {of} before its budget of {outcome.budget_s:g} s ran "
+        "out; the choice is the best of those, and the record decides later calls with this "
+        f"budget. Give a larger budget= to measure them all{fix}",
         UserWarning,
         stacklevel="user",
     )
