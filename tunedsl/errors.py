@@ -6,6 +6,7 @@ each defines ``__reduce__`` from its constructor arguments.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
@@ -116,3 +117,13 @@ def at_site(err: BaseException, label: str) -> BaseException:
         if not err.args[0].startswith(label):
             err.args = (f"{label}: {err.args[0]}", *err.args[1:])
     return err
+
+
+def callable_name(fn: Any) -> str:
+    """How a message names a user's function: its qualified name, or for a lambda
+    ``<lambda at file.py:12>`` (a lambda written in a macro's option sits inside the
+    expansion's own lambdas, whose qualified name means nothing to the user)."""
+    code = getattr(fn, "__code__", None)
+    if getattr(fn, "__name__", None) == "<lambda>" and code is not None:
+        return f"<lambda at {os.path.basename(code.co_filename)}:{code.co_firstlineno}>"
+    return str(getattr(fn, "__qualname__", None) or type(fn).__name__)

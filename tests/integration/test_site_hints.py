@@ -487,3 +487,31 @@ def test_a_misnamed_reset_to_zero_is_an_error_when_a_record_decides_too(tmp_path
     assert typo.returncode == 1, typo.stdout
     site = line_of(path, "# SITE") - 1
     assert f"{path}:{site}:" in typo.stderr and "did you mean 'out'?" in typo.stderr, typo.stderr
+
+
+# -- a lambda in a macro's option is named by its place ----------------------------------------
+
+
+LAMBDA_SITE = """\
+def double(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+             prune=lambda configs: configs,
+             scale(x, out, n, TILE=$tile))
+
+
+double(torch.randn(300))
+"""
+
+
+def test_a_lambda_in_a_macro_option_is_named_by_its_file_and_line(tmp_path: Path) -> None:
+    # It sits inside the expansion's own lambdas: its qualified name read
+    # "double.<locals>.<lambda>.<locals>.<lambda>", which names nothing the user wrote.
+    script = tmp_path / "lam.py"
+    script.write_text(HEADER + LAMBDA_SITE)
+    run = tunedsl(tmp_path, "run", str(script))
+    assert run.returncode != 0
+    line = line_of(script, "prune=lambda configs")
+    assert f"prune=<lambda at lam.py:{line}>(configs) cannot be called" in run.stderr, run.stderr
+    assert "<locals>" not in run.stderr, run.stderr

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl import knobs
-from tunedsl.errors import UsageError
+from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.config import Config, as_config
 from tunedsl.model.options import (
     CAPTURE_MODES,
@@ -139,7 +139,7 @@ def _callable(value: Any, option: str, where: str) -> Any:
             **{a.split("=")[0]: None for a in called_as.split(", ") if "=" in a},
         )
     except TypeError:
-        name = getattr(value, "__qualname__", None) or type(value).__name__
+        name = callable_name(value)
         raise UsageError(
             f"{where}: {option}={name}{signature} cannot be called as {option}({called_as}): "
             f"tunedsl calls it with {how}"
@@ -397,13 +397,13 @@ def apply_prune(settings: Settings, bound: Mapping[str, Any]) -> tuple[Config, .
     )
     if kept is not None and not isinstance(kept, Iterable):
         raise UsageError(
-            f"prune={getattr(settings.prune, '__qualname__', settings.prune)} returned "
+            f"prune={callable_name(settings.prune)} returned "
             f"{kept!r}; it must return a list of configurations (those it keeps)"
         )
     out = tuple(dict.fromkeys(as_config(c, "prune= result") for c in kept or ()))
     if not out:
         raise UsageError(
-            f"prune={getattr(settings.prune, '__qualname__', settings.prune)} returned no "
+            f"prune={callable_name(settings.prune)} returned no "
             "configuration; it must keep at least one"
         )
     return out

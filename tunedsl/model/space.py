@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from tunedsl.errors import TunedslSyntaxError, UsageError
+from tunedsl.errors import TunedslSyntaxError, UsageError, callable_name
 from tunedsl.model.config import Config, check_field
 
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
@@ -272,7 +272,7 @@ class Space:
         )
 
     def _constraint_name(self) -> str:
-        return str(getattr(self.constraint, "__qualname__", repr(self.constraint)))
+        return callable_name(self.constraint)
 
     def sample(self, rng: random.Random, count: int) -> list[Config]:
         """Up to ``count`` distinct valid configurations, uniformly: a small space is listed

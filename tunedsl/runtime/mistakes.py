@@ -23,7 +23,7 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tunedsl.errors import UsageError
+from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.config import Config
 from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
@@ -83,7 +83,7 @@ def warn_prune_splits_key(label: str, prune: Any, names: Sequence[str]) -> None:
     """``prune=`` read arguments: their values join the key (docs/runtime.md, "The prune
     rule"), so ``key=`` no longer groups the calls it would group. Said once per site."""
     read = ", ".join(f"`{n}`" for n in names)
-    fn = getattr(prune, "__qualname__", None) or type(prune).__name__
+    fn = callable_name(prune)
     warn_once(
         f"prune-splits-key:{label}",
         f"{label}: prune={fn} reads {read}, so each distinct value of {read} (of a tensor: its "
