@@ -64,6 +64,11 @@ def check_named(bound: Mapping[str, Any], settings: Any, info: Any, label: str) 
     def tensor(v: Any) -> bool:
         return v is None or is_tensor(v) or is_tensor_descriptor(v)
 
+    def holds_tensors(v: Any) -> bool:  # a tuple: restore_value= and verify= name its tensors
+        return isinstance(v, tuple) and any(
+            (e is not None and tensor(e)) or holds_tensors(e) for e in v
+        )
+
     tensors = [n for n, v in bound.items() if v is not None and tensor(v)]
     name = info.qualname.rsplit(".", 1)[-1]
     signature = f"{name}({', '.join(info.arg_names)})"
@@ -74,6 +79,8 @@ def check_named(bound: Mapping[str, Any], settings: Any, info: Any, label: str) 
     for option, names in named.items():
         for given in names:
             if given in bound and tensor(bound[given]):
+                continue
+            if given in bound and option != "reset_to_zero" and holds_tensors(bound[given]):
                 continue
             if given in bound:
                 value = bound[given]

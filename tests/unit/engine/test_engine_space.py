@@ -214,7 +214,9 @@ def test_a_constraint_that_rejects_everything_is_an_error_after_a_bounded_scan()
 
 def test_a_small_space_the_constraint_empties_names_it_too() -> None:
     space = Space(a=list(range(50)), b=list(range(50)), constraint=lambda c: False)
-    with pytest.raises(UsageError, match=r"<lambda at test_engine_space.py:\d+> removed all 2500 configurations"):
+    with pytest.raises(
+        UsageError, match=r"<lambda at test_engine_space.py:\d+> removed all 2500 configurations"
+    ):
         space.first_valid()
 
 
