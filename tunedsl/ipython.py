@@ -126,19 +126,10 @@ def _user_frames_only(
     traceback without tunedsl's frames (IPython hides ``__tracebackhide__`` frames except
     the last, which here was always tunedsl's), so it ends at the cell's ``autotune(...)``
     line, as under ``tunedsl run``. ``python -X dev`` keeps every frame."""
-    from tunedsl.warn import is_internal
+    from tunedsl.warn import without_frames
 
     if not sys.flags.dev_mode:
-        kept = []
-        while tb is not None:
-            if not is_internal(tb.tb_frame.f_code.co_filename):
-                kept.append(tb)
-            tb = tb.tb_next
-        for earlier, later in itertools.pairwise(kept):
-            earlier.tb_next = later
-        if kept:
-            kept[-1].tb_next = None
-        tb = kept[0] if kept else None
+        tb = without_frames(tb)
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
 

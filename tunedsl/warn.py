@@ -9,11 +9,13 @@ and ``bytecode.reset()`` for its own topics).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import threading
 import warnings
-from types import FrameType
+from collections.abc import Callable
+from types import FrameType, TracebackType
 from typing import Literal
 
 from tunedsl.errors import CacheWarning
@@ -55,6 +57,23 @@ def is_internal(filename: str) -> bool:
     path = os.path.abspath(filename)
     internal = path.startswith(_PACKAGE) and not path.startswith(_EXAMPLES)
     return internal or path in _PLUMBING or path.startswith(_torch_dir())
+
+
+def without_frames(
+    tb: TracebackType | None, drop: Callable[[str], bool] = is_internal
+) -> TracebackType | None:
+    """The traceback chain with the frames of the files ``drop`` names unlinked (``tb_next``
+    is writable): what a user's error shows of it."""
+    kept: list[TracebackType] = []
+    while tb is not None:
+        if not drop(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    for earlier, later in itertools.pairwise(kept):
+        earlier.tb_next = later
+    if kept:
+        kept[-1].tb_next = None
+    return kept[0] if kept else None
 
 
 def _torch_dir() -> str:

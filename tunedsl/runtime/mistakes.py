@@ -15,7 +15,6 @@ site's one remaining frame).
 from __future__ import annotations
 
 import difflib
-import itertools
 import operator
 import os
 import sys
@@ -29,7 +28,7 @@ from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import foreign
-from tunedsl.warn import warn_once
+from tunedsl.warn import warn_once, without_frames
 
 if TYPE_CHECKING:
     from tunedsl.backends.triton import KernelInfo
@@ -59,18 +58,8 @@ def user_frames_only(err: E) -> E:
 
 
 def without_own_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
-    """The traceback chain with tunedsl's own frames unlinked (``tb_next`` is writable)."""
-    kept: list[types.TracebackType] = []
-    while tb is not None:
-        if not is_own_file(tb.tb_frame.f_code.co_filename):
-            kept.append(tb)
-        tb = tb.tb_next
-    for earlier, later in itertools.pairwise(kept):
-        earlier.tb_next = later
-    if kept:
-        kept[-1].tb_next = None
-        return kept[0]
-    return None
+    """The traceback chain with tunedsl's own frames unlinked."""
+    return without_frames(tb, is_own_file)
 
 
 def is_own_file(filename: str) -> bool:
