@@ -26,7 +26,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, fill_holes
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import mistakes, unkeyed
+from tunedsl.runtime import launch_effect, mistakes, unkeyed
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.warn import warn_once
@@ -151,6 +151,10 @@ def variants(
                 options=options,
             )
         )
+    if out:  # the launch as it runs: a field that never reaches the kernel, empty grids
+        launch_effect.check_fields_passed(out, bt.kernel_info(call.kernel).arg_names, site.label)
+        out, empty = launch_effect.drop_empty_grids(out, site.label)
+        infeasible.update(empty)
     return out, infeasible
 
 

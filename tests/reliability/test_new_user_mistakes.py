@@ -1,0 +1,155 @@
+"""Mistakes a new user makes in a first kernel script, which used to give a wrong result in
+silence: each is now named at the user's line, or left out of the tuning with a warning.
+
+Real kernels under Triton's interpreter, run by ``tunedsl run`` in a subprocess, so what is
+checked is what a user sees; the scripts check their own results.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from rel_helpers import child_env
+
+pytestmark = pytest.mark.needs_triton
+
+HEADER = """\
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune, autotune_launch, cdiv
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(c + i, tl.load(a + i, mask=i < n) + tl.load(b + i, mask=i < n), mask=i < n)
+
+
+"""
+
+
+def _run(tmp_path: Path, body: str, *, cache: str = "cache") -> subprocess.CompletedProcess[str]:
+    text = HEADER + textwrap.dedent(body).lstrip()
+    script = tmp_path / "user_script.py"
+    script.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        env=child_env(tmp_path / cache, TUNEDSL_QUIET="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(tmp_path),
+    )
+
+
+def _line_of(tmp_path: Path, marker: str) -> int:
+    text = (tmp_path / "user_script.py").read_text().splitlines()
+    return next(i for i, t in enumerate(text, 1) if marker in t)
+
+
+def test_a_configuration_whose_grid_is_empty_is_left_out_and_named(tmp_path: Path) -> None:
+    # `n // $tile` (cdiv forgotten): tile=256 launches no program for n=200, so it did no
+    # work, was timed fastest and was chosen; every later call left `c` unwritten.
+    proc = _run(
+        tmp_path,
+        """
+        n = 200
+        a, b = torch.randn(n), torch.randn(n)
+
+        def add():
+            c = torch.zeros(n)
+            res = autotune(space=dict(tile=[64, 128, 256]), blocks=n // $tile,  # HERE
+                           vadd(a, b, c, n, TILE=$tile))
+            return c, res
+
+        for _ in range(2):
+            c, res = add()
+            print(res.source, res.config.tile)
+            assert res.config.tile != 256, res.config
+            assert res.timings[res.config].status == "ok"
+        print("failed:", res.timings[res.space[-1]].status, res.timings[res.space[-1]].reason)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "failed: failed its grid (0,) has a zero dimension" in proc.stdout
+    line = _line_of(tmp_path, "# HERE")
+    assert f"user_script.py:{line}: UserWarning" in proc.stderr, proc.stderr
+    assert "Config(tile=256) gives blocks= a grid of (0,)" in proc.stderr
+    assert "blocks=cdiv(n, $tile)" in proc.stderr
+    assert proc.stderr.count("launches no program") == 1  # once, not per call
+
+
+def test_a_call_whose_every_grid_is_empty_still_runs(tmp_path: Path) -> None:
+    proc = _run(
+        tmp_path,
+        """
+        a = torch.randn(0)
+        c = torch.empty(0)
+        res = autotune(space=dict(tile=[64, 128]), blocks=cdiv(0, $tile), vadd(a, a, c, 0, TILE=$tile))
+        print("ok", res.source)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+    assert "launches no program" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "autotune(space=dict(TILE=[64, 128]), blocks=cdiv(n, $TILE), vadd(a, b, c, n, TILE=64))",
+        "autotune(space=dict(TILE=[64, 128]), blocks=cdiv(n, $TILE), vadd(a, b, c, n, 64))",
+        "autotune_launch(vadd, space={'TILE': [64, 128]}, grid=lambda cfg: (cdiv(n, cfg.TILE),),"
+        " args=(a, b, c, n), kwargs={'TILE': 64})",
+    ],
+    ids=["dsl-keyword", "dsl-positional", "autotune_launch"],
+)
+def test_a_field_named_like_a_parameter_given_a_fixed_value_is_an_error(
+    tmp_path: Path, launch: str
+) -> None:
+    # The kernel ran with TILE=64 under every configuration while the grid followed the
+    # field: the first call's result was right by chance (an earlier configuration had
+    # written c), every later call with TILE=128 covered half of c.
+    proc = _run(
+        tmp_path,
+        f"""
+        n = 1000
+        a, b = torch.randn(n), torch.randn(n)
+        c = torch.zeros(n)
+        res = {launch}  # HERE
+        print("launched", res.config)
+        """,
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "launched" not in proc.stdout
+    assert "UsageError" in proc.stderr
+    assert "space field `TILE` takes 2 values" in proc.stderr
+    assert "passes `TILE=64` to the kernel's parameter `TILE` under every configuration" in (
+        proc.stderr
+    )
+    assert f'user_script.py", line {_line_of(tmp_path, "# HERE")}' in proc.stderr
+    assert "tunedsl/runtime" not in proc.stderr, proc.stderr
+
+
+def test_a_field_passed_through_an_expression_is_accepted(tmp_path: Path) -> None:
+    # The field reaches the parameter (transformed): no mistake.
+    proc = _run(
+        tmp_path,
+        """
+        n = 1000
+        a, b = torch.randn(n), torch.randn(n)
+        for _ in range(2):
+            c = torch.zeros(n)
+            res = autotune(space=dict(TILE=[32, 64]), blocks=cdiv(n, 2 * $TILE),
+                           vadd(a, b, c, n, TILE=2 * $TILE))
+            assert torch.allclose(c, a + b)
+        print("ok", res.config)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout

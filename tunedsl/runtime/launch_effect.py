@@ -1,0 +1,109 @@
+"""Does each configuration launch what it names? (runtime layer, pure Python.)
+
+Two mistakes let one configuration time a different kernel, or none, while its record says
+otherwise, and both pass the launch's binding checks:
+
+- a grid with a zero dimension (``blocks=n // $tile`` with ``n < tile``) launches no
+  program: it does no work, so it would be timed fastest and chosen, and every later call
+  of the key would leave its outputs unwritten;
+- a space field named like a kernel parameter that the launch gives a fixed value
+  (``TILE=64`` where ``TILE=$TILE`` was meant): every configuration then runs the same
+  kernel while ``blocks=`` follows the field, so the configuration chosen covers another
+  tile than the kernel's.
+
+Both are found on the variants of a call once they are bound (the launch as it would run),
+so the DSL and ``autotune_launch`` are checked alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tunedsl.errors import UsageError
+from tunedsl.model.config import Config
+from tunedsl.model.keys import is_tensor
+from tunedsl.model.options import HINT_NAMES
+from tunedsl.model.variant import Variant
+from tunedsl.warn import warn_once
+
+NO_PROGRAM = (
+    "its grid {grid} has a zero dimension: it launches no program, while other "
+    "configurations of this call do"
+)
+
+
+def drop_empty_grids(
+    variants: Sequence[Variant], label: str
+) -> tuple[list[Variant], dict[Config, str]]:
+    """The variants that launch at least one program, and why each other one is left out.
+    Left out only when some variant of the call does launch: a call whose every grid is
+    empty (an empty tensor) launches nothing whatever is chosen."""
+    empty = [v for v in variants if 0 in v.grid]
+    if not empty or len(empty) == len(variants):
+        return list(variants), {}
+    kept = [v for v in variants if 0 not in v.grid]
+    dropped = {v.config: NO_PROGRAM.format(grid=v.grid) for v in empty}
+    first = empty[0]
+    warn_once(
+        f"empty-grid:{label}",
+        f"{label}: {first.config} gives blocks= a grid of {first.grid}, which launches no "
+        f"program, while {kept[0].config} launches {kept[0].grid}; a configuration that does "
+        "no work would be timed fastest, so it is left out. A grid rounded down "
+        "(`n // $tile`) also skips the last partial block: round it up, "
+        "blocks=cdiv(n, $tile)",
+        UserWarning,
+        stacklevel="user",
+    )
+    return kept, dropped
+
+
+def check_fields_passed(variants: Sequence[Variant], arg_names: Sequence[str], label: str) -> None:
+    """A space field of several values named like a kernel parameter must reach that
+    parameter: a launch that passes the same value under every configuration runs one
+    kernel for all of them (``TILE=64`` for ``TILE=$TILE``)."""
+    if len(variants) < 2:
+        return
+    index = {name: i for i, name in enumerate(arg_names)}
+    fields = {name for v in variants for name in v.config if name in index}
+    for name in sorted(fields - set(HINT_NAMES)):
+        values = {_plain(v.config[name]) for v in variants if name in v.config}
+        passed = {_plain(_passed(v, name, index[name])) for v in variants}
+        if len(values) < 2 or len(passed) != 1:
+            continue
+        (value,) = passed
+        if value is _MISSING or (isinstance(value, tuple) and value[0] is _TENSOR):
+            continue
+        raise UsageError(
+            f"{label}: space field `{name}` takes {len(values)} values, but the launch passes "
+            f"`{name}={value[1]!r}` to the kernel's parameter `{name}` under every "
+            "configuration, so each configuration would run the same kernel (while blocks= "
+            f"follows the field); pass the field: `{name}=${name}` in the launch "
+            f"(autotune_launch: kwargs=lambda cfg: {{{name!r}: cfg.{name}}}), or rename the "
+            "field if the kernel should not get it"
+        )
+
+
+_MISSING = object()
+_TENSOR = object()
+
+
+def _passed(variant: Variant, name: str, position: int) -> Any:
+    if name in variant.kwargs:
+        return variant.kwargs[name]
+    if position < len(variant.args):
+        return variant.args[position]
+    return _MISSING
+
+
+def _plain(value: Any) -> Any:
+    """A hashable stand-in that tells ``1``, ``1.0`` and ``True`` apart."""
+    if value is _MISSING:
+        return value
+    if is_tensor(value):
+        return (_TENSOR, id(value))
+    try:
+        hash(value)
+    except TypeError:
+        return (type(value), repr(value))
+    return (type(value), value)
