@@ -153,3 +153,40 @@ def test_a_field_passed_through_an_expression_is_accepted(tmp_path: Path) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout
+
+
+def test_an_expression_raising_under_one_configuration_names_it(tmp_path: Path) -> None:
+    # `tile=0` in the space: cdiv raised ZeroDivisionError from tunedsl's frames, with no
+    # word of which configuration; the user's exception is kept, with a note naming it.
+    proc = _run(
+        tmp_path,
+        """
+        n = 1000
+        a, b, c = torch.randn(n), torch.randn(n), torch.zeros(n)
+        space = dict(tile=[64, 0])
+        autotune(space=space, blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=$tile))  # HERE
+        """,
+    )
+    assert proc.returncode == 1, proc.stdout
+    line = _line_of(tmp_path, "# HERE")
+    assert "ZeroDivisionError" in proc.stderr
+    assert f'user_script.py", line {line}, in <lambda>' in proc.stderr  # the expression
+    if sys.version_info >= (3, 11):  # exception notes
+        assert (
+            f"user_script.py:{line}:1 (vadd): raised by blocks= or the launch's arguments "
+            "under Config(tile=0)"
+        ) in proc.stderr, proc.stderr
+
+
+def test_a_float_grid_says_it_is_a_float(tmp_path: Path) -> None:
+    proc = _run(
+        tmp_path,
+        """
+        n = 1000
+        a, b, c = torch.randn(n), torch.randn(n), torch.zeros(n)
+        autotune(space=dict(tile=[32, 64]), blocks=cdiv(n / 2, $tile), vadd(a, b, c, n, TILE=$tile))
+        """,
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "got (16.0,): 16.0 is a float (`/` divides into one)" in proc.stderr, proc.stderr
+    assert "blocks=cdiv(n, $tile)" in proc.stderr

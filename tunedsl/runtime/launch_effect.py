@@ -12,7 +12,8 @@ otherwise, and both pass the launch's binding checks:
   tile than the kernel's.
 
 Both are found on the variants of a call once they are bound (the launch as it would run),
-so the DSL and ``autotune_launch`` are checked alike.
+so the DSL and ``autotune_launch`` are checked alike. Binding itself may fail under one
+configuration (``cdiv(n, $tile)`` with ``tile=0``): ``note_bind_failed`` names it.
 """
 
 from __future__ import annotations
@@ -107,3 +108,17 @@ def _plain(value: Any) -> Any:
     except TypeError:
         return (type(value), repr(value))
     return (type(value), value)
+
+
+
+def note_bind_failed(err: Exception, config: Config, label: str) -> None:
+    """Name the site and the configuration on an error that ``blocks=`` or a launch argument
+    raised under it (``cdiv(n, $tile)`` with ``tile=0``): the traceback shows the user's
+    expression, but not which configuration of the space it was evaluated for."""
+    if isinstance(err, UsageError) or not hasattr(err, "add_note"):  # add_note: Python 3.11+
+        return
+    err.add_note(
+        f"{label}: raised by blocks= or the launch's arguments under {config}; fix that "
+        "expression, or leave such configurations out of space= (a Space constraint= or "
+        "prune=)"
+    )

@@ -116,7 +116,11 @@ def variants(
             continue
         except UsageError as err:  # a static hint of several values, or of a wrong type
             raise UsageError(f"{site.label}: {err}") from None
-        holes, dyn_kwargs, grid = call.bind(cfg)
+        try:
+            holes, dyn_kwargs, grid = call.bind(cfg)
+        except Exception as err:  # the user's expression, raising under this configuration
+            launch_effect.note_bind_failed(err, cfg, site.label)
+            raise
         if not out:  # the launch binds the same way for every configuration
             info = bt.kernel_info(call.kernel)
             launch_kwargs = {**call.static_kwargs, **dyn_kwargs}

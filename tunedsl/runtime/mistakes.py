@@ -167,6 +167,12 @@ def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
             raise UsageError(
                 f"{label}: blocks=/grid= has a tensor dimension in {grid!r}; {fix} (use int(x))"
             )
+        if isinstance(dim, float):  # `n / 2` or a float size: Triton's launch rejects it
+            raise UsageError(
+                f"{label}: blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, "
+                f"got {grid!r}: {dim!r} is a float (`/` divides into one); compute the grid "
+                "from ints, blocks=cdiv(n, $tile) (or `//`, int())"
+            )
         if isinstance(dim, bool) or not hasattr(dim, "__index__") or operator.index(dim) < 0:
             raise UsageError(
                 f"{label}: blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, "
