@@ -190,3 +190,43 @@ def test_a_float_grid_says_it_is_a_float(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout
     assert "got (16.0,): 16.0 is a float (`/` divides into one)" in proc.stderr, proc.stderr
     assert "blocks=cdiv(n, $tile)" in proc.stderr
+
+
+ROWSUM = """
+@triton.jit
+def rowsum(x, out, M, N, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        acc += tl.load(x + r * N + cols, mask=cols < N, other=0.0)
+    tl.store(out + r, tl.sum(acc))
+
+
+def rsum(x):
+    M, N = x.shape
+    out = torch.empty(M)
+    res = autotune(space=dict(block=[32, 64, 128]), blocks=M, key=KEY,
+                   prune=lambda cs, args: [c for c in cs if c.block <= args["N"]],
+                   rowsum(x, out, M, N, BLOCK=$block))
+    assert torch.allclose(out, x.sum(1), atol=1e-4)
+    return res
+
+
+for n in (40, 100, 100):
+    print(rsum(torch.randn(4, n)).source)
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "warns"), [("N", False), ("(M, N)", False), ("x.shape", False), ("N // 64", True)]
+)
+def test_prune_reading_what_key_holds_is_not_said_to_split_it(
+    tmp_path: Path, key: str, warns: bool
+) -> None:
+    # key=N with a prune= reading N: calls of one key= value agree on N, so no bucket is
+    # split; the warning told the user to "key= on what prune= reads", which they did.
+    proc = _run(tmp_path, ROWSUM.replace("KEY", key))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["default", "tuned", "memory"]  # n=40: one block fits
+    assert ("key= no longer groups calls" in proc.stderr) is warns, proc.stderr

@@ -73,8 +73,9 @@ class SiteView(Protocol):
     def settings(self, lazy: Lazy | None) -> Settings:
         """The site's settings, with the non-literal parts ``lazy`` gives."""
 
-    def note_prune_reads(self, prune: Any, read: set[str]) -> None:
-        """``prune=`` read these arguments: their values join the key from now on."""
+    def note_prune_reads(self, prune: Any, read: set[str], in_key: frozenset[str]) -> None:
+        """``prune=`` read these arguments: their values join the key from now on (``in_key``:
+        those whose value ``key=`` holds already)."""
 
     def decided(self, digest: str) -> tuple[Decision, LaunchResult] | None:
         """The decision (and result) already made in memory for a record digest."""
@@ -177,11 +178,26 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
         lazy = LazyCandidates(settings, recorder)
         if settings.prune is not None:  # learn which arguments it reads (for the key)
             settings.prune([settings.default], recorder)
-            site.note_prune_reads(settings.prune, recorder.read)
+            site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
         return lazy  # type: ignore[return-value]
     configs = apply_prune(settings, recorder)
-    site.note_prune_reads(settings.prune, recorder.read)
+    site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
     return configs
+
+
+def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
+    """The numbers and strings ``prune=`` read that the ``key=`` value holds, itself or as an
+    item (``key=N``, ``key=(M, N)``): calls of one ``key=`` value agree on them, so reading
+    them splits no bucket (a coincidence can only spare a warning, never change a key)."""
+    if key is None:
+        return frozenset()
+    parts = list(key) if isinstance(key, (tuple, list)) else [key]
+    held = {(type(p), p) for p in parts if isinstance(p, (int, float, str))}
+    return frozenset(
+        name
+        for name, value in dict.items(values)  # a ReadRecorder's own items() marks all read
+        if isinstance(value, (int, float, str)) and (type(value), value) in held
+    )
 
 
 # -- resolving a key -------------------------------------------------------------------------

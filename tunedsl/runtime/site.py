@@ -395,13 +395,15 @@ class Site:
         """The decision made in memory for a record digest (under another call key)."""
         return self._by_digest.get(digest)
 
-    def note_prune_reads(self, prune: Any, read: set[str]) -> None:
-        """``prune=`` read these arguments: from now on their values are part of the key."""
+    def note_prune_reads(self, prune: Any, read: set[str], in_key: frozenset[str]) -> None:
+        """``prune=`` read these arguments: from now on their values are part of the key
+        (``in_key``: those whose value ``key=`` holds, which split no ``key=`` bucket)."""
         names = frozenset(n for n in read if isinstance(n, str))
         if names <= self.prune_reads:
             return
-        if self.has_key:
-            mistakes.warn_prune_splits_key(self.label, prune, sorted(names - self.prune_reads))
+        splitting = sorted(names - self.prune_reads - in_key)
+        if self.has_key and splitting:
+            mistakes.warn_prune_splits_key(self.label, prune, splitting)
         with self._lock:
             self.prune_reads = self.prune_reads | names
             # Entries keyed without these values can never match again: drop them.
