@@ -7,6 +7,7 @@ checked is what a user sees; the scripts check their own results.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -230,3 +231,31 @@ def test_prune_reading_what_key_holds_is_not_said_to_split_it(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["default", "tuned", "memory"]  # n=40: one block fits
     assert ("key= no longer groups calls" in proc.stderr) is warns, proc.stderr
+
+
+def test_a_computed_name_that_changes_keeps_the_first_and_warns(tmp_path: Path) -> None:
+    # name=f"layer{i}": the site took each new name on a miss and kept deciding hits under
+    # the old one, so records were split over names that never meant separate decisions.
+    proc = _run(
+        tmp_path,
+        """
+        for i, n in enumerate([1000, 2000, 1000]):
+            a, b, c = torch.randn(n), torch.randn(n), torch.zeros(n)
+            res = autotune(space=dict(tile=[64, 128]), name=f"layer{i}",  # HERE
+                           blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=$tile))
+            assert torch.allclose(c, a + b)
+            print(res.site, res.source)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["layer0", "tuned", "layer0", "tuned", "layer0", "memory"]
+    assert f"user_script.py:{_line_of(tmp_path, '# HERE')}: UserWarning" in proc.stderr
+    assert "name= gave 'layer1' here but 'layer0' on the site's first call" in proc.stderr
+    ls = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "cache", "ls", "--json"],
+        env=child_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert sorted(r["site"] for r in json.loads(ls.stdout)) == ["layer0", "layer0"]

@@ -41,6 +41,8 @@ import os
 import threading
 from typing import Any, NamedTuple
 
+from tunedsl.warn import warn_once
+
 LEGACY = "legacy"
 MODULE_SCOPE = "<module>"
 
@@ -122,6 +124,26 @@ def site_id(filename: str, line: int, col: int, kernel_text: str, name: Any) -> 
     with _lock:
         _sites[ident] = _Names(legacy, by_base_name, f"{filename}:{line}:{col + 1}")
     return ident
+
+
+def renamed(current: str, name: str, first: bool, label: str) -> str:
+    """The identity a computed ``name=`` gives a site: the first value it takes (``first``:
+    this is it). A site is one macro call whatever its name says, and a call whose key is
+    decided never evaluates ``name=`` again, so a later value that differs (``f"layer{i}"``)
+    cannot name the calls apart: one warning, and the site keeps its name."""
+    if first:
+        return name
+    warn_once(
+        f"renamed:{label}",
+        f"{label}: name= gave {name!r} here but {current!r} on the site's first call; one "
+        f"autotune(...) call is one site with one name, so this call is decided as "
+        f"{current!r} (and calls of a key already decided never read name= again). Give "
+        "name= one value, and put what differs between calls in key= (autotune_launch "
+        "makes one site per name=)",
+        UserWarning,
+        stacklevel="user",
+    )
+    return current
 
 
 def legacy_id(filename: str, line: int, col: int) -> str:

@@ -98,9 +98,7 @@ class Site:
         # key without building the key (the serving loop: same layout every step).
         self._last: Entry | None = None
         self._fast: Fused | None = None  # the last entry's fused launch, if it has one
-        # The entry of the last call that had no repeat check yet: one is built when its
-        # key comes twice in a row (keys that alternate never use one).
-        self._seen: Entry | None = None
+        self._seen: Entry | None = None  # last entry: a repeat check once its key comes twice
         # What the expansion calls, ``site.launch(kernel, args, ...)``: the last entry's
         # fused launch where it takes the whole call (falling back to ``_call`` for a call
         # it turns down), else ``_call``. One C call, no Python frame, for a repeat.
@@ -111,8 +109,9 @@ class Site:
         self._other_kernels: dict[int, tuple[Any, keys.KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
-        # The literal settings with the environment they were resolved under, and the
-        # candidates whose fields the launch was seen to read: a new key resolves neither again.
+        self._named = "name" in self.literal_options  # name= gave the identity (site_id)
+        # The literal settings and their environment, and the candidates whose fields the
+        # launch was seen to read: a new key resolves neither again.
         self._settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
@@ -396,8 +395,7 @@ class Site:
         return self._by_digest.get(digest)
 
     def note_prune_reads(self, prune: Any, read: set[str], in_key: frozenset[str]) -> None:
-        """``prune=`` read these arguments: from now on their values are part of the key
-        (``in_key``: those whose value ``key=`` holds, which split no ``key=`` bucket)."""
+        """``prune=`` read these arguments: their values join the key (``in_key``: key= has)."""
         names = frozenset(n for n in read if isinstance(n, str))
         if names <= self.prune_reads:
             return
@@ -436,8 +434,9 @@ class Site:
             hints.update(lazy_hints or {})
             options.update(lazy_options or {})
         out = resolve_settings(space, hints, options, self.label)
-        if out.name is not None and out.name != self.site_id:
-            self.site_id = out.name  # a computed name= (evaluated on the first call)
+        if out.name is not None and out.name != self.site_id:  # a computed name=, or a new one
+            self.site_id = identity.renamed(self.site_id, out.name, not self._named, self.label)
+            self._named = True
         if not self._placeholders_checked:
             # A literal space was checked as the module compiled, but only against the union
             # of a list space's fields: each configuration must have what the launch reads.
