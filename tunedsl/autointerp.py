@@ -53,8 +53,23 @@ def no_driver_message(reasons: list[str]) -> str | None:
     """When every configuration failed with Triton's "0 active drivers": what to do."""
     if not reasons or not all("active drivers" in why for why in reasons):
         return None
-    return (
-        "Triton found no GPU driver ('0 active drivers'). To run on the CPU, turn Triton's "
+    found = "Triton found no GPU driver ('0 active drivers'). "
+    # What kept tunedsl run and the import hook from turning the interpreter on: its advice
+    # to use them would change nothing.
+    if "TRITON_INTERPRET" in os.environ:
+        value = os.environ["TRITON_INTERPRET"]
+        return found + (
+            f"TRITON_INTERPRET={value!r} is set and is not on (Triton takes 1, true, on, yes "
+            "or y), and tunedsl never overrides it: set TRITON_INTERPRET=1 to run on the CPU"
+        )
+    if knobs.no_auto_interpret():
+        return found + (
+            "TUNEDSL_NO_AUTO_INTERPRET is set, so tunedsl run, the import hook and %load_ext "
+            "leave Triton's interpreter off: unset it, or set TRITON_INTERPRET=1, to run on "
+            "the CPU"
+        )
+    return found + (
+        "To run on the CPU, turn Triton's "
         "interpreter on before Triton is imported: `TRITON_INTERPRET=1 python script.py`, or "
         "`tunedsl run script.py` (it does so by itself when no GPU driver is present), or "
         "`import tunedsl.activate` / `%load_ext tunedsl` before importing torch or triton"

@@ -121,7 +121,21 @@ def test_without_the_interpreter_the_error_says_what_to_do(tmp_path: Path) -> No
     )  # fmt: skip
     assert proc.returncode == 1
     assert "0 active drivers" in proc.stderr
-    assert "TRITON_INTERPRET=1 python script.py" in proc.stderr
+    # It is tunedsl run already: the error names what kept the interpreter off.
+    assert "TUNEDSL_NO_AUTO_INTERPRET is set" in proc.stderr, proc.stderr
+    assert "unset it, or set TRITON_INTERPRET=1" in proc.stderr
+    assert "`tunedsl run script.py`" not in proc.stderr
+
+
+@no_gpu
+def test_an_interpreter_turned_off_by_hand_is_named_in_the_error(tmp_path: Path) -> None:
+    path = script(tmp_path)
+    proc = tunedsl(
+        tmp_path, "run", str(path), env=env(tmp_path, interpret=False, TRITON_INTERPRET="0")
+    )
+    assert proc.returncode == 1
+    assert "TRITON_INTERPRET='0' is set and is not on" in proc.stderr, proc.stderr
+    assert "set TRITON_INTERPRET=1 to run on the CPU" in proc.stderr
 
 
 def test_a_dsl_error_in_a_module_the_hook_imports_shows_no_front_end_frames(
