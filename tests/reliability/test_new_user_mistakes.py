@@ -259,3 +259,20 @@ def test_a_computed_name_that_changes_keeps_the_first_and_warns(tmp_path: Path) 
         timeout=120,
     )
     assert sorted(r["site"] for r in json.loads(ls.stdout)) == ["layer0", "layer0"]
+
+
+def test_a_prune_without_return_is_named_as_such(tmp_path: Path) -> None:
+    proc = _run(
+        tmp_path,
+        """
+        def keep_big(configs, args):
+            [c for c in configs if c.tile >= 128]  # the `return` forgotten
+
+        n = 1000
+        a, b, c = torch.randn(n), torch.randn(n), torch.zeros(n)
+        autotune(space=dict(tile=[64, 128]), prune=keep_big, blocks=cdiv(n, $tile),
+                 vadd(a, b, c, n, TILE=$tile))
+        """,
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "prune=keep_big returned None (a missing `return`?)" in proc.stderr, proc.stderr

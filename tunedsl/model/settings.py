@@ -403,7 +403,8 @@ def apply_prune(settings: Settings, bound: Mapping[str, Any]) -> tuple[Config, .
     out = tuple(dict.fromkeys(as_config(c, "prune= result") for c in kept or ()))
     if not out:
         raise UsageError(
-            f"prune={callable_name(settings.prune)} returned no "
-            "configuration; it must keep at least one"
+            f"prune={callable_name(settings.prune)} returned "
+            + ("None (a missing `return`?)" if kept is None else "no configuration")
+            + "; it must return the configurations it keeps, at least one"
         )
     return out
