@@ -169,7 +169,22 @@ class Knobs:
 
 def cache_dir_override() -> str | None:
     """``TUNEDSL_CACHE_DIR``: where every per-user cache lives (default: platformdirs)."""
-    return os.environ.get("TUNEDSL_CACHE_DIR") or None
+    raw = os.environ.get("TUNEDSL_CACHE_DIR") or None
+    return anchored(raw) if raw else None
+
+
+# A relative directory as first resolved: a process that changes its working directory
+# keeps its caches (and its shipped records) where they were, not a second set per cwd.
+_anchored: dict[str, str] = {}
+
+
+def anchored(path: str) -> str:
+    """``path`` (``~`` expanded) made absolute against the working directory of the first
+    time this process read it."""
+    expanded = os.path.expanduser(path)
+    if os.path.isabs(expanded):
+        return expanded
+    return _anchored.setdefault(path, os.path.abspath(expanded))
 
 
 def autotune_mode() -> AutotuneMode:
@@ -286,7 +301,7 @@ def records_path() -> list[str]:
     """``TUNEDSL_RECORDS_PATH=dir1:dir2``: extra read-only directories of tuning records
     (records shipped with an application), searched after the cache."""
     raw = os.environ.get("TUNEDSL_RECORDS_PATH", "")
-    return [p for p in raw.split(os.pathsep) if p.strip()]
+    return [anchored(p) for p in raw.split(os.pathsep) if p.strip()]
 
 
 # Triton's truthy values for a boolean environment variable (``getenv_bool`` in libtriton,

@@ -276,3 +276,45 @@ def test_a_prune_without_return_is_named_as_such(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stdout
     assert "prune=keep_big returned None (a missing `return`?)" in proc.stderr, proc.stderr
+
+
+def test_a_relative_cache_dir_stays_put_when_the_script_changes_directory(
+    tmp_path: Path,
+) -> None:
+    # TUNEDSL_CACHE_DIR=rel-cache was resolved against the working directory of each use:
+    # after os.chdir the records went to a second cache, and the next run tuned again.
+    (tmp_path / "elsewhere").mkdir()
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        HEADER
+        + textwrap.dedent(
+            """
+            import os
+
+            def add(n):
+                a, c = torch.randn(n), torch.zeros(n)
+                res = autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+                               vadd(a, a, c, n, TILE=$tile))
+                assert torch.allclose(c, a + a)
+                return res.source
+
+            print(add(100))
+            os.chdir("elsewhere")
+            print(add(200))
+            """
+        )
+    )
+    env = child_env(tmp_path / "unused", TUNEDSL_QUIET="1", TUNEDSL_CACHE_DIR="rel-cache")
+
+    def run() -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "run", str(script)],
+            env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.split()
+
+    assert run() == ["tuned", "tuned"]
+    assert not (tmp_path / "elsewhere" / "rel-cache").exists()
+    assert len(list((tmp_path / "rel-cache" / "records").glob("*.json"))) == 2
+    assert run() == ["disk", "disk"]  # the next run finds both
