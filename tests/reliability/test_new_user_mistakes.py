@@ -318,3 +318,19 @@ def test_a_relative_cache_dir_stays_put_when_the_script_changes_directory(
     assert not (tmp_path / "elsewhere" / "rel-cache").exists()
     assert len(list((tmp_path / "rel-cache" / "records").glob("*.json"))) == 2
     assert run() == ["disk", "disk"]  # the next run finds both
+
+
+def test_a_triton_style_meta_grid_names_the_field_meant(tmp_path: Path) -> None:
+    proc = _run(
+        tmp_path,
+        """
+        n = 1000
+        a, b, c = torch.randn(n), torch.randn(n), torch.zeros(n)
+        autotune_launch(vadd, space={"tile": [64, 128]},
+                        grid=lambda meta: (cdiv(n, meta["TILE"]),),  # HERE
+                        args=lambda cfg: (a, b, c, n, cfg.tile))
+        """,
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "has no field 'TILE'; did you mean 'tile'?" in proc.stderr, proc.stderr
+    assert f'user_script.py", line {_line_of(tmp_path, "# HERE")}' in proc.stderr

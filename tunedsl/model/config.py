@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tunedsl.errors import UsageError
+from tunedsl.model.options import did_you_mean
 
 # Values a configuration field may hold: JSON scalars, so records round-trip exactly.
 JSON_SCALARS = (bool, int, float, str, type(None))
@@ -67,19 +68,22 @@ class Config:
         # Only reached when normal lookup failed: the field does not exist.
         if name.startswith("__"):
             raise AttributeError(name)
-        fields = ", ".join(self.__dict__) or "(none)"
-        raise AttributeError(
-            f"configuration {self!r} has no field {name!r}; its fields are: {fields}"
-        )
+        raise AttributeError(self._no_field(name))
 
     def __getitem__(self, name: str) -> Any:
         try:
             return self.__dict__[name]
         except KeyError:
-            raise KeyError(
-                f"configuration {self!r} has no field {name!r}; its fields are: "
-                f"{', '.join(self.__dict__) or '(none)'}"
-            ) from None
+            raise KeyError(self._no_field(name)) from None
+
+    def _no_field(self, name: str) -> str:
+        fields = ", ".join(self.__dict__) or "(none)"
+        close = None
+        if isinstance(name, str):  # `meta["TILE"]` from a triton.autotune grid: `tile`
+            same = [f for f in self.__dict__ if f.lower() == name.lower()]
+            close = same[0] if same else did_you_mean(name, self.__dict__)
+        hint = f"; did you mean {close!r}?" if close else ""
+        return f"configuration {self!r} has no field {name!r}{hint}; its fields are: {fields}"
 
     def __contains__(self, name: object) -> bool:
         return name in self.__dict__

@@ -26,6 +26,19 @@ def test_config_unknown_field_names_the_fields() -> None:
     assert "'tiel'" in str(info.value) and "tile, num_warps" in str(info.value)
 
 
+def test_config_unknown_field_suggests_the_close_one() -> None:
+    # A misspelling (in a Space constraint=), or triton.autotune's upper-case `meta["TILE"]`
+    # for a field `tile`, is named with the field meant.
+    cfg = Config(tile=256, num_warps=4)
+    with pytest.raises(AttributeError, match=r"has no field 'tiel'; did you mean 'tile'\?"):
+        _ = cfg.tiel
+    with pytest.raises(KeyError, match=r"has no field 'TILE'; did you mean 'tile'\?"):
+        _ = cfg["TILE"]
+    with pytest.raises(AttributeError) as info:
+        _ = cfg.zzz
+    assert "did you mean" not in str(info.value)
+
+
 def test_config_equality_ignores_order_but_not_type() -> None:
     assert Config(a=1, b=2) == Config(b=2, a=1)
     assert hash(Config(a=1, b=2)) == hash(Config(b=2, a=1))
