@@ -110,7 +110,6 @@ def _plain(value: Any) -> Any:
     return (type(value), value)
 
 
-
 def note_bind_failed(err: Exception, config: Config, label: str) -> None:
     """Name the site and the configuration on an error that ``blocks=`` or a launch argument
     raised under it (``cdiv(n, $tile)`` with ``tile=0``): the traceback shows the user's
