@@ -44,6 +44,28 @@ def test_a_missing_script_gets_its_error_alone(tmp_path: Path) -> None:
     assert "no GPU driver" not in proc.stderr, proc.stderr
 
 
+def test_python_options_before_the_script_say_how_to_run_a_module(tmp_path: Path) -> None:
+    # `tunedsl run -m kernels`, as with python: "cannot open script '-m'" alone left the
+    # user guessing; the error says run takes a path, and how to run a DSL module.
+    (tmp_path / "kernels.py").write_text(  # DSL: plain Python cannot compile it
+        "from tunedsl import autotune\n"
+        "def f(k):\n"
+        "    return autotune(space=dict(t=[1, 2]), blocks=1, k(T=$t))\n"
+        "print('ran')\n"
+    )
+    proc = tunedsl(tmp_path, "run", "-m", "kernels")
+    assert proc.returncode == 2
+    assert "cannot open script '-m'" in proc.stderr
+    assert "no options of its own (`-m` is python's)" in proc.stderr, proc.stderr
+    advice = proc.stderr.split("`python -c '")[1].split("'`")[0]
+    module = subprocess.run(
+        [sys.executable, "-c", advice.replace("NAME", "kernels")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env(tmp_path),
+    )  # fmt: skip
+    assert module.returncode == 0, module.stderr
+    assert module.stdout == "ran\n"
+
+
 SCRIPT = "import os\nprint('interpreting:', os.environ.get('TRITON_INTERPRET'))\n"
 
 

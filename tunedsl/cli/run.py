@@ -112,6 +112,13 @@ def run_script(script: str, args: Sequence[str]) -> int:
             source = file.read()
     except OSError as err:
         reason = "is a directory" if os.path.isdir(path) else (err.strerror or str(err))
+        if script.startswith("-") and not os.path.exists(path):  # `-m module`, `-O`: python's
+            reason += (
+                f"; tunedsl run takes the script's path first and no options of its own "
+                f"(`{script}` is python's): `tunedsl run path/to/script.py ARGS...`, or for a "
+                "module, `python -c 'import tunedsl.activate, runpy; "
+                "runpy.run_module(\"NAME\", run_name=\"__main__\")'`"
+            )
         print(f"tunedsl run: error: cannot open script {script!r}: {reason}", file=sys.stderr)
         return 2
     # Before anything can import Triton (and after the script is known to be there, so a
