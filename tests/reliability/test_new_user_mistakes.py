@@ -334,3 +334,32 @@ def test_a_triton_style_meta_grid_names_the_field_meant(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout
     assert "has no field 'TILE'; did you mean 'tile'?" in proc.stderr, proc.stderr
     assert f'user_script.py", line {_line_of(tmp_path, "# HERE")}' in proc.stderr
+
+
+def test_a_small_in_place_update_is_applied_once_not_once_per_tuning_launch(
+    tmp_path: Path,
+) -> None:
+    # An optimizer step `p -= lr * g` with lr=1e-4 changes p by less than the in-place
+    # watch's tolerance (1e-3) per launch: p was taken for an output and not restored, so
+    # the tuning's launches applied the step dozens of times, in silence.
+    proc = _run(
+        tmp_path,
+        """
+        @triton.jit
+        def sgd(p, g, lr, n, TILE: tl.constexpr):
+            i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+            m = i < n
+            tl.store(p + i, tl.load(p + i, mask=m) - lr * tl.load(g + i, mask=m), mask=m)
+
+        n = 4096
+        p, g = torch.randn(n), torch.randn(n)
+        expected = p - 1e-4 * g
+        res = autotune(space=dict(tile=[64, 128, 256, 512]), blocks=cdiv(n, $tile),
+                       sgd(p, g, 1e-4, n, TILE=$tile))
+        torch.testing.assert_close(p, expected, rtol=0, atol=1e-6)
+        print("one step", res.source)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "one step tuned" in proc.stdout
+    assert "sgd changes 'p' in place" in proc.stderr

@@ -9,13 +9,14 @@ last one's result. ``InPlaceWatch`` tells them apart with the launches tuning ma
 - before the first launch, a copy of every tensor argument not already handled by
   ``restore_value``/``reset_to_zero``;
 - before the second launch, the arguments that differ from their copy were written;
-- before the third launch, a written argument that differs (beyond ``rtol``/``atol``) from
-  its value after the first launch was changed again: it is in place. From then on it is
-  restored before every launch (as if named in ``restore_value``), and one warning names it.
+- before the third launch, a written argument that differs from its value after the first
+  launch (at all; on a site with hooks, beyond ``rtol``/``atol``) was changed again: it is
+  in place. From then on it is restored before every launch (as if named in
+  ``restore_value``), and one warning names it.
 
 Launching twice gives the same outputs as launching once for every argument that is not
-flagged, within the tolerance ``verify=`` uses, so flagged arguments are the only ones
-tuning can corrupt. The copies cost one clone of the arguments and two comparisons per
+flagged (on a site with hooks, within the tolerance ``verify=`` uses, and those arguments
+are put back after tuning), so flagged arguments are the only ones tuning can corrupt. The copies cost one clone of the arguments and two comparisons per
 tuning; the written arguments' copies are freed as soon as they are known to be outputs.
 """
 
@@ -87,11 +88,19 @@ class InPlaceWatch:
                 self.kept = dict(self.original)
         elif self.seen == 3:
             self.bt.synchronize()
+            # Any change counts: an update smaller than the tolerance (an optimizer step,
+            # `p -= 1e-4 * g`) applied once per launch of a tuning adds up to dozens of
+            # steps. Only with hooks, which may be what wrote an argument, is a change
+            # within the tolerance (an output's unordered atomics) taken for an output:
+            # the written arguments are put back after that tuning anyway.
             again = [
                 n
                 for n, first in self.after_first.items()
                 if not self.bt.equal(self.bound[n], first)
-                and self.bt.allclose(self.bound[n], first, self.rtol, self.atol) is not None
+                and (
+                    not self.keep_written
+                    or self.bt.allclose(self.bound[n], first, self.rtol, self.atol) is not None
+                )
             ]
             self.found = {n: self.original[n] for n in again}
             self.original, self.after_first = {}, {}  # outputs: nothing to restore
