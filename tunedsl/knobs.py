@@ -170,21 +170,22 @@ class Knobs:
 def cache_dir_override() -> str | None:
     """``TUNEDSL_CACHE_DIR``: where every per-user cache lives (default: platformdirs)."""
     raw = os.environ.get("TUNEDSL_CACHE_DIR") or None
-    return anchored(raw) if raw else None
+    return _anchored("TUNEDSL_CACHE_DIR", raw, raw) if raw else None
 
 
-# A relative directory as first resolved: a process that changes its working directory
-# keeps its caches (and its shipped records) where they were, not a second set per cwd.
-_anchored: dict[str, str] = {}
+_anchors: dict[str, tuple[str, dict[str, str]]] = {}  # variable -> (its value, resolved)
 
 
-def anchored(path: str) -> str:
-    """``path`` (``~`` expanded) made absolute against the working directory of the first
-    time this process read it."""
+def _anchored(variable: str, raw: str, path: str) -> str:
+    """``path`` of ``variable`` (set to ``raw``) made absolute against the working directory
+    of its first use since the variable took that value: a chdir moves no cache."""
     expanded = os.path.expanduser(path)
     if os.path.isabs(expanded):
         return expanded
-    return _anchored.setdefault(path, os.path.abspath(expanded))
+    seen = _anchors.get(variable)
+    if seen is None or seen[0] != raw:
+        seen = _anchors[variable] = (raw, {})
+    return seen[1].setdefault(path, os.path.abspath(expanded))
 
 
 def autotune_mode() -> AutotuneMode:
@@ -301,7 +302,7 @@ def records_path() -> list[str]:
     """``TUNEDSL_RECORDS_PATH=dir1:dir2``: extra read-only directories of tuning records
     (records shipped with an application), searched after the cache."""
     raw = os.environ.get("TUNEDSL_RECORDS_PATH", "")
-    return [anchored(p) for p in raw.split(os.pathsep) if p.strip()]
+    return [_anchored("TUNEDSL_RECORDS_PATH", raw, p) for p in raw.split(os.pathsep) if p.strip()]
 
 
 # Triton's truthy values for a boolean environment variable (``getenv_bool`` in libtriton,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,23 @@ def test_a_snapshot_compares_unchanged_until_a_variable_is_set_changed_or_remove
     monkeypatch.delenv("ENVIRON_TEST_VARIABLE")
     assert not knobs.environ_unchanged(snapshot)
     assert not knobs.environ_unchanged(None)
+
+
+def test_a_relative_cache_dir_is_resolved_when_set_not_at_each_use(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    monkeypatch.chdir(one)
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", "cache")
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", os.pathsep.join(["shipped", str(tmp_path)]))
+    assert knobs.cache_dir_override() == str(one / "cache")
+    assert knobs.records_path() == [str(one / "shipped"), str(tmp_path)]
+    monkeypatch.chdir(two)  # the program changes directory: the caches stay
+    assert knobs.cache_dir_override() == str(one / "cache")
+    assert knobs.records_path() == [str(one / "shipped"), str(tmp_path)]
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", "other")  # set again: resolved where it is set
+    assert knobs.cache_dir_override() == str(two / "other")
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", "cache")
+    assert knobs.cache_dir_override() == str(two / "cache")

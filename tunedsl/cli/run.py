@@ -117,7 +117,7 @@ def run_script(script: str, args: Sequence[str]) -> int:
                 f"; tunedsl run takes the script's path first and no options of its own "
                 f"(`{script}` is python's): `tunedsl run path/to/script.py ARGS...`, or for a "
                 "module, `python -c 'import tunedsl.activate, runpy; "
-                "runpy.run_module(\"NAME\", run_name=\"__main__\")'`"
+                'runpy.run_module("NAME", run_name="__main__")\'`'
             )
         print(f"tunedsl run: error: cannot open script {script!r}: {reason}", file=sys.stderr)
         return 2
