@@ -77,17 +77,23 @@ def splitk_atomic(
     acc = tl.zeros((BM, BN), tl.float32)
     for k0 in range(pk * BK, K, BK * SPLIT):
         rk = k0 + tl.arange(0, BK)
-        av = tl.load(a + rm[:, None] * sam + rk[None, :] * sak,
-                     mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-        bv = tl.load(b + rk[:, None] * sbk + rn[None, :] * sbn,
-                     mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        av = tl.load(
+            a + rm[:, None] * sam + rk[None, :] * sak,
+            mask=(rm[:, None] < M) & (rk[None, :] < K),
+            other=0.0,
+        )
+        bv = tl.load(
+            b + rk[:, None] * sbk + rn[None, :] * sbn,
+            mask=(rk[:, None] < K) & (rn[None, :] < N),
+            other=0.0,
+        )
         acc += tl.dot(av, bv)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     ptr = c + rm[:, None] * scm + rn[None, :] * scn
     if SPLIT == 1:
         tl.store(ptr, acc, mask=mask)
     else:
-        tl.atomic_add(ptr, acc, mask=mask)  # fmt: skip
+        tl.atomic_add(ptr, acc, mask=mask)
 
 
 @triton.jit

@@ -196,25 +196,17 @@ def test_strides_passed_as_ints_key_the_layout(dsl) -> None:
         assert torch.equal(y, src[: 40 * s : s])
 
 
-def test_an_unaligned_tensor_is_another_kernel_and_gets_its_own_decision(dsl) -> None:
-    # Triton compiles a pointer 16-byte aligned or not into the kernel (vector loads or
-    # none), as it does an int's multiple of 16: a slice starting one float in had the
-    # decision of the aligned tensor of its shape, in memory and from the record.
+def test_an_unaligned_slice_shares_the_interpreters_one_kernel(dsl) -> None:
+    # The interpreter compiles nothing per alignment (a GPU does: tests/gpu), so a slice one
+    # float in reuses the decision of the aligned tensor of its shape, and computes right.
     src = torch.randn(400)
-    calls = [
-        ("tuned", src[:100]),
-        ("tuned", src[1:101]),  # 4 bytes in: not 16-byte aligned
-        ("memory", src[4:104]),  # 16 bytes in: aligned again
-        ("memory", src[5:105]),
-    ]
-    for source, x in calls:
+    for source, x in (("tuned", src[:100]), ("memory", src[1:101]), ("memory", src[4:104])):
         y = torch.randn(100)
         expected = y + 0.5 * x
         res = dsl["axpy"](y, x, 0.5)
         assert res.source == source, (source, res.key)
+        assert "aligned" not in res.key["args"]["x"]
         close(y, expected)
-    assert res.key["args"]["x"]["aligned"] is False
-    assert "aligned" not in res.key["args"]["y"]  # an aligned tensor's key is as it was
 
 
 def test_ints_a_kwargs_function_returns_are_keyed_by_their_class() -> None:

@@ -377,8 +377,10 @@ def _source_digest(fn: Any) -> str:
     return hashlib.sha256(text).hexdigest()[:16]
 
 
-def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
-    """JSON description of one argument as the key sees it."""
+def readable_value(x: Any, constexpr: bool, with_shape: bool, with_align: bool = False) -> Any:
+    """JSON description of one argument as the key sees it; ``with_align`` marks a tensor
+    not 16-byte aligned (``"aligned": false``), as the call key built ``with_align`` tells
+    it apart (an aligned tensor's description has no such field: it is as it always was)."""
     if constexpr:
         return {"constexpr": readable_constexpr(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
@@ -398,6 +400,8 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
         strides = tuple(x.stride())
         pattern = _PATTERNS.get(strides)
         out["stride"] = stride_pattern(strides) if pattern is None else pattern
+        if with_align and x.data_ptr() % 16 != 0:
+            out["aligned"] = False
         return out
     if x.__class__ is int:
         return int_class(x)
@@ -408,7 +412,7 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     if x is None:
         return None
     if isinstance(x, tuple):
-        return [readable_value(v, False, with_shape) for v in x]
+        return [readable_value(v, False, with_shape, with_align) for v in x]
     if is_tensor_descriptor(x):
         desc = readable_value(x.base, False, False)
         if with_shape:
@@ -431,8 +435,10 @@ def readable_key(
     user_key: Any,
     constexpr_names: frozenset[str],
     hole: object,
+    with_align: bool = False,
 ) -> dict[str, Any]:
-    """The key as JSON: arguments by parameter name, sorted, plus the user's key."""
+    """The key as JSON: arguments by parameter name, sorted, plus the user's key
+    (``with_align``: as the call key of ``make_call_key_fn``, unaligned tensors marked)."""
     with_shape = user_key is None
     named: dict[str, Any] = {}
     for i, a in enumerate(args):
@@ -440,9 +446,9 @@ def readable_key(
         if a is hole:
             named[name] = "$"
             continue
-        named[name] = readable_value(a, name in constexpr_names, with_shape)
+        named[name] = readable_value(a, name in constexpr_names, with_shape, with_align)
     for name, a in kwargs.items():
-        named[name] = readable_value(a, name in constexpr_names, with_shape)
+        named[name] = readable_value(a, name in constexpr_names, with_shape, with_align)
     out: dict[str, Any] = {"args": dict(sorted(named.items()))}
     if not with_shape:
         out["user_key"] = json_safe(user_key)

@@ -65,7 +65,6 @@ class SiteView(Protocol):
     site_id: str
     has_key: bool
     placeholders: tuple[tuple[str, int, int], ...]
-    kwargs_fixed: tuple[str, ...] | None  # plain API: the kwargs= names alike for every config
     prune_reads: frozenset[str]  # arguments prune= has read: their values join the key
     fields_checked: Any  # the candidates whose fields the launch was seen to read
     context_memo: Any  # the process part of its keys' digests (``subject``)
@@ -183,25 +182,25 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     """What deciding ``call`` is about: the kernel's facts, the readable key and the digest
     (after ``candidates``: prune= may have grown the key by the arguments it reads)."""
     import tunedsl.backends.triton as bt  # not `from ... import`: a Python call a miss each
+    from tunedsl.backends.triton_launch import direct_launch_enabled
 
     info = bt.kernel_info(call.kernel)
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
-    # The numbers a kwargs= function returns alike for every configuration are call values
-    # for prune= (below, when it reads them), not part of the record key: records keep the
-    # key they had before such values reached prune=. A constexpr's value is keyed all the
-    # same: another value is another compiled kernel, and a decision for one says nothing
-    # about another (a tl.static_assert on it, another activation function).
-    fixed = site.kwargs_fixed or ()
-    keyed = (
-        {
-            k: v
-            for k, v in call.static_kwargs.items()
-            if k not in fixed or keys.is_tensor(v) or k in info.value_keyed
-        }
-        if fixed and call.static_kwargs
-        else call.static_kwargs
+    # What a kwargs= function returns alike for every configuration is keyed as a
+    # positional argument is (a tensor by layout, an int by Triton's class, a constexpr by
+    # value): it is in the call key, and a record key without it would merge the kernels
+    # Triton compiles apart (n % 16 == 0 or not, a stride of 1 or not) under one key=.
+    # A tensor's alignment is in the call key where launches bypass Triton's dispatcher
+    # (site.call_key); an unaligned one is another Triton kernel, so its record is another.
+    readable = keys.readable_key(
+        info.arg_names,
+        call.args,
+        call.static_kwargs,
+        user_key,
+        info.value_keyed,
+        HOLE,
+        with_align=info.jit and direct_launch_enabled(),
     )
-    readable = keys.readable_key(info.arg_names, call.args, keyed, user_key, info.value_keyed, HOLE)
     if site.has_key and user_key is None:
         readable["user_key"] = None
     if site.prune_reads:
@@ -295,8 +294,8 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     known = site.decided(about.digest)
     if known is not None:
         # Decided under another call key with the same record key (keyword order, other
-        # strides of one pattern, another alignment). The site's entry is new all the same:
-        # its launcher must capture its own Triton specialization.
+        # strides of one pattern, an alignment the record key does not keep). The site's
+        # entry is new all the same: its launcher must capture its own Triton specialization.
         decision, result = known
         return Resolved(decision, result, result, about)
 

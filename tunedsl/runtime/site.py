@@ -117,7 +117,6 @@ class Site:
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
         self._key_config: Config | None = None
-        self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
         self._inflight: dict[Any, Any] = {}  # key -> the lock its resolver holds meanwhile
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
