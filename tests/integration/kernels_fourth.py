@@ -135,3 +135,16 @@ def double_into(x, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     tl.store(out + offs, (tl.load(x + offs, mask=m) * 2).to(out.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def store_or_add(x, out, n, ADD: tl.constexpr, BLOCK: tl.constexpr):
+    # A split-K matmul's epilogue in one dimension: one configuration stores its result,
+    # another adds it atomically (the output must then start from zero).
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(x + offs, mask=m)
+    if ADD:
+        tl.atomic_add(out + offs, v, mask=m)
+    else:
+        tl.store(out + offs, v, mask=m)

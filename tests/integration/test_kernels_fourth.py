@@ -236,3 +236,25 @@ def test_ints_a_kwargs_function_returns_are_keyed_by_their_class() -> None:
         assert res.source == source, (source, n, sx, res.key)
         close(y, expected)
     assert res.key["args"]["n"] == "i16" and res.key["args"]["sx"] == "i1"
+
+
+def test_an_output_one_configuration_stores_and_another_adds_into_ends_as_one_launch() -> None:
+    # The in-place watch judges a tensor by the first launches of the tuning: written alike
+    # by the storing configuration, `out` was taken for an output and left alone, then the
+    # adding configurations accumulated into it while they were timed, and the launch after
+    # tuning (an adding one: 4 programs, not 256) added x once more: out was 3 * x, with no
+    # warning. Every argument the tuning wrote is put back before the launch that counts.
+    from kernels_fourth import store_or_add
+
+    torch.manual_seed(0)
+    n = 4096
+    x, out = torch.randn(n), torch.zeros(n)
+    res = autotune_launch(
+        store_or_add,
+        space=[{"ADD": False, "BLOCK": 16}, {"ADD": True, "BLOCK": 1024}],
+        grid=lambda c: (cdiv(n, c.BLOCK),),
+        args=(x, out, n),
+        kwargs=lambda c: {"ADD": c.ADD, "BLOCK": c.BLOCK},
+    )
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    close(out, x)  # one launch from the caller's zeros, whichever configuration won

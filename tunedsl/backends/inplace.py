@@ -14,9 +14,10 @@ last one's result. ``InPlaceWatch`` tells them apart with the launches tuning ma
   restored before every launch (as if named in ``restore_value``), and one warning names it.
 
 Launching twice gives the same outputs as launching once for every argument that is not
-flagged, within the tolerance ``verify=`` uses, so flagged arguments are the only ones
-tuning can corrupt. The copies cost one clone of the arguments and two comparisons per
-tuning; the written arguments' copies are freed as soon as they are known to be outputs.
+flagged, within the tolerance ``verify=`` uses; but only for the configuration of those
+launches: a later one may add into what they stored (split-K's atomics), so every written
+argument is put back to the caller's values after tuning. The copies cost one clone of the
+arguments, kept for the written ones, and two comparisons per tuning.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ class InPlaceWatch:
         skip: Iterable[str],
         rtol: float,
         atol: float,
-        keep_written: bool = False,
     ) -> None:
         from tunedsl.backends import triton as bt
 
@@ -63,10 +63,9 @@ class InPlaceWatch:
         self.after_first: dict[str, Any] = {}
         self.seen = 0  # launches observed so far
         self.found: dict[str, Any] = {}  # in-place argument -> the caller's value
-        # With hooks, a written argument may be the hook's doing (a pre_hook zeroing an
-        # accumulator makes every launch write it alike): keep the caller's values of the
-        # written arguments, to put back after tuning.
-        self.keep_written = keep_written
+        # The caller's values of the written arguments, put back after tuning: an output
+        # the first launches write alike may be added into by a later configuration, or
+        # be a hook's doing (a pre_hook zeroing an accumulator makes every launch write it).
         self.kept: dict[str, Any] = {}
 
     @property
@@ -83,8 +82,7 @@ class InPlaceWatch:
             written = {n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)}
             self.original = {n: self.original[n] for n in written}
             self.after_first = {n: self.bt.clone(self.bound[n]) for n in written}
-            if self.keep_written:
-                self.kept = dict(self.original)
+            self.kept = {**self.original, **self.kept}  # after a verify= check: as before
         elif self.seen == 3:
             self.bt.synchronize()
             again = [
@@ -108,9 +106,8 @@ class InPlaceWatch:
 
     def finish(self) -> tuple[list[str], dict[str, Any]]:
         """At the end of a tuning: the arguments found in place now (fewer than three
-        launches), and the written arguments' values to restore: every one after a single
-        launch, and with ``keep_written`` every one (restoring an output is harmless, the
-        real launch writes it again)."""
+        launches), and the caller's values of every written argument, to restore (restoring
+        an output is harmless: the real launch writes it again)."""
         if self.done:
             return [], dict(self.kept)
         found = self.before_launch()

@@ -91,12 +91,11 @@ class Guard:
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.settings.pre_hook
         skip = (*restore_value, *req.settings.reset_to_zero)
-        # A hook may write arguments too: then every written one is put back after tuning.
-        hooked = req.settings.pre_hook is not None or req.settings.post_hook is not None
+        # Every written argument is put back after tuning: an output the first launches
+        # write alike may be added into by a later configuration (split-K's atomics where
+        # SPLIT > 1, a store where SPLIT == 1), and a hook may write arguments too.
         settings = req.settings
-        self.watch = (
-            InPlaceWatch(bound, skip, settings.rtol, settings.atol, hooked) if watch else None
-        )
+        self.watch = InPlaceWatch(bound, skip, settings.rtol, settings.atol) if watch else None
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
     def snapshot_all(self) -> None:
