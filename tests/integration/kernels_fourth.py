@@ -1,9 +1,10 @@
 """Triton kernels of shapes the gallery and the other kernel files do not have, for
 test_kernels_fourth.py: a row argmax and a top-k with two outputs each, an epilogue with
-an optional residual and bool constexprs, an int8 quantizer, a split-K matmul adding
-through atomics into a strided view, a kernel on a 3-D grid, a pipelined reduction with
-``tl.range(num_stages=, loop_unroll_factor=)`` constexprs, a strided axpy taking its
-strides as arguments, and a copy whose ints Triton does not specialize."""
+an optional residual and bool constexprs, an int8 quantizer and an int8 matmul, a split-K
+matmul adding through atomics into a strided view, a kernel on a 3-D grid, a pipelined
+reduction with ``tl.range(num_stages=, loop_unroll_factor=)`` constexprs, a strided axpy
+taking its strides as arguments, a copy whose ints Triton does not specialize, and an
+epilogue that stores under one configuration and adds atomically under another."""
 
 from __future__ import annotations
 
@@ -148,3 +149,17 @@ def store_or_add(x, out, n, ADD: tl.constexpr, BLOCK: tl.constexpr):
         tl.atomic_add(out + offs, v, mask=m)
     else:
         tl.store(out + offs, v, mask=m)
+
+
+@triton.jit
+def int8_matmul(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # int8 operands, int32 accumulation (tl.dot of int8 gives int32).
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), tl.int32)
+    for k0 in range(0, K, BK):
+        rk = k0 + tl.arange(0, BK)
+        av = tl.load(a + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K))
+        bv = tl.load(b + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N))
+        acc += tl.dot(av, bv)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))

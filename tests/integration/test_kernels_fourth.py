@@ -19,8 +19,9 @@ pytestmark = pytest.mark.needs_triton
 SCRIPT = """\
 import torch
 from tunedsl import autotune, cdiv
-from kernels_fourth import (double_into, gather_every, grid3, pipelined_sum, quantize_int8,
-                            row_argmax, scale_residual, splitk_atomic, strided_axpy, top_k)
+from kernels_fourth import (double_into, gather_every, grid3, int8_matmul, pipelined_sum,
+                            quantize_int8, row_argmax, scale_residual, splitk_atomic,
+                            strided_axpy, top_k)
 
 
 def argmax(x, vals, idx):
@@ -46,6 +47,13 @@ def quantize(x, q, scale):
     n = x.numel()
     return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(n, $BLOCK), verify=True,
                     quantize_int8(x, q, n, scale, BLOCK=$BLOCK))
+
+
+def matmul_int8(a, b, c):
+    (M, K), N = a.shape, b.shape[1]
+    return autotune(space=dict(BM=[16, 32], BK=[16, 32]), verify=True,
+                    blocks=(cdiv(M, $BM), cdiv(N, 16)),
+                    int8_matmul(a, b, c, M, N, K, BM=$BM, BN=16, BK=$BK))
 
 
 def splitk(a, b, c):
@@ -149,6 +157,12 @@ def test_int8_quantization_and_split_k_into_a_strided_view(dsl) -> None:
     assert dsl["quantize"](x, q, 0.5).source == "tuned"
     expected = (x / 0.5).clamp(-127, 127)
     assert torch.equal(q, (expected.abs() + 0.5).floor().copysign(expected).to(torch.int8))
+    qa = torch.randint(-128, 128, (40, 64), dtype=torch.int8)
+    qb = torch.randint(-128, 128, (64, 24), dtype=torch.int8)
+    acc = torch.empty(40, 24, dtype=torch.int32)
+    res = dsl["matmul_int8"](qa, qb, acc)
+    assert all(r.status == "ok" for r in res.timings.values()), res.timings
+    assert torch.equal(acc, qa.int() @ qb.int())
     a, b = torch.randn(40, 64), torch.randn(64, 24)
     c = torch.full((40, 24), 7.0)
     res = dsl["splitk"](a, b, c)
