@@ -1,0 +1,64 @@
+"""Small real Triton kernels of the fourth set of ported autotuner tests
+(test_ported_autotuners_fourth.py)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_scale(src, N, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    """src += SCALE, in place."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(src + offs, tl.load(src + offs, mask=offs < N) + SCALE, mask=offs < N)
+
+
+@triton.jit
+def copy_scaled(dst, src, N, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = src * SCALE."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < N) * SCALE, mask=offs < N)
+
+
+@triton.heuristics({"EVEN": lambda args: args["N"] % args["BLOCK"] == 0})
+@triton.heuristics({"HALF": lambda args: args["BLOCK"] // 2})
+@triton.jit
+def copy_halves(dst, src, N, EVEN: tl.constexpr, HALF: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = src, each program in two halves of HALF; unmasked when EVEN."""
+    for part in tl.static_range(2):
+        offs = tl.program_id(0) * BLOCK + part * HALF + tl.arange(0, HALF)
+        if EVEN:
+            tl.store(dst + offs, tl.load(src + offs))
+        else:
+            tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
+
+
+@triton.heuristics({"BLOCK_N": lambda args: triton.next_power_of_2(args["N"])})
+@triton.jit
+def row_copy(dst, src, M, N, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+    """dst = src (M x N, contiguous, M a multiple of ROWS), ROWS rows a program, BLOCK_N >= N
+    columns."""
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    for r in tl.static_range(ROWS):
+        row = tl.program_id(0) * ROWS + r
+        tl.store(dst + row * N + cols, tl.load(src + row * N + cols, mask=mask), mask=mask)
+
+
+@triton.heuristics({"CAP": lambda args: bool(args["CAP"])})
+@triton.jit
+def capped(dst, src, N, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = min(src, 1) when CAP, else src (Unsloth passes such flags and lets a heuristic
+    normalise them to a bool)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + offs, mask=offs < N)
+    if CAP:
+        x = tl.minimum(x, 1.0)
+    tl.store(dst + offs, x, mask=offs < N)
+
+
+@triton.jit(do_not_specialize=["N"])
+def copy_unspecialized(dst, src, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)

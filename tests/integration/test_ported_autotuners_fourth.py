@@ -1,0 +1,461 @@
+"""A fourth batch of other autotuners' test suites, ported to tunedsl: Triton's autotune
+listener tests (what a tuning reports, and when), its free-threading and parallel-compile
+autotuner tests (threads tuning one site at once, compile pools of any size), the
+heuristics compositions of Triton, FlagGems and Unsloth, argument specialization inside a
+``key=`` bucket (Triton's test_launch/test_bindings), Helion's configuration checks and
+Inductor's and Kernel Tuner's argument handling.
+
+Each test names the upstream test it ports (``# ported from: repo path::test``). Real
+kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``
+or through ``autotune_launch``.
+
+Not ported, for want of a counterpart: Triton's listener ``duration`` of a disk hit (a
+record keeps the tuning's own ``tuning_s``), its concurrent-devices test (one CPU here;
+tests/integration/test_multi_device.py keys decisions per device) and its check that the
+interpreter never initialises a GPU driver (a CPU build of PyTorch has none to initialise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tunedsl import Config, UsageError, autotune_launch, cdiv
+from tunedsl.frontend.compile import compile_source
+
+pytestmark = pytest.mark.needs_triton
+
+SCRIPT = """\
+from tunedsl import autotune, cdiv
+from ported_kernels_more import copy
+from ported_kernels_third import copy_plus
+from ported_kernels_fourth import add_scale, capped, copy_halves, copy_scaled, copy_unspecialized, row_copy
+
+plain = lambda dst, src, N, pre, post: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    pre_hook=pre, post_hook=post, copy(dst, src, N, BLOCK=$block))
+single = lambda dst, src, N: autotune(space=dict(block=[64]), blocks=cdiv(N, $block),
+    copy(dst, src, N, BLOCK=$block))
+scaled = lambda dst, src, N, scale: autotune(space=dict(block=[32, 64, 128, 256]), blocks=cdiv(N, $block),
+    copy_scaled(dst, src, N, SCALE=scale, BLOCK=$block))
+restored = lambda src, N, scale: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    restore_value=["src"], add_scale(src, N, SCALE=scale, BLOCK=$block))
+staged = lambda dst, src, N: autotune(space=dict(block=[64], num_stages=[2, 3]), blocks=cdiv(N, $block),
+    copy(dst, src, N, BLOCK=$block))
+halves = lambda dst, src, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
+    copy_halves(dst, src, N, BLOCK=$block))
+halves_passed = lambda dst, src, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
+    copy_halves(dst, src, N, HALF=$block // 2, BLOCK=$block))
+rows = lambda dst, src, M, N: autotune(space=dict(rows=[1, 2]), blocks=cdiv(M, $rows), key=M // 64,
+    row_copy(dst, src, M, N, ROWS=$rows))
+capping = lambda dst, src, N, cap: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    capped(dst, src, N, CAP=cap, BLOCK=$block))
+optional = lambda dst, src, N, bias: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    key=N // 1024, copy_plus(dst, src, N, BLOCK=$block, bias=bias))
+bucketed = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    key=N // 4096, copy(dst, src, N, BLOCK=$block))
+unspecialized = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    key=N // 4096, copy_unspecialized(dst, src, N, BLOCK=$block))
+"""
+
+
+def load(path: Path, text: str = SCRIPT) -> dict[str, Any]:
+    """``text`` written to ``path``, expanded by the front end and run as a module."""
+    path.write_text(text, encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "ported_fourth", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    return namespace
+
+
+def new_process() -> None:
+    """What a new process starts without: the decisions verified in this one."""
+    from tunedsl.runtime import decide
+
+    decide._VERIFIED.clear()
+
+
+@pytest.fixture
+def dsl(tmp_path: Path) -> dict[str, Any]:
+    return load(tmp_path / "ported_fourth.py")
+
+
+def records() -> list[Path]:
+    return sorted((Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records").glob("*.json"))
+
+
+def nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+# --- Triton test_autotune_listener: what a tuning reports, and when ------------------------
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotune_listener.py::test_autotune_listener_fresh
+def test_a_fresh_tuning_reports_every_configuration_and_its_time(dsl: dict[str, Any]) -> None:
+    """Triton's listener on a fresh benchmark (fired once, not a cache hit, the best config
+    among the timed ones, every config timed, a duration > 0): the result of the call that
+    tunes says ``tuned``, its record holds a measured result for both configurations and
+    the choice among them, and the tuning's duration is positive."""
+    src, dst = torch.randn(1024), torch.zeros(1024)
+    res = dsl["plain"](dst, src, 1024, nothing, nothing)
+    assert res.source == "tuned" and torch.equal(dst, src)
+    assert set(res.timings) == {Config(block=32), Config(block=128)}
+    assert res.config in res.timings and all(r.status == "ok" for r in res.timings.values())
+    assert res.time_ms() is not None and res.time_ms() > 0
+    assert res.record is not None and res.record.tuning_s > 0
+    [record] = records()
+    assert json.loads(record.read_text())["chosen"] == res.config.to_json()
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotune_listener.py::test_autotune_listener_in_memory_cache_hit
+def test_a_hit_in_memory_neither_tunes_nor_writes(dsl: dict[str, Any], tune_count: list) -> None:
+    """Triton's listener does not fire on an in-memory hit: the second call with the same
+    key says ``memory``, tunes nothing, runs no hook and leaves the record as it was."""
+    hooks: list[str] = []
+    src, dst = torch.randn(1024), torch.zeros(1024)
+    first = dsl["plain"](dst, src, 1024, lambda a: hooks.append("pre"), nothing)
+    [record] = records()
+    before, stamp = record.read_bytes(), record.stat().st_mtime_ns
+    ran = len(hooks)
+    dst.zero_()
+    again = dsl["plain"](dst, src, 1024, lambda a: hooks.append("pre"), nothing)
+    assert (first.source, again.source) == ("tuned", "memory") and len(tune_count) == 1
+    assert again.config == first.config and torch.equal(dst, src)
+    assert len(hooks) == ran and record.read_bytes() == before
+    assert record.stat().st_mtime_ns == stamp
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotune_listener.py::test_autotune_listener_disk_cache_hit
+def test_a_new_process_reads_the_decision_and_its_timings_without_tuning(
+    tmp_path: Path, tune_count: list
+) -> None:
+    """Triton's listener on a disk hit (``cache_hit=True``, no new duration): a new process
+    says ``disk``, tunes nothing, and reports the stored timings and tuning time as they
+    were written, with the same choice."""
+    path = tmp_path / "ported_fourth.py"
+    src, dst = torch.randn(1024), torch.zeros(1024)
+    first = load(path)["plain"](dst, src, 1024, nothing, nothing)
+    new_process()
+    dst.zero_()
+    hit = load(path)["plain"](dst, src, 1024, nothing, nothing)
+    assert (first.source, hit.source) == ("tuned", "disk") and len(tune_count) == 1
+    assert hit.config == first.config and torch.equal(dst, src)
+    assert hit.record is not None and first.record is not None
+    assert hit.record.tuning_s == first.record.tuning_s
+    assert {c: r.median_ms for c, r in hit.timings.items()} == {
+        c: r.median_ms for c, r in first.timings.items()
+    }
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotune_listener.py::test_autotune_listener_single_config
+def test_one_configuration_reports_no_timings_and_writes_no_record(
+    dsl: dict[str, Any], tune_count: list
+) -> None:
+    """Triton's listener does not fire for a single configuration (nothing benchmarked):
+    the call says ``default``, has no record and no timings, and nothing is written."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = dsl["single"](dst, src, 300)
+    assert res.source == "default" and res.record is None and not res.timings
+    assert res.time_ms() is None and not records() and not tune_count
+    assert torch.equal(dst, src)
+
+
+# --- Triton test_free_threading_autotune: threads tuning one site at once ------------------
+
+
+def in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """``fn(*args)`` started in a thread; the dict gets its ``result`` or ``error``."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["result"] = fn(*args)
+        except BaseException as err:  # noqa: BLE001 - handed to the test
+            out["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_free_threading_autotune.py::test_autotuner_concurrent_failure_retries_cleanly
+def test_a_tuning_that_fails_in_one_thread_is_tuned_cleanly_by_the_waiting_one(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton: the first thread's benchmark fails while a second thread waits for the same
+    key; the first gets its error, the second tunes the key itself and one decision is
+    cached. Here the first tuning's ``pre_hook`` raises (the caller's error, which stops a
+    tuning) once the second thread calls; that thread then tunes and launches correctly,
+    and the key has one record."""
+    entered, second_called = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def pre(args: Any) -> None:
+        calls.append(args["BLOCK"])
+        if len(calls) == 1:
+            entered.set()
+            assert second_called.wait(60)
+            raise RuntimeError("first benchmark failed")
+
+    src = torch.randn(1024)
+    dst_a, dst_b = torch.zeros(1024), torch.zeros(1024)
+    first, out_a = in_thread(dsl["plain"], dst_a, src, 1024, pre, nothing)
+    assert entered.wait(60)
+    second, out_b = in_thread(dsl["plain"], dst_b, src, 1024, pre, nothing)
+    second_called.set()
+    first.join(120)
+    second.join(120)
+    assert "first benchmark failed" in str(out_a.get("error"))
+    assert "error" not in out_b, out_b.get("error")
+    assert out_b["result"].source == "tuned" and torch.equal(dst_b, src)
+    assert len(records()) == 1
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_free_threading_autotune.py::test_autotuner_concurrent_keys_keep_listener_timings_together
+def test_two_keys_tuned_by_two_threads_keep_their_own_arguments_and_timings(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton: two threads tune two keys of one autotuner at once, and each key's
+    listener gets its own best config and timings. Here the hooks of each key's tuning
+    see that key's arguments only, each record is of its own shape, with a result for
+    every configuration, and both outputs are right."""
+    seen: dict[int, set[int]] = {300: set(), 3000: set()}
+    started = threading.Event()
+
+    def pre_for(n: int) -> Any:
+        def pre(args: Any) -> None:
+            seen[n].add(args["N"])
+            if n == 300:
+                assert started.wait(60)
+
+        return pre
+
+    srcs = {n: torch.randn(n) for n in seen}
+    dsts = {n: torch.zeros(n) for n in seen}
+    one, out_one = in_thread(dsl["plain"], dsts[300], srcs[300], 300, pre_for(300), nothing)
+    two, out_two = in_thread(dsl["plain"], dsts[3000], srcs[3000], 3000, pre_for(3000), nothing)
+    started.set()
+    one.join(120)
+    two.join(120)
+    assert "error" not in out_one and "error" not in out_two
+    assert seen == {300: {300}, 3000: {3000}}
+    for n, out in ((300, out_one), (3000, out_two)):
+        res = out["result"]
+        assert res.source == "tuned" and torch.equal(dsts[n], srcs[n])
+        assert res.key["args"]["src"]["shape"] == [n] and len(res.timings) == 2
+    assert out_one["result"].digest != out_two["result"].digest and len(records()) == 2
+
+
+
+# --- Triton test_parallel_autotuner: compile pools of any size -----------------------------
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_parallel_autotuner.py::test_correctness
+@pytest.mark.parametrize("workers", ["1", "2", "4"])
+def test_any_number_of_compile_workers_tunes_correctly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: str
+) -> None:
+    """Triton (sequential, parallel, parallel with overlap; a new SCALE per mode so no mode
+    reads another's cache): each way of compiling the configurations gives the right
+    output and a choice. Here with 1, 2 and 4 compile workers: every configuration is
+    measured, the output is right and the choice is one of them."""
+    monkeypatch.setenv("TUNEDSL_COMPILE_WORKERS", workers)
+    scale = 100 + int(workers)
+    src, dst = torch.randn(4096), torch.zeros(4096)
+    res = load(tmp_path / "ported_fourth.py")["scaled"](dst, src, 4096, float(scale))
+    assert res.source == "tuned" and torch.allclose(dst, src * scale)
+    assert len(res.timings) == 4 and all(r.status == "ok" for r in res.timings.values())
+    assert res.config in res.timings and res.time_ms() > 0
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_parallel_autotuner.py::test_restore
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_restore_value_holds_with_any_number_of_compile_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: str
+) -> None:
+    """Triton: ``restore_value`` restores the tensor between benchmarks on every compile
+    path, so an in-place ``src += SCALE`` leaves ``SCALE`` after tuning."""
+    monkeypatch.setenv("TUNEDSL_COMPILE_WORKERS", workers)
+    scale = 200 + int(workers)
+    src = torch.zeros(1024)
+    res = load(tmp_path / "ported_fourth.py")["restored"](src, 1024, float(scale))
+    assert res.source == "tuned" and len(res.timings) == 2
+    assert torch.equal(src, torch.full_like(src, float(scale)))
+
+
+# --- Triton test_do_bench / test_autotuner: repetitions and configurations ----------------
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_do_bench.py::test_fixed_n_warmup_and_n_repeat
+def test_a_pre_hook_runs_before_the_warm_up_and_every_counted_repetition(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton: ``do_bench(fn, n_warmup=3, n_repeat=7)`` calls ``fn`` exactly 1 + 3 + 7
+    times. tunedsl sizes its own repetitions (a race measures a near candidate again and
+    keeps the fresh samples), and ``pre_hook`` runs before every launch of a
+    configuration: each configuration ran its hook at least once more than the
+    repetitions its record counts (``reps``, the warm-up), and a later call, which tunes
+    nothing, runs no hook."""
+    launches: dict[int, int] = {}
+
+    def pre(args: Any) -> None:
+        launches[args["BLOCK"]] = launches.get(args["BLOCK"], 0) + 1
+
+    src, dst = torch.randn(1024), torch.zeros(1024)
+    res = dsl["plain"](dst, src, 1024, pre, nothing)
+    reps = {cfg.block: r.reps for cfg, r in res.timings.items()}
+    assert set(launches) == set(reps) == {32, 128} and all(n >= 1 for n in reps.values())
+    assert all(launches[block] >= n + 1 for block, n in reps.items()), (launches, reps)
+    counted = dict(launches)
+    assert dsl["plain"](dst, src, 1024, pre, nothing).source == "memory"
+    assert launches == counted
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_config_ir_override_changes_disk_cache_key
+def test_configurations_differing_in_a_launch_option_are_stored_apart(
+    dsl: dict[str, Any], tmp_path: Path
+) -> None:
+    """Triton: two configs that differ only in ``ir_override`` print differently, since the
+    persisted cache is keyed on ``str(config)``. tunedsl's counterpart of a configuration
+    that differs only in how it is compiled is a launch option: ``num_stages=2`` and ``3``
+    are two results in the record, read back apart by a new process."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = dsl["staged"](dst, src, 300)
+    configs = {Config(block=64, num_stages=2), Config(block=64, num_stages=3)}
+    assert set(res.timings) == configs and len({str(c) for c in configs}) == 2
+    new_process()
+    again = load(tmp_path / "ported_fourth.py")["staged"](dst, src, 300)
+    assert again.source == "disk" and set(again.timings) == configs
+    assert again.config == res.config
+
+
+# --- Heuristics: stacked, computed from the arguments, normalising a passed flag -----------
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_hooks
+# (``@triton.autotune`` over ``@triton.heuristics``; here two ``@triton.heuristics`` stacked)
+def test_stacked_heuristics_are_each_computed_per_configuration(dsl: dict[str, Any]) -> None:
+    """Two ``@triton.heuristics`` layers, one computing ``HALF`` from ``BLOCK`` and one
+    ``EVEN`` from ``N`` and ``BLOCK``: both are computed for every configuration tried and
+    for the launch (N=192: unmasked copies are right for block=64 alone, and each half of a
+    program is ``BLOCK // 2``)."""
+    src, dst = torch.randn(192), torch.zeros(192)
+    res = dsl["halves"](dst, src, 192)
+    assert res.source == "tuned" and len(res.timings) == 2
+    assert all(r.status == "ok" for r in res.timings.values())
+    assert torch.equal(dst, src)
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_hooks
+def test_a_launch_passing_what_an_inner_heuristic_computes_is_a_usage_error(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton's ``Heuristics.run`` replaces a passed value with the heuristic's, in every
+    layer: a launch that passes ``HALF=$block // 2`` to a kernel whose inner
+    ``@triton.heuristics`` computes ``HALF`` would tune a value Triton never launches. It
+    is named as for one layer, before anything runs."""
+    src, dst = torch.randn(192), torch.zeros(192)
+    with pytest.raises(UsageError, match="HALF"):
+        dsl["halves_passed"](dst, src, 192)
+    assert not dst.any() and not records()
+
+
+# ported from: flagos-ai/FlagGems src/flag_gems/ops/softmax.py (``@triton.heuristics`` that
+# sets ``BLOCK_N = triton.next_power_of_2(N)`` under an autotuner keyed on ``M`` alone)
+def test_a_heuristic_of_an_argument_outside_the_key_is_computed_on_every_call(
+    dsl: dict[str, Any],
+) -> None:
+    """FlagGems' row kernels: ``@triton.autotune(key=["M"])`` over a heuristic computing
+    ``BLOCK_N`` from ``N``. Calls with one ``key=`` bucket of ``M`` but other widths share a
+    decision, and each launch computes its own ``BLOCK_N``: every row is copied whole,
+    whatever width the first call had."""
+    got = []
+    for n in (8, 100, 33):
+        src, dst = torch.randn(64, n), torch.zeros(64, n)
+        got.append(dsl["rows"](dst, src, 64, n))
+        assert torch.equal(dst, src), n
+    assert [r.source for r in got] == ["tuned", "memory", "memory"]
+
+
+# ported from: unslothai/unsloth unsloth/kernels/cross_entropy_loss.py
+# (``@triton.heuristics({"DO_SOFTCAPPING": lambda args: bool(args["DO_SOFTCAPPING"])})``)
+def test_a_heuristic_normalising_a_passed_flag_is_launched_with_each_calls_flag(
+    dsl: dict[str, Any],
+) -> None:
+    """Unsloth passes flags (``DO_SOFTCAPPING=...``) to kernels whose heuristics turn them
+    into bools: the value passed does not depend on the configuration, so the launch is
+    accepted, and each flag is launched as passed: capped only when asked."""
+    src = torch.linspace(-3.0, 3.0, 300)
+    for cap in (True, 0, 1, False):
+        dst = torch.zeros(300)
+        dsl["capping"](dst, src, 300, cap)
+        assert torch.equal(dst, src.clamp(max=1.0) if cap else src), cap
+
+
+# --- Triton test_launch / test_bindings: specialization inside one key= bucket -------------
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_bindings.py::test_module_walk
+# and python/test/unit/language/test_core.py::test_none_args (an optional pointer: ``None``
+# is specialized as a constant, a tensor as a pointer)
+def test_an_optional_tensor_and_none_are_decided_apart_in_one_key_bucket(
+    dsl: dict[str, Any],
+) -> None:
+    """``bias=None`` compiles a kernel without the bias, a tensor one with it: within one
+    ``key=`` bucket the two are decided apart and each launch adds the bias only when one
+    is given."""
+    src, bias = torch.randn(300), torch.randn(300)
+    got = []
+    for b in (None, bias, None, bias):
+        dst = torch.zeros(300)
+        got.append(dsl["optional"](dst, src, 300, b))
+        assert torch.allclose(dst, src if b is None else src + bias)
+    assert [r.source for r in got] == ["tuned", "tuned", "memory", "memory"]
+    assert got[0].digest != got[1].digest
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_specialize
+# (dtype part: a kernel compiled for float32 pointers is another for float16 ones)
+def test_another_dtype_in_one_key_bucket_is_tuned_apart(dsl: dict[str, Any]) -> None:
+    """``key=N // 4096`` replaces the shapes, never the dtypes: a float16 call in the
+    bucket of a float32 one gets its own decision and a float16 copy."""
+    got = []
+    for dtype in (torch.float32, torch.float16, torch.float32):
+        src, dst = torch.randn(300).to(dtype), torch.zeros(300, dtype=dtype)
+        got.append(dsl["bucketed"](dst, src, 300))
+        assert torch.equal(dst, src)
+    assert [r.source for r in got] == ["tuned", "tuned", "memory"]
+    assert got[0].key["args"]["src"] != got[1].key["args"]["src"]
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_value_specialization
+def test_ints_in_one_key_bucket_are_split_by_their_specialization_class(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton's value specialization (``N`` divisible by 16 is another kernel than ``N``
+    odd): within one ``key=`` bucket, 320 and 336 share a decision and 321 does not."""
+    got = []
+    for n in (320, 336, 321):
+        src, dst = torch.randn(n), torch.zeros(n)
+        got.append(dsl["bucketed"](dst, src, n))
+        assert torch.equal(dst, src)
+    assert [r.source for r in got] == ["tuned", "memory", "tuned"]
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_value_specialization
+# (``do_not_specialize``: one binary for every value of ``N``)
+def test_do_not_specialize_keeps_the_safe_side_of_the_int_classes(dsl: dict[str, Any]) -> None:
+    """An int named in ``do_not_specialize`` is one binary for all its values in Triton;
+    tunedsl keys it by Triton's classes all the same (docs/runtime.md "The cache key"), the
+    safe side: each class tunes once per ``key=`` bucket, and every copy is right."""
+    got = []
+    for n in (320, 321, 336, 1):
+        src, dst = torch.randn(n), torch.zeros(n)
+        got.append(dsl["unspecialized"](dst, src, n))
+        assert torch.equal(dst, src)
+    assert [r.source for r in got] == ["tuned", "tuned", "memory", "tuned"]
