@@ -62,3 +62,21 @@ def capped(dst, src, N, CAP: tl.constexpr, BLOCK: tl.constexpr):
 def copy_unspecialized(dst, src, N, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
+
+
+@triton.jit
+def special_params(src, dst, N, BLOCK: tl.constexpr, num_warps: tl.constexpr, num_stages: tl.constexpr):
+    """dst = src * num_stages + num_warps: a kernel whose parameters are named like Triton's
+    launch options (Inductor's test_triton_kernel_special_params)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + offs, mask=offs < N)
+    tl.store(dst + offs, x * num_stages + num_warps, mask=offs < N)
+
+
+@triton.jit
+def add_as(x, y, out, N, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    """out = x.to(DTYPE) + y.to(DTYPE) (Inductor's add_kernel_with_dtype)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    a = tl.load(x + offs, mask=offs < N).to(DTYPE)
+    b = tl.load(y + offs, mask=offs < N).to(DTYPE)
+    tl.store(out + offs, a + b, mask=offs < N)

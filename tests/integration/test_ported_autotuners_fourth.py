@@ -32,10 +32,13 @@ from tunedsl.frontend.compile import compile_source
 pytestmark = pytest.mark.needs_triton
 
 SCRIPT = """\
+import torch
 from tunedsl import autotune, cdiv
 from ported_kernels_more import copy
 from ported_kernels_third import copy_plus
 from ported_kernels_fourth import add_scale, capped, copy_halves, copy_scaled, copy_unspecialized, row_copy
+from ported_kernels_fourth import add_as, special_params
+from ported_kernels_more import total_two
 
 plain = lambda dst, src, N, pre, post: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     pre_hook=pre, post_hook=post, copy(dst, src, N, BLOCK=$block))
@@ -61,6 +64,24 @@ bucketed = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv
     key=N // 4096, copy(dst, src, N, BLOCK=$block))
 unspecialized = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     key=N // 4096, copy_unspecialized(dst, src, N, BLOCK=$block))
+special_passed = lambda src, dst, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
+    special_params(src, dst, N, BLOCK=$block, num_warps=4, num_stages=3))
+special_hinted = lambda src, dst, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
+    num_warps=4, num_stages=3, special_params(src, dst, N, BLOCK=$block))
+
+
+def summed(x):
+    out_a, out_b = torch.zeros(1), torch.zeros(1)
+    autotune(space=dict(block=[32, 128]), blocks=cdiv(x.numel(), $block), reset_to_zero=["out_a", "out_b"],
+        total_two(x, out_a, out_b, x.numel(), BLOCK=$block))
+    return out_a + out_b
+
+
+def added(x, y, dtype_torch, dtype_triton):
+    out = torch.zeros_like(x).to(dtype=dtype_torch)
+    autotune(space=dict(block=[2, 4]), blocks=cdiv(x.numel(), $block),
+        add_as(x, y, out, x.numel(), DTYPE=dtype_triton, BLOCK=$block))
+    return out
 """
 
 
@@ -459,3 +480,139 @@ def test_do_not_specialize_keeps_the_safe_side_of_the_int_classes(dsl: dict[str,
         got.append(dsl["unspecialized"](dst, src, n))
         assert torch.equal(dst, src)
     assert [r.source for r in got] == ["tuned", "tuned", "memory", "tuned"]
+
+
+# --- Helion test_autotune_clone_alignment: what a worker's copies keep ----------------------
+
+
+def contract(t: torch.Tensor) -> tuple[Any, ...]:
+    """What Triton and the kernel see of a tensor: layout, offset, 16-byte alignment."""
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.data_ptr() % 16)
+
+
+# ported from: pytorch/helion test/test_autotune_clone_alignment.py::test_private_clone_alignment_boundaries
+@pytest.mark.parametrize("offset", [0, 1, 8])
+def test_a_workers_copies_keep_offset_alignment_and_aliasing(offset: int) -> None:
+    """Helion's private clones keep each tensor's shape, strides, storage offset and
+    alignment (``data_ptr() % 256``), and which arguments share a storage: a candidate is
+    benchmarked on the layout the caller launches. With ``isolate=True`` the worker's
+    copies, as its ``pre_hook`` sees them, have the caller's layout, offset and 16-byte
+    alignment (another alignment is another Triton specialization), the two views of one
+    storage still share one, and the caller's tensors come out right."""
+    from ported_kernels_more import copy
+
+    base = torch.arange(2 * 300 + offset, dtype=torch.float32)
+    src, dst = base[offset : offset + 300], base[offset + 300 :]
+    want = {"src": contract(src), "dst": contract(dst)}
+    expected = src.clone()
+
+    def pre(args: Any) -> None:
+        got = {name: contract(args[name]) for name in want}
+        if got != want:
+            raise AssertionError(f"worker copies differ: {got} != {want}")
+        shared = args["src"].untyped_storage().data_ptr() == args["dst"].untyped_storage().data_ptr()
+        if not shared:
+            raise AssertionError("the views of one storage do not share it in the worker")
+
+    res = autotune_launch(
+        copy,
+        space={"block": [32, 128]},
+        grid=lambda cfg: (cdiv(300, cfg.block),),
+        args=(dst, src, 300),
+        kwargs=lambda cfg: {"BLOCK": cfg.block},
+        pre_hook=pre,
+        isolate=True,
+        name=f"clone-alignment-{offset}",
+    )
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    assert torch.equal(dst, expected) and torch.equal(src, expected)
+
+
+# --- Inductor test_triton_kernels: launch-option names, torch.compile ----------------------
+
+
+# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_special_params
+def test_parameters_named_like_launch_options_take_the_launchs_values(
+    dsl: dict[str, Any],
+) -> None:
+    """Inductor: a kernel whose parameters are called ``num_warps`` and ``num_stages`` gets
+    the values the launch passes (``x * num_stages + num_warps``). Passed in the launch,
+    they reach the parameters; given as static hints only, the launch passes nothing for
+    them, which is named before anything runs, with the fix."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = dsl["special_passed"](src, dst, 300)
+    assert res.source == "tuned" and torch.allclose(dst, src * 3 + 4)
+    dst.zero_()
+    with pytest.raises(UsageError, match=r"passes nothing for `num_warps`, `num_stages`.*pass them in the launch"):
+        dsl["special_hinted"](src, dst, 300)
+    assert not dst.any()
+
+
+def load_module(tmp_path: Path) -> Any:
+    """``SCRIPT`` as an imported module (Dynamo resolves a function's globals by module)."""
+    import sys
+    import types
+
+    path = tmp_path / "ported_fourth_compiled.py"
+    path.write_text(SCRIPT, encoding="utf-8")
+    module = types.ModuleType("ported_fourth_compiled")
+    module.__file__ = str(path)
+    sys.modules[module.__name__] = module
+    exec(compile_source(path.read_bytes(), str(path)), module.__dict__)
+    return module
+
+
+@pytest.fixture
+def fresh_dynamo() -> Any:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+needs_compile = pytest.mark.skipif(
+    not hasattr(torch.compiler, "substitute_in_graph"), reason="needs PyTorch 2.6 or later"
+)
+
+
+# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_reset_to_zero
+@needs_compile
+def test_reset_to_zero_inside_torch_compile_leaves_one_launchs_sum(
+    tmp_path: Path, fresh_dynamo: None
+) -> None:
+    """Inductor refuses ``reset_to_zero`` inside ``torch.compile`` ("Only configs, keys, and
+    restore_value are supported"). A tunedsl site with ``reset_to_zero`` traces with
+    ``fullgraph=True``: the accumulators are zeroed before each repetition of the tuning
+    and the compiled function returns one launch's sums, like the eager one, on the call
+    that tunes and on later ones."""
+    module = load_module(tmp_path)
+    x = torch.randn(300)
+    want = x.sum() * 3
+    assert torch.allclose(module.summed(x), want, atol=1e-4)
+    fn = torch.compile(module.summed, fullgraph=True, backend="aot_eager")
+    for _ in range(2):
+        assert torch.allclose(fn(x), want, atol=1e-4)
+
+
+# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_triton_dtype
+@needs_compile
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_triton_dtype_constexpr_inside_torch_compile_is_decided_per_dtype(
+    tmp_path: Path, dynamic: bool, fresh_dynamo: None
+) -> None:
+    """Inductor: a kernel given a Triton dtype as a constexpr (``tl.float32``, then
+    ``tl.bfloat16``) gives the eager result under ``torch.compile`` for each. Here each
+    dtype is its own decision, eager and compiled agree, and the output has the dtype
+    (float16 for bfloat16: Triton's interpreter stores bfloat16 wrongly, with or without
+    tunedsl)."""
+    import triton.language as tl
+
+    module = load_module(tmp_path)
+    x, y = torch.randn(4), torch.randn(4)
+    fn = torch.compile(module.added, fullgraph=True, backend="aot_eager", dynamic=dynamic)
+    for dtype_torch, dtype_triton in ((torch.float32, tl.float32), (torch.float16, tl.float16)):
+        eager = module.added(x, y, dtype_torch, dtype_triton)
+        out = fn(x, y, dtype_torch, dtype_triton)
+        assert out.dtype == dtype_torch and torch.equal(out, eager)
+        assert torch.allclose(out.float(), (x + y).to(dtype_torch).float(), atol=0.01)
+    sites = [v for k, v in vars(module).items() if k.startswith("__tunedsl_site_")]
+    assert sum(len(site._by_digest) for site in sites) == 2
