@@ -65,7 +65,9 @@ def copy_unspecialized(dst, src, N, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def special_params(src, dst, N, BLOCK: tl.constexpr, num_warps: tl.constexpr, num_stages: tl.constexpr):
+def special_params(
+    src, dst, N, BLOCK: tl.constexpr, num_warps: tl.constexpr, num_stages: tl.constexpr
+):
     """dst = src * num_stages + num_warps: a kernel whose parameters are named like Triton's
     launch options (Inductor's test_triton_kernel_special_params)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -80,3 +82,9 @@ def add_as(x, y, out, N, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
     a = tl.load(x + offs, mask=offs < N).to(DTYPE)
     b = tl.load(y + offs, mask=offs < N).to(DTYPE)
     tl.store(out + offs, a + b, mask=offs < N)
+
+
+@triton.jit
+def fill_value(dst, v, BLOCK: tl.constexpr):
+    """dst[:BLOCK] = v, as int64."""
+    tl.store(dst + tl.arange(0, BLOCK), tl.full([BLOCK], v, tl.int64))

@@ -37,7 +37,7 @@ from tunedsl import autotune, cdiv
 from ported_kernels_more import copy
 from ported_kernels_third import copy_plus
 from ported_kernels_fourth import add_scale, capped, copy_halves, copy_scaled, copy_unspecialized, row_copy
-from ported_kernels_fourth import add_as, special_params
+from ported_kernels_fourth import add_as, fill_value, special_params
 from ported_kernels_more import total_two
 
 plain = lambda dst, src, N, pre, post: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
@@ -64,6 +64,8 @@ bucketed = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv
     key=N // 4096, copy(dst, src, N, BLOCK=$block))
 unspecialized = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
     key=N // 4096, copy_unspecialized(dst, src, N, BLOCK=$block))
+filled = lambda dst, v: autotune(space=dict(block=[8, 16]), blocks=1, key="one bucket",
+    fill_value(dst, v, BLOCK=$block))
 special_passed = lambda src, dst, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
     special_params(src, dst, N, BLOCK=$block, num_warps=4, num_stages=3))
 special_hinted = lambda src, dst, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
@@ -196,7 +198,7 @@ def in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
     def run() -> None:
         try:
             out["result"] = fn(*args)
-        except BaseException as err:  # noqa: BLE001 - handed to the test
+        except BaseException as err:  # handed to the test
             out["error"] = err
 
     thread = threading.Thread(target=run, daemon=True)
@@ -270,7 +272,6 @@ def test_two_keys_tuned_by_two_threads_keep_their_own_arguments_and_timings(
         assert res.source == "tuned" and torch.equal(dsts[n], srcs[n])
         assert res.key["args"]["src"]["shape"] == [n] and len(res.timings) == 2
     assert out_one["result"].digest != out_two["result"].digest and len(records()) == 2
-
 
 
 # --- Triton test_parallel_autotuner: compile pools of any size -----------------------------
@@ -510,7 +511,9 @@ def test_a_workers_copies_keep_offset_alignment_and_aliasing(offset: int) -> Non
         got = {name: contract(args[name]) for name in want}
         if got != want:
             raise AssertionError(f"worker copies differ: {got} != {want}")
-        shared = args["src"].untyped_storage().data_ptr() == args["dst"].untyped_storage().data_ptr()
+        shared = (
+            args["src"].untyped_storage().data_ptr() == args["dst"].untyped_storage().data_ptr()
+        )
         if not shared:
             raise AssertionError("the views of one storage do not share it in the worker")
 
@@ -543,7 +546,9 @@ def test_parameters_named_like_launch_options_take_the_launchs_values(
     res = dsl["special_passed"](src, dst, 300)
     assert res.source == "tuned" and torch.allclose(dst, src * 3 + 4)
     dst.zero_()
-    with pytest.raises(UsageError, match=r"passes nothing for `num_warps`, `num_stages`.*pass them in the launch"):
+    with pytest.raises(
+        UsageError, match=r"passes nothing for `num_warps`, `num_stages`.*pass them in the launch"
+    ):
         dsl["special_hinted"](src, dst, 300)
     assert not dst.any()
 
@@ -616,3 +621,72 @@ def test_a_triton_dtype_constexpr_inside_torch_compile_is_decided_per_dtype(
         assert torch.allclose(out.float(), (x + y).to(dtype_torch).float(), atol=0.01)
     sites = [v for k, v in vars(module).items() if k.startswith("__tunedsl_site_")]
     assert sum(len(site._by_digest) for site in sites) == 2
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_free_threading_autotune.py::test_autotuner_concurrent_keys_keep_listener_timings_together
+# (the cold-miss lock covers one key: a key already decided is not held up by another's)
+def test_a_decided_key_launches_while_another_key_of_the_site_tunes(dsl: dict[str, Any]) -> None:
+    """While a thread tunes a new key of a site (held inside its ``pre_hook``), a call of a
+    key the site decided before is launched at once, not queued behind the tuning: the
+    hook waits for that call to finish, and both end."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    assert dsl["plain"](dst, src, 300, nothing, nothing).source == "tuned"
+    hit_done, tuning = threading.Event(), threading.Event()
+
+    def pre(args: Any) -> None:
+        tuning.set()
+        if not hit_done.wait(60):
+            raise RuntimeError("the decided key waited for the tuning")
+
+    src2, dst2 = torch.randn(3000), torch.zeros(3000)
+    thread, out = in_thread(dsl["plain"], dst2, src2, 3000, pre, nothing)
+    assert tuning.wait(60)
+    dst.zero_()
+    hit = dsl["plain"](dst, src, 300, nothing, nothing)
+    hit_done.set()
+    thread.join(120)
+    assert hit.source == "memory" and torch.equal(dst, src)
+    assert "error" not in out, out.get("error")
+    assert out["result"].source == "tuned" and torch.equal(dst2, src2)
+
+
+# --- Kernel Tuner: restrictions that name a parameter the space does not have ---------------
+
+
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_restrictions
+def test_a_constraint_reading_a_field_the_space_lacks_is_named() -> None:
+    """Kernel Tuner checks each restriction against the tunable parameters and fails on
+    one it cannot evaluate. A ``Space`` constraint that reads a misspelled field fails
+    before anything is launched, naming the field and the fields there are."""
+    from ported_kernels_more import copy
+
+    from tunedsl import Space
+
+    src, dst = torch.randn(300), torch.zeros(300)
+    with pytest.raises((UsageError, AttributeError), match=r"blok.*block"):
+        autotune_launch(
+            copy,
+            space=Space(block=[32, 128], constraint=lambda c: c.blok >= 32),
+            grid=lambda cfg: (cdiv(300, cfg.block),),
+            args=(dst, src, 300),
+            kwargs=lambda cfg: {"BLOCK": cfg.block},
+            name="misspelled-constraint",
+        )
+    assert not dst.any()
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_specialize.py::test_specialize_impl
+# (an int of 64 bits is ``i64``, another kernel than an ``i32`` one)
+def test_a_64_bit_int_is_decided_apart_from_a_32_bit_one_in_one_key_bucket(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton passes an int that does not fit 32 bits as ``i64``, another kernel: in one
+    ``key=`` bucket, 5 and 7 share a decision, ``2**40 + 3`` gets its own, and every value
+    is stored whole."""
+    got = []
+    for v in (5, 2**40 + 3, 7, 2**40 + 5):
+        dst = torch.zeros(16, dtype=torch.int64)
+        got.append(dsl["filled"](dst, v))
+        assert (dst[:8] == v).all(), v
+    assert [r.source for r in got] == ["tuned", "tuned", "memory", "memory"]
+    assert got[0].digest != got[1].digest
