@@ -88,3 +88,11 @@ def add_as(x, y, out, N, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
 def fill_value(dst, v, BLOCK: tl.constexpr):
     """dst[:BLOCK] = v, as int64."""
     tl.store(dst + tl.arange(0, BLOCK), tl.full([BLOCK], v, tl.int64))
+
+
+@triton.jit
+def add_one_strided(x, N, stride, BLOCK: tl.constexpr):
+    """x[i * stride] += 1 for i < N, in place."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ptrs = x + offs * stride
+    tl.store(ptrs, tl.load(ptrs, mask=offs < N) + 1, mask=offs < N)

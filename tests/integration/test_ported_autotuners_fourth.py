@@ -11,8 +11,15 @@ or through ``autotune_launch``.
 
 Not ported, for want of a counterpart: Triton's listener ``duration`` of a disk hit (a
 record keeps the tuning's own ``tuning_s``), its concurrent-devices test (one CPU here;
-tests/integration/test_multi_device.py keys decisions per device) and its check that the
-interpreter never initialises a GPU driver (a CPU build of PyTorch has none to initialise).
+tests/integration/test_multi_device.py keys decisions per device), its check that the
+interpreter never initialises a GPU driver (a CPU build of PyTorch has none to
+initialise), and its listener that waits for another thread's tuning
+(test_autotuner_listener_can_wait_for_another_tuning_thread): tunedsl has no listener, and
+its hooks run inside the process's measurement, which one tuning holds at a time, so a
+hook that waits for another thread's tuning waits until that tuning can start. Not ported
+yet: test_cache.py::test_kernel_global_var_change (a ``tl.constexpr`` global reassigned in
+the same process after a key is decided: Triton's JIT raises; tunedsl keys the kernel's
+globals once per process).
 """
 
 from __future__ import annotations
@@ -33,11 +40,13 @@ pytestmark = pytest.mark.needs_triton
 
 SCRIPT = """\
 import torch
+import triton
+import triton.language as tl
 from tunedsl import autotune, cdiv
 from ported_kernels_more import copy
 from ported_kernels_third import copy_plus
 from ported_kernels_fourth import add_scale, capped, copy_halves, copy_scaled, copy_unspecialized, row_copy
-from ported_kernels_fourth import add_as, fill_value, special_params
+from ported_kernels_fourth import add_as, add_one_strided, fill_value, special_params
 from ported_kernels_more import total_two
 
 plain = lambda dst, src, N, pre, post: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
@@ -66,6 +75,23 @@ unspecialized = lambda dst, src, N: autotune(space=dict(block=[32, 128]), blocks
     key=N // 4096, copy_unspecialized(dst, src, N, BLOCK=$block))
 filled = lambda dst, v: autotune(space=dict(block=[8, 16]), blocks=1, key="one bucket",
     fill_value(dst, v, BLOCK=$block))
+
+
+@triton.heuristics({"EVEN": lambda args: args["N"] % args["BLOCK"] == 0})
+@triton.heuristics({"PARTS": lambda args: 2})
+@triton.jit
+def copy_parts(dst, src, N, EVEN: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr):
+    for part in tl.static_range(PARTS):
+        offs = tl.program_id(0) * BLOCK + part * (BLOCK // PARTS) + tl.arange(0, BLOCK // PARTS)
+        tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
+
+
+parts = lambda dst, src, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
+    copy_parts(dst, src, N, BLOCK=$block))
+strided = lambda x, restore: autotune(space=dict(block=[32, 128]), blocks=cdiv(x.numel(), $block),
+    restore_value=restore, add_one_strided(x, x.numel(), x.stride(0), BLOCK=$block))
+accumulated = lambda x, a, b, N, pre: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
+    reset_to_zero=["out_a", "out_b"], pre_hook=pre, total_two(x, out_a=a, out_b=b, N=N, BLOCK=$block))
 special_passed = lambda src, dst, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
     special_params(src, dst, N, BLOCK=$block, num_warps=4, num_stages=3))
 special_hinted = lambda src, dst, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
@@ -690,3 +716,136 @@ def test_a_64_bit_int_is_decided_apart_from_a_32_bit_one_in_one_key_bucket(
         assert (dst[:8] == v).all(), v
     assert [r.source for r in got] == ["tuned", "tuned", "memory", "memory"]
     assert got[0].digest != got[1].digest
+
+
+# --- Triton test_autotuner: restore and reset, on every path -------------------------------
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_reset_to_zero
+# (pass_kwargs_to_kernel=True; the zeroing runs before the user's pre_hook, as Triton's
+# default pre-hook does, and on a hit read from disk)
+def test_reset_to_zero_runs_before_the_pre_hook_and_on_a_hit_of_a_new_process(
+    tmp_path: Path,
+) -> None:
+    """Triton zeroes ``reset_to_zero`` arguments before each benchmark run, ahead of the
+    user's ``pre_hook``: every ``pre_hook`` call sees both accumulators at zero (passed by
+    keyword), and a new process that reads the decision from disk zeroes them before its
+    launch too: each call leaves one launch's sums, however they were filled before."""
+    path = tmp_path / "ported_fourth.py"
+    seen: list[tuple[float, float]] = []
+
+    def pre(args: Any) -> None:
+        seen.append((args["out_a"].item(), args["out_b"].item()))
+
+    x = torch.ones(300)
+    for source in ("tuned", "disk"):
+        a, b = torch.full((1,), 7.0), torch.full((1,), 7.0)
+        res = load(path)["accumulated"](x, a, b, 300, pre)
+        assert res.source == source and (a.item(), b.item()) == (300.0, 600.0)
+        new_process()
+    assert seen and set(seen) == {(0.0, 0.0)}
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_restore
+# (on a strided view: pytorch/helion test/test_autotune_clone_alignment.py::test_storage_aliases_flags_and_partial_selection, "strided")
+@pytest.mark.parametrize("restore", [["x"], None])
+def test_restoring_a_strided_view_leaves_the_elements_between_alone(
+    dsl: dict[str, Any], restore: Any
+) -> None:
+    """An in-place kernel on every other element of a buffer (a view of stride 2), with
+    ``restore_value=["x"]`` or found in place by the watch: after tuning the view holds one
+    launch's update, and the elements between, which no launch touches, keep their values."""
+    base = torch.arange(600, dtype=torch.float32)
+    before = base.clone()
+    view = base[::2]
+    if restore is None:
+        with pytest.warns(UserWarning, match=r"changes 'x' in place"):
+            res = dsl["strided"](view, restore)
+    else:
+        res = dsl["strided"](view, restore)
+    assert res.source == "tuned" and len(res.timings) == 2
+    assert torch.equal(base[::2], before[::2] + 1) and torch.equal(base[1::2], before[1::2])
+
+
+# ported from: pytorch/helion test/test_autotune_clone_alignment.py::test_storage_aliases_flags_and_partial_selection
+@pytest.mark.parametrize("kind", ["strided", "broadcast", "empty"])
+def test_a_workers_copy_of_a_strided_broadcast_or_empty_view_keeps_its_layout(kind: str) -> None:
+    """Helion's private clones keep a view's strides and offset (``as_strided((3, 4), (9,
+    2), 1)``, ``base[1:2].expand(3, 4)``, ``base[1:1]``). The worker of ``isolate=True``
+    gets copies whose layout, as its ``pre_hook`` sees it, is the caller's, and the row copy
+    measured there is the caller's copy."""
+    from ported_kernels_more import copy_rows
+
+    base = torch.arange(128, dtype=torch.float32)
+    if kind == "strided":
+        src = base.as_strided((3, 4), (9, 2), 1)
+    elif kind == "broadcast":
+        src = base[1:2].expand(3, 4)
+    else:
+        src = base[1:1].view(0, 4)
+    dst = torch.zeros(src.shape)
+    want = contract(src)
+
+    def pre(args: Any) -> None:
+        if contract(args["src"]) != want:
+            raise AssertionError(f"worker copy differs: {contract(args['src'])} != {want}")
+
+    res = autotune_launch(
+        copy_rows,
+        space={"block": [4, 8]},
+        grid=(src.shape[0],),
+        args=(dst, src, src.shape[0], src.shape[1], src.stride(0), src.stride(1)),
+        kwargs=lambda cfg: {"BLOCK": cfg.block},
+        pre_hook=pre,
+        isolate=True,
+        name=f"worker-layout-{kind}",
+    )
+    assert res.source == "tuned" and torch.equal(dst, src)
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_hooks
+# and test_autotune_listener.py::test_autotune_listener_fresh ("fn is unwrapped to JITFunction")
+def test_an_edited_inner_heuristic_is_tuned_again_in_a_new_process(tmp_path: Path) -> None:
+    """A kernel under two ``@triton.heuristics`` layers is recorded under its function's
+    name, and both layers are part of the kernel: a new process reuses the decision while
+    neither changes, and tunes again once the inner one is edited (``PARTS`` 2 -> 4)."""
+    path = tmp_path / "ported_fourth.py"
+    src = torch.randn(300)
+    first = load(path)["parts"](torch.zeros(300), src, 300)
+    assert first.source == "tuned" and first.record is not None
+    assert first.record.kernel["qualname"] == "copy_parts"
+    new_process()
+    assert load(path)["parts"](torch.zeros(300), src, 300).source == "disk"
+    old = '@triton.heuristics({"PARTS": lambda args: 2})'
+    assert SCRIPT.count(old) == 1
+    new_process()
+    dst = torch.zeros(300)
+    edited = load(path, SCRIPT.replace(old, old.replace("2", "4")))["parts"](dst, src, 300)
+    assert edited.source == "tuned" and torch.equal(dst, src)
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_restore
+# (pass_kwargs_to_kernel=True, through the plain API's kwargs= function)
+@pytest.mark.parametrize("form", ["restore_value", "reset_to_zero"])
+def test_restore_and_reset_of_a_tensor_a_kwargs_function_passes(form: str) -> None:
+    """Triton restores ``src`` (or zeroes it) whether it is passed by position or by
+    keyword. With ``autotune_launch``, a tensor a ``kwargs=`` function returns is restored
+    (zeroed) like a positional one, before every launch of the tuning and on a hit: the
+    in-place ``src += 1`` leaves one launch's update each call."""
+    from ported_kernels_fourth import add_scale
+
+    src = torch.zeros(1024)
+    expected = 1.0
+    for source in ("tuned", "memory"):
+        res = autotune_launch(
+            add_scale,
+            space={"block": [32, 128]},
+            grid=lambda cfg: (cdiv(1024, cfg.block),),
+            kwargs=lambda cfg: {"src": src, "N": 1024, "SCALE": 1.0, "BLOCK": cfg.block},
+            name=f"kwargs-{form}",
+            **{form: ["src"]},
+        )
+        assert res.source == source
+        assert torch.equal(src, torch.full_like(src, expected)), (source, src[:4])
+        if form == "restore_value":
+            expected += 1.0
