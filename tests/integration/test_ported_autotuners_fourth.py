@@ -88,6 +88,8 @@ def copy_parts(dst, src, N, EVEN: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.c
 
 parts = lambda dst, src, N: autotune(space=dict(block=[64, 128]), blocks=cdiv(N, $block),
     copy_parts(dst, src, N, BLOCK=$block))
+hinted = lambda dst, src, N, pre, post: autotune(space=dict(block=[32, 128], num_warps=[2, 8]),
+    blocks=cdiv(N, $block), num_stages=3, pre_hook=pre, post_hook=post, copy(dst, src, N, BLOCK=$block))
 strided = lambda x, restore: autotune(space=dict(block=[32, 128]), blocks=cdiv(x.numel(), $block),
     restore_value=restore, add_one_strided(x, x.numel(), x.stride(0), BLOCK=$block))
 accumulated = lambda x, a, b, N, pre: autotune(space=dict(block=[32, 128]), blocks=cdiv(N, $block),
@@ -849,3 +851,32 @@ def test_restore_and_reset_of_a_tensor_a_kwargs_function_passes(form: str) -> No
         assert torch.equal(src, torch.full_like(src, expected)), (source, src[:4])
         if form == "restore_value":
             expected += 1.0
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_hooks
+# (Triton calls the hooks with ``{**named_args, **config.all_kwargs()}``: the arguments, the
+# configuration's values and its launch options)
+def test_hooks_see_each_configurations_launch_options_and_the_static_hints(
+    dsl: dict[str, Any],
+) -> None:
+    """``pre_hook`` and ``post_hook`` get what Triton's get: the arguments by name, the
+    configuration's kernel values (``BLOCK``) and its launch options, a space field
+    (``num_warps``) and a static hint (``num_stages=3``) alike, for every configuration
+    launched (the interpreter, which has no warps, launches one of the configurations that
+    differ only in launch options and records the others as timed by it)."""
+    pre_seen: set[tuple[Any, ...]] = set()
+    post_seen: set[tuple[Any, ...]] = set()
+
+    def pre(args: Any) -> None:
+        pre_seen.add((args["N"], args["BLOCK"], args["num_warps"], args["num_stages"]))
+
+    def post(args: Any, exception: Any = None) -> None:
+        post_seen.add((args["N"], args["BLOCK"], args["num_warps"], args["num_stages"]))
+
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = dsl["hinted"](dst, src, 300, pre, post)
+    launched = {c for c, r in res.timings.items() if "timed as" not in (r.reason or "")}
+    assert {c.block for c in launched} == {32, 128} and len(res.timings) == 4
+    want = {(300, c.block, c.num_warps, 3) for c in launched}
+    assert res.source == "tuned" and torch.equal(dst, src)
+    assert pre_seen == want and post_seen == want
