@@ -447,6 +447,35 @@ def test_a_heuristic_normalising_a_passed_flag_is_launched_with_each_calls_flag(
         assert torch.equal(dst, src.clamp(max=1.0) if cap else src), cap
 
 
+# ported from: unslothai/unsloth unsloth/kernels/cross_entropy_loss.py (as above, through the
+# plain API: a flag a ``kwargs=`` function returns alike for every configuration is accepted,
+# one that follows the configuration is the mistake it always was)
+def test_a_heuristics_parameter_from_a_kwargs_function_is_checked_by_what_it_depends_on() -> None:
+    from ported_kernels_fourth import capped
+
+    src = torch.linspace(-3.0, 3.0, 300)
+
+    def launch(dst: torch.Tensor, space: Any, kwargs: Any, name: str) -> Any:
+        return autotune_launch(
+            capped,
+            space=space,
+            grid=lambda cfg: (cdiv(300, cfg.block),),
+            args=(dst, src, 300),
+            kwargs=kwargs,
+            name=name,
+        )
+
+    dst = torch.zeros(300)
+    alike = {"block": [32, 128]}
+    res = launch(dst, alike, lambda cfg: {"CAP": True, "BLOCK": cfg.block}, "flag-alike")
+    assert res.source == "tuned" and torch.equal(dst, src.clamp(max=1.0))
+    dst = torch.zeros(300)
+    with pytest.raises(UsageError, match="computes `CAP` that the launch gives too"):
+        per_config = {"block": [32, 128], "cap": [False, True]}
+        launch(dst, per_config, lambda cfg: {"CAP": cfg.cap, "BLOCK": cfg.block}, "flag-per-config")
+    assert not dst.any()
+
+
 # --- Triton test_launch / test_bindings: specialization inside one key= bucket -------------
 
 
