@@ -259,9 +259,10 @@ def check_launch(
     (in ``dependent``, the names whose values do; None: any), or a launch hint of
     ``space_hints`` (the space's fields named like hints) that one computes, is an error
     (Triton would replace its value). A value the same for every configuration (a flag a
-    heuristic normalises, ``lambda args: bool(args["CAP"])``) is Triton's to replace. A kernel in ``@triton.autotune`` is left to Triton, unless its
-    configurations set a parameter the launch passes too (Triton then fails every
-    configuration: "Conflicting meta-parameters")."""
+    heuristic normalises, ``lambda args: bool(args["CAP"])``) is Triton's to replace. A
+    kernel in ``@triton.autotune`` is left to Triton, unless its configurations set a
+    parameter the launch passes too (Triton then fails every configuration: "Conflicting
+    meta-parameters")."""
     if type(kernel).__name__ == "Autotuner":
         both = sorted(
             {k for c in getattr(kernel, "configs", ()) for k in getattr(c, "kwargs", {})}
