@@ -2,8 +2,9 @@
 listener tests (what a tuning reports, and when), its free-threading and parallel-compile
 autotuner tests (threads tuning one site at once, compile pools of any size), the
 heuristics compositions of Triton, FlagGems and Unsloth, argument specialization inside a
-``key=`` bucket (Triton's test_launch/test_bindings), Helion's configuration checks and
-Inductor's and Kernel Tuner's argument handling.
+``key=`` bucket (Triton's test_specialize/test_cache), Helion's private copies of the
+arguments (a worker's copies keep each tensor's layout), Inductor's user-kernel tests under
+``torch.compile`` and a Kernel Tuner restriction check.
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``
@@ -415,15 +416,15 @@ def test_a_launch_passing_what_an_inner_heuristic_computes_is_a_usage_error(
     assert not dst.any() and not records()
 
 
-# ported from: flagos-ai/FlagGems src/flag_gems/ops/softmax.py (``@triton.heuristics`` that
-# sets ``BLOCK_N = triton.next_power_of_2(N)`` under an autotuner keyed on ``M`` alone)
+# ported from: flagos-ai/FlagGems src/flag_gems/ops/log_softmax.py (a heuristic computes the
+# tile from the row width, ``TILE_N = triton.next_power_of_2(N)``, apart from the tuned key)
 def test_a_heuristic_of_an_argument_outside_the_key_is_computed_on_every_call(
     dsl: dict[str, Any],
 ) -> None:
-    """FlagGems' row kernels: ``@triton.autotune(key=["M"])`` over a heuristic computing
-    ``BLOCK_N`` from ``N``. Calls with one ``key=`` bucket of ``M`` but other widths share a
-    decision, and each launch computes its own ``BLOCK_N``: every row is copied whole,
-    whatever width the first call had."""
+    """FlagGems' row kernels compute their tile from the row width by a heuristic
+    (``next_power_of_2(N)``). On a site keyed on a bucket of ``M`` alone, calls of other
+    widths share a decision, and each launch computes its own ``BLOCK_N``: every row is
+    copied whole, whatever width the first call had."""
     got = []
     for n in (8, 100, 33):
         src, dst = torch.randn(64, n), torch.zeros(64, n)
@@ -476,12 +477,12 @@ def test_a_heuristics_parameter_from_a_kwargs_function_is_checked_by_what_it_dep
     assert not dst.any()
 
 
-# --- Triton test_launch / test_bindings: specialization inside one key= bucket -------------
+# --- Triton test_specialize / test_cache: specialization inside one key= bucket -----------
 
 
-# ported from: triton-lang/triton python/test/unit/runtime/test_bindings.py::test_module_walk
-# and python/test/unit/language/test_core.py::test_none_args (an optional pointer: ``None``
-# is specialized as a constant, a tensor as a pointer)
+# ported from: triton-lang/triton python/test/unit/runtime/test_specialize.py::test_specialize_impl
+# (``None`` is specialized as ``("constexpr", None)``, a tensor as a pointer) and
+# test_autotuner.py::test_restore_with_none (an optional pointer passed as ``None``)
 def test_an_optional_tensor_and_none_are_decided_apart_in_one_key_bucket(
     dsl: dict[str, Any],
 ) -> None:
@@ -498,8 +499,8 @@ def test_an_optional_tensor_and_none_are_decided_apart_in_one_key_bucket(
     assert got[0].digest != got[1].digest
 
 
-# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_specialize
-# (dtype part: a kernel compiled for float32 pointers is another for float16 ones)
+# ported from: triton-lang/triton python/test/unit/runtime/test_specialize.py::test_specialize_impl
+# (a tensor is specialized as a pointer of its dtype: ``*fp32`` is another kernel than ``*fp16``)
 def test_another_dtype_in_one_key_bucket_is_tuned_apart(dsl: dict[str, Any]) -> None:
     """``key=N // 4096`` replaces the shapes, never the dtypes: a float16 call in the
     bucket of a float32 one gets its own decision and a float16 copy."""
@@ -512,11 +513,11 @@ def test_another_dtype_in_one_key_bucket_is_tuned_apart(dsl: dict[str, Any]) -> 
     assert got[0].key["args"]["src"] != got[1].key["args"]["src"]
 
 
-# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_value_specialization
+# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_specialize
 def test_ints_in_one_key_bucket_are_split_by_their_specialization_class(
     dsl: dict[str, Any],
 ) -> None:
-    """Triton's value specialization (``N`` divisible by 16 is another kernel than ``N``
+    """Triton's int specialization (``N`` divisible by 16 is another kernel than ``N``
     odd): within one ``key=`` bucket, 320 and 336 share a decision and 321 does not."""
     got = []
     for n in (320, 336, 321):
@@ -526,8 +527,8 @@ def test_ints_in_one_key_bucket_are_split_by_their_specialization_class(
     assert [r.source for r in got] == ["tuned", "memory", "tuned"]
 
 
-# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_value_specialization
-# (``do_not_specialize``: one binary for every value of ``N``)
+# ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_specialize
+# (its ``kernel_nospec``, ``do_not_specialize=["i"]``: one binary for every value)
 def test_do_not_specialize_keeps_the_safe_side_of_the_int_classes(dsl: dict[str, Any]) -> None:
     """An int named in ``do_not_specialize`` is one binary for all its values in Triton;
     tunedsl keys it by Triton's classes all the same (docs/runtime.md "The cache key"), the
