@@ -23,7 +23,7 @@ from tunedsl import knobs
 from tunedsl.errors import UsageError
 from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
-from tunedsl.model.hole import HOLE, fill_holes
+from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import mistakes, unkeyed
@@ -129,6 +129,7 @@ def variants(
                 site.label,
                 bt.launch_option_names,
                 [name for name in cfg if name in HINTS],
+                _dependent(info.arg_names, call.args, holes, dyn_kwargs),
             )
             mistakes.check_key_names(call.key, info, site.label)
             if not site.has_key:
@@ -151,6 +152,16 @@ def variants(
             )
         )
     return out, infeasible
+
+
+def _dependent(
+    names: Sequence[str], args: Sequence[Any], holes: Any, dyn_kwargs: Mapping[str, Any]
+) -> set[str]:
+    """The parameters whose values depend on the configuration: the holes of ``args`` (every
+    positional one when the plain API's ``args=`` function replaces them) and ``dyn_kwargs``."""
+    if isinstance(holes, ReplaceArgs):
+        return {*names[: len(args)], *dyn_kwargs}
+    return {names[i] for i, a in enumerate(args) if a is HOLE and i < len(names)} | set(dyn_kwargs)
 
 
 def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Config]:
