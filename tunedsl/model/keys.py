@@ -134,8 +134,7 @@ def is_triton_dtype(x: Any) -> bool:
 
 
 def is_tensor_descriptor(x: Any) -> bool:
-    """A host-side tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``,
-    or one of its kind): a tensor ``base`` seen through ``shape``/``strides`` in blocks."""
+    """A host-side tensor descriptor (Triton's ``TensorDescriptor``): a tensor ``base`` in blocks."""
     return hasattr(x, "block_shape") and is_tensor(getattr(x, "base", None))
 
 
@@ -335,8 +334,7 @@ def hashable_user_key(value: Any) -> Any:
 
 
 def is_numpy_scalar(value: Any) -> bool:
-    """A numpy number (``np.int64(3)``, ``np.float32(0.5)``), told by its class, so this
-    module needs no numpy."""
+    """A numpy number (``np.int64(3)``), told by its class: this module needs no numpy."""
     return value.__class__.__module__ == "numpy" and getattr(value, "ndim", None) == 0
 
 
@@ -378,9 +376,7 @@ def _source_digest(fn: Any) -> str:
 
 
 def readable_value(x: Any, constexpr: bool, with_shape: bool, with_align: bool = False) -> Any:
-    """JSON description of one argument as the key sees it; ``with_align`` marks a tensor
-    not 16-byte aligned (``"aligned": false``), as the call key built ``with_align`` tells
-    it apart (an aligned tensor's description has no such field: it is as it always was)."""
+    """JSON description of one argument as the key sees it."""
     if constexpr:
         return {"constexpr": readable_constexpr(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
@@ -437,16 +433,15 @@ def readable_key(
     hole: object,
     with_align: bool = False,
 ) -> dict[str, Any]:
-    """The key as JSON: arguments by parameter name, sorted, plus the user's key
-    (``with_align``: as the call key of ``make_call_key_fn``, unaligned tensors marked)."""
+    """The key as JSON: arguments by name, sorted, and the user's key; ``with_align``: as
+    the call key, a tensor not 16-byte aligned is marked ``"aligned": false``."""
     with_shape = user_key is None
     named: dict[str, Any] = {}
     for i, a in enumerate(args):
         name = arg_names[i] if i < len(arg_names) else f"arg{i}"
-        if a is hole:
-            named[name] = "$"
-            continue
-        named[name] = readable_value(a, name in constexpr_names, with_shape, with_align)
+        named[name] = (
+            "$" if a is hole else readable_value(a, name in constexpr_names, with_shape, with_align)
+        )
     for name, a in kwargs.items():
         named[name] = readable_value(a, name in constexpr_names, with_shape, with_align)
     out: dict[str, Any] = {"args": dict(sorted(named.items()))}
