@@ -405,3 +405,26 @@ def test_a_tuning_without_a_site_checks_the_names_as_a_site_does() -> None:
     out = tune(request(restore_value=("pair",)))
     assert {r.status for r in out.results} == {"ok"}
     assert torch.equal(x, torch.arange(100, dtype=torch.float32))  # restored after tuning
+
+
+def test_a_constexpr_passed_at_its_default_shares_the_key_of_one_left_out(
+    dsl, tmp_path: Path
+) -> None:
+    # bias_act(..., ACT="none") and bias_act(...) bind the same value and compile the same
+    # kernel, but the record key held ACT only when passed: a second tune, a second record.
+    x, y = torch.randn(64, 48)[:, :32], torch.empty(64, 32)
+    first = dsl["epilogue"](x, y)
+    assert first.source == "tuned"
+    explicit: list[dict[str, Any]] = [
+        {"ACT": "none"}, {"HAS_BIAS": False}, {"OUT": tl.float32},
+        {"ACT": "none", "HAS_BIAS": False, "OUT": tl.float32},
+    ]  # fmt: skip
+    for constexprs in explicit:
+        res = dsl["epilogue"](x, y, **constexprs)
+        assert res.source == "memory" and res.key == first.key, (constexprs, res.key)
+        close(y, x)
+    fresh = load(tmp_path, "third_sites", SCRIPT)  # a new site, as in a new process
+    assert fresh["epilogue"](x, y, ACT="none").source == "disk"
+    # Another value, or the default's value as another type, is another kernel.
+    assert dsl["epilogue"](x, y, ACT="relu").source == "tuned"
+    assert dsl["epilogue"](x, y, HAS_BIAS=0).source == "tuned"
