@@ -164,7 +164,9 @@ class CompileTimeout(TimeoutError):
     """A configuration compiled for longer than the timeout and was dropped."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"compile timed out after {seconds:g} s")
+        super().__init__(
+            f"compile timed out after {seconds:g} s (TUNEDSL_CONFIG_TIMEOUT; precompile --timeout)"
+        )
         self.seconds = seconds
 
     def __reduce__(self) -> tuple[Any, ...]:
