@@ -431,22 +431,24 @@ def readable_key(
     user_key: Any,
     constexpr_names: frozenset[str],
     hole: object,
+    defaults: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The key as JSON: arguments by parameter name, sorted, plus the user's key."""
-    with_shape = user_key is None
-    named: dict[str, Any] = {}
-    for i, a in enumerate(args):
-        name = arg_names[i] if i < len(arg_names) else f"arg{i}"
-        if a is hole:
-            named[name] = "$"
+    """The key as JSON: arguments by parameter name, sorted, plus the user's key. A constexpr
+    passed at its default (of its type: 2, 2.0, True compile apart) is left out, as unpassed."""
+    with_shape, named = user_key is None, {}
+    passed = [(arg_names[i] if i < len(arg_names) else f"arg{i}", a) for i, a in enumerate(args)]
+    for name, a in [*passed, *kwargs.items()]:
+        if defaults and name in constexpr_names and _is_default(a, name, defaults):
             continue
-        named[name] = readable_value(a, name in constexpr_names, with_shape)
-    for name, a in kwargs.items():
-        named[name] = readable_value(a, name in constexpr_names, with_shape)
-    out: dict[str, Any] = {"args": dict(sorted(named.items()))}
-    if not with_shape:
-        out["user_key"] = json_safe(user_key)
-    return out
+        named[name] = "$" if a is hole else readable_value(a, name in constexpr_names, with_shape)
+    user = {} if with_shape else {"user_key": json_safe(user_key)}
+    return {"args": dict(sorted(named.items())), **user}
+
+
+def _is_default(value: Any, name: str, defaults: Mapping[str, Any]) -> bool:
+    with contextlib.suppress(Exception):  # an __eq__ that raises, or returns an array
+        return name in defaults and type(value) is type(d := defaults[name]) and bool(value == d)
+    return False
 
 
 def json_safe(value: Any) -> Any:

@@ -212,7 +212,9 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         if fixed and call.static_kwargs
         else call.static_kwargs
     )
-    readable = keys.readable_key(info.arg_names, call.args, keyed, user_key, info.value_keyed, HOLE)
+    readable = keys.readable_key(
+        info.arg_names, call.args, keyed, user_key, info.value_keyed, HOLE, info.defaults
+    )
     if site.has_key and user_key is None:
         readable["user_key"] = None
     if site.prune_reads:
