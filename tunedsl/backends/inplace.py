@@ -128,12 +128,20 @@ def data_arguments(bound: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def tuple_members(names: Iterable[str], data: Mapping[str, Any]) -> list[str]:
-    """``names`` with a tuple argument's name replaced by its elements' (``data_arguments``)."""
+    """``names`` (of ``data_arguments(bound)``) with a tuple argument's name replaced by the
+    names of the tensors in it (``pair[0]``, ...; its other elements are left alone)."""
     return [m for n in names for m in ([n] if n in data else _members(n, data) or [n])]
 
 
+def names_tensors(name: str, data: Mapping[str, Any]) -> bool:
+    """Whether the argument ``name`` stands for tensors: it is a tensor (or a tensor
+    descriptor's) or a tuple holding at least one (what ``restore_value=``,
+    ``reset_to_zero=`` and ``verify=`` may name, ``hooks.check_named``)."""
+    return any(m in data and is_tensor(data[m]) for m in tuple_members([name], data))
+
+
 def _members(name: str, data: Mapping[str, Any]) -> list[str]:
-    return [k for k in data if k.startswith(name + "[")]
+    return [k for k in data if k.startswith(name + "[") and is_tensor(data[k])]
 
 
 def warn_in_place(kernel: str, names: list[str], warn: Callable[..., Any]) -> None:

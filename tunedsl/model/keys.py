@@ -376,7 +376,7 @@ def _source_digest(fn: Any) -> str:
 
 
 def readable_value(x: Any, constexpr: bool, with_shape: bool, with_align: bool = False) -> Any:
-    """JSON description of one argument as the key sees it."""
+    """JSON description of one argument as the key sees it; ``with_align``: as the call key."""
     if constexpr:
         return {"constexpr": readable_constexpr(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
@@ -431,23 +431,27 @@ def readable_key(
     user_key: Any,
     constexpr_names: frozenset[str],
     hole: object,
+    defaults: Mapping[str, Any] | None = None,
     with_align: bool = False,
 ) -> dict[str, Any]:
-    """The key as JSON: arguments by name, sorted, and the user's key; ``with_align``: as
-    the call key, a tensor not 16-byte aligned is marked ``"aligned": false``."""
-    with_shape = user_key is None
-    named: dict[str, Any] = {}
-    for i, a in enumerate(args):
-        name = arg_names[i] if i < len(arg_names) else f"arg{i}"
+    """The key as JSON: arguments by parameter name, sorted, plus the user's key. A constexpr
+    passed at its default (of its type: 2, 2.0, True compile apart) is left out, as unpassed."""
+    with_shape, named = user_key is None, {}
+    passed = [(arg_names[i] if i < len(arg_names) else f"arg{i}", a) for i, a in enumerate(args)]
+    for name, a in [*passed, *kwargs.items()]:
+        if defaults and name in constexpr_names and _is_default(a, name, defaults):
+            continue
         named[name] = (
             "$" if a is hole else readable_value(a, name in constexpr_names, with_shape, with_align)
         )
-    for name, a in kwargs.items():
-        named[name] = readable_value(a, name in constexpr_names, with_shape, with_align)
-    out: dict[str, Any] = {"args": dict(sorted(named.items()))}
-    if not with_shape:
-        out["user_key"] = json_safe(user_key)
-    return out
+    user = {} if with_shape else {"user_key": json_safe(user_key)}
+    return {"args": dict(sorted(named.items())), **user}
+
+
+def _is_default(value: Any, name: str, defaults: Mapping[str, Any]) -> bool:
+    with contextlib.suppress(Exception):  # an __eq__ that raises, or returns an array
+        return name in defaults and type(value) is type(d := defaults[name]) and bool(value == d)
+    return False
 
 
 def json_safe(value: Any) -> Any:
@@ -455,9 +459,7 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
-        return (
-            value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
-        )
+        return value if value - value == 0 else repr(value)  # inf - inf and nan are nan
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     if isinstance(value, dict):
@@ -469,8 +471,7 @@ def canonical_json(obj: Any) -> str:
     return _CANONICAL.encode(obj)
 
 
-# json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr) without making an
-# encoder per call (a miss encodes its key two or three times).
+# json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr), one encoder for all.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=repr)
 
 
@@ -480,10 +481,9 @@ def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, An
 
 
 class KeyDigest:
-    """``digest(site_id, key, context)`` of many keys of one site and context: the context
-    is encoded and hashed once. The text hashed is ``canonical_json`` of the whole mapping,
-    whose sorted keys put the context first and the site last, so only the key is encoded
-    per call."""
+    """``digest(site_id, key, context)`` of many keys of one site and context: the context is
+    hashed once. The text hashed is ``canonical_json`` of the whole mapping, whose sorted keys
+    put the context first and the site last, so only the key is encoded per call."""
 
     __slots__ = ("_head", "_tail")
 

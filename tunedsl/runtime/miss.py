@@ -210,6 +210,7 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         user_key,
         info.value_keyed,
         HOLE,
+        info.defaults,
         with_align=info.jit and direct_launch_enabled(),
     )
     if site.has_key and user_key is None:

@@ -122,7 +122,7 @@ def test_the_record_key_tells_an_unaligned_tensor_apart_as_the_call_key_does() -
 
     def record(ptr: int, with_align: bool = True) -> dict:
         args = (t(ptr=ptr), (t(ptr=4096), t(ptr=ptr)))
-        return keys.readable_key(names, args, {}, None, frozenset(), HOLE, with_align)
+        return keys.readable_key(names, args, {}, None, frozenset(), HOLE, with_align=with_align)
 
     aligned, unaligned = record(4096), record(4100)
     assert aligned == record(4096, with_align=False)  # aligned keys, and digests, unchanged
