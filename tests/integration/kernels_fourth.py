@@ -163,3 +163,13 @@ def int8_matmul(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.con
         bv = tl.load(b + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N))
         acc += tl.dot(av, bv)
     tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.autotune(
+    configs=[triton.Config({}, num_warps=2), triton.Config({}, num_warps=4)], key=["n"]
+)
+@triton.jit
+def double_autotuned(x, out, n, BLOCK: tl.constexpr):
+    # Wrapped in Triton's own autotuner, whose configurations set launch options only.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)

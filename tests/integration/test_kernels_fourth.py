@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tunedsl import autotune_launch, cdiv
+from tunedsl.errors import TuningError
 from tunedsl.frontend.compile import compile_source
 
 pytestmark = pytest.mark.needs_triton
@@ -272,3 +273,23 @@ def test_an_output_one_configuration_stores_and_another_adds_into_ends_as_one_la
     )
     assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
     close(out, x)  # one launch from the caller's zeros, whichever configuration won
+
+
+def test_a_kernel_in_tritons_autotuner_under_the_interpreter_is_named_with_the_fix() -> None:
+    # Triton's autotuner benchmarks its configurations with a GPU driver even under the
+    # interpreter, so every configuration failed with "0 active drivers", and the error
+    # said to turn the interpreter on, which was on.
+    from kernels_fourth import double_autotuned
+
+    x, out = torch.randn(100), torch.empty(100)
+    with pytest.raises(TuningError) as caught:
+        autotune_launch(
+            double_autotuned,
+            space={"BLOCK": [32, 64]},
+            grid=lambda c: (cdiv(100, c.BLOCK),),
+            args=(x, out, 100),
+            kwargs=lambda c: {"BLOCK": c.BLOCK},
+        )
+    text = str(caught.value)
+    assert "@triton.autotune" in text and "space=" in text, text
+    assert "turn Triton's interpreter on" not in text, text
