@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import swap_attack
-from rel_helpers import cache_warnings, only_cache_warnings
+from rel_helpers import cache_warnings, child_env, only_cache_warnings
 
 from tunedsl.store import paths, records
 
@@ -89,3 +92,62 @@ def test_a_symlink_another_user_owns_on_the_way_is_not_followed() -> None:
         swap_attack.attacker_step(plant, str(mine), str(base / "planted"))
         with pytest.raises(paths.UntrustedDir, match="symbolic link owned by another user"):
             paths.open_private_dir(base / "planted" / "records", root_may_own=True)
+
+
+# -- tunedsl gallery --out -------------------------------------------------------------------
+
+# The attacker's report directory, with the log the gallery will write planted as a link to
+# a file of the victim's.
+PLANT_LOG = """
+import os, sys
+out, victim = sys.argv[1:3]
+os.makedirs(os.path.join(out, "logs"))
+os.chmod(out, 0o777)
+os.symlink(victim, os.path.join(out, "logs", "hello.log"))
+"""
+
+
+def test_gallery_never_writes_through_another_users_report_directory() -> None:
+    """`tunedsl gallery --out DIR` where DIR is another user's (a shared /tmp name they
+    made first): one error naming DIR, why and the fix; the victim's file that their link
+    points at is untouched, and no example runs."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        victim = base / "victim-notes.txt"
+        victim.write_text("keep me\n")
+        victim.chmod(0o600)
+        examples = base / "examples"
+        examples.mkdir(mode=0o700)
+        (examples / "hello.py").write_text("print('ran the example')\n")
+        out = base / "report"
+        swap_attack.attacker_step(PLANT_LOG, str(out), str(victim))
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "gallery", "--examples", str(examples),
+             "--out", str(out), "--timeout", "120"],
+            env=child_env(base / "cache"), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert victim.read_text() == "keep me\n", "the gallery wrote through the planted link"
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"tunedsl: error: --out {out}: not private to you"), done.stderr
+        assert f"{out} is owned by another user (uid {swap_attack.ATTACKER})" in last
+        assert "Traceback" not in done.stderr
+
+
+def test_gallery_makes_its_report_directory_private_under_umask_0(tmp_path: Path) -> None:
+    """A report directory the gallery creates is of mode 700 whatever the umask (under
+    ``umask 0`` it would otherwise be open to all, and then refused)."""
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    (examples / "hello.py").write_text("print('ran the example')\n")
+    out = tmp_path / "new" / "report"
+    done = subprocess.run(
+        [sys.executable, "-c", "import os, sys; os.umask(0); from tunedsl.cli import main; "
+         "sys.exit(main(sys.argv[1:]))", "gallery", "--examples", str(examples), "--out",
+         str(out), "--timeout", "120"],
+        env=child_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "not private" not in done.stderr, done.stderr
+    assert (out / "report.md").is_file(), done.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    assert stat.S_IMODE(out.parent.stat().st_mode) == 0o700

@@ -242,6 +242,18 @@ def _open_above(name: str, dir_fd: int | None, shown: Path) -> int:
     return fd
 
 
+def untrusted_output_dir(path: Path) -> str | None:
+    """Why another user could change what is written in the directory ``path`` (a report
+    directory), or None: the rule of :func:`_open_chain`, the directory itself this user's."""
+    try:
+        os.close(_open_chain(path, True, False))
+    except UntrustedDir as why:
+        return str(why)
+    except OSError as err:
+        return f"{path} cannot be opened ({err.strerror or err})"
+    return None
+
+
 def untrusted_source(path: str) -> str | None:
     """Why another user could have written the code file ``path`` (its real path), or None.
 
