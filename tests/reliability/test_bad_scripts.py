@@ -1,0 +1,70 @@
+"""Scripts that are not Python text (a NUL byte, UTF-16, a syntax error) given to `tunedsl
+run`, `expand` and `sweep`: one message naming the file (and line) and the likely cause,
+never a traceback through importlib. Real subprocesses, the CLI as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rel_helpers import child_env
+
+SCRIPTS = {
+    "nul": (b"x = 1\n\x00\n", ":2: SyntaxError: source code string cannot contain null bytes"),
+    "dsl_nul": (
+        b"from tunedsl import autotune\nx = 1\ny = 2\n\x00\n",
+        ":4: SyntaxError: source code string cannot contain null bytes",
+    ),
+    "utf16": ("from tunedsl import autotune\nx = 1\n".encode("utf-16"), ":1: SyntaxError: "),
+}
+
+
+def _tunedsl(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", *argv],
+        env=child_env(tmp_path / "cache"), capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(SCRIPTS))
+@pytest.mark.parametrize("command", ["run", "expand"])
+def test_a_script_that_is_not_text_is_named_with_its_line(
+    tmp_path: Path, kind: str, command: str
+) -> None:
+    data, says = SCRIPTS[kind]
+    script = tmp_path / f"{kind}.py"
+    script.write_bytes(data)
+    done = _tunedsl(tmp_path, command, str(script))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"{script}{says}"), lines[0]
+    assert "not UTF-16 or a binary file" in lines[0]
+
+
+@pytest.mark.parametrize("kind", ["nul", "utf16", "syntax"])
+def test_sweep_of_a_script_that_does_not_compile_is_one_error(tmp_path: Path, kind: str) -> None:
+    """Before: a traceback through importlib's frames (sweep imports the script to list its
+    workloads). Now: one error, the file and line, no traceback."""
+    data = SCRIPTS[kind][0] if kind in SCRIPTS else b"import tunedsl\n\ndef f(:\n    pass\n"
+    script = tmp_path / f"{kind}.py"
+    script.write_bytes(data)
+    done = _tunedsl(tmp_path, "sweep", script.name, "--no-ray")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"tunedsl: error: sweep: {script.name} does not compile:")
+    if kind == "syntax":
+        assert f'File "{script}", line 3' in done.stderr, done.stderr
+    else:
+        assert f"{script.name}:{2 if kind == 'nul' else 1}: SyntaxError" in done.stderr
+
+
+def test_sweep_shapes_given_as_json_text_says_it_names_a_file(tmp_path: Path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text("x = 1\n")
+    done = _tunedsl(tmp_path, "sweep", script.name, "--no-ray", "--shapes", '[{"n": 8}]')
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "--shapes names a file" in done.stderr, done.stderr
