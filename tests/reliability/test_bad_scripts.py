@@ -55,7 +55,7 @@ def test_sweep_of_a_script_that_does_not_compile_is_one_error(tmp_path: Path, ki
     done = _tunedsl(tmp_path, "sweep", script.name, "--no-ray")
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.startswith(f"tunedsl: error: sweep: {script.name} does not compile:")
+    assert done.stderr.startswith(f"tunedsl: error: {script.name} does not compile:")
     if kind == "syntax":
         assert f'File "{script}", line 3' in done.stderr, done.stderr
     else:
@@ -68,3 +68,49 @@ def test_sweep_shapes_given_as_json_text_says_it_names_a_file(tmp_path: Path) ->
     done = _tunedsl(tmp_path, "sweep", script.name, "--no-ray", "--shapes", '[{"n": 8}]')
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "--shapes names a file" in done.stderr, done.stderr
+
+
+def _limit_memory() -> None:  # the old code read /dev/zero until memory ran out
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+@pytest.mark.parametrize("planted", ["fifo", "dev_zero"])
+def test_precompile_of_a_directory_skips_a_fifo_or_device_named_py(
+    tmp_path: Path, planted: str
+) -> None:
+    """A FIFO named ``x.py`` under the directory hung `precompile DIR` for ever (the read
+    blocks); a ``z.py`` link to /dev/zero was read until memory ran out. Only regular files
+    are read, and the real module beside them is still precompiled."""
+    import os
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "kernels.py").write_text("from tunedsl import autotune\n\ndef f(n):\n    return n\n")
+    if planted == "fifo":
+        os.mkfifo(project / "a_fifo.py")
+    else:
+        (project / "a_zero.py").symlink_to("/dev/zero")
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", "--json", str(project)],
+        env=child_env(tmp_path / "cache"), capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL, preexec_fn=_limit_memory,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    import json
+
+    summary = json.loads(done.stdout)
+    assert summary["errors"] == [], summary
+    assert summary["bytecode"]["compiled"] + summary["bytecode"]["cached"] == 1, summary
+
+
+def test_precompile_of_a_fifo_named_on_the_command_line_says_what_it_is(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "x.py"
+    os.mkfifo(fifo)
+    done = _tunedsl(tmp_path, "precompile", str(fifo))
+    assert done.returncode == 1, done.stderr
+    assert f"tunedsl: error: precompile: {fifo} is not a regular file or a directory" in done.stderr

@@ -96,7 +96,7 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
 
         render = getattr(err, "render", None)
         text = render() if callable(render) else describe_syntax_error(err, script, _bytes(script))
-        raise UsageError(f"sweep: {script} does not compile:\n{text.rstrip()}") from None
+        raise UsageError(f"{script} does not compile:\n{text.rstrip()}") from None
     workloads = registered_workloads(module.__name__)
     if not workloads:
         raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
