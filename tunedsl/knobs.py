@@ -385,7 +385,16 @@ def redis_url() -> str | None:
     """``TUNEDSL_REDIS_URL=redis://[:PASSWORD@]HOST:PORT/DB``: a Redis server shared by a
     fleet for tuning records, looked up after the record files (needs ``tunedsl[redis]``;
     ``?socket_timeout=S`` sets the wait for each reply, default 0.5 s; docs/scale-out.md)."""
-    return os.environ.get("TUNEDSL_REDIS_URL", "").strip() or None
+    url = os.environ.get("TUNEDSL_REDIS_URL", "").strip() or None
+    if url is not None and not url.startswith(REDIS_SCHEMES):
+        raise UsageError(
+            f"TUNEDSL_REDIS_URL={redact_url(url)!r} is not a Redis URL; expected "
+            "redis://[:PASSWORD@]HOST:PORT/DB (or rediss://, unix://)"
+        )
+    return url
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def distributed_mode() -> str:
@@ -399,7 +408,20 @@ def tune_devices() -> str:
     ``all`` (the default) every visible GPU of the caller's model, ``N`` the caller's and
     the next N-1 of its model (``1``: the caller's only), ``0,2`` those devices (``3,``: just
     device 3); the leaders are always re-measured on the caller's GPU (docs/scale-out.md)."""
-    return os.environ.get("TUNEDSL_TUNE_DEVICES", "").strip().lower() or "all"
+    raw = os.environ.get("TUNEDSL_TUNE_DEVICES", "")
+    text = raw.strip().lower() or "all"
+    # Only the form here: which devices exist is known where a tuning starts.
+    parts = [p.strip() for p in text.split(",") if p.strip()] if "," in text else [text]
+    if text != "all" and not (parts and all(p.isdigit() and p.isascii() for p in parts)):
+        raise UsageError(
+            f"environment variable TUNEDSL_TUNE_DEVICES={raw!r}: expected 'all', a count "
+            "like 2, or device indices like 0,1"
+        )
+    if "," not in text and text != "all" and int(text) < 1:
+        raise UsageError(
+            f"environment variable TUNEDSL_TUNE_DEVICES={raw!r}: the count must be at least 1"
+        )
+    return text
 
 
 def no_auto_interpret() -> bool:

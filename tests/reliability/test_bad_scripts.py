@@ -114,3 +114,42 @@ def test_precompile_of_a_fifo_named_on_the_command_line_says_what_it_is(tmp_path
     done = _tunedsl(tmp_path, "precompile", str(fifo))
     assert done.returncode == 1, done.stderr
     assert f"tunedsl: error: precompile: {fifo} is not a regular file or a directory" in done.stderr
+
+
+# -- settings that only a GPU run or a Redis lookup used to read --------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("TUNEDSL_TUNE_DEVICES", "fast", "expected 'all', a count like 2, or device indices"),
+        ("TUNEDSL_TUNE_DEVICES", "0", "the count must be at least 1"),
+        ("TUNEDSL_TUNE_DEVICES", "0,x", "expected 'all', a count like 2, or device indices"),
+        ("TUNEDSL_REDIS_URL", "http://:pw@cache:6379/0", "is not a Redis URL"),
+    ],
+)
+def test_tunedsl_env_lists_a_malformed_setting_as_invalid(
+    tmp_path: Path, variable: str, value: str, says: str
+) -> None:
+    """`tunedsl env` (what a user checks their settings with) listed these as in force: a
+    typo in TUNEDSL_TUNE_DEVICES surfaced only on a GPU, mid-tuning. The Redis password
+    stays out of the message."""
+    import json
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "env", "--json", "--no-device-probe"],
+        env=child_env(tmp_path / "cache", **{variable: value}),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)["settings"][variable]
+    assert ": INVALID: " in shown and says in shown, shown
+    assert "pw" not in shown, shown
+
+
+@pytest.mark.parametrize("value", ["all", "2", "0,1", "3,", " ALL "])
+def test_well_formed_tune_devices_are_accepted(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunedsl import knobs
+
+    monkeypatch.setenv("TUNEDSL_TUNE_DEVICES", value)
+    assert knobs.tune_devices() == value.strip().lower()
