@@ -37,8 +37,10 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.result import LaunchResult
+from tunedsl.runtime.ruled import rule_pick
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import records as store
+from tunedsl.store.layered import default_layered
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -245,8 +247,6 @@ def lookup(
         return False
 
     def ruled() -> Decision | None:
-        from tunedsl.runtime.ruled import rule_pick
-
         verify = check if settings.verify not in (None, False) else None
         picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
         return (
@@ -445,8 +445,6 @@ def record_stores() -> LayeredStore:
     layer: the site's own table is that. Built again only when the knobs naming the stores
     change (the cache's directory is looked up per call by its store)."""
     global _stores
-    from tunedsl.store.layered import default_layered
-
     kept = _stores
     if kept is not None and knobs.environ_unchanged(kept[2]):
         return kept[1]  # no variable changed (asked on every miss)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tunedsl.model.config import Config
+from tunedsl.store.rules import find_rules, rule_digest, rules_decide, rules_of_other_kernels
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ def rule_pick(
     tuning_allowed: bool,
 ) -> Config | None:
     """The rule's configuration for ``subject``'s key, or None (no rule, or tune instead)."""
-    from tunedsl.store.rules import find_rules, rule_digest, rules_decide, rules_of_other_kernels
-
     if not rules_decide():  # a sweep measures every key
         return None
     ctx = subject.context

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.backends import torch_compile
+from tunedsl.backends.shared_launchers import SharedLaunchers
 from tunedsl.errors import TuningError, UsageError, at_site
 from tunedsl.model import identity, keys, prune_keys, repeat_check
 from tunedsl.model.config import Config
@@ -376,8 +377,6 @@ class Site:
 
     def _entry(self, call: miss.Call, resolved: miss.Resolved) -> Entry:
         """A new entry for the decision, with the launcher of its specialization and config."""
-        from tunedsl.backends.shared_launchers import SharedLaunchers
-
         decision = resolved.decision
         reset = resolved.subject.settings.reset_to_zero
         positional = resolved.subject.info.arg_names[: len(call.args)] if reset else ()
