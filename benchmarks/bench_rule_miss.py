@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import torch  # noqa: E402
+import torch
 
 SWEPT = (1, 3, 9, 27, 81, 243, 729)
 HIDDEN = 16
