@@ -23,9 +23,10 @@ import contextlib
 import functools
 import hashlib
 import inspect
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from tunedsl.model.canonical import canonical_json as canonical_json
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
 _TENSOR_CLASSES: dict[type, bool] = {}
@@ -462,26 +463,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     return repr(value)
-
-
-def canonical_json(obj: Any) -> str:
-    try:
-        return "".join(_ENCODE(obj, 0))
-    except RecursionError:  # a cycle (not checked for, below): the encoder's own error
-        return _CANONICAL.encode(obj)
-
-
-# json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr), its C encoder made
-# once (encode() makes one a call: half the time of a miss's key) and without cycle check.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=repr)
-_MAKE_C_ENCODER = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-_ENCODE = (
-    _MAKE_C_ENCODER(
-        None, repr, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True
-    )
-    if _MAKE_C_ENCODER is not None
-    else lambda obj, _: (_CANONICAL.encode(obj),)
-)
 
 
 def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, Any]) -> str:

@@ -18,7 +18,9 @@ and toolchain decides, else the first. A site whose only rules are for another v
 kernel says so once. A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no
 rule decides there.
 A pick is launched only when it is one of the configurations the site's space and
-``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify.
+``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify; where
+it is not, the key is tuned where tuning may run, and where it may not, the rule's next
+configuration that passes launches (the site's default when none does).
 """
 
 from __future__ import annotations
@@ -109,8 +111,8 @@ def rule_pick(
     if problem is None:
         return config
     # Where tuning may run, the key is tuned; where it may not, the rule's next configuration
-    # (in the rule's order: the most swept keys it is near the best for first) beats the
-    # site's default, which knows nothing of the key.
+    # (in the order the build chose them: each near the best on the most swept keys the ones
+    # before it left) beats the site's default, which knows nothing of the key.
     instead = None
     if not tuning_allowed:
         instead = next(

@@ -9,7 +9,7 @@ Rule files get the records' trust rules: the directory is private to the user or
 root and closed to writes by others; the file is a regular file (no symbolic link), owned by
 the user or root, not writable by group or others, at most 4 MiB. Anything else, and any
 file that does not validate, is a miss with one warning. Each process reads a rule file
-once, and again only when its stat signature changes.
+once, and again only when its stat signature changes (``find_rules``).
 """
 
 from __future__ import annotations
