@@ -58,3 +58,29 @@ def test_a_pruned_pick_launches_the_rules_next_configuration_where_tuning_may_no
     # Where tuning may run, a pruned pick is tuned instead (the rule is not trusted further).
     res = run("swept", 303, prune=_without(64))
     assert res.source == "tuned" and len(tune_count) == 1
+
+
+def test_a_pick_that_fails_verify_launches_the_rules_next_that_passes_where_tuning_may_not_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    import torch
+    from rule_helpers import rules_cli
+    from runtime_helpers import call, site
+    from runtime_kernels import vadd_wrong_for_big_tiles as kernel  # wrong for TILE > 128
+
+    def launch(n: int, **options):
+        a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+        return call(site("wrong", space=SPACE, options=options), kernel, (a, b, c, n), n), c, a + b
+
+    for n in (64, 256, 1024):  # the sweep (no verify=): a rule for this kernel
+        assert launch(n)[0].source == "tuned"
+    out = tmp_path / "rules"
+    assert rules_cli("build", "--out", str(out)).returncode == 0
+    c256, c64, c128 = Config(tile=256), Config(tile=64), Config(tile=128)
+    _rule_of(rule_file(out), [c256, c64, c128])
+    ship(out, monkeypatch, tmp_path)
+    tuned = len(tune_count)
+    with pytest.warns(CacheWarning, match=re.escape(f"launching its next configuration, {c64}")):
+        res, c, expected = launch(300, mode="cached", verify=True)
+    assert res.source == "rule" and res.config == c64 and len(tune_count) == tuned
+    torch.testing.assert_close(c, expected)
