@@ -37,7 +37,6 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.result import LaunchResult
-from tunedsl.runtime.ruled import rule_pick
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import records as store
 from tunedsl.store.layered import default_layered
@@ -192,6 +191,10 @@ def _fallback(
     return candidates[0]
 
 
+# runtime.ruled, once a miss has asked a rule.
+_ruled: Any = None
+
+
 def lookup(
     subject: Subject,
     candidates: Sequence[Config],
@@ -247,8 +250,12 @@ def lookup(
         return False
 
     def ruled() -> Decision | None:
+        global _ruled
+        if _ruled is None:  # on the first miss no record decides (a warm hit never needs it)
+            import tunedsl.runtime.ruled as _ruled
+
         verify = check if settings.verify not in (None, False) else None
-        picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
+        picked = _ruled.rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
         return (
             None
             if picked is None
