@@ -11,11 +11,15 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
+# Values kept until the environment changes (re-exported: knobs is where callers look).
+from tunedsl.environ import environ_checks as environ_checks
+from tunedsl.environ import environ_snapshot as environ_snapshot
+from tunedsl.environ import environ_unchanged as environ_unchanged
+from tunedsl.environ import per_environ as per_environ
 from tunedsl.errors import UsageError
 
-_T = TypeVar("_T")
 AutotuneMode = Literal["on", "cached", "off"]
 Effort = Literal["quick", "default", "thorough"]
 # The effort names (``effort=``, ``TUNEDSL_EFFORT``); engine/effort.py gives each its budgets.
@@ -23,41 +27,6 @@ EFFORT_NAMES: tuple[Effort, ...] = ("quick", "default", "thorough")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
-
-
-def environ_snapshot() -> object:
-    """The process environment as it is now, for ``environ_unchanged`` (None where the
-    platform's ``os.environ`` keeps no plain mapping: then it never compares unchanged)."""
-    data = getattr(os.environ, "_data", None)
-    return dict(data) if isinstance(data, dict) else None
-
-
-def environ_unchanged(snapshot: object) -> bool:
-    """Whether no variable was set, changed or removed since ``snapshot`` was taken: what
-    is worked out from the environment then (knobs, Triton's cache-invalidating variables)
-    still holds, at the cost of one dict comparison instead of reading each variable."""
-    data = getattr(os.environ, "_data", None)
-    return snapshot is not None and isinstance(data, dict) and data == snapshot
-
-
-def per_environ(fn: Callable[[], _T]) -> Callable[[], _T]:
-    """``fn`` (no arguments, a function of the environment only) worked out again only when
-    the environment changed since its last result."""
-    last: tuple[object, _T] | None = None
-
-    def cached() -> _T:
-        nonlocal last
-        memo = last  # one read: another thread may replace it
-        if memo is not None and environ_unchanged(memo[0]):
-            return memo[1]
-        snapshot = environ_snapshot()
-        value = fn()
-        last = (snapshot, value)
-        return value
-
-    cached.__doc__ = fn.__doc__
-    cached.__wrapped__ = fn  # type: ignore[attr-defined]
-    return cached
 
 
 def _flag(name: str, default: bool = False) -> bool:

@@ -23,9 +23,10 @@ import contextlib
 import functools
 import hashlib
 import inspect
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from tunedsl.model.canonical import canonical_json as canonical_json
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
 _TENSOR_CLASSES: dict[type, bool] = {}
@@ -464,15 +465,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     return repr(value)
-
-
-def canonical_json(obj: Any) -> str:
-    return _CANONICAL.encode(obj)
-
-
-# json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr) without making an
-# encoder per call (a miss encodes its key two or three times).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, Any]) -> str:
