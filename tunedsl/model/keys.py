@@ -23,9 +23,10 @@ import contextlib
 import functools
 import hashlib
 import inspect
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from tunedsl.model.canonical import canonical_json as canonical_json
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
 _TENSOR_CLASSES: dict[type, bool] = {}
@@ -134,7 +135,8 @@ def is_triton_dtype(x: Any) -> bool:
 
 
 def is_tensor_descriptor(x: Any) -> bool:
-    """A host-side tensor descriptor (Triton's ``TensorDescriptor``): a tensor ``base`` in blocks."""
+    """A host-side tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``,
+    or one of its kind): a tensor ``base`` seen through ``shape``/``strides`` in blocks."""
     return hasattr(x, "block_shape") and is_tensor(getattr(x, "base", None))
 
 
@@ -334,7 +336,8 @@ def hashable_user_key(value: Any) -> Any:
 
 
 def is_numpy_scalar(value: Any) -> bool:
-    """A numpy number (``np.int64(3)``), told by its class: this module needs no numpy."""
+    """A numpy number (``np.int64(3)``, ``np.float32(0.5)``), told by its class, so this
+    module needs no numpy."""
     return value.__class__.__module__ == "numpy" and getattr(value, "ndim", None) == 0
 
 
@@ -376,7 +379,8 @@ def _source_digest(fn: Any) -> str:
 
 
 def readable_value(x: Any, constexpr: bool, with_shape: bool, with_align: bool = False) -> Any:
-    """JSON description of one argument as the key sees it; ``with_align``: as the call key."""
+    """JSON description of one argument as the key sees it; ``with_align``: a tensor not
+    16-byte aligned gets ``"aligned": false``, as the call key tells it apart."""
     if constexpr:
         return {"constexpr": readable_constexpr(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
@@ -459,20 +463,14 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
-        return value if value - value == 0 else repr(value)  # inf - inf and nan are nan
+        return (
+            value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+        )
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     return repr(value)
-
-
-def canonical_json(obj: Any) -> str:
-    return _CANONICAL.encode(obj)
-
-
-# json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr), one encoder for all.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, Any]) -> str:
@@ -481,9 +479,10 @@ def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, An
 
 
 class KeyDigest:
-    """``digest(site_id, key, context)`` of many keys of one site and context: the context is
-    hashed once. The text hashed is ``canonical_json`` of the whole mapping, whose sorted keys
-    put the context first and the site last, so only the key is encoded per call."""
+    """``digest(site_id, key, context)`` of many keys of one site and context: the context
+    is encoded and hashed once. The text hashed is ``canonical_json`` of the whole mapping,
+    whose sorted keys put the context first and the site last, so only the key is encoded
+    per call."""
 
     __slots__ = ("_head", "_tail")
 

@@ -19,7 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+import tunedsl.backends.capture as capture
+import tunedsl.backends.triton as bt
+import tunedsl.runtime.decide as decide
+import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
+from tunedsl.backends.triton_launch import direct_launch_enabled
 from tunedsl.errors import UsageError
 from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
@@ -29,6 +34,7 @@ from tunedsl.model.variant import Variant
 from tunedsl.runtime import mistakes, unkeyed
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
+from tunedsl.store.rules import rule_digest
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -192,9 +198,6 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
 def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     """What deciding ``call`` is about: the kernel's facts, the readable key and the digest
     (after ``candidates``: prune= may have grown the key by the arguments it reads)."""
-    import tunedsl.backends.triton as bt  # not `from ... import`: a Python call a miss each
-    from tunedsl.backends.triton_launch import direct_launch_enabled
-
     info = bt.kernel_info(call.kernel)
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
     # What a kwargs= function returns alike for every configuration is keyed as a
@@ -252,10 +255,6 @@ def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart
     """The context, the digest of its keys and the rule name of a site's key: worked out
     again only when the site's name, kernel or settings, the current device's facts or the
     environment (Triton's cache-invalidating variables) changed since the last key."""
-    import tunedsl.backends.triton as bt
-    import tunedsl.runtime.decide as decide
-    from tunedsl.store.rules import rule_digest
-
     device = bt.device_facts()
     memo: _ProcessPart | None = site.context_memo
     if (
@@ -288,10 +287,6 @@ def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart
 def resolve(site: SiteView, call: Call) -> Resolved:
     """Decide the configuration for a new call key: memory, records, default or tuning.
     The site stores what it returns (its ``first.source`` says where it came from)."""
-    import tunedsl.backends.capture as capture
-    import tunedsl.runtime.decide as decide
-    import tunedsl.runtime.distributed as distributed
-
     chosen_settings = site.settings(call.lazy)
     kept = candidates(site, call, chosen_settings)
     # A lazy space is not listed: its fields are not probed. The same candidates (no

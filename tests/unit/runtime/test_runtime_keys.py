@@ -251,3 +251,29 @@ def test_with_source_keeps_every_other_field_of_the_result() -> None:
     for field in dataclasses.fields(LaunchResult):
         if field.name != "source":
             assert getattr(changed, field.name) is getattr(result, field.name), field.name
+
+
+def test_canonical_json_is_the_standard_encoding_with_sorted_keys_and_says_so_on_a_cycle() -> None:
+    import json
+
+    import pytest
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "Odd()"
+
+    values = [
+        {"b": 1, "a": [1.5, None, True, "é", (2, 3)], "c": {"z": {}, "y": []}},
+        {"x": float("nan"), "i": float("inf")},
+        {1: 2, 3: [4]},
+        "text",
+        3,
+        [Odd(), {"o": Odd()}],
+    ]
+    for value in values:
+        expected = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+        assert keys.canonical_json(value) == expected
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        keys.canonical_json(cycle)
