@@ -49,14 +49,21 @@ def too_late_message() -> str:
     )
 
 
-def no_driver_message(reasons: list[str]) -> str | None:
+def no_driver_message(reasons: list[str], kernel: object = None) -> str | None:
     """When every configuration failed with Triton's "0 active drivers": what to do."""
     if not reasons or not all("active drivers" in why for why in reasons):
         return None
+    if knobs.triton_interpret_env() and _in_tritons_autotuner(kernel):
+        # Triton's autotuner times its configurations with a GPU driver, interpreter or not.
+        return (
+            "the kernel is wrapped in @triton.autotune, which times its configurations on a "
+            "GPU, even under Triton's interpreter; remove @triton.autotune and put its "
+            "configurations in space= (tunedsl tunes them on the CPU too)"
+        )
     found = "Triton found no GPU driver ('0 active drivers'). "
     # What kept tunedsl run and the import hook from turning the interpreter on: its advice
     # to use them would change nothing.
-    if "TRITON_INTERPRET" in os.environ:
+    if "TRITON_INTERPRET" in os.environ and not knobs.triton_interpret_env():
         value = os.environ["TRITON_INTERPRET"]
         return found + (
             f"TRITON_INTERPRET={value!r} is set and is not on (Triton takes 1, true, on, yes "
@@ -74,6 +81,14 @@ def no_driver_message(reasons: list[str]) -> str | None:
         "`tunedsl run script.py` (it does so by itself when no GPU driver is present), or "
         "`import tunedsl.activate` / `%load_ext tunedsl` before importing torch or triton"
     )
+
+
+def _in_tritons_autotuner(kernel: object) -> bool:
+    for _ in range(8):  # @triton.heuristics and @triton.autotune wrap the JIT function
+        if type(kernel).__name__ == "Autotuner":
+            return True
+        kernel = getattr(kernel, "fn", None)
+    return False
 
 
 def enable_if_no_gpu(where: str) -> bool:

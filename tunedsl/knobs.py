@@ -11,11 +11,15 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
+# Values kept until the environment changes (re-exported: knobs is where callers look).
+from tunedsl.environ import environ_checks as environ_checks
+from tunedsl.environ import environ_snapshot as environ_snapshot
+from tunedsl.environ import environ_unchanged as environ_unchanged
+from tunedsl.environ import per_environ as per_environ
 from tunedsl.errors import UsageError
 
-_T = TypeVar("_T")
 AutotuneMode = Literal["on", "cached", "off"]
 Effort = Literal["quick", "default", "thorough"]
 # The effort names (``effort=``, ``TUNEDSL_EFFORT``); engine/effort.py gives each its budgets.
@@ -23,41 +27,6 @@ EFFORT_NAMES: tuple[Effort, ...] = ("quick", "default", "thorough")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
-
-
-def environ_snapshot() -> object:
-    """The process environment as it is now, for ``environ_unchanged`` (None where the
-    platform's ``os.environ`` keeps no plain mapping: then it never compares unchanged)."""
-    data = getattr(os.environ, "_data", None)
-    return dict(data) if isinstance(data, dict) else None
-
-
-def environ_unchanged(snapshot: object) -> bool:
-    """Whether no variable was set, changed or removed since ``snapshot`` was taken: what
-    is worked out from the environment then (knobs, Triton's cache-invalidating variables)
-    still holds, at the cost of one dict comparison instead of reading each variable."""
-    data = getattr(os.environ, "_data", None)
-    return snapshot is not None and isinstance(data, dict) and data == snapshot
-
-
-def per_environ(fn: Callable[[], _T]) -> Callable[[], _T]:
-    """``fn`` (no arguments, a function of the environment only) worked out again only when
-    the environment changed since its last result."""
-    last: tuple[object, _T] | None = None
-
-    def cached() -> _T:
-        nonlocal last
-        memo = last  # one read: another thread may replace it
-        if memo is not None and environ_unchanged(memo[0]):
-            return memo[1]
-        snapshot = environ_snapshot()
-        value = fn()
-        last = (snapshot, value)
-        return value
-
-    cached.__doc__ = fn.__doc__
-    cached.__wrapped__ = fn  # type: ignore[attr-defined]
-    return cached
 
 
 def _flag(name: str, default: bool = False) -> bool:
@@ -401,7 +370,16 @@ def redis_url() -> str | None:
     """``TUNEDSL_REDIS_URL=redis://[:PASSWORD@]HOST:PORT/DB``: a Redis server shared by a
     fleet for tuning records, looked up after the record files (needs ``tunedsl[redis]``;
     ``?socket_timeout=S`` sets the wait for each reply, default 0.5 s; docs/scale-out.md)."""
-    return os.environ.get("TUNEDSL_REDIS_URL", "").strip() or None
+    url = os.environ.get("TUNEDSL_REDIS_URL", "").strip() or None
+    if url is not None and not url.startswith(REDIS_SCHEMES):
+        raise UsageError(
+            f"TUNEDSL_REDIS_URL={redact_url(url)!r} is not a Redis URL; expected "
+            "redis://[:PASSWORD@]HOST:PORT/DB (or rediss://, unix://)"
+        )
+    return url
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def distributed_mode() -> str:
@@ -415,7 +393,20 @@ def tune_devices() -> str:
     ``all`` (the default) every visible GPU of the caller's model, ``N`` the caller's and
     the next N-1 of its model (``1``: the caller's only), ``0,2`` those devices (``3,``: just
     device 3); the leaders are always re-measured on the caller's GPU (docs/scale-out.md)."""
-    return os.environ.get("TUNEDSL_TUNE_DEVICES", "").strip().lower() or "all"
+    raw = os.environ.get("TUNEDSL_TUNE_DEVICES", "")
+    text = raw.strip().lower() or "all"
+    # Only the form here: which devices exist is known where a tuning starts.
+    parts = [p.strip() for p in text.split(",") if p.strip()] if "," in text else [text]
+    if text != "all" and not (parts and all(p.isdigit() and p.isascii() for p in parts)):
+        raise UsageError(
+            f"environment variable TUNEDSL_TUNE_DEVICES={raw!r}: expected 'all', a count "
+            "like 2, or device indices like 0,1"
+        )
+    if "," not in text and text != "all" and int(text) < 1:
+        raise UsageError(
+            f"environment variable TUNEDSL_TUNE_DEVICES={raw!r}: the count must be at least 1"
+        )
+    return text
 
 
 def no_auto_interpret() -> bool:

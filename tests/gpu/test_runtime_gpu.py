@@ -380,3 +380,20 @@ def test_fused_launch_on_the_dsl_hot_path(fused: bool, monkeypatch: pytest.Monke
     for _ in range(3):
         call(0, 4096)
     assert current() is not None and current() is not last
+
+
+def test_an_unaligned_tensor_gets_its_own_decision_and_record() -> None:
+    # Triton compiles a pointer 16-byte aligned or not into the kernel (vector loads or
+    # none): a slice one float in is another kernel, as an n not divisible by 16 is, so it
+    # gets its own decision and record; a slice 16 bytes in is aligned again.
+    src = torch.randn(1 << 16, device="cuda")
+    n = 4096
+    calls = [("tuned", 0), ("tuned", 1), ("memory", 4), ("memory", 5)]
+    for source, offset in calls:
+        a, b = src[offset : offset + n], src[offset + n : offset + 2 * n]
+        c = torch.empty(n, device="cuda")
+        res = launch(a, b, c, name="gpu-unaligned")
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, a + b)
+        assert res.source == source, (offset, res.key)
+        assert ("aligned" in res.key["args"]["a"]) == (offset % 4 != 0)

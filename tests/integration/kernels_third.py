@@ -83,3 +83,20 @@ def double_pair(pair, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(pair[1] + offs, tl.load(pair[0] + offs, mask=mask) * 2, mask=mask)
+
+
+@triton.jit
+def scale_pair(pair, BLOCK: tl.constexpr):
+    # pair = (x, n): x *= 2 in place (a tuple holding a tensor and an int).
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < pair[1]
+    tl.store(pair[0] + offs, tl.load(pair[0] + offs, mask=mask) * 2, mask=mask)
+
+
+@triton.jit
+def sums_pair(x, outs, n, BLOCK: tl.constexpr):
+    # outs = (sum, sum of squares), accumulated atomically: zeroed before each launch.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x + offs, mask=offs < n, other=0.0)
+    tl.atomic_add(outs[0], tl.sum(v, 0))
+    tl.atomic_add(outs[1], tl.sum(v * v, 0))

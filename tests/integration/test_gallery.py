@@ -282,6 +282,29 @@ def test_a_feature_probe_that_crashes_says_so_and_uses_nothing_it_did_not_answer
     assert "no answer for num_ctas (exit code 1: ModuleNotFoundError" in err
 
 
+def test_the_feature_probe_imports_nothing_from_a_shared_working_directory(
+    tmp_path: Path,
+) -> None:
+    from tunedsl.gallery.kit import PROBE_FLAG, probe_command
+
+    # Another user's package planted in the directory the gallery runs from: the probe's
+    # child (`tunedsl run SCRIPT --probe`) must import the real tunedsl, not this one.
+    shared = tmp_path / "shared"
+    (shared / "tunedsl").mkdir(parents=True)
+    planted = tmp_path / "planted-ran"
+    (shared / "tunedsl" / "__init__.py").write_text(f"open({str(planted)!r}, 'w').write('ran')\n")
+    (shared / "tunedsl" / "__main__.py").write_text("")
+    script = tmp_path / "probe_me.py"
+    script.write_text(f"import sys\nprint('feature x yes', sys.argv[1:] == [{PROBE_FLAG!r}])\n")
+    child = subprocess.run(
+        probe_command(str(script)), cwd=shared, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TRITON_INTERPRET": "1"}, check=False,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert "feature x yes True" in child.stdout
+    assert not planted.exists()
+
+
 HANGS_AND_SAYS_WHO = """
 import os, pathlib, sys, time
 pathlib.Path(os.environ["GALLERY_MARK"]).write_text(str(os.getpid()))

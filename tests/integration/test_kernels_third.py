@@ -23,7 +23,8 @@ pytestmark = pytest.mark.needs_triton
 
 SCRIPT = """\
 from tunedsl import autotune, cdiv
-from kernels_third import accumulate_pair, add_scaled, bias_act, double_pair, row_stats, scale_rows
+from kernels_third import (accumulate_pair, add_scaled, bias_act, double_pair, row_stats, scale_pair,
+                           scale_rows, sums_pair)
 
 
 def accumulate(total, x):
@@ -36,6 +37,18 @@ def accumulate_restored(total, x):
     n = x.numel()
     return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(n, $BLOCK), restore_value=["pair"],
                     accumulate_pair((total, x), n, BLOCK=$BLOCK))
+
+
+def doubled_in_place(x):
+    n = x.numel()
+    return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(n, $BLOCK), restore_value=["pair"],
+                    scale_pair((x, n), BLOCK=$BLOCK))
+
+
+def sums(x, total, squares):
+    n = x.numel()
+    return autotune(space=dict(BLOCK=[16, 32, 64]), blocks=cdiv(n, $BLOCK), reset_to_zero=["outs"],
+                    sums_pair(x, (total, squares), n, BLOCK=$BLOCK))
 
 
 def fits(configs, args):
@@ -337,3 +350,81 @@ def test_a_tensor_descriptor_prune_reads_is_keyed_by_its_tensor_not_its_values()
     text = readable_prune(("desc", "n"), (one, 5), {}, frozenset({"desc"}))
     assert text == readable_prune(("desc", "n"), (two, 5), {}, frozenset({"desc"}))
     assert "tensor(" not in str(text), text
+
+
+def test_restore_value_names_a_tuple_of_a_tensor_and_an_int(dsl) -> None:
+    # The site's name check accepted the tuple (it holds a tensor) and the tuning's own,
+    # older check then refused it: "argument 'pair[1]' is not a tensor" (the int n).
+    x = torch.arange(100, dtype=torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # restored as named: no in-place warning
+        res = dsl["doubled_in_place"](x)
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    close(x, torch.arange(100, dtype=torch.float32) * 2)  # doubled once
+
+
+def test_reset_to_zero_names_a_tuple_of_tensors(dsl) -> None:
+    # reset_to_zero=["outs"] with outs a tuple was "'outs' is not a tensor": the atomic sums
+    # then had to be zeroed by a pre_hook. Each tensor of the tuple is zeroed before every
+    # tuning launch, before the real one, and on every cache hit.
+    torch.manual_seed(0)
+    x = torch.randn(100)
+    total, squares = torch.full((1,), 7.0), torch.full((1,), 7.0)
+    for source in ("tuned", "memory"):
+        res = dsl["sums"](x, total, squares)
+        assert res.source == source
+        close(total, x.sum().reshape(1))
+        close(squares, (x * x).sum().reshape(1))
+
+
+def test_a_tuning_without_a_site_checks_the_names_as_a_site_does() -> None:
+    # tuner.tune without a site had its own check: another message (no "did you mean"),
+    # and a tuple holding an int refused where a site accepted it.
+    from kernels_third import scale_pair
+
+    from tunedsl.model.config import Config
+    from tunedsl.model.settings import Settings
+    from tunedsl.model.variant import Variant
+    from tunedsl.runtime.tuner import TuneRequest, tune
+
+    x = torch.arange(100, dtype=torch.float32)
+
+    def request(**names: Any) -> TuneRequest:
+        variants = [
+            Variant(Config(BLOCK=b), ((x, 100),), {"BLOCK": b}, ((100 + b - 1) // b,), {})
+            for b in (32, 64)
+        ]
+        return TuneRequest(kernel=scale_pair, variants=variants, settings=Settings(**names))
+
+    typo = r"restore_value=: 'pairr' is not a parameter of scale_pair\(pair, BLOCK\); did you mean"
+    with pytest.raises(UsageError, match=typo):
+        tune(request(restore_value=("pairr",)))
+    with pytest.raises(UsageError, match=r"reset_to_zero=: 'BLOCK' is not a tensor"):
+        tune(request(reset_to_zero=("BLOCK",)))
+    assert torch.equal(x, torch.arange(100, dtype=torch.float32))
+    out = tune(request(restore_value=("pair",)))
+    assert {r.status for r in out.results} == {"ok"}
+    assert torch.equal(x, torch.arange(100, dtype=torch.float32))  # restored after tuning
+
+
+def test_a_constexpr_passed_at_its_default_shares_the_key_of_one_left_out(
+    dsl, tmp_path: Path
+) -> None:
+    # bias_act(..., ACT="none") and bias_act(...) bind the same value and compile the same
+    # kernel, but the record key held ACT only when passed: a second tune, a second record.
+    x, y = torch.randn(64, 48)[:, :32], torch.empty(64, 32)
+    first = dsl["epilogue"](x, y)
+    assert first.source == "tuned"
+    explicit: list[dict[str, Any]] = [
+        {"ACT": "none"}, {"HAS_BIAS": False}, {"OUT": tl.float32},
+        {"ACT": "none", "HAS_BIAS": False, "OUT": tl.float32},
+    ]  # fmt: skip
+    for constexprs in explicit:
+        res = dsl["epilogue"](x, y, **constexprs)
+        assert res.source == "memory" and res.key == first.key, (constexprs, res.key)
+        close(y, x)
+    fresh = load(tmp_path, "third_sites", SCRIPT)  # a new site, as in a new process
+    assert fresh["epilogue"](x, y, ACT="none").source == "disk"
+    # Another value, or the default's value as another type, is another kernel.
+    assert dsl["epilogue"](x, y, ACT="relu").source == "tuned"
+    assert dsl["epilogue"](x, y, HAS_BIAS=0).source == "tuned"

@@ -114,6 +114,12 @@ def add_one_in_place(x):
                     add_one_tiles(TensorDescriptor.from_tensor(x, [16, N]), M, TILES=$TILES))
 
 
+def add_one_zeroed(x):
+    M, N = x.shape
+    return autotune(space=dict(TILES=[1, 2]), blocks=cdiv(M, 16 * $TILES), reset_to_zero=["desc"],
+                    add_one_tiles(TensorDescriptor.from_tensor(x, [16, N]), M, TILES=$TILES))
+
+
 def scaled_into_padded(x, factor):
     n = x.numel()
     return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(n, $BLOCK),
@@ -329,6 +335,15 @@ def test_a_tensor_written_in_place_through_a_descriptor_is_restored_while_tuning
         assert dsl["add_one_in_place"](x).source == "tuned"
     assert torch.equal(x, torch.ones(64, 16)), x.unique()
     assert any("restore_value=['desc']" in str(w.message) for w in seen)
+
+
+def test_reset_to_zero_names_a_descriptor_for_its_tensor_on_every_hit(dsl) -> None:
+    # Tuning zeroed the descriptor's tensor, but the launch after it and every cache hit
+    # called zero_() on the descriptor itself: AttributeError.
+    x = torch.full((64, 16), 7.0)
+    for source in ("tuned", "memory"):
+        assert dsl["add_one_zeroed"](x).source == source
+        assert torch.equal(x, torch.ones(64, 16)), x.unique()
 
 
 def make_doubler() -> Any:

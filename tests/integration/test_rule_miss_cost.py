@@ -85,6 +85,48 @@ def test_a_rule_file_opened_to_others_after_it_was_read_is_no_longer_trusted(
     assert res.source == "tuned" and len(tune_count) == 1
 
 
+def test_a_rule_put_in_place_by_another_user_after_its_directory_opened_is_not_trusted(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    """A later miss checks the rule file alone: a directory opened to others after the rule
+    was read keeps what its owner wrote, but any file put in its place is read again under
+    the directory's check (here by uid 65534, a second local user)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv, to act as a second local user (uid 65534)")
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-rule-trust-"))  # reachable by that user
+    try:
+        shared.chmod(0o755)
+        rules = shared / "rules"
+        shutil.copytree(built_rules, rules)
+        ship(rules, monkeypatch, tmp_path)
+        path = rule_file(rules)
+        first = run("swept", 300)
+        assert first.source == "rule"
+        rules.chmod(0o777)  # opened to writes by others; the file itself unchanged
+        assert run("swept", 301).source == "rule"
+        other = _other_pick(path)
+        data = json.loads(path.read_text())
+        data["configs"] = [other.to_json()] * len(data["configs"])
+        plant = (
+            "import os, sys; open(sys.argv[1], 'w').write(sys.argv[3]); os.replace(*sys.argv[1:3])"
+        )
+        subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+             "-I", "-c", plant, str(rules / ".planted"), str(path), json.dumps(data)],
+            check=True, timeout=60, cwd="/",
+        )  # fmt: skip
+        assert path.stat().st_uid == 65534
+        with pytest.warns(CacheWarning, match="writable by group or others"):
+            res = run("swept", 302)
+        assert res.source == "tuned" and len(tune_count) == 1
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 def test_literal_settings_resolve_once_yet_follow_the_knobs(
     built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:

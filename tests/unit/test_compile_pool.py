@@ -206,3 +206,41 @@ def test_a_stream_started_by_an_exit_handler_runs_every_job(tmp_path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "results: [0, 1, 2, 3, 4, 5]" in proc.stdout.splitlines(), proc.stdout
+
+
+HOLD_ENTRY = """\
+import time
+from tunedsl.backends.triton_compile import triton_cache_lock
+with triton_cache_lock("one-entry"):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_wait_for_another_process_compiling_the_entry_follows_the_streams_timeout() -> None:
+    # The wait for another process compiling the same Triton cache entry was half of
+    # TUNEDSL_CONFIG_TIMEOUT (150 s by default) whatever the stream's timeout: under
+    # `tunedsl precompile --timeout 10` the configuration was reported timed out at 10 s while
+    # its thread waited on. Now the wait is half the stream's timeout, then it compiles.
+    import subprocess
+    import warnings
+
+    from tunedsl.backends.triton_compile import triton_cache_lock
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_ENTRY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+
+        def waits() -> float:
+            start = time.monotonic()
+            with triton_cache_lock("one-entry"):  # another process holds it: waits, then goes
+                return time.monotonic() - start
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the CacheWarning naming the lock it gave up on
+            [(_, waited)] = list(compile_stream([CompileJob("c", waits)], timeout_s=10))
+        assert isinstance(waited, float), waited  # not CompileTimeout
+        assert waited >= 4.0, waited  # it did wait (half of 10 s) for the other process
+    finally:
+        holder.kill()
+        holder.wait()

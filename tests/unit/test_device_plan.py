@@ -170,3 +170,23 @@ def test_the_plan_weighs_the_budget_the_search_runs_under() -> None:
     slow = Costs(start_s=6.0, measure_s=1.0, compile_s=0.6 / 32)
     assert plan_devices(ANCHOR, 2, slow, plan_budget(request(ANCHOR))) == 2
     assert plan_devices(ANCHOR, 2, slow, 10.0) == 1
+
+
+def test_a_space_too_large_to_list_is_planned_by_its_size_not_its_empty_variants() -> None:
+    # A space too large to list comes with no variants (they are built as the search
+    # proposes them): the plan counted 0 configurations and, for search="auto", planned
+    # an exhaustive search without a budget where the tuner searches under the effort's.
+    from tunedsl.backends.measurers import plan_budget, space_size
+    from tunedsl.engine.request import TuneRequest
+    from tunedsl.model.settings import Settings
+    from tunedsl.model.space import Space
+
+    def lazy(points: int, **kw: Any) -> TuneRequest:
+        space = Space(i=list(range(points // 10)), j=list(range(10)))
+        settings = Settings(space=space, large=True, **kw)
+        return TuneRequest(kernel=None, variants=[], settings=settings, variant_for=lambda c: c)
+
+    assert space_size(lazy(1_000_000)) == 1_000_000
+    assert plan_budget(lazy(1_000_000)) == 10.0  # the default effort's, as the tuner's
+    assert plan_budget(lazy(1_000_000, effort="thorough")) == 40.0
+    assert plan_budget(lazy(1_000_000, budget_s=3.0)) == 3.0

@@ -48,6 +48,40 @@ def test_a_snapshot_compares_unchanged_until_a_variable_is_set_changed_or_remove
     assert not knobs.environ_unchanged(None)
 
 
+def test_within_a_scope_a_snapshot_found_unchanged_is_not_compared_again_and_after_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    monkeypatch.setenv("ENVIRON_TEST_VARIABLE", "a")
+    snapshot = knobs.environ_snapshot()
+    assert knobs.environ_snapshot() is snapshot  # equal snapshots are one object
+    knobs.environ_checks(True)
+    try:
+        assert knobs.environ_unchanged(snapshot)
+        # Another thread changes a variable: this scope goes on with what it found...
+        changer = threading.Thread(target=os.environ.__setitem__, args=("SOME_OTHER", "1"))
+        changer.start()
+        changer.join()
+        assert knobs.environ_unchanged(snapshot)
+        # ...while that thread (no scope open) and the next scope see the change.
+        seen: list[bool] = []
+        reader = threading.Thread(target=lambda: seen.append(knobs.environ_unchanged(snapshot)))
+        reader.start()
+        reader.join()
+        assert seen == [False]
+    finally:
+        knobs.environ_checks(False)
+        del os.environ["SOME_OTHER"]
+    monkeypatch.setenv("ENVIRON_TEST_VARIABLE", "b")
+    assert not knobs.environ_unchanged(snapshot)  # closed: compared again
+    knobs.environ_checks(True)
+    try:
+        assert not knobs.environ_unchanged(snapshot)  # a change before the scope is seen
+    finally:
+        knobs.environ_checks(False)
+
+
 def test_a_relative_cache_dir_is_resolved_when_set_not_at_each_use(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -4,7 +4,7 @@ type-only import is a dependency all the same). No module reaches another's priv
 
 The layers, bottom to top (docs/ARCHITECTURE.md draws them):
 
-    foundation  tunedsl (the lazy facade), errors, knobs, warn (warn once), progress
+    foundation  tunedsl (the lazy facade), errors, knobs, environ, warn (warn once), progress
     frontend    source → lexer → parser → expand → compile (pure; reads model.options)
     model       config, space, variant, keys, hints, options, settings, result, effort, hole
     engine      seams, search strategies, racing, bench, choose, driver (pure)
@@ -28,6 +28,7 @@ LAYER_OF = {
     "": "foundation",  # tunedsl/__init__.py
     "errors": "foundation",
     "knobs": "foundation",
+    "environ": "foundation",
     "__main__": "cli",
     "frontend": "frontend",
     "model": "model",

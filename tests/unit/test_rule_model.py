@@ -101,6 +101,33 @@ def test_a_tensor_reads_as_the_same_features_whatever_form_its_parts_take() -> N
     assert key_features({"args": {"t": {"dtype": "float16", "shape": [], "stride": "c"}}})[1] == {}
 
 
+def test_a_key_of_int_classes_and_tensors_reads_as_the_walk_reads_it() -> None:
+    """The common key (int classes and plain tensors only) is read without the general walk:
+    the same family and features, in the same order, as the walk gives (which a key with
+    any other part, here a ``prune`` entry the features never read, takes)."""
+    t = {"dtype": "float32", "shape": [5, 16], "stride": "s1"}
+    keys = [
+        {"n": "i16", "x": t, "y": {**t, "shape": [7, 3000]}},
+        {"z": "i", "a": {**t, "shape": [0, 1, 2]}, "m": "i1"},
+        {"x": {**t, "dtype": "bfloat16"}, "n": "i16L"},
+        {"x": {**t, "shape": []}},
+        {"x": {**t, "shape": [True, 8]}},  # a bool: no size
+        {"x": {**t, "dtype": "i16"}},  # an int class's name: no dtype
+        {"x": t, "flag": "on"},  # a string: a family
+        {"x": t, "c": {"constexpr": 64}},
+        {"x": t, "h": {"shape": [4]}},  # a dict, not a tensor's form
+    ]
+    for args in keys:
+        key_features({"args": args})  # the first read of a shape's length walks it
+        fam, feats = key_features({"args": args})
+        walked_fam, walked = key_features({"args": args, "prune": {}})
+        assert fam == walked_fam and list(feats.items()) == list(walked.items()), args
+    # Twice, and with the arguments in another order: the same.
+    again = key_features({"args": dict(reversed(keys[0].items()))})
+    assert again[0] == key_features({"args": keys[0]})[0]
+    assert again[1] == key_features({"args": keys[0]})[1]
+
+
 def test_the_cover_has_every_key_within_the_tolerance_of_its_best() -> None:
     keys = swept(SIZES)
     chosen = cover(keys, tolerance=0.03)

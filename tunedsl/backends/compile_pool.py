@@ -55,6 +55,7 @@ __all__ = [
     "compiling_elsewhere",
     "default_workers",
     "exit_now_if_compiling",
+    "job_timeout_s",
     "join_at_exit",
     "start_drained_thread",
     "workers_busy",
@@ -163,7 +164,9 @@ class CompileTimeout(TimeoutError):
     """A configuration compiled for longer than the timeout and was dropped."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"compile timed out after {seconds:g} s (TUNEDSL_CONFIG_TIMEOUT)")
+        super().__init__(
+            f"compile timed out after {seconds:g} s (TUNEDSL_CONFIG_TIMEOUT; precompile --timeout)"
+        )
         self.seconds = seconds
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -254,16 +257,28 @@ def compile_stream(
     yield from _threaded(job_list, min(n_workers, len(job_list)), timeout)
 
 
-def _run_one(job: CompileJob) -> object | BaseException:
+def job_timeout_s() -> float:
+    """The timeout of the job this thread compiles (``compile_stream``'s ``timeout_s``, as
+    ``tunedsl precompile --timeout`` sets it), else ``TUNEDSL_CONFIG_TIMEOUT``'s: what a wait
+    inside a compile (for another process compiling the same kernel) is bounded by."""
+    return getattr(_job, "timeout_s", None) or knobs.compile_timeout_s()
+
+
+_job = threading.local()  # timeout_s: the stream's, while this thread runs one of its jobs
+
+
+def _run_one(job: CompileJob, timeout: float | None = None) -> object | BaseException:
     global _compiling
     start = time.perf_counter()
     with _live_lock:
         _compiling += 1
+    _job.timeout_s = timeout
     try:
         return job.compile()
     except BaseException as err:  # reported to the consumer, never raised in the worker
         return err
     finally:
+        _job.timeout_s = None
         with _live_lock:
             _compiling -= 1
         job.seconds = time.perf_counter() - start
@@ -303,7 +318,7 @@ def _threaded(
                 return
             with state:
                 slot.job, slot.started = job, time.monotonic()
-            result = _run_one(job)
+            result = _run_one(job, timeout)
             with state:  # a job either times out or reports, never both
                 slot.job = None
                 if not slot.abandoned:

@@ -11,8 +11,8 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tunedsl.backends.inplace import data_arguments, names_tensors
 from tunedsl.errors import UsageError
-from tunedsl.model.keys import is_tensor, is_tensor_descriptor
 from tunedsl.model.options import did_you_mean
 from tunedsl.model.variant import Variant
 
@@ -58,18 +58,11 @@ def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]
 def check_named(bound: Mapping[str, Any], settings: Any, info: Any, label: str) -> None:
     """The names ``restore_value=``, ``reset_to_zero=`` and ``verify=[...]`` give must be
     tensor parameters of the kernel (``None``, an optional buffer, is skipped as Triton
-    does): checked on a site's first call, before any configuration runs, with the site's
-    ``label`` and the parameter a misspelled name is closest to."""
-
-    def tensor(v: Any) -> bool:
-        return v is None or is_tensor(v) or is_tensor_descriptor(v)
-
-    def holds_tensors(v: Any) -> bool:  # a tuple: restore_value= and verify= name its tensors
-        return isinstance(v, tuple) and any(
-            (e is not None and tensor(e)) or holds_tensors(e) for e in v
-        )
-
-    tensors = [n for n, v in bound.items() if v is not None and tensor(v)]
+    does; a tensor descriptor stands for its tensor, a tuple for the tensors in it): checked
+    before any configuration runs, by a site on each new key and by every tuning, with
+    ``label`` (the site's place) and the parameter a misspelled name is closest to."""
+    data = data_arguments(bound)
+    tensors = [n for n, v in bound.items() if v is not None and names_tensors(n, data)]
     name = info.qualname.rsplit(".", 1)[-1]
     signature = f"{name}({', '.join(info.arg_names)})"
     verify = settings.verify
@@ -78,9 +71,7 @@ def check_named(bound: Mapping[str, Any], settings: Any, info: Any, label: str) 
         named["verify"] = tuple(verify)
     for option, names in named.items():
         for given in names:
-            if given in bound and tensor(bound[given]):
-                continue
-            if given in bound and option != "reset_to_zero" and holds_tensors(bound[given]):
+            if given in bound and (bound[given] is None or names_tensors(given, data)):
                 continue
             if given in bound:
                 value = bound[given]

@@ -9,15 +9,15 @@ last one's result. ``InPlaceWatch`` tells them apart with the launches tuning ma
 - before the first launch, a copy of every tensor argument not already handled by
   ``restore_value``/``reset_to_zero``;
 - before the second launch, the arguments that differ from their copy were written;
-- before the third launch, a written argument that differs from its value after the first
-  launch (at all; on a site with hooks, beyond ``rtol``/``atol``) was changed again: it is
-  in place. From then on it is restored before every launch (as if named in
-  ``restore_value``), and one warning names it.
+- before the third launch, a written argument that differs (beyond ``rtol``/``atol``) from
+  its value after the first launch was changed again: it is in place. From then on it is
+  restored before every launch (as if named in ``restore_value``), and one warning names it.
 
 Launching twice gives the same outputs as launching once for every argument that is not
-flagged (on a site with hooks, within the tolerance ``verify=`` uses, and those arguments
-are put back after tuning), so flagged arguments are the only ones tuning can corrupt. The copies cost one clone of the arguments and two comparisons per
-tuning; the written arguments' copies are freed as soon as they are known to be outputs.
+flagged, within the tolerance ``verify=`` uses; but only for the configuration of those
+launches: a later one may add into what they stored (split-K's atomics), so every written
+argument is put back to the caller's values after tuning. The copies cost one clone of the
+arguments, kept for the written ones, and two comparisons per tuning.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ class InPlaceWatch:
         skip: Iterable[str],
         rtol: float,
         atol: float,
-        keep_written: bool = False,
     ) -> None:
         from tunedsl.backends import triton as bt
 
@@ -64,10 +63,9 @@ class InPlaceWatch:
         self.after_first: dict[str, Any] = {}
         self.seen = 0  # launches observed so far
         self.found: dict[str, Any] = {}  # in-place argument -> the caller's value
-        # With hooks, a written argument may be the hook's doing (a pre_hook zeroing an
-        # accumulator makes every launch write it alike): keep the caller's values of the
-        # written arguments, to put back after tuning.
-        self.keep_written = keep_written
+        # The caller's values of the written arguments, put back after tuning: an output
+        # the first launches write alike may be added into by a later configuration, or
+        # be a hook's doing (a pre_hook zeroing an accumulator makes every launch write it).
         self.kept: dict[str, Any] = {}
 
     @property
@@ -84,23 +82,14 @@ class InPlaceWatch:
             written = {n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)}
             self.original = {n: self.original[n] for n in written}
             self.after_first = {n: self.bt.clone(self.bound[n]) for n in written}
-            if self.keep_written:
-                self.kept = dict(self.original)
+            self.kept = {**self.original, **self.kept}  # after a verify= check: as before
         elif self.seen == 3:
             self.bt.synchronize()
-            # Any change counts: an update smaller than the tolerance (an optimizer step,
-            # `p -= 1e-4 * g`) applied once per launch of a tuning adds up to dozens of
-            # steps. Only with hooks, which may be what wrote an argument, is a change
-            # within the tolerance (an output's unordered atomics) taken for an output:
-            # the written arguments are put back after that tuning anyway.
             again = [
                 n
                 for n, first in self.after_first.items()
                 if not self.bt.equal(self.bound[n], first)
-                and (
-                    not self.keep_written
-                    or self.bt.allclose(self.bound[n], first, self.rtol, self.atol) is not None
-                )
+                and self.bt.allclose(self.bound[n], first, self.rtol, self.atol) is not None
             ]
             self.found = {n: self.original[n] for n in again}
             self.original, self.after_first = {}, {}  # outputs: nothing to restore
@@ -117,9 +106,8 @@ class InPlaceWatch:
 
     def finish(self) -> tuple[list[str], dict[str, Any]]:
         """At the end of a tuning: the arguments found in place now (fewer than three
-        launches), and the written arguments' values to restore: every one after a single
-        launch, and with ``keep_written`` every one (restoring an output is harmless, the
-        real launch writes it again)."""
+        launches), and the caller's values of every written argument, to restore (restoring
+        an output is harmless: the real launch writes it again)."""
         if self.done:
             return [], dict(self.kept)
         found = self.before_launch()
@@ -140,12 +128,20 @@ def data_arguments(bound: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def tuple_members(names: Iterable[str], data: Mapping[str, Any]) -> list[str]:
-    """``names`` with a tuple argument's name replaced by its elements' (``data_arguments``)."""
+    """``names`` (of ``data_arguments(bound)``) with a tuple argument's name replaced by the
+    names of the tensors in it (``pair[0]``, ...; its other elements are left alone)."""
     return [m for n in names for m in ([n] if n in data else _members(n, data) or [n])]
 
 
+def names_tensors(name: str, data: Mapping[str, Any]) -> bool:
+    """Whether the argument ``name`` stands for tensors: it is a tensor (or a tensor
+    descriptor's) or a tuple holding at least one (what ``restore_value=``,
+    ``reset_to_zero=`` and ``verify=`` may name, ``hooks.check_named``)."""
+    return any(m in data and is_tensor(data[m]) for m in tuple_members([name], data))
+
+
 def _members(name: str, data: Mapping[str, Any]) -> list[str]:
-    return [k for k in data if k.startswith(name + "[")]
+    return [k for k in data if k.startswith(name + "[") and is_tensor(data[k])]
 
 
 def warn_in_place(kernel: str, names: list[str], warn: Callable[..., Any]) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tunedsl.backends.compile_pool import default_workers, start_drained_thread
-from tunedsl.backends.hooks import call_pre_hook, call_user, check_output, hook_args
+from tunedsl.backends.hooks import call_pre_hook, call_user, check_named, check_output, hook_args
 from tunedsl.backends.inplace import InPlaceWatch, data_arguments, tuple_members
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
@@ -65,38 +65,30 @@ class Guard:
     def __init__(
         self, bound: Mapping[str, Any], req: Any, watch: bool = False, kernel: str = ""
     ) -> None:
-        self.hook_bound = bound  # a descriptor stands for its base here, not for hooks
-        bound = data_arguments(bound)
-        restore_value = tuple_members(req.settings.restore_value, bound)
-        for option, given in (
-            ("restore_value", restore_value),
-            ("reset_to_zero", req.settings.reset_to_zero),
-        ):
-            for name in given:
-                if name not in bound and name not in self.hook_bound:
-                    raise UsageError(
-                        f"{option}: {name!r} is not a parameter of the kernel; its parameters "
-                        f"are: {', '.join(self.hook_bound)}"
-                    )
-                if name not in bound or not (bound[name] is None or is_tensor(bound[name])):
-                    raise UsageError(f"{option}: argument {name!r} is not a tensor")
         from tunedsl.backends import triton as bt
 
+        info = bt.kernel_info(req.kernel)
+        # A site checked these names on its call already (with its place in the message);
+        # a tuning asked for without a site gets the same check here.
+        check_named(bound, req.settings, info, f"tuning {info.qualname}")
+        self.hook_bound = bound  # a descriptor stands for its base here, not for hooks
+        bound = data_arguments(bound)
+        # A tuple's name stands for the tensors in it; a None (optional buffer) is skipped.
+        restore_value = tuple_members(req.settings.restore_value, bound)
+        reset_to_zero = tuple_members(req.settings.reset_to_zero, bound)
         self.bt = bt
         self.bound = bound
         self.kernel = kernel
-        # An optional buffer passed as None is skipped (as Triton does).
-        self.zero_names = [n for n in req.settings.reset_to_zero if bound[n] is not None]
+        self.zero_names = [n for n in reset_to_zero if bound[n] is not None]
         self.restore = {n: bt.clone(bound[n]) for n in restore_value if bound[n] is not None}
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.settings.pre_hook
-        skip = (*restore_value, *req.settings.reset_to_zero)
-        # A hook may write arguments too: then every written one is put back after tuning.
-        hooked = req.settings.pre_hook is not None or req.settings.post_hook is not None
+        skip = (*restore_value, *reset_to_zero)
+        # Every written argument is put back after tuning: an output the first launches
+        # write alike may be added into by a later configuration (split-K's atomics where
+        # SPLIT > 1, a store where SPLIT == 1), and a hook may write arguments too.
         settings = req.settings
-        self.watch = (
-            InPlaceWatch(bound, skip, settings.rtol, settings.atol, hooked) if watch else None
-        )
+        self.watch = InPlaceWatch(bound, skip, settings.rtol, settings.atol) if watch else None
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
     def snapshot_all(self) -> None:

@@ -12,7 +12,7 @@ import inspect
 import types
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from tunedsl.backends import compat
 from tunedsl.model.keys import canonical_json, is_triton_constexpr, is_triton_dtype, readable_value
@@ -57,28 +57,53 @@ def _source(fn: Any) -> str:
         return repr(fn)
 
 
-def _globals_read(fn: Any) -> tuple[list[str], list[Any]]:
-    """The names ``fn``'s code reads (sorted) and the globals they name, then the
-    attributes of those names on the modules it reads, also on modules reached through one
-    (``lib.helper``, ``pkg.lib.helper``)."""
+class _Reads(NamedTuple):
+    """What a function reads: ``names`` (sorted), ``found`` (the globals they name, then
+    their attributes on each module read), and ``values``, the ``tl.constexpr`` and
+    ``tl.dtype`` values among them as ``name=value`` (``module.name=value`` for one read
+    through a module)."""
+
+    names: list[str]
+    found: list[Any]
+    values: list[str]
+
+
+def _label(name: str, value: Any) -> str | None:
+    if is_triton_constexpr(value) or is_triton_dtype(value):
+        return f"{name}={getattr(value, 'value', value)!r}"
+    return None
+
+
+def _globals_read(fn: Any) -> _Reads:
+    """The names ``fn``'s code reads, the globals they name, then the attributes of those
+    names on the modules it reads, also on modules reached through one (``lib.helper``,
+    ``pkg.lib.helper``): Triton checks the constexpr and dtype values among them before
+    reusing a kernel, and one edited changes the code (a tl.static_assert, a cast)."""
     code = getattr(fn, "__code__", None)
-    names: set[str] = set()
+    read: set[str] = set()
     stack = [code] if isinstance(code, types.CodeType) else []
     while stack:
         c = stack.pop()
-        names.update(c.co_names)
+        read.update(c.co_names)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     scope = getattr(fn, "__globals__", {})
-    ordered = sorted(names)
-    found = [scope.get(n) for n in ordered]
-    modules = [m for m in found if isinstance(m, types.ModuleType)]
+    names = sorted(read)
+    found = [scope.get(n) for n in names]
+    values = [x for n, v in zip(names, found, strict=True) if (x := _label(n, v))]
+    modules: list[types.ModuleType] = []
+    for m in found:
+        if isinstance(m, types.ModuleType) and all(m is not k for k in modules):
+            modules.append(m)
     for module in modules:  # grows: a module reached through a module is searched too
-        for n in ordered:
+        for n in names:
             value = _attribute(module, n)
             found.append(value)
+            label = _label(f"{module.__name__}.{n}", value)  # lib.WIDTH
+            if label is not None:
+                values.append(label)
             if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
                 modules.append(value)
-    return ordered, found
+    return _Reads(names, found, values)
 
 
 def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
@@ -91,34 +116,14 @@ def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
             yield inner
 
 
-def _code_values(names: list[str], found: list[Any]) -> list[str]:
-    """The ``tl.constexpr`` and ``tl.dtype`` values among what a function reads, as
-    ``name=value`` (``module.name=value`` for one read through a module): Triton checks
-    both before reusing a kernel, and one edited changes the code (a tl.static_assert, a
-    cast)."""
-    out = [
-        f"{n}={getattr(v, 'value', v)!r}"
-        for n, v in zip(names, found, strict=False)
-        if is_triton_constexpr(v) or is_triton_dtype(v)
-    ]
-    modules = [m for m in found if isinstance(m, types.ModuleType)]
-    for module in dict.fromkeys(modules):  # lib.WIDTH, read through its module
-        for n in names:
-            value = _attribute(module, n)
-            if is_triton_constexpr(value) or is_triton_dtype(value):
-                out.append(f"{module.__name__}.{n}={getattr(value, 'value', value)!r}")
-    return out
-
-
 def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
     ``lib.helper(x)``, ``pkg.lib.helper(x)``: a global, or an attribute of a module reached
     through one, that wraps a Python function as ``.fn``), recursively, in a fixed order,
-    with the ``tl.constexpr`` and ``tl.dtype`` values each reads (globals, and attributes of
-    such modules)."""
-    names, found = _globals_read(fn)
-    out = _code_values(names, found)
-    for inner in _called(found, seen):
+    with the ``tl.constexpr`` and ``tl.dtype`` values each reads (``_Reads.values``)."""
+    reads = _globals_read(fn)
+    out = list(reads.values)
+    for inner in _called(reads.found, seen):
         out += [_source(inner), *_called_sources(inner, seen)]
     return out
 
@@ -126,7 +131,7 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
 def _dtype_globals(fn: Any, seen: set[int]) -> list[str]:
     """The ``tl.dtype`` globals ``fn`` and the Triton functions it calls read, as
     ``name=value``: Triton's own hash leaves them out (it checks them within a process)."""
-    names, found = _globals_read(fn)
+    names, found, _ = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
     for inner in _called(found, seen):
         out += _dtype_globals(inner, seen)

@@ -31,7 +31,7 @@ class TunerMeasurer(Measurer, Protocol):
 
 
 __all__ = ["PLAN_BUDGET", "TunerMeasurer", "WorkerSeam", "make_measurer", "maybe_multi_device",
-           "plan_budget"]  # fmt: skip
+           "plan_budget", "space_size"]  # fmt: skip
 
 #: ``budget_s``'s default: the budget the tuner's search of ``req`` runs under (``plan_budget``).
 PLAN_BUDGET = object()
@@ -166,9 +166,8 @@ def maybe_multi_device(req: Any, budget_s: object = PLAN_BUDGET) -> Any:
     from tunedsl.backends import triton as bt
     from tunedsl.backends.device_choice import tune_devices
 
-    if bt.device_facts()["type"] not in ("cuda", "hip"):
-        return None
-    variants = list(getattr(req, "variants", ()))
+    if bt.device_facts()["type"] not in ("cuda", "hip") or req.settings.space is not None:
+        return None  # a space too large to list is searched in this process (make_measurer)
     import torch
 
     visible = list(range(torch.cuda.device_count()))
@@ -192,7 +191,7 @@ def maybe_multi_device(req: Any, budget_s: object = PLAN_BUDGET) -> Any:
         isolate=isolate,
         cores=default_workers(),
     )
-    used = plan_devices(len(variants), len(devices), costs, budget)
+    used = plan_devices(space_size(req), len(devices), costs, budget)
     if used < 2:
         return None
     try:
@@ -215,9 +214,15 @@ def plan_budget(req: Any) -> float | None:
     from tunedsl.engine.effort import search_budget
 
     settings = req.settings
-    return search_budget(
-        settings.budget_s, settings.search, settings.effort, len(getattr(req, "variants", ()))
-    )
+    return search_budget(settings.budget_s, settings.search, settings.effort, space_size(req))
+
+
+def space_size(req: Any) -> int:
+    """The configurations ``req``'s search is over: its variants, or the points of a space
+    too large to list (``settings.space``, whose variants are built as they are proposed:
+    ``req.variants`` is empty), as the tuner counts them."""
+    space = req.settings.space
+    return len(getattr(req, "variants", ())) if space is None else int(space.size_hint())
 
 
 def _model(device: int) -> str:

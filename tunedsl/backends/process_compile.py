@@ -32,9 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tunedsl import knobs
 from tunedsl.backends import compat, compile_processes
-from tunedsl.backends.compile_pool import default_workers, start_drained_thread
+from tunedsl.backends.compile_pool import default_workers, job_timeout_s, start_drained_thread
 from tunedsl.backends.triton_compile import (
     as_built,
     compile_source,
@@ -166,7 +165,7 @@ def variant_compiler(
             return here(args, kwargs, options)
         try:
             job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
-            result = pool.run(build_in_worker, job, knobs.compile_timeout_s())
+            result = pool.run(build_in_worker, job, job_timeout_s())
         except compile_processes.WorkerCrashed as err:  # this configuration crashed it
             raise RuntimeError(f"{err} while compiling this configuration") from err
         except compile_processes.NoWorkerLeft:  # all killed or crashed: compile here

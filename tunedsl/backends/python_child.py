@@ -28,8 +28,9 @@ def python_argv(code: str, *args: str) -> list[str]:
     return [sys.executable, "-c", _SET_PATH + code, str(len(path)), *path, *args]
 
 
-def module_argv(module: str) -> list[str]:
-    """``python -m module`` with this process's import path (:func:`python_argv`)."""
+def module_argv(module: str, *args: str) -> list[str]:
+    """``python -m module args...`` with this process's import path (:func:`python_argv`)."""
     return python_argv(
-        f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+        f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)",
+        *args,
     )

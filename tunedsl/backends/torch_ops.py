@@ -40,18 +40,41 @@ def torch_op(
     and dtypes for the compiler; when omitted, a function annotated ``-> None`` gets a no-op
     fake, and any other function must pass one.
     """
-    if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
-        raise UsageError(f"torch_op: name {name!r} must look like 'namespace::op_name'")
+    if (
+        not isinstance(name, str)
+        or name.count("::") != 1
+        or not all(part.isidentifier() for part in name.split("::"))
+    ):
+        raise UsageError(
+            f"torch_op: name {name!r} must look like 'namespace::op_name', both Python "
+            "identifiers (letters, digits and _)"
+        )
+    mutated = _names(mutates_args, f"torch_op({name!r}): mutates_args", "'unknown'")
+    devices = (
+        None
+        if device_types is None
+        else _names(device_types, f"torch_op({name!r}): device_types", "")
+    )
+    if fake is not None and not callable(fake):
+        raise UsageError(
+            f"torch_op({name!r}): fake={fake!r} is not callable; pass a function returning "
+            "empty tensors of the outputs' shapes, e.g. `fake=lambda x: torch.empty_like(x)`"
+        )
 
     def decorate(fn: Callable[..., Any]) -> Any:
         import torch
 
+        if not callable(fn):
+            raise UsageError(f"torch_op({name!r}) decorates a function, not {fn!r}")
         returns = inspect.signature(fn).return_annotation
-        op = torch.library.custom_op(
-            name,
-            mutates_args=mutates_args if isinstance(mutates_args, str) else tuple(mutates_args),
-            device_types=device_types,
-        )(fn)
+        try:
+            op = torch.library.custom_op(name, mutates_args=mutated, device_types=devices)(fn)
+        except (ValueError, RuntimeError) as err:  # PyTorch's schema and device checks
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UsageError(
+                f"torch_op({name!r}) on {getattr(fn, '__qualname__', fn)}: PyTorch refused "
+                f"it: {first}"
+            ) from None
         if fake is not None:
             op.register_fake(fake)
         elif returns is None or returns == "None":
@@ -65,3 +88,17 @@ def torch_op(
         return op
 
     return decorate
+
+
+def _names(value: Any, what: str, or_string: str) -> Any:
+    """A string, or a tuple of strings from any iterable of them; else a UsageError."""
+    if isinstance(value, str):
+        return value
+    try:
+        names = tuple(value)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        alternative = f" or the string {or_string}" if or_string else " or one string"
+        raise UsageError(f"{what}={value!r}: give a list of names{alternative}")
+    return names

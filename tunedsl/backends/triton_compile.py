@@ -33,7 +33,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from tunedsl import knobs
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 from tunedsl.errors import UsageError
@@ -472,9 +471,12 @@ def triton_cache_lock(key: str) -> Iterator[None]:
     """Cross-process lock for one Triton cache entry (one empty lock file per entry, like
     Triton's own cache dir has one directory per entry; threads of one process compiling
     different variants never wait for each other). A holder that hangs is waited for half the
-    compile timeout (``TUNEDSL_CONFIG_TIMEOUT``), then the compile goes ahead without it."""
+    compile's timeout (``compile_pool.job_timeout_s``: ``tunedsl precompile --timeout``, else
+    ``TUNEDSL_CONFIG_TIMEOUT``), then the compile goes ahead without it."""
     import hashlib
 
+    from tunedsl.backends.compile_pool import job_timeout_s
+
     name = f"triton-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:32]}"
-    with file_lock(name, timeout_s=knobs.compile_timeout_s() / 2):
+    with file_lock(name, timeout_s=job_timeout_s() / 2):
         yield

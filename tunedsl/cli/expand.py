@@ -44,10 +44,9 @@ def _read(script: str) -> tuple[bytes, str] | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import traceback
-
     from tunedsl.errors import TunedslSyntaxError
     from tunedsl.frontend.compile import compile_source, expand_source
+    from tunedsl.frontend.source import describe_syntax_error
 
     read = _read(args.script)
     if read is None:
@@ -61,8 +60,8 @@ def main(args: argparse.Namespace) -> int:
     except TunedslSyntaxError as err:
         print(err.render(), file=sys.stderr)
         return 1
-    except (SyntaxError, ValueError) as err:  # plain Python syntax errors, NUL bytes
-        print("".join(traceback.format_exception_only(type(err), err)), end="", file=sys.stderr)
+    except SyntaxError as err:  # plain Python syntax errors, NUL bytes
+        print(describe_syntax_error(err, filename, source), end="", file=sys.stderr)
         return 1
     if args.check:
         print(f"{args.script}: ok", file=sys.stderr)

@@ -89,17 +89,27 @@ def main(args: argparse.Namespace) -> int:
     from tunedsl.gallery.report import write_report
     from tunedsl.gallery.runner import default_examples_dir, discover, run_gallery
     from tunedsl.knobs import finite_number
+    from tunedsl.store import paths
 
     finite_number(args.timeout, "--timeout", unit=" of seconds")
     examples_dir = args.examples if args.examples is not None else default_examples_dir()
     scripts = discover(examples_dir.resolve(), args.only)
     out_dir: Path = args.out.resolve()
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        paths.make_dirs(out_dir)
     except OSError as err:
         raise UsageError(
             f"--out {args.out}: cannot make the directory: {err.strerror or err}"
         ) from None
+    # Logs and results are written by name in it: another user who can write there (or
+    # above) could plant symbolic links that make this run overwrite files of yours.
+    why = paths.untrusted_output_dir(out_dir)
+    if why is not None:
+        raise UsageError(
+            f"--out {args.out}: not private to you ({why}); another user could redirect "
+            "what the gallery writes there. Name a directory of your own (it is created "
+            "with mode 700), or fix this one (chown to yourself, chmod go-w)"
+        )
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

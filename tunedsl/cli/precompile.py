@@ -83,7 +83,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="S",
-        help="seconds one configuration may compile (default: TUNEDSL_CONFIG_TIMEOUT)",
+        help="seconds one configuration may compile, waiting for another process compiling it "
+        "included (default: TUNEDSL_CONFIG_TIMEOUT)",
     )
     return parser
 

@@ -133,10 +133,10 @@ def run_script(script: str, args: Sequence[str]) -> int:
     except TunedslSyntaxError as err:
         print(err.render(), file=sys.stderr)
         return 1
-    except (SyntaxError, ValueError) as err:  # plain Python syntax errors, NUL bytes
-        import traceback
+    except SyntaxError as err:  # plain Python syntax errors, NUL bytes
+        from tunedsl.frontend.source import describe_syntax_error
 
-        print("".join(traceback.format_exception_only(type(err), err)), end="", file=sys.stderr)
+        print(describe_syntax_error(err, path, source), end="", file=sys.stderr)
         return 1
 
     activate.install()

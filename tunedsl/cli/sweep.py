@@ -22,7 +22,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("script", help="a script declaring @tunedsl.workload functions")
     parser.add_argument(
-        "--shapes", help="JSON list of objects: the keyword arguments of each workload call"
+        "--shapes",
+        metavar="FILE",
+        help="a JSON file holding a list of objects: the keyword arguments of each workload call",
     )
     parser.add_argument("--ray", metavar="ADDRESS", help="a Ray cluster (default: local Ray)")
     parser.add_argument("--no-ray", action="store_true", help="run the tasks in this process")

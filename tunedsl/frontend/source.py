@@ -172,3 +172,22 @@ class SourceText:
         if seen_line.isascii() and self.line_text(lineno).isascii():
             return col
         return self.char_col(lineno, len(seen_line.encode("utf-8")))
+
+
+def describe_syntax_error(err: SyntaxError, filename: str, source: bytes | None = None) -> str:
+    """``err`` as Python prints it, on lines ending in a newline. Python's compile() says
+    "source code string cannot contain null bytes" (or that the encoding is missing, for a
+    UTF-16 file) without a file or line: then the file, and the line of the first NUL byte,
+    are named, with the likely cause."""
+    import traceback
+
+    if err.lineno is not None or isinstance(err, TunedslSyntaxError):
+        return "".join(traceback.format_exception_only(type(err), err))
+    where = filename
+    if source is not None and b"\0" in source:
+        line = source.count(b"\n", 0, source.index(b"\0")) + 1
+        where += f":{line}"
+    return (
+        f"{where}: {type(err).__name__}: {err.msg}; is it a text file (Python source saved as "
+        "UTF-8, not UTF-16 or a binary file)?\n"
+    )

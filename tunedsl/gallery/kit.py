@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl import knobs
+from tunedsl.backends.python_child import module_argv
 from tunedsl.gallery.result import ConfigTiming, ExampleResult, json_safe, write_result
 
 if TYPE_CHECKING:
@@ -172,9 +173,10 @@ class Example:
         feature; those lines are repeated on stderr. None on the CPU or when cross-compiling."""
         if not self.on_gpu or self.cross_compiling:
             return frozenset()
-        cmd = [sys.executable, "-m", "tunedsl", "run", script, PROBE_FLAG]
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+            out = subprocess.run(
+                probe_command(script), capture_output=True, text=True, timeout=600, check=False
+            )
         except subprocess.TimeoutExpired:
             print(f"[{self.name}] the feature probe hung: none used", file=sys.stderr)
             return frozenset()
@@ -343,6 +345,12 @@ class Example:
             for t in r.timings:
                 mark = " <- chosen" if t.config == r.config else ""
                 print(f"    {format_config(t.config):<48} {format_ms(t.time_ms):>12}{mark}")
+
+
+def probe_command(script: str) -> list[str]:
+    """``tunedsl run SCRIPT --probe`` in a child that imports only from this process's path:
+    the working directory may be shared, and what another user planted there must not run."""
+    return module_argv("tunedsl", "run", script, PROBE_FLAG)
 
 
 def probe_answer(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tunedsl.backends.python_child import module_argv
 from tunedsl.errors import UsageError
 from tunedsl.gallery.kit import RESULT_FLAG
 from tunedsl.gallery.result import ExampleResult, ResultError, load_result
@@ -109,7 +110,8 @@ def run_example(script: Path, out_dir: Path, *, timeout_s: float, interpret: boo
     log_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.unlink(missing_ok=True)  # a stale result must not pass for this run's
     # The example writes its result where --gallery-result says (gallery/kit.py).
-    command = [sys.executable, "-m", "tunedsl", "run", str(script), RESULT_FLAG, str(result_path)]
+    # Imports come from this process's path, not from the example's directory first.
+    command = module_argv("tunedsl", "run", str(script), RESULT_FLAG, str(result_path))
     start = time.monotonic()
     with open(log_path, "wb") as log:
         # Own process group: on a timeout the example and its compile workers go together.

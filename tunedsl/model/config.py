@@ -25,9 +25,11 @@ def check_field(name: object, value: object, where: str) -> None:
             f"{where}: field name {name!r} must be an identifier not starting with '_'"
         )
     if not isinstance(value, JSON_SCALARS):
+        numpy = type(value).__module__ == "numpy"  # np.int64(64), from list(arr) or arr[0]
         raise UsageError(
             f"{where}: field {name!r} has value {value!r} of type {type(value).__name__}; "
             "configuration values must be JSON scalars (int, float, str, bool or None)"
+            + ("; for numpy values write arr.tolist() or int(v)" if numpy else "")
         )
     if isinstance(value, float) and value != value:  # NaN never equals itself: unhashable key
         raise UsageError(f"{where}: field {name!r} is NaN")

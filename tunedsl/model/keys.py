@@ -23,9 +23,10 @@ import contextlib
 import functools
 import hashlib
 import inspect
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from tunedsl.model.canonical import canonical_json as canonical_json
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
 _TENSOR_CLASSES: dict[type, bool] = {}
@@ -377,8 +378,9 @@ def _source_digest(fn: Any) -> str:
     return hashlib.sha256(text).hexdigest()[:16]
 
 
-def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
-    """JSON description of one argument as the key sees it."""
+def readable_value(x: Any, constexpr: bool, with_shape: bool, with_align: bool = False) -> Any:
+    """JSON description of one argument as the key sees it; ``with_align``: a tensor not
+    16-byte aligned gets ``"aligned": false``, as the call key tells it apart."""
     if constexpr:
         return {"constexpr": readable_constexpr(x)}
     tensor = _TENSOR_CLASSES.get(x.__class__)  # is_tensor, inline: asked per argument a miss
@@ -398,6 +400,8 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
         strides = tuple(x.stride())
         pattern = _PATTERNS.get(strides)
         out["stride"] = stride_pattern(strides) if pattern is None else pattern
+        if with_align and x.data_ptr() % 16 != 0:
+            out["aligned"] = False
         return out
     if x.__class__ is int:
         return int_class(x)
@@ -408,7 +412,7 @@ def readable_value(x: Any, constexpr: bool, with_shape: bool) -> Any:
     if x is None:
         return None
     if isinstance(x, tuple):
-        return [readable_value(v, False, with_shape) for v in x]
+        return [readable_value(v, False, with_shape, with_align) for v in x]
     if is_tensor_descriptor(x):
         desc = readable_value(x.base, False, False)
         if with_shape:
@@ -431,22 +435,27 @@ def readable_key(
     user_key: Any,
     constexpr_names: frozenset[str],
     hole: object,
+    defaults: Mapping[str, Any] | None = None,
+    with_align: bool = False,
 ) -> dict[str, Any]:
-    """The key as JSON: arguments by parameter name, sorted, plus the user's key."""
-    with_shape = user_key is None
-    named: dict[str, Any] = {}
-    for i, a in enumerate(args):
-        name = arg_names[i] if i < len(arg_names) else f"arg{i}"
-        if a is hole:
-            named[name] = "$"
+    """The key as JSON: arguments by parameter name, sorted, plus the user's key. A constexpr
+    passed at its default (of its type: 2, 2.0, True compile apart) is left out, as unpassed."""
+    with_shape, named = user_key is None, {}
+    passed = [(arg_names[i] if i < len(arg_names) else f"arg{i}", a) for i, a in enumerate(args)]
+    for name, a in [*passed, *kwargs.items()]:
+        if defaults and name in constexpr_names and _is_default(a, name, defaults):
             continue
-        named[name] = readable_value(a, name in constexpr_names, with_shape)
-    for name, a in kwargs.items():
-        named[name] = readable_value(a, name in constexpr_names, with_shape)
-    out: dict[str, Any] = {"args": dict(sorted(named.items()))}
-    if not with_shape:
-        out["user_key"] = json_safe(user_key)
-    return out
+        named[name] = (
+            "$" if a is hole else readable_value(a, name in constexpr_names, with_shape, with_align)
+        )
+    user = {} if with_shape else {"user_key": json_safe(user_key)}
+    return {"args": dict(sorted(named.items())), **user}
+
+
+def _is_default(value: Any, name: str, defaults: Mapping[str, Any]) -> bool:
+    with contextlib.suppress(Exception):  # an __eq__ that raises, or returns an array
+        return name in defaults and type(value) is type(d := defaults[name]) and bool(value == d)
+    return False
 
 
 def json_safe(value: Any) -> Any:
@@ -462,15 +471,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     return repr(value)
-
-
-def canonical_json(obj: Any) -> str:
-    return _CANONICAL.encode(obj)
-
-
-# json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr) without making an
-# encoder per call (a miss encodes its key two or three times).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, Any]) -> str:

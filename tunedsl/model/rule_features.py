@@ -25,6 +25,10 @@ from tunedsl.model.keys import canonical_json
 def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
     """The family (canonical JSON of the categorical parts) and the features (path -> log2
     of the value) of a readable key (``model.keys.readable_key``)."""
+    if len(readable) == 1 and (args := readable.get("args")).__class__ is dict:
+        found = _args_features(args)  # the common key: int classes and tensors only
+        if found is not None:
+            return found
     family: dict[str, Any] = {}
     features: dict[str, float] = {}
 
@@ -118,6 +122,10 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 todo.append((f"{path}[{i}]", value[i]))
         else:
             family[path] = repr(value)
+    return _family_text(family), features
+
+
+def _family_text(family: dict[str, Any]) -> str:
     # Keys of one family differ only in their features: its JSON is encoded once. (The class
     # joins each value: True and 1 are equal, and hash alike, but encode differently.)
     parts = (tuple(family.items()), tuple(map(type, family.values())))
@@ -127,7 +135,48 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
         if len(_FAMILY_TEXT) >= _MAX_FAMILIES:
             _FAMILY_TEXT.clear()
         _FAMILY_TEXT[parts] = text
-    return text, features
+    return text
+
+
+def _args_features(args: dict[str, Any]) -> tuple[str, dict[str, float]] | None:
+    """``key_features`` of a key of positional arguments that are all int classes and plain
+    tensors (the common key), with the paths made once per argument names; None for any
+    other key (the walk above reads it). The same result, in the same order."""
+    plan = _PLANS.get(names := tuple(args))
+    if plan is None:
+        if len(_PLANS) >= _MAX_FAMILIES:
+            _PLANS.clear()
+        plan = _PLANS[names] = tuple(
+            (n, f"args.{n}", f"args.{n}.dtype", f"args.{n}.stride", f"args.{n}{ALIGNED}")
+            for n in sorted(args)
+        )
+    family: dict[str, Any] = {}
+    features: dict[str, float] = {}
+    for name, path, dtype_path, stride_path, aligned_path in plan:
+        value = args[name]
+        cls = value.__class__
+        if cls is str and value in _INT_CLASSES:
+            features[aligned_path] = 1.0 if value.startswith("i16") else 0.0
+        elif (
+            cls is dict
+            and value.keys() == _TENSOR_FIELDS
+            and (dtype := value["dtype"]).__class__ is str
+            and (stride := value["stride"]).__class__ is str
+            and dtype not in _INT_CLASSES
+            and stride not in _INT_CLASSES
+            and (shape := value["shape"]).__class__ is list
+            and {*map(type, shape)} <= _INT_ONLY
+        ):
+            family[dtype_path] = dtype
+            sizes = _SHAPE_PATHS.get((path, len(shape)))
+            if sizes is None:
+                return None  # the walk makes the paths of a new shape's length
+            for size_path, size in zip(sizes, shape, strict=True):
+                features[size_path] = math.log2(size) if size >= 1 else 0.0
+            family[stride_path] = stride
+        else:
+            return None
+    return _family_text(family), features
 
 
 #: The least int of ``key=`` or a constexpr read as a size (log2): 0, 1 and negative ints
@@ -144,6 +193,8 @@ _SHAPE_PATHS: dict[tuple[str, int], tuple[str, ...]] = {}
 # The JSON of the families seen (bounded: a process meets a few per site).
 _FAMILY_TEXT: dict[tuple[tuple[tuple[str, Any], ...], tuple[type, ...]], str] = {}
 _MAX_FAMILIES = 1024
+# Per tuple of argument names: each name, sorted, with its paths (bounded).
+_PLANS: dict[tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]] = {}
 
 
 _INT_CLASSES = frozenset(c + w for c in ("i1", "i16", "i") for w in ("", "L", "U"))

@@ -45,12 +45,14 @@ class NearTable:
 
     def nearest(self, x: Mapping[str, float]) -> int:
         rows = self.rows
+        get = x.__getitem__  # map(get, ...): no Python call a feature
         if self.alignment:
-            rows = self.by_alignment.get(tuple(x[f] for f in self.alignment)) or rows
-        at = [x[f] for f in self.sizes]
+            rows = self.by_alignment.get(tuple(map(get, self.alignment))) or rows
+        at = tuple(map(get, self.sizes))
+        dist = math.dist
         best, best_d = rows[0][2], math.inf
         for vector, extra, pick in rows:
-            d = math.dist(vector, at) ** 2 + extra
+            d = dist(vector, at) ** 2 + extra
             if d < best_d:
                 best, best_d = pick, d
         return best
@@ -110,7 +112,7 @@ class Grid:
                 )
         if len(self.names) < 2:
             return None
-        at = tuple(x[f] for f in self.names)
+        at = tuple(map(x.__getitem__, self.names))
         near = min(self.rows, key=functools.partial(math.dist, at))  # no Python call a row
         for f, v, w, gap in zip(self.names, at, near, self.gaps, strict=True):
             if abs(v - w) > gap + 1e-9:

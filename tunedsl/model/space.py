@@ -40,10 +40,8 @@ class Axis:
     KINDS = ("log", "ordered", "categorical")
 
     def __init__(self, values: Iterable[Any], kind: str | None = None) -> None:
-        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-            values = [values]
         # Distinct by type and value, so 1, 1.0 and True stay three values (as in Config).
-        kept = list({(type(v).__name__, v): v for v in values}.values())
+        kept = list({(type(v).__name__, v): v for v in _axis_values("Axis", values)}.values())
         if kind is None:
             kind = _infer_kind(kept)
         if kind not in self.KINDS:
@@ -395,17 +393,18 @@ def search_space(spec: SpaceSpec) -> Space | ListSpace:
 
 
 def _axis_values(name: str, values: Any) -> list[Any]:
-    if isinstance(values, Axis):
-        return list(values.values)
-    # A scalar is a one-value axis: {"num_stages": 3} means [3].
+    """An axis's values in order (a scalar is one: ``{"num_stages": 3}`` means ``[3]``). A
+    set has no order (it changes from run to run, and with it the search's ties and the
+    record's order); a numpy array holds numpy numbers, not the JSON scalars of a Config."""
+    where = name if name == "Axis" else f"space axis {name!r}"
+    if isinstance(values, (set, frozenset)):
+        fix = f"give a list, e.g. sorted({set(values)!r})"[:200]
+        raise UsageError(f"{where} is a set, whose order changes from run to run: {fix}")
+    if type(values).__module__ == "numpy" and getattr(values, "ndim", 0) > 0:
+        raise UsageError(f"{where} is a numpy array of numpy numbers: write arr.tolist()")
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         values = [values]
-    out = list(values)
-    if not out:
-        raise UsageError(f"space axis {name!r} is empty: give at least one value")
-    for value in out:
-        check_field(name, value, f"space axis {name!r}")
-    return out
+    return list(values)
 
 
 def _distinct(configs: Iterable[Config]) -> tuple[Config, ...]:

@@ -84,22 +84,39 @@ def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
 
 def _check_module_source(module_name: str) -> None:
     """Raise LookupError when the module a record names would be imported from a file
-    another user could have written (found without importing anything: the top-level
-    package's file, such as a ``evil.py`` planted in a shared working directory)."""
+    another user could have written, found without importing anything: each package on the
+    way and the module itself (an ``evil.py`` planted in a shared working directory), and
+    every directory of a namespace package (a package without ``__init__.py``, whose
+    portions any directory on ``sys.path`` may add: ``evilns/mod.py`` in ``/tmp``)."""
     import importlib.machinery
     import sys
 
-    top = module_name.partition(".")[0]
-    if top in sys.modules:
-        return
-    spec = importlib.machinery.PathFinder.find_spec(top)
-    origin = spec.origin if spec is not None else None
-    if origin and os.path.isfile(origin):
-        why = paths.untrusted_source(origin)
-        if why is not None:
-            raise LookupError(
-                f"kernel module {module_name} not imported: {why}, so its code is not trusted"
-            )
+    parts = module_name.split(".")
+    search: Any = None  # sys.path
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        loaded = sys.modules.get(name)
+        if loaded is not None:
+            search = getattr(loaded, "__path__", None)
+        else:
+            try:
+                spec = importlib.machinery.PathFinder.find_spec(name, search)
+            except (ImportError, ValueError):
+                spec = None
+            if spec is None:
+                return  # not found: the import fails and says so
+            places = [spec.origin] if spec.origin and os.path.isfile(spec.origin) else []
+            places += list(spec.submodule_search_locations or ())
+            for place in places:
+                why = paths.untrusted_source(place)
+                if why is not None:
+                    raise LookupError(
+                        f"kernel module {module_name} not imported: {why}, so its code is "
+                        "not trusted"
+                    )
+            search = spec.submodule_search_locations
+        if search is None:
+            return  # a module, not a package: nothing below it is imported from files
 
 
 def replay_jobs(

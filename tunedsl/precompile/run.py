@@ -17,8 +17,10 @@ arguments, shows progress and renders the summary.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator, Sequence
 
 from tunedsl.errors import UsageError
@@ -46,19 +48,44 @@ _WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
 
 
+#: The largest source file read: a module is rarely over a few MiB, and a bigger "file" is
+#: not one (a link to /dev/zero would otherwise be read until memory ran out).
+MAX_SOURCE_BYTES = 64 * 1024 * 1024
+
+
 def iter_python_files(paths: Sequence[str]) -> Iterator[str]:
-    """Every ``.py`` file under ``paths`` (recursively, sorted; hidden and venv dirs skipped)."""
+    """Every ``.py`` file under ``paths`` (recursively, sorted; hidden and venv dirs skipped).
+    Under a directory only regular files count: a FIFO or device named ``*.py`` would block
+    or never end."""
     for path in paths:
         if os.path.isdir(path):
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
                 for name in sorted(files):
-                    if name.endswith(".py"):
-                        yield os.path.abspath(os.path.join(root, name))
+                    full = os.path.join(root, name)
+                    if name.endswith(".py") and os.path.isfile(full):
+                        yield os.path.abspath(full)
         elif os.path.isfile(path):
             yield os.path.abspath(path)
+        elif os.path.exists(path):
+            raise UsageError(f"precompile: {path} is not a regular file or a directory")
         else:
             raise UsageError(f"precompile: no such file or directory: {path}")
+
+
+def read_source(path: str) -> bytes:
+    """A source file's bytes: a regular file of at most ``MAX_SOURCE_BYTES``, opened without
+    blocking (it may have become a FIFO since it was listed); OSError otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)  # follows a link, as Python's import does
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = fh.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise OSError(errno.EFBIG, f"over the {MAX_SOURCE_BYTES}-byte limit of a source file")
+    return data
 
 
 def _has_gpu() -> bool:
@@ -104,10 +131,9 @@ def warm_bytecode(files: Sequence[str], summary: Summary) -> list[str]:
     with_workloads = []
     for path in files:
         try:
-            with open(path, "rb") as fh:
-                source = fh.read()
+            source = read_source(path)
         except OSError as err:
-            summary.errors.append(f"{path}: cannot read: {err}")
+            summary.errors.append(f"{path}: cannot read: {err.strerror or err}")
             continue
         if b"tunedsl" in source and needs_expansion(source):
             try:
@@ -225,8 +251,7 @@ def tune_on_gpus(
 
 def _declares_workload(path: str) -> bool:
     try:
-        with open(path, "rb") as fh:
-            return bool(_WORKLOAD_DECORATOR.search(fh.read()))
+        return bool(_WORKLOAD_DECORATOR.search(read_source(path)))
     except OSError:
         return False
 

@@ -71,6 +71,8 @@ def read_shapes(path: str | None) -> list[dict[str, Any]]:
         data = json.loads(atomic.read_regular_file(path, MAX_SHAPES_BYTES).decode("utf-8"))
     except (OSError, ValueError) as err:  # ValueError: not UTF-8, not JSON, an int too long
         why = err.strerror if isinstance(err, OSError) and err.strerror else err
+        if isinstance(err, FileNotFoundError) and path.lstrip().startswith(("[", "{")):
+            why = f"{why}; --shapes names a file: write the JSON into one and name it"
         raise UsageError(f"cannot read shapes file {path}: {why}") from None
     except RecursionError:
         raise UsageError(f"cannot read shapes file {path}: JSON nested too deeply") from None
@@ -87,7 +89,14 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
     (the tasks this process runs use that import)."""
     from tunedsl.precompile.workload import registered_workloads
 
-    module = imported_script(os.path.abspath(script))
+    try:
+        module = imported_script(os.path.abspath(script))
+    except SyntaxError as err:  # the script's, not tunedsl's: its place, not a traceback
+        from tunedsl.frontend.source import describe_syntax_error
+
+        render = getattr(err, "render", None)
+        text = render() if callable(render) else describe_syntax_error(err, script, _bytes(script))
+        raise UsageError(f"{script} does not compile:\n{text.rstrip()}") from None
     workloads = registered_workloads(module.__name__)
     if not workloads:
         raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
@@ -143,6 +152,14 @@ def workload_fn(task: Task) -> Callable[..., Any]:
     if not found:
         raise UsageError(f"{task.script}: no workload {task.workload}")
     return found[0].fn
+
+
+def _bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError:
+        return None
 
 
 def imported_script(script: str) -> ModuleType:

@@ -388,7 +388,13 @@ def _readable_key(call: Call, fallback: Hashable) -> object:
         info = bt.kernel_info(call.kernel)
         user_key = None if call.key is None else keys.hashable_user_key(call.key)
         out = keys.readable_key(
-            info.arg_names, call.args, call.static_kwargs, user_key, info.value_keyed, HOLE
+            info.arg_names,
+            call.args,
+            call.static_kwargs,
+            user_key,
+            info.value_keyed,
+            HOLE,
+            info.defaults,
         )
     except Exception:  # only a label: never fail a precompile over it
         return fallback

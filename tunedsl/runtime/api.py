@@ -82,8 +82,6 @@ def autotune_launch(
         names = by_names.get(tuple(once))
         if names is None:  # first call with these names: which do not depend on the config
             names = by_names[tuple(once)] = _fixed_names(kwargs_fn, space, default, site, once)
-            # miss.py reads the site's: every name found alike so far (it only grows)
-            site.kwargs_fixed = tuple(dict.fromkeys((*(site.kwargs_fixed or ()), *names)))
         static_kwargs = {k: once[k] for k in names}
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.

@@ -39,6 +39,7 @@ from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import records as store
+from tunedsl.store.layered import default_layered
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -190,6 +191,10 @@ def _fallback(
     return candidates[0]
 
 
+# runtime.ruled, once a miss has asked a rule.
+_ruled: Any = None
+
+
 def lookup(
     subject: Subject,
     candidates: Sequence[Config],
@@ -245,10 +250,12 @@ def lookup(
         return False
 
     def ruled() -> Decision | None:
-        from tunedsl.runtime.ruled import rule_pick
+        global _ruled
+        if _ruled is None:  # on the first miss no record decides (a warm hit never needs it)
+            import tunedsl.runtime.ruled as _ruled
 
         verify = check if settings.verify not in (None, False) else None
-        picked = rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
+        picked = _ruled.rule_pick(subject, candidates, verify, tuning_allowed=settings.mode == "on")
         return (
             None
             if picked is None
@@ -445,8 +452,6 @@ def record_stores() -> LayeredStore:
     layer: the site's own table is that. Built again only when the knobs naming the stores
     change (the cache's directory is looked up per call by its store)."""
     global _stores
-    from tunedsl.store.layered import default_layered
-
     kept = _stores
     if kept is not None and knobs.environ_unchanged(kept[2]):
         return kept[1]  # no variable changed (asked on every miss)

@@ -17,6 +17,7 @@ from tunedsl import knobs
 from tunedsl.model import repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import fill_holes
+from tunedsl.model.keys import is_tensor, is_tensor_descriptor
 from tunedsl.runtime.result import LaunchResult
 
 #: ``fused(kernel, args, static_kwargs, bind) -> LaunchResult | None`` (``fused.py``)
@@ -82,15 +83,26 @@ class Entry:
     def zero(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]
     ) -> None:
-        # An optional buffer passed as None is skipped (as Triton does).
-        # A tensor that requires grad is zeroed through detach(), as the kernel writes it.
         for i in self.zero_pos:
-            if args[i] is not None:
-                (args[i].detach() if args[i].requires_grad else args[i]).zero_()
+            zero(args[i])
         for name in self.zero_kw:
-            value = static_kwargs.get(name) if name in static_kwargs else dyn_kwargs.get(name)
-            if value is not None:
-                (value.detach() if value.requires_grad else value).zero_()
+            zero(static_kwargs.get(name) if name in static_kwargs else dyn_kwargs.get(name))
+
+
+def zero(value: Any) -> None:
+    """Zero a ``reset_to_zero`` argument: a tensor; a descriptor's tensor; each tensor of
+    a tuple. An optional buffer passed as None is skipped (as Triton does); a tensor that
+    requires grad is zeroed through ``detach()``, as the kernel writes it."""
+    if value is None:
+        return
+    if isinstance(value, tuple):
+        for member in value:
+            zero(member)
+        return
+    if is_tensor_descriptor(value):
+        value = value.base
+    if is_tensor(value):
+        (value.detach() if value.requires_grad else value).zero_()
 
 
 def no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:

@@ -19,16 +19,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+import tunedsl.backends.capture as capture
+import tunedsl.backends.triton as bt
+import tunedsl.runtime.decide as decide
+import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
+from tunedsl.backends.triton_launch import direct_launch_enabled
 from tunedsl.errors import UsageError
 from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
-from tunedsl.model.hole import HOLE, fill_holes
+from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import launch_effect, mistakes, unkeyed
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
+from tunedsl.store.rules import rule_digest
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -65,7 +71,6 @@ class SiteView(Protocol):
     site_id: str
     has_key: bool
     placeholders: tuple[tuple[str, int, int], ...]
-    kwargs_fixed: tuple[str, ...] | None  # plain API: the kwargs= names alike for every config
     prune_reads: frozenset[str]  # arguments prune= has read: their values join the key
     fields_checked: Any  # the candidates whose fields the launch was seen to read
     context_memo: Any  # the process part of its keys' digests (``subject``)
@@ -135,6 +140,7 @@ def variants(
                 site.label,
                 bt.launch_option_names,
                 [name for name in cfg if name in HINTS],
+                _dependent(info.arg_names, call.args, holes, dyn_kwargs),
             )
             mistakes.check_key_names(call.key, info, site.label)
             if not site.has_key:
@@ -161,6 +167,16 @@ def variants(
         out, empty = launch_effect.drop_empty_grids(out, site.label)
         infeasible.update(empty)
     return out, infeasible
+
+
+def _dependent(
+    names: Sequence[str], args: Sequence[Any], holes: Any, dyn_kwargs: Mapping[str, Any]
+) -> set[str]:
+    """The parameters whose values depend on the configuration: the holes of ``args`` (every
+    positional one when the plain API's ``args=`` function replaces them) and ``dyn_kwargs``."""
+    if isinstance(holes, ReplaceArgs):
+        return {*names[: len(args)], *dyn_kwargs}
+    return {names[i] for i, a in enumerate(args) if a is HOLE and i < len(names)} | set(dyn_kwargs)
 
 
 def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Config]:
@@ -206,26 +222,24 @@ def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
 def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     """What deciding ``call`` is about: the kernel's facts, the readable key and the digest
     (after ``candidates``: prune= may have grown the key by the arguments it reads)."""
-    import tunedsl.backends.triton as bt  # not `from ... import`: a Python call a miss each
-
     info = bt.kernel_info(call.kernel)
     user_key = keys.hashable_user_key(call.key) if site.has_key else None
-    # The numbers a kwargs= function returns alike for every configuration are call values
-    # for prune= (below, when it reads them), not part of the record key: records keep the
-    # key they had before such values reached prune=. A constexpr's value is keyed all the
-    # same: another value is another compiled kernel, and a decision for one says nothing
-    # about another (a tl.static_assert on it, another activation function).
-    fixed = site.kwargs_fixed or ()
-    keyed = (
-        {
-            k: v
-            for k, v in call.static_kwargs.items()
-            if k not in fixed or keys.is_tensor(v) or k in info.value_keyed
-        }
-        if fixed and call.static_kwargs
-        else call.static_kwargs
+    # What a kwargs= function returns alike for every configuration is keyed as a
+    # positional argument is (a tensor by layout, an int by Triton's class, a constexpr by
+    # value): it is in the call key, and a record key without it would merge the kernels
+    # Triton compiles apart (n % 16 == 0 or not, a stride of 1 or not) under one key=.
+    # A tensor's alignment is in the call key where launches bypass Triton's dispatcher
+    # (site.call_key); an unaligned one is another Triton kernel, so its record is another.
+    readable = keys.readable_key(
+        info.arg_names,
+        call.args,
+        call.static_kwargs,
+        user_key,
+        info.value_keyed,
+        HOLE,
+        info.defaults,
+        with_align=info.jit and direct_launch_enabled(),
     )
-    readable = keys.readable_key(info.arg_names, call.args, keyed, user_key, info.value_keyed, HOLE)
     if site.has_key and user_key is None:
         readable["user_key"] = None
     if site.prune_reads:
@@ -265,10 +279,6 @@ def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart
     """The context, the digest of its keys and the rule name of a site's key: worked out
     again only when the site's name, kernel or settings, the current device's facts or the
     environment (Triton's cache-invalidating variables) changed since the last key."""
-    import tunedsl.backends.triton as bt
-    import tunedsl.runtime.decide as decide
-    from tunedsl.store.rules import rule_digest
-
     device = bt.device_facts()
     memo: _ProcessPart | None = site.context_memo
     if (
@@ -301,10 +311,6 @@ def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart
 def resolve(site: SiteView, call: Call) -> Resolved:
     """Decide the configuration for a new call key: memory, records, default or tuning.
     The site stores what it returns (its ``first.source`` says where it came from)."""
-    import tunedsl.backends.capture as capture
-    import tunedsl.runtime.decide as decide
-    import tunedsl.runtime.distributed as distributed
-
     chosen_settings = site.settings(call.lazy)
     kept = candidates(site, call, chosen_settings)
     # A lazy space is not listed: its fields are not probed. The same candidates (no
@@ -319,8 +325,8 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     known = site.decided(about.digest)
     if known is not None:
         # Decided under another call key with the same record key (keyword order, other
-        # strides of one pattern, another alignment). The site's entry is new all the same:
-        # its launcher must capture its own Triton specialization.
+        # strides of one pattern, an alignment the record key does not keep). The site's
+        # entry is new all the same: its launcher must capture its own Triton specialization.
         decision, result = known
         return Resolved(decision, result, result, about)
 

@@ -19,7 +19,7 @@ import operator
 import os
 import sys
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError, callable_name
@@ -253,6 +253,7 @@ def check_launch(
     label: str,
     launch_options: Callable[[], frozenset[str]] = frozenset,
     space_hints: Sequence[str] = (),
+    dependent: Collection[str] | None = None,
 ) -> None:
     """The launch's arguments must bind to the kernel's parameters, as Python would bind
     them: checked on the first configuration, before any is tried (Triton's own message
@@ -260,11 +261,14 @@ def check_launch(
     ``launch_options()`` gives the other keywords Triton takes (``num_warps``, ...; asked only
     when a keyword is no parameter; empty: any).
     A kernel in ``@triton.heuristics`` is checked with the parameters its heuristics compute
-    counted as passed, and a launch passing one of them, or a launch hint of ``space_hints``
-    (the space's fields named like hints) that one computes, is an error (Triton would
-    replace its value). A kernel in ``@triton.autotune`` is left to Triton, unless its
-    configurations set a parameter the launch passes too (Triton then fails every
-    configuration: "Conflicting meta-parameters")."""
+    counted as passed, and a launch passing one of them with a value of the configuration
+    (in ``dependent``, the names whose values do; None: any), or a launch hint of
+    ``space_hints`` (the space's fields named like hints) that one computes, is an error
+    (Triton would replace its value). A value the same for every configuration (a flag a
+    heuristic normalises, ``lambda args: bool(args["CAP"])``) is Triton's to replace. A
+    kernel in ``@triton.autotune`` is left to Triton, unless its configurations set a
+    parameter the launch passes too (Triton then fails every configuration: "Conflicting
+    meta-parameters")."""
     if type(kernel).__name__ == "Autotuner":
         both = sorted(
             {k for c in getattr(kernel, "configs", ()) for k in getattr(c, "kwargs", {})}
@@ -281,6 +285,7 @@ def check_launch(
     heuristics = [w for w in wrappers if type(w).__name__ == "Heuristics"]
     computed = {n for w in heuristics for n in getattr(w, "values", None) or ()}
     passed = [k for k in [*info.arg_names[: len(args)], *kwargs] if k in computed]
+    passed = [k for k in passed if dependent is None or k in dependent]
     hinted = [k for k in space_hints if k in computed]
     if passed or hinted:  # Triton would replace the launch's value with the heuristic's
         name, where = (passed[0], "the launch") if passed else (hinted[0], "space=")

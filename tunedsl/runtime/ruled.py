@@ -18,18 +18,22 @@ and toolchain decides, else the first. A site whose only rules are for another v
 kernel says so once. A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no
 rule decides there.
 A pick is launched only when it is one of the configurations the site's space and
-``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify.
+``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify; where
+it is not, the key is tuned where tuning may run, and where it may not, the rule's next
+configuration that passes launches (the site's default when none does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
+from tunedsl.store.rules import find_rules, rule_digest, rules_decide, rules_of_other_kernels
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
+    from tunedsl.model.rule import Rule
     from tunedsl.runtime.subject import Subject
 
 
@@ -40,8 +44,6 @@ def rule_pick(
     tuning_allowed: bool,
 ) -> Config | None:
     """The rule's configuration for ``subject``'s key, or None (no rule, or tune instead)."""
-    from tunedsl.store.rules import find_rules, rule_digest, rules_decide, rules_of_other_kernels
-
     if not rules_decide():  # a sweep measures every key
         return None
     ctx = subject.context
@@ -61,15 +63,11 @@ def rule_pick(
                 stacklevel="user",
             )
         return None
-    here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
-    # The first measured on this GPU model and toolchain, else the first on the path.
-    rule = next(
-        (r for r in rules if r.device.get("name") == here and r.toolchain == toolchain), rules[0]
-    )
+    rule, stale = _chosen(rules, ctx)
     where = f"rule {digest[:12]} of {subject.site_id}"
     config, in_range = rule.decide(subject.readable)
-    stale = rule.device.get("name") != here or rule.toolchain != toolchain
     if stale:
+        here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
         measured = f"{rule.device.get('name')} with {rule.toolchain}"
         now = f"{here} with {toolchain}"
         if tuning_allowed:
@@ -109,24 +107,57 @@ def rule_pick(
                 stacklevel="user",
             )
             return None
-    if not _is_candidate(config, candidates):
-        warn_once(
-            f"rule-outside:{digest}:{config}",
-            f"{where} picked {config}, which is not among the configurations this site's "
-            "space and prune= keep for the key; not using it",
-            stacklevel="user",
+    problem = _refused(config, candidates, check)
+    if problem is None:
+        return config
+    # Where tuning may run, the key is tuned; where it may not, the rule's next configuration
+    # (in the order the build chose them: each near the best on the most swept keys the ones
+    # before it left) beats the site's default, which knows nothing of the key.
+    instead = None
+    if not tuning_allowed:
+        instead = next(
+            (c for c in rule.configs if c != config and _refused(c, candidates, check) is None),
+            None,
         )
-        return None
-    if check is not None:
-        problem = check(config)
-        if problem is not None:
-            warn_once(
-                f"rule-verify:{digest}:{config}",
-                f"{where} picked {config}, which fails verify= here ({problem}); not using it",
-                stacklevel="user",
-            )
-            return None
-    return config
+    then = "" if instead is None else f"; launching its next configuration, {instead}"
+    warn_once(
+        f"rule-refused:{digest}:{config}:{problem.split(' (')[0]}:{instead}",
+        f"{where} picked {config}, which {problem}; not using it{then}",
+        stacklevel="user",
+    )
+    return instead
+
+
+def _refused(
+    config: Config, candidates: Sequence[Config], check: Callable[[Config], str | None] | None
+) -> str | None:
+    """Why ``config`` may not be launched for this key (None: it may): it must be one of
+    the candidates and, on a site with verify=, pass verify."""
+    if not _is_candidate(config, candidates):
+        return "is not among the configurations this site's space and prune= keep for the key"
+    problem = None if check is None else check(config)
+    return None if problem is None else f"fails verify= here ({problem})"
+
+
+# The last rules found and process context, with the rule that decides for them and whether
+# it is stale (every key of a site asks with the same two).
+_chose: tuple[tuple[Rule, ...], Mapping[str, Any], Rule, bool] | None = None
+
+
+def _chosen(rules: tuple[Rule, ...], ctx: Mapping[str, Any]) -> tuple[Rule, bool]:
+    """The first of ``rules`` measured on this GPU model and toolchain, else the first on
+    the path; and whether it is stale (measured elsewhere)."""
+    global _chose
+    memo = _chose
+    if memo is not None and memo[0] is rules and memo[1] is ctx:
+        return memo[2], memo[3]
+    here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
+    rule = next(
+        (r for r in rules if r.device.get("name") == here and r.toolchain == toolchain), rules[0]
+    )
+    stale = rule.device.get("name") != here or rule.toolchain != toolchain
+    _chose = (rules, ctx, rule, stale)
+    return rule, stale
 
 
 # The last candidates tuple checked against a rule's swept configurations, and the answer.

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.backends import torch_compile
+from tunedsl.backends.shared_launchers import SharedLaunchers
 from tunedsl.errors import TuningError, UsageError, at_site
 from tunedsl.model import identity, keys, prune_keys, repeat_check
 from tunedsl.model.config import Config
@@ -116,7 +117,6 @@ class Site:
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
         self._key_config: Config | None = None
-        self.kwargs_fixed: tuple[str, ...] | None = None  # plain API: kwargs= constants
         self._lock = threading.Lock()
         self._inflight: dict[Any, Any] = {}  # key -> the lock its resolver holds meanwhile
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
@@ -340,6 +340,7 @@ class Site:
             with busy:  # another thread resolves this key: wait for it, then look again
                 pass
         active.append(self)
+        knobs.environ_checks(True)  # the environment compared once for the whole decision
         try:
             reads = self.prune_reads
             resolved = miss.resolve(self, call)
@@ -353,6 +354,7 @@ class Site:
                 self._store(stored_key, entry)
             self._seen = entry  # the key's next call, if it comes next, builds its check
         finally:
+            knobs.environ_checks(False)
             active.remove(self)
             with self._lock:
                 self._inflight.pop(call_key, None)
@@ -375,15 +377,12 @@ class Site:
 
     def _entry(self, call: miss.Call, resolved: miss.Resolved) -> Entry:
         """A new entry for the decision, with the launcher of its specialization and config."""
-        from tunedsl.backends.shared_launchers import SharedLaunchers
-
         decision = resolved.decision
         reset = resolved.subject.settings.reset_to_zero
         positional = resolved.subject.info.arg_names[: len(call.args)] if reset else ()
         zero_pos = tuple(i for i, n in enumerate(positional) if n in reset) if reset else ()
         zero_kw = tuple(n for n in reset if n not in positional) if reset else ()
-        # Decisions from tuning, a record or a rule launch the same variant in every process: its
-        # binary is stored by the first process and loaded (not compiled) by later ones.
+        # Tuned, recorded or ruled: one variant in every process, its binary stored once, loaded.
         stored = decision.source in ("tuned", "disk", "rule")
         shared = self._launchers = self._launchers or SharedLaunchers()
         launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,

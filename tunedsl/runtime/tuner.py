@@ -354,7 +354,7 @@ def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
     for cfg, why in req.infeasible.items():
         details.setdefault(repr(cfg), why)
     reasons = [str(why) for why in details.values()]
-    hint = no_driver_message(reasons) or _every_crash_hint(reasons)
+    hint = no_driver_message(reasons, req.kernel) or _every_crash_hint(reasons)
     raise TuningError(
         f"every configuration of {qualname} failed" + (f": {hint}" if hint else ""), details
     ) from err

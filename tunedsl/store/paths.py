@@ -78,11 +78,12 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 def open_private_dir(path: Path, *, root_may_own: bool = False) -> int:
     """A descriptor of the directory ``path``, opened and checked component by component.
 
-    Under the cache root, the root is opened (following a symbolic link the user chose) and
-    each directory below it is opened relative to its parent's descriptor without following
-    a symbolic link; every one must be owned by this user and not writable by group or
-    others. A directory outside the cache root (a ``TUNEDSL_RECORDS_PATH`` entry) is checked
-    alone, and may also belong to root with ``root_may_own``. The caller closes the
+    Under the cache root, the root is reached from ``/`` (:func:`_open_chain`: following a
+    symbolic link the user chose) and each directory below it is opened relative to its
+    parent's descriptor without following a symbolic link; every one must be owned by this
+    user and not writable by group or others. A directory outside the cache root (a
+    ``TUNEDSL_RECORDS_PATH`` entry) is reached the same way from ``/`` but is not itself a
+    symbolic link, and may also belong to root with ``root_may_own``. The caller closes the
     descriptor. Raises ``UntrustedDir`` (which directory, and why), ``FileNotFoundError``
     when a directory is missing, or another ``OSError``."""
     root = cache_root()
@@ -90,7 +91,7 @@ def open_private_dir(path: Path, *, root_may_own: bool = False) -> int:
         base, parts, follow = root, path.relative_to(root).parts, True
     else:
         base, parts, follow = path, (), False
-    fd = _open_checked(str(base), None, base, follow, root_may_own)
+    fd = _open_chain(base, follow, root_may_own)
     for i, name in enumerate(parts):
         try:
             fd_below = _open_checked(name, fd, base.joinpath(*parts[: i + 1]), False, False)
@@ -113,7 +114,7 @@ def open_or_make_private_dir(path: Path) -> int:
         ensure_private_dir(path)
         return open_private_dir(path)
     parts = path.relative_to(root).parts
-    fd = _open_checked(str(root), None, root, True, False)
+    fd = _open_chain(root, True, False)
     for i, name in enumerate(parts):
         try:
             with contextlib.suppress(FileExistsError):
@@ -125,11 +126,20 @@ def open_or_make_private_dir(path: Path) -> int:
     return fd
 
 
-def _open_checked(name: str, dir_fd: int | None, shown: Path, follow: bool, root_ok: bool) -> int:
+def _open_checked(
+    name: str,
+    dir_fd: int | None,
+    shown: Path,
+    follow: bool,
+    root_ok: bool,
+    not_link_ok: bool = False,
+) -> int:
     try:
         fd = os.open(name, _DIR_FLAGS | (0 if follow else _NOFOLLOW), dir_fd=dir_fd)
     except OSError as err:
         if err.errno in (errno.ENOTDIR, errno.ELOOP) and not follow:
+            if not_link_ok and err.errno == errno.ENOTDIR and not _is_link(name, dir_fd):
+                raise  # a regular file where the cache root should be: a plain error
             raise UntrustedDir(f"{shown} is a symbolic link or not a directory") from None
         raise
     st = os.fstat(fd)  # the directory opened, not the path: what we check is what we use
@@ -142,6 +152,106 @@ def _open_checked(name: str, dir_fd: int | None, shown: Path, follow: bool, root
         os.close(fd)
         raise UntrustedDir(why)
     return fd
+
+
+#: Symbolic links followed on the way to one directory before giving up (the kernel's own).
+_MAX_LINKS = 40
+
+
+def _open_chain(path: Path, follow_last: bool, root_ok: bool) -> int:
+    """A descriptor of the directory ``path``, reached from ``/`` one name at a time, each
+    opened relative to its parent's descriptor: every directory above it must be owned by
+    this user or root and closed to writes by group and others, unless sticky (``/tmp``:
+    others cannot rename or replace what is not theirs there), or another user could swap
+    what lies below; ``path`` itself must pass :func:`_open_checked`. A symbolic link on the
+    way is followed only when this user or root owns it, as the directory holding it was
+    checked already; the last name is followed only with ``follow_last`` (the cache root)."""
+    names = list(reversed(Path(os.path.abspath(path)).parts[1:]))  # a stack: next name last
+    if not names:
+        return _open_checked(os.sep, None, path, True, root_ok)
+    shown, fd, links = Path(os.sep), _open_above(os.sep, None, Path(os.sep)), 0
+    try:
+        while names:
+            name = names.pop()
+            last = not names
+            target = _link_target(name, fd, shown / name) if follow_last or not last else None
+            if target is not None:
+                links += 1
+                if links > _MAX_LINKS:
+                    raise OSError(errno.ELOOP, f"too many symbolic links in {path}")
+                names.extend(reversed(Path(target).parts))
+                if os.path.isabs(target):
+                    names.pop()  # the "/" part
+                    os.close(fd)
+                    shown, fd = Path(os.sep), -1
+                    fd = _open_above(os.sep, None, shown)
+                continue
+            shown = shown.parent if name == ".." else shown if name == "." else shown / name
+            if last:
+                below = _open_checked(name, fd, path, False, root_ok, follow_last)
+            else:
+                below = _open_above(name, fd, shown)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+    return fd
+
+
+def _link_target(name: str, dir_fd: int, shown: Path) -> str | None:
+    """The target of the symbolic link ``name`` in the checked directory ``dir_fd``; None
+    when it is not a link. A link another user owns (in a sticky directory) is refused."""
+    try:
+        st = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None  # the open that follows says it is missing
+    if not stat.S_ISLNK(st.st_mode):
+        return None
+    if hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0):
+        raise UntrustedDir(f"{shown} is a symbolic link owned by another user (uid {st.st_uid})")
+    return os.readlink(name, dir_fd=dir_fd)
+
+
+def _is_link(name: str, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def _open_above(name: str, dir_fd: int | None, shown: Path) -> int:
+    """A directory above a trusted one: this user's or root's, and closed to writes by group
+    and others unless sticky."""
+    try:
+        fd = os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # made a link since it was looked at
+            raise UntrustedDir(f"{shown} is a symbolic link") from None
+        raise
+    st = os.fstat(fd)
+    why = None
+    if hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0):
+        why = f"{shown} is owned by another user (uid {st.st_uid})"
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        why = f"{shown} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    if why is not None:
+        os.close(fd)
+        raise UntrustedDir(why)
+    return fd
+
+
+def untrusted_output_dir(path: Path) -> str | None:
+    """Why another user could change what is written in the directory ``path`` (a report
+    directory), or None: the rule of :func:`_open_chain`, the directory itself this user's."""
+    try:
+        os.close(_open_chain(path, True, False))
+    except UntrustedDir as why:
+        return str(why)
+    except OSError as err:
+        return f"{path} cannot be opened ({err.strerror or err})"
+    return None
 
 
 def untrusted_source(path: str) -> str | None:

@@ -9,7 +9,7 @@ Rule files get the records' trust rules: the directory is private to the user or
 root and closed to writes by others; the file is a regular file (no symbolic link), owned by
 the user or root, not writable by group or others, at most 4 MiB. Anything else, and any
 file that does not validate, is a miss with one warning. Each process reads a rule file
-once, and again only when its stat signature changes.
+once, and again only when its stat signature changes (``find_rules``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ SUFFIX = ".rule.json"
 MAX_RULE_BYTES = 4 * 1024 * 1024
 
 _lock = threading.Lock()
-# digest -> (the stat signature they were read under, the rules found, in path order)
-_loaded: dict[str, tuple[tuple[tuple[Any, Any], ...], tuple[Rule, ...]]] = {}
+# digest -> (the rule directories, the stat signature their rules were read under, the paths
+# it is of, the rules found, in path order)
+_loaded: dict[str, tuple[tuple[str, ...], tuple[Any, ...], tuple[str, ...], tuple[Rule, ...]]] = {}
 
 
 def rule_digest(site: str, kernel: Mapping[str, Any], hints: Any, env: Any) -> str:
@@ -81,18 +82,28 @@ def find_rules(digest: str) -> tuple[Rule, ...]:
     """The rules named ``digest``, one a directory that has a trusted, valid one, in path
     order (the caller takes the first measured here: directories of rules for several GPU
     models may share a path). A process parses and checks each rule file once: later misses
-    compare the file's and its directory's stat signature (two ``lstat`` a directory) and
-    read it again only when one changed (a rule rebuilt, replaced, removed, or its mode or
-    owner changed)."""
+    compare the file's stat signature (one ``lstat`` a directory) and read it again only
+    when it changed (a rule rebuilt, replaced, removed, or its mode or owner changed). A
+    directory found untrusted is watched too, so that fixing it is seen; a trusted one is
+    not: what was read from it stays what its owner wrote until the file itself changes, and
+    any change to the file (a new file in its place included) reads it again, under the
+    directory's check."""
     roots, wheres = _rule_roots()
-    name = os.sep + digest + SUFFIX
-    signature = tuple([(_stat(where), _stat(where + name)) for where in wheres])
     cached = _loaded.get(digest)  # one dict read: atomic, no lock needed
-    if cached is not None and cached[0] == signature:
-        return cached[1]
+    if cached is not None and cached[0] == wheres and cached[1] == tuple(map(_stat, cached[2])):
+        return cached[3]
+    name = os.sep + digest + SUFFIX
+    signature = [(_stat(where), _stat(where + name)) for where in wheres]
     found: list[Rule] = []
-    for root, (dir_sig, file_sig) in zip(roots, signature, strict=True):
-        if file_sig is None or dir_sig is None or not rec.trusted_dir(root):
+    # What later misses compare (taken before the files are read: a change meanwhile reads
+    # them again): each file, and each directory found untrusted.
+    watched: dict[str, _Stat] = {}
+    for root, where, (dir_sig, file_sig) in zip(roots, wheres, signature, strict=True):
+        watched[where + name] = file_sig
+        if file_sig is None or dir_sig is None:
+            continue
+        if not rec.trusted_dir(root):
+            watched[where] = dir_sig
             continue
         path = rule_path(root, digest)
         try:
@@ -105,9 +116,10 @@ def find_rules(digest: str) -> tuple[Rule, ...]:
             warn_once(f"bad-rule:{path}", f"ignoring rule {path}: it names another site")
             continue
         found.append(rule)
+    rules = tuple(found)
     with _lock:
-        _loaded[digest] = (signature, tuple(found))
-    return tuple(found)
+        _loaded[digest] = (wheres, tuple(watched.values()), tuple(watched), rules)
+    return rules
 
 
 # The rule directories' signature, and the rule files in them by site (one scan of the

@@ -12,7 +12,7 @@ import pytest
 from tunedsl.engine.seams import SearchSpace
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.space import Axis, ListSpace, Space, search_space
+from tunedsl.model.space import Axis, ListSpace, Space, expand_space, search_space
 
 
 class Counting:
@@ -245,3 +245,27 @@ def test_an_axis_given_twice_is_an_error_not_a_silent_override() -> None:
     with pytest.raises(UsageError, match=r"axis 'tile' is given twice.*\[16, 32\].*\[64\]"):
         Space({"tile": [16, 32]}, tile=[64])
     assert Space({"tile": [16, 32]}, warps=[4]).size_hint() == 2  # distinct names merge
+
+
+@pytest.mark.parametrize("axis", [{"nn", "nt", "tn"}, frozenset({16, 32})])
+def test_a_set_axis_is_refused_naming_the_axis_and_the_fix(axis: object) -> None:
+    # A set was listed in hash order: strings change order from one run to the next
+    # (PYTHONHASHSEED), and with it which configuration wins a tie and the record's order.
+    with pytest.raises(UsageError, match=r"space axis 'layout' is a set.*give a list.*sorted\("):
+        expand_space({"layout": axis})
+    with pytest.raises(UsageError, match=r"space axis 'layout' is a set"):
+        Space(layout=axis, tile=[16]).size_hint()
+    with pytest.raises(UsageError, match=r"Axis is a set"):
+        Axis.categorical(axis)  # type: ignore[arg-type]
+    assert [c.layout for c in expand_space({"layout": sorted(axis)})] == sorted(axis)
+
+
+def test_a_numpy_axis_is_refused_with_the_fix() -> None:
+    np = pytest.importorskip("numpy")
+    tiles = np.array([16, 32, 64])
+    with pytest.raises(UsageError, match=r"space axis 'tile' is a numpy array.*arr\.tolist\(\)"):
+        expand_space({"tile": tiles})
+    # list(arr) keeps numpy numbers: the error on one says how to get Python ones.
+    with pytest.raises(UsageError, match=r"type int64.*arr\.tolist\(\) or int\(v\)"):
+        expand_space({"tile": list(tiles)})
+    assert [c.tile for c in expand_space({"tile": tiles.tolist()})] == [16, 32, 64]

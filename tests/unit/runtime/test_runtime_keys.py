@@ -113,6 +113,31 @@ def test_readable_key_with_user_key_has_no_shapes() -> None:
     assert out == {"args": {"a": {"dtype": "float32", "stride": "s1"}}, "user_key": [1, 2]}
 
 
+def test_the_record_key_tells_an_unaligned_tensor_apart_as_the_call_key_does() -> None:
+    # With direct launch the call key holds each tensor's 16-byte alignment (Triton
+    # compiles another kernel without it); the record key did not, so an unaligned slice
+    # was given the decision tuned for the aligned kernel, in memory and from disk.
+    names = ("a", "b")
+    ctx = {"device": {"name": "x"}}
+
+    def record(ptr: int, with_align: bool = True) -> dict:
+        args = (t(ptr=ptr), (t(ptr=4096), t(ptr=ptr)))
+        return keys.readable_key(names, args, {}, None, frozenset(), HOLE, with_align=with_align)
+
+    aligned, unaligned = record(4096), record(4100)
+    assert aligned == record(4096, with_align=False)  # aligned keys, and digests, unchanged
+    assert unaligned["args"]["a"] == {
+        "dtype": "float32",
+        "shape": [64, 32],
+        "stride": "s1",
+        "aligned": False,
+    }
+    assert unaligned["args"]["b"][1]["aligned"] is False  # a tensor inside a tuple too
+    assert keys.digest("s", aligned, ctx) != keys.digest("s", unaligned, ctx)
+    assert keys.digest("s", record(4100), ctx) == keys.digest("s", record(4132), ctx)
+    assert record(4100, with_align=False) == aligned  # without direct launch: not keyed
+
+
 def test_hashable_user_key() -> None:
     assert keys.hashable_user_key([1, [2, 3], {"b": 1}]) == (1, (2, 3), (("b", 1),))
 
@@ -226,3 +251,29 @@ def test_with_source_keeps_every_other_field_of_the_result() -> None:
     for field in dataclasses.fields(LaunchResult):
         if field.name != "source":
             assert getattr(changed, field.name) is getattr(result, field.name), field.name
+
+
+def test_canonical_json_is_the_standard_encoding_with_sorted_keys_and_says_so_on_a_cycle() -> None:
+    import json
+
+    import pytest
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "Odd()"
+
+    values = [
+        {"b": 1, "a": [1.5, None, True, "é", (2, 3)], "c": {"z": {}, "y": []}},
+        {"x": float("nan"), "i": float("inf")},
+        {1: 2, 3: [4]},
+        "text",
+        3,
+        [Odd(), {"o": Odd()}],
+    ]
+    for value in values:
+        expected = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+        assert keys.canonical_json(value) == expected
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        keys.canonical_json(cycle)

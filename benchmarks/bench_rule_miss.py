@@ -1,0 +1,151 @@
+"""The cost of a miss a shipped rule decides, on the CPU: from the site's call to its launch.
+
+A real site (``bench_rules.py``'s ``scale``) is swept at 7 batch sizes, a rule is built from
+its records with ``tunedsl rules build`` and shipped on ``TUNEDSL_RECORDS_PATH``; then each
+call is a size never seen, so each is a miss the rule decides. The kernel's launch is left
+out (``Entry.launch`` does nothing here): what is timed is the decision, the part that does
+not depend on the GPU. Printed: the median decision over the misses, then (in a second
+pass, with a timer around each) the median of its parts.
+
+    TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py            # about 20 s
+    TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --misses 400 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch
+
+SWEPT = (1, 3, 9, 27, 81, 243, 729)
+HIDDEN = 16
+
+
+def make_site() -> Callable[..., Any]:
+    """The swept site with its rule shipped, in a fresh cache: every new size is a miss."""
+    import bench_rules as br
+
+    from tunedsl.cli import main as cli
+    from tunedsl.frontend.compile import compile_source
+    from tunedsl.store import rules as rule_store
+
+    os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp()
+    ns: dict[str, Any] = {"scaled": br.scaled, "__name__": "bench_rule_miss_site"}
+    exec(compile_source(br.DSL, filename=br.__file__), ns)
+    scale = ns["scale"]
+    for b in SWEPT:
+        x = torch.randn(b, HIDDEN)
+        scale(x, torch.empty_like(x), x.numel())
+    out = Path(tempfile.mkdtemp()) / "rules"
+    assert cli(["rules", "build", "--site", "bench_rules_scale", "--out", str(out)]) == 0
+    os.environ["TUNEDSL_RECORDS_PATH"] = str(out)
+    os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp()
+    rule_store.forget_loaded()
+    ns["__tunedsl_site_0__"].clear()
+    return scale  # type: ignore[no-any-return]
+
+
+# The parts of a decision, each a function the miss calls once: (module, attribute, label);
+# the first module that holds the attribute is the one the miss calls it through.
+PARTS = (
+    ("tunedsl.runtime.miss", "subject", "key and digest (miss.subject)"),
+    ("tunedsl.runtime.decide", "record_stores", "record stores (decide.record_stores)"),
+    ("tunedsl.store.layered", "LayeredStore.get", "record look-up (LayeredStore.get)"),
+    ("tunedsl.runtime.decide tunedsl.runtime.ruled", "rule_pick", "rule pick (ruled.rule_pick)"),
+    ("tunedsl.runtime.site", "Site._entry", "entry and launcher (Site._entry)"),
+)
+
+
+def _timed_parts() -> tuple[dict[str, list[float]], Callable[[], None]]:
+    """Wrap each part in a timer; return the per-call times and a function that unwraps."""
+    import importlib
+
+    times: dict[str, list[float]] = defaultdict(list)
+    undo: list[Callable[[], None]] = []
+    for module_names, attr, label in PARTS:
+        modules = [importlib.import_module(m) for m in module_names.split()]
+        owner: Any = next(m for m in modules if attr.split(".")[0] in vars(m))
+        name = attr
+        if "." in attr:
+            cls, name = attr.split(".")
+            owner = getattr(owner, cls)
+        real = owner.__dict__[name]
+
+        def timed(*a: Any, _real: Any = real, _label: str = label, **k: Any) -> Any:
+            t = time.perf_counter_ns()
+            try:
+                return _real(*a, **k)
+            finally:
+                times[_label].append((time.perf_counter_ns() - t) / 1e3)
+
+        setattr(owner, name, timed)
+        undo.append(lambda owner=owner, name=name, real=real: setattr(owner, name, real))
+    return times, lambda: [u() for u in undo]  # type: ignore[func-returns-value]
+
+
+def run_misses(scale: Callable[..., Any], sizes: list[int]) -> list[float]:
+    """Call ``scale`` once per size (each a miss); the decision times in µs."""
+    from tunedsl.runtime.entry import Entry
+
+    inputs = [torch.randn(b, HIDDEN) for b in sizes]
+    outs = [torch.empty_like(x) for x in inputs]
+    marks: list[int] = []
+    real_launch = Entry.launch
+    Entry.launch = lambda entry, *a: marks.append(time.perf_counter_ns())  # type: ignore[method-assign]
+    each: list[float] = []
+    try:
+        for x, y in zip(inputs, outs, strict=True):
+            marks.clear()
+            t = time.perf_counter_ns()
+            source = scale(x, y, x.numel()).source
+            assert source == "rule", source
+            each.append((marks[0] - t) / 1e3)
+    finally:
+        Entry.launch = real_launch  # type: ignore[method-assign]
+    return each
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--misses", type=int, default=300, help="misses a round (new sizes)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (a fresh site table each)")
+    args = parser.parse_args()
+    scale = make_site()
+    site = scale.__globals__["__tunedsl_site_0__"]
+    fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
+    run_misses(scale, fresh[:1])  # the first miss reads the rule and works out the context
+    decisions: list[float] = []
+    for _ in range(args.rounds):
+        site.clear()
+        decisions += run_misses(scale, fresh[1:])
+    site.clear()
+    times, undo = _timed_parts()
+    try:
+        timed = run_misses(scale, fresh[1:])
+    finally:
+        undo()
+    print(f"{len(decisions)} misses decided by a rule (launch excluded):")
+    print(f"  decision median {statistics.median(decisions):6.1f} us  "
+          f"(p10 {statistics.quantiles(decisions, n=10)[0]:.1f}, "
+          f"p90 {statistics.quantiles(decisions, n=10)[-1]:.1f})")  # fmt: skip
+    print(f"  parts (a second pass, each part timed: decision {statistics.median(timed):.1f} us)")
+    for _, _, label in PARTS:
+        got = times.get(label, [])
+        median = statistics.median(got) if got else 0.0
+        print(f"    {label:40s} {median:6.1f} us  ({len(got)} calls)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""The directories above a cache root or a ``TUNEDSL_RECORDS_PATH`` entry are checked too: a
+second local user (uid 65534) who can write to one of them swaps the private directory
+below for another of the victim's own (an older application's records), and the victim
+must not take its decisions from there. Real files, a real second user (``setpriv``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import swap_attack
+from rel_helpers import cache_warnings, child_env, only_cache_warnings
+
+from tunedsl.store import paths, records
+
+# The attacker replaces the victim's directory in the shared, open directory by a symbolic
+# link to another directory the victim owns (rename and symlink need only write access to
+# the directory that holds them, not to what is renamed).
+SWAP = """
+import os, sys
+shared, name, target = sys.argv[1:4]
+os.rename(os.path.join(shared, name), os.path.join(shared, name + ".old"))
+os.symlink(target, os.path.join(shared, name))
+"""
+
+
+def _records_dir(where: Path, site: str) -> None:
+    where.mkdir(parents=True, mode=0o700)
+    where.chmod(0o700)
+    path = where / f"{swap_attack.DIGEST}.json"
+    path.write_text(json.dumps(swap_attack.record_json(site)))
+    path.chmod(0o600)
+
+
+@pytest.mark.parametrize("where", ["records_path", "cache_root"])
+def test_a_directory_under_a_parent_others_can_write_is_not_trusted(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        shared = base / "apps"  # the victim's, but open to all (not sticky)
+        shared.mkdir()
+        shared.chmod(0o777)
+        app, older = shared / "app", base / "older"
+        older.mkdir(mode=0o700)
+        app.mkdir(mode=0o700)
+        _records_dir(app / "records", "shipped.py:1:1")
+        _records_dir(older / "records", "older.py:1:1")
+        monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(base / "mine" / "cache"))
+        if where == "records_path":
+            monkeypatch.setenv("TUNEDSL_RECORDS_PATH", str(app / "records"))
+        else:
+            monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(app))
+        swap_attack.attacker_step(SWAP, str(shared), "app", str(older))
+        with cache_warnings() as caught:
+            got = records.load_record(swap_attack.DIGEST)
+        assert got is None or got.site != "older.py:1:1", "the swapped-in record was used"
+        assert got is None
+        warned = only_cache_warnings(caught)
+        assert len(warned) == 1, warned
+        assert f"{shared} is writable by group or others (mode 777)" in warned[0], warned
+
+
+def test_a_sticky_parent_and_a_symlink_this_user_made_are_trusted(tmp_path: Path) -> None:
+    """Above the directory, a sticky directory open to all (``/tmp``) is fine, and so is a
+    symbolic link this user made in a trusted directory: the chain is the link's target."""
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    _records_dir(sticky / "real" / "records", "mine.py:1:1")
+    (tmp_path / "link").symlink_to(sticky / "real")
+    fd = paths.open_private_dir(tmp_path / "link" / "records", root_may_own=True)
+    try:
+        assert os.path.samestat(os.fstat(fd), os.stat(sticky / "real" / "records"))
+    finally:
+        os.close(fd)
+
+
+def test_a_symlink_another_user_owns_on_the_way_is_not_followed() -> None:
+    """In a sticky directory another user may plant a symbolic link where the victim's path
+    goes: it is refused, even though its target is the victim's own private directory."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        mine = base / "mine"
+        _records_dir(mine / "records", "mine.py:1:1")
+        plant = "import os, sys; os.symlink(sys.argv[1], sys.argv[2])"
+        swap_attack.attacker_step(plant, str(mine), str(base / "planted"))
+        with pytest.raises(paths.UntrustedDir, match="symbolic link owned by another user"):
+            paths.open_private_dir(base / "planted" / "records", root_may_own=True)
+
+
+# -- tunedsl gallery --out -------------------------------------------------------------------
+
+# The attacker's report directory, with the log the gallery will write planted as a link to
+# a file of the victim's.
+PLANT_LOG = """
+import os, sys
+out, victim = sys.argv[1:3]
+os.makedirs(os.path.join(out, "logs"))
+os.chmod(out, 0o777)
+os.symlink(victim, os.path.join(out, "logs", "hello.log"))
+"""
+
+
+def test_gallery_never_writes_through_another_users_report_directory() -> None:
+    """`tunedsl gallery --out DIR` where DIR is another user's (a shared /tmp name they
+    made first): one error naming DIR, why and the fix; the victim's file that their link
+    points at is untouched, and no example runs."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        victim = base / "victim-notes.txt"
+        victim.write_text("keep me\n")
+        victim.chmod(0o600)
+        examples = base / "examples"
+        examples.mkdir(mode=0o700)
+        (examples / "hello.py").write_text("print('ran the example')\n")
+        out = base / "report"
+        swap_attack.attacker_step(PLANT_LOG, str(out), str(victim))
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "gallery", "--examples", str(examples),
+             "--out", str(out), "--timeout", "120"],
+            env=child_env(base / "cache"), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert victim.read_text() == "keep me\n", "the gallery wrote through the planted link"
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"tunedsl: error: --out {out}: not private to you"), done.stderr
+        assert f"{out} is owned by another user (uid {swap_attack.ATTACKER})" in last
+        assert "Traceback" not in done.stderr
+
+
+def test_gallery_makes_its_report_directory_private_under_umask_0(tmp_path: Path) -> None:
+    """A report directory the gallery creates is of mode 700 whatever the umask (under
+    ``umask 0`` it would otherwise be open to all, and then refused)."""
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    (examples / "hello.py").write_text("print('ran the example')\n")
+    out = tmp_path / "new" / "report"
+    done = subprocess.run(
+        [sys.executable, "-c", "import os, sys; os.umask(0); from tunedsl.cli import main; "
+         "sys.exit(main(sys.argv[1:]))", "gallery", "--examples", str(examples), "--out",
+         str(out), "--timeout", "120"],
+        env=child_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "not private" not in done.stderr, done.stderr
+    assert (out / "report.md").is_file(), done.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    assert stat.S_IMODE(out.parent.stat().st_mode) == 0o700

@@ -1,0 +1,169 @@
+"""The labels a kernel's identity is made of (``backends/kernel_source.py``): the
+``tl.constexpr`` and ``tl.dtype`` values it and its helpers read, as ``name=value``, in a
+fixed order. They feed every record key under the interpreter (and the ``tl.dtype`` part
+on a GPU), so the same kernel must give the same labels, in the same order, from one
+version of tunedsl to the next: a change would send every stored decision to a new key.
+
+The expected values below were computed by the code before the module walk was merged
+into one (``_globals_read`` and ``_code_values`` each walked the modules a kernel reads).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+# A package the kernels reach by path (pkg.lib.X), with a helper that reads its own
+# constexpr and dtype globals, a module reached through another (pkg.lib.sub), and one
+# module under two names (lib, lib_again).
+FILES = {
+    "kslabels_pkg/__init__.py": "from kslabels_pkg import lib\n",
+    "kslabels_pkg/sub.py": """\
+import triton.language as tl
+
+DEPTH = tl.constexpr(3)
+""",
+    "kslabels_pkg/lib.py": """\
+import triton
+import triton.language as tl
+
+from kslabels_pkg import sub
+
+WIDTH = tl.constexpr(4)
+ACC = tl.float32
+NOTE = "not a constexpr"
+
+
+@triton.jit
+def helper(x):
+    return x.to(ACC) * WIDTH + sub.DEPTH
+""",
+    "kslabels_kernels.py": """\
+import triton
+import triton.language as tl
+
+import kslabels_pkg
+import kslabels_pkg.lib as lib
+import kslabels_pkg.lib as lib_again
+from kslabels_pkg.lib import helper
+
+OUT = tl.float16
+SHIFT = tl.constexpr(2)
+WIDTH = tl.constexpr(8)
+
+
+@triton.jit
+def plain(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def typed(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x + offs, mask=offs < n) + SHIFT
+    tl.store(y + offs, v.to(OUT), mask=offs < n)
+
+
+@triton.jit
+def through_package(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = kslabels_pkg.lib.helper(tl.load(x + offs, mask=offs < n)) + kslabels_pkg.lib.WIDTH
+    tl.store(y + offs, v + lib.sub.DEPTH + lib_again.WIDTH, mask=offs < n)
+
+
+@triton.jit
+def twice(v):
+    return helper(v) * WIDTH
+
+
+@triton.jit
+def helpers(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = twice(tl.load(x + offs, mask=offs < n)) + lib.helper(SHIFT)
+    tl.store(y + offs, v.to(lib.ACC).to(OUT), mask=offs < n)
+""",
+}
+
+EXPECTED: dict[str, dict[str, Any]] = {
+    "plain": {
+        "labels": [],
+        "dtypes": [],
+        "hash": "9be7dc6e15ccdcaee4afcd808e37157dde760d92eadcf1a2c0b96332a7ad754c",
+    },
+    "typed": {
+        "labels": [
+            "OUT=triton.language.float16",
+            "SHIFT=2",
+        ],
+        "dtypes": ["OUT=triton.language.float16"],
+        "hash": "342fe50b426f9f5a3ca4793001aae397cc314dbe0bd23f3dd4f68c1f46d1b7e7",
+    },
+    "through_package": {
+        "labels": [
+            "WIDTH=8",
+            "kslabels_pkg.lib.WIDTH=4",
+            "kslabels_pkg.sub.DEPTH=3",
+            "ACC=triton.language.float32",
+            "WIDTH=4",
+            "kslabels_pkg.sub.DEPTH=3",
+        ],
+        "dtypes": ["ACC=triton.language.float32"],
+        "hash": "3b9dfde42d5316fb11e8ff2928a33a0dd371f1729e416bca66d97e820ad4cffe",
+    },
+    "helpers": {
+        "labels": [
+            "OUT=triton.language.float16",
+            "SHIFT=2",
+            "kslabels_pkg.lib.ACC=triton.language.float32",
+            "ACC=triton.language.float32",
+            "WIDTH=4",
+            "kslabels_pkg.sub.DEPTH=3",
+            "WIDTH=8",
+        ],
+        "dtypes": ["OUT=triton.language.float16", "ACC=triton.language.float32"],
+        "hash": "9af4e1368383c02dd502ba5bdb5a30dd159c7ee43cb5b43dab2a276b0cf18f85",
+    },
+}
+
+
+def write(root: Path) -> None:
+    for name, text in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
+def labels_of(kernel: Any) -> dict[str, Any]:
+    """The labels, the dtype globals and the interpreter's source hash of ``kernel``."""
+    from tunedsl.backends import kernel_source as ks
+
+    fn = ks.python_fn(kernel)
+    parts = ks._called_sources(fn, {id(fn)})
+    return {
+        "labels": [p for p in parts if not p.startswith("@")],  # sources start "@triton.jit"
+        "dtypes": ks._dtype_globals(fn, {id(fn)}),
+        "hash": ks.interpreted_source_hash(kernel),
+    }
+
+
+@pytest.fixture
+def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    write(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    for name in [m for m in sys.modules if m.startswith("kslabels_")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield importlib.import_module("kslabels_kernels")
+    for name in [m for m in sys.modules if m.startswith("kslabels_")]:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("name", ["plain", "typed", "through_package", "helpers"])
+def test_the_labels_of_a_kernel_are_those_the_previous_code_gave(kernels: Any, name: str) -> None:
+    assert labels_of(getattr(kernels, name)) == EXPECTED[name]
