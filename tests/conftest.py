@@ -12,8 +12,25 @@ import pytest
 # GPU, a tests/gpu module imported during collection (before tests/integration/conftest.py
 # sets the variable) would otherwise fix it to "off", and interpreted kernels calling
 # @jit library functions (tl.sum, ...) then fail in the integration tests.
-if not glob.glob("/dev/nvidia[0-9]*") and not glob.glob("/dev/dri/renderD*"):
+GPU_DEVICES = glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/dri/renderD*")
+if not GPU_DEVICES:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# At most this many pytest-xdist workers for `-n auto` (pyproject's addopts): many tests start
+# processes of their own, so workers past the cores only wait, and each holds a torch import.
+MAX_WORKERS = 8
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many workers `-n auto` starts: one per usable core, and none on a machine with a
+    GPU, where tests time kernels and a second worker's kernels would share the device."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    if GPU_DEVICES:
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_WORKERS, cores or 1))
 
 
 @pytest.fixture(autouse=True)
