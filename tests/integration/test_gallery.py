@@ -92,7 +92,6 @@ def full_gallery(tmp_path_factory: pytest.TempPathFactory):
     return proc, out
 
 
-@pytest.mark.xdist_group("full_gallery")  # one worker runs the gallery once
 def test_every_example_runs_and_is_correct(full_gallery) -> None:
     proc, out = full_gallery
     assert proc.returncode == 0, proc.stderr
@@ -112,7 +111,6 @@ def test_every_example_runs_and_is_correct(full_gallery) -> None:
         assert vs_first == vs_torch == "n/a (interpreter)", f"{name}: {cells}"
 
 
-@pytest.mark.xdist_group("full_gallery")  # one worker runs the gallery once
 def test_report_json_and_results_agree(full_gallery) -> None:
     _, out = full_gallery
     report = json.loads((out / "report.json").read_text())
@@ -135,7 +133,6 @@ def test_report_json_and_results_agree(full_gallery) -> None:
         assert min(t["time_ms"] for t in timings if t["time_ms"] is not None) > 0
 
 
-@pytest.mark.xdist_group("full_gallery")  # one worker runs the gallery once
 def test_a_plot_per_example(full_gallery) -> None:
     pytest.importorskip("matplotlib", reason="plots need matplotlib (the dev extra)")
     _, out = full_gallery

@@ -52,7 +52,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return sdist, wheel
 
 
-@pytest.mark.xdist_group("built_dist")  # one worker builds the sdist and wheel once
 def test_the_sdist_carries_what_a_packager_needs(built) -> None:
     sdist, _ = built
     with tarfile.open(sdist) as tar:
@@ -72,7 +71,6 @@ def test_the_sdist_carries_what_a_packager_needs(built) -> None:
     assert not any("__pycache__" in n for n in names)
 
 
-@pytest.mark.xdist_group("built_dist")  # one worker builds the sdist and wheel once
 def test_the_wheel_ships_the_examples_and_declares_the_cpu_path(built) -> None:
     from tunedsl import __version__
 
@@ -93,7 +91,6 @@ def test_the_wheel_ships_the_examples_and_declares_the_cpu_path(built) -> None:
     assert "Project-URL: Source, https://" in meta
 
 
-@pytest.mark.xdist_group("built_dist")  # one worker builds the sdist and wheel once
 def test_the_wheel_is_a_platform_wheel_carrying_the_built_extension(built) -> None:
     _, wheel = built
     assert not wheel.name.endswith("-none-any.whl"), wheel.name
@@ -102,7 +99,6 @@ def test_the_wheel_is_a_platform_wheel_carrying_the_built_extension(built) -> No
     assert [n for n in names if n.startswith("tunedsl/runtime/_native_fused.")], names
 
 
-@pytest.mark.xdist_group("built_dist")  # one worker builds the sdist and wheel once
 def test_without_a_c_compiler_the_package_still_builds_pure_python(built, tmp_path: Path) -> None:
     """The extension is optional: a failing compiler is a warning, and the wheel is the
     pure-Python package (no fused launch: every call takes the generic path)."""
