@@ -101,7 +101,7 @@ def _resolve_optimize(optimize: int) -> int:
 # Modules outside frontend/ that the expansion imports (its output depends on them:
 # options.py names the macro keywords, options and hints). tests/unit/test_bytecode.py
 # checks that this covers every tunedsl module frontend/ imports, transitively.
-EXPANSION_MODULES = ("model/options.py", "model/identity.py", "errors.py")
+EXPANSION_MODULES = ("model/options.py", "model/identity.py", "errors.py", "warn.py")
 
 
 def digest_files() -> list[str]:
