@@ -150,11 +150,13 @@ def test_prune_sees_numbers_a_kwargs_function_returns() -> None:
     big = run(300)  # another n: prune read it, so it is another key
     assert seen[-1] == 300 and set(big.timings) == {Config(tile=t) for t in (64, 128, 256)}
     assert small.digest != big.digest
-    assert "n" not in small.key["args"] and small.key["prune"]["n"]["value"] == 150
+    # the record keys n by its class, as Triton specializes on it, and prune's value apart
+    assert small.key["args"]["n"] == "i" and small.key["prune"]["n"]["value"] == 150
 
 
-def test_numbers_from_kwargs_stay_out_of_the_record_key_without_prune() -> None:
-    # Records written before prune= could see them keep their key.
+def test_numbers_from_kwargs_are_keyed_by_their_class_without_prune() -> None:
+    # An int a kwargs= function returns alike for every configuration is keyed as the same
+    # int passed in args= is: by the class Triton specializes on, not by its value.
     n = 200
     a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
     res = autotune_launch(
@@ -165,7 +167,8 @@ def test_numbers_from_kwargs_stay_out_of_the_record_key_without_prune() -> None:
         kwargs=lambda cfg: {"n": n, "TILE": cfg.tile},
         name="kwargs-no-prune",
     )
-    assert set(res.key["args"]) == {"a", "b", "c"}  # as before: per-configuration values
+    assert res.key["args"]["n"] == "i" and set(res.key["args"]) == {"a", "b", "c", "n"}
+    assert "TILE" not in res.key["args"]  # a per-configuration value is not keyed
     torch.testing.assert_close(c, a + b)
 
 
