@@ -26,13 +26,13 @@ globals once per process).
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from runtime_helpers import new_process, record_files
 
 from tunedsl import Config, UsageError, autotune_launch, cdiv
 from tunedsl.frontend.compile import compile_source
@@ -124,20 +124,9 @@ def load(path: Path, text: str = SCRIPT) -> dict[str, Any]:
     return namespace
 
 
-def new_process() -> None:
-    """What a new process starts without: the decisions verified in this one."""
-    from tunedsl.runtime import decide
-
-    decide._VERIFIED.clear()
-
-
 @pytest.fixture
 def dsl(tmp_path: Path) -> dict[str, Any]:
     return load(tmp_path / "ported_fourth.py")
-
-
-def records() -> list[Path]:
-    return sorted((Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records").glob("*.json"))
 
 
 def nothing(*args: Any, **kwargs: Any) -> None:
@@ -160,7 +149,7 @@ def test_a_fresh_tuning_reports_every_configuration_and_its_time(dsl: dict[str, 
     assert res.config in res.timings and all(r.status == "ok" for r in res.timings.values())
     assert res.time_ms() is not None and res.time_ms() > 0
     assert res.record is not None and res.record.tuning_s > 0
-    [record] = records()
+    [record] = record_files()
     assert json.loads(record.read_text())["chosen"] == res.config.to_json()
 
 
@@ -171,7 +160,7 @@ def test_a_hit_in_memory_neither_tunes_nor_writes(dsl: dict[str, Any], tune_coun
     hooks: list[str] = []
     src, dst = torch.randn(1024), torch.zeros(1024)
     first = dsl["plain"](dst, src, 1024, lambda a: hooks.append("pre"), nothing)
-    [record] = records()
+    [record] = record_files()
     before, stamp = record.read_bytes(), record.stat().st_mtime_ns
     ran = len(hooks)
     dst.zero_()
@@ -213,7 +202,7 @@ def test_one_configuration_reports_no_timings_and_writes_no_record(
     src, dst = torch.randn(300), torch.zeros(300)
     res = dsl["single"](dst, src, 300)
     assert res.source == "default" and res.record is None and not res.timings
-    assert res.time_ms() is None and not records() and not tune_count
+    assert res.time_ms() is None and not record_files() and not tune_count
     assert torch.equal(dst, src)
 
 
@@ -265,7 +254,7 @@ def test_a_tuning_that_fails_in_one_thread_is_tuned_cleanly_by_the_waiting_one(
     assert "first benchmark failed" in str(out_a.get("error"))
     assert "error" not in out_b, out_b.get("error")
     assert out_b["result"].source == "tuned" and torch.equal(dst_b, src)
-    assert len(records()) == 1
+    assert len(record_files()) == 1
 
 
 # ported from: triton-lang/triton python/test/unit/runtime/test_free_threading_autotune.py::test_autotuner_concurrent_keys_keep_listener_timings_together
@@ -300,7 +289,7 @@ def test_two_keys_tuned_by_two_threads_keep_their_own_arguments_and_timings(
         res = out["result"]
         assert res.source == "tuned" and torch.equal(dsts[n], srcs[n])
         assert res.key["args"]["src"]["shape"] == [n] and len(res.timings) == 2
-    assert out_one["result"].digest != out_two["result"].digest and len(records()) == 2
+    assert out_one["result"].digest != out_two["result"].digest and len(record_files()) == 2
 
 
 # --- Triton test_parallel_autotuner: compile pools of any size -----------------------------
@@ -413,7 +402,7 @@ def test_a_launch_passing_what_an_inner_heuristic_computes_is_a_usage_error(
     src, dst = torch.randn(192), torch.zeros(192)
     with pytest.raises(UsageError, match="HALF"):
         dsl["halves_passed"](dst, src, 192)
-    assert not dst.any() and not records()
+    assert not dst.any() and not record_files()
 
 
 # ported from: flagos-ai/FlagGems src/flag_gems/ops/log_softmax.py (a heuristic computes the

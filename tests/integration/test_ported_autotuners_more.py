@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from runtime_helpers import new_process, record_files
 
 from tunedsl import CacheWarning, Config, Space, TuningError, UsageError
 from tunedsl.frontend.compile import compile_source
@@ -121,20 +121,9 @@ def load(path: Path, text: str = SCRIPT, head: str = BLOCKS_LINE) -> dict[str, A
     return namespace
 
 
-def new_process() -> None:
-    """What a new process starts without: the decisions verified in this one."""
-    from tunedsl.runtime import decide
-
-    decide._VERIFIED.clear()
-
-
 @pytest.fixture
 def dsl(tmp_path: Path) -> dict[str, Any]:
     return load(tmp_path / "ported_more.py")
-
-
-def records() -> list[Path]:
-    return sorted((Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records").glob("*.json"))
 
 
 # --- Triton test_autotuner: the cases test_ported_autotuners.py leaves out -------------------
@@ -479,7 +468,7 @@ def test_a_torn_record_is_a_miss_that_is_tuned_and_written_again(tmp_path: Path)
     path = tmp_path / "ported_more.py"
     src = torch.randn(300)
     assert load(path)["grown"](torch.zeros(300), src, 300, lambda a: None).source == "tuned"
-    [record] = records()
+    [record] = record_files()
     record.write_bytes(record.read_bytes()[: len(record.read_bytes()) // 2])
     new_process()
     dst = torch.zeros(300)
@@ -502,7 +491,7 @@ def test_mode_off_launches_the_default_without_tuning_or_a_record(dsl: dict[str,
     seen: list[int] = []
     res = dsl["off"](dst, src, 300, lambda a: seen.append(a["BLOCK"]))
     assert res.source == "default" and res.config == Config(block=64) and res.record is None
-    assert not seen and not records() and torch.equal(dst, src)
+    assert not seen and not record_files() and torch.equal(dst, src)
 
 
 def test_mode_cached_on_a_miss_launches_the_first_configuration_and_says_so(
@@ -518,7 +507,7 @@ def test_mode_cached_on_a_miss_launches_the_first_configuration_and_says_so(
     seen: list[int] = []
     dst = torch.zeros(300)
     miss = load(path, head=cached)["grown"](dst, src, 300, lambda a: seen.append(a["BLOCK"]))
-    assert (miss.source, miss.config, seen, records()) == ("default", Config(block=32), [], [])
+    assert (miss.source, miss.config, seen, record_files()) == ("default", Config(block=32), [], [])
     assert torch.equal(dst, src)
     new_process()
     load(path)["grown"](torch.zeros(300), src, 300, lambda a: None)  # tuned and stored

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 import torch
+from runtime_helpers import new_process, record_files
 
 from tunedsl import Config, Space, TunedslSyntaxError, UsageError, autotune_launch, cdiv
 from tunedsl.frontend.compile import compile_source
@@ -145,21 +146,10 @@ def load(path: Path, text: str = SCRIPT, head: str = HEAD) -> dict[str, Any]:
     return namespace
 
 
-def new_process() -> None:
-    """What a new process starts without: the decisions verified in this one."""
-    from tunedsl.runtime import decide
-
-    decide._VERIFIED.clear()
-
-
 @pytest.fixture
 def dsl(tmp_path: Path) -> dict[str, Any]:
     """The functions of ``SCRIPT``, as a module."""
     return load(tmp_path / "ported_third.py")
-
-
-def records() -> list[Path]:
-    return sorted((Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records").glob("*.json"))
 
 
 def copy_run(module: dict[str, Any], site: str, n: int = 300) -> Any:
@@ -635,11 +625,11 @@ def test_shipped_records_are_used_read_only_and_only_for_the_kernel_they_tuned(
     new_process()
     used, dst, src = copy_run(load(path), "steps")
     assert used.source == "disk" and used.config == first.config
-    assert torch.allclose(dst, src + 2.0) and not records()
+    assert torch.allclose(dst, src + 2.0) and not record_files()
     new_process()
     edited, dst, src = copy_run(load(path, SCRIPT.replace("FN(x) + 1.0", "FN(x) + 3.0")), "steps")
     assert edited.source == "tuned" and torch.allclose(dst, src + 4.0)
-    assert len(records()) == 1 and sorted(p.name for p in shipped.iterdir()) == before
+    assert len(record_files()) == 1 and sorted(p.name for p in shipped.iterdir()) == before
 
 
 # --- Helion / Inductor: forcing a new tuning, and an empty input --------------------------
@@ -655,14 +645,14 @@ def test_force_retune_tunes_again_over_a_record_and_replaces_it(
     place; without it the next process reads that record."""
     path = tmp_path / "ported_third.py"
     first, _, _ = copy_run(load(path), "steps")
-    [record] = records()
+    [record] = record_files()
     stamp = json.loads(record.read_text())["timestamp"]
     new_process()
     monkeypatch.setenv("TUNEDSL_FORCE_RETUNE", "1")
     forced, dst, src = copy_run(load(path), "steps")
     assert forced.source == "tuned" and forced.digest == first.digest
     assert torch.allclose(dst, src + 2.0)
-    assert records() == [record] and json.loads(record.read_text())["timestamp"] > stamp
+    assert record_files() == [record] and json.loads(record.read_text())["timestamp"] > stamp
     new_process()
     monkeypatch.delenv("TUNEDSL_FORCE_RETUNE")
     assert copy_run(load(path), "steps")[0].source == "disk"
