@@ -59,34 +59,8 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
             else:
                 family[path] = value
-        elif (
-            cls is dict
-            and value.keys() == _TENSOR_FIELDS
-            and (dtype := value["dtype"]).__class__ is str
-            and (stride := value["stride"]).__class__ is str
-            and dtype not in _INT_CLASSES
-            and stride not in _INT_CLASSES
-            and (shape := value["shape"]).__class__ is list
-            and {*map(type, shape)} <= _INT_ONLY
-        ):
-            # A tensor's readable form (the common case, taken whole, no call per part):
-            # what the generic branches below make of it, in the same order, its paths made
-            # once.
-            names = _TENSOR_PATHS.get(path)
-            if names is None:
-                if len(_TENSOR_PATHS) >= _MAX_FAMILIES:
-                    _TENSOR_PATHS.clear()
-                    _SHAPE_PATHS.clear()
-                names = _TENSOR_PATHS[path] = (f"{path}.dtype", f"{path}.stride")
-            family[names[0]] = dtype
-            sizes = _SHAPE_PATHS.get((path, len(shape)))
-            if sizes is None:
-                sizes = _SHAPE_PATHS[path, len(shape)] = tuple(
-                    f"{path}.shape[{i}]" for i in range(len(shape))
-                )
-            for size_path, size in zip(sizes, shape, strict=True):
-                features[size_path] = math.log2(size) if size >= 1 else 0.0
-            family[names[1]] = stride
+        elif cls is dict and _took_tensor(path, value, family, features):
+            pass  # a tensor's readable form (the common case), taken whole
         elif cls is list:  # a shape: its sizes
             for i in range(len(value) - 1, -1, -1):  # (no comprehension: each is a call)
                 todo.append((f"{path}[{i}]", value[i]))
@@ -146,37 +120,51 @@ def _args_features(args: dict[str, Any]) -> tuple[str, dict[str, float]] | None:
     if plan is None:
         if len(_PLANS) >= _MAX_FAMILIES:
             _PLANS.clear()
-        plan = _PLANS[names] = tuple(
-            (n, f"args.{n}", f"args.{n}.dtype", f"args.{n}.stride", f"args.{n}{ALIGNED}")
-            for n in sorted(args)
-        )
+        plan = _PLANS[names] = tuple((n, f"args.{n}", f"args.{n}{ALIGNED}") for n in sorted(args))
     family: dict[str, Any] = {}
     features: dict[str, float] = {}
-    for name, path, dtype_path, stride_path, aligned_path in plan:
+    for name, path, aligned_path in plan:
         value = args[name]
         cls = value.__class__
         if cls is str and value in _INT_CLASSES:
             features[aligned_path] = 1.0 if value.startswith("i16") else 0.0
-        elif (
-            cls is dict
-            and value.keys() == _TENSOR_FIELDS
-            and (dtype := value["dtype"]).__class__ is str
-            and (stride := value["stride"]).__class__ is str
-            and dtype not in _INT_CLASSES
-            and stride not in _INT_CLASSES
-            and (shape := value["shape"]).__class__ is list
-            and {*map(type, shape)} <= _INT_ONLY
-        ):
-            family[dtype_path] = dtype
-            sizes = _SHAPE_PATHS.get((path, len(shape)))
-            if sizes is None:
-                return None  # the walk makes the paths of a new shape's length
-            for size_path, size in zip(sizes, shape, strict=True):
-                features[size_path] = math.log2(size) if size >= 1 else 0.0
-            family[stride_path] = stride
-        else:
+        elif not (cls is dict and _took_tensor(path, value, family, features)):
             return None
     return _family_text(family), features
+
+
+def _took_tensor(
+    path: str, value: dict[str, Any], family: dict[str, Any], features: dict[str, float]
+) -> bool:
+    """Add a tensor's readable form (dtype, shape, stride) at ``path`` as the walk reads its
+    parts, in the same order, with its paths made once; False (nothing added) for any other
+    dict."""
+    if not (
+        value.keys() == _TENSOR_FIELDS
+        and (dtype := value["dtype"]).__class__ is str
+        and (stride := value["stride"]).__class__ is str
+        and dtype not in _INT_CLASSES
+        and stride not in _INT_CLASSES
+        and (shape := value["shape"]).__class__ is list
+        and {*map(type, shape)} <= _INT_ONLY
+    ):
+        return False
+    names = _TENSOR_PATHS.get(path)
+    if names is None:
+        if len(_TENSOR_PATHS) >= _MAX_FAMILIES:
+            _TENSOR_PATHS.clear()
+            _SHAPE_PATHS.clear()
+        names = _TENSOR_PATHS[path] = (f"{path}.dtype", f"{path}.stride")
+    family[names[0]] = dtype
+    sizes = _SHAPE_PATHS.get((path, len(shape)))
+    if sizes is None:
+        sizes = _SHAPE_PATHS[path, len(shape)] = tuple(
+            f"{path}.shape[{i}]" for i in range(len(shape))
+        )
+    for size_path, size in zip(sizes, shape, strict=True):
+        features[size_path] = math.log2(size) if size >= 1 else 0.0
+    family[names[1]] = stride
+    return True
 
 
 #: The least int of ``key=`` or a constexpr read as a size (log2): 0, 1 and negative ints
@@ -194,7 +182,7 @@ _SHAPE_PATHS: dict[tuple[str, int], tuple[str, ...]] = {}
 _FAMILY_TEXT: dict[tuple[tuple[tuple[str, Any], ...], tuple[type, ...]], str] = {}
 _MAX_FAMILIES = 1024
 # Per tuple of argument names: each name, sorted, with its paths (bounded).
-_PLANS: dict[tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]] = {}
+_PLANS: dict[tuple[str, ...], tuple[tuple[str, str, str], ...]] = {}
 
 
 _INT_CLASSES = frozenset(c + w for c in ("i1", "i16", "i") for w in ("", "L", "U"))
