@@ -96,6 +96,7 @@ class Resolved:
     result: LaunchResult
     first: LaunchResult
     subject: Subject
+    spec: tuple[Any, ...] | None = None  # Triton's specialization of the call, where known
 
 
 # -- candidates -------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         readable["prune"] = prune_keys.readable_prune(
             info.arg_names, call.args, call.static_kwargs, site.prune_reads
         )
-    part = _process_part(site, info, settings)
+    part = process_part(site, info, settings)
     return Subject(
         site.site_id,
         call.kernel,
@@ -275,7 +276,7 @@ class _ProcessPart:
     target: Any  # the device's launch-option facts (model.hints.TargetFacts)
 
 
-def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
+def process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
     """The context, the digest of its keys and the rule name of a site's key: worked out
     again only when the site's name, kernel or settings, the current device's facts or the
     environment (Triton's cache-invalidating variables) changed since the last key."""

@@ -27,7 +27,7 @@ from tunedsl.model.settings import Settings, environment
 from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import check_placeholders
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import miss, mistakes
+from tunedsl.runtime import miss, mistakes, rule_plans
 from tunedsl.runtime.entry import Entry, Fused, drop_kernel, evict, no_repeat, repeat_factory
 from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
@@ -120,6 +120,7 @@ class Site:
         self._lock = threading.Lock()
         self._inflight: dict[Any, Any] = {}  # key -> the lock its resolver holds meanwhile
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
+        self._rule_plans = rule_plans.RulePlans()  # new sizes of a layout a rule decides
 
     def __repr__(self) -> str:
         return f"<tunedsl site {self.label}>"
@@ -343,7 +344,7 @@ class Site:
         knobs.environ_checks(True)  # the environment compared once for the whole decision
         try:
             reads = self.prune_reads
-            resolved = miss.resolve(self, call)
+            resolved = self._rule_plans.resolve(self, call)  # else miss.resolve
             with self._lock:
                 self._by_digest[resolved.subject.digest] = (resolved.decision, resolved.result)
             entry = self._entry(call, resolved)
@@ -386,7 +387,7 @@ class Site:
         stored = decision.source in ("tuned", "disk", "rule")
         shared = self._launchers = self._launchers or SharedLaunchers()
         launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
-                                   call.static_kwargs, call.bind, stored)  # fmt: skip
+                                   call.static_kwargs, call.bind, stored, resolved.spec)  # fmt: skip
         return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
 
     def decided(self, digest: str) -> tuple[Decision, LaunchResult] | None:
