@@ -62,11 +62,10 @@ def make_site(device: str) -> Callable[..., Any]:
 # The parts of a decision, each a function the miss calls once: (module, attribute, label);
 # the first module that holds the attribute is the one the miss calls it through.
 PARTS = (
-    ("tunedsl.runtime.miss", "subject", "key and digest (miss.subject)"),
-    ("tunedsl.runtime.decide", "record_stores", "record stores (decide.record_stores)"),
-    ("tunedsl.store.layered", "LayeredStore.get", "record look-up (LayeredStore.get)"),
-    ("tunedsl.runtime.decide tunedsl.runtime.ruled", "rule_pick", "rule pick (ruled.rule_pick)"),
-    ("tunedsl.runtime.site", "Site._entry", "entry and launcher (Site._entry)"),
+    ("tunedsl.runtime.rule_plans", "RulePlans.decide", "the layout's plan (RulePlans.decide)"),
+    ("tunedsl.store.layered", "LayeredStore.get", "  of it: record look-up (LayeredStore.get)"),
+    ("tunedsl.runtime.miss", "resolve", "the general way (miss.resolve)"),
+    ("tunedsl.runtime.entry", "new_entry", "entry and launcher (entry.new_entry)"),
 )
 
 

@@ -151,3 +151,30 @@ def test_mode_off_after_a_plan_launches_the_default(
     assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
     monkeypatch.setenv("TUNEDSL_AUTOTUNE", "off")  # the settings change: the plan is not used
     assert _call(s, 310).source == "default"
+
+
+def _keep_all(configs, named):
+    return list(configs)
+
+
+@pytest.mark.parametrize(
+    "options", [{"prune": _keep_all}, {"verify": False, "mode": "cached"}], ids=["prune", "cached"]
+)
+def test_a_site_that_prunes_has_no_plan_and_a_cached_one_has_the_same_decisions(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    general_ways: list,
+    options: dict,
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE, options=options)
+    got = [_call(s, n) for n in (300, 301, 302, 303)]
+    assert [r.source for r in got] == ["rule"] * 4 and tune_count == []
+    # prune= runs on every key (it may read the arguments): every miss goes the general way.
+    assert len(general_ways) == (4 if "prune" in options else 1)
+    general_ways.clear()
+    assert [r.config for r in got] == [
+        run("swept", n, **options).config for n in (300, 301, 302, 303)
+    ]

@@ -47,7 +47,7 @@ Bind = Callable[[Config], tuple[tuple[Any, ...], dict[str, Any], Any]]
 Lazy = Callable[[], tuple[Any, Mapping[str, Any] | None, Mapping[str, Any] | None]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every miss, where a frozen init costs twice
 class Call:
     """One call of a site, as the expansion makes it: built only on a miss (or by
     precompile), so the hot path never allocates one."""
@@ -86,7 +86,7 @@ class SiteView(Protocol):
         """The decision (and result) already made in memory for a record digest."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every miss, where a frozen init costs twice
 class Resolved:
     """A new key decided: the decision, the result later calls return (source
     ``memory``), this first call's result, and what it was about (the site's entry reads

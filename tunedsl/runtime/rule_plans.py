@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import tunedsl.backends.triton as bt
-from tunedsl import knobs
 from tunedsl.backends.shared_launchers import specialization
 from tunedsl.backends.triton_launch import direct_launch_enabled
+from tunedsl.environ import environ_checks, environ_snapshot, environ_unchanged
 from tunedsl.model.hole import HOLE
 from tunedsl.model.key_reader import Reader, make_reader
 from tunedsl.model.rule_features import key_features
@@ -57,6 +57,7 @@ class _Plan:
     read: Reader
     settings: Settings
     part: Any  # miss.process_part's answer it was made under
+    environ: object  # the environment then (environ_snapshot)
     rules: tuple[Rule, ...]  # find_rules' answer (the same tuple while the files are unchanged)
     rule: Rule
     family: Family
@@ -75,15 +76,23 @@ class RulePlans:
         self._plans: list[_Plan] = []
         self._tries = 0
 
-    def resolve(self, site: Any, call: miss.Call) -> miss.Resolved:
+    def decide(self, site: Any, call: miss.Call) -> miss.Resolved | None:
+        """A plan's decision for ``call``, a miss; None where no plan decides it."""
+        if not self._plans:
+            return None
         for plan in self._plans:
             if call.kernel is plan.kernel:
                 read = plan.read(call.args, call.static_kwargs)
                 if read is not None:
-                    resolved = _decide(plan, site, call, *read)
-                    if resolved is not None:
-                        return resolved
-                    break
+                    environ_checks(True)  # one comparison of the environment answers for all
+                    try:
+                        return _decide(plan, site, call, *read)
+                    finally:
+                        environ_checks(False)
+        return None
+
+    def resolve(self, site: Any, call: miss.Call) -> miss.Resolved:
+        """``miss.resolve``, and a plan for the layout of a key a rule decided."""
         resolved = miss.resolve(site, call)
         if resolved.first.source == "rule" and self._tries < MAX_TRIES:
             self._learn(site, call, resolved)
@@ -139,6 +148,7 @@ class RulePlans:
             read,
             settings,
             site.context_memo,
+            environ_snapshot(),
             rules,
             rule,
             family,
@@ -157,18 +167,23 @@ def _decide(
     features: Mapping[str, float],
 ) -> miss.Resolved | None:
     """The plan's decision for a new key of its layout, or None (the general way decides)."""
-    settings = site.settings(None)
+    # What the general way works out from the environment (the settings, the knobs, Triton's
+    # variables, where records are), from the device and from the kernel is as it was when
+    # the plan was made: the site's process context is still the plan's.
+    part = plan.part
+    device = bt.device_facts()
     if (
-        settings is not plan.settings
+        call.lazy is not None
         or site.prune_reads
+        or not environ_unchanged(plan.environ)
+        or site.context_memo is not part
+        or not (device is part.device or device == part.device)
+        or bt.kernel_info(call.kernel) is not part.info
         or not rules_decide()
-        or knobs.force_retune()
         or distributed.active() is not None
     ):
         return None
-    part = miss.process_part(site, bt.kernel_info(call.kernel), settings)
-    if part is not plan.part:
-        return None
+    settings = plan.settings
     digest = part.digest.of_text(text)
     if site.decided(digest) is not None or record_stores().get(digest) is not None:
         return None
