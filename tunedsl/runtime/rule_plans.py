@@ -36,7 +36,6 @@ from tunedsl.model.rule_features import key_features
 from tunedsl.runtime import distributed, miss
 from tunedsl.runtime.decide import Decision, decision_options, record_stores
 from tunedsl.runtime.result import LaunchResult
-from tunedsl.runtime.ruled import chosen_rule, unswept
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import find_rules, rules_decide
 
@@ -117,6 +116,8 @@ class RulePlans:
         ):
             return
         self._tries += 1
+        from tunedsl.runtime.ruled import chosen_rule, unswept  # (imported by the rule's miss)
+
         rules = find_rules(about.rule_digest)
         if not rules:
             return
