@@ -3,6 +3,9 @@ per-configuration text in the record digest. Real kernels (Triton's interpreter)
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 import torch
 from runtime_kernels import vadd
@@ -60,3 +63,55 @@ def test_two_calls_on_one_line_are_two_sites() -> None:
 def test_calls_of_one_name_on_one_line_stay_one_site() -> None:
     first, second, _ = two_on_one_line(name="shared-name")
     assert first.site == second.site == "shared-name"
+
+
+# -- the launch's per-configuration text is in the record digest ------------------------------
+
+LAUNCH = """
+import sys
+sys.path.insert(0, {tests!r})
+from runtime_kernels import vadd
+from tunedsl import autotune, cdiv
+
+
+def add(a, b, c, n):
+    return autotune(space={{"tile": [32, 64]}},
+                    blocks={blocks},
+                    vadd(a, b, c, n, TILE={tile}))
+"""
+
+
+def launch_once(tmp_path: Path, blocks: str, tile: str = "$tile") -> Any:
+    """A new process's first call of the site `add` written with this blocks= and TILE=."""
+    import runtime_kernels
+    from runtime_helpers import new_process
+
+    from tunedsl.frontend.compile import compile_source
+
+    path = tmp_path / "edited.py"
+    tests = str(Path(runtime_kernels.__file__).parent)
+    path.write_text(LAUNCH.format(tests=tests, blocks=blocks, tile=tile), encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "edited", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    new_process()
+    a, b, c, _ = _tensors()
+    result = namespace["add"](a, b, c, N)
+    torch.testing.assert_close(c, a + b)
+    return result
+
+
+def test_editing_blocks_or_a_dollar_argument_is_a_new_key(tmp_path: Path) -> None:
+    first = launch_once(tmp_path, "cdiv(n, $tile)")
+    assert first.source == "tuned"
+    assert launch_once(tmp_path, "cdiv(n, $tile)").source == "disk"
+    # Spacing is not an edit of what is launched: the same record.
+    assert launch_once(tmp_path, "cdiv( n,$tile )").source == "disk"
+    # Another grid, or another value for TILE, launches other programs: the record measured
+    # on the old launch must not decide it, so each is a new key, tuned once.
+    grid = launch_once(tmp_path, "cdiv(n, $tile) + 1")
+    assert grid.source == "tuned" and grid.digest != first.digest
+    both = launch_once(tmp_path, "cdiv(n, 2 * $tile)", "2 * $tile")
+    assert both.source == "tuned" and both.digest not in (first.digest, grid.digest)
+    assert launch_once(tmp_path, "cdiv(n, 2 * $tile)", "2 * $tile").source == "disk"
+    # The old text keeps its own record.
+    assert launch_once(tmp_path, "cdiv(n, $tile)").digest == first.digest

@@ -30,6 +30,8 @@ _shared_lines: dict[tuple[str, int, Any], dict[tuple[Any, int], int]] = {}
 # configuration. A call that returns other names (an optional tensor passed only
 # sometimes) is probed again, so its tensors are keyed like the first call's.
 _fixed_by_names: dict[tuple[Any, ...], dict[tuple[str, ...], tuple[str, ...]]] = {}
+# Per site: the configuration whose arguments key its calls (args= or kwargs= functions).
+_key_configs: dict[Any, Config] = {}
 _sites_lock = threading.Lock()
 
 
@@ -81,7 +83,7 @@ def autotune_launch(
         # What a kwargs= function returns alike for every configuration (the same tensor
         # on every call, a number) enters the key and prune=, as positional arguments do;
         # the rest stays per configuration.
-        once = dict(kwargs_fn(site.key_config(space, default)))
+        once = dict(kwargs_fn(_key_config(site, space, default)))
         by_names = _fixed_by_names.setdefault(where, {})
         names = by_names.get(tuple(once))
         if names is None:  # first call with these names: which do not depend on the config
@@ -89,7 +91,7 @@ def autotune_launch(
         static_kwargs = {k: once[k] for k in names}
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
-        positional = tuple(args_fn(site.key_config(space, default)))
+        positional = tuple(args_fn(_key_config(site, space, default)))
     else:
         positional = args if isinstance(args, tuple) else tuple(args)
 
@@ -166,7 +168,7 @@ def _fixed_names(
     from tunedsl.model.settings import LIST_LIMIT
     from tunedsl.model.space import search_space
 
-    twice = dict(kwargs_fn(site.key_config(space, default)))
+    twice = dict(kwargs_fn(_key_config(site, space, default)))
     spec = search_space(space)
     if spec.size_hint() <= LIST_LIMIT:
         probe = list(spec.iter_valid())
@@ -259,6 +261,16 @@ def _column(frame: Any, filename: str, line: int) -> int:
             stacklevel="user",
         )
     return col
+
+
+def _key_config(site: Any, space: Any, default: Any) -> Config:
+    """The configuration whose arguments key a call of ``site`` with ``args=fn``."""
+    cfg = _key_configs.get(site)
+    if cfg is None:
+        from tunedsl.model.settings import key_config
+
+        cfg = _key_configs[site] = key_config(space, default, site.label)
+    return cfg
 
 
 def _make_site(

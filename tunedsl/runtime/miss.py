@@ -74,6 +74,7 @@ class SiteView(Protocol):
     prune_reads: frozenset[str]  # arguments prune= has read: their values join the key
     fields_checked: Any  # the candidates whose fields the launch was seen to read
     context_memo: Any  # the process part of its keys' digests (``subject``)
+    launch_text: str | None  # the launch's per-configuration text (the DSL's; in the digest)
 
     def settings(self, lazy: Lazy | None) -> Settings:
         """The site's settings, with the non-literal parts ``lazy`` gives."""
@@ -291,7 +292,7 @@ def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart
     ):
         return memo
     environ = knobs.environ_snapshot()
-    context = decide.context(info, settings, device, bt.triton_env())
+    context = decide.context(info, settings, device, bt.triton_env(), site.launch_text)
     rule = rule_digest(site.site_id, context["kernel"], context["hints"], context["env"])
     memo = _ProcessPart(
         site.site_id,

@@ -70,6 +70,7 @@ class Site:
         has_key: bool = False,
         end_line: int | None = None,
         end_col: int | None = None,
+        launch: str | None = None,
     ) -> None:
         self.filename = filename
         self.line = line
@@ -82,6 +83,7 @@ class Site:
         self.literal_options = dict(options)
         self.placeholders: tuple[tuple[str, int, int], ...] = tuple(placeholders)
         self.has_key = has_key
+        self.launch_text = launch  # the expansion's per-configuration text (in the digest)
         self.site_id = identity.site_id(
             filename, line, col, kernel_text, self.literal_options.get("name")
         )
@@ -116,7 +118,6 @@ class Site:
         self._settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
-        self._key_config: Config | None = None
         self._lock = threading.Lock()
         self._inflight: dict[Any, Any] = {}  # key -> the lock its resolver holds meanwhile
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
@@ -459,15 +460,6 @@ class Site:
         call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
         bound, _ = miss.variants(self, call, self.settings(lazy))
         return call_key, bound
-
-    def key_config(self, space: Any, default: Any) -> Config:
-        """The configuration whose arguments key a plain-API call with ``args=fn``."""
-        cfg = self._key_config
-        if cfg is None:
-            from tunedsl.model.settings import key_config
-
-            cfg = self._key_config = key_config(space, default, self.label)
-        return cfg
 
     # -- introspection -----------------------------------------------------------------
     def table(self) -> dict[Any, LaunchResult]:
