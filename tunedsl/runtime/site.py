@@ -27,7 +27,7 @@ from tunedsl.model.settings import Settings, environment
 from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import check_placeholders
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import miss, mistakes
+from tunedsl.runtime import launch_effect, miss, mistakes
 from tunedsl.runtime.entry import Entry, Fused, drop_kernel, evict, no_repeat, repeat_factory
 from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
@@ -190,10 +190,14 @@ class Site:
         except UsageError as err:  # the user's mistake: show the user's line, not ours
             __tracebackhide__ = True  # IPython and pytest hide this frame
             raise mistakes.at_user_frame(err) from None
-        except (RuntimeError, TypeError):  # fake tensors: a trace without Dynamo (export)
-            if not torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):  # fmt: skip
+        except Exception as err:
+            if isinstance(err, RuntimeError | TypeError) and torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):  # fmt: skip
+                return None  # type: ignore[return-value]  # fake tensors: as Dynamo traces
+            mine = launch_effect.from_expression(err, self.filename)  # the user's blocks= raised
+            if mine is None:
                 raise
-            return None  # type: ignore[return-value]  # as in a graph Dynamo traces
+            __tracebackhide__ = True  # IPython and pytest hide this frame
+            raise mine from None
         return entry.result
 
     def _remember(
