@@ -115,3 +115,66 @@ def test_editing_blocks_or_a_dollar_argument_is_a_new_key(tmp_path: Path) -> Non
     assert launch_once(tmp_path, "cdiv(n, 2 * $tile)", "2 * $tile").source == "disk"
     # The old text keeps its own record.
     assert launch_once(tmp_path, "cdiv(n, $tile)").digest == first.digest
+
+
+# -- a `$` argument that gives a tensor --------------------------------------------------------
+
+HOLE_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from runtime_kernels import vadd
+from tunedsl import autotune, cdiv
+
+
+def add(a, b, outs, n):
+    # The output buffer is picked per configuration (one per tile), from `outs`, which the
+    # key does not see: only the tensor it gives tells float32 from float16 buffers.
+    return autotune(space={{"tile": [32, 64]}}, blocks=cdiv(n, $tile),
+                    vadd(a, b, outs[$tile], n, TILE=$tile))
+"""
+
+
+def hole_site(tmp_path: Path) -> Any:
+    import runtime_kernels
+
+    from tunedsl.frontend.compile import compile_source
+
+    path = tmp_path / "holes.py"
+    path.write_text(HOLE_SCRIPT.format(tests=str(Path(runtime_kernels.__file__).parent)))
+    namespace: dict[str, Any] = {"__name__": "holes", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    return namespace["add"]
+
+
+def test_a_dollar_tensor_is_keyed_by_the_tensor_it_gives(tmp_path: Path) -> None:
+    from runtime_helpers import new_process
+
+    a, b = torch.randn(N), torch.randn(N)
+    wide = {t: torch.empty(N) for t in (32, 64)}
+    half = {t: torch.empty(N, dtype=torch.float16) for t in (32, 64)}
+    first = hole_site(tmp_path)(a, b, wide, N)
+    assert first.source == "tuned"
+    assert first.key["args"]["c"] == {"dtype": "float32", "shape": [N], "stride": "1"}
+    # A new process whose buffers are float16: another kernel for Triton, so another key,
+    # never the float32 buffers' decision.
+    new_process()
+    other = hole_site(tmp_path)(a, b, half, N)
+    assert other.source == "tuned" and other.digest != first.digest
+    assert other.key["args"]["c"]["dtype"] == "float16"
+    new_process()
+    assert hole_site(tmp_path)(a, b, wide, N).source == "disk"
+
+
+def test_a_dollar_tensor_that_changes_under_one_key_is_named(tmp_path: Path) -> None:
+    from tunedsl.errors import UsageError
+
+    add = hole_site(tmp_path)
+    a, b = torch.randn(N), torch.randn(N)
+    wide = {t: torch.empty(N) for t in (32, 64)}
+    add(a, b, wide, N)
+    # The same arguments and key, but buffers of another dtype: this process decided the
+    # key for float32 buffers, so the call is refused with the fix rather than launched
+    # with a decision measured on other tensors.
+    with pytest.raises(UsageError, match=r"gave a float16 tensor .* but a float32 tensor"):
+        add(a, b, {t: torch.empty(N, dtype=torch.float16) for t in (32, 64)}, N)
+    assert add(a, b, wide, N).source == "memory"

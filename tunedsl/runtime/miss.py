@@ -233,7 +233,7 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     # (site.call_key); an unaligned one is another Triton kernel, so its record is another.
     readable = keys.readable_key(
         info.arg_names,
-        call.args,
+        _tensor_holes_filled(call, settings),
         call.static_kwargs,
         user_key,
         info.value_keyed,
@@ -259,6 +259,29 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         part.rule_digest,
         part.target,
     )
+
+
+def _tensor_holes_filled(call: Call, settings: Settings) -> tuple[Any, ...]:
+    """The call's positional arguments for its record key: a ``$`` argument that gives a
+    tensor (a buffer picked per configuration, ``scratch[$split]``) keyed by the tensor it
+    gives under the default configuration, since its dtype and layout change the kernel
+    Triton compiles and so the best choice, and may follow what the rest of the key does
+    not hold; any other ``$`` argument (a number of the configuration) stays ``"$"``.
+    ``Entry`` checks that later calls of the key give tensors of the same dtype and layout."""
+    if not any(a is HOLE for a in call.args):
+        return call.args
+    try:
+        holes = call.bind(settings.default)[0]
+    except Exception:  # the expression fails under the default: the candidates' binding says
+        return call.args
+    if isinstance(holes, ReplaceArgs):  # the plain API keys args= by the default already
+        return call.args
+    filled = iter(holes)
+    out = []
+    for a in call.args:
+        value = next(filled, HOLE) if a is HOLE else a
+        out.append(value if a is not HOLE or keys.is_tensor(value) else HOLE)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
