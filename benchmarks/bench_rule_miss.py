@@ -9,6 +9,7 @@ pass, with a timer around each) the median of its parts.
 
     TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py            # about 20 s
     TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --misses 400 --rounds 5
+    python benchmarks/bench_rule_miss.py --device cuda     # the same decision on a GPU
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-os.environ.setdefault("TRITON_INTERPRET", "1")
+if "cuda" not in sys.argv:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch
 
@@ -33,7 +35,7 @@ SWEPT = (1, 3, 9, 27, 81, 243, 729)
 HIDDEN = 16
 
 
-def make_site() -> Callable[..., Any]:
+def make_site(device: str) -> Callable[..., Any]:
     """The swept site with its rule shipped, in a fresh cache: every new size is a miss."""
     import bench_rules as br
 
@@ -46,7 +48,7 @@ def make_site() -> Callable[..., Any]:
     exec(compile_source(br.DSL, filename=br.__file__), ns)
     scale = ns["scale"]
     for b in SWEPT:
-        x = torch.randn(b, HIDDEN)
+        x = torch.randn(b, HIDDEN, device=device)
         scale(x, torch.empty_like(x), x.numel())
     out = Path(tempfile.mkdtemp()) / "rules"
     assert cli(["rules", "build", "--site", "bench_rules_scale", "--out", str(out)]) == 0
@@ -60,11 +62,10 @@ def make_site() -> Callable[..., Any]:
 # The parts of a decision, each a function the miss calls once: (module, attribute, label);
 # the first module that holds the attribute is the one the miss calls it through.
 PARTS = (
-    ("tunedsl.runtime.miss", "subject", "key and digest (miss.subject)"),
-    ("tunedsl.runtime.decide", "record_stores", "record stores (decide.record_stores)"),
-    ("tunedsl.store.layered", "LayeredStore.get", "record look-up (LayeredStore.get)"),
-    ("tunedsl.runtime.decide tunedsl.runtime.ruled", "rule_pick", "rule pick (ruled.rule_pick)"),
-    ("tunedsl.runtime.site", "Site._entry", "entry and launcher (Site._entry)"),
+    ("tunedsl.runtime.rule_plans", "RulePlans.decide", "the layout's plan (RulePlans.decide)"),
+    ("tunedsl.store.layered", "LayeredStore.get", "  of it: record look-up (LayeredStore.get)"),
+    ("tunedsl.runtime.miss", "resolve", "the general way (miss.resolve)"),
+    ("tunedsl.runtime.entry", "new_entry", "entry and launcher (entry.new_entry)"),
 )
 
 
@@ -95,11 +96,11 @@ def _timed_parts() -> tuple[dict[str, list[float]], Callable[[], None]]:
     return times, lambda: [u() for u in undo]  # type: ignore[func-returns-value]
 
 
-def run_misses(scale: Callable[..., Any], sizes: list[int]) -> list[float]:
+def run_misses(scale: Callable[..., Any], sizes: list[int], device: str) -> list[float]:
     """Call ``scale`` once per size (each a miss); the decision times in µs."""
     from tunedsl.runtime.entry import Entry
 
-    inputs = [torch.randn(b, HIDDEN) for b in sizes]
+    inputs = [torch.randn(b, HIDDEN, device=device) for b in sizes]
     outs = [torch.empty_like(x) for x in inputs]
     marks: list[int] = []
     real_launch = Entry.launch
@@ -121,19 +122,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--misses", type=int, default=300, help="misses a round (new sizes)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (a fresh site table each)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
-    scale = make_site()
+    scale = make_site(args.device)
     site = scale.__globals__["__tunedsl_site_0__"]
     fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
-    run_misses(scale, fresh[:1])  # the first miss reads the rule and works out the context
+    run_misses(
+        scale, fresh[:1], args.device
+    )  # the first miss reads the rule and works out the context
     decisions: list[float] = []
     for _ in range(args.rounds):
         site.clear()
-        decisions += run_misses(scale, fresh[1:])
+        decisions += run_misses(scale, fresh[1:], args.device)
     site.clear()
     times, undo = _timed_parts()
     try:
-        timed = run_misses(scale, fresh[1:])
+        timed = run_misses(scale, fresh[1:], args.device)
     finally:
         undo()
     print(f"{len(decisions)} misses decided by a rule (launch excluded):")

@@ -164,7 +164,7 @@ def test_keys_a_rule_decides_share_the_process_context_worked_out_once(
     import triton._C.libtriton as libtriton
 
     from tunedsl.backends.triton import kernel_info
-    from tunedsl.model.keys import digest
+    from tunedsl.model.keys import KeyDigest
     from tunedsl.runtime import decide
 
     ship(built_rules, monkeypatch, tmp_path)
@@ -183,7 +183,7 @@ def test_keys_a_rule_decides_share_the_process_context_worked_out_once(
     assert len(contexts) == 1 and len(env_reads) <= 1
     # Each key's digest is still the one the whole context names.
     context = real_context(kernel_info(vadd), s.settings(None))
-    assert [r.digest for r in results] == [digest(r.site, r.key, context) for r in results]
+    assert [r.digest for r in results] == [KeyDigest(r.site, context)(r.key) for r in results]
 
 
 def test_a_triton_variable_set_between_two_misses_is_in_the_next_keys_digest(

@@ -189,7 +189,7 @@ kernel = {k: v for k, v in ctx["kernel"].items() if k != "file"}
 ctx["kernel"] = {**kernel, "module": module}
 new = records.load_record(digest)
 old_site = "mm.py:add:vadd_kernel"
-old_digest = keys.digest(old_site, new.key, ctx)
+old_digest = keys.KeyDigest(old_site, ctx)(new.key)
 data = new.to_json()
 data.update(site=old_site, digest=old_digest)
 os.unlink(records.record_path(digest))

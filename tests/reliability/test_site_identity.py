@@ -166,7 +166,7 @@ if sys.argv[1] == "legacy":
     ctx["kernel"] = {**ctx["kernel"], "module": "id_kernels"}
     del ctx["kernel"]["file"]
     legacy = NAME or "id_migrate.py:30:4"
-    old_digest = keys.digest(legacy, new.key, ctx)
+    old_digest = keys.KeyDigest(legacy, ctx)(new.key)
     data = new.to_json()
     data.update(site=legacy, digest=old_digest, location="")
     os.unlink(records.record_path(r.digest))

@@ -69,12 +69,15 @@ class SharedLaunchers:
         static_kwargs: Mapping[str, Any],
         bind: Callable[[Any], Any],
         stored_binary: bool,
+        spec: tuple[Any, ...] | None = None,
     ) -> Launcher:
         """A launcher for this call of ``config`` (``bind(config)``: its holes, keyword
         arguments and grid): the one an earlier call key of the same specialization and
-        keyword arguments has, else a new one (kept for the next)."""
+        keyword arguments has, else a new one (kept for the next). ``spec``: the call's
+        ``specialization``, where the caller knows it."""
         try:
-            spec = specialization(kernel_info(kernel), args, static_kwargs)
+            if spec is None:
+                spec = specialization(kernel_info(kernel), args, static_kwargs)
             holes, dyn_kwargs, _ = bind(config)
             dyn = tuple([(k, v.__class__, v) for k, v in sorted(dyn_kwargs.items())])
             options_key = tuple(sorted(options.items()))

@@ -443,7 +443,7 @@ def readable_key(
     with_shape, named = user_key is None, {}
     passed = [(arg_names[i] if i < len(arg_names) else f"arg{i}", a) for i, a in enumerate(args)]
     for name, a in [*passed, *kwargs.items()]:
-        if defaults and name in constexpr_names and _is_default(a, name, defaults):
+        if defaults and name in constexpr_names and is_default(a, name, defaults):
             continue
         named[name] = (
             "$" if a is hole else readable_value(a, name in constexpr_names, with_shape, with_align)
@@ -452,7 +452,7 @@ def readable_key(
     return {"args": dict(sorted(named.items())), **user}
 
 
-def _is_default(value: Any, name: str, defaults: Mapping[str, Any]) -> bool:
+def is_default(value: Any, name: str, defaults: Mapping[str, Any]) -> bool:
     with contextlib.suppress(Exception):  # an __eq__ that raises, or returns an array
         return name in defaults and type(value) is type(d := defaults[name]) and bool(value == d)
     return False
@@ -473,13 +473,9 @@ def json_safe(value: Any) -> Any:
     return repr(value)
 
 
-def digest(site_id: str, record_key: Mapping[str, Any], context: Mapping[str, Any]) -> str:
-    """sha256 naming a record: the site, the readable key and the process context."""
-    return KeyDigest(site_id, context)(record_key)
-
-
 class KeyDigest:
-    """``digest(site_id, key, context)`` of many keys of one site and context: the context
+    """``KeyDigest(site_id, context)(key)``, the sha256 naming a record: of many keys of one
+    site and context. The context
     is encoded and hashed once. The text hashed is ``canonical_json`` of the whole mapping,
     whose sorted keys put the context first and the site last, so only the key is encoded
     per call."""
@@ -492,7 +488,11 @@ class KeyDigest:
         self._tail = (',"site":' + canonical_json(site_id) + "}").encode("utf-8")
 
     def __call__(self, record_key: Mapping[str, Any]) -> str:
+        return self.of_text(canonical_json(record_key))
+
+    def of_text(self, key_text: str) -> str:
+        """The digest of a record key given as its ``canonical_json`` text."""
         h = self._head.copy()
-        h.update(canonical_json(record_key).encode("utf-8"))
+        h.update(key_text.encode("utf-8"))
         h.update(self._tail)
         return h.hexdigest()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import FunctionType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.model import repeat_check
@@ -19,6 +19,10 @@ from tunedsl.model.config import Config
 from tunedsl.model.hole import ReplaceArgs, fill_holes
 from tunedsl.model.keys import is_tensor, is_tensor_descriptor, readable_value
 from tunedsl.runtime.result import LaunchResult
+
+if TYPE_CHECKING:
+    from tunedsl.backends.shared_launchers import SharedLaunchers
+    from tunedsl.runtime.miss import Call, Resolved
 
 #: ``fused(kernel, args, static_kwargs, bind) -> LaunchResult | None`` (``fused.py``)
 Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], Any]
@@ -135,6 +139,20 @@ def zero(value: Any) -> None:
         value = value.base
     if is_tensor(value):
         (value.detach() if value.requires_grad else value).zero_()
+
+
+def new_entry(shared: SharedLaunchers, call: Call, resolved: Resolved) -> Entry:
+    """A new entry for a decision, with the launcher of its specialization and config."""
+    decision = resolved.decision
+    reset = resolved.subject.settings.reset_to_zero
+    positional = resolved.subject.info.arg_names[: len(call.args)] if reset else ()
+    zero_pos = tuple(i for i, n in enumerate(positional) if n in reset) if reset else ()
+    zero_kw = tuple(n for n in reset if n not in positional) if reset else ()
+    # Tuned, recorded or ruled: one variant in every process, its binary stored once, loaded.
+    stored = decision.source in ("tuned", "disk", "rule")
+    launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
+                               call.static_kwargs, call.bind, stored, resolved.spec)  # fmt: skip
+    return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
 
 
 def no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:

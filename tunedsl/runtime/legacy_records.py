@@ -34,7 +34,7 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
 
     for old_site, old_ctx in _older(subject):
         try:
-            old_digest = keys.digest(old_site, subject.readable, old_ctx)
+            old_digest = keys.KeyDigest(old_site, old_ctx)(subject.readable)
         except Exception:  # a context the older version could not have written
             continue
         if old_digest == subject.digest:

@@ -47,7 +47,7 @@ Bind = Callable[[Config], tuple[tuple[Any, ...], dict[str, Any], Any]]
 Lazy = Callable[[], tuple[Any, Mapping[str, Any] | None, Mapping[str, Any] | None]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every miss, where a frozen init costs twice
 class Call:
     """One call of a site, as the expansion makes it: built only on a miss (or by
     precompile), so the hot path never allocates one."""
@@ -87,7 +87,7 @@ class SiteView(Protocol):
         """The decision (and result) already made in memory for a record digest."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every miss, where a frozen init costs twice
 class Resolved:
     """A new key decided: the decision, the result later calls return (source
     ``memory``), this first call's result, and what it was about (the site's entry reads
@@ -97,6 +97,7 @@ class Resolved:
     result: LaunchResult
     first: LaunchResult
     subject: Subject
+    spec: tuple[Any, ...] | None = None  # Triton's specialization of the call, where known
 
 
 # -- candidates -------------------------------------------------------------------------------
@@ -247,7 +248,7 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         readable["prune"] = prune_keys.readable_prune(
             info.arg_names, call.args, call.static_kwargs, site.prune_reads
         )
-    part = _process_part(site, info, settings)
+    part = process_part(site, info, settings)
     return Subject(
         site.site_id,
         call.kernel,
@@ -299,7 +300,7 @@ class _ProcessPart:
     target: Any  # the device's launch-option facts (model.hints.TargetFacts)
 
 
-def _process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
+def process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
     """The context, the digest of its keys and the rule name of a site's key: worked out
     again only when the site's name, kernel or settings, the current device's facts or the
     environment (Triton's cache-invalidating variables) changed since the last key."""

@@ -62,10 +62,11 @@ class LaunchResult:
         return self.space[0] if self.space else None
 
     def with_source(self, source: str) -> LaunchResult:
-        # Not dataclasses.replace: it inspects the fields on every call (once per miss).
-        return LaunchResult(
-            self.config, source, self.key, self.digest, self.site, self.record, self.space
-        )
+        # A copy with another source (once per miss): not dataclasses.replace, which inspects
+        # the fields, nor the frozen __init__, which sets each field through object.__setattr__.
+        new = object.__new__(LaunchResult)
+        new.__dict__.update(self.__dict__, source=source)
+        return new
 
     def _table_rows(self) -> list[tuple[str, str, str]]:
         """(mark, configuration, time) per configuration: the record's, else the space's."""

@@ -64,7 +64,7 @@ def rule_pick(
                 stacklevel="user",
             )
         return None
-    rule, stale = _chosen(rules, ctx)
+    rule, stale = chosen_rule(rules, ctx)
     where = f"rule {digest[:12]} of {subject.site_id}"
     config, in_range = rule.decide(subject.readable)
     if stale:
@@ -98,7 +98,7 @@ def rule_pick(
             stacklevel="user",
         )
     elif tuning_allowed and rule.swept is not None:
-        new = _unswept(rule.swept, candidates)
+        new = unswept(rule.swept, candidates)
         if new is not None:
             warn_once(
                 f"rule-space:{digest}",
@@ -145,7 +145,7 @@ def _refused(
 _chose: tuple[tuple[Rule, ...], Mapping[str, Any], Rule, bool] | None = None
 
 
-def _chosen(rules: tuple[Rule, ...], ctx: Mapping[str, Any]) -> tuple[Rule, bool]:
+def chosen_rule(rules: tuple[Rule, ...], ctx: Mapping[str, Any]) -> tuple[Rule, bool]:
     """The first of ``rules`` measured on this GPU model and toolchain, else the first on
     the path; and whether it is stale (measured elsewhere)."""
     global _chose
@@ -165,7 +165,7 @@ def _chosen(rules: tuple[Rule, ...], ctx: Mapping[str, Any]) -> tuple[Rule, bool
 _covered: tuple[Sequence[Config], frozenset[Config], Config | None] | None = None
 
 
-def _unswept(swept: frozenset[Config], candidates: Sequence[Config]) -> Config | None:
+def unswept(swept: frozenset[Config], candidates: Sequence[Config]) -> Config | None:
     """A candidate the rule's sweep never timed (the site's space or prune= grew), or None."""
     global _covered
     if not isinstance(candidates, tuple | list):  # a lazy space: never listed, so unknown

@@ -27,7 +27,8 @@ from tunedsl.model.settings import Settings, environment
 from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import check_placeholders
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import launch_effect, miss, mistakes
+from tunedsl.runtime import entry as entries
+from tunedsl.runtime import launch_effect, miss, mistakes, rule_plans
 from tunedsl.runtime.entry import Entry, Fused, drop_kernel, evict, no_repeat, repeat_factory
 from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
@@ -121,6 +122,7 @@ class Site:
         self._lock = threading.Lock()
         self._inflight: dict[Any, Any] = {}  # key -> the lock its resolver holds meanwhile
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
+        self._rule_plans = rule_plans.RulePlans()  # new sizes of a layout a rule decides
 
     def __repr__(self) -> str:
         return f"<tunedsl site {self.label}>"
@@ -327,6 +329,10 @@ class Site:
         if self.has_key:
             mistakes.check_key(key, self.label)
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
+        planned = self._rule_plans.decide(self, call)  # a new size of a layout a rule decides
+        if planned is not None:  # at once, running no user code: no other thread need wait
+            self._add(call, call_key, planned).launch(args, static_kwargs, bind)
+            return planned.first
         active = _active()
         while True:
             with self._lock:
@@ -347,17 +353,11 @@ class Site:
         active.append(self)
         knobs.environ_checks(True)  # the environment compared once for the whole decision
         try:
-            reads = self.prune_reads
-            resolved = miss.resolve(self, call)
-            with self._lock:
-                self._by_digest[resolved.subject.digest] = (resolved.decision, resolved.result)
-            entry = self._entry(call, resolved)
-            stored_key = call_key
+            reads, stored_key = self.prune_reads, call_key
+            resolved = self._rule_plans.resolve(self, call)  # miss.resolve, then a plan
             if self.prune_reads is not reads:  # prune= read arguments: the key grew by them
                 stored_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
-            with self._lock:
-                self._store(stored_key, entry)
-            self._seen = entry  # the key's next call, if it comes next, builds its check
+            entry = self._add(call, stored_key, resolved)
         finally:
             knobs.environ_checks(False)
             active.remove(self)
@@ -380,19 +380,16 @@ class Site:
                     del by_digest[old]
         table[call_key] = entry
 
-    def _entry(self, call: miss.Call, resolved: miss.Resolved) -> Entry:
-        """A new entry for the decision, with the launcher of its specialization and config."""
-        decision = resolved.decision
-        reset = resolved.subject.settings.reset_to_zero
-        positional = resolved.subject.info.arg_names[: len(call.args)] if reset else ()
-        zero_pos = tuple(i for i, n in enumerate(positional) if n in reset) if reset else ()
-        zero_kw = tuple(n for n in reset if n not in positional) if reset else ()
-        # Tuned, recorded or ruled: one variant in every process, its binary stored once, loaded.
-        stored = decision.source in ("tuned", "disk", "rule")
+    def _add(self, call: miss.Call, call_key: Any, resolved: miss.Resolved) -> Entry:
+        """Keep the decision by its digest and a new entry for ``call_key`` (not launched)."""
+        with self._lock:
+            self._by_digest[resolved.result.digest] = (resolved.decision, resolved.result)
         shared = self._launchers = self._launchers or SharedLaunchers()
-        launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
-                                   call.static_kwargs, call.bind, stored)  # fmt: skip
-        return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
+        entry = entries.new_entry(shared, call, resolved)
+        with self._lock:
+            self._store(call_key, entry)
+        self._seen = entry  # the key's next call, if it comes next, builds its check
+        return entry
 
     def decided(self, digest: str) -> tuple[Decision, LaunchResult] | None:
         """The decision made in memory for a record digest (under another call key)."""

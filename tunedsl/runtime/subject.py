@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from tunedsl.model.variant import Kernel
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every miss, where a frozen init costs twice
 class Subject:
     """What one decision is about: the site's id, the kernel and its facts, the settings in
     force, the readable record key, the process context and the record's digest."""

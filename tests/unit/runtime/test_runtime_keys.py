@@ -103,9 +103,9 @@ def test_readable_key_sorts_keywords_and_is_json() -> None:
     assert one["args"]["a"] == {"dtype": "float32", "shape": [64, 32], "stride": "s1"}
     assert one["args"]["TILE"] == {"constexpr": 8}
     ctx = {"device": {"name": "x"}}
-    assert keys.digest("s", one, ctx) == keys.digest("s", two, ctx)
-    assert keys.digest("s", one, ctx) != keys.digest("s", one, {"device": {"name": "y"}})
-    assert keys.digest("s", one, ctx) != keys.digest("other-site", one, ctx)
+    assert keys.KeyDigest("s", ctx)(one) == keys.KeyDigest("s", ctx)(two)
+    assert keys.KeyDigest("s", ctx)(one) != keys.KeyDigest("s", {"device": {"name": "y"}})(one)
+    assert keys.KeyDigest("s", ctx)(one) != keys.KeyDigest("other-site", ctx)(one)
 
 
 def test_readable_key_with_user_key_has_no_shapes() -> None:
@@ -133,8 +133,8 @@ def test_the_record_key_tells_an_unaligned_tensor_apart_as_the_call_key_does() -
         "aligned": False,
     }
     assert unaligned["args"]["b"][1]["aligned"] is False  # a tensor inside a tuple too
-    assert keys.digest("s", aligned, ctx) != keys.digest("s", unaligned, ctx)
-    assert keys.digest("s", record(4100), ctx) == keys.digest("s", record(4132), ctx)
+    assert keys.KeyDigest("s", ctx)(aligned) != keys.KeyDigest("s", ctx)(unaligned)
+    assert keys.KeyDigest("s", ctx)(record(4100)) == keys.KeyDigest("s", ctx)(record(4132))
     assert record(4100, with_align=False) == aligned  # without direct launch: not keyed
 
 
@@ -209,7 +209,7 @@ def test_a_sites_digests_of_many_keys_name_each_record_as_the_whole_context_does
                 named = {"site": site_id, "key": key, "context": context}
                 text = json.dumps(named, sort_keys=True, separators=(",", ":"), default=repr)
                 whole = hashlib.sha256(text.encode("utf-8")).hexdigest()
-                assert many(key) == keys.digest(site_id, key, context) == whole
+                assert many(key) == many.of_text(keys.canonical_json(key)) == whole
 
 
 class _UnhashableDtype:

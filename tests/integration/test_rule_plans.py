@@ -1,0 +1,180 @@
+"""A site's plan for the new sizes of one argument layout (``runtime/rule_plans.py``) decides
+exactly what the general way decides, and leaves to it every key it cannot: one site object
+called on many sizes, against a new site for each size (which has no plan), with the real
+rule file `tunedsl rules build` wrote, real kernels under the interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from rule_helpers import SPACE, rule_file, run, ship
+from runtime_helpers import call, site
+from runtime_kernels import vadd
+
+from tunedsl.model.config import Config
+from tunedsl.runtime import miss
+from tunedsl.store import rules as rule_store
+
+pytestmark = [pytest.mark.needs_triton, pytest.mark.usefixtures("fresh_rules")]
+
+
+def _call(s, n: int, dtype=torch.float32):
+    a, b = torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype)
+    c = torch.empty(n, dtype=dtype)
+    res = call(s, vadd, (a, b, c, n), n)
+    torch.testing.assert_close(c, a + b)
+    return res
+
+
+@pytest.fixture
+def general_ways(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The misses that went the general way (``miss.resolve``, which still runs)."""
+    seen: list = []
+    real = miss.resolve
+    monkeypatch.setattr(miss, "resolve", lambda site, c: (seen.append(c), real(site, c))[1])
+    return seen
+
+
+# In the swept range (64..1024), odd sizes and multiples of 16 (two layouts: the int's class).
+SIZES = (65, 100, 300, 301, 304, 480, 512, 555, 700, 1000, 1024)
+
+
+def test_new_sizes_of_a_layout_are_decided_by_its_plan_as_the_general_way_decides_them(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    general_ways: list,
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    planned = [_call(s, n) for n in SIZES]
+    # Two layouts (n % 16 == 0 or not): each one's first miss went the general way.
+    assert len(general_ways) == 2 and tune_count == []
+    general_ways.clear()
+    for n, got in zip(SIZES, planned, strict=True):
+        alone = run("swept", n)  # a new site: the general way
+        assert (got.source, got.config, got.key, got.digest, got.site, got.record) == (
+            alone.source,
+            alone.config,
+            alone.key,
+            alone.digest,
+            alone.site,
+            alone.record,
+        ), n
+        assert got.source == "rule"
+    assert len(general_ways) == len(SIZES)
+    # The planned keys are hits from now on, with the same result.
+    again = [_call(s, n) for n in SIZES]
+    assert [r.source for r in again] == ["memory"] * len(SIZES)
+    assert [r.config for r in again] == [r.config for r in planned]
+
+
+def test_a_record_for_a_new_size_decides_before_the_plan(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, general_ways: list
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    with rule_store.measuring():  # as a sweep does: the miss is tuned, and recorded
+        tuned = _call(site("swept", space=SPACE), 333)
+    assert tuned.source == "tuned"
+    found = _call(s, 333)
+    assert found.source == "disk" and found.config == tuned.config
+    assert found.digest == tuned.digest
+
+
+def test_sizes_outside_the_swept_range_are_tuned_not_planned(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert _call(s, 301).source == "rule"
+    assert [_call(s, n).source for n in (5001, 17)] == ["tuned", "tuned"]
+    assert len(tune_count) == 2
+    assert _call(s, 303).source == "rule"
+
+
+def test_another_dtype_is_not_decided_by_the_plan_of_float32(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert _call(s, 301).source == "rule"
+    # float64 was never swept: its family is outside the rule, so it is tuned.
+    assert _call(s, 305, torch.float64).source == "tuned" and len(tune_count) == 1
+
+
+def test_a_rule_rebuilt_while_a_plan_is_held_decides_the_next_size(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    picked = {json.dumps(c, sort_keys=True) for c in data["configs"]}
+    other = next(
+        Config(tile=t)
+        for t in SPACE["tile"]
+        if json.dumps(Config(tile=t).to_json(), sort_keys=True) not in picked
+    )
+    data["configs"] = [other.to_json()] * len(data["configs"])
+    replacement = path.with_name(".new")
+    replacement.write_text(json.dumps(data))
+    os.chmod(replacement, 0o600)
+    os.replace(replacement, path)
+    res = _call(s, 306)
+    assert res.source == "rule" and res.config == other and tune_count == []
+
+
+def test_a_sweep_tunes_the_sizes_a_plan_would_decide(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    with rule_store.measuring():
+        assert _call(s, 310).source == "tuned"
+    assert len(tune_count) == 1
+
+
+def test_mode_off_after_a_plan_launches_the_default(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    monkeypatch.setenv("TUNEDSL_AUTOTUNE", "off")  # the settings change: the plan is not used
+    assert _call(s, 310).source == "default"
+
+
+def _keep_all(configs, named):
+    return list(configs)
+
+
+@pytest.mark.parametrize(
+    "options", [{"prune": _keep_all}, {"verify": False, "mode": "cached"}], ids=["prune", "cached"]
+)
+def test_a_site_that_prunes_has_no_plan_and_a_cached_one_has_the_same_decisions(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    general_ways: list,
+    options: dict,
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE, options=options)
+    got = [_call(s, n) for n in (300, 301, 302, 303)]
+    assert [r.source for r in got] == ["rule"] * 4 and tune_count == []
+    # prune= runs on every key (it may read the arguments): every miss goes the general way.
+    assert len(general_ways) == (4 if "prune" in options else 1)
+    general_ways.clear()
+    assert [r.config for r in got] == [
+        run("swept", n, **options).config for n in (300, 301, 302, 303)
+    ]

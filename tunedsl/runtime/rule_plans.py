@@ -1,0 +1,220 @@
+"""A site's misses that a rule decides, made once per argument layout.
+
+A serving loop meets a new size on every call for a while: each is a miss that a shipped rule
+decides (``runtime/ruled.py``), and each goes the general way through ``miss.resolve``: the
+settings, the candidates, the readable key and its digest, the records, the rule found and
+chosen, the key's features walked, the pick checked. Calls of one argument layout (the same
+classes, dtypes, stride patterns, int classes, alignment and constexpr values) differ only in
+their shapes, so after the general way has decided a layout's first such miss, the site keeps
+a *plan* for the layout: a reader made for it (``model/key_reader.py``) gives the readable key,
+its text and the rule's features in one call, and the plan holds what the general way worked
+out once (the settings, the process context, the rule and its family, the configurations
+the site's space keeps).
+
+A plan decides exactly what the general way would, or leaves the miss to it. It is used only
+where nothing it skips can apply: no ``prune=``, ``verify=``, ``restore_value=``,
+``reset_to_zero=``, ``key=``, non-literal settings or positional argument written with ``$``;
+no process group of ranks; outside a sweep; the same settings, environment, device and rule file as when it was made. Each new key
+still has its records looked up (a record decides before a rule) and its pick checked against
+the rule's range and the site's space; anything else (a record, a size outside the swept
+range, a decision already made under another call key) goes the general way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import tunedsl.backends.triton as bt
+from tunedsl.backends.shared_launchers import specialization
+from tunedsl.backends.triton_launch import direct_launch_enabled
+from tunedsl.environ import environ_checks, environ_snapshot, environ_unchanged
+from tunedsl.model.hole import HOLE
+from tunedsl.model.key_reader import Reader, make_reader
+from tunedsl.model.rule_features import key_features
+from tunedsl.runtime import distributed, miss
+from tunedsl.runtime.decide import Decision, decision_options, record_stores
+from tunedsl.runtime.result import LaunchResult
+from tunedsl.runtime.ruled import chosen_rule, unswept
+from tunedsl.runtime.subject import Subject
+from tunedsl.store.rules import find_rules, rules_decide
+
+if TYPE_CHECKING:
+    from tunedsl.model.config import Config
+    from tunedsl.model.rule import Family, Rule
+    from tunedsl.model.settings import Settings
+
+#: Plans a site keeps (layouts); and the plans it tries to make, made or not (a layout no
+#: reader reads is tried no more than this, whatever its sizes).
+MAX_PLANS = 8
+MAX_TRIES = 16
+
+
+@dataclass(slots=True)
+class _Plan:
+    kernel: Any
+    read: Reader
+    settings: Settings
+    part: Any  # miss.process_part's answer it was made under
+    environ: object  # the environment then (environ_snapshot)
+    rules: tuple[Rule, ...]  # find_rules' answer (the same tuple while the files are unchanged)
+    rule: Rule
+    family: Family
+    allowed: frozenset[Config]  # the rule's configurations the site's space keeps
+    spec: tuple[Any, ...] | None  # Triton's specialization, where the reader tests all of it
+    options: dict[Config, dict[str, Any]] = field(default_factory=dict)
+
+
+class RulePlans:
+    """The plans of one site, and its ``resolve``: a plan's decision, else the general way's
+    (from which a plan for the layout is made when a rule decided it)."""
+
+    __slots__ = ("_plans", "_tries")
+
+    def __init__(self) -> None:
+        self._plans: list[_Plan] = []
+        self._tries = 0
+
+    def decide(self, site: Any, call: miss.Call) -> miss.Resolved | None:
+        """A plan's decision for ``call``, a miss; None where no plan decides it."""
+        if not self._plans:
+            return None
+        for plan in self._plans:
+            if call.kernel is plan.kernel:
+                read = plan.read(call.args, call.static_kwargs)
+                if read is not None:
+                    environ_checks(True)  # one comparison of the environment answers for all
+                    try:
+                        return _decide(plan, site, call, *read)
+                    finally:
+                        environ_checks(False)
+        return None
+
+    def resolve(self, site: Any, call: miss.Call) -> miss.Resolved:
+        """``miss.resolve``, and a plan for the layout of a key a rule decided."""
+        resolved = miss.resolve(site, call)
+        if resolved.first.source == "rule" and self._tries < MAX_TRIES:
+            self._learn(site, call, resolved)
+        return resolved
+
+    def _learn(self, site: Any, call: miss.Call, resolved: miss.Resolved) -> None:
+        about = resolved.subject
+        settings = about.settings
+        if (
+            call.lazy is not None
+            or site.has_key
+            or site.prune_reads
+            or settings.prune is not None
+            or settings.large
+            or settings.verify not in (None, False)
+            or settings.restore_value
+            or settings.reset_to_zero
+            or list(about.readable) != ["args"]
+            or any(a is HOLE for a in call.args)  # a `$` tensor is keyed by what it gives
+            or not about.rule_digest
+            or distributed.active() is not None
+            or site.context_memo is None
+        ):
+            return
+        self._tries += 1
+        rules = find_rules(about.rule_digest)
+        if not rules:
+            return
+        rule, stale = chosen_rule(rules, about.context)
+        family = rule.family_of(key_features(about.readable)[0])
+        if stale or family is None:
+            return
+        if rule.swept is not None and unswept(rule.swept, settings.configs) is not None:
+            return
+        info = about.info
+        with_align = bool(info.jit and direct_launch_enabled())  # as miss.subject keys it
+        read = make_reader(
+            info.arg_names,
+            call.args,
+            call.static_kwargs,
+            info.value_keyed,
+            info.defaults,
+            HOLE,
+            with_align,
+        )
+        if read is None:
+            return
+        # The reader tests each part of the specialization (a tensor's alignment only where
+        # the key has it): the same for every call it reads.
+        spec = specialization(info, call.args, call.static_kwargs) if with_align else None
+        kept = frozenset(settings.configs)
+        plan = _Plan(
+            call.kernel,
+            read,
+            settings,
+            site.context_memo,
+            environ_snapshot(),
+            rules,
+            rule,
+            family,
+            frozenset(c for c in rule.configs if c in kept),
+            spec,
+        )
+        self._plans = [*self._plans[-(MAX_PLANS - 1) :], plan]
+
+
+def _decide(
+    plan: _Plan,
+    site: Any,
+    call: miss.Call,
+    readable: dict[str, Any],
+    text: str,
+    features: Mapping[str, float],
+) -> miss.Resolved | None:
+    """The plan's decision for a new key of its layout, or None (the general way decides)."""
+    # What the general way works out from the environment (the settings, the knobs, Triton's
+    # variables, where records are), from the device and from the kernel is as it was when
+    # the plan was made: the site's process context is still the plan's.
+    part = plan.part
+    device = bt.device_facts()
+    if (
+        call.lazy is not None
+        or site.prune_reads
+        or not environ_unchanged(plan.environ)
+        or site.context_memo is not part
+        or not (device is part.device or device == part.device)
+        or bt.kernel_info(call.kernel) is not part.info
+        or not rules_decide()
+        or distributed.active() is not None
+    ):
+        return None
+    settings = plan.settings
+    digest = part.digest.of_text(text)
+    if site.decided(digest) is not None or record_stores().get(digest) is not None:
+        return None
+    if find_rules(part.rule_digest) is not plan.rules or not plan.family.in_range(features):
+        return None
+    config = plan.rule.configs[plan.family.pick(features)]
+    if config not in plan.allowed:
+        return None
+    options = plan.options.get(config)
+    if options is None:
+        options = plan.options[config] = decision_options(config, settings, part.target)
+    about = Subject(
+        site.site_id,
+        call.kernel,
+        part.info,
+        settings,
+        readable,
+        part.context,
+        digest,
+        part.rule_digest,
+        part.target,
+    )
+    result = LaunchResult(
+        config=config,
+        source="memory",
+        key=readable,
+        digest=digest,
+        site=site.site_id,
+        record=None,
+        space=settings.configs,
+    )
+    decision = Decision(config, options, "rule", None)
+    return miss.Resolved(decision, result, result.with_source("rule"), about, plan.spec)
