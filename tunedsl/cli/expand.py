@@ -33,12 +33,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _read(script: str) -> tuple[bytes, str] | None:
     if script == "-":
         return sys.stdin.buffer.read(), "<stdin>"
+    from tunedsl.frontend.source import read_source, unreadable_reason
+
     path = os.path.abspath(script)
     try:
-        with open(path, "rb") as file:
-            return file.read(), path
+        return read_source(path), path  # a FIFO or a device is refused, never waited on
     except OSError as err:
-        reason = "is a directory" if os.path.isdir(path) else (err.strerror or str(err))
+        reason = unreadable_reason(path, err, "- to read standard input")
         print(f"tunedsl expand: error: cannot open {script!r}: {reason}", file=sys.stderr)
         return None
 

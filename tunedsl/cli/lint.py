@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,11 @@ DESCRIPTION = (
 )
 
 
+#: tunedsl's own finding: ``blocks=`` floor-divides by a configuration field. A warning
+#: (the exit status stays as ruff's findings make it): a user may mean it.
+FLOOR_GRID = "TDS001"
+
+
 @dataclass(frozen=True)
 class LintText:
     """The text ruff checks, and the places where a finding is the rewrite's, not the user's."""
@@ -42,6 +48,8 @@ class LintText:
     placeholders: frozenset[tuple[int, int]]  # (line, 1-based column) of each `$`
     blanked: tuple[tuple[int, int], ...]  # character offsets [start, end) blanked
     line_starts: tuple[int, ...]  # character offset of each line (the front end's map)
+    # tunedsl's own warnings: (line, 1-based column, message)
+    warnings: tuple[tuple[int, int, str], ...] = ()
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -83,12 +91,58 @@ def lint_text(source: bytes, filename: str) -> LintText | None:
                     if chars[i] not in "\r\n":
                         chars[i] = " "
                 blanked.append((arg.start, arg.value_start))
+    rewritten = "".join(chars)
     return LintText(
-        "".join(chars),
+        rewritten,
         frozenset(_ruff_position(src.line_col(ph.start)) for ph in placeholders),
         tuple(blanked),
         tuple(src.line_starts),
+        tuple(w for macro in macros for w in _floor_grids(src, rewritten, macro)),
     )
+
+
+def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, str]]:
+    """``blocks=`` terms ``a // b`` with a ``$field`` in ``a`` or ``b``: ``n // $tile`` launches
+    too few programs when ``n`` is not a multiple of the tile (the last, partial tile is never
+    computed, which only ``verify=`` would catch); ``cdiv(n, $tile)`` rounds up."""
+    import ast
+
+    from tunedsl.frontend.parser import parse_expression_at
+
+    out: list[tuple[int, int, str]] = []
+    for arg in macro.args:
+        if arg.keyword != "blocks" or not arg.placeholders:
+            continue
+        fields = {src.byte_col(ph.start): ph.name for ph in arg.placeholders}
+        try:
+            node = parse_expression_at(src, rewritten, arg.value_start, arg.value_end)
+        except SyntaxError:
+            continue  # the expansion reports it
+        for div in ast.walk(node):
+            if not (isinstance(div, ast.BinOp) and isinstance(div.op, ast.FloorDiv)):
+                continue
+            used = [
+                fields[(name.lineno, name.col_offset)]
+                for name in ast.walk(div)
+                if isinstance(name, ast.Name) and (name.lineno, name.col_offset) in fields
+            ]
+            if not used:
+                continue
+            whole, left, right = (" ".join((ast.get_source_segment(src.text, part) or "").split())
+                                  for part in (div, div.left, div.right))  # fmt: skip
+            line, col = div.lineno, src.char_col(div.lineno, div.col_offset) + 1
+            out.append(
+                (
+                    line,
+                    col,
+                    f"{FLOOR_GRID} warning: blocks= uses `//` on the configuration field "
+                    f"${used[0]}: `{whole}` rounds down, so when {left} is not a multiple "
+                    f"of {right} the last, partial block is never launched; use "
+                    f"cdiv({left}, {right}) (or add `# noqa: {FLOOR_GRID}` where the floor "
+                    "is meant)",
+                )
+            )
+    return out
 
 
 def _ruff_position(line_col: tuple[int, int]) -> tuple[int, int]:
@@ -122,12 +176,12 @@ def _ruff() -> list[str] | None:
 def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
     """ruff's findings for one file as ``file:line:col: CODE message`` lines, and a status."""
     from tunedsl.errors import TunedslSyntaxError
+    from tunedsl.frontend.source import read_source, unreadable_reason
 
     try:
-        with open(path, "rb") as file:
-            source = file.read()
+        source = read_source(path)  # a FIFO or a device is refused, never waited on
     except OSError as err:
-        return [f"tunedsl lint: error: cannot open {path!r}: {err.strerror or err}"], 2
+        return [f"tunedsl lint: error: cannot open {path!r}: {unreadable_reason(path, err)}"], 2
     try:
         rewrite = lint_text(source, os.path.abspath(path))
     except TunedslSyntaxError as err:
@@ -145,14 +199,33 @@ def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
     except ValueError:
         message = proc.stderr.decode("utf-8", "replace").strip() or "no output"
         return [f"tunedsl lint: error: ruff failed on {path}: {message}"], 2
-    lines = []
+    lines = [
+        f"{path}:{line}:{col}: {message}"
+        for line, col, message in (rewrite.warnings if rewrite is not None else ())
+        if rewrite is not None and not _noqa(rewrite, line, FLOOR_GRID)
+    ]
+    warnings = len(lines)
     for finding in findings:
         if rewrite is not None and not _keep(finding, rewrite):
             continue
         loc = finding.get("location") or {}
         code = finding.get("code") or "syntax-error"
         lines.append(f"{path}:{loc.get('row')}:{loc.get('column')}: {code} {finding['message']}")
-    return lines, 1 if lines else 0
+    return lines, 1 if len(lines) > warnings else 0
+
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.I)
+
+
+def _noqa(rewrite: LintText, line: int, code: str) -> bool:
+    """Whether ``line`` says ``# noqa`` (bare, or naming ``code``), as ruff reads it."""
+    start = rewrite.line_starts[line - 1]
+    end = rewrite.line_starts[line] if line < len(rewrite.line_starts) else len(rewrite.text)
+    found = _NOQA.search(rewrite.text, start, end)
+    if found is None:
+        return False
+    codes = found.group("codes")
+    return codes is None or code in {c.strip().upper() for c in codes.split(",")}
 
 
 def main(args: argparse.Namespace) -> int:

@@ -309,9 +309,12 @@ def _save(plan: Any, out: Path) -> None:
 
     first, built = plan.first, plan.built
     ctx = first.context if isinstance(first.context, dict) else {}
+    kernel = {k: first.kernel.get(k) for k in ("qualname", "source_hash")}
+    if first.kernel.get("launch") is not None:  # the site's launch text names the rule too
+        kernel["launch"] = first.kernel["launch"]
     rule = Rule(
         site=first.site,
-        kernel={k: first.kernel.get(k) for k in ("qualname", "source_hash")},
+        kernel=kernel,
         hints=ctx.get("hints"),
         env=ctx.get("env"),
         device=device_of(first.device),

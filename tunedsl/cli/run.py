@@ -92,9 +92,12 @@ def _report_uncaught(err: BaseException) -> None:
         print(err.render(), file=sys.stderr)
         return
     from tunedsl.errors import TunedslError
+    from tunedsl.runtime.launch_effect import USER_EXPRESSION
 
-    if isinstance(err, (TunedslError, KeyboardInterrupt)) and not sys.flags.dev_mode:
-        # A mistake reported by tunedsl (a bad blocks=, a kernel without @triton.jit), a
+    mistake = isinstance(err, (TunedslError, KeyboardInterrupt)) or hasattr(err, USER_EXPRESSION)
+    if mistake and not sys.flags.dev_mode:
+        # A mistake reported by tunedsl (a bad blocks=, a kernel without @triton.jit), an
+        # error raised by the site's own expressions (blocks= under one configuration), a
         # failed tune or a Ctrl-C: the user's frames only, as pytest hides its own
         # (`python -X dev` keeps them).
         tb = without_own_frames(tb)

@@ -14,6 +14,7 @@ import bisect
 from dataclasses import dataclass
 
 from tunedsl.frontend.checks import MacroChecks
+from tunedsl.frontend.launch_text import launch_text
 from tunedsl.frontend.literals import literal_of, literal_space
 from tunedsl.frontend.nodes import (
     Span,
@@ -164,6 +165,7 @@ class _MacroExpander(MacroChecks):
         self.span = span_of(src, macro.start, macro.end)
         self.scope = MODULE_SCOPE
         self.ordinals: dict[tuple[str, str], int] = {}
+        self.launch_text = ""  # what the launch does per configuration (``_call`` sets it)
 
     # -- rewrite --------------------------------------------------------------------------
 
@@ -199,7 +201,6 @@ class _MacroExpander(MacroChecks):
         blocks = self._blocks(keywords["blocks"])
         if fields is not None:  # after the hint and blocks= checks: those say more
             self._check_unread_fields(space_arg.node)  # type: ignore[arg-type]
-        site = self._site(launch, space_literal, static_hints, options, "key" in keywords)
         call = self._call(
             launch,
             blocks,
@@ -208,6 +209,7 @@ class _MacroExpander(MacroChecks):
             lazy_hints,
             lazy_options,
         )
+        site = self._site(launch, space_literal, static_hints, options, "key" in keywords)
         return site, call
 
     def _blocks(self, arg: MacroArg) -> ast.expr:
@@ -290,6 +292,7 @@ class _MacroExpander(MacroChecks):
             "options": dict_display(options),
             "placeholders": ast.Tuple(elts=placeholders, ctx=ast.Load()),
             "has_key": const(has_key),
+            "launch": const(self.launch_text),
         }
         make_site = ast.Call(
             func=ast.Attribute(value=load(self.names.runtime), attr="make_site", ctx=ast.Load()),
@@ -315,7 +318,8 @@ class _MacroExpander(MacroChecks):
 
         args: list[ast.expr] = []
         holes: list[ast.expr] = []
-        for arg in call.args:
+        per_config: list[tuple[str, ast.expr]] = []  # (argument, its expression using $)
+        for i, arg in enumerate(call.args):
             new = subst.visit_counting(arg)
             if new is None:
                 args.append(arg)
@@ -325,6 +329,7 @@ class _MacroExpander(MacroChecks):
                 hole = ast.Attribute(value=load(self.names.runtime), attr="HOLE", ctx=ast.Load())
                 args.append(at(hole, node_span(arg)))
                 holes.append(new)
+                per_config.append((str(i), arg))
         static_kw: list[tuple[str | None, ast.expr]] = []
         dynamic_kw: list[tuple[str | None, ast.expr]] = []
         seen: set[str] = set()
@@ -353,8 +358,10 @@ class _MacroExpander(MacroChecks):
                 raise self._starred_error(kw)
             else:
                 dynamic_kw.append((kw.arg, new))
+                per_config.append((kw.arg, kw.value))
         blocks = subst.visit(blocks)
         subst.check_all_found(self._error)
+        self.launch_text = launch_text(self.src, [*per_config, ("blocks", blocks)])
         for part in [*holes, *(value for _, value in dynamic_kw), blocks]:
             self._check_deferred(part, "an expression that uses `$name`", "once per configuration")
         lazy_parts = [("space=", lazy_space)] if lazy_space is not None else []

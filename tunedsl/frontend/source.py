@@ -8,11 +8,55 @@ messages, and UTF-8 byte columns for AST nodes.
 from __future__ import annotations
 
 import bisect
+import errno
 import io
+import os
 import re
+import stat
 import tokenize
 
 from tunedsl.errors import TunedslSyntaxError
+
+#: The largest source file read: a module is rarely over a few MiB, and a bigger "file" is
+#: not one (a link to /dev/zero would otherwise be read until memory ran out).
+MAX_SOURCE_BYTES = 64 * 1024 * 1024
+
+
+def read_source(path: str) -> bytes:
+    """A source file's bytes: a regular file of at most ``MAX_SOURCE_BYTES``, opened without
+    blocking; OSError otherwise (``not a regular file`` for a FIFO, a device or a directory,
+    which would block or never end)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)  # follows a link, as Python's import does
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = fh.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise OSError(errno.EFBIG, f"over the {MAX_SOURCE_BYTES}-byte limit of a source file")
+    return data
+
+
+def unreadable_reason(path: str, err: OSError, instead: str = "") -> str:
+    """Why ``read_source(path)`` failed, for a message: ``is a directory``, ``is a FIFO``
+    (or a device, a socket: no file of source to read; ``instead`` says what to give
+    instead), else the system's reason."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    kind = next((name for test, name in kinds if mode and test(mode)), "")
+    if kind or err.errno == errno.EINVAL:
+        what = f"is {kind}, not a regular file" if kind else "is not a regular file"
+        hint = f"; give a source file{', or ' + instead if instead else ''}"
+        return f"{what} (reading it could block or never end){hint}"
+    return err.strerror or str(err)
+
 
 # Python counts lines at \r\n, \r and \n only (str.splitlines knows more separators).
 _NEWLINE = re.compile(r"\r\n|\r|\n")

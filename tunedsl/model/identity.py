@@ -25,7 +25,7 @@ The front end knows the enclosing function; it passes ``scope=`` and ``ordinal=`
 ``make_site``, which declares them here before building the ``Site``. The plain API
 (``autotune_launch``) has no expander: its scope is found by parsing the caller's file
 with ``ast`` (plain Python), and its ordinal counts the ``autotune_launch`` calls before it
-in that function.
+in that function (on earlier lines, and left of it on a line that holds several).
 
 Older records are migrated on first use (``runtime/legacy_records.py``): those of
 tunedsl 0.1 (identity ``file:line:col`` or ``name=``, every tool version in the digest)
@@ -189,7 +189,8 @@ def _scope_in(defs: tuple[_Def, ...], line: int) -> str:
 
 class _FileIndex(NamedTuple):
     defs: tuple[_Def, ...]
-    calls: tuple[tuple[str, int], ...]  # (callee name, line) of every call in the file
+    # (callee name, line, col, end line, end col) of every call in the file
+    calls: tuple[tuple[str, int, int, int, int], ...]
 
 
 @functools.lru_cache(maxsize=16)
@@ -199,29 +200,71 @@ def _index(source: str, filename: str) -> _FileIndex:
     parsed again)."""
     tree = ast.parse(source, filename)
     calls = tuple(
-        (_callee_name(node.func), node.lineno)
+        (
+            _callee_name(node.func),
+            node.lineno,
+            node.col_offset,
+            node.end_lineno or node.lineno,
+            node.end_col_offset or 0,
+        )
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
     )
     return _FileIndex(_defs(tree.body), calls)
 
 
+def _file_index(filename: str) -> _FileIndex | None:
+    try:
+        with open(filename, encoding="utf-8") as fh:
+            return _index(fh.read(), filename)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
 def _scope_from_file(filename: str, line: int, kernel_text: str) -> tuple[str, int]:
     """(scope, ordinal) of a call at ``line`` of a plain Python file; when the file cannot
     be read or parsed, the line stands in for the scope (the old behaviour)."""
-    try:
-        with open(filename, encoding="utf-8") as fh:
-            index = _index(fh.read(), filename)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
+    index = _file_index(filename)
+    if index is None:
         return f"line {line}", 0
     scope = _scope_in(index.defs, line)
     callee = kernel_text.rpartition(".")[2]
     earlier = sum(
         1
-        for name, start in index.calls
+        for name, start, *_ in index.calls
         if name == callee and start < line and _scope_in(index.defs, start) == scope
     )
     return scope, earlier
+
+
+def calls_on_line(filename: str, line: int, callee: str) -> int:
+    """How many calls of a function named ``callee`` start on ``line`` of ``filename``
+    (0 when the file cannot be read or parsed)."""
+    index = _file_index(filename)
+    if index is None:
+        return 0
+    return sum(1 for name, start, *_ in index.calls if name == callee and start == line)
+
+
+def declare_call(filename: str, line: int, end: tuple[int, int], callee: str) -> int:
+    """Declare the identity of the call of ``callee`` at ``line`` of a plain Python file
+    that ends at ``end`` (line, col), one of several such calls on that line, and return
+    its 0-based column. Its ordinal counts the calls of the scope on earlier lines (as for
+    a call alone on its line) and those on this line left of it, so each call is its own
+    site; -1 when no call of the file ends there."""
+    index = _file_index(filename)
+    here = [c for c in index.calls if c[0] == callee and (c[3], c[4]) == end] if index else []
+    if index is None or not here or here[0][1] != line:
+        return -1
+    col = here[0][2]
+    scope, ordinal = _scope_from_file(filename, line, callee)
+    ordinal += sum(
+        1
+        for name, start, start_col, *_ in index.calls
+        if name == callee and start == line and start_col < col
+    )
+    declare(filename, line, col, scope, ordinal)
+    return col
 
 
 def _callee_name(func: ast.expr) -> str:

@@ -241,7 +241,7 @@ class Rule:
     and how it did on the swept keys it was not built from."""
 
     site: str
-    kernel: dict[str, Any]  # qualname, source_hash
+    kernel: dict[str, Any]  # qualname, source_hash (and the DSL site's launch text)
     hints: Any
     env: Any
     device: dict[str, Any]  # type, name, capability, arch of the GPU it was measured on

@@ -17,13 +17,12 @@ arguments, shows progress and renders the summary.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
-import stat
 from collections.abc import Callable, Iterator, Sequence
 
 from tunedsl.errors import UsageError
+from tunedsl.frontend.source import read_source
 from tunedsl.model.config import Config
 from tunedsl.precompile.summary import Summary, describe_error
 from tunedsl.precompile.workload import (
@@ -48,11 +47,6 @@ _WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
 
 
-#: The largest source file read: a module is rarely over a few MiB, and a bigger "file" is
-#: not one (a link to /dev/zero would otherwise be read until memory ran out).
-MAX_SOURCE_BYTES = 64 * 1024 * 1024
-
-
 def iter_python_files(paths: Sequence[str]) -> Iterator[str]:
     """Every ``.py`` file under ``paths`` (recursively, sorted; hidden and venv dirs skipped).
     Under a directory only regular files count: a FIFO or device named ``*.py`` would block
@@ -71,21 +65,6 @@ def iter_python_files(paths: Sequence[str]) -> Iterator[str]:
             raise UsageError(f"precompile: {path} is not a regular file or a directory")
         else:
             raise UsageError(f"precompile: no such file or directory: {path}")
-
-
-def read_source(path: str) -> bytes:
-    """A source file's bytes: a regular file of at most ``MAX_SOURCE_BYTES``, opened without
-    blocking (it may have become a FIFO since it was listed); OSError otherwise."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)  # follows a link, as Python's import does
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        data = fh.read(MAX_SOURCE_BYTES + 1)
-    if len(data) > MAX_SOURCE_BYTES:
-        raise OSError(errno.EFBIG, f"over the {MAX_SOURCE_BYTES}-byte limit of a source file")
-    return data
 
 
 def _has_gpu() -> bool:

@@ -21,12 +21,17 @@ from tunedsl.runtime.result import LaunchResult
 if TYPE_CHECKING:
     pass
 
-# (filename, line, name) -> Site for autotune_launch call locations
-_sites: dict[tuple[str, int, Any], Any] = {}
+# (filename, line, name) -> Site for autotune_launch call locations; a line with several
+# calls (no name=) has one site per call: (filename, line, name, column).
+_sites: dict[tuple[Any, ...], Any] = {}
+# Lines holding several calls: (filename, line, name) -> {(code, instruction): column}.
+_shared_lines: dict[tuple[str, int, Any], dict[tuple[Any, int], int]] = {}
 # Per site, per list of names a kwargs= function returned: those alike for every
 # configuration. A call that returns other names (an optional tensor passed only
 # sometimes) is probed again, so its tensors are keyed like the first call's.
-_fixed_by_names: dict[tuple[str, int, Any], dict[tuple[str, ...], tuple[str, ...]]] = {}
+_fixed_by_names: dict[tuple[Any, ...], dict[tuple[str, ...], tuple[str, ...]]] = {}
+# Per site: the configuration whose arguments key its calls (args= or kwargs= functions).
+_key_configs: dict[Any, Config] = {}
 _sites_lock = threading.Lock()
 
 
@@ -65,10 +70,11 @@ def autotune_launch(
     (``num_stages=3``). Space fields named like hints become launch options.
     """
     frame = sys._getframe(1)
-    where = (frame.f_code.co_filename, frame.f_lineno, name)
+    where: tuple[Any, ...] = (frame.f_code.co_filename, frame.f_lineno, name)
     site = _sites.get(where)
     if site is None:
-        site = _make_site(where, space, hints, name, key is not None)
+        where = _call_place(frame, where)
+        site = _sites.get(where) or _make_site(where, space, hints, name, key is not None)
     args_fn = args if callable(args) else None
     kwargs_fn = kwargs if callable(kwargs) else None
     grid_fn = grid if callable(grid) else None
@@ -77,7 +83,7 @@ def autotune_launch(
         # What a kwargs= function returns alike for every configuration (the same tensor
         # on every call, a number) enters the key and prune=, as positional arguments do;
         # the rest stays per configuration.
-        once = dict(kwargs_fn(site.key_config(space, default)))
+        once = dict(kwargs_fn(_key_config(site, space, default)))
         by_names = _fixed_by_names.setdefault(where, {})
         names = by_names.get(tuple(once))
         if names is None:  # first call with these names: which do not depend on the config
@@ -85,7 +91,7 @@ def autotune_launch(
         static_kwargs = {k: once[k] for k in names}
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
-        positional = tuple(args_fn(site.key_config(space, default)))
+        positional = tuple(args_fn(_key_config(site, space, default)))
     else:
         positional = args if isinstance(args, tuple) else tuple(args)
 
@@ -162,7 +168,7 @@ def _fixed_names(
     from tunedsl.model.settings import LIST_LIMIT
     from tunedsl.model.space import search_space
 
-    twice = dict(kwargs_fn(site.key_config(space, default)))
+    twice = dict(kwargs_fn(_key_config(site, space, default)))
     spec = search_space(space)
     if spec.size_hint() <= LIST_LIMIT:
         probe = list(spec.iter_valid())
@@ -210,19 +216,76 @@ def _is_seq(value: Any) -> bool:
     return isinstance(value, (tuple, list))
 
 
+def _call_place(frame: Any, where: tuple[str, int, Any]) -> tuple[Any, ...]:
+    """Where the site of this call is kept: ``where`` for a call alone on its line (or
+    named by name=), else ``where`` and the call's column, each call its own site."""
+    from tunedsl.model import identity
+
+    filename, line, name = where
+    if name is not None:
+        return where  # name= is the identity: calls of one name= are one site
+    with _sites_lock:
+        columns = _shared_lines.get(where)
+        if columns is None:
+            if identity.calls_on_line(filename, line, "autotune_launch") < 2:
+                return where
+            columns = _shared_lines[where] = {}
+        at = (frame.f_code, frame.f_lasti)
+        col = columns.get(at)
+        if col is None:
+            col = columns[at] = _column(frame, filename, line)
+    return where if col < 0 else (*where, col)
+
+
+def _column(frame: Any, filename: str, line: int) -> int:
+    """The column of the ``autotune_launch`` call ``frame`` is making (its identity
+    declared), -1 where Python does not tell instruction positions (3.10)."""
+    from tunedsl.model import identity
+    from tunedsl.warn import warn_once
+
+    positions = getattr(frame.f_code, "co_positions", None)
+    end: tuple[Any, Any] = (None, None)
+    if positions is not None:
+        for i, (_, end_line, _, end_col) in enumerate(positions()):
+            if i == frame.f_lasti // 2:
+                end = (end_line, end_col)
+                break
+    col = identity.declare_call(filename, line, end, "autotune_launch")
+    if col < 0:
+        warn_once(
+            f"shared-line:{filename}:{line}",
+            f"{filename}:{line}: this line holds several autotune_launch calls and Python "
+            "does not tell them apart here, so they share one site (and its decisions); put "
+            "each on its own line or give each its own name=",
+            UserWarning,
+            stacklevel="user",
+        )
+    return col
+
+
+def _key_config(site: Any, space: Any, default: Any) -> Config:
+    """The configuration whose arguments key a call of ``site`` with ``args=fn``."""
+    cfg = _key_configs.get(site)
+    if cfg is None:
+        from tunedsl.model.settings import key_config
+
+        cfg = _key_configs[site] = key_config(space, default, site.label)
+    return cfg
+
+
 def _make_site(
-    where: tuple[str, int, Any], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
+    where: tuple[Any, ...], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
 ) -> Any:
     from tunedsl.runtime.site import Site
 
     with _sites_lock:
         site = _sites.get(where)
         if site is None:
-            filename, line, _ = where
+            filename, line = where[0], where[1]
             site = Site(
                 filename=filename,
                 line=line,
-                col=0,
+                col=where[3] if len(where) > 3 else 0,
                 kernel_text="autotune_launch",
                 space=None,  # given per call (it may be rebuilt on each call)
                 static_hints=dict(hints),

@@ -68,25 +68,36 @@ def context(
     settings: Settings,
     device: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    launch: str | None = None,
 ) -> dict[str, Any]:
     """Process constants that belong in the digest (never in the per-call key);
-    ``device``/``env``: ``device_facts()`` and ``triton_env()`` when the caller has them."""
+    ``device``/``env``: ``device_facts()`` and ``triton_env()`` when the caller has them;
+    ``launch``: the site's per-configuration launch text (the DSL's ``blocks=`` and the
+    arguments written with ``$``), so an edit of it is a new key, as an edit of the kernel is."""
     from tunedsl.backends import triton as bt
 
     device = bt.device_facts() if device is None else device
-    return {
+    kernel = {
         # The kernel's file, never its module name: that depends on how the file was
         # loaded (``__main__``, the stem, the dotted name), and one kernel has one record.
-        "kernel": {
-            "qualname": info.qualname,
-            "file": file_identity(info.file),
-            "source_hash": info.source_hash,
-        },
+        "qualname": info.qualname,
+        "file": file_identity(info.file),
+        "source_hash": info.source_hash,
+    }
+    if launch is not None:  # absent for the plain API, whose grid and args are functions
+        kernel["launch"] = launch
+    return {
+        "kernel": kernel,
         "hints": json_safe(settings.hints),
         "device": {k: device.get(k) for k in ("type", "name", "capability", "arch")},
         "toolchain": store.keyed_toolchain(bt.toolchain()),  # not torch's, not tunedsl's
         "env": bt.triton_env() if env is None else dict(env),
     }
+
+
+def launch_of(kernel: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"launch": text}`` of a context's (or record's) kernel part, ``{}`` without one."""
+    return {"launch": kernel["launch"]} if kernel.get("launch") is not None else {}
 
 
 def decision_options(config: Config, settings: Settings, target: Any = None) -> dict[str, Any]:
@@ -377,7 +388,7 @@ def tune_and_record(
         key=subject.readable,
         chosen=outcome.chosen,
         results=tuple(outcome.results),
-        kernel=info.describe(),
+        kernel={**info.describe(), **launch_of(ctx["kernel"])},
         signature=signature,
         device=bt.device_facts(),
         versions=bt.toolchain(),

@@ -34,9 +34,11 @@ def make_site(
     has_key: bool = False,
     scope: str | None = None,
     ordinal: int = 0,
+    launch: str | None = None,
 ) -> Any:
     """Build the site of one macro call (once per module load). ``scope`` and ``ordinal``
-    name the site (``model/identity.py``); expansions older than them omit them."""
+    name the site (``model/identity.py``); ``launch`` is the launch's per-configuration text,
+    in its records' digest. Expansions older than them omit them."""
     if scope is not None:
         identity.declare(filename, line, col, scope, ordinal)
     site = Site(
@@ -51,6 +53,7 @@ def make_site(
         has_key=has_key,
         end_line=end_line,
         end_col=end_col,
+        launch=launch,
     )
     wrap = site_wrapper
     return site if wrap is None else wrap(site)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from tunedsl import knobs
 from tunedsl.model import repeat_check
 from tunedsl.model.config import Config
-from tunedsl.model.hole import fill_holes
-from tunedsl.model.keys import is_tensor, is_tensor_descriptor
+from tunedsl.model.hole import ReplaceArgs, fill_holes
+from tunedsl.model.keys import is_tensor, is_tensor_descriptor, readable_value
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ class Entry:
     __slots__ = (
         "config",
         "fused",
+        "hole_layouts",
         "launcher",
         "launcher_object",
         "repeat",
@@ -71,6 +72,8 @@ class Entry:
         # The C fused launch (runtime/fused.py) of this entry's layout, built with ``repeat``
         # where it can be had.
         self.fused: Fused | None = None
+        # The dtype and layout of each tensor a `$` argument gave on the first launch.
+        self.hole_layouts: tuple[Any, ...] | None = None
 
     def launch(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], bind: Callable[[Config], Any]
@@ -79,10 +82,33 @@ class Entry:
         arguments and grid): fill the holes, zero the ``reset_to_zero`` buffers, launch."""
         holes, dyn_kwargs, grid = bind(self.config)
         if holes:
+            if not isinstance(holes, ReplaceArgs):
+                self.check_holes(holes)
             args = fill_holes(args, holes)
         if self.zeroing:
             self.zero(args, static_kwargs, dyn_kwargs)
         self.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
+
+    def check_holes(self, holes: Sequence[Any]) -> None:
+        """The tensors the `$` arguments give must have the dtype and layout they had when
+        this key was decided (the record key holds them): one that follows something the
+        key does not hold would launch a decision measured on other tensors."""
+        layouts = tuple(readable_value(h, False, False) if is_tensor(h) else None for h in holes)
+        if self.hole_layouts is None:
+            self.hole_layouts = layouts
+        elif layouts != self.hole_layouts:
+            from tunedsl.errors import UsageError
+
+            now, then = next(
+                (n, t) for n, t in zip(layouts, self.hole_layouts, strict=True) if n != t
+            )
+            raise UsageError(
+                f"{self.result.site}: an argument written with `$` gave {_layout(now)} here "
+                f"but {_layout(then)} when this call's key was decided (same arguments, same "
+                "key=), so that decision was measured on other tensors. What picks the tensor "
+                "must be in the key: pass it to the kernel, or add it to key= (e.g. "
+                "key=(n, str(buffer.dtype)))"
+            )
 
     def zero(
         self, args: Sequence[Any], static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]
@@ -91,6 +117,12 @@ class Entry:
             zero(args[i])
         for name in self.zero_kw:
             zero(static_kwargs.get(name) if name in static_kwargs else dyn_kwargs.get(name))
+
+
+def _layout(layout: Any) -> str:
+    if not isinstance(layout, dict):
+        return "no tensor"
+    return f"a {layout.get('dtype')} tensor of stride pattern {layout.get('stride')}"
 
 
 def zero(value: Any) -> None:

@@ -13,7 +13,8 @@ otherwise, and both pass the launch's binding checks:
 
 Both are found on the variants of a call once they are bound (the launch as it would run),
 so the DSL and ``autotune_launch`` are checked alike. Binding itself may fail under one
-configuration (``cdiv(n, $tile)`` with ``tile=0``): ``note_bind_failed`` names it.
+configuration (``cdiv(n, $tile)`` with ``tile=0``): ``note_bind_failed`` names it, and
+``from_expression`` makes its traceback end at the user's expression, as for other mistakes.
 """
 
 from __future__ import annotations
@@ -121,3 +122,34 @@ def note_bind_failed(err: Exception, config: Config, label: str) -> None:
         "expression, or leave such configurations out of space= (a Space constraint= or "
         "prune=)"
     )
+
+
+#: Set on an exception that the site's own expressions raised (``from_expression``): its
+#: traceback holds the user's frames only, and ``tunedsl run`` prints it so.
+USER_EXPRESSION = "__tunedsl_user_expression__"
+
+
+def from_expression(err: BaseException, filename: str) -> BaseException | None:
+    """``err`` without tunedsl's frames when the site's own expressions in ``filename``
+    raised it (``blocks=``, an argument written with ``$``, a non-literal ``space=`` or
+    option: the first frame below tunedsl's is one of the site's file); None otherwise (a
+    fault of tunedsl's keeps its frames)."""
+    from tunedsl.runtime.mistakes import is_own_file, user_frames_only
+
+    tb, below_own = err.__traceback__, False
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if is_own_file(name):
+            below_own = True
+        elif below_own:
+            if name != filename:
+                return None
+            break
+        tb = tb.tb_next
+    if tb is None:
+        return None
+    try:
+        setattr(err, USER_EXPRESSION, True)
+    except AttributeError:  # an exception class without a __dict__: frames trimmed all the same
+        pass
+    return user_frames_only(err)

@@ -63,7 +63,7 @@ def _older(subject: Subject) -> list[tuple[str, dict[str, Any]]]:
     info = subject.info
     modules = dict.fromkeys((info.module, "__main__", *identity.module_names(info.file)))
     out: list[tuple[str, dict[str, Any]]] = []
-    kernel = {k: v for k, v in ctx["kernel"].items() if k != "file"}
+    kernel = {k: v for k, v in ctx["kernel"].items() if k not in ("file", "launch")}
     for module in modules:
         out.append((by_base_name, {**ctx, "kernel": {**kernel, "module": module}}))
     if legacy:

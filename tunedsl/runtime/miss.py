@@ -74,6 +74,7 @@ class SiteView(Protocol):
     prune_reads: frozenset[str]  # arguments prune= has read: their values join the key
     fields_checked: Any  # the candidates whose fields the launch was seen to read
     context_memo: Any  # the process part of its keys' digests (``subject``)
+    launch_text: str | None  # the launch's per-configuration text (the DSL's; in the digest)
 
     def settings(self, lazy: Lazy | None) -> Settings:
         """The site's settings, with the non-literal parts ``lazy`` gives."""
@@ -233,7 +234,7 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     # (site.call_key); an unaligned one is another Triton kernel, so its record is another.
     readable = keys.readable_key(
         info.arg_names,
-        call.args,
+        _tensor_holes_filled(call, settings),
         call.static_kwargs,
         user_key,
         info.value_keyed,
@@ -259,6 +260,29 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         part.rule_digest,
         part.target,
     )
+
+
+def _tensor_holes_filled(call: Call, settings: Settings) -> tuple[Any, ...]:
+    """The call's positional arguments for its record key: a ``$`` argument that gives a
+    tensor (a buffer picked per configuration, ``scratch[$split]``) keyed by the tensor it
+    gives under the default configuration, since its dtype and layout change the kernel
+    Triton compiles and so the best choice, and may follow what the rest of the key does
+    not hold; any other ``$`` argument (a number of the configuration) stays ``"$"``.
+    ``Entry`` checks that later calls of the key give tensors of the same dtype and layout."""
+    if not any(a is HOLE for a in call.args):
+        return call.args
+    try:
+        holes = call.bind(settings.default)[0]
+    except Exception:  # the expression fails under the default: the candidates' binding says
+        return call.args
+    if isinstance(holes, ReplaceArgs):  # the plain API keys args= by the default already
+        return call.args
+    filled = iter(holes)
+    out = []
+    for a in call.args:
+        value = next(filled, HOLE) if a is HOLE else a
+        out.append(value if a is not HOLE or keys.is_tensor(value) else HOLE)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +316,7 @@ def process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
     ):
         return memo
     environ = knobs.environ_snapshot()
-    context = decide.context(info, settings, device, bt.triton_env())
+    context = decide.context(info, settings, device, bt.triton_env(), site.launch_text)
     rule = rule_digest(site.site_id, context["kernel"], context["hints"], context["env"])
     memo = _ProcessPart(
         site.site_id,

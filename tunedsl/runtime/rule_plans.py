@@ -13,8 +13,8 @@ the site's space keeps).
 
 A plan decides exactly what the general way would, or leaves the miss to it. It is used only
 where nothing it skips can apply: no ``prune=``, ``verify=``, ``restore_value=``,
-``reset_to_zero=``, ``key=`` or non-literal settings; no process group of ranks; outside a
-sweep; the same settings, environment, device and rule file as when it was made. Each new key
+``reset_to_zero=``, ``key=``, non-literal settings or positional argument written with ``$``;
+no process group of ranks; outside a sweep; the same settings, environment, device and rule file as when it was made. Each new key
 still has its records looked up (a record decides before a rule) and its pick checked against
 the rule's range and the site's space; anything else (a record, a size outside the swept
 range, a decision already made under another call key) goes the general way.
@@ -110,6 +110,7 @@ class RulePlans:
             or settings.restore_value
             or settings.reset_to_zero
             or list(about.readable) != ["args"]
+            or any(a is HOLE for a in call.args)  # a `$` tensor is keyed by what it gives
             or not about.rule_digest
             or distributed.active() is not None
             or site.context_memo is None

@@ -57,8 +57,9 @@ def rule_pick(
             warn_once(
                 f"rule-other-kernel:{digest}",
                 f"{others[0]} is a rule for {subject.site_id} built for another version of its "
-                "kernel (its source, static hints or Triton environment changed since the "
-                "sweep), so it decides no key of this kernel; sweep again and run "
+                "kernel (its source, its launch's blocks= or arguments written with `$`, "
+                "static hints or Triton environment changed since the sweep), so it decides "
+                "no key of this kernel; sweep again and run "
                 "`tunedsl rules build`",
                 stacklevel="user",
             )

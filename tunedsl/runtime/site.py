@@ -28,7 +28,7 @@ from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import check_placeholders
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import entry as entries
-from tunedsl.runtime import miss, mistakes, rule_plans
+from tunedsl.runtime import launch_effect, miss, mistakes, rule_plans
 from tunedsl.runtime.entry import Entry, Fused, drop_kernel, evict, no_repeat, repeat_factory
 from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
@@ -71,6 +71,7 @@ class Site:
         has_key: bool = False,
         end_line: int | None = None,
         end_col: int | None = None,
+        launch: str | None = None,
     ) -> None:
         self.filename = filename
         self.line = line
@@ -83,6 +84,7 @@ class Site:
         self.literal_options = dict(options)
         self.placeholders: tuple[tuple[str, int, int], ...] = tuple(placeholders)
         self.has_key = has_key
+        self.launch_text = launch  # the expansion's per-configuration text (in the digest)
         self.site_id = identity.site_id(
             filename, line, col, kernel_text, self.literal_options.get("name")
         )
@@ -117,7 +119,6 @@ class Site:
         self._settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
-        self._key_config: Config | None = None
         self._lock = threading.Lock()
         self._inflight: dict[Any, Any] = {}  # key -> the lock its resolver holds meanwhile
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
@@ -191,10 +192,14 @@ class Site:
         except UsageError as err:  # the user's mistake: show the user's line, not ours
             __tracebackhide__ = True  # IPython and pytest hide this frame
             raise mistakes.at_user_frame(err) from None
-        except (RuntimeError, TypeError):  # fake tensors: a trace without Dynamo (export)
-            if not torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):  # fmt: skip
+        except Exception as err:
+            if isinstance(err, RuntimeError | TypeError) and torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):  # fmt: skip
+                return None  # type: ignore[return-value]  # fake tensors: as Dynamo traces
+            mine = launch_effect.from_expression(err, self.filename)  # the user's blocks= raised
+            if mine is None:
                 raise
-            return None  # type: ignore[return-value]  # as in a graph Dynamo traces
+            __tracebackhide__ = True  # IPython and pytest hide this frame
+            raise mine from None
         return entry.result
 
     def _remember(
@@ -456,15 +461,6 @@ class Site:
         call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
         bound, _ = miss.variants(self, call, self.settings(lazy))
         return call_key, bound
-
-    def key_config(self, space: Any, default: Any) -> Config:
-        """The configuration whose arguments key a plain-API call with ``args=fn``."""
-        cfg = self._key_config
-        if cfg is None:
-            from tunedsl.model.settings import key_config
-
-            cfg = self._key_config = key_config(space, default, self.label)
-        return cfg
 
     # -- introspection -----------------------------------------------------------------
     def table(self) -> dict[Any, LaunchResult]:

@@ -39,11 +39,15 @@ _loaded: dict[str, tuple[tuple[str, ...], tuple[Any, ...], tuple[str, ...], tupl
 
 
 def rule_digest(site: str, kernel: Mapping[str, Any], hints: Any, env: Any) -> str:
-    """What a rule decides for: the site, the kernel's qualname and source hash, the static
-    hints and the Triton environment (the record digest's context less device and toolchain)."""
+    """What a rule decides for: the site, the kernel's qualname and source hash (and the
+    site's per-configuration launch text, where it has one), the static hints and the Triton
+    environment (the record digest's context less device and toolchain)."""
+    launched = {"qualname": kernel.get("qualname"), "source_hash": kernel.get("source_hash")}
+    if kernel.get("launch") is not None:  # a rule of a site without one keeps its name
+        launched["launch"] = kernel["launch"]
     named = {
         "site": site,
-        "kernel": {"qualname": kernel.get("qualname"), "source_hash": kernel.get("source_hash")},
+        "kernel": launched,
         "hints": hints,
         "env": env,
     }

@@ -1,0 +1,99 @@
+"""``tunedsl lint`` and ``tunedsl expand``: the `//` grid warning, and files that are no
+files (a FIFO, a device). Real subprocesses, real files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = """\
+from tunedsl import autotune, cdiv
+
+
+def floor(a, n):
+    return autotune(space={"tile": [32, 64]}, blocks=n // $tile, k(a, n, TILE=$tile))
+
+
+def meant(a, n):
+    return autotune(space={"tile": [32, 64]}, blocks=n // $tile, k(a, n, T=$tile))  # noqa: TDS001
+
+
+def rounded(a, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(cdiv(n, $tile), n // 2), k(a, n, T=$tile))
+
+
+def nested(a, m):
+    return autotune(space={"tile": [32, 64]}, blocks=(1, (m + 1) // ($tile * 2)), k(a, m, T=$tile))
+"""
+
+
+def tunedsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "tunedsl", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:  # killed by subprocess.run
+        pytest.fail(f"tunedsl {' '.join(args)} did not return: it blocked reading its input")
+
+
+def _ruff_or_skip(tmp_path: Path) -> None:
+    if not (Path(sys.executable).parent / "ruff").exists() and shutil.which("ruff") is None:
+        pytest.skip("ruff is not installed")
+    (tmp_path / "ruff.toml").write_text('[lint]\nselect = ["F"]\nignore = ["F821"]\n')
+
+
+def test_lint_warns_of_a_floor_divided_grid_and_says_use_cdiv(tmp_path: Path) -> None:
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "grid.py").write_text(SCRIPT)
+    proc = tunedsl("lint", "grid.py", cwd=tmp_path)
+    lines = proc.stdout.splitlines()
+    assert lines == [
+        "grid.py:5:54: TDS001 warning: blocks= uses `//` on the configuration field $tile: "
+        "`n // $tile` rounds down, so when n is not a multiple of $tile the last, partial "
+        "block is never launched; use cdiv(n, $tile) (or add `# noqa: TDS001` where the "
+        "floor is meant)",
+        "grid.py:17:58: TDS001 warning: blocks= uses `//` on the configuration field $tile: "
+        "`(m + 1) // ($tile * 2)` rounds down, so when m + 1 is not a multiple of $tile * 2 "
+        "the last, partial block is never launched; use cdiv(m + 1, $tile * 2) (or add "
+        "`# noqa: TDS001` where the floor is meant)",
+    ], proc.stdout + proc.stderr
+    # A warning, not an error: the exit status is ruff's (clean here), and the module still
+    # expands (a user may mean the floor).
+    assert proc.returncode == 0, proc.stderr
+    assert tunedsl("expand", "--check", "grid.py", cwd=tmp_path).returncode == 0
+
+
+def test_lint_status_still_counts_ruffs_findings_beside_the_warning(tmp_path: Path) -> None:
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "grid.py").write_text("import os\n" + SCRIPT)
+    proc = tunedsl("lint", "grid.py", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "grid.py:1:8: F401" in proc.stdout and "grid.py:6:54: TDS001" in proc.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize("command", [["expand"], ["expand", "--check"], ["lint"]])
+def test_expand_and_lint_refuse_a_fifo_naming_it(tmp_path: Path, command: list[str]) -> None:
+    fifo = tmp_path / "script.py"
+    os.mkfifo(fifo)
+    proc = tunedsl(*command, "script.py", cwd=tmp_path)  # no writer: reading would wait forever
+    assert proc.returncode == 2
+    assert f"tunedsl {command[0]}: error: cannot open 'script.py': is a FIFO, not a regular file" in proc.stderr  # fmt: skip
+    assert "give a source file" in proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+@pytest.mark.parametrize("command", ["expand", "lint"])
+def test_expand_and_lint_refuse_a_device(tmp_path: Path, command: str) -> None:
+    proc = tunedsl(command, "/dev/zero", cwd=tmp_path)  # would be read until memory ran out
+    assert proc.returncode == 2
+    assert "cannot open '/dev/zero': is a character device, not a regular file" in proc.stderr
