@@ -14,10 +14,11 @@ the site's space keeps).
 A plan decides exactly what the general way would, or leaves the miss to it. It is used only
 where nothing it skips can apply: no ``prune=``, ``verify=``, ``restore_value=``,
 ``reset_to_zero=``, ``key=``, non-literal settings or positional argument written with ``$``;
-no process group of ranks; outside a sweep; the same settings, environment, device and rule file as when it was made. Each new key
-still has its records looked up (a record decides before a rule) and its pick checked against
-the rule's range and the site's space; anything else (a record, a size outside the swept
-range, a decision already made under another call key) goes the general way.
+no process group of ranks; outside a sweep; the same settings, environment, device and rule
+file as when it was made. Each new key still has its records looked up (a record decides
+before a rule) and its pick checked against the rule's range and the site's space; anything
+else (a record, a size outside the swept range, a decision already made under another call
+key) goes the general way.
 """
 
 from __future__ import annotations
