@@ -322,8 +322,9 @@ class Site:
         lazy: Callable[[], Any] | None,
         call_key: Any,
     ) -> LaunchResult:
-        """No entry for ``call_key``: one thread resolves it (``miss.resolve``; the call is
-        described only now) while the others wait; the site stores the entry and launches."""
+        """No entry for ``call_key``: the plan for its layout decides it (``rule_plans``), else
+        one thread resolves it (``miss.resolve``; the call is described only now) while the
+        others wait; the site stores the entry and launches."""
         if torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):
             return None  # type: ignore[return-value]  # never tune on a trace's fake tensors
         if self.has_key:
