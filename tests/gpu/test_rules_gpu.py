@@ -138,3 +138,26 @@ def test_a_new_key_specialized_like_an_earlier_one_launches_directly(
     if second.config != first.config:
         pytest.skip("the rule picks differently for the two sizes")
     assert jit_calls == []  # the launcher of the first key's launch, not Triton's JIT
+
+
+def test_new_sizes_captured_in_turn_are_decided_by_the_layouts_plan(
+    shipped: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunedsl.runtime import miss
+
+    general: list[object] = []
+    real = miss.resolve
+    monkeypatch.setattr(miss, "resolve", lambda s, c: (general.append(c), real(s, c))[1])
+    for n in [60_001 + 16 * i for i in range(6)]:  # never swept, one layout (n % 16 == 1)
+        a, b, c = operands(n)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            result = shipped(a, b, c, n)
+        assert result.source == "rule"
+        c.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, a + b)
+    # The layout's first new size went the general way (unless an earlier test's did); the
+    # rest were decided by the plan it left, inside the captures.
+    assert len(general) <= 1
