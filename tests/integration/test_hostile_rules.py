@@ -1,0 +1,65 @@
+"""Rule files damaged or written to mislead, read by a real run: each is a miss with one
+warning naming the file and the field, never a crash in the launch nor a launch of what the
+file claims without its swept keys behind it (real kernels under the interpreter, real rule
+files built by the real `tunedsl rules build`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rule_helpers import rule_file, run, ship
+
+from tunedsl.errors import CacheWarning
+
+pytestmark = [pytest.mark.needs_triton, pytest.mark.usefixtures("fresh_rules")]
+
+
+def _sizes(data: dict) -> list[str]:
+    return sorted(f for f in data["families"][0]["ranges"] if "shape" in f)
+
+
+def _one_swept_value(data: dict) -> None:
+    # Every swept key's second size at one value, under a range that still spans the sweep.
+    fam = data["families"][0]
+    second = _sizes(data)[1]
+    for point in fam["points"]:
+        point["x"][second] = fam["points"][0]["x"][second]
+
+
+def _range_past_the_sweep(data: dict) -> None:
+    # Ranges that claim sizes up to 2**60 the swept keys never had.
+    fam = data["families"][0]
+    for f in _sizes(data):
+        fam["ranges"][f] = [fam["ranges"][f][0], 60.0]
+
+
+def _a_swept_key_without_a_size(data: dict) -> None:
+    del data["families"][0]["points"][0]["x"][_sizes(data)[0]]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_one_swept_value, _range_past_the_sweep, _a_swept_key_without_a_size],
+    ids=["one swept value", "range past the sweep", "swept key without a size"],
+)
+def test_ranges_that_are_not_the_swept_keys_ranges_are_a_miss_with_a_warning(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    damage,
+) -> None:
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    damage(data)
+    path.write_text(json.dumps(data))
+    ship(built_rules, monkeypatch, tmp_path)
+    # Where tuning may not run, the damaged rule decides nothing: the site's default, no
+    # crash (a range with one swept value raised ValueError out of the launch).
+    with pytest.warns(CacheWarning, match=r"ignoring rule .*families\[0\]"):
+        res = run("swept", 300, mode="cached")
+    assert res.source == "default" and tune_count == []
+    # Where it may, the key is tuned, as with no rule (a size far past the sweep included).
+    assert run("swept", 2**20).source == "tuned"
