@@ -106,6 +106,12 @@ def _check_measure_args(args: argparse.Namespace) -> None:
         raise UsageError("--shapes needs --script: the workloads the shapes are arguments of")
     if args.script is not None and not Path(args.script).is_file():
         raise UsageError(f"--script {args.script}: no such file")
+    if args.shapes is not None:
+        # Read now, not only once a cell needs measuring: a shapes file that is missing or
+        # not a list of objects is said before the build, never passed over in silence.
+        from tunedsl.precompile.sweep import read_shapes
+
+        read_shapes(args.shapes)
 
 
 def main(args: argparse.Namespace) -> int:

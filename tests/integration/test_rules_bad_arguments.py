@@ -1,0 +1,32 @@
+"""Bad arguments of `tunedsl rules`: each a clear error naming the argument, before any
+work, never passed over in silence (the real command in a subprocess)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rule_helpers import rules_cli
+
+pytestmark = [pytest.mark.needs_triton, pytest.mark.usefixtures("fresh_rules")]
+
+SCRIPT = Path(__file__).parent / "sweep_fixtures" / "rule_vadd.py"
+
+
+@pytest.mark.parametrize("shapes", ["missing", "not a list", "a directory"])
+@pytest.mark.parametrize("action", ["build", "check"])
+def test_a_shapes_file_that_cannot_be_read_is_an_error_even_when_nothing_is_measured(
+    built_rules: Path, tmp_path: Path, shapes: str, action: str
+) -> None:
+    # The built rule's records timed every configuration: a build measures nothing, and read
+    # --shapes only to measure, so a missing file was passed over and the build said 0.
+    path = tmp_path / "shapes.json"
+    if shapes == "not a list":
+        path.write_text('{"n": 64}')
+    elif shapes == "a directory":
+        path.mkdir()
+    where = ["--out", str(tmp_path / "again")] if action == "build" else [str(built_rules)]
+    done = rules_cli(action, *where, "--script", str(SCRIPT), "--shapes", str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"shapes file {path}" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "again").exists()
