@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rule_helpers import rule_file, run, ship
+from rule_helpers import rule_file, rules_cli, run, ship
 
 from tunedsl.errors import CacheWarning
 
@@ -63,3 +63,20 @@ def test_ranges_that_are_not_the_swept_keys_ranges_are_a_miss_with_a_warning(
     assert res.source == "default" and tune_count == []
     # Where it may, the key is tuned, as with no rule (a size far past the sweep included).
     assert run("swept", 2**20).source == "tuned"
+
+
+@pytest.mark.parametrize("action", ["show", "check"])
+def test_rules_show_and_check_print_a_rules_control_characters_escaped(
+    built_rules: Path, action: str
+) -> None:
+    # A rule file's text (its GPU's name, a feature's name) could carry escape sequences
+    # that clear or rewrite the screen of whoever reads it with `rules show` or `check`.
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    data["device"]["name"] = "GPU\x1b[2J\x1b]0;title\x07"
+    data["validation"]["keys"] = "\x1b[31mred"
+    path.write_text(json.dumps(data))
+    done = rules_cli(action, str(built_rules))
+    printed = done.stdout + done.stderr
+    assert "GPU\\x1b[2J\\x1b]0;title\\x07" in printed, printed
+    assert "\x1b" not in printed and "\x07" not in printed

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tunedsl.cli.cache_select import terminal_text
 from tunedsl.errors import UsageError
 
 
@@ -380,7 +381,7 @@ def _load(path: Path) -> Any:
     try:
         return read_rule_file(path)
     except (OSError, InvalidRule, InvalidRecord) as err:
-        print(f"{path}: not a usable rule: {err}", file=sys.stderr)
+        print(terminal_text(f"{path}: not a usable rule: {err}"), file=sys.stderr)
         return None
 
 
@@ -407,7 +408,7 @@ def show(files: Sequence[Path]) -> int:
             )
         else:
             first[digest] = path
-        print(f"{path.name}{used}\n{rule.describe()}\n")
+        print(f"{terminal_text(path.name)}{used}\n{rule.describe()}\n")
     return 1 if bad else 0
 
 
@@ -450,8 +451,10 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
         if path.name != rule_path(path.parent, digest).name:
             bad += 1
             print(
-                f"{path.name}: never used: the runtime looks for this rule as "
-                f"{rule_path(path.parent, digest).name}; rename it, or build it again"
+                terminal_text(
+                    f"{path.name}: never used: the runtime looks for this rule as "
+                    f"{rule_path(path.parent, digest).name}; rename it, or build it again"
+                )
             )
             continue
         found.setdefault(digest, []).append((path, rule))
@@ -465,15 +468,21 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
         rules[digest] = (path, rule)
         for other, _ in candidates:
             if other != path:
-                print(f"{other}: not used: the runtime uses {path} for {rule.site} here")
+                print(
+                    terminal_text(
+                        f"{other}: not used: the runtime uses {path} for {rule.site} here"
+                    )
+                )
         if current(rule):
-            print(f"{path.name}: current ({here.get('name')}, {toolchain})")
+            print(terminal_text(f"{path.name}: current ({here.get('name')}, {toolchain})"))
             continue
         stale += 1
         print(
-            f"{path.name}: stale: measured on {rule.device.get('name')} with {rule.toolchain}, "
-            f"this machine is {here.get('name')} with {toolchain}; sweep here and run "
-            "`tunedsl rules build` again"
+            terminal_text(
+                f"{path.name}: stale: measured on {rule.device.get('name')} with "
+                f"{rule.toolchain}, this machine is {here.get('name')} with {toolchain}; sweep "
+                "here and run `tunedsl rules build` again"
+            )
         )
     failed = stale + bad
     if args.script is None or not rules:

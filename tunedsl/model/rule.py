@@ -430,7 +430,12 @@ class Rule:
                 for x, p in fam.points:
                     where = ", ".join(show_feature(f, v) for f, v in sorted(x.items()))
                     lines.append(f"      {where} -> {_label(p)}")
-        return "\n".join(lines)
+        return "\n".join(line.translate(_CONTROL) for line in lines)
+
+
+# Control characters as escapes: a rule file's text (a GPU's name, a feature's name) could
+# carry escape sequences that rewrite the screen of whoever reads the table.
+_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}
 
 
 _NONE = object()
