@@ -6,6 +6,9 @@ files built by the real `tunedsl rules build`)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +83,25 @@ def test_rules_show_and_check_print_a_rules_control_characters_escaped(
     printed = done.stdout + done.stderr
     assert "GPU\\x1b[2J\\x1b]0;title\\x07" in printed, printed
     assert "\x1b" not in printed and "\x07" not in printed
+
+
+def test_rule_files_beside_records_are_not_read_as_damaged_records(
+    built_rules: Path, tmp_path: Path
+) -> None:
+    # The shipped layout: records and the rules built from them in one directory.
+    from tunedsl.store import paths
+
+    shipped = tmp_path / "shipped"
+    shipped.mkdir(mode=0o700)
+    for path in [*paths.records_dir().glob("*.json"), rule_file(built_rules)]:
+        (shipped / path.name).write_bytes(path.read_bytes())
+    env = {**os.environ, "TUNEDSL_RECORDS_PATH": str(shipped)}
+    listed = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "cache", "ls"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0 and "swept" in listed.stdout, listed.stderr
+    assert ".rule.json" not in listed.stdout + listed.stderr
+    again = rules_cli("build", "--records", str(shipped), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0 and "swept" in again.stdout, again.stderr
+    assert ".rule.json" not in again.stderr  # no "ignoring tuning record ...rule.json"
