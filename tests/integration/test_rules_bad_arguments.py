@@ -30,3 +30,26 @@ def test_a_shapes_file_that_cannot_be_read_is_an_error_even_when_nothing_is_meas
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"shapes file {path}" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "again").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["build", "--out", ""], "--out is empty"),
+        (["build", "--out", "rules", "--records", ""], "--records is empty"),
+        (["show", ""], "an empty path"),
+    ],
+)
+def test_an_empty_path_is_an_error_not_the_working_directory(
+    built_rules: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list, says: str
+) -> None:
+    # `--out "$RULES"` with the variable unset: Path("") is the working directory.
+    work = tmp_path / "work"
+    work.mkdir()
+    for path in built_rules.iterdir():  # (for `show ""`: rules the cwd would have shown)
+        (work / path.name).write_bytes(path.read_bytes())
+    before = sorted(p.name for p in work.iterdir())
+    monkeypatch.chdir(work)
+    done = rules_cli(*argv)
+    assert done.returncode == 1 and says in done.stderr, done.stdout + done.stderr
+    assert "rule for" not in done.stdout and sorted(p.name for p in work.iterdir()) == before

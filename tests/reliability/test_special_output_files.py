@@ -53,3 +53,13 @@ def test_a_fifo_named_as_the_output_is_refused_and_left_a_fifo(
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{fifo}: not a regular file" in done.stderr and "Traceback" not in done.stderr
     assert "sweep:" not in done.stdout  # refused before the sweep ran
+
+
+def test_an_empty_bundle_name_is_refused_before_the_sweep(tmp_path: Path) -> None:
+    script = tmp_path / "work.py"
+    script.write_text(SCRIPT)
+    done = _tunedsl(
+        tmp_path / "cache", "sweep", str(script), "--no-ray", "--bundle", "", cwd=tmp_path
+    )
+    assert done.returncode == 1 and "--bundle is empty" in done.stderr, done.stdout + done.stderr
+    assert "sweep:" not in done.stdout

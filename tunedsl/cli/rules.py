@@ -138,6 +138,8 @@ def _records(dirs: Sequence[str]) -> Iterable[Any]:
         yield from FileRecordStore().iter_records()
         return
     for d in dirs:
+        if not d.strip():
+            raise UsageError("--records is empty: name a directory of tuning records")
         root = Path(d)
         if not root.is_dir():
             raise UsageError(f"--records {d}: not a directory")
@@ -267,6 +269,8 @@ def build(args: argparse.Namespace) -> int:
 
 def _out_dir(text: str) -> Path:
     """``--out``, checked before anything is built: a directory, or one this user can create."""
+    if not text.strip():  # Path("") is the working directory: an unset variable, not a choice
+        raise UsageError("--out is empty: name the directory the rule files go to")
     out = Path(text)
     if out.exists() and not out.is_dir():
         raise UsageError(
@@ -364,6 +368,8 @@ def _short(text: str, width: int) -> str:
 def _rule_files(paths_: Sequence[str]) -> list[Path]:
     from tunedsl.store.rules import iter_rule_files
 
+    if not all(p.strip() for p in paths_):
+        raise UsageError("an empty path: name rule files or directories of them")
     files = iter_rule_files([Path(p) for p in paths_])
     missing = [p for p in paths_ if not Path(p).exists()]
     if missing:

@@ -48,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
 
     finite_number(args.gpus_per_task, "--gpus-per-task", zero_ok=True, unit=" of GPUs")
     if args.bundle is not None:  # checked now, not after the whole sweep has run
+        if not args.bundle.strip():
+            raise UsageError("--bundle is empty: name the file the records go to")
         if os.path.isdir(args.bundle):
             raise UsageError(f"--bundle {args.bundle}: it is a directory; name a file")
         parent = os.path.dirname(os.path.abspath(args.bundle))
