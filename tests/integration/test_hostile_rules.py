@@ -105,3 +105,16 @@ def test_rule_files_beside_records_are_not_read_as_damaged_records(
     again = rules_cli("build", "--records", str(shipped), "--out", str(tmp_path / "again"))
     assert again.returncode == 0 and "swept" in again.stdout, again.stderr
     assert ".rule.json" not in again.stderr  # no "ignoring tuning record ...rule.json"
+
+
+def test_a_stale_rules_warning_prints_its_gpu_name_escaped(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    data["device"]["name"] = "GPU\x1b[2J"
+    path.write_text(json.dumps(data))
+    ship(built_rules, monkeypatch, tmp_path)
+    with pytest.warns(CacheWarning, match=r"measured on GPU\\x1b\[2J with") as caught:
+        assert run("swept", 300).source == "tuned"
+    assert not any("\x1b" in str(w.message) for w in caught)

@@ -389,6 +389,11 @@ class Rule:
             swept=swept,
         )
 
+    def measured_on(self) -> str:
+        """Where the rule was measured, for a message: its GPU's name and toolchain, with
+        control characters escaped (the file's text)."""
+        return f"{self.device.get('name')} with {self.toolchain}".translate(_CONTROL)
+
     def describe(self) -> str:
         """The rule as a table a person can read."""
         lines = [
