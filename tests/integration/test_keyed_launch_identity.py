@@ -87,3 +87,48 @@ def test_a_run_whose_first_call_has_no_key_uses_the_records_swept_with_key(
     assert first == "tuned"
     assert (source_1, key_1["user_key"]) == ("disk", 1)
     assert (source_3, key_3["user_key"]) == ("disk", 3)
+
+
+SET_KEY = """
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+n = 100
+a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+res = autotune_launch(
+    vadd, space={"tile": [32, 64]}, grid=lambda cfg: (cdiv(n, cfg.tile),), args=(a, b, c, n),
+    kwargs=lambda cfg: {"TILE": cfg.tile}, name="set-keyed",
+    key=frozenset({"alpha", "beta", "gamma", "delta", "epsilon"}),
+)
+print(res.source)
+"""
+
+
+def test_a_key_holding_a_set_names_one_record_in_every_process(tmp_path: Path) -> None:
+    # A set's order follows the process's hash seed (PYTHONHASHSEED, random by default):
+    # its repr named another record in each process, so every run tuned again.
+    script = tmp_path / "set_keyed.py"
+    script.write_text(SET_KEY)
+    env = {**os.environ, "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "1"}
+    sources = []
+    for seed in ("1", "2", "3"):
+        done = subprocess.run(
+            [sys.executable, str(script)], env={**env, "PYTHONHASHSEED": seed},
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        sources.append(done.stdout.split()[-1])
+    assert sources == ["tuned", "disk", "disk"]

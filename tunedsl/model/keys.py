@@ -474,6 +474,10 @@ def json_safe(value: Any) -> Any:
         return [json_safe(v) for v in value]
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, set | frozenset):
+        # Its order (and repr) follows the process's hash seed: sorted, the record key is
+        # the same in every process. (A key= dict is pairs by now: no dict key collides.)
+        return {"set": sorted((json_safe(v) for v in value), key=canonical_json)}
     return repr(value)
 
 
