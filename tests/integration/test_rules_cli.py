@@ -149,6 +149,8 @@ def test_rules_show_prints_a_rule_whose_sizes_no_float_holds(built_rules: Path) 
     ranges = data["families"][0]["ranges"]
     name = sorted(ranges)[0]
     ranges[name] = [-5000.0, 5000.0]
+    points = data["families"][0]["points"]  # a range is its swept keys' sizes
+    points[0]["x"][name], points[-1]["x"][name] = -5000.0, 5000.0
     path.write_text(json.dumps(data))
     shown = rules_cli("show", str(built_rules))
     assert shown.returncode == 0, shown.stderr

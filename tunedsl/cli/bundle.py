@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from tunedsl.errors import UsageError
+from tunedsl.store import atomic
 from tunedsl.store.records import (
     MAX_BUNDLE_BYTES,
     MAX_RECORD_BYTES,
@@ -176,6 +177,7 @@ def export_bundle(file: str, records: Iterable[Record]) -> int:
         raise UsageError(f"cannot export to {file}: no directory {target.parent}")
     tmp = None
     try:
+        atomic.check_replaceable(target)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb", buffering=1 << 20) as fh:
             count = _write_lines(fh, records)

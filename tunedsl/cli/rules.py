@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tunedsl.cli.cache_select import terminal_text
 from tunedsl.errors import UsageError
 
 
@@ -106,6 +107,12 @@ def _check_measure_args(args: argparse.Namespace) -> None:
         raise UsageError("--shapes needs --script: the workloads the shapes are arguments of")
     if args.script is not None and not Path(args.script).is_file():
         raise UsageError(f"--script {args.script}: no such file")
+    if args.shapes is not None:
+        # Read now, not only once a cell needs measuring: a shapes file that is missing or
+        # not a list of objects is said before the build, never passed over in silence.
+        from tunedsl.precompile.sweep import read_shapes
+
+        read_shapes(args.shapes)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -131,6 +138,8 @@ def _records(dirs: Sequence[str]) -> Iterable[Any]:
         yield from FileRecordStore().iter_records()
         return
     for d in dirs:
+        if not d.strip():
+            raise UsageError("--records is empty: name a directory of tuning records")
         root = Path(d)
         if not root.is_dir():
             raise UsageError(f"--records {d}: not a directory")
@@ -260,6 +269,8 @@ def build(args: argparse.Namespace) -> int:
 
 def _out_dir(text: str) -> Path:
     """``--out``, checked before anything is built: a directory, or one this user can create."""
+    if not text.strip():  # Path("") is the working directory: an unset variable, not a choice
+        raise UsageError("--out is empty: name the directory the rule files go to")
     out = Path(text)
     if out.exists() and not out.is_dir():
         raise UsageError(
@@ -357,6 +368,8 @@ def _short(text: str, width: int) -> str:
 def _rule_files(paths_: Sequence[str]) -> list[Path]:
     from tunedsl.store.rules import iter_rule_files
 
+    if not all(p.strip() for p in paths_):
+        raise UsageError("an empty path: name rule files or directories of them")
     files = iter_rule_files([Path(p) for p in paths_])
     missing = [p for p in paths_ if not Path(p).exists()]
     if missing:
@@ -374,7 +387,7 @@ def _load(path: Path) -> Any:
     try:
         return read_rule_file(path)
     except (OSError, InvalidRule, InvalidRecord) as err:
-        print(f"{path}: not a usable rule: {err}", file=sys.stderr)
+        print(terminal_text(f"{path}: not a usable rule: {err}"), file=sys.stderr)
         return None
 
 
@@ -401,7 +414,7 @@ def show(files: Sequence[Path]) -> int:
             )
         else:
             first[digest] = path
-        print(f"{path.name}{used}\n{rule.describe()}\n")
+        print(f"{terminal_text(path.name)}{used}\n{rule.describe()}\n")
     return 1 if bad else 0
 
 
@@ -444,8 +457,10 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
         if path.name != rule_path(path.parent, digest).name:
             bad += 1
             print(
-                f"{path.name}: never used: the runtime looks for this rule as "
-                f"{rule_path(path.parent, digest).name}; rename it, or build it again"
+                terminal_text(
+                    f"{path.name}: never used: the runtime looks for this rule as "
+                    f"{rule_path(path.parent, digest).name}; rename it, or build it again"
+                )
             )
             continue
         found.setdefault(digest, []).append((path, rule))
@@ -459,15 +474,21 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
         rules[digest] = (path, rule)
         for other, _ in candidates:
             if other != path:
-                print(f"{other}: not used: the runtime uses {path} for {rule.site} here")
+                print(
+                    terminal_text(
+                        f"{other}: not used: the runtime uses {path} for {rule.site} here"
+                    )
+                )
         if current(rule):
-            print(f"{path.name}: current ({here.get('name')}, {toolchain})")
+            print(terminal_text(f"{path.name}: current ({here.get('name')}, {toolchain})"))
             continue
         stale += 1
         print(
-            f"{path.name}: stale: measured on {rule.device.get('name')} with {rule.toolchain}, "
-            f"this machine is {here.get('name')} with {toolchain}; sweep here and run "
-            "`tunedsl rules build` again"
+            terminal_text(
+                f"{path.name}: stale: measured on {rule.device.get('name')} with "
+                f"{rule.toolchain}, this machine is {here.get('name')} with {toolchain}; sweep "
+                "here and run `tunedsl rules build` again"
+            )
         )
     failed = stale + bad
     if args.script is None or not rules:

@@ -44,14 +44,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     from tunedsl.knobs import finite_number
     from tunedsl.precompile.sweep import sweep
+    from tunedsl.store import atomic
 
     finite_number(args.gpus_per_task, "--gpus-per-task", zero_ok=True, unit=" of GPUs")
     if args.bundle is not None:  # checked now, not after the whole sweep has run
+        if not args.bundle.strip():
+            raise UsageError("--bundle is empty: name the file the records go to")
         if os.path.isdir(args.bundle):
             raise UsageError(f"--bundle {args.bundle}: it is a directory; name a file")
         parent = os.path.dirname(os.path.abspath(args.bundle))
         if not os.path.isdir(parent):
             raise UsageError(f"--bundle {args.bundle}: no directory {parent}; name a file in one")
+        try:
+            atomic.check_replaceable(args.bundle)
+        except OSError as err:
+            raise UsageError(
+                f"--bundle {args.bundle}: {err.strerror}, which the bundle would replace; "
+                "name a regular file"
+            ) from None
     if not os.path.isfile(args.script):
         why = "is a directory" if os.path.isdir(args.script) else "No such file"
         raise UsageError(f"sweep: cannot open script {args.script!r}: {why}")

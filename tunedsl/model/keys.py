@@ -30,8 +30,10 @@ from tunedsl.model.canonical import canonical_json as canonical_json
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
 _TENSOR_CLASSES: dict[type, bool] = {}
-# stride tuple -> pattern string; a handful of distinct strides ever appear in a process.
+# stride tuple -> pattern string. Bounded: a process that meets a new row length on each call
+# (a serving loop) meets a new stride tuple on each.
 _PATTERNS: dict[tuple[int, ...], str] = {}
+_MAX_PATTERNS = 1024
 # dtype -> its name in readable keys (a handful a process).
 _DTYPE_NAMES: dict[Any, str] = {}
 
@@ -52,6 +54,8 @@ def stride_pattern(strides: tuple[int, ...]) -> str:
     pattern = _PATTERNS.get(strides)
     if pattern is None:
         pattern = "".join("0" if s == 0 else "1" if s == 1 else "s" for s in strides)
+        if len(_PATTERNS) >= _MAX_PATTERNS:
+            _PATTERNS.clear()
         _PATTERNS[strides] = pattern
     return pattern
 
@@ -470,6 +474,10 @@ def json_safe(value: Any) -> Any:
         return [json_safe(v) for v in value]
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, set | frozenset):
+        # Its order (and repr) follows the process's hash seed: sorted, the record key is
+        # the same in every process. (A key= dict is pairs by now: no dict key collides.)
+        return {"set": sorted((json_safe(v) for v in value), key=canonical_json)}
     return repr(value)
 
 

@@ -218,6 +218,7 @@ class Family:
             if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < n_configs:
                 raise InvalidRule(f"{where}.points[{i}].pick is not a configuration index")
             points.append(({str(k): float(v) for k, v in x.items()}, p))
+        _check_ranges(ranges, points, where)
         model = data.get("model")
         if model == "tree":
             tree: Tree | None = Tree.from_json(data.get("tree"), n_configs, f"{where}.tree")
@@ -226,6 +227,26 @@ class Family:
         else:
             raise InvalidRule(f"{where}.model is {model!r}; expected 'tree' or 'nearest'")
         return cls(data["family"], ranges, tree, tuple(points))
+
+
+def _check_ranges(
+    ranges: Mapping[str, tuple[float, float]],
+    points: Sequence[tuple[Mapping[str, float], int]],
+    where: str,
+) -> None:
+    """A family's ranges are its swept keys' sizes, lowest to highest, as the build writes
+    them: a range wider than its keys would decide sizes never swept, and one whose keys
+    hold a single value breaks the map's measure of the sweep's gaps."""
+    for name in sorted({f for x, _ in points for f in x if ranged(f)} | set(ranges)):
+        if not all(name in x for x, _ in points):
+            raise InvalidRule(f"{where}.points do not all give {name!r}, a size of the family")
+        values = [x[name] for x, _ in points]
+        swept = (min(values), max(values))
+        if ranges.get(name) != swept:
+            raise InvalidRule(
+                f"{where}.ranges[{name!r}] is {ranges.get(name)}, not its swept keys' range "
+                f"{swept}: build the rule again"
+            )
 
 
 def _family_parts(family: str) -> Any:
@@ -368,6 +389,11 @@ class Rule:
             swept=swept,
         )
 
+    def measured_on(self) -> str:
+        """Where the rule was measured, for a message: its GPU's name and toolchain, with
+        control characters escaped (the file's text)."""
+        return f"{self.device.get('name')} with {self.toolchain}".translate(_CONTROL)
+
     def describe(self) -> str:
         """The rule as a table a person can read."""
         lines = [
@@ -409,7 +435,12 @@ class Rule:
                 for x, p in fam.points:
                     where = ", ".join(show_feature(f, v) for f, v in sorted(x.items()))
                     lines.append(f"      {where} -> {_label(p)}")
-        return "\n".join(lines)
+        return "\n".join(line.translate(_CONTROL) for line in lines)
+
+
+# Control characters as escapes: a rule file's text (a GPU's name, a feature's name) could
+# carry escape sequences that rewrite the screen of whoever reads the table.
+_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}
 
 
 _NONE = object()

@@ -246,7 +246,13 @@ def run_on_ray(
     runtime_env = {"env_vars": dict(env or {})}
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+        try:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+        except (ConnectionError, ValueError) as err:  # no cluster there, or no address
+            raise UsageError(
+                f"sweep --ray {address}: cannot join a Ray cluster ({err}); start one "
+                "(`ray start --head`) and name its address, or leave --ray out for a local one"
+            ) from None
     try:
         gpus = ray.cluster_resources().get("GPU", 0)
         if started_here and address is None and gpus < gpus_per_task:
@@ -376,10 +382,15 @@ def sweep(
     from tunedsl.precompile.gpu_shards import GpuChildren
 
     shapes = read_shapes(shapes_file)
+    if use_ray is False and (ray_address or actors is not None):
+        what = f"--ray {ray_address}" if ray_address else f"--actors {actors}"
+        raise UsageError(f"sweep: {what} runs the sweep on Ray, and --no-ray asks not to: drop one")
     if use_ray is None:
         use_ray = importlib.util.find_spec("ray") is not None
     if ray_address and not use_ray:
         raise UsageError("--ray needs Ray: pip install 'tunedsl[ray]'")
+    if actors is not None and actors < 1:
+        raise UsageError(f"sweep: actors={actors}: give 1 or more Ray actors (--actors N)")
     if gpus is not None and gpus < 1:
         raise UsageError(f"sweep: gpus={gpus}: give 1 or more processes (--gpus N)")
     shards = None if use_ray else _shards(gpus)

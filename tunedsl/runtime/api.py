@@ -21,15 +21,17 @@ from tunedsl.runtime.result import LaunchResult
 if TYPE_CHECKING:
     pass
 
-# (filename, line, name) -> Site for autotune_launch call locations; a line with several
-# calls (no name=) has one site per call: (filename, line, name, column).
-_sites: dict[tuple[Any, ...], Any] = {}
+# ((filename, line, name), whether key= is given) -> Site for autotune_launch call locations;
+# a line with several calls (no name=) has one site per call: (filename, line, name, column).
+# A line called with key= and without is two sites (one site id): a site keys every call as
+# its first did, and a record's key must not depend on which call came first.
+_sites: dict[tuple[tuple[Any, ...], bool], Any] = {}
 # Lines holding several calls: (filename, line, name) -> {(code, instruction): column}.
 _shared_lines: dict[tuple[str, int, Any], dict[tuple[Any, int], int]] = {}
 # Per site, per list of names a kwargs= function returned: those alike for every
 # configuration. A call that returns other names (an optional tensor passed only
 # sometimes) is probed again, so its tensors are keyed like the first call's.
-_fixed_by_names: dict[tuple[Any, ...], dict[tuple[str, ...], tuple[str, ...]]] = {}
+_fixed_by_names: dict[tuple[tuple[Any, ...], bool], dict[tuple[str, ...], tuple[str, ...]]] = {}
 # Per site: the configuration whose arguments key its calls (args= or kwargs= functions).
 _key_configs: dict[Any, Config] = {}
 _sites_lock = threading.Lock()
@@ -71,10 +73,11 @@ def autotune_launch(
     """
     frame = sys._getframe(1)
     where: tuple[Any, ...] = (frame.f_code.co_filename, frame.f_lineno, name)
-    site = _sites.get(where)
+    keyed = key is not None
+    site = _sites.get((where, keyed))
     if site is None:
         where = _call_place(frame, where)
-        site = _sites.get(where) or _make_site(where, space, hints, name, key is not None)
+        site = _sites.get((where, keyed)) or _make_site(where, space, hints, name, keyed)
     args_fn = args if callable(args) else None
     kwargs_fn = kwargs if callable(kwargs) else None
     grid_fn = grid if callable(grid) else None
@@ -84,7 +87,7 @@ def autotune_launch(
         # on every call, a number) enters the key and prune=, as positional arguments do;
         # the rest stays per configuration.
         once = dict(kwargs_fn(_key_config(site, space, default)))
-        by_names = _fixed_by_names.setdefault(where, {})
+        by_names = _fixed_by_names.setdefault((where, keyed), {})
         names = by_names.get(tuple(once))
         if names is None:  # first call with these names: which do not depend on the config
             names = by_names[tuple(once)] = _fixed_names(kwargs_fn, space, default, site, once)
@@ -279,7 +282,7 @@ def _make_site(
     from tunedsl.runtime.site import Site
 
     with _sites_lock:
-        site = _sites.get(where)
+        site = _sites.get((where, has_key))
         if site is None:
             filename, line = where[0], where[1]
             site = Site(
@@ -292,5 +295,5 @@ def _make_site(
                 options={"name": name} if name is not None else {},
                 has_key=has_key,
             )
-            _sites[where] = site
+            _sites[where, has_key] = site
     return site

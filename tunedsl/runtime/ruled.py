@@ -69,7 +69,7 @@ def rule_pick(
     config, in_range = rule.decide(subject.readable)
     if stale:
         here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
-        measured = f"{rule.device.get('name')} with {rule.toolchain}"
+        measured = rule.measured_on()
         now = f"{here} with {toolchain}"
         if tuning_allowed:
             warn_once(

@@ -43,6 +43,7 @@ def write_bytes(
     if dir_fd is not None:
         _write_at(dir_fd, path.name, data, prefix or f".{path.name}.", suffix, durable)
         return
+    check_replaceable(path)
     fd, tmp = tempfile.mkstemp(
         prefix=prefix if prefix is not None else f".{path.name}.", suffix=suffix, dir=path.parent
     )
@@ -57,6 +58,18 @@ def write_bytes(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def check_replaceable(path: Path | str) -> None:
+    """Raise OSError when ``path`` exists and is neither a regular file nor a symbolic link:
+    a file written whole is renamed over its target, which would put a regular file in place
+    of a FIFO or a device (``--bundle /dev/null`` run as root: /dev/null itself)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
 
 
 def _write_at(dir_fd: int, name: str, data: bytes, prefix: str, suffix: str, durable: bool) -> None:

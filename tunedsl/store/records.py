@@ -317,11 +317,15 @@ def is_record_name(name: str) -> bool:
 _HEX = frozenset("0123456789abcdef")
 
 
+#: The suffix of rule files (``store/rules.py``), shipped beside records: no record.
+RULE_SUFFIX = ".rule.json"
+
+
 def iter_record_files(roots: list[Path] | None = None) -> Iterator[Path]:
     """The record files of ``roots`` (default: the cache), trusted directories only."""
     for root in roots if roots is not None else [paths.records_dir()]:
         if root.is_dir() and trusted_dir(root):
-            yield from sorted(root.glob("*.json"))
+            yield from sorted(p for p in root.glob("*.json") if not p.name.endswith(RULE_SUFFIX))
 
 
 def this_user() -> str:

@@ -29,7 +29,7 @@ from tunedsl.store import atomic, paths
 from tunedsl.store import records as rec
 from tunedsl.warn import warn_once
 
-SUFFIX = ".rule.json"
+SUFFIX = rec.RULE_SUFFIX
 MAX_RULE_BYTES = 4 * 1024 * 1024
 
 _lock = threading.Lock()

@@ -1,0 +1,120 @@
+"""Rule files damaged or written to mislead, read by a real run: each is a miss with one
+warning naming the file and the field, never a crash in the launch nor a launch of what the
+file claims without its swept keys behind it (real kernels under the interpreter, real rule
+files built by the real `tunedsl rules build`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rule_helpers import rule_file, rules_cli, run, ship
+
+from tunedsl.errors import CacheWarning
+
+pytestmark = [pytest.mark.needs_triton, pytest.mark.usefixtures("fresh_rules")]
+
+
+def _sizes(data: dict) -> list[str]:
+    return sorted(f for f in data["families"][0]["ranges"] if "shape" in f)
+
+
+def _one_swept_value(data: dict) -> None:
+    # Every swept key's second size at one value, under a range that still spans the sweep.
+    fam = data["families"][0]
+    second = _sizes(data)[1]
+    for point in fam["points"]:
+        point["x"][second] = fam["points"][0]["x"][second]
+
+
+def _range_past_the_sweep(data: dict) -> None:
+    # Ranges that claim sizes up to 2**60 the swept keys never had.
+    fam = data["families"][0]
+    for f in _sizes(data):
+        fam["ranges"][f] = [fam["ranges"][f][0], 60.0]
+
+
+def _a_swept_key_without_a_size(data: dict) -> None:
+    del data["families"][0]["points"][0]["x"][_sizes(data)[0]]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_one_swept_value, _range_past_the_sweep, _a_swept_key_without_a_size],
+    ids=["one swept value", "range past the sweep", "swept key without a size"],
+)
+def test_ranges_that_are_not_the_swept_keys_ranges_are_a_miss_with_a_warning(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    damage,
+) -> None:
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    damage(data)
+    path.write_text(json.dumps(data))
+    ship(built_rules, monkeypatch, tmp_path)
+    # Where tuning may not run, the damaged rule decides nothing: the site's default, no
+    # crash (a range with one swept value raised ValueError out of the launch).
+    with pytest.warns(CacheWarning, match=r"ignoring rule .*families\[0\]"):
+        res = run("swept", 300, mode="cached")
+    assert res.source == "default" and tune_count == []
+    # Where it may, the key is tuned, as with no rule (a size far past the sweep included).
+    assert run("swept", 2**20).source == "tuned"
+
+
+@pytest.mark.parametrize("action", ["show", "check"])
+def test_rules_show_and_check_print_a_rules_control_characters_escaped(
+    built_rules: Path, action: str
+) -> None:
+    # A rule file's text (its GPU's name, a feature's name) could carry escape sequences
+    # that clear or rewrite the screen of whoever reads it with `rules show` or `check`.
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    data["device"]["name"] = "GPU\x1b[2J\x1b]0;title\x07"
+    data["validation"]["keys"] = "\x1b[31mred"
+    path.write_text(json.dumps(data))
+    done = rules_cli(action, str(built_rules))
+    printed = done.stdout + done.stderr
+    assert "GPU\\x1b[2J\\x1b]0;title\\x07" in printed, printed
+    assert "\x1b" not in printed and "\x07" not in printed
+
+
+def test_rule_files_beside_records_are_not_read_as_damaged_records(
+    built_rules: Path, tmp_path: Path
+) -> None:
+    # The shipped layout: records and the rules built from them in one directory.
+    from tunedsl.store import paths
+
+    shipped = tmp_path / "shipped"
+    shipped.mkdir(mode=0o700)
+    for path in [*paths.records_dir().glob("*.json"), rule_file(built_rules)]:
+        (shipped / path.name).write_bytes(path.read_bytes())
+    env = {**os.environ, "TUNEDSL_RECORDS_PATH": str(shipped)}
+    listed = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "cache", "ls"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0 and "swept" in listed.stdout, listed.stderr
+    assert ".rule.json" not in listed.stdout + listed.stderr
+    again = rules_cli("build", "--records", str(shipped), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0 and "swept" in again.stdout, again.stderr
+    assert ".rule.json" not in again.stderr  # no "ignoring tuning record ...rule.json"
+
+
+def test_a_stale_rules_warning_prints_its_gpu_name_escaped(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    data["device"]["name"] = "GPU\x1b[2J"
+    path.write_text(json.dumps(data))
+    ship(built_rules, monkeypatch, tmp_path)
+    with pytest.warns(CacheWarning, match=r"measured on GPU\\x1b\[2J with") as caught:
+        assert run("swept", 300).source == "tuned"
+    assert not any("\x1b" in str(w.message) for w in caught)
