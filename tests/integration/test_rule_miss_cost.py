@@ -164,7 +164,7 @@ def test_keys_a_rule_decides_share_the_process_context_worked_out_once(
     import triton._C.libtriton as libtriton
 
     from tunedsl.backends.triton import kernel_info
-    from tunedsl.model.keys import KeyDigest
+    from tunedsl.model.key_digest import KeyDigest
     from tunedsl.runtime import decide
 
     ship(built_rules, monkeypatch, tmp_path)

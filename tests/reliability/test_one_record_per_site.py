@@ -177,6 +177,7 @@ TO_OLD_FORMAT = """
 import os, sys
 import tunedsl.activate
 from tunedsl.backends import triton as bt
+from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model import keys
 from tunedsl.runtime import decide
 from tunedsl.store import atomic, records
@@ -189,7 +190,7 @@ kernel = {k: v for k, v in ctx["kernel"].items() if k != "file"}
 ctx["kernel"] = {**kernel, "module": module}
 new = records.load_record(digest)
 old_site = "mm.py:add:vadd_kernel"
-old_digest = keys.KeyDigest(old_site, ctx)(new.key)
+old_digest = KeyDigest(old_site, ctx)(new.key)
 data = new.to_json()
 data.update(site=old_site, digest=old_digest)
 os.unlink(records.record_path(digest))

@@ -130,6 +130,7 @@ MIGRATE = """
 import json, os, sys
 import torch
 from tunedsl.backends import triton as bt
+from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model import keys
 from tunedsl.runtime import decide, dsl
 from tunedsl.store import atomic, paths, records
@@ -166,7 +167,7 @@ if sys.argv[1] == "legacy":
     ctx["kernel"] = {**ctx["kernel"], "module": "id_kernels"}
     del ctx["kernel"]["file"]
     legacy = NAME or "id_migrate.py:30:4"
-    old_digest = keys.KeyDigest(legacy, ctx)(new.key)
+    old_digest = KeyDigest(legacy, ctx)(new.key)
     data = new.to_json()
     data.update(site=legacy, digest=old_digest, location="")
     os.unlink(records.record_path(r.digest))

@@ -108,8 +108,7 @@ def _check_measure_args(args: argparse.Namespace) -> None:
     if args.script is not None and not Path(args.script).is_file():
         raise UsageError(f"--script {args.script}: no such file")
     if args.shapes is not None:
-        # Read now, not only once a cell needs measuring: a shapes file that is missing or
-        # not a list of objects is said before the build, never passed over in silence.
+        # Read now, not once a cell needs measuring: a bad shapes file is never passed over.
         from tunedsl.precompile.sweep import read_shapes
 
         read_shapes(args.shapes)
@@ -320,9 +319,8 @@ def _save(plan: Any, out: Path) -> None:
 
     first, built = plan.first, plan.built
     ctx = first.context if isinstance(first.context, dict) else {}
-    kernel = {k: first.kernel.get(k) for k in ("qualname", "source_hash")}
-    if first.kernel.get("launch") is not None:  # the site's launch text names the rule too
-        kernel["launch"] = first.kernel["launch"]
+    kernel = {k: first.kernel.get(k) for k in ("qualname", "source_hash", "launch")}
+    kernel = {k: v for k, v in kernel.items() if k != "launch" or v is not None}  # names it too
     rule = Rule(
         site=first.site,
         kernel=kernel,

@@ -20,6 +20,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.model import identity
+from tunedsl.model.key_digest import KeyDigest
 
 if TYPE_CHECKING:
     from tunedsl.runtime.subject import Subject
@@ -29,12 +30,11 @@ if TYPE_CHECKING:
 def migrate(subject: Subject, stores: LayeredStore) -> Any:
     """The record ``subject``'s site stored under an older identity and digest, re-stored
     under ``subject.digest``; None when there is none."""
-    from tunedsl.model import keys
     from tunedsl.store import records as store
 
     for old_site, old_ctx in _older(subject):
         try:
-            old_digest = keys.KeyDigest(old_site, old_ctx)(subject.readable)
+            old_digest = KeyDigest(old_site, old_ctx)(subject.readable)
         except Exception:  # a context the older version could not have written
             continue
         if old_digest == subject.digest:

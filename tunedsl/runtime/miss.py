@@ -29,6 +29,7 @@ from tunedsl.errors import UsageError
 from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
+from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import launch_effect, mistakes, unkeyed
@@ -295,7 +296,7 @@ class _ProcessPart:
     environ: object  # knobs.environ_snapshot(): Triton's variables are read from it
     device: Mapping[str, Any]
     context: dict[str, Any]
-    digest: keys.KeyDigest
+    digest: KeyDigest
     rule_digest: str
     target: Any  # the device's launch-option facts (model.hints.TargetFacts)
 
@@ -325,7 +326,7 @@ def process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
         environ,
         device,
         context,
-        keys.KeyDigest(site.site_id, context),
+        KeyDigest(site.site_id, context),
         rule,
         bt.target_of(device),
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from tunedsl.model import keys
 from tunedsl.model.hole import HOLE
+from tunedsl.model.key_digest import KeyDigest
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,9 @@ def test_readable_key_sorts_keywords_and_is_json() -> None:
     assert one["args"]["a"] == {"dtype": "float32", "shape": [64, 32], "stride": "s1"}
     assert one["args"]["TILE"] == {"constexpr": 8}
     ctx = {"device": {"name": "x"}}
-    assert keys.KeyDigest("s", ctx)(one) == keys.KeyDigest("s", ctx)(two)
-    assert keys.KeyDigest("s", ctx)(one) != keys.KeyDigest("s", {"device": {"name": "y"}})(one)
-    assert keys.KeyDigest("s", ctx)(one) != keys.KeyDigest("other-site", ctx)(one)
+    assert KeyDigest("s", ctx)(one) == KeyDigest("s", ctx)(two)
+    assert KeyDigest("s", ctx)(one) != KeyDigest("s", {"device": {"name": "y"}})(one)
+    assert KeyDigest("s", ctx)(one) != KeyDigest("other-site", ctx)(one)
 
 
 def test_readable_key_with_user_key_has_no_shapes() -> None:
@@ -133,8 +134,8 @@ def test_the_record_key_tells_an_unaligned_tensor_apart_as_the_call_key_does() -
         "aligned": False,
     }
     assert unaligned["args"]["b"][1]["aligned"] is False  # a tensor inside a tuple too
-    assert keys.KeyDigest("s", ctx)(aligned) != keys.KeyDigest("s", ctx)(unaligned)
-    assert keys.KeyDigest("s", ctx)(record(4100)) == keys.KeyDigest("s", ctx)(record(4132))
+    assert KeyDigest("s", ctx)(aligned) != KeyDigest("s", ctx)(unaligned)
+    assert KeyDigest("s", ctx)(record(4100)) == KeyDigest("s", ctx)(record(4132))
     assert record(4100, with_align=False) == aligned  # without direct launch: not keyed
 
 
@@ -204,7 +205,7 @@ def test_a_sites_digests_of_many_keys_name_each_record_as_the_whole_context_does
     ]
     for site_id in ("site", 'a "quoted" name'):
         for context in contexts:
-            many = keys.KeyDigest(site_id, context)
+            many = KeyDigest(site_id, context)
             for key in readable:
                 named = {"site": site_id, "key": key, "context": context}
                 text = json.dumps(named, sort_keys=True, separators=(",", ":"), default=repr)
