@@ -178,3 +178,22 @@ def test_a_site_that_prunes_has_no_plan_and_a_cached_one_has_the_same_decisions(
     assert [r.config for r in got] == [
         run("swept", n, **options).config for n in (300, 301, 302, 303)
     ]
+
+
+def test_after_the_environment_changes_a_layouts_next_sizes_are_planned_anew(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    general_ways: list,
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]  # one layout (n % 16)
+    assert len(general_ways) == 1
+    # Any variable set (torch.compile's, a Triton knob): the plan made before is dropped, the
+    # next size goes the general way and leaves a plan of the layout as it is now.
+    monkeypatch.setenv("TUNEDSL_TEST_UNRELATED", "1")
+    got = [_call(s, n) for n in (306, 308, 310, 314)]
+    assert [r.source for r in got] == ["rule"] * 4 and tune_count == []
+    assert len(general_ways) == 2

@@ -86,9 +86,14 @@ class RulePlans:
                 if read is not None:
                     environ_checks(True)  # one comparison of the environment answers for all
                     try:
-                        return _decide(plan, site, call, *read)
+                        if _holds(plan, site, call):
+                            return _decide(plan, site, call, *read)
+                        # Made under another environment, context, device or kernel: the
+                        # general way decides, and leaves a plan of the layout as it is now.
+                        self._plans = [p for p in self._plans if p is not plan]
                     finally:
                         environ_checks(False)
+                    break
         return None
 
     def resolve(self, site: Any, call: miss.Call) -> miss.Resolved:
@@ -158,7 +163,27 @@ class RulePlans:
             frozenset(c for c in rule.configs if c in kept),
             spec,
         )
-        self._plans = [*self._plans[-(MAX_PLANS - 1) :], plan]
+        others = [  # a plan for this layout made before (under another context) goes
+            p
+            for p in self._plans
+            if p.kernel is not call.kernel or p.read(call.args, call.static_kwargs) is None
+        ]
+        self._plans = [*others[-(MAX_PLANS - 1) :], plan]
+
+
+def _holds(plan: _Plan, site: Any, call: miss.Call) -> bool:
+    """Whether what the general way works out from the environment (the settings, the knobs,
+    Triton's variables, where records are), from the device and from the kernel is as it was
+    when the plan was made, and the site's process context is still the plan's (another
+    kernel's or device's miss replaces it)."""
+    part = plan.part
+    device = bt.device_facts()
+    return (
+        site.context_memo is part
+        and environ_unchanged(plan.environ)
+        and (device is part.device or device == part.device)
+        and bt.kernel_info(call.kernel) is part.info
+    )
 
 
 def _decide(
@@ -170,18 +195,11 @@ def _decide(
     features: Mapping[str, float],
 ) -> miss.Resolved | None:
     """The plan's decision for a new key of its layout, or None (the general way decides)."""
-    # What the general way works out from the environment (the settings, the knobs, Triton's
-    # variables, where records are), from the device and from the kernel is as it was when
-    # the plan was made: the site's process context is still the plan's.
+    # Nothing calls for the general way now (a sweep, ranks, arguments prune= reads).
     part = plan.part
-    device = bt.device_facts()
     if (
         call.lazy is not None
         or site.prune_reads
-        or not environ_unchanged(plan.environ)
-        or site.context_memo is not part
-        or not (device is part.device or device == part.device)
-        or bt.kernel_info(call.kernel) is not part.info
         or not rules_decide()
         or distributed.active() is not None
     ):
