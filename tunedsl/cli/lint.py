@@ -229,6 +229,20 @@ def _noqa(rewrite: LintText, line: int, code: str) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tunedsl.frontend.source import read_source, unreadable_reason
+
+    status, readable = 0, []
+    for path in args.files:  # input that cannot be read is named first, ruff or not
+        try:
+            read_source(path)
+        except OSError as err:
+            reason = unreadable_reason(path, err)
+            print(f"tunedsl lint: error: cannot open {path!r}: {reason}", file=sys.stderr)
+            status = 2
+        else:
+            readable.append(path)
+    if not readable:
+        return status
     ruff = _ruff()
     if ruff is None:
         print(
@@ -237,8 +251,7 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    status = 0
-    for path in args.files:
+    for path in readable:
         lines, code = lint_file(ruff, path)
         for line in lines:
             print(line, file=sys.stderr if code == 2 else sys.stdout)
