@@ -63,7 +63,6 @@ def make_site(device: str) -> Callable[..., Any]:
 # the first module that holds the attribute is the one the miss calls it through.
 PARTS = (
     ("tunedsl.runtime.rule_plans", "RulePlans.decide", "the layout's plan (RulePlans.decide)"),
-    ("tunedsl.store.layered", "LayeredStore.get", "  of it: record look-up (LayeredStore.get)"),
     ("tunedsl.runtime.miss", "resolve", "the general way (miss.resolve)"),
     ("tunedsl.runtime.entry", "new_entry", "entry and launcher (entry.new_entry)"),
 )

@@ -41,6 +41,20 @@ def operands(n: int):  # type: ignore[no-untyped-def]
     return a, b, torch.empty_like(a)
 
 
+def captured(add: Any, n: int) -> Any:
+    """``add`` called for ``n`` elements inside a CUDA-graph capture, the graph replayed and
+    its output checked; the call's result."""
+    a, b, c = operands(n)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = add(a, b, c, n)
+    c.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, a + b)
+    return result
+
+
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """Sweep, build with the real command, then a fresh cache whose records path holds only
@@ -77,16 +91,7 @@ def shipped(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
 
 
 def test_an_unseen_key_inside_a_capture_launches_the_rules_pick(shipped: Any) -> None:
-    n = 50_000  # inside the sweep's range, never swept
-    a, b, c = operands(n)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        result = shipped(a, b, c, n)
-    assert result.source == "rule"
-    c.zero_()
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(c, a + b)
+    assert captured(shipped, 50_000).source == "rule"  # inside the sweep's range, never swept
 
 
 def test_an_unseen_key_inside_torch_compile_is_decided_by_the_rule(shipped: Any) -> None:
@@ -149,15 +154,7 @@ def test_new_sizes_captured_in_turn_are_decided_by_the_layouts_plan(
     real = miss.resolve
     monkeypatch.setattr(miss, "resolve", lambda s, c: (general.append(c), real(s, c))[1])
     for n in [60_001 + 16 * i for i in range(6)]:  # never swept, one layout (n % 16 == 1)
-        a, b, c = operands(n)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            result = shipped(a, b, c, n)
-        assert result.source == "rule"
-        c.zero_()
-        graph.replay()
-        torch.cuda.synchronize()
-        torch.testing.assert_close(c, a + b)
+        assert captured(shipped, n).source == "rule"
     # The layout's first new size went the general way (unless an earlier test's did); the
     # rest were decided by the plan it left, inside the captures.
     assert len(general) <= 1

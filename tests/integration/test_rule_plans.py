@@ -88,6 +88,22 @@ def test_a_record_for_a_new_size_decides_before_the_plan(
     assert found.digest == tuned.digest
 
 
+def test_a_record_shipped_beside_the_rule_after_the_plan_decides_before_it(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    with rule_store.measuring():
+        tuned = _call(site("swept", space=SPACE), 333)
+    # The record moves from the cache to the shipped directory (the environment unchanged).
+    (made,) = (tmp_path / "fresh-cache").rglob(f"{tuned.digest}.json")
+    os.replace(made, built_rules / made.name)
+    found = _call(s, 333)
+    assert found.source == "disk" and found.config == tuned.config
+    assert found.digest == tuned.digest
+
+
 def test_sizes_outside_the_swept_range_are_tuned_not_planned(
     built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 _side_group: Any = None  # the gloo group for the exchange, made on first use (a collective)
 _inside = False  # decide_here re-enters decide(): then it decides alone
+_available: bool | None = None  # torch.distributed.is_available()
 
 
 def active() -> str | None:
@@ -50,8 +51,13 @@ def active() -> str | None:
 
     Never imports torch: a program that did not import ``torch.distributed`` has no group.
     """
+    global _available
     dist = sys.modules.get("torch.distributed")
-    if dist is None or not dist.is_available() or not dist.is_initialized():
+    if dist is None:
+        return None
+    if _available is None:  # how PyTorch was built: asked once (this is asked on every miss)
+        _available = bool(dist.is_available())
+    if not _available or not dist.is_initialized():
         return None
     if _inside or dist.get_world_size() < 2:
         return None

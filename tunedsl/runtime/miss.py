@@ -222,6 +222,12 @@ def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
 # -- resolving a key -------------------------------------------------------------------------
 
 
+def keyed_by_alignment(info: Any) -> bool:
+    """Whether a tensor's 16-byte alignment is in the record key of this kernel's calls:
+    where launches bypass Triton's dispatcher, an unaligned tensor is another kernel."""
+    return bool(info.jit and direct_launch_enabled())
+
+
 def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
     """What deciding ``call`` is about: the kernel's facts, the readable key and the digest
     (after ``candidates``: prune= may have grown the key by the arguments it reads)."""
@@ -241,7 +247,7 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         info.value_keyed,
         HOLE,
         info.defaults,
-        with_align=info.jit and direct_launch_enabled(),
+        with_align=keyed_by_alignment(info),
     )
     if site.has_key and user_key is None:
         readable["user_key"] = None

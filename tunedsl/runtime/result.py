@@ -62,10 +62,14 @@ class LaunchResult:
         return self.space[0] if self.space else None
 
     def with_source(self, source: str) -> LaunchResult:
-        # A copy with another source (once per miss): not dataclasses.replace, which inspects
-        # the fields, nor the frozen __init__, which sets each field through object.__setattr__.
+        return self.replaced(source=source)
+
+    def replaced(self, **fields: Any) -> LaunchResult:
+        """A copy with ``fields`` changed (made on every miss): not dataclasses.replace, which
+        inspects the fields, nor the frozen __init__, which sets each one through
+        object.__setattr__."""
         new = object.__new__(LaunchResult)
-        new.__dict__.update(self.__dict__, source=source)
+        new.__dict__.update(self.__dict__, **fields)
         return new
 
     def _table_rows(self) -> list[tuple[str, str, str]]:

@@ -23,13 +23,12 @@ key) goes the general way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import tunedsl.backends.triton as bt
 from tunedsl.backends.shared_launchers import specialization
-from tunedsl.backends.triton_launch import direct_launch_enabled
 from tunedsl.environ import environ_checks, environ_snapshot, environ_unchanged
 from tunedsl.model.hole import HOLE
 from tunedsl.model.key_reader import Reader, make_reader
@@ -41,7 +40,6 @@ from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import find_rules, rules_decide
 
 if TYPE_CHECKING:
-    from tunedsl.model.config import Config
     from tunedsl.model.rule import Family, Rule
     from tunedsl.model.settings import Settings
 
@@ -61,9 +59,11 @@ class _Plan:
     rules: tuple[Rule, ...]  # find_rules' answer (the same tuple while the files are unchanged)
     rule: Rule
     family: Family
-    allowed: frozenset[Config]  # the rule's configurations the site's space keeps
+    allowed: frozenset[int]  # the rule's configurations the site's space keeps, by index
     spec: tuple[Any, ...] | None  # Triton's specialization, where the reader tests all of it
-    options: dict[Config, dict[str, Any]] = field(default_factory=dict)
+    absent: Callable[[str], bool] | None  # no record file for a digest (None: look it up)
+    result: LaunchResult  # the first key's result: later keys' are copies of it
+    decisions: dict[int, Decision] = field(default_factory=dict)  # one a configuration
 
 
 class RulePlans:
@@ -135,7 +135,7 @@ class RulePlans:
         if rule.swept is not None and unswept(rule.swept, settings.configs) is not None:
             return
         info = about.info
-        with_align = bool(info.jit and direct_launch_enabled())  # as miss.subject keys it
+        with_align = miss.keyed_by_alignment(info)
         read = make_reader(
             info.arg_names,
             call.args,
@@ -160,8 +160,10 @@ class RulePlans:
             rules,
             rule,
             family,
-            frozenset(c for c in rule.configs if c in kept),
+            frozenset(i for i, c in enumerate(rule.configs) if c in kept),
             spec,
+            record_stores().absence_check(),
+            resolved.result,
         )
         others = [  # a plan for this layout made before (under another context) goes
             p
@@ -206,16 +208,23 @@ def _decide(
         return None
     settings = plan.settings
     digest = part.digest.of_text(text)
-    if site.decided(digest) is not None or record_stores().get(digest) is not None:
+    if site.decided(digest) is not None:
+        return None
+    # A record decides before a rule: where there may be one, the general way reads it.
+    absent = plan.absent
+    if (not absent(digest)) if absent is not None else record_stores().get(digest) is not None:
         return None
     if find_rules(part.rule_digest) is not plan.rules or not plan.family.in_range(features):
         return None
-    config = plan.rule.configs[plan.family.pick(features)]
-    if config not in plan.allowed:
+    pick = plan.family.pick(features)
+    if pick not in plan.allowed:
         return None
-    options = plan.options.get(config)
-    if options is None:
-        options = plan.options[config] = decision_options(config, settings, part.target)
+    decision = plan.decisions.get(pick)
+    if decision is None:
+        config = plan.rule.configs[pick]
+        options = decision_options(config, plan.settings, part.target)
+        decision = plan.decisions[pick] = Decision(config, options, "rule", None)
+    config = decision.config
     about = Subject(
         site.site_id,
         call.kernel,
@@ -227,14 +236,5 @@ def _decide(
         part.rule_digest,
         part.target,
     )
-    result = LaunchResult(
-        config=config,
-        source="memory",
-        key=readable,
-        digest=digest,
-        site=site.site_id,
-        record=None,
-        space=settings.configs,
-    )
-    decision = Decision(config, options, "rule", None)
-    return miss.Resolved(decision, result, result.with_source("rule"), about, plan.spec)
+    result = plan.result.replaced(config=config, key=readable, digest=digest)
+    return miss.Resolved(decision, result, result.replaced(source="rule"), about, plan.spec)

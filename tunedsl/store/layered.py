@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tunedsl.store.records import Record
+from tunedsl.store.records import Record, absence_check
 
 DEFAULT_LOCK_TIMEOUT_S = 3600.0
 
@@ -82,6 +82,17 @@ class LayeredStore:
                     earlier.put(record)
             return record
         return None
+
+    def absence_check(self) -> Callable[[str], bool] | None:
+        """A function that says, by one existence test a directory, whether no store has a
+        digest's record (True: none has), for as long as the environment that named the
+        stores is unchanged; None where a store cannot say so without a lookup (this
+        process's memory, Redis). A digest it does not call absent is looked up with ``get``."""
+        from tunedsl.store.files import FileRecordStore
+
+        if not all(isinstance(store, FileRecordStore) for store in self.stores):
+            return None
+        return absence_check([store.root for store in self.stores])
 
     def _newer_read_only(
         self, digest: str, record: Record, index: int

@@ -25,7 +25,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,22 @@ def load_from(root: Path, digest: str) -> Record | None:
         warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
         return None
     return record
+
+
+def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
+    """A function that says whether no directory of ``roots`` has a file for a digest's
+    record (True: none has; ``load_from``'s first test, without reading or trusting
+    anything): a caller that meets many new keys asks it before ``load_from``."""
+    prefixes = tuple(f"{root}{os.sep}" for root in roots)
+    exists = _lexists
+
+    def absent(digest: str) -> bool:
+        for prefix in prefixes:
+            if exists(f"{prefix}{digest}.json"):
+                return False
+        return True
+
+    return absent
 
 
 def _no_follow_exists(path: str) -> bool:
