@@ -288,6 +288,7 @@ def _key_config(site: Any, space: Any, default: Any) -> Config:
 def _make_site(
     where: tuple[Any, ...], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
 ) -> Any:
+    from tunedsl.runtime import dsl
     from tunedsl.runtime.site import Site
 
     with _sites_lock:
@@ -304,5 +305,8 @@ def _make_site(
                 options={"name": name} if name is not None else {},
                 has_key=has_key,
             )
-            _sites[where, has_key] = site
+            # Built in precompile mode (a workload's call), as a macro's site would be: its
+            # calls compile the configurations there instead of tuning and launching.
+            wrap = dsl.site_wrapper
+            _sites[where, has_key] = site = site if wrap is None else wrap(site)
     return site
