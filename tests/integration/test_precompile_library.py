@@ -61,3 +61,60 @@ def test_the_library_function_names_a_missing_path() -> None:
 
     with pytest.raises(UsageError, match=r"no such file or directory: .*nope\.py"):
         precompile([str(FIXTURES / "nope.py")])
+
+
+PLAIN_API = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+
+@triton.jit
+def square_kernel(x, out, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    v = tl.load(x + i, mask=i < n)
+    tl.store(out + i, v * v, mask=i < n)
+
+
+def square(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    autotune_launch(square_kernel, space={"tile": [32, 64, 128]},
+                    grid=lambda c: (cdiv(n, c.tile),), args=(x, out, n),
+                    kwargs=lambda c: {"TILE": c.tile})
+    return out
+
+
+@workload
+def warm():
+    square(torch.randn(1000))
+"""
+
+
+def test_an_autotune_launch_site_in_a_workload_compiles_like_a_macro_and_never_tunes(
+    tmp_path: Path,
+) -> None:
+    # The plain API's site was not a precompile site: a workload's autotune_launch call tuned
+    # and wrote records (or, cross-compiling, failed with "0 active drivers") instead of
+    # compiling its configurations, and the summary never listed it.
+    script = tmp_path / "plain_api.py"
+    script.write_text(PLAIN_API)
+    cache = tmp_path / "cache"
+    env = dict(os.environ)
+    env.update(
+        TRITON_INTERPRET="1",
+        TUNEDSL_NO_AUTO_INTERPRET="1",
+        TUNEDSL_CACHE_DIR=str(cache),
+        TRITON_CACHE_DIR=str(tmp_path / "triton-cache"),
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(script)],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert not out["failed"] and out["errors"] == []
+    assert out["interpreted"] == 3 and out["events"] == ["interpreted"] * 3
+    assert not list(cache.glob("records/*.json"))  # compiled only: nothing tuned

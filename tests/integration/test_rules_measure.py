@@ -154,6 +154,30 @@ def test_check_fails_a_rule_whose_picks_fail_here_and_one_it_cannot_measure(
     assert no_gpu.returncode == 1 and "cannot re-measure" in no_gpu.stderr
 
 
+def test_check_with_a_script_on_a_machine_without_a_gpu_calls_no_rule_stale_it_cannot_judge(
+    built: Path, tmp_path: Path
+) -> None:
+    # Without TRITON_INTERPRET and without a GPU driver, `check --script` cannot measure, and
+    # Triton has no backend here either: it must not call a rule swept under the interpreter
+    # (current for `tunedsl run` here, as `check` without --script says) stale, nor advise a
+    # new sweep. It names the fix instead.
+    from tunedsl.autointerp import gpu_driver_present
+
+    if gpu_driver_present():
+        pytest.skip("a machine without a GPU driver: here `tunedsl run` would not interpret")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.pop("TUNEDSL_NO_AUTO_INTERPRET", None)
+    held = shapes(tmp_path, "held", [300])
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "check", str(built), "--script", SCRIPT,
+         "--shapes", held],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "stale" not in done.stdout and "unavailable" not in done.stdout, done.stdout
+    assert "cannot re-measure" in done.stderr and "set TRITON_INTERPRET=1" in done.stderr
+
+
 def test_check_says_a_rule_was_built_for_another_version_of_the_scripts_kernel(
     built: Path, tmp_path: Path
 ) -> None:

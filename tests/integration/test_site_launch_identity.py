@@ -117,6 +117,51 @@ def test_editing_blocks_or_a_dollar_argument_is_a_new_key(tmp_path: Path) -> Non
     assert launch_once(tmp_path, "cdiv(n, $tile)").digest == first.digest
 
 
+KEYED = """
+import sys
+sys.path.insert(0, {tests!r})
+from runtime_kernels import vadd
+from tunedsl import autotune, cdiv
+
+
+def add(a, b, c, n):
+    return autotune(space={{"tile": [32, 64]}}, blocks=cdiv(n, $tile), key={key},
+                    vadd(a, b, c, n, TILE=$tile))
+"""
+
+
+def keyed_once(tmp_path: Path, key: str) -> Any:
+    """A new process's first call of the site `add` written with this key=."""
+    import runtime_kernels
+    from runtime_helpers import new_process
+
+    from tunedsl.frontend.compile import compile_source
+
+    path = tmp_path / "keyed.py"
+    tests = str(Path(runtime_kernels.__file__).parent)
+    path.write_text(KEYED.format(tests=tests, key=key), encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "keyed", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    new_process()
+    a, b, c, _ = _tensors()
+    result = namespace["add"](a, b, c, N)
+    torch.testing.assert_close(c, a + b)
+    return result
+
+
+def test_editing_key_is_a_new_key_even_where_it_gives_the_same_value(tmp_path: Path) -> None:
+    # key= names the bucket a record was measured for: `n // 128` gives 2 for n in
+    # [256, 384), `n // 100` gives 2 for n in [200, 300). A record of the one must not
+    # decide the other because the numbers agree (nor `(m, n)` decide `(n, m)`).
+    first = keyed_once(tmp_path, "n // 128")
+    assert first.source == "tuned" and first.key["user_key"] == 2
+    assert keyed_once(tmp_path, "n//128").source == "disk"  # spacing is no edit
+    edited = keyed_once(tmp_path, "n // 100")
+    assert edited.key["user_key"] == 2
+    assert edited.source == "tuned" and edited.digest != first.digest
+    assert keyed_once(tmp_path, "n // 128").digest == first.digest
+
+
 # -- a `$` argument that gives a tensor --------------------------------------------------------
 
 HOLE_SCRIPT = """

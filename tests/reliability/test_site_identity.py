@@ -95,6 +95,51 @@ def test_edits_above_a_site_keep_its_records(tmp_path: Path) -> None:
     assert {loc.rsplit(":", 1)[1] for loc in locations} == {"13", "14"}  # 0-based 12 and 13
 
 
+MIXED = """
+import torch
+# EXTRA
+from tunedsl import autotune, autotune_launch, cdiv
+from id_kernels import vadd_kernel
+
+
+def add(n):
+    a, b = torch.arange(n, dtype=torch.float32), torch.ones(n)
+    c, d = torch.empty(n), torch.empty(n)
+    first = autotune(space=dict(tile=[16, 32]), blocks=cdiv(n, $tile), effort="quick",
+                     vadd_kernel(a, b, c, n, TILE=$tile))
+    second = autotune_launch(vadd_kernel, space={"tile": [16, 32]}, effort="quick",
+                             grid=lambda cfg: (cdiv(n, cfg.tile),),
+                             args=(a, b, d, n), kwargs=lambda cfg: {"TILE": cfg.tile})
+    assert torch.equal(c, a + b) and torch.equal(d, a + b)
+    return first, second
+
+
+for r in add(40):
+    print("RESULT", r.source, r.site, flush=True)
+"""
+
+
+def test_a_plain_api_call_in_a_dsl_file_is_named_by_its_function_and_survives_edits_above(
+    tmp_path: Path,
+) -> None:
+    """An autotune_launch call in a module that also uses the macro: Python cannot parse the
+    file (`$`), so its site was named by its line (`id_mixed.py:line 13:autotune_launch`) and
+    a line added above re-tuned it, orphaning its records and shipped rules."""
+    cache = tmp_path / "cache"
+    env = child_env(cache)
+    (tmp_path / "id_kernels.py").write_text(KERNELS.lstrip())
+    script = write_script(tmp_path / "id_mixed.py", MIXED)
+    first = _results(run_tunedsl(script, env))
+    assert first == [
+        ("tuned", "id_mixed.py:add:vadd_kernel"),
+        ("tuned", "id_mixed.py:add:autotune_launch"),
+    ]
+    write_script(script, MIXED.replace("# EXTRA", "import os\nimport sys\n\n\nX = 1"))
+    again = _results(run_tunedsl(script, env))
+    assert [s for s, _ in again] == ["disk", "disk"]
+    assert len(record_files(cache)) == 2
+
+
 def test_ls_tells_rows_apart_and_counts_columns_from_one(tmp_path: Path) -> None:
     """Items 13 and 21: `cache ls` shows the key and the 1-based location of each row."""
     cache = tmp_path / "cache"

@@ -421,6 +421,7 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     rule's picks against tuning a sample of the shapes here."""
     from tunedsl.backends import triton as bt
     from tunedsl.cli.rules_measure import device_of, remeasure_picks
+    from tunedsl.precompile.remeasure import cannot_measure
     from tunedsl.store.records import keyed_toolchain
     from tunedsl.store.rules import digest_of, rule_path
 
@@ -430,6 +431,10 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     if not args.bound >= 1:
         raise UsageError(f"--bound {args.bound}: expected a regret of at least 1.0")
     facts = bt.device_facts()
+    why = cannot_measure(facts) if args.script is not None else None
+    if why is not None:  # before judging: without a backend here every rule reads as stale
+        print(f"cannot re-measure the rules' picks: {why}", file=sys.stderr)
+        return 1
     here = device_of(facts)
     toolchain = keyed_toolchain(bt.toolchain())
     stale = bad = 0
@@ -491,10 +496,4 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     failed = stale + bad
     if args.script is None or not rules:
         return 1 if failed else 0
-    from tunedsl.precompile.remeasure import cannot_measure
-
-    why = cannot_measure(facts)
-    if why is not None:
-        print(f"cannot re-measure the rules' picks: {why}", file=sys.stderr)
-        return 1
     return 1 if remeasure_picks(rules, args) or failed else 0

@@ -361,7 +361,10 @@ class _MacroExpander(MacroChecks):
                 per_config.append((kw.arg, kw.value))
         blocks = subst.visit(blocks)
         subst.check_all_found(self._error)
-        self.launch_text = launch_text(self.src, [*per_config, ("blocks", blocks)])
+        # key= too: it names the bucket a record was measured for, so an edited key= (a
+        # value that now means other sizes) is never decided by the old buckets' records.
+        keyed = [("key", key.node)] if key is not None and key.node is not None else []
+        self.launch_text = launch_text(self.src, [*per_config, ("blocks", blocks), *keyed])
         for part in [*holes, *(value for _, value in dynamic_kw), blocks]:
             self._check_deferred(part, "an expression that uses `$name`", "once per configuration")
         lazy_parts = [("space=", lazy_space)] if lazy_space is not None else []

@@ -1,10 +1,10 @@
 """Expander layer: the text of a launch's per-configuration parts, for the record digest.
 
 A record is measured on one launch: its grid (``blocks=``) and the arguments written with
-``$``. The site passes this text to ``make_site(launch=...)`` and the record digest covers
-it, as it covers the kernel's source, so editing any of them (``cdiv(n, 2 * $tile)``,
-``TILE=2 * $tile``) is a new key that tunes once instead of reusing a decision measured on
-other launches. Spacing, line breaks and comments are no edit: the text is the tokens as
+``$``, for the bucket its ``key=`` names. The site passes this text to
+``make_site(launch=...)`` and the record digest covers it, as it covers the kernel's source,
+so editing any of them (``cdiv(n, 2 * $tile)``, ``TILE=2 * $tile``, ``key=n // 512``) is a
+new key that tunes once instead of reusing a decision measured on other launches or sizes. Spacing, line breaks and comments are no edit: the text is the tokens as
 written, joined one way. Tokens rather than ``ast.unparse``: linear (no recursion on deep
 expressions) and the same text on every Python version.
 """

@@ -24,7 +24,8 @@ file, is a new site (``tunedsl cache gc`` removes the old records).
 The front end knows the enclosing function; it passes ``scope=`` and ``ordinal=`` to
 ``make_site``, which declares them here before building the ``Site``. The plain API
 (``autotune_launch``) has no expander: its scope is found by parsing the caller's file
-with ``ast`` (plain Python), and its ordinal counts the ``autotune_launch`` calls before it
+with ``ast`` (plain Python; a file that uses the macro too is parsed by the front end, which
+the runtime installs here with ``use_dsl_parser``), and its ordinal counts the ``autotune_launch`` calls before it
 in that function (on earlier lines, and left of it on a line that holds several).
 
 Older records are migrated on first use (``runtime/legacy_records.py``): those of
@@ -39,6 +40,7 @@ import ast
 import functools
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from tunedsl.warn import warn_once
@@ -193,12 +195,28 @@ class _FileIndex(NamedTuple):
     calls: tuple[tuple[str, int, int, int, int], ...]
 
 
+# Parses a file that Python cannot (a DSL module: `$name`), positions the user's. The front
+# end can, and this layer may not import it: the runtime installs it (``use_dsl_parser``).
+_dsl_parser: Callable[[str, str], ast.Module] | None = None
+
+
+def use_dsl_parser(parse: Callable[[str, str], ast.Module]) -> None:
+    """Parse files that use the macro with ``parse(source, filename)`` (the front end's)."""
+    global _dsl_parser
+    _dsl_parser = parse
+
+
 @functools.lru_cache(maxsize=16)
 def _index(source: str, filename: str) -> _FileIndex:
     """The functions, classes and calls of one file's text: parsed once per process
     for all the plain-API sites of a file (keyed by the text, so an edited file is
     parsed again)."""
-    tree = ast.parse(source, filename)
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError:
+        if _dsl_parser is None:
+            raise
+        tree = _dsl_parser(source, filename)  # a DSL module, with the user's positions
     calls = tuple(
         (
             _callee_name(node.func),

@@ -30,7 +30,10 @@ TASK_ENV: Mapping[str, str | None] = {
 def cannot_measure(device: Mapping[str, Any]) -> str | None:
     """Why keys cannot be measured here (None: they can). ``device``: ``device_facts()``."""
     if device.get("type") in (None, "cpu"):
-        return "this machine has no GPU (and TRITON_INTERPRET is not set)"
+        return (
+            "this machine has no GPU and TRITON_INTERPRET is not set (set TRITON_INTERPRET=1 "
+            "to measure under Triton's interpreter)"
+        )
     return None
 
 

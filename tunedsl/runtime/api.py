@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.errors import UsageError
+from tunedsl.model import identity
 from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
 from tunedsl.runtime.result import LaunchResult
@@ -35,6 +36,17 @@ _fixed_by_names: dict[tuple[tuple[Any, ...], bool], dict[tuple[str, ...], tuple[
 # Per site: the configuration whose arguments key its calls (args= or kwargs= functions).
 _key_configs: dict[Any, Config] = {}
 _sites_lock = threading.Lock()
+
+
+def _parse_dsl(source: str, filename: str) -> Any:
+    """A module that uses the macro as well, parsed by the front end (Python cannot): a
+    call's enclosing function names its site there as in any other file."""
+    from tunedsl.frontend.compile import expand_to_ast
+
+    return expand_to_ast(source, filename)
+
+
+identity.use_dsl_parser(_parse_dsl)
 
 
 def autotune_launch(
@@ -222,8 +234,6 @@ def _is_seq(value: Any) -> bool:
 def _call_place(frame: Any, where: tuple[str, int, Any]) -> tuple[Any, ...]:
     """Where the site of this call is kept: ``where`` for a call alone on its line (or
     named by name=), else ``where`` and the call's column, each call its own site."""
-    from tunedsl.model import identity
-
     filename, line, name = where
     if name is not None:
         return where  # name= is the identity: calls of one name= are one site
@@ -243,7 +253,6 @@ def _call_place(frame: Any, where: tuple[str, int, Any]) -> tuple[Any, ...]:
 def _column(frame: Any, filename: str, line: int) -> int:
     """The column of the ``autotune_launch`` call ``frame`` is making (its identity
     declared), -1 where Python does not tell instruction positions (3.10)."""
-    from tunedsl.model import identity
     from tunedsl.warn import warn_once
 
     positions = getattr(frame.f_code, "co_positions", None)
@@ -279,6 +288,7 @@ def _key_config(site: Any, space: Any, default: Any) -> Config:
 def _make_site(
     where: tuple[Any, ...], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
 ) -> Any:
+    from tunedsl.runtime import dsl
     from tunedsl.runtime.site import Site
 
     with _sites_lock:
@@ -295,5 +305,8 @@ def _make_site(
                 options={"name": name} if name is not None else {},
                 has_key=has_key,
             )
-            _sites[where, has_key] = site
+            # Built in precompile mode (a workload's call), as a macro's site would be: its
+            # calls compile the configurations there instead of tuning and launching.
+            wrap = dsl.site_wrapper
+            _sites[where, has_key] = site = site if wrap is None else wrap(site)
     return site
