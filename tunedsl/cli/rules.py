@@ -197,7 +197,7 @@ def build(args: argparse.Namespace) -> int:
     groups = _groups(records, args.site)
     if not groups:
         where = ", ".join(args.records) or "this user's cache"
-        known = sorted({r.site for r in records})
+        known = sorted({terminal_text(r.site) for r in records})  # (escape sequences too)
         if args.site and known:  # a misspelled --site: name the sites there are
             from tunedsl.model.options import did_you_mean
 
@@ -234,13 +234,18 @@ def build(args: argparse.Namespace) -> int:
         first = recs[0]
         for other, skipped in found[1:]:
             print(
-                f"  note: {len(skipped)} records of {first.site} measured elsewhere ({other}) "
-                "are left out: a rule is measured on one GPU model and toolchain",
+                terminal_text(
+                    f"  note: {len(skipped)} records of {first.site} measured elsewhere "
+                    f"({other}) are left out: a rule is measured on one GPU model and toolchain"
+                ),
                 file=sys.stderr,
             )
         keys = usable([SweptKey(r.key, times_of(r)) for r in recs])
         if not keys:
-            print(f"  {first.site}: no rule (no swept key has a successful time)", file=sys.stderr)
+            print(
+                terminal_text(f"  {first.site}: no rule (no swept key has a successful time)"),
+                file=sys.stderr,
+            )
             continue
         plans.append(Plan(digest, measured, first, keys, None, _swept(recs)))
         plans[-1].built = build_rule(keys, args.tolerance, args.max_configs)
@@ -337,12 +342,12 @@ def _save(plan: Any, out: Path) -> None:
     path = save_rule(rule, out)
     v = built.validation
     print(
-        f"{_short(first.site, 48):<48} {len(plan.keys):>5} {len(built.configs):>7} "
+        f"{_short(terminal_text(first.site), 48):<48} {len(plan.keys):>5} {len(built.configs):>7} "
         f"{_x(v.get('geomean')):>8} {_x(v.get('p95')):>7} {_x(v.get('max')):>7}  {path.name}"
     )
     if not isinstance(v.get("geomean"), float):
         print(
-            f"  note: {first.site}: {len(plan.keys)} swept key(s), too few to validate the rule "
+            f"  note: {terminal_text(first.site)}: {len(plan.keys)} swept key(s), too few to validate the rule "
             "on keys it was not built from; it decides only sizes within theirs. Sweep more "
             "sizes and build again",
             file=sys.stderr,

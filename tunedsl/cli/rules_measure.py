@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunedsl.cli.cache_select import terminal_text
+
 
 def _short(text: str, width: int) -> str:
     return text if len(text) <= width else "..." + text[-(width - 3) :]
@@ -132,7 +134,7 @@ def _print_cells(plans: Sequence[Plan], cells: dict[int, list[tuple[int, Any]]])
         for i, config in cells[id(p)]
     ]
     for line in lines[:_MAX_LINES]:
-        print(line, file=sys.stderr)
+        print(terminal_text(line), file=sys.stderr)  # a record's site or key: escaped
     if len(lines) > _MAX_LINES:
         print(f"    ... and {len(lines) - _MAX_LINES} more", file=sys.stderr)
 
@@ -200,9 +202,10 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
         if not found and rule.site in elsewhere:
             off = True
             print(
-                f"{path.name}: unchecked: the script's {rule.site} is not the kernel this rule "
-                "was built for (its source, static hints or Triton environment changed since), "
-                "so the runtime never uses this rule; sweep and run `tunedsl rules build` again"
+                f"{path.name}: unchecked: the script's {terminal_text(rule.site)} is not the "
+                "kernel this rule was built for (its source, static hints or Triton environment "
+                "changed since), so the runtime never uses this rule; sweep and run `tunedsl "
+                "rules build` again"
             )
             continue
         if not found:
