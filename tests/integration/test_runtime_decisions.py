@@ -7,6 +7,7 @@ on the code before the fix.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 
 import pytest
@@ -131,6 +132,26 @@ def test_constexpr_2_and_2_0_and_true_get_their_own_decisions() -> None:
     assert [r.source for r in results] == ["tuned"] * 4
     assert len(s.table()) == 4
     assert keys.constexpr_key(2) != keys.constexpr_key(2.0)
+
+
+@pytest.mark.parametrize("passed", ["keyword", "positional"])
+def test_a_constexpr_of_negative_zero_gets_its_own_decision(passed: str) -> None:
+    # -0.0 == 0.0 in Python, and they hash alike; but Triton compiles each (x * K keeps the
+    # sign of zero) and the record key tells them apart: a call with -0.0 never launches the
+    # kernel compiled for 0.0 (a GPU's direct launch shared its binary).
+    x = torch.ones(64)
+    s = site(f"constexpr-zero-{passed}")
+    got = []
+    for k in (0.0, 0.0, -0.0):  # 0.0 twice in a row: its repeat check is built and asked
+        out = torch.empty(64)
+        if passed == "keyword":
+            got.append(call(s, scale_by, (x, out, 64), 64, K=k))
+        else:
+            got.append(call(s, scale_by, (x, out, 64, k), 64))
+        assert math.copysign(1.0, out[0].item()) == math.copysign(1.0, k)
+    assert [r.source for r in got] == ["tuned", "memory", "tuned"]
+    assert got[0].digest != got[2].digest and len(s.table()) == 2
+    assert keys.constexpr_key(-0.0) != keys.constexpr_key(0.0)
 
 
 # -- 5. the plain API's kwargs= --------------------------------------------------------------

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -175,6 +176,8 @@ def constexpr_key(x: Any) -> Any:
         hash(x)
     except TypeError:
         return ("unhashable", repr(x))
+    if x.__class__ is float and x == 0.0 and math.copysign(1.0, x) < 0.0:
+        return ("c", float, x, "-0.0")  # equal to 0.0, and hashed alike, but compiled apart
     return ("c", x.__class__, x)
 
 
