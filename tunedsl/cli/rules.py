@@ -105,8 +105,15 @@ def _check_measure_args(args: argparse.Namespace) -> None:
     finite_number(args.measure_budget, "--measure-budget", zero_ok=True, unit=" of seconds")
     if args.shapes is not None and args.script is None:
         raise UsageError("--shapes needs --script: the workloads the shapes are arguments of")
-    if args.script is not None and not Path(args.script).is_file():
-        raise UsageError(f"--script {args.script}: no such file")
+    if args.script is not None:
+        from tunedsl.frontend.source import read_source, unreadable_reason
+
+        try:
+            read_source(args.script)  # a FIFO or a device is named, never waited on
+        except OSError as err:
+            raise UsageError(
+                f"--script {args.script}: {unreadable_reason(args.script, err)}"
+            ) from None
     if args.shapes is not None:
         # Read now, not once a cell needs measuring: a bad shapes file is never passed over.
         from tunedsl.precompile.sweep import read_shapes
