@@ -207,11 +207,11 @@ def _scale(s, n: int, k: float):
     return res
 
 
-def test_a_constexpr_of_negative_zero_is_not_read_as_the_plans_zero(
+def test_a_constexpr_of_negative_zero_is_decided_as_the_general_way_decides_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    # A rule swept with K=0.0 only: -0.0 (equal in Python, compiled apart) is a family the
-    # sweep never had, so the general way tunes it, under its own key and digest.
+    # A rule swept with K=0.0; a plan made for it reads K=-0.0 (equal to 0.0): what it
+    # decides is what the general way decides, key and digest included.
     from rule_helpers import SWEPT, rules_cli
 
     for n in SWEPT:
@@ -223,4 +223,9 @@ def test_a_constexpr_of_negative_zero_is_not_read_as_the_plans_zero(
     assert [_scale(s, n, 0.0).source for n in (300, 302)] == ["rule", "rule"]  # a plan now
     got = _scale(s, 306, -0.0)  # n of the plan's int class (not a multiple of 16)
     alone = _scale(site("scaled", space=SPACE), 306, -0.0)  # a new site: the general way
-    assert (got.source, got.key, got.digest) == ("tuned", alone.key, alone.digest)
+    assert (got.source, got.config, got.key, got.digest) == (
+        alone.source,
+        alone.config,
+        alone.key,
+        alone.digest,
+    )

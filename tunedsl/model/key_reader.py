@@ -77,12 +77,7 @@ class _Code:
     """The generated function's parts, argument by argument."""
 
     def __init__(self, hole: object, with_align: bool) -> None:
-        self.env: dict[str, Any] = {
-            "MISSING": _MISSING,
-            "hole": hole,
-            "log2": math.log2,
-            "copysign": math.copysign,
-        }
+        self.env: dict[str, Any] = {"MISSING": _MISSING, "hole": hole, "log2": math.log2}
         self.with_align = with_align
         self.fetch: list[str] = []  # one line per argument: its value in a local
         self.guards: list[str] = []  # the layout's tests, in order
@@ -113,8 +108,6 @@ class _Code:
                 return False
             self.env[f"C_{var}"] = cls
             self.guards.append(f"{var}.__class__ is C_{var} and {var} == {value!r}")
-            if cls is float and value == 0.0:  # -0.0 == 0.0, but is keyed and compiled apart
-                self.guards.append(f"copysign(1.0, {var}) == {math.copysign(1.0, value)!r}")
             if defaults and keys.is_default(value, name, defaults):
                 return True  # left out of the key, as unpassed
             return self.constant(name, {"constexpr": keys.readable_constexpr(value)})

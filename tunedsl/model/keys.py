@@ -23,7 +23,6 @@ import contextlib
 import functools
 import hashlib
 import inspect
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -176,8 +175,6 @@ def constexpr_key(x: Any) -> Any:
         hash(x)
     except TypeError:
         return ("unhashable", repr(x))
-    if x.__class__ is float and x == 0.0 and math.copysign(1.0, x) < 0.0:
-        return ("c", float, x, "-0.0")  # equal to 0.0, and hashed alike, but compiled apart
     return ("c", x.__class__, x)
 
 
@@ -373,6 +370,10 @@ def readable_constexpr(x: Any) -> Any:
     fn = getattr(x, "fn", None)
     if inspect.isfunction(fn):
         return f"@jit {fn.__qualname__} {_source_digest(fn)}"
+    if x.__class__ is float and x == 0.0:
+        # -0.0 as 0.0: they are equal and hash alike, so the call key, and Triton's own cache
+        # of compiled kernels, hold one of them for both; so does the record key.
+        return 0.0
     return json_safe(x)
 
 

@@ -197,8 +197,7 @@ _MISSING = object()
 
 def _kwargs_mismatch(sample: Mapping[str, Any], env: dict[str, Any]) -> str | None:
     """The test, true for keyword arguments unlike ``sample``'s; None where a value is of a
-    class this check does not compare (a tensor, a tuple: the call key decides), or a float
-    zero (it equals the other zero)."""
+    class this check does not compare (a tensor, a tuple: the call key decides)."""
     tests = [f"len(kwargs) != {len(sample)}"]
     env["MISSING"] = _MISSING
     for i, (name, value) in enumerate(sample.items()):
@@ -207,8 +206,6 @@ def _kwargs_mismatch(sample: Mapping[str, Any], env: dict[str, Any]) -> str | No
             continue
         if value.__class__ not in _KWARG_CLASSES:
             return None
-        if value.__class__ is float and value == 0.0:
-            return None  # -0.0 == 0.0, but a constexpr of each compiles apart: the key decides
         env[f"KC{i}"], env[f"KV{i}"] = value.__class__, value
         get = f"kwargs.get({name!r}, MISSING)"
         tests.append(f"{get}.__class__ is not KC{i} or {get} != KV{i}")
