@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.cli.cache_select import terminal_text
+from tunedsl.cli.rules_measure import check_measure_args
 from tunedsl.errors import UsageError
 
 
@@ -97,28 +98,6 @@ def _measure_args(parser: argparse.ArgumentParser, text: str) -> None:
         metavar="SECONDS",
         help=f"time for measuring (default {DEFAULT_MEASURE_BUDGET_S:.0f}; a task started ends)",
     )
-
-
-def _check_measure_args(args: argparse.Namespace) -> None:
-    from tunedsl.knobs import finite_number
-
-    finite_number(args.measure_budget, "--measure-budget", zero_ok=True, unit=" of seconds")
-    if args.shapes is not None and args.script is None:
-        raise UsageError("--shapes needs --script: the workloads the shapes are arguments of")
-    if args.script is not None:
-        from tunedsl.frontend.source import read_source, unreadable_reason
-
-        try:
-            read_source(args.script)  # a FIFO or a device is named, never waited on
-        except OSError as err:
-            raise UsageError(
-                f"--script {args.script}: {unreadable_reason(args.script, err)}"
-            ) from None
-    if args.shapes is not None:
-        # Read now, not once a cell needs measuring: a bad shapes file is never passed over.
-        from tunedsl.precompile.sweep import read_shapes
-
-        read_shapes(args.shapes)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -198,7 +177,7 @@ def build(args: argparse.Namespace) -> int:
         raise UsageError(f"--tolerance {args.tolerance}: expected a number in [0, 1)")
     if not 1 <= args.max_configs <= MAX_CONFIGS:
         raise UsageError(f"--max-configs {args.max_configs}: expected 1 to {MAX_CONFIGS}")
-    _check_measure_args(args)
+    check_measure_args(args)
     out = _out_dir(args.out)
     records = list(_records(args.records))
     groups = _groups(records, args.site)
@@ -349,14 +328,15 @@ def _save(plan: Any, out: Path) -> None:
     path = save_rule(rule, out)
     v = built.validation
     print(
-        f"{_short(terminal_text(first.site), 48):<48} {len(plan.keys):>5} {len(built.configs):>7} "
+        f"{_short(terminal_text(first.site), 48):<48} {len(plan.keys):>5} "
+        f"{len(built.configs):>7} "
         f"{_x(v.get('geomean')):>8} {_x(v.get('p95')):>7} {_x(v.get('max')):>7}  {path.name}"
     )
     if not isinstance(v.get("geomean"), float):
         print(
-            f"  note: {terminal_text(first.site)}: {len(plan.keys)} swept key(s), too few to validate the rule "
-            "on keys it was not built from; it decides only sizes within theirs. Sweep more "
-            "sizes and build again",
+            f"  note: {terminal_text(first.site)}: {len(plan.keys)} swept key(s), too few to "
+            "validate the rule on keys it was not built from; it decides only sizes within "
+            "theirs. Sweep more sizes and build again",
             file=sys.stderr,
         )
     if v.get("unmeasured"):
@@ -436,7 +416,7 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     from tunedsl.store.records import keyed_toolchain
     from tunedsl.store.rules import digest_of, rule_path
 
-    _check_measure_args(args)
+    check_measure_args(args)
     if args.sample < 1:
         raise UsageError(f"--sample {args.sample}: expected at least 1 shape")
     if not args.bound >= 1:
