@@ -86,6 +86,23 @@ def test_rules_show_and_check_print_a_rules_control_characters_escaped(
     assert "\x1b" not in printed and "\x07" not in printed
 
 
+def test_rules_build_prints_a_records_site_name_escaped(tmp_path: Path) -> None:
+    # Records shipped by someone else (`--records DIR`) name their site: a name carrying
+    # escape sequences must not reach the screen of whoever builds rules from them.
+    from rule_helpers import sweep
+
+    name = "evil\x1b]0;title\x07\x1b[2J"
+    sweep(name, sizes=(64, 128))  # two keys: too few to validate, so a note names the site
+    built = rules_cli("build", "--out", str(tmp_path / "rules"))
+    assert built.returncode == 0, built.stderr
+    misspelled = rules_cli("build", "--site", "nothere", "--out", str(tmp_path / "none"))
+    assert misspelled.returncode == 1
+    for done in (built, misspelled):
+        printed = done.stdout + done.stderr
+        assert "evil\\x1b]0;title\\x07\\x1b[2J" in printed, printed
+        assert "\x1b" not in printed and "\x07" not in printed, printed
+
+
 def test_rule_files_beside_records_are_not_read_as_damaged_records(
     built_rules: Path, tmp_path: Path
 ) -> None:

@@ -141,6 +141,25 @@ def test_replay_recompiles_what_the_records_describe(tmp_path: Path) -> None:
     assert "nothing compiled" in second.stdout
 
 
+def test_replay_prints_a_records_site_name_escaped(tmp_path: Path) -> None:
+    # A record imported from someone else's bundle names its site: escape sequences in the
+    # name must not reach the screen of whoever replays it (as `cache ls` escapes them).
+    text = (FIXTURES / "replay" / "dsl_tune_scale.py").read_text()
+    script = tmp_path / "dsl_named.py"
+    named = 'name="evil\\x1b]0;title\\x07", blocks=cdiv(n, $tile),'
+    script.write_text(text.replace("blocks=cdiv(n, $tile),", named))
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    printed = done.stdout + done.stderr
+    assert "evil\\x1b]0;title\\x07" in printed, printed
+    assert "\x1b" not in printed and "\x07" not in printed, printed
+
+
 def _session_processes(sid: int) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from decision_kernels import scale_by
 from rule_helpers import SPACE, rule_file, run, ship
 from runtime_helpers import call, site
 from runtime_kernels import vadd
@@ -213,3 +214,34 @@ def test_after_the_environment_changes_a_layouts_next_sizes_are_planned_anew(
     got = [_call(s, n) for n in (306, 308, 310, 314)]
     assert [r.source for r in got] == ["rule"] * 4 and tune_count == []
     assert len(general_ways) == 2
+
+
+def _scale(s, n: int, k: float):
+    x, out = torch.randn(n), torch.empty(n)
+    res = call(s, scale_by, (x, out, n), n, K=k)
+    torch.testing.assert_close(out, x * k)
+    return res
+
+
+def test_a_constexpr_of_negative_zero_is_decided_as_the_general_way_decides_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A rule swept with K=0.0; a plan made for it reads K=-0.0 (equal to 0.0): what it
+    # decides is what the general way decides, key and digest included.
+    from rule_helpers import SWEPT, rules_cli
+
+    for n in SWEPT:
+        assert _scale(site("scaled", space=SPACE), n, 0.0).source == "tuned"
+    out = tmp_path / "rules"
+    assert rules_cli("build", "--out", str(out)).returncode == 0
+    ship(out, monkeypatch, tmp_path)
+    s = site("scaled", space=SPACE)
+    assert [_scale(s, n, 0.0).source for n in (300, 302)] == ["rule", "rule"]  # a plan now
+    got = _scale(s, 306, -0.0)  # n of the plan's int class (not a multiple of 16)
+    alone = _scale(site("scaled", space=SPACE), 306, -0.0)  # a new site: the general way
+    assert (got.source, got.config, got.key, got.digest) == (
+        alone.source,
+        alone.config,
+        alone.key,
+        alone.digest,
+    )

@@ -133,6 +133,27 @@ def test_constexpr_2_and_2_0_and_true_get_their_own_decisions() -> None:
     assert keys.constexpr_key(2) != keys.constexpr_key(2.0)
 
 
+@pytest.mark.parametrize("first", [0.0, -0.0])
+def test_a_constexpr_of_zero_and_of_negative_zero_name_one_record_whichever_comes_first(
+    first: float,
+) -> None:
+    # -0.0 == 0.0 and they hash alike: the call key, and Triton's own cache of compiled
+    # kernels, hold one of them for both. The record key does too, so a process that meets
+    # the other first finds the same record (it was tuned again under another digest).
+    x = torch.ones(64)
+    s = site("constexpr-zero")
+    first_result = call(s, scale_by, (x, torch.empty(64), 64), 64, K=first)
+    assert first_result.source == "tuned"
+    new_process(s)
+    other = call(s, scale_by, (x, torch.empty(64), 64), 64, K=-first)
+    assert (other.source, other.digest, other.key) == (
+        "disk",
+        first_result.digest,
+        first_result.key,
+    )
+    assert len(record_files()) == 1
+
+
 # -- 5. the plain API's kwargs= --------------------------------------------------------------
 
 

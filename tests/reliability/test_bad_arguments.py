@@ -331,6 +331,24 @@ def test_bad_cli_arguments_are_named(name: str, tmp_path: Path) -> None:
         assert word in proc.stderr, (word, proc.stderr)
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "--no-ray", "script.py"],
+        ["rules", "build", "--out", "rules", "--script", "script.py"],
+    ],
+    ids=["sweep", "rules build"],
+)
+def test_a_script_that_is_a_fifo_is_named_as_one(args: list[str], tmp_path: Path) -> None:
+    # It exists: "no such file" sent the user looking for a missing file.
+    os.mkfifo(tmp_path / "script.py")
+    proc = _tunedsl(*args, cwd=tmp_path)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "script.py" in proc.stderr and "is a FIFO, not a regular file" in proc.stderr
+    assert "Traceback" not in proc.stderr and "no such file" not in proc.stderr.lower()
+
+
 SWEEP_SCRIPT = Path(__file__).parents[1] / "integration" / "sweep_fixtures" / "sweep_vadd.py"
 
 

@@ -1,5 +1,5 @@
 """``tunedsl lint`` and ``tunedsl expand``: the `//` grid warning, and files that are no
-files (a FIFO, a device). Real subprocesses, real files."""
+files (a FIFO, a device), for them and for ``tunedsl run``. Real subprocesses, real files."""
 
 from __future__ import annotations
 
@@ -97,3 +97,41 @@ def test_expand_and_lint_refuse_a_device(tmp_path: Path, command: str) -> None:
     proc = tunedsl(command, "/dev/zero", cwd=tmp_path)  # would be read until memory ran out
     assert proc.returncode == 2
     assert "cannot open '/dev/zero': is a character device, not a regular file" in proc.stderr
+
+
+def _run_limited(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``tunedsl run`` in a process of at most 2 GiB of address space, so that a run that
+    reads a device until memory runs out fails there instead of taking the machine's."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "tunedsl", "run", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=limit,
+        )
+    except subprocess.TimeoutExpired:  # killed by subprocess.run
+        pytest.fail(f"tunedsl run {' '.join(args)} did not return: it blocked reading its script")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_run_refuses_a_fifo_naming_it(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "script.py")
+    proc = _run_limited("script.py", cwd=tmp_path)  # no writer: reading would wait forever
+    assert proc.returncode == 2, proc.stderr
+    assert "tunedsl run: error: cannot open script 'script.py': is a FIFO, not a regular file" in proc.stderr  # fmt: skip
+    assert "give a source file" in proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_run_refuses_a_device(tmp_path: Path) -> None:
+    proc = _run_limited("/dev/zero", cwd=tmp_path)  # would be read until memory ran out
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot open script '/dev/zero': is a character device, not a regular file" in proc.stderr  # fmt: skip
+    assert "Traceback" not in proc.stderr

@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from tunedsl.cli.cache_select import terminal_text
 from tunedsl.model.config import Config
 from tunedsl.precompile.run import Summary, precompile
 
@@ -108,7 +109,7 @@ class Progress:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         now = time.monotonic()
         if self.tty:
-            self.stream.write("\r\033[K" + self.line() + f"  [{site}]")
+            self.stream.write("\r\033[K" + self.line() + f"  [{terminal_text(site)}]")
             self.stream.flush()
         elif now - self._last >= 1.0:
             self._last = now
@@ -137,9 +138,10 @@ def render_table(summary: Summary) -> str:
         )
     ]
     for r in summary.reports:
-        what = _site_text(r.site) + (" (tuned)" if r.tuned else "")
+        # A record's site and key (a bundle's, someone else's): control characters escaped.
+        what = terminal_text(_site_text(r.site)) + (" (tuned)" if r.tuned else "")
         counts = [str(r.compiled), str(r.cached), str(len(r.failed)), str(r.interpreted)]
-        rows.append((what, counts, _key_text(r.key, TABLE_WIDTH - 2)))
+        rows.append((what, counts, terminal_text(_key_text(r.key, TABLE_WIDTH - 2))))
     counts_width = sum(len(c) + 2 for c in _COUNTS)
     width = min(max(len("what"), *(len(w) for w, _, _ in rows)), TABLE_WIDTH - counts_width)
     widths = [width] + [len(c) for c in _COUNTS]
@@ -164,6 +166,12 @@ def _fit(text: str, width: int) -> str:
     tail = text[len(text) - width + 3 :]
     cut = tail.find("/")
     return "..." + (tail[cut:] if 0 <= cut < tail.find(":") else tail)
+
+
+def _lines(text: str) -> str:
+    """``text`` with the control characters of each line escaped (a record's site, key or
+    error could carry escape sequences that rewrite the screen)."""
+    return "\n".join(terminal_text(line) for line in text.split("\n"))
 
 
 def _site_text(site: str) -> str:
@@ -353,13 +361,13 @@ def main(args: argparse.Namespace) -> int:
         return 1 if summary.failed else 0
     print(render_table(summary))
     for note in summary.notes:
-        print(f"note: {note}")
+        print(_lines(f"note: {note}"))
     for r in summary.reports:
         for cfg, why in r.failed.items():
             what = f"{_key_text(r.key)} tune" if cfg == "tune" else cfg  # the key failed
-            print(f"failed: {r.site} {what}: {why}")
+            print(_lines(f"failed: {r.site} {what}: {why}"))
     for error in summary.errors:
-        print(f"error: {error}")
+        print(_lines(f"error: {error}"))
     if args.tune:
         print(tuned_text(summary))
     compiled = summary.bytecode["compiled"] + sum(r.compiled for r in summary.reports)

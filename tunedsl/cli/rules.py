@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedsl.cli.cache_select import terminal_text
+from tunedsl.cli.rules_measure import check_measure_args
 from tunedsl.errors import UsageError
 
 
@@ -97,21 +98,6 @@ def _measure_args(parser: argparse.ArgumentParser, text: str) -> None:
         metavar="SECONDS",
         help=f"time for measuring (default {DEFAULT_MEASURE_BUDGET_S:.0f}; a task started ends)",
     )
-
-
-def _check_measure_args(args: argparse.Namespace) -> None:
-    from tunedsl.knobs import finite_number
-
-    finite_number(args.measure_budget, "--measure-budget", zero_ok=True, unit=" of seconds")
-    if args.shapes is not None and args.script is None:
-        raise UsageError("--shapes needs --script: the workloads the shapes are arguments of")
-    if args.script is not None and not Path(args.script).is_file():
-        raise UsageError(f"--script {args.script}: no such file")
-    if args.shapes is not None:
-        # Read now, not once a cell needs measuring: a bad shapes file is never passed over.
-        from tunedsl.precompile.sweep import read_shapes
-
-        read_shapes(args.shapes)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -191,13 +177,13 @@ def build(args: argparse.Namespace) -> int:
         raise UsageError(f"--tolerance {args.tolerance}: expected a number in [0, 1)")
     if not 1 <= args.max_configs <= MAX_CONFIGS:
         raise UsageError(f"--max-configs {args.max_configs}: expected 1 to {MAX_CONFIGS}")
-    _check_measure_args(args)
+    check_measure_args(args)
     out = _out_dir(args.out)
     records = list(_records(args.records))
     groups = _groups(records, args.site)
     if not groups:
         where = ", ".join(args.records) or "this user's cache"
-        known = sorted({r.site for r in records})
+        known = sorted({terminal_text(r.site) for r in records})  # (escape sequences too)
         if args.site and known:  # a misspelled --site: name the sites there are
             from tunedsl.model.options import did_you_mean
 
@@ -234,13 +220,18 @@ def build(args: argparse.Namespace) -> int:
         first = recs[0]
         for other, skipped in found[1:]:
             print(
-                f"  note: {len(skipped)} records of {first.site} measured elsewhere ({other}) "
-                "are left out: a rule is measured on one GPU model and toolchain",
+                terminal_text(
+                    f"  note: {len(skipped)} records of {first.site} measured elsewhere "
+                    f"({other}) are left out: a rule is measured on one GPU model and toolchain"
+                ),
                 file=sys.stderr,
             )
         keys = usable([SweptKey(r.key, times_of(r)) for r in recs])
         if not keys:
-            print(f"  {first.site}: no rule (no swept key has a successful time)", file=sys.stderr)
+            print(
+                terminal_text(f"  {first.site}: no rule (no swept key has a successful time)"),
+                file=sys.stderr,
+            )
             continue
         plans.append(Plan(digest, measured, first, keys, None, _swept(recs)))
         plans[-1].built = build_rule(keys, args.tolerance, args.max_configs)
@@ -337,14 +328,15 @@ def _save(plan: Any, out: Path) -> None:
     path = save_rule(rule, out)
     v = built.validation
     print(
-        f"{_short(first.site, 48):<48} {len(plan.keys):>5} {len(built.configs):>7} "
+        f"{_short(terminal_text(first.site), 48):<48} {len(plan.keys):>5} "
+        f"{len(built.configs):>7} "
         f"{_x(v.get('geomean')):>8} {_x(v.get('p95')):>7} {_x(v.get('max')):>7}  {path.name}"
     )
     if not isinstance(v.get("geomean"), float):
         print(
-            f"  note: {first.site}: {len(plan.keys)} swept key(s), too few to validate the rule "
-            "on keys it was not built from; it decides only sizes within theirs. Sweep more "
-            "sizes and build again",
+            f"  note: {terminal_text(first.site)}: {len(plan.keys)} swept key(s), too few to "
+            "validate the rule on keys it was not built from; it decides only sizes within "
+            "theirs. Sweep more sizes and build again",
             file=sys.stderr,
         )
     if v.get("unmeasured"):
@@ -425,7 +417,7 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     from tunedsl.store.records import keyed_toolchain
     from tunedsl.store.rules import digest_of, rule_path
 
-    _check_measure_args(args)
+    check_measure_args(args)
     if args.sample < 1:
         raise UsageError(f"--sample {args.sample}: expected at least 1 shape")
     if not args.bound >= 1:

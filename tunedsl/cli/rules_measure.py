@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunedsl.cli.cache_select import terminal_text
+from tunedsl.errors import UsageError
+
 
 def _short(text: str, width: int) -> str:
     return text if len(text) <= width else "..." + text[-(width - 3) :]
@@ -33,6 +36,30 @@ class Plan:
 
 def times_of(record: Any) -> dict[Any, float | None]:
     return {c.config: (c.median_ms if c.status == "ok" else None) for c in record.results}
+
+
+def check_measure_args(args: argparse.Namespace) -> None:
+    """``--measure-budget``, ``--shapes`` and ``--script`` of ``rules build`` and ``check``,
+    checked before any work."""
+    from tunedsl.knobs import finite_number
+
+    finite_number(args.measure_budget, "--measure-budget", zero_ok=True, unit=" of seconds")
+    if args.shapes is not None and args.script is None:
+        raise UsageError("--shapes needs --script: the workloads the shapes are arguments of")
+    if args.script is not None:
+        from tunedsl.frontend.source import read_source, unreadable_reason
+
+        try:
+            read_source(args.script)  # a FIFO or a device is named, never waited on
+        except OSError as err:
+            raise UsageError(
+                f"--script {args.script}: {unreadable_reason(args.script, err)}"
+            ) from None
+    if args.shapes is not None:
+        # Read now, not once a cell needs measuring: a bad shapes file is never passed over.
+        from tunedsl.precompile.sweep import read_shapes
+
+        read_shapes(args.shapes)
 
 
 def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
@@ -132,7 +159,7 @@ def _print_cells(plans: Sequence[Plan], cells: dict[int, list[tuple[int, Any]]])
         for i, config in cells[id(p)]
     ]
     for line in lines[:_MAX_LINES]:
-        print(line, file=sys.stderr)
+        print(terminal_text(line), file=sys.stderr)  # a record's site or key: escaped
     if len(lines) > _MAX_LINES:
         print(f"    ... and {len(lines) - _MAX_LINES} more", file=sys.stderr)
 
@@ -200,9 +227,10 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
         if not found and rule.site in elsewhere:
             off = True
             print(
-                f"{path.name}: unchecked: the script's {rule.site} is not the kernel this rule "
-                "was built for (its source, static hints or Triton environment changed since), "
-                "so the runtime never uses this rule; sweep and run `tunedsl rules build` again"
+                f"{path.name}: unchecked: the script's {terminal_text(rule.site)} is not the "
+                "kernel this rule was built for (its source, static hints or Triton environment "
+                "changed since), so the runtime never uses this rule; sweep and run `tunedsl "
+                "rules build` again"
             )
             continue
         if not found:

@@ -108,13 +108,13 @@ def _report_uncaught(err: BaseException) -> None:
 def run_script(script: str, args: Sequence[str]) -> int:
     """Run ``script`` as ``__main__`` with ``args``; return the exit status."""
     from tunedsl.autointerp import enable_if_no_gpu
+    from tunedsl.frontend.source import read_source, unreadable_reason
 
     path = os.path.abspath(script)
     try:
-        with open(path, "rb") as file:
-            source = file.read()
+        source = read_source(path)  # a FIFO or a device is refused, never waited on
     except OSError as err:
-        reason = "is a directory" if os.path.isdir(path) else (err.strerror or str(err))
+        reason = unreadable_reason(path, err)
         if script.startswith("-") and not os.path.exists(path):  # `-m module`, `-O`: python's
             reason += (
                 f"; tunedsl run takes the script's path first and no options of its own "

@@ -62,9 +62,13 @@ def main(args: argparse.Namespace) -> int:
                 f"--bundle {args.bundle}: {err.strerror}, which the bundle would replace; "
                 "name a regular file"
             ) from None
-    if not os.path.isfile(args.script):
-        why = "is a directory" if os.path.isdir(args.script) else "No such file"
-        raise UsageError(f"sweep: cannot open script {args.script!r}: {why}")
+    from tunedsl.frontend.source import read_source, unreadable_reason
+
+    try:
+        read_source(args.script)  # a FIFO or a device is named, never waited on
+    except OSError as err:
+        why = unreadable_reason(args.script, err)
+        raise UsageError(f"sweep: cannot open script {args.script!r}: {why}") from None
     written, outcomes = sweep(
         args.script,
         args.shapes,

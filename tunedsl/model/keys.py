@@ -370,6 +370,10 @@ def readable_constexpr(x: Any) -> Any:
     fn = getattr(x, "fn", None)
     if inspect.isfunction(fn):
         return f"@jit {fn.__qualname__} {_source_digest(fn)}"
+    if x.__class__ is float and x == 0.0:
+        # -0.0 as 0.0: they are equal and hash alike, so the call key, and Triton's own cache
+        # of compiled kernels, hold one of them for both; so does the record key.
+        return 0.0
     return json_safe(x)
 
 
