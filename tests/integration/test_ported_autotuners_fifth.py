@@ -1,19 +1,41 @@
-"""A fifth batch of other autotuners' test suites, ported to tunedsl: Helion's AOT
-heuristics (a configuration valid only for some shapes is never assigned where it
-fails) against tunedsl's shipped rules, and Helion's cache-key tests.
+"""A fifth batch of other autotuners' test suites, ported to tunedsl: Helion's AOT heuristics
+(a configuration valid only for some shapes is never sent to a shape it fails on) against
+tunedsl's shipped rules, Helion's dispatch- and cache-key tests (a ``key=`` read from state,
+not from the arguments), Triton's newest autotuner test of a ``tl.dtype`` in a stored key
+(test_dtype_cache_results), and Inductor's user-kernel test of an int equal to 1 inside
+``torch.compile``. The rule builder's side of Helion's validity partitioning (a swept key is
+never mapped to a configuration that failed on it) is a pure test in
+tests/unit/test_rule_model.py.
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``,
 and the real ``tunedsl rules`` command in a subprocess.
+
+Not ported, for want of a counterpart: Helion's backend cache keys and ephemeral backend
+caches (test_cache.py: tunedsl stores no compiled binary on the CPU), its remote cache
+(test_cache.py test_remote_*: tunedsl's Redis store has its own tests,
+tests/integration/test_redis*), its multi-shape joint tuning (test_multi_shape_autotune.py:
+one configuration for several shapes at once; tunedsl decides per key, and a rule maps
+shapes to configurations), its compiler-seeded heuristics (test_autotuner_heuristics.py:
+seeds from Helion's own code generator), ``HELION_SKIP_CACHE`` (tunedsl's
+``TUNEDSL_AUTOTUNE=off`` writes nothing either: test_ported_autotuners_more.py); Triton's
+``ir_override`` tests (GPU binaries), test_exceed_tmem / test_exceed_threads (GPU limits) and
+test_restore_with_none / test_reset_to_zero with ``None`` (test_ported_autotuners.py already
+has them); test_kernel_global_var_change (Triton raises when a ``tl.constexpr`` global changes
+after a compile: under the interpreter the kernel reads the new value at each launch, so
+nothing here can show whether a compiled binary would be launched stale).
 """
 
 from __future__ import annotations
 
+import sys
+import types
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from rule_helpers import rule_file, rules_cli, ship
 
 from tunedsl.errors import CacheWarning
@@ -25,7 +47,22 @@ pytestmark = pytest.mark.needs_triton
 SCRIPT = """\
 import torch
 from tunedsl import autotune, cdiv
-from ported_kernels_fifth import fill_upto
+from ported_kernels_fifth import add_one, fill_upto
+from ported_kernels_fourth import add_as
+
+
+def added(x, y, dtype, key):
+    out = torch.zeros_like(x)
+    res = autotune(space=dict(block=[32, 64]), blocks=cdiv(x.numel(), $block), key=key,
+        add_as(x, y, out, x.numel(), DTYPE=dtype, BLOCK=$block))
+    return out, res
+
+
+def plus_one(x, key):
+    out = torch.empty_like(x)
+    res = autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile), key=key,
+        add_one(out, x, x.numel(), TILE=$tile))
+    return out, res
 
 
 def filled(n):
@@ -34,16 +71,23 @@ def filled(n):
         fill_upto(dst, N=n, TILE=$tile))
     assert torch.equal(dst, torch.arange(n, dtype=torch.float32)), res.config
     return res
+
+
+def plus_one_twice(x):
+    return plus_one(x, None)[0] * 2
 """
 
 
 def load(path: Path, text: str = SCRIPT) -> dict[str, Any]:
     """``text`` written to ``path``, expanded by the front end and run as a module (a new
-    module each time: a new process's sites)."""
+    module each time: a new process's sites; in ``sys.modules``, where Dynamo resolves a
+    function's globals)."""
     path.write_text(text, encoding="utf-8")
-    namespace: dict[str, Any] = {"__name__": "ported_fifth", "__file__": str(path)}
-    exec(compile_source(path.read_bytes(), str(path)), namespace)
-    return namespace
+    module = types.ModuleType("ported_fifth")
+    module.__file__ = str(path)
+    sys.modules[module.__name__] = module
+    exec(compile_source(path.read_bytes(), str(path)), module.__dict__)
+    return module.__dict__
 
 
 # --- Helion AOT heuristics: a configuration valid only for some shapes -----------------------
@@ -107,3 +151,84 @@ def test_a_rule_pick_that_fails_between_swept_sizes_is_replaced_not_raised(
             warnings.simplefilter("always", CacheWarning)
             res = fresh["filled"](later)
         assert res.source == ("tuned" if mode == "on" else "rule") and res.config.tile <= later
+
+
+# --- Triton / Helion: what a stored decision is keyed on -------------------------------------
+
+
+def test_a_dtype_constexpr_in_the_key_is_stored_and_read_back_per_dtype(tmp_path: Path) -> None:
+    """Triton's ``key=["DTYPE"]`` with ``cache_results=True``: a ``tl.dtype`` passed as a
+    constexpr is part of the stored key. Here a site keyed by ``key="one"`` (no shape)
+    tunes float32 and float16 apart, a new process reads each dtype's own record (``disk``),
+    and each result is computed in its dtype."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_dtype_cache_results
+    import triton.language as tl
+
+    path = tmp_path / "ported_fifth.py"
+    x, y = torch.randn(100), torch.randn(100)
+    for process, expected in ((1, "tuned"), (2, "disk")):
+        module = load(path)
+        for name in ("float32", "float16"):
+            dtype, torch_dtype = getattr(tl, name), getattr(torch, name)
+            out, res = module["added"](x, y, dtype, "one")
+            assert res.source == expected, (process, name)
+            assert res.key["args"]["DTYPE"] == {"constexpr": f"triton.language.{name}"}
+            want = (x.to(torch_dtype) + y.to(torch_dtype)).to(torch.float32)
+            torch.testing.assert_close(out, want)
+        assert module["added"](x, y, tl.float32, "one")[1].source == "memory"
+
+
+def test_a_key_that_changes_with_the_same_arguments_is_decided_apart(tmp_path: Path) -> None:
+    """Helion test_fast_dispatch_key test_key_fn_feeds_into_fast_key (a ``key=`` read from
+    state, not from the arguments, takes part in the dispatch key) and test_cache
+    test_key_affects_cache_specialization: the same tensor under ``key=0`` and ``key=1`` is
+    two decisions, also after a key has repeated (the repeat check of the hot path), and
+    ``0`` comes back to its own decision, in this process and from disk in the next."""
+    # ported from: pytorch/helion test/test_fast_dispatch_key.py::test_key_fn_feeds_into_fast_key
+    # ported from: pytorch/helion test/test_cache.py::test_key_affects_cache_specialization
+    path = tmp_path / "ported_fifth.py"
+    module = load(path)
+    x = torch.randn(256)
+    sources = []
+    for key in (0, 0, 0, 1, 1, 0, 1, "0"):
+        out, res = module["plus_one"](x, key)
+        torch.testing.assert_close(out, x + 1)
+        assert res.key["user_key"] == key
+        sources.append(res.source)
+    assert sources == ["tuned", "memory", "memory", "tuned", "memory", "memory", "memory", "tuned"]
+    fresh = load(path)
+    assert [fresh["plus_one"](x, key)[1].source for key in (1, 0, 1)] == ["disk", "disk", "memory"]
+
+
+# --- Inductor test_triton_kernels: a user kernel's ints inside torch.compile -----------------
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_int_equal_to_one_is_keyed_apart_inside_torch_compile(
+    tmp_path: Path, dynamic: bool
+) -> None:
+    """Inductor test_triton_kernel_equal_to_1_arg (a size of 1 passed to a user kernel under
+    ``torch.compile``, Triton specializing it as the constant 1) with and without
+    ``dynamic=True``: the compiled function gives the eager result for sizes 1, 16, 17, 2 and
+    1 again, and the site, whose ``key=None`` puts every size in one bucket, still keys each
+    by Triton's int class (``i1``, ``i16``, ``i``): size 1 never shares a decision with the
+    sizes Triton compiles another kernel for."""
+    # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_equal_to_1_arg
+    torch._dynamo.reset()
+    try:
+        module = load(tmp_path / "ported_fifth.py")
+        fn = torch.compile(
+            module["plus_one_twice"], fullgraph=True, backend="aot_eager", dynamic=dynamic
+        )
+        for n in (1, 16, 17, 2, 1):
+            x = torch.randn(n)
+            torch.testing.assert_close(fn(x), (x + 1) * 2)
+    finally:
+        torch._dynamo.reset()
+    (site,) = [
+        v
+        for k, v in module.items()
+        if k.startswith("__tunedsl_site_") and v._by_digest and "add_one" in v.site_id
+    ]
+    classes = sorted(result.key["args"]["n"] for _, result in site._by_digest.values())
+    assert classes == ["i", "i1", "i16"]  # 17 and 2 (one key= bucket), 1, 16
