@@ -37,7 +37,9 @@ from typing import Any
 import pytest
 import torch
 from rule_helpers import rule_file, rules_cli, ship
+from runtime_helpers import record_files
 
+from tunedsl import Config
 from tunedsl.errors import CacheWarning
 from tunedsl.frontend.compile import compile_source
 from tunedsl.store.rules import read_rule_file
@@ -127,6 +129,9 @@ def test_a_rule_pick_that_fails_between_swept_sizes_is_replaced_not_raised(
     out = tmp_path / "rules"
     done = rules_cli("build", "--out", str(out))
     assert done.returncode == 0, done.stderr
+    # Held out, N=64 gets the pick of a larger size, which failed on it: counted as failed.
+    assert "held-out picks that failed on their key: " in done.stderr
+    assert "picks failed there" in rules_cli("show", str(out)).stdout
     # The held-out sizes whose pick cannot run there: the rule's map comes from the timings.
     rule = read_rule_file(rule_file(out))
     fails = [n for n in range(80, 1024, 16) if rule.decide(readable(n))[0].tile > n]
@@ -232,3 +237,28 @@ def test_an_int_equal_to_one_is_keyed_apart_inside_torch_compile(
     ]
     classes = sorted(result.key["args"]["n"] for _, result in site._by_digest.values())
     assert classes == ["i", "i1", "i16"]  # 17 and 2 (one key= bucket), 1, 16
+
+
+# --- Helion: effort "none" over a forced re-tune ---------------------------------------------
+
+
+def test_mode_off_wins_over_force_retune_and_leaves_the_record_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Helion test_env_autotune_effort_none_ignores_force_autotune (``autotune_effort=none``
+    with ``HELION_FORCE_AUTOTUNE=1``: no search runs). Here ``TUNEDSL_AUTOTUNE=off`` with
+    ``TUNEDSL_FORCE_RETUNE=1`` launches the space's first configuration without tuning,
+    and the record an earlier tuning wrote is neither rewritten nor used."""
+    # ported from: pytorch/helion test/test_autotuner.py::test_env_autotune_effort_none_ignores_force_autotune
+    path = tmp_path / "ported_fifth.py"
+    x = torch.randn(256)
+    assert load(path)["plus_one"](x, "k")[1].source == "tuned"
+    (record,) = record_files()
+    before = record.read_bytes(), record.stat().st_mtime_ns
+    monkeypatch.setenv("TUNEDSL_AUTOTUNE", "off")
+    monkeypatch.setenv("TUNEDSL_FORCE_RETUNE", "1")
+    out, res = load(path)["plus_one"](x, "k")
+    torch.testing.assert_close(out, x + 1)
+    assert res.source == "default" and res.config == Config(tile=32) and res.record is None
+    assert record_files() == [record]
+    assert (record.read_bytes(), record.stat().st_mtime_ns) == before
