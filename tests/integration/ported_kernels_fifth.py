@@ -16,3 +16,9 @@ def fill_upto(dst, N: tl.constexpr, TILE: tl.constexpr):
 def add_one(dst, src, n, TILE: tl.constexpr):
     offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
     tl.store(dst + offs, tl.load(src + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@triton.jit
+def add_one_inplace(x, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(x + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)

@@ -2,8 +2,9 @@
 (a configuration valid only for some shapes is never sent to a shape it fails on) against
 tunedsl's shipped rules, Helion's dispatch- and cache-key tests (a ``key=`` read from state,
 not from the arguments), Triton's newest autotuner test of a ``tl.dtype`` in a stored key
-(test_dtype_cache_results), and Inductor's user-kernel test of an int equal to 1 inside
-``torch.compile``. The rule builder's side of Helion's validity partitioning (a swept key is
+(test_dtype_cache_results), Helion's effort "none" over a forced re-tune, and Inductor's
+user-kernel tests of an int equal to 1 inside ``torch.compile`` and of a tensor a kernel
+writes in place (functionalized by Inductor). The rule builder's side of Helion's validity partitioning (a swept key is
 never mapped to a configuration that failed on it) is a pure test in
 tests/unit/test_rule_model.py.
 
@@ -49,7 +50,7 @@ pytestmark = pytest.mark.needs_triton
 SCRIPT = """\
 import torch
 from tunedsl import autotune, cdiv
-from ported_kernels_fifth import add_one, fill_upto
+from ported_kernels_fifth import add_one, add_one_inplace, fill_upto
 from ported_kernels_fourth import add_as
 
 
@@ -77,6 +78,22 @@ def filled(n):
 
 def plus_one_twice(x):
     return plus_one(x, None)[0] * 2
+
+
+def bump(x):
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile), restore_value=["x"],
+        add_one_inplace(x, x.numel(), TILE=$tile))
+
+
+def bumped_intermediate(x):
+    y = x * 2
+    bump(y)
+    return y + 1, y
+
+
+def bumped_input(x):
+    bump(x[2:])
+    return x * 3
 """
 
 
@@ -262,3 +279,27 @@ def test_mode_off_wins_over_force_retune_and_leaves_the_record_alone(
     assert res.source == "default" and res.config == Config(tile=32) and res.record is None
     assert record_files() == [record]
     assert (record.read_bytes(), record.stat().st_mtime_ns) == before
+
+
+# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_functionalize
+def test_a_tensor_written_in_place_is_read_after_the_write_under_inductor(tmp_path: Path) -> None:
+    """Inductor functionalizes a user kernel that writes a tensor in place (the write must be
+    seen by what reads the tensor after it, and by the caller for an input). Here a site
+    whose kernel adds 1 in place, compiled by Inductor with ``fullgraph=True``: an
+    intermediate it writes is read after the write (the result and the intermediate both
+    returned), and an input's view it writes is the caller's data; each as in eager mode,
+    on the call that tunes and on a later one, and for a second size."""
+    torch._dynamo.reset()
+    try:
+        module = load(tmp_path / "ported_fifth.py")
+        for name in ("bumped_intermediate", "bumped_input"):
+            fn = torch.compile(module[name], fullgraph=True, backend="inductor")
+            for n in (100, 100, 37):
+                x = torch.randn(n)
+                eager_x = x.clone()
+                want = module[name](eager_x)
+                got = fn(x)
+                torch.testing.assert_close(got, want)
+                torch.testing.assert_close(x, eager_x)  # the input as the eager call left it
+    finally:
+        torch._dynamo.reset()
