@@ -19,6 +19,10 @@ file as when it was made. Each new key still has its records looked up (a record
 before a rule) and its pick checked against the rule's range and the site's space; anything
 else (a record, a size outside the swept range, a decision already made under another call
 key) goes the general way.
+
+``RulePlans.first_launch`` launches every new key's entry: a rule's pick whose first launch
+fails there (a configuration that cannot run at a size between swept ones) is refused for
+that key (``ruled.FAILED_PICKS``, which plans read too) and the call decided again.
 """
 
 from __future__ import annotations
