@@ -402,3 +402,26 @@ def test_the_swept_configurations_round_trip_and_a_bad_list_is_refused() -> None
     for bad in ({"block": 1}, [], [1, 2], [{"block": [1]}] * 5000):
         with pytest.raises(InvalidRule, match=r"rule\.swept"):
             Rule.from_json({**data, "swept": bad})
+
+
+def test_a_configuration_that_failed_on_a_swept_key_is_never_its_pick() -> None:
+    """Helion's AOT heuristics assign a configuration only to the shapes where it is valid
+    (test_aot_autotuning.py test_single_config_with_validity_partitioning). Here a block
+    wider than M fails: the rule must not pick one for a key it failed on (one configuration,
+    block=128, was the map of every key, M=64's too), and its validation counts held-out picks
+    that failed as failed, not left out of the regret as picks never timed."""
+    sizes = [64, 128, 256, 512, 1024]
+    blocks = {64: 1.0, 128: 1.9, 256: 2.0}  # speed of each block: fewer programs, faster
+
+    def time(m: int, block: int) -> float | None:
+        return None if block > m else m / min(blocks[block], blocks.get(m, 2.0))
+
+    keys = [SweptKey(key(m), {Config(block=b, warps=4): time(m, b) for b in blocks}) for m in sizes]
+    built = build(keys)
+    (family,) = built.families
+    for k in keys:
+        pick = built.configs[family.pick(key_features(k.readable)[1])]
+        assert k.times[pick] is not None, (k.readable, pick)
+    v = built.validation
+    assert v["failed"] >= 1  # type: ignore[operator]
+    assert v["n"] + v["failed"] + v["unmeasured"] == len(sizes)  # type: ignore[operator]

@@ -339,10 +339,10 @@ def _save(plan: Any, out: Path) -> None:
             "theirs. Sweep more sizes and build again",
             file=sys.stderr,
         )
-    if v.get("unmeasured"):
+    if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
         print(
-            f"  note: {v['unmeasured']} held-out picks were never timed on their key "
-            "(the records measured a subset); sweep with search='exhaustive' to time them",
+            f"  note: held-out picks that failed on their key: {v.get('failed', 0)}; never timed "
+            f"there: {v.get('unmeasured', 0)} (sweep with search='exhaustive' to time them)",
             file=sys.stderr,
         )
 

@@ -406,6 +406,11 @@ class Rule:
                 f"  leave-one-key-out over {v.get('keys')} swept keys: regret geomean "
                 f"{_ratio(v.get('geomean'))}, p95 {_ratio(v.get('p95'))}, "
                 f"max {_ratio(v.get('max'))}"
+                + (
+                    f"; {v['failed']} picks failed there"
+                    if _finite(v.get("failed")) and v["failed"]
+                    else ""
+                )
             )
             base = v.get("baselines")
             if isinstance(base, Mapping) and all(

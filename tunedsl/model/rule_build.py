@@ -16,7 +16,9 @@
    and the single configuration best over all training keys.
 
 A regret is only known where the key's records timed the pick; picks never timed on the
-held-out key are counted in ``unmeasured``.
+held-out key are counted in ``unmeasured``, picks that failed on it in ``failed``. A
+configuration that failed on a key is never a map's choice for it where another ran on every
+key of the leaf, and a map whose held-out picks fail loses to one whose picks run.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ MIN_ALIGNMENT_KEYS = 3
 # The log-regret charged for a configuration never timed on a key (as if 4x slower): a map
 # should not send a key where nothing is known.
 UNKNOWN_LOG_REGRET = math.log(4.0)
+# The log-regret charged for a configuration that failed on a key: more than any sum of
+# regrets of configurations that run, so a leaf never picks one that fails on its keys where
+# one runs on all of them.
+FAILED_LOG_REGRET = math.log(1e12)
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,14 @@ class SweptKey:
     def regret(self, config: Config) -> float | None:
         t = self.times.get(config)
         return None if t is None else t / self.best
+
+    def failed(self, config: Config) -> bool:
+        """``config`` was timed on this key and failed (not: never timed)."""
+        return config in self.times and self.times[config] is None
+
+    def held_out_regret(self, config: Config) -> float | None:
+        """The regret of a held-out pick: infinite where it failed, None never timed."""
+        return math.inf if self.failed(config) else self.regret(config)
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,9 @@ def with_cells(key: SweptKey, times: Mapping[Config, float | None]) -> SweptKey:
 
 def _log_regret(key: SweptKey, config: Config) -> float:
     r = key.regret(config)
-    return UNKNOWN_LOG_REGRET if r is None else math.log(r)
+    if r is None:
+        return FAILED_LOG_REGRET if key.failed(config) else UNKNOWN_LOG_REGRET
+    return math.log(r)
 
 
 def _total_log_regret(keys: Sequence[SweptKey], config: Config) -> float:
@@ -222,14 +238,16 @@ def build(
     loo = _leave_one_out(keys, feats, tolerance, max_configs)
     families = []
     chosen_regrets: list[float] = []
-    unmeasured = 0
+    unmeasured = failed = 0
     for family, (members, tree, points, one) in maps.items():
         models = ("single", "tree", "nearest")  # the simplest first: it wins ties
         by_model = {m: [loo[i][m] for i in members if i in loo] for m in models}
-        score = {m: _geomean([r for r in v if r is not None]) for m, v in by_model.items()}
+        # Fewest held-out picks that fail first, then the lowest geomean of the others.
+        score = {m: (v.count(math.inf), _geomean(_ran(v))) for m, v in by_model.items()}
         model = min(models, key=lambda m: score[m])
-        chosen_regrets += [r for r in by_model[model] if r is not None]
+        chosen_regrets += _ran(by_model[model])
         unmeasured += sum(r is None for r in by_model[model])
+        failed += by_model[model].count(math.inf)
         xs = [feats[i][1] for i in members]
         chosen = {"single": one, "tree": tree, "nearest": None}[model]
         families.append(Family(family, _ranges(xs), chosen, points))
@@ -239,8 +257,9 @@ def build(
         "tolerance": tolerance,
         **_summary(chosen_regrets),
         "unmeasured": unmeasured,
+        "failed": failed,
         "baselines": {
-            name: _summary([v for r in loo.values() if (v := r[name]) is not None])
+            name: _summary(_ran([r[name] for r in loo.values()]))
             for name in ("nearest_key", "single_best")
         },
     }
@@ -270,13 +289,20 @@ def _leave_one_out(
         all_configs = sorted({c for k in train for c in k.times}, key=str)
         single = min(all_configs, key=lambda c: _total_log_regret(train, c))
         out[i] = {
-            "single": held.regret(configs[one.decide(x)]),
-            "tree": held.regret(configs[tree.decide(x)]),
-            "nearest": held.regret(configs[nearest(points, x)]),
-            "nearest_key": held.regret(_configs_of(own_best)[nearest(_indexed(own_best), x)]),
-            "single_best": held.regret(single),
+            "single": held.held_out_regret(configs[one.decide(x)]),
+            "tree": held.held_out_regret(configs[tree.decide(x)]),
+            "nearest": held.held_out_regret(configs[nearest(points, x)]),
+            "nearest_key": held.held_out_regret(
+                _configs_of(own_best)[nearest(_indexed(own_best), x)]
+            ),
+            "single_best": held.held_out_regret(single),
         }
     return out
+
+
+def _ran(regrets: Sequence[float | None]) -> list[float]:
+    """The regrets of picks that were timed and ran (neither None nor infinite)."""
+    return [r for r in regrets if r is not None and r != math.inf]
 
 
 def _own_best(key: SweptKey) -> Config:

@@ -19,6 +19,10 @@ file as when it was made. Each new key still has its records looked up (a record
 before a rule) and its pick checked against the rule's range and the site's space; anything
 else (a record, a size outside the swept range, a decision already made under another call
 key) goes the general way.
+
+``RulePlans.first_launch`` launches every new key's entry: a rule's pick whose first launch
+fails there (a configuration that cannot run at a size between swept ones) is refused for
+that key (``ruled.FAILED_PICKS``, which plans read too) and the call decided again.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import tunedsl.backends.triton as bt
 from tunedsl.backends.shared_launchers import specialization
 from tunedsl.environ import environ_checks, environ_snapshot, environ_unchanged
+from tunedsl.errors import UsageError
 from tunedsl.model.hole import HOLE
 from tunedsl.model.key_reader import Reader, make_reader
 from tunedsl.model.rule_features import key_features
@@ -40,6 +45,7 @@ from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import find_rules, rules_decide
 
 if TYPE_CHECKING:
+    from tunedsl.model.config import Config
     from tunedsl.model.rule import Family, Rule
     from tunedsl.model.settings import Settings
 
@@ -63,6 +69,7 @@ class _Plan:
     spec: tuple[Any, ...] | None  # Triton's specialization, where the reader tests all of it
     absent: Callable[[str], bool] | None  # no record file for a digest (None: look it up)
     result: LaunchResult  # the first key's result: later keys' are copies of it
+    failed: Mapping[tuple[str, Config], str]  # ruled.FAILED_PICKS
     decisions: dict[int, Decision] = field(default_factory=dict)  # one a configuration
 
 
@@ -103,6 +110,26 @@ class RulePlans:
             self._learn(site, call, resolved)
         return resolved
 
+    def first_launch(
+        self, site: Any, entry: Any, call: miss.Call, resolved: miss.Resolved
+    ) -> LaunchResult:
+        """Launch a new key's entry. A rule's pick that fails there (it cannot compile or run
+        at the key's sizes, though it ran on the swept ones) is forgotten, refused for the key
+        (``ruled.note_failed``) and the call made again: the key is tuned where tuning may
+        run, else launched with the rule's next configuration that does not fail."""
+        try:
+            entry.launch(call.args, call.static_kwargs, call.bind)
+            return resolved.first
+        except Exception as err:
+            if resolved.first.source != "rule" or isinstance(err, UsageError):
+                raise
+            from tunedsl.runtime.ruled import note_failed
+
+            note_failed(resolved.result.digest, resolved.decision.config, err)
+        site.forget_decision(resolved.result.digest)
+        c = call
+        return site.launch(c.kernel, c.args, dict(c.static_kwargs), c.bind, c.key, c.lazy)
+
     def _learn(self, site: Any, call: miss.Call, resolved: miss.Resolved) -> None:
         about = resolved.subject
         settings = about.settings
@@ -123,7 +150,11 @@ class RulePlans:
         ):
             return
         self._tries += 1
-        from tunedsl.runtime.ruled import chosen_rule, unswept  # (imported by the rule's miss)
+        from tunedsl.runtime.ruled import (  # (imported by the rule's miss)
+            FAILED_PICKS,
+            chosen_rule,
+            unswept,
+        )
 
         rules = find_rules(about.rule_digest)
         if not rules:
@@ -164,6 +195,7 @@ class RulePlans:
             spec,
             record_stores().absence_check(),
             resolved.result,
+            FAILED_PICKS,
         )
         others = [  # a plan for this layout made before (under another context) goes
             p
@@ -219,6 +251,8 @@ def _decide(
     pick = plan.family.pick(features)
     if pick not in plan.allowed:
         return None
+    if plan.failed and (digest, plan.rule.configs[pick]) in plan.failed:
+        return None  # it failed on this key's first launch: the general way refuses it
     decision = plan.decisions.get(pick)
     if decision is None:
         config = plan.rule.configs[pick]

@@ -18,7 +18,9 @@ and toolchain decides, else the first. A site whose only rules are for another v
 kernel says so once. A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no
 rule decides there.
 A pick is launched only when it is one of the configurations the site's space and
-``prune=`` keep for this call, and, on a site with ``verify=``, when it passes verify; where
+``prune=`` keep for this call, its first launch on the key did not fail (the site notes a
+failure with ``note_failed`` and decides the key again), and, on a site with ``verify=``,
+when it passes verify; where
 it is not, the key is tuned where tuning may run, and where it may not, the rule's next
 configuration that passes launches (the site's default when none does).
 """
@@ -108,7 +110,7 @@ def rule_pick(
                 stacklevel="user",
             )
             return None
-    problem = _refused(config, candidates, check)
+    problem = _refused(config, candidates, check, subject.digest)
     if problem is None:
         return config
     # Where tuning may run, the key is tuned; where it may not, the rule's next configuration
@@ -117,7 +119,11 @@ def rule_pick(
     instead = None
     if not tuning_allowed:
         instead = next(
-            (c for c in rule.configs if c != config and _refused(c, candidates, check) is None),
+            (
+                c
+                for c in rule.configs
+                if c != config and _refused(c, candidates, check, subject.digest) is None
+            ),
             None,
         )
     then = "" if instead is None else f"; launching its next configuration, {instead}"
@@ -129,11 +135,29 @@ def rule_pick(
     return instead
 
 
+# (record digest, configuration) -> the error: a rule's picks whose first launch on the key
+# failed (a configuration that cannot compile or run at the key's sizes, which no swept key
+# had). Such a pick is refused for that key from then on.
+FAILED_PICKS: dict[tuple[str, Config], str] = {}
+
+
+def note_failed(digest: str, config: Config, err: BaseException) -> None:
+    """``config``, a rule's pick, failed on its first launch for the key ``digest``."""
+    FAILED_PICKS[(digest, config)] = f"{type(err).__name__}: {err}"[:300]
+
+
 def _refused(
-    config: Config, candidates: Sequence[Config], check: Callable[[Config], str | None] | None
+    config: Config,
+    candidates: Sequence[Config],
+    check: Callable[[Config], str | None] | None,
+    digest: str,
 ) -> str | None:
     """Why ``config`` may not be launched for this key (None: it may): it must be one of
-    the candidates and, on a site with verify=, pass verify."""
+    the candidates, must not have failed on the key's first launch and, on a site with
+    verify=, must pass verify."""
+    failed = FAILED_PICKS.get((digest, config)) if FAILED_PICKS else None
+    if failed is not None:
+        return f"fails on this key ({failed})"
     if not _is_candidate(config, candidates):
         return "is not among the configurations this site's space and prune= keep for the key"
     problem = None if check is None else check(config)

@@ -332,8 +332,9 @@ class Site:
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
         planned = self._rule_plans.decide(self, call)  # a new size of a layout a rule decides
         if planned is not None:  # at once, running no user code: no other thread need wait
-            self._add(call, call_key, planned).launch(args, static_kwargs, bind)
-            return planned.first
+            return self._rule_plans.first_launch(
+                self, self._add(call, call_key, planned), call, planned
+            )
         active = _active()
         while True:
             with self._lock:
@@ -365,8 +366,13 @@ class Site:
             with self._lock:
                 self._inflight.pop(call_key, None)
             busy.release()
-        entry.launch(args, static_kwargs, bind)
-        return resolved.first
+        return self._rule_plans.first_launch(self, entry, call, resolved)
+
+    def forget_decision(self, digest: str) -> None:
+        """Drop the in-memory entries and the decision of ``digest`` (a rule's failed pick)."""
+        with self._lock:
+            self._forget_all()
+            self._by_digest.pop(digest, None)
 
     def _store(self, call_key: Any, entry: Entry) -> None:
         """Put ``entry`` in the table (the caller holds the lock)."""
