@@ -228,3 +228,56 @@ def test_no_more_workers_are_forked_than_a_kernel_has_variants(tmp_path: Path) -
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["jobs"] > 0 and not report["failed"], report
     assert report["size"] is not None and report["size"] <= 4, report
+
+
+def test_one_pool_serves_every_batch_a_search_compiles_at_once(tmp_path: Path) -> None:
+    # A search compiles its batches announced ahead side by side, and their streams share
+    # one pool: it must have a process for each core they can use, not for the first
+    # batch's jobs (a pool of 16 kept a 32-core host at 16 compiles). Eight variants,
+    # batches of four, eight compile workers: a pool of eight.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import torch\n"
+        "from shared_kernels import mm\n"
+        "from tunedsl.backends import compile_processes as cp\n"
+        "from tunedsl.backends.host_compile import HostCompiler, Split\n"
+        "from tunedsl.model.config import Config\n"
+        "from tunedsl.model.variant import Variant\n"
+        "S = 64\n"
+        "a = torch.empty(S, S, dtype=torch.float16)\n"
+        "args = (a, a, a, S, S, S, S, 1, S, 1, S, 1)\n"
+        "configs = [Config(BM=m, BN=n, BK=k) for m in (16, 32) for n in (16, 32)"
+        " for k in (16, 32)]\n"
+        "variants = {c: Variant(c, args, dict(c.items()), (1, 1), {'num_warps': 4})"
+        " for c in configs}\n"
+        "done = []\n"
+        "host = HostCompiler(mm, variants, Split(), 'cuda:90', lambda c, why: done.append(why))\n"
+        "host.submit(configs[:4])\n"
+        "host.submit(configs[4:])\n"
+        "import time\n"
+        "t0 = time.time()\n"
+        "while len(done) < 8 and time.time() - t0 < 600:\n"
+        "    time.sleep(0.05)\n"
+        "print(json.dumps({'size': cp._pool.size if cp._pool else None, 'failed':"
+        " [w for w in done if w], 'done': len(done)}))\n"
+    )
+    env = {**os.environ, "TUNEDSL_COMPILE_WORKERS": "8", "TUNEDSL_COMPILE_PROCESSES": "on",
+           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+           "TRITON_CACHE_DIR": str(tmp_path / "triton")}  # fmt: skip
+    env.pop("TRITON_INTERPRET", None)
+    tests = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(tests.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tests)], env=env, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["done"] == 8 and not report["failed"], report
+    assert report["size"] == 8, report

@@ -120,7 +120,10 @@ class HostCompiler:
         from tunedsl.backends.inprocess import reason
         from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
 
-        compile_variant = variant_compiler(self.kernel, len(configs), target=self.target)
+        # The streams of later submits share the pool: size it for the whole request.
+        compile_variant = variant_compiler(
+            self.kernel, len(configs), target=self.target, shared_by=len(self.variants)
+        )
         if self.target is None:  # the workers' first loads find the launcher built
             first = self.variants[configs[0]]
             prebuild_launcher(self.kernel, first.args, first.kwargs, first.options)

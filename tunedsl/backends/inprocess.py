@@ -24,14 +24,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import queue
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from tunedsl.backends.compile_pool import default_workers, start_drained_thread
+from tunedsl.backends.compile_ahead import CompileAhead, compile_jobs
+from tunedsl.backends.compile_pool import default_workers
 from tunedsl.backends.hooks import call_pre_hook, call_user, check_named, check_output, hook_args
 from tunedsl.backends.inplace import InPlaceWatch, data_arguments, tuple_members
 from tunedsl.engine.seams import MeasureFailure, Prepared
@@ -198,81 +198,6 @@ class Verifier:
         return None
 
 
-def compile_jobs(
-    kernel: Any, todo: Sequence[Variant], cancelled: threading.Event | None = None
-) -> Iterator[tuple[Variant, Any]]:
-    """(variant, handle or exception) in completion order, through the shared compile pool.
-    Jobs not started when ``cancelled`` is set end at once with an exception."""
-    from tunedsl.backends.triton import interpreting
-
-    if interpreting():  # nothing to compile ahead: the interpreter runs the Python source
-        for v in todo:
-            yield v, None
-        return
-    from tunedsl.backends.compile_pool import CompileJob, compile_stream
-    from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
-
-    compile_variant = variant_compiler(kernel, len(todo))  # before the stream's threads
-    if todo:  # beside the compiles, not after the first one
-        prebuild_launcher(kernel, todo[0].args, todo[0].kwargs, todo[0].options)
-    by_id: dict[int, Variant] = {}
-    jobs = []
-    for v in todo:
-
-        def compile_one(v: Variant = v) -> object:
-            if cancelled is not None and cancelled.is_set():
-                raise RuntimeError("compile-ahead cancelled: the search ended")
-            return compile_variant(v.args, v.kwargs, v.options)
-
-        job = CompileJob(v.config, compile_one)
-        by_id[id(job)] = v
-        jobs.append(job)
-    for job, result in compile_stream(jobs):
-        yield by_id[id(job)], result
-
-
-class CompileAhead:
-    """One batch compiling in the background (the driver's compile-ahead): a thread drives
-    the compile stream and queues each ``(variant, handle or exception)`` as it finishes,
-    so ``prepare`` of that batch takes finished compiles instead of starting them."""
-
-    def __init__(self, kernel: Any, variants: Sequence[Variant]) -> None:
-        self.configs = {v.config for v in variants}
-        self.cancelled = threading.Event()
-        self.results: queue.SimpleQueue[tuple[Variant, Any] | None] = queue.SimpleQueue()
-        self.thread = start_drained_thread(
-            self._run, kernel, list(variants), name="tunedsl-compile-ahead"
-        )
-
-    def _run(self, kernel: Any, variants: list[Variant]) -> None:
-        done: set[Config] = set()
-        try:
-            for v, handle in compile_jobs(kernel, variants, self.cancelled):
-                done.add(v.config)
-                self.results.put((v, handle))
-        except BaseException as err:  # the pool itself failed: each job left reports it
-            for v in variants:
-                if v.config not in done:
-                    self.results.put((v, err))
-        finally:
-            self.results.put(None)
-
-    def cancel(self) -> None:
-        """Start no further compile of this batch (the search ended without it)."""
-        self.cancelled.set()
-
-    def take(self, wanted: set[Config]) -> Iterator[tuple[Variant, Any]]:
-        """The wanted configurations' results, in completion order."""
-        left = set(wanted)
-        while left:
-            item = self.results.get()
-            if item is None:
-                return
-            if item[0].config in left:
-                left.discard(item[0].config)
-                yield item
-
-
 def _per_launch_timing(timer: Any) -> None:
     """In-place arguments were found: every launch now restores arguments first, so
     ``timing="auto"`` keeps per-launch timing (as with ``restore_value``)."""
@@ -322,7 +247,8 @@ class InProcessMeasurer:
         self.setups: dict[Config, Callable[[], None]] = {}
         self.first_ms: dict[Config, float] = {}
         self.settled = False
-        self.ahead: CompileAhead | None = None
+        self.ahead: list[CompileAhead] = []  # prefetched batches, oldest first
+        self.prefetching = False  # the search announces batches ahead (prefetch was called)
         self.gpu_s = 0.0  # seconds spent measuring (warm-ups, verification, samples)
 
     @property
@@ -350,23 +276,26 @@ class InProcessMeasurer:
         return setup
 
     def prefetch(self, configs: Sequence[Config]) -> None:
-        """Start compiling the driver's next batch while this one is measured (the driver
-        calls it for strategies whose next batch does not depend on this one's results)."""
+        """Start compiling one of the driver's next batches while this one is measured (the
+        driver calls it for strategies whose next batch does not depend on this one's
+        results; several batches may be compiling at once, in the shared compile pool)."""
         variants = []
         for config in configs:
             try:
                 variants.append(self.variant_for(config))
             except Exception:  # reported when the batch is prepared
                 continue
-        if self.ahead is not None:  # a batch prefetched and never asked for
-            self.ahead.cancel()
-        self.ahead = CompileAhead(self.req.kernel, variants) if variants else None
+        self.prefetching = True
+        if variants:
+            self.ahead.append(CompileAhead(self.req.kernel, variants))
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
         from tunedsl.model.hints import InfeasibleConfig
 
-        ahead, self.ahead = self.ahead, None
-        early = [c for c in configs if ahead is not None and c in ahead.configs]
+        wanted = set(configs)
+        ahead = [a for a in self.ahead if a.configs & wanted]
+        self.ahead = [a for a in self.ahead if not a.configs & wanted]
+        early = {c for a in ahead for c in a.configs & wanted}
         variants = []
         for config in configs:
             if config in early:
@@ -376,9 +305,12 @@ class InProcessMeasurer:
             except InfeasibleConfig as err:  # its launch hints do not fit this device
                 self._post(config, err)
                 yield self._failed(config, "failed", str(err))
-        compiled = compile_jobs(self.req.kernel, variants)
-        if ahead is not None and early:
-            compiled = itertools.chain(ahead.take(set(early)), compiled)
+        # Batches announced ahead compile beside this one: the pool must serve them all.
+        shared_by = default_workers() if self.prefetching else 0
+        compiled = compile_jobs(self.req.kernel, variants, shared_by=shared_by)
+        if ahead:
+            taken = (a.take(a.configs & wanted) for a in ahead)
+            compiled = itertools.chain(*taken, compiled)
         for v, handle in compiled:
             if isinstance(handle, BaseException):
                 if isinstance(handle, KeyboardInterrupt):
@@ -475,9 +407,9 @@ class InProcessMeasurer:
                 model = device_plan.model_name(self.bt.device_facts())
                 seconds = self.gpu_s / len(self.runs)
                 device_plan.observe(model, measure_s=seconds, configs=len(self.runs))
-        if self.ahead is not None:
-            self.ahead.cancel()
-            self.ahead = None
+        for batch in self.ahead:
+            batch.cancel()
+        self.ahead = []
         with BENCH_LOCK:
             self.bt.synchronize()
             self.guard.close()

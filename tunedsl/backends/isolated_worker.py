@@ -121,7 +121,7 @@ class _State:
         return lambda: launch_jit(self.kernel, v.grid, v.args, options)
 
     def prepare(self, indices: list[int], reply: Any) -> None:
-        from tunedsl.backends.inprocess import compile_jobs
+        from tunedsl.backends.compile_ahead import compile_jobs
 
         by_config = {self.variants[i].config: i for i in indices}
         todo = [self.variants[i] for i in indices]

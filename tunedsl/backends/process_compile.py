@@ -123,10 +123,17 @@ def build_in_worker(job: WorkerCompile) -> Built | OverSharedMemory:
 
 
 def variant_compiler(
-    kernel: Any, jobs: int, *, target: str | Any | None = None, workers: int | None = None
+    kernel: Any,
+    jobs: int,
+    *,
+    target: str | Any | None = None,
+    workers: int | None = None,
+    shared_by: int = 0,
 ) -> VariantCompile:
     """``compile(args, kwargs, options)`` for the ``jobs`` variants of one stream on
-    ``workers`` compile workers (default: the pool's; see the module docstring). Call it
+    ``workers`` compile workers (default: the pool's; see the module docstring).
+    ``shared_by``: the compiles the streams running beside this one may need at once (a
+    search's batches announced ahead), so the pool forked now serves them too. Call it
     before the stream starts: it may fork the workers, which is safe only while no other
     thread compiles."""
 
@@ -151,7 +158,10 @@ def variant_compiler(
         return here
     # Fork first: the workers start while this process hashes Triton and starts its driver
     # (0.4-0.6 s on a cold H100 machine), and jobs carry the key.
-    pool = compile_processes.pool_for([jit_fn], min(workers, jobs))  # no idle processes
+    # No idle processes (a pool is forked again for each new kernel), but a pool that
+    # several streams share must have a process for each of their compiles: one sized by a
+    # search's first batch of 16 kept a 32-core host at 16 compiles.
+    pool = compile_processes.pool_for([jit_fn], min(workers, max(jobs, shared_by)))
     if pool is None:
         return here
     try:

@@ -78,3 +78,27 @@ def test_one_batch_ahead_by_default() -> None:
     m = searched(None)
     assert [c for batch in m.prefetched for c in batch] == CONFIGS[2:]
     assert ahead_at_each_prepare(m) == [1, 1, 1, 1, 1, 0]
+
+
+class Slotted(Logged):
+    """A measurer whose host compiles ``compile_workers`` configurations at once."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(None)
+        self.compile_workers = workers
+
+
+def test_enough_batches_ahead_to_keep_every_compile_slot_busy() -> None:
+    # Four compile slots and batches of two: while a batch waits on its slowest compile,
+    # two configurations a slot are announced (four batches), not the single default one.
+    m = Slotted(4)
+    out = run_search(ListSpace(CONFIGS), make_strategy("exhaustive", batch=2), m, clock=m.clock)
+    assert out.exhausted
+    assert [c for batch in m.prefetched for c in batch] == CONFIGS[2:]
+    assert ahead_at_each_prepare(m) == [4, 4, 3, 2, 1, 0]
+
+
+def test_an_adaptive_strategy_is_never_announced_ahead() -> None:
+    m = Slotted(8)
+    run_search(ListSpace(CONFIGS), make_strategy("pattern", batch=2), m, clock=m.clock)
+    assert m.prefetched == []

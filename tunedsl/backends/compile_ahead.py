@@ -1,0 +1,102 @@
+"""Compiling a search's batches in this process (backends layer): as they finish, ahead.
+
+``compile_jobs`` runs one batch's compiles through the shared compile pool and yields each
+result as it finishes, so measuring overlaps compiling. ``CompileAhead`` compiles a batch
+the search driver announced ahead (``engine/driver.py``) in the background, while the
+current batch is measured; several may run at once, sharing the pool.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tunedsl.backends.compile_pool import default_workers, start_drained_thread
+from tunedsl.model.config import Config
+from tunedsl.model.variant import Variant
+
+__all__ = ["CompileAhead", "compile_jobs"]
+
+
+def compile_jobs(
+    kernel: Any,
+    todo: Sequence[Variant],
+    cancelled: threading.Event | None = None,
+    shared_by: int = 0,
+) -> Iterator[tuple[Variant, Any]]:
+    """(variant, handle or exception) in completion order, through the shared compile pool.
+    Jobs not started when ``cancelled`` is set end at once with an exception. ``shared_by``:
+    what the streams beside this one compile at once (``variant_compiler``)."""
+    from tunedsl.backends.triton import interpreting
+
+    if interpreting():  # nothing to compile ahead: the interpreter runs the Python source
+        for v in todo:
+            yield v, None
+        return
+    from tunedsl.backends.compile_pool import CompileJob, compile_stream
+    from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
+
+    # before the stream's threads
+    compile_variant = variant_compiler(kernel, len(todo), shared_by=shared_by)
+    if todo:  # beside the compiles, not after the first one
+        prebuild_launcher(kernel, todo[0].args, todo[0].kwargs, todo[0].options)
+    by_id: dict[int, Variant] = {}
+    jobs = []
+    for v in todo:
+
+        def compile_one(v: Variant = v) -> object:
+            if cancelled is not None and cancelled.is_set():
+                raise RuntimeError("compile-ahead cancelled: the search ended")
+            return compile_variant(v.args, v.kwargs, v.options)
+
+        job = CompileJob(v.config, compile_one)
+        by_id[id(job)] = v
+        jobs.append(job)
+    for job, result in compile_stream(jobs):
+        yield by_id[id(job)], result
+
+
+class CompileAhead:
+    """One batch compiling in the background (the driver's compile-ahead): a thread drives
+    the compile stream and queues each ``(variant, handle or exception)`` as it finishes,
+    so ``prepare`` of that batch takes finished compiles instead of starting them."""
+
+    def __init__(self, kernel: Any, variants: Sequence[Variant]) -> None:
+        self.configs = {v.config for v in variants}
+        self.cancelled = threading.Event()
+        self.results: queue.SimpleQueue[tuple[Variant, Any] | None] = queue.SimpleQueue()
+        self.thread = start_drained_thread(
+            self._run, kernel, list(variants), name="tunedsl-compile-ahead"
+        )
+
+    def _run(self, kernel: Any, variants: list[Variant]) -> None:
+        done: set[Config] = set()
+        try:
+            # Batches announced ahead compile beside each other: a pool for every core.
+            shared_by = default_workers()
+            for v, handle in compile_jobs(kernel, variants, self.cancelled, shared_by):
+                done.add(v.config)
+                self.results.put((v, handle))
+        except BaseException as err:  # the pool itself failed: each job left reports it
+            for v in variants:
+                if v.config not in done:
+                    self.results.put((v, err))
+        finally:
+            self.results.put(None)
+
+    def cancel(self) -> None:
+        """Start no further compile of this batch (the search ended without it)."""
+        self.cancelled.set()
+
+    def take(self, wanted: set[Config]) -> Iterator[tuple[Variant, Any]]:
+        """The wanted configurations' results, in completion order."""
+        left = set(wanted)
+        while left:
+            item = self.results.get()
+            if item is None:
+                return
+            if item[0].config in left:
+                left.discard(item[0].config)
+                yield item
