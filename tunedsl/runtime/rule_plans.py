@@ -116,8 +116,8 @@ class RulePlans:
         """Launch a new key's entry. A rule's pick that fails there (it cannot compile or run
         at the key's sizes, though it ran on the swept ones) is forgotten, refused for the key
         (``ruled.note_failed``) and the call made again: the key is tuned where tuning may
-        run, else launched with the rule's next configuration that does not fail. A failed
-        launch may have written its arguments before failing (under the interpreter, a
+        run, else launched with the rule's next configuration that does not fail. Under the
+        interpreter a failed launch may have written its arguments before failing (a
         ``tl.static_assert`` after a store): those named in ``restore_value=`` are copied
         before the pick's launch and put back before the call is made again."""
         by_rule = resolved.first.source == "rule"
@@ -214,9 +214,12 @@ class RulePlans:
 
 def _in_place(call: miss.Call, resolved: miss.Resolved) -> list[tuple[Any, Any]] | None:
     """The tensors ``restore_value=`` names for this call, each with a copy ([] where it
-    names none; None where no copy could be made: a failed pick is not redone then)."""
+    names none; None where no copy could be made: a failed pick is not redone then). Only
+    under the interpreter, which runs a kernel's programs as it goes: on a GPU a launch that
+    raises (a compile error, too few resources) has run nothing, and a copy there would cost
+    every new key (and be recorded into a CUDA graph being captured)."""
     about = resolved.subject
-    if not about.settings.restore_value:
+    if not about.settings.restore_value or not bt.interpreting():
         return []
     from tunedsl.backends.inplace import data_arguments, tuple_members
     from tunedsl.model.keys import is_tensor
