@@ -118,8 +118,8 @@ class RulePlans:
         (``ruled.note_failed``) and the call made again: the key is tuned where tuning may
         run, else launched with the rule's next configuration that does not fail. Under the
         interpreter a failed launch may have written its arguments before failing (a
-        ``tl.static_assert`` after a store): those named in ``restore_value=`` are copied
-        before the pick's launch and put back before the call is made again."""
+        ``tl.static_assert`` after a store): its tensors are copied before the pick's launch
+        and put back before the call is made again."""
         by_rule = resolved.first.source == "rule"
         saved = _in_place(call, resolved) if by_rule else []
         try:
@@ -213,21 +213,21 @@ class RulePlans:
 
 
 def _in_place(call: miss.Call, resolved: miss.Resolved) -> list[tuple[Any, Any]] | None:
-    """The tensors ``restore_value=`` names for this call, each with a copy ([] where it
-    names none; None where no copy could be made: a failed pick is not redone then). Only
-    under the interpreter, which runs a kernel's programs as it goes: on a GPU a launch that
-    raises (a compile error, too few resources) has run nothing, and a copy there would cost
-    every new key (and be recorded into a CUDA graph being captured)."""
-    about = resolved.subject
-    if not about.settings.restore_value or not bt.interpreting():
+    """Under the interpreter, the call's tensors, each with a copy (None where no copy could
+    be made: a failed pick is not redone then). The interpreter runs a kernel's programs as
+    it goes, so a launch that fails may have written any of them, named in
+    ``restore_value=`` or not (the redo is tunedsl's own, not a tuning the user declared
+    in-place arguments for). Elsewhere []: on a GPU a launch that raises (a compile error,
+    too few resources) has run nothing, and a copy would cost every new key (and be recorded
+    into a CUDA graph being captured)."""
+    if not bt.interpreting():
         return []
-    from tunedsl.backends.inplace import data_arguments, tuple_members
+    from tunedsl.backends.inplace import data_arguments
     from tunedsl.model.keys import is_tensor
 
-    bound = data_arguments(bt.bind_arguments(about.info, call.args, call.static_kwargs))
-    names = tuple_members(about.settings.restore_value, bound)
+    bound = data_arguments(bt.bind_arguments(resolved.subject.info, call.args, call.static_kwargs))
     try:
-        return [(bound[n], bt.clone(bound[n])) for n in names if is_tensor(bound.get(n))]
+        return [(t, bt.clone(t)) for t in bound.values() if is_tensor(t)]
     except RuntimeError:  # out of memory for the copies
         return None
 
