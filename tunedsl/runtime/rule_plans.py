@@ -133,6 +133,7 @@ class RulePlans:
             note_failed(resolved.result.digest, resolved.decision.config, err)
             for tensor, copy in saved:
                 bt.copy_into(tensor, copy)
+            saved = []  # the redo makes its own copies: not one set held per failed pick
         site.forget_decision(resolved.result.digest)
         c = call
         return site.launch(c.kernel, c.args, dict(c.static_kwargs), c.bind, c.key, c.lazy)
