@@ -169,8 +169,28 @@ def _heuristic_sources(kernel: Any) -> list[str]:
     for _ in range(8):  # the wrappers python_fn unwraps
         values = getattr(wrapper, "values", None)
         if type(wrapper).__name__ == "Heuristics" and isinstance(values, dict):
-            out += [f"{n}={_source(f)}" for n, f in sorted(values.items(), key=lambda i: str(i[0]))]
+            out += [f"{n}={_stable_source(values[n])}" for n in sorted(values, key=str)]
         wrapper = getattr(wrapper, "fn", None)
         if wrapper is None:
             break
     return out
+
+
+def _stable_source(f: Any) -> str:
+    """A heuristic's source; for a callable that is no function (a ``functools.partial``, an
+    object with ``__call__``), its function's source or its type; for a function without a
+    source file, its name and bytecode: never a ``repr`` holding an address, which would
+    name another kernel in every process."""
+    inner = getattr(f, "func", None)  # functools.partial
+    if not inspect.isfunction(f) and inspect.isfunction(inner):
+        f = inner
+    if not inspect.isfunction(f):
+        kind = type(f)
+        call = inspect.getattr_static(kind, "__call__", None)
+        if not inspect.isfunction(call):
+            return f"{kind.__module__}.{kind.__qualname__}"
+        f = call
+    try:
+        return inspect.getsource(f)
+    except (OSError, TypeError):
+        return f"{f.__qualname__}\0{f.__code__.co_code.hex()}"
