@@ -411,3 +411,58 @@ def test_an_edited_constexpr_global_is_a_new_kernel(tmp_path: Path, lowered: str
     assert first[0] == "tuned"
     assert run() == ("disk", first[1])  # same values: the record is used
     assert run(**{lowered: "16"}) == ("tuned", "16")  # only tile 16 compiles now
+
+
+HEURISTIC = """
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+
+def cap(args):
+    return CAP_VALUE
+
+
+@triton.heuristics({"CAP": cap})
+@triton.jit
+def vadd_kernel(a, b, c, n, TILE: tl.constexpr, CAP: tl.constexpr):
+    tl.static_assert(TILE <= CAP)
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+n = 100
+a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.empty(n)
+r = autotune_launch(vadd_kernel, space={"tile": [16, 64]}, effort="quick", name="heuristic",
+                    grid=lambda cfg: (cdiv(n, cfg.tile),),
+                    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile})
+assert torch.equal(c, a + b)
+print("RESULT", r.source, r.config.tile, flush=True)
+"""
+
+
+def test_an_edited_heuristic_function_is_a_new_kernel(tmp_path: Path) -> None:
+    """A function ``@triton.heuristics`` computes a parameter with, defined apart from the
+    decorator, is part of the kernel: edited, the same configuration launches another
+    kernel, so a record tuned under the old one is not used (it was: the digest covered the
+    kernel's source and decorators, not the function they name)."""
+
+    def run(cap: str) -> tuple[str, str]:
+        script = write_script(tmp_path / "heuristic.py", HEURISTIC.replace("CAP_VALUE", cap))
+        out = subprocess.run(
+            [sys.executable, str(script)],
+            env=child_env(tmp_path / "cache"),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert out.returncode == 0, out.stderr
+        line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
+        return line.split()[1], line.split()[2]
+
+    first = run("64")
+    assert first[0] == "tuned"
+    assert run("64") == ("disk", first[1])  # the same function: the record is used
+    assert run("16") == ("tuned", "16")  # only tile 16 compiles under the edited one

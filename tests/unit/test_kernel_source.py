@@ -167,3 +167,52 @@ def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 @pytest.mark.parametrize("name", ["plain", "typed", "through_package", "helpers"])
 def test_the_labels_of_a_kernel_are_those_the_previous_code_gave(kernels: Any, name: str) -> None:
     assert labels_of(getattr(kernels, name)) == EXPECTED[name]
+
+
+HEURISTIC_KERNELS = """\
+import functools
+
+import triton
+import triton.language as tl
+
+
+def even(args, m):
+    return args["n"] % m == 0
+
+
+class Cap:
+    def __call__(self, args):
+        return 64
+
+
+def kernel(values):
+    @triton.heuristics(values)
+    @triton.jit
+    def k(x, n, BLOCK: tl.constexpr, EVEN: tl.constexpr, CAP: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x + offs, 1.0, mask=offs < n)
+
+    return k
+
+
+def hashes():
+    from tunedsl.backends import triton as bt
+
+    made = [kernel({"EVEN": functools.partial(even, m=2), "CAP": Cap()}) for _ in range(2)]
+    edited = kernel({"EVEN": functools.partial(even, m=2), "CAP": lambda args: 16})
+    return [bt.kernel_info(k).source_hash for k in (*made, edited)]
+"""
+
+
+def test_a_heuristic_that_is_no_plain_function_hashes_by_its_source_not_its_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``functools.partial`` or a callable object given to ``@triton.heuristics`` is hashed
+    by its function's source (or its type), never by a ``repr`` holding an address, which
+    would make every new object, and every process, another kernel; an edited heuristic is
+    another kernel."""
+    (tmp_path / "ks_heuristics.py").write_text(HEURISTIC_KERNELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first, second, edited = importlib.import_module("ks_heuristics").hashes()
+    assert first == second
+    assert edited != first

@@ -1,5 +1,6 @@
 """What a kernel's identity covers beyond its name: its source, the Triton functions it calls,
-the ``tl.constexpr`` and ``tl.dtype`` values they read, and its parameters' defaults.
+the ``tl.constexpr`` and ``tl.dtype`` values they read, the functions its
+``@triton.heuristics`` compute parameters with, and its parameters' defaults.
 
 ``kernel_source_hash`` is the ``source_hash`` of ``backends/triton.KernelInfo``: one edited
 part is another kernel, so a stored decision for the old one is never reused for it.
@@ -154,5 +155,42 @@ def interpreted_source_hash(kernel: Any) -> str:
     wrappers) have no Triton hash, so the source of the kernel and of every Triton function
     it calls, as Triton's hash covers them."""
     fn = python_fn(kernel)
-    sources = [_source(fn), *_called_sources(fn, {id(fn)})]
+    sources = [_source(fn), *_called_sources(fn, {id(fn)}), *_heuristic_sources(kernel)]
     return hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest()
+
+
+def _heuristic_sources(kernel: Any) -> list[str]:
+    """``name=source`` of each function a ``@triton.heuristics`` wrapper computes a parameter
+    with (its ``values``): one defined apart from the decorator (``{"EVEN": even_n}``) is
+    not in the kernel's source, and an edited one launches another kernel for the same
+    configuration."""
+    out: list[str] = []
+    wrapper = kernel
+    for _ in range(8):  # the wrappers python_fn unwraps
+        values = getattr(wrapper, "values", None)
+        if type(wrapper).__name__ == "Heuristics" and isinstance(values, dict):
+            out += [f"{n}={_stable_source(values[n])}" for n in sorted(values, key=str)]
+        wrapper = getattr(wrapper, "fn", None)
+        if wrapper is None:
+            break
+    return out
+
+
+def _stable_source(f: Any) -> str:
+    """A heuristic's source; for a callable that is no function (a ``functools.partial``, an
+    object with ``__call__``), its function's source or its type; for a function without a
+    source file, its name and bytecode: never a ``repr`` holding an address, which would
+    name another kernel in every process."""
+    inner = getattr(f, "func", None)  # functools.partial
+    if not inspect.isfunction(f) and inspect.isfunction(inner):
+        f = inner
+    if not inspect.isfunction(f):
+        kind = type(f)
+        call = inspect.getattr_static(kind, "__call__", None)
+        if not inspect.isfunction(call):
+            return f"{kind.__module__}.{kind.__qualname__}"
+        f = call
+    try:
+        return inspect.getsource(f)
+    except (OSError, TypeError):
+        return f"{f.__qualname__}\0{f.__code__.co_code.hex()}"

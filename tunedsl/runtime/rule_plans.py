@@ -116,16 +116,24 @@ class RulePlans:
         """Launch a new key's entry. A rule's pick that fails there (it cannot compile or run
         at the key's sizes, though it ran on the swept ones) is forgotten, refused for the key
         (``ruled.note_failed``) and the call made again: the key is tuned where tuning may
-        run, else launched with the rule's next configuration that does not fail."""
+        run, else launched with the rule's next configuration that does not fail. Under the
+        interpreter a failed launch may have written its arguments before failing (a
+        ``tl.static_assert`` after a store): its tensors are copied before the pick's launch
+        and put back before the call is made again."""
+        by_rule = resolved.first.source == "rule"
+        saved = _in_place(call, resolved) if by_rule else []
         try:
             entry.launch(call.args, call.static_kwargs, call.bind)
             return resolved.first
         except Exception as err:
-            if resolved.first.source != "rule" or isinstance(err, UsageError):
+            if not by_rule or isinstance(err, UsageError) or saved is None:
                 raise
             from tunedsl.runtime.ruled import note_failed
 
             note_failed(resolved.result.digest, resolved.decision.config, err)
+            for tensor, copy in saved:
+                bt.copy_into(tensor, copy)
+            saved = []  # the redo makes its own copies: not one set held per failed pick
         site.forget_decision(resolved.result.digest)
         c = call
         return site.launch(c.kernel, c.args, dict(c.static_kwargs), c.bind, c.key, c.lazy)
@@ -203,6 +211,26 @@ class RulePlans:
             if p.kernel is not call.kernel or p.read(call.args, call.static_kwargs) is None
         ]
         self._plans = [*others[-(MAX_PLANS - 1) :], plan]
+
+
+def _in_place(call: miss.Call, resolved: miss.Resolved) -> list[tuple[Any, Any]] | None:
+    """Under the interpreter, the call's tensors, each with a copy (None where no copy could
+    be made: a failed pick is not redone then). The interpreter runs a kernel's programs as
+    it goes, so a launch that fails may have written any of them, named in
+    ``restore_value=`` or not (the redo is tunedsl's own, not a tuning the user declared
+    in-place arguments for). Elsewhere []: on a GPU a launch that raises (a compile error,
+    too few resources) has run nothing, and a copy would cost every new key (and be recorded
+    into a CUDA graph being captured)."""
+    if not bt.interpreting():
+        return []
+    from tunedsl.backends.inplace import data_arguments
+    from tunedsl.model.keys import is_tensor
+
+    bound = data_arguments(bt.bind_arguments(resolved.subject.info, call.args, call.static_kwargs))
+    try:
+        return [(t, bt.clone(t)) for t in bound.values() if is_tensor(t)]
+    except RuntimeError:  # out of memory for the copies
+        return None
 
 
 def _holds(plan: _Plan, site: Any, call: miss.Call) -> bool:

@@ -27,6 +27,7 @@ configuration that passes launches (the site's default when none does).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -137,13 +138,20 @@ def rule_pick(
 
 # (record digest, configuration) -> the error: a rule's picks whose first launch on the key
 # failed (a configuration that cannot compile or run at the key's sizes, which no swept key
-# had). Such a pick is refused for that key from then on.
+# had). Such a pick is refused for that key from then on; bounded, as the sites' tables are
+# (a key dropped here whose decision a site also dropped has its pick tried, and noted, again).
 FAILED_PICKS: dict[tuple[str, Config], str] = {}
+MAX_FAILED_PICKS = 4096
+_failed_lock = threading.Lock()
 
 
 def note_failed(digest: str, config: Config, err: BaseException) -> None:
     """``config``, a rule's pick, failed on its first launch for the key ``digest``."""
-    FAILED_PICKS[(digest, config)] = f"{type(err).__name__}: {err}"[:300]
+    with _failed_lock:  # the same dict throughout: plans hold it
+        if len(FAILED_PICKS) >= MAX_FAILED_PICKS:
+            for old in list(FAILED_PICKS)[: MAX_FAILED_PICKS // 8]:  # the oldest eighth
+                del FAILED_PICKS[old]
+        FAILED_PICKS[(digest, config)] = f"{type(err).__name__}: {err}"[:300]
 
 
 def _refused(
