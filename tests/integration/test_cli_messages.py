@@ -109,6 +109,45 @@ def test_precompile_table_rows_fit_100_columns_with_name_value_keys(tmp_path: Pa
     assert any(key.endswith(" more}") for key in keys), keys  # the longest keys are counted
 
 
+PRECOMPILED = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def sq(x, out, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(out + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+
+@workload
+def warm():
+    x = torch.empty(256)
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(256, $tile), sq(x, x, 256, TILE=$tile))
+"""
+
+
+@pytest.mark.needs_triton
+def test_precompile_progress_line_follows_tunedsl_quiet(tmp_path: Path) -> None:
+    # TUNEDSL_QUIET=1 means no progress lines: precompile printed its own all the same.
+    (tmp_path / "warm.py").write_text(PRECOMPILED)
+    loud = tunedsl(tmp_path, "precompile", "warm.py", TRITON_INTERPRET="1")
+    assert loud.returncode == 0, loud.stderr
+    assert "precompile: compiled 0  cached 0  failed 0  interpreted 2" in loud.stderr
+    quiet = tunedsl(tmp_path, "precompile", "warm.py", TRITON_INTERPRET="1", TUNEDSL_QUIET="1")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "precompile:" not in quiet.stderr, quiet.stderr
+    assert quiet.stdout.startswith("what ")  # the summary table stays
+    # A value that is no boolean is named, as for every other command, not ignored.
+    bad = tunedsl(tmp_path, "precompile", "warm.py", TRITON_INTERPRET="1", TUNEDSL_QUIET="banana")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "TUNEDSL_QUIET='banana' is not a boolean" in bad.stderr
+    assert "Traceback" not in bad.stderr, bad.stderr
+
+
 def test_render_table_shortens_a_long_site_and_counts_what_does_not_fit() -> None:
     from tunedsl.cli.precompile import render_table
     from tunedsl.precompile.run import Summary
