@@ -87,6 +87,20 @@ def test_tunedsl_quiet_silences_the_notice_but_the_interpreter_still_turns_on(
     assert hook.stdout.strip() == "1" and "no GPU driver" not in hook.stderr, hook.stderr
 
 
+@no_gpu
+@pytest.mark.parametrize("name", ["TUNEDSL_QUIET", "TUNEDSL_NO_AUTO_INTERPRET"])
+def test_run_names_a_bad_interpreter_setting_without_a_traceback(tmp_path: Path, name: str) -> None:
+    # The setting is read before the script runs: its error is tunedsl run's own, one line
+    # naming the variable and the values it takes, not a traceback through tunedsl's frames.
+    (tmp_path / "script.py").write_text(SCRIPT)
+    proc = tunedsl(tmp_path, "run", "script.py", **{name: "banana"})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(f"tunedsl run: error: environment variable {name}='banana' is "
+                                  "not a boolean; use 1 or 0"), proc.stderr  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
 # -- the precompile table -----------------------------------------------------------------------
 @pytest.mark.needs_triton
 def test_precompile_table_rows_fit_100_columns_with_name_value_keys(tmp_path: Path) -> None:
