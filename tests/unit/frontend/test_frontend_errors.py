@@ -73,6 +73,14 @@ CASES = [
         "did you mean `$tile`?",
     ),
     (
+        "a field some configurations of a literal list space lack",
+        "autotune(space=[dict(tile=16), {'num_warps': 2}], blocks=cdiv(n, $tile), k(a))\n",
+        "`$tile` is not a field of every configuration: Config(num_warps=2) has none",
+        2,
+        "$tile",
+        "give every configuration of the list space a `tile`",
+    ),
+    (
         "unknown field, no close match",
         f"autotune({S}, blocks=1, k($zzz))\n",
         "`$zzz` is not a field",
