@@ -162,6 +162,56 @@ def test_precompile_progress_line_follows_tunedsl_quiet(tmp_path: Path) -> None:
     assert "Traceback" not in bad.stderr, bad.stderr
 
 
+PRUNED = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def k(x, out, n, limit, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(out + i, tl.load(x + i, mask=i < n) + limit, mask=i < n)
+
+
+def f(x, limit):
+    out = torch.empty_like(x)
+    n = x.numel()
+    return autotune(space=dict(tile=[16, 32, 64, 128]), blocks=cdiv(n, $tile),
+                    prune=lambda cs, args: [c for c in cs if c.tile <= args["limit"]],
+                    k(x, out, n, limit, TILE=$tile))
+
+
+@workload
+def warm():
+    x = torch.empty(1024)
+    f(x, 16)
+    f(x, 128)
+"""
+
+
+@pytest.mark.needs_triton
+def test_precompile_rows_of_one_signature_show_what_prune_reads(tmp_path: Path) -> None:
+    # Two calls alike but for the value prune reads are two rows: each showed the same key,
+    # with no `prune:limit=...`, though the docs promise it and --json carried none either.
+    (tmp_path / "pruned.py").write_text(PRUNED)
+    proc = tunedsl(tmp_path, "precompile", "pruned.py", TRITON_INTERPRET="1")
+    assert proc.returncode == 0, proc.stderr
+    keys = [line.strip() for line in proc.stdout.splitlines() if line.startswith("  {")]
+    assert keys == [
+        "{x=float32[1024], out=float32[1024], n=i16, limit=i16, prune:limit=16}",
+        "{x=float32[1024], out=float32[1024], n=i16, limit=i16, prune:limit=128}",
+    ], proc.stdout
+    data = tunedsl(tmp_path, "precompile", "--json", "pruned.py", TRITON_INTERPRET="1")
+    import json
+
+    prunes = [site["key"].get("prune") for site in json.loads(data.stdout)["sites"]]
+    assert prunes == [{"limit": {"type": "int", "value": 16}},
+                      {"limit": {"type": "int", "value": 128}}], data.stdout  # fmt: skip
+
+
 def test_render_table_shortens_a_long_site_and_counts_what_does_not_fit() -> None:
     from tunedsl.cli.precompile import render_table
     from tunedsl.precompile.run import Summary
