@@ -208,7 +208,15 @@ CASES = [
         "this tuple has 0 elements",
         2,
         "()",
-        None,
+        "one to three dimensions",
+    ),
+    (
+        "blocks a list display",
+        f"autotune({S}, blocks=[cdiv(n, $tile)], k(a))\n",
+        "blocks= must be an int or a tuple of one to three ints; this is a list",
+        2,
+        "[cdiv",
+        "blocks=(cdiv(n, $tile),)",
     ),
     (
         "blocks a string",
