@@ -87,6 +87,20 @@ def test_tunedsl_quiet_silences_the_notice_but_the_interpreter_still_turns_on(
     assert hook.stdout.strip() == "1" and "no GPU driver" not in hook.stderr, hook.stderr
 
 
+@no_gpu
+@pytest.mark.parametrize("name", ["TUNEDSL_QUIET", "TUNEDSL_NO_AUTO_INTERPRET"])
+def test_run_names_a_bad_interpreter_setting_without_a_traceback(tmp_path: Path, name: str) -> None:
+    # The setting is read before the script runs: its error is tunedsl run's own, one line
+    # naming the variable and the values it takes, not a traceback through tunedsl's frames.
+    (tmp_path / "script.py").write_text(SCRIPT)
+    proc = tunedsl(tmp_path, "run", "script.py", **{name: "banana"})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(f"tunedsl run: error: environment variable {name}='banana' is "
+                                  "not a boolean; use 1 or 0"), proc.stderr  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
 # -- the precompile table -----------------------------------------------------------------------
 @pytest.mark.needs_triton
 def test_precompile_table_rows_fit_100_columns_with_name_value_keys(tmp_path: Path) -> None:
@@ -107,6 +121,95 @@ def test_precompile_table_rows_fit_100_columns_with_name_value_keys(tmp_path: Pa
         items = key.strip()[1:-1].split(", ")
         assert all("=" in item or item.startswith("+") for item in items), key
     assert any(key.endswith(" more}") for key in keys), keys  # the longest keys are counted
+
+
+PRECOMPILED = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def sq(x, out, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(out + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+
+@workload
+def warm():
+    x = torch.empty(256)
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(256, $tile), sq(x, x, 256, TILE=$tile))
+"""
+
+
+@pytest.mark.needs_triton
+def test_precompile_progress_line_follows_tunedsl_quiet(tmp_path: Path) -> None:
+    # TUNEDSL_QUIET=1 means no progress lines: precompile printed its own all the same.
+    (tmp_path / "warm.py").write_text(PRECOMPILED)
+    loud = tunedsl(tmp_path, "precompile", "warm.py", TRITON_INTERPRET="1")
+    assert loud.returncode == 0, loud.stderr
+    assert "precompile: compiled 0  cached 0  failed 0  interpreted 2" in loud.stderr
+    quiet = tunedsl(tmp_path, "precompile", "warm.py", TRITON_INTERPRET="1", TUNEDSL_QUIET="1")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "precompile:" not in quiet.stderr, quiet.stderr
+    assert quiet.stdout.startswith("what ")  # the summary table stays
+    # A value that is no boolean is named, as for every other command, not ignored.
+    bad = tunedsl(tmp_path, "precompile", "warm.py", TRITON_INTERPRET="1", TUNEDSL_QUIET="banana")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "TUNEDSL_QUIET='banana' is not a boolean" in bad.stderr
+    assert "Traceback" not in bad.stderr, bad.stderr
+
+
+PRUNED = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def k(x, out, n, limit, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(out + i, tl.load(x + i, mask=i < n) + limit, mask=i < n)
+
+
+def f(x, limit):
+    out = torch.empty_like(x)
+    n = x.numel()
+    return autotune(space=dict(tile=[16, 32, 64, 128]), blocks=cdiv(n, $tile),
+                    prune=lambda cs, args: [c for c in cs if c.tile <= args["limit"]],
+                    k(x, out, n, limit, TILE=$tile))
+
+
+@workload
+def warm():
+    x = torch.empty(1024)
+    f(x, 16)
+    f(x, 128)
+"""
+
+
+@pytest.mark.needs_triton
+def test_precompile_rows_of_one_signature_show_what_prune_reads(tmp_path: Path) -> None:
+    # Two calls alike but for the value prune reads are two rows: each showed the same key,
+    # with no `prune:limit=...`, though the docs promise it and --json carried none either.
+    (tmp_path / "pruned.py").write_text(PRUNED)
+    proc = tunedsl(tmp_path, "precompile", "pruned.py", TRITON_INTERPRET="1")
+    assert proc.returncode == 0, proc.stderr
+    keys = [line.strip() for line in proc.stdout.splitlines() if line.startswith("  {")]
+    assert keys == [
+        "{x=float32[1024], out=float32[1024], n=i16, limit=i16, prune:limit=16}",
+        "{x=float32[1024], out=float32[1024], n=i16, limit=i16, prune:limit=128}",
+    ], proc.stdout
+    data = tunedsl(tmp_path, "precompile", "--json", "pruned.py", TRITON_INTERPRET="1")
+    import json
+
+    prunes = [site["key"].get("prune") for site in json.loads(data.stdout)["sites"]]
+    assert prunes == [{"limit": {"type": "int", "value": 16}},
+                      {"limit": {"type": "int", "value": 128}}], data.stdout  # fmt: skip
 
 
 def test_render_table_shortens_a_long_site_and_counts_what_does_not_fit() -> None:

@@ -66,6 +66,20 @@ def test_a_task_that_calls_sys_exit_is_a_failed_task_not_the_end_of_the_sweep(
     assert len(written) == 2
 
 
+def test_tunedsl_quiet_silences_the_sweep_progress_and_a_bad_value_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TUNEDSL_QUIET=1 means no progress lines: the sweep printed one per task all the same.
+    monkeypatch.setenv("TUNEDSL_QUIET", "1")
+    out = io.StringIO()
+    _, outcomes = sweep(SCRIPT, shapes(tmp_path, [{"n": 100}]), use_ray=False, out=out)
+    assert [o.error for o in outcomes] == [None]
+    assert out.getvalue() == ""
+    monkeypatch.setenv("TUNEDSL_QUIET", "banana")  # named before anything is planned or run
+    with pytest.raises(UsageError, match="TUNEDSL_QUIET='banana' is not a boolean"):
+        sweep(SCRIPT, shapes(tmp_path, [{"n": 300}]), use_ray=False, out=io.StringIO())
+
+
 def test_a_bad_shapes_file_says_what_is_expected(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="JSON list of objects"):
         read_shapes(shapes(tmp_path, {"n": 1}))  # type: ignore[arg-type]
@@ -202,6 +216,7 @@ def test_a_sweep_without_ray_gives_each_gpu_process_different_shapes(
     # Two "GPUs" (two real child processes, each told its GPU by CUDA_VISIBLE_DEVICES,
     # tuning under the interpreter) take the shapes from one shared queue.
     markers = sharded_env(tmp_path, monkeypatch)
+    monkeypatch.delenv("TUNEDSL_QUIET")  # the progress lines are checked below
     sizes = [100 + 50 * i for i in range(8)]
     out = io.StringIO()
     written, outcomes = sweep(

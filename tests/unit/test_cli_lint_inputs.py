@@ -135,3 +135,36 @@ def test_run_refuses_a_device(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "cannot open script '/dev/zero': is a character device, not a regular file" in proc.stderr  # fmt: skip
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("macro", "error"),
+    [
+        (
+            'autotune(space={"tile": [32, 64]}, blocks=cdiv(n, $tiel), k(a, n, T=$tile))',
+            "grid.py:5:62: error: `$tiel` is not a field of `space=`",
+        ),
+        (
+            'autotune(space={"tile": [32, 64]}, blocks=cdiv(n, $tile))',
+            "grid.py:5:12: error: autotune(...) needs the kernel launch as its positional argument",
+        ),
+        (
+            'autotune(space={"tile": [32, 64]}, blocks=(1, 2, 3, $tile), k(a, n, T=$tile))',
+            "grid.py:5:54: error: blocks= must be an int or a tuple of one to three ints",
+        ),
+    ],
+)
+def test_lint_reports_a_dsl_error_that_expand_rejects(
+    tmp_path: Path, macro: str, error: str
+) -> None:
+    # ruff is clean on the rewrite, but the module does not expand: lint must not say clean
+    # about a file that `tunedsl run` and `tunedsl expand --check` refuse.
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "grid.py").write_text(
+        f"from tunedsl import autotune, cdiv\n\n\ndef f(a, n):\n    return {macro}\n"
+    )
+    assert tunedsl("expand", "--check", "grid.py", cwd=tmp_path).returncode == 1
+    proc = tunedsl("lint", "grid.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert error in proc.stdout, proc.stdout + proc.stderr
+    assert "hint:" in proc.stdout

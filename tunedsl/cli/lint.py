@@ -12,7 +12,9 @@ scan (so it finds exactly the macro calls the expander does):
 Every character keeps its line and column, so ruff's findings are reported where they are
 in the user's file. Findings that only the rewrite causes are dropped: an undefined name
 ``_name`` at a placeholder, and anything that starts inside a blanked ``keyword=``. Plain
-Python files are linted as they are. Exit status: 0 clean, 1 findings or a DSL syntax error,
+Python files are linted as they are. A DSL module is also expanded, as ``tunedsl expand
+--check`` does, so a mistake only the expansion sees (a ``$name`` the space lacks, a missing
+launch, a bad ``blocks=``) is reported with its place and hint. Exit status: 0 clean, 1 findings or a DSL syntax error,
 2 when ruff is missing or a file cannot be read.
 """
 
@@ -188,6 +190,15 @@ def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
         return [err.render()], 1
     except SyntaxError:
         rewrite = None  # plain Python that does not parse: ruff says where
+    if rewrite is not None:
+        from tunedsl.frontend.compile import compile_source
+
+        try:  # the checks of the expansion itself: what `tunedsl expand --check` rejects
+            compile_source(source, os.path.abspath(path))
+        except TunedslSyntaxError as err:
+            return [err.render()], 1
+        except SyntaxError:
+            pass  # plain Python's own error: ruff reports it at its place
     text = rewrite.text if rewrite is not None else source.decode("utf-8", "replace")
     proc = subprocess.run(
         [*ruff, "check", "--output-format", "json", "--stdin-filename", path, "-"],

@@ -91,10 +91,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 class Progress:
-    """One status line on stderr: rewritten in place on a TTY, else a line now and then."""
+    """One status line on stderr: rewritten in place on a TTY, else a line now and then;
+    none with ``quiet`` (``TUNEDSL_QUIET=1``), which only counts."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
+    def __init__(self, stream: TextIO, *, quiet: bool = False) -> None:
+        self.stream, self.quiet = stream, quiet
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.counts = {"compiled": 0, "cached": 0, "failed": 0, "interpreted": 0, "tuned": 0}
         self._last = 0.0
@@ -108,6 +109,8 @@ class Progress:
     def update(self, site: str, config: Config, outcome: str) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         now = time.monotonic()
+        if self.quiet:
+            return
         if self.tty:
             self.stream.write("\r\033[K" + self.line() + f"  [{terminal_text(site)}]")
             self.stream.flush()
@@ -116,6 +119,8 @@ class Progress:
             print(self.line(), file=self.stream, flush=True)
 
     def done(self) -> None:
+        if self.quiet:
+            return
         if self.tty:
             self.stream.write("\r\033[K")
         print(self.line(), file=self.stream, flush=True)
@@ -317,8 +322,16 @@ def main(args: argparse.Namespace) -> int:
         os.environ.pop("TRITON_INTERPRET", None)
         if was_on:
             print("tunedsl precompile: --target given: ignoring TRITON_INTERPRET", file=sys.stderr)
+    from tunedsl import knobs
+    from tunedsl.errors import UsageError
+
+    try:
+        quiet = knobs.quiet()  # no progress line, as while tuning; a bad value is named
+    except UsageError as err:
+        print(f"tunedsl precompile: error: {err}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
-    progress = Progress(sys.stderr)
+    progress = Progress(sys.stderr, quiet=quiet)
     gpus = None
     if args.tune:
         from tunedsl.precompile.gpu_shards import visible_gpus

@@ -126,10 +126,15 @@ def run_script(script: str, args: Sequence[str]) -> int:
         return 2
     # Before anything can import Triton (and after the script is known to be there, so a
     # mistyped name gets its error alone): without a GPU driver, the interpreter it is.
-    enable_if_no_gpu("tunedsl run")
+    from tunedsl.errors import TunedslSyntaxError, UsageError
+
+    try:
+        enable_if_no_gpu("tunedsl run")
+    except UsageError as err:  # a bad TUNEDSL_QUIET / TUNEDSL_NO_AUTO_INTERPRET: tunedsl's own
+        print(f"tunedsl run: error: {err}", file=sys.stderr)
+        return 2
     from tunedsl import activate
     from tunedsl.bytecode import load_or_compile
-    from tunedsl.errors import TunedslSyntaxError
 
     try:
         code = load_or_compile(source, path)

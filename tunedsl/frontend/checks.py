@@ -176,6 +176,29 @@ class MacroChecks:
                     f"`${ph.name}` is not a field of `space=`", ph.start, ph.end, hint
                 )
 
+    def _check_every_configuration(self, space: ast.expr | None) -> None:
+        """In a literal list space, every configuration has each field a `$name` reads (the
+        first call would name the one that lacks it; the module is rejected here instead)."""
+        if not isinstance(space, ast.List):
+            return
+        for ph in self.macro.placeholders:
+            for d in space.elts:
+                assert isinstance(d, ast.Dict)
+                items = [
+                    (str(k.value), v)
+                    for k, v in zip(d.keys, d.values, strict=True)
+                    if isinstance(k, ast.Constant)
+                ]
+                if ph.name not in (name for name, _ in items):
+                    shown = ", ".join(f"{name}={ast.unparse(v)}" for name, v in items)
+                    raise self._error(
+                        f"`${ph.name}` is not a field of every configuration: "
+                        f"Config({shown}) has none",
+                        ph.start,
+                        ph.end,
+                        hint=f"give every configuration of the list space a `{ph.name}`",
+                    )
+
     def _check_empty_axes(self, space: ast.expr) -> None:
         """An axis with no values makes a space of no configuration: say so where it is."""
         for name, _, value in _space_items(space):

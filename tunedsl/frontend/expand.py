@@ -176,6 +176,7 @@ class _MacroExpander(MacroChecks):
         space_literal, fields = literal_space(space_arg.node, self.dict_ok)  # type: ignore[arg-type]
         if fields is not None:
             self._check_fields(fields)
+            self._check_every_configuration(space_literal)
             self._check_empty_axes(space_arg.node)  # type: ignore[arg-type]
 
         static_hints: list[tuple[str, ast.expr]] = []
@@ -225,6 +226,14 @@ class _MacroExpander(MacroChecks):
                 hint="write the grid with configuration fields: e.g. blocks=cdiv(n, $tile) "
                 "instead of lambda meta: (triton.cdiv(n, meta['TILE']),)",
             )
+        if isinstance(node, ast.List):  # a list is one value to Triton: never a grid
+            inner = ", ".join(ast.get_source_segment(self.src.text, e) or "..." for e in node.elts)
+            raise self._error(
+                f"{message}; this is a list",
+                arg.value_start,
+                arg.value_end,
+                hint=f"write the grid as a tuple: blocks=({inner}{',' if len(node.elts) == 1 else ''})",
+            )
         if isinstance(node, ast.Tuple) and any(
             isinstance(e, (ast.Tuple, ast.List)) for e in node.elts
         ):
@@ -244,7 +253,7 @@ class _MacroExpander(MacroChecks):
                     else f"{message}; `*` unpacking is not allowed here",
                     arg.value_start,
                     arg.value_end,
-                    hint="a launch grid has at most three dimensions: (x, y, z)",
+                    hint="a launch grid has one to three dimensions: (x,), (x, y) or (x, y, z)",
                 )
             return node
         if isinstance(node, ast.Constant) and (type(node.value) is not int or node.value < 0):

@@ -175,10 +175,12 @@ def imported_script(script: str) -> ModuleType:
 
 
 class Progress:
-    """One line on a terminal (a line per task otherwise): done/total and failures."""
+    """One line on a terminal (a line per task otherwise): done/total and failures; none
+    with ``quiet`` (``TUNEDSL_QUIET=1``), which only counts."""
 
-    def __init__(self, total: int, out: TextIO) -> None:
+    def __init__(self, total: int, out: TextIO, *, quiet: bool = False) -> None:
         self.total, self.done, self.failed, self.out = total, 0, 0, out
+        self.quiet = quiet
 
     def update(self, outcome: Outcome) -> None:
         self.done += 1
@@ -188,6 +190,8 @@ class Progress:
         text = f"sweep [{bar:<{width}}] {self.done}/{self.total} tasks"
         if self.failed:
             text += f", {self.failed} failed"
+        if self.quiet:
+            return
         if self.out.isatty():
             self.out.write("\r" + text + ("\n" if self.done == self.total else ""))
         else:
@@ -379,8 +383,10 @@ def sweep(
     tuning under the interpreter), else this process."""
     import importlib.util
 
+    from tunedsl import knobs
     from tunedsl.precompile.gpu_shards import GpuChildren
 
+    quiet = knobs.quiet()  # no progress lines; a bad value is named before anything runs
     shapes = read_shapes(shapes_file)
     if use_ray is False and (ray_address or actors is not None):
         what = f"--ray {ray_address}" if ray_address else f"--actors {actors}"
@@ -402,7 +408,7 @@ def sweep(
         if children is not None:
             children.stop(kill=True)
         raise
-    progress = Progress(len(tasks), out)
+    progress = Progress(len(tasks), out, quiet=quiet)
     if use_ray:
         outcomes = run_on_ray(tasks, progress, ray_address, gpus_per_task, actors, runner_env)
     elif children is not None:

@@ -342,7 +342,8 @@ class PrecompileSite:
         key_tuple, variants = self.inner.variants(*call.positional())
         if not session.claim(self, key_tuple):
             return  # this signature was already compiled in this run
-        report = SiteReport(self.label, _readable_key(call, key_tuple))
+        reads: frozenset[str] = getattr(self.inner, "prune_reads", frozenset())  # now known
+        report = SiteReport(self.label, _readable_key(call, key_tuple, reads))
         if session.target is not None:
             variants = self._for_target(variants, call.lazy, session.target, report)
         precompile_variants(self.label, call.kernel, key_tuple, variants, session, report)
@@ -377,24 +378,19 @@ class PrecompileSite:
         return out
 
 
-def _readable_key(call: Call, fallback: Hashable) -> object:
-    """The call's key as a record shows it (arguments by name, in parameter order), for
-    the report; ``fallback`` for a kernel Triton cannot describe (a stand-in site's)."""
+def _readable_key(call: Call, fallback: Hashable, prune_reads: frozenset[str]) -> object:
+    """The call's key as a record shows it (arguments by name, in parameter order; what
+    prune reads), for the report; ``fallback`` for a kernel Triton cannot describe."""
     from tunedsl.backends import triton as bt
-    from tunedsl.model import keys
+    from tunedsl.model import keys, prune_keys
     from tunedsl.model.hole import HOLE
 
     try:
         info = bt.kernel_info(call.kernel)
         user_key = None if call.key is None else keys.hashable_user_key(call.key)
+        args, kwargs = call.args, call.static_kwargs
         out = keys.readable_key(
-            info.arg_names,
-            call.args,
-            call.static_kwargs,
-            user_key,
-            info.value_keyed,
-            HOLE,
-            info.defaults,
+            info.arg_names, args, kwargs, user_key, info.value_keyed, HOLE, info.defaults
         )
     except Exception:  # only a label: never fail a precompile over it
         return fallback
@@ -403,6 +399,8 @@ def _readable_key(call: Call, fallback: Hashable) -> object:
         n for n in named if n not in info.arg_names
     ]
     out["args"] = {n: named[n] for n in order}
+    if prune_reads:
+        out["prune"] = prune_keys.readable_prune(info.arg_names, args, kwargs, prune_reads)
     return out
 
 

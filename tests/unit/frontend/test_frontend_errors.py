@@ -73,6 +73,14 @@ CASES = [
         "did you mean `$tile`?",
     ),
     (
+        "a field some configurations of a literal list space lack",
+        "autotune(space=[dict(tile=16), {'num_warps': 2}], blocks=cdiv(n, $tile), k(a))\n",
+        "`$tile` is not a field of every configuration: Config(num_warps=2) has none",
+        2,
+        "$tile",
+        "give every configuration of the list space a `tile`",
+    ),
+    (
         "unknown field, no close match",
         f"autotune({S}, blocks=1, k($zzz))\n",
         "`$zzz` is not a field",
@@ -200,7 +208,15 @@ CASES = [
         "this tuple has 0 elements",
         2,
         "()",
-        None,
+        "one to three dimensions",
+    ),
+    (
+        "blocks a list display",
+        f"autotune({S}, blocks=[cdiv(n, $tile)], k(a))\n",
+        "blocks= must be an int or a tuple of one to three ints; this is a list",
+        2,
+        "[cdiv",
+        "blocks=(cdiv(n, $tile),)",
     ),
     (
         "blocks a string",
