@@ -43,6 +43,15 @@ def mul_c(x, out, n, TILE: tl.constexpr, CONSTANT_NAME: tl.constexpr):
     tl.store(out + offs, output, mask=mask)
 
 
+@triton.jit
+def scaled_plus_n(x, out, N: tl.constexpr, S: tl.constexpr, TILE: tl.constexpr):
+    """out = x * S + N: a size and a float passed as constexprs (values baked into the
+    kernel: a stale one gives a wrong result)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < N
+    tl.store(out + offs, tl.load(x + offs, mask=mask) * S + N, mask=mask)
+
+
 def sum_and_difference_here(tensors):
     """A compile worker's job (pickled by reference): launch the kernel on ``tensors`` in
     this process and return its pid with the outputs."""

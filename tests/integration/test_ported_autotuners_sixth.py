@@ -1,10 +1,16 @@
 """A sixth batch of other autotuners' test suites, ported to tunedsl: Triton's
-test_subproc.py (a kernel compiled and launched in a forked child process, with and without
-a forced garbage collection), Inductor's user-kernel tests of several outputs, of a kernel
-that writes two inputs in place (``restore_value`` of two tensors) and of ``tl.constexpr``
-globals and a string constexpr from a Python value, each inside ``torch.compile``, and
-vLLM's default-config fallback (``get_default_config``: no tuned entry for a key) against
+test_subproc.py (a site tuned and launched in a forked child process, with and without a
+forced garbage collection; a child forked after its parent started compile processes),
+Triton's test_cache.py across modules (a called helper and its module's ``tl.constexpr``
+global edited between processes), Inductor's user-kernel tests of several outputs, of a
+kernel that writes two inputs in place (``restore_value`` of two tensors), of
+``tl.constexpr`` globals and a string constexpr from a Python value, and of constexprs from
+a shape and a float under dynamic shapes, each inside ``torch.compile``, and vLLM's
+default-config fallback (``get_default_config``: no tuned entry for a key) against
 tunedsl's ``mode="cached"``.
+
+Found and fixed: a child forked after its parent started compile processes sent its jobs
+down the parent's pipes (test_a_forked_child_compiles_in_workers_of_its_own).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``,
@@ -26,6 +32,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -43,7 +50,7 @@ pytestmark = pytest.mark.needs_triton
 SCRIPT = """\
 import torch
 from tunedsl import autotune, cdiv
-from ported_kernels_sixth import bump_both, mul_c, sum_and_difference
+from ported_kernels_sixth import bump_both, mul_c, scaled_plus_n, sum_and_difference
 
 
 def sum_diff(x, y):
@@ -85,6 +92,13 @@ def times_c(x, name):
 
 def times_c_named(x):
     return times_c(x, "CONSTANT_C"), times_c(x, "OTHER")
+
+
+def scaled(x, scale):
+    out = torch.empty_like(x)
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile),
+        scaled_plus_n(x, out, N=x.numel(), S=scale, TILE=$tile))
+    return out
 
 
 def fallback(x, mode):
@@ -216,6 +230,80 @@ def test_a_forked_child_compiles_in_workers_of_its_own(
         compile_processes.shutdown()
 
 
+# --- Triton test_cache: a called helper in another module --------------------------------
+
+HELPER = """\
+import triton
+import triton.language as tl
+
+SCALE: tl.constexpr = tl.constexpr(2.0)
+
+
+@triton.jit
+def step(x):
+    return x * SCALE
+"""
+
+KERNEL = """\
+import triton
+import triton.language as tl
+from ported_sixth_helper import step
+
+
+@triton.jit
+def apply(src, dst, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(dst + offs, step(tl.load(src + offs, mask=offs < n)), mask=offs < n)
+"""
+
+MAIN = """\
+import os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch, triton
+from tunedsl import autotune_launch
+from ported_sixth_kernel import apply
+x = torch.randn(300)
+d = torch.empty(300)
+res = autotune_launch(apply, space={"tile": [32, 64]}, grid=lambda c: (triton.cdiv(300, c.tile),),
+    args=(x, d, 300), kwargs=lambda c: {"TILE": c.tile})
+print(res.source, round((d / x).mean().item(), 3))
+"""
+
+
+def test_a_helper_edited_in_another_module_is_tuned_again_in_a_new_process(
+    tmp_path: Path,
+) -> None:
+    """Triton test_cache test_nested1_change and test_kernel_global_var_change, across
+    modules: the kernel calls a ``@triton.jit`` helper imported from another module, which
+    reads that module's ``tl.constexpr`` global. A new process reuses the decision while
+    nothing changed (``disk``), and tunes again once the helper's source or the global's
+    value changed (each run is a real process; the output follows the edit)."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_nested1_change
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_kernel_global_var_change
+    helper = tmp_path / "ported_sixth_helper.py"
+    helper.write_text(HELPER, encoding="utf-8")
+    (tmp_path / "ported_sixth_kernel.py").write_text(KERNEL, encoding="utf-8")
+    (tmp_path / "main.py").write_text(MAIN, encoding="utf-8")
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, str(tmp_path / "main.py")],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert [run(), run()] == ["tuned 2.0", "disk 2.0"]
+    helper.write_text(HELPER.replace("x * SCALE", "x * SCALE + 0.0"), encoding="utf-8")
+    assert [run(), run()] == ["tuned 2.0", "disk 2.0"]
+    helper.write_text(HELPER.replace("(2.0)", "(3.0)"), encoding="utf-8")
+    assert run() == "tuned 3.0"
+
+
 # --- Inductor test_triton_kernels: autotuned user kernels inside torch.compile --------------
 
 
@@ -296,6 +384,35 @@ def test_constexpr_globals_and_a_string_constexpr_from_python(
         {result.key["args"]["CONSTANT_NAME"]["constexpr"] for _, result in site._by_digest.values()}
     )
     assert names == ["CONSTANT_C", "OTHER"]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_constexprs_from_a_shape_and_a_float_inside_torch_compile(
+    tmp_path: Path, dynamic: bool
+) -> None:
+    """Inductor test_triton_kernel_constants (constexprs a compiled function computes from
+    Python values): a size read from the input's shape and
+    a float scale, both passed as ``tl.constexpr``, under Inductor with static and dynamic
+    shapes (where the size is symbolic while tracing). Each size and scale is baked into the
+    kernel, so a decision or kernel reused for another value would give a wrong result: every
+    call gives ``x * S + N`` for its own values, and each (N, S) pair is a key of its own."""
+    # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_constants
+    torch._dynamo.reset()
+    try:
+        module = load(tmp_path / "ported_sixth.py")
+        fn = torch.compile(module["scaled"], fullgraph=True, backend="inductor", dynamic=dynamic)
+        calls = ((100, 2.0), (37, 2.0), (100, 3.0), (300, 0.5), (100, 2.0))
+        for n, scale in calls:
+            x = torch.randn(n)
+            torch.testing.assert_close(fn(x, scale), x * scale + n)
+    finally:
+        torch._dynamo.reset()
+    (site,) = sites(module, "scaled_plus_n")
+    keys = sorted(
+        (result.key["args"]["N"]["constexpr"], result.key["args"]["S"]["constexpr"])
+        for _, result in site._by_digest.values()
+    )
+    assert keys == [(37, 2.0), (100, 2.0), (100, 3.0), (300, 0.5)]
 
 
 # --- vLLM: the default configuration where no tuned entry exists ---------------------------
