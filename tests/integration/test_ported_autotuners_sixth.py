@@ -10,7 +10,9 @@ default-config fallback (``get_default_config``: no tuned entry for a key) again
 tunedsl's ``mode="cached"``.
 
 Found and fixed: a child forked after its parent started compile processes sent its jobs
-down the parent's pipes (test_a_forked_child_compiles_in_workers_of_its_own).
+down the parent's pipes (test_a_forked_child_compiles_in_workers_of_its_own); a child forked
+while another thread of the parent measured waited for that thread forever
+(test_a_child_forked_while_another_thread_measures_tunes_without_waiting_for_it).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``,
@@ -24,7 +26,8 @@ stops by the clock, so two runs measure a seed's proposals up to a different poi
 tests/unit pins each strategy's proposals per seed), Kernel Tuner's objectives and user
 metrics (tunedsl minimizes time), Triton's test_bindings.py (its C++ bindings walk a
 kernel's AST: nothing of tunedsl's), test_subproc's ``triton.compile`` of an ``ASTSource``
-(tunedsl compiles nothing on the CPU: the child launches through the interpreter).
+(tunedsl compiles nothing on the CPU: the child launches through the interpreter),
+test_launch.py's launch-metadata and load hooks (the interpreter calls neither).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import types
 from pathlib import Path
 from typing import Any
@@ -99,6 +103,13 @@ def scaled(x, scale):
     autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile),
         scaled_plus_n(x, out, N=x.numel(), S=scale, TILE=$tile))
     return out
+
+
+def hooked(x, y, hook):
+    total, difference = torch.empty_like(x), torch.empty_like(x)
+    res = autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile), pre_hook=hook,
+        sum_and_difference(x, y, total, difference, x.numel(), TILE=$tile))
+    return total, difference, res
 
 
 def fallback(x, mode):
@@ -175,6 +186,52 @@ def test_a_site_tunes_in_a_forked_child_and_the_parent_reads_its_record(
     assert _in_fork(module, 300, collect) == ("memory", True)
     assert _in_fork(module, 1000, collect) == ("tuned", True)  # a new key tunes in a child
     assert len(record_files()) == 2
+
+
+def _child_tunes_another_key(module: dict[str, Any], queue: Any) -> None:
+    x, y = torch.randn(1000), torch.randn(1000)
+    total, difference, res = module["hooked"](x, y, None)
+    ok = torch.allclose(total, x + y) and torch.allclose(difference, x - y)
+    queue.put((res.source, ok))
+
+
+def test_a_child_forked_while_another_thread_measures_tunes_without_waiting_for_it(
+    tmp_path: Path,
+) -> None:
+    """Triton test_compile_in_forked_subproc, forked while the parent is busy: a thread of
+    the parent is measuring (inside its ``pre_hook``) when the process forks. The child has
+    no such thread, so it must not wait for it: its own key tunes and launches right, while
+    the parent's tuning finishes as usual."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_subproc.py::test_compile_in_forked_subproc
+    module = load(tmp_path / "ported_sixth.py")
+    measuring, release = threading.Event(), threading.Event()
+
+    def hook(*args: Any, **kwargs: Any) -> None:
+        measuring.set()
+        release.wait(30)
+
+    results: list[Any] = []
+    x, y = torch.randn(300), torch.randn(300)
+    parent = threading.Thread(target=lambda: results.append(module["hooked"](x, y, hook)))
+    parent.start()
+    try:
+        assert measuring.wait(60)
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_child_tunes_another_key, args=(module, queue))
+        child.start()
+        child.join(timeout=60)
+        if child.exitcode is None:
+            child.kill()
+            child.join()
+        assert child.exitcode == 0, "the child waited for the parent's measuring thread"
+        assert queue.get(timeout=10) == ("tuned", True)
+    finally:
+        release.set()
+        parent.join(60)
+    ((total, difference, res),) = results
+    assert res.source == "tuned"
+    torch.testing.assert_close((total, difference), (x + y, x - y))
 
 
 def _child_pool_job(queue: Any) -> None:
