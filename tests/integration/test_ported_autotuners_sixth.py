@@ -11,7 +11,8 @@ tunedsl's ``mode="cached"``.
 
 Found and fixed: a child forked after its parent started compile processes sent its jobs
 down the parent's pipes (test_a_forked_child_compiles_in_workers_of_its_own); a child forked
-while another thread of the parent measured waited for that thread forever
+while another thread of the parent tuned a key waited for that thread forever, on the
+measuring lock or on the thread's claim on the key
 (test_a_child_forked_while_another_thread_measures_tunes_without_waiting_for_it).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
@@ -188,8 +189,8 @@ def test_a_site_tunes_in_a_forked_child_and_the_parent_reads_its_record(
     assert len(record_files()) == 2
 
 
-def _child_tunes_another_key(module: dict[str, Any], queue: Any) -> None:
-    x, y = torch.randn(1000), torch.randn(1000)
+def _child_calls(module: dict[str, Any], n: int, queue: Any) -> None:
+    x, y = torch.randn(n), torch.randn(n)
     total, difference, res = module["hooked"](x, y, None)
     ok = torch.allclose(total, x + y) and torch.allclose(difference, x - y)
     queue.put((res.source, ok))
@@ -199,9 +200,11 @@ def test_a_child_forked_while_another_thread_measures_tunes_without_waiting_for_
     tmp_path: Path,
 ) -> None:
     """Triton test_compile_in_forked_subproc, forked while the parent is busy: a thread of
-    the parent is measuring (inside its ``pre_hook``) when the process forks. The child has
-    no such thread, so it must not wait for it: its own key tunes and launches right, while
-    the parent's tuning finishes as usual."""
+    the parent is measuring a key (inside its ``pre_hook``) when the process forks. The
+    child has no such thread, so it must not wait for it: another key tunes and launches
+    right at once, and the key the parent's thread was tuning waits only for the parent's
+    record (the file lock of another process), then launches the parent's choice
+    (``disk``); the parent's tuning finishes as usual."""
     # ported from: triton-lang/triton python/test/unit/runtime/test_subproc.py::test_compile_in_forked_subproc
     module = load(tmp_path / "ported_sixth.py")
     measuring, release = threading.Event(), threading.Event()
@@ -218,14 +221,20 @@ def test_a_child_forked_while_another_thread_measures_tunes_without_waiting_for_
         assert measuring.wait(60)
         ctx = multiprocessing.get_context("fork")
         queue = ctx.Queue()
-        child = ctx.Process(target=_child_tunes_another_key, args=(module, queue))
-        child.start()
-        child.join(timeout=60)
-        if child.exitcode is None:
-            child.kill()
-            child.join()
-        assert child.exitcode == 0, "the child waited for the parent's measuring thread"
-        assert queue.get(timeout=10) == ("tuned", True)
+        other = ctx.Process(target=_child_calls, args=(module, 1000, queue))
+        other.start()
+        other.join(timeout=60)
+        same = ctx.Process(target=_child_calls, args=(module, 300, queue))
+        same.start()  # forked while the parent's thread still resolves n=300
+        for child in (other, same):
+            if child is same:
+                release.set()
+            child.join(timeout=60)
+            if child.exitcode is None:
+                child.kill()
+                child.join()
+            assert child.exitcode == 0, "the child waited for the parent's resolving thread"
+        assert [queue.get(timeout=10) for _ in "ab"] == [("tuned", True), ("disk", True)]
     finally:
         release.set()
         parent.join(60)
