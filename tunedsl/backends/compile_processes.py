@@ -25,8 +25,8 @@ a worker closes the pipes it inherited, so a subprocess being started at the for
 sees its pipes close. A child touches no GPU (it compiles for a named target) and leaves
 with ``os._exit`` (no parent's exit handler runs twice). A pool serves only the process
 that forked it: a child the user forks later inherits the pool but not its workers, whose
-pipes it shares with its parent, so it forks workers of its own. Workers ignore Ctrl-C (the parent
-stops them) and exit when their pipe closes, between jobs or in the middle of one (a
+pipes it shares with its parent, so it forks workers of its own. Workers ignore Ctrl-C (the
+parent stops them) and exit when their pipe closes, between jobs or in the middle of one (a
 watchdog thread peeks at the pipe), so they never outlive the parent.
 
 What a caller gets from :meth:`ForkedWorkers.run`: the function's result; a
