@@ -23,8 +23,10 @@ the host compiler to build Triton's C utilities: ``compat.start_warming``) hold 
 that a worker takes (a worker gets the hash with each job and never starts a driver), and
 a worker closes the pipes it inherited, so a subprocess being started at the fork still
 sees its pipes close. A child touches no GPU (it compiles for a named target) and leaves
-with ``os._exit`` (no parent's exit handler runs twice). Workers ignore Ctrl-C (the parent
-stops them) and exit when their pipe closes, between jobs or in the middle of one (a
+with ``os._exit`` (no parent's exit handler runs twice). A pool serves only the process
+that forked it: a child the user forks later inherits the pool but not its workers, whose
+pipes it shares with its parent, so it forks workers of its own. Workers ignore Ctrl-C (the
+parent stops them) and exit when their pipe closes, between jobs or in the middle of one (a
 watchdog thread peeks at the pipe), so they never outlive the parent.
 
 What a caller gets from :meth:`ForkedWorkers.run`: the function's result; a
@@ -167,6 +169,9 @@ class ForkedWorkers:
     def __init__(self, size: int) -> None:
         self.size = size
         self.known = frozenset(_registry)
+        # A child forked from this process inherits the pool but not its workers: their
+        # pipes are the parent's, whose answers it could read (or the parent its answers).
+        self._owner = os.getpid()
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._alive = size
         self._guard = threading.Lock()
@@ -193,7 +198,7 @@ class ForkedWorkers:
         return all(k in self.known for k in keys)
 
     def alive(self) -> bool:
-        return not self._closed and self._alive > 0
+        return not self._closed and self._alive > 0 and os.getpid() == self._owner
 
     def run(self, fn: Callable[[Any], Any], payload: Any, timeout_s: float) -> Any:
         """``fn(payload)`` in a free worker (waiting for one); see the module docstring."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import os
 import statistics
 import threading
 import time
@@ -42,8 +43,11 @@ from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
 
 # One measurement at a time in this process: two sites tuning on two threads would
-# otherwise time each other's kernels.
+# otherwise time each other's kernels. A child forked while a thread measured gets a new
+# lock (its holder does not exist there); users import it when they take it.
 BENCH_LOCK = threading.RLock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: globals().update(BENCH_LOCK=threading.RLock()))
 #: Find the arguments a kernel changes in place while tuning (``backends/inplace.py``).
 #: A constant, not an option: ``benchmarks/bench_inplace_watch.py`` turns it off to price it.
 WATCH_IN_PLACE = True

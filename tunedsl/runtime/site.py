@@ -5,13 +5,14 @@ configuration, launch (``Entry.launch``), return the entry's precomputed ``Launc
 A call that repeats the last call's argument layout skips the key (the entry's repeat
 check); where the C extension is installed, such a call is one C call, the entry's fused
 launch (``fused.py``), which hands any other call back to this generic path. Everything else
-(settings, records, tuning) happens on a miss, once per key: the site lets one thread
-resolve the key (``miss.py`` returns the decision) while the others missing it wait, then
-stores the new entry (``entry.py``) in its bounded table.
+(settings, records, tuning) happens on a miss, once per key: one thread of the process
+resolves the key (``miss.py`` decides; a child forked meanwhile resolves it itself) while
+the others missing it wait, then stores the new entry (``entry.py``) in its bounded table.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -109,7 +110,6 @@ class Site:
         self.launch: Callable[..., LaunchResult] = self._call
         self.launch_held = False  # traced by torch.compile, whose guards check launch: keep it
         self._repeat_factory: Callable[[Sequence[Any], Mapping[str, Any]], Any] | None = None
-        # Slow-path state.
         self._other_kernels: dict[int, tuple[Any, keys.KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self._placeholders_checked = False
@@ -120,7 +120,7 @@ class Site:
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
         self._lock = threading.Lock()
-        self._inflight: dict[Any, Any] = {}  # key -> the lock its resolver holds meanwhile
+        self._inflight: dict[Any, Any] = {}  # (pid, key) -> the lock its resolver holds meanwhile
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
         self._rule_plans = rule_plans.RulePlans()  # new sizes of a layout a rule decides
 
@@ -336,12 +336,13 @@ class Site:
                 self, self._add(call, call_key, planned), call, planned
             )
         active = _active()
+        resolving = (os.getpid(), call_key)  # not a key a parent's thread was resolving
         while True:
             with self._lock:
                 entry = self._table.get(call_key)
-                busy = self._inflight.get(call_key)
+                busy = self._inflight.get(resolving)
                 if entry is None and busy is None and self not in active:
-                    busy = self._inflight[call_key] = threading.Lock()  # not an Event: cheaper
+                    busy = self._inflight[resolving] = threading.Lock()  # not an Event: cheaper
                     busy.acquire()
                     break  # this thread resolves the key
             if entry is not None:
@@ -364,7 +365,7 @@ class Site:
             knobs.environ_checks(False)
             active.remove(self)
             with self._lock:
-                self._inflight.pop(call_key, None)
+                self._inflight.pop(resolving, None)
             busy.release()
         return self._rule_plans.first_launch(self, entry, call, resolved)
 
