@@ -32,6 +32,32 @@ def vadd_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return c
 
 
+def plain_vadd(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    c = torch.empty_like(a)
+    n = a.numel()
+    autotune_launch(
+        vadd,
+        space={"tile": [32, 64]},
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        name="plain-vadd-in-compile",
+    )
+    return c * 2
+
+
+def test_autotune_launch_in_a_compiled_function_runs_eagerly_and_fullgraph_names_the_fix() -> None:
+    a, b = torch.arange(100, dtype=torch.float32), torch.ones(100)
+    torch._dynamo.reset()
+    graph_broken = torch.compile(plain_vadd, backend="aot_eager")
+    assert torch.equal(graph_broken(a, b), (a + b) * 2)
+    torch._dynamo.reset()
+    whole = torch.compile(plain_vadd, backend="aot_eager", fullgraph=True)
+    with pytest.raises(Exception, match=r"DSL site .*tunedsl\.torch_op") as err:
+        whole(a, b)
+    assert "autotune_launch" in str(err.value) and "_getframe" not in str(err.value)
+
+
 def test_torch_op_compiles_with_fullgraph_and_uses_the_tuned_site() -> None:
     a, b = torch.randn(100), torch.randn(100)
 

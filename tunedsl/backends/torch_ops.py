@@ -102,3 +102,18 @@ def _names(value: Any, what: str, or_string: str) -> Any:
         alternative = f" or the string {or_string}" if or_string else " or one string"
         raise UsageError(f"{what}={value!r}: give a list of names{alternative}")
     return names
+
+
+def break_graph_for_launch() -> None:
+    """Inside a ``torch.compile`` trace, break the graph before ``autotune_launch``, whose
+    call-site lookup Dynamo cannot trace, with a message that names the fixes (with
+    ``fullgraph=True`` the break is an error that shows it; without, the call runs eagerly,
+    as it did before)."""
+    import torch
+
+    if torch.compiler.is_compiling():
+        torch._dynamo.graph_break(
+            msg="tunedsl.autotune_launch runs eagerly, outside the graph. With "
+            "fullgraph=True write the launch as a DSL site (autotune(...), which traces), "
+            "or wrap the call in tunedsl.torch_op (docs/pytorch.md)."
+        )

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tunedsl.backends.torch_ops import break_graph_for_launch
 from tunedsl.errors import UsageError
 from tunedsl.model import identity
 from tunedsl.model.config import Config
@@ -83,6 +84,8 @@ def autotune_launch(
     (``grid=lambda cfg: (cdiv(n, cfg.tile),)``). Extra keywords are static launch hints
     (``num_stages=3``). Space fields named like hints become launch options.
     """
+    if "torch" in sys.modules:  # a torch.compile trace: an error under fullgraph=True
+        break_graph_for_launch()
     frame = sys._getframe(1)
     where: tuple[Any, ...] = (frame.f_code.co_filename, frame.f_lineno, name)
     keyed = key is not None
