@@ -104,14 +104,22 @@ def _names(value: Any, what: str, or_string: str) -> Any:
     return names
 
 
+_is_compiling: Callable[[], bool] | None = None  # torch.compiler.is_compiling, once imported
+
+
 def break_graph_for_launch() -> None:
     """Inside a ``torch.compile`` trace, break the graph before ``autotune_launch``, whose
     call-site lookup Dynamo cannot trace, with a message that names the fixes (with
     ``fullgraph=True`` the break is an error that shows it; without, the call runs eagerly,
-    as it did before)."""
-    import torch
+    as it did before). Every ``autotune_launch`` call asks: the check is kept at hand."""
+    global _is_compiling
+    if _is_compiling is None:
+        import torch
 
-    if torch.compiler.is_compiling():
+        _is_compiling = torch.compiler.is_compiling
+    if _is_compiling():
+        import torch
+
         torch._dynamo.graph_break(
             msg="tunedsl.autotune_launch runs eagerly, outside the graph. With "
             "fullgraph=True write the launch as a DSL site (autotune(...), which traces), "
