@@ -44,10 +44,10 @@ from tunedsl.model.config import Config
 
 Clock = Callable[[], float]
 
-#: Compile-ahead depth, in configurations a compile slot: a batch's race waits for its
-#: slowest compile (a spilling matmul tile takes 20 s of ptxas against a median under one),
-#: and with one batch ahead the other slots idled through it (the 1,104-configuration
-#: matmul space kept 12 of 32 cores busy on average).
+#: Compile-ahead depth, in configurations a compile slot: while a batch is raced (and waits
+#: for its slowest compile), the next ones compile. One batch of 16 ahead left most of a
+#: 32-slot host idle; with two a slot, one GPU measured 1.27x the configurations of the
+#: 1,104-configuration matmul space in a 20 s budget (BENCHMARKS.md, "Several GPUs").
 AHEAD_PER_SLOT = 2
 #: ... and at most this many batches announced ahead (a budget may end the search first:
 #: what was announced and not started is cancelled).
