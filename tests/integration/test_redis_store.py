@@ -307,6 +307,9 @@ def test_cache_commands_address_redis_with_remote(
     assert [r.to_json() for r in read_bundle(str(back))] == [sample_record(DIGEST).to_json()]
     assert main(["cache", "clear", "efef", "--remote"]) == 0
     assert store_for(server.url).get("ef" * 32) is None
+    capsys.readouterr()
+    assert main(["cache", "clear", "efef", "--remote"]) == 1  # matches nothing now
+    assert "none matches efef" in capsys.readouterr().out
     assert main(["cache", "clear", "--all", "--remote"]) == 0  # everything, invalid values too
     assert server.client().keys("tunedsl:v1:record:*") == []
     assert records.load_record(DIGEST) is not None  # the local files were not touched
