@@ -168,8 +168,8 @@ def _checked(
     warn_once(
         f"identity:{where}",
         f"ignoring tuning record {where}: it is not about this call ({problem}); a record "
-        "measured for another device, kernel, Triton or key was stored under this key's "
-        "digest. Delete it (tunedsl cache clear) or tune again (TUNEDSL_FORCE_RETUNE=1)",
+        "of another device, kernel, Triton or key was stored under this key's digest, so "
+        "the key is decided as if it had no record. Remove that record to silence this",
     )
     return None
 
