@@ -198,9 +198,12 @@ def force_retune() -> bool:
 
 
 def print_autotuning() -> bool:
-    """``TUNEDSL_PRINT_AUTOTUNING=1`` (or Triton's own ``TRITON_PRINT_AUTOTUNING=1``): print the
-    key, the winner and every configuration's time."""
-    return _flag("TUNEDSL_PRINT_AUTOTUNING") or _flag("TRITON_PRINT_AUTOTUNING")
+    """``TUNEDSL_PRINT_AUTOTUNING=1``: print the key, the winner and every configuration's
+    time. tunedsl's own setting, when given (not empty), decides, ``0`` included; only
+    without it is Triton's ``TRITON_PRINT_AUTOTUNING`` asked."""
+    if os.environ.get("TUNEDSL_PRINT_AUTOTUNING", "").strip():
+        return _flag("TUNEDSL_PRINT_AUTOTUNING")
+    return _flag("TRITON_PRINT_AUTOTUNING")
 
 
 def compile_workers() -> int | None:

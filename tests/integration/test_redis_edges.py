@@ -65,8 +65,11 @@ def test_remote_clear_is_checked_like_the_local_one_and_needs_all(
         err = capsys.readouterr().err
         assert says in err, (argv, err)
         assert remote.get(DIGEST) is not None and remote.get(OTHER) is not None, argv
-    assert main(["cache", "clear", "--site", "k.py", "--kernel", "nope", "--remote"]) == 0
-    assert "removed 0 records" in capsys.readouterr().out
+    # A selection that matches nothing says so and fails, as `cache show` of it does.
+    assert main(["cache", "clear", "--site", "k.py", "--kernel", "nope", "--remote"]) == 1
+    assert "removed 0 records from Redis: none matches --kernel 'nope', --site 'k.py'" in (
+        capsys.readouterr().out
+    )
     server.client().set(record_key("99" * 32), b"garbage")
     assert main(["cache", "clear", "--all", "--remote"]) == 0
     assert "removed 3 records" in capsys.readouterr().out

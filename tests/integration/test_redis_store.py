@@ -307,6 +307,9 @@ def test_cache_commands_address_redis_with_remote(
     assert [r.to_json() for r in read_bundle(str(back))] == [sample_record(DIGEST).to_json()]
     assert main(["cache", "clear", "efef", "--remote"]) == 0
     assert store_for(server.url).get("ef" * 32) is None
+    capsys.readouterr()
+    assert main(["cache", "clear", "efef", "--remote"]) == 1  # matches nothing now
+    assert "none matches efef" in capsys.readouterr().out
     assert main(["cache", "clear", "--all", "--remote"]) == 0  # everything, invalid values too
     assert server.client().keys("tunedsl:v1:record:*") == []
     assert records.load_record(DIGEST) is not None  # the local files were not touched
@@ -364,3 +367,30 @@ def test_a_real_site_shares_its_decision_through_redis(server: RedisServer, tmp_
     assert server.client().get(f"tunedsl:v1:record:{digest}") is not None
     node_b = records.load_from(tmp_path / "b" / "records", digest)
     assert node_b is not None and node_b.chosen["TILE"] == outs[0]["tile"]
+
+
+def test_a_redis_record_of_another_device_is_a_miss(server: RedisServer, tmp_path: Path) -> None:
+    """A Redis value edited to state another GPU under this key's digest: node b, with an
+    empty cache, warns once naming the Redis key and the field, and tunes again (it never
+    copies the edited record into its files)."""
+    script = tmp_path / "node.py"
+    script.write_text(SITE_SCRIPT.format(tests=str(HERE.parent)))
+
+    def node(name: str) -> tuple[dict, str]:
+        env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / name), TUNEDSL_REDIS_URL=server.url)
+        env["TRITON_INTERPRET"] = "1"
+        proc = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+    first, _ = node("a")
+    key = f"tunedsl:v1:record:{first['digest']}"
+    edited = json.loads(server.client().get(key))
+    edited["device"]["name"] = "NVIDIA A100-SXM4-80GB"
+    server.client().set(key, json.dumps(edited))
+    second, stderr = node("b")
+    assert second["source"] == "tuned" and second["digest"] == first["digest"]
+    warned = [line for line in stderr.splitlines() if "not about this call" in line]
+    assert len(warned) == 1 and "Redis key" in warned[0] and "(device.name is " in warned[0], stderr

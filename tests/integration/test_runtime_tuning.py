@@ -180,6 +180,22 @@ def test_print_autotuning(
         assert f"Config(tile={tile})" in out
 
 
+def test_tunedsl_print_autotuning_0_wins_over_triton_print_autotuning_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tunedsl's own setting, given explicitly, decides; Triton's is asked only when
+    tunedsl's is unset (or empty)."""
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    monkeypatch.setenv("TUNEDSL_PRINT_AUTOTUNING", "0")
+    a, b, c = tensors()
+    assert call(site(), vadd, (a, b, c, a.numel()), a.numel()).source == "tuned"
+    assert "winner:" not in capsys.readouterr().out
+    monkeypatch.setenv("TUNEDSL_PRINT_AUTOTUNING", "")  # empty: unset, Triton's 1 prints
+    monkeypatch.setenv("TUNEDSL_FORCE_RETUNE", "1")
+    res = call(site(), vadd, (a, b, c, a.numel()), a.numel())
+    assert res.source == "tuned" and f"winner: {res.config}" in capsys.readouterr().out
+
+
 def test_force_retune(monkeypatch: pytest.MonkeyPatch) -> None:
     a, b, c = tensors()
     assert call(site(), vadd, (a, b, c, a.numel()), a.numel()).source == "tuned"

@@ -259,10 +259,16 @@ def test_clear_says_when_its_selection_matches_no_record(tmp_path: Path) -> None
     rec = _write_dir(cache / "records", _fake_record("ab" * 32, site="pkg/model.py:f:k"))
     env = child_env(cache)
     typo = cache_cmd(env, "clear", "--site", "modle.py")
-    assert typo.returncode == 0 and rec.exists()
+    assert typo.returncode == 1 and rec.exists()
     assert "removed 0 records: none matches --site 'modle.py'" in typo.stdout
     assert "tunedsl cache ls" in typo.stdout
+    # An id that matches nothing fails as `cache show` of it does.
+    bad_id = cache_cmd(env, "clear", "cdcd")
+    shown = cache_cmd(env, "show", "cdcd")
+    assert bad_id.returncode == shown.returncode == 1 and rec.exists()
+    assert "removed 0 records: none matches cdcd" in bad_id.stdout
     done = cache_cmd(env, "clear", "--site", "model.py")
+    assert done.returncode == 0
     assert done.stdout.strip() == "removed 1 record" and not rec.exists()
 
 

@@ -319,7 +319,9 @@ def _installed_triton() -> str | None:
 
 
 def _gone(record: Any, triton: str | None) -> str:
-    """Why ``record`` can no longer be used here ("" when it may be)."""
+    """Why ``record`` can no longer be used here ("" when it may be). An edited kernel's
+    records are kept: their ``source_hash`` covers what only importing the kernel's module
+    (running it) shows, called functions and globals included, and gc runs no code."""
     versions = record.versions
     if triton is not None and versions.get("triton") not in (None, triton):
         return f"written by Triton {versions.get('triton')}, this is Triton {triton}"

@@ -4,7 +4,8 @@
 for ``--remote`` alike: removing everything takes ``--all``. Only what tunedsl wrote is removed:
 regular ``<digest>.json`` files of the cache's own records directory (never through a
 symbolic link), with their lock files, and, with ``--all``, the stored kernel binaries of a
-real ``binaries/`` directory of this user; the counts printed are what was removed.
+real ``binaries/`` directory of this user; the counts printed are what was removed. A
+selection (ids, ``--kernel``, ``--site``) that matches no record says so and exits 1.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ def clear(args: argparse.Namespace) -> int:
     removed = 0
     for digest in _clear_candidates(args, ids, everything):
         removed += records.remove_record_files(digest)
-    print(f"removed {removed} record{'s' if removed != 1 else ''}" + _no_match(args, removed))
+    missed = _no_match(args, removed)
+    print(f"removed {removed} record{'s' if removed != 1 else ''}" + missed)
     if everything:
         # Everything: also what killed writers left behind, however young.
         records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
-    return 0
+    return 1 if missed else 0  # a selection that matched nothing fails, as `show ID` does
 
 
 def _no_match(args: argparse.Namespace, removed: int) -> str:

@@ -139,8 +139,15 @@ def clear(args: argparse.Namespace) -> int:
     if everything:
         keys.extend(bad)  # clearing everything removes invalid values too
     removed = store.delete_keys(keys)
-    print(f"removed {removed} record{'s' if removed != 1 else ''} from Redis")
-    return 0
+    missed = "" if removed or everything else _no_match(args)
+    print(f"removed {removed} record{'s' if removed != 1 else ''} from Redis" + missed)
+    return 1 if missed else 0  # a selection that matched nothing fails, as `show ID` does
+
+
+def _no_match(args: argparse.Namespace) -> str:
+    """What to add when a selection matched nothing (a misspelt id, kernel or site)."""
+    asked = [*args.ids, *(f"--{n} {v!r}" for n in ("kernel", "site") if (v := getattr(args, n)))]
+    return f": none matches {', '.join(asked)} (`tunedsl cache ls --remote` lists the records)"
 
 
 def export(args: argparse.Namespace) -> int:

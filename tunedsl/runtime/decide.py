@@ -34,6 +34,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.hints import InfeasibleConfig
 from tunedsl.model.identity import file_identity, location
 from tunedsl.model.keys import json_safe
+from tunedsl.model.record_identity import checker
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime.result import LaunchResult
@@ -274,7 +275,9 @@ def lookup(
         )
 
     stores = record_stores()
-    record = stores.get(digest)
+    # A record under this digest that states another device, kernel, Triton or key (an
+    # edited file, bundle or Redis value) is a miss, with one warning.
+    record = stores.get(digest, expect=checker(subject.context, subject.readable))
     asked_rule = False
     if record is None and not again:
         # A key with no record: a shipped rule decides before the records of the site's older

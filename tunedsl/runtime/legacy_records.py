@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 def migrate(subject: Subject, stores: LayeredStore) -> Any:
     """The record ``subject``'s site stored under an older identity and digest, re-stored
     under ``subject.digest``; None when there is none."""
+    from tunedsl.model.record_identity import checker
     from tunedsl.store import records as store
 
+    # An older identity keyed the same device, kernel source, Triton and key.
+    expect = checker(subject.context, subject.readable)
     for old_site, old_ctx in _older(subject):
         try:
             old_digest = KeyDigest(old_site, old_ctx)(subject.readable)
@@ -39,7 +42,7 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
             continue
         if old_digest == subject.digest:
             continue
-        old = stores.get(old_digest)
+        old = stores.get(old_digest, expect=expect)
         if old is None or old.site != old_site:
             continue
         new = dataclasses.replace(

@@ -43,6 +43,10 @@ class FileRecordStore:
             return record
         return record.from_elsewhere()  # shipped: its failures are hints here
 
+    def where(self, digest: str) -> str:
+        """The file a record of ``digest`` is read from (for warnings)."""
+        return str(rec.record_path(digest, self.root))
+
     def put(self, record: rec.Record) -> bool:
         if not self.writable:
             return False

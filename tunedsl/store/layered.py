@@ -25,6 +25,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tunedsl.store.records import Record, absence_check
+from tunedsl.warn import warn_once
+
+#: What a lookup is about: None when a record states it, else which field differs.
+Expect = Callable[[Record], str | None]
 
 DEFAULT_LOCK_TIMEOUT_S = 3600.0
 
@@ -40,6 +44,9 @@ class MemoryStore:
 
     def get(self, digest: str) -> Record | None:
         return self._records.get(digest)
+
+    def where(self, digest: str) -> str:
+        return f"{digest[:12]} in this process's memory"
 
     def put(self, record: Record) -> bool:
         self._records[record.digest] = record
@@ -65,14 +72,18 @@ class LayeredStore:
     def __init__(self, stores: Sequence[Any], memory: bool = True) -> None:
         self.stores: list[Any] = ([MemoryStore()] if memory else []) + list(stores)
 
-    def get(self, digest: str) -> Record | None:
+    def get(self, digest: str, expect: Expect | None = None) -> Record | None:
+        """The record of ``digest`` from the first store holding one. ``expect``: what the
+        lookup is about (``model.record_identity.checker``); a record that states another
+        identity (another device, kernel, Triton or key placed under this digest) is that
+        store's miss, with one warning naming where it is and the field that differs."""
         for i, store in enumerate(self.stores):
-            record = store.get(digest)
+            record = _checked(store, digest, store.get(digest), expect)
             if record is None:
                 continue
             source = store
             if store.writable and not isinstance(store, MemoryStore):
-                shipped = self._newer_read_only(digest, record, i)
+                shipped = self._newer_read_only(digest, record, i, expect)
                 if shipped is not None:
                     record, source = shipped
             for earlier in self.stores[:i]:  # write-through: the next lookup is nearer
@@ -95,7 +106,7 @@ class LayeredStore:
         return absence_check([store.root for store in self.stores])
 
     def _newer_read_only(
-        self, digest: str, record: Record, index: int
+        self, digest: str, record: Record, index: int, expect: Expect | None = None
     ) -> tuple[Record, Any] | None:
         """The first read-only store after ``index`` holding ``digest``, with its record,
         when that record is newer than ``record``: a shipped record updated since this user's
@@ -103,7 +114,7 @@ class LayeredStore:
         for store in self.stores[index + 1 :]:
             if store.writable:
                 continue
-            shipped = store.get(digest)
+            shipped = _checked(store, digest, store.get(digest), expect)
             if shipped is None:
                 continue
             return (shipped, store) if shipped.timestamp > record.timestamp else None
@@ -141,6 +152,26 @@ class LayeredStore:
                 left = max(0.0, deadline - time.monotonic())
                 held = stack.enter_context(store.lock(digest, left)) and held
             yield held
+
+
+def _checked(
+    store: Any, digest: str, record: Record | None, expect: Expect | None
+) -> Record | None:
+    """``record`` when it states the identity ``expect`` wants (or nothing is expected);
+    else None, with one warning naming where the record is and the field that differs."""
+    if record is None or expect is None:
+        return record
+    problem = expect(record)
+    if problem is None:
+        return record
+    where = store.where(digest) if hasattr(store, "where") else f"{digest[:12]} in {store.name}"
+    warn_once(
+        f"identity:{where}",
+        f"ignoring tuning record {where}: it is not about this call ({problem}); a record "
+        "of another device, kernel, Triton or key was stored under this key's digest, so "
+        "the key is decided as if it had no record. Remove that record to silence this",
+    )
+    return None
 
 
 def get_or_tune(

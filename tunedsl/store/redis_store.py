@@ -294,6 +294,10 @@ class RedisRecordStore:
             return None
         return None if raw is None or raw is NOT_A_RECORD else self._parse(key, raw, digest)
 
+    def where(self, digest: str) -> str:
+        """The Redis key a record of ``digest`` is read from (for warnings)."""
+        return f"Redis key {_shown(self._key('record', digest))}"
+
     def put(self, record: Record) -> bool:
         text = json.dumps(record.to_json(), indent=1)
         key = self._key("record", record.digest)
