@@ -315,6 +315,14 @@ class InProcessMeasurer:
         if ahead:
             taken = (a.take(a.configs & wanted) for a in ahead)
             compiled = itertools.chain(*taken, compiled)
+        try:
+            yield from self._open(compiled)
+        finally:  # a budget that ends the race inside these batches: no further compile
+            for batch in ahead:
+                batch.cancel()
+
+    def _open(self, compiled: Iterator[tuple[Variant, Any]]) -> Iterator[Prepared]:
+        """Each compiled variant verified and warmed up (a failure is its ``Prepared``)."""
         for v, handle in compiled:
             if isinstance(handle, BaseException):
                 if isinstance(handle, KeyboardInterrupt):
