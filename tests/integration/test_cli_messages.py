@@ -101,6 +101,21 @@ def test_run_names_a_bad_interpreter_setting_without_a_traceback(tmp_path: Path,
     assert "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("name", ["TUNEDSL_QUIET", "TUNEDSL_NO_AUTO_INTERPRET"])
+def test_run_names_a_bad_setting_when_the_interpreter_is_not_its_to_choose(
+    tmp_path: Path, name: str
+) -> None:
+    # TRITON_INTERPRET set by the user (as a GPU driver does on a GPU host, for the same
+    # early return): the script ran with the bad value unread, or failed inside its first
+    # tuning with a traceback. It is named before the script runs, as without it.
+    (tmp_path / "script.py").write_text(SCRIPT)
+    proc = tunedsl(tmp_path, "run", "script.py", TRITON_INTERPRET="1", **{name: "banana"})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(f"tunedsl run: error: environment variable {name}='banana' is "
+                                  "not a boolean; use 1 or 0"), proc.stderr  # fmt: skip
+
+
 # -- the precompile table -----------------------------------------------------------------------
 @pytest.mark.needs_triton
 def test_precompile_table_rows_fit_100_columns_with_name_value_keys(tmp_path: Path) -> None:

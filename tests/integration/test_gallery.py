@@ -354,3 +354,17 @@ def test_an_example_does_not_outlive_a_gallery_killed_while_it_runs(
     finally:
         if running():
             os.kill(example, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("name", ["TUNEDSL_QUIET", "TUNEDSL_NO_AUTO_INTERPRET"])
+def test_a_bad_setting_of_every_examples_run_is_named_once_before_any_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # Every example's `tunedsl run` refuses it: the gallery ran each to fail alike.
+    monkeypatch.setenv(name, "banana")
+    out = tmp_path / "report"
+    proc = run_gallery("--only", "vector_add", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr  # the gallery's usage errors (as --only's)
+    assert proc.stderr.startswith(f"tunedsl: error: environment variable {name}='banana' is not "
+                                  "a boolean"), proc.stderr  # fmt: skip
+    assert "running" not in proc.stderr and not (out / "report.md").exists(), proc.stderr

@@ -168,3 +168,30 @@ def test_lint_reports_a_dsl_error_that_expand_rejects(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert error in proc.stdout, proc.stdout + proc.stderr
     assert "hint:" in proc.stdout
+
+
+def test_lint_of_a_dsl_file_that_is_not_utf8_names_the_encoding_error(tmp_path: Path) -> None:
+    # The module cannot be imported or expanded (its bytes do not decode): lint must say so,
+    # as `expand --check` does, not hand ruff a `$tile` it reports as Python's syntax error.
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "grid.py").write_bytes(
+        b"from tunedsl import autotune, cdiv\n\n# caf\xe9\n\ndef f(a, n):\n"
+        b'    return autotune(space={"tile": [32, 64]}, blocks=cdiv(n, $tile), k(a, T=$tile))\n'
+    )
+    assert tunedsl("expand", "--check", "grid.py", cwd=tmp_path).returncode == 1
+    proc = tunedsl("lint", "grid.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "line 3" in proc.stdout and "utf-8" in proc.stdout.lower(), proc.stdout
+    assert "$" not in proc.stdout and "invalid-syntax" not in proc.stdout, proc.stdout
+
+
+def test_lint_of_a_plain_module_with_a_latin1_comment_lints_it(tmp_path: Path) -> None:
+    # A module that names tunedsl without binding the macro: compile() accepts the byte in
+    # its comment (import runs it), and lint checks it as before.
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "plain.py").write_bytes(
+        b"import os\nimport json  # tunedsl caf\xe9\n\nx = os.sep\n"
+    )
+    proc = tunedsl("lint", "plain.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["plain.py:2:8: F401 `json` imported but unused"]

@@ -293,6 +293,13 @@ class InProcessMeasurer:
         if variants:
             self.ahead.append(CompileAhead(self.req.kernel, variants))
 
+    def cancel_ahead(self) -> None:
+        """The search raced its last batch: what was prefetched and not taken starts no
+        further compile (the final race is not measured beside them)."""
+        for batch in self.ahead:
+            batch.cancel()
+        self.ahead = []
+
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:
         from tunedsl.model.hints import InfeasibleConfig
 
@@ -315,6 +322,14 @@ class InProcessMeasurer:
         if ahead:
             taken = (a.take(a.configs & wanted) for a in ahead)
             compiled = itertools.chain(*taken, compiled)
+        try:
+            yield from self._open(compiled)
+        finally:  # a budget that ends the race inside these batches: no further compile
+            for batch in ahead:
+                batch.cancel()
+
+    def _open(self, compiled: Iterator[tuple[Variant, Any]]) -> Iterator[Prepared]:
+        """Each compiled variant verified and warmed up (a failure is its ``Prepared``)."""
         for v, handle in compiled:
             if isinstance(handle, BaseException):
                 if isinstance(handle, KeyboardInterrupt):
@@ -411,9 +426,7 @@ class InProcessMeasurer:
                 model = device_plan.model_name(self.bt.device_facts())
                 seconds = self.gpu_s / len(self.runs)
                 device_plan.observe(model, measure_s=seconds, configs=len(self.runs))
-        for batch in self.ahead:
-            batch.cancel()
-        self.ahead = []
+        self.cancel_ahead()
         with BENCH_LOCK:
             self.bt.synchronize()
             self.guard.close()

@@ -85,6 +85,7 @@ def gpu_available() -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tunedsl import knobs
     from tunedsl.gallery.plots import matplotlib_available, write_plots
     from tunedsl.gallery.report import write_report
     from tunedsl.gallery.runner import default_examples_dir, discover, run_gallery
@@ -92,6 +93,9 @@ def main(args: argparse.Namespace) -> int:
     from tunedsl.store import paths
 
     finite_number(args.timeout, "--timeout", unit=" of seconds")
+    # Every example's `tunedsl run` refuses a bad one: named once, before any example runs.
+    knobs.quiet()
+    knobs.no_auto_interpret()
     examples_dir = args.examples if args.examples is not None else default_examples_dir()
     scripts = discover(examples_dir.resolve(), args.only)
     out_dir: Path = args.out.resolve()

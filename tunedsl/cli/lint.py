@@ -147,6 +147,16 @@ def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, s
     return out
 
 
+def _binds_macro(source: bytes) -> bool:
+    """Whether ``source``, its undecodable bytes replaced, is a DSL module."""
+    from tunedsl.frontend.compile import scan_if_dsl
+
+    try:
+        return scan_if_dsl(source.decode("utf-8", "replace")) is not None
+    except Exception:  # not even that scans: ruff reports what it finds
+        return False
+
+
 def _ruff_position(line_col: tuple[int, int]) -> tuple[int, int]:
     return line_col[0], line_col[1] + 1  # ruff's columns are 1-based
 
@@ -178,7 +188,7 @@ def _ruff() -> list[str] | None:
 def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
     """ruff's findings for one file as ``file:line:col: CODE message`` lines, and a status."""
     from tunedsl.errors import TunedslSyntaxError
-    from tunedsl.frontend.source import read_source, unreadable_reason
+    from tunedsl.frontend.source import describe_syntax_error, read_source, unreadable_reason
 
     try:
         source = read_source(path)  # a FIFO or a device is refused, never waited on
@@ -188,8 +198,10 @@ def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
         rewrite = lint_text(source, os.path.abspath(path))
     except TunedslSyntaxError as err:
         return [err.render()], 1
-    except SyntaxError:
-        rewrite = None  # plain Python that does not parse: ruff says where
+    except SyntaxError as err:  # bytes that do not decode
+        if _binds_macro(source):  # a DSL module: `import` and `expand` fail with this error
+            return describe_syntax_error(err, path, source).splitlines(), 1
+        rewrite = None  # plain Python (compile() accepts a bad byte in a comment): ruff checks it
     if rewrite is not None:
         from tunedsl.frontend.compile import compile_source
 

@@ -126,9 +126,14 @@ def run_script(script: str, args: Sequence[str]) -> int:
         return 2
     # Before anything can import Triton (and after the script is known to be there, so a
     # mistyped name gets its error alone): without a GPU driver, the interpreter it is.
+    from tunedsl import knobs
     from tunedsl.errors import TunedslSyntaxError, UsageError
 
     try:
+        # Read here whether or not the interpreter is this command's to choose (a GPU host,
+        # TRITON_INTERPRET set): a bad value would otherwise fail the script's first tuning.
+        knobs.quiet()
+        knobs.no_auto_interpret()
         enable_if_no_gpu("tunedsl run")
     except UsageError as err:  # a bad TUNEDSL_QUIET / TUNEDSL_NO_AUTO_INTERPRET: tunedsl's own
         print(f"tunedsl run: error: {err}", file=sys.stderr)

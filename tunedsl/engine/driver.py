@@ -19,7 +19,9 @@ once more side by side, so the choice compares timings taken together (one ``rou
 - **Compile-ahead**: a strategy that is not ``adaptive`` (exhaustive, random) proposes its
   next batches before the current one is raced (the measurer's ``lookahead`` batches, and
   enough for ``AHEAD_PER_SLOT`` configurations a compile slot), and a measurer with
-  ``prefetch(configs)`` starts compiling them then.
+  ``prefetch(configs)`` starts compiling them then; when the search stops (budget, end of
+  the space), its ``cancel_ahead()`` drops what was announced and never raced, before the
+  final race.
 - **Default first**: ``first`` (the site's ``default=``) joins the first batch when it is
   in the space, not known yet and kept by ``prune``: a strategy sampling a large space would
   otherwise seldom meet the one configuration the user knows is good.
@@ -107,6 +109,11 @@ def run_search(
     run.reserve = reserve
     run.final_leaders = max(1, final_leaders)
     run.loop()
+    # Batches announced ahead and never raced: their compiles would share the host with the
+    # final race, which decides the choice.
+    cancel_ahead = getattr(measurer, "cancel_ahead", None)
+    if cancel_ahead is not None:
+        cancel_ahead()
     return run.finish(final_leaders)
 
 
