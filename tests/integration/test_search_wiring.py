@@ -519,3 +519,30 @@ def test_batches_announced_ahead_and_never_raced_stop_before_the_final_race(
     raced = {c for batch in prepared for c in batch}
     assert any(not b.configs & raced for b in batches), "no batch was left announced"
     assert stopped and stopped[-1], stopped  # the final race's samples
+
+
+def test_the_compile_pool_is_sized_for_the_configurations_in_flight_not_the_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Batches announced ahead share one pool of compile processes, forked for what is in
+    # flight when the first batch is prepared: 20 configurations on a host allowing 64
+    # compile workers must not ask for 64 processes (a pool a core, however small the
+    # space), and every batch of one announcement asks for the same pool.
+    from tunedsl.backends import compile_ahead, inprocess
+
+    asked: list[tuple[int, int]] = []  # (jobs, shared_by) of each compile stream
+    real = compile_ahead.compile_jobs
+
+    def recorded(kernel, todo, cancelled=None, shared_by=0):
+        asked.append((len(todo), shared_by))
+        return real(kernel, todo, cancelled, shared_by)
+
+    monkeypatch.setattr(compile_ahead, "compile_jobs", recorded)
+    monkeypatch.setattr(inprocess, "compile_jobs", recorded)
+    monkeypatch.setenv("TUNEDSL_COMPILE_WORKERS", "64")
+    space = {"TILE": [8, 16, 32, 64, 128], "SPLIT": [1, 2, 4, 8]}  # 20 configurations
+    launch(space, n=256, name="s-pool-in-flight", search="exhaustive")
+    streams = [(jobs, shared) for jobs, shared in asked if jobs]
+    assert sum(jobs for jobs, _ in streams) == 20, asked
+    assert len(streams) > 1  # batches were announced ahead
+    assert max(shared for _, shared in streams) == 20, asked

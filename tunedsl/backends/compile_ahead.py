@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tunedsl.backends.compile_pool import default_workers, start_drained_thread
+from tunedsl.backends.compile_pool import start_drained_thread
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
 
@@ -59,24 +59,30 @@ def compile_jobs(
 
 
 class CompileAhead:
-    """One batch compiling in the background (the driver's compile-ahead): a thread drives
-    the compile stream and queues each ``(variant, handle or exception)`` as it finishes,
-    so ``prepare`` of that batch takes finished compiles instead of starting them."""
+    """One batch to compile in the background (the driver's compile-ahead): once started, a
+    thread drives the compile stream and queues each ``(variant, handle or exception)`` as
+    it finishes, so ``prepare`` of that batch takes finished compiles instead of starting
+    them. Started by the next ``prepare``, once every batch announced with it is known, so
+    the compile pool is sized for all of them at once (``shared_by``)."""
 
     def __init__(self, kernel: Any, variants: Sequence[Variant]) -> None:
+        self.kernel = kernel
+        self.variants = list(variants)
         self.configs = {v.config for v in variants}
         self.cancelled = threading.Event()
         self.results: queue.SimpleQueue[tuple[Variant, Any] | None] = queue.SimpleQueue()
-        self.thread = start_drained_thread(
-            self._run, kernel, list(variants), name="tunedsl-compile-ahead"
-        )
+        self.thread: threading.Thread | None = None
 
-    def _run(self, kernel: Any, variants: list[Variant]) -> None:
+    def start(self, shared_by: int) -> None:
+        """Start compiling (once): ``shared_by`` is what every batch in flight compiles."""
+        if self.thread is None:
+            self.thread = start_drained_thread(self._run, shared_by, name="tunedsl-compile-ahead")
+
+    def _run(self, shared_by: int) -> None:
         done: set[Config] = set()
+        variants = self.variants
         try:
-            # Batches announced ahead compile beside each other: a pool for every core.
-            shared_by = default_workers()
-            for v, handle in compile_jobs(kernel, variants, self.cancelled, shared_by):
+            for v, handle in compile_jobs(self.kernel, variants, self.cancelled, shared_by):
                 done.add(v.config)
                 self.results.put((v, handle))
         except BaseException as err:  # the pool itself failed: each job left reports it
@@ -91,7 +97,7 @@ class CompileAhead:
         self.cancelled.set()
 
     def take(self, wanted: set[Config]) -> Iterator[tuple[Variant, Any]]:
-        """The wanted configurations' results, in completion order."""
+        """The wanted configurations' results, in completion order (once started)."""
         left = set(wanted)
         while left:
             item = self.results.get()

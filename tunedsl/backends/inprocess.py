@@ -252,7 +252,6 @@ class InProcessMeasurer:
         self.first_ms: dict[Config, float] = {}
         self.settled = False
         self.ahead: list[CompileAhead] = []  # prefetched batches, oldest first
-        self.prefetching = False  # the search announces batches ahead (prefetch was called)
         self.gpu_s = 0.0  # seconds spent measuring (warm-ups, verification, samples)
 
     @property
@@ -289,8 +288,7 @@ class InProcessMeasurer:
                 variants.append(self.variant_for(config))
             except Exception:  # reported when the batch is prepared
                 continue
-        self.prefetching = True
-        if variants:
+        if variants:  # started by the next prepare, with what else is in flight
             self.ahead.append(CompileAhead(self.req.kernel, variants))
 
     def cancel_ahead(self) -> None:
@@ -316,8 +314,12 @@ class InProcessMeasurer:
             except InfeasibleConfig as err:  # its launch hints do not fit this device
                 self._post(config, err)
                 yield self._failed(config, "failed", str(err))
-        # Batches announced ahead compile beside this one: the pool must serve them all.
-        shared_by = default_workers() if self.prefetching else 0
+        # The batches announced ahead compile beside this one, in one pool sized for every
+        # configuration in flight (at most a process a compile slot: variant_compiler).
+        in_flight = [*ahead, *self.ahead]
+        shared_by = len(variants) + sum(len(batch.configs) for batch in in_flight)
+        for batch in in_flight:
+            batch.start(shared_by)
         compiled = compile_jobs(self.req.kernel, variants, shared_by=shared_by)
         if ahead:
             taken = (a.take(a.configs & wanted) for a in ahead)
