@@ -34,7 +34,7 @@ class Expected:
     kernel: Mapping[str, Any]
     device: Mapping[str, Any]
     versions: Mapping[str, Any]
-    key_text: str  # canonical_json of the readable record key
+    key: Mapping[str, Any]  # the readable record key
 
     @classmethod
     def of(cls, context: Mapping[str, Any], readable: Mapping[str, Any]) -> Expected:
@@ -46,7 +46,7 @@ class Expected:
             kernel={k: kernel.get(k) for k in KERNEL_FIELDS},
             device={k: device.get(k) for k in DEVICE_FIELDS},
             versions={k: toolchain.get(k) for k in KEYED_TOOLS},
-            key_text=canonical_json(readable),
+            key=readable,
         )
 
 
@@ -62,9 +62,9 @@ def mismatch(record: Record, expected: Expected) -> str | None:
             got = facts.get(name)
             if got != value:
                 return f"{part}.{name} is {_short(got)}, not this lookup's {_short(value)}"
-    key_text = canonical_json(record.key)
-    if key_text != expected.key_text:
-        return f"key is {_clip(key_text)}, not this lookup's {_clip(expected.key_text)}"
+    key_text, want_text = canonical_json(record.key), canonical_json(expected.key)
+    if key_text != want_text:  # the JSON texts, computed only when a record was found
+        return f"key is {_clip(key_text)}, not this lookup's {_clip(want_text)}"
     return None
 
 
