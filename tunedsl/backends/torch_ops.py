@@ -118,10 +118,10 @@ def break_graph_for_launch() -> None:
 
         _is_compiling = torch.compiler.is_compiling
     if _is_compiling():
-        import torch
+        from tunedsl.backends.compat.dynamo import graph_break
 
-        torch._dynamo.graph_break(
-            msg="tunedsl.autotune_launch runs eagerly, outside the graph. With "
-            "fullgraph=True write the launch as a DSL site (autotune(...), which traces), "
-            "or wrap the call in tunedsl.torch_op (docs/pytorch.md)."
+        graph_break(
+            "tunedsl.autotune_launch runs eagerly, outside the graph. With fullgraph=True "
+            "write the launch as a DSL site (autotune(...), which traces), or wrap the call "
+            "in tunedsl.torch_op (docs/pytorch.md)."
         )

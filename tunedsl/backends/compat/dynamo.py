@@ -1,6 +1,7 @@
-"""Dynamo's private hooks that ``backends/torch_compile.py`` traces a site with (checked on
-PyTorch 2.11, 2.12 and 2.13): ``comptime`` (a callback Dynamo runs while it traces), a
-traced variable's real object, and an identity guard on it."""
+"""Dynamo's private hooks (checked on PyTorch 2.11, 2.12 and 2.13): what
+``backends/torch_compile.py`` traces a site with (``comptime``, a callback Dynamo runs while
+it traces; a traced variable's real object and an identity guard on it), and the graph break
+with a message that ``backends/torch_ops.py`` puts before ``autotune_launch``."""
 
 from __future__ import annotations
 
@@ -44,3 +45,12 @@ def run_eagerly(code: Any) -> None:
     if from_torch is None or action is None or strategy is None:
         return
     from_torch(code, strategy(action.SKIP, action.SKIP))
+
+
+def graph_break(message: str) -> None:
+    """``torch._dynamo.graph_break(msg=)``: inside a trace, break the graph here; with
+    ``fullgraph=True`` the break is an error that shows ``message`` (PyTorch 2.11 to 2.13).
+    Outside a trace it does nothing."""
+    import torch
+
+    torch._dynamo.graph_break(msg=message)
