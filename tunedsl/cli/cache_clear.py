@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from tunedsl.cli.cache_select import clear_selection
+from tunedsl.cli.cache_select import clear_selection, no_match
 from tunedsl.errors import UsageError
 
 
@@ -33,21 +33,13 @@ def clear(args: argparse.Namespace) -> int:
     removed = 0
     for digest in _clear_candidates(args, ids, everything):
         removed += records.remove_record_files(digest)
-    missed = _no_match(args, removed)
+    missed = no_match(args, removed)
     print(f"removed {removed} record{'s' if removed != 1 else ''}" + missed)
     if everything:
         # Everything: also what killed writers left behind, however young.
         records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
     return 1 if missed else 0  # a selection that matched nothing fails, as `show ID` does
-
-
-def _no_match(args: argparse.Namespace, removed: int) -> str:
-    """What to add when a selection matched nothing (a misspelt id, kernel or site)."""
-    if removed or args.all:
-        return ""
-    asked = [*args.ids, *(f"--{n} {v!r}" for n in ("kernel", "site") if (v := getattr(args, n)))]
-    return f": none matches {', '.join(asked)} (`tunedsl cache ls` lists the records)"
 
 
 def _clear_candidates(args: argparse.Namespace, ids: list[str], everything: bool) -> Iterator[str]:

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from tunedsl.cli.bundle import read_bundle, write_bundle
-from tunedsl.cli.cache_select import check_id, clear_selection, terminal_text
+from tunedsl.cli.cache_select import check_id, clear_selection, no_match, terminal_text
 from tunedsl.errors import UsageError
 
 
@@ -139,15 +139,9 @@ def clear(args: argparse.Namespace) -> int:
     if everything:
         keys.extend(bad)  # clearing everything removes invalid values too
     removed = store.delete_keys(keys)
-    missed = "" if removed or everything else _no_match(args)
+    missed = no_match(args, removed, " --remote")
     print(f"removed {removed} record{'s' if removed != 1 else ''} from Redis" + missed)
     return 1 if missed else 0  # a selection that matched nothing fails, as `show ID` does
-
-
-def _no_match(args: argparse.Namespace) -> str:
-    """What to add when a selection matched nothing (a misspelt id, kernel or site)."""
-    asked = [*args.ids, *(f"--{n} {v!r}" for n in ("kernel", "site") if (v := getattr(args, n)))]
-    return f": none matches {', '.join(asked)} (`tunedsl cache ls --remote` lists the records)"
 
 
 def export(args: argparse.Namespace) -> int:

@@ -58,3 +58,12 @@ def clear_selection(args: argparse.Namespace) -> tuple[list[str], bool]:
             "--kernel NAME, --site TEXT, or --all for every record"
         )
     return ids, bool(args.all)
+
+
+def no_match(args: argparse.Namespace, removed: int, where: str = "") -> str:
+    """What ``cache clear`` adds when its selection matched nothing (a misspelt id, kernel
+    or site), "" otherwise; ``where``: the listing's option (``" --remote"``)."""
+    if removed or args.all:
+        return ""
+    asked = [*args.ids, *(f"--{n} {v!r}" for n in ("kernel", "site") if (v := getattr(args, n)))]
+    return f": none matches {', '.join(asked)} (`tunedsl cache ls{where}` lists the records)"
