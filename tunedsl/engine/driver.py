@@ -291,10 +291,7 @@ class _Run:
                 self.note(Observation(prep.config, status, reason=prep.error, round=self.round))
 
     def race_batch(
-        self,
-        configs: Sequence[Config],
-        expired: Callable[[], bool],
-        open_all: bool = False,
+        self, configs: Sequence[Config], expired: Callable[[], bool], open_all: bool = False
     ) -> RaceResult:
         # What this run prepared already is raced as is; the rest is compiled first.
         ready = [c for c in configs if c in self.prepared]

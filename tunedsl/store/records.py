@@ -59,8 +59,13 @@ def _extra_record_dirs() -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in knobs.records_path())
 
 
+def record_file_name(digest: str) -> str:
+    """The name of ``digest``'s record file in a records directory."""
+    return f"{digest}.json"
+
+
 def record_path(digest: str, root: Path | None = None) -> Path:
-    return (root or paths.records_dir()) / f"{digest}.json"
+    return (root or paths.records_dir()) / record_file_name(digest)
 
 
 #: The largest record file read (a real one is a few KiB per configuration); anything
@@ -146,7 +151,7 @@ def load_from(root: Path, digest: str) -> Record | None:
     anything unusable)."""
     # A key never tuned has no file: one stat answers that miss, before the directory chain
     # is opened and checked (which a file that exists always is, before it is read).
-    if not _lexists(f"{root}{os.sep}{digest}.json"):
+    if not _lexists(f"{root}{os.sep}{record_file_name(digest)}"):
         return None
     dir_fd = open_trusted_dir(root)
     if dir_fd is None:
@@ -179,7 +184,7 @@ def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
 
     def absent(digest: str) -> bool:
         for prefix in prefixes:
-            if exists(f"{prefix}{digest}.json"):
+            if exists(prefix + record_file_name(digest)):
                 return False
         return True
 
