@@ -17,8 +17,8 @@ from tunedsl.errors import UsageError
 pytestmark = pytest.mark.needs_triton
 
 
-@tunedsl.torch_op("tunedsl_test::vadd", fake=lambda a, b: torch.empty_like(a))
-def vadd_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def tuned_vadd(a: torch.Tensor, b: torch.Tensor, name: str) -> torch.Tensor:
+    """``a + b`` through an ``autotune_launch`` site named ``name``."""
     c = torch.empty_like(a)
     n = a.numel()
     autotune_launch(
@@ -27,23 +27,18 @@ def vadd_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         grid=lambda cfg: (cdiv(n, cfg.tile),),
         args=(a, b, c, n),
         kwargs=lambda cfg: {"TILE": cfg.tile},
-        name="torch-op-vadd",
+        name=name,
     )
     return c
 
 
+@tunedsl.torch_op("tunedsl_test::vadd", fake=lambda a, b: torch.empty_like(a))
+def vadd_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return tuned_vadd(a, b, "torch-op-vadd")
+
+
 def plain_vadd(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    c = torch.empty_like(a)
-    n = a.numel()
-    autotune_launch(
-        vadd,
-        space={"tile": [32, 64]},
-        grid=lambda cfg: (cdiv(n, cfg.tile),),
-        args=(a, b, c, n),
-        kwargs=lambda cfg: {"TILE": cfg.tile},
-        name="plain-vadd-in-compile",
-    )
-    return c * 2
+    return tuned_vadd(a, b, "plain-vadd-in-compile") * 2
 
 
 def test_autotune_launch_in_a_compiled_function_runs_eagerly_and_fullgraph_names_the_fix() -> None:

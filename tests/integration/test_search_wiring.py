@@ -10,6 +10,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -436,12 +437,9 @@ def test_the_start_of_a_large_search_is_logged_as_one(caplog: pytest.LogCaptureF
     assert starts == ["tuning vadd_split: searching a space of 15,000 points"], starts
 
 
-def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
-    prepared: list[list[Config]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The budget runs out while the race takes the second batch, which was compiled ahead:
-    # what of it is not compiled yet must not go on compiling after the tuning returned
-    # (on a GPU, seconds of ptxas a configuration, at the program's exit too).
+@pytest.fixture
+def ahead_batches(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every batch the in-process measurer was announced to compile ahead, in order."""
     from tunedsl.backends import inprocess
 
     batches: list[inprocess.CompileAhead] = []
@@ -452,6 +450,15 @@ def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
             batches.append(self)
 
     monkeypatch.setattr(inprocess, "CompileAhead", Recorded)
+    return batches
+
+
+def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
+    prepared: list[list[Config]], ahead_batches: list[Any]
+) -> None:
+    # The budget runs out while the race takes the second batch, which was compiled ahead:
+    # what of it is not compiled yet must not go on compiling after the tuning returned
+    # (on a GPU, seconds of ptxas a configuration, at the program's exit too).
     seen: list[tuple[int, int]] = []
 
     def slow_in_the_second_batch(args) -> None:
@@ -469,34 +476,24 @@ def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
             pre_hook=slow_in_the_second_batch,
         )  # fmt: skip
     measured = {r.config for r in res.record.results}
-    assert len(prepared) >= 2 and batches, (len(prepared), batches)
-    taken = [b for b in batches if b.configs & set(prepared[1])]
+    assert len(prepared) >= 2 and ahead_batches, (len(prepared), ahead_batches)
+    taken = [b for b in ahead_batches if b.configs & set(prepared[1])]
     assert taken and not taken[0].configs <= measured  # the budget ended inside it
-    for batch in batches:
+    for batch in ahead_batches:
         assert batch.cancelled.is_set() or batch.configs <= measured, batch.configs
 
 
 def test_batches_announced_ahead_and_never_raced_stop_before_the_final_race(
-    prepared: list[list[Config]], monkeypatch: pytest.MonkeyPatch
+    prepared: list[list[Config]], ahead_batches: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The budget ends the search with a batch announced and compiling ahead: it is never
     # raced, and its compiles must not go on while the final race (the choice) is measured.
-    from tunedsl.backends import inprocess
-
-    batches: list[inprocess.CompileAhead] = []
-
-    class Recorded(inprocess.CompileAhead):
-        def __init__(self, kernel, variants) -> None:
-            super().__init__(kernel, variants)
-            batches.append(self)
-
-    monkeypatch.setattr(inprocess, "CompileAhead", Recorded)
     stopped: list[bool] = []  # at each sample: whether every batch never raced is stopped
     real_sample = InProcessMeasurer.sample
 
     def sample(self, config, reps):
         raced = {c for batch in prepared for c in batch}
-        stopped.append(all(b.cancelled.is_set() for b in batches if not b.configs & raced))
+        stopped.append(all(b.cancelled.is_set() for b in ahead_batches if not b.configs & raced))
         return real_sample(self, config, reps)
 
     monkeypatch.setattr(InProcessMeasurer, "sample", sample)
@@ -517,7 +514,7 @@ def test_batches_announced_ahead_and_never_raced_stop_before_the_final_race(
             pre_hook=slow_in_the_second_batch,
         )  # fmt: skip
     raced = {c for batch in prepared for c in batch}
-    assert any(not b.configs & raced for b in batches), "no batch was left announced"
+    assert any(not b.configs & raced for b in ahead_batches), "no batch was left announced"
     assert stopped and stopped[-1], stopped  # the final race's samples
 
 
