@@ -168,6 +168,7 @@ def tune_as_user(req: Any, budget_s: float | None = None) -> dict[str, Any]:
     fresh process: wall time, the choice, the GPUs used and where the time went."""
     import dataclasses
 
+    from tunedsl.backends import compile_processes, device_plan
     from tunedsl.backends.measurers import make_measurer
     from tunedsl.backends.multi_device import MultiDeviceMeasurer
     from tunedsl.engine.driver import run_search
@@ -198,6 +199,9 @@ def tune_as_user(req: Any, budget_s: float | None = None) -> dict[str, Any]:
         "measured": out.measured,
         "exhausted": out.exhausted,
         "budget_s": budget_s,
+        # what the GPU plan learned in this row (a configuration's measuring seconds)
+        "plan_seen": device_plan.observed(),
+        "compile_processes": dict(compile_processes.stats),
     }
     if multi is not None:
         split = multi.stats

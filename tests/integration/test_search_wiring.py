@@ -453,6 +453,11 @@ def ahead_batches(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return batches
 
 
+#: Long enough for the first batch (16 interpreted configurations) on a loaded machine; the
+#: second batch's hook then sleeps past it, so the budget ends inside that batch.
+BUDGET_S = 8
+
+
 def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
     prepared: list[list[Config]], ahead_batches: list[Any]
 ) -> None:
@@ -466,13 +471,13 @@ def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
         if config not in seen:
             seen.append(config)
             if len(seen) == 18:  # the second batch's second configuration: the budget ends
-                time.sleep(4)
+                time.sleep(BUDGET_S + 1)
 
     space = {"TILE": [8, 16, 32, 64, 128, 256, 512, 1024], "SPLIT": [1, 2, 4, 8, 16, 32]}
     with warnings.catch_warnings():  # the budget's warning (said once a process)
         warnings.simplefilter("ignore")
         res = launch(
-            space, n=256, name="s-ahead-budget", search="exhaustive", budget=3,
+            space, n=256, name="s-ahead-budget", search="exhaustive", budget=BUDGET_S,
             pre_hook=slow_in_the_second_batch,
         )  # fmt: skip
     measured = {r.config for r in res.record.results}
@@ -504,13 +509,13 @@ def test_batches_announced_ahead_and_never_raced_stop_before_the_final_race(
         if config not in seen:
             seen.append(config)
             if len(seen) == 18:
-                time.sleep(4)
+                time.sleep(BUDGET_S + 1)
 
     space = {"TILE": [8, 16, 32, 64, 128, 256, 512, 1024], "SPLIT": [1, 2, 4, 8, 16, 32]}
     with warnings.catch_warnings():  # the budget's warning (said once a process)
         warnings.simplefilter("ignore")
         launch(
-            space, n=320, name="s-ahead-final", search="exhaustive", budget=3,
+            space, n=320, name="s-ahead-final", search="exhaustive", budget=BUDGET_S,
             pre_hook=slow_in_the_second_batch,
         )  # fmt: skip
     raced = {c for batch in prepared for c in batch}
@@ -530,9 +535,9 @@ def test_the_compile_pool_is_sized_for_the_configurations_in_flight_not_the_core
     asked: list[tuple[int, int]] = []  # (jobs, shared_by) of each compile stream
     real = compile_ahead.compile_jobs
 
-    def recorded(kernel, todo, cancelled=None, shared_by=0):
+    def recorded(kernel, todo, cancelled=None, shared_by=0, **rest):
         asked.append((len(todo), shared_by))
-        return real(kernel, todo, cancelled, shared_by)
+        return real(kernel, todo, cancelled, shared_by, **rest)
 
     monkeypatch.setattr(compile_ahead, "compile_jobs", recorded)
     monkeypatch.setattr(inprocess, "compile_jobs", recorded)

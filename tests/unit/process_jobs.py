@@ -28,3 +28,11 @@ def die(status: int) -> None:
 def sleep(seconds: float) -> str:
     time.sleep(seconds)
     return "slept"
+
+
+def note_order(path_and_tag: tuple[str, str]) -> str:
+    """Append ``tag`` to the file ``path``: the order jobs ran in, across processes."""
+    path, tag = path_and_tag
+    with open(path, "a") as fh:
+        fh.write(tag + "\n")
+    return tag

@@ -66,6 +66,69 @@ def test_workers_run_at_the_tuning_process_priority(pool: ForkedWorkers) -> None
     assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)
 
 
+def test_waiting_callers_are_served_lowest_priority_first_and_a_cancelled_one_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    """A search's current batch waits in line with the batches it announced ahead: the one
+    process goes to the lowest priority first, whatever the order of arrival, and a caller
+    cancelled while it waits gets ``Cancelled`` without its job running."""
+    workers = ForkedWorkers(1)
+    log = tmp_path / "order.txt"
+    try:
+        busy = threading.Thread(target=workers.run, args=(process_jobs.sleep, 1.0, 30.0))
+        busy.start()
+        time.sleep(0.3)  # the only process is busy: everyone below waits
+        cancel = threading.Event()
+        outcomes: dict[str, object] = {}
+
+        def call(tag: str, priority: float, cancelled: threading.Event | None = None) -> None:
+            try:
+                outcomes[tag] = workers.run(
+                    process_jobs.note_order,
+                    (str(log), tag),
+                    30.0,
+                    priority=priority,
+                    cancelled=cancelled,
+                )
+            except compile_processes.Cancelled as err:
+                outcomes[tag] = err
+
+        callers = []
+        for tag, priority, cancelled in [
+            ("ahead-3", 3.0, None),
+            ("dropped", 2.0, cancel),
+            ("ahead-1", 1.0, None),
+            ("current", 0.0, None),
+        ]:
+            callers.append(threading.Thread(target=call, args=(tag, priority, cancelled)))
+            callers[-1].start()
+            time.sleep(0.05)
+        cancel.set()
+        busy.join()
+        for thread in callers:
+            thread.join(30)
+        assert log.read_text().split() == ["current", "ahead-1", "ahead-3"]
+        assert isinstance(outcomes["dropped"], compile_processes.Cancelled)
+    finally:
+        workers.close()
+
+
+def test_a_streams_timeout_counts_the_compile_not_the_wait_for_a_process() -> None:
+    """Jobs of a compile stream that wait in line for the one process (behind a search's
+    current batch, say) are not timed out for their wait: each compiles in 0.6 s, under
+    the stream's 1.5 s, though the third ends 1.8 s after it was picked up."""
+    workers = ForkedWorkers(1)
+    try:
+        jobs = [
+            compile_pool.CompileJob(i, lambda: workers.run(process_jobs.sleep, 0.6, 30.0))
+            for i in range(3)
+        ]
+        results = [r for _, r in compile_pool.compile_stream(jobs, workers=3, timeout_s=1.5)]
+        assert results == ["slept"] * 3, results
+    finally:
+        workers.close()
+
+
 def test_a_raising_job_is_reported_and_the_worker_serves_on(pool: ForkedWorkers) -> None:
     with pytest.raises(WorkerFailed, match="ValueError: bad configuration"):
         pool.run(process_jobs.fail, "bad configuration", 30.0)

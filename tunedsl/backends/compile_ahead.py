@@ -4,10 +4,18 @@
 result as it finishes, so measuring overlaps compiling. ``CompileAhead`` compiles a batch
 the search driver announced ahead (``engine/driver.py``) in the background, while the
 current batch is measured; several may run at once, sharing the pool.
+
+Order: the compile processes serve the batch being measured first, then the batches
+announced ahead in the order they were announced (``priority``). A race waits for its
+batch's slowest compile (a spilling tile takes a minute where most take a second), so the
+driver announces many batches ahead to keep every process busy meanwhile; served in this
+order they only take processes the current batch leaves idle, and a budget that ends the
+search has measured what it would have measured without them.
 """
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Iterator, Sequence
@@ -17,7 +25,16 @@ from tunedsl.backends.compile_pool import start_drained_thread
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
 
-__all__ = ["CompileAhead", "compile_jobs"]
+__all__ = ["CURRENT", "CompileAhead", "announced_order", "compile_jobs"]
+
+#: The priority of the batch being measured: served before every batch announced ahead.
+CURRENT = 0.0
+_announced = itertools.count(1)  # batches announced ahead, process-wide, in order
+
+
+def announced_order() -> float:
+    """The priority of a batch announced now: after every batch announced before it."""
+    return float(next(_announced))
 
 
 def compile_jobs(
@@ -25,21 +42,25 @@ def compile_jobs(
     todo: Sequence[Variant],
     cancelled: threading.Event | None = None,
     shared_by: int = 0,
+    priority: float = CURRENT,
 ) -> Iterator[tuple[Variant, Any]]:
     """(variant, handle or exception) in completion order, through the shared compile pool.
-    Jobs not started when ``cancelled`` is set end at once with an exception. ``shared_by``:
-    what the streams beside this one compile at once (``variant_compiler``)."""
+    Jobs not started when ``cancelled`` is set end at once with ``CompileCancelled``.
+    ``shared_by``: what the streams beside this one compile at once; ``priority``: their
+    order for the compile processes (``variant_compiler``)."""
     from tunedsl.backends.triton import interpreting
 
     if interpreting():  # nothing to compile ahead: the interpreter runs the Python source
         for v in todo:
             yield v, None
         return
-    from tunedsl.backends.compile_pool import CompileJob, compile_stream
+    from tunedsl.backends.compile_pool import CompileCancelled, CompileJob, compile_stream
     from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
 
     # before the stream's threads
-    compile_variant = variant_compiler(kernel, len(todo), shared_by=shared_by)
+    compile_variant = variant_compiler(
+        kernel, len(todo), shared_by=shared_by, priority=priority, cancelled=cancelled
+    )
     if todo:  # beside the compiles, not after the first one
         prebuild_launcher(kernel, todo[0].args, todo[0].kwargs, todo[0].options)
     by_id: dict[int, Variant] = {}
@@ -48,7 +69,7 @@ def compile_jobs(
 
         def compile_one(v: Variant = v) -> object:
             if cancelled is not None and cancelled.is_set():
-                raise RuntimeError("compile-ahead cancelled: the search ended")
+                raise CompileCancelled("the search ended before this configuration compiled")
             return compile_variant(v.args, v.kwargs, v.options)
 
         job = CompileJob(v.config, compile_one)
@@ -70,6 +91,7 @@ class CompileAhead:
         self.variants = list(variants)
         self.configs = {v.config for v in variants}
         self.cancelled = threading.Event()
+        self.priority = announced_order()
         self.results: queue.SimpleQueue[tuple[Variant, Any] | None] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
 
@@ -82,7 +104,10 @@ class CompileAhead:
         done: set[Config] = set()
         variants = self.variants
         try:
-            for v, handle in compile_jobs(self.kernel, variants, self.cancelled, shared_by):
+            compiled = compile_jobs(
+                self.kernel, variants, self.cancelled, shared_by, priority=self.priority
+            )
+            for v, handle in compiled:
                 done.add(v.config)
                 self.results.put((v, handle))
         except BaseException as err:  # the pool itself failed: each job left reports it

@@ -49,12 +49,14 @@ from tunedsl import knobs
 from tunedsl.model.config import Config
 
 __all__ = [
+    "CompileCancelled",
     "CompileJob",
     "CompileTimeout",
     "compile_stream",
     "compiling_elsewhere",
     "default_workers",
     "exit_now_if_compiling",
+    "job_running",
     "job_timeout_s",
     "join_at_exit",
     "start_drained_thread",
@@ -158,6 +160,10 @@ class CompileJob:
     compile: Callable[[], object]
     # Filled by the pool: seconds the compile took (None until it finished).
     seconds: float | None = field(default=None, compare=False)
+
+
+class CompileCancelled(RuntimeError):
+    """The compile was not run: what asked for it (a search's batch announced ahead) ended."""
 
 
 class CompileTimeout(TimeoutError):
@@ -264,21 +270,31 @@ def job_timeout_s() -> float:
     return getattr(_job, "timeout_s", None) or knobs.compile_timeout_s()
 
 
-_job = threading.local()  # timeout_s: the stream's, while this thread runs one of its jobs
+_job = threading.local()  # timeout_s, slot: the stream's, while this thread runs one of its jobs
 
 
-def _run_one(job: CompileJob, timeout: float | None = None) -> object | BaseException:
+def job_running() -> None:
+    """The job this thread runs starts now: it waited for a compile process until here
+    (behind the batches served first), and its timeout counts from now."""
+    slot = getattr(_job, "slot", None)
+    if slot is not None:
+        slot.started = time.monotonic()
+
+
+def _run_one(
+    job: CompileJob, timeout: float | None = None, slot: _Slot | None = None
+) -> object | BaseException:
     global _compiling
     start = time.perf_counter()
     with _live_lock:
         _compiling += 1
-    _job.timeout_s = timeout
+    _job.timeout_s, _job.slot = timeout, slot
     try:
         return job.compile()
     except BaseException as err:  # reported to the consumer, never raised in the worker
         return err
     finally:
-        _job.timeout_s = None
+        _job.timeout_s = _job.slot = None
         with _live_lock:
             _compiling -= 1
         job.seconds = time.perf_counter() - start
@@ -318,7 +334,7 @@ def _threaded(
                 return
             with state:
                 slot.job, slot.started = job, time.monotonic()
-            result = _run_one(job, timeout)
+            result = _run_one(job, timeout, slot)
             with state:  # a job either times out or reports, never both
                 slot.job = None
                 if not slot.abandoned:

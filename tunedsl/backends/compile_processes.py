@@ -39,9 +39,10 @@ the tuning process); ``CompileTimeout`` after the timeout (the worker is killed)
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import os
 import pickle
-import queue
 import select
 import signal
 import socket
@@ -50,6 +51,7 @@ import sys
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
@@ -57,6 +59,7 @@ from typing import Any
 from tunedsl import knobs
 
 __all__ = [
+    "Cancelled",
     "ForkedWorkers",
     "NoWorkerLeft",
     "WorkerCrashed",
@@ -86,6 +89,10 @@ class WorkerFailed(Exception):
 
 class WorkerCrashed(Exception):
     """The worker process died while running the job (a crash of the compiler)."""
+
+
+class Cancelled(Exception):
+    """The caller's job was cancelled while it waited for a worker (it did not run)."""
 
 
 class NoWorkerLeft(Exception):
@@ -163,6 +170,22 @@ class _Worker:
         self.pid = 0
 
 
+class _Waiter:
+    """A caller waiting for a worker: served by (priority, arrival), lowest first."""
+
+    __slots__ = ("arrival", "gone", "handed", "priority", "worker")
+
+    def __init__(self, priority: float, arrival: int) -> None:
+        self.priority = priority
+        self.arrival = arrival
+        self.handed = threading.Event()
+        self.worker: _Worker | None = None
+        self.gone = False  # cancelled or given up: skipped when its turn comes
+
+    def __lt__(self, other: _Waiter) -> bool:
+        return (self.priority, self.arrival) < (other.priority, other.arrival)
+
+
 class ForkedWorkers:
     """``size`` forked worker processes; :meth:`run` hands one a job and waits for it."""
 
@@ -172,7 +195,9 @@ class ForkedWorkers:
         # A child forked from this process inherits the pool but not its workers: their
         # pipes are the parent's, whose answers it could read (or the parent its answers).
         self._owner = os.getpid()
-        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._idle: deque[_Worker] = deque()  # first in, first out: every worker serves
+        self._waiting: list[_Waiter] = []  # a heap: the first in line is served first
+        self._arrivals = itertools.count()
         self._alive = size
         self._guard = threading.Lock()
         self._closed = False
@@ -188,11 +213,11 @@ class ForkedWorkers:
         for parent_end, child_end in pairs:
             child_end.close()
             _parent_ends.append(parent_end)
-            self._idle.put(_Worker(parent_end))
+            self._idle.append(_Worker(parent_end))
         # It exits once the workers are forked (0.1-0.15 s for 16 from a process holding a
         # CUDA context): reaped aside, so the caller goes on while workers start.
         threading.Thread(target=_reap, args=(zygote,), name="tunedsl-zygote", daemon=True).start()
-        stats["pools"] += 1  # under _lock (pool_for)
+        stats["pools"] += 1  # under _lock
 
     def knows(self, keys: list[int]) -> bool:
         return all(k in self.known for k in keys)
@@ -200,11 +225,23 @@ class ForkedWorkers:
     def alive(self) -> bool:
         return not self._closed and self._alive > 0 and os.getpid() == self._owner
 
-    def run(self, fn: Callable[[Any], Any], payload: Any, timeout_s: float) -> Any:
-        """``fn(payload)`` in a free worker (waiting for one); see the module docstring."""
-        from tunedsl.backends.compile_pool import CompileTimeout
+    def run(
+        self,
+        fn: Callable[[Any], Any],
+        payload: Any,
+        timeout_s: float,
+        *,
+        priority: float = 0.0,
+        cancelled: threading.Event | None = None,
+    ) -> Any:
+        """``fn(payload)`` in a free worker; see the module docstring. Callers waiting for a
+        worker are served lowest ``priority`` first (a search's current batch before the
+        batches it announced ahead); one whose ``cancelled`` is set while it waits gets
+        :class:`Cancelled` (the job did not run)."""
+        from tunedsl.backends.compile_pool import CompileTimeout, job_running
 
-        worker = self._take()
+        worker = self._take(priority, cancelled)
+        job_running()  # the stream's timeout counts the compile, not the wait in line
         try:
             message = pickle.dumps((fn, payload), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:
@@ -233,17 +270,34 @@ class ForkedWorkers:
             raise WorkerFailed(value)
         return value
 
-    def _take(self) -> _Worker:
+    def _take(self, priority: float, cancelled: threading.Event | None) -> _Worker:
         while True:
-            if not self.alive():
-                raise NoWorkerLeft("no compile process is left")
-            try:
-                worker = self._idle.get(timeout=0.5)
-            except queue.Empty:
-                continue
+            worker = self._next_idle(priority, cancelled)
             if worker.pid == 0 and not self._hello(worker):
                 continue
             return worker
+
+    def _next_idle(self, priority: float, cancelled: threading.Event | None) -> _Worker:
+        """A free worker: at once when one is idle, else handed over by ``_release`` to the
+        waiter first in line (no thread wakes for a worker it is not given)."""
+        with self._guard:
+            if not self.alive():
+                raise NoWorkerLeft("no compile process is left")
+            if self._idle:
+                return self._idle.popleft()
+            waiter = _Waiter(priority, next(self._arrivals))
+            heapq.heappush(self._waiting, waiter)
+        while True:
+            # Timed: a cancel or the owner's exit is noticed without a handover.
+            waiter.handed.wait(0.5)
+            with self._guard:
+                if waiter.worker is not None:
+                    return waiter.worker
+                if not self.alive() or (cancelled is not None and cancelled.is_set()):
+                    waiter.gone = True  # left in the heap: _release skips it
+                    if not self.alive():
+                        raise NoWorkerLeft("no compile process is left")
+                    raise Cancelled("cancelled while waiting for a compile process")
 
     def _hello(self, worker: _Worker) -> bool:
         """The worker's first message is its pid (it may still be starting)."""
@@ -259,7 +313,13 @@ class ForkedWorkers:
     def _release(self, worker: _Worker) -> None:
         with self._guard:
             if not self._closed:
-                self._idle.put(worker)
+                while self._waiting:
+                    waiter = heapq.heappop(self._waiting)
+                    if not waiter.gone:
+                        waiter.worker = worker
+                        waiter.handed.set()
+                        return
+                self._idle.append(worker)
                 return
         with contextlib.suppress(OSError):  # the pool was closed while this job ran
             worker.conn.close()
@@ -272,16 +332,20 @@ class ForkedWorkers:
             worker.conn.close()
         with self._guard:
             self._alive -= 1
+            if self._alive <= 0:
+                self._wake_all()
+
+    def _wake_all(self) -> None:  # under _guard: every waiter looks again (none is served)
+        for waiter in self._waiting:
+            waiter.handed.set()
 
     def close(self) -> None:
         """Close every idle worker's pipe (it exits); busy ones exit when their job ends."""
         with self._guard:
             self._closed = True
-        while True:
-            try:
-                worker = self._idle.get_nowait()
-            except queue.Empty:
-                break
+            idle, self._idle = self._idle, deque()
+            self._wake_all()
+        for worker in idle:
             with contextlib.suppress(OSError):
                 worker.conn.close()
         _parent_ends[:] = [end for end in _parent_ends if not end.closed]

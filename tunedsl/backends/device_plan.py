@@ -19,9 +19,9 @@ start, and the host compiles faster than one GPU measures. Several GPUs are used
 ``wall_k x MARGIN <= wall_1``; under a budget that ends the search before the space is
 measured, when they are expected to measure ``MARGIN`` times the configurations one does in
 it. Of several GPUs, one more is taken only when it cuts the expected wall time by
-``MORE_GPUS_GAIN``. Every default is a measurement of the 2xH100 host (32 cores), and each is
-replaced by what this process has measured on this host since (``observe``): the workers'
-start and a configuration's measuring seconds (in this process or in the workers).
+``MORE_GPUS_GAIN``. Every default is a measurement of the H100 and H200 hosts (16 and 32
+cores); the workers' start and a configuration's measuring seconds are replaced by what
+this process has measured since (``observe``, in this process or in the workers).
 ``measurers.maybe_multi_device`` applies the plan to a tuning request.
 """
 
@@ -40,6 +40,7 @@ __all__ = [
     "expected_wall",
     "model_name",
     "observe",
+    "observed",
     "plan_devices",
 ]
 
@@ -48,14 +49,17 @@ DEFAULT_START_S = 6.0
 #: A warm worker's start (alive from an earlier tuning: it only receives the new inputs).
 WARM_START_S = 0.5
 #: One GPU's seconds per configuration (load, opening repetitions, its share of the later
-#: rounds): an H100 measured 353 configurations of the 1,104-configuration matmul space in a
-#: 10 s budget, in this process, faster than the host compiled them.
-DEFAULT_MEASURE_S = 0.028
-#: Compile-slot seconds per configuration: the 32-core host compiled about 1,000 of that
-#: space's configurations in a 20 s budget while two GPUs measured them. Not followed from
+#: rounds), in this process: an H200 measured 845 configurations of the 1,104-configuration
+#: matmul space in a 20 s budget while it also waited for compiles (so at most 0.024 s).
+DEFAULT_MEASURE_S = 0.022
+#: Compile-slot seconds per configuration, in a tuning's first minute (the later compiles of
+#: a space's largest tiles take longer, but a budget or the cheaper ones come first): the
+#: 1,104-configuration matmul space compiled 845 configurations in a 20 s budget on 32
+#: cores (2xH200), and 1,063 in 60 s on 16 (H100), its processes using every core; one GPU
+#: measured what was compiled, so a second had nothing to take. Not followed from
 #: measurements: a tuning that finds its binaries in Triton's cache would teach the next one
 #: that compiling is free.
-DEFAULT_COMPILE_S = 0.6
+DEFAULT_COMPILE_S = 0.8
 #: Several GPUs must be expected this much faster (or to measure this many times the
 #: configurations): what the model leaves out (round trips, the workers' CPU beside the
 #: compiles, an estimate off by a fifth) must not make a tuning slower.
@@ -156,6 +160,12 @@ def observe(
             return
         if measure_s is not None and measure_s > 0:
             seen["measure_s"] = measure_s
+
+
+def observed() -> dict[str, dict[str, float]]:
+    """What this process has measured, by device model (benchmarks print it)."""
+    with _seen_lock:
+        return {model: dict(seen) for model, seen in _seen.items()}
 
 
 def costs_for(model: str, *, warm: bool, isolate: bool, cores: int | None = None) -> Costs:

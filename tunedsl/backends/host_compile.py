@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunedsl.backends.compile_ahead import announced_order
 from tunedsl.backends.compile_pool import start_drained_thread
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
@@ -96,6 +97,7 @@ class HostCompiler:
         self.compiles: dict[Config, int] = {}  # compiles per configuration
         self.events: list[tuple[str, Config, float]] = []  # (what, config, perf_counter)
         self.closed = False
+        self._cancelled = threading.Event()  # set by close: waiting compiles start none
         # Per configuration: _PENDING, None (compiled) or why it failed.
         self._state: dict[Config, object] = {}
         self._cond = threading.Condition()
@@ -113,16 +115,28 @@ class HostCompiler:
                 self._state[config] = _PENDING
         if new:
             self.events.extend(("submitted", c, time.perf_counter()) for c in new)
-            start_drained_thread(self._compile_all, new, name="tunedsl-host-compile")
+            # the processes serve submits in their order (the search's, as it announced)
+            priority = announced_order()
+            start_drained_thread(self._compile_all, new, priority, name="tunedsl-host-compile")
 
-    def _compile_all(self, configs: list[Config]) -> None:
-        from tunedsl.backends.compile_pool import CompileJob, compile_stream
+    def close(self) -> None:
+        """Start no further compile (what was announced ahead is not needed)."""
+        self.closed = True
+        self._cancelled.set()
+
+    def _compile_all(self, configs: list[Config], priority: float) -> None:
+        from tunedsl.backends.compile_pool import CompileCancelled, CompileJob, compile_stream
         from tunedsl.backends.inprocess import reason
         from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
 
         # The streams of later submits share the pool: size it for the whole request.
         compile_variant = variant_compiler(
-            self.kernel, len(configs), target=self.target, shared_by=len(self.variants)
+            self.kernel,
+            len(configs),
+            target=self.target,
+            shared_by=len(self.variants),
+            priority=priority,
+            cancelled=self._cancelled,
         )
         if self.target is None:  # the workers' first loads find the launcher built
             first = self.variants[configs[0]]
@@ -140,6 +154,8 @@ class HostCompiler:
         left = set(configs)
         try:
             for done, result in stream:
+                if isinstance(result, CompileCancelled):  # not compiled: stays in ``left``
+                    continue
                 left.discard(done.config)
                 with self._cond:
                     self.compiles[done.config] = self.compiles.get(done.config, 0) + 1

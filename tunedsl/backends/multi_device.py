@@ -467,7 +467,7 @@ class MultiDeviceMeasurer:
         settles on them)."""
         start = time.perf_counter()
         self.final = True
-        self.host.closed = True  # batches announced ahead are not needed: free the cores
+        self.host.close()  # batches announced ahead are not needed: free the cores
         self.final_from = len(self.trace)  # where the caller's race starts in ``trace``
         self.banked.clear()
         slot = self.slots[self.caller]
@@ -490,7 +490,7 @@ class MultiDeviceMeasurer:
             device_plan.observe(self.model, measure_s=busy / opened, configs=opened)
         self._closed = True
         if hasattr(self, "host"):
-            self.host.closed = True
+            self.host.close()
         for slot in self.slots:
             if slot.thread is not None and slot.thread is not threading.current_thread():
                 slot.thread.join()

@@ -33,7 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunedsl.backends import compat, compile_processes
-from tunedsl.backends.compile_pool import default_workers, job_timeout_s, start_drained_thread
+from tunedsl.backends.compile_pool import (
+    CompileCancelled,
+    default_workers,
+    job_timeout_s,
+    start_drained_thread,
+)
 from tunedsl.backends.triton_compile import (
     as_built,
     compile_source,
@@ -129,13 +134,17 @@ def variant_compiler(
     target: str | Any | None = None,
     workers: int | None = None,
     shared_by: int = 0,
+    priority: float = 0.0,
+    cancelled: threading.Event | None = None,
 ) -> VariantCompile:
     """``compile(args, kwargs, options)`` for the ``jobs`` variants of one stream on
     ``workers`` compile workers (default: the pool's; see the module docstring).
     ``shared_by``: the compiles the streams running beside this one may need at once (a
-    search's batches announced ahead), so the pool forked now serves them too. Call it
-    before the stream starts: it may fork the workers, which is safe only while no other
-    thread compiles."""
+    search's batches announced ahead), so the pool forked now serves them too; of the
+    streams waiting for a process, the lowest ``priority`` is served first. A compile still
+    waiting for a process when ``cancelled`` is set raises ``CompileCancelled`` and runs
+    nothing. Call it before the stream starts: it may fork the workers, which is safe only
+    while no other thread compiles."""
 
     def here(args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
         return compile_variant(kernel, args, kwargs, options, target=target)
@@ -175,7 +184,11 @@ def variant_compiler(
             return here(args, kwargs, options)
         try:
             job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
-            result = pool.run(build_in_worker, job, job_timeout_s())
+            result = pool.run(
+                build_in_worker, job, job_timeout_s(), priority=priority, cancelled=cancelled
+            )
+        except compile_processes.Cancelled as err:
+            raise CompileCancelled("the search ended before this configuration compiled") from err
         except compile_processes.WorkerCrashed as err:  # this configuration crashed it
             raise RuntimeError(f"{err} while compiling this configuration") from err
         except compile_processes.NoWorkerLeft:  # all killed or crashed: compile here

@@ -47,10 +47,11 @@ from tunedsl.model.config import Config
 Clock = Callable[[], float]
 
 #: Compile-ahead depth, in configurations a compile slot: while a batch is raced (and waits
-#: for its slowest compile), the next ones compile. One batch of 16 ahead left most of a
-#: 32-slot host idle; with two a slot, one GPU measured 1.27x the configurations of the
-#: 1,104-configuration matmul space in a 20 s budget (BENCHMARKS.md, "Several GPUs").
-AHEAD_PER_SLOT = 2
+#: for its slowest compile, which may take a minute where most take a second), the next
+#: ones compile. One batch of 16 ahead left most of a 32-slot host idle; the compile
+#: processes serve the batch being raced first (``backends/compile_ahead.py``), so a deep
+#: queue costs the current batch nothing (BENCHMARKS.md, "Several GPUs").
+AHEAD_PER_SLOT = 16
 #: ... and at most this many batches announced ahead (a budget may end the search first:
 #: what was announced and not started is cancelled).
 MAX_AHEAD_BATCHES = 64
@@ -210,7 +211,7 @@ class _Run:
         # several GPUs keeps its host compiling while a batch's race runs.
         pending: deque[tuple[list[Config], list[Config], bool]] = deque()
         ahead = max(1, int(getattr(self.measurer, "lookahead", 1)))
-        slots = int(getattr(self.measurer, "compile_workers", None) or 1)
+        slots = int(getattr(self.measurer, "compile_workers", None) or 0)  # 0: compiles none
         idle = 0
         while not self.in_reserve():
             if pending:

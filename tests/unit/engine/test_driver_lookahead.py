@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 
 from landscape import LandscapeMeasurer, SimClock
 
-from tunedsl.engine.driver import run_search
+from tunedsl.engine.driver import AHEAD_PER_SLOT, run_search
 from tunedsl.engine.seams import Prepared
 from tunedsl.engine.search import make_strategy
 from tunedsl.model.config import Config
@@ -26,6 +26,7 @@ class Logged(LandscapeMeasurer):
 
     def __init__(self, lookahead: int | None) -> None:
         super().__init__(clock=SimClock())
+        self.compile_workers = 0  # no compile slots to fill: the lookahead alone counts
         if lookahead is not None:
             self.lookahead = lookahead
         self.log: list[tuple[str, list[Config]]] = []
@@ -89,13 +90,15 @@ class Slotted(Logged):
 
 
 def test_enough_batches_ahead_to_keep_every_compile_slot_busy() -> None:
-    # Four compile slots and batches of two: while a batch waits on its slowest compile,
-    # two configurations a slot are announced (four batches), not the single default one.
-    m = Slotted(4)
+    # One compile slot and batches of two: while a batch waits on its slowest compile,
+    # AHEAD_PER_SLOT configurations a slot are announced, not the single default batch.
+    m = Slotted(1)
     out = run_search(ListSpace(CONFIGS), make_strategy("exhaustive", batch=2), m, clock=m.clock)
     assert out.exhausted
     assert [c for batch in m.prefetched for c in batch] == CONFIGS[2:]
-    assert ahead_at_each_prepare(m) == [4, 4, 3, 2, 1, 0]
+    depth = AHEAD_PER_SLOT // 2  # batches of two
+    assert depth > 1
+    assert ahead_at_each_prepare(m) == [min(depth, 5 - i) for i in range(6)]
 
 
 def test_an_adaptive_strategy_is_never_announced_ahead() -> None:
