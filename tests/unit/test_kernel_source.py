@@ -147,7 +147,7 @@ def labels_of(kernel: Any) -> dict[str, Any]:
     parts = ks._called_sources(fn, {id(fn)})
     return {
         "labels": [p for p in parts if not p.startswith("@")],  # sources start "@triton.jit"
-        "dtypes": ks._dtype_globals(fn, {id(fn)}),
+        "dtypes": ks._not_in_tritons_hash(fn, {id(fn)}),
         "hash": ks.interpreted_source_hash(kernel),
     }
 
@@ -216,3 +216,45 @@ def test_a_heuristic_that_is_no_plain_function_hashes_by_its_source_not_its_addr
     first, second, edited = importlib.import_module("ks_heuristics").hashes()
     assert first == second
     assert edited != first
+
+
+HELPER_DEFAULT = """\
+import triton
+import triton.language as tl
+
+WIDTH = {width}
+
+
+@triton.jit
+def check(block, WIDE: tl.constexpr = WIDTH):
+    tl.static_assert(block == WIDE)
+
+
+@triton.jit
+def kernel(x, BLOCK: tl.constexpr):
+    check(BLOCK)
+"""
+
+
+def test_a_called_functions_defaults_are_what_tritons_hash_leaves_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A called ``@triton.jit`` function's default (``WIDE: tl.constexpr = WIDTH``) is in
+    neither its source nor Triton's hash: it is among the values added to Triton's hash on a
+    GPU, and in the interpreter's hash, so another value is another kernel."""
+    from tunedsl.backends import kernel_source as ks
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    kernels = []
+    for width in (32, 64):
+        name = f"ks_helper_default_{width}"
+        (tmp_path / f"{name}.py").write_text(HELPER_DEFAULT.format(width=width), encoding="utf-8")
+        kernels.append(importlib.import_module(name).kernel)
+        monkeypatch.delitem(sys.modules, name)
+    fns = [ks.python_fn(k) for k in kernels]
+    assert [ks._not_in_tritons_hash(fn, {id(fn)}) for fn in fns] == [
+        ["check.WIDE=32"],
+        ["check.WIDE=64"],
+    ]
+    assert ks.interpreted_source_hash(kernels[0]) != ks.interpreted_source_hash(kernels[1])

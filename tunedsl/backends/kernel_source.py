@@ -1,6 +1,6 @@
-"""What a kernel's identity covers beyond its name: its source, the Triton functions it calls,
-the ``tl.constexpr`` and ``tl.dtype`` values they read, the functions its
-``@triton.heuristics`` compute parameters with, and its parameters' defaults.
+"""What a kernel's identity covers beyond its name: its source, the Triton functions it calls
+and their parameters' defaults, the ``tl.constexpr`` and ``tl.dtype`` values they read, the
+functions its ``@triton.heuristics`` compute parameters with, and its parameters' defaults.
 
 ``kernel_source_hash`` is the ``source_hash`` of ``backends/triton.KernelInfo``: one edited
 part is another kernel, so a stored decision for the old one is never reused for it.
@@ -16,7 +16,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from tunedsl.backends import compat
-from tunedsl.model.keys import canonical_json, is_triton_constexpr, is_triton_dtype, readable_value
+from tunedsl.model.keys import (
+    canonical_json,
+    is_triton_constexpr,
+    is_triton_dtype,
+    readable_constexpr,
+    readable_value,
+)
 
 
 def kernel_source_hash(
@@ -27,11 +33,12 @@ def kernel_source_hash(
     cache_key = compat.jit_source_hash(kernel)
     if cache_key is not None:
         # Triton's hash covers the source, every called @jit function and the tl.constexpr
-        # globals; the tl.dtype globals they read are added (a changed one is another kernel).
-        dtypes = _dtype_globals(fn, {id(fn)})
+        # globals; the tl.dtype globals they read and the called functions' parameter
+        # defaults are added (a changed one is another kernel).
+        unhashed = _not_in_tritons_hash(fn, {id(fn)})
         source_hash = cache_key
-        if dtypes:
-            source_hash = hashlib.sha256("\0".join([cache_key, *dtypes]).encode()).hexdigest()
+        if unhashed:
+            source_hash = hashlib.sha256("\0".join([cache_key, *unhashed]).encode()).hexdigest()
     else:
         source_hash = interpreted_source_hash(kernel)
     if defaults:  # fixed when the kernel is declared, not in its source: another kernel
@@ -125,18 +132,35 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     reads = _globals_read(fn)
     out = list(reads.values)
     for inner in _called(reads.found, seen):
-        out += [_source(inner), *_called_sources(inner, seen)]
+        out += [_source(inner), *_defaults(inner), *_called_sources(inner, seen)]
     return out
 
 
-def _dtype_globals(fn: Any, seen: set[int]) -> list[str]:
-    """The ``tl.dtype`` globals ``fn`` and the Triton functions it calls read, as
-    ``name=value``: Triton's own hash leaves them out (it checks them within a process)."""
+def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
+    """What Triton's own hash leaves out, as ``name=value``: the ``tl.dtype`` globals ``fn``
+    and the Triton functions it calls read (Triton checks them within a process), and the
+    called functions' parameter defaults."""
     names, found, _ = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
     for inner in _called(found, seen):
-        out += _dtype_globals(inner, seen)
+        out += [*_defaults(inner), *_not_in_tritons_hash(inner, seen)]
     return out
+
+
+def _defaults(fn: Any) -> list[str]:
+    """``function.parameter=value`` for each parameter default of a called Triton function:
+    fixed when the function is declared (``S: tl.constexpr = FACTOR``), so in neither its
+    source nor Triton's hash, and compiled into every kernel that calls it without that
+    argument."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [
+        f"{fn.__qualname__}.{p.name}={canonical_json(readable_constexpr(p.default))}"
+        for p in params
+        if p.default is not inspect.Parameter.empty
+    ]
 
 
 def _attribute(module: types.ModuleType, name: str) -> Any:

@@ -1,0 +1,29 @@
+"""Kernels of test_ported_autotuners_seventh.py (imported by its DSL scripts)."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add(a, b, out, n, TILE: tl.constexpr):
+    """out = a + b; called with ``out`` as ``a`` too (an in-place add, as Inductor reinplaces)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(out + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def fill_i(x, i: tl.int32, n, TILE: tl.constexpr):
+    """x[:] = i, with ``i`` annotated ``tl.int32`` (Triton still specializes it: 1, %16)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(x + offs, tl.zeros([TILE], dtype=tl.int32) + i, mask=offs < n)
+
+
+@triton.jit
+def add_2d(a, b, out, rows, cols, BX: tl.constexpr, BY: tl.constexpr):
+    """out = a + b over a (rows, cols) grid of (BX, BY) tiles."""
+    r = tl.program_id(0) * BX + tl.arange(0, BX)[:, None]
+    c = tl.program_id(1) * BY + tl.arange(0, BY)[None, :]
+    mask = (r < rows) & (c < cols)
+    offs = r * cols + c
+    tl.store(out + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
