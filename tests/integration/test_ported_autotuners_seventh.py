@@ -1,7 +1,8 @@
 """A seventh batch of other autotuners' test suites, ported to tunedsl: Triton's
 test_cache.py cases the earlier batches leave out (a called helper's parameter default fixed
 from a module global, a local that shadows a global, a builtin, a module and a called
-function read by the kernel, and an int parameter annotated ``tl.int32``), and Inductor's
+function read by the kernel, and an int parameter annotated ``tl.int32``), test_launch.py's
+``extern_libs`` launch option, and Inductor's
 user-kernel tests of autotuned kernels chained inside ``torch.compile`` (one writing into
 the tensor it reads: test_triton_kernel_reinplace_inplaceable_pass,
 test_triton_kernel_dependancies) and of a two-dimensional autotuned grid on inputs that
@@ -102,6 +103,13 @@ def scaled(dst, src):
 def filled(x, i):
     return autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile),
         fill_i(x, i, x.numel(), TILE=$tile))
+
+
+def add_with_libs(x, y, libs):
+    out = torch.empty_like(x)
+    res = autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile),
+        add(x, y, out, x.numel(), TILE=$tile, extern_libs=libs))
+    return out, res
 
 
 def add_into(a, b, out):
@@ -217,6 +225,27 @@ def test_an_int_annotated_int32_is_keyed_by_tritons_specialization(tmp_path: Pat
         assert torch.equal(x, torch.full_like(x, i))
     assert sources == ["tuned", "tuned", "tuned", "memory"]
     assert len(record_files()) == 3
+
+
+def test_extern_libs_passed_in_the_launch_are_keyed_by_their_value(tmp_path: Path) -> None:
+    """Triton test_launch_with_options with ``extern_libs`` (a dict option: another value
+    compiles another kernel): each dict given in the launch is a decision of its own, an
+    equal one is the same decision (``memory``), and a dict the caller changes in place
+    after a call is keyed by its new value, not by the object."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_launch.py::test_launch_with_options
+    add_with_libs = load(tmp_path / "ported_seventh.py")["add_with_libs"]
+    x, y = torch.rand(100), torch.rand(100)
+    libs: dict[str, str] = {}
+    calls = [{}, {}, {"libdevice": "/a/libdevice.10.bc"}, {"libdevice": "/b/libdevice.10.bc"}]
+    sources = []
+    for given in [*calls, libs]:
+        out, res = add_with_libs(x, y, given)
+        sources.append(res.source)
+        torch.testing.assert_close(out, x + y)
+    libs["libdevice"] = "/c/libdevice.10.bc"
+    out, res = add_with_libs(x, y, libs)
+    assert [*sources, res.source] == ["tuned", "memory", "tuned", "tuned", "memory", "tuned"]
+    assert res.key["args"]["extern_libs"] == {"constexpr": {"libdevice": "/c/libdevice.10.bc"}}
 
 
 # --- Inductor test_triton_kernels: autotuned kernels chained inside torch.compile ----------
