@@ -35,3 +35,13 @@ def add_to(out, a, b, n, TILE: tl.constexpr):
     offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
     mask = offs < n
     tl.store(out + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def double_strided(src, dst, src_row_stride, dst_row_stride, XB: tl.constexpr, YB: tl.constexpr):
+    """Inductor's double_strided_kernel: dst = 2 * src over rows of a given stride (a slice of a
+    wider tensor, at an offset)."""
+    cols = tl.program_id(0) * XB + tl.arange(0, XB)
+    rows = tl.program_id(1) * YB + tl.arange(0, YB)
+    values = tl.load(src + rows[:, None] * src_row_stride + cols[None, :])
+    tl.store(dst + rows[:, None] * dst_row_stride + cols[None, :], values * 2.0)

@@ -2,14 +2,16 @@
 test_cache.py cases the earlier batches leave out (a called helper's parameter default fixed
 from a module global, a local that shadows a global, a builtin, a module and a called
 function read by the kernel, and an int parameter annotated ``tl.int32``), test_launch.py's
-``extern_libs`` launch option, and Inductor's
-user-kernel tests of autotuned kernels chained inside ``torch.compile`` (one writing into
-the tensor it reads: test_triton_kernel_reinplace_inplaceable_pass,
-test_triton_kernel_dependancies) and of a two-dimensional autotuned grid on inputs that
-require grad, with static and dynamic shapes (test_triton_kernel_2d_autotune).
+``extern_libs`` launch option, and Inductor's user-kernel tests of autotuned kernels inside
+``torch.compile``: chained, one writing into the tensor it reads
+(test_triton_kernel_reinplace_inplaceable_pass, test_triton_kernel_dependancies), a strided
+slice at an offset and a view of one (test_triton_kernel_strided_input_nonzero_offset,
+test_triton_kernel_slice_and_view_input), outputs feeding the next launch
+(test_triton_kernel_inputs_buffer_reuse) and a two-dimensional grid on inputs that require
+grad, with static and dynamic shapes (test_triton_kernel_2d_autotune).
 
 Found and fixed: a ``@triton.jit`` helper's parameter default read from a module global
-(``S: tl.constexpr = FACTOR``) was in no part of the kernel's identity (neither in its source
+(``S: tl.constexpr = FACTOR``) was no part of the kernel's identity (neither in its source
 nor in Triton's hash), so a new value in a later process was served the decision stored for
 the old one (test_a_called_helpers_default_changed_is_tuned_again_in_a_new_process).
 
@@ -62,7 +64,7 @@ import torch
 import triton
 import triton.language as tl
 from tunedsl import autotune, cdiv
-from ported_kernels_seventh import add, add_2d, add_to, fill_i
+from ported_kernels_seventh import add, add_2d, add_to, double_strided, fill_i
 
 
 @triton.jit
@@ -130,6 +132,34 @@ def add_in_place_then_copy(x, y):
     copied = torch.zeros_like(out)
     add_into(out, x, copied)
     return copied + 1
+
+
+def doubled(src, out):
+    rows, cols = src.shape[0], src.numel() // src.shape[0]
+    autotune(space=dict(xb=[16, 32], yb=[8, 16]), blocks=(cols // $xb, rows // $yb),
+        double_strided(src, out, src.stride(0), out.stride(0), XB=$xb, YB=$yb))
+
+
+def right_half_doubled(inp):
+    left, right = torch.split(inp, [inp.shape[1] // 2, inp.shape[1] // 2], dim=1)
+    out = torch.empty_like(right)
+    doubled(right, out)
+    return out
+
+
+def left_half_viewed_tripled(inp):
+    left = inp[:, : inp.shape[1] // 2].view(inp.shape[0], 2, inp.shape[1] // 4)
+    out = torch.empty_like(left)
+    doubled(left, out)
+    return out + left
+
+
+def doubled_four_times(x):
+    for _ in range(4):
+        y = torch.empty_like(x)
+        add_into(x, x, y)
+        x = y
+    return x
 
 
 def add2d(x, y, out):
@@ -317,6 +347,51 @@ def test_an_output_cloned_from_an_input_inside_torch_compile(
             for fn in (eager, compiled):
                 x, y = torch.rand(37), torch.rand(37)
                 torch.testing.assert_close(fn(x, y), expected(x, y))
+    finally:
+        torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("function", ["right_half_doubled", "left_half_viewed_tripled"])
+def test_a_strided_slice_at_an_offset_inside_torch_compile(
+    tmp_path: Path, function: str, dynamic: bool
+) -> None:
+    """Inductor test_triton_kernel_strided_input_nonzero_offset and
+    test_triton_kernel_slice_and_view_input: an autotuned kernel given a slice of a wider
+    tensor (its row stride twice its width, at a storage offset for the right half; the
+    left half viewed as 3-D) with its row stride, under Inductor with static and dynamic
+    shapes: each shape's output is the slice doubled (plus the slice, for the view),
+    as in eager mode."""
+    # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_strided_input_nonzero_offset
+    # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_slice_and_view_input
+    torch._dynamo.reset()
+    try:
+        eager = load(tmp_path / "ported_seventh.py")[function]
+        compiled = torch.compile(eager, fullgraph=True, backend="inductor", dynamic=dynamic)
+        for rows, cols in [(32, 128), (16, 64)]:
+            inp = torch.randn(rows, cols)
+            if function == "right_half_doubled":
+                expected = 2 * inp[:, cols // 2 :]
+            else:
+                expected = 3 * inp[:, : cols // 2].reshape(rows, 2, cols // 4)
+            torch.testing.assert_close(eager(inp), expected)
+            torch.testing.assert_close(compiled(inp), expected)
+    finally:
+        torch._dynamo.reset()
+
+
+def test_each_output_feeding_the_next_launch_inside_torch_compile(tmp_path: Path) -> None:
+    """Inductor test_triton_kernel_inputs_buffer_reuse: four launches of an autotuned add in a
+    loop, each output the next one's input (buffers Inductor may reuse): ``16 * x``, on the
+    call that tunes and on later ones."""
+    # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_inputs_buffer_reuse
+    torch._dynamo.reset()
+    try:
+        module = load(tmp_path / "ported_seventh.py")
+        fn = torch.compile(module["doubled_four_times"], fullgraph=True, backend="inductor")
+        for n in (64, 64):
+            x = torch.rand(n)
+            torch.testing.assert_close(fn(x), 16 * x)
     finally:
         torch._dynamo.reset()
 
