@@ -11,9 +11,11 @@ test_triton_kernel_slice_and_view_input), outputs feeding the next launch
 grad, with static and dynamic shapes (test_triton_kernel_2d_autotune).
 
 Found and fixed: a ``@triton.jit`` helper's parameter default read from a module global
-(``S: tl.constexpr = FACTOR``) was no part of the kernel's identity (neither in its source
-nor in Triton's hash), so a new value in a later process was served the decision stored for
-the old one (test_a_called_helpers_default_changed_is_tuned_again_in_a_new_process).
+(``S: tl.constexpr = FACTOR``), and a plain value a ``@triton.heuristics`` function reads from
+its globals or closure (``lambda args: WIDTH``), were no part of the kernel's identity
+(neither in its source nor in Triton's hash), so a new value in a later process was served
+the decision stored for the old one, whose choice may no longer compile
+(test_a_called_helpers_default_changed_is_tuned_again_in_a_new_process).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``,
@@ -79,6 +81,14 @@ def copy_checked(dst, src, N, BLOCK: tl.constexpr):
     tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
 
 
+@triton.heuristics({"WIDE": lambda args: WIDTH})
+@triton.jit
+def copy_heuristic_checked(dst, src, N, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    tl.static_assert(BLOCK == WIDE)  # the heuristic reads WIDTH: only BLOCK == WIDTH compiles
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
+
+
 @triton.jit
 def scale_by(x, S: tl.constexpr = FACTOR):
     return x * S
@@ -95,6 +105,11 @@ def scaled_copy(dst, src, N, BLOCK: tl.constexpr):
 def checked(dst, src):
     return autotune(space=dict(block=[32, 64]), blocks=cdiv(src.numel(), $block),
         copy_checked(dst, src, src.numel(), BLOCK=$block))
+
+
+def heuristic_checked(dst, src):
+    return autotune(space=dict(block=[32, 64]), blocks=cdiv(src.numel(), $block),
+        copy_heuristic_checked(dst, src, src.numel(), BLOCK=$block))
 
 
 def scaled(dst, src):
@@ -185,24 +200,30 @@ def load(path: Path, head: str = HEAD) -> dict[str, Any]:
 # --- Triton test_cache: what is part of the kernel, and what is not -------------------------
 
 
-def test_a_called_helpers_default_changed_is_tuned_again_in_a_new_process(tmp_path: Path) -> None:
-    """Triton test_kernel_default_arg, for a ``@triton.jit`` helper the kernel calls: the
-    helper's ``WIDE: tl.constexpr = WIDTH`` is fixed when the helper is declared, in neither
-    its source nor Triton's hash, and compiled into the kernel that calls it without the
-    argument. A decision stored under ``WIDTH = 32`` (only BLOCK=32 compiles there) is
-    served while nothing changed (``disk``), and not once the module declares 64: the key
-    is tuned again and BLOCK=64, the only configuration that compiles, is launched."""
+@pytest.mark.parametrize("site", ["checked", "heuristic_checked"])
+def test_a_called_helpers_default_changed_is_tuned_again_in_a_new_process(
+    tmp_path: Path, site: str
+) -> None:
+    """Triton test_kernel_default_arg and test_kernel_global_var_change, for what the kernel
+    depends on outside its source: a ``@triton.jit`` helper's ``WIDE: tl.constexpr = WIDTH``
+    (fixed when the helper is declared, in neither its source nor Triton's hash, compiled
+    into the kernel that calls it without the argument), and a ``@triton.heuristics``
+    function ``lambda args: WIDTH`` (it computes ``WIDE`` from the global). A decision stored
+    under ``WIDTH = 32`` (only BLOCK=32 compiles there) is served while nothing changed
+    (``disk``), and not once the module declares 64: the key is tuned again and BLOCK=64,
+    the only configuration that compiles, is launched."""
     # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_kernel_default_arg
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_kernel_global_var_change
     # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_nested1_change
     path = tmp_path / "ported_seventh.py"
     src, dst = torch.randn(300), torch.zeros(300)
-    first = load(path)["checked"](dst, src)
+    first = load(path)[site](dst, src)
     assert first.source == "tuned" and first.config.block == 32 and torch.equal(dst, src)
     new_process()
-    assert load(path)["checked"](dst, src).source == "disk"
+    assert load(path)[site](dst, src).source == "disk"
     new_process()
     dst.zero_()
-    changed = load(path, HEAD.replace("WIDTH = 32", "WIDTH = 64"))["checked"](dst, src)
+    changed = load(path, HEAD.replace("WIDTH = 32", "WIDTH = 64"))[site](dst, src)
     assert changed.source == "tuned" and changed.config.block == 64
     assert changed.digest != first.digest and torch.equal(dst, src)
     assert len(record_files()) == 2

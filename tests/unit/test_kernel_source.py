@@ -258,3 +258,40 @@ def test_a_called_functions_defaults_are_what_tritons_hash_leaves_out(
         ["check.WIDE=64"],
     ]
     assert ks.interpreted_source_hash(kernels[0]) != ks.interpreted_source_hash(kernels[1])
+
+
+HEURISTIC_CLOSURES = """\
+import triton
+import triton.language as tl
+
+SETTINGS = {"cap": 64}  # not a plain value: its identity is its address
+
+
+def kernel(width):
+    @triton.heuristics({"WIDE": lambda args: width, "CAP": lambda args: SETTINGS["cap"]})
+    @triton.jit
+    def k(x, n, WIDE: tl.constexpr, CAP: tl.constexpr):
+        offs = tl.arange(0, WIDE)
+        tl.store(x + offs, 1.0, mask=offs < n)
+
+    return k
+
+
+def hashes():
+    from tunedsl.backends import triton as bt
+
+    return [bt.kernel_info(kernel(w)).source_hash for w in (32, 32, 64)]
+"""
+
+
+def test_a_heuristics_plain_closure_value_is_part_of_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heuristic's closure value (``lambda args: width``) is hashed like a global it reads:
+    the same width is the same kernel, another width another; a dict it reads is left out (its
+    printed form would not be the same in another process)."""
+    (tmp_path / "ks_heuristic_closures.py").write_text(HEURISTIC_CLOSURES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first, same, other = importlib.import_module("ks_heuristic_closures").hashes()
+    assert first == same
+    assert other != first

@@ -1,6 +1,7 @@
 """What a kernel's identity covers beyond its name: its source, the Triton functions it calls
 and their parameters' defaults, the ``tl.constexpr`` and ``tl.dtype`` values they read, the
-functions its ``@triton.heuristics`` compute parameters with, and its parameters' defaults.
+functions its ``@triton.heuristics`` compute parameters with (and the plain values they read),
+and its parameters' defaults.
 
 ``kernel_source_hash`` is the ``source_hash`` of ``backends/triton.KernelInfo``: one edited
 part is another kernel, so a stored decision for the old one is never reused for it.
@@ -187,17 +188,49 @@ def _heuristic_sources(kernel: Any) -> list[str]:
     """``name=source`` of each function a ``@triton.heuristics`` wrapper computes a parameter
     with (its ``values``): one defined apart from the decorator (``{"EVEN": even_n}``) is
     not in the kernel's source, and an edited one launches another kernel for the same
-    configuration."""
+    configuration; with the plain values each reads from its globals or closure."""
     out: list[str] = []
     wrapper = kernel
     for _ in range(8):  # the wrappers python_fn unwraps
         values = getattr(wrapper, "values", None)
         if type(wrapper).__name__ == "Heuristics" and isinstance(values, dict):
-            out += [f"{n}={_stable_source(values[n])}" for n in sorted(values, key=str)]
+            for n in sorted(values, key=str):
+                out += [f"{n}={_stable_source(values[n])}", *_plain_values_read(values[n])]
         wrapper = getattr(wrapper, "fn", None)
         if wrapper is None:
             break
     return out
+
+
+def _plain_values_read(f: Any) -> list[str]:
+    """``name=value`` of the plain values (numbers, strings, ``tl.constexpr``, ``tl.dtype``
+    and tuples of them) a heuristic function reads from its module's globals or its closure
+    (``lambda args: WIDTH``): another value computes another parameter, so another kernel."""
+    code = getattr(f, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return []
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    scope = getattr(f, "__globals__", {})
+    read = [(n, scope[n]) for n in sorted(names) if n in scope]
+    for n, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or (), strict=False):
+        try:
+            read.append((n, cell.cell_contents))
+        except ValueError:  # a cell not yet filled
+            continue
+    return [f"{n}={canonical_json(readable_constexpr(v))}" for n, v in read if _plain(v)]
+
+
+def _plain(value: Any) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, tuple):
+        return all(_plain(v) for v in value)
+    return is_triton_constexpr(value) or is_triton_dtype(value)
 
 
 def _stable_source(f: Any) -> str:
