@@ -295,3 +295,21 @@ def test_a_heuristics_plain_closure_value_is_part_of_the_kernel(
     first, same, other = importlib.import_module("ks_heuristic_closures").hashes()
     assert first == same
     assert other != first
+
+
+def test_a_heuristic_partials_bound_values_are_part_of_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``functools.partial(even, m=2)`` given to ``@triton.heuristics`` computes another
+    parameter with ``m=4``: the bound values are hashed with the function's source."""
+    (tmp_path / "ks_heuristic_partials.py").write_text(
+        HEURISTIC_KERNELS
+        + "\n\ndef partial_hashes():\n"
+        + "    from tunedsl.backends import triton as bt\n\n"
+        + "    made = [kernel({'EVEN': functools.partial(even, m=m), 'CAP': Cap()}) for m in (2, 2, 4)]\n"
+        + "    return [bt.kernel_info(k).source_hash for k in made]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first, same, other = importlib.import_module("ks_heuristic_partials").partial_hashes()
+    assert first == same
+    assert other != first

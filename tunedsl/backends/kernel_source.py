@@ -205,7 +205,14 @@ def _heuristic_sources(kernel: Any) -> list[str]:
 def _plain_values_read(f: Any) -> list[str]:
     """``name=value`` of the plain values (numbers, strings, ``tl.constexpr``, ``tl.dtype``
     and tuples of them) a heuristic function reads from its module's globals or its closure
-    (``lambda args: WIDTH``): another value computes another parameter, so another kernel."""
+    (``lambda args: WIDTH``), or a ``functools.partial`` binds: another value computes another
+    parameter, so another kernel."""
+    inner = getattr(f, "func", None)
+    if not inspect.isfunction(f) and inspect.isfunction(inner):  # functools.partial
+        keywords = getattr(f, "keywords", None) or {}
+        bound = [*enumerate(getattr(f, "args", ())), *sorted(keywords.items())]
+        plain = [f"{k}={canonical_json(readable_constexpr(v))}" for k, v in bound if _plain(v)]
+        return plain + _plain_values_read(inner)
     code = getattr(f, "__code__", None)
     if not isinstance(code, types.CodeType):
         return []
