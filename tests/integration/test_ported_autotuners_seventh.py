@@ -41,8 +41,9 @@ lost without an error, where eager mode and ``aot_eager`` give ``x + y``; with
 ``dynamic=None``), Inductor fails to compile such a site, and one given a clone that it
 reads and writes, with an ``AssertionError`` from ``replace_by_example``. A plain custom
 operator with two mutable tensor arguments shows both, without tunedsl; declaring the input
-read-only avoids the first, not the second. A fresh buffer (``torch.empty_like``) or
-``aot_eager`` compile and run right.
+read-only avoids the first, not the second. A fresh buffer (``torch.empty_like``),
+``aot_eager``, or the function wrapped in ``tunedsl.torch_op``
+(test_an_output_cloned_from_an_input_inside_a_torch_op_under_inductor) compile and run right.
 test_an_output_cloned_from_an_input_inside_torch_compile pins them (``xfail``, strict: it
 passes once Inductor no longer fails).
 """
@@ -368,6 +369,44 @@ def test_an_output_cloned_from_an_input_inside_torch_compile(
             for fn in (eager, compiled):
                 x, y = torch.rand(37), torch.rand(37)
                 torch.testing.assert_close(fn(x, y), expected(x, y))
+    finally:
+        torch._dynamo.reset()
+
+
+TORCH_OP_SCRIPT = """\
+import torch
+import tunedsl
+from tunedsl import autotune, cdiv
+from ported_kernels_seventh import add_to
+
+
+@tunedsl.torch_op("ported_seventh::add_into_a_clone", fake=lambda x, y: torch.empty_like(x))
+def add_into_a_clone(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile),
+        add_to(out, x, y, x.numel(), TILE=$tile))
+    return out
+"""
+
+
+def test_an_output_cloned_from_an_input_inside_a_torch_op_under_inductor(tmp_path: Path) -> None:
+    """The workaround the known limit above names: the same clone inside a function wrapped
+    in ``tunedsl.torch_op`` (an operator whose body runs eagerly, its output a new tensor)
+    gives ``x + y`` under Inductor with static and dynamic shapes."""
+    # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_reinplace_inplaceable_pass
+    path = tmp_path / "ported_seventh_op.py"
+    path.write_text(TORCH_OP_SCRIPT, encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "ported_seventh_op", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+    torch._dynamo.reset()
+    try:
+        for dynamic in (False, True):
+            fn = torch.compile(
+                namespace["add_into_a_clone"], fullgraph=True, backend="inductor", dynamic=dynamic
+            )
+            for n in (37, 64):
+                x, y = torch.rand(n), torch.rand(n)
+                torch.testing.assert_close(fn(x, y), x + y)
     finally:
         torch._dynamo.reset()
 
