@@ -2,7 +2,8 @@
 test_cache.py cases the earlier batches leave out (a called helper's parameter default fixed
 from a module global, a local that shadows a global, a builtin, a module and a called
 function read by the kernel, and an int parameter annotated ``tl.int32``), test_launch.py's
-``extern_libs`` launch option, and Inductor's user-kernel tests of autotuned kernels inside
+``extern_libs`` launch option, test_cache_determinism.py (one identity under every hash
+seed), and Inductor's user-kernel tests of autotuned kernels inside
 ``torch.compile``: chained, one writing into the tensor it reads
 (test_triton_kernel_reinplace_inplaceable_pass, test_triton_kernel_dependancies), a strided
 slice at an offset and a view of one (test_triton_kernel_strided_input_nonzero_offset,
@@ -50,6 +51,9 @@ passes once Inductor no longer fails).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -298,6 +302,65 @@ def test_extern_libs_passed_in_the_launch_are_keyed_by_their_value(tmp_path: Pat
     out, res = add_with_libs(x, y, libs)
     assert [*sources, res.source] == ["tuned", "memory", "tuned", "tuned", "memory", "tuned"]
     assert res.key["args"]["extern_libs"] == {"constexpr": {"libdevice": "/c/libdevice.10.bc"}}
+
+
+DETERMINISM = """\
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch
+
+WIDTHS = (32, 64)
+NAMES = frozenset({"a", "b", "c"})  # not a plain value: left out of the kernel's identity
+
+
+@triton.jit
+def first(x, S: tl.constexpr = 2.0):
+    return x * S
+
+
+@triton.jit
+def second(x, T: tl.constexpr = tl.constexpr(1.0)):
+    return x + T
+
+
+@triton.heuristics({"WIDE": lambda args: WIDTHS[-1], "ANY": lambda args: len(NAMES)})
+@triton.jit
+def both(src, dst, n, BLOCK: tl.constexpr, WIDE: tl.constexpr, ANY: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, second(first(tl.load(src + offs, mask=offs < n))), mask=offs < n)
+
+
+x, d = torch.randn(300), torch.empty(300)
+res = autotune_launch(both, space={"block": [32, 64]}, grid=lambda c: (triton.cdiv(300, c.block),),
+    args=(x, d, 300), kwargs=lambda c: {"BLOCK": c.block})
+assert torch.allclose(d, x * 2 + 1)
+print(res.source)
+"""
+
+
+def test_the_kernels_identity_is_the_same_under_every_hash_seed(tmp_path: Path) -> None:
+    """Triton test_cache_key_deterministic_across_process_global_identities: a kernel that
+    calls two helpers with defaults, through ``@triton.heuristics`` reading a tuple and a
+    frozenset global, has one identity in processes of different hash seeds (the order of a
+    set, and of the functions' hashing, follows it): the second process reads the first's
+    record (``disk``), and so does a third."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache_determinism.py::test_cache_key_deterministic_across_process_global_identities
+    script = tmp_path / "determinism.py"
+    script.write_text(DETERMINISM, encoding="utf-8")
+    sources = []
+    for seed in ("1", "2", "3"):
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONDONTWRITEBYTECODE": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        sources.append(done.stdout.split()[-1])
+    assert sources == ["tuned", "disk", "disk"]
 
 
 # --- Inductor test_triton_kernels: autotuned kernels chained inside torch.compile ----------
