@@ -45,3 +45,17 @@ def double_strided(src, dst, src_row_stride, dst_row_stride, XB: tl.constexpr, Y
     rows = tl.program_id(1) * YB + tl.arange(0, YB)
     values = tl.load(src + rows[:, None] * src_row_stride + cols[None, :])
     tl.store(dst + rows[:, None] * dst_row_stride + cols[None, :], values * 2.0)
+
+
+@triton.jit(do_not_specialize=["i"])
+def fill_i_nospec(x, i, n, TILE: tl.constexpr):
+    """fill_i, with ``i`` left unspecialized by Triton (one binary for all its values)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(x + offs, tl.zeros([TILE], dtype=tl.int32) + i, mask=offs < n)
+
+
+@triton.jit(do_not_specialize_on_alignment=["i"])
+def fill_i_nospec_on_alignment(x, i, n, TILE: tl.constexpr):
+    """fill_i, with ``i`` specialized for 1 only (not for divisibility by 16)."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(x + offs, tl.zeros([TILE], dtype=tl.int32) + i, mask=offs < n)

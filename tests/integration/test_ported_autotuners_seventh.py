@@ -1,9 +1,9 @@
 """A seventh batch of other autotuners' test suites, ported to tunedsl: Triton's
 test_cache.py cases the earlier batches leave out (a called helper's parameter default fixed
 from a module global, a local that shadows a global, a builtin, a module and a called
-function read by the kernel, and an int parameter annotated ``tl.int32``), test_launch.py's
-``extern_libs`` launch option, test_cache_determinism.py (one identity under every hash
-seed), and Inductor's user-kernel tests of autotuned kernels inside
+function read by the kernel, an int parameter annotated ``tl.int32`` or left unspecialized),
+test_launch.py's ``extern_libs`` launch option, test_cache_determinism.py (one identity
+under every hash seed), and Inductor's user-kernel tests of autotuned kernels inside
 ``torch.compile``: chained, one writing into the tensor it reads
 (test_triton_kernel_reinplace_inplaceable_pass, test_triton_kernel_dependancies), a strided
 slice at an offset and a view of one (test_triton_kernel_strided_input_nonzero_offset,
@@ -71,7 +71,15 @@ import torch
 import triton
 import triton.language as tl
 from tunedsl import autotune, cdiv
-from ported_kernels_seventh import add, add_2d, add_to, double_strided, fill_i
+from ported_kernels_seventh import (
+    add,
+    add_2d,
+    add_to,
+    double_strided,
+    fill_i,
+    fill_i_nospec,
+    fill_i_nospec_on_alignment,
+)
 
 
 @triton.jit
@@ -122,9 +130,9 @@ def scaled(dst, src):
         scaled_copy(dst, src, src.numel(), BLOCK=$block))
 
 
-def filled(x, i):
+def filled(x, i, kernel=fill_i):
     return autotune(space=dict(tile=[32, 64]), blocks=cdiv(x.numel(), $tile),
-        fill_i(x, i, x.numel(), TILE=$tile))
+        kernel(x, i, x.numel(), TILE=$tile))
 
 
 def add_with_libs(x, y, libs):
@@ -267,17 +275,22 @@ def test_a_shadowed_global_a_builtin_and_a_module_are_no_part_of_the_kernel(
         torch.testing.assert_close(dst, expected)
 
 
-def test_an_int_annotated_int32_is_keyed_by_tritons_specialization(tmp_path: Path) -> None:
-    """Triton test_annotation: ``i: tl.int32`` fixes the parameter's type, not its
-    specialization: 1, 8, 16 and 17 compile three kernels (1; divisible by 16; neither).
-    Here each is a decision of its own but 17, which shares 8's (``memory``), and every call
-    stores its own value."""
+@pytest.mark.parametrize("kernel", ["fill_i", "fill_i_nospec", "fill_i_nospec_on_alignment"])
+def test_an_int_annotated_or_unspecialized_is_keyed_by_tritons_classes(
+    tmp_path: Path, kernel: str
+) -> None:
+    """Triton test_annotation (``i: tl.int32`` fixes the type, not the specialization: 1, 8,
+    16 and 17 compile three kernels) and test_specialize's ``do_not_specialize`` and
+    ``do_not_specialize_on_alignment`` (Triton compiles one or two): tunedsl keys the int by
+    the classes either way (docs/runtime.md, the safe side), so each kernel tunes 1, 8 and 16
+    and 17 shares 8's decision (``memory``); every call stores its own value."""
     # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_annotation
-    filled = load(tmp_path / "ported_seventh.py")["filled"]
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_specialize
+    module = load(tmp_path / "ported_seventh.py")
     sources = []
     for i in (1, 8, 16, 17):
         x = torch.zeros(100, dtype=torch.int32)
-        sources.append(filled(x, i).source)
+        sources.append(module["filled"](x, i, module[kernel]).source)
         assert torch.equal(x, torch.full_like(x, i))
     assert sources == ["tuned", "tuned", "tuned", "memory"]
     assert len(record_files()) == 3
