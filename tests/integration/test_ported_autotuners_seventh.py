@@ -324,7 +324,7 @@ import triton.language as tl
 from tunedsl import autotune_launch
 
 WIDTHS = (32, 64)
-NAMES = frozenset({"a", "b", "c"})  # not a plain value: left out of the kernel's identity
+NAMES = frozenset({"a", "b", "c"})  # its order follows the hash seed; its identity does not
 
 
 @triton.jit

@@ -264,11 +264,15 @@ HEURISTIC_CLOSURES = """\
 import triton
 import triton.language as tl
 
-SETTINGS = {"cap": 64}  # not a plain value: its identity is its address
+class Settings:
+    cap = 64
+
+
+SETTINGS = Settings()  # not a plain value: printed by its address
 
 
 def kernel(width):
-    @triton.heuristics({"WIDE": lambda args: width, "CAP": lambda args: SETTINGS["cap"]})
+    @triton.heuristics({"WIDE": lambda args: width, "CAP": lambda args: SETTINGS.cap})
     @triton.jit
     def k(x, n, WIDE: tl.constexpr, CAP: tl.constexpr):
         offs = tl.arange(0, WIDE)
@@ -288,8 +292,8 @@ def test_a_heuristics_plain_closure_value_is_part_of_the_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A heuristic's closure value (``lambda args: width``) is hashed like a global it reads:
-    the same width is the same kernel, another width another; a dict it reads is left out (its
-    printed form would not be the same in another process)."""
+    the same width is the same kernel, another width another; an object it reads is left out
+    (printed by its address, it would make every process another kernel)."""
     (tmp_path / "ks_heuristic_closures.py").write_text(HEURISTIC_CLOSURES)
     monkeypatch.syspath_prepend(str(tmp_path))
     first, same, other = importlib.import_module("ks_heuristic_closures").hashes()

@@ -204,7 +204,7 @@ def _heuristic_sources(kernel: Any) -> list[str]:
 
 def _plain_values_read(f: Any) -> list[str]:
     """``name=value`` of the plain values (numbers, strings, ``tl.constexpr``, ``tl.dtype``
-    and tuples of them) a heuristic function reads from its module's globals or its closure
+    and tuples, lists, sets and dicts of them) a heuristic function reads from its module's globals or its closure
     (``lambda args: WIDTH``), or a ``functools.partial`` binds: another value computes another
     parameter, so another kernel."""
     inner = getattr(f, "func", None)
@@ -233,10 +233,13 @@ def _plain_values_read(f: Any) -> list[str]:
 
 
 def _plain(value: Any) -> bool:
+    """A value whose JSON form is its content, the same in every process (no address)."""
     if value is None or isinstance(value, bool | int | float | str):
         return True
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list | set | frozenset):
         return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str | int) and _plain(v) for k, v in value.items())
     return is_triton_constexpr(value) or is_triton_dtype(value)
 
 
