@@ -147,7 +147,7 @@ def labels_of(kernel: Any) -> dict[str, Any]:
     parts = ks._called_sources(fn, {id(fn)})
     return {
         "labels": [p for p in parts if not p.startswith("@")],  # sources start "@triton.jit"
-        "dtypes": ks._dtype_globals(fn, {id(fn)}),
+        "dtypes": ks._not_in_tritons_hash(fn, {id(fn)}),
         "hash": ks.interpreted_source_hash(kernel),
     }
 
@@ -216,3 +216,104 @@ def test_a_heuristic_that_is_no_plain_function_hashes_by_its_source_not_its_addr
     first, second, edited = importlib.import_module("ks_heuristics").hashes()
     assert first == second
     assert edited != first
+
+
+HELPER_DEFAULT = """\
+import triton
+import triton.language as tl
+
+WIDTH = {width}
+
+
+@triton.jit
+def check(block, WIDE: tl.constexpr = WIDTH):
+    tl.static_assert(block == WIDE)
+
+
+@triton.jit
+def kernel(x, BLOCK: tl.constexpr):
+    check(BLOCK)
+"""
+
+
+def test_a_called_functions_defaults_are_what_tritons_hash_leaves_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A called ``@triton.jit`` function's default (``WIDE: tl.constexpr = WIDTH``) is in
+    neither its source nor Triton's hash: it is among the values added to Triton's hash on a
+    GPU, and in the interpreter's hash, so another value is another kernel."""
+    from tunedsl.backends import kernel_source as ks
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    kernels = []
+    for width in (32, 64):
+        name = f"ks_helper_default_{width}"
+        (tmp_path / f"{name}.py").write_text(HELPER_DEFAULT.format(width=width), encoding="utf-8")
+        kernels.append(importlib.import_module(name).kernel)
+        monkeypatch.delitem(sys.modules, name)
+    fns = [ks.python_fn(k) for k in kernels]
+    assert [ks._not_in_tritons_hash(fn, {id(fn)}) for fn in fns] == [
+        ["check.WIDE=32"],
+        ["check.WIDE=64"],
+    ]
+    assert ks.interpreted_source_hash(kernels[0]) != ks.interpreted_source_hash(kernels[1])
+
+
+HEURISTIC_CLOSURES = """\
+import triton
+import triton.language as tl
+
+class Settings:
+    cap = 64
+
+
+SETTINGS = Settings()  # not a plain value: printed by its address
+
+
+def kernel(width):
+    @triton.heuristics({"WIDE": lambda args: width, "CAP": lambda args: SETTINGS.cap})
+    @triton.jit
+    def k(x, n, WIDE: tl.constexpr, CAP: tl.constexpr):
+        offs = tl.arange(0, WIDE)
+        tl.store(x + offs, 1.0, mask=offs < n)
+
+    return k
+
+
+def hashes():
+    from tunedsl.backends import triton as bt
+
+    return [bt.kernel_info(kernel(w)).source_hash for w in (32, 32, 64)]
+"""
+
+
+def test_a_heuristics_plain_closure_value_is_part_of_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heuristic's closure value (``lambda args: width``) is hashed like a global it reads:
+    the same width is the same kernel, another width another; an object it reads is left out
+    (printed by its address, it would make every process another kernel)."""
+    (tmp_path / "ks_heuristic_closures.py").write_text(HEURISTIC_CLOSURES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first, same, other = importlib.import_module("ks_heuristic_closures").hashes()
+    assert first == same
+    assert other != first
+
+
+def test_a_heuristic_partials_bound_values_are_part_of_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``functools.partial(even, m=2)`` given to ``@triton.heuristics`` computes another
+    parameter with ``m=4``: the bound values are hashed with the function's source."""
+    (tmp_path / "ks_heuristic_partials.py").write_text(
+        HEURISTIC_KERNELS
+        + "\n\ndef partial_hashes():\n"
+        + "    from tunedsl.backends import triton as bt\n\n"
+        + "    made = [kernel({'EVEN': functools.partial(even, m=m), 'CAP': Cap()}) for m in (2, 2, 4)]\n"
+        + "    return [bt.kernel_info(k).source_hash for k in made]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first, same, other = importlib.import_module("ks_heuristic_partials").partial_hashes()
+    assert first == same
+    assert other != first

@@ -1,6 +1,7 @@
-"""What a kernel's identity covers beyond its name: its source, the Triton functions it calls,
-the ``tl.constexpr`` and ``tl.dtype`` values they read, the functions its
-``@triton.heuristics`` compute parameters with, and its parameters' defaults.
+"""What a kernel's identity covers beyond its name: its source, the Triton functions it calls
+and their parameters' defaults, the ``tl.constexpr`` and ``tl.dtype`` values they read, the
+functions its ``@triton.heuristics`` compute parameters with (and the plain values they read),
+and its parameters' defaults.
 
 ``kernel_source_hash`` is the ``source_hash`` of ``backends/triton.KernelInfo``: one edited
 part is another kernel, so a stored decision for the old one is never reused for it.
@@ -16,7 +17,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from tunedsl.backends import compat
-from tunedsl.model.keys import canonical_json, is_triton_constexpr, is_triton_dtype, readable_value
+from tunedsl.model.keys import (
+    canonical_json,
+    is_triton_constexpr,
+    is_triton_dtype,
+    readable_constexpr,
+    readable_value,
+)
 
 
 def kernel_source_hash(
@@ -27,11 +34,12 @@ def kernel_source_hash(
     cache_key = compat.jit_source_hash(kernel)
     if cache_key is not None:
         # Triton's hash covers the source, every called @jit function and the tl.constexpr
-        # globals; the tl.dtype globals they read are added (a changed one is another kernel).
-        dtypes = _dtype_globals(fn, {id(fn)})
+        # globals; the tl.dtype globals they read and the called functions' parameter
+        # defaults are added (a changed one is another kernel).
+        unhashed = _not_in_tritons_hash(fn, {id(fn)})
         source_hash = cache_key
-        if dtypes:
-            source_hash = hashlib.sha256("\0".join([cache_key, *dtypes]).encode()).hexdigest()
+        if unhashed:
+            source_hash = hashlib.sha256("\0".join([cache_key, *unhashed]).encode()).hexdigest()
     else:
         source_hash = interpreted_source_hash(kernel)
     if defaults:  # fixed when the kernel is declared, not in its source: another kernel
@@ -125,18 +133,35 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     reads = _globals_read(fn)
     out = list(reads.values)
     for inner in _called(reads.found, seen):
-        out += [_source(inner), *_called_sources(inner, seen)]
+        out += [_source(inner), *_defaults(inner), *_called_sources(inner, seen)]
     return out
 
 
-def _dtype_globals(fn: Any, seen: set[int]) -> list[str]:
-    """The ``tl.dtype`` globals ``fn`` and the Triton functions it calls read, as
-    ``name=value``: Triton's own hash leaves them out (it checks them within a process)."""
+def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
+    """What Triton's own hash leaves out, as ``name=value``: the ``tl.dtype`` globals ``fn``
+    and the Triton functions it calls read (Triton checks them within a process), and the
+    called functions' parameter defaults."""
     names, found, _ = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
     for inner in _called(found, seen):
-        out += _dtype_globals(inner, seen)
+        out += [*_defaults(inner), *_not_in_tritons_hash(inner, seen)]
     return out
+
+
+def _defaults(fn: Any) -> list[str]:
+    """``function.parameter=value`` for each parameter default of a called Triton function:
+    fixed when the function is declared (``S: tl.constexpr = FACTOR``), so in neither its
+    source nor Triton's hash, and compiled into every kernel that calls it without that
+    argument."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [
+        f"{fn.__qualname__}.{p.name}={canonical_json(readable_constexpr(p.default))}"
+        for p in params
+        if p.default is not inspect.Parameter.empty
+    ]
 
 
 def _attribute(module: types.ModuleType, name: str) -> Any:
@@ -163,17 +188,59 @@ def _heuristic_sources(kernel: Any) -> list[str]:
     """``name=source`` of each function a ``@triton.heuristics`` wrapper computes a parameter
     with (its ``values``): one defined apart from the decorator (``{"EVEN": even_n}``) is
     not in the kernel's source, and an edited one launches another kernel for the same
-    configuration."""
+    configuration; with the plain values each reads from its globals or closure."""
     out: list[str] = []
     wrapper = kernel
     for _ in range(8):  # the wrappers python_fn unwraps
         values = getattr(wrapper, "values", None)
         if type(wrapper).__name__ == "Heuristics" and isinstance(values, dict):
-            out += [f"{n}={_stable_source(values[n])}" for n in sorted(values, key=str)]
+            for n in sorted(values, key=str):
+                out += [f"{n}={_stable_source(values[n])}", *_plain_values_read(values[n])]
         wrapper = getattr(wrapper, "fn", None)
         if wrapper is None:
             break
     return out
+
+
+def _plain_values_read(f: Any) -> list[str]:
+    """``name=value`` of the plain values (numbers, strings, ``tl.constexpr``, ``tl.dtype``
+    and tuples, lists, sets and dicts of them) a heuristic function reads from its module's globals or its closure
+    (``lambda args: WIDTH``), or a ``functools.partial`` binds: another value computes another
+    parameter, so another kernel."""
+    inner = getattr(f, "func", None)
+    if not inspect.isfunction(f) and inspect.isfunction(inner):  # functools.partial
+        keywords = getattr(f, "keywords", None) or {}
+        bound = [*enumerate(getattr(f, "args", ())), *sorted(keywords.items())]
+        plain = [f"{k}={canonical_json(readable_constexpr(v))}" for k, v in bound if _plain(v)]
+        return plain + _plain_values_read(inner)
+    code = getattr(f, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return []
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    scope = getattr(f, "__globals__", {})
+    read = [(n, scope[n]) for n in sorted(names) if n in scope]
+    for n, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or (), strict=False):
+        try:
+            read.append((n, cell.cell_contents))
+        except ValueError:  # a cell not yet filled
+            continue
+    return [f"{n}={canonical_json(readable_constexpr(v))}" for n, v in read if _plain(v)]
+
+
+def _plain(value: Any) -> bool:
+    """A value whose JSON form is its content, the same in every process (no address)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, tuple | list | set | frozenset):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str | int) and _plain(v) for k, v in value.items())
+    return is_triton_constexpr(value) or is_triton_dtype(value)
 
 
 def _stable_source(f: Any) -> str:
