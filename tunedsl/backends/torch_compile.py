@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl.backends import dynamo_watch
 from tunedsl.backends.compat import dynamo
 from tunedsl.errors import UsageError
 
@@ -459,42 +460,5 @@ def _on_dynamo_loaded() -> None:
         _register_fused(fused_type)
 
 
-class _DynamoWatch:
-    """A ``sys.meta_path`` finder that runs :func:`_on_dynamo_loaded` once ``torch._dynamo``
-    is imported (Dynamo traces nothing before then), and otherwise finds nothing."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "torch._dynamo":
-            return None
-        _unwatch()
-        from importlib.machinery import PathFinder
-
-        spec = PathFinder.find_spec(name, path)
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        run = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run(module)
-            _on_dynamo_loaded()
-
-        loader.exec_module = exec_module
-        return spec
-
-
-_watch = _DynamoWatch()
-
-
 def _watch_dynamo() -> None:
-    if "torch._dynamo" in sys.modules:
-        _on_dynamo_loaded()
-    elif _watch not in sys.meta_path:
-        sys.meta_path.insert(0, _watch)
-
-
-def _unwatch() -> None:
-    try:
-        sys.meta_path.remove(_watch)
-    except ValueError:
-        pass
+    dynamo_watch.when_dynamo_loaded(_on_dynamo_loaded)

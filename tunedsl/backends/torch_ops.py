@@ -125,3 +125,14 @@ def break_graph_for_launch() -> None:
             "write the launch as a DSL site (autotune(...), which traces), or wrap the call "
             "in tunedsl.torch_op (docs/pytorch.md)."
         )
+
+
+def keep_eager(code: Any) -> None:
+    """Once Dynamo is loaded, it never compiles a frame of ``code`` nor of what it calls:
+    after :func:`break_graph_for_launch`'s break, ``autotune_launch`` runs as written (Dynamo
+    would otherwise compile the rest of it, breaking again at ``sys._getframe`` with a
+    warning to report that to PyTorch, then at the site's locks and generators)."""
+    from tunedsl.backends import dynamo_watch
+    from tunedsl.backends.compat.dynamo import run_eagerly
+
+    dynamo_watch.when_dynamo_loaded(lambda: run_eagerly(code))
