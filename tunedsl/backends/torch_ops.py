@@ -36,9 +36,9 @@ def torch_op(
 
     The function needs type annotations (``torch.Tensor``, ``int``, ``float``, ...), as for
     ``torch.library.custom_op``. ``mutates_args``: the parameters it writes in place
-    (``"unknown"`` if unsure). ``fake(*args)`` returns empty tensors of the outputs' shapes
-    and dtypes for the compiler; when omitted, a function annotated ``-> None`` gets a no-op
-    fake, and any other function must pass one.
+    (``"unknown"`` if unsure; a function annotated ``-> None`` must name some). ``fake(*args)``
+    returns empty tensors of the outputs' shapes and dtypes for the compiler; when omitted, a
+    function annotated ``-> None`` gets a no-op fake, and any other function must pass one.
     """
     if (
         not isinstance(name, str)
@@ -75,6 +75,15 @@ def torch_op(
                 f"torch_op({name!r}) on {getattr(fn, '__qualname__', fn)}: PyTorch refused "
                 f"it: {first}"
             ) from None
+        if (returns is None or returns == "None") and not mutated:
+            # An operator with no output and no declared write does nothing the compiler
+            # can see: torch.compile drops or reorders it, and the caller reads stale data.
+            raise UsageError(
+                f"torch_op({name!r}): {fn.__qualname__} returns None and mutates_args= names "
+                "no argument, so torch.compile sees an operator that does nothing (it may drop "
+                "it: the tensors it writes keep their old values); list the parameters it "
+                "writes, e.g. `mutates_args=['x']` (or 'unknown')"
+            )
         if fake is not None:
             op.register_fake(fake)
         elif returns is None or returns == "None":
