@@ -39,6 +39,7 @@ from typing import Any
 from tunedsl.backends import dynamo_watch
 from tunedsl.backends.compat import dynamo
 from tunedsl.errors import UsageError
+from tunedsl.warn import warnings_at
 
 OP_NAME = "tunedsl::site_call"
 SCHEMA = "(int plan_id, Tensor(a!)[] tensors, SymInt[] ints, float[] floats) -> ()"
@@ -318,6 +319,8 @@ def _run(
         return tuple(value(h) for h in holes), {k: value(v) for k, v in dyn}, value(grid)
 
     lazy_values = plan.lazy
+    # Warnings too are the macro's line's: compiled code has no frame of the user's there.
+    before = warnings_at((plan.site.filename, plan.site.line))
     try:
         plan.site(
             plan.kernel,
@@ -330,6 +333,8 @@ def _run(
     except UsageError as err:  # the user's mistake: end the traceback at the macro's line
         __tracebackhide__ = True  # IPython and pytest hide this frame
         _raise_at_site(err.with_traceback(None), plan.site)
+    finally:
+        warnings_at(before)
 
 
 def _raise_at_site(err: BaseException, site: Any) -> None:
