@@ -38,9 +38,42 @@ def warn_once(
         if topic in _topics:
             return False
         _topics.add(topic)
+    place = getattr(_place, "at", None) if stacklevel == "user" else None
+    if place is not None:  # code torch.compile made: no frame of the user's is at the site
+        _warn_at(message, category, *place)
+        return True
     level = user_stacklevel(sys._getframe(1)) if stacklevel == "user" else stacklevel
     warnings.warn(message, category, stacklevel=level + 1)
     return True
+
+
+_place = threading.local()  # .at: (filename, line) the user's line is, where no frame says it
+
+
+def warnings_at(place: tuple[str, int] | None) -> tuple[str, int] | None:
+    """Point this thread's ``stacklevel="user"`` warnings at ``place``, the user's file and
+    line (a site called from a compiled graph, whose frames name no line of the user's), or
+    back at the stack with None; returns the place in force before."""
+    before: tuple[str, int] | None = getattr(_place, "at", None)
+    _place.at = place
+    return before
+
+
+def _warn_at(message: str, category: type[Warning], filename: str, line: int) -> None:
+    # The module whose file it is gives the filters and the registry its name and dict.
+    module = next(
+        (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None
+    )
+    globs = vars(module) if module is not None else None
+    warnings.warn_explicit(
+        message,
+        category,
+        filename,
+        line,
+        module=globs.get("__name__") if globs is not None else None,
+        registry=globs.setdefault("__warningregistry__", {}) if globs is not None else None,
+        module_globals=globs,
+    )
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -53,6 +53,22 @@ def test_autotune_launch_in_a_compiled_function_runs_eagerly_and_fullgraph_names
     assert "autotune_launch" in str(err.value) and "_getframe" not in str(err.value)
 
 
+def test_after_its_graph_break_autotune_launch_runs_eagerly_dynamo_compiles_none_of_it() -> None:
+    # The break hands the call back to Python: Dynamo must not go on compiling the rest of
+    # autotune_launch and what it calls (it stopped again at sys._getframe, with PyTorch's
+    # warning to file an issue, then at tunedsl's locks and generators).
+    from torch._dynamo.utils import counters
+
+    a, b = torch.arange(100, dtype=torch.float32), torch.ones(100)
+    torch._dynamo.reset()
+    counters.clear()
+    assert torch.equal(torch.compile(plain_vadd, backend="aot_eager")(a, b), (a + b) * 2)
+    breaks = list(counters["graph_break"])
+    assert breaks and all("tunedsl.autotune_launch runs eagerly" in why for why in breaks), breaks
+    resumed = [name for name in counters["resumes"] if "autotune_launch" in name]
+    assert resumed == []
+
+
 def test_torch_op_compiles_with_fullgraph_and_uses_the_tuned_site() -> None:
     a, b = torch.randn(100), torch.randn(100)
 

@@ -53,3 +53,19 @@ def test_an_empty_path_is_an_error_not_the_working_directory(
     done = rules_cli(*argv)
     assert done.returncode == 1 and says in done.stderr, done.stdout + done.stderr
     assert "rule for" not in done.stdout and sorted(p.name for p in work.iterdir()) == before
+
+
+@pytest.mark.parametrize("action", ["show", "check"])
+def test_a_named_file_that_is_no_rule_file_is_an_error_naming_it(
+    built_rules: Path, tmp_path: Path, action: str
+) -> None:
+    # A rule file saved without its suffix (or a record named by mistake) was passed over in
+    # silence beside a rule file, and alone read "no rule files (*.rule.json) in FILE".
+    (rule,) = built_rules.glob("*.rule.json")
+    other = tmp_path / "saved.json"
+    other.write_bytes(rule.read_bytes())
+    for argv in ([str(other)], [str(rule), str(other)]):
+        done = rules_cli(action, *argv)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert f"{other} is not a rule file" in done.stderr and ".rule.json" in done.stderr
+        assert "rule for" not in done.stdout and "Traceback" not in done.stderr

@@ -416,6 +416,19 @@ def test_an_exhaustive_search_its_budget_cut_short_says_so() -> None:
     assert any(w.filename == __file__ for w in seen)  # at the user's line
 
 
+def test_a_budget_cut_search_set_by_the_environment_names_the_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # search= and budget= were never written at the site: the fix is in the environment.
+    monkeypatch.setenv("TUNEDSL_SEARCH", "exhaustive")
+    monkeypatch.setenv("TUNEDSL_BUDGET", "0.6")
+    space = {"TILE": [2**k for k in range(4, 13)], "SPLIT": list(range(1, 65))}
+    with pytest.warns(UserWarning, match=r"before its budget of 0.6 s ran out") as seen:
+        launch(space=space, n=64, name="cut-short-by-env")
+    text = " ".join(str(w.message) for w in seen)
+    assert "TUNEDSL_BUDGET" in text and "TUNEDSL_SEARCH" in text, text
+
+
 def test_a_budget_cut_auto_search_does_not_tell_the_user_to_leave_search_out() -> None:
     # auto lists a space of at most 256 configurations and measures it exhaustively: the
     # warning names that, not a search= the user never wrote, and offers only the budget.

@@ -73,9 +73,15 @@ SPACE = dict(tile=[32])
 
 def add_global(a, b, c, n):
     autotune(space=SPACE, blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=$tile))
+
+
+def add_into(a, b, n):
+    autotune(space=dict(tile=[32, 64]), blocks=cdiv(n, $tile),
+             vadd(a, b, a, n, TILE=$tile))
 """
 ADD_LINE = 6  # the line the macro starts on
 BROKEN_LINE = 15
+ADD_INTO_LINE = SCRIPT.splitlines().index("def add_into(a, b, n):") + 2
 
 
 def load(tmp_path: Path, name: str) -> types.ModuleType:
@@ -212,6 +218,27 @@ def test_a_mistake_is_reported_at_the_users_line(tmp_path: Path) -> None:
         if fr.filename.endswith("tc_mistake.py")
     ]
     assert lines and lines[-1] == BROKEN_LINE, lines
+
+
+def test_a_warning_of_a_compiled_site_is_shown_at_the_sites_line(tmp_path: Path) -> None:
+    # Compiled code has no frame of the user's function at the site's line: the warning
+    # pointed at the compiled function's first line, in whichever file that was.
+    from tunedsl.warn import forget
+
+    module = load(tmp_path, "tc_warned")
+    forget("inplace:")
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        module.add_into(x, y, x.numel())
+        return x * 2
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    a, b = torch.zeros(64), torch.ones(64)
+    with pytest.warns(UserWarning, match="in place") as seen:
+        out = compiled(a, b)
+    torch.testing.assert_close(out, torch.full((64,), 2.0))
+    places = [(Path(w.filename).name, w.lineno) for w in seen if "in place" in str(w.message)]
+    assert places == [("tc_warned.py", ADD_INTO_LINE)], places
 
 
 class TracedOnly(Exception):

@@ -51,6 +51,10 @@ CASES: dict[str, tuple[Callable[[str], Any], list[str]]] = {
         lambda n: torch_op(n)(unannotated),
         ["on unannotated: PyTorch refused it", "must have a type annotation"],
     ),
+    "returning None and writing nothing": (  # torch.compile would drop it: a wrong result
+        lambda n: torch_op(n)(writes),
+        ["writes returns None", "mutates_args=", "'unknown'"],
+    ),
     "mutating a parameter it lacks": (
         lambda n: torch_op(n, mutates_args=("y",))(writes),
         ["on writes: PyTorch refused it", "mutates_args"],
@@ -74,3 +78,9 @@ def test_wrong_arguments_are_usage_errors_naming_the_operator(case: str) -> None
 def test_an_operator_name_that_is_not_two_identifiers_says_so(name: str) -> None:
     with pytest.raises(UsageError, match="both Python identifiers"):
         torch_op(name)
+
+
+def test_an_operator_returning_none_that_names_what_it_writes_is_accepted() -> None:
+    for mutates in (["x"], "unknown"):
+        op = torch_op(f"tunedsl_badargs::op{next(_ids)}", mutates_args=mutates)(writes)
+        op(torch.zeros(3))

@@ -36,8 +36,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl.backends import dynamo_watch
 from tunedsl.backends.compat import dynamo
 from tunedsl.errors import UsageError
+from tunedsl.warn import warnings_at
 
 OP_NAME = "tunedsl::site_call"
 SCHEMA = "(int plan_id, Tensor(a!)[] tensors, SymInt[] ints, float[] floats) -> ()"
@@ -317,6 +319,8 @@ def _run(
         return tuple(value(h) for h in holes), {k: value(v) for k, v in dyn}, value(grid)
 
     lazy_values = plan.lazy
+    # Warnings too are the macro's line's: compiled code has no frame of the user's there.
+    before = warnings_at((plan.site.filename, plan.site.line))
     try:
         plan.site(
             plan.kernel,
@@ -329,6 +333,8 @@ def _run(
     except UsageError as err:  # the user's mistake: end the traceback at the macro's line
         __tracebackhide__ = True  # IPython and pytest hide this frame
         _raise_at_site(err.with_traceback(None), plan.site)
+    finally:
+        warnings_at(before)
 
 
 def _raise_at_site(err: BaseException, site: Any) -> None:
@@ -459,42 +465,5 @@ def _on_dynamo_loaded() -> None:
         _register_fused(fused_type)
 
 
-class _DynamoWatch:
-    """A ``sys.meta_path`` finder that runs :func:`_on_dynamo_loaded` once ``torch._dynamo``
-    is imported (Dynamo traces nothing before then), and otherwise finds nothing."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "torch._dynamo":
-            return None
-        _unwatch()
-        from importlib.machinery import PathFinder
-
-        spec = PathFinder.find_spec(name, path)
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        run = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run(module)
-            _on_dynamo_loaded()
-
-        loader.exec_module = exec_module
-        return spec
-
-
-_watch = _DynamoWatch()
-
-
 def _watch_dynamo() -> None:
-    if "torch._dynamo" in sys.modules:
-        _on_dynamo_loaded()
-    elif _watch not in sys.meta_path:
-        sys.meta_path.insert(0, _watch)
-
-
-def _unwatch() -> None:
-    try:
-        sys.meta_path.remove(_watch)
-    except ValueError:
-        pass
+    dynamo_watch.when_dynamo_loaded(_on_dynamo_loaded)

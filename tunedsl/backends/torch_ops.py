@@ -36,9 +36,9 @@ def torch_op(
 
     The function needs type annotations (``torch.Tensor``, ``int``, ``float``, ...), as for
     ``torch.library.custom_op``. ``mutates_args``: the parameters it writes in place
-    (``"unknown"`` if unsure). ``fake(*args)`` returns empty tensors of the outputs' shapes
-    and dtypes for the compiler; when omitted, a function annotated ``-> None`` gets a no-op
-    fake, and any other function must pass one.
+    (``"unknown"`` if unsure; a function annotated ``-> None`` must name some). ``fake(*args)``
+    returns empty tensors of the outputs' shapes and dtypes for the compiler; when omitted, a
+    function annotated ``-> None`` gets a no-op fake, and any other function must pass one.
     """
     if (
         not isinstance(name, str)
@@ -75,6 +75,15 @@ def torch_op(
                 f"torch_op({name!r}) on {getattr(fn, '__qualname__', fn)}: PyTorch refused "
                 f"it: {first}"
             ) from None
+        if (returns is None or returns == "None") and not mutated:
+            # An operator with no output and no declared write does nothing the compiler
+            # can see: torch.compile drops or reorders it, and the caller reads stale data.
+            raise UsageError(
+                f"torch_op({name!r}): {fn.__qualname__} returns None and mutates_args= names "
+                "no argument, so torch.compile sees an operator that does nothing (it may drop "
+                "it: the tensors it writes keep their old values); list the parameters it "
+                "writes, e.g. `mutates_args=['x']` (or 'unknown')"
+            )
         if fake is not None:
             op.register_fake(fake)
         elif returns is None or returns == "None":
@@ -125,3 +134,14 @@ def break_graph_for_launch() -> None:
             "write the launch as a DSL site (autotune(...), which traces), or wrap the call "
             "in tunedsl.torch_op (docs/pytorch.md)."
         )
+
+
+def keep_eager(code: Any) -> None:
+    """Once Dynamo is loaded, it never compiles a frame of ``code`` nor of what it calls:
+    after :func:`break_graph_for_launch`'s break, ``autotune_launch`` runs as written (Dynamo
+    would otherwise compile the rest of it, breaking again at ``sys._getframe`` with a
+    warning to report that to PyTorch, then at the site's locks and generators)."""
+    from tunedsl.backends import dynamo_watch
+    from tunedsl.backends.compat.dynamo import run_eagerly
+
+    dynamo_watch.when_dynamo_loaded(lambda: run_eagerly(code))

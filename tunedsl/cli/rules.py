@@ -356,7 +356,7 @@ def _short(text: str, width: int) -> str:
 
 
 def _rule_files(paths_: Sequence[str]) -> list[Path]:
-    from tunedsl.store.rules import iter_rule_files
+    from tunedsl.store.rules import SUFFIX, iter_rule_files
 
     if not all(p.strip() for p in paths_):
         raise UsageError("an empty path: name rule files or directories of them")
@@ -364,6 +364,12 @@ def _rule_files(paths_: Sequence[str]) -> list[Path]:
     missing = [p for p in paths_ if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
+    others = [p for p in paths_ if not Path(p).is_dir() and not p.endswith(SUFFIX)]
+    if others:  # never passed over: the runtime would not find such a file either
+        raise UsageError(
+            f"{', '.join(others)} is not a rule file: rule files are named <digest>{SUFFIX}, "
+            "as `tunedsl rules build` writes them (the runtime finds them only by that name)"
+        )
     if not files:
         raise UsageError(f"no rule files (*.rule.json) in {', '.join(paths_)}")
     return files

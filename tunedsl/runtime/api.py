@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tunedsl.backends.torch_ops import break_graph_for_launch
+from tunedsl.backends.torch_ops import break_graph_for_launch, keep_eager
 from tunedsl.errors import UsageError
 from tunedsl.model import identity
 from tunedsl.model.config import Config
@@ -168,6 +168,10 @@ def autotune_launch(
         return space, {}, {k: v for k, v in options.items() if v is not None}
 
     return site(kernel, positional, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
+
+
+# Under torch.compile, the call after its graph break runs as written (torch_ops.keep_eager).
+keep_eager(autotune_launch.__code__)
 
 
 #: A space larger than this is sampled (this many points, spread over it) to learn which

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tunedsl import knobs
 from tunedsl.engine.driver import SearchEvent, SearchOutcome, run_search
 from tunedsl.engine.effort import search_budget, search_effort
 from tunedsl.engine.history import observations_from_results, results_from_observations
@@ -301,14 +302,15 @@ def _warn_unfinished(
 
     chosen_by_auto = outcome.strategy.startswith("auto")  # a space small enough to list
     what = "the search (auto: exhaustive)" if chosen_by_auto else "search='exhaustive'"
-    fix = (
-        "" if chosen_by_auto else ", or leave search= out (auto searches a large space by a model)"
-    )
+    # Where the settings came from the environment, the fix is there too.
+    budget = "budget= (or TUNEDSL_BUDGET)" if knobs.budget_s() is not None else "budget="
+    leave = "search= out and unset TUNEDSL_SEARCH" if knobs.search() != "auto" else "search= out"
+    fix = "" if chosen_by_auto else f", or leave {leave} (auto searches a large space by a model)"
     warn_once(
         f"unfinished-exhaustive:{qualname}:{outcome.budget_s}",
         f"{what} of {qualname} measured {of} before its budget of {outcome.budget_s:g} s ran "
         "out; the choice is the best of those, and the record decides later calls with this "
-        f"budget. Give a larger budget= to measure them all{fix}",
+        f"budget. Give a larger {budget} to measure them all{fix}",
         UserWarning,
         stacklevel="user",
     )
