@@ -53,8 +53,10 @@ Clock = Callable[[], float]
 #: queue costs the current batch nothing (BENCHMARKS.md, "Several GPUs").
 AHEAD_PER_SLOT = 16
 #: ... and at most this many batches announced ahead (a budget may end the search first:
-#: what was announced and not started is cancelled).
-MAX_AHEAD_BATCHES = 64
+#: what was announced and not started is cancelled). Each compiling batch holds a thread a
+#: configuration in this process, waiting for a compile process: more would cost the
+#: measuring thread its share of the interpreter.
+MAX_AHEAD_BATCHES = 16
 
 
 @dataclass(frozen=True)
