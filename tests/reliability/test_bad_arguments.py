@@ -271,6 +271,29 @@ def test_bad_environment_variable_in_a_run_is_named(tmp_path: Path) -> None:
     assert "expected one of on, cached, off" in proc.stderr
 
 
+# Variables only some machines read while tuning (compiling for a GPU, several GPUs, a
+# torch.distributed job): a bad value was accepted in silence elsewhere, so a typo stayed
+# hidden until the program moved to a machine that reads it.
+UNREAD_ON_THE_INTERPRETER = {
+    "TUNEDSL_CONFIG_TIMEOUT": ("banana", "not a number"),
+    "TUNEDSL_COMPILE_PROCESSES": ("banana", "expected one of auto, on, off"),
+    "TUNEDSL_DISTRIBUTED": ("banana", "expected one of broadcast, allreduce, off"),
+    "TUNEDSL_TUNE_DEVICES": ("banana", "expected 'all', a count"),
+}
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("variable", sorted(UNREAD_ON_THE_INTERPRETER))
+def test_a_bad_value_of_a_setting_this_machine_does_not_use_is_named_when_tuning(
+    variable: str, monkeypatch
+) -> None:
+    value, words = UNREAD_ON_THE_INTERPRETER[variable]
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(UsageError) as info:
+        _launch(name=f"unread-{variable}")
+    assert f"{variable}='{value}'" in str(info.value) and words in str(info.value)
+
+
 # -- the CLI -----------------------------------------------------------------------------------
 
 

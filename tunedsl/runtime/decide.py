@@ -336,6 +336,15 @@ def decide(
     return Decision(record.chosen, decision_options(record.chosen, settings), "tuned", record)
 
 
+@knobs.per_environ
+def _settings_read() -> None:
+    """Every ``TUNEDSL_*`` setting read once before a tuning (again when the environment
+    changes): a bad value is a ``UsageError`` naming it on every machine, not only on one
+    whose tuning reads it (a GPU's compiles, several GPUs, a ``torch.distributed`` job)."""
+    for read in knobs.SETTINGS.values():
+        read()
+
+
 def tune_and_record(
     subject: Subject,
     variants_for: VariantsFor,
@@ -349,6 +358,7 @@ def tune_and_record(
     tuner (``runtime.tuner.tune``; ranks that agree pass one that shares the measuring);
     ``note``: more entries for the record's ``context``."""
     settings, kernel, info, ctx = subject.settings, subject.kernel, subject.info, subject.context
+    _settings_read()
     from tunedsl.backends import triton as bt
     from tunedsl.engine.request import TuneRequest
     from tunedsl.runtime.tuner import tune as lone
