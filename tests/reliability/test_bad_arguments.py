@@ -69,6 +69,23 @@ def test_bad_environment_variable_is_named(variable: str, monkeypatch) -> None:
         assert word in str(info.value), (word, str(info.value))
 
 
+@pytest.mark.parametrize("value", ["100000", "9" * 30])
+def test_a_compile_pool_beyond_any_machine_is_named(value: str, tmp_path: Path) -> None:
+    # TUNEDSL_COMPILE_WORKERS had no upper bound: 100000 forked a compile process (and a
+    # thread) for every variant of a space at once (400 variants: 400 processes, 5 GB).
+    env = {**os.environ, "TUNEDSL_COMPILE_WORKERS": value}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TUNEDSL_COMPILE_WORKERS", value)
+        with pytest.raises(UsageError, match=rf"TUNEDSL_COMPILE_WORKERS={value} must be at most"):
+            knobs.compile_workers()
+    listed = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "env"], env=env, capture_output=True, text=True,
+        timeout=120, cwd=str(tmp_path),
+    )  # fmt: skip
+    line = next(x for x in listed.stdout.splitlines() if "TUNEDSL_COMPILE_WORKERS" in x)
+    assert "INVALID" in line and "at most" in line, line
+
+
 # -- the runtime, end to end ---------------------------------------------------------------
 
 N = 40
