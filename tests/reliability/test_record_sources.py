@@ -278,7 +278,7 @@ def test_clear_reports_only_the_binaries_it_removed(tmp_path: Path) -> None:
     cache.mkdir()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    for name in ("a" * 16, "b" * 16, "c" * 16):
+    for name in ("a" * 64, "b" * 64, "c" * 64):  # named as stored binaries are
         (elsewhere / name).mkdir()
         (elsewhere / name / "kernel.bin").write_bytes(b"x")
     os.symlink(elsewhere, cache / "binaries")
