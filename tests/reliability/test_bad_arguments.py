@@ -311,6 +311,29 @@ def test_a_bad_value_of_a_setting_this_machine_does_not_use_is_named_when_tuning
     assert f"{variable}='{value}'" in str(info.value) and words in str(info.value)
 
 
+@pytest.mark.needs_triton
+def test_a_misspelt_setting_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    # TUNEDSL_AUTOTUNING=off (for TUNEDSL_AUTOTUNE) changed nothing and said nothing: the
+    # program tuned as usual while its user believed tuning was off.
+    script = write_dsl_project(tmp_path)
+    env = child_env(tmp_path / "cache", TUNEDSL_AUTOTUNING="off", TUNEDSL_CACHEDIR="x")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)], env=env, capture_output=True,
+        text=True, timeout=120, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for wrong, meant in (("TUNEDSL_AUTOTUNING", "TUNEDSL_AUTOTUNE"),
+                         ("TUNEDSL_CACHEDIR", "TUNEDSL_CACHE_DIR")):  # fmt: skip
+        said = [line for line in proc.stderr.splitlines() if wrong in line]
+        assert len(said) == 1 and f"did you mean {meant}" in said[0], proc.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "env", "--no-device-probe"], env=env,
+        capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+    )  # fmt: skip
+    line = next(x for x in listed.stdout.splitlines() if "TUNEDSL_AUTOTUNING" in x)
+    assert "not a tunedsl setting" in line and "TUNEDSL_AUTOTUNE" in line, listed.stdout
+
+
 # -- the CLI -----------------------------------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl import knobs
+from tunedsl.environ import unknown_settings
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
 from tunedsl.model.hints import InfeasibleConfig
@@ -340,9 +341,14 @@ def decide(
 def _settings_read() -> None:
     """Every ``TUNEDSL_*`` setting read once before a tuning (again when the environment
     changes): a bad value is a ``UsageError`` naming it on every machine, not only on one
-    whose tuning reads it (a GPU's compiles, several GPUs, a ``torch.distributed`` job)."""
+    whose tuning reads it (a GPU's compiles, several GPUs, a ``torch.distributed`` job);
+    a misspelt name (``TUNEDSL_AUTOTUNING``) is one warning naming the setting meant."""
     for read in knobs.SETTINGS.values():
         read()
+    for name, meant in unknown_settings(knobs.SETTINGS):
+        if meant is not None:  # a variable near no setting may be another tool's
+            warn_once(f"setting:{name}", f"environment variable {name} is not a tunedsl "
+                      f"setting and changes nothing: did you mean {meant}?", stacklevel="user")  # fmt: skip
 
 
 def tune_and_record(
