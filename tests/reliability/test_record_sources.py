@@ -358,4 +358,3 @@ def test_a_records_path_entry_that_is_no_directory_is_named(tmp_path: Path) -> N
     assert len(said) == 2, out.stderr
     assert str(bundle) in said[0] and f"tunedsl cache import {bundle}" in said[0], said
     assert str(missing) in said[1] and "does not exist" in said[1], said
-
