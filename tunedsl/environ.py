@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 _T = TypeVar("_T")
@@ -73,3 +73,17 @@ def per_environ(fn: Callable[[], _T]) -> Callable[[], _T]:
     cached.__doc__ = fn.__doc__
     cached.__wrapped__ = fn  # type: ignore[attr-defined]
     return cached
+
+
+def unknown_settings(
+    known: Collection[str], prefix: str = "TUNEDSL_"
+) -> list[tuple[str, str | None]]:
+    """The variables of the environment named ``prefix...`` that are none of ``known``, each
+    with the known name it most likely misspells (None where none is close)."""
+    import difflib
+
+    return [
+        (name, next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.85)), None))
+        for name in sorted(os.environ)
+        if name.startswith(prefix) and name not in known
+    ]

@@ -54,7 +54,7 @@ def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
     return raw
 
 
-def _int(name: str, default: int | None) -> int | None:
+def _int(name: str, default: int | None, at_most: int, why: str) -> int | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -64,6 +64,8 @@ def _int(name: str, default: int | None) -> int | None:
         raise UsageError(f"environment variable {name}={raw!r} is not an integer") from None
     if value < 1:
         raise UsageError(f"environment variable {name}={value} must be at least 1")
+    if value > at_most:
+        raise UsageError(f"environment variable {name}={value} must be at most {at_most} ({why})")
     return value
 
 
@@ -206,9 +208,13 @@ def print_autotuning() -> bool:
     return _flag("TRITON_PRINT_AUTOTUNING")
 
 
+MAX_COMPILE_WORKERS = 1024  # a worker is a thread and a forked process, one per variant
+
+
 def compile_workers() -> int | None:
     """``TUNEDSL_COMPILE_WORKERS=N``: size of the compile pool (default: from the CPU count)."""
-    return _int("TUNEDSL_COMPILE_WORKERS", None)
+    why = "a forked process each, and more than the CPUs compile no faster; unset it for one a CPU"
+    return _int("TUNEDSL_COMPILE_WORKERS", None, MAX_COMPILE_WORKERS, why)
 
 
 #: ``TUNEDSL_COMPILE_PROCESSES=auto`` uses forked compile processes from this many workers on.
@@ -418,8 +424,6 @@ def no_auto_interpret() -> bool:
     return _flag("TUNEDSL_NO_AUTO_INTERPRET")
 
 
-# Every variable tunedsl reads (``tunedsl env`` lists them with the value in force), with the
-# function that validates it; Triton's variables that tunedsl honours follow.
 # Query parameters that carry a credential (redis-py reads ``password`` from the query).
 _SECRET_QUERY_KEYS = ("password", "passwd", "pass", "pwd", "auth", "token", "secret")
 
@@ -455,6 +459,8 @@ def _redacted_redis_url() -> str | None:
     return None if url is None else redact_url(url)
 
 
+# Every variable tunedsl reads (``tunedsl env`` lists them with the value in force), with the
+# function that validates it; Triton's variables that tunedsl honours follow.
 SETTINGS: dict[str, Callable[[], object]] = {
     "TUNEDSL_CACHE_DIR": cache_dir_override,
     "TUNEDSL_AUTOTUNE": autotune_mode,

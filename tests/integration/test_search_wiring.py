@@ -561,3 +561,16 @@ def test_the_compile_pool_is_sized_for_the_configurations_in_flight_not_the_core
     assert sum(jobs for jobs, _ in streams) == 20, asked
     assert len(streams) > 1  # batches were announced ahead
     assert max(shared for _, shared in streams) == 20, asked
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "random"])
+def test_a_budget_too_short_for_any_measurement_still_measures_one(strategy: str) -> None:
+    # A budget spent before the first configuration was measured (1e-9 s, or a slow first
+    # compile) ended the search with nothing tried: "every configuration failed", listing
+    # none, though none had failed. The search measures one configuration, then stops.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        res = launch(name=f"no-time-{strategy}", search=strategy, budget=1e-9)
+    assert res.record is not None and [r.status for r in res.record.results] == ["ok"]
+    cut_short = [w for w in seen if "measured 1 of its 15 configurations before" in str(w.message)]
+    assert len(cut_short) == (strategy == "exhaustive"), [str(w.message) for w in seen]

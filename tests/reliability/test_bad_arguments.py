@@ -69,6 +69,23 @@ def test_bad_environment_variable_is_named(variable: str, monkeypatch) -> None:
         assert word in str(info.value), (word, str(info.value))
 
 
+@pytest.mark.parametrize("value", ["100000", "9" * 30])
+def test_a_compile_pool_beyond_any_machine_is_named(value: str, tmp_path: Path) -> None:
+    # TUNEDSL_COMPILE_WORKERS had no upper bound: 100000 forked a compile process (and a
+    # thread) for every variant of a space at once (400 variants: 400 processes, 5 GB).
+    env = {**os.environ, "TUNEDSL_COMPILE_WORKERS": value}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TUNEDSL_COMPILE_WORKERS", value)
+        with pytest.raises(UsageError, match=rf"TUNEDSL_COMPILE_WORKERS={value} must be at most"):
+            knobs.compile_workers()
+    listed = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "env"], env=env, capture_output=True, text=True,
+        timeout=120, cwd=str(tmp_path),
+    )  # fmt: skip
+    line = next(x for x in listed.stdout.splitlines() if "TUNEDSL_COMPILE_WORKERS" in x)
+    assert "INVALID" in line and "at most" in line, line
+
+
 # -- the runtime, end to end ---------------------------------------------------------------
 
 N = 40
@@ -269,6 +286,52 @@ def test_bad_environment_variable_in_a_run_is_named(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "TUNEDSL_AUTOTUNE='sometimes'" in proc.stderr
     assert "expected one of on, cached, off" in proc.stderr
+
+
+# Variables only some machines read while tuning (compiling for a GPU, several GPUs, a
+# torch.distributed job): a bad value was accepted in silence elsewhere, so a typo stayed
+# hidden until the program moved to a machine that reads it.
+UNREAD_ON_THE_INTERPRETER = {
+    "TUNEDSL_CONFIG_TIMEOUT": ("banana", "not a number"),
+    "TUNEDSL_COMPILE_PROCESSES": ("banana", "expected one of auto, on, off"),
+    "TUNEDSL_DISTRIBUTED": ("banana", "expected one of broadcast, allreduce, off"),
+    "TUNEDSL_TUNE_DEVICES": ("banana", "expected 'all', a count"),
+}
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("variable", sorted(UNREAD_ON_THE_INTERPRETER))
+def test_a_bad_value_of_a_setting_this_machine_does_not_use_is_named_when_tuning(
+    variable: str, monkeypatch
+) -> None:
+    value, words = UNREAD_ON_THE_INTERPRETER[variable]
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(UsageError) as info:
+        _launch(name=f"unread-{variable}")
+    assert f"{variable}='{value}'" in str(info.value) and words in str(info.value)
+
+
+@pytest.mark.needs_triton
+def test_a_misspelt_setting_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    # TUNEDSL_AUTOTUNING=off (for TUNEDSL_AUTOTUNE) changed nothing and said nothing: the
+    # program tuned as usual while its user believed tuning was off.
+    script = write_dsl_project(tmp_path)
+    env = child_env(tmp_path / "cache", TUNEDSL_AUTOTUNING="off", TUNEDSL_CACHEDIR="x")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)], env=env, capture_output=True,
+        text=True, timeout=120, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for wrong, meant in (("TUNEDSL_AUTOTUNING", "TUNEDSL_AUTOTUNE"),
+                         ("TUNEDSL_CACHEDIR", "TUNEDSL_CACHE_DIR")):  # fmt: skip
+        said = [line for line in proc.stderr.splitlines() if wrong in line]
+        assert len(said) == 1 and f"did you mean {meant}" in said[0], proc.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "env", "--no-device-probe"], env=env,
+        capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+    )  # fmt: skip
+    line = next(x for x in listed.stdout.splitlines() if "TUNEDSL_AUTOTUNING" in x)
+    assert "not a tunedsl setting" in line and "TUNEDSL_AUTOTUNE" in line, listed.stdout
 
 
 # -- the CLI -----------------------------------------------------------------------------------

@@ -278,7 +278,7 @@ def test_clear_reports_only_the_binaries_it_removed(tmp_path: Path) -> None:
     cache.mkdir()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    for name in ("a" * 16, "b" * 16, "c" * 16):
+    for name in ("a" * 64, "b" * 64, "c" * 64):  # named as stored binaries are
         (elsewhere / name).mkdir()
         (elsewhere / name / "kernel.bin").write_bytes(b"x")
     os.symlink(elsewhere, cache / "binaries")
@@ -339,3 +339,22 @@ def test_a_bundle_of_the_previous_format_still_imports(tmp_path: Path) -> None:
     out = cache_cmd(child_env(cache), "import", str(bundle))
     assert out.returncode == 0 and "imported 1 record" in out.stdout, out.stderr
     assert records.read_record_file(cache / "records" / f"{'cd' * 32}.json").digest == "cd" * 32
+
+
+def test_a_records_path_entry_that_is_no_directory_is_named(tmp_path: Path) -> None:
+    # TUNEDSL_RECORDS_PATH naming a bundle file (records meant to be imported) or a directory
+    # that is not there was passed over in silence: every key tuned, with nothing saying the
+    # shipped records were never read.
+    from rel_helpers import run_tunedsl, write_dsl_project
+
+    script = write_dsl_project(tmp_path)
+    bundle = tmp_path / "records.jsonl"
+    bundle.write_text("")
+    missing = tmp_path / "no-such-dir"
+    env = child_env(tmp_path / "cache", TUNEDSL_RECORDS_PATH=f"{bundle}{os.pathsep}{missing}")
+    out = run_tunedsl(script, env)
+    assert out.returncode == 0, out.stderr
+    said = [line for line in out.stderr.splitlines() if "TUNEDSL_RECORDS_PATH" in line]
+    assert len(said) == 2, out.stderr
+    assert str(bundle) in said[0] and f"tunedsl cache import {bundle}" in said[0], said
+    assert str(missing) in said[1] and "does not exist" in said[1], said

@@ -213,6 +213,31 @@ def test_clear_removes_only_record_files_and_their_locks(tmp_path: Path) -> None
     assert stranger.exists() and outside.exists()
 
 
+def test_clear_all_removes_only_stored_binaries_from_binaries(tmp_path: Path) -> None:
+    # TUNEDSL_CACHE_DIR may name a directory that holds more than tunedsl's cache (a project,
+    # the home directory): `clear --all` removed every entry of its binaries/ folder, the
+    # user's own files and folders too, where records/ lost only tunedsl's record files.
+    cache = tmp_path / "project"
+    binaries = cache / "binaries"
+    (binaries / "tools").mkdir(parents=True)
+    os.chmod(cache, 0o700)
+    os.chmod(binaries, 0o700)
+    entry = binaries / ("a" * 64)  # a stored binary, and a killed writer's temporary
+    temporary = binaries / f".{'b' * 16}.k3j2h1.tmp"
+    for folder in (entry, temporary):
+        folder.mkdir()
+        (folder / "manifest.json").write_text("{}")
+    (binaries / "tools" / "run.sh").write_text("mine")
+    (binaries / "notes.txt").write_text("mine")
+    (binaries / ("c" * 64)).write_text("a file, not a stored binary")
+    out = cache_cmd(child_env(cache), "clear", "--all")
+    assert out.returncode == 0, out.stderr
+    assert not entry.exists() and not temporary.exists()
+    assert sorted(p.name for p in binaries.iterdir()) == ["c" * 64, "notes.txt", "tools"]
+    assert (binaries / "tools" / "run.sh").read_text() == "mine"
+    assert "removed 1 stored kernel binary" in out.stdout, out.stdout
+
+
 def test_clear_empty_filters_and_short_ids_are_usage_errors(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     root = cache / "records"

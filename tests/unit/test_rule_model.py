@@ -425,3 +425,22 @@ def test_a_configuration_that_failed_on_a_swept_key_is_never_its_pick() -> None:
     v = built.validation
     assert v["failed"] >= 1  # type: ignore[operator]
     assert v["n"] + v["failed"] + v["unmeasured"] == len(sizes)  # type: ignore[operator]
+
+
+def test_a_tree_splitting_on_a_feature_its_keys_lack_is_refused_naming_it() -> None:
+    # A damaged or hand-edited tree that splits on a feature no swept key of its family has
+    # (another size, a misspelt name) read every key as 0 there and sent it down one branch:
+    # its pick decided keys in silence. The build only splits on features every key gives.
+    built = build(swept(SIZES))
+    rule = Rule("s", {"qualname": "k"}, None, None, {"name": "g"}, {}, built.configs, built.families, built.validation)  # fmt: skip
+    data = json.loads(json.dumps(rule.to_json()))
+    leaf = {"feature": "args.a.shape[0]", "threshold": 6.0, "low": {"pick": 0}, "high": {"pick": 1}}
+    data["families"][0].update(model="tree", tree=leaf)
+    assert Rule.from_json(data).decide(key(16)) != Rule.from_json(data).decide(key(8192))
+    for where, tree in (
+        ("tree", {**leaf, "feature": "args.a.shape[9]"}),
+        ("tree.high", {**leaf, "high": {**leaf, "feature": "args.b.shape[0]"}}),
+    ):
+        data["families"][0]["tree"] = tree
+        with pytest.raises(InvalidRule, match=rf"rule\.families\[0\]\.{where} splits on '"):
+            Rule.from_json(data)

@@ -79,6 +79,23 @@ def record_names() -> list[Path]:
     return [root / n for n in sorted(os.listdir(root)) if records.is_record_name(n)]
 
 
+def _is_binary_entry(name: str) -> bool:
+    """A stored binary's directory (``<sha256 hex>``), or the temporary directory a killed
+    writer left for one (``.<its first 16 hex>.<random>.tmp``: ``store/atomic.py``)."""
+    from tunedsl.store.atomic import TEMP_SUFFIX
+
+    hex_digits = set("0123456789abcdef")
+    if len(name) == 64 and set(name) <= hex_digits:
+        return True
+    head = name[1:].partition(".")[0]
+    return (
+        name[:1] == "."
+        and name.endswith(TEMP_SUFFIX)
+        and len(head) == 16
+        and set(head) <= hex_digits
+    )
+
+
 def _clear_binaries() -> None:
     """Stored kernel binaries (``tunedsl/backends/triton_binaries.py``): a later process
     compiles and stores them again."""
@@ -96,11 +113,12 @@ def _clear_binaries() -> None:
     removed = failed = 0
     for entry in sorted(os.listdir(root)):
         path = root / entry
+        # Only what tunedsl writes there: TUNEDSL_CACHE_DIR may name a directory of the
+        # user's own, whose binaries/ holds other files.
+        if not _is_binary_entry(entry) or os.path.islink(path) or not os.path.isdir(path):
+            continue
         try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
+            shutil.rmtree(path)
         except OSError:
             failed += 1
             continue

@@ -79,6 +79,7 @@ def _device(probe: bool) -> dict[str, Any]:
 
 def _settings() -> dict[str, str]:
     from tunedsl import knobs
+    from tunedsl.environ import unknown_settings
     from tunedsl.errors import UsageError
 
     out: dict[str, str] = {}
@@ -92,6 +93,9 @@ def _settings() -> dict[str, str]:
             out[name] = f"{raw!r}: INVALID: {err}"
             continue
         out[name] = f"{value!r}" + ("" if raw is None else f"  (set: {raw!r})")
+    for name, meant in unknown_settings(knobs.SETTINGS):
+        near = f": did you mean {meant}?" if meant else ""
+        out[name] = f"{os.environ[name]!r}: not a tunedsl setting, changes nothing{near}"
     for name in knobs.TRITON_SETTINGS:
         out[name] = repr(os.environ.get(name)) if name in os.environ else "unset"
     return out

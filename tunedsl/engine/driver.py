@@ -155,6 +155,7 @@ class _Run:
         self.final_leaders = 3
         self.sample_s = 0.0  # clock seconds spent in measurer.sample, and its repetitions
         self.sample_reps = 0
+        self.tried = any(o.status == "ok" for o in self.known.values())  # see over()
 
     # -- time ----------------------------------------------------------------------------
     def remaining(self) -> float | None:
@@ -199,6 +200,12 @@ class _Run:
     def in_reserve(self) -> bool:
         return self.spent(self.reserve_s() or 0.0)
 
+    def over(self) -> bool:
+        """Whether the search stops here: its budget is in reserve and it has a time (stored)
+        or has tried a configuration (a budget spent before the first one was measured left
+        nothing to choose from, and said every configuration failed)."""
+        return self.in_reserve() and (self.tried or self.sample_reps > 0)
+
     def hint(self) -> None:
         tell = getattr(self.strategy, "hint", None)
         if tell is not None:
@@ -215,7 +222,7 @@ class _Run:
         ahead = max(1, int(getattr(self.measurer, "lookahead", 1)))
         slots = int(getattr(self.measurer, "compile_workers", None) or 0)  # 0: compiles none
         idle = 0
-        while not self.in_reserve():
+        while not self.over():
             if pending:
                 batch, fresh, novel = pending.popleft()
             else:
@@ -242,7 +249,7 @@ class _Run:
                     pending.append((after, *self.screen(after)))
                     if pending[-1][1] and prefetch is not None:
                         prefetch(pending[-1][1])
-            self.race_batch(fresh, self.in_reserve)
+            self.race_batch(fresh, self.over)
             self.emit("raced")
 
     @staticmethod
@@ -324,6 +331,7 @@ class _Run:
     def note(self, obs: Observation) -> None:
         self.known.pop(obs.config, None)  # re-insert: the newest observation comes last
         self.known[obs.config] = obs
+        self.tried = True
 
     # -- choosing ------------------------------------------------------------------------
     def ok(self) -> list[Observation]:

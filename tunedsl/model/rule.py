@@ -222,6 +222,8 @@ class Family:
         model = data.get("model")
         if model == "tree":
             tree: Tree | None = Tree.from_json(data.get("tree"), n_configs, f"{where}.tree")
+            given = set.intersection(*(set(x) for x, _ in points))
+            _check_splits(tree, given, f"{where}.tree")
         elif model == "nearest":
             tree = None
         else:
@@ -247,6 +249,20 @@ def _check_ranges(
                 f"{where}.ranges[{name!r}] is {ranges.get(name)}, not its swept keys' range "
                 f"{swept}: build the rule again"
             )
+
+
+def _check_splits(node: Tree | None, given: set[str], where: str) -> None:
+    """Each split of a family's tree reads a feature every swept key of the family gives, as
+    the build's splits do: a key lacking it would read as 0 there and go down one branch."""
+    if node is None or node.pick is not None:
+        return
+    if node.feature not in given:
+        raise InvalidRule(
+            f"{where} splits on {node.feature!r}, which the family's swept keys do not give "
+            f"({', '.join(map(repr, sorted(given)[:8]))}): build the rule again"
+        )
+    _check_splits(node.low, given, f"{where}.low")
+    _check_splits(node.high, given, f"{where}.high")
 
 
 def _family_parts(family: str) -> Any:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl import knobs
+from tunedsl.environ import unknown_settings
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
 from tunedsl.model.hints import InfeasibleConfig
@@ -336,6 +337,20 @@ def decide(
     return Decision(record.chosen, decision_options(record.chosen, settings), "tuned", record)
 
 
+@knobs.per_environ
+def _settings_read() -> None:
+    """Every ``TUNEDSL_*`` setting read once before a tuning (again when the environment
+    changes): a bad value is a ``UsageError`` naming it on every machine, not only on one
+    whose tuning reads it (a GPU's compiles, several GPUs, a ``torch.distributed`` job);
+    a misspelt name (``TUNEDSL_AUTOTUNING``) is one warning naming the setting meant."""
+    for read in knobs.SETTINGS.values():
+        read()
+    for name, meant in unknown_settings(knobs.SETTINGS):
+        if meant is not None:  # a variable near no setting may be another tool's
+            warn_once(f"setting:{name}", f"environment variable {name} is not a tunedsl "
+                      f"setting and changes nothing: did you mean {meant}?", stacklevel="user")  # fmt: skip
+
+
 def tune_and_record(
     subject: Subject,
     variants_for: VariantsFor,
@@ -349,6 +364,7 @@ def tune_and_record(
     tuner (``runtime.tuner.tune``; ranks that agree pass one that shares the measuring);
     ``note``: more entries for the record's ``context``."""
     settings, kernel, info, ctx = subject.settings, subject.kernel, subject.info, subject.context
+    _settings_read()
     from tunedsl.backends import triton as bt
     from tunedsl.engine.request import TuneRequest
     from tunedsl.runtime.tuner import tune as lone

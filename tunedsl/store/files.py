@@ -78,7 +78,27 @@ def _no_lock() -> Iterator[bool]:
 
 def default_stores() -> list[FileRecordStore]:
     """The cache, then each ``TUNEDSL_RECORDS_PATH`` directory (read-only), in lookup order."""
-    return [
-        FileRecordStore(),
-        *(FileRecordStore(d, writable=False) for d in rec.extra_record_dirs()),
-    ]
+    shipped = rec.extra_record_dirs()
+    for directory in shipped:
+        _say_if_no_directory(directory)
+    return [FileRecordStore(), *(FileRecordStore(d, writable=False) for d in shipped)]
+
+
+def _say_if_no_directory(path: Path) -> None:
+    """One warning for a ``TUNEDSL_RECORDS_PATH`` entry that is missing or not a directory
+    (a bundle, say): no record is ever read from it, and nothing else would say so."""
+    import os
+    import stat
+
+    try:
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, which does "
+                  "not exist: no records are read from it; create it, or take it off the path")  # fmt: skip
+        return
+    except OSError:  # unreadable: the trust check of the directory says why
+        return
+    if not is_dir:
+        warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, which is not "
+                  "a directory: no records are read from it; name the directory of record "
+                  f"files, or for a bundle run `tunedsl cache import {path}`")  # fmt: skip
