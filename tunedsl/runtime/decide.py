@@ -342,7 +342,7 @@ def _settings_read() -> None:
     """Every ``TUNEDSL_*`` setting read once before a tuning (again when the environment
     changes): a bad value is a ``UsageError`` naming it on every machine, not only on one
     whose tuning reads it (a GPU's compiles, several GPUs, a ``torch.distributed`` job);
-    a misspelt name (``TUNEDSL_AUTOTUNING``) is one warning naming the setting meant."""
+    a misspelt name (``AUTOTUNING`` for ``AUTOTUNE``) is one warning naming the setting meant."""
     for read in knobs.SETTINGS.values():
         read()
     for name, meant in unknown_settings(knobs.SETTINGS):
