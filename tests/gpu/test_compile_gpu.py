@@ -210,6 +210,7 @@ def _precompile(tmp_path, *argv):
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "tc"))
     env.pop("TRITON_INTERPRET", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # precompile must be able to store bytecode
+    env.pop("TUNEDSL_QUIET", None)  # the progress line is checked
     return subprocess.run(
         [sys.executable, "-m", "tunedsl", "precompile", *argv],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
