@@ -413,7 +413,7 @@ COMPILED = """\
 def double(x):
     out = torch.empty_like(x)
     n = x.numel()
-    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), scale(x, out, n, TILE=$tile))
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), scale(x, out, n, TILE=$tile))  # DOUBLE
     return out
 
 
@@ -425,12 +425,12 @@ def bump_kernel(x, n, TILE: tl.constexpr):
 
 def bump(x):
     n = x.numel()
-    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), bump_kernel(x, n, TILE=$tile))
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), bump_kernel(x, n, TILE=$tile))  # BUMP
     return x
 
 
 class Model(torch.nn.Module):
-    def forward(self, x):  # FORWARD
+    def forward(self, x):
         return bump(double(x))
 
 
@@ -442,7 +442,7 @@ print("OK")
 """
 
 
-def test_a_warning_of_a_site_inside_torch_compile_points_at_the_users_model(
+def test_a_warning_of_a_site_inside_torch_compile_points_at_the_sites_line(
     tmp_path: Path,
 ) -> None:
     from tunedsl.runtime.miss import MANY_TUNED_KEYS
@@ -452,12 +452,12 @@ def test_a_warning_of_a_site_inside_torch_compile_points_at_the_users_model(
     proc = tunedsl(tmp_path, "run", str(path))
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr
     warning = next(line for line in proc.stderr.splitlines() if "distinct keys" in line)
-    # The user's model, not torch/_library/custom_ops.py, which called the site.
-    forward = line_of(path, "# FORWARD")
-    assert warning.startswith(f"{path}:{forward}: UserWarning"), warning
+    # The site's autotune(...) line in the user's file (as for an eager call), not
+    # torch/_library/custom_ops.py, which called the site, nor the model's forward.
+    assert warning.startswith(f"{path}:{line_of(path, '# DOUBLE')}: UserWarning"), warning
     # The same for the warning about a kernel that writes its input in place.
     in_place = next(line for line in proc.stderr.splitlines() if "in place" in line)
-    assert in_place.startswith(f"{path}:{forward}: UserWarning"), in_place
+    assert in_place.startswith(f"{path}:{line_of(path, '# BUMP')}: UserWarning"), in_place
 
 
 ZEROED = """\
