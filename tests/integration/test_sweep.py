@@ -112,7 +112,7 @@ def test_ray_sweep_retries_on_another_actor_and_reports_failures(
     assert len(written) == 2 and len(local_records()) == 2
 
 
-def test_ctrl_c_writes_nothing(tmp_path: Path) -> None:
+def test_ctrl_c_writes_the_finished_tasks_records_and_no_bundle(tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     markers.mkdir()
     cache = tmp_path / "cache"
@@ -129,7 +129,12 @@ def test_ctrl_c_writes_nothing(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err.decode()
-    assert not list(cache.glob("records/*.json"))  # the finished task's record is not written
+    # The finished task's tuning is kept (valid records of n=100 only); the slow task's is
+    # not, nor a bundle, which would claim a whole sweep.
+    kept = [records.read_record_file(p) for p in cache.glob("records/*.json")]
+    assert kept, err.decode()
+    assert all("100" in str(r.key) and "300" not in str(r.key) for r in kept), [r.key for r in kept]
+    assert "interrupted after 1 of 2 tasks" in err.decode()
     assert not (tmp_path / "bundle.json").exists()
 
 

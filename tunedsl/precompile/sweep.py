@@ -10,7 +10,8 @@ user's, and a process imports the script once for all its tasks, so processes tu
 by side compile each variant once and a process loads each kernel once. Nothing is merged
 until every task has ended: then the records go to this machine's record files (and the
 Redis store when ``TUNEDSL_REDIS_URL`` is set), and optionally into one bundle. Ctrl-C
-cancels the tasks and writes nothing.
+cancels the running tasks and writes the records of the tasks that finished (each a whole
+tuning), but no bundle: a bundle holds a whole sweep.
 
 On Ray (``tunedsl[ray]``) each actor holds ``gpus_per_task`` GPUs (``num_gpus=0`` actors on a
 machine without GPUs, for tests); a task that fails is retried once on another actor, then
@@ -181,8 +182,10 @@ class Progress:
     def __init__(self, total: int, out: TextIO, *, quiet: bool = False) -> None:
         self.total, self.done, self.failed, self.out = total, 0, 0, out
         self.quiet = quiet
+        self.finished: list[Outcome] = []  # what an interrupted sweep still writes
 
     def update(self, outcome: Outcome) -> None:
+        self.finished.append(outcome)
         self.done += 1
         self.failed += outcome.error is not None
         width = 30
@@ -409,14 +412,33 @@ def sweep(
             children.stop(kill=True)
         raise
     progress = Progress(len(tasks), out, quiet=quiet)
-    if use_ray:
-        outcomes = run_on_ray(tasks, progress, ray_address, gpus_per_task, actors, runner_env)
-    elif children is not None:
-        outcomes = run_sharded(tasks, progress, children)
-    else:
-        outcomes = run_in_process(tasks, progress)
+    try:
+        if use_ray:
+            outcomes = run_on_ray(tasks, progress, ray_address, gpus_per_task, actors, runner_env)
+        elif children is not None:
+            outcomes = run_sharded(tasks, progress, children)
+        else:
+            outcomes = run_in_process(tasks, progress)
+    except KeyboardInterrupt:
+        _keep_finished(progress, out)
+        raise
     written = merge(outcomes, bundle)
     return written, outcomes
+
+
+def _keep_finished(progress: Progress, out: TextIO) -> None:
+    """An interrupted sweep writes what its finished tasks tuned (hours of measuring, each
+    record a whole tuning), never a bundle; a record that does not validate writes none."""
+    finished = [o for o in progress.finished if o.records]
+    try:
+        written = merge(finished) if finished else []
+    except Exception as err:  # the interrupt is what the user sees, this is its footnote
+        out.write(f"sweep: interrupted; the finished tasks' records were not written: {err}\n")
+        return
+    out.write(
+        f"sweep: interrupted after {progress.done} of {progress.total} tasks; wrote the "
+        f"{len(written)} records they tuned (no bundle: it holds a whole sweep)\n"
+    )
 
 
 def _shards(gpus: int | None) -> list[str] | None:
