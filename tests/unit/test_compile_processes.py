@@ -129,6 +129,65 @@ def test_a_streams_timeout_counts_the_compile_not_the_wait_for_a_process() -> No
         workers.close()
 
 
+def test_a_job_that_waits_in_line_longer_than_its_timeout_is_not_timed_out() -> None:
+    """A batch announced ahead may wait behind many others for a process: the wait is no
+    compile, so a job that waits 1.7 s and compiles in 0.2 s is not a 1 s timeout (the
+    configuration would be recorded as failed without ever being compiled)."""
+    workers = ForkedWorkers(1)
+    try:
+        busy = threading.Thread(target=workers.run, args=(process_jobs.sleep, 2.0, 30.0))
+        busy.start()
+        time.sleep(0.3)  # the only process is busy
+        job = compile_pool.CompileJob(
+            "ahead", lambda: workers.run(process_jobs.sleep, 0.2, 30.0, priority=1.0)
+        )
+        results = [r for _, r in compile_pool.compile_stream([job], workers=1, timeout_s=1.0)]
+        busy.join()
+        assert results == ["slept"], results
+    finally:
+        workers.close()
+
+
+def test_a_cancelled_caller_runs_nothing_even_with_a_process_idle_or_the_pool_gone(
+    tmp_path: Path,
+) -> None:
+    """A caller whose batch was cancelled gets ``Cancelled``: when it comes to the line
+    (an idle process would otherwise run its job: compiles started beside the final race
+    after the host stage closed) and when the pool is closed as it waits (``NoWorkerLeft``
+    would have it compiled in this process instead)."""
+    log = tmp_path / "ran.txt"
+    cancel = threading.Event()
+    cancel.set()
+    workers = ForkedWorkers(1)
+    try:
+        with pytest.raises(compile_processes.Cancelled):
+            workers.run(process_jobs.note_order, (str(log), "late"), 30.0, cancelled=cancel)
+        assert not log.exists()
+        busy = threading.Thread(target=workers.run, args=(process_jobs.sleep, 1.0, 30.0))
+        busy.start()
+        time.sleep(0.3)  # the only process is busy: the caller below waits
+        waiting = threading.Event()
+        outcome: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                workers.run(process_jobs.note_order, (str(log), "waited"), 30.0, cancelled=waiting)
+            except Exception as err:
+                outcome.append(err)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.2)
+        waiting.set()
+        workers.close()  # wakes the caller: cancelled, and no process left
+        caller.join(10)
+        busy.join()
+        assert len(outcome) == 1 and isinstance(outcome[0], compile_processes.Cancelled), outcome
+        assert not log.exists()
+    finally:
+        workers.close()
+
+
 def test_a_raising_job_is_reported_and_the_worker_serves_on(pool: ForkedWorkers) -> None:
     with pytest.raises(WorkerFailed, match="ValueError: bad configuration"):
         pool.run(process_jobs.fail, "bad configuration", 30.0)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import queue
 import sys
@@ -58,6 +59,7 @@ __all__ = [
     "exit_now_if_compiling",
     "job_running",
     "job_timeout_s",
+    "job_waiting",
     "join_at_exit",
     "start_drained_thread",
     "workers_busy",
@@ -271,6 +273,14 @@ def job_timeout_s() -> float:
 
 
 _job = threading.local()  # timeout_s, slot: the stream's, while this thread runs one of its jobs
+
+
+def job_waiting() -> None:
+    """The job this thread runs waits for a compile process from now on (behind the
+    batches served first): it compiles nothing meanwhile, so its timeout does not run."""
+    slot = getattr(_job, "slot", None)
+    if slot is not None:
+        slot.started = math.inf
 
 
 def job_running() -> None:

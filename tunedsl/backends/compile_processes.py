@@ -236,12 +236,15 @@ class ForkedWorkers:
     ) -> Any:
         """``fn(payload)`` in a free worker; see the module docstring. Callers waiting for a
         worker are served lowest ``priority`` first (a search's current batch before the
-        batches it announced ahead); one whose ``cancelled`` is set while it waits gets
-        :class:`Cancelled` (the job did not run)."""
-        from tunedsl.backends.compile_pool import CompileTimeout, job_running
+        batches it announced ahead); one whose ``cancelled`` is set before a process takes
+        its job gets :class:`Cancelled` (the job did not run)."""
+        from tunedsl.backends.compile_pool import CompileTimeout, job_running, job_waiting
 
-        worker = self._take(priority, cancelled)
-        job_running()  # the stream's timeout counts the compile, not the wait in line
+        job_waiting()  # in line for a process: no compile runs, none times out
+        try:
+            worker = self._take(priority, cancelled)
+        finally:  # the stream's timeout counts the compile (a fallback's too), not the wait
+            job_running()
         try:
             message = pickle.dumps((fn, payload), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:
@@ -281,6 +284,8 @@ class ForkedWorkers:
         """A free worker: at once when one is idle, else handed over by ``_release`` to the
         waiter first in line (no thread wakes for a worker it is not given)."""
         with self._guard:
+            if cancelled is not None and cancelled.is_set():  # its batch ended: run nothing
+                raise Cancelled("cancelled before a compile process took it")
             if not self.alive():
                 raise NoWorkerLeft("no compile process is left")
             if self._idle:
@@ -295,9 +300,10 @@ class ForkedWorkers:
                     return waiter.worker
                 if not self.alive() or (cancelled is not None and cancelled.is_set()):
                     waiter.gone = True  # left in the heap: _release skips it
-                    if not self.alive():
-                        raise NoWorkerLeft("no compile process is left")
-                    raise Cancelled("cancelled while waiting for a compile process")
+                    # Cancelled first: NoWorkerLeft has the caller compile in-process.
+                    if cancelled is not None and cancelled.is_set():
+                        raise Cancelled("cancelled while waiting for a compile process")
+                    raise NoWorkerLeft("no compile process is left")
 
     def _hello(self, worker: _Worker) -> bool:
         """The worker's first message is its pid (it may still be starting)."""
