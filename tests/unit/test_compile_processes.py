@@ -113,6 +113,46 @@ def test_waiting_callers_are_served_lowest_priority_first_and_a_cancelled_one_ru
         workers.close()
 
 
+def test_a_process_freed_by_the_current_batch_serves_its_next_job_not_a_batch_waiting_behind(
+    tmp_path: Path,
+) -> None:
+    """Each thread of the batch being raced frees its process and comes back with its next
+    job a moment later: meanwhile the process is not handed to a batch announced ahead that
+    waits in line, so the current batch's six jobs run before the ahead batch's last four
+    (they were interleaved: each of its jobs let one job of the batch behind it go first)."""
+    workers = ForkedWorkers(2)
+    log = tmp_path / "order.txt"
+    try:
+        for _ in range(2):  # both processes up
+            workers.run(process_jobs.sleep, 0.0, 30.0)
+
+        def stream(tag: str, priority: float) -> None:
+            jobs = [
+                compile_pool.CompileJob(
+                    i,
+                    lambda i=i: workers.run(
+                        process_jobs.note_after,
+                        (str(log), f"{tag}{i}", 0.3),
+                        30.0,
+                        priority=priority,
+                    ),
+                )
+                for i in range(6)
+            ]
+            for _, result in compile_pool.compile_stream(jobs, workers=2):
+                assert not isinstance(result, BaseException), result
+
+        ahead = threading.Thread(target=stream, args=("ahead", 1.0))
+        ahead.start()  # announced first: its first two jobs take both processes
+        time.sleep(0.1)
+        stream("current", 0.0)
+        ahead.join()
+        order = log.read_text().split()
+        assert set(order[2:8]) == {f"current{i}" for i in range(6)}, order
+    finally:
+        workers.close()
+
+
 def test_a_streams_timeout_counts_the_compile_not_the_wait_for_a_process() -> None:
     """Jobs of a compile stream that wait in line for the one process (behind a search's
     current batch, say) are not timed out for their wait: each compiles in 0.6 s, under
