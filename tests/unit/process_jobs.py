@@ -43,3 +43,17 @@ def note_after(path_tag_seconds: tuple[str, str, float]) -> str:
     path, tag, seconds = path_tag_seconds
     time.sleep(seconds)
     return note_order((path, tag))
+
+
+def _refuse_to_load() -> None:
+    raise ValueError("this result cannot be loaded here")
+
+
+class _Unloadable:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_refuse_to_load, ())
+
+
+def unloadable(_: Any) -> _Unloadable:
+    """A result the worker pickles and the parent cannot unpickle."""
+    return _Unloadable()

@@ -235,6 +235,25 @@ def test_a_raising_job_is_reported_and_the_worker_serves_on(pool: ForkedWorkers)
     assert pool.alive()
 
 
+def test_a_result_that_cannot_be_loaded_is_a_failure_and_the_worker_serves_on() -> None:
+    """The worker answered, but its result does not unpickle here: ``WorkerFailed`` (the
+    caller compiles in-process), and the worker goes back to the pool (it was kept by
+    nobody: the next caller of a one-process pool waited forever)."""
+    workers = ForkedWorkers(1)
+    try:
+        with pytest.raises(WorkerFailed, match="cannot be loaded here"):
+            workers.run(process_jobs.unloadable, None, 30.0)
+        after: list[object] = []
+        nxt = threading.Thread(
+            target=lambda: after.append(workers.run(process_jobs.sleep, 0.0, 30.0)), daemon=True
+        )
+        nxt.start()
+        nxt.join(10)
+        assert after == ["slept"], "the worker was never handed back"
+    finally:
+        workers.close()
+
+
 def test_a_worker_that_dies_is_a_crash_and_the_pool_keeps_the_other(pool: ForkedWorkers) -> None:
     with pytest.raises(WorkerCrashed, match="died"):
         pool.run(process_jobs.die, 3, 30.0)

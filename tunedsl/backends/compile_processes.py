@@ -259,19 +259,26 @@ class ForkedWorkers:
             worker.conn.send_bytes(message)
             answered = worker.conn.poll(timeout_s)
             if answered:
-                ok, value = pickle.loads(worker.conn.recv_bytes())
+                data = worker.conn.recv_bytes()
         except (EOFError, OSError) as err:
             self._lose(worker, kill=True)
             _count("crashed")
             raise WorkerCrashed(
                 f"the compile process died after {time.monotonic() - start:.1f} s"
             ) from err
+        except BaseException:  # the answer may still come: the worker serves no one else
+            self._lose(worker, kill=True)
+            raise
         if not answered:
             self._lose(worker, kill=True)
             _count("timeouts")
             raise CompileTimeout(timeout_s)
-        self._release(worker, priority)
+        self._release(worker, priority)  # it answered in full: it serves on, whatever it said
         _count("jobs")
+        try:
+            ok, value = pickle.loads(data)
+        except Exception as err:
+            ok, value = False, f"unreadable result: {type(err).__name__}: {err}"
         if not ok:
             _count("failed")
             raise WorkerFailed(value)
