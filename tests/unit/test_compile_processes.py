@@ -153,6 +153,48 @@ def test_a_process_freed_by_the_current_batch_serves_its_next_job_not_a_batch_wa
         workers.close()
 
 
+def test_a_process_handed_to_a_caller_whose_batch_just_ended_goes_to_the_next_in_line(
+    tmp_path: Path,
+) -> None:
+    """A caller is handed the process as its batch is cancelled (the cancel comes between
+    its timed looks, the handover wakes it): it runs nothing, and the process serves the
+    next caller in line at once."""
+    log = tmp_path / "ran.txt"
+    workers = ForkedWorkers(1)
+    try:
+        busy = threading.Thread(target=workers.run, args=(process_jobs.sleep, 1.0, 30.0))
+        busy.start()
+        time.sleep(0.3)  # the caller below looks at 0.8 s, 1.3 s: the process frees at ~1 s
+        cancel = threading.Event()
+        outcomes: dict[str, object] = {}
+
+        def call(tag: str, priority: float, cancelled: threading.Event | None) -> None:
+            try:
+                outcomes[tag] = workers.run(
+                    process_jobs.note_order,
+                    (str(log), tag),
+                    30.0,
+                    priority=priority,
+                    cancelled=cancelled,
+                )
+            except Exception as err:
+                outcomes[tag] = err
+
+        first = threading.Thread(target=call, args=("ended", 0.0, cancel))
+        first.start()
+        time.sleep(0.1)
+        second = threading.Thread(target=call, args=("next", 1.0, None))
+        second.start()
+        time.sleep(0.5)  # 0.9 s: after the first caller's look at 0.8 s
+        cancel.set()
+        for thread in (busy, first, second):
+            thread.join(10)
+        assert isinstance(outcomes["ended"], compile_processes.Cancelled), outcomes
+        assert outcomes["next"] == "next" and log.read_text().split() == ["next"]
+    finally:
+        workers.close()
+
+
 def test_a_streams_timeout_counts_the_compile_not_the_wait_for_a_process() -> None:
     """Jobs of a compile stream that wait in line for the one process (behind a search's
     current batch, say) are not timed out for their wait: each compiles in 0.6 s, under

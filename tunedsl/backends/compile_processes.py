@@ -169,8 +169,7 @@ class _Worker:
     __slots__ = ("conn", "held", "pid")
 
     def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.pid = 0
+        self.conn, self.pid = conn, 0
         self.held: float | None = None  # idle, kept for callers of this priority or lower
 
 
@@ -180,8 +179,7 @@ class _Waiter:
     __slots__ = ("arrival", "gone", "handed", "priority", "worker")
 
     def __init__(self, priority: float, arrival: int) -> None:
-        self.priority = priority
-        self.arrival = arrival
+        self.priority, self.arrival = priority, arrival
         self.handed = threading.Event()
         self.worker: _Worker | None = None
         self.gone = False  # cancelled or given up: skipped when its turn comes
@@ -201,10 +199,8 @@ class ForkedWorkers:
         self._owner = os.getpid()
         self._idle: deque[_Worker] = deque()  # first in, first out: every worker serves
         self._waiting: list[_Waiter] = []  # a heap: the first in line is served first
-        self._arrivals = itertools.count()
-        self._alive = size
-        self._guard = threading.Lock()
-        self._closed = False
+        self._arrivals, self._alive = itertools.count(), size
+        self._guard, self._closed = threading.Lock(), False
         pairs = [Pipe() for _ in range(size)]
         for stream in (sys.stdout, sys.stderr):  # else the child would print it again
             with contextlib.suppress(Exception):
@@ -310,14 +306,18 @@ class ForkedWorkers:
             # Timed: a cancel or the owner's exit is noticed without a handover.
             waiter.handed.wait(0.5)
             with self._guard:
-                if waiter.worker is not None:
+                stop = cancelled is not None and cancelled.is_set()
+                if waiter.worker is not None and not stop:
                     return waiter.worker
-                if not self.alive() or (cancelled is not None and cancelled.is_set()):
-                    waiter.gone = True  # left in the heap: _release skips it
-                    # Cancelled first: NoWorkerLeft has the caller compile in-process.
-                    if cancelled is not None and cancelled.is_set():
-                        raise Cancelled("cancelled while waiting for a compile process")
-                    raise NoWorkerLeft("no compile process is left")
+                if waiter.worker is None and self.alive() and not stop:
+                    continue
+                waiter.gone = True  # left in the heap: _release skips it
+            if waiter.worker is not None:  # handed as its batch ended: to the next in line
+                self._release(waiter.worker, float("inf"))
+            # Cancelled first: NoWorkerLeft has the caller compile in-process.
+            if stop:
+                raise Cancelled("cancelled while waiting for a compile process")
+            raise NoWorkerLeft("no compile process is left")
 
     def _hello(self, worker: _Worker) -> bool:
         """The worker's first message is its pid (it may still be starting)."""
