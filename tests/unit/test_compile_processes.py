@@ -420,3 +420,49 @@ def test_a_worker_busy_with_a_job_ends_when_its_parent_dies() -> None:
     assert out.returncode == 0, out.stderr
     pid = int(out.stdout.split()[0])
     assert _gone(pid, within_s=10.0)  # not after its 120 s job
+
+
+_EXIT_IN_LINE = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import process_jobs
+from tunedsl.backends import compile_pool
+from tunedsl.backends.compile_processes import ForkedWorkers
+
+workers = ForkedWorkers(1)
+ran = []
+
+def job():
+    ran.append(workers.run(process_jobs.sleep, 1.0, 60.0, priority=1.0))
+
+def drive():  # a compile-ahead: six jobs, five of them in line for the one process
+    for _ in compile_pool.compile_stream([compile_pool.CompileJob(i, job) for i in range(6)], workers=6):
+        pass
+
+import atexit  # before tunedsl's exit drain: runs after it
+atexit.register(lambda: print("jobs run:", len(ran), flush=True))
+compile_pool.start_drained_thread(drive, name="drives-a-stream")
+time.sleep(0.3)
+"""
+
+
+def test_at_exit_jobs_waiting_for_a_compile_process_start_none(tmp_path: Path) -> None:
+    """The program ends while a stream's jobs wait in line for a compile process: like a
+    stream's jobs not yet started, they start nothing, so the exit waits only for the one
+    running and ends normally (each took the process in turn until the exit drain gave up
+    after 10 s and left with status 1, "a compile was still running at exit")."""
+    import subprocess
+
+    script = tmp_path / "exits_in_line.py"
+    script.write_text(_EXIT_IN_LINE)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(script), str(Path(process_jobs.__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    took = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "jobs run: 1" in proc.stdout.splitlines(), proc.stdout
+    assert took < 8, took

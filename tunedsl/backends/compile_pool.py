@@ -236,12 +236,13 @@ def _kill_compiler_children() -> None:
 class _Slot:
     """What one worker thread is doing: the job and when it started (for timeouts)."""
 
-    __slots__ = ("abandoned", "job", "started")
+    __slots__ = ("abandoned", "job", "started", "stopping")
 
-    def __init__(self) -> None:
+    def __init__(self, stopping: Callable[[], bool] | None = None) -> None:
         self.job: CompileJob | None = None
         self.started = 0.0
         self.abandoned = False
+        self.stopping = stopping  # whether the stream starts no further job (exit)
 
 
 def compile_stream(
@@ -275,12 +276,16 @@ def job_timeout_s() -> float:
 _job = threading.local()  # timeout_s, slot: the stream's, while this thread runs one of its jobs
 
 
-def job_waiting() -> None:
+def job_waiting(cancelled: threading.Event | None = None) -> Callable[[], bool]:
     """The job this thread runs waits for a compile process from now on (behind the
-    batches served first): it compiles nothing meanwhile, so its timeout does not run."""
+    batches served first): it compiles nothing meanwhile, so its timeout does not run.
+    Returns whether it should start none after all: ``cancelled`` is set, or its stream
+    stops (the interpreter exits: like a job not yet started)."""
     slot = getattr(_job, "slot", None)
     if slot is not None:
         slot.started = math.inf
+    stopping = getattr(slot, "stopping", None) or (lambda: False)
+    return lambda: (cancelled is not None and cancelled.is_set()) or stopping()
 
 
 def job_running() -> None:
@@ -353,7 +358,7 @@ def _threaded(
     threads: list[threading.Thread] = []
 
     def start_worker() -> None:
-        slot = _Slot()
+        slot = _Slot(stopping)
         slots.append(slot)
         thread = threading.Thread(
             target=work, args=(slot,), name=f"tunedsl-compile-{len(slots)}", daemon=True

@@ -236,13 +236,13 @@ class ForkedWorkers:
     ) -> Any:
         """``fn(payload)`` in a free worker; see the module docstring. Callers waiting for a
         worker are served lowest ``priority`` first (a search's current batch before the
-        batches it announced ahead); one whose ``cancelled`` is set before a process takes
-        its job gets :class:`Cancelled` (the job did not run)."""
+        batches it announced ahead); one whose ``cancelled`` is set (or stream stopped, at
+        exit) before a process takes its job gets :class:`Cancelled`: the job did not run."""
         from tunedsl.backends.compile_pool import CompileTimeout, job_running, job_waiting
 
-        job_waiting()  # in line for a process: no compile runs, none times out
+        ended = job_waiting(cancelled)  # in line for a process: no compile, no timeout
         try:
-            worker = self._take(priority, cancelled)
+            worker = self._take(priority, ended)
         finally:  # the stream's timeout counts the compile (a fallback's too), not the wait
             job_running()
         try:
@@ -280,18 +280,18 @@ class ForkedWorkers:
             raise WorkerFailed(value)
         return value
 
-    def _take(self, priority: float, cancelled: threading.Event | None) -> _Worker:
+    def _take(self, priority: float, ended: Callable[[], bool]) -> _Worker:
         while True:
-            worker = self._next_idle(priority, cancelled)
+            worker = self._next_idle(priority, ended)
             if worker.pid == 0 and not self._hello(worker):
                 continue
             return worker
 
-    def _next_idle(self, priority: float, cancelled: threading.Event | None) -> _Worker:
+    def _next_idle(self, priority: float, ended: Callable[[], bool]) -> _Worker:
         """A free worker: at once when one is idle, else handed over by ``_release`` to the
         waiter first in line (no thread wakes for a worker it is not given)."""
         with self._guard:
-            if cancelled is not None and cancelled.is_set():  # its batch ended: run nothing
+            if ended():  # its batch was cancelled (or its stream stopped): run nothing
                 raise Cancelled("cancelled before a compile process took it")
             if not self.alive():
                 raise NoWorkerLeft("no compile process is left")
@@ -306,7 +306,7 @@ class ForkedWorkers:
             # Timed: a cancel or the owner's exit is noticed without a handover.
             waiter.handed.wait(0.5)
             with self._guard:
-                stop = cancelled is not None and cancelled.is_set()
+                stop = ended()
                 if waiter.worker is not None and not stop:
                     return waiter.worker
                 if waiter.worker is None and self.alive() and not stop:
