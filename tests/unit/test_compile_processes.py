@@ -195,6 +195,29 @@ def test_a_process_handed_to_a_caller_whose_batch_just_ended_goes_to_the_next_in
         workers.close()
 
 
+def test_a_process_freed_by_a_streams_last_job_goes_to_the_next_in_line_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hold is for a thread coming back with its stream's next job: a stream with none
+    left frees its process to the batch waiting behind at once (a hold at every batch's
+    end left each process idle for it)."""
+    monkeypatch.setattr(compile_processes, "_HOLD_S", 3.0)  # a hold could not go unseen
+    workers = ForkedWorkers(1)
+    try:
+        job = compile_pool.CompileJob(
+            "last", lambda: workers.run(process_jobs.sleep, 0.5, 30.0, priority=0.0)
+        )
+        current = threading.Thread(target=lambda: list(compile_pool.compile_stream([job])))
+        current.start()
+        time.sleep(0.2)  # the one process is busy: the caller below waits
+        start = time.monotonic()
+        workers.run(process_jobs.sleep, 0.0, 30.0, priority=1.0)
+        assert time.monotonic() - start < 2.0
+        current.join()
+    finally:
+        workers.close()
+
+
 def test_a_streams_timeout_counts_the_compile_not_the_wait_for_a_process() -> None:
     """Jobs of a compile stream that wait in line for the one process (behind a search's
     current batch, say) are not timed out for their wait: each compiles in 0.6 s, under

@@ -81,8 +81,8 @@ _in_worker = False
 stats = {"pools": 0, "jobs": 0, "failed": 0, "crashed": 0, "timeouts": 0, "stale": 0}
 
 _START_TIMEOUT_S = 30.0  # a worker that has not said hello by then is taken as dead
-# A process freed by a job waits this long for a caller of that job's priority (its thread,
-# back with the stream's next job) before a caller of a later batch in line takes it.
+# A process freed by a stream's job waits this long for that stream's thread, back with its
+# next job, before a caller of a later batch in line takes it.
 _HOLD_S = 0.1
 
 
@@ -244,7 +244,7 @@ class ForkedWorkers:
         try:
             worker = self._take(priority, ended)
         finally:  # the stream's timeout counts the compile (a fallback's too), not the wait
-            job_running()
+            more = job_running()
         try:
             message = pickle.dumps((fn, payload), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:
@@ -269,7 +269,8 @@ class ForkedWorkers:
             self._lose(worker, kill=True)
             _count("timeouts")
             raise CompileTimeout(timeout_s)
-        self._release(worker, priority)  # it answered in full: it serves on, whatever it said
+        # It answered in full: it serves on (held for this thread's next job, if any).
+        self._release(worker, priority if more() else float("inf"))
         _count("jobs")
         try:
             ok, value = pickle.loads(data)
@@ -331,10 +332,9 @@ class ForkedWorkers:
         return False
 
     def _release(self, worker: _Worker, priority: float) -> None:
-        """Hand ``worker`` to the first in line, or keep it idle. A freed process goes to a
-        caller of a later batch only after ``_HOLD_S``: the thread that ran this job is
-        most likely back with its stream's next job by then (a batch being raced that
-        gave each process it frees to a batch behind it would go half as fast)."""
+        """Hand ``worker`` to the first in line, or keep it idle: a caller of a later batch
+        gets it after ``_HOLD_S``, the time for a ``priority`` caller's next job to come (a
+        raced batch giving each process it frees to one behind would go half as fast)."""
         with self._guard:
             if not self._closed:
                 while self._waiting and self._waiting[0].gone:
