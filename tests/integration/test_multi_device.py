@@ -13,7 +13,7 @@ from isolate_kernels import double_or_die
 
 from tunedsl import cdiv
 from tunedsl.backends import isolated, multi_device
-from tunedsl.engine.driver import run_search
+from tunedsl.engine.driver import SearchOutcome, run_search
 from tunedsl.engine.seams import Measurer
 from tunedsl.engine.search import make_strategy
 from tunedsl.model.config import Config
@@ -189,3 +189,39 @@ def test_a_local_caller_and_a_worker_share_the_search_and_the_caller_races_the_l
     final = {o.config for o in out.observations if o.round == out.final_round}
     assert m.final_from is not None and out.chosen in final
     assert all(slot == 0 for _, slot in m.trace[m.final_from :])
+
+
+def test_a_stored_leader_in_the_final_race_is_raced_on_the_callers_gpu() -> None:
+    """A search that continues a stored record (a larger budget) races its stored leaders
+    with its own in the final race: ``prepare`` after ``final_on_caller`` hands them to the
+    race (they are readied on the caller's GPU) instead of waiting forever for a host
+    compile that the closed host stage never starts and no GPU would open."""
+    from tunedsl.engine.seams import Observation
+
+    configs = [Config(tile=t, mode=0) for t in (16, 32, 64, 128)]
+    stored = [Config(tile=t, mode=0) for t in (256, 512)]
+    req, _, _ = request(configs + stored)
+    history = [
+        Observation(c, "ok", 1e-4 * (i + 1), (1e-4 * (i + 1),) * 3) for i, c in enumerate(stored)
+    ]
+    m = multi_device.MultiDeviceMeasurer(req, [0, 0], opening_reps=2, chunk=1)
+    m.wait_started()
+    outcome: list[object] = []
+    space, strategy = ListSpace(configs + stored), make_strategy("exhaustive")
+
+    def search() -> None:
+        outcome.append(run_search(space, strategy, m, final_leaders=3, history=history))
+
+    searching = threading.Thread(target=search, daemon=True)
+    try:
+        searching.start()
+        searching.join(60)
+        assert not searching.is_alive(), "the final race waited forever for a stored leader"
+    finally:
+        if not searching.is_alive():  # else its thread holds the measurer: the fixture ends it
+            m.close()
+    out = outcome[0]
+    assert isinstance(out, SearchOutcome)
+    final = {o.config for o in out.observations if o.round == out.final_round}
+    assert set(stored) <= final and out.chosen in final
+    assert m.final_from is not None and all(slot == 0 for _, slot in m.trace[m.final_from :])

@@ -36,3 +36,24 @@ def note_order(path_and_tag: tuple[str, str]) -> str:
     with open(path, "a") as fh:
         fh.write(tag + "\n")
     return tag
+
+
+def note_after(path_tag_seconds: tuple[str, str, float]) -> str:
+    """Sleep, then append ``tag`` to ``path``: a compile that takes a while."""
+    path, tag, seconds = path_tag_seconds
+    time.sleep(seconds)
+    return note_order((path, tag))
+
+
+def _refuse_to_load() -> None:
+    raise ValueError("this result cannot be loaded here")
+
+
+class _Unloadable:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_refuse_to_load, ())
+
+
+def unloadable(_: Any) -> _Unloadable:
+    """A result the worker pickles and the parent cannot unpickle."""
+    return _Unloadable()

@@ -113,6 +113,111 @@ def test_waiting_callers_are_served_lowest_priority_first_and_a_cancelled_one_ru
         workers.close()
 
 
+def test_a_process_freed_by_the_current_batch_serves_its_next_job_not_a_batch_waiting_behind(
+    tmp_path: Path,
+) -> None:
+    """Each thread of the batch being raced frees its process and comes back with its next
+    job a moment later: meanwhile the process is not handed to a batch announced ahead that
+    waits in line, so the current batch's six jobs run before the ahead batch's last four
+    (they were interleaved: each of its jobs let one job of the batch behind it go first)."""
+    workers = ForkedWorkers(2)
+    log = tmp_path / "order.txt"
+    try:
+        for _ in range(2):  # both processes up
+            workers.run(process_jobs.sleep, 0.0, 30.0)
+
+        def stream(tag: str, priority: float) -> None:
+            jobs = [
+                compile_pool.CompileJob(
+                    i,
+                    lambda i=i: workers.run(
+                        process_jobs.note_after,
+                        (str(log), f"{tag}{i}", 0.3),
+                        30.0,
+                        priority=priority,
+                    ),
+                )
+                for i in range(6)
+            ]
+            for _, result in compile_pool.compile_stream(jobs, workers=2):
+                assert not isinstance(result, BaseException), result
+
+        ahead = threading.Thread(target=stream, args=("ahead", 1.0))
+        ahead.start()  # announced first: its first two jobs take both processes
+        time.sleep(0.1)
+        stream("current", 0.0)
+        ahead.join()
+        order = log.read_text().split()
+        assert set(order[2:8]) == {f"current{i}" for i in range(6)}, order
+    finally:
+        workers.close()
+
+
+def test_a_process_handed_to_a_caller_whose_batch_just_ended_goes_to_the_next_in_line(
+    tmp_path: Path,
+) -> None:
+    """A caller is handed the process as its batch is cancelled (the cancel comes between
+    its timed looks, the handover wakes it): it runs nothing, and the process serves the
+    next caller in line at once."""
+    log = tmp_path / "ran.txt"
+    workers = ForkedWorkers(1)
+    try:
+        busy = threading.Thread(target=workers.run, args=(process_jobs.sleep, 1.0, 30.0))
+        busy.start()
+        time.sleep(0.3)  # the caller below looks at 0.8 s, 1.3 s: the process frees at ~1 s
+        cancel = threading.Event()
+        outcomes: dict[str, object] = {}
+
+        def call(tag: str, priority: float, cancelled: threading.Event | None) -> None:
+            try:
+                outcomes[tag] = workers.run(
+                    process_jobs.note_order,
+                    (str(log), tag),
+                    30.0,
+                    priority=priority,
+                    cancelled=cancelled,
+                )
+            except Exception as err:
+                outcomes[tag] = err
+
+        first = threading.Thread(target=call, args=("ended", 0.0, cancel))
+        first.start()
+        time.sleep(0.1)
+        second = threading.Thread(target=call, args=("next", 1.0, None))
+        second.start()
+        time.sleep(0.5)  # 0.9 s: after the first caller's look at 0.8 s
+        cancel.set()
+        for thread in (busy, first, second):
+            thread.join(10)
+        assert isinstance(outcomes["ended"], compile_processes.Cancelled), outcomes
+        assert outcomes["next"] == "next" and log.read_text().split() == ["next"]
+    finally:
+        workers.close()
+
+
+def test_a_process_freed_by_a_streams_last_job_goes_to_the_next_in_line_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hold is for a thread coming back with its stream's next job: a stream with none
+    left frees its process to the batch waiting behind at once (a hold at every batch's
+    end left each process idle for it)."""
+    monkeypatch.setattr(compile_processes, "_HOLD_S", 3.0)  # a hold could not go unseen
+    workers = ForkedWorkers(1)
+    try:
+        job = compile_pool.CompileJob(
+            "last", lambda: workers.run(process_jobs.sleep, 0.5, 30.0, priority=0.0)
+        )
+        current = threading.Thread(target=lambda: list(compile_pool.compile_stream([job])))
+        current.start()
+        time.sleep(0.2)  # the one process is busy: the caller below waits
+        start = time.monotonic()
+        workers.run(process_jobs.sleep, 0.0, 30.0, priority=1.0)
+        assert time.monotonic() - start < 2.0
+        current.join()
+    finally:
+        workers.close()
+
+
 def test_a_streams_timeout_counts_the_compile_not_the_wait_for_a_process() -> None:
     """Jobs of a compile stream that wait in line for the one process (behind a search's
     current batch, say) are not timed out for their wait: each compiles in 0.6 s, under
@@ -129,11 +234,89 @@ def test_a_streams_timeout_counts_the_compile_not_the_wait_for_a_process() -> No
         workers.close()
 
 
+def test_a_job_that_waits_in_line_longer_than_its_timeout_is_not_timed_out() -> None:
+    """A batch announced ahead may wait behind many others for a process: the wait is no
+    compile, so a job that waits 1.7 s and compiles in 0.2 s is not a 1 s timeout (the
+    configuration would be recorded as failed without ever being compiled)."""
+    workers = ForkedWorkers(1)
+    try:
+        busy = threading.Thread(target=workers.run, args=(process_jobs.sleep, 2.0, 30.0))
+        busy.start()
+        time.sleep(0.3)  # the only process is busy
+        job = compile_pool.CompileJob(
+            "ahead", lambda: workers.run(process_jobs.sleep, 0.2, 30.0, priority=1.0)
+        )
+        results = [r for _, r in compile_pool.compile_stream([job], workers=1, timeout_s=1.0)]
+        busy.join()
+        assert results == ["slept"], results
+    finally:
+        workers.close()
+
+
+def test_a_cancelled_caller_runs_nothing_even_with_a_process_idle_or_the_pool_gone(
+    tmp_path: Path,
+) -> None:
+    """A caller whose batch was cancelled gets ``Cancelled``: when it comes to the line
+    (an idle process would otherwise run its job: compiles started beside the final race
+    after the host stage closed) and when the pool is closed as it waits (``NoWorkerLeft``
+    would have it compiled in this process instead)."""
+    log = tmp_path / "ran.txt"
+    cancel = threading.Event()
+    cancel.set()
+    workers = ForkedWorkers(1)
+    try:
+        with pytest.raises(compile_processes.Cancelled):
+            workers.run(process_jobs.note_order, (str(log), "late"), 30.0, cancelled=cancel)
+        assert not log.exists()
+        busy = threading.Thread(target=workers.run, args=(process_jobs.sleep, 1.0, 30.0))
+        busy.start()
+        time.sleep(0.3)  # the only process is busy: the caller below waits
+        waiting = threading.Event()
+        outcome: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                workers.run(process_jobs.note_order, (str(log), "waited"), 30.0, cancelled=waiting)
+            except Exception as err:
+                outcome.append(err)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.2)
+        waiting.set()
+        workers.close()  # wakes the caller: cancelled, and no process left
+        caller.join(10)
+        busy.join()
+        assert len(outcome) == 1 and isinstance(outcome[0], compile_processes.Cancelled), outcome
+        assert not log.exists()
+    finally:
+        workers.close()
+
+
 def test_a_raising_job_is_reported_and_the_worker_serves_on(pool: ForkedWorkers) -> None:
     with pytest.raises(WorkerFailed, match="ValueError: bad configuration"):
         pool.run(process_jobs.fail, "bad configuration", 30.0)
     assert pool.run(process_jobs.sleep, 0.0, 30.0) == "slept"
     assert pool.alive()
+
+
+def test_a_result_that_cannot_be_loaded_is_a_failure_and_the_worker_serves_on() -> None:
+    """The worker answered, but its result does not unpickle here: ``WorkerFailed`` (the
+    caller compiles in-process), and the worker goes back to the pool (it was kept by
+    nobody: the next caller of a one-process pool waited forever)."""
+    workers = ForkedWorkers(1)
+    try:
+        with pytest.raises(WorkerFailed, match="cannot be loaded here"):
+            workers.run(process_jobs.unloadable, None, 30.0)
+        after: list[object] = []
+        nxt = threading.Thread(
+            target=lambda: after.append(workers.run(process_jobs.sleep, 0.0, 30.0)), daemon=True
+        )
+        nxt.start()
+        nxt.join(10)
+        assert after == ["slept"], "the worker was never handed back"
+    finally:
+        workers.close()
 
 
 def test_a_worker_that_dies_is_a_crash_and_the_pool_keeps_the_other(pool: ForkedWorkers) -> None:
@@ -260,3 +443,49 @@ def test_a_worker_busy_with_a_job_ends_when_its_parent_dies() -> None:
     assert out.returncode == 0, out.stderr
     pid = int(out.stdout.split()[0])
     assert _gone(pid, within_s=10.0)  # not after its 120 s job
+
+
+_EXIT_IN_LINE = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import process_jobs
+from tunedsl.backends import compile_pool
+from tunedsl.backends.compile_processes import ForkedWorkers
+
+workers = ForkedWorkers(1)
+ran = []
+
+def job():
+    ran.append(workers.run(process_jobs.sleep, 1.0, 60.0, priority=1.0))
+
+def drive():  # a compile-ahead: six jobs, five of them in line for the one process
+    for _ in compile_pool.compile_stream([compile_pool.CompileJob(i, job) for i in range(6)], workers=6):
+        pass
+
+import atexit  # before tunedsl's exit drain: runs after it
+atexit.register(lambda: print("jobs run:", len(ran), flush=True))
+compile_pool.start_drained_thread(drive, name="drives-a-stream")
+time.sleep(0.3)
+"""
+
+
+def test_at_exit_jobs_waiting_for_a_compile_process_start_none(tmp_path: Path) -> None:
+    """The program ends while a stream's jobs wait in line for a compile process: like a
+    stream's jobs not yet started, they start nothing, so the exit waits only for the one
+    running and ends normally (each took the process in turn until the exit drain gave up
+    after 10 s and left with status 1, "a compile was still running at exit")."""
+    import subprocess
+
+    script = tmp_path / "exits_in_line.py"
+    script.write_text(_EXIT_IN_LINE)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(script), str(Path(process_jobs.__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    took = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "jobs run: 1" in proc.stdout.splitlines(), proc.stdout
+    assert took < 8, took

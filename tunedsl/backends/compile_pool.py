@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import queue
 import sys
@@ -58,6 +59,7 @@ __all__ = [
     "exit_now_if_compiling",
     "job_running",
     "job_timeout_s",
+    "job_waiting",
     "join_at_exit",
     "start_drained_thread",
     "workers_busy",
@@ -234,12 +236,16 @@ def _kill_compiler_children() -> None:
 class _Slot:
     """What one worker thread is doing: the job and when it started (for timeouts)."""
 
-    __slots__ = ("abandoned", "job", "started")
+    __slots__ = ("abandoned", "job", "more", "started", "stopping")
 
-    def __init__(self) -> None:
+    def __init__(
+        self, stopping: Callable[[], bool] | None = None, more: Callable[[], bool] | None = None
+    ) -> None:
         self.job: CompileJob | None = None
         self.started = 0.0
         self.abandoned = False
+        self.stopping = stopping  # whether the stream starts no further job (exit)
+        self.more = more  # whether it has a job left to start
 
 
 def compile_stream(
@@ -273,12 +279,26 @@ def job_timeout_s() -> float:
 _job = threading.local()  # timeout_s, slot: the stream's, while this thread runs one of its jobs
 
 
-def job_running() -> None:
+def job_waiting(cancelled: threading.Event | None = None) -> Callable[[], bool]:
+    """The job this thread runs waits for a compile process from now on (behind the
+    batches served first): it compiles nothing meanwhile, so its timeout does not run.
+    Returns whether it should start none after all: ``cancelled`` is set, or its stream
+    stops (the interpreter exits: like a job not yet started)."""
+    slot = getattr(_job, "slot", None)
+    if slot is not None:
+        slot.started = math.inf
+    stopping = getattr(slot, "stopping", None) or (lambda: False)
+    return lambda: (cancelled is not None and cancelled.is_set()) or stopping()
+
+
+def job_running() -> Callable[[], bool]:
     """The job this thread runs starts now: it waited for a compile process until here
-    (behind the batches served first), and its timeout counts from now."""
+    (behind the batches served first), and its timeout counts from now. Returns whether
+    its stream has a next job for this thread (then it comes back for a process)."""
     slot = getattr(_job, "slot", None)
     if slot is not None:
         slot.started = time.monotonic()
+    return getattr(slot, "more", None) or (lambda: False)
 
 
 def _run_one(
@@ -343,7 +363,7 @@ def _threaded(
     threads: list[threading.Thread] = []
 
     def start_worker() -> None:
-        slot = _Slot()
+        slot = _Slot(stopping, lambda: not todo.empty() and not stop.is_set() and not stopping())
         slots.append(slot)
         thread = threading.Thread(
             target=work, args=(slot,), name=f"tunedsl-compile-{len(slots)}", daemon=True

@@ -81,6 +81,9 @@ _in_worker = False
 stats = {"pools": 0, "jobs": 0, "failed": 0, "crashed": 0, "timeouts": 0, "stale": 0}
 
 _START_TIMEOUT_S = 30.0  # a worker that has not said hello by then is taken as dead
+# A process freed by a stream's job waits this long for that stream's thread, back with its
+# next job, before a caller of a later batch in line takes it.
+_HOLD_S = 0.1
 
 
 class WorkerFailed(Exception):
@@ -163,11 +166,11 @@ def shutdown() -> None:
 
 
 class _Worker:
-    __slots__ = ("conn", "pid")
+    __slots__ = ("conn", "held", "pid")
 
     def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.pid = 0
+        self.conn, self.pid = conn, 0
+        self.held: float | None = None  # idle, kept for callers of this priority or lower
 
 
 class _Waiter:
@@ -176,8 +179,7 @@ class _Waiter:
     __slots__ = ("arrival", "gone", "handed", "priority", "worker")
 
     def __init__(self, priority: float, arrival: int) -> None:
-        self.priority = priority
-        self.arrival = arrival
+        self.priority, self.arrival = priority, arrival
         self.handed = threading.Event()
         self.worker: _Worker | None = None
         self.gone = False  # cancelled or given up: skipped when its turn comes
@@ -197,10 +199,8 @@ class ForkedWorkers:
         self._owner = os.getpid()
         self._idle: deque[_Worker] = deque()  # first in, first out: every worker serves
         self._waiting: list[_Waiter] = []  # a heap: the first in line is served first
-        self._arrivals = itertools.count()
-        self._alive = size
-        self._guard = threading.Lock()
-        self._closed = False
+        self._arrivals, self._alive = itertools.count(), size
+        self._guard, self._closed = threading.Lock(), False
         pairs = [Pipe() for _ in range(size)]
         for stream in (sys.stdout, sys.stderr):  # else the child would print it again
             with contextlib.suppress(Exception):
@@ -236,68 +236,89 @@ class ForkedWorkers:
     ) -> Any:
         """``fn(payload)`` in a free worker; see the module docstring. Callers waiting for a
         worker are served lowest ``priority`` first (a search's current batch before the
-        batches it announced ahead); one whose ``cancelled`` is set while it waits gets
-        :class:`Cancelled` (the job did not run)."""
-        from tunedsl.backends.compile_pool import CompileTimeout, job_running
+        batches it announced ahead); one whose ``cancelled`` is set (or stream stopped, at
+        exit) before a process takes its job gets :class:`Cancelled`: the job did not run."""
+        from tunedsl.backends.compile_pool import CompileTimeout, job_running, job_waiting
 
-        worker = self._take(priority, cancelled)
-        job_running()  # the stream's timeout counts the compile, not the wait in line
+        ended = job_waiting(cancelled)  # in line for a process: no compile, no timeout
+        try:
+            worker = self._take(priority, ended)
+        finally:  # the stream's timeout counts the compile (a fallback's too), not the wait
+            more = job_running()
         try:
             message = pickle.dumps((fn, payload), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:
-            self._release(worker)
+            self._release(worker, priority)
             raise
         start = time.monotonic()
         try:
             worker.conn.send_bytes(message)
             answered = worker.conn.poll(timeout_s)
             if answered:
-                ok, value = pickle.loads(worker.conn.recv_bytes())
+                data = worker.conn.recv_bytes()
         except (EOFError, OSError) as err:
             self._lose(worker, kill=True)
             _count("crashed")
             raise WorkerCrashed(
                 f"the compile process died after {time.monotonic() - start:.1f} s"
             ) from err
+        except BaseException:  # the answer may still come: the worker serves no one else
+            self._lose(worker, kill=True)
+            raise
         if not answered:
             self._lose(worker, kill=True)
             _count("timeouts")
             raise CompileTimeout(timeout_s)
-        self._release(worker)
+        # It answered in full: it serves on (held for this thread's next job, if any).
+        self._release(worker, priority if more() else float("inf"))
         _count("jobs")
+        try:
+            ok, value = pickle.loads(data)
+        except Exception as err:
+            ok, value = False, f"unreadable result: {type(err).__name__}: {err}"
         if not ok:
             _count("failed")
             raise WorkerFailed(value)
         return value
 
-    def _take(self, priority: float, cancelled: threading.Event | None) -> _Worker:
+    def _take(self, priority: float, ended: Callable[[], bool]) -> _Worker:
         while True:
-            worker = self._next_idle(priority, cancelled)
+            worker = self._next_idle(priority, ended)
             if worker.pid == 0 and not self._hello(worker):
                 continue
             return worker
 
-    def _next_idle(self, priority: float, cancelled: threading.Event | None) -> _Worker:
+    def _next_idle(self, priority: float, ended: Callable[[], bool]) -> _Worker:
         """A free worker: at once when one is idle, else handed over by ``_release`` to the
         waiter first in line (no thread wakes for a worker it is not given)."""
         with self._guard:
+            if ended():  # its batch was cancelled (or its stream stopped): run nothing
+                raise Cancelled("cancelled before a compile process took it")
             if not self.alive():
                 raise NoWorkerLeft("no compile process is left")
-            if self._idle:
-                return self._idle.popleft()
+            for worker in self._idle:  # one held for a later caller is not this one's
+                if worker.held is None or priority <= worker.held:
+                    self._idle.remove(worker)
+                    worker.held = None
+                    return worker
             waiter = _Waiter(priority, next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
         while True:
             # Timed: a cancel or the owner's exit is noticed without a handover.
             waiter.handed.wait(0.5)
             with self._guard:
-                if waiter.worker is not None:
+                stop = ended()
+                if waiter.worker is not None and not stop:
                     return waiter.worker
-                if not self.alive() or (cancelled is not None and cancelled.is_set()):
-                    waiter.gone = True  # left in the heap: _release skips it
-                    if not self.alive():
-                        raise NoWorkerLeft("no compile process is left")
-                    raise Cancelled("cancelled while waiting for a compile process")
+                if waiter.worker is None and self.alive() and not stop:
+                    continue
+                waiter.gone = True  # left in the heap: _release skips it
+            if waiter.worker is not None:  # handed as its batch ended: to the next in line
+                self._release(waiter.worker, float("inf"))
+            # Cancelled first: NoWorkerLeft has the caller compile in-process.
+            if stop:
+                raise Cancelled("cancelled while waiting for a compile process")
+            raise NoWorkerLeft("no compile process is left")
 
     def _hello(self, worker: _Worker) -> bool:
         """The worker's first message is its pid (it may still be starting)."""
@@ -310,19 +331,48 @@ class ForkedWorkers:
         self._lose(worker, kill=False)
         return False
 
-    def _release(self, worker: _Worker) -> None:
+    def _release(self, worker: _Worker, priority: float) -> None:
+        """Hand ``worker`` to the first in line, or keep it idle: a caller of a later batch
+        gets it after ``_HOLD_S``, the time for a ``priority`` caller's next job to come (a
+        raced batch giving each process it frees to one behind would go half as fast)."""
         with self._guard:
             if not self._closed:
-                while self._waiting:
-                    waiter = heapq.heappop(self._waiting)
-                    if not waiter.gone:
-                        waiter.worker = worker
-                        waiter.handed.set()
+                while self._waiting and self._waiting[0].gone:
+                    heapq.heappop(self._waiting)
+                if self._waiting and self._waiting[0].priority <= priority:
+                    self._hand(worker)
+                    return
+                if self._waiting:
+                    timer = threading.Timer(_HOLD_S, self._unhold, (worker,))
+                    timer.name, timer.daemon = "tunedsl-compile-hold", True
+                    try:
+                        timer.start()
+                    except RuntimeError:  # no new thread (interpreter exit): no hold
+                        self._hand(worker)
                         return
+                    worker.held = priority  # before the timer can look: it needs _guard
                 self._idle.append(worker)
                 return
         with contextlib.suppress(OSError):  # the pool was closed while this job ran
             worker.conn.close()
+
+    def _unhold(self, worker: _Worker) -> None:
+        """The hold is over: a worker still idle goes to the first in line."""
+        with self._guard:
+            if worker.held is None or worker not in self._idle:
+                return  # taken meanwhile (or the pool closed)
+            worker.held = None
+            self._idle.remove(worker)
+            self._hand(worker)
+
+    def _hand(self, worker: _Worker) -> None:  # under _guard
+        while self._waiting:
+            waiter = heapq.heappop(self._waiting)
+            if not waiter.gone:
+                waiter.worker = worker
+                waiter.handed.set()
+                return
+        self._idle.append(worker)
 
     def _lose(self, worker: _Worker, *, kill: bool) -> None:
         if kill and worker.pid:

@@ -192,6 +192,9 @@ class MultiDeviceMeasurer:
         for config in configs:
             if config not in self.host.variants:
                 yield Prepared(config, "failed", "not a candidate of this tuning request")
+        if self.final:  # stored leaders of the final race: ``sample`` readies them here
+            yield from (Prepared(c) for c in configs if c in self.host.variants)
+            return
         waiting = {c for c in configs if c in self.host.variants}
         self.host.submit(configs)  # what the driver prefetched is compiling (or compiled)
         if self._deferred:  # announced before the first batch: compiled after it
@@ -332,15 +335,12 @@ class MultiDeviceMeasurer:
         request (the worker answers each as it is done); a crash or hang fails its
         configuration alone (the others are sent again, one at a time, to find it)."""
         slot = self.slots[index]
-        measurer = slot.measurer
-        stats = slot.stats
-        left = list(part)
-        single = False
+        measurer, stats = slot.measurer, slot.stats
+        left, single = list(part), False
         while left:
             todo = left[:1] if single else left
             answered: set[Config] = set()
-            switched = False
-            worker_s = 0.0
+            switched, worker_s = False, 0.0
             start = time.perf_counter()
             self.events.extend(("measuring", c, start) for c in todo)
             request = ("open", [measurer.index[c] for c in todo], self.opening_reps)
@@ -463,8 +463,8 @@ class MultiDeviceMeasurer:
 
     def final_on_caller(self, leaders: Sequence[Config]) -> None:
         """From now on every sample is taken on the caller's GPU, no GPU opens anything more
-        and the host starts no further compile; the ``leaders`` are compiled there now (and, with the auto timer, its timer
-        settles on them)."""
+        and the host compiles nothing more; the ``leaders`` are compiled there now (and, with
+        the auto timer, its timer settles on them)."""
         start = time.perf_counter()
         self.final = True
         self.host.close()  # batches announced ahead are not needed: free the cores
