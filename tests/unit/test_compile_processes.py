@@ -113,46 +113,6 @@ def test_waiting_callers_are_served_lowest_priority_first_and_a_cancelled_one_ru
         workers.close()
 
 
-def test_a_process_freed_by_the_current_batch_serves_its_next_job_not_a_batch_waiting_behind(
-    tmp_path: Path,
-) -> None:
-    """Each thread of the batch being raced frees its process and comes back with its next
-    job a moment later: meanwhile the process is not handed to a batch announced ahead that
-    waits in line, so the current batch's six jobs run before the ahead batch's last four
-    (they were interleaved: each of its jobs let one job of the batch behind it go first)."""
-    workers = ForkedWorkers(2)
-    log = tmp_path / "order.txt"
-    try:
-        for _ in range(2):  # both processes up
-            workers.run(process_jobs.sleep, 0.0, 30.0)
-
-        def stream(tag: str, priority: float) -> None:
-            jobs = [
-                compile_pool.CompileJob(
-                    i,
-                    lambda i=i: workers.run(
-                        process_jobs.note_after,
-                        (str(log), f"{tag}{i}", 0.3),
-                        30.0,
-                        priority=priority,
-                    ),
-                )
-                for i in range(6)
-            ]
-            for _, result in compile_pool.compile_stream(jobs, workers=2):
-                assert not isinstance(result, BaseException), result
-
-        ahead = threading.Thread(target=stream, args=("ahead", 1.0))
-        ahead.start()  # announced first: its first two jobs take both processes
-        time.sleep(0.1)
-        stream("current", 0.0)
-        ahead.join()
-        order = log.read_text().split()
-        assert set(order[2:8]) == {f"current{i}" for i in range(6)}, order
-    finally:
-        workers.close()
-
-
 def test_a_process_handed_to_a_caller_whose_batch_just_ended_goes_to_the_next_in_line(
     tmp_path: Path,
 ) -> None:
@@ -191,29 +151,6 @@ def test_a_process_handed_to_a_caller_whose_batch_just_ended_goes_to_the_next_in
             thread.join(10)
         assert isinstance(outcomes["ended"], compile_processes.Cancelled), outcomes
         assert outcomes["next"] == "next" and log.read_text().split() == ["next"]
-    finally:
-        workers.close()
-
-
-def test_a_process_freed_by_a_streams_last_job_goes_to_the_next_in_line_at_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The hold is for a thread coming back with its stream's next job: a stream with none
-    left frees its process to the batch waiting behind at once (a hold at every batch's
-    end left each process idle for it)."""
-    monkeypatch.setattr(compile_processes, "_HOLD_S", 3.0)  # a hold could not go unseen
-    workers = ForkedWorkers(1)
-    try:
-        job = compile_pool.CompileJob(
-            "last", lambda: workers.run(process_jobs.sleep, 0.5, 30.0, priority=0.0)
-        )
-        current = threading.Thread(target=lambda: list(compile_pool.compile_stream([job])))
-        current.start()
-        time.sleep(0.2)  # the one process is busy: the caller below waits
-        start = time.monotonic()
-        workers.run(process_jobs.sleep, 0.0, 30.0, priority=1.0)
-        assert time.monotonic() - start < 2.0
-        current.join()
     finally:
         workers.close()
 

@@ -236,16 +236,13 @@ def _kill_compiler_children() -> None:
 class _Slot:
     """What one worker thread is doing: the job and when it started (for timeouts)."""
 
-    __slots__ = ("abandoned", "job", "more", "started", "stopping")
+    __slots__ = ("abandoned", "job", "started", "stopping")
 
-    def __init__(
-        self, stopping: Callable[[], bool] | None = None, more: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, stopping: Callable[[], bool] | None = None) -> None:
         self.job: CompileJob | None = None
         self.started = 0.0
         self.abandoned = False
         self.stopping = stopping  # whether the stream starts no further job (exit)
-        self.more = more  # whether it has a job left to start
 
 
 def compile_stream(
@@ -291,14 +288,12 @@ def job_waiting(cancelled: threading.Event | None = None) -> Callable[[], bool]:
     return lambda: (cancelled is not None and cancelled.is_set()) or stopping()
 
 
-def job_running() -> Callable[[], bool]:
+def job_running() -> None:
     """The job this thread runs starts now: it waited for a compile process until here
-    (behind the batches served first), and its timeout counts from now. Returns whether
-    its stream has a next job for this thread (then it comes back for a process)."""
+    (behind the batches served first), and its timeout counts from now."""
     slot = getattr(_job, "slot", None)
     if slot is not None:
         slot.started = time.monotonic()
-    return getattr(slot, "more", None) or (lambda: False)
 
 
 def _run_one(
@@ -363,7 +358,7 @@ def _threaded(
     threads: list[threading.Thread] = []
 
     def start_worker() -> None:
-        slot = _Slot(stopping, lambda: not todo.empty() and not stop.is_set() and not stopping())
+        slot = _Slot(stopping)
         slots.append(slot)
         thread = threading.Thread(
             target=work, args=(slot,), name=f"tunedsl-compile-{len(slots)}", daemon=True

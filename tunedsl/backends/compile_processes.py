@@ -81,9 +81,6 @@ _in_worker = False
 stats = {"pools": 0, "jobs": 0, "failed": 0, "crashed": 0, "timeouts": 0, "stale": 0}
 
 _START_TIMEOUT_S = 30.0  # a worker that has not said hello by then is taken as dead
-# A process freed by a stream's job waits this long for that stream's thread, back with its
-# next job, before a caller of a later batch in line takes it.
-_HOLD_S = 0.1
 
 
 class WorkerFailed(Exception):
@@ -166,11 +163,10 @@ def shutdown() -> None:
 
 
 class _Worker:
-    __slots__ = ("conn", "held", "pid")
+    __slots__ = ("conn", "pid")
 
     def __init__(self, conn: Connection) -> None:
         self.conn, self.pid = conn, 0
-        self.held: float | None = None  # idle, kept for callers of this priority or lower
 
 
 class _Waiter:
@@ -244,11 +240,11 @@ class ForkedWorkers:
         try:
             worker = self._take(priority, ended)
         finally:  # the stream's timeout counts the compile (a fallback's too), not the wait
-            more = job_running()
+            job_running()
         try:
             message = pickle.dumps((fn, payload), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:
-            self._release(worker, priority)
+            self._release(worker)
             raise
         start = time.monotonic()
         try:
@@ -269,8 +265,7 @@ class ForkedWorkers:
             self._lose(worker, kill=True)
             _count("timeouts")
             raise CompileTimeout(timeout_s)
-        # It answered in full: it serves on (held for this thread's next job, if any).
-        self._release(worker, priority if more() else float("inf"))
+        self._release(worker)  # it answered in full: it serves on
         _count("jobs")
         try:
             ok, value = pickle.loads(data)
@@ -296,11 +291,8 @@ class ForkedWorkers:
                 raise Cancelled("cancelled before a compile process took it")
             if not self.alive():
                 raise NoWorkerLeft("no compile process is left")
-            for worker in self._idle:  # one held for a later caller is not this one's
-                if worker.held is None or priority <= worker.held:
-                    self._idle.remove(worker)
-                    worker.held = None
-                    return worker
+            if self._idle:
+                return self._idle.popleft()
             waiter = _Waiter(priority, next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
         while True:
@@ -314,7 +306,7 @@ class ForkedWorkers:
                     continue
                 waiter.gone = True  # left in the heap: _release skips it
             if waiter.worker is not None:  # handed as its batch ended: to the next in line
-                self._release(waiter.worker, float("inf"))
+                self._release(waiter.worker)
             # Cancelled first: NoWorkerLeft has the caller compile in-process.
             if stop:
                 raise Cancelled("cancelled while waiting for a compile process")
@@ -331,39 +323,14 @@ class ForkedWorkers:
         self._lose(worker, kill=False)
         return False
 
-    def _release(self, worker: _Worker, priority: float) -> None:
-        """Hand ``worker`` to the first in line, or keep it idle: a caller of a later batch
-        gets it after ``_HOLD_S``, the time for a ``priority`` caller's next job to come (a
-        raced batch giving each process it frees to one behind would go half as fast)."""
+    def _release(self, worker: _Worker) -> None:
+        """Hand ``worker`` to the first in line, or keep it idle."""
         with self._guard:
             if not self._closed:
-                while self._waiting and self._waiting[0].gone:
-                    heapq.heappop(self._waiting)
-                if self._waiting and self._waiting[0].priority <= priority:
-                    self._hand(worker)
-                    return
-                if self._waiting:
-                    timer = threading.Timer(_HOLD_S, self._unhold, (worker,))
-                    timer.name, timer.daemon = "tunedsl-compile-hold", True
-                    try:
-                        timer.start()
-                    except RuntimeError:  # no new thread (interpreter exit): no hold
-                        self._hand(worker)
-                        return
-                    worker.held = priority  # before the timer can look: it needs _guard
-                self._idle.append(worker)
+                self._hand(worker)
                 return
         with contextlib.suppress(OSError):  # the pool was closed while this job ran
             worker.conn.close()
-
-    def _unhold(self, worker: _Worker) -> None:
-        """The hold is over: a worker still idle goes to the first in line."""
-        with self._guard:
-            if worker.held is None or worker not in self._idle:
-                return  # taken meanwhile (or the pool closed)
-            worker.held = None
-            self._idle.remove(worker)
-            self._hand(worker)
 
     def _hand(self, worker: _Worker) -> None:  # under _guard
         while self._waiting:
