@@ -40,6 +40,16 @@ def server(tmp_path):
 
 
 @pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches empty before and after (a test that compiles with torch.compile)."""
+    import torch
+
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
 def fresh_rules():
     """No warning shown and no rule file loaded yet in this process (rule_helpers.py)."""
     from tunedsl.store import rules as rule_store

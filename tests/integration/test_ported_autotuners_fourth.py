@@ -614,13 +614,6 @@ def load_module(tmp_path: Path) -> Any:
     return module
 
 
-@pytest.fixture
-def fresh_dynamo() -> Any:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 needs_compile = pytest.mark.skipif(
     not hasattr(torch.compiler, "substitute_in_graph"), reason="needs PyTorch 2.6 or later"
 )

@@ -381,7 +381,7 @@ def test_the_kernels_identity_is_the_same_under_every_hash_seed(tmp_path: Path) 
 
 @pytest.mark.parametrize(("backend", "dynamic"), [("aot_eager", None), ("inductor", False)])
 def test_an_in_place_add_chained_with_a_copy_inside_torch_compile(
-    tmp_path: Path, backend: str, dynamic: bool | None
+    tmp_path: Path, backend: str, dynamic: bool | None, fresh_dynamo: None
 ) -> None:
     """Inductor test_triton_kernel_reinplace_inplaceable_pass and
     test_triton_kernel_dependancies: an autotuned add called with its output as an input
@@ -392,18 +392,14 @@ def test_an_in_place_add_chained_with_a_copy_inside_torch_compile(
     ones a second size turns on: the test below.)"""
     # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_reinplace_inplaceable_pass
     # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_dependancies
-    torch._dynamo.reset()
-    try:
-        module = load(tmp_path / "ported_seventh.py")
-        eager = module["add_in_place_then_copy"]
-        compiled = torch.compile(eager, fullgraph=True, backend=backend, dynamic=dynamic)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "tunedsl: add changes", UserWarning)
-            for fn, n in [(compiled, 5), (compiled, 5), (compiled, 37), (eager, 64)]:
-                x, y = torch.rand(n), torch.rand(n)
-                torch.testing.assert_close(fn(x, y), 2 * x + y + 1)
-    finally:
-        torch._dynamo.reset()
+    module = load(tmp_path / "ported_seventh.py")
+    eager = module["add_in_place_then_copy"]
+    compiled = torch.compile(eager, fullgraph=True, backend=backend, dynamic=dynamic)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "tunedsl: add changes", UserWarning)
+        for fn, n in [(compiled, 5), (compiled, 5), (compiled, 37), (eager, 64)]:
+            x, y = torch.rand(n), torch.rand(n)
+            torch.testing.assert_close(fn(x, y), 2 * x + y + 1)
 
 
 INDUCTOR_FAULT = "PyTorch's Inductor: an operator mutating a clone of an input it also mutates"
@@ -423,7 +419,7 @@ def inductor_fault(*values: Any) -> Any:
     ],
 )
 def test_an_output_cloned_from_an_input_inside_torch_compile(
-    tmp_path: Path, function: str, backend: str, dynamic: bool | None
+    tmp_path: Path, function: str, backend: str, dynamic: bool | None, fresh_dynamo: None
 ) -> None:
     """Inductor test_triton_kernel_reinplace_inplaceable_pass, with the output a clone of
     an input the kernel also takes, after it (``out = x.clone(); add_to(out, x, y)``), and the in-place
@@ -436,17 +432,13 @@ def test_an_output_cloned_from_an_input_inside_torch_compile(
         "add_into_a_clone": lambda x, y: x + y,
         "add_in_place_then_copy": lambda x, y: 2 * x + y + 1,
     }[function]
-    torch._dynamo.reset()
-    try:
-        eager = load(tmp_path / "ported_seventh.py")[function]
-        compiled = torch.compile(eager, fullgraph=True, backend=backend, dynamic=dynamic)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "tunedsl: add changes", UserWarning)
-            for fn in (eager, compiled):
-                x, y = torch.rand(37), torch.rand(37)
-                torch.testing.assert_close(fn(x, y), expected(x, y))
-    finally:
-        torch._dynamo.reset()
+    eager = load(tmp_path / "ported_seventh.py")[function]
+    compiled = torch.compile(eager, fullgraph=True, backend=backend, dynamic=dynamic)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "tunedsl: add changes", UserWarning)
+        for fn in (eager, compiled):
+            x, y = torch.rand(37), torch.rand(37)
+            torch.testing.assert_close(fn(x, y), expected(x, y))
 
 
 TORCH_OP_SCRIPT = """\
@@ -465,7 +457,9 @@ def add_into_a_clone(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 """
 
 
-def test_an_output_cloned_from_an_input_inside_a_torch_op_under_inductor(tmp_path: Path) -> None:
+def test_an_output_cloned_from_an_input_inside_a_torch_op_under_inductor(
+    tmp_path: Path, fresh_dynamo: None
+) -> None:
     """The workaround the known limit above names: the same clone inside a function wrapped
     in ``tunedsl.torch_op`` (an operator whose body runs eagerly, its output a new tensor)
     gives ``x + y`` under Inductor with static and dynamic shapes."""
@@ -474,23 +468,19 @@ def test_an_output_cloned_from_an_input_inside_a_torch_op_under_inductor(tmp_pat
     path.write_text(TORCH_OP_SCRIPT, encoding="utf-8")
     namespace: dict[str, Any] = {"__name__": "ported_seventh_op", "__file__": str(path)}
     exec(compile_source(path.read_bytes(), str(path)), namespace)
-    torch._dynamo.reset()
-    try:
-        for dynamic in (False, True):
-            fn = torch.compile(
-                namespace["add_into_a_clone"], fullgraph=True, backend="inductor", dynamic=dynamic
-            )
-            for n in (37, 64):
-                x, y = torch.rand(n), torch.rand(n)
-                torch.testing.assert_close(fn(x, y), x + y)
-    finally:
-        torch._dynamo.reset()
+    for dynamic in (False, True):
+        fn = torch.compile(
+            namespace["add_into_a_clone"], fullgraph=True, backend="inductor", dynamic=dynamic
+        )
+        for n in (37, 64):
+            x, y = torch.rand(n), torch.rand(n)
+            torch.testing.assert_close(fn(x, y), x + y)
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("function", ["right_half_doubled", "left_half_viewed_tripled"])
 def test_a_strided_slice_at_an_offset_inside_torch_compile(
-    tmp_path: Path, function: str, dynamic: bool
+    tmp_path: Path, function: str, dynamic: bool, fresh_dynamo: None
 ) -> None:
     """Inductor test_triton_kernel_strided_input_nonzero_offset and
     test_triton_kernel_slice_and_view_input: an autotuned kernel given a slice of a wider
@@ -500,57 +490,47 @@ def test_a_strided_slice_at_an_offset_inside_torch_compile(
     as in eager mode."""
     # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_strided_input_nonzero_offset
     # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_slice_and_view_input
-    torch._dynamo.reset()
-    try:
-        eager = load(tmp_path / "ported_seventh.py")[function]
-        compiled = torch.compile(eager, fullgraph=True, backend="inductor", dynamic=dynamic)
-        for rows, cols in [(32, 128), (16, 64)]:
-            inp = torch.randn(rows, cols)
-            if function == "right_half_doubled":
-                expected = 2 * inp[:, cols // 2 :]
-            else:
-                expected = 3 * inp[:, : cols // 2].reshape(rows, 2, cols // 4)
-            torch.testing.assert_close(eager(inp), expected)
-            torch.testing.assert_close(compiled(inp), expected)
-    finally:
-        torch._dynamo.reset()
+    eager = load(tmp_path / "ported_seventh.py")[function]
+    compiled = torch.compile(eager, fullgraph=True, backend="inductor", dynamic=dynamic)
+    for rows, cols in [(32, 128), (16, 64)]:
+        inp = torch.randn(rows, cols)
+        if function == "right_half_doubled":
+            expected = 2 * inp[:, cols // 2 :]
+        else:
+            expected = 3 * inp[:, : cols // 2].reshape(rows, 2, cols // 4)
+        torch.testing.assert_close(eager(inp), expected)
+        torch.testing.assert_close(compiled(inp), expected)
 
 
-def test_each_output_feeding_the_next_launch_inside_torch_compile(tmp_path: Path) -> None:
+def test_each_output_feeding_the_next_launch_inside_torch_compile(
+    tmp_path: Path, fresh_dynamo: None
+) -> None:
     """Inductor test_triton_kernel_inputs_buffer_reuse: four launches of an autotuned add in a
     loop, each output the next one's input (buffers Inductor may reuse): ``16 * x``, on the
     call that tunes and on later ones."""
     # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_inputs_buffer_reuse
-    torch._dynamo.reset()
-    try:
-        module = load(tmp_path / "ported_seventh.py")
-        fn = torch.compile(module["doubled_four_times"], fullgraph=True, backend="inductor")
-        for n in (64, 64):
-            x = torch.rand(n)
-            torch.testing.assert_close(fn(x), 16 * x)
-    finally:
-        torch._dynamo.reset()
+    module = load(tmp_path / "ported_seventh.py")
+    fn = torch.compile(module["doubled_four_times"], fullgraph=True, backend="inductor")
+    for n in (64, 64):
+        x = torch.rand(n)
+        torch.testing.assert_close(fn(x), 16 * x)
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_a_2d_grid_on_inputs_that_require_grad_inside_torch_compile(
-    tmp_path: Path, backend: str, dynamic: bool
+    tmp_path: Path, backend: str, dynamic: bool, fresh_dynamo: None
 ) -> None:
     """Inductor test_triton_kernel_2d_autotune (grad, dynamic, each backend): a site whose
     ``blocks=`` is a 2-D grid of two tiled fields, given inputs and an output that require
     grad, compiled with ``fullgraph=True``: every call, the one that tunes, a repeat and a
     new shape, writes ``x + y`` into the output, as eager mode does."""
     # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_2d_autotune
-    torch._dynamo.reset()
-    try:
-        module = load(tmp_path / "ported_seventh.py")
-        fn = torch.compile(module["add2d"], fullgraph=True, backend=backend, dynamic=dynamic)
-        for shape in [(20, 40), (20, 40), (33, 17)]:
-            x, y = torch.rand(shape, requires_grad=True), torch.rand(shape, requires_grad=True)
-            out = torch.zeros_like(x, requires_grad=True)
-            expected = module["add2d"](x, y, torch.zeros_like(x))
-            torch.testing.assert_close(expected, x + y)
-            torch.testing.assert_close(fn(x, y, out), x + y)
-    finally:
-        torch._dynamo.reset()
+    module = load(tmp_path / "ported_seventh.py")
+    fn = torch.compile(module["add2d"], fullgraph=True, backend=backend, dynamic=dynamic)
+    for shape in [(20, 40), (20, 40), (33, 17)]:
+        x, y = torch.rand(shape, requires_grad=True), torch.rand(shape, requires_grad=True)
+        out = torch.zeros_like(x, requires_grad=True)
+        expected = module["add2d"](x, y, torch.zeros_like(x))
+        torch.testing.assert_close(expected, x + y)
+        torch.testing.assert_close(fn(x, y, out), x + y)
