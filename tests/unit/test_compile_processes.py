@@ -7,6 +7,7 @@ import select
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,27 @@ def test_workers_run_at_the_tuning_process_priority(pool: ForkedWorkers) -> None
     assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)
 
 
+def _logging_caller(
+    workers: ForkedWorkers, log: Path, outcomes: dict[str, object]
+) -> Callable[[str, float, threading.Event | None], None]:
+    """``call(tag, priority, cancelled)``: a caller whose job appends ``tag`` to ``log`` when
+    it runs; its result, or the exception it got, is ``outcomes[tag]``."""
+
+    def call(tag: str, priority: float, cancelled: threading.Event | None = None) -> None:
+        try:
+            outcomes[tag] = workers.run(
+                process_jobs.note_order,
+                (str(log), tag),
+                30.0,
+                priority=priority,
+                cancelled=cancelled,
+            )
+        except Exception as err:
+            outcomes[tag] = err
+
+    return call
+
+
 def test_waiting_callers_are_served_lowest_priority_first_and_a_cancelled_one_runs_nothing(
     tmp_path: Path,
 ) -> None:
@@ -80,18 +102,7 @@ def test_waiting_callers_are_served_lowest_priority_first_and_a_cancelled_one_ru
         time.sleep(0.3)  # the only process is busy: everyone below waits
         cancel = threading.Event()
         outcomes: dict[str, object] = {}
-
-        def call(tag: str, priority: float, cancelled: threading.Event | None = None) -> None:
-            try:
-                outcomes[tag] = workers.run(
-                    process_jobs.note_order,
-                    (str(log), tag),
-                    30.0,
-                    priority=priority,
-                    cancelled=cancelled,
-                )
-            except compile_processes.Cancelled as err:
-                outcomes[tag] = err
+        call = _logging_caller(workers, log, outcomes)
 
         callers = []
         for tag, priority, cancelled in [
@@ -127,18 +138,7 @@ def test_a_process_handed_to_a_caller_whose_batch_just_ended_goes_to_the_next_in
         time.sleep(0.3)  # the caller below looks at 0.8 s, 1.3 s: the process frees at ~1 s
         cancel = threading.Event()
         outcomes: dict[str, object] = {}
-
-        def call(tag: str, priority: float, cancelled: threading.Event | None) -> None:
-            try:
-                outcomes[tag] = workers.run(
-                    process_jobs.note_order,
-                    (str(log), tag),
-                    30.0,
-                    priority=priority,
-                    cancelled=cancelled,
-                )
-            except Exception as err:
-                outcomes[tag] = err
+        call = _logging_caller(workers, log, outcomes)
 
         first = threading.Thread(target=call, args=("ended", 0.0, cancel))
         first.start()
