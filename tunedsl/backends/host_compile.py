@@ -96,8 +96,7 @@ class HostCompiler:
         self.target = target
         self.compiles: dict[Config, int] = {}  # compiles per configuration
         self.events: list[tuple[str, Config, float]] = []  # (what, config, perf_counter)
-        self.closed = False
-        self._cancelled = threading.Event()  # set by close: waiting compiles start none
+        self._closed = threading.Event()  # set by close: waiting compiles start none
         # Per configuration: _PENDING, None (compiled) or why it failed.
         self._state: dict[Config, object] = {}
         self._cond = threading.Condition()
@@ -121,8 +120,7 @@ class HostCompiler:
 
     def close(self) -> None:
         """Start no further compile (what was announced ahead is not needed)."""
-        self.closed = True
-        self._cancelled.set()
+        self._closed.set()
 
     def _compile_all(self, configs: list[Config], priority: float) -> None:
         from tunedsl.backends.compile_pool import CompileCancelled, CompileJob, compile_stream
@@ -136,7 +134,7 @@ class HostCompiler:
             target=self.target,
             shared_by=len(self.variants),
             priority=priority,
-            cancelled=self._cancelled,
+            cancelled=self._closed,
         )
         if self.target is None:  # the workers' first loads find the launcher built
             first = self.variants[configs[0]]
@@ -165,7 +163,7 @@ class HostCompiler:
                     self._state[done.config] = None if why is None else "compile: " + why
                     self._cond.notify_all()
                 self.on_done(done.config, None if why is None else "compile: " + why)
-                if self.closed:  # start no further compile
+                if self._closed.is_set():  # start no further compile
                     break
         finally:
             getattr(stream, "close", lambda: None)()
