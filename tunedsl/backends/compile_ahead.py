@@ -9,8 +9,7 @@ Order: the compile processes serve the batch being measured first, then the batc
 announced ahead in the order they were announced (``priority``). A race waits for its
 batch's slowest compile (a spilling tile takes a minute where most take a second), so the
 driver announces many batches ahead to keep every process busy meanwhile; served in this
-order they only take processes the current batch leaves idle, and a budget that ends the
-search has measured what it would have measured without them.
+order they take the processes the current batch's waiting compiles leave idle.
 """
 
 from __future__ import annotations

@@ -50,7 +50,8 @@ Clock = Callable[[], float]
 #: for its slowest compile, which may take a minute where most take a second), the next
 #: ones compile. One batch of 16 ahead left most of a 32-slot host idle; the compile
 #: processes serve the batch being raced first (``backends/compile_ahead.py``), so a deep
-#: queue costs the current batch nothing (BENCHMARKS.md, "Several GPUs").
+#: queue takes the processes that batch leaves idle (BENCHMARKS.md, "Compile-ahead depth
+#: and order").
 AHEAD_PER_SLOT = 16
 #: ... and at most this many batches announced ahead (a budget may end the search first:
 #: what was announced and not started is cancelled). Each compiling batch holds a thread a

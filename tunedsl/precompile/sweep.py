@@ -180,13 +180,16 @@ class Progress:
     with ``quiet`` (``TUNEDSL_QUIET=1``), which only counts."""
 
     def __init__(self, total: int, out: TextIO, *, quiet: bool = False) -> None:
-        self.total, self.done, self.failed, self.out = total, 0, 0, out
+        self.total, self.failed, self.out = total, 0, out
         self.quiet = quiet
         self.finished: list[Outcome] = []  # what an interrupted sweep still writes
 
+    @property
+    def done(self) -> int:
+        return len(self.finished)
+
     def update(self, outcome: Outcome) -> None:
         self.finished.append(outcome)
-        self.done += 1
         self.failed += outcome.error is not None
         width = 30
         bar = "#" * (width * self.done // max(1, self.total))
