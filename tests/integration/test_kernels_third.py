@@ -210,7 +210,7 @@ def test_views_dtypes_and_constexpr_defaults_each_get_the_right_decision(dsl) ->
         ("memory", base[:, 16:], torch.empty(64, 32), {}, base[:, 16:]),  # storage offset
         ("tuned", torch.randn(32, 64).t(), torch.empty(64, 32), {}, None),  # transposed
         ("tuned", bias.expand(64, 32), torch.empty(64, 32), {}, bias.expand(64, 32)),
-        ("tuned", torch.empty(0, 32), torch.empty(0, 32), {}, torch.empty(0, 32)),
+        ("empty", torch.empty(0, 32), torch.empty(0, 32), {}, torch.empty(0, 32)),
         ("tuned", base[:, :32], torch.empty(64, 32), {"ACT": "relu"}, base[:, :32].relu()),
         ("tuned", base[:, :32], torch.empty(64, 32), {"HAS_BIAS": True}, base[:, :32] + bias),
         ("tuned", base[:, :32], torch.empty(64, 32, dtype=torch.float16),

@@ -96,8 +96,43 @@ def test_a_call_whose_every_grid_is_empty_still_runs(tmp_path: Path) -> None:
         """,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "ok" in proc.stdout
+    assert "ok empty" in proc.stdout
     assert "launches no program" not in proc.stderr
+
+
+def test_an_empty_call_decides_nothing_for_its_key_bucket(tmp_path: Path) -> None:
+    """n=0 shares the bucket (and Triton's int class) of n=16, n=64...: a tune of the empty
+    call would time launches that run nothing, and its pick would decide every size of the
+    bucket, in this process and, through its record, in the next."""
+    proc = _run(
+        tmp_path,
+        """
+        import os
+        from pathlib import Path
+
+        def add(a, b, c, n):
+            return autotune(space=dict(tile=[16, 32, 64, 128]), blocks=cdiv(n, $tile),
+                            key=n // 1024, vadd(a, b, c, n, TILE=$tile))
+
+        def records():
+            return sorted(Path(os.environ["TUNEDSL_CACHE_DIR"]).rglob("*.json"))
+
+        before = records()
+        e = torch.empty(0)
+        for _ in range(2):
+            print("empty:", add(e, e, torch.empty(0), 0).source)
+        print("records after the empty calls:", len(records()) - len(before))
+        a = torch.randn(64)
+        c = torch.empty(64)
+        res = add(a, a, c, 64)
+        assert torch.equal(c, a + a)
+        print("64:", res.source, len(records()) - len(before))
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("empty: empty") == 2, proc.stdout
+    assert "records after the empty calls: 0" in proc.stdout
+    assert "64: tuned 1" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize(

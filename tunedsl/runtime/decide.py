@@ -13,6 +13,8 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
   asked before the records of the site's older identities (``legacy_records.py``);
 - ``cached``: a record whose choice prune keeps (even if the space grew), else the
   default as for ``off``;
+- a call whose grid is empty under every configuration launches nothing, decided nowhere
+  (``source="empty"``: a tune would time nothing, and its pick would decide the bucket);
 - ``on``: take the key's cross-process lock, look for a record again (another process may
   just have written it), else tune and write the record (``source="tuned"``). A record
   that chose a configuration no longer in the space, or that lacks configurations added
@@ -38,6 +40,7 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.record_identity import checker
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
+from tunedsl.runtime import launch_effect
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import records as store
@@ -61,7 +64,7 @@ Check = Callable[[Config], str | None]
 class Decision:
     config: Config
     options: dict[str, Any]
-    source: str  # "tuned", "disk", "rule" or "default"
+    source: str  # "tuned", "disk", "rule", "default" or "empty"
     record: store.Record | None
 
 
@@ -103,10 +106,9 @@ def launch_of(kernel: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def decision_options(config: Config, settings: Settings, target: Any = None) -> dict[str, Any]:
-    """The launch options of ``config`` on this process's GPU (its hints made concrete;
-    ``target``: its ``target_facts()`` where the caller has them), worked out once per
-    configuration for the same settings and device (every key a rule decides asks again
-    for one of its few picks)."""
+    """The launch options of ``config`` on this GPU (its hints made concrete; ``target``:
+    its ``target_facts()`` where the caller has them), worked out once per configuration
+    for the same settings and device (every key a rule decides asks for one of its picks)."""
     global _options
     if target is None:
         from tunedsl.backends.triton import target_facts
@@ -133,12 +135,9 @@ _MAX_OPTIONS = 256
 def _usable(
     record: store.Record | None, settings: Settings, candidates: Sequence[Config]
 ) -> tuple[bool, dict[Config, store.ConfigResult]]:
-    """Whether ``record`` decides this key as is, and the timings it can contribute.
-
-    ``candidates`` are the configurations prune= keeps for this key (the whole space
-    without prune=): a record decides the key when its choice is one of them and it has a
-    result for every one of them (a record lists only what survived pruning).
-    """
+    """Whether ``record`` decides this key as is, and the timings it can contribute:
+    it does when its choice is one of ``candidates`` (what prune= keeps for this key, the
+    whole space without prune=) and it has a result for every one of them."""
     if record is None:
         return False, {}
     lazy = settings.large
@@ -321,6 +320,9 @@ def decide(
     found, previous = lookup(subject, candidates, check)
     if found is not None:
         return found
+    if not settings.large and launch_effect.launches_nothing(variants_for, candidates):
+        cfg = _fallback(settings, candidates, None)
+        return Decision(cfg, decision_options(cfg, settings, subject.target), "empty", None)
     from tunedsl.backends.isolated_worker import in_worker
 
     if in_worker():  # the parent holds this key's lock, or tunes it: fail, never wait

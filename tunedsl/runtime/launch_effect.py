@@ -19,7 +19,7 @@ configuration (``cdiv(n, $tile)`` with ``tile=0``): ``note_bind_failed`` names i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError
@@ -58,6 +58,22 @@ def drop_empty_grids(
         stacklevel="user",
     )
     return kept, dropped
+
+
+def launches_nothing(
+    variants_for: Callable[[Sequence[Config] | None], tuple[list[Variant], Any]],
+    candidates: Sequence[Config],
+) -> bool:
+    """Whether the call's grid is empty under every candidate (an empty tensor with
+    ``blocks=cdiv(n, $tile)``): whatever is chosen launches no program, so a tune would
+    time launches that do nothing, and its pick, noise, would decide every size of the
+    key's ``key=`` bucket. The first candidate is bound first, the rest only when its grid
+    is empty."""
+    first, _ = variants_for(candidates[:1])
+    if not first or 0 not in first[0].grid:
+        return False
+    every, _ = variants_for(None)
+    return bool(every) and all(0 in v.grid for v in every)
 
 
 def check_fields_passed(variants: Sequence[Variant], arg_names: Sequence[str], label: str) -> None:

@@ -15,7 +15,7 @@ from tunedsl.model.config import Config
 if TYPE_CHECKING:
     from tunedsl.store.records import ConfigResult, Record
 
-SOURCES = ("tuned", "memory", "disk", "rule", "default")
+SOURCES = ("tuned", "memory", "disk", "rule", "default", "empty")
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,9 @@ class LaunchResult:
     - ``source``: where it came from: ``"tuned"`` (tuned by this call), ``"memory"`` (this
       process decided it earlier), ``"disk"`` (a stored record), ``"rule"`` (a shipped rule
       for keys never tuned: docs/shapes.md), ``"default"`` (no record
-      and ``mode`` is ``cached``/``off``: the site's ``default=`` or the space's first);
+      and ``mode`` is ``cached``/``off``: the site's ``default=`` or the space's first),
+      ``"empty"`` (the grid is empty under every configuration: nothing launched, nothing
+      decided, so the key's next call with work tunes it);
     - ``key``: the cache key in readable form; ``digest``: its sha256 (the record's name);
     - ``record``: the tuning record when there is one (``None`` for defaults);
     - ``space``: the site's configurations, in order (``space[0]`` is the first).

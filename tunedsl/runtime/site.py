@@ -358,6 +358,8 @@ class Site:
         try:
             reads, stored_key = self.prune_reads, call_key
             resolved = self._rule_plans.resolve(self, call)  # miss.resolve, then a plan
+            if resolved.first.source == "empty":
+                return resolved.first  # no program under any configuration: nothing kept
             if self.prune_reads is not reads:  # prune= read arguments: the key grew by them
                 stored_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
             entry = self._add(call, stored_key, resolved)
@@ -493,8 +495,6 @@ class Site:
         dropped entry the last one (``_remember``) sees its repeat check gone."""
         for entry in self._table.values():
             entry.repeat = no_repeat  # callable: a thread may be about to call it
-        self._last = None
-        self._fast = None
-        self._seen = None
+        self._last = self._fast = self._seen = None
         self.launch = self._call
         self._table.clear()
