@@ -190,6 +190,33 @@ def test_a_job_that_waits_in_line_longer_than_its_timeout_is_not_timed_out() -> 
         workers.close()
 
 
+def test_a_closed_streams_jobs_waiting_for_a_process_run_nothing(tmp_path: Path) -> None:
+    """A search's budget ends its race while the batch's jobs wait in line for a process:
+    closing the batch's stream starts none of them (they would compile for no one, beside
+    the next tuning), as it starts none still queued."""
+    log = tmp_path / "ran.txt"
+    workers = ForkedWorkers(1)
+    try:
+        busy = threading.Thread(target=workers.run, args=(process_jobs.sleep, 1.5, 30.0))
+        busy.start()
+        time.sleep(0.3)  # the only process is busy: the stream's jobs wait in line
+        jobs = [compile_pool.CompileJob("cached", lambda: "loaded")] + [
+            compile_pool.CompileJob(
+                tag, lambda tag=tag: workers.run(process_jobs.note_order, (str(log), tag), 30.0)
+            )
+            for tag in ("a", "b", "c")
+        ]
+        stream = compile_pool.compile_stream(jobs, workers=4)
+        assert next(stream)[1] == "loaded"
+        time.sleep(0.2)  # the other three are in line for the process
+        stream.close()  # the race ends with what it has
+        busy.join()
+        time.sleep(1.0)  # a waiting job would have been handed the process by now
+        assert not log.exists(), log.read_text()
+    finally:
+        workers.close()
+
+
 def test_a_cancelled_caller_runs_nothing_even_with_a_process_idle_or_the_pool_gone(
     tmp_path: Path,
 ) -> None:

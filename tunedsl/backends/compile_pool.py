@@ -242,7 +242,7 @@ class _Slot:
         self.job: CompileJob | None = None
         self.started = 0.0
         self.abandoned = False
-        self.stopping = stopping  # whether the stream starts no further job (exit)
+        self.stopping = stopping  # whether the stream starts no further job
 
 
 def compile_stream(
@@ -280,7 +280,7 @@ def job_waiting(cancelled: threading.Event | None = None) -> Callable[[], bool]:
     """The job this thread runs waits for a compile process from now on (behind the
     batches served first): it compiles nothing meanwhile, so its timeout does not run.
     Returns whether it should start none after all: ``cancelled`` is set, or its stream
-    stops (the interpreter exits: like a job not yet started)."""
+    stopped (closed by its consumer, or the interpreter exits: like a job not yet started)."""
     slot = getattr(_job, "slot", None)
     if slot is not None:
         slot.started = math.inf
@@ -358,7 +358,9 @@ def _threaded(
     threads: list[threading.Thread] = []
 
     def start_worker() -> None:
-        slot = _Slot(stopping)
+        # A job waiting in line for a compile process starts none once the stream is
+        # closed (the race ended), as a job still queued does.
+        slot = _Slot(lambda: stop.is_set() or stopping())
         slots.append(slot)
         thread = threading.Thread(
             target=work, args=(slot,), name=f"tunedsl-compile-{len(slots)}", daemon=True
