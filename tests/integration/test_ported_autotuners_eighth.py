@@ -3,9 +3,11 @@ search-space restrictions (test_searchspace.py: a restriction written as a funct
 parameters by name, or of a dict of them, over a space of ints, floats, strings and bools),
 Helion's tuning of a strided slice and of an expanded (stride-0) argument
 (test_autotuner.py::test_autotune_noncontiguous_arg, test_autotune_broadcast_arg), Helion's
-explicit value lists (test_config_api.py) and its settings read from the environment.
+explicit value lists (test_config_api.py) and its settings read from the environment, and
+TileLang's trial reporting (test_autotune_trial_reporting.py: each configuration's outcome
+reported once, an observer that raises or interrupts) against the ``tunedsl`` logger.
 
-FIXED here: a ``Space`` constraint written as a function of the parameters by name (Kernel
+Found and fixed: a ``Space`` constraint written as a function of the parameters by name (Kernel
 Tuner's ``def restrict(block_x, block_y)``) failed on the site's first call with a bare
 ``TypeError`` from inside the space (tunedsl calls ``constraint(cfg)`` with one
 configuration); it is now a ``UsageError`` where the ``Space`` is made, with the form to
@@ -13,7 +15,10 @@ write (test_a_restriction_by_parameter_names_is_named_with_the_form_to_write). A
 given as a generator (``block=(2**i for i in range(5, 8))``) was read once, so the next
 reading of the space found it empty and said "space axis 'block' is empty" of an axis the
 user gave values; it is now an error saying to give a list
-(test_an_axis_given_as_a_generator_is_named_with_the_fix).
+(test_an_axis_given_as_a_generator_is_named_with_the_fix). A handler of the ``tunedsl``
+logger whose ``emit`` raises threw a finished tuning away (its error came out of the release
+of the measuring lock: no launch, no record); it is now passed over with one warning, and
+the choice is launched and stored (test_a_log_handler_that_raises_loses_no_tuning).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``.
@@ -41,6 +46,8 @@ user function).
 from __future__ import annotations
 
 import itertools
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +289,109 @@ def test_a_setting_from_the_environment_is_checked_before_anything_runs(
     monkeypatch.setenv(variable, choices.split(", ")[0].upper())
     res = dsl["tiles"](dst, src, {"BX": [16, 32], "BY": [1]})
     assert res.source in ("tuned", "default") and torch.equal(dst, src)
+
+
+# --- TileLang test_autotune_trial_reporting: what a tuning reports, and a broken observer ----
+
+
+class Recording(logging.Handler):
+    """Keeps each ``tunedsl_event`` (through JSON, as a sink that stores them would) and,
+    with ``fail``, raises it from every per-configuration record after keeping it."""
+
+    def __init__(self, fail: BaseException | None = None) -> None:
+        super().__init__(logging.DEBUG)
+        self.events: list[dict[str, Any]] = []
+        self.fail = fail
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "tunedsl_event", None)
+        if event is None:
+            return
+        self.events.append(json.loads(json.dumps(event)))
+        if self.fail is not None and event["event"] not in ("start", "done"):
+            raise self.fail
+
+
+@pytest.fixture
+def observed() -> Any:
+    """A ``Recording`` handler on the ``tunedsl`` logger (at DEBUG) for the test's length."""
+    log = logging.getLogger("tunedsl")
+    level, handlers = log.level, []
+
+    def add(handler: logging.Handler) -> logging.Handler:
+        log.addHandler(handler)
+        handlers.append(handler)
+        return handler
+
+    log.setLevel(logging.DEBUG)
+    yield add
+    for handler in handlers:
+        log.removeHandler(handler)
+    log.setLevel(level)
+
+
+# ported from: tile-ai/tilelang testing/python/autotune/test_autotune_trial_reporting.py::test_each_outcome_once_on_aggregation_thread
+def test_each_configurations_outcome_is_reported_once(dsl: dict[str, Any], observed: Any) -> None:
+    """TileLang's trial observer gets each configuration's outcome once (ok, compile error),
+    as JSON-ready records, on one thread. tunedsl's ``tunedsl`` logger gets one start and one
+    end record and, per configuration, one outcome: ``measured``, or ``failed`` for the one
+    that does not compile (``BX * BY > 256``), each event a plain JSON value; a later call
+    served from memory reports nothing."""
+    handler = observed(Recording())
+    src, dst = torch.randn(1000), torch.zeros(1000)
+    space = {"BX": [16, 512, 64], "BY": [1]}
+    res = dsl["tiles"](dst, src, space)
+    assert res.source == "tuned" and torch.equal(dst, src)
+    kinds = [(e["event"], e["config"]) for e in handler.events]
+    assert kinds[0] == ("start", None) and kinds[-1] == ("done", str(res.config))
+    outcomes = {
+        x: [k for k, c in kinds[1:-1] if c == str(Config(BX=x, BY=1)) and k != "compiled"]
+        for x in space["BX"]
+    }
+    # (the interpreter compiles at the first launch: BX=512 is "compiled", then fails there)
+    assert outcomes == {16: ["measured"], 512: ["failed"], 64: ["measured"]}
+    assert handler.events[-1]["failed"] == 1 and handler.events[-1]["total"] == 3
+    handler.events.clear()
+    assert dsl["tiles"](dst, src, space).source == "memory" and handler.events == []
+
+
+# ported from: tile-ai/tilelang testing/python/autotune/test_autotune_trial_reporting.py::test_sink_failure_keeps_winner_and_disables_later_calls
+def test_a_log_handler_that_raises_loses_no_tuning(tmp_path: Path, observed: Any) -> None:
+    """TileLang: an observer that raises keeps the winner (the same as without it). A handler
+    of the ``tunedsl`` logger whose ``emit`` raises (an application's bug: logging lets it
+    through) is passed over, as a broken stderr is: the tuning's choice is launched, recorded
+    (a new process is served it from disk) and the same as a run without the handler, and
+    one warning names the handler's error."""
+    src, dst = torch.randn(1000), torch.zeros(1000)
+    space = {"BX": [16, 32], "BY": [1]}
+    baseline = load(tmp_path / "ported_eighth.py")["tiles"](dst, src, space)
+    for record in record_files():
+        record.unlink()
+    new_process()
+    dst.zero_()
+    handler = observed(Recording(OSError("sink failed")))
+    with pytest.warns(UserWarning, match=r"handler of the 'tunedsl' logger raised.*sink failed"):
+        res = load(tmp_path / "ported_eighth.py")["tiles"](dst, src, space)
+    assert handler.events and res.source == "tuned" and torch.equal(dst, src)
+    assert set(res.timings) == set(baseline.timings) and len(record_files()) == 1
+    new_process()
+    assert load(tmp_path / "ported_eighth.py")["tiles"](dst, src, space).source == "disk"
+
+
+# ported from: tile-ai/tilelang testing/python/autotune/test_autotune_trial_reporting.py::test_keyboard_interrupt_propagates_through_cleanup
+def test_an_interrupt_from_a_log_handler_stops_the_tuning_and_leaves_nothing_held(
+    dsl: dict[str, Any], observed: Any
+) -> None:
+    """TileLang: a ``KeyboardInterrupt`` raised by the observer reaches the caller, and the
+    tuner's compile pool and workers are cleaned up. In tunedsl it stops the tuning (no
+    record, no launch); the next call, without the handler, tunes at once (no lock or claim
+    on the key left held) and launches the right result."""
+    src, dst = torch.randn(1000), torch.zeros(1000)
+    space = {"BX": [16, 32], "BY": [1]}
+    handler = observed(Recording(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        dsl["tiles"](dst, src, space)
+    assert not dst.any() and not record_files()
+    logging.getLogger("tunedsl").removeHandler(handler)
+    res = dsl["tiles"](dst, src, space)
+    assert res.source == "tuned" and torch.equal(dst, src) and len(record_files()) == 1
