@@ -24,12 +24,18 @@ def check_constraint(constraint: Any) -> None:
         signature.bind(None)
     except TypeError:
         name = callable_name(constraint)
-        params = list(signature.parameters)
-        fix = (
-            f"{name}({', '.join(f'cfg.{p}' for p in params)})"
-            if params and not name.startswith("<")
-            else "... (the fields read as cfg.tile or cfg['tile'])"
-        )
+        params = [  # the ones a call must give: each a field, in Kernel Tuner's form
+            p.name
+            for p in signature.parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        fields = ", ".join(f"cfg.{p}" for p in params)
+        if not params:
+            fix = "..."
+        elif name.startswith("<"):  # a lambda: its expression, over the fields
+            fix = f"... (of {fields})"
+        else:
+            fix = f"{name}({fields})"
         raise UsageError(
             f"Space(constraint={name}({', '.join(params)})) cannot be called as "
             "constraint(cfg): tunedsl calls it with one configuration, whose fields read as "
