@@ -50,3 +50,10 @@ def add_bias_rows(x, b, out, M, N, sbm, sbn, BM: tl.constexpr, BN: tl.constexpr)
     mask = (r < M) & (c < N)
     v = tl.load(x + r * N + c, mask=mask) + tl.load(b + r * sbm + c * sbn, mask=mask)
     tl.store(out + r * N + c, v, mask=mask)
+
+
+@triton.jit
+def copy_bump(dst, src, N, BUMP: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = src + BUMP: wrong wherever BUMP is not 0."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < N) + BUMP, mask=offs < N)

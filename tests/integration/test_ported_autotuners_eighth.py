@@ -5,7 +5,8 @@ Helion's tuning of a strided slice and of an expanded (stride-0) argument
 (test_autotuner.py::test_autotune_noncontiguous_arg, test_autotune_broadcast_arg), Helion's
 explicit value lists (test_config_api.py) and its settings read from the environment, and
 TileLang's trial reporting (test_autotune_trial_reporting.py: each configuration's outcome
-reported once, an observer that raises or interrupts) against the ``tunedsl`` logger.
+reported once, a configuration the reference rejects, an observer that raises or
+interrupts) against the ``tunedsl`` logger.
 
 Found and fixed: a ``Space`` constraint written as a function of the parameters by name (Kernel
 Tuner's ``def restrict(block_x, block_y)``) failed on the site's first call with a bare
@@ -64,7 +65,7 @@ SCRIPT = """\
 import triton
 import triton.language as tl
 from tunedsl import Space, autotune, cdiv
-from ported_kernels_eighth import add_bias_rows, add_one_strided, copy_mixed, copy_tiles
+from ported_kernels_eighth import add_bias_rows, add_one_strided, copy_bump, copy_mixed, copy_tiles
 
 
 def tiles(dst, src, space):
@@ -91,6 +92,11 @@ def biased(x, b, out):
     m, n = x.shape
     return autotune(space=dict(bm=[8, 16], bn=[16, 32]), blocks=(cdiv(m, $bm), cdiv(n, $bn)),
         verify=True, add_bias_rows(x, b, out, m, n, b.stride(0), b.stride(1), BM=$bm, BN=$bn))
+
+
+def checked(dst, src, reference):
+    return autotune(space=dict(bump=[0, 1], block=[32, 64]), blocks=cdiv(src.numel(), $block),
+        verify=reference, copy_bump(dst, src, src.numel(), BUMP=$bump, BLOCK=$block))
 
 
 def generated(dst, src):
@@ -353,6 +359,28 @@ def test_each_configurations_outcome_is_reported_once(dsl: dict[str, Any], obser
     assert handler.events[-1]["failed"] == 1 and handler.events[-1]["total"] == 3
     handler.events.clear()
     assert dsl["tiles"](dst, src, space).source == "memory" and handler.events == []
+
+
+# ported from: tile-ai/tilelang testing/python/autotune/test_autotune_trial_reporting.py::test_validation_label
+def test_a_configuration_the_reference_rejects_is_reported_with_the_mismatch(
+    dsl: dict[str, Any], observed: Any
+) -> None:
+    """TileLang labels each trial's validation (passed, not run). tunedsl reports a
+    configuration that ``verify=`` rejects as ``failed``, its ``why`` the mismatch, and
+    never as ``measured``; the ones that agree are measured, the winner is one of them,
+    and the record says ``rejected`` for the others."""
+    handler = observed(Recording())
+    src, dst = torch.randn(300), torch.zeros(300)
+    res = dsl["checked"](dst, src, lambda inputs: {"dst": inputs["src"]})
+    assert res.config.bump == 0 and torch.equal(dst, src)
+    for cfg, result in res.timings.items():
+        events = [e for e in handler.events if e["config"] == str(cfg)]
+        outcome = [e["event"] for e in events if e["event"] not in ("compiled", "done")]
+        if cfg.bump:
+            assert result.status == "rejected" and outcome == ["failed"]
+            assert "differs from the reference" in events[-1]["why"]
+        else:
+            assert result.status == "ok" and outcome == ["measured"]
 
 
 # ported from: tile-ai/tilelang testing/python/autotune/test_autotune_trial_reporting.py::test_sink_failure_keeps_winner_and_disables_later_calls
