@@ -3,14 +3,15 @@ search-space restrictions (test_searchspace.py: a restriction written as a funct
 parameters by name, or of a dict of them, over a space of ints, floats, strings and bools),
 Helion's tuning of a strided slice and of an expanded (stride-0) argument
 (test_autotuner.py::test_autotune_noncontiguous_arg, test_autotune_broadcast_arg), Helion's
-explicit value lists (test_config_api.py) and its settings read from the environment, and
-TileLang's trial reporting (test_autotune_trial_reporting.py: each configuration's outcome
-reported once, a configuration the reference rejects, an observer that raises or
-interrupts) against the ``tunedsl`` logger.
+explicit value lists (test_config_api.py) and its settings read from the environment,
+Triton's HIP configurations (``num_stages=0``), and TileLang's trial reporting
+(test_autotune_trial_reporting.py: each configuration's outcome reported once, a
+configuration the reference rejects, an observer that raises or interrupts) against the
+``tunedsl`` logger.
 
-Found and fixed: a ``Space`` constraint written as a function of the parameters by name (Kernel
-Tuner's ``def restrict(block_x, block_y)``) failed on the site's first call with a bare
-``TypeError`` from inside the space (tunedsl calls ``constraint(cfg)`` with one
+Found and fixed: a ``Space`` constraint written as a function of the parameters by name
+(Kernel Tuner's ``def restrict(block_x, block_y)``) failed on the site's first call with a
+bare ``TypeError`` from inside the space (tunedsl calls ``constraint(cfg)`` with one
 configuration); it is now a ``UsageError`` where the ``Space`` is made, with the form to
 write (test_a_restriction_by_parameter_names_is_named_with_the_form_to_write). A space axis
 given as a generator (``block=(2**i for i in range(5, 8))``) was read once, so the next
@@ -20,6 +21,9 @@ user gave values; it is now an error saying to give a list
 logger whose ``emit`` raises threw a finished tuning away (its error came out of the release
 of the measuring lock: no launch, no record); it is now passed over with one warning, and
 the choice is launched and stored (test_a_log_handler_that_raises_loses_no_tuning).
+``num_stages=0``, which Triton compiles and its HIP configurations are written with, was
+refused as "not a positive integer"; it is now tuned like any other value
+(test_num_stages_zero_as_hip_configurations_write_it_is_tuned).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``.
@@ -97,6 +101,11 @@ def biased(x, b, out):
 def checked(dst, src, reference):
     return autotune(space=dict(bump=[0, 1], block=[32, 64]), blocks=cdiv(src.numel(), $block),
         verify=reference, copy_bump(dst, src, src.numel(), BUMP=$bump, BLOCK=$block))
+
+
+def staged(dst, src, stages):
+    return autotune(space=dict(BX=[16, 32], num_stages=stages), blocks=cdiv(src.numel(), $BX),
+        copy_tiles(dst, src, src.numel(), BX=$BX, BY=1))
 
 
 def generated(dst, src):
@@ -268,6 +277,26 @@ def test_an_axis_given_as_a_generator_is_named_with_the_fix(dsl: dict[str, Any])
     assert not dst.any()
     with pytest.raises(UsageError, match=r"axis 'BX' is an iterator \(generator\).*give a list"):
         Space(BX=(b for b in [16, 32]), BY=[1]).configs()
+
+
+# ported from: triton-lang/triton python/tutorials/03-matrix-multiplication.py::get_hip_autotune_config
+def test_num_stages_zero_as_hip_configurations_write_it_is_tuned(tmp_path: Path) -> None:
+    """Triton's HIP matmul configurations (and ROCm's tuning scripts built on them) are
+    written with ``num_stages=0``, which Triton compiles (0, like 1, pipelines nothing). A
+    space with ``num_stages=[0, 2]`` tunes, both values are recorded, and a new process is
+    served the stored choice; a negative value is still refused, naming it, before anything
+    runs."""
+    src, dst = torch.randn(300), torch.zeros(300)
+    with pytest.raises(UsageError, match=r"num_stages=-1 must be an integer >= 0"):
+        load(tmp_path / "ported_eighth.py")["staged"](dst, src, [-1, 2])
+    res = load(tmp_path / "ported_eighth.py")["staged"](dst, src, [0, 2])
+    assert res.source == "tuned" and torch.equal(dst, src)
+    assert {c.num_stages for c in res.timings} == {0, 2}
+    assert all(r.status == "ok" for r in res.timings.values())
+    new_process()
+    dst.zero_()
+    again = load(tmp_path / "ported_eighth.py")["staged"](dst, src, [0, 2])
+    assert again.source == "disk" and again.config == res.config and torch.equal(dst, src)
 
 
 # ported from: pytorch/helion test/test_autotuner.py::test_autotune_cache_invalid_raises
