@@ -24,6 +24,9 @@ the choice is launched and stored (test_a_log_handler_that_raises_loses_no_tunin
 ``num_stages=0``, which Triton compiles and its HIP configurations are written with, was
 refused as "not a positive integer"; it is now tuned like any other value
 (test_num_stages_zero_as_hip_configurations_write_it_is_tuned).
+A constraint that returns nothing (``None``: Kernel Tuner's restriction falling off its end)
+was told only to loosen it; the error now names the missing ``return``
+(test_a_restriction_that_returns_nothing_is_named_as_a_missing_return).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``.
@@ -180,6 +183,30 @@ def test_a_restriction_by_parameter_names_is_named_with_the_form_to_write(
     res = dsl["tiles"](dst, src, Space(TILE_AXES, constraint=lambda c: restrict_args(c.BX, c.BY)))
     assert list(res.timings) == list(Space(TILE_AXES, constraint=restrict).configs())
     assert torch.equal(dst, src)
+
+
+def restrict_old_style(p: Any) -> Any:
+    """Kernel Tuner's test restriction as written there: ``False`` where a warp would get no
+    work, and nothing (``None``) otherwise."""
+    if p["BX"] // p["BY"] == 0:
+        return False
+
+
+# ported from: KernelTuner/kernel_tuner test/test_searchspace.py::test_restriction_backwards_compatibility
+def test_a_restriction_that_returns_nothing_is_named_as_a_missing_return(
+    dsl: dict[str, Any],
+) -> None:
+    """Kernel Tuner's old-style ``restrict(p)`` returns ``False`` or falls off its end
+    (``None``): falsy, so it keeps nothing, there as here. The site says so, naming the
+    function and the missing ``return``, rather than telling the user to loosen a
+    constraint that rejects nothing on purpose. Nothing runs."""
+    src, dst = torch.randn(1000), torch.zeros(1000)
+    with pytest.raises(
+        UsageError,
+        match=r"restrict_old_style returned None for every configuration.*missing `return`",
+    ):
+        dsl["tiles"](dst, src, Space(TILE_AXES, constraint=restrict_old_style))
+    assert not dst.any()
 
 
 MIXED_AXES = {

@@ -172,6 +172,7 @@ class Space:
         self.axes = merged
         self.constraint = constraint
         self._dims: dict[str, Axis] | None = None
+        self._answered = False  # the constraint returned something other than None
         self._small: tuple[Config, ...] | None = None
 
     def __repr__(self) -> str:
@@ -204,7 +205,11 @@ class Space:
         return math.prod(len(a) for a in self.dims.values())
 
     def _ok(self, cfg: Config) -> bool:
-        return self.constraint is None or bool(self.constraint(cfg))
+        if self.constraint is None:
+            return True
+        verdict = self.constraint(cfg)
+        self._answered = self._answered or verdict is not None  # else a missing `return`?
+        return bool(verdict)
 
     def _at(self, index: int) -> Config:
         # Mixed-radix decoding, the last axis varying fastest (the order of iter_valid).
@@ -268,10 +273,16 @@ class Space:
             f"the space's constraint {self._constraint_name()} rejected the first "
             f"{FIRST_SCAN:,} of its {size:,} configurations and {FIRST_SCAN:,} more drawn at "
             "random; loosen it, or narrow the axes to where valid configurations are"
+            + self._no_answer()
         )
 
     def _constraint_name(self) -> str:
         return callable_name(self.constraint)
+
+    def _no_answer(self) -> str:
+        """Added to "rejected everything" when the constraint only ever returned None."""
+        why = "returned None for every configuration tried: a missing `return`? (return True"
+        return "" if self._answered else f"; {self._constraint_name()} {why} to keep one)"
 
     def sample(self, rng: random.Random, count: int) -> list[Config]:
         """Up to ``count`` distinct valid configurations, uniformly: a small space is listed
@@ -299,6 +310,7 @@ class Space:
                 f"the space's constraint {self._constraint_name()} rejected all {tries} "
                 f"random configurations of "
                 f"{size}; loosen it or narrow the axes to where valid configurations are"
+                + self._no_answer()
             )
         return list(found)
 
@@ -334,7 +346,7 @@ class Space:
     def _all_removed(self, size: int) -> UsageError:
         return UsageError(
             f"the space's constraint {self._constraint_name()} removed all {size} configurations; "
-            "loosen it or widen the axes"
+            "loosen it or widen the axes" + self._no_answer()
         )
 
 
