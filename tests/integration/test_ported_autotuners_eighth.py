@@ -40,8 +40,8 @@ draws per point: docs/runtime.md "Large spaces and search"), its neighbour and i
 (tests/unit has the axes' neighbours); Helion's backend-specific configuration fields
 (block sizes per loop, Pallas and CuTe fields), best-of-k and its final re-benchmark
 settings (tunedsl races the leaders: tests/unit), ``test_autotune_effort_quick`` and the
-seed tests (test_ported_autotuners_more.py and test_ported_autotuners_third.py have them); TileLang's
-cache-key tests of a reference function and of skipped checks (a record tuned without
+seed tests (test_ported_autotuners_more.py and test_ported_autotuners_third.py have them);
+TileLang's cache-key tests of a reference function and of skipped checks (a record tuned without
 ``verify=`` is checked once per process before a site with ``verify=`` uses it:
 tests/integration/test_runtime_decisions.py) and of compile flags (Triton's launch options
 passed in a launch are keyed by value: test_ported_autotuners_seventh.py), its atomic
