@@ -15,7 +15,7 @@ this module turns that into
   while the tuner holds its measuring lock (``held()``) are handed to logging when it is
   released, so a handler may wait for another thread's tuning.
 
-Nothing here imports torch or triton, and a broken stderr never stops tuning.
+Nothing here imports torch or triton, and a broken stderr or log handler never stops tuning.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from tunedsl import knobs
+from tunedsl.warn import warn_once
 
 logger = logging.getLogger("tunedsl")
 
@@ -157,7 +158,7 @@ class Progress(_TerminalLine):
         finally:
             held, self._held = self._held, None
             for level, text, event in held:
-                logger.log(level, text, extra={"tunedsl_event": event})
+                _log(level, text, event)
 
     # -- rendering ---------------------------------------------------------------------------
 
@@ -199,9 +200,25 @@ class Progress(_TerminalLine):
             if self._held is not None:
                 self._held.append((level, text, event))
             else:
-                logger.log(level, text, extra={"tunedsl_event": event})
+                _log(level, text, event)
         if kind != "done":
             self._maybe_draw()
+
+
+def _log(level: int, text: str, event: dict[str, Any]) -> None:
+    """Hand one record to logging. A handler that raises (logging lets an error of ``emit``
+    through) is passed over as a broken stderr is, with one warning: it never stops a
+    tuning, loses its choice or replaces its error. An interrupt goes through."""
+    try:
+        logger.log(level, text, extra={"tunedsl_event": event})
+    except Exception as err:
+        warn_once(
+            f"log-handler:{type(err).__name__}",
+            f"a handler of the 'tunedsl' logger raised {err!r} on a tuning event; tunedsl "
+            "goes on without that record (fix the handler's emit(), or remove the handler)",
+            UserWarning,
+            stacklevel="user",
+        )
 
 
 def _wants_line(stream: TextIO) -> bool:

@@ -96,8 +96,12 @@ def hint_fields(config: Config, static_hints: Mapping[str, Any]) -> dict[str, An
                 f"configuration: to tune it, make it a field of space= "
                 f"(space=dict(..., {name}={value!r}))"
             )
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UsageError(f"launch hint {name}={value!r} must be a positive integer")
+        # Triton compiles num_stages=0 (pipelining nothing, as 1 does): HIP configurations
+        # are written with it.
+        least = 0 if name == "num_stages" else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            need = "an integer >= 0" if least == 0 else "a positive integer"
+            raise UsageError(f"launch hint {name}={value!r} must be {need}")
         if name == "num_warps" and value & (value - 1):
             raise UsageError(
                 f"launch hint num_warps={value} must be a power of 2 (1, 2, 4, 8, 16, 32): "

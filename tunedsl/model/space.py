@@ -22,6 +22,7 @@ from typing import Any
 
 from tunedsl.errors import TunedslSyntaxError, UsageError, callable_name
 from tunedsl.model.config import Config, check_field
+from tunedsl.model.space_input import axis_values, check_constraint
 
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
 
@@ -41,7 +42,7 @@ class Axis:
 
     def __init__(self, values: Iterable[Any], kind: str | None = None) -> None:
         # Distinct by type and value, so 1, 1.0 and True stay three values (as in Config).
-        kept = list({(type(v).__name__, v): v for v in _axis_values("Axis", values)}.values())
+        kept = list({(type(v).__name__, v): v for v in axis_values("Axis", values)}.values())
         if kind is None:
             kind = _infer_kind(kept)
         if kind not in self.KINDS:
@@ -166,11 +167,12 @@ class Space:
                 f"{name}={more_axes[name]!r}; give it once"
             )
         merged.update(more_axes)
-        if constraint is not None and not callable(constraint):
-            raise UsageError(f"Space(constraint=...) must be callable, not {constraint!r}")
+        if constraint is not None:
+            check_constraint(constraint)
         self.axes = merged
         self.constraint = constraint
         self._dims: dict[str, Axis] | None = None
+        self._answered = False  # the constraint returned something other than None
         self._small: tuple[Config, ...] | None = None
 
     def __repr__(self) -> str:
@@ -189,7 +191,7 @@ class Space:
                 )
             dims = {}
             for name, values in self.axes.items():
-                axis = values if isinstance(values, Axis) else Axis(_axis_values(name, values))
+                axis = values if isinstance(values, Axis) else Axis(axis_values(name, values))
                 if not axis.values:
                     raise UsageError(f"space axis {name!r} is empty: give at least one value")
                 for value in axis.values:
@@ -203,7 +205,11 @@ class Space:
         return math.prod(len(a) for a in self.dims.values())
 
     def _ok(self, cfg: Config) -> bool:
-        return self.constraint is None or bool(self.constraint(cfg))
+        if self.constraint is None:
+            return True
+        verdict = self.constraint(cfg)
+        self._answered = self._answered or verdict is not None  # else a missing `return`?
+        return bool(verdict)
 
     def _at(self, index: int) -> Config:
         # Mixed-radix decoding, the last axis varying fastest (the order of iter_valid).
@@ -267,10 +273,16 @@ class Space:
             f"the space's constraint {self._constraint_name()} rejected the first "
             f"{FIRST_SCAN:,} of its {size:,} configurations and {FIRST_SCAN:,} more drawn at "
             "random; loosen it, or narrow the axes to where valid configurations are"
+            + self._no_answer()
         )
 
     def _constraint_name(self) -> str:
         return callable_name(self.constraint)
+
+    def _no_answer(self) -> str:
+        """Added to "rejected everything" when the constraint only ever returned None."""
+        why = "returned None for every configuration tried: a missing `return`? (return True"
+        return "" if self._answered else f"; {self._constraint_name()} {why} to keep one)"
 
     def sample(self, rng: random.Random, count: int) -> list[Config]:
         """Up to ``count`` distinct valid configurations, uniformly: a small space is listed
@@ -298,6 +310,7 @@ class Space:
                 f"the space's constraint {self._constraint_name()} rejected all {tries} "
                 f"random configurations of "
                 f"{size}; loosen it or narrow the axes to where valid configurations are"
+                + self._no_answer()
             )
         return list(found)
 
@@ -333,7 +346,7 @@ class Space:
     def _all_removed(self, size: int) -> UsageError:
         return UsageError(
             f"the space's constraint {self._constraint_name()} removed all {size} configurations; "
-            "loosen it or widen the axes"
+            "loosen it or widen the axes" + self._no_answer()
         )
 
 
@@ -390,21 +403,6 @@ def search_space(spec: SpaceSpec) -> Space | ListSpace:
     if isinstance(spec, Mapping):
         return Space(spec)
     return ListSpace(expand_space(spec))
-
-
-def _axis_values(name: str, values: Any) -> list[Any]:
-    """An axis's values in order (a scalar is one: ``{"num_stages": 3}`` means ``[3]``). A
-    set has no order (it changes from run to run, and with it the search's ties and the
-    record's order); a numpy array holds numpy numbers, not the JSON scalars of a Config."""
-    where = name if name == "Axis" else f"space axis {name!r}"
-    if isinstance(values, (set, frozenset)):
-        fix = f"give a list, e.g. sorted({set(values)!r})"[:200]
-        raise UsageError(f"{where} is a set, whose order changes from run to run: {fix}")
-    if type(values).__module__ == "numpy" and getattr(values, "ndim", 0) > 0:
-        raise UsageError(f"{where} is a numpy array of numpy numbers: write arr.tolist()")
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        values = [values]
-    return list(values)
 
 
 def _distinct(configs: Iterable[Config]) -> tuple[Config, ...]:

@@ -1,0 +1,66 @@
+"""What the parts of a ``Space`` must be, checked where the space is made: an axis's values
+(a list; a scalar is one value) and the constraint (called as ``constraint(cfg)``)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from tunedsl.errors import UsageError, callable_name
+
+
+def check_constraint(constraint: Any) -> None:
+    """A constraint is called as ``constraint(cfg)``: one taking each field by name (Kernel
+    Tuner's ``def restrict(block_x, block_y)``) is named where the space is made, with the
+    form to write, rather than failing inside the space on the site's first call."""
+    if not callable(constraint):
+        raise UsageError(f"Space(constraint=...) must be callable, not {constraint!r}")
+    try:
+        signature = inspect.signature(constraint)
+    except (TypeError, ValueError):  # a builtin or C callable: no signature to check
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        name = callable_name(constraint)
+        params = [  # the ones a call must give: each a field, in Kernel Tuner's form
+            p.name
+            for p in signature.parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        fields = ", ".join(f"cfg.{p}" for p in params)
+        if not params:
+            fix = "..."
+        elif name.startswith("<"):  # a lambda: its expression, over the fields
+            fix = f"... (of {fields})"
+        else:
+            fix = f"{name}({fields})"
+        raise UsageError(
+            f"Space(constraint={name}({', '.join(params)})) cannot be called as "
+            "constraint(cfg): tunedsl calls it with one configuration, whose fields read as "
+            f"cfg.tile or cfg['tile']; write constraint=lambda cfg: {fix}"
+        ) from None
+
+
+def axis_values(name: str, values: Any) -> list[Any]:
+    """An axis's values in order (a scalar is one: ``{"num_stages": 3}`` means ``[3]``). A
+    set has no order (it changes from run to run, and with it the search's ties and the
+    record's order); a numpy array holds numpy numbers, not the JSON scalars of a Config."""
+    where = name if name == "Axis" else f"space axis {name!r}"
+    if isinstance(values, (set, frozenset)):
+        fix = f"give a list, e.g. sorted({set(values)!r})"[:200]
+        raise UsageError(f"{where} is a set, whose order changes from run to run: {fix}")
+    if type(values).__module__ == "numpy" and getattr(values, "ndim", 0) > 0:
+        raise UsageError(f"{where} is a numpy array of numpy numbers: write arr.tolist()")
+    if isinstance(values, Iterator) and name != "Axis":
+        # Read once, where a space is read again (sized, listed, on every new key): the next
+        # reading would find it empty.
+        raise UsageError(
+            f"{where} is an iterator ({type(values).__name__}), which can be read only once, "
+            "and a space is read again on every new key: give a list (a list comprehension, "
+            "or list(...) around it)"
+        )
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        values = [values]
+    return list(values)
