@@ -315,6 +315,34 @@ def test_cache_commands_address_redis_with_remote(
     assert records.load_record(DIGEST) is not None  # the local files were not touched
 
 
+def test_a_bundle_imported_into_redis_keeps_a_record_tuned_since(
+    server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A fleet's record tuned after the bundle was made is not replaced by the bundle's
+    older one (it was, in silence); ``--overwrite`` replaces it."""
+    import dataclasses
+
+    from tunedsl.cli import main
+    from tunedsl.cli.bundle import export_bundle
+
+    monkeypatch.setenv("TUNEDSL_REDIS_URL", server.url)
+    fleet = dataclasses.replace(sample_record(DIGEST, 64), timestamp=3000.0)
+    store_for(server.url).put(fleet)
+    old = [
+        dataclasses.replace(sample_record(d, 256), timestamp=2000.0) for d in (DIGEST, "ef" * 32)
+    ]
+    bundle = tmp_path / "old.json"
+    export_bundle(str(bundle), old)
+    capsys.readouterr()
+    assert main(["cache", "import", str(bundle), "--remote"]) == 0
+    assert "imported 1 record into Redis; kept 1 record newer" in capsys.readouterr().out
+    assert store_for(server.url).get(DIGEST) == fleet
+    assert store_for(server.url).get("ef" * 32) == old[1]
+    assert main(["cache", "import", str(bundle), "--remote", "--overwrite"]) == 0
+    assert "imported 2 records into Redis" in capsys.readouterr().out
+    assert store_for(server.url).get(DIGEST) == old[0]
+
+
 def test_remote_commands_say_what_is_wrong(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     from redis_server import free_port
 

@@ -370,6 +370,32 @@ def test_cache_import_rejects_hostile_bundles_and_imports_nothing(tmp_path: Path
     assert not Path("/tmp/evil.json").exists()
 
 
+def test_cache_import_keeps_a_newer_local_record_unless_told_to_overwrite(tmp_path: Path) -> None:
+    """An older bundle does not throw away a key this user tuned since (it replaced every
+    record it held, newer or not); a key the cache lacks, or holds an older record of, is
+    imported; ``--overwrite`` replaces them all."""
+    import dataclasses
+
+    from test_corrupt_cache import _valid_record
+
+    newer_here = dataclasses.replace(_valid_record("4" * 64), timestamp=2000.0, tuning_s=9.0)
+    older_here = dataclasses.replace(_valid_record("5" * 64), timestamp=500.0, tuning_s=9.0)
+    assert records.save_record(newer_here) and records.save_record(older_here)
+    bundle = tmp_path / "old.json"
+    shipped = [dataclasses.replace(_valid_record(d * 64), timestamp=1000.0) for d in "456"]
+    bundle.write_text(_bundle(*(r.to_json() for r in shipped)))
+    proc = _cli("import", str(bundle), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 2 records; kept 1 local record newer than the bundle's" in proc.stdout
+    assert records.load_record("4" * 64) == newer_here
+    assert records.load_record("5" * 64) == shipped[1]
+    assert records.load_record("6" * 64) == shipped[2]
+    proc = _cli("import", "--overwrite", str(bundle), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 3 records" in proc.stdout and "kept" not in proc.stdout
+    assert records.load_record("4" * 64) == shipped[0]
+
+
 def test_cache_import_of_a_valid_bundle_round_trips(tmp_path: Path) -> None:
     from test_corrupt_cache import _valid_record
 

@@ -72,6 +72,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     export.add_argument("ids", nargs="*", metavar="ID", help="only these records")
     imp = sub.add_parser("import", help="validate and add the records of a bundle")
     imp.add_argument("file", help="bundle written by `tunedsl cache export` ('-' for stdin)")
+    imp.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a key's local record even where it is newer than the bundle's",
+    )
     for action in (ls, show, clear, export, imp):  # the Redis store: tunedsl/cli/cache_remote.py
         action.add_argument("--remote", action="store_true", help="the Redis record store")
     parser.set_defaults(_cache_parser=parser)
@@ -403,17 +408,19 @@ def _import(args: argparse.Namespace) -> int:
             f"cannot make the records directory {root}: {err.strerror or err}; nothing "
             "imported; set TUNEDSL_CACHE_DIR to a directory you can write"
         ) from None
-    count = 0
+    count = kept = 0
     try:
         for record in reader:
+            path = records.record_path(record.digest, root)
+            if not getattr(args, "overwrite", False) and _newer_here(path, record):
+                kept += 1  # this user's own later tuning of the key is not thrown away
+                continue
             # Not flushed one by one (a bundle of 10^5 records would wait on 10^5 flushes):
             # the directory is flushed once at the end, and a record torn by a crash
             # before that is a miss, never a wrong choice (every load validates it).
             text = json.dumps(record.to_json(), separators=(",", ":")) + "\n"  # C encoder
             try:
-                atomic.write_bytes(
-                    records.record_path(record.digest, root), text.encode(), durable=False
-                )
+                atomic.write_bytes(path, text.encode(), durable=False)
             except OSError as err:  # a full disk, say: each record written is whole
                 raise UsageError(
                     f"cannot write records to {root}: {err.strerror or err}; imported "
@@ -425,7 +432,26 @@ def _import(args: argparse.Namespace) -> int:
         if count:
             os.sync()
     skipped = f"; skipped {reader.skipped} damaged line{'s' if reader.skipped != 1 else ''}"
+    newer = (
+        f"; kept {kept} local record{'s' if kept != 1 else ''} newer than the bundle's "
+        "(--overwrite replaces them)"
+    )
     print(
-        f"imported {count} record{'s' if count != 1 else ''}" + (skipped if reader.skipped else "")
+        f"imported {count} record{'s' if count != 1 else ''}"
+        + (skipped if reader.skipped else "")
+        + (newer if kept else "")
     )
     return 0
+
+
+def _newer_here(path: Path, incoming: Any) -> bool:
+    """Whether the cache already holds a valid record of the key, of this user, measured
+    after ``incoming`` was: an older bundle does not replace it (a damaged or foreign file
+    is replaced, as any miss would be)."""
+    from tunedsl.store import records
+
+    try:
+        here = records.read_record_file(path)
+    except (OSError, ValueError):
+        return False
+    return here.digest == incoming.digest and here.timestamp > incoming.timestamp

@@ -162,8 +162,25 @@ def export(args: argparse.Namespace) -> int:
 def import_(args: argparse.Namespace) -> int:
     parsed = read_bundle(args.file)
     store = remote_store()
+    if not getattr(args, "overwrite", False):  # a key tuned since the bundle was made stays
+        newer = {r.digest for r in parsed if _newer_there(store, r)}
+        parsed = [r for r in parsed if r.digest not in newer]
+    else:
+        newer = set()
     failed = [r.id for r in parsed if not store.put(r)]
     if failed:
         raise UsageError(f"Redis refused {len(failed)} record(s) ({', '.join(failed[:5])})")
-    print(f"imported {len(parsed)} record{'s' if len(parsed) != 1 else ''} into Redis")
+    kept = (
+        f"; kept {len(newer)} record{'s' if len(newer) != 1 else ''} newer than the bundle's "
+        "(--overwrite replaces them)"
+    )
+    print(
+        f"imported {len(parsed)} record{'s' if len(parsed) != 1 else ''} into Redis"
+        + (kept if newer else "")
+    )
     return 0
+
+
+def _newer_there(store: Any, incoming: Any) -> bool:
+    there = store.get(incoming.digest)
+    return there is not None and there.timestamp > incoming.timestamp
