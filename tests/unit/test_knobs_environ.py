@@ -100,3 +100,20 @@ def test_a_relative_cache_dir_is_resolved_when_set_not_at_each_use(
     assert knobs.cache_dir_override() == str(two / "other")
     monkeypatch.setenv("TUNEDSL_CACHE_DIR", "cache")
     assert knobs.cache_dir_override() == str(two / "cache")
+
+
+def test_a_cache_dir_of_blanks_is_the_default_cache_not_a_directory_named_by_blanks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``TUNEDSL_CACHE_DIR=" "`` (a variable set from an empty one, with a space) is read as
+    unset, as ``TUNEDSL_CACHE_DIR=`` is: it made a directory named " " wherever the program
+    ran."""
+    from tunedsl.store import paths
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", "  ")
+    root = paths.cache_root()
+    assert root.is_relative_to(tmp_path / "xdg"), root
+    paths.ensure_private_dir(paths.records_dir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["xdg"]
