@@ -167,8 +167,7 @@ class Space:
                 f"{name}={more_axes[name]!r}; give it once"
             )
         merged.update(more_axes)
-        if constraint is not None:
-            check_constraint(constraint)
+        check_constraint(constraint)
         self.axes = merged
         self.constraint = constraint
         self._dims: dict[str, Axis] | None = None
@@ -207,7 +206,13 @@ class Space:
     def _ok(self, cfg: Config) -> bool:
         if self.constraint is None:
             return True
-        verdict = self.constraint(cfg)
+        try:
+            verdict = self.constraint(cfg)
+        except Exception as err:  # the user's function: say for which configuration
+            getattr(err, "add_note", lambda _: None)(  # add_note: Python 3.11+
+                f"raised by the Space's constraint= for {cfg}: fix it, or have it return "
+                "False for such configurations")  # fmt: skip
+            raise
         self._answered = self._answered or verdict is not None  # else a missing `return`?
         return bool(verdict)
 
@@ -259,9 +264,8 @@ class Space:
         one every time); a constraint that rejects every point tried is a ``UsageError``."""
         size = self.size_hint()
         rng = random.Random(0)
-        drawn = (
-            self._at(rng.randrange(size)) for _ in range(FIRST_SCAN if size > FIRST_SCAN else 0)
-        )
+        extra = FIRST_SCAN if size > FIRST_SCAN else 0  # drawn past the first points
+        drawn = (self._at(rng.randrange(size)) for _ in range(extra))
         tried = itertools.chain(itertools.islice(self._points(), FIRST_SCAN), drawn)
         with contextlib.closing(self._scanned(tried, min(size, 2 * FIRST_SCAN))) as valid:
             found = next(valid, None)

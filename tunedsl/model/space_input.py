@@ -13,7 +13,10 @@ from tunedsl.errors import UsageError, callable_name
 def check_constraint(constraint: Any) -> None:
     """A constraint is called as ``constraint(cfg)``: one taking each field by name (Kernel
     Tuner's ``def restrict(block_x, block_y)``) is named where the space is made, with the
-    form to write, rather than failing inside the space on the site's first call."""
+    form to write, rather than failing inside the space on the site's first call (None:
+    no constraint)."""
+    if constraint is None:
+        return
     if not callable(constraint):
         raise UsageError(f"Space(constraint=...) must be callable, not {constraint!r}")
     try:

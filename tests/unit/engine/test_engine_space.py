@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -269,3 +270,14 @@ def test_a_numpy_axis_is_refused_with_the_fix() -> None:
     with pytest.raises(UsageError, match=r"type int64.*arr\.tolist\(\) or int\(v\)"):
         expand_space({"tile": list(tiles)})
     assert [c.tile for c in expand_space({"tile": tiles.tolist()})] == [16, 32, 64]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes: Python 3.11+")
+def test_a_constraint_that_raises_names_the_configuration_it_raised_for() -> None:
+    """A constraint that raises (a division by a field that may be 0) reaches the user as
+    raised, with a note naming the configuration and the fix (it named neither)."""
+    space = Space(block=[32, 0, 64], constraint=lambda c: 256 // c.block >= 4)
+    with pytest.raises(ZeroDivisionError) as raised:
+        list(space.iter_valid())
+    notes = getattr(raised.value, "__notes__", [])
+    assert any("constraint= for Config(block=0)" in n and "return False" in n for n in notes)
