@@ -137,6 +137,69 @@ def test_a_field_named_like_a_parameter_given_a_fixed_value_is_an_error(
     assert "tunedsl/runtime" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=64))",
+        "autotune_launch(vadd, space={'tile': [64, 128]}, grid=lambda cfg: (cdiv(n, cfg.tile),),"
+        " args=(a, b, c, n), kwargs={'TILE': 64})",
+    ],
+    ids=["dsl", "autotune_launch"],
+)
+def test_a_lowercase_field_for_an_uppercase_parameter_given_a_fixed_value_is_an_error(
+    tmp_path: Path, launch: str
+) -> None:
+    # The README's spelling (field `tile`, parameter `TILE`) with `TILE=64` written for
+    # `TILE=$tile`: only a field spelled exactly like the parameter was checked, so every
+    # configuration ran TILE=64 while the grid followed `tile`, and tile=128 (half the
+    # programs, timed fastest) was chosen: half of c was never written, in silence.
+    proc = _run(
+        tmp_path,
+        f"""
+        n = 1000
+        a, b = torch.randn(n), torch.randn(n)
+        c = torch.zeros(n)
+        res = {launch}  # HERE
+        print("launched", res.config)
+        """,
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "launched" not in proc.stdout
+    assert "space field `tile` takes 2 values" in proc.stderr, proc.stderr
+    assert "passes `TILE=64` to the kernel's parameter `TILE` under every configuration" in (
+        proc.stderr
+    )
+    assert "`TILE=$tile`" in proc.stderr
+    assert f'user_script.py", line {_line_of(tmp_path, "# HERE")}' in proc.stderr
+
+
+def test_a_field_that_reaches_another_parameter_is_not_taken_for_one_named_like_it(
+    tmp_path: Path,
+) -> None:
+    # `tile` is given to `T`, and `TILE` (named like it but for another purpose) is fixed:
+    # the field reaches the kernel, so no mistake.
+    proc = _run(
+        tmp_path,
+        """
+        @triton.jit
+        def scaled(a, c, n, TILE: tl.constexpr, T: tl.constexpr):
+            i = tl.program_id(0) * T + tl.arange(0, T)
+            tl.store(c + i, tl.load(a + i, mask=i < n) * TILE, mask=i < n)
+
+
+        n = 1000
+        a = torch.randn(n)
+        c = torch.zeros(n)
+        res = autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile),
+                       scaled(a, c, n, TILE=2, T=$tile))
+        assert torch.allclose(c, a * 2)
+        print("ok", res.config)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+
+
 def test_a_field_passed_through_an_expression_is_accepted(tmp_path: Path) -> None:
     # The field reaches the parameter (transformed): no mistake.
     proc = _run(
