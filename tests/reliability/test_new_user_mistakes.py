@@ -256,6 +256,36 @@ def test_a_float_grid_says_it_is_a_float(tmp_path: Path) -> None:
     assert "blocks=cdiv(n, $tile)" in proc.stderr
 
 
+def test_a_grid_of_a_tl_constexpr_global_launches_its_value(tmp_path: Path) -> None:
+    # A persistent kernel's program count kept in one `tl.constexpr` global, the kernel's
+    # stride and the grid: such an object is callable (it forwards calls to its value), so
+    # blocks=PROGS was refused as "a function", Triton's `lambda meta: ...` idiom.
+    proc = _run(
+        tmp_path,
+        """
+        PROGS = tl.constexpr(3)
+
+
+        @triton.jit
+        def triple(x, y, n, TILE: tl.constexpr):
+            for t in tl.range(tl.program_id(0), tl.cdiv(n, TILE), PROGS):
+                i = t * TILE + tl.arange(0, TILE)
+                tl.store(y + i, tl.load(x + i, mask=i < n) * 3, mask=i < n)
+
+
+        for n in (1000, 1000, 700):
+            x, y, z = torch.randn(n), torch.zeros(n), torch.zeros(n)
+            res = autotune(space=dict(tile=[32, 64]), blocks=PROGS, triple(x, y, n, TILE=$tile))
+            again = autotune(space=dict(tile=[32, 64]), blocks=(PROGS, 1),
+                             triple(x, z, n, TILE=$tile))
+            assert torch.allclose(y, x * 3) and torch.allclose(z, x * 3)
+            print(res.source, again.source)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["tuned", "tuned", "memory", "memory", "tuned", "tuned"]
+
+
 ROWSUM = """
 @triton.jit
 def rowsum(x, out, M, N, BLOCK: tl.constexpr):
