@@ -194,8 +194,13 @@ class Verifier:
             self.reference = outputs  # the first configuration that finished successfully
             return None
         for name in self.outputs:
+            settings = self.req.settings
             problem = self.guard.bt.allclose(
-                outputs[name], self.reference[name], self.req.settings.rtol, self.req.settings.atol
+                outputs[name],
+                self.reference[name],
+                settings.rtol,
+                settings.atol,
+                exact_ints=not settings.tolerance_given,
             )
             if problem is not None:
                 return f"verify: output {name!r} differs from the reference: {problem}"

@@ -48,6 +48,8 @@ class Settings:
     verify: Any = None  # None/False, True, [names], or callable(inputs) -> {name: expected}
     rtol: float = 1e-3
     atol: float = 1e-3
+    # rtol=/atol= given: integer outputs are compared within them too (else exactly)
+    tolerance_given: bool = False
     pre_hook: Callable[..., Any] | None = None
     post_hook: Callable[..., Any] | None = None  # post_hook(args, exception=err or None)
     default: Config = field(default_factory=Config)
@@ -234,6 +236,7 @@ def resolve(
         verify=verify,
         rtol=_tolerance(options.get("rtol"), f"{where}: rtol", 1e-3),
         atol=_tolerance(options.get("atol"), f"{where}: atol", 1e-3),
+        tolerance_given=options.get("rtol") is not None or options.get("atol") is not None,
         pre_hook=_callable(options.get("pre_hook"), "pre_hook", where),
         post_hook=_callable(options.get("post_hook"), "post_hook", where),
         default=default_config(configs, lazy_space, default, where),
