@@ -9,6 +9,7 @@ hot path never reads the environment.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -248,7 +249,27 @@ def resolve(
         **given,
     )
     _check_choices(out, where)
+    _warn_tuning_against_environment(out, where)
     return out
+
+
+def _warn_tuning_against_environment(settings: Settings, where: str) -> None:
+    """A site's ``mode="on"`` wins over ``TUNEDSL_AUTOTUNE=off|cached``, as every option
+    given at a site wins over its variable; since that variable is how a run says "do not
+    tune here", tuning against it is said once."""
+    raw = os.environ.get("TUNEDSL_AUTOTUNE", "")
+    if settings.mode != "on" or not raw or knobs.autotune_mode() == "on":
+        return
+    from tunedsl.warn import warn_once
+
+    warn_once(
+        f"mode-against-environment:{where}:{raw}",
+        f"{where}: mode='on' given here tunes on a miss although TUNEDSL_AUTOTUNE={raw} is "
+        "set (a site's mode= wins over the variable); leave mode= out to let "
+        "TUNEDSL_AUTOTUNE decide",
+        UserWarning,
+        stacklevel="user",
+    )
 
 
 def _check_choices(settings: Settings, where: str) -> None:
