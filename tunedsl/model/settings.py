@@ -254,22 +254,32 @@ def resolve(
 
 
 def _warn_tuning_against_environment(settings: Settings, where: str) -> None:
-    """A site's ``mode="on"`` wins over ``TUNEDSL_AUTOTUNE=off|cached``, as every option
-    given at a site wins over its variable; since that variable is how a run says "do not
-    tune here", tuning against it is said once."""
-    raw = os.environ.get("TUNEDSL_AUTOTUNE", "")
-    if settings.mode != "on" or not raw or knobs.autotune_mode() == "on":
-        return
+    """A site's ``mode="on"`` wins over ``TUNEDSL_AUTOTUNE=off|cached``, and its ``budget=``
+    over a smaller ``TUNEDSL_BUDGET``, as every option given at a site wins over its
+    variable; since those variables are how a run says "do not tune here" or "not this
+    long", tuning against them is said once."""
     from tunedsl.warn import warn_once
 
-    warn_once(
-        f"mode-against-environment:{where}:{raw}",
-        f"{where}: mode='on' given here tunes on a miss although TUNEDSL_AUTOTUNE={raw} is "
-        "set (a site's mode= wins over the variable); leave mode= out to let "
-        "TUNEDSL_AUTOTUNE decide",
-        UserWarning,
-        stacklevel="user",
-    )
+    raw = os.environ.get("TUNEDSL_AUTOTUNE", "")
+    if settings.mode == "on" and raw and knobs.autotune_mode() != "on":
+        warn_once(
+            f"mode-against-environment:{where}:{raw}",
+            f"{where}: mode='on' given here tunes on a miss although TUNEDSL_AUTOTUNE={raw} "
+            "is set (a site's mode= wins over the variable); leave mode= out to let "
+            "TUNEDSL_AUTOTUNE decide",
+            UserWarning,
+            stacklevel="user",
+        )
+    cap = knobs.budget_s()
+    if cap is not None and settings.budget_s is not None and settings.budget_s > cap:
+        warn_once(
+            f"budget-against-environment:{where}:{cap}",
+            f"{where}: budget={settings.budget_s:g} given here lets a search take longer than "
+            f"TUNEDSL_BUDGET={cap:g} (a site's budget= wins over the variable); leave budget= "
+            "out to let TUNEDSL_BUDGET decide",
+            UserWarning,
+            stacklevel="user",
+        )
 
 
 def _check_choices(settings: Settings, where: str) -> None:
