@@ -141,10 +141,12 @@ def test_a_field_named_like_a_parameter_given_a_fixed_value_is_an_error(
     "launch",
     [
         "autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=64))",
+        "autotune(space=[dict(tile=64, num_warps=2), dict(tile=128, num_warps=4)],"
+        " blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=64))",
         "autotune_launch(vadd, space={'tile': [64, 128]}, grid=lambda cfg: (cdiv(n, cfg.tile),),"
         " args=(a, b, c, n), kwargs={'TILE': 64})",
     ],
-    ids=["dsl", "autotune_launch"],
+    ids=["dsl", "dsl-list-space", "autotune_launch"],
 )
 def test_a_lowercase_field_for_an_uppercase_parameter_given_a_fixed_value_is_an_error(
     tmp_path: Path, launch: str

@@ -100,9 +100,10 @@ def check_fields_passed(variants: Sequence[Variant], arg_names: Sequence[str], l
 
 def _reaches_kernel(variants: Sequence[Variant], field: str) -> bool:
     """Whether ``field`` changes what the kernel receives: two configurations that differ in
-    it alone bind other arguments. True when no such two configurations exist (a list space
-    of unrelated configurations): nothing shows that it does not."""
+    it alone bind other arguments. Where no two differ in it alone (a list space), whether
+    any two configurations bind other arguments at all."""
     bound: dict[Any, dict[Any, set[Any]]] = {}
+    every: set[Any] = set()
     for v in variants:
         if field not in v.config:
             continue
@@ -112,9 +113,10 @@ def _reaches_kernel(variants: Sequence[Variant], field: str) -> bool:
             frozenset((k, _plain(a)) for k, a in v.kwargs.items()),
         )
         bound.setdefault(rest, {}).setdefault(_plain(v.config[field]), set()).add(arguments)
+        every.add(arguments)
     pairs = [by_value for by_value in bound.values() if len(by_value) > 1]
     if not pairs:
-        return True
+        return len(every) > 1
     return any(len(set().union(*by_value.values())) > 1 for by_value in pairs)
 
 
