@@ -202,6 +202,49 @@ def test_a_field_that_reaches_another_parameter_is_not_taken_for_one_named_like_
     assert "ok" in proc.stdout
 
 
+def test_a_field_that_only_sizes_the_grid_of_a_kernel_that_ignores_it_is_warned_of(
+    tmp_path: Path,
+) -> None:
+    # `bs` sizes the grid and the launch gives BLOCK=128 under every configuration: each
+    # configuration ran one kernel on another number of programs, and bs=256 (half the
+    # programs, timed fastest) was chosen: half of c unwritten, in silence.
+    proc = _run(
+        tmp_path,
+        """
+        @triton.jit
+        def add_one(x, y, n, BLOCK: tl.constexpr):
+            i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y + i, tl.load(x + i, mask=i < n) + 1, mask=i < n)
+
+
+        @triton.jit
+        def add_one_persistent(x, y, n, BLOCK: tl.constexpr):  # reads the program count
+            for t in tl.range(tl.program_id(0), tl.cdiv(n, BLOCK), tl.num_programs(0)):
+                i = t * BLOCK + tl.arange(0, BLOCK)
+                tl.store(y + i, tl.load(x + i, mask=i < n) + 1, mask=i < n)
+
+
+        n = 1000
+        x = torch.randn(n)
+        y = torch.zeros(n)
+        autotune(space=dict(progs=[2, 4]), blocks=$progs,  # PERSISTENT
+                 add_one_persistent(x, y, n, BLOCK=128))
+        assert torch.allclose(y, x + 1)
+        print("persistent ok")
+        res = autotune(space=dict(bs=[64, 128, 256]), blocks=cdiv(n, $bs),  # HERE
+                       add_one(x, y, n, BLOCK=128))
+        print("chosen", res.config)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "persistent ok" in proc.stdout
+    line = _line_of(tmp_path, "# HERE")
+    assert f"user_script.py:{line}: UserWarning" in proc.stderr, proc.stderr
+    assert "space field `bs` changes only the grid" in proc.stderr
+    assert "tl.num_programs" in proc.stderr and "BLOCK=$bs" not in proc.stderr
+    assert proc.stderr.count("changes only the grid") == 1  # the persistent kernel: no word
+
+
 def test_a_field_passed_through_an_expression_is_accepted(tmp_path: Path) -> None:
     # The field reaches the parameter (transformed): no mistake.
     proc = _run(

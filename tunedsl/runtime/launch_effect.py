@@ -19,7 +19,7 @@ configuration (``cdiv(n, $tile)`` with ``tile=0``): ``note_bind_failed`` names i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError
@@ -96,6 +96,40 @@ def check_fields_passed(variants: Sequence[Variant], arg_names: Sequence[str], l
             f"(autotune_launch: kwargs=lambda cfg: {{{param!r}: cfg.{field}}}), or rename the "
             "field if the kernel should not get it"
         )
+
+
+def warn_grid_only(
+    variants: Sequence[Variant], reads_program_count: Callable[[], bool], label: str
+) -> None:
+    """A space field that changes the grid and nothing the kernel receives (``bs`` in
+    ``blocks=cdiv(n, $bs)`` with ``BLOCK=128`` fixed) runs one kernel on more or fewer
+    programs; unless the kernel reads ``tl.num_programs`` (a persistent kernel, whose work
+    per program follows the grid), a grid smaller than its work leaves outputs unwritten and
+    is timed fastest. A warning, not an error: a kernel may share out its work otherwise
+    (an atomic work queue)."""
+    if len(variants) < 2:
+        return
+    fields = sorted({name for v in variants for name in v.config} - set(HINT_NAMES))
+    for field in fields:
+        values = {_plain(v.config[field]) for v in variants if field in v.config}
+        if len(values) < 2 or _reaches_kernel(variants, field):
+            continue
+        by_grid = {v.grid: v for v in variants if field in v.config}
+        if len(by_grid) < 2 or reads_program_count():
+            continue
+        a, b = list(by_grid.values())[:2]
+        warn_once(
+            f"grid-only:{label}:{field}",
+            f"{label}: space field `{field}` changes only the grid: every configuration "
+            f"launches the same kernel with the same arguments ({a.config} on a grid of "
+            f"{a.grid}, {b.config} on {b.grid}), and the kernel never reads tl.num_programs, "
+            "so a grid smaller than its work leaves part of the output unwritten, and is "
+            "timed fastest; pass the field to the kernel parameter whose tiles the grid "
+            "counts, or leave it out of space=",
+            UserWarning,
+            stacklevel="user",
+        )
+        return
 
 
 def _reaches_kernel(variants: Sequence[Variant], field: str) -> bool:
