@@ -118,8 +118,7 @@ def _launcher_of_a_kernel(fn: Any) -> bool:
 def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
     """``blocks=`` (``grid=`` of ``autotune_launch``) as 1 to 3 ints, or an error at ``label``."""
     fix = "pass an int or a flat tuple of 1 to 3 ints, e.g. blocks=cdiv(n, $tile)"
-    if is_triton_constexpr(grid):  # a `tl.constexpr` global: callable, yet no function
-        grid = grid.value
+    grid = grid.value if is_triton_constexpr(grid) else grid  # callable, yet no function
     if callable(grid) and not is_tensor(grid):
         raise UsageError(
             f"{label}: blocks=/grid= is a function: tunedsl takes the grid itself, not Triton's "
@@ -137,13 +136,12 @@ def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
         out = (grid,)
     else:
         try:
-            out = tuple(grid)
+            out = tuple(d.value if is_triton_constexpr(d) else d for d in grid)  # tl.constexpr
         except TypeError:
             out = ()
     if not 1 <= len(out) <= 3:
         raise UsageError(f"{label}: blocks=/grid= must have 1 to 3 dimensions, got {grid!r}; {fix}")
     # A float or str dimension failed deep in the launch; a negative one "tuned" nothing.
-    out = tuple(dim.value if is_triton_constexpr(dim) else dim for dim in out)
     for dim in out:
         if callable(dim) and not is_tensor(dim):
             return grid_dims(dim, label)  # `blocks=fn` arrives as `(fn,)`: a function's message
