@@ -128,7 +128,11 @@ class Guard:
         # write alike may be added into by a later configuration (split-K's atomics where
         # SPLIT > 1, a store where SPLIT == 1), and a hook may write arguments too.
         settings = req.settings
-        self.watch = InPlaceWatch(bound, skip, settings.rtol, settings.atol) if watch else None
+        self.watch = (
+            InPlaceWatch(bound, skip, settings.rtol, settings.atol, not settings.tolerance_given)
+            if watch
+            else None
+        )
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
     def snapshot_all(self) -> None:
