@@ -139,8 +139,7 @@ class Knobs:
 
 
 def cache_dir_override() -> str | None:
-    """``TUNEDSL_CACHE_DIR``: where every per-user cache lives (default: platformdirs; also
-    for a value of blanks only, as for an empty one, not a directory named by blanks)."""
+    """``TUNEDSL_CACHE_DIR``: where every per-user cache lives (blank: platformdirs')."""
     raw = os.environ.get("TUNEDSL_CACHE_DIR") or None
     return _anchored("TUNEDSL_CACHE_DIR", raw, raw) if raw and raw.strip() else None
 

@@ -16,7 +16,7 @@ from isolate_kernels import double_or_die
 
 from tunedsl import autotune_launch, cdiv
 from tunedsl.backends import isolated
-from tunedsl.errors import UsageError
+from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.settings import resolve
 
 pytestmark = pytest.mark.needs_triton
@@ -55,6 +55,25 @@ def test_crashing_and_hanging_configurations_fail_the_worker_not_the_caller() ->
     z = torch.empty_like(x)
     double_or_die[(cdiv(n, 64),)](x, z, n, TILE=64, MODE=0)
     torch.testing.assert_close(z, x * 2)
+
+
+def test_a_hang_names_the_timeout_as_set_and_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # TUNEDSL_CONFIG_TIMEOUT=1.5 was reported as "no answer after 2 s" (0.25 as "0 s"), with
+    # no word of the setting that decides it.
+    monkeypatch.setenv("TUNEDSL_CONFIG_TIMEOUT", "1.5")
+    n = 100
+    x, y = torch.randn(n), torch.empty(n)
+    with pytest.raises(TuningError) as caught:
+        autotune_launch(
+            double_or_die,
+            space={"tile": [32, 64]},  # both spin (MODE 2)
+            grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(x, y, n),
+            kwargs=lambda cfg: {"TILE": cfg.tile, "MODE": 2},
+            isolate=True,
+        )
+    message = str(caught.value)
+    assert message.count("timeout: no answer after 1.5 s (TUNEDSL_CONFIG_TIMEOUT") == 2, message
 
 
 def test_an_abort_fails_one_configuration_and_hooks_reach_the_worker() -> None:

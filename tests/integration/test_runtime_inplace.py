@@ -73,6 +73,23 @@ def test_an_accumulating_kernel_is_found_too() -> None:
     assert out.item() == 256.0
 
 
+def test_an_integer_counter_is_found_however_large() -> None:
+    # An int32 counter at 10,000,000 to which each launch adds 256 changed by 2.6e-5 of its
+    # value, within the float tolerance the watch compared with: not found, not named, and
+    # not restored between the tuning's launches. Integers are compared exactly.
+    x, out = torch.ones(256, dtype=torch.int32), torch.full((1,), 10_000_000, dtype=torch.int32)
+    with pytest.warns(UserWarning, match="changes 'out' in place"):
+        autotune_launch(
+            sum_atomic,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(256, cfg.tile),),
+            args=(x, out, 256),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="int-counter",
+        )
+    assert out.item() == 10_000_256
+
+
 def test_outputs_are_not_restored_and_not_warned_about() -> None:
     a, b, c = torch.randn(300), torch.randn(300), torch.zeros(300)
     with warnings.catch_warnings():

@@ -264,6 +264,40 @@ def test_off_mode_and_site_option(monkeypatch: pytest.MonkeyPatch, tune_count: l
     assert res.source == "default" and len(tune_count) == 1
 
 
+@pytest.mark.parametrize("env_mode", ["off", "cached"])
+def test_a_site_that_tunes_where_the_environment_says_not_to_says_so(
+    monkeypatch: pytest.MonkeyPatch, tune_count: list, env_mode: str
+) -> None:
+    # TUNEDSL_AUTOTUNE=off ("never tune") set for a run, and a site written with mode="on":
+    # the site's option wins, as every option given at a site does, and it tuned without a
+    # word, the variable accepted and ignored. It still wins; one warning says so.
+    monkeypatch.setenv("TUNEDSL_AUTOTUNE", env_mode)
+    with pytest.warns(UserWarning, match=rf"mode='on' .* TUNEDSL_AUTOTUNE={env_mode}") as caught:
+        res = call(site("tunes", options={"mode": "on"}), vadd, args(), 256)
+    assert res.source == "tuned" and len(tune_count) == 1
+    assert "leave mode= out" in str(caught[0].message)
+    assert caught[0].filename.endswith("runtime_helpers.py")  # the line of the site's call
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*wins over the variable")
+        res = call(site("follows"), vadd, args(), 256)  # no mode=: the variable decides
+        assert res.source == "default" and len(tune_count) == 1
+        monkeypatch.setenv("TUNEDSL_AUTOTUNE", "on")
+        call(site("agrees", options={"mode": "on"}), vadd, args(), 256)
+
+
+def test_a_site_budget_beyond_the_environments_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # TUNEDSL_BUDGET=0.5 for a quick run, and a site written with budget=30: the site's
+    # option wins and its search may take 60 times what the run allows, in silence.
+    monkeypatch.setenv("TUNEDSL_BUDGET", "0.5")
+    with pytest.warns(UserWarning, match=r"budget=30 .* TUNEDSL_BUDGET=0\.5") as caught:
+        call(site("long", options={"budget": 30}), vadd, args(), 256)
+    assert "leave budget= out" in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*wins over the variable")
+        call(site("short", options={"budget": 0.25}), vadd, args(), 256)  # within the cap
+        call(site("unset"), vadd, args(), 256)
+
+
 def test_threads_tune_each_key_once(tune_count: list) -> None:
     s = site("threads", space={"tile": [64, 128]})
     sizes = [128, 256, 384, 512]

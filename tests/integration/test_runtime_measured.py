@@ -7,6 +7,8 @@ import threading
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from runtime_kernels import add_strided, sum_atomic, vadd, vadd_wrong_for_big_tiles
 
 from tunedsl import Config, autotune_launch, cdiv
@@ -221,3 +223,45 @@ def test_the_done_event_is_logged_outside_the_measuring_lock() -> None:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
     assert waited == [True]
+
+
+@triton.jit
+def int_sum_short_for_big_tiles(x, out, n, TILE: tl.constexpr):
+    """An int32 sum of int8 values; TILE >= 128 leaves out the last element."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    limit = n
+    if TILE >= 128:
+        limit = n - 1
+    v = tl.load(x + offs, mask=offs < limit, other=0).to(tl.int32)
+    tl.atomic_add(out, tl.sum(v, axis=0))
+
+
+def test_verify_compares_integer_outputs_exactly_unless_given_a_tolerance() -> None:
+    # An int32 sum 100 short of 2,000,000 is within the default rtol of 1e-3: integer
+    # outputs were compared with the float tolerances, so a configuration that drops an
+    # element passed verify=True, was timed fastest and was chosen. Integer arithmetic is
+    # exact (atomics included), so ints and bools are compared exactly, as
+    # torch.testing.assert_close does, unless rtol=/atol= are given.
+    n = 20000
+    x = torch.full((n,), 100, dtype=torch.int8)
+
+    def tune(out: torch.Tensor, name: str, **options: float):
+        return autotune_launch(
+            int_sum_short_for_big_tiles,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(x, out, n),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            reset_to_zero=["out"],
+            verify=True,
+            name=name,
+            **options,
+        )
+
+    out = torch.zeros(1, dtype=torch.int32)
+    res = tune(out, "exact-ints")
+    assert res.config == Config(tile=64) and out.item() == 2_000_000
+    for tile in (128, 256):
+        assert res.timings[Config(tile=tile)].status == "rejected", res.timings
+    loose = tune(torch.zeros(1, dtype=torch.int32), "given-tolerance", rtol=1e-3)
+    assert loose.timings[Config(tile=128)].status == "ok", loose.timings

@@ -13,7 +13,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from shared_kernels import vadd
 
-__all__ = ["vadd", "vadd_flaky"]
+__all__ = ["copy_capped", "vadd", "vadd_flaky"]
 
 
 @triton.jit
@@ -31,3 +31,11 @@ def vadd_flaky(a, b, c, n, TILE: tl.constexpr, MODE: tl.constexpr):
     tl.store(
         c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask) + bias, mask=mask
     )
+
+
+@triton.jit
+def copy_capped(x, y, n, TILE: tl.constexpr):
+    """Fails to build for TILE above 32, by an assertion with no message of its own."""
+    tl.static_assert(TILE <= 32)
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)

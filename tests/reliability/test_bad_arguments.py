@@ -41,6 +41,16 @@ def test_bad_space_is_a_clear_usage_error(name: str) -> None:
         assert word in str(info.value), (word, str(info.value))
 
 
+def test_a_tl_constexpr_in_a_space_is_named_with_its_value() -> None:
+    # A `tl.constexpr` global in a space (`tile=[64, BIG]`) is no JSON scalar; the error
+    # said so without the fix that is one attribute away.
+    tl = pytest.importorskip("triton.language")
+    with pytest.raises(UsageError) as info:
+        expand_space({"tile": [64, tl.constexpr(128)]})
+    message = str(info.value)
+    assert "'tile'" in message and "a tl.constexpr: write its .value (128)" in message
+
+
 ENV_CASES = {
     "TUNEDSL_AUTOTUNE": ("maybe", knobs.autotune_mode, ["TUNEDSL_AUTOTUNE", "'maybe'", "on"]),
     "TUNEDSL_EFFORT": ("max", knobs.effort, ["TUNEDSL_EFFORT", "'max'", "thorough"]),

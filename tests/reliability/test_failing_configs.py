@@ -83,3 +83,30 @@ def test_every_configuration_failing_is_one_clear_tuning_error() -> None:
     assert "MODE 1 is rejected" in err.failures[repr(STATIC_FAIL)]
     assert "verify" in err.failures[repr(WRONG)]
     assert "arange" in err.failures[repr(RUN_FAIL)]
+
+
+def test_a_failure_in_the_kernel_names_the_kernels_line() -> None:
+    # `tl.static_assert(TILE <= 32)` under the interpreter failed as
+    # "run: InterpreterError: AssertionError('')": nothing said which assertion, or where.
+    import inspect
+
+    import torch
+    from rel_kernels import copy_capped
+
+    from tunedsl import autotune_launch
+
+    x, y = torch.randn(N), torch.zeros(N)
+    result = autotune_launch(
+        copy_capped,
+        space={"TILE": [16, 64]},
+        grid=lambda cfg: ((N + cfg.TILE - 1) // cfg.TILE,),
+        args=(x, y, N),
+        kwargs=lambda cfg: {"TILE": cfg.TILE},
+        name="capped",
+    )
+    assert result.config == Config(TILE=16) and torch.equal(y, x)
+    lines, first = inspect.getsourcelines(copy_capped.fn)
+    line = first + next(i for i, text in enumerate(lines) if "static_assert" in text)
+    reason = result.timings[Config(TILE=64)].reason or ""
+    assert reason.startswith("run: "), reason
+    assert f"rel_kernels.py:{line}: tl.static_assert(TILE <= 32)" in reason, reason

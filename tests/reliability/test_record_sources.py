@@ -225,6 +225,30 @@ def test_ls_marks_the_record_that_a_newer_shipped_record_shadows(tmp_path: Path)
     assert rows[False]["shadowed"] and not rows[True]["shadowed"]
 
 
+@pytest.mark.parametrize("spelled", ["same", "trailing-slash", "relative"])
+def test_a_records_path_naming_the_caches_own_records_is_not_a_second_source(
+    tmp_path: Path, spelled: str
+) -> None:
+    # TUNEDSL_RECORDS_PATH holding the cache's own records/ (one list of directories kept for
+    # every machine): each record was listed twice, once as a read-only copy "shadowed by
+    # another record", itself.
+    cache = tmp_path / "cache"
+    _write_dir(cache / "records", _fake_record("ab" * 32))
+    entry = {
+        "same": str(cache / "records"),
+        "trailing-slash": f"{cache / 'records'}/",
+        "relative": "cache/records",
+    }[spelled]
+    env = child_env(cache, TUNEDSL_RECORDS_PATH=entry)
+    out = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "cache", "ls", "--json"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [(row["read_only"], row["shadowed"]) for row in rows] == [(False, False)], rows
+
+
 # -- cache clear ---------------------------------------------------------------------------
 
 

@@ -72,6 +72,48 @@ def test_lint_warns_of_a_floor_divided_grid_and_says_use_cdiv(tmp_path: Path) ->
     assert tunedsl("expand", "--check", "grid.py", cwd=tmp_path).returncode == 0
 
 
+ROUNDED_UP = """\
+from tunedsl import autotune
+
+
+def a(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(n + $tile - 1) // $tile, k(x, n, T=$tile))
+
+
+def b(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(n + ($tile - 1)) // $tile, k(x, n, T=$tile))
+
+
+def c(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=-(-n // $tile), k(x, n, T=$tile))
+
+
+def d(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(1, (n - 1) // $tile + 1), k(x, n, T=$tile))
+
+
+def e(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(n - 1 + $tile) // $tile, k(x, n, T=$tile))
+
+
+def floor(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(n + $tile - 2) // $tile, k(x, n, T=$tile))
+"""
+
+
+def test_lint_takes_the_round_up_idioms_for_what_they_are(tmp_path: Path) -> None:
+    # `(n + $tile - 1) // $tile` (Triton's own cdiv), `-(-n // $tile)` and
+    # `(n - 1) // $tile + 1` round up: each was warned of, with a "fix" that was wrong
+    # (`cdiv(n + $tile - 1, $tile)` launches a block too many; `cdiv(-n, $tile)` a
+    # negative grid). A numerator one short of rounding up is still named.
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "up.py").write_text(ROUNDED_UP)
+    proc = tunedsl("lint", "up.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split(": TDS001")[0] for line in lines] == ["up.py:25:54"], proc.stdout
+
+
 def test_lint_status_still_counts_ruffs_findings_beside_the_warning(tmp_path: Path) -> None:
     _ruff_or_skip(tmp_path)
     (tmp_path / "grid.py").write_text("import os\n" + SCRIPT)

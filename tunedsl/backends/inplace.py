@@ -9,8 +9,9 @@ last one's result. ``InPlaceWatch`` tells them apart with the launches tuning ma
 - before the first launch, a copy of every tensor argument not already handled by
   ``restore_value``/``reset_to_zero``;
 - before the second launch, the arguments that differ from their copy were written;
-- before the third launch, a written argument that differs (beyond ``rtol``/``atol``) from
-  its value after the first launch was changed again: it is in place. From then on it is
+- before the third launch, a written argument that differs (beyond ``rtol``/``atol``; an
+  integer one at all, as ``verify=`` compares them) from its value after the first launch
+  was changed again: it is in place. From then on it is
   restored before every launch (as if named in ``restore_value``), and one warning names it.
 
 Launching twice gives the same outputs as launching once for every argument that is not
@@ -37,12 +38,13 @@ class InPlaceWatch:
         skip: Iterable[str],
         rtol: float,
         atol: float,
+        exact_ints: bool = False,
     ) -> None:
         from tunedsl.backends import triton as bt
 
         self.bt = bt
         self.bound = bound
-        self.rtol, self.atol = rtol, atol
+        self.rtol, self.atol, self.exact_ints = rtol, atol, exact_ints
         skipped = set(skip)
         self.original: dict[str, Any] = {}
         try:
@@ -89,7 +91,10 @@ class InPlaceWatch:
                 n
                 for n, first in self.after_first.items()
                 if not self.bt.equal(self.bound[n], first)
-                and self.bt.allclose(self.bound[n], first, self.rtol, self.atol) is not None
+                and self.bt.allclose(
+                    self.bound[n], first, self.rtol, self.atol, exact_ints=self.exact_ints
+                )
+                is not None
             ]
             self.found = {n: self.original[n] for n in again}
             self.original, self.after_first = {}, {}  # outputs: nothing to restore

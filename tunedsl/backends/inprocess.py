@@ -26,6 +26,7 @@ import functools
 import itertools
 import os
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -60,7 +61,42 @@ def per_launch_setup(req: Any) -> bool:
 def reason(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     first = next((line for line in text if line.strip()), "")
-    return f"{type(err).__name__}: {first}"[:500]
+    where = _users_line(err)
+    return (f"{type(err).__name__}: {first}" + (f" (at {where})" if where else ""))[:500]
+
+
+def _users_line(err: BaseException) -> str | None:
+    """``file:line: source`` of the innermost frame outside Triton, torch, tunedsl and the
+    standard library where ``err`` (or what it was raised from) came from: under the
+    interpreter, the kernel's line (Triton's ``InterpreterError`` names only the inner
+    error, ``AssertionError('')`` for a ``tl.static_assert`` without a message)."""
+    import sysconfig
+    import traceback
+
+    packages = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # tunedsl/
+    for name in ("triton", "torch"):
+        init = getattr(sys.modules.get(name), "__file__", None)
+        if init:
+            packages.append(os.path.dirname(os.path.abspath(init)))
+    packages.append(sysconfig.get_paths()["stdlib"])
+    libraries = tuple(os.path.join(path, "") for path in packages)
+    seen: set[int] = set()
+    inner: BaseException | None = err
+    while inner is not None and id(inner) not in seen:  # the innermost cause: the real error
+        seen.add(id(inner))
+        nxt = inner.__cause__ or (None if inner.__suppress_context__ else inner.__context__)
+        if nxt is None:
+            break
+        inner = nxt
+    for exc in (inner, err):
+        if exc is None:
+            continue
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            name = os.path.abspath(frame.filename)
+            if frame.filename.startswith("<") or name.startswith(libraries):
+                continue
+            return f"{os.path.basename(name)}:{frame.lineno}: {(frame.line or '').strip()}"
+    return None
 
 
 class Guard:
@@ -92,7 +128,11 @@ class Guard:
         # write alike may be added into by a later configuration (split-K's atomics where
         # SPLIT > 1, a store where SPLIT == 1), and a hook may write arguments too.
         settings = req.settings
-        self.watch = InPlaceWatch(bound, skip, settings.rtol, settings.atol) if watch else None
+        self.watch = (
+            InPlaceWatch(bound, skip, settings.rtol, settings.atol, not settings.tolerance_given)
+            if watch
+            else None
+        )
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
     def snapshot_all(self) -> None:
@@ -194,8 +234,13 @@ class Verifier:
             self.reference = outputs  # the first configuration that finished successfully
             return None
         for name in self.outputs:
+            settings = self.req.settings
             problem = self.guard.bt.allclose(
-                outputs[name], self.reference[name], self.req.settings.rtol, self.req.settings.atol
+                outputs[name],
+                self.reference[name],
+                settings.rtol,
+                settings.atol,
+                exact_ints=not settings.tolerance_given,
             )
             if problem is not None:
                 return f"verify: output {name!r} differs from the reference: {problem}"

@@ -228,7 +228,10 @@ class Worker:
         if not ready:
             self.kill()
             self.exit_code = None
-            raise WorkerDied(f"timeout: no answer after {timeout_s:.0f} s (a hang?); worker killed")
+            raise WorkerDied(
+                f"timeout: no answer after {timeout_s:g} s (TUNEDSL_CONFIG_TIMEOUT; a hang?); "
+                "worker killed"
+            )
         frame = read_frame(self.proc.stdout)  # type: ignore[arg-type]
         if frame is None:
             raise WorkerDied(self._death())

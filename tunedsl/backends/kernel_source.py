@@ -59,6 +59,17 @@ def python_fn(kernel: Any) -> Any:
     return fn
 
 
+def reads_program_count(kernel: Any) -> bool:
+    """Whether the kernel, or a Triton function it calls, reads ``tl.num_programs`` (its
+    work per program follows the grid). True when its source cannot be read."""
+    fn = python_fn(kernel)
+    try:
+        texts = [inspect.getsource(fn), *_called_sources(fn, {id(fn)})]
+    except Exception:  # no source to read: nothing shows that it does not
+        return True
+    return any("num_programs" in text for text in texts)
+
+
 def _source(fn: Any) -> str:
     try:
         return inspect.getsource(fn)

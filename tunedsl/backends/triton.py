@@ -355,8 +355,12 @@ def reference_problem(expected: Any, actual: Any) -> str | None:
     return None
 
 
-def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
-    """None when close; otherwise a short description of the mismatch."""
+def allclose(
+    actual: Any, expected: Any, rtol: float, atol: float, *, exact_ints: bool = False
+) -> str | None:
+    """None when close; otherwise a short description of the mismatch. With ``exact_ints``,
+    ints and bools (neither side a float) must be equal, as ``torch.testing.assert_close``
+    holds them: integer arithmetic is exact, so a tolerance only hides a wrong count."""
     import torch
 
     expected = torch.as_tensor(expected, device=actual.device)
@@ -370,10 +374,17 @@ def allclose(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
         common = torch.float64 if wide else torch.float32
     else:
         common = torch.promote_types(actual.dtype, expected.dtype)  # ints and bools
+        if exact_ints:
+            rtol = atol = 0.0
     a, e = actual.to(common), expected.to(common)
     if torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
         return None
     diff = (a.double() - e.double()).abs()
+    if exact_ints and not common.is_floating_point:
+        return (
+            f"max abs difference {diff.max().item():.3g} (integers are compared exactly; "
+            "give rtol=/atol= to allow a difference)"
+        )
     return f"max abs difference {diff.max().item():.3g} (rtol={rtol}, atol={atol})"
 
 

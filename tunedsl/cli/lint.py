@@ -120,8 +120,11 @@ def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, s
             node = parse_expression_at(src, rewritten, arg.value_start, arg.value_end)
         except SyntaxError:
             continue  # the expansion reports it
+        parents = {id(child): up for up in ast.walk(node) for child in ast.iter_child_nodes(up)}
         for div in ast.walk(node):
             if not (isinstance(div, ast.BinOp) and isinstance(div.op, ast.FloorDiv)):
+                continue
+            if _rounds_up(div, parents.get(id(div))):
                 continue
             used = [
                 fields[(name.lineno, name.col_offset)]
@@ -145,6 +148,33 @@ def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, s
                 )
             )
     return out
+
+
+def _rounds_up(div: Any, parent: Any) -> bool:
+    """Whether the floor division ``div`` is one of the round-up idioms: ``(a + d - 1) // d``
+    (in any order of its terms), ``-(-a // d)`` and ``(a - 1) // d + 1``."""
+    import ast
+
+    def terms(node: Any, sign: int = 1) -> list[tuple[int, str]]:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            right = sign if isinstance(node.op, ast.Add) else -sign
+            return terms(node.left, sign) + terms(node.right, right)
+        return [(sign, ast.dump(node))]
+
+    one = ast.dump(ast.Constant(1))
+    numerator = terms(div.left)
+    if (1, ast.dump(div.right)) in numerator and (-1, one) in numerator:
+        return True
+    negated = isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.USub)
+    if negated and isinstance(div.left, ast.UnaryOp) and isinstance(div.left.op, ast.USub):
+        return True
+    plus_one = (
+        isinstance(parent, ast.BinOp)
+        and isinstance(parent.op, ast.Add)
+        and parent.left is div
+        and ast.dump(parent.right) == one
+    )
+    return plus_one and (-1, one) in numerator
 
 
 def _binds_macro(source: bytes) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tunedsl.errors import UsageError
+from tunedsl.model.keys import is_triton_constexpr
 from tunedsl.model.options import did_you_mean
 
 # Values a configuration field may hold: JSON scalars, so records round-trip exactly.
@@ -26,10 +27,12 @@ def check_field(name: object, value: object, where: str) -> None:
         )
     if not isinstance(value, JSON_SCALARS):
         numpy = type(value).__module__ == "numpy"  # np.int64(64), from list(arr) or arr[0]
+        hint = "; for numpy values write arr.tolist() or int(v)" if numpy else ""
+        if is_triton_constexpr(value):  # a `tl.constexpr` global: BIG = tl.constexpr(128)
+            hint = f"; it is a tl.constexpr: write its .value ({getattr(value, 'value', None)!r})"
         raise UsageError(
             f"{where}: field {name!r} has value {value!r} of type {type(value).__name__}; "
-            "configuration values must be JSON scalars (int, float, str, bool or None)"
-            + ("; for numpy values write arr.tolist() or int(v)" if numpy else "")
+            "configuration values must be JSON scalars (int, float, str, bool or None)" + hint
         )
     if isinstance(value, float) and value != value:  # NaN never equals itself: unhashable key
         raise UsageError(f"{where}: field {name!r} is NaN")

@@ -39,6 +39,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -76,8 +77,15 @@ def _absolute_file_identity(filename: str) -> str:
     return _file_identity(filename)
 
 
+#: IPython's name of a cell: the number of its run, then a hash of its text.
+_IPYTHON_CELL = re.compile(r"<ipython-input-\d+-(\w+)>")
+
+
 def _file_identity(filename: str) -> str:
     if not filename or filename.startswith("<") or not os.path.isfile(filename):
+        cell = _IPYTHON_CELL.fullmatch(filename)
+        if cell:  # named by its text, not by when it ran: run again, it is the same site
+            return f"<ipython-input-{cell.group(1)}>"
         return os.path.basename(filename)
     path = os.path.realpath(filename)
     parts = [os.path.basename(path)]

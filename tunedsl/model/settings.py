@@ -9,6 +9,7 @@ hot path never reads the environment.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,8 @@ class Settings:
     verify: Any = None  # None/False, True, [names], or callable(inputs) -> {name: expected}
     rtol: float = 1e-3
     atol: float = 1e-3
+    # rtol=/atol= given: integer outputs are compared within them too (else exactly)
+    tolerance_given: bool = False
     pre_hook: Callable[..., Any] | None = None
     post_hook: Callable[..., Any] | None = None  # post_hook(args, exception=err or None)
     default: Config = field(default_factory=Config)
@@ -234,6 +237,7 @@ def resolve(
         verify=verify,
         rtol=_tolerance(options.get("rtol"), f"{where}: rtol", 1e-3),
         atol=_tolerance(options.get("atol"), f"{where}: atol", 1e-3),
+        tolerance_given=options.get("rtol") is not None or options.get("atol") is not None,
         pre_hook=_callable(options.get("pre_hook"), "pre_hook", where),
         post_hook=_callable(options.get("post_hook"), "post_hook", where),
         default=default_config(configs, lazy_space, default, where),
@@ -245,7 +249,37 @@ def resolve(
         **given,
     )
     _check_choices(out, where)
+    _warn_tuning_against_environment(out, where)
     return out
+
+
+def _warn_tuning_against_environment(settings: Settings, where: str) -> None:
+    """A site's ``mode="on"`` wins over ``TUNEDSL_AUTOTUNE=off|cached``, and its ``budget=``
+    over a smaller ``TUNEDSL_BUDGET``, as every option given at a site wins over its
+    variable; since those variables are how a run says "do not tune here" or "not this
+    long", tuning against them is said once."""
+    from tunedsl.warn import warn_once
+
+    raw = os.environ.get("TUNEDSL_AUTOTUNE", "")
+    if settings.mode == "on" and raw and knobs.autotune_mode() != "on":
+        warn_once(
+            f"mode-against-environment:{where}:{raw}",
+            f"{where}: mode='on' given here tunes on a miss although TUNEDSL_AUTOTUNE={raw} "
+            "is set (a site's mode= wins over the variable); leave mode= out to let "
+            "TUNEDSL_AUTOTUNE decide",
+            UserWarning,
+            stacklevel="user",
+        )
+    cap = knobs.budget_s()
+    if cap is not None and settings.budget_s is not None and settings.budget_s > cap:
+        warn_once(
+            f"budget-against-environment:{where}:{cap}",
+            f"{where}: budget={settings.budget_s:g} given here lets a search take longer than "
+            f"TUNEDSL_BUDGET={cap:g} (a site's budget= wins over the variable); leave budget= "
+            "out to let TUNEDSL_BUDGET decide",
+            UserWarning,
+            stacklevel="user",
+        )
 
 
 def _check_choices(settings: Settings, where: str) -> None:

@@ -79,27 +79,95 @@ def launches_nothing(
 def check_fields_passed(variants: Sequence[Variant], arg_names: Sequence[str], label: str) -> None:
     """A space field of several values named like a kernel parameter must reach that
     parameter: a launch that passes the same value under every configuration runs one
-    kernel for all of them (``TILE=64`` for ``TILE=$TILE``)."""
+    kernel for all of them (``TILE=64`` for ``TILE=$TILE``). A field spelled like the
+    parameter but for case (``tile`` for ``TILE``, as the docs write them) counts when it is
+    the only such parameter and the field reaches no argument of the kernel at all."""
     if len(variants) < 2:
         return
     index = {name: i for i, name in enumerate(arg_names)}
-    fields = {name for v in variants for name in v.config if name in index}
-    for name in sorted(fields - set(HINT_NAMES)):
-        values = {_plain(v.config[name]) for v in variants if name in v.config}
-        passed = {_plain(_passed(v, name, index[name])) for v in variants}
+    folded: dict[str, list[str]] = {}
+    for name in arg_names:
+        folded.setdefault(name.casefold(), []).append(name)
+    fields = {name for v in variants for name in v.config}
+    for field in sorted(fields - set(HINT_NAMES)):
+        if field in index:
+            param = field
+        else:
+            alike = folded.get(field.casefold(), [])
+            if len(alike) != 1 or _reaches_kernel(variants, field):
+                continue
+            param = alike[0]
+        values = {_plain(v.config[field]) for v in variants if field in v.config}
+        passed = {_plain(_passed(v, param, index[param])) for v in variants}
         if len(values) < 2 or len(passed) != 1:
             continue
         (value,) = passed
         if value is _MISSING or (isinstance(value, tuple) and value[0] is _TENSOR):
             continue
         raise UsageError(
-            f"{label}: space field `{name}` takes {len(values)} values, but the launch passes "
-            f"`{name}={value[1]!r}` to the kernel's parameter `{name}` under every "
+            f"{label}: space field `{field}` takes {len(values)} values, but the launch passes "
+            f"`{param}={value[1]!r}` to the kernel's parameter `{param}` under every "
             "configuration, so each configuration would run the same kernel (while blocks= "
-            f"follows the field); pass the field: `{name}=${name}` in the launch "
-            f"(autotune_launch: kwargs=lambda cfg: {{{name!r}: cfg.{name}}}), or rename the "
+            f"follows the field); pass the field: `{param}=${field}` in the launch "
+            f"(autotune_launch: kwargs=lambda cfg: {{{param!r}: cfg.{field}}}), or rename the "
             "field if the kernel should not get it"
         )
+
+
+def warn_grid_only(
+    variants: Sequence[Variant], reads_program_count: Callable[[], bool], label: str
+) -> None:
+    """A space field that changes the grid and nothing the kernel receives (``bs`` in
+    ``blocks=cdiv(n, $bs)`` with ``BLOCK=128`` fixed) runs one kernel on more or fewer
+    programs; unless the kernel reads ``tl.num_programs`` (a persistent kernel, whose work
+    per program follows the grid), a grid smaller than its work leaves outputs unwritten and
+    is timed fastest. A warning, not an error: a kernel may share out its work otherwise
+    (an atomic work queue)."""
+    if len(variants) < 2:
+        return
+    fields = sorted({name for v in variants for name in v.config} - set(HINT_NAMES))
+    for field in fields:
+        values = {_plain(v.config[field]) for v in variants if field in v.config}
+        if len(values) < 2 or _reaches_kernel(variants, field):
+            continue
+        by_grid = {v.grid: v for v in variants if field in v.config}
+        if len(by_grid) < 2 or reads_program_count():
+            continue
+        a, b = list(by_grid.values())[:2]
+        warn_once(
+            f"grid-only:{label}:{field}",
+            f"{label}: space field `{field}` changes only the grid: every configuration "
+            f"launches the same kernel with the same arguments ({a.config} on a grid of "
+            f"{a.grid}, {b.config} on {b.grid}), and the kernel never reads tl.num_programs, "
+            "so a grid smaller than its work leaves part of the output unwritten, and is "
+            "timed fastest; pass the field to the kernel parameter whose tiles the grid "
+            "counts, or leave it out of space=",
+            UserWarning,
+            stacklevel="user",
+        )
+        return
+
+
+def _reaches_kernel(variants: Sequence[Variant], field: str) -> bool:
+    """Whether ``field`` changes what the kernel receives: two configurations that differ in
+    it alone bind other arguments. Where no two differ in it alone (a list space), whether
+    any two configurations bind other arguments at all."""
+    bound: dict[Any, dict[Any, set[Any]]] = {}
+    every: set[Any] = set()
+    for v in variants:
+        if field not in v.config:
+            continue
+        rest = frozenset((k, _plain(v.config[k])) for k in v.config if k != field)
+        arguments = (
+            tuple(_plain(a) for a in v.args),
+            frozenset((k, _plain(a)) for k, a in v.kwargs.items()),
+        )
+        bound.setdefault(rest, {}).setdefault(_plain(v.config[field]), set()).add(arguments)
+        every.add(arguments)
+    pairs = [by_value for by_value in bound.values() if len(by_value) > 1]
+    if not pairs:
+        return len(every) > 1
+    return any(len(set().union(*by_value.values())) > 1 for by_value in pairs)
 
 
 _MISSING = object()

@@ -24,6 +24,7 @@ import tunedsl.backends.triton as bt
 import tunedsl.runtime.decide as decide
 import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
+from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.backends.triton_launch import direct_launch_enabled
 from tunedsl.errors import UsageError
 from tunedsl.model import keys, prune_keys
@@ -167,6 +168,7 @@ def variants(
         )
     if out:  # the launch as it runs: a field that never reaches the kernel, empty grids
         launch_effect.check_fields_passed(out, bt.kernel_info(call.kernel).arg_names, site.label)
+        launch_effect.warn_grid_only(out, lambda: reads_program_count(call.kernel), site.label)
         out, empty = launch_effect.drop_empty_grids(out, site.label)
         infeasible.update(empty)
     return out, infeasible

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_dtype
+from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_constexpr, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import foreign
@@ -118,6 +118,7 @@ def _launcher_of_a_kernel(fn: Any) -> bool:
 def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
     """``blocks=`` (``grid=`` of ``autotune_launch``) as 1 to 3 ints, or an error at ``label``."""
     fix = "pass an int or a flat tuple of 1 to 3 ints, e.g. blocks=cdiv(n, $tile)"
+    grid = grid.value if is_triton_constexpr(grid) else grid  # callable, yet no function
     if callable(grid) and not is_tensor(grid):
         raise UsageError(
             f"{label}: blocks=/grid= is a function: tunedsl takes the grid itself, not Triton's "
@@ -135,7 +136,7 @@ def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
         out = (grid,)
     else:
         try:
-            out = tuple(grid)
+            out = tuple(d.value if is_triton_constexpr(d) else d for d in grid)  # tl.constexpr
         except TypeError:
             out = ()
     if not 1 <= len(out) <= 3:

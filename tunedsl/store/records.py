@@ -50,8 +50,11 @@ _UNWRITABLE = "unwritable"  # the topic of every "cannot write to the cache" war
 
 
 def extra_record_dirs() -> list[Path]:
-    """``TUNEDSL_RECORDS_PATH``: read-only directories of shipped records."""
-    return list(_extra_record_dirs())
+    """``TUNEDSL_RECORDS_PATH``: read-only directories of shipped records. An entry naming
+    the directory this process writes its records to is that directory, read first
+    already: not a second, read-only source of the same files."""
+    own = os.path.normpath(os.path.abspath(paths.records_dir()))
+    return [d for d in _extra_record_dirs() if os.path.normpath(os.path.abspath(d)) != own]
 
 
 @knobs.per_environ  # asked on every miss: parsed again only when the environment changed

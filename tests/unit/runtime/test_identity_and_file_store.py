@@ -87,8 +87,9 @@ def test_a_file_is_named_from_its_package_root_whichever_way_it_is_reached(
         assert identity.file_identity(os.path.join("sub", "mm.py")) == "a/sub/mm.py"
     finally:
         os.chdir(cwd)
-    # Not a file: the name as given.
-    assert identity.file_identity("<ipython-input-3-abc>") == "<ipython-input-3-abc>"
+    # Not a file: the name as given; an IPython cell's without the number of its run.
+    assert identity.file_identity("<string>") == "<string>"
+    assert identity.file_identity("<ipython-input-3-abc>") == "<ipython-input-abc>"
     # The site identity carries it, and the module names the file can have had.
     site = identity.site_id(str(one / "a" / "sub" / "mm.py"), 1, 0, "k", None)
     assert site == "a/sub/mm.py:<module>:k"
