@@ -1,0 +1,122 @@
+"""The processes of a sweep sharded over GPUs (``precompile/gpu_shards.py``) that misbehave:
+real ``tunedsl sweep --no-ray --gpus 2`` runs, each "GPU" a real child process told its GPU by
+``CUDA_VISIBLE_DEVICES`` and tuning under the interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tunedsl.store import records
+
+pytestmark = pytest.mark.needs_triton
+
+SCRIPT = str(Path(__file__).parent.parent / "integration" / "sweep_fixtures" / "sweep_vadd.py")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    markers = tmp_path / "markers"
+    markers.mkdir(exist_ok=True)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def _argv(tmp_path: Path, items: list[dict]) -> list[str]:
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps(items))
+    return [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--gpus", "2",
+            "--shapes", str(shapes)]  # fmt: skip
+
+
+def _running(pid: int) -> bool:
+    try:  # a zombie has ended
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _task_pids(tmp_path: Path) -> set[int]:
+    """The GPU processes that ran a task (``ran-N`` markers: a line "pid gpu" each)."""
+    lines = [
+        line for p in (tmp_path / "markers").glob("ran-*") for line in p.read_text().split("\n")
+    ]
+    return {int(line.split()[0]) for line in lines if line.strip()}
+
+
+@pytest.mark.parametrize(
+    ("fail", "says"),
+    [
+        ("garbage", "answered with 'not an answer\\n', not its answer"),
+        ("half-answer", "ended in the middle of its answer (exit code 5)"),
+    ],
+)
+def test_a_gpu_process_that_answers_a_bad_line_fails_its_task_and_the_sweep_ends(
+    tmp_path: Path, fail: str, says: str
+) -> None:
+    # A line that is not an answer ended the thread serving that GPU: the sweep waited
+    # forever for the task it held, with a traceback of json's on stderr.
+    try:
+        done = subprocess.run(
+            _argv(tmp_path, [{"n": 100}, {"n": 300, "fail": fail}]), env=_env(tmp_path),
+            capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as err:
+        raise AssertionError(f"the sweep never ended: {err.stderr!r}") from None
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    # Tried on both GPUs, each process stopped, then named with the reason.
+    assert "failed after 2 attempts: add(n=300" in done.stderr, done.stderr
+    assert f"on GPU 0: the GPU 0 process {says}" in done.stderr or (
+        f"on GPU 1: the GPU 1 process {says}" in done.stderr
+    ), done.stderr
+    kept = [records.read_record_file(p) for p in (tmp_path / "cache").glob("records/*.json")]
+    assert len(kept) == 1 and "100" in str(kept[0].key), [r.key for r in kept]
+    assert not [p for p in _task_pids(tmp_path) if _running(p)]
+
+
+def test_ctrl_c_at_a_terminal_of_a_sharded_sweep_writes_the_finished_tasks_and_leaves_no_process(
+    tmp_path: Path,
+) -> None:
+    # Ctrl-C at a terminal signals the GPU processes too (its process group), not only the
+    # sweep: the sweep still writes what the finished task tuned.
+    env = _env(tmp_path)
+    env.pop("TUNEDSL_QUIET")  # the progress lines say when the quick task is done
+    proc = subprocess.Popen(
+        _argv(tmp_path, [{"n": 100}, {"n": 300, "fail": "slow"}]), env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines = []
+        while not any("1/2 tasks: add(n=100" in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, (proc.wait(), lines)
+            lines.append(line)
+        while not (tmp_path / "markers" / "slow-started").exists():
+            assert proc.poll() is None, lines
+            time.sleep(0.1)
+        pids = _task_pids(tmp_path)
+        assert len(pids) == 2, pids
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "interrupted after 1 of 2 tasks; wrote the 1 records" in err, err
+    kept = [records.read_record_file(p) for p in (tmp_path / "cache").glob("records/*.json")]
+    assert len(kept) == 1 and "[100]" in str(kept[0].key), [r.key for r in kept]
+    deadline = time.monotonic() + 30
+    while [p for p in pids if _running(p)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if _running(p)], "a GPU process outlived the interrupted sweep"
