@@ -120,3 +120,42 @@ def test_ctrl_c_at_a_terminal_of_a_sharded_sweep_writes_the_finished_tasks_and_l
     while [p for p in pids if _running(p)] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in pids if _running(p)], "a GPU process outlived the interrupted sweep"
+
+
+NEVER_COMPILES = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+
+@triton.jit
+def broken(x, n, TILE: tl.constexpr):
+    tl.static_assert(TILE < 0, "this kernel never compiles")
+
+
+@workload
+def one(n=64):
+    x = torch.ones(n)
+    autotune_launch(broken, space={"tile": [16, 32]}, grid=lambda c: (cdiv(n, c.tile),),
+                    args=(x, n), kwargs=lambda c: {"TILE": c.tile}, name="broken")
+"""
+
+
+def test_a_task_failing_on_every_gpu_names_the_task_the_gpu_the_site_and_the_key(
+    tmp_path: Path,
+) -> None:
+    # The error kept the tuning error's last line only: one configuration's reason, with
+    # neither the site nor the key (a task may tune many keys of many sites).
+    script = tmp_path / "never.py"
+    script.write_text(NEVER_COMPILES)
+    argv = _argv(tmp_path, [{"n": 64}])
+    argv[argv.index(SCRIPT)] = str(script)
+    done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 1, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("failed after 2 attempts")]
+    assert "one(n=64): on GPU " in line, line
+    assert f"{script}:17:1 (autotune_launch): every configuration of broken failed" in line, line
+    assert "AssertionError('this kernel never compiles')" in line, line
+    assert '(key {"args": {"n": "i16", "x": {"dtype": "float32", "shape": [64]' in line, line

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tunedsl.errors import UsageError
+from tunedsl.errors import TuningError, UsageError
 
 if TYPE_CHECKING:
     from tunedsl.precompile.gpu_shards import GpuChildren
@@ -206,8 +206,18 @@ class Progress:
 
 
 def short_error(err: BaseException) -> str:
+    """One line for a failed task: the error's last line; for a tuning error, its first
+    (the site and what failed), the key and the last configuration's reason."""
     lines = [line for line in str(err).strip().splitlines() if line.strip()]
-    return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:300]
+    text = lines[-1] if lines else ""
+    if isinstance(err, TuningError) and len(lines) > 1:
+        text = f"{lines[0]}; {lines[-1].strip()}"
+    if isinstance(err, TuningError) and err.key is not None:
+        from tunedsl.model.keys import json_safe
+
+        key = json.dumps(json_safe(err.key), sort_keys=True, default=repr)
+        text = f"{text} (key {key[:300]})"
+    return f"{type(err).__name__}: {text}"[:1000]
 
 
 def run_in_process(tasks: Sequence[Task], progress: Progress) -> list[Outcome]:
