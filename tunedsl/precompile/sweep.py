@@ -340,9 +340,12 @@ def _schedule(ray: Any, pool: list[Any], tasks: list[Task], progress: Progress) 
     return [outcomes[t.index] for t in tasks]
 
 
-def merge(outcomes: Sequence[Outcome], bundle: str | None = None) -> list[Any]:
+def merge(
+    outcomes: Sequence[Outcome], bundle: str | None = None, kept: list[Any] | None = None
+) -> list[Any]:
     """Validate every record first, then write them (local files, Redis when configured,
-    and ``bundle``); a bad record stops everything before anything is written."""
+    and ``bundle``); a bad record stops everything before anything is written. ``kept``
+    gets each record once every store has it (what an interrupted write did)."""
     from tunedsl.store.layered import LayeredStore, default_stores
     from tunedsl.store.records import Record
 
@@ -360,6 +363,8 @@ def merge(outcomes: Sequence[Outcome], bundle: str | None = None) -> list[Any]:
     store = LayeredStore(default_stores(), memory=False)
     for record in parsed.values():
         store.put(record)
+        if kept is not None:
+            kept.append(record)
     if bundle is not None:
         from tunedsl.store.records import BUNDLE_VERSION
 
@@ -443,11 +448,19 @@ def _keep_finished(progress: Progress, out: TextIO) -> None:
     """An interrupted sweep writes what its finished tasks tuned (hours of measuring, each
     record a whole tuning), never a bundle; a record that does not validate writes none."""
     finished = [o for o in progress.finished if o.records]
+    kept: list[Any] = []
     try:
-        written = merge(finished) if finished else []
+        written = merge(finished, kept=kept) if finished else []
     except Exception as err:  # the interrupt is what the user sees, this is its footnote
         out.write(f"sweep: interrupted; the finished tasks' records were not written: {err}\n")
         return
+    except KeyboardInterrupt:  # a second Ctrl-C: leave now, saying what is written
+        out.write(
+            f"sweep: interrupted again while writing the finished tasks' records: "
+            f"{len(kept)} were written, each whole; the others may be missing from the "
+            "cache or Redis (sweep their shapes again)\n"
+        )
+        raise
     out.write(
         f"sweep: interrupted after {progress.done} of {progress.total} tasks; wrote the "
         f"{len(written)} records they tuned (no bundle: it holds a whole sweep)\n"
