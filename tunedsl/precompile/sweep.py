@@ -3,8 +3,10 @@
 
 A **task** is one ``@tunedsl.workload`` of the script called with one shape (the keyword
 arguments of one entry of the shapes file; no shapes file: each workload once, without
-arguments). A task runs with its own empty records directory, so everything it tunes (one
-record per (site, key) it reaches) comes back to the driver as plain JSON records, validated
+arguments). A task runs with its own empty records directory and no other record store (no
+``TUNEDSL_RECORDS_PATH`` record or Redis decides a key for it, and it writes none to Redis),
+so it measures every key it meets, and everything it tunes (one record per (site, key) it
+reaches) comes back to the driver as plain JSON records, validated
 there like any record file; the rest of the cache (bytecode, binaries, compile locks) is the
 user's, and a process imports the script once for all its tasks, so processes tuning side
 by side compile each variant once and a process loads each kernel once. Nothing is merged

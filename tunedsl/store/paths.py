@@ -304,6 +304,11 @@ def records_dir() -> Path:
     return _records_elsewhere or _cache_records_dir()
 
 
+def records_kept_apart() -> Path | None:
+    """The directory of ``records_kept_in`` while within it (a sweep task's), else None."""
+    return _records_elsewhere
+
+
 @knobs.per_environ  # asked on every miss
 def _cache_records_dir() -> Path:
     return cache_root() / "records"
@@ -311,9 +316,11 @@ def _cache_records_dir() -> Path:
 
 @contextlib.contextmanager
 def records_kept_in(directory: Path) -> Iterator[None]:
-    """Within: records are written to and read first from ``directory`` (a sweep task's
-    own, so that what it tunes comes back whole), while the bytecode, binaries and locks
-    stay the cache's: processes tuning side by side share their compile locks."""
+    """Within: records are written to and read from ``directory`` alone (a sweep task's
+    own, so that it measures every key it meets and what it tunes comes back whole: no
+    ``TUNEDSL_RECORDS_PATH`` record or Redis record decides a key, and nothing is written to
+    Redis before the sweep merges), while the bytecode, binaries and locks stay the
+    cache's: processes tuning side by side share their compile locks."""
     global _records_elsewhere
     previous, _records_elsewhere = _records_elsewhere, directory
     try:

@@ -78,6 +78,8 @@ def add(n=256, fail=""):
         name="sweep-vadd",
     )
     assert torch.equal(c, a + b)
+    if fail == "after":  # fails after tuning its key
+        raise RuntimeError("this shape fails after tuning")
 
 
 def _answer_pipe() -> int:
