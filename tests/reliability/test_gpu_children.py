@@ -159,3 +159,18 @@ def test_a_task_failing_on_every_gpu_names_the_task_the_gpu_the_site_and_the_key
     assert f"{script}:17:1 (autotune_launch): every configuration of broken failed" in line, line
     assert "AssertionError('this kernel never compiles')" in line, line
     assert '(key {"args": {"n": "i16", "x": {"dtype": "float32", "shape": [64]' in line, line
+
+
+@pytest.mark.parametrize("hidden", ["", "-1"])
+def test_sweep_gpus_never_shows_its_processes_the_gpus_cuda_visible_devices_hides(
+    tmp_path: Path, hidden: str
+) -> None:
+    # With every GPU hidden, the sweep numbered its processes' GPUs 0..N-1 itself, and each
+    # was shown a GPU of the host (another job's, on a shared node).
+    env = {**_env(tmp_path), "CUDA_VISIBLE_DEVICES": hidden}
+    done = subprocess.run(
+        _argv(tmp_path, [{"n": 100}]), env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode != 0, done.stderr
+    assert f"CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not _task_pids(tmp_path), done.stderr

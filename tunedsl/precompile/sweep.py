@@ -480,4 +480,11 @@ def _shards(gpus: int | None) -> list[str] | None:
         return None
     if visible and gpus > len(visible):
         raise UsageError(f"sweep --gpus {gpus}: this host shows {len(visible)} GPUs ({visible})")
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible and hidden is not None:  # numbering GPUs here would show the ones hidden
+        raise UsageError(
+            f"sweep --gpus {gpus}: CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU: name "
+            "the GPUs to use in it, or leave --gpus out (without a GPU, unset it to run "
+            f"{gpus} processes under TRITON_INTERPRET=1)"
+        )
     return visible[:gpus] if visible else [str(i) for i in range(gpus)]
