@@ -442,27 +442,33 @@ def sweep(
     except KeyboardInterrupt:
         _keep_finished(progress, out)
         raise
-    written = merge(outcomes, bundle)
-    return written, outcomes
+    return _write(outcomes, bundle, out, "while writing the records"), outcomes
+
+
+def _write(outcomes: Sequence[Outcome], bundle: str | None, out: TextIO, when: str) -> list[Any]:
+    """``merge``; Ctrl-C during it leaves at once, saying how many records are written."""
+    kept: list[Any] = []
+    try:
+        return merge(outcomes, bundle, kept=kept)
+    except KeyboardInterrupt:
+        out.write(
+            f"sweep: interrupted {when}: {len(kept)} were written, each whole; the others "
+            f"may be missing from the cache or Redis{', and no bundle' if bundle else ''} "
+            "(sweep their shapes again)\n"
+        )
+        raise
 
 
 def _keep_finished(progress: Progress, out: TextIO) -> None:
     """An interrupted sweep writes what its finished tasks tuned (hours of measuring, each
     record a whole tuning), never a bundle; a record that does not validate writes none."""
     finished = [o for o in progress.finished if o.records]
-    kept: list[Any] = []
     try:
-        written = merge(finished, kept=kept) if finished else []
+        when = "again while writing the finished tasks' records"
+        written = _write(finished, None, out, when) if finished else []
     except Exception as err:  # the interrupt is what the user sees, this is its footnote
         out.write(f"sweep: interrupted; the finished tasks' records were not written: {err}\n")
         return
-    except KeyboardInterrupt:  # a second Ctrl-C: leave now, saying what is written
-        out.write(
-            f"sweep: interrupted again while writing the finished tasks' records: "
-            f"{len(kept)} were written, each whole; the others may be missing from the "
-            "cache or Redis (sweep their shapes again)\n"
-        )
-        raise
     out.write(
         f"sweep: interrupted after {progress.done} of {progress.total} tasks; wrote the "
         f"{len(written)} records they tuned (no bundle: it holds a whole sweep)\n"
