@@ -107,3 +107,52 @@ def test_ctrl_c_while_a_finished_sweep_writes_its_records_says_what_was_written(
     assert says in err.decode() and "and no bundle" in err.decode(), err.decode()
     kept = [records.read_record_file(p) for p in cache.glob("records/*.json")]
     assert len(kept) == 1 and not bundle.exists()
+
+
+def test_the_interrupted_line_starts_below_the_progress_bar_on_a_terminal(
+    tmp_path: Path,
+) -> None:
+    # On a terminal the bar's line stays open between tasks: the interrupted sweep's line
+    # was written at its end ("sweep [###   ] 1/2 taskssweep: interrupted after ...").
+    import pty
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": 100}, {"n": 300, "fail": "slow"}]))
+    env = {**os.environ, "TRITON_INTERPRET": "1", "SWEEP_MARKERS": str(markers),
+           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    env.pop("TUNEDSL_QUIET", None)
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--shapes",
+            str(shapes)]  # fmt: skip
+    master, terminal = pty.openpty()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=terminal)
+    os.close(terminal)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 300
+        while not (markers / "slow-started").exists() or b"1/2 tasks" not in seen:
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            seen += _read(master)
+        proc.send_signal(signal.SIGINT)
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen += _read(master)
+        seen += _read(master)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        os.close(master)
+    assert proc.returncode == 130, seen
+    assert b"1/2 tasks\r\nsweep: interrupted after 1 of 2 tasks" in seen, seen
+
+
+def _read(fd: int) -> bytes:
+    import select
+
+    if not select.select([fd], [], [], 0.1)[0]:
+        return b""
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the terminal's last writer is gone
+        return b""

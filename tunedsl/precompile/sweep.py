@@ -463,6 +463,8 @@ def _keep_finished(progress: Progress, out: TextIO) -> None:
     """An interrupted sweep writes what its finished tasks tuned (hours of measuring, each
     record a whole tuning), never a bundle; a record that does not validate writes none."""
     finished = [o for o in progress.finished if o.records]
+    if 0 < progress.done < progress.total and not progress.quiet and out.isatty():
+        out.write("\n")  # below the progress line, not at its end
     try:
         when = "again while writing the finished tasks' records"
         written = _write(finished, None, out, when) if finished else []
