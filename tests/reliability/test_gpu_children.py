@@ -174,3 +174,18 @@ def test_sweep_gpus_never_shows_its_processes_the_gpus_cuda_visible_devices_hide
     assert done.returncode != 0, done.stderr
     assert f"CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not _task_pids(tmp_path), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("listed", "gpus"),
+    [("0,1", ["0", "1"]), ("0,-1,1", ["0"]), ("-1,0", []), ("", []), (" 2 , 3 ", ["2", "3"])],
+)
+def test_the_gpus_shared_out_are_those_cuda_shows(
+    monkeypatch: pytest.MonkeyPatch, listed: str, gpus: list[str]
+) -> None:
+    # CUDA shows the entries before the first -1 only: GPU 1 of "0,-1,1" is hidden, and a
+    # sweep gave it a process of its own.
+    from tunedsl.precompile.gpu_shards import visible_gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
+    assert visible_gpus() == gpus

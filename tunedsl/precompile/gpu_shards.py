@@ -44,8 +44,10 @@ _TAIL_LINES = 6
 def visible_gpus() -> list[str]:
     """This host's GPUs as ``CUDA_VISIBLE_DEVICES`` entries (empty without one)."""
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    if listed is not None:  # as CUDA reads it: the entries before the first -1
+        entries = [d.strip() for d in listed.split(",")]
+        entries = entries[: entries.index("-1")] if "-1" in entries else entries
+        return [d for d in entries if d]
     counted = _nvidia_smi_count()
     if counted is not None:
         return [str(i) for i in range(counted)]
