@@ -189,3 +189,16 @@ def test_the_gpus_shared_out_are_those_cuda_shows(
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
     assert visible_gpus() == gpus
+
+
+def test_a_workload_that_reads_stdin_in_a_gpu_process_reads_nothing(tmp_path: Path) -> None:
+    # The GPU process's stdin is its request pipe: a workload that read it waited for ever
+    # (the next request comes after the answer), and the sweep with it.
+    try:
+        done = subprocess.run(
+            _argv(tmp_path, [{"n": 100, "fail": "stdin"}]), env=_env(tmp_path),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as err:
+        raise AssertionError(f"the sweep never ended: {err.stderr!r}") from None
+    assert done.returncode == 0 and "1 records written, 0 failed" in done.stdout, done.stderr

@@ -61,6 +61,10 @@ def add(n=256, fail=""):
         os.write(_answer_pipe(), b"not an answer\n" if fail == "garbage" else b'{"records": [')
         if fail == "half-answer":  # ended in the middle of writing its answer
             os._exit(5)
+    if fail == "stdin":  # a workload that reads its standard input
+        import sys
+
+        assert sys.stdin.read() == "", "a GPU process's stdin holds no request"
     if fail == "once":
         marker = pathlib.Path(os.environ["SWEEP_MARKERS"]) / f"once-{n}"
         if not marker.exists():
