@@ -381,6 +381,7 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
     """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
     (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). First removes
     the ones of this user's killed processes (``remove_abandoned_scratch``)."""
+    import shutil
     import tempfile
 
     remove_abandoned_scratch(prefix)
@@ -389,7 +390,8 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
         try:
             yield Path(tmp)
         finally:
-            if fd is not None:
+            if fd is not None:  # removed while locked: never taken for a killed process's
+                shutil.rmtree(tmp, ignore_errors=True)
                 os.close(fd)
 
 
