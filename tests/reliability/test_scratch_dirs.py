@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,19 @@ def test_a_scratch_directory_being_removed_by_its_owner_is_not_taken_for_abandon
     assert owner.returncode == 0 and "left" in out, err
     assert removed == 0, "a live process's directory was removed as abandoned"
     assert list(scratch.iterdir()) == []
+
+
+def test_a_scratch_directory_left_without_its_lock_file_is_removed_after_an_hour(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process killed between making the directory and its lock file left one that was
+    # never removed: without a lock file it looked "just being made" for ever.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old, new = tmp_path / "tunedsl-sweep-old", tmp_path / "tunedsl-sweep-new"
+    for made in (old, new):
+        made.mkdir(mode=0o700)
+        (made / (paths.SCRATCH_ALIVE + ".new")).write_bytes(b"")  # killed before the rename
+    hour_ago = time.time() - paths.STALE_TEMP_AGE_S - 60
+    os.utime(old, (hour_ago, hour_ago))
+    assert paths.remove_abandoned_scratch("tunedsl-sweep-") == 1
+    assert not old.exists() and new.exists()  # a directory being made now is left alone

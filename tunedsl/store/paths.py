@@ -412,7 +412,8 @@ def _locked_alive(directory: str) -> int | None:
 def remove_abandoned_scratch(prefix: str) -> int:
     """Remove this user's ``<prefix>*`` scratch directories that no live process holds;
     return how many. Only real directories this user owns, whose lock file this process
-    can lock at once; never anything through a symbolic link, nor another user's."""
+    can lock at once, or that have none an hour after they last changed; never anything
+    through a symbolic link, nor another user's."""
     try:
         import fcntl
     except ImportError:
@@ -430,11 +431,19 @@ def remove_abandoned_scratch(prefix: str) -> int:
         path = os.path.join(base, name)
         try:
             st = os.lstat(path)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-                continue
+        except OSError:  # gone
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        try:
             flags = os.O_RDWR | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
             fd = os.open(os.path.join(path, SCRATCH_ALIVE), flags)
-        except OSError:  # gone, not ours, or just being made (no lock file yet)
+        except FileNotFoundError:  # just being made, or its maker was killed before its lock
+            if st.st_mtime < time.time() - STALE_TEMP_AGE_S:
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+            continue
+        except OSError:  # gone, or not ours
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
