@@ -78,13 +78,16 @@ class TunedslSyntaxError(SyntaxError, TunedslError):
 class TuningError(TunedslError):
     """Tuning could not choose a configuration (for example: every configuration failed)."""
 
-    def __init__(self, message: str, failures: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, failures: dict[str, str] | None = None, key: Any = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.failures = dict(failures or {})
+        self.key = key  # the readable key being decided, when known (a site's miss sets it)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.message, self.failures))
+        return (type(self), (self.message, self.failures, self.key))
 
     def __str__(self) -> str:
         if not self.failures:

@@ -181,3 +181,52 @@ def test_the_claims_directory_of_a_killed_precompile_is_removed_by_the_next(
     assert again.returncode == 0, again.stderr
     assert not left.exists(), "the killed tune's claims directory is still there"
     assert list(scratch.glob("tunedsl-claims-*")) == []
+
+
+CHECKS_ITS_OUTPUT = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def scale_kernel(x, y, n, alpha, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(y + offs, tl.load(x + offs, mask=m) * alpha, mask=m)
+
+
+def scale(x, y, alpha):
+    n = y.numel()
+    return autotune(
+        space=dict(tile=[64, 128]),
+        blocks=cdiv(n, $tile),
+        scale_kernel(x, y, n, alpha, TILE=$tile),
+    )
+
+
+@workload
+def checked():
+    x = torch.ones(100)
+    y = torch.zeros(100)
+    scale(x, y, 2.0)
+    assert torch.equal(y, 2 * x)
+"""
+
+
+def test_a_workload_that_checks_a_key_another_gpu_tunes_is_told_why_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The key is launched only in the process that tunes it: the other's check of the
+    # output failed with a bare AssertionError, as if the kernel were wrong.
+    script = tmp_path / "checks.py"
+    script.write_text(CHECKS_ITS_OUTPUT)
+    monkeypatch.setenv("TUNEDSL_QUIET", "1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    summary = tune_on_gpus([str(script)], ["0", "1"])
+    assert len([r for r in summary.reports if r.tuned]) == 1, summary.reports
+    (error,) = summary.errors
+    assert "workload checked failed: AssertionError" in error, error
+    assert "a key another GPU's process tunes is not launched in this one" in error, error

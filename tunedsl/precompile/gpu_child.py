@@ -6,7 +6,7 @@ Each request is a sweep task (``{"task": ...}``: its records come back), one GPU
 of ``precompile --tune`` (``{"tune": ...}``: its reports come back), or a warm-up before
 the first task (``{"warm": {"script": ...}}``: the script imported, the GPU set up).
 Answers go to the original stdout, one JSON line each; what a workload prints goes to
-stderr.
+stderr, and what it reads from stdin is ``/dev/null`` (requests are read from the original).
 """
 
 from __future__ import annotations
@@ -41,17 +41,18 @@ def _warm(job: dict[str, Any]) -> dict[str, Any]:
     return {"warm": True}
 
 
-def _leave_with_parent() -> None:
+def _leave_with_parent(requests: int) -> None:
     """Never outlive the sweep, even in the middle of a task that runs for hours: a thread
-    leaves when the request pipe's last writer is gone (the parent ended, or was killed
-    and could not stop this process). The parent closes the pipe only between tasks."""
+    leaves when the request pipe (``requests``) has lost its last writer (the parent ended,
+    or was killed and could not stop this process). The parent closes the pipe only
+    between tasks."""
     import select
     import threading
 
     def watch() -> None:
         # A poll for no event reports only the hang-up: requests stay for the main loop.
         hangup = select.poll()
-        hangup.register(0, 0)
+        hangup.register(requests, 0)
         while True:
             for _, event in hangup.poll():
                 if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
@@ -64,11 +65,16 @@ def _serve() -> int:
     """A child: run each task of stdin, answer on the original stdout (prints go to stderr)."""
     from tunedsl.precompile.sweep import Task, run_task, short_error
 
-    _leave_with_parent()
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    _leave_with_parent(requests.fileno())
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # a workload's prints, even from C, must not corrupt the answers
     sys.stdout = sys.stderr
-    for line in sys.stdin:
+    # A workload that reads stdin reads nothing, not the next request (or waits for ever).
+    empty = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(empty, 0)
+    os.close(empty)
+    for line in requests:
         if not line.strip():
             continue
         request = json.loads(line)

@@ -44,8 +44,10 @@ _TAIL_LINES = 6
 def visible_gpus() -> list[str]:
     """This host's GPUs as ``CUDA_VISIBLE_DEVICES`` entries (empty without one)."""
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    if listed is not None:  # as CUDA reads it: the entries before the first -1
+        entries = [d.strip() for d in listed.split(",")]
+        entries = entries[: entries.index("-1")] if "-1" in entries else entries
+        return [d for d in entries if d]
     counted = _nvidia_smi_count()
     if counted is not None:
         return [str(i) for i in range(counted)]
@@ -82,6 +84,34 @@ def child_env(gpu: str) -> dict[str, str]:
     return env
 
 
+#: The fields of the answer to each request (``gpu_child.py``), and their types.
+_ANSWERS: dict[str, dict[str, type]] = {
+    "task": {"records": list},
+    "tune": {"reports": list, "errors": list},
+    "warm": {"warm": bool},
+}
+
+
+def _wrong_answer(line: str, request: str) -> str | None:
+    """None for no line (the process died: its exit says more), or a line ``gpu_child.py``
+    answers ``request`` with (a JSON object of the answer's fields, or an error); else what
+    is wrong with it, to name in the task's error."""
+    if not line:
+        return None
+    if not line.endswith("\n"):
+        return "ended in the middle of its answer"
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and (
+        isinstance(answer.get("error"), str)
+        or all(isinstance(answer.get(k), t) for k, t in _ANSWERS[request].items())
+    ):
+        return None
+    return f"answered with {line[:60]!r}, not its answer"
+
+
 class _Child:
     """One child process on one GPU: a task in, its records (or its error) out."""
 
@@ -113,23 +143,33 @@ class _Child:
                 pass
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        """The answer to ``task`` (whose one key names the answer's, ``_ANSWERS``), or an
+        ``{"error": ...}`` when the process died or answered out of turn (then it is
+        stopped: its answers no longer follow its requests)."""
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc is not None and self.proc.stdin and self.proc.stdout
+        wrong, line = None, ""
         try:
             if self.warming:  # a failed warm-up is met again, and reported, by the task
                 self.warming = False
-                self.proc.stdout.readline()
-            self.proc.stdin.write(json.dumps(task) + "\n")
-            self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
+                wrong = _wrong_answer(self.proc.stdout.readline(), "warm")
+            if wrong is None:
+                self.proc.stdin.write(json.dumps(task) + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+                wrong = _wrong_answer(line, next(iter(task)))
         except (BrokenPipeError, OSError):
             line = ""
-        if line:
+        if wrong is None and line:
             answer: dict[str, Any] = json.loads(line)
             return answer
+        if wrong is not None:
+            self.proc.kill()
         code = self.proc.wait()
         self.proc = None
+        if wrong is not None:
+            return {"error": f"the GPU {self.gpu} process {wrong} (exit code {code}){self._tail()}"}
         return {"error": f"the GPU {self.gpu} process died (exit code {code}){self._tail()}"}
 
     def _tail(self) -> str:

@@ -138,18 +138,26 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
             summary.errors.append(f"{path}: import failed: {describe_error(err)}")
             continue
         for wl in registered_workloads(module.__name__):
+            skipped = session.skipped
             try:
                 wl.fn()
             except KeyboardInterrupt:
                 raise
             except BaseException as err:
-                # Without --tune a site compiles and does not launch: a check of its output
-                # in the workload sees memory nothing wrote.
+                # Without --tune a site compiles and does not launch, nor does a key another
+                # GPU's process tunes: a check of its output sees memory nothing wrote.
+                unlaunched = (
+                    "without --tune, sites compile and do not launch"
+                    if not session.tune
+                    else "on several GPUs, a key another GPU's process tunes is not launched "
+                    "in this one"
+                    if session.skipped > skipped
+                    else None
+                )
                 why = (
-                    " (without --tune, sites compile and do not launch, so the workload's "
-                    "outputs are never written: check results outside workloads, e.g. under "
-                    '`if __name__ == "__main__":`)'
-                    if isinstance(err, AssertionError) and not session.tune
+                    f" ({unlaunched}, so the workload's outputs are never written: check "
+                    'results outside workloads, e.g. under `if __name__ == "__main__":`)'
+                    if isinstance(err, AssertionError) and unlaunched
                     else ""
                 )
                 summary.errors.append(

@@ -3,8 +3,10 @@
 
 A **task** is one ``@tunedsl.workload`` of the script called with one shape (the keyword
 arguments of one entry of the shapes file; no shapes file: each workload once, without
-arguments). A task runs with its own empty records directory, so everything it tunes (one
-record per (site, key) it reaches) comes back to the driver as plain JSON records, validated
+arguments). A task runs with its own empty records directory and no other record store (no
+``TUNEDSL_RECORDS_PATH`` record or Redis decides a key for it, and it writes none to Redis),
+so it measures every key it meets, and everything it tunes (one record per (site, key) it
+reaches) comes back to the driver as plain JSON records, validated
 there like any record file; the rest of the cache (bytecode, binaries, compile locks) is the
 user's, and a process imports the script once for all its tasks, so processes tuning side
 by side compile each variant once and a process loads each kernel once. Nothing is merged
@@ -32,7 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tunedsl.errors import UsageError
+from tunedsl.errors import TuningError, UsageError
 
 if TYPE_CHECKING:
     from tunedsl.precompile.gpu_shards import GpuChildren
@@ -206,8 +208,18 @@ class Progress:
 
 
 def short_error(err: BaseException) -> str:
+    """One line for a failed task: the error's last line; for a tuning error, its first
+    (the site and what failed), the key and the last configuration's reason."""
     lines = [line for line in str(err).strip().splitlines() if line.strip()]
-    return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:300]
+    text = lines[-1] if lines else ""
+    if isinstance(err, TuningError) and len(lines) > 1:
+        text = f"{lines[0]}; {lines[-1].strip()}"
+    if isinstance(err, TuningError) and err.key is not None:
+        from tunedsl.model.keys import json_safe
+
+        key = json.dumps(json_safe(err.key), sort_keys=True, default=repr)
+        text = f"{text} (key {key[:300]})"
+    return f"{type(err).__name__}: {text}"[:1000]
 
 
 def run_in_process(tasks: Sequence[Task], progress: Progress) -> list[Outcome]:
@@ -330,9 +342,12 @@ def _schedule(ray: Any, pool: list[Any], tasks: list[Task], progress: Progress) 
     return [outcomes[t.index] for t in tasks]
 
 
-def merge(outcomes: Sequence[Outcome], bundle: str | None = None) -> list[Any]:
+def merge(
+    outcomes: Sequence[Outcome], bundle: str | None = None, kept: list[Any] | None = None
+) -> list[Any]:
     """Validate every record first, then write them (local files, Redis when configured,
-    and ``bundle``); a bad record stops everything before anything is written."""
+    and ``bundle``); a bad record stops everything before anything is written. ``kept``
+    gets each record once every store has it (what an interrupted write did)."""
     from tunedsl.store.layered import LayeredStore, default_stores
     from tunedsl.store.records import Record
 
@@ -350,6 +365,8 @@ def merge(outcomes: Sequence[Outcome], bundle: str | None = None) -> list[Any]:
     store = LayeredStore(default_stores(), memory=False)
     for record in parsed.values():
         store.put(record)
+        if kept is not None:
+            kept.append(record)
     if bundle is not None:
         from tunedsl.store.records import BUNDLE_VERSION
 
@@ -425,16 +442,32 @@ def sweep(
     except KeyboardInterrupt:
         _keep_finished(progress, out)
         raise
-    written = merge(outcomes, bundle)
-    return written, outcomes
+    return _write(outcomes, bundle, out, "while writing the records"), outcomes
+
+
+def _write(outcomes: Sequence[Outcome], bundle: str | None, out: TextIO, when: str) -> list[Any]:
+    """``merge``; Ctrl-C during it leaves at once, saying how many records are written."""
+    kept: list[Any] = []
+    try:
+        return merge(outcomes, bundle, kept=kept)
+    except KeyboardInterrupt:
+        out.write(
+            f"sweep: interrupted {when}: {len(kept)} were written, each whole; the others "
+            f"may be missing from the cache or Redis{', and no bundle' if bundle else ''} "
+            "(sweep their shapes again)\n"
+        )
+        raise
 
 
 def _keep_finished(progress: Progress, out: TextIO) -> None:
     """An interrupted sweep writes what its finished tasks tuned (hours of measuring, each
     record a whole tuning), never a bundle; a record that does not validate writes none."""
     finished = [o for o in progress.finished if o.records]
+    if 0 < progress.done < progress.total and not progress.quiet and out.isatty():
+        out.write("\n")  # below the progress line, not at its end
     try:
-        written = merge(finished) if finished else []
+        when = "again while writing the finished tasks' records"
+        written = _write(finished, None, out, when) if finished else []
     except Exception as err:  # the interrupt is what the user sees, this is its footnote
         out.write(f"sweep: interrupted; the finished tasks' records were not written: {err}\n")
         return
@@ -455,4 +488,11 @@ def _shards(gpus: int | None) -> list[str] | None:
         return None
     if visible and gpus > len(visible):
         raise UsageError(f"sweep --gpus {gpus}: this host shows {len(visible)} GPUs ({visible})")
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible and hidden is not None:  # numbering GPUs here would show the ones hidden
+        raise UsageError(
+            f"sweep --gpus {gpus}: CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU: name "
+            "the GPUs to use in it, or leave --gpus out (without a GPU, unset it to run "
+            f"{gpus} processes under TRITON_INTERPRET=1)"
+        )
     return visible[:gpus] if visible else [str(i) for i in range(gpus)]

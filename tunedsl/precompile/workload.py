@@ -140,6 +140,7 @@ class PrecompileSession:
     # With tune on several GPUs (one process each): True for the keys this process tunes
     # (``gpu_shards.ClaimDir``); the other keys are skipped, another process tunes them.
     shard: Callable[[str, Hashable], bool] | None = None
+    skipped: int = 0  # the calls of keys another process tunes: not launched here
     reports: list[SiteReport] = field(default_factory=list)
     _seen: set[tuple[int, Hashable]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -312,6 +313,7 @@ class PrecompileSite:
         """The real site tunes (compiling in parallel) and writes the record; a key that
         fails to tune is reported by site and key before the workload stops."""
         if session.shard is not None and not session.shard(self.label, self._key(call)):
+            session.skipped += 1
             return None  # another GPU's process tunes this key
         try:
             result = self.inner(*call.positional())

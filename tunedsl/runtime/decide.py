@@ -43,6 +43,7 @@ from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime import launch_effect
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
+from tunedsl.store import paths
 from tunedsl.store import records as store
 from tunedsl.store.layered import default_layered
 from tunedsl.warn import warn_once
@@ -481,14 +482,14 @@ def record_stores() -> LayeredStore:
     """Where decisions are looked up and kept (``store/layered.py``): the cache's record
     files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured;
     a hit in a later store is written through to the earlier writable ones. No memory
-    layer: the site's own table is that. Built again only when the knobs naming the stores
-    change (the cache's directory is looked up per call by its store)."""
+    layer: the site's own table is that. Built again when the knobs naming the stores, or a
+    sweep task's ``paths.records_kept_in``, change (the cache's directory is looked up per call)."""
     global _stores
-    kept = _stores
-    if kept is not None and knobs.environ_unchanged(kept[2]):
+    kept, apart = _stores, paths.records_kept_apart()  # a sweep task's: its files alone
+    if kept is not None and kept[0][-1] == apart and knobs.environ_unchanged(kept[2]):
         return kept[1]  # no variable changed (asked on every miss)
     environ = knobs.environ_snapshot()
-    named = (tuple(knobs.records_path()), knobs.redis_url(), os.environ.get("HOME"))
+    named = (tuple(knobs.records_path()), knobs.redis_url(), os.environ.get("HOME"), apart)
     if kept is not None and kept[0] == named:
         _stores = (named, kept[1], environ)
         return kept[1]

@@ -26,7 +26,7 @@ import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.backends.triton_launch import direct_launch_enabled
-from tunedsl.errors import UsageError
+from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
@@ -375,7 +375,12 @@ def resolve(site: SiteView, call: Call) -> Resolved:
         )
 
     # Under CUDA-graph capture a key is never tuned (backends/capture.py).
-    decision = capture.decide_on_miss(chosen_settings, site.label, about.readable, decide_with)
+    try:
+        decision = capture.decide_on_miss(chosen_settings, site.label, about.readable, decide_with)
+    except TuningError as err:  # which key failed, for a caller running many (a sweep)
+        if err.key is None:
+            err.key = about.readable
+        raise
     result = LaunchResult(
         config=decision.config,
         source="memory",

@@ -201,9 +201,12 @@ def get_or_tune(
 
 def default_stores() -> list[Any]:
     """The persistent stores in lookup order: the cache's record files and the read-only
-    ``TUNEDSL_RECORDS_PATH`` directories, then Redis when ``TUNEDSL_REDIS_URL`` is set."""
-    from tunedsl.store import files
+    ``TUNEDSL_RECORDS_PATH`` directories, then Redis when ``TUNEDSL_REDIS_URL`` is set.
+    Within ``paths.records_kept_in`` (a sweep task): that directory's files alone."""
+    from tunedsl.store import files, paths
 
+    if paths.records_kept_apart() is not None:
+        return [files.FileRecordStore()]
     out: list[Any] = list(files.default_stores())
     redis_store = _redis_store()
     if redis_store is not None:

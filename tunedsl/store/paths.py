@@ -304,6 +304,11 @@ def records_dir() -> Path:
     return _records_elsewhere or _cache_records_dir()
 
 
+def records_kept_apart() -> Path | None:
+    """The directory of ``records_kept_in`` while within it (a sweep task's), else None."""
+    return _records_elsewhere
+
+
 @knobs.per_environ  # asked on every miss
 def _cache_records_dir() -> Path:
     return cache_root() / "records"
@@ -311,9 +316,11 @@ def _cache_records_dir() -> Path:
 
 @contextlib.contextmanager
 def records_kept_in(directory: Path) -> Iterator[None]:
-    """Within: records are written to and read first from ``directory`` (a sweep task's
-    own, so that what it tunes comes back whole), while the bytecode, binaries and locks
-    stay the cache's: processes tuning side by side share their compile locks."""
+    """Within: records are written to and read from ``directory`` alone (a sweep task's
+    own, so that it measures every key it meets and what it tunes comes back whole: no
+    ``TUNEDSL_RECORDS_PATH`` record or Redis record decides a key, and nothing is written to
+    Redis before the sweep merges), while the bytecode, binaries and locks stay the
+    cache's: processes tuning side by side share their compile locks."""
     global _records_elsewhere
     previous, _records_elsewhere = _records_elsewhere, directory
     try:
@@ -374,6 +381,7 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
     """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
     (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). First removes
     the ones of this user's killed processes (``remove_abandoned_scratch``)."""
+    import shutil
     import tempfile
 
     remove_abandoned_scratch(prefix)
@@ -382,7 +390,8 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
         try:
             yield Path(tmp)
         finally:
-            if fd is not None:
+            if fd is not None:  # removed while locked: never taken for a killed process's
+                shutil.rmtree(tmp, ignore_errors=True)
                 os.close(fd)
 
 
@@ -403,7 +412,8 @@ def _locked_alive(directory: str) -> int | None:
 def remove_abandoned_scratch(prefix: str) -> int:
     """Remove this user's ``<prefix>*`` scratch directories that no live process holds;
     return how many. Only real directories this user owns, whose lock file this process
-    can lock at once; never anything through a symbolic link, nor another user's."""
+    can lock at once, or that have none an hour after they last changed; never anything
+    through a symbolic link, nor another user's."""
     try:
         import fcntl
     except ImportError:
@@ -421,11 +431,19 @@ def remove_abandoned_scratch(prefix: str) -> int:
         path = os.path.join(base, name)
         try:
             st = os.lstat(path)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-                continue
+        except OSError:  # gone
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        try:
             flags = os.O_RDWR | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
             fd = os.open(os.path.join(path, SCRATCH_ALIVE), flags)
-        except OSError:  # gone, not ours, or just being made (no lock file yet)
+        except FileNotFoundError:  # just being made, or its maker was killed before its lock
+            if st.st_mtime < time.time() - STALE_TEMP_AGE_S:
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+            continue
+        except OSError:  # gone, or not ours
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

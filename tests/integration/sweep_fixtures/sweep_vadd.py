@@ -57,6 +57,14 @@ def add(n=256, fail=""):
         raise RuntimeError("this shape always fails")
     if fail == "die":  # the process ends in the middle of a task
         os._exit(3)
+    if fail in ("garbage", "half-answer"):  # the GPU process's answer pipe gets a bad line
+        os.write(_answer_pipe(), b"not an answer\n" if fail == "garbage" else b'{"records": [')
+        if fail == "half-answer":  # ended in the middle of writing its answer
+            os._exit(5)
+    if fail == "stdin":  # a workload that reads its standard input
+        import sys
+
+        assert sys.stdin.read() == "", "a GPU process's stdin holds no request"
     if fail == "once":
         marker = pathlib.Path(os.environ["SWEEP_MARKERS"]) / f"once-{n}"
         if not marker.exists():
@@ -74,3 +82,21 @@ def add(n=256, fail=""):
         name="sweep-vadd",
     )
     assert torch.equal(c, a + b)
+    if fail == "after":  # fails after tuning its key
+        raise RuntimeError("this shape fails after tuning")
+
+
+def _answer_pipe() -> int:
+    """The descriptor a GPU process (``gpu_child.py``) answers on: its one write-only pipe
+    besides the standard ones."""
+    import fcntl
+
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            pipe = fd > 2 and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:")
+        except OSError:
+            continue
+        if pipe and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+            return fd
+    raise RuntimeError("no answer pipe: not in a GPU process")
