@@ -480,10 +480,9 @@ def print_table(label: str, result: LaunchResult, out: TextIO) -> None:
 
 def record_stores() -> LayeredStore:
     """Where decisions are looked up and kept (``store/layered.py``): the cache's record
-    files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured;
-    a hit in a later store is written through to the earlier writable ones. No memory
-    layer: the site's own table is that. Built again when the knobs naming the stores, or a
-    sweep task's ``paths.records_kept_in``, change (the cache's directory is looked up per call)."""
+    files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured
+    (a hit in a later store is written through to the earlier writable ones); built again
+    when the knobs naming them, or a sweep task's ``paths.records_kept_in``, change."""
     global _stores
     kept, apart = _stores, paths.records_kept_apart()  # a sweep task's: its files alone
     if kept is not None and kept[0][-1] == apart and knobs.environ_unchanged(kept[2]):
