@@ -182,3 +182,37 @@ def test_heuristics_stacked_on_the_tuned_kernel_inside_torch_compile(
         a, b = torch.randn(n), torch.randn(n)
         torch.testing.assert_close(compiled(a, b), a + b)
         torch.testing.assert_close(dsl["added_even"](a, b), a + b)
+
+
+# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_mutation_not_mark_dirty
+@pytest.mark.parametrize("name", ["incremented", "incremented_watched"])
+def test_tuning_an_in_place_kernel_leaves_autograds_version_alone(
+    dsl: dict[str, Any], name: str
+) -> None:
+    """A kernel that writes a tensor autograd saved for a backward pass (``x.clone()``,
+    whose ``sin`` saves it) marks nothing dirty: a plain launch leaves its version counter
+    alone, so ``backward`` runs. The call that tunes does the same: its restores of the
+    caller's values (``restore_value=["x"]``, or the in-place watch's) are bookkeeping, not
+    writes autograd must see; they raised "modified by an inplace operation" at
+    ``backward`` on the tuning call only, while every later call and a plain launch ran."""
+    from ported_kernels_ninth import increment
+
+    def step(launch: Any) -> torch.Tensor:
+        x = torch.linspace(-1.0, 1.0, 40, requires_grad=True)
+        xc = x.clone()
+        out = xc.sin()
+        version = xc._version
+        launch(xc)
+        assert xc._version == version
+        out.sum().backward()
+        torch.testing.assert_close(xc.detach(), x.detach() + 1)
+        assert x.grad is not None
+        return x.grad
+
+    plain = step(lambda t: increment[(3,)](t, t.numel(), BLOCK=16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tuned = step(dsl[name])  # the first call: tunes
+        again = step(dsl[name])  # the decision found
+    torch.testing.assert_close(tuned, plain)
+    torch.testing.assert_close(again, plain)
