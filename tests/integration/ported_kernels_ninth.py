@@ -41,7 +41,24 @@ def mul2_add_act(a, b, out, n, BLOCK: tl.constexpr, ACT: tl.constexpr):
     tl.store(out + offs, total, mask=mask)
 
 
-@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+class Seen:
+    """What the heuristic below was asked: ``(n, BLOCK, EVEN)`` per call (an object, not a
+    plain value, so the kernel's identity does not follow what it holds)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, bool]] = []
+
+
+SEEN = Seen()
+
+
+def _even(args: dict) -> bool:
+    value = args["n"] % args["BLOCK"] == 0
+    SEEN.calls.append((args["n"], args["BLOCK"], value))
+    return value
+
+
+@triton.heuristics({"EVEN": _even})
 @triton.jit
 def add_even(a, b, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
     """out = a + b, unmasked where the heuristic found ``n`` a multiple of ``BLOCK``."""
@@ -51,3 +68,22 @@ def add_even(a, b, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
     else:
         mask = offs < n
         tl.store(out + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def fill_one(src, dst, n, BLOCK: tl.constexpr):
+    """Ones into ``src``, or into ``dst`` where ``src`` is None (an optional buffer)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if src is not None:
+        tl.store(src + offs, tl.full([BLOCK], 1, dtype=src.dtype.element_ty), mask=mask)
+    else:
+        tl.store(dst + offs, tl.full([BLOCK], 1, dtype=dst.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def copy(dst, src, N, BLOCK: tl.constexpr):
+    """dst = src."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < N
+    tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)

@@ -29,7 +29,7 @@ pytestmark = [
 
 SCRIPT = """\
 import torch
-from ported_kernels_ninth import add_even, increment, mul2, mul2_add_act
+from ported_kernels_ninth import add_even, copy, fill_one, increment, mul2, mul2_add_act
 from tunedsl import autotune, cdiv
 
 
@@ -69,9 +69,22 @@ def twice(x, y, xi, yi, o, oi):
 
 def added_even(a, b):
     out = torch.empty_like(a)
-    autotune(space=dict(block=[16, 32]), blocks=cdiv(a.numel(), $block),
-             add_even(a, b, out, a.numel(), BLOCK=$block))
-    return out
+    result = autotune(space=dict(block=[16, 32]), blocks=cdiv(a.numel(), $block),
+                      add_even(a, b, out, a.numel(), BLOCK=$block))
+    return out, result
+
+
+def filled(src, dst, keyword):
+    if keyword:
+        return autotune(space=dict(block=[32, 128]), blocks=cdiv(dst.numel(), $block),
+                        restore_value=["src"], fill_one(src=src, dst=dst, n=dst.numel(), BLOCK=$block))
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(dst.numel(), $block),
+                    restore_value=["src"], fill_one(src, dst, dst.numel(), BLOCK=$block))
+
+
+def copied(dst, src, prune):
+    return autotune(space=dict(block=[32, 128]), blocks=cdiv(src.numel(), $block), prune=prune,
+                    copy(dst, src, N=src.numel(), BLOCK=$block))
 """
 
 TWICE_LINE = next(i for i, s in enumerate(SCRIPT.splitlines(), 1) if "mul2_add_act(a, b" in s) - 1
@@ -166,22 +179,36 @@ def test_one_site_twice_in_a_graph_writing_its_inputs(dsl: dict[str, Any], backe
     assert places == [("ported_ninth.py", TWICE_LINE)], places
 
 
-# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_2d_autotune
+# ported from: jax-ml/jax-triton tests/triton_call_test.py::test_autotune_with_heuristics
+# ported from: jax-ml/jax-triton tests/triton_call_test.py::test_heuristics_does_not_modify_autotune_configs
 @pytest.mark.parametrize("dynamic", [False, True])
-def test_heuristics_stacked_on_the_tuned_kernel_inside_torch_compile(
+def test_heuristics_stacked_on_the_tuned_kernel_see_each_configuration(
     dsl: dict[str, Any], dynamic: bool
 ) -> None:
-    """``@triton.heuristics`` over the tuned kernel (its ``EVEN`` computed from ``n`` and the
-    configuration's ``BLOCK``, and an unmasked load taken where it is true), compiled: the
-    heuristic sees each configuration's ``BLOCK``, so a size that is a multiple of one tile
-    and not of the other gives the sum under either, in compiled code as in eager."""
-    compiled = torch.compile(
-        dsl["added_even"], fullgraph=True, backend="aot_eager", dynamic=dynamic
-    )
+    """``@triton.heuristics`` over the tuned kernel, its ``EVEN`` computed from ``n`` and the
+    configuration's ``BLOCK`` (and an unmasked load taken where it is true): the heuristic is
+    asked with each configuration's ``BLOCK`` as it runs, so ``n=80`` is even under 16 and not
+    under 32; the decision is the space's field alone (nothing the heuristic computed is put
+    into it); and the sum is right in eager and compiled code, with and without dynamic
+    shapes."""
+    from ported_kernels_ninth import SEEN
+
+    added = dsl["added_even"]
+    for n in (128, 80):
+        SEEN.calls.clear()
+        a, b = torch.randn(n), torch.randn(n)
+        out, result = added(a, b)
+        torch.testing.assert_close(out, a + b)
+        assert result.source == "tuned" and list(result.config) == ["block"]
+        assert {(block, even) for m, block, even in SEEN.calls if m == n} == {
+            (16, True),
+            (32, n % 32 == 0),
+        }
+        assert all(m == n for m, _, _ in SEEN.calls)
+    compiled = torch.compile(added, fullgraph=True, backend="aot_eager", dynamic=dynamic)
     for n in (48, 64, 50):
         a, b = torch.randn(n), torch.randn(n)
-        torch.testing.assert_close(compiled(a, b), a + b)
-        torch.testing.assert_close(dsl["added_even"](a, b), a + b)
+        torch.testing.assert_close(compiled(a, b)[0], a + b)
 
 
 # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_mutation_not_mark_dirty
@@ -216,3 +243,66 @@ def test_tuning_an_in_place_kernel_leaves_autograds_version_alone(
         again = step(dsl[name])  # the decision found
     torch.testing.assert_close(tuned, plain)
     torch.testing.assert_close(again, plain)
+
+
+# --- Triton test_autotuner: an optional buffer, prune's arguments, one configuration left ---
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_restore_with_none
+@pytest.mark.parametrize("keyword", [False, True])
+def test_restore_value_of_an_argument_passed_as_none_is_skipped(
+    dsl: dict[str, Any], keyword: bool
+) -> None:
+    """``restore_value=["src"]`` names an optional buffer the call passes as None (the kernel
+    writes ``dst`` then): the site tunes and launches, nothing is copied or restored for
+    ``src``, and ``dst`` holds the ones, with the arguments passed by position or by name."""
+    dst = torch.full((1024,), 2.0)
+    result = dsl["filled"](None, dst, keyword)
+    assert result.source == "tuned"
+    torch.testing.assert_close(dst, torch.ones_like(dst))
+    src = torch.full((1024,), 2.0)  # given: restored during tuning, written once after
+    dst = torch.full((1024,), 2.0)
+    dsl["filled"](src, dst, keyword)
+    torch.testing.assert_close(src, torch.ones_like(src))
+    torch.testing.assert_close(dst, torch.full((1024,), 2.0))
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_prune_configs
+def test_prune_sees_the_arguments_by_name_and_what_it_keeps_is_tuned(
+    dsl: dict[str, Any],
+) -> None:
+    """Triton's ``early_config_prune(configs, named_args, **kwargs)`` is tunedsl's
+    ``prune(configs, args)``: it is called with the space and the call's arguments by
+    parameter name (the tensors and ``N=1024``, passed by keyword), and only what it keeps
+    is measured and launched."""
+    records: dict[str, Any] = {}
+
+    def prune(configs: list[Any], args: dict[str, Any]) -> list[Any]:
+        records["configs"] = list(configs)
+        records["args"] = dict(args)
+        return [configs[0]]
+
+    src, dst = torch.randn(1024), torch.empty(1024)
+    result = dsl["copied"](dst, src, prune)
+    torch.testing.assert_close(dst, src)
+    assert [c.block for c in records["configs"]] == [32, 128]
+    assert records["args"]["N"] == 1024
+    assert records["args"]["src"] is src and records["args"]["dst"] is dst
+    assert result.config.block == 32
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_pruned_single_config_skips_benchmark
+def test_a_prune_that_keeps_one_configuration_measures_nothing(
+    dsl: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``prune`` that keeps one configuration of two (the second): the site launches it
+    without timing anything (Triton's ``do_bench`` must not run; here tunedsl's printed
+    timings must not appear), the result is right, and the choice is that configuration."""
+    monkeypatch.setenv("TUNEDSL_PRINT_AUTOTUNING", "1")
+    src, dst = torch.randn(1024), torch.empty(1024)
+    result = dsl["copied"](dst, src, lambda configs, args: [configs[1]])
+    torch.testing.assert_close(dst, src)
+    assert result.config.block == 128
+    assert result.source == "default" and result.time_ms() is None  # launched, never timed
+    printed = capsys.readouterr()
+    assert "block=32" not in printed.out + printed.err
