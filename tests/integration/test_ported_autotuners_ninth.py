@@ -59,6 +59,15 @@ def return_view(x):
     return out.view(4, 4)
 
 
+def doubled_into(x, out, fixed):
+    n = out.numel()
+    if fixed:
+        autotune(space=dict(block=[8, 16]), blocks=n, mul2(x, out, n, BLOCK=$block))
+    else:
+        autotune(space=dict(block=[8, 16]), blocks=cdiv(n, $block), mul2(x, out, n, BLOCK=$block))
+    return out
+
+
 def twice(x, y, xi, yi, o, oi):
     n = o.numel()
     for a, b, out, act in ((x, y, o, "zero_negs"), (xi, yi, oi, None)):
@@ -147,6 +156,27 @@ def test_a_view_in_and_a_view_out_inside_torch_compile(
     assert shaped.shape == (4, 4)
     assert torch.equal(shaped, t * 2)
     assert torch.equal(t.view(16), flat)  # the input is read, never written
+
+
+# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_autotune
+@pytest.mark.parametrize(("backend", "dynamic"), [("aot_eager", False), ("inductor", True)])
+def test_an_output_that_requires_grad_written_inside_torch_compile(
+    dsl: dict[str, Any], backend: str, dynamic: bool
+) -> None:
+    """Inputs and an output made with ``requires_grad=True`` (a leaf the site writes), the
+    grid one program per element or one per tile of the configuration (Triton's fixed grid
+    and ``lambda meta``), eager and then compiled with ``fullgraph=True``: the compiled call
+    writes the caller's output as the eager one does, with no autograd error."""
+    x = torch.rand(256, requires_grad=True)
+    for fixed in (True, False):
+        eager_out = dsl["doubled_into"](x, torch.zeros_like(x, requires_grad=True), fixed)
+        compiled = torch.compile(
+            dsl["doubled_into"], fullgraph=True, backend=backend, dynamic=dynamic
+        )
+        out = torch.zeros_like(x, requires_grad=True)
+        result = compiled(x, out, fixed)
+        torch.testing.assert_close(result.detach(), eager_out.detach())
+        torch.testing.assert_close(out.detach(), 2 * x.detach())
 
 
 # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_multi_kernel
