@@ -87,3 +87,11 @@ def copy(dst, src, N, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
     tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def increment_strided(x, n, stride, BLOCK: tl.constexpr):
+    """x[i * stride] += 1 for i < n: in place, through a view's stride."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x + offs * stride, tl.load(x + offs * stride, mask=mask) + 1, mask=mask)

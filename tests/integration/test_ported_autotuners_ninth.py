@@ -29,7 +29,8 @@ pytestmark = [
 
 SCRIPT = """\
 import torch
-from ported_kernels_ninth import add_even, copy, fill_one, increment, mul2, mul2_add_act
+from ported_kernels_ninth import (
+    add_even, copy, fill_one, increment, increment_strided, mul2, mul2_add_act)
 from tunedsl import autotune, cdiv
 
 
@@ -42,6 +43,23 @@ def incremented(x):
 def incremented_watched(x):
     autotune(space=dict(block=[16, 32]), blocks=cdiv(x.numel(), $block),
              increment(x, x.numel(), BLOCK=$block))
+    return x
+
+
+HOOKED = []
+PRUNED = []
+
+
+def keep_all(configs, args):
+    PRUNED.append(args["n"])
+    return configs
+
+
+def column_incremented(x):
+    col = x[:, 1]
+    autotune(space=dict(block=[4, 8]), blocks=cdiv(col.numel(), $block), restore_value=["x"],
+             prune=keep_all, pre_hook=lambda args: HOOKED.append(args["BLOCK"]),
+             increment_strided(col, col.numel(), col.stride(0), BLOCK=$block))
     return x
 
 
@@ -136,6 +154,32 @@ def test_an_in_place_increment_inside_torch_compile_adds_one_once(
             result = compiled(x)
         assert torch.equal(x, torch.arange(40, dtype=torch.float32) + 1)
         assert result is x or torch.equal(result, x)
+
+
+# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_autotune_with_unsupported_args
+@pytest.mark.parametrize(("backend", "dynamic"), [("aot_eager", False), ("inductor", True)])
+def test_prune_and_a_pre_hook_on_a_column_view_inside_torch_compile(
+    dsl: dict[str, Any], backend: str, dynamic: bool
+) -> None:
+    """What Inductor refuses inside ``torch.compile`` (``prune_configs_by``, hooks) is a site's
+    ``prune=`` and ``pre_hook=`` here, and compiles with ``fullgraph=True``: a kernel that
+    increments a column of the caller's matrix in place (a strided view, ``restore_value``)
+    adds one to that column alone, once per call; ``prune`` reads the call's ``n``; the hook
+    sees each configuration's ``BLOCK`` while the key is tuned and runs no more once it is
+    decided; a new row count is a new key, tuned the same way."""
+    compiled = torch.compile(
+        dsl["column_incremented"], fullgraph=True, backend=backend, dynamic=dynamic
+    )
+    for rows, tunes in ((16, True), (16, False), (24, True)):
+        dsl["HOOKED"].clear()
+        dsl["PRUNED"].clear()
+        x = torch.zeros(rows, 3)
+        compiled(x)
+        expected = torch.zeros(rows, 3)
+        expected[:, 1] = 1
+        assert torch.equal(x, expected)
+        assert set(dsl["HOOKED"]) == ({4, 8} if tunes else set())
+        assert dsl["PRUNED"] == ([rows] if tunes else [])
 
 
 # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_with_views
