@@ -223,6 +223,73 @@ def test_an_output_that_requires_grad_written_inside_torch_compile(
         torch.testing.assert_close(out.detach(), 2 * x.detach())
 
 
+@pytest.fixture(scope="module")
+def ops() -> dict[str, Any]:
+    """Two ``tunedsl.torch_op`` operators around plain-API sites (``autotune_launch``, its
+    grid a function of the configuration, as Triton's ``lambda meta``): one returns
+    ``2 * x``, one increments ``x`` in place (``mutates_args``, ``restore_value``)."""
+    from ported_kernels_ninth import increment, mul2
+
+    import tunedsl
+    from tunedsl import autotune_launch, cdiv
+
+    def tiles(n: int) -> Any:
+        return lambda cfg: (cdiv(n, cfg.block),)
+
+    @tunedsl.torch_op("ported_ninth::doubled", fake=lambda x: torch.empty_like(x))
+    def doubled(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        n = x.numel()
+        autotune_launch(
+            mul2,
+            space={"block": [8, 16]},
+            grid=tiles(n),
+            args=(x, out, n),
+            kwargs=lambda cfg: {"BLOCK": cfg.block},
+        )
+        return out
+
+    @tunedsl.torch_op("ported_ninth::increment", mutates_args=["x"])
+    def incremented(x: torch.Tensor) -> None:
+        n = x.numel()
+        autotune_launch(
+            increment,
+            space={"block": [8, 16]},
+            grid=tiles(n),
+            args=(x, n),
+            kwargs=lambda cfg: {"BLOCK": cfg.block},
+            restore_value=["x"],
+        )
+
+    return {"doubled": doubled, "incremented": incremented}
+
+
+# ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_native
+@pytest.mark.parametrize(("backend", "dynamic"), [("aot_eager", False), ("inductor", True)])
+def test_torch_ops_with_a_grid_of_the_configuration_inside_torch_compile(
+    ops: dict[str, Any], fresh_dynamo: None, backend: str, dynamic: bool
+) -> None:
+    """Plain-API sites wrapped in ``tunedsl.torch_op`` (the form docs/pytorch.md gives for
+    ``autotune_launch``), chained in one compiled graph: an operator that returns ``2 * x``,
+    then one that increments its result in place, and again a slice of it (a view written
+    in place): the result is one launch of each, the input is untouched, on sizes that tune
+    and a size already decided, with and without dynamic shapes."""
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        y = ops["doubled"](x)
+        ops["incremented"](y)
+        ops["incremented"](y[2:])
+        return y
+
+    compiled = torch.compile(model, fullgraph=True, backend=backend, dynamic=dynamic)
+    for n in (20, 20, 33):
+        x = torch.arange(n, dtype=torch.float32)
+        expected = 2 * x + 1
+        expected[2:] += 1
+        assert torch.equal(compiled(x), expected)
+        assert torch.equal(x, torch.arange(n, dtype=torch.float32))
+
+
 # ported from: pytorch/pytorch test/inductor/test_triton_kernels.py::test_triton_kernel_multi_kernel
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_one_site_twice_in_a_graph_writing_its_inputs(dsl: dict[str, Any], backend: str) -> None:
