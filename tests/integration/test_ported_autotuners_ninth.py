@@ -1,11 +1,52 @@
 """A ninth batch of other autotuners' test suites, ported to tunedsl: PyTorch Inductor's
 user-defined Triton kernels under ``torch.compile`` (test/inductor/test_triton_kernels.py: an
-autotuned kernel that increments its input with ``restore_value``, a kernel given a view and
-returning one, one kernel called twice in one graph on float and int tensors while writing
-its inputs, ``@triton.heuristics`` stacked on the tuned kernel).
+autotuned kernel that increments its input with ``restore_value``, the options Inductor
+refuses there as ``prune=`` and ``pre_hook=`` on a column view written in place, a view in
+and a view out, inputs and an output that require grad with a fixed grid and a grid of the
+configuration, ``tunedsl.torch_op`` operators around ``autotune_launch`` chained in one graph,
+one kernel reached twice in one graph on float and int tensors while writing its inputs, and
+a tuned kernel writing a tensor autograd saved), jax-triton's ``@triton.heuristics`` stacked on
+a tuned kernel (tests/triton_call_test.py), and Triton's test_autotuner.py cases not ported
+before: ``restore_value`` of an argument passed as None, ``prune_configs_by``'s
+``early_config_prune`` seeing the arguments by name, and a prune that leaves one configuration
+measuring nothing.
+
+Found and fixed: a warning of a DSL site inside ``torch.compile`` (the in-place notice, a
+rule's notice) whose file no imported module has (a notebook cell, a script run with
+``exec``) was dropped without a word: tunedsl passed ``module=None`` to
+``warnings.warn_explicit``, which CPython takes as a module that matches no filter and shows
+nothing; it is now shown at the site's line
+(test_one_site_twice_in_a_graph_writing_its_inputs). Tuning an in-place kernel on a tensor
+autograd saved for a backward pass (``xc = x.clone(); out = xc.sin()``, then the site writes
+``xc``) made that ``backward`` fail with "modified by an inplace operation" on the tuning call
+only: the restores of the caller's values bumped the tensor's version counter, which a plain
+launch never does; they now keep it
+(test_tuning_an_in_place_kernel_leaves_autograds_version_alone).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
-kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``.
+kernels under Triton's interpreter, through DSL macros compiled by ``tunedsl.frontend``
+(``torch.compile`` with ``aot_eager`` and Inductor on the CPU).
+
+Not ported, for want of a counterpart or because an earlier batch or another test file has
+it: Inductor's tests of its own machinery (the ``triton_kernel_wrapper_*`` higher-order
+operators, TTIR mutation analysis, generated code and buffer counts, ``capture_triton``,
+``TORCHINDUCTOR_DUMP_LAUNCH_PARAMS``: a site is one opaque ``tunedsl::site_call`` operator, and
+Inductor never sees its kernel), compile-time autotuning (a site decides at run time:
+docs/pytorch.md), and the compiled half of test_triton_kernel_mutation_not_mark_dirty (a site
+declares the tensors it writes, so functionalization's write-back bumps the version and
+``backward`` raises, as for any PyTorch operator that writes a saved tensor: the safe side);
+Triton's test_cache.py cases the brief names (a changed global constexpr, a changed called
+function, ``do_not_specialize``: test_kernel_global_var_change, test_nested1_change and
+test_specialize are in the earlier batches) and ``pre_hook`` seeing the configuration
+(test_hooks, earlier), ``Config.all_kwargs`` (a tunedsl ``Config`` holds kernel fields and
+launch hints in one mapping, and hooks see both by name: docs/runtime.md "The hook rule"),
+the fractional ``top_k`` tests (``prune=`` is one user function) and the TTIR/TTGIR override
+tests (GPU only); vLLM's and SGLang's tuned-config tables (``get_config_file_name``,
+``try_get_optimal_moe_config``, per-device JSON files with a nearest-M lookup): their
+counterparts, rules per GPU model on ``TUNEDSL_RECORDS_PATH`` with the one measured here
+deciding wherever it is on the path, a stale rule for another device tuned over, and a
+missing table's default, are tested in tests/integration/test_rules_cli.py,
+test_rule_ranges.py and test_ported_autotuners.py (vLLM's ``get_default_config``).
 """
 
 from __future__ import annotations
