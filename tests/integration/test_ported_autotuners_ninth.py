@@ -14,8 +14,8 @@ measuring nothing.
 Found and fixed: a warning of a DSL site inside ``torch.compile`` (the in-place notice, a
 rule's notice) whose file no imported module has (a notebook cell, a script run with
 ``exec``) was dropped without a word: tunedsl passed ``module=None`` to
-``warnings.warn_explicit``, which CPython takes as a module that matches no filter and shows
-nothing; it is now shown at the site's line
+``warnings.warn_explicit``, and CPython drops a warning given an explicit ``None`` there
+(leaving the argument out names the module from the file); it is now shown at the site's line
 (test_one_site_twice_in_a_graph_writing_its_inputs). Tuning an in-place kernel on a tensor
 autograd saved for a backward pass (``xc = x.clone(); out = xc.sin()``, then the site writes
 ``xc``) made that ``backward`` fail with "modified by an inplace operation" on the tuning call
