@@ -64,14 +64,18 @@ def _warn_at(message: str, category: type[Warning], filename: str, line: int) ->
     module = next(
         (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None
     )
-    globs = vars(module) if module is not None else None
+    if module is None:  # a file no imported module has (a notebook cell, an exec'd script)
+        # Leave ``module=`` out: an explicit ``None`` makes CPython drop the warning unseen.
+        warnings.warn_explicit(message, category, filename, line)
+        return
+    globs = vars(module)
     warnings.warn_explicit(
         message,
         category,
         filename,
         line,
-        module=globs.get("__name__") if globs is not None else None,
-        registry=globs.setdefault("__warningregistry__", {}) if globs is not None else None,
+        module=globs.get("__name__"),
+        registry=globs.setdefault("__warningregistry__", {}),
         module_globals=globs,
     )
 

@@ -315,11 +315,14 @@ def clone(x: Any) -> Any:
 
 
 def copy_into(dst: Any, src: Any) -> None:
+    """``dst = src``, its autograd version kept: a restore puts back what the caller had, and
+    a kernel's own writes never bump it (a tensor saved for backward stays usable)."""
     index = _broadcast_index(dst)
-    if index is None:
-        dst.detach().copy_(src)
-    else:  # torch writes no tensor whose elements share memory: each element once
-        dst.detach()[index].copy_(src[index])
+    with compat.keeping_version(dst):
+        if index is None:
+            dst.detach().copy_(src)
+        else:  # torch writes no tensor whose elements share memory: each element once
+            dst.detach()[index].copy_(src[index])
 
 
 def zero(x: Any) -> None:

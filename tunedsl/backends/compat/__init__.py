@@ -3,8 +3,9 @@
 One package, by topic: ``gate`` (the version gate, the interpreter, JITFunction facts),
 ``launch`` (launching, the target, binding and packing a call), ``compiling`` (the compile
 pool's async split, Triton's hash and cache warm-up, shared memory, the launcher built
-ahead), ``cache`` (Triton's cache key, file naming, stored binaries) and ``dynamo``
-(PyTorch Dynamo's hooks for tracing a site). Callers use the
+ahead), ``cache`` (Triton's cache key, file naming, stored binaries), ``dynamo``
+(PyTorch Dynamo's hooks for tracing a site) and ``autograd`` (a tensor's version counter
+kept across tuning's restores). Callers use the
 names re-exported here.
 
 tunedsl reaches below Triton's public API in a few places (the direct launcher, stored
@@ -26,6 +27,7 @@ Everything imports triton lazily, inside the functions: ``import tunedsl`` never
 
 from __future__ import annotations
 
+from tunedsl.backends.compat.autograd import keeping_version  # noqa: F401 (re-exported)
 from tunedsl.backends.compat.cache import (  # noqa: F401 (re-exported)
     binary_extension,
     cache_file_stem,
