@@ -141,8 +141,21 @@ def test_a_rule_pick_that_fails_between_swept_sizes_is_replaced_not_raised(
     # ported from: pytorch/helion test/test_aot_autotuning.py::test_uncoverable_shapes_skipped
     path = tmp_path / "ported_fifth.py"
     module = load(path)
+    picks = {}
     for n in SWEPT:  # larger tiles fail on the smaller sizes: the records say so
-        assert module["filled"](n).source == "tuned"
+        picks[n] = module["filled"](n)
+        assert picks[n].source == "tuned"
+    # The failing picks below are N=128's and N=256's widest tiles, which run one program
+    # against two or more (about twice as fast under the interpreter). A loaded machine can
+    # reverse a race of the interpreter's milliseconds, so such a size is tuned again (at
+    # most twice) until its timings say so: the test is about the rule, not the race.
+    for n in (128, 256):
+        for _ in range(2):
+            if picks[n].config.tile == n:
+                break
+            monkeypatch.setenv("TUNEDSL_FORCE_RETUNE", "1")
+            picks[n] = load(path)["filled"](n)
+            monkeypatch.delenv("TUNEDSL_FORCE_RETUNE")
     out = tmp_path / "rules"
     done = rules_cli("build", "--out", str(out))
     assert done.returncode == 0, done.stderr
