@@ -1,0 +1,43 @@
+"""``triton.autotune`` code moved to ``autotune_launch``: what a port written the Triton way
+runs into, named with tunedsl's form. Real kernels under Triton's interpreter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import triton
+
+from tunedsl import autotune_launch, cdiv
+from tunedsl.errors import UsageError
+
+pytestmark = pytest.mark.needs_triton
+
+
+def launch(src: torch.Tensor, **options: Any) -> Any:
+    from ported_kernels import add_one
+
+    n = src.numel()
+    return autotune_launch(add_one, space={"BLOCK": [32, 128]}, grid=lambda c: (cdiv(n, c.BLOCK),),
+                           args=(src, n), kwargs=lambda c: {"BLOCK": c.BLOCK}, **options)  # fmt: skip
+
+
+def test_a_prune_that_returns_a_triton_config_is_named_with_its_dict() -> None:
+    """An ``early_config_prune`` that builds ``triton.Config`` objects of its own, ported as
+    ``prune=``: the error spells out the dict to return, as a ``triton.Config`` in
+    ``space=`` does."""
+    own = lambda configs, args: [triton.Config({"BLOCK": 64}, num_warps=2)]  # noqa: E731
+    src = torch.zeros(300)
+    with pytest.raises(UsageError, match=r"prune= result: a triton\.Config.*'BLOCK': 64"):
+        launch(src, prune=own, name="prune-triton-config")
+    assert not src.any()
+
+
+def test_a_prune_reading_triton_config_attributes_is_told_how_to_read_a_field() -> None:
+    """An ``early_config_prune`` that reads ``c.kwargs["BLOCK"]`` (a ``triton.Config``'s
+    form) on tunedsl's configurations: the error says how a tunedsl Config reads a field."""
+    small = lambda configs, args: [c for c in configs if c.kwargs["BLOCK"] <= args["N"]]  # noqa: E731
+    src = torch.zeros(300)
+    with pytest.raises(AttributeError, match=r"not a triton\.Config.*cfg\.BLOCK"):
+        launch(src, prune=small, name="prune-kwargs")
