@@ -20,7 +20,8 @@ def launch(src: torch.Tensor, **options: Any) -> Any:
 
     n = src.numel()
     return autotune_launch(add_one, space={"BLOCK": [32, 128]}, grid=lambda c: (cdiv(n, c.BLOCK),),
-                           args=(src, n), kwargs=lambda c: {"BLOCK": c.BLOCK}, **options)  # fmt: skip
+                           args=(src, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                           restore_value=["src"], **options)  # fmt: skip
 
 
 def test_a_prune_that_returns_a_triton_config_is_named_with_its_dict() -> None:
@@ -41,3 +42,25 @@ def test_a_prune_reading_triton_config_attributes_is_told_how_to_read_a_field() 
     src = torch.zeros(300)
     with pytest.raises(AttributeError, match=r"not a triton\.Config.*cfg\.BLOCK"):
         launch(src, prune=small, name="prune-kwargs")
+
+
+@pytest.mark.parametrize(
+    ("later", "message"),
+    [
+        ({"num_stages": 4}, r"passes the launch hints num_stages=4, but the site's first call passed num_stages=2"),
+        ({"num_stages": 2, "warmup": 25}, r"`warmup=` is triton.autotune's; in tunedsl: effort= or budget="),
+    ],
+    ids=["other-hint", "triton-keyword"],
+)  # fmt: skip
+def test_a_later_call_of_a_site_with_other_hints_is_an_error(
+    later: dict[str, Any], message: str
+) -> None:
+    """A wrapper that passes its caller's options through (``launch(x, **opts)``) is one
+    site: its first call's static hints and checks stand for every later call, so a later
+    call's other hint (or a ``triton.autotune`` keyword) would be dropped without a word."""
+    src = torch.zeros(300)
+    name = f"hints-{sorted(later)}"
+    assert launch(src, num_stages=2, name=name).source == "tuned"
+    with pytest.raises(UsageError, match=message):
+        launch(src, **later, name=name)
+    torch.testing.assert_close(src, torch.ones(300))  # the later call launched nothing
