@@ -64,3 +64,34 @@ def test_a_later_call_of_a_site_with_other_hints_is_an_error(
     with pytest.raises(UsageError, match=message):
         launch(src, **later, name=name)
     torch.testing.assert_close(src, torch.ones(300))  # the later call launched nothing
+
+
+def test_a_triton_config_pre_hook_is_ported_as_work_before_the_call() -> None:
+    """``triton.Config(..., pre_hook=zero_out)`` runs before every launch under
+    ``triton.autotune`` (hits too); tunedsl's ``pre_hook=`` runs only while tuning, so the
+    error for such a configuration says to do the hook's work before the call, and that port
+    gives Triton's result on every call."""
+    from ported_kernels import total
+
+    zero = lambda args: args["out"].zero_()  # noqa: E731
+    x = torch.randn(300)
+    space = [
+        triton.Config({"BLOCK": 32}, pre_hook=zero),
+        triton.Config({"BLOCK": 128}, pre_hook=zero),
+    ]
+
+    def call(out: torch.Tensor, space: Any) -> Any:
+        return autotune_launch(total, space=space, grid=lambda c: (cdiv(300, c.BLOCK),),
+                               args=(x, out, 300), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                               restore_value=["out"])  # fmt: skip
+
+    with pytest.raises(
+        UsageError,
+        match=r"runs before every launch.*pre_hook= runs only while tuning.*before the call",
+    ):
+        call(torch.full((1,), 7.0), space)
+    for _ in range(3):  # the port: the hook's work before the call; a hit is right too
+        out = torch.full((1,), 7.0)
+        out.zero_()
+        call(out, [{"BLOCK": 32}, {"BLOCK": 128}])
+        torch.testing.assert_close(out, x.sum().reshape(1), rtol=1e-4, atol=1e-4)

@@ -165,7 +165,7 @@ def as_config(value: Config | Mapping[str, Any], where: str) -> Config:
     if is_triton_config(value):
         raise UsageError(
             f"{where}: a triton.Config; give tunedsl's configuration as a dict of its fields: "
-            f"{triton_config_fields(value)!r}"
+            f"{triton_config_fields(value)!r}{triton_pre_hook_note(value)}"
         )
     raise UsageError(f"{where}: expected a dict of fields or a Config, not {value!r}")
 
@@ -181,3 +181,14 @@ def triton_config_fields(item: Any) -> dict[str, Any]:
     hints = ("num_warps", "num_stages", "num_ctas", "maxnreg")
     options = {h: getattr(item, h, None) for h in hints}
     return {**dict(item.kwargs), **{h: v for h, v in options.items() if v is not None}}
+
+
+def triton_pre_hook_note(item: Any) -> str:
+    """For a ``triton.Config`` with a ``pre_hook``: where its work goes in tunedsl."""
+    if getattr(item, "pre_hook", None) is None:
+        return ""
+    return (
+        "; its pre_hook runs before every launch under triton.autotune, while tunedsl's "
+        "pre_hook= runs only while tuning (which puts the arguments back after each try): "
+        "do the hook's work before the call (out.zero_())"
+    )

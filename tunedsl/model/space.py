@@ -21,7 +21,13 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from typing import Any
 
 from tunedsl.errors import TunedslSyntaxError, UsageError, callable_name
-from tunedsl.model.config import Config, check_field, is_triton_config, triton_config_fields
+from tunedsl.model.config import (
+    Config,
+    check_field,
+    is_triton_config,
+    triton_config_fields,
+    triton_pre_hook_note,
+)
 from tunedsl.model.space_input import axis_values, check_constraint
 
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
@@ -435,8 +441,7 @@ def expand_space(spec: SpaceSpec) -> tuple[Config, ...]:
             elif is_triton_config(item):
                 raise UsageError(
                     f"space[{i}] is a triton.Config; a tunedsl space holds its fields as a "
-                    f"dict: {triton_config_fields(item)!r}"
-                    + (" (and its pre_hook goes to pre_hook=)" if item.pre_hook else "")
+                    f"dict: {triton_config_fields(item)!r}" + triton_pre_hook_note(item)
                 )
             else:
                 raise UsageError(
