@@ -19,7 +19,8 @@ def launch(src: torch.Tensor, **options: Any) -> Any:
     from ported_kernels import add_one
 
     n = src.numel()
-    return autotune_launch(add_one, space={"BLOCK": [32, 128]}, grid=lambda c: (cdiv(n, c.BLOCK),),
+    options.setdefault("grid", lambda c: (cdiv(n, c.BLOCK),))
+    return autotune_launch(add_one, space={"BLOCK": [32, 128]},
                            args=(src, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
                            restore_value=["src"], **options)  # fmt: skip
 
@@ -95,3 +96,13 @@ def test_a_triton_config_pre_hook_is_ported_as_work_before_the_call() -> None:
         out.zero_()
         call(out, [{"BLOCK": 32}, {"BLOCK": 128}])
         torch.testing.assert_close(out, x.sum().reshape(1), rtol=1e-4, atol=1e-4)
+
+
+def test_a_grid_reading_an_argument_from_meta_is_told_to_use_it_directly() -> None:
+    """Triton's grid ``lambda META: (cdiv(META["N"], META["BLOCK"]),)`` reads the call's
+    arguments from ``META``; tunedsl's grid function gets the configuration only, and the
+    error says so instead of listing the configuration's fields alone."""
+    src = torch.zeros(300)
+    with pytest.raises(KeyError, match=r"no field 'N'.*the call's arguments.*directly"):
+        launch(src, name="meta-grid", grid=lambda meta: (cdiv(meta["N"], meta["BLOCK"]),))
+    assert not src.any()

@@ -88,6 +88,11 @@ class Config:
             same = [f for f in self.__dict__ if f.lower() == name.lower()]
             close = same[0] if same else did_you_mean(name, self.__dict__)
         hint = f"; did you mean {close!r}?" if close else ""
+        if not close and not hasattr(Config, str(name)):  # triton.autotune's META["N"]
+            hint = (
+                " (it holds the space's fields, not the call's arguments as Triton's META "
+                "does: use those directly)"
+            )
         if name in ("kwargs", "all_kwargs") and self.__dict__:  # triton.Config's attributes
             first = next(iter(self.__dict__))
             hint = f" (it is not a triton.Config: read a field as cfg.{first} or cfg[{first!r}])"
