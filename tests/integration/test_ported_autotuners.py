@@ -121,6 +121,18 @@ def test_a_key_of_parameter_names_is_a_usage_error(dsl: dict[str, Any]) -> None:
     assert not dst.any()
 
 
+def test_a_key_of_one_parameter_name_as_a_string_is_a_usage_error() -> None:
+    """Triton's ``key=["N"]`` ported as ``key="N"``: the string is the same on every call,
+    so calls of every ``N`` would share the first one's decision; it is named with the fix."""
+    from ported_kernels import add_one
+
+    src = torch.zeros(300)
+    with pytest.raises(UsageError, match=r"key='N' names a parameter.* key=N$"):
+        autotune_launch(add_one, space={"block": [32, 128]}, grid=lambda c: (cdiv(300, c.block),),
+                        args=(src, 300), kwargs=lambda c: {"BLOCK": c.block}, key="N")  # fmt: skip
+    assert not src.any()
+
+
 @pytest.mark.parametrize("form", ["restore_pos", "restore_kw"])
 def test_restore_value_leaves_one_launch_applied(dsl: dict[str, Any], form: str) -> None:
     """Triton test_autotuner test_restore (positional and keyword arguments): with

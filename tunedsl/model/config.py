@@ -88,6 +88,14 @@ class Config:
             same = [f for f in self.__dict__ if f.lower() == name.lower()]
             close = same[0] if same else did_you_mean(name, self.__dict__)
         hint = f"; did you mean {close!r}?" if close else ""
+        if not close and not hasattr(Config, str(name)):  # triton.autotune's META["N"]
+            hint = (
+                " (it holds the space's fields, not the call's arguments as Triton's META "
+                "does: use those directly)"
+            )
+        if name in ("kwargs", "all_kwargs") and self.__dict__:  # triton.Config's attributes
+            first = next(iter(self.__dict__))
+            hint = f" (it is not a triton.Config: read a field as cfg.{first} or cfg[{first!r}])"
         return f"configuration {self!r} has no field {name!r}{hint}; its fields are: {fields}"
 
     def __contains__(self, name: object) -> bool:
@@ -159,4 +167,33 @@ def as_config(value: Config | Mapping[str, Any], where: str) -> Config:
         return value
     if isinstance(value, Mapping):
         return Config(value)
+    if is_triton_config(value):
+        raise UsageError(
+            f"{where}: a triton.Config; give tunedsl's configuration as a dict of its fields: "
+            f"{triton_config_fields(value)!r}{triton_pre_hook_note(value)}"
+        )
     raise UsageError(f"{where}: expected a dict of fields or a Config, not {value!r}")
+
+
+def is_triton_config(item: object) -> bool:
+    """A ``triton.Config`` (``triton.autotune``'s), known by its class without importing."""
+    cls = item.__class__
+    return cls.__name__ == "Config" and cls.__module__.startswith("triton.")
+
+
+def triton_config_fields(item: Any) -> dict[str, Any]:
+    """A ``triton.Config``'s keyword arguments and launch options, as one dict."""
+    hints = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+    options = {h: getattr(item, h, None) for h in hints}
+    return {**dict(item.kwargs), **{h: v for h, v in options.items() if v is not None}}
+
+
+def triton_pre_hook_note(item: Any) -> str:
+    """For a ``triton.Config`` with a ``pre_hook``: where its work goes in tunedsl."""
+    if getattr(item, "pre_hook", None) is None:
+        return ""
+    return (
+        "; its pre_hook runs before every launch under triton.autotune, while tunedsl's "
+        "pre_hook= runs only while tuning (which puts the arguments back after each try): "
+        "do the hook's work before the call (out.zero_())"
+    )

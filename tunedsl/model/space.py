@@ -21,7 +21,13 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from typing import Any
 
 from tunedsl.errors import TunedslSyntaxError, UsageError, callable_name
-from tunedsl.model.config import Config, check_field
+from tunedsl.model.config import (
+    Config,
+    check_field,
+    is_triton_config,
+    triton_config_fields,
+    triton_pre_hook_note,
+)
 from tunedsl.model.space_input import axis_values, check_constraint
 
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
@@ -432,11 +438,10 @@ def expand_space(spec: SpaceSpec) -> tuple[Config, ...]:
                 for name, value in item.items():
                     check_field(name, value, f"space[{i}]")
                 configs.append(Config(item))
-            elif _is_triton_config(item):
+            elif is_triton_config(item):
                 raise UsageError(
                     f"space[{i}] is a triton.Config; a tunedsl space holds its fields as a "
-                    f"dict: {_triton_config_fields(item)!r}"
-                    + (" (and its pre_hook goes to pre_hook=)" if item.pre_hook else "")
+                    f"dict: {triton_config_fields(item)!r}" + triton_pre_hook_note(item)
                 )
             else:
                 raise UsageError(
@@ -447,19 +452,6 @@ def expand_space(spec: SpaceSpec) -> tuple[Config, ...]:
     raise UsageError(
         f"space= must be a dict of sequences, a list of dicts or a tunedsl.Space, not {spec!r}"
     )
-
-
-def _is_triton_config(item: object) -> bool:
-    """A ``triton.Config`` (``triton.autotune``'s), known by its class without importing."""
-    cls = item.__class__
-    return cls.__name__ == "Config" and cls.__module__.startswith("triton.")
-
-
-def _triton_config_fields(item: Any) -> dict[str, Any]:
-    """A ``triton.Config``'s keyword arguments and launch options, as one dict."""
-    hints = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-    options = {h: getattr(item, h, None) for h in hints}
-    return {**dict(item.kwargs), **{h: v for h, v in options.items() if v is not None}}
 
 
 def field_names(configs: Iterable[Config]) -> list[str]:

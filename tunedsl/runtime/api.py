@@ -36,6 +36,8 @@ _shared_lines: dict[tuple[str, int, Any], dict[tuple[Any, int], int]] = {}
 _fixed_by_names: dict[tuple[tuple[Any, ...], bool], dict[tuple[str, ...], tuple[str, ...]]] = {}
 # Per site: the configuration whose arguments key its calls (args= or kwargs= functions).
 _key_configs: dict[Any, Config] = {}
+# Per site: the static hints of its first call; a later call must pass the same ones.
+_site_hints: dict[tuple[tuple[Any, ...], bool], dict[str, Any]] = {}
 _sites_lock = threading.Lock()
 
 
@@ -93,6 +95,8 @@ def autotune_launch(
     if site is None:
         where = _call_place(frame, where)
         site = _sites.get((where, keyed)) or _make_site(where, space, hints, name, keyed)
+    if hints != _site_hints.get((where, keyed), hints):
+        _hints_changed(where, hints, _site_hints[where, keyed])
     args_fn = args if callable(args) else None
     kwargs_fn = kwargs if callable(kwargs) else None
     grid_fn = grid if callable(grid) else None
@@ -316,4 +320,25 @@ def _make_site(
             # calls compile the configurations there instead of tuning and launching.
             wrap = dsl.site_wrapper
             _sites[where, has_key] = site = site if wrap is None else wrap(site)
+            _site_hints[where, has_key] = dict(hints)
     return site
+
+
+def _hints_changed(
+    where: tuple[Any, ...], hints: Mapping[str, Any], first: Mapping[str, Any]
+) -> None:
+    """A later call of a site passes other static hints (or a ``triton.autotune`` keyword)
+    than its first call did: the site launches with its first call's, so this is an error."""
+    from tunedsl.model.options import triton_counterpart
+
+    for name in hints:
+        instead = triton_counterpart(name)
+        if instead is not None:
+            raise UsageError(f"{where[0]}:{where[1]} (autotune_launch): {instead}")
+    show = lambda h: ", ".join(f"{k}={v!r}" for k, v in h.items()) or "none"  # noqa: E731
+    raise UsageError(
+        f"{where[0]}:{where[1]} (autotune_launch): this call passes the launch hints "
+        f"{show(hints)}, but the site's first call passed {show(first)}, and a site keeps "
+        "its first call's: tune a hint as a field of space=, or give each set of hints "
+        "its own name="
+    )

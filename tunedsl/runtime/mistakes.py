@@ -198,16 +198,15 @@ def check_key(key: Any, label: str) -> None:
 
 
 def check_key_names(key: Any, info: KernelInfo, label: str) -> None:
-    """``key=`` is a value: a list of the kernel's parameter names (``key=["M", "N"]``,
-    ``triton.autotune``'s form) never changes, so every call would share one decision."""
-    if not isinstance(key, (list, tuple)) or not key:
+    """``key=`` is a value: parameter names (``key=["M", "N"]``, ``triton.autotune``'s form,
+    or ``key="N"``) never change, so every call would share one decision."""
+    names = [key] if isinstance(key, str) else key if isinstance(key, (list, tuple)) else []
+    if not names or not all(isinstance(k, str) and k in info.arg_names for k in names):
         return
-    if not all(isinstance(k, str) and k in info.arg_names for k in key):
-        return
-    names = ", ".join(key)
-    fix = f"key={names}" if len(key) == 1 else f"key=({names})"
+    what = "a parameter" if isinstance(key, str) else "parameters"
+    fix = f"key={names[0]}" if len(names) == 1 else f"key=({', '.join(names)})"
     raise UsageError(
-        f"{label}: key={key!r} names parameters of the kernel, as triton.autotune's key= "
+        f"{label}: key={key!r} names {what} of the kernel, as triton.autotune's key= "
         "does; tunedsl's key= is a value, and this one is the same on every call, so every "
         f"call would share one decision: pass the values, {fix}"
     )

@@ -1,0 +1,108 @@
+"""``triton.autotune`` code moved to ``autotune_launch``: what a port written the Triton way
+runs into, named with tunedsl's form. Real kernels under Triton's interpreter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import triton
+
+from tunedsl import autotune_launch, cdiv
+from tunedsl.errors import UsageError
+
+pytestmark = pytest.mark.needs_triton
+
+
+def launch(src: torch.Tensor, **options: Any) -> Any:
+    from ported_kernels import add_one
+
+    n = src.numel()
+    options.setdefault("grid", lambda c: (cdiv(n, c.BLOCK),))
+    return autotune_launch(add_one, space={"BLOCK": [32, 128]},
+                           args=(src, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                           restore_value=["src"], **options)  # fmt: skip
+
+
+def test_a_prune_that_returns_a_triton_config_is_named_with_its_dict() -> None:
+    """An ``early_config_prune`` that builds ``triton.Config`` objects of its own, ported as
+    ``prune=``: the error spells out the dict to return, as a ``triton.Config`` in
+    ``space=`` does."""
+    own = lambda configs, args: [triton.Config({"BLOCK": 64}, num_warps=2)]  # noqa: E731
+    src = torch.zeros(300)
+    with pytest.raises(UsageError, match=r"prune= result: a triton\.Config.*'BLOCK': 64"):
+        launch(src, prune=own, name="prune-triton-config")
+    assert not src.any()
+
+
+def test_a_prune_reading_triton_config_attributes_is_told_how_to_read_a_field() -> None:
+    """An ``early_config_prune`` that reads ``c.kwargs["BLOCK"]`` (a ``triton.Config``'s
+    form) on tunedsl's configurations: the error says how a tunedsl Config reads a field."""
+    small = lambda configs, args: [c for c in configs if c.kwargs["BLOCK"] <= args["N"]]  # noqa: E731
+    src = torch.zeros(300)
+    with pytest.raises(AttributeError, match=r"not a triton\.Config.*cfg\.BLOCK"):
+        launch(src, prune=small, name="prune-kwargs")
+
+
+@pytest.mark.parametrize(
+    ("later", "message"),
+    [
+        ({"num_stages": 4}, r"passes the launch hints num_stages=4, but the site's first call passed num_stages=2"),
+        ({"num_stages": 2, "warmup": 25}, r"`warmup=` is triton.autotune's; in tunedsl: effort= or budget="),
+    ],
+    ids=["other-hint", "triton-keyword"],
+)  # fmt: skip
+def test_a_later_call_of_a_site_with_other_hints_is_an_error(
+    later: dict[str, Any], message: str
+) -> None:
+    """A wrapper that passes its caller's options through (``launch(x, **opts)``) is one
+    site: its first call's static hints and checks stand for every later call, so a later
+    call's other hint (or a ``triton.autotune`` keyword) would be dropped without a word."""
+    src = torch.zeros(300)
+    name = f"hints-{sorted(later)}"
+    assert launch(src, num_stages=2, name=name).source == "tuned"
+    with pytest.raises(UsageError, match=message):
+        launch(src, **later, name=name)
+    torch.testing.assert_close(src, torch.ones(300))  # the later call launched nothing
+
+
+def test_a_triton_config_pre_hook_is_ported_as_work_before_the_call() -> None:
+    """``triton.Config(..., pre_hook=zero_out)`` runs before every launch under
+    ``triton.autotune`` (hits too); tunedsl's ``pre_hook=`` runs only while tuning, so the
+    error for such a configuration says to do the hook's work before the call, and that port
+    gives Triton's result on every call."""
+    from ported_kernels import total
+
+    zero = lambda args: args["out"].zero_()  # noqa: E731
+    x = torch.randn(300)
+    space = [
+        triton.Config({"BLOCK": 32}, pre_hook=zero),
+        triton.Config({"BLOCK": 128}, pre_hook=zero),
+    ]
+
+    def call(out: torch.Tensor, space: Any) -> Any:
+        return autotune_launch(total, space=space, grid=lambda c: (cdiv(300, c.BLOCK),),
+                               args=(x, out, 300), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                               restore_value=["out"])  # fmt: skip
+
+    with pytest.raises(
+        UsageError,
+        match=r"runs before every launch.*pre_hook= runs only while tuning.*before the call",
+    ):
+        call(torch.full((1,), 7.0), space)
+    for _ in range(3):  # the port: the hook's work before the call; a hit is right too
+        out = torch.full((1,), 7.0)
+        out.zero_()
+        call(out, [{"BLOCK": 32}, {"BLOCK": 128}])
+        torch.testing.assert_close(out, x.sum().reshape(1), rtol=1e-4, atol=1e-4)
+
+
+def test_a_grid_reading_an_argument_from_meta_is_told_to_use_it_directly() -> None:
+    """Triton's grid ``lambda META: (cdiv(META["N"], META["BLOCK"]),)`` reads the call's
+    arguments from ``META``; tunedsl's grid function gets the configuration only, and the
+    error says so instead of listing the configuration's fields alone."""
+    src = torch.zeros(300)
+    with pytest.raises(KeyError, match=r"no field 'N'.*the call's arguments.*directly"):
+        launch(src, name="meta-grid", grid=lambda meta: (cdiv(meta["N"], meta["BLOCK"]),))
+    assert not src.any()
