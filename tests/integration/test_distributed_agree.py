@@ -48,7 +48,7 @@ def skewed(x, y, cost, n, SLOT: tl.constexpr, TILE: tl.constexpr):
 
 
 TILES = [32, 48, 64, 96] if scenario == "share-fails" else [32, 64, 128, 256]
-n = 512 if scenario == "other-key" and rank == 1 else 256
+n = 512 if scenario == "other-key" and rank == 1 else 0 if scenario == "empty" else 256
 if scenario == "rank0-absent" and rank == 0:  # never decides; stays until rank 1 gave up
     import pathlib, time
     while not pathlib.Path(out.replace("out0", "out1")).exists():
@@ -166,3 +166,14 @@ def test_allreduce_when_one_ranks_whole_share_fails(tmp_path: Path) -> None:
     outs = run_ranks(tmp_path, 2, "allreduce", scenario="share-fails")
     assert outs[0]["tile"] == outs[1]["tile"] and outs[0]["tile"] in (32, 64)
     assert all(o["configs"] == 4 for o in outs)
+
+
+@pytest.mark.parametrize("mode", ["broadcast", "allreduce"])
+def test_an_empty_call_is_not_tuned_on_any_rank(tmp_path: Path, mode: str) -> None:
+    """Every rank's grid is empty under every configuration: no rank tunes it (nothing
+    would be measured) and no node keeps a record of it, as for a lone process."""
+    outs = run_ranks(tmp_path, 2, mode, scenario="empty")
+    assert [o["source"] for o in outs] == ["empty", "empty"]
+    assert [o["digest"] for o in outs] == [None, None]
+    for rank in range(2):
+        assert not list((tmp_path / f"node{rank}").glob("records/*.json"))

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from tunedsl import knobs
 from tunedsl.errors import TuningError
 from tunedsl.model.config import Config
+from tunedsl.runtime.launch_effect import launches_nothing
 
 if TYPE_CHECKING:
     from tunedsl.runtime.subject import Subject
@@ -186,6 +187,10 @@ def decider(alone: Any) -> Any:
         if not settings.large:
             kept = tuple(kept)
         if settings.mode == "off" or len(kept) == 1:
+            return alone(*args, candidates=candidates, check=check)
+        if not settings.large and launches_nothing(variants_for, kept):
+            # Empty on this rank under every configuration (so on every rank of the same
+            # sizes): decided alone, as ``decide`` does, with nothing tuned, sent or kept.
             return alone(*args, candidates=candidates, check=check)
         if ranks == "allreduce" and not settings.large:
             return _allreduce(alone, args, kept, check)
