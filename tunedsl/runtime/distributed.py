@@ -253,7 +253,7 @@ def _allreduce(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -
     if sent["stored"] is not None:
         return stored if rank == 0 else _received(sent["stored"], None, settings)
     if sent.get("empty"):  # rank 0's call launches nothing: no rank tunes, its fallback
-        cfg = d._fallback(settings, candidates, None)
+        cfg = d.fallback(settings, candidates, None)
         source = "empty" if rank == 0 else _empty_here(variants_for, candidates, settings)
         return d.Decision(cfg, d.decision_options(cfg, settings, subject.target), source, None)
     record = d.tune_and_record(
