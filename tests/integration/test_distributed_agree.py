@@ -48,7 +48,9 @@ def skewed(x, y, cost, n, SLOT: tl.constexpr, TILE: tl.constexpr):
 
 
 TILES = [32, 48, 64, 96] if scenario == "share-fails" else [32, 64, 128, 256]
-n = 512 if scenario == "other-key" and rank == 1 else 256
+n = 512 if scenario == "other-key" and rank == 1 else 0 if scenario == "empty" else 256
+if scenario == "empty-on-0" and rank == 0:  # the same key= bucket as rank 1's 256
+    n = 0
 if scenario == "rank0-absent" and rank == 0:  # never decides; stays until rank 1 gave up
     import pathlib, time
     while not pathlib.Path(out.replace("out0", "out1")).exists():
@@ -64,7 +66,7 @@ try:
     res = autotune_launch(
         skewed, space={"tile": TILES}, grid=lambda cfg: (cdiv(n, cfg.tile),),
         args=(x, y, cost, n), kwargs=lambda cfg: {"TILE": cfg.tile, "SLOT": TILES.index(cfg.tile)},
-        name="skewed",
+        name="skewed", key=("bucket",) if scenario == "empty-on-0" else None,
     )
 except TuningError as err:
     json.dump({"rank": rank, "error": str(err)}, open(out, "w"))
@@ -166,3 +168,26 @@ def test_allreduce_when_one_ranks_whole_share_fails(tmp_path: Path) -> None:
     outs = run_ranks(tmp_path, 2, "allreduce", scenario="share-fails")
     assert outs[0]["tile"] == outs[1]["tile"] and outs[0]["tile"] in (32, 64)
     assert all(o["configs"] == 4 for o in outs)
+
+
+@pytest.mark.parametrize("mode", ["broadcast", "allreduce"])
+def test_an_empty_call_is_not_tuned_on_any_rank(tmp_path: Path, mode: str) -> None:
+    """Every rank's grid is empty under every configuration: no rank tunes it (nothing
+    would be measured) and no node keeps a record of it, as for a lone process."""
+    outs = run_ranks(tmp_path, 2, mode, scenario="empty")
+    assert [o["source"] for o in outs] == ["empty", "empty"]
+    assert [o["digest"] for o in outs] == [None, None]
+    for rank in range(2):
+        assert not list((tmp_path / f"node{rank}").glob("records/*.json"))
+
+
+@pytest.mark.parametrize("mode", ["broadcast", "allreduce"])
+def test_rank_0s_empty_call_in_a_bucket_another_rank_fills_is_decided_alike(
+    tmp_path: Path, mode: str
+) -> None:
+    """Rank 0's call of a ``key=`` bucket is empty, rank 1's is not: rank 0's fallback holds
+    for both (no rank waits on one that left the exchange), and rank 1's call runs it (its
+    output is checked in the rank's script)."""
+    outs = run_ranks(tmp_path, 2, mode, scenario="empty-on-0", timeout_s=60)
+    assert [o["source"] for o in outs] == ["empty", "broadcast"]
+    assert [o["tile"] for o in outs] == [TILES[0], TILES[0]]

@@ -343,6 +343,30 @@ def test_a_bundle_imported_into_redis_keeps_a_record_tuned_since(
     assert store_for(server.url).get(DIGEST) == old[0]
 
 
+def test_a_bundle_listing_a_key_twice_imports_its_newest_record_into_redis(
+    server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A key listed twice (bundles concatenated): the newest of its records is imported, as
+    into the local cache. Redis holds one of 2000; the bundle's of 3000 replaces it though
+    its other line (of 1000) is older (both were skipped), and the older line, listed after
+    it, does not replace it either."""
+    import dataclasses
+
+    from tunedsl.cli import main
+    from tunedsl.cli.bundle import export_bundle
+
+    monkeypatch.setenv("TUNEDSL_REDIS_URL", server.url)
+    store_for(server.url).put(dataclasses.replace(sample_record(DIGEST, 64), timestamp=2000.0))
+    newest = dataclasses.replace(sample_record(DIGEST, 128), timestamp=3000.0)
+    oldest = dataclasses.replace(sample_record(DIGEST, 256), timestamp=1000.0)
+    bundle = tmp_path / "twice.json"
+    export_bundle(str(bundle), [newest, oldest])
+    assert main(["cache", "import", str(bundle), "--remote"]) == 0
+    assert store_for(server.url).get(DIGEST) == newest
+    assert main(["cache", "import", str(bundle), "--remote", "--overwrite"]) == 0
+    assert store_for(server.url).get(DIGEST) == newest
+
+
 def test_remote_commands_say_what_is_wrong(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     from redis_server import free_port
 

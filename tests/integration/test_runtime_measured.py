@@ -265,3 +265,33 @@ def test_verify_compares_integer_outputs_exactly_unless_given_a_tolerance() -> N
         assert res.timings[Config(tile=tile)].status == "rejected", res.timings
     loose = tune(torch.zeros(1, dtype=torch.int32), "given-tolerance", rtol=1e-3)
     assert loose.timings[Config(tile=128)].status == "ok", loose.timings
+
+
+@triton.jit
+def int64_one_more_for_big_tiles(x, out, n, TILE: tl.constexpr):
+    """Copies int64 values, adding 1 when TILE >= 128."""
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    v = tl.load(x + offs, mask=offs < n, other=0)
+    if TILE >= 128:
+        v = v + 1
+    tl.store(out + offs, v, mask=offs < n)
+
+
+def test_verify_names_a_difference_of_int64_values_past_2_to_the_53() -> None:
+    # 2**60 and 2**60 + 1 are one float64: the rejection said "max abs difference 0".
+    n = 64
+    x = torch.full((n,), 2**60, dtype=torch.int64)
+    out = torch.zeros(n, dtype=torch.int64)
+    res = autotune_launch(
+        int64_one_more_for_big_tiles,
+        space=SPACE,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(x, out, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        verify=True,
+        name="int64-past-2-53",
+    )
+    assert res.config == Config(tile=64) and torch.equal(out, x)
+    reason = res.timings[Config(tile=128)].reason or ""
+    assert "rejected" == res.timings[Config(tile=128)].status, res.timings
+    assert "max abs difference 1;" in reason and "64 of 64 elements differ" in reason, reason

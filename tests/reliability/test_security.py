@@ -396,6 +396,26 @@ def test_cache_import_keeps_a_newer_local_record_unless_told_to_overwrite(tmp_pa
     assert records.load_record("4" * 64) == shipped[0]
 
 
+def test_cache_import_of_a_bundle_listing_a_key_twice_keeps_its_newest_record(
+    tmp_path: Path,
+) -> None:
+    """Bundles joined list a key twice: the newest line is the key's record, with or without
+    ``--overwrite`` (which replaces only the cache's own), and is not a local record kept."""
+    import dataclasses
+
+    from test_corrupt_cache import _valid_record
+
+    newest = dataclasses.replace(_valid_record("7" * 64), timestamp=3000.0)
+    oldest = dataclasses.replace(_valid_record("7" * 64), timestamp=1000.0, tuning_s=9.0)
+    bundle = tmp_path / "twice.json"
+    bundle.write_text(_bundle(newest.to_json(), oldest.to_json()))
+    for flags in ([], ["--overwrite"]):
+        proc = _cli("import", *flags, str(bundle), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert records.load_record("7" * 64) == newest, flags
+        assert "kept" not in proc.stdout, (flags, proc.stdout)
+
+
 def test_cache_import_of_a_valid_bundle_round_trips(tmp_path: Path) -> None:
     from test_corrupt_cache import _valid_record
 

@@ -382,12 +382,16 @@ def allclose(
     a, e = actual.to(common), expected.to(common)
     if torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
         return None
-    diff = (a.double() - e.double()).abs()
     if exact_ints and not common.is_floating_point:
+        # In Python ints: a float64 difference is 0 past 2**53, and an int64 one may wrap.
+        wrong = a != e
+        pairs = zip(a[wrong].tolist(), e[wrong].tolist(), strict=True)
+        most = max(abs(int(p) - int(q)) for p, q in pairs)
         return (
-            f"max abs difference {diff.max().item():.3g} (integers are compared exactly; "
-            "give rtol=/atol= to allow a difference)"
+            f"max abs difference {most}; {int(wrong.sum())} of {a.numel()} elements differ "
+            "(integers are compared exactly; give rtol=/atol= to allow a difference)"
         )
+    diff = (a.double() - e.double()).abs()
     return f"max abs difference {diff.max().item():.3g} (rtol={rtol}, atol={atol})"
 
 

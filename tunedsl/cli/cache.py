@@ -409,10 +409,17 @@ def _import(args: argparse.Namespace) -> int:
             "imported; set TUNEDSL_CACHE_DIR to a directory you can write"
         ) from None
     count = kept = 0
+    written: dict[str, float] = {}  # a key listed twice (bundles joined): its newest line
     try:
         for record in reader:
             path = records.record_path(record.digest, root)
-            if not getattr(args, "overwrite", False) and _newer_here(path, record):
+            if written.get(record.digest, record.timestamp) > record.timestamp:
+                continue
+            if (
+                record.digest not in written
+                and not getattr(args, "overwrite", False)
+                and _newer_here(path, record)
+            ):
                 kept += 1  # this user's own later tuning of the key is not thrown away
                 continue
             # Not flushed one by one (a bundle of 10^5 records would wait on 10^5 flushes):
@@ -428,6 +435,7 @@ def _import(args: argparse.Namespace) -> int:
                     "TUNEDSL_CACHE_DIR to a directory you can write, and import again"
                 ) from None
             count += 1
+            written[record.digest] = record.timestamp
     finally:
         if count:
             os.sync()

@@ -160,7 +160,11 @@ def export(args: argparse.Namespace) -> int:
 
 
 def import_(args: argparse.Namespace) -> int:
-    parsed = read_bundle(args.file)
+    newest: dict[str, Any] = {}  # a key listed twice (bundles joined): its newest record
+    for record in read_bundle(args.file):
+        if record.digest not in newest or record.timestamp >= newest[record.digest].timestamp:
+            newest[record.digest] = record
+    parsed = list(newest.values())
     store = remote_store()
     if not getattr(args, "overwrite", False):  # a key tuned since the bundle was made stays
         newer = {r.digest for r in parsed if _newer_there(store, r)}

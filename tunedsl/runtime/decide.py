@@ -186,7 +186,7 @@ def _searched_enough(record: store.Record, settings: Settings) -> bool:
 _VERIFIED: set[str] = set()
 
 
-def _fallback(
+def fallback(
     settings: Settings, candidates: Sequence[Config], record: store.Record | None
 ) -> Config:
     """``cached``/``off`` without a usable record: the site's default when prune= keeps it
@@ -221,7 +221,7 @@ def lookup(
     settings, digest = subject.settings, subject.digest
 
     def default(record: store.Record | None = None) -> Decision:
-        cfg = _fallback(settings, candidates, record)
+        cfg = fallback(settings, candidates, record)
         if settings.verify not in (None, False) and check is not None and digest not in _VERIFIED:
             # Launched without measuring, but a site with verify= checks what it launches.
             problem = check(cfg)
@@ -322,7 +322,7 @@ def decide(
     if found is not None:
         return found
     if not settings.large and launch_effect.launches_nothing(variants_for, candidates):
-        cfg = _fallback(settings, candidates, None)
+        cfg = fallback(settings, candidates, None)
         return Decision(cfg, decision_options(cfg, settings, subject.target), "empty", None)
     from tunedsl.backends.isolated_worker import in_worker
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from tunedsl import knobs
 from tunedsl.errors import TuningError
 from tunedsl.model.config import Config
+from tunedsl.runtime.launch_effect import launches_nothing
 
 if TYPE_CHECKING:
     from tunedsl.runtime.subject import Subject
@@ -224,6 +225,8 @@ def _broadcast(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -
     _check_digest(sent, digest)
     if "error" in sent:
         raise TuningError(f"rank 0 failed to decide key {digest[:12]}: {sent['error']}")
+    if sent["source"] == "empty":  # rank 0's call launched nothing: its fallback here too
+        return _received(sent, _empty_here(args[1], candidates, settings), settings)
     return _received(sent, "broadcast", settings)
 
 
@@ -239,13 +242,20 @@ def _allreduce(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -
     settings, digest = subject.settings, subject.digest
     rank = dist.get_rank()
     stored = None
+    empty = False
     if rank == 0:
         stored, _ = d.lookup(subject, candidates, check)
+        empty = stored is None and launches_nothing(variants_for, candidates)
     mine = {"digest": digest, "stored": _payload(stored) if stored is not None else None}
+    mine["empty"] = empty
     sent = json.loads(_exchange("decision", lambda: _broadcast_text(json.dumps(mine), 0)))
     _check_digest(sent, digest)
     if sent["stored"] is not None:
         return stored if rank == 0 else _received(sent["stored"], None, settings)
+    if sent.get("empty"):  # rank 0's call launches nothing: no rank tunes, its fallback
+        cfg = d.fallback(settings, candidates, None)
+        source = "empty" if rank == 0 else _empty_here(variants_for, candidates, settings)
+        return d.Decision(cfg, d.decision_options(cfg, settings, subject.target), source, None)
     record = d.tune_and_record(
         subject,
         variants_for,
@@ -255,6 +265,14 @@ def _allreduce(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -
         note={"ranks": "allreduce"},
     )
     return _decision(record.chosen, "tuned", record, settings)
+
+
+def _empty_here(variants_for: Any, candidates: Any, settings: Any) -> str:
+    """The source of rank 0's "empty" decision on another rank: "empty" (nothing launched,
+    nothing kept) where this rank's call launches nothing too, else "broadcast": a call of
+    the same ``key=`` bucket that does launch work runs rank 0's fallback, kept as sent."""
+    kept = settings.configs if candidates is None else candidates
+    return "empty" if launches_nothing(variants_for, tuple(kept)) else "broadcast"
 
 
 def _shared_tuner(rank: int, world: int, digest: str) -> Callable[[Any], Any]:
