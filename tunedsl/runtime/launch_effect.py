@@ -68,10 +68,10 @@ def launches_nothing(
     ``blocks=cdiv(n, $tile)``): whatever is chosen launches no program, so a tune would
     time launches that do nothing, and its pick, noise, would decide every size of the
     key's ``key=`` bucket. The first candidate is bound first, the rest only when its grid
-    is empty."""
+    is empty (or it cannot run here)."""
     first, _ = variants_for(candidates[:1])
-    if not first or 0 not in first[0].grid:
-        return False
+    if first and 0 not in first[0].grid:
+        return False  # (a first candidate infeasible here tells nothing: all are bound)
     every, _ = variants_for(None)
     return bool(every) and all(0 in v.grid for v in every)
 
