@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,25 @@ pytestmark = pytest.mark.needs_triton
 pytest.importorskip("redis", reason="needs the redis client: pip install 'tunedsl[redis]'")
 
 SCRIPT = str(Path(__file__).parent / "sweep_fixtures" / "sweep_vadd.py")
+
+
+def _wait_for(proc: subprocess.Popen[bytes], ready: Callable[[], object], within_s: float) -> None:
+    """Poll ``ready()`` while the sweep runs (its output is the failure's message)."""
+    deadline = time.monotonic() + within_s
+    while not ready():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+
+
+def _interrupt_once_a_record_is_written(
+    proc: subprocess.Popen[bytes], cache: Path, within_s: float
+) -> bytes:
+    """Ctrl-C once the sweep is writing the records (the local file is written first, the
+    Redis write then waits on the stopped server); the sweep's stderr."""
+    _wait_for(proc, lambda: list(cache.glob("records/*.json")), within_s)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    return proc.communicate(timeout=60)[1]
 
 
 def test_a_second_ctrl_c_while_the_finished_tasks_records_are_written_says_what_was_written(
@@ -40,20 +60,12 @@ def test_a_second_ctrl_c_while_the_finished_tasks_records_are_written_says_what_
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stopped = False
     try:
-        deadline = time.monotonic() + 300
-        while not (markers / "slow-started").exists():  # the first task is done by then
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.1)
+        # the first task is done once the second has started
+        _wait_for(proc, (markers / "slow-started").exists, 300)
         os.kill(server.proc.pid, signal.SIGSTOP)  # its write to Redis waits for an answer
         stopped = True
         proc.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + 60
-        while not list(cache.glob("records/*.json")):  # the local file is written first
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.1)
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        err = _interrupt_once_a_record_is_written(proc, cache, 60)
     finally:
         if stopped:
             os.kill(server.proc.pid, signal.SIGCONT)
@@ -89,13 +101,7 @@ def test_ctrl_c_while_a_finished_sweep_writes_its_records_says_what_was_written(
     try:
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            deadline = time.monotonic() + 300
-            while not list(cache.glob("records/*.json")):  # the local file is written first
-                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-                time.sleep(0.1)
-            time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
+            err = _interrupt_once_a_record_is_written(proc, cache, 300)
         finally:
             if proc.poll() is None:
                 proc.kill()
