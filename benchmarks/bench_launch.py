@@ -15,7 +15,7 @@ the ratio column is per-call time / raw per-call time (target for tunedsl: <= 1.
     python benchmarks/bench_launch.py                 # on a GPU: 4096 fp32, 20k calls, 5 repeats
     TRITON_INTERPRET=1 python benchmarks/bench_launch.py --quick   # on a CPU
 
-The floor (GPU only; issue 13): ``floor: CompiledKernel.run`` calls the compiled kernel's
+The floor (GPU only): ``floor: CompiledKernel.run`` calls the compiled kernel's
 launcher with every argument precomputed (grid, stream, function, packed metadata, the
 arguments), the least any Python launch can cost; ``floor + stream lookup`` also asks the
 driver for the current stream per call, as every real launch must. The ``vs floor+stream``

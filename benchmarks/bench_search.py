@@ -1,4 +1,4 @@
-"""Search at scale (issue 12), side by side: budgeted strategies against the exhaustive best.
+"""Search at scale, side by side: budgeted strategies against the exhaustive best.
 
 Three kernel families (``benchmarks/search_families.py``): ``mm``, an fp16 matmul over
 BLOCK_M, BLOCK_N, BLOCK_K in 16..256, GROUP_M, warps and stages with a shared-memory and

@@ -1,4 +1,4 @@
-"""Replay the search strategies against the stored H100 tables (issue 12; a simulation, no GPU).
+"""Replay the search strategies against the stored H100 tables (a simulation, no GPU).
 
 ``benchmarks/data/search_*.json`` hold the median time of EVERY valid configuration of a
 family, measured on the H100 by ``bench_search.py``. This script runs each strategy through

@@ -1,4 +1,4 @@
-"""Timing modes for microsecond kernels (issue 13): event timing against CUDA-graph timing.
+"""Timing modes for microsecond kernels: event timing against CUDA-graph timing.
 
 A kernel of a few microseconds is tuned three times, each in a fresh process with empty
 caches: ``timing="events"`` (one launch between two events, launch overhead included),

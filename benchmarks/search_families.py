@@ -1,4 +1,4 @@
-"""The kernel families of ``bench_search.py`` (issue 12): kernels, spaces and problems.
+"""The kernel families of ``bench_search.py``: kernels, spaces and problems.
 
 Three families, each a ``Family``: its Triton kernel, the axes of its space, the constraint
 that makes a configuration valid (shared memory and registers), its shape presets and how

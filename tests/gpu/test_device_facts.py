@@ -1,4 +1,4 @@
-"""Device facts are per device (issue 9 item 6): each visible GPU's own facts, and the
+"""Device facts are per device: each visible GPU's own facts, and the
 key names the device only on a host whose GPUs are of more than one model."""
 
 from __future__ import annotations

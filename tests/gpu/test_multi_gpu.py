@@ -1,4 +1,4 @@
-"""Tuning on every GPU of a host (issue 14): two GPUs tune the anchor's 48-configuration
+"""Tuning on every GPU of a host: two GPUs tune the anchor's 48-configuration
 matmul to the same choice as one GPU, the leaders raced on the caller's GPU."""
 
 from __future__ import annotations

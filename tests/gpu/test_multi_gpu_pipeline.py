@@ -1,4 +1,4 @@
-"""Multi-GPU tuning's pipeline on two GPUs (issue 14): a configuration that makes an illegal
+"""Multi-GPU tuning's pipeline on two GPUs: a configuration that makes an illegal
 memory access inside a part fails alone, and the rest of its part, answered "retry" by the
 poisoned worker, is opened again by a fresh one (``isolated_worker.py``'s ``open``)."""
 

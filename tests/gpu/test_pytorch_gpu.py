@@ -1,4 +1,4 @@
-"""tunedsl inside PyTorch on a real CUDA GPU (issue 13): crash-isolated workers, CUDA-graph
+"""tunedsl inside PyTorch on a real CUDA GPU: crash-isolated workers, CUDA-graph
 timing, sites under CUDA-graph capture, and ``tunedsl.torch_op`` under ``torch.compile``.
 
 Skipped without a GPU (see tests/conftest.py); the lead runs these on the device machine.

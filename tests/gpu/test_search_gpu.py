@@ -1,4 +1,4 @@
-"""Search strategies on a real kernel (GPU, issue 12): each finishes within its budget,
+"""Search strategies on a real kernel (GPU): each finishes within its budget,
 records how it searched, and chooses a configuration close to the exhaustive best.
 
 The kernel is the tests' fp16 matmul (``shared_kernels.mm``) at 2048^3 over 148 valid

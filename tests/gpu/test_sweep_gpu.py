@@ -1,5 +1,4 @@
-"""``tunedsl sweep`` on Ray with one actor per GPU (``num_gpus=1``), on a host with two GPUs
-(issue 14). Also prints the sweep's throughput with one actor and with two (for
+"""``tunedsl sweep`` on Ray with one actor per GPU (``num_gpus=1``), on a host with two GPUs. Also prints the sweep's throughput with one actor and with two (for
 ``docs/scale-out.md``; printed, never asserted).
 
     python -m pytest -q -s tests/gpu/test_sweep_gpu.py

@@ -1,9 +1,9 @@
-"""Issue 10, a new user's first hour, end to end: real scripts under ``tunedsl run`` in
+"""A new user's first hour, end to end: real scripts under ``tunedsl run`` in
 subprocesses, real Triton kernels under the interpreter, real terminals (a pty), real ruff.
 
-Items: 5 (the interpreter turns itself on without a GPU driver), 7 (mistakes at the user's
-line), 10 (progress on a terminal), 11 (the printed table), 12 (Jupyter, --plot, env),
-13 (interpreter twins measured once), 14 (CLI polish), 15 (lint), 9 (IPython imports DSL).
+Covered: the interpreter turning itself on without a GPU driver, mistakes shown at the
+user's line, progress on a terminal, the printed table, Jupyter, --plot and env, interpreter
+twins measured once, CLI polish, lint, IPython importing DSL modules.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def tunedsl(tmp_path: Path, *argv: str, **kw) -> subprocess.CompletedProcess[str
 no_gpu = pytest.mark.skipif(gpu_driver_present(), reason="this machine has a GPU driver")
 
 
-# -- item 5 -------------------------------------------------------------------------------------
+# -- the interpreter without a GPU driver -------------------------------------------------------
 @no_gpu
 def test_tunedsl_run_turns_the_interpreter_on_without_a_gpu(tmp_path: Path) -> None:
     path = script(tmp_path)
@@ -158,7 +158,7 @@ def test_a_dsl_error_in_a_module_the_hook_imports_shows_no_front_end_frames(
         assert internal not in proc.stderr, proc.stderr
 
 
-# -- item 7 -------------------------------------------------------------------------------------
+# -- mistakes at the user's line ----------------------------------------------------------------
 def test_a_kernel_without_jit_is_reported_at_the_users_line_only(tmp_path: Path) -> None:
     path = script(tmp_path, decorator="")
     proc = tunedsl(tmp_path, "run", str(path))
@@ -246,7 +246,7 @@ def test_expand_check_finds_an_empty_axis(tmp_path: Path) -> None:
     assert "space= field `tile` has no values" in proc.stderr
 
 
-# -- items 10, 11, 13 ---------------------------------------------------------------------------
+# -- progress, the printed table, interpreter twins ---------------------------------------------
 def test_progress_line_on_a_real_terminal(tmp_path: Path) -> None:
     path = script(tmp_path, progress_at_once=True)
     master, slave = pty.openpty()
@@ -314,7 +314,7 @@ def test_interpreter_twins_are_measured_once(tmp_path: Path) -> None:
     assert len(result.timings) == 6
 
 
-# -- item 12 ------------------------------------------------------------------------------------
+# -- Jupyter, --plot, env -----------------------------------------------------------------------
 def test_launch_result_renders_as_a_table_in_jupyter(tmp_path: Path) -> None:
     import torch
     from runtime_helpers import call, site
@@ -357,7 +357,7 @@ def test_cache_show_plot_import_from_stdin_and_env(tmp_path: Path) -> None:
     assert data["settings"]["TRITON_INTERPRET"] == "'1'"
 
 
-# -- item 14 ------------------------------------------------------------------------------------
+# -- CLI polish ---------------------------------------------------------------------------------
 def test_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
     big = tmp_path / "big.py"
     body = "".join(f"x{i} = {i}\n" for i in range(20000))
@@ -383,7 +383,7 @@ def test_precompile_json_and_target_without_workload(tmp_path: Path) -> None:
     )
 
 
-# -- item 15 ------------------------------------------------------------------------------------
+# -- lint ---------------------------------------------------------------------------------------
 def test_lint_reports_ruff_findings_at_the_original_positions(tmp_path: Path) -> None:
     ruff = Path(sys.executable).parent / "ruff"
     if not ruff.exists() and shutil.which("ruff") is None:
@@ -414,7 +414,7 @@ def test_lint_without_ruff_says_how_to_get_it(tmp_path: Path) -> None:
     assert "ruff is not installed" in proc.stderr and "pip install ruff" in proc.stderr
 
 
-# -- item 8 -------------------------------------------------------------------------------------
+# -- key buckets --------------------------------------------------------------------------------
 def test_key_buckets_keep_tritons_specialization(tmp_path: Path) -> None:
     """docs/runtime.md's example: key=n // 1024 merges sizes only within one Triton kernel."""
     import torch

@@ -1,6 +1,6 @@
-"""Issue 9: decisions that stay right (prune, verify, keys, hooks, threads, table bound).
+"""Decisions that stay right (prune, verify, keys, hooks, threads, table bound).
 
-Each test reproduces one item of issue 9 with real kernels under the interpreter and fails
+Each test reproduces one fault with real kernels under the interpreter and fails
 on the code before the fix.
 """
 

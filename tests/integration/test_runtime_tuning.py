@@ -164,7 +164,7 @@ def test_non_literal_space_and_options_come_from_lazy() -> None:
         a.numel(),
         lazy=lambda: ({"tile": [128, 512]}, {}, {"effort": "quick"}),
     )
-    # (Two configurations: a space of one is launched, never tuned; issue 9 item 8.)
+    # (Two configurations: a space of one is launched, never tuned.)
     assert res.config in (Config(tile=128), Config(tile=512)) and res.record.effort == "quick"
 
 

@@ -1,5 +1,5 @@
 """The search engine on the real miss path: search=/seed=/budget= through a site, real
-kernels under the interpreter (issue 12: strategies, records, continuing, failures)."""
+kernels under the interpreter (strategies, records, continuing, failures)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 9, item 16: a process waiting on another's key lock says who holds it, and gives up
+"""A process waiting on another's key lock says who holds it, and gives up
 after ``TUNEDSL_LOCK_TIMEOUT`` (then tunes without the lock). Real processes: the holder is
 stopped with SIGSTOP, as a tuner suspended with Ctrl-Z or by a debugger is."""
 

@@ -1,4 +1,4 @@
-"""Issue 9, items 18 to 20: records get bytecode's trust rule, record files are read safely,
+"""Records get bytecode's trust rule, record files are read safely,
 and ``tunedsl cache`` removes only what it wrote and fails clearly. Real files, real
 subprocesses (the CLI as a user runs it)."""
 
@@ -79,7 +79,7 @@ def _one_line_error(out: subprocess.CompletedProcess[str], *words: str) -> None:
         assert word in lines[0], lines[0]
 
 
-# -- item 18: the trust rule -------------------------------------------------------------
+# -- the trust rule -----------------------------------------------------------------------
 
 
 @pytest.mark.needs_triton
@@ -146,7 +146,7 @@ def test_import_of_dev_zero_and_of_a_fifo_fail_cleanly(tmp_path: Path) -> None:
     _one_line_error(cache_cmd(env, "import", str(big)), "limit")
 
 
-# -- item 19: clear ----------------------------------------------------------------------
+# -- clear --------------------------------------------------------------------------------
 
 
 def _fake_record(digest: str) -> dict:
@@ -255,7 +255,7 @@ def test_clear_empty_filters_and_short_ids_are_usage_errors(tmp_path: Path) -> N
     assert "removed 1 record" in cache_cmd(env, "clear", "abab").stdout
 
 
-# -- item 20: export errors --------------------------------------------------------------
+# -- export errors ------------------------------------------------------------------------
 
 
 def test_export_errors_are_one_line(tmp_path: Path) -> None:

@@ -56,8 +56,8 @@ def _calls(tree: ast.AST) -> list[tuple[str, str, int]]:
 
 # The exceptions: pipes between a process and its own child, which no one else holds, never
 # a file or a cache. The isolated measurement worker unpickles what its parent writes to its
-# stdin (the kernel by value, issue 13); the forked compile workers and their parent unpickle
-# each other's jobs and answers (``backends/compile_processes.py``, issue 12).
+# stdin (the kernel by value); the forked compile workers and their parent unpickle
+# each other's jobs and answers (``backends/compile_processes.py``).
 PIPE_UNPICKLERS = {
     ("cloudpickle", "loads", "isolated_worker.py"),
     ("pickle", "loads", "compile_processes.py"),

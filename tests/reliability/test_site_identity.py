@@ -1,4 +1,4 @@
-"""Issue 9, items 13, 14 and 21: a site's records survive edits elsewhere in its file and
+"""A site's records survive edits elsewhere in its file and
 upgrades that cannot change the best choice; old records are migrated; ``cache gc`` and
 ``cache ls`` tell rows apart. Real scripts under ``tunedsl run``, real records."""
 
@@ -89,7 +89,7 @@ def test_edits_above_a_site_keep_its_records(tmp_path: Path) -> None:
     again = _results(run_tunedsl(script, env))
     assert [s for s, _ in again] == ["disk", "disk"]
     assert len(record_files(cache)) == 2
-    # Each record knows where its site is, with a 1-based column (item 21).
+    # Each record knows where its site is, with a 1-based column.
     locations = sorted(load_json(p)["location"] for p in record_files(cache))
     assert all(loc.startswith(str(script)) for loc in locations)
     assert {loc.rsplit(":", 1)[1] for loc in locations} == {"13", "14"}  # 0-based 12 and 13
@@ -157,7 +157,7 @@ def test_ls_tells_rows_apart_and_counts_columns_from_one(tmp_path: Path) -> None
 
 def test_ls_of_a_legacy_record_shows_its_column_from_one(tmp_path: Path) -> None:
     """Item 21: a record named `file:line:col` (0-based, tunedsl 0.1) is listed 1-based;
-    control characters in a record are escaped, not sent to the terminal (item 20)."""
+    control characters in a record are escaped, not sent to the terminal."""
     cache = tmp_path / "cache"
     env = child_env(cache)
     _results(run_tunedsl(_project(tmp_path), env))

@@ -1,4 +1,4 @@
-"""Issue 10, the pure parts: boolean knobs, TRITON_PRINT_AUTOTUNING, the progress line and
+"""A new user's first hour, the pure parts: boolean knobs, TRITON_PRINT_AUTOTUNING, the progress line and
 its log events, precompile's key column, the interpreter's gallery report, packaging data.
 
 No torch or triton here (this file also runs on the other Pythons of CI)."""
@@ -15,7 +15,7 @@ from tunedsl import knobs
 from tunedsl.errors import UsageError
 
 
-# -- item 6: boolean knobs are validated like the others ----------------------------------------
+# -- boolean knobs are validated like the others ----------------------------------------
 @pytest.mark.parametrize(
     "name, reader",
     [
@@ -59,7 +59,7 @@ def test_safe_mode_turns_off_every_fast_path_or_the_named_ones(monkeypatch) -> N
         knobs.fused_launch()
 
 
-# -- item 11: Triton's own spelling --------------------------------------------------------------
+# -- Triton's own spelling --------------------------------------------------------------
 def test_triton_print_autotuning_turns_the_table_on(monkeypatch) -> None:
     monkeypatch.delenv("TUNEDSL_PRINT_AUTOTUNING", raising=False)
     monkeypatch.delenv("TRITON_PRINT_AUTOTUNING", raising=False)
@@ -76,7 +76,7 @@ def test_every_setting_is_listed_for_tunedsl_env() -> None:
     assert read <= set(knobs.SETTINGS), read - set(knobs.SETTINGS)
 
 
-# -- item 10: the progress line and the log events ----------------------------------------------
+# -- the progress line and the log events ----------------------------------------------
 class Terminal(io.StringIO):
     """A text stream that says it is a terminal (what a pty gives the real process)."""
 
@@ -148,7 +148,7 @@ def test_the_log_carries_the_same_events(monkeypatch, caplog) -> None:
     assert levels == {logging.INFO}
 
 
-# -- item 14: summary rows are not cut in the middle of a key ------------------------------------
+# -- summary rows are not cut in the middle of a key ------------------------------------
 def test_precompile_key_column_keeps_whole_items() -> None:
     from tunedsl.cli.precompile import _key_text
 
@@ -160,7 +160,7 @@ def test_precompile_key_column_keeps_whole_items() -> None:
     assert _key_text({"n": 4}) == "{n=4}"
 
 
-# -- item 13: no speed-ups under the interpreter -------------------------------------------------
+# -- no speed-ups under the interpreter -------------------------------------------------
 def test_interpreted_results_show_no_speedups(tmp_path) -> None:
     from tunedsl.gallery.report import INTERPRETED_CELL, render_markdown, report_json
     from tunedsl.gallery.result import ExampleResult

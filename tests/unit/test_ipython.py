@@ -179,7 +179,7 @@ def test_functions_of_two_cells_keep_their_own_sites(shell) -> None:
 
 
 def test_cells_can_import_dsl_modules(shell, tmp_path, monkeypatch) -> None:
-    """Issue 10, item 9: ``%load_ext tunedsl`` installs the import hook as well."""
+    """``%load_ext tunedsl`` installs the import hook as well."""
     from tunedsl import activate
 
     (tmp_path / "dsl_cell_mod.py").write_text(

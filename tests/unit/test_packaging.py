@@ -1,4 +1,4 @@
-"""Issue 10, items 1-3: what the sdist and the wheel carry, built the way pip builds them
+"""What the sdist and the wheel carry, built the way pip builds them
 (the sdist from the checkout, the wheel from the unpacked sdist)."""
 
 from __future__ import annotations
