@@ -317,3 +317,98 @@ def test_a_heuristic_partials_bound_values_are_part_of_the_kernel(
     first, same, other = importlib.import_module("ks_heuristic_partials").partial_hashes()
     assert first == same
     assert other != first
+
+
+EXEC_SCRIPT = """\
+import sys
+
+import torch
+
+from tunedsl import autotune_launch, cdiv
+
+SOURCE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale(x, y, n, TILE: tl.constexpr):
+    o = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = o < n
+    tl.store(y + o, tl.load(x + o, mask=m) * FACTOR, mask=m)
+'''
+namespace = {}
+exec(compile(SOURCE.replace("FACTOR", sys.argv[1]), "<generated>", "exec"), namespace)
+scale = namespace["scale"]
+x = torch.arange(300, dtype=torch.float32)
+y = torch.empty_like(x)
+res = autotune_launch(
+    scale,
+    space={"TILE": [64, 128]},
+    grid=lambda cfg: (cdiv(300, cfg.TILE),),
+    args=lambda cfg: (x, y, 300),
+    kwargs=lambda cfg: {"TILE": cfg.TILE},
+)
+assert torch.equal(y, x * float(sys.argv[1]))
+print(res.source)
+"""
+
+
+def test_a_kernel_made_by_exec_finds_its_record_in_the_next_process(tmp_path: Path) -> None:
+    """A kernel whose source Python cannot read back (made by ``exec``, as code generators
+    make them; Triton's interpreter runs it) is known by its code, not by an address: the
+    next process uses its record, and a kernel whose code differs (another constant) is
+    another kernel that tunes."""
+    import os
+    import subprocess
+
+    script = tmp_path / "generated.py"
+    script.write_text(EXEC_SCRIPT)
+    env = {**os.environ, "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "1"}
+
+    def run(factor: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(script), factor], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()[-1]
+
+    assert run("2") == "tuned"
+    assert run("2") == "disk"
+    assert run("3") == "tuned"
+
+
+EXEC_HEURISTICS = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x + offs, 1.0, mask=offs < n)
+
+
+def hashes():
+    from tunedsl.backends import triton as bt
+
+    out = []
+    for text in ("lambda args: 64", "lambda args: 64", "lambda args: 128"):
+        block = eval(compile(text, "<generated>", "eval"))
+        out.append(bt.kernel_info(triton.heuristics({"BLOCK": block})(k)).source_hash)
+    return out
+"""
+
+
+def test_heuristics_made_by_exec_that_differ_by_a_constant_are_other_kernels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two heuristic functions without a source file whose bytecode is the same but whose
+    constants differ (``lambda args: 64`` and ``lambda args: 128``) compute another
+    ``BLOCK``, so they launch other kernels and must not share records; the same text
+    made twice is the same kernel."""
+    (tmp_path / "ks_exec_heuristics.py").write_text(EXEC_HEURISTICS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first, same, other = importlib.import_module("ks_exec_heuristics").hashes()
+    assert first == same
+    assert other != first

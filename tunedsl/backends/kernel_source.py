@@ -71,10 +71,41 @@ def reads_program_count(kernel: Any) -> bool:
 
 
 def _source(fn: Any) -> str:
+    """``fn``'s source; for a function without a source file (made by ``exec``), its name
+    and code (``code_text``): the same in every process, so its records are found again."""
     try:
         return inspect.getsource(fn)
     except (OSError, TypeError):
-        return repr(fn)
+        code = getattr(fn, "__code__", None)
+        if isinstance(code, types.CodeType):
+            return f"{getattr(fn, '__qualname__', '?')}\0{code_text(code)}"
+        return repr(fn)  # unique to this process: never taken for another kernel
+
+
+def code_text(code: types.CodeType) -> str:
+    """A code object as text that every process gives alike: its bytecode, its constants
+    (nested code objects in turn, sets sorted; no address), and the names it uses. The
+    bytecode alone would not tell ``lambda a: 64`` from ``lambda a: 128``."""
+
+    def const(value: Any) -> str:
+        if isinstance(value, types.CodeType):
+            return f"<code {code_text(value)}>"
+        if isinstance(value, frozenset):
+            return "frozenset(" + ",".join(sorted(const(v) for v in value)) + ")"
+        if isinstance(value, tuple):
+            return "(" + ",".join(const(v) for v in value) + ")"
+        return repr(value)
+
+    return "\0".join(
+        [
+            code.co_code.hex(),
+            ",".join(const(c) for c in code.co_consts),
+            ",".join(code.co_names),
+            ",".join(code.co_varnames),
+            ",".join(code.co_freevars),
+            f"{code.co_argcount},{code.co_kwonlyargcount},{code.co_flags}",
+        ]
+    )
 
 
 class _Reads(NamedTuple):
@@ -257,7 +288,7 @@ def _plain(value: Any) -> bool:
 def _stable_source(f: Any) -> str:
     """A heuristic's source; for a callable that is no function (a ``functools.partial``, an
     object with ``__call__``), its function's source or its type; for a function without a
-    source file, its name and bytecode: never a ``repr`` holding an address, which would
+    source file, its name and code (``code_text``): never a ``repr`` holding an address, which would
     name another kernel in every process."""
     inner = getattr(f, "func", None)  # functools.partial
     if not inspect.isfunction(f) and inspect.isfunction(inner):
@@ -271,4 +302,4 @@ def _stable_source(f: Any) -> str:
     try:
         return inspect.getsource(f)
     except (OSError, TypeError):
-        return f"{f.__qualname__}\0{f.__code__.co_code.hex()}"
+        return f"{f.__qualname__}\0{code_text(f.__code__)}"
