@@ -1,6 +1,6 @@
 """A Ctrl-C that lands just as a writer has made its temporary file leaves no temporary file
-behind: ``store/atomic`` (records, bytecode entries, rules, ``cache import``) and the bundle
-``cache export`` writes. The interrupt is raised the moment ``os.open`` returns, before its
+behind: ``store/atomic`` (records, bytecode entries, rules, ``cache import``, stored binaries) and
+the bundle ``cache export`` writes. The interrupt is raised the moment ``os.open`` returns, before its
 descriptor or name reaches the writer: the window a real Ctrl-C of ``cache import`` hit in
 about half of its runs (real files, a real ``KeyboardInterrupt``)."""
 
@@ -18,12 +18,13 @@ from tunedsl.store import atomic
 
 
 @contextmanager
-def interrupted_after_open() -> Iterator[list[int]]:
-    """Raise KeyboardInterrupt as the first ``os.open`` of the block returns (the file made)."""
+def interrupted_after_open(made_by: object = os.open) -> Iterator[list[int]]:
+    """Raise KeyboardInterrupt as the block's first call of ``made_by`` (``os.open``,
+    ``os.mkdir``) returns: the file or directory made, its name not yet returned."""
     fired: list[int] = []
 
     def profile(frame: object, event: str, arg: object) -> None:
-        if event == "c_return" and arg is os.open:
+        if event == "c_return" and arg is made_by:
             sys.setprofile(None)
             fired.append(1)
             raise KeyboardInterrupt
@@ -65,3 +66,15 @@ def test_ctrl_c_as_the_temporary_file_is_made_leaves_nothing(tmp_path: Path, wri
     finally:
         os.close(dir_fd)
     assert len(os.listdir(tmp_path)) == 1
+
+
+def test_ctrl_c_as_a_binaries_entrys_temporary_directory_is_made_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    entry = tmp_path / ("ab" * 32)
+    with interrupted_after_open(os.mkdir) as fired, pytest.raises(KeyboardInterrupt):
+        atomic.write_directory(entry, {"k.cubin": b"\x00"})
+    assert fired == [1]
+    assert sorted(os.listdir(tmp_path)) == []
+    atomic.write_directory(entry, {"k.cubin": b"\x00"})
+    assert sorted(os.listdir(tmp_path)) == [entry.name]

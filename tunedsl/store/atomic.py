@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -112,8 +111,16 @@ def write_directory(path: Path, files: Mapping[str, bytes], *, durable: bool = T
     go into a temporary directory beside it, which is renamed into place (the stored kernel
     binaries: a reader sees no entry or the whole entry). Raises ``OSError`` when ``path``
     exists and is not empty (another writer stored it first: the caller decides)."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name[:16]}.", suffix=TEMP_SUFFIX, dir=path.parent))
-    try:
+    import secrets
+
+    tmp: Path | None = None
+    try:  # named before it is made: a Ctrl-C as it is made still removes it
+        while tmp is None:
+            tmp = path.parent / f".{path.name[:16]}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+            try:
+                os.mkdir(tmp, 0o700)
+            except FileExistsError:
+                tmp = None  # another writer's: never ours to remove
         for name, data in files.items():
             with open(tmp / name, "wb") as fh:
                 fh.write(data)
@@ -122,8 +129,9 @@ def write_directory(path: Path, files: Mapping[str, bytes], *, durable: bool = T
                     os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(tmp)
 
 
 def write_json(path: Path, obj: Any, *, durable: bool = True, dir_fd: int | None = None) -> None:
