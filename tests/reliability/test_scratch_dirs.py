@@ -72,3 +72,68 @@ def test_a_scratch_directory_left_without_its_lock_file_is_removed_after_an_hour
     os.utime(old, (hour_ago, hour_ago))
     assert paths.remove_abandoned_scratch("tunedsl-sweep-") == 1
     assert not old.exists() and new.exists()  # a directory being made now is left alone
+
+
+SWEPT = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(c + i, tl.load(a + i, mask=i < n) + tl.load(b + i, mask=i < n), mask=i < n)
+
+
+@workload
+def warm():
+    a, b = torch.ones(40), torch.ones(40)
+    c = torch.empty_like(a)
+    autotune(space=dict(tile=[16, 32]), blocks=cdiv(40, $tile), vadd(a, b, c, 40, TILE=$tile))
+"""
+
+
+def _open_to_others(directory: Path) -> None:
+    """Make ``directory`` writable by everyone (not sticky): as the second local user when
+    running as root, else as this user."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and os.access("/usr/bin/python3", os.X_OK):
+        directory.parent.chmod(0o755)
+        made = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+             "-I", "-c", f"import os; os.mkdir({str(directory)!r}); os.chmod({str(directory)!r}, 0o777)"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if made.returncode == 0:
+            return
+    directory.mkdir()
+    directory.chmod(0o777)
+
+
+@pytest.mark.needs_triton
+def test_a_sweep_whose_tmpdir_others_can_write_stops_before_measuring_naming_tmpdir(
+    tmp_path: Path,
+) -> None:
+    # Another user can rename what lies in a directory open to writes without the sticky
+    # bit: the task's records directory there was refused (rightly), so the sweep measured
+    # every key, threw the records away and said "0 records written, 0 failed".
+    from rel_helpers import child_env
+
+    shared = tmp_path / "open" / "scratch"
+    shared.parent.mkdir()
+    _open_to_others(shared)
+    script = tmp_path / "swept.py"
+    script.write_text(SWEPT.lstrip())
+    env = child_env(tmp_path / "cache", TMPDIR=str(shared))
+    out = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "sweep", "--no-ray", str(script)],
+        env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    assert f"TMPDIR={shared}" in out.stderr and "writable by group or others" in out.stderr
+    assert "set TMPDIR to a directory of your own" in out.stderr, out.stderr
+    assert "records written" not in out.stdout + out.stderr
+    assert list(shared.iterdir()) == []  # nothing made there is left

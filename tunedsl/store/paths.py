@@ -380,12 +380,14 @@ SCRATCH_ALIVE = ".alive"
 def scratch_dir(prefix: str) -> Iterator[Path]:
     """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
     (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). First removes
-    the ones of this user's killed processes (``remove_abandoned_scratch``)."""
+    the ones of this user's killed processes (``remove_abandoned_scratch``). A ``UsageError``
+    naming ``TMPDIR`` where another user could swap it (the chain rule of the cache)."""
     import shutil
     import tempfile
 
     remove_abandoned_scratch(prefix)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        _refuse_untrusted_scratch(tmp)
         fd = _locked_alive(tmp)
         try:
             yield Path(tmp)
@@ -393,6 +395,31 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
             if fd is not None:  # removed while locked: never taken for a killed process's
                 shutil.rmtree(tmp, ignore_errors=True)
                 os.close(fd)
+
+
+def check_scratch() -> None:
+    """Raise ``scratch_dir``'s ``UsageError`` now, before any work, where ``TMPDIR`` cannot
+    hold a private scratch directory."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as tmp:
+        _refuse_untrusted_scratch(tmp)
+
+
+def _refuse_untrusted_scratch(tmp: str) -> None:
+    """A ``UsageError`` naming ``TMPDIR`` when another user could swap the new scratch
+    directory ``tmp`` (the cache's chain rule): nothing kept there would be trusted."""
+    why = untrusted_output_dir(Path(tmp))
+    if why is not None:
+        import tempfile
+
+        from tunedsl.errors import UsageError
+
+        raise UsageError(
+            f"cannot keep a private scratch directory in TMPDIR={tempfile.gettempdir()} "
+            f"({why}): set TMPDIR to a directory of your own, closed to writes by others "
+            "(or sticky, as /tmp is)"
+        )
 
 
 def _locked_alive(directory: str) -> int | None:
