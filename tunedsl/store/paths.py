@@ -379,17 +379,19 @@ SCRATCH_ALIVE = ".alive"
 @contextlib.contextmanager
 def scratch_dir(prefix: str) -> Iterator[Path]:
     """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
-    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). First removes
-    the ones of this user's killed processes (``remove_abandoned_scratch``). A ``UsageError``
-    naming ``TMPDIR`` where another user could swap it (the chain rule of the cache)."""
+    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). A
+    ``UsageError`` naming ``TMPDIR`` where another user could swap it (the chain rule of the
+    cache), before anything there is removed: there they could rename any directory of this
+    user's to a scratch name. Then removes the ones this user's killed processes left
+    (``remove_abandoned_scratch``)."""
     import shutil
     import tempfile
 
-    remove_abandoned_scratch(prefix)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        _refuse_untrusted_scratch(tmp)
+        _refuse_untrusted_scratch(tmp)  # first: there, another user names what is removed
         fd = _locked_alive(tmp)
         try:
+            remove_abandoned_scratch(prefix)
             yield Path(tmp)
         finally:
             if fd is not None:  # removed while locked: never taken for a killed process's
