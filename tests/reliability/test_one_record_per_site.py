@@ -9,8 +9,10 @@ Real subprocesses, real kernels under Triton's interpreter, real record files.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,34 @@ def test_a_record_under_the_module_name_identity_is_found_and_moved(
     assert _result(run_tunedsl(mm, env)) == ("disk", site, digest)
     [moved] = record_files(cache)
     assert moved.stem == digest and json.loads(moved.read_text())["site"] == site
+
+
+@pytest.mark.parametrize("change", ["blocks= edited", "another file of the same name"])
+def test_a_record_under_the_module_name_identity_is_not_moved_to_another_launch(
+    tmp_path: Path, change: str
+) -> None:
+    # Records keyed by module name predate the launch text in the digest: one was moved to
+    # the site however its blocks= or $ arguments were written since, or to a file of the
+    # same name elsewhere, and served as a decision measured on other launches.
+    cache = tmp_path / "cache"
+    env = child_env(cache)
+    mm = _package(tmp_path) / "mm.py"
+    source, site, digest = _result(run_tunedsl(mm, env))
+    old = _python(env, tmp_path, "-c", TO_OLD_FORMAT, "__main__", digest)
+    assert old.returncode == 0, old.stderr
+    old_digest = old.stdout.split()[-1]
+    edited = DSL.replace("blocks=cdiv(n, $tile)", "blocks=cdiv(n, $tile) + 1")
+    if change == "blocks= edited":
+        time.sleep(0.05)  # the edit is after the record was measured
+        write_script(mm, edited)
+        target = mm
+    else:  # another project: the same package path, its own launch, written before
+        other = tmp_path / "other"
+        other.mkdir()
+        target = _package(other) / "mm.py"
+        write_script(target, edited)
+        before = json.loads((cache / "records" / f"{old_digest}.json").read_text())["timestamp"]
+        os.utime(target, (before - 60, before - 60))
+    source, new_site, new_digest = _result(run_tunedsl(target, env))
+    assert (source, new_site) == ("tuned", site) and new_digest != digest
+    assert sorted(p.stem for p in record_files(cache)) == sorted([old_digest, new_digest])

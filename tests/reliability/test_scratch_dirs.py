@@ -5,10 +5,12 @@ killed processes left: real processes, real files, real locks."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,98 @@ def test_a_scratch_directory_left_without_its_lock_file_is_removed_after_an_hour
     os.utime(old, (hour_ago, hour_ago))
     assert paths.remove_abandoned_scratch("tunedsl-sweep-") == 1
     assert not old.exists() and new.exists()  # a directory being made now is left alone
+
+
+SWEPT = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(c + i, tl.load(a + i, mask=i < n) + tl.load(b + i, mask=i < n), mask=i < n)
+
+
+@workload
+def warm():
+    a, b = torch.ones(40), torch.ones(40)
+    c = torch.empty_like(a)
+    autotune(space=dict(tile=[16, 32]), blocks=cdiv(40, $tile), vadd(a, b, c, 40, TILE=$tile))
+"""
+
+
+@pytest.fixture
+def open_tmpdir() -> Iterator[Path]:
+    """A directory in the temporary directory that everyone can write (not sticky), owned by
+    the second local user (uid 65534) when running as root."""
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-test-open-"))
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        os.chown(shared, 65534, 65534)
+    shared.chmod(0o777)
+    try:
+        yield shared
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.mark.needs_triton
+def test_a_sweep_whose_tmpdir_others_can_write_stops_before_measuring_naming_tmpdir(
+    tmp_path: Path, open_tmpdir: Path
+) -> None:
+    # Another user can rename what lies in a directory open to writes without the sticky
+    # bit: the task's records directory there was refused (rightly), so the sweep measured
+    # every key, threw the records away and said "0 records written, 0 failed".
+    from rel_helpers import child_env
+
+    shared = open_tmpdir
+    script = tmp_path / "swept.py"
+    script.write_text(SWEPT.lstrip())
+    env = child_env(tmp_path / "cache", TMPDIR=str(shared))
+    out = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "sweep", "--no-ray", str(script)],
+        env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    assert f"TMPDIR={shared}" in out.stderr, out.stderr
+    assert "owned by another user" in out.stderr or "writable by group or others" in out.stderr
+    assert "set TMPDIR to a directory of your own" in out.stderr, out.stderr
+    assert "records written" not in out.stdout + out.stderr
+    assert list(shared.iterdir()) == []  # nothing made there is left
+
+
+def test_no_directory_is_removed_from_a_tmpdir_another_user_can_rename_in(
+    open_tmpdir: Path,
+) -> None:
+    # In a TMPDIR open to writes (not sticky) the other user renames any of this user's
+    # directories there to a scratch name: one left an hour ago was removed as a killed
+    # process's scratch directory before the directory was refused.
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        pytest.skip("needs root, to act as a second local user (uid 65534)")
+    shared = open_tmpdir
+    if shutil.which("setpriv") is None or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs setpriv and /usr/bin/python3 to act as a second local user")
+    data = shared / "results"
+    data.mkdir()
+    (data / "weeks-of-work.txt").write_text("keep me")
+    hour_ago = time.time() - 2 * 3600
+    os.utime(data, (hour_ago, hour_ago))
+    renamed = shared / "tunedsl-claims-planted"
+    attack = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+         "-I", "-c", f"import os; os.rename({str(data)!r}, {str(renamed)!r})"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert attack.returncode == 0, attack.stderr
+    use = "from tunedsl.store import paths\nwith paths.scratch_dir('tunedsl-claims-'):\n    pass\n"
+    out = subprocess.run(
+        [sys.executable, "-c", use], env={**os.environ, "TMPDIR": str(shared)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode != 0 and f"TMPDIR={shared}" in out.stderr, out.stderr
+    assert (renamed / "weeks-of-work.txt").read_text() == "keep me"
+    assert sorted(p.name for p in shared.iterdir()) == [renamed.name]

@@ -151,3 +151,53 @@ def test_gallery_makes_its_report_directory_private_under_umask_0(tmp_path: Path
     assert (out / "report.md").is_file(), done.stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o700
     assert stat.S_IMODE(out.parent.stat().st_mode) == 0o700
+
+
+PLANTED = """
+import os, sys
+project = sys.argv[1]
+with open(os.path.join(project, "planted.py"), "w") as fh:
+    fh.write(
+        "import os\\n"
+        "from tunedsl import workload\\n"
+        "open(os.path.join(os.path.dirname(__file__), 'pwned'), 'w').close()\\n"
+        "@workload\\n"
+        "def w():\\n"
+        "    pass\\n"
+    )
+"""
+
+MINE = """
+import os
+
+from tunedsl import workload
+
+
+@workload
+def mine():
+    open(os.path.join(os.path.dirname(__file__), "mine-ran"), "w").close()
+"""
+
+
+@pytest.mark.needs_triton
+def test_precompile_of_a_directory_never_imports_a_file_another_user_could_write() -> None:
+    # `tunedsl precompile DIR` imported every file of DIR declaring a workload, and ran it as
+    # the user: another user's file in a shared (sticky) project directory ran as root.
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as project:
+        mine = project / "mine.py"
+        mine.write_text(MINE.lstrip())
+        swap_attack.attacker_step(PLANTED, str(project))
+        env = child_env(project / "cache")
+        out = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "precompile", str(project)],
+            env=env, capture_output=True, text=True, timeout=300, cwd="/",
+        )  # fmt: skip
+        assert not (project / "pwned").exists(), "another user's file ran"
+        planted = project / "planted.py"
+        said = out.stdout + out.stderr
+        assert out.returncode == 1, said
+        assert f"{planted}: not imported" in said and "owned by another user" in said, said
+        assert "name the file itself" in said, said
+        assert "Traceback" not in said
+        assert (project / "mine-ran").exists(), said  # this user's own file there runs

@@ -23,7 +23,6 @@ import json
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -175,22 +174,11 @@ def export_bundle(file: str, records: Iterable[Record]) -> int:
         raise UsageError(f"cannot export to {file}: it is a directory; name a file")
     if not target.parent.is_dir():
         raise UsageError(f"cannot export to {file}: no directory {target.parent}")
-    tmp = None
     try:
-        atomic.check_replaceable(target)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "wb", buffering=1 << 20) as fh:
+        with atomic.replacing(target) as fh:
             count = _write_lines(fh, records)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        tmp = None
     except OSError as err:
         raise UsageError(f"cannot export to {file}: {err.strerror or err}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
     return count
 
 

@@ -436,6 +436,14 @@ def _import(args: argparse.Namespace) -> int:
                 ) from None
             count += 1
             written[record.digest] = record.timestamp
+    except KeyboardInterrupt:
+        print(
+            f"cache import: interrupted after importing {count} of the bundle's records into "
+            f"{root}, each whole; import the bundle again for the rest (its records already "
+            "here are written again, or kept where newer)",
+            file=sys.stderr,
+        )
+        raise
     finally:
         if count:
             os.sync()

@@ -75,8 +75,10 @@ def measure(
     """Run the workloads of ``script`` over ``shapes`` and return every record they tuned,
     until ``enough(records)`` or ``budget_s`` seconds have passed."""
     from tunedsl.precompile.sweep import plan, run_task
+    from tunedsl.store.paths import check_scratch
     from tunedsl.store.records import Record
 
+    check_scratch()  # each task keeps its records in a scratch directory
     tasks = plan(script, shapes)
     out = Measured()
     start = time.monotonic()

@@ -47,18 +47,31 @@ _WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
 
 
-def iter_python_files(paths: Sequence[str]) -> Iterator[str]:
+def iter_python_files(paths: Sequence[str], refused: list[str] | None = None) -> Iterator[str]:
     """Every ``.py`` file under ``paths`` (recursively, sorted; hidden and venv dirs skipped).
     Under a directory only regular files count: a FIFO or device named ``*.py`` would block
-    or never end."""
+    or never end; and only files no other user could have written (the trust rule of
+    ``precompile --replay``): one found there is imported and run as this user. Each file
+    left out for that is told in ``refused``; a file named itself is the user's choice."""
+    from tunedsl.store.paths import untrusted_source
+
     for path in paths:
         if os.path.isdir(path):
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
                 for name in sorted(files):
-                    full = os.path.join(root, name)
-                    if name.endswith(".py") and os.path.isfile(full):
-                        yield os.path.abspath(full)
+                    full = os.path.abspath(os.path.join(root, name))
+                    if not (name.endswith(".py") and os.path.isfile(full)):
+                        continue
+                    why = untrusted_source(full)
+                    if why is None:
+                        yield full
+                    elif refused is not None:
+                        refused.append(
+                            f"{full}: not imported: {why}, so another user could have written "
+                            "it; make it and its directories yours and closed to writes by "
+                            "others, or name the file itself to import it anyway"
+                        )
         elif os.path.isfile(path):
             yield os.path.abspath(path)
         elif os.path.exists(path):
@@ -260,7 +273,7 @@ def precompile(
     ``gpus`` (``CUDA_VISIBLE_DEVICES`` entries): one process per GPU, each tuning the keys
     it claims first (``gpu_shards.tune_on_gpus``)."""
     summary = Summary()
-    files = list(iter_python_files(paths))
+    files = list(iter_python_files(paths, summary.errors))
     with_workloads = warm_bytecode(files, summary)
     summary.workload_files = len(with_workloads)
     if target is not None and not with_workloads and not replay:

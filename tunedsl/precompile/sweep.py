@@ -4,16 +4,15 @@
 A **task** is one ``@tunedsl.workload`` of the script called with one shape (the keyword
 arguments of one entry of the shapes file; no shapes file: each workload once, without
 arguments). A task runs with its own empty records directory and no other record store (no
-``TUNEDSL_RECORDS_PATH`` record or Redis decides a key for it, and it writes none to Redis),
-so it measures every key it meets, and everything it tunes (one record per (site, key) it
-reaches) comes back to the driver as plain JSON records, validated
-there like any record file; the rest of the cache (bytecode, binaries, compile locks) is the
-user's, and a process imports the script once for all its tasks, so processes tuning side
-by side compile each variant once and a process loads each kernel once. Nothing is merged
-until every task has ended: then the records go to this machine's record files (and the
-Redis store when ``TUNEDSL_REDIS_URL`` is set), and optionally into one bundle. Ctrl-C
-cancels the running tasks and writes the records of the tasks that finished (each a whole
-tuning), but no bundle: a bundle holds a whole sweep.
+``TUNEDSL_RECORDS_PATH`` record or Redis decides a key for it, and it writes none to Redis), so
+it measures every key it meets, and everything it tunes (one record per (site, key) it reaches)
+comes back to the driver as plain JSON records, validated there like any record file; the rest
+of the cache (bytecode, binaries, compile locks) is the user's, and a process imports the
+script once for all its tasks, so processes tuning side by side compile each variant once and a
+process loads each kernel once. Nothing is merged until every task has ended: then the records
+go to this machine's record files (and the Redis store when ``TUNEDSL_REDIS_URL`` is set), and
+optionally into one bundle. Ctrl-C cancels the running tasks and writes the records of the
+tasks that finished (each a whole tuning), but no bundle: a bundle holds a whole sweep.
 
 On Ray (``tunedsl[ray]``) each actor holds ``gpus_per_task`` GPUs (``num_gpus=0`` actors on a
 machine without GPUs, for tests); a task that fails is retried once on another actor, then
@@ -35,6 +34,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl.errors import TuningError, UsageError
+from tunedsl.store.paths import check_scratch
 
 if TYPE_CHECKING:
     from tunedsl.precompile.gpu_shards import GpuChildren
@@ -423,6 +423,8 @@ def sweep(
     if gpus is not None and gpus < 1:
         raise UsageError(f"sweep: gpus={gpus}: give 1 or more processes (--gpus N)")
     shards = None if use_ray else _shards(gpus)
+    if not use_ray:  # the tasks keep their records in scratch directories here
+        check_scratch()
     # The GPUs' processes start first: they import the script while this process plans.
     children = GpuChildren(shards, {"script": os.path.abspath(script)}) if shards else None
     try:

@@ -11,7 +11,11 @@ Two older forms are looked for when a site misses:
   names).
 
 A record found is stored under the current digest and its old file (and lock) is removed
-from this machine's records directory, so ``tunedsl cache ls`` shows one row.
+from this machine's records directory, so ``tunedsl cache ls`` shows one row. Neither older
+digest held a DSL site's launch text (its ``blocks=`` and ``$`` arguments), so a DSL site's
+record is moved only from its own file, unchanged since the record was measured; otherwise
+the key is tuned again (a launch edited since, or a file of the same name elsewhere, would be
+served a decision measured on other launches).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
         old = stores.get(old_digest, expect=expect)
         if old is None or old.site != old_site:
             continue
+        if not _same_launch(subject, old):
+            return None  # tuned again, under the launch as it is written now
         new = dataclasses.replace(
             old,
             site=subject.site_id,
@@ -55,6 +61,23 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
             store.remove_record_files(old_digest)
         return new
     return None
+
+
+def _same_launch(subject: Subject, old: Any) -> bool:
+    """Whether ``old``, written under an identity whose digest had no launch text, was
+    measured on the launch the site has now: its ``blocks=`` and ``$`` arguments. Only the
+    file can tell: the record's own file (``location``), unchanged since it was measured.
+    A plain ``autotune_launch`` site has no launch text in its digest to check."""
+    import os
+
+    if subject.context["kernel"].get("launch") is None:
+        return True
+    here = identity.location(subject.site_id).rsplit(":", 2)[0]
+    there = str(old.location).rsplit(":", 2)[0]
+    try:
+        return os.path.samefile(here, there) and os.stat(here).st_mtime <= float(old.timestamp)
+    except (OSError, ValueError):  # no location, or a file gone: nothing shows it is the same
+        return False
 
 
 def _older(subject: Subject) -> list[tuple[str, dict[str, Any]]]:

@@ -19,10 +19,9 @@ import json
 import os
 import shutil
 import stat
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 TEMP_SUFFIX = ".tmp"
 
@@ -40,23 +39,58 @@ def write_bytes(
     records and binaries; a bytecode entry is cheap to rebuild and skips it). ``dir_fd``: a
     descriptor of ``path``'s directory, checked by the caller; the file is written through
     it, so a directory swapped after the check cannot redirect the write."""
-    if dir_fd is not None:
-        _write_at(dir_fd, path.name, data, prefix or f".{path.name}.", suffix, durable)
-        return
-    check_replaceable(path)
-    fd, tmp = tempfile.mkstemp(
-        prefix=prefix if prefix is not None else f".{path.name}.", suffix=suffix, dir=path.parent
-    )
+    with replacing(path, prefix=prefix, suffix=suffix, durable=durable, dir_fd=dir_fd) as fh:
+        fh.write(data)
+
+
+@contextlib.contextmanager
+def replacing(
+    path: Path,
+    *,
+    prefix: str | None = None,
+    suffix: str = TEMP_SUFFIX,
+    durable: bool = True,
+    dir_fd: int | None = None,
+) -> Iterator[IO[bytes]]:
+    """A new temporary file beside ``path``, open for writing, renamed over ``path`` when
+    the block ends without an error (``write_bytes``, and streamed writers: a bundle). An
+    error or Ctrl-C at any moment, even as the temporary file is being made, removes it:
+    its name is chosen before it is made, inside the clean-up's reach."""
+    import secrets  # here: a read (a warm start) never needs it
+
+    if dir_fd is None:
+        check_replaceable(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    head = prefix if prefix is not None else f".{path.name}."
+    tmp: str | None = None
+    fd = -1
+    owned = False  # the file object owns fd (and closes it): never closed twice
     try:
+        while fd < 0:
+            tmp = f"{head}{secrets.token_hex(6)}{suffix}"
+            if dir_fd is None:
+                tmp = os.path.join(path.parent, tmp)
+            try:
+                fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+            except FileExistsError:
+                tmp = None  # another writer's: never ours to remove
+        owned = True
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        assert tmp is not None  # the loop ends only once it made the file
+        target = path.name if dir_fd is not None else path
+        os.replace(tmp, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        tmp = None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if fd >= 0 and not owned:
+            os.close(fd)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -72,37 +106,21 @@ def check_replaceable(path: Path | str) -> None:
         raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
 
 
-def _write_at(dir_fd: int, name: str, data: bytes, prefix: str, suffix: str, durable: bool) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    import secrets  # here: a read (a warm start) never needs it
-
-    while True:
-        tmp = f"{prefix}{secrets.token_hex(6)}{suffix}"
-        try:
-            fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dir_fd)
-            break
-        except FileExistsError:
-            continue
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
-
-
 def write_directory(path: Path, files: Mapping[str, bytes], *, durable: bool = True) -> None:
     """Create the directory ``path`` holding ``files`` (name -> bytes) atomically: the files
     go into a temporary directory beside it, which is renamed into place (the stored kernel
     binaries: a reader sees no entry or the whole entry). Raises ``OSError`` when ``path``
     exists and is not empty (another writer stored it first: the caller decides)."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name[:16]}.", suffix=TEMP_SUFFIX, dir=path.parent))
-    try:
+    import secrets
+
+    tmp: Path | None = None
+    try:  # named before it is made: a Ctrl-C as it is made still removes it
+        while tmp is None:
+            tmp = path.parent / f".{path.name[:16]}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+            try:
+                os.mkdir(tmp, 0o700)
+            except FileExistsError:
+                tmp = None  # another writer's: never ours to remove
         for name, data in files.items():
             with open(tmp / name, "wb") as fh:
                 fh.write(data)
@@ -111,8 +129,9 @@ def write_directory(path: Path, files: Mapping[str, bytes], *, durable: bool = T
                     os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(tmp)
 
 
 def write_json(path: Path, obj: Any, *, durable: bool = True, dir_fd: int | None = None) -> None:

@@ -379,20 +379,49 @@ SCRATCH_ALIVE = ".alive"
 @contextlib.contextmanager
 def scratch_dir(prefix: str) -> Iterator[Path]:
     """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
-    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). First removes
-    the ones of this user's killed processes (``remove_abandoned_scratch``)."""
+    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). A
+    ``UsageError`` naming ``TMPDIR`` where another user could swap it (the chain rule of the
+    cache), before anything there is removed: there they could rename any directory of this
+    user's to a scratch name. Then removes the ones this user's killed processes left
+    (``remove_abandoned_scratch``)."""
     import shutil
     import tempfile
 
-    remove_abandoned_scratch(prefix)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        _refuse_untrusted_scratch(tmp)  # first: there, another user names what is removed
         fd = _locked_alive(tmp)
         try:
+            remove_abandoned_scratch(prefix)
             yield Path(tmp)
         finally:
             if fd is not None:  # removed while locked: never taken for a killed process's
                 shutil.rmtree(tmp, ignore_errors=True)
                 os.close(fd)
+
+
+def check_scratch() -> None:
+    """Raise ``scratch_dir``'s ``UsageError`` now, before any work, where ``TMPDIR`` cannot
+    hold a private scratch directory."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as tmp:
+        _refuse_untrusted_scratch(tmp)
+
+
+def _refuse_untrusted_scratch(tmp: str) -> None:
+    """A ``UsageError`` naming ``TMPDIR`` when another user could swap the new scratch
+    directory ``tmp`` (the cache's chain rule): nothing kept there would be trusted."""
+    why = untrusted_output_dir(Path(tmp))
+    if why is not None:
+        import tempfile
+
+        from tunedsl.errors import UsageError
+
+        raise UsageError(
+            f"cannot keep a private scratch directory in TMPDIR={tempfile.gettempdir()} "
+            f"({why}): set TMPDIR to a directory of your own, closed to writes by others "
+            "(or sticky, as /tmp is)"
+        )
 
 
 def _locked_alive(directory: str) -> int | None:
