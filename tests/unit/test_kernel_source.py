@@ -412,3 +412,46 @@ def test_heuristics_made_by_exec_that_differ_by_a_constant_are_other_kernels(
     first, same, other = importlib.import_module("ks_exec_heuristics").hashes()
     assert first == same
     assert other != first
+
+
+PLAIN_GLOBAL = """\
+import triton
+import triton.language as tl
+
+W: tl.constexpr = {width}
+OTHER = "unread"
+
+
+@triton.jit
+def fill(x, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x + offs, offs * W)
+
+
+def source_hash():
+    from tunedsl.backends import triton as bt
+
+    return bt.kernel_info(fill).source_hash
+"""
+
+
+@pytest.mark.parametrize("width", ["3", "2.5"])
+def test_a_plain_global_the_interpreter_reads_is_part_of_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, width: str
+) -> None:
+    """``W: tl.constexpr = 2`` leaves ``W`` a plain number (the annotation wraps nothing):
+    Triton refuses it in a compiled kernel, but its interpreter reads the value as the
+    kernel runs, so another value computes other results and must not reuse the record of
+    the old one. A value the kernel does not read changes nothing."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    hashes = []
+    for name, text in (
+        ("ks_plain_a", PLAIN_GLOBAL.format(width=2)),
+        ("ks_plain_b", PLAIN_GLOBAL.format(width=2).replace('"unread"', '"edited"')),
+        ("ks_plain_c", PLAIN_GLOBAL.format(width=width)),
+    ):
+        (tmp_path / f"{name}.py").write_text(text)
+        hashes.append(importlib.import_module(name).source_hash())
+    first, unread_edited, other = hashes
+    assert unread_edited == first
+    assert other != first

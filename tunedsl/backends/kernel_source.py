@@ -220,9 +220,12 @@ def _attribute(module: types.ModuleType, name: str) -> Any:
 def interpreted_source_hash(kernel: Any) -> str:
     """The hash a record made under the interpreter holds: the interpreter's functions (and
     wrappers) have no Triton hash, so the source of the kernel and of every Triton function
-    it calls, as Triton's hash covers them."""
+    it calls, as Triton's hash covers them, and the plain Python values they read."""
     fn = python_fn(kernel)
     sources = [_source(fn), *_called_sources(fn, {id(fn)}), *_heuristic_sources(kernel)]
+    python_values = _python_values_read(fn, {id(fn)})
+    if python_values:  # (a kernel reading none keeps the hash it had without this part)
+        sources.append("\0".join(["python values:", *python_values]))
     return hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest()
 
 
@@ -255,6 +258,11 @@ def _plain_values_read(f: Any) -> list[str]:
         bound = [*enumerate(getattr(f, "args", ())), *sorted(keywords.items())]
         plain = [f"{k}={canonical_json(readable_constexpr(v))}" for k, v in bound if _plain(v)]
         return plain + _plain_values_read(inner)
+    return [f"{n}={canonical_json(readable_constexpr(v))}" for n, v in _read(f) if _plain(v)]
+
+
+def _read(f: Any) -> list[tuple[str, Any]]:
+    """The globals a function's code names (sorted), then its closure's values."""
     code = getattr(f, "__code__", None)
     if not isinstance(code, types.CodeType):
         return []
@@ -271,7 +279,22 @@ def _plain_values_read(f: Any) -> list[str]:
             read.append((n, cell.cell_contents))
         except ValueError:  # a cell not yet filled
             continue
-    return [f"{n}={canonical_json(readable_constexpr(v))}" for n, v in read if _plain(v)]
+    return read
+
+
+def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
+    """``qualname.name=value`` of the plain Python values (``W = 2``, not a ``tl.constexpr``)
+    a kernel and the Triton functions it calls read from their globals or closures. Triton
+    refuses such a global in a compiled kernel; its interpreter reads the value as it runs,
+    so another value is another kernel there."""
+    out = [
+        f"{fn.__qualname__}.{n}={canonical_json(readable_constexpr(v))}"
+        for n, v in _read(fn)
+        if _plain(v) and not (is_triton_constexpr(v) or is_triton_dtype(v))
+    ]
+    for inner in _called(_globals_read(fn).found, seen):
+        out += _python_values_read(inner, seen)
+    return out
 
 
 def _plain(value: Any) -> bool:
