@@ -216,8 +216,8 @@ def test_precompile_rows_of_one_signature_show_what_prune_reads(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     keys = [line.strip() for line in proc.stdout.splitlines() if line.startswith("  {")]
     assert keys == [
-        "{x=float32[1024], out=float32[1024], n=i16, limit=i16, prune:limit=16}",
-        "{x=float32[1024], out=float32[1024], n=i16, limit=i16, prune:limit=128}",
+        "{prune:limit=16, x=float32[1024], out=float32[1024], n=i16, limit=i16}",
+        "{prune:limit=128, x=float32[1024], out=float32[1024], n=i16, limit=i16}",
     ], proc.stdout
     data = tunedsl(tmp_path, "precompile", "--json", "pruned.py", TRITON_INTERPRET="1")
     import json
@@ -242,7 +242,7 @@ def test_render_table_shortens_a_long_site_and_counts_what_does_not_fit() -> Non
     assert site.startswith(".../deeply/") and "/kernels.py:41:12 (matmul_kernel)" in site
     assert site.split()[-4:] == ["4", "0", "0", "0"]
     shown = lines[4].strip()
-    assert shown.startswith("{arg0=float16[64x64], arg1=float16[64x64], ")
+    assert shown.startswith("{key=(4096,4096), arg0=float16[64x64], arg1=float16[64x64], ")
     count = int(shown.rsplit("+", 1)[1].split()[0])
     assert len(shown[1:-1].split(", ")) - 1 + count == 13  # 12 arguments and the user key
 
