@@ -300,3 +300,29 @@ def test_a_failed_workload_is_placed_at_the_users_line(tmp_path: Path) -> None:
     assert "the launch passes nothing for `n`" in line
     assert line.endswith(f"(at {path}:15)"), line  # the autotune(...) line
     assert "tunedsl/" not in line.split("(at ")[-1]
+
+
+IDLE = PRUNED.replace(
+    "@workload\ndef warm():",
+    "@workload\ndef sized(n=None):  # sizes from `tunedsl sweep --shapes`: none here\n"
+    "    if n is not None:\n"
+    "        f(torch.empty(n), 16)\n\n\n"
+    "@workload\ndef warm():",
+)
+
+
+@pytest.mark.needs_triton
+def test_precompile_names_a_workload_that_reached_no_site(tmp_path: Path) -> None:
+    # A workload whose sizes come from `--shapes` calls no site when precompile calls it
+    # without arguments: nothing of it was compiled, and the table said nothing (exit 0),
+    # as if its kernels were warm.
+    (tmp_path / "idle.py").write_text(IDLE)
+    proc = tunedsl(tmp_path, "precompile", "idle.py", TRITON_INTERPRET="1")
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "reached no" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: "), proc.stdout
+    assert notes[0].endswith(
+        "idle.py:22: workload sized reached no autotune(...) or autotune_launch site, "
+        "so nothing of it was compiled (precompile calls a workload without arguments: "
+        "give its parameters defaults that call the sites)"
+    ), notes  # `warm`, which calls its site, is not named
