@@ -326,3 +326,15 @@ def test_precompile_names_a_workload_that_reached_no_site(tmp_path: Path) -> Non
         "so nothing of it was compiled (precompile calls a workload without arguments: "
         "give its parameters defaults that call the sites)"
     ), notes  # `warm`, which calls its site, is not named
+
+
+@no_gpu
+@pytest.mark.needs_triton
+def test_sweep_without_a_gpu_names_itself_in_the_interpreter_notice(tmp_path: Path) -> None:
+    # `tunedsl sweep --no-ray` on a machine without a GPU said "the import hook runs kernels
+    # through Triton's interpreter": a command the user never ran.
+    (tmp_path / "wl.py").write_text(PRUNED)
+    proc = tunedsl(tmp_path, "sweep", "--no-ray", "wl.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "no GPU driver found: tunedsl sweep runs kernels through" in proc.stderr, proc.stderr
+    assert "the import hook" not in proc.stderr
