@@ -281,3 +281,25 @@ def test_lint_warns_of_a_grid_truncating_a_true_division(tmp_path: Path) -> None
         "not a multiple of $tile the last, partial block is never launched; use cdiv(n, "
         "$tile) (or add `# noqa: TDS001` where the floor is meant)",
     ], proc.stdout
+
+
+def test_expand_check_takes_several_files_as_a_pre_commit_hook_passes_them(
+    tmp_path: Path,
+) -> None:
+    # pre-commit (and `git diff --name-only | xargs`) passes every staged file at once; the
+    # docs offer `expand --check` for such hooks, but it took one file and refused the rest
+    # ("unrecognized arguments").
+    good = 'from tunedsl import autotune\ndef f(k, n):\n    return autotune(space={"t": [1, 2]}, blocks=n, k(n, T=$t))\n'
+    (tmp_path / "good.py").write_text(good)
+    (tmp_path / "bad.py").write_text(good.replace("T=$t", "T=$tt"))
+    (tmp_path / "also.py").write_text(good)
+    proc = tunedsl("expand", "--check", "good.py", "bad.py", "also.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "good.py: ok" in proc.stderr and "also.py: ok" in proc.stderr, proc.stderr
+    assert "bad.py:3:" in proc.stderr and "`$tt` is not a field of `space=`" in proc.stderr
+    assert tunedsl("expand", "--check", "good.py", "also.py", cwd=tmp_path).returncode == 0
+    missing = tunedsl("expand", "--check", "good.py", "nope.py", cwd=tmp_path)
+    assert missing.returncode == 2 and "cannot open 'nope.py'" in missing.stderr
+    printed = tunedsl("expand", "good.py", "also.py", cwd=tmp_path)  # prints one module
+    assert printed.returncode == 2
+    assert "give one SCRIPT, or --check to validate several" in printed.stderr, printed.stderr
