@@ -216,8 +216,8 @@ def test_precompile_rows_of_one_signature_show_what_prune_reads(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     keys = [line.strip() for line in proc.stdout.splitlines() if line.startswith("  {")]
     assert keys == [
-        "{x=float32[1024], out=float32[1024], n=i16, limit=i16, prune:limit=16}",
-        "{x=float32[1024], out=float32[1024], n=i16, limit=i16, prune:limit=128}",
+        "{prune:limit=16, x=float32[1024], out=float32[1024], n=i16, limit=i16}",
+        "{prune:limit=128, x=float32[1024], out=float32[1024], n=i16, limit=i16}",
     ], proc.stdout
     data = tunedsl(tmp_path, "precompile", "--json", "pruned.py", TRITON_INTERPRET="1")
     import json
@@ -242,7 +242,7 @@ def test_render_table_shortens_a_long_site_and_counts_what_does_not_fit() -> Non
     assert site.startswith(".../deeply/") and "/kernels.py:41:12 (matmul_kernel)" in site
     assert site.split()[-4:] == ["4", "0", "0", "0"]
     shown = lines[4].strip()
-    assert shown.startswith("{arg0=float16[64x64], arg1=float16[64x64], ")
+    assert shown.startswith("{key=(4096,4096), arg0=float16[64x64], arg1=float16[64x64], ")
     count = int(shown.rsplit("+", 1)[1].split()[0])
     assert len(shown[1:-1].split(", ")) - 1 + count == 13  # 12 arguments and the user key
 
@@ -300,3 +300,41 @@ def test_a_failed_workload_is_placed_at_the_users_line(tmp_path: Path) -> None:
     assert "the launch passes nothing for `n`" in line
     assert line.endswith(f"(at {path}:15)"), line  # the autotune(...) line
     assert "tunedsl/" not in line.split("(at ")[-1]
+
+
+IDLE = PRUNED.replace(
+    "@workload\ndef warm():",
+    "@workload\ndef sized(n=None):  # sizes from `tunedsl sweep --shapes`: none here\n"
+    "    if n is not None:\n"
+    "        f(torch.empty(n), 16)\n\n\n"
+    "@workload\ndef warm():",
+)
+
+
+@pytest.mark.needs_triton
+def test_precompile_names_a_workload_that_reached_no_site(tmp_path: Path) -> None:
+    # A workload whose sizes come from `--shapes` calls no site when precompile calls it
+    # without arguments: nothing of it was compiled, and the table said nothing (exit 0),
+    # as if its kernels were warm.
+    (tmp_path / "idle.py").write_text(IDLE)
+    proc = tunedsl(tmp_path, "precompile", "idle.py", TRITON_INTERPRET="1")
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "reached no" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: "), proc.stdout
+    assert notes[0].endswith(
+        "idle.py:22: workload sized reached no autotune(...) or autotune_launch site, "
+        "so nothing of it was compiled (precompile calls a workload without arguments: "
+        "give its parameters defaults that call the sites)"
+    ), notes  # `warm`, which calls its site, is not named
+
+
+@no_gpu
+@pytest.mark.needs_triton
+def test_sweep_without_a_gpu_names_itself_in_the_interpreter_notice(tmp_path: Path) -> None:
+    # `tunedsl sweep --no-ray` on a machine without a GPU said "the import hook runs kernels
+    # through Triton's interpreter": a command the user never ran.
+    (tmp_path / "wl.py").write_text(PRUNED)
+    proc = tunedsl(tmp_path, "sweep", "--no-ray", "wl.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "no GPU driver found: tunedsl sweep runs kernels through" in proc.stderr, proc.stderr
+    assert "the import hook" not in proc.stderr

@@ -269,6 +269,28 @@ def test_build_from_one_swept_key_says_the_rule_is_not_validated(tmp_path: Path)
     assert len(list(out.glob("*.rule.json"))) == 1  # still built: it decides that size
 
 
+def test_build_from_a_budgeted_sweep_says_its_regrets_are_against_what_it_timed(
+    tmp_path: Path,
+) -> None:
+    # A random search with a small budget times one or two of the four tiles per key: the
+    # rule's regrets compare its picks with the best of those, and `build` printed
+    # 1.000x with no word that most of the space was never timed.
+    from rule_helpers import sweep
+
+    sweep("budgeted", sizes=(128, 512, 1024), search="random", budget=0.05)
+    out = tmp_path / "rules"
+    done = rules_cli("build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "note: budgeted: 3 of 3 swept keys come from a budgeted search (random), which timed "
+        "only some configurations: the regrets compare the picks with the best it timed, not "
+        "with the space's best; sweep with search='exhaustive' to time them all"
+    ) in done.stderr, done.stderr
+    sweep("whole", sizes=(128, 512))  # exhaustive: every tile timed on every key
+    whole = rules_cli("build", "--out", str(tmp_path / "other"), "--site", "whole")
+    assert whole.returncode == 0 and "budgeted search" not in whole.stderr, whole.stderr
+
+
 def test_a_space_grown_since_the_sweep_is_tuned_not_decided_by_the_rule(
     built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
 ) -> None:

@@ -237,3 +237,69 @@ def test_lint_of_a_plain_module_with_a_latin1_comment_lints_it(tmp_path: Path) -
     proc = tunedsl("lint", "plain.py", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == ["plain.py:2:8: F401 `json` imported but unused"]
+
+
+TRUNCATED = """\
+import math
+
+from tunedsl import autotune
+
+
+def a(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=int(n / $tile), k(x, n, T=$tile))
+
+
+def b(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(2, math.floor(n / $tile)), k(x, n, T=$tile))
+
+
+def c(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=math.ceil(n / $tile), k(x, n, T=$tile))
+
+
+def d(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(int(n / 2), $tile), k(x, n, T=$tile))
+"""
+
+
+def test_lint_warns_of_a_grid_truncating_a_true_division(tmp_path: Path) -> None:
+    # `int(n / $tile)` and `math.floor(n / $tile)` round down as `n // $tile` does: the last,
+    # partial block is never launched, and the configuration that skips the most work is
+    # timed fastest and chosen. Only `//` was named. `math.ceil` rounds up, and a division
+    # without a field is no grid of the configuration.
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "trunc.py").write_text(TRUNCATED)
+    proc = tunedsl("lint", "trunc.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "trunc.py:7:54: TDS001 warning: blocks= truncates a division with the configuration "
+        "field $tile: `int(n / $tile)` rounds down as n // $tile does, so when n is not a "
+        "multiple of $tile the last, partial block is never launched; use cdiv(n, $tile) (or "
+        "add `# noqa: TDS001` where the floor is meant)",
+        "trunc.py:11:58: TDS001 warning: blocks= truncates a division with the configuration "
+        "field $tile: `math.floor(n / $tile)` rounds down as n // $tile does, so when n is "
+        "not a multiple of $tile the last, partial block is never launched; use cdiv(n, "
+        "$tile) (or add `# noqa: TDS001` where the floor is meant)",
+    ], proc.stdout
+
+
+def test_expand_check_takes_several_files_as_a_pre_commit_hook_passes_them(
+    tmp_path: Path,
+) -> None:
+    # pre-commit (and `git diff --name-only | xargs`) passes every staged file at once; the
+    # docs offer `expand --check` for such hooks, but it took one file and refused the rest
+    # ("unrecognized arguments").
+    good = 'from tunedsl import autotune\ndef f(k, n):\n    return autotune(space={"t": [1, 2]}, blocks=n, k(n, T=$t))\n'
+    (tmp_path / "good.py").write_text(good)
+    (tmp_path / "bad.py").write_text(good.replace("T=$t", "T=$tt"))
+    (tmp_path / "also.py").write_text(good)
+    proc = tunedsl("expand", "--check", "good.py", "bad.py", "also.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "good.py: ok" in proc.stderr and "also.py: ok" in proc.stderr, proc.stderr
+    assert "bad.py:3:" in proc.stderr and "`$tt` is not a field of `space=`" in proc.stderr
+    assert tunedsl("expand", "--check", "good.py", "also.py", cwd=tmp_path).returncode == 0
+    missing = tunedsl("expand", "--check", "good.py", "nope.py", cwd=tmp_path)
+    assert missing.returncode == 2 and "cannot open 'nope.py'" in missing.stderr
+    printed = tunedsl("expand", "good.py", "also.py", cwd=tmp_path)  # prints one module
+    assert printed.returncode == 2
+    assert "give one SCRIPT, or --check to validate several" in printed.stderr, printed.stderr

@@ -160,6 +160,22 @@ def test_precompile_key_column_keeps_whole_items() -> None:
     assert _key_text({"n": 4}) == "{n=4}"
 
 
+def test_precompile_key_column_shows_the_key_values_that_tell_rows_apart() -> None:
+    # A site with `key=` and many arguments: every row shared the arguments shown and only
+    # the `key=` value (or what `prune=` reads) differed, and that came last, counted in
+    # "+N more", so the rows of the sweep's sizes read alike.
+    from tunedsl.cli.precompile import _key_text
+
+    args = {f"arg{i}": {"dtype": "float32", "stride": "s1"} for i in range(12)}
+    rows = [
+        _key_text({"args": args, "user_key": [m, 32, 32], "prune": {"M": {"value": m * 16}}})
+        for m in (1, 2)
+    ]
+    assert rows[0] != rows[1], rows
+    assert rows[0].startswith("{key=(1,32,32), prune:M=16, arg0=float32, "), rows[0]
+    assert rows[0].endswith(" more}")
+
+
 # -- no speed-ups under the interpreter -------------------------------------------------
 def test_interpreted_results_show_no_speedups(tmp_path) -> None:
     from tunedsl.gallery.report import INTERPRETED_CELL, render_markdown, report_json

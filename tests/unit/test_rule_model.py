@@ -444,3 +444,22 @@ def test_a_tree_splitting_on_a_feature_its_keys_lack_is_refused_naming_it() -> N
         data["families"][0]["tree"] = tree
         with pytest.raises(InvalidRule, match=rf"rule\.families\[0\]\.{where} splits on '"):
             Rule.from_json(data)
+
+
+def test_a_bucket_of_0_or_1_outside_a_sweep_of_larger_buckets_is_named_with_the_swept_sizes() -> (
+    None
+):
+    # key=n // 1024 gives 0 and 1 for the smallest sizes, which read as flags: their own
+    # family. The reason named `key is 0 (swept: null)`, JSON for "the swept family has no
+    # such part", where the sweep had it as a size.
+    keys = [
+        SweptKey({**key(64), "user_key": b}, {c: landscape(64 * b, c) for c in CONFIGS})
+        for b in (2, 4, 8)
+    ]
+    built = build(keys)
+    rule = Rule("s", {}, None, None, {}, {}, built.configs, built.families, {})
+    _, why = rule.outside({**key(64), "user_key": 0}) or ("", "")
+    assert "null" not in why, why
+    assert "key is 0 (swept: sizes 2 to 8)" in why, why
+    _, back = rule.outside({**key(64), "user_key": 1}) or ("", "")
+    assert "key is 1 (swept: sizes 2 to 8)" in back, back

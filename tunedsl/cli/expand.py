@@ -1,7 +1,8 @@
 """``tunedsl expand SCRIPT``: print the Python a DSL script expands to (Julia's @macroexpand).
 
-``--check`` only validates: exit 0 when the script expands and compiles, 1 with the error
-rendered (file:line:col, the line, a caret, a hint) when it does not.
+``--check`` only validates, any number of scripts (as a pre-commit hook passes them): exit 0
+when each expands and compiles, 1 with each error rendered (file:line:col, the line, a caret,
+a hint) when one does not, 2 when one cannot be read.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "expand", help="print the expanded Python of a DSL script", description=DESCRIPTION
     )
-    parser.add_argument("script", metavar="SCRIPT", help="the DSL script (- for stdin)")
+    parser.add_argument("script", metavar="SCRIPT", nargs="+", help="the DSL script (- for stdin)")
     parser.add_argument(
         "--check",
         action="store_true",
-        help="only check that SCRIPT expands and compiles (exit 0) or show the error (exit 1)",
+        help="only check that each SCRIPT expands and compiles (exit 0) or show the errors "
+        "(exit 1)",
     )
     return parser
 
@@ -45,16 +47,30 @@ def _read(script: str) -> tuple[bytes, str] | None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if not args.check and len(args.script) > 1:
+        print(
+            "tunedsl expand: error: it prints one expanded module: give one SCRIPT, or "
+            "--check to validate several",
+            file=sys.stderr,
+        )
+        return 2
+    status = 0
+    for script in args.script:
+        status = max(status, _expand(script, args.check))
+    return status
+
+
+def _expand(script: str, check: bool) -> int:
     from tunedsl.errors import TunedslSyntaxError
     from tunedsl.frontend.compile import compile_source, expand_source
     from tunedsl.frontend.source import describe_syntax_error
 
-    read = _read(args.script)
+    read = _read(script)
     if read is None:
         return 2
     source, filename = read
     try:
-        if args.check:
+        if check:
             compile_source(source, filename)
         else:
             text = expand_source(source, filename)
@@ -64,8 +80,8 @@ def main(args: argparse.Namespace) -> int:
     except SyntaxError as err:  # plain Python syntax errors, NUL bytes
         print(describe_syntax_error(err, filename, source), end="", file=sys.stderr)
         return 1
-    if args.check:
-        print(f"{args.script}: ok", file=sys.stderr)
+    if check:
+        print(f"{script}: ok", file=sys.stderr)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0

@@ -104,9 +104,10 @@ def lint_text(source: bytes, filename: str) -> LintText | None:
 
 
 def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, str]]:
-    """``blocks=`` terms ``a // b`` with a ``$field`` in ``a`` or ``b``: ``n // $tile`` launches
-    too few programs when ``n`` is not a multiple of the tile (the last, partial tile is never
-    computed, which only ``verify=`` would catch); ``cdiv(n, $tile)`` rounds up."""
+    """``blocks=`` terms ``a // b`` (or ``int(a / b)``, ``math.floor(a / b)``) with a
+    ``$field`` in ``a`` or ``b``: ``n // $tile`` launches too few programs when ``n`` is not
+    a multiple of the tile (the last, partial tile is never computed, which only ``verify=``
+    would catch); ``cdiv(n, $tile)`` rounds up."""
     import ast
 
     from tunedsl.frontend.parser import parse_expression_at
@@ -121,33 +122,58 @@ def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, s
         except SyntaxError:
             continue  # the expansion reports it
         parents = {id(child): up for up in ast.walk(node) for child in ast.iter_child_nodes(up)}
-        for div in ast.walk(node):
-            if not (isinstance(div, ast.BinOp) and isinstance(div.op, ast.FloorDiv)):
+        for term in ast.walk(node):
+            if not isinstance(term, ast.expr):
                 continue
-            if _rounds_up(div, parents.get(id(div))):
+            div = _truncated_division(term)
+            floor = isinstance(term, ast.BinOp) and isinstance(term.op, ast.FloorDiv)
+            if div is None and not (floor and not _rounds_up(term, parents.get(id(term)))):
                 continue
+            quotient: Any = div or term  # an ast.BinOp either way
             used = [
                 fields[(name.lineno, name.col_offset)]
-                for name in ast.walk(div)
+                for name in ast.walk(term)
                 if isinstance(name, ast.Name) and (name.lineno, name.col_offset) in fields
             ]
             if not used:
                 continue
             whole, left, right = (" ".join((ast.get_source_segment(src.text, part) or "").split())
-                                  for part in (div, div.left, div.right))  # fmt: skip
-            line, col = div.lineno, src.char_col(div.lineno, div.col_offset) + 1
+                                  for part in (term, quotient.left, quotient.right))  # fmt: skip
+            line, col = term.lineno, src.char_col(term.lineno, term.col_offset) + 1
+            what = (
+                f"uses `//` on the configuration field ${used[0]}: `{whole}` rounds down"
+                if div is None
+                else f"truncates a division with the configuration field ${used[0]}: "
+                f"`{whole}` rounds down as {left} // {right} does"
+            )
             out.append(
                 (
                     line,
                     col,
-                    f"{FLOOR_GRID} warning: blocks= uses `//` on the configuration field "
-                    f"${used[0]}: `{whole}` rounds down, so when {left} is not a multiple "
+                    f"{FLOOR_GRID} warning: blocks= {what}, so when {left} is not a multiple "
                     f"of {right} the last, partial block is never launched; use "
                     f"cdiv({left}, {right}) (or add `# noqa: {FLOOR_GRID}` where the floor "
                     "is meant)",
                 )
             )
     return out
+
+
+def _truncated_division(node: Any) -> Any:
+    """The true division ``a / b`` that ``node`` rounds down, ``int(a / b)``,
+    ``math.floor(a / b)`` or ``math.trunc(a / b)`` (also with ``floor`` or ``trunc``
+    imported by name), else None: each is ``a // b`` for the sizes of a grid."""
+    import ast
+
+    if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords):
+        return None
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    arg = node.args[0]
+    truncates = name in ("floor", "trunc") or (name == "int" and isinstance(func, ast.Name))
+    if truncates and isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Div):
+        return arg
+    return None
 
 
 def _rounds_up(div: Any, parent: Any) -> bool:

@@ -197,12 +197,13 @@ def _key_items(key: Any) -> list[str]:
     ``prune``), a plain mapping, or (from a site that cannot name its arguments) the
     parts of a call key."""
     if isinstance(key, dict) and isinstance(key.get("args"), dict):
-        items = [f"{name}={_value_text(v)}" for name, v in key["args"].items()]
-        if "user_key" in key:
-            items.append(f"key={_value_text(key['user_key'])}")
+        # `key=` and what `prune=` reads first: they are what tells a site's rows apart
+        # (the arguments of a site with `key=` are mostly alike), and items past the
+        # width are only counted.
+        items = [f"key={_value_text(key['user_key'])}"] if "user_key" in key else []
         for name, v in (key.get("prune") or {}).items():
             items.append(f"prune:{name}={_value_text(v)}")
-        return items
+        return items + [f"{name}={_value_text(v)}" for name, v in key["args"].items()]
     if isinstance(key, dict):
         return [f"{k}={_value_text(v)}" for k, v in key.items()]
     if isinstance(key, tuple | list):

@@ -168,7 +168,7 @@ def _groups(records: Iterable[Any], sites: Sequence[str]) -> dict[tuple[str, str
 
 
 def build(args: argparse.Namespace) -> int:
-    from tunedsl.cli.rules_measure import Plan, cross_measure, times_of
+    from tunedsl.cli.rules_measure import Plan, budgeted_note, cross_measure, times_of
     from tunedsl.model.rule import MAX_CONFIGS
     from tunedsl.model.rule_build import SweptKey, usable
     from tunedsl.model.rule_build import build as build_rule
@@ -233,6 +233,8 @@ def build(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             continue
+        if note := budgeted_note(first.site, recs):
+            print(terminal_text(note), file=sys.stderr)
         plans.append(Plan(digest, measured, first, keys, None, _swept(recs)))
         plans[-1].built = build_rule(keys, args.tolerance, args.max_configs)
     if cross_measure(plans, args):

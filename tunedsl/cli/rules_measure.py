@@ -253,3 +253,20 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
             "`tunedsl rules build` again"
         )
     return off
+
+
+def budgeted_note(site: str, records: Sequence[Any]) -> str | None:
+    """A note for a rule whose records come from a budgeted search (``random``, ``pattern``,
+    ``model``): it timed a subset of the space on each key, so a regret of 1.000x only says
+    the pick is the best of what it timed. None when every record searched exhaustively (or
+    predates the field)."""
+    searched = [str(r.strategy).rsplit(":", 1)[-1] for r in records if r.strategy]
+    partial = sorted(s for s in searched if s != "exhaustive")
+    if not partial:
+        return None
+    return (
+        f"  note: {site}: {len(partial)} of {len(records)} swept keys come from a budgeted "
+        f"search ({', '.join(sorted(set(partial)))}), which timed only some configurations: "
+        "the regrets compare the picks with the best it timed, not with the space's best; "
+        "sweep with search='exhaustive' to time them all"
+    )

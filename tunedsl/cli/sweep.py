@@ -69,6 +69,10 @@ def main(args: argparse.Namespace) -> int:
     except OSError as err:
         why = unreadable_reason(args.script, err)
         raise UsageError(f"sweep: cannot open script {args.script!r}: {why}") from None
+    if args.no_ray and not args.gpus:  # here, in this process: as `tunedsl run` would
+        from tunedsl.autointerp import enable_if_no_gpu
+
+        enable_if_no_gpu("tunedsl sweep")
     written, outcomes = sweep(
         args.script,
         args.shapes,

@@ -317,10 +317,22 @@ class Rule:
         if fam is not None:
             found = fam.outside(x)
             return None if found is None else (f"{family} {found[0]}", found[1])
-        want, near = json.loads(family), json.loads(self._closest_family(family).family)
+        closest = self._closest_family(family)
+        want, near = json.loads(family), json.loads(closest.family)
         differ = sorted(k for k in {*want, *near} if want.get(k, _NONE) != near.get(k, _NONE))
+
+        def part(k: str, parts: dict[str, Any], sizes: Mapping[str, Any], swept: bool) -> str:
+            # A part one side lacks is a size there (an int of 2 or more), or not in its key.
+            if k in parts:
+                return json.dumps(parts[k])
+            if k not in sizes:
+                return "absent"
+            low, high = sizes[k] if swept else (sizes[k], sizes[k])
+            low, high = round(2**low), round(2**high)
+            return f"sizes {low} to {high}" if low != high else f"a size, {low}"
+
         return family, "its family was never swept: " + ", ".join(
-            f"{k} is {json.dumps(want.get(k))} (swept: {json.dumps(near.get(k))})"
+            f"{k} is {part(k, want, x, False)} (swept: {part(k, near, closest.ranges, True)})"
             for k in differ[:4]
         )
 

@@ -151,9 +151,16 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
             summary.errors.append(f"{path}: import failed: {describe_error(err)}")
             continue
         for wl in registered_workloads(module.__name__):
-            skipped = session.skipped
+            skipped, calls = session.skipped, session.calls
             try:
                 wl.fn()
+                if session.calls == calls:
+                    summary.notes.append(
+                        f"{wl.filename}:{wl.line}: workload {wl.qualname} reached no "
+                        "autotune(...) or autotune_launch site, so nothing of it was compiled "
+                        "(precompile calls a workload without arguments: give its parameters "
+                        "defaults that call the sites)"
+                    )
             except KeyboardInterrupt:
                 raise
             except BaseException as err:

@@ -141,6 +141,7 @@ class PrecompileSession:
     # (``gpu_shards.ClaimDir``); the other keys are skipped, another process tunes them.
     shard: Callable[[str, Hashable], bool] | None = None
     skipped: int = 0  # the calls of keys another process tunes: not launched here
+    calls: int = 0  # site calls seen: a workload that makes none compiled nothing
     reports: list[SiteReport] = field(default_factory=list)
     _seen: set[tuple[int, Hashable]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -300,6 +301,8 @@ class PrecompileSite:
         if session is None:
             return self.inner(kernel, args, kwargs, bind, key, lazy)
         call = Call(kernel, args, kwargs, bind, key, lazy)
+        with session._lock:
+            session.calls += 1
         if session.tune:
             return self._tune(call, session)
         self._compile(call, session)
