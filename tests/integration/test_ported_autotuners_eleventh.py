@@ -19,6 +19,12 @@ keeps one point of a space of 4,480 was accepted by the site (its first valid po
 by a scan of up to 10,000 points), but ``random``, ``pattern`` and ``model`` then raised
 "rejected all 3200 random configurations": a space of up to 10,000 points is now scanned
 whole where the draws find too few (test_a_restriction_leaving_one_configuration_launches_it).
+Tuning a kernel whose later configuration also writes an input the first ones leave alone
+(Helion's wrong argument mutation, without ``verify=``) left that input changed once per
+timed launch, and the call's result computed from it: the in-place watch dropped its copy of
+every argument the first launches did not write. It now keeps the copies for the tuning and
+puts back, after it, any argument changed since
+(test_an_input_only_a_later_configuration_writes_is_put_back_after_tuning).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``.
@@ -266,3 +272,20 @@ def test_constexprs_of_every_json_type_are_launched_alike_from_a_record() -> Non
         type(v) for v in first.config.as_dict().values()
     ]
     torch.testing.assert_close(dst, expected(first.config))
+
+
+@pytest.mark.parametrize("hook", [False, True], ids=["plain", "pre_hook"])
+def test_an_input_only_a_later_configuration_writes_is_put_back_after_tuning(hook: bool) -> None:
+    """Without ``verify=``, three configurations that leave ``a`` alone and a fourth that also
+    writes it (a flag of its own): the tuning launches the fourth several times, and the call
+    still ends with ``a`` as the caller had it and ``b = a + b`` from the caller's ``a``."""
+    # ported from: pytorch/helion test/test_autotuner.py::test_accuracy_check_filters_bad_config_wrong_arg_mutation
+    a, b = torch.randn(64), torch.randn(64)
+    a0, b0 = a.clone(), b.clone()
+    space = [Config(BUMP=False, BLOCK=16), Config(BUMP=False, BLOCK=32),
+             Config(BUMP=False, BLOCK=64), Config(BUMP=True, BLOCK=64)]  # fmt: skip
+    options = {"pre_hook": lambda args: None} if hook else {}
+    res = add_into(a, b, space, f"later-write-{hook}", **options)
+    assert res.source == "tuned" and res.timings[space[3]].status == "ok"
+    torch.testing.assert_close(a, a0 + 1 if res.config.BUMP else a0, rtol=0, atol=0)
+    torch.testing.assert_close(b, a0 + b0)
