@@ -4,8 +4,9 @@ strategies of test/strategies given a restriction that leaves one configuration 
 Helion's finite search over configurations that fail to build (test_autotuner.py: skipped
 with their reason, every one failing raised) and its accuracy checks against a baseline
 (a baseline function within and beyond the tolerance, a configuration that writes an input it
-should only read), and constexprs of every JSON scalar type kept through a stored record
-(Triton's test_jit.py/test_cache.py constexpr specialization).
+should only read), its heuristic built ahead of time over inputs of two dimensionalities
+(test_aot_autotuning.py) against ``tunedsl rules``, and constexprs of every JSON scalar type
+kept through a stored record (Triton's test_cache.py constexpr specialization).
 
 Found and fixed: a budgeted ``search="model"`` over a space whose restriction keeps few of its
 points (21 of 4,480) overran a 2 s budget fivefold (10 s), measuring one batch: each guided
@@ -41,8 +42,9 @@ a miss naming the field: tests/reliability), ``store_results``/``create_device_t
 its restriction strings (tunedsl evaluates no strings); Helion's crash helper (a
 configuration that kills its process is skipped as "crashed": isolate=True,
 tests/integration/test_isolated_measure.py), its fork/spawn precompile modes and metrics
-counters (tunedsl compiles in its own pool and records each outcome in the record), its AOT
-heuristics (test_ported_autotuners_fifth.py); Triton's launch-enter hooks and launch metadata
+counters (tunedsl compiles in its own pool and records each outcome in the record), its other
+AOT tests (the decision tree's own code generation and feature extraction; validity
+partitioning is in test_ported_autotuners_fifth.py); Triton's launch-enter hooks and launch metadata
 (the interpreter calls neither, test_ported_autotuners_sixth.py).
 """
 
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -289,3 +292,35 @@ def test_an_input_only_a_later_configuration_writes_is_put_back_after_tuning(hoo
     assert res.source == "tuned" and res.timings[space[3]].status == "ok"
     torch.testing.assert_close(a, a0 + 1 if res.config.BUMP else a0, rtol=0, atol=0)
     torch.testing.assert_close(b, a0 + b0)
+
+
+@pytest.mark.usefixtures("fresh_rules")
+def test_a_rule_built_from_two_and_three_dimensional_sizes_decides_unseen_ones_of_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One site swept over 2-D and 3-D tensors: the rule built ahead of time decides an
+    unseen size of each dimensionality (``source == "rule"``, a configuration of the space,
+    the right sum) from a family of its own dimensionality, and nothing is tuned."""
+    # ported from: pytorch/helion test/test_aot_autotuning.py::test_mixed_dimensionality_end_to_end
+    from rule_helpers import SPACE, rules_cli, ship
+    from runtime_helpers import call, site
+    from runtime_kernels import vadd
+
+    def add(shape: tuple[int, ...]) -> Any:
+        a, b, c = torch.randn(shape), torch.randn(shape), torch.empty(shape)
+        res = call(site("mixed-dims", space=SPACE), vadd, (a, b, c, a.numel()), a.numel())
+        torch.testing.assert_close(c, a + b)
+        return res
+
+    for m in (4, 8, 16, 32, 64):
+        assert add((m, 32)).source == "tuned" and add((2, m, 32)).source == "tuned"
+    out = tmp_path / "rules"
+    done = rules_cli("build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert rules_cli("show", str(out)).stdout.count("family {") == 2  # one per dimensionality
+    ship(out, monkeypatch, tmp_path)
+    for shape in ((24, 32), (2, 24, 32)):
+        res = add(shape)
+        assert res.source == "rule" and res.config in [Config(tile=t) for t in SPACE["tile"]]
+        assert len(res.key["args"]["a"]["shape"]) == len(shape)
+    assert not record_files()  # decided by the rule: nothing tuned, nothing stored
