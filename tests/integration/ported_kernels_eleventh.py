@@ -50,3 +50,11 @@ def typed_constexprs(
     if SHIFT is not None:
         x = x + SHIFT
     tl.store(dst + i, x, mask=mask)
+
+
+@triton.jit
+def hooked_add(a, b, out, n, BLOCK: tl.constexpr):
+    """out = a + b; the test adds a pre-run hook to it (``add_pre_run_hook``)."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < n
+    tl.store(out + i, tl.load(a + i, mask=mask) + tl.load(b + i, mask=mask), mask=mask)

@@ -6,7 +6,8 @@ with their reason, every one failing raised) and its accuracy checks against a b
 (a baseline function within and beyond the tolerance, a configuration that writes an input it
 should only read), its heuristic built ahead of time over inputs of two dimensionalities
 (test_aot_autotuning.py) against ``tunedsl rules``, and constexprs of every JSON scalar type
-kept through a stored record (Triton's test_cache.py constexpr specialization).
+kept through a stored record (Triton's test_cache.py constexpr specialization) and a kernel's
+pre-run hook (Triton's test_jit.py).
 
 Found and fixed: a budgeted ``search="model"`` over a space whose restriction keeps few of its
 points (21 of 4,480) overran a 2 s budget fivefold (10 s), measuring one batch: each guided
@@ -324,3 +325,49 @@ def test_a_rule_built_from_two_and_three_dimensional_sizes_decides_unseen_ones_o
         assert res.source == "rule" and res.config in [Config(tile=t) for t in SPACE["tile"]]
         assert len(res.key["args"]["a"]["shape"]) == len(shape)
     assert not record_files()  # decided by the rule: nothing tuned, nothing stored
+
+
+class _Refused(torch.Tensor):
+    """A tensor subclass the kernel's pre-run hook refuses."""
+
+
+def test_a_kernels_pre_run_hook_runs_before_every_launch_and_its_refusal_reaches_the_caller() -> (
+    None
+):
+    """A hook added with ``add_pre_run_hook`` runs before each launch: every timed launch of
+    the tuning, then once per call that the site decides from memory; one that refuses an
+    argument (a tensor subclass) stops the call, its error reaching the caller (as it is on a
+    decided key, in the ``TuningError`` of every configuration on a new one), and nothing is
+    written."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_jit.py::test_pre_call_hooks
+    from ported_kernels_eleventh import hooked_add
+
+    calls: list[int] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        if any(isinstance(a, _Refused) for a in (*args, *kwargs.values())):
+            raise RuntimeError("_Refused is not allowed")
+
+    if not hasattr(hooked_add, "add_pre_run_hook"):
+        pytest.skip("this Triton has no add_pre_run_hook")
+    hooked_add.add_pre_run_hook(refuse)
+    x = torch.randn(64)
+
+    def add(y: torch.Tensor, out: torch.Tensor) -> Any:
+        return autotune_launch(hooked_add, space={"BLOCK": [16, 32]},
+                               grid=lambda c: (cdiv(y.numel(), c.BLOCK),),
+                               args=(x, y, out, y.numel()), kwargs=lambda c: {"BLOCK": c.BLOCK})  # fmt: skip
+
+    out = torch.zeros(64)
+    assert add(x, out).source == "tuned" and len(calls) >= 2
+    calls.clear()
+    for _ in range(3):
+        assert add(x, out).source == "memory"
+    assert len(calls) == 3
+    torch.testing.assert_close(out, 2 * x)
+    for n in (64, 48):  # a decided key, and a new one
+        out = torch.zeros(n)
+        with pytest.raises(Exception, match="_Refused is not allowed"):
+            add(x[:n].clone().as_subclass(_Refused), out)
+        assert not out.any()
