@@ -371,3 +371,31 @@ def test_a_kernels_pre_run_hook_runs_before_every_launch_and_its_refusal_reaches
         with pytest.raises(Exception, match="_Refused is not allowed"):
             add(x[:n].clone().as_subclass(_Refused), out)
         assert not out.any()
+
+
+def test_a_search_interrupted_after_a_configuration_that_writes_an_input_leaves_it_alone() -> None:
+    """Ctrl-C (from a ``pre_hook``) in the middle of a tuning whose second and third
+    configurations also write ``a``: the interrupt reaches the caller, ``a`` and ``b`` are as
+    the caller had them, nothing is stored, and the next call tunes and is right."""
+    # ported from: pytorch/helion test/test_autotuner.py::test_accuracy_check_filters_bad_config_wrong_arg_mutation
+    # (and Helion's interrupted search: nothing of a search cut short is kept)
+    a, b = torch.randn(64), torch.randn(64)
+    a0, b0 = a.clone(), b.clone()
+    space = [Config(BUMP=False, BLOCK=16), Config(BUMP=True, BLOCK=32),
+             Config(BUMP=True, BLOCK=64), Config(BUMP=False, BLOCK=64)]  # fmt: skip
+    hooks = []
+
+    def interrupt(args: Any) -> None:
+        hooks.append(1)
+        if len(hooks) == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        add_into(a, b, space, "interrupted", pre_hook=interrupt)
+    torch.testing.assert_close(a, a0, rtol=0, atol=0)
+    torch.testing.assert_close(b, b0, rtol=0, atol=0)
+    assert not record_files()
+    res = add_into(a, b, space, "interrupted", pre_hook=interrupt)
+    assert res.source == "tuned" and len(res.timings) == 4
+    torch.testing.assert_close(a, a0 + 1 if res.config.BUMP else a0, rtol=0, atol=0)
+    torch.testing.assert_close(b, a0 + b0)
