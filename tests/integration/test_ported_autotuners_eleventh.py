@@ -14,9 +14,11 @@ points (21 of 4,480) overran a 2 s budget fivefold (10 s), measuring one batch: 
 batch drew its pool of 512 random points by rejection, up to 200 draws a point over four
 rounds, building and testing the constraint on 870,000 configurations of a space of 4,480.
 ``Space.sample`` now builds and tests each point it draws once (a point drawn again is
-decided already), and stops once it has drawn every point: the same points come back, at
-most one constraint call per point of the space a sample
-(test_a_budgeted_search_of_a_sparsely_restricted_space_keeps_its_budget). A restriction that
+decided already) and stops once it has drawn every point: the same points come back, for at
+most one constraint call per point of the space
+(test_a_budgeted_search_of_a_sparsely_restricted_space_keeps_its_budget; a strategy's draw
+that comes back short is no longer retried three times more:
+tests/unit/engine/test_engine_search.py). A restriction that
 keeps one point of a space of 4,480 was accepted by the site (its first valid point is found
 by a scan of up to 10,000 points), but ``random``, ``pattern`` and ``model`` then raised
 "rejected all 3200 random configurations": a space of up to 10,000 points is now scanned
@@ -26,7 +28,9 @@ Tuning a kernel whose later configuration also writes an input the first ones le
 timed launch, and the call's result computed from it: the in-place watch dropped its copy of
 every argument the first launches did not write. It now keeps the copies for the tuning and
 puts back, after it, any argument changed since
-(test_an_input_only_a_later_configuration_writes_is_put_back_after_tuning).
+(test_an_input_only_a_later_configuration_writes_is_put_back_after_tuning; a search
+interrupted by Ctrl-C after such a configuration left the input changed too:
+test_a_search_interrupted_after_a_configuration_that_writes_an_input_leaves_it_alone).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``.
@@ -38,7 +42,7 @@ tests/integration/test_search_wiring.py), its simulation mode and cache-file rep
 (tunedsl's replay of stored tables is ``benchmarks/bench_search_replay.py``), its cache file
 truncated, of another device or of another kernel version (a torn record is a miss:
 test_ported_autotuners_more.py; a record of another device or kernel under a key's digest is
-a miss naming the field: tests/reliability), ``store_results``/``create_device_targets``
+a miss naming the field: tests/reliability/test_record_identity.py), ``store_results``/``create_device_targets``
 (``tunedsl rules build`` and the nearest-size lookup: tests/integration/test_rule_ranges.py),
 its restriction strings (tunedsl evaluates no strings); Helion's crash helper (a
 configuration that kills its process is skipped as "crashed": isolate=True,
