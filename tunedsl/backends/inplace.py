@@ -17,8 +17,9 @@ last one's result. ``InPlaceWatch`` tells them apart with the launches tuning ma
 Launching twice gives the same outputs as launching once for every argument that is not
 flagged, within the tolerance ``verify=`` uses; but only for the configuration of those
 launches: a later one may add into what they stored (split-K's atomics), so every written
-argument is put back to the caller's values after tuning. The copies cost one clone of the
-arguments, kept for the written ones, and two comparisons per tuning.
+argument is put back to the caller's values after tuning, and so is one the first launches
+left alone that a later configuration wrote (compared with its copy once, at the end). The
+copies cost one clone of the arguments for the length of the tuning, and three comparisons.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class InPlaceWatch:
         # the first launches write alike may be added into by a later configuration, or
         # be a hook's doing (a pre_hook zeroing an accumulator makes every launch write it).
         self.kept: dict[str, Any] = {}
+        # The caller's values of the arguments the first launches left alone: a later
+        # configuration may write one of them (a flag of its own), and is launched many times.
+        self.unwritten: dict[str, Any] = {}
 
     @property
     def done(self) -> bool:
@@ -82,6 +86,7 @@ class InPlaceWatch:
         if self.seen == 2:
             self.bt.synchronize()
             written = {n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)}
+            self.unwritten.update((n, c) for n, c in self.original.items() if n not in written)
             self.original = {n: self.original[n] for n in written}
             self.after_first = {n: self.bt.clone(self.bound[n]) for n in written}
             self.kept = {**self.original, **self.kept}  # after a verify= check: as before
@@ -114,9 +119,14 @@ class InPlaceWatch:
         launches), and the caller's values of every written argument, to restore (restoring
         an output is harmless: the real launch writes it again)."""
         if self.done:
-            return [], dict(self.kept)
-        found = self.before_launch()
-        return found, {**self.kept, **(self.original if self.seen == 2 else {})}
+            found, written = [], dict(self.kept)
+        else:
+            found = self.before_launch()
+            written = {**self.kept, **(self.original if self.seen == 2 else {})}
+        if self.unwritten:
+            self.bt.synchronize()
+        later = {n: c for n, c in self.unwritten.items() if not self.bt.equal(self.bound[n], c)}
+        return found, {**later, **written}
 
 
 def data_arguments(bound: Mapping[str, Any]) -> dict[str, Any]:

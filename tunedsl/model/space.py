@@ -28,6 +28,7 @@ from tunedsl.model.config import (
     triton_config_fields,
     triton_pre_hook_note,
 )
+from tunedsl.model.space_draw import draw_valid
 from tunedsl.model.space_input import axis_values, check_constraint
 
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
@@ -296,8 +297,10 @@ class Space:
 
     def sample(self, rng: random.Random, count: int) -> list[Config]:
         """Up to ``count`` distinct valid configurations, uniformly: a small space is listed
-        once; a large one is sampled by rejection over the product, never listed. Fewer
-        than ``count`` come back only when the valid ones are that rare (or that few)."""
+        once; a large one is sampled by rejection over the product, never listed, each point
+        drawn tested once; one of up to ``FIRST_SCAN`` points whose valid ones are too rare
+        for that is scanned whole, as ``first_valid`` scans it. Fewer than ``count`` come
+        back only when the valid ones are that rare (or that few)."""
         if count <= 0:
             return []
         size = self.size_hint()
@@ -307,14 +310,11 @@ class Space:
             if not self._small:
                 raise self._all_removed(size)
             return rng.sample(self._small, min(count, len(self._small)))
-        found: dict[Config, None] = {}
-        tries = 0
-        limit = SAMPLE_TRIES * count
-        while len(found) < count and tries < limit:
-            tries += 1
-            cfg = self._at(rng.randrange(size))
-            if cfg not in found and self._ok(cfg):
-                found[cfg] = None
+        found, tries = draw_valid(
+            rng, size, count, self._at, self._ok, SAMPLE_TRIES * count, FIRST_SCAN
+        )
+        if not found and size <= FIRST_SCAN:
+            raise self._all_removed(size)
         if not found:
             raise UsageError(
                 f"the space's constraint {self._constraint_name()} rejected all {tries} "
@@ -322,7 +322,7 @@ class Space:
                 f"{size}; loosen it or narrow the axes to where valid configurations are"
                 + self._no_answer()
             )
-        return list(found)
+        return found
 
     def neighbours(self, config: Config) -> list[Config]:
         """Valid configurations one step away along one axis (see ``Axis.step_neighbours``)."""

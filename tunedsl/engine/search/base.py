@@ -70,11 +70,12 @@ class BaseStrategy:
             return [c for c in pool if c not in seen][:count]
         out: dict[Config, None] = {}
         for _ in range(4):  # collisions with seen points are rare in a large space
-            for cfg in space.sample(self.rng, 2 * count):
+            drawn = space.sample(self.rng, 2 * count)
+            for cfg in drawn:
                 if cfg not in seen:
                     out[cfg] = None
-            if len(out) >= count:
-                break
+            if len(out) >= count or len(drawn) < 2 * count:
+                break  # enough, or valid points so rare that the draws ran out: no retry
         return list(out)[:count]
 
 
