@@ -148,3 +148,71 @@ def test_a_finished_tuning_leaves_nothing_for_the_garbage_collector() -> None:
     finally:
         gc.enable()
     assert left == []
+
+
+def _copies_of(values: torch.Tensor, caller: torch.Tensor) -> int:
+    """Live tensors holding ``values`` that are not the caller's own ``caller``."""
+    import gc
+
+    gc.collect()
+    return sum(
+        1
+        for o in gc.get_objects()
+        if type(o) is torch.Tensor
+        and o is not caller
+        and o.shape == values.shape
+        and torch.equal(o, values)
+    )
+
+
+def test_verify_and_the_in_place_watch_share_one_copy_of_an_input() -> None:
+    """With ``verify=True`` the caller's values of a read-only input are copied once for the
+    tuning, not once for the check and again for the in-place watch (a second copy of every
+    argument, held for the whole tuning)."""
+    a, b, c = torch.randn(301), torch.randn(301), torch.zeros(301)
+    a0 = a.clone()
+    copies: list[int] = []
+    autotune_launch(
+        vadd,
+        space=SPACE,
+        grid=lambda cfg: (cdiv(301, cfg.tile),),
+        args=(a, b, c, 301),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        name="vadd-one-copy",
+        verify=True,
+        pre_hook=lambda args: copies.append(_copies_of(a0, a) - 1),  # a0 itself is one
+    )
+    # One copy for the check and the watch, one the reference output (verify=True compares
+    # every tensor argument, a read-only one too).
+    assert copies and max(copies) == 2
+    torch.testing.assert_close(c, a + b)
+
+
+@pytest.mark.parametrize("verify", [None, True], ids=["plain", "verify"])
+def test_an_interrupted_tuning_holds_no_copy_of_the_arguments(verify: bool | None) -> None:
+    """Ctrl-C in the middle of a tuning: the arguments are as the caller had them, and the
+    exception (kept by a notebook, a logger or an ``except`` clause, with every frame of the
+    tuning) holds no copy of them: on a GPU, memory as large as the arguments."""
+    a, b, c = torch.randn(302), torch.randn(302), torch.zeros(302)
+    a0, c0 = a.clone(), c.clone()
+    calls: list[int] = []
+
+    def interrupt(args: object) -> None:
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        autotune_launch(
+            vadd,
+            space=SPACE,
+            grid=lambda cfg: (cdiv(302, cfg.tile),),
+            args=(a, b, c, 302),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name=f"vadd-interrupted-{verify}",
+            verify=verify,
+            pre_hook=interrupt,
+        )
+    assert caught.value.__traceback__ is not None
+    assert torch.equal(a, a0) and torch.equal(c, c0)
+    assert _copies_of(a0, a) - 1 == 0  # a0 itself is one

@@ -136,7 +136,16 @@ class Guard:
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
     def snapshot_all(self) -> None:
-        self.verify_snapshot = {n: self.bt.clone(v) for n, v in self.bound.items() if is_tensor(v)}
+        """Every tensor argument's values, for ``verify=``: before the first launch, the
+        copies the watch and ``restore_value`` took are these values, and are shared."""
+        taken = dict(self.restore)
+        if self.watch is not None and self.watch.seen == 0:
+            taken.update(self.watch.original)
+        self.verify_snapshot = {
+            n: taken[n] if n in taken else self.bt.clone(v)
+            for n, v in self.bound.items()
+            if is_tensor(v)
+        }
 
     def observe(self) -> None:
         """Before each launch of the tuning: the in-place watch's turn."""
@@ -183,6 +192,9 @@ class Guard:
             for name, saved in written.items():
                 self.bt.copy_into(self.bound[name], saved)
         self.restore_all()
+        # The copies go now: an exception leaving the tuning keeps its frames, and with
+        # them this guard, for as long as the exception is kept (a notebook keeps the last).
+        self.restore, self.verify_snapshot, self.watch = {}, {}, None
 
 
 class Verifier:
@@ -477,6 +489,8 @@ class InProcessMeasurer:
         with BENCH_LOCK:
             self.bt.synchronize()
             self.guard.close()
+            if self.verifier is not None:  # its reference outputs: copies too
+                self.verifier.reference = None
             self.bt.synchronize()
             # The timer's CUDA graphs go now, not at a later garbage collection: the
             # collector can run inside the program's own CUDA-graph capture, where
