@@ -22,7 +22,8 @@ tests/unit/engine/test_engine_search.py). A restriction that
 keeps one point of a space of 4,480 was accepted by the site (its first valid point is found
 by a scan of up to 10,000 points), but ``random``, ``pattern`` and ``model`` then raised
 "rejected all 3200 random configurations": a space of up to 10,000 points is now scanned
-whole where the draws find too few (test_a_restriction_leaving_one_configuration_launches_it).
+whole where the draws find too few, and a larger one (10,080 points, whose draws find nothing)
+gives the point the site found (test_a_restriction_leaving_one_configuration_launches_it).
 Tuning a kernel whose later configuration also writes an input the first ones leave alone
 (Helion's wrong argument mutation, without ``verify=``) left that input changed once per
 timed launch, and the call's result computed from it: the in-place watch dropped its copy of
@@ -106,17 +107,17 @@ def test_a_budgeted_search_of_a_sparsely_restricted_space_keeps_its_budget() -> 
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("size", ["small", "large"])
+@pytest.mark.parametrize("size", ["small", "large", "past-the-scan"])
 def test_a_restriction_leaving_one_configuration_launches_it(strategy: str, size: str) -> None:
-    """A restriction that keeps one configuration (of 60 points, or of 4,480: a space too
-    large to list), under every strategy with a short budget: that configuration is launched
-    and is right."""
+    """A restriction that keeps one configuration (of 60 points, of 4,480: a space too large
+    to list, or of 10,080: too large to scan whole), under every strategy with a short
+    budget: that configuration is launched and is right."""
     # ported from: KernelTuner/kernel_tuner test/test_runners.py::test_restrictions
     # ported from: KernelTuner/kernel_tuner test/strategies/test_strategies.py::test_strategies
-    offsets = list(range(5)) if size == "small" else list(range(40))
+    offsets = list(range({"small": 5, "large": 40, "past-the-scan": 90}[size]))
     stages = [1, 2, 3] if size == "small" else list(range(1, 8))
     space = Space(BLOCK=[16, 32, 64, 128], OFF=offsets, num_stages=stages,
-                  num_warps=[1, 2, 4, 8] if size == "large" else [4],
+                  num_warps=[4] if size == "small" else [1, 2, 4, 8],
                   constraint=lambda c: c.BLOCK == 64 and c.OFF == 2 and c.num_stages == 3
                   and c.num_warps == 4)  # fmt: skip
     src = torch.arange(300, dtype=torch.float32)

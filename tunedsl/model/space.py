@@ -180,6 +180,7 @@ class Space:
         self._dims: dict[str, Axis] | None = None
         self._answered = False  # the constraint returned something other than None
         self._small: tuple[Config, ...] | None = None
+        self._first: Config | None = None  # first_valid's answer, found once
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{k}={v!r}" for k, v in self.axes.items())
@@ -269,6 +270,8 @@ class Space:
         """The first valid configuration in product order when one is among the first
         ``FIRST_SCAN`` points, else one of ``FIRST_SCAN`` drawn at random (seed 0: the same
         one every time); a constraint that rejects every point tried is a ``UsageError``."""
+        if self._first is not None:
+            return self._first
         size = self.size_hint()
         rng = random.Random(0)
         extra = FIRST_SCAN if size > FIRST_SCAN else 0  # drawn past the first points
@@ -277,6 +280,7 @@ class Space:
         with contextlib.closing(self._scanned(tried, min(size, 2 * FIRST_SCAN))) as valid:
             found = next(valid, None)
         if found is not None:
+            self._first = found
             return found
         if size <= FIRST_SCAN:
             raise self._all_removed(size)
@@ -310,18 +314,13 @@ class Space:
             if not self._small:
                 raise self._all_removed(size)
             return rng.sample(self._small, min(count, len(self._small)))
-        found, tries = draw_valid(
+        found, _ = draw_valid(
             rng, size, count, self._at, self._ok, SAMPLE_TRIES * count, FIRST_SCAN
         )
         if not found and size <= FIRST_SCAN:
             raise self._all_removed(size)
-        if not found:
-            raise UsageError(
-                f"the space's constraint {self._constraint_name()} rejected all {tries} "
-                f"random configurations of "
-                f"{size}; loosen it or narrow the axes to where valid configurations are"
-                + self._no_answer()
-            )
+        if not found:  # as rare as that: the point the site found (or its error), found once
+            return [self.first_valid()]
         return found
 
     def neighbours(self, config: Config) -> list[Config]:
