@@ -455,3 +455,47 @@ def test_a_plain_global_the_interpreter_reads_is_part_of_the_kernel(
     first, unread_edited, other = hashes
     assert unread_edited == first
     assert other != first
+
+
+CLOSURE_DTYPE = """\
+import triton
+import triton.language as tl
+
+
+def make(dtype):
+    @triton.jit
+    def cast_copy(dst, src, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(dst + i, tl.load(src + i, mask=i < n).to(dtype), mask=i < n)
+
+    return cast_copy
+
+
+def hashes():
+    from tunedsl.backends import triton as bt
+
+    kernels = [make(tl.float16), make(tl.float16), make(tl.bfloat16)]
+    return [bt.kernel_info(k).source_hash for k in kernels]
+"""
+
+
+def test_a_tl_dtype_a_compiled_kernel_reads_from_its_closure_is_part_of_it(
+    tmp_path: Path,
+) -> None:
+    """A kernel made by a factory (``make(tl.float16)``, ``make(tl.bfloat16)``) reads its
+    ``tl.dtype`` from its closure. Triton's hash leaves ``tl.dtype`` values out (tunedsl adds
+    those of globals): the two were one kernel, and the record of one was the other's."""
+    import os
+    import subprocess
+
+    (tmp_path / "ks_closure_dtype.py").write_text(CLOSURE_DTYPE, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # Triton's own hash
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    code = "import ks_closure_dtype as m; print(*m.hashes())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    first, same, other = done.stdout.split()
+    assert same == first
+    assert other != first

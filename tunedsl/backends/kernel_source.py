@@ -180,12 +180,15 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
 
 
 def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
-    """What Triton's own hash leaves out, as ``name=value``: the ``tl.dtype`` globals ``fn``
-    and the Triton functions it calls read (Triton checks them within a process), and the
-    called functions' parameter defaults."""
+    """What Triton's own hash leaves out, as ``name=value``: the ``tl.dtype`` values ``fn``
+    and the Triton functions it calls read from their globals (Triton checks them within a
+    process) or closures (``make(tl.float16)``: a kernel per factory call), and the called
+    functions' parameter defaults (a function called through the closure too)."""
     names, found, _ = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
-    for inner in _called(found, seen):
+    closure = _closure(fn)
+    out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
+    for inner in _called([*found, *(v for _, v in closure)], seen):
         out += [*_defaults(inner), *_not_in_tritons_hash(inner, seen)]
     return out
 
@@ -273,7 +276,15 @@ def _read(f: Any) -> list[tuple[str, Any]]:
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     scope = getattr(f, "__globals__", {})
-    read = [(n, scope[n]) for n in sorted(names) if n in scope]
+    return [(n, scope[n]) for n in sorted(names) if n in scope] + _closure(f)
+
+
+def _closure(f: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of each filled cell of a function's closure."""
+    code = getattr(f, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return []
+    read = []
     for n, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or (), strict=False):
         try:
             read.append((n, cell.cell_contents))
