@@ -216,3 +216,25 @@ def test_an_interrupted_tuning_holds_no_copy_of_the_arguments(verify: bool | Non
     assert caught.value.__traceback__ is not None
     assert torch.equal(a, a0) and torch.equal(c, c0)
     assert _copies_of(a0, a) - 1 == 0  # a0 itself is one
+
+
+def test_an_in_place_kernel_is_found_past_configurations_that_fail_when_launched() -> None:
+    """Configurations that fail as they launch (a tile that is no power of two here; on a
+    GPU, one asking for more shared memory than the device has) among the first launches
+    are not compared: the watch stopped after a failed first launch, having seen no write,
+    so every later launch of an in-place kernel started from the one before, unwarned."""
+    x = torch.zeros(300)
+    seen: list[float] = []
+    with pytest.warns(UserWarning, match="changes 'x' in place"):
+        res = autotune_launch(
+            add_one_inplace,
+            space={"tile": [96, 48, 64]},  # 96 and 48 fail when they run
+            grid=lambda cfg: (cdiv(300, cfg.tile),),
+            args=(x, 300),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name="add-one-past-failures",
+            pre_hook=lambda args: seen.append(args["x"][0].item()),
+        )
+    assert res.config.tile == 64
+    assert torch.equal(x, torch.ones(300))
+    assert max(seen) <= 1.0, seen  # restored once found: no launch started from a third

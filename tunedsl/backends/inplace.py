@@ -14,6 +14,8 @@ last one's result. ``InPlaceWatch`` tells them apart with the launches tuning ma
   was changed again: it is in place. From then on it is
   restored before every launch (as if named in ``restore_value``), and one warning names it.
 
+A launch that raises (a configuration that fails as it launches) is not one of the three.
+
 Launching twice gives the same outputs as launching once for every argument that is not
 flagged, within the tolerance ``verify=`` uses; but only for the configuration of those
 launches: a later one may add into what they stored (split-K's atomics), so every written
@@ -105,6 +107,13 @@ class InPlaceWatch:
             self.original, self.after_first = {}, {}  # outputs: nothing to restore
             return again
         return []
+
+    def failed(self) -> None:
+        """The launch just counted raised (a configuration that fails as it launches: on a
+        GPU, one over the shared memory): it is not compared, the next one takes its turn.
+        A first launch that failed wrote nothing, and the watch would stop there."""
+        if not self.done and self.seen > 0:
+            self.seen -= 1
 
     def fresh_start(self) -> None:
         """The arguments were just put back to the caller's values (a ``verify=`` check runs

@@ -164,6 +164,11 @@ class Guard:
         if self.on_found is not None:
             self.on_found()
 
+    def launch_failed(self) -> None:
+        """The launch just made raised: the in-place watch does not compare it."""
+        if self.watch is not None:
+            self.watch.failed()
+
     def before_rep(self, hook_args: Mapping[str, Any] | None = None) -> None:
         self.observe()
         for name, saved in self.restore.items():
@@ -413,6 +418,7 @@ class InProcessMeasurer:
                     raise
                 except Exception as err:  # a configuration may fail at run time
                     error = err
+                    self.guard.launch_failed()
                 finally:
                     self._post(v.config, error)
             if problem is not None:
@@ -444,6 +450,7 @@ class InProcessMeasurer:
             except UsageError:
                 raise
             except Exception as err:
+                self.guard.launch_failed()
                 self._post(config, err)
                 raise MeasureFailure(reason(err)) from err
         if config not in self.first_ms and samples:
