@@ -269,20 +269,23 @@ class Space:
     def first_valid(self) -> Config:
         """The first valid configuration in product order when one is among the first
         ``FIRST_SCAN`` points, else one of ``FIRST_SCAN`` drawn at random (seed 0: the same
-        one every time); a constraint that rejects every point tried is a ``UsageError``."""
+        one every time); a space of up to twice ``FIRST_SCAN`` points is scanned whole (no
+        more tries than that). A constraint that rejects every point tried is a
+        ``UsageError``."""
         if self._first is not None:
             return self._first
         size = self.size_hint()
         rng = random.Random(0)
-        extra = FIRST_SCAN if size > FIRST_SCAN else 0  # drawn past the first points
+        extra = FIRST_SCAN if size > 2 * FIRST_SCAN else 0  # drawn past the first points
         drawn = (self._at(rng.randrange(size)) for _ in range(extra))
-        tried = itertools.chain(itertools.islice(self._points(), FIRST_SCAN), drawn)
+        scanned = FIRST_SCAN if extra else 2 * FIRST_SCAN
+        tried = itertools.chain(itertools.islice(self._points(), scanned), drawn)
         with contextlib.closing(self._scanned(tried, min(size, 2 * FIRST_SCAN))) as valid:
             found = next(valid, None)
         if found is not None:
             self._first = found
             return found
-        if size <= FIRST_SCAN:
+        if size <= 2 * FIRST_SCAN:
             raise self._all_removed(size)
         raise UsageError(
             f"the space's constraint {self._constraint_name()} rejected the first "

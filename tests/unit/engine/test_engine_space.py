@@ -236,6 +236,19 @@ def test_a_valid_region_far_down_the_order_is_found_by_drawing() -> None:
     assert ten_million(Bounded(lambda c: c.a == 9)).first_valid() == first
 
 
+@pytest.mark.parametrize("size", [10_001, 19_999, 2 * FIRST_SCAN])
+def test_a_space_of_up_to_twice_the_scan_is_scanned_whole_for_its_first_point(size: int) -> None:
+    """One valid point, the last: a space of up to 20,000 points is scanned whole (as many
+    constraint calls as the scan and the draws of a larger one). 10,000 draws at random
+    past the first 10,000 points missed it (for 19,999 points), and the site said the
+    constraint rejected everything."""
+    fn = Bounded(lambda c: c.a == size - 1)
+    space = Space(a=list(range(size)), constraint=fn)
+    assert space.first_valid() == Config(a=size - 1)
+    assert fn.calls == size
+    assert space.sample(random.Random(0), 4) == [Config(a=size - 1)]
+
+
 def test_a_space_without_constraint_or_a_list_space_is_its_first_point() -> None:
     assert Space(a=[3, 4], b=[5]).first_valid() == Config(a=3, b=5)
     assert ListSpace([Config(t=2), Config(t=1)]).first_valid() == Config(t=2)
