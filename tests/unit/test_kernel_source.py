@@ -499,3 +499,54 @@ def test_a_tl_dtype_a_compiled_kernel_reads_from_its_closure_is_part_of_it(
     first, same, other = done.stdout.split()
     assert same == first
     assert other != first
+
+
+CONSTEXPR_FUNCTION = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def act(x):
+    return tl.maximum(x, {floor})
+
+
+ACT = tl.constexpr(act)
+
+
+@triton.jit
+def apply(dst, src, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, ACT(tl.load(src + i, mask=i < n)), mask=i < n)
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    print(bt.kernel_info(apply).source_hash)
+"""
+
+
+def test_a_global_constexpr_holding_a_triton_function_is_one_kernel_in_every_process(
+    tmp_path: Path,
+) -> None:
+    """``ACT = tl.constexpr(act)`` read by a kernel under the interpreter: its label was the
+    function's repr, an address, so each process had another kernel and tuned it again; it
+    is the function's name and source, and an edited function is another kernel."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+
+    def source_hash(floor: str) -> str:
+        script = tmp_path / f"ks_constexpr_fn_{floor.replace('.', '_')}.py"
+        script.write_text(CONSTEXPR_FUNCTION.format(floor=floor), encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = source_hash("0.0")
+    assert source_hash("0.0") == first
+    assert source_hash("1.0") != first

@@ -121,8 +121,22 @@ class _Reads(NamedTuple):
 
 def _label(name: str, value: Any) -> str | None:
     if is_triton_constexpr(value) or is_triton_dtype(value):
-        return f"{name}={getattr(value, 'value', value)!r}"
+        return f"{name}={_stable_repr(getattr(value, 'value', value))}"
     return None
+
+
+def _stable_repr(value: Any) -> str:
+    """``repr(value)``, but for one holding an address (``tl.constexpr(act)`` holds a Triton
+    function, whose repr under the interpreter is an address): a function's name and code
+    (a Triton function's source), else its type: the same in every process."""
+    text = repr(value)
+    if " at 0x" not in text:
+        return text  # as every label was written before
+    inner = getattr(value, "fn", value)
+    if inspect.isfunction(inner):
+        digest = hashlib.sha256(_source(inner).encode("utf-8")).hexdigest()[:16]
+        return f"<function {inner.__qualname__} {digest}>"
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 def _globals_read(fn: Any) -> _Reads:
