@@ -191,15 +191,17 @@ class Guard:
 
     def close(self) -> None:
         """After the tuning's last launch: every argument back to the caller's values."""
-        if self.watch is not None:
-            found, written = self.watch.finish()
-            self._found(found)
-            for name, saved in written.items():
-                self.bt.copy_into(self.bound[name], saved)
-        self.restore_all()
-        # The copies go now: an exception leaving the tuning keeps its frames, and with
-        # them this guard, for as long as the exception is kept (a notebook keeps the last).
-        self.restore, self.verify_snapshot, self.watch = {}, {}, None
+        try:
+            if self.watch is not None:
+                found, written = self.watch.finish()
+                self._found(found)
+                for name, saved in written.items():
+                    self.bt.copy_into(self.bound[name], saved)
+            self.restore_all()
+        finally:
+            # The copies go now: an exception leaving the tuning keeps its frames, and with
+            # them this guard, for as long as the exception is kept (a notebook keeps the last).
+            self.restore, self.verify_snapshot, self.watch = {}, {}, None
 
 
 class Verifier:
@@ -495,9 +497,9 @@ class InProcessMeasurer:
         self.cancel_ahead()
         with BENCH_LOCK:
             self.bt.synchronize()
-            self.guard.close()
             if self.verifier is not None:  # its reference outputs: copies too
                 self.verifier.reference = None
+            self.guard.close()
             self.bt.synchronize()
             # The timer's CUDA graphs go now, not at a later garbage collection: the
             # collector can run inside the program's own CUDA-graph capture, where
