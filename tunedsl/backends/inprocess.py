@@ -136,16 +136,11 @@ class Guard:
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
 
     def snapshot_all(self) -> None:
-        """Every tensor argument's values, for ``verify=``: before the first launch, the
-        copies the watch and ``restore_value`` took are these values, and are shared."""
-        taken = dict(self.restore)
-        if self.watch is not None and self.watch.seen == 0:
-            taken.update(self.watch.original)
-        self.verify_snapshot = {
-            n: taken[n] if n in taken else self.bt.clone(v)
-            for n, v in self.bound.items()
-            if is_tensor(v)
-        }
+        """Each tensor argument's values for ``verify=``, sharing the copies taken already."""
+        first = self.watch.original if self.watch and not self.watch.seen else {}
+        taken = {**first, **self.restore}
+        tensors = ((n, v) for n, v in self.bound.items() if is_tensor(v))
+        self.verify_snapshot = {n: taken[n] if n in taken else self.bt.clone(v) for n, v in tensors}
 
     def observe(self) -> None:
         """Before each launch of the tuning: the in-place watch's turn."""
@@ -163,11 +158,6 @@ class Guard:
         warn_in_place(self.kernel, names, warn_once)
         if self.on_found is not None:
             self.on_found()
-
-    def launch_failed(self) -> None:
-        """The launch just made raised: the in-place watch does not compare it."""
-        if self.watch is not None:
-            self.watch.failed()
 
     def before_rep(self, hook_args: Mapping[str, Any] | None = None) -> None:
         self.observe()
@@ -198,9 +188,7 @@ class Guard:
                 for name, saved in written.items():
                     self.bt.copy_into(self.bound[name], saved)
             self.restore_all()
-        finally:
-            # The copies go now: an exception leaving the tuning keeps its frames, and with
-            # them this guard, for as long as the exception is kept (a notebook keeps the last).
+        finally:  # the copies go now: a kept exception (a notebook's) keeps this guard
             self.restore, self.verify_snapshot, self.watch = {}, {}, None
 
 
@@ -420,7 +408,8 @@ class InProcessMeasurer:
                     raise
                 except Exception as err:  # a configuration may fail at run time
                     error = err
-                    self.guard.launch_failed()
+                    if self.guard.watch is not None:  # not a launch the watch compares
+                        self.guard.watch.failed()
                 finally:
                     self._post(v.config, error)
             if problem is not None:
@@ -452,7 +441,8 @@ class InProcessMeasurer:
             except UsageError:
                 raise
             except Exception as err:
-                self.guard.launch_failed()
+                if self.guard.watch is not None:  # not a launch the watch compares
+                    self.guard.watch.failed()
                 self._post(config, err)
                 raise MeasureFailure(reason(err)) from err
         if config not in self.first_ms and samples:
