@@ -550,3 +550,15 @@ def test_a_global_constexpr_holding_a_triton_function_is_one_kernel_in_every_pro
     first = source_hash("0.0")
     assert source_hash("0.0") == first
     assert source_hash("1.0") != first
+
+
+def test_a_plain_constexpr_that_reads_like_an_address_keeps_its_value_in_the_label() -> None:
+    """Only a value whose repr holds an address is labelled by its function or type: a
+    string that happens to read like one is its own value, and two such are two kernels."""
+    import triton.language as tl
+
+    from tunedsl.backends import kernel_source as ks
+
+    one, two = tl.constexpr("reads at 0x1"), tl.constexpr("reads at 0x2")
+    assert ks._label("MODE", one) == "MODE='reads at 0x1'"
+    assert ks._label("MODE", one) != ks._label("MODE", two)

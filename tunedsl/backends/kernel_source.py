@@ -130,7 +130,7 @@ def _stable_repr(value: Any) -> str:
     function, whose repr under the interpreter is an address): a function's name and code
     (a Triton function's source), else its type: the same in every process."""
     text = repr(value)
-    if " at 0x" not in text:
+    if " at 0x" not in text or _plain(value):
         return text  # as every label was written before
     inner = getattr(value, "fn", value)
     if inspect.isfunction(inner):
