@@ -126,17 +126,16 @@ def _label(name: str, value: Any) -> str | None:
 
 
 def _stable_repr(value: Any) -> str:
-    """``repr(value)``, but for one holding an address (``tl.constexpr(act)`` holds a Triton
-    function, whose repr under the interpreter is an address): a function's name and code
-    (a Triton function's source), else its type: the same in every process."""
+    """``repr(value)``, but for a function whose repr is an address (``tl.constexpr(act)``
+    holds a Triton function, an address under the interpreter): its name and code (a Triton
+    function's source), the same in every process. Another object keeps its repr: one
+    with an address is another kernel in every process, never taken for an edited one."""
     text = repr(value)
-    if " at 0x" not in text or _plain(value):
-        return text  # as every label was written before
     inner = getattr(value, "fn", value)
-    if inspect.isfunction(inner):
-        digest = hashlib.sha256(_source(inner).encode("utf-8")).hexdigest()[:16]
-        return f"<function {inner.__qualname__} {digest}>"
-    return f"<{type(value).__module__}.{type(value).__qualname__}>"
+    if " at 0x" not in text or _plain(value) or not inspect.isfunction(inner):
+        return text  # as every label was written before
+    digest = hashlib.sha256(_source(inner).encode("utf-8")).hexdigest()[:16]
+    return f"<function {inner.__qualname__} {digest}>"
 
 
 def _globals_read(fn: Any) -> _Reads:
