@@ -1,13 +1,15 @@
-"""Children forked from an application that tunes: a ``multiprocessing`` pool (or a
-``DataLoader``'s workers) forked while another thread of the parent runs a tuned site.
-The child has only the forking thread, so no lock of tunedsl may arrive held there."""
+"""Child processes of an application that tunes: a ``multiprocessing`` pool (or a
+``DataLoader``'s workers) forked while another thread of the parent runs a tuned site (the
+child has only the forking thread, so no lock of tunedsl may arrive held there), and
+children started with ``spawn`` from a ``tunedsl run`` script (they run ``__main__`` again
+with plain Python)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from rel_helpers import child_env, run_python, write_script
+from rel_helpers import child_env, run_python, run_tunedsl, write_script
 
 pytestmark = pytest.mark.needs_triton
 
@@ -77,3 +79,62 @@ def test_a_child_forked_during_a_launch_of_another_thread_launches(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     # -14 (SIGALRM): the child waited forever for the interpreter lock its parent's thread held
     assert "CHILD 0" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
+
+
+# A `tunedsl run` script whose pool is started with `spawn` (macOS's default, a DataLoader's
+# `multiprocessing_context="spawn"`): each child runs the main script again. DSL_WORK is a
+# site the children launch, checked against PyTorch there.
+DSL_WORK = """
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def neg(x, out, n, T: tl.constexpr):
+    i = tl.program_id(0) * T + tl.arange(0, T)
+    tl.store(out + i, -tl.load(x + i, mask=i < n), mask=i < n)
+
+
+def work(n):
+    x = torch.randn(n)
+    out = torch.empty_like(x)
+    autotune(space=dict(t=[32, 64]), blocks=cdiv(n, $t), neg(x, out, n, T=$t))
+    return bool(torch.equal(out, -x))
+"""
+
+SPAWN_POOL = """
+import multiprocessing
+
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        print("RESULTS", pool.map(work, [100, 300]))
+"""
+
+
+def test_a_dsl_script_spawns_children_that_run_its_sites(tmp_path: Path) -> None:
+    # each child read the script with plain Python: a SyntaxError in every one, and a pool
+    # that started them again without end (it hung)
+    script = write_script(tmp_path / "spawns.py", DSL_WORK + SPAWN_POOL)
+    proc = run_tunedsl(script, child_env(tmp_path / "cache"), timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RESULTS [True, True]" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_a_plain_script_spawns_children_that_import_a_dsl_module(tmp_path: Path) -> None:
+    write_script(tmp_path / "negkernels.py", DSL_WORK)
+    script = write_script(tmp_path / "main.py", "from negkernels import work\n" + SPAWN_POOL)
+    proc = run_tunedsl(script, child_env(tmp_path / "cache"), timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RESULTS [True, True]" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_a_dsl_script_named_as_no_module_cannot_spawn_and_says_why(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "neg-pool.py", DSL_WORK + SPAWN_POOL)
+    proc = run_tunedsl(script, child_env(tmp_path / "cache"), timeout=60)
+    assert proc.returncode == 1, proc.stdout
+    assert "SyntaxError" not in proc.stderr, proc.stderr[-3000:]
+    assert "UsageError" in proc.stderr and "neg-pool.py" in proc.stderr, proc.stderr[-3000:]
+    assert "rename the script" in proc.stderr and "'fork'" in proc.stderr, proc.stderr
