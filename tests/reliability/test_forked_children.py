@@ -137,4 +137,6 @@ def test_a_dsl_script_named_as_no_module_cannot_spawn_and_says_why(tmp_path: Pat
     assert proc.returncode == 1, proc.stdout
     assert "SyntaxError" not in proc.stderr, proc.stderr[-3000:]
     assert "UsageError" in proc.stderr and "neg-pool.py" in proc.stderr, proc.stderr[-3000:]
-    assert "rename the script" in proc.stderr and "'fork'" in proc.stderr, proc.stderr
+    assert "name the script as a Python identifier" in proc.stderr and "'fork'" in proc.stderr, (
+        proc.stderr
+    )

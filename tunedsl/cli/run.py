@@ -76,7 +76,6 @@ def _spawn_with_the_hook(path: str, source: bytes) -> None:
     them again without end). Its preparation data, unpickled in the child first, now installs
     the import hook there, and a DSL main script is run again by module name, through the
     hook; one whose file name is no module name is refused here, with the fix."""
-    import keyword
     import multiprocessing.spawn as spawn
 
     from tunedsl.errors import UsageError
@@ -95,19 +94,32 @@ def _spawn_with_the_hook(path: str, source: bytes) -> None:
             return data  # plain Python: run again from its file, as Python does
         except SyntaxError:
             pass
-        if not stem.isidentifier() or keyword.iskeyword(stem):
+        if not _imports_as(stem, path, data.get("sys_path", sys.path)):
             raise UsageError(
                 f"{path} uses the DSL, and a process started with the 'spawn' or 'forkserver' "
                 "method (multiprocessing, a DataLoader's num_workers, ProcessPoolExecutor) "
-                f"imports the main script again, which `{stem}` is no module name to do: "
-                "rename the script to a Python identifier (`my_script.py`), or start the "
-                "processes with the 'fork' method"
+                f"imports the main script again, as module `{stem}`, which finds no such "
+                "module or another file: name the script as a Python identifier "
+                "(`my_script.py`) that no other module on the path has, keep its directory "
+                "on the path (no `python -P`), or start the processes with the 'fork' method"
             )
         del data["init_main_from_path"]
         data["init_main_from_name"] = stem  # sys.path[0] is the script's directory there too
         return data
 
     spawn.get_preparation_data = get_preparation_data  # type: ignore[assignment]
+
+
+def _imports_as(name: str, path: str, search: list[str]) -> bool:
+    """True when importing ``name`` from ``search`` (a child's ``sys.path``) finds ``path``."""
+    import importlib.machinery
+    import keyword
+
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return False
+    spec = importlib.machinery.PathFinder.find_spec(name, [p or os.getcwd() for p in search])
+    origin = getattr(spec, "origin", None)
+    return origin is not None and os.path.realpath(origin) == os.path.realpath(path)
 
 
 def _exit_code(err: SystemExit) -> int:
