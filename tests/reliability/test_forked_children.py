@@ -6,6 +6,8 @@ with plain Python)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,22 @@ def test_a_dsl_script_named_as_no_module_cannot_spawn_and_says_why(tmp_path: Pat
     assert "name the script as a Python identifier" in proc.stderr and "'fork'" in proc.stderr, (
         proc.stderr
     )
+
+
+def test_a_dsl_script_its_children_cannot_import_cannot_spawn_and_says_why(
+    tmp_path: Path,
+) -> None:
+    # `python -P`: the script's directory is not on the children's path, so importing it by
+    # name there finds nothing (an ImportError in every child, and a pool restarting them)
+    script = write_script(tmp_path / "negpool.py", DSL_WORK + SPAWN_POOL)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "tunedsl", "run", str(script)],
+        env=child_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(tmp_path),
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "UsageError" in proc.stderr and "module `negpool`" in proc.stderr, proc.stderr[-3000:]
+    assert "no `python -P`" in proc.stderr, proc.stderr[-3000:]
