@@ -28,6 +28,7 @@ from :meth:`Launcher.plan` and hands every other call back to the launcher.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,12 @@ def direct_launch_enabled() -> bool:
 # Triton's interpreter keeps the grid of the running launch in module globals, so two
 # threads interpreting at once corrupt each other; interpreted launches take turns.
 INTERPRETER_LOCK = threading.RLock()
+if hasattr(os, "register_at_fork"):
+    # A child forked while another thread was inside a launch (a ``multiprocessing`` pool or
+    # a DataLoader forked beside an inference thread) has no such thread: the lock would stay
+    # held there and its every launch would wait forever. Made free in place, as ``threading``
+    # does its own locks, since launchers keep a reference to this very lock.
+    os.register_at_fork(after_in_child=INTERPRETER_LOCK._at_fork_reinit)  # type: ignore[attr-defined]
 
 
 def launch_jit(

@@ -5,6 +5,8 @@ directory, ``__file__`` its absolute path), its expanded code comes from the byt
 and the import hook is installed so it can import DSL modules. Exit status follows Python:
 0, the ``sys.exit`` value, 1 for an uncaught exception (traceback without tunedsl's frames)
 or a DSL syntax error (rendered, no traceback), 130 for Ctrl-C, 2 when the script is missing.
+Children started with ``spawn`` or ``forkserver`` install the import hook before they run the
+script again (``_spawn_with_the_hook``).
 """
 
 from __future__ import annotations
@@ -55,6 +57,69 @@ def main_argv(argv: Sequence[str]) -> int:
         parser.print_help()
         return 0
     return run_script(argv[0], argv[1:])
+
+
+class _ImportHookInChild:
+    """Unpickled in a spawned child before it runs the main script again: installs the
+    import hook there, so the script (and the DSL modules it imports) read as they do here."""
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        import importlib
+
+        return importlib.import_module, ("tunedsl.activate",)
+
+
+def _spawn_with_the_hook(path: str, source: bytes) -> None:
+    """A child started with ``spawn`` or ``forkserver`` (``multiprocessing``, a DataLoader's
+    workers, ``ProcessPoolExecutor``) runs the main script again with plain Python (a DSL
+    script, or a DSL module it imports, was a SyntaxError in every child, and a pool started
+    them again without end). Its preparation data, unpickled in the child first, now installs
+    the import hook there, and a DSL main script is run again by module name, through the
+    hook; one whose file name is no module name is refused here, with the fix."""
+    import multiprocessing.spawn as spawn
+
+    from tunedsl.errors import UsageError
+
+    original = spawn.get_preparation_data
+    stem = os.path.splitext(os.path.basename(path))[0]
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        data["tunedsl_import_hook"] = _ImportHookInChild()  # keys it does not know: ignored
+        main = data.get("init_main_from_path")
+        if main is None or os.path.normpath(main) != os.path.normpath(path):
+            return data
+        try:
+            compile(source, path, "exec", dont_inherit=True)
+            return data  # plain Python: run again from its file, as Python does
+        except SyntaxError:
+            pass
+        if not _imports_as(stem, path, data.get("sys_path", sys.path)):
+            raise UsageError(
+                f"{path} uses the DSL, and a process started with the 'spawn' or 'forkserver' "
+                "method (multiprocessing, a DataLoader's num_workers, ProcessPoolExecutor) "
+                f"imports the main script again, as module `{stem}`, which finds no such "
+                "module or another file: name the script as a Python identifier "
+                "(`my_script.py`) that no other module on the path has, keep its directory "
+                "on the path (no `python -P`), or start the processes with the 'fork' method"
+            )
+        del data["init_main_from_path"]
+        data["init_main_from_name"] = stem  # sys.path[0] is the script's directory there too
+        return data
+
+    spawn.get_preparation_data = get_preparation_data  # type: ignore[assignment]
+
+
+def _imports_as(name: str, path: str, search: list[str]) -> bool:
+    """True when importing ``name`` from ``search`` (a child's ``sys.path``) finds ``path``."""
+    import importlib.machinery
+    import keyword
+
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return False
+    spec = importlib.machinery.PathFinder.find_spec(name, [p or os.getcwd() for p in search])
+    origin = getattr(spec, "origin", None)
+    return origin is not None and os.path.realpath(origin) == os.path.realpath(path)
 
 
 def _exit_code(err: SystemExit) -> int:
@@ -153,6 +218,7 @@ def run_script(script: str, args: Sequence[str]) -> int:
         return 1
 
     activate.install()
+    _spawn_with_the_hook(path, source)
     main_module = types.ModuleType("__main__")
     main_module.__dict__.update(
         __file__=path, __cached__=None, __loader__=None, __spec__=None, __builtins__=builtins
