@@ -281,3 +281,64 @@ def test_one_pool_serves_every_batch_a_search_compiles_at_once(tmp_path: Path) -
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["done"] == 8 and not report["failed"], report
     assert report["size"] == 8, report
+
+
+def test_workers_forked_while_a_thread_reads_the_kernels_hash_compile(tmp_path: Path) -> None:
+    # Triton guards a kernel's hash (`JITFunction.cache_key`) with a lock of its own. A
+    # thread that is reading it as the pool forks (another batch building its jobs) left
+    # that lock held in every worker, by a thread they do not have: each worker's first
+    # compile then waited for it until the compile timed out, and every variant failed.
+    # Here a thread holds the lock across the fork, as such a thread would.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys, threading, time\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import torch\n"
+        "from shared_kernels import mm\n"
+        "from tunedsl.backends import compile_processes as cp\n"
+        "from tunedsl.backends.host_compile import HostCompiler, Split\n"
+        "from tunedsl.model.config import Config\n"
+        "from tunedsl.model.variant import Variant\n"
+        "mm.cache_key\n"
+        "held, release = threading.Event(), threading.Event()\n"
+        "def hold():\n"
+        "    with mm._hash_lock:\n"
+        "        held.set()\n"
+        "        release.wait()\n"
+        "threading.Thread(target=hold, daemon=True).start()\n"
+        "held.wait()\n"
+        "pool = cp.pool_for([mm], 2)\n"
+        "time.sleep(0.5)  # the zygote forks the workers from its copy, the lock held there\n"
+        "release.set()\n"
+        "S = 64\n"
+        "a = torch.empty(S, S, dtype=torch.float16)\n"
+        "args = (a, a, a, S, S, S, S, 1, S, 1, S, 1)\n"
+        "configs = [Config(BM=m, BN=16, BK=16) for m in (16, 32)]\n"
+        "variants = {c: Variant(c, args, dict(c.items()), (1, 1), {'num_warps': 4})"
+        " for c in configs}\n"
+        "done = []\n"
+        "host = HostCompiler(mm, variants, Split(), 'cuda:90', lambda c, why: done.append(why))\n"
+        "host.submit(configs)\n"
+        "t0 = time.time()\n"
+        "while len(done) < 2 and time.time() - t0 < 120:\n"
+        "    time.sleep(0.05)\n"
+        "print(json.dumps({'same_pool': cp._pool is pool, 'failed': [w for w in done if w],"
+        " 'done': len(done)}))\n"
+    )
+    env = {**os.environ, "TUNEDSL_COMPILE_WORKERS": "2", "TUNEDSL_COMPILE_PROCESSES": "on",
+           "TUNEDSL_CONFIG_TIMEOUT": "40", "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+           "TRITON_CACHE_DIR": str(tmp_path / "triton")}  # fmt: skip
+    env.pop("TRITON_INTERPRET", None)
+    tests = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(tests.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tests)], env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report == {"same_pool": True, "failed": [], "done": 2}, report

@@ -20,8 +20,10 @@ Safety: the fork happens only where no other thread of this process is compiling
 (:func:`tunedsl.backends.compile_pool.compiling_elsewhere`), so no thread holds a compiler
 lock that the child inherits. The threads that may run then (hashing Triton, waiting for
 the host compiler to build Triton's C utilities: ``compat.start_warming``) hold no lock
-that a worker takes (a worker gets the hash with each job and never starts a driver), and
-a worker closes the pipes it inherited, so a subprocess being started at the fork still
+that a worker takes (a worker gets the hash with each job and never starts a driver). A
+thread that is only reading a kernel's Triton hash (``JITFunction.cache_key``, as jobs are
+built) holds that kernel's lock, which every worker's compile takes: the zygote makes those
+locks anew before it forks the workers. A worker closes the pipes it inherited, so a subprocess being started at the fork still
 sees its pipes close. A child touches no GPU (it compiles for a named target) and leaves
 with ``os._exit`` (no parent's exit handler runs twice). A pool serves only the process
 that forked it: a child the user forks later inherits the pool but not its workers, whose
@@ -374,8 +376,14 @@ def _reap(pid: int) -> None:
 
 
 def _zygote_main(pairs: list[tuple[Connection, Connection]]) -> None:  # pragma: no cover
-    """In the zygote (one thread): fork each worker, then leave."""
+    """In the zygote (one thread): fork each worker, then leave. First, the locks of the
+    registered kernels that a parent thread may have held at the fork are made anew
+    (``compat.free_jit_locks``), so the workers inherit them free."""
     status = 0
+    with contextlib.suppress(Exception):  # (a kernel with no such lock: nothing to free)
+        from tunedsl.backends import compat
+
+        compat.free_jit_locks(list(_registry.values()))
     try:
         for index in range(len(pairs)):
             if os.fork() == 0:

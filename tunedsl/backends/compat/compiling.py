@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Mapping
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -233,3 +234,33 @@ def prebuild_launcher(
         libraries=nv.libraries,
     )
     return True
+
+
+def free_jit_locks(kernels: Iterable[Any]) -> None:
+    """In a process just forked (one thread): give each ``JITFunction`` among ``kernels``
+    (or under their wrappers), and every one they reach through their globals, a new
+    ``_hash_lock`` (through the modules they read too: ``tl.sum``). That re-entrant lock guards ``cache_key`` (3.6.0, 3.9.0); a parent
+    thread reading a kernel's key as the fork happened leaves it held by a thread the
+    child does not have, and the child's first compile of that kernel would wait for it
+    forever."""
+    from triton.runtime.jit import JITFunction
+
+    seen: set[int] = set()
+    stack = list(kernels)
+    while stack:
+        obj = stack.pop()
+        for _ in range(8):  # down Autotuner/Heuristics-style wrappers to the JITFunction
+            if isinstance(obj, JITFunction) or getattr(obj, "fn", None) is None:
+                break
+            obj = obj.fn
+        if not isinstance(obj, JITFunction) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        obj._hash_lock = threading.RLock()
+        scope = getattr(obj.fn, "__globals__", None) or {}
+        for value in list(scope.values()):
+            if isinstance(value, JITFunction):
+                stack.append(value)
+            elif isinstance(value, types.ModuleType):  # tl.sum, lib.helper
+                reached = [v for v in list(vars(value).values()) if isinstance(v, JITFunction)]
+                stack.extend(v for v in reached if id(v) not in seen)
