@@ -261,6 +261,6 @@ def free_jit_locks(kernels: Iterable[Any]) -> None:
         for value in list(scope.values()):
             if isinstance(value, JITFunction):
                 stack.append(value)
-            elif isinstance(value, types.ModuleType):  # tl.sum, lib.helper
-                reached = [v for v in list(vars(value).values()) if isinstance(v, JITFunction)]
-                stack.extend(v for v in reached if id(v) not in seen)
+            elif isinstance(value, types.ModuleType) and id(value) not in seen:
+                seen.add(id(value))  # each module read once: tl.sum, lib.helper
+                stack.extend(v for v in list(vars(value).values()) if isinstance(v, JITFunction))
