@@ -235,10 +235,6 @@ def test_one_pool_serves_every_batch_a_search_compiles_at_once(tmp_path: Path) -
     # one pool: it must have a process for each core they can use, not for the first
     # batch's jobs (a pool of 16 kept a 32-core host at 16 compiles). Eight variants,
     # batches of four, eight compile workers: a pool of eight.
-    import json
-    import os
-    import subprocess
-    import sys
 
     code = (
         "import json, sys\n"
@@ -267,18 +263,7 @@ def test_one_pool_serves_every_batch_a_search_compiles_at_once(tmp_path: Path) -
         "print(json.dumps({'size': cp._pool.size if cp._pool else None, 'failed':"
         " [w for w in done if w], 'done': len(done)}))\n"
     )
-    env = {**os.environ, "TUNEDSL_COMPILE_WORKERS": "8", "TUNEDSL_COMPILE_PROCESSES": "on",
-           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
-           "TRITON_CACHE_DIR": str(tmp_path / "triton")}  # fmt: skip
-    env.pop("TRITON_INTERPRET", None)
-    tests = Path(__file__).resolve().parent.parent
-    env["PYTHONPATH"] = os.pathsep.join([str(tests.parent), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(tests)], env=env, capture_output=True, text=True,
-        timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = _compiled_in_a_fresh_process(tmp_path, code, {"TUNEDSL_COMPILE_WORKERS": "8"}, 900)
     assert report["done"] == 8 and not report["failed"], report
     assert report["size"] == 8, report
 
@@ -289,10 +274,6 @@ def test_workers_forked_while_a_thread_reads_the_kernels_hash_compile(tmp_path: 
     # that lock held in every worker, by a thread they do not have: each worker's first
     # compile then waited for it until the compile timed out, and every variant failed.
     # Here a thread holds the lock across the fork, as such a thread would.
-    import json
-    import os
-    import subprocess
-    import sys
 
     code = (
         "import json, sys, threading, time\n"
@@ -329,16 +310,31 @@ def test_workers_forked_while_a_thread_reads_the_kernels_hash_compile(tmp_path: 
         "print(json.dumps({'same_pool': cp._pool is pool, 'failed': [w for w in done if w],"
         " 'done': len(done)}))\n"
     )
-    env = {**os.environ, "TUNEDSL_COMPILE_WORKERS": "2", "TUNEDSL_COMPILE_PROCESSES": "on",
-           "TUNEDSL_CONFIG_TIMEOUT": "40", "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+    settings = {"TUNEDSL_COMPILE_WORKERS": "2", "TUNEDSL_CONFIG_TIMEOUT": "40"}
+    report = _compiled_in_a_fresh_process(tmp_path, code, settings, 600)
+    assert report == {"same_pool": True, "failed": [], "done": 2}, report
+
+
+def _compiled_in_a_fresh_process(
+    tmp_path: Path, code: str, settings: dict[str, str], timeout_s: int
+) -> dict:
+    """Run ``code`` (``python -c``, the tests' directory as its argument) in a process that
+    compiles for real with compile processes on, its own caches and ``settings``; the JSON
+    report it prints last."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TUNEDSL_COMPILE_PROCESSES": "on", **settings,
+           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
            "TRITON_CACHE_DIR": str(tmp_path / "triton")}  # fmt: skip
     env.pop("TRITON_INTERPRET", None)
     tests = Path(__file__).resolve().parent.parent
     env["PYTHONPATH"] = os.pathsep.join([str(tests.parent), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
         [sys.executable, "-c", code, str(tests)], env=env, capture_output=True, text=True,
-        timeout=600,
+        timeout=timeout_s,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report == {"same_pool": True, "failed": [], "done": 2}, report
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
