@@ -106,3 +106,49 @@ def test_the_large_space_takes_a_second_gpu_only_where_its_host_compiles_faster_
     isolated.shutdown_workers()
     monkeypatch.setattr(device_plan, "_seen", {})
     assert measurers.maybe_multi_device(req, 7.0) is None
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_tensors_on_another_gpu_than_the_current_one_get_an_error_naming_the_fix(
+    isolate: bool,
+) -> None:
+    # Triton launches on the current device: GPU 1's tensors with GPU 0 current fail at
+    # launch in every configuration (or, tuned in a worker, at the launch after tuning).
+    # The miss says which argument is where and how to call it; under the right device the
+    # same site tunes and launches there, and GPU 0's tensors still run on GPU 0.
+    import triton
+    import triton.language as tl
+
+    from tunedsl import autotune_launch, cdiv
+    from tunedsl.errors import UsageError
+
+    @triton.jit
+    def add_on_device(a, b, c, n, TILE: tl.constexpr):
+        offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+        m = offs < n
+        tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+    n = 1 << 16
+
+    def call(a, b, c):  # type: ignore[no-untyped-def]
+        return autotune_launch(
+            add_on_device, space={"tile": [256, 1024]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile},
+            name=f"gpu-other-device-{isolate}", isolate=isolate,
+        )  # fmt: skip
+
+    on_1 = [torch.randn(n, device="cuda:1") for _ in range(2)] + [torch.zeros(n, device="cuda:1")]
+    torch.cuda.set_device(0)
+    with pytest.raises(UsageError) as caught:
+        call(*on_1)
+    message = str(caught.value)
+    assert "'a'" in message and "cuda:1" in message and "cuda:0" in message, message
+    assert "torch.cuda.device(1)" in message, message
+    with torch.cuda.device(1):
+        assert call(*on_1).source == "tuned"
+        torch.cuda.synchronize()
+    torch.testing.assert_close(on_1[2], on_1[0] + on_1[1])
+    on_0 = [torch.randn(n, device="cuda:0") for _ in range(2)] + [torch.zeros(n, device="cuda:0")]
+    call(*on_0)  # GPU 0's decision is the same model's: decided in memory, launched on GPU 0
+    torch.cuda.synchronize()
+    torch.testing.assert_close(on_0[2], on_0[0] + on_0[1])

@@ -397,3 +397,48 @@ def test_an_unaligned_tensor_gets_its_own_decision_and_record() -> None:
         torch.testing.assert_close(c, a + b)
         assert res.source == source, (offset, res.key)
         assert ("aligned" in res.key["args"]["a"]) == (offset % 4 != 0)
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_site_called_on_a_side_stream_waits_for_that_streams_writes(isolate: bool) -> None:
+    # The inputs are written on a side stream behind a long sleep and the site is called
+    # on that stream with nothing synchronized: tuning (its measuring, the copies an
+    # isolated worker gets, the in-place restore) and the launches after it must all be
+    # ordered after those writes, as any CUDA work on the caller's stream is.
+    stream = torch.cuda.Stream()
+    n = 1 << 20
+    src_a, src_b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    a, b, c = (torch.zeros(n, device="cuda") for _ in range(3))
+    torch.cuda.synchronize()
+    name = f"gpu-side-stream-{isolate}"
+    with torch.cuda.stream(stream):
+        for expect in ("tuned", "memory"):
+            torch.cuda._sleep(50_000_000)  # tens of milliseconds of work ahead of the writes
+            a.copy_(src_a)
+            b.copy_(src_b)
+            res = launch(a, b, c, name=name, isolate=isolate)
+            assert res.source == expect
+            stream.synchronize()
+            torch.testing.assert_close(c, src_a + src_b)
+            a.zero_()
+            b.zero_()
+            c.zero_()
+
+    @triton.jit
+    def double_in_place(x, n, TILE: tl.constexpr):
+        offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+        tl.store(x + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+
+    x = torch.zeros(n, device="cuda")
+    produced = torch.arange(n, device="cuda", dtype=torch.float32)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(50_000_000)
+        x.copy_(produced)
+        autotune_launch(
+            double_in_place, space={"tile": [256, 1024]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(x, n), kwargs=lambda cfg: {"TILE": cfg.tile}, restore_value=["x"],
+            name=f"gpu-side-stream-double-{isolate}", isolate=isolate,
+        )  # fmt: skip
+        stream.synchronize()
+    torch.testing.assert_close(x, produced * 2)

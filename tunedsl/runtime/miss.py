@@ -34,6 +34,7 @@ from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import launch_effect, mistakes, unkeyed
+from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import rule_digest
@@ -345,6 +346,7 @@ def process_part(site: SiteView, info: Any, settings: Settings) -> _ProcessPart:
 def resolve(site: SiteView, call: Call) -> Resolved:
     """Decide the configuration for a new call key: memory, records, default or tuning.
     The site stores what it returns (its ``first.source`` says where it came from)."""
+    check_call_device(call.kernel, call.args, call.static_kwargs, site.label)
     chosen_settings = site.settings(call.lazy)
     kept = candidates(site, call, chosen_settings)
     # A lazy space is not listed: its fields are not probed. The same candidates (no

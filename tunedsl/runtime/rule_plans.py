@@ -39,6 +39,7 @@ from tunedsl.model.hole import HOLE
 from tunedsl.model.key_reader import Reader, make_reader
 from tunedsl.model.rule_features import key_features
 from tunedsl.runtime import distributed, miss
+from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.decide import Decision, decision_options, record_stores
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
@@ -128,6 +129,9 @@ class RulePlans:
         except Exception as err:
             if not by_rule or isinstance(err, UsageError) or saved is None:
                 raise
+            check_call_device(
+                call.kernel, call.args, call.static_kwargs, site.label
+            )  # a tensor on another GPU: not the pick's fault
             from tunedsl.runtime.ruled import note_failed
 
             note_failed(resolved.result.digest, resolved.decision.config, err)
