@@ -442,3 +442,47 @@ def test_a_site_called_on_a_side_stream_waits_for_that_streams_writes(isolate: b
         )  # fmt: skip
         stream.synchronize()
     torch.testing.assert_close(x, produced * 2)
+
+
+@triton.jit
+def bump_in_place(x, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(x + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@pytest.mark.parametrize("room", ["to compare", "to copy"])
+def test_an_in_place_kernel_tuned_without_room_for_copies_leaves_its_argument_right(
+    room: str,
+) -> None:
+    # x += 1 with x too large for the in-place watch's device copies (the allocator capped):
+    # with room for one copy but not to compare with it, every tuning failed (out of memory
+    # in each configuration); with no room for a copy, nothing was restored and the caller
+    # got x plus one a launch. Now the copies are restored before every launch, or taken
+    # in host memory and put back: the call leaves x + 1.
+    import warnings
+
+    n = 1 << 28  # 1 GiB of float32
+    x = torch.zeros(n, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    size, flush = 4 * n, 2**28  # the event timer's L2 flush buffer: 256 MiB
+    extra = size + flush + size * 2 // 5 if room == "to compare" else flush + size // 2
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(
+        min(1.0, (torch.cuda.memory_reserved() + extra) / total)
+    )
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = autotune_launch(
+                bump_in_place, space={"tile": [1024, 4096], "num_warps": [4, 8]},
+                grid=lambda cfg: (cdiv(n, cfg.tile),), args=(x, n),
+                kwargs=lambda cfg: {"TILE": cfg.tile}, name=f"gpu-no-room-{room.split()[1]}",
+            )  # fmt: skip
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert res.source == "tuned"
+    assert float(x.min()) == float(x.max()) == 1.0
+    said = " ".join(str(w.message) for w in caught)
+    assert ("compare" if room == "to compare" else "host memory") in said, said

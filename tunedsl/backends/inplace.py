@@ -22,6 +22,12 @@ launches: a later one may add into what they stored (split-K's atomics), so ever
 argument is put back to the caller's values after tuning, and so is one the first launches
 left alone that a later configuration wrote (compared with its copy once, at the end). The
 copies cost one clone of the arguments for the length of the tuning, and three comparisons.
+
+Where the device has no room for them (arguments of tens of GiB), nothing is left changed all
+the same: without room for the first copies, they are taken in host memory and put back
+after tuning (the tuning's launches may then see what earlier ones wrote; one warning says
+so); without room to compare or for the second copies, every argument with a copy is
+restored before each further launch, as if all were in place.
 """
 
 from __future__ import annotations
@@ -49,25 +55,13 @@ class InPlaceWatch:
         self.bound = bound
         self.rtol, self.atol, self.exact_ints = rtol, atol, exact_ints
         skipped = set(skip)
-        self.original: dict[str, Any] = {}
-        try:
-            for name, value in bound.items():
-                if name not in skipped and is_tensor(value):
-                    self.original[name] = bt.clone(value)
-        except RuntimeError as err:  # out of memory for the copies: nothing is watched
-            self.original = {}
-            from tunedsl.warn import warn_once
-
-            warn_once(
-                "inplace-copy",
-                f"tunedsl: could not copy the kernel's tensor arguments ({err}); in-place "
-                "writes are not detected while tuning: name arguments the kernel updates "
-                "in restore_value=",
-                UserWarning,
-            )
+        tensors = {n: v for n, v in bound.items() if n not in skipped and is_tensor(v)}
         self.after_first: dict[str, Any] = {}
         self.seen = 0  # launches observed so far
         self.found: dict[str, Any] = {}  # in-place argument -> the caller's value
+        # Every argument with a copy is restored before each launch: there was no room to
+        # tell which are in place (``found`` then holds them all, in place or not).
+        self.unsure = False
         # The caller's values of the written arguments, put back after tuning: an output
         # the first launches write alike may be added into by a later configuration, or
         # be a hook's doing (a pre_hook zeroing an accumulator makes every launch write it).
@@ -75,6 +69,11 @@ class InPlaceWatch:
         # The caller's values of the arguments the first launches left alone: a later
         # configuration may write one of them (a flag of its own), and is launched many times.
         self.unwritten: dict[str, Any] = {}
+        self.original: dict[str, Any] = {}
+        try:
+            self.original = {n: bt.clone(v) for n, v in tensors.items()}
+        except RuntimeError as err:  # no room on the device for the copies: in host memory
+            self.kept = self._host_copies(tensors, err)
 
     @property
     def done(self) -> bool:
@@ -85,28 +84,78 @@ class InPlaceWatch:
         if self.done:
             return []
         self.seen += 1
-        if self.seen == 2:
-            self.bt.synchronize()
-            written = {n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)}
-            self.unwritten.update((n, c) for n, c in self.original.items() if n not in written)
-            self.original = {n: self.original[n] for n in written}
-            self.after_first = {n: self.bt.clone(self.bound[n]) for n in written}
-            self.kept = {**self.original, **self.kept}  # after a verify= check: as before
-        elif self.seen == 3:
-            self.bt.synchronize()
-            again = [
-                n
-                for n, first in self.after_first.items()
-                if not self.bt.equal(self.bound[n], first)
-                and self.bt.allclose(
-                    self.bound[n], first, self.rtol, self.atol, exact_ints=self.exact_ints
-                )
-                is not None
-            ]
-            self.found = {n: self.original[n] for n in again}
-            self.original, self.after_first = {}, {}  # outputs: nothing to restore
-            return again
+        try:
+            if self.seen == 2:
+                self._split_written()
+            elif self.seen == 3:
+                return self._in_place_now()
+        except RuntimeError as err:  # no room to compare or copy: restore every copy
+            return self._restore_every_copy(err)
         return []
+
+    def _split_written(self) -> None:
+        self.bt.synchronize()
+        written = {n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)}
+        self.after_first = {n: self.bt.clone(self.bound[n]) for n in written}
+        self.unwritten.update((n, c) for n, c in self.original.items() if n not in written)
+        self.original = {n: self.original[n] for n in written}
+        self.kept = {**self.original, **self.kept}  # after a verify= check: as before
+
+    def _in_place_now(self) -> list[str]:
+        self.bt.synchronize()
+        again = [
+            n
+            for n, first in self.after_first.items()
+            if not self.bt.equal(self.bound[n], first)
+            and self.bt.allclose(
+                self.bound[n], first, self.rtol, self.atol, exact_ints=self.exact_ints
+            )
+            is not None
+        ]
+        self.found = {n: self.original[n] for n in again}
+        self.original, self.after_first = {}, {}  # outputs: nothing to restore
+        return again
+
+    def _restore_every_copy(self, err: BaseException) -> list[str]:
+        """No room on the device to tell which arguments are in place: each one with a copy
+        is restored before every further launch (restoring an output is harmless)."""
+        self.found = {**self.unwritten, **self.original}
+        self.kept = {**self.found, **self.kept}
+        self.original, self.after_first, self.unwritten = {}, {}, {}
+        self.unsure = True
+        self._warn(
+            "compare",
+            f"could not compare the kernel's tensor arguments with their copies ({err}); "
+            "every one of them is restored before each further launch while tuning",
+        )
+        return list(self.found)
+
+    def _host_copies(self, tensors: Mapping[str, Any], err: BaseException) -> dict[str, Any]:
+        """The caller's values in host memory, put back after tuning; {} (with a warning
+        that nothing is put back) where the host has no room either."""
+        try:
+            copies = {n: self.bt.clone_to_host(v) for n, v in tensors.items()}
+        except RuntimeError as host_err:
+            self._warn(
+                "none",
+                f"could not copy the kernel's tensor arguments on the device ({err}) nor in "
+                f"host memory ({host_err}); in-place writes are not detected while tuning: "
+                "name arguments the kernel updates in restore_value=",
+            )
+            return {}
+        self._warn(
+            "host",
+            f"could not copy the kernel's tensor arguments on the device ({err}); they are "
+            "copied in host memory and put back after tuning, but the tuning's launches may "
+            "see what earlier ones wrote: name arguments the kernel updates in restore_value=",
+        )
+        return copies
+
+    @staticmethod
+    def _warn(kind: str, message: str) -> None:
+        from tunedsl.warn import warn_once
+
+        warn_once(f"inplace-copy:{kind}", "tunedsl: " + message, UserWarning)
 
     def failed(self) -> None:
         """The launch just counted raised (a configuration that fails as it launches: on a
@@ -134,7 +183,10 @@ class InPlaceWatch:
             written = {**self.kept, **(self.original if self.seen == 2 else {})}
         if self.unwritten:
             self.bt.synchronize()
-        later = {n: c for n, c in self.unwritten.items() if not self.bt.equal(self.bound[n], c)}
+        try:
+            later = {n: c for n, c in self.unwritten.items() if not self.bt.equal(self.bound[n], c)}
+        except RuntimeError:  # no room to compare: put them all back (unchanged ones alike)
+            later = dict(self.unwritten)
         return found, {**later, **written}
 
 

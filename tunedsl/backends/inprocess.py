@@ -155,7 +155,8 @@ class Guard:
 
         for name in names:
             self.restore[name] = self.watch.found[name]
-        warn_in_place(self.kernel, names, warn_once)
+        if not self.watch.unsure:  # else restored without being known to be in place
+            warn_in_place(self.kernel, names, warn_once)
         if self.on_found is not None:
             self.on_found()
 

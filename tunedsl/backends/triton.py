@@ -314,6 +314,11 @@ def clone(x: Any) -> Any:
     return x.detach().clone()
 
 
+def clone_to_host(x: Any) -> Any:
+    """A copy of ``x`` in host memory (where the device has no room for one)."""
+    return x.detach().to("cpu", copy=True)
+
+
 def copy_into(dst: Any, src: Any) -> None:
     """``dst = src``, its autograd version kept: a restore puts back what the caller had, and
     a kernel's own writes never bump it (a tensor saved for backward stays usable)."""
