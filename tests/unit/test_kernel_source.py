@@ -562,3 +562,67 @@ def test_a_plain_constexpr_that_reads_like_an_address_keeps_its_value_in_the_lab
     one, two = tl.constexpr("reads at 0x1"), tl.constexpr("reads at 0x2")
     assert ks._label("MODE", one) == "MODE='reads at 0x1'"
     assert ks._label("MODE", one) != ks._label("MODE", two)
+
+
+CLOSURE_READS = """\
+import triton
+import triton.language as tl
+
+FLOOR = {floor}
+
+
+@triton.jit
+def relu(x):
+    return tl.maximum(x, FLOOR)
+
+
+@triton.jit
+def neg(x):
+    return -x
+
+
+def make(act, dtype, scale):
+    @triton.jit
+    def apply(dst, src, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(dst + i, (act(tl.load(src + i, mask=i < n)) * scale).to(dtype), mask=i < n)
+
+    return apply
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    two, three = tl.constexpr(2), tl.constexpr(3)
+    kernels = [make(relu, tl.float16, two), make(relu, tl.float16, two),
+               make(neg, tl.float16, two), make(relu, tl.bfloat16, two),
+               make(relu, tl.float16, three)]
+    print(*[bt.kernel_info(k).source_hash for k in kernels])
+"""
+
+
+def test_what_an_interpreted_kernel_reads_from_its_closure_is_part_of_it(tmp_path: Path) -> None:
+    """A kernel made by a factory under the interpreter: the Triton function, ``tl.dtype``
+    and ``tl.constexpr`` it reads from its closure were left out of its identity (Triton's
+    hash on a GPU has them), so ``make(relu)`` and ``make(neg)`` were one kernel and the
+    record tuned for one decided the other; the same factory call is one kernel in every
+    process, and so is a plain value that function reads."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+
+    def hashes(floor: str = "0.0") -> list[str]:
+        script = tmp_path / f"ks_closure_reads_{floor.replace('.', '_')}.py"
+        script.write_text(CLOSURE_READS.format(floor=floor), encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first, same, other_act, other_dtype, other_scale = hashes()
+    assert same == first
+    assert len({first, other_act, other_dtype, other_scale}) == 4
+    assert hashes()[0] == first
+    assert hashes("1.0")[0] != first  # a plain value the closure's function reads

@@ -183,11 +183,14 @@ def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
 def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
     ``lib.helper(x)``, ``pkg.lib.helper(x)``: a global, or an attribute of a module reached
-    through one, that wraps a Python function as ``.fn``), recursively, in a fixed order,
-    with the ``tl.constexpr`` and ``tl.dtype`` values each reads (``_Reads.values``)."""
+    through one, that wraps a Python function as ``.fn``; or one held in its closure, as
+    Triton's hash has it), recursively, in a fixed order, with the ``tl.constexpr`` and
+    ``tl.dtype`` values each reads (``_Reads.values``; ``nonlocal name=value`` from a
+    closure: ``make(tl.float16)``)."""
     reads = _globals_read(fn)
-    out = list(reads.values)
-    for inner in _called(reads.found, seen):
+    closure = _closure(fn)
+    out = [*reads.values, *(x for n, v in closure if (x := _label(f"nonlocal {n}", v)))]
+    for inner in _called([*reads.found, *(v for _, v in closure)], seen):
         out += [_source(inner), *_defaults(inner), *_called_sources(inner, seen)]
     return out
 
@@ -308,15 +311,15 @@ def _closure(f: Any) -> list[tuple[str, Any]]:
 
 def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
     """``qualname.name=value`` of the plain Python values (``W = 2``, not a ``tl.constexpr``)
-    a kernel and the Triton functions it calls read from their globals or closures. Triton
-    refuses such a global in a compiled kernel; its interpreter reads the value as it runs,
-    so another value is another kernel there."""
+    a kernel and the Triton functions it calls (through globals or its closure) read from
+    their globals or closures. Triton refuses such a global in a compiled kernel; its
+    interpreter reads the value as it runs, so another value is another kernel there."""
     out = [
         f"{fn.__qualname__}.{n}={canonical_json(readable_constexpr(v))}"
         for n, v in _read(fn)
         if _plain(v) and not (is_triton_constexpr(v) or is_triton_dtype(v))
     ]
-    for inner in _called(_globals_read(fn).found, seen):
+    for inner in _called([*_globals_read(fn).found, *(v for _, v in _closure(fn))], seen):
         out += _python_values_read(inner, seen)
     return out
 
