@@ -1,8 +1,9 @@
 """The labels a kernel's identity is made of (``backends/kernel_source.py``): the
 ``tl.constexpr`` and ``tl.dtype`` values it and its helpers read, as ``name=value``, in a
-fixed order. They feed every record key under the interpreter (and the ``tl.dtype`` part
-on a GPU), so the same kernel must give the same labels, in the same order, from one
-version of tunedsl to the next: a change would send every stored decision to a new key.
+fixed order. They feed every record key under the interpreter (and on a GPU the ``tl.dtype``
+globals and the values read through a module, which Triton's hash leaves out), so the same
+kernel must give the same labels, in the same order, from one version of tunedsl to the
+next: a change would send every stored decision to a new key.
 
 The expected values below were computed by the code before the module walk was merged
 into one (``_globals_read`` and ``_code_values`` each walked the modules a kernel reads).
@@ -114,7 +115,13 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "WIDTH=4",
             "kslabels_pkg.sub.DEPTH=3",
         ],
-        "dtypes": ["ACC=triton.language.float32"],
+        # On a GPU, the values read through a module too (Triton's hash leaves them out).
+        "dtypes": [
+            "kslabels_pkg.lib.WIDTH=4",
+            "kslabels_pkg.sub.DEPTH=3",
+            "ACC=triton.language.float32",
+            "kslabels_pkg.sub.DEPTH=3",
+        ],
         "hash": "3b9dfde42d5316fb11e8ff2928a33a0dd371f1729e416bca66d97e820ad4cffe",
     },
     "helpers": {
@@ -127,7 +134,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "kslabels_pkg.sub.DEPTH=3",
             "WIDTH=8",
         ],
-        "dtypes": ["OUT=triton.language.float16", "ACC=triton.language.float32"],
+        "dtypes": [
+            "OUT=triton.language.float16",
+            "kslabels_pkg.lib.ACC=triton.language.float32",
+            "ACC=triton.language.float32",
+            "kslabels_pkg.sub.DEPTH=3",
+        ],
         "hash": "9af4e1368383c02dd502ba5bdb5a30dd159c7ee43cb5b43dab2a276b0cf18f85",
     },
 }
@@ -626,3 +638,58 @@ def test_what_an_interpreted_kernel_reads_from_its_closure_is_part_of_it(tmp_pat
     assert len({first, other_act, other_dtype, other_scale}) == 4
     assert hashes()[0] == first
     assert hashes("1.0")[0] != first  # a plain value the closure's function reads
+
+
+MODULE_VALUES_LIB = """\
+import triton.language as tl
+
+WIDTH = tl.constexpr({width})
+ACC = tl.{acc}
+"""
+
+MODULE_VALUES_KERNEL = """\
+import triton
+import triton.language as tl
+
+import ks_module_values_lib as lib
+
+
+@triton.jit
+def scale(dst, src, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, (tl.load(src + i, mask=i < n) * lib.WIDTH).to(lib.ACC), mask=i < n)
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    print(bt.kernel_info(scale).source_hash)
+"""
+
+
+def test_a_value_a_compiled_kernel_reads_through_a_module_is_part_of_it(tmp_path: Path) -> None:
+    """``lib.WIDTH`` (a ``tl.constexpr``) and ``lib.ACC`` (a ``tl.dtype``) read through a
+    module: Triton's hash leaves both out (it records only the globals a kernel names), and
+    tunedsl added only ``tl.dtype`` globals, so on a GPU a kernel whose module was edited
+    kept the record tuned for the old values. The interpreter's identity had them."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # Triton's own hash
+
+    def source_hash(width: int, acc: str) -> str:
+        where = tmp_path / f"w{width}_{acc}"
+        where.mkdir()
+        (where / "ks_module_values_lib.py").write_text(
+            MODULE_VALUES_LIB.format(width=width, acc=acc), encoding="utf-8"
+        )
+        (where / "ks_module_values.py").write_text(MODULE_VALUES_KERNEL, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "ks_module_values.py"], env=env, cwd=where, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = source_hash(4, "float16")
+    assert len({first, source_hash(8, "float16"), source_hash(4, "bfloat16")}) == 3

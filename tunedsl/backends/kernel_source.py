@@ -112,11 +112,13 @@ class _Reads(NamedTuple):
     """What a function reads: ``names`` (sorted), ``found`` (the globals they name, then
     their attributes on each module read), and ``values``, the ``tl.constexpr`` and
     ``tl.dtype`` values among them as ``name=value`` (``module.name=value`` for one read
-    through a module)."""
+    through a module); ``via_modules``, those read through a module other than Triton's own
+    (which Triton's hash leaves out: it records only the globals a function names)."""
 
     names: list[str]
     found: list[Any]
     values: list[str]
+    via_modules: list[str]
 
 
 def _label(name: str, value: Any) -> str | None:
@@ -155,6 +157,7 @@ def _globals_read(fn: Any) -> _Reads:
     found = [scope.get(n) for n in names]
     values = [x for n, v in zip(names, found, strict=True) if (x := _label(n, v))]
     modules: list[types.ModuleType] = []
+    via_modules: list[str] = []
     for m in found:
         if isinstance(m, types.ModuleType) and all(m is not k for k in modules):
             modules.append(m)
@@ -165,9 +168,11 @@ def _globals_read(fn: Any) -> _Reads:
             label = _label(f"{module.__name__}.{n}", value)  # lib.WIDTH
             if label is not None:
                 values.append(label)
+                if module.__name__.split(".")[0] != "triton":  # tl.float16: Triton's own
+                    via_modules.append(label)
             if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
                 modules.append(value)
-    return _Reads(names, found, values)
+    return _Reads(names, found, values, via_modules)
 
 
 def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
@@ -198,10 +203,12 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
 def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
     """What Triton's own hash leaves out, as ``name=value``: the ``tl.dtype`` values ``fn``
     and the Triton functions it calls read from their globals (Triton checks them within a
-    process) or closures (``make(tl.float16)``: a kernel per factory call), and the called
-    functions' parameter defaults (a function called through the closure too)."""
-    names, found, _ = _globals_read(fn)
+    process) or closures (``make(tl.float16)``: a kernel per factory call), the
+    ``tl.constexpr`` and ``tl.dtype`` values they read through a module (``lib.WIDTH``), and
+    the called functions' parameter defaults (a function called through the closure too)."""
+    names, found, _, via_modules = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
+    out += via_modules
     closure = _closure(fn)
     out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
     for inner in _called([*found, *(v for _, v in closure)], seen):
