@@ -693,3 +693,55 @@ def test_a_value_a_compiled_kernel_reads_through_a_module_is_part_of_it(tmp_path
 
     first = source_hash(4, "float16")
     assert len({first, source_hash(8, "float16"), source_hash(4, "bfloat16")}) == 3
+
+
+PLAIN_THROUGH_MODULE = """\
+import triton
+import triton.language as tl
+
+import ks_plain_module_lib as lib
+
+
+@triton.jit
+def scale(dst, src, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(src + i, mask=i < n) * lib.W, mask=i < n)
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    print(bt.kernel_info(scale).source_hash)
+"""
+
+
+@pytest.mark.parametrize("interpret", [True, False])
+def test_a_plain_value_a_kernel_reads_through_a_module_is_part_of_it(
+    tmp_path: Path, interpret: bool
+) -> None:
+    """``lib.W`` with ``W = 2`` in the module: the interpreter reads the value as the kernel
+    runs, and Triton compiles it in as a constant (``W = 3`` computes other results), but
+    only plain values read from the kernel's own globals were part of it (under the
+    interpreter; on a GPU, Triton's hash leaves it out), so the record of one decided the
+    other's calls."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+
+    def source_hash(width: str) -> str:
+        where = tmp_path / f"w{width}"
+        where.mkdir()
+        (where / "ks_plain_module_lib.py").write_text(f"W = {width}\n", encoding="utf-8")
+        (where / "ks_plain_module.py").write_text(PLAIN_THROUGH_MODULE, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "ks_plain_module.py"], env=env, cwd=where, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = source_hash("2")
+    assert len({first, source_hash("3"), source_hash("2.5")}) == 3

@@ -113,12 +113,14 @@ class _Reads(NamedTuple):
     their attributes on each module read), and ``values``, the ``tl.constexpr`` and
     ``tl.dtype`` values among them as ``name=value`` (``module.name=value`` for one read
     through a module); ``via_modules``, those read through a module other than Triton's own
-    (which Triton's hash leaves out: it records only the globals a function names)."""
+    (which Triton's hash leaves out: it records only the globals a function names); and
+    ``plain_via_modules``, the plain Python values read through such a module (``lib.W``)."""
 
     names: list[str]
     found: list[Any]
     values: list[str]
     via_modules: list[str]
+    plain_via_modules: list[str]
 
 
 def _label(name: str, value: Any) -> str | None:
@@ -158,21 +160,26 @@ def _globals_read(fn: Any) -> _Reads:
     values = [x for n, v in zip(names, found, strict=True) if (x := _label(n, v))]
     modules: list[types.ModuleType] = []
     via_modules: list[str] = []
+    plain_via_modules: list[str] = []
     for m in found:
         if isinstance(m, types.ModuleType) and all(m is not k for k in modules):
             modules.append(m)
     for module in modules:  # grows: a module reached through a module is searched too
+        tritons = module.__name__.split(".")[0] == "triton"
         for n in names:
             value = _attribute(module, n)
             found.append(value)
             label = _label(f"{module.__name__}.{n}", value)  # lib.WIDTH
             if label is not None:
                 values.append(label)
-                if module.__name__.split(".")[0] != "triton":  # tl.float16: Triton's own
+                if not tritons:  # tl.float16: Triton's own
                     via_modules.append(label)
+            elif value is not None and _plain(value) and not tritons:
+                plain = canonical_json(readable_constexpr(value))
+                plain_via_modules.append(f"{module.__name__}.{n}={plain}")
             if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
                 modules.append(value)
-    return _Reads(names, found, values, via_modules)
+    return _Reads(names, found, values, via_modules, plain_via_modules)
 
 
 def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
@@ -204,11 +211,12 @@ def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
     """What Triton's own hash leaves out, as ``name=value``: the ``tl.dtype`` values ``fn``
     and the Triton functions it calls read from their globals (Triton checks them within a
     process) or closures (``make(tl.float16)``: a kernel per factory call), the
-    ``tl.constexpr`` and ``tl.dtype`` values they read through a module (``lib.WIDTH``), and
+    ``tl.constexpr``, ``tl.dtype`` and plain values they read through a module (``lib.WIDTH``:
+    Triton compiles them in as constants), and
     the called functions' parameter defaults (a function called through the closure too)."""
-    names, found, _, via_modules = _globals_read(fn)
+    names, found, _, via_modules, plain_via_modules = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
-    out += via_modules
+    out += [*via_modules, *plain_via_modules]
     closure = _closure(fn)
     out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
     for inner in _called([*found, *(v for _, v in closure)], seen):
@@ -319,14 +327,16 @@ def _closure(f: Any) -> list[tuple[str, Any]]:
 def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
     """``qualname.name=value`` of the plain Python values (``W = 2``, not a ``tl.constexpr``)
     a kernel and the Triton functions it calls (through globals or its closure) read from
-    their globals or closures. Triton refuses such a global in a compiled kernel; its
+    their globals or closures, or through a module (``lib.W``). Triton refuses such a global in a compiled kernel; its
     interpreter reads the value as it runs, so another value is another kernel there."""
+    reads = _globals_read(fn)
     out = [
         f"{fn.__qualname__}.{n}={canonical_json(readable_constexpr(v))}"
         for n, v in _read(fn)
         if _plain(v) and not (is_triton_constexpr(v) or is_triton_dtype(v))
     ]
-    for inner in _called([*_globals_read(fn).found, *(v for _, v in _closure(fn))], seen):
+    out += [f"{fn.__qualname__}.{label}" for label in reads.plain_via_modules]  # lib.W
+    for inner in _called([*reads.found, *(v for _, v in _closure(fn))], seen):
         out += _python_values_read(inner, seen)
     return out
 
