@@ -161,3 +161,42 @@ def test_a_dsl_script_its_children_cannot_import_cannot_spawn_and_says_why(
     assert proc.returncode == 1, proc.stdout
     assert "UsageError" in proc.stderr and "module `negpool`" in proc.stderr, proc.stderr[-3000:]
     assert "no `python -P`" in proc.stderr, proc.stderr[-3000:]
+
+
+# A child started with `spawn` that starts its own with `spawn` (a worker process running a
+# DataLoader or a pool of its own): the grandchildren run the main script again too.
+NESTED_SPAWN = """
+import multiprocessing
+
+
+def outer(n, queue):
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        queue.put(pool.map(work, [n, 3 * n]))
+
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=outer, args=(100, queue))
+    child.start()
+    print("RESULTS", queue.get(timeout=120))
+    child.join()
+"""
+
+
+@pytest.mark.parametrize("main", ["dsl", "plain"])
+def test_a_spawned_child_spawns_children_that_run_the_sites(tmp_path: Path, main: str) -> None:
+    # the child installed the import hook for itself only: each grandchild read the DSL
+    # script (or the DSL module the plain script imports) with plain Python, a SyntaxError,
+    # and the child's pool started them again without end (it hung)
+    if main == "dsl":
+        script = write_script(tmp_path / "nested.py", DSL_WORK + NESTED_SPAWN)
+    else:
+        write_script(tmp_path / "negkernels.py", DSL_WORK)
+        script = write_script(
+            tmp_path / "nested.py", "from negkernels import work\n" + NESTED_SPAWN
+        )
+    proc = run_tunedsl(script, child_env(tmp_path / "cache"), timeout=90)
+    assert "SyntaxError" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RESULTS [True, True]" in proc.stdout, proc.stderr[-3000:]

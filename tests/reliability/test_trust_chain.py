@@ -200,4 +200,75 @@ def test_precompile_of_a_directory_never_imports_a_file_another_user_could_write
         assert f"{planted}: not imported" in said and "owned by another user" in said, said
         assert "name the file itself" in said, said
         assert "Traceback" not in said
-        assert (project / "mine-ran").exists(), said  # this user's own file there runs
+
+
+# The victim's own script in the shared directory imports a module by name; the attacker
+# plants one of that name beside it, and one more script of the victim's, reached through
+# the attacker's symbolic link.
+MINE_IMPORTING = """
+from tunedsl import workload
+
+import tunedsl_planted_neighbour  # found beside the script: its directory is on sys.path
+
+
+@workload
+def mine():
+    pass
+"""
+
+PLANT_NEIGHBOUR = """
+import os, sys
+project, elsewhere = sys.argv[1:3]
+with open(os.path.join(project, "tunedsl_planted_neighbour.py"), "w") as fh:
+    fh.write("open(__file__ + '.ran', 'w').close()\\n")
+os.symlink(elsewhere, os.path.join(project, "linked.py"))
+"""
+
+
+@pytest.mark.needs_triton
+def test_precompile_of_a_directory_never_imports_beside_what_another_user_can_plant(
+    tmp_path: Path,
+) -> None:
+    # A script of this user's in a sticky directory open to all was imported with that
+    # directory on sys.path: a module another user planted beside it under a name the
+    # script imports ran as this user. A directory's scripts are imported only from a
+    # directory closed to others, through no symbolic link another user owns.
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as project:
+        (project / "mine.py").write_text(MINE_IMPORTING.lstrip())
+        (project / "mine.py").chmod(0o644)
+        elsewhere = tmp_path / "own" / "linked.py"
+        elsewhere.parent.mkdir()
+        elsewhere.write_text(MINE_IMPORTING.lstrip())
+        swap_attack.attacker_step(PLANT_NEIGHBOUR, str(project), str(elsewhere))
+        out = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "precompile", str(project)],
+            env=child_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300,
+            cwd="/",
+        )  # fmt: skip
+        said = out.stdout + out.stderr
+        ran = project / "tunedsl_planted_neighbour.py.ran"
+        assert not ran.exists(), "a module another user planted beside the script ran"
+        assert out.returncode == 1, said
+        for name in ("mine.py", "linked.py"):
+            assert f"{project / name}: not imported" in said, said
+        assert f"{project} is writable by group or others (mode 1777)" in said, said
+        assert "Traceback" not in said
+
+
+def test_replay_never_imports_a_kernel_file_beside_what_another_user_can_plant() -> None:
+    # A record naming this user's own kernel file in a sticky directory open to all: replay
+    # imported it with that directory on sys.path, and a module another user planted there
+    # under a name the file imports ran as this user.
+    from tunedsl.precompile import replay
+
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as project:
+        mine = project / "mine_kernels.py"
+        mine.write_text(MINE_IMPORTING.lstrip())
+        mine.chmod(0o644)
+        swap_attack.attacker_step(PLANT_NEIGHBOUR, str(project), str(mine))
+        info = {"file": str(mine), "module": "mine_kernels", "qualname": "mine"}
+        with pytest.raises(LookupError, match=r"is writable by group or others \(mode 1777\)"):
+            replay._load_kernel(info, {})
+        assert not (project / "tunedsl_planted_neighbour.py.ran").exists()

@@ -1,8 +1,9 @@
 """The labels a kernel's identity is made of (``backends/kernel_source.py``): the
 ``tl.constexpr`` and ``tl.dtype`` values it and its helpers read, as ``name=value``, in a
-fixed order. They feed every record key under the interpreter (and the ``tl.dtype`` part
-on a GPU), so the same kernel must give the same labels, in the same order, from one
-version of tunedsl to the next: a change would send every stored decision to a new key.
+fixed order. They feed every record key under the interpreter (and on a GPU the ``tl.dtype``
+globals and the values read through a module, which Triton's hash leaves out), so the same
+kernel must give the same labels, in the same order, from one version of tunedsl to the
+next: a change would send every stored decision to a new key.
 
 The expected values below were computed by the code before the module walk was merged
 into one (``_globals_read`` and ``_code_values`` each walked the modules a kernel reads).
@@ -114,7 +115,13 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "WIDTH=4",
             "kslabels_pkg.sub.DEPTH=3",
         ],
-        "dtypes": ["ACC=triton.language.float32"],
+        # On a GPU, the values read through a module too (Triton's hash leaves them out).
+        "dtypes": [
+            "kslabels_pkg.lib.WIDTH=4",
+            "kslabels_pkg.sub.DEPTH=3",
+            "ACC=triton.language.float32",
+            "kslabels_pkg.sub.DEPTH=3",
+        ],
         "hash": "3b9dfde42d5316fb11e8ff2928a33a0dd371f1729e416bca66d97e820ad4cffe",
     },
     "helpers": {
@@ -127,7 +134,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "kslabels_pkg.sub.DEPTH=3",
             "WIDTH=8",
         ],
-        "dtypes": ["OUT=triton.language.float16", "ACC=triton.language.float32"],
+        "dtypes": [
+            "OUT=triton.language.float16",
+            "kslabels_pkg.lib.ACC=triton.language.float32",
+            "ACC=triton.language.float32",
+            "kslabels_pkg.sub.DEPTH=3",
+        ],
         "hash": "9af4e1368383c02dd502ba5bdb5a30dd159c7ee43cb5b43dab2a276b0cf18f85",
     },
 }
@@ -562,3 +574,174 @@ def test_a_plain_constexpr_that_reads_like_an_address_keeps_its_value_in_the_lab
     one, two = tl.constexpr("reads at 0x1"), tl.constexpr("reads at 0x2")
     assert ks._label("MODE", one) == "MODE='reads at 0x1'"
     assert ks._label("MODE", one) != ks._label("MODE", two)
+
+
+CLOSURE_READS = """\
+import triton
+import triton.language as tl
+
+FLOOR = {floor}
+
+
+@triton.jit
+def relu(x):
+    return tl.maximum(x, FLOOR)
+
+
+@triton.jit
+def neg(x):
+    return -x
+
+
+def make(act, dtype, scale):
+    @triton.jit
+    def apply(dst, src, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(dst + i, (act(tl.load(src + i, mask=i < n)) * scale).to(dtype), mask=i < n)
+
+    return apply
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    two, three = tl.constexpr(2), tl.constexpr(3)
+    kernels = [make(relu, tl.float16, two), make(relu, tl.float16, two),
+               make(neg, tl.float16, two), make(relu, tl.bfloat16, two),
+               make(relu, tl.float16, three)]
+    print(*[bt.kernel_info(k).source_hash for k in kernels])
+"""
+
+
+def test_what_an_interpreted_kernel_reads_from_its_closure_is_part_of_it(tmp_path: Path) -> None:
+    """A kernel made by a factory under the interpreter: the Triton function, ``tl.dtype``
+    and ``tl.constexpr`` it reads from its closure were left out of its identity (Triton's
+    hash on a GPU has them), so ``make(relu)`` and ``make(neg)`` were one kernel and the
+    record tuned for one decided the other; the same factory call is one kernel in every
+    process, and so is a plain value that function reads."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+
+    def hashes(floor: str = "0.0") -> list[str]:
+        script = tmp_path / f"ks_closure_reads_{floor.replace('.', '_')}.py"
+        script.write_text(CLOSURE_READS.format(floor=floor), encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first, same, other_act, other_dtype, other_scale = hashes()
+    assert same == first
+    assert len({first, other_act, other_dtype, other_scale}) == 4
+    assert hashes()[0] == first
+    assert hashes("1.0")[0] != first  # a plain value the closure's function reads
+
+
+MODULE_VALUES_LIB = """\
+import triton.language as tl
+
+WIDTH = tl.constexpr({width})
+ACC = tl.{acc}
+"""
+
+MODULE_VALUES_KERNEL = """\
+import triton
+import triton.language as tl
+
+import ks_module_values_lib as lib
+
+
+@triton.jit
+def scale(dst, src, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, (tl.load(src + i, mask=i < n) * lib.WIDTH).to(lib.ACC), mask=i < n)
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    print(bt.kernel_info(scale).source_hash)
+"""
+
+
+def test_a_value_a_compiled_kernel_reads_through_a_module_is_part_of_it(tmp_path: Path) -> None:
+    """``lib.WIDTH`` (a ``tl.constexpr``) and ``lib.ACC`` (a ``tl.dtype``) read through a
+    module: Triton's hash leaves both out (it records only the globals a kernel names), and
+    tunedsl added only ``tl.dtype`` globals, so on a GPU a kernel whose module was edited
+    kept the record tuned for the old values. The interpreter's identity had them."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # Triton's own hash
+
+    def source_hash(width: int, acc: str) -> str:
+        where = tmp_path / f"w{width}_{acc}"
+        where.mkdir()
+        (where / "ks_module_values_lib.py").write_text(
+            MODULE_VALUES_LIB.format(width=width, acc=acc), encoding="utf-8"
+        )
+        (where / "ks_module_values.py").write_text(MODULE_VALUES_KERNEL, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "ks_module_values.py"], env=env, cwd=where, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = source_hash(4, "float16")
+    assert len({first, source_hash(8, "float16"), source_hash(4, "bfloat16")}) == 3
+
+
+PLAIN_THROUGH_MODULE = """\
+import triton
+import triton.language as tl
+
+import ks_plain_module_lib as lib
+
+
+@triton.jit
+def scale(dst, src, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(src + i, mask=i < n) * lib.W, mask=i < n)
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    print(bt.kernel_info(scale).source_hash)
+"""
+
+
+@pytest.mark.parametrize("interpret", [True, False])
+def test_a_plain_value_a_kernel_reads_through_a_module_is_part_of_it(
+    tmp_path: Path, interpret: bool
+) -> None:
+    """``lib.W`` with ``W = 2`` in the module: the interpreter reads the value as the kernel
+    runs, and Triton compiles it in as a constant (``W = 3`` computes other results), but
+    only plain values read from the kernel's own globals were part of it (under the
+    interpreter; on a GPU, Triton's hash leaves it out), so the record of one decided the
+    other's calls."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+
+    def source_hash(width: str) -> str:
+        where = tmp_path / f"w{width}"
+        where.mkdir()
+        (where / "ks_plain_module_lib.py").write_text(f"W = {width}\n", encoding="utf-8")
+        (where / "ks_plain_module.py").write_text(PLAIN_THROUGH_MODULE, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "ks_plain_module.py"], env=env, cwd=where, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = source_hash("2")
+    assert len({first, source_hash("3"), source_hash("2.5")}) == 3

@@ -112,11 +112,15 @@ class _Reads(NamedTuple):
     """What a function reads: ``names`` (sorted), ``found`` (the globals they name, then
     their attributes on each module read), and ``values``, the ``tl.constexpr`` and
     ``tl.dtype`` values among them as ``name=value`` (``module.name=value`` for one read
-    through a module)."""
+    through a module); ``via_modules``, those read through a module other than Triton's own
+    (which Triton's hash leaves out: it records only the globals a function names); and
+    ``plain_via_modules``, the plain Python values read through such a module (``lib.W``)."""
 
     names: list[str]
     found: list[Any]
     values: list[str]
+    via_modules: list[str]
+    plain_via_modules: list[str]
 
 
 def _label(name: str, value: Any) -> str | None:
@@ -155,19 +159,27 @@ def _globals_read(fn: Any) -> _Reads:
     found = [scope.get(n) for n in names]
     values = [x for n, v in zip(names, found, strict=True) if (x := _label(n, v))]
     modules: list[types.ModuleType] = []
+    via_modules: list[str] = []
+    plain_via_modules: list[str] = []
     for m in found:
         if isinstance(m, types.ModuleType) and all(m is not k for k in modules):
             modules.append(m)
     for module in modules:  # grows: a module reached through a module is searched too
+        tritons = module.__name__.split(".")[0] == "triton"
         for n in names:
             value = _attribute(module, n)
             found.append(value)
             label = _label(f"{module.__name__}.{n}", value)  # lib.WIDTH
             if label is not None:
                 values.append(label)
+                if not tritons:  # tl.float16: Triton's own
+                    via_modules.append(label)
+            elif value is not None and _plain(value) and not tritons:
+                plain = canonical_json(readable_constexpr(value))
+                plain_via_modules.append(f"{module.__name__}.{n}={plain}")
             if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
                 modules.append(value)
-    return _Reads(names, found, values)
+    return _Reads(names, found, values, via_modules, plain_via_modules)
 
 
 def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
@@ -183,11 +195,14 @@ def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:
 def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     """The sources of the Triton functions ``fn`` calls by name (``helper(x)``,
     ``lib.helper(x)``, ``pkg.lib.helper(x)``: a global, or an attribute of a module reached
-    through one, that wraps a Python function as ``.fn``), recursively, in a fixed order,
-    with the ``tl.constexpr`` and ``tl.dtype`` values each reads (``_Reads.values``)."""
+    through one, that wraps a Python function as ``.fn``; or one held in its closure, as
+    Triton's hash has it), recursively, in a fixed order, with the ``tl.constexpr`` and
+    ``tl.dtype`` values each reads (``_Reads.values``; ``nonlocal name=value`` from a
+    closure: ``make(tl.float16)``)."""
     reads = _globals_read(fn)
-    out = list(reads.values)
-    for inner in _called(reads.found, seen):
+    closure = _closure(fn)
+    out = [*reads.values, *(x for n, v in closure if (x := _label(f"nonlocal {n}", v)))]
+    for inner in _called([*reads.found, *(v for _, v in closure)], seen):
         out += [_source(inner), *_defaults(inner), *_called_sources(inner, seen)]
     return out
 
@@ -195,10 +210,13 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
 def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
     """What Triton's own hash leaves out, as ``name=value``: the ``tl.dtype`` values ``fn``
     and the Triton functions it calls read from their globals (Triton checks them within a
-    process) or closures (``make(tl.float16)``: a kernel per factory call), and the called
-    functions' parameter defaults (a function called through the closure too)."""
-    names, found, _ = _globals_read(fn)
+    process) or closures (``make(tl.float16)``: a kernel per factory call), the
+    ``tl.constexpr``, ``tl.dtype`` and plain values they read through a module (``lib.WIDTH``:
+    Triton compiles them in as constants), and
+    the called functions' parameter defaults (a function called through the closure too)."""
+    names, found, _, via_modules, plain_via_modules = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
+    out += [*via_modules, *plain_via_modules]
     closure = _closure(fn)
     out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
     for inner in _called([*found, *(v for _, v in closure)], seen):
@@ -308,15 +326,17 @@ def _closure(f: Any) -> list[tuple[str, Any]]:
 
 def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
     """``qualname.name=value`` of the plain Python values (``W = 2``, not a ``tl.constexpr``)
-    a kernel and the Triton functions it calls read from their globals or closures. Triton
-    refuses such a global in a compiled kernel; its interpreter reads the value as it runs,
-    so another value is another kernel there."""
+    a kernel and the Triton functions it calls (through globals or its closure) read from
+    their globals or closures, or through a module (``lib.W``). Triton refuses such a global in a compiled kernel; its
+    interpreter reads the value as it runs, so another value is another kernel there."""
+    reads = _globals_read(fn)
     out = [
         f"{fn.__qualname__}.{n}={canonical_json(readable_constexpr(v))}"
         for n, v in _read(fn)
         if _plain(v) and not (is_triton_constexpr(v) or is_triton_dtype(v))
     ]
-    for inner in _called(_globals_read(fn).found, seen):
+    out += [f"{fn.__qualname__}.{label}" for label in reads.plain_via_modules]  # lib.W
+    for inner in _called([*reads.found, *(v for _, v in _closure(fn))], seen):
         out += _python_values_read(inner, seen)
     return out
 

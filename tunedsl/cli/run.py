@@ -61,12 +61,29 @@ def main_argv(argv: Sequence[str]) -> int:
 
 class _ImportHookInChild:
     """Unpickled in a spawned child before it runs the main script again: installs the
-    import hook there, so the script (and the DSL modules it imports) read as they do here."""
+    import hook there, so the script (and the DSL modules it imports) read as they do here,
+    and passes it on to the child's own spawned children (``_hook_in_child``)."""
 
-    def __reduce__(self) -> tuple[Any, tuple[str]]:
-        import importlib
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _hook_in_child, ()
 
-        return importlib.import_module, ("tunedsl.activate",)
+
+def _hook_in_child() -> None:
+    """In a spawned child: the import hook, and the same in the children it spawns (a
+    grandchild read the DSL script with plain Python, and the child's pool restarted it)."""
+    import multiprocessing.spawn as spawn
+
+    from tunedsl import activate
+
+    activate.install()
+    original = spawn.get_preparation_data
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        data["tunedsl_import_hook"] = _ImportHookInChild()
+        return data
+
+    spawn.get_preparation_data = get_preparation_data  # type: ignore[assignment]
 
 
 def _spawn_with_the_hook(path: str, source: bytes) -> None:

@@ -53,7 +53,7 @@ def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
         path = os.path.abspath(str(filename))
         # Importing runs the file's top-level code, and the record may come from a bundle
         # or a shared store: never a file another user could have written.
-        why = paths.untrusted_source(path)
+        why = paths.untrusted_source(path, on_path=True)
         if why is not None:
             raise LookupError(
                 f"kernel file {path} not imported: {why}, so its code is not trusted; "

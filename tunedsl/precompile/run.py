@@ -63,14 +63,15 @@ def iter_python_files(paths: Sequence[str], refused: list[str] | None = None) ->
                     full = os.path.abspath(os.path.join(root, name))
                     if not (name.endswith(".py") and os.path.isfile(full)):
                         continue
-                    why = untrusted_source(full)
+                    why = untrusted_source(full, on_path=True)
                     if why is None:
                         yield full
                     elif refused is not None:
                         refused.append(
                             f"{full}: not imported: {why}, so another user could have written "
-                            "it; make it and its directories yours and closed to writes by "
-                            "others, or name the file itself to import it anyway"
+                            "it or a module beside it; make it and its directories yours and "
+                            "closed to writes by others, or name the file itself to import it "
+                            "anyway"
                         )
         elif os.path.isfile(path):
             yield os.path.abspath(path)

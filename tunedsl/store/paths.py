@@ -254,14 +254,30 @@ def untrusted_output_dir(path: Path) -> str | None:
     return None
 
 
-def untrusted_source(path: str) -> str | None:
+def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
     """Why another user could have written the code file ``path`` (its real path), or None.
 
     Trusted: the file and every directory above it owned by this user or root, the file
     closed to writes by group and others, and each directory too unless it is sticky (as
     ``/tmp`` is: others cannot rename or replace what this user owns there). Code that
     tunedsl imports because a record names it (``precompile --replay``) must pass this, as a
-    record may have come from a bundle or a shared store."""
+    record may have come from a bundle or a shared store. With ``on_path`` (``import_script``
+    puts the file's directory, as named, on ``sys.path``) that directory must pass the cache's
+    chain rule, sticky or not: a module planted beside the file is what it imports by name."""
+    why = _untrusted_file(path)
+    if why is not None or not on_path:
+        return why
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.close(_open_chain(Path(directory), True, True))
+    except UntrustedDir as untrusted:
+        return str(untrusted)
+    except OSError as err:
+        return f"{directory} cannot be checked ({err.strerror or err})"
+    return None
+
+
+def _untrusted_file(path: str) -> str | None:
     real = os.path.realpath(path)
     uid = os.getuid() if hasattr(os, "getuid") else None
     current, is_file = real, True
@@ -282,8 +298,7 @@ def untrusted_source(path: str) -> str | None:
 
 
 def is_private_dir(path: Path) -> bool:
-    """True if ``path`` and the chain above it up to the cache root are trusted
-    (:func:`open_private_dir`)."""
+    """True if ``path`` and the chain above it are trusted (:func:`open_private_dir`)."""
     try:
         os.close(open_private_dir(path))
     except OSError:
