@@ -1,0 +1,31 @@
+"""Kernels of test_ported_autotuners_twelfth.py."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def wearing_copy(dst, src, wear, N, SLOT: tl.constexpr, LIMIT: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = src. Program 0 adds 1e-4 to wear[SLOT] per launch (a change within the in-place
+    watch's tolerance: ``wear`` is an output, not restored between launches), and a launch
+    that finds LIMIT launches' wear there raises (``tl.assume``, which the interpreter
+    checks): a configuration that builds and runs, then fails at its LIMIT-th launch."""
+    if tl.program_id(0) == 0:
+        w = tl.load(wear + SLOT)
+        tl.store(wear + SLOT, w + 1e-4)
+        tl.assume(w < LIMIT * 1e-4 - 5e-5)
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < N
+    tl.store(dst + i, tl.load(src + i, mask=mask), mask=mask)
+
+
+@triton.jit
+def repeat_copy(dst, src, N, REPEAT: tl.constexpr, WIDTH: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = src, copied REPEAT times over (work in proportion to REPEAT); a WIDTH that is
+    not a power of two fails to build (``tl.arange``)."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < N
+    for _ in range(REPEAT):
+        x = tl.load(src + i, mask=mask)
+        x = x + tl.sum(tl.zeros((WIDTH,), tl.float32) + tl.arange(0, WIDTH) * 0, axis=0)
+        tl.store(dst + i, x, mask=mask)

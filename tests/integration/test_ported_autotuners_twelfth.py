@@ -1,0 +1,188 @@
+"""A twelfth batch of other autotuners' test suites, ported to tunedsl: PyTorch Inductor's
+max-autotune tests of a choice that fails when it is benchmarked (not when it is built) and
+of every choice failing (test/inductor/test_max_autotune.py), and of its remote autotune
+cache shared by fresh processes, with static and dynamic shapes; Helion's benchmark results
+kept aligned with their configurations when some fail to build (test/test_autotuner.py).
+
+Each test names the upstream test it ports (``# ported from: repo path::test``). Real
+kernels under Triton's interpreter, through ``autotune_launch``, real subprocesses and a
+real redis-server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from runtime_helpers import new_process, record_files
+
+from tunedsl import Config, autotune_launch, cdiv
+from tunedsl.errors import TuningError
+from tunedsl.runtime import api
+
+pytestmark = pytest.mark.needs_triton
+
+HERE = Path(__file__).resolve().parent
+
+
+def wearing(dst: torch.Tensor, src: torch.Tensor, wear: torch.Tensor, space: Any, name: str) -> Any:
+    from ported_kernels_twelfth import wearing_copy
+
+    n = dst.numel()
+    return autotune_launch(wearing_copy, space=space, grid=lambda c: (cdiv(n, c.BLOCK),),
+                           args=(dst, src, wear, n),
+                           kwargs=lambda c: {"SLOT": c.SLOT, "LIMIT": c.LIMIT, "BLOCK": c.BLOCK},
+                           name=name)  # fmt: skip
+
+
+def launches(wear: torch.Tensor) -> list[int]:
+    """The launches each slot of ``wear`` counts (1e-4 a launch)."""
+    return [round(w) for w in (wear * 1e4).tolist()]
+
+
+# --- Inductor: a choice that raises when benchmarked ---------------------------------------
+
+
+@pytest.mark.parametrize("limit", [2, 4])
+def test_a_configuration_that_raises_when_benchmarked_is_dropped(limit: int) -> None:
+    """A configuration that builds and runs its first launch, then raises at a later one
+    (its ``limit``-th: among the timed repetitions), is the fastest of three: it is recorded
+    as failed with the kernel's own reason, one of the others is launched, and the call
+    leaves the caller's data as one launch of that configuration would. A new process
+    reads the record and launches the same choice without trying the failed one again."""
+    # ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_benchmark_choice_fail_in_subproc
+    fragile = Config(SLOT=0, LIMIT=limit, BLOCK=512)
+    space = [fragile, Config(SLOT=1, LIMIT=1000, BLOCK=32), Config(SLOT=2, LIMIT=1000, BLOCK=64)]
+    src, dst, wear = torch.randn(2000), torch.zeros(2000), torch.zeros(3)
+    res = wearing(dst, src, wear, space, f"bench-fail-{limit}")
+    assert res.source == "tuned" and res.config != fragile
+    assert res.timings[fragile].status == "failed"
+    assert "Assume failed" in (res.timings[fragile].reason or "")
+    assert all(res.timings[c].status == "ok" for c in space[1:])
+    assert torch.equal(dst, src)
+    expected = [0, 0, 0]
+    expected[res.config.SLOT] = 1
+    assert launches(wear) == expected, "tuning's launches were left in the caller's tensor"
+    (path,) = record_files()
+    stored = {r["config"]["SLOT"]: r for r in json.loads(path.read_text())["results"]}
+    assert stored[0]["status"] == "failed" and "Assume failed" in stored[0]["reason"]
+
+    new_process(*api._sites.values())
+    dst, wear = torch.zeros(2000), torch.zeros(3)
+    again = wearing(dst, src, wear, space, f"bench-fail-{limit}")
+    assert again.source == "disk" and again.config == res.config
+    assert torch.equal(dst, src) and launches(wear) == expected
+
+
+def test_every_configuration_raising_when_benchmarked_leaves_the_callers_data() -> None:
+    """Every configuration runs its first launch, writing the output, then raises at its
+    second: the tuning fails naming each configuration and its reason (Inductor's
+    ``NoValidChoicesError`` when every choice times as infinite), the output and the launch
+    counts are the caller's again, nothing is stored, and the next call tries again."""
+    # ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_inf_timing
+    # ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_no_valid_choices
+    space = [Config(SLOT=0, LIMIT=2, BLOCK=64), Config(SLOT=1, LIMIT=2, BLOCK=128)]
+    src = torch.randn(300)
+    for _ in range(2):
+        dst, wear = torch.zeros(300), torch.zeros(2)
+        with pytest.raises(TuningError) as info:
+            wearing(dst, src, wear, space, "all-fail-when-benchmarked")
+        message = str(info.value)
+        assert "every configuration of wearing_copy failed" in message
+        assert message.count("Assume failed") == 2
+        assert not dst.any() and launches(wear) == [0, 0]
+    assert not record_files()
+
+
+# --- Helion: benchmark results stay with their configurations ------------------------------
+
+
+@pytest.mark.parametrize("workers", [("1", "off"), ("4", "on")])
+def test_timings_stay_with_their_configurations_when_some_fail_to_build(
+    workers: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Configurations whose work grows with ``REPEAT`` (1, 4 and 16 copies), with two that
+    fail to build between them, compiled by one thread or by four worker processes: each
+    timing belongs to its own configuration (the more copies, the slower, by a margin far
+    above the interpreter's noise), the failed ones carry their reason and no timing, and
+    the one-copy configuration wins."""
+    # ported from: pytorch/helion test/test_autotuner.py::test_benchmark_results_aligned_when_compile_fails
+    from ported_kernels_twelfth import repeat_copy
+
+    monkeypatch.setenv("TUNEDSL_COMPILE_WORKERS", workers[0])
+    monkeypatch.setenv("TUNEDSL_COMPILE_PROCESSES", workers[1])
+    space = [Config(REPEAT=r, WIDTH=w, BLOCK=256) for r, w in
+             [(16, 4), (4, 3), (4, 4), (1, 5), (1, 4)]]  # fmt: skip
+    n = 1024
+    src, dst = torch.randn(n), torch.zeros(n)
+    res = autotune_launch(repeat_copy, space=space, grid=lambda c: (cdiv(n, c.BLOCK),),
+                          args=(dst, src, n), kwargs=lambda c: dict(c.items()),
+                          name=f"aligned-{workers[0]}")  # fmt: skip
+    assert torch.equal(dst, src) and res.config == Config(REPEAT=1, WIDTH=4, BLOCK=256)
+    for bad in (space[1], space[3]):
+        assert res.timings[bad].status == "failed" and res.timings[bad].median_ms is None
+        assert "power of 2" in (res.timings[bad].reason or "")
+    one, four, sixteen = (res.timings[space[i]].median_ms or 0.0 for i in (4, 2, 0))
+    assert 0 < 2 * one < four and 2 * four < sixteen, (one, four, sixteen)
+
+
+# --- Inductor: a remote autotune cache shared by fresh processes ---------------------------
+
+CHILD = """
+import json, sys
+import torch
+from tunedsl import autotune_launch, cdiv
+from ported_kernels_twelfth import repeat_copy
+
+n = int(sys.argv[1])
+src, dst = torch.arange(n, dtype=torch.float32), torch.zeros(n)
+res = autotune_launch(repeat_copy, space={"REPEAT": [1], "WIDTH": [4], "BLOCK": [32, 64, 128]},
+                      grid=lambda c: (cdiv(n, c.BLOCK),), args=(dst, src, n),
+                      kwargs=lambda c: dict(c.items()), key=n, name="remote")
+assert torch.equal(dst, src)
+print(json.dumps({"source": res.source, "block": res.config.BLOCK}))
+"""
+
+
+def test_a_shared_store_tunes_each_shape_once_across_fresh_processes(
+    tmp_path: Path, server: Any
+) -> None:
+    """Fresh processes, each with an empty cache of its own, share one Redis store: the first
+    tunes a shape and writes its record there; the next reads it and launches the same
+    choice, tuning nothing and writing nothing to Redis; a new shape (Inductor's dynamic
+    variant) is tuned once and written once."""
+    # ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_max_autotune_remote_caching
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    client = server.client()
+
+    def writes() -> int:
+        return sum(
+            v["calls"]
+            for k, v in client.info("commandstats").items()
+            if k in ("cmdstat_set", "cmdstat_hset", "cmdstat_setex", "cmdstat_mset")
+        )
+
+    def run(n: int, i: int) -> dict[str, Any]:
+        env = {**os.environ, "TUNEDSL_CACHE_DIR": str(tmp_path / f"cache{i}"),
+               "TUNEDSL_REDIS_URL": server.url, "TUNEDSL_QUIET": "1",
+               "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+        done = subprocess.run([sys.executable, str(script), str(n)], env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    first = run(300, 0)
+    written = writes()
+    assert first["source"] == "tuned" and written >= 1
+    second = run(300, 1)
+    assert second == {"source": "disk", "block": first["block"]}
+    assert writes() == written, "a process that read the record wrote to Redis again"
+    other = run(5000, 2)
+    assert other["source"] == "tuned" and writes() > written
