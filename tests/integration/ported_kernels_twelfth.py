@@ -29,3 +29,17 @@ def repeat_copy(dst, src, N, REPEAT: tl.constexpr, WIDTH: tl.constexpr, BLOCK: t
         x = tl.load(src + i, mask=mask)
         x = x + tl.sum(tl.zeros((WIDTH,), tl.float32) + tl.arange(0, WIDTH) * 0, axis=0)
         tl.store(dst + i, x, mask=mask)
+
+
+@triton.jit
+def copy_or_trash(dst, src, N, TRASH: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = src. With TRASH, each program also writes its block of ``src`` times 100, and
+    the second program raises (``tl.assume``): a launch that wrote an input, then failed."""
+    pid = tl.program_id(0)
+    i = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = i < N
+    x = tl.load(src + i, mask=mask)
+    tl.store(dst + i, x, mask=mask)
+    if TRASH:
+        tl.store(src + i, x * 100, mask=mask)
+        tl.assume(pid < 1)

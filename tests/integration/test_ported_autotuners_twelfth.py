@@ -2,7 +2,16 @@
 max-autotune tests of a choice that fails when it is benchmarked (not when it is built) and
 of every choice failing (test/inductor/test_max_autotune.py), and of its remote autotune
 cache shared by fresh processes, with static and dynamic shapes; Helion's benchmark results
-kept aligned with their configurations when some fail to build (test/test_autotuner.py).
+kept aligned with their configurations when some fail to build, and its finite search over
+a configuration that fails (test/test_autotuner.py).
+
+Found and fixed: a configuration whose launch wrote an input and then raised (under the
+interpreter, its first program wrote and a later one failed) left what it wrote in the
+caller's tensor for the rest of the tuning: every later launch, of every configuration, ran
+on it (timed on data the caller never had; a kernel reading indices from it could read out of
+bounds), and it was put back only after tuning. The in-place watch, which keeps the caller's
+values of every tensor argument for the tuning, now puts back what a raising launch changed
+before the next launch (test_what_a_failed_launch_wrote_is_put_back_before_the_next_launch).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``, real subprocesses and a
@@ -49,10 +58,10 @@ def launches(wear: torch.Tensor) -> list[int]:
 # --- Inductor: a choice that raises when benchmarked ---------------------------------------
 
 
-@pytest.mark.parametrize("limit", [2, 4])
+@pytest.mark.parametrize("limit", [1, 3])
 def test_a_configuration_that_raises_when_benchmarked_is_dropped(limit: int) -> None:
     """A configuration that builds and runs its first launch, then raises at a later one
-    (its ``limit``-th: among the timed repetitions), is the fastest of three: it is recorded
+    (after ``limit`` launches: among the timed repetitions), is the fastest of three: it is recorded
     as failed with the kernel's own reason, one of the others is launched, and the call
     leaves the caller's data as one launch of that configuration would. A new process
     reads the record and launches the same choice without trying the failed one again."""
@@ -87,7 +96,7 @@ def test_every_configuration_raising_when_benchmarked_leaves_the_callers_data() 
     counts are the caller's again, nothing is stored, and the next call tries again."""
     # ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_inf_timing
     # ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_no_valid_choices
-    space = [Config(SLOT=0, LIMIT=2, BLOCK=64), Config(SLOT=1, LIMIT=2, BLOCK=128)]
+    space = [Config(SLOT=0, LIMIT=1, BLOCK=64), Config(SLOT=1, LIMIT=1, BLOCK=128)]
     src = torch.randn(300)
     for _ in range(2):
         dst, wear = torch.zeros(300), torch.zeros(2)
@@ -98,6 +107,41 @@ def test_every_configuration_raising_when_benchmarked_leaves_the_callers_data() 
         assert message.count("Assume failed") == 2
         assert not dst.any() and launches(wear) == [0, 0]
     assert not record_files()
+
+
+@pytest.mark.parametrize("order", ["failing-first", "failing-between"])
+def test_what_a_failed_launch_wrote_is_put_back_before_the_next_launch(order: str) -> None:
+    """A configuration whose launch writes an input and then raises (its first program
+    wrote, its second failed): every later launch of the tuning, of whichever
+    configuration, starts from the caller's input, not from what the failed launch left
+    (a kernel whose work or addresses depend on that input would be timed on data the
+    caller never had, or read out of bounds); the failed one is recorded with its reason,
+    and the call's result and the input are the caller's."""
+    # ported from: pytorch/helion test/test_autotuner.py::test_finite_search_skips_bad_configs
+    from ported_kernels_twelfth import copy_or_trash
+
+    good, bad, other = (Config(TRASH=False, BLOCK=128), Config(TRASH=True, BLOCK=128),
+                        Config(TRASH=False, BLOCK=256))  # fmt: skip
+    space = [bad, good, other] if order == "failing-first" else [good, bad, other]
+    n = 1000
+    original = torch.randn(n)
+    src, dst = original.clone(), torch.zeros(n)
+    seen: list[tuple[int, bool]] = []
+
+    def note(args: dict[str, Any]) -> None:
+        if not args["TRASH"]:
+            seen.append((args["BLOCK"], torch.equal(args["src"], original)))
+
+    res = autotune_launch(copy_or_trash, space=space, grid=lambda c: (cdiv(n, c.BLOCK),),
+                          args=(dst, src, n),
+                          kwargs=lambda c: {"TRASH": c.TRASH, "BLOCK": c.BLOCK},
+                          pre_hook=note, name=f"trash-{order}")  # fmt: skip
+    assert res.timings[bad].status == "failed"
+    assert "Assume failed" in (res.timings[bad].reason or "")
+    assert res.config in (good, other)
+    assert torch.equal(src, original) and torch.equal(dst, original)
+    trashed = [block for block, clean in seen if not clean]
+    assert seen and not trashed, f"{len(trashed)} of {len(seen)} launches ran on a trashed input"
 
 
 # --- Helion: benchmark results stay with their configurations ------------------------------
