@@ -1,7 +1,23 @@
 """Kernels of test_ported_autotuners_twelfth.py."""
 
+import os
+import time
+
 import triton
 import triton.language as tl
+
+#: Launches of each slot in this process (a worker's own count, under ``isolate=True``).
+LAUNCHES: dict[int, int] = {}
+
+
+def fail_late(slot: int, at: int, how: int) -> None:
+    """Called by the interpreter from a kernel's body (it runs the body as Python): the
+    ``at``-th launch of ``slot`` in this process aborts it (``how`` 1) or hangs (2)."""
+    LAUNCHES[slot] = LAUNCHES.get(slot, 0) + 1
+    if LAUNCHES[slot] >= at:
+        if how == 1:
+            os.abort()
+        time.sleep(3600)
 
 
 @triton.jit
@@ -43,3 +59,16 @@ def copy_or_trash(dst, src, N, TRASH: tl.constexpr, BLOCK: tl.constexpr):
     if TRASH:
         tl.store(src + i, x * 100, mask=mask)
         tl.assume(pid < 1)
+
+
+@triton.jit
+def copy_failing_late(dst, src, N, SLOT: tl.constexpr, AT: tl.constexpr, HOW: tl.constexpr,
+                      BLOCK: tl.constexpr):  # fmt: skip
+    """dst = src; the AT-th launch of SLOT in a process aborts it or hangs (interpreter
+    only: ``fail_late``)."""
+    if tl.program_id(0) == 0:
+        if HOW != 0:
+            fail_late(SLOT, AT, HOW)
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < N
+    tl.store(dst + i, tl.load(src + i, mask=mask), mask=mask)

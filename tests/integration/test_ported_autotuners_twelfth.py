@@ -1,7 +1,8 @@
 """A twelfth batch of other autotuners' test suites, ported to tunedsl: PyTorch Inductor's
-max-autotune tests of a choice that fails when it is benchmarked (not when it is built) and
-of every choice failing (test/inductor/test_max_autotune.py), and of its remote autotune
-cache shared by fresh processes, with static and dynamic shapes; Helion's benchmark results
+max-autotune tests of a choice that fails when it is benchmarked (not when it is built), of
+every choice failing, of its benchmark process crashing or hanging and being replaced
+(test/inductor/test_max_autotune.py), and of its remote autotune cache shared by fresh
+processes, with static and dynamic shapes; Helion's benchmark results
 kept aligned with their configurations when some fail to build, and its finite search over
 a configuration that fails (test/test_autotuner.py).
 
@@ -142,6 +143,34 @@ def test_what_a_failed_launch_wrote_is_put_back_before_the_next_launch(order: st
     assert torch.equal(src, original) and torch.equal(dst, original)
     trashed = [block for block, clean in seen if not clean]
     assert seen and not trashed, f"{len(trashed)} of {len(seen)} launches ran on a trashed input"
+
+
+@pytest.mark.parametrize("how", ["crash", "hang"])
+def test_an_isolated_configuration_that_crashes_when_benchmarked_leaves_a_working_worker(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``isolate=True``, the fastest configuration kills its worker (an abort) or hangs
+    past the timeout at its third launch, among the timed repetitions, not its first: it is
+    recorded as crashed or timed out, a new worker measures the others, one of them is
+    launched, and the caller's tensors hold one launch's result."""
+    # ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_tuning_pool_crash
+    # ported from: pytorch/pytorch test/inductor/test_max_autotune.py::test_tuning_pool_timeout
+    from ported_kernels_twelfth import copy_failing_late
+
+    monkeypatch.setenv("TUNEDSL_CONFIG_TIMEOUT", "1.5")
+    late = Config(SLOT=0, AT=3, HOW=1 if how == "crash" else 2, BLOCK=512)
+    space = [late, Config(SLOT=1, AT=0, HOW=0, BLOCK=64), Config(SLOT=2, AT=0, HOW=0, BLOCK=128)]
+    n = 2000
+    src, dst = torch.randn(n), torch.zeros(n)
+    res = autotune_launch(copy_failing_late, space=space, grid=lambda c: (cdiv(n, c.BLOCK),),
+                          args=(dst, src, n), kwargs=lambda c: dict(c.items()), isolate=True,
+                          name=f"late-{how}")  # fmt: skip
+    assert res.source == "tuned" and res.config in space[1:]
+    assert res.timings[late].status == "failed"
+    expected = "SIGABRT" if how == "crash" else "no answer after 1.5 s"
+    assert expected in (res.timings[late].reason or ""), res.timings[late].reason
+    assert all(res.timings[c].status == "ok" for c in space[1:])
+    assert torch.equal(dst, src)
 
 
 # --- Helion: benchmark results stay with their configurations ------------------------------
