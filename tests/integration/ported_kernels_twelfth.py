@@ -12,11 +12,14 @@ LAUNCHES: dict[int, int] = {}
 
 def fail_late(slot: int, at: int, how: int) -> None:
     """Called by the interpreter from a kernel's body (it runs the body as Python): the
-    ``at``-th launch of ``slot`` in this process aborts it (``how`` 1) or hangs (2)."""
+    ``at``-th launch of ``slot`` in this process aborts it (``how`` 1), hangs (2) or
+    raises (3)."""
     LAUNCHES[slot] = LAUNCHES.get(slot, 0) + 1
     if LAUNCHES[slot] >= at:
         if how == 1:
             os.abort()
+        if how == 3:
+            raise RuntimeError(f"launch {LAUNCHES[slot]} of slot {slot} failed")
         time.sleep(3600)
 
 
@@ -64,8 +67,8 @@ def copy_or_trash(dst, src, N, TRASH: tl.constexpr, BLOCK: tl.constexpr):
 @triton.jit
 def copy_failing_late(dst, src, N, SLOT: tl.constexpr, AT: tl.constexpr, HOW: tl.constexpr,
                       BLOCK: tl.constexpr):  # fmt: skip
-    """dst = src; the AT-th launch of SLOT in a process aborts it or hangs (interpreter
-    only: ``fail_late``)."""
+    """dst = src; the AT-th launch of SLOT in a process aborts it, hangs or raises
+    (interpreter only: ``fail_late``)."""
     if tl.program_id(0) == 0:
         if HOW != 0:
             fail_late(SLOT, AT, HOW)

@@ -2,7 +2,8 @@
 max-autotune tests of a choice that fails when it is benchmarked (not when it is built), of
 every choice failing, of its benchmark process crashing or hanging and being replaced
 (test/inductor/test_max_autotune.py), and of its remote autotune cache shared by fresh
-processes, with static and dynamic shapes; Helion's benchmark results
+processes (one shape, then another); Triton's autotuner hooks under ``isolate=True``
+(python/test/unit/runtime/test_autotuner.py::test_hooks); Helion's benchmark results
 kept aligned with their configurations when some fail to build, and its finite search over
 a configuration that fails (test/test_autotuner.py).
 
@@ -13,6 +14,11 @@ on it (timed on data the caller never had; a kernel reading indices from it coul
 bounds), and it was put back only after tuning. The in-place watch, which keeps the caller's
 values of every tensor argument for the tuning, now puts back what a raising launch changed
 before the next launch (test_what_a_failed_launch_wrote_is_put_back_before_the_next_launch).
+With ``isolate=True`` and no ``verify=``, the worker never ran ``post_hook`` for a
+configuration that compiled (docs/runtime.md: once after each configuration is prepared,
+and again with the error of a later launch that fails, in the worker); it now runs it as
+the tuning process does
+(test_post_hook_runs_once_per_configuration_and_again_when_a_later_launch_fails).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``, real subprocesses and a
@@ -171,6 +177,36 @@ def test_an_isolated_configuration_that_crashes_when_benchmarked_leaves_a_workin
     assert expected in (res.timings[late].reason or ""), res.timings[late].reason
     assert all(res.timings[c].status == "ok" for c in space[1:])
     assert torch.equal(dst, src)
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_post_hook_runs_once_per_configuration_and_again_when_a_later_launch_fails(
+    isolate: bool, tmp_path: Path
+) -> None:
+    """``post_hook(args, exception=...)`` runs once after each configuration is prepared,
+    with ``exception=None``, and again with the error when a later launch of it fails, the
+    same in this process and in an isolated worker (where it runs on the worker's copies;
+    here it writes each call to a file). The configuration that failed is dropped."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_hooks
+    from ported_kernels_twelfth import copy_failing_late
+
+    calls = tmp_path / "post_hook_calls.txt"
+
+    def post(args: dict[str, Any], exception: BaseException | None = None) -> None:
+        said = "ok" if exception is None else "failed" if "launch 2 of" in str(exception) else ""
+        with open(calls, "a") as out:
+            out.write(f"{args['SLOT']} {said or repr(exception)}\n")
+
+    late = Config(SLOT=0, AT=2, HOW=3, BLOCK=512)
+    space = [late, Config(SLOT=1, AT=0, HOW=0, BLOCK=64), Config(SLOT=2, AT=0, HOW=0, BLOCK=128)]
+    n = 2000
+    src, dst = torch.randn(n), torch.zeros(n)
+    res = autotune_launch(copy_failing_late, space=space, grid=lambda c: (cdiv(n, c.BLOCK),),
+                          args=(dst, src, n), kwargs=lambda c: dict(c.items()),
+                          post_hook=post, isolate=isolate, name=f"post-{isolate}")  # fmt: skip
+    assert res.timings[late].status == "failed" and torch.equal(dst, src)
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    assert sorted(lines) == ["0 failed", "0 ok", "1 ok", "2 ok"], lines
 
 
 # --- Helion: benchmark results stay with their configurations ------------------------------

@@ -132,6 +132,7 @@ class _State:
                 reply(("prepared", index, "failed", "compile: " + _reason(handle)))
                 continue
             if self.verifier is None:
+                self.post_hook(index, None)  # prepared: as in process, after its check
                 reply(("prepared", index, "ok", None))
                 continue
             error: BaseException | None = None
@@ -200,14 +201,20 @@ class _State:
         def setup() -> None:
             self.guard.before_rep(args)
 
-        settle = getattr(self.timer, "settle", None)
-        if settle is not None and not self.timer_chosen:
-            # timing="auto": one probe decides events or graphs for every sample of this
-            # tuning, as in the parent (backends/inprocess.py): samples never mix timers.
-            self.timer_chosen = True
-            probe = self.timer.sample(run, setup, 5)
-            settle([min(probe)])
-        return list(self.timer.sample(run, setup, reps))
+        try:
+            settle = getattr(self.timer, "settle", None)
+            if settle is not None and not self.timer_chosen:
+                # timing="auto": one probe decides events or graphs for every sample of this
+                # tuning, as in the parent (backends/inprocess.py): samples never mix timers.
+                self.timer_chosen = True
+                probe = self.timer.sample(run, setup, 5)
+                settle([min(probe)])
+            return list(self.timer.sample(run, setup, reps))
+        except UsageError:
+            raise
+        except Exception as err:  # a later launch failed: the hook hears it, as in process
+            self.post_hook(index, err)
+            raise
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
