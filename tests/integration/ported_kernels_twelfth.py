@@ -75,3 +75,15 @@ def copy_failing_late(dst, src, N, SLOT: tl.constexpr, AT: tl.constexpr, HOW: tl
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = i < N
     tl.store(dst + i, tl.load(src + i, mask=mask), mask=mask)
+
+
+@triton.jit
+def gather_and_advance(out, src, idx, N, SLACK: tl.constexpr, BLOCK: tl.constexpr):
+    """out = src[idx], then idx += 1 (an index the kernel advances in place); an index past
+    N + SLACK raises (a bounds check): launches that start from the one before run off."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < N
+    j = tl.load(idx + i, mask=mask, other=0)
+    tl.assume(tl.max(j) < N + SLACK)
+    tl.store(out + i, tl.load(src + j, mask=mask), mask=mask)
+    tl.store(idx + i, j + 1, mask=mask)

@@ -18,7 +18,12 @@ With ``isolate=True`` and no ``verify=``, the worker never ran ``post_hook`` for
 configuration that compiled (docs/runtime.md: once after each configuration is prepared,
 and again with the error of a later launch that fails, in the worker); it now runs it as
 the tuning process does
-(test_post_hook_runs_once_per_configuration_and_again_when_a_later_launch_fails).
+(test_post_hook_runs_once_per_configuration_and_again_when_a_later_launch_fails). The
+isolated worker had no in-place watch: each of its launches started from the one before, so
+a kernel advancing an index in place (``idx += 1``, gathering through it) ran past its bounds
+and every configuration was recorded as failed, where in process all were measured; the
+worker now watches its copies as the tuning process watches the caller's
+(test_an_index_a_kernel_advances_in_place_is_restored_between_launches).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``, real subprocesses and a
@@ -31,6 +36,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +213,30 @@ def test_post_hook_runs_once_per_configuration_and_again_when_a_later_launch_fai
     assert res.timings[late].status == "failed" and torch.equal(dst, src)
     lines = calls.read_text().splitlines() if calls.exists() else []
     assert sorted(lines) == ["0 failed", "0 ok", "1 ok", "2 ok"], lines
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_an_index_a_kernel_advances_in_place_is_restored_between_launches(isolate: bool) -> None:
+    """A kernel that gathers through an index tensor and advances it in place (``idx += 1``),
+    with a bounds check, tuned without ``restore_value=``, in this process and in an
+    isolated worker: the index is found in place and restored before each launch, so no
+    configuration runs past the bounds, every one is measured, and the call gathers once
+    from the caller's index and advances it once."""
+    # ported from: pytorch/helion test/test_autotuner.py::test_only_mutated_tensors_cloned_during_benchmark
+    from ported_kernels_twelfth import gather_and_advance
+
+    n = 1000
+    src, out = torch.randn(n + 10), torch.zeros(n)
+    idx = torch.arange(n, dtype=torch.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the in-place notice, when in this process
+        res = autotune_launch(gather_and_advance, space={"SLACK": [4], "BLOCK": [64, 128, 256]},
+                              grid=lambda c: (cdiv(n, c.BLOCK),), args=(out, src, idx, n),
+                              kwargs=lambda c: dict(c.items()), isolate=isolate,
+                              name=f"advance-{isolate}")  # fmt: skip
+    assert {c.BLOCK: r.status for c, r in res.timings.items()} == {64: "ok", 128: "ok", 256: "ok"}
+    assert torch.equal(out, src[:n])
+    assert torch.equal(idx, torch.arange(n, dtype=torch.int32) + 1)
 
 
 # --- Helion: benchmark results stay with their configurations ------------------------------
