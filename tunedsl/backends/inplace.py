@@ -115,11 +115,14 @@ class InPlaceWatch:
         (under the interpreter, the programs that ran before the failing one) is put back
         to the caller's values, so the next launch starts from them, as a first launch."""
         saved = {**self.unwritten, **self.kept, **self.original}  # the caller's values
-        if saved:
-            self.bt.synchronize()
-        for name, value in saved.items():
-            if not self.bt.equal(self.bound[name], value):
-                self.bt.copy_into(self.bound[name], value)
+        try:
+            if saved:
+                self.bt.synchronize()
+            for name, value in saved.items():
+                if not self.bt.equal(self.bound[name], value):
+                    self.bt.copy_into(self.bound[name], value)
+        except Exception:  # a device the failure left unusable: its next launch says so
+            pass
         if not self.done:
             self.seen = 0
 
