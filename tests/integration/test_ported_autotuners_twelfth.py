@@ -25,9 +25,33 @@ and every configuration was recorded as failed, where in process all were measur
 worker now watches its copies as the tuning process watches the caller's
 (test_an_index_a_kernel_advances_in_place_is_restored_between_launches).
 
+Found and not fixed: two programs that share one store and call one site with different
+spaces (one adds a configuration the other lacks) tune in turn at every start: each record
+keeps only its writer's space, so the other program measures again what it lacks and
+writes its own record over it (each start measures only the configurations the record
+lacks, and never launches one outside its space: a cost, not a wrong launch; give each
+space its own ``key=`` or ``name=``).
+
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``, real subprocesses and a
 real redis-server.
+
+Not ported, for want of a counterpart or because another test file has it: Inductor's
+test_select_algorithm.py GEMM and convolution templates and its counters (Inductor's own
+lowering: a site is one opaque operator), its duplicated and overlapping arguments
+(``mm(a, a)``, two views of one tensor: Helion's aliasing test in
+test_ported_autotuners_fourth.py), a preprocessing step that keeps one choice (a ``prune=``
+keeping one: test_ported_autotuners_ninth.py); test_max_autotune.py's precompilation in
+threads (test_ported_autotuners_fourth.py), a filled cache that compiles nothing (under the
+interpreter nothing compiles to count), its device guard and GPU-only templates, and its
+remote cache under ``torch.compile(dynamic=True)`` (a site inside ``torch.compile``
+decides per key at run time: test_ported_autotuners_seventh.py); Triton's test_autotuner.py
+resource limits and IR overrides (GPU only), fractional ``top_k`` (``prune=`` is one user
+function), ``cache_results`` and its key of environment variables and knobs (a decision is
+always stored; a knob set from Python is written to the environment, which the key reads:
+test_ported_autotuners_more.py); vLLM's and SGLang's nearest batch size and missing device
+file (test_ported_autotuners_more.py, tests/reliability/test_record_sources.py); Helion's
+out-of-memory and final re-benchmark settings (GPU only; tunedsl races its leaders).
 """
 
 from __future__ import annotations
