@@ -14,7 +14,8 @@ last one's result. ``InPlaceWatch`` tells them apart with the launches tuning ma
   was changed again: it is in place. From then on it is
   restored before every launch (as if named in ``restore_value``), and one warning names it.
 
-A launch that raises (a configuration that fails as it launches) is not one of the three.
+A launch that raises (a configuration that fails as it launches) is not one of the three, and
+what it wrote before raising is put back to the caller's values before the next launch.
 
 Launching twice gives the same outputs as launching once for every argument that is not
 flagged, within the tolerance ``verify=`` uses; but only for the configuration of those
@@ -159,10 +160,20 @@ class InPlaceWatch:
 
     def failed(self) -> None:
         """The launch just counted raised (a configuration that fails as it launches: on a
-        GPU, one over the shared memory): it is not compared, the next one takes its turn.
-        A first launch that failed wrote nothing, and the watch would stop there."""
-        if not self.done and self.seen > 0:
-            self.seen -= 1
+        GPU, one over the shared memory): it is not compared. What it wrote before raising
+        (under the interpreter, the programs that ran before the failing one) is put back
+        to the caller's values, so the next launch starts from them, as a first launch."""
+        saved = {**self.unwritten, **self.kept, **self.original}  # the caller's values
+        try:
+            if saved:
+                self.bt.synchronize()
+            for name, value in saved.items():
+                if not self.bt.equal(self.bound[name], value):
+                    self.bt.copy_into(self.bound[name], value)
+        except Exception:  # a device the failure left unusable: its next launch says so
+            pass
+        if not self.done:
+            self.seen = 0
 
     def fresh_start(self) -> None:
         """The arguments were just put back to the caller's values (a ``verify=`` check runs

@@ -38,6 +38,7 @@ import struct
 import sys
 import threading
 import time
+import warnings
 from typing import Any, BinaryIO
 
 from tunedsl.errors import UsageError
@@ -106,7 +107,13 @@ class _State:
         self.req = req
         first = self.variants[0]
         self.bound = bt.bind_arguments(bt.kernel_info(self.kernel), first.args, first.kwargs)
-        self.guard = Guard(self.bound, req)
+        # The worker's copies are launched many times, as the caller's tensors are in
+        # process: an argument the kernel changes in place is found and restored before
+        # each launch (each launch started from the one before: an index advanced in place
+        # ran past its bounds). The worker gives no notice: it would name no caller's line.
+        name = bt.kernel_info(self.kernel).qualname
+        self.guard = Guard(self.bound, req, watch=True, kernel=name)
+        warnings.filterwarnings("ignore", message=r"tunedsl: \S+ changes .* in place")
         self.verifier = (
             Verifier(req, self.guard) if req.settings.verify not in (None, False) else None
         )
@@ -132,6 +139,7 @@ class _State:
                 reply(("prepared", index, "failed", "compile: " + _reason(handle)))
                 continue
             if self.verifier is None:
+                self.post_hook(index, None)  # prepared: as in process, after its check
                 reply(("prepared", index, "ok", None))
                 continue
             error: BaseException | None = None
@@ -142,6 +150,7 @@ class _State:
             except Exception as err:
                 error = err
                 self.run_failed = True
+                self.launch_failed()
                 reply(("prepared", index, "failed", "run: " + _reason(err)))
                 continue
             finally:
@@ -200,14 +209,25 @@ class _State:
         def setup() -> None:
             self.guard.before_rep(args)
 
-        settle = getattr(self.timer, "settle", None)
-        if settle is not None and not self.timer_chosen:
-            # timing="auto": one probe decides events or graphs for every sample of this
-            # tuning, as in the parent (backends/inprocess.py): samples never mix timers.
-            self.timer_chosen = True
-            probe = self.timer.sample(run, setup, 5)
-            settle([min(probe)])
-        return list(self.timer.sample(run, setup, reps))
+        try:
+            settle = getattr(self.timer, "settle", None)
+            if settle is not None and not self.timer_chosen:
+                # timing="auto": one probe decides events or graphs for every sample of this
+                # tuning, as in the parent (backends/inprocess.py): samples never mix timers.
+                self.timer_chosen = True
+                probe = self.timer.sample(run, setup, 5)
+                settle([min(probe)])
+            return list(self.timer.sample(run, setup, reps))
+        except UsageError:
+            raise
+        except Exception as err:  # a later launch failed: the hook hears it, as in process
+            self.launch_failed()
+            self.post_hook(index, err)
+            raise
+
+    def launch_failed(self) -> None:
+        if self.guard.watch is not None:  # not a launch the watch compares
+            self.guard.watch.failed()
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
