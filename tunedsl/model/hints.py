@@ -117,8 +117,9 @@ def launch_options(
     hints = hint_fields(config, static_hints)
     occupancy = hints.pop("occupancy", None)
     if target.backend == "interpreter":
-        # The interpreter ignores launch options; passing none keeps it from rejecting them.
-        return {}
+        # The interpreter drops launch options before it runs the kernel, but a
+        # @triton.heuristics wrapper reads them first (args["num_warps"]), as on a GPU.
+        return hints
     if occupancy is not None:
         if target.backend == "hip":
             hints["waves_per_eu"] = occupancy

@@ -1,0 +1,38 @@
+"""A ``@triton.heuristics`` that reads a launch option of the configuration
+(``args["num_warps"]``), as Triton's heuristics see them under ``triton.autotune``: tuned
+and launched under the interpreter too. A real kernel under Triton's interpreter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+pytestmark = pytest.mark.needs_triton
+
+
+@triton.heuristics({"ROWS": lambda args: args["num_warps"]})
+@triton.jit
+def rowsum(X, OUT, R, C, ROWS: tl.constexpr, BLOCK_C: tl.constexpr):
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    c = tl.arange(0, BLOCK_C)
+    mask = (r[:, None] < R) & (c[None, :] < C)
+    x = tl.load(X + r[:, None] * C + c[None, :], mask=mask, other=0.0)
+    tl.store(OUT + r, tl.sum(x, axis=1), mask=r < R)
+
+
+def test_a_heuristic_reading_num_warps_sees_each_configurations_value() -> None:
+    x = torch.randn(10, 8)
+    for rows in (10, 7):  # a tuning, then the hit of another key
+        out = torch.full((rows,), float("nan"))
+        res = autotune_launch(
+            rowsum, space={"num_warps": [1, 2, 4]},
+            grid=lambda cfg, rows=rows: (cdiv(rows, cfg.num_warps),),
+            args=(x[:rows], out, rows, 8), kwargs={"BLOCK_C": 8},
+            name="heuristic-num-warps",
+        )  # fmt: skip
+        assert torch.allclose(out, x[:rows].sum(1), atol=1e-5), (res.config, out)
+        assert all(r.status == "ok" for r in res.timings.values()), res.timings
