@@ -36,3 +36,19 @@ def test_a_heuristic_reading_num_warps_sees_each_configurations_value() -> None:
         )  # fmt: skip
         assert torch.allclose(out, x[:rows].sum(1), atol=1e-5), (res.config, out)
         assert all(r.status == "ok" for r in res.timings.values()), res.timings
+
+
+def test_configurations_told_apart_only_by_what_a_heuristic_reads_are_each_run() -> None:
+    """Under the interpreter, configurations with the same arguments and grid that differ in
+    launch options alone are measured once (the interpreter ignores the options); a heuristic
+    reading ``num_warps`` makes them different kernels: each is run and verified."""
+    x = torch.randn(8, 8)
+    out = torch.zeros(8)
+    res = autotune_launch(
+        rowsum, space={"num_warps": [1, 2]}, grid=(4,),  # 4 programs of num_warps rows
+        args=(x, out, 8, 8), kwargs={"BLOCK_C": 8},
+        verify=lambda args: {"OUT": args["X"].sum(1)}, name="heuristic-twins",
+    )  # fmt: skip
+    assert res.config.num_warps == 2, res.timings
+    assert res.timings[res.config].status == "ok"
+    assert torch.allclose(out, x.sum(1), atol=1e-5)
