@@ -52,3 +52,25 @@ def test_configurations_told_apart_only_by_what_a_heuristic_reads_are_each_run()
     assert res.config.num_warps == 2, res.timings
     assert res.timings[res.config].status == "ok"
     assert torch.allclose(out, x.sum(1), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [("restore_values", "restore_value"), ("reset_to_zeros", "reset_to_zero"),
+     ("prehook", "pre_hook"), ("keys", "key"), ("num_warp", "num_warps")],
+)  # fmt: skip
+def test_a_misspelled_keyword_of_autotune_launch_is_named_with_the_one_meant(
+    typo: str, meant: str
+) -> None:
+    """``autotune_launch`` takes launch hints as its other keywords: a misspelled option
+    (``restore_values=``) was called an unknown launch hint, with only the hints listed."""
+    from tunedsl.errors import UsageError
+
+    x, out = torch.randn(4, 8), torch.zeros(4)
+    with pytest.raises(UsageError, match=rf"test_heuristic_launch_options\.py:\d+.*`{meant}=`"):
+        autotune_launch(
+            rowsum, space={"num_warps": [1, 2]}, grid=lambda cfg: (cdiv(4, cfg.num_warps),),
+            args=(x, out, 4, 8), kwargs={"BLOCK_C": 8}, name=f"typo-{typo}",
+            **{typo: ["OUT"] if "_" in typo else 4},
+        )  # fmt: skip
+    assert not out.any()
