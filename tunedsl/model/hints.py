@@ -140,7 +140,7 @@ def check_hint_twice(
 ) -> None:
     """A launch hint passed in the launch (``num_warps=8``) and set by the space or a static
     hint too: Triton's GPU launch fails every configuration on the name given twice, and the
-    interpreter, which takes no launch options, would tune values that never apply."""
+    interpreter, which runs the kernel without them, would tune values that never apply."""
     for name in HINT_NAMES:
         if name not in kwargs:
             continue
