@@ -49,8 +49,8 @@ def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]
     from tunedsl.model.hints import hint_fields
 
     bound = bt.bind_arguments(info, v.args, v.kwargs)
-    # The interpreter launches without options; its hooks see the hints all the same, so a
-    # hook reading args["num_warps"] runs on the CPU as on a GPU.
+    # The interpreter's launches get the hints too (it drops them before running the
+    # kernel), so a hook reading args["num_warps"] runs on the CPU as on a GPU.
     options = v.options or hint_fields(v.config, hints)
     return {**{k: x for k, x in options.items() if k not in bound}, **bound}
 

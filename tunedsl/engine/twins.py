@@ -5,6 +5,7 @@ Under ``TRITON_INTERPRET=1`` Triton runs the kernel's Python source on the CPU a
 two configurations with the same kernel arguments and grid run exactly the same code:
 measuring both would only time the same work twice and crown noise. The tuner measures one
 representative per group (the first in space order) and gives its twins the same result.
+A kernel in ``@triton.heuristics`` has none: its functions see the launch options.
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ def _launch_key(variant: Variant) -> tuple[Any, ...]:
         tuple(_identity(a) for a in variant.args),
         tuple(sorted((name, _identity(v)) for name, v in variant.kwargs.items())),
     )
+
+
+def options_reach_kernel(kernel: Any) -> bool:
+    """Whether a ``@triton.heuristics`` wraps ``kernel``: its functions see the launch
+    options (``args["num_warps"]``) and may compute another kernel from them, so
+    configurations that differ in options alone are no twins."""
+    for _ in range(8):
+        if type(kernel).__name__ == "Heuristics":
+            return True
+        kernel = getattr(kernel, "fn", None)
+        if kernel is None:
+            break
+    return False
 
 
 def interpreter_twins(variants: list[Variant]) -> tuple[list[Variant], dict[Config, Config]]:

@@ -117,8 +117,9 @@ def launch_options(
     hints = hint_fields(config, static_hints)
     occupancy = hints.pop("occupancy", None)
     if target.backend == "interpreter":
-        # The interpreter ignores launch options; passing none keeps it from rejecting them.
-        return {}
+        # The interpreter drops launch options before it runs the kernel, but a
+        # @triton.heuristics wrapper reads them first (args["num_warps"]), as on a GPU.
+        return hints
     if occupancy is not None:
         if target.backend == "hip":
             hints["waves_per_eu"] = occupancy
@@ -139,7 +140,7 @@ def check_hint_twice(
 ) -> None:
     """A launch hint passed in the launch (``num_warps=8``) and set by the space or a static
     hint too: Triton's GPU launch fails every configuration on the name given twice, and the
-    interpreter, which takes no launch options, would tune values that never apply."""
+    interpreter, which runs the kernel without them, would tune values that never apply."""
     for name in HINT_NAMES:
         if name not in kwargs:
             continue

@@ -22,6 +22,7 @@ from tunedsl.model.options import (
     HINT_NAMES,
     OPTION_NAMES,
     TIMING_MODES,
+    did_you_mean,
     triton_counterpart,
 )
 from tunedsl.model.space import Space, expand_space, search_space
@@ -156,6 +157,10 @@ def _tolerance(value: Any, option: str, default: float) -> float:
     return knobs.finite_number(value, option, zero_ok=True)
 
 
+# autotune_launch's keywords besides the options: a misspelling of one is named with it.
+_CALL_KEYWORDS = ("space", "grid", "args", "kwargs", "key")
+
+
 def resolve(
     space: Any, hints: Mapping[str, Any], options: Mapping[str, Any], where: str
 ) -> Settings:
@@ -165,9 +170,13 @@ def resolve(
     for name in hints:
         if name not in HINT_NAMES:
             instead = triton_counterpart(name)
+            meant = did_you_mean(name, (*HINT_NAMES, *OPTION_NAMES, *_CALL_KEYWORDS))
+            what = "launch hint" if meant in HINT_NAMES else "keyword"
             raise UsageError(
                 f"{where}: {instead}"
                 if instead
+                else f"{where}: unknown {what} {name!r}; did you mean `{meant}=`?"
+                if meant
                 else f"{where}: unknown launch hint {name!r}; hints: {', '.join(HINT_NAMES)}"
             )
     for name in options:

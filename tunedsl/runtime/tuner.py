@@ -28,7 +28,7 @@ from tunedsl.engine.racing import RaceSettings
 from tunedsl.engine.request import TuneRequest
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.engine.search import make_strategy
-from tunedsl.engine.twins import interpreter_twins
+from tunedsl.engine.twins import interpreter_twins, options_reach_kernel
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
 from tunedsl.model.keys import json_safe
@@ -149,7 +149,8 @@ def tune(req: TuneRequest) -> TuneOutcome:
     by_config = {v.config: v for v in req.variants}
     todo = [v for v in req.variants if v.config not in req.previous]
     twins: dict[Config, Config] = {}
-    if bt.interpreting():  # launch hints change nothing there: measure each twin once
+    if bt.interpreting() and not options_reach_kernel(req.kernel):
+        # launch hints change nothing there: measure each twin once
         _, twins = interpreter_twins(todo)
     space = ListSpace([v.config for v in req.variants if v.config not in twins])
     outcome, timer = _search(req, info, space, by_config.__getitem__, req.variants[0],

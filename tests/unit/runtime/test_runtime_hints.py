@@ -64,8 +64,10 @@ def test_occupancy_on_amd_is_waves_per_eu() -> None:
     assert launch_options(Config(occupancy=2), {}, amd) == {"waves_per_eu": 2}
 
 
-def test_interpreter_gets_no_options() -> None:
-    assert launch_options(Config(num_warps=4, occupancy=2), {"num_stages": 2}, INTERPRETER) == {}
+def test_interpreter_gets_the_hints_without_occupancy() -> None:
+    """The interpreter drops them before running the kernel; a @triton.heuristics reads them."""
+    opts = launch_options(Config(num_warps=4, occupancy=2), {"num_stages": 2}, INTERPRETER)
+    assert opts == {"num_warps": 4, "num_stages": 2}
 
 
 def test_space_hint_overrides_static_hint() -> None:
