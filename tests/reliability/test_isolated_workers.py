@@ -120,6 +120,60 @@ def test_a_tune_in_the_kernels_module_fails_in_the_worker_and_reaches_the_user_a
     assert "waiting" not in done.stderr  # no one waited for the parent's lock
 
 
+STDIN_KERNELS = """
+import sys
+import triton
+import triton.language as tl
+
+READ = sys.stdin.read()  # top-level code that reads stdin, run again in the worker
+
+
+@triton.jit
+def add_reading_stdin(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+"""
+
+READS_STDIN = """
+import sys
+sys.path.insert(0, {here!r})
+import torch
+from stdin_kernels import add_reading_stdin
+from tunedsl import autotune_launch
+
+n = 300
+a, b, c = torch.ones(n), torch.ones(n), torch.zeros(n)
+result = autotune_launch(
+    add_reading_stdin,
+    space=dict(TILE=[64, 128]),
+    grid=lambda cfg: ((n + cfg.TILE - 1) // cfg.TILE,),
+    args=(a, b, c, n),
+    kwargs=lambda cfg: dict(TILE=cfg.TILE),
+    isolate=True,
+)
+assert torch.equal(c, a + b)
+print("RESULT", result.source, sorted(r.status for r in result.timings.values()), flush=True)
+"""
+
+
+def test_a_kernel_module_that_reads_stdin_reads_nothing_in_the_worker(tmp_path: Path) -> None:
+    # The worker imports the kernel's module, whose top-level code reads stdin: it read the
+    # worker's request pipe and waited there until the configuration timed out, every time.
+    write_script(tmp_path / "stdin_kernels.py", STDIN_KERNELS)
+    script = write_script(tmp_path / "main.py", READS_STDIN.format(here=str(tmp_path)))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=child_env(tmp_path / "cache", TUNEDSL_CONFIG_TIMEOUT="10"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RESULT tuned ['ok', 'ok']" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
 SPINNING = """
 import sys
 import threading

@@ -5,7 +5,7 @@ when the parent dies (``_leave_with_parent``). The protocol is length-prefixed f
 requests are cloudpickles on stdin (a pipe only the parent holds: the kernel must come by
 value), replies are JSON on the process's original stdout (so the parent never unpickles
 anything); fd 1 is then pointed at stderr, so a kernel's or a hook's ``print`` cannot
-corrupt a reply. One request at a time:
+corrupt a reply, and fd 0 at ``/dev/null``, so code reading stdin cannot take a request. One request at a time:
 
 - ``("setup", payload)``: the kernel, every variant (tensors as ``TensorRef`` into copied
   storages), the tuning options; replaces any earlier state. Reply ``("ok",)``.
@@ -296,7 +296,7 @@ def _free_memory() -> None:
             torch.cuda.empty_cache()
 
 
-def _leave_with_parent(parent: int, from_main_thread: bool) -> None:
+def _leave_with_parent(parent: int, from_main_thread: bool, requests_fd: int) -> None:
     """Never outlive the tuning process, even in the middle of a configuration that spins:
     SIGKILL when it dies (Linux; armed only when its main thread started this worker, as
     the signal comes when the starting *thread* ends), and a thread that leaves when the
@@ -309,7 +309,7 @@ def _leave_with_parent(parent: int, from_main_thread: bool) -> None:
     if os.getppid() != parent:  # it died before the signal was armed
         os._exit(1)
     threading.Thread(
-        target=_exit_when_orphaned, args=(0,), name="tunedsl-orphan-watch", daemon=True
+        target=_exit_when_orphaned, args=(requests_fd,), name="tunedsl-orphan-watch", daemon=True
     ).start()
 
 
@@ -337,13 +337,20 @@ def main(parent: int | None = None, from_main_thread: bool = False) -> None:
     process a tune fails at once (``runtime/decide.py``) and the parent reports why."""
     global _in_worker
     _in_worker = True
+    # Requests come on the original stdin; the kernel's module or a hook that reads stdin
+    # reads nothing (it read the request pipe, waiting there until the configuration timed out).
+    requests_fd = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)  # the process's stdin for its whole life
     if parent is not None:
-        _leave_with_parent(parent, from_main_thread)
+        _leave_with_parent(parent, from_main_thread, requests_fd)
     # Replies go to the original stdout; anything the kernel or a hook prints goes to stderr.
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    requests = sys.stdin.buffer
+    requests = os.fdopen(requests_fd, "rb")
     try:
         import tunedsl.activate as activate
 
