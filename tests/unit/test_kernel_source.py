@@ -745,3 +745,61 @@ def test_a_plain_value_a_kernel_reads_through_a_module_is_part_of_it(
 
     first = source_hash("2")
     assert len({first, source_hash("3"), source_hash("2.5")}) == 3
+
+
+HEURISTIC_THROUGH_MODULE = """\
+import triton
+import triton.language as tl
+
+import ks_heuristic_module_lib as lib
+
+
+def wide(args):
+    return lib.W * 2
+
+
+@triton.heuristics({"BLOCK": lambda args: lib.W, "WIDE": wide})
+@triton.jit
+def fill(dst, n, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(dst + i, WIDE, mask=i < n)
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    print(bt.kernel_info(fill).source_hash)
+"""
+
+
+@pytest.mark.parametrize("interpret", [True, False])
+def test_a_value_a_heuristic_reads_through_a_module_is_part_of_the_kernel(
+    tmp_path: Path, interpret: bool
+) -> None:
+    """``@triton.heuristics({"BLOCK": lambda args: lib.W})``: ``W = 32`` in the module
+    launches another kernel than ``W = 16`` for every configuration, but only the values a
+    heuristic reads from its own globals or closure were part of it, so the record tuned
+    for one decided the other's calls."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+
+    def source_hash(value: str) -> str:
+        where = tmp_path / f"w{len(list(tmp_path.iterdir()))}"
+        where.mkdir()
+        lib = f"import triton.language as tl\n\nW = {value}\n"
+        (where / "ks_heuristic_module_lib.py").write_text(lib, encoding="utf-8")
+        (where / "ks_heuristic_module.py").write_text(HEURISTIC_THROUGH_MODULE, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "ks_heuristic_module.py"], env=env, cwd=where, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = source_hash("16")
+    assert source_hash("16") == first  # the same value: the same kernel in every process
+    assert len({first, source_hash("32"), source_hash("tl.constexpr(64)")}) == 3
