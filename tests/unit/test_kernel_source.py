@@ -803,3 +803,53 @@ def test_a_value_a_heuristic_reads_through_a_module_is_part_of_the_kernel(
     first = source_hash("16")
     assert source_hash("16") == first  # the same value: the same kernel in every process
     assert len({first, source_hash("32"), source_hash("tl.constexpr(64)")}) == 3
+
+
+HEURISTIC_ENUMS = """\
+import enum
+
+import triton
+import triton.language as tl
+
+
+class Act(enum.Enum):
+    RELU = "relu"
+    GELU = "gelu"
+
+
+ACT = Act.RELU
+
+
+def kernel(act):
+    @triton.heuristics({"GELU": lambda args: act is Act.GELU, "SAME": lambda args: ACT.value})
+    @triton.jit
+    def k(x, n, GELU: tl.constexpr, SAME: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x + offs, tl.load(x + offs, mask=offs < n) + GELU, mask=offs < n)
+
+    return k
+
+
+def hashes():
+    from tunedsl.backends import triton as bt
+
+    made = [bt.kernel_info(kernel(a)).source_hash for a in (Act.RELU, Act.RELU, Act.GELU)]
+    global ACT
+    ACT = Act.GELU
+    return [*made, bt.kernel_info(kernel(Act.RELU)).source_hash]
+"""
+
+
+def test_an_enum_member_a_heuristic_reads_is_part_of_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An activation chosen by an ``enum.Enum`` member that a heuristic reads (from its
+    closure or a global: ``lambda args: act is Act.GELU``) computes another parameter for
+    another member, so another kernel, on a GPU too; an enum member was no plain value,
+    so it was left out, and the record tuned for one decided the other's calls. Its repr
+    (class, name and value) is the same in every process."""
+    (tmp_path / "ks_heuristic_enums.py").write_text(HEURISTIC_ENUMS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    relu, same, gelu, global_gelu = importlib.import_module("ks_heuristic_enums").hashes()
+    assert relu == same
+    assert len({relu, gelu, global_gelu}) == 3

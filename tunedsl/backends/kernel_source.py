@@ -9,6 +9,7 @@ part is another kernel, so a stored decision for the old one is never reused for
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import inspect
 import types
@@ -344,9 +345,12 @@ def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
 
 
 def _plain(value: Any) -> bool:
-    """A value whose JSON form is its content, the same in every process (no address)."""
+    """A value whose JSON form is its content, the same in every process (no address); an
+    ``enum.Enum`` member holding one is its repr (``<Act.GELU: 'gelu'>``)."""
     if value is None or isinstance(value, bool | int | float | str):
         return True
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
     if isinstance(value, tuple | list | set | frozenset):
         return all(_plain(v) for v in value)
     if isinstance(value, dict):
