@@ -254,3 +254,47 @@ def test_options_and_knobs_are_validated(monkeypatch: pytest.MonkeyPatch) -> Non
         resolve(space, {}, {}, "here")
     with pytest.raises(UsageError, match="capture='never'"):
         resolve(space, {}, {"capture": "never", "timing": "auto"}, "here")
+
+
+def test_an_in_place_argument_the_worker_finds_keeps_its_launches_timed_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's in-place watch restores an argument the kernel changes before each
+    launch, as in process; and, as in process, ``timing="auto"`` is told, so it keeps
+    per-launch timing. It was not told: on a GPU, a short kernel was graph-timed, hundreds
+    of launches back to back with no restore between them (an index advanced in place ran
+    past its bounds). The timer here is the wall-clock one with the flag ``AutoTimer``
+    reads, as the GPU's timer cannot run on this machine."""
+    from runtime_kernels import add_one_inplace
+
+    from tunedsl.backends import graph_timing, isolated_worker
+    from tunedsl.backends.isolated_transfer import pack_inputs
+    from tunedsl.backends.timers import WallTimer
+    from tunedsl.model.config import Config
+    from tunedsl.model.variant import Variant
+
+    made: list[WallTimer] = []
+
+    def make_timer(timing: str = "auto", per_launch_setup: bool = False) -> WallTimer:
+        timer = WallTimer()
+        timer.per_launch_setup = per_launch_setup  # type: ignore[attr-defined]
+        made.append(timer)
+        return timer
+
+    monkeypatch.setattr(graph_timing, "make_timer", make_timer)
+    x, n = torch.zeros(300), 300
+    variants = [Variant(Config(tile=t), (x, n), {"TILE": t}, (cdiv(n, t),), {}) for t in (64, 128)]
+    storages, packed = pack_inputs(variants)
+    state = isolated_worker._State(
+        {
+            "device": None,
+            "kernel": add_one_inplace,
+            "storages": storages,
+            "variants": packed,
+            "settings": resolve({"tile": [64, 128]}, {}, {}, "here"),
+            "timing": "auto",
+        }
+    )
+    state.sample(0, 5)
+    assert list(state.guard.restore) == ["x"]  # found in place, restored before each launch
+    assert made[0].per_launch_setup, "the timer was not told: it may graph-time the launches"

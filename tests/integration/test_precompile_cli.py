@@ -334,3 +334,29 @@ def test_replay_never_imports_a_kernel_file_another_user_can_write(tmp_path: Pat
         assert "owned by another user (uid 65534)" in text, text
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_replay_of_an_interpreter_record_compiles_each_occupancy_as_the_target_launches_it(
+    tmp_path: Path,
+) -> None:
+    # The interpreter's launches leave occupancy out (it has no registers to cap), and the
+    # record keeps the options they had: replayed for cuda:90, occupancy=3 and occupancy=4
+    # were compiled alike, with no register cap, a binary a launch there never loads (it
+    # compiles the configuration with maxnreg=168 or 128).
+    source = (FIXTURES / "replay" / "dsl_tune_scale.py").read_text()
+    script = tmp_path / "dsl_tune_occupancy.py"
+    script.write_text(source.replace("num_warps=[1, 2]", "num_warps=[4], occupancy=[3, 4]"))
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    compiled, _cached, failed, _ = _row(done.stdout, "...tune_occupancy.py:")
+    assert (compiled, failed) == (4, 0), done.stdout
+    caps = re.findall(r'"maxnreg": (\w+)', "".join(
+        p.read_text() for p in (tmp_path / "triton-cache").rglob("*.json")
+    ))  # fmt: skip
+    assert sorted(caps) == ["128", "128", "168", "168"], caps

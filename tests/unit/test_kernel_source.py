@@ -745,3 +745,111 @@ def test_a_plain_value_a_kernel_reads_through_a_module_is_part_of_it(
 
     first = source_hash("2")
     assert len({first, source_hash("3"), source_hash("2.5")}) == 3
+
+
+HEURISTIC_THROUGH_MODULE = """\
+import triton
+import triton.language as tl
+
+import ks_heuristic_module_lib as lib
+
+
+def wide(args):
+    return lib.W * 2
+
+
+@triton.heuristics({"BLOCK": lambda args: lib.W, "WIDE": wide})
+@triton.jit
+def fill(dst, n, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(dst + i, WIDE, mask=i < n)
+
+
+if __name__ == "__main__":
+    from tunedsl.backends import triton as bt
+
+    print(bt.kernel_info(fill).source_hash)
+"""
+
+
+@pytest.mark.parametrize("interpret", [True, False])
+def test_a_value_a_heuristic_reads_through_a_module_is_part_of_the_kernel(
+    tmp_path: Path, interpret: bool
+) -> None:
+    """``@triton.heuristics({"BLOCK": lambda args: lib.W})``: ``W = 32`` in the module
+    launches another kernel than ``W = 16`` for every configuration, but only the values a
+    heuristic reads from its own globals or closure were part of it, so the record tuned
+    for one decided the other's calls."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+
+    def source_hash(value: str) -> str:
+        where = tmp_path / f"w{len(list(tmp_path.iterdir()))}"
+        where.mkdir()
+        lib = f"import triton.language as tl\n\nW = {value}\n"
+        (where / "ks_heuristic_module_lib.py").write_text(lib, encoding="utf-8")
+        (where / "ks_heuristic_module.py").write_text(HEURISTIC_THROUGH_MODULE, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "ks_heuristic_module.py"], env=env, cwd=where, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = source_hash("16")
+    assert source_hash("16") == first  # the same value: the same kernel in every process
+    assert len({first, source_hash("32"), source_hash("tl.constexpr(64)")}) == 3
+
+
+HEURISTIC_ENUMS = """\
+import enum
+
+import triton
+import triton.language as tl
+
+
+class Act(enum.Enum):
+    RELU = "relu"
+    GELU = "gelu"
+
+
+ACT = Act.RELU
+
+
+def kernel(act):
+    @triton.heuristics({"GELU": lambda args: act is Act.GELU, "SAME": lambda args: ACT.value})
+    @triton.jit
+    def k(x, n, GELU: tl.constexpr, SAME: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x + offs, tl.load(x + offs, mask=offs < n) + GELU, mask=offs < n)
+
+    return k
+
+
+def hashes():
+    from tunedsl.backends import triton as bt
+
+    made = [bt.kernel_info(kernel(a)).source_hash for a in (Act.RELU, Act.RELU, Act.GELU)]
+    global ACT
+    ACT = Act.GELU
+    return [*made, bt.kernel_info(kernel(Act.RELU)).source_hash]
+"""
+
+
+def test_an_enum_member_a_heuristic_reads_is_part_of_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An activation chosen by an ``enum.Enum`` member that a heuristic reads (from its
+    closure or a global: ``lambda args: act is Act.GELU``) computes another parameter for
+    another member, so another kernel, on a GPU too; an enum member was no plain value,
+    so it was left out, and the record tuned for one decided the other's calls. Its repr
+    (class, name and value) is the same in every process."""
+    (tmp_path / "ks_heuristic_enums.py").write_text(HEURISTIC_ENUMS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    relu, same, gelu, global_gelu = importlib.import_module("ks_heuristic_enums").hashes()
+    assert relu == same
+    assert len({relu, gelu, global_gelu}) == 3

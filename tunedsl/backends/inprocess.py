@@ -255,7 +255,7 @@ class Verifier:
         return None
 
 
-def _per_launch_timing(timer: Any) -> None:
+def per_launch_timing(timer: Any) -> None:
     """In-place arguments were found: every launch now restores arguments first, so
     ``timing="auto"`` keeps per-launch timing (as with ``restore_value``)."""
     if hasattr(timer, "per_launch_setup"):
@@ -294,7 +294,7 @@ class InProcessMeasurer:
             self.guard = Guard(self.bound, req, watch=WATCH_IN_PLACE, kernel=info.qualname)
             # A closure over the timer, not a bound method: a guard -> measurer cycle would
             # leave the timer's CUDA graphs to the garbage collector (see close).
-            self.guard.on_found = functools.partial(_per_launch_timing, self.timer)
+            self.guard.on_found = functools.partial(per_launch_timing, self.timer)
             self.verifier = (
                 Verifier(req, self.guard) if req.settings.verify not in (None, False) else None
             )

@@ -30,6 +30,7 @@ the process is the parent's business (it kills and restarts this worker).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -86,7 +87,7 @@ class _State:
         from tunedsl.backends import graph_timing
         from tunedsl.backends import isolated_transfer as isolated
         from tunedsl.backends import triton as bt
-        from tunedsl.backends.inprocess import Guard, Verifier, per_launch_setup
+        from tunedsl.backends.inprocess import Guard, Verifier, per_launch_setup, per_launch_timing
         from tunedsl.engine.request import TuneRequest
 
         device = payload["device"]
@@ -119,6 +120,9 @@ class _State:
         )
         self.timer = graph_timing.make_timer(payload["timing"], per_launch_setup(req))
         self.timer_chosen = False
+        # Arguments found in place are restored before every launch: timing="auto" keeps
+        # per-launch timing then (a graph's launches run back to back, unrestored).
+        self.guard.on_found = functools.partial(per_launch_timing, self.timer)
 
     def run(self, index: int) -> Any:
         from tunedsl.backends.triton_launch import launch_jit

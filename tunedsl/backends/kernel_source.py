@@ -9,6 +9,7 @@ part is another kernel, so a stored decision for the old one is never reused for
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import inspect
 import types
@@ -283,16 +284,18 @@ def _heuristic_sources(kernel: Any) -> list[str]:
 
 def _plain_values_read(f: Any) -> list[str]:
     """``name=value`` of the plain values (numbers, strings, ``tl.constexpr``, ``tl.dtype``
-    and tuples, lists, sets and dicts of them) a heuristic function reads from its module's globals or its closure
-    (``lambda args: WIDTH``), or a ``functools.partial`` binds: another value computes another
-    parameter, so another kernel."""
+    and tuples, lists, sets and dicts of them) a heuristic function reads from its module's
+    globals or its closure (``lambda args: WIDTH``) or through a module (``lib.WIDTH``), or a
+    ``functools.partial`` binds: another value computes another parameter, so another kernel."""
     inner = getattr(f, "func", None)
     if not inspect.isfunction(f) and inspect.isfunction(inner):  # functools.partial
         keywords = getattr(f, "keywords", None) or {}
         bound = [*enumerate(getattr(f, "args", ())), *sorted(keywords.items())]
         plain = [f"{k}={canonical_json(readable_constexpr(v))}" for k, v in bound if _plain(v)]
         return plain + _plain_values_read(inner)
-    return [f"{n}={canonical_json(readable_constexpr(v))}" for n, v in _read(f) if _plain(v)]
+    reads = _globals_read(f)  # and through a module (``lambda args: lib.W``)
+    own = [f"{n}={canonical_json(readable_constexpr(v))}" for n, v in _read(f) if _plain(v)]
+    return [*own, *reads.via_modules, *reads.plain_via_modules]
 
 
 def _read(f: Any) -> list[tuple[str, Any]]:
@@ -342,9 +345,12 @@ def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
 
 
 def _plain(value: Any) -> bool:
-    """A value whose JSON form is its content, the same in every process (no address)."""
+    """A value whose JSON form is its content, the same in every process (no address); an
+    ``enum.Enum`` member holding one is its repr (``<Act.GELU: 'gelu'>``)."""
     if value is None or isinstance(value, bool | int | float | str):
         return True
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
     if isinstance(value, tuple | list | set | frozenset):
         return all(_plain(v) for v in value)
     if isinstance(value, dict):

@@ -11,6 +11,7 @@ after a Triton upgrade. Pure Python until a kernel is compiled.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib
 import inspect
@@ -134,9 +135,13 @@ def replay_jobs(
         else:
             types[name] = str(value)
     out: list[tuple[ConfigResult, Callable[[], object]]] = []
+    interpreted = record.device.get("type") == "interpreter"
     for result in record.results:
         constexprs = {**static, **dict(result.constexprs)}
         options = dict(result.options)
+        if interpreted:  # the interpreter's options leave occupancy out: the target's
+            options = _target_options(result.config, record.context, target, options)
+            result = dataclasses.replace(result, options=options)  # the binary it names
 
         def run(
             constexprs: dict[str, Any] = constexprs, options: dict[str, Any] = options
@@ -145,6 +150,25 @@ def replay_jobs(
 
         out.append((result, run))
     return out
+
+
+def _target_options(
+    config: Config, context: dict[str, Any], target: Any, recorded: dict[str, Any]
+) -> dict[str, Any]:
+    """``config``'s launch options on ``target``, as a launch there has them (``occupancy``
+    made a register cap, which the interpreter's launches leave out); ``recorded`` where
+    the hints cannot be made concrete for it."""
+    from tunedsl.backends.triton_compile import cross_target_facts
+    from tunedsl.errors import UsageError
+    from tunedsl.model.hints import InfeasibleConfig, launch_options
+
+    hints = context.get("hints")
+    try:
+        return launch_options(
+            config, hints if isinstance(hints, dict) else {}, cross_target_facts(target)
+        )
+    except (InfeasibleConfig, UsageError, ValueError, TypeError):
+        return recorded
 
 
 def _stale_reason(kernel: Kernel, record: Record) -> str | None:
