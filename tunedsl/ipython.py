@@ -139,6 +139,14 @@ def _errors() -> tuple[type, ...]:
     return (UsageError, TuningError)
 
 
+def _forget_redefined(*_: Any) -> None:
+    """After a cell: sites forget the kernels whose helpers or globals it redefined (a
+    process that never imported the runtime has no site)."""
+    redefined = sys.modules.get("tunedsl.runtime.redefined")
+    if redefined is not None:
+        redefined.forget_redefined()
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tunedsl``: expand cells that use the DSL (idempotent)."""
     from tunedsl.autointerp import enable_if_no_gpu
@@ -148,6 +156,8 @@ def load_ipython_extension(ipython: Any) -> None:
     from tunedsl import activate
 
     activate.install()
+    if _forget_redefined not in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.register("post_run_cell", _forget_redefined)
     if not getattr(ipython, "custom_exceptions", ()):  # never replace the user's handler
         ipython.set_custom_exc(_errors(), _user_frames_only)
     compiler = ipython.compile
@@ -158,6 +168,8 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext tunedsl``: cells are plain Python again."""
+    if _forget_redefined in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.unregister("post_run_cell", _forget_redefined)
     if getattr(ipython, "custom_exceptions", ()) == _errors():
         ipython.set_custom_exc((), None)
     compiler = ipython.compile
