@@ -74,3 +74,81 @@ def test_a_redefined_helper_or_global_is_another_kernel_in_the_next_cell(
     # Each is the digest a new session, starting from those definitions, finds.
     fresh = CELLS.replace("return v * 2", "return v * 5").replace("(3)", "(7)")
     assert _session(tmp_path, fresh)[0] == ["disk", rows[3][1], "False"]
+
+
+LIB = """\
+import triton
+import triton.language as tl  # noqa: F401
+
+
+@triton.jit
+def act(v):
+    return v * 2
+"""
+
+KERN = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv
+
+from . import lib
+
+
+@triton.jit
+def k(x, out, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(out + i, lib.act(tl.load(x + i, mask=i < n)), mask=i < n)
+
+
+def run(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    return out, autotune(space=dict(tile=[32, 64]), blocks=cdiv(n, $tile), k(x, out, n, TILE=$tile))
+"""
+
+# Cells run one by one in one shell, the helper's file edited between two of them (as an
+# editor saves it), then `%autoreload 2` reloads it just before the next cell runs.
+AUTORELOAD = """\
+import os, pathlib, sys
+from IPython.core.interactiveshell import InteractiveShell
+
+shell = InteractiveShell.instance()
+lib = pathlib.Path("apkg/lib.py")
+for cell in [
+    "%load_ext tunedsl", "%load_ext autoreload", "%autoreload 2",
+    "import torch\\nfrom apkg import kern\\nx = torch.randn(100)",
+    "o, r = kern.run(x); print('RESULT', r.source, r.digest[:12], torch.allclose(o, 2 * x))",
+    "EDIT",
+    "o, r = kern.run(x); print('RESULT', r.source, r.digest[:12], torch.allclose(o, 3 * x))",
+]:
+    if cell == "EDIT":
+        lib.write_text(lib.read_text().replace("v * 2", "v * 3"))
+        os.utime(lib, (os.stat(lib).st_atime + 5, os.stat(lib).st_mtime + 5))
+    elif not shell.run_cell(cell).success:
+        sys.exit(1)
+"""
+
+
+def test_a_helper_autoreload_reloaded_is_another_kernel_in_the_cell_that_calls_it(
+    tmp_path: Path,
+) -> None:
+    # `%autoreload 2` reloads the edited helper module just before the cell runs: the
+    # kernel (in a module not reloaded) is the same object, and its first call after the
+    # reload was served the decision of the kernel with the old helper.
+    pytest.importorskip("IPython")
+    (tmp_path / "apkg").mkdir()
+    (tmp_path / "apkg" / "__init__.py").write_text("")
+    (tmp_path / "apkg" / "lib.py").write_text(LIB)
+    (tmp_path / "apkg" / "kern.py").write_text(KERN)
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env.pop("TUNEDSL_AUTOTUNE", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", AUTORELOAD],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    rows = [line.split("RESULT ", 1)[1].split() for line in out.splitlines() if "RESULT " in line]
+    assert [r[0] for r in rows] == ["tuned", "tuned"], out
+    assert rows[0][1] != rows[1][1] and all(r[2] == "True" for r in rows), rows

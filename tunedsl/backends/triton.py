@@ -108,9 +108,9 @@ def kernel_info_changed(kernel: Any) -> bool:
     (a Triton function it calls, or a global it reads, was redefined since)."""
     try:
         kept = _kernel_info_cached(kernel)
-    except TypeError:  # unhashable: never kept
+        return _kernel_info_cached.__wrapped__(kernel).source_hash != kept.source_hash
+    except Exception:  # unhashable (never kept), or its source is gone: nothing to tell
         return False
-    return _kernel_info_cached.__wrapped__(kernel).source_hash != kept.source_hash
 
 
 def forget_kernel_infos() -> None:

@@ -2,7 +2,7 @@
 helper a kernel calls, or assigns a ``tl.constexpr`` (or plain) global it reads, changes
 the kernel without making a new kernel object. A site keeps its decisions by kernel object
 and a kernel's identity is worked out once per object (both on the hot path's side), so
-``forget_redefined`` (run by the IPython extension after each cell) works each tracked
+``forget_redefined`` (run by the IPython extension before each cell) works each tracked
 kernel's identity out again and, where it changed, makes its sites forget what they decided
 and built for it: their next call is decided for the kernel as it is now.
 """
