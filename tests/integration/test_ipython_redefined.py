@@ -71,9 +71,9 @@ def test_a_redefined_helper_or_global_is_another_kernel_in_the_next_cell(
     assert [r[0] for r in rows] == ["tuned", "memory", "tuned", "tuned"], rows
     assert all(r[2] == "True" for r in rows), rows
     assert len({r[1] for r in rows}) == 3, rows
-    # Each is the digest a new session, starting from those definitions, finds.
+    # The last is the digest a new session, starting from the last definitions, finds.
     fresh = CELLS.replace("return v * 2", "return v * 5").replace("(3)", "(7)")
-    assert _session(tmp_path, fresh)[0] == ["disk", rows[3][1], "False"]
+    assert _session(tmp_path, fresh)[0][:2] == ["disk", rows[3][1]]
 
 
 LIB = """\
