@@ -139,6 +139,18 @@ def _errors() -> tuple[type, ...]:
     return (UsageError, TuningError)
 
 
+class _ForgetRedefined(ast.NodeTransformer):
+    """Before each cell's code runs (after ``pre_run_cell``, where ``%autoreload`` reloads
+    edited modules): sites forget the kernels whose helpers or globals were redefined since
+    the last cell. The cell is left as it is; a process with no site pays nothing."""
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        redefined = sys.modules.get("tunedsl.runtime.redefined")
+        if redefined is not None:
+            redefined.forget_redefined()
+        return node
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tunedsl``: expand cells that use the DSL (idempotent)."""
     from tunedsl.autointerp import enable_if_no_gpu
@@ -148,6 +160,8 @@ def load_ipython_extension(ipython: Any) -> None:
     from tunedsl import activate
 
     activate.install()
+    if not any(isinstance(t, _ForgetRedefined) for t in ipython.ast_transformers):
+        ipython.ast_transformers.append(_ForgetRedefined())
     if not getattr(ipython, "custom_exceptions", ()):  # never replace the user's handler
         ipython.set_custom_exc(_errors(), _user_frames_only)
     compiler = ipython.compile
@@ -158,6 +172,9 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext tunedsl``: cells are plain Python again."""
+    ipython.ast_transformers[:] = [
+        t for t in ipython.ast_transformers if not isinstance(t, _ForgetRedefined)
+    ]
     if getattr(ipython, "custom_exceptions", ()) == _errors():
         ipython.set_custom_exc((), None)
     compiler = ipython.compile

@@ -303,3 +303,16 @@ def test_expand_check_takes_several_files_as_a_pre_commit_hook_passes_them(
     printed = tunedsl("expand", "good.py", "also.py", cwd=tmp_path)  # prints one module
     assert printed.returncode == 2
     assert "give one SCRIPT, or --check to validate several" in printed.stderr, printed.stderr
+
+
+@pytest.mark.parametrize("command", [("lint",), ("expand", "--check")])
+def test_a_directory_given_to_lint_or_expand_names_the_files_to_give(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    # `tunedsl lint mypkg/` (as ruff takes it) said only "cannot open 'mypkg/': is a
+    # directory", not what to give instead.
+    (tmp_path / "mypkg").mkdir()
+    proc = tunedsl(*command, "mypkg/", cwd=tmp_path)
+    assert proc.returncode == 2
+    fix = f"tunedsl {' '.join(command)} mypkg/*.py"
+    assert f"cannot open 'mypkg/': is a directory; name its files: {fix}" in proc.stderr

@@ -103,6 +103,21 @@ def kernel_info(kernel: Any) -> KernelInfo:
         return _kernel_info_cached.__wrapped__(kernel)
 
 
+def kernel_info_changed(kernel: Any) -> bool:
+    """Whether ``kernel``'s source hash, worked out now, differs from the one kept for it
+    (a Triton function it calls, or a global it reads, was redefined since)."""
+    try:
+        kept = _kernel_info_cached(kernel)
+        return _kernel_info_cached.__wrapped__(kernel).source_hash != kept.source_hash
+    except Exception:  # unhashable (never kept), or its source is gone: nothing to tell
+        return False
+
+
+def forget_kernel_infos() -> None:
+    """Work every kernel's identity out again on its next use."""
+    _kernel_info_cached.cache_clear()
+
+
 _TRITON_DTYPES = {
     "float16": "fp16",
     "bfloat16": "bf16",

@@ -32,7 +32,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _read(script: str) -> tuple[bytes, str] | None:
+def _read(script: str, check: bool) -> tuple[bytes, str] | None:
     if script == "-":
         return sys.stdin.buffer.read(), "<stdin>"
     from tunedsl.frontend.source import read_source, unreadable_reason
@@ -41,7 +41,8 @@ def _read(script: str) -> tuple[bytes, str] | None:
     try:
         return read_source(path), path  # a FIFO or a device is refused, never waited on
     except OSError as err:
-        reason = unreadable_reason(path, err, "- to read standard input")
+        command = "tunedsl expand --check" if check else ""  # printing takes one SCRIPT
+        reason = unreadable_reason(script, err, "- to read standard input", command)
         print(f"tunedsl expand: error: cannot open {script!r}: {reason}", file=sys.stderr)
         return None
 
@@ -65,7 +66,7 @@ def _expand(script: str, check: bool) -> int:
     from tunedsl.frontend.compile import compile_source, expand_source
     from tunedsl.frontend.source import describe_syntax_error
 
-    read = _read(script)
+    read = _read(script, check)
     if read is None:
         return 2
     source, filename = read

@@ -249,7 +249,8 @@ def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
     try:
         source = read_source(path)  # a FIFO or a device is refused, never waited on
     except OSError as err:
-        return [f"tunedsl lint: error: cannot open {path!r}: {unreadable_reason(path, err)}"], 2
+        reason = unreadable_reason(path, err, command="tunedsl lint")
+        return [f"tunedsl lint: error: cannot open {path!r}: {reason}"], 2
     try:
         rewrite = lint_text(source, os.path.abspath(path))
     except TunedslSyntaxError as err:
@@ -315,7 +316,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             read_source(path)
         except OSError as err:
-            reason = unreadable_reason(path, err)
+            reason = unreadable_reason(path, err, command="tunedsl lint")
             print(f"tunedsl lint: error: cannot open {path!r}: {reason}", file=sys.stderr)
             status = 2
         else:

@@ -38,16 +38,18 @@ def read_source(path: str) -> bytes:
     return data
 
 
-def unreadable_reason(path: str, err: OSError, instead: str = "") -> str:
-    """Why ``read_source(path)`` failed, for a message: ``is a directory``, ``is a FIFO``
-    (or a device, a socket: no file of source to read; ``instead`` says what to give
-    instead), else the system's reason."""
+def unreadable_reason(path: str, err: OSError, instead: str = "", command: str = "") -> str:
+    """Why ``read_source(path)`` failed, for a message: ``is a directory`` (with the
+    ``command`` that takes its files, where one does), ``is a FIFO`` (or a device, a socket:
+    no file of source to read; ``instead`` says what to give instead), else the system's
+    reason."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         mode = 0
     if stat.S_ISDIR(mode):
-        return "is a directory"
+        files = f"{path.rstrip(os.sep) or os.sep}{os.sep}*.py"
+        return f"is a directory; name its files: {command} {files}" if command else "is a directory"
     kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
     kind = next((name for test, name in kinds if mode and test(mode)), "")

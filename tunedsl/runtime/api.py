@@ -299,7 +299,7 @@ def _key_config(site: Any, space: Any, default: Any) -> Config:
 def _make_site(
     where: tuple[Any, ...], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
 ) -> Any:
-    from tunedsl.runtime import dsl
+    from tunedsl.runtime import dsl, redefined
     from tunedsl.runtime.site import Site
 
     with _sites_lock:
@@ -318,6 +318,7 @@ def _make_site(
             )
             # Built in precompile mode (a workload's call), as a macro's site would be: its
             # calls compile the configurations there instead of tuning and launching.
+            redefined.track(site)
             wrap = dsl.site_wrapper
             _sites[where, has_key] = site = site if wrap is None else wrap(site)
             _site_hints[where, has_key] = dict(hints)

@@ -12,6 +12,7 @@ from typing import Any
 from tunedsl.backends import torch_compile
 from tunedsl.model import identity
 from tunedsl.model.hole import HOLE
+from tunedsl.runtime import redefined
 from tunedsl.runtime.site import Site
 
 __all__ = ["HOLE", "Site", "make_site"]
@@ -55,6 +56,7 @@ def make_site(
         end_col=end_col,
         launch=launch,
     )
+    redefined.track(site)
     wrap = site_wrapper
     return site if wrap is None else wrap(site)
 

@@ -44,16 +44,14 @@ MAX_DECISIONS = 4096
 MAX_OTHER_KERNELS = 32
 
 
-# Sites this thread is resolving (tuning) right now: a call back into one of them from its
-# own pre_hook/post_hook/verify would wait forever on its own in-flight key.
+# Sites this thread resolves now: a call back into one from its hooks waits on its own key.
 _resolving = threading.local()
 
 
 def _active() -> list[Site]:
-    active: list[Site] | None = getattr(_resolving, "sites", None)
-    if active is None:
-        active = _resolving.sites = []
-    return active
+    if not hasattr(_resolving, "sites"):
+        _resolving.sites = []
+    return _resolving.sites  # type: ignore[no-any-return]
 
 
 class Site:
@@ -433,11 +431,8 @@ class Site:
         if memo is not None and env is not None and memo[0] == env:
             self._settings_memo = (env, memo[1], environ)
             return memo[1]
-        space, hints, options = (
-            self.literal_space,
-            dict(self.literal_hints),
-            dict(self.literal_options),
-        )
+        space = self.literal_space
+        hints, options = dict(self.literal_hints), dict(self.literal_options)
         if lazy is not None:
             lazy_space, lazy_hints, lazy_options = lazy()
             if lazy_space is not None:
@@ -479,10 +474,15 @@ class Site:
             return {k: e.result for k, e in self._table.items()}
 
     def clear(self) -> None:
-        """Forget in-memory decisions (records on disk stay)."""
+        """Forget in-memory decisions and what was built for them (records on disk stay)."""
         with self._lock:
             self._forget_all()
             self._by_digest.clear()
+            self._launchers = self.context_memo = None
+
+    def kernels(self) -> list[Any]:
+        """The kernels launched here and kept: the first (None before any), then the others."""
+        return [self._kernel, *(other[0] for other in self._other_kernels.values())]
 
     def hold_launch(self) -> None:
         """Keep ``launch`` the site's own call from now on (torch.compile's guards read it)."""
