@@ -14,8 +14,9 @@ parameter's default ``OP: tl.constexpr = step``) was keyed by its own source alo
 it calls, edited, kept the record tuned for the old one: the next process served it from disk,
 and a choice the edited helper no longer builds failed at launch (Triton's own key of the
 function covers what it calls). The key now hashes the functions it calls and the
-``tl.constexpr``/``tl.dtype`` globals they read
-(test_a_function_edited_under_a_constexpr_function_value_is_tuned_again).
+``tl.constexpr``/``tl.dtype`` globals they read, also those reached through a module
+(test_a_function_edited_under_a_constexpr_function_value_is_tuned_again,
+test_a_helper_reached_through_a_module_under_a_constexpr_function_is_part_of_it).
 
 Looked at and found sound: ``reset_to_zero`` on a NaN-filled partial-gradient buffer whose
 rows written depend on the configuration, on the tuning call and on a decided launch; an
@@ -384,3 +385,43 @@ def test_a_function_edited_under_a_constexpr_function_value_is_tuned_again(
     changed = _load_helpers(path, edited).run(dst, src, passed)
     assert changed.source == "tuned" and changed.config == Config(BLOCK=64)
     assert torch.equal(dst, src + 1.0)
+
+
+OPS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def deep(x, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK == 32)
+    return x + 1.0
+"""
+
+
+def test_a_helper_reached_through_a_module_under_a_constexpr_function_is_part_of_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, with the helper in a module the function reaches by attribute
+    (``ops.deep(x, BLOCK)``): the module's helper edited is tuned again."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_keyword_only_default_dependency_change
+    import sys
+
+    from runtime_helpers import new_process
+
+    from tunedsl.runtime import api
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = HELPERS.replace("import triton\n", "import ported13_ops as ops\nimport triton\n", 1)
+    text = text.replace("    return deep(x, BLOCK)", "    return ops.deep(x, BLOCK)")
+    path, ops = tmp_path / "ported13_helpers.py", tmp_path / "ported13_ops.py"
+    src = torch.randn(100)
+    for version, block in enumerate((32, 64)):
+        monkeypatch.delitem(sys.modules, "ported13_ops", raising=False)
+        ops.write_text(OPS.replace("BLOCK == 32", f"BLOCK == {block}"), encoding="utf-8")
+        new_process(*api._sites.values())
+        dst = torch.zeros(100)
+        res = _load_helpers(path, text).run(dst, src, False)
+        assert res.source == "tuned" and res.config == Config(BLOCK=block), version
+        assert torch.equal(dst, src + 1.0)
+    monkeypatch.delitem(sys.modules, "ported13_ops", raising=False)

@@ -1,7 +1,8 @@
 """The digest of a Triton function where it is a value of a key: an epilogue passed as a
 ``tl.constexpr`` argument (``ACT=leaky_relu``) or a parameter's default (``OP: tl.constexpr =
 step``). As Triton's own cache key of a function, it covers the function's source and,
-recursively, the Triton functions it calls by name (a global or a closure cell) with the
+recursively, the Triton functions it calls by name (a global, a closure cell, or an
+attribute of a module it reads: ``lib.helper``) with the
 ``tl.constexpr`` and ``tl.dtype`` globals each reads: a helper edited two calls down is
 another kernel, so a decision stored for the old one is not reused for it.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -63,4 +65,25 @@ def _reads(fn: Any) -> list[tuple[str, Any]]:
             found.append((n, cell.cell_contents))
         except ValueError:  # a cell not yet filled
             continue
+    modules = [v for _, v in found if isinstance(v, types.ModuleType)]
+    for module in modules:  # grows: ``pkg.lib.helper`` reaches ``lib`` through ``pkg``
+        if module.__name__.split(".")[0] == "triton":
+            continue  # tl.arange, tl.float16: Triton's own
+        for n in sorted(names):
+            value = _attribute(module, n)
+            if isinstance(value, types.ModuleType):
+                if all(value is not m for m in modules):
+                    modules.append(value)
+            elif value is not None:
+                found.append((f"{module.__name__}.{n}", value))
     return found
+
+
+def _attribute(module: types.ModuleType, name: str) -> Any:
+    """``module.name`` if it has one; None where the lookup raises or warns."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return getattr(module, name, None)
+        except Exception:
+            return None
