@@ -9,8 +9,9 @@ kernels as ``torch.library.custom_op`` operators with a registered autograd form
 by ``torch.library.opcheck`` and compiled; and Triton's test_cache.py case of a Triton function
 given as a ``tl.constexpr`` whose dependency is edited (test_keyword_only_default_dependency_change).
 
-Found and fixed: a Triton function given as a ``tl.constexpr`` (an argument of each call, or a
-parameter's default ``OP: tl.constexpr = step``) was keyed by its own source alone, so a helper
+Found and fixed: a Triton function given as a ``tl.constexpr`` (an argument of each call, a
+parameter's default ``OP: tl.constexpr = step``, or under the interpreter a global ``OP =
+tl.constexpr(step)`` the kernel reads) was keyed by its own source alone, so a helper
 it calls, edited, kept the record tuned for the old one: the next process served it from disk,
 and a choice the edited helper no longer builds failed at launch (Triton's own key of the
 function covers what it calls). The key now hashes the functions it calls and the
@@ -355,33 +356,43 @@ def _load_helpers(path: Any, text: str) -> Any:
     return module
 
 
-@pytest.mark.parametrize("passed", [False, True], ids=["default", "argument"])
+GLOBAL_OP = HELPERS.replace(
+    "@triton.jit\ndef apply(dst, src, n, BLOCK: tl.constexpr, *, OP: tl.constexpr = step):",
+    "OP = tl.constexpr(step)\n\n\n@triton.jit\ndef apply(dst, src, n, BLOCK: tl.constexpr):",
+)
+
+
+@pytest.mark.parametrize("how", ["default", "argument", "global"])
 def test_a_function_edited_under_a_constexpr_function_value_is_tuned_again(
-    tmp_path: Any, passed: bool
+    tmp_path: Any, how: str
 ) -> None:
     """A Triton function given as a ``tl.constexpr`` (a keyword-only parameter's default,
-    or an argument of each call) calls a helper whose ``tl.static_assert`` lets only one
-    block size build. The helper edited (only BLOCK=64 builds now) is another kernel, as
-    Triton's cache key of the function covers what it calls: the new process tunes again
-    and launches BLOCK=64. The key held the function's own source alone, so the stored
-    BLOCK=32 was served from disk and failed at launch."""
+    an argument of each call, or a global ``OP = tl.constexpr(step)`` the kernel reads)
+    calls a helper whose ``tl.static_assert`` lets only one block size build. The helper
+    edited (only BLOCK=64 builds now) is another kernel, as Triton's cache key of the
+    function covers what it calls: the new process tunes again and launches BLOCK=64. The
+    key held the function's own source alone, so the stored BLOCK=32 was served from disk
+    and failed at launch."""
     # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_keyword_only_default_dependency_change
     from runtime_helpers import new_process
 
     from tunedsl.runtime import api
 
+    assert GLOBAL_OP != HELPERS
+    text = GLOBAL_OP if how == "global" else HELPERS
+    passed = how == "argument"
     path = tmp_path / "ported13_helpers.py"
     src = torch.randn(100)
     dst = torch.zeros(100)
-    first = _load_helpers(path, HELPERS).run(dst, src, passed)
+    first = _load_helpers(path, text).run(dst, src, passed)
     assert first.source == "tuned" and first.config == Config(BLOCK=32)
     assert torch.equal(dst, src + 1.0)
     new_process(*api._sites.values())
     dst = torch.zeros(100)
-    assert _load_helpers(path, HELPERS).run(dst, src, passed).source == "disk"
+    assert _load_helpers(path, text).run(dst, src, passed).source == "disk"
     new_process(*api._sites.values())
     dst = torch.zeros(100)
-    edited = HELPERS.replace("BLOCK == 32", "BLOCK == 64")
+    edited = text.replace("BLOCK == 32", "BLOCK == 64")
     changed = _load_helpers(path, edited).run(dst, src, passed)
     assert changed.source == "tuned" and changed.config == Config(BLOCK=64)
     assert torch.equal(dst, src + 1.0)

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from tunedsl.backends import compat
+from tunedsl.model.jit_digest import called_parts
 from tunedsl.model.keys import (
     canonical_json,
     is_triton_constexpr,
@@ -132,14 +133,17 @@ def _label(name: str, value: Any) -> str | None:
 def _stable_repr(value: Any) -> str:
     """``repr(value)``, but for a function whose repr is an address (``tl.constexpr(act)``
     holds a Triton function, an address under the interpreter): its name and code (a Triton
-    function's source), the same in every process. Another object keeps its repr: one
+    function's source, with the Triton functions it calls), the same in every process. Another object keeps its repr: one
     with an address is another kernel in every process, never taken for an edited one."""
     text = repr(value)
     inner = getattr(value, "fn", value)
     if " at 0x" not in text or _plain(value) or not inspect.isfunction(inner):
         return text  # as every label was written before
-    digest = hashlib.sha256(_source(inner).encode("utf-8")).hexdigest()[:16]
-    return f"<function {inner.__qualname__} {digest}>"
+    source = _source(inner).encode("utf-8")
+    calls = called_parts(inner, lambda v: is_triton_constexpr(v) or is_triton_dtype(v))
+    if calls:  # the Triton functions it calls are part of it (one edited: another kernel)
+        source = b"\0".join([source, *calls])
+    return f"<function {inner.__qualname__} {hashlib.sha256(source).hexdigest()[:16]}>"
 
 
 def _globals_read(fn: Any) -> _Reads:

@@ -21,10 +21,16 @@ def function_digest(fn: Any, constant: Callable[[Any], bool]) -> str:
     """16 hex digits of ``fn``'s source and what it calls (``constant(value)``: whether a
     global it reads is a ``tl.constexpr`` or ``tl.dtype``, which is part of it)."""
     text = _source(fn)
-    calls = _calls(fn, constant, {id(fn)})
+    calls = called_parts(fn, constant)
     if calls:  # (a function that calls and reads none keeps the digest of its source alone)
         text = b"\0".join([text, *calls])
     return hashlib.sha256(text).hexdigest()[:16]
+
+
+def called_parts(fn: Any, constant: Callable[[Any], bool]) -> list[bytes]:
+    """What ``fn``'s digest adds to its source: each Triton function it calls, recursively,
+    as ``name:`` and its source, and each ``tl.constexpr``/``tl.dtype`` global read."""
+    return _calls(fn, constant, {id(fn)})
 
 
 def _source(fn: Any) -> bytes:
