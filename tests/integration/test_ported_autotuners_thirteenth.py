@@ -7,7 +7,8 @@ programs, each summing its rows' weight gradient into a buffer row, and its
 ``in_place=True`` mode, which writes the input's gradient over the output's), the same
 kernels as ``torch.library.custom_op`` operators with a registered autograd formula, checked
 by ``torch.library.opcheck`` and compiled; and Triton's test_cache.py case of a Triton function
-given as a ``tl.constexpr`` whose dependency is edited (test_keyword_only_default_dependency_change).
+given as a ``tl.constexpr`` whose dependency is edited (test_keyword_only_default_dependency_change),
+and attorch's heuristics defined apart from its kernels.
 
 Found and fixed: a Triton function given as a ``tl.constexpr`` (an argument of each call, a
 parameter's default ``OP: tl.constexpr = step``, or under the interpreter a global ``OP =
@@ -17,7 +18,11 @@ and a choice the edited helper no longer builds failed at launch (Triton's own k
 function covers what it calls). The key now hashes the functions it calls and the
 ``tl.constexpr``/``tl.dtype`` globals they read, also those reached through a module
 (test_a_function_edited_under_a_constexpr_function_value_is_tuned_again,
-test_a_helper_reached_through_a_module_under_a_constexpr_function_is_part_of_it).
+test_a_helper_reached_through_a_module_under_a_constexpr_function_is_part_of_it). A Python
+helper that a ``@triton.heuristics`` function calls (attorch's heuristics are defined apart
+from the kernels and call helpers) was not part of the kernel's identity: edited, the old
+record was served and its choice failed at launch; its source is part of it now
+(test_a_helper_a_heuristic_calls_edited_is_another_kernel).
 
 Looked at and found sound: ``reset_to_zero`` on a NaN-filled partial-gradient buffer whose
 rows written depend on the configuration, on the tuning call and on a decided launch; an
@@ -436,3 +441,59 @@ def test_a_helper_reached_through_a_module_under_a_constexpr_function_is_part_of
         assert res.source == "tuned" and res.config == Config(BLOCK=block), version
         assert torch.equal(dst, src + 1.0)
     monkeypatch.delitem(sys.modules, "ported13_ops", raising=False)
+
+
+HEURISTIC = """
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+
+def rows_per_program(n):
+    return 32
+
+
+def block_heuristic(args):
+    return rows_per_program(args["n"])
+
+
+@triton.heuristics({"CAP": block_heuristic})
+@triton.jit
+def capped(dst, src, n, BLOCK: tl.constexpr, CAP: tl.constexpr):
+    tl.static_assert(BLOCK == CAP)
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(src + i, mask=i < n) + 1.0, mask=i < n)
+
+
+def run(dst, src, passed):
+    n = dst.numel()
+    return autotune_launch(capped, space=dict(BLOCK=[32, 64]), grid=lambda c: (cdiv(n, c.BLOCK),),
+                           args=(dst, src, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                           name="heuristic-helper")
+"""
+
+
+def test_a_helper_a_heuristic_calls_edited_is_another_kernel(tmp_path: Any) -> None:
+    """attorch computes a kernel's block of rows with a heuristic function defined apart
+    from the kernel, which calls helpers of its own. The heuristic here calls
+    ``rows_per_program``, whose value only BLOCK equal to it builds (``tl.static_assert``):
+    the helper edited (32 to 64) computes another parameter, so another kernel, and the new
+    process tunes again and launches BLOCK=64. The helper was not part of the kernel's
+    identity: the stored BLOCK=32 was served from disk and failed at launch."""
+    # ported from: BobMcDear/attorch tests/test_layer_norm_layer.py::test_layer_norm_layer (its heuristic, BLOCK_SIZE_BATCH_heuristic, defined apart and calling helpers)
+    from runtime_helpers import new_process
+
+    from tunedsl.runtime import api
+
+    path = tmp_path / "ported13_heuristic.py"
+    src = torch.randn(100)
+    for block in (32, 64):
+        new_process(*api._sites.values())
+        dst = torch.zeros(100)
+        text = HEURISTIC.replace("    return 32\n", f"    return {block}\n")
+        res = _load_helpers(path, text).run(dst, src, False)
+        assert res.source == "tuned" and res.config == Config(BLOCK=block)
+        assert torch.equal(dst, src + 1.0)
+    new_process(*api._sites.values())
+    assert _load_helpers(path, text).run(torch.zeros(100), src, False).source == "disk"

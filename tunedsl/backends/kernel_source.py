@@ -278,7 +278,8 @@ def _heuristic_sources(kernel: Any) -> list[str]:
         values = getattr(wrapper, "values", None)
         if type(wrapper).__name__ == "Heuristics" and isinstance(values, dict):
             for n in sorted(values, key=str):
-                out += [f"{n}={_stable_source(values[n])}", *_plain_values_read(values[n])]
+                f = values[n]
+                out += [f"{n}={_stable_source(f)}", *_plain_values_read(f), *_helpers(f, set())]
         wrapper = getattr(wrapper, "fn", None)
         if wrapper is None:
             break
@@ -374,3 +375,21 @@ def _stable_source(f: Any) -> str:
         return inspect.getsource(f)
     except (OSError, TypeError):
         return f"{f.__qualname__}\0{code_text(f.__code__)}"
+
+
+def _helpers(f: Any, seen: set[int]) -> list[str]:
+    """The source of each Python function a heuristic function calls from its globals or
+    closure (``lambda args: pick(args["n"])``), recursively, with the plain values each
+    reads: an edited helper computes another parameter, so another kernel. Triton's and
+    PyTorch's own functions (``triton.next_power_of_2``) are left out: their versions are
+    part of every record already."""
+    inner = getattr(f, "func", None)  # functools.partial
+    f = inner if not inspect.isfunction(f) and inspect.isfunction(inner) else f
+    out: list[str] = []
+    for n, v in _read(f):
+        package = str(getattr(v, "__module__", "") or "").split(".")[0]
+        if not inspect.isfunction(v) or id(v) in seen or package in ("triton", "torch"):
+            continue
+        seen.add(id(v))
+        out += [f"{n}={_stable_source(v)}", *_plain_values_read(v), *_helpers(v, seen)]
+    return out
