@@ -22,7 +22,8 @@ test_a_helper_reached_through_a_module_under_a_constexpr_function_is_part_of_it)
 helper that a ``@triton.heuristics`` function calls (attorch's heuristics are defined apart
 from the kernels and call helpers) was not part of the kernel's identity: edited, the old
 record was served and its choice failed at launch; its source is part of it now
-(test_a_helper_a_heuristic_calls_edited_is_another_kernel).
+(test_a_helper_a_heuristic_calls_edited_is_another_kernel); so too a helper a
+``@triton.constexpr_function`` calls (test_a_helper_a_constexpr_function_calls_edited_is_another_kernel).
 
 Looked at and found sound: ``reset_to_zero`` on a NaN-filled partial-gradient buffer whose
 rows written depend on the configuration, on the tuning call and on a decided launch; an
@@ -497,3 +498,45 @@ def test_a_helper_a_heuristic_calls_edited_is_another_kernel(tmp_path: Any) -> N
         assert torch.equal(dst, src + 1.0)
     new_process(*api._sites.values())
     assert _load_helpers(path, text).run(torch.zeros(100), src, False).source == "disk"
+
+
+CONSTEXPR_FN = HEURISTIC.replace(
+    """def block_heuristic(args):
+    return rows_per_program(args["n"])
+
+
+@triton.heuristics({"CAP": block_heuristic})
+@triton.jit
+def capped(dst, src, n, BLOCK: tl.constexpr, CAP: tl.constexpr):
+    tl.static_assert(BLOCK == CAP)""",
+    """@triton.constexpr_function
+def cap():
+    return rows_per_program(0)
+
+
+@triton.jit
+def capped(dst, src, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK == cap())""",
+)
+
+
+def test_a_helper_a_constexpr_function_calls_edited_is_another_kernel(tmp_path: Any) -> None:
+    """Triton test_constexpr_fn_change, one call further: the kernel's
+    ``@triton.constexpr_function`` calls a plain Python helper, whose value only BLOCK equal
+    to it builds. The helper edited is another kernel, tuned again (it was not part of the
+    kernel's identity: the stored choice was served and failed at launch)."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_constexpr_fn_change
+    from runtime_helpers import new_process
+
+    from tunedsl.runtime import api
+
+    assert CONSTEXPR_FN != HEURISTIC
+    path = tmp_path / "ported13_constexpr_fn.py"
+    src = torch.randn(100)
+    for block in (32, 64):
+        new_process(*api._sites.values())
+        dst = torch.zeros(100)
+        text = CONSTEXPR_FN.replace("    return 32\n", f"    return {block}\n")
+        res = _load_helpers(path, text).run(dst, src, False)
+        assert res.source == "tuned" and res.config == Config(BLOCK=block)
+        assert torch.equal(dst, src + 1.0)

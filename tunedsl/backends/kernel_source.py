@@ -202,12 +202,13 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     through one, that wraps a Python function as ``.fn``; or one held in its closure, as
     Triton's hash has it), recursively, in a fixed order, with the ``tl.constexpr`` and
     ``tl.dtype`` values each reads (``_Reads.values``; ``nonlocal name=value`` from a
-    closure: ``make(tl.float16)``)."""
+    closure: ``make(tl.float16)``) and the Python helpers each calls (``_helpers``)."""
     reads = _globals_read(fn)
     closure = _closure(fn)
     out = [*reads.values, *(x for n, v in closure if (x := _label(f"nonlocal {n}", v)))]
     for inner in _called([*reads.found, *(v for _, v in closure)], seen):
-        out += [_source(inner), *_defaults(inner), *_called_sources(inner, seen)]
+        out += [_source(inner), *_defaults(inner), *_helpers(inner, seen)]
+        out += _called_sources(inner, seen)
     return out
 
 
@@ -224,7 +225,7 @@ def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
     closure = _closure(fn)
     out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
     for inner in _called([*found, *(v for _, v in closure)], seen):
-        out += [*_defaults(inner), *_not_in_tritons_hash(inner, seen)]
+        out += [*_defaults(inner), *_helpers(inner, seen), *_not_in_tritons_hash(inner, seen)]
     return out
 
 
@@ -378,11 +379,13 @@ def _stable_source(f: Any) -> str:
 
 
 def _helpers(f: Any, seen: set[int]) -> list[str]:
-    """The source of each Python function a heuristic function calls from its globals or
-    closure (``lambda args: pick(args["n"])``), recursively, with the plain values each
-    reads: an edited helper computes another parameter, so another kernel. Triton's and
-    PyTorch's own functions (``triton.next_power_of_2``) are left out: their versions are
-    part of every record already."""
+    """The source of each Python function a heuristic function, or a Triton function the
+    kernel calls (a ``@triton.constexpr_function`` computing a width), calls from its globals
+    or closure (``lambda args: pick(args["n"])``), recursively, with the plain values each
+    reads: an edited helper computes another value, so another kernel (Triton's hash of a
+    function covers only the Triton functions it calls). Triton's and PyTorch's own
+    functions (``triton.next_power_of_2``) are left out: their versions are part of every
+    record already."""
     inner = getattr(f, "func", None)  # functools.partial
     f = inner if not inspect.isfunction(f) and inspect.isfunction(inner) else f
     out: list[str] = []
