@@ -133,8 +133,9 @@ def _label(name: str, value: Any) -> str | None:
 def _stable_repr(value: Any) -> str:
     """``repr(value)``, but for a function whose repr is an address (``tl.constexpr(act)``
     holds a Triton function, an address under the interpreter): its name and code (a Triton
-    function's source, with the Triton functions it calls), the same in every process. Another object keeps its repr: one
-    with an address is another kernel in every process, never taken for an edited one."""
+    function's source, with the Triton functions it calls), the same in every process.
+    Another object keeps its repr: one with an address is another kernel in every process,
+    never taken for an edited one."""
     text = repr(value)
     inner = getattr(value, "fn", value)
     if " at 0x" not in text or _plain(value) or not inspect.isfunction(inner):

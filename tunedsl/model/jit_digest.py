@@ -2,9 +2,9 @@
 ``tl.constexpr`` argument (``ACT=leaky_relu``) or a parameter's default (``OP: tl.constexpr =
 step``). As Triton's own cache key of a function, it covers the function's source and,
 recursively, the Triton functions it calls by name (a global, a closure cell, or an
-attribute of a module it reads: ``lib.helper``) with the
-``tl.constexpr`` and ``tl.dtype`` globals each reads: a helper edited two calls down is
-another kernel, so a decision stored for the old one is not reused for it.
+attribute of a module it reads: ``lib.helper``) with the ``tl.constexpr`` and ``tl.dtype``
+globals each reads: a helper edited two calls down is another kernel, so a decision stored
+for the old one is not reused for it.
 """
 
 from __future__ import annotations
