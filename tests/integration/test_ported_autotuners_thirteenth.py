@@ -22,7 +22,8 @@ test_a_helper_reached_through_a_module_under_a_constexpr_function_is_part_of_it)
 helper that a ``@triton.heuristics`` function calls (attorch's heuristics are defined apart
 from the kernels and call helpers) was not part of the kernel's identity: edited, the old
 record was served and its choice failed at launch; its source is part of it now
-(test_a_helper_a_heuristic_calls_edited_is_another_kernel); so too a helper a
+(test_a_helper_a_heuristic_calls_edited_is_another_kernel, also through a module:
+test_a_helper_a_heuristic_calls_through_a_module_edited_is_another_kernel); so too a helper a
 ``@triton.constexpr_function`` calls (test_a_helper_a_constexpr_function_calls_edited_is_another_kernel).
 
 Looked at and found sound: ``reset_to_zero`` on a NaN-filled partial-gradient buffer whose
@@ -540,3 +541,32 @@ def test_a_helper_a_constexpr_function_calls_edited_is_another_kernel(tmp_path: 
         res = _load_helpers(path, text).run(dst, src, False)
         assert res.source == "tuned" and res.config == Config(BLOCK=block)
         assert torch.equal(dst, src + 1.0)
+
+
+def test_a_helper_a_heuristic_calls_through_a_module_edited_is_another_kernel(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, with the helper in a module the heuristic reaches by attribute
+    (``sizes.rows_per_program(n)``, as attorch's heuristics import their helpers)."""
+    # ported from: BobMcDear/attorch tests/test_layer_norm_layer.py::test_layer_norm_layer (its heuristic, BLOCK_SIZE_BATCH_heuristic, defined apart and calling helpers)
+    import sys
+
+    from runtime_helpers import new_process
+
+    from tunedsl.runtime import api
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = HEURISTIC.replace(
+        "def rows_per_program(n):\n    return 32\n", "import ported13_sizes as sizes\n"
+    ).replace("return rows_per_program(", "return sizes.rows_per_program(")
+    assert "sizes.rows_per_program(" in text and "return 32" not in text
+    for block in (32, 64):
+        monkeypatch.delitem(sys.modules, "ported13_sizes", raising=False)
+        sizes = f"def rows_per_program(n):\n    return {block}\n"
+        (tmp_path / "ported13_sizes.py").write_text(sizes, encoding="utf-8")
+        new_process(*api._sites.values())
+        src, dst = torch.randn(100), torch.zeros(100)
+        res = _load_helpers(tmp_path / "ported13_heuristic.py", text).run(dst, src, False)
+        assert res.source == "tuned" and res.config == Config(BLOCK=block)
+        assert torch.equal(dst, src + 1.0)
+    monkeypatch.delitem(sys.modules, "ported13_sizes", raising=False)

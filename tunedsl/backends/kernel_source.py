@@ -382,18 +382,19 @@ def _stable_source(f: Any) -> str:
 def _helpers(f: Any, seen: set[int]) -> list[str]:
     """The source of each Python function a heuristic function, or a Triton function the
     kernel calls (a ``@triton.constexpr_function`` computing a width), calls from its globals
-    or closure (``lambda args: pick(args["n"])``), recursively, with the plain values each
-    reads: an edited helper computes another value, so another kernel (Triton's hash of a
-    function covers only the Triton functions it calls). Triton's and PyTorch's own
-    functions (``triton.next_power_of_2``) are left out: their versions are part of every
-    record already."""
+    or closure, or through a module (``lambda args: pick(args["n"])``, ``lib.pick``),
+    recursively, with the plain values each reads: an edited helper computes another value,
+    so another kernel (Triton's hash of a function covers only the Triton functions it
+    calls). Triton's and PyTorch's own functions (``triton.next_power_of_2``) are left out:
+    their versions are part of every record already."""
     inner = getattr(f, "func", None)  # functools.partial
     f = inner if not inspect.isfunction(f) and inspect.isfunction(inner) else f
     out: list[str] = []
-    for n, v in _read(f):
+    for v in [*_globals_read(f).found, *(v for _, v in _closure(f))]:  # also ``lib.pick``
         package = str(getattr(v, "__module__", "") or "").split(".")[0]
         if not inspect.isfunction(v) or id(v) in seen or package in ("triton", "torch"):
             continue
         seen.add(id(v))
-        out += [f"{n}={_stable_source(v)}", *_plain_values_read(v), *_helpers(v, seen)]
+        out += [f"{v.__qualname__}={_stable_source(v)}", *_plain_values_read(v)]
+        out += _helpers(v, seen)
     return out
