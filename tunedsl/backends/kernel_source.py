@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from tunedsl.backends import compat
+from tunedsl.model.jit_digest import called_parts
 from tunedsl.model.keys import (
     canonical_json,
     is_triton_constexpr,
@@ -133,14 +134,18 @@ def _label(name: str, value: Any) -> str | None:
 def _stable_repr(value: Any) -> str:
     """``repr(value)``, but for a function whose repr is an address (``tl.constexpr(act)``
     holds a Triton function, an address under the interpreter): its name and code (a Triton
-    function's source), the same in every process. Another object keeps its repr: one
-    with an address is another kernel in every process, never taken for an edited one."""
+    function's source, with the Triton functions it calls), the same in every process.
+    Another object keeps its repr: one with an address is another kernel in every process,
+    never taken for an edited one."""
     text = repr(value)
     inner = getattr(value, "fn", value)
     if " at 0x" not in text or _plain(value) or not inspect.isfunction(inner):
         return text  # as every label was written before
-    digest = hashlib.sha256(_source(inner).encode("utf-8")).hexdigest()[:16]
-    return f"<function {inner.__qualname__} {digest}>"
+    source = _source(inner).encode("utf-8")
+    calls = called_parts(inner, lambda v: is_triton_constexpr(v) or is_triton_dtype(v))
+    if calls:  # the Triton functions it calls are part of it (one edited: another kernel)
+        source = b"\0".join([source, *calls])
+    return f"<function {inner.__qualname__} {hashlib.sha256(source).hexdigest()[:16]}>"
 
 
 def _globals_read(fn: Any) -> _Reads:
@@ -199,12 +204,13 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     through one, that wraps a Python function as ``.fn``; or one held in its closure, as
     Triton's hash has it), recursively, in a fixed order, with the ``tl.constexpr`` and
     ``tl.dtype`` values each reads (``_Reads.values``; ``nonlocal name=value`` from a
-    closure: ``make(tl.float16)``)."""
+    closure: ``make(tl.float16)``) and the Python helpers each calls (``_helpers``)."""
     reads = _globals_read(fn)
     closure = _closure(fn)
     out = [*reads.values, *(x for n, v in closure if (x := _label(f"nonlocal {n}", v)))]
     for inner in _called([*reads.found, *(v for _, v in closure)], seen):
-        out += [_source(inner), *_defaults(inner), *_called_sources(inner, seen)]
+        out += [_source(inner), *_defaults(inner), *_helpers(inner, seen)]
+        out += _called_sources(inner, seen)
     return out
 
 
@@ -221,7 +227,7 @@ def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
     closure = _closure(fn)
     out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
     for inner in _called([*found, *(v for _, v in closure)], seen):
-        out += [*_defaults(inner), *_not_in_tritons_hash(inner, seen)]
+        out += [*_defaults(inner), *_helpers(inner, seen), *_not_in_tritons_hash(inner, seen)]
     return out
 
 
@@ -275,7 +281,8 @@ def _heuristic_sources(kernel: Any) -> list[str]:
         values = getattr(wrapper, "values", None)
         if type(wrapper).__name__ == "Heuristics" and isinstance(values, dict):
             for n in sorted(values, key=str):
-                out += [f"{n}={_stable_source(values[n])}", *_plain_values_read(values[n])]
+                f = values[n]
+                out += [f"{n}={_stable_source(f)}", *_plain_values_read(f), *_helpers(f, set())]
         wrapper = getattr(wrapper, "fn", None)
         if wrapper is None:
             break
@@ -376,3 +383,24 @@ def _stable_source(f: Any) -> str:
         return inspect.getsource(f)
     except (OSError, TypeError):
         return f"{f.__qualname__}\0{code_text(f.__code__)}"
+
+
+def _helpers(f: Any, seen: set[int]) -> list[str]:
+    """The source of each Python function a heuristic function, or a Triton function the
+    kernel calls (a ``@triton.constexpr_function`` computing a width), calls from its globals
+    or closure, or through a module (``lambda args: pick(args["n"])``, ``lib.pick``),
+    recursively, with the plain values each reads: an edited helper computes another value,
+    so another kernel (Triton's hash of a function covers only the Triton functions it
+    calls). Triton's and PyTorch's own functions (``triton.next_power_of_2``) are left out:
+    their versions are part of every record already."""
+    inner = getattr(f, "func", None)  # functools.partial
+    f = inner if not inspect.isfunction(f) and inspect.isfunction(inner) else f
+    out: list[str] = []
+    for v in [*_globals_read(f).found, *(v for _, v in _closure(f))]:  # also ``lib.pick``
+        package = str(getattr(v, "__module__", "") or "").split(".")[0]
+        if not inspect.isfunction(v) or id(v) in seen or package in ("triton", "torch"):
+            continue
+        seen.add(id(v))
+        out += [f"{v.__qualname__}={_stable_source(v)}", *_plain_values_read(v)]
+        out += _helpers(v, seen)
+    return out

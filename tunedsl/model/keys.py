@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tunedsl.model.canonical import canonical_json as canonical_json
+from tunedsl.model.jit_digest import function_digest
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
 _TENSOR_CLASSES: dict[type, bool] = {}
@@ -366,7 +366,8 @@ def dtype_name(dtype: Any) -> str:
 
 def readable_constexpr(x: Any) -> Any:
     """A constexpr's JSON form; a Triton function (an epilogue) is its name and a hash of its
-    source, alike in every process (its repr: an address, or on a GPU a name only)."""
+    source and of the Triton functions it calls (``model/jit_digest``), alike in every
+    process (its repr: an address, or on a GPU a name only)."""
     fn = getattr(x, "fn", None)
     if inspect.isfunction(fn):
         return f"@jit {fn.__qualname__} {_source_digest(fn)}"
@@ -379,11 +380,7 @@ def readable_constexpr(x: Any) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _source_digest(fn: Any) -> str:
-    try:
-        text = inspect.getsource(fn).encode("utf-8")
-    except (OSError, TypeError):  # no source file: the compiled code stands in for it
-        text = fn.__code__.co_code + repr(fn.__code__.co_names).encode("utf-8")
-    return hashlib.sha256(text).hexdigest()[:16]
+    return function_digest(fn, lambda v: is_triton_constexpr(v) or is_triton_dtype(v))
 
 
 def readable_value(x: Any, constexpr: bool, with_shape: bool, with_align: bool = False) -> Any:
