@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -380,7 +381,6 @@ def test_an_empty_space_names_the_sites_line(space, says: str) -> None:
 
 
 def test_a_prune_that_drops_most_batches_does_not_stop_the_search_early() -> None:
-    import time
 
     # prune= keeps 2% of the space: most batches of 8 random draws lose every point to it.
     # Each such batch is progress (eight points never proposed again), not a strategy stuck
@@ -466,13 +466,29 @@ def ahead_batches(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return batches
 
 
-#: Long enough for the first batch (16 interpreted configurations) on a loaded machine; the
-#: second batch's hook then sleeps past it, so the budget ends inside that batch.
+#: The search's budget on a clock that stands still until the second batch's hook moves it
+#: past the budget (``budget_clock``), so the budget ends inside that batch however long the
+#: first one takes on a loaded machine.
 BUDGET_S = 8
 
 
+@pytest.fixture
+def budget_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """The driver's clock (its seam, ``run_search(clock=...)``) standing still; the fixture
+    is the function that moves it forward."""
+    from tunedsl.engine import driver
+
+    now = [0.0]
+    monkeypatch.setitem(driver.run_search.__kwdefaults__, "clock", lambda: now[0])
+
+    def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    return advance
+
+
 def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
-    prepared: list[list[Config]], ahead_batches: list[Any]
+    prepared: list[list[Config]], ahead_batches: list[Any], budget_clock: Callable[[float], None]
 ) -> None:
     # The budget runs out while the race takes the second batch, which was compiled ahead:
     # what of it is not compiled yet must not go on compiling after the tuning returned
@@ -484,7 +500,7 @@ def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
         if config not in seen:
             seen.append(config)
             if len(seen) == 18:  # the second batch's second configuration: the budget ends
-                time.sleep(BUDGET_S + 1)
+                budget_clock(BUDGET_S + 1)
 
     space = {"TILE": [8, 16, 32, 64, 128, 256, 512, 1024], "SPLIT": [1, 2, 4, 8, 16, 32]}
     with warnings.catch_warnings():  # the budget's warning (said once a process)
@@ -502,7 +518,10 @@ def test_a_budget_ending_inside_a_batch_compiled_ahead_cancels_the_rest_of_it(
 
 
 def test_batches_announced_ahead_and_never_raced_stop_before_the_final_race(
-    prepared: list[list[Config]], ahead_batches: list[Any], monkeypatch: pytest.MonkeyPatch
+    prepared: list[list[Config]],
+    ahead_batches: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    budget_clock: Callable[[float], None],
 ) -> None:
     # The budget ends the search with a batch announced and compiling ahead: it is never
     # raced, and its compiles must not go on while the final race (the choice) is measured.
@@ -522,7 +541,7 @@ def test_batches_announced_ahead_and_never_raced_stop_before_the_final_race(
         if config not in seen:
             seen.append(config)
             if len(seen) == 18:
-                time.sleep(BUDGET_S + 1)
+                budget_clock(BUDGET_S + 1)
 
     space = {"TILE": [8, 16, 32, 64, 128, 256, 512, 1024], "SPLIT": [1, 2, 4, 8, 16, 32]}
     with warnings.catch_warnings():  # the budget's warning (said once a process)
