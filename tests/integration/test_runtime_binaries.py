@@ -326,7 +326,9 @@ def _case_replay_signature() -> dict:
     result = ConfigResult(
         Config(BM=32), "ok", 1.0, 0.0, 1, 1.0, options=dict(OPTIONS), constexprs=dict(kwargs)
     )
-    record = types.SimpleNamespace(signature=json.loads(json.dumps(signature)), results=[result])
+    record = types.SimpleNamespace(  # a record tuned on a GPU: its options are the launch's
+        signature=json.loads(json.dumps(signature)), results=[result], device={"type": "cuda"}
+    )
     ((_, replay),) = replay_jobs(record, kernel, "cuda:90")
     launched = compile_variant(kernel, args, kwargs, OPTIONS, target="cuda:90")
     return {
