@@ -13,11 +13,11 @@ import enum
 import hashlib
 import inspect
 import types
-import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from tunedsl.backends import compat
+from tunedsl.model.code_reads import closure_values, module_attribute, names_read
 from tunedsl.model.jit_digest import called_parts
 from tunedsl.model.keys import (
     canonical_json,
@@ -153,15 +153,8 @@ def _globals_read(fn: Any) -> _Reads:
     names on the modules it reads, also on modules reached through one (``lib.helper``,
     ``pkg.lib.helper``): Triton checks the constexpr and dtype values among them before
     reusing a kernel, and one edited changes the code (a tl.static_assert, a cast)."""
-    code = getattr(fn, "__code__", None)
-    read: set[str] = set()
-    stack = [code] if isinstance(code, types.CodeType) else []
-    while stack:
-        c = stack.pop()
-        read.update(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    names = names_read(fn)
     scope = getattr(fn, "__globals__", {})
-    names = sorted(read)
     found = [scope.get(n) for n in names]
     values = [x for n, v in zip(names, found, strict=True) if (x := _label(n, v))]
     modules: list[types.ModuleType] = []
@@ -173,7 +166,7 @@ def _globals_read(fn: Any) -> _Reads:
     for module in modules:  # grows: a module reached through a module is searched too
         tritons = module.__name__.split(".")[0] == "triton"
         for n in names:
-            value = _attribute(module, n)
+            value = module_attribute(module, n)
             found.append(value)
             label = _label(f"{module.__name__}.{n}", value)  # lib.WIDTH
             if label is not None:
@@ -206,7 +199,7 @@ def _called_sources(fn: Any, seen: set[int]) -> list[str]:
     ``tl.dtype`` values each reads (``_Reads.values``; ``nonlocal name=value`` from a
     closure: ``make(tl.float16)``) and the Python helpers each calls (``_helpers``)."""
     reads = _globals_read(fn)
-    closure = _closure(fn)
+    closure = closure_values(fn)
     out = [*reads.values, *(x for n, v in closure if (x := _label(f"nonlocal {n}", v)))]
     for inner in _called([*reads.found, *(v for _, v in closure)], seen):
         out += [_source(inner), *_defaults(inner), *_helpers(inner, seen)]
@@ -224,7 +217,7 @@ def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
     names, found, _, via_modules, plain_via_modules = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
     out += [*via_modules, *plain_via_modules]
-    closure = _closure(fn)
+    closure = closure_values(fn)
     out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
     for inner in _called([*found, *(v for _, v in closure)], seen):
         out += [*_defaults(inner), *_helpers(inner, seen), *_not_in_tritons_hash(inner, seen)]
@@ -245,17 +238,6 @@ def _defaults(fn: Any) -> list[str]:
         for p in params
         if p.default is not inspect.Parameter.empty
     ]
-
-
-def _attribute(module: types.ModuleType, name: str) -> Any:
-    """``module.name`` if it has one; a module whose lookup raises or warns (a deprecated
-    or lazily imported name) gives None, quietly."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return getattr(module, name, None)
-        except Exception:
-            return None
 
 
 def interpreted_source_hash(kernel: Any) -> str:
@@ -307,31 +289,8 @@ def _plain_values_read(f: Any) -> list[str]:
 
 def _read(f: Any) -> list[tuple[str, Any]]:
     """The globals a function's code names (sorted), then its closure's values."""
-    code = getattr(f, "__code__", None)
-    if not isinstance(code, types.CodeType):
-        return []
-    names: set[str] = set()
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     scope = getattr(f, "__globals__", {})
-    return [(n, scope[n]) for n in sorted(names) if n in scope] + _closure(f)
-
-
-def _closure(f: Any) -> list[tuple[str, Any]]:
-    """``(name, value)`` of each filled cell of a function's closure."""
-    code = getattr(f, "__code__", None)
-    if not isinstance(code, types.CodeType):
-        return []
-    read = []
-    for n, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or (), strict=False):
-        try:
-            read.append((n, cell.cell_contents))
-        except ValueError:  # a cell not yet filled
-            continue
-    return read
+    return [(n, scope[n]) for n in names_read(f) if n in scope] + closure_values(f)
 
 
 def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
@@ -346,7 +305,7 @@ def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
         if _plain(v) and not (is_triton_constexpr(v) or is_triton_dtype(v))
     ]
     out += [f"{fn.__qualname__}.{label}" for label in reads.plain_via_modules]  # lib.W
-    for inner in _called([*reads.found, *(v for _, v in _closure(fn))], seen):
+    for inner in _called([*reads.found, *(v for _, v in closure_values(fn))], seen):
         out += _python_values_read(inner, seen)
     return out
 
@@ -396,7 +355,7 @@ def _helpers(f: Any, seen: set[int]) -> list[str]:
     inner = getattr(f, "func", None)  # functools.partial
     f = inner if not inspect.isfunction(f) and inspect.isfunction(inner) else f
     out: list[str] = []
-    for v in [*_globals_read(f).found, *(v for _, v in _closure(f))]:  # also ``lib.pick``
+    for v in [*_globals_read(f).found, *(v for _, v in closure_values(f))]:  # also ``lib.pick``
         package = str(getattr(v, "__module__", "") or "").split(".")[0]
         if not inspect.isfunction(v) or id(v) in seen or package in ("triton", "torch"):
             continue

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import types
-import warnings
 from collections.abc import Callable
 from typing import Any
+
+from tunedsl.model.code_reads import closure_values, module_attribute, names_read
 
 
 def function_digest(fn: Any, constant: Callable[[Any], bool]) -> str:
@@ -54,42 +55,20 @@ def _calls(fn: Any, constant: Callable[[Any], bool], seen: set[int]) -> list[byt
 
 
 def _reads(fn: Any) -> list[tuple[str, Any]]:
-    """The globals ``fn``'s code names (sorted), then its closure's values."""
-    code = getattr(fn, "__code__", None)
-    if not isinstance(code, types.CodeType):
-        return []
-    names: set[str] = set()
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    """The globals ``fn``'s code names (sorted), then its closure's values, then the
+    attributes of those names on the modules among them (``lib.helper``)."""
+    names = names_read(fn)
     scope = getattr(fn, "__globals__", {})
-    found = [(n, scope[n]) for n in sorted(names) if n in scope]
-    for n, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
-        try:
-            found.append((n, cell.cell_contents))
-        except ValueError:  # a cell not yet filled
-            continue
+    found = [(n, scope[n]) for n in names if n in scope] + closure_values(fn)
     modules = [v for _, v in found if isinstance(v, types.ModuleType)]
     for module in modules:  # grows: ``pkg.lib.helper`` reaches ``lib`` through ``pkg``
         if module.__name__.split(".")[0] == "triton":
             continue  # tl.arange, tl.float16: Triton's own
-        for n in sorted(names):
-            value = _attribute(module, n)
+        for n in names:
+            value = module_attribute(module, n)
             if isinstance(value, types.ModuleType):
                 if all(value is not m for m in modules):
                     modules.append(value)
             elif value is not None:
                 found.append((f"{module.__name__}.{n}", value))
     return found
-
-
-def _attribute(module: types.ModuleType, name: str) -> Any:
-    """``module.name`` if it has one; None where the lookup raises or warns."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return getattr(module, name, None)
-        except Exception:
-            return None
