@@ -188,3 +188,68 @@ def test_tritons_c_utilities_are_built_on_a_thread_without_starting_its_driver(t
     assert report["started_by_warming"] is False
     assert report["built"] and report["after"] == report["built"]  # built once, early
     assert report["started"] and report["device"] == 0
+
+
+EDITED_LIB = """\
+import triton.language as tl
+
+WIDTH = tl.constexpr({width})
+ACC = tl.{acc}
+"""
+
+EDITED_SCRIPT = r"""
+import json
+import torch
+import triton
+import triton.language as tl
+
+import edited_lib as lib
+from edited_lib import ACC
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def widen(x, y, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(y + offs, (tl.load(x + offs, mask=m) * lib.WIDTH).to(ACC).to(tl.float32), mask=m)
+
+
+x = torch.full((4096,), 1.0001, device="cuda")
+y = torch.empty_like(x)
+got = autotune_launch(widen, space={"TILE": [128, 256], "num_warps": [2, 4]},
+                      grid=lambda c: (cdiv(4096, c.TILE),), args=(x, y, 4096),
+                      kwargs=lambda c: {"TILE": c.TILE}, name="edited-lib")
+torch.cuda.synchronize()
+print("REPORT " + json.dumps({"value": float(y[0]), "source": got.source}))
+"""
+
+
+def test_a_kernel_whose_library_was_edited_runs_the_new_values(tmp_path) -> None:
+    """A kernel reads ``lib.WIDTH`` through a module and ``ACC``, a ``tl.dtype`` global;
+    Triton's cache key covers neither. After an edit of the library the next process tuned
+    again (tunedsl's identity covers them) but was served the old binary from Triton's
+    cache: the old factor and rounding. Each process here shares one Triton cache."""
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"),
+               TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    (tmp_path / "edited.py").write_text(EDITED_SCRIPT)
+
+    def run(width: int, acc: str) -> dict:
+        (tmp_path / "edited_lib.py").write_text(EDITED_LIB.format(width=width, acc=acc))
+        out = subprocess.run([sys.executable, str(tmp_path / "edited.py")], env=env,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
+        assert out.returncode == 0 and lines, out.stdout[-2000:] + out.stderr[-2000:]
+        return json.loads(lines[-1][len("REPORT ") :])
+
+    import torch
+
+    def expect(width: int, dtype: str) -> float:
+        value = torch.tensor(1.0001, dtype=torch.float32) * width
+        return float(value.to(getattr(torch, dtype)).float())
+
+    assert run(3, "float16") == {"value": expect(3, "float16"), "source": "tuned"}
+    assert run(5, "float16") == {"value": expect(5, "float16"), "source": "tuned"}
+    assert run(5, "float32") == {"value": expect(5, "float32"), "source": "tuned"}
+    assert run(5, "float32")["source"] == "disk"  # the same values: the record decides

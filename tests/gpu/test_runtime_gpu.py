@@ -486,3 +486,30 @@ def test_an_in_place_kernel_tuned_without_room_for_copies_leaves_its_argument_ri
     assert float(x.min()) == float(x.max()) == 1.0
     said = " ".join(str(w.message) for w in caught)
     assert ("compare" if room == "to compare" else "host memory") in said, said
+
+
+@triton.heuristics({"FULL": lambda args: args["n"] % args["TILE"] == 0})
+@triton.jit
+def add_one_even(x, y, n, TILE: tl.constexpr, FULL: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if FULL:
+        tl.store(y + offs, tl.load(x + offs) + 1)
+    else:
+        tl.store(y + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@pytest.mark.parametrize("n", [4096, 4000])
+def test_a_kernel_under_triton_heuristics_tunes_on_the_gpu(n) -> None:
+    """The tuning's compiles of a ``@triton.heuristics`` kernel compiled the bare JIT
+    function without the parameters the heuristics give: every configuration failed."""
+    x = torch.randn(n, device="cuda")
+    y = torch.empty_like(x)
+    got = autotune_launch(
+        add_one_even, space={"TILE": [128, 256], "num_warps": [2, 4]},
+        grid=lambda c: (cdiv(n, c.TILE),), args=(x, y, n),
+        kwargs=lambda c: {"TILE": c.TILE}, name=f"gpu-heuristics-{n}",
+    )  # fmt: skip
+    torch.cuda.synchronize()
+    assert got.source == "tuned" and got.record is not None
+    assert sorted(r.status for r in got.record.results) == ["ok"] * 4
+    torch.testing.assert_close(y, x + 1)

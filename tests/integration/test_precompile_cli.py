@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -360,3 +361,141 @@ def test_replay_of_an_interpreter_record_compiles_each_occupancy_as_the_target_l
         p.read_text() for p in (tmp_path / "triton-cache").rglob("*.json")
     ))  # fmt: skip
     assert sorted(caps) == ["128", "128", "168", "168"], caps
+
+
+STALE_LIB = """\
+import triton.language as tl
+
+WIDTH = tl.constexpr({width})
+ACC = tl.{acc}
+"""
+
+STALE_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+import stale_values_lib as lib
+from stale_values_lib import ACC
+from tunedsl import autotune, cdiv, workload
+from tunedsl.precompile.workload import precompile_device
+
+
+@triton.jit
+def widen(x, y, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(y + offs, (tl.load(x + offs, mask=m) * lib.WIDTH).to(ACC).to(tl.float32), mask=m)
+
+
+@triton.heuristics({"FULL": lambda args: args["n"] % args["TILE"] == 0})
+@triton.jit
+def widen_even(x, y, n, TILE: tl.constexpr, FULL: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(y + offs, (tl.load(x + offs, mask=m) * lib.WIDTH).to(ACC).to(tl.float32), mask=m)
+
+
+def run(x, y):
+    n = y.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), widen(x, y, n, TILE=$tile))
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), widen_even(x, y, n, TILE=$tile))
+
+
+@workload
+def warm():
+    x = torch.ones(300, device=precompile_device())
+    run(x, torch.empty_like(x))
+"""
+
+
+def test_values_tritons_cache_key_leaves_out_get_binaries_of_their_own(tmp_path: Path) -> None:
+    """A kernel, bare and under ``@triton.heuristics``, reads ``lib.WIDTH`` through a module
+    and ``ACC``, a ``tl.dtype`` global.
+    Triton's cache key covers neither, so after an edit of ``stale_values_lib.py`` Triton's
+    cache served the binary compiled with the old values: tunedsl tuned the new kernel again
+    and launched the old code (the multiply by 3 and the rounding to fp16). tunedsl's
+    identity covers them, and the kernel's compile key now does too."""
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "stale_values.py").write_text(STALE_SCRIPT, encoding="utf-8")
+
+    def precompile(width: int, acc: str) -> list[str]:
+        (work / "stale_values_lib.py").write_text(
+            STALE_LIB.format(width=width, acc=acc), encoding="utf-8"
+        )
+        run = _precompile(tmp_path, "--target", "cuda:90", str(work / "stale_values.py"),
+                          PYTHONPATH=str(work))  # fmt: skip
+        assert run.returncode == 0, run.stdout + run.stderr
+        return sorted(p.read_text() for p in (tmp_path / "triton-cache").rglob("*.ptx"))
+
+    def multiplies_by(ptx: str, factor: float) -> bool:  # an fp32 immediate, as PTX writes it
+        return f"0f{struct.pack('>f', factor).hex().upper()}" in ptx
+
+    def kernels(ptx: list[str]) -> list[str]:
+        return sorted(re.search(r"\.entry (\w+)", p).group(1) for p in ptx)  # type: ignore[union-attr]
+
+    both = ["widen", "widen", "widen_even", "widen_even"]
+    first = precompile(3, "float16")
+    assert kernels(first) == both
+    assert all(multiplies_by(p, 3.0) and "cvt.rn.f16" in p for p in first)
+    second = precompile(5, "float16")  # lib.WIDTH edited
+    new = [p for p in second if p not in first]
+    assert kernels(new) == both and all(multiplies_by(p, 5.0) for p in new)
+    third = precompile(5, "float32")  # ACC edited
+    new = [p for p in third if p not in second]
+    assert kernels(new) == both and not any("cvt.rn.f16" in p for p in new)
+
+
+HEURISTIC_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+from tunedsl.precompile.workload import precompile_device
+
+
+@triton.heuristics({"FULL": lambda args: args["n"] % args["TILE"] == 0,
+                    "WIDE": lambda args: args["num_warps"] > 2})
+@triton.jit
+def copy_even(x, y, n, TILE: tl.constexpr, FULL: tl.constexpr, WIDE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if FULL:
+        tl.store(y + offs, tl.load(x + offs) + WIDE)
+    else:
+        tl.store(y + offs, tl.load(x + offs, mask=offs < n) + WIDE, mask=offs < n)
+
+
+def run(x, y):
+    n = y.numel()
+    autotune(space=dict(tile=[64, 128], num_warps=[2, 4]), blocks=cdiv(n, $tile),
+             copy_even(x, y, n, TILE=$tile))
+
+
+@workload
+def warm():
+    for n in (256, 300):
+        x = torch.ones(n, device=precompile_device())
+        run(x, torch.empty_like(x))
+"""
+
+
+@pytest.mark.parametrize("processes", ["off", "on"])
+def test_a_kernel_under_triton_heuristics_compiles_with_their_values(
+    tmp_path: Path, processes: str
+) -> None:
+    """A kernel under ``@triton.heuristics`` has parameters that only the heuristics give
+    (``FULL``, ``WIDE``). Compiling it ahead (``precompile``, and the tuning's compiles on a
+    GPU) compiled the bare JIT function without them: every configuration failed with
+    "missing 1 required positional argument". The heuristics' values are computed as
+    ``Heuristics.run`` does, from the arguments and the configuration's launch options."""
+    script = tmp_path / "heuristic_copy.py"
+    script.write_text(HEURISTIC_SCRIPT, encoding="utf-8")
+    run = _precompile(tmp_path, "--target", "cuda:90", str(script),
+                      TUNEDSL_COMPILE_PROCESSES=processes)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = [line for line in run.stdout.splitlines() if "(copy_even)" in line]
+    assert len(rows) == 2 and all(_row(r, r[:10]) == [4, 0, 0, 0] for r in rows), run.stdout
+    # n=256 divides both tiles (FULL), n=300 neither; num_warps 2 and 4 (WIDE): 8 binaries
+    assert len(list((tmp_path / "triton-cache").rglob("*.cubin"))) == 8

@@ -42,12 +42,31 @@ def kernel_source_hash(
         source_hash = cache_key
         if unhashed:
             source_hash = hashlib.sha256("\0".join([cache_key, *unhashed]).encode()).hexdigest()
+            # Triton compiles them in as constants: its cache key must tell them apart too.
+            compat.salt_jit_hash(kernel, source_hash)
     else:
         source_hash = interpreted_source_hash(kernel)
+        _salt_wrapped_jit(kernel, fn)
     if defaults:  # fixed when the kernel is declared, not in its source: another kernel
         fixed = {n: readable_value(v, n in constexprs, True) for n, v in sorted(defaults.items())}
         source_hash = hashlib.sha256(f"{source_hash}\0{canonical_json(fixed)}".encode()).hexdigest()
     return source_hash
+
+
+def _salt_wrapped_jit(kernel: Any, fn: Any) -> None:
+    """The JIT function under Triton's wrappers (``@triton.heuristics``) compiles in the
+    values Triton's hash leaves out as the bare kernel does: its hash is made to cover them."""
+    inner = kernel
+    for _ in range(8):
+        inner = getattr(inner, "fn", None)
+        if inner is None:
+            return
+        if compat.is_jit_function(inner):
+            key = compat.jit_source_hash(inner)
+            unhashed = _not_in_tritons_hash(fn, {id(fn)})
+            if key is not None and unhashed:
+                compat.salt_jit_hash(inner, "\0".join([key, *unhashed]))
+            return
 
 
 def python_fn(kernel: Any) -> Any:

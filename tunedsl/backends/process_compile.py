@@ -183,7 +183,8 @@ def variant_compiler(
         if _disabled:
             return here(args, kwargs, options)
         try:
-            job = _worker_job(jit_fn, kernel_key, source_key, args, kwargs, options, fixed_target)
+            computed = compat.with_heuristics(kernel, args, kwargs, options)
+            job = _worker_job(jit_fn, kernel_key, source_key, args, computed, options, fixed_target)
             result = pool.run(
                 build_in_worker, job, job_timeout_s(), priority=priority, cancelled=cancelled
             )
@@ -292,7 +293,8 @@ def prebuild_launcher(
 
     def build() -> None:
         try:
-            _, signature, constexprs, _ = pack_for_target(jit_fn, args, kwargs, options, target)
+            computed = compat.with_heuristics(kernel, args, kwargs, options)
+            _, signature, constexprs, _ = pack_for_target(jit_fn, args, computed, options, target)
             key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
             with _launchers_lock:
                 if key in _launchers:

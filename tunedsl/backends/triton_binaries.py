@@ -156,6 +156,7 @@ def launch_source(
             backend = make_backend(target)
             made = per_target[target] = (backend, compat.make_binder(jit_fn, backend), {}, {})
     backend, binder, sources, key_strings = made
+    kwargs = compat.with_heuristics(kernel, args, kwargs, options)
     run_kwargs = compat.run_kwargs(jit_fn, kwargs, options)
     bound_args, specialization, bound_options = binder(*args, **run_kwargs)
     if len(key_strings) >= MAX_SOURCES:

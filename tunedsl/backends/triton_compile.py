@@ -174,9 +174,11 @@ def compile_variant(
     if target is not None:
         if interpreting():
             raise UsageError(_INTERPRET_FIX)
+        kwargs = compat.with_heuristics(kernel, args, kwargs, options)
         return _cross_compile(unwrap_jit(kernel), args, kwargs, options, parse_target(target))
     if interpreting():
         return InterpretedHandle(str(getattr(kernel, "__name__", None) or repr(kernel)))
+    kwargs = compat.with_heuristics(kernel, args, kwargs, options)
     device = cuda_device_of(args, kwargs)
     if device is None:
         return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
@@ -390,6 +392,7 @@ def triton_specialization(
     kwargs: Mapping[str, Any],
     *,
     target: str | Any | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """How Triton specialises this call, per parameter, in the form replay reads back.
 
@@ -408,6 +411,7 @@ def triton_specialization(
     backend = make_backend(parse_target(target))
     with compile_lock:
         binder = compat.make_binder(jit_fn, backend)
+    kwargs = compat.with_heuristics(kernel, args, kwargs, options or {})
     run_kwargs = compat.run_kwargs(jit_fn, kwargs, {})
     _, specialization, _ = binder(*[compat.mock_tensor(a) for a in args], **run_kwargs)
     out: dict[str, Any] = {}

@@ -54,6 +54,7 @@ from tunedsl.backends.compat.compiling import (  # noqa: F401 (re-exported)
     triton_key,
     use_triton_key,
     warm_compile_caches,
+    with_heuristics,
 )
 from tunedsl.backends.compat.gate import (  # noqa: F401 (re-exported)
     TESTED_TRITON,
@@ -67,6 +68,7 @@ from tunedsl.backends.compat.gate import (  # noqa: F401 (re-exported)
     jit_source_hash,
     launch_option_names,
     param_specs,
+    salt_jit_hash,
     untested_message,
     version_tested,
 )

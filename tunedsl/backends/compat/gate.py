@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import hashlib
 import re
 import sys
 from typing import Any
@@ -104,11 +106,36 @@ def is_jit_function(kernel: Any) -> bool:
 
 def jit_source_hash(kernel: Any) -> str | None:
     """``JITFunction.cache_key``: Triton's hash of the source and every called ``@jit``
-    function (3.6.0, 3.9.0); None for anything else."""
+    function (3.6.0, 3.9.0), as Triton worked it out (before ``salt_jit_hash``); None for
+    anything else."""
     if not is_jit_function(kernel):
         return None
+    unsalted = vars(kernel).get(_UNSALTED)
+    if isinstance(unsalted, str):
+        return unsalted
     key = getattr(kernel, "cache_key", None)
     return key if isinstance(key, str) else None
+
+
+def salt_jit_hash(kernel: Any, salt: str) -> None:
+    """Make Triton's hash of ``kernel`` (``JITFunction.hash``, which ``cache_key``, and so
+    every compile's cache key, is made of; 3.6.0, 3.9.0) cover ``salt``: values the kernel
+    compiles in that Triton's hash leaves out (a ``tl.dtype`` global, ``lib.WIDTH``), so an
+    edited one is compiled again instead of being served the old binary from Triton's cache.
+    The same salt again changes nothing. Call it before the kernel is a key of any dict or
+    set: a JIT function hashes as its ``cache_key``."""
+    base = jit_source_hash(kernel)
+    if base is None or not hasattr(kernel, "hash"):
+        return
+    salted = hashlib.sha256(f"{base}\0values Triton's hash leaves out\0{salt}".encode()).hexdigest()
+    lock = getattr(kernel, "_hash_lock", None)
+    with lock if lock is not None else contextlib.nullcontext():
+        vars(kernel)[_UNSALTED] = base
+        kernel.hash = salted
+
+
+#: Where ``salt_jit_hash`` keeps Triton's own hash on the JIT function.
+_UNSALTED = "_tunedsl_unsalted_hash"
 
 
 def constexpr_params(kernel: Any) -> frozenset[str] | None:
