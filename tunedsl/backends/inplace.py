@@ -201,6 +201,30 @@ class InPlaceWatch:
         return found, {**later, **written}
 
 
+def restore_copies(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    """``restore_value=``'s copies of the caller's values of ``tensors``, put back before
+    every launch: each on the device, or, where the device has no room for it, in host
+    memory (put back from there; one warning says so). Where the host has no room either,
+    the device's error is raised."""
+    from tunedsl.backends import triton as bt
+
+    copies: dict[str, Any] = {}
+    for name, value in tensors.items():
+        try:
+            copies[name] = bt.clone(value)
+        except RuntimeError as err:  # no room on the device for this copy: in host memory
+            try:
+                copies[name] = bt.clone_to_host(value)
+            except RuntimeError:
+                raise err from None
+            InPlaceWatch._warn(
+                "restore",
+                f"could not copy {name!r} of restore_value= on the device ({err}); it is "
+                "copied in host memory and put back from there before every launch",
+            )
+    return copies
+
+
 def data_arguments(bound: Mapping[str, Any]) -> dict[str, Any]:
     """The data of a launch's arguments by name: a tensor descriptor stands for its base
     tensor, and a tuple for its elements, ``pair[0]``, ``pair[1]`` (Triton passes them one
