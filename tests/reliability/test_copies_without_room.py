@@ -1,7 +1,8 @@
-"""The copies tuning takes of the caller's values (``restore_value=``, the in-place watch)
-where the device has no room for them: nothing is left changed all the same. The device's
-out-of-memory error is forced on the CPU by making the clone of large tensors raise it (a
-CPU tensor has no device to fill); the kernels are real, under Triton's interpreter."""
+"""The copies tuning takes of the caller's values (``restore_value=``, the in-place watch):
+their size, and what happens where the device has no room for them (nothing is left
+changed all the same). The device's out-of-memory error is forced on the CPU by making the
+clone of large tensors raise it (a CPU tensor has no device to fill); the kernels are
+real, under Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -65,3 +66,41 @@ def test_restore_value_without_room_on_the_device_copies_to_host(
     assert torch.equal(x, torch.arange(n, dtype=torch.float32) + 1), x
     said = " ".join(str(w.message) for w in caught)
     assert "restore_value" in said and "host memory" in said, said
+
+
+@triton.jit
+def count(X, SX, N, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.atomic_add(X + offs * SX, tl.full((TILE,), 1.0, tl.float32), mask=offs < N)
+
+
+@pytest.mark.parametrize("restore", [["X"], None], ids=["restore_value", "watch"])
+def test_a_broadcast_argument_is_copied_at_the_size_of_its_storage(
+    monkeypatch: pytest.MonkeyPatch, restore: list[str] | None
+) -> None:
+    """``torch.zeros(1).expand(n)`` (one float of storage, ``n`` elements by stride 0),
+    which the kernel adds ``n`` into: ``restore_value=`` and the in-place watch copied it
+    at its full logical size (``n`` floats); now the one float it covers, and the call
+    still leaves exactly one launch's sum."""
+    n = 1 << 16
+    copies: list[int] = []  # the bytes of storage of every copy tuning takes
+    for name in ("clone", "clone_to_host"):
+        made = getattr(bt, name)
+        monkeypatch.setattr(bt, name, lambda x, made=made: _noted(made(x), copies))
+    x = torch.zeros(1).expand(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the watch's warning that X is updated in place
+        res = autotune_launch(
+            count, space={"tile": [8192, 16384]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(x, x.stride(0), n), kwargs=lambda cfg: {"TILE": cfg.tile},
+            restore_value=restore, isolate=False, name=f"broadcast-copy-{restore}",
+        )  # fmt: skip
+    assert res.source == "tuned"
+    assert all(r.status == "ok" for r in res.timings.values()), res.timings
+    assert float(x[0]) == float(n), float(x[0])
+    assert copies and max(copies) == 4, copies
+
+
+def _noted(copy: Any, sizes: list[int]) -> Any:
+    sizes.append(copy.untyped_storage().nbytes())
+    return copy

@@ -360,12 +360,36 @@ def triton_env() -> dict[str, str]:
 
 
 def clone(x: Any) -> Any:
-    return x.detach().clone()
+    """A copy of ``x``: of the memory it covers where its elements share memory (a
+    broadcast ``torch.zeros(1).expand(1 << 20)`` is one element, not a million), viewed
+    with its strides, so it restores and compares as ``x`` does."""
+    x = x.detach()
+    span = _storage_span(x)
+    if span is None:
+        return x.clone()
+    return x.as_strided((span,), (1,)).clone().as_strided(x.shape, x.stride())
 
 
 def clone_to_host(x: Any) -> Any:
-    """A copy of ``x`` in host memory (where the device has no room for one)."""
-    return x.detach().to("cpu", copy=True)
+    """A copy of ``x`` in host memory (where the device has no room for one); of the memory
+    it covers where its elements share memory, as :func:`clone`."""
+    x = x.detach()
+    span = _storage_span(x)
+    if span is None:
+        return x.to("cpu", copy=True)
+    flat = x.as_strided((span,), (1,)).to("cpu", copy=True)
+    return flat.as_strided(x.shape, x.stride())
+
+
+def _storage_span(x: Any) -> int | None:
+    """How many elements of storage ``x`` covers from its first, where that is fewer than
+    its elements (they share memory: a stride 0 along a dimension of two or more); None
+    otherwise."""
+    dims = tuple(zip(x.stride(), x.shape, strict=True))
+    if x.numel() < 2 or all(stride or size < 2 for stride, size in dims):
+        return None
+    span = 1 + sum((size - 1) * stride for stride, size in dims)
+    return span if span < x.numel() else None
 
 
 def copy_into(dst: Any, src: Any) -> None:
