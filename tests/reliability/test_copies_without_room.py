@@ -104,3 +104,56 @@ def test_a_broadcast_argument_is_copied_at_the_size_of_its_storage(
 def _noted(copy: Any, sizes: list[int]) -> Any:
     sizes.append(copy.untyped_storage().nbytes())
     return copy
+
+
+@triton.jit
+def copy_or_trash(dst, src, N, TRASH: tl.constexpr, BLOCK: tl.constexpr):
+    """dst = src. With TRASH, each program also writes its block of ``src`` times 100, and
+    the second program raises (``tl.assume``): a launch that wrote an input, then failed."""
+    pid = tl.program_id(0)
+    i = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + i, mask=i < N)
+    tl.store(dst + i, x, mask=i < N)
+    if TRASH:
+        tl.store(src + i, x * 100, mask=i < N)
+        tl.assume(pid < 1)
+
+
+def test_a_comparison_that_raises_leaves_the_other_arguments_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A configuration whose launch writes ``src`` and then raises is put back before the
+    next launch; comparing ``dst`` with its copy raises (as a copy in host memory compared
+    with a device tensor does): every argument's restore is its own, so ``src`` is put back
+    all the same (the first raising comparison ended them all, and the next configuration
+    ran on the trashed ``src``)."""
+    n = 1000
+    original = torch.randn(n)
+    src, dst = original.clone(), torch.zeros(n)
+    equal = bt.equal
+
+    def across_devices(a: Any, b: Any) -> bool:
+        if a is dst:
+            raise RuntimeError("Expected all tensors to be on the same device, but found at "
+                               "least two devices, cuda:0 and cpu!")  # fmt: skip
+        return equal(a, b)
+
+    monkeypatch.setattr(bt, "equal", across_devices)
+    seen: list[bool] = []  # whether each launch of a configuration that trashes nothing saw src
+
+    def note(args: dict[str, Any]) -> None:
+        if not args["TRASH"]:
+            seen.append(torch.equal(args["src"], original))
+
+    bad, good = ({"TRASH": True, "BLOCK": 128}, {"TRASH": False, "BLOCK": 128})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the watch's, on comparisons that raise
+        res = autotune_launch(
+            copy_or_trash, space=[bad, good, {"TRASH": False, "BLOCK": 256}],
+            grid=lambda c: (cdiv(n, c.BLOCK),), args=(dst, src, n),
+            kwargs=lambda c: {"TRASH": c.TRASH, "BLOCK": c.BLOCK}, pre_hook=note,
+            isolate=False, name="compare-raises",
+        )  # fmt: skip
+    assert not res.config.TRASH
+    assert seen and all(seen), f"{seen.count(False)} of {len(seen)} launches saw a trashed src"
+    assert torch.equal(src, original) and torch.equal(dst, original)

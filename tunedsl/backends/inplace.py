@@ -167,13 +167,28 @@ class InPlaceWatch:
         try:
             if saved:
                 self.bt.synchronize()
-            for name, value in saved.items():
-                if not self.bt.equal(self.bound[name], value):
-                    self.bt.copy_into(self.bound[name], value)
         except Exception:  # a device the failure left unusable: its next launch says so
             pass
+        for name, value in saved.items():  # each on its own: one raising leaves the others
+            self._put_back(name, value)
         if not self.done:
             self.seen = 0
+
+    def _put_back(self, name: str, value: Any) -> None:
+        """``name`` back to the caller's ``value`` where it differs; where comparing them
+        raises (a copy in host memory against a device tensor), put back all the same;
+        where that raises too (a device the failure left unusable), left to the next launch
+        to report."""
+        target = self.bound[name]
+        try:
+            if self.bt.equal(target, value):
+                return
+        except Exception:
+            pass
+        try:
+            self.bt.copy_into(target, value)
+        except Exception:
+            pass
 
     def fresh_start(self) -> None:
         """The arguments were just put back to the caller's values (a ``verify=`` check runs
