@@ -125,6 +125,43 @@ def test_a_launch_option_the_launch_passes_itself_is_not_given_twice() -> None:
     assert torch.equal(out, x * sum(want.values()))
 
 
+@triton.jit
+def plain_copy(X, OUT, N, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(OUT + i, tl.load(X + i, mask=i < N), mask=i < N)
+
+
+@pytest.mark.parametrize("hints", [{}, {"maxnreg": 128}], ids=["defaults", "maxnreg"])
+def test_hooks_see_the_launch_options_triton_autotunes_hooks_see(hints: dict[str, int]) -> None:
+    """``pre_hook``/``post_hook`` of a space without ``num_warps``: Triton's hooks get every
+    configuration's ``num_warps``, ``num_stages`` and ``num_ctas`` (``maxnreg`` when set);
+    tunedsl's lacked them, and a hook reading ``args["num_warps"]`` stopped the tuning."""
+    n, x = 64, torch.randn(64)
+    seen: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+
+    def pre(args: dict[str, Any], reset_only: bool = False) -> None:  # Triton's signature
+        seen.append(("pre", tuple((k, args[k]) for k in OPTION_NAMES if k in args)))
+
+    def post(args: dict[str, Any], exception: Any = None) -> None:
+        seen.append(("post", tuple((k, args[k]) for k in OPTION_NAMES if k in args)))
+
+    configs = [triton.Config({"BLOCK": b}, **hints) for b in (16, 32)]
+    theirs = triton.autotune(configs, key=["N"], do_bench=_cpu_bench, pre_hook=pre, post_hook=post)(
+        plain_copy
+    )
+    theirs[lambda meta: (cdiv(n, meta["BLOCK"]),)](x, torch.zeros(n), n)
+    seen_by_triton = set(seen)
+    seen.clear()
+    out = torch.zeros(n)
+    autotune_launch(
+        plain_copy, space={"BLOCK": [16, 32]}, grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=(x, out, n), kwargs=lambda cfg: {"BLOCK": cfg.BLOCK}, pre_hook=pre,
+        post_hook=post, name=f"hook-defaults-{len(hints)}", **hints,
+    )  # fmt: skip
+    assert set(seen) == seen_by_triton, (seen, seen_by_triton)
+    assert torch.equal(out, x)
+
+
 @pytest.mark.parametrize(
     ("typo", "meant"),
     [("restore_values", "restore_value"), ("reset_to_zeros", "reset_to_zero"),
