@@ -77,7 +77,8 @@ def test_pre_and_post_hooks_run_around_repetitions() -> None:
         pre_hook=lambda args: (pre.append(sorted(args)), args["out"].zero_()),
         post_hook=lambda args, exception: post.append(exception),
     )
-    assert pre and pre[0] == ["TILE", "n", "out", "x"]
+    # The arguments, and the launch options as Triton's hooks get them (Config's defaults).
+    assert pre and pre[0] == ["TILE", "n", "num_ctas", "num_stages", "num_warps", "out", "x"]
     assert post == [None, None, None]  # once per configuration, no error
 
 

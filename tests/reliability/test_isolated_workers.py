@@ -33,27 +33,36 @@ with open(os.path.join(_here, "planted-code-ran"), "a") as _mark:
     _mark.write(f"pid {os.getpid()} uid {os.getuid()}\\n")
 """
 
-VICTIM = """
+# A tune of ``{kernel}`` (a vector add ``c = a + b`` of ``{module}``, found in ``{here}``) in
+# an isolated worker; the result is checked, and the source and statuses printed.
+ISOLATED_ADD = """
 import sys
 sys.path.insert(0, {here!r})
 import torch
-from rel_kernels import vadd
+from {module} import {kernel}
 from tunedsl import autotune_launch
 
 n = 300
 a, b, c = torch.ones(n), torch.ones(n), torch.zeros(n)
 result = autotune_launch(
-    vadd,
+    {kernel},
     space=dict(TILE=[64, 128]),
     grid=lambda cfg: ((n + cfg.TILE - 1) // cfg.TILE,),
     args=(a, b, c, n),
     kwargs=lambda cfg: dict(TILE=cfg.TILE),
     isolate=True,
-    name="shared-cwd",
+    name={name!r},
 )
 assert torch.equal(c, a + b)
 print("RESULT", result.source, sorted(r.status for r in result.timings.values()), flush=True)
 """
+TUNED_IN_THE_WORKER = "RESULT tuned ['ok', 'ok']"  # every configuration measured there
+
+
+def isolated_add(path: Path, here: Path, module: str, kernel: str, name: str | None = None) -> Path:
+    """``path``, written with a script that tunes ``module.kernel`` in a worker."""
+    text = ISOLATED_ADD.format(here=str(here), module=module, kernel=kernel, name=name)
+    return write_script(path, text)
 
 
 def test_a_package_planted_in_a_shared_working_directory_never_runs_in_the_worker(
@@ -74,7 +83,7 @@ def test_a_package_planted_in_a_shared_working_directory_never_runs_in_the_worke
         )  # fmt: skip
         planted = shared / "tunedsl" / "__init__.py"
         assert planted.stat().st_uid == 65534 and planted.parent.stat().st_uid == 65534
-        script = write_script(tmp_path / "victim.py", VICTIM.format(here=str(HERE)))
+        script = isolated_add(tmp_path / "victim.py", HERE, "rel_kernels", "vadd", "shared-cwd")
         done = subprocess.run(
             [sys.executable, str(script)],
             cwd=shared,  # the tune runs from the shared directory
@@ -86,8 +95,7 @@ def test_a_package_planted_in_a_shared_working_directory_never_runs_in_the_worke
         mark = shared / "planted-code-ran"
         assert not mark.exists(), f"the planted package ran: {mark.read_text()}"
         assert done.returncode == 0, done.stderr[-3000:]
-        # A real tune in the worker: every configuration measured there.
-        assert "RESULT tuned ['ok', 'ok']" in done.stdout, done.stdout + done.stderr[-3000:]
+        assert TUNED_IN_THE_WORKER in done.stdout, done.stdout + done.stderr[-3000:]
     finally:
         shutil.rmtree(shared, ignore_errors=True)
 
@@ -135,33 +143,12 @@ def add_reading_stdin(a, b, c, n, TILE: tl.constexpr):
     tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
 """
 
-READS_STDIN = """
-import sys
-sys.path.insert(0, {here!r})
-import torch
-from stdin_kernels import add_reading_stdin
-from tunedsl import autotune_launch
-
-n = 300
-a, b, c = torch.ones(n), torch.ones(n), torch.zeros(n)
-result = autotune_launch(
-    add_reading_stdin,
-    space=dict(TILE=[64, 128]),
-    grid=lambda cfg: ((n + cfg.TILE - 1) // cfg.TILE,),
-    args=(a, b, c, n),
-    kwargs=lambda cfg: dict(TILE=cfg.TILE),
-    isolate=True,
-)
-assert torch.equal(c, a + b)
-print("RESULT", result.source, sorted(r.status for r in result.timings.values()), flush=True)
-"""
-
 
 def test_a_kernel_module_that_reads_stdin_reads_nothing_in_the_worker(tmp_path: Path) -> None:
     # The worker imports the kernel's module, whose top-level code reads stdin: it read the
     # worker's request pipe and waited there until the configuration timed out, every time.
     write_script(tmp_path / "stdin_kernels.py", STDIN_KERNELS)
-    script = write_script(tmp_path / "main.py", READS_STDIN.format(here=str(tmp_path)))
+    script = isolated_add(tmp_path / "main.py", tmp_path, "stdin_kernels", "add_reading_stdin")
     done = subprocess.run(
         [sys.executable, str(script)],
         env=child_env(tmp_path / "cache", TUNEDSL_CONFIG_TIMEOUT="10"),
@@ -171,7 +158,7 @@ def test_a_kernel_module_that_reads_stdin_reads_nothing_in_the_worker(tmp_path: 
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "RESULT tuned ['ok', 'ok']" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert TUNED_IN_THE_WORKER in done.stdout, done.stdout + done.stderr[-3000:]
 
 
 SPINNING = """

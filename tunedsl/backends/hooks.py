@@ -50,8 +50,9 @@ def hook_args(info: Any, v: Variant, hints: Mapping[str, Any]) -> dict[str, Any]
 
     bound = bt.bind_arguments(info, v.args, v.kwargs)
     # The interpreter's launches get the hints too (it drops them before running the
-    # kernel), so a hook reading args["num_warps"] runs on the CPU as on a GPU.
-    options = v.options or hint_fields(v.config, hints)
+    # kernel), so a hook reading args["num_warps"] runs on the CPU as on a GPU; and, as
+    # triton.autotune's hooks, triton.Config's defaults of those the configuration leaves unset.
+    options = {**bt.config_launch_defaults(), **(v.options or hint_fields(v.config, hints))}
     return {**{k: x for k, x in options.items() if k not in bound}, **bound}
 
 

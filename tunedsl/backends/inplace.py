@@ -167,13 +167,28 @@ class InPlaceWatch:
         try:
             if saved:
                 self.bt.synchronize()
-            for name, value in saved.items():
-                if not self.bt.equal(self.bound[name], value):
-                    self.bt.copy_into(self.bound[name], value)
         except Exception:  # a device the failure left unusable: its next launch says so
             pass
+        for name, value in saved.items():  # each on its own: one raising leaves the others
+            self._put_back(name, value)
         if not self.done:
             self.seen = 0
+
+    def _put_back(self, name: str, value: Any) -> None:
+        """``name`` back to the caller's ``value`` where it differs; where comparing them
+        raises (a copy in host memory against a device tensor), put back all the same;
+        where that raises too (a device the failure left unusable), left to the next launch
+        to report."""
+        target = self.bound[name]
+        try:
+            if self.bt.equal(target, value):
+                return
+        except Exception:
+            pass
+        try:
+            self.bt.copy_into(target, value)
+        except Exception:
+            pass
 
     def fresh_start(self) -> None:
         """The arguments were just put back to the caller's values (a ``verify=`` check runs
@@ -199,6 +214,30 @@ class InPlaceWatch:
         except RuntimeError:  # no room to compare: put them all back (unchanged ones alike)
             later = dict(self.unwritten)
         return found, {**later, **written}
+
+
+def restore_copies(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    """``restore_value=``'s copies of the caller's values of ``tensors``, put back before
+    every launch: each on the device, or, where the device has no room for it, in host
+    memory (put back from there; one warning says so). Where the host has no room either,
+    the device's error is raised."""
+    from tunedsl.backends import triton as bt
+
+    copies: dict[str, Any] = {}
+    for name, value in tensors.items():
+        try:
+            copies[name] = bt.clone(value)
+        except RuntimeError as err:  # no room on the device for this copy: in host memory
+            try:
+                copies[name] = bt.clone_to_host(value)
+            except RuntimeError:
+                raise err from None
+            InPlaceWatch._warn(
+                "restore",
+                f"could not copy {name!r} of restore_value= on the device ({err}); it is "
+                "copied in host memory and put back from there before every launch",
+            )
+    return copies
 
 
 def data_arguments(bound: Mapping[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from typing import Any
 from tunedsl.backends.compile_ahead import CompileAhead, compile_jobs
 from tunedsl.backends.compile_pool import default_workers
 from tunedsl.backends.hooks import call_pre_hook, call_user, check_named, check_output, hook_args
-from tunedsl.backends.inplace import InPlaceWatch, data_arguments, tuple_members
+from tunedsl.backends.inplace import InPlaceWatch, data_arguments, restore_copies, tuple_members
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
@@ -120,7 +120,7 @@ class Guard:
         self.bound = bound
         self.kernel = kernel
         self.zero_names = [n for n in reset_to_zero if bound[n] is not None]
-        self.restore = {n: bt.clone(bound[n]) for n in restore_value if bound[n] is not None}
+        self.restore = restore_copies({n: bound[n] for n in restore_value if bound[n] is not None})
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.settings.pre_hook
         skip = (*restore_value, *reset_to_zero)

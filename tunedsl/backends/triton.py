@@ -16,6 +16,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 from tunedsl.backends.kernel_source import interpreted_source_hash, kernel_source_hash, python_fn
+from tunedsl.engine.twins import options_reach_kernel
 from tunedsl.model.hints import INTERPRETER, TargetFacts
 from tunedsl.model.keys import is_tensor
 
@@ -94,6 +95,39 @@ def _kernel_info_cached(kernel: Any) -> KernelInfo:
 def launch_option_names() -> frozenset[str]:
     """The keywords a launch may pass besides the kernel's parameters (``num_warps``, ...)."""
     return compat.launch_option_names()
+
+
+@functools.lru_cache(maxsize=1)
+def config_launch_defaults() -> dict[str, int]:
+    """The launch options a ``triton.Config`` naming none of them carries (``num_warps``,
+    ``num_stages``, ``num_ctas``), read from the Triton in use. ``maxnreg`` defaults to
+    ``None``, which ``Config.all_kwargs()`` leaves out: it is none of these."""
+    import triton
+
+    try:
+        params = inspect.signature(triton.Config.__init__).parameters
+    except (TypeError, ValueError):  # no readable signature: Triton 3's values
+        return {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
+    return {
+        name: params[name].default
+        for name in ("num_warps", "num_stages", "num_ctas")
+        if name in params and type(params[name].default) is int
+    }
+
+
+def heuristic_launch_options(
+    kernel: Any, options: Mapping[str, Any], passed: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``options`` as a launch of ``kernel`` passing the keywords ``passed`` gives them. A
+    ``@triton.heuristics`` function sees the launch options (``args["num_warps"]``), and
+    under ``triton.autotune`` every configuration carries ``num_warps``, ``num_stages`` and
+    ``num_ctas`` (``maxnreg`` when set): a kernel in heuristics gets ``triton.Config``'s
+    defaults for those neither the configuration nor the launch sets, on a GPU and under
+    the interpreter alike."""
+    if not options_reach_kernel(kernel):
+        return dict(options)
+    defaults = config_launch_defaults()
+    return {**{k: v for k, v in defaults.items() if k not in passed}, **options}
 
 
 def kernel_info(kernel: Any) -> KernelInfo:
@@ -326,12 +360,36 @@ def triton_env() -> dict[str, str]:
 
 
 def clone(x: Any) -> Any:
-    return x.detach().clone()
+    """A copy of ``x``: of the memory it covers where its elements share memory (a
+    broadcast ``torch.zeros(1).expand(1 << 20)`` is one element, not a million), viewed
+    with its strides, so it restores and compares as ``x`` does."""
+    x = x.detach()
+    span = _storage_span(x)
+    if span is None:
+        return x.clone()
+    return x.as_strided((span,), (1,)).clone().as_strided(x.shape, x.stride())
 
 
 def clone_to_host(x: Any) -> Any:
-    """A copy of ``x`` in host memory (where the device has no room for one)."""
-    return x.detach().to("cpu", copy=True)
+    """A copy of ``x`` in host memory (where the device has no room for one); of the memory
+    it covers where its elements share memory, as :func:`clone`."""
+    x = x.detach()
+    span = _storage_span(x)
+    if span is None:
+        return x.to("cpu", copy=True)
+    flat = x.as_strided((span,), (1,)).to("cpu", copy=True)
+    return flat.as_strided(x.shape, x.stride())
+
+
+def _storage_span(x: Any) -> int | None:
+    """How many elements of storage ``x`` covers from its first, where that is fewer than
+    its elements (they share memory: a stride 0 along a dimension of two or more); None
+    otherwise."""
+    dims = tuple(zip(x.stride(), x.shape, strict=True))
+    if x.numel() < 2 or all(stride or size < 2 for stride, size in dims):
+        return None
+    span = 1 + sum((size - 1) * stride for stride, size in dims)
+    return span if span < x.numel() else None
 
 
 def copy_into(dst: Any, src: Any) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting, jit_run, launch_hooked
-from tunedsl.backends.triton import KernelInfo, kernel_info
+from tunedsl.backends.triton import KernelInfo, heuristic_launch_options, kernel_info
 from tunedsl.model.keys import is_tensor
 
 
@@ -186,10 +186,19 @@ class Launcher:
         static_kwargs: Mapping[str, Any],
         dyn_kwargs: Mapping[str, Any],
     ) -> Any:
+        options = self.launch_options(static_kwargs, dyn_kwargs)
         if self.lock is None:
-            return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
+            return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, options)
         with self.lock:
-            return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, self.options)
+            return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, options)
+
+    def launch_options(
+        self, static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The options a launch passes: the decision's, with ``triton.Config``'s defaults
+        for a kernel in ``@triton.heuristics`` (whose functions read them)."""
+        passed = {**static_kwargs, **dyn_kwargs} if dyn_kwargs else static_kwargs
+        return heuristic_launch_options(self.kernel, self.options, passed)
 
     def __call__(
         self,
@@ -274,9 +283,8 @@ class Launcher:
         launch = None
         if self.stored_binary and not self.compiled:
             self.stored_binary = False  # one attempt per key (the first device)
-            launch = _launch_source(
-                self.kernel, args, {**static_kwargs, **dyn_kwargs}, self.options
-            )
+            options = self.launch_options(static_kwargs, dyn_kwargs)
+            launch = _launch_source(self.kernel, args, {**static_kwargs, **dyn_kwargs}, options)
             if launch is not None and self._load_stored(launch, args, static_kwargs, dyn_kwargs):
                 self(grid, args, static_kwargs, dyn_kwargs, None)  # now the direct path
                 return

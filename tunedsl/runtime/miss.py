@@ -158,13 +158,14 @@ def variants(
                     bt.storage_address,
                     site.label,
                 )
+        kwargs = {**call.static_kwargs, **dyn_kwargs}
         out.append(
             Variant(
                 config=cfg,
                 args=fill_holes(call.args, holes) if holes else tuple(call.args),
-                kwargs={**call.static_kwargs, **dyn_kwargs},
+                kwargs=kwargs,
                 grid=mistakes.grid_dims(grid, site.label),  # checks, with the fix in the message
-                options=options,
+                options=bt.heuristic_launch_options(call.kernel, options, kwargs),
             )
         )
     if out:  # the launch as it runs: a field that never reaches the kernel, empty grids
