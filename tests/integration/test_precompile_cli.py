@@ -499,3 +499,74 @@ def test_a_kernel_under_triton_heuristics_compiles_with_their_values(
     assert len(rows) == 2 and all(_row(r, r[:10]) == [4, 0, 0, 0] for r in rows), run.stdout
     # n=256 divides both tiles (FULL), n=300 neither; num_warps 2 and 4 (WIDE): 8 binaries
     assert len(list((tmp_path / "triton-cache").rglob("*.cubin"))) == 8
+
+
+REPLAYED_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.heuristics({"FULL": lambda args: args["n"] % args["TILE"] == 0})
+@triton.jit
+def add_one_even(x, y, n, TILE: tl.constexpr, FULL: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if FULL:
+        tl.store(y + offs, tl.load(x + offs) + 1)
+    else:
+        tl.store(y + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@triton.jit
+def add_one(x, y, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def run(kernel, name, space, n):
+    x = torch.randn(n)
+    y = torch.empty_like(x)
+    autotune_launch(kernel, space=space, grid=lambda c: (cdiv(n, c.TILE),), args=(x, y, n),
+                    kwargs=lambda c: {"TILE": c.TILE}, name=name)
+    assert torch.equal(y, x + 1)
+
+
+if __name__ == "__main__":
+    for n in (4096, 4000):  # FULL for both tiles, then for neither
+        run(add_one_even, "add_one_even", {"TILE": [128, 256]}, n)
+    for n in (4096, 8192):  # one signature: the second record's binaries are the first's
+        run(add_one, "add_one", {"TILE": [128], "num_ctas": [1, 3]}, n)  # 3 CTAs compile on no GPU
+    print("tuned")
+"""
+
+
+def test_replay_compiles_what_heuristics_gave_and_counts_a_failed_binary_once_per_record(
+    tmp_path: Path,
+) -> None:
+    """Replay of records tuned under the interpreter, on ``cuda:90``:
+
+    - a kernel under ``@triton.heuristics``: its records kept only the configuration's own
+      constexprs, and every configuration failed with "no value recorded for constexpr
+      argument 'FULL'"; records now keep what the heuristics computed for each;
+    - two records of one signature: the second's configurations are the first's binaries.
+      One that failed to compile for the first was counted "cached" for the second."""
+    script = tmp_path / "replayed.py"
+    script.write_text(REPLAYED_SCRIPT, encoding="utf-8")
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    by_site: dict[str, list[list[int]]] = {}  # compiled, cached, failed, interpreted
+    for line in done.stdout.splitlines():
+        if line.startswith(("add_one_even [record", "add_one [record")):
+            by_site.setdefault(line.split()[0], []).append(_row(line, line[:10]))
+    # FULL differs between the two sizes: 4 binaries, none failed
+    assert by_site["add_one_even"] == [[2, 0, 0, 0], [2, 0, 0, 0]], done.stdout
+    # the second record: its 1-CTA binary built, its 3-CTA one failed again (not "cached")
+    assert sorted(by_site["add_one"]) == [[0, 1, 1, 0], [1, 0, 1, 0]], done.stdout
+    assert done.returncode == 1 and done.stdout.count("num_ctas=3): RuntimeError") == 2

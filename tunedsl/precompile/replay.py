@@ -120,6 +120,24 @@ def _check_module_source(module_name: str) -> None:
             return  # a module, not a package: nothing below it is imported from files
 
 
+def _count(
+    report: SiteReport,
+    session: PrecompileSession,
+    result: ConfigResult,
+    what: str,
+    failure: str | None = None,
+) -> None:
+    """Count one configuration's replay in ``report`` and say it (``session.emit``)."""
+    if what == "failed":
+        if result.status == "ok" and failure is not None:  # only a regression is a failure
+            report.failed[str(result.config)] = failure
+    elif what == "cached":
+        report.cached += 1
+    else:
+        report.compiled += 1
+    session.emit(report.site, result.config, what)
+
+
 def replay_jobs(
     record: Record, kernel: Kernel, target: Any
 ) -> list[tuple[ConfigResult, Callable[[], object]]]:
@@ -205,7 +223,9 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
     from tunedsl.store import records
 
     target = session.target or current_target()
-    seen: set[str] = set()
+    # A binary already compiled for an earlier configuration (the same kernel, signature,
+    # options and constexprs): None, or why it failed.
+    seen: dict[str, str | None] = {}
     imported: dict[str, Any] = {}
     unimportable: dict[str, list[str]] = {}  # file -> the ids of its records
     for path in records.iter_record_files():
@@ -230,35 +250,33 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
             summary.notes.append(f"record {record.id} ({record.site}) skipped: {stale}")
             continue
         jobs = []
-        results: dict[Config, ConfigResult] = {}
+        results: dict[Config, tuple[ConfigResult, str]] = {}
+        same: list[tuple[ConfigResult, str]] = []  # the binary of a configuration queued before
         for result, run in replay_jobs(record, kernel, target):
             marker = json.dumps(
                 [record.kernel, record.signature, result.options, result.constexprs],
                 sort_keys=True,
                 default=str,
             )
-            if marker in seen:  # the same binary as a configuration already queued
-                report.cached += 1
-                session.emit(report.site, result.config, "cached")
+            if marker in seen or any(m == marker for _, m in results.values()):
+                same.append((result, marker))
                 continue
-            seen.add(marker)
-            results[result.config] = result
+            results[result.config] = (result, marker)
             jobs.append(CompileJob(result.config, run))
         for job, outcome in compile_stream(
             jobs, workers=session.workers, timeout_s=session.timeout_s
         ):
-            result = results[job.config]
-            label = str(result.config)
+            result, marker = results[job.config]
+            failure = None
             if isinstance(outcome, BaseException):
-                if result.status == "ok":  # only a regression counts as a failure
-                    report.failed[label] = f"{type(outcome).__name__}: {outcome}"
-                session.emit(report.site, result.config, "failed")
-            elif is_cache_hit(outcome):
-                report.cached += 1
-                session.emit(report.site, result.config, "cached")
+                failure = f"{type(outcome).__name__}: {outcome}"
+                _count(report, session, result, "failed", failure)
             else:
-                report.compiled += 1
-                session.emit(report.site, result.config, "compiled")
+                _count(report, session, result, "cached" if is_cache_hit(outcome) else "compiled")
+            seen[marker] = failure
+        for result, marker in same:  # as its binary went: it failed too, or it is built
+            failure = seen.get(marker)
+            _count(report, session, result, "cached" if failure is None else "failed", failure)
         summary.reports.append(report)
     for filename, ids in unimportable.items():
         cause = imported[filename].cause

@@ -59,8 +59,19 @@ class TuneOutcome:
     compiled: int = 0  # configurations prepared (compiled) in this process
 
 
-def constexpr_values(variant: Variant, constexpr_names: frozenset[str]) -> dict[str, Any]:
-    return {n: json_safe(v) for n, v in variant.kwargs.items() if n in constexpr_names}
+def constexpr_values(
+    kernel: Any, variant: Variant, constexpr_names: frozenset[str]
+) -> dict[str, Any]:
+    """A configuration's constexprs for its record, with those ``@triton.heuristics``
+    compute for it: a replay compiles the configuration from them alone."""
+    from tunedsl.backends.compat import with_heuristics
+
+    kwargs = variant.kwargs
+    try:
+        kwargs = with_heuristics(kernel, variant.args, kwargs, variant.options)
+    except Exception:  # the launch raises it too: the configuration failed
+        pass
+    return {n: json_safe(v) for n, v in kwargs.items() if n in constexpr_names}
 
 
 def check_choice(req: TuneRequest) -> str | None:
@@ -180,7 +191,7 @@ def _tune_lazy(req: TuneRequest, info: KernelInfo, start: float) -> TuneOutcome:
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
         v = variant_for(config)
-        return dict(v.options), constexpr_values(v, info.constexpr_names)
+        return dict(v.options), constexpr_values(req.kernel, v, info.constexpr_names)
 
     results = [
         _with_round(r, outcome)
@@ -385,7 +396,7 @@ def _results(
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
         v = by_config[config]
-        return dict(v.options), constexpr_values(v, info.constexpr_names)
+        return dict(v.options), constexpr_values(req.kernel, v, info.constexpr_names)
 
     observed = {o.config: o for o in outcome.observations}
     fresh = results_from_observations(outcome.observations, extras, req.previous.values())
