@@ -70,6 +70,17 @@ def save_rule(rule: Rule, root: Path) -> Path:
     return path
 
 
+def held_for_another_gpu(root: Path, digest: str, gpu: Any) -> Rule | None:
+    """The valid rule ``root`` holds under ``digest`` when it was measured on another GPU
+    model than ``gpu`` (a rule built here would replace it: rules for several GPU models go
+    one directory each), else None (none there, a damaged one, or one of this GPU model)."""
+    try:
+        rule = read_rule_file(rule_path(root, digest))
+    except (OSError, InvalidRule, rec.InvalidRecord):
+        return None
+    return rule if rule.device.get("name") != gpu else None
+
+
 def read_rule_file(path: Path) -> Rule:
     """One rule file; raise InvalidRule (bad content) or OSError (unreadable, a link, not a
     regular file, too large, writable by others, another owner)."""
