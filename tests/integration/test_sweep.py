@@ -85,6 +85,25 @@ def test_a_bad_shapes_file_says_what_is_expected(tmp_path: Path) -> None:
         read_shapes(shapes(tmp_path, {"n": 1}))  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("command", ["sweep", "rules build"])
+def test_an_empty_shapes_file_is_an_error_not_a_sweep_of_nothing(
+    tmp_path: Path, command: str
+) -> None:
+    # `[]` (a generator's bug) planned no task: "0 tasks, 0 records written, 0 failed", exit 0.
+    path = shapes(tmp_path, [])
+    argv = [SCRIPT, "--no-ray"] if command == "sweep" else ["--out", str(tmp_path / "r")]
+    argv += ["--script", SCRIPT] if command != "sweep" else []
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_CACHE_DIR": str(tmp_path / "c")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", *command.split(), *argv, "--shapes", path],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"shapes file {path} holds no shapes" in lines[0], lines
+    assert '[{"n": 4096}' in lines[0] and "0 tasks" not in done.stdout + done.stderr
+
+
 def test_ray_sweep_retries_on_another_actor_and_reports_failures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

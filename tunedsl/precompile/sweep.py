@@ -79,11 +79,11 @@ def read_shapes(path: str | None) -> list[dict[str, Any]]:
         raise UsageError(f"cannot read shapes file {path}: {why}") from None
     except RecursionError:
         raise UsageError(f"cannot read shapes file {path}: JSON nested too deeply") from None
+    example = '[{"n": 4096}, {"n": 8192}] (each the keyword arguments of one workload call)'
     if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
-        raise UsageError(
-            f"shapes file {path} must hold a JSON list of objects, e.g. "
-            '[{"n": 4096}, {"n": 8192}] (each the keyword arguments of one workload call)'
-        )
+        raise UsageError(f"shapes file {path} must hold a JSON list of objects, e.g. {example}")
+    if not data:  # a sweep of no task, or nothing measured, would say it succeeded
+        raise UsageError(f"shapes file {path} holds no shapes (an empty list): list {example}")
     return data
 
 
