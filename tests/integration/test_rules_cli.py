@@ -376,3 +376,26 @@ def test_build_into_a_directory_holding_the_sites_rule_for_another_gpu_keeps_tha
     assert refreshed.returncode == 0, refreshed.stderr
     rebuilt = json.loads(path.read_text())
     assert rebuilt["device"]["name"] == here and rebuilt["toolchain"]["triton"] != "0.0.1"
+
+
+def test_rules_built_into_the_caches_records_directory_named_on_the_path_decide(
+    monkeypatch: pytest.MonkeyPatch, tune_count: list
+) -> None:
+    # "Beside any records you ship": rules built into the cache's own records directory and
+    # that directory named on TUNEDSL_RECORDS_PATH. The path's entry naming the cache's
+    # records is left out of the shipped records (read first already), and the rules with it:
+    # every key was tuned while `rules check` called the rule current.
+    from rule_helpers import sweep
+
+    from tunedsl.store import paths
+
+    sweep("swept")
+    records = paths.records_dir()
+    done = rules_cli("build", "--out", str(records))
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", str(records))
+    rule_store.forget_loaded()
+    assert "current" in rules_cli("check", str(records)).stdout
+    swept = len(tune_count)
+    res = run("swept", 300)  # never swept, inside [64, 1024]
+    assert res.source == "rule" and len(tune_count) == swept

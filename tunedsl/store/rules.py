@@ -89,8 +89,10 @@ def read_rule_file(path: Path) -> Rule:
 
 
 def rule_dirs() -> list[Path]:
-    """Where rules are found: the ``TUNEDSL_RECORDS_PATH`` directories, in order."""
-    return rec.extra_record_dirs()
+    """Where rules are found: the ``TUNEDSL_RECORDS_PATH`` directories, in order, the
+    cache's own records directory included where the path names it (records leave it out,
+    as they read it first already: rules have no other place to be read from)."""
+    return [Path(p).expanduser() for p in knobs.records_path()]
 
 
 def find_rules(digest: str) -> tuple[Rule, ...]:
