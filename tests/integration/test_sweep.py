@@ -50,6 +50,20 @@ def test_in_process_sweep_writes_one_record_per_shape_and_a_bundle(tmp_path: Pat
     assert "2/2 tasks" in out.getvalue()
 
 
+def test_a_shape_listed_twice_is_one_task_tuned_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # Two processes (GPUs) each took a copy of the shape and tuned the same key again: a
+    # copy per process, or per Ray actor, of a shape listed twice (shapes files joined).
+    items = [{"n": 130}, {"n": 130}, {"n": 330}, {"n": 130}, {"n": 330}]
+    out = io.StringIO()
+    written, outcomes = sweep(SCRIPT, shapes(tmp_path, items), use_ray=False, gpus=2, out=out)
+    assert sorted(o.task.shape["n"] for o in outcomes) == [130, 330]
+    assert [len(o.records) for o in outcomes] == [1, 1] and len(written) == 2
+    assert "2/2 tasks" in out.getvalue()
+
+
 @pytest.mark.parametrize("gpus", [None, 2])
 def test_a_task_that_calls_sys_exit_is_a_failed_task_not_the_end_of_the_sweep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int | None

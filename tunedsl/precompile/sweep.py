@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl.errors import TuningError, UsageError
+from tunedsl.model.canonical import canonical_json
 from tunedsl.store.paths import check_scratch
 
 if TYPE_CHECKING:
@@ -103,11 +104,10 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
     workloads = registered_workloads(module.__name__)
     if not workloads:
         raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
-    tasks = [
-        Task(0, os.path.abspath(script), wl.qualname, dict(shape))
-        for shape in shapes
-        for wl in workloads
-    ]
+    # A shape listed twice is one task: each process (a GPU's, a Ray actor) tuned its copy.
+    distinct = {canonical_json(shape): shape for shape in shapes}.values()
+    path = os.path.abspath(script)
+    tasks = [Task(0, path, wl.qualname, dict(shape)) for shape in distinct for wl in workloads]
     return [Task(i, t.script, t.workload, t.shape) for i, t in enumerate(tasks)]
 
 
@@ -182,8 +182,7 @@ class Progress:
     with ``quiet`` (``TUNEDSL_QUIET=1``), which only counts."""
 
     def __init__(self, total: int, out: TextIO, *, quiet: bool = False) -> None:
-        self.total, self.failed, self.out = total, 0, out
-        self.quiet = quiet
+        self.total, self.failed, self.out, self.quiet = total, 0, out, quiet
         self.finished: list[Outcome] = []  # what an interrupted sweep still writes
 
     @property
@@ -368,14 +367,13 @@ def merge(
         if kept is not None:
             kept.append(record)
     if bundle is not None:
+        from tunedsl.store import atomic
         from tunedsl.store.records import BUNDLE_VERSION
 
         text = json.dumps(
             {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in parsed.values()]},
             indent=1,
         )
-        from tunedsl.store import atomic
-
         try:
             atomic.write_text(Path(bundle), text + "\n")  # whole or not at all
         except OSError as err:
