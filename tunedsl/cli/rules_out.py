@@ -28,7 +28,8 @@ def keep_other_gpus_rules(plans: Sequence[Any], out: Path) -> None:
                     f"--out {out}: {rule_path(out, plan.digest)} is the rule for "
                     f"{plan.first.site} measured on {held.device.get('name')}; this one is "
                     f"measured on {gpu} and would replace it. Rules for several GPU models go "
-                    "one directory each on TUNEDSL_RECORDS_PATH: name another --out"
+                    "one directory each on TUNEDSL_RECORDS_PATH: name another --out (or "
+                    "remove that file to replace it)"
                 )
             )
 
