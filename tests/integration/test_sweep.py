@@ -99,6 +99,18 @@ def test_a_bad_shapes_file_says_what_is_expected(tmp_path: Path) -> None:
         read_shapes(shapes(tmp_path, {"n": 1}))  # type: ignore[arg-type]
 
 
+def test_a_shape_that_is_no_object_is_named_by_its_entry_and_line(tmp_path: Path) -> None:
+    # One bad entry among many (a list where an object belongs): the error said only that
+    # the file must hold a list of objects, leaving the user to search for it.
+    path = tmp_path / "shapes.json"
+    path.write_text('[\n  {"n": 100},\n  {"n": 200},\n  [300],\n  {"n": 400}\n]\n')
+    with pytest.raises(UsageError) as err:
+        read_shapes(str(path))
+    text = str(err.value)
+    assert f"shapes file {path}, line 4: entry 3 is [300], not an object" in text, text
+    assert '[{"n": 4096}' in text
+
+
 @pytest.mark.parametrize("command", ["sweep", "rules build"])
 def test_an_empty_shapes_file_is_an_error_not_a_sweep_of_nothing(
     tmp_path: Path, command: str

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
+from tunedsl.precompile.shapes import read_shapes
 from tunedsl.store.paths import check_scratch
 
 if TYPE_CHECKING:
@@ -59,33 +60,6 @@ class Outcome:
     records: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     attempts: int = 1
-
-
-#: The largest shapes file read (a million shapes fit in a few tens of MiB).
-MAX_SHAPES_BYTES = 64 * 1024 * 1024
-
-
-def read_shapes(path: str | None) -> list[dict[str, Any]]:
-    """The shapes file: a JSON list of objects (each the keyword arguments of one call)."""
-    if path is None:
-        return [{}]
-    from tunedsl.store import atomic
-
-    try:  # a regular file of bounded size: never a FIFO that hangs, nor /dev/zero
-        data = json.loads(atomic.read_regular_file(path, MAX_SHAPES_BYTES).decode("utf-8"))
-    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not JSON, an int too long
-        why = err.strerror if isinstance(err, OSError) and err.strerror else err
-        if isinstance(err, FileNotFoundError) and path.lstrip().startswith(("[", "{")):
-            why = f"{why}; --shapes names a file: write the JSON into one and name it"
-        raise UsageError(f"cannot read shapes file {path}: {why}") from None
-    except RecursionError:
-        raise UsageError(f"cannot read shapes file {path}: JSON nested too deeply") from None
-    example = '[{"n": 4096}, {"n": 8192}] (each the keyword arguments of one workload call)'
-    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
-        raise UsageError(f"shapes file {path} must hold a JSON list of objects, e.g. {example}")
-    if not data:  # a sweep of no task, or nothing measured, would say it succeeded
-        raise UsageError(f"shapes file {path} holds no shapes (an empty list): list {example}")
-    return data
 
 
 def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
