@@ -349,3 +349,53 @@ def test_a_rule_file_damaged_anew_after_a_first_problem_warns_again(
     with pytest.warns(CacheWarning, match="not valid JSON"):
         assert run("swept", 600).source == "tuned"
     assert len(tune_count) == 2
+
+
+def test_build_into_a_directory_holding_the_sites_rule_for_another_gpu_keeps_that_rule(
+    built_rules: Path,
+) -> None:
+    # `built_rules` stands for the rules shipped for another GPU model (one directory each on
+    # TUNEDSL_RECORDS_PATH); building this machine's rules into it by mistake would replace
+    # that GPU's rule for the site, the file named by site and kernel alone.
+    path = rule_file(built_rules)
+    data = json.loads(path.read_text())
+    data["device"]["name"] = "Some Other GPU"
+    shipped = json.dumps(data)
+    path.write_text(shipped)
+    again = rules_cli("build", "--out", str(built_rules))
+    assert again.returncode == 1, again.stdout
+    assert "Traceback" not in again.stderr, again.stderr
+    assert f"{path}" in again.stderr and "Some Other GPU" in again.stderr, again.stderr
+    assert "one directory each" in again.stderr and "site " not in again.stdout
+    assert path.read_text() == shipped  # the other GPU's rule is left as it was
+    # The same GPU model with another Triton is a refresh: the rule is rebuilt in place.
+    here = data["device"]["name"] = "cpu"  # this machine's, under the interpreter
+    data["toolchain"]["triton"] = "0.0.1"
+    path.write_text(json.dumps(data))
+    refreshed = rules_cli("build", "--out", str(built_rules))
+    assert refreshed.returncode == 0, refreshed.stderr
+    rebuilt = json.loads(path.read_text())
+    assert rebuilt["device"]["name"] == here and rebuilt["toolchain"]["triton"] != "0.0.1"
+
+
+def test_rules_built_into_the_caches_records_directory_named_on_the_path_decide(
+    monkeypatch: pytest.MonkeyPatch, tune_count: list
+) -> None:
+    # "Beside any records you ship": rules built into the cache's own records directory and
+    # that directory named on TUNEDSL_RECORDS_PATH. The path's entry naming the cache's
+    # records is left out of the shipped records (read first already), and the rules with it:
+    # every key was tuned while `rules check` called the rule current.
+    from rule_helpers import sweep
+
+    from tunedsl.store import paths
+
+    sweep("swept")
+    records = paths.records_dir()
+    done = rules_cli("build", "--out", str(records))
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", str(records))
+    rule_store.forget_loaded()
+    assert "current" in rules_cli("check", str(records)).stdout
+    swept = len(tune_count)
+    res = run("swept", 300)  # never swept, inside [64, 1024]
+    assert res.source == "rule" and len(tune_count) == swept

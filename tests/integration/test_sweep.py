@@ -50,6 +50,20 @@ def test_in_process_sweep_writes_one_record_per_shape_and_a_bundle(tmp_path: Pat
     assert "2/2 tasks" in out.getvalue()
 
 
+def test_a_shape_listed_twice_is_one_task_tuned_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # Two processes (GPUs) each took a copy of the shape and tuned the same key again: a
+    # copy per process, or per Ray actor, of a shape listed twice (shapes files joined).
+    items = [{"n": 130}, {"n": 130}, {"n": 330}, {"n": 130}, {"n": 330}]
+    out = io.StringIO()
+    written, outcomes = sweep(SCRIPT, shapes(tmp_path, items), use_ray=False, gpus=2, out=out)
+    assert sorted(o.task.shape["n"] for o in outcomes) == [130, 330]
+    assert [len(o.records) for o in outcomes] == [1, 1] and len(written) == 2
+    assert "2/2 tasks" in out.getvalue()
+
+
 @pytest.mark.parametrize("gpus", [None, 2])
 def test_a_task_that_calls_sys_exit_is_a_failed_task_not_the_end_of_the_sweep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int | None
@@ -83,6 +97,37 @@ def test_tunedsl_quiet_silences_the_sweep_progress_and_a_bad_value_is_named(
 def test_a_bad_shapes_file_says_what_is_expected(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="JSON list of objects"):
         read_shapes(shapes(tmp_path, {"n": 1}))  # type: ignore[arg-type]
+
+
+def test_a_shape_that_is_no_object_is_named_by_its_entry_and_line(tmp_path: Path) -> None:
+    # One bad entry among many (a list where an object belongs): the error said only that
+    # the file must hold a list of objects, leaving the user to search for it.
+    path = tmp_path / "shapes.json"
+    path.write_text('[\n  {"n": 100},\n  {"n": 200},\n  [300],\n  {"n": 400}\n]\n')
+    with pytest.raises(UsageError) as err:
+        read_shapes(str(path))
+    text = str(err.value)
+    assert f"shapes file {path}, line 4: entry 3 is [300], not an object" in text, text
+    assert '[{"n": 4096}' in text
+
+
+@pytest.mark.parametrize("command", ["sweep", "rules build"])
+def test_an_empty_shapes_file_is_an_error_not_a_sweep_of_nothing(
+    tmp_path: Path, command: str
+) -> None:
+    # `[]` (a generator's bug) planned no task: "0 tasks, 0 records written, 0 failed", exit 0.
+    path = shapes(tmp_path, [])
+    argv = [SCRIPT, "--no-ray"] if command == "sweep" else ["--out", str(tmp_path / "r")]
+    argv += ["--script", SCRIPT] if command != "sweep" else []
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_CACHE_DIR": str(tmp_path / "c")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", *command.split(), *argv, "--shapes", path],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"shapes file {path} holds no shapes" in lines[0], lines
+    assert '[{"n": 4096}' in lines[0] and "0 tasks" not in done.stdout + done.stderr
 
 
 def test_ray_sweep_retries_on_another_actor_and_reports_failures(

@@ -20,7 +20,6 @@ key's regret under the rule, failing when a rule's geomean regret is above ``--b
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -29,6 +28,8 @@ from typing import Any
 
 from tunedsl.cli.cache_select import terminal_text
 from tunedsl.cli.rules_measure import check_measure_args
+from tunedsl.cli.rules_out import keep_other_gpus_rules, out_dir
+from tunedsl.cli.rules_out import untrusted as _untrusted
 from tunedsl.errors import UsageError
 
 
@@ -178,7 +179,7 @@ def build(args: argparse.Namespace) -> int:
     if not 1 <= args.max_configs <= MAX_CONFIGS:
         raise UsageError(f"--max-configs {args.max_configs}: expected 1 to {MAX_CONFIGS}")
     check_measure_args(args)
-    out = _out_dir(args.out)
+    out = out_dir(args.out)
     records = list(_records(args.records))
     groups = _groups(records, args.site)
     if not groups:
@@ -240,6 +241,7 @@ def build(args: argparse.Namespace) -> int:
     if cross_measure(plans, args):
         for plan in plans:
             plan.built = build_rule(plan.keys, args.tolerance, args.max_configs)
+    keep_other_gpus_rules(plans, out)
     print(f"{'site':<48} {'keys':>5} {'configs':>7} {'geomean':>8} {'p95':>7} {'max':>7}  file")
     try:
         for plan in plans:
@@ -257,40 +259,6 @@ def build(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
-
-
-def _out_dir(text: str) -> Path:
-    """``--out``, checked before anything is built: a directory, or one this user can create."""
-    if not text.strip():  # Path("") is the working directory: an unset variable, not a choice
-        raise UsageError("--out is empty: name the directory the rule files go to")
-    out = Path(text)
-    if out.exists() and not out.is_dir():
-        raise UsageError(
-            f"--out {out}: is a file, not a directory: name a directory (created if missing)"
-        )
-    above = out.absolute()
-    while not above.exists() and above != above.parent:
-        above = above.parent
-    if not above.is_dir() or not os.access(above, os.W_OK | os.X_OK):
-        what = "not a directory" if not above.is_dir() else "not writable by you"
-        raise UsageError(
-            f"--out {out}: cannot create it or write in it ({above} is {what}): name a "
-            "directory you can write"
-        )
-    return out
-
-
-def _untrusted(root: Path) -> str | None:
-    """Why the runtime would not read rules in the directory ``root`` (store/rules.py), or None."""
-    from tunedsl.store import paths
-
-    try:
-        os.close(paths.open_private_dir(root.absolute(), root_may_own=True))
-    except paths.UntrustedDir as why:
-        return str(why)
-    except OSError as err:
-        return f"it cannot be opened ({err.strerror or err})"
-    return None
 
 
 def _swept(records: Sequence[Any]) -> frozenset[Any] | None:

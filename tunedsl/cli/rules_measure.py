@@ -57,7 +57,7 @@ def check_measure_args(args: argparse.Namespace) -> None:
             ) from None
     if args.shapes is not None:
         # Read now, not once a cell needs measuring: a bad shapes file is never passed over.
-        from tunedsl.precompile.sweep import read_shapes
+        from tunedsl.precompile.shapes import read_shapes
 
         read_shapes(args.shapes)
 
@@ -83,7 +83,7 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
         _print_cells(plans, cells)
         return False
     from tunedsl.precompile import remeasure
-    from tunedsl.precompile.sweep import read_shapes
+    from tunedsl.precompile.shapes import read_shapes
 
     wanted = {
         (p.digest, p.measured, canonical_json(p.keys[i].readable))
@@ -192,7 +192,7 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
 
     from tunedsl.model.rule_features import key_features
     from tunedsl.precompile import remeasure
-    from tunedsl.precompile.sweep import read_shapes
+    from tunedsl.precompile.shapes import read_shapes
 
     shapes = read_shapes(args.shapes)
     step = max(1, len(shapes) // args.sample)

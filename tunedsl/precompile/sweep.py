@@ -34,6 +34,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl.errors import TuningError, UsageError
+from tunedsl.model.canonical import canonical_json
+from tunedsl.precompile.shapes import read_shapes
 from tunedsl.store.paths import check_scratch
 
 if TYPE_CHECKING:
@@ -60,33 +62,6 @@ class Outcome:
     attempts: int = 1
 
 
-#: The largest shapes file read (a million shapes fit in a few tens of MiB).
-MAX_SHAPES_BYTES = 64 * 1024 * 1024
-
-
-def read_shapes(path: str | None) -> list[dict[str, Any]]:
-    """The shapes file: a JSON list of objects (each the keyword arguments of one call)."""
-    if path is None:
-        return [{}]
-    from tunedsl.store import atomic
-
-    try:  # a regular file of bounded size: never a FIFO that hangs, nor /dev/zero
-        data = json.loads(atomic.read_regular_file(path, MAX_SHAPES_BYTES).decode("utf-8"))
-    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not JSON, an int too long
-        why = err.strerror if isinstance(err, OSError) and err.strerror else err
-        if isinstance(err, FileNotFoundError) and path.lstrip().startswith(("[", "{")):
-            why = f"{why}; --shapes names a file: write the JSON into one and name it"
-        raise UsageError(f"cannot read shapes file {path}: {why}") from None
-    except RecursionError:
-        raise UsageError(f"cannot read shapes file {path}: JSON nested too deeply") from None
-    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
-        raise UsageError(
-            f"shapes file {path} must hold a JSON list of objects, e.g. "
-            '[{"n": 4096}, {"n": 8192}] (each the keyword arguments of one workload call)'
-        )
-    return data
-
-
 def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
     """One task per (workload, shape); the script is imported here to list its workloads
     (the tasks this process runs use that import)."""
@@ -103,11 +78,10 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
     workloads = registered_workloads(module.__name__)
     if not workloads:
         raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
-    tasks = [
-        Task(0, os.path.abspath(script), wl.qualname, dict(shape))
-        for shape in shapes
-        for wl in workloads
-    ]
+    # A shape listed twice is one task: each process (a GPU's, a Ray actor) tuned its copy.
+    distinct = {canonical_json(shape): shape for shape in shapes}.values()
+    path = os.path.abspath(script)
+    tasks = [Task(0, path, wl.qualname, dict(shape)) for shape in distinct for wl in workloads]
     return [Task(i, t.script, t.workload, t.shape) for i, t in enumerate(tasks)]
 
 
@@ -182,8 +156,7 @@ class Progress:
     with ``quiet`` (``TUNEDSL_QUIET=1``), which only counts."""
 
     def __init__(self, total: int, out: TextIO, *, quiet: bool = False) -> None:
-        self.total, self.failed, self.out = total, 0, out
-        self.quiet = quiet
+        self.total, self.failed, self.out, self.quiet = total, 0, out, quiet
         self.finished: list[Outcome] = []  # what an interrupted sweep still writes
 
     @property
@@ -368,14 +341,13 @@ def merge(
         if kept is not None:
             kept.append(record)
     if bundle is not None:
+        from tunedsl.store import atomic
         from tunedsl.store.records import BUNDLE_VERSION
 
         text = json.dumps(
             {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in parsed.values()]},
             indent=1,
         )
-        from tunedsl.store import atomic
-
         try:
             atomic.write_text(Path(bundle), text + "\n")  # whole or not at all
         except OSError as err:

@@ -70,6 +70,17 @@ def save_rule(rule: Rule, root: Path) -> Path:
     return path
 
 
+def held_for_another_gpu(root: Path, digest: str, gpu: Any) -> Rule | None:
+    """The valid rule ``root`` holds under ``digest`` when it was measured on another GPU
+    model than ``gpu`` (a rule built here would replace it: rules for several GPU models go
+    one directory each), else None (none there, a damaged one, or one of this GPU model)."""
+    try:
+        rule = read_rule_file(rule_path(root, digest))
+    except (OSError, InvalidRule, rec.InvalidRecord):
+        return None
+    return rule if rule.device.get("name") != gpu else None
+
+
 def read_rule_file(path: Path) -> Rule:
     """One rule file; raise InvalidRule (bad content) or OSError (unreadable, a link, not a
     regular file, too large, writable by others, another owner)."""
@@ -78,8 +89,10 @@ def read_rule_file(path: Path) -> Rule:
 
 
 def rule_dirs() -> list[Path]:
-    """Where rules are found: the ``TUNEDSL_RECORDS_PATH`` directories, in order."""
-    return rec.extra_record_dirs()
+    """Where rules are found: the ``TUNEDSL_RECORDS_PATH`` directories, in order, the
+    cache's own records directory included where the path names it (records leave it out,
+    as they read it first already: rules have no other place to be read from)."""
+    return [Path(p).expanduser() for p in knobs.records_path()]
 
 
 def find_rules(digest: str) -> tuple[Rule, ...]:
