@@ -32,7 +32,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
-from tunedsl.store.rules import find_rules, rule_digest, rules_decide, rules_of_other_kernels
+from tunedsl.store.rules import (
+    find_rules,
+    rule_digest,
+    rules_decide,
+    rules_of_other_kernels,
+    what_changed,
+)
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -57,13 +63,13 @@ def rule_pick(
     if not rules:
         others = rules_of_other_kernels(subject.site_id, digest)
         if others:  # shipped for this site, but not for this kernel: say so, once
+            path, other = others[0]
+            changed = what_changed(other, ctx["kernel"], ctx["hints"], ctx["env"])
             warn_once(
                 f"rule-other-kernel:{digest}",
-                f"{others[0]} is a rule for {subject.site_id} built for another version of its "
-                "kernel (its source, its launch's blocks= or arguments written with `$`, "
-                "static hints or Triton environment changed since the sweep), so it decides "
-                "no key of this kernel; sweep again and run "
-                "`tunedsl rules build`",
+                f"{path} is a rule for {subject.site_id} built for another version of its "
+                f"kernel ({changed or 'its source or launch'} changed since the sweep), so it "
+                "decides no key of this kernel; sweep again and run `tunedsl rules build`",
                 stacklevel="user",
             )
         return None
