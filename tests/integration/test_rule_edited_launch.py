@@ -107,3 +107,33 @@ def test_an_edited_key_names_the_launch_item_that_changed(tmp_path: Path) -> Non
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert f"{rule.name}: unchecked: the script's kernels.py:run:silu_mul" in checked.stdout
     assert said in checked.stdout, checked.stdout
+
+
+def test_a_refused_pick_outside_the_range_names_what_is_launched(tmp_path: Path) -> None:
+    """`mode="cached"` (as under CUDA-graph capture) after the space shrank past every
+    configuration of the rule: a key outside the rule's range and one inside it each launch
+    the site's default, and the warnings say so; the one for the key outside the range
+    said it launched the rule's pick, a configuration the site no longer has."""
+    script = tmp_path / "kernels.py"
+    script.write_text(SCRIPT)
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"t": t} for t in (2, 4, 8)]))
+    done = tunedsl("sweep", str(script), "--shapes", str(shapes), "--no-ray")
+    assert done.returncode == 0, done.stderr
+    rules = tmp_path / "rules"
+    assert tunedsl("rules", "build", "--out", str(rules)).returncode == 0
+    script.write_text(SCRIPT.replace("space=dict(block=[16, 32])", "space=dict(block=[8, 64])"))
+    serving = {
+        "TUNEDSL_RECORDS_PATH": str(rules),
+        "TUNEDSL_CACHE_DIR": str(tmp_path / "serve"),
+        "TUNEDSL_AUTOTUNE": "cached",
+    }
+    for t, outside in (("100", True), ("3", False)):
+        done = tunedsl("run", str(script), t, **serving)
+        assert done.returncode == 0 and done.stdout.split() == [t, "default"], done.stderr
+        warned = " ".join(done.stderr.split())
+        assert "launching the site's default" in warned, warned
+        assert "launches the pick of the nearest swept family" not in warned, warned
+        if outside:
+            said = "(key=100 is outside the swept [2, 8]); tuning cannot run here, and its pick"
+            assert said in warned and "so it launches the site's default" in warned, warned
