@@ -53,9 +53,12 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
 
 
 def package_module(abspath: str) -> ModuleType | None:
-    """The module of ``abspath`` imported by its dotted name from its package's root (put on
-    ``sys.path``), or None: a file outside a package, a name that is not dotted identifiers,
-    or a dotted name that imports another file (another copy first on ``sys.path``)."""
+    """The module of ``abspath`` imported by its dotted name, or None: a file outside a
+    package, a name that is not dotted identifiers, or a top package of that name already
+    imported from elsewhere. The top package is loaded from its own ``__init__.py`` (no
+    search of ``sys.path``, where another copy could come first); the packages below it and
+    the module are found through their parents' ``__path__``, as ``import`` finds them. The
+    package's root goes on ``sys.path``, as for ``python -m`` run from it."""
     real = os.path.realpath(abspath)
     parts = [os.path.splitext(os.path.basename(real))[0]]
     directory = os.path.dirname(real)
@@ -67,10 +70,25 @@ def package_module(abspath: str) -> ModuleType | None:
         directory = parent
     if len(parts) == 1 or not all(part.isidentifier() for part in parts):
         return None
+    top = os.path.join(directory, parts[0])
+    loaded = sys.modules.get(parts[0])
+    if loaded is None:
+        init = os.path.join(top, "__init__.py")
+        spec = importlib.util.spec_from_file_location(
+            parts[0], init, submodule_search_locations=[top]
+        )
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[parts[0]] = loaded
+        try:
+            spec.loader.exec_module(loaded)
+        except BaseException:
+            sys.modules.pop(parts[0], None)
+            raise
+    elif [os.path.realpath(p) for p in getattr(loaded, "__path__", ())] != [top]:
+        return None
     if directory not in sys.path:
         sys.path.insert(0, directory)
     module = importlib.import_module(".".join(parts))
     found = getattr(module, "__file__", None)
-    if found is None or os.path.realpath(found) != real:
-        return None
-    return module
+    return module if found is not None and os.path.realpath(found) == real else None
