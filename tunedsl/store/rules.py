@@ -162,7 +162,7 @@ def what_changed(rule: Rule, kernel: Mapping[str, Any], hints: Any, env: Any) ->
     if rule.kernel.get("qualname") != kernel.get("qualname"):
         parts.append("the kernel's name")
     if rule.kernel.get("source_hash") != kernel.get("source_hash"):
-        parts.append("the kernel's source (or a function or value it reads)")
+        parts.append("the kernel's source or a function or value it reads")
     then, now = rule.kernel.get("launch"), kernel.get("launch")
     if then != now:
         was, is_ = str(then or "").split("; "), str(now or "").split("; ")
