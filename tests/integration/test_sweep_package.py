@@ -99,3 +99,19 @@ def test_a_package_module_with_relative_imports_is_swept_and_its_records_serve(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "import failed" not in done.stdout + done.stderr
     assert "kernlib/ops.py:" in done.stdout and "(silu_mul)" in done.stdout, done.stdout
+
+
+def test_a_package_whose_init_others_can_write_is_not_imported(tmp_path: Path) -> None:
+    """Importing the module by its dotted name runs its packages' ``__init__.py``: one that
+    others can write is refused as the script itself would be, naming it and the fix."""
+    package = tmp_path / "kernlib"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__init__.py").chmod(0o666)
+    (package / "act.py").write_text(ACT)
+    (package / "ops.py").write_text(OPS)
+    done = command(tmp_path, "-m", "tunedsl", "precompile", "kernlib/ops.py", TRITON_INTERPRET="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert f"{package / '__init__.py'} is writable by group or others (mode 666)" in said, said
+    assert "chmod go-w" in said, said

@@ -16,6 +16,8 @@ import os
 import sys
 from types import ModuleType
 
+from tunedsl.store import paths
+
 
 def import_script(path: str | os.PathLike[str]) -> ModuleType:
     """Import a (DSL) script as a module whose ``__name__`` is not ``"__main__"``.
@@ -70,6 +72,14 @@ def package_module(abspath: str) -> ModuleType | None:
         directory = parent
     if len(parts) == 1 or not all(part.isidentifier() for part in parts):
         return None
+    for depth in range(1, len(parts)):  # each package's __init__.py runs: trusted as the file
+        init = os.path.join(directory, *parts[:depth], "__init__.py")
+        why = paths.untrusted_source(init)
+        if why is not None:
+            raise ImportError(
+                f"{abspath} not imported: it is a module of a package, and {why}, so that "
+                "package's code is not trusted; close it to others' writes (chown, chmod go-w)"
+            )
     top = os.path.join(directory, parts[0])
     loaded = sys.modules.get(parts[0])
     if loaded is None:
