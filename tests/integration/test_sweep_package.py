@@ -115,3 +115,24 @@ def test_a_package_whose_init_others_can_write_is_not_imported(tmp_path: Path) -
     said = " ".join((done.stdout + done.stderr).split())
     assert f"{package / '__init__.py'} is writable by group or others (mode 666)" in said, said
     assert "chmod go-w" in said, said
+
+
+def test_a_package_module_imported_again_runs_the_file_as_it_is_now(tmp_path: Path) -> None:
+    """A process that imports a script again (a sweep's, when the file changed) gets the
+    file as it is now, as a script outside a package does, not the module imported first."""
+    package = tmp_path / "kernlib"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "version.py").write_text("from . import __name__ as parent\nVERSION = 1\n")
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tunedsl.precompile.workload import import_script\n"
+        "path = Path(sys.argv[1])\n"
+        "first = import_script(path).VERSION\n"
+        "path.write_text(path.read_text().replace('VERSION = 1', 'VERSION = 22'))\n"
+        "print(first, import_script(path).VERSION)\n"
+    )
+    done = command(tmp_path, "-c", code, str(package / "version.py"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "22"], done.stdout

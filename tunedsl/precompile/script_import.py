@@ -99,6 +99,9 @@ def package_module(abspath: str) -> ModuleType | None:
         return None
     if directory not in sys.path:
         sys.path.insert(0, directory)
+    # Executed again on every call, as a script under its stem is (a sweep's long-lived
+    # process imports a script again when the file changed): never the module imported before.
+    sys.modules.pop(".".join(parts), None)
     module = importlib.import_module(".".join(parts))
     found = getattr(module, "__file__", None)
     return module if found is not None and os.path.realpath(found) == real else None
