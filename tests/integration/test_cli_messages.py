@@ -260,6 +260,8 @@ def test_precompile_tune_without_a_gpu_says_it_needs_one(tmp_path: Path) -> None
     interp = tunedsl(tmp_path, "precompile", "--tune", example, TRITON_INTERPRET="1")
     assert interp.returncode == 1
     assert "TRITON_INTERPRET=1 runs kernels in Triton's CPU interpreter" in interp.stderr
+    for done in (plain, interp):  # the way to try the workflow on this machine
+        assert "`tunedsl sweep --no-ray FILE` runs the workloads" in done.stderr
     both = tunedsl(tmp_path, "precompile", "--tune", "--target", "cuda:90", example)
     assert both.returncode == 1
     assert "cannot be combined with --target cuda:90" in both.stderr

@@ -51,7 +51,7 @@ def test_a_pruned_pick_launches_the_rules_next_configuration_where_tuning_may_no
     assert res.source == "rule" and res.config == c128
     # None of the rule's configurations kept: the site's default, as without a rule.
     _rule_of(rule_file(built_rules), [c64, c128])
-    with pytest.warns(CacheWarning, match="not using it$"):
+    with pytest.warns(CacheWarning, match="not using it, launching the site's default$"):
         res = run("swept", 302, mode="cached", prune=_without(64, 128))
     assert res.source == "default" and res.config == default
     assert tune_count == []

@@ -193,6 +193,7 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     from tunedsl.model.rule_features import key_features
     from tunedsl.precompile import remeasure
     from tunedsl.precompile.shapes import read_shapes
+    from tunedsl.store.rules import what_changed
 
     shapes = read_shapes(args.shapes)
     step = max(1, len(shapes) // args.sample)
@@ -220,17 +221,20 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
             f"{times[best]:.4f} ms: {regret:.3f}x" + ("" if in_range else " (outside its range)")
         )
     # Sites the script reached under another rule name: an edited kernel, hints or environment.
-    elsewhere = {r.site for r in done.records if where_of(r)[0] not in rules}
+    elsewhere = {r.site: r for r in done.records if where_of(r)[0] not in rules}
     off = False
     for digest, (path, rule) in rules.items():
         found = regrets[digest]
         if not found and rule.site in elsewhere:
             off = True
+            now = elsewhere[rule.site]
+            ctx = now.context if isinstance(now.context, dict) else {}
+            changed = what_changed(rule, now.kernel, ctx.get("hints"), ctx.get("env"))
             print(
                 f"{path.name}: unchecked: the script's {terminal_text(rule.site)} is not the "
-                "kernel this rule was built for (its source, static hints or Triton environment "
-                "changed since), so the runtime never uses this rule; sweep and run `tunedsl "
-                "rules build` again"
+                f"kernel this rule was built for ({changed or 'its source or launch'} changed "
+                "since), so the runtime never uses this rule; sweep and run `tunedsl rules "
+                "build` again"
             )
             continue
         if not found:

@@ -112,7 +112,9 @@ def _check_tune(target: str | None, gpu: bool) -> None:
         raise UsageError(
             f"--tune measures kernels on a GPU, and {why}on a machine with a GPU, or leave "
             "--tune out (add --target cuda:90 to cross-compile the kernels here; they are "
-            "tuned on the GPU on first use)"
+            "tuned on the GPU on first use); to try tuning, records and rules here, `tunedsl "
+            "sweep --no-ray FILE` runs the workloads through the interpreter and stores their "
+            "records (the interpreter's times, not a GPU's)"
         )
 
 

@@ -22,19 +22,15 @@ Pure Python: torch and triton are imported only when a site compiles.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import sys
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Protocol, TypeVar, overload
 
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Kernel, Variant
+from tunedsl.precompile.script_import import import_script
 from tunedsl.runtime.miss import Bind, Call, Lazy
 
 __all__ = [
@@ -465,34 +461,3 @@ def precompile_device() -> str:
     except ImportError:
         return "cpu"
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def import_script(path: str | os.PathLike[str]) -> ModuleType:
-    """Import a (DSL) script as a module whose ``__name__`` is not ``"__main__"``.
-
-    Goes through the import hook's loader, so a DSL script is expanded (and its code taken
-    from the bytecode cache); its directory is put on ``sys.path`` so it can import its
-    neighbours. The module name is the file's stem, or a private name when that is taken.
-    """
-    from tunedsl.activate import DslSourceLoader, install
-
-    install()
-    abspath = os.path.abspath(os.fspath(path))
-    stem = os.path.splitext(os.path.basename(abspath))[0]
-    name = stem
-    if not stem.isidentifier() or stem in sys.modules:
-        name = f"__tunedsl_precompile_{hashlib.sha256(abspath.encode()).hexdigest()[:12]}__"
-    loader = DslSourceLoader(name, abspath)
-    spec = importlib.util.spec_from_file_location(name, abspath, loader=loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    directory = os.path.dirname(abspath)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    sys.modules[name] = module
-    try:
-        loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module

@@ -32,7 +32,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
-from tunedsl.store.rules import find_rules, rule_digest, rules_decide, rules_of_other_kernels
+from tunedsl.store.rules import (
+    find_rules,
+    rule_digest,
+    rules_decide,
+    rules_of_other_kernels,
+    what_changed,
+)
 from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
@@ -57,13 +63,13 @@ def rule_pick(
     if not rules:
         others = rules_of_other_kernels(subject.site_id, digest)
         if others:  # shipped for this site, but not for this kernel: say so, once
+            path, other = others[0]
+            changed = what_changed(other, ctx["kernel"], ctx["hints"], ctx["env"])
             warn_once(
                 f"rule-other-kernel:{digest}",
-                f"{others[0]} is a rule for {subject.site_id} built for another version of its "
-                "kernel (its source, its launch's blocks= or arguments written with `$`, "
-                "static hints or Triton environment changed since the sweep), so it decides "
-                "no key of this kernel; sweep again and run "
-                "`tunedsl rules build`",
+                f"{path} is a rule for {subject.site_id} built for another version of its "
+                f"kernel ({changed or 'its source or launch'} changed since the sweep), so it "
+                "decides no key of this kernel; sweep again and run `tunedsl rules build`",
                 stacklevel="user",
             )
         return None
@@ -88,19 +94,7 @@ def rule_pick(
             "tuning cannot run. Refresh it with `tunedsl rules check` and `tunedsl rules build`",
             stacklevel="user",
         )
-    if not in_range:  # (a stale rule where tuning may run has returned above)
-        if tuning_allowed:
-            return None
-        topic, why = rule.outside(subject.readable) or ("", "outside the swept range")
-        # Once per family and size: a second dtype never swept is not decided silently
-        # because a size beyond the sweep warned first (nor each new size warned again).
-        warn_once(
-            f"rule-range:{digest}:{topic}",
-            f"a key outside the range of {where} ({why}); tuning cannot run here, so it "
-            f"launches the pick of the nearest swept family and sizes, {config}",
-            stacklevel="user",
-        )
-    elif tuning_allowed and rule.swept is not None:
+    if in_range and tuning_allowed and rule.swept is not None:
         new = unswept(rule.swept, candidates)
         if new is not None:
             warn_once(
@@ -111,14 +105,14 @@ def rule_pick(
                 stacklevel="user",
             )
             return None
+    if not in_range and tuning_allowed:  # (a stale rule there has returned above)
+        return None
     problem = _refused(config, candidates, check, subject.digest)
-    if problem is None:
-        return config
     # Where tuning may run, the key is tuned; where it may not, the rule's next configuration
     # (in the order the build chose them: each near the best on the most swept keys the ones
     # before it left) beats the site's default, which knows nothing of the key.
     instead = None
-    if not tuning_allowed:
+    if problem is not None and not tuning_allowed:
         instead = next(
             (
                 c
@@ -127,10 +121,32 @@ def rule_pick(
             ),
             None,
         )
-    then = "" if instead is None else f"; launching its next configuration, {instead}"
+    if tuning_allowed:
+        launched = "tuning the key"
+    elif instead is None:
+        launched = "launching the site's default"
+    else:
+        launched = f"launching its next configuration, {instead}"
+    if not in_range:
+        topic, why = rule.outside(subject.readable) or ("", "outside the swept range")
+        does = (
+            f"so it launches the pick of the nearest swept family and sizes, {config}"
+            if problem is None
+            else f"and its pick for the nearest swept family and sizes, {config}, {problem}, "
+            f"so it {launched.replace('launching', 'launches')}"
+        )
+        # Once per family and size: a second dtype never swept is not decided silently
+        # because a size beyond the sweep warned first (nor each new size warned again).
+        warn_once(
+            f"rule-range:{digest}:{topic}",
+            f"a key outside the range of {where} ({why}); tuning cannot run here, {does}",
+            stacklevel="user",
+        )
+    if problem is None:
+        return config
     warn_once(
         f"rule-refused:{digest}:{config}:{problem.split(' (')[0]}:{instead}",
-        f"{where} picked {config}, which {problem}; not using it{then}",
+        f"{where} picked {config}, which {problem}; not using it, {launched}",
         stacklevel="user",
     )
     return instead

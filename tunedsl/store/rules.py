@@ -141,29 +141,58 @@ def find_rules(digest: str) -> tuple[Rule, ...]:
 
 # The rule directories' signature, and the rule files in them by site (one scan of the
 # path for every site: asked on a miss that no rule decides, for each site once).
-_by_site: tuple[tuple[Any, ...], dict[str, list[Path]]] | None = None
+_by_site: tuple[tuple[Any, ...], dict[str, list[tuple[Path, Rule]]]] | None = None
 
 
-def rules_of_other_kernels(site: str, digest: str) -> list[Path]:
+def rules_of_other_kernels(site: str, digest: str) -> list[tuple[Path, Rule]]:
     """The trusted, valid rule files on the path for ``site`` under another name than
-    ``digest``: built for the site's kernel before its source, static hints or Triton
-    environment changed, so never used for it now."""
+    ``digest``, with their rules: built for the site's kernel before its source, launch text,
+    static hints or Triton environment changed, so never used for it now."""
     global _by_site
     roots, wheres = _rule_roots()
     signature = tuple(map(_stat, wheres))  # a directory's mtime moves when a file comes or goes
     index = _by_site
     if index is None or index[0] != signature:
-        found: dict[str, list[Path]] = {}
+        found: dict[str, list[tuple[Path, Rule]]] = {}
         for root in roots:
             if not root.is_dir() or not rec.trusted_dir(root):
                 continue
             for path in iter_rule_files([root]):
                 try:
-                    found.setdefault(read_rule_file(path).site, []).append(path)
+                    rule = read_rule_file(path)
+                    found.setdefault(rule.site, []).append((path, rule))
                 except (OSError, InvalidRule, rec.InvalidRecord):
                     continue  # find_rules warns about a damaged rule it is asked for
         index = _by_site = (signature, found)
-    return [p for p in index[1].get(site, ()) if p.name != digest + SUFFIX]
+    return [(p, r) for p, r in index[1].get(site, ()) if p.name != digest + SUFFIX]
+
+
+def what_changed(rule: Rule, kernel: Mapping[str, Any], hints: Any, env: Any) -> str:
+    """What of ``kernel``, ``hints`` and ``env`` (a site's now) differs from what ``rule`` was
+    built for, for a message: each part named, the launch's items (``key=t``, ``blocks=...``)
+    that differ shown then and now, control characters escaped (the file's text)."""
+    parts = []
+    if rule.kernel.get("qualname") != kernel.get("qualname"):
+        parts.append("the kernel's name")
+    if rule.kernel.get("source_hash") != kernel.get("source_hash"):
+        parts.append("the kernel's source or a function or value it reads")
+    then, now = rule.kernel.get("launch"), kernel.get("launch")
+    if then != now:
+        was, is_ = str(then or "").split("; "), str(now or "").split("; ")
+        gone = "; ".join(p for p in was if p not in is_) or "nothing"
+        came = "; ".join(p for p in is_ if p not in was) or "nothing"
+        parts.append(f"the launch (`{gone}` when the rule was built, `{came}` now)")
+    if rule.hints != hints:
+        parts.append("the static hints")
+    if rule.env != env:
+        old_env = rule.env if isinstance(rule.env, dict) else {}
+        new_env = env if isinstance(env, dict) else {}
+        names = sorted(k for k in {*old_env, *new_env} if old_env.get(k) != new_env.get(k))
+        parts.append(f"Triton's environment ({', '.join(map(str, names))})")
+    return ", ".join(parts).translate(_CONTROL)
+
+
+_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}
 
 
 _Stat = tuple[int, ...] | None
