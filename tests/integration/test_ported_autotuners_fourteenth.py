@@ -1,0 +1,310 @@
+"""A fourteenth batch of other autotuners' test suites, ported to tunedsl: xformers' tiled
+matmul (tests/test_tiled_matmul.py: a 2x2 grid of operand and output tiles, views of one
+tensor, split-K by atomic adds into the output, which xformers' ``init_to_zero`` pre-hook of
+its split-K configurations zeroes; with one tile per dimension its launcher passes one tensor
+for every tile, and ``EVEN_K`` is a ``@triton.heuristics`` of the tuned block and split),
+vLLM's fused mixture-of-experts GEMM (tests/kernels/moe/test_moe.py: the tokens aligned to
+each configuration's block of rows, so the arguments and the grid are computed per
+configuration, and the decision keyed by the nearest batch size of vLLM's tuned files) and
+SGLang's two-stage decode attention (test/srt/test_triton_attention_kernels.py: the number of
+key/value splits tuned in stage 1 and read back from the launch result by stage 2).
+
+Found and fixed: the warning of arguments a kernel changes in place named them, and the
+``restore_value=`` to pass, in an order that followed the process's hash seed (xformers'
+output tiles came out as ``'C22', 'C11', 'C21', 'C12'`` in one run and otherwise in the next);
+it is the kernel's parameter order now
+(test_tiled_matmul_split_k_without_reset_on_a_zeroed_output).
+
+Looked at and found sound: ``reset_to_zero`` of four views of one NaN-filled output, and of one
+tensor named four times, before every try and before the decided launch; the in-place rule on
+split-K tiles with no ``reset_to_zero`` (each try starts from the caller's zeros); ``args=``
+and ``grid=`` functions giving each configuration its own alignment buffers of its own length
+under one ``key=`` bucket, the decided configuration launched on another batch's alignment;
+a stage-1 buffer each configuration writes in its own slots, some empty, taken for an output.
+
+Each test names the upstream test it ports (``# ported from: repo path::test``). Real
+kernels under Triton's interpreter, through ``autotune_launch``.
+
+Not ported, for want of a counterpart or because another test file has it: xformers' 3x3 grid
+and its backward (the same kernel on more tiles; its perf-model prune is Triton's, and
+``prune=`` is one user function: test_ported_autotuners_more.py), its bfloat16 and int8
+operands (the interpreter computes in NumPy; dtype keys are test_ported_autotuners.py's);
+vLLM's fp8/int8 quantized MoE, its expert-parallel maps and its JSON files per device (rules
+per GPU model: tests/integration/test_rule_ranges.py); SGLang's paged key/value indices and
+grouped-query heads (arithmetic of the kernel, not of tuning).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+import torch
+
+from tunedsl import autotune_launch, cdiv
+
+pytestmark = pytest.mark.needs_triton
+
+#: What each site launch returned, in call order, by site.
+SOURCES: dict[str, list[str]] = {}
+
+
+def _note(site: str, res: Any) -> None:
+    SOURCES.setdefault(site, []).append(res.source)
+
+
+# --- xformers: the tiled matmul, split-K by atomic adds --------------------------------------
+
+
+def _tiles(t: torch.Tensor, rows: list[int], cols: list[int]) -> list[list[torch.Tensor]]:
+    """``t`` cut into a grid of views (xformers' operands are tiles of one tensor)."""
+    out, r0 = [], 0
+    for r in rows:
+        row, c0 = [], 0
+        for c in cols:
+            row.append(t[r0 : r0 + r, c0 : c0 + c])
+            c0 += c
+        out.append(row)
+        r0 += r
+    return out
+
+
+def _flat(ts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    """xformers' launcher: a 2x2 grid of tiles, the last row or column repeated where fewer."""
+    return [ts[min(i, len(ts) - 1)][min(j, len(ts[0]) - 1)] for i in range(2) for j in range(2)]
+
+
+def tiled_mm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, ms: list[int], ns: list[int],
+             ks: list[int], name: str, *, reset: bool = True,
+             split_k: tuple[int, ...] = (1, 2, 3)) -> Any:  # fmt: skip
+    """xformers' ``tiled_matmul``: ``c`` (cut by ``ms`` x ``ns``) = ``a`` (``ms`` x ``ks``)
+    @ ``b`` (``ks`` x ``ns``), tuned over block sizes and SPLIT_K, keyed by the tile sizes
+    as xformers' ``key=["M1", ..., "K3"]``; ``reset_to_zero`` names the output tiles as
+    xformers' split-K ``pre_hook`` zeroes them."""
+    from ported_kernels_fourteenth import tiled_matmul_even_k
+
+    at, bt, ct = _tiles(a, ms, ks), _tiles(b, ks, ns), _tiles(c, ms, ns)
+    pad = lambda xs: [*xs, 0] if len(xs) == 1 else xs  # noqa: E731
+    m2, n2, k2 = pad(ms), pad(ns), pad(ks)
+    res = autotune_launch(
+        tiled_matmul_even_k,
+        space=dict(BLOCK_M=[16], BLOCK_N=[16], BLOCK_K=[16], SPLIT_K=list(split_k)),
+        grid=lambda cfg: (sum(cdiv(m, cfg.BLOCK_M) for m in ms)
+                          * sum(cdiv(n, cfg.BLOCK_N) for n in ns), cfg.SPLIT_K),
+        args=(*_flat(at), *_flat(bt), *_flat(ct), *m2, *n2, *k2,
+              a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
+        kwargs=lambda cfg: {"BLOCK_M": cfg.BLOCK_M, "BLOCK_N": cfg.BLOCK_N,
+                            "BLOCK_K": cfg.BLOCK_K, "SPLIT_K": cfg.SPLIT_K},
+        key=(tuple(ms), tuple(ns), tuple(ks)),
+        reset_to_zero=["C11", "C12", "C21", "C22"] if reset else None,
+        effort="quick",
+        name=name,
+    )  # fmt: skip
+    _note(name, res)
+    return res
+
+
+@pytest.mark.parametrize(("ms", "ns", "ks"), [([24, 8], [16, 12], [32, 16]), ([20], [24], [48])])
+def test_tiled_matmul_split_k_into_views_of_one_output(ms: list[int], ns: list[int],
+                                                        ks: list[int]) -> None:  # fmt: skip
+    """xformers' tiled matmul: the output is a grid of views of one tensor, each added into
+    atomically by SPLIT_K programs, with a NaN-filled output zeroed by ``reset_to_zero``
+    (xformers' ``init_to_zero`` pre-hook of its split-K configurations) before every try
+    and before the decided launch. With one tile per dimension the launcher passes the same
+    tensor for all four tiles (xformers' ``min(i, len - 1)``), so one output is named four
+    times. The product equals ``a @ b`` on the tuning call and on the decided call, and
+    the inputs are left as they were."""
+    # ported from: facebookresearch/xformers tests/test_tiled_matmul.py::test_forward_backward
+    torch.manual_seed(0)
+    name = f"xformers-tiled-{len(ms)}"
+    for _ in range(2):
+        a = torch.randn(sum(ms), sum(ks))
+        b = torch.randn(sum(ks), sum(ns))
+        keep_a, keep_b = a.clone(), b.clone()
+        c = torch.full((sum(ms), sum(ns)), float("nan"))
+        res = tiled_mm(a, b, c, ms, ns, ks, name)
+        torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+        assert torch.equal(a, keep_a) and torch.equal(b, keep_b)
+        assert res.config.SPLIT_K in (1, 2, 3)
+    assert SOURCES[name] == ["tuned", "memory"]
+
+
+def test_tiled_matmul_split_k_without_reset_on_a_zeroed_output() -> None:
+    """The same kernel given a zeroed output and no ``reset_to_zero`` (xformers' pre-hook
+    left out): the split-K configurations add into the output, so each try would start from
+    the last one's sum; the in-place rule finds the output tiles (views of one tensor) and
+    puts them back before each launch, so the product is ``a @ b`` once, not once per
+    timed launch, and one warning names the tiles."""
+    # ported from: facebookresearch/xformers tests/test_tiled_matmul.py::test_forward_backward
+    torch.manual_seed(1)
+    ms, ns, ks = [24, 8], [16, 12], [32, 16]
+    a, b = torch.randn(sum(ms), sum(ks)), torch.randn(sum(ks), sum(ns))
+    c = torch.zeros(sum(ms), sum(ns))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        tiled_mm(a, b, c, ms, ns, ks, "xformers-tiled-noreset", reset=False, split_k=(2, 3))
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+    in_place = [str(m.message) for m in seen if "in place" in str(m.message)]
+    assert len(in_place) == 1
+    assert "changes 'C11', 'C12', 'C21', 'C22' in place" in in_place[0]
+    assert "restore_value=['C11', 'C12', 'C21', 'C22']" in in_place[0]
+
+
+# --- vLLM: the fused mixture-of-experts GEMM, tokens aligned to the tuned block -------------
+
+#: The batch sizes vLLM's tuned-configuration files hold (``E=..,N=..,device_name=...json``).
+BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64]
+
+
+def moe_align_block_size(topk_ids: torch.Tensor, block: int, experts: int) -> tuple[Any, ...]:
+    """vLLM's ``moe_align_block_size``: the (token, expert) slots sorted by expert, each
+    expert's run padded to a multiple of ``block`` with the padding id ``numel``, in a buffer
+    of the most slots any routing needs; the expert of each block; the padded count."""
+    flat = topk_ids.flatten()
+    numel = flat.numel()
+    cap = numel + experts * (block - 1)
+    sorted_ids = torch.full((cap,), numel, dtype=torch.int32)
+    expert_ids = torch.zeros(cdiv(cap, block), dtype=torch.int32)
+    at = 0
+    for e in range(experts):
+        ids = (flat == e).nonzero().flatten()
+        padded = cdiv(ids.numel(), block) * block
+        sorted_ids[at : at + ids.numel()] = ids.to(torch.int32)
+        expert_ids[at // block : (at + padded) // block] = e
+        at += padded
+    return sorted_ids, expert_ids, torch.tensor([at], dtype=torch.int32)
+
+
+def fused_experts(a: torch.Tensor, w: torch.Tensor, topk_weights: torch.Tensor,
+                  topk_ids: torch.Tensor, name: str) -> torch.Tensor:  # fmt: skip
+    """vLLM's ``fused_experts`` (one GEMM, routed weights applied): tokens are aligned to
+    each configuration's BLOCK_SIZE_M, so ``args=`` and ``grid=`` compute the alignment per
+    configuration; the decision is keyed by the nearest tuned batch size, as vLLM's
+    ``get_moe_configs`` picks a configuration from its file."""
+    from ported_kernels_fourteenth import fused_moe
+
+    m, k = a.shape
+    experts, n, _ = w.shape
+    top_k = topk_ids.shape[1]
+    c = torch.empty(m * top_k, n)
+    aligned: dict[int, tuple[Any, ...]] = {}
+
+    def align(block: int) -> tuple[Any, ...]:
+        if block not in aligned:
+            aligned[block] = moe_align_block_size(topk_ids, block, experts)
+        return aligned[block]
+
+    res = autotune_launch(
+        fused_moe,
+        space=dict(BLOCK_SIZE_M=[16, 32], BLOCK_SIZE_N=[16, 32], BLOCK_SIZE_K=[16]),
+        grid=lambda cfg: (cdiv(align(cfg.BLOCK_SIZE_M)[0].numel(), cfg.BLOCK_SIZE_M),
+                          cdiv(n, cfg.BLOCK_SIZE_N)),
+        args=lambda cfg: (a, w, c, topk_weights, *align(cfg.BLOCK_SIZE_M), n, k, m * top_k,
+                          top_k, True),
+        kwargs=lambda cfg: {"BLOCK_SIZE_M": cfg.BLOCK_SIZE_M, "BLOCK_SIZE_N": cfg.BLOCK_SIZE_N,
+                            "BLOCK_SIZE_K": cfg.BLOCK_SIZE_K},
+        key=min(BATCH_SIZES, key=lambda x: abs(x - m)),
+        effort="quick",
+        name=name,
+    )  # fmt: skip
+    _note(name, res)
+    return c.view(m, top_k, n).sum(1)
+
+
+def _moe_reference(a: Any, w: Any, topk_weights: Any, topk_ids: Any) -> torch.Tensor:
+    out = torch.zeros(a.shape[0], w.shape[1])
+    for t in range(a.shape[0]):
+        for j in range(topk_ids.shape[1]):
+            out[t] += topk_weights[t, j] * (w[topk_ids[t, j]] @ a[t])
+    return out
+
+
+def test_fused_moe_aligned_per_configuration_and_keyed_by_nearest_batch_size() -> None:
+    """vLLM's fused MoE: each token's two experts chosen by a router's top-k, the slots
+    sorted by expert and padded to the configuration's block of rows (so the arguments and
+    the grid differ per configuration, computed by ``args=``/``grid=`` functions), the
+    padding slots written nowhere. The output equals the loop over experts for 5 tokens
+    (tuned, key 4), 4 tokens (the same key: the decision of 5 launched, "memory", on
+    another alignment) and 14 tokens (key 16: tuned again)."""
+    # ported from: vllm-project/vllm tests/kernels/moe/test_moe.py::test_fused_moe
+    torch.manual_seed(2)
+    experts, n, k, top_k = 4, 32, 32, 2
+    w = torch.randn(experts, n, k) / 8
+    for m in (5, 4, 14):
+        a = torch.randn(m, k)
+        score = torch.softmax(torch.randn(m, experts), dim=-1)
+        topk_weights, topk_ids = torch.topk(score, top_k)
+        out = fused_experts(a, w, topk_weights, topk_ids, "vllm-moe")
+        torch.testing.assert_close(out, _moe_reference(a, w, topk_weights, topk_ids),
+                                   rtol=1e-4, atol=1e-4)  # fmt: skip
+    assert SOURCES["vllm-moe"] == ["tuned", "memory", "tuned"]
+
+
+# --- SGLang: two-stage decode attention, the key/value splits tuned --------------------------
+
+#: The most key/value splits (the slots of SGLang's ``attn_logits`` buffer).
+MAX_SPLITS = 4
+
+
+def decode_attention(q: Any, k_buffer: Any, v_buffer: Any, seq_lens: Any, name: str) -> Any:
+    """SGLang's ``decode_attention_fwd``: stage 1 (tuned: how many splits each sequence's
+    keys are cut into, and the block of keys a step loads) writes each split's output and
+    log-sum-exp into a buffer of ``MAX_SPLITS`` slots, and stage 2 merges the splits the
+    chosen configuration wrote, reading its ``NUM_KV_SPLITS`` from the launch result."""
+    from ported_kernels_fourteenth import decode_attention_stage1, decode_attention_stage2
+
+    batch, heads, d = q.shape
+    max_len = k_buffer.shape[1]
+    mid_o = torch.empty(batch, heads, MAX_SPLITS, d)
+    mid_lse = torch.empty(batch, heads, MAX_SPLITS)
+    res = autotune_launch(
+        decode_attention_stage1,
+        space=dict(NUM_KV_SPLITS=[1, 2, MAX_SPLITS], BLOCK_N=[8, 16]),
+        grid=lambda cfg: (batch, heads, cfg.NUM_KV_SPLITS),
+        args=(q, k_buffer, v_buffer, seq_lens, mid_o, mid_lse, d**-0.5, MAX_SPLITS, heads,
+              max_len),
+        kwargs=lambda cfg: {"D": d, "BLOCK_N": cfg.BLOCK_N, "NUM_KV_SPLITS": cfg.NUM_KV_SPLITS},
+        effort="quick",
+        name=name,
+    )  # fmt: skip
+    _note(name, res)
+    out = torch.empty_like(q)
+    decode_attention_stage2[(batch, heads)](mid_o, mid_lse, out, seq_lens, MAX_SPLITS, heads,
+                                            D=d, NUM_KV_SPLITS=res.config.NUM_KV_SPLITS)  # fmt: skip
+    return out
+
+
+def _decode_reference(q: Any, k_buffer: Any, v_buffer: Any, seq_lens: Any) -> torch.Tensor:
+    out = torch.empty_like(q)
+    for b, length in enumerate(seq_lens.tolist()):
+        keys, values = k_buffer[b, :length], v_buffer[b, :length]  # (length, heads, d)
+        s = torch.einsum("hd,lhd->hl", q[b], keys) * q.shape[-1] ** -0.5
+        out[b] = torch.einsum("hl,lhd->hd", torch.softmax(s, dim=-1), values)
+    return out
+
+
+def test_decode_attention_splits_tuned_and_merged_by_the_chosen_count() -> None:
+    """SGLang's decode attention: sequences of 1 to 37 keys (shorter than some splits, so a
+    split may be empty and write nothing), the stage-1 buffers left uninitialized. The
+    merged output equals softmax attention on the tuning call and on the decided call with
+    other lengths (lengths are tensor contents: the same key), and a buffer each
+    configuration writes in its own slots is an output, not an argument changed in place
+    (no warning)."""
+    # ported from: sgl-project/sglang test/srt/test_triton_attention_kernels.py::test_decode_attention
+    torch.manual_seed(3)
+    batch, heads, d, max_len = 3, 2, 16, 40
+    k_buffer, v_buffer = (
+        torch.randn(batch, max_len, heads, d),
+        torch.randn(batch, max_len, heads, d),
+    )
+    for lengths in ([37, 1, 9], [3, 40, 17]):
+        q = torch.randn(batch, heads, d)
+        seq_lens = torch.tensor(lengths, dtype=torch.int32)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = decode_attention(q, k_buffer, v_buffer, seq_lens, "sglang-decode")
+        torch.testing.assert_close(out, _decode_reference(q, k_buffer, v_buffer, seq_lens),
+                                   rtol=1e-4, atol=1e-5)  # fmt: skip
+        assert [str(m.message) for m in seen if "in place" in str(m.message)] == []
+    assert SOURCES["sglang-decode"] == ["tuned", "memory"]
