@@ -13,7 +13,13 @@ Found and fixed: the warning of arguments a kernel changes in place named them, 
 ``restore_value=`` to pass, in an order that followed the process's hash seed (xformers'
 output tiles came out as ``'C22', 'C11', 'C21', 'C12'`` in one run and otherwise in the next);
 it is the kernel's parameter order now
-(test_tiled_matmul_split_k_without_reset_on_a_zeroed_output).
+(test_tiled_matmul_split_k_without_reset_on_a_zeroed_output). Kernel Tuner's restrictions
+(test/test_util_functions.py::test_check_restrictions: a list of restrictions that must all
+hold) ported as a ``Space`` constraint returning that list kept every configuration, a
+non-empty list counting as true whatever it holds; a constraint returning a list, tuple or
+other container is a ``UsageError`` naming it, the configuration and ``all([...])``
+(test_a_constraint_returning_a_list_of_restrictions_is_named_with_all,
+test_a_site_whose_constraint_returns_a_tuple_launches_nothing).
 
 Looked at and found sound: ``reset_to_zero`` of four views of one NaN-filled output, and of one
 tensor named four times, before every try and before the decided launch; the in-place rule on
@@ -42,7 +48,7 @@ from typing import Any
 import pytest
 import torch
 
-from tunedsl import autotune_launch, cdiv
+from tunedsl import Config, autotune_launch, cdiv
 
 pytestmark = pytest.mark.needs_triton
 
@@ -308,3 +314,46 @@ def test_decode_attention_splits_tuned_and_merged_by_the_chosen_count() -> None:
                                    rtol=1e-4, atol=1e-5)  # fmt: skip
         assert [str(m.message) for m in seen if "in place" in str(m.message)] == []
     assert SOURCES["sglang-decode"] == ["tuned", "memory"]
+
+
+# --- Kernel Tuner: a list of restrictions, all of which must hold ----------------------------
+
+
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_restrictions
+def test_a_constraint_returning_a_list_of_restrictions_is_named_with_all() -> None:
+    """Kernel Tuner takes a list of restrictions that must all hold (``["a==b+c", "b!=b",
+    "a-b==c"]`` is false). Ported as a constraint returning that list, a non-empty list is
+    true whatever it holds, so every configuration would be kept: the space names the
+    constraint, the configuration and the fix (``all([...])``); written with ``all``, it
+    keeps what Kernel Tuner's check keeps."""
+    from tunedsl import Space, UsageError
+
+    listed = Space(a=[7], b=[4], c=[1, 3],
+                   constraint=lambda p: [p.a == p.b + p.c, p.b == p.b, p.a - p.b == p.c])  # fmt: skip
+    with pytest.raises(UsageError, match=r"returned a list .*Config\(a=7, b=4, c=1\).*all\("):
+        listed.configs()
+    fixed = Space(a=[7], b=[4], c=[1, 3],
+                  constraint=lambda p: all([p.a == p.b + p.c, p.b == p.b, p.a - p.b == p.c]))  # fmt: skip
+    assert list(fixed.configs()) == [Config({"a": 7, "b": 4, "c": 3})]
+
+
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_restrictions
+def test_a_site_whose_constraint_returns_a_tuple_launches_nothing() -> None:
+    """The same on a site: a constraint returning a tuple of conditions (``(c.block >= 64,
+    c.block <= 64)``, each false for some block) is a ``UsageError`` on the site's first call,
+    before any configuration runs, instead of tuning blocks it was written to leave out."""
+    from ported_kernels_more import copy
+
+    from tunedsl import Space, UsageError
+
+    src, dst = torch.randn(300), torch.zeros(300)
+    with pytest.raises(UsageError, match=r"constraint .* returned a tuple"):
+        autotune_launch(
+            copy,
+            space=Space(block=[32, 64, 128], constraint=lambda c: (c.block >= 64, c.block <= 64)),
+            grid=lambda cfg: (cdiv(300, cfg.block),),
+            args=(dst, src, 300),
+            kwargs=lambda cfg: {"BLOCK": cfg.block},
+            name="tuple-constraint",
+        )
+    assert not dst.any()
