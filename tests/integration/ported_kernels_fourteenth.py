@@ -2,7 +2,7 @@
 of operands and output, split-K by atomic adds), vLLM's fused mixture-of-experts GEMM (tokens
 sorted by expert and padded to the tuned block of rows) and SGLang's two-stage decode
 attention (the tuned number of key/value splits, then their reduction), written for tunedsl
-sites."""
+sites; and Liger-Kernel's cross entropy, which writes the logits' gradient over the logits."""
 
 import triton
 import triton.language as tl
@@ -163,6 +163,38 @@ def decode_attention_stage2(mid_o, mid_lse, out, seq_lens, max_splits, heads,
             e_sum = e_sum * old_scale + exp_logic
             e_max = n_max
     tl.store(out + (b * heads + h) * D + d, acc / e_sum)
+
+
+@triton.jit
+def liger_cross_entropy(X, x_stride, Y, loss, n_cols, n_non_ignore, ignore_index,
+                        BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    """Liger's ``liger_cross_entropy_kernel``: row ``r``'s loss (online softmax over blocks
+    of the vocabulary), and its gradient for a mean over the rows not ignored, stored over
+    the row's logits in place; an ignored row's gradient is zero and its loss not written."""
+    row = tl.program_id(0)
+    X += row * x_stride
+    y = tl.load(Y + row)
+    if y == ignore_index:
+        for i in range(0, n_cols, BLOCK_SIZE):
+            offs = i + tl.arange(0, BLOCK_SIZE)
+            tl.store(X + offs, 0.0, mask=offs < n_cols)
+        return
+    m = -float("inf")
+    d = 0.0
+    x_y = tl.load(X + y)
+    for i in range(0, n_cols, BLOCK_SIZE):
+        offs = i + tl.arange(0, BLOCK_SIZE)
+        block = tl.load(X + offs, mask=offs < n_cols, other=-float("inf"))
+        m_new = tl.maximum(m, tl.max(block, axis=0))
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(block - m_new), axis=0)
+        m = m_new
+    for i in range(0, n_cols, BLOCK_SIZE):
+        offs = i + tl.arange(0, BLOCK_SIZE)
+        block = tl.load(X + offs, mask=offs < n_cols, other=-float("inf"))
+        grad = tl.exp(block - m) / d
+        grad = tl.where(offs == y, grad - 1.0, grad) / n_non_ignore
+        tl.store(X + offs, grad, mask=offs < n_cols)
+    tl.store(loss + row, m + tl.log(d) - x_y)
 
 
 def _even_k(args):

@@ -7,7 +7,9 @@ vLLM's fused mixture-of-experts GEMM (tests/kernels/moe/test_moe.py: the tokens 
 each configuration's block of rows, so the arguments and the grid are computed per
 configuration, and the decision keyed by the nearest batch size of vLLM's tuned files) and
 SGLang's two-stage decode attention (test/srt/test_triton_attention_kernels.py: the number of
-key/value splits tuned in stage 1 and read back from the launch result by stage 2).
+key/value splits tuned in stage 1 and read back from the launch result by stage 2) and
+Liger-Kernel's cross entropy (test/transformers/test_cross_entropy.py: a kernel launched from a
+``torch.autograd.Function`` that writes the logits' gradient over the logits it reads).
 
 Found and fixed: the warning of arguments a kernel changes in place named them, and the
 ``restore_value=`` to pass, in an order that followed the process's hash seed (xformers'
@@ -25,8 +27,14 @@ Looked at and found sound: ``reset_to_zero`` of four views of one NaN-filled out
 tensor named four times, before every try and before the decided launch; the in-place rule on
 split-K tiles with no ``reset_to_zero`` (each try starts from the caller's zeros); ``args=``
 and ``grid=`` functions giving each configuration its own alignment buffers of its own length
-under one ``key=`` bucket, the decided configuration launched on another batch's alignment;
-a stage-1 buffer each configuration writes in its own slots, some empty, taken for an output.
+under one ``key=`` bucket, the decided configuration launched on another batch's alignment
+and, in a new process, the stored one; a stage-1 buffer each configuration writes in its own
+slots, some empty, taken for an output; a gradient written over the logits it is computed
+from, with ``restore_value`` and without (one warning naming it), each call's logits ending
+as one launch's gradient. Triton's test_cache.py ``test_toplevel_change`` (a Triton function
+picked as a ``tl.constexpr`` local, ``FN: tl.constexpr = function_2``, then called): the
+picked function edited is another kernel, tuned again in a new process
+(test_a_function_picked_as_a_constexpr_local_edited_is_tuned_again).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``.
@@ -37,7 +45,10 @@ and its backward (the same kernel on more tiles; its perf-model prune is Triton'
 operands (the interpreter computes in NumPy; dtype keys are test_ported_autotuners.py's);
 vLLM's fp8/int8 quantized MoE, its expert-parallel maps and its JSON files per device (rules
 per GPU model: tests/integration/test_rule_ranges.py); SGLang's paged key/value indices and
-grouped-query heads (arithmetic of the kernel, not of tuning).
+grouped-query heads (arithmetic of the kernel, not of tuning); Liger's label smoothing, softcap
+and z-loss (arithmetic), its chunked fused linear cross entropy (the same in-place gradient,
+per chunk); Kernel Tuner's restriction strings (tunedsl evaluates no strings: a string
+constraint is refused as not callable, test_ported_autotuners_third.py).
 """
 
 from __future__ import annotations
@@ -232,19 +243,26 @@ def test_fused_moe_aligned_per_configuration_and_keyed_by_nearest_batch_size() -
     the grid differ per configuration, computed by ``args=``/``grid=`` functions), the
     padding slots written nowhere. The output equals the loop over experts for 5 tokens
     (tuned, key 4), 4 tokens (the same key: the decision of 5 launched, "memory", on
-    another alignment) and 14 tokens (key 16: tuned again)."""
+    another alignment), 14 tokens (key 16: tuned again), and in a new process 6 tokens
+    (key 4 again: the stored decision, "disk")."""
     # ported from: vllm-project/vllm tests/kernels/moe/test_moe.py::test_fused_moe
+    from runtime_helpers import new_process
+
+    from tunedsl.runtime import api
+
     torch.manual_seed(2)
     experts, n, k, top_k = 4, 32, 32, 2
     w = torch.randn(experts, n, k) / 8
-    for m in (5, 4, 14):
+    for m in (5, 4, 14, 6):
+        if m == 6:
+            new_process(*api._sites.values())
         a = torch.randn(m, k)
         score = torch.softmax(torch.randn(m, experts), dim=-1)
         topk_weights, topk_ids = torch.topk(score, top_k)
         out = fused_experts(a, w, topk_weights, topk_ids, "vllm-moe")
         torch.testing.assert_close(out, _moe_reference(a, w, topk_weights, topk_ids),
                                    rtol=1e-4, atol=1e-4)  # fmt: skip
-    assert SOURCES["vllm-moe"] == ["tuned", "memory", "tuned"]
+    assert SOURCES["vllm-moe"] == ["tuned", "memory", "tuned", "disk"]
 
 
 # --- SGLang: two-stage decode attention, the key/value splits tuned --------------------------
@@ -357,3 +375,147 @@ def test_a_site_whose_constraint_returns_a_tuple_launches_nothing() -> None:
             name="tuple-constraint",
         )
     assert not dst.any()
+
+
+# --- Liger-Kernel: cross entropy, the gradient written over the logits -----------------------
+
+
+class CrossEntropy(torch.autograd.Function):
+    """Liger's ``LigerCrossEntropyFunction`` on a tunedsl site: the forward computes the
+    loss and, in place over the logits, their gradient, which the backward scales."""
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, restore: bool,
+                name: str) -> Any:  # fmt: skip
+        from ported_kernels_fourteenth import liger_cross_entropy
+
+        rows, cols = logits.shape
+        n_non_ignore = int((target != -100).sum())
+        losses = torch.zeros(rows)
+        res = autotune_launch(liger_cross_entropy, space=dict(BLOCK_SIZE=[16, 32, 64]),
+                              grid=(rows,),
+                              args=(logits, logits.stride(0), target, losses, cols,
+                                    n_non_ignore, -100),
+                              kwargs=lambda cfg: {"BLOCK_SIZE": cfg.BLOCK_SIZE},
+                              restore_value=["X"] if restore else None, effort="quick",
+                              name=name)  # fmt: skip
+        _note(name, res)
+        ctx.save_for_backward(logits.detach())
+        return losses.sum() / n_non_ignore
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> Any:
+        (grad,) = ctx.saved_tensors
+        return grad * grad_output, None, None, None
+
+
+@pytest.mark.parametrize("restore", [True, False])
+def test_cross_entropy_gradient_written_over_the_logits(restore: bool) -> None:
+    """Liger's cross entropy (mean over the rows not ignored, ``ignore_index=-100`` on two
+    rows, a vocabulary of 100 that no block divides): the kernel reads each row's logits
+    and writes their gradient over them, so a second launch would compute the gradient of
+    a gradient. The loss and the logits' gradient equal PyTorch's on the tuning call and on
+    the decided call, the caller's logits end as one launch's gradient (Liger's documented
+    effect), and without ``restore_value=["X"]`` one warning names ``X``."""
+    # ported from: linkedin/Liger-Kernel test/transformers/test_cross_entropy.py::test_correctness
+    torch.manual_seed(4)
+    name = f"liger-ce-{restore}"
+    for _ in range(2):
+        logits = torch.randn(6, 100) * 3
+        target = torch.randint(0, 100, (6,))
+        target[[1, 4]] = -100
+        ref_in = logits.clone().requires_grad_()
+        ref = torch.nn.functional.cross_entropy(ref_in, target, ignore_index=-100)
+        ref.backward(torch.tensor(2.0))
+        ours_in = logits.clone().requires_grad_()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            loss = CrossEntropy.apply(ours_in, target, restore, name)
+        loss.backward(torch.tensor(2.0))
+        torch.testing.assert_close(loss, ref, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(ours_in.grad, ref_in.grad, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(ours_in.detach() * 2, ref_in.grad, rtol=1e-4, atol=1e-6)
+        in_place = [str(m.message) for m in seen if "in place" in str(m.message)]
+        if not restore and SOURCES[name][-1] == "tuned":
+            assert len(in_place) == 1 and "'X'" in in_place[0]
+        else:
+            assert in_place == []
+    assert SOURCES[name] == ["tuned", "memory"]
+
+
+# --- Triton test_cache: a function picked as a constexpr local, then called ------------------
+
+PICKED = """
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def function_0(x, BLOCK: tl.constexpr):
+    return x + 2.0
+
+
+@triton.jit
+def function_2(x, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK == 32)
+    return x + 1.0
+
+
+@triton.jit
+def function_1(x, BLOCK: tl.constexpr):
+    cond: tl.constexpr = True
+    if cond:
+        FN: tl.constexpr = function_2
+    else:
+        FN: tl.constexpr = function_0
+    return FN(x, BLOCK)
+
+
+@triton.jit
+def kernel(dst, src, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + offs, mask=offs < n)
+    tl.store(dst + offs, function_1(x, BLOCK), mask=offs < n)
+
+
+def run(dst, src):
+    n = src.numel()
+    return autotune_launch(kernel, space=dict(BLOCK=[32, 64]), grid=lambda c: (cdiv(n, c.BLOCK),),
+                           args=(dst, src, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                           name="picked")
+"""
+
+
+def _load(path: Any, text: str) -> Any:
+    import importlib.util
+
+    path.write_text(text, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("ported14_picked", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_function_picked_as_a_constexpr_local_edited_is_tuned_again(tmp_path: Any) -> None:
+    """Triton's ``function_1`` picks the function it calls as a ``tl.constexpr`` local
+    (``FN: tl.constexpr = function_2``), and its cache key changes when that function is
+    edited. Here the picked function lets only BLOCK=32 build: tuned, then served from disk
+    in a new process; edited so that only BLOCK=64 builds, it is another kernel, tuned again,
+    never the stored BLOCK=32 failing at launch."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_toplevel_change
+    from runtime_helpers import new_process
+
+    from tunedsl.runtime import api
+
+    path = tmp_path / "ported14_picked.py"
+    src = torch.randn(100)
+    for text, block, source in [(PICKED, 32, "tuned"), (PICKED, 32, "disk"),
+                                (PICKED.replace("BLOCK == 32", "BLOCK == 64"), 64, "tuned")]:  # fmt: skip
+        new_process(*api._sites.values())
+        dst = torch.zeros(100)
+        res = _load(path, text).run(dst, src)
+        assert (res.source, res.config) == (source, Config(BLOCK=block))
+        assert torch.equal(dst, src + 1.0)
