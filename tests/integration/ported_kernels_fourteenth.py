@@ -197,6 +197,32 @@ def liger_cross_entropy(X, x_stride, Y, loss, n_cols, n_non_ignore, ignore_index
     tl.store(loss + row, m + tl.log(d) - x_y)
 
 
+@triton.jit
+def split_mean(x, partial, sem, out, count, max_splits, RSPLIT: tl.constexpr,
+               BLOCK: tl.constexpr, MAXP2: tl.constexpr, RESET: tl.constexpr):  # fmt: skip
+    """Inductor's cooperative reduction: program (row, s) sums split s of the row into slot
+    s of ``partial`` and arrives at the row's semaphore; the last to arrive sums the slots
+    into the row's mean and, with RESET, sets the semaphore back to zero (as Inductor's
+    ``x_grid_barrier`` leaves its workspace)."""
+    row = tl.program_id(0)
+    split = tl.program_id(1)
+    per = tl.cdiv(count, RSPLIT)
+    start = split * per
+    end = tl.minimum(start + per, count)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(start, end, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        acc += tl.load(x + row * count + offs, mask=offs < end, other=0.0)
+    tl.store(partial + row * max_splits + split, tl.sum(acc, axis=0))
+    arrived = tl.atomic_add(sem + row, 1)
+    if arrived == RSPLIT - 1:
+        slots = tl.arange(0, MAXP2)
+        p = tl.load(partial + row * max_splits + slots, mask=slots < RSPLIT, other=0.0)
+        tl.store(out + row, tl.sum(p, axis=0) / count)
+        if RESET:
+            tl.store(sem + row, 0)
+
+
 def _even_k(args):
     """xformers' ``EVEN_K`` heuristic: every K a multiple of ``BLOCK_K * SPLIT_K``."""
     step = args["BLOCK_K"] * args["SPLIT_K"]

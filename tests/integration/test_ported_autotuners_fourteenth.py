@@ -9,7 +9,10 @@ configuration, and the decision keyed by the nearest batch size of vLLM's tuned 
 SGLang's two-stage decode attention (test/srt/test_triton_attention_kernels.py: the number of
 key/value splits tuned in stage 1 and read back from the launch result by stage 2) and
 Liger-Kernel's cross entropy (test/transformers/test_cross_entropy.py: a kernel launched from a
-``torch.autograd.Function`` that writes the logits' gradient over the logits it reads).
+``torch.autograd.Function`` that writes the logits' gradient over the logits it reads) and
+PyTorch Inductor's cooperative reductions (test/inductor/test_cooperative_reductions.py: a
+row reduced by a tuned number of programs, RSPLIT, the last to arrive at the row's semaphore
+finishing it).
 
 Found and fixed: the warning of arguments a kernel changes in place named them, and the
 ``restore_value=`` to pass, in an order that followed the process's hash seed (xformers'
@@ -31,7 +34,8 @@ under one ``key=`` bucket, the decided configuration launched on another batch's
 and, in a new process, the stored one; a stage-1 buffer each configuration writes in its own
 slots, some empty, taken for an output; a gradient written over the logits it is computed
 from, with ``restore_value`` and without (one warning naming it), each call's logits ending
-as one launch's gradient. Triton's test_cache.py ``test_toplevel_change`` (a Triton function
+as one launch's gradient; a semaphore the kernel sets back, one ``reset_to_zero`` names, and
+one neither resets (found in place, restored before each launch, named once). Triton's test_cache.py ``test_toplevel_change`` (a Triton function
 picked as a ``tl.constexpr`` local, ``FN: tl.constexpr = function_2``, then called): the
 picked function edited is another kernel, tuned again in a new process
 (test_a_function_picked_as_a_constexpr_local_edited_is_tuned_again).
@@ -48,7 +52,9 @@ per GPU model: tests/integration/test_rule_ranges.py); SGLang's paged key/value 
 grouped-query heads (arithmetic of the kernel, not of tuning); Liger's label smoothing, softcap
 and z-loss (arithmetic), its chunked fused linear cross entropy (the same in-place gradient,
 per chunk); Kernel Tuner's restriction strings (tunedsl evaluates no strings: a string
-constraint is refused as not callable, test_ported_autotuners_third.py).
+constraint is refused as not callable, test_ported_autotuners_third.py); Inductor's grid
+barrier (its programs wait for each other, which the interpreter, running one program after
+another, cannot), its code generation and kernel counts (Inductor's own lowering).
 """
 
 from __future__ import annotations
@@ -519,3 +525,60 @@ def test_a_function_picked_as_a_constexpr_local_edited_is_tuned_again(tmp_path: 
         res = _load(path, text).run(dst, src)
         assert (res.source, res.config) == (source, Config(BLOCK=block))
         assert torch.equal(dst, src + 1.0)
+
+
+# --- Inductor: a cooperative reduction, its semaphore and workspace --------------------------
+
+
+def split_mean(x: torch.Tensor, sem: torch.Tensor, name: str, *, reset_in_kernel: bool,
+               reset: bool) -> tuple[torch.Tensor, Any]:  # fmt: skip
+    """Each row's mean over RSPLIT programs (tuned, 17 being no power of two), the last
+    program of a row to arrive at its semaphore finishing it."""
+    from ported_kernels_fourteenth import split_mean as kernel
+
+    rows, count = x.shape
+    partial = torch.full((rows, 32), float("nan"))
+    out = torch.full((rows,), float("nan"))
+    res = autotune_launch(kernel, space=dict(RSPLIT=[4, 17]),
+                          grid=lambda cfg: (rows, cfg.RSPLIT),
+                          args=(x, partial, sem, out, count, 32),
+                          kwargs=lambda cfg: {"RSPLIT": cfg.RSPLIT, "BLOCK": 64, "MAXP2": 32,
+                                              "RESET": reset_in_kernel},
+                          reset_to_zero=["sem"] if reset else None, effort="quick",
+                          name=name)  # fmt: skip
+    _note(name, res)
+    return out, res
+
+
+@pytest.mark.parametrize(
+    ("reset_in_kernel", "reset"), [(True, False), (False, True), (False, False)],
+    ids=["kernel-resets", "reset_to_zero", "neither"],
+)  # fmt: skip
+def test_cooperative_reduction_semaphore_over_tuned_splits(reset_in_kernel: bool,
+                                                           reset: bool) -> None:  # fmt: skip
+    """Inductor's cooperative reductions (test_non_power_of_2: rows of 257 elements, RSPLIT
+    of 4 or 17 programs a row): a row's programs arrive at a semaphore and the last one
+    finishes the row. When the kernel sets the semaphore back (Inductor's workspace), or
+    ``reset_to_zero`` names it, every launch starts from zero and nothing warns; when
+    neither does, the count left by one launch would keep the next from finishing any row:
+    the in-place rule finds the semaphore, restores it before each launch and names it
+    once. The means are right on the tuning call and on the decided call every way, and
+    the caller's semaphore ends as one launch leaves it (zero, or the chosen RSPLIT)."""
+    # ported from: pytorch/pytorch test/inductor/test_cooperative_reductions.py::test_non_power_of_2
+    torch.manual_seed(5)
+    name = f"inductor-coop-{reset_in_kernel}-{reset}"
+    for _ in range(2):
+        x = torch.randn(2, 257)
+        sem = torch.zeros(2, dtype=torch.int32)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out, res = split_mean(x, sem, name, reset_in_kernel=reset_in_kernel, reset=reset)
+        torch.testing.assert_close(out, x.mean(1), rtol=1e-5, atol=1e-6)
+        in_place = [str(m.message) for m in seen if "in place" in str(m.message)]
+        tuned = SOURCES[name][-1] == "tuned"
+        if not reset_in_kernel and not reset and tuned:
+            assert len(in_place) == 1 and "'sem'" in in_place[0]
+        else:
+            assert in_place == []
+        assert sem.tolist() == [0 if reset_in_kernel else res.config.RSPLIT] * 2
+    assert SOURCES[name] == ["tuned", "memory"]
