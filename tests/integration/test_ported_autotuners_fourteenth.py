@@ -24,7 +24,12 @@ hold) ported as a ``Space`` constraint returning that list kept every configurat
 non-empty list counting as true whatever it holds; a constraint returning a list, tuple or
 other container is a ``UsageError`` naming it, the configuration and ``all([...])``
 (test_a_constraint_returning_a_list_of_restrictions_is_named_with_all,
-test_a_site_whose_constraint_returns_a_tuple_launches_nothing).
+test_a_site_whose_constraint_returns_a_tuple_launches_nothing). Triton's
+``early_config_prune`` (test_autotuner.py::test_prune_configs) written ``return configs[0]``
+returned one configuration, which tunedsl iterated as its field names ("expected a dict of
+fields or a Config, not 'block'"), and one returning a set was used in its hash-seed order;
+both are named now with the list to return
+(test_an_early_prune_returning_one_configuration_or_a_set_is_named).
 
 Looked at and found sound: ``reset_to_zero`` of four views of one NaN-filled output, and of one
 tensor named four times, before every try and before the decided launch; the in-place rule on
@@ -582,3 +587,39 @@ def test_cooperative_reduction_semaphore_over_tuned_splits(reset_in_kernel: bool
             assert in_place == []
         assert sem.tolist() == [0 if reset_in_kernel else res.config.RSPLIT] * 2
     assert SOURCES[name] == ["tuned", "memory"]
+
+
+# --- Triton test_autotuner: what an early prune returns --------------------------------------
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_prune_configs
+@pytest.mark.parametrize(
+    ("prune", "problem"),
+    [
+        (lambda configs, args: configs[0], r"returned one configuration \(Config\(block=32\)\)"
+                                           r".*a list.*\[Config\(block=32\)\]"),
+        (lambda configs, args: {"block": 64}, r"returned one configuration \(\{'block': 64\}\)"),
+        (lambda configs, args: {c for c in configs if c.block > 32},
+         r"returned a set, whose order changes from run to run.*a list"),
+    ],
+    ids=["a-config", "a-dict", "a-set"],
+)  # fmt: skip
+def test_an_early_prune_returning_one_configuration_or_a_set_is_named(prune: Any,
+                                                                      problem: str) -> None:  # fmt: skip
+    """Triton's ``early_config_prune`` returns the list of configurations it keeps
+    (``[configs[0]]``). One written ``return configs[0]`` returns a configuration, whose
+    iteration gives its field names: it is named as one configuration with the list to
+    return, not as a field name that is no configuration. A set has no order (it follows the
+    hash seed, and the first configuration kept is launched when tuning is off): named with
+    the fix, as an axis given as a set is. Nothing is launched."""
+    from ported_kernels_more import copy
+
+    from tunedsl import UsageError
+
+    src, dst = torch.randn(300), torch.zeros(300)
+    with pytest.raises(UsageError, match=problem):
+        autotune_launch(copy, space=dict(block=[32, 64, 128]),
+                        grid=lambda cfg: (cdiv(300, cfg.block),), args=(dst, src, 300),
+                        kwargs=lambda cfg: {"BLOCK": cfg.block}, prune=prune,
+                        name=f"prune-returns-{problem[:12]}")  # fmt: skip
+    assert not dst.any()
