@@ -29,7 +29,12 @@ test_a_site_whose_constraint_returns_a_tuple_launches_nothing). Triton's
 returned one configuration, which tunedsl iterated as its field names ("expected a dict of
 fields or a Config, not 'block'"), and one returning a set was used in its hash-seed order;
 both are named now with the list to return
-(test_an_early_prune_returning_one_configuration_or_a_set_is_named).
+(test_an_early_prune_returning_one_configuration_or_a_set_is_named). Kernel Tuner's
+verification function (test_util_functions.py::test_normalize_verify_function: a comparison
+``verify(answer, result_host, atol=None)``) given as tunedsl's ``verify=`` failed with a
+``TypeError`` placed in tunedsl's own hook runner; it is named on the site's first call with
+how tunedsl calls it and an example, as ``prune=`` and the hooks are
+(test_a_verify_function_in_kernel_tuners_form_is_named_with_tunedsls).
 
 Looked at and found sound: ``reset_to_zero`` of four views of one NaN-filled output, and of one
 tensor named four times, before every try and before the decided launch; the in-place rule on
@@ -622,4 +627,34 @@ def test_an_early_prune_returning_one_configuration_or_a_set_is_named(prune: Any
                         grid=lambda cfg: (cdiv(300, cfg.block),), args=(dst, src, 300),
                         kwargs=lambda cfg: {"BLOCK": cfg.block}, prune=prune,
                         name=f"prune-returns-{problem[:12]}")  # fmt: skip
+    assert not dst.any()
+
+
+# --- Kernel Tuner: a verification function of its own form ---------------------------------
+
+
+def kt_verify(answer: Any, result_host: Any, atol: Any = None) -> bool:
+    """Kernel Tuner's ``verify(answer, result_host, atol=None)``: the expected answer list and
+    the kernel's results, compared by the function."""
+    return all(a is None or torch.allclose(a, r) for a, r in zip(answer, result_host, strict=True))
+
+
+# ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_normalize_verify_function
+def test_a_verify_function_in_kernel_tuners_form_is_named_with_tunedsls() -> None:
+    """Kernel Tuner's ``verify=`` is a comparison ``fn(answer, result_host, atol=None)``;
+    tunedsl's is a reference ``fn(inputs) -> {output: expected}``. One of Kernel Tuner's form
+    is named where the site is made, with how tunedsl calls it and an example, as a
+    ``prune=`` or hook that cannot take its call is, instead of a ``TypeError`` raised
+    inside tunedsl's own hook runner ("missing 1 required positional argument")."""
+    from ported_kernels_more import copy
+
+    from tunedsl import UsageError
+
+    src, dst = torch.randn(300), torch.zeros(300)
+    with pytest.raises(UsageError, match=r"verify=kt_verify\(answer.*result_host.*\) .*"
+                                         r"cannot be called as verify\(inputs\).*verify=lambda"):  # fmt: skip
+        autotune_launch(copy, space=dict(block=[32, 128]),
+                        grid=lambda cfg: (cdiv(300, cfg.block),), args=(dst, src, 300),
+                        kwargs=lambda cfg: {"BLOCK": cfg.block}, verify=kt_verify,
+                        name="kt-verify")  # fmt: skip
     assert not dst.any()

@@ -123,6 +123,12 @@ _CALLED_AS = {
         "a dict of the kernel's arguments by parameter name and exception= (Triton's "
         "post_hook), e.g. post_hook=lambda args, exception=None: None",
     ),
+    "verify": (
+        "inputs",
+        "copies of the kernel's arguments by parameter name, and it returns the expected "
+        "outputs by name (a reference, not a comparison), e.g. "
+        "verify=lambda inputs: {'out': inputs['x'] + 1}",
+    ),
 }
 
 
@@ -214,8 +220,12 @@ def resolve(
             f"{where}: verify={verify!r}: give True or False, a list of output parameter "
             "names, or a function of the inputs returning the expected outputs"
         )
-    if verify is not None and not isinstance(verify, bool) and not callable(verify):
-        verify = _names(verify, "verify", where)
+    if verify is not None and not isinstance(verify, bool):
+        verify = (
+            _callable(verify, "verify", where)
+            if callable(verify)
+            else _names(verify, "verify", where)
+        )
     site_name = options.get("name")
     if site_name is not None and (not isinstance(site_name, str) or not site_name):
         raise UsageError(f"{where}: name= must be a non-empty string, not {site_name!r}")
