@@ -34,7 +34,11 @@ verification function (test_util_functions.py::test_normalize_verify_function: a
 ``verify(answer, result_host, atol=None)``) given as tunedsl's ``verify=`` failed with a
 ``TypeError`` placed in tunedsl's own hook runner; it is named on the site's first call with
 how tunedsl calls it and an example, as ``prune=`` and the hooks are
-(test_a_verify_function_in_kernel_tuners_form_is_named_with_tunedsls).
+(test_a_verify_function_in_kernel_tuners_form_is_named_with_tunedsls). A ``grid=``,
+``args=`` or ``kwargs=`` function that cannot take the configuration (Triton's grid is
+``lambda META: ...``; test_autotuner.py::test_kwargs) failed as a bare ``TypeError`` naming no
+option; it is named on the site's first call
+(test_a_function_of_the_configuration_that_cannot_take_it_is_named).
 
 Looked at and found sound: ``reset_to_zero`` of four views of one NaN-filled output, and of one
 tensor named four times, before every try and before the decided launch; the in-place rule on
@@ -657,4 +661,38 @@ def test_a_verify_function_in_kernel_tuners_form_is_named_with_tunedsls() -> Non
                         grid=lambda cfg: (cdiv(300, cfg.block),), args=(dst, src, 300),
                         kwargs=lambda cfg: {"BLOCK": cfg.block}, verify=kt_verify,
                         name="kt-verify")  # fmt: skip
+    assert not dst.any()
+
+
+# --- Triton test_autotuner: functions of the configuration ----------------------------------
+
+
+# ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_kwargs
+@pytest.mark.parametrize(
+    ("call", "problem"),
+    [
+        ({"grid": lambda: (10,)}, r"grid=<lambda.*>\(\) cannot be called as grid\(cfg\)"),
+        ({"args": lambda: ()}, r"args=<lambda.*>\(\) cannot be called as args\(cfg\)"),
+        ({"kwargs": lambda cfg, n: {}}, r"kwargs=<lambda.*>\(cfg, n\) cannot be called as "
+                                        r"kwargs\(cfg\)"),
+    ],
+    ids=["grid", "args", "kwargs"],
+)  # fmt: skip
+def test_a_function_of_the_configuration_that_cannot_take_it_is_named(call: Any,
+                                                                      problem: str) -> None:  # fmt: skip
+    """Triton's grid is a function of the configuration (``grid = lambda META:
+    (triton.cdiv(N, META['BLOCK_SIZE_M']),)``), as are ``autotune_launch``'s ``grid=``,
+    ``args=`` and ``kwargs=`` functions. One that cannot take it (``lambda: (10,)``, a second
+    parameter) is named on the site's first call with how it is called and an example,
+    instead of a bare ``TypeError`` ("takes 0 positional arguments but 1 was given") naming
+    no option; nothing is launched."""
+    from ported_kernels_more import copy
+
+    from tunedsl import UsageError
+
+    src, dst = torch.randn(300), torch.zeros(300)
+    given = {"grid": lambda cfg: (cdiv(300, cfg.block),), "args": (dst, src, 300),
+             "kwargs": lambda cfg: {"BLOCK": cfg.block}, **call}  # fmt: skip
+    with pytest.raises(UsageError, match=problem + r".*with the configuration.*lambda cfg"):
+        autotune_launch(copy, space=dict(block=[32, 128]), name=f"fn-of-{problem[:6]}", **given)
     assert not dst.any()
