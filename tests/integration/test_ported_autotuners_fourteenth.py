@@ -5,14 +5,15 @@ its split-K configurations zeroes; with one tile per dimension its launcher pass
 for every tile, and ``EVEN_K`` is a ``@triton.heuristics`` of the tuned block and split),
 vLLM's fused mixture-of-experts GEMM (tests/kernels/moe/test_moe.py: the tokens aligned to
 each configuration's block of rows, so the arguments and the grid are computed per
-configuration, and the decision keyed by the nearest batch size of vLLM's tuned files) and
+configuration, and the decision keyed by the nearest batch size of vLLM's tuned files),
 SGLang's two-stage decode attention (test/srt/test_triton_attention_kernels.py: the number of
-key/value splits tuned in stage 1 and read back from the launch result by stage 2) and
+key/value splits tuned in stage 1 and read back from the launch result by stage 2),
 Liger-Kernel's cross entropy (test/transformers/test_cross_entropy.py: a kernel launched from a
-``torch.autograd.Function`` that writes the logits' gradient over the logits it reads) and
+``torch.autograd.Function`` that writes the logits' gradient over the logits it reads),
 PyTorch Inductor's cooperative reductions (test/inductor/test_cooperative_reductions.py: a
 row reduced by a tuned number of programs, RSPLIT, the last to arrive at the row's semaphore
-finishing it).
+finishing it), and cases of Triton's test_cache.py and test_autotuner.py and of Kernel
+Tuner's test_util_functions.py named below.
 
 Found and fixed: the warning of arguments a kernel changes in place named them, and the
 ``restore_value=`` to pass, in an order that followed the process's hash seed (xformers'
@@ -49,10 +50,15 @@ and, in a new process, the stored one; a stage-1 buffer each configuration write
 slots, some empty, taken for an output; a gradient written over the logits it is computed
 from, with ``restore_value`` and without (one warning naming it), each call's logits ending
 as one launch's gradient; a semaphore the kernel sets back, one ``reset_to_zero`` names, and
-one neither resets (found in place, restored before each launch, named once). Triton's test_cache.py ``test_toplevel_change`` (a Triton function
-picked as a ``tl.constexpr`` local, ``FN: tl.constexpr = function_2``, then called): the
-picked function edited is another kernel, tuned again in a new process
-(test_a_function_picked_as_a_constexpr_local_edited_is_tuned_again).
+one neither resets (found in place, restored before each launch, named once; with
+``isolate=True`` found and restored in the worker, which gives no notice, as documented).
+Triton's test_cache.py ``test_toplevel_change`` (a Triton function picked as a
+``tl.constexpr`` local, ``FN: tl.constexpr = function_2``, then called): the picked function
+edited is another kernel, tuned again in a new process
+(test_a_function_picked_as_a_constexpr_local_edited_is_tuned_again). Kernel Tuner's
+test_searchspace.py space (``x=[1, 1.5, 2, 3]``, ``y=[4, 5.5]``, strings, ``y % x == 1``):
+six valid points, a sample asked for more than there are gives them all, and the neighbours
+of a point the constraint rejects are the valid ones one step away (tests/unit has them).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``.
@@ -335,7 +341,7 @@ def test_decode_attention_splits_tuned_and_merged_by_the_chosen_count() -> None:
     other lengths (lengths are tensor contents: the same key), and a buffer each
     configuration writes in its own slots is an output, not an argument changed in place
     (no warning)."""
-    # ported from: sgl-project/sglang test/srt/test_triton_attention_kernels.py::test_decode_attention
+    # ported from: sgl-project/sglang test/srt/test_triton_attention_kernels.py::TestTritonAttention::test_decode_attention
     torch.manual_seed(3)
     batch, heads, d, max_len = 3, 2, 16, 40
     k_buffer, v_buffer = (
