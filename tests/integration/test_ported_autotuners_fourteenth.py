@@ -58,7 +58,8 @@ edited is another kernel, tuned again in a new process
 (test_a_function_picked_as_a_constexpr_local_edited_is_tuned_again). Kernel Tuner's
 test_searchspace.py space (``x=[1, 1.5, 2, 3]``, ``y=[4, 5.5]``, strings, ``y % x == 1``):
 six valid points, a sample asked for more than there are gives them all, and the neighbours
-of a point the constraint rejects are the valid ones one step away (tests/unit has them).
+of a point the constraint rejects are valid ones one step away
+(test_kernel_tuners_simple_space_its_sample_and_the_neighbours_of_a_rejected_point).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``.
@@ -702,3 +703,33 @@ def test_a_function_of_the_configuration_that_cannot_take_it_is_named(call: Any,
     with pytest.raises(UsageError, match=problem + r".*with the configuration.*lambda cfg"):
         autotune_launch(copy, space=dict(block=[32, 128]), name=f"fn-of-{problem[:6]}", **given)
     assert not dst.any()
+
+
+# --- Kernel Tuner: its simple search space -------------------------------------------------
+
+
+# ported from: KernelTuner/kernel_tuner test/test_searchspace.py::test_size
+# ported from: KernelTuner/kernel_tuner test/test_searchspace.py::test_random_sample
+# ported from: KernelTuner/kernel_tuner test/test_searchspace.py::test_neighbors_fictious
+def test_kernel_tuners_simple_space_its_sample_and_the_neighbours_of_a_rejected_point() -> None:
+    """Kernel Tuner's simple space (``x=[1, 1.5, 2, 3]``, ``y=[4, 5.5]``, two strings,
+    restricted by ``y % x == 1``) as a ``Space``: the six points Kernel Tuner keeps; a sample
+    of more points than there are gives each valid point once (Kernel Tuner raises); the
+    neighbours of a point the constraint rejects are valid points one step away along one
+    axis, never the point itself."""
+    import random
+
+    from tunedsl import Space
+
+    space = Space(x=[1, 1.5, 2, 3], y=[4, 5.5], z=["string_1", "string_2"],
+                  constraint=lambda c: c.y % c.x == 1)  # fmt: skip
+    kept = {(c.x, c.y, c.z) for c in space.configs()}
+    assert kept == {(x, y, z) for x, y in [(1.5, 4), (1.5, 5.5), (3, 4)]
+                    for z in ("string_1", "string_2")}  # fmt: skip
+    sample = space.sample(random.Random(0), 7)
+    assert sorted((c.x, c.y, c.z) for c in sample) == sorted(kept)
+    rejected = Config({"x": 1, "y": 4, "z": "string_1"})
+    assert rejected not in space
+    near = space.neighbours(rejected)
+    assert near and all(c in space and c != rejected for c in near)
+    assert all(sum(c[f] != rejected[f] for f in ("x", "y", "z")) == 1 for c in near)
