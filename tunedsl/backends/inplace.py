@@ -96,7 +96,8 @@ class InPlaceWatch:
 
     def _split_written(self) -> None:
         self.bt.synchronize()
-        written = {n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)}
+        # In parameter order (a set's order follows the hash seed): the warning names them so.
+        written = [n for n, c in self.original.items() if not self.bt.equal(self.bound[n], c)]
         self.after_first = {n: self.bt.clone(self.bound[n]) for n in written}
         self.unwritten.update((n, c) for n, c in self.original.items() if n not in written)
         self.original = {n: self.original[n] for n in written}

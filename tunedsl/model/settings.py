@@ -123,6 +123,12 @@ _CALLED_AS = {
         "a dict of the kernel's arguments by parameter name and exception= (Triton's "
         "post_hook), e.g. post_hook=lambda args, exception=None: None",
     ),
+    "verify": (
+        "inputs",
+        "copies of the kernel's arguments by parameter name, and it returns the expected "
+        "outputs by name (a reference, not a comparison), e.g. "
+        "verify=lambda inputs: {'out': inputs['x'] + 1}",
+    ),
 }
 
 
@@ -214,8 +220,12 @@ def resolve(
             f"{where}: verify={verify!r}: give True or False, a list of output parameter "
             "names, or a function of the inputs returning the expected outputs"
         )
-    if verify is not None and not isinstance(verify, bool) and not callable(verify):
-        verify = _names(verify, "verify", where)
+    if verify is not None and not isinstance(verify, bool):
+        verify = (
+            _callable(verify, "verify", where)
+            if callable(verify)
+            else _names(verify, "verify", where)
+        )
     site_name = options.get("name")
     if site_name is not None and (not isinstance(site_name, str) or not site_name):
         raise UsageError(f"{where}: name= must be a non-empty string, not {site_name!r}")
@@ -362,9 +372,8 @@ class LazyCandidates:
         inside = [c for c in batch if c in self.settings.space]
         if self.settings.prune is None or not inside:
             return inside
-        kept = set(
-            as_config(c, "prune= result") for c in self.settings.prune(inside, self.bound) or ()
-        )
+        returned = self.settings.prune(inside, self.bound)
+        kept = set(as_config(c, "prune= result") for c in _kept(self.settings.prune, returned))
         return [c for c in inside if c in kept]
 
     def __contains__(self, config: object) -> bool:
@@ -438,12 +447,7 @@ def apply_prune(settings: Settings, bound: Mapping[str, Any]) -> tuple[Config, .
     kept = settings.prune(
         list(settings.configs), bound if isinstance(bound, ReadRecorder) else dict(bound)
     )
-    if kept is not None and not isinstance(kept, Iterable):
-        raise UsageError(
-            f"prune={callable_name(settings.prune)} returned "
-            f"{kept!r}; it must return a list of configurations (those it keeps)"
-        )
-    out = tuple(dict.fromkeys(as_config(c, "prune= result") for c in kept or ()))
+    out = tuple(dict.fromkeys(as_config(c, "prune= result") for c in _kept(settings.prune, kept)))
     if not out:
         raise UsageError(
             f"prune={callable_name(settings.prune)} returned "
@@ -451,3 +455,26 @@ def apply_prune(settings: Settings, bound: Mapping[str, Any]) -> tuple[Config, .
             + "; it must return the configurations it keeps, at least one"
         )
     return out
+
+
+def _kept(prune: Any, kept: Any) -> Iterable[Any]:
+    """What ``prune`` returned, checked to be a list of configurations (None: nothing)."""
+    name = callable_name(prune)
+    if isinstance(kept, (Config, Mapping)):
+        # A configuration iterates as its field names: name it as the one it is.
+        raise UsageError(
+            f"prune={name} returned one configuration ({kept!r:.200}), not a list of them: "
+            f"return the list of those it keeps, e.g. [{kept!r:.200}]"
+        )
+    if isinstance(kept, (set, frozenset)):
+        raise UsageError(
+            f"prune={name} returned a set, whose order changes from run to run (and with it "
+            "the configuration launched first when tuning is off): return a list, e.g. "
+            "[c for c in configs if ...]"
+        )
+    if kept is not None and not isinstance(kept, Iterable):
+        raise UsageError(
+            f"prune={name} returned {kept!r}; it must return a list of configurations "
+            "(those it keeps)"
+        )
+    return kept or ()

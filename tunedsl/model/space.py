@@ -29,7 +29,7 @@ from tunedsl.model.config import (
     triton_pre_hook_note,
 )
 from tunedsl.model.space_draw import draw_valid
-from tunedsl.model.space_input import axis_values, check_constraint
+from tunedsl.model.space_input import axis_values, check_constraint, check_verdict
 
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
 
@@ -221,6 +221,7 @@ class Space:
                 f"raised by the Space's constraint= for {cfg}: fix it, or have it return "
                 "False for such configurations")  # fmt: skip
             raise
+        check_verdict(verdict, self.constraint, cfg)
         self._answered = self._answered or verdict is not None  # else a missing `return`?
         return bool(verdict)
 

@@ -46,6 +46,20 @@ def check_constraint(constraint: Any) -> None:
         ) from None
 
 
+def check_verdict(verdict: Any, constraint: Any, cfg: Any) -> None:
+    """A constraint's answer is one truth value: a container of conditions (Kernel Tuner's
+    list of restrictions, all of which must hold) is true whenever it is not empty, so it
+    would keep every configuration; it is named with the fix instead."""
+    if isinstance(verdict, (tuple, list, set, frozenset, dict, str, bytes, Iterator)):
+        kind = type(verdict).__name__
+        raise UsageError(
+            f"the space's constraint {callable_name(constraint)} returned a {kind} for {cfg} "
+            f"({verdict!r:.120}), which counts as true whatever it holds, so every "
+            "configuration would be kept: return one condition, e.g. all([...]) for "
+            "conditions that must all hold"
+        )
+
+
 def axis_values(name: str, values: Any) -> list[Any]:
     """An axis's values in order (a scalar is one: ``{"num_stages": 3}`` means ``[3]``). A
     set has no order (it changes from run to run, and with it the search's ties and the

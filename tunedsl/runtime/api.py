@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.backends.torch_ops import break_graph_for_launch, keep_eager
-from tunedsl.errors import UsageError
+from tunedsl.errors import UsageError, callable_name
 from tunedsl.model import identity
 from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
@@ -94,7 +94,10 @@ def autotune_launch(
     site = _sites.get((where, keyed))
     if site is None:
         where = _call_place(frame, where)
-        site = _sites.get((where, keyed)) or _make_site(where, space, hints, name, keyed)
+        site = _sites.get((where, keyed))
+        if site is None:
+            _check_config_functions(where, grid=grid, args=args, kwargs=kwargs)
+            site = _make_site(where, space, hints, name, keyed)
     if hints != _site_hints.get((where, keyed), hints):
         _hints_changed(where, hints, _site_hints[where, keyed])
     args_fn = args if callable(args) else None
@@ -294,6 +297,31 @@ def _key_config(site: Any, space: Any, default: Any) -> Config:
 
         cfg = _key_configs[site] = key_config(space, default, site.label)
     return cfg
+
+
+def _check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:
+    """``grid=``, ``args=`` and ``kwargs=`` functions are called with the configuration
+    being tried (Triton's ``META``): one that cannot take it is named on the site's first
+    call, not left to fail as a bare ``TypeError`` naming no option."""
+    import inspect
+
+    for option, fn in functions.items():
+        if not callable(fn):
+            continue
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # a builtin or C callable: no signature to check
+            continue
+        try:
+            signature.bind(None)
+        except TypeError:
+            col = where[3] + 1 if len(where) > 3 else 1
+            raise UsageError(
+                f"{where[0]}:{where[1]}:{col} (autotune_launch): {option}="
+                f"{callable_name(fn)}{signature} cannot be called as {option}(cfg): tunedsl "
+                "calls it with the configuration being tried, whose fields read as cfg.BLOCK "
+                f"or cfg['BLOCK'] (Triton's META), e.g. {option}=lambda cfg: ..."
+            ) from None
 
 
 def _make_site(
