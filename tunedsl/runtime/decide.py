@@ -9,12 +9,13 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 - a valid record whose choice is one of the configurations ``prune=`` keeps for this
   call and which measured every one of them: use it (``source="disk"``); on a site with
   ``verify=`` a choice this process did not verify is checked once first;
+- a call whose grid is empty under every configuration launches nothing, decided nowhere
+  (``source="empty"``: a tune would time nothing, and its pick would decide the bucket),
+  when no record decides it; it asks no rule, and ``cached`` gives it no default;
 - a shipped rule (``runtime/ruled.py``) for a key no record decides (``source="rule"``),
   asked before the records of the site's older identities (``legacy_records.py``);
 - ``cached``: a record whose choice prune keeps (even if the space grew), else the
   default as for ``off``;
-- a call whose grid is empty under every configuration launches nothing, decided nowhere
-  (``source="empty"``: a tune would time nothing, and its pick would decide the bucket);
 - ``on``: take the key's cross-process lock, look for a record again (another process may
   just have written it), else tune and write the record (``source="tuned"``). A record
   that chose a configuration no longer in the space, or that lacks configurations added
@@ -28,7 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.environ import unknown_settings
@@ -41,7 +42,6 @@ from tunedsl.model.record_identity import checker
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
 from tunedsl.runtime import launch_effect
-from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import paths
 from tunedsl.store import records as store
@@ -214,11 +214,20 @@ def lookup(
     check: Check | None = None,
     *,
     again: bool = False,
+    nothing: Callable[[], bool] | None = None,
 ) -> tuple[Decision | None, dict[Config, store.ConfigResult]]:
     """A decision that needs no tuning (the default, or a stored record's choice), else None
     and the timings a stale record can contribute. ``again``: the second look, under the
-    key's lock (no legacy migration; timings this process did not verify are dropped)."""
+    key's lock (no legacy migration; timings this process did not verify are dropped).
+    ``nothing``: whether the call launches nothing under any candidate (asked where no record
+    decides, before a rule or ``cached``'s default would decide: ``source="empty"``)."""
     settings, digest = subject.settings, subject.digest
+
+    def empty() -> Decision | None:
+        if nothing is None or settings.large or not nothing():
+            return None
+        cfg = fallback(settings, candidates, None)
+        return Decision(cfg, decision_options(cfg, settings, subject.target), "empty", None)
 
     def default(record: store.Record | None = None) -> Decision:
         cfg = fallback(settings, candidates, record)
@@ -264,6 +273,9 @@ def lookup(
 
     def ruled() -> Decision | None:
         global _ruled
+        launches_none = empty()  # no rule is asked for a call that launches nothing
+        if launches_none is not None:
+            return launches_none
         if _ruled is None:  # on the first miss no record decides (a warm hit never needs it)
             import tunedsl.runtime.ruled as _ruled
 
@@ -300,7 +312,7 @@ def lookup(
         if by_rule is not None:
             return by_rule, previous
     if settings.mode == "cached":
-        return default(record), {}
+        return (empty() or default(record)), {}
     if again and settings.verify not in (None, False) and digest not in _VERIFIED:
         # On a site with verify=, timings this process did not verify are not reused: each
         # configuration is checked against one reference (the first one run) again.
@@ -318,10 +330,17 @@ def decide(
     candidates = settings.configs if candidates is None else candidates
     if not settings.large:
         candidates = tuple(candidates)
-    found, previous = lookup(subject, candidates, check)
+    said: list[bool] = []
+
+    def nothing() -> bool:  # bound once for this call, whoever asks first
+        if not said:
+            said.append(launch_effect.launches_nothing(variants_for, candidates))
+        return said[0]
+
+    found, previous = lookup(subject, candidates, check, nothing=nothing)
     if found is not None:
         return found
-    if not settings.large and launch_effect.launches_nothing(variants_for, candidates):
+    if not settings.large and nothing():
         cfg = fallback(settings, candidates, None)
         return Decision(cfg, decision_options(cfg, settings, subject.target), "empty", None)
     from tunedsl.backends.isolated_worker import in_worker
@@ -444,38 +463,6 @@ def replay_signature(kernel: Kernel, info: KernelInfo, variant: Variant) -> dict
         except Exception:  # an unexpected argument kind: the plain types still replay
             pass
     return bt.triton_signature(info, bt.bind_arguments(info, variant.args, variant.kwargs))
-
-
-def print_table(label: str, result: LaunchResult, out: TextIO) -> None:
-    """``TUNEDSL_PRINT_AUTOTUNING=1`` (or ``TRITON_PRINT_AUTOTUNING=1``): the key, the winner
-    and every configuration's time; leaders whose time is a re-measurement are marked, so the
-    starred winner is never mistaken for a slower row."""
-    record = result.record
-    lines = [f"tunedsl: tuned {label}", f"  key: {json_safe(result.key)}"]
-    if record is not None:
-        lines.append(f"  record: {record.id}, tuning took {record.tuning_s:.2f} s")
-    lines.append(f"  winner: {result.config}")
-    if record is not None:
-        lines.append(f"  {'configuration':<48} {'median ms':>10} {'spread':>7} {'reps':>5}")
-        remeasured = 0
-        for r in sorted(record.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0)):
-            mark = "*" if r.config == result.config else " "
-            if r.status == "ok":
-                # The tuner's note, in memory only: "re-measured" or an interpreter twin.
-                remeasured += r.reason == "re-measured"
-                note = f"  {r.reason}" if r.reason else ""
-                lines.append(
-                    f" {mark}{r.config!s:<48} {r.median_ms:>10.4f} {r.spread:>6.1%} "
-                    f"{r.reps:>5}{note}"
-                )
-            else:
-                lines.append(f" {mark}{r.config!s:<48} {r.status}: {r.reason}")
-        if remeasured:
-            lines.append(
-                f"  the {remeasured} leading configurations were measured again in interleaved "
-                "rounds; * is the lowest re-measured median (other rows: one pass each)"
-            )
-    print("\n".join(lines), file=out, flush=True)
 
 
 def record_stores() -> LayeredStore:

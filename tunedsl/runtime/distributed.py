@@ -244,8 +244,16 @@ def _allreduce(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -
     stored = None
     empty = False
     if rank == 0:
-        stored, _ = d.lookup(subject, candidates, check)
-        empty = stored is None and launches_nothing(variants_for, candidates)
+        said: list[bool] = []
+
+        def nothing() -> bool:  # bound once, whoever asks first
+            if not said:
+                said.append(launches_nothing(variants_for, candidates))
+            return said[0]
+
+        stored, _ = d.lookup(subject, candidates, check, nothing=nothing)
+        empty = stored.source == "empty" if stored is not None else nothing()
+        stored = None if empty else stored
     mine = {"digest": digest, "stored": _payload(stored) if stored is not None else None}
     mine["empty"] = empty
     sent = json.loads(_exchange("decision", lambda: _broadcast_text(json.dumps(mine), 0)))

@@ -33,7 +33,7 @@ from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import launch_effect, mistakes, unkeyed
+from tunedsl.runtime import launch_effect, mistakes, tuning_table, unkeyed
 from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
@@ -397,7 +397,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     if decision.source == "tuned":
         note_tuned(site.site_id, about.digest, site.label, site.has_key)
         if knobs.print_autotuning():
-            decide.print_table(site.label, first, sys.stdout)
+            tuning_table.print_table(site.label, first, sys.stdout)
     return Resolved(decision, result, first, about)
 
 
