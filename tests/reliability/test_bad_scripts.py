@@ -62,6 +62,36 @@ def test_sweep_of_a_script_that_does_not_compile_is_one_error(tmp_path: Path, ki
         assert f"{script.name}:{2 if kind == 'nul' else 1}: SyntaxError" in done.stderr
 
 
+IMPORT_FAILS = {
+    "missing_module": (
+        "import tunedsl\nimport no_such_module_here\n",
+        2,
+        "ModuleNotFoundError: No module named 'no_such_module_here'",
+    ),
+    "raises": ("import tunedsl\n\n\nraise RuntimeError('no config file')\n", 4, "no config"),
+    "exits": ("import sys\n\nsys.exit('needs --model')\n", 3, "SystemExit: needs --model"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(IMPORT_FAILS))
+def test_sweep_of_a_script_whose_import_fails_is_one_error_as_precompile_gives(
+    tmp_path: Path, kind: str
+) -> None:
+    """Before: the script's exception reached the user as a traceback through tunedsl's and
+    importlib's frames (precompile printed one line). Now: one line naming the file, the
+    error, the line that raised and the fix, as precompile's."""
+    text, line, says = IMPORT_FAILS[kind]
+    script = tmp_path / f"{kind}.py"
+    script.write_text(text)
+    done = _tunedsl(tmp_path, "sweep", script.name, "--no-ray")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    (error,) = [x for x in done.stderr.splitlines() if x.startswith("tunedsl: error:")]
+    assert error.startswith(f"tunedsl: error: {script.name}: import failed: "), error
+    assert says in error and f"(at {script}:{line})" in error, error
+    assert "must import without error" in error, error
+
+
 def test_sweep_shapes_given_as_json_text_says_it_names_a_file(tmp_path: Path) -> None:
     script = tmp_path / "plain.py"
     script.write_text("x = 1\n")

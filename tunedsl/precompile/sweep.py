@@ -75,6 +75,15 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
         render = getattr(err, "render", None)
         text = render() if callable(render) else describe_syntax_error(err, script, _bytes(script))
         raise UsageError(f"{script} does not compile:\n{text.rstrip()}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # its import raised (SystemExit too): one line, as precompile
+        from tunedsl.precompile.summary import describe_error
+
+        raise UsageError(
+            f"{script}: import failed: {describe_error(err)}; the script must import without "
+            "error for its workloads to be swept"
+        ) from None
     workloads = registered_workloads(module.__name__)
     if not workloads:
         raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
