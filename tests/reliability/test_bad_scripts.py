@@ -183,3 +183,58 @@ def test_well_formed_tune_devices_are_accepted(value: str, monkeypatch: pytest.M
 
     monkeypatch.setenv("TUNEDSL_TUNE_DEVICES", value)
     assert knobs.tune_devices() == value.strip().lower()
+
+
+TWICE = """import tunedsl
+
+
+@tunedsl.workload
+def warm(n=4):
+    print("first ran", n)
+
+
+@tunedsl.workload
+def warm(n=8):
+    print("second ran", n)
+"""
+
+
+@pytest.mark.parametrize("command", ["sweep", "precompile"])
+def test_two_workloads_of_one_name_in_a_script_warn_naming_both_lines(
+    tmp_path: Path, command: str
+) -> None:
+    """Before: the registry kept the second and the first was never swept nor precompiled,
+    in silence. Now: one warning naming the name, both lines and the fix."""
+    script = tmp_path / "twice.py"
+    script.write_text(TWICE)
+    argv = ["--no-ray"] if command == "sweep" else ["--target", "cuda:90"]
+    done = _tunedsl(tmp_path, command, script.name, *argv)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "second ran" in done.stdout and "first ran" not in done.stdout
+    said = [x for x in done.stderr.splitlines() if "is defined twice" in x]
+    assert len(said) == 1, done.stderr
+    assert f"@tunedsl.workload warm is defined twice in {script}, at lines 4 and 9" in said[0]
+    assert said[0].startswith(f"{script}:9: UserWarning") and "rename one of them" in said[0]
+
+
+def test_a_script_imported_again_does_not_warn_of_its_workloads(tmp_path: Path) -> None:
+    """A sweep imports a script again when the file changed, with its workloads at new
+    lines: each import registers them anew, and that is no second definition."""
+    import warnings
+
+    from tunedsl.precompile.workload import import_script, registered_workloads
+
+    script = tmp_path / "again_once.py"
+    script.write_text(TWICE.split("\n\n\n@tunedsl.workload\ndef warm(n=8)")[0] + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = import_script(script)
+        script.write_text("\n\n" + script.read_text())
+        second = import_script(script)
+    try:
+        assert not [w for w in caught if "defined twice" in str(w.message)], caught
+        [again] = registered_workloads(second.__name__)
+        assert again.line == 6 and second is not first
+    finally:
+        for name in {first.__name__, second.__name__}:
+            sys.modules.pop(name, None)

@@ -95,11 +95,39 @@ def workload(fn: Any = None) -> Any:
     )
     with _registry_lock:
         # Re-importing a module re-registers: keep one entry per (module, qualname).
-        _workloads[:] = [
-            w for w in _workloads if (w.module, w.qualname) != (entry.module, entry.qualname)
-        ]
+        before = [w for w in _workloads if (w.module, w.qualname) == (entry.module, entry.qualname)]
+        _workloads[:] = [w for w in _workloads if w not in before]
         _workloads.append(entry)
+    if before and _defined_twice(before[0], entry):
+        _said_twice(before[0], entry)
     return fn
+
+
+def _defined_twice(old: Workload, new: Workload) -> bool:
+    """Whether ``new`` is a second definition of ``old``'s name in one run of one file (not
+    the file imported again, whose module is new, nor a notebook cell run again, whose
+    code has another file name)."""
+    scope = getattr(old.fn, "__globals__", None)
+    return (
+        scope is not None
+        and scope is getattr(new.fn, "__globals__", None)
+        and old.filename == new.filename
+        and old.line != new.line
+    )
+
+
+def _said_twice(old: Workload, new: Workload) -> None:
+    from tunedsl.warn import warn_once
+
+    warn_once(
+        f"workload-twice:{new.filename}:{old.line}:{new.line}",
+        f"@tunedsl.workload {new.qualname} is defined twice in {new.filename}, at lines "
+        f"{old.line} and {new.line}: workloads are found by name, so only the one at line "
+        f"{new.line} is swept and precompiled, never the one at line {old.line}; rename one "
+        "of them",
+        UserWarning,
+        stacklevel="user",
+    )
 
 
 def registered_workloads(module: str | None = None) -> list[Workload]:
