@@ -298,3 +298,35 @@ def test_an_in_place_argument_the_worker_finds_keeps_its_launches_timed_one_by_o
     state.sample(0, 5)
     assert list(state.guard.restore) == ["x"]  # found in place, restored before each launch
     assert made[0].per_launch_setup, "the timer was not told: it may graph-time the launches"
+
+
+def test_an_in_place_argument_the_worker_finds_is_warned_of_here_as_in_process() -> None:
+    """``x += 1`` tuned with ``isolate=True`` and no ``restore_value=``: the worker finds
+    ``x`` changed in place and restores its copy before each launch, and this process warns,
+    at the caller's line, as a tuning in process does. It gave no notice: the worker's
+    warning was dropped, so the same site warned in process and was silent isolated."""
+    import warnings
+
+    from runtime_kernels import add_one_inplace
+
+    from tunedsl.warn import forget
+
+    forget("inplace:")  # a worker's state built in this process (above) has said it here
+    x, n = torch.zeros(300), 300
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = autotune_launch(
+            add_one_inplace,
+            space={"tile": [64, 128]},
+            grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(x, n),
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            isolate=True,
+            name="isolated-in-place",
+        )
+    assert result.source == "tuned" and torch.equal(x, torch.ones(n))  # launched once here
+    said = [w for w in caught if "in place" in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    assert "add_one_inplace changes 'x' in place" in str(said[0].message)
+    assert "restore_value=['x']" in str(said[0].message)
+    assert said[0].filename == __file__, said[0].filename  # the caller's line

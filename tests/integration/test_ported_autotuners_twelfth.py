@@ -257,7 +257,7 @@ def test_an_index_a_kernel_advances_in_place_is_restored_between_launches(isolat
     src, out = torch.randn(n + 10), torch.zeros(n)
     idx = torch.arange(n, dtype=torch.int32)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the in-place notice, when in this process
+        warnings.simplefilter("ignore")  # the in-place notice (the worker's is said here too)
         res = autotune_launch(gather_and_advance, space={"SLACK": [4], "BLOCK": [64, 128, 256]},
                               grid=lambda c: (cdiv(n, c.BLOCK),), args=(out, src, idx, n),
                               kwargs=lambda c: dict(c.items()), isolate=isolate,

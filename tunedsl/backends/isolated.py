@@ -354,6 +354,7 @@ class IsolatedMeasurer:
             "timing": timing,
         }
         name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")
+        self.kernel_name = name
         try:
             body_bytes = dumps(body)
         except Exception as err:
@@ -422,6 +423,12 @@ class IsolatedMeasurer:
             self.worker.kill()
         elif self.worker.alive():
             try:
-                self.worker.request(("reset",), self.run_timeout_s)
+                answer = self.worker.request(("reset",), self.run_timeout_s)
             except (WorkerDied, TuningError):  # it died, and could not start again: nothing to drop
-                pass
+                return
+            found = answer[1] if answer[0] == "ok" and len(answer) > 1 else None
+            if found and isinstance(found, list):  # restored there: said here, as in process
+                from tunedsl.backends.inplace import warn_in_place
+                from tunedsl.warn import warn_once
+
+                warn_in_place(self.kernel_name, [str(n) for n in found], warn_once)

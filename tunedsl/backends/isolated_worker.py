@@ -19,7 +19,8 @@ corrupt a reply, and fd 0 at ``/dev/null``, so code reading stdin cannot take a 
   ``"retry"`` (the context may be poisoned): the parent sends them again.
 - ``("sample", index, reps)``: ``("ok", [ms, ...])``.
 - ``("settle", {index: median_ms})``: the auto timer picks its mode for the leaders.
-- ``("reset",)``: drop the state (tensors, kernels) and free cached device memory.
+- ``("reset",)``: drop the state (tensors, kernels) and free cached device memory; answered
+  ``("ok", [name, ...])``, the arguments the tuning found changed in place (the parent warns).
 
 A configuration failing with an exception is answered ``("failed", reason)``; a
 ``UsageError`` (a mistake in the call or a hook, such as a ``pre_hook`` that raised) is
@@ -111,7 +112,8 @@ class _State:
         # The worker's copies are launched many times, as the caller's tensors are in
         # process: an argument the kernel changes in place is found and restored before
         # each launch (each launch started from the one before: an index advanced in place
-        # ran past its bounds). The worker gives no notice: it would name no caller's line.
+        # ran past its bounds). The worker gives no notice (it would name no caller's line):
+        # the arguments it found are sent with its answer to "reset", and the parent warns.
         name = bt.kernel_info(self.kernel).qualname
         self.guard = Guard(self.bound, req, watch=True, kernel=name)
         warnings.filterwarnings("ignore", message=r"tunedsl: \S+ changes .* in place")
@@ -229,6 +231,14 @@ class _State:
             self.post_hook(index, err)
             raise
 
+    def found_in_place(self) -> list[str]:
+        """The arguments the watch found changed in place (not those restored only because
+        there was no room to compare), for the parent's warning."""
+        watch = self.guard.watch
+        if watch is None or watch.unsure:
+            return []
+        return [n for n in self.guard.restore if n in watch.found]
+
     def launch_failed(self) -> None:
         if self.guard.watch is not None:  # not a launch the watch compares
             self.guard.watch.failed()
@@ -259,10 +269,11 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 sys.path[:] = payload["sys_path"]
                 state = _State(cloudpickle.loads(payload["body"]))
                 reply(("ok",))
-            elif op == "reset":
+            elif op == "reset":  # the tuning's end: the arguments it found in place
+                found = [] if state is None else state.found_in_place()
                 state = None
                 _free_memory()
-                reply(("ok",))
+                reply(("ok", found))
             elif state is None:
                 reply(("error", f"{op}: no setup"))
             elif op == "prepare":
