@@ -198,14 +198,20 @@ def test_a_rule_for_an_edited_kernel_decides_nothing_and_says_so(tmp_path: Path)
     assert str(rule) in done.stderr
 
 
-def test_an_empty_call_is_empty_under_cached_and_asks_no_rule(tmp_path: Path) -> None:
+def test_an_empty_call_is_empty_under_cached_and_asks_no_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A call on zero elements launches nothing under any configuration: its result says
-    ``source="empty"`` in every mode, with a rule shipped or not, and no rule is asked (it
-    warned that the key was outside its range and "launches" a pick, though nothing runs)."""
+    ``source="empty"`` under ``mode="on"`` and ``"cached"`` (``TUNEDSL_FORCE_RETUNE=1`` too),
+    with a rule shipped or not, and no rule is asked (it warned that the key was outside its
+    range and "launches" a pick, though nothing runs)."""
     nothing = tmp_path / "no-rules"
     nothing.mkdir(mode=0o700)
     sources, warned = serve(nothing, tmp_path, "flag:0:0!", "flag:0:0")
     assert sources == {"flag:0:0!": "empty", "flag:0:0": "empty"}, warned
+    with monkeypatch.context() as forced:
+        forced.setenv("TUNEDSL_FORCE_RETUNE", "1")
+        assert serve(nothing, tmp_path, "flag:0:0!")[0] == {"flag:0:0!": "empty"}
     rules = built(tmp_path, [{"n": n, "bias": 0} for n in (64, 256, 1024)])
     calls = ("flag:0:0!", "flag:0:1!", "flag:0:0", "mn:0:0!", "flag:300:0!")
     sources, warned = serve(rules, tmp_path, *calls)

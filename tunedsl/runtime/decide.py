@@ -248,7 +248,7 @@ def lookup(
         # One configuration (after pruning) has nothing to compare: launched, never measured.
         return default(), {}
     if knobs.force_retune():
-        return (default() if settings.mode == "cached" else None), {}
+        return ((empty() or default()) if settings.mode == "cached" else None), {}
 
     def stands(record: store.Record | None, usable: bool) -> bool:
         """A record's choice is used when it decides the key (``cached``: when it is still
