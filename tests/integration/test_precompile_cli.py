@@ -570,3 +570,72 @@ def test_replay_compiles_what_heuristics_gave_and_counts_a_failed_binary_once_pe
     # the second record: its 1-CTA binary built, its 3-CTA one failed again (not "cached")
     assert sorted(by_site["add_one"]) == [[0, 1, 1, 0], [1, 0, 1, 0]], done.stdout
     assert done.returncode == 1 and done.stdout.count("num_ctas=3): RuntimeError") == 2
+
+
+GRID_HEURISTIC_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+from tunedsl.precompile.workload import precompile_device
+
+
+@triton.heuristics({"FULL": lambda args: args["grid"][0] * args["TILE"] == args["n"]})
+@triton.jit
+def add_one_full(x, y, n, TILE: tl.constexpr, FULL: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if FULL:
+        tl.store(y + offs, tl.load(x + offs) + 1)
+    else:
+        tl.store(y + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def run(x, y):
+    n = y.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), add_one_full(x, y, n, TILE=$tile))
+
+
+@workload
+def warm():
+    x = torch.ones(256, device=precompile_device())
+    run(x, torch.empty_like(x))
+
+
+if __name__ == "__main__":
+    x = torch.arange(320, dtype=torch.float32)  # FULL for tile 64, not for 128
+    y = torch.empty_like(x)
+    run(x, y)
+    assert torch.equal(y, x + 1)
+    print("tuned")
+"""
+
+
+@pytest.mark.parametrize("processes", ["off", "on"])
+def test_a_heuristic_that_reads_the_grid_compiles_ahead_and_replays(
+    tmp_path: Path, processes: str
+) -> None:
+    """A ``@triton.heuristics`` function reads ``args["grid"]``, which ``Heuristics.run``
+    gets from ``kernel[grid](...)``: the site ran under the interpreter, but compiling it
+    ahead computed the heuristics without the grid (every configuration failed with
+    ``KeyError: 'grid'``) and its records kept no ``FULL``, so replay failed them too."""
+    script = tmp_path / "grid_heuristic.py"
+    script.write_text(GRID_HEURISTIC_SCRIPT, encoding="utf-8")
+    ahead = _precompile(tmp_path, "--target", "cuda:90", str(script),
+                        TUNEDSL_COMPILE_PROCESSES=processes)  # fmt: skip
+    assert ahead.returncode == 0, ahead.stdout + ahead.stderr
+    row = next(l for l in ahead.stdout.splitlines() if "(add_one_full)" in l)  # noqa: E741
+    assert _row(row, row[:10]) == [2, 0, 0, 0], ahead.stdout
+
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
+    replayed = _precompile(tmp_path, "--replay", "--target", "cuda:90",
+                           TUNEDSL_COMPILE_PROCESSES=processes)  # fmt: skip
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    row = next(l for l in replayed.stdout.splitlines() if "grid_heuristic.py:" in l)  # noqa: E741
+    compiled, cached, failed, _ = _row(row, row[:10])
+    assert failed == 0 and compiled + cached == 2, replayed.stdout

@@ -267,13 +267,18 @@ def free_jit_locks(kernels: Iterable[Any]) -> None:
 
 
 def with_heuristics(
-    kernel: Any, args: Iterable[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+    kernel: Any,
+    args: Iterable[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    grid: Any = None,
 ) -> dict[str, Any]:
     """``kwargs`` with the values the ``@triton.heuristics`` around ``kernel`` compute for
     this call, as ``Heuristics.run`` sets them before the JIT runs: outermost first, each
-    function given the arguments by name, the keyword arguments and the launch options
-    (``Heuristics.values``, ``.arg_names``, ``.fn``; 3.6.0, 3.9.0). A compile of the bare
-    ``JITFunction`` needs them: they are its parameters."""
+    function given the arguments by name, the keyword arguments, the launch options and
+    the launch's ``grid`` (``kernel[grid](...)`` passes it to ``run``; ``Heuristics.values``,
+    ``.arg_names``, ``.fn``; 3.6.0, 3.9.0). A compile of the bare ``JITFunction`` needs
+    them: they are its parameters."""
     inner = getattr(kernel, "fn", None)
     if inner is None or getattr(inner, "fn", None) is None:
         return dict(kwargs)  # a bare JIT function (its ``fn`` is Python's): nothing wraps it
@@ -281,11 +286,12 @@ def with_heuristics(
 
     out = dict(kwargs)
     args = tuple(args)
+    launch = dict(options) if grid is None else {**options, "grid": grid}
     for _ in range(8):  # down Autotuner/Heuristics-style wrappers to the JITFunction
         if isinstance(kernel, Heuristics):
             named = dict(zip(kernel.arg_names, args, strict=False))
             for name, heuristic in kernel.values.items():
-                out[name] = heuristic({**named, **out, **options})
+                out[name] = heuristic({**named, **out, **launch})
         kernel = getattr(kernel, "fn", None)
         if kernel is None:
             break
