@@ -639,3 +639,48 @@ def test_a_heuristic_that_reads_the_grid_compiles_ahead_and_replays(
     row = next(l for l in replayed.stdout.splitlines() if "grid_heuristic.py:" in l)  # noqa: E741
     compiled, cached, failed, _ = _row(row, row[:10])
     assert failed == 0 and compiled + cached == 2, replayed.stdout
+
+
+DEFAULTS_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def times_scale(x, y, n, TILE: tl.constexpr, SCALE: tl.constexpr = 2):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
+if __name__ == "__main__":
+    x = torch.arange(300, dtype=torch.float32)
+    y = torch.empty_like(x)
+    n = y.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), times_scale(x, y, n, TILE=$tile))
+    assert torch.equal(y, 2 * x)
+    print("tuned")
+"""
+
+
+def test_replay_of_an_interpreter_record_of_a_kernel_with_a_default_parameter(
+    tmp_path: Path,
+) -> None:
+    """A kernel with a parameter default (``SCALE: tl.constexpr = 2``) tuned under the
+    interpreter: its record's source hash covers the default, and replay compared it with
+    the interpreter's hash without it, so it skipped the record as "the kernel's source
+    changed since it was tuned" and compiled nothing for it."""
+    script = tmp_path / "dsl_defaults.py"
+    script.write_text(DEFAULTS_SCRIPT, encoding="utf-8")
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "source changed" not in done.stdout, done.stdout
+    assert _row(done.stdout, "dsl_defaults.py:") == [2, 0, 0, 0], done.stdout

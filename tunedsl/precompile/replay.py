@@ -192,15 +192,20 @@ def _target_options(
 def _stale_reason(kernel: Kernel, record: Record) -> str | None:
     """Why a record no longer matches the kernel's current source (None if it does)."""
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.kernel_source import with_defaults
 
     try:
-        current = {bt.kernel_info(kernel).source_hash}
+        info = bt.kernel_info(kernel)
     except Exception:  # no way to tell: compile what the record describes
         return None
+    current = {info.source_hash}
     # A record made under the interpreter holds the interpreter's hash (the kernel's source
-    # and the Triton functions it calls); one made before helpers were hashed, the source.
+    # and the Triton functions it calls, with the parameters' defaults); one made before
+    # helpers were hashed, the source.
     with contextlib.suppress(OSError, TypeError):
-        current.add(bt.interpreted_source_hash(kernel))
+        interpreted = bt.interpreted_source_hash(kernel)
+        current.add(interpreted)
+        current.add(with_defaults(interpreted, info.constexpr_names, info.defaults))
         plain: Any = kernel
         text = inspect.getsource(getattr(plain, "fn", plain))
         current.add(hashlib.sha256(text.encode("utf-8")).hexdigest())
