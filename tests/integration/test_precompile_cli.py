@@ -684,3 +684,44 @@ def test_replay_of_an_interpreter_record_of_a_kernel_with_a_default_parameter(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "source changed" not in done.stdout, done.stdout
     assert _row(done.stdout, "dsl_defaults.py:") == [2, 0, 0, 0], done.stdout
+
+
+TRITON_AUTOTUNED_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, workload
+from tunedsl.precompile.workload import precompile_device
+
+
+@triton.autotune(configs=[triton.Config({"TILE": 64}), triton.Config({"TILE": 128})], key=["n"])
+@triton.jit
+def copy_tiles(x, y, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+@workload
+def warm():
+    x = torch.ones(256, device=precompile_device())
+    autotune(space=dict(w=[1, 2]), blocks=4, copy_tiles(x, torch.empty_like(x), 256, num_warps=$w))
+"""
+
+
+def test_a_kernel_under_triton_autotune_is_named_with_the_fix_when_compiled_ahead(
+    tmp_path: Path,
+) -> None:
+    """A kernel still under ``@triton.autotune``, whose configurations set ``TILE``: the
+    interpreter names the decorator and the fix, but compiling ahead (``precompile
+    --target``, the tuning's compiles on a GPU) compiled the bare kernel and failed every
+    configuration with "dynamic_func() missing 1 required positional argument: 'TILE'"."""
+    script = tmp_path / "triton_autotuned.py"
+    script.write_text(TRITON_AUTOTUNED_SCRIPT, encoding="utf-8")
+    run = _precompile(tmp_path, "--target", "cuda:90", str(script))
+    assert run.returncode == 1, run.stdout + run.stderr
+    failures = [line for line in run.stdout.splitlines() if line.startswith("failed:")]
+    assert len(failures) == 2, run.stdout
+    for line in failures:
+        assert "missing 1 required positional argument" not in line
+        assert "@triton.autotune" in line and "`TILE`" in line and "space=" in line, line

@@ -278,11 +278,13 @@ def with_heuristics(
     function given the arguments by name, the keyword arguments, the launch options and
     the launch's ``grid`` (``kernel[grid](...)`` passes it to ``run``; ``Heuristics.values``,
     ``.arg_names``, ``.fn``; 3.6.0, 3.9.0). A compile of the bare ``JITFunction`` needs
-    them: they are its parameters."""
+    them: they are its parameters. The values a ``@triton.autotune`` around it sets
+    (``Autotuner.configs``, each ``Config.kwargs``) are its own choice at a launch, so no
+    compile ahead can give them: a ``UsageError`` names them and the fix."""
     inner = getattr(kernel, "fn", None)
     if inner is None or getattr(inner, "fn", None) is None:
         return dict(kwargs)  # a bare JIT function (its ``fn`` is Python's): nothing wraps it
-    from triton.runtime.autotuner import Heuristics
+    from triton.runtime.autotuner import Autotuner, Heuristics
 
     out = dict(kwargs)
     args = tuple(args)
@@ -292,6 +294,19 @@ def with_heuristics(
             named = dict(zip(kernel.arg_names, args, strict=False))
             for name, heuristic in kernel.values.items():
                 out[name] = heuristic({**named, **out, **launch})
+        elif isinstance(kernel, Autotuner):
+            named = dict(zip(kernel.arg_names, args, strict=False))
+            chosen = {k for c in kernel.configs for k in c.kwargs} - set(named) - set(out)
+            if chosen:
+                from tunedsl.errors import UsageError
+
+                raise UsageError(
+                    "the kernel is wrapped in @triton.autotune, whose configurations set "
+                    f"{', '.join(f'`{k}`' for k in sorted(chosen))}: Triton chooses them at "
+                    "its launch, so no compile ahead of it can give them; remove "
+                    "@triton.autotune and put its configurations in space= (autotune(...) "
+                    "tunes them)"
+                )
         kernel = getattr(kernel, "fn", None)
         if kernel is None:
             break
