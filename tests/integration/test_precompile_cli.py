@@ -725,3 +725,65 @@ def test_a_kernel_under_triton_autotune_is_named_with_the_fix_when_compiled_ahea
     for line in failures:
         assert "missing 1 required positional argument" not in line
         assert "@triton.autotune" in line and "`TILE`" in line and "space=" in line, line
+
+
+UNREPLAYABLE_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def relu(v):
+    return tl.maximum(v, 0)
+
+
+@triton.jit
+def with_epilogue(x, y, n, EPI: tl.constexpr, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, EPI(tl.load(x + offs, mask=offs < n)), mask=offs < n)
+
+
+@triton.jit
+def with_shape(x, y, shape, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < shape[0]), mask=offs < shape[0])
+
+
+if __name__ == "__main__":
+    x = torch.arange(-150, 150, dtype=torch.float32)
+    y = torch.empty_like(x)
+    n = y.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), with_epilogue(x, y, n, relu, TILE=$tile))
+    assert torch.equal(y, x.clamp(min=0))
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), with_shape(x, y, (n, 1), TILE=$tile))
+    assert torch.equal(y, x)
+    print("tuned")
+"""
+
+
+def test_replay_names_a_record_it_cannot_rebuild_and_how_to_compile_it(tmp_path: Path) -> None:
+    """Records of a kernel given a ``@triton.jit`` function (an epilogue) or a tuple: a
+    record keeps the function's repr and the tuple's types without its values, so replay
+    cannot rebuild the launch. It failed every configuration with "'str' object is not
+    callable" (the repr compiled in as the function) and ``KeyError: 'tuple'``; such a
+    record is now skipped with a note naming the argument and the way to compile it."""
+    script = tmp_path / "unreplayable.py"
+    script.write_text(UNREPLAYABLE_SCRIPT, encoding="utf-8")
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "failed:" not in done.stdout, done.stdout
+    notes = [line for line in done.stdout.splitlines() if "skipped" in line]
+    assert len(notes) == 2, done.stdout
+    for name, note in zip(
+        ["`EPI`", "`shape`"], sorted(notes, key=lambda n: "shape" in n), strict=True
+    ):
+        assert name in note and "@workload" in note and "--target" in note, note

@@ -215,6 +215,31 @@ def _stale_reason(kernel: Kernel, record: Record) -> str | None:
     return None
 
 
+def _unrebuilt_reason(record: Record, target: Any) -> str | None:
+    """Why replay cannot rebuild the record's launch (None if it can): an argument the record
+    keeps only as a repr (a ``@triton.jit`` function passed as an epilogue, or another
+    object) or as the types of a tuple without their values."""
+    from tunedsl.backends.triton_compile import parse_target, target_name
+
+    for name, value in record.signature.items():
+        if isinstance(value, dict) and "constexpr" in value:
+            kept = value["constexpr"]
+            if not (
+                isinstance(kept, str) and (kept.startswith("JITFunction(") or " at 0x" in kept)
+            ):
+                continue
+            what = f"is an object ({kept}) a record keeps only by name"
+        elif isinstance(value, str) and value != "tuple":
+            continue
+        else:
+            what = "is a tuple, whose values a record does not keep"
+        return (
+            f"argument `{name}` {what}, so replay cannot rebuild its launch; compile the "
+            f"script's @workload instead: tunedsl precompile --target {target_name(parse_target(target))} SCRIPT"
+        )
+    return None
+
+
 def current_target() -> Any:
     from tunedsl.backends import compat
 
@@ -250,7 +275,7 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
             )
             continue
         report = SiteReport(f"{record.site} [record {record.id}]", record.key)
-        stale = _stale_reason(kernel, record)
+        stale = _stale_reason(kernel, record) or _unrebuilt_reason(record, target)
         if stale is not None:
             summary.notes.append(f"record {record.id} ({record.site}) skipped: {stale}")
             continue
