@@ -731,6 +731,7 @@ UNREPLAYABLE_SCRIPT = """\
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from tunedsl import autotune, cdiv
 
@@ -752,6 +753,11 @@ def with_shape(x, y, shape, TILE: tl.constexpr):
     tl.store(y + offs, tl.load(x + offs, mask=offs < shape[0]), mask=offs < shape[0])
 
 
+@triton.jit
+def with_descriptors(xd, yd, TILE: tl.constexpr):
+    yd.store([tl.program_id(0) * TILE], xd.load([tl.program_id(0) * TILE]))
+
+
 if __name__ == "__main__":
     x = torch.arange(-150, 150, dtype=torch.float32)
     y = torch.empty_like(x)
@@ -760,16 +766,23 @@ if __name__ == "__main__":
     assert torch.equal(y, x.clamp(min=0))
     autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), with_shape(x, y, (n, 1), TILE=$tile))
     assert torch.equal(y, x)
+    y.zero_()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), key=n,
+             with_descriptors(TensorDescriptor.from_tensor(x, [$tile]),
+                              TensorDescriptor.from_tensor(y, [$tile]), TILE=$tile))
+    assert torch.equal(y, x)
     print("tuned")
 """
 
 
 def test_replay_names_a_record_it_cannot_rebuild_and_how_to_compile_it(tmp_path: Path) -> None:
-    """Records of a kernel given a ``@triton.jit`` function (an epilogue) or a tuple: a
-    record keeps the function's repr and the tuple's types without its values, so replay
-    cannot rebuild the launch. It failed every configuration with "'str' object is not
-    callable" (the repr compiled in as the function) and ``KeyError: 'tuple'``; such a
-    record is now skipped with a note naming the argument and the way to compile it."""
+    """Records of a kernel given a ``@triton.jit`` function (an epilogue), a tuple, or host
+    tensor descriptors (tuned under the interpreter): a record keeps the function's repr,
+    the tuple's types without its values and the descriptor's class name, so replay cannot
+    rebuild the launch. It failed every configuration with "'str' object is not callable"
+    (the repr compiled in as the function), ``KeyError: 'tuple'`` and ``KeyError:
+    'TensorDescriptor'``; such a record is now skipped with a note naming the argument and
+    the way to compile it."""
     script = tmp_path / "unreplayable.py"
     script.write_text(UNREPLAYABLE_SCRIPT, encoding="utf-8")
     tuned = subprocess.run(
@@ -782,8 +795,7 @@ def test_replay_names_a_record_it_cannot_rebuild_and_how_to_compile_it(tmp_path:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "failed:" not in done.stdout, done.stdout
     notes = [line for line in done.stdout.splitlines() if "skipped" in line]
-    assert len(notes) == 2, done.stdout
-    for name, note in zip(
-        ["`EPI`", "`shape`"], sorted(notes, key=lambda n: "shape" in n), strict=True
-    ):
-        assert name in note and "@workload" in note and "--target" in note, note
+    assert len(notes) == 3, done.stdout
+    for name in ("EPI", "shape", "xd"):  # the function, the tuple, the descriptor
+        (note,) = [n for n in notes if f"argument `{name}`" in n]
+        assert "@workload" in note and "--target cuda:90" in note, note

@@ -218,7 +218,9 @@ def _stale_reason(kernel: Kernel, record: Record) -> str | None:
 def _unrebuilt_reason(record: Record, target: Any) -> str | None:
     """Why replay cannot rebuild the record's launch (None if it can): an argument the record
     keeps only as a repr (a ``@triton.jit`` function passed as an epilogue, or another
-    object) or as the types of a tuple without their values."""
+    object), as the types of a tuple without their values, or as a type Triton does not
+    compile from (a host ``TensorDescriptor`` tuned under the interpreter)."""
+    from tunedsl.backends import compat
     from tunedsl.backends.triton_compile import parse_target, target_name
 
     for name, value in record.signature.items():
@@ -230,7 +232,9 @@ def _unrebuilt_reason(record: Record, target: Any) -> str | None:
                 continue
             what = f"is an object ({kept}) a record keeps only by name"
         elif isinstance(value, str) and value != "tuple":
-            continue
+            if compat.is_signature_type(value.partition(":")[0]):
+                continue
+            what = f"is recorded as {value!r}, a type Triton does not compile from"
         else:
             what = "is a tuple, whose values a record does not keep"
         return (
