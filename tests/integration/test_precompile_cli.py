@@ -570,3 +570,232 @@ def test_replay_compiles_what_heuristics_gave_and_counts_a_failed_binary_once_pe
     # the second record: its 1-CTA binary built, its 3-CTA one failed again (not "cached")
     assert sorted(by_site["add_one"]) == [[0, 1, 1, 0], [1, 0, 1, 0]], done.stdout
     assert done.returncode == 1 and done.stdout.count("num_ctas=3): RuntimeError") == 2
+
+
+GRID_HEURISTIC_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+from tunedsl.precompile.workload import precompile_device
+
+
+@triton.heuristics({"FULL": lambda args: args["grid"][0] * args["TILE"] == args["n"]})
+@triton.jit
+def add_one_full(x, y, n, TILE: tl.constexpr, FULL: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if FULL:
+        tl.store(y + offs, tl.load(x + offs) + 1)
+    else:
+        tl.store(y + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def run(x, y):
+    n = y.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), add_one_full(x, y, n, TILE=$tile))
+
+
+@workload
+def warm():
+    x = torch.ones(256, device=precompile_device())
+    run(x, torch.empty_like(x))
+
+
+if __name__ == "__main__":
+    x = torch.arange(320, dtype=torch.float32)  # FULL for tile 64, not for 128
+    y = torch.empty_like(x)
+    run(x, y)
+    assert torch.equal(y, x + 1)
+    print("tuned")
+"""
+
+
+@pytest.mark.parametrize("processes", ["off", "on"])
+def test_a_heuristic_that_reads_the_grid_compiles_ahead_and_replays(
+    tmp_path: Path, processes: str
+) -> None:
+    """A ``@triton.heuristics`` function reads ``args["grid"]``, which ``Heuristics.run``
+    gets from ``kernel[grid](...)``: the site ran under the interpreter, but compiling it
+    ahead computed the heuristics without the grid (every configuration failed with
+    ``KeyError: 'grid'``) and its records kept no ``FULL``, so replay failed them too."""
+    script = tmp_path / "grid_heuristic.py"
+    script.write_text(GRID_HEURISTIC_SCRIPT, encoding="utf-8")
+    ahead = _precompile(tmp_path, "--target", "cuda:90", str(script),
+                        TUNEDSL_COMPILE_PROCESSES=processes)  # fmt: skip
+    assert ahead.returncode == 0, ahead.stdout + ahead.stderr
+    row = next(l for l in ahead.stdout.splitlines() if "(add_one_full)" in l)  # noqa: E741
+    assert _row(row, row[:10]) == [2, 0, 0, 0], ahead.stdout
+
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
+    replayed = _precompile(tmp_path, "--replay", "--target", "cuda:90",
+                           TUNEDSL_COMPILE_PROCESSES=processes)  # fmt: skip
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    row = next(l for l in replayed.stdout.splitlines() if "grid_heuristic.py:" in l)  # noqa: E741
+    compiled, cached, failed, _ = _row(row, row[:10])
+    assert failed == 0 and compiled + cached == 2, replayed.stdout
+
+
+DEFAULTS_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def times_scale(x, y, n, TILE: tl.constexpr, SCALE: tl.constexpr = 2):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
+if __name__ == "__main__":
+    x = torch.arange(300, dtype=torch.float32)
+    y = torch.empty_like(x)
+    n = y.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), times_scale(x, y, n, TILE=$tile))
+    assert torch.equal(y, 2 * x)
+    print("tuned")
+"""
+
+
+def test_replay_of_an_interpreter_record_of_a_kernel_with_a_default_parameter(
+    tmp_path: Path,
+) -> None:
+    """A kernel with a parameter default (``SCALE: tl.constexpr = 2``) tuned under the
+    interpreter: its record's source hash covers the default, and replay compared it with
+    the interpreter's hash without it, so it skipped the record as "the kernel's source
+    changed since it was tuned" and compiled nothing for it."""
+    script = tmp_path / "dsl_defaults.py"
+    script.write_text(DEFAULTS_SCRIPT, encoding="utf-8")
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "source changed" not in done.stdout, done.stdout
+    assert _row(done.stdout, "dsl_defaults.py:") == [2, 0, 0, 0], done.stdout
+
+
+TRITON_AUTOTUNED_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, workload
+from tunedsl.precompile.workload import precompile_device
+
+
+@triton.autotune(configs=[triton.Config({"TILE": 64}), triton.Config({"TILE": 128})], key=["n"])
+@triton.jit
+def copy_tiles(x, y, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+@workload
+def warm():
+    x = torch.ones(256, device=precompile_device())
+    autotune(space=dict(w=[1, 2]), blocks=4, copy_tiles(x, torch.empty_like(x), 256, num_warps=$w))
+"""
+
+
+def test_a_kernel_under_triton_autotune_is_named_with_the_fix_when_compiled_ahead(
+    tmp_path: Path,
+) -> None:
+    """A kernel still under ``@triton.autotune``, whose configurations set ``TILE``: the
+    interpreter names the decorator and the fix, but compiling ahead (``precompile
+    --target``, the tuning's compiles on a GPU) compiled the bare kernel and failed every
+    configuration with "dynamic_func() missing 1 required positional argument: 'TILE'"."""
+    script = tmp_path / "triton_autotuned.py"
+    script.write_text(TRITON_AUTOTUNED_SCRIPT, encoding="utf-8")
+    run = _precompile(tmp_path, "--target", "cuda:90", str(script))
+    assert run.returncode == 1, run.stdout + run.stderr
+    failures = [line for line in run.stdout.splitlines() if line.startswith("failed:")]
+    assert len(failures) == 2, run.stdout
+    for line in failures:
+        assert "missing 1 required positional argument" not in line
+        assert "@triton.autotune" in line and "`TILE`" in line and "space=" in line, line
+
+
+UNREPLAYABLE_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def relu(v):
+    return tl.maximum(v, 0)
+
+
+@triton.jit
+def with_epilogue(x, y, n, EPI: tl.constexpr, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, EPI(tl.load(x + offs, mask=offs < n)), mask=offs < n)
+
+
+@triton.jit
+def with_shape(x, y, shape, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < shape[0]), mask=offs < shape[0])
+
+
+@triton.jit
+def with_descriptors(xd, yd, TILE: tl.constexpr):
+    yd.store([tl.program_id(0) * TILE], xd.load([tl.program_id(0) * TILE]))
+
+
+if __name__ == "__main__":
+    x = torch.arange(-150, 150, dtype=torch.float32)
+    y = torch.empty_like(x)
+    n = y.numel()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), with_epilogue(x, y, n, relu, TILE=$tile))
+    assert torch.equal(y, x.clamp(min=0))
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), with_shape(x, y, (n, 1), TILE=$tile))
+    assert torch.equal(y, x)
+    y.zero_()
+    autotune(space=dict(tile=[64, 128]), blocks=cdiv(n, $tile), key=n,
+             with_descriptors(TensorDescriptor.from_tensor(x, [$tile]),
+                              TensorDescriptor.from_tensor(y, [$tile]), TILE=$tile))
+    assert torch.equal(y, x)
+    print("tuned")
+"""
+
+
+def test_replay_names_a_record_it_cannot_rebuild_and_how_to_compile_it(tmp_path: Path) -> None:
+    """Records of a kernel given a ``@triton.jit`` function (an epilogue), a tuple, or host
+    tensor descriptors (tuned under the interpreter): a record keeps the function's repr,
+    the tuple's types without its values and the descriptor's class name, so replay cannot
+    rebuild the launch. It failed every configuration with "'str' object is not callable"
+    (the repr compiled in as the function), ``KeyError: 'tuple'`` and ``KeyError:
+    'TensorDescriptor'``; such a record is now skipped with a note naming the argument and
+    the way to compile it."""
+    script = tmp_path / "unreplayable.py"
+    script.write_text(UNREPLAYABLE_SCRIPT, encoding="utf-8")
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "failed:" not in done.stdout, done.stdout
+    notes = [line for line in done.stdout.splitlines() if "skipped" in line]
+    assert len(notes) == 3, done.stdout
+    for name in ("EPI", "shape", "xd"):  # the function, the tuple, the descriptor
+        (note,) = [n for n in notes if f"argument `{name}`" in n]
+        assert "@workload" in note and "--target cuda:90" in note, note

@@ -61,7 +61,7 @@ def compile_jobs(
         kernel, len(todo), shared_by=shared_by, priority=priority, cancelled=cancelled
     )
     if todo:  # beside the compiles, not after the first one
-        prebuild_launcher(kernel, todo[0].args, todo[0].kwargs, todo[0].options)
+        prebuild_launcher(kernel, todo[0].args, todo[0].kwargs, todo[0].options, todo[0].grid)
     by_id: dict[int, Variant] = {}
     jobs = []
     for v in todo:
@@ -69,7 +69,7 @@ def compile_jobs(
         def compile_one(v: Variant = v) -> object:
             if cancelled is not None and cancelled.is_set():
                 raise CompileCancelled("the search ended before this configuration compiled")
-            return compile_variant(v.args, v.kwargs, v.options)
+            return compile_variant(v.args, v.kwargs, v.options, v.grid)
 
         job = CompileJob(v.config, compile_one)
         by_id[id(job)] = v

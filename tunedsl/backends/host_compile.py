@@ -138,11 +138,11 @@ class HostCompiler:
         )
         if self.target is None:  # the workers' first loads find the launcher built
             first = self.variants[configs[0]]
-            prebuild_launcher(self.kernel, first.args, first.kwargs, first.options)
+            prebuild_launcher(self.kernel, first.args, first.kwargs, first.options, first.grid)
 
         def job(config: Config) -> CompileJob:
             v = self.variants[config]
-            return CompileJob(config, lambda: compile_variant(v.args, v.kwargs, v.options))
+            return CompileJob(config, lambda: compile_variant(v.args, v.kwargs, v.options, v.grid))
 
         with self._cond:
             if self._active == 0:

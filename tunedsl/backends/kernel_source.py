@@ -47,10 +47,16 @@ def kernel_source_hash(
     else:
         source_hash = interpreted_source_hash(kernel)
         _salt_wrapped_jit(kernel, fn)
-    if defaults:  # fixed when the kernel is declared, not in its source: another kernel
-        fixed = {n: readable_value(v, n in constexprs, True) for n, v in sorted(defaults.items())}
-        source_hash = hashlib.sha256(f"{source_hash}\0{canonical_json(fixed)}".encode()).hexdigest()
-    return source_hash
+    return with_defaults(source_hash, constexprs, defaults)
+
+
+def with_defaults(source_hash: str, constexprs: frozenset[str], defaults: Mapping[str, Any]) -> str:
+    """``source_hash`` with the parameters' defaults: fixed when the kernel is declared, not
+    in its source, a changed one is another kernel."""
+    if not defaults:
+        return source_hash
+    fixed = {n: readable_value(v, n in constexprs, True) for n, v in sorted(defaults.items())}
+    return hashlib.sha256(f"{source_hash}\0{canonical_json(fixed)}".encode()).hexdigest()
 
 
 def _salt_wrapped_jit(kernel: Any, fn: Any) -> None:

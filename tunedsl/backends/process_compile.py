@@ -28,9 +28,9 @@ configuration's failure (a compiler crash no longer takes the tuning process wit
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tunedsl.backends import compat, compile_processes
 from tunedsl.backends.compile_pool import (
@@ -60,7 +60,20 @@ __all__ = [
     "variant_compiler",
 ]
 
-VariantCompile = Callable[[Sequence[Any], Mapping[str, Any], Mapping[str, Any]], Any]
+
+class VariantCompile(Protocol):
+    """``compile(args, kwargs, options, grid)``: ``grid`` is the launch's, which a
+    ``@triton.heuristics`` function may read."""
+
+    def __call__(
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        options: Mapping[str, Any],
+        grid: Any = None,
+        /,
+    ) -> Any: ...
+
 
 #: ``built``: variants a worker compiled and this process then loaded from the cache;
 #: ``fallback``: compiled here after the worker failed; ``mismatch``: the load was no hit;
@@ -137,7 +150,7 @@ def variant_compiler(
     priority: float = 0.0,
     cancelled: threading.Event | None = None,
 ) -> VariantCompile:
-    """``compile(args, kwargs, options)`` for the ``jobs`` variants of one stream on
+    """``compile(args, kwargs, options, grid)`` for the ``jobs`` variants of one stream on
     ``workers`` compile workers (default: the pool's; see the module docstring).
     ``shared_by``: the compiles the streams running beside this one may need at once (a
     search's batches announced ahead), so the pool forked now serves them too; of the
@@ -146,8 +159,13 @@ def variant_compiler(
     nothing. Call it before the stream starts: it may fork the workers, which is safe only
     while no other thread compiles."""
 
-    def here(args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
-        return compile_variant(kernel, args, kwargs, options, target=target)
+    def here(
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        options: Mapping[str, Any],
+        grid: Any = None,
+    ) -> Any:
+        return compile_variant(kernel, args, kwargs, options, target=target, grid=grid)
 
     if jobs < 2 or interpreting() or _disabled:
         return here
@@ -179,11 +197,16 @@ def variant_compiler(
         return here
     kernel_key = compile_processes.register(jit_fn)
 
-    def pooled(args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
+    def pooled(
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        options: Mapping[str, Any],
+        grid: Any = None,
+    ) -> Any:
         if _disabled:
-            return here(args, kwargs, options)
+            return here(args, kwargs, options, grid)
         try:
-            computed = compat.with_heuristics(kernel, args, kwargs, options)
+            computed = compat.with_heuristics(kernel, args, kwargs, options, grid)
             job = _worker_job(jit_fn, kernel_key, source_key, args, computed, options, fixed_target)
             result = pool.run(
                 build_in_worker, job, job_timeout_s(), priority=priority, cancelled=cancelled
@@ -193,17 +216,17 @@ def variant_compiler(
         except compile_processes.WorkerCrashed as err:  # this configuration crashed it
             raise RuntimeError(f"{err} while compiling this configuration") from err
         except compile_processes.NoWorkerLeft:  # all killed or crashed: compile here
-            return _fallback(here, args, kwargs, options)
+            return _fallback(here, args, kwargs, options, grid)
         except compile_processes.WorkerFailed:
-            return _fallback(here, args, kwargs, options)
+            return _fallback(here, args, kwargs, options, grid)
         except TimeoutError:
             raise
         except Exception:  # the job could not be described or sent: compile here
-            return _fallback(here, args, kwargs, options)
+            return _fallback(here, args, kwargs, options, grid)
         if isinstance(result, OverSharedMemory):  # what loading it here would raise
             stats["over_shared"] += 1
             raise compat.out_of_resources(result.required, result.limit)
-        handle = here(args, kwargs, options)  # the load: milliseconds of Python
+        handle = here(args, kwargs, options, grid)  # the load: milliseconds of Python
         if is_cache_hit(handle) and str(getattr(handle, "hash", "")) == result.hash:
             stats["built"] += 1
             return handle if result.cached else as_built(handle)
@@ -220,9 +243,10 @@ def _fallback(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     options: Mapping[str, Any],
+    grid: Any,
 ) -> Any:
     stats["fallback"] += 1
-    return here(args, kwargs, options)
+    return here(args, kwargs, options, grid)
 
 
 def _worker_job(
@@ -274,7 +298,11 @@ def _shared_limit(device: int | None, target: Any) -> int | None:
 
 
 def prebuild_launcher(
-    kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+    kernel: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    grid: Any = None,
 ) -> None:
     """Build the kernel's C launcher for this signature on a background thread, once per
     process, while its configurations compile (``compat.prebuild_launcher``: Triton 3.6
@@ -293,7 +321,7 @@ def prebuild_launcher(
 
     def build() -> None:
         try:
-            computed = compat.with_heuristics(kernel, args, kwargs, options)
+            computed = compat.with_heuristics(kernel, args, kwargs, options, grid)
             _, signature, constexprs, _ = pack_for_target(jit_fn, args, computed, options, target)
             key = (str(jit_fn.cache_key), repr(sorted(signature.items())))
             with _launchers_lock:

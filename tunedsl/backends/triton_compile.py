@@ -165,8 +165,10 @@ def compile_variant(
     options: Mapping[str, Any],
     *,
     target: str | Any | None = None,
+    grid: Any = None,
 ) -> Any:
     """Compile ``kernel(*args, **kwargs)`` with launch ``options`` (num_warps, ...); never launch.
+    ``grid``: the launch's, which a ``@triton.heuristics`` function may read.
 
     Returns the handle: Triton's ``CompiledKernel`` on a GPU, :class:`CrossCompiled` for a
     target, :class:`InterpretedHandle` under the interpreter. Compile errors propagate.
@@ -174,11 +176,11 @@ def compile_variant(
     if target is not None:
         if interpreting():
             raise UsageError(_INTERPRET_FIX)
-        kwargs = compat.with_heuristics(kernel, args, kwargs, options)
+        kwargs = compat.with_heuristics(kernel, args, kwargs, options, grid)
         return _cross_compile(unwrap_jit(kernel), args, kwargs, options, parse_target(target))
     if interpreting():
         return InterpretedHandle(str(getattr(kernel, "__name__", None) or repr(kernel)))
-    kwargs = compat.with_heuristics(kernel, args, kwargs, options)
+    kwargs = compat.with_heuristics(kernel, args, kwargs, options, grid)
     device = cuda_device_of(args, kwargs)
     if device is None:
         return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)

@@ -192,21 +192,55 @@ def _target_options(
 def _stale_reason(kernel: Kernel, record: Record) -> str | None:
     """Why a record no longer matches the kernel's current source (None if it does)."""
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.kernel_source import with_defaults
 
     try:
-        current = {bt.kernel_info(kernel).source_hash}
+        info = bt.kernel_info(kernel)
     except Exception:  # no way to tell: compile what the record describes
         return None
+    current = {info.source_hash}
     # A record made under the interpreter holds the interpreter's hash (the kernel's source
-    # and the Triton functions it calls); one made before helpers were hashed, the source.
+    # and the Triton functions it calls, with the parameters' defaults); one made before
+    # helpers were hashed, the source.
     with contextlib.suppress(OSError, TypeError):
-        current.add(bt.interpreted_source_hash(kernel))
+        interpreted = bt.interpreted_source_hash(kernel)
+        current.add(interpreted)
+        current.add(with_defaults(interpreted, info.constexpr_names, info.defaults))
         plain: Any = kernel
         text = inspect.getsource(getattr(plain, "fn", plain))
         current.add(hashlib.sha256(text.encode("utf-8")).hexdigest())
     recorded = record.kernel.get("source_hash")
     if recorded and recorded not in current:
         return "the kernel's source changed since it was tuned (the record no longer applies)"
+    return None
+
+
+def _unrebuilt_reason(record: Record, target: Any) -> str | None:
+    """Why replay cannot rebuild the record's launch (None if it can): an argument the record
+    keeps only as a repr (a ``@triton.jit`` function passed as an epilogue, or another
+    object), as the types of a tuple without their values, or as a type Triton does not
+    compile from (a host ``TensorDescriptor`` tuned under the interpreter)."""
+    from tunedsl.backends import compat
+    from tunedsl.backends.triton_compile import parse_target, target_name
+
+    for name, value in record.signature.items():
+        if isinstance(value, dict) and "constexpr" in value:
+            kept = value["constexpr"]
+            if not (
+                isinstance(kept, str) and (kept.startswith("JITFunction(") or " at 0x" in kept)
+            ):
+                continue
+            what = f"is an object ({kept}) a record keeps only by name"
+        elif isinstance(value, str) and value != "tuple":
+            if compat.is_signature_type(value.partition(":")[0]):
+                continue
+            what = f"is recorded as {value!r}, a type Triton does not compile from"
+        else:
+            what = "is a tuple, whose values a record does not keep"
+        return (
+            f"argument `{name}` {what}, so replay cannot rebuild its launch; compile the "
+            f"script's @workload instead: tunedsl precompile --target {target_name(parse_target(target))} SCRIPT"
+        )
     return None
 
 
@@ -245,7 +279,7 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
             )
             continue
         report = SiteReport(f"{record.site} [record {record.id}]", record.key)
-        stale = _stale_reason(kernel, record)
+        stale = _stale_reason(kernel, record) or _unrebuilt_reason(record, target)
         if stale is not None:
             summary.notes.append(f"record {record.id} ({record.site}) skipped: {stale}")
             continue

@@ -459,7 +459,7 @@ def precompile_variants(
 
     def job_for(v: Variant) -> CompileJob:
         def run() -> object:
-            return compile_variant(v.args, v.kwargs, v.options)
+            return compile_variant(v.args, v.kwargs, v.options, v.grid)
 
         return CompileJob(v.config, run)
 

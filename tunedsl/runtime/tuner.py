@@ -68,7 +68,7 @@ def constexpr_values(
 
     kwargs = variant.kwargs
     try:
-        kwargs = with_heuristics(kernel, variant.args, kwargs, variant.options)
+        kwargs = with_heuristics(kernel, variant.args, kwargs, variant.options, variant.grid)
     except Exception:  # the launch raises it too: the configuration failed
         pass
     return {n: json_safe(v) for n, v in kwargs.items() if n in constexpr_names}

@@ -267,25 +267,46 @@ def free_jit_locks(kernels: Iterable[Any]) -> None:
 
 
 def with_heuristics(
-    kernel: Any, args: Iterable[Any], kwargs: Mapping[str, Any], options: Mapping[str, Any]
+    kernel: Any,
+    args: Iterable[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    grid: Any = None,
 ) -> dict[str, Any]:
     """``kwargs`` with the values the ``@triton.heuristics`` around ``kernel`` compute for
     this call, as ``Heuristics.run`` sets them before the JIT runs: outermost first, each
-    function given the arguments by name, the keyword arguments and the launch options
-    (``Heuristics.values``, ``.arg_names``, ``.fn``; 3.6.0, 3.9.0). A compile of the bare
-    ``JITFunction`` needs them: they are its parameters."""
+    function given the arguments by name, the keyword arguments, the launch options and
+    the launch's ``grid`` (``kernel[grid](...)`` passes it to ``run``; ``Heuristics.values``,
+    ``.arg_names``, ``.fn``; 3.6.0, 3.9.0). A compile of the bare ``JITFunction`` needs
+    them: they are its parameters. The values a ``@triton.autotune`` around it sets
+    (``Autotuner.configs``, each ``Config.kwargs``) are its own choice at a launch, so no
+    compile ahead can give them: a ``UsageError`` names them and the fix."""
     inner = getattr(kernel, "fn", None)
     if inner is None or getattr(inner, "fn", None) is None:
         return dict(kwargs)  # a bare JIT function (its ``fn`` is Python's): nothing wraps it
-    from triton.runtime.autotuner import Heuristics
+    from triton.runtime.autotuner import Autotuner, Heuristics
 
     out = dict(kwargs)
     args = tuple(args)
+    launch = dict(options) if grid is None else {**options, "grid": grid}
     for _ in range(8):  # down Autotuner/Heuristics-style wrappers to the JITFunction
         if isinstance(kernel, Heuristics):
             named = dict(zip(kernel.arg_names, args, strict=False))
             for name, heuristic in kernel.values.items():
-                out[name] = heuristic({**named, **out, **options})
+                out[name] = heuristic({**named, **out, **launch})
+        elif isinstance(kernel, Autotuner):
+            named = dict(zip(kernel.arg_names, args, strict=False))
+            chosen = {k for c in kernel.configs for k in c.kwargs} - set(named) - set(out)
+            if chosen:
+                from tunedsl.errors import UsageError
+
+                raise UsageError(
+                    "the kernel is wrapped in @triton.autotune, whose configurations set "
+                    f"{', '.join(f'`{k}`' for k in sorted(chosen))}: Triton chooses them at "
+                    "its launch, so no compile ahead of it can give them; remove "
+                    "@triton.autotune and put its configurations in space= (autotune(...) "
+                    "tunes them)"
+                )
         kernel = getattr(kernel, "fn", None)
         if kernel is None:
             break

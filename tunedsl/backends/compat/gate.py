@@ -152,6 +152,18 @@ def param_specs(jit_fn: Any) -> list[tuple[str, bool]]:
     return [(p.name, bool(p.is_constexpr)) for p in jit_fn.params]
 
 
+def is_signature_type(kind: str) -> bool:
+    """Whether Triton compiles a parameter of signature type ``kind`` (``"*fp16"``, ``"i32"``,
+    ``"tensordesc<fp16[64]>"``): ``triton.language.str_to_ty`` parses it (3.6.0, 3.9.0)."""
+    import triton.language as tl
+
+    try:
+        tl.str_to_ty(kind, None)
+    except Exception:
+        return False
+    return True
+
+
 def has_pre_run_hooks(kernel: Any) -> bool:
     """Whether ``JITFunction.add_pre_run_hook`` installed hooks (``pre_run_hooks``; 3.6, 3.9)."""
     return bool(getattr(kernel, "pre_run_hooks", None))
