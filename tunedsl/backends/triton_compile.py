@@ -36,6 +36,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 from tunedsl.errors import UsageError
+from tunedsl.model.keys import readable_constexpr
 from tunedsl.store.locks import compile_lock, file_lock
 
 __all__ = [
@@ -417,8 +418,8 @@ def triton_specialization(
     out: dict[str, Any] = {}
     names = [name for name, _ in compat.param_specs(jit_fn)]
     for name, (kind, value) in zip(names, specialization, strict=False):
-        if kind == "constexpr":
-            out[name] = {"constexpr": value}
+        if kind == "constexpr":  # a Triton function by name and digest, as replay finds it
+            out[name] = {"constexpr": readable_constexpr(value)}
         else:  # "i32:D" divisible by 16, "i32:" specialised without a hint, "fp32" not at all
             out[name] = f"{kind}:{value}" if isinstance(value, str) else kind
     return out

@@ -155,7 +155,7 @@ def replay_jobs(
     out: list[tuple[ConfigResult, Callable[[], object]]] = []
     interpreted = record.device.get("type") == "interpreter"
     for result in record.results:
-        constexprs = {**static, **dict(result.constexprs)}
+        constexprs = _triton_functions(kernel, {**static, **dict(result.constexprs)})
         options = dict(result.options)
         if interpreted:  # the interpreter's options leave occupancy out: the target's
             options = _target_options(result.config, record.context, target, options)
@@ -167,6 +167,35 @@ def replay_jobs(
             return compile_signature(kernel, types, constexprs, options, target=target)
 
         out.append((result, run))
+    return out
+
+
+def _triton_functions(kernel: Kernel, static: dict[str, Any]) -> dict[str, Any]:
+    """``static`` with each Triton function a record names (a ``tl.constexpr`` epilogue,
+    ``"@jit leaky_relu <digest>"``) replaced by that function: the global of that name in
+    the kernel's module, if it still has that digest; raises LookupError otherwise."""
+    from tunedsl.model.keys import readable_constexpr
+
+    fn: Any = kernel
+    while fn is not None and not inspect.isfunction(fn):
+        fn = getattr(fn, "fn", None)  # @triton.heuristics -> JITFunction -> function
+    scope = getattr(fn, "__globals__", {})
+    out = dict(static)
+    for name, value in static.items():
+        if not (isinstance(value, str) and value.startswith("@jit ")):
+            continue
+        qualname = value.split(" ")[1]
+        found: Any = scope.get(qualname.split(".")[0])
+        for part in qualname.split(".")[1:]:
+            found = getattr(found, part, None)
+        if found is None or readable_constexpr(found) != value:
+            module = getattr(fn, "__module__", "?")
+            raise LookupError(
+                f"`{name}` is the Triton function `{qualname}`, which module {module} no "
+                "longer defines at its top level with the same source; tune the site again "
+                "(or define the function at the module's top level)"
+            )
+        out[name] = found
     return out
 
 
@@ -252,7 +281,12 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
         jobs = []
         results: dict[Config, tuple[ConfigResult, str]] = {}
         same: list[tuple[ConfigResult, str]] = []  # the binary of a configuration queued before
-        for result, run in replay_jobs(record, kernel, target):
+        try:
+            replayed = replay_jobs(record, kernel, target)
+        except LookupError as err:
+            summary.errors.append(f"record {record.id} ({record.site}): {err}")
+            continue
+        for result, run in replayed:
             marker = json.dumps(
                 [record.kernel, record.signature, result.options, result.constexprs],
                 sort_keys=True,

@@ -31,7 +31,7 @@ from tunedsl.engine.search import make_strategy
 from tunedsl.engine.twins import interpreter_twins, options_reach_kernel
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import json_safe
+from tunedsl.model.keys import readable_constexpr
 from tunedsl.model.space import ListSpace
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
@@ -71,7 +71,9 @@ def constexpr_values(
         kwargs = with_heuristics(kernel, variant.args, kwargs, variant.options)
     except Exception:  # the launch raises it too: the configuration failed
         pass
-    return {n: json_safe(v) for n, v in kwargs.items() if n in constexpr_names}
+    # A Triton function (an epilogue) by name and digest, as the key has it: replay finds it
+    # again in the kernel's module (its repr is an address).
+    return {n: readable_constexpr(v) for n, v in kwargs.items() if n in constexpr_names}
 
 
 def check_choice(req: TuneRequest) -> str | None:
