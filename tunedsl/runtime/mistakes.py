@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.config import Config
+from tunedsl.model.hints import hint_parameter_fix
 from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_constexpr, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
@@ -336,7 +337,11 @@ def check_launch(
         raise UsageError(
             f"{label}: the launch passes nothing for {names} of {signature}"
             + (f" (it passes {given}, which {name} does not take)" if unknown else "")
-            + f"; pass {'them' if len(missing) > 1 else 'it'} in the launch"
+            + "; "
+            + next(
+                (hint_parameter_fix(name, p) for p in missing if p in space_hints),
+                f"pass {'them' if len(missing) > 1 else 'it'} in the launch",
+            )
         )
     for param, value in [*zip(params, args, strict=False), *kwargs.items()]:
         why = foreign.foreign_value(value, param, param in info.constexpr_names)
