@@ -147,6 +147,13 @@ def hint_parameter_fix(kernel: str, name: str) -> str:
     )
 
 
+def missing_fix(kernel: str, missing: Sequence[str], space_hints: Sequence[str]) -> str:
+    """The fix for kernel parameters a launch leaves out: pass them, or for one named like a
+    hint of the space, :func:`hint_parameter_fix` (passing it would set the hint twice)."""
+    hinted = [hint_parameter_fix(kernel, p) for p in missing if p in space_hints]
+    return hinted[0] if hinted else f"pass {'them' if len(missing) > 1 else 'it'} in the launch"
+
+
 def check_hint_twice(
     kwargs: Mapping[str, Any],
     config: Config,
