@@ -401,12 +401,16 @@ def triton_specialization(
     {"constexpr": 128}}``: the type, then after a colon Triton's specialisation (``D``:
     16-byte divisibility, empty: none), and constants (constexpr parameters and the
     arguments Triton specialises to constants). ``target`` defaults to
-    the current GPU, else ``cuda:90``. Store this in a record, and
+    the current GPU, else ``cuda:90`` (under the interpreter too). Store this in a record, and
     :func:`compile_signature` compiles exactly the variant a launch would use.
     """
     from triton.compiler import make_backend
 
-    jit_fn = unwrap_jit(kernel)
+    inner = kernel
+    while getattr(inner, "fn", None) is not None and not compat.is_interpreted_function(inner):
+        inner = inner.fn  # under the interpreter: the binder of the same parameters
+    interpreted = compat.is_interpreted_function(inner)
+    jit_fn = compat.binding_jit(inner) if interpreted else unwrap_jit(kernel)
     if target is None:
         target = _current_target_or("cuda:90")
     backend = make_backend(parse_target(target))

@@ -207,13 +207,16 @@ def _target_options(
     the hints cannot be made concrete for it."""
     from tunedsl.backends.triton_compile import cross_target_facts
     from tunedsl.errors import UsageError
-    from tunedsl.model.hints import InfeasibleConfig, launch_options
+    from tunedsl.model.hints import InfeasibleConfig, hint_fields, launch_options
 
     hints = context.get("hints")
+    static = hints if isinstance(hints, dict) else {}
+    # What the launch passed by keyword (tutorial 02's `num_stages=` to a parameter of that
+    # name) is an option too, as in Triton's launch; the hints are made the target's.
+    fields = hint_fields(config, static)
+    passed = {k: v for k, v in recorded.items() if k not in fields}
     try:
-        return launch_options(
-            config, hints if isinstance(hints, dict) else {}, cross_target_facts(target)
-        )
+        return passed | launch_options(config, static, cross_target_facts(target))
     except (InfeasibleConfig, UsageError, ValueError, TypeError):
         return recorded
 

@@ -76,6 +76,21 @@ def constexpr_values(
     return {n: readable_constexpr(v) for n, v in kwargs.items() if n in constexpr_names}
 
 
+def recorded_options(variant: Variant) -> dict[str, Any]:
+    """A configuration's launch options for its record: its hints, and a keyword argument
+    named like a Triton option (tutorial 02's ``num_stages=`` for a parameter of that name),
+    which Triton's launch compiles with as well; replay compiles with what this holds."""
+    from tunedsl.backends.compat import launch_option_names
+
+    names = launch_option_names()
+    passed = {
+        k: v
+        for k, v in variant.kwargs.items()
+        if k in names and isinstance(v, bool | int | float | str)
+    }
+    return {**passed, **variant.options}
+
+
 def check_choice(req: TuneRequest) -> str | None:
     """Verify one decision this process did not tune: run ``req.variants[-1]`` (after the
     reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
@@ -193,7 +208,7 @@ def _tune_lazy(req: TuneRequest, info: KernelInfo, start: float) -> TuneOutcome:
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
         v = variant_for(config)
-        return dict(v.options), constexpr_values(req.kernel, v, info.constexpr_names)
+        return recorded_options(v), constexpr_values(req.kernel, v, info.constexpr_names)
 
     results = [
         _with_round(r, outcome)
@@ -398,7 +413,7 @@ def _results(
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
         v = by_config[config]
-        return dict(v.options), constexpr_values(req.kernel, v, info.constexpr_names)
+        return recorded_options(v), constexpr_values(req.kernel, v, info.constexpr_names)
 
     observed = {o.config: o for o in outcome.observations}
     fresh = results_from_observations(outcome.observations, extras, req.previous.values())

@@ -5,7 +5,8 @@ import torch
 import triton
 import triton.language as tl
 
-from tunedsl import autotune, cdiv
+from tunedsl import autotune, cdiv, workload
+from tunedsl.precompile.workload import precompile_device
 
 
 @triton.jit
@@ -23,6 +24,12 @@ def scale_kernel(x, out, n, BLOCK: tl.constexpr, ACTIVATION: tl.constexpr):
 def scale(x, out):
     return autotune(space=dict(BLOCK=[64, 128]), blocks=cdiv(x.numel(), $BLOCK),
                     scale_kernel(x, out, x.numel(), BLOCK=$BLOCK, ACTIVATION=leaky_relu))
+
+
+@workload
+def warm():
+    x = torch.empty(300, device=precompile_device())
+    scale(x, torch.empty_like(x))
 
 
 if __name__ == "__main__":
