@@ -225,6 +225,72 @@ def test_replay_of_an_interpreter_record_of_a_kernel_that_calls_tl_sum_recompile
     assert (compiled, failed) == (2, 0)
 
 
+def test_replay_of_a_record_whose_constexpr_is_a_triton_function_compiles_it(
+    tmp_path: Path,
+) -> None:
+    # Tutorial 03's epilogue (ACTIVATION=leaky_relu): the record holds the function as
+    # "@jit leaky_relu <digest>", and replay passed that string to the kernel, whose
+    # `ACTIVATION(v)` then failed every configuration ("'str' object is not callable").
+    script = FIXTURES / "replay" / "dsl_epilogue.py"
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    compiled, _cached, failed, _ = _row(done.stdout, "dsl_epilogue.py:")
+    assert (compiled, failed) == (2, 0)
+    ttir = [p.read_text() for p in (tmp_path / "triton-cache").rglob("scale_kernel.ttir")]
+    assert len(ttir) == 2 and all("arith.cmpf oge" in t for t in ttir)  # leaky_relu's test
+
+
+def test_replay_of_an_interpreter_record_builds_the_binaries_a_launch_there_loads(
+    tmp_path: Path,
+) -> None:
+    # A record tuned under the interpreter held plain types ("*fp32"): replayed for
+    # cuda:90 it compiled variants without Triton's 16-byte alignment facts, counted as
+    # compiled, which a launch there (aligned tensors) never loads.
+    script = FIXTURES / "replay" / "dsl_epilogue.py"
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _row(done.stdout, "dsl_epilogue.py:")[:3] == [2, 0, 0], done.stdout
+    # The workload's compiles are a launch's (same key): they find the replayed binaries.
+    warm = _precompile(tmp_path, "--target", "cuda:90", str(script))
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    row = next(line for line in warm.stdout.splitlines() if "(scale_kernel)" in line)
+    assert _row(row, row)[:3] == [0, 2, 0], warm.stdout
+
+
+def test_replay_compiles_a_hint_named_parameter_with_the_option_a_launch_gives_it(
+    tmp_path: Path,
+) -> None:
+    # Tutorial 02 passes `num_stages=` to a kernel parameter of that name; Triton's launch
+    # makes it the compile option too. Replay compiled each configuration with the default
+    # num_stages (3), counted as compiled, binaries a launch with 1 or 2 never loads.
+    script = FIXTURES / "replay" / "dsl_staged.py"
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
+        timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _row(done.stdout, "dsl_staged.py:")[:3] == [2, 0, 0], done.stdout
+    warm = _precompile(tmp_path, "--target", "cuda:90", str(script))
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    row = next(line for line in warm.stdout.splitlines() if "(staged_copy)" in line)
+    assert _row(row, row)[:3] == [0, 2, 0], warm.stdout
+
+
 def test_replay_of_a_script_whose_import_fails_names_the_error_and_imports_it_once(
     tmp_path: Path,
 ) -> None:

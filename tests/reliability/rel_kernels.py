@@ -13,7 +13,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from shared_kernels import vadd
 
-__all__ = ["copy_capped", "vadd", "vadd_flaky"]
+__all__ = ["copy_capped", "copy_staged", "vadd", "vadd_flaky"]
 
 
 @triton.jit
@@ -39,3 +39,11 @@ def copy_capped(x, y, n, TILE: tl.constexpr):
     tl.static_assert(TILE <= 32)
     offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
     tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def copy_staged(x, y, n, TILE: tl.constexpr, num_stages: tl.constexpr):
+    """Tutorial 02's pattern: a parameter named like the launch hint, for ``tl.range``."""
+    for start in tl.range(0, n, TILE, num_stages=num_stages):
+        offs = start + tl.arange(0, TILE)
+        tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)

@@ -258,6 +258,32 @@ def test_bad_runtime_argument_is_a_clear_error(name: str) -> None:
 
 
 @pytest.mark.needs_triton
+@pytest.mark.parametrize("passed", [True, False])
+def test_a_kernel_parameter_named_like_a_tuned_hint_gets_a_fix_that_works(passed: bool) -> None:
+    # Tutorial 02's kernel takes `num_stages: tl.constexpr`. With a space field `num_stages`,
+    # passing `num_stages=` was "given in one place" and leaving it out "pass it in the
+    # launch": each error's fix led to the other.
+    import torch
+    from rel_kernels import copy_staged
+
+    from tunedsl import autotune_launch
+
+    x, y = torch.ones(N), torch.zeros(N)
+    with pytest.raises(UsageError) as info:
+        autotune_launch(
+            copy_staged,
+            space={"num_stages": [1, 2]},
+            grid=(1,),
+            args=(x, y, N),
+            kwargs=lambda cfg: {"TILE": 16, **({"num_stages": cfg.num_stages} if passed else {})},
+            name=f"hint-named-parameter-{passed}",
+        )
+    text = str(info.value)
+    assert "copy_staged takes a parameter `num_stages`" in text, text
+    assert "`stages=[...]`" in text and "`num_stages=cfg.stages`" in text, text
+
+
+@pytest.mark.needs_triton
 def test_a_triton_autotune_kernel_is_named_before_any_configuration_runs() -> None:
     # Every configuration failed with Triton's "Conflicting meta-parameters: TILE".
     import torch

@@ -175,10 +175,10 @@ _TRITON_DTYPES = {
 
 def triton_type(value: Any, constexpr: bool) -> Any:
     """Triton's signature string for one argument, for ``precompile --replay``."""
-    from tunedsl.model.keys import json_safe
+    from tunedsl.model.keys import readable_constexpr
 
-    if constexpr:
-        return {"constexpr": json_safe(value)}
+    if constexpr:  # a Triton function by name and digest, which replay looks up again
+        return {"constexpr": readable_constexpr(value)}
     if is_tensor(value):
         name = str(value.dtype).removeprefix("torch.")
         return "*" + _TRITON_DTYPES.get(name, name)

@@ -36,6 +36,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 from tunedsl.errors import UsageError
+from tunedsl.model.keys import readable_constexpr
 from tunedsl.store.locks import compile_lock, file_lock
 
 __all__ = [
@@ -402,12 +403,16 @@ def triton_specialization(
     {"constexpr": 128}}``: the type, then after a colon Triton's specialisation (``D``:
     16-byte divisibility, empty: none), and constants (constexpr parameters and the
     arguments Triton specialises to constants). ``target`` defaults to
-    the current GPU, else ``cuda:90``. Store this in a record, and
+    the current GPU, else ``cuda:90`` (under the interpreter too). Store this in a record, and
     :func:`compile_signature` compiles exactly the variant a launch would use.
     """
     from triton.compiler import make_backend
 
-    jit_fn = unwrap_jit(kernel)
+    inner = kernel
+    while getattr(inner, "fn", None) is not None and not compat.is_interpreted_function(inner):
+        inner = inner.fn  # under the interpreter: the binder of the same parameters
+    interpreted = compat.is_interpreted_function(inner)
+    jit_fn = compat.binding_jit(inner) if interpreted else unwrap_jit(kernel)
     if target is None:
         target = _current_target_or("cuda:90")
     backend = make_backend(parse_target(target))
@@ -419,8 +424,8 @@ def triton_specialization(
     out: dict[str, Any] = {}
     names = [name for name, _ in compat.param_specs(jit_fn)]
     for name, (kind, value) in zip(names, specialization, strict=False):
-        if kind == "constexpr":
-            out[name] = {"constexpr": value}
+        if kind == "constexpr":  # a Triton function by name and digest, as replay finds it
+            out[name] = {"constexpr": readable_constexpr(value)}
         else:  # "i32:D" divisible by 16, "i32:" specialised without a hint, "fp32" not at all
             out[name] = f"{kind}:{value}" if isinstance(value, str) else kind
     return out

@@ -16,7 +16,7 @@ Triton option, so it is translated per target:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,12 +135,37 @@ def launch_options(
     return hints
 
 
+def hint_parameter_fix(kernel: str, name: str) -> str:
+    """The fix for a kernel parameter named like a launch hint that the space tunes
+    (tutorial 02's ``num_stages: tl.constexpr``), which no space field can reach."""
+    field = name.removeprefix("num_") if name.startswith("num_") else f"{name}_value"
+    return (
+        f"{kernel} takes a parameter `{name}`, and Triton gives a launch's `{name}=` to it "
+        f"and to the compiler alike: name the space's field otherwise and pass it in the "
+        f"launch, `{field}=[...]` in space= and `{name}=${field}` "
+        f"(`{name}=cfg.{field}` in kwargs= of autotune_launch)"
+    )
+
+
+def missing_fix(kernel: str, missing: Sequence[str], space_hints: Sequence[str]) -> str:
+    """The fix for kernel parameters a launch leaves out: pass them, or for one named like a
+    hint of the space, :func:`hint_parameter_fix` (passing it would set the hint twice)."""
+    hinted = [hint_parameter_fix(kernel, p) for p in missing if p in space_hints]
+    return hinted[0] if hinted else f"pass {'them' if len(missing) > 1 else 'it'} in the launch"
+
+
 def check_hint_twice(
-    kwargs: Mapping[str, Any], config: Config, static_hints: Mapping[str, Any], label: str
+    kwargs: Mapping[str, Any],
+    config: Config,
+    static_hints: Mapping[str, Any],
+    label: str,
+    params: Sequence[str] = (),
+    kernel: str = "the kernel",
 ) -> None:
     """A launch hint passed in the launch (``num_warps=8``) and set by the space or a static
     hint too: Triton's GPU launch fails every configuration on the name given twice, and the
-    interpreter, which runs the kernel without them, would tune values that never apply."""
+    interpreter, which runs the kernel without them, would tune values that never apply.
+    A kernel parameter of that name (``params``) gets :func:`hint_parameter_fix`."""
     for name in HINT_NAMES:
         if name not in kwargs:
             continue
@@ -150,7 +175,10 @@ def check_hint_twice(
             where = f"as a static hint `{name}={static_hints[name]!r}` of autotune(...)"
         else:
             continue
-        raise UsageError(
-            f"{label}: `{name}=` is given in the launch and {where}: give it in one place "
-            f"(a field of space= to tune it, a keyword of autotune(...) to fix it)"
+        fix = (
+            hint_parameter_fix(kernel, name)
+            if name in params and name in config
+            else "give it in one place (a field of space= to tune it, a keyword of "
+            "autotune(...) to fix it)"
         )
+        raise UsageError(f"{label}: `{name}=` is given in the launch and {where}: {fix}")

@@ -155,7 +155,7 @@ def replay_jobs(
     out: list[tuple[ConfigResult, Callable[[], object]]] = []
     interpreted = record.device.get("type") == "interpreter"
     for result in record.results:
-        constexprs = {**static, **dict(result.constexprs)}
+        constexprs = _triton_functions(kernel, {**static, **dict(result.constexprs)})
         options = dict(result.options)
         if interpreted:  # the interpreter's options leave occupancy out: the target's
             options = _target_options(result.config, record.context, target, options)
@@ -170,6 +170,35 @@ def replay_jobs(
     return out
 
 
+def _triton_functions(kernel: Kernel, static: dict[str, Any]) -> dict[str, Any]:
+    """``static`` with each Triton function a record names (a ``tl.constexpr`` epilogue,
+    ``"@jit leaky_relu <digest>"``) replaced by that function: the global of that name in
+    the kernel's module, if it still has that digest; raises LookupError otherwise."""
+    from tunedsl.model.keys import readable_constexpr
+
+    fn: Any = kernel
+    while fn is not None and not inspect.isfunction(fn):
+        fn = getattr(fn, "fn", None)  # @triton.heuristics -> JITFunction -> function
+    scope = getattr(fn, "__globals__", {})
+    out = dict(static)
+    for name, value in static.items():
+        if not (isinstance(value, str) and value.startswith("@jit ")):
+            continue
+        qualname = value.split(" ")[1]
+        found: Any = scope.get(qualname.split(".")[0])
+        for part in qualname.split(".")[1:]:
+            found = getattr(found, part, None)
+        if found is None or readable_constexpr(found) != value:
+            module = getattr(fn, "__module__", "?")
+            raise LookupError(
+                f"`{name}` is the Triton function `{qualname}`, which module {module} no "
+                "longer defines at its top level with the same source; tune the site again "
+                "(or define the function at the module's top level)"
+            )
+        out[name] = found
+    return out
+
+
 def _target_options(
     config: Config, context: dict[str, Any], target: Any, recorded: dict[str, Any]
 ) -> dict[str, Any]:
@@ -178,13 +207,16 @@ def _target_options(
     the hints cannot be made concrete for it."""
     from tunedsl.backends.triton_compile import cross_target_facts
     from tunedsl.errors import UsageError
-    from tunedsl.model.hints import InfeasibleConfig, launch_options
+    from tunedsl.model.hints import InfeasibleConfig, hint_fields, launch_options
 
     hints = context.get("hints")
+    static = hints if isinstance(hints, dict) else {}
+    # What the launch passed by keyword (tutorial 02's `num_stages=` to a parameter of that
+    # name) is an option too, as in Triton's launch; the hints are made the target's.
+    fields = hint_fields(config, static)
+    passed = {k: v for k, v in recorded.items() if k not in fields}
     try:
-        return launch_options(
-            config, hints if isinstance(hints, dict) else {}, cross_target_facts(target)
-        )
+        return passed | launch_options(config, static, cross_target_facts(target))
     except (InfeasibleConfig, UsageError, ValueError, TypeError):
         return recorded
 
@@ -286,7 +318,12 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
         jobs = []
         results: dict[Config, tuple[ConfigResult, str]] = {}
         same: list[tuple[ConfigResult, str]] = []  # the binary of a configuration queued before
-        for result, run in replay_jobs(record, kernel, target):
+        try:
+            replayed = replay_jobs(record, kernel, target)
+        except LookupError as err:
+            summary.errors.append(f"record {record.id} ({record.site}): {err}")
+            continue
+        for result, run in replayed:
             marker = json.dumps(
                 [record.kernel, record.signature, result.options, result.constexprs],
                 sort_keys=True,

@@ -450,12 +450,11 @@ def tune_and_record(
 
 
 def replay_signature(kernel: Kernel, info: KernelInfo, variant: Variant) -> dict[str, Any]:
-    """Each argument's Triton type with Triton's own specialization (``"*fp16:D"``,
-    ``{"constexpr": 1}``), so ``precompile --replay`` rebuilds exactly a launch's binary.
-    Under the interpreter (no Triton binder for a target) the plain types."""
+    """Each argument's Triton type and specialization (``"*fp16:D"``): replay rebuilds a
+    launch's binary (under the interpreter, one on ``cuda:90``); else the plain types."""
     from tunedsl.backends import triton as bt
 
-    if not bt.interpreting() and info.jit:
+    if info.jit or bt.interpreting():
         try:
             from tunedsl.backends.triton_compile import triton_specialization
 

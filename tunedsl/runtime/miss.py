@@ -135,7 +135,10 @@ def variants(
         if not out:  # the launch binds the same way for every configuration
             info = bt.kernel_info(call.kernel)
             launch_kwargs = {**call.static_kwargs, **dyn_kwargs}
-            check_hint_twice(launch_kwargs, cfg, settings.hints, site.label)
+            kernel_name = info.qualname.rsplit(".", 1)[-1]
+            check_hint_twice(
+                launch_kwargs, cfg, settings.hints, site.label, info.arg_names, kernel_name
+            )
             launch_args = fill_holes(call.args, holes) if holes else call.args
             mistakes.check_launch(
                 call.kernel,

@@ -7,9 +7,8 @@ names parameters (``triton.autotune``'s form). Each becomes a ``UsageError`` nam
 part and the fix, raised once, on the first call, before any configuration is tried (the
 alternative was one Triton error per configuration).
 
-``at_user_frame`` strips tunedsl's frames from such an error: the site re-raises it from its
-call, so the traceback ends at the user's own line (``tunedsl run`` and IPython also hide the
-site's one remaining frame).
+``at_user_frame`` strips tunedsl's frames from such an error: the site re-raises it, so the
+traceback ends at the user's line (``tunedsl run`` and IPython hide the site's last frame).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.config import Config
+from tunedsl.model.hints import missing_fix
 from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_constexpr, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
@@ -336,7 +336,7 @@ def check_launch(
         raise UsageError(
             f"{label}: the launch passes nothing for {names} of {signature}"
             + (f" (it passes {given}, which {name} does not take)" if unknown else "")
-            + f"; pass {'them' if len(missing) > 1 else 'it'} in the launch"
+            + f"; {missing_fix(name, missing, space_hints)}"
         )
     for param, value in [*zip(params, args, strict=False), *kwargs.items()]:
         why = foreign.foreign_value(value, param, param in info.constexpr_names)

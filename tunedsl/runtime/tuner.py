@@ -31,7 +31,7 @@ from tunedsl.engine.search import make_strategy
 from tunedsl.engine.twins import interpreter_twins, options_reach_kernel
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import json_safe
+from tunedsl.model.keys import readable_constexpr
 from tunedsl.model.space import ListSpace
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
@@ -71,7 +71,24 @@ def constexpr_values(
         kwargs = with_heuristics(kernel, variant.args, kwargs, variant.options, variant.grid)
     except Exception:  # the launch raises it too: the configuration failed
         pass
-    return {n: json_safe(v) for n, v in kwargs.items() if n in constexpr_names}
+    # A Triton function (an epilogue) by name and digest, as the key has it: replay finds it
+    # again in the kernel's module (its repr is an address).
+    return {n: readable_constexpr(v) for n, v in kwargs.items() if n in constexpr_names}
+
+
+def recorded_options(variant: Variant) -> dict[str, Any]:
+    """A configuration's launch options for its record: its hints, and a keyword argument
+    named like a Triton option (tutorial 02's ``num_stages=`` for a parameter of that name),
+    which Triton's launch compiles with as well; replay compiles with what this holds."""
+    from tunedsl.backends.compat import launch_option_names
+
+    names = launch_option_names()
+    passed = {
+        k: v
+        for k, v in variant.kwargs.items()
+        if k in names and isinstance(v, bool | int | float | str)
+    }
+    return {**passed, **variant.options}
 
 
 def check_choice(req: TuneRequest) -> str | None:
@@ -191,7 +208,7 @@ def _tune_lazy(req: TuneRequest, info: KernelInfo, start: float) -> TuneOutcome:
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
         v = variant_for(config)
-        return dict(v.options), constexpr_values(req.kernel, v, info.constexpr_names)
+        return recorded_options(v), constexpr_values(req.kernel, v, info.constexpr_names)
 
     results = [
         _with_round(r, outcome)
@@ -396,7 +413,7 @@ def _results(
 
     def extras(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
         v = by_config[config]
-        return dict(v.options), constexpr_values(req.kernel, v, info.constexpr_names)
+        return recorded_options(v), constexpr_values(req.kernel, v, info.constexpr_names)
 
     observed = {o.config: o for o in outcome.observations}
     fresh = results_from_observations(outcome.observations, extras, req.previous.values())

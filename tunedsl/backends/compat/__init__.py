@@ -79,6 +79,7 @@ from tunedsl.backends.compat.launch import (  # noqa: F401 (re-exported)
     LaunchParts,
     _launcher_form,
     backend_hash,
+    binding_jit,
     cache_invalidating_env,
     cache_invalidating_items,
     current_target,

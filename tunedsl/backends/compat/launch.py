@@ -391,6 +391,15 @@ def make_binder(jit_fn: Any, backend: Any) -> Callable[..., Any]:
     return create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
 
 
+def binding_jit(interpreted: Any) -> Any:
+    """A ``JITFunction`` of an ``InterpretedFunction``'s function and ``@triton.jit`` options
+    (its ``fn`` and ``kwargs``; 3.6.0, 3.9.0), for its parameters and Triton's binder: how a
+    launch on a GPU would specialise a call made under the interpreter. Never compiled."""
+    from triton.runtime.jit import JITFunction
+
+    return JITFunction(interpreted.fn, **getattr(interpreted, "kwargs", {}))
+
+
 def launch_key(specialization: Any, options: Any, memo: dict[Any, str] | None = None) -> str:
     """``JITFunction.run``'s key of its per-device kernel table for a binder's output
     (``triton.runtime.jit.compute_cache_key``; 3.6.0, 3.9.0): one compiled kernel per key.
