@@ -396,6 +396,7 @@ def triton_specialization(
     *,
     target: str | Any | None = None,
     options: Mapping[str, Any] | None = None,
+    grid: Any = None,
 ) -> dict[str, Any]:
     """How Triton specialises this call, per parameter, in the form replay reads back.
 
@@ -418,7 +419,7 @@ def triton_specialization(
     backend = make_backend(parse_target(target))
     with compile_lock:
         binder = compat.make_binder(jit_fn, backend)
-    kwargs = compat.with_heuristics(kernel, args, kwargs, options or {})
+    kwargs = compat.with_heuristics(kernel, args, kwargs, options or {}, grid)
     run_kwargs = compat.run_kwargs(jit_fn, kwargs, {})
     _, specialization, _ = binder(*[compat.mock_tensor(a) for a in args], **run_kwargs)
     out: dict[str, Any] = {}

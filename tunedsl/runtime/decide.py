@@ -458,7 +458,8 @@ def replay_signature(kernel: Kernel, info: KernelInfo, variant: Variant) -> dict
         try:
             from tunedsl.backends.triton_compile import triton_specialization
 
-            return triton_specialization(kernel, variant.args, variant.kwargs)
+            v = variant  # the heuristics see the launch options and grid, as at its launch
+            return triton_specialization(kernel, v.args, v.kwargs, options=v.options, grid=v.grid)
         except Exception:  # an unexpected argument kind: the plain types still replay
             pass
     return bt.triton_signature(info, bt.bind_arguments(info, variant.args, variant.kwargs))
