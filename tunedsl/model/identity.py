@@ -88,15 +88,23 @@ def _file_identity(filename: str) -> str:
             return f"<ipython-input-{cell.group(1)}>"
         return os.path.basename(filename)
     path = os.path.realpath(filename)
-    parts = [os.path.basename(path)]
+    _, packages = package_root(path)
+    return "/".join([*packages, os.path.basename(path)])
+
+
+def package_root(path: str) -> tuple[str, list[str]]:
+    """For a file ``path``: the directory above its outermost package (the directories
+    from there down to the file's each hold an ``__init__.py``), and the names of those
+    packages, outermost first (none for a file outside a package)."""
+    packages: list[str] = []
     directory = os.path.dirname(path)
     while os.path.isfile(os.path.join(directory, "__init__.py")):
         parent = os.path.dirname(directory)
         if parent == directory:
             break
-        parts.insert(0, os.path.basename(directory))
+        packages.insert(0, os.path.basename(directory))
         directory = parent
-    return "/".join(parts)
+    return directory, packages
 
 
 def module_names(filename: str) -> tuple[str, ...]:

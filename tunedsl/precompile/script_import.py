@@ -16,6 +16,7 @@ import os
 import sys
 from types import ModuleType
 
+from tunedsl.model.identity import package_root
 from tunedsl.store import paths
 
 
@@ -62,14 +63,8 @@ def package_module(abspath: str) -> ModuleType | None:
     the module are found through their parents' ``__path__``, as ``import`` finds them. The
     package's root goes on ``sys.path``, as for ``python -m`` run from it."""
     real = os.path.realpath(abspath)
-    parts = [os.path.splitext(os.path.basename(real))[0]]
-    directory = os.path.dirname(real)
-    while os.path.isfile(os.path.join(directory, "__init__.py")):
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            break
-        parts.insert(0, os.path.basename(directory))
-        directory = parent
+    directory, packages = package_root(real)
+    parts = [*packages, os.path.splitext(os.path.basename(real))[0]]
     if len(parts) == 1 or not all(part.isidentifier() for part in parts):
         return None
     for depth in range(1, len(parts)):  # each package's __init__.py runs: trusted as the file
