@@ -43,6 +43,15 @@ def _precompile(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedP
     )  # fmt: skip
 
 
+def _tune_interpreted(tmp_path: Path, script: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``tunedsl run SCRIPT`` under Triton's interpreter: records for replay to compile."""
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1", **env),
+        cwd=REPO, timeout=300,
+    )  # fmt: skip
+
+
 def _row(stdout: str, label: str) -> list[int]:
     """The numbers at the end of the summary-table line starting with ``label``."""
     line = next(l for l in stdout.splitlines() if l.startswith(label))  # noqa: E741
@@ -125,11 +134,7 @@ def test_bad_target_and_missing_path_are_clear_errors(tmp_path: Path) -> None:
 
 def test_replay_recompiles_what_the_records_describe(tmp_path: Path) -> None:
     script = FIXTURES / "replay" / "dsl_tune_scale.py"
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     assert tuned.stdout.strip() == "tuned"
     first = _precompile(tmp_path, "--replay", "--target", "cuda:90")
@@ -150,11 +155,7 @@ def test_replay_prints_a_records_site_name_escaped(tmp_path: Path) -> None:
     script = tmp_path / "dsl_named.py"
     named = 'name="evil\\x1b]0;title\\x07", blocks=cdiv(n, $tile),'
     script.write_text(text.replace("blocks=cdiv(n, $tile),", named))
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     printed = done.stdout + done.stderr
@@ -212,11 +213,7 @@ def test_replay_of_an_interpreter_record_of_a_kernel_that_calls_tl_sum_recompile
     # Such a record's kernel hash covers tl.sum's source too: replay called it "changed
     # since it was tuned" and skipped it, though nothing was edited.
     script = FIXTURES / "replay" / "dsl_rowsum.py"
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -232,11 +229,7 @@ def test_replay_of_a_record_whose_constexpr_is_a_triton_function_compiles_it(
     # "@jit leaky_relu <digest>", and replay passed that string to the kernel, whose
     # `ACTIVATION(v)` then failed every configuration ("'str' object is not callable").
     script = FIXTURES / "replay" / "dsl_epilogue.py"
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -253,11 +246,7 @@ def test_replay_of_an_interpreter_record_builds_the_binaries_a_launch_there_load
     # cuda:90 it compiled variants without Triton's 16-byte alignment facts, counted as
     # compiled, which a launch there (aligned tensors) never loads.
     script = FIXTURES / "replay" / "dsl_epilogue.py"
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -276,11 +265,7 @@ def test_replay_compiles_a_hint_named_parameter_with_the_option_a_launch_gives_i
     # makes it the compile option too. Replay compiled each configuration with the default
     # num_stages (3), counted as compiled, binaries a launch with 1 or 2 never loads.
     script = FIXTURES / "replay" / "dsl_staged.py"
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -296,11 +281,7 @@ def test_replay_of_a_script_whose_import_fails_names_the_error_and_imports_it_on
 ) -> None:
     script = FIXTURES / "replay_unguarded" / "dsl_unguarded.py"
     marker = tmp_path / "imports.txt"
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-        env=_env(tmp_path, TRITON_INTERPRET="1", REPLAY_MARKER=str(marker)),
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script, REPLAY_MARKER=str(marker))
     assert tuned.stdout.split() == ["tuned", "tuned"], tuned.stdout + tuned.stderr
     marker.write_text("")
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90", REPLAY_MARKER=str(marker))
@@ -325,11 +306,7 @@ def test_replay_never_imports_a_kernel_file_another_user_can_write(tmp_path: Pat
     if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv, to act as a second local user (uid 65534)")
     script = FIXTURES / "replay" / "dsl_tune_scale.py"
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     cache = Path(os.environ["TUNEDSL_CACHE_DIR"])
     (record_file,) = (cache / "records").glob("*.json")
@@ -413,11 +390,7 @@ def test_replay_of_an_interpreter_record_compiles_each_occupancy_as_the_target_l
     source = (FIXTURES / "replay" / "dsl_tune_scale.py").read_text()
     script = tmp_path / "dsl_tune_occupancy.py"
     script.write_text(source.replace("num_warps=[1, 2]", "num_warps=[4], occupancy=[3, 4]"))
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -620,11 +593,7 @@ def test_replay_compiles_what_heuristics_gave_and_counts_a_failed_binary_once_pe
       One that failed to compile for the first was counted "cached" for the second."""
     script = tmp_path / "replayed.py"
     script.write_text(REPLAYED_SCRIPT, encoding="utf-8")
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     by_site: dict[str, list[list[int]]] = {}  # compiled, cached, failed, interpreted
@@ -693,11 +662,7 @@ def test_a_heuristic_that_reads_the_grid_compiles_ahead_and_replays(
     row = next(l for l in ahead.stdout.splitlines() if "(add_one_full)" in l)  # noqa: E741
     assert _row(row, row[:10]) == [2, 0, 0, 0], ahead.stdout
 
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
     replayed = _precompile(tmp_path, "--replay", "--target", "cuda:90",
                            TUNEDSL_COMPILE_PROCESSES=processes)  # fmt: skip
@@ -740,11 +705,7 @@ def test_replay_of_an_interpreter_record_of_a_kernel_with_a_default_parameter(
     changed since it was tuned" and compiled nothing for it."""
     script = tmp_path / "dsl_defaults.py"
     script.write_text(DEFAULTS_SCRIPT, encoding="utf-8")
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -851,11 +812,7 @@ def test_replay_names_a_record_it_cannot_rebuild_and_how_to_compile_it(tmp_path:
     naming the argument and the way to compile it."""
     script = tmp_path / "unreplayable.py"
     script.write_text(UNREPLAYABLE_SCRIPT, encoding="utf-8")
-    tuned = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path, TRITON_INTERPRET="1"), cwd=REPO,
-        timeout=300,
-    )  # fmt: skip
+    tuned = _tune_interpreted(tmp_path, script)
     assert tuned.stdout.strip() == "tuned", tuned.stdout + tuned.stderr
     done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
     assert done.returncode == 0, done.stdout + done.stderr
