@@ -382,6 +382,38 @@ def test_fused_launch_on_the_dsl_hot_path(fused: bool, monkeypatch: pytest.Monke
     assert current() is not None and current() is not last
 
 
+DSL_SCRATCH = """
+from tunedsl import autotune, cdiv
+
+def add_into_scratch(a, b, n, scratch):
+    return autotune(space=dict(tile=[256, 1024]), blocks=cdiv(n, $tile),
+                    vadd(a, b, n=n, c=scratch(cdiv(n, $tile) * $tile), TILE=$tile))
+"""
+
+
+def test_a_tensor_made_per_call_for_a_keyword_is_the_tensor_launched() -> None:
+    # `c=scratch(...)` uses `$`: a configuration-dependent keyword argument, a new tensor on
+    # every call. The direct launch compared it with the first launch's by `==` (an
+    # elementwise tensor): the second call raised "Boolean value of Tensor with more than
+    # one value is ambiguous"; the interpreter never takes that path.
+    from tunedsl.frontend.compile import compile_source
+
+    namespace: dict = {"vadd": vadd, "__name__": "gpu_scratch"}
+    exec(compile_source(DSL_SCRATCH, filename=f"{__file__}:scratch"), namespace)
+    made: list = []
+
+    def scratch(size: int) -> object:
+        made.append(torch.full((size,), float("nan"), device="cuda"))
+        return made[-1]
+
+    n = 4000
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    for _ in range(4):
+        namespace["add_into_scratch"](a, b, n, scratch)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(made[-1][:n], a + b)
+
+
 def test_an_unaligned_tensor_gets_its_own_decision_and_record() -> None:
     # Triton compiles a pointer 16-byte aligned or not into the kernel (vector loads or
     # none): a slice one float in is another kernel, as an n not divisible by 16 is, so it

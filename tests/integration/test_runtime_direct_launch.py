@@ -363,9 +363,11 @@ def test_decisions_that_are_not_stored_never_touch_the_store(binaries: dict) -> 
 # -- the fused launch (runtime/fused.py): repeat check, bind and direct launch in one C call
 
 
-def fused_for(fake_driver: dict, sample: tuple) -> tuple[FakeJit, Any, Any]:
-    """A launcher that made its first launch with ``sample``, its entry, the fused launch
-    the site would build for it."""
+def fused_for(
+    fake_driver: dict, sample: tuple, dyn: dict | None = None
+) -> tuple[FakeJit, Any, Any]:
+    """A launcher that made its first launch with ``sample`` (and configuration-dependent
+    keyword arguments ``dyn``), its entry, the fused launch the site would build for it."""
     from tunedsl.backends.compat import layout_check
     from tunedsl.model import repeat_check
     from tunedsl.model.config import Config
@@ -378,7 +380,7 @@ def fused_for(fake_driver: dict, sample: tuple) -> tuple[FakeJit, Any, Any]:
     if native.fused_type() is None:
         pytest.skip(f"no C fused launch: {native.status()}")
     kernel, launcher = make()
-    launcher((4,), sample, {}, {"TILE": 16}, ())  # the first launch: through the JIT
+    launcher((4,), sample, {}, dyn or {"TILE": 16}, ())  # the first launch: through the JIT
     entry = Entry(Config(tile=16), launcher, LaunchResult(Config(tile=16), {}, "tuned"), (), ())
     info = bt.kernel_info(kernel)
     code = repeat_check.repeat_check_code(
@@ -455,3 +457,71 @@ def test_fused_launch_sends_what_direct_launch_does_not_cover_to_the_launcher(
     fake_driver["device"] = 0
     fused(kernel, (a, 64), {}, bind_for(64))
     assert kernel.log[-1][0] == "direct" and kernel.log[-1][1][3] == 1000
+
+
+# -- configuration-dependent keyword arguments that are not plain values
+
+
+def test_a_configuration_dependent_tensor_keyword_is_never_compared_by_value(
+    fake_driver: dict,
+) -> None:
+    # `scale(x, out=torch.empty(cdiv(n, $BLOCK) * $BLOCK), ...)` or a descriptor built with
+    # `$` passed by keyword: a new object on every call. The direct path compared it with
+    # the first launch's by `==`: two tensors of several elements raised "Boolean value of
+    # Tensor with more than one value is ambiguous" (on a GPU only: the interpreter never
+    # takes that path), and two one-element tensors equal in value launched the first
+    # call's tensor in place of this call's, in silence.
+    torch = pytest.importorskip("torch")
+    kernel, launch = make()
+    first = torch.zeros(8)
+    for _ in range(2):
+        launch((1,), (), {}, {"a": first, "n": 64, "TILE": 16}, ())
+    assert kernel.log[-1][0] == "direct" and kernel.log[-1][1][-4] is first  # the same object
+    second = torch.zeros(8)
+    launch((1,), (), {}, {"a": second, "n": 64, "TILE": 16}, ())
+    assert kernel.log[-1][0] == "jit" and kernel.log[-1][1] == ()
+    assert kernel.log[-1][3]["a"] is second
+
+    kernel, launch = make()
+    one, other = torch.zeros(1), torch.zeros(1)  # equal in value, another tensor
+    launch((1,), (), {}, {"a": one, "n": 64, "TILE": 16}, ())
+    launch((1,), (), {}, {"a": other, "n": 64, "TILE": 16}, ())
+    assert kernel.log[-1][0] == "jit" and kernel.log[-1][3]["a"] is other
+
+
+def test_a_configuration_dependent_keyword_of_another_class_goes_through_the_jit(
+    fake_driver: dict,
+) -> None:
+    # 1, 1.0 and True are equal in Python but Triton specializes them apart (a constexpr 1,
+    # an fp32, a u1): a call giving 1.0 where the first launch gave 1 is not the first
+    # launch's binary.
+    kernel, launch = make()
+    launch((1,), ("A",), {}, {"n": 1, "TILE": 16}, ())
+    launch((1,), ("A",), {}, {"n": 1, "TILE": 16}, ())
+    assert kernel.log[-1][0] == "direct"
+    for other in (1.0, True):
+        launch((1,), ("A",), {}, {"n": other, "TILE": 16}, ())
+        assert kernel.log[-1][0] == "jit" and kernel.log[-1][3]["n"].__class__ is type(other)
+
+
+def test_fused_launch_sends_a_keyword_of_another_class_to_the_launcher(fake_driver: dict) -> None:
+    # The C fused launch compared bind's keyword arguments with the first launch's by `==`:
+    # TILE=16.0 (or a one-element tensor holding 16) after TILE=16 launched the binary
+    # compiled for the int 16, passing 16.
+    torch = pytest.importorskip("torch")
+    a = torch.zeros(64)
+    kernel, entry, fused = fused_for(fake_driver, (a, 64))
+    for tile in (16.0, torch.tensor(16)):
+        bind = lambda cfg, tile=tile: ((), {"TILE": tile}, (4,))  # noqa: E731
+        assert fused(kernel, (a, 64), {}, bind) is entry.result
+        assert kernel.log[-1][0] == "jit" and kernel.log[-1][3]["TILE"] is tile
+    fused(kernel, (a, 64), {}, bind_for(64))
+    assert kernel.log[-1][0] == "direct"
+    # A tensor the first launch gave (`EVEN=buffers[$i]`): the same object launches
+    # directly, another one (equal in value) through the JIT, never compared by `==`.
+    first, other = torch.zeros(1), torch.zeros(1)
+    kernel, entry, fused = fused_for(fake_driver, (a, 64), {"TILE": 16, "EVEN": first})
+    for buffer, path in [(first, "direct"), (other, "jit"), (first, "direct")]:
+        bind = lambda cfg, b=buffer: ((), {"TILE": 16, "EVEN": b}, (4,))  # noqa: E731
+        assert fused(kernel, (a, 64), {}, bind) is entry.result
+        assert kernel.log[-1][0] == path

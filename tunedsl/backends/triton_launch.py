@@ -123,8 +123,9 @@ class Launcher:
     call key already refines Triton's specialization of the keyed arguments: dtypes,
     16-byte alignment (the key is built ``with_align``), int classes (==1, %16, 32/64-bit),
     constexpr values. What the key does not cover is checked per call: the
-    configuration-dependent keyword arguments must equal those of the first launch (a
-    constexpr such as ``EVEN=n % $tile == 0`` may change), there must be no
+    configuration-dependent keyword arguments must be those of the first launch (a
+    constexpr such as ``EVEN=n % $tile == 0`` may change; :func:`same_keywords`: the same
+    objects, or plain values equal and of one class), there must be no
     configuration-dependent positional argument, no launch hook, and the device must be one
     this launcher has a ``CompiledKernel`` for. Anything else goes through the JIT.
 
@@ -208,7 +209,7 @@ class Launcher:
         dyn_kwargs: Mapping[str, Any],
         holes: Any,
     ) -> None:
-        if self.disabled or holes or dyn_kwargs != self.dyn0:
+        if self.disabled or holes or not same_keywords(dyn_kwargs, self.dyn0):
             if self.dyn0 is None and not self.disabled and not holes:
                 self._first_launch(grid, args, static_kwargs, dyn_kwargs)
             else:
@@ -357,6 +358,31 @@ class Launcher:
         self.runtime = compat.runtime_knobs()
         self.compiled[self.get_device()] = parts
         self.dyn0 = dict(dyn_kwargs)  # last: it opens the direct path
+
+
+# The classes of configuration-dependent keyword values compared by value: for these,
+# equal and of one class is one specialization (and the value the launch passes).
+_PLAIN = (int, float, bool, str)
+_ABSENT = object()
+
+
+def same_keywords(now: Mapping[str, Any], first: Mapping[str, Any] | None) -> bool:
+    """Whether a call's configuration-dependent keyword arguments are the first launch's,
+    whose values the direct path passes: the same object, or a plain value equal and of the
+    same class (1, 1.0 and True are equal but specialized apart). Anything else (a tensor
+    or descriptor made per call) is never compared by ``==``, which a tensor answers
+    elementwise: the call goes through the JIT."""
+    if first is None or len(now) != len(first):
+        return False
+    for name, value in now.items():
+        was = first.get(name, _ABSENT)
+        if value is was:
+            continue
+        if value.__class__ is not was.__class__ or value.__class__ not in _PLAIN:
+            return False
+        if value != was:
+            return False
+    return True
 
 
 def _grid3(grid: tuple[int, ...]) -> tuple[int, int, int]:

@@ -149,6 +149,34 @@ static int kwargs_match(PyObject *kwargs, PyObject *sample) {
     return 1;
 }
 
+/* 1: a call's configuration-dependent keyword arguments (bind's dict) are the first
+   launch's, as triton_launch.same_keywords decides: the same object, or an int, float,
+   bool or str equal and of the same class (1, 1.0 and True are specialized apart; a tensor
+   is never compared by ==); 0: not (the launcher takes the call); -1: an error. */
+static int keywords_match(PyObject *dyn, PyObject *dyn0) {
+    if (!PyDict_Check(dyn) || PyDict_GET_SIZE(dyn) != PyDict_GET_SIZE(dyn0))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *name, *value;
+    while (PyDict_Next(dyn, &pos, &name, &value)) {
+        PyObject *was = PyDict_GetItemWithError(dyn0, name); /* borrowed */
+        if (was == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (value == was)
+            continue;
+        PyTypeObject *type = Py_TYPE(value);
+        if (type != Py_TYPE(was))
+            return 0;
+        if (type != &PyLong_Type && type != &PyFloat_Type && type != &PyBool_Type &&
+            type != &PyUnicode_Type)
+            return 0;
+        int equal = PyObject_RichCompareBool(value, was, Py_EQ);
+        if (equal <= 0)
+            return equal;
+    }
+    return 1;
+}
+
 /* Launch-hook test of compat.LAUNCH_HOOKED_CODE: 1 hooked, 0 not, -1 AttributeError (a hook
    assigned in place of Triton's chain: not direct), -2 another error (propagate). */
 static int hooked(PyObject *rt) {
@@ -299,7 +327,7 @@ static PyObject *fused_fast(Fused *self, PyObject *const *argv) {
     }
     if (PyObject_SetAttr(self->entry, str_used, Py_True) < 0)
         goto done;
-    int direct = PyObject_RichCompareBool(dyn, self->dyn0, Py_EQ);
+    int direct = keywords_match(dyn, self->dyn0);
     if (direct < 0)
         goto done;
     if (direct) {
@@ -441,6 +469,10 @@ static PyObject *fused_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                           &get_device, &get_stream, &PyTuple_Type, &middle, &PyTuple_Type, &tail,
                           &packs_args, &fallback, &kwargs0))
         return NULL;
+    if (!PyDict_Check(dyn0)) {
+        PyErr_SetString(PyExc_TypeError, "Fused: the first launch's keyword arguments: a dict");
+        return NULL;
+    }
     if (kwargs0 != Py_None && !PyDict_CheckExact(kwargs0)) {
         PyErr_SetString(PyExc_TypeError, "Fused: the sample's keyword arguments: a dict or None");
         return NULL;
