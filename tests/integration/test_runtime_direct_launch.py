@@ -223,6 +223,37 @@ def test_each_alignment_gets_its_own_compiled_kernel(fake_driver: dict) -> None:
     assert len(site.table()) == 2
 
 
+def test_a_site_made_with_the_direct_launch_off_never_launches_an_unaligned_call_directly(
+    fake_driver: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TUNEDSL_SAFE=direct when the site met its kernel, unset later (a test's monkeypatch,
+    # a debugging session): the call key had been built without alignment, the launchers
+    # made afterwards launched directly, and an unaligned tensor of an aligned key's shape
+    # ran the kernel compiled for 16-byte-aligned pointers.
+    from tunedsl.runtime import dsl
+
+    kernel = FakeJit()
+    site = dsl.make_site(
+        filename=__file__, line=2, col=0, kernel_text="kern", space={"tile": [16, 32]},
+        static_hints={}, options={"mode": "off", "name": "align-later"}, placeholders=(),
+        has_key=False,
+    )  # fmt: skip
+
+    def bind(cfg):
+        return (), {"TILE": cfg.tile}, (4,)
+
+    aligned, unaligned = FakeTensor(4096), FakeTensor(4100)
+    monkeypatch.setenv("TUNEDSL_SAFE", "direct")
+    site(kernel, (aligned, 64), {}, bind, None, None)
+    monkeypatch.delenv("TUNEDSL_SAFE")
+    site(kernel, (aligned, 65), {}, bind, None, None)  # a new key: a direct launcher
+    site(kernel, (aligned, 65), {}, bind, None, None)
+    assert kernel.log[-1][0] == "direct"
+    site(kernel, (unaligned, 65), {}, bind, None, None)
+    assert kernel.log[-1][0] == "jit"  # its own first launch, not the aligned kernel
+    assert len(site.table()) == 3
+
+
 def test_arguments_the_key_does_not_refine_keep_the_jit(fake_driver: dict) -> None:
     kernel = FakeJit()
 

@@ -187,9 +187,8 @@ def repeat_factory(
     if not knobs.repeat_check():
         return None
     from tunedsl.backends.compat import layout_check
-    from tunedsl.backends.triton_launch import direct_launch_enabled
 
-    with_align = info.jit and direct_launch_enabled()
+    with_align = info.jit  # as the call key (miss.keyed_by_alignment)
 
     def factory(
         args: Sequence[Any], kwargs: Mapping[str, Any]

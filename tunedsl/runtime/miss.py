@@ -25,7 +25,6 @@ import tunedsl.runtime.decide as decide
 import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
-from tunedsl.backends.triton_launch import direct_launch_enabled
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model import keys, prune_keys
 from tunedsl.model.config import Config
@@ -230,9 +229,12 @@ def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
 
 
 def keyed_by_alignment(info: Any) -> bool:
-    """Whether a tensor's 16-byte alignment is in the record key of this kernel's calls:
-    where launches bypass Triton's dispatcher, an unaligned tensor is another kernel."""
-    return bool(info.jit and direct_launch_enabled())
+    """Whether a tensor's 16-byte alignment is in the call and record keys of this kernel's
+    calls: for a compiled kernel, where Triton compiles an unaligned tensor's kernel apart,
+    whether launches bypass its dispatcher or not. It never follows ``TUNEDSL_SAFE``: a
+    site keeps the key function it made, and a direct launcher made after the direct
+    launch was turned back on must find alignment in its key."""
+    return bool(info.jit)
 
 
 def subject(site: SiteView, call: Call, settings: Settings) -> Subject:

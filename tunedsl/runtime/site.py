@@ -233,7 +233,6 @@ class Site:
         if kernel is self._kernel:
             return self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
         from tunedsl.backends.triton import kernel_info, mixed_device_models
-        from tunedsl.backends.triton_launch import direct_launch_enabled
 
         mistakes.check_kernel(kernel, self.label, self.kernel_text)
         info = kernel_info(kernel)
@@ -243,7 +242,7 @@ class Site:
             info.value_keyed,
             not self.has_key,
             HOLE,
-            with_align=info.jit and direct_launch_enabled(),
+            with_align=miss.keyed_by_alignment(info),
         )
         with self._lock:
             if self._kernel is kernel:  # another thread registered it meanwhile
@@ -258,7 +257,7 @@ class Site:
                     info.value_keyed,
                     not self.has_key,
                     HOLE,
-                    with_align=info.jit and direct_launch_enabled(),
+                    with_align=miss.keyed_by_alignment(info),
                 )
                 self._repeat_factory = repeat_factory(info, HOLE)
                 self._kernel = kernel
