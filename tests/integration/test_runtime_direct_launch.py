@@ -533,6 +533,11 @@ def test_a_configuration_dependent_keyword_of_another_class_goes_through_the_jit
     for other in (1.0, True):
         launch((1,), ("A",), {}, {"n": other, "TILE": 16}, ())
         assert kernel.log[-1][0] == "jit" and kernel.log[-1][3]["n"].__class__ is type(other)
+    # A tuple made per call (`SHAPE=($bm, $bn)`) is compared element by element.
+    kernel, launch = make()
+    for shape, path in [((16, 2), "jit"), ((16, 2), "direct"), ((16, 2.0), "jit")]:
+        launch((1,), ("A", 64), {}, {"TILE": tuple(list(shape))}, ())
+        assert kernel.log[-1][0] == path, shape
 
 
 def test_fused_launch_sends_a_keyword_of_another_class_to_the_launcher(fake_driver: dict) -> None:
@@ -548,6 +553,12 @@ def test_fused_launch_sends_a_keyword_of_another_class_to_the_launcher(fake_driv
         assert kernel.log[-1][0] == "jit" and kernel.log[-1][3]["TILE"] is tile
     fused(kernel, (a, 64), {}, bind_for(64))
     assert kernel.log[-1][0] == "direct"
+    # A tuple made per call is compared element by element, as the launcher does.
+    kernel, entry, fused = fused_for(fake_driver, (a, 64), {"TILE": (16, 2)})
+    for shape, path in [((16, 2), "direct"), ((16, 2.0), "jit"), ((16, 2, 1), "jit")]:
+        bind = lambda cfg, s=shape: ((), {"TILE": tuple(list(s))}, (4,))  # noqa: E731
+        assert fused(kernel, (a, 64), {}, bind) is entry.result
+        assert kernel.log[-1][0] == path, shape
     # A tensor the first launch gave (`EVEN=buffers[$i]`): the same object launches
     # directly, another one (equal in value) through the JIT, never compared by `==`.
     first, other = torch.zeros(1), torch.zeros(1)

@@ -368,21 +368,28 @@ _ABSENT = object()
 
 def same_keywords(now: Mapping[str, Any], first: Mapping[str, Any] | None) -> bool:
     """Whether a call's configuration-dependent keyword arguments are the first launch's,
-    whose values the direct path passes: the same object, or a plain value equal and of the
-    same class (1, 1.0 and True are equal but specialized apart). Anything else (a tensor
-    or descriptor made per call) is never compared by ``==``, which a tensor answers
-    elementwise: the call goes through the JIT."""
+    whose values the direct path passes (:func:`same_value` each)."""
     if first is None or len(now) != len(first):
         return False
     for name, value in now.items():
         was = first.get(name, _ABSENT)
-        if value is was:
-            continue
-        if value.__class__ is not was.__class__ or value.__class__ not in _PLAIN:
-            return False
-        if value != was:
+        if value is not was and not same_value(value, was):
             return False
     return True
+
+
+def same_value(value: Any, was: Any) -> bool:
+    """The same object, a plain value equal and of the same class (1, 1.0 and True are
+    equal but specialized apart), or a tuple of such. Anything else (a tensor or descriptor
+    made per call) is never compared by ``==``, which a tensor answers elementwise."""
+    if value is was:
+        return True
+    cls = value.__class__
+    if cls is not was.__class__:
+        return False
+    if cls is tuple:
+        return len(value) == len(was) and all(map(same_value, value, was))
+    return cls in _PLAIN and bool(value == was)
 
 
 def _grid3(grid: tuple[int, ...]) -> tuple[int, int, int]:

@@ -149,10 +149,36 @@ static int kwargs_match(PyObject *kwargs, PyObject *sample) {
     return 1;
 }
 
+/* 1: value is was by triton_launch.same_value: the same object, an int, float, bool or str
+   equal and of the same class (1, 1.0 and True are specialized apart), or a tuple of such;
+   0: not (a tensor is never compared by ==); -1: an error. */
+static int same_value(PyObject *value, PyObject *was) {
+    if (value == was)
+        return 1;
+    PyTypeObject *type = Py_TYPE(value);
+    if (type != Py_TYPE(was))
+        return 0;
+    if (type == &PyTuple_Type) {
+        Py_ssize_t n = PyTuple_GET_SIZE(value);
+        if (n != PyTuple_GET_SIZE(was))
+            return 0;
+        if (Py_EnterRecursiveCall(" comparing keyword arguments"))
+            return -1;
+        int same = 1;
+        for (Py_ssize_t i = 0; i < n && same > 0; i++)
+            same = same_value(PyTuple_GET_ITEM(value, i), PyTuple_GET_ITEM(was, i));
+        Py_LeaveRecursiveCall();
+        return same;
+    }
+    if (type != &PyLong_Type && type != &PyFloat_Type && type != &PyBool_Type &&
+        type != &PyUnicode_Type)
+        return 0;
+    return PyObject_RichCompareBool(value, was, Py_EQ);
+}
+
 /* 1: a call's configuration-dependent keyword arguments (bind's dict) are the first
-   launch's, as triton_launch.same_keywords decides: the same object, or an int, float,
-   bool or str equal and of the same class (1, 1.0 and True are specialized apart; a tensor
-   is never compared by ==); 0: not (the launcher takes the call); -1: an error. */
+   launch's (triton_launch.same_keywords: same_value each); 0: not (the launcher takes the
+   call); -1: an error. */
 static int keywords_match(PyObject *dyn, PyObject *dyn0) {
     if (!PyDict_Check(dyn) || PyDict_GET_SIZE(dyn) != PyDict_GET_SIZE(dyn0))
         return 0;
@@ -162,17 +188,9 @@ static int keywords_match(PyObject *dyn, PyObject *dyn0) {
         PyObject *was = PyDict_GetItemWithError(dyn0, name); /* borrowed */
         if (was == NULL)
             return PyErr_Occurred() ? -1 : 0;
-        if (value == was)
-            continue;
-        PyTypeObject *type = Py_TYPE(value);
-        if (type != Py_TYPE(was))
-            return 0;
-        if (type != &PyLong_Type && type != &PyFloat_Type && type != &PyBool_Type &&
-            type != &PyUnicode_Type)
-            return 0;
-        int equal = PyObject_RichCompareBool(value, was, Py_EQ);
-        if (equal <= 0)
-            return equal;
+        int same = same_value(value, was);
+        if (same <= 0)
+            return same;
     }
     return 1;
 }
