@@ -533,6 +533,11 @@ def test_a_configuration_dependent_keyword_of_another_class_goes_through_the_jit
     for other in (1.0, True):
         launch((1,), ("A",), {}, {"n": other, "TILE": 16}, ())
         assert kernel.log[-1][0] == "jit" and kernel.log[-1][3]["n"].__class__ is type(other)
+    # A non-constexpr float is passed as the first launch gave it: -0.0 is not 0.0 there.
+    kernel, launch = make()
+    for zero, path in [(0.0, "jit"), (0.0, "direct"), (-0.0, "jit"), (0.0, "direct")]:
+        launch((1,), ("A",), {}, {"n": zero, "TILE": 16}, ())
+        assert kernel.log[-1][0] == path, zero
     # A tuple made per call (`SHAPE=($bm, $bn)`) is compared element by element.
     kernel, launch = make()
     for shape, path in [((16, 2), "jit"), ((16, 2), "direct"), ((16, 2.0), "jit")]:
@@ -554,8 +559,10 @@ def test_fused_launch_sends_a_keyword_of_another_class_to_the_launcher(fake_driv
     fused(kernel, (a, 64), {}, bind_for(64))
     assert kernel.log[-1][0] == "direct"
     # A tuple made per call is compared element by element, as the launcher does.
-    kernel, entry, fused = fused_for(fake_driver, (a, 64), {"TILE": (16, 2)})
-    for shape, path in [((16, 2), "direct"), ((16, 2.0), "jit"), ((16, 2, 1), "jit")]:
+    # (Of its floats, a zero of the other sign is another value, as the launcher has it.)
+    kernel, entry, fused = fused_for(fake_driver, (a, 64), {"TILE": (16, 0.0)})
+    shapes = [((16, 0.0), "direct"), ((16, 0), "jit"), ((16, -0.0), "jit"), ((16, 0.0, 1), "jit")]
+    for shape, path in shapes:
         bind = lambda cfg, s=shape: ((), {"TILE": tuple(list(s))}, (4,))  # noqa: E731
         assert fused(kernel, (a, 64), {}, bind) is entry.result
         assert kernel.log[-1][0] == path, shape

@@ -28,6 +28,7 @@ from :meth:`Launcher.plan` and hands every other call back to the launcher.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -380,7 +381,7 @@ def same_keywords(now: Mapping[str, Any], first: Mapping[str, Any] | None) -> bo
 
 def same_value(value: Any, was: Any) -> bool:
     """The same object, a plain value equal and of the same class (1, 1.0 and True are
-    equal but specialized apart), or a tuple of such. Anything else (a tensor or descriptor
+    equal but specialized apart; a float's zero of the same sign), or a tuple of such. Anything else (a tensor or descriptor
     made per call) is never compared by ``==``, which a tensor answers elementwise."""
     if value is was:
         return True
@@ -389,6 +390,8 @@ def same_value(value: Any, was: Any) -> bool:
         return False
     if cls is tuple:
         return len(value) == len(was) and all(map(same_value, value, was))
+    if cls is float:  # -0.0 == 0.0, but the launch passes the first launch's zero
+        return value == was and math.copysign(1.0, value) == math.copysign(1.0, was)
     return cls in _PLAIN and bool(value == was)
 
 

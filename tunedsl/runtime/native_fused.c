@@ -17,6 +17,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -150,7 +151,8 @@ static int kwargs_match(PyObject *kwargs, PyObject *sample) {
 }
 
 /* 1: value is was by triton_launch.same_value: the same object, an int, float, bool or str
-   equal and of the same class (1, 1.0 and True are specialized apart), or a tuple of such;
+   equal and of the same class (1, 1.0 and True are specialized apart; a float's zero of the
+   same sign), or a tuple of such;
    0: not (a tensor is never compared by ==); -1: an error. */
 static int same_value(PyObject *value, PyObject *was) {
     if (value == was)
@@ -170,8 +172,11 @@ static int same_value(PyObject *value, PyObject *was) {
         Py_LeaveRecursiveCall();
         return same;
     }
-    if (type != &PyLong_Type && type != &PyFloat_Type && type != &PyBool_Type &&
-        type != &PyUnicode_Type)
+    if (type == &PyFloat_Type) { /* -0.0 == 0.0, but the launch passes the first one's */
+        double a = PyFloat_AS_DOUBLE(value), b = PyFloat_AS_DOUBLE(was);
+        return a == b && !signbit(a) == !signbit(b);
+    }
+    if (type != &PyLong_Type && type != &PyBool_Type && type != &PyUnicode_Type)
         return 0;
     return PyObject_RichCompareBool(value, was, Py_EQ);
 }
