@@ -7,6 +7,7 @@ skips building its call key. ``RepeatCheckCode`` holds the check's source (compi
 from __future__ import annotations
 
 import functools
+import math
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -196,8 +197,9 @@ _MISSING = object()
 
 
 def _kwargs_mismatch(sample: Mapping[str, Any], env: dict[str, Any]) -> str | None:
-    """The test, true for keyword arguments unlike ``sample``'s; None where a value is of a
-    class this check does not compare (a tensor, a tuple: the call key decides)."""
+    """The test, true for keyword arguments unlike ``sample``'s (a float zero of the other
+    sign included: the fused launch passes the sample's); None where a value is of a class
+    this check does not compare (a tensor, a tuple: the call key decides)."""
     tests = [f"len(kwargs) != {len(sample)}"]
     env["MISSING"] = _MISSING
     for i, (name, value) in enumerate(sample.items()):
@@ -209,6 +211,9 @@ def _kwargs_mismatch(sample: Mapping[str, Any], env: dict[str, Any]) -> str | No
         env[f"KC{i}"], env[f"KV{i}"] = value.__class__, value
         get = f"kwargs.get({name!r}, MISSING)"
         tests.append(f"{get}.__class__ is not KC{i} or {get} != KV{i}")
+        if value.__class__ is float and value == 0.0:  # -0.0 == 0.0: the sign tells them
+            env["copysign"] = math.copysign
+            tests[-1] += f" or copysign(1.0, {get}) != {math.copysign(1.0, value)!r}"
     return " or ".join(tests)
 
 

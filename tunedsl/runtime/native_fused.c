@@ -127,33 +127,9 @@ static int int_passes(PyObject *x, int kind, long low) {
     return v != 1 && v % 16 != 0;
 }
 
-/* 1: a call's keyword arguments have the sample's names, and values of the same classes
-   that compare equal (RepeatCheckCode.kwargs_mismatch); 0: not (a mapping other than a
-   dict included: the generic path takes it); -1: an error. */
-static int kwargs_match(PyObject *kwargs, PyObject *sample) {
-    if (!PyDict_CheckExact(kwargs) || PyDict_GET_SIZE(kwargs) != PyDict_GET_SIZE(sample))
-        return 0;
-    Py_ssize_t pos = 0;
-    PyObject *name, *want;
-    while (PyDict_Next(sample, &pos, &name, &want)) {
-        PyObject *got = PyDict_GetItemWithError(kwargs, name); /* borrowed */
-        if (got == NULL)
-            return PyErr_Occurred() ? -1 : 0;
-        if (Py_TYPE(got) != Py_TYPE(want))
-            return 0;
-        if (got != want) {
-            int equal = PyObject_RichCompareBool(got, want, Py_EQ);
-            if (equal <= 0)
-                return equal;
-        }
-    }
-    return 1;
-}
-
 /* 1: value is was by triton_launch.same_value: the same object, an int, float, bool or str
    equal and of the same class (1, 1.0 and True are specialized apart; a float's zero of the
-   same sign), or a tuple of such;
-   0: not (a tensor is never compared by ==); -1: an error. */
+   same sign), or a tuple of such; 0: not (a tensor is never compared by ==); -1: an error. */
 static int same_value(PyObject *value, PyObject *was) {
     if (value == was)
         return 1;
@@ -179,6 +155,26 @@ static int same_value(PyObject *value, PyObject *was) {
     if (type != &PyLong_Type && type != &PyBool_Type && type != &PyUnicode_Type)
         return 0;
     return PyObject_RichCompareBool(value, was, Py_EQ);
+}
+
+/* 1: a call's keyword arguments have the sample's names, and values of the same classes
+   that compare equal, a float zero of the same sign (RepeatCheckCode.kwargs_mismatch;
+   same_value); 0: not (a mapping other than a dict included: the generic path takes it);
+   -1: an error. */
+static int kwargs_match(PyObject *kwargs, PyObject *sample) {
+    if (!PyDict_CheckExact(kwargs) || PyDict_GET_SIZE(kwargs) != PyDict_GET_SIZE(sample))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *name, *want;
+    while (PyDict_Next(sample, &pos, &name, &want)) {
+        PyObject *got = PyDict_GetItemWithError(kwargs, name); /* borrowed */
+        if (got == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        int same = same_value(got, want);
+        if (same <= 0)
+            return same;
+    }
+    return 1;
 }
 
 /* 1: a call's configuration-dependent keyword arguments (bind's dict) are the first

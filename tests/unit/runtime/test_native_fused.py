@@ -512,6 +512,31 @@ def test_keyword_arguments_computed_per_call_launch_only_when_equal_to_the_sampl
     assert tensor_kwarg is None  # a tensor by keyword: the call key decides every call
 
 
+def test_a_keyword_zero_of_the_other_sign_is_not_the_samples(
+    fused_type: Any, driver: Recorder
+) -> None:
+    """-0.0 == 0.0, but the fused launch passes the sample's tail: a call giving EPS=-0.0
+    (a plain float parameter) after a sample of 0.0 ran with 0.0. Such a call is no repeat
+    (the call key decides, and its launch passes -0.0), in the C form and the generic
+    path's repeat check alike."""
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    args = mm_args(a, b, c)
+    sample = {"BLOCK": 1024, "EPS": 0.0, "MODE": "fast", "FLAG": True, "BIAS": None}
+    generic, cf = pair(
+        fused_type,
+        driver,
+        args,
+        fn=kwargs_kernel,
+        constexprs=frozenset({"BM", "BLOCK", "MODE"}),
+        sample_kwargs=sample,
+    )
+    bind = bind_2d(64, 64)
+    assert same(generic, cf, KERNEL, args, {**sample, "EPS": float("0")}, bind)[0] == "result"
+    assert cf.taken_by_c
+    negative = {**sample, "EPS": -0.0}
+    assert same(generic, cf, KERNEL, args, negative, bind) == ("'keyed'", False, [])
+
+
 # A site's calls, through its C fused launch or through the generic path alone: a real
 # Triton kernel under the interpreter (its launcher: the JIT), and a JITFunction stand-in whose
 # launcher launches directly (the driver: recorders). Prints what every call did.
