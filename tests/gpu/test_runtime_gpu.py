@@ -414,6 +414,26 @@ def test_a_tensor_made_per_call_for_a_keyword_is_the_tensor_launched() -> None:
         torch.testing.assert_close(made[-1][:n], a + b)
 
 
+def test_an_unaligned_call_after_the_direct_launch_is_turned_back_on_runs_its_own_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The site meets its kernel with TUNEDSL_SAFE=direct; once it is unset, a new key's
+    # launcher launches directly. Its key had no alignment, so an unaligned call of the same
+    # size ran the kernel compiled for 16-byte-aligned pointers.
+    base_a = torch.randn(5000, device="cuda")
+    base_b = torch.randn(5000, device="cuda")
+    monkeypatch.setenv("TUNEDSL_SAFE", "direct")
+    c = torch.empty(4096, device="cuda")
+    launch(base_a[:4096], base_b[:4096], c, name="gpu-align-later")
+    monkeypatch.delenv("TUNEDSL_SAFE")
+    for offset in (0, 0, 1, 1):
+        a, b = base_a[offset : offset + 4000], base_b[offset : offset + 4000]
+        c = torch.full((4000,), float("nan"), device="cuda")
+        launch(a, b, c, name="gpu-align-later")
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, a + b, msg=f"offset={offset}")
+
+
 def test_an_unaligned_tensor_gets_its_own_decision_and_record() -> None:
     # Triton compiles a pointer 16-byte aligned or not into the kernel (vector loads or
     # none): a slice one float in is another kernel, as an n not divisible by 16 is, so it
