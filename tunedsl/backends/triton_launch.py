@@ -381,8 +381,9 @@ def same_keywords(now: Mapping[str, Any], first: Mapping[str, Any] | None) -> bo
 
 def same_value(value: Any, was: Any) -> bool:
     """The same object, a plain value equal and of the same class (1, 1.0 and True are
-    equal but specialized apart; a float's zero of the same sign), or a tuple of such. Anything else (a tensor or descriptor
-    made per call) is never compared by ``==``, which a tensor answers elementwise."""
+    equal but specialized apart; a float's zero of the same sign), or a tuple of such.
+    Anything else (a tensor or descriptor made per call) is never compared by ``==``,
+    which a tensor answers elementwise."""
     if value is was:
         return True
     cls = value.__class__
