@@ -230,10 +230,10 @@ def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
 
 def keyed_by_alignment(info: Any) -> bool:
     """Whether a tensor's 16-byte alignment is in the call and record keys of this kernel's
-    calls: for a compiled kernel, where Triton compiles an unaligned tensor's kernel apart,
-    whether launches bypass its dispatcher or not. It never follows ``TUNEDSL_SAFE``: a
-    site keeps the key function it made, and a direct launcher made after the direct
-    launch was turned back on must find alignment in its key."""
+    calls: for a ``JITFunction`` (one the direct launch may launch; Triton compiles an
+    unaligned tensor's kernel apart), whether launches bypass its dispatcher or not. It
+    never follows ``TUNEDSL_SAFE``: a site keeps the key function it made, and a direct
+    launcher made after the direct launch was turned back on must find alignment in it."""
     return bool(info.jit)
 
 
