@@ -9,12 +9,19 @@ the package installs without it, and every call takes the generic path (same dec
 its repeat check still skipping the call key; slower). Nothing is compiled or loaded from
 the user's cache at run time.
 
+An extension built from another copy of ``native_fused.c`` than the one beside it (a checkout
+whose C file changed after its last build) is not loaded: the generic path runs, with one
+warning naming the rebuild, rather than C code that no longer matches the Python beside it.
+
 ``TUNEDSL_SAFE=fused`` turns the fused launch off even where the extension is installed.
 ``tunedsl env`` says whether it runs, and why not.
 """
 
 from __future__ import annotations
 
+import hashlib
+import warnings
+from pathlib import Path
 from typing import Any
 
 MODULE_NAME = "tunedsl.runtime._native_fused"
@@ -31,10 +38,32 @@ def fused_type() -> Any:
         try:
             from tunedsl.runtime import _native_fused  # type: ignore[attr-defined]
 
-            _loaded = _native_fused.Fused
         except ImportError as err:
             _failure = str(err) or type(err).__name__
+            return None
+        _failure = stale_build(_native_fused)
+        if _failure is None:
+            _loaded = _native_fused.Fused
+        else:
+            warnings.warn(f"tunedsl: the C fused launch is off: {_failure}", stacklevel=2)
     return _loaded
+
+
+def stale_build(extension: Any) -> str | None:
+    """Why ``extension`` must not run: it was built from another copy of ``native_fused.c``
+    than the one installed beside it. None where it matches, or where no source is installed
+    (a wheel ships the built extension alone)."""
+    source = Path(__file__).with_name("native_fused.c")
+    try:
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    except OSError:
+        return None
+    if getattr(extension, "SOURCE_DIGEST", "") == digest:
+        return None
+    return (
+        f"{extension.__file__} was built from another version of {source}; rebuild it "
+        "(pip install -e . or python setup.py build_ext --inplace)"
+    )
 
 
 def status() -> str:

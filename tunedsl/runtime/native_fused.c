@@ -595,6 +595,12 @@ static PyTypeObject FusedType = {
     .tp_getset = fused_getset,
 };
 
+/* setup.py defines it as a digest of this file, so the package can tell an extension built
+   from an older copy of the source (native.py). */
+#ifndef TUNEDSL_SOURCE_DIGEST
+#define TUNEDSL_SOURCE_DIGEST ""
+#endif
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "tunedsl.runtime._native_fused",
@@ -618,6 +624,10 @@ PyMODINIT_FUNC PyInit__native_fused(void) {
     Py_INCREF(&FusedType);
     if (PyModule_AddObject(m, "Fused", (PyObject *)&FusedType) < 0) {
         Py_DECREF(&FusedType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddStringConstant(m, "SOURCE_DIGEST", TUNEDSL_SOURCE_DIGEST) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -666,6 +666,47 @@ def test_without_the_c_form_the_generic_path_decides_and_launches_alike(
     assert "Fused" in c_run[4][0]  # where the C form runs, a repeated layout took it
 
 
+def test_an_extension_built_from_another_source_is_not_loaded(tmp_path: Path) -> None:
+    """A checkout whose ``native_fused.c`` changed after its last build (a pull, an edit)
+    must not run the old C: the copy of the package here holds the real extension built from
+    the real source, then the source changes; the process warns, names the rebuild and runs
+    the generic path. Unchanged, the same copy loads the C form."""
+    import shutil
+
+    import tunedsl
+
+    package = Path(tunedsl.__file__).parent
+    copy = tmp_path / "tunedsl"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    script = (
+        "import warnings; warnings.simplefilter('always')\n"
+        "from tunedsl.runtime import native\n"
+        f"assert native.__file__.startswith({str(copy)!r}), native.__file__\n"
+        "print(native.fused_type() is not None, '|', native.status())"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "PATH": str(tmp_path)}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    assert run().stdout.startswith("True | C ("), "the copy as built loads the C form"
+    source = copy / "runtime" / "native_fused.c"
+    source.write_text(source.read_text() + "/* changed after the build */\n")
+    done = run()
+    assert done.stdout.startswith("False | off:"), done.stdout
+    assert "built from another version" in done.stdout
+    assert "rebuild it (pip install -e . or python setup.py build_ext --inplace)" in done.stderr
+
+
 def _python(script: str, env: dict[str, str], *argv: str, file: bool = False) -> str:
     command = [sys.executable, script] if file else [sys.executable, "-c", script]
     done = subprocess.run([*command, *argv], env=env, capture_output=True, text=True, timeout=300)
