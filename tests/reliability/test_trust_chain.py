@@ -272,3 +272,68 @@ def test_replay_never_imports_a_kernel_file_beside_what_another_user_can_plant()
         with pytest.raises(LookupError, match=r"is writable by group or others \(mode 1777\)"):
             replay._load_kernel(info, {})
         assert not (project / "tunedsl_planted_neighbour.py.ran").exists()
+
+
+# The attacker copies the victim's compiled code (staged by the test: a pyc header that
+# matches the victim's source, and code that leaves a marker) into the victim's
+# `__pycache__`, which is open to writes by others: Python runs it instead of the source.
+PLANT_PYC = """
+import shutil, sys
+shutil.copyfile(sys.argv[1], sys.argv[2])
+"""
+
+
+def _stage_pyc(source: Path, stage: Path, marker: Path) -> str:
+    """Stage a pyc whose header matches ``source`` and whose code creates ``marker``; return
+    the path Python reads ``source``'s compiled code from."""
+    import importlib.util
+    import marshal
+
+    st = source.stat()
+    code = compile(f"open({str(marker)!r}, 'w').close()\n", str(source), "exec")
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+    header += (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+    header += (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    stage.write_bytes(header + marshal.dumps(code))
+    stage.chmod(0o644)
+    return importlib.util.cache_from_source(str(source))
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("mode", [0o777, 0o1777])
+def test_precompile_and_replay_never_run_code_another_user_put_in_pycache(mode: int) -> None:
+    # A project directory closed to others passed the trust check, but its `__pycache__`
+    # (made open to all, as under `umask 0`; sticky or not, a pyc not yet written can be
+    # made there) was never looked at: the import ran the other user's pyc instead of the
+    # checked source, as this user, under `precompile DIR` and `precompile --replay`.
+    from tunedsl.precompile import replay
+
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        project = base / "project"
+        project.mkdir(mode=0o755)
+        project.chmod(0o755)
+        mine = project / "mine_kernels.py"
+        mine.write_text(MINE.lstrip())
+        mine.chmod(0o644)
+        (project / "__pycache__").mkdir()
+        (project / "__pycache__").chmod(mode)
+        marker = base / "pwned"
+        pyc = _stage_pyc(mine, base / "staged.pyc", marker)
+        swap_attack.attacker_step(PLANT_PYC, str(base / "staged.pyc"), pyc)
+        out = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "precompile", str(project)],
+            env=child_env(base / "cache"), capture_output=True, text=True, timeout=300,
+            cwd="/",
+        )  # fmt: skip
+        said = out.stdout + out.stderr
+        assert not marker.exists(), "another user's pyc ran under precompile DIR"
+        assert out.returncode == 1, said
+        assert f"{mine}: not imported" in said, said
+        why = f"{project / '__pycache__'} is writable by group or others (mode {mode:o})"
+        assert why in said, said
+        assert "Traceback" not in said
+        info = {"file": str(mine), "module": "mine_kernels", "qualname": "mine"}
+        with pytest.raises(LookupError, match="__pycache__ is writable by group or others"):
+            replay._load_kernel(info, {})
+        assert not marker.exists(), "another user's pyc ran under precompile --replay"
