@@ -26,6 +26,7 @@ CPU instead of failing with "0 active drivers".
 
 from __future__ import annotations
 
+import errno
 import importlib.machinery
 import re
 import sys
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
-__all__ = ["DslSourceLoader", "install", "installed", "uninstall"]
+__all__ = ["DslSourceLoader", "ScriptSourceLoader", "install", "installed", "uninstall"]
 
 _HOOK_MARK = "_tunedsl_path_hook"
 
@@ -102,6 +103,22 @@ class DslSourceLoader(importlib.machinery.SourceFileLoader):
         if self._expanded:
             return  # DSL modules are cached by tunedsl.bytecode, never in __pycache__
         super().set_data(path, data, _mode=_mode)
+
+
+class ScriptSourceLoader(DslSourceLoader):
+    """The loader of a script imported by its path (``tunedsl precompile FILE``, ``sweep``):
+    its code comes from its source (or tunedsl's bytecode cache), never from a pyc in
+    ``__pycache__``, as ``python FILE`` runs a script. Beside a script in a shared directory
+    (sticky, as ``/tmp``) that ``__pycache__`` may be another user's, and a pyc they put there
+    matching the script's size and time would run instead of the script."""
+
+    def get_data(self, path: str) -> bytes:
+        if path.endswith(tuple(importlib.machinery.BYTECODE_SUFFIXES)):
+            raise OSError(errno.ENOENT, "a script's pyc is never read", path)
+        return super().get_data(path)
+
+    def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:
+        return  # nor written: nothing is made in a __pycache__ that may be another user's
 
 
 def _is_tunedsl_itself(fullname: str) -> bool:

@@ -337,3 +337,36 @@ def test_precompile_and_replay_never_run_code_another_user_put_in_pycache(mode: 
         with pytest.raises(LookupError, match="__pycache__ is writable by group or others"):
             replay._load_kernel(info, {})
         assert not marker.exists(), "another user's pyc ran under precompile --replay"
+
+
+# The attacker makes the `__pycache__` beside the victim's script in a shared sticky
+# directory, and puts there the staged pyc matching the script.
+PLANT_PYCACHE = """
+import os, shutil, sys
+os.mkdir(os.path.dirname(sys.argv[2]))
+shutil.copyfile(sys.argv[1], sys.argv[2])
+"""
+
+
+@pytest.mark.needs_triton
+def test_a_script_named_itself_runs_its_source_not_a_pyc_another_user_put_beside_it() -> None:
+    # A script of this user's in a shared sticky directory, named itself (the user's choice:
+    # it is imported as named): its import read the pyc in the `__pycache__` another user
+    # made beside it, and ran their code as this user, where `python FILE` runs the source.
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as project:
+        mine = project / "mine.py"
+        mine.write_text(MINE.lstrip())
+        mine.chmod(0o644)
+        marker = project / "pwned"
+        pyc = _stage_pyc(mine, project / "staged.pyc", marker)
+        swap_attack.attacker_step(PLANT_PYCACHE, str(project / "staged.pyc"), pyc)
+        out = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "precompile", str(mine)],
+            env=child_env(project / "cache"), capture_output=True, text=True, timeout=300,
+            cwd="/",
+        )  # fmt: skip
+        said = out.stdout + out.stderr
+        assert not marker.exists(), "another user's pyc ran instead of the script"
+        assert (project / "mine-ran").exists(), said  # the script's own workload ran
+        assert out.returncode == 0, said
