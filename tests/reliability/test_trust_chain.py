@@ -283,22 +283,6 @@ shutil.copyfile(sys.argv[1], sys.argv[2])
 """
 
 
-def _stage_pyc(source: Path, stage: Path, marker: Path) -> str:
-    """Stage a pyc whose header matches ``source`` and whose code creates ``marker``; return
-    the path Python reads ``source``'s compiled code from."""
-    import importlib.util
-    import marshal
-
-    st = source.stat()
-    code = compile(f"open({str(marker)!r}, 'w').close()\n", str(source), "exec")
-    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
-    header += (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-    header += (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
-    stage.write_bytes(header + marshal.dumps(code))
-    stage.chmod(0o644)
-    return importlib.util.cache_from_source(str(source))
-
-
 @pytest.mark.needs_triton
 @pytest.mark.parametrize("mode", [0o777, 0o1777])
 def test_precompile_and_replay_never_run_code_another_user_put_in_pycache(mode: int) -> None:
@@ -319,7 +303,7 @@ def test_precompile_and_replay_never_run_code_another_user_put_in_pycache(mode: 
         (project / "__pycache__").mkdir()
         (project / "__pycache__").chmod(mode)
         marker = base / "pwned"
-        pyc = _stage_pyc(mine, base / "staged.pyc", marker)
+        pyc = swap_attack.stage_pyc(mine, base / "staged.pyc", marker)
         swap_attack.attacker_step(PLANT_PYC, str(base / "staged.pyc"), pyc)
         out = subprocess.run(
             [sys.executable, "-m", "tunedsl", "precompile", str(project)],
@@ -339,15 +323,6 @@ def test_precompile_and_replay_never_run_code_another_user_put_in_pycache(mode: 
         assert not marker.exists(), "another user's pyc ran under precompile --replay"
 
 
-# The attacker makes the `__pycache__` beside the victim's script in a shared sticky
-# directory, and puts there the staged pyc matching the script.
-PLANT_PYCACHE = """
-import os, shutil, sys
-os.mkdir(os.path.dirname(sys.argv[2]))
-shutil.copyfile(sys.argv[1], sys.argv[2])
-"""
-
-
 @pytest.mark.needs_triton
 def test_a_script_named_itself_runs_its_source_not_a_pyc_another_user_put_beside_it() -> None:
     # A script of this user's in a shared sticky directory, named itself (the user's choice:
@@ -359,8 +334,8 @@ def test_a_script_named_itself_runs_its_source_not_a_pyc_another_user_put_beside
         mine.write_text(MINE.lstrip())
         mine.chmod(0o644)
         marker = project / "pwned"
-        pyc = _stage_pyc(mine, project / "staged.pyc", marker)
-        swap_attack.attacker_step(PLANT_PYCACHE, str(project / "staged.pyc"), pyc)
+        pyc = swap_attack.stage_pyc(mine, project / "staged.pyc", marker)
+        swap_attack.attacker_step(swap_attack.PLANT_PYCACHE, str(project / "staged.pyc"), pyc)
         out = subprocess.run(
             [sys.executable, "-m", "tunedsl", "precompile", str(mine)],
             env=child_env(project / "cache"), capture_output=True, text=True, timeout=300,
