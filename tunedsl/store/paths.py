@@ -257,13 +257,13 @@ def untrusted_output_dir(path: Path) -> str | None:
 def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
     """Why another user could have written the code file ``path`` (its real path), or None.
 
-    Trusted: the file and every directory above it owned by this user or root, the file and
-    the ``__pycache__`` beside it (as named and real: Python runs its code instead) closed to
-    writes by group and others, and each directory above too unless sticky (``/tmp``: others
-    cannot replace what this user owns there). With ``on_path`` (the file's directory, as
-    named, goes on ``sys.path``) that directory must pass the cache's chain rule, sticky or not."""
-    places = {os.path.dirname(p) for p in (os.path.abspath(path), os.path.realpath(path))}
-    caches = sorted(filter(os.path.lexists, (os.path.join(d, "__pycache__") for d in places)))
+    Trusted: the file, the ``__pycache__`` beside it (as named and real: Python runs its code
+    instead) and every directory above, owned by this user or root and closed to writes by
+    group and others (a directory above may be sticky, as ``/tmp``). With ``on_path`` (the
+    file's directory, as named, goes on ``sys.path``) it must pass the cache's chain rule."""
+    named = () if os.path.isdir(path) else {os.path.abspath(path), os.path.realpath(path)}
+    caches = sorted({os.path.join(os.path.dirname(p), "__pycache__") for p in named})
+    caches = [c for c in caches if os.path.lexists(c)]  # (none for a package's directory)
     why = _untrusted_file(path) or next(filter(None, map(_untrusted_file, caches)), None)
     if why is not None or not on_path:
         return why
