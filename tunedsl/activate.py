@@ -30,11 +30,18 @@ import errno
 import importlib.machinery
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import CodeType
 from typing import Any
 
-__all__ = ["DslSourceLoader", "ScriptSourceLoader", "install", "installed", "uninstall"]
+__all__ = [
+    "DslSourceLoader",
+    "ScriptSourceLoader",
+    "install",
+    "installed",
+    "read_scripts",
+    "uninstall",
+]
 
 _HOOK_MARK = "_tunedsl_path_hook"
 
@@ -119,6 +126,35 @@ class ScriptSourceLoader(DslSourceLoader):
 
     def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:
         return  # nor written: nothing is made in a __pycache__ that may be another user's
+
+
+#: Scripts imported by their path (``precompile/script_import.py``): module name -> file. A
+#: process importing one again by its name (an isolated worker, a spawned child: given these,
+#: ``read_scripts``) reads it as it was read here, from its source.
+SCRIPTS: dict[str, str] = {}
+
+
+class ScriptFinder:
+    """Meta path finder, first where installed (``read_scripts``): a module of ``SCRIPTS`` is
+    its file, read by ``ScriptSourceLoader``. Found through ``sys.path`` instead, it would be
+    read from a pyc, which another user may have put beside a script in a shared directory."""
+
+    @classmethod
+    def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> Any:
+        file = SCRIPTS.get(fullname)
+        if file is None:
+            return None
+        import importlib.util
+
+        loader = ScriptSourceLoader(fullname, file)
+        return importlib.util.spec_from_file_location(fullname, file, loader=loader)
+
+
+def read_scripts(scripts: Mapping[str, str]) -> None:
+    """Import the modules ``scripts`` names (name -> file) from their files' sources."""
+    SCRIPTS.update(scripts)
+    if scripts and ScriptFinder not in sys.meta_path:
+        sys.meta_path.insert(0, ScriptFinder)
 
 
 def _is_tunedsl_itself(fullname: str) -> bool:

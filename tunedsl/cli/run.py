@@ -72,26 +72,6 @@ class _ImportHookInChild:
         return _hook_in_child, (self.main,)
 
 
-class _MainScript:
-    """Meta path finder, first in a spawned child: the main script's module name is its file,
-    read from its source (``ScriptSourceLoader``) as the parent ran it, never from a pyc (in a
-    shared directory another user may make the ``__pycache__`` beside it and put one there;
-    tunedsl writes none for a DSL module)."""
-
-    def __init__(self, name: str, path: str) -> None:
-        self.name, self.path = name, path
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        import importlib.util
-
-        from tunedsl.activate import ScriptSourceLoader
-
-        loader = ScriptSourceLoader(fullname, self.path)
-        return importlib.util.spec_from_file_location(fullname, self.path, loader=loader)
-
-
 def _hook_in_child(main: tuple[str, str] | None = None) -> None:
     """In a spawned child: the import hook, and the same in the children it spawns (a
     grandchild read the DSL script with plain Python, and the child's pool restarted it)."""
@@ -100,8 +80,8 @@ def _hook_in_child(main: tuple[str, str] | None = None) -> None:
     from tunedsl import activate
 
     activate.install()
-    if main is not None:
-        sys.meta_path.insert(0, _MainScript(*main))
+    if main is not None:  # imported by its name here: from its source, never a pyc
+        activate.read_scripts(dict([main]))
     original = spawn.get_preparation_data
 
     def get_preparation_data(name: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
     Its directory is put on ``sys.path`` so it can import its neighbours. The module name is the file's stem, or a private name when that is taken;
     a file in a package is imported by its dotted name (below), so its relative imports work.
     """
-    from tunedsl.activate import ScriptSourceLoader, install
+    from tunedsl.activate import SCRIPTS, ScriptSourceLoader, install
 
     install()
     abspath = os.path.abspath(os.fspath(path))
@@ -52,6 +52,7 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    SCRIPTS[name] = abspath  # imported by this name elsewhere (a worker): from this file
     return module
 
 
