@@ -24,9 +24,11 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
     """Import a (DSL) script as a module whose ``__name__`` is not ``"__main__"``.
 
     Goes through the import hook's loader, so a DSL script is expanded (and its code taken
-    from the bytecode cache); its own code never comes from a pyc (``ScriptSourceLoader``).
-    Its directory is put on ``sys.path`` so it can import its neighbours. The module name is the file's stem, or a private name when that is taken;
-    a file in a package is imported by its dotted name (below), so its relative imports work.
+    from the bytecode cache); its own code never comes from a pyc (``ScriptSourceLoader``),
+    here or in a process that imports it again by name (``activate.SCRIPTS``). Its directory
+    is put on ``sys.path`` so it can import its neighbours. The module name is the file's
+    stem, or a private name when that is taken; a file in a package is imported by its
+    dotted name (below), so its relative imports work.
     """
     from tunedsl.activate import SCRIPTS, ScriptSourceLoader, install
 
