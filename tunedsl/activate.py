@@ -26,14 +26,22 @@ CPU instead of failing with "0 active drivers".
 
 from __future__ import annotations
 
+import errno
 import importlib.machinery
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import CodeType
 from typing import Any
 
-__all__ = ["DslSourceLoader", "install", "installed", "uninstall"]
+__all__ = [
+    "DslSourceLoader",
+    "ScriptSourceLoader",
+    "install",
+    "installed",
+    "read_scripts",
+    "uninstall",
+]
 
 _HOOK_MARK = "_tunedsl_path_hook"
 
@@ -102,6 +110,51 @@ class DslSourceLoader(importlib.machinery.SourceFileLoader):
         if self._expanded:
             return  # DSL modules are cached by tunedsl.bytecode, never in __pycache__
         super().set_data(path, data, _mode=_mode)
+
+
+class ScriptSourceLoader(DslSourceLoader):
+    """The loader of a script imported by its path (``tunedsl precompile FILE``, ``sweep``):
+    its code comes from its source (or tunedsl's bytecode cache), never from a pyc in
+    ``__pycache__``, as ``python FILE`` runs a script. Beside a script in a shared directory
+    (sticky, as ``/tmp``) that ``__pycache__`` may be another user's, and a pyc they put there
+    matching the script's size and time would run instead of the script."""
+
+    def get_data(self, path: str) -> bytes:
+        if path.endswith(tuple(importlib.machinery.BYTECODE_SUFFIXES)):
+            raise OSError(errno.ENOENT, "a script's pyc is never read", path)
+        return super().get_data(path)
+
+    def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:
+        return  # nor written: nothing is made in a __pycache__ that may be another user's
+
+
+#: Scripts imported by their path (``precompile/script_import.py``): module name -> file. A
+#: process importing one again by its name (an isolated worker, a spawned child: given these,
+#: ``read_scripts``) reads it as it was read here, from its source.
+SCRIPTS: dict[str, str] = {}
+
+
+class ScriptFinder:
+    """Meta path finder, first where installed (``read_scripts``): a module of ``SCRIPTS`` is
+    its file, read by ``ScriptSourceLoader``. Found through ``sys.path`` instead, it would be
+    read from a pyc, which another user may have put beside a script in a shared directory."""
+
+    @classmethod
+    def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> Any:
+        file = SCRIPTS.get(fullname)
+        if file is None:
+            return None
+        import importlib.util
+
+        loader = ScriptSourceLoader(fullname, file)
+        return importlib.util.spec_from_file_location(fullname, file, loader=loader)
+
+
+def read_scripts(scripts: Mapping[str, str]) -> None:
+    """Import the modules ``scripts`` names (name -> file) from their files' sources."""
+    SCRIPTS.update(scripts)
+    if scripts and ScriptFinder not in sys.meta_path:
+        sys.meta_path.insert(0, ScriptFinder)
 
 
 def _is_tunedsl_itself(fullname: str) -> bool:

@@ -122,6 +122,33 @@ def test_remote_ls_and_show_escape_control_characters(
     assert "\\x1b[31m" in listed.err
 
 
+def test_show_escapes_a_failed_configurations_reason_local_and_remote(
+    server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A failed configuration's reason is free text another Redis client, a bundle or a
+    shipped record chooses: `cache show` (local and `--remote`) printed it raw, so its escape
+    sequences cleared the screen or retitled the terminal."""
+    from dataclasses import replace
+
+    from tunedsl.cli import main
+    from tunedsl.model.config import Config
+    from tunedsl.store.records import ConfigResult, save_record
+
+    monkeypatch.setenv("TUNEDSL_REDIS_URL", server.url)
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / "cache"))
+    record = sample_record(DIGEST)
+    failed = ConfigResult(Config(tile=512), "failed", reason="\x1b[2J\x1b]0;owned\x07boom")
+    record = replace(record, results=(*record.results, failed))
+    assert store_for(server.url).put(record)
+    assert save_record(record)
+    capsys.readouterr()
+    for remote in ([], ["--remote"]):
+        assert main(["cache", "show", DIGEST[:8], *remote]) == 0
+        shown = capsys.readouterr().out
+        assert "\x1b" not in shown and "\x07" not in shown, remote
+        assert "failed: \\x1b[2J\\x1b]0;owned\\x07boom" in shown, (remote, shown)
+
+
 # -- values: a length limit, and keys of another type ----------------------------------------
 
 

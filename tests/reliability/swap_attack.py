@@ -140,6 +140,31 @@ def record_json(site: str) -> dict[str, object]:
     ).to_json()
 
 
+def stage_pyc(source: Path, stage: Path, marker: Path, more: str = "") -> str:
+    """Stage a pyc whose header matches ``source`` and whose code creates ``marker`` (then
+    runs ``more``); return the path Python reads ``source``'s compiled code from."""
+    import importlib.util
+    import marshal
+
+    st = source.stat()
+    code = compile(f"open({str(marker)!r}, 'w').close()\n{more}", str(source), "exec")
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+    header += (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+    header += (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    stage.write_bytes(header + marshal.dumps(code))
+    stage.chmod(0o644)
+    return importlib.util.cache_from_source(str(source))
+
+
+# The attacker makes the `__pycache__` beside the victim's script in a shared sticky
+# directory, and puts there the staged pyc matching the script.
+PLANT_PYCACHE = """
+import os, shutil, sys
+os.mkdir(os.path.dirname(sys.argv[2]))
+shutil.copyfile(sys.argv[1], sys.argv[2])
+"""
+
+
 @dataclass
 class Outcome:
     seen: dict[str, int]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import swap_attack
 from rel_helpers import child_env, run_python, run_tunedsl, write_script
 
 pytestmark = pytest.mark.needs_triton
@@ -123,6 +124,25 @@ def test_a_dsl_script_spawns_children_that_run_its_sites(tmp_path: Path) -> None
     proc = run_tunedsl(script, child_env(tmp_path / "cache"), timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RESULTS [True, True]" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_spawned_children_run_the_dsl_script_not_a_pyc_another_user_put_beside_it() -> None:
+    # A DSL script in a shared sticky directory: its spawned children imported it by name,
+    # and read the pyc in the `__pycache__` another user made beside it (tunedsl writes none
+    # for a DSL module), running their code as this user in every child.
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as shared:
+        script = write_script(shared / "negpool.py", DSL_WORK + SPAWN_POOL)
+        script.chmod(0o644)
+        marker = shared / "pwned"
+        # (it defines `work` too, so that the pool ends where the pyc is run)
+        more = "def work(n):\n    return 'PWNED'\n"
+        pyc = swap_attack.stage_pyc(script, shared / "staged.pyc", marker, more)
+        swap_attack.attacker_step(swap_attack.PLANT_PYCACHE, str(shared / "staged.pyc"), pyc)
+        proc = run_tunedsl(script, child_env(shared / "cache"), timeout=60)
+        assert not marker.exists(), "another user's pyc ran in a spawned child"
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "RESULTS [True, True]" in proc.stdout, proc.stderr[-3000:]
 
 
 def test_a_plain_script_spawns_children_that_import_a_dsl_module(tmp_path: Path) -> None:

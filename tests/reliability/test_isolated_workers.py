@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import swap_attack
 from rel_helpers import child_env, write_script
 from test_sigint import _session_processes
 
@@ -142,6 +143,54 @@ def add_reading_stdin(a, b, c, n, TILE: tl.constexpr):
     mask = offs < n
     tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
 """
+
+
+# A sweep script whose kernel the isolated worker imports again by the script's name.
+SWEPT_ISOLATED = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+@workload
+def add(n=256):
+    a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+    autotune_launch(vadd, space={"tile": [32, 64]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+                    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, isolate=True)
+    assert torch.equal(c, a + b)
+"""
+
+
+def test_the_worker_imports_a_swept_script_from_its_source_not_a_pyc_beside_it() -> None:
+    # `tunedsl sweep` of a script in a shared sticky directory: the script was read from
+    # its source, but the isolated worker imported it again by name through sys.path, and
+    # ran the pyc another user put in a `__pycache__` they made beside it (their code, then
+    # the script's, so the sweep went on as if nothing had happened).
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as shared:
+        script = write_script(shared / "swept_isolated.py", SWEPT_ISOLATED)
+        script.chmod(0o644)
+        marker = shared / "pwned"
+        more = script.read_text()
+        pyc = swap_attack.stage_pyc(script, shared / "staged.pyc", marker, more)
+        swap_attack.attacker_step(swap_attack.PLANT_PYCACHE, str(shared / "staged.pyc"), pyc)
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "sweep", "--no-ray", str(script)],
+            env=child_env(shared / "cache"), capture_output=True, text=True, timeout=300,
+            cwd="/",
+        )  # fmt: skip
+        assert not marker.exists(), "another user's pyc ran in the isolated worker"
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "1 records written, 0 failed" in done.stdout + done.stderr, done.stderr[-3000:]
 
 
 def test_a_kernel_module_that_reads_stdin_reads_nothing_in_the_worker(tmp_path: Path) -> None:

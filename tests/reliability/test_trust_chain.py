@@ -272,3 +272,76 @@ def test_replay_never_imports_a_kernel_file_beside_what_another_user_can_plant()
         with pytest.raises(LookupError, match=r"is writable by group or others \(mode 1777\)"):
             replay._load_kernel(info, {})
         assert not (project / "tunedsl_planted_neighbour.py.ran").exists()
+
+
+# The attacker copies the victim's compiled code (staged by the test: a pyc header that
+# matches the victim's source, and code that leaves a marker) into the victim's
+# `__pycache__`, which is open to writes by others: Python runs it instead of the source.
+PLANT_PYC = """
+import shutil, sys
+shutil.copyfile(sys.argv[1], sys.argv[2])
+"""
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("mode", [0o777, 0o1777])
+def test_precompile_and_replay_never_run_code_another_user_put_in_pycache(mode: int) -> None:
+    # A project directory closed to others passed the trust check, but its `__pycache__`
+    # (made open to all, as under `umask 0`; sticky or not, a pyc not yet written can be
+    # made there) was never looked at: the import ran the other user's pyc instead of the
+    # checked source, as this user, under `precompile DIR` and `precompile --replay`.
+    from tunedsl.precompile import replay
+
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        project = base / "project"
+        project.mkdir(mode=0o755)
+        project.chmod(0o755)
+        mine = project / "mine_kernels.py"
+        mine.write_text(MINE.lstrip())
+        mine.chmod(0o644)
+        (project / "__pycache__").mkdir()
+        (project / "__pycache__").chmod(mode)
+        marker = base / "pwned"
+        pyc = swap_attack.stage_pyc(mine, base / "staged.pyc", marker)
+        swap_attack.attacker_step(PLANT_PYC, str(base / "staged.pyc"), pyc)
+        out = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "precompile", str(project)],
+            env=child_env(base / "cache"), capture_output=True, text=True, timeout=300,
+            cwd="/",
+        )  # fmt: skip
+        said = out.stdout + out.stderr
+        assert not marker.exists(), "another user's pyc ran under precompile DIR"
+        assert out.returncode == 1, said
+        assert f"{mine}: not imported" in said, said
+        why = f"{project / '__pycache__'} is writable by group or others (mode {mode:o})"
+        assert why in said, said
+        assert "Traceback" not in said
+        info = {"file": str(mine), "module": "mine_kernels", "qualname": "mine"}
+        with pytest.raises(LookupError, match="__pycache__ is writable by group or others"):
+            replay._load_kernel(info, {})
+        assert not marker.exists(), "another user's pyc ran under precompile --replay"
+
+
+@pytest.mark.needs_triton
+def test_a_script_named_itself_runs_its_source_not_a_pyc_another_user_put_beside_it() -> None:
+    # A script of this user's in a shared sticky directory, named itself (the user's choice:
+    # it is imported as named): its import read the pyc in the `__pycache__` another user
+    # made beside it, and ran their code as this user, where `python FILE` runs the source.
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as project:
+        mine = project / "mine.py"
+        mine.write_text(MINE.lstrip())
+        mine.chmod(0o644)
+        marker = project / "pwned"
+        pyc = swap_attack.stage_pyc(mine, project / "staged.pyc", marker)
+        swap_attack.attacker_step(swap_attack.PLANT_PYCACHE, str(project / "staged.pyc"), pyc)
+        out = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "precompile", str(mine)],
+            env=child_env(project / "cache"), capture_output=True, text=True, timeout=300,
+            cwd="/",
+        )  # fmt: skip
+        said = out.stdout + out.stderr
+        assert not marker.exists(), "another user's pyc ran instead of the script"
+        assert (project / "mine-ran").exists(), said  # the script's own workload ran
+        assert out.returncode == 0, said

@@ -366,7 +366,10 @@ class IsolatedMeasurer:
         self.run_timeout_s = knobs.isolate_timeout_s()
         self.compile_timeout_s = knobs.compile_timeout_s() + self.run_timeout_s
         self.worker = worker if worker is not None else worker_for(device)
-        self.worker.setup(dumps(("setup", {"sys_path": list(sys.path), "body": body_bytes})))
+        activate = sys.modules.get("tunedsl.activate")  # scripts imported by path, if any
+        scripts = dict(getattr(activate, "SCRIPTS", {}))
+        setup = {"sys_path": list(sys.path), "scripts": scripts, "body": body_bytes}
+        self.worker.setup(dumps(("setup", setup)))
         _kill_workers_on_sigterm(True)  # until close()
 
     def prepare(self, configs: Sequence[Config]) -> Iterator[Prepared]:

@@ -267,6 +267,10 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 state = None
                 payload = request[1]
                 sys.path[:] = payload["sys_path"]
+                if payload.get("scripts"):  # imported by name here (the kernel's module)
+                    from tunedsl.activate import read_scripts
+
+                    read_scripts(payload["scripts"])
                 state = _State(cloudpickle.loads(payload["body"]))
                 reply(("ok",))
             elif op == "reset":  # the tuning's end: the arguments it found in place

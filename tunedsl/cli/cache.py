@@ -287,7 +287,7 @@ def _show(args: argparse.Namespace) -> int:
         if r.status == "ok":
             print(f"  {mark} {r.config!s:<50} {r.median_ms:10.4f} ms  ±{r.spread:.1%}  x{r.reps}")
         else:
-            print(f"  {mark} {r.config!s:<50} {r.status}: {r.reason}")
+            print(_text(f"  {mark} {r.config!s:<50} {r.status}: {r.reason}"))
     return 0
 
 

@@ -119,7 +119,7 @@ def show(args: argparse.Namespace) -> int:
         if r.status == "ok":
             print(f"  {mark} {r.config!s:<50} {r.median_ms:10.4f} ms")
         else:
-            print(f"  {mark} {r.config!s:<50} {r.status}: {r.reason}")
+            print(terminal_text(f"  {mark} {r.config!s:<50} {r.status}: {r.reason}"))
     return 0
 
 

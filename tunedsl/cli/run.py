@@ -62,13 +62,17 @@ def main_argv(argv: Sequence[str]) -> int:
 class _ImportHookInChild:
     """Unpickled in a spawned child before it runs the main script again: installs the
     import hook there, so the script (and the DSL modules it imports) read as they do here,
-    and passes it on to the child's own spawned children (``_hook_in_child``)."""
+    and passes it on to the child's own spawned children (``_hook_in_child``). ``main``: the
+    DSL main script's module name and file, which the child imports by that name."""
 
-    def __reduce__(self) -> tuple[Any, tuple[()]]:
-        return _hook_in_child, ()
+    def __init__(self, main: tuple[str, str] | None = None) -> None:
+        self.main = main
+
+    def __reduce__(self) -> tuple[Any, tuple[tuple[str, str] | None]]:
+        return _hook_in_child, (self.main,)
 
 
-def _hook_in_child() -> None:
+def _hook_in_child(main: tuple[str, str] | None = None) -> None:
     """In a spawned child: the import hook, and the same in the children it spawns (a
     grandchild read the DSL script with plain Python, and the child's pool restarted it)."""
     import multiprocessing.spawn as spawn
@@ -76,11 +80,13 @@ def _hook_in_child() -> None:
     from tunedsl import activate
 
     activate.install()
+    if main is not None:  # imported by its name here: from its source, never a pyc
+        activate.read_scripts(dict([main]))
     original = spawn.get_preparation_data
 
     def get_preparation_data(name: str) -> dict[str, Any]:
         data: dict[str, Any] = original(name)
-        data["tunedsl_import_hook"] = _ImportHookInChild()
+        data["tunedsl_import_hook"] = _ImportHookInChild(main)
         return data
 
     spawn.get_preparation_data = get_preparation_data  # type: ignore[assignment]
@@ -122,6 +128,7 @@ def _spawn_with_the_hook(path: str, source: bytes) -> None:
             )
         del data["init_main_from_path"]
         data["init_main_from_name"] = stem  # sys.path[0] is the script's directory there too
+        data["tunedsl_import_hook"] = _ImportHookInChild((stem, path))
         return data
 
     spawn.get_preparation_data = get_preparation_data  # type: ignore[assignment]

@@ -24,11 +24,13 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
     """Import a (DSL) script as a module whose ``__name__`` is not ``"__main__"``.
 
     Goes through the import hook's loader, so a DSL script is expanded (and its code taken
-    from the bytecode cache); its directory is put on ``sys.path`` so it can import its
-    neighbours. The module name is the file's stem, or a private name when that is taken;
-    a file in a package is imported by its dotted name (below), so its relative imports work.
+    from the bytecode cache); its own code never comes from a pyc (``ScriptSourceLoader``),
+    here or in a process that imports it again by name (``activate.SCRIPTS``). Its directory
+    is put on ``sys.path`` so it can import its neighbours. The module name is the file's
+    stem, or a private name when that is taken; a file in a package is imported by its
+    dotted name (below), so its relative imports work.
     """
-    from tunedsl.activate import DslSourceLoader, install
+    from tunedsl.activate import SCRIPTS, ScriptSourceLoader, install
 
     install()
     abspath = os.path.abspath(os.fspath(path))
@@ -39,7 +41,7 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
     name = stem
     if not stem.isidentifier() or stem in sys.modules:
         name = f"__tunedsl_precompile_{hashlib.sha256(abspath.encode()).hexdigest()[:12]}__"
-    loader = DslSourceLoader(name, abspath)
+    loader = ScriptSourceLoader(name, abspath)
     spec = importlib.util.spec_from_file_location(name, abspath, loader=loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
@@ -52,6 +54,7 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    SCRIPTS[name] = abspath  # imported by this name elsewhere (a worker): from this file
     return module
 
 

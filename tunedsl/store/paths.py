@@ -257,14 +257,14 @@ def untrusted_output_dir(path: Path) -> str | None:
 def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
     """Why another user could have written the code file ``path`` (its real path), or None.
 
-    Trusted: the file and every directory above it owned by this user or root, the file
-    closed to writes by group and others, and each directory too unless it is sticky (as
-    ``/tmp`` is: others cannot rename or replace what this user owns there). Code that
-    tunedsl imports because a record names it (``precompile --replay``) must pass this, as a
-    record may have come from a bundle or a shared store. With ``on_path`` (``import_script``
-    puts the file's directory, as named, on ``sys.path``) that directory must pass the cache's
-    chain rule, sticky or not: a module planted beside the file is what it imports by name."""
-    why = _untrusted_file(path)
+    Trusted: the file, the ``__pycache__`` beside it (as named and real: Python runs its code
+    instead) and every directory above, owned by this user or root and closed to writes by
+    group and others (a directory above may be sticky, as ``/tmp``). With ``on_path`` (the
+    file's directory, as named, goes on ``sys.path``) it must pass the cache's chain rule."""
+    named = () if os.path.isdir(path) else {os.path.abspath(path), os.path.realpath(path)}
+    caches = sorted({os.path.join(os.path.dirname(p), "__pycache__") for p in named})
+    caches = [c for c in caches if os.path.lexists(c)]  # (none for a package's directory)
+    why = _untrusted_file(path) or next(filter(None, map(_untrusted_file, caches)), None)
     if why is not None or not on_path:
         return why
     directory = os.path.dirname(os.path.abspath(path))
