@@ -102,6 +102,19 @@ def test_a_key_off_the_swept_shapes_of_several_sizes_is_tuned_not_decided(
     assert sources == {"mn:200:200": "rule", "mn:100:130": "rule", "mn:64:512": "tuned"}
 
 
+def test_a_value_prune_reads_is_in_the_rule_range(tmp_path: Path) -> None:
+    """prune= reads n, so n's value joins the key (the buffers' shapes never change): a rule
+    swept at n=1024 and 2048 decides n=1536, but n=8192 lies beyond its sweep and is tuned
+    (with tuning off, the rule's pick with a warning naming n), not decided by the rule."""
+    rules = built(tmp_path, [{"live_n": n} for n in (1024, 2048)])
+    sources, warned = serve(rules, tmp_path, "live:1536", "live:8192", "live:4096!")
+    assert sources == {"live:1536": "rule", "live:8192": "tuned", "live:4096!": "rule"}
+    assert "prune.n.value=4096 is outside the swept [1024, 2048]" in warned
+    (rule,) = rules.glob("*.rule.json")
+    (family,) = json.loads(rule.read_text())["families"]
+    assert family["ranges"]["prune.n.value"] == [10.0, 11.0]
+
+
 def test_a_rule_swept_on_a_grid_decides_inside_it(tmp_path: Path) -> None:
     rules = built(tmp_path, [{"m": m, "n": n} for m in (64, 512) for n in (64, 512)])
     sources, _ = serve(rules, tmp_path, "mn:100:400", "mn:400:80", "mn:300:300")

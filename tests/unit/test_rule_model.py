@@ -152,6 +152,34 @@ def test_the_rule_picks_the_best_configuration_for_sizes_between_the_swept_ones(
     assert v["geomean"] <= v["baselines"]["single_best"]["geomean"]  # type: ignore[index]
 
 
+def test_keys_of_one_family_with_other_sizes_are_left_out_with_a_note() -> None:
+    """A constexpr passed at its default is left out of the key (``WIDTH: tl.constexpr = 64``):
+    a sweep of WIDTH=64 and WIDTH=32 gives one family whose keys name different sizes. The
+    build crashed on them (a KeyError in the tree); it builds from the keys of the sizes most
+    keys have, says which it left out, and the rule decides none like them."""
+
+    def width_key(m: int, width: int | None) -> dict:
+        k = key(m)
+        if width is not None:
+            k["args"]["WIDTH"] = {"constexpr": width}
+        return k
+
+    keys = [
+        SweptKey(width_key(m, w), {c: landscape(m, c) for c in CONFIGS})
+        for m in (64, 256, 1024)
+        for w in (None, 32)
+    ][:5]  # three at the default, two with WIDTH=32
+    built = build(keys)
+    assert built.validation["keys"] == 3
+    (note,) = built.left_out
+    assert note.startswith("2 swept key(s) left out: they have args.WIDTH, unlike the 3 other")
+    assert "give it no default" in note
+    rule = Rule("s", {}, None, None, {}, {}, built.configs, built.families, {})
+    assert Rule.from_json(json.loads(json.dumps(rule.to_json()))).families == rule.families
+    assert rule.decide(width_key(100, None))[1] is True
+    assert rule.decide(width_key(100, 32))[1] is False
+
+
 def test_keys_outside_the_range_or_family_are_said_to_be() -> None:
     built = build(swept([64, 128, 256]))
     rule = Rule("s", {}, None, None, {}, {}, built.configs, built.families, {})

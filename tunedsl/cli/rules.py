@@ -309,6 +309,8 @@ def _save(plan: Any, out: Path) -> None:
             "theirs. Sweep more sizes and build again",
             file=sys.stderr,
         )
+    for why in built.left_out:
+        print(f"  note: {terminal_text(first.site)}: {why}", file=sys.stderr)
     if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
         print(
             f"  note: held-out picks that failed on their key: {v.get('failed', 0)}; never timed "

@@ -75,11 +75,46 @@ class Built:
     configs: tuple[Config, ...]
     families: tuple[Family, ...]
     validation: dict[str, object]
+    # Why swept keys were left out (a family's keys of other sizes than its most keys'): notes.
+    left_out: tuple[str, ...] = ()
 
 
 def usable(keys: Sequence[SweptKey]) -> list[SweptKey]:
     """The keys with at least one successful time."""
     return [k for k in keys if any(t is not None for t in k.times.values())]
+
+
+def one_layout(keys: Sequence[SweptKey]) -> tuple[list[SweptKey], list[str]]:
+    """Per family, the keys with the sizes most of its keys have, and a note for the others.
+
+    A family's keys may name different sizes: a constexpr passed at its default value is left
+    out of the key (``WIDTH=64`` for ``WIDTH: tl.constexpr = 64``, but ``WIDTH=32`` is in it).
+    A family's map reads one set of sizes, and a key with others is outside its range at run
+    time (tuned, never decided), so the rule is built from the keys of one set."""
+    by_family: dict[str, dict[frozenset[str], list[int]]] = {}
+    for i, k in enumerate(keys):
+        family, x = key_features(k.readable)
+        names = frozenset(f for f in x if ranged(f))
+        by_family.setdefault(family, {}).setdefault(names, []).append(i)
+    kept: list[int] = []
+    notes: list[str] = []
+    for layouts in by_family.values():
+        main = max(layouts, key=lambda names: len(layouts[names]))  # the first of ties
+        kept += layouts[main]
+        for names, members in layouts.items():
+            if names != main:
+                theirs, ours = sorted(names - main), sorted(main - names)
+                differ = [f"have {', '.join(theirs)}"] if theirs else []
+                differ += [f"lack {', '.join(ours)}"] if ours else []
+                notes.append(
+                    f"{len(members)} swept key(s) left out: they {' and '.join(differ)}, "
+                    f"unlike the {len(layouts[main])} other key(s) of their family, so the "
+                    "rule does not decide keys like them "
+                    "(a constexpr passed at its default value is left out of the key: give it "
+                    "no default in the kernel's signature, so that every key holds it, and "
+                    "sweep again)"
+                )
+    return [keys[i] for i in sorted(kept)], notes
 
 
 def cover(
@@ -230,7 +265,7 @@ def build(
     max_configs: int = MAX_CONFIGS,
 ) -> Built:
     """Steps 1 to 3 over ``keys`` (at least one with a successful time)."""
-    keys = usable(keys)
+    keys, left_out = one_layout(usable(keys))
     if not keys:
         raise ValueError("no swept key has a successful time")
     configs, maps = _fit(keys, tolerance, max_configs)
@@ -263,7 +298,7 @@ def build(
             for name in ("nearest_key", "single_best")
         },
     }
-    return Built(tuple(configs), tuple(families), validation)
+    return Built(tuple(configs), tuple(families), validation, tuple(left_out))
 
 
 def _leave_one_out(

@@ -1,7 +1,8 @@
 """What a key looks like to a rule (``model/rule.py``): its family and its features.
 
 The readable key's sizes (tensor shapes, ints of at least 2 and positive floats of ``key=``
-or a constexpr, such as a block computed from a size) are its *features*, taken as log2;
+or a constexpr, such as a block computed from a size, and of the values ``prune=`` reads,
+which join the key) are its *features*, taken as log2;
 everything else (dtypes, stride patterns, bools, strings, ints below 2 of ``key=`` or a
 constexpr: a flag such as ``HAS_BIAS=0/1``, a mode, a sentinel) is its *family*. Triton's int classes
 (``i1``, ``i16``, ``i``) are no family (the kernel is compiled for the class anyway) but give
@@ -35,6 +36,11 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
     # Depth first, in the order of the sorted names and of the items (a stack, not recursion:
     # asked on every miss a rule decides, where each Python call counts).
     todo: list[tuple[str, Any]] = [("key", readable["user_key"])] if "user_key" in readable else []
+    # The values prune= reads join the key (they split its decisions): a rule reads them as
+    # it reads the arguments, so a size no sweep reached is out of its range.
+    prune = readable.get("prune") or {}
+    for name in sorted(prune, reverse=True):
+        todo.append((f"prune.{name}", prune[name]))
     args = readable.get("args", {})
     for name in sorted(args, reverse=True):
         todo.append((f"args.{name}", args[name]))

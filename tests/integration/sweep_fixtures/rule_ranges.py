@@ -1,7 +1,8 @@
-"""Rules fixture: a kernel with an int flag (``HAS_BIAS=0/1``, a constexpr) and a kernel over
-two sizes (M by N) in any dtype. ``python rule_ranges.py CALL...`` runs each call
-(``flag:N:BIAS``, ``mn:M:N[:DTYPE]``, a ``!`` suffix for ``mode="cached"``) in this process
-and prints each result's source."""
+"""Rules fixture: a kernel with an int flag (``HAS_BIAS=0/1``, a constexpr), a kernel over
+two sizes (M by N) in any dtype, and one over the first N elements of a static buffer whose
+``prune=`` reads N. ``python rule_ranges.py CALL...`` runs each call (``flag:N:BIAS``,
+``mn:M:N[:DTYPE]``, ``live:N``, a ``!`` suffix for ``mode="cached"``) in this process and
+prints each result's source."""
 
 import sys
 
@@ -62,11 +63,34 @@ def mn(m: int, n: int, dtype: str = "float32", mode: str = "on"):
     return res
 
 
+# Static buffers, as a server under CUDA graphs keeps them: only the first n elements are
+# live, so n is in no tensor's shape; prune= reads it, which puts its value in the key.
+STATIC_A, STATIC_C = torch.randn(8192), torch.zeros(8192)
+
+
+def live(n: int, mode: str = "on"):
+    res = autotune_launch(
+        biased,
+        space={"tile": [32, 64, 128, 256]},
+        prune=lambda configs, args: [c for c in configs if c.tile <= args["n"]],
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(STATIC_A, STATIC_C, n),
+        kwargs=lambda cfg: {"HAS_BIAS": 0, "TILE": cfg.tile},
+        name="rule-live",
+        mode=mode,
+    )
+    assert torch.equal(STATIC_C[:n], STATIC_A[:n])
+    return res
+
+
 @workload
-def case(n=256, bias=0, m=0):
-    """``m`` given: the M by N kernel; else the flag kernel."""
+def case(n=256, bias=0, m=0, live_n=0):
+    """``m`` given: the M by N kernel; ``live_n``: the static buffer's; else the flag
+    kernel."""
     if m:
         mn(m, n)
+    elif live_n:
+        live(live_n)
     else:
         flag(n, bias)
 
@@ -77,6 +101,8 @@ if __name__ == "__main__":
         mode = "cached" if call.endswith("!") else "on"
         if what == "flag":
             res = flag(int(parts[0]), int(parts[1]), mode)
+        elif what == "live":
+            res = live(int(parts[0]), mode)
         else:
             res = mn(int(parts[0]), int(parts[1]), *parts[2:], mode=mode)
         print(f"{call} {res.source}", flush=True)
