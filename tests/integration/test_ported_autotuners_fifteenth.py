@@ -5,7 +5,8 @@ seed, its time budget of zero, its accuracy check's tolerance chosen from the ou
 dtype, float8 and float32 outputs side by side), Triton's test_autotuner.py
 (``reset_to_zero`` of an optional argument passed as ``None``, an ``early_config_prune``
 that keeps nothing) and Kernel Tuner's test_runners.py (a block size named
-``block_dim_x``, checked against an answer with ``None`` entries).
+``block_dim_x``, checked against an answer with ``None`` entries) and
+test_util_functions.py (restrictions computed with numpy).
 
 Found and fixed: ``verify=`` without ``rtol=``/``atol=`` compared every float output within
 1e-3, finer than a bfloat16 output's own precision (8 bits: one unit is 0.0078 at 1.5). Two
@@ -16,7 +17,12 @@ float output is compared within at least its dtype's precision now (its eps as `
 float16's is below 1e-3, so only bfloat16 and float8 change), as Helion sets its tolerance
 from the output's dtype; a tolerance given is kept
 (test_a_bfloat16_output_one_unit_apart_is_no_mismatch,
-test_a_tolerance_given_is_kept_for_a_bfloat16_output).
+test_a_tolerance_given_is_kept_for_a_bfloat16_output). A ``Space`` constraint written as
+one numpy (or torch) expression over several of Kernel Tuner's restrictions returns an array
+of truth values: numpy's "truth value of an array ... is ambiguous" was raised from inside
+the space, naming neither the constraint nor the configuration; it is a ``UsageError`` at
+the site naming both and ``bool(x.all())``
+(test_a_constraint_answering_with_an_array_is_named).
 
 Looked at and found sound: ``reset_to_zero`` naming an argument passed as ``None`` (skipped,
 as Triton's pre-hook does; ``None`` and a tensor are two keys, each read back from disk); a
@@ -450,3 +456,35 @@ def test_a_float8_output_beside_a_float32_one_is_checked_exactly_where_it_agrees
     # (The interpreter's float8 cast is not torch's rounding: the float8 values are the
     # kernel's, which both block sizes agreed on.)
     assert torch.isfinite(out8.float()).all() and torch.equal(out32, x * 2)
+
+
+# --- Kernel Tuner: restrictions computed with numpy ------------------------------------------
+
+
+@pytest.mark.parametrize("array", ["numpy", "torch"])
+def test_a_constraint_answering_with_an_array_is_named(array: str) -> None:
+    """Kernel Tuner's restrictions all hold or the configuration is skipped; written as one
+    numpy (or torch) expression over several conditions, a constraint returns an array of
+    truth values. Its truth was taken by ``bool()`` inside the space, which raised numpy's
+    "truth value of an array with more than one element is ambiguous" (torch's "Boolean
+    value of Tensor with more than one value"), naming neither the constraint nor the
+    configuration. It is a ``UsageError`` at the site naming both, the array and the fix
+    (``bool(x.all())``); nothing is launched and no record is written. An array of one
+    value is one condition and is taken."""
+    # ported from: KernelTuner/kernel_tuner test/test_util_functions.py::test_check_restrictions
+    import numpy as np
+
+    make = np.array if array == "numpy" else torch.tensor
+    n = 300
+    src, dst = torch.randn(n), torch.zeros(n)
+    both = Space(BLOCK_SIZE=[32, 64, 128], constraint=lambda c: make([c.BLOCK_SIZE > 32, True]))
+    with pytest.raises(UsageError, match=r"returned an array of shape \(2,\) for Config\(") as e:
+        copy_site(dst, src, n, f"kt-array-{array}", space=both)
+    assert "test_ported_autotuners_fifteenth.py:" in str(e.value) and "bool(x.all())" in str(
+        e.value
+    )
+    assert not dst.any() and not record_files()
+    one = Space(BLOCK_SIZE=[32, 64, 128], constraint=lambda c: make([c.BLOCK_SIZE > 32]))
+    res = copy_site(dst, src, n, f"kt-array-one-{array}", space=one)
+    assert res.source == "tuned" and {c.BLOCK_SIZE for c in res.timings} == {64, 128}
+    assert torch.equal(dst, src)
