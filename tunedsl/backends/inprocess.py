@@ -246,7 +246,7 @@ class Verifier:
             problem = self.guard.bt.allclose(
                 outputs[name],
                 self.reference[name],
-                settings.rtol,
+                settings.verify_rtol(self.guard.bt.precision(outputs[name])),
                 settings.atol,
                 exact_ints=not settings.tolerance_given,
             )

@@ -436,6 +436,12 @@ def reference_problem(expected: Any, actual: Any) -> str | None:
     return None
 
 
+def precision(x: Any) -> float:  # the eps of x's float dtype (its relative resolution), or 0
+    import torch
+
+    return float(torch.finfo(x.dtype).eps) if x.is_floating_point() else 0.0
+
+
 def allclose(
     actual: Any, expected: Any, rtol: float, atol: float, *, exact_ints: bool = False
 ) -> str | None:

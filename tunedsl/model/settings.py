@@ -67,6 +67,12 @@ class Settings:
     space: Any = None  # the space as a SearchSpace when it is too large to list
     large: bool = False  # more than LIST_LIMIT points: never listed, searched lazily
 
+    def verify_rtol(self, precision: float) -> float:
+        """``rtol`` for a ``verify=`` output whose dtype's relative resolution is
+        ``precision``: unless ``rtol=``/``atol=`` were given, no finer than one unit of it
+        (a bfloat16 or float8 output summed in another order rounds one unit apart)."""
+        return self.rtol if self.tolerance_given else max(self.rtol, precision)
+
 
 # The options whose default the environment gives (the option's name -> the field's): left
 # out or None (a choice also when empty), the field keeps its default.

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -57,6 +58,13 @@ def check_verdict(verdict: Any, constraint: Any, cfg: Any) -> None:
             f"({verdict!r:.120}), which counts as true whatever it holds, so every "
             "configuration would be kept: return one condition, e.g. all([...]) for "
             "conditions that must all hold"
+        )
+    shape = getattr(verdict, "shape", ())
+    if getattr(verdict, "ndim", 0) and math.prod(shape) != 1:  # numpy or torch: no one truth
+        raise UsageError(
+            f"the space's constraint {callable_name(constraint)} returned an array of shape "
+            f"{tuple(shape)} for {cfg} ({verdict!r:.120}), which has no one truth value: "
+            "return one condition, e.g. bool(x.all()) for conditions that must all hold"
         )
 
 
