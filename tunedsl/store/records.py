@@ -186,8 +186,9 @@ def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
     exists = _lexists
 
     def absent(digest: str) -> bool:
+        name = record_file_name(digest)
         for prefix in prefixes:
-            if exists(prefix + record_file_name(digest)):
+            if exists(prefix + name):
                 return False
         return True
 
