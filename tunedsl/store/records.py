@@ -186,9 +186,8 @@ def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
     exists = _lexists
 
     def absent(digest: str) -> bool:
-        name = record_file_name(digest)
         for prefix in prefixes:
-            if exists(prefix + name):
+            if exists(prefix + record_file_name(digest)):
                 return False
         return True
 
