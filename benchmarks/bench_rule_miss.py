@@ -5,7 +5,9 @@ its records with ``tunedsl rules build`` and shipped on ``TUNEDSL_RECORDS_PATH``
 call is a size never seen, so each is a miss the rule decides. The kernel's launch is left
 out (``Entry.launch`` does nothing here): what is timed is the decision, the part that does
 not depend on the GPU. Printed: the median decision over the misses, then (in a second
-pass, with a timer around each) the median of its parts.
+pass, with a timer around each) the median of its parts. Under the interpreter the decision
+includes copies of the call's tensors before a rule pick's first launch (``_in_place``: a
+failed pick may have written them), which a GPU does not make: they are a part of their own.
 
     TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py            # about 20 s
     TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --misses 400 --rounds 5
@@ -65,6 +67,7 @@ PARTS = (
     ("tunedsl.runtime.rule_plans", "RulePlans.decide", "the layout's plan (RulePlans.decide)"),
     ("tunedsl.runtime.miss", "resolve", "the general way (miss.resolve)"),
     ("tunedsl.runtime.entry", "new_entry", "entry and launcher (entry.new_entry)"),
+    ("tunedsl.runtime.rule_plans", "_in_place", "interpreter only: copies (_in_place)"),
 )
 
 

@@ -16,6 +16,7 @@ from rule_helpers import SPACE, rule_file, run, ship
 from runtime_helpers import call, site
 from runtime_kernels import vadd
 
+from tunedsl.errors import CacheWarning
 from tunedsl.model.config import Config
 from tunedsl.runtime import miss
 from tunedsl.store import rules as rule_store
@@ -147,6 +148,28 @@ def test_a_rule_rebuilt_while_a_plan_is_held_decides_the_next_size(
     os.replace(replacement, path)
     res = _call(s, 306)
     assert res.source == "rule" and res.config == other and tune_count == []
+
+
+@pytest.mark.parametrize("change", ["opened to the group", "damaged in place"])
+def test_a_rule_file_changed_in_place_while_a_plan_is_held_decides_nothing_more(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    change: str,
+) -> None:
+    ship(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    path = rule_file(built_rules)
+    if change == "opened to the group":  # the same file, another mode: its ctime moves
+        os.chmod(path, 0o660)
+    else:  # the same inode, rewritten
+        with open(path, "r+") as f:
+            f.truncate(10)
+    with pytest.warns(CacheWarning, match="ignoring rule"):
+        res = _call(s, 306)
+    assert res.source == "tuned" and len(tune_count) == 1
 
 
 def test_a_sweep_tunes_the_sizes_a_plan_would_decide(

@@ -43,7 +43,7 @@ from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.decide import Decision, decision_options, record_stores
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
-from tunedsl.store.rules import find_rules, rules_decide
+from tunedsl.store.rules import find_rules, rules_decide, still_found
 
 if TYPE_CHECKING:
     from tunedsl.model.config import Config
@@ -162,6 +162,9 @@ class RulePlans:
         ):
             return
         self._tries += 1
+        # Taken before the rules are found: a change of the environment after it (the rule
+        # directories named anew) drops the plan at its next miss.
+        environ = environ_snapshot()
         from tunedsl.runtime.ruled import (  # (imported by the rule's miss)
             FAILED_PICKS,
             chosen_rule,
@@ -199,7 +202,7 @@ class RulePlans:
             read,
             settings,
             site.context_memo,
-            environ_snapshot(),
+            environ,
             rules,
             rule,
             family,
@@ -278,7 +281,9 @@ def _decide(
     absent = plan.absent
     if (not absent(digest)) if absent is not None else record_stores().get(digest) is not None:
         return None
-    if find_rules(part.rule_digest) is not plan.rules or not plan.family.in_range(features):
+    # The environment is the plan's (_holds): the rule directories are, and only the files'
+    # signatures are compared.
+    if not still_found(part.rule_digest, plan.rules) or not plan.family.in_range(features):
         return None
     pick = plan.family.pick(features)
     if pick not in plan.allowed:
@@ -302,5 +307,5 @@ def _decide(
         part.rule_digest,
         part.target,
     )
-    result = plan.result.replaced(config=config, key=readable, digest=digest)
-    return miss.Resolved(decision, result, result.replaced(source="rule"), about, plan.spec)
+    result, first = plan.result.for_key(config, readable, digest, "rule")
+    return miss.Resolved(decision, result, first, about, plan.spec)

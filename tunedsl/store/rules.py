@@ -139,6 +139,15 @@ def find_rules(digest: str) -> tuple[Rule, ...]:
     return rules
 
 
+def still_found(digest: str, rules: tuple[Rule, ...]) -> bool:
+    """Whether ``find_rules(digest)`` still answers ``rules``, for a caller that knows the
+    environment (which names the rule directories) unchanged since that answer: it is the
+    one kept, and what it watches (each file, each directory found untrusted) has the stat
+    signature it had (the same ``lstat``s as ``find_rules``). False: ask ``find_rules``."""
+    cached = _loaded.get(digest)  # one dict read: atomic, no lock needed
+    return cached is not None and cached[3] is rules and cached[1] == tuple(map(_stat, cached[2]))
+
+
 # The rule directories' signature, and the rule files in them by site (one scan of the
 # path for every site: asked on a miss that no rule decides, for each site once).
 _by_site: tuple[tuple[Any, ...], dict[str, list[tuple[Path, Rule]]]] | None = None
