@@ -6,9 +6,9 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
   site with ``verify=`` checked once per process first, as every default is);
 - ``off``: the site's ``default=`` configuration when ``prune=`` keeps it, else the first
   configuration prune keeps;
-- a valid record whose choice is one of the configurations ``prune=`` keeps for this
-  call and which measured every one of them: use it (``source="disk"``); on a site with
-  ``verify=`` a choice this process did not verify is checked once first;
+- a valid record of this space (``runtime/space_records.py``: a key keeps one per space)
+  whose choice is one of the configurations ``prune=`` keeps for this call and which
+  measured every one of them: use it (``source="disk"``); ``verify=`` checks it once first;
 - a call whose grid is empty under every configuration launches nothing, decided nowhere
   (``source="empty"``: a tune would time nothing, and its pick would decide the bucket),
   when no record decides it; it asks no rule, and ``cached`` gives it no default;
@@ -41,7 +41,7 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.record_identity import checker
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
-from tunedsl.runtime import launch_effect
+from tunedsl.runtime import launch_effect, space_records
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import paths
 from tunedsl.store import records as store
@@ -134,11 +134,15 @@ _MAX_OPTIONS = 256
 
 
 def _usable(
-    record: store.Record | None, settings: Settings, candidates: Sequence[Config]
+    record: store.Record | None,
+    settings: Settings,
+    candidates: Sequence[Config],
+    foreign: bool = False,
 ) -> tuple[bool, dict[Config, store.ConfigResult]]:
     """Whether ``record`` decides this key as is, and the timings it can contribute:
     it does when its choice is one of ``candidates`` (what prune= keeps for this key, the
-    whole space without prune=) and it has a result for every one of them."""
+    whole space without prune=) and it has a result for every one of them. ``foreign``: a
+    record of another space, whose choice never decides this one's key."""
     if record is None:
         return False, {}
     lazy = settings.large
@@ -161,6 +165,8 @@ def _usable(
             f"{where}; tuning again (its other timings are reused)",
             stacklevel="user",
         )
+        return False, previous
+    if foreign:
         return False, previous
     if lazy:  # a record of a large space never lists it: it decides by its budget
         return _searched_enough(record, settings), previous
@@ -290,7 +296,9 @@ def lookup(
     stores = record_stores()
     # A record under this digest that states another device, kernel, Triton or key (an
     # edited file, bundle or Redis value) is a miss, with one warning.
-    record = stores.get(digest, expect=checker(subject.context, subject.readable))
+    expect = checker(subject.context, subject.readable)
+    # Another space's record leaves this space's own, if any (``runtime/space_records.py``).
+    record, foreign = space_records.find(stores, subject, stores.get(digest, expect), expect)
     asked_rule = False
     if record is None and not again:
         # A key with no record: a shipped rule decides before the records of the site's older
@@ -302,7 +310,7 @@ def lookup(
         from tunedsl.runtime.legacy_records import migrate
 
         record = migrate(subject, stores)
-    usable, previous = _usable(record, settings, candidates)
+    usable, previous = _usable(record, settings, candidates, foreign)
     if stands(record, usable) and record is not None:
         return Decision(
             record.chosen, decision_options(record.chosen, settings, subject.target), "disk", record
@@ -423,9 +431,11 @@ def tune_and_record(
     )
     first = variants[0] if variants else (variant_for(outcome.chosen) if variant_for else None)
     signature = replay_signature(kernel, info, first) if first else {}
+    stores = record_stores()
     record = store.Record(
         site=subject.site_id,
-        digest=subject.digest,
+        # The key's digest, or this space's own where another space's record holds that.
+        digest=space_records.slot(stores, subject, checker(ctx, subject.readable)),
         key=subject.readable,
         chosen=outcome.chosen,
         results=tuple(outcome.results),
@@ -433,7 +443,9 @@ def tune_and_record(
         signature=signature,
         device=bt.device_facts(),
         versions=bt.toolchain(),
-        context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer, **(note or {})},
+        context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer}
+        | space_records.noted(subject)
+        | dict(note or {}),
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
         effort=settings.effort,
@@ -443,7 +455,7 @@ def tune_and_record(
         budget_s=outcome.budget_s,
         measured_by=store.this_user(),
     )
-    record_stores().put(record)
+    stores.put(record)
     if settings.verify not in (None, False):
         _VERIFIED.add(subject.digest)
     return record
