@@ -5,7 +5,7 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 - one configuration left after ``prune=``: it, never measured (``source="default"``; on a
   site with ``verify=`` checked once per process first, as every default is);
 - ``off``: the site's ``default=`` configuration when ``prune=`` keeps it, else the first
-  configuration prune keeps;
+  configuration prune keeps (both ``source="empty"`` for a call that launches nothing);
 - a valid record of this space (``runtime/space_records.py``: a key keeps one per space)
   whose choice is one of the configurations ``prune=`` keeps for this call and which
   measured every one of them: use it (``source="disk"``); ``verify=`` checks it once first;
@@ -134,15 +134,11 @@ _MAX_OPTIONS = 256
 
 
 def _usable(
-    record: store.Record | None,
-    settings: Settings,
-    candidates: Sequence[Config],
-    foreign: bool = False,
+    record: store.Record | None, settings: Settings, candidates: Sequence[Config]
 ) -> tuple[bool, dict[Config, store.ConfigResult]]:
     """Whether ``record`` decides this key as is, and the timings it can contribute:
     it does when its choice is one of ``candidates`` (what prune= keeps for this key, the
-    whole space without prune=) and it has a result for every one of them. ``foreign``: a
-    record of another space, whose choice never decides this one's key."""
+    whole space without prune=) and it has a result for every one of them."""
     if record is None:
         return False, {}
     lazy = settings.large
@@ -165,8 +161,6 @@ def _usable(
             f"{where}; tuning again (its other timings are reused)",
             stacklevel="user",
         )
-        return False, previous
-    if foreign:
         return False, previous
     if lazy:  # a record of a large space never lists it: it decides by its budget
         return _searched_enough(record, settings), previous
@@ -251,8 +245,9 @@ def lookup(
         return Decision(cfg, decision_options(cfg, settings, subject.target), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:
-        # One configuration (after pruning) has nothing to compare: launched, never measured.
-        return default(), {}
+        # One configuration (after pruning) has nothing to compare: launched, never measured
+        # (a call that launches nothing under any configuration is "empty" here too).
+        return (empty() or default()), {}
     if knobs.force_retune():
         return ((empty() or default()) if settings.mode == "cached" else None), {}
 
@@ -310,7 +305,8 @@ def lookup(
         from tunedsl.runtime.legacy_records import migrate
 
         record = migrate(subject, stores)
-    usable, previous = _usable(record, settings, candidates, foreign)
+    usable, previous = _usable(record, settings, candidates)
+    usable = usable and not foreign  # another space's choice: its timings count, not it
     if stands(record, usable) and record is not None:
         return Decision(
             record.chosen, decision_options(record.chosen, settings, subject.target), "disk", record
