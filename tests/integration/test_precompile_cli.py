@@ -200,8 +200,9 @@ def test_ctrl_c_stops_and_leaves_no_process(tmp_path: Path) -> None:
     # How fast it stops is a speed figure: benchmarks/bench_sigint.py measures it.
     print(f"stopped {elapsed:.2f} s after SIGINT")
     assert "terminate called" not in proc.stderr.read()  # no abort under running compiles
-    time.sleep(0.2)
-    assert _session_processes(proc.pid) == []  # no worker or ptxas left behind
+    # No worker or ptxas left behind, checked the moment its exit is known: the exit waits
+    # until the compilers it killed are gone (a fixed wait here was too short under load).
+    assert _session_processes(proc.pid) == []
     records = Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records"
     assert not records.exists() or not list(records.glob("*.json"))
     assert not list((tmp_path / "triton-cache").rglob("*.tmp*"))
