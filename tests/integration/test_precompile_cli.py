@@ -259,6 +259,32 @@ def test_replay_of_an_interpreter_record_builds_the_binaries_a_launch_there_load
     assert _row(row, row)[:3] == [0, 2, 0], warm.stdout
 
 
+def test_replay_of_an_interpreter_record_for_other_targets_builds_what_a_launch_loads_or_says_why_not(
+    tmp_path: Path,
+) -> None:
+    # The record holds a CUDA launch's specialization ("*fp32:D"): the same on every CUDA
+    # architecture, so cuda:80 and cuda:100 replay it exactly. A HIP launch specializes a
+    # pointer otherwise ("*fp32:DS"): replayed for hip:gfx942 it compiled "D" variants,
+    # counted as compiled, which no launch there loads (the workload compiled both again).
+    script = FIXTURES / "replay" / "dsl_epilogue.py"
+    tuned = _tune_interpreted(tmp_path, script)
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    for target in ("cuda:80", "cuda:100"):
+        done = _precompile(tmp_path, "--replay", "--target", target)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert _row(done.stdout, "dsl_epilogue.py:")[:3] == [2, 0, 0], done.stdout
+        warm = _precompile(tmp_path, "--target", target, str(script))
+        row = next(line for line in warm.stdout.splitlines() if "(scale_kernel)" in line)
+        assert _row(row, row)[:3] == [0, 2, 0], warm.stdout
+    done = _precompile(tmp_path, "--replay", "--target", "hip:gfx942")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert not any(line.startswith("dsl_epilogue.py:") for line in done.stdout.splitlines()), said
+    assert "skipped: it was tuned under the interpreter" in said, said
+    assert "a hip launch specializes them otherwise" in said, said
+    assert "tunedsl precompile --target hip:gfx942 SCRIPT" in said, said
+
+
 def test_replay_compiles_a_hint_named_parameter_with_the_option_a_launch_gives_it(
     tmp_path: Path,
 ) -> None:
