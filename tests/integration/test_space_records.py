@@ -15,7 +15,7 @@ import torch
 from runtime_helpers import call, new_process, record_files, site
 from runtime_kernels import vadd
 
-from tunedsl import Config
+from tunedsl import Config, autotune_launch, cdiv
 
 pytestmark = pytest.mark.needs_triton
 
@@ -124,3 +124,32 @@ def test_a_record_stating_no_space_still_decides_its_key(tune_count: list) -> No
         again = call(site("older", space=space), vadd, args(), 256)
         assert (again.source, again.config) == ("disk", made.config)
     assert len(tune_count) == 2
+
+
+def _plain(configs: list[Config], n: int = 256):
+    a, b, c, _ = args(n)
+    res = autotune_launch(
+        vadd,
+        space=configs,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        effort="quick",
+        name="plain-two-lists",
+    )
+    torch.testing.assert_close(c, a + b)
+    return res
+
+
+def test_one_autotune_launch_kernel_and_key_with_two_configuration_lists_each_hit(
+    tune_count: list,
+) -> None:
+    from tunedsl.runtime import api
+
+    lists = ([Config(tile=64), Config(tile=128)], [Config(tile=32), Config(tile=256)])
+    sources = []
+    for configs in (*lists, *lists):
+        new_process(*api._sites.values())  # each call as a program of its own
+        sources.append(_plain(configs).source)
+    assert sources == ["tuned", "tuned", "disk", "disk"], sources
+    assert len(tune_count) == 2 and len(record_files()) == 2
