@@ -315,6 +315,6 @@ def _launches_nothing(call: miss.Call, config: Config) -> bool:
     says why."""
     try:
         grid = call.bind(config)[2]
-    except Exception:
+        return grid == 0 if isinstance(grid, int) else isinstance(grid, tuple) and 0 in grid
+    except Exception:  # (a tensor in the grid, too)
         return True
-    return grid == 0 or (isinstance(grid, tuple) and 0 in grid)
