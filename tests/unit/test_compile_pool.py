@@ -244,3 +244,65 @@ def test_the_wait_for_another_process_compiling_the_entry_follows_the_streams_ti
     finally:
         holder.kill()
         holder.wait()
+
+
+# A compile thread runs a "ptxas" (this Python under that name) that holds a gigabyte it
+# touched, so that it takes a while to die once killed; then Ctrl-C's exit leaves at once.
+_KILLED_COMPILER_SCRIPT = """
+import os, subprocess, sys, threading
+
+from tunedsl.backends.compile_pool import CompileJob, compile_stream, exit_now_if_compiling
+
+ptxas = sys.argv[1]
+ready = threading.Event()
+
+
+def compile():
+    hog = "m = b'x' * (1 << 30); print('ready', flush=True); import time; time.sleep(120)"
+    child = subprocess.Popen([ptxas, "-c", hog], stdout=subprocess.PIPE, text=True)
+    print("compiler", child.pid, flush=True)
+    child.stdout.readline()
+    ready.set()
+    child.wait()
+
+
+driver = threading.Thread(target=lambda: list(compile_stream([CompileJob("c", compile)])))
+driver.daemon = True
+driver.start()
+ready.wait(120)
+exit_now_if_compiling(130)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (or is still dying), a zombie or a reaped process not counted."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_exit_leaves_once_the_compilers_it_killed_are_gone(tmp_path) -> None:
+    """Ctrl-C of a command compiling: the exit kills its compilers (ptxas) and leaves only
+    once they are gone, so nothing of it runs after its exit status is known (a compiler
+    slow to die, as one of a large kernel is on a loaded machine, outlived it)."""
+    import os
+    import signal
+    import subprocess
+
+    script = tmp_path / "killed_compiler.py"
+    script.write_text(_KILLED_COMPILER_SCRIPT)
+    ptxas = tmp_path / "ptxas"
+    ptxas.symlink_to(sys.executable)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(ptxas)], capture_output=True, text=True, timeout=180
+    )
+    pid = int(next(x for x in proc.stdout.splitlines() if x.startswith("compiler")).split()[1])
+    try:
+        assert proc.returncode == 130, proc.stderr
+        assert not _alive(pid)  # checked the moment the command's exit is known
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)

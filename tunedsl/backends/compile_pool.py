@@ -29,7 +29,7 @@ the compile threads and for the threads that drive streams (:func:`join_at_exit`
 otherwise leaves with ``os._exit``; when the program died of an uncaught Ctrl-C it leaves
 at once (``os._exit(130)``).
 ``tunedsl`` commands leave at once on Ctrl-C (:func:`exit_now_if_compiling`: kill the
-compiler subprocesses, flush, ``os._exit(130)``).
+compiler subprocesses and wait until they are gone, flush, ``os._exit(130)``).
 """
 
 from __future__ import annotations
@@ -222,15 +222,41 @@ def _is_compiler_tool(pid: int) -> bool:
     return os.path.basename(argv0).startswith(_COMPILER_TOOLS)
 
 
+#: How long the exit waits for the compilers it killed to be gone (a killed process frees its
+#: memory before it is; seconds on a loaded machine for a large kernel's ptxas).
+KILLED_GONE_S = 10.0
+
+
 def _kill_compiler_children() -> None:
+    """Kill this process's compiler subprocesses and return once they are gone (each a
+    zombie, for whoever reaps it), so none runs after this process's exit; then look again
+    for one a compile thread started meanwhile."""
+    import select
     import signal
 
-    for pid in _child_pids():
-        if _is_compiler_tool(pid):
+    deadline = time.monotonic() + KILLED_GONE_S
+    for _ in range(3):
+        killed = []
+        for pid in _child_pids():
+            if not _is_compiler_tool(pid):
+                continue
             try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+                fd = os.pidfd_open(pid)  # the process itself, whatever its pid becomes
+            except (AttributeError, OSError):  # no pidfd (old kernel), or already gone
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                continue
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            killed.append(fd)
+        if not killed:
+            return
+        for fd in killed:  # readable once the process has exited
+            with contextlib.suppress(OSError):
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
+            os.close(fd)
 
 
 class _Slot:

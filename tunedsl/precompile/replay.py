@@ -276,6 +276,29 @@ def _unrebuilt_reason(record: Record, target: Any) -> str | None:
     return None
 
 
+def _other_backend_reason(record: Record, target: Any) -> str | None:
+    """Why the record's specialization does not fit ``target`` (None if it does): it is the
+    one a launch on the record's backend computes (under the interpreter, CUDA's), and
+    another backend specializes arguments otherwise (HIP adds a buffer-range fact to a
+    pointer, ``*fp32:DS`` for CUDA's ``*fp32:D``), so replay would build binaries no launch
+    there loads. CUDA's does not depend on the architecture: any ``cuda:`` target replays."""
+    from tunedsl.backends.triton_compile import parse_target, target_name
+
+    kind = record.device.get("type")
+    made_for = "cuda" if kind == "interpreter" else kind
+    target = parse_target(target)
+    specialized = any(isinstance(v, str) and ":" in v for v in record.signature.values())
+    if not specialized or made_for not in ("cuda", "hip") or made_for == target.backend:
+        return None
+    where = "under the interpreter" if kind == "interpreter" else f"on a {made_for} GPU"
+    return (
+        f"it was tuned {where}, so it holds the specialization a {made_for} launch computes "
+        f"for its arguments, and a {target.backend} launch specializes them otherwise: replay "
+        "would build binaries no launch there loads; compile the script's @workload instead: "
+        f"tunedsl precompile --target {target_name(target)} SCRIPT"
+    )
+
+
 def current_target() -> Any:
     from tunedsl.backends import compat
 
@@ -311,7 +334,11 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
             )
             continue
         report = SiteReport(f"{record.site} [record {record.id}]", record.key)
-        stale = _stale_reason(kernel, record) or _unrebuilt_reason(record, target)
+        stale = (
+            _stale_reason(kernel, record)
+            or _unrebuilt_reason(record, target)
+            or _other_backend_reason(record, target)
+        )
         if stale is not None:
             summary.notes.append(f"record {record.id} ({record.site}) skipped: {stale}")
             continue

@@ -5,10 +5,10 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 - one configuration left after ``prune=``: it, never measured (``source="default"``; on a
   site with ``verify=`` checked once per process first, as every default is);
 - ``off``: the site's ``default=`` configuration when ``prune=`` keeps it, else the first
-  configuration prune keeps;
-- a valid record whose choice is one of the configurations ``prune=`` keeps for this
-  call and which measured every one of them: use it (``source="disk"``); on a site with
-  ``verify=`` a choice this process did not verify is checked once first;
+  configuration prune keeps (both ``source="empty"`` for a call that launches nothing);
+- a valid record of this space (``runtime/space_records.py``: a key keeps one per space)
+  whose choice is one of the configurations ``prune=`` keeps for this call and which
+  measured every one of them: use it (``source="disk"``); ``verify=`` checks it once first;
 - a call whose grid is empty under every configuration launches nothing, decided nowhere
   (``source="empty"``: a tune would time nothing, and its pick would decide the bucket),
   when no record decides it; it asks no rule, and ``cached`` gives it no default;
@@ -41,7 +41,7 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.record_identity import checker
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
-from tunedsl.runtime import launch_effect
+from tunedsl.runtime import launch_effect, space_records
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import paths
 from tunedsl.store import records as store
@@ -245,8 +245,9 @@ def lookup(
         return Decision(cfg, decision_options(cfg, settings, subject.target), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:
-        # One configuration (after pruning) has nothing to compare: launched, never measured.
-        return default(), {}
+        # One configuration (after pruning) has nothing to compare: launched, never measured
+        # (a call that launches nothing under any configuration is "empty" here too).
+        return (empty() or default()), {}
     if knobs.force_retune():
         return ((empty() or default()) if settings.mode == "cached" else None), {}
 
@@ -290,7 +291,9 @@ def lookup(
     stores = record_stores()
     # A record under this digest that states another device, kernel, Triton or key (an
     # edited file, bundle or Redis value) is a miss, with one warning.
-    record = stores.get(digest, expect=checker(subject.context, subject.readable))
+    expect = checker(subject.context, subject.readable)
+    # Another space's record leaves this space's own, if any (``runtime/space_records.py``).
+    record, foreign = space_records.find(stores, subject, stores.get(digest, expect), expect)
     asked_rule = False
     if record is None and not again:
         # A key with no record: a shipped rule decides before the records of the site's older
@@ -303,6 +306,7 @@ def lookup(
 
         record = migrate(subject, stores)
     usable, previous = _usable(record, settings, candidates)
+    usable = usable and not foreign  # another space's choice: its timings count, not it
     if stands(record, usable) and record is not None:
         return Decision(
             record.chosen, decision_options(record.chosen, settings, subject.target), "disk", record
@@ -423,9 +427,11 @@ def tune_and_record(
     )
     first = variants[0] if variants else (variant_for(outcome.chosen) if variant_for else None)
     signature = replay_signature(kernel, info, first) if first else {}
+    stores = record_stores()
     record = store.Record(
         site=subject.site_id,
-        digest=subject.digest,
+        # The key's digest, or this space's own where another space's record holds that.
+        digest=space_records.slot(stores, subject, checker(ctx, subject.readable)),
         key=subject.readable,
         chosen=outcome.chosen,
         results=tuple(outcome.results),
@@ -433,7 +439,9 @@ def tune_and_record(
         signature=signature,
         device=bt.device_facts(),
         versions=bt.toolchain(),
-        context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer, **(note or {})},
+        context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer}
+        | space_records.noted(subject)
+        | dict(note or {}),
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
         effort=settings.effort,
@@ -443,7 +451,7 @@ def tune_and_record(
         budget_s=outcome.budget_s,
         measured_by=store.this_user(),
     )
-    record_stores().put(record)
+    stores.put(record)
     if settings.verify not in (None, False):
         _VERIFIED.add(subject.digest)
     return record

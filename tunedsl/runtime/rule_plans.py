@@ -18,7 +18,7 @@ no process group of ranks; outside a sweep; the same settings, environment, devi
 file as when it was made. Each new key still has its records looked up (a record decides
 before a rule) and its pick checked against the rule's range and the site's space; anything
 else (a record, a size outside the swept range, a decision already made under another call
-key) goes the general way.
+key, a call whose pick's grid is empty, which may be ``"empty"``) goes the general way.
 
 ``RulePlans.first_launch`` launches every new key's entry: a rule's pick whose first launch
 fails there (a configuration that cannot run at a size between swept ones) is refused for
@@ -290,6 +290,8 @@ def _decide(
         return None
     if plan.failed and (digest, plan.rule.configs[pick]) in plan.failed:
         return None  # it failed on this key's first launch: the general way refuses it
+    if _launches_nothing(call, plan.rule.configs[pick]):
+        return None  # maybe under every configuration ("empty"): the general way says
     decision = plan.decisions.get(pick)
     if decision is None:
         config = plan.rule.configs[pick]
@@ -309,3 +311,15 @@ def _decide(
     )
     result, first = plan.result.for_key(config, readable, digest, "rule")
     return miss.Resolved(decision, result, first, about, plan.spec)
+
+
+def _launches_nothing(call: miss.Call, config: Config) -> bool:
+    """Whether ``config``'s grid for ``call`` has a zero dimension (an empty tensor): such
+    a call is decided the general way, which says ``"empty"`` where every configuration's
+    grid is empty and never asks a rule for it. A grid that fails to bind: the general way
+    says why."""
+    try:
+        grid = call.bind(config)[2]
+        return grid == 0 if isinstance(grid, int) else isinstance(grid, tuple) and 0 in grid
+    except Exception:  # (a tensor in the grid, too)
+        return True

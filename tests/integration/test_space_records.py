@@ -1,0 +1,155 @@
+"""Sites that tune one key from different spaces each keep their own record
+(``runtime/space_records.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from runtime_helpers import call, new_process, record_files, site
+from runtime_kernels import vadd
+
+from tunedsl import Config, autotune_launch, cdiv
+
+pytestmark = pytest.mark.needs_triton
+
+REPO = Path(__file__).resolve().parents[2]
+
+# One script whose space comes from the environment: two programs tuning one site's key.
+SCRIPT = """
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+tiles = [int(t) for t in os.environ["TILES"].split(",")]
+n = 100
+a = torch.arange(n, dtype=torch.float32)
+b = torch.full((n,), 0.5)
+c = torch.empty(n)
+result = autotune(space=dict(tile=tiles), blocks=cdiv(n, $tile), effort="quick",
+                  vadd_kernel(a, b, c, n, TILE=$tile))
+assert torch.equal(c, a + b)
+print("RESULT", result.source, result.config.tile)
+"""
+
+
+def args(n: int = 256) -> tuple:
+    a, b = torch.randn(n), torch.randn(n)
+    return (a, b, torch.empty_like(a), n)
+
+
+def test_two_programs_tuning_one_site_with_different_spaces_each_hit_their_record(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "spaces.py"
+    script.write_text(textwrap.dedent(SCRIPT).lstrip())
+    env = {
+        **os.environ,
+        "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+        "TRITON_INTERPRET": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+    }
+    seen = []
+    for tiles in ("16,32", "64,128", "16,32", "64,128"):
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "run", str(script)],
+            env={**env, "TILES": tiles},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=str(tmp_path),
+        )
+        assert done.returncode == 0, done.stderr
+        (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT")]
+        _, source, tile = line.split()
+        assert int(tile) in [int(t) for t in tiles.split(",")]
+        seen.append(source)
+    # Each program tuned once; each later run hit its own record (each re-tuned the other's).
+    assert seen == ["tuned", "tuned", "disk", "disk"], seen
+    files = sorted((tmp_path / "cache" / "records").glob("*.json"))
+    spaces = {json.loads(f.read_text())["context"]["space"] for f in files}
+    assert len(files) == 2 and len(spaces) == 2
+
+
+def test_a_record_of_another_space_does_not_decide_this_spaces_key(tune_count: list) -> None:
+    wide = call(site("wider", space={"tile": [64, 128, 256]}), vadd, args(), 256)
+    assert wide.source == "tuned"
+    # The wider space's record measured 64 and 128 too, but was not chosen from this space:
+    # its timings are reused, its choice does not decide.
+    narrow_site = site("wider", space={"tile": [64, 128]})
+    narrow = call(narrow_site, vadd, args(), 256)
+    assert narrow.source == "tuned" and narrow.config.tile in (64, 128)
+    assert set(tune_count[1].previous) == {Config(tile=64), Config(tile=128)}
+    assert len(record_files()) == 2
+    new_process(narrow_site)
+    for space, tile in (({"tile": [64, 128, 256]}, wide), ({"tile": [64, 128]}, narrow)):
+        again = call(site("wider", space=space), vadd, args(), 256)
+        assert (again.source, again.config) == ("disk", tile.config)
+    assert len(tune_count) == 2
+
+
+def test_a_record_stating_no_space_still_decides_its_key(tune_count: list) -> None:
+    first = call(site("older", space={"tile": [64, 128]}), vadd, args(), 256)
+    (path,) = record_files()
+    data = json.loads(path.read_text())
+    del data["context"]["space"]  # as records were written before they stated their space
+    path.write_text(json.dumps(data))
+    new_process()
+    hit = call(site("older", space={"tile": [64, 128]}), vadd, args(), 256)
+    assert (hit.source, hit.config) == ("disk", first.config)
+    # Another space tunes beside it, under its own digest; the older record still decides.
+    other = call(site("older", space={"tile": [32, 256]}), vadd, args(), 256)
+    assert other.source == "tuned" and len(record_files()) == 2
+    assert json.loads(path.read_text()) == data
+    new_process()
+    for space, made in (({"tile": [64, 128]}, first), ({"tile": [32, 256]}, other)):
+        again = call(site("older", space=space), vadd, args(), 256)
+        assert (again.source, again.config) == ("disk", made.config)
+    assert len(tune_count) == 2
+
+
+def _plain(configs: list[Config], n: int = 256):
+    a, b, c, _ = args(n)
+    res = autotune_launch(
+        vadd,
+        space=configs,
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        effort="quick",
+        name="plain-two-lists",
+    )
+    torch.testing.assert_close(c, a + b)
+    return res
+
+
+def test_one_autotune_launch_kernel_and_key_with_two_configuration_lists_each_hit(
+    tune_count: list,
+) -> None:
+    from tunedsl.runtime import api
+
+    lists = ([Config(tile=64), Config(tile=128)], [Config(tile=32), Config(tile=256)])
+    sources = []
+    for configs in (*lists, *lists):
+        new_process(*api._sites.values())  # each call as a program of its own
+        sources.append(_plain(configs).source)
+    assert sources == ["tuned", "tuned", "disk", "disk"], sources
+    assert len(tune_count) == 2 and len(record_files()) == 2

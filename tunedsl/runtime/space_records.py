@@ -1,0 +1,102 @@
+"""A key's record per space (runtime layer): sites that tune one key from different spaces
+each keep their own decision.
+
+A record's digest names the site, the kernel, the device, the compiler and the key
+(``runtime/decide.py``: ``context``), not the space the choice was made from. Two programs
+that tune one site's key with different spaces (a space read from the environment or the
+command line, one ``name=`` shared by two scripts, one ``autotune_launch`` kernel and key
+with two ``configs=`` lists) would find each other's record, refuse it (it does not cover
+their space) and tune again over it, so neither ever hit.
+
+So each record states its space (``context["space"]``: ``space_digest``, of its
+configurations as a set, or of a lazy space's axes and constraint), and a key holds one
+record per space: the first space to tune it writes under the key's digest, each other space
+under a digest of the key's and its own (``own_digest``). A lookup reads the key's digest
+and, where the record there states another space (or none), the space's own digest.
+
+A record of another space never decides this one's key (its timings are still reused when
+this space tunes; ``mode="cached"`` still takes its choice when this space has no record).
+A record that states no space, written before records stated one, decides the key as it did:
+when it covers the candidates (``decide._usable``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from tunedsl.model.canonical import canonical_json
+
+if TYPE_CHECKING:
+    from tunedsl.model.settings import Settings
+    from tunedsl.runtime.subject import Subject
+    from tunedsl.store.layered import Expect, LayeredStore
+    from tunedsl.store.records import Record
+
+#: The key of a record's ``context`` that names its space.
+SPACE = "space"
+
+# Settings objects (held, so their ids stay theirs) -> their space's digest.
+_digests: dict[int, tuple[Settings, str]] = {}
+_MAX_DIGESTS = 64
+
+
+def space_digest(settings: Settings) -> str:
+    """The digest of the space ``settings`` tunes from: its configurations as a set (their
+    order is not the space), or a space too large to list by its axes and constraint."""
+    known = _digests.get(id(settings))
+    if known is not None and known[0] is settings:
+        return known[1]
+    if settings.large:
+        text = "lazy:" + repr(settings.space)
+    else:
+        text = canonical_json(sorted(c.dumps() for c in settings.configs))
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    if len(_digests) >= _MAX_DIGESTS:
+        _digests.clear()
+    _digests[id(settings)] = (settings, digest)
+    return digest
+
+
+def stated(record: Record) -> str | None:
+    """The space a record states it was tuned from; None for one written before records
+    stated it."""
+    space = record.context.get(SPACE)
+    return space if isinstance(space, str) else None
+
+
+def own_digest(digest: str, space: str) -> str:
+    """Where the record of a key (``digest``) for ``space`` goes when another space's record
+    holds the key's digest."""
+    return hashlib.sha256(f"{digest}:{SPACE}:{space}".encode()).hexdigest()
+
+
+def find(
+    stores: LayeredStore, subject: Subject, found: Record | None, expect: Expect
+) -> tuple[Record | None, bool]:
+    """The record for ``subject``'s space, given ``found`` (the record under the key's
+    digest), and whether it is another space's (whose choice does not decide this key)."""
+    if found is None:
+        return None, False
+    space = space_digest(subject.settings)
+    theirs = stated(found)
+    if theirs == space:
+        return found, False
+    own = stores.get(own_digest(subject.digest, space), expect=expect)
+    if own is not None and stated(own) == space:
+        return own, False
+    return found, theirs is not None
+
+
+def slot(stores: LayeredStore, subject: Subject, expect: Expect) -> str:
+    """The digest a record ``subject``'s space tuned is stored under: the key's, unless a
+    record of another space (or of none stated) is there."""
+    found = stores.get(subject.digest, expect=expect)
+    if found is None or stated(found) == space_digest(subject.settings):
+        return subject.digest
+    return own_digest(subject.digest, space_digest(subject.settings))
+
+
+def noted(subject: Subject) -> dict[str, Any]:
+    """The entry of a new record's ``context`` that states its space."""
+    return {SPACE: space_digest(subject.settings)}
