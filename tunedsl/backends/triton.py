@@ -417,8 +417,13 @@ def _broadcast_index(x: Any) -> tuple[slice, ...] | None:
 
 
 def storage_address(x: Any) -> int:
-    """Where ``x``'s storage starts: the same for every view of one tensor."""
-    return int(x.untyped_storage().data_ptr())
+    """Where ``x``'s storage starts: the same for every view of one tensor. A tensor-like
+    object that is not PyTorch's (anything Triton takes: ``data_ptr()``, ``dtype``,
+    ``shape``, ``stride()``) has no storage to share: its own address."""
+    untyped_storage = getattr(x, "untyped_storage", None)
+    if untyped_storage is None:
+        return int(x.data_ptr())
+    return int(untyped_storage().data_ptr())
 
 
 def reference_problem(expected: Any, actual: Any) -> str | None:
