@@ -74,7 +74,7 @@ def test_replay_of_records_from_a_bundle_imports_only_files_under_its_paths(
         digest = str(record["digest"])
         assert f"record {digest[:12]}" in flat, said
         assert f"{named}, outside the directories replay imports from ({project})" in flat, said
-    assert "tunedsl precompile --replay DIR" in flat, said
+    assert "name the file or its directory: tunedsl precompile --replay PATH" in flat, said
 
     # Named on the command line, the script's directory is the user's choice: imported.
     allowed = _tunedsl(

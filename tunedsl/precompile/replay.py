@@ -387,8 +387,8 @@ def replay_records(
                 f"record {record.id} ({record.site}) skipped: it came from elsewhere (a "
                 f"bundle, another Redis client) and names {outside.what} {outside.path}, "
                 f"outside the directories replay imports from ({', '.join(roots)}); importing "
-                "it would run its top-level code. If you trust it, name its directory: "
-                "tunedsl precompile --replay DIR"
+                "it would run its top-level code. If you trust it, name the file or its "
+                "directory: tunedsl precompile --replay PATH"
             )
             continue
         except ImportFailed as failed:
