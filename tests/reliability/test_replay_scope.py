@@ -130,3 +130,34 @@ def test_replay_imports_the_module_file_it_checked_not_one_planted_after_the_che
         assert planted, "the module's file was never checked"
         assert not marker.exists(), "a module planted after the check ran"
         assert kernel == "mine"
+
+
+@pytest.mark.needs_triton
+def test_records_you_measured_replay_from_anywhere_and_the_same_from_a_bundle_do_not(
+    tmp_path: Path,
+) -> None:
+    # The rule keeps replay of your own records: tuned here from a script outside the
+    # directory replay runs in, the record replays; the same record exported and imported
+    # into another cache (a colleague's bundle) is skipped with the note.
+    fixture = Path(__file__).parents[1] / "integration" / "precompile_fixtures" / "replay"
+    project, scripts = tmp_path / "project", tmp_path / "scripts"
+    for d in (project, scripts):
+        d.mkdir(mode=0o755)
+    script = scripts / "dsl_tune_scale.py"
+    script.write_text((fixture / "dsl_tune_scale.py").read_text())
+    env = child_env(tmp_path / "cache", TRITON_CACHE_DIR=str(tmp_path / "triton"))
+    tuned = _tunedsl(["run", str(script)], env, project)
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    env.pop("TRITON_INTERPRET")
+    mine = _tunedsl(["precompile", "--replay", "--target", "cuda:90"], env, project)
+    assert mine.returncode == 0, mine.stdout + mine.stderr
+    assert "skipped" not in mine.stdout and "dsl_tune_scale.py:" in mine.stdout, mine.stdout
+
+    bundle = tmp_path / "bundle.jsonl"
+    exported = _tunedsl(["cache", "export", str(bundle)], env, project)
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    other = dict(env, TUNEDSL_CACHE_DIR=str(tmp_path / "other-cache"))
+    assert _tunedsl(["cache", "import", str(bundle)], other, project).returncode == 0
+    theirs = _tunedsl(["precompile", "--replay", "--target", "cuda:90"], other, project)
+    flat = " ".join((theirs.stdout + theirs.stderr).split())
+    assert f"names the kernel file {script}, outside the directories" in flat, flat
