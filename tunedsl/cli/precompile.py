@@ -72,7 +72,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--replay",
         action="store_true",
-        help="recompile every configuration found in the stored tuning records",
+        help="recompile every configuration found in the stored tuning records (the kernel "
+        "of a record from a bundle or another Redis client is imported only from a file "
+        "under the PATHs given, else under the current directory)",
     )
     parser.add_argument(
         "--json",

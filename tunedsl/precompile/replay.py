@@ -3,7 +3,8 @@
 Each record names its kernel (module, qualname, file, source hash), the Triton type of
 every argument and, per configuration, the launch options and config-dependent
 constexprs. Replay imports the kernel's module (a DSL script through the import hook,
-never as ``__main__``), and cross-compiles every configuration for the session's target
+never as ``__main__``; from the file it checked, never found again by name; for a record
+from elsewhere, only a file under the directories replay was given), and cross-compiles every configuration for the session's target
 (``--target``, else the current GPU) in parallel, so Triton's cache is warm again, e.g.
 after a Triton upgrade. Pure Python until a kernel is compiled.
 """
@@ -13,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import importlib
 import inspect
 import json
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
@@ -41,11 +42,56 @@ class ImportFailed(Exception):
         self.cause = cause
 
 
-def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
+class OutsideRoots(Exception):
+    """A record from elsewhere names a kernel file (or a module whose file is) ``path``,
+    outside the directories replay imports from."""
+
+    def __init__(self, what: str, path: str) -> None:
+        super().__init__(path)
+        self.what, self.path = what, path
+
+
+def import_roots(paths: Sequence[str]) -> list[str]:
+    """Where replay imports a kernel from for a record that came from elsewhere (a bundle,
+    another Redis client): the PATHs given on the command line, else the current directory."""
+    return [os.path.abspath(p) for p in paths] or [os.getcwd()]
+
+
+def _check_roots(what: str, path: str, roots: Sequence[str] | None) -> None:
+    """Raise OutsideRoots unless ``path`` (as real) lies under one of ``roots`` (None: any)."""
+    if roots is None:
+        return
+    real = os.path.realpath(path)
+    for root in map(os.path.realpath, roots):
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return
+    raise OutsideRoots(what, path)
+
+
+def _import_file(path: str, imported: dict[str, Any]) -> Any:
+    """``path`` imported as a script (``import_script``), once per replay: ``imported``
+    keeps each file's module, or the error its import raised, raised again."""
+    if path not in imported:
+        try:
+            imported[path] = import_script(path)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:
+            imported[path] = ImportFailed(path, err)
+    module = imported[path]
+    if isinstance(module, ImportFailed):
+        raise module
+    return module
+
+
+def _load_kernel(
+    info: dict[str, Any], imported: dict[str, Any], roots: Sequence[str] | None = None
+) -> Kernel:
     """The kernel object a record names; raises with the reason when it cannot be found.
     ``imported`` keeps each file's module (or the error its import raised): a file is
     imported once per replay, however many records name it, since importing a script runs
-    its top-level code."""
+    its top-level code. With ``roots`` (a record from elsewhere), only a file under them is
+    imported (OutsideRoots otherwise): the record chooses what it names."""
     module_name = str(info.get("module") or "")
     qualname = str(info.get("qualname") or "")
     filename = info.get("file")
@@ -61,19 +107,20 @@ def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
                 "replay it only from a file you own that others cannot write (chown, "
                 "chmod go-w), or remove this record (tunedsl cache clear ID)"
             )
-        if path not in imported:
-            try:
-                imported[path] = import_script(path)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as err:
-                imported[path] = ImportFailed(path, err)
-        module = imported[path]
-        if isinstance(module, ImportFailed):
-            raise module
+        _check_roots("the kernel file", path, roots)
+        module = _import_file(path, imported)
     elif module_name and module_name != "__main__":
-        _check_module_source(module_name)
-        module = importlib.import_module(module_name)
+        found = _module_file(module_name)
+        if found is None:
+            raise LookupError(f"kernel module {module_name} not found")
+        _check_roots(f"the kernel module {module_name}, whose file is", found, roots)
+        module = sys.modules.get(module_name)
+        if module is None:  # that exact file: a second search of sys.path may find another
+            if not found.endswith(".py"):
+                raise LookupError(
+                    f"kernel module {module_name} is {found}, not a Python source file"
+                )
+            module = _import_file(found, imported)
     if module is None:
         raise LookupError(f"kernel file {filename!r} no longer exists")
     obj: Any = module
@@ -83,41 +130,43 @@ def _load_kernel(info: dict[str, Any], imported: dict[str, Any]) -> Kernel:
     return kernel
 
 
-def _check_module_source(module_name: str) -> None:
-    """Raise LookupError when the module a record names would be imported from a file
-    another user could have written, found without importing anything: each package on the
-    way and the module itself (an ``evil.py`` planted in a shared working directory), and
-    every directory of a namespace package (a package without ``__init__.py``, whose
-    portions any directory on ``sys.path`` may add: ``evilns/mod.py`` in ``/tmp``)."""
+def _module_file(module_name: str) -> str | None:
+    """The file importing ``module_name`` runs (None: not found), found without importing
+    anything and checked: raise LookupError when it, a package on the way (an ``evil.py``
+    planted in a shared working directory), or a directory of a namespace package (a package
+    without ``__init__.py``, whose portions any directory on ``sys.path`` may add:
+    ``evilns/mod.py`` in ``/tmp``) could have been written by another user."""
     import importlib.machinery
-    import sys
 
     parts = module_name.split(".")
     search: Any = None  # sys.path
+    origin: str | None = None
     for depth in range(1, len(parts) + 1):
+        if depth > 1 and search is None:
+            return None  # below a module, not a package: the import fails
         name = ".".join(parts[:depth])
         loaded = sys.modules.get(name)
         if loaded is not None:
             search = getattr(loaded, "__path__", None)
-        else:
-            try:
-                spec = importlib.machinery.PathFinder.find_spec(name, search)
-            except (ImportError, ValueError):
-                spec = None
-            if spec is None:
-                return  # not found: the import fails and says so
-            places = [spec.origin] if spec.origin and os.path.isfile(spec.origin) else []
-            places += list(spec.submodule_search_locations or ())
-            for place in places:
-                why = paths.untrusted_source(place)
-                if why is not None:
-                    raise LookupError(
-                        f"kernel module {module_name} not imported: {why}, so its code is "
-                        "not trusted"
-                    )
-            search = spec.submodule_search_locations
-        if search is None:
-            return  # a module, not a package: nothing below it is imported from files
+            origin = getattr(loaded, "__file__", None)
+            continue
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, search)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            return None
+        origin = spec.origin if spec.origin and os.path.isfile(spec.origin) else None
+        places = [origin] if origin else []
+        places += list(spec.submodule_search_locations or ())
+        for place in places:
+            why = paths.untrusted_source(place)
+            if why is not None:
+                raise LookupError(
+                    f"kernel module {module_name} not imported: {why}, so its code is not trusted"
+                )
+        search = spec.submodule_search_locations
+    return origin
 
 
 def _count(
@@ -305,13 +354,20 @@ def current_target() -> Any:
     return compat.current_target()
 
 
-def replay_records(session: PrecompileSession, summary: Summary) -> None:
-    """Recompile every record's configurations; append reports and errors to ``summary``."""
+def replay_records(
+    session: PrecompileSession, summary: Summary, roots: Sequence[str] | None = None
+) -> None:
+    """Recompile every record's configurations; append reports and errors to ``summary``.
+    A record this user measured on this host imports the kernel it names; one from
+    elsewhere (``measured_by`` is cleared as it enters: a bundle, another Redis client), only
+    a file under ``roots`` (default ``import_roots(())``, the current directory)."""
     from tunedsl.backends.compile_pool import CompileJob, compile_stream
     from tunedsl.backends.triton_compile import is_cache_hit
     from tunedsl.store import records
 
     target = session.target or current_target()
+    roots = list(roots) if roots is not None else import_roots(())
+    me = records.this_user()
     # A binary already compiled for an earlier configuration (the same kernel, signature,
     # options and constexprs): None, or why it failed.
     seen: dict[str, str | None] = {}
@@ -324,7 +380,17 @@ def replay_records(session: PrecompileSession, summary: Summary) -> None:
             warn_once(f"bad:{path}", f"ignoring tuning record {path}: {err}")
             continue
         try:
-            kernel = _load_kernel(record.kernel, imported)
+            mine = record.measured_by == me
+            kernel = _load_kernel(record.kernel, imported, None if mine else roots)
+        except OutsideRoots as outside:
+            summary.notes.append(
+                f"record {record.id} ({record.site}) skipped: it came from elsewhere (a "
+                f"bundle, another Redis client) and names {outside.what} {outside.path}, "
+                f"outside the directories replay imports from ({', '.join(roots)}); importing "
+                "it would run its top-level code. If you trust it, name the file or its "
+                "directory: tunedsl precompile --replay PATH"
+            )
+            continue
         except ImportFailed as failed:
             unimportable.setdefault(failed.filename, []).append(record.id)
             continue

@@ -336,8 +336,8 @@ def precompile(
         else:
             run_workloads(with_workloads, session, summary)
         if replay:
-            from tunedsl.precompile.replay import replay_records
+            from tunedsl.precompile.replay import import_roots, replay_records
 
-            replay_records(session, summary)
+            replay_records(session, summary, import_roots(paths))
         summary.reports.extend(session.reports)
     return summary
