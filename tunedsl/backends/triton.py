@@ -417,13 +417,9 @@ def _broadcast_index(x: Any) -> tuple[slice, ...] | None:
 
 
 def storage_address(x: Any) -> int:
-    """Where ``x``'s storage starts: the same for every view of one tensor. A tensor-like
-    object that is not PyTorch's (anything Triton takes: ``data_ptr()``, ``dtype``,
-    ``shape``, ``stride()``) has no storage to share: its own address."""
-    untyped_storage = getattr(x, "untyped_storage", None)
-    if untyped_storage is None:
-        return int(x.data_ptr())
-    return int(untyped_storage().data_ptr())
+    """Where ``x``'s storage starts: one for all views of a tensor (a non-torch one's own)."""
+    storage = getattr(x, "untyped_storage", None)
+    return int(x.data_ptr() if storage is None else storage().data_ptr())
 
 
 def reference_problem(expected: Any, actual: Any) -> str | None:
@@ -458,9 +454,8 @@ def allclose(
     expected = torch.as_tensor(expected, device=actual.device)
     if actual.shape != expected.shape:
         return f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
-    # Floats in float32, or float64 where either side has 8 bytes: casting a float
-    # reference to an int output would truncate it, and float64 compared as float32 would
-    # hide differences under 1e-7 (torch promotes no float8, so no promote_types here).
+    # Floats in float32, or float64 where a side has 8 bytes: an int cast would truncate a
+    # float reference, float32 would hide float64's differences under 1e-7 (no float8 promotion).
     if actual.is_floating_point() or expected.is_floating_point():
         wide = max(actual.dtype.itemsize, expected.dtype.itemsize) >= 8
         common = torch.float64 if wide else torch.float32
