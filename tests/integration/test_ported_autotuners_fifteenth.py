@@ -63,6 +63,7 @@ counterpart).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -72,6 +73,7 @@ from runtime_helpers import new_process, record_files
 
 from tunedsl import CacheWarning, Config, Space, TuningError, UsageError, autotune_launch, cdiv
 from tunedsl.runtime import api
+from tunedsl.warn import forget
 
 pytestmark = pytest.mark.needs_triton
 
@@ -223,11 +225,20 @@ def test_a_prune_rewriting_a_launch_option_is_measured_and_recorded_as_rewritten
     res = run(two_warps)
     assert res.source == "disk" and res.config.num_warps == 2
     _fresh()
-    with pytest.warns(CacheWarning, match=r"chose Config\(BLOCK_SIZE=\d+, num_warps=2\)"):
+    # The stored choice was prune='s own, never in the space: "not in the current space"
+    # implied the space had changed.
+    with pytest.warns(CacheWarning) as caught:
         res = run(keep, mode="cached")
+    (text,) = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert re.search(r"chose Config\(BLOCK_SIZE=\d+, num_warps=2\), which is neither", text)
+    assert "among those prune= returns for this key" in text, text
+    assert "not in the current space" not in text, text
+    assert text.endswith("; not used"), text  # mode="cached" tunes nothing: not "tuning again"
     assert res.source == "default" and res.config == Config(BLOCK_SIZE=32, num_warps=4)
     _fresh()
-    res = run(keep)
+    forget()  # the warning, given again where tuning is on, says so
+    with pytest.warns(CacheWarning, match=r"among those prune= .*; tuning again \(its other"):
+        res = run(keep)
     assert res.source == "tuned" and res.config.num_warps == 4
     assert {c.num_warps for c in res.timings} == {4}
 

@@ -393,9 +393,25 @@ def test_a_grid_triton_cannot_launch_is_a_usage_error(grid: Any, problem: str) -
     1 to 3 non-negative ints: a grid of a float (``n / block`` instead of ``cdiv``), a
     negative size or four dimensions is one error naming ``grid=`` before any
     configuration runs, instead of every configuration failing in the interpreter."""
-    with pytest.raises(UsageError, match=rf"blocks=/grid= must .*{problem}") as info:
+    with pytest.raises(UsageError, match=rf": grid= must .*{problem}") as info:
         launch_copy(f"grid-{problem[:8]}", grid=grid)
     assert "Config(" not in str(info.value)  # not a list of failed configurations
+    assert "blocks=" not in str(info.value)  # the DSL's argument, which this call never wrote
+
+
+@pytest.mark.parametrize(
+    ("which", "grid"),
+    [
+        ("one", lambda cfg: ((cdiv(300, cfg.block), 1),)),
+        ("two", lambda cfg: ((cdiv(300, cfg.block), 1), 1)),
+    ],
+)
+def test_a_nested_grid_names_grid_not_the_dsls_blocks(which: str, grid: Any) -> None:
+    """A nested tuple from ``grid=`` told the user to write its dimensions in ``blocks=``
+    (or called the argument ``blocks=/grid=``): ``autotune_launch`` has no ``blocks=``."""
+    with pytest.raises(UsageError, match=r": grid= is a nested tuple \(\(\d+, 1\),") as info:
+        launch_copy(f"grid-nested-{which}", grid=grid)
+    assert "blocks=" not in str(info.value), str(info.value)
 
 
 # ported from: KernelTuner/kernel_tuner test/test_core.py::test_check_kernel_output

@@ -205,6 +205,9 @@ def test_build_into_a_file_or_a_place_it_cannot_create_says_so_before_measuring(
     for out, expected in (
         (a_file, "is a file, not a directory"),
         (a_file / "rules", "cannot create it"),
+        # A rule file's name: a directory named x.rule.json was created and the rules put in it.
+        (tmp_path / "x.rule.json", "is the directory the rules go into"),
+        (tmp_path / "rules.JSON", "names a file (it ends in .json)"),
     ):
         done = rules_cli("build", "--out", str(out))
         assert done.returncode == 1, done.stdout
@@ -212,6 +215,7 @@ def test_build_into_a_file_or_a_place_it_cannot_create_says_so_before_measuring(
         assert f"--out {out}: " in done.stderr and expected in done.stderr
         assert "site " not in done.stdout  # refused before building anything
     assert a_file.read_text() == "not a directory\n"
+    assert not (tmp_path / "x.rule.json").exists() and not (tmp_path / "rules.JSON").exists()
 
 
 @pytest.mark.parametrize("opened", ["writable by others", "another user's"])

@@ -578,3 +578,46 @@ def test_a_hostile_shapes_file_is_one_line_naming_it(tmp_path: Path, kind: str) 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tunedsl: error: cannot read shapes file")
     assert str(path) in lines[0] and why in lines[0], lines[0]
+
+
+def test_a_shape_naming_an_argument_the_workload_does_not_take_is_named_before_any_task(
+    tmp_path: Path,
+) -> None:
+    # {"m": 3} for add(n, fail) failed as a bare TypeError on its task, after the others had
+    # been tuned, naming neither the shapes file, its line, nor the workload's parameters.
+    path = tmp_path / "shapes.json"
+    path.write_text('[\n  {"n": 100},\n  {"n": 200, "m": 3}\n]\n')
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_CACHE_DIR": str(tmp_path / "c"),
+           "SWEEP_MARKERS": str(marks)}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", "--shapes", str(path)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"shapes file {path}, line 3: entry 2 passes m=" in lines[0], lines[0]
+    assert "which workload add does not take (its parameters: n=256, fail='')" in lines[0]
+    assert not list(marks.glob("ran-*")), "a task ran before the bad entry was named"
+
+
+def test_a_workload_needing_an_argument_no_shape_gives_is_named(tmp_path: Path) -> None:
+    from tunedsl.precompile.shapes import check_arguments
+    from tunedsl.precompile.workload import Workload
+
+    def scale(n, factor=2):  # type: ignore[no-untyped-def]
+        return n * factor
+
+    wl = [Workload(fn=scale, module="m", qualname="scale", filename="m.py", line=1)]
+    with pytest.raises(
+        UsageError,
+        match=r"entry 2 gives no n=, which workload scale needs \(its parameters: n, factor=2\)",
+    ):
+        check_arguments(read_shapes(shapes(tmp_path, [{"n": 1}, {"factor": 3}])), wl)
+    with pytest.raises(
+        UsageError, match=r"no --shapes file.*needs n= \(its.*: list its values in a --"
+    ):
+        check_arguments(read_shapes(None), wl)
+    check_arguments(read_shapes(shapes(tmp_path, [{"n": 1}, {"n": 2, "factor": 3}])), wl)

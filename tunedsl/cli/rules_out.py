@@ -43,6 +43,12 @@ def out_dir(text: str) -> Path:
         raise UsageError(
             f"--out {out}: is a file, not a directory: name a directory (created if missing)"
         )
+    if not out.exists() and out.name.lower().endswith(".json"):  # a file's name, not a dir's
+        raise UsageError(
+            f"--out {out}: names a file (it ends in .json), but --out is the directory the "
+            "rules go into (one <digest>.rule.json per site): name a directory, e.g. "
+            f"{out.parent / 'rules'}"
+        )
     above = out.absolute()
     while not above.exists() and above != above.parent:
         above = above.parent

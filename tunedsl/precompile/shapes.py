@@ -1,11 +1,16 @@
 """The shapes file of ``tunedsl sweep`` and ``tunedsl rules build|check --script``: a JSON
 list of objects, each the keyword arguments of one workload call. Read bounded (a regular
 file, never a FIFO or ``/dev/zero``); a file that is not such a list is an error naming the
-file, and the entry and line that is no object."""
+file, and the entry and line that is no object. Before any task runs, each entry is checked
+against each workload's parameters (``check_arguments``): an argument a workload does not take,
+or one it needs and the entry lacks, is an error naming the entry's line, never a
+``TypeError`` of each task."""
 
 from __future__ import annotations
 
+import inspect
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError
@@ -16,10 +21,24 @@ MAX_SHAPES_BYTES = 64 * 1024 * 1024
 _EXAMPLE = '[{"n": 4096}, {"n": 8192}] (each the keyword arguments of one workload call)'
 
 
-def read_shapes(path: str | None) -> list[dict[str, Any]]:
+class Shapes(list[dict[str, Any]]):
+    """The entries of a shapes file, and the file they were read from (its text, to name
+    the line an entry starts on). ``path`` None: no shapes file, one call without arguments."""
+
+    def __init__(self, entries: list[dict[str, Any]], path: str | None, text: str = "") -> None:
+        super().__init__(entries)
+        self.path, self.text = path, text
+
+    def where(self, index: int) -> str:
+        if self.path is None:
+            return "no --shapes file, so each workload is called without arguments"
+        return f"shapes file {self.path}, line {_line_of(self.text, index)}: entry {index + 1}"
+
+
+def read_shapes(path: str | None) -> Shapes:
     """The shapes file: a JSON list of objects (each the keyword arguments of one call)."""
     if path is None:
-        return [{}]
+        return Shapes([{}], None)
     from tunedsl.store import atomic
 
     try:  # a regular file of bounded size: never a FIFO that hangs, nor /dev/zero
@@ -44,7 +63,62 @@ def read_shapes(path: str | None) -> list[dict[str, Any]]:
         )
     if not data:  # a sweep of no task, or nothing measured, would say it succeeded
         raise UsageError(f"shapes file {path} holds no shapes (an empty list): list {_EXAMPLE}")
-    return data
+    return Shapes(data, path, text)
+
+
+def check_arguments(shapes: Sequence[dict[str, Any]], workloads: Sequence[Any]) -> None:
+    """Each entry of ``shapes`` binds to each workload's parameters (``workloads``: objects
+    with ``fn`` and ``qualname``), or a ``UsageError`` names the entry, the argument and
+    the workload's parameters. A workload whose signature Python cannot read is not checked."""
+    signatures: list[tuple[str, inspect.Signature]] = []
+    for wl in workloads:
+        try:
+            signatures.append((wl.qualname, inspect.signature(wl.fn)))
+        except (TypeError, ValueError):
+            continue
+    for index, shape in enumerate(shapes):
+        for name, sig in signatures:
+            try:
+                sig.bind(**shape)
+            except TypeError as err:
+                raise UsageError(_unbound(shapes, index, shape, name, sig, err)) from None
+
+
+def _unbound(
+    shapes: Sequence[dict[str, Any]],
+    index: int,
+    shape: dict[str, Any],
+    name: str,
+    sig: inspect.Signature,
+    err: TypeError,
+) -> str:
+    params = sig.parameters.values()
+    where: Callable[[int], str] | None = getattr(shapes, "where", None)
+    shown = json.dumps(shape)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    place = where(index) if where is not None else f"shape {index + 1} ({shown})"
+    listed = ", ".join(str(p) for p in params) or "none"
+    takes, its = f"workload {name}", f"(its parameters: {listed})"
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        known = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        unknown = [k for k in shape if k not in known]
+        if unknown:
+            return (
+                f"{place} passes {unknown[0]}=, which {takes} does not take {its}: rename "
+                "it to one of them or remove it from the entry"
+            )
+    needed = [
+        p.name
+        for p in params
+        if p.default is p.empty
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.name not in shape
+    ]
+    if needed and where is not None and getattr(shapes, "path", "") is None:
+        return f"{place}, and {takes} needs {needed[0]}= {its}: list its values in a --shapes file"
+    if needed:
+        return f"{place} gives no {needed[0]}=, which {takes} needs {its}: add it to the entry"
+    return f"{place} does not fit {takes} {its}: {err}"
 
 
 def _line_of(text: str, index: int) -> int:

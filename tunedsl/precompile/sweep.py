@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
-from tunedsl.precompile.shapes import read_shapes
+from tunedsl.precompile.shapes import check_arguments, read_shapes
 from tunedsl.store.paths import check_scratch
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
     workloads = registered_workloads(module.__name__)
     if not workloads:
         raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
+    check_arguments(shapes, workloads)  # before any task: a bad entry fails every task it is in
     # A shape listed twice is one task: each process (a GPU's, a Ray actor) tuned its copy.
     distinct = {canonical_json(shape): shape for shape in shapes}.values()
     path = os.path.abspath(script)

@@ -154,13 +154,17 @@ def _usable(
     }
     if record.chosen not in space:
         outside = record.chosen not in (settings.space if lazy else settings.configs)
-        where = "space of this site" if outside else "pruned space"
-        warn_once(
-            f"space:{record.digest}",
-            f"tuning record {record.id} chose {record.chosen}, which is not in the current "
-            f"{where}; tuning again (its other timings are reused)",
-            stacklevel="user",
+        where = "is not in the current " + ("space of this site" if outside else "pruned space")
+        if outside and settings.prune is not None and not lazy:  # prune= may add its own
+            where = (
+                "is neither in this site's space nor among those prune= returns for this key "
+                "(a prune= that rewrites configurations returned it, or the space held it)"
+            )
+        text = f"tuning record {record.id} chose {record.chosen}, which {where}"
+        then = (
+            "tuning again (its other timings are reused)" if settings.mode == "on" else "not used"
         )
+        warn_once(f"space:{record.digest}", f"{text}; {then}", stacklevel="user")
         return False, previous
     if lazy:  # a record of a large space never lists it: it decides by its budget
         return _searched_enough(record, settings), previous

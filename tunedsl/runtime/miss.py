@@ -77,6 +77,7 @@ class SiteView(Protocol):
     fields_checked: Any  # the candidates whose fields the launch was seen to read
     context_memo: Any  # the process part of its keys' digests (``subject``)
     launch_text: str | None  # the launch's per-configuration text (the DSL's; in the digest)
+    kernel_text: str  # the launch's kernel as written; "autotune_launch" for that API's sites
 
     def settings(self, lazy: Lazy | None) -> Settings:
         """The site's settings, with the non-literal parts ``lazy`` gives."""
@@ -166,7 +167,7 @@ def variants(
                 config=cfg,
                 args=fill_holes(call.args, holes) if holes else tuple(call.args),
                 kwargs=kwargs,
-                grid=mistakes.grid_dims(grid, site.label),  # checks, with the fix in the message
+                grid=mistakes.grid_dims(grid, site.label, _grid_arg(site)),  # checks, with the fix
                 options=bt.heuristic_launch_options(call.kernel, options, kwargs),
             )
         )
@@ -186,6 +187,11 @@ def _dependent(
     if isinstance(holes, ReplaceArgs):
         return {*names[: len(args)], *dyn_kwargs}
     return {names[i] for i, a in enumerate(args) if a is HOLE and i < len(names)} | set(dyn_kwargs)
+
+
+def _grid_arg(site: SiteView) -> str:
+    """The argument the user wrote the grid in: ``grid=`` of ``autotune_launch``, else ``blocks=``."""
+    return "grid=" if site.kernel_text == "autotune_launch" else "blocks="
 
 
 def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Config]:

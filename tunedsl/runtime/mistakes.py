@@ -115,20 +115,20 @@ def _launcher_of_a_kernel(fn: Any) -> bool:
     return False
 
 
-def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
-    """``blocks=`` (``grid=`` of ``autotune_launch``) as 1 to 3 ints, or an error at ``label``."""
-    fix = "pass an int or a flat tuple of 1 to 3 ints, e.g. blocks=cdiv(n, $tile)"
+def grid_dims(grid: Any, label: str, arg: str = "blocks=") -> tuple[int, ...]:
+    """``blocks=`` (``arg``: ``grid=`` of ``autotune_launch``) as 1 to 3 ints, or an error."""
+    eg = "blocks=cdiv(n, $tile)" if arg == "blocks=" else "grid=lambda cfg: (cdiv(n, cfg.tile),)"
+    fix = f"pass an int or a flat tuple of 1 to 3 ints, e.g. {eg}"
     grid = grid.value if is_triton_constexpr(grid) else grid  # callable, yet no function
     if callable(grid) and not is_tensor(grid):
         raise UsageError(
-            f"{label}: blocks=/grid= is a function: tunedsl takes the grid itself, not Triton's "
+            f"{label}: {arg} is a function: tunedsl takes the grid itself, not Triton's "
             "`lambda meta: ...`; write it with configuration fields instead, e.g. "
-            "blocks=cdiv(n, $tile) (autotune_launch: grid=lambda cfg: ... receives the "
-            "configuration)"
+            f"{eg} (autotune_launch: grid=lambda cfg: ... receives the configuration)"
         )
     if is_tensor(grid):
         raise UsageError(
-            f"{label}: blocks=/grid= is a tensor ({getattr(grid, 'shape', '?')}); {fix} (use "
+            f"{label}: {arg} is a tensor ({getattr(grid, 'shape', '?')}); {fix} (use "
             "int(x) or x.item() for a count held in a tensor)"
         )
     out: tuple[Any, ...]
@@ -140,12 +140,12 @@ def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
         except TypeError:
             out = ()
     if not 1 <= len(out) <= 3:
-        raise UsageError(f"{label}: blocks=/grid= must have 1 to 3 dimensions, got {grid!r}; {fix}")
+        raise UsageError(f"{label}: {arg} must have 1 to 3 dimensions, got {grid!r}; {fix}")
     # A float or str dimension failed deep in the launch; a negative one "tuned" nothing.
     for dim in out:
         if callable(dim) and not is_tensor(dim):
-            return grid_dims(dim, label)  # `blocks=fn` arrives as `(fn,)`: a function's message
-        if isinstance(dim, (tuple, list)) and len(out) == 1:
+            return grid_dims(dim, label, arg)  # `blocks=fn` arrives as `(fn,)`: a function's
+        if isinstance(dim, (tuple, list)) and len(out) == 1 and arg == "blocks=":
             # `blocks=grid` (`grid = (x, y)`) or a function's tuple: only a written one unpacks.
             what = f"{type(dim).__name__} {dim!r}"
             if not 1 <= len(dim) <= 3:
@@ -157,26 +157,25 @@ def grid_dims(grid: Any, label: str) -> tuple[int, ...]:
             raise UsageError(
                 f"{label}: blocks= is one value, the {what}: a grid of several dimensions is a "
                 f"tuple written in blocks=, so write its dimensions in blocks=: blocks={written} "
-                f"for `grid = {dim!r}` (autotune_launch: return a flat tuple from grid=)"
+                f"for `grid = {dim!r}`"
             )
         if isinstance(dim, (tuple, list)):
             raise UsageError(
-                f"{label}: blocks=/grid= is a nested tuple {grid!r}; a launch grid is flat: "
-                "(x, y, z)"
+                f"{label}: {arg} is a nested tuple {grid!r}; a launch grid is flat: (x, y, z)"
             )
         if is_tensor(dim):
             raise UsageError(
-                f"{label}: blocks=/grid= has a tensor dimension in {grid!r}; {fix} (use int(x))"
+                f"{label}: {arg} has a tensor dimension in {grid!r}; {fix} (use int(x))"
             )
         if isinstance(dim, float):  # `n / 2` or a float size: Triton's launch rejects it
             raise UsageError(
-                f"{label}: blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, "
+                f"{label}: {arg} must be an int or a tuple of 1 to 3 non-negative ints, "
                 f"got {grid!r}: {dim!r} is a float (`/` divides into one); compute the grid "
-                "from ints, blocks=cdiv(n, $tile) (or `//`, int())"
+                f"from ints, {eg} (or `//`, int())"
             )
         if isinstance(dim, bool) or not hasattr(dim, "__index__") or operator.index(dim) < 0:
             raise UsageError(
-                f"{label}: blocks=/grid= must be an int or a tuple of 1 to 3 non-negative ints, "
+                f"{label}: {arg} must be an int or a tuple of 1 to 3 non-negative ints, "
                 f"got {grid!r}"
             )
     return tuple(operator.index(d) for d in out)
