@@ -74,22 +74,6 @@ class LaunchResult:
         new.__dict__.update(self.__dict__, **fields)
         return new
 
-    def for_key(
-        self, config: Config, key: dict[str, Any], digest: str, source: str
-    ) -> tuple[LaunchResult, LaunchResult]:
-        """A new key's two copies (made on every miss a plan decides): with ``config``,
-        ``key`` and ``digest``, the second with ``source`` too (the first call's result);
-        ``replaced`` twice, without its keyword dictionaries."""
-        new = object.__new__
-        result = new(LaunchResult)
-        fields = result.__dict__
-        fields.update(self.__dict__)
-        fields["config"], fields["key"], fields["digest"] = config, key, digest
-        first = new(LaunchResult)
-        first.__dict__.update(fields)
-        first.__dict__["source"] = source
-        return result, first
-
     def _table_rows(self) -> list[tuple[str, str, str]]:
         """(mark, configuration, time) per configuration: the record's, else the space's."""
         rows = []

@@ -309,8 +309,8 @@ def _decide(
         part.rule_digest,
         part.target,
     )
-    result, first = plan.result.for_key(config, readable, digest, "rule")
-    return miss.Resolved(decision, result, first, about, plan.spec)
+    result = plan.result.replaced(config=config, key=readable, digest=digest)
+    return miss.Resolved(decision, result, result.replaced(source="rule"), about, plan.spec)
 
 
 def _launches_nothing(call: miss.Call, config: Config) -> bool:
