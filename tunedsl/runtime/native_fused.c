@@ -157,17 +157,15 @@ static int same_value(PyObject *value, PyObject *was) {
     return PyObject_RichCompareBool(value, was, Py_EQ);
 }
 
-/* 1: a call's keyword arguments have the sample's names, and values of the same classes
-   that compare equal, a float zero of the same sign (RepeatCheckCode.kwargs_mismatch;
-   same_value); 0: not (a mapping other than a dict included: the generic path takes it);
-   -1: an error. */
-static int kwargs_match(PyObject *kwargs, PyObject *sample) {
-    if (!PyDict_CheckExact(kwargs) || PyDict_GET_SIZE(kwargs) != PyDict_GET_SIZE(sample))
+/* 1: the dict now has first's names, each value same_value as first's; 0: not; -1: an
+   error. The one rule of RepeatCheckCode.kwargs_mismatch and triton_launch.same_keywords. */
+static int same_dict(PyObject *now, PyObject *first) {
+    if (PyDict_GET_SIZE(now) != PyDict_GET_SIZE(first))
         return 0;
     Py_ssize_t pos = 0;
     PyObject *name, *want;
-    while (PyDict_Next(sample, &pos, &name, &want)) {
-        PyObject *got = PyDict_GetItemWithError(kwargs, name); /* borrowed */
+    while (PyDict_Next(first, &pos, &name, &want)) {
+        PyObject *got = PyDict_GetItemWithError(now, name); /* borrowed */
         if (got == NULL)
             return PyErr_Occurred() ? -1 : 0;
         int same = same_value(got, want);
@@ -177,23 +175,16 @@ static int kwargs_match(PyObject *kwargs, PyObject *sample) {
     return 1;
 }
 
-/* 1: a call's configuration-dependent keyword arguments (bind's dict) are the first
-   launch's (triton_launch.same_keywords: same_value each); 0: not (the launcher takes the
-   call); -1: an error. */
+/* A call's keyword arguments against the sample's (a mapping other than a dict: not, the
+   generic path takes it). */
+static int kwargs_match(PyObject *kwargs, PyObject *sample) {
+    return PyDict_CheckExact(kwargs) ? same_dict(kwargs, sample) : 0;
+}
+
+/* A call's configuration-dependent keyword arguments (bind's dict) against the first
+   launch's (not: the launcher takes the call). */
 static int keywords_match(PyObject *dyn, PyObject *dyn0) {
-    if (!PyDict_Check(dyn) || PyDict_GET_SIZE(dyn) != PyDict_GET_SIZE(dyn0))
-        return 0;
-    Py_ssize_t pos = 0;
-    PyObject *name, *value;
-    while (PyDict_Next(dyn, &pos, &name, &value)) {
-        PyObject *was = PyDict_GetItemWithError(dyn0, name); /* borrowed */
-        if (was == NULL)
-            return PyErr_Occurred() ? -1 : 0;
-        int same = same_value(value, was);
-        if (same <= 0)
-            return same;
-    }
-    return 1;
+    return PyDict_Check(dyn) ? same_dict(dyn, dyn0) : 0;
 }
 
 /* Launch-hook test of compat.LAUNCH_HOOKED_CODE: 1 hooked, 0 not, -1 AttributeError (a hook
