@@ -29,6 +29,15 @@ os.symlink(target, os.path.join(shared, name))
 """
 
 
+def _precompile(target: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``tunedsl precompile TARGET`` run from ``/``: the process, and what it said."""
+    out = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", target],
+        env=env, capture_output=True, text=True, timeout=300, cwd="/",
+    )  # fmt: skip
+    return out, out.stdout + out.stderr
+
+
 def _records_dir(where: Path, site: str) -> None:
     where.mkdir(parents=True, mode=0o700)
     where.chmod(0o700)
@@ -189,13 +198,9 @@ def test_precompile_of_a_directory_never_imports_a_file_another_user_could_write
         mine.write_text(MINE.lstrip())
         swap_attack.attacker_step(PLANTED, str(project))
         env = child_env(project / "cache")
-        out = subprocess.run(
-            [sys.executable, "-m", "tunedsl", "precompile", str(project)],
-            env=env, capture_output=True, text=True, timeout=300, cwd="/",
-        )  # fmt: skip
+        out, said = _precompile(str(project), env)
         assert not (project / "pwned").exists(), "another user's file ran"
         planted = project / "planted.py"
-        said = out.stdout + out.stderr
         assert out.returncode == 1, said
         assert f"{planted}: not imported" in said and "owned by another user" in said, said
         assert "name the file itself" in said, said
@@ -241,12 +246,7 @@ def test_precompile_of_a_directory_never_imports_beside_what_another_user_can_pl
         elsewhere.parent.mkdir()
         elsewhere.write_text(MINE_IMPORTING.lstrip())
         swap_attack.attacker_step(PLANT_NEIGHBOUR, str(project), str(elsewhere))
-        out = subprocess.run(
-            [sys.executable, "-m", "tunedsl", "precompile", str(project)],
-            env=child_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300,
-            cwd="/",
-        )  # fmt: skip
-        said = out.stdout + out.stderr
+        out, said = _precompile(str(project), child_env(tmp_path / "cache"))
         ran = project / "tunedsl_planted_neighbour.py.ran"
         assert not ran.exists(), "a module another user planted beside the script ran"
         assert out.returncode == 1, said
@@ -305,12 +305,7 @@ def test_precompile_and_replay_never_run_code_another_user_put_in_pycache(mode: 
         marker = base / "pwned"
         pyc = swap_attack.stage_pyc(mine, base / "staged.pyc", marker)
         swap_attack.attacker_step(PLANT_PYC, str(base / "staged.pyc"), pyc)
-        out = subprocess.run(
-            [sys.executable, "-m", "tunedsl", "precompile", str(project)],
-            env=child_env(base / "cache"), capture_output=True, text=True, timeout=300,
-            cwd="/",
-        )  # fmt: skip
-        said = out.stdout + out.stderr
+        out, said = _precompile(str(project), child_env(base / "cache"))
         assert not marker.exists(), "another user's pyc ran under precompile DIR"
         assert out.returncode == 1, said
         assert f"{mine}: not imported" in said, said
@@ -336,12 +331,7 @@ def test_a_script_named_itself_runs_its_source_not_a_pyc_another_user_put_beside
         marker = project / "pwned"
         pyc = swap_attack.stage_pyc(mine, project / "staged.pyc", marker)
         swap_attack.attacker_step(swap_attack.PLANT_PYCACHE, str(project / "staged.pyc"), pyc)
-        out = subprocess.run(
-            [sys.executable, "-m", "tunedsl", "precompile", str(mine)],
-            env=child_env(project / "cache"), capture_output=True, text=True, timeout=300,
-            cwd="/",
-        )  # fmt: skip
-        said = out.stdout + out.stderr
+        out, said = _precompile(str(mine), child_env(project / "cache"))
         assert not marker.exists(), "another user's pyc ran instead of the script"
         assert (project / "mine-ran").exists(), said  # the script's own workload ran
         assert out.returncode == 0, said

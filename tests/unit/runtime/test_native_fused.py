@@ -266,6 +266,24 @@ def bind_2d(m: int, n: int, dyn: dict[str, Any] | None = None) -> Any:
     return lambda cfg: ((), dyn if dyn is not None else {"BM": cfg.BM}, (-(-m // cfg.BM), n))
 
 
+def kwargs_pair(
+    fused_type: Any, driver: Recorder, sample: dict[str, Any]
+) -> tuple[Any, Any, tuple[Any, ...], Any]:
+    """The generic path and the C form of ``kwargs_kernel`` on a 64x64 matmul's arguments,
+    made with the keyword arguments ``sample``; with those arguments and the grid's binder."""
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    args = mm_args(a, b, c)
+    generic, cf = pair(
+        fused_type,
+        driver,
+        args,
+        fn=kwargs_kernel,
+        constexprs=frozenset({"BM", "BLOCK", "MODE"}),
+        sample_kwargs=sample,
+    )
+    return generic, cf, args, bind_2d(64, 64)
+
+
 def mm_args(a: Any, b: Any, c: Any, m: int = 64, n: int = 64, k: int = 64) -> tuple[Any, ...]:
     return (a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride())
 
@@ -478,18 +496,9 @@ def test_keyword_arguments_computed_per_call_launch_only_when_equal_to_the_sampl
     names, and values of the same classes that compare equal, launches with the sample's
     tail; any other goes back to the site (None), where the call key decides, as the
     generic path's repeat check decides."""
-    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
-    args = mm_args(a, b, c)
     sample = {"BLOCK": 1024, "EPS": 1e-5, "MODE": "fast", "FLAG": True, "BIAS": None}
-    generic, cf = pair(
-        fused_type,
-        driver,
-        args,
-        fn=kwargs_kernel,
-        constexprs=frozenset({"BM", "BLOCK", "MODE"}),
-        sample_kwargs=sample,
-    )
-    bind = bind_2d(64, 64)
+    generic, cf, args, bind = kwargs_pair(fused_type, driver, sample)
+    a = args[0]
     unlike = [
         {},
         {**sample, "BLOCK": 2048},
@@ -519,18 +528,8 @@ def test_a_keyword_zero_of_the_other_sign_is_not_the_samples(
     (a plain float parameter) after a sample of 0.0 ran with 0.0. Such a call is no repeat
     (the call key decides, and its launch passes -0.0), in the C form and the generic
     path's repeat check alike."""
-    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
-    args = mm_args(a, b, c)
     sample = {"BLOCK": 1024, "EPS": 0.0, "MODE": "fast", "FLAG": True, "BIAS": None}
-    generic, cf = pair(
-        fused_type,
-        driver,
-        args,
-        fn=kwargs_kernel,
-        constexprs=frozenset({"BM", "BLOCK", "MODE"}),
-        sample_kwargs=sample,
-    )
-    bind = bind_2d(64, 64)
+    generic, cf, args, bind = kwargs_pair(fused_type, driver, sample)
     assert same(generic, cf, KERNEL, args, {**sample, "EPS": float("0")}, bind)[0] == "result"
     assert cf.taken_by_c
     negative = {**sample, "EPS": -0.0}
