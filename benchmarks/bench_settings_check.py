@@ -9,7 +9,7 @@ and some of those options come from settings rather than from the call (Triton 3
                        ``knobs.runtime.add_stages_inspection_hook`` (3.9)
     environment-backed ``knobs.compilation.fpsan_homomorphic_casts`` (3.9),
                        ``knobs.runtime.override_arch``, ``knobs.language.default_fp_fusion``
-                       and ``force_disable_fp_fusion`` (each read is an ``os.getenv``)
+                       and ``force_disable_fp_fusion`` (3.9) (each read is an ``os.getenv``)
 
 The direct launch and the C fused launch keep the ``CompiledKernel`` of a key's first
 launch and do not read these (docs/runtime.md, "The hot path and direct launch"). This
@@ -53,6 +53,7 @@ def checks() -> dict[str, Callable[[], bool]]:
     runtime, compilation, language = knobs.runtime, knobs.compilation, knobs.language
     has_stages = hasattr(runtime, "add_stages_inspection_hook")
     has_fpsan = hasattr(compilation, "fpsan_homomorphic_casts")
+    has_force = hasattr(language, "force_disable_fp_fusion")  # 3.9
 
     def plain() -> tuple[Any, ...]:
         return (
@@ -66,7 +67,7 @@ def checks() -> dict[str, Callable[[], bool]]:
             compilation.fpsan_homomorphic_casts if has_fpsan else None,
             runtime.override_arch,
             language.default_fp_fusion,
-            language.force_disable_fp_fusion,
+            language.force_disable_fp_fusion if has_force else None,
         )
 
     plain0, env0 = plain(), env_backed()

@@ -162,7 +162,7 @@ def test_a_launch_whose_tensors_are_all_inside_descriptors_or_a_tuple_tunes_on_t
     # tensors; a launch passing its tensors only inside host-side TensorDescriptors (or a
     # tuple) showed none, so every configuration was compiled and loaded on GPU 0 while the
     # caller's GPU was 1, and the miss's device check let GPU 1's tensors through with GPU 0
-    # current.
+    # current (the launch hit an illegal memory access).
     import triton
     import triton.language as tl
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -214,3 +214,8 @@ def test_a_launch_whose_tensors_are_all_inside_descriptors_or_a_tuple_tunes_on_t
     assert not failed, failed
     assert len(result.timings) == 9
     torch.testing.assert_close(y1, 2 * x1)
+    # Compiled and loaded for GPU 1 alone: Triton's JIT keeps a table of compiled kernels
+    # per device (3.6 to 3.9), and the compile pool filled GPU 0's with every configuration.
+    kernel = double_tiles_on if passed_in == "descriptors" else double_pair_on
+    on_gpu_0 = kernel.device_caches.get(0)
+    assert not (on_gpu_0 and on_gpu_0[0]), f"compiled on GPU 0: {list(on_gpu_0[0])[:2]}"
