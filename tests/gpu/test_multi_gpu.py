@@ -152,3 +152,70 @@ def test_tensors_on_another_gpu_than_the_current_one_get_an_error_naming_the_fix
     call(*on_0)  # GPU 0's decision is the same model's: decided in memory, launched on GPU 0
     torch.cuda.synchronize()
     torch.testing.assert_close(on_0[2], on_0[0] + on_0[1])
+
+
+@pytest.mark.parametrize("passed_in", ["descriptors", "a tuple"])
+def test_a_launch_whose_tensors_are_all_inside_descriptors_or_a_tuple_tunes_on_their_gpu(
+    passed_in: str,
+) -> None:
+    # The compile pool's threads start on GPU 0 and compile for the GPU of the arguments'
+    # tensors; a launch passing its tensors only inside host-side TensorDescriptors (or a
+    # tuple) showed none, so every configuration was compiled and loaded on GPU 0 while the
+    # caller's GPU was 1, and the miss's device check let GPU 1's tensors through with GPU 0
+    # current (the launch hit an illegal memory access).
+    import triton
+    import triton.language as tl
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from tunedsl import autotune_launch, cdiv
+    from tunedsl.errors import UsageError
+
+    @triton.jit
+    def double_tiles_on(src_desc, dst_desc, M, TILES: tl.constexpr):
+        rows: tl.constexpr = src_desc.block_shape[0]
+        for t in range(TILES):
+            row = (tl.program_id(0) * TILES + t) * rows
+            if row < M:
+                col = tl.program_id(1) * src_desc.block_shape[1]
+                dst_desc.store([row, col], src_desc.load([row, col]) * 2)
+
+    @triton.jit
+    def double_pair_on(pair, n, TILES: tl.constexpr):
+        offs = tl.program_id(0) * TILES * 128 + tl.arange(0, TILES * 128)
+        m = offs < n
+        tl.store(pair[1] + offs, tl.load(pair[0] + offs, mask=m) * 2, mask=m)
+
+    M, N = 512, 64
+    name = f"gpu-all-inside-{passed_in.replace(' ', '-')}"
+
+    def call(x, y):  # type: ignore[no-untyped-def]
+        if passed_in == "descriptors":
+            src, dst = (TensorDescriptor.from_tensor(t, [16, 16]) for t in (x, y))
+            return autotune_launch(
+                double_tiles_on, space={"TILES": [1, 2, 4], "num_warps": [1, 2, 4]},
+                grid=lambda cfg: (cdiv(M, 16 * cfg.TILES), cdiv(N, 16)),
+                args=(src, dst, M), kwargs=lambda cfg: {"TILES": cfg.TILES}, name=name,
+            )  # fmt: skip
+        return autotune_launch(
+            double_pair_on, space={"TILES": [1, 2, 4], "num_warps": [1, 2, 4]},
+            grid=lambda cfg: (cdiv(M * N, 128 * cfg.TILES),),
+            args=((x, y), M * N), kwargs=lambda cfg: {"TILES": cfg.TILES}, name=name,
+        )  # fmt: skip
+
+    x1, y1 = torch.randn(M, N, device="cuda:1"), torch.zeros(M, N, device="cuda:1")
+    torch.cuda.set_device(0)
+    with pytest.raises(UsageError, match=r"on cuda:1 but the current device is cuda:0"):
+        call(x1, y1)
+    with torch.cuda.device(1):
+        result = call(x1, y1)
+        torch.cuda.synchronize()
+    assert result.source == "tuned"
+    failed = {str(c): r.reason for c, r in result.timings.items() if r.status != "ok"}
+    assert not failed, failed
+    assert len(result.timings) == 9
+    torch.testing.assert_close(y1, 2 * x1)
+    # Compiled and loaded for GPU 1 alone: Triton's JIT keeps a table of compiled kernels
+    # per device (3.6 to 3.9), and the compile pool filled GPU 0's with every configuration.
+    kernel = double_tiles_on if passed_in == "descriptors" else double_pair_on
+    on_gpu_0 = kernel.device_caches.get(0)
+    assert not (on_gpu_0 and on_gpu_0[0]), f"compiled on GPU 0: {list(on_gpu_0[0])[:2]}"

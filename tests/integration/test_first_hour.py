@@ -14,6 +14,7 @@ import pty
 import shutil
 import subprocess
 import sys
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -328,6 +329,46 @@ def test_launch_result_renders_as_a_table_in_jupyter(tmp_path: Path) -> None:
     assert "Config(tile=64)" in html and "Config(tile=128)" in html and " ms</td>" in html
     markdown = result._repr_markdown_()
     assert f"| * | `{result.config}` |" in markdown
+
+
+HOSTILE_REASON = (
+    "OutOfResources | injected cell | <img src=x onerror=alert(1)> "
+    "[click](javascript:alert(1)) ![i](https://evil.example/i.png) www.evil.example\n\n# heading"
+)
+
+
+def test_a_records_text_in_jupyter_is_shown_as_text_never_as_markdown(tmp_path: Path) -> None:
+    # A record from a bundle or another Redis client carries its own failure reasons and
+    # configurations: Jupyter's Markdown must show them, never run their links, images,
+    # tags or table cells.
+    markdown_it = pytest.importorskip("markdown_it")
+    import torch
+    from runtime_helpers import call, load_json, new_process, record_files, site
+    from runtime_kernels import vadd
+
+    n = 500
+    a, b = torch.randn(n), torch.randn(n)
+    s = site("hostile-md", space={"tile": [64, 128]})
+    call(s, vadd, (a, b, torch.empty(n), n), n)
+    path = record_files()[0]
+    record = load_json(path)
+    for result in record["results"]:
+        if result["config"] != record["chosen"]:  # the other one failed, with a crafted reason
+            for field in ("median_ms", "spread", "reps", "min_ms"):
+                result.pop(field, None)
+            result.update(status="failed", reason=HOSTILE_REASON)
+    path.write_text(json.dumps(record))
+    new_process(s)
+    result = call(s, vadd, (a, b, torch.empty(n), n), n)
+    assert result.source == "disk"
+    markdown = result._repr_markdown_()
+    html = markdown_it.MarkdownIt("commonmark").enable("table").enable("linkify").render(markdown)
+    assert "<img" not in html and "<a " not in html and "<h1" not in html, html
+    assert html.count("<tr>") == 3, html  # the header and the two configurations
+    assert html.count("<td>") == 6, html  # three cells each: the pipes split none
+    shown = " ".join(HOSTILE_REASON.split())
+    assert escape(shown, quote=False) in " ".join(html.split()), html
+    assert f"<code>{result.config}</code>" in html, html
 
 
 def test_cache_show_plot_import_from_stdin_and_env(tmp_path: Path) -> None:

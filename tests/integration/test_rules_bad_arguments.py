@@ -69,3 +69,20 @@ def test_a_named_file_that_is_no_rule_file_is_an_error_naming_it(
         assert done.returncode == 1, done.stdout + done.stderr
         assert f"{other} is not a rule file" in done.stderr and ".rule.json" in done.stderr
         assert "rule for" not in done.stdout and "Traceback" not in done.stderr
+
+
+def test_rules_check_names_a_bad_shapes_entry_by_its_line_in_the_file(
+    built_rules: Path, tmp_path: Path
+) -> None:
+    # `rules check --sample` measures every other entry here: the fifth entry is the third
+    # of the sample, and it was named "shape 3" (its place in the sample), a line the file
+    # does not have there, where `sweep` and `precompile` name the file and its line.
+    path = tmp_path / "shapes.json"
+    entries = ['{"n": 64}'] * 4 + ['{"n": 64, "m": 3}', '{"n": 64}']
+    path.write_text("[\n  " + ",\n  ".join(entries) + "\n]\n")
+    done = rules_cli(
+        "check", str(built_rules), "--script", str(SCRIPT), "--shapes", str(path), "--sample", "3"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"shapes file {path}, line 6: entry 5 passes m=" in done.stderr, done.stderr
+    assert "which workload add does not take" in done.stderr and "Traceback" not in done.stderr

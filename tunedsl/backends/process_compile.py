@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tunedsl.backends import compat, compile_processes
+from tunedsl.backends.arg_device import cuda_device_of
 from tunedsl.backends.compile_pool import (
     CompileCancelled,
     default_workers,
@@ -43,7 +44,6 @@ from tunedsl.backends.triton_compile import (
     as_built,
     compile_source,
     compile_variant,
-    cuda_device_of,
     interpreting,
     is_cache_hit,
     pack_for_target,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunedsl.backends import compat
+from tunedsl.backends.arg_device import cuda_device_of
 from tunedsl.backends.compat import interpreting
 from tunedsl.errors import UsageError
 from tunedsl.model.keys import readable_constexpr
@@ -47,7 +48,6 @@ __all__ = [
     "compile_source",
     "compile_variant",
     "cross_target_facts",
-    "cuda_device_of",
     "interpreting",
     "is_cache_hit",
     "pack_for_target",
@@ -190,15 +190,6 @@ def compile_variant(
     # Pool threads start on device 0; compile (and fill the table) for the arguments' GPU.
     with torch.cuda.device(device):
         return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
-
-
-def cuda_device_of(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | None:
-    for value in (*args, *kwargs.values()):
-        device: Any = getattr(value, "device", None)
-        index = getattr(device, "index", None)
-        if getattr(device, "type", None) == "cuda" and index is not None:
-            return int(index)
-    return None
 
 
 class _DeferredExecutor:

@@ -195,9 +195,8 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     from tunedsl.precompile.shapes import read_shapes
     from tunedsl.store.rules import what_changed
 
-    shapes = read_shapes(args.shapes)
-    step = max(1, len(shapes) // args.sample)
-    sample = shapes[::step][: args.sample]
+    # The sample keeps each entry's line in the file: a bad entry is named where it is.
+    sample = read_shapes(args.shapes).sample(args.sample)
     done = remeasure.measure(args.script, sample, args.measure_budget)
     for failure in done.failures:
         print(f"  measuring failed: {failure}", file=sys.stderr)

@@ -23,16 +23,32 @@ _EXAMPLE = '[{"n": 4096}, {"n": 8192}] (each the keyword arguments of one worklo
 
 class Shapes(list[dict[str, Any]]):
     """The entries of a shapes file, and the file they were read from (its text, to name
-    the line an entry starts on). ``path`` None: no shapes file, one call without arguments."""
+    the line an entry starts on). ``path`` None: no shapes file, one call without arguments.
+    ``positions``: each entry's place in the file (a :meth:`sample` keeps some of them)."""
 
-    def __init__(self, entries: list[dict[str, Any]], path: str | None, text: str = "") -> None:
+    def __init__(
+        self,
+        entries: list[dict[str, Any]],
+        path: str | None,
+        text: str = "",
+        positions: Sequence[int] | None = None,
+    ) -> None:
         super().__init__(entries)
         self.path, self.text = path, text
+        self.positions = tuple(range(len(entries)) if positions is None else positions)
 
     def where(self, index: int) -> str:
         if self.path is None:
             return "no --shapes file, so each workload is called without arguments"
-        return f"shapes file {self.path}, line {_line_of(self.text, index)}: entry {index + 1}"
+        at = self.positions[index]
+        return f"shapes file {self.path}, line {_line_of(self.text, at)}: entry {at + 1}"
+
+    def sample(self, most: int) -> Shapes:
+        """At most ``most`` entries spread evenly over the file, each still named by its
+        line in the file (``rules check --sample``)."""
+        picked = range(0, len(self), max(1, len(self) // most))[:most]
+        entries = [self[i] for i in picked]
+        return Shapes(entries, self.path, self.text, [self.positions[i] for i in picked])
 
 
 def read_shapes(path: str | None) -> Shapes:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunedsl.backends import triton as bt
+from tunedsl.backends.arg_device import cuda_device_of
 from tunedsl.errors import UsageError
 
 
@@ -28,9 +29,9 @@ def check_call_device(
     positional = [(names[i] if i < len(names) else f"#{i}", v) for i, v in enumerate(args)]
     values = [*positional, *static_kwargs.items()]
     for name, value in values:
-        device = getattr(value, "device", None)
-        index = getattr(device, "index", None)
-        if getattr(device, "type", None) != "cuda" or index is None:
+        # a tensor's device, a tensor descriptor's base tensor's, a tuple's first tensor's
+        index = cuda_device_of((value,), {})
+        if index is None:
             continue
         if current is None:
             current = bt.current_device_index()

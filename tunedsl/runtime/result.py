@@ -90,12 +90,18 @@ class LaunchResult:
         return rows
 
     def _repr_markdown_(self) -> str:
-        """Jupyter: the decision and every configuration's time (* marks the chosen one)."""
-        lines = [f"**tunedsl** `{self.site}`: `{self.config}` ({self.source})", ""]
+        """Jupyter: the decision and every configuration's time (* marks the chosen one).
+        The site id, configurations and failure reasons come from records, which a bundle or
+        another Redis client may have written: each is shown as literal text, never as
+        Markdown or HTML of its own (a link, an image, a tag, another table cell)."""
+        site, config = markdown_code(self.site), markdown_code(str(self.config))
+        lines = [f"**tunedsl** {site}: {config} ({markdown_text(self.source)})", ""]
         rows = self._table_rows()
         if rows:
             lines += ["| | configuration | median |", "|---|---|---|"]
-            lines += [f"| {m} | `{c}` | {t.replace('|', '/')} |" for m, c, t in rows]
+            lines += [
+                f"| {m} | {markdown_code(c, cell=True)} | {markdown_text(t)} |" for m, c, t in rows
+            ]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -116,3 +122,32 @@ class LaunchResult:
             head + "<table><thead><tr><th></th><th>configuration</th><th>median</th></tr>"
             f"</thead><tbody>{body}</tbody></table>"
         )
+
+
+# ASCII punctuation: every character Markdown or HTML may read as syntax (CommonMark lets
+# each be written as a character reference, which is always the character itself).
+_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_LINE_BREAKS = str.maketrans({"\r": " ", "\n": " "})
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as literal Markdown text: ASCII punctuation as numeric character references
+    (no link, image, emphasis, HTML tag or table cell break can start), line breaks as
+    spaces (no new paragraph, heading or table row)."""
+    return "".join(f"&#{ord(c)};" if c in _PUNCTUATION else c for c in text.translate(_LINE_BREAKS))
+
+
+def markdown_code(text: str, cell: bool = False) -> str:
+    """``text`` as a Markdown code span, whose content is literal: fenced by more backticks
+    than its longest run of them, line breaks as spaces; in a table ``cell``, ``|`` escaped
+    (GFM splits cells at a pipe even inside a code span)."""
+    text = text.translate(_LINE_BREAKS)
+    if cell:
+        text = text.replace("|", "\\|")
+    longest = run = 0
+    for c in text:
+        run = run + 1 if c == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
