@@ -19,13 +19,16 @@ too late: a warning then says exactly what to do instead.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import sys
+from collections.abc import Iterator
 
 from tunedsl import knobs
 
 _announced = False
+_left_alone = 0  # depth of left_alone(): callers that decide about the interpreter themselves
 
 
 def gpu_driver_present() -> bool:
@@ -91,6 +94,23 @@ def _in_tritons_autotuner(kernel: object) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def left_alone() -> Iterator[None]:
+    """Within: ``enable_if_no_gpu`` leaves Triton's interpreter as it is and says nothing.
+
+    For ``tunedsl.precompile.precompile``, which imports scripts through the import hook but
+    decides about the interpreter itself (it compiles, or cross-compiles for ``target=``,
+    and launches nothing without a GPU): the hook must neither turn the interpreter on
+    behind its back nor warn that kernels will fail, as the command's
+    ``TUNEDSL_NO_AUTO_INTERPRET=1`` keeps it from doing."""
+    global _left_alone
+    _left_alone += 1
+    try:
+        yield
+    finally:
+        _left_alone -= 1
+
+
 def enable_if_no_gpu(where: str) -> bool:
     """Turn the interpreter on when there is no GPU driver; True when it is (now) on.
 
@@ -99,7 +119,7 @@ def enable_if_no_gpu(where: str) -> bool:
     global _announced
     if "TRITON_INTERPRET" in os.environ:
         return os.environ["TRITON_INTERPRET"].strip().lower() in ("1", "true", "yes", "on")
-    if knobs.no_auto_interpret() or gpu_driver_present():
+    if _left_alone or knobs.no_auto_interpret() or gpu_driver_present():
         return False
     if "triton" in sys.modules:
         if not _announced:

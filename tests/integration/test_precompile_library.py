@@ -118,3 +118,42 @@ def test_an_autotune_launch_site_in_a_workload_compiles_like_a_macro_and_never_t
     assert not out["failed"] and out["errors"] == []
     assert out["interpreted"] == 3 and out["events"] == ["interpreted"] * 3
     assert not list(cache.glob("records/*.json"))  # compiled only: nothing tuned
+
+
+CROSS = """
+import json, os, sys
+from tunedsl.precompile import precompile
+summary = precompile(sys.argv[1:], target="cuda:90")
+print(json.dumps({
+    "failed": summary.failed,
+    "errors": summary.errors,
+    "compiled": sum(r.compiled + r.cached for r in summary.reports),
+    "interpret": os.environ.get("TRITON_INTERPRET"),
+}))
+"""
+
+
+def test_the_library_function_cross_compiles_without_turning_the_interpreter_on_or_warning(
+    tmp_path: Path,
+) -> None:
+    # Without a GPU, importing the scripts through the import hook (after precompile had
+    # imported Triton) warned that kernels would fail with '0 active drivers', which is not
+    # so: precompile(target=...) compiles and launches nothing. The command kept the hook
+    # off with TUNEDSL_NO_AUTO_INTERPRET=1; the library function it calls did not.
+    env = dict(os.environ)
+    for name in ("TRITON_INTERPRET", "TUNEDSL_NO_AUTO_INTERPRET", "TUNEDSL_QUIET"):
+        env.pop(name, None)
+    env.update(
+        TUNEDSL_CACHE_DIR=str(tmp_path / "cache"),
+        TRITON_CACHE_DIR=str(tmp_path / "triton-cache"),
+        PYTHONWARNINGS="ignore::UserWarning:triton.knobs",
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", CROSS, str(FIXTURES / "good" / "dsl_scale.py")],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert not out["failed"] and out["errors"] == [], out
+    assert out["compiled"] > 0 and out["interpret"] is None
+    assert "active drivers" not in run.stderr and "tunedsl: warning" not in run.stderr, run.stderr

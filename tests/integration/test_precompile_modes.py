@@ -45,3 +45,26 @@ def test_tune_mode_tunes_and_writes_the_record_then_finds_it() -> None:
     assert len(list(records.glob("*.json"))) == 1
     again, _ = _warm({"tune": True})  # a fresh import: the record decides, nothing tuned
     assert [(r.tuned, r.cached) for r in again.reports] == [(False, 1)]
+
+
+def test_a_site_built_before_precompile_mode_is_an_error_there_never_a_silent_tune() -> None:
+    # A script imported before the block had sites that precompile mode never wrapped: its
+    # workload's calls in the block tuned and launched for real, wrote records, and the
+    # session reported nothing compiled (no error, no note).
+    from tunedsl.errors import UsageError
+    from tunedsl.precompile.workload import import_script, precompile_mode, registered_workloads
+
+    module = import_script(FIXTURE)
+    with precompile_mode() as session:
+        for entry in registered_workloads(module.__name__):
+            with pytest.raises(UsageError, match=r"built before precompile_mode\(\) was entered"):
+                entry.fn()
+    assert session.reports == []
+    records = Path(os.environ["TUNEDSL_CACHE_DIR"]) / "records"
+    assert not records.exists() or not list(records.glob("*.json"))  # nothing tuned
+    # Outside the block the site is an ordinary one again.
+    import torch
+
+    x = torch.arange(10, dtype=torch.float32)
+    y = torch.empty_like(x)
+    assert module.scale(x, y, 3.0).source == "tuned" and torch.equal(y, 3 * x)

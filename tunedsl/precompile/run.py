@@ -281,7 +281,24 @@ def precompile(
     ``on_result(site, config, outcome)`` hears about each configuration as it ends
     ("compiled", "cached", "failed" or "interpreted"). With ``tune`` and more than one of
     ``gpus`` (``CUDA_VISIBLE_DEVICES`` entries): one process per GPU, each tuning the keys
-    it claims first (``gpu_shards.tune_on_gpus``)."""
+    it claims first (``gpu_shards.tune_on_gpus``). Like the command, it never turns Triton's
+    interpreter on by itself (the import hook that imports the scripts leaves it alone)."""
+    from tunedsl.autointerp import left_alone
+
+    with left_alone():
+        return _precompile(paths, workers, target, tune, replay, timeout_s, on_result, gpus)
+
+
+def _precompile(
+    paths: Sequence[str],
+    workers: int | None,
+    target: str | None,
+    tune: bool,
+    replay: bool,
+    timeout_s: float | None,
+    on_result: Callable[[str, Config, str], None] | None,
+    gpus: Sequence[str] | None,
+) -> Summary:
     summary = Summary()
     files = list(iter_python_files(paths, summary.errors))
     with_workloads = warm_bytecode(files, summary)

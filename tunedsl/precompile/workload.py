@@ -230,7 +230,7 @@ def precompile_mode(
     process tunes it). Not nestable.
     """
     global _active
-    from tunedsl.runtime import dsl
+    from tunedsl.runtime import site_wrap
 
     if target is not None:
         from tunedsl.backends.triton_compile import parse_target
@@ -248,7 +248,7 @@ def precompile_mode(
         if _active is not None:
             raise RuntimeError("precompile_mode() is already active; it does not nest")
         _active = session
-        dsl.site_wrapper = PrecompileSite
+        site_wrap.wrapper = PrecompileSite
     try:
         from tunedsl.store.rules import measuring
 
@@ -257,7 +257,7 @@ def precompile_mode(
     finally:
         with _active_lock:
             _active = None
-            dsl.site_wrapper = None
+            site_wrap.wrapper = None
 
 
 class InnerSite(Protocol):

@@ -327,7 +327,7 @@ def _check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:
 def _make_site(
     where: tuple[Any, ...], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
 ) -> Any:
-    from tunedsl.runtime import dsl, redefined
+    from tunedsl.runtime import redefined, site_wrap
     from tunedsl.runtime.site import Site
 
     with _sites_lock:
@@ -347,8 +347,7 @@ def _make_site(
             # Built in precompile mode (a workload's call), as a macro's site would be: its
             # calls compile the configurations there instead of tuning and launching.
             redefined.track(site)
-            wrap = dsl.site_wrapper
-            _sites[where, has_key] = site = site if wrap is None else wrap(site)
+            _sites[where, has_key] = site = site_wrap.wrap(site)
             _site_hints[where, has_key] = dict(hints)
     return site
 

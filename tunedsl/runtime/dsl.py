@@ -6,13 +6,13 @@ turns the macro call into ``site(kernel, args, static_kwargs, bind, key, lazy)``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunedsl.backends import torch_compile
 from tunedsl.model import identity
 from tunedsl.model.hole import HOLE
-from tunedsl.runtime import redefined
+from tunedsl.runtime import redefined, site_wrap
 from tunedsl.runtime.site import Site
 
 __all__ = ["HOLE", "Site", "make_site"]
@@ -57,10 +57,4 @@ def make_site(
         launch=launch,
     )
     redefined.track(site)
-    wrap = site_wrapper
-    return site if wrap is None else wrap(site)
-
-
-#: Set by ``tunedsl.precompile.workload.precompile_mode`` while it is active: sites built
-#: then are wrapped to compile instead of launch (the runtime never imports precompile).
-site_wrapper: Callable[[Site], Any] | None = None
+    return site_wrap.wrap(site)  # in precompile mode: compiles instead of launching

@@ -29,7 +29,7 @@ from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import check_placeholders
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import entry as entries
-from tunedsl.runtime import launch_effect, miss, mistakes, rule_plans
+from tunedsl.runtime import launch_effect, miss, mistakes, rule_plans, site_wrap
 from tunedsl.runtime.entry import Entry, Fused, drop_kernel, evict, no_repeat, repeat_factory
 from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
@@ -324,6 +324,7 @@ class Site:
         others wait; the site stores the entry and launches."""
         if torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):
             return None  # type: ignore[return-value]  # never tune on a trace's fake tensors
+        site_wrap.check(self)  # a site built before precompile mode, called in it
         if self.has_key:
             mistakes.check_key(key, self.label)
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
