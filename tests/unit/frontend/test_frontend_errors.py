@@ -346,6 +346,7 @@ CASES = [
         "autotune(space=T",
         None,
     ),
+
 ]
 
 
@@ -384,6 +385,24 @@ def test_caret_covers_the_placeholder() -> None:
     err = dsl_error(f"autotune({S}, blocks=cdiv(n, $tle), k(a))\n")
     caret = str(err).splitlines()[2]
     assert caret.strip() == "^^^^"
+
+
+@pytest.mark.parametrize(
+    "before, blanks",
+    [
+        ("s = '漢字'; ", " " * len("s = '") + "    " + " " * len("'; ")),
+        ("s = 'e\u0301'; ", " " * len("s = 'e'; ")),
+        ("if 1:\n\t", "\t"),
+    ],
+    ids=["wide", "combining", "tab"],
+)
+def test_caret_stands_under_the_placeholder_on_a_terminal(before: str, blanks: str) -> None:
+    # The caret was one space per character: past a wide character it stood a column early,
+    # past a combining mark a column late, past a tab up to seven columns early.
+    macro = f"x = autotune({S}, blocks=cdiv(n, "
+    err = dsl_error(f"{before}{macro}$tle), k(a))\n")
+    caret = str(err).splitlines()[2]
+    assert caret == "    " + blanks + " " * len(macro) + "^^^^"
 
 
 def test_dsl_error_pickles() -> None:
