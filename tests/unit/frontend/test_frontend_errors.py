@@ -346,7 +346,24 @@ CASES = [
         "autotune(space=T",
         None,
     ),
-
+    (
+        # An f-string is one token to the lexer: the call was left as a plain call of
+        # tunedsl.autotune, which at run time said the module had not been expanded.
+        "macro in an f-string",
+        f"print(f'tuned: {{autotune(k(a, T=4), {S}, blocks=1)!r:>8}}')\n",
+        "cannot be used inside an f-string",
+        2,
+        "autotune(k",
+        "r = autotune(...)",
+    ),
+    (
+        "macro by module in an f-string",
+        f'import tunedsl\nx = f"""\n  {{tunedsl.autotune(k(a), {S}, blocks=1)}}"""\n',
+        "cannot be used inside an f-string",
+        4,
+        "tunedsl.autotune",
+        None,
+    ),
 ]
 
 
