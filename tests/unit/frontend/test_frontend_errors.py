@@ -347,6 +347,33 @@ CASES = [
         None,
     ),
     (
+        # `$` cannot read such a field: the error said to pass `BLOCK-SIZE=$block-size`, or
+        # (for a `$block` in the launch) "did you mean `$block-size`?"
+        "field name that is no identifier",
+        "autotune(space={'block-size': [64, 128]}, blocks=$block, k(a, T=$block))\n",
+        "space= field `block-size` cannot be read by a `$name`",
+        2,
+        "'block-size'",
+        "`block_size`",
+    ),
+    (
+        # Accepted here, refused on the first call.
+        "field name starting with an underscore",
+        "autotune(space=[{'tile': 4, '_n': 1}], blocks=$tile, k(a, T=$tile))\n",
+        "space= field `_n` cannot be read by a `$name`",
+        2,
+        "'_n'",
+        "`n`",
+    ),
+    (
+        "unread field named like a keyword",
+        "autotune(space={'tile': [4], 'class': [1, 2]}, blocks=$tile, k(a, T=$tile))\n",
+        "space= field `class` is read by nothing",
+        2,
+        "'class'",
+        "cannot read a field named like a Python keyword: rename it (e.g. `class_`)",
+    ),
+    (
         # An f-string is one token to the lexer: the call was left as a plain call of
         # tunedsl.autotune, which at run time said the module had not been expanded.
         "macro in an f-string",
