@@ -66,7 +66,8 @@ class Lexed:
     tokens: list[Token]
     # index of an opening bracket token -> index of its closing token
     pairs: dict[int, int] = field(default_factory=dict)
-    # offset where the scan lost track (unterminated string, unbalanced bracket), or None
+    # offset where the scan lost track (unterminated string, unbalanced bracket, a backslash
+    # not before a line end), or None
     trouble: int | None = None
 
 
@@ -119,7 +120,10 @@ def lex(text: str) -> Lexed:
         elif kind == "num":
             append((NUMBER, start, end, ""))
         elif kind == "other":
-            append((OP, start, end, m.group(kind)))  # type: ignore[arg-type]
+            other = m.group(kind)  # type: ignore[arg-type]
+            if other == "\\" and trouble is None:  # not before a line end: Python's error
+                trouble = start
+            append((OP, start, end, other))
         # "cont" and "comment" produce no token
         pos = end
     if stack and trouble is None:

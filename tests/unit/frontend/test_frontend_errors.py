@@ -479,6 +479,11 @@ PYTHON_ERRORS = {
     "non-ascii before the error": MACRO_OK + "s = 'éé'; y = (1 +)\n",
     "non-ascii inside a macro": "r = autotune(k('éé'), space=S, blocks=1); y = (1 +)\n",
     "keyword repeated in the launch": "autotune(k(a=1, a=2), space=S, blocks=1)\n",
+    # The scan paired the `]` with the launch's `(`, and the macro it then blanked moved
+    # Python's error to the comprehension's last `]`, with the brackets named the other way.
+    "bracket closing the wrong opener in a macro": "ys = [autotune(k(], a), space=S, blocks=1) for a in xs]\n",
+    # A `\` not at a line end: the macro's arguments were parsed as if it were not there.
+    "backslash not at a line end in a macro": "r = autotune(k(a), space=S,\\,,\n  blocks=1)\n",
 }
 
 
