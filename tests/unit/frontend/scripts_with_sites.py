@@ -48,6 +48,7 @@ FILLERS = (
     'fq = f\'{x["$k"]:{"$"}<4}\'\n',
     't = """multi\n$line\nautotune(x)\n"""\n',
     "é_var = 'ünïcödé'; 漢字 = '漢字'; ω = \"e\u0301\"\n",
+    "ne\u0301 = \ufb01le = 1  # identifiers Python normalises (NFKC)\n",
     "def h(x: list[int] | None = None) -> dict[str, int]:\n\x01return {}\n",
     "y = [i for i in range(3) if (j := i)]\n",
     "z = lambda q=1, *r, s=2: q  # $ in a comment\n",

@@ -25,7 +25,7 @@ from tunedsl.errors import TunedslSyntaxError
 from tunedsl.frontend.compile import compile_source, expand_source, expand_to_ast
 
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=200,
     derandomize=True,
     database=None,
     deadline=None,
