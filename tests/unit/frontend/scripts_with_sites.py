@@ -36,6 +36,15 @@ CONTEXTS = (
     "d = {{'k': {S}, 'j': [i for i in range(3)]}}\n",
     "try:\n\x01pass\nexcept ValueError:\n\x01pass\nfinally:\n\x01z = {S}\n",
     "s = {{{S}}}; t = 1\n",
+    "class K:\n\x01attr = {S}\n",
+    "while {S}:\n\x01break\n",
+    "assert x, {S}\n",
+    "with {S} as (p, q):\n\x01pass\n",
+    "for i in {S}:\n\x01del d[{S}]\n",
+    "def gen(a, n):\n\x01yield {S}\n\x01x += {S}\n\x01print(*{S}, sep={S})\n",
+    "h = [lambda a=1, n=2: {S} for _ in range(2)]\n",
+    "v: 'int' = f(x={S})[{S}:{S}]\n",
+    "q = 1 < {S} <= 3 if {S} else not {S}\n",
 )
 if sys.version_info >= (3, 11):
     CONTEXTS += ("try:\n\x01pass\nexcept* ValueError:\n\x01z = {S}\n",)
@@ -121,19 +130,22 @@ def sites(draw: st.DrawFn, error: bool = False) -> str:
 @st.composite
 def scripts(draw: st.DrawFn, error: bool = False) -> Script:
     """A module of fillers and sites; with ``error``, exactly one site reads `$tq`."""
-    n_sites = draw(st.integers(1, 3))
+    contexts = draw(st.lists(st.sampled_from(CONTEXTS), min_size=1, max_size=3))
+    n_sites = sum(context.count("{S}") for context in contexts)
     error_at = draw(st.integers(0, n_sites - 1)) if error else -1
     pieces: list[tuple[str, bool]] = []  # (text, is a site)
-    for k in range(n_sites):
+    k = 0
+    for context in contexts:
         for filler in draw(st.lists(st.sampled_from(FILLERS), max_size=2)):
             pieces.append((filler, False))
-        context = draw(st.sampled_from(CONTEXTS))
-        before, after = context.split("{S}")
-        level = before.rsplit("\n", 1)[-1].count(INDENT)
-        pieces.append((before.replace("{{", "{").replace("}}", "}"), False))
-        site = draw(sites(error=k == error_at))
-        pieces.append((site.replace("{I}", INDENT * (level + 1) + "  "), True))
-        pieces.append((after.replace("{{", "{").replace("}}", "}"), False))
+        texts = [t.replace("{{", "{").replace("}}", "}") for t in context.split("{S}")]
+        pieces.append((texts[0], False))
+        for after in texts[1:]:
+            level = "".join(p for p, _ in pieces).rsplit("\n", 1)[-1].count(INDENT)
+            site = draw(sites(error=k == error_at))
+            pieces.append((site.replace("{I}", INDENT * (level + 1) + "  "), True))
+            pieces.append((after, False))
+            k += 1
     for filler in draw(st.lists(st.sampled_from(FILLERS), max_size=2)):
         pieces.append((filler, False))
 
