@@ -367,3 +367,23 @@ def test_a_module_changed_while_it_is_imported_is_cached_under_what_ran(workdir:
     assert (second["names"], second["compiles"], second["hits"]) == (["new", "new"], 1, 0)
     third = run_python(code, workdir)
     assert (third["names"], third["compiles"], third["hits"]) == (["new", "new"], 0, 1)
+
+
+def test_a_module_loaded_by_its_path_with_the_dsl_loader_is_expanded(workdir: Path) -> None:
+    # docs/running.md: spec_from_file_location picks Python's own loader, hooks or not;
+    # given tunedsl's, the module is expanded through the cache.
+    (workdir / "by_path.py").write_text(SITE_MODULE.format(name="by path"))
+    code = f"""
+        import importlib.util
+        from tunedsl.activate import DslSourceLoader
+        path = {str(workdir / "by_path.py")!r}
+        spec = importlib.util.spec_from_file_location(
+            "by_path", path, loader=DslSourceLoader("by_path", path)
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        report(name=module.NAME, site=module.__tunedsl_site_0__.filename)
+    """
+    result = run_python(code, workdir)
+    assert (result["name"], result["site"]) == ("by path", str(workdir / "by_path.py"))
+    assert result["compiles"] == 1
