@@ -5,7 +5,8 @@ Python expand without touching anything around them.
   ``TunedslSyntaxError``;
 - outside its sites the expanded module is the user's, node for node and position for
   position (compared with the script whose sites are replaced by a plain call), and the
-  compiled code has the same line numbers;
+  compiled code has the same line numbers; inside them every name stands where the user
+  wrote it, and ``$name`` becomes ``<cfg>.name`` at the ``$``;
 - an error carries the file, line and column of the mistake, and its caret stands under it
   on a terminal (tabs, wide and combining characters before it included);
 - expanding is deterministic, and expanding the expanded text changes nothing.
@@ -14,6 +15,7 @@ Python expand without touching anything around them.
 from __future__ import annotations
 
 import ast
+import re
 import types
 import unicodedata
 import warnings
@@ -74,6 +76,17 @@ def _without_prologue(tree: ast.Module) -> ast.Module:
     return tree
 
 
+def _written(lines: list[bytes], node: ast.expr) -> str:
+    """The user's text at ``node``'s position (one line), as Python reads a name (NFKC)."""
+    assert node.lineno == node.end_lineno
+    text = lines[node.lineno - 1][node.col_offset : node.end_col_offset].decode()
+    return unicodedata.normalize("NFKC", text)
+
+
+def _is_cfg(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id.startswith("__tunedsl_cfg_")
+
+
 def _lines_by_code(code: types.CodeType, skip: set[int]) -> dict[str, set[int]]:
     """Qualified name -> the line numbers of its instructions outside ``skip``."""
     found: dict[str, set[int]] = {}
@@ -107,6 +120,15 @@ def test_sites_expand_and_leave_everything_around_them_as_written(script: Script
         warnings.simplefilter("ignore", SyntaxWarning)
         expanded = expand_to_ast(script.data, FILENAME)
         reference = ast.parse(reference_text(script), FILENAME)
+    # Inside the sites too: every name is where the user wrote it, and `$name` became
+    # `<cfg>.name` at the `$` (a traceback's caret stands under the user's text).
+    lines = [line.encode() for line in re.split("\r\n|\r|\n", script.text)]
+    for node in ast.walk(expanded):
+        if isinstance(node, ast.Name) and not node.id.startswith("__tunedsl_"):
+            assert _written(lines, node) == node.id
+        elif isinstance(node, ast.Attribute) and _is_cfg(node.value):
+            assert _written(lines, node) == "$" + node.attr
+
     mine = _mark_sites(_without_prologue(expanded), _is_expanded_site)
     theirs = _mark_sites(reference, _is_reference_site)
     assert ast.dump(mine, include_attributes=True) == ast.dump(theirs, include_attributes=True)
