@@ -32,7 +32,6 @@ import os
 import stat
 import struct
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType
@@ -41,7 +40,7 @@ from typing import TYPE_CHECKING
 from tunedsl import knobs
 from tunedsl.errors import CacheWarning
 from tunedsl.store import atomic, paths
-from tunedsl.warn import forget, warn_once, warnings_at
+from tunedsl.warn import forget, warn_at, warn_once, warnings_at
 
 FORMAT_TAG = b"TDSLBC\x00\x01"  # bump the last byte when the entry layout changes
 ENTRY_SUFFIX = ".tbc"
@@ -184,8 +183,10 @@ def entry_path(key: bytes) -> Path:
     return paths.bytecode_dir() / (key.hex() + ENTRY_SUFFIX)
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, CacheWarning, stacklevel=4)
+def _warn(message: str, filename: str) -> None:
+    """A ``CacheWarning`` at the first line of the module being cached (``filename``): the
+    frames between here and the user's are tunedsl's and the import system's."""
+    warn_at(message, CacheWarning, filename, 1)
 
 
 def _warn_once_at(filename: str, topic: str, message: str) -> None:
@@ -345,7 +346,7 @@ def lookup(source_bytes: bytes, filename: str, *, optimize: int = -1) -> CodeTyp
         code = _read_entry(dir_fd, path, key, filename)
     except _Rejected as why:
         stats.rejected += 1
-        _warn(f"bytecode cache entry {path} is {why}; ignoring it and rebuilding it")
+        _warn(f"bytecode cache entry {path} is {why}; ignoring it and rebuilding it", filename)
         return None
     finally:
         os.close(dir_fd)

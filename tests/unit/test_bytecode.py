@@ -77,6 +77,8 @@ def load_expecting_warnings(script: Path, count: int, match: str = "") -> object
         code = bytecode.load_or_compile(script.read_bytes(), str(script))
     cache_warnings = [w for w in caught if issubclass(w.category, CacheWarning)]
     assert len(cache_warnings) == count, [str(w.message) for w in cache_warnings]
+    # At the module being cached, never at a line of tunedsl's own bytecode.py.
+    assert all((w.filename, w.lineno) == (str(script), 1) for w in cache_warnings)
     if count:
         assert match in str(cache_warnings[0].message)
     return code
