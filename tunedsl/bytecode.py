@@ -32,7 +32,6 @@ import os
 import stat
 import struct
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType
@@ -41,7 +40,7 @@ from typing import TYPE_CHECKING
 from tunedsl import knobs
 from tunedsl.errors import CacheWarning
 from tunedsl.store import atomic, paths
-from tunedsl.warn import forget, warn_once
+from tunedsl.warn import forget, warn_at, warn_once, warnings_at
 
 FORMAT_TAG = b"TDSLBC\x00\x01"  # bump the last byte when the entry layout changes
 ENTRY_SUFFIX = ".tbc"
@@ -184,26 +183,38 @@ def entry_path(key: bytes) -> Path:
     return paths.bytecode_dir() / (key.hex() + ENTRY_SUFFIX)
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, CacheWarning, stacklevel=4)
+def _warn(message: str, filename: str) -> None:
+    """A ``CacheWarning`` at the first line of the module being cached (``filename``): the
+    frames between here and the user's are tunedsl's and the import system's."""
+    warn_at(message, CacheWarning, filename, 1)
 
 
-def _open_dir(directory: Path) -> int | None:
+def _warn_once_at(filename: str, topic: str, message: str) -> None:
+    """``warn_once`` at the first line of the module being cached: the frames between here
+    and the user's are tunedsl's and the import system's (it pointed at this module)."""
+    before = warnings_at((filename, 1))
+    try:
+        warn_once(topic, message, stacklevel="user")
+    finally:
+        warnings_at(before)
+
+
+def _open_dir(directory: Path, filename: str) -> int | None:
     """A descriptor of the entries' directory (:func:`paths.open_private_dir`: the chain from
     the cache root is checked); None when it is missing, or not trusted (one warning per
-    process). The caller closes it."""
+    process, at ``filename``, the module being cached). The caller closes it."""
     if str(directory) in _untrusted_dirs:
         return None
     try:
         return paths.open_private_dir(directory)
     except paths.UntrustedDir as why:
         _untrusted_dirs.add(str(directory))
-        warn_once(
+        _warn_once_at(
+            filename,
             f"bytecode:untrusted:{directory}",
             f"bytecode cache directory {directory} is not private to this user ({why}); not "
             "using it. Fix its ownership and mode (chown to yourself, chmod 700), or point "
             "TUNEDSL_CACHE_DIR at a directory of your own",
-            stacklevel=3,
         )
     except OSError:
         pass  # missing (a plain miss), or unreadable: writing it reports that
@@ -254,6 +265,7 @@ def _read_entry(dir_fd: int, path: Path, key: bytes, filename: str) -> CodeType 
 
 
 def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
+    filename = code.co_filename
     global _write_disabled_reason
     payload = marshal.dumps(code)
     header = _HEADER.pack(
@@ -264,7 +276,7 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
             directory = paths.ensure_private_dir(path.parent)
         except paths.UntrustedDir:
             directory = path.parent  # _open_dir says why, once
-        dir_fd = _open_dir(directory)
+        dir_fd = _open_dir(directory, filename)
         if dir_fd is None:
             return
         try:
@@ -291,12 +303,12 @@ def _write_entry(path: Path, key: bytes, code: CodeType) -> None:
         stats.writes += 1
     except OSError as err:
         _write_disabled_reason = f"{err.strerror or err} ({path.parent})"
-        warn_once(
+        _warn_once_at(
+            filename,
             "bytecode:unwritable",
             f"cannot write to the bytecode cache: {_write_disabled_reason}; running without "
             "it for the rest of this process (set TUNEDSL_CACHE_DIR to a writable directory, "
             "or TUNEDSL_SAFE=bytecode to silence this)",
-            stacklevel=3,
         )
 
 
@@ -327,14 +339,14 @@ def lookup(source_bytes: bytes, filename: str, *, optimize: int = -1) -> CodeTyp
     filename = os.path.abspath(filename)
     key = cache_key(source_bytes, filename, optimize=optimize)
     path = entry_path(key)
-    dir_fd = _open_dir(path.parent)
+    dir_fd = _open_dir(path.parent, filename)
     if dir_fd is None:
         return None
     try:
         code = _read_entry(dir_fd, path, key, filename)
     except _Rejected as why:
         stats.rejected += 1
-        _warn(f"bytecode cache entry {path} is {why}; ignoring it and rebuilding it")
+        _warn(f"bytecode cache entry {path} is {why}; ignoring it and rebuilding it", filename)
         return None
     finally:
         os.close(dir_fd)

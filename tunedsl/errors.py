@@ -63,16 +63,40 @@ class TunedslSyntaxError(SyntaxError, TunedslError):
             text = self.text.rstrip("\n")
             lines.append(f"    {text}")
             if self.col is not None:
-                width = 1
+                end = self.col + 1
                 if self.end_col is not None and self.end_col > self.col:
-                    width = self.end_col - self.col
-                lines.append("    " + " " * self.col + "^" * width)
+                    end = self.end_col
+                # Under the character on a terminal: a tab stays a tab, a wide character
+                # takes two columns, a combining mark none.
+                lines.append(
+                    "    "
+                    + _blank_like(text[: self.col])
+                    + "^" * max(1, len(_blank_like(text[self.col : end])))
+                )
         if self.hint:
             lines.append(f"  hint: {self.hint}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.render()
+
+
+def _blank_like(text: str) -> str:
+    """Blanks as wide on a terminal as ``text``: tabs kept, two spaces for an East Asian
+    wide character, nothing for a combining mark or a format character."""
+    if text.isascii():
+        return "".join(c if c == "\t" else " " for c in text)
+    import unicodedata
+
+    out = []
+    for c in text:
+        if c == "\t":
+            out.append(c)
+        elif unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf"):
+            continue
+        else:
+            out.append("  " if unicodedata.east_asian_width(c) in ("W", "F") else " ")
+    return "".join(out)
 
 
 class TuningError(TunedslError):

@@ -40,7 +40,7 @@ def warn_once(
         _topics.add(topic)
     place = getattr(_place, "at", None) if stacklevel == "user" else None
     if place is not None:  # code torch.compile made: no frame of the user's is at the site
-        _warn_at(message, category, *place)
+        warn_at(message, category, *place)
         return True
     level = user_stacklevel(sys._getframe(1)) if stacklevel == "user" else stacklevel
     warnings.warn(message, category, stacklevel=level + 1)
@@ -59,7 +59,8 @@ def warnings_at(place: tuple[str, int] | None) -> tuple[str, int] | None:
     return before
 
 
-def _warn_at(message: str, category: type[Warning], filename: str, line: int) -> None:
+def warn_at(message: str, category: type[Warning], filename: str, line: int) -> None:
+    """Warn ``message`` at ``filename``'s ``line`` rather than at a frame of the stack."""
     # The module whose file it is gives the filters and the registry its name and dict.
     module = next(
         (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None

@@ -304,3 +304,86 @@ def test_install_keeps_existing_finders_and_their_directory_cache(workdir: Path)
     assert "DslSourceLoader" in result["during"]
     assert result["dsl_loader"] == "DslSourceLoader"
     assert "DslSourceLoader" not in result["after"] and "SourceFileLoader" in result["after"]
+
+
+SITE_MODULE = """
+from tunedsl import autotune, cdiv
+
+def add(a, n):
+    return autotune(space=dict(t=[1, 2]), blocks=cdiv(n, $t), k(a, T=$t))
+
+NAME = "{name}"
+"""
+SITES_FILES = """
+        import tunedsl.activate
+        import {a}, {b}
+        report(
+            names=[{a}.NAME, {b}.NAME],
+            files=[{a}.add.__code__.co_filename, {b}.add.__code__.co_filename],
+            sites=[{a}.__tunedsl_site_0__.filename, {b}.__tunedsl_site_0__.filename],
+        )
+"""
+
+
+def test_equal_text_in_two_files_gets_each_files_code(workdir: Path) -> None:
+    # The expansion bakes the file into the code (tracebacks, the site's records): the same
+    # text at another path is another entry, on a cold and on a warm cache.
+    for name in ("twin_a", "twin_b"):
+        (workdir / f"{name}.py").write_text(SITE_MODULE.format(name="same"))
+    files = [str(workdir / "twin_a.py"), str(workdir / "twin_b.py")]
+    for run, counts in ((1, (2, 0)), (2, (0, 2))):
+        result = run_python(SITES_FILES.format(a="twin_a", b="twin_b"), workdir)
+        assert (result["compiles"], result["hits"]) == counts, run
+        assert result["files"] == files and result["sites"] == files
+
+
+def test_an_edit_keeping_size_and_mtime_is_picked_up(workdir: Path) -> None:
+    # Python's pyc would be trusted on size and mtime (to the second); the expanded code is
+    # found by the source's content.
+    module = workdir / "kept.py"
+    module.write_text(SITE_MODULE.format(name="old"))
+    os.utime(module, (1_700_000_000, 1_700_000_000))
+    code = SITES_FILES.format(a="kept", b="kept")
+    assert run_python(code, workdir)["names"] == ["old", "old"]
+    module.write_text(SITE_MODULE.format(name="new"))  # same size
+    os.utime(module, (1_700_000_000, 1_700_000_000))
+    result = run_python(code, workdir)
+    assert (result["names"], result["compiles"]) == (["new", "new"], 1)
+
+
+def test_a_module_changed_while_it_is_imported_is_cached_under_what_ran(workdir: Path) -> None:
+    # The module rewrites its own file while it runs (an editor saving mid-import): the code
+    # run and the entry stored are those of the bytes read; the next import runs the edit.
+    module = workdir / "moving.py"
+    module.write_text(
+        SITE_MODULE.format(name="old")
+        + "import pathlib\n_p = pathlib.Path(__file__)\n"
+        + "_p.write_text(_p.read_text().replace('NAME = \"old\"', 'NAME = \"new\"'))\n"
+    )
+    code = SITES_FILES.format(a="moving", b="moving")
+    first = run_python(code, workdir)
+    assert (first["names"], first["compiles"]) == (["old", "old"], 1)
+    second = run_python(code, workdir)
+    assert (second["names"], second["compiles"], second["hits"]) == (["new", "new"], 1, 0)
+    third = run_python(code, workdir)
+    assert (third["names"], third["compiles"], third["hits"]) == (["new", "new"], 0, 1)
+
+
+def test_a_module_loaded_by_its_path_with_the_dsl_loader_is_expanded(workdir: Path) -> None:
+    # docs/running.md: spec_from_file_location picks Python's own loader, hooks or not;
+    # given tunedsl's, the module is expanded through the cache.
+    (workdir / "by_path.py").write_text(SITE_MODULE.format(name="by path"))
+    code = f"""
+        import importlib.util
+        from tunedsl.activate import DslSourceLoader
+        path = {str(workdir / "by_path.py")!r}
+        spec = importlib.util.spec_from_file_location(
+            "by_path", path, loader=DslSourceLoader("by_path", path)
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        report(name=module.NAME, site=module.__tunedsl_site_0__.filename)
+    """
+    result = run_python(code, workdir)
+    assert (result["name"], result["site"]) == ("by path", str(workdir / "by_path.py"))
+    assert result["compiles"] == 1

@@ -77,6 +77,8 @@ def load_expecting_warnings(script: Path, count: int, match: str = "") -> object
         code = bytecode.load_or_compile(script.read_bytes(), str(script))
     cache_warnings = [w for w in caught if issubclass(w.category, CacheWarning)]
     assert len(cache_warnings) == count, [str(w.message) for w in cache_warnings]
+    # At the module being cached, never at a line of tunedsl's own bytecode.py.
+    assert all((w.filename, w.lineno) == (str(script), 1) for w in cache_warnings)
     if count:
         assert match in str(cache_warnings[0].message)
     return code
@@ -242,7 +244,12 @@ def test_symlinked_entry_is_never_loaded(tmp_path: Path, script: Path) -> None:
 def test_directory_writable_by_others_is_not_used(script: Path, compile_calls) -> None:
     directory = paths.ensure_private_dir(paths.bytecode_dir())
     os.chmod(directory, 0o777)
-    code = load_expecting_warnings(script, 1, "not private")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = bytecode.load_or_compile(script.read_bytes(), str(script))
+    [warning] = [w for w in caught if issubclass(w.category, CacheWarning)]
+    assert "not private" in str(warning.message)
+    assert (warning.filename, warning.lineno) == (str(script), 1)  # not tunedsl's own line
     assert run_code(code)["RESULT"] == 4
     assert list(bytecode.iter_entries()) == []  # nothing written into it either
     load_expecting_warnings(script, 0)  # warned once per process
@@ -277,7 +284,13 @@ def test_unwritable_cache_runs_without_it_and_warns_once(
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the cache directory should be")
     monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(blocker))
-    code = load_expecting_warnings(script, 1, "cannot write to the bytecode cache")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = bytecode.load_or_compile(script.read_bytes(), str(script))
+    [warning] = [w for w in caught if issubclass(w.category, CacheWarning)]
+    assert "cannot write to the bytecode cache" in str(warning.message)
+    # At the module being cached: it named a line of tunedsl's own bytecode.py.
+    assert (warning.filename, warning.lineno) == (str(script), 1)
     assert run_code(code)["RESULT"] == 4
     load_expecting_warnings(script, 0)
     assert not bytecode.writing_enabled()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import keyword
+import re
 
 from tunedsl.frontend.parser import MacroArg, MacroCall
 from tunedsl.frontend.source import SourceText
@@ -162,6 +164,19 @@ class MacroChecks:
                     hint="the kernel is chosen once per call; use `$name` in its arguments",
                 )
 
+    def _check_field_names(self, space: ast.expr) -> None:
+        """Every field of a literal space has a name a `$name` can read (the runtime refuses
+        the others on the first call)."""
+        for name, node in _space_fields(space):
+            if name != "?" and (not name.isidentifier() or name.startswith("_")):
+                raise self._error(
+                    f"space= field `{name}` cannot be read by a `$name`: a field name is an "
+                    "identifier that does not start with `_`",
+                    self.src.offset(node.lineno, node.col_offset),
+                    self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
+                    f"rename it, e.g. `{_readable_name(name)}`",
+                )
+
     def _check_fields(self, fields: list[str]) -> None:
         for ph in self.macro.placeholders:
             if ph.name not in fields:
@@ -231,6 +246,9 @@ class MacroChecks:
                 if close
                 else f"pass it to the kernel (e.g. `{name.upper()}=${name}` in the launch) "
                 "or remove the field"
+                if not keyword.iskeyword(name)
+                else f"`${name}` cannot read a field named like a Python keyword: rename it "
+                f"(e.g. `{_readable_name(name)}`) and pass it to the kernel, or remove it"
             )
             effect = (
                 "each of its values would tune the same kernel again"
@@ -297,3 +315,10 @@ def _space_items(space: ast.expr) -> list[tuple[str, ast.expr | ast.keyword, ast
 
 def _space_fields(space: ast.expr) -> list[tuple[str, ast.expr | ast.keyword]]:
     return [(name, node) for name, node, _ in _space_items(space)]
+
+
+def _readable_name(name: str) -> str:
+    """A field name like ``name`` that ``$`` can read: ``block-size`` -> ``block_size``."""
+    fixed = re.sub(r"\W", "_", name).strip("_") or "field"
+    fixed = "f_" + fixed if fixed[0].isdigit() else fixed
+    return fixed + "_" if keyword.iskeyword(fixed) else fixed

@@ -16,7 +16,13 @@ import types
 from tunedsl.errors import TunedslSyntaxError
 from tunedsl.frontend.expand import expand_module
 from tunedsl.frontend.lexer import OP, STRING, Lexed, lex
-from tunedsl.frontend.parser import MODULE_NAME, Bindings, find_bindings, parse_module
+from tunedsl.frontend.parser import (
+    MACRO_NAME,
+    MODULE_NAME,
+    Bindings,
+    find_bindings,
+    parse_module,
+)
 from tunedsl.frontend.source import SourceText, decode_source, detect_encoding
 
 __all__ = ["compile_source", "expand_source", "expand_to_ast", "needs_expansion"]
@@ -100,10 +106,59 @@ def _expand(scanned: tuple[str, Lexed, Bindings], filename: str) -> ast.Module:
         tree = expand_module(src, parse_module(src, lexed, bindings))
     except (RecursionError, MemoryError) as err:
         raise _too_deep(err, filename) from err
+    _check_no_macro_in_fstrings(src, lexed, bindings, tree)
     depth, deepest = _bracket_depth(text, lexed)
     if depth >= _CHECK_TEXT_AT_DEPTH:
         _check_text_compiles(tree, src, deepest)
     return tree
+
+
+def _check_no_macro_in_fstrings(
+    src: SourceText, lexed: Lexed, bindings: Bindings, tree: ast.Module
+) -> None:
+    """Refuse a macro call in an f-string's replacement field (``f"{autotune(...)}"``).
+
+    An f-string is one token to the lexer, so such a call was never expanded: it would have
+    run as a plain call of tunedsl's ``autotune``, which says the module was not expanded.
+    The tree is walked only when an f-string's text names the macro.
+    """
+    names = (*bindings.macro_names, *bindings.module_names)
+    fstrings = {
+        start: end
+        for kind, start, end, _ in lexed.tokens
+        if kind == STRING
+        and _F_PREFIX.match(src.text, start)
+        and any(name in src.text[start:end] for name in names)
+    }
+    if not fstrings:
+        return
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.JoinedStr):
+            continue
+        for call in ast.walk(node):
+            if not isinstance(call, ast.Call) or not _is_macro(call.func, bindings):
+                continue
+            start = src.offset(call.lineno, call.col_offset)
+            end = src.offset(call.func.end_lineno or call.lineno, call.func.end_col_offset or 0)
+            if not any(a <= start < b for a, b in fstrings.items()):  # 3.11's positions
+                start = end = src.offset(node.lineno, node.col_offset)
+            raise src.error(
+                "an autotune(...) macro cannot be used inside an f-string",
+                start,
+                end,
+                hint="compute it before the f-string: `r = autotune(...)`, then f'{r}'",
+            )
+
+
+def _is_macro(func: ast.expr, bindings: Bindings) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in bindings.macro_names
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == MACRO_NAME
+        and isinstance(func.value, ast.Name)
+        and func.value.id in bindings.module_names
+    )
 
 
 def _bracket_depth(text: str, lexed: Lexed) -> tuple[int, int]:

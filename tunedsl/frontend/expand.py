@@ -175,6 +175,7 @@ class _MacroExpander(MacroChecks):
         space_arg = keywords["space"]
         space_literal, fields = literal_space(space_arg.node, self.dict_ok)  # type: ignore[arg-type]
         if fields is not None:
+            self._check_field_names(space_arg.node)  # type: ignore[arg-type]
             self._check_fields(fields)
             self._check_every_configuration(space_literal)
             self._check_empty_axes(space_arg.node)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ to report, and ``Lexed.trouble`` says where the scan lost track.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 # Token kinds (small ints: tokens are plain tuples for speed).
@@ -66,7 +67,8 @@ class Lexed:
     tokens: list[Token]
     # index of an opening bracket token -> index of its closing token
     pairs: dict[int, int] = field(default_factory=dict)
-    # offset where the scan lost track (unterminated string, unbalanced bracket), or None
+    # offset where the scan lost track (unterminated string, unbalanced bracket, a backslash
+    # not before a line end), or None
     trouble: int | None = None
 
 
@@ -88,7 +90,10 @@ def lex(text: str) -> Lexed:
         start = m.start(kind)  # type: ignore[arg-type]
         end = m.end()
         if kind == "name":
-            append((NAME, start, end, m.group(kind)))  # type: ignore[arg-type]
+            name = m.group(kind)  # type: ignore[arg-type]
+            if not name.isascii() or (end < n and not text[end].isascii()):
+                end, name = _identifier(text, start, end)
+            append((NAME, start, end, name))
         elif kind == "op":
             op = m.group(kind)  # type: ignore[arg-type]
             if op in _OPENERS:
@@ -119,12 +124,36 @@ def lex(text: str) -> Lexed:
         elif kind == "num":
             append((NUMBER, start, end, ""))
         elif kind == "other":
-            append((OP, start, end, m.group(kind)))  # type: ignore[arg-type]
+            other = m.group(kind)  # type: ignore[arg-type]
+            if other == "\\" and trouble is None:  # not before a line end: Python's error
+                trouble = start
+            if other.isidentifier():  # an identifier's first letter that is no \w (℘)
+                end, other = _identifier(text, start, end)
+                append((NAME, start, end, other))
+            else:
+                append((OP, start, end, other))
         # "cont" and "comment" produce no token
         pos = end
     if stack and trouble is None:
         trouble = tokens[stack[-1]][1]
     return Lexed(tokens, pairs, trouble)
+
+
+_WORD = re.compile(r"\w*")
+
+
+def _identifier(text: str, start: int, end: int) -> tuple[int, str]:
+    """(end, name) of the identifier at ``start`` whose ``\\w`` characters end at ``end``.
+
+    Python's identifiers also hold combining marks (a decomposed ``é`` is ``e`` and U+0301),
+    which ``\\w`` does not match, and Python reads them normalised (NFKC): ``ﬁle`` is
+    ``file``. So does this scanner, so that ``$té`` names the field Python's parse names.
+    """
+    n = len(text)
+    end = _WORD.match(text, end).end()  # type: ignore[union-attr]
+    while end < n and not text[end].isascii() and ("_" + text[end]).isidentifier():
+        end = _WORD.match(text, end + 1).end()  # type: ignore[union-attr]
+    return end, unicodedata.normalize("NFKC", text[start:end])
 
 
 def scan_string(text: str, pos: int, opening: str) -> int:

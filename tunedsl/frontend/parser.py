@@ -306,10 +306,15 @@ def _raise_python_error(src: SourceText, lexed: Lexed, bindings: Bindings) -> No
     Python reports the real problem rather than the DSL syntax it does not know.
     """
     tokens = lexed.tokens
+    trouble = lexed.trouble
+    assert trouble is not None
     try:
         macros = find_macros(src, tokens, lexed.pairs, bindings)
     except SyntaxError:
         macros = []
+    # A macro holding the place the scan lost track of (a `]` closing a `(`) has no true
+    # extent: left as written, Python names that place.
+    macros = [m for m in macros if not m.start <= trouble < m.end]
     placeholders = [
         Placeholder(tokens[i + 1][3], start, tokens[i + 1][2])
         for i, (kind, start, end, _) in enumerate(tokens[:-1])
@@ -320,10 +325,8 @@ def _raise_python_error(src: SourceText, lexed: Lexed, bindings: Bindings) -> No
         ast.parse(module_text, src.filename)
     except SyntaxError as err:
         raise src.python_error(err, seen_text=module_text) from err
-    assert lexed.trouble is not None
     raise src.error(
-        "cannot scan this module: unbalanced bracket or unterminated string here",
-        lexed.trouble,
+        "cannot scan this module: unbalanced bracket or unterminated string here", trouble
     )
 
 

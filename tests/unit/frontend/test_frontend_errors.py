@@ -346,6 +346,51 @@ CASES = [
         "autotune(space=T",
         None,
     ),
+    (
+        # `$` cannot read such a field: the error said to pass `BLOCK-SIZE=$block-size`, or
+        # (for a `$block` in the launch) "did you mean `$block-size`?"
+        "field name that is no identifier",
+        "autotune(space={'block-size': [64, 128]}, blocks=$block, k(a, T=$block))\n",
+        "space= field `block-size` cannot be read by a `$name`",
+        2,
+        "'block-size'",
+        "`block_size`",
+    ),
+    (
+        # Accepted here, refused on the first call.
+        "field name starting with an underscore",
+        "autotune(space=[{'tile': 4, '_n': 1}], blocks=$tile, k(a, T=$tile))\n",
+        "space= field `_n` cannot be read by a `$name`",
+        2,
+        "'_n'",
+        "`n`",
+    ),
+    (
+        "unread field named like a keyword",
+        "autotune(space={'tile': [4], 'class': [1, 2]}, blocks=$tile, k(a, T=$tile))\n",
+        "space= field `class` is read by nothing",
+        2,
+        "'class'",
+        "cannot read a field named like a Python keyword: rename it (e.g. `class_`)",
+    ),
+    (
+        # An f-string is one token to the lexer: the call was left as a plain call of
+        # tunedsl.autotune, which at run time said the module had not been expanded.
+        "macro in an f-string",
+        f"print(f'tuned: {{autotune(k(a, T=4), {S}, blocks=1)!r:>8}}')\n",
+        "cannot be used inside an f-string",
+        2,
+        "autotune(k",
+        "r = autotune(...)",
+    ),
+    (
+        "macro by module in an f-string",
+        f'import tunedsl\nx = f"""\n  {{tunedsl.autotune(k(a), {S}, blocks=1)}}"""\n',
+        "cannot be used inside an f-string",
+        4,
+        "tunedsl.autotune",
+        None,
+    ),
 ]
 
 
@@ -386,6 +431,24 @@ def test_caret_covers_the_placeholder() -> None:
     assert caret.strip() == "^^^^"
 
 
+@pytest.mark.parametrize(
+    "before, blanks",
+    [
+        ("s = '漢字'; ", " " * len("s = '") + "    " + " " * len("'; ")),
+        ("s = 'e\u0301'; ", " " * len("s = 'e'; ")),
+        ("if 1:\n\t", "\t"),
+    ],
+    ids=["wide", "combining", "tab"],
+)
+def test_caret_stands_under_the_placeholder_on_a_terminal(before: str, blanks: str) -> None:
+    # The caret was one space per character: past a wide character it stood a column early,
+    # past a combining mark a column late, past a tab up to seven columns early.
+    macro = f"x = autotune({S}, blocks=cdiv(n, "
+    err = dsl_error(f"{before}{macro}$tle), k(a))\n")
+    caret = str(err).splitlines()[2]
+    assert caret == "    " + blanks + " " * len(macro) + "^^^^"
+
+
 def test_dsl_error_pickles() -> None:
     err = dsl_error("x = $tile\n")
     again = pickle.loads(pickle.dumps(err))
@@ -416,6 +479,11 @@ PYTHON_ERRORS = {
     "non-ascii before the error": MACRO_OK + "s = 'éé'; y = (1 +)\n",
     "non-ascii inside a macro": "r = autotune(k('éé'), space=S, blocks=1); y = (1 +)\n",
     "keyword repeated in the launch": "autotune(k(a=1, a=2), space=S, blocks=1)\n",
+    # The scan paired the `]` with the launch's `(`, and the macro it then blanked moved
+    # Python's error to the comprehension's last `]`, with the brackets named the other way.
+    "bracket closing the wrong opener in a macro": "ys = [autotune(k(], a), space=S, blocks=1) for a in xs]\n",
+    # A `\` not at a line end: the macro's arguments were parsed as if it were not there.
+    "backslash not at a line end in a macro": "r = autotune(k(a), space=S,\\,,\n  blocks=1)\n",
 }
 
 

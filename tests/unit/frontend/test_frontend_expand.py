@@ -342,3 +342,15 @@ def test_expand_source_handles_deep_expressions_that_compile() -> None:
     text = expand_source(src)
     assert text.count("__tunedsl_cfg_0__.t") == 600
     assert sys.getrecursionlimit() < 12_000  # the limit was restored
+
+
+def test_a_field_name_is_read_as_python_reads_identifiers(runtime: list[Any]) -> None:
+    # Python reads an identifier normalised (NFKC): `té` typed as e + U+0301 is `té`, and
+    # `ﬁle` (a ligature) is `file`. `$te\u0301` was `$te` followed by a stray mark.
+    src = HEADER + (
+        "r = autotune(space=dict(t\u00e9=[2], file=[3]), blocks=1,\n"
+        "             k(A=$te\u0301, B=$\ufb01le))\n"
+    )
+    ns = run(src, k=kernel)
+    assert ns["r"] == [((), {"A": 2, "B": 3, "grid": (1,)})]
+    assert [name for name, _, _ in runtime[0]["site"]["placeholders"]] == ["t\u00e9", "file"]

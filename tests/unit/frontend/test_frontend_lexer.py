@@ -162,3 +162,9 @@ def test_pep701_strings_compile_and_match_the_lexer() -> None:
     text = "x = f'{d['k']}$y' + f'{f'{a}'}'\n"
     compile(text, "<t>", "exec")
     assert strings(text) == ["f'{d['k']}$y'", "f'{f'{a}'}'"]
+
+
+def test_identifiers_hold_combining_marks_and_are_normalised_as_python_does() -> None:
+    text = "te\u0301 = \u2118x + \ufb01le\n"
+    names = [(s, e, t) for kind, s, e, t in lex(text).tokens if kind == NAME]
+    assert names == [(0, 3, "t\u00e9"), (6, 8, "\u2118x"), (11, 14, "file")]
