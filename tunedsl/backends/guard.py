@@ -53,6 +53,12 @@ class Guard:
             else None
         )
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
+        # A tensor a configuration passes where the first passes another (a buffer picked
+        # per configuration, ``out[$variant]``): its own copy, taken before its first launch,
+        # by id; and what each configuration's arguments are, by the id of its hooks' dict.
+        self.own: dict[int, tuple[Any, Any]] = {}
+        self.zeroed: dict[int, Any] = {}
+        self._data: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
 
     def snapshot_all(self) -> None:
         """Each tensor argument's values for ``verify=``, sharing the copies taken already."""
@@ -79,25 +85,69 @@ class Guard:
         if self.on_found is not None:
             self.on_found()
 
+    def data_of(self, hook_args: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The data arguments of the configuration whose hooks get ``hook_args`` (None: the
+        first's); a tensor it passes where the first passes another gets its own copy."""
+        if hook_args is None:
+            return self.bound
+        known = self._data.get(id(hook_args))
+        if known is None:  # the dict is kept with its data, so its id names it
+            data = data_arguments(hook_args)
+            for name, value in data.items():
+                first = self.bound.get(name)
+                if is_tensor(value) and value is not first and id(value) not in self.own:
+                    self.own[id(value)] = (value, self.bt.clone(value))
+            known = self._data[id(hook_args)] = (hook_args, data)
+        return known[1]
+
+    def _target(self, name: str, saved: Any, data: Mapping[str, Any]) -> tuple[Any, Any] | None:
+        """The tensor this configuration passes as ``name`` and the values to put in it."""
+        first = self.bound.get(name)
+        value = data.get(name, first)
+        if value is first:
+            return value, saved
+        return (value, self.own[id(value)][1]) if id(value) in self.own else None
+
+    def _zero(self, data: Mapping[str, Any]) -> None:
+        for name in self.zero_names:
+            value = data.get(name, self.bound[name])
+            if is_tensor(value):
+                self.bt.zero(value)
+                if value is not self.bound[name]:
+                    self.zeroed[id(value)] = value
+
     def before_rep(self, hook_args: Mapping[str, Any] | None = None) -> None:
         self.observe()
+        data = self.data_of(hook_args)
         for name, saved in self.restore.items():
-            self.bt.copy_into(self.bound[name], saved)
-        for name in self.zero_names:
-            self.bt.zero(self.bound[name])
+            target = self._target(name, saved, data)
+            if target is not None:
+                self.bt.copy_into(*target)
+        self._zero(data)
         if self.pre_hook is not None:
             call_pre_hook(self.pre_hook, self.hook_bound if hook_args is None else hook_args)
 
-    def restore_all(self) -> None:
+    def restore_all(self, hook_args: Mapping[str, Any] | None = None) -> None:
         """Every snapshot back where the kernel changed it (a broadcast input, ``expand``ed
-        with stride 0, which it cannot have written, cannot be copied into)."""
+        with stride 0, which it cannot have written, cannot be copied into): the first
+        configuration's arguments and those of ``hook_args``'s configuration, or without
+        it every configuration's own."""
+        data = self.data_of(hook_args)
         for name, saved in self.verify_snapshot.items():
-            if name not in self.restore and not self.bt.equal(self.bound[name], saved):
-                self.bt.copy_into(self.bound[name], saved)
+            target = None if name in self.restore else self._target(name, saved, data)
+            if target is not None and not self.bt.equal(*target):
+                self.bt.copy_into(*target)
         for name, saved in self.restore.items():
-            self.bt.copy_into(self.bound[name], saved)
-        for name in self.zero_names:
-            self.bt.zero(self.bound[name])
+            target = self._target(name, saved, data)
+            if target is not None:
+                self.bt.copy_into(*target)
+        if hook_args is None:  # after the tuning: every configuration's own, as it was
+            for value, saved in self.own.values():
+                if not self.bt.equal(value, saved):
+                    self.bt.copy_into(value, saved)
+            for value in self.zeroed.values():
+                self.bt.zero(value)
+        self._zero(data)
 
     def close(self) -> None:
         """After the tuning's last launch: every argument back to the caller's values."""
@@ -110,6 +160,7 @@ class Guard:
             self.restore_all()
         finally:  # the copies go now: a kept exception (a notebook's) keeps this guard
             self.restore, self.verify_snapshot, self.watch = {}, {}, None
+            self.own, self.zeroed, self._data = {}, {}, {}
 
 
 class Verifier:
@@ -148,7 +199,7 @@ class Verifier:
     ) -> str | None:
         """Run once from the snapshot (after ``pre_hook``); None when outputs agree."""
         self.guard.observe()
-        self.guard.restore_all()
+        self.guard.restore_all(hook_args)
         if self.guard.watch is not None:
             self.guard.watch.fresh_start()
         if self.guard.pre_hook is not None:
@@ -156,7 +207,8 @@ class Verifier:
             call_pre_hook(self.guard.pre_hook, hooked)
         run()
         self.guard.bt.synchronize()
-        outputs = {n: self.guard.bt.clone(self.guard.bound[n]) for n in self.outputs}
+        data = self.guard.data_of(hook_args)  # a configuration's own output is compared
+        outputs = {n: self.guard.bt.clone(data.get(n, self.guard.bound[n])) for n in self.outputs}
         if self.reference is None:
             self.reference = outputs  # the first configuration that finished successfully
             return None
