@@ -58,3 +58,14 @@ def func4(x, y):
 def call_fn(Y, fn: tl.constexpr, fn_args):
     """Triton's test_function_arguments kernel: ``Y = fn(*fn_args)``."""
     tl.store(Y, fn(*fn_args))
+
+
+@triton.jit
+def accumulate_optional(out, extra, src, N, BLOCK_SIZE: tl.constexpr):
+    """``out[:N] += src[:N]``, and ``extra[:N] += src[:N]`` where ``extra`` is given (an
+    optional buffer, ``None`` where a caller does not use it), atomically."""
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(src + offsets, mask=offsets < N)
+    tl.atomic_add(out + offsets, x, mask=offsets < N)
+    if extra is not None:
+        tl.atomic_add(extra + offsets, x, mask=offsets < N)

@@ -17,9 +17,12 @@ own output right was rejected as a mismatch
 restored between launches, so an accumulating kernel added every launch of the tuning into
 it: with ``restore_value`` the tuning call's result was twelve launches' sum instead of one,
 and a buffer no configuration chose was left holding the tuning's sums
-(test_a_buffer_picked_per_configuration_is_restored_and_zeroed). Now each tensor a
-configuration passes in place of the first's gets a copy of its own before its first launch:
-it is restored, zeroed and compared as the first's are, and put back after the tuning.
+(test_a_buffer_picked_per_configuration_is_restored_and_zeroed). An optional buffer the first
+configuration passes as ``None`` and another as a tensor was never zeroed or restored, the
+names being kept only where the first configuration passed a tensor
+(test_an_optional_buffer_only_later_configurations_pass_is_restored_and_zeroed). Now each
+tensor a configuration passes in place of the first's gets a copy of its own before its first
+launch: it is restored, zeroed and compared as the first's are, and put back after the tuning.
 
 A space axis whose values are lists or dicts (Kernel Tuner's block shapes written ``[16,
 16]``) failed with a bare ``TypeError: unhashable type: 'list'`` from inside the space (in the
@@ -198,6 +201,42 @@ def test_a_buffer_picked_per_configuration_is_restored_and_zeroed(
     assert res.source == "memory" and res.config.variant == chosen
     assert torch.equal(outs[chosen], torch.full((n,), second))
     assert torch.equal(outs[1 - chosen], torch.full((n,), other))
+
+
+@pytest.mark.parametrize("option", ["reset_to_zero", "restore_value"])
+def test_an_optional_buffer_only_later_configurations_pass_is_restored_and_zeroed(
+    option: str,
+) -> None:
+    """Triton's ``test_reset_to_zero``/``test_restore_with_none``: ``src`` is an optional
+    buffer, ``None`` in some launches. Here the first configuration passes ``None`` for
+    ``extra`` and the other passes a tensor (``extra if cfg.variant else None``): that
+    tensor is zeroed (or restored) before each of its launches as ``out`` is, which
+    ``pre_hook`` sees, and holds the caller's values again after the tuning."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_reset_to_zero
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_restore_with_none
+    from ported_kernels_sixteenth import accumulate_optional
+
+    n = 256
+    src, out, extra = torch.ones(n), torch.zeros(n), torch.zeros(n)
+    seen: set[float] = set()
+
+    def hook(args: dict[str, Any]) -> None:
+        if args["extra"] is not None:
+            seen.update(args["extra"].unique().tolist())
+
+    res = autotune_launch(
+        accumulate_optional,
+        space={"variant": [0, 1], "BLOCK_SIZE": [64, 128]},
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK_SIZE),),
+        args=lambda cfg: (out, extra if cfg.variant else None, src, n),
+        kwargs=lambda cfg: {"BLOCK_SIZE": cfg.BLOCK_SIZE},
+        pre_hook=hook,
+        name=f"triton-optional-per-configuration-{option}",
+        **{option: ["out", "extra"]},
+    )
+    assert res.source == "tuned" and seen == {0.0}
+    assert torch.equal(out, torch.ones(n))
+    assert torch.equal(extra, torch.ones(n) if res.config.variant else torch.zeros(n))
 
 
 # --- Kernel Tuner: tunable parameters given as pairs --------------------------------------

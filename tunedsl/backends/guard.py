@@ -9,6 +9,7 @@ the tuner share them, so a configuration runs on the same data wherever it is me
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,7 +39,10 @@ class Guard:
         self.bt = bt
         self.bound = bound
         self.kernel = kernel
-        self.zero_names = [n for n in reset_to_zero if bound[n] is not None]
+        # Every name, also one the first configuration passes None for (an optional buffer
+        # another configuration passes): each configuration's own tensor is restored, zeroed.
+        self.zero_names = reset_to_zero
+        self.restore_names = restore_value
         self.restore = restore_copies({n: bound[n] for n in restore_value if bound[n] is not None})
         self.verify_snapshot: dict[str, Any] = {}
         self.pre_hook = req.settings.pre_hook
@@ -96,7 +100,8 @@ class Guard:
             for name, value in data.items():
                 first = self.bound.get(name)
                 if is_tensor(value) and value is not first and id(value) not in self.own:
-                    self.own[id(value)] = (value, self.bt.clone(value))
+                    with contextlib.suppress(RuntimeError):  # no room for it: left as it is
+                        self.own[id(value)] = (value, self.bt.clone(value))
             known = self._data[id(hook_args)] = (hook_args, data)
         return known[1]
 
@@ -105,21 +110,25 @@ class Guard:
         first = self.bound.get(name)
         value = data.get(name, first)
         if value is first:
-            return value, saved
+            return None if value is None else (value, saved)
         return (value, self.own[id(value)][1]) if id(value) in self.own else None
+
+    def _restores(self) -> dict[str, Any]:
+        """The names to restore, with the first configuration's copy (None where it has none)."""
+        return {**dict.fromkeys(self.restore_names), **self.restore}
 
     def _zero(self, data: Mapping[str, Any]) -> None:
         for name in self.zero_names:
-            value = data.get(name, self.bound[name])
+            value = data.get(name, self.bound.get(name))
             if is_tensor(value):
                 self.bt.zero(value)
-                if value is not self.bound[name]:
+                if value is not self.bound.get(name):
                     self.zeroed[id(value)] = value
 
     def before_rep(self, hook_args: Mapping[str, Any] | None = None) -> None:
         self.observe()
         data = self.data_of(hook_args)
-        for name, saved in self.restore.items():
+        for name, saved in self._restores().items():
             target = self._target(name, saved, data)
             if target is not None:
                 self.bt.copy_into(*target)
@@ -133,11 +142,12 @@ class Guard:
         configuration's arguments and those of ``hook_args``'s configuration, or without
         it every configuration's own."""
         data = self.data_of(hook_args)
+        restores = self._restores()
         for name, saved in self.verify_snapshot.items():
-            target = None if name in self.restore else self._target(name, saved, data)
+            target = None if name in restores else self._target(name, saved, data)
             if target is not None and not self.bt.equal(*target):
                 self.bt.copy_into(*target)
-        for name, saved in self.restore.items():
+        for name, saved in restores.items():
             target = self._target(name, saved, data)
             if target is not None:
                 self.bt.copy_into(*target)
