@@ -30,7 +30,10 @@ DSL too); tuples were named but with no way out. Both are now a ``UsageError`` a
 naming the axis and the value, with the form to write: one field per part, kept together by
 a list space (test_kernel_tuners_block_shapes_as_pairs_are_named_with_the_fix).
 
-Looked at and found sound: a Triton function given as a ``tl.constexpr`` with tuples of zero,
+Looked at and found sound (and kept so by a test): a new view of the caller's tensor made
+for each configuration (``out.view(-1)``, ``out[:]``) restored through the first
+configuration's tensor, before every launch and after the tuning
+(test_a_new_view_of_the_same_tensor_per_configuration_is_restored_through_it); a Triton function given as a ``tl.constexpr`` with tuples of zero,
 one and two ints (four keys, the fifth call from memory, each read back from disk); a
 ``verify=fn`` reference given as a numpy array, a nested list or a tuple, and a 0-d reference
 for a vector output (named with its shape); the caller's tensors freed after a tuning whose
@@ -237,6 +240,43 @@ def test_an_optional_buffer_only_later_configurations_pass_is_restored_and_zeroe
     assert res.source == "tuned" and seen == {0.0}
     assert torch.equal(out, torch.ones(n))
     assert torch.equal(extra, torch.ones(n) if res.config.variant else torch.zeros(n))
+
+
+@pytest.mark.parametrize("option", ["restore_value", "verify", "neither"])
+def test_a_new_view_of_the_same_tensor_per_configuration_is_restored_through_it(
+    option: str,
+) -> None:
+    """Helion's private copies keep the aliasing of the arguments (a view and its base share
+    one copy). A launch function that makes a new view of the caller's tensor for each
+    configuration (``out[:]``, ``out.view(-1)``) hands the kernel the same memory under
+    another object: it is restored through the first configuration's tensor, before every
+    launch (``pre_hook`` sees the caller's 5.0) and after the tuning, so the call adds into
+    ``out`` once, whichever configuration is chosen."""
+    # ported from: pytorch/helion test/test_autotune_clone_alignment.py::test_storage_aliases_flags_and_partial_selection
+    from ported_kernels_sixteenth import accumulate
+
+    n = 256
+    src, out = torch.ones(n), torch.full((n,), 5.0)
+    seen: set[float] = set()
+    options: dict[str, Any] = {
+        "restore_value": {"restore_value": ["out"]},
+        "verify": {"verify": True},
+    }
+    res = autotune_launch(
+        accumulate,
+        space={"variant": [0, 1], "BLOCK_SIZE": [64, 128]},
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK_SIZE),),
+        args=lambda cfg: (out.view(-1) if cfg.variant else out[:], src, n),
+        kwargs=lambda cfg: {"BLOCK_SIZE": cfg.BLOCK_SIZE},
+        pre_hook=lambda args: seen.update(args["out"].unique().tolist()),
+        name=f"helion-aliases-{option}",
+        **options.get(option, {}),
+    )
+    assert res.source == "tuned" and torch.equal(out, torch.full((n,), 6.0))
+    if option == "restore_value":
+        assert seen == {5.0}
+    else:  # found in place over the first launches, restored from then on
+        assert 5.0 in seen and max(seen) <= 6.0
 
 
 # --- Kernel Tuner: tunable parameters given as pairs --------------------------------------

@@ -58,10 +58,13 @@ class Guard:
         )
         self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
         # A tensor a configuration passes where the first passes another (a buffer picked
-        # per configuration, ``out[$variant]``): its own copy, taken before its first launch,
-        # by id; and what each configuration's arguments are, by the id of its hooks' dict.
-        self.own: dict[int, tuple[Any, Any]] = {}
-        self.zeroed: dict[int, Any] = {}
+        # per configuration, ``out[$variant]``) in memory of its own: its own copy, taken
+        # before its first launch, by its place; and what each configuration's arguments
+        # are, by the id of its hooks' dict. A view of the first's memory (a new view per
+        # configuration, ``y.view(-1)``) is restored through the first's tensor.
+        self.first_memory = {bt.storage_address(v) for v in bound.values() if is_tensor(v)}
+        self.own: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        self.zeroed: dict[tuple[Any, ...], Any] = {}
         self._data: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
 
     def snapshot_all(self) -> None:
@@ -97,21 +100,28 @@ class Guard:
         known = self._data.get(id(hook_args))
         if known is None:  # the dict is kept with its data, so its id names it
             data = data_arguments(hook_args)
-            for name, value in data.items():
-                first = self.bound.get(name)
-                if is_tensor(value) and value is not first and id(value) not in self.own:
+            for value in data.values():
+                place = self._own_place(value)
+                if place is not None and place not in self.own:
                     with contextlib.suppress(RuntimeError):  # no room for it: left as it is
-                        self.own[id(value)] = (value, self.bt.clone(value))
+                        self.own[place] = (value, self.bt.clone(value))
             known = self._data[id(hook_args)] = (hook_args, data)
         return known[1]
 
+    def _own_place(self, value: Any) -> tuple[Any, ...] | None:
+        """Where a tensor outside the first configuration's memory lies (None: not such)."""
+        if not is_tensor(value) or self.bt.storage_address(value) in self.first_memory:
+            return None
+        return (value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
+
     def _target(self, name: str, saved: Any, data: Mapping[str, Any]) -> tuple[Any, Any] | None:
-        """The tensor this configuration passes as ``name`` and the values to put in it."""
+        """The tensor this configuration passes as ``name`` and the values to put in it: its
+        own copy's, else (the first's memory) the first configuration's tensor and copy."""
         first = self.bound.get(name)
-        value = data.get(name, first)
-        if value is first:
-            return None if value is None else (value, saved)
-        return (value, self.own[id(value)][1]) if id(value) in self.own else None
+        place = self._own_place(data.get(name, first))
+        if place is not None and place in self.own:
+            return self.own[place]
+        return None if first is None or saved is None else (first, saved)
 
     def _restores(self) -> dict[str, Any]:
         """The names to restore, with the first configuration's copy (None where it has none)."""
@@ -122,8 +132,9 @@ class Guard:
             value = data.get(name, self.bound.get(name))
             if is_tensor(value):
                 self.bt.zero(value)
-                if value is not self.bound.get(name):
-                    self.zeroed[id(value)] = value
+                place = self._own_place(value)
+                if place is not None:  # zeroed again after the tuning, as the first's are
+                    self.zeroed[place] = value
 
     def before_rep(self, hook_args: Mapping[str, Any] | None = None) -> None:
         self.observe()
