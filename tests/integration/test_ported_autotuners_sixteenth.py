@@ -327,11 +327,14 @@ def test_kernel_tuners_block_shapes_as_pairs_are_named_with_the_fix(pairs: str) 
 
 
 def test_an_axis_of_dicts_is_named_not_a_type_error() -> None:
-    """The same for values no JSON scalar spells (a dict per value): named at the site."""
+    """The same for values no JSON scalar spells (a dict per value): named at the site; and
+    an axis given as a tensor (``torch.tensor([16, 32])``) is named with ``t.tolist()``."""
     # ported from: KernelTuner/kernel_tuner test/test_searchspace.py::test_populate_parameter_space
     src, dst = torch.randn(16, 16), torch.zeros(16, 16)
     with pytest.raises(UsageError, match=r"space axis 'block': field 'block' has value \{"):
         copy_tiles(dst, src, {"block": [{"x": 16, "y": 16}]}, "kernel-tuner-dicts")
+    with pytest.raises(UsageError, match=r"has value tensor\(16\) .* write t\.tolist\(\)"):
+        copy_tiles(dst, src, {"block_0": torch.tensor([16, 32]), "block_1": 16}, "tensor-axis")
 
 
 # --- Triton test_cache: a Triton function and a tuple of its arguments --------------------

@@ -33,6 +33,8 @@ def check_value(value: object, what: str, name: str = "field") -> None:
     if not isinstance(value, JSON_SCALARS):
         numpy = type(value).__module__ == "numpy"  # np.int64(64), from list(arr) or arr[0]
         hint = "; for numpy values write arr.tolist() or int(v)" if numpy else ""
+        if type(value).__module__.startswith("torch"):  # torch.tensor([64, 128]) as an axis
+            hint = "; for a tensor's values write t.tolist() or int(t)"
         if is_triton_constexpr(value):  # a `tl.constexpr` global: BIG = tl.constexpr(128)
             hint = f"; it is a tl.constexpr: write its .value ({getattr(value, 'value', None)!r})"
         elif isinstance(value, (tuple, list)) and value:  # Kernel Tuner's (16, 16) block shapes
