@@ -22,19 +22,24 @@ configuration passes as ``None`` and another as a tensor was never zeroed or res
 names being kept only where the first configuration passed a tensor
 (test_an_optional_buffer_only_later_configurations_pass_is_restored_and_zeroed). Now each
 tensor a configuration passes in place of the first's gets a copy of its own before its first
-launch: it is restored, zeroed and compared as the first's are, and put back after the tuning.
+launch: it is restored, zeroed and compared as the first's are, and put back after the tuning;
+one in the first configuration's memory (a new view of the same tensor) through the first's.
 
 A space axis whose values are lists or dicts (Kernel Tuner's block shapes written ``[16,
 16]``) failed with a bare ``TypeError: unhashable type: 'list'`` from inside the space (in the
 DSL too); tuples were named but with no way out. Both are now a ``UsageError`` at the site
 naming the axis and the value, with the form to write: one field per part, kept together by
-a list space (test_kernel_tuners_block_shapes_as_pairs_are_named_with_the_fix).
+a list space (test_kernel_tuners_block_shapes_as_pairs_are_named_with_the_fix); an axis given
+as a tensor is named with ``t.tolist()`` (test_an_axis_of_dicts_is_named_not_a_type_error).
 
 Looked at and found sound (and kept so by a test): a new view of the caller's tensor made
 for each configuration (``out.view(-1)``, ``out[:]``) restored through the first
 configuration's tensor, before every launch and after the tuning
-(test_a_new_view_of_the_same_tensor_per_configuration_is_restored_through_it); a Triton function given as a ``tl.constexpr`` with tuples of zero,
-one and two ints (four keys, the fifth call from memory, each read back from disk); a
+(test_a_new_view_of_the_same_tensor_per_configuration_is_restored_through_it); a Triton
+function given as a ``tl.constexpr`` with tuples of zero, one and two ints (four keys, the
+fifth call from memory, each read back from disk; a float, a bool and ints of each of
+Triton's classes in the tuple, each its own key); per-configuration outputs, optional
+buffers and views with ``isolate=True`` (the worker's copies); a
 ``verify=fn`` reference given as a numpy array, a nested list or a tuple, and a 0-d reference
 for a vector output (named with its shape); the caller's tensors freed after a tuning whose
 configurations fail, or which fails whole (nothing of tunedsl keeps a traceback).
@@ -48,7 +53,9 @@ inputs it supplies (tunedsl tunes on the call's own arguments), its per-trial ti
 benchmark thread (``isolate=True`` and ``TUNEDSL_CONFIG_TIMEOUT``:
 test_isolated_measure.py); Helion's skip of a configuration that runs out of device memory
 (``test_cuda_oom_skips_config``: a GPU's ``torch.OutOfMemoryError``; an error a launch
-argument raises reaches the caller, docs/runtime.md).
+argument raises reaches the caller, docs/runtime.md); Inductor's kernels whose parameters are
+annotated with the string ``"tl.constexpr"`` (Triton's interpreter does not read such an
+annotation as ``tl.constexpr``: ``tl.arange`` fails there with or without tunedsl).
 """
 
 from __future__ import annotations
