@@ -13,7 +13,9 @@ launched with. A configuration launched on a tensor of its own (``args=lambda cf
 (outs[cfg.variant], ...)``, or ``out[$variant]`` in the DSL) was compared through the first
 configuration's output, restored from the reference run: each configuration that wrote its
 own output right was rejected as a mismatch
-(test_a_configurations_own_output_is_the_one_verified). Its buffer was never zeroed or
+(test_a_configurations_own_output_is_the_one_verified), and a stored choice that writes its own
+buffer was judged to fail ``verify=True`` in a new process ("not using it"), which tuned the
+key again (test_a_stored_choice_writing_its_own_output_is_checked_on_it). Its buffer was never zeroed or
 restored between launches, so an accumulating kernel added every launch of the tuning into
 it: with ``restore_value`` the tuning call's result was twelve launches' sum instead of one,
 and a buffer no configuration chose was left holding the tuning's sums
@@ -127,6 +129,45 @@ def test_a_configurations_own_output_is_the_one_verified(verify: str, isolate: b
     chosen = res.config.variant
     assert torch.allclose(outs[chosen].float(), src, rtol=1e-3, atol=1e-3)
     assert all(not outs[v].any() for v in outs if v != chosen)
+
+
+@pytest.mark.parametrize("verify", ["first", "reference"])
+def test_a_stored_choice_writing_its_own_output_is_checked_on_it(verify: str) -> None:
+    """TileLang checks a configuration loaded from its cache against the reference too. A
+    record tuned without ``verify=`` chose ``variant=1`` (the wider block: fewer programs,
+    faster under the interpreter), which writes a buffer of its own; a new process with
+    ``verify=True`` (compared with the first configuration, run for it) or ``verify=fn``
+    checks that stored choice once before using it, on the buffer it writes: it agrees, so
+    the record decides (``disk``) with no warning."""
+    # ported from: tile-ai/tilelang testing/python/autotune/test_tilelang_autotune_input_cache.py::test_autotune_refreshes_incompatible_inputs
+    import warnings
+
+    from ported_kernels_sixteenth import copy
+
+    n = 4096
+    src = torch.randn(n)
+    outs = {0: torch.zeros(n), 1: torch.zeros(n)}
+
+    def site(check: Any) -> Any:
+        return autotune_launch(
+            copy,
+            space=[{"variant": 0, "BLOCK_SIZE": 16}, {"variant": 1, "BLOCK_SIZE": 1024}],
+            grid=lambda cfg: (cdiv(n, cfg.BLOCK_SIZE),),
+            args=lambda cfg: (outs[cfg.variant], src, n),
+            kwargs=lambda cfg: {"BLOCK_SIZE": cfg.BLOCK_SIZE},
+            verify=check,
+            name=f"tilelang-stored-own-output-{verify}",
+        )
+
+    res = site(None)
+    assert res.source == "tuned" and res.config.variant == 1 and torch.equal(outs[1], src)
+    _fresh()
+    outs[1].zero_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a check that disagreed would warn and tune again
+        res = site(True if verify == "first" else lambda args: {"dst": args["src"]})
+    assert res.source == "disk" and res.config.variant == 1 and torch.equal(outs[1], src)
+    assert not outs[0].any()
 
 
 def test_a_configuration_writing_its_own_output_wrong_is_rejected() -> None:
