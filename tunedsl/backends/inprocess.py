@@ -29,17 +29,16 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tunedsl.backends.compile_ahead import CompileAhead, compile_jobs
 from tunedsl.backends.compile_pool import default_workers
-from tunedsl.backends.hooks import call_pre_hook, call_user, check_named, check_output, hook_args
-from tunedsl.backends.inplace import InPlaceWatch, data_arguments, restore_copies, tuple_members
+from tunedsl.backends.guard import Guard, Verifier
+from tunedsl.backends.hooks import hook_args
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.keys import is_tensor
 from tunedsl.model.variant import Variant
 from tunedsl.progress import Progress
 
@@ -97,162 +96,6 @@ def _users_line(err: BaseException) -> str | None:
                 continue
             return f"{os.path.basename(name)}:{frame.lineno}: {(frame.line or '').strip()}"
     return None
-
-
-class Guard:
-    """Snapshots, restores and zeroes arguments by name; ``watch``: in-place ones too."""
-
-    def __init__(
-        self, bound: Mapping[str, Any], req: Any, watch: bool = False, kernel: str = ""
-    ) -> None:
-        from tunedsl.backends import triton as bt
-
-        info = bt.kernel_info(req.kernel)
-        # A site checked these names on its call already (with its place in the message);
-        # a tuning asked for without a site gets the same check here.
-        check_named(bound, req.settings, info, f"tuning {info.qualname}")
-        self.hook_bound = bound  # a descriptor stands for its base here, not for hooks
-        bound = data_arguments(bound)
-        # A tuple's name stands for the tensors in it; a None (optional buffer) is skipped.
-        restore_value = tuple_members(req.settings.restore_value, bound)
-        reset_to_zero = tuple_members(req.settings.reset_to_zero, bound)
-        self.bt = bt
-        self.bound = bound
-        self.kernel = kernel
-        self.zero_names = [n for n in reset_to_zero if bound[n] is not None]
-        self.restore = restore_copies({n: bound[n] for n in restore_value if bound[n] is not None})
-        self.verify_snapshot: dict[str, Any] = {}
-        self.pre_hook = req.settings.pre_hook
-        skip = (*restore_value, *reset_to_zero)
-        # Every written argument is put back after tuning: an output the first launches
-        # write alike may be added into by a later configuration (split-K's atomics where
-        # SPLIT > 1, a store where SPLIT == 1), and a hook may write arguments too.
-        settings = req.settings
-        self.watch = (
-            InPlaceWatch(bound, skip, settings.rtol, settings.atol, not settings.tolerance_given)
-            if watch
-            else None
-        )
-        self.on_found: Callable[[], Any] | None = None  # told when in-place writes are found
-
-    def snapshot_all(self) -> None:
-        """Each tensor argument's values for ``verify=``, sharing the copies taken already."""
-        first = self.watch.original if self.watch and not self.watch.seen else {}
-        taken = {**first, **self.restore}
-        tensors = ((n, v) for n, v in self.bound.items() if is_tensor(v))
-        self.verify_snapshot = {n: taken[n] if n in taken else self.bt.clone(v) for n, v in tensors}
-
-    def observe(self) -> None:
-        """Before each launch of the tuning: the in-place watch's turn."""
-        if self.watch is not None and not self.watch.done:
-            self._found(self.watch.before_launch())
-
-    def _found(self, names: list[str]) -> None:
-        if not names or self.watch is None:
-            return
-        from tunedsl.backends.inplace import warn_in_place
-        from tunedsl.warn import warn_once
-
-        for name in names:
-            self.restore[name] = self.watch.found[name]
-        if not self.watch.unsure:  # else restored without being known to be in place
-            warn_in_place(self.kernel, names, warn_once)
-        if self.on_found is not None:
-            self.on_found()
-
-    def before_rep(self, hook_args: Mapping[str, Any] | None = None) -> None:
-        self.observe()
-        for name, saved in self.restore.items():
-            self.bt.copy_into(self.bound[name], saved)
-        for name in self.zero_names:
-            self.bt.zero(self.bound[name])
-        if self.pre_hook is not None:
-            call_pre_hook(self.pre_hook, self.hook_bound if hook_args is None else hook_args)
-
-    def restore_all(self) -> None:
-        """Every snapshot back where the kernel changed it (a broadcast input, ``expand``ed
-        with stride 0, which it cannot have written, cannot be copied into)."""
-        for name, saved in self.verify_snapshot.items():
-            if name not in self.restore and not self.bt.equal(self.bound[name], saved):
-                self.bt.copy_into(self.bound[name], saved)
-        for name, saved in self.restore.items():
-            self.bt.copy_into(self.bound[name], saved)
-        for name in self.zero_names:
-            self.bt.zero(self.bound[name])
-
-    def close(self) -> None:
-        """After the tuning's last launch: every argument back to the caller's values."""
-        try:
-            if self.watch is not None:
-                found, written = self.watch.finish()
-                self._found(found)
-                for name, saved in written.items():
-                    self.bt.copy_into(self.bound[name], saved)
-            self.restore_all()
-        finally:  # the copies go now: a kept exception (a notebook's) keeps this guard
-            self.restore, self.verify_snapshot, self.watch = {}, {}, None
-
-
-class Verifier:
-    """Compares each configuration's outputs with a reference (see docs/runtime.md)."""
-
-    def __init__(self, req: Any, guard: Guard) -> None:
-        self.req = req
-        self.guard = guard
-        self.reference: dict[str, Any] | None = None
-        verify = req.settings.verify
-        tensors = [n for n, v in guard.bound.items() if is_tensor(v)]
-        if callable(verify):
-            guard.snapshot_all()
-            inputs = {n: guard.bt.clone(v) if is_tensor(v) else v for n, v in guard.bound.items()}
-            expected = call_user(
-                verify, inputs, "verify=fn", "fix it: no configuration was measured"
-            )
-            if not isinstance(expected, Mapping) or not expected:
-                raise UsageError(
-                    "verify=fn must return a dict {parameter name: expected tensor}, "
-                    f"got {type(expected).__name__}"
-                )
-            self.outputs = [str(n) for n in expected]
-            self.reference = dict(expected)
-        elif verify is True:
-            self.outputs = tensors
-        else:  # a tuple's name stands for its tensors
-            self.outputs = tuple_members([str(n) for n in verify], guard.bound)
-        for name in self.outputs:
-            check_output(name, tensors, self.reference, guard.bound, guard.bt)
-        if not guard.verify_snapshot:
-            guard.snapshot_all()
-
-    def check(
-        self, run: Callable[[], Any], hook_args: Mapping[str, Any] | None = None
-    ) -> str | None:
-        """Run once from the snapshot (after ``pre_hook``); None when outputs agree."""
-        self.guard.observe()
-        self.guard.restore_all()
-        if self.guard.watch is not None:
-            self.guard.watch.fresh_start()
-        if self.guard.pre_hook is not None:
-            hooked = self.guard.hook_bound if hook_args is None else hook_args
-            call_pre_hook(self.guard.pre_hook, hooked)
-        run()
-        self.guard.bt.synchronize()
-        outputs = {n: self.guard.bt.clone(self.guard.bound[n]) for n in self.outputs}
-        if self.reference is None:
-            self.reference = outputs  # the first configuration that finished successfully
-            return None
-        for name in self.outputs:
-            settings = self.req.settings
-            problem = self.guard.bt.allclose(
-                outputs[name],
-                self.reference[name],
-                settings.verify_rtol(self.guard.bt.precision(outputs[name])),
-                settings.atol,
-                exact_ints=not settings.tolerance_given,
-            )
-            if problem is not None:
-                return f"verify: output {name!r} differs from the reference: {problem}"
-        return None
 
 
 def per_launch_timing(timer: Any) -> None:

@@ -88,7 +88,8 @@ class _State:
         from tunedsl.backends import graph_timing
         from tunedsl.backends import isolated_transfer as isolated
         from tunedsl.backends import triton as bt
-        from tunedsl.backends.inprocess import Guard, Verifier, per_launch_setup, per_launch_timing
+        from tunedsl.backends.guard import Guard, Verifier
+        from tunedsl.backends.inprocess import per_launch_setup, per_launch_timing
         from tunedsl.engine.request import TuneRequest
 
         device = payload["device"]

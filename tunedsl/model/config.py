@@ -25,17 +25,30 @@ def check_field(name: object, value: object, where: str) -> None:
         raise UsageError(
             f"{where}: field name {name!r} must be an identifier not starting with '_'"
         )
+    check_value(value, f"{where}: field {name!r}", name)
+
+
+def check_value(value: object, what: str, name: str = "field") -> None:
+    """Raise UsageError unless ``value`` is a JSON scalar; ``what`` names where it is."""
     if not isinstance(value, JSON_SCALARS):
         numpy = type(value).__module__ == "numpy"  # np.int64(64), from list(arr) or arr[0]
         hint = "; for numpy values write arr.tolist() or int(v)" if numpy else ""
+        if type(value).__module__.startswith("torch"):  # torch.tensor([64, 128]) as an axis
+            hint = "; for a tensor's values write t.tolist() or int(t)"
         if is_triton_constexpr(value):  # a `tl.constexpr` global: BIG = tl.constexpr(128)
             hint = f"; it is a tl.constexpr: write its .value ({getattr(value, 'value', None)!r})"
+        elif isinstance(value, (tuple, list)) and value:  # Kernel Tuner's (16, 16) block shapes
+            one = ", ".join(f"{f'{name}_{i}'!r}: {v!r}" for i, v in enumerate(value))
+            hint = (
+                "; a value of several parts is one field per part, kept together by a list "
+                f"space: space=[{{{one}}}, ...]"
+            )
         raise UsageError(
-            f"{where}: field {name!r} has value {value!r} of type {type(value).__name__}; "
+            f"{what} has value {value!r} of type {type(value).__name__}; "
             "configuration values must be JSON scalars (int, float, str, bool or None)" + hint
         )
     if isinstance(value, float) and value != value:  # NaN never equals itself: unhashable key
-        raise UsageError(f"{where}: field {name!r} is NaN")
+        raise UsageError(f"{what} is NaN")
 
 
 class Config:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tunedsl.errors import UsageError, callable_name
+from tunedsl.model.config import check_value
 
 
 def check_constraint(constraint: Any) -> None:
@@ -88,4 +89,10 @@ def axis_values(name: str, values: Any) -> list[Any]:
         )
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         values = [values]
-    return list(values)
+    values = list(values)
+    for value in values:  # before an Axis hashes them: a list or dict value is named with the fix
+        if name == "Axis":
+            check_value(value, "Axis(...)")
+        else:
+            check_value(value, f"{where}: field {name!r}", name)
+    return values

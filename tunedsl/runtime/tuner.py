@@ -96,8 +96,9 @@ def check_choice(req: TuneRequest) -> str | None:
     reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
     compare; None when it agrees. The caller's data is restored afterwards."""
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.guard import Guard, Verifier
     from tunedsl.backends.hooks import hook_args
-    from tunedsl.backends.inprocess import BENCH_LOCK, Guard, Verifier, reason
+    from tunedsl.backends.inprocess import BENCH_LOCK, reason
     from tunedsl.backends.triton_launch import launch_jit
 
     info = bt.kernel_info(req.kernel)
