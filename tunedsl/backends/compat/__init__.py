@@ -83,6 +83,7 @@ from tunedsl.backends.compat.launch import (  # noqa: F401 (re-exported)
     binding_jit,
     cache_invalidating_env,
     cache_invalidating_items,
+    codegen_env,
     current_target,
     device_and_stream,
     direct_launch_parts,
