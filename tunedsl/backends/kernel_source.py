@@ -33,8 +33,8 @@ def kernel_source_hash(
 ) -> str:
     """``kernel``'s source hash: on a GPU, Triton's hash less the lines its functions start
     on (a line added above a kernel moves only the debug information of its code, so its
-    records hold), else the interpreter's; with the ``tl.dtype`` globals and the
-    parameters' defaults added."""
+    records hold), with what its ``@triton.jit(...)`` declares; else the interpreter's;
+    with the ``tl.dtype`` globals and the parameters' defaults added."""
     return _source_hash(kernel, fn, constexprs, defaults, with_lines=False)
 
 
@@ -44,8 +44,9 @@ def line_bound_source_hash(
     """The source hash a compiled kernel's records were keyed by before they left the lines
     out: Triton's own hash, which covers the line each function starts on (records stored
     so are found again: ``runtime/legacy_records.py``). None where it is no other hash
-    (the interpreter, an untested Triton)."""
-    if compat.jit_line_free_hash(kernel) is None:
+    (the interpreter, an untested Triton), or could be another kernel's: one whose
+    ``@triton.jit(...)`` declares options, which that hash left out."""
+    if compat.jit_line_free_hash(kernel) is None or compat.jit_declared_options(kernel):
         return None
     return _source_hash(kernel, python_fn(kernel), constexprs, defaults, with_lines=True)
 
@@ -71,6 +72,10 @@ def _source_hash(
         source_hash = base
         if unhashed:
             source_hash = hashlib.sha256("\0".join([base, *unhashed]).encode()).hexdigest()
+        declared = compat.jit_declared_options(kernel)  # @triton.jit(debug=True): not in it
+        if declared:
+            text = f"{source_hash}\0declared\0{canonical_json(declared)}"
+            source_hash = hashlib.sha256(text.encode()).hexdigest()
     else:
         source_hash = interpreted_source_hash(kernel)
         _salt_wrapped_jit(kernel, fn)

@@ -191,6 +191,27 @@ def _line_free(fn: Any, memo: dict[int, str]) -> str:
     return digest
 
 
+def jit_declared_options(kernel: Any) -> dict[str, Any]:
+    """What ``@triton.jit(...)`` declared for ``kernel`` that changes the code Triton
+    compiles, only what is set: ``debug``, ``noinline`` and the parameters left
+    unspecialized, by name (``JITFunction.debug``, ``.noinline``,
+    ``KernelParam.do_not_specialize``, ``.do_not_specialize_on_alignment``; 3.6.0, 3.8.0,
+    3.9.0). Triton's source hash starts at ``def``: it leaves the decorator out. Empty for a
+    plain ``@triton.jit`` and for anything but a ``JITFunction``."""
+    if not is_jit_function(kernel):
+        return {}
+    out: dict[str, Any] = {}
+    for flag in ("debug", "noinline"):
+        if getattr(kernel, flag, None):
+            out[flag] = True
+    params = getattr(kernel, "params", None) or ()
+    for flag in ("do_not_specialize", "do_not_specialize_on_alignment"):
+        names = [p.name for p in params if getattr(p, flag, False)]
+        if names:
+            out[flag] = names
+    return out
+
+
 def constexpr_params(kernel: Any) -> frozenset[str] | None:
     """Names of the constexpr parameters from ``JITFunction.params`` (``KernelParam.name``,
     ``.is_constexpr``; 3.6.0, 3.9.0); None when the kernel has no ``params``."""
