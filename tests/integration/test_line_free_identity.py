@@ -249,3 +249,46 @@ def test_a_rule_built_from_line_bound_records_still_decides_its_kernel(tmp_path:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {
         "pick": "Config(BLOCK=128)", "warnings": []
     }  # fmt: skip
+
+
+REDEFINED = """\
+import json
+
+import lf_kernel
+import triton
+from tunedsl.backends import triton as bt
+
+first = bt.kernel_info(lf_kernel.scale).source_hash
+launched = lf_kernel.scale.cache_key
+with open("lf_cell.py", "w") as fh:
+    fh.write("import triton\\n\\n\\n@triton.jit\\ndef local(x):\\n    return x + 5\\n")
+import lf_cell
+
+lf_kernel.local = lf_cell.local  # a notebook cell redefining the helper
+print(json.dumps({
+    "changed": bt.kernel_info_changed(lf_kernel.scale),
+    "triton_changed": lf_kernel.scale.cache_key != launched,
+}))
+"""
+
+
+def test_a_helper_redefined_in_the_process_changes_the_identity_as_it_does_tritons(
+    tmp_path: Path,
+) -> None:
+    """Triton works a kernel's hash out once and compiles, and launches, under it: a helper
+    redefined later in the process (a notebook cell) leaves the kernel's code as Triton
+    compiles it. The records' identity follows the same moment, never naming code that is
+    not what is launched."""
+    where = tmp_path / "project"
+    where.mkdir()
+    (where / "lf_helpers.py").write_text(HELPERS, encoding="utf-8")
+    (where / "lf_kernel.py").write_text(KERNEL, encoding="utf-8")
+    (where / "lf_redefined.py").write_text(REDEFINED, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "lf_redefined.py"], env=env, cwd=where, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["changed"] == seen["triton_changed"]
