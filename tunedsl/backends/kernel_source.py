@@ -269,11 +269,18 @@ def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
     and the Triton functions it calls read from their globals (Triton checks them within a
     process) or closures (``make(tl.float16)``: a kernel per factory call), the
     ``tl.constexpr``, ``tl.dtype`` and plain values they read through a module (``lib.WIDTH``:
-    Triton compiles them in as constants), and
+    Triton compiles them in as constants) or name (a namedtuple global), and
     the called functions' parameter defaults (a function called through the closure too)."""
     names, found, _, via_modules, plain_via_modules = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
     out += [*via_modules, *plain_via_modules]
+    # Plain values it names (a namedtuple; any, with TRITON_ALLOW_NON_CONSTEXPR_GLOBALS):
+    # Triton compiles them in as constants, its hash without them.
+    out += [
+        f"{fn.__qualname__}.{n}={canonical_json(readable_constexpr(v))}"
+        for n, v in _read(fn)
+        if _plain(v) and not (is_triton_constexpr(v) or is_triton_dtype(v))
+    ]
     closure = closure_values(fn)
     out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
     for inner in _called([*found, *(v for _, v in closure)], seen):
