@@ -149,21 +149,16 @@ def jit_line_free_hash(kernel: Any) -> str | None:
     stands)."""
     if not is_jit_function(kernel) or not internals_usable():
         return None
-    # Worked out again only when Triton's is: a helper redefined in a notebook leaves the
-    # kernel's hash, and so the code Triton launches for it, as it was; so does this one.
-    base = jit_source_hash(kernel)
-    kept = vars(kernel).get(_LINE_FREE)
-    if isinstance(kept, tuple) and kept[0] == base:
-        return str(kept[1])
     try:
-        found = _line_free(kernel, {})
+        return _line_free(kernel, {})
     except Exception:  # a walk Triton's own hash would fail too, or an untested shape
         return None
-    vars(kernel)[_LINE_FREE] = (base, found)
-    return found
 
 
-#: Where ``jit_line_free_hash`` keeps its hash, with Triton's it was worked out beside.
+#: Where ``jit_line_free_hash`` keeps a function's hash, with Triton's it was worked out
+#: beside: it is worked out again only when Triton's is. A helper redefined in a notebook
+#: leaves a caller's hash, and so the code Triton compiles for it, as it was; so it leaves
+#: this one.
 _LINE_FREE = "_tunedsl_line_free_hash"
 
 
@@ -178,7 +173,12 @@ def _line_free(fn: Any, memo: dict[int, str]) -> str:
     if known is not None:
         return known
     memo[id(fn)] = f"recursion:{fn._fn_name}"  # as Triton breaks a recursive walk
-    _ = fn.cache_key  # Triton's own walk first: what it refuses is refused here too
+    # Triton's own walk first (what it refuses is refused here too), unsalted.
+    tritons = vars(fn).get(_UNSALTED) or fn.cache_key
+    kept = vars(fn).get(_LINE_FREE)
+    if isinstance(kept, tuple) and kept[0] == tritons:
+        memo[id(fn)] = str(kept[1])
+        return str(kept[1])
 
     class LineFree(DependenciesFinder):  # type: ignore[misc,valid-type]
         def _update_hash(self, func: Any) -> None:
@@ -200,6 +200,7 @@ def _line_free(fn: Any, memo: dict[int, str]) -> str:
     )  # fmt: skip
     text = f"{finder.ret}\0without lines\0{constexprs}"
     memo[id(fn)] = digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    vars(fn)[_LINE_FREE] = (tritons, digest)
     return digest
 
 
