@@ -343,6 +343,28 @@ def test_a_tritons_cache_invalidating_variable_is_part_of_the_key(
     assert (first.source, other.source) == ("tuned", "tuned") and other.digest != first.digest
 
 
+@pytest.mark.parametrize(
+    ("name", "value"), [("PTXAS_OPTIONS", "--maxrregcount=32"), ("TRITON_DEBUG", "1")]
+)
+def test_a_variable_triton_reads_into_its_compile_options_is_part_of_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """``PTXAS_OPTIONS`` and ``TRITON_DEBUG`` change the code Triton compiles (ptxas's
+    flags; device asserts and debug code) through the compile options, which Triton's own
+    cache key covers but its list of cache-invalidating variables does not: a decision
+    tuned under one was served without it, and the other way round."""
+    path = tmp_path / "ported_more.py"
+    src = torch.randn(300)
+    monkeypatch.delenv(name, raising=False)
+    first = load(path)["hinted"](torch.zeros(300), src, 300)
+    new_process()
+    monkeypatch.setenv(name, value)
+    other = load(path)["hinted"](torch.zeros(300), src, 300)
+    assert (first.source, other.source) == ("tuned", "tuned") and other.digest != first.digest
+    new_process()
+    assert load(path)["hinted"](torch.zeros(300), src, 300).source == "disk"
+
+
 @pytest.mark.parametrize("mode", ["on", "cached"])
 def test_a_stored_choice_removed_from_the_space_is_never_launched(
     tmp_path: Path, mode: str

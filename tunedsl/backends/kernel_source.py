@@ -31,19 +31,51 @@ from tunedsl.model.keys import (
 def kernel_source_hash(
     kernel: Any, fn: Any, constexprs: frozenset[str], defaults: Mapping[str, Any]
 ) -> str:
-    """``kernel``'s source hash: Triton's where it has one (a JIT function on a GPU), else
-    the interpreter's; with the ``tl.dtype`` globals and the parameters' defaults added."""
+    """``kernel``'s source hash: on a GPU, Triton's hash less the lines its functions start
+    on (a line added above a kernel moves only the debug information of its code, so its
+    records hold), with what its ``@triton.jit(...)`` declares; else the interpreter's;
+    with the ``tl.dtype`` globals and the parameters' defaults added."""
+    return _source_hash(kernel, fn, constexprs, defaults, with_lines=False)
+
+
+def line_bound_source_hash(
+    kernel: Any, constexprs: frozenset[str], defaults: Mapping[str, Any]
+) -> str | None:
+    """The source hash a compiled kernel's records were keyed by before they left the lines
+    out: Triton's own hash, which covers the line each function starts on (records stored
+    so are found again: ``runtime/legacy_records.py``). None where it is no other hash
+    (the interpreter, an untested Triton), or could be another kernel's: one whose
+    ``@triton.jit(...)`` declares options, which that hash left out."""
+    if compat.jit_line_free_hash(kernel) is None or compat.jit_declared_options(kernel):
+        return None
+    return _source_hash(kernel, python_fn(kernel), constexprs, defaults, with_lines=True)
+
+
+def _source_hash(
+    kernel: Any,
+    fn: Any,
+    constexprs: frozenset[str],
+    defaults: Mapping[str, Any],
+    with_lines: bool,
+) -> str:
     cache_key = compat.jit_source_hash(kernel)
     if cache_key is not None:
         # Triton's hash covers the source, every called @jit function and the tl.constexpr
         # globals; the tl.dtype globals they read and the called functions' parameter
         # defaults are added (a changed one is another kernel).
         unhashed = _not_in_tritons_hash(fn, {id(fn)})
-        source_hash = cache_key
         if unhashed:
-            source_hash = hashlib.sha256("\0".join([cache_key, *unhashed]).encode()).hexdigest()
             # Triton compiles them in as constants: its cache key must tell them apart too.
-            compat.salt_jit_hash(kernel, source_hash)
+            salt = hashlib.sha256("\0".join([cache_key, *unhashed]).encode()).hexdigest()
+            compat.salt_jit_hash(kernel, salt)
+        base = cache_key if with_lines else (compat.jit_line_free_hash(kernel) or cache_key)
+        source_hash = base
+        if unhashed:
+            source_hash = hashlib.sha256("\0".join([base, *unhashed]).encode()).hexdigest()
+        declared = compat.jit_declared_options(kernel)  # @triton.jit(debug=True): not in it
+        if declared:
+            text = f"{source_hash}\0declared\0{canonical_json(declared)}"
+            source_hash = hashlib.sha256(text.encode()).hexdigest()
     else:
         source_hash = interpreted_source_hash(kernel)
         _salt_wrapped_jit(kernel, fn)
@@ -237,11 +269,18 @@ def _not_in_tritons_hash(fn: Any, seen: set[int]) -> list[str]:
     and the Triton functions it calls read from their globals (Triton checks them within a
     process) or closures (``make(tl.float16)``: a kernel per factory call), the
     ``tl.constexpr``, ``tl.dtype`` and plain values they read through a module (``lib.WIDTH``:
-    Triton compiles them in as constants), and
+    Triton compiles them in as constants) or name (a namedtuple global), and
     the called functions' parameter defaults (a function called through the closure too)."""
     names, found, _, via_modules, plain_via_modules = _globals_read(fn)
     out = [f"{n}={v!r}" for n, v in zip(names, found, strict=False) if is_triton_dtype(v)]
     out += [*via_modules, *plain_via_modules]
+    # Plain values it names (a namedtuple; any, with TRITON_ALLOW_NON_CONSTEXPR_GLOBALS):
+    # Triton compiles them in as constants, its hash without them.
+    out += [
+        f"{fn.__qualname__}.{n}={canonical_json(readable_constexpr(v))}"
+        for n, v in _read(fn)
+        if _plain(v) and not (is_triton_constexpr(v) or is_triton_dtype(v))
+    ]
     closure = closure_values(fn)
     out += [f"nonlocal {n}={v!r}" for n, v in closure if is_triton_dtype(v)]
     for inner in _called([*found, *(v for _, v in closure)], seen):

@@ -344,9 +344,9 @@ def toolchain() -> dict[str, Any]:
 
 
 def triton_env() -> dict[str, str]:
-    """Triton's cache-invalidating environment variables (they change the compiled code)."""
+    """The set variables that change the code Triton compiles (``compat.codegen_env``)."""
     try:
-        return dict(sorted(compat.cache_invalidating_env().items()))
+        return compat.codegen_env()
     except Exception:
         return {}
 

@@ -273,13 +273,16 @@ def _target_options(
 def _stale_reason(kernel: Kernel, record: Record) -> str | None:
     """Why a record no longer matches the kernel's current source (None if it does)."""
     from tunedsl.backends import triton as bt
-    from tunedsl.backends.kernel_source import with_defaults
+    from tunedsl.backends.kernel_source import line_bound_source_hash, with_defaults
 
     try:
         info = bt.kernel_info(kernel)
     except Exception:  # no way to tell: compile what the record describes
         return None
     current = {info.source_hash}
+    # A record made on a GPU before the lines were left out holds Triton's own hash.
+    with contextlib.suppress(Exception):
+        current.add(line_bound_source_hash(kernel, info.constexpr_names, info.defaults) or "")
     # A record made under the interpreter holds the interpreter's hash (the kernel's source
     # and the Triton functions it calls, with the parameters' defaults); one made before
     # helpers were hashed, the source.

@@ -1,8 +1,11 @@
 """Records written under a site's older identities, found and re-stored under its current
 one (runtime layer).
 
-Two older forms are looked for when a site misses:
+Three older forms are looked for when a site misses:
 
+- on a GPU, the kernel's source hash as Triton's own hash (which covers the line each of
+  its functions starts on) where it is now that hash less the lines: a record stored so,
+  for the kernel where it is now, is the same kernel's, lines and all;
 - keyed by the kernel's module name (``<base name>:<scope>:<kernel>`` with the module in
   the digest): that name was ``__main__`` under ``tunedsl run`` and ``python -m``, the
   stem under ``tunedsl precompile``, the dotted name under ``import``; each of them is
@@ -37,6 +40,9 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
     from tunedsl.model.record_identity import checker
     from tunedsl.store import records as store
 
+    line_bound = _with_lines(subject, stores)
+    if line_bound is not None:
+        return line_bound
     # An older identity keyed the same device, kernel source, Triton and key.
     expect = checker(subject.context, subject.readable)
     for old_site, old_ctx in _older(subject):
@@ -61,6 +67,41 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
             store.remove_record_files(old_digest)
         return new
     return None
+
+
+def _with_lines(subject: Subject, stores: LayeredStore) -> Any:
+    """The record of ``subject``'s key stored when a compiled kernel's source hash was
+    Triton's own (lines included), re-stored under ``subject.digest``; None when there is
+    none, or it is another space's."""
+    from tunedsl.backends.kernel_source import line_bound_source_hash
+    from tunedsl.model.record_identity import checker
+    from tunedsl.runtime import space_records
+    from tunedsl.store import records as store
+
+    info = subject.info
+    try:
+        old_hash = line_bound_source_hash(subject.kernel, info.constexpr_names, info.defaults)
+    except Exception:  # no source to hash: nothing was stored under it either
+        return None
+    if old_hash is None or old_hash == info.source_hash:
+        return None
+    kernel = {**subject.context["kernel"], "source_hash": old_hash}
+    old_ctx = {**subject.context, "kernel": kernel}
+    old_digest = KeyDigest(subject.site_id, old_ctx)(subject.readable)
+    expect = checker(old_ctx, subject.readable)  # the device, Triton and key of this lookup
+    was = dataclasses.replace(subject, context=old_ctx, digest=old_digest)
+    old, foreign = space_records.find(stores, was, stores.get(old_digest, expect=expect), expect)
+    if old is None or foreign or old.site != subject.site_id:
+        return None
+    new = dataclasses.replace(
+        old,
+        digest=subject.digest,
+        kernel={**old.kernel, "source_hash": info.source_hash},
+        location=identity.location(subject.site_id) or old.location,
+    )
+    if stores.put(new):
+        store.remove_record_files(old.digest)
+    return new
 
 
 def _same_launch(subject: Subject, old: Any) -> bool:

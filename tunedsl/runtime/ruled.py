@@ -62,6 +62,8 @@ def rule_pick(
     rules = find_rules(digest)
     if not rules:
         others = rules_of_other_kernels(subject.site_id, digest)
+        rules = _line_bound_rules(subject) if others else ()
+    if not rules:
         if others:  # shipped for this site, but not for this kernel: say so, once
             path, other = others[0]
             changed = what_changed(other, ctx["kernel"], ctx["hints"], ctx["env"])
@@ -159,6 +161,23 @@ def rule_pick(
 FAILED_PICKS: dict[tuple[str, Config], str] = {}
 MAX_FAILED_PICKS = 4096
 _failed_lock = threading.Lock()
+
+
+def _line_bound_rules(subject: Subject) -> tuple[Rule, ...]:
+    """The rules of ``subject``'s site built when a compiled kernel's source hash was
+    Triton's own, lines included: this kernel's, where it starts on the lines it did."""
+    from tunedsl.backends.kernel_source import line_bound_source_hash
+
+    info = subject.info
+    try:
+        old = line_bound_source_hash(subject.kernel, info.constexpr_names, info.defaults)
+    except Exception:  # no source to hash: no rule was built for it either
+        return ()
+    if old is None or old == info.source_hash:
+        return ()
+    ctx = subject.context
+    kernel = {**ctx["kernel"], "source_hash": old}
+    return find_rules(rule_digest(subject.site_id, kernel, ctx["hints"], ctx["env"]))
 
 
 def note_failed(digest: str, config: Config, err: BaseException) -> None:

@@ -138,6 +138,93 @@ def salt_jit_hash(kernel: Any, salt: str) -> None:
 _UNSALTED = "_tunedsl_unsalted_hash"
 
 
+def jit_line_free_hash(kernel: Any) -> str | None:
+    """Triton's hash of ``kernel`` (``JITCallable.cache_key``) less the line each function
+    starts on: the same walk of the source, the Triton functions it calls (each by this
+    hash, with its ``noinline``) and the ``tl.constexpr`` globals they read, by Triton's own
+    ``DependenciesFinder`` (3.6.0, 3.8.0, 3.9.0). A line moves only the debug information
+    of the compiled code, so a decision measured for the kernel holds wherever it starts;
+    the compiled code itself still follows Triton's hash. None for anything but a
+    ``JITFunction`` of a tested Triton, or where the walk fails (then Triton's hash
+    stands)."""
+    if not is_jit_function(kernel) or not internals_usable():
+        return None
+    try:
+        return _line_free(kernel, {})
+    except Exception:  # a walk Triton's own hash would fail too, or an untested shape
+        return None
+
+
+#: Where ``jit_line_free_hash`` keeps a function's hash, with Triton's it was worked out
+#: beside: it is worked out again only when Triton's is. A helper redefined in a notebook
+#: leaves a caller's hash, and so the code Triton compiles for it, as it was; so it leaves
+#: this one.
+_LINE_FREE = "_tunedsl_line_free_hash"
+
+
+def _line_free(fn: Any, memo: dict[int, str]) -> str:
+    import inspect
+
+    from triton.language.core import constexpr
+    from triton.runtime.jit import DependenciesFinder
+
+    fn = getattr(fn, "__func__", fn)  # a constexpr_function bound to an object
+    known = memo.get(id(fn))
+    if known is not None:
+        return known
+    memo[id(fn)] = f"recursion:{fn._fn_name}"  # as Triton breaks a recursive walk
+    # Triton's own walk first (what it refuses is refused here too), unsalted.
+    tritons = vars(fn).get(_UNSALTED) or fn.cache_key
+    kept = vars(fn).get(_LINE_FREE)
+    if isinstance(kept, tuple) and kept[0] == tritons:
+        memo[id(fn)] = str(kept[1])
+        return str(kept[1])
+
+    class LineFree(DependenciesFinder):  # type: ignore[misc,valid-type]
+        def _update_hash(self, func: Any) -> None:
+            _ = func.cache_key  # fills func.used_global_vals, as Triton's walk does
+            for name_key in self.used_global_vals.keys() & func.used_global_vals.keys():
+                if self.used_global_vals[name_key][0] != func.used_global_vals[name_key][0]:
+                    raise RuntimeError(f"global {name_key[0]} differs between callers")
+            self.used_global_vals.update(func.used_global_vals)
+            key = _line_free(func, memo) + str(getattr(func, "noinline", False))
+            self.hasher.update(key.encode("utf-8"))
+
+    nonlocals = inspect.getclosurevars(fn.fn).nonlocals
+    finder = LineFree(name=fn._fn_name, globals=fn.__globals__, nonlocals=nonlocals, src=fn.src)
+    finder.visit(fn.parse())
+    constexprs = sorted(
+        ((name, value) for (name, _), (value, _) in finder.used_global_vals.items()
+         if isinstance(value, constexpr)),
+        key=lambda item: (item[0], repr(item[1])),
+    )  # fmt: skip
+    text = f"{finder.ret}\0without lines\0{constexprs}"
+    memo[id(fn)] = digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    vars(fn)[_LINE_FREE] = (tritons, digest)
+    return digest
+
+
+def jit_declared_options(kernel: Any) -> dict[str, Any]:
+    """What ``@triton.jit(...)`` declared for ``kernel`` that changes the code Triton
+    compiles, only what is set: ``debug``, ``noinline`` and the parameters left
+    unspecialized, by name (``JITFunction.debug``, ``.noinline``,
+    ``KernelParam.do_not_specialize``, ``.do_not_specialize_on_alignment``; 3.6.0, 3.8.0,
+    3.9.0). Triton's source hash starts at ``def``: it leaves the decorator out. Empty for a
+    plain ``@triton.jit`` and for anything but a ``JITFunction``."""
+    if not is_jit_function(kernel):
+        return {}
+    out: dict[str, Any] = {}
+    for flag in ("debug", "noinline"):
+        if getattr(kernel, flag, None):
+            out[flag] = True
+    params = getattr(kernel, "params", None) or ()
+    for flag in ("do_not_specialize", "do_not_specialize_on_alignment"):
+        names = [p.name for p in params if getattr(p, flag, False)]
+        if names:
+            out[flag] = names
+    return out
+
+
 def constexpr_params(kernel: Any) -> frozenset[str] | None:
     """Names of the constexpr parameters from ``JITFunction.params`` (``KernelParam.name``,
     ``.is_constexpr``; 3.6.0, 3.9.0); None when the kernel has no ``params``."""

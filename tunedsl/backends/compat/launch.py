@@ -355,6 +355,31 @@ def cache_invalidating_items() -> tuple[tuple[str, str], ...]:
     return tuple(sorted(_cache_invalidating_env().items()))
 
 
+#: Variables Triton reads into a kernel's compile options (``CUDAOptions.ptx_options``,
+#: ``debug``, ``instrumentation_mode``; ``knobs.nvidia``, ``knobs.runtime``,
+#: ``knobs.compilation``: 3.6.0, 3.8.0, 3.9.0) or that replace what it compiles, and that
+#: ``get_cache_invalidating_env_vars`` leaves out: Triton's cache key has them through the
+#: options, and another value compiles other code.
+OPTION_VARIABLES = (
+    "PTXAS_OPTIONS",
+    "TRITON_DEBUG",
+    "TRITON_INSTRUMENTATION_MODE",
+    "TRITON_KERNEL_OVERRIDE",
+    "TRITON_LIBDEVICE_PATH",
+    "TRITON_MOCK_PTX_VERSION",
+)
+
+
+def codegen_env() -> dict[str, str]:
+    """Every set variable that changes the code Triton compiles, sorted: its
+    cache-invalidating ones (:func:`cache_invalidating_env`) and :data:`OPTION_VARIABLES`.
+    A decision is keyed by them (a record tuned under ``PTXAS_OPTIONS`` is another kernel's);
+    a compile's cache key uses Triton's own list, as Triton does."""
+    env = dict(_cache_invalidating_env())
+    env.update({name: value for name in OPTION_VARIABLES if (value := os.environ.get(name))})
+    return dict(sorted(env.items()))
+
+
 @knobs.per_environ
 def _cache_invalidating_env() -> dict[str, str]:
     from triton._C.libtriton import get_cache_invalidating_env_vars
