@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
 from tunedsl.precompile.shapes import check_arguments, read_shapes
-from tunedsl.store.paths import check_scratch
+from tunedsl.store.scratch import check_scratch
 
 if TYPE_CHECKING:
     from tunedsl.precompile.gpu_shards import GpuChildren
@@ -101,9 +101,9 @@ class WorkloadExit(Exception):
 
 def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private records directory; the records it wrote, as JSON."""
-    from tunedsl.store import paths, records, rules
+    from tunedsl.store import paths, records, rules, scratch
 
-    with paths.scratch_dir(SCRATCH_PREFIX) as tmp:
+    with scratch.scratch_dir(SCRATCH_PREFIX) as tmp:
         mine = tmp / "records"
         with paths.records_kept_in(mine), rules.measuring():
             try:
@@ -119,7 +119,7 @@ def run_task(task: Task) -> list[dict[str, Any]]:
             ]
 
 
-#: A task's scratch directory, in the temporary directory (``paths.scratch_dir``: one a
+#: A task's scratch directory, in the temporary directory (``scratch.scratch_dir``: one a
 #: killed sweep left is removed by the user's next task).
 SCRATCH_PREFIX = "tunedsl-sweep-"
 
