@@ -335,3 +335,85 @@ def test_a_script_named_itself_runs_its_source_not_a_pyc_another_user_put_beside
         assert not marker.exists(), "another user's pyc ran instead of the script"
         assert (project / "mine-ran").exists(), said  # the script's own workload ran
         assert out.returncode == 0, said
+
+
+MINE_WITH_HELPER = """
+import os
+
+from tunedsl import workload
+
+import tunedsl_prefix_helper  # beside the script: compiled under the pycache prefix
+
+
+@workload
+def mine():
+    open(os.path.join(os.path.dirname(__file__), "mine-ran"), "w").close()
+"""
+
+MAKE_OPEN_DIR = """
+import os, sys
+os.mkdir(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)
+"""
+
+PLANT_UNDER_PREFIX = """
+import os, shutil, sys
+os.makedirs(os.path.dirname(sys.argv[2]))
+shutil.copyfile(sys.argv[1], sys.argv[2])
+"""
+
+
+@pytest.mark.needs_triton
+def test_precompile_and_replay_never_run_a_pyc_another_user_put_under_the_pycache_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With PYTHONPYCACHEPREFIX set, Python reads every module's compiled code from a mirror
+    # of its directory under the prefix, not from the `__pycache__` beside it. The project
+    # passed the trust check, but the prefix (a shared directory another user made) was
+    # never looked at: a module the script imports ran the other user's pyc as this user.
+    from tunedsl.precompile import replay
+
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        project = base / "project"
+        project.mkdir(mode=0o755)
+        project.chmod(0o755)
+        mine = project / "mine_kernels.py"
+        mine.write_text(MINE_WITH_HELPER.lstrip())
+        helper = project / "tunedsl_prefix_helper.py"
+        helper.write_text("VALUE = 1\n")
+        for path in (mine, helper):
+            path.chmod(0o644)
+        prefix, marker = base / "pycache-prefix", base / "pwned"
+        swap_attack.attacker_step(MAKE_OPEN_DIR, str(prefix))
+        with monkeypatch.context() as patched:
+            patched.setattr(sys, "pycache_prefix", str(prefix))
+            pyc = swap_attack.stage_pyc(helper, base / "staged.pyc", marker, "VALUE = 1")
+        swap_attack.attacker_step(PLANT_UNDER_PREFIX, str(base / "staged.pyc"), pyc)
+
+        env = child_env(base / "cache", PYTHONPYCACHEPREFIX=str(prefix))
+        out, said = _precompile(str(project), env)
+        assert not marker.exists(), "another user's pyc under the prefix ran under precompile DIR"
+        assert out.returncode == 1, said
+        assert f"{mine}: not imported" in said and f"{helper}: not imported" in said, said
+        assert f"{prefix} is owned by another user (uid {swap_attack.ATTACKER})" in said, said
+        assert "point PYTHONPYCACHEPREFIX at a directory of your own" in said, said
+        assert "Traceback" not in said
+
+        monkeypatch.setattr(sys, "pycache_prefix", str(prefix))
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        info = {"file": str(mine), "module": "mine_kernels", "qualname": "mine"}
+        try:
+            with pytest.raises(LookupError, match="PYTHONPYCACHEPREFIX"):
+                replay._load_kernel(info, {})
+        finally:
+            for name in ("mine_kernels", "tunedsl_prefix_helper"):
+                sys.modules.pop(name, None)
+        assert not marker.exists(), "another user's pyc under the prefix ran under --replay"
+
+        own = base / "own-prefix"  # a prefix of this user's own: the project is imported
+        own.mkdir(mode=0o700)
+        out, said = _precompile(str(project), {**env, "PYTHONPYCACHEPREFIX": str(own)})
+        assert out.returncode == 0, said
+        assert (project / "mine-ran").exists(), said
+        assert not marker.exists()

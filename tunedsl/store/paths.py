@@ -20,6 +20,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -258,13 +259,17 @@ def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
     """Why another user could have written the code file ``path`` (its real path), or None.
 
     Trusted: the file, the ``__pycache__`` beside it (as named and real: Python runs its code
-    instead) and every directory above, owned by this user or root and closed to writes by
-    group and others (a directory above may be sticky, as ``/tmp``). With ``on_path`` (the
-    file's directory, as named, goes on ``sys.path``) it must pass the cache's chain rule."""
+    instead; under ``sys.pycache_prefix``, the directory there instead) and every directory
+    above, owned by this user or root and closed to writes by group and others (a directory
+    above may be sticky, as ``/tmp``). With ``on_path`` (the file's directory, as named, goes
+    on ``sys.path``) it must pass the cache's chain rule."""
     named = () if os.path.isdir(path) else {os.path.abspath(path), os.path.realpath(path)}
-    caches = sorted({os.path.join(os.path.dirname(p), "__pycache__") for p in named})
-    caches = [c for c in caches if os.path.lexists(c)]  # (none for a package's directory)
-    why = _untrusted_file(path) or next(filter(None, map(_untrusted_file, caches)), None)
+    if sys.pycache_prefix:  # the compiled code of every module is read from under the prefix
+        why = _untrusted_file(path) or next(filter(None, map(_untrusted_prefix, named)), None)
+    else:
+        caches = sorted({os.path.join(os.path.dirname(p), "__pycache__") for p in named})
+        caches = [c for c in caches if os.path.lexists(c)]  # (none for a package's directory)
+        why = _untrusted_file(path) or next(filter(None, map(_untrusted_file, caches)), None)
     if why is not None or not on_path:
         return why
     directory = os.path.dirname(os.path.abspath(path))
@@ -274,6 +279,30 @@ def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
         return str(untrusted)
     except OSError as err:
         return f"{directory} cannot be checked ({err.strerror or err})"
+    return None
+
+
+def _untrusted_prefix(path: str) -> str | None:
+    """Why another user could put the compiled code Python runs for the source ``path``
+    under ``sys.pycache_prefix`` (``PYTHONPYCACHEPREFIX``), or None. That directory, where
+    the modules beside ``path`` are compiled too, is trusted as the cache's are (the chain
+    rule: it, or the part of it that exists, owned by this user or root and closed to writes
+    by others; above it, sticky allowed, and links only this user's or root's), since
+    Python runs a pyc found there instead of the source."""
+    import importlib.util
+
+    directory = os.path.dirname(os.path.abspath(importlib.util.cache_from_source(path)))
+    existing = directory
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)  # where Python makes the rest when it writes
+    try:
+        os.close(_open_chain(Path(existing), True, True))
+    except OSError as err:
+        why = str(err) if isinstance(err, UntrustedDir) else f"{existing}: {err.strerror or err}"
+        return (
+            f"Python reads the compiled code of {path} from {directory} (PYTHONPYCACHEPREFIX), "
+            f"and {why}; point PYTHONPYCACHEPREFIX at a directory of your own"
+        )
     return None
 
 
