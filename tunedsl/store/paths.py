@@ -284,25 +284,34 @@ def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
 
 def _untrusted_prefix(path: str) -> str | None:
     """Why another user could put the compiled code Python runs for the source ``path``
-    under ``sys.pycache_prefix`` (``PYTHONPYCACHEPREFIX``), or None. That directory, where
-    the modules beside ``path`` are compiled too, is trusted as the cache's are (the chain
-    rule: it, or the part of it that exists, owned by this user or root and closed to writes
-    by others; above it, sticky allowed, and links only this user's or root's), since
-    Python runs a pyc found there instead of the source."""
+    under ``sys.pycache_prefix`` (``PYTHONPYCACHEPREFIX``), or None: Python runs a pyc found
+    there instead of the source, and the modules beside ``path`` are compiled there too."""
     import importlib.util
 
     directory = os.path.dirname(os.path.abspath(importlib.util.cache_from_source(path)))
-    existing = directory
+    why = untrusted_place(Path(directory))
+    if why is None:
+        return None
+    return (
+        f"Python reads the compiled code of {path} from {directory} (PYTHONPYCACHEPREFIX), "
+        f"and {why}; point PYTHONPYCACHEPREFIX at a directory of your own"
+    )
+
+
+def untrusted_place(path: Path) -> str | None:
+    """Why another user could put files in the directory ``path`` that a tool reads code
+    from (Python's pycache prefix, Triton's cache), or None. The chain rule of the cache
+    (:func:`_open_chain`, root may own it), applied to ``path`` or, while it is missing, to
+    the nearest directory above it that exists, where the rest is made on the first write."""
+    existing = os.path.abspath(path)
     while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)  # where Python makes the rest when it writes
+        existing = os.path.dirname(existing)
     try:
         os.close(_open_chain(Path(existing), True, True))
+    except UntrustedDir as why:
+        return str(why)
     except OSError as err:
-        why = str(err) if isinstance(err, UntrustedDir) else f"{existing}: {err.strerror or err}"
-        return (
-            f"Python reads the compiled code of {path} from {directory} (PYTHONPYCACHEPREFIX), "
-            f"and {why}; point PYTHONPYCACHEPREFIX at a directory of your own"
-        )
+        return f"{existing} cannot be checked ({err.strerror or err})"
     return None
 
 
