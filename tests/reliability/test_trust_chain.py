@@ -417,3 +417,52 @@ def test_precompile_and_replay_never_run_a_pyc_another_user_put_under_the_pycach
         assert out.returncode == 0, said
         assert (project / "mine-ran").exists(), said
         assert not marker.exists()
+
+
+# A module named like one the package imports, put by another user in the shared directory
+# that holds the package (its root): it leaves a marker, then fails the import.
+PLANT_TOP_LEVEL = """
+import sys
+path, marker = sys.argv[1:3]
+with open(path, "w") as fh:
+    fh.write(f"open({marker!r}, 'w').close()\\nraise ImportError('planted')\\n")
+"""
+
+
+@pytest.mark.needs_triton
+def test_a_package_in_a_shared_directory_never_puts_that_directory_on_sys_path() -> None:
+    # A package of this user's in a shared sticky directory (`/tmp/pkgx/`, closed to others):
+    # its module was imported by its dotted name with the package's root (`/tmp`, open to
+    # all) first on sys.path, so the module's own `import torch` ran a `torch.py` another
+    # user put there, as this user: under `precompile DIR`, `precompile FILE` and replay.
+    from tunedsl.precompile import replay
+
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        pkg = base / "pkgx"
+        pkg.mkdir(mode=0o755)
+        pkg.chmod(0o755)
+        kern = pkg / "kern.py"
+        (pkg / "__init__.py").write_text("")
+        kern.write_text("import torch\n" + MINE.lstrip())
+        for path in pkg.iterdir():
+            path.chmod(0o644)
+        marker = base / "pwned"
+        swap_attack.attacker_step(PLANT_TOP_LEVEL, str(base / "torch.py"), str(marker))
+        env = child_env(base / "cache")
+        for target in (pkg, kern):
+            out, said = _precompile(str(target), env)
+            assert not marker.exists(), f"another user's torch.py ran under precompile {target}"
+            assert out.returncode == 1, said
+            assert f"a package whose root {base} would go on sys.path" in said, said
+            assert f"{base} is writable by group or others (mode 1777)" in said, said
+            assert not (pkg / "mine-ran").exists()
+        info = {"file": str(kern), "module": "pkgx.kern", "qualname": "mine"}
+        try:
+            with pytest.raises(replay.ImportFailed) as failed:
+                replay._load_kernel(info, {})
+            assert "would go on sys.path" in str(failed.value.cause)
+        finally:
+            for name in ("pkgx", "pkgx.kern"):
+                sys.modules.pop(name, None)
+        assert not marker.exists(), "another user's torch.py ran under precompile --replay"

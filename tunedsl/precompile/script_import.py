@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from tunedsl.model.identity import package_root
@@ -78,6 +79,16 @@ def package_module(abspath: str) -> ModuleType | None:
                 f"{abspath} not imported: it is a module of a package, and {why}, so that "
                 "package's code is not trusted; close it to others' writes (chown, chmod go-w)"
             )
+    # The package's root goes first on sys.path: a module another user puts there (in /tmp,
+    # say) is what the package's own `import torch` would run.
+    why = paths.untrusted_place(Path(directory))
+    if why is not None:
+        raise ImportError(
+            f"{abspath} not imported: it is a module of a package whose root {directory} "
+            f"would go on sys.path, and {why}, so a module another user puts there would be "
+            "imported in its place; move the package into a directory closed to writes by "
+            "others"
+        )
     top = os.path.join(directory, parts[0])
     loaded = sys.modules.get(parts[0])
     if loaded is None:
