@@ -466,3 +466,49 @@ def test_a_package_in_a_shared_directory_never_puts_that_directory_on_sys_path()
             for name in ("pkgx", "pkgx.kern"):
                 sys.modules.pop(name, None)
         assert not marker.exists(), "another user's torch.py ran under precompile --replay"
+
+
+# A package directory that shadows the victim's module of the same name (a package is found
+# before a module): `pkgx/helper/__init__.py` is imported for `pkgx.helper`.
+PLANT_SHADOW = """
+import os, sys
+package, marker = sys.argv[1:3]
+os.mkdir(package)
+with open(os.path.join(package, "__init__.py"), "w") as fh:
+    fh.write(f"open({marker!r}, 'w').close()\\n")
+"""
+
+
+@pytest.mark.needs_triton
+def test_a_package_directory_others_can_write_never_has_its_modules_imported() -> None:
+    # The module's own directory passed the check, but the package above it was open to
+    # others (sticky, as a shared project directory made with `chmod 1777`): the module's
+    # `from pkgx import helper` ran a package directory another user made beside helper.py.
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        root = base / "project"
+        pkg, sub = root / "pkgx", root / "pkgx" / "sub"
+        sub.mkdir(parents=True)
+        for path in (pkg, sub):
+            (path / "__init__.py").write_text("")
+        (pkg / "helper.py").write_text("VALUE = 1\n")
+        kern = sub / "kern.py"
+        kern.write_text("from pkgx import helper\n" + MINE.lstrip())
+        for path in (root, sub):
+            path.chmod(0o755)
+        pkg.chmod(0o1777)
+        marker = base / "pwned"
+        swap_attack.attacker_step(PLANT_SHADOW, str(pkg / "helper"), str(marker))
+        env = child_env(base / "cache")
+        for target in (sub, kern):
+            out, said = _precompile(str(target), env)
+            assert not marker.exists(), f"another user's package ran under precompile {target}"
+            assert out.returncode == 1, said
+            assert f"{kern} not imported: it is a module of a package in {pkg}" in said, said
+            assert f"{pkg} is writable by group or others (mode 1777)" in said, said
+        for planted in (pkg / "helper" / "__init__.py", pkg / "helper"):
+            planted.unlink() if planted.is_file() else planted.rmdir()
+        pkg.chmod(0o755)  # closed to others: the package's module is imported
+        out, said = _precompile(str(sub), env)
+        assert out.returncode == 0, said
+        assert (sub / "mine-ran").exists(), said

@@ -79,16 +79,19 @@ def package_module(abspath: str) -> ModuleType | None:
                 f"{abspath} not imported: it is a module of a package, and {why}, so that "
                 "package's code is not trusted; close it to others' writes (chown, chmod go-w)"
             )
-    # The package's root goes first on sys.path: a module another user puts there (in /tmp,
-    # say) is what the package's own `import torch` would run.
-    why = paths.untrusted_place(Path(directory))
-    if why is not None:
-        raise ImportError(
-            f"{abspath} not imported: it is a module of a package whose root {directory} "
-            f"would go on sys.path, and {why}, so a module another user puts there would be "
-            "imported in its place; move the package into a directory closed to writes by "
-            "others"
-        )
+    # The package's root goes first on sys.path, and each package's directory is where its
+    # modules are found: one another user can write to (even sticky: /tmp) is where they put
+    # `torch.py`, or a package directory that shadows a module of the same name.
+    for depth in range(len(parts)):
+        place = os.path.join(directory, *parts[:depth])
+        why = paths.untrusted_place(Path(place))
+        if why is not None:
+            what = f"whose root {place} would go on sys.path" if depth == 0 else f"in {place}"
+            raise ImportError(
+                f"{abspath} not imported: it is a module of a package {what}, and {why}, so "
+                "a module another user puts there would be imported in place of yours; move "
+                "the package into a directory closed to writes by others"
+            )
     top = os.path.join(directory, parts[0])
     loaded = sys.modules.get(parts[0])
     if loaded is None:
