@@ -65,7 +65,9 @@ def package_module(abspath: str) -> ModuleType | None:
     imported from elsewhere. The top package is loaded from its own ``__init__.py`` (no
     search of ``sys.path``, where another copy could come first); the packages below it and
     the module are found through their parents' ``__path__``, as ``import`` finds them. The
-    package's root goes on ``sys.path``, as for ``python -m`` run from it."""
+    package's root goes on ``sys.path``, as for ``python -m`` run from it. ImportError when
+    an ``__init__.py`` on the way, the root or a package's directory is open to others'
+    writes (:func:`paths.untrusted_place`), before anything of the package runs."""
     real = os.path.realpath(abspath)
     directory, packages = package_root(real)
     parts = [*packages, os.path.splitext(os.path.basename(real))[0]]
