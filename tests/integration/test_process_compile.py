@@ -134,7 +134,8 @@ from triton.backends.compiler import GPUTarget
 from shared_kernels import mm
 
 from tunedsl.backends import process_compile
-from tunedsl.backends.triton_compile import compile_source, pack_for_target, triton_cache_has
+from tunedsl.backends.triton_cache import triton_cache_has
+from tunedsl.backends.triton_compile import compile_source, pack_for_target
 from tunedsl.backends import compile_processes
 
 S = 256

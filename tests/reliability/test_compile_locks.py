@@ -164,3 +164,68 @@ def test_a_compile_lock_held_by_a_hung_process_of_this_user_is_waited_for_a_boun
     assert "standin_vadd.py:add" in again.stdout and "failed: " not in again.stdout
     warned = _warnings(again.stderr)
     assert len(warned) == 1 and "compile lock" in warned[0] and "waited" in warned[0], warned
+
+
+# Compiles tunedsl drives outside `precompile`: one variant (as a compile process does), and
+# a tuning's batch (on a GPU), refused before anything is built there.
+COMPILE_ONE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from standin_vadd import vadd
+
+from tunedsl.backends.compile_ahead import compile_jobs
+from tunedsl.backends.triton_compile import compile_variant
+from tunedsl.errors import UsageError
+
+x = torch.empty(256)
+for compile in (
+    lambda: compile_variant(vadd, (x, x, x, 256), {"BLOCK": 64}, {"num_warps": 1}, target="cuda:90"),
+    lambda: list(compile_jobs(vadd, [])),  # a tuning's compiles, before its launcher is built
+):
+    try:
+        compile()
+    except UsageError as err:
+        print("REFUSED", err)
+    else:
+        print("COMPILED")
+"""
+
+
+def test_nothing_is_compiled_into_a_triton_cache_another_user_can_write(tmp_path: Path) -> None:
+    """`TRITON_CACHE_DIR` names a directory another user made (open to all), or one not made
+    yet in a directory open to all: Triton loads the binaries and (on a GPU) imports the
+    launcher libraries it finds there, and a cross-compile put there is one they can swap
+    before a later run loads it. precompile stops before any work with one error naming
+    the directory and the fix, and every other compile tunedsl drives is refused alike;
+    nothing is written there (every variant was compiled into their directory)."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        theirs, open_dir = base / "triton-cache", base / "open"
+        swap_attack.attacker_step(MAKE_OPEN_DIR, str(theirs))
+        open_dir.mkdir()
+        open_dir.chmod(0o777)
+        for triton_cache, why in (
+            (theirs, f"{theirs} is owned by another user (uid {swap_attack.ATTACKER})"),
+            (open_dir / "cache", f"{open_dir} is writable by group or others (mode 777)"),
+        ):
+            out = _precompile(tmp_path / "own-cache", triton_cache, timeout=300)
+            said = out.stdout + out.stderr
+            assert out.returncode == 2, said
+            assert f"Triton's cache directory {triton_cache}: {why}" in said, said
+            assert "set TRITON_CACHE_DIR to a directory of your own" in said, said
+            assert "Traceback" not in said
+            env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "own-cache"))
+            env.update(TRITON_CACHE_DIR=str(triton_cache), TRITON_DEFAULT_FP_FUSION="1")
+            env.pop("TRITON_INTERPRET", None)
+            one = subprocess.run(
+                [sys.executable, "-c", COMPILE_ONE, str(SCRIPT.parent)],
+                capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
+            )  # fmt: skip
+            lines = one.stdout.splitlines()
+            assert one.returncode == 0 and len(lines) == 2, one.stdout + one.stderr
+            assert all(line.startswith("REFUSED") and why in line for line in lines), lines
+        assert os.listdir(theirs) == [] and os.listdir(open_dir) == []
+    own = _precompile(tmp_path / "own-cache", tmp_path / "triton-cache", timeout=300)
+    assert own.returncode == 0, own.stdout + own.stderr  # a Triton cache of this user's own
+    assert os.listdir(tmp_path / "triton-cache")

@@ -1,4 +1,4 @@
-"""Scratch directories (``store/paths.scratch_dir``: a sweep task's records, the claims of a
+"""Scratch directories (``store/scratch.scratch_dir``: a sweep task's records, the claims of a
 multi-GPU ``precompile --tune``) ending while another process of the user removes the ones
 killed processes left: real processes, real files, real locks."""
 
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from tunedsl.store import paths
+from tunedsl.store import paths, scratch
 
 OWNER = """
 import sys, time
 from pathlib import Path
 
-from tunedsl.store import paths
+from tunedsl.store import scratch
 
-with paths.scratch_dir("tunedsl-sweep-") as tmp:
+with scratch.scratch_dir("tunedsl-sweep-") as tmp:
     for i in range(20000):  # a removal that takes a while
         (tmp / f"f{i}").write_bytes(b"")
     print(tmp, flush=True)
@@ -39,25 +39,25 @@ def test_a_scratch_directory_being_removed_by_its_owner_is_not_taken_for_abandon
     # The owner unlocked its directory before removing it: another process took it for a
     # killed one's and removed it too, and the two removals raced (either could fail on
     # the other's half-removed tree, leaving an empty directory that nothing removes).
-    scratch, go = tmp_path / "tmp", tmp_path / "go"
-    scratch.mkdir()
-    env = {**os.environ, "TMPDIR": str(scratch)}
+    tmp, go = tmp_path / "tmp", tmp_path / "go"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER, str(go)], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert owner.stdout is not None
     made = Path(owner.stdout.readline().strip())
-    assert made.parent == scratch, owner.communicate()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process's TMPDIR too
+    assert made.parent == tmp, owner.communicate()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # this process's TMPDIR too
     go.write_text("")
     removed = 0
     while owner.poll() is None:  # another process of the user starts a task meanwhile
-        removed += paths.remove_abandoned_scratch("tunedsl-sweep-")
+        removed += scratch.remove_abandoned_scratch("tunedsl-sweep-")
     out, err = owner.communicate()
     assert owner.returncode == 0 and "left" in out, err
     assert removed == 0, "a live process's directory was removed as abandoned"
-    assert list(scratch.iterdir()) == []
+    assert list(tmp.iterdir()) == []
 
 
 def test_a_scratch_directory_left_without_its_lock_file_is_removed_after_an_hour(
@@ -69,10 +69,10 @@ def test_a_scratch_directory_left_without_its_lock_file_is_removed_after_an_hour
     old, new = tmp_path / "tunedsl-sweep-old", tmp_path / "tunedsl-sweep-new"
     for made in (old, new):
         made.mkdir(mode=0o700)
-        (made / (paths.SCRATCH_ALIVE + ".new")).write_bytes(b"")  # killed before the rename
+        (made / (scratch.SCRATCH_ALIVE + ".new")).write_bytes(b"")  # killed before the rename
     hour_ago = time.time() - paths.STALE_TEMP_AGE_S - 60
     os.utime(old, (hour_ago, hour_ago))
-    assert paths.remove_abandoned_scratch("tunedsl-sweep-") == 1
+    assert scratch.remove_abandoned_scratch("tunedsl-sweep-") == 1
     assert not old.exists() and new.exists()  # a directory being made now is left alone
 
 
@@ -161,7 +161,7 @@ def test_no_directory_is_removed_from_a_tmpdir_another_user_can_rename_in(
         capture_output=True, text=True,
     )  # fmt: skip
     assert attack.returncode == 0, attack.stderr
-    use = "from tunedsl.store import paths\nwith paths.scratch_dir('tunedsl-claims-'):\n    pass\n"
+    use = "from tunedsl.store import scratch\nwith scratch.scratch_dir('tunedsl-claims-'):\n    pass\n"
     out = subprocess.run(
         [sys.executable, "-c", use], env={**os.environ, "TMPDIR": str(shared)},
         capture_output=True, text=True, timeout=60,

@@ -335,3 +335,180 @@ def test_a_script_named_itself_runs_its_source_not_a_pyc_another_user_put_beside
         assert not marker.exists(), "another user's pyc ran instead of the script"
         assert (project / "mine-ran").exists(), said  # the script's own workload ran
         assert out.returncode == 0, said
+
+
+MINE_WITH_HELPER = """
+import os
+
+from tunedsl import workload
+
+import tunedsl_prefix_helper  # beside the script: compiled under the pycache prefix
+
+
+@workload
+def mine():
+    open(os.path.join(os.path.dirname(__file__), "mine-ran"), "w").close()
+"""
+
+MAKE_OPEN_DIR = """
+import os, sys
+os.mkdir(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)
+"""
+
+PLANT_UNDER_PREFIX = """
+import os, shutil, sys
+os.makedirs(os.path.dirname(sys.argv[2]))
+shutil.copyfile(sys.argv[1], sys.argv[2])
+"""
+
+
+@pytest.mark.needs_triton
+def test_precompile_and_replay_never_run_a_pyc_another_user_put_under_the_pycache_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With PYTHONPYCACHEPREFIX set, Python reads every module's compiled code from a mirror
+    # of its directory under the prefix, not from the `__pycache__` beside it. The project
+    # passed the trust check, but the prefix (a shared directory another user made) was
+    # never looked at: a module the script imports ran the other user's pyc as this user.
+    from tunedsl.precompile import replay
+
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        project = base / "project"
+        project.mkdir(mode=0o755)
+        project.chmod(0o755)
+        mine = project / "mine_kernels.py"
+        mine.write_text(MINE_WITH_HELPER.lstrip())
+        helper = project / "tunedsl_prefix_helper.py"
+        helper.write_text("VALUE = 1\n")
+        for path in (mine, helper):
+            path.chmod(0o644)
+        prefix, marker = base / "pycache-prefix", base / "pwned"
+        swap_attack.attacker_step(MAKE_OPEN_DIR, str(prefix))
+        with monkeypatch.context() as patched:
+            patched.setattr(sys, "pycache_prefix", str(prefix))
+            pyc = swap_attack.stage_pyc(helper, base / "staged.pyc", marker, "VALUE = 1")
+        swap_attack.attacker_step(PLANT_UNDER_PREFIX, str(base / "staged.pyc"), pyc)
+
+        env = child_env(base / "cache", PYTHONPYCACHEPREFIX=str(prefix))
+        out, said = _precompile(str(project), env)
+        assert not marker.exists(), "another user's pyc under the prefix ran under precompile DIR"
+        assert out.returncode == 1, said
+        assert f"{mine}: not imported" in said and f"{helper}: not imported" in said, said
+        assert f"{prefix} is owned by another user (uid {swap_attack.ATTACKER})" in said, said
+        assert "point PYTHONPYCACHEPREFIX at a directory of your own" in said, said
+        assert "Traceback" not in said
+
+        monkeypatch.setattr(sys, "pycache_prefix", str(prefix))
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        info = {"file": str(mine), "module": "mine_kernels", "qualname": "mine"}
+        try:
+            with pytest.raises(LookupError, match="PYTHONPYCACHEPREFIX"):
+                replay._load_kernel(info, {})
+        finally:
+            for name in ("mine_kernels", "tunedsl_prefix_helper"):
+                sys.modules.pop(name, None)
+        assert not marker.exists(), "another user's pyc under the prefix ran under --replay"
+
+        own = base / "own-prefix"  # a prefix of this user's own: the project is imported
+        own.mkdir(mode=0o700)
+        out, said = _precompile(str(project), {**env, "PYTHONPYCACHEPREFIX": str(own)})
+        assert out.returncode == 0, said
+        assert (project / "mine-ran").exists(), said
+        assert not marker.exists()
+
+
+# A module named like one the package imports, put by another user in the shared directory
+# that holds the package (its root): it leaves a marker, then fails the import.
+PLANT_TOP_LEVEL = """
+import sys
+path, marker = sys.argv[1:3]
+with open(path, "w") as fh:
+    fh.write(f"open({marker!r}, 'w').close()\\nraise ImportError('planted')\\n")
+"""
+
+
+@pytest.mark.needs_triton
+def test_a_package_in_a_shared_directory_never_puts_that_directory_on_sys_path() -> None:
+    # A package of this user's in a shared sticky directory (`/tmp/pkgx/`, closed to others):
+    # its module was imported by its dotted name with the package's root (`/tmp`, open to
+    # all) first on sys.path, so the module's own `import torch` ran a `torch.py` another
+    # user put there, as this user: under `precompile DIR`, `precompile FILE` and replay.
+    from tunedsl.precompile import replay
+
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        pkg = base / "pkgx"
+        pkg.mkdir(mode=0o755)
+        pkg.chmod(0o755)
+        kern = pkg / "kern.py"
+        (pkg / "__init__.py").write_text("")
+        kern.write_text("import torch\n" + MINE.lstrip())
+        for path in pkg.iterdir():
+            path.chmod(0o644)
+        marker = base / "pwned"
+        swap_attack.attacker_step(PLANT_TOP_LEVEL, str(base / "torch.py"), str(marker))
+        env = child_env(base / "cache")
+        for target in (pkg, kern):
+            out, said = _precompile(str(target), env)
+            assert not marker.exists(), f"another user's torch.py ran under precompile {target}"
+            assert out.returncode == 1, said
+            assert f"a package whose root {base} would go on sys.path" in said, said
+            assert f"{base} is writable by group or others (mode 1777)" in said, said
+            assert not (pkg / "mine-ran").exists()
+        info = {"file": str(kern), "module": "pkgx.kern", "qualname": "mine"}
+        try:
+            with pytest.raises(replay.ImportFailed) as failed:
+                replay._load_kernel(info, {})
+            assert "would go on sys.path" in str(failed.value.cause)
+        finally:
+            for name in ("pkgx", "pkgx.kern"):
+                sys.modules.pop(name, None)
+        assert not marker.exists(), "another user's torch.py ran under precompile --replay"
+
+
+# A package directory that shadows the victim's module of the same name (a package is found
+# before a module): `pkgx/helper/__init__.py` is imported for `pkgx.helper`.
+PLANT_SHADOW = """
+import os, sys
+package, marker = sys.argv[1:3]
+os.mkdir(package)
+with open(os.path.join(package, "__init__.py"), "w") as fh:
+    fh.write(f"open({marker!r}, 'w').close()\\n")
+"""
+
+
+@pytest.mark.needs_triton
+def test_a_package_directory_others_can_write_never_has_its_modules_imported() -> None:
+    # The module's own directory passed the check, but the package above it was open to
+    # others (sticky, as a shared project directory made with `chmod 1777`): the module's
+    # `from pkgx import helper` ran a package directory another user made beside helper.py.
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        root = base / "project"
+        pkg, sub = root / "pkgx", root / "pkgx" / "sub"
+        sub.mkdir(parents=True)
+        for path in (pkg, sub):
+            (path / "__init__.py").write_text("")
+        (pkg / "helper.py").write_text("VALUE = 1\n")
+        kern = sub / "kern.py"
+        kern.write_text("from pkgx import helper\n" + MINE.lstrip())
+        for path in (root, sub):
+            path.chmod(0o755)
+        pkg.chmod(0o1777)
+        marker = base / "pwned"
+        swap_attack.attacker_step(PLANT_SHADOW, str(pkg / "helper"), str(marker))
+        env = child_env(base / "cache")
+        for target in (sub, kern):
+            out, said = _precompile(str(target), env)
+            assert not marker.exists(), f"another user's package ran under precompile {target}"
+            assert out.returncode == 1, said
+            assert f"{kern} not imported: it is a module of a package in {pkg}" in said, said
+            assert f"{pkg} is writable by group or others (mode 1777)" in said, said
+        for planted in (pkg / "helper" / "__init__.py", pkg / "helper"):
+            planted.unlink() if planted.is_file() else planted.rmdir()
+        pkg.chmod(0o755)  # closed to others: the package's module is imported
+        out, said = _precompile(str(sub), env)
+        assert out.returncode == 0, said
+        assert (sub / "mine-ran").exists(), said

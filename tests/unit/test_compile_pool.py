@@ -210,7 +210,7 @@ def test_a_stream_started_by_an_exit_handler_runs_every_job(tmp_path) -> None:
 
 HOLD_ENTRY = """\
 import time
-from tunedsl.backends.triton_compile import triton_cache_lock
+from tunedsl.backends.triton_cache import triton_cache_lock
 with triton_cache_lock("one-entry"):
     print("held", flush=True)
     time.sleep(600)
@@ -225,7 +225,7 @@ def test_the_wait_for_another_process_compiling_the_entry_follows_the_streams_ti
     import subprocess
     import warnings
 
-    from tunedsl.backends.triton_compile import triton_cache_lock
+    from tunedsl.backends.triton_cache import triton_cache_lock
 
     holder = subprocess.Popen([sys.executable, "-c", HOLD_ENTRY], stdout=subprocess.PIPE, text=True)
     try:

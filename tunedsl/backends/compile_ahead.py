@@ -55,6 +55,9 @@ def compile_jobs(
         return
     from tunedsl.backends.compile_pool import CompileCancelled, CompileJob, compile_stream
     from tunedsl.backends.process_compile import prebuild_launcher, variant_compiler
+    from tunedsl.backends.triton_cache import check_triton_cache
+
+    check_triton_cache()  # here, not in each job: a UsageError out of the tuning, once
 
     # before the stream's threads
     compile_variant = variant_compiler(

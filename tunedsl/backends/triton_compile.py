@@ -27,18 +27,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.arg_device import cuda_device_of
 from tunedsl.backends.compat import interpreting
+from tunedsl.backends.triton_cache import triton_cache_has, triton_cache_lock
 from tunedsl.errors import UsageError
 from tunedsl.model.keys import readable_constexpr
-from tunedsl.store.locks import compile_lock, file_lock
+from tunedsl.store.locks import compile_lock
 
 __all__ = [
     "CrossCompiled",
@@ -462,24 +462,3 @@ def compile_source(
         kernel=compiled,
         cached=cached,
     )
-
-
-def triton_cache_has(key: str, name: str) -> bool:
-    """True if Triton's cache dir holds the compiled kernel for cache key ``key``."""
-    return compat.triton_cache_has(key, name)
-
-
-@contextmanager
-def triton_cache_lock(key: str) -> Iterator[None]:
-    """Cross-process lock for one Triton cache entry (one empty lock file per entry, like
-    Triton's own cache dir has one directory per entry; threads of one process compiling
-    different variants never wait for each other). A holder that hangs is waited for half the
-    compile's timeout (``compile_pool.job_timeout_s``: ``tunedsl precompile --timeout``, else
-    ``TUNEDSL_CONFIG_TIMEOUT``), then the compile goes ahead without it."""
-    import hashlib
-
-    from tunedsl.backends.compile_pool import job_timeout_s
-
-    name = f"triton-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:32]}"
-    with file_lock(name, timeout_s=job_timeout_s() / 2):
-        yield

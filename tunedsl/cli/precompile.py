@@ -328,6 +328,15 @@ def main(args: argparse.Namespace) -> int:
     from tunedsl import knobs
     from tunedsl.errors import UsageError
 
+    if args.target:  # every compile checks it: said once here, before any work
+        from tunedsl.backends.triton_cache import check_triton_cache
+
+        try:
+            check_triton_cache()
+        except UsageError as err:
+            print(f"tunedsl precompile: error: {err}", file=sys.stderr)
+            return 2
+
     try:
         quiet = knobs.quiet()  # no progress line, as while tuning; a bad value is named
     except UsageError as err:

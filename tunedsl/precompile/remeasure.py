@@ -75,8 +75,8 @@ def measure(
     """Run the workloads of ``script`` over ``shapes`` and return every record they tuned,
     until ``enough(records)`` or ``budget_s`` seconds have passed."""
     from tunedsl.precompile.sweep import plan, run_task
-    from tunedsl.store.paths import check_scratch
     from tunedsl.store.records import Record
+    from tunedsl.store.scratch import check_scratch
 
     check_scratch()  # each task keeps its records in a scratch directory
     tasks = plan(script, shapes)

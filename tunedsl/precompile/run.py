@@ -240,10 +240,10 @@ def tune_on_gpus(
     error naming the GPU it happened on."""
     from tunedsl.precompile.gpu_shards import run_jobs
     from tunedsl.precompile.workload import SiteReport
-    from tunedsl.store import paths as store_paths
+    from tunedsl.store.scratch import scratch_dir
 
     summary = Summary()
-    with store_paths.scratch_dir("tunedsl-claims-") as claims:
+    with scratch_dir("tunedsl-claims-") as claims:
         job = {"tune": {"paths": [os.path.abspath(p) for p in paths], "claims": str(claims),
                         "workers": workers, "timeout_s": timeout_s}}  # fmt: skip
         answers = run_jobs(gpus, job)

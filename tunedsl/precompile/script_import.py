@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from tunedsl.model.identity import package_root
@@ -64,7 +65,9 @@ def package_module(abspath: str) -> ModuleType | None:
     imported from elsewhere. The top package is loaded from its own ``__init__.py`` (no
     search of ``sys.path``, where another copy could come first); the packages below it and
     the module are found through their parents' ``__path__``, as ``import`` finds them. The
-    package's root goes on ``sys.path``, as for ``python -m`` run from it."""
+    package's root goes on ``sys.path``, as for ``python -m`` run from it. ImportError when
+    an ``__init__.py`` on the way, the root or a package's directory is open to others'
+    writes (:func:`paths.untrusted_place`), before anything of the package runs."""
     real = os.path.realpath(abspath)
     directory, packages = package_root(real)
     parts = [*packages, os.path.splitext(os.path.basename(real))[0]]
@@ -77,6 +80,19 @@ def package_module(abspath: str) -> ModuleType | None:
             raise ImportError(
                 f"{abspath} not imported: it is a module of a package, and {why}, so that "
                 "package's code is not trusted; close it to others' writes (chown, chmod go-w)"
+            )
+    # The package's root goes first on sys.path, and each package's directory is where its
+    # modules are found: one another user can write to (even sticky: /tmp) is where they put
+    # `torch.py`, or a package directory that shadows a module of the same name.
+    for depth in range(len(parts)):
+        place = os.path.join(directory, *parts[:depth])
+        why = paths.untrusted_place(Path(place))
+        if why is not None:
+            what = f"whose root {place} would go on sys.path" if depth == 0 else f"in {place}"
+            raise ImportError(
+                f"{abspath} not imported: it is a module of a package {what}, and {why}, so "
+                "a module another user puts there would be imported in place of yours; move "
+                "the package into a directory closed to writes by others"
             )
     top = os.path.join(directory, parts[0])
     loaded = sys.modules.get(parts[0])

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
 from tunedsl.precompile.shapes import check_arguments, read_shapes
-from tunedsl.store.paths import check_scratch
+from tunedsl.store.scratch import check_scratch
 
 if TYPE_CHECKING:
     from tunedsl.precompile.gpu_shards import GpuChildren
@@ -101,9 +101,9 @@ class WorkloadExit(Exception):
 
 def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private records directory; the records it wrote, as JSON."""
-    from tunedsl.store import paths, records, rules
+    from tunedsl.store import paths, records, rules, scratch
 
-    with paths.scratch_dir(SCRATCH_PREFIX) as tmp:
+    with scratch.scratch_dir(SCRATCH_PREFIX) as tmp:
         mine = tmp / "records"
         with paths.records_kept_in(mine), rules.measuring():
             try:
@@ -119,7 +119,7 @@ def run_task(task: Task) -> list[dict[str, Any]]:
             ]
 
 
-#: A task's scratch directory, in the temporary directory (``paths.scratch_dir``: one a
+#: A task's scratch directory, in the temporary directory (``scratch.scratch_dir``: one a
 #: killed sweep left is removed by the user's next task).
 SCRATCH_PREFIX = "tunedsl-sweep-"
 
@@ -248,19 +248,11 @@ def run_on_ray(
     actor. Ctrl-C cancels everything still running."""
     import ray
 
-    runtime_env = {"env_vars": dict(env or {})}
-    started_here = not ray.is_initialized()
-    if started_here:
-        try:
-            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
-        except (ConnectionError, ValueError) as err:  # no cluster there, or no address
-            raise UsageError(
-                f"sweep --ray {address}: cannot join a Ray cluster ({err}); start one "
-                "(`ray start --head`) and name its address, or leave --ray out for a local one"
-            ) from None
-    try:
+    from tunedsl.precompile.ray_instance import ray_instance
+
+    with ray_instance(ray, address, dict(env or {})) as local:
         gpus = ray.cluster_resources().get("GPU", 0)
-        if started_here and address is None and gpus < gpus_per_task:
+        if local and gpus < gpus_per_task:
             # A local instance gains no GPU later: no actor could ever start.
             raise UsageError(
                 f"sweep: this machine's Ray instance has {gpus:g} GPUs and each actor asks "
@@ -272,9 +264,6 @@ def run_on_ray(
         worker_cls = ray.remote(num_gpus=gpus_per_task, max_restarts=0)(_Worker)
         pool = [worker_cls.remote() for _ in range(actors)]
         return _schedule(ray, pool, list(tasks), progress)
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 class _Worker:

@@ -20,6 +20,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -258,13 +259,17 @@ def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
     """Why another user could have written the code file ``path`` (its real path), or None.
 
     Trusted: the file, the ``__pycache__`` beside it (as named and real: Python runs its code
-    instead) and every directory above, owned by this user or root and closed to writes by
-    group and others (a directory above may be sticky, as ``/tmp``). With ``on_path`` (the
-    file's directory, as named, goes on ``sys.path``) it must pass the cache's chain rule."""
+    instead; under ``sys.pycache_prefix``, the directory there instead) and every directory
+    above, owned by this user or root and closed to writes by group and others (a directory
+    above may be sticky, as ``/tmp``). With ``on_path`` (the file's directory, as named, goes
+    on ``sys.path``) it must pass the cache's chain rule."""
     named = () if os.path.isdir(path) else {os.path.abspath(path), os.path.realpath(path)}
-    caches = sorted({os.path.join(os.path.dirname(p), "__pycache__") for p in named})
-    caches = [c for c in caches if os.path.lexists(c)]  # (none for a package's directory)
-    why = _untrusted_file(path) or next(filter(None, map(_untrusted_file, caches)), None)
+    if sys.pycache_prefix:  # the compiled code of every module is read from under the prefix
+        why = _untrusted_file(path) or next(filter(None, map(_untrusted_prefix, named)), None)
+    else:
+        caches = sorted({os.path.join(os.path.dirname(p), "__pycache__") for p in named})
+        caches = [c for c in caches if os.path.lexists(c)]  # (none for a package's directory)
+        why = _untrusted_file(path) or next(filter(None, map(_untrusted_file, caches)), None)
     if why is not None or not on_path:
         return why
     directory = os.path.dirname(os.path.abspath(path))
@@ -274,6 +279,39 @@ def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
         return str(untrusted)
     except OSError as err:
         return f"{directory} cannot be checked ({err.strerror or err})"
+    return None
+
+
+def _untrusted_prefix(path: str) -> str | None:
+    """Why another user could put the compiled code Python runs for the source ``path``
+    under ``sys.pycache_prefix`` (``PYTHONPYCACHEPREFIX``), or None: Python runs a pyc found
+    there instead of the source, and the modules beside ``path`` are compiled there too."""
+    import importlib.util
+
+    directory = os.path.dirname(os.path.abspath(importlib.util.cache_from_source(path)))
+    why = untrusted_place(Path(directory))
+    if why is None:
+        return None
+    return (
+        f"Python reads the compiled code of {path} from {directory} (PYTHONPYCACHEPREFIX), "
+        f"and {why}; point PYTHONPYCACHEPREFIX at a directory of your own"
+    )
+
+
+def untrusted_place(path: Path) -> str | None:
+    """Why another user could put files in the directory ``path`` that a tool reads code
+    from (Python's pycache prefix, Triton's cache), or None. The chain rule of the cache
+    (:func:`_open_chain`, root may own it), applied to ``path`` or, while it is missing, to
+    the nearest directory above it that exists, where the rest is made on the first write."""
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    try:
+        os.close(_open_chain(Path(existing), True, True))
+    except UntrustedDir as why:
+        return str(why)
+    except OSError as err:
+        return f"{existing} cannot be checked ({err.strerror or err})"
     return None
 
 
@@ -381,120 +419,4 @@ def remove_stale_temporaries(
                 removed += 1
         except OSError:
             continue
-    return removed
-
-
-# -- scratch directories -----------------------------------------------------------------
-
-#: The lock file of a scratch directory, locked for the directory's life: one that a killed
-#: process left (SIGKILL runs no clean-up) has it unlocked, and is removed by the next.
-SCRATCH_ALIVE = ".alive"
-
-
-@contextlib.contextmanager
-def scratch_dir(prefix: str) -> Iterator[Path]:
-    """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
-    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). A
-    ``UsageError`` naming ``TMPDIR`` where another user could swap it (the chain rule of the
-    cache), before anything there is removed: there they could rename any directory of this
-    user's to a scratch name. Then removes the ones this user's killed processes left
-    (``remove_abandoned_scratch``)."""
-    import shutil
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        _refuse_untrusted_scratch(tmp)  # first: there, another user names what is removed
-        fd = _locked_alive(tmp)
-        try:
-            remove_abandoned_scratch(prefix)
-            yield Path(tmp)
-        finally:
-            if fd is not None:  # removed while locked: never taken for a killed process's
-                shutil.rmtree(tmp, ignore_errors=True)
-                os.close(fd)
-
-
-def check_scratch() -> None:
-    """Raise ``scratch_dir``'s ``UsageError`` now, before any work, where ``TMPDIR`` cannot
-    hold a private scratch directory."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as tmp:
-        _refuse_untrusted_scratch(tmp)
-
-
-def _refuse_untrusted_scratch(tmp: str) -> None:
-    """A ``UsageError`` naming ``TMPDIR`` when another user could swap the new scratch
-    directory ``tmp`` (the cache's chain rule): nothing kept there would be trusted."""
-    why = untrusted_output_dir(Path(tmp))
-    if why is not None:
-        import tempfile
-
-        from tunedsl.errors import UsageError
-
-        raise UsageError(
-            f"cannot keep a private scratch directory in TMPDIR={tempfile.gettempdir()} "
-            f"({why}): set TMPDIR to a directory of your own, closed to writes by others "
-            "(or sticky, as /tmp is)"
-        )
-
-
-def _locked_alive(directory: str) -> int | None:
-    """Create ``directory/SCRATCH_ALIVE`` already locked: it is locked under another name,
-    then renamed, so nobody sees it unlocked while its directory is in use."""
-    try:
-        import fcntl
-    except ImportError:  # no flock: nothing left behind is ever removed either
-        return None
-    hidden = os.path.join(directory, SCRATCH_ALIVE + ".new")
-    fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    os.rename(hidden, os.path.join(directory, SCRATCH_ALIVE))
-    return fd
-
-
-def remove_abandoned_scratch(prefix: str) -> int:
-    """Remove this user's ``<prefix>*`` scratch directories that no live process holds;
-    return how many. Only real directories this user owns, whose lock file this process
-    can lock at once, or that have none an hour after they last changed; never anything
-    through a symbolic link, nor another user's."""
-    try:
-        import fcntl
-    except ImportError:
-        return 0
-    import shutil
-    import tempfile
-
-    base = tempfile.gettempdir()
-    try:
-        names = [n for n in os.listdir(base) if n.startswith(prefix)]
-    except OSError:
-        return 0
-    removed = 0
-    for name in names:
-        path = os.path.join(base, name)
-        try:
-            st = os.lstat(path)
-        except OSError:  # gone
-            continue
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-            continue
-        try:
-            flags = os.O_RDWR | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(os.path.join(path, SCRATCH_ALIVE), flags)
-        except FileNotFoundError:  # just being made, or its maker was killed before its lock
-            if st.st_mtime < time.time() - STALE_TEMP_AGE_S:
-                shutil.rmtree(path, ignore_errors=True)
-                removed += 1
-            continue
-        except OSError:  # gone, or not ours
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            shutil.rmtree(path, ignore_errors=True)
-            removed += 1
-        except OSError:  # a live process holds it
-            pass
-        finally:
-            os.close(fd)
     return removed

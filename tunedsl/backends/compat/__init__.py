@@ -38,6 +38,7 @@ from tunedsl.backends.compat.cache import (  # noqa: F401 (re-exported)
     compiled_kernel,
     is_compiler_library,
     kernel_hash,
+    triton_cache_dir,
     triton_cache_has,
     triton_cache_key,
 )

@@ -40,6 +40,15 @@ def binary_extension(backend: Any) -> str:
     return str(backend.binary_ext)
 
 
+def triton_cache_dir() -> str | None:
+    """Triton's cache directory: ``TRITON_CACHE_DIR``, else ``~/.triton/cache`` under
+    ``TRITON_HOME`` or the home directory (``knobs.cache.dir``; 3.6.0, 3.9.0)."""
+    from triton import knobs
+
+    directory = knobs.cache.dir
+    return str(directory) if directory else None
+
+
 def triton_cache_has(key: str, name: str) -> bool:
     """True if Triton's cache dir holds the compiled kernel for cache key ``key``: the
     group file ``<stem>.json`` under the directory of ``sha256(key)``, as ``triton.compile``

@@ -1,0 +1,43 @@
+"""The Ray instance a sweep runs on (``sweep --ray ADDRESS``, ``RAY_ADDRESS``, or its own).
+
+Without an address, a sweep starts a local instance of its own. It never joins the cluster
+that Ray's shared directory names (``/tmp/ray/ray_current_cluster``, written by whoever ran
+``ray start`` there last, another user included), as ``ray.init()`` without an address
+would: that cluster's actors would run the tasks, and this process would load their pickled
+answers. The instance keeps its sockets and session files in a private scratch directory,
+where Ray's own directory is opened to every user; both end with the sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from tunedsl.errors import UsageError
+from tunedsl.store.scratch import scratch_dir
+
+
+@contextlib.contextmanager
+def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator[bool]:
+    """Within: Ray joined at ``address`` (else ``RAY_ADDRESS``), or a local instance started
+    for the sweep (True is yielded), or the instance this process had already; ``env``: the
+    variables of the actors' processes."""
+    if ray.is_initialized():
+        yield False
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    with contextlib.ExitStack() as stack:
+        options: dict[str, Any] = {"address": address or "local"}
+        if address is None:
+            options["_temp_dir"] = str(stack.enter_context(scratch_dir("tunedsl-ray-")))
+        try:
+            ray.init(runtime_env={"env_vars": env}, log_to_driver=False, **options)
+        except (ConnectionError, ValueError) as err:  # no cluster there, or no address
+            raise UsageError(
+                f"sweep --ray {address}: cannot join a Ray cluster ({err}); start one "
+                "(`ray start --head`) and name its address, or leave --ray out for a local one"
+            ) from None
+        stack.callback(ray.shutdown)  # before its directory is removed
+        yield address is None

@@ -1,0 +1,130 @@
+"""Scratch directories: private directories in the temporary directory that a task keeps its
+work in (a sweep task's records, the claims of a multi-GPU ``precompile --tune``), each
+removed on leaving, and those that this user's killed processes left, removed by the next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from tunedsl.store.paths import STALE_TEMP_AGE_S, untrusted_output_dir
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+#: The lock file of a scratch directory, locked for the directory's life: one that a killed
+#: process left (SIGKILL runs no clean-up) has it unlocked, and is removed by the next.
+SCRATCH_ALIVE = ".alive"
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
+    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). A
+    ``UsageError`` naming ``TMPDIR`` where another user could swap it (the chain rule of the
+    cache), before anything there is removed: there they could rename any directory of this
+    user's to a scratch name. Then removes the ones this user's killed processes left
+    (``remove_abandoned_scratch``)."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        _refuse_untrusted_scratch(tmp)  # first: there, another user names what is removed
+        fd = _locked_alive(tmp)
+        try:
+            remove_abandoned_scratch(prefix)
+            yield Path(tmp)
+        finally:
+            if fd is not None:  # removed while locked: never taken for a killed process's
+                shutil.rmtree(tmp, ignore_errors=True)
+                os.close(fd)
+
+
+def check_scratch() -> None:
+    """Raise ``scratch_dir``'s ``UsageError`` now, before any work, where ``TMPDIR`` cannot
+    hold a private scratch directory."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as tmp:
+        _refuse_untrusted_scratch(tmp)
+
+
+def _refuse_untrusted_scratch(tmp: str) -> None:
+    """A ``UsageError`` naming ``TMPDIR`` when another user could swap the new scratch
+    directory ``tmp`` (the cache's chain rule): nothing kept there would be trusted."""
+    why = untrusted_output_dir(Path(tmp))
+    if why is not None:
+        import tempfile
+
+        from tunedsl.errors import UsageError
+
+        raise UsageError(
+            f"cannot keep a private scratch directory in TMPDIR={tempfile.gettempdir()} "
+            f"({why}): set TMPDIR to a directory of your own, closed to writes by others "
+            "(or sticky, as /tmp is)"
+        )
+
+
+def _locked_alive(directory: str) -> int | None:
+    """Create ``directory/SCRATCH_ALIVE`` already locked: it is locked under another name,
+    then renamed, so nobody sees it unlocked while its directory is in use."""
+    try:
+        import fcntl
+    except ImportError:  # no flock: nothing left behind is ever removed either
+        return None
+    hidden = os.path.join(directory, SCRATCH_ALIVE + ".new")
+    fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(hidden, os.path.join(directory, SCRATCH_ALIVE))
+    return fd
+
+
+def remove_abandoned_scratch(prefix: str) -> int:
+    """Remove this user's ``<prefix>*`` scratch directories that no live process holds;
+    return how many. Only real directories this user owns, whose lock file this process
+    can lock at once, or that have none an hour after they last changed; never anything
+    through a symbolic link, nor another user's."""
+    try:
+        import fcntl
+    except ImportError:
+        return 0
+    import shutil
+    import tempfile
+
+    base = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(prefix)]
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:  # gone
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        try:
+            flags = os.O_RDWR | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(os.path.join(path, SCRATCH_ALIVE), flags)
+        except FileNotFoundError:  # just being made, or its maker was killed before its lock
+            if st.st_mtime < time.time() - STALE_TEMP_AGE_S:
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+            continue
+        except OSError:  # gone, or not ours
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+        except OSError:  # a live process holds it
+            pass
+        finally:
+            os.close(fd)
+    return removed
