@@ -232,7 +232,17 @@ def _raise_python_error(src: SourceText, lexed: Lexed, bindings: Bindings) -> No
         for i, (kind, start, end, _) in enumerate(tokens[:-1])
         if kind == DOLLAR and tokens[i + 1][0] == NAME and tokens[i + 1][1] == end
     ]
-    _, module_text = _rewrite(src.text, macros, placeholders)
+    subst, module_text = _rewrite(src.text, macros, placeholders)
+    if macros:
+        # A macro that scanned may end early through the user's own mistake (a `)` too
+        # many in it): blanked, its rest would be misread. Where Python, reading the text
+        # as written, stops at the very place the scan lost track, that is its first error.
+        try:
+            ast.parse(subst, src.filename)
+        except SyntaxError as err:
+            error = src.python_error(err, seen_text=subst)
+            if (error.lineno, (error.offset or 0) - 1) == src.line_col(trouble):
+                raise error from err
     try:
         ast.parse(module_text, src.filename)
     except SyntaxError as err:

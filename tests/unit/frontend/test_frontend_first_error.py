@@ -17,6 +17,13 @@ CASES = [
     "x = autotune(space=S, blocks=1, k(a, T=$f'{t))\n",
     "x = autotune(space=S, blocks=1, k(a, T=$rb'{t))\n",
     "x = autotune(space=S, blocks=1, k(a, T=$f'''{t))\n",
+    # A `)` too many ends the macro early; Python stops at the unmatched `)` below.
+    "def f(a):\n"
+    "    y = autotune(space=dict(t=[1, 2],) w=[4, 8]),\n"
+    "        blocks=1,\n"
+    "        k(a, T=$t),\n"
+    "    )\n",
+    "y = autotune(space=dict(t=[1, 2]), blocks=1), k(a, T=$t)]\n",
 ]
 
 
