@@ -401,16 +401,22 @@ def assign_placeholders(
             f"`${ph.name}` is only allowed inside an autotune(...) macro call",
             ph.start,
             ph.end,
-            hint=_outside_hint(tokens, pairs, ph.start),
+            hint=_outside_hint(src, tokens, pairs, ph.start),
         )
 
 
-def _outside_hint(tokens: list[Token], pairs: dict[int, int], offset: int) -> str:
-    """Say so when the `$` sits in a call of an ``autotune`` that is not tunedsl's macro."""
+def _outside_hint(src: SourceText, tokens: list[Token], pairs: dict[int, int], offset: int) -> str:
+    """Say so when the `$` sits in a call of an ``autotune`` that is not tunedsl's macro,
+    or in a ``case`` pattern (which calls nothing)."""
     for opener, closer in pairs.items():
         if tokens[opener][1] < offset < tokens[closer][1] and opener > 0:
             callee = tokens[opener - 1]
             if callee[0] == NAME and callee[3] == MACRO_NAME and tokens[opener][3] == "(":
+                if opener in pattern_tokens(src.text, tokens):
+                    return (
+                        "a `case` pattern is no call: `case autotune(...)` matches instances "
+                        "of a class of that name, and has no configuration to read"
+                    )
                 return (
                     "this `autotune` is not tunedsl's macro: bind it with "
                     "`from tunedsl import autotune` (or call `tunedsl.autotune(...)` "

@@ -7,6 +7,7 @@ import ast
 
 import pytest
 
+from tunedsl.errors import TunedslSyntaxError
 from tunedsl.frontend.compile import compile_source, expand_to_ast
 
 MODULE = """\
@@ -87,3 +88,13 @@ def test_calls_beside_patterns_are_still_macros(body: str) -> None:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     assert any(isinstance(c.func, ast.Attribute) and c.func.attr == "launch" for c in calls)
     assert not any(isinstance(c.func, ast.Name) and c.func.id == "autotune" for c in calls)
+
+
+def test_a_placeholder_in_a_pattern_says_that_a_pattern_is_no_call() -> None:
+    text = "from tunedsl import autotune\nmatch v:\n    case autotune(x=$t):\n        pass\n"
+    with pytest.raises(TunedslSyntaxError) as info:
+        compile_source(text, "/w/m.py")
+    error = info.value
+    assert (error.lineno, error.col) == (3, text.splitlines()[2].index("$t"))
+    assert "only allowed inside an autotune(...) macro call" in error.msg
+    assert "a `case` pattern is no call" in (error.hint or "")
