@@ -13,9 +13,14 @@ Design (chosen for the cost on ordinary modules, which must stay within a few pe
 - A DSL module's expanded code is never written to ``__pycache__`` (``set_data`` skips it),
   so every import of a DSL module goes through tunedsl's cache and is never served stale
   code; plain modules keep Python's fast pyc path.
-- A pyc written by plain Python for a DSL module (possible when the module has no ``$`` and
-  was once imported without the hook) would hold unexpanded code; a module-level
-  ``tunedsl`` in the pyc's names sends such a module back through the source check.
+- A pyc is never run for a file that is now a DSL module. Python trusts a pyc on the
+  source's size and mtime (to the second; an mtime can also be set), so a plain module's pyc
+  would run after the file was rewritten as a DSL module of the same size in the same
+  second, and plain Python may have written one for a DSL module (imported without the
+  hook). The source's text decides whenever the file changed at or after the time the pyc
+  was written (its ``st_ctime``, which no one can set back, against the pyc's
+  ``st_mtime``), or the pyc names ``tunedsl``. Both times come from the ``stat`` and the pyc
+  read Python's path makes anyway, so an ordinary pyc costs no extra system call.
 - Modules that a later meta path finder maps to files without ``sys.path`` (editable
   installs) get the same loader from ``_LaterFinders``.
 
@@ -28,7 +33,9 @@ from __future__ import annotations
 
 import errno
 import importlib.machinery
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from types import CodeType
@@ -51,23 +58,41 @@ class DslSourceLoader(importlib.machinery.SourceFileLoader):
 
     _expanded = False  # set per module by source_to_code; read by set_data
     _from_source = False
+    _source_changed = 0.0  # the source's st_ctime, from path_stats
+    _pyc_written = 0.0  # the pyc's st_mtime, from get_data
 
     def get_code(self, fullname: str) -> CodeType | None:
         self._expanded = False
         self._from_source = False
+        self._pyc_written = 0.0
         code = super().get_code(fullname)
-        if (
-            code is not None
-            and not self._from_source
-            and "tunedsl" in code.co_names
-            and not _is_tunedsl_itself(fullname)
-        ):
-            # Loaded from a pyc that names tunedsl: maybe one plain Python wrote for a DSL
-            # module. The source decides (a pyc our loader wrote for a plain module that uses
-            # tunedsl's API passes the cheap text check below without the front end).
-            path = self.get_filename(fullname)
-            return self._dsl_code(self.get_data(path), path, -1) or code
-        return code
+        if code is None or self._from_source or _is_tunedsl_itself(fullname):
+            return code
+        # Loaded from a pyc, which Python trusts on the source's size and mtime (to the
+        # second, and an mtime can be set): it may hold the plain code of a file rewritten
+        # since as a DSL module, or be one plain Python wrote for a DSL module. The source
+        # decides, unless nothing changed the file since before the pyc was written (its
+        # ctime, which no one can set back, is older) and the pyc does not name tunedsl:
+        # an ordinary pyc costs no more than Python's own path. A pyc our loader wrote for
+        # a plain module that uses tunedsl's API passes the text check without the front end.
+        if self._source_changed < self._pyc_written and "tunedsl" not in code.co_names:
+            return code
+        path = self.get_filename(fullname)
+        try:
+            source = _read_file(path)
+        except OSError:
+            return code
+        return (_may_use_macro(source) and self._dsl_code(source, path, -1)) or code
+
+    def path_stats(self, path: str) -> Mapping[str, Any]:
+        st = os.stat(path)
+        self._source_changed = st.st_ctime
+        return {"mtime": st.st_mtime, "size": st.st_size}
+
+    def get_data(self, path: str) -> bytes:
+        if not path.endswith(_PYC_SUFFIXES):
+            return super().get_data(path)
+        return _read_file(path, self)
 
     def source_to_code(  # type: ignore[override]
         self, data: Any, path: Any, *, _optimize: int = -1
@@ -167,6 +192,36 @@ def _is_tunedsl_itself(fullname: str) -> bool:
 # the import that renames it), so this pre-filter never hides a DSL module, and it keeps
 # plain modules that merely use tunedsl's API (``autotune_launch``) off the front end.
 _MACRO_WORD = re.compile(rb"\bautotune\b")
+
+
+def _read_file(path: str, pyc_of: DslSourceLoader | None = None) -> bytes:
+    """A file's bytes with the fewest calls (a pyc is read on every import); ``pyc_of``
+    gets the file's mtime. OSError for what is not a regular file (a FIFO would block)."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if pyc_of is not None:
+            pyc_of._pyc_written = st.st_mtime
+        data = os.read(fd, st.st_size + 1)
+        while len(data) != st.st_size:  # it grew, or a short read: read to its end
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        return data
+    finally:
+        os.close(fd)
+
+
+_PYC_SUFFIXES = tuple(importlib.machinery.BYTECODE_SUFFIXES)
+_READ_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 
 
 def _may_use_macro(source: bytes) -> bool:

@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tunedsl.errors import TunedslSyntaxError
+from tunedsl.frontend.bindings import find_bindings
 from tunedsl.frontend.compile import expand_source
 from tunedsl.frontend.lexer import lex
-from tunedsl.frontend.parser import find_bindings, parse_module
+from tunedsl.frontend.parser import parse_module
 from tunedsl.frontend.source import SourceText
 
 HEAD = "from tunedsl import autotune, cdiv\ndef f(k, a, b, n, xs, kw):\n    return "

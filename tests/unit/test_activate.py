@@ -387,3 +387,25 @@ def test_a_module_loaded_by_its_path_with_the_dsl_loader_is_expanded(workdir: Pa
     result = run_python(code, workdir)
     assert (result["name"], result["site"]) == ("by path", str(workdir / "by_path.py"))
     assert result["compiles"] == 1
+
+
+def test_a_plain_module_rewritten_as_dsl_keeping_size_and_mtime_is_expanded(
+    workdir: Path,
+) -> None:
+    # Imported plain through the hook, the module leaves Python's pyc, trusted on size and
+    # mtime (to the second); rewritten as a DSL module of the same size in that second, the
+    # pyc would run the plain code, which never names tunedsl.
+    module = workdir / "became_dsl.py"
+    dsl = SITE_MODULE.format(name="dsl")
+    plain = 'NAME = "plain"\n'
+    module.write_text(plain + "#" * (len(dsl) - len(plain) - 1) + "\n")
+    size = module.stat().st_size
+    os.utime(module, (1_700_000_000, 1_700_000_000))
+    first = run_python("import tunedsl.activate, became_dsl\nreport(name=became_dsl.NAME)", workdir)
+    assert first["name"] == "plain" and pycs(workdir, "became_dsl")
+    module.write_text(dsl)
+    assert module.stat().st_size == size
+    os.utime(module, (1_700_000_000, 1_700_000_000))
+    result = run_python(SITES_FILES.format(a="became_dsl", b="became_dsl"), workdir)
+    assert (result["names"], result["compiles"]) == (["dsl", "dsl"], 1)
+    assert result["sites"] == [str(module), str(module)]

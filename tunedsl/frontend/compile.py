@@ -14,15 +14,10 @@ import sys
 import types
 
 from tunedsl.errors import TunedslSyntaxError
+from tunedsl.frontend.bindings import MACRO_NAME, MODULE_NAME, Bindings, find_bindings
 from tunedsl.frontend.expand import expand_module
 from tunedsl.frontend.lexer import OP, STRING, Lexed, lex
-from tunedsl.frontend.parser import (
-    MACRO_NAME,
-    MODULE_NAME,
-    Bindings,
-    find_bindings,
-    parse_module,
-)
+from tunedsl.frontend.parser import parse_module
 from tunedsl.frontend.source import SourceText, decode_source, detect_encoding
 
 __all__ = ["compile_source", "expand_source", "expand_to_ast", "needs_expansion"]

@@ -109,6 +109,13 @@ def lex(text: str) -> Lexed:
             append((DOLLAR if op == "$" else OP, start, end, op))
         elif kind == "str":
             prefix = m.group(kind)  # type: ignore[arg-type]
+            letters = len(prefix.rstrip("'\""))
+            if letters and tokens and tokens[-1][0] == DOLLAR and tokens[-1][2] == start:
+                # `$f'...'` is the field `$f` before a string, as `_f'...'` reads in Python
+                # (not `$` before an f-string, which Python 3.12 reports differently).
+                append((NAME, start, start + letters, prefix[:letters]))
+                pos = start + letters
+                continue
             try:
                 end = scan_string(text, end, prefix)
             except RecursionError:  # f-strings nested hundreds deep: Python's to report

@@ -21,24 +21,11 @@ import re
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from tunedsl.frontend.bindings import MACRO_NAME, Bindings, pattern_tokens
 from tunedsl.frontend.lexer import DOLLAR, NAME, OP, Lexed, Token
 from tunedsl.frontend.source import SourceText
 
-MACRO_NAME = "autotune"
-MODULE_NAME = "tunedsl"
-
 _NOT_NEWLINE = re.compile(r"[^\r\n]+")
-
-
-@dataclass(frozen=True)
-class Bindings:
-    """Names under which a module can reach the macro."""
-
-    macro_names: frozenset[str]  # ``autotune`` or its alias: ``autotune(...)``
-    module_names: frozenset[str]  # ``tunedsl`` or its alias: ``td.autotune(...)``
-
-    def __bool__(self) -> bool:
-        return bool(self.macro_names or self.module_names)
 
 
 @dataclass
@@ -83,81 +70,6 @@ class ParsedModule:
     macros: list[MacroCall]
     names: frozenset[str]  # every identifier in the module (for hygiene)
     dict_rebound: bool  # the module may bind `dict`, so `dict(...)` is not surely literal
-
-
-def find_bindings(tokens: list[Token]) -> Bindings:
-    """Names bound by ``from tunedsl import autotune [as x]`` / ``import tunedsl [as td]``.
-
-    A binding anywhere in the module (any scope) counts for the whole module.
-    """
-    macro: set[str] = set()
-    module: set[str] = set()
-    n = len(tokens)
-    i = 0
-    while i < n:
-        kind, _, _, text = tokens[i]
-        if kind == NAME and text == "from":
-            if (
-                i + 2 < n
-                and tokens[i + 1][3] == MODULE_NAME
-                and tokens[i + 1][0] == NAME
-                and tokens[i + 2][3] == "import"
-            ):
-                i = _from_import_names(tokens, i + 3, macro)
-                continue
-        elif kind == NAME and text == "import":
-            i = _import_names(tokens, i + 1, module)
-            continue
-        i += 1
-    return Bindings(frozenset(macro), frozenset(module))
-
-
-def _from_import_names(tokens: list[Token], i: int, macro: set[str]) -> int:
-    n = len(tokens)
-    if i < n and tokens[i][3] == "(":
-        i += 1
-    while i < n:
-        kind, _, _, text = tokens[i]
-        if kind == OP and text == "*":
-            macro.add(MACRO_NAME)
-            i += 1
-        elif kind == NAME:
-            bound = text
-            if i + 2 < n and tokens[i + 1][3] == "as" and tokens[i + 2][0] == NAME:
-                bound = tokens[i + 2][3]
-                i += 2
-            if text == MACRO_NAME:
-                macro.add(bound)
-            i += 1
-        else:
-            return i
-        if i < n and tokens[i][3] == ",":
-            i += 1
-        else:
-            return i
-    return i
-
-
-def _import_names(tokens: list[Token], i: int, module: set[str]) -> int:
-    n = len(tokens)
-    while i < n and tokens[i][0] == NAME:
-        first = tokens[i][3]
-        dotted = 1
-        i += 1
-        while i + 1 < n and tokens[i][3] == "." and tokens[i + 1][0] == NAME:
-            i += 2
-            dotted += 1
-        if i + 1 < n and tokens[i][3] == "as" and tokens[i + 1][0] == NAME:
-            if first == MODULE_NAME and dotted == 1:
-                module.add(tokens[i + 1][3])
-            i += 2
-        elif first == MODULE_NAME:
-            module.add(MODULE_NAME)  # ``import tunedsl.x`` binds ``tunedsl`` too
-        if i < n and tokens[i][3] == ",":
-            i += 1
-        else:
-            break
-    return i
 
 
 def blank(text: str) -> str:
@@ -320,7 +232,17 @@ def _raise_python_error(src: SourceText, lexed: Lexed, bindings: Bindings) -> No
         for i, (kind, start, end, _) in enumerate(tokens[:-1])
         if kind == DOLLAR and tokens[i + 1][0] == NAME and tokens[i + 1][1] == end
     ]
-    _, module_text = _rewrite(src.text, macros, placeholders)
+    subst, module_text = _rewrite(src.text, macros, placeholders)
+    if macros:
+        # A macro that scanned may end early through the user's own mistake (a `)` too
+        # many in it): blanked, its rest would be misread. Where Python, reading the text
+        # as written, stops at the very place the scan lost track, that is its first error.
+        try:
+            ast.parse(subst, src.filename)
+        except SyntaxError as err:
+            error = src.python_error(err, seen_text=subst)
+            if (error.lineno, (error.offset or 0) - 1) == src.line_col(trouble):
+                raise error from err
     try:
         ast.parse(module_text, src.filename)
     except SyntaxError as err:
@@ -336,8 +258,9 @@ def find_macros(
     macros: list[MacroCall] = []
     n = len(tokens)
     open_until = -1  # token index of the closing parenthesis of the last macro found
+    patterns = pattern_tokens(src.text, tokens)  # `case autotune(x=1):` calls nothing
     for i, (kind, start, _, text) in enumerate(tokens):
-        if kind != NAME:
+        if kind != NAME or i in patterns:
             continue
         prev = tokens[i - 1][3] if i else ""
         if prev in (".", "def", "class"):
@@ -478,16 +401,22 @@ def assign_placeholders(
             f"`${ph.name}` is only allowed inside an autotune(...) macro call",
             ph.start,
             ph.end,
-            hint=_outside_hint(tokens, pairs, ph.start),
+            hint=_outside_hint(src, tokens, pairs, ph.start),
         )
 
 
-def _outside_hint(tokens: list[Token], pairs: dict[int, int], offset: int) -> str:
-    """Say so when the `$` sits in a call of an ``autotune`` that is not tunedsl's macro."""
+def _outside_hint(src: SourceText, tokens: list[Token], pairs: dict[int, int], offset: int) -> str:
+    """Say so when the `$` sits in a call of an ``autotune`` that is not tunedsl's macro,
+    or in a ``case`` pattern (which calls nothing)."""
     for opener, closer in pairs.items():
         if tokens[opener][1] < offset < tokens[closer][1] and opener > 0:
             callee = tokens[opener - 1]
             if callee[0] == NAME and callee[3] == MACRO_NAME and tokens[opener][3] == "(":
+                if opener in pattern_tokens(src.text, tokens):
+                    return (
+                        "a `case` pattern is no call: `case autotune(...)` matches instances "
+                        "of a class of that name, and has no configuration to read"
+                    )
                 return (
                     "this `autotune` is not tunedsl's macro: bind it with "
                     "`from tunedsl import autotune` (or call `tunedsl.autotune(...)` "

@@ -30,6 +30,9 @@ CONTEXTS = (
     "async def f(a, n):\n\x01await other()\n\x01async with lock:\n\x01\x01return {S}\n",
     "if (w := 3) > 2:\n\x01r = {S}\nelse:\n\x01r = None\n",
     "match v:\n\x01case [1, *_]:\n\x01\x01r = {S}\n\x01case {{'k': _}}:\n\x01\x01pass\n",
+    # Class patterns named like the macro are no calls; the guard is an expression.
+    "match v:\n\x01case autotune(x=1) | td.autotune(y=[1, 2]) if {S}:\n\x01\x01pass\n"
+    "\x01case {{'k': autotune()}}:\n\x01\x01pass\n",
     "def outer(a, n):\n\x01def inner():\n\x01\x01y = {S}\n\x01\x01return y\n\x01return inner\n",
     "r = (1 +\n     {S})\n",
     "r = 1 + \\\n\x01{S}\n",
@@ -67,6 +70,7 @@ FILLERS = (
     "with open(p) as fh, ctx() as (u, v):\n\x01pass\n",
     "long_line = '" + "$x " * 700 + "'\n",
     "e = {k: v for k, v in zip('ab', b'$c')}\n",
+    "match v:\n\x01case autotune(x=1, y=[1, 2]) | td.autotune():\n\x01\x01pass\n",
 )
 if sys.version_info >= (3, 12):  # PEP 701: the same quotes nested inside an f-string
     FILLERS += ('nq = f"{"$x" + f"{"{$y}"}"}"\n', "type Alias = list[int]\n")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tunedsl.frontend.bindings import find_bindings
 from tunedsl.frontend.compile import needs_expansion
 from tunedsl.frontend.lexer import lex
-from tunedsl.frontend.parser import find_bindings, parse_module
+from tunedsl.frontend.parser import parse_module
 from tunedsl.frontend.source import SourceText
 
 
