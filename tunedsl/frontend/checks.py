@@ -18,6 +18,7 @@ from tunedsl.model.options import (
     HINT_NAMES,
     MACRO_KEYWORDS,
     did_you_mean,
+    hint_value_problem,
     triton_counterpart,
 )
 
@@ -161,6 +162,17 @@ class MacroChecks:
                     ph.end,
                     hint="the kernel is chosen once per call; use `$name` in its arguments",
                 )
+
+    def _check_static_hint(self, name: str, arg: MacroArg, literal: ast.expr) -> None:
+        """A literal static hint the runtime would refuse on the first call, refused here
+        with the runtime's message (``num_warps=[2, 4]``, ``num_warps=3``)."""
+        try:
+            value = ast.literal_eval(literal)
+        except (ValueError, TypeError, SyntaxError, RecursionError):  # left to the runtime
+            return
+        problem = None if value is None else hint_value_problem(name, value, static=True)
+        if problem is not None:
+            raise self._error(problem, arg.value_start, arg.value_end)
 
     def _check_fields(self, fields: list[str]) -> None:
         for ph in self.macro.placeholders:

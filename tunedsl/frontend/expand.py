@@ -194,6 +194,8 @@ class _MacroExpander(MacroChecks):
                         hint=f"remove `{name}=` here or the `{name}` field from space=",
                     )
                 literal = literal_of(arg.node, self.dict_ok)
+                if literal:
+                    self._check_static_hint(name, arg, literal)
                 (static_hints if literal else lazy_hints).append((name, literal or arg.node))
             elif name in OPTION_NAMES:
                 literal = literal_of(arg.node, self.dict_ok)

@@ -71,3 +71,27 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
     ``num_warps``), or None when none is close."""
     close = difflib.get_close_matches(name, list(choices), n=1)
     return close[0] if close else None
+
+
+def hint_value_problem(name: str, value: object, static: bool) -> str | None:
+    """What is wrong with ``value`` for the launch hint ``name`` (``static``: given as the
+    macro's keyword, one value for every configuration), or None. The runtime raises it, and
+    the front end names a literal static hint with it when the module is compiled."""
+    if static and isinstance(value, (list, tuple, range)):
+        return (
+            f"launch hint {name}={value!r} is a static hint, one value for every "
+            f"configuration: to tune it, make it a field of space= "
+            f"(space=dict(..., {name}={value!r}))"
+        )
+    # Triton compiles num_stages=0 (pipelining nothing, as 1 does): HIP configurations
+    # are written with it.
+    least = 0 if name == "num_stages" else 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        need = "an integer >= 0" if least == 0 else "a positive integer"
+        return f"launch hint {name}={value!r} must be {need}"
+    if name == "num_warps" and value & (value - 1):
+        return (
+            f"launch hint num_warps={value} must be a power of 2 (1, 2, 4, 8, 16, 32): "
+            "Triton compiles no other"
+        )
+    return None

@@ -371,6 +371,51 @@ def test_dsl_errors(
     assert isinstance(err, SyntaxError)
 
 
+# A literal static hint the runtime refuses on the first call (model/hints.py) is refused
+# when the module is compiled, with the runtime's own message (`tunedsl expand --check`
+# passed `num_warps=[2, 4]`, which failed on the first call).
+STATIC_HINTS = [
+    ("num_warps", "[2, 4]"),
+    ("num_warps", "(2, 4)"),
+    ("num_stages", "[2, 3]"),
+    ("num_warps", "3"),
+    ("num_warps", "0"),
+    ("maxnreg", "-1"),
+    ("num_warps", "True"),
+    ("num_warps", "2.0"),
+    ("num_warps", "'4'"),
+    ("occupancy", "0"),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), STATIC_HINTS, ids=[f"{n}={t}" for n, t in STATIC_HINTS])
+def test_a_literal_static_hint_the_runtime_refuses_is_refused_with_its_message(
+    name: str, text: str
+) -> None:
+    from tunedsl.errors import UsageError
+    from tunedsl.model.config import Config
+    from tunedsl.model.hints import hint_fields
+
+    with pytest.raises(UsageError) as runtime:
+        hint_fields(Config(tile=256), {name: ast.literal_eval(text)})
+    err = dsl_error(
+        f"autotune(space=dict(tile=[256, 512]), blocks=1, {name}={text}, k(a, T=$tile))\n"
+    )
+    assert err.msg_only == str(runtime.value)
+    assert err.lineno == 2 and err.col is not None and err.text is not None
+    assert err.text[err.col : err.col + len(text)] == text
+
+
+@pytest.mark.parametrize("text", ["4", "0", "None"])
+def test_a_literal_static_hint_the_runtime_takes_compiles(text: str) -> None:
+    name = "num_stages" if text == "0" else "num_warps"
+    code = compile_source(
+        HEADER + f"autotune(space=dict(tile=[256, 512]), blocks=1, {name}={text}, k(a, T=$tile))\n",
+        "/w/kern.py",
+    )
+    assert code is not None
+
+
 def test_dollar_in_a_call_of_another_autotune_says_so() -> None:
     text = "import tunedsl\nfrom mylib import autotune\nautotune(k($t))\n"
     with pytest.raises(TunedslSyntaxError) as info:
