@@ -360,7 +360,7 @@ def test_an_in_place_argument_of_a_space_of_launch_hints_is_warned_of_isolated_a
             result = autotune_launch(
                 add_one_inplace,
                 space=space,
-                grid=lambda cfg: (cdiv(n, 64),),
+                grid=(cdiv(300, 64),),
                 args=(x, n),
                 kwargs=lambda cfg: {"TILE": 64},
                 isolate=isolate,
