@@ -222,6 +222,31 @@ class MacroChecks:
                     hint=f"give `{name}` at least one value, or remove the field",
                 )
 
+    def _check_hint_fields(self, space: ast.expr) -> None:
+        """A value of a literal space's launch-hint field that the runtime would refuse on
+        the first call (``num_warps=[3, 4]``), refused here with the runtime's message."""
+        for name, _, value in _space_items(space):
+            if name not in HINT_NAMES:
+                continue
+            if isinstance(space, ast.List):
+                nodes = [value]
+            elif isinstance(value, (ast.List, ast.Tuple)):
+                nodes = value.elts
+            else:
+                continue  # not an axis: the runtime names it
+            for node in nodes:
+                try:
+                    given = ast.literal_eval(node)
+                except (ValueError, TypeError, SyntaxError, RecursionError):
+                    continue
+                problem = None if given is None else hint_value_problem(name, given, False)
+                if problem is not None:
+                    raise self._error(
+                        problem,
+                        self.src.offset(node.lineno, node.col_offset),
+                        self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
+                    )
+
     def _check_unread_fields(self, space: ast.expr) -> None:
         """A field of a literal space that no `$name` reads and that is not a launch hint
         changes nothing that is launched: each of its values would tune the same kernel (a

@@ -178,6 +178,8 @@ class _MacroExpander(MacroChecks):
             self._check_fields(fields)
             self._check_every_configuration(space_literal)
             self._check_empty_axes(space_arg.node)  # type: ignore[arg-type]
+            if "prune" not in keywords:  # prune= may drop such a configuration first
+                self._check_hint_fields(space_arg.node)  # type: ignore[arg-type]
 
         static_hints: list[tuple[str, ast.expr]] = []
         lazy_hints: list[tuple[str, ast.expr]] = []
