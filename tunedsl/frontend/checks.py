@@ -19,6 +19,7 @@ from tunedsl.model.options import (
     MACRO_KEYWORDS,
     did_you_mean,
     hint_value_problem,
+    option_choice_problem,
     triton_counterpart,
 )
 
@@ -221,6 +222,17 @@ class MacroChecks:
                     self.src.offset(value.end_lineno or value.lineno, value.end_col_offset or 0),
                     hint=f"give `{name}` at least one value, or remove the field",
                 )
+
+    def _check_option(self, name: str, arg: MacroArg, literal: ast.expr) -> None:
+        """A literal option naming a choice the runtime would refuse on the first call
+        (``capture="defualt"``), refused here with the runtime's message."""
+        try:
+            value = ast.literal_eval(literal)
+        except (ValueError, TypeError, SyntaxError, RecursionError):  # left to the runtime
+            return
+        problem = option_choice_problem(name, value) if value else None  # empty: the default
+        if problem is not None:
+            raise self._error(problem, arg.value_start, arg.value_end)
 
     def _check_hint_fields(self, space: ast.expr) -> None:
         """A value of a literal space's launch-hint field that the runtime would refuse on

@@ -201,6 +201,8 @@ class _MacroExpander(MacroChecks):
                 (static_hints if literal else lazy_hints).append((name, literal or arg.node))
             elif name in OPTION_NAMES:
                 literal = literal_of(arg.node, self.dict_ok)
+                if literal:
+                    self._check_option(name, arg, literal)
                 (options if literal else lazy_options).append((name, literal or arg.node))
 
         blocks = self._blocks(keywords["blocks"])

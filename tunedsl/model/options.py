@@ -59,6 +59,7 @@ def triton_counterpart(name: str) -> str | None:
 # Values of the measurement options (docs/runtime.md, docs/pytorch.md).
 TIMING_MODES: tuple[str, ...] = ("auto", "graph", "events")
 CAPTURE_MODES: tuple[str, ...] = ("raise", "default")
+MODES: tuple[str, ...] = ("on", "cached", "off")
 
 # Keywords with a structural meaning in the macro.
 STRUCTURAL_NAMES: tuple[str, ...] = ("space", "blocks", "key")
@@ -95,3 +96,21 @@ def hint_value_problem(name: str, value: object, static: bool) -> str | None:
             "Triton compiles no other"
         )
     return None
+
+
+def option_choice_problem(option: str, value: object) -> str | None:
+    """What is wrong with ``value`` for an option that names one of a few choices (``mode``,
+    ``effort``, ``timing``, ``capture``, ``search``), or None. The runtime raises it, and the
+    front end names a literal one with it when the module is compiled."""
+    from tunedsl import knobs
+
+    choices = {
+        "mode": MODES,
+        "effort": knobs.EFFORT_NAMES,
+        "timing": TIMING_MODES,
+        "capture": CAPTURE_MODES,
+        "search": knobs.SEARCH_STRATEGIES,
+    }.get(option)
+    if choices is None or value in choices:
+        return None
+    return f"{option}={value!r}; expected one of {', '.join(choices)}"

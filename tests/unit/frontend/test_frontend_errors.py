@@ -447,6 +447,42 @@ def test_a_space_hint_value_a_prune_may_drop_is_left_to_the_runtime() -> None:
     assert compile_source(HEADER + body, "/w/kern.py") is not None
 
 
+# A literal option naming a choice the runtime refuses (model/settings.py): refused when
+# the module is compiled, with the runtime's message (`capture="defualt"` passed
+# `expand --check` and raised on the first call).
+CHOICES = [
+    ("capture", "'defualt'"),
+    ("timing", "'graphs'"),
+    ("mode", "'cache'"),
+    ("effort", "'fast'"),
+    ("search", "'bayes'"),
+    ("mode", "1"),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), CHOICES, ids=[f"{n}={t}" for n, t in CHOICES])
+def test_a_literal_option_choice_the_runtime_refuses_is_refused_with_its_message(
+    name: str, text: str
+) -> None:
+    from tunedsl.errors import UsageError
+    from tunedsl.model.settings import resolve
+
+    with pytest.raises(UsageError) as runtime:
+        resolve({"tile": [256, 512]}, {}, {name: ast.literal_eval(text)}, "here")
+    err = dsl_error(
+        f"autotune(space=dict(tile=[256, 512]), blocks=1, {name}={text}, k(a, T=$tile))\n"
+    )
+    assert "here: " + err.msg_only == str(runtime.value)
+    assert err.lineno == 2 and err.col is not None and err.text is not None
+    assert err.text[err.col : err.col + len(text)] == text
+
+
+@pytest.mark.parametrize("text", ["capture='default'", "mode=None", "timing=''", "mode='off'"])
+def test_a_literal_option_choice_the_runtime_takes_compiles(text: str) -> None:
+    body = f"autotune(space=dict(tile=[256, 512]), blocks=1, {text}, k(a, T=$tile))\n"
+    assert compile_source(HEADER + body, "/w/kern.py") is not None
+
+
 def test_dollar_in_a_call_of_another_autotune_says_so() -> None:
     text = "import tunedsl\nfrom mylib import autotune\nautotune(k($t))\n"
     with pytest.raises(TunedslSyntaxError) as info:
