@@ -330,3 +330,45 @@ def test_an_in_place_argument_the_worker_finds_is_warned_of_here_as_in_process()
     assert "add_one_inplace changes 'x' in place" in str(said[0].message)
     assert "restore_value=['x']" in str(said[0].message)
     assert said[0].filename == __file__, said[0].filename  # the caller's line
+
+
+@pytest.mark.parametrize(
+    "space",
+    [{"num_warps": [1, 2]}, {"num_warps": [1, 2], "tile": [64]}],
+    ids=["launch-hints-only", "hints-and-one-tile"],
+)
+def test_an_in_place_argument_of_a_space_of_launch_hints_is_warned_of_isolated_as_in_process(
+    space: dict[str, list[int]],
+) -> None:
+    """``x += 1`` over a space of launch hints only (one program under the interpreter, timed
+    once): in process, the warm-up launch and the sample are two launches, and the tuning's
+    end compares a third time, so ``x`` is found in place and warned of. Isolated, the same
+    warning, at the caller's line. The worker launched once (no warm-up) and never made the
+    end's comparison: no warning, where the docs promise the same as in process."""
+    import warnings
+
+    from runtime_kernels import add_one_inplace
+
+    from tunedsl.warn import forget
+
+    said: dict[bool, list[str]] = {}
+    for isolate in (False, True):
+        forget("inplace:")
+        x, n = torch.zeros(300), 300
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = autotune_launch(
+                add_one_inplace,
+                space=space,
+                grid=(cdiv(300, 64),),
+                args=(x, n),
+                kwargs=lambda cfg: {"TILE": 64},
+                isolate=isolate,
+                name=f"hints-in-place-{isolate}-{len(space)}",
+            )
+        assert result.source == "tuned" and torch.equal(x, torch.ones(n))  # launched once here
+        found = [w for w in caught if "in place" in str(w.message)]
+        assert all(w.filename == __file__ for w in found), [w.filename for w in found]
+        said[isolate] = [str(w.message) for w in found]
+    assert len(said[False]) == 1 and "add_one_inplace changes 'x' in place" in said[False][0]
+    assert said[True] == said[False]

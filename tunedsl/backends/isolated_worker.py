@@ -123,6 +123,7 @@ class _State:
         )
         self.timer = graph_timing.make_timer(payload["timing"], per_launch_setup(req))
         self.timer_chosen = False
+        self.warmed: set[int] = set()  # configurations given their warm-up launch
         # Arguments found in place are restored before every launch: timing="auto" keeps
         # per-launch timing then (a graph's launches run back to back, unrestored).
         self.guard.on_found = functools.partial(per_launch_timing, self.timer)
@@ -217,6 +218,9 @@ class _State:
             self.guard.before_rep(args)
 
         try:
+            if index not in self.warmed:  # one launch, discarded, as in process (inprocess.py):
+                self.warmed.add(index)  # the in-place watch counts it as a tuning there does
+                self.timer.sample(run, setup, 1)
             settle = getattr(self.timer, "settle", None)
             if settle is not None and not self.timer_chosen:
                 # timing="auto": one probe decides events or graphs for every sample of this
@@ -236,9 +240,16 @@ class _State:
         """The arguments the watch found changed in place (not those restored only because
         there was no room to compare), for the parent's warning."""
         watch = self.guard.watch
-        if watch is None or watch.unsure:
+        if watch is None:
             return []
-        return [n for n in self.guard.restore if n in watch.found]
+        # The tuning's end, as the guard's close is in process: a tuning of two launches (a
+        # space of launch hints only, one program under the interpreter, timed once) makes
+        # its last comparison now, so it finds what a tuning in process finds.
+        try:
+            self.guard.close()
+        except Exception:  # a device the tuning left unusable: nothing more to tell
+            pass
+        return [] if watch.unsure else list(watch.found)
 
     def launch_failed(self) -> None:
         if self.guard.watch is not None:  # not a launch the watch compares

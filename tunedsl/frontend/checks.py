@@ -20,6 +20,8 @@ from tunedsl.model.options import (
     HINT_NAMES,
     MACRO_KEYWORDS,
     did_you_mean,
+    hint_value_problem,
+    option_choice_problem,
     triton_counterpart,
 )
 
@@ -177,6 +179,17 @@ class MacroChecks:
                     f"rename it, e.g. `{_readable_name(name)}`",
                 )
 
+    def _check_static_hint(self, name: str, arg: MacroArg, literal: ast.expr) -> None:
+        """A literal static hint the runtime would refuse on the first call, refused here
+        with the runtime's message (``num_warps=[2, 4]``, ``num_warps=3``)."""
+        try:
+            value = ast.literal_eval(literal)
+        except (ValueError, TypeError, SyntaxError, RecursionError):  # left to the runtime
+            return
+        problem = None if value is None else hint_value_problem(name, value, static=True)
+        if problem is not None:
+            raise self._error(problem, arg.value_start, arg.value_end)
+
     def _check_fields(self, fields: list[str]) -> None:
         for ph in self.macro.placeholders:
             if ph.name not in fields:
@@ -224,6 +237,42 @@ class MacroChecks:
                     self.src.offset(value.end_lineno or value.lineno, value.end_col_offset or 0),
                     hint=f"give `{name}` at least one value, or remove the field",
                 )
+
+    def _check_option(self, name: str, arg: MacroArg, literal: ast.expr) -> None:
+        """A literal option naming a choice the runtime would refuse on the first call
+        (``capture="defualt"``), refused here with the runtime's message."""
+        try:
+            value = ast.literal_eval(literal)
+        except (ValueError, TypeError, SyntaxError, RecursionError):  # left to the runtime
+            return
+        problem = option_choice_problem(name, value) if value else None  # empty: the default
+        if problem is not None:
+            raise self._error(problem, arg.value_start, arg.value_end)
+
+    def _check_hint_fields(self, space: ast.expr) -> None:
+        """A value of a literal space's launch-hint field that the runtime would refuse on
+        the first call (``num_warps=[3, 4]``), refused here with the runtime's message."""
+        for name, _, value in _space_items(space):
+            if name not in HINT_NAMES:
+                continue
+            if isinstance(space, ast.List):
+                nodes = [value]
+            elif isinstance(value, (ast.List, ast.Tuple)):
+                nodes = value.elts
+            else:
+                continue  # not an axis: the runtime names it
+            for node in nodes:
+                try:
+                    given = ast.literal_eval(node)
+                except (ValueError, TypeError, SyntaxError, RecursionError):
+                    continue
+                problem = None if given is None else hint_value_problem(name, given, False)
+                if problem is not None:
+                    raise self._error(
+                        problem,
+                        self.src.offset(node.lineno, node.col_offset),
+                        self.src.offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
+                    )
 
     def _check_unread_fields(self, space: ast.expr) -> None:
         """A field of a literal space that no `$name` reads and that is not a launch hint

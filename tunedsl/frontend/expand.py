@@ -179,6 +179,8 @@ class _MacroExpander(MacroChecks):
             self._check_fields(fields)
             self._check_every_configuration(space_literal)
             self._check_empty_axes(space_arg.node)  # type: ignore[arg-type]
+            if "prune" not in keywords:  # prune= may drop such a configuration first
+                self._check_hint_fields(space_arg.node)  # type: ignore[arg-type]
 
         static_hints: list[tuple[str, ast.expr]] = []
         lazy_hints: list[tuple[str, ast.expr]] = []
@@ -195,9 +197,13 @@ class _MacroExpander(MacroChecks):
                         hint=f"remove `{name}=` here or the `{name}` field from space=",
                     )
                 literal = literal_of(arg.node, self.dict_ok)
+                if literal:
+                    self._check_static_hint(name, arg, literal)
                 (static_hints if literal else lazy_hints).append((name, literal or arg.node))
             elif name in OPTION_NAMES:
                 literal = literal_of(arg.node, self.dict_ok)
+                if literal:
+                    self._check_option(name, arg, literal)
                 (options if literal else lazy_options).append((name, literal or arg.node))
 
         blocks = self._blocks(keywords["blocks"])

@@ -22,7 +22,7 @@ from typing import Any
 
 from tunedsl.errors import UsageError
 from tunedsl.model.config import Config
-from tunedsl.model.options import HINT_NAMES
+from tunedsl.model.options import HINT_NAMES, hint_value_problem
 
 HINTS = frozenset(HINT_NAMES)
 REG_ALLOC_GRANULARITY = 8
@@ -90,23 +90,9 @@ def hint_fields(config: Config, static_hints: Mapping[str, Any]) -> dict[str, An
     for name, value in merged.items():
         if name not in HINTS:
             raise UsageError(f"unknown launch hint {name!r}; hints are {', '.join(HINT_NAMES)}")
-        if isinstance(value, (list, tuple, range)) and value is static_hints.get(name):
-            raise UsageError(
-                f"launch hint {name}={value!r} is a static hint, one value for every "
-                f"configuration: to tune it, make it a field of space= "
-                f"(space=dict(..., {name}={value!r}))"
-            )
-        # Triton compiles num_stages=0 (pipelining nothing, as 1 does): HIP configurations
-        # are written with it.
-        least = 0 if name == "num_stages" else 1
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            need = "an integer >= 0" if least == 0 else "a positive integer"
-            raise UsageError(f"launch hint {name}={value!r} must be {need}")
-        if name == "num_warps" and value & (value - 1):
-            raise UsageError(
-                f"launch hint num_warps={value} must be a power of 2 (1, 2, 4, 8, 16, 32): "
-                "Triton compiles no other"
-            )
+        problem = hint_value_problem(name, value, value is static_hints.get(name))
+        if problem is not None:
+            raise UsageError(problem)
     return merged
 
 

@@ -59,6 +59,7 @@ def triton_counterpart(name: str) -> str | None:
 # Values of the measurement options (docs/runtime.md, docs/pytorch.md).
 TIMING_MODES: tuple[str, ...] = ("auto", "graph", "events")
 CAPTURE_MODES: tuple[str, ...] = ("raise", "default")
+MODES: tuple[str, ...] = ("on", "cached", "off")
 
 # Keywords with a structural meaning in the macro.
 STRUCTURAL_NAMES: tuple[str, ...] = ("space", "blocks", "key")
@@ -71,3 +72,45 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
     ``num_warps``), or None when none is close."""
     close = difflib.get_close_matches(name, list(choices), n=1)
     return close[0] if close else None
+
+
+def hint_value_problem(name: str, value: object, static: bool) -> str | None:
+    """What is wrong with ``value`` for the launch hint ``name`` (``static``: given as the
+    macro's keyword, one value for every configuration), or None. The runtime raises it, and
+    the front end names a literal static hint with it when the module is compiled."""
+    if static and isinstance(value, (list, tuple, range)):
+        return (
+            f"launch hint {name}={value!r} is a static hint, one value for every "
+            f"configuration: to tune it, make it a field of space= "
+            f"(space=dict(..., {name}={value!r}))"
+        )
+    # Triton compiles num_stages=0 (pipelining nothing, as 1 does): HIP configurations
+    # are written with it.
+    least = 0 if name == "num_stages" else 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        need = "an integer >= 0" if least == 0 else "a positive integer"
+        return f"launch hint {name}={value!r} must be {need}"
+    if name == "num_warps" and value & (value - 1):
+        return (
+            f"launch hint num_warps={value} must be a power of 2 (1, 2, 4, 8, 16, 32): "
+            "Triton compiles no other"
+        )
+    return None
+
+
+def option_choice_problem(option: str, value: object) -> str | None:
+    """What is wrong with ``value`` for an option that names one of a few choices (``mode``,
+    ``effort``, ``timing``, ``capture``, ``search``), or None. The runtime raises it, and the
+    front end names a literal one with it when the module is compiled."""
+    from tunedsl import knobs
+
+    choices = {
+        "mode": MODES,
+        "effort": knobs.EFFORT_NAMES,
+        "timing": TIMING_MODES,
+        "capture": CAPTURE_MODES,
+        "search": knobs.SEARCH_STRATEGIES,
+    }.get(option)
+    if choices is None or value in choices:
+        return None
+    return f"{option}={value!r}; expected one of {', '.join(choices)}"

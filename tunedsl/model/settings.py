@@ -18,16 +18,13 @@ from tunedsl import knobs
 from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.config import Config, as_config
 from tunedsl.model.options import (
-    CAPTURE_MODES,
     HINT_NAMES,
     OPTION_NAMES,
-    TIMING_MODES,
     did_you_mean,
+    option_choice_problem,
     triton_counterpart,
 )
 from tunedsl.model.space import Space, expand_space, search_space
-
-MODES = ("on", "cached", "off")
 
 # A space with more points than this (before its constraint) is never listed: the site
 # searches it lazily (``LazyCandidates``); the engine samples rather than lists above it too.
@@ -309,15 +306,10 @@ def _warn_tuning_against_environment(settings: Settings, where: str) -> None:
 
 def _check_choices(settings: Settings, where: str) -> None:
     """The options that name one of a few choices, given or from the environment."""
-    for option, value, choices in (
-        ("mode", settings.mode, MODES),
-        ("effort", settings.effort, knobs.EFFORT_NAMES),
-        ("timing", settings.timing, TIMING_MODES),
-        ("capture", settings.capture, CAPTURE_MODES),
-        ("search", settings.search, knobs.SEARCH_STRATEGIES),
-    ):
-        if value not in choices:
-            raise UsageError(f"{where}: {option}={value!r}; expected one of {', '.join(choices)}")
+    for option in ("mode", "effort", "timing", "capture", "search"):
+        problem = option_choice_problem(option, getattr(settings, option))
+        if problem is not None:
+            raise UsageError(f"{where}: {problem}")
     if not isinstance(settings.isolate, bool):
         raise UsageError(f"{where}: isolate= must be True or False, not {settings.isolate!r}")
 

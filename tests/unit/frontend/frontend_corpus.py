@@ -3,7 +3,7 @@
 The generated text stays inside what grammar/tunedsl.lark decides: it never produces the
 static errors the grammar leaves to the front end (unknown `$NAME` against a literal
 space, a field of a literal space that nothing reads, repeated keywords, hint/field
-conflicts, blocks= arity or constant type), so the
+conflicts, a literal hint value the runtime refuses, blocks= arity or constant type), so the
 grammar and the front end must accept exactly the same strings.
 """
 
@@ -17,6 +17,11 @@ NAMES = ("a", "b", "n", "x", "ys")
 STRINGS = ("'$x'", '"cost $5"', "b'$'", 'f"{a} $tile"', "r'\\$'", "'''$a\n$b'''", "''")
 OPTIONAL_KEYWORDS = ("key", "num_warps", "num_stages", "restore_value", "verify", "name", "rtol")
 BAD_DOLLARS = ("$ tile", "$1", "$class", "$")
+
+
+def hint_of(expression: str) -> str:
+    """A hint's value the front end leaves to the runtime (no literal)."""
+    return f"warps({expression})"
 
 
 def expressions(dsl: bool, stray_dollar: bool = False) -> st.SearchStrategy[str]:
@@ -114,7 +119,13 @@ def macro_calls(draw: st.DrawFn) -> str:
         parts.append("k2(a)")
     optional = draw(st.lists(st.sampled_from(OPTIONAL_KEYWORDS), unique=True, max_size=3))
     for name in optional:
-        parts.append(f"{name}={draw(plain)}")
+        # A literal hint the runtime refuses (`num_warps=0`, `[2, 4]`) is a front-end check:
+        # a hint is a valid literal or an expression the runtime reads.
+        if name in ("num_warps", "num_stages"):
+            value = draw(st.one_of(st.sampled_from(["1", "4", "None"]), plain.map(hint_of)))
+        else:
+            value = draw(plain)
+        parts.append(f"{name}={value}")
     if "unknown_keyword" in mistakes:
         parts.append(draw(st.sampled_from(["spcae=1", "num_warp=4", "grid=2", "TILE=$tile"])))
     if "star_argument" in mistakes:

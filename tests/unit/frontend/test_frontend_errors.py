@@ -416,6 +416,118 @@ def test_dsl_errors(
     assert isinstance(err, SyntaxError)
 
 
+# A literal static hint the runtime refuses on the first call (model/hints.py) is refused
+# when the module is compiled, with the runtime's own message (`tunedsl expand --check`
+# passed `num_warps=[2, 4]`, which failed on the first call).
+STATIC_HINTS = [
+    ("num_warps", "[2, 4]"),
+    ("num_warps", "(2, 4)"),
+    ("num_stages", "[2, 3]"),
+    ("num_warps", "3"),
+    ("num_warps", "0"),
+    ("maxnreg", "-1"),
+    ("num_warps", "True"),
+    ("num_warps", "2.0"),
+    ("num_warps", "'4'"),
+    ("occupancy", "0"),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), STATIC_HINTS, ids=[f"{n}={t}" for n, t in STATIC_HINTS])
+def test_a_literal_static_hint_the_runtime_refuses_is_refused_with_its_message(
+    name: str, text: str
+) -> None:
+    from tunedsl.errors import UsageError
+    from tunedsl.model.config import Config
+    from tunedsl.model.hints import hint_fields
+
+    with pytest.raises(UsageError) as runtime:
+        hint_fields(Config(tile=256), {name: ast.literal_eval(text)})
+    err = dsl_error(
+        f"autotune(space=dict(tile=[256, 512]), blocks=1, {name}={text}, k(a, T=$tile))\n"
+    )
+    assert err.msg_only == str(runtime.value)
+    assert err.lineno == 2 and err.col is not None and err.text is not None
+    assert err.text[err.col : err.col + len(text)] == text
+
+
+@pytest.mark.parametrize("text", ["4", "0", "None"])
+def test_a_literal_static_hint_the_runtime_takes_compiles(text: str) -> None:
+    name = "num_stages" if text == "0" else "num_warps"
+    code = compile_source(
+        HEADER + f"autotune(space=dict(tile=[256, 512]), blocks=1, {name}={text}, k(a, T=$tile))\n",
+        "/w/kern.py",
+    )
+    assert code is not None
+
+
+# The same for a value of a literal space's launch-hint field: the runtime refused it on the
+# first call (`space=dict(tile=[256], num_warps=[3, 4])` passed `expand --check`).
+SPACE_HINTS = [
+    ("dict(tile=[256], num_warps=[3, 4])", "num_warps", "3"),
+    ("{'tile': [256], 'num_stages': (2, -1)}", "num_stages", "-1"),
+    ("[dict(tile=256, num_warps=4), dict(tile=512, num_warps=0)]", "num_warps", "0"),
+    ("dict(tile=[256], maxnreg=[None, 2.5])", "maxnreg", "2.5"),
+]
+
+
+@pytest.mark.parametrize(("space", "name", "text"), SPACE_HINTS, ids=[s for s, _, _ in SPACE_HINTS])
+def test_a_literal_space_hint_value_the_runtime_refuses_is_refused_with_its_message(
+    space: str, name: str, text: str
+) -> None:
+    from tunedsl.errors import UsageError
+    from tunedsl.model.config import Config
+    from tunedsl.model.hints import hint_fields
+
+    with pytest.raises(UsageError) as runtime:
+        hint_fields(Config(tile=256, **{name: ast.literal_eval(text)}), {})
+    err = dsl_error(f"autotune(space={space}, blocks=1, k(a, T=$tile))\n")
+    assert err.msg_only == str(runtime.value)
+    assert err.lineno == 2 and err.col is not None and err.text is not None
+    assert err.text[err.col : err.col + len(text)] == text
+
+
+def test_a_space_hint_value_a_prune_may_drop_is_left_to_the_runtime() -> None:
+    body = "autotune(space=dict(tile=[256], num_warps=[3, 4]), blocks=1, prune=p, k(a, T=$tile))\n"
+    assert compile_source(HEADER + body, "/w/kern.py") is not None
+
+
+# A literal option naming a choice the runtime refuses (model/settings.py): refused when
+# the module is compiled, with the runtime's message (`capture="defualt"` passed
+# `expand --check` and raised on the first call).
+CHOICES = [
+    ("capture", "'defualt'"),
+    ("timing", "'graphs'"),
+    ("mode", "'cache'"),
+    ("effort", "'fast'"),
+    ("search", "'bayes'"),
+    ("mode", "1"),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), CHOICES, ids=[f"{n}={t}" for n, t in CHOICES])
+def test_a_literal_option_choice_the_runtime_refuses_is_refused_with_its_message(
+    name: str, text: str
+) -> None:
+    from tunedsl.errors import UsageError
+    from tunedsl.model.settings import resolve
+
+    with pytest.raises(UsageError) as runtime:
+        resolve({"tile": [256, 512]}, {}, {name: ast.literal_eval(text)}, "here")
+    err = dsl_error(
+        f"autotune(space=dict(tile=[256, 512]), blocks=1, {name}={text}, k(a, T=$tile))\n"
+    )
+    assert "here: " + err.msg_only == str(runtime.value)
+    assert err.lineno == 2 and err.col is not None and err.text is not None
+    assert err.text[err.col : err.col + len(text)] == text
+
+
+@pytest.mark.parametrize("text", ["capture='default'", "mode=None", "timing=''", "mode='off'"])
+def test_a_literal_option_choice_the_runtime_takes_compiles(text: str) -> None:
+    body = f"autotune(space=dict(tile=[256, 512]), blocks=1, {text}, k(a, T=$tile))\n"
+    assert compile_source(HEADER + body, "/w/kern.py") is not None
+
+
 def test_dollar_in_a_call_of_another_autotune_says_so() -> None:
     text = "import tunedsl\nfrom mylib import autotune\nautotune(k($t))\n"
     with pytest.raises(TunedslSyntaxError) as info:
