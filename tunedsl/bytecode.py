@@ -98,9 +98,17 @@ def _resolve_optimize(optimize: int) -> int:
 
 
 # Modules outside frontend/ that the expansion imports (its output depends on them:
-# options.py names the macro keywords, options and hints). tests/unit/test_bytecode.py
+# options.py names the macro keywords, options and hints; knobs.py the choices of effort= and
+# search=, which a literal option is checked against). tests/unit/test_bytecode.py
 # checks that this covers every tunedsl module frontend/ imports, transitively.
-EXPANSION_MODULES = ("model/options.py", "model/identity.py", "errors.py", "warn.py")
+EXPANSION_MODULES = (
+    "model/options.py",
+    "model/identity.py",
+    "errors.py",
+    "warn.py",
+    "knobs.py",
+    "environ.py",
+)
 
 
 def digest_files() -> list[str]:

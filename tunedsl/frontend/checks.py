@@ -166,6 +166,20 @@ class MacroChecks:
                     hint="the kernel is chosen once per call; use `$name` in its arguments",
                 )
 
+    def _check_literal_space(
+        self, node: ast.expr, space: ast.expr | None, fields: list[str], pruned: bool
+    ) -> None:
+        """What the first call would refuse of a literal ``space=`` (``node``; ``space``, its
+        literal form): its field names, the fields `$name`s read, the configurations of a
+        list space, empty axes, and launch-hint values (left to the runtime under
+        ``prune=``, which may drop such a configuration first)."""
+        self._check_field_names(node)
+        self._check_fields(fields)
+        self._check_every_configuration(space)
+        self._check_empty_axes(node)
+        if not pruned:
+            self._check_hint_fields(node)
+
     def _check_field_names(self, space: ast.expr) -> None:
         """Every field of a literal space has a name a `$name` can read (the runtime refuses
         the others on the first call)."""

@@ -175,12 +175,8 @@ class _MacroExpander(MacroChecks):
         space_arg = keywords["space"]
         space_literal, fields = literal_space(space_arg.node, self.dict_ok)  # type: ignore[arg-type]
         if fields is not None:
-            self._check_field_names(space_arg.node)  # type: ignore[arg-type]
-            self._check_fields(fields)
-            self._check_every_configuration(space_literal)
-            self._check_empty_axes(space_arg.node)  # type: ignore[arg-type]
-            if "prune" not in keywords:  # prune= may drop such a configuration first
-                self._check_hint_fields(space_arg.node)  # type: ignore[arg-type]
+            node: ast.expr = space_arg.node  # type: ignore[assignment]
+            self._check_literal_space(node, space_literal, fields, "prune" in keywords)
 
         static_hints: list[tuple[str, ast.expr]] = []
         lazy_hints: list[tuple[str, ast.expr]] = []
