@@ -42,8 +42,12 @@ def binary_extension(backend: Any) -> str:
 
 def triton_cache_dir() -> str | None:
     """Triton's cache directory: ``TRITON_CACHE_DIR``, else ``~/.triton/cache`` under
-    ``TRITON_HOME`` or the home directory (``knobs.cache.dir``; 3.6.0, 3.9.0)."""
-    from triton import knobs
+    ``TRITON_HOME`` or the home directory (``knobs.cache.dir``; 3.6.0, 3.9.0). None without
+    Triton: nothing is compiled there then (a lock of tunedsl's cache taken without it)."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
 
     directory = knobs.cache.dir
     return str(directory) if directory else None
