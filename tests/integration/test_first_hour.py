@@ -56,8 +56,13 @@ def script(
 ) -> Path:
     values = {"decorator": "@triton.jit", "blocks": "cdiv(n, $tile)", **fmt}
     path = tmp_path / name
-    # The progress line at once, not after a second: no test waits on the machine's speed.
-    at_once = "import tunedsl.progress\ntunedsl.progress.PROGRESS_AFTER_S = 0\n"
+    # The progress line at once, not after a second, and redrawn at every step, not at most
+    # every _REDRAW_S: no test depends on the machine's speed (a quick tune drew one line).
+    at_once = (
+        "import tunedsl.progress\n"
+        "tunedsl.progress.PROGRESS_AFTER_S = 0\n"
+        "tunedsl.progress._REDRAW_S = 0\n"
+    )
     path.write_text((at_once if progress_at_once else "") + KERNEL.format(**values))
     return path
 
