@@ -272,14 +272,7 @@ def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
         why = _untrusted_file(path) or next(filter(None, map(_untrusted_file, caches)), None)
     if why is not None or not on_path:
         return why
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        os.close(_open_chain(Path(directory), True, True))
-    except UntrustedDir as untrusted:
-        return str(untrusted)
-    except OSError as err:
-        return f"{directory} cannot be checked ({err.strerror or err})"
-    return None
+    return untrusted_place(Path(os.path.dirname(os.path.abspath(path))))
 
 
 def _untrusted_prefix(path: str) -> str | None:
