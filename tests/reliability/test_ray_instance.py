@@ -7,8 +7,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -67,3 +72,112 @@ def test_a_sweep_never_joins_the_ray_cluster_another_user_named(
         assert os.listdir(ray_dir) == ["ray_current_cluster"]  # nothing of this sweep's
     left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("tunedsl-ray-")]
     assert left == [], "the instance's private directory outlived the sweep"
+
+
+# Each path it is given that it can create a file in (as another user), a line each.
+TRY_WRITE = """
+import os, sys
+for path in sys.argv[1:]:
+    try:
+        os.close(os.open(os.path.join(path, "planted"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except OSError:
+        continue
+    print(path)
+"""
+
+
+def test_no_other_user_can_write_in_the_sweeps_ray_instance_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Ray opens the temporary directory it is given to every user (mode 0777, with its
+    # session, sockets and runtime_resources directories below): the sweep gave it its
+    # private scratch directory itself, so another user could plant files and swap the
+    # instance's directories while it ran, and a killed sweep left it so. It now gets a
+    # directory inside that private one.
+    ray = pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    swap_attack.need_second_user()
+    from tunedsl.precompile.ray_instance import ray_instance
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    # A directory like /tmp (sticky, open to all), named short: Ray's sockets go below it.
+    base = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))
+    base.chmod(0o1777)
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(base))
+        with ray_instance(ray, None, {}) as local:
+            assert local
+            assert ray.get(ray.remote(lambda: 7).remote()) == 7
+            (scratch,) = base.glob("tunedsl-ray-*")
+            places = [str(scratch)] + [str(p) for p in scratch.rglob("*") if p.is_dir()]
+            assert any("sockets" in p for p in places), places  # the instance's own
+            proc = swap_attack.as_attacker(TRY_WRITE, *places)
+            planted, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            assert planted.split() == [], "another user could write in the Ray instance's directory"
+        assert list(base.glob("tunedsl-ray-*")) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _in_session(sid: int) -> list[str]:
+    """The processes of session ``sid`` that are still running (zombies have ended)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text.split(" (", 1)[1].rsplit(") ", 1)
+        fields = rest.split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(f"{stat.parent.name} {name}")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("phase", "sig"),
+    [("starting", signal.SIGINT), ("starting", signal.SIGKILL), ("running", signal.SIGKILL)],
+)
+def test_no_process_of_the_sweeps_ray_instance_outlives_the_sweep(
+    tmp_path: Path, phase: str, sig: signal.Signals
+) -> None:
+    # A sweep killed (SIGKILL) or interrupted while ray.init started its instance runs no
+    # ray.shutdown: Ray's agents lived on for about a minute after (one listening on the
+    # network), and a killed sweep's instance directory was left until the next sweep.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    scratch = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))  # short: Ray's sockets go below
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1", "TMPDIR": str(scratch),
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+           "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}  # fmt: skip
+    env.pop("RAY_ADDRESS", None)
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": 300, "fail": "hang"}]))
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--gpus-per-task", "0",
+            "--shapes", str(shapes)]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C, as at a shell
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (
+            any("gcs_server" in p for p in _in_session(proc.pid))
+            if phase == "starting"
+            else (markers / "hang-started").exists()
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        proc.communicate(timeout=120)
+        deadline = time.monotonic() + 30
+        while (_in_session(proc.pid) or list(scratch.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _in_session(proc.pid) == [], "a process of the sweep's Ray instance outlived it"
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("tunedsl-ray-")] == []
+    finally:
+        for line in _in_session(proc.pid):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        shutil.rmtree(scratch, ignore_errors=True)

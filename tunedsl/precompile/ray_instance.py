@@ -4,8 +4,10 @@ Without an address, a sweep starts a local instance of its own. It never joins t
 that Ray's shared directory names (``/tmp/ray/ray_current_cluster``, written by whoever ran
 ``ray start`` there last, another user included), as ``ray.init()`` without an address
 would: that cluster's actors would run the tasks, and this process would load their pickled
-answers. The instance keeps its sockets and session files in a private scratch directory,
-where Ray's own directory is opened to every user; both end with the sweep.
+answers. The instance keeps its sockets and session files in a directory inside a
+private scratch directory: Ray opens the directory it is given to every user (mode 0777, as
+it does its shared one), and the private directory above keeps others out of it. Its
+processes end with the sweep, killed or not (``ray_reaper``), and so does the directory.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from tunedsl.errors import UsageError
+from tunedsl.precompile.ray_reaper import start_reaper, stop_reaper
 from tunedsl.store.scratch import scratch_dir
+
+#: The scratch directory of a sweep's own Ray instance (``scratch.scratch_dir``).
+RAY_SCRATCH_PREFIX = "tunedsl-ray-"
 
 
 @contextlib.contextmanager
@@ -31,7 +37,12 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
     with contextlib.ExitStack() as stack:
         options: dict[str, Any] = {"address": address or "local"}
         if address is None:
-            options["_temp_dir"] = str(stack.enter_context(scratch_dir("tunedsl-ray-")))
+            private = stack.enter_context(scratch_dir(RAY_SCRATCH_PREFIX))
+            # Ray opens it to all: one level down (a short name: Ray's sockets are below it,
+            # and a socket's path is at most 107 bytes)
+            options["_temp_dir"] = str(private / "r")
+            # Before Ray starts anything: a Ctrl-C inside ray.init leaves no process either.
+            stack.callback(stop_reaper, start_reaper(private / "r", RAY_SCRATCH_PREFIX))
         try:
             ray.init(runtime_env={"env_vars": env}, log_to_driver=False, **options)
         except (ConnectionError, ValueError) as err:  # no cluster there, or no address
