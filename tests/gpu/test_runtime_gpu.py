@@ -565,3 +565,59 @@ def test_a_kernel_under_triton_heuristics_tunes_on_the_gpu(n) -> None:
     assert got.source == "tuned" and got.record is not None
     assert sorted(r.status for r in got.record.results) == ["ok"] * 4
     torch.testing.assert_close(y, x + 1)
+
+
+# A first call in a fresh process (Triton's driver not started), Triton's cache directory
+# as given; prints the error's class and message, or OK.
+FIRST_CALL_IN_A_FRESH_PROCESS = """
+import torch, triton, triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+a, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+c = torch.empty_like(a)
+try:
+    autotune_launch(vadd, space={"tile": [256, 1024]}, grid=lambda cfg: (cdiv(4096, cfg.tile),),
+                    args=(a, b, c, 4096), kwargs=lambda cfg: {"TILE": cfg.tile}, name="open-cache")
+    print("OK")
+except Exception as err:
+    print(type(err).__name__, str(err).splitlines()[0])
+"""
+
+
+def test_a_first_call_with_a_triton_cache_others_can_write_fails_before_anything_is_put_there(
+    tmp_path,
+) -> None:
+    # Triton's driver, started by the first call, built its C utilities (cuda_utils) into
+    # TRITON_CACHE_DIR and loaded them from there before any check of that directory: in one
+    # another user can write, their library would run as you. The first call now fails with
+    # the UsageError naming the directory, and nothing is written there.
+    import subprocess
+    import sys
+
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)  # another user can write here (sticky or not: they own what they make)
+    script = tmp_path / "first_call.py"
+    script.write_text(FIRST_CALL_IN_A_FRESH_PROCESS)
+    env = dict(os.environ, TRITON_CACHE_DIR=str(open_dir), TUNEDSL_CACHE_DIR=str(tmp_path / "c"))
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600
+    )
+    out = proc.stdout.strip().splitlines()
+    assert out and out[-1].startswith("UsageError"), proc.stdout + proc.stderr
+    assert f"Triton's cache directory {open_dir}" in out[-1], out[-1]
+    assert os.listdir(open_dir) == [], "something was written in the open Triton cache"
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    env["TRITON_CACHE_DIR"] = str(own)
+    ok = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert ok.stdout.strip().splitlines()[-1:] == ["OK"], ok.stdout + ok.stderr

@@ -5,35 +5,25 @@ Triton loads the binaries it finds there and, on a GPU, builds and then imports 
 modules (shared libraries) there: a directory another user can write (a shared
 ``TRITON_CACHE_DIR``) would run their code as this user, and a cross-compile put there is
 one they can replace before a later run loads it. Every compile tunedsl drives checks it
-first (:func:`check_triton_cache`); ``tunedsl precompile --target`` before any work.
+first (:func:`check_triton_cache`); ``tunedsl precompile --target`` before any work; and
+Triton's driver is started only through ``compat.active_driver``, which checks it first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from tunedsl.backends import compat
-from tunedsl.errors import UsageError
 from tunedsl.store.locks import file_lock
-from tunedsl.store.paths import untrusted_place
 
 __all__ = ["check_triton_cache", "triton_cache_has", "triton_cache_lock"]
 
 
 def check_triton_cache() -> None:
     """A ``UsageError`` naming Triton's cache directory, why and the fix, when another user
-    could put files there (the chain rule of tunedsl's cache; a directory not made yet is
-    judged by the one it will be made in)."""
-    directory = compat.triton_cache_dir()
-    why = untrusted_place(Path(directory)) if directory else None
-    if why is not None:
-        raise UsageError(
-            f"not compiling into Triton's cache directory {directory}: {why}, so another user "
-            "could put binaries and launcher libraries there that Triton loads and runs as "
-            "you; set TRITON_CACHE_DIR to a directory of your own, closed to writes by others"
-        )
+    could put files there (``compat.check_triton_cache``)."""
+    compat.check_triton_cache()
 
 
 def triton_cache_has(key: str, name: str) -> bool:

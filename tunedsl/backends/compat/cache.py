@@ -53,6 +53,27 @@ def triton_cache_dir() -> str | None:
     return str(directory) if directory else None
 
 
+def check_triton_cache() -> None:
+    """A ``UsageError`` naming Triton's cache directory, why and the fix, when another user
+    could put files there (the chain rule of tunedsl's cache; a directory not made yet is
+    judged by the one it will be made in). Triton loads the binaries it finds there and, on
+    a GPU, builds and loads shared libraries there: its driver's C utilities when the
+    driver starts (``active_driver``), each kernel's launcher at its first load."""
+    from pathlib import Path
+
+    from tunedsl.errors import UsageError
+    from tunedsl.store.paths import untrusted_place
+
+    directory = triton_cache_dir()
+    why = untrusted_place(Path(directory)) if directory else None
+    if why is not None:
+        raise UsageError(
+            f"not compiling into Triton's cache directory {directory}: {why}, so another user "
+            "could put binaries and launcher libraries there that Triton loads and runs as "
+            "you; set TRITON_CACHE_DIR to a directory of your own, closed to writes by others"
+        )
+
+
 def triton_cache_has(key: str, name: str) -> bool:
     """True if Triton's cache dir holds the compiled kernel for cache key ``key``: the
     group file ``<stem>.json`` under the directory of ``sha256(key)``, as ``triton.compile``

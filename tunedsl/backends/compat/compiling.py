@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from tunedsl.backends.compat.launch import _driver_unstarted_on_cuda, current_target
+from tunedsl.backends.compat.cache import check_triton_cache
+from tunedsl.backends.compat.launch import _driver_unstarted_on_cuda, active_driver, current_target
+from tunedsl.errors import UsageError
 
 # -- the compile pool's async split -----------------------------------------------------------
 
@@ -94,7 +96,7 @@ def start_warming() -> None:
         if _warming:
             return
         _warming["key"] = _in_background(triton_key, "tunedsl-triton-key")
-        if _driver_unstarted_on_cuda():
+        if _driver_unstarted_on_cuda() and _triton_cache_trusted():
             _warming["utils"] = _in_background(_build_cuda_utils, "tunedsl-cuda-utils")
 
 
@@ -108,6 +110,16 @@ def _in_background(step: Callable[[], Any], name: str) -> threading.Thread:
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread
+
+
+def _triton_cache_trusted() -> bool:
+    """Whether Triton's cache directory may hold its C utilities (else the driver's first
+    use, through ``active_driver``, raises ``check_triton_cache``'s error)."""
+    try:
+        check_triton_cache()
+    except UsageError:
+        return False
+    return True
 
 
 def _build_cuda_utils() -> None:
@@ -137,11 +149,10 @@ def max_shared_memory(device: int | None) -> int:
     """The shared memory a kernel may use on CUDA device ``device`` (None: the current one),
     as Triton's loader checks it (``max_shared_mem``:
     ``driver.active.utils.get_device_properties``; 3.6, 3.9)."""
-    from triton.runtime import driver
-
+    active = active_driver()
     if device is None:
-        device = driver.active.get_current_device()
-    return int(driver.active.utils.get_device_properties(device)["max_shared_mem"])
+        device = active.get_current_device()
+    return int(active.utils.get_device_properties(device)["max_shared_mem"])
 
 
 def shared_memory_overrun(err: BaseException) -> tuple[int, int] | None:
@@ -217,6 +228,7 @@ def prebuild_launcher(
     constant; a kernel with tensor descriptors gets its own at load (``tensordesc_meta``)."""
     from triton.backends.nvidia import driver as nv
 
+    check_triton_cache()  # it is built there, then loaded from there
     make = getattr(nv, "make_launcher", None)
     build = getattr(nv, "compile_module_from_src", None)
     if make is None or build is None:
