@@ -181,3 +181,54 @@ def test_no_process_of_the_sweeps_ray_instance_outlives_the_sweep(
         for line in _in_session(proc.pid):
             os.kill(int(line.split()[0]), signal.SIGKILL)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# What another user can read of the victim's Ray token files: a line per file read.
+READ_TOKENS = """
+import os, sys
+for path in sys.argv[1:]:
+    try:
+        with open(path) as fh:
+            print(path, len(fh.read()))
+    except OSError:
+        pass
+"""
+
+
+def test_the_sweeps_ray_instance_token_is_never_in_a_file_another_user_can_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ray's token for a new local instance was written to ~/.ray/auth_token (mode 0644, in
+    # a 0755 ~/.ray): in a home directory other users can enter (0755, as many are), any of
+    # them could read it, join the instance (it listens on every interface) and run code as
+    # the user. The instance now gets a token of its own in its processes' environment.
+    # Two sweeps in one process: the second gets a token of its own too, and runs.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        home = base / "home"
+        home.mkdir(mode=0o755)
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+        monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+        monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+        shapes = tmp_path / "shapes.json"
+        shapes.write_text(json.dumps([{"n": 100}]))
+        env = {
+            "TRITON_INTERPRET": "1",
+            "TUNEDSL_QUIET": "1",
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        }
+        for _ in range(2):
+            written, outcomes = sweep(
+                SCRIPT, str(shapes), use_ray=True, gpus_per_task=0, actors=1, runner_env=env,
+                out=io.StringIO(),
+            )  # fmt: skip
+            assert [o.error for o in outcomes] == [None] and len(written) == 1
+        files = [str(p) for p in home.rglob("*") if p.is_file()]
+        proc = swap_attack.as_attacker(READ_TOKENS, *files)
+        read, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert read.split() == [], f"another user read the Ray instance's token: {read}"
+        assert "RAY_AUTH_TOKEN" not in os.environ

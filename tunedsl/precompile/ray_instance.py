@@ -25,6 +25,40 @@ from tunedsl.store.scratch import scratch_dir
 RAY_SCRATCH_PREFIX = "tunedsl-ray-"
 
 
+#: The token of the instances this process starts: one for the process, as Ray's token loader
+#: keeps the first it reads for the life of the process.
+_TOKEN: list[str] = []
+
+
+@contextlib.contextmanager
+def _own_token(ray: Any) -> Iterator[None]:
+    """Within: a token of the instance's own in the environment (``RAY_AUTH_TOKEN``, which
+    Ray reads before any file), where its processes, started from this one, find it. Ray
+    otherwise writes one to ``~/.ray/auth_token``, readable by every user who can enter the
+    home directory (mode 0644 in a 0755 ``~/.ray``): with it, anyone could join the
+    instance (it listens on every interface) and run code as this user."""
+    import secrets
+
+    if not _TOKEN:
+        _TOKEN.append(secrets.token_hex(32))
+    names = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    saved = {name: os.environ.pop(name, None) for name in names}
+    os.environ["RAY_AUTH_TOKEN"] = _TOKEN[0]
+    loader = getattr(getattr(ray, "_raylet", None), "AuthenticationTokenLoader", None)
+    try:
+        if loader is not None:  # Ray 2.5x: a token read before (a cluster joined) is forgotten
+            loader.instance().reset_cache()
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if loader is not None:
+            loader.instance().reset_cache()
+
+
 @contextlib.contextmanager
 def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator[bool]:
     """Within: Ray joined at ``address`` (else ``RAY_ADDRESS``), or a local instance started
@@ -35,6 +69,8 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
     with contextlib.ExitStack() as stack:
+        if address is None:
+            stack.enter_context(_own_token(ray))
         options: dict[str, Any] = {"address": address or "local"}
         if address is None:
             private = stack.enter_context(scratch_dir(RAY_SCRATCH_PREFIX))
