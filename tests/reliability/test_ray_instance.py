@@ -232,3 +232,24 @@ def test_the_sweeps_ray_instance_token_is_never_in_a_file_another_user_can_read(
         assert proc.returncode == 0, err
         assert read.split() == [], f"another user read the Ray instance's token: {read}"
         assert "RAY_AUTH_TOKEN" not in os.environ
+
+
+def test_a_tmpdir_too_long_for_rays_sockets_is_named_before_ray_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ray raised "OSError: validate_socket_filename failed: AF_UNIX path length cannot exceed
+    # 107 bytes" from inside ray.init, a traceback naming neither TMPDIR nor a fix.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    from tunedsl.errors import UsageError
+
+    long_tmp = Path(tempfile.mkdtemp(prefix="t" * 60, dir="/tmp"))
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        shapes = tmp_path / "shapes.json"
+        shapes.write_text(json.dumps([{"n": 100}]))
+        with pytest.raises(UsageError, match=r"TMPDIR=.* shorter path .* or pass --no-ray"):
+            sweep(SCRIPT, str(shapes), use_ray=True, gpus_per_task=0, out=io.StringIO())
+        assert os.listdir(long_tmp) == []  # its scratch directory removed, nothing started
+    finally:
+        shutil.rmtree(long_tmp, ignore_errors=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from tunedsl.errors import UsageError
@@ -23,6 +24,29 @@ from tunedsl.store.scratch import scratch_dir
 
 #: The scratch directory of a sweep's own Ray instance (``scratch.scratch_dir``).
 RAY_SCRATCH_PREFIX = "tunedsl-ray-"
+
+
+#: The length of Ray's longest socket path below the directory it is given (its plasma
+#: store's: ``/session_<date>_<time>_<microseconds>_<pid>/sockets/plasma_store``), and
+#: the most a socket's path may be (``AF_UNIX``, Linux).
+_RAY_SOCKET_TAIL = len("/session_2026-11-28_01-12-14_683018_4194304/sockets/plasma_store")
+_MAX_SOCKET_PATH = 107
+
+
+def _check_socket_room(directory: Path) -> None:
+    """A ``UsageError`` naming ``TMPDIR`` where Ray's sockets below ``directory`` would have
+    paths too long for a socket (Ray raised its ``OSError`` from inside ``ray.init``)."""
+    room = _MAX_SOCKET_PATH - _RAY_SOCKET_TAIL
+    if len(os.fsencode(str(directory))) > room:
+        import tempfile
+
+        raise UsageError(
+            f"sweep: Ray's local instance keeps its sockets in TMPDIR={tempfile.gettempdir()}, "
+            f"and their paths there would pass the {_MAX_SOCKET_PATH} bytes a socket's path "
+            f"may have: set TMPDIR to a directory of your own with a shorter path (at most "
+            f"{room - len(str(directory)) + len(tempfile.gettempdir())} characters), or "
+            "pass --no-ray"
+        )
 
 
 #: The token of the instances this process starts: one for the process, as Ray's token loader
@@ -76,6 +100,7 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
             private = stack.enter_context(scratch_dir(RAY_SCRATCH_PREFIX))
             # Ray opens it to all: one level down (a short name: Ray's sockets are below it,
             # and a socket's path is at most 107 bytes)
+            _check_socket_room(private / "r")
             options["_temp_dir"] = str(private / "r")
             # Before Ray starts anything: a Ctrl-C inside ray.init leaves no process either.
             stack.callback(stop_reaper, start_reaper(private / "r", RAY_SCRATCH_PREFIX))
