@@ -20,6 +20,7 @@ import pytest
 import swap_attack
 
 from tunedsl.precompile.sweep import sweep
+from tunedsl.store import records
 
 pytestmark = pytest.mark.needs_triton
 
@@ -253,3 +254,40 @@ def test_a_tmpdir_too_long_for_rays_sockets_is_named_before_ray_starts(
         assert os.listdir(long_tmp) == []  # its scratch directory removed, nothing started
     finally:
         shutil.rmtree(long_tmp, ignore_errors=True)
+
+
+def test_ctrl_c_of_a_ray_sweep_writes_the_finished_tasks_records(tmp_path: Path) -> None:
+    # Ctrl-C cancelled the running tasks with ray.cancel(force=True), which Ray refuses for
+    # an actor's task: its ValueError replaced the interrupt, a traceback and status 1, and
+    # the finished tasks' records were never written.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(cache),
+           "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}  # fmt: skip
+    env.pop("RAY_ADDRESS", None)
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": 100}, {"n": 300, "fail": "slow"}]))
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--gpus-per-task", "0",
+            "--actors", "1", "--shapes", str(shapes)]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C, as at a shell
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (markers / "slow-started").exists():  # the first task is done by then
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        said = err.decode()
+        assert proc.returncode == 130, said
+        assert "Traceback" not in said and "interrupted after 1 of 2 tasks" in said, said
+        kept = [records.read_record_file(p) for p in cache.glob("records/*.json")]
+        assert kept and all("100" in str(r.key) for r in kept), said
+    finally:
+        for line in _in_session(proc.pid):
+            os.kill(int(line.split()[0]), signal.SIGKILL)

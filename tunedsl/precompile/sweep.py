@@ -308,8 +308,13 @@ def _schedule(ray: Any, pool: list[Any], tasks: list[Task], progress: Progress) 
             outcomes[task.index] = outcome
             progress.update(outcome)
     except KeyboardInterrupt:
-        for ref in running:
-            ray.cancel(ref, force=True)
+        # Ray cancels no actor task by force (a ValueError that replaced this interrupt,
+        # and the finished tasks' records were lost): the running tasks end with their actors.
+        for actor in pool:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # gone already: the interrupt is what the user sees
+                pass
         raise
     return [outcomes[t.index] for t in tasks]
 
