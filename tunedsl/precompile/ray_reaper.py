@@ -31,13 +31,16 @@ def start_reaper(directory: Path, prefix: str) -> subprocess.Popen[bytes] | None
     stdin (or this process dying) sets it to work. None where there is no ``/proc``."""
     if not os.path.isdir("/proc/self/fd"):
         return None
+    import tempfile
+
     from tunedsl.backends.python_child import python_argv
 
     code = "import sys\nfrom tunedsl.precompile.ray_reaper import reap\nreap(*sys.argv[1:3])\n"
+    env = dict(os.environ, TMPDIR=tempfile.gettempdir())  # where this process's scratch is
     return subprocess.Popen(
         python_argv(code, str(directory), prefix),
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, close_fds=True, cwd="/",
+        start_new_session=True, close_fds=True, cwd="/", env=env,
     )  # fmt: skip
 
 
