@@ -106,8 +106,9 @@ def test_no_other_user_can_write_in_the_sweeps_ray_instance_directory(
     base.chmod(0o1777)
     try:
         monkeypatch.setattr(tempfile, "tempdir", str(base))
+        cwd = os.getcwd()
         with ray_instance(ray, None, {}) as local:
-            assert local
+            assert local and os.getcwd() == cwd  # ray.init ran from "/", then back here
             assert ray.get(ray.remote(lambda: 7).remote()) == 7
             (scratch,) = base.glob("tunedsl-ray-*")
             places = [str(scratch)] + [str(p) for p in scratch.rglob("*") if p.is_dir()]
@@ -291,3 +292,51 @@ def test_ctrl_c_of_a_ray_sweep_writes_the_finished_tasks_records(tmp_path: Path)
     finally:
         for line in _in_session(proc.pid):
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+PLANTED = """
+import os
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(_here, "planted-code-ran"), "a") as _mark:
+    _mark.write(f"pid {os.getpid()} uid {os.getuid()}\\n")
+"""
+
+SWEEP_ON_RAY = """
+import io, sys
+from tunedsl.precompile.sweep import sweep
+written, outcomes = sweep(sys.argv[1], sys.argv[2], use_ray=True, gpus_per_task=0, actors=1,
+                          out=io.StringIO())
+print("ERRORS", [o.error for o in outcomes], "WRITTEN", len(written))
+"""
+
+
+def test_a_package_planted_in_a_shared_working_directory_never_runs_in_a_ray_actor(
+    tmp_path: Path,
+) -> None:
+    # ray.init puts the working directory it runs in on every Ray worker's import path,
+    # before the installed packages: a sweep run from a shared directory had each actor
+    # import another user's `tunedsl/` there (and run it as this user) instead of its own.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as shared:  # world-writable and sticky, as /tmp itself
+        swap_attack.attacker_step(
+            "import os, sys; os.mkdir(sys.argv[1]); open(sys.argv[1] + '/__init__.py', 'w')"
+            ".write(sys.argv[2])",
+            str(shared / "tunedsl"), PLANTED,
+        )  # fmt: skip
+        driver = tmp_path / "driver.py"
+        driver.write_text(SWEEP_ON_RAY)
+        shapes = tmp_path / "shapes.json"
+        shapes.write_text(json.dumps([{"n": 130}]))
+        env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+               "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+               "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+        env.pop("RAY_ADDRESS", None)
+        done = subprocess.run(
+            [sys.executable, str(driver), SCRIPT, str(shapes)],
+            cwd=shared, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        mark = shared / "planted-code-ran"
+        assert not mark.exists(), f"the planted package ran: {mark.read_text()}"
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "ERRORS [None] WRITTEN 1" in done.stdout, done.stdout + done.stderr[-3000:]

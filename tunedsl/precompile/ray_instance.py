@@ -49,6 +49,24 @@ def _check_socket_room(directory: Path) -> None:
         )
 
 
+@contextlib.contextmanager
+def _from_root() -> Iterator[None]:
+    """Within: ``/`` as the working directory. ``ray.init`` puts the working directory it
+    runs in on the import path of every Ray worker, before the installed packages: run from
+    a shared directory (``/tmp``, a project open to a group), a ``tunedsl/`` or ``torch/``
+    another user planted there ran as this user in every actor."""
+    try:
+        here: str | None = os.getcwd()
+    except OSError:  # removed: nothing to come back to
+        here = None
+    os.chdir("/")
+    try:
+        yield
+    finally:
+        if here is not None:
+            os.chdir(here)
+
+
 #: The token of the instances this process starts: one for the process, as Ray's token loader
 #: keeps the first it reads for the life of the process.
 _TOKEN: list[str] = []
@@ -105,7 +123,8 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
             # Before Ray starts anything: a Ctrl-C inside ray.init leaves no process either.
             stack.callback(stop_reaper, start_reaper(private / "r", RAY_SCRATCH_PREFIX))
         try:
-            ray.init(runtime_env={"env_vars": env}, log_to_driver=False, **options)
+            with _from_root():
+                ray.init(runtime_env={"env_vars": env}, log_to_driver=False, **options)
         except (ConnectionError, ValueError) as err:  # no cluster there, or no address
             raise UsageError(
                 f"sweep --ray {address}: cannot join a Ray cluster ({err}); start one "
