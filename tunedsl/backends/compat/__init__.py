@@ -3,7 +3,8 @@
 One package, by topic: ``gate`` (the version gate, the interpreter, JITFunction facts),
 ``launch`` (launching, the target, binding and packing a call), ``compiling`` (the compile
 pool's async split, Triton's hash and cache warm-up, shared memory, the launcher built
-ahead), ``cache`` (Triton's cache key, file naming, stored binaries), ``dynamo``
+ahead), ``cache`` (Triton's cache key, file naming, stored binaries, the trust check of its
+directory), ``driver_gate`` (Triton's driver, started only after that check), ``dynamo``
 (PyTorch Dynamo's hooks for tracing a site) and ``autograd`` (a tensor's version counter
 kept across tuning's restores). Callers use the
 names re-exported here.
@@ -58,6 +59,7 @@ from tunedsl.backends.compat.compiling import (  # noqa: F401 (re-exported)
     warm_compile_caches,
     with_heuristics,
 )
+from tunedsl.backends.compat.driver_gate import active_driver  # noqa: F401 (re-exported)
 from tunedsl.backends.compat.gate import (  # noqa: F401 (re-exported)
     TESTED_TRITON,
     constexpr_params,
@@ -82,7 +84,6 @@ from tunedsl.backends.compat.launch import (  # noqa: F401 (re-exported)
     LAUNCHER_TAKES_INT_POINTERS,
     LaunchParts,
     _launcher_form,
-    active_driver,
     backend_hash,
     binding_jit,
     cache_invalidating_env,

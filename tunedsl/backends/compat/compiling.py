@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from tunedsl.backends.compat.cache import check_triton_cache
-from tunedsl.backends.compat.launch import _driver_unstarted_on_cuda, active_driver, current_target
+from tunedsl.backends.compat.driver_gate import active_driver
+from tunedsl.backends.compat.launch import _driver_unstarted_on_cuda, current_target
 from tunedsl.errors import UsageError
 
 # -- the compile pool's async split -----------------------------------------------------------

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunedsl import knobs
-from tunedsl.backends.compat.cache import check_triton_cache
-from tunedsl.backends.compat.gate import interpreting, is_interpreted_function
+from tunedsl.backends.compat import driver_gate
 
 # -- launching --------------------------------------------------------------------------------
 
@@ -33,9 +32,9 @@ def jit_run(
     ``__getitem__`` lambda: ``JITFunction.run(*args, grid=, warmup=False, **...)``, which
     returns the ``CompiledKernel`` (3.6.0, 3.9.0; the interpreter's ``run`` takes the same
     call). A name given twice raises ``TypeError``, as in ``kernel[grid](...)``. The first
-    launch of a compiled kernel may start Triton's driver: ``active_driver``'s check first."""
-    if not _driver_started:
-        _check_before_driver(kernel)
+    launch of a compiled kernel may start Triton's driver: its check first (``driver_gate``)."""
+    if not driver_gate.started:
+        driver_gate.check_before_driver(kernel)
     return kernel.run(*args, grid=grid, warmup=False, **kwargs, **dyn_kwargs, **options)
 
 
@@ -45,9 +44,9 @@ def jit_warmup(
     """Compile (never launch) through ``JITFunction.warmup(*args, grid=(1,), **...)``: the
     ``CompiledKernel``, a future of one under an async-compile mode, or None when a
     ``jit_cache_hook`` took over (3.6.0, 3.9.0). It starts Triton's driver where no target is
-    given: ``active_driver``'s check first."""
-    if not _driver_started:
-        _check_before_driver(jit_fn)
+    given: its check first (``driver_gate``)."""
+    if not driver_gate.started:
+        driver_gate.check_before_driver(jit_fn)
     return jit_fn.warmup(*args, grid=(1,), **dict(kwargs), **dict(options))
 
 
@@ -95,6 +94,8 @@ def direct_launch_parts(compiled: Any) -> LaunchParts | None:
     (``_init_handles``), which sets ``.function``.
     """
     compiled = resolve(compiled)
+    if not driver_gate.started:  # reading ``.run`` may start Triton's driver: its check first
+        driver_gate.check_before_driver(compiled)
     launcher = compiled.run
     function = compiled.function
     if function is None or not hasattr(compiled, "packed_metadata"):
@@ -205,7 +206,11 @@ LAUNCHER_TAKES_INT_POINTERS = True
 
 def load_module(compiled: Any) -> None:
     """Load a ``CompiledKernel`` into the device context now (``_init_handles``; 3.6.0,
-    3.9.0): reports ``OutOfResources`` (too much shared memory) here, not at launch."""
+    3.9.0): reports ``OutOfResources`` (too much shared memory) here, not at launch. The
+    load may start Triton's driver (a stored binary, the first of a process): its check
+    first."""
+    if not driver_gate.started:
+        driver_gate.check_before_driver(compiled)
     compiled._init_handles()
 
 
@@ -241,7 +246,7 @@ def launch_hooked(runtime: Any) -> bool:
 def device_and_stream() -> tuple[Callable[[], int], Callable[[int], int]]:
     """The active driver's ``get_current_device`` and ``get_current_stream(device)``
     (``triton.runtime.driver.active``; 3.6.0, 3.9.0)."""
-    active = active_driver()
+    active = driver_gate.active_driver()
     get_device = active.get_current_device
     try:
         import torch
@@ -303,41 +308,9 @@ def layout_check(tensors: Sequence[Any]) -> Callable[..., bool] | None:
         return None
 
 
-# Whether Triton's driver was seen started (by ``active_driver`` or before a JIT call): from
-# then on a JIT call needs no check (one global read on that path).
-_driver_started = False
-
-
-def _check_before_driver(kernel: Any) -> None:
-    """``check_triton_cache`` where a JIT call of ``kernel`` would start Triton's driver:
-    it has not started, and Triton's interpreter is off (it never starts it)."""
-    global _driver_started
-    from triton.runtime import driver
-
-    if getattr(driver, "_active", None) is not None or getattr(driver, "_default", None):
-        _driver_started = True
-    elif not interpreting() and not is_interpreted_function(kernel):
-        check_triton_cache()
-
-
-def active_driver() -> Any:
-    """``triton.runtime.driver.active``, Triton's cache directory checked first where the
-    driver has not started (``check_triton_cache``'s ``UsageError``): starting it builds its
-    C utilities into that directory, where they are loaded from (``DriverConfig.active``,
-    ``CudaUtils``; 3.6.0, 3.9.0). Every use of the driver in tunedsl goes through here."""
-    from triton.runtime import driver
-
-    global _driver_started
-    if getattr(driver, "_active", None) is None and getattr(driver, "_default", None) is None:
-        check_triton_cache()
-    active = driver.active
-    _driver_started = True
-    return active
-
-
 def current_target() -> Any:
     """The current device's ``GPUTarget`` (``driver.active.get_current_target``; 3.6, 3.9)."""
-    return active_driver().get_current_target()
+    return driver_gate.active_driver().get_current_target()
 
 
 def _driver_unstarted_on_cuda() -> bool:
