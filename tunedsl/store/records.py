@@ -183,11 +183,21 @@ def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
     record (True: none has; ``load_from``'s first test, without reading or trusting
     anything): a caller that meets many new keys asks it before ``load_from``."""
     prefixes = tuple(f"{root}{os.sep}" for root in roots)
+    suffix = record_file_name("")  # a name is the digest and this (asked on every miss)
     exists = _lexists
+    if len(prefixes) == 2:  # the cache's directory and one shipped: the usual case
+        mine, shipped = prefixes
+
+        def absent_of_two(digest: str) -> bool:
+            name = digest + suffix
+            return not exists(mine + name) and not exists(shipped + name)
+
+        return absent_of_two
 
     def absent(digest: str) -> bool:
+        name = digest + suffix
         for prefix in prefixes:
-            if exists(prefix + record_file_name(digest)):
+            if exists(prefix + name):
                 return False
         return True
 
