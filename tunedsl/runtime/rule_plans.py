@@ -346,7 +346,10 @@ def _decide(
         part.rule_digest,
         part.target,
     )
-    result, first = _results(pick.result, readable, digest)
+    result = object.__new__(LaunchResult)  # as LaunchResult.replaced, of the pick's fields
+    result.__dict__.update(pick.result, key=readable, digest=digest)
+    first = object.__new__(LaunchResult)  # this call's
+    first.__dict__.update(pick.result, key=readable, digest=digest, source="rule")
     at, named, defaults = plan.tensors
     args, kwargs = call.args, call.static_kwargs
     spec = plan.spec
@@ -360,18 +363,6 @@ def _decide(
     if plan.interpreted:
         tensors = (*(args[i] for i in at), *(kwargs[n] for n in named), *defaults)
     return miss.Resolved(decision, result, first, about, spec, bound, tensors)
-
-
-def _results(
-    fields: dict[str, Any], key: dict[str, Any], digest: str
-) -> tuple[LaunchResult, LaunchResult]:
-    """The result later calls of a key return, and its first call's (``source`` "rule"):
-    ``fields`` with the key and digest (as ``LaunchResult.replaced``)."""
-    result = object.__new__(LaunchResult)
-    result.__dict__.update(fields, key=key, digest=digest)
-    first = object.__new__(LaunchResult)
-    first.__dict__.update(fields, key=key, digest=digest, source="rule")
-    return result, first
 
 
 def _bound(call: miss.Call, config: Config) -> tuple[Any, Any, Any] | None:

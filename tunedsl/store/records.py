@@ -185,12 +185,15 @@ def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
     prefixes = tuple(f"{root}{os.sep}" for root in roots)
     suffix = record_file_name("")  # a name is the digest and this (asked on every miss)
     exists = _lexists
-    if len(prefixes) == 2:  # the cache's directory and one shipped: the usual case
+    if len(prefixes) == 2 and exists is _no_follow_exists:  # the cache's and one shipped
         mine, shipped = prefixes
+        access, present = os.access, os.F_OK
 
-        def absent_of_two(digest: str) -> bool:
+        def absent_of_two(digest: str) -> bool:  # (_no_follow_exists, without its call)
             name = digest + suffix
-            return not exists(mine + name) and not exists(shipped + name)
+            return not access(mine + name, present, follow_symlinks=False) and not access(
+                shipped + name, present, follow_symlinks=False
+            )
 
         return absent_of_two
 

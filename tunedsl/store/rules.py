@@ -151,12 +151,19 @@ def unchanged_check(digest: str, rules: tuple[Rule, ...]) -> Callable[[], bool]:
         return _never
     # A file read again is a new entry (and ``forget_loaded`` drops it): the entry's own
     # identity says that ``rules`` is still the answer.
-    loaded, signature, watched = _loaded, kept[1], kept[2]
+    loaded, signature, watched, lstat = _loaded, kept[1], kept[2], os.lstat
     if len(watched) == 1:  # one rule directory: its file
         (path,), (was,) = watched, signature
 
-        def unchanged() -> bool:
-            return loaded.get(digest) is kept and _stat(path) == was
+        def unchanged() -> bool:  # (_stat, without its call)
+            if loaded.get(digest) is not kept:
+                return False
+            try:
+                st = lstat(path)
+            except OSError:
+                return was is None
+            return was == (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_size,  # _stat's
+                           st.st_mtime_ns, st.st_ctime_ns)  # fmt: skip
 
         return unchanged
 
