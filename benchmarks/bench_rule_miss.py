@@ -21,6 +21,12 @@ those with their range, then the ratio.
 
     git archive main tunedsl | tar -x -C /tmp/before
     TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --against /tmp/before
+    TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --against /tmp/before --without-copies
+
+``--without-copies`` leaves the interpreter's copies out of both (``_in_place``: a GPU makes
+none), so the comparison is of the decision's Python alone, but for the call's Triton
+specialization, which a GPU's plan knows at once and the interpreter's works out from the
+tensors' alignment.
 """
 
 from __future__ import annotations
@@ -179,7 +185,11 @@ def compare(scale: Callable[..., Any], root: str, args: argparse.Namespace) -> N
     theirs = load_other(root)
     use_modules(theirs)
     sites = {"before": (other_site(), theirs), "after": (scale, mine)}
+    theirs.update(own_modules())  # what making its site imported
     use_modules(mine)
+    if args.without_copies:  # what a GPU runs: no copies before a pick's first launch
+        for modules in (mine, theirs):
+            modules["tunedsl.runtime.rule_plans"]._in_place = lambda call, resolved: []  # type: ignore[attr-defined]
     fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
     medians: dict[str, list[float]] = {"before": [], "after": []}
     for r in range(args.rounds):
@@ -218,6 +228,11 @@ def main() -> None:
         "--against",
         metavar="DIR",
         help="another version's tunedsl package is in DIR: alternate with it",
+    )
+    parser.add_argument(
+        "--without-copies",
+        action="store_true",
+        help="with --against: leave out the interpreter's copies before a pick's first launch",
     )
     args = parser.parse_args()
     scale = make_site(args.device)
