@@ -86,7 +86,8 @@ def load_other(root: str) -> dict[str, ModuleType]:
 
 
 def other_site() -> Callable[..., Any]:
-    """The swept site, as the imported ``tunedsl`` compiles it (the rule and cache as set)."""
+    """A new site of the swept kernel, as the imported ``tunedsl`` compiles it (the rule and
+    cache as set)."""
     import bench_rules as br
 
     from tunedsl.frontend.compile import compile_source
@@ -179,30 +180,31 @@ def run_misses(scale: Callable[..., Any], sizes: list[int], device: str) -> list
     return each
 
 
-def compare(scale: Callable[..., Any], root: str, args: argparse.Namespace) -> None:
-    """Alternate rounds of this version's misses and those of the version under ``root``."""
-    mine = own_modules()
-    theirs = load_other(root)
-    use_modules(theirs)
-    sites = {"before": (other_site(), theirs), "after": (scale, mine)}
-    theirs.update(own_modules())  # what making its site imported
-    use_modules(mine)
+def compare(root: str, args: argparse.Namespace) -> None:
+    """Alternate rounds of this version's misses and those of the version under ``root``,
+    each round on a new site of its version (a site makes a limited number of plans)."""
+    versions = {"after": own_modules(), "before": load_other(root)}
     if args.without_copies:  # what a GPU runs: no copies before a pick's first launch
-        for modules in (mine, theirs):
-            modules["tunedsl.runtime.rule_plans"]._in_place = lambda call, resolved: []  # type: ignore[attr-defined]
+        for modules in versions.values():
+            use_modules(modules)
+            from tunedsl.runtime import rule_plans
+
+            rule_plans._in_place = lambda call, resolved: []  # type: ignore[assignment]
+            modules.update(own_modules())
+        use_modules(versions["after"])
     fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
     medians: dict[str, list[float]] = {"before": [], "after": []}
     for r in range(args.rounds):
         for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
-            site_fn, modules = sites[name]
+            modules = versions[name]
             use_modules(modules)
             try:
-                site_fn.__globals__["__tunedsl_site_0__"].clear()
-                run_misses(site_fn, fresh[:1], args.device)  # the general way: a plan anew
+                site_fn = other_site()
+                run_misses(site_fn, fresh[:1], args.device)  # the general way: a plan is made
                 medians[name].append(statistics.median(run_misses(site_fn, fresh[1:], args.device)))
             finally:
                 modules.update(own_modules())  # what it imported meanwhile stays its own
-                use_modules(mine)
+                use_modules(versions["after"])
     print(
         f"{args.rounds} rounds of {args.misses} misses a version, alternating (median decision a round, us):"
     )
@@ -238,7 +240,7 @@ def main() -> None:
     scale = make_site(args.device)
     if args.against:
         args.rounds = args.rounds or 20
-        compare(scale, os.path.abspath(args.against), args)
+        compare(os.path.abspath(args.against), args)
         return
     args.rounds = args.rounds or 3
     site = scale.__globals__["__tunedsl_site_0__"]
