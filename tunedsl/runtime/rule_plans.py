@@ -109,7 +109,18 @@ class RulePlans:
                 if read is not None:
                     environ_checks(True)  # one comparison of the environment answers for all
                     try:
-                        if _holds(plan, site, call):
+                        # What the general way works out from the environment (the settings,
+                        # the knobs, Triton's variables, where records are), from the device
+                        # and from the kernel is as it was when the plan was made, and the
+                        # site's process context is still the plan's (another kernel's or
+                        # device's miss replaces it).
+                        part, device = plan.part, bt.device_facts()
+                        if (
+                            site.context_memo is part
+                            and environ_unchanged(plan.environ)
+                            and (device is part.device or device == part.device)
+                            and bt.kernel_info(call.kernel) is part.info
+                        ):
                             return _decide(plan, site, call, *read)
                         # Made under another environment, context, device or kernel: the
                         # general way decides, and leaves a plan of the layout as it is now.
@@ -246,6 +257,8 @@ def _in_place(call: miss.Call, resolved: miss.Resolved) -> list[tuple[Any, Any]]
     too few resources) has run nothing, and a copy would cost every new key (and be recorded
     into a CUDA graph being captured)."""
     tensors = resolved.tensors  # a plan's: the layout's (() where not interpreting)
+    if tensors == ():
+        return []
     if tensors is None:
         if not bt.interpreting():
             return []
@@ -275,21 +288,6 @@ def _tensors(
     return at, named, defaults
 
 
-def _holds(plan: _Plan, site: Any, call: miss.Call) -> bool:
-    """Whether what the general way works out from the environment (the settings, the knobs,
-    Triton's variables, where records are), from the device and from the kernel is as it was
-    when the plan was made, and the site's process context is still the plan's (another
-    kernel's or device's miss replaces it)."""
-    part = plan.part
-    device = bt.device_facts()
-    return (
-        site.context_memo is part
-        and environ_unchanged(plan.environ)
-        and (device is part.device or device == part.device)
-        and bt.kernel_info(call.kernel) is part.info
-    )
-
-
 def _decide(
     plan: _Plan,
     site: Any,
@@ -315,7 +313,7 @@ def _decide(
     absent = plan.absent
     if (not absent(digest)) if absent is not None else record_stores().get(digest) is not None:
         return None
-    # The environment is the plan's (_holds): the rule directories are, and only the files'
+    # The environment is the plan's (decide): the rule directories are, and only the files'
     # signatures are compared.
     if not plan.rules_unchanged() or not plan.family.in_range(features):
         return None
