@@ -276,12 +276,13 @@ def _in_place(call: miss.Call, resolved: miss.Resolved) -> list[tuple[Any, Any]]
 def _tensors(
     call: miss.Call, info: Any
 ) -> tuple[tuple[int, ...], tuple[str, ...], tuple[Any, ...]]:
-    """Where the tensors of a layout's calls are (what ``_in_place`` copies): positions,
-    keyword names, and the kernel's default values that are tensors (a layout's calls have
-    the same classes in each place, and no tuple or descriptor: ``key_reader``)."""
+    """Where the tensors of a layout's calls are (what ``_in_place`` copies, and whose
+    alignment the specialization has): positions, keyword names, and the kernel's default
+    values that are tensors (a layout's calls have the same classes in each place, and no
+    tuple or descriptor: ``key_reader``)."""
     from tunedsl.model.keys import is_tensor
 
-    at = tuple(i for i, a in enumerate(call.args[: len(info.arg_names)]) if is_tensor(a))
+    at = tuple(i for i, a in enumerate(call.args) if is_tensor(a))
     named = tuple(n for n, v in call.static_kwargs.items() if is_tensor(v))
     given = set(info.arg_names[: len(call.args)]) | set(call.static_kwargs)
     defaults = tuple(v for n, v in info.defaults.items() if n not in given and is_tensor(v))
