@@ -151,7 +151,8 @@ def new_entry(shared: SharedLaunchers, call: Call, resolved: Resolved) -> Entry:
     # Tuned, recorded or ruled: one variant in every process, its binary stored once, loaded.
     stored = decision.source in ("tuned", "disk", "rule")
     launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
-                               call.static_kwargs, call.bind, stored, resolved.spec)  # fmt: skip
+                               call.static_kwargs, call.bind, stored, resolved.spec,
+                               resolved.bound)  # fmt: skip
     return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
 
 
