@@ -105,7 +105,9 @@ def test_a_numpy_float64_scale_is_launched_as_triton_takes_it(tmp_path: Path) ->
     assert fresh.source == "disk" and fresh.config == res.config and torch.equal(out, x * 0.25)
     python_float = site["softmax_scaled"](out, x, 0.25)
     assert python_float.key["args"]["scale"] == "f" and torch.equal(out, x * 0.25)
-    with pytest.raises(UsageError, match=r"`scale` of scaled_copy is a numpy\.float32.*float\(scale\)"):
+    with pytest.raises(
+        UsageError, match=r"`scale` of scaled_copy is a numpy\.float32.*float\(scale\)"
+    ):
         site["softmax_scaled"](out, x, np.float32(0.25))
 
 
