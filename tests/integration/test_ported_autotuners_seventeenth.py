@@ -15,6 +15,16 @@ first call with a ``UsageError`` ("pass float(scale)"), though it is a Python ``
 (``numpy.float32``, ``numpy.int64``, ``numpy.bool_``), which Triton cannot launch, are still
 named with the fix.
 
+With ``isolate=True`` on a GPU, a kernel defined in ``__main__`` (``tunedsl run``), a notebook
+cell or a function body could not be tuned: it is sent to the worker by value and made a
+Triton kernel there again, which reads its source, and cloudpickle 3.1 and later ship a
+function's code as from ``<dynamic-code>`` (a cell is on no disk either), so every tuning
+failed with "@jit functions should be defined in a Python file". Its source now travels with
+it. The worker's kernel also lost ``do_not_specialize_on_alignment``, so it timed a binary
+specialized on a pointer's alignment that the caller never launches
+(test_a_kernel_sent_by_value_compiles_in_the_worker_as_in_the_caller, shown by
+cross-compiling for ``cuda:90``: no GPU here).
+
 Looked at and found sound (and kept so by a test): each of Triton's native scalar
 specializations its own decision, none split further, read back from disk; a float tensor and
 a uint8 view of its storage passed side by side, in process and in a worker; Ctrl-C arriving
@@ -44,6 +54,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from compile_scripts import run_report
 from runtime_helpers import new_process
 
 from tunedsl import UsageError, autotune_launch, cdiv
@@ -316,3 +327,67 @@ def test_an_in_place_normalisation_is_right_on_the_tuning_call_and_after() -> No
         res = normalize(x)
         assert res.source == source
         torch.testing.assert_close(x, expected, atol=1e-4, rtol=1e-4)
+
+
+# --- Helion: a candidate compiled in a worker is the kernel the caller launches -------------
+
+SENDER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import triton
+import triton.language as tl
+from tunedsl.backends import compat, isolated_transfer
+from tunedsl.backends.triton_compile import compile_variant
+
+
+@triton.jit{options}
+def doubled(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+x, y = torch.randn(64), torch.empty(64)
+built = compile_variant(doubled, (x, y, 64), {{"BLOCK": 64}}, {{"num_warps": 4}}, target="cuda:90")
+with open({sent!r}, "wb") as f:
+    f.write(isolated_transfer.dumps(doubled))
+print("REPORT", json.dumps({{"hash": built.hash, "options": compat.jit_declared_options(doubled)}}))
+"""
+
+WORKER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import cloudpickle
+import torch
+from tunedsl.backends import compat
+from tunedsl.backends.triton_compile import compile_variant
+
+with open({sent!r}, "rb") as f:
+    kernel = cloudpickle.loads(f.read())  # what a worker does with the tuning it is sent
+x, y = torch.randn(64), torch.empty(64)
+built = compile_variant(kernel, (x, y, 64), {{"BLOCK": 64}}, {{"num_warps": 4}}, target="cuda:90")
+print("REPORT", json.dumps({{"hash": built.hash, "options": compat.jit_declared_options(kernel)}}))
+"""
+
+
+@pytest.mark.parametrize("options", ["", '(do_not_specialize_on_alignment=["x"])'])
+def test_a_kernel_sent_by_value_compiles_in_the_worker_as_in_the_caller(
+    tmp_path: Path, options: str
+) -> None:
+    """Helion benchmarks candidates in a subprocess (its crash-recovery runner tunes for
+    real there), on the kernel the caller runs. With
+    ``isolate=True`` a kernel defined in a script run as ``__main__`` (``tunedsl run``), a
+    notebook cell or a function body reaches the worker by value and is made a Triton kernel
+    there again. On a GPU that reads its source: here a fresh process (the worker) loads
+    what the caller sends, after the caller's script was edited (a notebook cell is never on
+    disk), and cross-compiles it for ``cuda:90`` into the binary the caller compiles, the
+    same Triton hash, with the ``triton.jit`` options that change what Triton specializes
+    (``do_not_specialize_on_alignment``: an aligned pointer is not marked so)."""
+    # ported from: pytorch/helion test/test_autotuner_subprocess.py::TestBashCrashRecoveryScript::test_real_autotune_through_bash
+    # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_specialize
+    sent = str(tmp_path / "kernel.pickle")
+    caller = run_report(tmp_path, "caller.py", SENDER.format(options=options, sent=sent))
+    (tmp_path / "caller.py").write_text("# edited since the tuning was sent\n")
+    worker = run_report(tmp_path, "worker.py", WORKER.format(sent=sent))
+    assert worker == caller
+    assert bool(caller["options"]) == bool(options)

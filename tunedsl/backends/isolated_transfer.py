@@ -2,15 +2,18 @@
 copied (see ``isolated.py`` for why and what it costs).
 
 - ``dumps``: cloudpickle, with each Triton kernel reduced to its Python function plus its
-  ``triton.jit`` options (re-jitted in the worker), or to a reference (module, qualified
-  name) when it lives in an importable module.
+  ``triton.jit`` options and its source (re-jitted in the worker), or to a reference
+  (module, qualified name) when it lives in an importable module.
 - ``pack_inputs``/``rebuild_variant``: each tensor argument's storage copied once (arguments
   sharing a storage share it in the worker), with dtype, shape, strides and offset.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import io
+import linecache
 import pickle
 import sys
 from collections.abc import Sequence
@@ -43,10 +46,13 @@ def _jit_options(kernel: Any) -> dict[str, Any]:
     """The ``triton.jit`` keyword arguments that rebuild ``kernel`` from its function."""
     inner = getattr(kernel, "jit_function", kernel)  # InterpretedFunction wraps a JITFunction
     options: dict[str, Any] = {}
-    dns = getattr(inner, "do_not_specialize", None)
-    if dns:
-        names = getattr(inner, "arg_names", ())
-        options["do_not_specialize"] = [names[i] if isinstance(i, int) else i for i in dns]
+    names = getattr(inner, "arg_names", ())
+    # Each changes what Triton specializes, so the binary the worker times; by name (a
+    # position given there names the same parameter).
+    for flag in ("do_not_specialize", "do_not_specialize_on_alignment"):
+        listed = getattr(inner, flag, None)
+        if listed:
+            options[flag] = [names[i] if isinstance(i, int) else i for i in listed]
     for name in ("debug", "noinline"):
         value = getattr(inner, name, None)
         if value is not None:
@@ -54,9 +60,38 @@ def _jit_options(kernel: Any) -> dict[str, Any]:
     return options
 
 
-def _rebuild_jit(fn: Any, options: dict[str, Any]) -> Any:
+def _source_of(fn: Any) -> tuple[str, int, list[str]] | None:
+    """Where ``fn`` was written: its file name, first line and lines (None: no source)."""
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    return fn.__code__.co_filename, max(start, 1), lines
+
+
+def _give_source(fn: Any, source: tuple[str, int, list[str]]) -> None:
+    """Make ``fn``'s source readable here as where it was written. A Triton kernel reads it
+    when it is made (the interpreter when it first runs), but cloudpickle 3.1 and later ship
+    a function's code as from ``<dynamic-code>``, and a notebook cell or a file edited since
+    is not here to read: the lines sent stand for the file, as a notebook's cells do."""
+    filename, start, lines = source
+    code = fn.__code__
+    if code.co_filename != filename:
+        fn.__code__ = code.replace(co_filename=filename)
+    with contextlib.suppress(OSError, TypeError):
+        if inspect.getsourcelines(fn) == (lines, start):
+            return  # read from the file itself, unchanged
+    padded = ["\n"] * (start - 1) + list(lines)
+    linecache.cache[filename] = (sum(map(len, padded)), None, padded, filename)
+
+
+def _rebuild_jit(
+    fn: Any, options: dict[str, Any], source: tuple[str, int, list[str]] | None = None
+) -> Any:
     import triton
 
+    if source is not None:
+        _give_source(fn, source)
     return triton.jit(fn, **options)
 
 
@@ -93,7 +128,7 @@ def dumps(obj: Any) -> bytes:
                 ref = _by_reference(obj)
                 if ref is not None:
                     return _import_jit, ref
-                return _rebuild_jit, (obj.fn, _jit_options(obj))
+                return _rebuild_jit, (obj.fn, _jit_options(obj), _source_of(obj.fn))
             return super().reducer_override(obj)
 
     buffer = io.BytesIO()
