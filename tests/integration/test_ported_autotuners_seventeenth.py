@@ -23,7 +23,11 @@ failed with "@jit functions should be defined in a Python file". Its source now 
 it. The worker's kernel also lost ``do_not_specialize_on_alignment``, so it timed a binary
 specialized on a pointer's alignment that the caller never launches
 (test_a_kernel_sent_by_value_compiles_in_the_worker_as_in_the_caller, shown by
-cross-compiling for ``cuda:90``: no GPU here).
+cross-compiling for ``cuda:90``: no GPU here). A ``@triton.constexpr_function`` such a kernel
+calls, defined beside it, could not be sent at all, on a GPU or under the interpreter: it
+holds a lock ("cannot pickle '_thread.RLock' object", blamed on the user's hooks or
+arguments); it is made again in the worker from its function and source
+(test_a_kernel_and_its_constexpr_function_in_a_script_are_tuned_isolated).
 
 Looked at and found sound (and kept so by a test): each of Triton's native scalar
 specializations its own decision, none split further, read back from disk; a float tensor and
@@ -65,6 +69,8 @@ from tunedsl.warn import forget
 pytestmark = pytest.mark.needs_triton
 
 SCRIPT = """\
+import triton
+import triton.language as tl
 from tunedsl import autotune, cdiv
 from ported_kernels_seventeenth import scaled_copy
 
@@ -73,6 +79,23 @@ def softmax_scaled(out, x, scale):
     n = x.numel()
     return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(n, $BLOCK),
                     scaled_copy(out, x, n, scale, BLOCK=$BLOCK))
+
+
+@triton.constexpr_function
+def times(v):
+    return v * 3
+
+
+@triton.jit
+def tripled(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n) * times(1), mask=offs < n)
+
+
+def triple_isolated(x, y):
+    n = x.numel()
+    return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(n, $BLOCK), isolate=True,
+                    tripled(x, y, n, BLOCK=$BLOCK))
 """
 
 
@@ -341,10 +364,15 @@ from tunedsl.backends import compat, isolated_transfer
 from tunedsl.backends.triton_compile import compile_variant
 
 
+@triton.constexpr_function
+def twice(v):
+    return v * 2
+
+
 @triton.jit{options}
 def doubled(x, y, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n) * {factor}, mask=offs < n)
 
 
 x, y = torch.randn(64), torch.empty(64)
@@ -370,9 +398,13 @@ print("REPORT", json.dumps({{"hash": built.hash, "options": compat.jit_declared_
 """
 
 
-@pytest.mark.parametrize("options", ["", '(do_not_specialize_on_alignment=["x"])'])
+@pytest.mark.parametrize(
+    "options, factor",
+    [("", "2"), ('(do_not_specialize_on_alignment=["x"])', "2"), ("", "twice(1)")],
+    ids=["plain", "unaligned", "constexpr_function"],
+)
 def test_a_kernel_sent_by_value_compiles_in_the_worker_as_in_the_caller(
-    tmp_path: Path, options: str
+    tmp_path: Path, options: str, factor: str
 ) -> None:
     """Helion benchmarks candidates in a subprocess (its crash-recovery runner tunes for
     real there), on the kernel the caller runs. With
@@ -382,12 +414,32 @@ def test_a_kernel_sent_by_value_compiles_in_the_worker_as_in_the_caller(
     what the caller sends, after the caller's script was edited (a notebook cell is never on
     disk), and cross-compiles it for ``cuda:90`` into the binary the caller compiles, the
     same Triton hash, with the ``triton.jit`` options that change what Triton specializes
-    (``do_not_specialize_on_alignment``: an aligned pointer is not marked so)."""
+    (``do_not_specialize_on_alignment``: an aligned pointer is not marked so) and the
+    ``@triton.constexpr_function`` it calls (which holds a lock: it is made again there)."""
     # ported from: pytorch/helion test/test_autotuner_subprocess.py::TestBashCrashRecoveryScript::test_real_autotune_through_bash
     # ported from: triton-lang/triton python/test/unit/runtime/test_cache.py::test_specialize
     sent = str(tmp_path / "kernel.pickle")
-    caller = run_report(tmp_path, "caller.py", SENDER.format(options=options, sent=sent))
+    caller = run_report(
+        tmp_path, "caller.py", SENDER.format(options=options, factor=factor, sent=sent)
+    )
     (tmp_path / "caller.py").write_text("# edited since the tuning was sent\n")
     worker = run_report(tmp_path, "worker.py", WORKER.format(sent=sent))
     assert worker == caller
     assert bool(caller["options"]) == bool(options)
+
+
+def test_a_kernel_and_its_constexpr_function_in_a_script_are_tuned_isolated(
+    tmp_path: Path,
+) -> None:
+    """The same under the interpreter, end to end: a kernel and the
+    ``@triton.constexpr_function`` it calls, both defined in a kernel script (a module no
+    worker can import: sent by value), tuned with ``isolate=True``: every configuration
+    measured in the worker, the caller's output right. The constexpr function could not
+    be sent ("cannot pickle '_thread.RLock' object", named as if the user's hooks or
+    arguments were to blame)."""
+    # ported from: pytorch/helion test/test_autotuner_subprocess.py::TestBashCrashRecoveryScript::test_real_autotune_through_bash
+    n = 100
+    x, y = torch.randn(n), torch.zeros(n)
+    res = load(tmp_path / "ported_seventeenth.py")["triple_isolated"](x, y)
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    torch.testing.assert_close(y, x * 3)

@@ -1,9 +1,10 @@
 """Sending a tuning to a measurement worker (backends layer): the kernel by value, the inputs
 copied (see ``isolated.py`` for why and what it costs).
 
-- ``dumps``: cloudpickle, with each Triton kernel reduced to its Python function plus its
-  ``triton.jit`` options and its source (re-jitted in the worker), or to a reference
-  (module, qualified name) when it lives in an importable module.
+- ``dumps``: cloudpickle, with each Triton kernel (and ``@triton.constexpr_function``)
+  reduced to its Python function plus its ``triton.jit`` options and its source (made again
+  in the worker), or to a reference (module, qualified name) when it lives in an importable
+  module.
 - ``pack_inputs``/``rebuild_variant``: each tensor argument's storage copied once (arguments
   sharing a storage share it in the worker), with dtype, shape, strides and offset.
 """
@@ -35,11 +36,15 @@ class TensorRef:
     offset: int
 
 
-def _is_triton_function(obj: Any) -> bool:
+def _triton_kind(obj: Any) -> str | None:
+    """``"jit"`` for a Triton kernel or ``@triton.jit`` function, ``"constexpr"`` for a
+    ``@triton.constexpr_function``; None for anything else."""
     cls = type(obj)
-    return cls.__name__ in ("JITFunction", "InterpretedFunction") and cls.__module__.startswith(
-        "triton."
-    )
+    if not cls.__module__.startswith("triton."):
+        return None
+    if cls.__name__ in ("JITFunction", "InterpretedFunction"):
+        return "jit"
+    return "constexpr" if cls.__name__ == "ConstexprFunction" else None
 
 
 def _jit_options(kernel: Any) -> dict[str, Any]:
@@ -95,6 +100,14 @@ def _rebuild_jit(
     return triton.jit(fn, **options)
 
 
+def _rebuild_constexpr_function(fn: Any, source: tuple[str, int, list[str]] | None) -> Any:
+    import triton
+
+    if source is not None:
+        _give_source(fn, source)
+    return triton.constexpr_function(fn)
+
+
 def _import_jit(module: str, qualname: str) -> Any:
     import importlib
 
@@ -124,10 +137,13 @@ def dumps(obj: Any) -> bytes:
 
     class Pickler(cloudpickle.Pickler):  # type: ignore[misc,name-defined]
         def reducer_override(self, obj: Any) -> Any:
-            if _is_triton_function(obj):
+            kind = _triton_kind(obj)
+            if kind is not None:  # each holds a lock: made again there, from its function
                 ref = _by_reference(obj)
                 if ref is not None:
                     return _import_jit, ref
+                if kind == "constexpr":
+                    return _rebuild_constexpr_function, (obj.fn, _source_of(obj.fn))
                 return _rebuild_jit, (obj.fn, _jit_options(obj), _source_of(obj.fn))
             return super().reducer_override(obj)
 
