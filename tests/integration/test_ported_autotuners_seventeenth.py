@@ -377,6 +377,8 @@ def doubled(x, y, n, BLOCK: tl.constexpr):
 
 x, y = torch.randn(64), torch.empty(64)
 built = compile_variant(doubled, (x, y, 64), {{"BLOCK": 64}}, {{"num_warps": 4}}, target="cuda:90")
+with open(__file__, "w") as f:  # the script edited while it runs, before it tunes
+    f.write("# edited since the kernel was made\\n")
 with open({sent!r}, "wb") as f:
     f.write(isolated_transfer.dumps(doubled))
 print("REPORT", json.dumps({{"hash": built.hash, "options": compat.jit_declared_options(doubled)}}))
@@ -411,8 +413,8 @@ def test_a_kernel_sent_by_value_compiles_in_the_worker_as_in_the_caller(
     ``isolate=True`` a kernel defined in a script run as ``__main__`` (``tunedsl run``), a
     notebook cell or a function body reaches the worker by value and is made a Triton kernel
     there again. On a GPU that reads its source: here a fresh process (the worker) loads
-    what the caller sends, after the caller's script was edited (a notebook cell is never on
-    disk), and cross-compiles it for ``cuda:90`` into the binary the caller compiles, the
+    what the caller sends, the caller's script edited after its kernel was made (a notebook
+    cell is never on disk), and cross-compiles it for ``cuda:90`` into the binary the caller compiles, the
     same Triton hash, with the ``triton.jit`` options that change what Triton specializes
     (``do_not_specialize_on_alignment``: an aligned pointer is not marked so) and the
     ``@triton.constexpr_function`` it calls (which holds a lock: it is made again there)."""
@@ -422,7 +424,6 @@ def test_a_kernel_sent_by_value_compiles_in_the_worker_as_in_the_caller(
     caller = run_report(
         tmp_path, "caller.py", SENDER.format(options=options, factor=factor, sent=sent)
     )
-    (tmp_path / "caller.py").write_text("# edited since the tuning was sent\n")
     worker = run_report(tmp_path, "worker.py", WORKER.format(sent=sent))
     assert worker == caller
     assert bool(caller["options"]) == bool(options)

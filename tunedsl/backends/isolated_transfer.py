@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl.backends import compat
 from tunedsl.model.keys import is_tensor
 from tunedsl.model.variant import Variant
 
@@ -65,13 +66,18 @@ def _jit_options(kernel: Any) -> dict[str, Any]:
     return options
 
 
-def _source_of(fn: Any) -> tuple[str, int, list[str]] | None:
-    """Where ``fn`` was written: its file name, first line and lines (None: no source)."""
-    try:
-        lines, start = inspect.getsourcelines(fn)
-    except (OSError, TypeError):
-        return None
-    return fn.__code__.co_filename, max(start, 1), lines
+def _source_of(obj: Any) -> tuple[str, int, list[str]] | None:
+    """Where the Triton function ``obj`` was written: its file name, first line and lines,
+    as it read them when it was made (the file may be edited since; None: no source)."""
+    fn = obj.fn
+    source = compat.jit_source(obj)
+    if source is None:
+        try:
+            source = inspect.getsourcelines(fn)
+        except (OSError, TypeError):
+            return None
+    lines, start = source
+    return fn.__code__.co_filename, max(start, 1), list(lines)
 
 
 def _give_source(fn: Any, source: tuple[str, int, list[str]]) -> None:
@@ -143,8 +149,8 @@ def dumps(obj: Any) -> bytes:
                 if ref is not None:
                     return _import_jit, ref
                 if kind == "constexpr":
-                    return _rebuild_constexpr_function, (obj.fn, _source_of(obj.fn))
-                return _rebuild_jit, (obj.fn, _jit_options(obj), _source_of(obj.fn))
+                    return _rebuild_constexpr_function, (obj.fn, _source_of(obj))
+                return _rebuild_jit, (obj.fn, _jit_options(obj), _source_of(obj))
             return super().reducer_override(obj)
 
     buffer = io.BytesIO()
