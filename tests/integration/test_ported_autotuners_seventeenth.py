@@ -27,7 +27,11 @@ cross-compiling for ``cuda:90``: no GPU here). A ``@triton.constexpr_function`` 
 calls, defined beside it, could not be sent at all, on a GPU or under the interpreter: it
 holds a lock ("cannot pickle '_thread.RLock' object", blamed on the user's hooks or
 arguments); it is made again in the worker from its function and source
-(test_a_kernel_and_its_constexpr_function_in_a_script_are_tuned_isolated).
+(test_a_kernel_and_its_constexpr_function_in_a_script_are_tuned_isolated). A ``verify=fn``
+whose reference hangs in the worker timed out after ``TUNEDSL_CONFIG_TIMEOUT`` plus 60 s, and
+the error gave that sum as if it were the variable's value, naming nothing that ran; it now
+names the setup, the limit as set and the reference
+(test_a_reference_that_hangs_in_the_worker_is_named_with_the_limit_as_set).
 
 Looked at and found sound (and kept so by a test): each of Triton's native scalar
 specializations its own decision, none split further, read back from disk; a float tensor and
@@ -61,7 +65,7 @@ import torch
 from compile_scripts import run_report
 from runtime_helpers import new_process
 
-from tunedsl import UsageError, autotune_launch, cdiv
+from tunedsl import TuningError, UsageError, autotune_launch, cdiv
 from tunedsl.frontend.compile import compile_source
 from tunedsl.runtime import api
 from tunedsl.warn import forget
@@ -444,3 +448,50 @@ def test_a_kernel_and_its_constexpr_function_in_a_script_are_tuned_isolated(
     res = load(tmp_path / "ported_seventeenth.py")["triple_isolated"](x, y)
     assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
     torch.testing.assert_close(y, x * 3)
+
+
+def _hangs(args: Any) -> Any:
+    """A reference that never answers (module level: sent to the worker by reference)."""
+    import time
+
+    time.sleep(3600)
+
+
+def test_a_reference_that_hangs_in_the_worker_is_named_with_the_limit_as_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Helion's custom baseline function, one that hangs instead of raising
+    (test_autotune_baseline_fn_raises_on_failure raises). With ``isolate=True`` the
+    ``verify=fn`` reference is computed in the worker as it sets up: the setup's time
+    limit is ``TUNEDSL_CONFIG_TIMEOUT`` plus the worker's start, and the error says which
+    part of it is the setting (the limit as set) and what ran there. It said "no answer
+    after 62 s (TUNEDSL_CONFIG_TIMEOUT; a hang?)" with the variable set to 2. The
+    caller's tensors are untouched and its process lives on."""
+    # ported from: pytorch/helion test/test_autotuner.py::test_autotune_baseline_fn_raises_on_failure
+    from ported_kernels_seventeenth import scaled_copy
+
+    from tunedsl.backends import isolated
+
+    monkeypatch.setenv("TUNEDSL_CONFIG_TIMEOUT", "2")
+    monkeypatch.setattr(isolated, "SETUP_ALLOWANCE_S", 10.0, raising=False)
+    isolated.shutdown_workers()
+    n = 64
+    x, out = torch.randn(n), torch.zeros(n)
+    try:
+        with pytest.raises(TuningError) as caught:
+            autotune_launch(
+                scaled_copy,
+                space={"BLOCK": [16, 32]},
+                grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+                args=(out, x, n, 2.0),
+                kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+                verify=_hangs,
+                isolate=True,
+                name="isolated-hanging-reference",
+            )
+    finally:
+        isolated.shutdown_workers()
+    text = str(caught.value)
+    assert "could not set up: timeout: no answer after 12 s setting up" in text, text
+    assert "TUNEDSL_CONFIG_TIMEOUT=2 s, plus 10 s to start the worker" in text, text
+    assert "verify=fn" in text and not out.any(), text
