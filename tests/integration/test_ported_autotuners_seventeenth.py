@@ -1,8 +1,10 @@
 """A seventeenth batch of other autotuners' test suites, ported to tunedsl: Triton's
 test_specialize.py (every native scalar input it lists, and ``numpy.float64``, which Triton
 specializes as the float it is), Helion's private clones of mixed-dtype aliases
-(test_autotune_clone_alignment.py: a float tensor and a byte view of its storage) and its
-restore of mutated arguments when a launch is interrupted half done, PyTorch Inductor's
+(test_autotune_clone_alignment.py: a float tensor and a byte view of its storage), its
+restore of mutated arguments when a launch is interrupted half done, its candidates
+benchmarked in a subprocess (test_autotuner_subprocess.py: here ``isolate=True`` with kernels
+the worker cannot import) and its custom baseline function (one that hangs), PyTorch Inductor's
 zero-size inputs (test_max_autotune.py: here an empty reduction beside an output with work)
 and its coordinate-descent persistent reduction that must be right on the tuning call
 (test_coordinate_descent_tuner.py::test_persistent_reduction).
@@ -46,9 +48,13 @@ through ``autotune_launch``.
 
 Not ported, for want of a counterpart: Helion's checkpoints of a search in progress
 (test_checkpoint_resumability.py: a tuning killed half way leaves no record in tunedsl, and
-the next process tunes the key whole, docs/runtime.md "Locks"); Triton's ``launch_metadata``
-and launch hooks (test_launch.py::test_metadata: the interpreter calls no launch hook);
-Triton's neg and conj views (a kernel reads the raw storage, so a reference computed by
+the next process tunes the key whole, docs/runtime.md "Locks") and its crash recovery
+(test_autotuner_subprocess.py: the configuration being measured when the process died is
+skipped by the next run; in tunedsl a configuration that kills the process needs
+``isolate=True``, where it is recorded as failed, docs/runtime.md "When configurations
+fail"); Triton's ``launch_metadata`` and launch hooks
+(test_launch.py::test_metadata: the interpreter calls no launch hook); Triton's neg and conj
+views (a kernel reads the raw storage, so a reference computed by
 PyTorch from such a view differs from what every configuration writes, in tunedsl as in
 Triton).
 """
