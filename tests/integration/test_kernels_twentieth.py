@@ -312,3 +312,43 @@ def test_each_statement_typed_at_the_prompt_is_a_site_of_its_own(tmp_path: Path)
     # every later session took the record of whichever statement ran first.
     assert _prompt(tmp_path) == ["tuned True True", "tuned True True", "8 256"]
     assert _prompt(tmp_path) == ["disk True True", "disk True True", "8 256"]
+
+
+DTYPE_SITES = """\
+import sys
+import torch
+import triton.language as tl
+from tunedsl import autotune, cdiv
+from kernels_twentieth import cast_scale
+
+
+def cast(x, out, dtypes):
+    n = x.numel()
+    return autotune(space=dict(DT=dtypes, BLOCK=[32, 64]), blocks=cdiv(n, $BLOCK),
+                    cast_scale(x, out, n, 2.0, OUT_DTYPE=getattr(tl, $DT), BLOCK=$BLOCK))
+
+
+x, out = torch.randn(100), torch.empty(100)
+try:
+    cast(x, out, [torch.float16, torch.float32])
+except Exception as err:
+    print("ERROR", err)
+res = cast(x, out, ["float16", "float32"])
+print("CAST", res.source, res.config.DT, torch.allclose(out, (x * 2).to(getattr(torch, res.config.DT)).float()))
+"""
+
+
+def test_a_dtype_axis_is_named_with_the_fix_that_works(tmp_path: Path) -> None:
+    # A space of torch dtypes was refused with "for a tensor's values write t.tolist() or
+    # int(t)" (a torch dtype's class is torch's), and one of Triton dtypes with no fix.
+    (tmp_path / "dtypes.py").write_text(DTYPE_SITES, encoding="utf-8")
+    for source in ("tuned", "disk"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "run", "dtypes.py"], cwd=tmp_path,
+            env=_env(tmp_path), capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        error = next(line for line in proc.stdout.splitlines() if line.startswith("ERROR"))
+        assert "dtypes.py:10" in error and "tensor's values" not in error, error
+        assert "'float16'" in error and "getattr(tl, $DT)" in error, error
+        assert f"CAST {source} float" in proc.stdout and proc.stdout.rstrip().endswith("True")
