@@ -279,14 +279,16 @@ def _statement_place(frame: Any, where: tuple[Any, ...]) -> tuple[Any, ...]:
     place = _statements.get(at)
     if place is None:
         filename, line, name = where
-        col = 0
+        col, digest = 0, identity.code_digest(frame.f_code)
         positions = getattr(frame.f_code, "co_positions", None)
-        if positions is not None:
+        if positions is None:  # Python 3.10: the call's instruction tells calls on a line apart
+            digest += f"@{frame.f_lasti}"
+        else:
             for i, (_, _, start_col, _) in enumerate(positions()):
                 if i == frame.f_lasti // 2:
                     col = start_col or 0
                     break
-        place = (filename, line, name, col, identity.code_digest(frame.f_code))
+        place = (filename, line, name, col, digest)
         with _sites_lock:
             place = _statements.setdefault(at, place)
     return place
