@@ -352,3 +352,48 @@ def test_a_dtype_axis_is_named_with_the_fix_that_works(tmp_path: Path) -> None:
         assert "dtypes.py:10" in error and "tensor's values" not in error, error
         assert "'float16'" in error and "getattr(tl, $DT)" in error, error
         assert f"CAST {source} float" in proc.stdout and proc.stdout.rstrip().endswith("True")
+
+
+HISTOGRAM = """\
+from tunedsl import autotune, cdiv
+from kernels_twentieth import hist
+
+
+def histogram(x, out, nbins):
+    n = x.numel()
+    return autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(n, $BLOCK), reset_to_zero=["out"],
+                    hist(x, out, n, NBINS=nbins, BLOCK=$BLOCK))
+"""
+
+
+def test_reset_to_zero_zeroes_a_call_that_launches_nothing(tmp_path: Path) -> None:
+    # A histogram of no values (or an atomic sum of none) launches no program: its result
+    # is "empty" and nothing is launched. reset_to_zero= zeroes `out` before every launch
+    # and on every hit, so callers pass torch.empty; the empty call left `out` as it was
+    # (uninitialised memory) where every other call leaves the kernel's sum from zeros.
+    import torch
+    from kernels_twentieth import hist
+
+    from tunedsl import autotune_launch, cdiv
+    from tunedsl.frontend.compile import compile_source
+
+    path = tmp_path / "histogram_site.py"
+    path.write_text(HISTOGRAM, encoding="utf-8")
+    namespace: dict = {"__name__": "histogram_site", "__file__": str(path)}
+    exec(compile_source(path.read_bytes(), str(path)), namespace)
+
+    def plain(x: torch.Tensor, out: torch.Tensor) -> object:  # `out` given by keyword
+        n = x.numel()
+        return autotune_launch(
+            hist, space={"BLOCK": [32, 64]}, grid=lambda c: (cdiv(n, c.BLOCK),), args=(x,),
+            kwargs=lambda c: {"out": out, "n": n, "NBINS": 8, "BLOCK": c.BLOCK},
+            reset_to_zero=["out"],
+        )  # fmt: skip
+
+    none, some = torch.empty(0, dtype=torch.int32), torch.randint(0, 8, (300,), dtype=torch.int32)
+    for call in (lambda x, out: namespace["histogram"](x, out, 8), plain):
+        for x, source in ((none, "empty"), (some, "tuned"), (none, "empty"), (some, "memory")):
+            out = torch.full((8,), 99, dtype=torch.int32)
+            res = call(x, out)
+            assert res.source == source, (res.source, source)
+            assert torch.equal(out, torch.bincount(x, minlength=8).int()), (source, out)
