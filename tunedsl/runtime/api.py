@@ -38,8 +38,9 @@ _fixed_by_names: dict[tuple[tuple[Any, ...], bool], dict[tuple[str, ...], tuple[
 _key_configs: dict[Any, Config] = {}
 # Per site: the static hints of its first call; a later call must pass the same ones.
 _site_hints: dict[tuple[tuple[Any, ...], bool], dict[str, Any]] = {}
-# Calls from code with no file: (code, instruction) -> (filename, line, None, col, digest).
-_statements: dict[tuple[Any, int], tuple[Any, ...]] = {}
+# Calls from code with no file: (id of the code, instruction) -> (the code, its place:
+# (filename, line, None, col, digest)).
+_statements: dict[tuple[int, int], tuple[Any, tuple[Any, ...]]] = {}
 _sites_lock = threading.Lock()
 
 
@@ -275,22 +276,26 @@ def _statement_place(frame: Any, where: tuple[Any, ...]) -> tuple[Any, ...]:
     every statement is its line 1; ``exec`` of a string) is kept: its line, its column and a
     digest of the calling code, so each statement typed or cell run is its own site (and
     names its records), and the same statement in another session finds them."""
-    at = (frame.f_code, frame.f_lasti)
-    place = _statements.get(at)
-    if place is None:
-        filename, line, name = where
-        col, digest = 0, identity.code_digest(frame.f_code)
-        positions = getattr(frame.f_code, "co_positions", None)
-        if positions is None:  # Python 3.10: the call's instruction tells calls on a line apart
-            digest += f"@{frame.f_lasti}"
-        else:
-            for i, (_, _, start_col, _) in enumerate(positions()):
-                if i == frame.f_lasti // 2:
-                    col = start_col or 0
-                    break
-        place = (filename, line, name, col, digest)
-        with _sites_lock:
-            place = _statements.setdefault(at, place)
+    code = frame.f_code
+    at = (id(code), frame.f_lasti)  # a code object's hash walks its constants: ids are cheap
+    known = _statements.get(at)
+    if known is not None and known[0] is code:
+        return known[1]
+    filename, line, name = where
+    col, digest = 0, identity.code_digest(code)
+    positions = getattr(code, "co_positions", None)
+    if positions is None:  # Python 3.10: the call's instruction tells calls on a line apart
+        digest += f"@{frame.f_lasti}"
+    else:
+        for i, (_, _, start_col, _) in enumerate(positions()):
+            if i == frame.f_lasti // 2:
+                col = start_col or 0
+                break
+    place = (filename, line, name, col, digest)
+    with _sites_lock:  # the code is kept with its place: its id is not reused meanwhile
+        if len(_statements) >= 4096:  # code compiled afresh on every call: found again
+            _statements.clear()
+        _statements[at] = (code, place)
     return place
 
 
