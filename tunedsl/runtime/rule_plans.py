@@ -41,6 +41,7 @@ from tunedsl.model.rule_features import key_features
 from tunedsl.runtime import distributed, miss
 from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.decide import Decision, decision_options, record_stores
+from tunedsl.runtime.entry import zero_unlaunched
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import find_rules, rules_decide, unchanged_check
@@ -133,6 +134,8 @@ class RulePlans:
     def resolve(self, site: Any, call: miss.Call) -> miss.Resolved:
         """``miss.resolve``, and a plan for the layout of a key a rule decided."""
         resolved = miss.resolve(site, call)
+        if resolved.first.source == "empty":  # nothing launches: reset_to_zero= still zeroes
+            zero_unlaunched(call, resolved)
         if resolved.first.source == "rule" and self._tries < MAX_TRIES:
             self._learn(site, call, resolved)
         return resolved
