@@ -12,6 +12,21 @@ failed pick may have written them), which a GPU does not make: they are a part o
     TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py            # about 20 s
     TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --misses 400 --rounds 5
     python benchmarks/bench_rule_miss.py --device cuda     # the same decision on a GPU
+
+With ``--against DIR`` (a directory holding another version's ``tunedsl`` package, e.g.
+``git archive main tunedsl | tar -x -C DIR``), both versions are loaded in this one process,
+each with its own site on the same rule, cache and sizes, and their rounds alternate (20 by
+default): printed are each round's median decision, and for each version the median of
+those with their range, then the ratio.
+
+    git archive main tunedsl | tar -x -C /tmp/before
+    TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --against /tmp/before
+    TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --against /tmp/before --without-copies
+
+``--without-copies`` leaves the interpreter's copies out of both (``_in_place``: a GPU makes
+none), so the comparison is of the decision's Python alone, but for the call's Triton
+specialization, which a GPU's plan knows at once and the interpreter's works out from the
+tensors' alignment.
 """
 
 from __future__ import annotations
@@ -25,6 +40,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,6 +51,50 @@ import torch
 
 SWEPT = (1, 3, 9, 27, 81, 243, 729)
 HIDDEN = 16
+
+
+def own_modules() -> dict[str, ModuleType]:
+    """The ``tunedsl`` modules now imported, by name."""
+    return {n: m for n, m in sys.modules.items() if n == "tunedsl" or n.startswith("tunedsl.")}
+
+
+def use_modules(modules: dict[str, ModuleType]) -> None:
+    """Make ``modules`` the imported ``tunedsl`` (a function's import at call time finds them,
+    and a module not imported yet comes from their package's directory)."""
+    for name in own_modules():
+        del sys.modules[name]
+    sys.modules.update(modules)
+
+
+def load_other(root: str) -> dict[str, ModuleType]:
+    """Import the ``tunedsl`` package under ``root`` beside this one; its modules (this one's
+    stay the imported ones)."""
+    mine = own_modules()
+    use_modules({})
+    sys.path.insert(0, root)
+    try:
+        import importlib
+
+        for name in ("tunedsl.frontend.compile", "tunedsl.runtime.entry", "tunedsl.store.rules"):
+            importlib.import_module(name)
+        theirs = own_modules()
+        assert Path(theirs["tunedsl"].__file__ or "").is_relative_to(root), theirs["tunedsl"]
+    finally:
+        sys.path.remove(root)
+    use_modules(mine)
+    return theirs
+
+
+def other_site() -> Callable[..., Any]:
+    """A new site of the swept kernel, as the imported ``tunedsl`` compiles it (the rule and
+    cache as set)."""
+    import bench_rules as br
+
+    from tunedsl.frontend.compile import compile_source
+
+    ns: dict[str, Any] = {"scaled": br.scaled, "__name__": "bench_rule_miss_site"}
+    exec(compile_source(br.DSL, filename=br.__file__), ns)
+    return ns["scale"]  # type: ignore[no-any-return]
 
 
 def make_site(device: str) -> Callable[..., Any]:
@@ -120,13 +180,69 @@ def run_misses(scale: Callable[..., Any], sizes: list[int], device: str) -> list
     return each
 
 
+def compare(root: str, args: argparse.Namespace) -> None:
+    """Alternate rounds of this version's misses and those of the version under ``root``,
+    each round on a new site of its version (a site makes a limited number of plans)."""
+    versions = {"after": own_modules(), "before": load_other(root)}
+    if args.without_copies:  # what a GPU runs: no copies before a pick's first launch
+        for modules in versions.values():
+            use_modules(modules)
+            from tunedsl.runtime import rule_plans
+
+            rule_plans._in_place = lambda call, resolved: []  # type: ignore[assignment]
+            modules.update(own_modules())
+        use_modules(versions["after"])
+    fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
+    medians: dict[str, list[float]] = {"before": [], "after": []}
+    for r in range(args.rounds):
+        for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
+            modules = versions[name]
+            use_modules(modules)
+            try:
+                site_fn = other_site()
+                run_misses(site_fn, fresh[:1], args.device)  # the general way: a plan is made
+                medians[name].append(statistics.median(run_misses(site_fn, fresh[1:], args.device)))
+            finally:
+                modules.update(own_modules())  # what it imported meanwhile stays its own
+                use_modules(versions["after"])
+    print(
+        f"{args.rounds} rounds of {args.misses} misses a version, alternating (median decision a round, us):"
+    )
+    for name in ("before", "after"):
+        got = medians[name]
+        print(f"  {name:6s} median {statistics.median(got):6.1f} us  (rounds {min(got):.1f}-{max(got):.1f}): "
+              + " ".join(f"{m:.1f}" for m in got))  # fmt: skip
+    ratio = statistics.median(medians["after"]) / statistics.median(medians["before"])
+    print(f"  after / before {ratio:.3f} ({(1 - ratio) * 100:.0f}% less)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--misses", type=int, default=300, help="misses a round (new sizes)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds (a fresh site table each)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds (a fresh site table each; 3, or 20 with --against)",
+    )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        help="another version's tunedsl package is in DIR: alternate with it",
+    )
+    parser.add_argument(
+        "--without-copies",
+        action="store_true",
+        help="with --against: leave out the interpreter's copies before a pick's first launch",
+    )
     args = parser.parse_args()
     scale = make_site(args.device)
+    if args.against:
+        args.rounds = args.rounds or 20
+        compare(os.path.abspath(args.against), args)
+        return
+    args.rounds = args.rounds or 3
     site = scale.__globals__["__tunedsl_site_0__"]
     fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
     run_misses(

@@ -61,9 +61,9 @@ step() {  # step NAME LIMIT COMMAND...: LIMIT seconds, or what is left before th
 for suite in ${suites//,/ }; do
     case "$suite" in
     tests)
-        TAIL=40 step gpu_tests 330 "$py" -m pytest -q -p no:cacheprovider -rfEs tests/gpu
+        TAIL=40 step gpu_tests 430 "$py" -m pytest -q -p no:cacheprovider -rfEs tests/gpu
         # the integration conftest sets TRITON_INTERPRET=1 unless it is set already
-        TAIL=10 step gallery_gpu 240 env TRITON_INTERPRET=0 "$py" -m pytest -q -p no:cacheprovider \
+        TAIL=10 step gallery_gpu 130 env TRITON_INTERPRET=0 "$py" -m pytest -q -p no:cacheprovider \
             -rfEs tests/integration/test_gallery_gpu.py
         ;;
     speed)

@@ -219,3 +219,47 @@ def test_a_launch_whose_tensors_are_all_inside_descriptors_or_a_tuple_tunes_on_t
     kernel = double_tiles_on if passed_in == "descriptors" else double_pair_on
     on_gpu_0 = kernel.device_caches.get(0)
     assert not (on_gpu_0 and on_gpu_0[0]), f"compiled on GPU 0: {list(on_gpu_0[0])[:2]}"
+
+
+def test_graph_timed_tunings_on_two_gpus_each_capture_on_their_own_gpu() -> None:
+    # torch.cuda.graph's default capture stream is one per process, made on the device current
+    # at the first capture, and a capture on it makes that device current. A graph-timed tuning
+    # on GPU 1 that made it left every later capture on GPU 0 (a tuning's, the program's own)
+    # running on GPU 1's stream with GPU 0's tensors: every configuration failed with
+    # "Pointer argument (at 0) cannot be accessed from Triton".
+    import triton
+    import triton.language as tl
+
+    from tunedsl import autotune_launch, cdiv
+
+    @triton.jit
+    def double_on(x, y, n, TILE: tl.constexpr):
+        offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+        m = offs < n
+        tl.store(y + offs, tl.load(x + offs, mask=m) * 2, mask=m)
+
+    n = 1 << 12
+
+    def call(x, y, name):  # type: ignore[no-untyped-def]
+        return autotune_launch(
+            double_on, space={"tile": [256, 1024]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=(x, y, n), kwargs=lambda cfg: {"TILE": cfg.tile},
+            name=name, timing="graph",
+        )  # fmt: skip
+
+    default_stream = torch.cuda.graph.default_capture_stream
+    torch.cuda.set_device(0)
+    with torch.cuda.device(1):
+        x1, y1 = torch.randn(n, device="cuda:1"), torch.zeros(n, device="cuda:1")
+        assert call(x1, y1, "graph-timed-gpu-1").source == "tuned"
+        torch.cuda.synchronize()
+    x0, y0 = torch.randn(n, device="cuda:0"), torch.zeros(n, device="cuda:0")
+    result = call(x0, y0, "graph-timed-gpu-0")
+    torch.cuda.synchronize()
+    failed = {str(c): r.reason for c, r in result.timings.items() if r.status != "ok"}
+    assert result.source == "tuned" and not failed, failed
+    torch.testing.assert_close(y0, 2 * x0)
+    torch.testing.assert_close(y1, 2 * x1)
+    assert torch.cuda.current_device() == 0
+    # PyTorch's own default capture stream is left to the program
+    assert torch.cuda.graph.default_capture_stream is default_stream

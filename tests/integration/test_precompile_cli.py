@@ -240,6 +240,25 @@ def test_replay_of_a_record_whose_constexpr_is_a_triton_function_compiles_it(
     assert len(ttir) == 2 and all("arith.cmpf oge" in t for t in ttir)  # leaky_relu's test
 
 
+def test_replay_of_a_record_whose_constexpr_is_a_triton_dtype_builds_what_a_launch_loads(
+    tmp_path: Path,
+) -> None:
+    # A record holds a Triton dtype given as a constexpr by its name
+    # ("triton.language.float32"), and replay passed that string to the kernel: every
+    # configuration failed with "'str' object has no attribute 'scalar'".
+    script = FIXTURES / "replay" / "dsl_cast_dtype.py"
+    tuned = _tune_interpreted(tmp_path, script)
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    done = _precompile(tmp_path, "--replay", "--target", "cuda:90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _row(done.stdout, "dsl_cast_dtype.py:")[:3] == [2, 0, 0], done.stdout
+    # The workload's compiles are a launch's (same key): they find the replayed binaries.
+    warm = _precompile(tmp_path, "--target", "cuda:90", str(script))
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    row = next(line for line in warm.stdout.splitlines() if "(cast_kernel)" in line)
+    assert _row(row, row)[:3] == [0, 2, 0], warm.stdout
+
+
 def test_replay_of_an_interpreter_record_builds_the_binaries_a_launch_there_loads(
     tmp_path: Path,
 ) -> None:

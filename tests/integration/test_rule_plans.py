@@ -90,17 +90,30 @@ def test_a_record_for_a_new_size_decides_before_the_plan(
     assert found.digest == tuned.digest
 
 
+def _second_directory(built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A second shipped directory on the path, after the rule's (empty, private)."""
+    second = tmp_path / "second"
+    second.mkdir(mode=0o700)
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", os.pathsep.join(map(str, (built_rules, second))))
+    rule_store.forget_loaded()
+    return second
+
+
+@pytest.mark.parametrize("where", ["beside the rule", "in a second shipped directory"])
 def test_a_record_shipped_beside_the_rule_after_the_plan_decides_before_it(
-    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str
 ) -> None:
     ship(built_rules, monkeypatch, tmp_path)
+    into = built_rules
+    if where == "in a second shipped directory":  # three records directories to look in
+        into = _second_directory(built_rules, monkeypatch, tmp_path)
     s = site("swept", space=SPACE)
     assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
     with rule_store.measuring():
         tuned = _call(site("swept", space=SPACE), 333)
-    # The record moves from the cache to the shipped directory (the environment unchanged).
+    # The record moves from the cache to a shipped directory (the environment unchanged).
     (made,) = (tmp_path / "fresh-cache").rglob(f"{tuned.digest}.json")
-    os.replace(made, built_rules / made.name)
+    os.replace(made, into / made.name)
     found = _call(s, 333)
     assert found.source == "disk" and found.config == tuned.config
     assert found.digest == tuned.digest
@@ -127,10 +140,17 @@ def test_another_dtype_is_not_decided_by_the_plan_of_float32(
     assert _call(s, 305, torch.float64).source == "tuned" and len(tune_count) == 1
 
 
+@pytest.mark.parametrize("directories", [1, 2])
 def test_a_rule_rebuilt_while_a_plan_is_held_decides_the_next_size(
-    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    directories: int,
 ) -> None:
     ship(built_rules, monkeypatch, tmp_path)
+    if directories == 2:  # a rule file watched in each
+        _second_directory(built_rules, monkeypatch, tmp_path)
     s = site("swept", space=SPACE)
     assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
     path = rule_file(built_rules)
@@ -150,6 +170,7 @@ def test_a_rule_rebuilt_while_a_plan_is_held_decides_the_next_size(
     assert res.source == "rule" and res.config == other and tune_count == []
 
 
+@pytest.mark.parametrize("directories", [1, 2])
 @pytest.mark.parametrize("change", ["opened to the group", "damaged in place"])
 def test_a_rule_file_changed_in_place_while_a_plan_is_held_decides_nothing_more(
     built_rules: Path,
@@ -157,8 +178,11 @@ def test_a_rule_file_changed_in_place_while_a_plan_is_held_decides_nothing_more(
     tmp_path: Path,
     tune_count: list,
     change: str,
+    directories: int,
 ) -> None:
     ship(built_rules, monkeypatch, tmp_path)
+    if directories == 2:
+        _second_directory(built_rules, monkeypatch, tmp_path)
     s = site("swept", space=SPACE)
     assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
     path = rule_file(built_rules)
@@ -170,6 +194,58 @@ def test_a_rule_file_changed_in_place_while_a_plan_is_held_decides_nothing_more(
     with pytest.warns(CacheWarning, match="ignoring rule"):
         res = _call(s, 306)
     assert res.source == "tuned" and len(tune_count) == 1
+
+
+def test_a_rule_file_added_to_a_second_directory_while_a_plan_is_held_is_read(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, general_ways: list
+) -> None:
+    # The plan watches the rule's name in every directory of the path: a file put there (a
+    # damaged one here) is read at the next miss, which says so and still takes the first.
+    ship(built_rules, monkeypatch, tmp_path)
+    second = _second_directory(built_rules, monkeypatch, tmp_path)
+    s = site("swept", space=SPACE)
+    assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    assert len(general_ways) == 1
+    path = rule_file(built_rules)
+    (second / path.name).write_text("{")
+    os.chmod(second / path.name, 0o600)
+    with pytest.warns(CacheWarning, match="ignoring rule"):
+        assert _call(s, 306).source == "rule"
+    assert len(general_ways) == 2
+
+
+def test_a_planned_miss_copies_every_tensor_of_its_call_before_the_picks_first_launch(
+    built_rules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    general_ways: list,
+) -> None:
+    # Under the interpreter a pick's failed launch may have written any tensor of the call:
+    # a planned miss copies the tensors the general way finds, a keyword argument's included.
+    from tunedsl.backends.inplace import data_arguments
+    from tunedsl.backends.triton import bind_arguments, kernel_info
+    from tunedsl.runtime import rule_plans
+    from tunedsl.runtime.helpers import cdiv
+
+    ship(built_rules, monkeypatch, tmp_path)
+    copied: list = []
+    real = rule_plans._in_place
+    monkeypatch.setattr(
+        rule_plans, "_in_place", lambda c, r: copied.append((c, real(c, r))) or copied[-1][1]
+    )
+    s = site("swept", space=SPACE)
+    for n in (300, 302, 306):
+        a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+        bind = lambda cfg, n=n: ((), {"TILE": cfg.tile}, (cdiv(n, cfg.tile),))  # noqa: E731
+        assert s(vadd, (a, b), {"c": c, "n": n}, bind, None, None).source == "rule"
+        torch.testing.assert_close(c, a + b)
+    assert len(general_ways) == 1 and tune_count == []  # the last two: the plan's
+    for made, saved in copied:
+        bound = bind_arguments(kernel_info(vadd), made.args, made.static_kwargs)
+        found = [t for t in data_arguments(bound).values() if isinstance(t, torch.Tensor)]
+        assert sorted(map(id, found)) == sorted(id(t) for t, _ in saved) and len(found) == 3
+        assert all(copy is not t and copy.data_ptr() != t.data_ptr() for t, copy in saved)
 
 
 def test_a_sweep_tunes_the_sizes_a_plan_would_decide(

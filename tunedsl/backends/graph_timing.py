@@ -59,6 +59,12 @@ class CudaGraphTimer(CudaEventTimer):
         super().__init__()
         # run -> (run, graph, launches): keyed by identity, the run kept alive beside it.
         self.graphs: dict[int, tuple[Callable[[], Any], Any, int]] = {}
+        # device -> the side stream captures run on. Never ``torch.cuda.graph``'s default:
+        # PyTorch makes that one stream per process, on the device current at the first
+        # capture, and a capture on it makes its device current. After a tuning on GPU 1,
+        # every later capture on GPU 0 (this timer's, and the program's own) would run on
+        # GPU 1's stream with GPU 0's tensors.
+        self.streams: dict[int, Any] = {}
 
     def _graph(self, run: Callable[[], Any], setup: Callable[[], Any]) -> tuple[Any, int]:
         cached = self.graphs.get(id(run))
@@ -71,8 +77,12 @@ class CudaGraphTimer(CudaEventTimer):
         launches = max(low, min(high, int(GRAPH_REPLAY_MS / max(estimate, 1e-4))))
         setup()
         torch.cuda.synchronize()
+        device = torch.cuda.current_device()
+        stream = self.streams.get(device)
+        if stream is None:
+            stream = self.streams[device] = torch.cuda.Stream(device)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=stream):
             for _ in range(launches):
                 run()
         torch.cuda.synchronize()

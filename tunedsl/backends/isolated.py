@@ -97,6 +97,10 @@ _BOOTSTRAP = (
     "from tunedsl.backends.isolated_worker import main; main(parent, main_thread)"
 )
 
+#: Seconds a worker's setup may take beyond ``TUNEDSL_CONFIG_TIMEOUT``: it starts Python,
+#: imports torch and Triton, copies the inputs and computes ``verify=fn``'s reference.
+SETUP_ALLOWANCE_S = 60.0
+
 _pids: set[int] = set()  # every live worker's pid (multi_device's too), for SIGTERM
 
 
@@ -182,7 +186,12 @@ class Worker:
         assert self.setup_frame is not None
         self.busy = True
         self._send(self.setup_frame)
-        answer = self._receive(knobs.isolate_timeout_s() + 60.0)
+        limit = knobs.isolate_timeout_s()
+        answer = self._receive(
+            limit + SETUP_ALLOWANCE_S,
+            f"setting up (TUNEDSL_CONFIG_TIMEOUT={limit:g} s, plus {SETUP_ALLOWANCE_S:g} s "
+            "to start the worker and copy the inputs; a hang, in verify=fn's reference?)",
+        )
         self.busy = False
         if answer[0] != "ok":
             raise TuningError(f"the measurement worker could not set up: {answer[-1]}")
@@ -219,8 +228,9 @@ class Worker:
         self.kill()
         return _crash_reason(code)
 
-    def _receive(self, timeout_s: float) -> tuple[Any, ...]:
-        """The next reply; raises WorkerDied (worker killed) on death or after ``timeout_s``."""
+    def _receive(self, timeout_s: float, during: str = "") -> tuple[Any, ...]:
+        """The next reply; raises WorkerDied (worker killed) on death or after ``timeout_s``
+        (``during``: what the worker was doing, for the message)."""
         from tunedsl.backends.isolated_worker import read_frame
 
         assert self.proc is not None and self.proc.stdout is not None
@@ -228,10 +238,8 @@ class Worker:
         if not ready:
             self.kill()
             self.exit_code = None
-            raise WorkerDied(
-                f"timeout: no answer after {timeout_s:g} s (TUNEDSL_CONFIG_TIMEOUT; a hang?); "
-                "worker killed"
-            )
+            why = during or "(TUNEDSL_CONFIG_TIMEOUT; a hang?)"
+            raise WorkerDied(f"timeout: no answer after {timeout_s:g} s {why}; worker killed")
         frame = read_frame(self.proc.stdout)  # type: ignore[arg-type]
         if frame is None:
             raise WorkerDied(self._death())

@@ -1,22 +1,27 @@
 """Sending a tuning to a measurement worker (backends layer): the kernel by value, the inputs
 copied (see ``isolated.py`` for why and what it costs).
 
-- ``dumps``: cloudpickle, with each Triton kernel reduced to its Python function plus its
-  ``triton.jit`` options (re-jitted in the worker), or to a reference (module, qualified
-  name) when it lives in an importable module.
+- ``dumps``: cloudpickle, with each Triton kernel (and ``@triton.constexpr_function``)
+  reduced to its Python function plus its ``triton.jit`` options and its source (made again
+  in the worker), or to a reference (module, qualified name) when it lives in an importable
+  module.
 - ``pack_inputs``/``rebuild_variant``: each tensor argument's storage copied once (arguments
   sharing a storage share it in the worker), with dtype, shape, strides and offset.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import io
+import linecache
 import pickle
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedsl.backends import compat
 from tunedsl.model.keys import is_tensor
 from tunedsl.model.variant import Variant
 
@@ -32,21 +37,28 @@ class TensorRef:
     offset: int
 
 
-def _is_triton_function(obj: Any) -> bool:
+def _triton_kind(obj: Any) -> str | None:
+    """``"jit"`` for a Triton kernel or ``@triton.jit`` function, ``"constexpr"`` for a
+    ``@triton.constexpr_function``; None for anything else."""
     cls = type(obj)
-    return cls.__name__ in ("JITFunction", "InterpretedFunction") and cls.__module__.startswith(
-        "triton."
-    )
+    if not cls.__module__.startswith("triton."):
+        return None
+    if cls.__name__ in ("JITFunction", "InterpretedFunction"):
+        return "jit"
+    return "constexpr" if cls.__name__ == "ConstexprFunction" else None
 
 
 def _jit_options(kernel: Any) -> dict[str, Any]:
     """The ``triton.jit`` keyword arguments that rebuild ``kernel`` from its function."""
     inner = getattr(kernel, "jit_function", kernel)  # InterpretedFunction wraps a JITFunction
     options: dict[str, Any] = {}
-    dns = getattr(inner, "do_not_specialize", None)
-    if dns:
-        names = getattr(inner, "arg_names", ())
-        options["do_not_specialize"] = [names[i] if isinstance(i, int) else i for i in dns]
+    names = getattr(inner, "arg_names", ())
+    # Each changes what Triton specializes, so the binary the worker times; by name (a
+    # position given there names the same parameter).
+    for flag in ("do_not_specialize", "do_not_specialize_on_alignment"):
+        listed = getattr(inner, flag, None)
+        if listed:
+            options[flag] = [names[i] if isinstance(i, int) else i for i in listed]
     for name in ("debug", "noinline"):
         value = getattr(inner, name, None)
         if value is not None:
@@ -54,10 +66,52 @@ def _jit_options(kernel: Any) -> dict[str, Any]:
     return options
 
 
-def _rebuild_jit(fn: Any, options: dict[str, Any]) -> Any:
+def _source_of(obj: Any) -> tuple[str, int, list[str]] | None:
+    """Where the Triton function ``obj`` was written: its file name, first line and lines,
+    as it read them when it was made (the file may be edited since; None: no source)."""
+    fn = obj.fn
+    source = compat.jit_source(obj)
+    if source is None:
+        try:
+            source = inspect.getsourcelines(fn)
+        except (OSError, TypeError):
+            return None
+    lines, start = source
+    return fn.__code__.co_filename, max(start, 1), list(lines)
+
+
+def _give_source(fn: Any, source: tuple[str, int, list[str]]) -> None:
+    """Make ``fn``'s source readable here as where it was written. A Triton kernel reads it
+    when it is made (the interpreter when it first runs), but cloudpickle 3.1 and later ship
+    a function's code as from ``<dynamic-code>``, and a notebook cell or a file edited since
+    is not here to read: the lines sent stand for the file, as a notebook's cells do."""
+    filename, start, lines = source
+    code = fn.__code__
+    if code.co_filename != filename:
+        fn.__code__ = code.replace(co_filename=filename)
+    with contextlib.suppress(OSError, TypeError):
+        if inspect.getsourcelines(fn) == (lines, start):
+            return  # read from the file itself, unchanged
+    padded = ["\n"] * (start - 1) + list(lines)
+    linecache.cache[filename] = (sum(map(len, padded)), None, padded, filename)
+
+
+def _rebuild_jit(
+    fn: Any, options: dict[str, Any], source: tuple[str, int, list[str]] | None = None
+) -> Any:
     import triton
 
+    if source is not None:
+        _give_source(fn, source)
     return triton.jit(fn, **options)
+
+
+def _rebuild_constexpr_function(fn: Any, source: tuple[str, int, list[str]] | None) -> Any:
+    import triton
+
+    if source is not None:
+        _give_source(fn, source)
+    return triton.constexpr_function(fn)
 
 
 def _import_jit(module: str, qualname: str) -> Any:
@@ -89,11 +143,14 @@ def dumps(obj: Any) -> bytes:
 
     class Pickler(cloudpickle.Pickler):  # type: ignore[misc,name-defined]
         def reducer_override(self, obj: Any) -> Any:
-            if _is_triton_function(obj):
+            kind = _triton_kind(obj)
+            if kind is not None:  # each holds a lock: made again there, from its function
                 ref = _by_reference(obj)
                 if ref is not None:
                     return _import_jit, ref
-                return _rebuild_jit, (obj.fn, _jit_options(obj))
+                if kind == "constexpr":
+                    return _rebuild_constexpr_function, (obj.fn, _source_of(obj))
+                return _rebuild_jit, (obj.fn, _jit_options(obj), _source_of(obj))
             return super().reducer_override(obj)
 
     buffer = io.BytesIO()

@@ -70,16 +70,21 @@ class SharedLaunchers:
         bind: Callable[[Any], Any],
         stored_binary: bool,
         spec: tuple[Any, ...] | None = None,
+        bound: tuple[Any, Any, Any] | None = None,
     ) -> Launcher:
         """A launcher for this call of ``config`` (``bind(config)``: its holes, keyword
         arguments and grid): the one an earlier call key of the same specialization and
         keyword arguments has, else a new one (kept for the next). ``spec``: the call's
-        ``specialization``, where the caller knows it."""
+        ``specialization``, and ``bound``: ``bind(config)``, where the caller knows them."""
         try:
             if spec is None:
                 spec = specialization(kernel_info(kernel), args, static_kwargs)
-            holes, dyn_kwargs, _ = bind(config)
-            dyn = tuple([(k, v.__class__, v) for k, v in sorted(dyn_kwargs.items())])
+            holes, dyn_kwargs, _ = bind(config) if bound is None else bound
+            dyn = (
+                tuple([(k, v.__class__, v) for k, v in sorted(dyn_kwargs.items())])
+                if dyn_kwargs
+                else ()
+            )
             options_key = tuple(sorted(options.items()))
             key = (kernel, config, options_key, stored_binary, spec, bool(holes), dyn)
             found = self._by_key.get(key)

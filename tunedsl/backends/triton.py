@@ -382,11 +382,11 @@ def clone_to_host(x: Any) -> Any:
 
 
 def _storage_span(x: Any) -> int | None:
-    """How many elements of storage ``x`` covers from its first, where that is fewer than
-    its elements (they share memory: a stride 0 along a dimension of two or more); None
-    otherwise."""
-    dims = tuple(zip(x.stride(), x.shape, strict=True))
-    if x.numel() < 2 or all(stride or size < 2 for stride, size in dims):
+    """How many elements of storage ``x`` covers from its first, where fewer than its elements
+    (they share memory: a stride 0 along a dimension of two or more); None otherwise."""
+    # No stride 0: None at once (asked for each tensor a rule's pick may write).
+    dims = tuple(zip(strides, x.shape, strict=True)) if 0 in (strides := x.stride()) else ()
+    if not dims or x.numel() < 2 or all(stride or size < 2 for stride, size in dims):
         return None
     span = 1 + sum((size - 1) * stride for stride, size in dims)
     return span if span < x.numel() else None

@@ -35,7 +35,13 @@ def check_value(value: object, what: str, name: str = "field") -> None:
         hint = "; for numpy values write arr.tolist() or int(v)" if numpy else ""
         if type(value).__module__.startswith("torch"):  # torch.tensor([64, 128]) as an axis
             hint = "; for a tensor's values write t.tolist() or int(t)"
-        if is_triton_constexpr(value):  # a `tl.constexpr` global: BIG = tl.constexpr(128)
+        if _is_dtype(value):  # torch.float16 or tl.float16 as an axis: its name is the value
+            dtype = repr(value).rpartition(".")[2]
+            hint = (
+                f"; give a dtype by its name ({dtype!r}) and pass getattr(tl, ${name}) to "
+                f"the kernel (getattr(tl, cfg.{name}) in autotune_launch)"
+            )
+        elif is_triton_constexpr(value):  # a `tl.constexpr` global: BIG = tl.constexpr(128)
             hint = f"; it is a tl.constexpr: write its .value ({getattr(value, 'value', None)!r})"
         elif isinstance(value, (tuple, list)) and value:  # Kernel Tuner's (16, 16) block shapes
             one = ", ".join(f"{f'{name}_{i}'!r}: {v!r}" for i, v in enumerate(value))
@@ -49,6 +55,12 @@ def check_value(value: object, what: str, name: str = "field") -> None:
         )
     if isinstance(value, float) and value != value:  # NaN never equals itself: unhashable key
         raise UsageError(f"{what} is NaN")
+
+
+def _is_dtype(value: object) -> bool:
+    """A PyTorch or Triton dtype (told by class, without importing either)."""
+    cls = type(value)
+    return cls.__name__ == "dtype" and cls.__module__.split(".")[0] in ("torch", "triton")
 
 
 class Config:

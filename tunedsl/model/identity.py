@@ -81,6 +81,34 @@ def _absolute_file_identity(filename: str) -> str:
 _IPYTHON_CELL = re.compile(r"<ipython-input-\d+-(\w+)>")
 
 
+def is_ipython_cell(filename: str) -> bool:
+    """Whether ``filename`` is IPython's name of a cell (each cell run has its own)."""
+    return _IPYTHON_CELL.fullmatch(filename) is not None
+
+
+def code_digest(code: Any) -> str:
+    """A digest of what a code object does (its bytecode, names and constants, nested
+    functions included), the same in every process of one Python: it names a site called
+    from code that has no file to parse (a statement typed at ``python -i``)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+
+    def walk(c: Any) -> None:
+        digest.update(c.co_code)
+        digest.update(repr((c.co_name, c.co_names, c.co_varnames, c.co_freevars)).encode())
+        for const in c.co_consts:
+            if hasattr(const, "co_code"):
+                walk(const)
+            elif isinstance(const, frozenset):  # its order follows the hash seed
+                digest.update(repr(sorted(map(repr, const))).encode())
+            else:
+                digest.update(repr(const).encode())
+
+    walk(code)
+    return digest.hexdigest()[:16]
+
+
 def _file_identity(filename: str) -> str:
     if not filename or filename.startswith("<") or not os.path.isfile(filename):
         cell = _IPYTHON_CELL.fullmatch(filename)

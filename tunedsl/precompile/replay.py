@@ -222,8 +222,10 @@ def replay_jobs(
 def _triton_functions(kernel: Kernel, static: dict[str, Any]) -> dict[str, Any]:
     """``static`` with each Triton function a record names (a ``tl.constexpr`` epilogue,
     ``"@jit leaky_relu <digest>"``) replaced by that function: the global of that name in
-    the kernel's module, if it still has that digest; raises LookupError otherwise."""
-    from tunedsl.model.keys import readable_constexpr
+    the kernel's module, if it still has that digest; raises LookupError otherwise. A Triton
+    dtype (``OUT_DTYPE=tl.float16``), recorded as its name ``"triton.language.float16"``,
+    is that dtype again."""
+    from tunedsl.model.keys import is_triton_dtype, readable_constexpr
 
     fn: Any = kernel
     while fn is not None and not inspect.isfunction(fn):
@@ -231,6 +233,11 @@ def _triton_functions(kernel: Kernel, static: dict[str, Any]) -> dict[str, Any]:
     scope = getattr(fn, "__globals__", {})
     out = dict(static)
     for name, value in static.items():
+        if isinstance(value, str) and value.startswith(_DTYPE_PREFIX):
+            import triton.language as tl
+
+            dtype = getattr(tl, value[len(_DTYPE_PREFIX) :], None)
+            out[name] = dtype if is_triton_dtype(dtype) else value
         if not (isinstance(value, str) and value.startswith("@jit ")):
             continue
         qualname = value.split(" ")[1]
@@ -246,6 +253,10 @@ def _triton_functions(kernel: Kernel, static: dict[str, Any]) -> dict[str, Any]:
             )
         out[name] = found
     return out
+
+
+#: How a record names a Triton dtype given as a constexpr (its repr).
+_DTYPE_PREFIX = "triton.language."
 
 
 def _target_options(

@@ -38,6 +38,9 @@ _fixed_by_names: dict[tuple[tuple[Any, ...], bool], dict[tuple[str, ...], tuple[
 _key_configs: dict[Any, Config] = {}
 # Per site: the static hints of its first call; a later call must pass the same ones.
 _site_hints: dict[tuple[tuple[Any, ...], bool], dict[str, Any]] = {}
+# Calls from code with no file: (id of the code, instruction) -> (the code, its place:
+# (filename, line, None, col, digest)).
+_statements: dict[tuple[int, int], tuple[Any, tuple[Any, ...]]] = {}
 _sites_lock = threading.Lock()
 
 
@@ -90,6 +93,8 @@ def autotune_launch(
         break_graph_for_launch()
     frame = sys._getframe(1)
     where: tuple[Any, ...] = (frame.f_code.co_filename, frame.f_lineno, name)
+    if name is None and where[0][:1] == "<" and not identity.is_ipython_cell(where[0]):
+        where = _statement_place(frame, where)
     keyed = key is not None
     site = _sites.get((where, keyed))
     if site is None:
@@ -248,6 +253,8 @@ def _is_seq(value: Any) -> bool:
 def _call_place(frame: Any, where: tuple[str, int, Any]) -> tuple[Any, ...]:
     """Where the site of this call is kept: ``where`` for a call alone on its line (or
     named by name=), else ``where`` and the call's column, each call its own site."""
+    if len(where) > 3:
+        return where  # a statement with no file: its column and code are in it already
     filename, line, name = where
     if name is not None:
         return where  # name= is the identity: calls of one name= are one site
@@ -262,6 +269,34 @@ def _call_place(frame: Any, where: tuple[str, int, Any]) -> tuple[Any, ...]:
         if col is None:
             col = columns[at] = _column(frame, filename, line)
     return where if col < 0 else (*where, col)
+
+
+def _statement_place(frame: Any, where: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Where the site of a call from code with no file (``<stdin>`` of ``python -i``, whose
+    every statement is its line 1; ``exec`` of a string) is kept: its line, its column and a
+    digest of the calling code, so each statement typed or cell run is its own site (and
+    names its records), and the same statement in another session finds them."""
+    code = frame.f_code
+    at = (id(code), frame.f_lasti)  # a code object's hash walks its constants: ids are cheap
+    known = _statements.get(at)
+    if known is not None and known[0] is code:
+        return known[1]
+    filename, line, name = where
+    col, digest = 0, identity.code_digest(code)
+    positions = getattr(code, "co_positions", None)
+    if positions is None:  # Python 3.10: the call's instruction tells calls on a line apart
+        digest += f"@{frame.f_lasti}"
+    else:
+        for i, (_, _, start_col, _) in enumerate(positions()):
+            if i == frame.f_lasti // 2:
+                col = start_col or 0
+                break
+    place = (filename, line, name, col, digest)
+    with _sites_lock:  # the code is kept with its place: its id is not reused meanwhile
+        if len(_statements) >= 4096:  # code compiled afresh on every call: found again
+            _statements.clear()
+        _statements[at] = (code, place)
+    return place
 
 
 def _column(frame: Any, filename: str, line: int) -> int:
@@ -334,6 +369,9 @@ def _make_site(
         site = _sites.get((where, has_key))
         if site is None:
             filename, line = where[0], where[1]
+            if len(where) > 4:  # no file to find the scope in: the code's digest names it
+                scope = f"line {line} col {where[3]} code {where[4]}"
+                identity.declare(filename, line, where[3], scope, 0)
             site = Site(
                 filename=filename,
                 line=line,

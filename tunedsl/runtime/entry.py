@@ -141,6 +141,25 @@ def zero(value: Any) -> None:
         (value.detach() if value.requires_grad else value).zero_()
 
 
+def zero_unlaunched(call: Call, resolved: Resolved) -> None:
+    """Zero the ``reset_to_zero`` buffers of a call whose grid is empty under every
+    configuration (``source="empty"``): nothing is launched, and the buffers end as a
+    launch of no program leaves them, zeroed (the histogram of no values, a sum of none),
+    as every call that launches leaves them zeroed before the kernel adds into them."""
+    reset = resolved.subject.settings.reset_to_zero
+    if not reset:
+        return
+    holes, dyn_kwargs, _ = call.bind(resolved.decision.config)
+    args = fill_holes(call.args, holes) if holes else call.args
+    positional = resolved.subject.info.arg_names[: len(args)]
+    for i, name in enumerate(positional):
+        if name in reset:
+            zero(args[i])
+    for name in reset:
+        if name not in positional:
+            zero(call.static_kwargs.get(name, dyn_kwargs.get(name)))
+
+
 def new_entry(shared: SharedLaunchers, call: Call, resolved: Resolved) -> Entry:
     """A new entry for a decision, with the launcher of its specialization and config."""
     decision = resolved.decision
@@ -151,7 +170,8 @@ def new_entry(shared: SharedLaunchers, call: Call, resolved: Resolved) -> Entry:
     # Tuned, recorded or ruled: one variant in every process, its binary stored once, loaded.
     stored = decision.source in ("tuned", "disk", "rule")
     launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
-                               call.static_kwargs, call.bind, stored, resolved.spec)  # fmt: skip
+                               call.static_kwargs, call.bind, stored, resolved.spec,
+                               resolved.bound)  # fmt: skip
     return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
 
 

@@ -45,6 +45,8 @@ def foreign_value(value: Any, param: str, constexpr: bool) -> str | None:
     item = getattr(value, "item", None)
     if constexpr or item is None:  # a constexpr is compiled in by value, whatever its type
         return None
+    if isinstance(value, float):  # numpy.float64 is a Python float: Triton takes it (fp32)
+        return None
     # A numpy scalar (np.prod(x.shape) is a numpy.int64): Triton takes Python numbers.
     number = type(item()).__name__
     return f"a numpy.{cls.__qualname__} ({value}); pass {number}({param}), a Python {number}"

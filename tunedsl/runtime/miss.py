@@ -101,6 +101,8 @@ class Resolved:
     first: LaunchResult
     subject: Subject
     spec: tuple[Any, ...] | None = None  # Triton's specialization of the call, where known
+    bound: Any = None  # the call's bind(config) (holes, keyword arguments, grid), where made
+    tensors: tuple[Any, ...] | None = None  # what a failed pick may write (None: find them)
 
 
 # -- candidates -------------------------------------------------------------------------------

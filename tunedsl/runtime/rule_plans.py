@@ -41,9 +41,10 @@ from tunedsl.model.rule_features import key_features
 from tunedsl.runtime import distributed, miss
 from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.decide import Decision, decision_options, record_stores
+from tunedsl.runtime.entry import zero_unlaunched
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
-from tunedsl.store.rules import find_rules, rules_decide, still_found
+from tunedsl.store.rules import find_rules, rules_decide, unchanged_check
 
 if TYPE_CHECKING:
     from tunedsl.model.config import Config
@@ -63,7 +64,7 @@ class _Plan:
     settings: Settings
     part: Any  # miss.process_part's answer it was made under
     environ: object  # the environment then (environ_snapshot)
-    rules: tuple[Rule, ...]  # find_rules' answer (the same tuple while the files are unchanged)
+    rules_unchanged: Callable[[], bool]  # whether find_rules still answers the rules found
     rule: Rule
     family: Family
     allowed: frozenset[int]  # the rule's configurations the site's space keeps, by index
@@ -71,7 +72,22 @@ class _Plan:
     absent: Callable[[str], bool] | None  # no record file for a digest (None: look it up)
     result: LaunchResult  # the first key's result: later keys' are copies of it
     failed: Mapping[tuple[str, Config], str]  # ruled.FAILED_PICKS
-    decisions: dict[int, Decision] = field(default_factory=dict)  # one a configuration
+    # The positions and names of the layout's tensors, and the kernel's defaults that are:
+    # what a failed pick's launch may have written, under the interpreter.
+    tensors: tuple[tuple[int, ...], tuple[str, ...], tuple[Any, ...]]
+    interpreted: bool  # (the device facts say so: they are the plan's)
+    picks: dict[int, _Pick] = field(default_factory=dict)  # one a configuration
+    # Where the reader leaves a tensor's alignment untested (``spec`` None): the call's
+    # specialization by its tensors' alignment, the rest being the layout's.
+    specs: dict[tuple[bool, ...], tuple[Any, ...]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Pick:
+    """What a plan's keys launching one of the rule's configurations share."""
+
+    decision: Decision
+    result: dict[str, Any]  # the plan's result's fields, with the configuration
 
 
 class RulePlans:
@@ -94,7 +110,18 @@ class RulePlans:
                 if read is not None:
                     environ_checks(True)  # one comparison of the environment answers for all
                     try:
-                        if _holds(plan, site, call):
+                        # What the general way works out from the environment (the settings,
+                        # the knobs, Triton's variables, where records are), from the device
+                        # and from the kernel is as it was when the plan was made, and the
+                        # site's process context is still the plan's (another kernel's or
+                        # device's miss replaces it).
+                        part, device = plan.part, bt.device_facts()
+                        if (
+                            site.context_memo is part
+                            and environ_unchanged(plan.environ)
+                            and (device is part.device or device == part.device)
+                            and bt.kernel_info(call.kernel) is part.info
+                        ):
                             return _decide(plan, site, call, *read)
                         # Made under another environment, context, device or kernel: the
                         # general way decides, and leaves a plan of the layout as it is now.
@@ -107,6 +134,8 @@ class RulePlans:
     def resolve(self, site: Any, call: miss.Call) -> miss.Resolved:
         """``miss.resolve``, and a plan for the layout of a key a rule decided."""
         resolved = miss.resolve(site, call)
+        if resolved.first.source == "empty":  # nothing launches: reset_to_zero= still zeroes
+            zero_unlaunched(call, resolved)
         if resolved.first.source == "rule" and self._tries < MAX_TRIES:
             self._learn(site, call, resolved)
         return resolved
@@ -203,7 +232,7 @@ class RulePlans:
             settings,
             site.context_memo,
             environ,
-            rules,
+            unchanged_check(about.rule_digest, rules),
             rule,
             family,
             frozenset(i for i, c in enumerate(rule.configs) if c in kept),
@@ -211,6 +240,8 @@ class RulePlans:
             record_stores().absence_check(),
             resolved.result,
             FAILED_PICKS,
+            _tensors(call, info),
+            bt.interpreting(),
         )
         others = [  # a plan for this layout made before (under another context) goes
             p
@@ -228,31 +259,37 @@ def _in_place(call: miss.Call, resolved: miss.Resolved) -> list[tuple[Any, Any]]
     in-place arguments for). Elsewhere []: on a GPU a launch that raises (a compile error,
     too few resources) has run nothing, and a copy would cost every new key (and be recorded
     into a CUDA graph being captured)."""
-    if not bt.interpreting():
+    tensors = resolved.tensors  # a plan's: the layout's (() where not interpreting)
+    if tensors == ():
         return []
-    from tunedsl.backends.inplace import data_arguments
-    from tunedsl.model.keys import is_tensor
+    if tensors is None:
+        if not bt.interpreting():
+            return []
+        from tunedsl.backends.inplace import data_arguments
+        from tunedsl.model.keys import is_tensor
 
-    bound = data_arguments(bt.bind_arguments(resolved.subject.info, call.args, call.static_kwargs))
+        bound = bt.bind_arguments(resolved.subject.info, call.args, call.static_kwargs)
+        tensors = tuple(t for t in data_arguments(bound).values() if is_tensor(t))
     try:
-        return [(t, bt.clone(t)) for t in bound.values() if is_tensor(t)]
+        return [(t, bt.clone(t)) for t in tensors]
     except RuntimeError:  # out of memory for the copies
         return None
 
 
-def _holds(plan: _Plan, site: Any, call: miss.Call) -> bool:
-    """Whether what the general way works out from the environment (the settings, the knobs,
-    Triton's variables, where records are), from the device and from the kernel is as it was
-    when the plan was made, and the site's process context is still the plan's (another
-    kernel's or device's miss replaces it)."""
-    part = plan.part
-    device = bt.device_facts()
-    return (
-        site.context_memo is part
-        and environ_unchanged(plan.environ)
-        and (device is part.device or device == part.device)
-        and bt.kernel_info(call.kernel) is part.info
-    )
+def _tensors(
+    call: miss.Call, info: Any
+) -> tuple[tuple[int, ...], tuple[str, ...], tuple[Any, ...]]:
+    """Where the tensors of a layout's calls are (what ``_in_place`` copies, and whose
+    alignment the specialization has): positions, keyword names, and the kernel's default
+    values that are tensors (a layout's calls have the same classes in each place, and no
+    tuple or descriptor: ``key_reader``)."""
+    from tunedsl.model.keys import is_tensor
+
+    at = tuple(i for i, a in enumerate(call.args) if is_tensor(a))
+    named = tuple(n for n, v in call.static_kwargs.items() if is_tensor(v))
+    given = set(info.arg_names[: len(call.args)]) | set(call.static_kwargs)
+    defaults = tuple(v for n, v in info.defaults.items() if n not in given and is_tensor(v))
+    return at, named, defaults
 
 
 def _decide(
@@ -273,7 +310,6 @@ def _decide(
         or distributed.active() is not None
     ):
         return None
-    settings = plan.settings
     digest = part.digest.of_text(text)
     if site.decided(digest) is not None:
         return None
@@ -281,45 +317,65 @@ def _decide(
     absent = plan.absent
     if (not absent(digest)) if absent is not None else record_stores().get(digest) is not None:
         return None
-    # The environment is the plan's (_holds): the rule directories are, and only the files'
+    # The environment is the plan's (decide): the rule directories are, and only the files'
     # signatures are compared.
-    if not still_found(part.rule_digest, plan.rules) or not plan.family.in_range(features):
+    if not plan.rules_unchanged() or not plan.family.in_range(features):
         return None
-    pick = plan.family.pick(features)
-    if pick not in plan.allowed:
+    index = plan.family.pick(features)
+    if index not in plan.allowed:
         return None
-    if plan.failed and (digest, plan.rule.configs[pick]) in plan.failed:
-        return None  # it failed on this key's first launch: the general way refuses it
-    if _launches_nothing(call, plan.rule.configs[pick]):
-        return None  # maybe under every configuration ("empty"): the general way says
-    decision = plan.decisions.get(pick)
-    if decision is None:
-        config = plan.rule.configs[pick]
+    pick = plan.picks.get(index)
+    if pick is None:
+        config = plan.rule.configs[index]
         options = decision_options(config, plan.settings, part.target)
-        decision = plan.decisions[pick] = Decision(config, options, "rule", None)
+        fields = {**plan.result.__dict__, "config": config}
+        pick = plan.picks[index] = _Pick(Decision(config, options, "rule", None), fields)
+    decision = pick.decision
     config = decision.config
+    if plan.failed and (digest, config) in plan.failed:
+        return None  # it failed on this key's first launch: the general way refuses it
+    bound = _bound(call, config)
+    if bound is None:
+        return None  # maybe under every configuration ("empty"): the general way says
     about = Subject(
         site.site_id,
         call.kernel,
         part.info,
-        settings,
+        plan.settings,
         readable,
         part.context,
         digest,
         part.rule_digest,
         part.target,
     )
-    result = plan.result.replaced(config=config, key=readable, digest=digest)
-    return miss.Resolved(decision, result, result.replaced(source="rule"), about, plan.spec)
+    result = object.__new__(LaunchResult)  # as LaunchResult.replaced, of the pick's fields
+    result.__dict__.update(pick.result, key=readable, digest=digest)
+    first = object.__new__(LaunchResult)  # this call's
+    first.__dict__.update(pick.result, key=readable, digest=digest, source="rule")
+    at, named, defaults = plan.tensors
+    args, kwargs = call.args, call.static_kwargs
+    spec = plan.spec
+    if spec is None:
+        aligned = (*(args[i].data_ptr() % 16 == 0 for i in at),
+                   *(kwargs[n].data_ptr() % 16 == 0 for n in named))  # fmt: skip
+        spec = plan.specs.get(aligned)
+        if spec is None:
+            spec = plan.specs[aligned] = specialization(part.info, args, kwargs)
+    tensors: tuple[Any, ...] = ()
+    if plan.interpreted:
+        tensors = (*(args[i] for i in at), *(kwargs[n] for n in named), *defaults)
+    return miss.Resolved(decision, result, first, about, spec, bound, tensors)
 
 
-def _launches_nothing(call: miss.Call, config: Config) -> bool:
-    """Whether ``config``'s grid for ``call`` has a zero dimension (an empty tensor): such
-    a call is decided the general way, which says ``"empty"`` where every configuration's
-    grid is empty and never asks a rule for it. A grid that fails to bind: the general way
-    says why."""
+def _bound(call: miss.Call, config: Config) -> tuple[Any, Any, Any] | None:
+    """``call.bind(config)``, or None where its grid has a zero dimension (an empty
+    tensor): such a call is decided the general way, which says ``"empty"`` where every
+    configuration's grid is empty and never asks a rule for it. A grid that fails to bind:
+    the general way says why."""
     try:
-        grid = call.bind(config)[2]
-        return grid == 0 if isinstance(grid, int) else isinstance(grid, tuple) and 0 in grid
+        bound = call.bind(config)
+        grid = bound[2]
+        empty = grid == 0 if isinstance(grid, int) else isinstance(grid, tuple) and 0 in grid
     except Exception:  # (a tensor in the grid, too)
-        return True
+        return None
+    return None if empty else bound

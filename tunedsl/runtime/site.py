@@ -390,11 +390,10 @@ class Site:
 
     def _add(self, call: miss.Call, call_key: Any, resolved: miss.Resolved) -> Entry:
         """Keep the decision by its digest and a new entry for ``call_key`` (not launched)."""
-        with self._lock:
-            self._by_digest[resolved.result.digest] = (resolved.decision, resolved.result)
         shared = self._launchers = self._launchers or SharedLaunchers()
         entry = entries.new_entry(shared, call, resolved)
         with self._lock:
+            self._by_digest[resolved.result.digest] = (resolved.decision, resolved.result)
             self._store(call_key, entry)
         self._seen = entry  # the key's next call, if it comes next, builds its check
         return entry

@@ -183,11 +183,24 @@ def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
     record (True: none has; ``load_from``'s first test, without reading or trusting
     anything): a caller that meets many new keys asks it before ``load_from``."""
     prefixes = tuple(f"{root}{os.sep}" for root in roots)
+    suffix = record_file_name("")  # a name is the digest and this (asked on every miss)
     exists = _lexists
+    if len(prefixes) == 2 and exists is _no_follow_exists:  # the cache's and one shipped
+        mine, shipped = prefixes
+        access, present = os.access, os.F_OK
+
+        def absent_of_two(digest: str) -> bool:  # (_no_follow_exists, without its call)
+            name = digest + suffix
+            return not access(mine + name, present, follow_symlinks=False) and not access(
+                shipped + name, present, follow_symlinks=False
+            )
+
+        return absent_of_two
 
     def absent(digest: str) -> bool:
+        name = digest + suffix
         for prefix in prefixes:
-            if exists(prefix + record_file_name(digest)):
+            if exists(prefix + name):
                 return False
         return True
 

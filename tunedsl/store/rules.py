@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -139,13 +139,42 @@ def find_rules(digest: str) -> tuple[Rule, ...]:
     return rules
 
 
-def still_found(digest: str, rules: tuple[Rule, ...]) -> bool:
-    """Whether ``find_rules(digest)`` still answers ``rules``, for a caller that knows the
-    environment (which names the rule directories) unchanged since that answer: it is the
-    one kept, and what it watches (each file, each directory found untrusted) has the stat
-    signature it had (the same ``lstat``s as ``find_rules``). False: ask ``find_rules``."""
-    cached = _loaded.get(digest)  # one dict read: atomic, no lock needed
-    return cached is not None and cached[3] is rules and cached[1] == tuple(map(_stat, cached[2]))
+def unchanged_check(digest: str, rules: tuple[Rule, ...]) -> Callable[[], bool]:
+    """A function that says whether ``find_rules(digest)`` still answers ``rules``, for a
+    caller that knows the environment (which names the rule directories) unchanged since
+    that answer: it is the one kept, and what it watches (each file, each directory found
+    untrusted) has the stat signature it had (the same ``lstat``s as ``find_rules``).
+    False: ask ``find_rules``. Made once for many misses: each asks one dict read and the
+    ``lstat``s."""
+    kept = _loaded.get(digest)  # one dict read: atomic, no lock needed
+    if kept is None or kept[3] is not rules:
+        return _never
+    # A file read again is a new entry (and ``forget_loaded`` drops it): the entry's own
+    # identity says that ``rules`` is still the answer.
+    loaded, signature, watched, lstat = _loaded, kept[1], kept[2], os.lstat
+    if len(watched) == 1:  # one rule directory: its file
+        (path,), (was,) = watched, signature
+
+        def unchanged() -> bool:  # (_stat, without its call)
+            if loaded.get(digest) is not kept:
+                return False
+            try:
+                st = lstat(path)
+            except OSError:
+                return was is None
+            return was == (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_size,  # _stat's
+                           st.st_mtime_ns, st.st_ctime_ns)  # fmt: skip
+
+        return unchanged
+
+    def all_unchanged() -> bool:
+        return loaded.get(digest) is kept and tuple(map(_stat, watched)) == signature
+
+    return all_unchanged
+
+
+def _never() -> bool:
+    return False
 
 
 # The rule directories' signature, and the rule files in them by site (one scan of the

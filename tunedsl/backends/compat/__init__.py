@@ -72,6 +72,7 @@ from tunedsl.backends.compat.gate import (  # noqa: F401 (re-exported)
     is_signature_type,
     jit_declared_options,
     jit_line_free_hash,
+    jit_source,
     jit_source_hash,
     launch_option_names,
     param_specs,

@@ -225,6 +225,18 @@ def jit_declared_options(kernel: Any) -> dict[str, Any]:
     return out
 
 
+def jit_source(fn: Any) -> tuple[list[str], int] | None:
+    """The source lines a Triton function was made from, decorators included, and the line
+    they start on (``JITCallable.raw_src``, ``.starting_line_number``, read when it was made;
+    an interpreted function's ``jit_function``'s; 3.6.0, 3.9.0). None where it has none."""
+    inner = getattr(fn, "jit_function", fn)
+    lines = getattr(inner, "raw_src", None)
+    start = getattr(inner, "starting_line_number", None)
+    if isinstance(lines, list) and isinstance(start, int):
+        return list(lines), start
+    return None
+
+
 def constexpr_params(kernel: Any) -> frozenset[str] | None:
     """Names of the constexpr parameters from ``JITFunction.params`` (``KernelParam.name``,
     ``.is_constexpr``; 3.6.0, 3.9.0); None when the kernel has no ``params``."""
