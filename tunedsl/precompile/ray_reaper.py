@@ -1,8 +1,7 @@
 """Ending every process of a sweep's own Ray instance, however the sweep ends.
 
 ``ray.shutdown()`` stops the instance when the sweep leaves normally. A sweep killed
-(``SIGKILL``, or Ctrl-C while ``ray.init`` is starting the instance) runs no clean-up, and
-Ray's agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) outlive the raylet that
+(``SIGKILL``) runs no clean-up, and Ray's agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) outlive the raylet that
 started them by about a minute, one of them listening on the network. So a reaper starts
 before the instance: a small process in a session of its own, waiting on a pipe the sweep
 holds. When the pipe closes (the sweep left or died), it kills every process of this user
@@ -59,7 +58,8 @@ def stop_reaper(reaper: subprocess.Popen[bytes] | None) -> None:
 
 def reap(directory: str, prefix: str) -> None:
     """The reaper's body: wait for end of input, kill ``holders(directory)`` until none are
-    left (or ``REAP_LIMIT_S``; the sweep itself, while alive, never), then remove this user's abandoned ``prefix*`` directories."""
+    left (or ``REAP_LIMIT_S``; the sweep itself, while alive, never), then remove this
+    user's abandoned ``prefix*`` directories."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep's Ctrl-C is not for the reaper
     sweep = os.getppid()
     while sys.stdin.buffer.read(65536):
