@@ -340,3 +340,34 @@ def test_a_package_planted_in_a_shared_working_directory_never_runs_in_a_ray_act
         assert not mark.exists(), f"the planted package ran: {mark.read_text()}"
         assert done.returncode == 0, done.stderr[-3000:]
         assert "ERRORS [None] WRITTEN 1" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+READS_A_RELATIVE_FILE = """
+from tunedsl import workload
+
+@workload
+def reads():
+    with open("relative.txt") as fh:
+        assert fh.read() == "here"
+"""
+
+
+def test_ray_actors_run_in_the_sweeps_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ray is started from "/" (so that no worker has the working directory on its import
+    # path); the actors still run their workloads where the sweep runs, as without Ray.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    script = tmp_path / "relative_wl.py"
+    script.write_text(READS_A_RELATIVE_FILE)
+    (tmp_path / "relative.txt").write_text("here")
+    monkeypatch.chdir(tmp_path)
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    _, outcomes = sweep(
+        str(script), None, use_ray=True, gpus_per_task=0, actors=1, runner_env=env,
+        out=io.StringIO(),
+    )  # fmt: skip
+    assert [o.error for o in outcomes] == [None]
+    assert os.getcwd() == str(tmp_path)

@@ -262,12 +262,24 @@ def run_on_ray(
         if actors is None:
             actors = max(1, int(gpus // gpus_per_task)) if gpus_per_task > 0 else 1
         worker_cls = ray.remote(num_gpus=gpus_per_task, max_restarts=0)(_Worker)
-        pool = [worker_cls.remote() for _ in range(actors)]
+        try:
+            cwd: str | None = os.getcwd()
+        except OSError:  # removed
+            cwd = None
+        pool = [worker_cls.remote(cwd) for _ in range(actors)]
         return _schedule(ray, pool, list(tasks), progress)
 
 
 class _Worker:
-    """A Ray actor: runs tasks one at a time (it owns its GPU)."""
+    """A Ray actor: runs tasks one at a time (it owns its GPU), in the sweep's working
+    directory where it has one (Ray is started from ``/``: ``ray_instance``)."""
+
+    def __init__(self, cwd: str | None) -> None:
+        if cwd is not None:
+            try:
+                os.chdir(cwd)
+            except OSError:  # another machine of a cluster: no such directory there
+                pass
 
     def run(self, task: Task) -> list[dict[str, Any]]:
         return run_task(task)
