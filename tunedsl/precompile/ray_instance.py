@@ -120,6 +120,8 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
             # and a socket's path is at most 107 bytes)
             _check_socket_room(private / "r")
             options["_temp_dir"] = str(private / "r")
+            # No dashboard: its HTTP job API is one more way in, and a sweep reads nothing there
+            options["include_dashboard"] = False
             # Before Ray starts anything: a Ctrl-C inside ray.init leaves no process either.
             stack.callback(stop_reaper, start_reaper(private / "r", RAY_SCRATCH_PREFIX))
         try:
