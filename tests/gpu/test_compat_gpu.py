@@ -97,7 +97,7 @@ def test_the_launcher_built_ahead_is_the_one_the_first_load_uses(tmp_path) -> No
     (``process_compile.prebuild_launcher``), the load finds it in Triton's cache and builds
     no other. On a Triton with a generic launcher there is none, before or after."""
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"),
-               TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl"),
+               TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl-cache"),
                PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))  # fmt: skip
     out = subprocess.run([sys.executable, "-c", PREBUILD], env=env, capture_output=True,
                          text=True, timeout=300)  # fmt: skip
@@ -231,7 +231,7 @@ def test_a_kernel_whose_library_was_edited_runs_the_new_values(tmp_path) -> None
     again (tunedsl's identity covers them) but was served the old binary from Triton's
     cache: the old factor and rounding. Each process here shares one Triton cache."""
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"),
-               TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl"),
+               TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl-cache"),
                PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
     (tmp_path / "edited.py").write_text(EDITED_SCRIPT)
 

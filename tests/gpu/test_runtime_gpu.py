@@ -262,9 +262,11 @@ def _warm_child(tmp_path, triton_cache: str) -> dict:
 
     script = tmp_path / "warm_child.py"
     script.write_text(_WARM_SCRIPT)
+    # The cache is not named "tunedsl": the script's directory is first on sys.path, and a
+    # directory of that name there would hide an editable install of tunedsl.
     env = dict(
         os.environ,
-        TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl"),
+        TUNEDSL_CACHE_DIR=str(tmp_path / "tunedsl-cache"),
         TRITON_CACHE_DIR=str(tmp_path / triton_cache),
     )
     out = subprocess.run(
@@ -296,7 +298,7 @@ def test_warm_process_loads_the_stored_binary_without_compiling(tmp_path) -> Non
 def test_a_damaged_stored_binary_is_compiled_again(tmp_path) -> None:
     cold = _warm_child(tmp_path, "triton-cold")
     assert cold["stored"] == 1
-    (cubin,) = (tmp_path / "tunedsl" / "binaries").rglob("*.cubin")
+    (cubin,) = (tmp_path / "tunedsl-cache" / "binaries").rglob("*.cubin")
     data = bytearray(cubin.read_bytes())
     data[len(data) // 2] ^= 0xFF
     cubin.write_bytes(bytes(data))
