@@ -397,3 +397,30 @@ def test_reset_to_zero_zeroes_a_call_that_launches_nothing(tmp_path: Path) -> No
             res = call(x, out)
             assert res.source == source, (res.source, source)
             assert torch.equal(out, torch.bincount(x, minlength=8).int()), (source, out)
+
+
+def test_a_site_whose_space_changes_between_calls_keys_each_call_by_its_own_space() -> None:
+    # Which kwargs= values do not depend on the configuration (and so enter the key as values
+    # of the call) was worked out on the site's first call, over its first space, and kept:
+    # a later call with another space was judged by the first. After a space of one
+    # configuration, BLOCK looked fixed, and the next space's BLOCK=64 was refused with
+    # "pass 'BLOCK' through args= instead".
+    import torch
+    from kernels_twentieth import hist
+
+    from tunedsl import autotune_launch, cdiv
+
+    x = torch.randint(0, 8, (300,), dtype=torch.int32)
+    n = x.numel()
+    spaces = ({"BLOCK": [32]}, {"BLOCK": [32, 64]}, {"BLOCK": [64]}, {"BLOCK": [32]})
+    results = []
+    for space in spaces:
+        out = torch.zeros(8, dtype=torch.int32)
+        results.append(autotune_launch(
+            hist, space=space, grid=lambda c: (cdiv(n, c.BLOCK),), args=(x, out, n),
+            kwargs=lambda c: {"NBINS": 8, "BLOCK": c.BLOCK},
+        ))  # fmt: skip
+        assert torch.equal(out, torch.bincount(x, minlength=8).int()), (space, out)
+    for space, res in zip(spaces, results, strict=True):
+        assert res.config.BLOCK in space["BLOCK"], (space, res.config)
+    assert results[2].config.BLOCK == 64 and results[3].config.BLOCK == 32

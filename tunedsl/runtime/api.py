@@ -30,12 +30,16 @@ if TYPE_CHECKING:
 _sites: dict[tuple[tuple[Any, ...], bool], Any] = {}
 # Lines holding several calls: (filename, line, name) -> {(code, instruction): column}.
 _shared_lines: dict[tuple[str, int, Any], dict[tuple[Any, int], int]] = {}
-# Per site, per list of names a kwargs= function returned: those alike for every
-# configuration. A call that returns other names (an optional tensor passed only
-# sometimes) is probed again, so its tensors are keyed like the first call's.
-_fixed_by_names: dict[tuple[tuple[Any, ...], bool], dict[tuple[str, ...], tuple[str, ...]]] = {}
-# Per site: the configuration whose arguments key its calls (args= or kwargs= functions).
-_key_configs: dict[Any, Config] = {}
+# Per site, per list of names a kwargs= function returned: the space probed, and the names
+# alike for every configuration of it. A call that returns other names (an optional tensor
+# passed only sometimes), or passes another space, is probed again, so its tensors are
+# keyed like the first call's.
+_fixed_by_names: dict[
+    tuple[tuple[Any, ...], bool], dict[tuple[str, ...], tuple[Any, tuple[str, ...]]]
+] = {}
+# Per site: the space and the configuration of it whose arguments key its calls (args= or
+# kwargs= functions).
+_key_configs: dict[Any, tuple[Any, Config]] = {}
 # Per site: the static hints of its first call; a later call must pass the same ones.
 _site_hints: dict[tuple[tuple[Any, ...], bool], dict[str, Any]] = {}
 # Calls from code with no file: (id of the code, instruction) -> (the code, its place:
@@ -115,9 +119,13 @@ def autotune_launch(
         # the rest stays per configuration.
         once = dict(kwargs_fn(_key_config(site, space, default)))
         by_names = _fixed_by_names.setdefault((where, keyed), {})
-        names = by_names.get(tuple(once))
-        if names is None:  # first call with these names: which do not depend on the config
-            names = by_names[tuple(once)] = _fixed_names(kwargs_fn, space, default, site, once)
+        known = by_names.get(tuple(once))
+        if known is None or not _same_space(known[0], space):
+            # first call with these names or this space: which do not depend on the config
+            names = _fixed_names(kwargs_fn, space, default, site, once)
+            by_names[tuple(once)] = (space, names)
+        else:
+            names = known[1]
         static_kwargs = {k: once[k] for k in names}
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
@@ -326,12 +334,25 @@ def _column(frame: Any, filename: str, line: int) -> int:
 
 def _key_config(site: Any, space: Any, default: Any) -> Config:
     """The configuration whose arguments key a call of ``site`` with ``args=fn``."""
-    cfg = _key_configs.get(site)
-    if cfg is None:
-        from tunedsl.model.settings import key_config
+    known = _key_configs.get(site)
+    if known is not None and _same_space(known[0], space):
+        return known[1]
+    from tunedsl.model.settings import key_config
 
-        cfg = _key_configs[site] = key_config(space, default, site.label)
+    cfg = key_config(space, default, site.label)
+    _key_configs[site] = (space, cfg)
     return cfg
+
+
+def _same_space(known: Any, space: Any) -> bool:
+    """Whether ``space`` is the space ``known`` (the same object, or an equal one: a literal
+    space is a new dict on every call)."""
+    if known is space:
+        return True
+    try:
+        return bool(known == space)
+    except Exception:  # an == that gives no truth value: probed again
+        return False
 
 
 def _check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:
