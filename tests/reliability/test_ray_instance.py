@@ -371,3 +371,25 @@ def test_ray_actors_run_in_the_sweeps_working_directory(
     )  # fmt: skip
     assert [o.error for o in outcomes] == [None]
     assert os.getcwd() == str(tmp_path)
+
+
+def test_a_sweep_refuses_to_start_a_ray_instance_that_takes_no_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With RAY_AUTH_MODE=disabled in the environment the sweep's own instance took no token,
+    # and its processes listen on every interface: another local user could run tasks there.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    from tunedsl.errors import UsageError
+
+    scratch = Path(tempfile.mkdtemp(prefix="ra", dir="/tmp"))  # short: room for Ray's sockets
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+        shapes = tmp_path / "shapes.json"
+        shapes.write_text(json.dumps([{"n": 100}]))
+        with pytest.raises(UsageError, match=r"RAY_AUTH_MODE=disabled.*Unset RAY_AUTH_MODE"):
+            sweep(SCRIPT, str(shapes), use_ray=True, gpus_per_task=0, out=io.StringIO())
+        assert os.listdir(scratch) == []  # nothing started, no directory made
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

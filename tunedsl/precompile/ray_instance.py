@@ -101,6 +101,25 @@ def _own_token(ray: Any) -> Iterator[None]:
             loader.instance().reset_cache()
 
 
+def _check_auth(ray: Any) -> None:
+    """A ``UsageError`` where the local instance would take no token: its processes listen on
+    every interface, and anyone who reaches them could run code as this user."""
+    mode = os.environ.get("RAY_AUTH_MODE", "").strip().lower()
+    if mode == "disabled":
+        raise UsageError(
+            "sweep: RAY_AUTH_MODE=disabled, and Ray's local instance listens on every network "
+            "interface: without its token anyone who reaches it runs code as you. Unset "
+            "RAY_AUTH_MODE, or pass --no-ray (or --ray ADDRESS, a cluster of your own)"
+        )
+    if getattr(getattr(ray, "_raylet", None), "AuthenticationTokenLoader", None) is None:
+        raise UsageError(
+            f"sweep: Ray {getattr(ray, '__version__', '?')} has no token authentication, and "
+            "its local instance listens on every network interface: anyone who reaches it "
+            "would run code as you. Install a newer Ray (pip install -U ray), or pass "
+            "--no-ray (or --ray ADDRESS, a cluster of your own)"
+        )
+
+
 @contextlib.contextmanager
 def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator[bool]:
     """Within: Ray joined at ``address`` (else ``RAY_ADDRESS``), or a local instance started
@@ -112,6 +131,7 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
     address = address or os.environ.get("RAY_ADDRESS") or None
     with contextlib.ExitStack() as stack:
         if address is None:
+            _check_auth(ray)
             stack.enter_context(_own_token(ray))
         options: dict[str, Any] = {"address": address or "local"}
         if address is None:
