@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import tunedsl.backends.compat.driver_gate as driver_gate
 from tunedsl import knobs
-from tunedsl.backends.compat import driver_gate
 
 # -- launching --------------------------------------------------------------------------------
 
