@@ -8,9 +8,10 @@ environment is not compared again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TypeVar
 
 _T = TypeVar("_T")
@@ -87,3 +88,22 @@ def unknown_settings(
         for name in sorted(os.environ)
         if name.startswith(prefix) and name not in known
     ]
+
+
+@contextlib.contextmanager
+def environ_set(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Within: each variable of ``values`` set (None: removed); after, each as it was."""
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        _set(values)
+        yield
+    finally:
+        _set(saved)
+
+
+def _set(values: Mapping[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tunedsl.environ import environ_set
 from tunedsl.errors import UsageError
 from tunedsl.precompile.ray_reaper import start_reaper, stop_reaper
 from tunedsl.store.scratch import scratch_dir
@@ -83,20 +84,14 @@ def _own_token(ray: Any) -> Iterator[None]:
 
     if not _TOKEN:
         _TOKEN.append(secrets.token_hex(32))
-    names = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-    saved = {name: os.environ.pop(name, None) for name in names}
-    os.environ["RAY_AUTH_TOKEN"] = _TOKEN[0]
     loader = getattr(getattr(ray, "_raylet", None), "AuthenticationTokenLoader", None)
     try:
-        if loader is not None:  # Ray 2.5x: a token read before (a cluster joined) is forgotten
-            loader.instance().reset_cache()
-        yield
+        with environ_set({"RAY_AUTH_TOKEN": _TOKEN[0], "RAY_AUTH_TOKEN_PATH": None}):
+            # Ray 2.5x: a token read before (a joined cluster's) is forgotten
+            if loader is not None:
+                loader.instance().reset_cache()
+            yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         if loader is not None:
             loader.instance().reset_cache()
 

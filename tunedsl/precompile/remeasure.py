@@ -11,12 +11,12 @@ caller has what it needs or the time budget is spent (a task started is finished
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tunedsl.environ import environ_set
 
 #: The environment of a measuring task (None: unset).
 TASK_ENV: Mapping[str, str | None] = {
@@ -48,24 +48,6 @@ class Measured:
     seconds: float = 0.0
 
 
-@contextlib.contextmanager
-def _task_env() -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in TASK_ENV}
-    try:
-        for name, value in TASK_ENV.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def measure(
     script: str,
     shapes: Sequence[dict[str, Any]],
@@ -82,7 +64,7 @@ def measure(
     tasks = plan(script, shapes)
     out = Measured()
     start = time.monotonic()
-    with _task_env():
+    with environ_set(TASK_ENV):
         for i, task in enumerate(tasks):
             if enough(out.records) or time.monotonic() - start >= budget_s:
                 out.left = len(tasks) - i
