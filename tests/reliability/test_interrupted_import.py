@@ -65,3 +65,34 @@ def test_ctrl_c_of_cache_import_says_how_many_were_imported_and_leaves_each_whol
     except ProcessLookupError:
         left = False
     assert not left, "a process of the import outlived it"
+
+
+def test_ctrl_c_just_after_a_record_is_renamed_into_place_counts_that_record(
+    tmp_path: Path,
+) -> None:
+    """The SIGINT lands between the rename that puts a record in place and the count: the
+    message still counts every whole record on disk (it said one fewer)."""
+    bundle = tmp_path / "big.jsonl"
+    _big_bundle(bundle)
+    cache = tmp_path / "cache"
+    renames = 250
+    child = f"""
+import os, signal, sys
+real_replace, done = os.replace, [0]
+def replace(*args, **kwargs):
+    real_replace(*args, **kwargs)
+    done[0] += 1
+    if done[0] == {renames}:
+        signal.raise_signal(signal.SIGINT)  # handled as the call returns
+os.replace = replace
+from tunedsl.cli import main
+sys.exit(main(["cache", "import", {str(bundle)!r}]))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", child], env=child_env(cache), capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 130, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(record_files(cache)) == renames
+    assert f"interrupted after importing {renames} of the bundle's records" in proc.stderr

@@ -389,6 +389,14 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a file holding exactly ``data``."""
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
+
+
 def _import(args: argparse.Namespace) -> int:
     """Streamed: each record of the bundle is validated and written, one at a time; a
     damaged line of the bundle is skipped with a warning."""
@@ -409,6 +417,7 @@ def _import(args: argparse.Namespace) -> int:
             "imported; set TUNEDSL_CACHE_DIR to a directory you can write"
         ) from None
     count = kept = 0
+    in_flight: tuple[Path, bytes, int] | None = None
     written: dict[str, float] = {}  # a key listed twice (bundles joined): its newest line
     try:
         for record in reader:
@@ -425,9 +434,10 @@ def _import(args: argparse.Namespace) -> int:
             # Not flushed one by one (a bundle of 10^5 records would wait on 10^5 flushes):
             # the directory is flushed once at the end, and a record torn by a crash
             # before that is a miss, never a wrong choice (every load validates it).
-            text = json.dumps(record.to_json(), separators=(",", ":")) + "\n"  # C encoder
+            data = (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode()
+            in_flight = (path, data, count)  # a Ctrl-C may land after the rename, before +1
             try:
-                atomic.write_bytes(path, text.encode(), durable=False)
+                atomic.write_bytes(path, data, durable=False)
             except OSError as err:  # a full disk, say: each record written is whole
                 raise UsageError(
                     f"cannot write records to {root}: {err.strerror or err}; imported "
@@ -437,6 +447,8 @@ def _import(args: argparse.Namespace) -> int:
             count += 1
             written[record.digest] = record.timestamp
     except KeyboardInterrupt:
+        if in_flight is not None and in_flight[2] == count and _holds(*in_flight[:2]):
+            count += 1  # the record being written when Ctrl-C came is whole on disk
         print(
             f"cache import: interrupted after importing {count} of the bundle's records into "
             f"{root}, each whole; import the bundle again for the rest (its records already "
