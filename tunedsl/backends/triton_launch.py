@@ -37,6 +37,7 @@ from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting, jit_run, launch_hooked
+from tunedsl.backends.compile_temporaries import private_temporaries
 from tunedsl.backends.triton import KernelInfo, heuristic_launch_options, kernel_info
 from tunedsl.model.keys import is_tensor
 
@@ -280,7 +281,8 @@ class Launcher:
         if compat.has_pre_run_hooks(self.kernel):
             # JITFunction.add_pre_run_hook: the hooks run inside JITFunction.run, per launch.
             self.disabled = True
-            self.jit(grid, args, static_kwargs, dyn_kwargs)
+            with private_temporaries():  # a first launch may compile
+                self.jit(grid, args, static_kwargs, dyn_kwargs)
             return
         launch = None
         if self.stored_binary and not self.compiled:
@@ -290,7 +292,8 @@ class Launcher:
             if launch is not None and self._load_stored(launch, args, static_kwargs, dyn_kwargs):
                 self(grid, args, static_kwargs, dyn_kwargs, None)  # now the direct path
                 return
-        compiled = self.jit(grid, args, static_kwargs, dyn_kwargs)
+        with private_temporaries():  # a first launch may compile
+            compiled = self.jit(grid, args, static_kwargs, dyn_kwargs)
         try:
             self._capture(compiled, args, static_kwargs, dyn_kwargs)
         except Exception:  # an unexpected Triton version: keep the JIT path

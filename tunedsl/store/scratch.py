@@ -5,9 +5,11 @@ removed on leaving, and those that this user's killed processes left, removed by
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +44,37 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
             if fd is not None:  # removed while locked: never taken for a killed process's
                 shutil.rmtree(tmp, ignore_errors=True)
                 os.close(fd)
+
+
+# The scratch directory this process keeps for its whole life: (maker's pid, path, its exit).
+_kept: tuple[int, Path, contextlib.ExitStack] | None = None
+_kept_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a child forked while another thread held it
+    os.register_at_fork(after_in_child=_kept_lock._at_fork_reinit)  # type: ignore[attr-defined]
+
+
+def process_scratch_dir(prefix: str = "tunedsl-process-") -> Path:
+    """A private scratch directory (``scratch_dir``'s) for the rest of this process, made on
+    first use, made again where something removed it (a sweeper of old files in ``/tmp``)
+    and removed at exit; a forked child uses its parent's. ``scratch_dir``'s
+    ``UsageError`` where ``TMPDIR`` cannot hold one."""
+    global _kept
+    with _kept_lock:
+        if _kept is not None and os.path.isdir(_kept[1]):
+            return _kept[1]
+        stack = contextlib.ExitStack()
+        path = stack.enter_context(scratch_dir(prefix))
+        if _kept is None:
+            atexit.register(_remove_kept)
+        elif _kept[0] == os.getpid():
+            _kept[2].close()
+        _kept = (os.getpid(), path, stack)
+        return path
+
+
+def _remove_kept() -> None:
+    if _kept is not None and _kept[0] == os.getpid():  # never a forked child's parent's
+        _kept[2].close()
 
 
 def check_scratch() -> None:
