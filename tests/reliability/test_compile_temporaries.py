@@ -108,3 +108,28 @@ def test_a_compile_under_a_tmpdir_open_to_all_and_not_sticky_is_refused_naming_t
     assert f"UsageError: cannot keep a private scratch directory in TMPDIR={shared}" in out.stderr
     assert "set TMPDIR to a directory of your own" in out.stderr
     assert os.listdir(shared) == []
+
+
+@pytest.mark.needs_triton
+def test_forked_compile_workers_share_the_private_directory_and_leave_none_behind(
+    tmp_path: Path,
+) -> None:
+    """`precompile --target` with compile processes: the workers, which leave by
+    ``os._exit``, compile in the parent's private directory; each made its own, left after
+    the run."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # sticky and open to all, as /tmp
+    env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
+    env.update(TUNEDSL_COMPILE_PROCESSES="on")
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90",
+         str(FIXTURES / "standin_vadd.py")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "standin_vadd.py:add" in out.stdout and "failed: " not in out.stdout, out.stdout
+    assert os.listdir(tmp_path / "triton")  # compiled, not only found
+    assert os.listdir(shared) == []

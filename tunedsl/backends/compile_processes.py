@@ -59,6 +59,7 @@ from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 from tunedsl import knobs
+from tunedsl.backends.compile_temporaries import make_private_temporaries
 
 __all__ = [
     "Cancelled",
@@ -200,6 +201,7 @@ class ForkedWorkers:
         self._arrivals, self._alive = itertools.count(), size
         self._guard, self._closed = threading.Lock(), False
         pairs = [Pipe() for _ in range(size)]
+        make_private_temporaries()  # the workers share it: none makes (and leaks) its own
         for stream in (sys.stdout, sys.stderr):  # else the child would print it again
             with contextlib.suppress(Exception):
                 stream.flush()

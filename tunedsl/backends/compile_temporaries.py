@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tunedsl.backends.compat import interpreting
 
-__all__ = ["private_temporaries"]
+__all__ = ["make_private_temporaries", "private_temporaries"]
 
 _lock = threading.Lock()
 if hasattr(os, "register_at_fork"):  # a compile worker forked while a thread held it
@@ -53,6 +53,18 @@ def private_temporaries() -> Iterator[None]:
             _depth -= 1
             if _depth == 0:
                 tempfile.tempdir = _saved
+
+
+def make_private_temporaries() -> None:
+    """Make the private directory now, in a process about to fork compile workers: they
+    use it, where each would make its own and, leaving by ``os._exit``, leave it behind.
+    A ``TMPDIR`` that cannot hold one is reported by the first compile instead."""
+    if interpreting():
+        return
+    from tunedsl.errors import UsageError
+
+    with _lock, contextlib.suppress(UsageError, OSError):
+        _private_for(tempfile.gettempdir())
 
 
 def _private_for(base: str) -> str:
