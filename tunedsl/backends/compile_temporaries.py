@@ -11,48 +11,81 @@ scratch directory of the process (``scratch.process_scratch_dir``), made inside 
 
 from __future__ import annotations
 
-import contextlib
+import math
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
 from pathlib import Path
+from typing import Any
 
 from tunedsl.backends.compat import interpreting
 
 __all__ = ["make_private_temporaries", "private_temporaries"]
 
-_lock = threading.Lock()
+#: How long the private directory is taken to be there without a look (a sweeper of old
+#: files in ``/tmp`` may remove it from an idle process).
+_RECHECK_S = 60.0
+
+
+class _PrivateTemporaries:
+    """The context manager of :func:`private_temporaries`: one per process. A decision's
+    first launch enters it too, where it may compile, so a warm entry costs a lock and a
+    few attribute stores, with no system call."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0  # blocks now inside, over every thread
+        self.saved: str | None = None  # tempfile.tempdir as it was before the first of them
+        self.shared: dict[str, bool] = {}  # per temporary directory: open to other users?
+        self.private: str | None = None
+        self.seen = -math.inf  # time.monotonic() when self.private was last seen there
+
+    def __enter__(self) -> None:
+        with self.lock:
+            if self.depth == 0:
+                # Worked out once, as by any use of tempfile (it then keeps the answer): put
+                # back after each block, it is not worked out again (a file made and removed).
+                base = self.saved = tempfile.gettempdir()
+                if not interpreting():  # Triton's interpreter compiles nothing
+                    tempfile.tempdir = self.private_for(base)
+            self.depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        with self.lock:
+            self.depth -= 1
+            if self.depth == 0:
+                tempfile.tempdir = self.saved
+
+    def private_for(self, base: str) -> str:
+        """``base``, or where another user could write there, the private directory."""
+        shared = self.shared.get(base)
+        if shared is None:
+            from tunedsl.store.paths import untrusted_place
+
+            shared = self.shared[base] = untrusted_place(Path(base)) is not None
+        if not shared:
+            return base
+        now = time.monotonic()
+        if self.private is None or now - self.seen > _RECHECK_S:
+            from tunedsl.store.scratch import process_scratch_dir
+
+            self.private = str(process_scratch_dir())  # made again where it was removed
+            self.seen = now
+        return self.private
+
+
+_ONE = _PrivateTemporaries()
 if hasattr(os, "register_at_fork"):  # a compile worker forked while a thread held it
-    os.register_at_fork(after_in_child=_lock._at_fork_reinit)  # type: ignore[attr-defined]
-_depth = 0  # compiles now inside private_temporaries, over every thread
-_saved: str | None = None  # tempfile.tempdir as it was before the first of them
-_shared: dict[str, bool] = {}  # per temporary directory: whether another user could write it
+    os.register_at_fork(after_in_child=_ONE.lock._at_fork_reinit)  # type: ignore[attr-defined]
 
 
-@contextlib.contextmanager
-def private_temporaries() -> Iterator[None]:
-    """Within the block (on any thread, while any thread is inside it), Python's temporary
-    directory is a private one where the process's is open to other users; restored when
-    the last block ends. A ``UsageError`` naming ``TMPDIR`` where no private directory can
-    be kept in it (open to writes by others, and not sticky)."""
-    global _depth, _saved
-    if interpreting():  # Triton's interpreter compiles nothing
-        yield
-        return
-    with _lock:
-        if _depth == 0:
-            saved = tempfile.tempdir
-            tempfile.tempdir = _private_for(tempfile.gettempdir())
-            _saved = saved
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                tempfile.tempdir = _saved
+def private_temporaries() -> _PrivateTemporaries:
+    """A context manager: within its block (on any thread, while any thread is inside one),
+    Python's temporary directory is a private one where the process's is open to other
+    users; restored when the last block ends. A ``UsageError`` naming ``TMPDIR`` where no
+    private directory can be kept in it (open to writes by others, and not sticky)."""
+    return _ONE
 
 
 def make_private_temporaries() -> None:
@@ -63,15 +96,8 @@ def make_private_temporaries() -> None:
         return
     from tunedsl.errors import UsageError
 
-    with _lock, contextlib.suppress(UsageError, OSError):
-        _private_for(tempfile.gettempdir())
-
-
-def _private_for(base: str) -> str:
-    from tunedsl.store.paths import untrusted_place
-    from tunedsl.store.scratch import process_scratch_dir
-
-    shared = _shared.get(base)
-    if shared is None:
-        shared = _shared[base] = untrusted_place(Path(base)) is not None
-    return str(process_scratch_dir()) if shared else base
+    with _ONE.lock:
+        try:
+            _ONE.private_for(tempfile.gettempdir())
+        except (UsageError, OSError):
+            pass
