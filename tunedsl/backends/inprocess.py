@@ -120,10 +120,13 @@ class InProcessMeasurer:
         variant_for: Callable[[Config], Variant],
         first: Variant,
         progress: Progress | None = None,
+        left_out: dict[Config, str] | None = None,
     ) -> None:
+        """``left_out``: configurations failed with their reason, never launched."""
         from tunedsl.backends import graph_timing
         from tunedsl.backends import triton as bt
         from tunedsl.backends.triton_launch import launch_jit
+        from tunedsl.store.inflight import Inflight
 
         self.bt = bt
         self.req = req
@@ -149,6 +152,9 @@ class InProcessMeasurer:
         self.settled = False
         self.ahead: list[CompileAhead] = []  # prefetched batches, oldest first
         self.gpu_s = 0.0  # seconds spent measuring (warm-ups, verification, samples)
+        self.left_out = left_out or {}
+        # What is being launched, on disk: a crash in a launch leaves it for the next run.
+        self.inflight = Inflight(req.key_digest) if getattr(req, "key_digest", "") else None
 
     @property
     def compile_workers(self) -> int:
@@ -205,6 +211,9 @@ class InProcessMeasurer:
         for config in configs:
             if config in early:
                 continue
+            if config in self.left_out:
+                yield self._failed(config, "failed", self.left_out[config])
+                continue
             try:
                 variants.append(self.variant_for(config))
             except InfeasibleConfig as err:  # its launch hints do not fit this device
@@ -242,7 +251,7 @@ class InProcessMeasurer:
             setup = self._setup(v)
             error: BaseException | None = None
             problem: str | None = None
-            with BENCH_LOCK, self._busy():
+            with BENCH_LOCK, self._busy(), self._launching(v.config):
                 try:
                     if self.verifier is not None:
                         problem = self.verifier.check(run, self.hook_args[v.config])
@@ -277,7 +286,7 @@ class InProcessMeasurer:
                     raise MeasureFailure(prep.error.removeprefix("run: "))
             run = self.runs[config]
         setup = self.setups[config]
-        with BENCH_LOCK, self._busy():
+        with BENCH_LOCK, self._busy(), self._launching(config):
             try:
                 if not self.settled and hasattr(self.timer, "settle"):
                     self._choose_timer(run, setup)
@@ -318,7 +327,21 @@ class InProcessMeasurer:
         finally:
             self.gpu_s += time.perf_counter() - start
 
+    @contextlib.contextmanager
+    def _launching(self, config: Config) -> Iterator[None]:
+        """``config`` is launched within: on disk meanwhile (``store/inflight.py``)."""
+        if self.inflight is None:
+            yield
+            return
+        self.inflight.trying(config.to_json())
+        try:
+            yield
+        finally:
+            self.inflight.done()
+
     def close(self) -> None:
+        if self.inflight is not None:
+            self.inflight.close()
         # The next tuning's plan of how many GPUs to use learns from this one (bookkeeping:
         # never a reason for closing to fail, say after a sticky CUDA error).
         with contextlib.suppress(Exception):

@@ -9,6 +9,7 @@ configurations over several devices is added here, and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -58,8 +59,70 @@ def make_measurer(
 
         return WorkerSeam(req, IsolatedMeasurer(req, req.settings.timing), progress)
     from tunedsl.backends.inprocess import InProcessMeasurer
+    from tunedsl.store.inflight import died_in_launch
 
+    died = died_in_launch(req.key_digest) if req.key_digest else []
+    if died:
+        return _after_a_death(req, died, variant_for, first, progress)
     return InProcessMeasurer(req, variant_for, first, progress)
+
+
+def _after_a_death(
+    req: Any,
+    died: list[dict[str, Any]],
+    variant_for: Callable[[Config], Variant],
+    first: Variant,
+    progress: Progress | None,
+) -> TunerMeasurer:
+    """An earlier process died launching ``died``'s configurations of this key in its own
+    process (a crash there takes the process down): this tuning measures in a worker
+    process, where such a crash fails the configuration alone; where no worker can take
+    the tuning (a space too large to list, arguments that do not pickle), those
+    configurations are left out of it, failed."""
+    from tunedsl.backends.inprocess import InProcessMeasurer
+    from tunedsl.warn import warn_once
+
+    suspects = []
+    for entry in died:
+        with contextlib.suppress(Exception):  # a file of another tunedsl version, say
+            config = Config.from_json(entry["config"])
+            if config not in suspects:
+                suspects.append(config)
+    if not suspects:
+        return InProcessMeasurer(req, variant_for, first, progress)
+    name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")
+    pids = ", ".join(sorted({str(entry.get("pid")) for entry in died}))
+    what = (
+        f"an earlier tuning of this key of {name} (pid {pids}) died while launching "
+        f"{', '.join(map(str, suspects))} in its own process (a crash there, or a kill)"
+    )
+    if req.settings.space is None:
+        from tunedsl.backends.isolated import IsolatedMeasurer
+
+        try:
+            inner = IsolatedMeasurer(req, req.settings.timing)
+        except UsageError:
+            inner = None
+        if inner is not None:
+            warn_once(
+                f"died:{req.key_digest}",
+                f"{what}; this tuning measures in a worker process, where a crash fails the "
+                "configuration alone (isolate=True does so always)",
+                RuntimeWarning,
+                stacklevel="user",
+            )
+            return WorkerSeam(req, inner, progress)
+    warn_once(
+        f"died:{req.key_digest}",
+        f"{what}; this tuning leaves them out, as failed (a worker process cannot take it: "
+        "its space is too large to list, or its arguments or hooks do not pickle)",
+        RuntimeWarning,
+        stacklevel="user",
+    )
+    reason = f"the process measuring it died in its launch (pid {pids})"
+    return InProcessMeasurer(
+        req, variant_for, first, progress, left_out=dict.fromkeys(suspects, reason)
+    )
 
 
 class WorkerSeam:

@@ -29,3 +29,6 @@ class TuneRequest:
     # the site's prune= bound to this call, narrows each proposed batch). In-process only.
     variant_for: Callable[[Config], Variant] | None = None
     keep: Callable[[list[Config]], Sequence[Config]] | None = None
+    # The key's digest (records, and the in-flight file of a tuning measured in-process);
+    # "" where the tuning is not of a stored key (a check of a decision).
+    key_digest: str = ""

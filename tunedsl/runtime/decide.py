@@ -427,6 +427,7 @@ def tune_and_record(
             settings=settings,
             variant_for=variant_for,
             keep=keep,
+            key_digest=subject.digest,
         )
     )
     first = variants[0] if variants else (variant_for(outcome.chosen) if variant_for else None)

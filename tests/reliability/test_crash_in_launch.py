@@ -1,0 +1,121 @@
+"""A configuration whose launch kills the process (a real segfault: Triton's interpreter
+loading from an address far outside any tensor), tuned in the process (isolate=False).
+The next run of the same script must not die in the same launch again: it learns from the
+file the dead process left (``store/inflight.py``) and measures that key in a worker
+process, where the crash fails the configuration alone; or, where no worker can take the
+tuning, leaves the configuration out. Real subprocesses, real signals, real files."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rel_helpers import child_env, write_script
+
+pytestmark = pytest.mark.needs_triton
+
+SCRIPT = """
+import sys
+import threading
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch
+
+
+@triton.jit
+def bump(x, n, BAD: tl.constexpr, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if BAD:  # far outside any tensor: the interpreter's load segfaults
+        v = tl.load(x + offs + (1 << 40))
+    else:
+        v = tl.load(x + offs, mask=offs < n)
+    tl.store(x + offs, v + 1, mask=offs < n)
+
+
+lock = threading.Lock()
+hook = None
+if sys.argv[1:] == ["unpicklable"]:  # a hook no worker process can be sent
+    def hook(args):
+        with lock:
+            pass
+x = torch.zeros(64)
+res = autotune_launch(bump, space=dict(BAD=[0, 1], TILE=[16]), grid=lambda c: (4,),
+                      args=lambda c: (x, 64), kwargs=lambda c: dict(BAD=c.BAD, TILE=c.TILE),
+                      pre_hook=hook, name="crash-site")
+print("RESULT", res.source, res.config.BAD, flush=True)
+"""
+
+
+def _run(script: Path, cache: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(script), *argv], env=child_env(cache, TUNEDSL_QUIET="1"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def _inflight(cache: Path) -> list[str]:
+    directory = cache / "inflight"
+    return sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+
+
+def test_a_run_after_a_crash_in_a_launch_measures_that_key_in_a_worker(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "crash_site.py", SCRIPT)
+    cache = tmp_path / "cache"
+    first = _run(script, cache)
+    assert first.returncode == -signal.SIGSEGV, first.stdout + first.stderr
+    left = _inflight(cache)
+    assert len(left) == 1 and left[0].endswith(".json"), left
+    assert json.loads((cache / "inflight" / left[0]).read_text())["config"]["BAD"] == 1
+
+    second = _run(script, cache)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "RESULT tuned 0" in second.stdout, second.stdout
+    assert "died while launching" in second.stderr and "in a worker process" in second.stderr
+    assert _inflight(cache) == []  # taken, and this tuning's own removed at its end
+
+    third = _run(script, cache)  # the record decides: nothing to say
+    assert third.returncode == 0 and "RESULT disk 0" in third.stdout, third.stdout
+    assert "died while launching" not in third.stderr, third.stderr
+
+
+def test_where_no_worker_can_take_the_tuning_the_configuration_is_left_out(
+    tmp_path: Path,
+) -> None:
+    script = write_script(tmp_path / "crash_site.py", SCRIPT)
+    cache = tmp_path / "cache"
+    first = _run(script, cache, "unpicklable")
+    assert first.returncode == -signal.SIGSEGV, first.stdout + first.stderr
+    second = _run(script, cache, "unpicklable")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "RESULT tuned 0" in second.stdout, second.stdout
+    assert "leaves them out, as failed" in second.stderr, second.stderr
+    records = list((cache / "records").glob("*.json"))
+    assert len(records) == 1
+    text = records[0].read_text()
+    assert "the process measuring it died in its launch" in text, text
+
+
+def test_a_process_killed_between_launches_changes_nothing_for_the_next(
+    tmp_path: Path,
+) -> None:
+    """The file of a process killed outside a launch is empty: the next tuning of the key
+    removes it and measures in its own process, with nothing to say."""
+    script = write_script(
+        tmp_path / "crash_site.py",
+        SCRIPT.replace("BAD=[0, 1], TILE=[16]", "BAD=[0], TILE=[16, 32]"),
+    )
+    cache = tmp_path / "cache"
+    out = _run(script, cache)
+    assert out.returncode == 0 and "RESULT tuned 0" in out.stdout, out.stdout + out.stderr
+    (record,) = (cache / "records").glob("*.json")
+    record.unlink()  # the key is tuned again
+    (cache / "inflight" / f"{record.stem}.4194304.json").write_bytes(b"")
+    again = _run(script, cache)
+    assert again.returncode == 0 and "RESULT tuned 0" in again.stdout, again.stdout + again.stderr
+    assert "died while launching" not in again.stderr, again.stderr
+    assert _inflight(cache) == []
