@@ -9,6 +9,7 @@ first and have their cubin read back and run. Real cross-compiles (``cuda:90``, 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -133,3 +134,227 @@ def test_forked_compile_workers_share_the_private_directory_and_leave_none_behin
     assert "standin_vadd.py:add" in out.stdout and "failed: " not in out.stdout, out.stdout
     assert os.listdir(tmp_path / "triton")  # compiled, not only found
     assert os.listdir(shared) == []
+
+
+# As the second user, once a sweeper of old files has removed the victim's private
+# directory: make a directory of theirs, open to all, under its name; then watch it as WATCH
+# does the shared one.
+RECLAIM = """
+import os, sys, time
+path, ready, stop = sys.argv[1:4]
+os.mkdir(path)
+os.chmod(path, 0o777)
+open(ready, "w").close()
+seen = set()
+deadline = time.monotonic() + 600
+while not os.path.exists(stop) and time.monotonic() < deadline:
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:  # removed by the victim
+        print("removed", file=sys.stderr)
+        break
+    for name in names:
+        if name.endswith(".ptx") and name not in seen:
+            seen.add(name)
+            try:
+                fd = os.open(os.path.join(path, name + ".o"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                os.write(fd, b"their cubin")
+                os.close(fd)
+            except OSError:
+                pass
+    time.sleep(0.001)
+print(len(seen))
+"""
+
+# This user's long-running process: a compile, its private directory named, then (once the
+# test says so) more compiles.
+COMPILE_AFTER_SWEEP = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import torch
+from standin_vadd import vadd
+from tunedsl.backends.triton_compile import compile_variant
+from tunedsl.backends import compile_temporaries
+from tunedsl.store.scratch import process_scratch_dir
+
+compile_temporaries._RECHECK_S = 0.0  # as after a minute without a compile
+x = torch.empty(256)
+if sys.argv[3] == "held":  # another thread's compile runs the whole time
+    import threading
+    from tunedsl.backends.compile_temporaries import private_temporaries
+
+    entered, done = threading.Event(), threading.Event()
+
+    def long_compile():
+        with private_temporaries():
+            entered.set()
+            done.wait()
+
+    threading.Thread(target=long_compile, daemon=True).start()
+    entered.wait()
+compile_variant(vadd, (x, x, x, 256), {"BLOCK": 32}, {"num_warps": 1}, target="cuda:90")
+print(process_scratch_dir(), flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+for block in (64, 128, 256):
+    built = compile_variant(vadd, (x, x, x, 256), {"BLOCK": block}, {"num_warps": 1}, target="cuda:90")
+    print(built.binary[:4] == b"\\x7fELF", len(built.binary), flush=True)
+"""
+
+
+@pytest.mark.needs_triton
+@pytest.mark.parametrize("other_thread", ["idle", "held"])
+def test_a_private_directory_a_sweeper_removed_and_another_user_made_again_is_not_used(
+    tmp_path: Path, other_thread: str
+) -> None:
+    """A sweeper of old files in ``/tmp`` removes the private directory of a process that
+    runs for days; another user makes a directory under the same name. The process's next
+    compiles must not take it for its own: it was checked by name alone, and not at all
+    while another thread's compile ran ("held")."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as shared:
+        go, ready, stop = tmp_path / "go", shared / "ready", shared / "stop"
+        env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+        env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
+        env.pop("TRITON_INTERPRET", None)
+        victim = subprocess.Popen(
+            [sys.executable, "-c", COMPILE_AFTER_SWEEP, str(FIXTURES), str(go), other_thread],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+        )  # fmt: skip
+        assert victim.stdout is not None
+        private = Path(victim.stdout.readline().strip())
+        try:
+            assert private.parent == shared, victim.communicate(timeout=60)
+            shutil.rmtree(private)  # the sweeper
+            watcher = swap_attack.as_attacker(RECLAIM, str(private), str(ready), str(stop))
+            deadline = time.monotonic() + 60
+            while not ready.exists() and watcher.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            go.touch()
+            out, err = victim.communicate(timeout=300)
+        finally:
+            stop.touch()
+            if victim.poll() is None:
+                victim.kill()
+            seen, attack_err = watcher.communicate(timeout=60)
+        assert watcher.returncode == 0, attack_err
+        assert victim.returncode == 0, out + err
+        assert [line.split()[0] for line in out.splitlines()] == ["True"] * 3, out
+        assert int(seen) == 0, f"the other user saw {seen.strip()} PTX files of the compiles"
+        assert private.stat().st_uid == swap_attack.ATTACKER  # theirs, left alone
+        assert {p.name for p in shared.iterdir()} == {private.name, "ready", "stop"}
+
+
+# This user's program sets Python's temporary directory itself (to the shared one) while a
+# compile runs on another thread; then compiles on this one.
+PROGRAM_SETS_TEMPDIR = """
+import sys, tempfile, threading
+sys.path.insert(0, sys.argv[1])
+import torch
+from standin_vadd import vadd
+from tunedsl.backends.compile_temporaries import private_temporaries
+from tunedsl.backends.triton_compile import compile_variant
+
+entered, done = threading.Event(), threading.Event()
+
+
+def long_compile():
+    with private_temporaries():
+        entered.set()
+        done.wait()
+
+
+thread = threading.Thread(target=long_compile)
+thread.start()
+entered.wait()
+tempfile.tempdir = sys.argv[2]  # the program's own setting, made while a compile runs
+x = torch.empty(256)
+for block in (32, 64):
+    built = compile_variant(vadd, (x, x, x, 256), {"BLOCK": block}, {"num_warps": 1}, target="cuda:90")
+    print(built.binary[:4] == b"\\x7fELF", len(built.binary))
+done.set()
+thread.join()
+print("TMPDIR", tempfile.tempdir == sys.argv[2])
+"""
+
+
+@pytest.mark.needs_triton
+def test_a_temporary_directory_the_program_sets_while_a_compile_runs_is_kept_private(
+    tmp_path: Path,
+) -> None:
+    """The program sets ``tempfile.tempdir`` to a shared directory while another thread
+    compiles: the next compiles kept their files there, in the open (the private directory
+    was chosen only when no compile ran), and the program's setting was undone at the end."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as shared:
+        stop = shared / "stop"
+        watcher = swap_attack.as_attacker(WATCH, str(shared), str(stop))
+        env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+        env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), TMPDIR=str(tmp_path))
+        env.pop("TRITON_INTERPRET", None)
+        try:
+            time.sleep(0.2)  # the watcher is looking before the first compile
+            out = subprocess.run(
+                [sys.executable, "-c", PROGRAM_SETS_TEMPDIR, str(FIXTURES), str(shared)],
+                capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
+            )  # fmt: skip
+        finally:
+            stop.touch()
+            seen, err = watcher.communicate(timeout=60)
+        assert watcher.returncode == 0, err
+        assert out.returncode == 0, out.stdout + out.stderr
+        lines = out.stdout.splitlines()
+        assert [line.split()[0] for line in lines[:2]] == ["True"] * 2, out.stdout
+        assert int(seen) == 0, f"the other user saw {seen.strip()} PTX files of the compiles"
+        assert lines[2] == "TMPDIR True", out.stdout  # the program's own setting stays
+
+
+# A child the program forks (a DataLoader's worker, a multiprocessing pool) while a
+# compile runs on another thread: where do the child's own temporary files go?
+FORK_DURING_COMPILE = """
+import os, sys, tempfile, threading
+from tunedsl.backends.compile_temporaries import private_temporaries
+
+entered, done = threading.Event(), threading.Event()
+
+
+def long_compile():
+    with private_temporaries():
+        entered.set()
+        done.wait()
+
+
+thread = threading.Thread(target=long_compile)
+thread.start()
+entered.wait()
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(write, tempfile.gettempdir().encode())
+    os._exit(0)
+os.close(write)
+print(os.read(read, 4096).decode())
+os.waitpid(pid, 0)
+done.set()
+thread.join()
+"""
+
+
+def test_a_child_forked_while_a_compile_runs_keeps_the_programs_temporary_directory(
+    tmp_path: Path,
+) -> None:
+    """The child has no thread inside the compile: its temporary files went into the
+    parent's private directory all the same, for good (removed under it when the parent
+    exits)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp
+    env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(PYTHONPATH=str(REPO))
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_DURING_COMPILE],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip() == str(shared), out.stdout

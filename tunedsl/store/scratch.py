@@ -17,6 +17,7 @@ from pathlib import Path
 from tunedsl.store.paths import STALE_TEMP_AGE_S, untrusted_output_dir
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 #: The lock file of a scratch directory, locked for the directory's life: one that a killed
 #: process left (SIGKILL runs no clean-up) has it unlocked, and is removed by the next.
@@ -31,50 +32,85 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
     cache), before anything there is removed: there they could rename any directory of this
     user's to a scratch name. Then removes the ones this user's killed processes left
     (``remove_abandoned_scratch``)."""
+    with _held_scratch_dir(prefix, None) as (path, _):
+        yield path
+
+
+@contextlib.contextmanager
+def _held_scratch_dir(prefix: str, base: str | None) -> Iterator[tuple[Path, os.stat_result]]:
+    """``scratch_dir``, and the directory's ``fstat``, its descriptor held open while it
+    lasts (so its inode is never another's): the directory is still this one only while its
+    name leads to that inode (``_still_there``). Removed on leaving only then: something
+    else under its name (another user's, made once a sweeper of old files removed this
+    one) is left alone. In ``base`` (None: the temporary directory)."""
     import shutil
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=base)
+    try:
+        dir_fd = os.open(tmp, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fd = None
+    try:
+        held = os.fstat(dir_fd)
         _refuse_untrusted_scratch(tmp)  # first: there, another user names what is removed
         fd = _locked_alive(tmp)
-        try:
-            remove_abandoned_scratch(prefix)
-            yield Path(tmp)
-        finally:
-            if fd is not None:  # removed while locked: never taken for a killed process's
-                shutil.rmtree(tmp, ignore_errors=True)
-                os.close(fd)
+        remove_abandoned_scratch(prefix, os.path.dirname(tmp))
+        yield Path(tmp), held
+    finally:
+        # Removed while locked: never taken for a killed process's.
+        if _still_there(tmp, os.fstat(dir_fd)):
+            shutil.rmtree(tmp, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)
+        os.close(dir_fd)
 
 
-# The scratch directory this process keeps for its whole life: (maker's pid, path, its exit).
-_kept: tuple[int, Path, contextlib.ExitStack] | None = None
+def _still_there(path: str, held: os.stat_result) -> bool:
+    """Whether the name ``path`` still leads to the directory ``held`` (its ``fstat``)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return st.st_ino == held.st_ino and st.st_dev == held.st_dev and stat.S_ISDIR(st.st_mode)
+
+
+# The scratch directory this process keeps for its whole life: (maker's pid, path, the
+# path as text, the directory's fstat, its exit).
+_kept: tuple[int, Path, str, os.stat_result, contextlib.ExitStack] | None = None
 _kept_lock = threading.Lock()
 if hasattr(os, "register_at_fork"):  # a child forked while another thread held it
     os.register_at_fork(after_in_child=_kept_lock._at_fork_reinit)  # type: ignore[attr-defined]
 
 
-def process_scratch_dir(prefix: str = "tunedsl-process-") -> Path:
+def process_scratch_dir(prefix: str = "tunedsl-process-", base: str | None = None) -> Path:
     """A private scratch directory (``scratch_dir``'s) for the rest of this process, made on
-    first use, made again where something removed it (a sweeper of old files in ``/tmp``)
-    and removed at exit; a forked child uses its parent's. ``scratch_dir``'s
-    ``UsageError`` where ``TMPDIR`` cannot hold one."""
+    first use, made again where something removed it (a sweeper of old files in ``/tmp``),
+    never taking another directory made under its name since for it, and removed at exit; a
+    forked child uses its parent's. Made in ``base`` (None: the temporary directory).
+    ``scratch_dir``'s ``UsageError`` where ``TMPDIR`` cannot hold one."""
     global _kept
+    kept = _kept
+    if kept is not None and _still_there(kept[2], kept[3]):  # (a microsecond: one lstat)
+        return kept[1]
     with _kept_lock:
-        if _kept is not None and os.path.isdir(_kept[1]):
+        if _kept is not None and _still_there(_kept[2], _kept[3]):
             return _kept[1]
         stack = contextlib.ExitStack()
-        path = stack.enter_context(scratch_dir(prefix))
+        path, held = stack.enter_context(_held_scratch_dir(prefix, base))
         if _kept is None:
             atexit.register(_remove_kept)
         elif _kept[0] == os.getpid():
-            _kept[2].close()
-        _kept = (os.getpid(), path, stack)
+            _kept[4].close()
+        _kept = (os.getpid(), path, str(path), held, stack)
         return path
 
 
 def _remove_kept() -> None:
     if _kept is not None and _kept[0] == os.getpid():  # never a forked child's parent's
-        _kept[2].close()
+        _kept[4].close()
 
 
 def check_scratch() -> None:
@@ -91,12 +127,10 @@ def _refuse_untrusted_scratch(tmp: str) -> None:
     directory ``tmp`` (the cache's chain rule): nothing kept there would be trusted."""
     why = untrusted_output_dir(Path(tmp))
     if why is not None:
-        import tempfile
-
         from tunedsl.errors import UsageError
 
         raise UsageError(
-            f"cannot keep a private scratch directory in TMPDIR={tempfile.gettempdir()} "
+            f"cannot keep a private scratch directory in TMPDIR={os.path.dirname(tmp)} "
             f"({why}): set TMPDIR to a directory of your own, closed to writes by others "
             "(or sticky, as /tmp is)"
         )
@@ -116,11 +150,12 @@ def _locked_alive(directory: str) -> int | None:
     return fd
 
 
-def remove_abandoned_scratch(prefix: str) -> int:
+def remove_abandoned_scratch(prefix: str, base: str | None = None) -> int:
     """Remove this user's ``<prefix>*`` scratch directories that no live process holds;
     return how many. Only real directories this user owns, whose lock file this process
     can lock at once, or that have none an hour after they last changed; never anything
-    through a symbolic link, nor another user's."""
+    through a symbolic link, nor another user's. In ``base`` (None: the temporary
+    directory)."""
     try:
         import fcntl
     except ImportError:
@@ -128,7 +163,7 @@ def remove_abandoned_scratch(prefix: str) -> int:
     import shutil
     import tempfile
 
-    base = tempfile.gettempdir()
+    base = base or tempfile.gettempdir()
     try:
         names = [n for n in os.listdir(base) if n.startswith(prefix)]
     except OSError:
