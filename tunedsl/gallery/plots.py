@@ -14,6 +14,7 @@ from typing import Any
 from tunedsl.gallery.kit import format_config, format_ms
 from tunedsl.gallery.result import ConfigTiming, ExampleResult
 from tunedsl.gallery.runner import ExampleRun
+from tunedsl.store import atomic
 
 PLOTS_SUBDIR = "plots"
 
@@ -80,9 +81,10 @@ def plot_example(result: ExampleResult, path: Path) -> bool:
         ax.set_title(title, fontsize=9)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp.png")
-        fig.savefig(tmp, dpi=100)
-        tmp.replace(path)
+        # A new file under a random name beside it, renamed over it: never a name known
+        # ahead, which another user who can write there could have made a link first.
+        with atomic.replacing(path, suffix=".tmp.png", durable=False) as fh:
+            fig.savefig(fh, dpi=100, format="png")
     finally:
         plt.close(fig)
     return True
