@@ -358,3 +358,80 @@ def test_a_child_forked_while_a_compile_runs_keeps_the_programs_temporary_direct
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == str(shared), out.stdout
+
+
+# This user's launches through Triton's JIT (the launcher's path without the direct launch,
+# TUNEDSL_SAFE=direct), each compiling its kernel on the way. There is no GPU here: Triton's
+# CUDA driver is stood in for by one that names the cuda:90 target, so Triton's JIT compiles
+# for it in full (MLIR, LLVM, the real ptxas, its cache), and fails only at loading the
+# binary onto a device.
+LAUNCH = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+
+
+class CompilesOnly:
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_active_torch_device(self):
+        return torch.device("cpu")
+
+    def launcher_cls(self, *args):
+        raise RuntimeError("no GPU: nothing loaded")
+
+
+driver.set_active(CompilesOnly())
+from standin_vadd import vadd
+from tunedsl.backends.triton_launch import Launcher
+
+x = torch.empty(256)
+for block in (32, 64, 128):
+    launcher = Launcher(vadd, {"num_warps": 1}, (x, x, x, 256), {"BLOCK": block})
+    try:
+        launcher((4,), (x, x, x, 256), {"BLOCK": block}, {}, None)
+    except RuntimeError as err:
+        print(launcher.disabled, err)
+"""
+
+
+@pytest.mark.needs_triton
+def test_a_launch_through_tritons_jit_keeps_its_compile_temporaries_private(
+    tmp_path: Path,
+) -> None:
+    """A launch through Triton's JIT compiles a kernel it has not seen (a launcher without
+    the direct launch, a new specialization or keyword argument): its PTX file was made in
+    ``TMPDIR`` itself, where a second user watching ``/tmp`` could make the cubin's name."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as shared:
+        stop = shared / "stop"
+        watcher = swap_attack.as_attacker(WATCH, str(shared), str(stop))
+        env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+        env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
+        env.update(TUNEDSL_SAFE="direct")
+        env.pop("TRITON_INTERPRET", None)
+        try:
+            time.sleep(0.2)  # the watcher is looking before the first compile
+            out = subprocess.run(
+                [sys.executable, "-c", LAUNCH, str(FIXTURES)],
+                capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
+            )  # fmt: skip
+        finally:
+            stop.touch()
+            seen, err = watcher.communicate(timeout=60)
+        assert watcher.returncode == 0, err
+        assert out.returncode == 0, out.stdout + out.stderr
+        # Each launch compiled (its binary is in Triton's cache), then failed to load.
+        assert out.stdout.splitlines() == ["True no GPU: nothing loaded"] * 3, out.stdout
+        assert len(os.listdir(tmp_path / "triton")) >= 3
+        assert int(seen) == 0, f"the other user saw {seen.strip()} PTX files of the compiles"
+        assert os.listdir(shared) == ["stop"]

@@ -190,9 +190,13 @@ class Launcher:
         dyn_kwargs: Mapping[str, Any],
     ) -> Any:
         options = self.launch_options(static_kwargs, dyn_kwargs)
-        if self.lock is None:
-            return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, options)
-        with self.lock:
+        if self.lock is not None:  # the interpreter's: it compiles nothing
+            with self.lock:
+                return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, options)
+        # Any JIT launch may compile (a first launch, a new specialization or keyword
+        # argument of a launcher without the direct path): Triton's temporary files of a
+        # compile go into a private directory (compile_temporaries.py).
+        with private_temporaries():
             return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, options)
 
     def launch_options(
@@ -281,8 +285,7 @@ class Launcher:
         if compat.has_pre_run_hooks(self.kernel):
             # JITFunction.add_pre_run_hook: the hooks run inside JITFunction.run, per launch.
             self.disabled = True
-            with private_temporaries():  # a first launch may compile
-                self.jit(grid, args, static_kwargs, dyn_kwargs)
+            self.jit(grid, args, static_kwargs, dyn_kwargs)
             return
         launch = None
         if self.stored_binary and not self.compiled:
@@ -292,8 +295,7 @@ class Launcher:
             if launch is not None and self._load_stored(launch, args, static_kwargs, dyn_kwargs):
                 self(grid, args, static_kwargs, dyn_kwargs, None)  # now the direct path
                 return
-        with private_temporaries():  # a first launch may compile
-            compiled = self.jit(grid, args, static_kwargs, dyn_kwargs)
+        compiled = self.jit(grid, args, static_kwargs, dyn_kwargs)
         try:
             self._capture(compiled, args, static_kwargs, dyn_kwargs)
         except Exception:  # an unexpected Triton version: keep the JIT path

@@ -96,6 +96,7 @@ def check_choice(req: TuneRequest) -> str | None:
     reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
     compare; None when it agrees. The caller's data is restored afterwards."""
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.compile_temporaries import private_temporaries
     from tunedsl.backends.guard import Guard, Verifier
     from tunedsl.backends.hooks import hook_args
     from tunedsl.backends.inprocess import BENCH_LOCK, reason
@@ -115,7 +116,8 @@ def check_choice(req: TuneRequest) -> str | None:
                 error: BaseException | None = None
 
                 def run(v: Variant = v, options: dict[str, Any] = options) -> object:
-                    return launch_jit(req.kernel, v.grid, v.args, options)
+                    with private_temporaries():  # compiled here, by the launch
+                        return launch_jit(req.kernel, v.grid, v.args, options)
 
                 try:
                     problem = verifier.check(run, args)
