@@ -174,10 +174,8 @@ sys.path.insert(0, sys.argv[1])
 import torch
 from standin_vadd import vadd
 from tunedsl.backends.triton_compile import compile_variant
-from tunedsl.backends import compile_temporaries
 from tunedsl.store.scratch import process_scratch_dir
 
-compile_temporaries._RECHECK_S = 0.0  # as after a minute without a compile
 x = torch.empty(256)
 if sys.argv[3] == "held":  # another thread's compile runs the whole time
     import threading
@@ -435,3 +433,38 @@ def test_a_launch_through_tritons_jit_keeps_its_compile_temporaries_private(
         assert len(os.listdir(tmp_path / "triton")) >= 3
         assert int(seen) == 0, f"the other user saw {seen.strip()} PTX files of the compiles"
         assert os.listdir(shared) == ["stop"]
+
+
+ROUTED = """
+import tempfile, sys
+import triton.backends.nvidia.compiler as nvidia
+from tunedsl.backends.compile_temporaries import private_temporaries
+
+with private_temporaries():
+    print("program", tempfile.gettempdir())  # the program's, during a compile too
+    with nvidia.tempfile.NamedTemporaryFile(suffix=".ptx") as f:
+        print("triton", f.name)
+print("after", tempfile.gettempdir())
+"""
+
+
+@pytest.mark.needs_triton
+def test_only_tritons_compilers_see_the_private_directory(tmp_path: Path) -> None:
+    """The rest of the program (another thread, PyTorch's Inductor naming its cache by
+    the temporary directory) sees the temporary directory it set, during a compile too."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(PYTHONPATH=str(REPO))
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run(
+        [sys.executable, "-c", ROUTED], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    said = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    assert said["program"] == said["after"] == str(shared)
+    triton_file = Path(said["triton"])
+    assert triton_file.parent.parent == shared
+    assert triton_file.parent.name.startswith("tunedsl-process-")
+    assert os.listdir(shared) == []  # removed at exit

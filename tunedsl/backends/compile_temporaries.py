@@ -5,105 +5,107 @@ the cubin beside it, under the PTX file's name with ``.o`` added, which nothing 
 first (``make_cubin``; 3.6.0 to 3.9.0). In a temporary directory other users can write, as
 ``/tmp``, one of them can watch for the PTX file and make that name first (a file of
 theirs, or a link to one): Triton reads back, stores and loads their cubin as this user.
-So every compile tunedsl drives runs with Python's temporary directory pointed at a private
-scratch directory of the process (``scratch.process_scratch_dir``), made inside it.
+
+So Triton's backend compilers get a ``tempfile`` of their own (``compat``'s
+``route_compile_temporaries``): the same module, but for the directory its files go to
+when none is named, which is a private scratch directory of the process
+(``scratch.process_scratch_dir``, looked up by its inode at each use) wherever the
+process's temporary directory is open to other users. Nothing else in the process sees a
+change: Python's ``tempfile.tempdir`` stays as the program set it.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import tempfile
-import threading
-import time
+import types
 from pathlib import Path
 from typing import Any
 
+from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 
-__all__ = ["make_private_temporaries", "private_temporaries"]
+__all__ = ["make_private_temporaries", "private_dir", "private_temporaries"]
 
-#: How long the private directory is taken to be there without a look (a sweeper of old
-#: files in ``/tmp`` may remove it from an idle process).
-_RECHECK_S = 60.0
+_shared: dict[str, bool] = {}  # per temporary directory: whether another user could write it
+
+
+def private_dir() -> str:
+    """Where a compile's temporary files go: the process's temporary directory, or where
+    another user could write there, the private directory in it. ``UsageError`` naming
+    ``TMPDIR`` where no private directory can be kept in it (open to writes by others, and
+    not sticky)."""
+    base = tempfile.gettempdir()
+    shared = _shared.get(base)
+    if shared is None:
+        from tunedsl.store.paths import untrusted_place
+
+        shared = _shared[base] = untrusted_place(Path(base)) is not None
+    if not shared:
+        return base
+    from tunedsl.store.scratch import process_scratch_dir
+
+    # Made again where it was removed, never taking another directory made under its name
+    # since (another user's, once a sweeper removed this one) for it.
+    return str(process_scratch_dir(base=base))
+
+
+def _in_private(make: Any, dir_at: int) -> Any:
+    """``make`` (a maker of temporary files of ``tempfile``, whose ``dir`` parameter is
+    positional number ``dir_at``) with ``dir`` the private directory when none is given."""
+
+    def made(*args: Any, **kwargs: Any) -> Any:
+        if len(args) <= dir_at and kwargs.get("dir") is None:
+            kwargs["dir"] = private_dir()
+        return make(*args, **kwargs)
+
+    return made
+
+
+class _TempfileOfCompiles(types.ModuleType):
+    """Python's ``tempfile`` as Triton's backend compilers see it."""
+
+    NamedTemporaryFile = staticmethod(_in_private(tempfile.NamedTemporaryFile, 6))
+    TemporaryFile = staticmethod(_in_private(tempfile.TemporaryFile, 6))
+    TemporaryDirectory = staticmethod(_in_private(tempfile.TemporaryDirectory, 2))
+    mkstemp = staticmethod(_in_private(tempfile.mkstemp, 2))
+    mkdtemp = staticmethod(_in_private(tempfile.mkdtemp, 2))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(tempfile, name)
+
+
+_routed = False
+_checked: str | None = None  # the temporary directory private_dir last answered for
 
 
 class _PrivateTemporaries:
-    """The context manager of :func:`private_temporaries`: one per process. A launch through
-    Triton's JIT enters it too, as it may compile, so a warm entry costs a lock and a few
-    attribute stores, with no system call."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.depth = 0  # blocks now inside, over every thread
-        self.thread = threading.local()  # .depth: those of this thread
-        self.saved = ""  # the program's temporary directory, to put back
-        self.ours: str | None = None  # what the blocks set tempfile.tempdir to
-        self.shared: dict[str, bool] = {}  # per temporary directory: open to other users?
-        self.private: str | None = None
-        self.seen = -math.inf  # time.monotonic() when self.private was last seen there
+    """The context manager of :func:`private_temporaries`. A launch through Triton's JIT
+    enters it too, as it may compile: a warm entry compares two strings."""
 
     def __enter__(self) -> None:
-        with self.lock:
-            if self.depth == 0 or tempfile.tempdir != self.ours:  # or the program set its own
-                # Worked out once, as by any use of tempfile (it then keeps the answer): put
-                # back after each block, it is not worked out again (a file made and removed).
-                self.saved, self.ours = tempfile.gettempdir(), None
-            if not interpreting():  # Triton's interpreter compiles nothing
-                self.ours = tempfile.tempdir = self.private_for(self.saved)
-            self.depth += 1
-        self.thread.depth = getattr(self.thread, "depth", 0) + 1
+        global _routed, _checked
+        if _routed and tempfile.tempdir == _checked:  # (never None once checked)
+            return
+        if interpreting():  # Triton's interpreter compiles nothing
+            return
+        if not _routed:
+            compat.route_compile_temporaries(_TempfileOfCompiles("tempfile"))
+            _routed = True
+        private_dir()  # first, or the program set another: its UsageError here, not in Triton
+        _checked = tempfile.gettempdir()
 
     def __exit__(self, *exc: Any) -> None:
-        self.thread.depth -= 1
-        with self.lock:
-            self.depth -= 1
-            if self.depth == 0 and tempfile.tempdir == self.ours:  # else the program's own
-                tempfile.tempdir = self.saved
-
-    def private_for(self, base: str) -> str:
-        """``base``, or where another user could write there, the private directory."""
-        shared = self.shared.get(base)
-        if shared is None:
-            from tunedsl.store.paths import untrusted_place
-
-            shared = self.shared[base] = untrusted_place(Path(base)) is not None
-        if not shared:
-            return base
-        now = time.monotonic()
-        if self.private is None or now - self.seen > _RECHECK_S:
-            from tunedsl.store.scratch import process_scratch_dir
-
-            # Made again where it was removed, never taking another directory made under
-            # its name since (another user's, once a sweeper removed this one) for it.
-            self.private = str(process_scratch_dir(base=base))
-            self.seen = now
-        return self.private
-
-    def after_fork_in_child(self) -> None:
-        """A forked child (a compile worker, a program's own: a DataLoader's) has only the
-        thread that forked: the others' blocks are not its own, and its temporary files go
-        where the program said once none of its own runs (they went into the parent's
-        private directory, which the parent removes when it exits)."""
-        self.lock._at_fork_reinit()  # type: ignore[attr-defined]
-        self.depth = getattr(self.thread, "depth", 0)
-        if self.depth == 0 and self.ours is not None and tempfile.tempdir == self.ours:
-            tempfile.tempdir = self.saved
+        pass
 
 
 _ONE = _PrivateTemporaries()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_ONE.after_fork_in_child)
 
 
 def private_temporaries() -> _PrivateTemporaries:
-    """A context manager: within its block (on any thread, while any thread is inside one),
-    Python's temporary directory is a private one where the process's is open to other
-    users; restored when the last block ends, unless the program set its own meanwhile
-    (which the next block looks at: a block started while another ran used it as it was).
-    The private directory is looked at again at most every ``_RECHECK_S`` seconds, by its
-    inode. A ``UsageError`` naming ``TMPDIR`` where no private directory can be kept in it
-    (open to writes by others, and not sticky)."""
+    """A context manager around a compile tunedsl drives: from its first use on, Triton's
+    backend compilers keep their temporary files in a private directory where the
+    process's temporary directory is open to other users (see the module docstring). A
+    ``UsageError`` naming ``TMPDIR`` where no private directory can be kept in it."""
     return _ONE
 
 
@@ -115,8 +117,7 @@ def make_private_temporaries() -> None:
         return
     from tunedsl.errors import UsageError
 
-    with _ONE.lock:
-        try:
-            _ONE.private_for(tempfile.gettempdir())
-        except (UsageError, OSError):
-            pass
+    try:
+        private_dir()
+    except (UsageError, OSError):
+        pass

@@ -51,6 +51,7 @@ from tunedsl.backends.compat.compiling import (  # noqa: F401 (re-exported)
     max_shared_memory,
     out_of_resources,
     prebuild_launcher,
+    route_compile_temporaries,
     shared_memory_overrun,
     start_warming,
     stop_over_shared_memory,

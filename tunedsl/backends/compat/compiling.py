@@ -324,3 +324,26 @@ def with_heuristics(
         if kernel is None:
             break
     return out
+
+
+# -- where a compile's temporary files go ------------------------------------------------------
+
+# The modules whose ``make_cubin`` / ``make_hsaco`` name their temporary files through their
+# module-level ``tempfile`` (``NamedTemporaryFile``; 3.6.0 to 3.9.0).
+_BACKEND_COMPILERS = ("triton.backends.nvidia.compiler", "triton.backends.amd.compiler")
+
+
+def route_compile_temporaries(standin: Any) -> None:
+    """Make ``standin`` the ``tempfile`` of Triton's backend compilers, where it is still
+    Python's: every compile in this process, tunedsl's or not, then names its temporary
+    files through it."""
+    import importlib
+    import tempfile
+
+    for name in _BACKEND_COMPILERS:
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # a backend this Triton lacks, or one that cannot load here
+            continue
+        if getattr(module, "tempfile", None) is tempfile:
+            module.tempfile = standin  # type: ignore[attr-defined]
