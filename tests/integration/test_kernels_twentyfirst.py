@@ -277,3 +277,40 @@ def test_a_bundle_of_another_space_imported_into_redis_goes_beside_the_fleets_re
     assert store_for(url).get(digest) == fleet
     beside = store_for(url).get(own_digest(digest, "s-old"))
     assert beside == dataclasses.replace(older_space, digest=own_digest(digest, "s-old"))
+
+
+def _records_by_space(cache: Path) -> dict[str, str]:
+    """The digest of each record in ``cache``, by the space it states."""
+    out = {}
+    for path in (cache / "records").glob("*.json"):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        out[record["context"]["space"]] = record["digest"]
+    return out
+
+
+def test_a_record_of_this_space_is_found_when_the_other_spaces_record_of_its_key_is_gone(
+    tmp_path: Path,
+) -> None:
+    """The second space to tune a key keeps its record under its space's own digest. Once the
+    first space's record was cleared (records of a space no longer used), or the record was
+    exported and imported alone, it was never looked up again: the key was tuned again
+    (with mode="cached", the site's default launched)."""
+    _write(tmp_path)
+    _serve(tmp_path, "2", "rope", ROPE_SPACE="old")
+    mine = _serve(tmp_path, "2", "rope", ROPE_SPACE="new")
+    space = str(mine[0]["space"])
+    digests = _records_by_space(tmp_path / "cache")
+    alone = str(tmp_path / "alone.jsonl")
+    _tunedsl(tmp_path, "cache", "export", alone, digests[space][:16])
+    _tunedsl(tmp_path, "cache", "import", alone, cache="other")
+    _tunedsl(tmp_path, "cache", "clear", next(d for s, d in digests.items() if s != space)[:16])
+    for cache in ("cache", "other"):
+        for mode in ("cached", "on"):
+            rows = _serve(
+                tmp_path, "2", "rope", cache=cache, ROPE_SPACE="new", TUNEDSL_AUTOTUNE=mode
+            )
+            assert rows[0]["source"] == "disk", (cache, mode, rows)
+            assert rows[0]["config"] == mine[0]["config"] and rows[0]["space"] == space, rows
+    # Moved to the key's digest, where a space alone with its key keeps its record.
+    assert set(_records_by_space(tmp_path / "other")) == {space}
+    assert _records_by_space(tmp_path / "other")[space] != digests[space]
