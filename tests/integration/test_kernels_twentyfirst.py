@@ -314,3 +314,20 @@ def test_a_record_of_this_space_is_found_when_the_other_spaces_record_of_its_key
     # Moved to the key's digest, where a space alone with its key keeps its record.
     assert set(_records_by_space(tmp_path / "other")) == {space}
     assert _records_by_space(tmp_path / "other")[space] != digests[space]
+
+
+def test_a_sweep_of_a_changed_space_keeps_the_records_of_the_earlier_space(
+    tmp_path: Path,
+) -> None:
+    """A sweep's records were written under their keys' digests whatever the cache held
+    there: a sweep after the space changed replaced the earlier space's records (a release
+    still serving that space then tuned every key again)."""
+    _write(tmp_path)
+    before = _serve(tmp_path, "2", "rope", ROPE_SPACE="old")
+    _tunedsl(tmp_path, "sweep", "--no-ray", "ops.py", ROPE_SPACE="new")
+    rows = _serve(tmp_path, "2", "rope", ROPE_SPACE="old")
+    assert rows[0]["source"] == "disk" and rows[0]["space"] == before[0]["space"], rows
+    assert rows[0]["config"] == before[0]["config"], (rows, before)
+    rows = _serve(tmp_path, "2,4", "rope", ROPE_SPACE="new")
+    assert {r["source"] for r in rows} == {"disk"}, rows
+    assert {r["space"] for r in rows} != {before[0]["space"]}, rows
