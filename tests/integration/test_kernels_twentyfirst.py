@@ -243,6 +243,9 @@ def test_a_shipped_record_of_this_space_is_used_behind_a_newer_cached_one_of_ano
         assert rows[0]["source"] == "disk", (mode, rows)
         assert rows[0]["space"] == shipped[0]["space"], (mode, rows, shipped)
         assert rows[0]["config"] == shipped[0]["config"], (mode, rows, shipped)
+    # `cache ls` says the same: neither record is shadowed (each is its space's).
+    listed = json.loads(_tunedsl(tmp_path, "cache", "ls", "--json", cache="user", **path).stdout)
+    assert len(listed) == 2 and not any(row["shadowed"] for row in listed), listed
 
 
 def test_a_bundle_of_another_space_imported_into_redis_goes_beside_the_fleets_record(

@@ -190,29 +190,34 @@ LS_HEADER = "ID  TUNED  SITE (LOCATION)  KERNEL  key KEY  [CHOICE]  DEVICE"
 
 def _ls(args: argparse.Namespace) -> int:
     """Streamed: the cache's records one at a time, then the read-only ones."""
+    from tunedsl.runtime.space_records import stated
+
     extra_good, extra_bad = _load_read_only()
     # As run time decides: the cache's record, unless the first shipped record of the same
-    # digest is newer; every later shipped copy is shadowed.
-    first_shipped: dict[str, float] = {}
+    # digest is newer; every later shipped copy is shadowed. A key keeps one record per
+    # space: a record of another space shadows none (run time takes its space's own).
+    first_shipped: dict[tuple[str, str | None], float] = {}
     for _, record in extra_good:
-        first_shipped.setdefault(record.digest, record.timestamp)
-    mine: dict[str, float] = {}  # the cache's timestamps of the digests shipped too
+        first_shipped.setdefault((record.digest, stated(record)), record.timestamp)
+    mine: dict[tuple[str, str | None], float] = {}  # the cache's, of digests shipped too
     bad: list[tuple[Path, str]] = []
     out = _Rows(args.json)
     for path, record, why in _iter_all():
         if record is None:
             bad.append((path, why))
             continue
-        shipped = first_shipped.get(record.digest)
+        which = (record.digest, stated(record))
+        shipped = first_shipped.get(which)
         if shipped is not None:
-            mine[record.digest] = record.timestamp
+            mine[which] = record.timestamp
         newer = shipped is not None and shipped > record.timestamp
         out.add({**_summary(record, path), "read_only": False, "shadowed": newer})
-    seen: set[str] = set()
+    seen: set[tuple[str, str | None]] = set()
     for path, record in extra_good:
-        first = record.digest not in seen
-        seen.add(record.digest)
-        ours = mine.get(record.digest)
+        which = (record.digest, stated(record))
+        first = which not in seen
+        seen.add(which)
+        ours = mine.get(which)
         shadowed = not first or (ours is not None and record.timestamp <= ours)
         out.add({**_summary(record, path), "read_only": True, "shadowed": shadowed})
     out.close()
