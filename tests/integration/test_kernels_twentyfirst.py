@@ -334,3 +334,22 @@ def test_a_sweep_of_a_changed_space_keeps_the_records_of_the_earlier_space(
     rows = _serve(tmp_path, "2,4", "rope", ROPE_SPACE="new")
     assert {r["source"] for r in rows} == {"disk"}, rows
     assert {r["space"] for r in rows} != {before[0]["space"]}, rows
+
+
+def test_a_key_tuned_again_over_a_shipped_record_keeps_the_caches_record_of_another_space(
+    tmp_path: Path,
+) -> None:
+    """Where a record goes was decided by the newest record of the key over every store: a
+    shipped record of this space, newer than the cache's record of another space, sent a
+    key tuned again (``TUNEDSL_FORCE_RETUNE``) over the cache's record, which was lost."""
+    _write(tmp_path)
+    before = _serve(tmp_path, "2", "rope", cache="user", ROPE_SPACE="old")
+    _serve(tmp_path, "2", "rope", cache="app", ROPE_SPACE="new")  # shipped, measured later
+    path = {"TUNEDSL_RECORDS_PATH": str(tmp_path / "app" / "records")}
+    rows = _serve(
+        tmp_path, "2", "rope", cache="user", ROPE_SPACE="new", TUNEDSL_FORCE_RETUNE="1", **path
+    )
+    assert rows[0]["source"] == "tuned", rows
+    rows = _serve(tmp_path, "2", "rope", cache="user", ROPE_SPACE="old", **path)
+    assert rows[0]["source"] == "disk" and rows[0]["space"] == before[0]["space"], rows
+    assert rows[0]["config"] == before[0]["config"], (rows, before)

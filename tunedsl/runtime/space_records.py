@@ -99,11 +99,12 @@ def find(
 
 def slot(stores: LayeredStore, subject: Subject, expect: Expect) -> str:
     """The digest a record ``subject``'s space tuned is stored under: the key's, unless a
-    record of another space (or of none stated) is there."""
-    found = stores.get(subject.digest, expect=expect)
-    if found is None or stated(found) == space_digest(subject.settings):
-        return subject.digest
-    return own_digest(subject.digest, space_digest(subject.settings))
+    store it is written to holds a record of another space (or of none stated) there. A
+    shipped record there decides nothing of it: the stores it is written to are never it,
+    and a lookup finds each space's record whatever store holds it (``find``)."""
+    space = space_digest(subject.settings)
+    other = stores.newest_where(subject.digest, lambda r: stated(r) != space, expect, True)
+    return subject.digest if other is None else own_digest(subject.digest, space)
 
 
 def stored_beside(record: Record, here: Record | None) -> Record:
