@@ -353,3 +353,48 @@ def test_a_key_tuned_again_over_a_shipped_record_keeps_the_caches_record_of_anot
     rows = _serve(tmp_path, "2", "rope", cache="user", ROPE_SPACE="old", **path)
     assert rows[0]["source"] == "disk" and rows[0]["space"] == before[0]["space"], rows
     assert rows[0]["config"] == before[0]["config"], (rows, before)
+
+
+PRUNED = """\
+import torch
+from tunedsl import autotune, workload
+from kernels_twentyfirst import rmsnorm_res
+
+
+def rms(x, res, w):
+    T, N = x.shape
+    out, res_out = torch.empty_like(x), torch.empty_like(res)
+    return autotune(space=dict(B=[64, 128, 256, 512]),
+                    prune=lambda configs, args: [c for c in configs if c.B >= args["N"]],
+                    blocks=T,
+                    rmsnorm_res(x, res, w, out, res_out, N, x.stride(0), res.stride(0),
+                                out.stride(0), 1e-6, BLOCK=$B))
+
+
+@workload
+def hidden_sizes():
+    for n in [32, 64, 100, 128, 200]:
+        rms(torch.randn(2, n), torch.randn(2, n), torch.randn(n))
+"""
+
+
+def test_rules_build_says_that_cells_prune_drops_are_never_timed(tmp_path: Path) -> None:
+    """A single-block row kernel keeps the tiles as wide as the row (``prune=``): on each
+    hidden size the narrower tiles are never timed. ``rules build`` called them missing
+    cells to measure with ``--script`` (which can never time them) and said to sweep with
+    search='exhaustive' (which the sweep was)."""
+    (tmp_path / "pruned.py").write_text(PRUNED, encoding="utf-8")
+    _tunedsl(tmp_path, "sweep", "--no-ray", "pruned.py")
+    # The interpreter's times are noise: make the narrowest tile that fits each size the
+    # fastest, as on a GPU, so the rule needs the narrow tiles the wider sizes prune.
+    for path in (tmp_path / "cache" / "records").glob("*.json"):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        for result in record["results"]:
+            result["median_ms"] = result["min_ms"] = float(result["config"]["B"])
+        record["chosen"] = min(record["results"], key=lambda r: r["median_ms"])["config"]
+        path.write_text(json.dumps(record), encoding="utf-8")
+    err = _tunedsl(tmp_path, "rules", "build", "--out", str(tmp_path / "ship")).stderr
+    assert "the records never timed" in err, err
+    assert "a configuration that prune= drops for a key is never timed on it" in err, err
+    if "never timed there" in err:  # a held-out pick that prune= drops for its key
+        assert "a configuration prune= drops for the key is never timed" in err, err
