@@ -32,9 +32,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tunedsl.cli.bundle import BundleReader, export_bundle
+from tunedsl.cli.bundle import export_bundle
 from tunedsl.cli.cache_clear import clear as _clear
 from tunedsl.cli.cache_clear import record_names
+from tunedsl.cli.cache_import import import_bundle as _import
 from tunedsl.cli.cache_select import check_id as _check_id
 from tunedsl.cli.cache_select import terminal_text as _text
 from tunedsl.errors import UsageError
@@ -189,29 +190,34 @@ LS_HEADER = "ID  TUNED  SITE (LOCATION)  KERNEL  key KEY  [CHOICE]  DEVICE"
 
 def _ls(args: argparse.Namespace) -> int:
     """Streamed: the cache's records one at a time, then the read-only ones."""
+    from tunedsl.runtime.space_records import stated
+
     extra_good, extra_bad = _load_read_only()
     # As run time decides: the cache's record, unless the first shipped record of the same
-    # digest is newer; every later shipped copy is shadowed.
-    first_shipped: dict[str, float] = {}
+    # digest is newer; every later shipped copy is shadowed. A key keeps one record per
+    # space: a record of another space shadows none (run time takes its space's own).
+    first_shipped: dict[tuple[str, str | None], float] = {}
     for _, record in extra_good:
-        first_shipped.setdefault(record.digest, record.timestamp)
-    mine: dict[str, float] = {}  # the cache's timestamps of the digests shipped too
+        first_shipped.setdefault((record.digest, stated(record)), record.timestamp)
+    mine: dict[tuple[str, str | None], float] = {}  # the cache's, of digests shipped too
     bad: list[tuple[Path, str]] = []
     out = _Rows(args.json)
     for path, record, why in _iter_all():
         if record is None:
             bad.append((path, why))
             continue
-        shipped = first_shipped.get(record.digest)
+        which = (record.digest, stated(record))
+        shipped = first_shipped.get(which)
         if shipped is not None:
-            mine[record.digest] = record.timestamp
+            mine[which] = record.timestamp
         newer = shipped is not None and shipped > record.timestamp
         out.add({**_summary(record, path), "read_only": False, "shadowed": newer})
-    seen: set[str] = set()
+    seen: set[tuple[str, str | None]] = set()
     for path, record in extra_good:
-        first = record.digest not in seen
-        seen.add(record.digest)
-        ours = mine.get(record.digest)
+        which = (record.digest, stated(record))
+        first = which not in seen
+        seen.add(which)
+        ours = mine.get(which)
         shadowed = not first or (ours is not None and record.timestamp <= ours)
         out.add({**_summary(record, path), "read_only": True, "shadowed": shadowed})
     out.close()
@@ -387,99 +393,3 @@ def _export(args: argparse.Namespace) -> int:
     if args.file != "-":
         print(f"exported {count} record{'s' if count != 1 else ''} to {args.file}")
     return 0
-
-
-def _holds(path: Path, data: bytes) -> bool:
-    """Whether ``path`` is a file holding exactly ``data``."""
-    try:
-        return path.read_bytes() == data
-    except OSError:
-        return False
-
-
-def _import(args: argparse.Namespace) -> int:
-    """Streamed: each record of the bundle is validated and written, one at a time; a
-    damaged line of the bundle is skipped with a warning."""
-    from tunedsl.store import atomic, paths, records
-
-    reader = BundleReader(args.file)
-    root = paths.records_dir()
-    try:  # checked from the cache root down, and nothing made in a directory not trusted
-        os.close(paths.open_or_make_private_dir(root))
-    except paths.UntrustedDir as why:
-        raise UsageError(
-            f"{root} is not a private directory of this user ({why}); nothing imported; "
-            "set TUNEDSL_CACHE_DIR to a directory of your own"
-        ) from None
-    except OSError as err:
-        raise UsageError(
-            f"cannot make the records directory {root}: {err.strerror or err}; nothing "
-            "imported; set TUNEDSL_CACHE_DIR to a directory you can write"
-        ) from None
-    count = kept = 0
-    in_flight: tuple[Path, bytes, int] | None = None
-    written: dict[str, float] = {}  # a key listed twice (bundles joined): its newest line
-    try:
-        for record in reader:
-            path = records.record_path(record.digest, root)
-            if written.get(record.digest, record.timestamp) > record.timestamp:
-                continue
-            if (
-                record.digest not in written
-                and not getattr(args, "overwrite", False)
-                and _newer_here(path, record)
-            ):
-                kept += 1  # this user's own later tuning of the key is not thrown away
-                continue
-            # Not flushed one by one (a bundle of 10^5 records would wait on 10^5 flushes):
-            # the directory is flushed once at the end, and a record torn by a crash
-            # before that is a miss, never a wrong choice (every load validates it).
-            data = (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode()
-            in_flight = (path, data, count)  # a Ctrl-C may land after the rename, before +1
-            try:
-                atomic.write_bytes(path, data, durable=False)
-            except OSError as err:  # a full disk, say: each record written is whole
-                raise UsageError(
-                    f"cannot write records to {root}: {err.strerror or err}; imported "
-                    f"{count} of the bundle's records before it; free space there, or set "
-                    "TUNEDSL_CACHE_DIR to a directory you can write, and import again"
-                ) from None
-            count += 1
-            written[record.digest] = record.timestamp
-    except KeyboardInterrupt:
-        if in_flight is not None and in_flight[2] == count and _holds(*in_flight[:2]):
-            count += 1  # the record being written when Ctrl-C came is whole on disk
-        print(
-            f"cache import: interrupted after importing {count} of the bundle's records into "
-            f"{root}, each whole; import the bundle again for the rest (its records already "
-            "here are written again, or kept where newer)",
-            file=sys.stderr,
-        )
-        raise
-    finally:
-        if count:
-            os.sync()
-    skipped = f"; skipped {reader.skipped} damaged line{'s' if reader.skipped != 1 else ''}"
-    newer = (
-        f"; kept {kept} local record{'s' if kept != 1 else ''} newer than the bundle's "
-        "(--overwrite replaces them)"
-    )
-    print(
-        f"imported {count} record{'s' if count != 1 else ''}"
-        + (skipped if reader.skipped else "")
-        + (newer if kept else "")
-    )
-    return 0
-
-
-def _newer_here(path: Path, incoming: Any) -> bool:
-    """Whether the cache already holds a valid record of the key, of this user, measured
-    after ``incoming`` was: an older bundle does not replace it (a damaged or foreign file
-    is replaced, as any miss would be)."""
-    from tunedsl.store import records
-
-    try:
-        here = records.read_record_file(path)
-    except (OSError, ValueError):
-        return False
-    return here.digest == incoming.digest and here.timestamp > incoming.timestamp

@@ -160,12 +160,17 @@ def export(args: argparse.Namespace) -> int:
 
 
 def import_(args: argparse.Namespace) -> int:
+    from tunedsl.runtime.space_records import stored_beside
+
+    store = remote_store()
     newest: dict[str, Any] = {}  # a key listed twice (bundles joined): its newest record
     for record in read_bundle(args.file):
+        # A record of another space than Redis holds for the key goes beside it, under its
+        # space's own digest, as tuning would have put it (``runtime/space_records.py``).
+        record = stored_beside(record, store.get(record.digest))
         if record.digest not in newest or record.timestamp >= newest[record.digest].timestamp:
             newest[record.digest] = record
     parsed = list(newest.values())
-    store = remote_store()
     if not getattr(args, "overwrite", False):  # a key tuned since the bundle was made stays
         newer = {r.digest for r in parsed if _newer_there(store, r)}
         parsed = [r for r in parsed if r.digest not in newer]

@@ -314,7 +314,9 @@ def _save(plan: Any, out: Path) -> None:
     if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
         print(
             f"  note: held-out picks that failed on their key: {v.get('failed', 0)}; never timed "
-            f"there: {v.get('unmeasured', 0)} (sweep with search='exhaustive' to time them)",
+            f"there: {v.get('unmeasured', 0)} (a budgeted search's: sweep with "
+            "search='exhaustive' to time them; a configuration prune= drops for the key is "
+            "never timed, and never launched there)",
             file=sys.stderr,
         )
 

@@ -76,8 +76,9 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
     if why is not None:
         print(
             f"  note: the records never timed {total} (key, configuration) cells the rules "
-            f"need, and they cannot be measured: {why}; building from what the records have. "
-            "The cells:",
+            f"need (a configuration that prune= drops for a key is never timed on it, nor "
+            f"launched there: no measuring fills such a cell), and they cannot be measured: "
+            f"{why}; building from what the records have. The cells:",
             file=sys.stderr,
         )
         _print_cells(plans, cells)
@@ -114,7 +115,8 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
     if still:
         print(
             f"  note: {still} cells are still missing (no shape of --shapes reached the key, "
-            "the budget ran out, or the configuration left the site's space):",
+            "the budget ran out, the configuration left the site's space, or prune= drops it "
+            "for the key, which is never timed there):",
             file=sys.stderr,
         )
         _print_cells(plans, left)

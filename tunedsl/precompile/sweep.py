@@ -337,10 +337,12 @@ def merge(
     """Validate every record first, then write them (local files, Redis when configured,
     and ``bundle``); a bad record stops everything before anything is written. ``kept``
     gets each record once every store has it (what an interrupted write did)."""
+    from tunedsl.runtime.space_records import stated, stored_beside
+    from tunedsl.store.files import FileRecordStore
     from tunedsl.store.layered import LayeredStore, default_stores
     from tunedsl.store.records import Record
 
-    parsed: dict[str, Any] = {}
+    parsed: dict[tuple[str, str | None], Any] = {}  # a key keeps one record per space
     for outcome in outcomes:
         for i, item in enumerate(outcome.records):
             try:
@@ -350,9 +352,14 @@ def merge(
                     f"sweep task {outcome.task.label()} returned an invalid record {i}: {err}; "
                     "nothing written"
                 ) from None
-            parsed[record.digest] = record
+            parsed[record.digest, stated(record)] = record
     store = LayeredStore(default_stores(), memory=False)
+    local = FileRecordStore()
     for record in parsed.values():
+        # Beside a record of another space this cache holds for the key, as tuning here
+        # would have put it: a sweep of a changed space keeps the earlier one's. (Redis is
+        # not asked first: the local files are written before it is waited on.)
+        record = stored_beside(record, local.get(record.digest))
         store.put(record)
         if kept is not None:
             kept.append(record)

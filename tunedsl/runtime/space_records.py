@@ -12,7 +12,9 @@ So each record states its space (``context["space"]``: ``space_digest``, of its
 configurations as a set, or of a lazy space's axes and constraint), and a key holds one
 record per space: the first space to tune it writes under the key's digest, each other space
 under a digest of the key's and its own (``own_digest``). A lookup reads the key's digest
-and, where the record there states another space (or none), the space's own digest.
+and, where the record there states another space (or none), the space's own digest, then
+the key's digest in every store (a shipped record of this space behind the cache's newer one
+of another). ``cache import`` places a bundle's record the same way (``stored_beside``).
 
 A record of another space never decides this one's key (its timings are still reused when
 this space tunes; ``mode="cached"`` still takes its choice when this space has no record).
@@ -23,6 +25,7 @@ when it covers the candidates (``decide._usable``).
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.canonical import canonical_json
@@ -85,16 +88,33 @@ def find(
     own = stores.get(own_digest(subject.digest, space), expect=expect)
     if own is not None and stated(own) == space:
         return own, False
+    # ``found`` is the newest record of the key's digest over the stores; another store may
+    # hold this space's own there all the same (a record shipped for this space behind the
+    # cache's later tuning from an earlier space, or the reverse): that one decides.
+    behind = stores.newest_where(subject.digest, lambda r: stated(r) == space, expect)
+    if behind is not None:
+        return behind, False
     return found, theirs is not None
 
 
 def slot(stores: LayeredStore, subject: Subject, expect: Expect) -> str:
     """The digest a record ``subject``'s space tuned is stored under: the key's, unless a
-    record of another space (or of none stated) is there."""
-    found = stores.get(subject.digest, expect=expect)
-    if found is None or stated(found) == space_digest(subject.settings):
-        return subject.digest
-    return own_digest(subject.digest, space_digest(subject.settings))
+    store it is written to holds a record of another space (or of none stated) there. A
+    shipped record there decides nothing of it: the stores it is written to are never it,
+    and a lookup finds each space's record whatever store holds it (``find``)."""
+    space = space_digest(subject.settings)
+    other = stores.newest_where(subject.digest, lambda r: stated(r) != space, expect, True)
+    return subject.digest if other is None else own_digest(subject.digest, space)
+
+
+def stored_beside(record: Record, here: Record | None) -> Record:
+    """``record`` as a store that holds ``here`` under its digest keeps it (``cache
+    import``): where ``here`` states another space (or none) and ``record`` states one, under
+    its space's own digest, as tuning would have put it, so neither hides the other."""
+    space = stated(record)
+    if here is None or space is None or stated(here) == space:
+        return record
+    return replace(record, digest=own_digest(record.digest, space))
 
 
 def noted(subject: Subject) -> dict[str, Any]:
