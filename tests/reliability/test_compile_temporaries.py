@@ -21,15 +21,34 @@ import swap_attack
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "integration" / "precompile_fixtures" / "good"
 
+
+def _compile_env(tmp_path: Path, tmpdir: Path, **extra: str) -> dict[str, str]:
+    """A child's environment for real compiles (cross-compiles for cuda:90 need no GPU, and
+    the interpreter compiles nothing): its own caches, and ``TMPDIR=tmpdir``."""
+    env = dict(os.environ, TMPDIR=str(tmpdir), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO), **extra)
+    env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def _sticky_dir(path: Path) -> Path:
+    """A directory like /tmp: sticky, open to all."""
+    path.mkdir()
+    path.chmod(0o1777)
+    return path
+
+
 # As the second user: for each PTX file seen in the shared directory, make the name ptxas
 # writes the cubin to, first, as a file of theirs open to all; until told to stop.
-WATCH = """
-import os, sys, time
-shared, stop = sys.argv[1:3]
+_WATCH_LOOP = """
 seen = set()
 deadline = time.monotonic() + 600
 while not os.path.exists(stop) and time.monotonic() < deadline:
-    for name in os.listdir(shared):
+    try:
+        names = os.listdir(shared)
+    except FileNotFoundError:  # removed by the victim
+        break
+    for name in names:
         if name.endswith(".ptx") and name not in seen:
             seen.add(name)
             try:
@@ -41,6 +60,13 @@ while not os.path.exists(stop) and time.monotonic() < deadline:
     time.sleep(0.001)
 print(len(seen))
 """
+WATCH = (
+    """
+import os, sys, time
+shared, stop = sys.argv[1:3]
+"""
+    + _WATCH_LOOP
+)
 
 # This user's compiles: four variants of a vector add for cuda:90, each its own ptxas run.
 COMPILE = """
@@ -68,9 +94,7 @@ def test_compiles_keep_their_temporaries_out_of_a_temporary_directory_others_can
     with swap_attack.shared_tmp() as shared:
         stop = shared / "stop"  # where the other user can see it
         watcher = swap_attack.as_attacker(WATCH, str(shared), str(stop))
-        env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
-        env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
-        env.pop("TRITON_INTERPRET", None)  # cross-compiles for cuda:90 need no GPU
+        env = _compile_env(tmp_path, shared)
         try:
             time.sleep(0.2)  # the watcher is looking before the first compile
             out = subprocess.run(
@@ -98,9 +122,7 @@ def test_a_compile_under_a_tmpdir_open_to_all_and_not_sticky_is_refused_naming_t
     shared = tmp_path / "open"
     shared.mkdir()
     shared.chmod(0o777)
-    env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
-    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
-    env.pop("TRITON_INTERPRET", None)
+    env = _compile_env(tmp_path, shared)
     out = subprocess.run(
         [sys.executable, "-c", COMPILE, str(FIXTURES)],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
@@ -118,13 +140,8 @@ def test_forked_compile_workers_share_the_private_directory_and_leave_none_behin
     """`precompile --target` with compile processes: the workers, which leave by
     ``os._exit``, compile in the parent's private directory; each made its own, left after
     the run."""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o1777)  # sticky and open to all, as /tmp
-    env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
-    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
-    env.update(TUNEDSL_COMPILE_PROCESSES="on")
-    env.pop("TRITON_INTERPRET", None)
+    shared = _sticky_dir(tmp_path / "shared")
+    env = _compile_env(tmp_path, shared, TUNEDSL_COMPILE_PROCESSES="on")
     out = subprocess.run(
         [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90",
          str(FIXTURES / "standin_vadd.py")],
@@ -139,32 +156,16 @@ def test_forked_compile_workers_share_the_private_directory_and_leave_none_behin
 # As the second user, once a sweeper of old files has removed the victim's private
 # directory: make a directory of theirs, open to all, under its name; then watch it as WATCH
 # does the shared one.
-RECLAIM = """
+RECLAIM = (
+    """
 import os, sys, time
-path, ready, stop = sys.argv[1:4]
-os.mkdir(path)
-os.chmod(path, 0o777)
+shared, ready, stop = sys.argv[1:4]
+os.mkdir(shared)
+os.chmod(shared, 0o777)
 open(ready, "w").close()
-seen = set()
-deadline = time.monotonic() + 600
-while not os.path.exists(stop) and time.monotonic() < deadline:
-    try:
-        names = os.listdir(path)
-    except FileNotFoundError:  # removed by the victim
-        print("removed", file=sys.stderr)
-        break
-    for name in names:
-        if name.endswith(".ptx") and name not in seen:
-            seen.add(name)
-            try:
-                fd = os.open(os.path.join(path, name + ".o"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-                os.write(fd, b"their cubin")
-                os.close(fd)
-            except OSError:
-                pass
-    time.sleep(0.001)
-print(len(seen))
 """
+    + _WATCH_LOOP
+)
 
 # This user's long-running process: a compile, its private directory named, then (once the
 # test says so) more compiles.
@@ -212,9 +213,7 @@ def test_a_private_directory_a_sweeper_removed_and_another_user_made_again_is_no
     swap_attack.need_second_user()
     with swap_attack.shared_tmp() as shared:
         go, ready, stop = tmp_path / "go", shared / "ready", shared / "stop"
-        env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
-        env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
-        env.pop("TRITON_INTERPRET", None)
+        env = _compile_env(tmp_path, shared)
         victim = subprocess.Popen(
             [sys.executable, "-c", COMPILE_AFTER_SWEEP, str(FIXTURES), str(go), other_thread],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
@@ -287,9 +286,7 @@ def test_a_temporary_directory_the_program_sets_while_a_compile_runs_is_kept_pri
     with swap_attack.shared_tmp() as shared:
         stop = shared / "stop"
         watcher = swap_attack.as_attacker(WATCH, str(shared), str(stop))
-        env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
-        env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), TMPDIR=str(tmp_path))
-        env.pop("TRITON_INTERPRET", None)
+        env = _compile_env(tmp_path, tmp_path)
         try:
             time.sleep(0.2)  # the watcher is looking before the first compile
             out = subprocess.run(
@@ -344,12 +341,8 @@ def test_a_child_forked_while_a_compile_runs_keeps_the_programs_temporary_direct
     """The child has no thread inside the compile: its temporary files went into the
     parent's private directory all the same, for good (removed under it when the parent
     exits)."""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o1777)  # as /tmp
-    env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
-    env.update(PYTHONPATH=str(REPO))
-    env.pop("TRITON_INTERPRET", None)
+    shared = _sticky_dir(tmp_path / "shared")
+    env = _compile_env(tmp_path, shared)
     out = subprocess.run(
         [sys.executable, "-c", FORK_DURING_COMPILE],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
@@ -413,10 +406,7 @@ def test_a_launch_through_tritons_jit_keeps_its_compile_temporaries_private(
     with swap_attack.shared_tmp() as shared:
         stop = shared / "stop"
         watcher = swap_attack.as_attacker(WATCH, str(shared), str(stop))
-        env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
-        env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
-        env.update(TUNEDSL_SAFE="direct")
-        env.pop("TRITON_INTERPRET", None)
+        env = _compile_env(tmp_path, shared, TUNEDSL_SAFE="direct")
         try:
             time.sleep(0.2)  # the watcher is looking before the first compile
             out = subprocess.run(
@@ -452,12 +442,8 @@ print("after", tempfile.gettempdir())
 def test_only_tritons_compilers_see_the_private_directory(tmp_path: Path) -> None:
     """The rest of the program (another thread, PyTorch's Inductor naming its cache by
     the temporary directory) sees the temporary directory it set, during a compile too."""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o1777)
-    env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
-    env.update(PYTHONPATH=str(REPO))
-    env.pop("TRITON_INTERPRET", None)
+    shared = _sticky_dir(tmp_path / "shared")
+    env = _compile_env(tmp_path, shared)
     out = subprocess.run(
         [sys.executable, "-c", ROUTED], capture_output=True, text=True, env=env, timeout=120
     )
