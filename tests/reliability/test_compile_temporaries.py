@@ -180,14 +180,14 @@ from tunedsl.store.scratch import process_scratch_dir
 x = torch.empty(256)
 if sys.argv[3] == "held":  # another thread's compile runs the whole time
     import threading
-    from tunedsl.backends.compile_temporaries import private_temporaries
+    from tunedsl.backends.compile_temporaries import keep_temporaries_private
 
     entered, done = threading.Event(), threading.Event()
 
-    def long_compile():
-        with private_temporaries():
-            entered.set()
-            done.wait()
+    def long_compile():  # a compile in progress on another thread
+        keep_temporaries_private()
+        entered.set()
+        done.wait()
 
     threading.Thread(target=long_compile, daemon=True).start()
     entered.wait()
@@ -249,16 +249,16 @@ import sys, tempfile, threading
 sys.path.insert(0, sys.argv[1])
 import torch
 from standin_vadd import vadd
-from tunedsl.backends.compile_temporaries import private_temporaries
+from tunedsl.backends.compile_temporaries import keep_temporaries_private
 from tunedsl.backends.triton_compile import compile_variant
 
 entered, done = threading.Event(), threading.Event()
 
 
-def long_compile():
-    with private_temporaries():
-        entered.set()
-        done.wait()
+def long_compile():  # a compile in progress on another thread
+    keep_temporaries_private()
+    entered.set()
+    done.wait()
 
 
 thread = threading.Thread(target=long_compile)
@@ -308,15 +308,15 @@ def test_a_temporary_directory_the_program_sets_while_a_compile_runs_is_kept_pri
 # compile runs on another thread: where do the child's own temporary files go?
 FORK_DURING_COMPILE = """
 import os, sys, tempfile, threading
-from tunedsl.backends.compile_temporaries import private_temporaries
+from tunedsl.backends.compile_temporaries import keep_temporaries_private
 
 entered, done = threading.Event(), threading.Event()
 
 
-def long_compile():
-    with private_temporaries():
-        entered.set()
-        done.wait()
+def long_compile():  # a compile in progress on another thread
+    keep_temporaries_private()
+    entered.set()
+    done.wait()
 
 
 thread = threading.Thread(target=long_compile)
@@ -428,12 +428,12 @@ def test_a_launch_through_tritons_jit_keeps_its_compile_temporaries_private(
 ROUTED = """
 import tempfile, sys
 import triton.backends.nvidia.compiler as nvidia
-from tunedsl.backends.compile_temporaries import private_temporaries
+from tunedsl.backends.compile_temporaries import keep_temporaries_private
 
-with private_temporaries():
-    print("program", tempfile.gettempdir())  # the program's, during a compile too
-    with nvidia.tempfile.NamedTemporaryFile(suffix=".ptx") as f:
-        print("triton", f.name)
+keep_temporaries_private()  # as before a compile
+print("program", tempfile.gettempdir())  # the program's, compiles or not
+with nvidia.tempfile.NamedTemporaryFile(suffix=".ptx") as f:
+    print("triton", f.name)
 print("after", tempfile.gettempdir())
 """
 

@@ -24,7 +24,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 
-__all__ = ["make_private_temporaries", "private_dir", "private_temporaries"]
+__all__ = ["keep_temporaries_private", "make_private_temporaries", "private_dir"]
 
 _shared: dict[str, bool] = {}  # per temporary directory: whether another user could write it
 
@@ -78,35 +78,22 @@ _routed = False
 _checked: str | None = None  # the temporary directory private_dir last answered for
 
 
-class _PrivateTemporaries:
-    """The context manager of :func:`private_temporaries`. A launch through Triton's JIT
-    enters it too, as it may compile: a warm entry compares two strings."""
-
-    def __enter__(self) -> None:
-        global _routed, _checked
-        if _routed and tempfile.tempdir == _checked:  # (never None once checked)
-            return
-        if interpreting():  # Triton's interpreter compiles nothing
-            return
-        if not _routed:
-            compat.route_compile_temporaries(_TempfileOfCompiles("tempfile"))
-            _routed = True
-        private_dir()  # first, or the program set another: its UsageError here, not in Triton
-        _checked = tempfile.gettempdir()
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-
-_ONE = _PrivateTemporaries()
-
-
-def private_temporaries() -> _PrivateTemporaries:
-    """A context manager around a compile tunedsl drives: from its first use on, Triton's
-    backend compilers keep their temporary files in a private directory where the
-    process's temporary directory is open to other users (see the module docstring). A
-    ``UsageError`` naming ``TMPDIR`` where no private directory can be kept in it."""
-    return _ONE
+def keep_temporaries_private() -> None:
+    """Called before each compile tunedsl drives: from the first call on, Triton's backend
+    compilers keep their temporary files in a private directory where the process's
+    temporary directory is open to other users (see the module docstring). A
+    ``UsageError`` naming ``TMPDIR`` where no private directory can be kept in it. A launch
+    through Triton's JIT calls it too, as it may compile: a warm call compares two strings."""
+    global _routed, _checked
+    if _routed and tempfile.tempdir == _checked:  # (never None once checked)
+        return
+    if interpreting():  # Triton's interpreter compiles nothing
+        return
+    if not _routed:
+        compat.route_compile_temporaries(_TempfileOfCompiles("tempfile"))
+        _routed = True
+    private_dir()  # first, or the program set another: its UsageError here, not in Triton
+    _checked = tempfile.gettempdir()
 
 
 def make_private_temporaries() -> None:

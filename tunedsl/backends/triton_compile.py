@@ -35,7 +35,7 @@ from typing import Any
 from tunedsl.backends import compat
 from tunedsl.backends.arg_device import cuda_device_of
 from tunedsl.backends.compat import interpreting
-from tunedsl.backends.compile_temporaries import private_temporaries
+from tunedsl.backends.compile_temporaries import keep_temporaries_private
 from tunedsl.backends.triton_cache import triton_cache_has, triton_cache_lock
 from tunedsl.errors import UsageError
 from tunedsl.model.keys import readable_constexpr
@@ -239,7 +239,8 @@ def _compile_on_device(
         key = mode.cache_key or ""
         # The heavy part, outside the compile lock; the file lock only makes another
         # process compiling the same entry wait and then hit Triton's cache.
-        with triton_cache_lock(key), private_temporaries():
+        keep_temporaries_private()
+        with triton_cache_lock(key):
             hit = bool(key) and triton_cache_has(key, jit_fn.__name__)
             deferred.run()
     # FutureKernel.result() blocks until the compile is done (ours, or another thread's
@@ -259,7 +260,8 @@ def _compile_public(
 ) -> Any:
     """An untested Triton version: Triton's public ``JITFunction.warmup``, whole, under the
     compile lock (compiles take turns; a failing configuration still raises here)."""
-    with compile_lock, private_temporaries():
+    keep_temporaries_private()
+    with compile_lock:
         return compat.jit_warmup(jit_fn, args, kwargs, options)
 
 
@@ -452,7 +454,8 @@ def compile_source(
     parsed = backend.parse_options(dict(options))
     key = compat.triton_cache_key(src, backend, parsed, compat.cache_invalidating_env())
     # Another process compiling the same variant into the same cache dir waits, then hits.
-    with triton_cache_lock(key), private_temporaries():
+    keep_temporaries_private()
+    with triton_cache_lock(key):
         cached = triton_cache_has(key, src.name)
         compiled = triton.compile(src, target=target, options=dict(options))
     return CrossCompiled(

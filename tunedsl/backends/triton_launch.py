@@ -37,7 +37,7 @@ from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting, jit_run, launch_hooked
-from tunedsl.backends.compile_temporaries import private_temporaries
+from tunedsl.backends.compile_temporaries import keep_temporaries_private
 from tunedsl.backends.triton import KernelInfo, heuristic_launch_options, kernel_info
 from tunedsl.model.keys import is_tensor
 
@@ -196,8 +196,8 @@ class Launcher:
         # Any JIT launch may compile (a first launch, a new specialization or keyword
         # argument of a launcher without the direct path): Triton's temporary files of a
         # compile go into a private directory (compile_temporaries.py).
-        with private_temporaries():
-            return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, options)
+        keep_temporaries_private()
+        return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, options)
 
     def launch_options(
         self, static_kwargs: Mapping[str, Any], dyn_kwargs: Mapping[str, Any]

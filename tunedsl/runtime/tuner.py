@@ -96,7 +96,7 @@ def check_choice(req: TuneRequest) -> str | None:
     reference ``req.variants[0]`` unless verify= is a function) from the same inputs and
     compare; None when it agrees. The caller's data is restored afterwards."""
     from tunedsl.backends import triton as bt
-    from tunedsl.backends.compile_temporaries import private_temporaries
+    from tunedsl.backends.compile_temporaries import keep_temporaries_private
     from tunedsl.backends.guard import Guard, Verifier
     from tunedsl.backends.hooks import hook_args
     from tunedsl.backends.inprocess import BENCH_LOCK, reason
@@ -116,8 +116,8 @@ def check_choice(req: TuneRequest) -> str | None:
                 error: BaseException | None = None
 
                 def run(v: Variant = v, options: dict[str, Any] = options) -> object:
-                    with private_temporaries():  # compiled here, by the launch
-                        return launch_jit(req.kernel, v.grid, v.args, options)
+                    keep_temporaries_private()  # compiled here, by the launch
+                    return launch_jit(req.kernel, v.grid, v.args, options)
 
                 try:
                     problem = verifier.check(run, args)
