@@ -12,6 +12,11 @@ when none is named, which is a private scratch directory of the process
 (``scratch.process_scratch_dir``, looked up by its inode at each use) wherever the
 process's temporary directory is open to other users. Nothing else in the process sees a
 change: Python's ``tempfile.tempdir`` stays as the program set it.
+
+A measurement worker (``isolated.py``) gets a directory inside its parent's private one,
+made before it starts (``worker_temporaries``) and removed by the parent once the worker is
+gone: a worker killed by SIGKILL (a hung or crashed configuration) runs no clean-up, and
+one of its own would be left in ``/tmp`` until the user's next tunedsl process.
 """
 
 from __future__ import annotations
@@ -19,12 +24,20 @@ from __future__ import annotations
 import tempfile
 import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting
 
-__all__ = ["keep_temporaries_private", "make_private_temporaries", "private_dir"]
+if TYPE_CHECKING:
+    from tunedsl.store.scratch import ChildScratch
+
+__all__ = [
+    "keep_temporaries_private",
+    "make_private_temporaries",
+    "private_dir",
+    "worker_temporaries",
+]
 
 _shared: dict[str, bool] = {}  # per temporary directory: whether another user could write it
 
@@ -108,3 +121,23 @@ def make_private_temporaries() -> None:
         private_dir()
     except (UsageError, OSError):
         pass
+
+
+def worker_temporaries() -> ChildScratch | None:
+    """A private directory for the compile temporaries of a measurement worker about to
+    start, inside this process's private one; the caller hands it to the worker and removes
+    it once the worker is gone. None where the worker needs none: the interpreter compiles
+    nothing, and a temporary directory closed to other users keeps them itself; or where
+    none can be made here (the worker's first compile reports why)."""
+    if interpreting():
+        return None
+    from tunedsl.errors import UsageError
+    from tunedsl.store.scratch import child_scratch_dir
+
+    try:
+        where = private_dir()
+        if where == tempfile.gettempdir():
+            return None
+        return child_scratch_dir(where, "worker-")
+    except (UsageError, OSError):
+        return None

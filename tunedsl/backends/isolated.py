@@ -45,7 +45,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
 from tunedsl.backends.isolated_transfer import (
@@ -59,6 +59,9 @@ from tunedsl.engine.bench import Timing
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.config import Config
+
+if TYPE_CHECKING:
+    from tunedsl.store.scratch import ChildScratch
 
 __all__ = [
     "IsolatedMeasurer",
@@ -89,12 +92,13 @@ class WorkerDied(Exception):
     """The worker died or hung; the message is the reason (never raised to user code)."""
 
 
-# The worker's first statement: its import path is this process's (argv[3:]), so nothing on
-# the way (the working directory that ``-c`` puts first) is imported before tunedsl.
+# The worker's first statement: its import path is this process's (argv[4:]), so nothing on
+# the way (the working directory that ``-c`` puts first) is imported before tunedsl. argv[3]:
+# the directory made for its compile temporaries, "FD:PATH" (or empty).
 _BOOTSTRAP = (
     "import sys; parent, main_thread = int(sys.argv[1]), sys.argv[2] == '1'; "
-    "sys.path[:] = sys.argv[3:]; del sys.argv[1:]; "
-    "from tunedsl.backends.isolated_worker import main; main(parent, main_thread)"
+    "scratch = sys.argv[3]; sys.path[:] = sys.argv[4:]; del sys.argv[1:]; "
+    "from tunedsl.backends.isolated_worker import main; main(parent, main_thread, scratch)"
 )
 
 #: Seconds a worker's setup may take beyond ``TUNEDSL_CONFIG_TIMEOUT``: it starts Python,
@@ -139,6 +143,7 @@ class Worker:
     def __init__(self, device: int | None) -> None:
         self.device = device
         self.proc: subprocess.Popen[bytes] | None = None
+        self.scratch: ChildScratch | None = None  # its compile temporaries' directory
         self.setup_frame: bytes | None = None  # re-sent after a restart
         self.exit_code: int | None = None  # of the last worker that died
         # A request was sent and its answer not read to the end (an exception, Ctrl-C, came
@@ -154,15 +159,24 @@ class Worker:
         # statement replaces the path with this process's, before anything is imported.
         main_thread = threading.current_thread() is threading.main_thread()
         path = [p for p in sys.path if p]  # "" is the working directory
-        argv = [sys.executable, "-c", _BOOTSTRAP, str(os.getpid()), str(int(main_thread))]
+        # Its compile temporaries' directory is made here and removed here (kill()): a worker
+        # killed by SIGKILL leaves nothing in the temporary directory.
+        from tunedsl.backends.compile_temporaries import worker_temporaries
+
+        self.scratch = scratch = worker_temporaries()
+        fds = () if scratch is None or scratch.fd is None else (scratch.fd,)
+        where = f"{fds[0]}:{scratch.path}" if fds and scratch is not None else ""
+        argv = [sys.executable, "-c", _BOOTSTRAP, str(os.getpid()), str(int(main_thread)), where]
         try:
             self.proc = subprocess.Popen(
                 [*argv, *path],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 bufsize=0,
+                pass_fds=fds,
             )
         except OSError as err:
+            self._remove_scratch()
             raise TuningError(f"cannot start the measurement worker: {err}") from err
         _pids.add(self.proc.pid)
         if self.setup_frame is not None:
@@ -208,6 +222,12 @@ class Worker:
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
+        self._remove_scratch()  # gone: what it left there goes too
+
+    def _remove_scratch(self) -> None:
+        scratch, self.scratch = self.scratch, None
+        if scratch is not None:
+            scratch.remove()
 
     def _send(self, frame: bytes) -> None:
         from tunedsl.backends.isolated_worker import write_frame

@@ -359,8 +359,10 @@ def in_worker() -> bool:
     return _in_worker
 
 
-def main(parent: int | None = None, from_main_thread: bool = False) -> None:
-    """Serve the parent ``parent`` (its pid) until it closes the pipe or dies.
+def main(parent: int | None = None, from_main_thread: bool = False, scratch: str = "") -> None:
+    """Serve the parent ``parent`` (its pid) until it closes the pipe or dies. ``scratch``:
+    ``FD:PATH``, the directory the parent made for this worker's compile temporaries
+    (``compile_temporaries.worker_temporaries``), or empty.
 
     The worker imports the kernel's module when the kernel was sent by reference, which runs
     that module's top-level code again here: a tune in it would wait for the key lock the
@@ -377,6 +379,11 @@ def main(parent: int | None = None, from_main_thread: bool = False) -> None:
     sys.stdin = open(os.devnull)  # the process's stdin for its whole life
     if parent is not None:
         _leave_with_parent(parent, from_main_thread, requests_fd)
+    if scratch:  # the parent removes it once this worker is gone, killed or not
+        from tunedsl.store.scratch import adopt_scratch_dir
+
+        fd, _, path = scratch.partition(":")
+        adopt_scratch_dir(path, dir_fd=int(fd))
     # Replies go to the original stdout; anything the kernel or a hook prints goes to stderr.
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)

@@ -35,7 +35,15 @@ from typing import IO, Any
 from tunedsl.backends.python_child import module_argv
 from tunedsl.errors import UsageError
 
-__all__ = ["ClaimDir", "GpuChildren", "child_env", "run_jobs", "run_on_gpus", "visible_gpus"]
+__all__ = [
+    "ClaimDir",
+    "GpuChildren",
+    "child_env",
+    "run_jobs",
+    "run_on_gpus",
+    "sweep_gpus",
+    "visible_gpus",
+]
 
 #: The last lines of a dead child's stderr quoted in its task's error.
 _TAIL_LINES = 6
@@ -56,6 +64,25 @@ def visible_gpus() -> list[str]:
     except ImportError:
         return []
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def sweep_gpus(gpus: int | None) -> list[str] | None:
+    """The GPUs a sweep without Ray shards its tasks over, or None (this process)."""
+    visible = visible_gpus()
+    if gpus is None:
+        return visible if len(visible) > 1 else None
+    if gpus == 1:
+        return None
+    if visible and gpus > len(visible):
+        raise UsageError(f"sweep --gpus {gpus}: this host shows {len(visible)} GPUs ({visible})")
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible and hidden is not None:  # numbering GPUs here would show the ones hidden
+        raise UsageError(
+            f"sweep --gpus {gpus}: CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU: name "
+            "the GPUs to use in it, or leave --gpus out (without a GPU, unset it to run "
+            f"{gpus} processes under TRITON_INTERPRET=1)"
+        )
+    return visible[:gpus] if visible else [str(i) for i in range(gpus)]
 
 
 def _nvidia_smi_count() -> int | None:

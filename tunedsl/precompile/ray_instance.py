@@ -116,12 +116,13 @@ def _check_auth(ray: Any) -> None:
 
 
 @contextlib.contextmanager
-def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator[bool]:
+def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator[Path | None]:
     """Within: Ray joined at ``address`` (else ``RAY_ADDRESS``), or a local instance started
-    for the sweep (True is yielded), or the instance this process had already; ``env``: the
-    variables of the actors' processes."""
+    for the sweep (its private scratch directory is yielded: the actors' directories go
+    there, ``child_scratch_dir``), or the instance this process had already (None is
+    yielded, as for a joined one); ``env``: the variables of the actors' processes."""
     if ray.is_initialized():
-        yield False
+        yield None
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
     with contextlib.ExitStack() as stack:
@@ -129,6 +130,7 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
             _check_auth(ray)
             stack.enter_context(_own_token(ray))
         options: dict[str, Any] = {"address": address or "local"}
+        private = None
         if address is None:
             private = stack.enter_context(scratch_dir(RAY_SCRATCH_PREFIX))
             # Ray opens it to all: one level down (a short name: Ray's sockets are below it,
@@ -148,4 +150,4 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
                 "(`ray start --head`) and name its address, or leave --ray out for a local one"
             ) from None
         stack.callback(ray.shutdown)  # before its directory is removed
-        yield address is None
+        yield private

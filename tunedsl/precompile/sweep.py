@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
 from tunedsl.precompile.shapes import check_arguments, read_shapes
-from tunedsl.store.scratch import check_scratch
+from tunedsl.store.scratch import adopt_scratch_dir, check_scratch, child_scratch_dir
 
 if TYPE_CHECKING:
     from tunedsl.precompile.gpu_shards import GpuChildren
@@ -103,7 +103,7 @@ def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private records directory; the records it wrote, as JSON."""
     from tunedsl.store import paths, records, rules, scratch
 
-    with scratch.scratch_dir(SCRATCH_PREFIX) as tmp:
+    with scratch.scratch_dir(SCRATCH_PREFIX, scratch.adopted_scratch_dir()) as tmp:
         mine = tmp / "records"
         with paths.records_kept_in(mine), rules.measuring():
             try:
@@ -250,9 +250,9 @@ def run_on_ray(
 
     from tunedsl.precompile.ray_instance import ray_instance
 
-    with ray_instance(ray, address, dict(env or {})) as local:
+    with ray_instance(ray, address, dict(env or {})) as private:
         gpus = ray.cluster_resources().get("GPU", 0)
-        if local and gpus < gpus_per_task:
+        if private is not None and gpus < gpus_per_task:
             # A local instance gains no GPU later: no actor could ever start.
             raise UsageError(
                 f"sweep: this machine's Ray instance has {gpus:g} GPUs and each actor asks "
@@ -266,15 +266,26 @@ def run_on_ray(
             cwd: str | None = os.getcwd()
         except OSError:  # removed
             cwd = None
-        pool = [worker_cls.remote(cwd) for _ in range(actors)]
-        return _schedule(ray, pool, list(tasks), progress)
+        # A local instance's actors keep their temporary files in directories made here,
+        # removed when an actor dies and with the instance: a killed actor leaves none.
+        dirs = [child_scratch_dir(private, "actor-") for _ in range(actors)] if private else []
+        pool = [worker_cls.remote(cwd, dirs[i].identity if dirs else None) for i in range(actors)]
+
+        def lost(actor: int) -> None:  # what it left goes now
+            if dirs:
+                dirs[actor].remove()
+
+        return _schedule(ray, pool, list(tasks), progress, lost)
 
 
 class _Worker:
     """A Ray actor: runs tasks one at a time (it owns its GPU), in the sweep's working
-    directory where it has one (Ray is started from ``/``: ``ray_instance``)."""
+    directory where it has one (Ray is started from ``/``: ``ray_instance``), keeping its
+    temporary files in ``scratch`` (path, device, inode) where given (``run_on_ray``)."""
 
-    def __init__(self, cwd: str | None) -> None:
+    def __init__(self, cwd: str | None, scratch: tuple[str, int, int] | None = None) -> None:
+        if scratch is not None:
+            adopt_scratch_dir(scratch[0], identity=scratch[1:])
         if cwd is not None:
             try:
                 os.chdir(cwd)
@@ -285,7 +296,10 @@ class _Worker:
         return run_task(task)
 
 
-def _schedule(ray: Any, pool: list[Any], tasks: list[Task], progress: Progress) -> list[Outcome]:
+def _schedule(
+    ray: Any, pool: list[Any], tasks: list[Task], progress: Progress, lost: Callable[[int], None]
+) -> list[Outcome]:
+    """The tasks on the actors of ``pool``; ``lost(i)`` once actor ``i`` has died."""
     idle = list(range(len(pool)))
     # (task, attempt, the actor that failed it)
     queue: list[tuple[Task, int, int | None]] = [(t, 1, None) for t in tasks]
@@ -313,6 +327,8 @@ def _schedule(ray: Any, pool: list[Any], tasks: list[Task], progress: Progress) 
             except Exception as err:
                 if not isinstance(err, ray.exceptions.RayActorError):
                     idle.append(actor)  # the task failed, the actor lives on
+                else:
+                    lost(actor)
                 if attempt == 1:
                     queue.insert(0, (task, 2, actor))  # once more, on another actor
                     continue
@@ -402,7 +418,7 @@ def sweep(
     import importlib.util
 
     from tunedsl import knobs
-    from tunedsl.precompile.gpu_shards import GpuChildren
+    from tunedsl.precompile.gpu_shards import GpuChildren, sweep_gpus
 
     quiet = knobs.quiet()  # no progress lines; a bad value is named before anything runs
     shapes = read_shapes(shapes_file)
@@ -417,7 +433,7 @@ def sweep(
         raise UsageError(f"sweep: actors={actors}: give 1 or more Ray actors (--actors N)")
     if gpus is not None and gpus < 1:
         raise UsageError(f"sweep: gpus={gpus}: give 1 or more processes (--gpus N)")
-    shards = None if use_ray else _shards(gpus)
+    shards = None if use_ray else sweep_gpus(gpus)
     if not use_ray:  # the tasks keep their records in scratch directories here
         check_scratch()
     # The GPUs' processes start first: they import the script while this process plans.
@@ -472,24 +488,3 @@ def _keep_finished(progress: Progress, out: TextIO) -> None:
         f"sweep: interrupted after {progress.done} of {progress.total} tasks; wrote the "
         f"{len(written)} records they tuned (no bundle: it holds a whole sweep)\n"
     )
-
-
-def _shards(gpus: int | None) -> list[str] | None:
-    """The GPUs a sweep without Ray shards its tasks over, or None (this process)."""
-    from tunedsl.precompile.gpu_shards import visible_gpus
-
-    visible = visible_gpus()
-    if gpus is None:
-        return visible if len(visible) > 1 else None
-    if gpus == 1:
-        return None
-    if visible and gpus > len(visible):
-        raise UsageError(f"sweep --gpus {gpus}: this host shows {len(visible)} GPUs ({visible})")
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if not visible and hidden is not None:  # numbering GPUs here would show the ones hidden
-        raise UsageError(
-            f"sweep --gpus {gpus}: CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU: name "
-            "the GPUs to use in it, or leave --gpus out (without a GPU, unset it to run "
-            f"{gpus} processes under TRITON_INTERPRET=1)"
-        )
-    return visible[:gpus] if visible else [str(i) for i in range(gpus)]

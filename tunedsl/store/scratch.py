@@ -1,6 +1,10 @@
 """Scratch directories: private directories in the temporary directory that a task keeps its
 work in (a sweep task's records, the claims of a multi-GPU ``precompile --tune``), each
 removed on leaving, and those that this user's killed processes left, removed by the next.
+A child process this process starts (a measurement worker, a Ray actor) gets one made for
+it inside this process's own (``child_scratch_dir``), which it takes as its process scratch
+directory (``adopt_scratch_dir``), and which this process removes once the child is gone:
+a child killed by SIGKILL leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -25,14 +29,14 @@ SCRATCH_ALIVE = ".alive"
 
 
 @contextlib.contextmanager
-def scratch_dir(prefix: str) -> Iterator[Path]:
-    """A new private directory ``<prefix>*`` in the temporary directory, removed on leaving
-    (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). A
+def scratch_dir(prefix: str, base: str | None = None) -> Iterator[Path]:
+    """A new private directory ``<prefix>*`` in the temporary directory (or ``base``), removed
+    on leaving (a sweep task's records, the claims of a multi-GPU ``precompile --tune``). A
     ``UsageError`` naming ``TMPDIR`` where another user could swap it (the chain rule of the
     cache), before anything there is removed: there they could rename any directory of this
     user's to a scratch name. Then removes the ones this user's killed processes left
     (``remove_abandoned_scratch``)."""
-    with _held_scratch_dir(prefix, None) as (path, _):
+    with _held_scratch_dir(prefix, base) as (path, _):
         yield path
 
 
@@ -81,6 +85,7 @@ def _still_there(path: str, held: os.stat_result) -> bool:
 # path as text, the directory's fstat, its exit).
 _kept: tuple[int, Path, str, os.stat_result, contextlib.ExitStack] | None = None
 _kept_lock = threading.Lock()
+_exit_registered = False
 if hasattr(os, "register_at_fork"):  # a child forked while another thread held it
     os.register_at_fork(after_in_child=_kept_lock._at_fork_reinit)  # type: ignore[attr-defined]
 
@@ -91,7 +96,7 @@ def process_scratch_dir(prefix: str = "tunedsl-process-", base: str | None = Non
     never taking another directory made under its name since for it, and removed at exit; a
     forked child uses its parent's. Made in ``base`` (None: the temporary directory).
     ``scratch_dir``'s ``UsageError`` where ``TMPDIR`` cannot hold one."""
-    global _kept
+    global _kept, _exit_registered
     kept = _kept
     if kept is not None and _still_there(kept[2], kept[3]):  # (a microsecond: one lstat)
         return kept[1]
@@ -100,12 +105,110 @@ def process_scratch_dir(prefix: str = "tunedsl-process-", base: str | None = Non
             return _kept[1]
         stack = contextlib.ExitStack()
         path, held = stack.enter_context(_held_scratch_dir(prefix, base))
-        if _kept is None:
+        if not _exit_registered:
             atexit.register(_remove_kept)
-        elif _kept[0] == os.getpid():
+            _exit_registered = True
+        if _kept is not None and _kept[0] in (os.getpid(), _PARENTS):
             _kept[4].close()
         _kept = (os.getpid(), path, str(path), held, stack)
         return path
+
+
+#: ``_kept``'s maker where the directory was made by the parent process (``adopt_scratch_dir``):
+#: never this process's to remove.
+_PARENTS = -1
+
+
+class ChildScratch:
+    """A private directory made for a child process (``child_scratch_dir``): its path, and
+    its descriptor, held open while it lasts (so its inode is never another's)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
+        self.held = os.fstat(self.fd)
+
+    @property
+    def identity(self) -> tuple[str, int, int]:
+        """What a child that cannot inherit the descriptor (a Ray actor) is given: the path,
+        and the directory's device and inode (``adopt_scratch_dir``'s ``identity``)."""
+        return self.path, self.held.st_dev, self.held.st_ino
+
+    def remove(self) -> None:
+        """Remove the directory and what the child left in it (once the child is gone),
+        where its name still leads to it; close the descriptor. Again: nothing."""
+        import shutil
+
+        fd, self.fd = self.fd, None
+        if fd is None:
+            return
+        try:
+            if _still_there(self.path, self.held):
+                shutil.rmtree(self.path, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def child_scratch_dir(parent: Path | str, prefix: str) -> ChildScratch:
+    """A new private directory ``<prefix>*`` in ``parent`` (a scratch directory of this
+    process's own) for a child process about to start, which keeps its temporary files
+    there (``adopt_scratch_dir``) instead of making a directory of its own in the temporary
+    directory, one that a SIGKILL would leave behind. The caller removes it
+    (``ChildScratch.remove``) once the child is gone."""
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    try:
+        return ChildScratch(path)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def adopt_scratch_dir(
+    path: str, dir_fd: int | None = None, identity: tuple[int, int] | None = None
+) -> bool:
+    """Take ``path``, a directory the parent process made for this one
+    (``child_scratch_dir``), as this process's scratch directory (``process_scratch_dir``
+    answers it while its name leads to it; it is never removed by this process: the parent
+    removes it). Known by the descriptor ``dir_fd`` (inherited; kept open here), or by its
+    (device, inode) ``identity`` (the parent holds it open). False, and nothing taken, where
+    the name leads elsewhere, or to no private directory of this user's."""
+    global _kept, _exit_registered
+    fd = dir_fd
+    try:
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
+        held = os.fstat(fd)
+    except OSError:
+        if fd is not None:
+            os.close(fd)
+        return False
+    ours = stat.S_ISDIR(held.st_mode) and held.st_uid == os.getuid()
+    if not ours or held.st_mode & 0o077 or not _still_there(path, held):
+        os.close(fd)
+        return False
+    if identity is not None and identity != (held.st_dev, held.st_ino):
+        os.close(fd)
+        return False
+    stack = contextlib.ExitStack()
+    stack.callback(os.close, fd)
+    with _kept_lock:
+        if not _exit_registered:  # a directory of its own, made later, is removed at exit
+            atexit.register(_remove_kept)
+            _exit_registered = True
+        _kept = (_PARENTS, Path(path), path, held, stack)
+    return True
+
+
+def adopted_scratch_dir() -> str | None:
+    """The directory the parent process made for this one (``adopt_scratch_dir``), while its
+    name leads to it; else None."""
+    kept = _kept
+    if kept is not None and kept[0] == _PARENTS and _still_there(kept[2], kept[3]):
+        return kept[2]
+    return None
 
 
 def _remove_kept() -> None:
