@@ -4,7 +4,9 @@ finds) before every launch of the tuning, and ``Verifier`` compares each configu
 outputs with a reference (``verify=``; docs/runtime.md, "Keeping data intact").
 
 The in-process measurer (``inprocess.py``), the isolated worker and the verify-only path of
-the tuner share them, so a configuration runs on the same data wherever it is measured.
+the tuner share them, so a configuration runs on the same data wherever it is measured. On
+the caller's own tensors (not the worker's copies) the storage around each view argument is
+kept too, and put back after the tuning (``view_spans.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,17 @@ class Guard:
     """Snapshots, restores and zeroes arguments by name; ``watch``: in-place ones too."""
 
     def __init__(
-        self, bound: Mapping[str, Any], req: Any, watch: bool = False, kernel: str = ""
+        self,
+        bound: Mapping[str, Any],
+        req: Any,
+        watch: bool = False,
+        kernel: str = "",
+        around_views: bool = True,
     ) -> None:
+        """``around_views``: keep the storage around view arguments (False: they are copies
+        of whole storages, as in the isolated worker, where nothing around is the caller's)."""
         from tunedsl.backends import triton as bt
+        from tunedsl.backends.view_spans import AroundViews
 
         info = bt.kernel_info(req.kernel)
         # A site checked these names on its call already (with its place in the message);
@@ -45,6 +55,8 @@ class Guard:
         self.restore_names = restore_value
         self.restore = restore_copies({n: bound[n] for n in restore_value if bound[n] is not None})
         self.verify_snapshot: dict[str, Any] = {}
+        # Before any launch: what a configuration writing past a view would change.
+        self.around = AroundViews(bound.values() if around_views else ())
         self.pre_hook = req.settings.pre_hook
         skip = (*restore_value, *reset_to_zero)
         # Every written argument is put back after tuning: an output the first launches
@@ -170,9 +182,17 @@ class Guard:
                 self.bt.zero(value)
         self._zero(data)
 
+    def restore_after_tuning(self) -> None:
+        """After the tuning's last launch of the verify-only path: the storage around the
+        views, then every snapshot (``restore_all``: zeroing ``reset_to_zero=`` last)."""
+        self.around.put_back()
+        self.restore_all()
+
     def close(self) -> None:
-        """After the tuning's last launch: every argument back to the caller's values."""
+        """After the tuning's last launch: every argument back to the caller's values, and
+        the storage around the views (first: an argument in it is then restored, zeroed)."""
         try:
+            self.around.put_back()
             if self.watch is not None:
                 found, written = self.watch.finish()
                 self._found(found)

@@ -116,7 +116,7 @@ class _State:
         # ran past its bounds). The worker gives no notice (it would name no caller's line):
         # the arguments it found are sent with its answer to "reset", and the parent warns.
         name = bt.kernel_info(self.kernel).qualname
-        self.guard = Guard(self.bound, req, watch=True, kernel=name)
+        self.guard = Guard(self.bound, req, watch=True, kernel=name, around_views=False)
         warnings.filterwarnings("ignore", message=r"tunedsl: \S+ changes .* in place")
         self.verifier = (
             Verifier(req, self.guard) if req.settings.verify not in (None, False) else None

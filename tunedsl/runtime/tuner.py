@@ -132,9 +132,9 @@ def check_choice(req: TuneRequest) -> str | None:
                 if problem is not None:
                     break
         except BaseException as err:
-            _cleanup(guard.restore_all, err)
+            _cleanup(guard.restore_after_tuning, err)
             raise
-        guard.restore_all()
+        guard.restore_after_tuning()
         bt.synchronize()
     return problem
 

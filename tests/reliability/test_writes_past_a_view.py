@@ -1,0 +1,83 @@
+"""A configuration that writes past a tensor view's extent while tuning in process: the
+caller's data around the view (in the same storage, named by no argument) is as it was
+after the tuning. A configuration that lost, or that ``verify=`` rejected, had left it as it
+wrote it, a silent wrong result. Real kernels under Triton's interpreter, real views."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+pytestmark = pytest.mark.needs_triton
+
+
+@triton.jit
+def fill_ones(out, n, BLOCK: tl.constexpr, PADDED: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if PADDED:  # a configuration's bug: masked to the padded size, and a wrong value
+        end = tl.cdiv(n, BLOCK) * BLOCK
+        tl.store(out + offs, tl.full([BLOCK], 2.0, tl.float32), mask=offs < end)
+    else:
+        tl.store(out + offs, tl.full([BLOCK], 1.0, tl.float32), mask=offs < n)
+
+
+def test_a_rejected_configuration_writing_past_a_slice_leaves_the_data_around_it() -> None:
+    storage = torch.cat([torch.full((256,), 7.0), torch.zeros(200), torch.full((568,), 9.0)])
+    view = storage[256:456]
+    n = view.numel()
+    expected = storage.clone()
+    expected[256:456] = 1.0
+    autotune_launch(
+        fill_ones,
+        space={"BLOCK": [8, 64], "PADDED": [False, True]},  # PADDED with 64: 56 past the end
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=(view, n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        verify=lambda args: {"out": torch.ones(n)},
+        name="fill-slice",
+    )
+    assert torch.equal(storage, expected)  # the 56 values after the slice had become 2.0
+
+
+@triton.jit
+def fill_rows(out, rows, cols, stride, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    if WIDE:  # a configuration's bug: the row's block, not its columns, and a wrong value
+        tl.store(out + row * stride + offs, tl.full([BLOCK], 2.0, tl.float32))
+    else:
+        tl.store(out + row * stride + offs, tl.full([BLOCK], 1.0, tl.float32), mask=offs < cols)
+
+
+def test_a_configuration_writing_past_a_column_slice_leaves_the_other_columns() -> None:
+    # q of a fused qkv: its rows' neighbours are k's and v's columns, inside q's span.
+    qkv = torch.arange(8 * 48, dtype=torch.float32).reshape(8, 48)
+    q = qkv[:, :16]
+    expected = qkv.clone()
+    expected[:, :16] = 1.0
+    autotune_launch(
+        fill_rows,
+        space={"BLOCK": [16, 32], "WIDE": [False, True]},  # WIDE with 32: 16 columns of k
+        grid=lambda cfg: (8,),
+        args=(q, 8, 16, q.stride(0)),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "WIDE": cfg.WIDE},
+        verify=lambda args: {"out": torch.ones(8, 16)},
+        name="fill-columns",
+    )
+    assert torch.equal(qkv, expected)
+
+
+def test_only_views_are_kept_and_a_window_is_bounded() -> None:
+    from tunedsl.backends.view_spans import MIN_PAD_BYTES, AroundViews
+
+    whole = torch.zeros(1000)
+    assert AroundViews([whole, whole.view(10, 100), torch.ones(3)]).kept == []  # no copy
+    big = torch.zeros(16 * MIN_PAD_BYTES // 4)  # 16 MiB of float32
+    middle = big[len(big) // 2 : len(big) // 2 + 256]
+    (window, _), *others = AroundViews([middle, big[len(big) // 2 + 128 :][:64]]).kept
+    assert others == []  # two views that meet: one window
+    assert window.numel() == 1024 + 2 * MIN_PAD_BYTES  # the views' span and a pad each side

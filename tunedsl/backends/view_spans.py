@@ -1,0 +1,108 @@
+"""The memory around the tensor views a tuning launches on (backends layer), kept and put back.
+
+A tuning launches every configuration on the caller's tensors. One that writes past a
+view's extent (a mask to the padded size, an off-by-one, a row of a column slice run past
+its last column) writes into the storage around the view: the caller's other data, which no
+argument names. The in-place watch and ``restore_value=`` put back the view's own elements
+only, so the caller's neighbouring data was left as a configuration that lost (or that
+``verify=`` rejected) wrote it, a silent wrong result.
+
+So ``AroundViews`` copies, before a tuning's first launch, the bytes of each tensor
+argument's storage from its first element to its last (what lies between the elements of a
+strided view included) and, on each side, as many bytes as that span again, at least
+``MIN_PAD_BYTES`` (windows in one storage that meet are one copy); after the tuning's last
+launch, a window that changed is put back. Writes further away, or outside the storage, are
+not undone. A tensor that covers its whole storage (the common case) costs a comparison of
+two numbers and is not copied. Where the device has no room for a copy, that window is left
+unprotected, and one warning says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tunedsl.model.keys import is_tensor
+
+#: The least a window reaches past each side of a view's span: a configuration's overrun is
+#: at most one block, or one tile, which a small view's own size may be smaller than.
+MIN_PAD_BYTES = 1 << 20
+
+
+def _window(t: Any) -> tuple[Any, int, int] | None:
+    """``(storage, lo, hi)``: the bytes of ``t``'s storage to keep, or None where ``t`` covers
+    its whole storage (nothing around it), or has no storage to look at (sparse, meta)."""
+    try:
+        storage = t.untyped_storage()
+        size = storage.nbytes()
+    except (RuntimeError, NotImplementedError):
+        return None
+    item = t.element_size()
+    lo = t.storage_offset() * item
+    if t.numel() == 0:
+        return None
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    hi = lo + (last + 1) * item
+    if lo == 0 and hi >= size:  # the whole storage: a write past it is outside any tensor
+        return None
+    pad = max(hi - lo, MIN_PAD_BYTES)
+    return storage, max(0, lo - pad), min(size, hi + pad)
+
+
+class AroundViews:
+    """Copies of the storage around the views among ``tensors`` (see the module docstring),
+    put back by ``put_back``."""
+
+    def __init__(self, tensors: Iterable[Any]) -> None:
+        self.kept: list[tuple[Any, Any]] = []  # (a window onto the storage, its copy)
+        spans: dict[tuple[Any, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
+        for t in tensors:
+            if not is_tensor(t):
+                continue
+            found = _window(t)
+            if found is None:
+                continue
+            storage, lo, hi = found
+            where = (str(t.device), storage.data_ptr())
+            spans.setdefault(where, (storage, t.device, []))[2].append((lo, hi))
+        for storage, device, windows in spans.values():
+            for lo, hi in _merged(windows):
+                self._keep(storage, device, lo, hi)
+
+    def _keep(self, storage: Any, device: Any, lo: int, hi: int) -> None:
+        import torch
+
+        empty = torch.empty(0, dtype=torch.uint8, device=device)
+        window = empty.set_(storage, lo, (hi - lo,), (1,))
+        try:
+            self.kept.append((window, window.clone()))
+        except RuntimeError as err:  # no room for the copy: that window is not protected
+            from tunedsl.warn import warn_once
+
+            warn_once(
+                "around-views",
+                f"tunedsl: could not copy the {hi - lo} bytes around a tensor view argument "
+                f"({err}); a configuration that writes past the view's extent while tuning "
+                "leaves that data changed",
+                UserWarning,
+            )
+
+    def put_back(self) -> None:
+        """Every window that changed back as it was; the copies go."""
+        import torch
+
+        kept, self.kept = self.kept, []
+        for window, copy in kept:
+            if not torch.equal(window, copy):
+                window.copy_(copy)
+
+
+def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The windows, those that meet or overlap made one."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(windows):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
