@@ -124,6 +124,11 @@ class UsageError(TunedslError, ValueError):
     """Bad arguments to the runtime API or the CLI; the message names what and how to fix it."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, where tunedsl turned it into an interrupt to stop cleanly (a sweep on Ray):
+    handled as Ctrl-C is, and the command exits with status 143."""
+
+
 class CacheWarning(UserWarning):
     """A cache entry could not be used or written; tunedsl carries on without it."""
 

@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "_main", None) is None:
         parser.print_help()
         return 2
-    from tunedsl.errors import TunedslError
+    from tunedsl.errors import Terminated, TunedslError
 
     try:
         return int(args._main(args) or 0)
@@ -72,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TunedslError as err:
         print(f"tunedsl: error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if isinstance(err, Terminated):  # SIGTERM, stopped as Ctrl-C stops (a sweep on Ray)
+            print("tunedsl: terminated (SIGTERM)", file=sys.stderr)
+            return 143
         print("tunedsl: interrupted", file=sys.stderr)
         return 130

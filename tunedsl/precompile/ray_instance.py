@@ -8,18 +8,26 @@ answers. The instance keeps its sockets and session files in a directory inside 
 private scratch directory: Ray opens the directory it is given to every user (mode 0777, as
 it does its shared one), and the private directory above keeps others out of it. Its
 processes end with the sweep, killed or not (``ray_reaper``), and so does the directory.
+
+``ray.init`` takes SIGTERM for itself: a Python handler that exits, then a handler in Ray's C++
+core that dumps a stack and aborts (status 134; nothing of the sweep written, its actors left
+to the reaper). While the instance lasts, SIGTERM is handled as Ctrl-C instead (``Terminated``:
+the actors stop, the finished tasks' records are written, status 143), or by the program's own
+handler where it had one; after the sweep, the handler it had is put back.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tunedsl.environ import environ_set
-from tunedsl.errors import UsageError
+from tunedsl.errors import Terminated, UsageError
 from tunedsl.precompile.ray_reaper import start_reaper, stop_reaper
 from tunedsl.store.scratch import scratch_dir
 
@@ -115,6 +123,29 @@ def _check_auth(ray: Any) -> None:
         )
 
 
+def _take_back_sigterm(stack: contextlib.ExitStack, before: Any) -> list[int]:
+    """After ``ray.init``: SIGTERM to an interrupt, or to the program's own handler where
+    it had one (``before``, the handler before ``ray.init``; put back on leaving, after
+    ``ray.shutdown``). Only on the main thread: Python runs handlers there alone. Returns
+    the list the interrupt's handler notes each SIGTERM in."""
+    got: list[int] = []
+
+    def terminate(signum: int, frame: Any) -> None:
+        # Once: a second SIGTERM while the sweep stops its actors and writes what finished
+        # is not one more interrupt. (Ray's wait turns the error into a KeyboardInterrupt.)
+        got.append(signum)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated("SIGTERM")
+
+    if threading.current_thread() is not threading.main_thread():
+        return got
+    own = callable(before) or before == signal.SIG_IGN
+    signal.signal(signal.SIGTERM, before if own else terminate)
+    if before is not None:  # None: a handler not set from Python, which cannot be put back
+        stack.callback(signal.signal, signal.SIGTERM, before)
+    return got
+
+
 @contextlib.contextmanager
 def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator[Path | None]:
     """Within: Ray joined at ``address`` (else ``RAY_ADDRESS``), or a local instance started
@@ -141,6 +172,7 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
             options["include_dashboard"] = False
             # Before Ray starts anything: a Ctrl-C inside ray.init leaves no process either.
             stack.callback(stop_reaper, start_reaper(private / "r", RAY_SCRATCH_PREFIX))
+        sigterm = signal.getsignal(signal.SIGTERM)
         try:
             with _from_root():
                 ray.init(runtime_env={"env_vars": env}, log_to_driver=False, **options)
@@ -149,5 +181,11 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
                 f"sweep --ray {address}: cannot join a Ray cluster ({err}); start one "
                 "(`ray start --head`) and name its address, or leave --ray out for a local one"
             ) from None
+        terminated = _take_back_sigterm(stack, sigterm)  # put back after ray.shutdown
         stack.callback(ray.shutdown)  # before its directory is removed
-        yield private
+        try:
+            yield private
+        except KeyboardInterrupt as err:
+            if terminated and not isinstance(err, Terminated):
+                raise Terminated("SIGTERM") from None
+            raise

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tunedsl.errors import TuningError, UsageError
+from tunedsl.errors import Terminated, TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
 from tunedsl.precompile.shapes import check_arguments, read_shapes
 from tunedsl.store.scratch import adopt_scratch_dir, check_scratch, child_scratch_dir
@@ -452,8 +452,8 @@ def sweep(
             outcomes = run_sharded(tasks, progress, children)
         else:
             outcomes = run_in_process(tasks, progress)
-    except KeyboardInterrupt:
-        _keep_finished(progress, out)
+    except KeyboardInterrupt as err:
+        _keep_finished(progress, out, "terminated (SIGTERM)" if isinstance(err, Terminated) else "")
         raise
     return _write(outcomes, bundle, out, "while writing the records"), outcomes
 
@@ -472,9 +472,10 @@ def _write(outcomes: Sequence[Outcome], bundle: str | None, out: TextIO, when: s
         raise
 
 
-def _keep_finished(progress: Progress, out: TextIO) -> None:
+def _keep_finished(progress: Progress, out: TextIO, how: str = "") -> None:
     """An interrupted sweep writes what its finished tasks tuned (hours of measuring, each
-    record a whole tuning), never a bundle; a record that does not validate writes none."""
+    record a whole tuning), never a bundle; a record that does not validate writes none.
+    ``how``: what stopped it, where not Ctrl-C."""
     finished = [o for o in progress.finished if o.records]
     if 0 < progress.done < progress.total and not progress.quiet and out.isatty():
         out.write("\n")  # below the progress line, not at its end
@@ -485,6 +486,6 @@ def _keep_finished(progress: Progress, out: TextIO) -> None:
         out.write(f"sweep: interrupted; the finished tasks' records were not written: {err}\n")
         return
     out.write(
-        f"sweep: interrupted after {progress.done} of {progress.total} tasks; wrote the "
+        f"sweep: {how or 'interrupted'} after {progress.done} of {progress.total} tasks; wrote the "
         f"{len(written)} records they tuned (no bundle: it holds a whole sweep)\n"
     )
