@@ -1,0 +1,109 @@
+"""On a real GPU: an ``isolate=True`` worker killed for a hanging configuration leaves no
+directory of compile temporaries in a ``TMPDIR`` open to all
+(``backends/compile_temporaries.py``), and a configuration that writes past a view's
+extent leaves the data around the view as it was (``backends/view_spans.py``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from tunedsl import autotune_launch, cdiv  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+# MODE 1 runs about 4 * 10^12 steps (a hang to the tuner: the worker is killed).
+HANGS = r"""
+import os, sys, tempfile
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def double_or_hang(x, y, n, TILE: tl.constexpr, MODE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    if MODE == 1:
+        acc = tl.zeros([TILE], dtype=tl.float32)
+        for _ in range(0, n.to(tl.int64) * 1000000000):  # bounded at run time only
+            acc += tl.load(x + offs, mask=mask, volatile=True)
+        tl.store(y + offs, acc, mask=mask)
+    else:
+        tl.store(y + offs, tl.load(x + offs, mask=mask) * 2, mask=mask)
+
+
+n = 4096
+x = torch.randn(n, device="cuda")
+y = torch.empty_like(x)
+result = autotune_launch(
+    double_or_hang, space={"mode": [0, 1]}, grid=(cdiv(n, 256),), args=(x, y, n),
+    kwargs=lambda cfg: {"TILE": 256, "MODE": cfg.mode}, isolate=True, name="hangs",
+)
+print("STATUSES", sorted((c.mode, r.status) for c, r in result.timings.items()))
+from tunedsl.store.scratch import remove_abandoned_scratch
+
+print("ABANDONED", remove_abandoned_scratch("tunedsl-process-"))
+"""
+
+
+def test_a_worker_killed_for_a_hang_on_the_gpu_leaves_no_temporary_directory(
+    tmp_path: Path,
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp: compile temporaries go to private directories in it
+    env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), TUNEDSL_CONFIG_TIMEOUT="20")
+    env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", HANGS],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "STATUSES [(0, 'ok'), (1, 'failed')]" in out.stdout, out.stdout + out.stderr
+    assert "ABANDONED 0" in out.stdout, out.stdout  # the killed worker's was left there
+    assert os.listdir(shared) == []
+
+
+@triton.jit
+def fill_ones(out, n, BLOCK: tl.constexpr, PADDED: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if PADDED:  # a configuration's bug: masked to the padded size, and a wrong value
+        end = tl.cdiv(n, BLOCK) * BLOCK
+        tl.store(out + offs, tl.full([BLOCK], 2.0, tl.float32), mask=offs < end)
+    else:
+        tl.store(out + offs, tl.full([BLOCK], 1.0, tl.float32), mask=offs < n)
+
+
+def test_a_configuration_writing_past_a_slice_on_the_gpu_leaves_the_data_around_it() -> None:
+    storage = torch.full((4096,), 9.0, device="cuda")
+    view = storage[1024:2024]  # 1000 elements: a BLOCK of 256 pads to 1024
+    n = view.numel()
+    expected = storage.clone()
+    expected[1024:2024] = 1.0
+    autotune_launch(
+        fill_ones,
+        space={"BLOCK": [8, 256], "PADDED": [False, True]},
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=(view, n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        verify=lambda args: {"out": torch.ones(n, device="cuda")},
+        name="fill-slice-gpu",
+    )
+    torch.cuda.synchronize()
+    assert torch.equal(storage, expected)
