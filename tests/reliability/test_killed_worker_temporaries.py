@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+import swap_attack
 
 pytestmark = pytest.mark.needs_triton
 REPO = Path(__file__).resolve().parents[2]
@@ -209,3 +210,50 @@ def test_a_ray_actor_killed_by_sigkill_leaves_no_temporary_directory(tmp_path: P
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
         shutil.rmtree(shared, ignore_errors=True)
+
+
+# What a worker or an actor takes as its directory: each candidate by name, then whether it
+# was taken and which directory the process's compile temporaries would go to.
+ADOPT = """
+import os, sys
+from tunedsl.store import scratch
+
+name, path = sys.argv[1:3]
+st = os.stat(path)
+identity = (st.st_dev, st.st_ino + 1) if name == "another-inode" else (st.st_dev, st.st_ino)
+taken = scratch.adopt_scratch_dir(path, identity=identity)
+print(name, taken, scratch.process_scratch_dir() == scratch.Path(path))
+"""
+
+
+def test_a_worker_takes_only_the_private_directory_of_this_user_made_for_it(
+    tmp_path: Path,
+) -> None:
+    """Another user's directory under the name given (made once a sweeper removed the one
+    made for the worker), one open to others, or another inode: none is taken; the worker
+    makes a directory of its own instead."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as shared:
+        theirs = shared / "theirs"
+        swap_attack.attacker_step("import os, sys; os.mkdir(sys.argv[1], 0o700)", str(theirs))
+        open_to_all, mine = shared / "open", shared / "mine"
+        open_to_all.mkdir()
+        open_to_all.chmod(0o777)
+        mine.mkdir(mode=0o700)
+        cases = {"theirs": theirs, "open-to-all": open_to_all, "another-inode": mine, "mine": mine}
+        env = dict(os.environ, TMPDIR=str(shared), PYTHONPATH=str(REPO))
+        said = []
+        for name, path in cases.items():
+            out = subprocess.run(
+                [sys.executable, "-c", ADOPT, name, str(path)],
+                capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+            )  # fmt: skip
+            assert out.returncode == 0, out.stderr
+            said.append(out.stdout.strip())
+        assert said == [
+            "theirs False False",
+            "open-to-all False False",
+            "another-inode False False",
+            "mine True True",
+        ]
+        assert list(theirs.iterdir()) == [] and mine.exists()  # neither removed nor written
