@@ -13,7 +13,8 @@ strided view included) and, on each side, as many bytes as that span again, at l
 ``MIN_PAD_BYTES`` (windows in one storage that meet are one copy); after the tuning's last
 launch, a window that changed is put back. Writes further away, or outside the storage, are
 not undone. A tensor that covers its whole storage (the common case) costs a comparison of
-two numbers and is not copied. Where the device has no room for a copy, that window is left
+two numbers and is not copied. Where the device has no room for a copy, it is taken in host
+memory (and put back from there); where the host has none either, that window is left
 unprotected, and one warning says so.
 """
 
@@ -76,16 +77,24 @@ class AroundViews:
         window = empty.set_(storage, lo, (hi - lo,), (1,))
         try:
             self.kept.append((window, window.clone()))
-        except RuntimeError as err:  # no room for the copy: that window is not protected
-            from tunedsl.warn import warn_once
+            return
+        except RuntimeError as err:  # no room on the device: in host memory
+            failed = err
+        if window.device.type != "cpu":
+            try:
+                self.kept.append((window, window.to("cpu")))
+                return
+            except RuntimeError as err:
+                failed = err
+        from tunedsl.warn import warn_once
 
-            warn_once(
-                "around-views",
-                f"tunedsl: could not copy the {hi - lo} bytes around a tensor view argument "
-                f"({err}); a configuration that writes past the view's extent while tuning "
-                "leaves that data changed",
-                UserWarning,
-            )
+        warn_once(
+            "around-views",
+            f"tunedsl: could not copy the {hi - lo} bytes around a tensor view argument "
+            f"({failed}); a configuration that writes past the view's extent while tuning "
+            "leaves that data changed",
+            UserWarning,
+        )
 
     def put_back(self) -> None:
         """Every window that changed back as it was; the copies go."""
@@ -93,8 +102,8 @@ class AroundViews:
 
         kept, self.kept = self.kept, []
         for window, copy in kept:
-            if not torch.equal(window, copy):
-                window.copy_(copy)
+            if copy.device != window.device or not torch.equal(window, copy):
+                window.copy_(copy)  # a copy in host memory: put back all the same
 
 
 def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
