@@ -8,6 +8,7 @@ tuning, leaves the configuration out. Real subprocesses, real signals, real file
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -119,3 +120,49 @@ def test_a_process_killed_between_launches_changes_nothing_for_the_next(
     assert again.returncode == 0 and "RESULT tuned 0" in again.stdout, again.stdout + again.stderr
     assert "died while launching" not in again.stderr, again.stderr
     assert _inflight(cache) == []
+
+
+def test_damaged_or_foreign_in_flight_files_are_a_miss_never_a_crash_or_an_exclusion(
+    tmp_path: Path,
+) -> None:
+    """In-flight files of the key that no tuning of this user's left whole: JSON nested
+    deeper than Python parses, bytes that are not UTF-8, a file past the size limit, a
+    FIFO, a directory, a symbolic link to a file naming a configuration, a file another
+    user owns naming one. Each one changes nothing: the run tunes in its own process,
+    leaves no configuration out and says nothing of a death; those that are not this
+    user's regular files stay where they are."""
+    script = write_script(
+        tmp_path / "crash_site.py",
+        SCRIPT.replace("BAD=[0, 1], TILE=[16]", "BAD=[0], TILE=[16, 32]"),
+    )
+    cache = tmp_path / "cache"
+    out = _run(script, cache, "unpicklable")  # no worker could take it: a death leaves out
+    assert out.returncode == 0 and "RESULT tuned 0" in out.stdout, out.stdout + out.stderr
+    (record,) = (cache / "records").glob("*.json")
+    record.unlink()  # the key is tuned again
+    inflight = cache / "inflight"
+    named = json.dumps({"config": {"BAD": 0, "TILE": 16}, "pid": 4194301, "time": 0.0})
+    (inflight / f"{record.stem}.4194302.json").write_text(
+        '{"config": {"BAD": 0, "TILE": 16}, "pid": ' + "[" * 30000 + "]" * 30000 + "}"
+    )
+    (inflight / f"{record.stem}.4194303.json").write_bytes(b'{"config": \xff\xfe}')
+    (inflight / f"{record.stem}.4194304.json").write_text(named + " " * (1 << 17))
+    os.mkfifo(inflight / f"{record.stem}.4194305.json")
+    (inflight / f"{record.stem}.4194306.json").mkdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(named)
+    (inflight / f"{record.stem}.4194307.json").symlink_to(elsewhere)
+    foreign = inflight / f"{record.stem}.4194308.json"
+    foreign.write_text(named)
+    if os.getuid() == 0:  # as root: a file that another user owns
+        os.chown(foreign, 65534, 65534)
+    again = _run(script, cache, "unpicklable")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "RESULT tuned 0" in again.stdout, again.stdout
+    assert "died while launching" not in again.stderr, again.stderr
+    (record,) = (cache / "records").glob("*.json")
+    assert "died in its launch" not in record.read_text()
+    left = set(_inflight(cache))
+    for pid in (4194305, 4194306, 4194307, 4194308):  # not this user's regular files
+        assert f"{record.stem}.{pid}.json" in left, left
+    assert elsewhere.read_text() == named
