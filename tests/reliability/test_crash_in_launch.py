@@ -52,6 +52,20 @@ print("RESULT", res.source, res.config.BAD, flush=True)
 """
 
 
+# The same kernel reading its tensor through an address stored in a tensor (the pointer
+# arrays of a grouped GEMM): in a worker process that address points nowhere, so every
+# configuration crashes the worker.
+POINTER_SCRIPT = (
+    SCRIPT.replace("def bump(x, n,", "def bump(ptrs, n,")
+    .replace(
+        "    offs = tl.program_id(0)",
+        "    x = tl.load(ptrs).to(tl.pointer_type(tl.float32))\n    offs = tl.program_id(0)",
+    )
+    .replace("x = torch.zeros(64)\n", "x = torch.zeros(64)\nptrs = torch.tensor([x.data_ptr()])\n")
+    .replace("args=lambda c: (x, 64)", "args=lambda c: (ptrs, 64)")
+)
+
+
 def _run(script: Path, cache: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(script), *argv], env=child_env(cache, TUNEDSL_QUIET="1"),
@@ -166,3 +180,24 @@ def test_damaged_or_foreign_in_flight_files_are_a_miss_never_a_crash_or_an_exclu
     for pid in (4194305, 4194306, 4194307, 4194308):  # not this user's regular files
         assert f"{record.stem}.{pid}.json" in left, left
     assert elsewhere.read_text() == named
+
+
+def test_a_kernel_reading_addresses_from_a_tensor_is_tuned_here_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    """After a death in a launch the key is measured in a worker, but a kernel that reads
+    addresses stored in a tensor crashes the worker with every configuration: the tuning
+    then measures in its own process, leaving the configuration that killed it out."""
+    assert POINTER_SCRIPT.count("ptrs") == 4
+    script = write_script(tmp_path / "pointer_site.py", POINTER_SCRIPT)
+    cache = tmp_path / "cache"
+    first = _run(script, cache)
+    assert first.returncode == -signal.SIGSEGV, first.stdout + first.stderr
+    second = _run(script, cache)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "RESULT tuned 0" in second.stdout, second.stdout
+    assert "every configuration crashed it" in second.stderr, second.stderr
+    (record,) = (cache / "records").glob("*.json")
+    assert "the process measuring it died in its launch" in record.read_text()
+    third = _run(script, cache)
+    assert third.returncode == 0 and "RESULT disk 0" in third.stdout, third.stdout + third.stderr

@@ -77,8 +77,9 @@ def _after_a_death(
     """An earlier process died launching ``died``'s configurations of this key in its own
     process (a crash there takes the process down): this tuning measures in a worker
     process, where such a crash fails the configuration alone; where no worker can take
-    the tuning (a space too large to list, arguments that do not pickle), those
-    configurations are left out of it, failed."""
+    the tuning (a space too large to list, arguments that do not pickle), or where every
+    configuration crashes the worker (the tuner then asks ``in_process_instead``), those
+    configurations are left out of an in-process tuning, failed."""
     from tunedsl.backends.inprocess import InProcessMeasurer
     from tunedsl.warn import warn_once
 
@@ -111,14 +112,38 @@ def _after_a_death(
                 RuntimeWarning,
                 stacklevel="user",
             )
-            return WorkerSeam(req, inner, progress)
-    warn_once(
-        f"died:{req.key_digest}",
+            seam = WorkerSeam(req, inner, progress)
+            # A kernel that reads addresses stored in a tensor (the pointer arrays of a
+            # grouped GEMM) crashes the worker with every configuration: those addresses are
+            # this process's. The tuner then measures here, leaving the suspects out.
+            seam.in_process_instead = lambda: _leaving_out(
+                req, variant_for, first, progress, suspects, pids,
+                f"{what}; in a worker process every configuration crashed it (a kernel that "
+                "reads addresses stored in a tensor reads nowhere there), so this tuning "
+                "measures in its own process and leaves them out, as failed",
+            )  # fmt: skip
+            return seam
+    return _leaving_out(
+        req, variant_for, first, progress, suspects, pids,
         f"{what}; this tuning leaves them out, as failed (a worker process cannot take it: "
         "its space is too large to list, or its arguments or hooks do not pickle)",
-        RuntimeWarning,
-        stacklevel="user",
-    )
+    )  # fmt: skip
+
+
+def _leaving_out(
+    req: Any,
+    variant_for: Callable[[Config], Variant],
+    first: Variant,
+    progress: Progress | None,
+    suspects: list[Config],
+    pids: str,
+    said: str,
+) -> TunerMeasurer:
+    """The in-process measurer with ``suspects`` failed, never launched, after ``said``."""
+    from tunedsl.backends.inprocess import InProcessMeasurer
+    from tunedsl.warn import warn_once
+
+    warn_once(f"died-left-out:{req.key_digest}", said, RuntimeWarning, stacklevel="user")
     reason = f"the process measuring it died in its launch (pid {pids})"
     return InProcessMeasurer(
         req, variant_for, first, progress, left_out=dict.fromkeys(suspects, reason)
@@ -154,6 +179,9 @@ class WorkerSeam:
         self.progress = progress
         self.first_ms: dict[Config, float] = {}
         self.settled = False
+        # After a death in a launch (``_after_a_death``): the measurer the tuner takes when
+        # every configuration crashed the worker.
+        self.in_process_instead: Callable[[], TunerMeasurer] | None = None
 
     @property
     def compile_workers(self) -> int:
