@@ -49,21 +49,25 @@ def make_measurer(
     when ``TUNEDSL_TUNE_DEVICES`` allows it and ``device_plan`` expects it to pay
     (``multi_device.py``), else in a worker when ``req.settings.isolate``, else in this
     process. ``budget_s``: the budget the search runs under (None: none; by default the
-    tuner's rule, ``plan_budget``), which the plan weighs."""
+    tuner's rule, ``plan_budget``), which the plan weighs. Not isolated, a tuning whose key
+    an earlier process died launching in its own process measures as ``_after_a_death``
+    says, on the caller's GPU alone: spread over several, the caller's share of them would
+    be launched in this process too."""
+    from tunedsl.backends.inprocess import InProcessMeasurer
+    from tunedsl.store.inflight import died_in_launch
+
+    isolate = req.settings.isolate
+    died = died_in_launch(req.key_digest) if req.key_digest and not isolate else []
+    if died:
+        return _after_a_death(req, died, variant_for, first, progress)
     if req.settings.space is None:  # a listed space: the workers get every input up front
         multi = maybe_multi_device(req, budget_s)
         if multi is not None:
             return WorkerSeam(req, multi, progress)
-    if req.settings.isolate:
+    if isolate:
         from tunedsl.backends.isolated import IsolatedMeasurer
 
         return WorkerSeam(req, IsolatedMeasurer(req, req.settings.timing), progress)
-    from tunedsl.backends.inprocess import InProcessMeasurer
-    from tunedsl.store.inflight import died_in_launch
-
-    died = died_in_launch(req.key_digest) if req.key_digest else []
-    if died:
-        return _after_a_death(req, died, variant_for, first, progress)
     return InProcessMeasurer(req, variant_for, first, progress)
 
 
