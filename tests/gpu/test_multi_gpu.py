@@ -78,6 +78,48 @@ def test_the_default_uses_every_gpu_of_the_callers_model_when_they_pay(monkeypat
     assert measurers.maybe_multi_device(req) is None
 
 
+def test_a_key_an_earlier_process_died_launching_is_not_spread_over_the_gpus(
+    monkeypatch, tmp_path: Path
+) -> None:
+    # Spread over the GPUs, the caller's share is launched in this process: after a death
+    # in a launch of the key (its in-flight file, ``store/inflight.py``), the tuning
+    # measures as on one GPU, in a worker where that configuration fails alone. The
+    # in-flight file was never read there, and every run died in the same launch.
+    import dataclasses
+    import json
+
+    from tunedsl.backends import device_plan
+    from tunedsl.backends.measurers import WorkerSeam
+    from tunedsl.backends.multi_device import MultiDeviceMeasurer
+
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TUNEDSL_TUNE_DEVICES", raising=False)
+    monkeypatch.setattr(device_plan, "_seen", {})
+    monkeypatch.setattr(device_plan, "DEFAULT_MEASURE_S", 1.0)  # the GPUs pay: spread
+    digest = "ab" * 32
+    req = dataclasses.replace(
+        mm_request(1024, space_configs("anchor-48"), "cuda"), key_digest=digest
+    )
+    spread = measurers.maybe_multi_device(req)
+    assert spread is not None  # without a death, this tuning is spread over the GPUs
+    spread.close()
+    inflight = tmp_path / "cache" / "inflight"
+    inflight.mkdir(mode=0o700, parents=True)
+    os.chmod(tmp_path / "cache", 0o700)
+    journal = inflight / f"{digest}.4194301.json"
+    suspect = req.variants[0].config
+    journal.write_text(json.dumps({"config": suspect.to_json(), "pid": 4194301, "time": 0.0}))
+    by_config = {v.config: v for v in req.variants}
+    with pytest.warns(RuntimeWarning, match="died while launching"):
+        m = measurers.make_measurer(req, by_config.__getitem__, req.variants[0])
+    try:
+        assert isinstance(m, WorkerSeam)
+        assert not isinstance(m.inner, MultiDeviceMeasurer)
+    finally:
+        m.close()
+    assert not journal.exists()
+
+
 def test_the_large_space_takes_a_second_gpu_only_where_its_host_compiles_faster_than_one_measures(
     monkeypatch,
 ) -> None:

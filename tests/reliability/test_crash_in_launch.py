@@ -8,6 +8,7 @@ tuning, leaves the configuration out. Real subprocesses, real signals, real file
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -49,6 +50,20 @@ res = autotune_launch(bump, space=dict(BAD=[0, 1], TILE=[16]), grid=lambda c: (4
                       pre_hook=hook, name="crash-site")
 print("RESULT", res.source, res.config.BAD, flush=True)
 """
+
+
+# The same kernel reading its tensor through an address stored in a tensor (the pointer
+# arrays of a grouped GEMM): in a worker process that address points nowhere, so every
+# configuration crashes the worker.
+POINTER_SCRIPT = (
+    SCRIPT.replace("def bump(x, n,", "def bump(ptrs, n,")
+    .replace(
+        "    offs = tl.program_id(0)",
+        "    x = tl.load(ptrs).to(tl.pointer_type(tl.float32))\n    offs = tl.program_id(0)",
+    )
+    .replace("x = torch.zeros(64)\n", "x = torch.zeros(64)\nptrs = torch.tensor([x.data_ptr()])\n")
+    .replace("args=lambda c: (x, 64)", "args=lambda c: (ptrs, 64)")
+)
 
 
 def _run(script: Path, cache: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -119,3 +134,70 @@ def test_a_process_killed_between_launches_changes_nothing_for_the_next(
     assert again.returncode == 0 and "RESULT tuned 0" in again.stdout, again.stdout + again.stderr
     assert "died while launching" not in again.stderr, again.stderr
     assert _inflight(cache) == []
+
+
+def test_damaged_or_foreign_in_flight_files_are_a_miss_never_a_crash_or_an_exclusion(
+    tmp_path: Path,
+) -> None:
+    """In-flight files of the key that no tuning of this user's left whole: JSON nested
+    deeper than Python parses, bytes that are not UTF-8, a file past the size limit, a
+    FIFO, a directory, a symbolic link to a file naming a configuration, a file another
+    user owns naming one. Each one changes nothing: the run tunes in its own process,
+    leaves no configuration out and says nothing of a death; those that are not this
+    user's regular files stay where they are."""
+    script = write_script(
+        tmp_path / "crash_site.py",
+        SCRIPT.replace("BAD=[0, 1], TILE=[16]", "BAD=[0], TILE=[16, 32]"),
+    )
+    cache = tmp_path / "cache"
+    out = _run(script, cache, "unpicklable")  # no worker could take it: a death leaves out
+    assert out.returncode == 0 and "RESULT tuned 0" in out.stdout, out.stdout + out.stderr
+    (record,) = (cache / "records").glob("*.json")
+    record.unlink()  # the key is tuned again
+    inflight = cache / "inflight"
+    named = json.dumps({"config": {"BAD": 0, "TILE": 16}, "pid": 4194301, "time": 0.0})
+    (inflight / f"{record.stem}.4194302.json").write_text(
+        '{"config": {"BAD": 0, "TILE": 16}, "pid": ' + "[" * 30000 + "]" * 30000 + "}"
+    )
+    (inflight / f"{record.stem}.4194303.json").write_bytes(b'{"config": \xff\xfe}')
+    (inflight / f"{record.stem}.4194304.json").write_text(named + " " * (1 << 17))
+    os.mkfifo(inflight / f"{record.stem}.4194305.json")
+    (inflight / f"{record.stem}.4194306.json").mkdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(named)
+    (inflight / f"{record.stem}.4194307.json").symlink_to(elsewhere)
+    foreign = inflight / f"{record.stem}.4194308.json"
+    foreign.write_text(named)
+    if os.getuid() == 0:  # as root: a file that another user owns
+        os.chown(foreign, 65534, 65534)
+    again = _run(script, cache, "unpicklable")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "RESULT tuned 0" in again.stdout, again.stdout
+    assert "died while launching" not in again.stderr, again.stderr
+    (record,) = (cache / "records").glob("*.json")
+    assert "died in its launch" not in record.read_text()
+    left = set(_inflight(cache))
+    for pid in (4194305, 4194306, 4194307, 4194308):  # not this user's regular files
+        assert f"{record.stem}.{pid}.json" in left, left
+    assert elsewhere.read_text() == named
+
+
+def test_a_kernel_reading_addresses_from_a_tensor_is_tuned_here_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    """After a death in a launch the key is measured in a worker, but a kernel that reads
+    addresses stored in a tensor crashes the worker with every configuration: the tuning
+    then measures in its own process, leaving the configuration that killed it out."""
+    assert POINTER_SCRIPT.count("ptrs") == 4
+    script = write_script(tmp_path / "pointer_site.py", POINTER_SCRIPT)
+    cache = tmp_path / "cache"
+    first = _run(script, cache)
+    assert first.returncode == -signal.SIGSEGV, first.stdout + first.stderr
+    second = _run(script, cache)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "RESULT tuned 0" in second.stdout, second.stdout
+    assert "every configuration crashed it" in second.stderr, second.stderr
+    (record,) = (cache / "records").glob("*.json")
+    assert "the process measuring it died in its launch" in record.read_text()
+    third = _run(script, cache)
+    assert third.returncode == 0 and "RESULT disk 0" in third.stdout, third.stdout + third.stderr

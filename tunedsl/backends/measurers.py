@@ -49,21 +49,25 @@ def make_measurer(
     when ``TUNEDSL_TUNE_DEVICES`` allows it and ``device_plan`` expects it to pay
     (``multi_device.py``), else in a worker when ``req.settings.isolate``, else in this
     process. ``budget_s``: the budget the search runs under (None: none; by default the
-    tuner's rule, ``plan_budget``), which the plan weighs."""
+    tuner's rule, ``plan_budget``), which the plan weighs. Not isolated, a tuning whose key
+    an earlier process died launching in its own process measures as ``_after_a_death``
+    says, on the caller's GPU alone: spread over several, the caller's share of them would
+    be launched in this process too."""
+    from tunedsl.backends.inprocess import InProcessMeasurer
+    from tunedsl.store.inflight import died_in_launch
+
+    isolate = req.settings.isolate
+    died = died_in_launch(req.key_digest) if req.key_digest and not isolate else []
+    if died:
+        return _after_a_death(req, died, variant_for, first, progress)
     if req.settings.space is None:  # a listed space: the workers get every input up front
         multi = maybe_multi_device(req, budget_s)
         if multi is not None:
             return WorkerSeam(req, multi, progress)
-    if req.settings.isolate:
+    if isolate:
         from tunedsl.backends.isolated import IsolatedMeasurer
 
         return WorkerSeam(req, IsolatedMeasurer(req, req.settings.timing), progress)
-    from tunedsl.backends.inprocess import InProcessMeasurer
-    from tunedsl.store.inflight import died_in_launch
-
-    died = died_in_launch(req.key_digest) if req.key_digest else []
-    if died:
-        return _after_a_death(req, died, variant_for, first, progress)
     return InProcessMeasurer(req, variant_for, first, progress)
 
 
@@ -77,8 +81,9 @@ def _after_a_death(
     """An earlier process died launching ``died``'s configurations of this key in its own
     process (a crash there takes the process down): this tuning measures in a worker
     process, where such a crash fails the configuration alone; where no worker can take
-    the tuning (a space too large to list, arguments that do not pickle), those
-    configurations are left out of it, failed."""
+    the tuning (a space too large to list, arguments that do not pickle), or where every
+    configuration crashes the worker (the tuner then asks ``in_process_instead``), those
+    configurations are left out of an in-process tuning, failed."""
     from tunedsl.backends.inprocess import InProcessMeasurer
     from tunedsl.warn import warn_once
 
@@ -111,14 +116,38 @@ def _after_a_death(
                 RuntimeWarning,
                 stacklevel="user",
             )
-            return WorkerSeam(req, inner, progress)
-    warn_once(
-        f"died:{req.key_digest}",
+            seam = WorkerSeam(req, inner, progress)
+            # A kernel that reads addresses stored in a tensor (the pointer arrays of a
+            # grouped GEMM) crashes the worker with every configuration: those addresses are
+            # this process's. The tuner then measures here, leaving the suspects out.
+            seam.in_process_instead = lambda: _leaving_out(
+                req, variant_for, first, progress, suspects, pids,
+                f"{what}; in a worker process every configuration crashed it (a kernel that "
+                "reads addresses stored in a tensor reads nowhere there), so this tuning "
+                "measures in its own process and leaves them out, as failed",
+            )  # fmt: skip
+            return seam
+    return _leaving_out(
+        req, variant_for, first, progress, suspects, pids,
         f"{what}; this tuning leaves them out, as failed (a worker process cannot take it: "
         "its space is too large to list, or its arguments or hooks do not pickle)",
-        RuntimeWarning,
-        stacklevel="user",
-    )
+    )  # fmt: skip
+
+
+def _leaving_out(
+    req: Any,
+    variant_for: Callable[[Config], Variant],
+    first: Variant,
+    progress: Progress | None,
+    suspects: list[Config],
+    pids: str,
+    said: str,
+) -> TunerMeasurer:
+    """The in-process measurer with ``suspects`` failed, never launched, after ``said``."""
+    from tunedsl.backends.inprocess import InProcessMeasurer
+    from tunedsl.warn import warn_once
+
+    warn_once(f"died-left-out:{req.key_digest}", said, RuntimeWarning, stacklevel="user")
     reason = f"the process measuring it died in its launch (pid {pids})"
     return InProcessMeasurer(
         req, variant_for, first, progress, left_out=dict.fromkeys(suspects, reason)
@@ -154,6 +183,9 @@ class WorkerSeam:
         self.progress = progress
         self.first_ms: dict[Config, float] = {}
         self.settled = False
+        # After a death in a launch (``_after_a_death``): the measurer the tuner takes when
+        # every configuration crashed the worker.
+        self.in_process_instead: Callable[[], TunerMeasurer] | None = None
 
     @property
     def compile_workers(self) -> int:

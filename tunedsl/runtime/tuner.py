@@ -269,30 +269,43 @@ def _search(
     with progress.held(), BENCH_LOCK:
         measurer = make_measurer(req, variant_for, first, progress, budget_s=budget)
         fields = mistakes.runtime_fields(info, req.variants)
+
+        def explain(cfg: Config, why: str) -> Exception:
+            return mistakes.runtime_field_error(info, fields, cfg, why)
+
         if fields:  # a failure is then most likely that mistake: say so at the first one
-            measurer = _StopAtFirstFailure(
-                measurer, lambda cfg, why: mistakes.runtime_field_error(info, fields, cfg, why)
-            )
+            measurer = _StopAtFirstFailure(measurer, explain)
 
         def on_event(event: SearchEvent) -> None:
             progress.searching(event.strategy, event.remaining_s)
             if event.kind == "raced":
                 measurer.settle()  # timing="auto": graph-time short kernels from now on
 
+        def search(strategy: Any) -> SearchOutcome:
+            return run_search(
+                space,
+                strategy,
+                measurer,
+                budget_s=budget,
+                race_settings=race,
+                history=history,
+                on_event=on_event,
+                final_leaders=effort.final_leaders,
+                prune=prune,
+                first=(req.settings.default,) if req.settings.default else (),
+            )
+
         try:
             try:
-                outcome = run_search(
-                    space,
-                    strategy,
-                    measurer,
-                    budget_s=budget,
-                    race_settings=race,
-                    history=history,
-                    on_event=on_event,
-                    final_leaders=effort.final_leaders,
-                    prune=prune,
-                    first=(req.settings.default,) if req.settings.default else (),
-                )
+                try:
+                    outcome = search(strategy)
+                except TuningError as err:
+                    instead = _in_process_instead(measurer, err)
+                    if instead is None:
+                        raise
+                    measurer.close()
+                    measurer = instead if not fields else _StopAtFirstFailure(instead, explain)
+                    outcome = search(make_strategy(req.settings.search, req.settings.seed))
             except TuningError as err:
                 _every_failed(info.qualname, req, err)
                 raise
@@ -392,6 +405,16 @@ def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
     raise TuningError(
         f"every configuration of {qualname} failed" + (f": {hint}" if hint else ""), details
     ) from err
+
+
+def _in_process_instead(measurer: Any, err: TuningError) -> Any:
+    """The measurer to tune with in this process instead, where ``measurer`` measured in a
+    worker after a death in a launch (``measurers._after_a_death``) and every configuration
+    crashed the worker; else None."""
+    instead = getattr(measurer, "in_process_instead", None)
+    if instead is None or not err.message.startswith("no configuration could be measured"):
+        return None
+    return instead() if _every_crash_hint([str(w) for w in err.failures.values()]) else None
 
 
 def _every_crash_hint(reasons: list[str]) -> str | None:

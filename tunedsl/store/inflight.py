@@ -135,7 +135,9 @@ def died_in_launch(digest: str) -> list[dict[str, Any]]:
                 continue
             finally:
                 os.close(fd)
-            with contextlib.suppress(ValueError):
+            # A damaged file is no death: bad UTF-8 or JSON (ValueError), or JSON nested
+            # deeper than Python parses (RecursionError).
+            with contextlib.suppress(ValueError, RecursionError):
                 entry = json.loads(data) if 0 < len(data) <= _MAX_BYTES else None
                 if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
                     died.append(entry)
