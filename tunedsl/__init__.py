@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "TunedslSyntaxError": "tunedsl.errors",
     "TuningError": "tunedsl.errors",
     "UsageError": "tunedsl.errors",
+    "Terminated": "tunedsl.errors",
     "CacheWarning": "tunedsl.errors",
     "UntestedTritonWarning": "tunedsl.errors",
     # front end
@@ -44,6 +45,7 @@ __all__ = [
     "Config",
     "LaunchResult",
     "Space",
+    "Terminated",
     "TunedslError",
     "TunedslSyntaxError",
     "TuningError",
@@ -63,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tunedsl.backends.torch_ops import torch_op
     from tunedsl.errors import (
         CacheWarning,
+        Terminated,
         TunedslError,
         TunedslSyntaxError,
         TuningError,
