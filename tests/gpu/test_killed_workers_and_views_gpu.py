@@ -70,8 +70,10 @@ def test_a_worker_killed_for_a_hang_on_the_gpu_leaves_no_temporary_directory(
     env = dict(os.environ, TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
     env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), TUNEDSL_CONFIG_TIMEOUT="20")
     env["PYTHONPATH"] = str(REPO)
+    script = tmp_path / "hangs.py"  # Triton's jit reads a kernel's source from its file
+    script.write_text(HANGS)
     out = subprocess.run(
-        [sys.executable, "-c", HANGS],
+        [sys.executable, str(script)],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
