@@ -398,3 +398,28 @@ def test_rules_build_says_that_cells_prune_drops_are_never_timed(tmp_path: Path)
     assert "a configuration that prune= drops for a key is never timed on it" in err, err
     if "never timed there" in err:  # a held-out pick that prune= drops for its key
         assert "a configuration prune= drops for the key is never timed" in err, err
+
+
+def test_a_sweep_into_redis_keeps_the_fleets_record_of_another_space(
+    server: object, tmp_path: Path
+) -> None:
+    """A sweep placed each record by the sweeping node's own cache alone: a node that had
+    never run the key wrote the record of its space over the record of another space that
+    the fleet's Redis held for the key, and every node still serving that space tuned the
+    key again."""
+    pytest.importorskip("redis", reason="needs the redis client: pip install 'tunedsl[redis]'")
+    _write(tmp_path)
+    redis = {"TUNEDSL_REDIS_URL": server.url}  # type: ignore[attr-defined]
+    fleet = _serve(tmp_path, "2", "rope", cache="node1", ROPE_SPACE="old", **redis)
+    assert fleet[0]["source"] == "tuned", fleet
+    _tunedsl(tmp_path, "sweep", "--no-ray", "ops.py", cache="sweeper", ROPE_SPACE="new", **redis)
+    for cache in ("node2", "sweeper", "node1"):  # a new node, the sweeper, the first node
+        rows = _serve(tmp_path, "2", "rope", cache=cache, ROPE_SPACE="old", **redis)
+        assert rows[0]["source"] == "disk", (cache, rows)
+        assert rows[0]["space"] == fleet[0]["space"], (cache, rows, fleet)
+        assert rows[0]["config"] == fleet[0]["config"], (cache, rows, fleet)
+    # The sweep's record of its space is found from every node too.
+    for cache in ("node3", "sweeper", "node1"):
+        rows = _serve(tmp_path, "2,4", "rope", cache=cache, ROPE_SPACE="new", **redis)
+        assert {r["source"] for r in rows} == {"disk"}, (cache, rows)
+        assert fleet[0]["space"] not in {r["space"] for r in rows}, (cache, rows)
