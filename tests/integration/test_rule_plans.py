@@ -344,3 +344,36 @@ def test_a_constexpr_of_negative_zero_is_decided_as_the_general_way_decides_it(
         alone.key,
         alone.digest,
     )
+
+
+@pytest.mark.parametrize("where", ["in the cache", "shipped"])
+@pytest.mark.parametrize("way", ["general", "plan"])
+def test_a_record_of_this_space_under_its_own_digest_decides_before_the_rule(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str, way: str
+) -> None:
+    """A key tuned from a second space keeps its record under that space's own digest (the
+    first space's record held the key's digest). Once the first space's record was gone
+    (cleared, or the record shipped alone), a rule covering the key decided it before the
+    record was looked for: the rule's prediction launched instead of the measured choice."""
+    from tunedsl.runtime.space_records import own_digest, space_digest
+
+    ship(built_rules, monkeypatch, tmp_path)
+    with rule_store.measuring():  # two spaces tune the key: the second's own digest
+        first = _call(site("swept", space={"tile": [32, 64]}), 333)
+        tuned = _call(site("swept", space=SPACE), 333)
+    assert (first.source, tuned.source) == ("tuned", "tuned")
+    s = site("swept", space=SPACE)
+    assert tuned.digest == first.digest  # the key's
+    own = tuned.record.digest
+    assert own == own_digest(first.digest, space_digest(s.settings(None)))
+    records = tmp_path / "fresh-cache"
+    (records_first,) = records.rglob(f"{first.digest}.json")
+    records_first.unlink()  # `tunedsl cache clear` of the first space's record
+    if where == "shipped":
+        (made,) = records.rglob(f"{own}.json")
+        os.replace(made, built_rules / made.name)
+    if way == "plan":  # the layout's plan is made by a size the rule decides
+        assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    found = _call(s, 333)
+    assert found.source == "disk", found
+    assert found.config == tuned.config and found.record is not None

@@ -12,9 +12,11 @@ So each record states its space (``context["space"]``: ``space_digest``, of its
 configurations as a set, or of a lazy space's axes and constraint), and a key holds one
 record per space: the first space to tune it writes under the key's digest, each other space
 under a digest of the key's and its own (``own_digest``). A lookup reads the key's digest
-and, where the record there states another space (or none), the space's own digest, then
-the key's digest in every store (a shipped record of this space behind the cache's newer one
-of another). ``cache import`` places a bundle's record the same way (``stored_beside``).
+and, where the record there states another space (or none) or there is none, the space's
+own digest (before a shipped rule is asked: a measured record of the site's space always
+decides over a rule's prediction), then the key's digest in every store (a shipped record
+of this space behind the cache's newer one of another). ``cache import`` and ``tunedsl
+sweep`` place a record the same way in each store (``stored_beside``).
 
 A record of another space never decides this one's key (its timings are still reused when
 this space tunes; ``mode="cached"`` still takes its choice when this space has no record).
@@ -80,7 +82,7 @@ def find(
     """The record for ``subject``'s space, given ``found`` (the record under the key's
     digest), and whether it is another space's (whose choice does not decide this key)."""
     if found is None:
-        return None, False
+        return _alone(stores, subject, expect), False
     space = space_digest(subject.settings)
     theirs = stated(found)
     if theirs == space:
@@ -95,6 +97,30 @@ def find(
     if behind is not None:
         return behind, False
     return found, theirs is not None
+
+
+def _alone(stores: LayeredStore, subject: Subject, expect: Expect) -> Record | None:
+    """The record of ``subject``'s space under its space's own digest while the key's
+    digest holds none (the other space's record there was removed, or this one was imported
+    or shipped alone): a measured record of the site's space, which decides before a rule
+    would. One in this cache is moved to the key's digest, where the first space to tune a
+    key keeps its record; a shipped one is used where it is, never copied into the cache."""
+    import os
+
+    from tunedsl.store import paths
+    from tunedsl.store import records as store
+
+    space = space_digest(subject.settings)
+    own = own_digest(subject.digest, space)
+    found = stores.get(own, expect=expect)
+    if found is None or stated(found) != space:
+        return None
+    if not os.path.lexists(store.record_path(own, paths.records_dir())):
+        return found
+    moved = replace(found, digest=subject.digest)
+    if stores.put(moved):
+        store.remove_record_files(own)
+    return moved
 
 
 def slot(stores: LayeredStore, subject: Subject, expect: Expect) -> str:
