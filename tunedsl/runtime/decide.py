@@ -445,7 +445,7 @@ def tune_and_record(
         device=bt.device_facts(),
         versions=bt.toolchain(),
         context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer}
-        | space_records.noted(subject)
+        | space_records.noted(subject, candidates)
         | dict(note or {}),
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),

@@ -27,6 +27,7 @@ when it covers the candidates (``decide._usable``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +39,11 @@ if TYPE_CHECKING:
     from tunedsl.store.layered import Expect, LayeredStore
     from tunedsl.store.records import Record
 
-#: The key of a record's ``context`` that names its space.
+#: The key of a record's ``context`` that names its space, and the one that lists the
+#: configurations of it ``prune=`` dropped for the key (at most ``MAX_PRUNED`` of them).
 SPACE = "space"
+PRUNED = "pruned"
+MAX_PRUNED = 1024
 
 # Settings objects (held, so their ids stay theirs) -> their space's digest.
 _digests: dict[int, tuple[Settings, str]] = {}
@@ -143,6 +147,34 @@ def stored_beside(record: Record, here: Record | None) -> Record:
     return replace(record, digest=own_digest(record.digest, space))
 
 
-def noted(subject: Subject) -> dict[str, Any]:
-    """The entry of a new record's ``context`` that states its space."""
-    return {SPACE: space_digest(subject.settings)}
+def noted(subject: Subject, candidates: Sequence[Any] | None = None) -> dict[str, Any]:
+    """The entries of a new record's ``context`` that state what it was tuned from: its
+    space and, for a space small enough to list, the configurations of it that ``prune=``
+    dropped for the key (``candidates``: what prune kept; None: the whole space), at most
+    ``MAX_PRUNED``: no candidates of the key, never timed there, so a rule built from the
+    record leaves them out rather than counting them as never timed (``tunedsl rules
+    build``)."""
+    settings = subject.settings
+    out: dict[str, Any] = {SPACE: space_digest(settings)}
+    if candidates is not None and not settings.large and len(candidates) < len(settings.configs):
+        kept = set(candidates)
+        dropped = [c.to_json() for c in settings.configs if c not in kept]
+        if len(dropped) <= MAX_PRUNED:
+            out[PRUNED] = dropped
+    return out
+
+
+def pruned(record: Record) -> frozenset[Any]:
+    """The configurations ``record`` states ``prune=`` dropped for its key (none stated: a
+    record of a space too large to list, of more than ``MAX_PRUNED`` dropped, or written
+    before records stated them). A damaged entry states nothing."""
+    from tunedsl.errors import UsageError
+    from tunedsl.model.config import Config
+
+    stated = record.context.get(PRUNED)
+    if not isinstance(stated, list) or len(stated) > MAX_PRUNED:
+        return frozenset()
+    try:
+        return frozenset(Config.from_json(c) for c in stated)
+    except (UsageError, TypeError, ValueError):  # not configurations (an unhashable value)
+        return frozenset()
