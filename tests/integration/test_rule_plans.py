@@ -377,3 +377,49 @@ def test_a_record_of_this_space_under_its_own_digest_decides_before_the_rule(
     found = _call(s, 333)
     assert found.source == "disk", found
     assert found.config == tuned.config and found.record is not None
+
+
+def test_layouts_past_the_plans_a_site_keeps_are_decided_the_general_way_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list, general_ways: list
+) -> None:
+    """A site keeps plans for MAX_PLANS layouts and makes at most MAX_TRIES (docs/shapes.md,
+    "Run"): calls that take turns among more layouts than that have the new sizes of the
+    other layouts decided the general way, with the same decisions, never tuned."""
+    from rule_helpers import SWEPT, rules_cli
+
+    from tunedsl.runtime import rule_plans
+
+    dtypes = (torch.float32, torch.float16, torch.float64, torch.int16, torch.int32, torch.int64)
+
+    def vectors(n: int, dtype) -> tuple:
+        return tuple(torch.randint(-50, 50, (n,)).to(dtype) for _ in range(3))
+
+    def add(s, n: int, dtype):
+        a, b, c = vectors(n, dtype)
+        res = call(s, vadd, (a, b, c, n), n)
+        assert torch.equal(c, a + b), (n, dtype)
+        return res
+
+    sweeping = site("swept", space=SPACE)
+    for dtype in dtypes:  # one family of the rule a dtype
+        assert {add(sweeping, n, dtype).source for n in SWEPT} == {"tuned"}
+    out = tmp_path / "rules"
+    built = rules_cli("build", "--out", str(out))
+    assert built.returncode == 0, built.stderr
+    ship(out, monkeypatch, tmp_path)
+    tune_count.clear()
+    layouts = [(dtype, odd) for dtype in dtypes for odd in (False, True)]  # n % 16 or not
+    assert len(layouts) > rule_plans.MAX_PLANS
+    sizes = {False: iter(range(64, 1025, 16)), True: iter(range(65, 1024, 2))}
+    s = site("swept", space=SPACE)
+    got = []
+    for _ in range(rule_plans.MAX_TRIES // len(layouts) + 2):  # until no plan is made
+        for dtype, odd in layouts:
+            n = next(sizes[odd])
+            got.append((n, dtype, add(s, n, dtype)))
+    assert tune_count == [] and {r.source for _, _, r in got} == {"rule"}
+    # The last round: the layouts past the plans kept went the general way.
+    assert len(general_ways) > len(layouts)
+    for n, dtype, r in got:  # each as a new site decides it (the general way)
+        alone = add(site("swept", space=SPACE), n, dtype)
+        assert (alone.source, alone.config, alone.digest) == (r.source, r.config, r.digest)
