@@ -202,6 +202,7 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     from tunedsl.model.rule_features import key_features
     from tunedsl.precompile import remeasure
     from tunedsl.precompile.shapes import read_shapes
+    from tunedsl.runtime.space_records import pruned
     from tunedsl.store.rules import what_changed
 
     # The sample keeps each entry's line in the file: a bad entry is named where it is.
@@ -224,6 +225,8 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
         regret = math.inf if t is None else t / times[best]
         regrets[digest].append(regret)
         pick_text = f"{t:.4f} ms" if t is not None else "failed here"
+        if t is None and pick in pruned(record):  # no candidate of the key: never launched
+            pick_text = "dropped by prune= for this key (refused at run time: the key is tuned)"
         print(
             f"  {path.name[:12]} {key_text(record.key)}: pick {pick} {pick_text}, best {best} "
             f"{times[best]:.4f} ms: {regret:.3f}x" + ("" if in_range else " (outside its range)")
