@@ -128,7 +128,8 @@ for T in [int(s) for s in sys.argv[1].split(",")]:
     for name, r in ops.results[start:]:
         rows.append({"T": T, "layer": name, "ok": ok[name], "source": r.source,
                      "config": repr(r.config),
-                     "space": r.record.context.get("space") if r.record is not None else None})
+                     "space": r.record.context.get("space") if r.record is not None else None,
+                     "stamp": r.record.timestamp if r.record is not None else None})
 print("ROWS " + json.dumps(rows))
 """
 
@@ -433,3 +434,14 @@ def test_a_sweep_into_redis_keeps_the_fleets_record_of_another_space(
         rows = _serve(tmp_path, "2,4", "rope", cache=cache, ROPE_SPACE="new", **redis)
         assert {r["source"] for r in rows} == {"disk"}, (cache, rows)
         assert fleet[0]["space"] not in {r["space"] for r in rows}, (cache, rows)
+    # Tuned again on the sweeper (its cache holds the sweep's record of the key, Redis the
+    # fleet's of the other space): the new record is the one every node finds.
+    again = _serve(
+        tmp_path, "2", "rope", cache="sweeper", ROPE_SPACE="new", TUNEDSL_FORCE_RETUNE="1", **redis
+    )
+    assert again[0]["source"] == "tuned", again
+    for cache in ("sweeper", "node4"):  # (a node's cache keeps what it copied from Redis)
+        rows = _serve(tmp_path, "2", "rope", cache=cache, ROPE_SPACE="new", **redis)
+        assert rows[0]["source"] == "disk" and rows[0]["stamp"] == again[0]["stamp"], (cache, rows)
+    rows = _serve(tmp_path, "2", "rope", cache="node4", ROPE_SPACE="old", **redis)
+    assert rows[0]["source"] == "disk" and rows[0]["stamp"] == fleet[0]["stamp"], rows

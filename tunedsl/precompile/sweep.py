@@ -337,8 +337,8 @@ def merge(
     """Validate every record first, then write them (local files, Redis when configured,
     and ``bundle``); a bad record stops everything before anything is written. ``kept``
     gets each record once every store has it (what an interrupted write did)."""
-    from tunedsl.runtime.space_records import stated, stored_beside
-    from tunedsl.store.layered import default_stores
+    from tunedsl.runtime.space_records import put_beside, stated
+    from tunedsl.store.layered import LayeredStore, default_stores
     from tunedsl.store.records import Record
 
     parsed: dict[tuple[str, str | None], Any] = {}  # a key keeps one record per space
@@ -352,14 +352,12 @@ def merge(
                     "nothing written"
                 ) from None
             parsed[record.digest, stated(record)] = record
-    writable = [s for s in default_stores() if s.writable]
+    stores = LayeredStore(default_stores(), memory=False)
     for record in parsed.values():
         # In each store, beside a record of another space that store holds for the key, as
-        # `cache import` puts it: a sweep of a changed space keeps the earlier one's, in the
-        # cache and in the fleet's Redis alike (a lookup finds each space's record in any
-        # store). The local files are written before Redis is asked.
-        for target in writable:
-            target.put(stored_beside(record, target.get(record.digest)))
+        # tuning puts it: a sweep of a changed space keeps the earlier one's, in the cache
+        # and in the fleet's Redis alike. The local files are written before Redis is asked.
+        put_beside(stores, record)
         if kept is not None:
             kept.append(record)
     if bundle is not None:

@@ -15,8 +15,8 @@ under a digest of the key's and its own (``own_digest``). A lookup reads the key
 and, where the record there states another space (or none) or there is none, the space's
 own digest (before a shipped rule is asked: a measured record of the site's space always
 decides over a rule's prediction), then the key's digest in every store (a shipped record
-of this space behind the cache's newer one of another). ``cache import`` and ``tunedsl
-sweep`` place a record the same way in each store (``stored_beside``).
+of this space behind the cache's newer one of another). Tuning, ``cache import`` and
+``tunedsl sweep`` place a record so in each store, by what that store holds (``put_beside``).
 
 A record of another space never decides this one's key (its timings are still reused when
 this space tunes; ``mode="cached"`` still takes its choice when this space has no record).
@@ -127,14 +127,23 @@ def _alone(stores: LayeredStore, subject: Subject, expect: Expect) -> Record | N
     return moved
 
 
-def slot(stores: LayeredStore, subject: Subject, expect: Expect) -> str:
-    """The digest a record ``subject``'s space tuned is stored under: the key's, unless a
-    store it is written to holds a record of another space (or of none stated) there. A
-    shipped record there decides nothing of it: the stores it is written to are never it,
-    and a lookup finds each space's record whatever store holds it (``find``)."""
-    space = space_digest(subject.settings)
-    other = stores.newest_where(subject.digest, lambda r: stated(r) != space, expect, True)
-    return subject.digest if other is None else own_digest(subject.digest, space)
+def put_beside(stores: LayeredStore, record: Record, expect: Expect | None = None) -> Record:
+    """Write ``record`` (under its key's digest) to every writable store, in each beside a
+    record of another space (or of none stated) that store holds for the key: under its
+    space's own digest there (``stored_beside``). Each store is placed by what it holds, so
+    a record never goes over another space's in Redis because the cache holds none, and
+    never stays behind a store's earlier record of its own space because another store
+    holds another space's. A record there of another identity (``expect``) is not the key's.
+    Returns the record as the first store that took it keeps it (this node's cache)."""
+
+    def place(store: Any) -> Record:
+        here = store.get(record.digest)
+        if here is not None and expect is not None and expect(here) is not None:
+            here = None
+        return stored_beside(record, here)
+
+    kept = stores.put_each(place)
+    return record if kept is None else kept
 
 
 def stored_beside(record: Record, here: Record | None) -> Record:

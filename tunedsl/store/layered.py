@@ -150,6 +150,18 @@ class LayeredStore:
                 kept = True
         return kept
 
+    def put_each(self, place: Callable[[Any], Record]) -> Record | None:
+        """Write ``place(store)`` to every writable store (what goes to a store may depend on
+        what it holds); the record the first persistent store took (None: none took one)."""
+        kept = None
+        for store in self.stores:
+            if not store.writable:
+                continue
+            record = place(store)
+            if store.put(record) and kept is None and not isinstance(store, MemoryStore):
+                kept = record
+        return kept
+
     def delete(self, digest: str) -> bool:
         return any([s.delete(digest) for s in self.stores if s.writable])
 
