@@ -180,10 +180,10 @@ def pruned(record: Record) -> frozenset[Any]:
     from tunedsl.errors import UsageError
     from tunedsl.model.config import Config
 
-    stated = record.context.get(PRUNED)
-    if not isinstance(stated, list) or len(stated) > MAX_PRUNED:
+    listed = record.context.get(PRUNED)
+    if not isinstance(listed, list) or len(listed) > MAX_PRUNED:
         return frozenset()
     try:
-        return frozenset(Config.from_json(c) for c in stated)
+        return frozenset(Config.from_json(c) for c in listed)
     except (UsageError, TypeError, ValueError):  # not configurations (an unhashable value)
         return frozenset()
