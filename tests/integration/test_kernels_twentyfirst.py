@@ -128,7 +128,8 @@ for T in [int(s) for s in sys.argv[1].split(",")]:
     for name, r in ops.results[start:]:
         rows.append({"T": T, "layer": name, "ok": ok[name], "source": r.source,
                      "config": repr(r.config),
-                     "space": r.record.context.get("space") if r.record is not None else None})
+                     "space": r.record.context.get("space") if r.record is not None else None,
+                     "stamp": r.record.timestamp if r.record is not None else None})
 print("ROWS " + json.dumps(rows))
 """
 
@@ -378,11 +379,12 @@ def hidden_sizes():
 """
 
 
-def test_rules_build_says_that_cells_prune_drops_are_never_timed(tmp_path: Path) -> None:
+def test_rules_build_leaves_the_cells_prune_drops_out_of_the_rule(tmp_path: Path) -> None:
     """A single-block row kernel keeps the tiles as wide as the row (``prune=``): on each
-    hidden size the narrower tiles are never timed. ``rules build`` called them missing
-    cells to measure with ``--script`` (which can never time them) and said to sweep with
-    search='exhaustive' (which the sweep was)."""
+    hidden size the narrower tiles are no candidates. ``rules build`` charged those cells as
+    never timed: it listed them as missing cells to measure with ``--script`` (which can
+    never time them), counted a held-out pick of one as unmeasured, and ranked the cover and
+    the single-configuration baseline as if such a tile could run there."""
     (tmp_path / "pruned.py").write_text(PRUNED, encoding="utf-8")
     _tunedsl(tmp_path, "sweep", "--no-ray", "pruned.py")
     # The interpreter's times are noise: make the narrowest tile that fits each size the
@@ -394,7 +396,52 @@ def test_rules_build_says_that_cells_prune_drops_are_never_timed(tmp_path: Path)
         record["chosen"] = min(record["results"], key=lambda r: r["median_ms"])["config"]
         path.write_text(json.dumps(record), encoding="utf-8")
     err = _tunedsl(tmp_path, "rules", "build", "--out", str(tmp_path / "ship")).stderr
-    assert "the records never timed" in err, err
-    assert "a configuration that prune= drops for a key is never timed on it" in err, err
-    if "never timed there" in err:  # a held-out pick that prune= drops for its key
-        assert "a configuration prune= drops for the key is never timed" in err, err
+    # No cell is missing (each size timed every candidate) and no held-out pick is untimed.
+    assert "the records never timed" not in err and "never timed there" not in err, err
+    assert "prune= drops 4 of the rule's (key, configuration) cells" in err, err
+    (path,) = (tmp_path / "ship").glob("*.rule.json")
+    rule = json.loads(path.read_text(encoding="utf-8"))
+    validation = rule["validation"]
+    assert validation["unmeasured"] == 0 and validation["failed"] == 0, validation
+    # The one size where a held-out pick is a tile too narrow for its row says so.
+    assert validation["dropped"] == 1, validation
+    # The single configuration best over all sizes is one every size can launch (B=256,
+    # 4x the narrowest tile at the smallest sizes), not the narrower tile that no size
+    # over 128 runs.
+    assert validation["baselines"]["single_best"]["max"] == 4.0, validation
+
+
+def test_a_sweep_into_redis_keeps_the_fleets_record_of_another_space(
+    server: object, tmp_path: Path
+) -> None:
+    """A sweep placed each record by the sweeping node's own cache alone: a node that had
+    never run the key wrote the record of its space over the record of another space that
+    the fleet's Redis held for the key, and every node still serving that space tuned the
+    key again."""
+    pytest.importorskip("redis", reason="needs the redis client: pip install 'tunedsl[redis]'")
+    _write(tmp_path)
+    redis = {"TUNEDSL_REDIS_URL": server.url}  # type: ignore[attr-defined]
+    fleet = _serve(tmp_path, "2", "rope", cache="node1", ROPE_SPACE="old", **redis)
+    assert fleet[0]["source"] == "tuned", fleet
+    _tunedsl(tmp_path, "sweep", "--no-ray", "ops.py", cache="sweeper", ROPE_SPACE="new", **redis)
+    for cache in ("node2", "sweeper", "node1"):  # a new node, the sweeper, the first node
+        rows = _serve(tmp_path, "2", "rope", cache=cache, ROPE_SPACE="old", **redis)
+        assert rows[0]["source"] == "disk", (cache, rows)
+        assert rows[0]["space"] == fleet[0]["space"], (cache, rows, fleet)
+        assert rows[0]["config"] == fleet[0]["config"], (cache, rows, fleet)
+    # The sweep's record of its space is found from every node too.
+    for cache in ("node3", "sweeper", "node1"):
+        rows = _serve(tmp_path, "2,4", "rope", cache=cache, ROPE_SPACE="new", **redis)
+        assert {r["source"] for r in rows} == {"disk"}, (cache, rows)
+        assert fleet[0]["space"] not in {r["space"] for r in rows}, (cache, rows)
+    # Tuned again on the sweeper (its cache holds the sweep's record of the key, Redis the
+    # fleet's of the other space): the new record is the one every node finds.
+    again = _serve(
+        tmp_path, "2", "rope", cache="sweeper", ROPE_SPACE="new", TUNEDSL_FORCE_RETUNE="1", **redis
+    )
+    assert again[0]["source"] == "tuned", again
+    for cache in ("sweeper", "node4"):  # (a node's cache keeps what it copied from Redis)
+        rows = _serve(tmp_path, "2", "rope", cache=cache, ROPE_SPACE="new", **redis)
+        assert rows[0]["source"] == "disk" and rows[0]["stamp"] == again[0]["stamp"], (cache, rows)
+    rows = _serve(tmp_path, "2", "rope", cache="node4", ROPE_SPACE="old", **redis)
+    assert rows[0]["source"] == "disk" and rows[0]["stamp"] == fleet[0]["stamp"], rows

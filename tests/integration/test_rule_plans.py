@@ -344,3 +344,82 @@ def test_a_constexpr_of_negative_zero_is_decided_as_the_general_way_decides_it(
         alone.key,
         alone.digest,
     )
+
+
+@pytest.mark.parametrize("where", ["in the cache", "shipped"])
+@pytest.mark.parametrize("way", ["general", "plan"])
+def test_a_record_of_this_space_under_its_own_digest_decides_before_the_rule(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str, way: str
+) -> None:
+    """A key tuned from a second space keeps its record under that space's own digest (the
+    first space's record held the key's digest). Once the first space's record was gone
+    (cleared, or the record shipped alone), a rule covering the key decided it before the
+    record was looked for: the rule's prediction launched instead of the measured choice."""
+    from tunedsl.runtime.space_records import own_digest, space_digest
+
+    ship(built_rules, monkeypatch, tmp_path)
+    with rule_store.measuring():  # two spaces tune the key: the second's own digest
+        first = _call(site("swept", space={"tile": [32, 64]}), 333)
+        tuned = _call(site("swept", space=SPACE), 333)
+    assert (first.source, tuned.source) == ("tuned", "tuned")
+    s = site("swept", space=SPACE)
+    assert tuned.digest == first.digest  # the key's
+    own = tuned.record.digest
+    assert own == own_digest(first.digest, space_digest(s.settings(None)))
+    records = tmp_path / "fresh-cache"
+    (records_first,) = records.rglob(f"{first.digest}.json")
+    records_first.unlink()  # `tunedsl cache clear` of the first space's record
+    if where == "shipped":
+        (made,) = records.rglob(f"{own}.json")
+        os.replace(made, built_rules / made.name)
+    if way == "plan":  # the layout's plan is made by a size the rule decides
+        assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
+    found = _call(s, 333)
+    assert found.source == "disk", found
+    assert found.config == tuned.config and found.record is not None
+
+
+def test_layouts_past_the_plans_a_site_keeps_are_decided_the_general_way_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list, general_ways: list
+) -> None:
+    """A site keeps plans for MAX_PLANS layouts and makes at most MAX_TRIES (docs/shapes.md,
+    "Run"): calls that take turns among more layouts than that have the new sizes of the
+    other layouts decided the general way, with the same decisions, never tuned."""
+    from rule_helpers import SWEPT, rules_cli
+
+    from tunedsl.runtime import rule_plans
+
+    dtypes = (torch.float32, torch.float16, torch.float64, torch.int16, torch.int32, torch.int64)
+
+    def vectors(n: int, dtype) -> tuple:
+        return tuple(torch.randint(-50, 50, (n,)).to(dtype) for _ in range(3))
+
+    def add(s, n: int, dtype):
+        a, b, c = vectors(n, dtype)
+        res = call(s, vadd, (a, b, c, n), n)
+        assert torch.equal(c, a + b), (n, dtype)
+        return res
+
+    sweeping = site("swept", space=SPACE)
+    for dtype in dtypes:  # one family of the rule a dtype
+        assert {add(sweeping, n, dtype).source for n in SWEPT} == {"tuned"}
+    out = tmp_path / "rules"
+    built = rules_cli("build", "--out", str(out))
+    assert built.returncode == 0, built.stderr
+    ship(out, monkeypatch, tmp_path)
+    tune_count.clear()
+    layouts = [(dtype, odd) for dtype in dtypes for odd in (False, True)]  # n % 16 or not
+    assert len(layouts) > rule_plans.MAX_PLANS
+    sizes = {False: iter(range(64, 1025, 16)), True: iter(range(65, 1024, 2))}
+    s = site("swept", space=SPACE)
+    got = []
+    for _ in range(rule_plans.MAX_TRIES // len(layouts) + 2):  # until no plan is made
+        for dtype, odd in layouts:
+            n = next(sizes[odd])
+            got.append((n, dtype, add(s, n, dtype)))
+    assert tune_count == [] and {r.source for _, _, r in got} == {"rule"}
+    # The last round: the layouts past the plans kept went the general way.
+    assert len(general_ways) > len(layouts)
+    for n, dtype, r in got:  # each as a new site decides it (the general way)
+        alone = add(site("swept", space=SPACE), n, dtype)
+        assert (alone.source, alone.config, alone.digest) == (r.source, r.config, r.digest)

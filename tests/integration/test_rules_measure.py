@@ -192,3 +192,64 @@ def test_check_says_a_rule_was_built_for_another_version_of_the_scripts_kernel(
     assert "no sampled shape reached" not in done.stdout  # it did: with another kernel
     assert "the script's rule-vadd is not the kernel this rule was built for" in done.stdout
     assert "the runtime never uses this rule" in done.stdout
+
+
+PRUNED = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+@workload
+def add(n=64):
+    a, b = torch.randn(n), torch.randn(n)
+    c = torch.empty(n)
+    autotune_launch(
+        vadd, space={"tile": [32, 64, 128, 256]}, grid=lambda cfg: (1,), args=(a, b, c, n),
+        kwargs=lambda cfg: {"TILE": cfg.tile}, name="pruned-vadd",
+        prune=lambda configs, named: [c for c in configs if c.tile >= named["n"]],
+    )
+    assert torch.equal(c, a + b)
+"""
+
+
+def test_check_says_a_pick_prune_drops_for_the_key_is_refused_not_that_it_failed(
+    tmp_path: Path,
+) -> None:
+    """A rule's pick that the key's ``prune=`` drops (one tile, as wide as the row, must
+    cover it) is never launched there: `check --script` said it "failed here"."""
+    script = tmp_path / "pruned.py"
+    script.write_text(PRUNED)
+    swept = shapes(tmp_path, "swept", [20, 32, 40, 64, 100, 128, 200])
+    done = tunedsl("sweep", str(script), "--shapes", swept, "--no-ray")
+    assert done.returncode == 0, done.stderr
+    # As on a GPU: the narrowest tile that covers the row is the fastest.
+    for path in Path(os.environ["TUNEDSL_CACHE_DIR"]).rglob("records/*.json"):
+        record = json.loads(path.read_text())
+        for result in record["results"]:
+            result["median_ms"] = result["min_ms"] = float(result["config"]["tile"])
+        record["chosen"] = min(record["results"], key=lambda r: r["median_ms"])["config"]
+        path.write_text(json.dumps(record))
+    out = tmp_path / "rules"
+    done = tunedsl("rules", "build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    # A rule whose picks are the narrowest tile (built from an older sweep of small rows):
+    # too narrow for the rows sampled here, so their prune= drops it.
+    (path,) = out.glob("*.rule.json")
+    data = json.loads(path.read_text())
+    data["configs"] = [Config(tile=32).to_json()] * len(data["configs"])
+    path.write_text(json.dumps(data))
+    held = shapes(tmp_path, "held", [33, 65])
+    done = tunedsl("rules", "check", str(out), "--script", str(script), "--shapes", held)
+    assert "failed here" not in done.stdout, done.stdout
+    dropped = "pick Config(tile=32) dropped by prune= for this key (refused at run time"
+    assert done.stdout.count(dropped) == 2, done.stdout

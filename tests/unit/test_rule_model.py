@@ -360,6 +360,31 @@ def test_the_cells_a_rule_needs_and_the_records_never_timed_are_planned_for_meas
     assert missing_cells([filled, *keys[1:]], built.configs) == [(i, c) for i, c in cells if i == 1]
 
 
+def test_configurations_prune_drops_for_a_key_are_no_cells_to_measure_nor_picks() -> None:
+    # A row kernel's prune= keeps the blocks at least as wide as M: on each key the
+    # narrower blocks are no candidates (its record lists them as pruned), never timed.
+    def pruned_key(m: int) -> SweptKey:
+        kept = {c: landscape(m, c) for c in CONFIGS if c.block >= min(m, 256)}
+        return SweptKey(key(m), kept, frozenset(c for c in CONFIGS if c not in kept))
+
+    keys = [pruned_key(m) for m in (16, 24, 32, 48, 64, 96, 128, 192, 256, 512)]
+    built = build(keys)
+    assert missing_cells(keys, built.configs) == []  # nothing to measure: none is a candidate
+    assert built.validation["unmeasured"] == 0 and built.validation["failed"] == 0
+    # Every held-out pick and the single best configuration run on their keys: a block
+    # narrower than the key's M is never the pick where one that fits runs on every key.
+    for k in keys:
+        pick, _ = Rule(
+            site="s", kernel={}, hints=None, env=None, device={}, toolchain={},
+            configs=built.configs, families=built.families, validation={}, built=0.0,
+        ).decide(k.readable)  # fmt: skip
+        assert pick in k.times, (k.readable, pick)
+    # A cell measured later keeps what prune dropped; a key without the list lacks the cell.
+    plain = SweptKey(keys[-1].readable, dict(keys[-1].times))  # M=512: the widest block only
+    assert missing_cells([plain], built.configs) != []
+    assert missing_cells([with_cells(plain, {}, keys[-1].pruned)], built.configs) == []
+
+
 def rows_key(n: int) -> dict:
     """A row kernel's key: the row length is the row stride, so its alignment is known."""
     c = "i16" if n % 16 == 0 else "i"

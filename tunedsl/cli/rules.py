@@ -169,10 +169,10 @@ def _groups(records: Iterable[Any], sites: Sequence[str]) -> dict[tuple[str, str
 
 
 def build(args: argparse.Namespace) -> int:
-    from tunedsl.cli.rules_measure import Plan, budgeted_note, cross_measure, times_of
+    from tunedsl.cli.rules_measure import Plan, budgeted_note, cross_measure, swept_key
     from tunedsl.model.rule import MAX_CONFIGS
-    from tunedsl.model.rule_build import SweptKey, usable
     from tunedsl.model.rule_build import build as build_rule
+    from tunedsl.model.rule_build import usable
 
     if not 0 <= args.tolerance < 1:
         raise UsageError(f"--tolerance {args.tolerance}: expected a number in [0, 1)")
@@ -227,7 +227,7 @@ def build(args: argparse.Namespace) -> int:
                 ),
                 file=sys.stderr,
             )
-        keys = usable([SweptKey(r.key, times_of(r)) for r in recs])
+        keys = usable([swept_key(r) for r in recs])
         if not keys:
             print(
                 terminal_text(f"  {first.site}: no rule (no swept key has a successful time)"),
@@ -275,6 +275,7 @@ def _swept(records: Sequence[Any]) -> frozenset[Any] | None:
 def _save(plan: Any, out: Path) -> None:
     from tunedsl.cli.rules_measure import device_of
     from tunedsl.model.rule import Rule
+    from tunedsl.model.rule_build import dropped_cells
     from tunedsl.store.records import keyed_toolchain
     from tunedsl.store.rules import save_rule
 
@@ -314,9 +315,16 @@ def _save(plan: Any, out: Path) -> None:
     if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
         print(
             f"  note: held-out picks that failed on their key: {v.get('failed', 0)}; never timed "
-            f"there: {v.get('unmeasured', 0)} (a budgeted search's: sweep with "
-            "search='exhaustive' to time them; a configuration prune= drops for the key is "
-            "never timed, and never launched there)",
+            f"there: {v.get('unmeasured', 0)} (sweep with search='exhaustive' to time them)",
+            file=sys.stderr,
+        )
+    dropped = dropped_cells(plan.keys, built.configs)
+    if dropped:  # no candidate there: not a missing cell, nor a pick the runtime launches
+        print(
+            f"  note: {terminal_text(first.site)}: prune= drops {dropped} of the rule's (key, "
+            "configuration) cells: no candidates of those keys, never timed or launched there "
+            "and left out of the cover; held-out picks of them: "
+            f"{v.get('dropped', 0)} (refused at run time: the key is tuned where it may be)",
             file=sys.stderr,
         )
 

@@ -38,6 +38,15 @@ def times_of(record: Any) -> dict[Any, float | None]:
     return {c.config: (c.median_ms if c.status == "ok" else None) for c in record.results}
 
 
+def swept_key(record: Any) -> Any:
+    """A record as a swept key of a rule: its times, and the configurations prune= dropped
+    for the key (no candidates there: never timed, and no cell to measure)."""
+    from tunedsl.model.rule_build import SweptKey
+    from tunedsl.runtime.space_records import pruned
+
+    return SweptKey(record.key, times_of(record), pruned(record))
+
+
 def check_measure_args(args: argparse.Namespace) -> None:
     """``--measure-budget``, ``--shapes`` and ``--script`` of ``rules build`` and ``check``,
     checked before any work."""
@@ -76,9 +85,8 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
     if why is not None:
         print(
             f"  note: the records never timed {total} (key, configuration) cells the rules "
-            f"need (a configuration that prune= drops for a key is never timed on it, nor "
-            f"launched there: no measuring fills such a cell), and they cannot be measured: "
-            f"{why}; building from what the records have. The cells:",
+            f"need, and they cannot be measured: {why}; building from what the records have. "
+            "The cells:",
             file=sys.stderr,
         )
         _print_cells(plans, cells)
@@ -96,12 +104,12 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
         return wanted <= {where_of(r) for r in records}
 
     done = remeasure.measure(args.script, read_shapes(args.shapes), args.measure_budget, enough)
-    found = {where_of(r): times_of(r) for r in done.records}
+    found = {where_of(r): swept_key(r) for r in done.records}
     for p in plans:
-        p.keys = [
-            with_cells(k, found.get((p.digest, p.measured, canonical_json(k.readable)), {}))
-            for k in p.keys
-        ]
+        for i, k in enumerate(p.keys):
+            got = found.get((p.digest, p.measured, canonical_json(k.readable)))
+            if got is not None:  # its cells, and whether they are all of the key's candidates
+                p.keys[i] = with_cells(k, got.times, got.pruned)
     left = {id(p): [c for c in missing_cells(p.keys, p.built.configs)] for p in plans}
     still = sum(len(c) for c in left.values())
     print(
@@ -115,8 +123,7 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
     if still:
         print(
             f"  note: {still} cells are still missing (no shape of --shapes reached the key, "
-            "the budget ran out, the configuration left the site's space, or prune= drops it "
-            "for the key, which is never timed there):",
+            "the budget ran out, or the configuration left the site's space):",
             file=sys.stderr,
         )
         _print_cells(plans, left)
@@ -195,6 +202,7 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     from tunedsl.model.rule_features import key_features
     from tunedsl.precompile import remeasure
     from tunedsl.precompile.shapes import read_shapes
+    from tunedsl.runtime.space_records import pruned
     from tunedsl.store.rules import what_changed
 
     # The sample keeps each entry's line in the file: a bad entry is named where it is.
@@ -217,6 +225,8 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
         regret = math.inf if t is None else t / times[best]
         regrets[digest].append(regret)
         pick_text = f"{t:.4f} ms" if t is not None else "failed here"
+        if t is None and pick in pruned(record):  # no candidate of the key: never launched
+            pick_text = "dropped by prune= for this key (refused at run time: the key is tuned)"
         print(
             f"  {path.name[:12]} {key_text(record.key)}: pick {pick} {pick_text}, best {best} "
             f"{times[best]:.4f} ms: {regret:.3f}x" + ("" if in_range else " (outside its range)")

@@ -19,6 +19,12 @@ A regret is only known where the key's records timed the pick; picks never timed
 held-out key are counted in ``unmeasured``, picks that failed on it in ``failed``. A
 configuration that failed on a key is never a map's choice for it where another ran on every
 key of the leaf, and a map whose held-out picks fail loses to one whose picks run.
+
+A configuration that ``prune=`` dropped for a key (the key's record says so) is no candidate
+there: never timed, never launched (the runtime refuses such a
+pick), and no measuring fills the cell. It is no cell to measure, the cover's ranking leaves
+it out, a map charges it as a failure (never the pick where another runs on every key of the
+leaf), and a held-out pick of it is counted in ``dropped``, not ``unmeasured``.
 """
 
 from __future__ import annotations
@@ -48,10 +54,12 @@ FAILED_LOG_REGRET = math.log(1e12)
 
 @dataclass(frozen=True)
 class SweptKey:
-    """One swept key: its readable form and each configuration's median time (None: failed)."""
+    """One swept key: its readable form, each configuration's median time (None: failed),
+    and the configurations ``prune=`` dropped for it (its record's ``context["pruned"]``)."""
 
     readable: Mapping[str, object]
     times: Mapping[Config, float | None]
+    pruned: frozenset[Config] = frozenset()
 
     @property
     def best(self) -> float:
@@ -65,9 +73,14 @@ class SweptKey:
         """``config`` was timed on this key and failed (not: never timed)."""
         return config in self.times and self.times[config] is None
 
+    def dropped(self, config: Config) -> bool:
+        """``config`` was no candidate of this key: ``prune=`` dropped it."""
+        return config in self.pruned and config not in self.times
+
     def held_out_regret(self, config: Config) -> float | None:
-        """The regret of a held-out pick: infinite where it failed, None never timed."""
-        return math.inf if self.failed(config) else self.regret(config)
+        """The regret of a held-out pick: infinite where it failed or was dropped (it never
+        launches there), None never timed."""
+        return math.inf if self.failed(config) or self.dropped(config) else self.regret(config)
 
 
 @dataclass(frozen=True)
@@ -130,11 +143,10 @@ def cover(
     left = set(range(len(keys)))
     chosen: list[Config] = []
     order = sorted(covers, key=lambda c: str(c))  # deterministic among equals
+    # Ties go to the lower total regret over the keys a configuration is a candidate of.
+    cost = {c: sum(_log_regret(k, c) for k in keys if not k.dropped(c)) for c in order}
     while left and len(chosen) < max_configs:
-        best = max(
-            order,
-            key=lambda c: (len(covers[c] & left), -_total_log_regret(keys, c)),
-        )
+        best = max(order, key=lambda c: (len(covers[c] & left), -cost[c]))
         if not covers[best] & left:
             break
         chosen.append(best)
@@ -145,21 +157,35 @@ def cover(
 def missing_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> list[tuple[int, Config]]:
     """The (key index, configuration) cells a rule over ``configs`` needs that the keys'
     records never timed: a configuration absent from a key's times (one that failed on the
-    key was timed: it failed). The cross-measurement phase of ``tunedsl rules build``
-    measures them."""
-    return [(i, c) for i, k in enumerate(keys) for c in configs if c not in k.times]
+    key was timed: it failed), unless ``prune=`` dropped it for the key (no measuring times
+    it). The cross-measurement phase of ``tunedsl rules build`` measures them."""
+    return [
+        (i, c) for i, k in enumerate(keys) for c in configs if c not in k.times and not k.dropped(c)
+    ]
 
 
-def with_cells(key: SweptKey, times: Mapping[Config, float | None]) -> SweptKey:
-    """``key`` with the cells of ``times`` it lacks (its own times are kept)."""
+def dropped_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> int:
+    """How many (key, configuration) cells of ``configs`` are configurations ``prune=``
+    dropped for the key."""
+    return sum(k.dropped(c) for k in keys for c in configs)
+
+
+def with_cells(
+    key: SweptKey, times: Mapping[Config, float | None], pruned: frozenset[Config] = frozenset()
+) -> SweptKey:
+    """``key`` with the cells of ``times`` it lacks (its own times are kept), and the
+    configurations ``pruned`` says ``prune=`` dropped for it (a measuring's record)."""
     added = {c: t for c, t in times.items() if c not in key.times}
-    return SweptKey(key.readable, {**key.times, **added}) if added else key
+    if not added and pruned <= key.pruned:
+        return key
+    return SweptKey(key.readable, {**key.times, **added}, key.pruned | pruned)
 
 
 def _log_regret(key: SweptKey, config: Config) -> float:
     r = key.regret(config)
-    if r is None:
-        return FAILED_LOG_REGRET if key.failed(config) else UNKNOWN_LOG_REGRET
+    if r is None:  # one prune= dropped never launches there: as one that fails
+        failed = key.failed(config) or key.dropped(config)
+        return FAILED_LOG_REGRET if failed else UNKNOWN_LOG_REGRET
     return math.log(r)
 
 
@@ -270,10 +296,10 @@ def build(
         raise ValueError("no swept key has a successful time")
     configs, maps = _fit(keys, tolerance, max_configs)
     feats = [key_features(k.readable) for k in keys]
-    loo = _leave_one_out(keys, feats, tolerance, max_configs)
+    loo, drops = _leave_one_out(keys, feats, tolerance, max_configs)
     families = []
     chosen_regrets: list[float] = []
-    unmeasured = failed = 0
+    unmeasured = failed = dropped = 0
     for family, (members, tree, points, one) in maps.items():
         models = ("single", "tree", "nearest")  # the simplest first: it wins ties
         by_model = {m: [loo[i][m] for i in members if i in loo] for m in models}
@@ -282,7 +308,9 @@ def build(
         model = min(models, key=lambda m: score[m])
         chosen_regrets += _ran(by_model[model])
         unmeasured += sum(r is None for r in by_model[model])
-        failed += by_model[model].count(math.inf)
+        dropped_here = sum(model in drops.get(i, ()) for i in members)
+        failed += by_model[model].count(math.inf) - dropped_here
+        dropped += dropped_here
         xs = [feats[i][1] for i in members]
         chosen = {"single": one, "tree": tree, "nearest": None}[model]
         families.append(Family(family, _ranges(xs), chosen, points))
@@ -293,6 +321,7 @@ def build(
         **_summary(chosen_regrets),
         "unmeasured": unmeasured,
         "failed": failed,
+        "dropped": dropped,
         "baselines": {
             name: _summary(_ran([r[name] for r in loo.values()]))
             for name in ("nearest_key", "single_best")
@@ -306,10 +335,12 @@ def _leave_one_out(
     feats: Sequence[tuple[str, dict[str, float]]],
     tolerance: float,
     max_configs: int,
-) -> dict[int, dict[str, float | None]]:
+) -> tuple[dict[int, dict[str, float | None]], dict[int, set[str]]]:
     """For each key (of a family with others): the regret of each map's pick when the rule
-    is built without it, and of the two baselines."""
+    is built without it, and of the two baselines; and the maps whose pick ``prune=``
+    dropped for the key (their regret is infinite: never launched there)."""
     out: dict[int, dict[str, float | None]] = {}
+    drops: dict[int, set[str]] = {}
     for i, held in enumerate(keys):
         family, x = feats[i]
         rest = [j for j in range(len(keys)) if j != i]
@@ -323,16 +354,20 @@ def _leave_one_out(
         own_best = tuple((fx, _own_best(k)) for fx, k in zip(fam_x, fam_keys, strict=True))
         all_configs = sorted({c for k in train for c in k.times}, key=str)
         single = min(all_configs, key=lambda c: _total_log_regret(train, c))
+        picks = {
+            "single": configs[one.decide(x)],
+            "tree": configs[tree.decide(x)],
+            "nearest": configs[nearest(points, x)],
+        }
+        drops[i] = {m for m, c in picks.items() if held.dropped(c)}
         out[i] = {
-            "single": held.held_out_regret(configs[one.decide(x)]),
-            "tree": held.held_out_regret(configs[tree.decide(x)]),
-            "nearest": held.held_out_regret(configs[nearest(points, x)]),
+            **{m: held.held_out_regret(c) for m, c in picks.items()},
             "nearest_key": held.held_out_regret(
                 _configs_of(own_best)[nearest(_indexed(own_best), x)]
             ),
             "single_best": held.held_out_regret(single),
         }
-    return out
+    return out, drops
 
 
 def _ran(regrets: Sequence[float | None]) -> list[float]:

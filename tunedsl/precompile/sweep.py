@@ -353,8 +353,7 @@ def merge(
     """Validate every record first, then write them (local files, Redis when configured,
     and ``bundle``); a bad record stops everything before anything is written. ``kept``
     gets each record once every store has it (what an interrupted write did)."""
-    from tunedsl.runtime.space_records import stated, stored_beside
-    from tunedsl.store.files import FileRecordStore
+    from tunedsl.runtime.space_records import put_beside, stated
     from tunedsl.store.layered import LayeredStore, default_stores
     from tunedsl.store.records import Record
 
@@ -369,14 +368,12 @@ def merge(
                     "nothing written"
                 ) from None
             parsed[record.digest, stated(record)] = record
-    store = LayeredStore(default_stores(), memory=False)
-    local = FileRecordStore()
+    stores = LayeredStore(default_stores(), memory=False)
     for record in parsed.values():
-        # Beside a record of another space this cache holds for the key, as tuning here
-        # would have put it: a sweep of a changed space keeps the earlier one's. (Redis is
-        # not asked first: the local files are written before it is waited on.)
-        record = stored_beside(record, local.get(record.digest))
-        store.put(record)
+        # In each store, beside a record of another space that store holds for the key, as
+        # tuning puts it: a sweep of a changed space keeps the earlier one's, in the cache
+        # and in the fleet's Redis alike. The local files are written before Redis is asked.
+        put_beside(stores, record)
         if kept is not None:
             kept.append(record)
     if bundle is not None:

@@ -435,8 +435,7 @@ def tune_and_record(
     stores = record_stores()
     record = store.Record(
         site=subject.site_id,
-        # The key's digest, or this space's own where another space's record holds that.
-        digest=space_records.slot(stores, subject, checker(ctx, subject.readable)),
+        digest=subject.digest,  # in a store holding another space's record there: its own
         key=subject.readable,
         chosen=outcome.chosen,
         results=tuple(outcome.results),
@@ -445,7 +444,7 @@ def tune_and_record(
         device=bt.device_facts(),
         versions=bt.toolchain(),
         context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer}
-        | space_records.noted(subject)
+        | space_records.noted(subject, candidates)
         | dict(note or {}),
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),
@@ -456,7 +455,7 @@ def tune_and_record(
         budget_s=outcome.budget_s,
         measured_by=store.this_user(),
     )
-    stores.put(record)
+    record = space_records.put_beside(stores, record, checker(ctx, subject.readable))
     if settings.verify not in (None, False):
         _VERIFIED.add(subject.digest)
     return record

@@ -1,9 +1,8 @@
 """Records written under a site's older identities, found and re-stored under its current
 one (runtime layer).
 
-First, a record of the site's space under its space's own digest where the key's digest
-holds none (its other space's record there was removed, or it was imported alone): moved to
-the key's digest. Then three older forms are looked for when a site misses:
+Three older forms are looked for when a site misses (a record of the site's space under its
+space's own digest is the current identity's: ``runtime/space_records.py`` finds it):
 
 - on a GPU, the kernel's source hash as Triton's own hash (which covers the line each of
   its functions starts on) where it is now that hash less the lines: a record stored so,
@@ -42,9 +41,6 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
     from tunedsl.model.record_identity import checker
     from tunedsl.store import records as store
 
-    alone = _own_space_alone(subject, stores)
-    if alone is not None:
-        return alone
     line_bound = _with_lines(subject, stores)
     if line_bound is not None:
         return line_bound
@@ -72,32 +68,6 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
             store.remove_record_files(old_digest)
         return new
     return None
-
-
-def _own_space_alone(subject: Subject, stores: LayeredStore) -> Any:
-    """The record of ``subject``'s space stored under its space's own digest while the key's
-    digest holds none (``runtime/space_records.py``: the other space's record there was
-    removed, or this one was imported or shipped alone); one in this cache is moved to the
-    key's digest, where the first space to tune a key keeps its record. None when there is
-    none."""
-    import os
-
-    from tunedsl.model.record_identity import checker
-    from tunedsl.runtime import space_records
-    from tunedsl.store import paths
-    from tunedsl.store import records as store
-
-    space = space_records.space_digest(subject.settings)
-    own = space_records.own_digest(subject.digest, space)
-    found = stores.get(own, expect=checker(subject.context, subject.readable))
-    if found is None or space_records.stated(found) != space:
-        return None
-    if not os.path.lexists(store.record_path(own, paths.records_dir())):
-        return found  # shipped (read-only): used where it is, never copied into the cache
-    moved = dataclasses.replace(found, digest=subject.digest)
-    if stores.put(moved):
-        store.remove_record_files(own)
-    return moved
 
 
 def _with_lines(subject: Subject, stores: LayeredStore) -> Any:

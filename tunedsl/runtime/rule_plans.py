@@ -43,6 +43,7 @@ from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.decide import Decision, decision_options, record_stores
 from tunedsl.runtime.entry import zero_unlaunched
 from tunedsl.runtime.result import LaunchResult
+from tunedsl.runtime.space_records import own_digest, space_digest
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import find_rules, rules_decide, unchanged_check
 
@@ -70,6 +71,7 @@ class _Plan:
     allowed: frozenset[int]  # the rule's configurations the site's space keeps, by index
     spec: tuple[Any, ...] | None  # Triton's specialization, where the reader tests all of it
     absent: Callable[[str], bool] | None  # no record file for a digest (None: look it up)
+    space: str  # the settings' space digest: a key's record of it may be under its own digest
     result: LaunchResult  # the first key's result: later keys' are copies of it
     failed: Mapping[tuple[str, Config], str]  # ruled.FAILED_PICKS
     # The positions and names of the layout's tensors, and the kernel's defaults that are:
@@ -238,6 +240,7 @@ class RulePlans:
             frozenset(i for i, c in enumerate(rule.configs) if c in kept),
             spec,
             record_stores().absence_check(),
+            space_digest(settings),
             resolved.result,
             FAILED_PICKS,
             _tensors(call, info),
@@ -313,9 +316,14 @@ def _decide(
     digest = part.digest.of_text(text)
     if site.decided(digest) is not None:
         return None
-    # A record decides before a rule: where there may be one, the general way reads it.
-    absent = plan.absent
-    if (not absent(digest)) if absent is not None else record_stores().get(digest) is not None:
+    # A record decides before a rule: where there may be one, the general way reads it (under
+    # the key's digest, or under its space's own where another space's record held that).
+    absent, own = plan.absent, own_digest(digest, plan.space)
+    if absent is None:
+        stores = record_stores()
+        if stores.get(digest) is not None or stores.get(own) is not None:
+            return None
+    elif not (absent(digest) and absent(own)):
         return None
     # The environment is the plan's (decide): the rule directories are, and only the files'
     # signatures are compared.

@@ -12,9 +12,11 @@ So each record states its space (``context["space"]``: ``space_digest``, of its
 configurations as a set, or of a lazy space's axes and constraint), and a key holds one
 record per space: the first space to tune it writes under the key's digest, each other space
 under a digest of the key's and its own (``own_digest``). A lookup reads the key's digest
-and, where the record there states another space (or none), the space's own digest, then
-the key's digest in every store (a shipped record of this space behind the cache's newer one
-of another). ``cache import`` places a bundle's record the same way (``stored_beside``).
+and, where the record there states another space (or none) or there is none, the space's
+own digest (before a shipped rule is asked: a measured record of the site's space always
+decides over a rule's prediction), then the key's digest in every store (a shipped record
+of this space behind the cache's newer one of another). Tuning, ``cache import`` and
+``tunedsl sweep`` place a record so in each store, by what that store holds (``put_beside``).
 
 A record of another space never decides this one's key (its timings are still reused when
 this space tunes; ``mode="cached"`` still takes its choice when this space has no record).
@@ -25,6 +27,7 @@ when it covers the candidates (``decide._usable``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +39,11 @@ if TYPE_CHECKING:
     from tunedsl.store.layered import Expect, LayeredStore
     from tunedsl.store.records import Record
 
-#: The key of a record's ``context`` that names its space.
+#: The key of a record's ``context`` that names its space, and the one that lists the
+#: configurations of it ``prune=`` dropped for the key (at most ``MAX_PRUNED`` of them).
 SPACE = "space"
+PRUNED = "pruned"
+MAX_PRUNED = 1024
 
 # Settings objects (held, so their ids stay theirs) -> their space's digest.
 _digests: dict[int, tuple[Settings, str]] = {}
@@ -80,7 +86,7 @@ def find(
     """The record for ``subject``'s space, given ``found`` (the record under the key's
     digest), and whether it is another space's (whose choice does not decide this key)."""
     if found is None:
-        return None, False
+        return _alone(stores, subject, expect), False
     space = space_digest(subject.settings)
     theirs = stated(found)
     if theirs == space:
@@ -97,14 +103,47 @@ def find(
     return found, theirs is not None
 
 
-def slot(stores: LayeredStore, subject: Subject, expect: Expect) -> str:
-    """The digest a record ``subject``'s space tuned is stored under: the key's, unless a
-    store it is written to holds a record of another space (or of none stated) there. A
-    shipped record there decides nothing of it: the stores it is written to are never it,
-    and a lookup finds each space's record whatever store holds it (``find``)."""
+def _alone(stores: LayeredStore, subject: Subject, expect: Expect) -> Record | None:
+    """The record of ``subject``'s space under its space's own digest while the key's
+    digest holds none (the other space's record there was removed, or this one was imported
+    or shipped alone): a measured record of the site's space, which decides before a rule
+    would. One in this cache is moved to the key's digest, where the first space to tune a
+    key keeps its record; a shipped one is used where it is, never copied into the cache."""
+    import os
+
+    from tunedsl.store import paths
+    from tunedsl.store import records as store
+
     space = space_digest(subject.settings)
-    other = stores.newest_where(subject.digest, lambda r: stated(r) != space, expect, True)
-    return subject.digest if other is None else own_digest(subject.digest, space)
+    own = own_digest(subject.digest, space)
+    found = stores.get(own, expect=expect)
+    if found is None or stated(found) != space:
+        return None
+    if not os.path.lexists(store.record_path(own, paths.records_dir())):
+        return found
+    moved = replace(found, digest=subject.digest)
+    if stores.put(moved):
+        store.remove_record_files(own)
+    return moved
+
+
+def put_beside(stores: LayeredStore, record: Record, expect: Expect | None = None) -> Record:
+    """Write ``record`` (under its key's digest) to every writable store, in each beside a
+    record of another space (or of none stated) that store holds for the key: under its
+    space's own digest there (``stored_beside``). Each store is placed by what it holds, so
+    a record never goes over another space's in Redis because the cache holds none, and
+    never stays behind a store's earlier record of its own space because another store
+    holds another space's. A record there of another identity (``expect``) is not the key's.
+    Returns the record as the first store that took it keeps it (this node's cache)."""
+
+    def place(store: Any) -> Record:
+        here = store.get(record.digest)
+        if here is not None and expect is not None and expect(here) is not None:
+            here = None
+        return stored_beside(record, here)
+
+    kept = stores.put_each(place)
+    return record if kept is None else kept
 
 
 def stored_beside(record: Record, here: Record | None) -> Record:
@@ -117,6 +156,34 @@ def stored_beside(record: Record, here: Record | None) -> Record:
     return replace(record, digest=own_digest(record.digest, space))
 
 
-def noted(subject: Subject) -> dict[str, Any]:
-    """The entry of a new record's ``context`` that states its space."""
-    return {SPACE: space_digest(subject.settings)}
+def noted(subject: Subject, candidates: Sequence[Any] | None = None) -> dict[str, Any]:
+    """The entries of a new record's ``context`` that state what it was tuned from: its
+    space and, for a space small enough to list, the configurations of it that ``prune=``
+    dropped for the key (``candidates``: what prune kept; None: the whole space), at most
+    ``MAX_PRUNED``: no candidates of the key, never timed there, so a rule built from the
+    record leaves them out rather than counting them as never timed (``tunedsl rules
+    build``)."""
+    settings = subject.settings
+    out: dict[str, Any] = {SPACE: space_digest(settings)}
+    if candidates is not None and not settings.large and len(candidates) < len(settings.configs):
+        kept = set(candidates)
+        dropped = [c.to_json() for c in settings.configs if c not in kept]
+        if len(dropped) <= MAX_PRUNED:
+            out[PRUNED] = dropped
+    return out
+
+
+def pruned(record: Record) -> frozenset[Any]:
+    """The configurations ``record`` states ``prune=`` dropped for its key (none stated: a
+    record of a space too large to list, of more than ``MAX_PRUNED`` dropped, or written
+    before records stated them). A damaged entry states nothing."""
+    from tunedsl.errors import UsageError
+    from tunedsl.model.config import Config
+
+    listed = record.context.get(PRUNED)
+    if not isinstance(listed, list) or len(listed) > MAX_PRUNED:
+        return frozenset()
+    try:
+        return frozenset(Config.from_json(c) for c in listed)
+    except (UsageError, TypeError, ValueError):  # not configurations (an unhashable value)
+        return frozenset()

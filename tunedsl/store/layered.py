@@ -95,21 +95,13 @@ class LayeredStore:
         return None
 
     def newest_where(
-        self,
-        digest: str,
-        accept: Callable[[Record], bool],
-        expect: Expect | None = None,
-        writable: bool = False,
+        self, digest: str, accept: Callable[[Record], bool], expect: Expect | None = None
     ) -> Record | None:
         """The newest record of ``digest`` that ``accept`` takes, from any store (``get``
         answers one store's, the newest over a shipped copy: another store may hold a record
-        of the digest that ``get``'s answer hides, such as another space's); ``writable``:
-        from the persistent stores a new record is written to only (not this process's
-        memory, which holds what lookups found, shipped records too)."""
+        of the digest that ``get``'s answer hides, such as another space's)."""
         best = None
         for store in self.stores:
-            if writable and (not store.writable or isinstance(store, MemoryStore)):
-                continue
             record = _checked(store, digest, store.get(digest), expect)
             if record is not None and accept(record):
                 if best is None or record.timestamp > best.timestamp:
@@ -148,6 +140,18 @@ class LayeredStore:
         for store in self.stores:
             if store.writable and store.put(record) and not isinstance(store, MemoryStore):
                 kept = True
+        return kept
+
+    def put_each(self, place: Callable[[Any], Record]) -> Record | None:
+        """Write ``place(store)`` to every writable store (what goes to a store may depend on
+        what it holds); the record the first persistent store took (None: none took one)."""
+        kept = None
+        for store in self.stores:
+            if not store.writable:
+                continue
+            record = place(store)
+            if store.put(record) and kept is None and not isinstance(store, MemoryStore):
+                kept = record
         return kept
 
     def delete(self, digest: str) -> bool:
