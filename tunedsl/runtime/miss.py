@@ -26,7 +26,7 @@ import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.errors import TuningError, UsageError
-from tunedsl.model import keys, prune_keys
+from tunedsl.model import keys, prune_closure, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.key_digest import KeyDigest
@@ -212,9 +212,11 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
         if settings.prune is not None:  # learn which arguments it reads (for the key)
             settings.prune([settings.default], recorder)
             site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
+            prune_closure.check(settings.prune, site.label, call.key, info.arg_names, call.args)
         return lazy  # type: ignore[return-value]
     configs = apply_prune(settings, recorder)
     site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
+    prune_closure.check(settings.prune, site.label, call.key, info.arg_names, call.args)
     return configs
 
 

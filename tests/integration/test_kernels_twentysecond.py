@@ -1,0 +1,95 @@
+"""Kernels of the twenty-second set (kernels_twentysecond.py), written as a researcher new
+to tunedsl writes them from the docs, run through ``tunedsl run`` with Triton's interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+HERE = Path(__file__).resolve().parent
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
+    env["TUNEDSL_QUIET"] = "1"
+    return env
+
+
+def _run(tmp_path: Path, name: str, text: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(path)],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+TOPK = """\
+import torch
+from tunedsl import autotune
+from kernels_twentysecond import topk_rows
+
+
+def topk(x, k):
+    M, N = x.shape
+    out = torch.empty(M, k)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=M, key=N // 512,
+             prune=lambda configs, args: [c for c in configs if PRUNE_READ <= c.BLOCK < 2 * PRUNE_READ],
+             topk_rows(x, out, N, x.stride(0), K=k, BLOCK=$BLOCK))
+    return out
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    for N in (100, 200):  # one key= bucket, one class of int (neither a multiple of 16)
+        x = torch.randn(4, N)
+        torch.testing.assert_close(topk(x, 3), x.topk(3, dim=1).values)
+    print("ok")
+"""
+
+
+def test_prune_reading_a_local_of_the_caller_is_named_not_launched_where_it_drops(
+    tmp_path: Path,
+) -> None:
+    """A ``prune=`` lambda reading a local of the calling function (``N``) read a value no
+    key held: the decision made for N=100 (the one BLOCK it keeps, 128) was launched for
+    N=200, whose prune keeps only BLOCK=256, and the top-k of each row came out wrong, silently. The first
+    call now names the site, the local and the fix; the fixed prune (``args["N"]``) keys N
+    and gives the right result for both sizes."""
+    done = _run(tmp_path, "topk_local.py", TOPK.replace("PRUNE_READ", "N"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "UsageError: " in done.stderr and "topk_local.py:9:5 (topk_rows)" in done.stderr
+    assert "reads `N` (100) from the function that calls the site" in done.stderr
+    assert 'Read it as args["N"]' in done.stderr
+    assert "ok" not in done.stdout
+    fixed = _run(tmp_path, "topk_args.py", TOPK.replace("PRUNE_READ", 'args["N"]'))
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.strip() == "ok"
+
+
+def test_prune_reading_a_local_that_key_holds_or_a_factory_value_runs(tmp_path: Path) -> None:
+    """A local the ``key=`` value holds (``key=N``) splits nothing, and a prune made by a
+    factory that has returned holds a value fixed for the process: both run as before."""
+    keyed = TOPK.replace("PRUNE_READ", "N").replace("key=N // 512", "key=N")
+    done = _run(tmp_path, "topk_keyed.py", keyed)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    factory = TOPK.replace(
+        "prune=lambda configs, args: [c for c in configs if PRUNE_READ <= c.BLOCK < 2 * PRUNE_READ]",
+        "prune=at_least(32)",
+    ).replace(
+        "def topk(x, k):",
+        "def at_least(low):\n"
+        "    return lambda configs, args: [c for c in configs if c.BLOCK >= max(low, args['N'])]\n"
+        "\n\ndef topk(x, k):",
+    )
+    done = _run(tmp_path, "topk_factory.py", factory)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

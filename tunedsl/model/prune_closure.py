@@ -1,0 +1,118 @@
+"""What a ``prune=`` function reads from the function that calls the site, past its ``args``.
+
+A prune written in the call (``prune=lambda configs, args: [c for c in configs if c.BLOCK >=
+N]``, with ``N`` a local of the calling function) reads a value of this call that no key
+holds: the site keys the arguments prune reads from ``args`` (docs/runtime.md, "The prune
+rule"), never a captured local, so a decision made while ``N`` was 100 would be reused
+for a call whose ``N`` is 200, launching a configuration that call's prune drops. This
+module finds such reads: the closure variables of a prune defined inside a function that
+is running now (the caller, whose locals change from call to call), holding data.
+A prune made by a factory that has returned (``prune=make_prune(64)``) is fixed for the
+process and is not one of them, nor is a module-level name.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any
+
+from tunedsl.errors import UsageError, callable_name
+
+#: How far up the stack a prune's defining function is looked for.
+_MAX_FRAMES = 200
+
+
+def check(prune: Any, label: str, key: Any, arg_names: Sequence[str], args: Any) -> None:
+    """A ``UsageError`` at the site when ``prune`` reads a local of the calling function that
+    the ``key=`` value does not hold: the key would not tell two of its values apart."""
+    for name, value in caller_locals_read(prune):
+        if held_by_key(value, key):
+            continue
+        param = argument_named_alike(name, value, arg_names, args)
+        read = f'args["{param}"]' if param else 'args["..."] (pass it to the kernel)'
+        raise UsageError(
+            f"{label}: prune={callable_name(prune)} reads `{name}` ({value!r:.60}) from the "
+            "function that calls the site, not from its args: no key holds it, so the "
+            f"decision made for one value of `{name}` would be reused for a call with another, "
+            f"launching a configuration its prune drops. Read it as {read}, whose value then "
+            f"joins the key, or put `{name}` in key="
+        )
+
+
+def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
+    """The (name, value) pairs of data that ``prune`` captured from a running function."""
+    code = getattr(prune, "__code__", None)
+    closure = getattr(prune, "__closure__", None)
+    if not isinstance(code, types.CodeType) or not closure:
+        return []
+    if not _defined_in_running_function(code):
+        return []
+    out = []
+    for name, cell in zip(code.co_freevars, closure, strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell: assigned later in the caller
+            continue
+        if _is_data(value):
+            out.append((name, value))
+    return out
+
+
+def held_by_key(value: Any, key: Any) -> bool:
+    """Whether the ``key=`` value holds ``value`` (itself or as an item): calls of one key=
+    value then agree on it."""
+    if key is None or not isinstance(value, (int, float, str, tuple)):
+        return False
+    parts = list(key) if isinstance(key, (tuple, list)) else [key]
+    return any(type(p) is type(value) and p == value for p in [key, *parts])
+
+
+def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:
+    """The kernel parameter prune should read instead: the one of that name, else one the
+    launch gives the same value (empty when none)."""
+    if name in arg_names:
+        return name
+    for param, arg in zip(arg_names, args, strict=False):
+        if type(arg) is type(value) and isinstance(value, (int, float, str)) and arg == value:
+            return str(param)
+    return ""
+
+
+def _defined_in_running_function(code: types.CodeType) -> bool:
+    """Whether a function (not a module or class body) whose lines hold ``code``'s first
+    line, in its file, is running now: ``code`` was made by a call still in progress."""
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return False
+        outer = frame.f_code
+        if (
+            outer is not code
+            and outer.co_filename == code.co_filename
+            and outer.co_flags & _FUNCTION_FLAGS
+            and _spans(outer, code.co_firstlineno)
+        ):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+# A function's code has CO_NEWLOCALS; a module's and a class body's do not.
+_FUNCTION_FLAGS = 0x0002
+
+
+def _spans(outer: types.CodeType, line: int) -> bool:
+    lines = [n for _, _, n in outer.co_lines() if n is not None]
+    return bool(lines) and min(outer.co_firstlineno, *lines) <= line <= max(lines)
+
+
+def _is_data(value: Any) -> bool:
+    """A value a key could hold: a number, a string, a tuple or a tensor. Functions,
+    modules, classes and other objects are code or state, and so are mutable containers (a
+    list a prune appends what it saw to), not this call's data."""
+    if isinstance(value, bool | int | float | str | bytes | tuple):
+        return True
+    cls = type(value)
+    return cls.__module__.startswith("torch") and hasattr(value, "shape")
