@@ -5,8 +5,16 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import signal
 
 import pytest
+
+# A shell that starts the tests in the background (`cmd &` without job control) has them
+# ignore SIGINT, and every process they start inherits that: the tests that press Ctrl-C
+# on a child would press it on a process that cannot hear it. A handler here is reset to
+# the default in each child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Triton fixes interpreter-or-not when triton.language is imported. On a machine without a
 # GPU, a tests/gpu module imported during collection (before tests/integration/conftest.py
