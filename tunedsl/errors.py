@@ -125,8 +125,9 @@ class UsageError(TunedslError, ValueError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, where tunedsl turned it into an interrupt to stop cleanly (a sweep on Ray):
-    handled as Ctrl-C is, and the command exits with status 143."""
+    """SIGTERM, where tunedsl turned it into an interrupt to stop cleanly (``tunedsl sweep``,
+    ``tunedsl precompile --tune``): handled as Ctrl-C is, and the command exits with status
+    143."""
 
 
 class CacheWarning(UserWarning):

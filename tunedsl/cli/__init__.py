@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tunedsl: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as err:
-        if isinstance(err, Terminated):  # SIGTERM, stopped as Ctrl-C stops (a sweep on Ray)
+        if isinstance(err, Terminated):  # SIGTERM, stopped as Ctrl-C stops (a sweep)
             print("tunedsl: terminated (SIGTERM)", file=sys.stderr)
             return 143
         print("tunedsl: interrupted", file=sys.stderr)

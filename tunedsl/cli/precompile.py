@@ -18,6 +18,7 @@ The work is ``tunedsl.precompile.run.precompile``; this module parses and render
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -354,23 +355,31 @@ def main(args: argparse.Namespace) -> int:
                   f"{len(visible)} GPUs ({visible})", file=sys.stderr)  # fmt: skip
             return 2
         gpus = visible[: args.gpus or len(visible)]
+    from tunedsl.errors import Terminated
+    from tunedsl.precompile.sigterm import sigterm_as_interrupt
+
     try:
-        summary = precompile(
-            args.paths,
-            workers=args.workers,
-            target=args.target,
-            tune=args.tune,
-            replay=args.replay,
-            timeout_s=args.timeout,
-            on_result=progress.update,
-            gpus=gpus,
-        )
-    except KeyboardInterrupt:
+        # --tune runs for hours: SIGTERM stops it as Ctrl-C does (children ended, status 143)
+        with sigterm_as_interrupt() if args.tune else contextlib.nullcontext():
+            summary = precompile(
+                args.paths,
+                workers=args.workers,
+                target=args.target,
+                tune=args.tune,
+                replay=args.replay,
+                timeout_s=args.timeout,
+                on_result=progress.update,
+                gpus=gpus,
+            )
+    except KeyboardInterrupt as err:
         from tunedsl.backends.compile_pool import exit_now_if_compiling
 
-        print("\ntunedsl: interrupted", file=sys.stderr)
-        exit_now_if_compiling(130)  # running compiles cannot be stopped: leave now
-        return 130
+        status, said = (
+            (143, "terminated (SIGTERM)") if isinstance(err, Terminated) else (130, "interrupted")
+        )
+        print(f"\ntunedsl: {said}", file=sys.stderr)
+        exit_now_if_compiling(status)  # running compiles cannot be stopped: leave now
+        return status
     progress.done()
     from tunedsl import bytecode
 

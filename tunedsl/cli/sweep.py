@@ -73,16 +73,19 @@ def main(args: argparse.Namespace) -> int:
         from tunedsl.autointerp import enable_if_no_gpu
 
         enable_if_no_gpu("tunedsl sweep")
-    written, outcomes = sweep(
-        args.script,
-        args.shapes,
-        ray_address=args.ray,
-        use_ray=False if args.no_ray else None,
-        gpus_per_task=args.gpus_per_task,
-        actors=args.actors,
-        bundle=args.bundle,
-        gpus=args.gpus,
-    )
+    from tunedsl.precompile.sigterm import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():  # SIGTERM stops it as Ctrl-C does: what finished is written
+        written, outcomes = sweep(
+            args.script,
+            args.shapes,
+            ray_address=args.ray,
+            use_ray=False if args.no_ray else None,
+            gpus_per_task=args.gpus_per_task,
+            actors=args.actors,
+            bundle=args.bundle,
+            gpus=args.gpus,
+        )
     failed = [o for o in outcomes if o.error is not None]
     for o in failed:
         print(f"failed after {o.attempts} attempts: {o.task.label()}: {o.error}", file=sys.stderr)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 from tunedsl.environ import environ_set
 from tunedsl.errors import Terminated, UsageError
 from tunedsl.precompile.ray_reaper import start_reaper, stop_reaper
+from tunedsl.precompile.sigterm import take_sigterm
 from tunedsl.store.scratch import scratch_dir
 
 #: The scratch directory of a sweep's own Ray instance (``scratch.scratch_dir``).
@@ -123,29 +123,6 @@ def _check_auth(ray: Any) -> None:
         )
 
 
-def _take_back_sigterm(stack: contextlib.ExitStack, before: Any) -> list[int]:
-    """After ``ray.init``: SIGTERM to an interrupt, or to the program's own handler where
-    it had one (``before``, the handler before ``ray.init``; put back on leaving, after
-    ``ray.shutdown``). Only on the main thread: Python runs handlers there alone. Returns
-    the list the interrupt's handler notes each SIGTERM in."""
-    got: list[int] = []
-
-    def terminate(signum: int, frame: Any) -> None:
-        # Once: a second SIGTERM while the sweep stops its actors and writes what finished
-        # is not one more interrupt. (Ray's wait turns the error into a KeyboardInterrupt.)
-        got.append(signum)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated("SIGTERM")
-
-    if threading.current_thread() is not threading.main_thread():
-        return got
-    own = callable(before) or before == signal.SIG_IGN
-    signal.signal(signal.SIGTERM, before if own else terminate)
-    if before is not None:  # None: a handler not set from Python, which cannot be put back
-        stack.callback(signal.signal, signal.SIGTERM, before)
-    return got
-
-
 @contextlib.contextmanager
 def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator[Path | None]:
     """Within: Ray joined at ``address`` (else ``RAY_ADDRESS``), or a local instance started
@@ -181,7 +158,7 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
                 f"sweep --ray {address}: cannot join a Ray cluster ({err}); start one "
                 "(`ray start --head`) and name its address, or leave --ray out for a local one"
             ) from None
-        terminated = _take_back_sigterm(stack, sigterm)  # put back after ray.shutdown
+        terminated = take_sigterm(stack, sigterm)  # put back after ray.shutdown
         stack.callback(ray.shutdown)  # before its directory is removed
         try:
             yield private

@@ -1,0 +1,113 @@
+"""SIGTERM of ``tunedsl precompile --tune`` (a job scheduler's time limit, ``kill``): the
+command stops as Ctrl-C stops it, with status 143 and one line, the keys tuned before it
+kept and no process of it left. A real process and a real SIGTERM, on a real GPU.
+
+Skipped without a GPU (see tests/conftest.py); the lead runs these on the device machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tunedsl import knobs
+from tunedsl.store import records
+
+pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
+
+torch = pytest.importorskip("torch")
+if knobs.triton_interpret_env() or not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+TWO_WORKLOADS = """
+import os
+import pathlib
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+@workload
+def quick(n=4096):
+    a, b = torch.ones(n, device="cuda"), torch.ones(n, device="cuda")
+    c = torch.empty(n, device="cuda")
+    autotune_launch(vadd, space={"tile": [256, 1024]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+                    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, name="vadd")
+
+
+@workload
+def slow():  # stands for hours of tuning still to come
+    pathlib.Path(os.environ["SLOW_STARTED"]).write_text("")
+    time.sleep(120)
+"""
+
+
+def _in_session(sid: int) -> list[str]:
+    """The processes of session ``sid`` still running (zombies have ended)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text.split(" (", 1)[1].rsplit(") ", 1)
+        fields = rest.split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(f"{stat.parent.name} {name}")
+    return found
+
+
+def test_sigterm_of_precompile_tune_stops_as_ctrl_c_does(tmp_path: Path) -> None:
+    # SIGTERM ended `precompile --tune` at once (status -15), with nothing said, its
+    # isolated workers left to notice by themselves.
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    (work / "two_workloads.py").write_text(TWO_WORKLOADS)
+    ready = tmp_path / "slow-started"
+    env = {**os.environ, "TUNEDSL_QUIET": "1", "TUNEDSL_CACHE_DIR": str(cache),
+           "SLOW_STARTED": str(ready)}  # fmt: skip
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunedsl", "precompile", "--tune", str(work)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, said = proc.communicate(timeout=120)
+        deadline = time.monotonic() + 30
+        while _in_session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _in_session(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for line in _in_session(proc.pid):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert proc.returncode == 143, said
+    assert "Traceback" not in said, said
+    assert said.rstrip().splitlines()[-1] == "tunedsl: terminated (SIGTERM)", said
+    kept = [records.read_record_file(p) for p in cache.glob("records/*.json")]
+    assert len(kept) == 1, said  # the quick workload's key, tuned before SIGTERM
+    assert left == [], f"a process of precompile outlived it: {left}"

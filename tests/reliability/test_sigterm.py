@@ -1,0 +1,104 @@
+"""SIGTERM (a job scheduler's time limit, ``kill``, ``docker stop``) of the long commands
+without Ray: ``tunedsl sweep --no-ray`` in this process or over GPU processes, and
+``tunedsl precompile --tune``. Each is a real process sent a real SIGTERM, tuning real
+Triton kernels under the interpreter (``precompile/sigterm.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tunedsl.store import records
+
+pytestmark = pytest.mark.needs_triton
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = str(REPO / "tests" / "integration" / "sweep_fixtures" / "sweep_vadd.py")
+
+
+def _in_session(sid: int) -> list[str]:
+    """The processes of session ``sid`` still running (zombies have ended)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text.split(" (", 1)[1].rsplit(") ", 1)
+        fields = rest.split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(f"{stat.parent.name} {name}")
+    return found
+
+
+def _terminate_once(
+    argv: list[str], env: dict[str, str], ready: Path, said_first: str = ""
+) -> tuple[int, str, list[str]]:
+    """Run ``argv`` in a session of its own; SIGTERM to it alone once it has said a line
+    holding ``said_first`` and ``ready`` exists. Its status, what it said, and the processes
+    of its session left 30 s after it ended."""
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines: list[str] = []
+        while said_first and not any(said_first in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, (proc.wait(), lines)
+            lines.append(line)
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        deadline = time.monotonic() + 30
+        while _in_session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return proc.returncode, "".join(lines) + err, _in_session(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for line in _in_session(proc.pid):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def _kept(cache: Path) -> list[records.Record]:
+    return [records.read_record_file(p) for p in cache.glob("records/*.json")]  # each validates
+
+
+@pytest.mark.parametrize("gpus", [[], ["--gpus", "2"]], ids=["in-process", "two-gpu-processes"])
+def test_sigterm_of_a_sweep_without_ray_writes_the_finished_tasks_and_leaves_no_process(
+    tmp_path: Path, gpus: list[str]
+) -> None:
+    # SIGTERM ended the sweep at once (status -15): the finished task's records were never
+    # written, and hours of tuning were lost.
+    markers, cache = tmp_path / "markers", tmp_path / "cache"
+    markers.mkdir()
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": 100}, {"n": 300, "fail": "slow"}]))
+    env = {**os.environ, "TRITON_INTERPRET": "1", "SWEEP_MARKERS": str(markers),
+           "TUNEDSL_CACHE_DIR": str(cache)}  # fmt: skip
+    env.pop("TUNEDSL_QUIET", None)  # the progress lines say when the quick task is done
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", *gpus,
+            "--shapes", str(shapes)]  # fmt: skip
+    # The quick task is done (sharded, the slow one may have started before it ended)
+    status, said, left = _terminate_once(argv, env, markers / "slow-started", "1/2 tasks")
+    assert status == 143, said
+    assert "Traceback" not in said, said
+    assert "sweep: terminated (SIGTERM) after 1 of 2 tasks; wrote the 1 records" in said, said
+    assert said.rstrip().splitlines()[-1] == "tunedsl: terminated (SIGTERM)", said
+    kept = _kept(cache)
+    assert len(kept) == 1 and "100" in str(kept[0].key), said
+    assert left == [], f"a process of the sweep outlived it: {left}"

@@ -1,0 +1,75 @@
+"""SIGTERM as Ctrl-C for the commands that run long (``sweep``, ``precompile --tune``).
+
+SIGTERM (a job scheduler's time limit, ``kill``, ``docker stop``) ends a Python process at
+once: a sweep's finished tasks' records were never written, and the processes it started
+(GPU processes, compile workers) were left to notice by themselves. While one of these
+commands runs, SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread
+instead: the Ctrl-C path runs (children ended, finished records written), and the command
+exits with status 143 and the line ``tunedsl: terminated (SIGTERM)``. A handler the program
+set for itself is kept, and the one there before is put back after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from tunedsl.errors import Terminated
+
+__all__ = ["sigterm_as_interrupt", "take_sigterm"]
+
+
+class _AsInterrupt:
+    """The handler: notes each SIGTERM in ``got`` and raises ``Terminated``, once."""
+
+    def __init__(self) -> None:
+        self.got: list[int] = []
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        # Once: a second SIGTERM while the command stops its children and writes what
+        # finished is not one more interrupt.
+        self.got.append(signum)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated("SIGTERM")
+
+
+def take_sigterm(stack: contextlib.ExitStack, before: Any) -> list[int]:
+    """SIGTERM to an interrupt, or to the program's own handler where it had one
+    (``before``: the handler found there; put back when ``stack`` closes). Only on the main
+    thread: Python runs handlers there alone. Returns the list the interrupt's handler
+    notes each SIGTERM in (an outer ``take_sigterm``'s, where that one's handler is
+    ``before``; one that stays empty where the program's own handler is kept)."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    if isinstance(before, _AsInterrupt):  # an outer command's: one handler, one list
+        handler = before
+    elif callable(before) or before == signal.SIG_IGN:  # the program's own: kept
+        signal.signal(signal.SIGTERM, before)
+        got: list[int] = []
+        if before is not None:
+            stack.callback(signal.signal, signal.SIGTERM, before)
+        return got
+    else:
+        handler = _AsInterrupt()
+    signal.signal(signal.SIGTERM, handler)
+    if before is not None:  # None: a handler not set from Python, which cannot be put back
+        stack.callback(signal.signal, signal.SIGTERM, before)
+    return handler.got
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[list[int]]:
+    """Within: SIGTERM raises ``Terminated`` in the main thread (``take_sigterm``, from the
+    handler there now). A ``KeyboardInterrupt`` that replaced it on its way out (a library
+    that catches the interrupt and raises its own) leaves as ``Terminated``."""
+    with contextlib.ExitStack() as stack:
+        got = take_sigterm(stack, signal.getsignal(signal.SIGTERM))
+        try:
+            yield got
+        except KeyboardInterrupt as err:
+            if got and not isinstance(err, Terminated):
+                raise Terminated("SIGTERM") from None
+            raise
