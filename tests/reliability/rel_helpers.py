@@ -142,3 +142,18 @@ def run_tunedsl(
 
 def cache_warning_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "CacheWarning:" in line]
+
+
+def running_in_session(sid: int) -> list[str]:
+    """The processes of session ``sid`` still running (zombies have ended)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text.split(" (", 1)[1].rsplit(") ", 1)
+        fields = rest.split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(f"{stat.parent.name} {name}")
+    return found

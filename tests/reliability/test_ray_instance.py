@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import swap_attack
+from rel_helpers import running_in_session
 
 from tunedsl.precompile.sweep import sweep
 from tunedsl.store import records
@@ -122,21 +123,6 @@ def test_no_other_user_can_write_in_the_sweeps_ray_instance_directory(
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _in_session(sid: int) -> list[str]:
-    """The processes of session ``sid`` that are still running (zombies have ended)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        name, rest = text.split(" (", 1)[1].rsplit(") ", 1)
-        fields = rest.split()
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(f"{stat.parent.name} {name}")
-    return found
-
-
 @pytest.mark.parametrize(
     ("phase", "sig"),
     [("starting", signal.SIGINT), ("starting", signal.SIGKILL), ("running", signal.SIGKILL)],
@@ -166,7 +152,7 @@ def test_no_process_of_the_sweeps_ray_instance_outlives_the_sweep(
     try:
         deadline = time.monotonic() + 300
         while not (
-            any("gcs_server" in p for p in _in_session(proc.pid))
+            any("gcs_server" in p for p in running_in_session(proc.pid))
             if phase == "starting"
             else (markers / "hang-started").exists()
         ):
@@ -175,12 +161,16 @@ def test_no_process_of_the_sweeps_ray_instance_outlives_the_sweep(
         proc.send_signal(sig)
         proc.communicate(timeout=120)
         deadline = time.monotonic() + 30
-        while (_in_session(proc.pid) or list(scratch.iterdir())) and time.monotonic() < deadline:
+        while (
+            running_in_session(proc.pid) or list(scratch.iterdir())
+        ) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _in_session(proc.pid) == [], "a process of the sweep's Ray instance outlived it"
+        assert running_in_session(proc.pid) == [], (
+            "a process of the sweep's Ray instance outlived it"
+        )
         assert [p.name for p in scratch.iterdir() if p.name.startswith("tunedsl-ray-")] == []
     finally:
-        for line in _in_session(proc.pid):
+        for line in running_in_session(proc.pid):
             os.kill(int(line.split()[0]), signal.SIGKILL)
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -282,11 +272,11 @@ def _stop_a_ray_sweep(tmp_path: Path, sig: signal.Signals) -> tuple[int, str, li
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
         deadline = time.monotonic() + 30
-        while _in_session(proc.pid) and time.monotonic() < deadline:
+        while running_in_session(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        return proc.returncode, err.decode(), _in_session(proc.pid)
+        return proc.returncode, err.decode(), running_in_session(proc.pid)
     finally:
-        for line in _in_session(proc.pid):
+        for line in running_in_session(proc.pid):
             os.kill(int(line.split()[0]), signal.SIGKILL)
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rel_helpers import running_in_session
 
 from tunedsl.store import records
 
@@ -21,21 +22,6 @@ pytestmark = pytest.mark.needs_triton
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = str(REPO / "tests" / "integration" / "sweep_fixtures" / "sweep_vadd.py")
-
-
-def _in_session(sid: int) -> list[str]:
-    """The processes of session ``sid`` still running (zombies have ended)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        name, rest = text.split(" (", 1)[1].rsplit(") ", 1)
-        fields = rest.split()
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(f"{stat.parent.name} {name}")
-    return found
 
 
 def _terminate_once(
@@ -62,14 +48,14 @@ def _terminate_once(
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
         deadline = time.monotonic() + 30
-        while _in_session(proc.pid) and time.monotonic() < deadline:
+        while running_in_session(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        return proc.returncode, "".join(lines) + err, _in_session(proc.pid)
+        return proc.returncode, "".join(lines) + err, running_in_session(proc.pid)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-        for line in _in_session(proc.pid):
+        for line in running_in_session(proc.pid):
             os.kill(int(line.split()[0]), signal.SIGKILL)
 
 
