@@ -93,3 +93,47 @@ def test_prune_reading_a_local_that_key_holds_or_a_factory_value_runs(tmp_path: 
     done = _run(tmp_path, "topk_factory.py", factory)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+TOPK_AT_TOP_LEVEL = """\
+import torch
+from tunedsl import autotune
+from kernels_twentysecond import topk_rows
+
+if torch.get_default_dtype() == torch.float32:  # one name bound in each branch: a constant
+    SMALLEST = 32
+else:
+    SMALLEST = 64
+torch.manual_seed(0)
+for N in (100, 200):  # one key= bucket, one class of int (neither a multiple of 16)
+    x = torch.randn(4, N)
+    out = torch.empty(4, 3)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=4, key=N // 512,
+             prune=lambda configs, args: [c for c in configs if SMALLEST <= PRUNE_READ <= c.BLOCK < 2 * PRUNE_READ],
+             topk_rows(x, out, N, x.stride(0), K=3, BLOCK=$BLOCK))
+    torch.testing.assert_close(out, x.topk(3, dim=1).values)
+print("ok")
+"""
+
+
+def test_prune_at_a_scripts_top_level_reading_a_loop_variable_is_named(tmp_path: Path) -> None:
+    """At a script's top level the loop's ``N`` is a module global: a prune reading it read
+    a value no key held, and the decision made for N=100 (BLOCK=128) was launched for N=200,
+    whose prune keeps only BLOCK=256, so the top-k came out wrong. The first call now names
+    the site, the name, the line that rebinds it and the fix; a module constant bound in
+    each branch of an ``if`` (``SMALLEST``) is read without complaint, and the fixed prune
+    (``args["N"]``) gives the right result for both sizes."""
+    done = _run(tmp_path, "topk_top.py", TOPK_AT_TOP_LEVEL.replace("PRUNE_READ", "N"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "UsageError: " in done.stderr and "topk_top.py:13:5 (topk_rows)" in done.stderr
+    assert "reads `N` (100) from the module, which rebinds it as it runs (line 10)" in done.stderr
+    assert 'Read it as args["N"]' in done.stderr
+    assert "SMALLEST" not in done.stderr.split("UsageError: ")[1]
+    assert "ok" not in done.stdout
+    fixed = _run(tmp_path, "topk_top_args.py", TOPK_AT_TOP_LEVEL.replace("PRUNE_READ", 'args["N"]'))
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.strip() == "ok"
+    keyed = TOPK_AT_TOP_LEVEL.replace("PRUNE_READ", "N").replace("key=N // 512", "key=N")
+    done = _run(tmp_path, "topk_top_keyed.py", keyed)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

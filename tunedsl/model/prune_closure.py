@@ -1,4 +1,4 @@
-"""What a ``prune=`` function reads from the function that calls the site, past its ``args``.
+"""What a ``prune=`` function reads from the code that calls the site, past its ``args``.
 
 A prune written in the call (``prune=lambda configs, args: [c for c in configs if c.BLOCK >=
 N]``, with ``N`` a local of the calling function) reads a value of this call that no key
@@ -8,14 +8,21 @@ for a call whose ``N`` is 200, launching a configuration that call's prune drops
 module finds such reads: the closure variables of a prune defined inside a function that
 is running now (the caller, whose locals change from call to call), holding data.
 A prune made by a factory that has returned (``prune=make_prune(64)``) is fixed for the
-process and is not one of them, nor is a module-level name.
+process and is not one of them.
+
+At a script's or a notebook cell's top level the caller's variables are the module's
+globals: a prune there that reads a name the module rebinds while it runs (a loop's
+variable, a name assigned twice in one block, ``+=``) has the same fault. Those names are
+found in the module's source; a module constant, or one name assigned in each branch of an
+``if``, is not one of them.
 """
 
 from __future__ import annotations
 
+import dis
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError, callable_name
@@ -24,17 +31,28 @@ from tunedsl.errors import UsageError, callable_name
 _MAX_FRAMES = 200
 
 
-def check(prune: Any, label: str, key: Any, arg_names: Sequence[str], args: Any) -> None:
-    """A ``UsageError`` at the site when ``prune`` reads a local of the calling function that
-    the ``key=`` value does not hold: the key would not tell two of its values apart."""
-    for name, value in caller_locals_read(prune):
+#: A module's file name -> the names its top-level code rebinds as it runs, each with a line
+#: that rebinds it (the front end reads the module's source).
+Rebound = Callable[[str], Mapping[str, int]]
+
+
+def check(
+    prune: Any, label: str, key: Any, arg_names: Sequence[str], args: Any, rebound: Rebound
+) -> None:
+    """A ``UsageError`` at the site when ``prune`` reads a local of the calling function, or
+    a name the running script rebinds, that the ``key=`` value does not hold: the key would
+    not tell two of its values apart."""
+    reads = [(n, v, "the function that calls the site") for n, v in caller_locals_read(prune)]
+    for name, value, line in rebound_globals_read(prune, rebound):
+        reads.append((name, value, f"the module, which rebinds it as it runs (line {line})"))
+    for name, value, source in reads:
         if held_by_key(value, key):
             continue
         param = argument_named_alike(name, value, arg_names, args)
         read = f'args["{param}"]' if param else 'args["..."] (pass it to the kernel)'
         raise UsageError(
-            f"{label}: prune={callable_name(prune)} reads `{name}` ({value!r:.60}) from the "
-            "function that calls the site, not from its args: no key holds it, so the "
+            f"{label}: prune={callable_name(prune)} reads `{name}` ({value!r:.60}) from "
+            f"{source}, not from its args: no key holds it, so the "
             f"decision made for one value of `{name}` would be reused for a call with another, "
             f"launching a configuration its prune drops. Read it as {read}, whose value then "
             f"joins the key, or put `{name}` in key="
@@ -57,6 +75,24 @@ def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
             continue
         if _is_data(value):
             out.append((name, value))
+    return out
+
+
+def rebound_globals_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any, int]]:
+    """The (name, value, line) of data that ``prune``, defined in a module's top-level code
+    that is running now, reads from the module's globals where the module's source rebinds
+    the name (``line``: where it is rebound)."""
+    code = getattr(prune, "__code__", None)
+    namespace = getattr(prune, "__globals__", None)
+    if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
+        return []
+    if not _defined_in_running_module(code):
+        return []
+    lines = rebound(code.co_filename)
+    out = []
+    for name in sorted(_globals_loaded(code)):
+        if name in lines and name in namespace and _is_data(namespace[name]):
+            out.append((name, namespace[name], lines[name]))
     return out
 
 
@@ -97,6 +133,37 @@ def _defined_in_running_function(code: types.CodeType) -> bool:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
+
+
+def _defined_in_running_module(code: types.CodeType) -> bool:
+    """Whether the top-level code of ``code``'s file, whose lines hold ``code``'s first
+    line, is running now (a script or a notebook cell, not a module already imported)."""
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return False
+        outer = frame.f_code
+        if (
+            outer.co_name == "<module>"
+            and outer.co_filename == code.co_filename
+            and _spans(outer, code.co_firstlineno)
+        ):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _globals_loaded(code: types.CodeType) -> set[str]:
+    """The global names ``code`` and the code nested in it (a comprehension) load."""
+    names = {
+        str(op.argval)
+        for op in dis.get_instructions(code)
+        if op.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+    }
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _globals_loaded(const)
+    return names
 
 
 # A function's code has CO_NEWLOCALS; a module's and a class body's do not.

@@ -26,6 +26,7 @@ import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.errors import TuningError, UsageError
+from tunedsl.frontend.rebinding import rebound_at_top_level
 from tunedsl.model import keys, prune_closure, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
@@ -208,16 +209,17 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
     plain = {n: a for n, a in zip(info.arg_names, call.args, strict=False) if a is not HOLE}
     recorder = ReadRecorder({**plain, **call.static_kwargs})
     if settings.large:
-        lazy = LazyCandidates(settings, recorder)
-        if settings.prune is not None:  # learn which arguments it reads (for the key)
-            settings.prune([settings.default], recorder)
-            site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
-            prune_closure.check(settings.prune, site.label, call.key, info.arg_names, call.args)
-        return lazy  # type: ignore[return-value]
-    configs = apply_prune(settings, recorder)
+        found: Sequence[Config] = LazyCandidates(settings, recorder)  # type: ignore[assignment]
+        if settings.prune is None:
+            return found
+        settings.prune([settings.default], recorder)  # learn which arguments it reads
+    else:
+        found = apply_prune(settings, recorder)
     site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
-    prune_closure.check(settings.prune, site.label, call.key, info.arg_names, call.args)
-    return configs
+    prune_closure.check(
+        settings.prune, site.label, call.key, info.arg_names, call.args, rebound_at_top_level
+    )
+    return found
 
 
 def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
