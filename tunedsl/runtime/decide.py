@@ -41,7 +41,7 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.record_identity import checker
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
-from tunedsl.runtime import launch_effect, space_records
+from tunedsl.runtime import launch_effect, space_records, verdicts
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import paths
 from tunedsl.store import records as store
@@ -173,9 +173,8 @@ def _usable(
 
 
 def _searched_enough(record: store.Record, settings: Settings) -> bool:
-    """A budgeted search need not have measured every candidate: its record decides the key
-    while this site asks for the same strategy and no larger budget (a larger one continues
-    the search from the record's timings)."""
+    """A budgeted search's record need not cover every candidate: it decides the key while
+    this site asks for the same strategy and no larger budget (a larger one continues it)."""
     if record.budget_s is None or record.strategy is None:
         return False
     if record.strategy.split(":")[0] != settings.search:
@@ -309,6 +308,7 @@ def lookup(
         from tunedsl.runtime.legacy_records import migrate
 
         record = migrate(subject, stores)
+    record = verdicts.current(record, settings)  # rejections by another verify= check
     usable, previous = _usable(record, settings, candidates)
     usable = usable and not foreign  # another space's choice: its timings count, not it
     if stands(record, usable) and record is not None:
@@ -445,6 +445,7 @@ def tune_and_record(
         versions=bt.toolchain(),
         context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer}
         | space_records.noted(subject, candidates)
+        | verdicts.noted(settings)
         | dict(note or {}),
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),

@@ -1,0 +1,64 @@
+"""Whether a stored ``verify=`` rejection still stands (runtime layer).
+
+A configuration ``verify=`` rejected was judged by the site's check as it was then: what it
+compares against (the first configuration, named outputs, a reference function) and within
+which tolerances (``rtol=``, ``atol=``). A record never retries what it rejected, so a site
+whose check changed since (``rtol=`` loosened to let a summation order that rounds the other
+way through, ``verify=True`` replaced by a reference) would keep those configurations out
+for good, with reasons that name the old tolerances.
+
+So a record states the check its rejections were made under (``context["verify"]``), and a
+site that checks otherwise reads the record without them: those configurations are measured
+and checked again, the rest of the record's timings reused. A site that no longer verifies
+keeps them out (the safe side: each gave an output the check refused). A record that states
+no check (written before records stated one) counts as another check. An edited reference
+function is the same check here: ``tunedsl cache clear`` measures its key anew.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tunedsl.model.settings import Settings
+    from tunedsl.store.records import Record
+
+#: The record ``context`` entry stating the check its rejections were made under.
+VERIFY = "verify"
+
+
+def check_of(settings: Settings) -> dict[str, Any] | None:
+    """The site's check as JSON (None: the site does not verify)."""
+    verify = settings.verify
+    if verify is None or verify is False:
+        return None
+    if callable(verify):
+        against: Any = "reference"
+    elif verify is True:
+        against = "first"
+    else:
+        against = sorted(str(name) for name in verify)
+    return {
+        "against": against,
+        "rtol": float(settings.rtol),
+        "atol": float(settings.atol),
+        "given": bool(settings.tolerance_given),
+    }
+
+
+def noted(settings: Settings) -> dict[str, Any]:
+    """The ``context`` entry of a new record: the check its rejections were made under."""
+    check = check_of(settings)
+    return {} if check is None else {VERIFY: check}
+
+
+def current(record: Record | None, settings: Settings) -> Record | None:
+    """``record`` as this site reads it: without the rejections of another check."""
+    if record is None:
+        return None
+    check = check_of(settings)
+    if check is None or record.context.get(VERIFY) == check:
+        return record
+    kept = tuple(r for r in record.results if r.status != "rejected")
+    return record if len(kept) == len(record.results) else replace(record, results=kept)
