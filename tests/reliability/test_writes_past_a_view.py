@@ -1,7 +1,9 @@
 """A configuration that writes past a tensor view's extent while tuning in process: the
 caller's data around the view (in the same storage, named by no argument) is as it was
 after the tuning. A configuration that lost, or that ``verify=`` rejected, had left it as it
-wrote it, a silent wrong result. Real kernels under Triton's interpreter, real views."""
+wrote it, a silent wrong result. And views of one storage picked per configuration (rows of
+one stacked tensor) are each restored as memory of their own. Real kernels under Triton's
+interpreter, real views."""
 
 from __future__ import annotations
 
@@ -81,3 +83,42 @@ def test_only_views_are_kept_and_a_window_is_bounded() -> None:
     (window, _), *others = AroundViews([middle, big[len(big) // 2 + 128 :][:64]]).kept
     assert others == []  # two views that meet: one window
     assert window.numel() == 1024 + 2 * MIN_PAD_BYTES  # the views' span and a pad each side
+
+
+@triton.jit
+def add_one(out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(out + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def test_a_row_of_one_tensor_picked_per_configuration_is_restored_as_its_own() -> None:
+    """A buffer picked per configuration from the rows of one stacked tensor
+    (``outs[cfg.variant]``): each row is memory of its own, in the first configuration's
+    storage. Each is restored before every launch (``pre_hook`` sees the caller's 5.0, not
+    the sums of the launches before), and after the tuning the rows the chosen configuration
+    does not write hold the caller's values: a row more than the kept window away from the
+    first configuration's (1.2 MB rows) had been left holding the tuning's sums."""
+    n = 300_000
+    rows = torch.full((3, n), 5.0)
+    seen: dict[int, set[float]] = {0: set(), 1: set(), 2: set()}
+
+    def hook(args: dict[str, object]) -> None:
+        out = args["out"]
+        assert isinstance(out, torch.Tensor)
+        seen[(out.data_ptr() - rows.data_ptr()) // out.nbytes].update(out.unique().tolist())
+
+    res = autotune_launch(
+        add_one,
+        space={"variant": [0, 1, 2], "BLOCK": [8192, 16384]},
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (rows[cfg.variant], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+        restore_value=["out"],
+        pre_hook=hook,
+        name="rows-per-configuration",
+    )
+    assert res.source == "tuned"
+    assert seen == {0: {5.0}, 1: {5.0}, 2: {5.0}}
+    expected = torch.full((3, n), 5.0)
+    expected[res.config.variant] = 6.0
+    assert torch.equal(rows, expected)
