@@ -122,3 +122,54 @@ def test_a_row_of_one_tensor_picked_per_configuration_is_restored_as_its_own() -
     expected = torch.full((3, n), 5.0)
     expected[res.config.variant] = 6.0
     assert torch.equal(rows, expected)
+
+
+def test_a_rejected_configuration_writing_past_its_own_slot_leaves_the_data_after_it() -> None:
+    """A buffer picked per configuration from slots of one workspace, the second slot 4 MiB
+    past the first (beyond the window kept around the first configuration's): the
+    configuration on the second slot writes 56 values past it (masked to the padded size)
+    and ``verify=`` rejects it. The workspace after its slot is as it was after the tuning:
+    a window is kept around each configuration's own tensor too, copied before its first
+    launch (the 56 values had been left as it wrote them)."""
+    n, far = 200, 1 << 20
+    workspace = torch.full((far + 1024,), 9.0)
+    slots = {0: workspace[:n], 1: workspace[far : far + n]}
+    expected = workspace.clone()
+    expected[:n] = 1.0
+    res = autotune_launch(
+        fill_ones,
+        space=[{"slot": 0, "BLOCK": 8, "PADDED": False}, {"slot": 1, "BLOCK": 64, "PADDED": True}],
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (slots[cfg.slot], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        verify=True,
+        name="fill-far-slot",
+    )
+    assert res.config.slot == 0
+    assert [r.status for r in res.timings.values()] == ["ok", "rejected"]
+    assert torch.equal(workspace, expected)
+
+
+def test_where_two_kept_windows_meet_the_older_copy_is_put_back() -> None:
+    """The first configuration writes 56 values past its slot and is rejected; the second
+    slot, 4 KiB further, gets its window copied before its first launch, after the first
+    configuration wrote there, and the two windows meet. The data after the first slot is
+    as the caller had it after the tuning: the newer copy (holding the rejected writes) is
+    put back first, the older one last."""
+    n = 200
+    workspace = torch.full((1 << 20,), 9.0)
+    slots = {0: workspace[:n], 1: workspace[1024 : 1024 + n]}
+    expected = workspace.clone()
+    expected[1024 : 1024 + n] = 1.0
+    res = autotune_launch(
+        fill_ones,
+        space=[{"slot": 0, "BLOCK": 64, "PADDED": True}, {"slot": 1, "BLOCK": 8, "PADDED": False}],
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (slots[cfg.slot], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        verify=lambda args: {"out": torch.ones(n)},
+        name="fill-meeting-slots",
+    )
+    assert res.config.slot == 1
+    assert [r.status for r in res.timings.values()] == ["rejected", "ok"]
+    assert torch.equal(workspace, expected)

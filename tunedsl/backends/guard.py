@@ -57,6 +57,7 @@ class Guard:
         self.verify_snapshot: dict[str, Any] = {}
         # Before any launch: what a configuration writing past a view would change.
         self.around = AroundViews(bound.values() if around_views else ())
+        self.around_views = around_views
         self.pre_hook = req.settings.pre_hook
         skip = (*restore_value, *reset_to_zero)
         # Every written argument is put back after tuning: an output the first launches
@@ -117,6 +118,8 @@ class Guard:
             for name, value in data.items():
                 place = self._own_place(name, value)
                 if place is not None and place not in self.own:
+                    if self.around_views:  # the memory around it, as around the first's
+                        self.around.add(value)
                     with contextlib.suppress(RuntimeError):  # no room for it: left as it is
                         self.own[place] = (value, self.bt.clone(value))
             known = self._data[id(hook_args)] = (hook_args, data)

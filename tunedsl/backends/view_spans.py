@@ -15,7 +15,9 @@ launch, a window that changed is put back. Writes further away, or outside the s
 not undone. A tensor that covers its whole storage (the common case) costs a comparison of
 two numbers and is not copied. Where the device has no room for a copy, it is taken in host
 memory (and put back from there); where the host has none either, that window is left
-unprotected, and one warning says so.
+unprotected, and one warning says so. A tensor a later configuration passes in place of
+the first configuration's (a buffer picked per configuration) gets its window too, copied
+before that configuration's first launch.
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ def _window(t: Any) -> tuple[Any, int, int] | None:
 
 class AroundViews:
     """Copies of the storage around the views among ``tensors`` (see the module docstring),
-    put back by ``put_back``."""
+    and around those ``add`` is given later, put back by ``put_back``."""
 
     def __init__(self, tensors: Iterable[Any]) -> None:
         self.kept: list[tuple[Any, Any]] = []  # (a window onto the storage, its copy)
-        spans: dict[tuple[Any, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
+        # Per storage (its device and address): the windows kept of it.
+        self.spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        spans: dict[tuple[str, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
         for t in tensors:
             if not is_tensor(t):
                 continue
@@ -66,9 +70,24 @@ class AroundViews:
             storage, lo, hi = found
             where = (str(t.device), storage.data_ptr())
             spans.setdefault(where, (storage, t.device, []))[2].append((lo, hi))
-        for storage, device, windows in spans.values():
+        for where, (storage, device, windows) in spans.items():
             for lo, hi in _merged(windows):
                 self._keep(storage, device, lo, hi)
+                self.spans.setdefault(where, []).append((lo, hi))
+
+    def add(self, t: Any) -> None:
+        """Keep the storage around ``t`` too, now (a tensor a later configuration passes in
+        place of the first's, before its first launch), unless a window kept already holds
+        it all: that copy is older, and ``put_back`` lets the older copy win where two meet."""
+        found = _window(t) if is_tensor(t) else None
+        if found is None:
+            return
+        storage, lo, hi = found
+        where = (str(t.device), storage.data_ptr())
+        kept = self.spans.setdefault(where, [])
+        if not any(a <= lo and hi <= b for a, b in kept):
+            self._keep(storage, t.device, lo, hi)
+            kept.append((lo, hi))
 
     def _keep(self, storage: Any, device: Any, lo: int, hi: int) -> None:
         import torch
@@ -97,11 +116,12 @@ class AroundViews:
         )
 
     def put_back(self) -> None:
-        """Every window that changed back as it was; the copies go."""
+        """Every window that changed back as it was, the newest first (where windows meet,
+        the older copy, taken before more launches, is what stays); the copies go."""
         import torch
 
-        kept, self.kept = self.kept, []
-        for window, copy in kept:
+        kept, self.kept, self.spans = self.kept, [], {}
+        for window, copy in reversed(kept):
             if copy.device != window.device or not torch.equal(window, copy):
                 window.copy_(copy)  # a copy in host memory: put back all the same
 
