@@ -1,7 +1,8 @@
 """On a real GPU: an ``isolate=True`` worker killed for a hanging configuration leaves no
 directory of compile temporaries in a ``TMPDIR`` open to all
 (``backends/compile_temporaries.py``), and a configuration that writes past a view's
-extent leaves the data around the view as it was (``backends/view_spans.py``)."""
+extent leaves the data around the view as it was, views of two storages over one memory
+included (``backends/view_spans.py``)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,34 @@ def test_a_configuration_writing_past_a_slice_on_the_gpu_leaves_the_data_around_
     )
     torch.cuda.synchronize()
     assert torch.equal(storage, expected)
+
+
+@triton.jit
+def copy_block(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+def test_views_of_two_storages_over_one_memory_tune_and_keep_the_data_around() -> None:
+    """``head`` is a second storage over the first 1200 bytes of ``whole``'s memory
+    (``torch.from_dlpack``, as a CuPy or Numba array handed to torch is): one address, two
+    sizes. A view of each is an argument; the tuning finishes (the window of ``whole``'s view
+    had been taken from ``head``'s storage, where it does not fit: a RuntimeError from
+    inside the tuning) and the memory around both is as it was."""
+    whole = torch.full((1000,), 9.0, device="cuda")
+    head = torch.from_dlpack(whole[:300])
+    src, dst = head[0:100], whole[200:300]
+    src.copy_(torch.arange(100.0, device="cuda"))
+    expected = whole.clone()
+    expected[200:300] = expected[0:100]
+    res = autotune_launch(
+        copy_block,
+        space={"BLOCK": [32, 128]},
+        grid=lambda cfg: (cdiv(100, cfg.BLOCK),),
+        args=(src, dst, 100),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+        name="two-storages-gpu",
+    )
+    torch.cuda.synchronize()
+    assert res.source == "tuned"
+    assert torch.equal(whole, expected)

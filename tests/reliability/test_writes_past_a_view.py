@@ -173,3 +173,22 @@ def test_where_two_kept_windows_meet_the_older_copy_is_put_back() -> None:
     assert res.config.slot == 1
     assert [r.status for r in res.timings.values()] == ["rejected", "ok"]
     assert torch.equal(workspace, expected)
+
+
+def test_views_of_two_storages_over_one_memory_each_get_a_window_that_fits() -> None:
+    """``head`` is a second storage over the first 1200 bytes of ``whole``'s memory
+    (``torch.from_dlpack``; two ``torch.from_numpy`` of an array and of its slice are the
+    same): one address, two sizes. The windows around a view of each are kept and put back,
+    each on its own storage: the window of ``whole``'s view had been taken from ``head``'s
+    storage, where it does not fit, a RuntimeError from inside the tuning. (Triton's
+    interpreter cannot launch on such a pair; on a GPU: tests/gpu.)"""
+    from tunedsl.backends.view_spans import AroundViews
+
+    whole = torch.arange(1000, dtype=torch.float32)
+    head = torch.from_dlpack(whole[:300])
+    assert head.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr()
+    expected = whole.clone()
+    around = AroundViews([head[0:100], whole[600:700]])
+    whole.fill_(-1.0)  # stray writes everywhere around both views
+    around.put_back()
+    assert torch.equal(whole, expected)

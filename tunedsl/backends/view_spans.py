@@ -58,9 +58,9 @@ class AroundViews:
 
     def __init__(self, tensors: Iterable[Any]) -> None:
         self.kept: list[tuple[Any, Any]] = []  # (a window onto the storage, its copy)
-        # Per storage (its device and address): the windows kept of it.
-        self.spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
-        spans: dict[tuple[str, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
+        # Per storage (``_storage_place``): the windows kept of it.
+        self.spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+        spans: dict[tuple[str, int, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
         for t in tensors:
             if not is_tensor(t):
                 continue
@@ -68,7 +68,7 @@ class AroundViews:
             if found is None:
                 continue
             storage, lo, hi = found
-            where = (str(t.device), storage.data_ptr())
+            where = _storage_place(t, storage)
             spans.setdefault(where, (storage, t.device, []))[2].append((lo, hi))
         for where, (storage, device, windows) in spans.items():
             for lo, hi in _merged(windows):
@@ -83,7 +83,7 @@ class AroundViews:
         if found is None:
             return
         storage, lo, hi = found
-        where = (str(t.device), storage.data_ptr())
+        where = _storage_place(t, storage)
         kept = self.spans.setdefault(where, [])
         if not any(a <= lo and hi <= b for a, b in kept):
             self._keep(storage, t.device, lo, hi)
@@ -124,6 +124,13 @@ class AroundViews:
         for window, copy in reversed(kept):
             if copy.device != window.device or not torch.equal(window, copy):
                 window.copy_(copy)  # a copy in host memory: put back all the same
+
+
+def _storage_place(t: Any, storage: Any) -> tuple[str, int, int]:
+    """A storage's device, address and size: two storages over one memory (two
+    ``torch.from_numpy`` of one array, ``a`` and ``a[:k]``) start at one address with two
+    sizes, and a window of the larger one does not fit in the smaller."""
+    return str(t.device), storage.data_ptr(), storage.nbytes()
 
 
 def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
