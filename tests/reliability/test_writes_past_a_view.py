@@ -2,8 +2,9 @@
 caller's data around the view (in the same storage, named by no argument) is as it was
 after the tuning. A configuration that lost, or that ``verify=`` rejected, had left it as it
 wrote it, a silent wrong result. And views of one storage picked per configuration (rows of
-one stacked tensor) are each restored as memory of their own. Real kernels under Triton's
-interpreter, real views."""
+one stacked tensor) are each restored as memory of their own, and views of two storages
+over one memory are each kept, and sent to an isolated worker, whole. Real kernels under
+Triton's interpreter, real views."""
 
 from __future__ import annotations
 
@@ -192,3 +193,22 @@ def test_views_of_two_storages_over_one_memory_each_get_a_window_that_fits() -> 
     whole.fill_(-1.0)  # stray writes everywhere around both views
     around.put_back()
     assert torch.equal(whole, expected)
+
+
+def test_views_of_two_storages_over_one_memory_reach_an_isolated_worker_whole() -> None:
+    """The same pair sent to an ``isolate=True`` worker: each view is rebuilt there with the
+    caller's values. Storages were told apart by their address alone, so only the smaller
+    one was copied, and the view of the larger one, past its end, was rebuilt on that copy
+    grown with memory nobody wrote: the worker measured on values that were not the call's."""
+    from tunedsl.backends.isolated_transfer import pack_inputs, rebuild_storages, rebuild_variant
+    from tunedsl.model.config import Config
+    from tunedsl.model.variant import Variant
+
+    whole = torch.arange(1000, dtype=torch.float32)
+    head = torch.from_dlpack(whole[:300])
+    small, large = head[0:100], whole[600:700]
+    variant = Variant(Config(a=1), (small, large, 100), {}, (1,), {})
+    storages, packed = pack_inputs([variant])
+    rebuilt = rebuild_variant(packed[0], rebuild_storages(storages, None))
+    assert torch.equal(rebuilt.args[0], small)
+    assert torch.equal(rebuilt.args[1], large)
