@@ -155,8 +155,8 @@ def test_where_two_kept_windows_meet_the_older_copy_is_put_back() -> None:
     """The first configuration writes 56 values past its slot and is rejected; the second
     slot, 4 KiB further, gets its window copied before its first launch, after the first
     configuration wrote there, and the two windows meet. The data after the first slot is
-    as the caller had it after the tuning: the newer copy (holding the rejected writes) is
-    put back first, the older one last."""
+    as the caller had it after the tuning: the second window keeps only what the first does
+    not hold, and the first's copy (taken before any launch) is what is put back there."""
     n = 200
     workspace = torch.full((1 << 20,), 9.0)
     slots = {0: workspace[:n], 1: workspace[1024 : 1024 + n]}

@@ -17,7 +17,7 @@ two numbers and is not copied. Where the device has no room for a copy, it is ta
 memory (and put back from there); where the host has none either, that window is left
 unprotected, and one warning says so. A tensor a later configuration passes in place of
 the first configuration's (a buffer picked per configuration) gets its window too, copied
-before that configuration's first launch.
+before that configuration's first launch: the parts no window kept already holds.
 """
 
 from __future__ import annotations
@@ -77,17 +77,18 @@ class AroundViews:
 
     def add(self, t: Any) -> None:
         """Keep the storage around ``t`` too, now (a tensor a later configuration passes in
-        place of the first's, before its first launch), unless a window kept already holds
-        it all: that copy is older, and ``put_back`` lets the older copy win where two meet."""
+        place of the first's, before its first launch): the parts of its window that no
+        window kept already holds. A copy kept already is older (taken before more
+        launches), so where windows meet it is the one that counts, and each byte of a
+        storage is copied once."""
         found = _window(t) if is_tensor(t) else None
         if found is None:
             return
         storage, lo, hi = found
-        where = _storage_place(t, storage)
-        kept = self.spans.setdefault(where, [])
-        if not any(a <= lo and hi <= b for a, b in kept):
-            self._keep(storage, t.device, lo, hi)
-            kept.append((lo, hi))
+        kept = self.spans.setdefault(_storage_place(t, storage), [])
+        for a, b in _uncovered(lo, hi, kept):
+            self._keep(storage, t.device, a, b)
+            kept.append((a, b))
 
     def _keep(self, storage: Any, device: Any, lo: int, hi: int) -> None:
         import torch
@@ -116,12 +117,11 @@ class AroundViews:
         )
 
     def put_back(self) -> None:
-        """Every window that changed back as it was, the newest first (where windows meet,
-        the older copy, taken before more launches, is what stays); the copies go."""
+        """Every window that changed back as it was; the copies go."""
         import torch
 
         kept, self.kept, self.spans = self.kept, [], {}
-        for window, copy in reversed(kept):
+        for window, copy in kept:
             if copy.device != window.device or not torch.equal(window, copy):
                 window.copy_(copy)  # a copy in host memory: put back all the same
 
@@ -131,6 +131,20 @@ def _storage_place(t: Any, storage: Any) -> tuple[str, int, int]:
     ``torch.from_numpy`` of one array, ``a`` and ``a[:k]``) start at one address with two
     sizes, and a window of the larger one does not fit in the smaller."""
     return str(t.device), storage.data_ptr(), storage.nbytes()
+
+
+def _uncovered(lo: int, hi: int, kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``[lo, hi)`` outside every window of ``kept``."""
+    out, at = [], lo
+    for a, b in _merged(kept):
+        if b <= at or a >= hi:
+            continue
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    if at < hi:
+        out.append((at, hi))
+    return out
 
 
 def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
