@@ -1,7 +1,8 @@
 """On a real GPU: an ``isolate=True`` worker killed for a hanging configuration leaves no
 directory of compile temporaries in a ``TMPDIR`` open to all
 (``backends/compile_temporaries.py``), and a configuration that writes past a view's
-extent leaves the data around the view as it was (``backends/view_spans.py``)."""
+extent leaves the data around the view as it was, views of two storages over one memory
+included (``backends/view_spans.py``)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,92 @@ def test_a_configuration_writing_past_a_slice_on_the_gpu_leaves_the_data_around_
     )
     torch.cuda.synchronize()
     assert torch.equal(storage, expected)
+
+
+@triton.jit
+def copy_block(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+def test_views_of_two_storages_over_one_memory_tune_and_keep_the_data_around() -> None:
+    """``head`` is a second storage over the first 1200 bytes of ``whole``'s memory
+    (``torch.from_dlpack``, as a CuPy or Numba array handed to torch is): one address, two
+    sizes. A view of each is an argument; the tuning finishes (the window of ``whole``'s view
+    had been taken from ``head``'s storage, where it does not fit: a RuntimeError from
+    inside the tuning) and the memory around both is as it was."""
+    whole = torch.full((1000,), 9.0, device="cuda")
+    head = torch.from_dlpack(whole[:300])
+    src, dst = head[0:100], whole[200:300]
+    src.copy_(torch.arange(100.0, device="cuda"))
+    expected = whole.clone()
+    expected[200:300] = expected[0:100]
+    res = autotune_launch(
+        copy_block,
+        space={"BLOCK": [32, 128]},
+        grid=lambda cfg: (cdiv(100, cfg.BLOCK),),
+        args=(src, dst, 100),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+        name="two-storages-gpu",
+    )
+    torch.cuda.synchronize()
+    assert res.source == "tuned"
+    assert torch.equal(whole, expected)
+
+
+TWO_STORAGES = r"""
+import sys
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def add(a, b, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+whole = torch.arange(1000, dtype=torch.float32, device="cuda")
+head = torch.from_dlpack(whole[:300])  # a second storage over whole's first 1200 bytes
+a, b = head[0:100], whole[600:700]
+out = torch.empty(100, device="cuda")
+seen = sys.argv[1]
+
+
+def hook(args):  # runs in the worker, on its copies
+    with open(seen, "a") as f:
+        f.write(f"{args['b'].sum().item()}\n")
+
+
+autotune_launch(
+    add, space={"BLOCK": [32, 128]}, grid=lambda cfg: (cdiv(100, cfg.BLOCK),),
+    args=(a, b, out, 100), kwargs=lambda cfg: {"BLOCK": cfg.BLOCK}, pre_hook=hook,
+    isolate=True, name="two-storages-isolated",
+)
+torch.cuda.synchronize()
+print("OUT", torch.equal(out, a + b))
+"""
+
+
+def test_views_of_two_storages_over_one_memory_reach_an_isolated_worker_whole(
+    tmp_path: Path,
+) -> None:
+    """``a`` is a view of a second storage over the first 1200 bytes of ``whole``'s memory,
+    ``b`` a view of ``whole`` past them: the worker measures on ``b``'s values (its
+    ``pre_hook`` sees their sum, 64950), not on memory nobody wrote (only the smaller
+    storage had been copied, and ``b`` rebuilt past its end)."""
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), PYTHONPATH=str(REPO))
+    script, seen = tmp_path / "two_storages.py", tmp_path / "seen"
+    script.write_text(TWO_STORAGES)
+    out = subprocess.run(
+        [sys.executable, str(script), str(seen)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "OUT True" in out.stdout, out.stdout + out.stderr
+    sums = set(seen.read_text().split())
+    assert sums == {str(float(sum(range(600, 700))))}, sums

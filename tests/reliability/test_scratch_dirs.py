@@ -1,6 +1,7 @@
 """Scratch directories (``store/scratch.scratch_dir``: a sweep task's records, the claims of a
 multi-GPU ``precompile --tune``) ending while another process of the user removes the ones
-killed processes left: real processes, real files, real locks."""
+killed processes left, or while a child forked from their maker ends: real processes, real
+files, real locks."""
 
 from __future__ import annotations
 
@@ -169,3 +170,54 @@ def test_no_directory_is_removed_from_a_tmpdir_another_user_can_rename_in(
     assert out.returncode != 0 and f"TMPDIR={shared}" in out.stderr, out.stderr
     assert (renamed / "weeks-of-work.txt").read_text() == "keep me"
     assert sorted(p.name for p in shared.iterdir()) == [renamed.name]
+
+
+# A process with a scratch directory and a measurement worker (its compile temporaries in a
+# directory made for it inside), a child forked from it that leaves by a normal exit, then
+# a sweep task's scratch directory that a forked child leaves through (the `with` it forked
+# in ends there too).
+FORKS = """
+import os, sys
+from tunedsl.backends import isolated
+from tunedsl.store import scratch
+
+mine = scratch.process_scratch_dir()
+worker = isolated.worker_for(None)
+worker.start()
+assert worker.scratch is not None, "no directory made for the worker"
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)
+os.waitpid(pid, 0)
+print("PROCESS", os.path.isdir(mine), "WORKER", os.path.isdir(worker.scratch.path), flush=True)
+with scratch.scratch_dir("tunedsl-sweep-") as task:
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)
+    os.waitpid(pid, 0)
+    print("TASK", os.path.isdir(task), flush=True)
+"""
+
+
+def test_a_forked_child_leaving_normally_leaves_its_parents_scratch_directories(
+    tmp_path: Path,
+) -> None:
+    """A child forked by a program that uses tunedsl (``os.fork()``, a pre-forking server's
+    worker) and ending by ``sys.exit``: the parent's process scratch directory, the one
+    made inside it for its measurement worker (Triton's compile temporaries of both: their
+    compiles in flight failed), and a sweep task's, are still there, and removed when the
+    parent ends. The child's exit had removed all three: the generator of each directory
+    ran its clean-up in the child, and so did the child's copy of the parent's workers."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp: compile temporaries go to private directories in it
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TMPDIR=str(shared), TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(TUNEDSL_NO_AUTO_INTERPRET="1", PYTHONPATH=str(Path(__file__).parents[2]))
+    out = subprocess.run(
+        [sys.executable, "-c", FORKS], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PROCESS True WORKER True" in out.stdout, out.stdout + out.stderr
+    assert "TASK True" in out.stdout, out.stdout + out.stderr
+    assert os.listdir(shared) == []

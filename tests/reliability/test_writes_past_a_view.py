@@ -1,7 +1,10 @@
 """A configuration that writes past a tensor view's extent while tuning in process: the
 caller's data around the view (in the same storage, named by no argument) is as it was
 after the tuning. A configuration that lost, or that ``verify=`` rejected, had left it as it
-wrote it, a silent wrong result. Real kernels under Triton's interpreter, real views."""
+wrote it, a silent wrong result. And views of one storage picked per configuration (rows of
+one stacked tensor) are each restored as memory of their own, and views of two storages
+over one memory are each kept, and sent to an isolated worker, whole. Real kernels under
+Triton's interpreter, real views."""
 
 from __future__ import annotations
 
@@ -81,3 +84,131 @@ def test_only_views_are_kept_and_a_window_is_bounded() -> None:
     (window, _), *others = AroundViews([middle, big[len(big) // 2 + 128 :][:64]]).kept
     assert others == []  # two views that meet: one window
     assert window.numel() == 1024 + 2 * MIN_PAD_BYTES  # the views' span and a pad each side
+
+
+@triton.jit
+def add_one(out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(out + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def test_a_row_of_one_tensor_picked_per_configuration_is_restored_as_its_own() -> None:
+    """A buffer picked per configuration from the rows of one stacked tensor
+    (``outs[cfg.variant]``): each row is memory of its own, in the first configuration's
+    storage. Each is restored before every launch (``pre_hook`` sees the caller's 5.0, not
+    the sums of the launches before), and after the tuning the rows the chosen configuration
+    does not write hold the caller's values: a row more than the kept window away from the
+    first configuration's (1.2 MB rows) had been left holding the tuning's sums."""
+    n = 300_000
+    rows = torch.full((3, n), 5.0)
+    seen: dict[int, set[float]] = {0: set(), 1: set(), 2: set()}
+
+    def hook(args: dict[str, object]) -> None:
+        out = args["out"]
+        assert isinstance(out, torch.Tensor)
+        seen[(out.data_ptr() - rows.data_ptr()) // out.nbytes].update(out.unique().tolist())
+
+    res = autotune_launch(
+        add_one,
+        space={"variant": [0, 1, 2], "BLOCK": [8192, 16384]},
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (rows[cfg.variant], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+        restore_value=["out"],
+        pre_hook=hook,
+        name="rows-per-configuration",
+    )
+    assert res.source == "tuned"
+    assert seen == {0: {5.0}, 1: {5.0}, 2: {5.0}}
+    expected = torch.full((3, n), 5.0)
+    expected[res.config.variant] = 6.0
+    assert torch.equal(rows, expected)
+
+
+def test_a_rejected_configuration_writing_past_its_own_slot_leaves_the_data_after_it() -> None:
+    """A buffer picked per configuration from slots of one workspace, the second slot 4 MiB
+    past the first (beyond the window kept around the first configuration's): the
+    configuration on the second slot writes 56 values past it (masked to the padded size)
+    and ``verify=`` rejects it. The workspace after its slot is as it was after the tuning:
+    a window is kept around each configuration's own tensor too, copied before its first
+    launch (the 56 values had been left as it wrote them)."""
+    n, far = 200, 1 << 20
+    workspace = torch.full((far + 1024,), 9.0)
+    slots = {0: workspace[:n], 1: workspace[far : far + n]}
+    expected = workspace.clone()
+    expected[:n] = 1.0
+    res = autotune_launch(
+        fill_ones,
+        space=[{"slot": 0, "BLOCK": 8, "PADDED": False}, {"slot": 1, "BLOCK": 64, "PADDED": True}],
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (slots[cfg.slot], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        verify=True,
+        name="fill-far-slot",
+    )
+    assert res.config.slot == 0
+    assert [r.status for r in res.timings.values()] == ["ok", "rejected"]
+    assert torch.equal(workspace, expected)
+
+
+def test_where_two_kept_windows_meet_the_older_copy_is_put_back() -> None:
+    """The first configuration writes 56 values past its slot and is rejected; the second
+    slot, 4 KiB further, gets its window copied before its first launch, after the first
+    configuration wrote there, and the two windows meet. The data after the first slot is
+    as the caller had it after the tuning: the second window keeps only what the first does
+    not hold, and the first's copy (taken before any launch) is what is put back there."""
+    n = 200
+    workspace = torch.full((1 << 20,), 9.0)
+    slots = {0: workspace[:n], 1: workspace[1024 : 1024 + n]}
+    expected = workspace.clone()
+    expected[1024 : 1024 + n] = 1.0
+    res = autotune_launch(
+        fill_ones,
+        space=[{"slot": 0, "BLOCK": 64, "PADDED": True}, {"slot": 1, "BLOCK": 8, "PADDED": False}],
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (slots[cfg.slot], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        verify=lambda args: {"out": torch.ones(n)},
+        name="fill-meeting-slots",
+    )
+    assert res.config.slot == 1
+    assert [r.status for r in res.timings.values()] == ["rejected", "ok"]
+    assert torch.equal(workspace, expected)
+
+
+def test_views_of_two_storages_over_one_memory_each_get_a_window_that_fits() -> None:
+    """``head`` is a second storage over the first 1200 bytes of ``whole``'s memory
+    (``torch.from_dlpack``; two ``torch.from_numpy`` of an array and of its slice are the
+    same): one address, two sizes. The windows around a view of each are kept and put back,
+    each on its own storage: the window of ``whole``'s view had been taken from ``head``'s
+    storage, where it does not fit, a RuntimeError from inside the tuning. (Triton's
+    interpreter cannot launch on such a pair; on a GPU: tests/gpu.)"""
+    from tunedsl.backends.view_spans import AroundViews
+
+    whole = torch.arange(1000, dtype=torch.float32)
+    head = torch.from_dlpack(whole[:300])
+    assert head.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr()
+    expected = whole.clone()
+    around = AroundViews([head[0:100], whole[600:700]])
+    whole.fill_(-1.0)  # stray writes everywhere around both views
+    around.put_back()
+    assert torch.equal(whole, expected)
+
+
+def test_views_of_two_storages_over_one_memory_reach_an_isolated_worker_whole() -> None:
+    """The same pair sent to an ``isolate=True`` worker: each view is rebuilt there with the
+    caller's values. Storages were told apart by their address alone, so only the smaller
+    one was copied, and the view of the larger one, past its end, was rebuilt on that copy
+    grown with memory nobody wrote: the worker measured on values that were not the call's."""
+    from tunedsl.backends.isolated_transfer import pack_inputs, rebuild_storages, rebuild_variant
+    from tunedsl.model.config import Config
+    from tunedsl.model.variant import Variant
+
+    whole = torch.arange(1000, dtype=torch.float32)
+    head = torch.from_dlpack(whole[:300])
+    small, large = head[0:100], whole[600:700]
+    variant = Variant(Config(a=1), (small, large, 100), {}, (1,), {})
+    storages, packed = pack_inputs([variant])
+    rebuilt = rebuild_variant(packed[0], rebuild_storages(storages, None))
+    assert torch.equal(rebuilt.args[0], small)
+    assert torch.equal(rebuilt.args[1], large)

@@ -57,6 +57,7 @@ class Guard:
         self.verify_snapshot: dict[str, Any] = {}
         # Before any launch: what a configuration writing past a view would change.
         self.around = AroundViews(bound.values() if around_views else ())
+        self.around_views = around_views
         self.pre_hook = req.settings.pre_hook
         skip = (*restore_value, *reset_to_zero)
         # Every written argument is put back after tuning: an output the first launches
@@ -72,9 +73,11 @@ class Guard:
         # A tensor a configuration passes where the first passes another (a buffer picked
         # per configuration, ``out[$variant]``) in memory of its own: its own copy, taken
         # before its first launch, by its place; and what each configuration's arguments
-        # are, by the id of its hooks' dict. A view of the first's memory (a new view per
-        # configuration, ``y.view(-1)``) is restored through the first's tensor.
-        self.first_memory = {bt.storage_address(v) for v in bound.values() if is_tensor(v)}
+        # are, by the id of its hooks' dict. A new view of the very memory the first passes
+        # under that name (``y.view(-1)`` per configuration) is restored through the first's
+        # tensor; any other tensor, another part of the same storage included (a row of one
+        # stacked tensor per configuration, ``outs[cfg.variant]``), gets its own copy.
+        self.first_memory = {n: _footprint(v) for n, v in bound.items() if is_tensor(v)}
         self.own: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self.zeroed: dict[tuple[Any, ...], Any] = {}
         self._data: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
@@ -112,17 +115,20 @@ class Guard:
         known = self._data.get(id(hook_args))
         if known is None:  # the dict is kept with its data, so its id names it
             data = data_arguments(hook_args)
-            for value in data.values():
-                place = self._own_place(value)
+            for name, value in data.items():
+                place = self._own_place(name, value)
                 if place is not None and place not in self.own:
+                    if self.around_views:  # the memory around it, as around the first's
+                        self.around.add(value)
                     with contextlib.suppress(RuntimeError):  # no room for it: left as it is
                         self.own[place] = (value, self.bt.clone(value))
             known = self._data[id(hook_args)] = (hook_args, data)
         return known[1]
 
-    def _own_place(self, value: Any) -> tuple[Any, ...] | None:
-        """Where a tensor outside the first configuration's memory lies (None: not such)."""
-        if not is_tensor(value) or self.bt.storage_address(value) in self.first_memory:
+    def _own_place(self, name: str, value: Any) -> tuple[Any, ...] | None:
+        """Where a tensor passed as ``name`` lies, other than the memory the first
+        configuration passes as ``name`` (None: not a tensor, or that memory)."""
+        if not is_tensor(value) or self.first_memory.get(name) == _footprint(value):
             return None
         return (value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
 
@@ -130,7 +136,7 @@ class Guard:
         """The tensor this configuration passes as ``name`` and the values to put in it: its
         own copy's, else (the first's memory) the first configuration's tensor and copy."""
         first = self.bound.get(name)
-        place = self._own_place(data.get(name, first))
+        place = self._own_place(name, data.get(name, first))
         if place is not None and place in self.own:
             return self.own[place]
         return None if first is None or saved is None else (first, saved)
@@ -144,7 +150,7 @@ class Guard:
             value = data.get(name, self.bound.get(name))
             if is_tensor(value):
                 self.bt.zero(value)
-                place = self._own_place(value)
+                place = self._own_place(name, value)
                 if place is not None:  # zeroed again after the tuning, as the first's are
                     self.zeroed[place] = value
 
@@ -202,6 +208,16 @@ class Guard:
         finally:  # the copies go now: a kept exception (a notebook's) keeps this guard
             self.restore, self.verify_snapshot, self.watch = {}, {}, None
             self.own, self.zeroed, self._data = {}, {}, {}
+
+
+def _footprint(t: Any) -> tuple[Any, ...]:
+    """The memory ``t``'s elements cover, the same for every view of it: where it starts and
+    its bytes (contiguous), or its sizes with their strides (a strided view)."""
+    item = t.element_size()
+    if t.is_contiguous():
+        return (t.data_ptr(), t.numel() * item)
+    dims = sorted((s * item, n) for n, s in zip(t.shape, t.stride(), strict=True) if n != 1)
+    return (t.data_ptr(), *dims)
 
 
 class Verifier:

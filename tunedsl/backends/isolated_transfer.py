@@ -163,11 +163,13 @@ def pack_inputs(variants: Sequence[Variant]) -> tuple[list[Any], list[tuple[Any,
     import torch
 
     storages: list[Any] = []
-    index_of: dict[tuple[str, int], int] = {}
+    index_of: dict[tuple[str, int, int], int] = {}
 
     def ref(t: Any) -> TensorRef:
         storage = t.untyped_storage()
-        where = (str(t.device), storage.data_ptr())
+        # Its size too: two storages over one memory (``torch.from_dlpack`` of a slice) start
+        # at one address, and a view of the larger one reaches past the smaller one's copy.
+        where = (str(t.device), storage.data_ptr(), storage.nbytes())
         index = index_of.get(where)
         if index is None:
             index = index_of[where] = len(storages)

@@ -15,7 +15,9 @@ launch, a window that changed is put back. Writes further away, or outside the s
 not undone. A tensor that covers its whole storage (the common case) costs a comparison of
 two numbers and is not copied. Where the device has no room for a copy, it is taken in host
 memory (and put back from there); where the host has none either, that window is left
-unprotected, and one warning says so.
+unprotected, and one warning says so. A tensor a later configuration passes in place of
+the first configuration's (a buffer picked per configuration) gets its window too, copied
+before that configuration's first launch: the parts no window kept already holds.
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ def _window(t: Any) -> tuple[Any, int, int] | None:
 
 class AroundViews:
     """Copies of the storage around the views among ``tensors`` (see the module docstring),
-    put back by ``put_back``."""
+    and around those ``add`` is given later, put back by ``put_back``."""
 
     def __init__(self, tensors: Iterable[Any]) -> None:
         self.kept: list[tuple[Any, Any]] = []  # (a window onto the storage, its copy)
-        spans: dict[tuple[Any, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
+        # Per storage (``_storage_place``): the windows kept of it.
+        self.spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+        spans: dict[tuple[str, int, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
         for t in tensors:
             if not is_tensor(t):
                 continue
@@ -64,11 +68,27 @@ class AroundViews:
             if found is None:
                 continue
             storage, lo, hi = found
-            where = (str(t.device), storage.data_ptr())
+            where = _storage_place(t, storage)
             spans.setdefault(where, (storage, t.device, []))[2].append((lo, hi))
-        for storage, device, windows in spans.values():
+        for where, (storage, device, windows) in spans.items():
             for lo, hi in _merged(windows):
                 self._keep(storage, device, lo, hi)
+                self.spans.setdefault(where, []).append((lo, hi))
+
+    def add(self, t: Any) -> None:
+        """Keep the storage around ``t`` too, now (a tensor a later configuration passes in
+        place of the first's, before its first launch): the parts of its window that no
+        window kept already holds. A copy kept already is older (taken before more
+        launches), so where windows meet it is the one that counts, and each byte of a
+        storage is copied once."""
+        found = _window(t) if is_tensor(t) else None
+        if found is None:
+            return
+        storage, lo, hi = found
+        kept = self.spans.setdefault(_storage_place(t, storage), [])
+        for a, b in _uncovered(lo, hi, kept):
+            self._keep(storage, t.device, a, b)
+            kept.append((a, b))
 
     def _keep(self, storage: Any, device: Any, lo: int, hi: int) -> None:
         import torch
@@ -100,10 +120,31 @@ class AroundViews:
         """Every window that changed back as it was; the copies go."""
         import torch
 
-        kept, self.kept = self.kept, []
+        kept, self.kept, self.spans = self.kept, [], {}
         for window, copy in kept:
             if copy.device != window.device or not torch.equal(window, copy):
                 window.copy_(copy)  # a copy in host memory: put back all the same
+
+
+def _storage_place(t: Any, storage: Any) -> tuple[str, int, int]:
+    """A storage's device, address and size: two storages over one memory (two
+    ``torch.from_numpy`` of one array, ``a`` and ``a[:k]``) start at one address with two
+    sizes, and a window of the larger one does not fit in the smaller."""
+    return str(t.device), storage.data_ptr(), storage.nbytes()
+
+
+def _uncovered(lo: int, hi: int, kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``[lo, hi)`` outside every window of ``kept``."""
+    out, at = [], lo
+    for a, b in _merged(kept):
+        if b <= at or a >= hi:
+            continue
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    if at < hi:
+        out.append((at, hi))
+    return out
 
 
 def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -50,6 +50,7 @@ def _held_scratch_dir(prefix: str, base: str | None) -> Iterator[tuple[Path, os.
     import shutil
     import tempfile
 
+    maker = os.getpid()
     tmp = tempfile.mkdtemp(prefix=prefix, dir=base)
     try:
         dir_fd = os.open(tmp, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
@@ -64,8 +65,10 @@ def _held_scratch_dir(prefix: str, base: str | None) -> Iterator[tuple[Path, os.
         remove_abandoned_scratch(prefix, os.path.dirname(tmp))
         yield Path(tmp), held
     finally:
-        # Removed while locked: never taken for a killed process's.
-        if _still_there(tmp, os.fstat(dir_fd)):
+        # Removed while locked: never taken for a killed process's. Only by this process: a
+        # forked child leaving normally (its exit, or its garbage collector, ends this
+        # generator there too) leaves the directory its parent and siblings still use.
+        if os.getpid() == maker and _still_there(tmp, os.fstat(dir_fd)):
             shutil.rmtree(tmp, ignore_errors=True)
         if fd is not None:
             os.close(fd)
@@ -127,6 +130,7 @@ class ChildScratch:
         self.path = path
         self.fd: int | None = os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
         self.held = os.fstat(self.fd)
+        self.maker = os.getpid()
 
     @property
     def identity(self) -> tuple[str, int, int]:
@@ -136,14 +140,16 @@ class ChildScratch:
 
     def remove(self) -> None:
         """Remove the directory and what the child left in it (once the child is gone),
-        where its name still leads to it; close the descriptor. Again: nothing."""
+        where its name still leads to it; close the descriptor. Again: nothing. In a forked
+        copy of the process that made it (its exit runs the clean-up of the parent's workers):
+        only the descriptor is closed, as the child lives on, the parent's."""
         import shutil
 
         fd, self.fd = self.fd, None
         if fd is None:
             return
         try:
-            if _still_there(self.path, self.held):
+            if os.getpid() == self.maker and _still_there(self.path, self.held):
                 shutil.rmtree(self.path, ignore_errors=True)
         finally:
             os.close(fd)
