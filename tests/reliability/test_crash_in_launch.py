@@ -201,3 +201,54 @@ def test_a_kernel_reading_addresses_from_a_tensor_is_tuned_here_after_a_crash(
     assert "the process measuring it died in its launch" in record.read_text()
     third = _run(script, cache)
     assert third.returncode == 0 and "RESULT disk 0" in third.stdout, third.stdout + third.stderr
+
+
+HOLDER = """
+import sys
+from tunedsl.store.inflight import Inflight
+
+inflight = Inflight("ab" * 32)
+inflight.trying({"TILE": 16})  # launching, for as long as this process lives
+print("ready", flush=True)
+sys.stdin.read()
+inflight.close()
+"""
+
+
+def test_cache_clear_all_removes_the_files_of_dead_processes_and_never_a_live_ones(
+    tmp_path: Path,
+) -> None:
+    # `cache clear --all` left the in-flight files of processes that had died, so the next
+    # tuning of each key still took the path after a death.
+    script = write_script(tmp_path / "crash_site.py", SCRIPT)
+    cache = tmp_path / "cache"
+    died = _run(script, cache)  # dies in the launch, leaving its file
+    assert died.returncode == -signal.SIGSEGV, died.stdout + died.stderr
+    (dead,) = _inflight(cache)
+    holder = write_script(tmp_path / "holder.py", HOLDER)
+    live = subprocess.Popen(
+        [sys.executable, str(holder)], env=child_env(cache), stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert live.stdout is not None and live.stdout.readline() == "ready\n"
+        (held,) = set(_inflight(cache)) - {dead}
+        foreign = cache / "inflight" / f"{'cd' * 32}.4194309.json"
+        foreign.write_text('{"config": {"TILE": 16}, "pid": 4194309, "time": 0.0}')
+        if os.getuid() == 0:  # as root: a file another user owns, never this user's to remove
+            os.chown(foreign, 65534, 65534)
+        cleared = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "cache", "clear", "--all"], env=child_env(cache),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert cleared.returncode == 0, cleared.stdout + cleared.stderr
+        left = set(_inflight(cache))
+        assert dead not in left, cleared.stdout
+        assert held in left, "a live process's in-flight file was removed"
+        if os.getuid() == 0:
+            assert foreign.name in left
+        assert "removed 1 in-flight file of ended processes" in cleared.stdout, cleared.stdout
+    finally:
+        live.communicate("", timeout=60)
+    assert live.returncode == 0
+    assert held not in _inflight(cache)  # its own close() removed it
