@@ -145,3 +145,37 @@ def test_sigterm_of_the_librarys_sweep_writes_the_finished_tasks_and_raises_term
     kept = _kept(cache)
     assert len(kept) == 1 and "100" in str(kept[0].key), said
     assert left == [], f"a process of the sweep outlived it: {left}"
+
+
+OWN_HANDLER = """
+import os, signal, sys
+from tunedsl.precompile.sweep import sweep
+
+
+def mine(signum, frame):
+    print("the script's own handler", file=sys.stderr, flush=True)
+    os._exit(7)
+
+
+signal.signal(signal.SIGTERM, mine)
+sweep(sys.argv[1], sys.argv[2], use_ray=False)
+"""
+
+
+def test_the_librarys_sweep_keeps_a_sigterm_handler_the_script_set(tmp_path: Path) -> None:
+    # The rule of every SIGTERM tunedsl takes: a handler the program set is its own.
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": 300, "fail": "slow"}]))
+    driver = tmp_path / "driver.py"
+    driver.write_text(OWN_HANDLER)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "SWEEP_MARKERS": str(markers),
+           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TUNEDSL_QUIET": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    argv = [sys.executable, str(driver), SCRIPT, str(shapes)]
+    status, said, left = _terminate_once(argv, env, markers / "slow-started")
+    assert status == 7 and "the script's own handler" in said, said
+    assert "terminated (SIGTERM)" not in said, said
+    assert left == [], left
