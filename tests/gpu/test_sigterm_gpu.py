@@ -19,6 +19,9 @@ import pytest
 from tunedsl import knobs
 from tunedsl.store import records
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+from rel_helpers import running_in_session  # the reliability tests' helpers
+
 pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
 
 torch = pytest.importorskip("torch")
@@ -59,21 +62,6 @@ def slow():  # stands for hours of tuning still to come
 """
 
 
-def _in_session(sid: int) -> list[str]:
-    """The processes of session ``sid`` still running (zombies have ended)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        name, rest = text.split(" (", 1)[1].rsplit(") ", 1)
-        fields = rest.split()
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(f"{stat.parent.name} {name}")
-    return found
-
-
 def test_sigterm_of_precompile_tune_stops_as_ctrl_c_does(tmp_path: Path) -> None:
     # SIGTERM ended `precompile --tune` at once (status -15), with nothing said, its
     # isolated workers left to notice by themselves.
@@ -96,14 +84,14 @@ def test_sigterm_of_precompile_tune_stops_as_ctrl_c_does(tmp_path: Path) -> None
         proc.send_signal(signal.SIGTERM)
         _, said = proc.communicate(timeout=120)
         deadline = time.monotonic() + 30
-        while _in_session(proc.pid) and time.monotonic() < deadline:
+        while running_in_session(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = _in_session(proc.pid)
+        left = running_in_session(proc.pid)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-        for line in _in_session(proc.pid):
+        for line in running_in_session(proc.pid):
             os.kill(int(line.split()[0]), signal.SIGKILL)
     assert proc.returncode == 143, said
     assert "Traceback" not in said, said

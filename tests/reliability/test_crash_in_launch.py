@@ -201,3 +201,144 @@ def test_a_kernel_reading_addresses_from_a_tensor_is_tuned_here_after_a_crash(
     assert "the process measuring it died in its launch" in record.read_text()
     third = _run(script, cache)
     assert third.returncode == 0 and "RESULT disk 0" in third.stdout, third.stdout + third.stderr
+
+
+HOLDER = """
+import sys
+from tunedsl.store.inflight import Inflight
+
+inflight = Inflight("ab" * 32)
+inflight.trying({"TILE": 16})  # launching, for as long as this process lives
+print("ready", flush=True)
+sys.stdin.read()
+inflight.close()
+"""
+
+
+def test_cache_clear_all_removes_the_files_of_dead_processes_and_never_a_live_ones(
+    tmp_path: Path,
+) -> None:
+    # `cache clear --all` left the in-flight files of processes that had died, so the next
+    # tuning of each key still took the path after a death.
+    script = write_script(tmp_path / "crash_site.py", SCRIPT)
+    cache = tmp_path / "cache"
+    died = _run(script, cache)  # dies in the launch, leaving its file
+    assert died.returncode == -signal.SIGSEGV, died.stdout + died.stderr
+    (dead,) = _inflight(cache)
+    holder = write_script(tmp_path / "holder.py", HOLDER)
+    live = subprocess.Popen(
+        [sys.executable, str(holder)], env=child_env(cache), stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert live.stdout is not None and live.stdout.readline() == "ready\n"
+        (held,) = set(_inflight(cache)) - {dead}
+        foreign = cache / "inflight" / f"{'cd' * 32}.4194309.json"
+        foreign.write_text('{"config": {"TILE": 16}, "pid": 4194309, "time": 0.0}')
+        if os.getuid() == 0:  # as root: a file another user owns, never this user's to remove
+            os.chown(foreign, 65534, 65534)
+        cleared = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "cache", "clear", "--all"], env=child_env(cache),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert cleared.returncode == 0, cleared.stdout + cleared.stderr
+        left = set(_inflight(cache))
+        assert dead not in left, cleared.stdout
+        assert held in left, "a live process's in-flight file was removed"
+        if os.getuid() == 0:
+            assert foreign.name in left
+        assert "removed 1 in-flight file of ended processes" in cleared.stdout, cleared.stdout
+    finally:
+        live.communicate("", timeout=60)
+    assert live.returncode == 0
+    assert held not in _inflight(cache)  # its own close() removed it
+
+
+# One rank of a torch.distributed job (gloo, on the CPU) tuning with TUNEDSL_DISTRIBUTED=
+# allreduce: rank r measures every second candidate from r, so rank 1 alone launches the
+# configuration that crashes. With SLOW_RANK_1, rank 1 binds its candidates a while after
+# rank 0 (it reaches the tuning second).
+RANK = """
+import os, sys, time
+import torch
+import torch.distributed as dist
+import triton
+import triton.language as tl
+
+rank, port = int(sys.argv[1]), sys.argv[2]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+from tunedsl import autotune_launch
+
+
+@triton.jit
+def bump(x, n, BAD: tl.constexpr, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    if BAD:  # far outside any tensor: the interpreter's load segfaults
+        v = tl.load(x + offs + (1 << 40))
+    else:
+        v = tl.load(x + offs, mask=offs < n)
+    tl.store(x + offs, v + 1, mask=offs < n)
+
+
+slept = []
+
+
+def kwargs(c):
+    if rank == 1 and os.environ.get("SLOW_RANK_1") and not slept:
+        slept.append(time.sleep(3))
+    return dict(BAD=c.BAD, TILE=c.TILE)
+
+
+x = torch.zeros(64)
+try:
+    res = autotune_launch(bump, space=[dict(BAD=0, TILE=16), dict(BAD=1, TILE=16)],
+                          grid=lambda c: (4,), args=(x, 64), kwargs=kwargs, name="ranks-crash")
+    print("RESULT", res.source, res.config.BAD, flush=True)
+except Exception as err:  # the other rank died: the exchange times out
+    print("FAILED", type(err).__name__, flush=True)
+dist.destroy_process_group()
+"""
+
+
+def _ranks(script: Path, cache: Path, **extra: str) -> list[subprocess.CompletedProcess[str]]:
+    """Both ranks, sharing ``cache`` (one node), to their end."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = child_env(cache, TUNEDSL_QUIET="1", TUNEDSL_DISTRIBUTED="allreduce",
+                    TUNEDSL_LOCK_TIMEOUT="30", **extra)  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(rank), port],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    done = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
+
+
+def test_ranks_sharing_a_cache_each_learn_of_a_rank_that_died_in_a_launch(tmp_path: Path) -> None:
+    # Ranks sharing a cache directory each read the in-flight files when their share began:
+    # the first to read took the dead rank's file, so the rank whose share held the
+    # crashing configuration launched it in its own process again, and every run of the
+    # job died in the same launch.
+    script = write_script(tmp_path / "rank.py", RANK)
+    cache = tmp_path / "cache"
+    first = _ranks(script, cache)
+    assert first[1].returncode == -signal.SIGSEGV, first[1].stdout + first[1].stderr
+    assert len(_inflight(cache)) == 1, _inflight(cache)  # rank 1's, naming the crash
+    again = _ranks(script, cache, SLOW_RANK_1="1")
+    for rank, run in enumerate(again):
+        assert run.returncode == 0, (rank, run.stdout, run.stderr[-3000:])
+        assert "RESULT tuned 0" in run.stdout, (rank, run.stdout, run.stderr[-3000:])
+    assert "died while launching" in again[1].stderr, again[1].stderr[-3000:]
+    assert _inflight(cache) == []

@@ -310,6 +310,66 @@ def test_sigterm_of_a_ray_sweep_stops_as_ctrl_c_does(tmp_path: Path) -> None:
     assert left == [], "a process of the sweep outlived it"
 
 
+def _naming(text: str) -> list[str]:
+    """The processes whose command line holds ``text`` (Ray's name the instance's directory)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in argv:
+            found.append(f"{cmdline.parent.name} {argv[:200]}")
+    return found
+
+
+def test_sigterm_while_ray_starts_its_instance_stops_as_ctrl_c_and_leaves_no_process(
+    tmp_path: Path,
+) -> None:
+    # SIGTERM inside ray.init met Ray's own handler, sys.exit(15): the sweep left with status
+    # 15 and not a word.
+    pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
+    short = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # Ray's socket paths stay short
+    try:
+        env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1", "TMPDIR": str(short),
+               "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}  # fmt: skip
+        env.pop("RAY_ADDRESS", None)
+        shapes = tmp_path / "shapes.json"
+        shapes.write_text(json.dumps([{"n": 100}]))
+        argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--gpus-per-task", "0",
+                "--actors", "1", "--shapes", str(shapes)]  # fmt: skip
+        proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not list(short.glob("tunedsl-ray-*/r/session_*")):  # ray.init has begun
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGTERM)
+            _, said = proc.communicate(timeout=120)
+            deadline = time.monotonic() + 40  # the reaper's limit, and more
+            while (_naming(str(short)) or running_in_session(proc.pid)) and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.2)
+            left = _naming(str(short)) + running_in_session(proc.pid)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+            for line in _naming(str(short)) + running_in_session(proc.pid):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+        assert proc.returncode == 143, said
+        assert "Traceback" not in said, said
+        assert said.rstrip().splitlines()[-1] == "tunedsl: terminated (SIGTERM)", said
+        assert left == [], f"a process of the Ray instance outlived the sweep: {left}"
+        assert os.listdir(short) == [], "the instance's directory was left"
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
 PLANTED = """
 import os
 _here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -88,3 +88,94 @@ def test_sigterm_of_a_sweep_without_ray_writes_the_finished_tasks_and_leaves_no_
     kept = _kept(cache)
     assert len(kept) == 1 and "100" in str(kept[0].key), said
     assert left == [], f"a process of the sweep outlived it: {left}"
+
+
+def test_sigterm_of_precompile_without_tune_stops_as_ctrl_c_does(tmp_path: Path) -> None:
+    # Plain `precompile` (cross-compiling, no --tune) died by the signal (status -15),
+    # saying nothing.
+    slow = REPO / "tests" / "integration" / "precompile_fixtures" / "slow"
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache"),
+           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TUNEDSL_COMPILE_WORKERS": "2",
+           "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}  # fmt: skip
+    for name in ("TRITON_INTERPRET", "TUNEDSL_QUIET", "PYTHONDONTWRITEBYTECODE"):
+        env.pop(name, None)
+    argv = [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90", str(slow)]
+    # Once the first compile is done (the progress line reports it), the others still running
+    status, said, left = _terminate_once(argv, env, tmp_path, "precompile: compiled")
+    assert status == 143, said
+    assert "Traceback" not in said, said
+    assert said.rstrip().splitlines()[-1] == "tunedsl: terminated (SIGTERM)", said
+    assert list((tmp_path / "triton-cache").rglob("*.cubin")), said  # what compiled is kept
+    assert left == [], f"a process of precompile outlived it: {left}"
+
+
+LIBRARY_SWEEP = """
+import sys
+import tunedsl
+from tunedsl.precompile.sweep import sweep
+
+try:
+    sweep(sys.argv[1], sys.argv[2], use_ray=False)
+except tunedsl.Terminated:
+    print("caught Terminated", file=sys.stderr)
+    sys.exit(143)
+"""
+
+
+def test_sigterm_of_the_librarys_sweep_writes_the_finished_tasks_and_raises_terminated(
+    tmp_path: Path,
+) -> None:
+    # sweep() called from a user's script (not the CLI) died by the signal (status -15):
+    # the finished task's records were never written.
+    markers, cache = tmp_path / "markers", tmp_path / "cache"
+    markers.mkdir()
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": 100}, {"n": 300, "fail": "slow"}]))
+    driver = tmp_path / "driver.py"
+    driver.write_text(LIBRARY_SWEEP)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "SWEEP_MARKERS": str(markers),
+           "TUNEDSL_CACHE_DIR": str(cache), "TUNEDSL_QUIET": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    argv = [sys.executable, str(driver), SCRIPT, str(shapes)]
+    status, said, left = _terminate_once(argv, env, markers / "slow-started")
+    assert status == 143, said
+    assert "sweep: terminated (SIGTERM) after 1 of 2 tasks; wrote the 1 records" in said, said
+    assert said.rstrip().splitlines()[-1] == "caught Terminated", said
+    kept = _kept(cache)
+    assert len(kept) == 1 and "100" in str(kept[0].key), said
+    assert left == [], f"a process of the sweep outlived it: {left}"
+
+
+OWN_HANDLER = """
+import os, signal, sys
+from tunedsl.precompile.sweep import sweep
+
+
+def mine(signum, frame):
+    print("the script's own handler", file=sys.stderr, flush=True)
+    os._exit(7)
+
+
+signal.signal(signal.SIGTERM, mine)
+sweep(sys.argv[1], sys.argv[2], use_ray=False)
+"""
+
+
+def test_the_librarys_sweep_keeps_a_sigterm_handler_the_script_set(tmp_path: Path) -> None:
+    # The rule of every SIGTERM tunedsl takes: a handler the program set is its own.
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"n": 300, "fail": "slow"}]))
+    driver = tmp_path / "driver.py"
+    driver.write_text(OWN_HANDLER)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "SWEEP_MARKERS": str(markers),
+           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TUNEDSL_QUIET": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    argv = [sys.executable, str(driver), SCRIPT, str(shapes)]
+    status, said, left = _terminate_once(argv, env, markers / "slow-started")
+    assert status == 7 and "the script's own handler" in said, said
+    assert "terminated (SIGTERM)" not in said, said
+    assert left == [], left

@@ -57,7 +57,9 @@ def make_measurer(
     from tunedsl.store.inflight import died_in_launch
 
     isolate = req.settings.isolate
-    died = died_in_launch(req.key_digest) if req.key_digest and not isolate else []
+    died: list[dict[str, Any]] = []
+    if req.key_digest and not isolate:  # ranks read them before spreading the tuning
+        died = died_in_launch(req.key_digest) if req.died is None else list(req.died)
     if died:
         return _after_a_death(req, died, variant_for, first, progress)
     if req.settings.space is None:  # a listed space: the workers get every input up front

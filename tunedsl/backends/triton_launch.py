@@ -39,6 +39,7 @@ from tunedsl.backends import compat
 from tunedsl.backends.compat import interpreting, jit_run, launch_hooked
 from tunedsl.backends.compile_temporaries import keep_temporaries_private
 from tunedsl.backends.triton import KernelInfo, heuristic_launch_options, kernel_info
+from tunedsl.model.grid_limits import check_grid, dims_of
 from tunedsl.model.keys import is_tensor
 
 
@@ -190,7 +191,10 @@ class Launcher:
         dyn_kwargs: Mapping[str, Any],
     ) -> Any:
         options = self.launch_options(static_kwargs, dyn_kwargs)
-        if self.lock is not None:  # the interpreter's: it compiles nothing
+        if self.lock is not None:  # the interpreter's: it compiles nothing, and takes any grid
+            dims = dims_of(grid)
+            if dims is not None:  # refused as a GPU refuses it (the site names itself)
+                check_grid(dims)
             with self.lock:
                 return jit_run(self.kernel, grid, args, static_kwargs, dyn_kwargs, options)
         # Any JIT launch may compile (a first launch, a new specialization or keyword

@@ -4,7 +4,8 @@
 for ``--remote`` alike: removing everything takes ``--all``. Only what tunedsl wrote is removed:
 regular ``<digest>.json`` files of the cache's own records directory (never through a
 symbolic link), with their lock files, and, with ``--all``, the stored kernel binaries of a
-real ``binaries/`` directory of this user; the counts printed are what was removed. A
+real ``binaries/`` directory of this user and the in-flight files (``store/inflight.py``) of
+processes that have ended; the counts printed are what was removed. A
 selection (ids, ``--kernel``, ``--site``) that matches no record says so and exits 1.
 """
 
@@ -39,6 +40,11 @@ def clear(args: argparse.Namespace) -> int:
         # Everything: also what killed writers left behind, however young.
         records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
+        from tunedsl.store import inflight
+
+        ended = inflight.remove_dead()  # a live tuning's is kept: it holds its lock
+        if ended:
+            print(f"removed {ended} in-flight file{'s' if ended != 1 else ''} of ended processes")
     return 1 if missed else 0  # a selection that matched nothing fails, as `show ID` does
 
 

@@ -18,7 +18,6 @@ The work is ``tunedsl.precompile.run.precompile``; this module parses and render
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -359,8 +358,8 @@ def main(args: argparse.Namespace) -> int:
     from tunedsl.precompile.sigterm import sigterm_as_interrupt
 
     try:
-        # --tune runs for hours: SIGTERM stops it as Ctrl-C does (children ended, status 143)
-        with sigterm_as_interrupt() if args.tune else contextlib.nullcontext():
+        # SIGTERM stops it as Ctrl-C does (what is compiled or tuned kept, status 143)
+        with sigterm_as_interrupt():
             summary = precompile(
                 args.paths,
                 workers=args.workers,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tunedsl.model.config import Config
 from tunedsl.model.record import ConfigResult
@@ -32,3 +33,7 @@ class TuneRequest:
     # The key's digest (records, and the in-flight file of a tuning measured in-process);
     # "" where the tuning is not of a stored key (a check of a decision).
     key_digest: str = ""
+    # What the in-flight files of processes that died tuning this key named, where read
+    # before the tuning was spread over ranks (``runtime/distributed.py``: each rank's
+    # share sees every rank's deaths); None: the measurer reads them itself.
+    died: tuple[dict[str, Any], ...] | None = None

@@ -13,7 +13,9 @@ processes end with the sweep, killed or not (``ray_reaper``), and so does the di
 core that dumps a stack and aborts (status 134; nothing of the sweep written, its actors left
 to the reaper). While the instance lasts, SIGTERM is handled as Ctrl-C instead (``Terminated``:
 the actors stop, the finished tasks' records are written, status 143), or by the program's own
-handler where it had one; after the sweep, the handler it had is put back.
+handler where it had one; after the sweep, the handler it had is put back. SIGTERM while
+``ray.init`` starts the instance (taken by its Python handler, which exits, or whose exit
+Python dropped) is ``Terminated`` too, and the reaper ends what Ray had started.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from tunedsl.environ import environ_set
 from tunedsl.errors import Terminated, UsageError
 from tunedsl.precompile.ray_reaper import start_reaper, stop_reaper
-from tunedsl.precompile.sigterm import take_sigterm
+from tunedsl.precompile.sigterm import noting_sigterm, take_sigterm, takes_as_interrupt
 from tunedsl.store.scratch import scratch_dir
 
 #: The scratch directory of a sweep's own Ray instance (``scratch.scratch_dir``).
@@ -150,9 +152,17 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
             # Before Ray starts anything: a Ctrl-C inside ray.init leaves no process either.
             stack.callback(stop_reaper, start_reaper(private / "r", RAY_SCRATCH_PREFIX))
         sigterm = signal.getsignal(signal.SIGTERM)
+        if sigterm is not None:  # ray.init sets its own, also where it fails
+            stack.callback(signal.signal, signal.SIGTERM, sigterm)
         try:
-            with _from_root():
+            with _from_root(), noting_sigterm() as arrived:
                 ray.init(runtime_env={"env_vars": env}, log_to_driver=False, **options)
+                got = arrived() and takes_as_interrupt(sigterm)
+        except SystemExit as err:  # ray.init's own SIGTERM handler: sys.exit(SIGTERM)
+            if err.code == signal.SIGTERM and takes_as_interrupt(sigterm):
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once, as the interrupt's
+                raise Terminated("SIGTERM") from None  # what Ray started goes with the reaper
+            raise
         except (ConnectionError, ValueError) as err:  # no cluster there, or no address
             raise UsageError(
                 f"sweep --ray {address}: cannot join a Ray cluster ({err}); start one "
@@ -160,6 +170,9 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
             ) from None
         terminated = take_sigterm(stack, sigterm)  # put back after ray.shutdown
         stack.callback(ray.shutdown)  # before its directory is removed
+        if got:  # ray.init's handler took it, and Python dropped its exit (a fork's callback)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once, as the interrupt's
+            raise Terminated("SIGTERM")
         try:
             yield private
         except KeyboardInterrupt as err:

@@ -1,25 +1,29 @@
-"""SIGTERM as Ctrl-C for the commands that run long (``sweep``, ``precompile --tune``).
+"""SIGTERM as Ctrl-C for what runs long: ``tunedsl sweep``, ``tunedsl precompile`` (with
+``--tune`` or not) and the library's ``sweep()``.
 
 SIGTERM (a job scheduler's time limit, ``kill``, ``docker stop``) ends a Python process at
 once: a sweep's finished tasks' records were never written, and the processes it started
-(GPU processes, compile workers) were left to notice by themselves. While one of these
-commands runs, SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread
+(GPU processes, compile workers, a Ray instance) were left to notice by themselves. While one
+of these runs, SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread
 instead: the Ctrl-C path runs (children ended, finished records written), and the command
-exits with status 143 and the line ``tunedsl: terminated (SIGTERM)``. A handler the program
-set for itself is kept, and the one there before is put back after.
+exits with status 143 and the line ``tunedsl: terminated (SIGTERM)``; ``sweep()`` raises
+``Terminated`` to its caller. A handler the program set for itself is kept, and the one
+there before is put back after.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tunedsl.errors import Terminated
 
-__all__ = ["sigterm_as_interrupt", "take_sigterm"]
+__all__ = ["noting_sigterm", "sigterm_as_interrupt", "take_sigterm", "takes_as_interrupt"]
 
 
 class _AsInterrupt:
@@ -34,6 +38,14 @@ class _AsInterrupt:
         self.got.append(signum)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated("SIGTERM")
+
+
+def takes_as_interrupt(before: Any) -> bool:
+    """Whether ``take_sigterm`` makes SIGTERM an interrupt where ``before`` is the handler
+    found (no handler of the program's own), in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return isinstance(before, _AsInterrupt) or not (callable(before) or before == signal.SIG_IGN)
 
 
 def take_sigterm(stack: contextlib.ExitStack, before: Any) -> list[int]:
@@ -73,3 +85,48 @@ def sigterm_as_interrupt() -> Iterator[list[int]]:
             if got and not isinstance(err, Terminated):
                 raise Terminated("SIGTERM") from None
             raise
+
+
+@contextlib.contextmanager
+def noting_sigterm() -> Iterator[Callable[[], bool]]:
+    """Within: yields a function that says whether SIGTERM has arrived since the start,
+    whatever handler took it (the signal's wakeup descriptor notes each arrival): a library
+    that sets a handler of its own for a while, one whose exception Python may drop (a
+    handler run inside a fork's callbacks: "Exception ignored", here left unsaid). Only on
+    the main thread; elsewhere the function says False."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    seen = bytearray()
+
+    def arrived() -> bool:
+        with contextlib.suppress(OSError):  # nothing more to read
+            while chunk := os.read(r, 4096):
+                seen.extend(chunk)
+        return signal.SIGTERM in seen
+
+    try:
+        before = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except ValueError:  # not the main interpreter
+        os.close(r)
+        os.close(w)
+        yield lambda: False
+        return
+    hook = sys.unraisablehook
+
+    def unsaid(dropped: Any) -> None:  # a handler's exit that Python dropped: noted here
+        exit_ = dropped.exc_value
+        if not (isinstance(exit_, SystemExit) and exit_.code == signal.SIGTERM):
+            hook(dropped)
+
+    sys.unraisablehook = unsaid
+    try:
+        yield arrived
+    finally:
+        sys.unraisablehook = hook
+        signal.set_wakeup_fd(before)
+        os.close(r)
+        os.close(w)

@@ -411,7 +411,9 @@ def sweep(
     ``use_ray`` None: Ray when it is installed (a local instance without ``ray_address``).
     Without Ray: one process per GPU when the host has several (``gpus``: that many
     processes, the first ``gpus`` GPUs; on a host without a GPU, that many processes
-    tuning under the interpreter), else this process."""
+    tuning under the interpreter), else this process. SIGTERM in the main thread, where the
+    program set no handler of its own, stops it as Ctrl-C does: the finished tasks' records
+    are written and ``tunedsl.Terminated`` (a ``KeyboardInterrupt``) is raised."""
     import importlib.util
 
     from tunedsl import knobs
@@ -433,26 +435,33 @@ def sweep(
     shards = None if use_ray else sweep_gpus(gpus)
     if not use_ray:  # the tasks keep their records in scratch directories here
         check_scratch()
-    # The GPUs' processes start first: they import the script while this process plans.
-    children = GpuChildren(shards, {"script": os.path.abspath(script)}) if shards else None
-    try:
-        tasks = plan(script, shapes)
-    except BaseException:
-        if children is not None:
-            children.stop(kill=True)
-        raise
-    progress = Progress(len(tasks), out, quiet=quiet)
-    try:
-        if use_ray:
-            outcomes = run_on_ray(tasks, progress, ray_address, gpus_per_task, actors, runner_env)
-        elif children is not None:
-            outcomes = run_sharded(tasks, progress, children)
-        else:
-            outcomes = run_in_process(tasks, progress)
-    except KeyboardInterrupt as err:
-        _keep_finished(progress, out, "terminated (SIGTERM)" if isinstance(err, Terminated) else "")
-        raise
-    return _write(outcomes, bundle, out, "while writing the records"), outcomes
+    from tunedsl.precompile.sigterm import sigterm_as_interrupt
+
+    # SIGTERM (a scheduler's time limit, `kill`) stops it as Ctrl-C does: what finished is
+    # written, and ``Terminated`` raised (in the main thread, where the program set no handler)
+    with sigterm_as_interrupt():
+        # The GPUs' processes start first: they import the script while this process plans.
+        children = GpuChildren(shards, {"script": os.path.abspath(script)}) if shards else None
+        try:
+            tasks = plan(script, shapes)
+        except BaseException:
+            if children is not None:
+                children.stop(kill=True)
+            raise
+        progress = Progress(len(tasks), out, quiet=quiet)
+        try:
+            if use_ray:
+                ray_args = (ray_address, gpus_per_task, actors, runner_env)
+                outcomes = run_on_ray(tasks, progress, *ray_args)
+            elif children is not None:
+                outcomes = run_sharded(tasks, progress, children)
+            else:
+                outcomes = run_in_process(tasks, progress)
+        except KeyboardInterrupt as err:
+            how = "terminated (SIGTERM)" if isinstance(err, Terminated) else ""
+            _keep_finished(progress, out, how)
+            raise
+        return _write(outcomes, bundle, out, "while writing the records"), outcomes
 
 
 def _write(outcomes: Sequence[Outcome], bundle: str | None, out: TextIO, when: str) -> list[Any]:

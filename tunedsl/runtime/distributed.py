@@ -264,12 +264,13 @@ def _allreduce(alone: Any, args: tuple[Any, ...], candidates: Any, check: Any) -
         cfg = d.fallback(settings, candidates, None)
         source = "empty" if rank == 0 else _empty_here(variants_for, candidates, settings)
         return d.Decision(cfg, d.decision_options(cfg, settings, subject.target), source, None)
+    died = _died_on_any_rank(digest, settings)
     record = d.tune_and_record(
         subject,
         variants_for,
         {},
         candidates=candidates,
-        tune=_shared_tuner(rank, dist.get_world_size(), digest),
+        tune=_shared_tuner(rank, dist.get_world_size(), digest, died),
         note={"ranks": "allreduce"},
     )
     return _decision(record.chosen, "tuned", record, settings)
@@ -283,10 +284,25 @@ def _empty_here(variants_for: Any, candidates: Any, settings: Any) -> str:
     return "empty" if launches_nothing(variants_for, tuple(kept)) else "broadcast"
 
 
-def _shared_tuner(rank: int, world: int, digest: str) -> Callable[[Any], Any]:
+def _died_on_any_rank(digest: str, settings: Any) -> tuple[dict[str, Any], ...]:
+    """What the in-flight files of processes that died tuning ``digest`` name, read by
+    every rank before the candidates are split and gathered on every rank: ranks sharing
+    a cache directory take each file once, whichever rank reads it first, and a rank whose
+    share holds the configuration a dead rank was launching must know it too."""
+    from tunedsl.store.inflight import died_in_launch
+
+    mine = [] if settings.isolate else died_in_launch(digest)
+    texts = _exchange("in-flight files", lambda: _gather_texts(json.dumps(mine)))
+    return tuple(entry for text in texts for entry in json.loads(text))
+
+
+def _shared_tuner(
+    rank: int, world: int, digest: str, died: tuple[dict[str, Any], ...] = ()
+) -> Callable[[Any], Any]:
     """A ``runtime.tuner.tune`` for one rank: it tunes every ``world``-th candidate from
     ``rank``, gathers every rank's results, and returns the same outcome on every rank (the
-    fastest successful configuration, ties broken by space order)."""
+    fastest successful configuration, ties broken by space order); ``died``: the deaths
+    every rank read before the split (``_died_on_any_rank``)."""
 
     def tune_shared(req: Any) -> Any:
         from dataclasses import replace
@@ -299,7 +315,7 @@ def _shared_tuner(rank: int, world: int, digest: str) -> Callable[[Any], Any]:
         failed = [records.ConfigResult(c, "failed", reason=why) for c, why in infeasible.items()]
         try:
             if share:
-                out = tune(replace(req, variants=share, infeasible=infeasible))
+                out = tune(replace(req, variants=share, infeasible=infeasible, died=died))
                 got = {"results": [r.to_json() for r in out.results], "timer": out.timer,
                        "s": out.tuning_s, "measured": out.measured, "strategy": out.strategy}  # fmt: skip
             else:

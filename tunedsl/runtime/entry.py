@@ -41,6 +41,7 @@ class Entry:
         "repeat",
         "result",
         "used",
+        "where",
         "zero_kw",
         "zero_pos",
         "zeroing",
@@ -53,8 +54,10 @@ class Entry:
         result: LaunchResult,
         zero_pos: tuple[int, ...],
         zero_kw: tuple[str, ...],
+        where: tuple[str, str] = ("", "blocks="),
     ) -> None:
         self.config = config
+        self.where = where  # the site's place, and the argument its grid is written in
         # The bound __call__ of a launcher object: calling it skips the type-slot lookup
         # of calling the instance (about 0.1 us per call).
         self.launcher_object = launcher
@@ -87,7 +90,11 @@ class Entry:
             args = fill_holes(args, holes)
         if self.zeroing:
             self.zero(args, static_kwargs, dyn_kwargs)
-        self.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
+        try:
+            self.launcher(grid, args, static_kwargs, dyn_kwargs, holes)
+        except Exception as err:  # a grid past CUDA's limits: the driver's error names nothing
+            within_limits(grid, self.where, err)
+            raise
 
     def check_holes(self, holes: Sequence[Any]) -> None:
         """The tensors the `$` arguments give must have the dtype and layout they had when
@@ -160,9 +167,18 @@ def zero_unlaunched(call: Call, resolved: Resolved) -> None:
             zero(call.static_kwargs.get(name, dyn_kwargs.get(name)))
 
 
-def new_entry(shared: SharedLaunchers, call: Call, resolved: Resolved) -> Entry:
-    """A new entry for a decision, with the launcher of its specialization and config."""
+def new_entry(
+    shared: SharedLaunchers, call: Call, resolved: Resolved, where: tuple[str, str]
+) -> Entry:
+    """A new entry for a decision, with the launcher of its specialization and config;
+    ``where``: the site's place and the argument its grid is written in. A decision made
+    without binding the call (a record, a rule) has its grid checked here, off the hot path."""
     decision = resolved.decision
+    try:
+        bound = resolved.bound or call.bind(decision.config)
+    except Exception:  # the user's expression: the first launch says so, as on every path
+        bound = (None, None, None)
+    within_limits(bound[2], where)
     reset = resolved.subject.settings.reset_to_zero
     positional = resolved.subject.info.arg_names[: len(call.args)] if reset else ()
     zero_pos = tuple(i for i, n in enumerate(positional) if n in reset) if reset else ()
@@ -172,7 +188,24 @@ def new_entry(shared: SharedLaunchers, call: Call, resolved: Resolved) -> Entry:
     launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
                                call.static_kwargs, call.bind, stored, resolved.spec,
                                resolved.bound)  # fmt: skip
-    return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
+    return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw, where)
+
+
+def within_limits(grid: Any, where: tuple[str, str], err: BaseException | None = None) -> None:
+    """A ``UsageError`` naming the site, the dimension, its value and the fix, where the
+    grid (as bound: an int or 1 to 3 ints; anything else is for the launch to refuse) is
+    past what CUDA launches; ``err``: the launch's own error, kept as the cause."""
+    from tunedsl.backends.triton import target_facts
+    from tunedsl.errors import UsageError
+    from tunedsl.model.grid_limits import check_grid, dims_of, over_limit
+
+    dims = dims_of(grid)
+    if dims is None or over_limit(dims) is None:
+        return
+    try:
+        check_grid(dims, where[0], where[1], target_facts().backend)
+    except UsageError as usage:
+        raise usage from err
 
 
 def no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:

@@ -29,6 +29,7 @@ from tunedsl.errors import TuningError, UsageError
 from tunedsl.frontend.rebinding import rebound_at_top_level
 from tunedsl.model import keys, prune_closure, prune_keys
 from tunedsl.model.config import Config
+from tunedsl.model.grid_limits import check_grid
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
@@ -165,12 +166,14 @@ def variants(
                     site.label,
                 )
         kwargs = {**call.static_kwargs, **dyn_kwargs}
+        grid = mistakes.grid_dims(grid, site.label, grid_arg(site))  # checks, with the fix
+        check_grid(grid, site.label, grid_arg(site), target.backend)  # what CUDA launches
         out.append(
             Variant(
                 config=cfg,
                 args=fill_holes(call.args, holes) if holes else tuple(call.args),
                 kwargs=kwargs,
-                grid=mistakes.grid_dims(grid, site.label, _grid_arg(site)),  # checks, with the fix
+                grid=grid,
                 options=bt.heuristic_launch_options(call.kernel, options, kwargs),
             )
         )
@@ -192,7 +195,7 @@ def _dependent(
     return {names[i] for i, a in enumerate(args) if a is HOLE and i < len(names)} | set(dyn_kwargs)
 
 
-def _grid_arg(site: SiteView) -> str:
+def grid_arg(site: SiteView) -> str:
     """The argument the user wrote the grid in: ``grid=`` of ``autotune_launch``, else ``blocks=``."""
     return "grid=" if site.kernel_text == "autotune_launch" else "blocks="
 

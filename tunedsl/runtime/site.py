@@ -391,7 +391,7 @@ class Site:
     def _add(self, call: miss.Call, call_key: Any, resolved: miss.Resolved) -> Entry:
         """Keep the decision by its digest and a new entry for ``call_key`` (not launched)."""
         shared = self._launchers = self._launchers or SharedLaunchers()
-        entry = entries.new_entry(shared, call, resolved)
+        entry = entries.new_entry(shared, call, resolved, (self.label, miss.grid_arg(self)))
         with self._lock:
             self._by_digest[resolved.result.digest] = (resolved.decision, resolved.result)
             self._store(call_key, entry)

@@ -7,7 +7,8 @@ same way and die again. So while a tuning measures in its own process, the confi
 it is launching is written to ``<cache>/inflight/<key digest>.<pid>.json``, a file held
 under ``flock`` for the tuning's life: one that nobody holds and that names a configuration
 belongs to a process that died in that launch (``died_in_launch``). An empty one belongs to
-a process that died between launches, or whose launch ended.
+a process that died between launches, or whose launch ended. ``tunedsl cache clear --all``
+removes the files of every ended process (``remove_dead``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import json
 import os
 import stat
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Inflight", "died_in_launch"]
+__all__ = ["Inflight", "died_in_launch", "remove_dead"]
 
 _FLAGS = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _MAX_BYTES = 1 << 16  # a configuration's JSON; anything longer is not one of these files
@@ -105,6 +107,43 @@ def died_in_launch(digest: str) -> list[dict[str, Any]]:
     with ``config``, ``pid`` and ``time``), for those that died inside a launch; every file
     of a dead process is removed. Files of live processes, another user's files and
     anything else are left alone and never read."""
+    died: list[dict[str, Any]] = []
+    for data in _take_dead(lambda name: name.startswith(digest + ".")):
+        # A damaged file is no death: bad UTF-8 or JSON (ValueError), or JSON nested
+        # deeper than Python parses (RecursionError).
+        with contextlib.suppress(ValueError, RecursionError):
+            entry = json.loads(data) if 0 < len(data) <= _MAX_BYTES else None
+            if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
+                died.append(entry)
+    return died
+
+
+def remove_dead() -> int:
+    """Remove the files of every process that has ended (``tunedsl cache clear --all``),
+    those a process killed while making its file left under a hidden name too; how many.
+    A live process's file (it holds its lock) and another user's are left alone."""
+    # A hidden one a minute old: a new one is locked a moment after it is made.
+    settled = lambda name, st: name[:1] != "." or time.time() - st.st_mtime > 60  # noqa: E731
+    return sum(1 for _ in _take_dead(_is_journal, settled))
+
+
+def _is_journal(name: str) -> bool:
+    """``<digest>.<pid>.json``, or ``.<that>.<random hex>`` (``Inflight._open``)."""
+    if name.startswith("."):
+        name, _, tail = name[1:].rpartition(".")
+        if not (len(tail) == 8 and all(c in "0123456789abcdef" for c in tail)):
+            return False
+    digest, _, rest = name.partition(".")
+    pid, _, suffix = rest.partition(".")
+    return bool(digest) and "." not in digest and pid.isdigit() and suffix == "json"
+
+
+def _take_dead(
+    named: Callable[[str], bool], settled: Callable[[str, os.stat_result], bool] | None = None
+) -> Iterator[bytes]:
+    """The contents of the files of ended processes that ``named`` accepts (and ``settled``,
+    given their ``fstat``), each removed once read: regular files of this user that no live
+    process holds locked."""
     try:
         import fcntl
 
@@ -112,11 +151,9 @@ def died_in_launch(digest: str) -> list[dict[str, Any]]:
 
         dir_fd = open_private_dir(_directory())
     except (ImportError, OSError):  # none made yet (or an untrusted cache: never read)
-        return []
-    died: list[dict[str, Any]] = []
+        return
     try:
-        names = [n for n in os.listdir(dir_fd) if n.startswith(digest + ".")]
-        for name in names:
+        for name in [n for n in os.listdir(dir_fd) if named(n)]:
             try:
                 fd = os.open(name, _FLAGS, dir_fd=dir_fd)
             except OSError:
@@ -124,6 +161,8 @@ def died_in_launch(digest: str) -> list[dict[str, Any]]:
             try:
                 st = os.fstat(fd)
                 if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+                    continue
+                if settled is not None and not settled(name, st):
                     continue
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -135,12 +174,6 @@ def died_in_launch(digest: str) -> list[dict[str, Any]]:
                 continue
             finally:
                 os.close(fd)
-            # A damaged file is no death: bad UTF-8 or JSON (ValueError), or JSON nested
-            # deeper than Python parses (RecursionError).
-            with contextlib.suppress(ValueError, RecursionError):
-                entry = json.loads(data) if 0 < len(data) <= _MAX_BYTES else None
-                if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
-                    died.append(entry)
+            yield data
     finally:
         os.close(dir_fd)
-    return died
