@@ -3,8 +3,8 @@
 CUDA launches at most ``2**31 - 1`` programs along x and ``65535`` along y and z; a grid past
 that fails at launch with a driver error that names neither the site nor the dimension
 ("invalid argument"), and Triton's interpreter runs it without a word. So a site checks the
-grid where it computes one off the hot path (the candidates of a new key, the entry of a
-decision, a launch that failed, an interpreted launch) and says which dimension, its value
+grid where it computes one off the hot path (the candidates of a new key, a launch that
+failed, an interpreted launch) and says which dimension, its value
 and the fix. Under the interpreter the same limits hold (the grid is meant for a GPU); on
 an AMD GPU (``hip``), whose limits differ, nothing is checked.
 """

@@ -171,14 +171,8 @@ def new_entry(
     shared: SharedLaunchers, call: Call, resolved: Resolved, where: tuple[str, str]
 ) -> Entry:
     """A new entry for a decision, with the launcher of its specialization and config;
-    ``where``: the site's place and the argument its grid is written in. A decision made
-    without binding the call (a record, a rule) has its grid checked here, off the hot path."""
+    ``where``: the site's place and the argument its grid is written in."""
     decision = resolved.decision
-    try:
-        bound = resolved.bound or call.bind(decision.config)
-    except Exception:  # the user's expression: the first launch says so, as on every path
-        bound = (None, None, None)
-    within_limits(bound[2], where)
     reset = resolved.subject.settings.reset_to_zero
     positional = resolved.subject.info.arg_names[: len(call.args)] if reset else ()
     zero_pos = tuple(i for i, n in enumerate(positional) if n in reset) if reset else ()
