@@ -172,6 +172,7 @@ class CompileTimeout(TimeoutError):
     """A configuration compiled for longer than the timeout and was dropped."""
 
     def __init__(self, seconds: float) -> None:
+        # A record's reason says a compile timed out in these words (``runtime/timeouts.py``).
         super().__init__(
             f"compile timed out after {seconds:g} s (TUNEDSL_CONFIG_TIMEOUT; precompile --timeout)"
         )

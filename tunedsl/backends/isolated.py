@@ -28,7 +28,8 @@ has ``isolate=True`` or ``TUNEDSL_ISOLATE=1`` (and by ``tunedsl precompile --tun
 - **Failure**: a worker that dies (signal, exit) while a configuration runs, or does not
   answer within ``TUNEDSL_CONFIG_TIMEOUT`` seconds (default 60; a request that compiles
   may take the compile timeout more), is killed and restarted; that configuration is reported
-  failed with the reason (``"crashed: worker killed by SIGSEGV"``, ``"timeout: ..."``).
+  failed with the reason (``"crashed: worker killed by SIGSEGV"``, ``"timeout: ..."``); a
+  timeout stands only under its limit (``runtime/timeouts.py``).
   A worker that cannot start or set up raises ``TuningError`` with the reason.
 """
 
@@ -259,6 +260,7 @@ class Worker:
             self.kill()
             self.exit_code = None
             why = during or "(TUNEDSL_CONFIG_TIMEOUT; a hang?)"
+            # A record's reason says a worker timed out in these words (runtime/timeouts.py).
             raise WorkerDied(f"timeout: no answer after {timeout_s:g} s {why}; worker killed")
         frame = read_frame(self.proc.stdout)  # type: ignore[arg-type]
         if frame is None:

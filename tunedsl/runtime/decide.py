@@ -41,7 +41,7 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.record_identity import checker
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
-from tunedsl.runtime import launch_effect, space_records, verdicts
+from tunedsl.runtime import launch_effect, space_records, timeouts, verdicts
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import paths
 from tunedsl.store import records as store
@@ -194,11 +194,7 @@ def fallback(
 ) -> Config:
     """``cached``/``off`` without a usable record: the site's default when prune= keeps it
     (and no record saw verify= reject it), else the first such configuration."""
-    rejected = (
-        {r.config for r in record.results if r.status == "rejected"}
-        if record is not None
-        else set()
-    )
+    rejected = {r.config for r in record.results if r.status == "rejected"} if record else set()
     if settings.large:  # never listed: the default (or the space's first valid point)
         return settings.default
     for cfg in (settings.default, *candidates):
@@ -308,7 +304,7 @@ def lookup(
         from tunedsl.runtime.legacy_records import migrate
 
         record = migrate(subject, stores)
-    record = verdicts.current(record, settings)  # rejections by another verify= check
+    record = timeouts.current(verdicts.current(record, settings))  # lapsed verdicts out
     usable, previous = _usable(record, settings, candidates)
     usable = usable and not foreign  # another space's choice: its timings count, not it
     if stands(record, usable) and record is not None:
@@ -446,6 +442,7 @@ def tune_and_record(
         context={"hints": ctx["hints"], "env": ctx["env"], "timer": outcome.timer}
         | space_records.noted(subject, candidates)
         | verdicts.noted(settings)
+        | timeouts.noted()
         | dict(note or {}),
         tuning_s=outcome.tuning_s,
         timestamp=store.now(),

@@ -1,0 +1,77 @@
+"""A compile timeout during tuning on a real CUDA GPU is a verdict under the compile limit:
+a process whose limit is larger compiles and measures that configuration again.
+
+Skipped without a GPU (see tests/conftest.py); the lead runs these on the device machine.
+The same rule for a worker's timeout runs here under the interpreter
+(tests/integration/test_timeout_verdicts.py); a compile runs only on a GPU while tuning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunedsl import knobs
+
+pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
+
+torch = pytest.importorskip("torch")
+if knobs.triton_interpret_env() or not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+# 8,000 unrolled steps take long to compile (37 s on a 2-core host, cross compiled for
+# cuda:90; 2 s for 2,000); one step well under the tight limit of 3 s.
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    import triton
+    import triton.language as tl
+    from tunedsl import autotune_launch
+
+    @triton.jit
+    def unrolled(x, y, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x + offs, mask=offs < n)
+        for _ in tl.static_range(STEPS):
+            v = v * 1.0001 + 0.5
+        tl.store(y + offs, v, mask=offs < n)
+
+    n = 1024
+    x, y = torch.zeros(n, device="cuda"), torch.zeros(n, device="cuda")
+    space = [{"STEPS": 1, "BLOCK": 1024}, {"STEPS": 8000, "BLOCK": 1024}]
+    res = autotune_launch(unrolled, space=space, grid=(1,), args=(x, y, n),
+                          kwargs=lambda c: dict(c.items()), name="compiles-long")
+    long = [r for c, r in res.timings.items() if c.STEPS == 8000][0]
+    print(json.dumps({"source": res.source, "long": long.status, "why": long.reason or ""}))
+    """
+)
+
+
+def _run(tmp_path: Path, limit: str) -> dict[str, Any]:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "TUNEDSL_CONFIG_TIMEOUT": limit, "TUNEDSL_QUIET": "1",
+           "TRITON_CACHE_DIR": str(tmp_path / "triton")}  # fmt: skip
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_a_compile_timeout_is_compiled_again_under_a_larger_limit(tmp_path: Path) -> None:
+    tight = _run(tmp_path, "3")
+    assert tight["source"] == "tuned" and tight["long"] == "failed"
+    assert "compile timed out after 3 s" in tight["why"], tight["why"]
+    assert _run(tmp_path, "3")["source"] == "disk"
+    longer = _run(tmp_path, "500")
+    assert longer["source"] == "tuned", "a compile timeout under 3 s decided a 500 s limit"
+    assert longer["long"] == "ok"
+    assert _run(tmp_path, "500")["source"] == "disk"
