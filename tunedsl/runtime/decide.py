@@ -304,7 +304,7 @@ def lookup(
         from tunedsl.runtime.legacy_records import migrate
 
         record = migrate(subject, stores)
-    record = timeouts.current(verdicts.current(record, settings))  # lapsed verdicts out
+    record = timeouts.current(verdicts.current(record, settings), settings.isolate)  # lapsed
     usable, previous = _usable(record, settings, candidates)
     usable = usable and not foreign  # another space's choice: its timings count, not it
     if stands(record, usable) and record is not None:

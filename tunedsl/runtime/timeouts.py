@@ -10,12 +10,11 @@ limit of a later process.
 So a record states the limits its timeouts were made under (``context["limits"]``), and a
 process under a larger limit reads the record without those timeouts: they are measured
 again, the rest of the record's timings reused. Under the same or a smaller limit they stay
-out. A site measuring in its own process (not isolated) judges by the limit as set too,
-though nothing stops a run there: a configuration a worker gave up on may hang, and is run
-in the caller's process only where the limit grew (as ``tunedsl precompile --tune``, which
-isolates, keeps the hangs it finds out of the program that reads its records). A record that
-states no limits (written before records stated them) counts as one of a smaller limit: its
-timeouts are measured once more, and the new record states the limits.
+out. A worker's silence is measured again only by a site that measures in a worker too
+(``isolate=True``, ``tunedsl precompile --tune``): the configuration may hang, and in the
+caller's own process nothing would stop it. A record that states no limits (written before
+records stated them) keeps its timeouts out, as it did: ``tunedsl cache clear`` measures the
+key anew.
 """
 
 from __future__ import annotations
@@ -36,10 +35,8 @@ LIMITS = "limits"
 #: measurement worker's silence in ``backends/isolated.py``), and the limits that bounded
 #: it: a compile, the compile limit; a worker's answer, its answer limit (a request that
 #: compiles waits both).
-_KINDS = (
-    ("compile timed out after", ("compile_s",)),
-    ("timeout: no answer after", ("compile_s", "answer_s")),
-)
+_COMPILE, _SILENCE = "compile timed out after", "timeout: no answer after"
+_KINDS = ((_COMPILE, ("compile_s",)), (_SILENCE, ("compile_s", "answer_s")))
 
 
 def limits() -> dict[str, float]:
@@ -61,31 +58,30 @@ def bounded_by(reason: str | None) -> tuple[str, ...]:
     return ()
 
 
-def current(record: Record | None) -> Record | None:
-    """``record`` as this process reads it: without the timeouts of a smaller limit."""
+def current(record: Record | None, isolated: bool) -> Record | None:
+    """``record`` as this process reads it: without the timeouts of a smaller limit (a
+    worker's silence only where the site measures in a worker: ``isolated``)."""
     if record is None:
         return None
     now = limits()
     stated = record.context.get(LIMITS)
-    kept = tuple(r for r in record.results if not _lifted(r, stated, now))
+    kept = tuple(r for r in record.results if not _lifted(r, stated, now, isolated))
     return record if len(kept) == len(record.results) else replace(record, results=kept)
 
 
-def _lifted(result: ConfigResult, stated: Any, now: dict[str, float]) -> bool:
-    """Whether ``result`` is a timeout under a limit smaller than this process's (or unknown)."""
-    if result.status != "failed":
-        return False
+def _lifted(result: ConfigResult, stated: Any, now: dict[str, float], isolated: bool) -> bool:
+    """Whether ``result`` is a timeout under a stated limit smaller than this process's."""
+    if result.status != "failed" or not isinstance(stated, dict):
+        return False  # not a failure, or a record written before records stated limits
     bounds = bounded_by(result.reason)
-    if not bounds:
+    if not bounds or (_SILENCE in (result.reason or "") and not isolated):
         return False
-    if not isinstance(stated, dict):  # a record written before records stated limits
-        return True
     return any(_larger(now[name], stated.get(name)) for name in bounds)
 
 
 def _larger(now: float, then: Any) -> bool:
-    """Whether the limit ``now`` exceeds the stated ``then`` (not a number: unknown, taken
-    as smaller)."""
+    """Whether the limit ``now`` exceeds the stated ``then`` (not a finite number: a record
+    this process cannot read the limit of, whose timeouts stay out)."""
     if isinstance(then, bool) or not isinstance(then, (int, float)) or not math.isfinite(then):
-        return True
+        return False
     return now > then
