@@ -380,7 +380,7 @@ def test_a_plans_keys_share_a_launcher_only_where_their_configuration_keyword_ar
 #: Python calls (functions, methods, comprehensions, generator steps) a miss that a rule
 #: decides makes from the site's call to its first launch (the interpreted kernel run aside):
 #: about 195 before the per-miss work was cut, 102 with a plan per layout, 79 since a plan
-#: keeps what the keys launching one configuration share, 57 since it keeps each pick's
+#: keeps what the keys launching one configuration share, 58 since it keeps each pick's
 #: launchers, its family's range test and the tensors' places made once (Python 3.11).
 MAX_CALLS_PER_RULE_MISS = 60
 
