@@ -26,7 +26,11 @@ those with their range, then the ratio.
 ``--without-copies`` leaves the interpreter's copies out of both (``_in_place``: a GPU makes
 none), so the comparison is of the decision's Python alone, but for the call's Triton
 specialization, which a GPU's plan knows at once and the interpreter's works out from the
-tensors' alignment.
+tensors' alignment. ``--without-files`` (with it) also stubs the plan's file-system checks in
+both (a record's absence, the rule file's signature: nothing here changes either), leaving
+the Python alone.
+
+    TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --against /tmp/before --without-copies --without-files
 """
 
 from __future__ import annotations
@@ -190,6 +194,11 @@ def compare(root: str, args: argparse.Namespace) -> None:
             from tunedsl.runtime import rule_plans
 
             rule_plans._in_place = lambda call, resolved: []  # type: ignore[assignment]
+            if args.without_files:  # no record is made and the rule stays: the Python alone
+                from tunedsl.store.layered import LayeredStore
+
+                LayeredStore.absence_check = lambda self: lambda *digests: True  # type: ignore[method-assign,assignment,return-value]
+                rule_plans.unchanged_check = lambda digest, rules: lambda: True  # type: ignore[assignment]
             modules.update(own_modules())
         use_modules(versions["after"])
     fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
@@ -235,6 +244,11 @@ def main() -> None:
         "--without-copies",
         action="store_true",
         help="with --against: leave out the interpreter's copies before a pick's first launch",
+    )
+    parser.add_argument(
+        "--without-files",
+        action="store_true",
+        help="with --without-copies: stub the plan's file-system checks too (the Python alone)",
     )
     args = parser.parse_args()
     scale = make_site(args.device)

@@ -335,11 +335,54 @@ def test_a_launcher_is_shared_only_by_calls_of_the_same_configuration_keyword_ar
     assert len(launchers_made) == 2
 
 
+def test_a_plans_keys_share_a_launcher_only_where_their_configuration_keyword_arguments_match(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    """A layout's plan keeps each pick's launchers by the call's configuration-dependent
+    keyword arguments, their values' classes included (EVEN=1 is not EVEN=True, though
+    equal): the launcher each planned key gets is the one the site's shared launchers give
+    for the same call."""
+    from rule_helpers import SWEPT, rules_cli
+
+    from tunedsl.runtime.helpers import cdiv
+
+    def even(s, n: int, as_int: bool = False):
+        a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+        flag = (lambda v: int(v)) if as_int else bool
+        res = s(vadd_even, (a, b, c, n), {},
+                lambda cfg: ((), {"TILE": cfg.tile, "EVEN": flag(n % cfg.tile == 0)},
+                             (cdiv(n, cfg.tile),)), None, None)  # fmt: skip
+        torch.testing.assert_close(c, a + b)
+        return res
+
+    sweeping = site("even", space=SPACE)
+    assert {even(sweeping, n).source for n in SWEPT} == {"tuned"}
+    out = tmp_path / "rules"
+    assert rules_cli("build", "--out", str(out)).returncode == 0
+    ship(out, monkeypatch, tmp_path)
+    tune_count.clear()
+    s = site("even", space=SPACE)
+    # Multiples of 256: every tile divides them (EVEN holds), and one layout (class i16).
+    calls = [(256, False), (512, True), (768, False), (1024, True), (320, False), (352, True)]
+    results = [even(s, n, as_int) for n, as_int in calls]
+    assert {r.source for r in results} == {"rule"} and tune_count == []
+    launchers = {e.result.digest: e.launcher_object for e in s._table.values()}
+    got = [launchers[r.digest] for r in results]
+    for (n, as_int), r, launcher in zip(calls, results, got, strict=True):
+        flag = (n % r.config.tile == 0) if not as_int else int(n % r.config.tile == 0)
+        for (m, other_int), q, other in zip(calls, results, got, strict=True):
+            other_flag = m % q.config.tile == 0
+            other_flag = int(other_flag) if other_int else other_flag
+            same = (r.config, type(flag), flag) == (q.config, type(other_flag), other_flag)
+            assert (launcher is other) == same, (n, m)
+
+
 #: Python calls (functions, methods, comprehensions, generator steps) a miss that a rule
 #: decides makes from the site's call to its first launch (the interpreted kernel run aside):
 #: about 195 before the per-miss work was cut, 102 with a plan per layout, 79 since a plan
-#: keeps what the keys launching one configuration share (Python 3.11).
-MAX_CALLS_PER_RULE_MISS = 90
+#: keeps what the keys launching one configuration share, 58 since it keeps each pick's
+#: launchers, its family's range test and the tensors' places made once (Python 3.11).
+MAX_CALLS_PER_RULE_MISS = 60
 
 
 def test_a_miss_a_rule_decides_makes_few_python_calls_before_its_launch(

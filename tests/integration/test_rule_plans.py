@@ -346,7 +346,7 @@ def test_a_constexpr_of_negative_zero_is_decided_as_the_general_way_decides_it(
     )
 
 
-@pytest.mark.parametrize("where", ["in the cache", "shipped"])
+@pytest.mark.parametrize("where", ["in the cache", "shipped", "in a second shipped directory"])
 @pytest.mark.parametrize("way", ["general", "plan"])
 def test_a_record_of_this_space_under_its_own_digest_decides_before_the_rule(
     built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str, way: str
@@ -369,9 +369,13 @@ def test_a_record_of_this_space_under_its_own_digest_decides_before_the_rule(
     records = tmp_path / "fresh-cache"
     (records_first,) = records.rglob(f"{first.digest}.json")
     records_first.unlink()  # `tunedsl cache clear` of the first space's record
-    if where == "shipped":
+    if where != "in the cache":  # (three records directories to look in, in the second)
+        into = built_rules
+        if where == "in a second shipped directory":
+            into = _second_directory(built_rules, monkeypatch, tmp_path)
+            s = site("swept", space=SPACE)
         (made,) = records.rglob(f"{own}.json")
-        os.replace(made, built_rules / made.name)
+        os.replace(made, into / made.name)
     if way == "plan":  # the layout's plan is made by a size the rule decides
         assert [_call(s, n).source for n in (300, 302)] == ["rule", "rule"]
     found = _call(s, 333)

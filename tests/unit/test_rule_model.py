@@ -516,3 +516,38 @@ def test_a_bucket_of_0_or_1_outside_a_sweep_of_larger_buckets_is_named_with_the_
     assert "key is 0 (swept: sizes 2 to 8)" in why, why
     _, back = rule.outside({**key(64), "user_key": 1}) or ("", "")
     assert "key is 1 (swept: sizes 2 to 8)" in back, back
+
+
+def test_a_familys_judge_for_one_feature_layout_answers_as_in_range_then_pick() -> None:
+    """``Family.judge`` (what a layout's plan asks on each new key) gives ``pick`` exactly
+    where ``in_range`` holds and None elsewhere: over one size, over a product grid of two,
+    over two sizes swept together, with a tree or the nearest swept key, and for keys of a
+    feature layout the family was not swept with."""
+    from dataclasses import replace
+
+    product = [(m, n) for m in (64, 256, 1024) for n in (128, 512)]
+    sweeps = {
+        "one size": [(m, 512) for m in (64, 128, 256, 512, 1024)],
+        "product": product,
+        "together": [(m, m) for m in (64, 128, 256, 512, 1024)],
+    }
+    probes = [(m, n) for m in (1, 32, 64, 100, 300, 1024, 5000) for n in (64, 128, 300, 512, 1024)]
+    for name, sizes in sweeps.items():
+        keys = [
+            SweptKey(key(m, n=n), {c: landscape(m * n // 512, c) for c in CONFIGS})
+            for m, n in sizes
+        ]
+        (family,) = build(keys).families
+        for fam in (family, replace(family, tree=None)):  # a tree, and the nearest swept key
+            names = tuple(key_features(key(100, n=300))[1])
+            judge = fam.judge(names)
+            seen = set()
+            for m, n in probes:
+                x = key_features(key(m, n=n))[1]
+                assert tuple(x) == names
+                want = fam.pick(x) if fam.in_range(x) else None
+                assert judge(x) == want, (name, m, n)
+                seen.add(want is None)
+            assert seen == {True, False}, name  # keys in range and out of it
+            other = {**x, "args.b.shape[0]": 5.0}  # a size this family was never swept with
+            assert fam.judge(tuple(other))(other) is None and not fam.in_range(other)

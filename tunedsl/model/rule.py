@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from tunedsl.model.config import Config
 from tunedsl.model.keys import canonical_json
 from tunedsl.model.rule_features import ALIGNED, key_features, ranged, show_feature, show_value
-from tunedsl.model.rule_near import Grid, NearTable
+from tunedsl.model.rule_near import Grid, NearTable, judge_of
 
 # 2: keys carry an int argument's alignment feature, which a tree may split on (a reader of
 # schema 1 would send every key down one branch of such a split: it refuses the file).
@@ -169,6 +169,13 @@ class Family:
             self._grid.append(Grid.of(self.points, self.ranges))
         grid = self._grid[0]
         return None if grid is None else grid.outside(x)
+
+    def judge(self, names: tuple[str, ...]) -> Callable[[Mapping[str, float]], int | None]:
+        """For keys whose features are ``names``, in order: ``pick`` where ``in_range``, else None."""
+        fits, table = self._layout(dict.fromkeys(names, 0.0))
+        grid = self._grid or [Grid.of(self.points, self.ranges)]  # as ``outside`` keeps it
+        pick = self.tree.decide if self.tree is not None else table.nearest
+        return judge_of(self.ranges, grid[0], pick) if fits else lambda x: None
 
     def clamp(self, x: Mapping[str, float]) -> dict[str, float]:
         kept = {f: v for f, v in x.items() if not ranged(f)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tunedsl.model.rule_features import ranged, show_feature
@@ -122,3 +122,25 @@ class Grid:
                     f"({where}) is farther on it than the sweep's widest gap"
                 )
         return None
+
+
+def judge_of(
+    ranges: Mapping[str, tuple[float, float]],
+    grid: Grid | None,
+    pick: Callable[[Mapping[str, float]], int],
+) -> Callable[[Mapping[str, float]], int | None]:
+    """``pick(x)`` for a key ``x`` in range, else None: each ranged feature within its
+    swept range, then the key on the swept shapes (``grid``, where there is one). For keys
+    of one feature layout, the one a family's ``in_range`` accepts (``Family.judge``)."""
+    bounds = tuple((f, lo, hi) for f, (lo, hi) in ranges.items())
+    off = grid.outside if grid is not None else None
+
+    def judged(x: Mapping[str, float]) -> int | None:
+        for f, lo, hi in bounds:
+            if not lo <= x[f] <= hi:
+                return None
+        if off is not None and off(x) is not None:
+            return None
+        return pick(x)
+
+    return judged

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from tunedsl.backends.shared_launchers import SharedLaunchers
     from tunedsl.runtime.miss import Call, Resolved
 
+#: The launchers a plan keeps per pick (a bound on a pick whose calls' configuration-dependent
+#: keyword arguments are always new).
+MAX_REUSED = 64
+
 #: ``fused(kernel, args, static_kwargs, bind) -> LaunchResult | None`` (``fused.py``)
 Fused = Callable[[Any, tuple[Any, ...], Mapping[str, Any], Callable[..., Any]], Any]
 
@@ -174,14 +178,31 @@ def new_entry(
     ``where``: the site's place and the argument its grid is written in."""
     decision = resolved.decision
     reset = resolved.subject.settings.reset_to_zero
-    positional = resolved.subject.info.arg_names[: len(call.args)] if reset else ()
-    zero_pos = tuple(i for i, n in enumerate(positional) if n in reset) if reset else ()
-    zero_kw = tuple(n for n in reset if n not in positional) if reset else ()
+    zero_pos: tuple[int, ...] = ()
+    zero_kw: tuple[str, ...] = ()
+    if reset:
+        positional = resolved.subject.info.arg_names[: len(call.args)]
+        zero_pos = tuple(i for i, n in enumerate(positional) if n in reset)
+        zero_kw = tuple(n for n in reset if n not in positional)
+    # A layout's plan keeps the launchers of each of its picks (``rule_plans``): the ones
+    # ``shared`` gives for the same kernel, configuration and options, without its key.
+    reuse = resolved.reuse
+    if reuse is not None:
+        try:
+            launcher = reuse[0].get(reuse[1])
+        except TypeError:  # a value that cannot be hashed: ``shared`` says
+            launcher, reuse = None, None
+        if launcher is not None:
+            return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw, where)
     # Tuned, recorded or ruled: one variant in every process, its binary stored once, loaded.
     stored = decision.source in ("tuned", "disk", "rule")
     launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
                                call.static_kwargs, call.bind, stored, resolved.spec,
                                resolved.bound)  # fmt: skip
+    if reuse is not None:
+        if len(reuse[0]) >= MAX_REUSED:
+            reuse[0].clear()
+        reuse[0][reuse[1]] = launcher
     return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw, where)
 
 

@@ -105,6 +105,7 @@ class Resolved:
     spec: tuple[Any, ...] | None = None  # Triton's specialization of the call, where known
     bound: Any = None  # the call's bind(config) (holes, keyword arguments, grid), where made
     tensors: tuple[Any, ...] | None = None  # what a failed pick may write (None: find them)
+    reuse: tuple[dict[Any, Any], Any] | None = None  # a plan's launchers, and this call's key
 
 
 # -- candidates -------------------------------------------------------------------------------

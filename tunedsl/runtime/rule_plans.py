@@ -8,8 +8,10 @@ classes, dtypes, stride patterns, int classes, alignment and constexpr values) d
 their shapes, so after the general way has decided a layout's first such miss, the site keeps
 a *plan* for the layout: a reader made for it (``model/key_reader.py``) gives the readable key,
 its text and the rule's features in one call, and the plan holds what the general way worked
-out once (the settings, the process context, the rule and its family, the configurations
-the site's space keeps).
+out once (the settings, the process context, the rule, its family's range test and pick for
+the layout's features, the configurations the site's space keeps, where the layout's tensors
+are) and what the keys launching one configuration share (the decision, the result's fields,
+the launchers).
 
 A plan decides exactly what the general way would, or leaves the miss to it. It is used only
 where nothing it skips can apply: no ``prune=``, ``verify=``, ``restore_value=``,
@@ -29,11 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 import tunedsl.backends.triton as bt
 from tunedsl.backends.shared_launchers import specialization
-from tunedsl.environ import environ_checks, environ_snapshot, environ_unchanged
+from tunedsl.environ import environ_snapshot, environ_unchanged
 from tunedsl.errors import UsageError
 from tunedsl.model.hole import HOLE
 from tunedsl.model.key_reader import Reader, make_reader
@@ -43,13 +46,13 @@ from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.decide import Decision, decision_options, record_stores
 from tunedsl.runtime.entry import zero_unlaunched
 from tunedsl.runtime.result import LaunchResult
-from tunedsl.runtime.space_records import own_digest, space_digest
+from tunedsl.runtime.space_records import own_tail, space_digest
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import find_rules, rules_decide, unchanged_check
 
 if TYPE_CHECKING:
     from tunedsl.model.config import Config
-    from tunedsl.model.rule import Family, Rule
+    from tunedsl.model.rule import Rule
     from tunedsl.model.settings import Settings
 
 #: Plans a site keeps (layouts); and the plans it tries to make, made or not (a layout no
@@ -67,17 +70,19 @@ class _Plan:
     environ: object  # the environment then (environ_snapshot)
     rules_unchanged: Callable[[], bool]  # whether find_rules still answers the rules found
     rule: Rule
-    family: Family
+    judge: Callable[[Mapping[str, float]], int | None]  # the family's pick, if in range
     allowed: frozenset[int]  # the rule's configurations the site's space keeps, by index
     spec: tuple[Any, ...] | None  # Triton's specialization, where the reader tests all of it
-    absent: Callable[[str], bool] | None  # no record file for a digest (None: look it up)
-    space: str  # the settings' space digest: a key's record of it may be under its own digest
+    absent: Callable[[str, str], bool] | None  # no record file for two digests (None: ask)
+    # A key's record of the settings' space may be under the space's own digest: the key's
+    # digest and this, hashed (``space_records.own_digest``).
+    own: str
     result: LaunchResult  # the first key's result: later keys' are copies of it
     failed: Mapping[tuple[str, Config], str]  # ruled.FAILED_PICKS
-    # The positions and names of the layout's tensors, and the kernel's defaults that are:
-    # what a failed pick's launch may have written, under the interpreter.
-    tensors: tuple[tuple[int, ...], tuple[str, ...], tuple[Any, ...]]
-    interpreted: bool  # (the device facts say so: they are the plan's)
+    # A call's tensors' alignment (where ``spec`` is None) and, under the interpreter (the
+    # device facts say so: they are the plan's), the tensors a failed pick's launch may have
+    # written: None where neither is asked.
+    locate: Callable[[Any, Any], tuple[tuple[bool, ...], tuple[Any, ...]]] | None
     picks: dict[int, _Pick] = field(default_factory=dict)  # one a configuration
     # Where the reader leaves a tensor's alignment untested (``spec`` None): the call's
     # specialization by its tensors' alignment, the rest being the layout's.
@@ -90,6 +95,9 @@ class _Pick:
 
     decision: Decision
     result: dict[str, Any]  # the plan's result's fields, with the configuration
+    # Its launchers, by specialization, holes and configuration-dependent keyword arguments
+    # (``SharedLaunchers``' key but for the kernel, configuration and options: the pick's).
+    launchers: dict[Any, Any] = field(default_factory=dict)
 
 
 class RulePlans:
@@ -104,32 +112,27 @@ class RulePlans:
 
     def decide(self, site: Any, call: miss.Call) -> miss.Resolved | None:
         """A plan's decision for ``call``, a miss; None where no plan decides it."""
-        if not self._plans:
-            return None
         for plan in self._plans:
             if call.kernel is plan.kernel:
                 read = plan.read(call.args, call.static_kwargs)
                 if read is not None:
-                    environ_checks(True)  # one comparison of the environment answers for all
-                    try:
-                        # What the general way works out from the environment (the settings,
-                        # the knobs, Triton's variables, where records are), from the device
-                        # and from the kernel is as it was when the plan was made, and the
-                        # site's process context is still the plan's (another kernel's or
-                        # device's miss replaces it).
-                        part, device = plan.part, bt.device_facts()
-                        if (
-                            site.context_memo is part
-                            and environ_unchanged(plan.environ)
-                            and (device is part.device or device == part.device)
-                            and bt.kernel_info(call.kernel) is part.info
-                        ):
-                            return _decide(plan, site, call, *read)
-                        # Made under another environment, context, device or kernel: the
-                        # general way decides, and leaves a plan of the layout as it is now.
-                        self._plans = [p for p in self._plans if p is not plan]
-                    finally:
-                        environ_checks(False)
+                    # What the general way works out from the environment (the settings,
+                    # the knobs, Triton's variables, where records are: the one comparison
+                    # of the environment a planned miss makes), from the device and from the
+                    # kernel is as it was when the plan was made, and the site's process
+                    # context is still the plan's (another kernel's or device's miss
+                    # replaces it).
+                    part, device = plan.part, bt.device_facts()
+                    if (
+                        site.context_memo is part
+                        and environ_unchanged(plan.environ)
+                        and (device is part.device or device == part.device)
+                        and bt.kernel_info(call.kernel) is part.info
+                    ):
+                        return _decide(plan, site, call, *read)
+                    # Made under another environment, context, device or kernel: the
+                    # general way decides, and leaves a plan of the layout as it is now.
+                    self._plans = [p for p in self._plans if p is not plan]
                     break
         return None
 
@@ -153,7 +156,7 @@ class RulePlans:
         ``tl.static_assert`` after a store): its tensors are copied before the pick's launch
         and put back before the call is made again."""
         by_rule = resolved.first.source == "rule"
-        saved = _in_place(call, resolved) if by_rule else []
+        saved = _in_place(call, resolved) if by_rule and resolved.tensors != () else []
         try:
             entry.launch(call.args, call.static_kwargs, call.bind)
             return resolved.first
@@ -228,6 +231,7 @@ class RulePlans:
         # the key has it): the same for every call it reads.
         spec = specialization(info, call.args, call.static_kwargs) if with_align else None
         kept = frozenset(settings.configs)
+        names = tuple(read(call.args, call.static_kwargs)[2])  # type: ignore[index]
         plan = _Plan(
             call.kernel,
             read,
@@ -236,15 +240,14 @@ class RulePlans:
             environ,
             unchanged_check(about.rule_digest, rules),
             rule,
-            family,
+            family.judge(names),
             frozenset(i for i, c in enumerate(rule.configs) if c in kept),
             spec,
             record_stores().absence_check(),
-            space_digest(settings),
+            own_tail(space_digest(settings)),
             resolved.result,
             FAILED_PICKS,
-            _tensors(call, info),
-            bt.interpreting(),
+            _locator(call, info, spec is None, bt.interpreting()),
         )
         others = [  # a plan for this layout made before (under another context) goes
             p
@@ -279,20 +282,27 @@ def _in_place(call: miss.Call, resolved: miss.Resolved) -> list[tuple[Any, Any]]
         return None
 
 
-def _tensors(
-    call: miss.Call, info: Any
-) -> tuple[tuple[int, ...], tuple[str, ...], tuple[Any, ...]]:
-    """Where the tensors of a layout's calls are (what ``_in_place`` copies, and whose
-    alignment the specialization has): positions, keyword names, and the kernel's default
-    values that are tensors (a layout's calls have the same classes in each place, and no
-    tuple or descriptor: ``key_reader``)."""
+def _locator(
+    call: miss.Call, info: Any, aligned: bool, interpreted: bool
+) -> Callable[[Any, Any], tuple[tuple[bool, ...], tuple[Any, ...]]] | None:
+    """A function of a call of this layout: its tensors' 16-byte alignment (where
+    ``aligned``: the specialization's part the reader leaves untested) and the tensors a
+    failed pick may have written (where ``interpreted``: ``_in_place`` copies them), each ()
+    where not asked; None where neither is. The tensors are the layout's positions and
+    keyword names that hold one, and the kernel's defaults that are (a layout's calls have
+    the same classes in each place, and no tuple or descriptor: ``key_reader``)."""
     from tunedsl.model.keys import is_tensor
 
-    at = tuple(i for i, a in enumerate(call.args) if is_tensor(a))
-    named = tuple(n for n, v in call.static_kwargs.items() if is_tensor(v))
+    if not aligned and not interpreted:
+        return None
+    at = [f"args[{i}]" for i, a in enumerate(call.args) if is_tensor(a)]
+    at += [f"kwargs[{n!r}]" for n, v in call.static_kwargs.items() if is_tensor(v)]
     given = set(info.arg_names[: len(call.args)]) | set(call.static_kwargs)
     defaults = tuple(v for n, v in info.defaults.items() if n not in given and is_tensor(v))
-    return at, named, defaults
+    align = "".join(f"{t}.data_ptr() % 16 == 0, " for t in at) if aligned else ""
+    tensors = f"({''.join(t + ', ' for t in at)}*DEFAULTS,)" if interpreted else "()"
+    code = f"lambda args, kwargs: (({align}), {tensors})"
+    return eval(code, {"DEFAULTS": defaults})  # type: ignore[no-any-return]
 
 
 def _decide(
@@ -318,19 +328,19 @@ def _decide(
         return None
     # A record decides before a rule: where there may be one, the general way reads it (under
     # the key's digest, or under its space's own where another space's record held that).
-    absent, own = plan.absent, own_digest(digest, plan.space)
+    absent, own = plan.absent, sha256((digest + plan.own).encode()).hexdigest()
     if absent is None:
         stores = record_stores()
         if stores.get(digest) is not None or stores.get(own) is not None:
             return None
-    elif not (absent(digest) and absent(own)):
+    elif not absent(digest, own):
         return None
     # The environment is the plan's (decide): the rule directories are, and only the files'
     # signatures are compared.
-    if not plan.rules_unchanged() or not plan.family.in_range(features):
+    if not plan.rules_unchanged():
         return None
-    index = plan.family.pick(features)
-    if index not in plan.allowed:
+    index = plan.judge(features)
+    if index is None or index not in plan.allowed:
         return None
     pick = plan.picks.get(index)
     if pick is None:
@@ -342,9 +352,16 @@ def _decide(
     config = decision.config
     if plan.failed and (digest, config) in plan.failed:
         return None  # it failed on this key's first launch: the general way refuses it
-    bound = _bound(call, config)
-    if bound is None:
-        return None  # maybe under every configuration ("empty"): the general way says
+    # A grid with a zero dimension (an empty tensor) is decided the general way, which says
+    # "empty" where every configuration's grid is empty and never asks a rule for it; a grid
+    # that fails to bind (or holds a tensor): the general way says why.
+    try:
+        bound = call.bind(config)
+        grid = bound[2]
+        if grid == 0 if isinstance(grid, int) else isinstance(grid, tuple) and 0 in grid:
+            return None
+    except Exception:
+        return None
     about = Subject(
         site.site_id,
         call.kernel,
@@ -360,30 +377,20 @@ def _decide(
     result.__dict__.update(pick.result, key=readable, digest=digest)
     first = object.__new__(LaunchResult)  # this call's
     first.__dict__.update(pick.result, key=readable, digest=digest, source="rule")
-    at, named, defaults = plan.tensors
-    args, kwargs = call.args, call.static_kwargs
-    spec = plan.spec
-    if spec is None:
-        aligned = (*(args[i].data_ptr() % 16 == 0 for i in at),
-                   *(kwargs[n].data_ptr() % 16 == 0 for n in named))  # fmt: skip
-        spec = plan.specs.get(aligned)
+    spec, tensors = plan.spec, ()
+    if plan.locate is not None:
+        aligned, tensors = plan.locate(call.args, call.static_kwargs)
         if spec is None:
-            spec = plan.specs[aligned] = specialization(part.info, args, kwargs)
-    tensors: tuple[Any, ...] = ()
-    if plan.interpreted:
-        tensors = (*(args[i] for i in at), *(kwargs[n] for n in named), *defaults)
-    return miss.Resolved(decision, result, first, about, spec, bound, tensors)
-
-
-def _bound(call: miss.Call, config: Config) -> tuple[Any, Any, Any] | None:
-    """``call.bind(config)``, or None where its grid has a zero dimension (an empty
-    tensor): such a call is decided the general way, which says ``"empty"`` where every
-    configuration's grid is empty and never asks a rule for it. A grid that fails to bind:
-    the general way says why."""
-    try:
-        bound = call.bind(config)
-        grid = bound[2]
-        empty = grid == 0 if isinstance(grid, int) else isinstance(grid, tuple) and 0 in grid
-    except Exception:  # (a tensor in the grid, too)
-        return None
-    return None if empty else bound
+            spec = plan.specs.get(aligned)
+            if spec is None:
+                spec = plan.specs[aligned] = specialization(
+                    part.info, call.args, call.static_kwargs
+                )
+    # The launcher's key among the pick's: the configuration-dependent keyword arguments
+    # with their values' classes (EVEN=True is not EVEN=1), as ``SharedLaunchers`` keys them.
+    holes, dyn, _ = bound
+    reuse = (
+        pick.launchers,
+        (spec, bool(holes), tuple(dyn.items()), tuple(map(type, dyn.values()))),
+    )
+    return miss.Resolved(decision, result, first, about, spec, bound, tensors, reuse)

@@ -77,7 +77,13 @@ def stated(record: Record) -> str | None:
 def own_digest(digest: str, space: str) -> str:
     """Where the record of a key (``digest``) for ``space`` goes when another space's record
     holds the key's digest."""
-    return hashlib.sha256(f"{digest}:{SPACE}:{space}".encode()).hexdigest()
+    return hashlib.sha256((digest + own_tail(space)).encode()).hexdigest()
+
+
+def own_tail(space: str) -> str:
+    """What ``own_digest`` hashes after the key's digest, for ``space`` (made once by a
+    caller that works out many keys' own digests)."""
+    return f":{SPACE}:{space}"
 
 
 def find(

@@ -108,11 +108,12 @@ class LayeredStore:
                     best = record
         return best
 
-    def absence_check(self) -> Callable[[str], bool] | None:
-        """A function that says, by one existence test a directory, whether no store has a
-        digest's record (True: none has), for as long as the environment that named the
-        stores is unchanged; None where a store cannot say so without a lookup (this
-        process's memory, Redis). A digest it does not call absent is looked up with ``get``."""
+    def absence_check(self) -> Callable[[str, str], bool] | None:
+        """A function that says, by one existence test a directory and digest, whether no
+        store has the record of either of two digests (True: none has), for as long as the
+        environment that named the stores is unchanged; None where a store cannot say so
+        without a lookup (this process's memory, Redis). Digests it does not call absent
+        are looked up with ``get``."""
         from tunedsl.store.files import FileRecordStore
 
         if not all(isinstance(store, FileRecordStore) for store in self.stores):

@@ -178,10 +178,11 @@ def load_from(root: Path, digest: str) -> Record | None:
     return record
 
 
-def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
-    """A function that says whether no directory of ``roots`` has a file for a digest's
-    record (True: none has; ``load_from``'s first test, without reading or trusting
-    anything): a caller that meets many new keys asks it before ``load_from``."""
+def absence_check(roots: Sequence[Path]) -> Callable[[str, str], bool]:
+    """A function that says whether no directory of ``roots`` has a file for the record of
+    either of two digests (a key's, and its space's own: True, none has; ``load_from``'s
+    first test, without reading or trusting anything): a caller that meets many new keys
+    asks it before ``load_from``."""
     prefixes = tuple(f"{root}{os.sep}" for root in roots)
     suffix = record_file_name("")  # a name is the digest and this (asked on every miss)
     exists = _lexists
@@ -189,19 +190,22 @@ def absence_check(roots: Sequence[Path]) -> Callable[[str], bool]:
         mine, shipped = prefixes
         access, present = os.access, os.F_OK
 
-        def absent_of_two(digest: str) -> bool:  # (_no_follow_exists, without its call)
-            name = digest + suffix
-            return not access(mine + name, present, follow_symlinks=False) and not access(
-                shipped + name, present, follow_symlinks=False
+        def absent_of_two(digest: str, other: str) -> bool:  # (_no_follow_exists, inlined)
+            name, other = digest + suffix, other + suffix
+            return not (
+                access(mine + name, present, follow_symlinks=False)
+                or access(shipped + name, present, follow_symlinks=False)
+                or access(mine + other, present, follow_symlinks=False)
+                or access(shipped + other, present, follow_symlinks=False)
             )
 
         return absent_of_two
 
-    def absent(digest: str) -> bool:
-        name = digest + suffix
-        for prefix in prefixes:
-            if exists(prefix + name):
-                return False
+    def absent(digest: str, other: str) -> bool:
+        for name in (digest + suffix, other + suffix):
+            for prefix in prefixes:
+                if exists(prefix + name):
+                    return False
         return True
 
     return absent
