@@ -90,7 +90,7 @@ def test_sigterm_of_a_sweep_without_ray_writes_the_finished_tasks_and_leaves_no_
     assert left == [], f"a process of the sweep outlived it: {left}"
 
 
-_SWALLOWS = '''
+_SWALLOWS = """
 import os, pathlib, subprocess, sys, time
 from tunedsl import workload
 
@@ -114,7 +114,7 @@ def swallows(n=1):
     (MARKERS / "went-on").write_text("")
     time.sleep(120)  # only a second SIGTERM ends this early
     (MARKERS / "finished").write_text("")
-'''
+"""
 
 
 def test_a_sweep_whose_workload_swallows_sigterm_still_stops_on_the_next_and_children_keep_it(
