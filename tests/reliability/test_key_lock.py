@@ -98,3 +98,88 @@ def test_lock_timeout_must_be_a_positive_number(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode != 0 and "TUNEDSL_LOCK_TIMEOUT='soon' is not a number" in out.stderr
+
+
+# A waiter that has opened the key's lock file and not yet locked it: its flock waits, at
+# that point, until the test says go (the real flock then runs on the file it opened).
+PAUSED_WAITER = f"""
+import fcntl, os, pathlib, time
+from tunedsl.store import paths, records
+
+lock_file = str(paths.locks_dir() / "{DIGEST}.lock")
+real_flock, paused = fcntl.flock, []
+
+
+def flock(fd, operation):
+    if not paused and operation & fcntl.LOCK_EX and os.readlink(f"/proc/self/fd/{{fd}}") == lock_file:
+        paused.append(fd)
+        pathlib.Path(os.environ["OPENED"]).write_text("")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.environ["GO"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return real_flock(fd, operation)
+
+
+fcntl.flock = flock
+with records.record_lock("{DIGEST}") as held:
+    print("WAITER", held, flush=True)
+"""
+
+# The next tuner: holds the key's lock until its stdin closes.
+NEXT_HOLDER = f"""
+import sys
+from tunedsl.store import records
+with records.record_lock("{DIGEST}") as held:
+    print("HELD", held, flush=True)
+    sys.stdin.read()
+"""
+
+REMOVE = f"""
+from tunedsl.store import records
+records.remove_record_files("{DIGEST}")  # as `tunedsl cache clear` does
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc/self/fd")
+def test_a_lock_file_removed_between_a_waiters_open_and_its_flock_is_not_held_twice(
+    tmp_path: Path,
+) -> None:
+    # With filelock before 3.20.4 (the pin allowed 3.12), a waiter that had opened the lock
+    # file when `tunedsl cache clear` removed it (free) then locked the removed file, and
+    # held the key's lock alongside the next tuner, who had created the file anew.
+    opened, go = tmp_path / "opened", tmp_path / "go"
+    env = child_env(tmp_path / "cache", TUNEDSL_LOCK_TIMEOUT="3", OPENED=str(opened), GO=str(go))
+    waiter = subprocess.Popen(
+        [sys.executable, str(write_script(tmp_path / "waiter.py", PAUSED_WAITER))],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    holder = None
+    try:
+        deadline = time.monotonic() + 120
+        while not opened.exists():
+            assert waiter.poll() is None and time.monotonic() < deadline, waiter.communicate()
+            time.sleep(0.02)
+        lock_file = tmp_path / "cache" / "locks" / f"{DIGEST}.lock"
+        remover = subprocess.run(
+            [sys.executable, str(write_script(tmp_path / "remove.py", REMOVE))],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert remover.returncode == 0 and not lock_file.exists(), remover.stderr
+        holder = subprocess.Popen(
+            [sys.executable, str(write_script(tmp_path / "holder.py", NEXT_HOLDER))],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "HELD True"
+        go.write_text("")  # the waiter's flock runs now, on the file it opened
+        out, err = waiter.communicate(timeout=120)
+        assert waiter.returncode == 0, err
+        assert out.strip() == "WAITER False", (out, err)  # never held beside the holder
+        assert "tunedsl: gave up" in err, err
+    finally:
+        for proc in (waiter, holder):
+            if proc is not None and proc.poll() is None:
+                if proc is holder:
+                    proc.communicate("", timeout=60)
+                else:
+                    proc.kill()
+                    proc.communicate()

@@ -179,3 +179,70 @@ def test_the_librarys_sweep_keeps_a_sigterm_handler_the_script_set(tmp_path: Pat
     assert status == 7 and "the script's own handler" in said, said
     assert "terminated (SIGTERM)" not in said, said
     assert left == [], left
+
+
+_SWALLOWS = """
+import os, pathlib, subprocess, sys, time
+from tunedsl import workload
+
+MARKERS = pathlib.Path(os.environ["SWEEP_MARKERS"])
+
+
+@workload
+def swallows(n=1):
+    try:  # a workload that catches the interrupt itself and goes on
+        (MARKERS / "waiting").write_text("")
+        time.sleep(120)
+    except KeyboardInterrupt:
+        pass
+    # A process started now: what SIGTERM does in it (its SigIgn mask, bit 15)
+    child = subprocess.run(
+        [sys.executable, "-c", "print(open('/proc/self/status').read())"],
+        capture_output=True, text=True, check=True,
+    )
+    ignored = next(l for l in child.stdout.splitlines() if l.startswith("SigIgn:"))
+    (MARKERS / "child-sigign").write_text(ignored.split()[1])
+    (MARKERS / "went-on").write_text("")
+    time.sleep(120)  # only a second SIGTERM ends this early
+    (MARKERS / "finished").write_text("")
+"""
+
+
+def test_a_sweep_whose_workload_swallows_sigterm_still_stops_on_the_next_and_children_keep_it(
+    tmp_path: Path,
+) -> None:
+    # The first SIGTERM's handler set SIGTERM ignored: a workload that caught the interrupt
+    # went on with SIGTERM ignored (a second one did nothing), and every process started
+    # after that inherited the ignored SIGTERM.
+    markers, cache = tmp_path / "markers", tmp_path / "cache"
+    markers.mkdir()
+    script = tmp_path / "swallows.py"
+    script.write_text(_SWALLOWS)
+    env = {**os.environ, "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(cache)}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    argv = [sys.executable, "-m", "tunedsl", "sweep", str(script), "--no-ray"]
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        for marker in ("waiting", "went-on"):
+            deadline = time.monotonic() + 120
+            while not (markers / marker).exists():
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.1)
+            if marker == "waiting":
+                proc.send_signal(signal.SIGTERM)  # swallowed by the workload
+        ignored = int((markers / "child-sigign").read_text(), 16)
+        assert not ignored & (1 << (signal.SIGTERM - 1)), "a child inherited SIGTERM ignored"
+        proc.send_signal(signal.SIGTERM)  # the second: the sweep stops
+        out, err = proc.communicate(timeout=100)
+        assert not (markers / "finished").exists(), (out, err)
+        assert proc.returncode == 143, (out, err)
+        assert err.rstrip().splitlines()[-1] == "tunedsl: terminated (SIGTERM)", err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for line in running_in_session(proc.pid):
+            os.kill(int(line.split()[0]), signal.SIGKILL)

@@ -27,16 +27,27 @@ __all__ = ["noting_sigterm", "sigterm_as_interrupt", "take_sigterm", "takes_as_i
 
 
 class _AsInterrupt:
-    """The handler: notes each SIGTERM in ``got`` and raises ``Terminated``, once."""
+    """The handler: notes each SIGTERM in ``got`` and raises ``Terminated``.
+
+    A SIGTERM while an interrupt is being handled (the command stopping its children and
+    writing what finished) is noted only: not one more interrupt. One that comes after a
+    workload caught the first interrupt and went on raises ``Terminated`` again, so the
+    command still stops. The handler stays set throughout: SIGTERM is never ignored, so no
+    process started meanwhile inherits an ignored SIGTERM. In a process forked from the one
+    that set it, SIGTERM does what it does by default."""
 
     def __init__(self) -> None:
         self.got: list[int] = []
+        self.pid = os.getpid()
 
     def __call__(self, signum: int, frame: Any) -> None:
-        # Once: a second SIGTERM while the command stops its children and writes what
-        # finished is not one more interrupt.
+        if os.getpid() != self.pid:  # a forked child: SIGTERM ends it, as by default
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         self.got.append(signum)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # already stopping
+            return
         raise Terminated("SIGTERM")
 
 

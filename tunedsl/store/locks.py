@@ -37,6 +37,7 @@ waiter prints that, and how long it has waited, after ``FIRST_NOTICE_S`` and the
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -116,10 +117,44 @@ def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
         )
         yield None
         return
+    except (OSError, NotImplementedError) as err:
+        if not no_file_locks(err):
+            raise
+        warn_no_file_locks(path, err)
+        yield None
+        return
     try:
         yield lock
     finally:
         lock.release()
+
+
+#: What ``flock`` fails with where a filesystem has no file locks (Lustre mounted without
+#: ``-o flock``, some NFS mounts).
+_NO_FLOCK = frozenset(
+    {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
+)
+
+
+def no_file_locks(err: BaseException) -> bool:
+    """True when ``err``, from taking a file lock, says the filesystem has no file locks
+    (``filelock`` before 4 raises ``NotImplementedError`` for ENOSYS)."""
+    return isinstance(err, NotImplementedError) or (
+        isinstance(err, OSError) and err.errno in _NO_FLOCK
+    )
+
+
+def warn_no_file_locks(path: str | Path, err: BaseException) -> None:
+    """One ``CacheWarning``: the lock file's filesystem has no file locks, and the fix."""
+    warn_once(
+        "no-file-locks",
+        f"the filesystem of {Path(path).parent} does not support file locks (locking {path}: "
+        f"{err or type(err).__name__}): tuning and compiling go on without tunedsl's "
+        "cross-process locks (other processes may tune or compile the same kernel at the "
+        "same time); set TUNEDSL_CACHE_DIR to a directory on a local filesystem, or mount "
+        "this one with file locks (Lustre: -o flock)",
+        stacklevel="user",
+    )
 
 
 #: A waiter says who holds a key's lock after this many seconds, then every NOTICE_EVERY_S.
@@ -206,8 +241,9 @@ def key_lock(
     lock_path: Path, what: str, timeout_s: float, out: TextIO | None = None
 ) -> Iterator[bool]:
     """Hold the file lock at ``lock_path``; yields True when held, False when another
-    process still held it after ``timeout_s`` seconds (then nothing is held). Raises
-    OSError when the lock file cannot be created at all."""
+    process still held it after ``timeout_s`` seconds, or when the filesystem has no file
+    locks (one warning naming the fix; then nothing is held). Raises OSError when the lock
+    file cannot be created at all."""
     from filelock import FileLock, Timeout
 
     lock = FileLock(str(lock_path))
@@ -223,6 +259,12 @@ def key_lock(
                 return
             if notices.due():
                 notices.waiting(read_owner(lock_path))
+        except (OSError, NotImplementedError) as err:
+            if not no_file_locks(err):
+                raise
+            warn_no_file_locks(lock_path, err)
+            yield False
+            return
     try:
         _write_owner(lock_path)
         yield True
@@ -242,7 +284,7 @@ def remove_free_lock(path: Path) -> None:
             return
         lock = FileLock(str(path))
         lock.acquire(timeout=0)
-    except (OSError, Timeout):
+    except (OSError, NotImplementedError, Timeout):
         return
     try:
         for victim in (owner_path(path), path):

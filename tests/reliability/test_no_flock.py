@@ -1,0 +1,126 @@
+"""A cache on a filesystem without file locks (Lustre mounted without ``-o flock``, NFS
+without its lock service): ``flock`` fails there with ENOLCK or EOPNOTSUPP. No such
+filesystem is mounted here, so each child process gets, through a ``sitecustomize`` on its
+path, an ``fcntl.flock`` that fails with that real errno for files in the cache's
+``locks/`` (and calls the real one for every other file); the rest is real: real processes,
+a real tuning under the interpreter, real cross-compiles for ``cuda:90``."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rel_helpers import child_env, write_script
+
+pytestmark = pytest.mark.needs_triton
+
+REPO = Path(__file__).resolve().parents[2]
+PRECOMPILED = REPO / "tests" / "integration" / "precompile_fixtures" / "good" / "standin_vadd.py"
+
+# What flock(2) answers on a filesystem without file locks, for the cache's lock files.
+SITECUSTOMIZE = """
+import fcntl, os
+_real = fcntl.flock
+_errno = int(os.environ["NO_FLOCK_ERRNO"])
+_under = os.path.join(os.environ["TUNEDSL_CACHE_DIR"], "locks") + os.sep
+
+
+def flock(fd, operation):
+    try:
+        where = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        where = ""
+    if where.startswith(_under):
+        raise OSError(_errno, os.strerror(_errno))
+    return _real(fd, operation)
+
+
+fcntl.flock = flock
+"""
+
+TUNE = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+n = 40
+a, b, c = torch.arange(n, dtype=torch.float32), torch.full((n,), 2.0), torch.zeros(n)
+autotune_launch(
+    vadd, space={"TILE": [16, 32]}, grid=lambda cfg: (triton.cdiv(n, cfg.TILE),),
+    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.TILE}, key=n, effort="quick",
+)
+assert torch.equal(c, a + b)
+print("TUNED", flush=True)
+"""
+
+NO_FLOCK = [errno.ENOLCK, errno.EOPNOTSUPP]
+
+
+def _env(tmp_path: Path, err: int) -> dict[str, str]:
+    site = tmp_path / "site"
+    site.mkdir()
+    write_script(site / "sitecustomize.py", SITECUSTOMIZE)
+    env = child_env(tmp_path / "cache", NO_FLOCK_ERRNO=str(err))
+    env["PYTHONPATH"] = os.pathsep.join((str(site), env["PYTHONPATH"]))
+    return env
+
+
+def _named_once(stderr: str, cache: Path) -> None:
+    said = [line for line in stderr.splitlines() if "does not support file locks" in line]
+    assert len(said) == 1, stderr[-3000:]
+    assert "CacheWarning" in said[0] and str(cache / "locks") in said[0], said
+    assert "TUNEDSL_CACHE_DIR" in said[0] and "local filesystem" in said[0], said
+
+
+@pytest.mark.parametrize("err", NO_FLOCK, ids=errno.errorcode.get)
+def test_tuning_with_a_cache_without_file_locks_tunes_and_names_the_fix(
+    tmp_path: Path, err: int
+) -> None:
+    # The key's lock failed with a raw OSError, reported as "make <cache> a directory this
+    # user owns and can write": advice that changes nothing on such a filesystem.
+    env = _env(tmp_path, err)
+    script = write_script(tmp_path / "tune.py", TUNE)
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0 and "TUNED" in out.stdout, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    _named_once(out.stderr, tmp_path / "cache")
+    assert list((tmp_path / "cache" / "records").glob("*.json")), "no record was written"
+
+
+@pytest.mark.parametrize("err", NO_FLOCK, ids=errno.errorcode.get)
+def test_compiling_with_a_cache_without_file_locks_compiles_and_names_the_fix(
+    tmp_path: Path, err: int
+) -> None:
+    # The compile lock's OSError went up through the compile: every variant failed with a
+    # raw "[Errno 37] No locks available".
+    env = _env(tmp_path, err)
+    env.pop("TRITON_INTERPRET")  # cross-compiles for cuda:90 need no GPU
+    env.update(
+        TRITON_CACHE_DIR=str(tmp_path / "triton-cache"),
+        TRITON_DEFAULT_FP_FUSION="1",
+        TUNEDSL_COMPILE_WORKERS="2",
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90",
+         str(PRECOMPILED)],
+        env=env, capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    _named_once(out.stderr, tmp_path / "cache")
