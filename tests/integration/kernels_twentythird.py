@@ -1,0 +1,18 @@
+"""Kernels of the twenty-third set (test_kernels_twentythird.py): plain Triton, imported by
+the DSL scripts the tests write, as an application's model code would import them."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def topk_live(x, out, sx, N, K: tl.constexpr, BLOCK: tl.constexpr):
+    """The K largest of the first N values of each row of a static buffer, largest first:
+    one program per row, whose BLOCK must cover N (a smaller one silently leaves the rest
+    of the row out)."""
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(x + row * sx + offs, mask=offs < N, other=float("-inf"))
+    for i in tl.static_range(K):
+        tl.store(out + row * K + i, tl.max(v, 0))
+        v = tl.where(offs == tl.argmax(v, 0), float("-inf"), v)

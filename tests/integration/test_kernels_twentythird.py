@@ -1,0 +1,159 @@
+"""Kernels of the twenty-third set (kernels_twentythird.py), written as an ML-systems
+engineer new to tunedsl writes them from the docs, in an application's classes and
+``nn.Module`` methods, run through ``tunedsl run`` with Triton's interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+HERE = Path(__file__).resolve().parent
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
+    env["TUNEDSL_QUIET"] = "1"
+    env.update(extra)
+    return env
+
+
+def _run(
+    tmp_path: Path, name: str, text: str, *argv: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(path), *argv],
+        env=_env(tmp_path, **extra), cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+LIVE_TOPK = """\
+import torch
+from torch import nn
+from tunedsl import autotune
+from kernels_twentythird import topk_live
+
+
+class ScoreCache(nn.Module):
+    \"\"\"A static buffer of scores, max_len columns, of which the first `live` are filled.\"\"\"
+
+    def __init__(self, rows, max_len):
+        super().__init__()
+        self.buf = torch.full((rows, max_len), float("-inf"))
+        self.live = 0
+
+    def append(self, scores):
+        n = scores.shape[1]
+        self.buf[:, self.live:self.live + n] = scores
+        self.live += n
+
+    def keep(self, configs, args):
+        return [c for c in configs if c.BLOCK >= self.live]
+
+    def forward(self, k):
+        rows = self.buf.shape[0]
+        out = torch.empty(rows, k)
+        autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, KEY
+                 prune=PRUNE,
+                 topk_live(self.buf, out, self.buf.stride(0), self.live, K=k, BLOCK=$BLOCK))
+        return out
+
+
+torch.manual_seed(0)
+cache = ScoreCache(4, 256)
+for step in range(3):  # live = 50, 100, 150: one buffer, one key without the prune's read
+    cache.append(torch.randn(4, 50))
+    torch.testing.assert_close(cache(3), cache.buf[:, :cache.live].topk(3, dim=1).values)
+print("ok")
+"""
+
+LAMBDA_READING_SELF = "lambda configs, args: [c for c in configs if c.BLOCK >= self.live]"
+
+
+@pytest.mark.parametrize(
+    ("prune", "label"),
+    [
+        (LAMBDA_READING_SELF, "prune=<lambda at live_topk.py:27>"),
+        ("self.keep", "prune=ScoreCache.keep"),
+    ],
+    ids=["lambda", "method"],
+)
+def test_prune_reading_an_attribute_of_self_in_forward_is_named_not_launched_where_it_drops(
+    tmp_path: Path, prune: str, label: str
+) -> None:
+    """In an ``nn.Module``'s ``forward`` a ``prune=`` reading ``self.live`` (a lambda written
+    in the call, or a method, ``prune=self.keep``) read a value no key held: the decision
+    made at live=50 (BLOCK=64 or 128) was launched at live=150, whose prune keeps only
+    BLOCK=256, and the top-k of each row came out wrong, silently. The first call now names
+    the site, the attribute and the fix; the fixed prune (``args["N"]``) and one that
+    ``key=`` covers (``key=self.live``) give the right result at every length."""
+    script = LIVE_TOPK.replace("PRUNE", prune).replace(" KEY", "")
+    done = _run(tmp_path, "live_topk.py", script)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "UsageError: " in done.stderr and "live_topk.py:26:9 (topk_live)" in done.stderr
+    assert f"{label} reads `self.live` (50) from the function that calls the site" in done.stderr
+    assert 'Read it as args["N"]' in done.stderr and "put `self.live` in key=" in done.stderr
+    assert "ok" not in done.stdout
+    fixed = LIVE_TOPK.replace("PRUNE", prune.replace("self.live", 'args["N"]')).replace(" KEY", "")
+    if prune == "self.keep":
+        fixed = LIVE_TOPK.replace("PRUNE", "self.keep").replace(" KEY", "")
+        fixed = fixed.replace("c.BLOCK >= self.live]", 'c.BLOCK >= args["N"]]')
+    done = _run(tmp_path, "live_topk_args.py", fixed)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    keyed = LIVE_TOPK.replace("PRUNE", prune).replace(" KEY", " key=self.live,")
+    done = _run(tmp_path, "live_topk_keyed.py", keyed)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+PRUNER_MADE_ONCE = """\
+import torch
+from tunedsl import autotune
+from kernels_twentythird import topk_live
+
+
+class AtLeast:
+    def __init__(self, low):
+        self.low = low
+        self.name = "at-least"
+
+    def keep(self, configs, args):
+        return [c for c in configs if c.BLOCK >= max(self.low, args["N"])]
+
+
+PRUNER = AtLeast(32)
+
+
+class Scores:
+    def topk_by_method(self, x, k):
+        out = torch.empty(x.shape[0], k)
+        autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=x.shape[0], key=x.shape[1] // 512,
+                 prune=PRUNER.keep,
+                 topk_live(x, out, x.stride(0), x.shape[1], K=k, BLOCK=$BLOCK))
+        return out
+
+
+torch.manual_seed(0)
+s = Scores()
+for n in (100, 200):
+    x = torch.randn(4, n)
+    torch.testing.assert_close(s.topk_by_method(x, 3), x.topk(3, dim=1).values)
+print("ok")
+"""
+
+
+def test_a_pruner_made_once_at_the_top_level_runs(tmp_path: Path) -> None:
+    """A method of an object made once at a module's top level (``prune=PRUNER.keep``)
+    reads state fixed for the process, as a prune a factory made does: it runs as before."""
+    done = _run(tmp_path, "pruner_once.py", PRUNER_MADE_ONCE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
