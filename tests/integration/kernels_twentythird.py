@@ -16,3 +16,11 @@ def topk_live(x, out, sx, N, K: tl.constexpr, BLOCK: tl.constexpr):
     for i in tl.static_range(K):
         tl.store(out + row * K + i, tl.max(v, 0))
         v = tl.where(offs == tl.argmax(v, 0), float("-inf"), v)
+
+
+@triton.jit
+def histogram_into(x, n, hist, BLOCK: tl.constexpr):
+    """hist[v] += 1 for each of the n values of x (atomics): adds into what hist holds."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.atomic_add(hist + tl.load(x + i, mask=m, other=0), 1, mask=m)

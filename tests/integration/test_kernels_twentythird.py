@@ -157,3 +157,63 @@ def test_a_pruner_made_once_at_the_top_level_runs(tmp_path: Path) -> None:
     done = _run(tmp_path, "pruner_once.py", PRUNER_MADE_ONCE)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+HISTOGRAMS = """\
+import sys
+import torch
+from torch import nn
+from tunedsl import autotune, autotune_launch, cdiv
+from kernels_twentythird import histogram_into
+
+
+class Histogram(nn.Module):
+    \"\"\"Counts afresh on each call, or (accumulate) adds each call's counts to the last's.\"\"\"
+
+    def __init__(self, accumulate):
+        super().__init__()
+        self.accumulate = accumulate
+
+    def forward(self, x, hist):
+        n = x.numel()
+        autotune(space=dict(BLOCK=[32, 64, 128]), blocks=cdiv(n, $BLOCK),
+                 reset_to_zero=[] if self.accumulate else ["hist"],
+                 histogram_into(x, n, hist, BLOCK=$BLOCK))
+        return hist
+
+
+def plain(x, hist, accumulate):
+    n = x.numel()
+    autotune_launch(histogram_into, space=dict(BLOCK=[32, 64, 128]),
+                    grid=lambda cfg: (cdiv(n, cfg.BLOCK),), args=(x, n, hist),
+                    kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+                    reset_to_zero=None if accumulate else ["hist"])
+    return hist
+
+
+torch.manual_seed(0)
+x = torch.randint(0, 8, (300,), dtype=torch.int32)  # one shape: one key of the site
+once = torch.bincount(x, minlength=8).int()
+modules = {True: Histogram(True), False: Histogram(False)}
+for accumulate in [sys.argv[1] == "accumulate-first", sys.argv[1] != "accumulate-first"]:
+    for call in (modules[accumulate], lambda x, h: plain(x, h, accumulate)):
+        hist = torch.zeros(8, dtype=torch.int32)
+        for _ in range(3):
+            call(x, hist)
+        torch.testing.assert_close(hist, once * (3 if accumulate else 1))
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("order", ["accumulate-first", "fresh-first"])
+def test_a_computed_reset_to_zero_zeroes_what_each_call_names(tmp_path: Path, order: str) -> None:
+    """Two modules share one site and one key, one counting afresh on each call
+    (``reset_to_zero=["hist"]``), one accumulating over calls (``reset_to_zero=[]``), as
+    ``self.accumulate`` computes it; the same with ``autotune_launch``. The key's first
+    call's ``reset_to_zero=`` was kept with its decision: the accumulating module had its
+    counts zeroed on every call (fresh-first), or the fresh one added into the last call's
+    counts (accumulate-first), wrong results either way, silently. Each call now zeroes
+    what its own ``reset_to_zero=`` names."""
+    done = _run(tmp_path, "histograms.py", HISTOGRAMS, order)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -40,8 +40,10 @@ class Entry:
         "launcher_object",
         "repeat",
         "result",
+        "siblings",
         "used",
         "zero_kw",
+        "zero_names",
         "zero_pos",
         "zeroing",
     )
@@ -53,6 +55,7 @@ class Entry:
         result: LaunchResult,
         zero_pos: tuple[int, ...],
         zero_kw: tuple[str, ...],
+        zero_names: tuple[str, ...] = (),
     ) -> None:
         self.config = config
         # The bound __call__ of a launcher object: calling it skips the type-slot lookup
@@ -64,6 +67,10 @@ class Entry:
         self.zero_pos = zero_pos
         self.zero_kw = zero_kw
         self.zeroing = bool(zero_pos or zero_kw)
+        self.zero_names = zero_names  # the reset_to_zero= names the positions come from
+        # The entries launching this decision for calls whose reset_to_zero= names others
+        # (a computed one, read per call: call_reset.py), by those names.
+        self.siblings: dict[tuple[str, ...], Entry] | None = None
         self.used = False
         # The repeat check (repeat_check.compile_repeat_check) of this entry's argument
         # layout: built at its first hit; no_repeat where the layout has none or the entry
@@ -172,7 +179,7 @@ def new_entry(shared: SharedLaunchers, call: Call, resolved: Resolved) -> Entry:
     launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
                                call.static_kwargs, call.bind, stored, resolved.spec,
                                resolved.bound)  # fmt: skip
-    return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw)
+    return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw, tuple(reset))
 
 
 def no_repeat(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
