@@ -217,3 +217,76 @@ def test_a_computed_reset_to_zero_zeroes_what_each_call_names(tmp_path: Path, or
     done = _run(tmp_path, "histograms.py", HISTOGRAMS, order)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+TOPK_DEFAULT_BOUND = """\
+import torch
+from tunedsl import autotune
+from kernels_twentythird import topk_live
+
+
+def topk(buf, live, k):
+    out = torch.empty(buf.shape[0], k)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=buf.shape[0],
+             prune=lambda configs, args, live=live: [c for c in configs if c.BLOCK >= live],
+             topk_live(buf, out, buf.stride(0), live, K=k, BLOCK=$BLOCK))
+    return out
+
+
+torch.manual_seed(0)
+buf = torch.randn(4, 256)
+for live in (50, 100, 150):  # one buffer: one key without the prune's read
+    torch.testing.assert_close(topk(buf, live, 3), buf[:, :live].topk(3, dim=1).values)
+print("ok")
+"""
+
+TOPK_DEFAULT_BOUND_AT_TOP_LEVEL = """\
+import torch
+from tunedsl import autotune
+from kernels_twentythird import topk_live
+
+LOW = 32  # a module constant: read freely
+torch.manual_seed(0)
+buf = torch.randn(4, 256)
+for live in (50, 100, 150):
+    out = torch.empty(4, 3)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=4,
+             prune=lambda configs, args, live=live, low=LOW: [c for c in configs if c.BLOCK >= max(live, low)],
+             topk_live(buf, out, buf.stride(0), live, K=3, BLOCK=$BLOCK))
+    torch.testing.assert_close(out, buf[:, :live].topk(3, dim=1).values)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("script", "site", "source"),
+    [
+        (TOPK_DEFAULT_BOUND, "default_bound.py:8:5", "the function that calls the site"),
+        (
+            TOPK_DEFAULT_BOUND_AT_TOP_LEVEL,
+            "default_bound.py:10:5",
+            "the module, which rebinds it as it runs (line 8)",
+        ),
+    ],
+    ids=["in-a-function", "at-top-level"],
+)
+def test_prune_binding_a_local_as_a_default_is_named_not_launched_where_it_drops(
+    tmp_path: Path, script: str, site: str, source: str
+) -> None:
+    """``prune=lambda configs, args, live=live: ...``, Python's idiom against late binding,
+    holds the caller's ``live`` of this call as a default, where no key holds it: the
+    decision made at live=50 was launched at live=150, whose prune keeps only BLOCK=256,
+    and the top-k came out wrong, silently. It is now named as a closure's read is, in a
+    function and at a script's top level; a default bound from a module constant is not."""
+    done = _run(tmp_path, "default_bound.py", script)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "default_bound.py" in done.stderr and f"{site} (topk_live)" in done.stderr
+    assert f"reads `live` (50) from {source}" in done.stderr
+    assert 'Read it as args["N"]' in done.stderr
+    assert "ok" not in done.stdout
+    fixed = script.replace("c.BLOCK >= live", 'c.BLOCK >= args["N"]')
+    fixed = fixed.replace("max(live, low)", 'max(args["N"], low)')
+    fixed = fixed.replace("args, live=live", "args")
+    done = _run(tmp_path, "default_fixed.py", fixed)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

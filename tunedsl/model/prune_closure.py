@@ -8,7 +8,9 @@ for a call whose ``N`` is 200, launching a configuration that call's prune drops
 module finds such reads: the closure variables of a prune defined inside a function that
 is running now (the caller, whose locals change from call to call), holding data.
 A prune made by a factory that has returned (``prune=make_prune(64)``) is fixed for the
-process and is not one of them. The attributes of an object the caller holds are such reads
+process and is not one of them. A default bound from the caller's local of its name
+(``lambda configs, args, N=N:``, Python's idiom against late binding) holds this call's
+value as a closure does, and is looked at the same way. The attributes of an object the caller holds are such reads
 too (``self.live`` in an ``nn.Module``'s ``forward``, read by a lambda written there or by a
 method, ``prune=self.keep``), where a method of an object no running function holds (a
 pruner made once at a module's top level) is fixed like a factory's prune.
@@ -67,12 +69,19 @@ def check(
 def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
     """The (name, value) pairs of data that ``prune`` captured from a running function."""
     code = getattr(prune, "__code__", None)
-    closure = getattr(prune, "__closure__", None)
-    if not isinstance(code, types.CodeType) or not closure:
+    closure = getattr(prune, "__closure__", None) or ()
+    if not isinstance(code, types.CodeType):
         return []
-    if not _defined_in_running_function(code):
+    defaults = _defaults(prune, code)
+    if not closure and not defaults:
         return []
-    out = []
+    frame = _running_frame(code)
+    if frame is None:
+        return []
+    # A default bound from the caller's local of its name (`lambda configs, args, N=N:`,
+    # Python's idiom against late binding): the value of this call, as a closure's is.
+    local = frame.f_locals if defaults else {}
+    out = [(n, v) for n, v in defaults.items() if n in local and local[n] is v]
     objects = {}
     for name, cell in zip(code.co_freevars, closure, strict=False):
         try:
@@ -191,7 +200,22 @@ def rebound_globals_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any, i
     for name in sorted(_globals_loaded(code)):
         if name in lines and name in namespace and _is_data(namespace[name]):
             out.append((name, namespace[name], lines[name]))
+    for name, value in _defaults(prune, code).items():  # `lambda configs, args, N=N:`
+        if name in lines and namespace.get(name, _MISSING) is value:
+            out.append((name, value, lines[name]))
     return out
+
+
+_MISSING = object()
+
+
+def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
+    """The data ``prune``'s parameters default to, by parameter name."""
+    given = getattr(prune, "__defaults__", None) or ()
+    names = code.co_varnames[code.co_argcount - len(given) : code.co_argcount]
+    found = dict(zip(names, given, strict=True))
+    found.update(getattr(prune, "__kwdefaults__", None) or {})
+    return {name: value for name, value in found.items() if _is_data(value)}
 
 
 def held_by_key(value: Any, key: Any) -> bool:
@@ -214,13 +238,13 @@ def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: 
     return ""
 
 
-def _defined_in_running_function(code: types.CodeType) -> bool:
-    """Whether a function (not a module or class body) whose lines hold ``code``'s first
-    line, in its file, is running now: ``code`` was made by a call still in progress."""
+def _running_frame(code: types.CodeType) -> types.FrameType | None:
+    """The frame of a function (not a module or class body) whose lines hold ``code``'s
+    first line, in its file, running now: ``code`` was made by a call still in progress."""
     frame = sys._getframe(1)
     for _ in range(_MAX_FRAMES):
         if frame is None:
-            return False
+            return None
         outer = frame.f_code
         if (
             outer is not code
@@ -228,9 +252,9 @@ def _defined_in_running_function(code: types.CodeType) -> bool:
             and outer.co_flags & _FUNCTION_FLAGS
             and _spans(outer, code.co_firstlineno)
         ):
-            return True
+            return frame
         frame = frame.f_back  # type: ignore[assignment]
-    return False
+    return None
 
 
 def _defined_in_running_module(code: types.CodeType) -> bool:
