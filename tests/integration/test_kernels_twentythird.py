@@ -290,3 +290,59 @@ def test_prune_binding_a_local_as_a_default_is_named_not_launched_where_it_drops
     done = _run(tmp_path, "default_fixed.py", fixed)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+MASKED_SOFTMAX = """\
+import sys
+import torch
+from tunedsl import autotune, workload
+from kernels_twentythird import softmax_maybe_masked
+
+
+def softmax(x, mask=None):
+    M, N = x.shape
+    out = torch.empty(M, N)
+    autotune(space=dict(BLOCK=[32, 64]), blocks=M,
+             softmax_maybe_masked(x, mask, out, N, BLOCK=$BLOCK))
+    return out
+
+
+@workload
+def unmasked():
+    for n in (48, 96):
+        softmax(torch.randn(4, n))
+
+
+if __name__ == "__main__":
+    x = torch.randn(4, 72)
+    mask = (torch.rand(4, 72) > 0.3).to(torch.int8)
+    want = torch.softmax(x.masked_fill(mask == 0, float("-inf")), -1)
+    torch.testing.assert_close(softmax(x, mask), want)
+    print("ok")
+"""
+
+
+def test_a_rule_swept_without_a_mask_names_a_mask_passed_as_a_tensor(tmp_path: Path) -> None:
+    """A rule swept with ``mask=None`` deciding, with tuning off, a call that passes a mask
+    warned "args.mask is absent (swept: null), args.mask.dtype is "int8" (swept: absent),
+    ...": the mask was there, and the sweep's None read as JSON. The warning now says
+    ``args.mask is a tensor (swept: None)``, once."""
+    script = tmp_path / "masked.py"
+    script.write_text(MASKED_SOFTMAX, encoding="utf-8")
+    env = _env(tmp_path)
+    sweep = [sys.executable, "-m", "tunedsl", "sweep", "--no-ray", str(script)]
+    done = subprocess.run(sweep, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rules = tmp_path / "rules"
+    build = [sys.executable, "-m", "tunedsl", "rules", "build", "--out", str(rules)]
+    done = subprocess.run(build, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    done = _run(
+        tmp_path, "masked.py", MASKED_SOFTMAX,
+        TUNEDSL_CACHE_DIR=str(tmp_path / "fresh"), TUNEDSL_RECORDS_PATH=str(rules),
+        TUNEDSL_AUTOTUNE="cached",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert "its family was never swept: args.mask is a tensor (swept: None));" in done.stderr
+    assert "absent" not in done.stderr and "null" not in done.stderr
