@@ -49,3 +49,10 @@ def softmax_maybe_masked(x, mask, out, N, BLOCK: tl.constexpr):
             ok = ok & (tl.load(mask + row * N + offs, mask=offs < N, other=0) != 0)
         v = tl.load(x + row * N + offs, mask=offs < N, other=0.0)
         tl.store(out + row * N + offs, tl.where(ok, tl.exp(v - m_i) / l_i, 0.0), mask=offs < N)
+
+
+@triton.jit
+def scale_rows(x, out, n, alpha, BLOCK: tl.constexpr):
+    """out = x * alpha, alpha a number."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + i, tl.load(x + i, mask=i < n) * alpha, mask=i < n)

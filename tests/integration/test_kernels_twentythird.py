@@ -346,3 +346,44 @@ def test_a_rule_swept_without_a_mask_names_a_mask_passed_as_a_tensor(tmp_path: P
     assert done.stdout.strip() == "ok"
     assert "its family was never swept: args.mask is a tensor (swept: None));" in done.stderr
     assert "absent" not in done.stderr and "null" not in done.stderr
+
+
+SCALE_BY_TENSOR = """\
+import torch
+from tunedsl import autotune, cdiv
+from kernels_twentythird import scale_rows
+
+
+class Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.alpha = torch.tensor(2.0)  # a 0-d tensor, as a learned scale often is
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        autotune(space=dict(BLOCK=[64, 128]), blocks=cdiv(n, $BLOCK),
+                 scale_rows(x, out, n, ALPHA, BLOCK=$BLOCK))
+        return out
+
+
+x = torch.randn(300)
+torch.testing.assert_close(Scale()(x), x * 2)
+print("ok")
+"""
+
+
+def test_a_0d_tensor_given_for_a_number_is_named_with_the_fix(tmp_path: Path) -> None:
+    """A 0-d tensor passed where the kernel multiplies by a number failed every
+    configuration with Triton's "invalid operands of type pointer<fp32> and
+    triton.language.float32" alone. The error now names the argument as a 0-d tensor, which
+    Triton passes as a pointer, and the fix (a Python number); with it the module runs."""
+    done = _run(tmp_path, "scale_tensor.py", SCALE_BY_TENSOR.replace("ALPHA", "self.alpha"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "TuningError: " in done.stderr and "scale_tensor.py:14:9 (scale_rows)" in done.stderr
+    assert "`alpha` is a 0-d tensor, which Triton passes as a pointer" in done.stderr
+    assert "pass a Python number (the tensor's .item())" in done.stderr
+    fixed = SCALE_BY_TENSOR.replace("ALPHA", "self.alpha.item()")
+    done = _run(tmp_path, "scale_number.py", fixed)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
