@@ -8,7 +8,12 @@ for a call whose ``N`` is 200, launching a configuration that call's prune drops
 module finds such reads: the closure variables of a prune defined inside a function that
 is running now (the caller, whose locals change from call to call), holding data.
 A prune made by a factory that has returned (``prune=make_prune(64)``) is fixed for the
-process and is not one of them.
+process and is not one of them. A default bound from the caller's local of its name
+(``lambda configs, args, N=N:``, Python's idiom against late binding) holds this call's
+value as a closure does, and is looked at the same way. The attributes of an object the caller holds are such reads
+too (``self.live`` in an ``nn.Module``'s ``forward``, read by a lambda written there or by a
+method, ``prune=self.keep``), where a method of an object no running function holds (a
+pruner made once at a module's top level) is fixed like a factory's prune.
 
 At a script's or a notebook cell's top level the caller's variables are the module's
 globals: a prune there that reads a name the module rebinds while it runs (a loop's
@@ -20,6 +25,7 @@ found in the module's source; a module constant, or one name assigned in each br
 from __future__ import annotations
 
 import dis
+import os
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +48,8 @@ def check(
     """A ``UsageError`` at the site when ``prune`` reads a local of the calling function, or
     a name the running script rebinds, that the ``key=`` value does not hold: the key would
     not tell two of its values apart."""
-    reads = [(n, v, "the function that calls the site") for n, v in caller_locals_read(prune)]
+    caller = [*caller_locals_read(prune), *bound_attributes_read(prune)]
+    reads = [(n, v, "the function that calls the site") for n, v in caller]
     for name, value, line in rebound_globals_read(prune, rebound):
         reads.append((name, value, f"the module, which rebinds it as it runs (line {line})"))
     for name, value, source in reads:
@@ -62,12 +69,20 @@ def check(
 def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
     """The (name, value) pairs of data that ``prune`` captured from a running function."""
     code = getattr(prune, "__code__", None)
-    closure = getattr(prune, "__closure__", None)
-    if not isinstance(code, types.CodeType) or not closure:
+    closure = getattr(prune, "__closure__", None) or ()
+    if not isinstance(code, types.CodeType):
         return []
-    if not _defined_in_running_function(code):
+    defaults = _defaults(prune, code)
+    if not closure and not defaults:
         return []
-    out = []
+    frame = _running_frame(code)
+    if frame is None:
+        return []
+    # A default bound from the caller's local of its name (`lambda configs, args, N=N:`,
+    # Python's idiom against late binding): the value of this call, as a closure's is.
+    local = frame.f_locals if defaults else {}
+    out = [(n, v) for n, v in defaults.items() if n in local and local[n] is v]
+    objects = {}
     for name, cell in zip(code.co_freevars, closure, strict=False):
         try:
             value = cell.cell_contents
@@ -75,7 +90,99 @@ def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
             continue
         if _is_data(value):
             out.append((name, value))
+        else:
+            objects[name] = value
+    if objects:  # `self.live` of a method's `self`: the object's data, read per call
+        out.extend(_attributes_read(code, objects))
     return out
+
+
+def bound_attributes_read(prune: Any) -> list[tuple[str, Any]]:
+    """The (``self.attr``, value) pairs of data that ``prune``, a method bound to an object a
+    running function holds (``prune=self.keep`` in a module's ``forward``), reads from that
+    object. A method of an object no running function holds (a pruner made once, at a
+    module's top level) reads state fixed for the process and is not looked at."""
+    obj = getattr(prune, "__self__", None)
+    code = getattr(getattr(prune, "__func__", None), "__code__", None)
+    if not isinstance(code, types.CodeType) or not code.co_argcount:
+        return []
+    if obj is None or isinstance(obj, (type, types.ModuleType)):
+        return []
+    me = code.co_varnames[0]
+    chains = _attribute_chains(code, {me})
+    if not chains or not _held_by_running_function(obj):
+        return []
+    return _values_read(chains, {me: obj})
+
+
+def _held_by_running_function(obj: Any) -> bool:
+    """Whether a local variable of a function running now, outside tunedsl, holds ``obj``."""
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_flags & _FUNCTION_FLAGS and not code.co_filename.startswith(_OWN_DIR):
+            if any(value is obj for value in frame.f_locals.values()):
+                return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _attributes_read(code: types.CodeType, objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The (``obj.attr``, value) pairs of data that ``code`` (and the code nested in it, a
+    comprehension) reads as an attribute of one of ``objects``, its free variables that hold
+    no data themselves (a method's ``self``), at the first step of a chain that gives data
+    (``self.cfg.live`` reads ``cfg``'s ``live``)."""
+    return _values_read(_attribute_chains(code, set(objects)), objects)
+
+
+def _values_read(chains: set[tuple[str, ...]], objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The (``obj.attr``, value) pairs of the first step of each chain that gives data."""
+    found: dict[str, Any] = {}
+    for chain in sorted(chains):
+        value = objects[chain[0]]
+        for depth, attr in enumerate(chain[1:], start=2):
+            try:
+                value = getattr(value, attr)
+            except Exception:  # a property that raises now: prune's own call will say so
+                break
+            if _is_data(value):
+                found.setdefault(".".join(chain[:depth]), value)
+                break
+    return list(found.items())
+
+
+def _attribute_chains(code: types.CodeType, names: set[str]) -> set[tuple[str, ...]]:
+    """The chains ``(name, attr, ...)`` of attributes ``code`` and its nested code load from
+    the free variables ``names``."""
+    chains: set[tuple[str, ...]] = set()
+    chain: list[str] = []
+    for op in dis.get_instructions(code):
+        if chain and op.opname in _ATTRIBUTE_OPS:
+            chain.append(str(op.argval))
+            continue
+        if len(chain) > 1:
+            chains.add(tuple(chain))
+        chain = [str(op.argval)] if op.opname in _NAME_OPS and op.argval in names else []
+    if len(chain) > 1:
+        chains.add(tuple(chain))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            chains |= _attribute_chains(const, names)
+    return chains
+
+
+#: The instructions that load a variable: a closure's (a method's ``self`` in a comprehension
+#: too) or a function's own (a method's ``self``).
+_NAME_OPS = ("LOAD_DEREF", "LOAD_FAST", "LOAD_FAST_CHECK")
+
+#: The instructions that load an attribute of the object on the stack (LOAD_METHOD before
+#: Python 3.12).
+_ATTRIBUTE_OPS = ("LOAD_ATTR", "LOAD_METHOD")
 
 
 def rebound_globals_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any, int]]:
@@ -93,7 +200,22 @@ def rebound_globals_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any, i
     for name in sorted(_globals_loaded(code)):
         if name in lines and name in namespace and _is_data(namespace[name]):
             out.append((name, namespace[name], lines[name]))
+    for name, value in _defaults(prune, code).items():  # `lambda configs, args, N=N:`
+        if name in lines and namespace.get(name, _MISSING) is value:
+            out.append((name, value, lines[name]))
     return out
+
+
+_MISSING = object()
+
+
+def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
+    """The data ``prune``'s parameters default to, by parameter name."""
+    given = getattr(prune, "__defaults__", None) or ()
+    names = code.co_varnames[code.co_argcount - len(given) : code.co_argcount]
+    found = dict(zip(names, given, strict=True))
+    found.update(getattr(prune, "__kwdefaults__", None) or {})
+    return {name: value for name, value in found.items() if _is_data(value)}
 
 
 def held_by_key(value: Any, key: Any) -> bool:
@@ -116,13 +238,13 @@ def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: 
     return ""
 
 
-def _defined_in_running_function(code: types.CodeType) -> bool:
-    """Whether a function (not a module or class body) whose lines hold ``code``'s first
-    line, in its file, is running now: ``code`` was made by a call still in progress."""
+def _running_frame(code: types.CodeType) -> types.FrameType | None:
+    """The frame of a function (not a module or class body) whose lines hold ``code``'s
+    first line, in its file, running now: ``code`` was made by a call still in progress."""
     frame = sys._getframe(1)
     for _ in range(_MAX_FRAMES):
         if frame is None:
-            return False
+            return None
         outer = frame.f_code
         if (
             outer is not code
@@ -130,9 +252,9 @@ def _defined_in_running_function(code: types.CodeType) -> bool:
             and outer.co_flags & _FUNCTION_FLAGS
             and _spans(outer, code.co_firstlineno)
         ):
-            return True
+            return frame
         frame = frame.f_back  # type: ignore[assignment]
-    return False
+    return None
 
 
 def _defined_in_running_module(code: types.CodeType) -> bool:

@@ -326,12 +326,14 @@ class Rule:
             return None if found is None else (f"{family} {found[0]}", found[1])
         closest = self._closest_family(family)
         want, near = json.loads(family), json.loads(closest.family)
-        differ = sorted(k for k in {*want, *near} if want.get(k, _NONE) != near.get(k, _NONE))
+        differ = sorted(k for k in {*want, *near} if _differs(k, want, near))
 
         def part(k: str, parts: dict[str, Any], sizes: Mapping[str, Any], swept: bool) -> str:
             # A part one side lacks is a size there (an int of 2 or more), or not in its key.
             if k in parts:
-                return json.dumps(parts[k])
+                return "None" if parts[k] is None else json.dumps(parts[k])
+            if any(p.startswith(k + ".") for p in parts):
+                return "a tensor"
             if k not in sizes:
                 return "absent"
             low, high = sizes[k] if swept else (sizes[k], sizes[k])
@@ -497,3 +499,9 @@ def _ratio(x: Any) -> str:
 
 def _toolchain_text(toolchain: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(toolchain.items()) if isinstance(v, str))
+
+
+def _differs(k: str, want: Mapping[str, Any], near: Mapping[str, Any]) -> bool:
+    """Whether families differ in ``k``; not a part of an argument one side has as None."""
+    nil = (p.get(k[:i], _NONE) is None for p in (want, near) for i, c in enumerate(k) if c == ".")
+    return want.get(k, _NONE) != near.get(k, _NONE) and not any(nil)

@@ -42,6 +42,9 @@ _fixed_by_names: dict[
 _key_configs: dict[Any, tuple[Any, Config]] = {}
 # Per site: the static hints of its first call; a later call must pass the same ones.
 _site_hints: dict[tuple[tuple[Any, ...], bool], dict[str, Any]] = {}
+# Per site: the reset_to_zero= of its first call; a call passing another makes the site read
+# it on every call (runtime/call_reset.py).
+_site_resets: dict[tuple[tuple[Any, ...], bool], Any] = {}
 # Calls from code with no file: (id of the code, instruction) -> (the code, its place:
 # (filename, line, None, col, digest)).
 _statements: dict[tuple[int, int], tuple[Any, tuple[Any, ...]]] = {}
@@ -109,6 +112,8 @@ def autotune_launch(
             site = _make_site(where, space, hints, name, keyed)
     if hints != _site_hints.get((where, keyed), hints):
         _hints_changed(where, hints, _site_hints[where, keyed])
+    if reset_to_zero != _site_resets.setdefault((where, keyed), reset_to_zero):
+        site.reset_per_call()  # zero what each call names (runtime/call_reset.py)
     args_fn = args if callable(args) else None
     kwargs_fn = kwargs if callable(kwargs) else None
     grid_fn = grid if callable(grid) else None

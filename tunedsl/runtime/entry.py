@@ -44,9 +44,11 @@ class Entry:
         "launcher_object",
         "repeat",
         "result",
+        "siblings",
         "used",
         "where",
         "zero_kw",
+        "zero_names",
         "zero_pos",
         "zeroing",
     )
@@ -58,6 +60,7 @@ class Entry:
         result: LaunchResult,
         zero_pos: tuple[int, ...],
         zero_kw: tuple[str, ...],
+        zero_names: tuple[str, ...] = (),
         where: tuple[str, str] = ("", "blocks="),
     ) -> None:
         self.config = config
@@ -71,6 +74,10 @@ class Entry:
         self.zero_pos = zero_pos
         self.zero_kw = zero_kw
         self.zeroing = bool(zero_pos or zero_kw)
+        self.zero_names = zero_names  # the reset_to_zero= names the positions come from
+        # The entries launching this decision for calls whose reset_to_zero= names others
+        # (a computed one, read per call: call_reset.py), by those names.
+        self.siblings: dict[tuple[str, ...], Entry] | None = None
         self.used = False
         # The repeat check (repeat_check.compile_repeat_check) of this entry's argument
         # layout: built at its first hit; no_repeat where the layout has none or the entry
@@ -193,7 +200,9 @@ def new_entry(
         except TypeError:  # a value that cannot be hashed: ``shared`` says
             launcher, reuse = None, None
         if launcher is not None:
-            return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw, where)
+            return Entry(
+                decision.config, launcher, resolved.result, zero_pos, zero_kw, tuple(reset), where
+            )
     # Tuned, recorded or ruled: one variant in every process, its binary stored once, loaded.
     stored = decision.source in ("tuned", "disk", "rule")
     launcher = shared.launcher(call.kernel, decision.config, decision.options, call.args,
@@ -203,7 +212,9 @@ def new_entry(
         if len(reuse[0]) >= MAX_REUSED:
             reuse[0].clear()
         reuse[0][reuse[1]] = launcher
-    return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw, where)
+    return Entry(
+        decision.config, launcher, resolved.result, zero_pos, zero_kw, tuple(reset), where
+    )
 
 
 def within_limits(grid: Any, where: tuple[str, str], err: BaseException | None = None) -> None:

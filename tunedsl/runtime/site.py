@@ -24,12 +24,18 @@ from tunedsl.errors import TuningError, UsageError, at_site
 from tunedsl.model import identity, keys, prune_keys, repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE
-from tunedsl.model.settings import Settings, environment
-from tunedsl.model.settings import resolve as resolve_settings
-from tunedsl.model.space import check_placeholders
+from tunedsl.model.settings import Settings
 from tunedsl.model.variant import Variant
+from tunedsl.runtime import (
+    call_reset,
+    launch_effect,
+    miss,
+    mistakes,
+    rule_plans,
+    site_settings,
+    site_wrap,
+)
 from tunedsl.runtime import entry as entries
-from tunedsl.runtime import launch_effect, miss, mistakes, rule_plans, site_wrap
 from tunedsl.runtime.entry import Entry, Fused, drop_kernel, evict, no_repeat, repeat_factory
 from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
@@ -110,11 +116,12 @@ class Site:
         self._repeat_factory: Callable[[Sequence[Any], Mapping[str, Any]], Any] | None = None
         self._other_kernels: dict[int, tuple[Any, keys.KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
-        self._placeholders_checked = False
-        self._named = "name" in self.literal_options  # name= gave the identity (site_id)
+        self.placeholders_checked = False
+        self.reset_computed = False  # reset_to_zero= read per call (reset_per_call)
+        self.named = "name" in self.literal_options  # name= gave the identity (site_id)
         # The literal settings and their environment, and the candidates whose fields the
         # launch was seen to read: a new key resolves neither again.
-        self._settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
+        self.settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
         self._lock = threading.Lock()
@@ -185,6 +192,8 @@ class Site:
                         raise mistakes.user_frames_only(at_site(err, self.label))  # noqa: B904 (-X dev: all frames)
                 if entry.repeat is not no_repeat and kernel is self._kernel:
                     self._remember(entry, args, static_kwargs)
+            if self.reset_computed:  # the entry zeroing what this call's reset_to_zero= names
+                entry = call_reset.for_call(entry, kernel, args, lazy, self.label)
             entry.used = True  # one store: the bounded table keeps what is in use (entry.evict)
             entry.launch(args, static_kwargs, bind)
         except UsageError as err:  # the user's mistake: show the user's line, not ours
@@ -205,6 +214,8 @@ class Site:
     ) -> None:
         """Make ``entry`` the one the next call checks first (a hit of another entry than the
         last). Only for the first kernel's plain call key (shapes keyed, no key=, prune, device)."""
+        if self.reset_computed:  # no repeat check: each call reads its reset_to_zero=
+            return
         if entry.repeat is None:
             if self._seen is not entry:  # not a repeat of the last call's key: not yet
                 self._seen = entry
@@ -344,6 +355,8 @@ class Site:
                     busy.acquire()
                     break  # this thread resolves the key
             if entry is not None:
+                if self.reset_computed:
+                    entry = call_reset.for_call(entry, kernel, args, lazy, self.label)
                 entry.launch(args, static_kwargs, bind)
                 return entry.result
             if self in active:  # waiting on its own key would wait forever
@@ -420,36 +433,16 @@ class Site:
                 self._install_key(kernel_info(self._kernel))
 
     def settings(self, lazy: miss.Lazy | None) -> Settings:
-        """The site's settings: its literal parts, updated by the ``lazy`` thunk's. Literal ones
-        are resolved once per environment (a literal space is not expanded for every key)."""
-        memo = self._settings_memo
-        if lazy is None and memo is not None and knobs.environ_unchanged(memo[2]):
-            return memo[1]  # no variable changed: the knobs read the same
-        environ = knobs.environ_snapshot()
-        env = environment() if lazy is None else None
-        if memo is not None and env is not None and memo[0] == env:
-            self._settings_memo = (env, memo[1], environ)
-            return memo[1]
-        space = self.literal_space
-        hints, options = dict(self.literal_hints), dict(self.literal_options)
-        if lazy is not None:
-            lazy_space, lazy_hints, lazy_options = lazy()
-            if lazy_space is not None:
-                space = lazy_space
-            hints.update(lazy_hints or {})
-            options.update(lazy_options or {})
-        out = resolve_settings(space, hints, options, self.label)
-        if out.name is not None and out.name != self.site_id:  # a computed name=, or a new one
-            self.site_id = identity.renamed(self.site_id, out.name, not self._named, self.label)
-            self._named = True
-        if not self._placeholders_checked:
-            # A literal space was checked as the module compiled, but only against the union
-            # of a list space's fields: each configuration must have what the launch reads.
-            check_placeholders(self.placeholders, out.configs or (out.default,), self.filename)
-            self._placeholders_checked = True
-        if env is not None:
-            self._settings_memo = (env, out, environ)
-        return out
+        """The site's settings for a key being decided (``site_settings.py``)."""
+        return site_settings.settings(self, lazy)
+
+    def reset_per_call(self) -> None:
+        """Read ``reset_to_zero=`` on every call from now on (``call_reset.py``): no call
+        takes the repeat check or the fused launch, which zero what the key's first call named."""
+        with self._lock:
+            self.reset_computed = True
+            self._last = self._fast = self._seen = None
+            self.launch = self._call
 
     def variants(
         self,

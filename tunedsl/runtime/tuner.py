@@ -401,7 +401,11 @@ def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
     for cfg, why in req.infeasible.items():
         details.setdefault(repr(cfg), why)
     reasons = [str(why) for why in details.values()]
-    hint = no_driver_message(reasons, req.kernel) or _every_crash_hint(reasons)
+    hint = (
+        no_driver_message(reasons, req.kernel)
+        or _every_crash_hint(reasons)
+        or _zero_dim_hint(reasons, req)
+    )
     raise TuningError(
         f"every configuration of {qualname} failed" + (f": {hint}" if hint else ""), details
     ) from err
@@ -427,6 +431,25 @@ def _every_crash_hint(reasons: list[str]) -> str | None:
         "reads tensors through addresses stored in a tensor (the pointer arrays of a "
         "grouped GEMM), those are addresses in your process, not in the worker's: measure "
         "it in your process (isolate=False, or TUNEDSL_ISOLATE=0)"
+    )
+
+
+def _zero_dim_hint(reasons: list[str], req: TuneRequest) -> str | None:
+    # Every failure is Triton's about a pointer where a number was meant, and the call
+    # passes a 0-d tensor (torch.tensor(2.0), x.max()): Triton passes it as a pointer.
+    if not req.variants or not reasons or not all("pointer<" in why for why in reasons):
+        return None
+    from tunedsl.backends.triton import kernel_info
+    from tunedsl.model.keys import is_tensor
+
+    names = kernel_info(req.kernel).arg_names
+    args = zip(names, req.variants[0].args, strict=False)
+    zero_dim = [name for name, arg in args if is_tensor(arg) and arg.dim() == 0]
+    if not zero_dim:
+        return None
+    return (
+        f"`{zero_dim[0]}` is a 0-d tensor, which Triton passes as a pointer; where the kernel "
+        f"uses `{zero_dim[0]}` as a number, pass a Python number (the tensor's .item())"
     )
 
 
