@@ -141,7 +141,8 @@ def test_literal_settings_resolve_once_yet_follow_the_knobs(
     resolved: list = []
     real = settings_module.resolve
     monkeypatch.setattr(
-        "tunedsl.runtime.site.resolve_settings", lambda *a: (resolved.append(a), real(*a))[1]
+        "tunedsl.runtime.site_settings.resolve_settings",
+        lambda *a: (resolved.append(a), real(*a))[1],
     )
     s = site("swept", space=SPACE)
 

@@ -25,6 +25,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.keys import canonical_json
 from tunedsl.model.rule_features import ALIGNED, key_features, ranged, show_feature, show_value
 from tunedsl.model.rule_near import Grid, NearTable, judge_of
+from tunedsl.model.rule_unswept import never_swept
 
 # 2: keys carry an int argument's alignment feature, which a tree may split on (a reader of
 # schema 1 would send every key down one branch of such a split: it refuses the file).
@@ -325,25 +326,7 @@ class Rule:
             found = fam.outside(x)
             return None if found is None else (f"{family} {found[0]}", found[1])
         closest = self._closest_family(family)
-        want, near = json.loads(family), json.loads(closest.family)
-        differ = sorted(k for k in {*want, *near} if _differs(k, want, near))
-
-        def part(k: str, parts: dict[str, Any], sizes: Mapping[str, Any], swept: bool) -> str:
-            # A part one side lacks is a size there (an int of 2 or more), or not in its key.
-            if k in parts:
-                return "None" if parts[k] is None else json.dumps(parts[k])
-            if any(p.startswith(k + ".") for p in parts):
-                return "a tensor"
-            if k not in sizes:
-                return "absent"
-            low, high = sizes[k] if swept else (sizes[k], sizes[k])
-            low, high = round(2**low), round(2**high)
-            return f"sizes {low} to {high}" if low != high else f"a size, {low}"
-
-        return family, "its family was never swept: " + ", ".join(
-            f"{k} is {part(k, want, x, False)} (swept: {part(k, near, closest.ranges, True)})"
-            for k in differ[:4]
-        )
+        return family, never_swept(family, x, closest.family, closest.ranges)
 
     def _closest_family(self, family: str) -> Family:
         want = json.loads(family)
@@ -485,9 +468,6 @@ class Rule:
 _CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}
 
 
-_NONE = object()
-
-
 def _sorted_configs(configs: frozenset[Config]) -> list[Any]:
     """The configurations' JSON in one order (a rule file built twice is the same)."""
     return [c.to_json() for c in sorted(configs, key=lambda c: canonical_json(c.to_json()))]
@@ -499,9 +479,3 @@ def _ratio(x: Any) -> str:
 
 def _toolchain_text(toolchain: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(toolchain.items()) if isinstance(v, str))
-
-
-def _differs(k: str, want: Mapping[str, Any], near: Mapping[str, Any]) -> bool:
-    """Whether families differ in ``k``; not a part of an argument one side has as None."""
-    nil = (p.get(k[:i], _NONE) is None for p in (want, near) for i, c in enumerate(k) if c == ".")
-    return want.get(k, _NONE) != near.get(k, _NONE) and not any(nil)

@@ -212,9 +212,7 @@ def new_entry(
         if len(reuse[0]) >= MAX_REUSED:
             reuse[0].clear()
         reuse[0][reuse[1]] = launcher
-    return Entry(
-        decision.config, launcher, resolved.result, zero_pos, zero_kw, tuple(reset), where
-    )
+    return Entry(decision.config, launcher, resolved.result, zero_pos, zero_kw, tuple(reset), where)
 
 
 def within_limits(grid: Any, where: tuple[str, str], err: BaseException | None = None) -> None:
