@@ -30,7 +30,7 @@ n = 64
 x, y = torch.randn(n), torch.zeros(n)
 space = [{"FIRST": 0, "EACH": 50, "BLOCK": 64}, {"FIRST": 2500, "EACH": 0, "BLOCK": 64}]
 res = autotune_launch(slow_first_copy, space=space, grid=(1,), args=(x, y, n),
-                      kwargs=lambda c: dict(c.items()), verify=True,
+                      kwargs=lambda c: dict(c.items()), verify=sys.argv[2:] != ["unverified"],
                       isolate=sys.argv[1] == "isolate", name="slow-to-answer")
 assert torch.equal(x, y)
 print(json.dumps({"source": res.source, "first": res.config.FIRST,
@@ -39,13 +39,13 @@ print(json.dumps({"source": res.source, "first": res.config.FIRST,
 """
 
 
-def _run(tmp_path: Path, limit: str, how: str = "isolate") -> dict[str, Any]:
+def _run(tmp_path: Path, limit: str, how: str = "isolate", *more: str) -> dict[str, Any]:
     """One process tuning (or reading) the key under ``TUNEDSL_CONFIG_TIMEOUT=limit``."""
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = {**os.environ, "TUNEDSL_CONFIG_TIMEOUT": limit, "TUNEDSL_QUIET": "1",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
-    done = subprocess.run([sys.executable, str(script), how], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, str(script), how, *more], env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -90,5 +90,27 @@ def test_a_record_stating_no_limit_and_a_site_measuring_in_process(tmp_path: Pat
     here = _run(tmp_path, "30", how="in-process")
     assert here["source"] == "disk" and here["slow"] == "failed", "ran a silent one in process"
     isolated = _run(tmp_path, "30")
+    assert isolated["source"] == "tuned" and isolated["slow"] == "ok"
+    assert isolated["first"] == 2500
+
+
+def test_a_silence_kept_by_a_site_measuring_in_process_keeps_its_limit(tmp_path: Path) -> None:
+    """A site measuring in its own process under a larger limit tunes the key again (its
+    record's choice is outside the space) and keeps the worker's silence out; the record it writes
+    still states the limit that silence was made under, so an isolated site under the
+    larger limit measures it again (stated as the larger limit, it kept the slower
+    configuration for good)."""
+    assert _run(tmp_path, "1", "isolate", "unverified")["slow"] == "failed"
+    path = _record()
+    data = json.loads(path.read_text())
+    (ok,) = [r for r in data["results"] if r["status"] == "ok"]
+    data["chosen"] = {**ok["config"], "BLOCK": 128}  # outside the space: tuned again
+    data["results"].append({**ok, "config": data["chosen"]})
+    path.write_text(json.dumps(data))
+    here = _run(tmp_path, "30", "in-process", "unverified")
+    assert here["source"] == "tuned" and here["slow"] == "failed", "ran a silent one in process"
+    stated = json.loads(_record().read_text())["context"]["limits"]
+    assert stated == {"compile_s": 1.0, "answer_s": 1.0}
+    isolated = _run(tmp_path, "30", "isolate", "unverified")
     assert isolated["source"] == "tuned" and isolated["slow"] == "ok"
     assert isolated["first"] == 2500

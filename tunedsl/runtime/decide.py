@@ -214,6 +214,7 @@ def lookup(
     *,
     again: bool = False,
     nothing: Callable[[], bool] | None = None,
+    stated: list[Any] | None = None,
 ) -> tuple[Decision | None, dict[Config, store.ConfigResult]]:
     """A decision that needs no tuning (the default, or a stored record's choice), else None
     and the timings a stale record can contribute. ``again``: the second look, under the
@@ -304,7 +305,7 @@ def lookup(
         from tunedsl.runtime.legacy_records import migrate
 
         record = migrate(subject, stores)
-    record = timeouts.current(verdicts.current(record, settings), settings.isolate)  # lapsed
+    record = timeouts.current(verdicts.current(record, settings), settings.isolate, stated)
     usable, previous = _usable(record, settings, candidates)
     usable = usable and not foreign  # another space's choice: its timings count, not it
     if stands(record, usable) and record is not None:
@@ -356,10 +357,12 @@ def decide(
             'tuning under `if __name__ == "__main__":` or into a function, or use isolate=False'
         )
     with record_stores().lock(subject.digest, knobs.lock_timeout_s()):
-        found, previous = lookup(subject, candidates, check, again=True)
+        stated: list[Any] = []
+        found, previous = lookup(subject, candidates, check, again=True, stated=stated)
         if found is not None:
             return found
-        record = tune_and_record(subject, variants_for, previous, candidates=candidates)
+        kept = timeouts.noted(stated[0] if stated else None, previous.values())
+        record = tune_and_record(subject, variants_for, previous, candidates, note=kept)
     return Decision(record.chosen, decision_options(record.chosen, settings), "tuned", record)
 
 

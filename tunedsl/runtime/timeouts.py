@@ -10,7 +10,8 @@ limit of a later process.
 So a record states the limits its timeouts were made under (``context["limits"]``), and a
 process under a larger limit reads the record without those timeouts: they are measured
 again, the rest of the record's timings reused. Under the same or a smaller limit they stay
-out. A worker's silence is measured again only by a site that measures in a worker too
+out. A record written again with timeouts it kept (not measured again) states no limit
+larger than the one they were made under. A worker's silence is measured again only by a site that measures in a worker too
 (``isolate=True``, ``tunedsl precompile --tune``): the configuration may hang, and in the
 caller's own process nothing would stop it. A record that states no limits (written before
 records stated them) keeps its timeouts out, as it did: ``tunedsl cache clear`` measures the
@@ -20,6 +21,7 @@ key anew.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +46,19 @@ def limits() -> dict[str, float]:
     return {"compile_s": knobs.compile_timeout_s(), "answer_s": knobs.isolate_timeout_s()}
 
 
-def noted() -> dict[str, Any]:
-    """The ``context`` entry of a new record: the limits its timeouts were made under."""
-    return {LIMITS: limits()}
+def noted(then: Any = None, carried: Iterable[ConfigResult] = ()) -> dict[str, Any]:
+    """The ``context`` entry of a new record: the limits its timeouts were made under.
+    ``carried``: results kept from a record stating the limits ``then``; where a timeout is
+    among them (one not measured again, a worker's silence in a site measuring in its own
+    process), no limit is stated larger than the one it was made under, so a later process
+    under a larger limit still measures it again."""
+    now = limits()
+    timed_out = any(r.status == "failed" and bounded_by(r.reason) for r in carried)
+    if timed_out and isinstance(then, dict):
+        for name, value in now.items():
+            if _larger(value, then.get(name)):
+                now[name] = float(then[name])
+    return {LIMITS: now}
 
 
 def bounded_by(reason: str | None) -> tuple[str, ...]:
@@ -58,9 +70,14 @@ def bounded_by(reason: str | None) -> tuple[str, ...]:
     return ()
 
 
-def current(record: Record | None, isolated: bool) -> Record | None:
+def current(
+    record: Record | None, isolated: bool, stated: list[Any] | None = None
+) -> Record | None:
     """``record`` as this process reads it: without the timeouts of a smaller limit (a
-    worker's silence only where the site measures in a worker: ``isolated``)."""
+    worker's silence only where the site measures in a worker: ``isolated``). ``stated``
+    is given the limits the record states (None: no record), for ``noted``."""
+    if stated is not None:
+        stated.append(None if record is None else record.context.get(LIMITS))
     if record is None:
         return None
     now = limits()
