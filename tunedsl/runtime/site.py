@@ -229,8 +229,9 @@ class Site:
                 fused = fuse_entry(self._kernel, entry, code, args, static_kwargs, self._call)
                 entry.fused = fused
                 entry.repeat = repeat_check.compile_repeat_check(code)
-        with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat
-            if entry.repeat is not no_repeat:
+        with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat;
+            # reset_per_call may have run since the check above: it wins
+            if entry.repeat is not no_repeat and not self.reset_computed:
                 self._last = entry
                 self._fast = entry.fused
                 if not self.launch_held:
