@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tunedsl import knobs
+from tunedsl.store import records
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
 
@@ -63,6 +64,33 @@ CHILD = textwrap.dedent(
 )
 
 
+# The same two configurations, tuned by `tunedsl precompile --tune` as a workload.
+WORKLOAD = textwrap.dedent(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+    from tunedsl import autotune_launch, workload
+
+    @triton.jit
+    def unrolled(x, y, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x + offs, mask=offs < n)
+        for _ in tl.static_range(STEPS):
+            v = v * 1.0001 + 0.5
+        tl.store(y + offs, v, mask=offs < n)
+
+    @workload
+    def compiles_long():
+        n = 1024
+        x, y = torch.zeros(n, device="cuda"), torch.zeros(n, device="cuda")
+        space = [{"STEPS": 1, "BLOCK": 1024}, {"STEPS": 8000, "BLOCK": 1024}]
+        autotune_launch(unrolled, space=space, grid=(1,), args=(x, y, n),
+                        kwargs=lambda c: dict(c.items()), name="compiles-long")
+    """
+)
+
+
 def _run(tmp_path: Path, limit: str) -> dict[str, Any]:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
@@ -83,3 +111,28 @@ def test_a_compile_timeout_is_compiled_again_under_a_larger_limit(tmp_path: Path
     assert longer["source"] == "tuned", "a compile timeout under 3 s decided a 500 s limit"
     assert longer["long"] == "ok"
     assert _run(tmp_path, "500")["source"] == "disk"
+
+
+def test_precompile_timeout_bounds_the_tunings_compiles_and_its_record_states_it(
+    tmp_path: Path,
+) -> None:
+    # `precompile --tune --timeout 3` compiled the tuning's configurations under
+    # TUNEDSL_CONFIG_TIMEOUT (here 500 s), and its record stated 500 s.
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "compiles_long.py").write_text(WORKLOAD)
+    env = {**os.environ, "TUNEDSL_CONFIG_TIMEOUT": "500", "TUNEDSL_QUIET": "1",
+           "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"),
+           "TRITON_CACHE_DIR": str(tmp_path / "triton")}  # fmt: skip
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", "--tune", "--timeout", "3", str(work)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    (path,) = (tmp_path / "cache").glob("records/*.json")
+    record = records.read_record_file(path)
+    assert record is not None
+    assert record.context["limits"]["compile_s"] == 3, record.context
+    (long,) = [r for r in record.results if r.config.STEPS == 8000]
+    assert long.status == "failed" and "compile timed out after 3 s" in (long.reason or "")

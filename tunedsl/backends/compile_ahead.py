@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from tunedsl.backends.compile_limit import compile_limit_s
 from tunedsl.backends.compile_pool import start_drained_thread
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
@@ -42,8 +43,10 @@ def compile_jobs(
     cancelled: threading.Event | None = None,
     shared_by: int = 0,
     priority: float = CURRENT,
+    timeout_s: float | None = None,
 ) -> Iterator[tuple[Variant, Any]]:
-    """(variant, handle or exception) in completion order, through the shared compile pool.
+    """(variant, handle or exception) in completion order, through the shared compile pool,
+    each compile bounded by ``timeout_s`` (default: the limit in force, ``compile_limit``).
     Jobs not started when ``cancelled`` is set end at once with ``CompileCancelled``.
     ``shared_by``: what the streams beside this one compile at once; ``priority``: their
     order for the compile processes (``variant_compiler``)."""
@@ -77,7 +80,7 @@ def compile_jobs(
         job = CompileJob(v.config, compile_one)
         by_id[id(job)] = v
         jobs.append(job)
-    for job, result in compile_stream(jobs):
+    for job, result in compile_stream(jobs, timeout_s=timeout_s):
         yield by_id[id(job)], result
 
 
@@ -94,6 +97,7 @@ class CompileAhead:
         self.configs = {v.config for v in variants}
         self.cancelled = threading.Event()
         self.priority = announced_order()
+        self.timeout_s = compile_limit_s()  # the caller's limit: compiled on another thread
         self.results: queue.SimpleQueue[tuple[Variant, Any] | None] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
 
@@ -107,7 +111,12 @@ class CompileAhead:
         variants = self.variants
         try:
             compiled = compile_jobs(
-                self.kernel, variants, self.cancelled, shared_by, priority=self.priority
+                self.kernel,
+                variants,
+                self.cancelled,
+                shared_by,
+                priority=self.priority,
+                timeout_s=self.timeout_s,
             )
             for v, handle in compiled:
                 done.add(v.config)

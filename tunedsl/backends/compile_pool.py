@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl import knobs
+from tunedsl.backends.compile_limit import compile_limit_s
 from tunedsl.model.config import Config
 
 __all__ = [
@@ -281,7 +282,7 @@ def compile_stream(
     """Compile ``jobs`` on ``workers`` threads; yield ``(job, result or exception)`` as each ends.
 
     ``workers`` defaults to :func:`default_workers`; ``timeout_s`` (default
-    ``TUNEDSL_CONFIG_TIMEOUT``) bounds each job: a job past it is yielded with a
+    ``compile_limit.compile_limit_s()``: ``TUNEDSL_CONFIG_TIMEOUT``) bounds each job: a job past it is yielded with a
     :class:`CompileTimeout`. A job's exception is yielded, never raised. Closing the
     generator (``break``, an exception in the consumer, Ctrl-C) starts no further job.
     """
@@ -289,7 +290,7 @@ def compile_stream(
     if not job_list:
         return
     n_workers = default_workers() if workers is None else max(1, int(workers))
-    timeout = knobs.compile_timeout_s() if timeout_s is None else float(timeout_s)
+    timeout = compile_limit_s() if timeout_s is None else float(timeout_s)
     yield from _threaded(job_list, min(n_workers, len(job_list)), timeout)
 
 
@@ -297,7 +298,7 @@ def job_timeout_s() -> float:
     """The timeout of the job this thread compiles (``compile_stream``'s ``timeout_s``, as
     ``tunedsl precompile --timeout`` sets it), else ``TUNEDSL_CONFIG_TIMEOUT``'s: what a wait
     inside a compile (for another process compiling the same kernel) is bounded by."""
-    return getattr(_job, "timeout_s", None) or knobs.compile_timeout_s()
+    return getattr(_job, "timeout_s", None) or compile_limit_s()
 
 
 _job = threading.local()  # timeout_s, slot: the stream's, while this thread runs one of its jobs

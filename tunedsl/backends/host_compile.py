@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedsl.backends.compile_ahead import announced_order
+from tunedsl.backends.compile_limit import compile_limit_s
 from tunedsl.backends.compile_pool import start_drained_thread
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Variant
@@ -94,6 +95,9 @@ class HostCompiler:
         self.variants = variants
         self.stats = stats
         self.target = target
+        # the limit in force where the tuning runs (``tunedsl precompile --timeout``), read
+        # here: the compiles run on threads of their own
+        self.timeout_s = compile_limit_s()
         self.compiles: dict[Config, int] = {}  # compiles per configuration
         self.events: list[tuple[str, Config, float]] = []  # (what, config, perf_counter)
         self._closed = threading.Event()  # set by close: waiting compiles start none
@@ -148,7 +152,7 @@ class HostCompiler:
             if self._active == 0:
                 self._since = time.perf_counter()
             self._active += 1
-        stream = compile_stream([job(c) for c in configs])
+        stream = compile_stream([job(c) for c in configs], timeout_s=self.timeout_s)
         left = set(configs)
         try:
             for done, result in stream:

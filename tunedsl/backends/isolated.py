@@ -49,6 +49,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl import knobs
+from tunedsl.backends.compile_limit import compile_limit_s
 from tunedsl.backends.isolated_transfer import (
     TensorRef,
     dumps,
@@ -382,6 +383,7 @@ class IsolatedMeasurer:
             # so neither the space nor prune= (which need not pickle) goes along.
             "settings": dataclasses.replace(req.settings, configs=(), prune=None, space=None),
             "timing": timing,
+            "compile_s": compile_limit_s(),  # the limit in force here (precompile --timeout)
         }
         name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")
         self.kernel_name = name
@@ -394,7 +396,7 @@ class IsolatedMeasurer:
                 "arguments picklable, or tune with isolate=False"
             ) from err
         self.run_timeout_s = knobs.isolate_timeout_s()
-        self.compile_timeout_s = knobs.compile_timeout_s() + self.run_timeout_s
+        self.compile_timeout_s = body["compile_s"] + self.run_timeout_s
         self.worker = worker if worker is not None else worker_for(device)
         activate = sys.modules.get("tunedsl.activate")  # scripts imported by path, if any
         scripts = dict(getattr(activate, "SCRIPTS", {}))

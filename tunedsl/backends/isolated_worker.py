@@ -108,6 +108,7 @@ class _State:
             settings=payload["settings"],
         )
         self.req = req
+        self.compile_s = payload.get("compile_s")  # the tuning's compile limit
         first = self.variants[0]
         self.bound = bt.bind_arguments(bt.kernel_info(self.kernel), first.args, first.kwargs)
         # The worker's copies are launched many times, as the caller's tensors are in
@@ -140,7 +141,7 @@ class _State:
 
         by_config = {self.variants[i].config: i for i in indices}
         todo = [self.variants[i] for i in indices]
-        for v, handle in compile_jobs(self.req.kernel, todo):
+        for v, handle in compile_jobs(self.req.kernel, todo, timeout_s=self.compile_s):
             index = by_config[v.config]
             if isinstance(handle, BaseException):
                 self.post_hook(index, handle)  # as in process (inprocess.py)

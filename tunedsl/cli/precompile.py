@@ -87,7 +87,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="S",
         help="seconds one configuration may compile, waiting for another process compiling it "
-        "included (default: TUNEDSL_CONFIG_TIMEOUT)",
+        "included, --tune's compiles too; its records state it (default: "
+        "TUNEDSL_CONFIG_TIMEOUT)",
     )
     return parser
 

@@ -342,8 +342,11 @@ class PrecompileSite:
         if session.shard is not None and not session.shard(self.label, self._key(call)):
             session.skipped += 1
             return None  # another GPU's process tunes this key
+        from tunedsl.backends.compile_limit import compile_limit
+
         try:
-            result = self.inner(*call.positional())
+            with compile_limit(session.timeout_s):  # --timeout bounds the tuning's compiles
+                result = self.inner(*call.positional())
         except Exception as err:
             lines = str(err).strip().splitlines()
             why = f"{type(err).__name__}: {lines[-1] if lines else ''}"

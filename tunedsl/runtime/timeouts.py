@@ -3,7 +3,8 @@
 A configuration that timed out was judged by a limit, not by what it is: it did not compile
 within the compile limit (``compile timed out after N s``), or a measurement worker did not
 answer within its limit (``timeout: no answer after N s``), both ``TUNEDSL_CONFIG_TIMEOUT``
-(default 300 s to compile, 60 s to answer). A record never retries what failed, so a key
+(default 300 s to compile, 60 s to answer; the compile limit is ``tunedsl precompile
+--timeout``'s where that command tunes: ``backends/compile_limit.py``). A record never retries what failed, so a key
 tuned once under a tight limit would keep that configuration out for good, whatever the
 limit of a later process.
 
@@ -42,8 +43,12 @@ _KINDS = ((_COMPILE, ("compile_s",)), (_SILENCE, ("compile_s", "answer_s")))
 
 
 def limits() -> dict[str, float]:
-    """The limits this process measures under, in seconds: a compile, a worker's answer."""
-    return {"compile_s": knobs.compile_timeout_s(), "answer_s": knobs.isolate_timeout_s()}
+    """The limits a tuning here measures under, in seconds: a compile (the one in force in
+    this thread: ``tunedsl precompile --timeout``, else ``TUNEDSL_CONFIG_TIMEOUT``'s), a
+    worker's answer."""
+    from tunedsl.backends.compile_limit import compile_limit_s
+
+    return {"compile_s": compile_limit_s(), "answer_s": knobs.isolate_timeout_s()}
 
 
 def noted(then: Any = None, carried: Iterable[ConfigResult] = ()) -> dict[str, Any]:
