@@ -8,10 +8,7 @@ Skipped without a GPU (see tests/conftest.py); the lead runs these on the device
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ from tunedsl import knobs
 from tunedsl.store import records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
-from rel_helpers import running_in_session  # the reliability tests' helpers
+from rel_helpers import terminate_once  # the reliability tests' helpers
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs_triton]
 
@@ -72,28 +69,9 @@ def test_sigterm_of_precompile_tune_stops_as_ctrl_c_does(tmp_path: Path) -> None
     env = {**os.environ, "TUNEDSL_QUIET": "1", "TUNEDSL_CACHE_DIR": str(cache),
            "SLOW_STARTED": str(ready)}  # fmt: skip
     env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tunedsl", "precompile", "--tune", str(work)], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        _, said = proc.communicate(timeout=120)
-        deadline = time.monotonic() + 30
-        while running_in_session(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = running_in_session(proc.pid)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        for line in running_in_session(proc.pid):
-            os.kill(int(line.split()[0]), signal.SIGKILL)
-    assert proc.returncode == 143, said
+    argv = [sys.executable, "-m", "tunedsl", "precompile", "--tune", str(work)]
+    status, said, left = terminate_once(argv, env, ready)
+    assert status == 143, said
     assert "Traceback" not in said, said
     assert said.rstrip().splitlines()[-1] == "tunedsl: terminated (SIGTERM)", said
     kept = [records.read_record_file(p) for p in cache.glob("records/*.json")]

@@ -30,13 +30,11 @@ if knobs.triton_interpret_env() or not torch.cuda.is_available():
 # 4,000 unrolled steps compile far past the tight limit of 3 s (the compile grows faster than
 # the steps: 2 s for 2,000 and 37 s for 8,000 on a 2-core host, cross compiled for cuda:90);
 # one step compiles well under it.
-CHILD = textwrap.dedent(
+KERNEL = textwrap.dedent(
     """
-    import json, sys
     import torch
     import triton
     import triton.language as tl
-    from tunedsl import autotune_launch
 
     @triton.jit
     def unrolled(x, y, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
@@ -45,6 +43,12 @@ CHILD = textwrap.dedent(
         for _ in tl.static_range(STEPS):
             v = v * 1.0001 + 0.5
         tl.store(y + offs, v, mask=offs < n)
+    """
+)
+CHILD = KERNEL + textwrap.dedent(
+    """
+    import json
+    from tunedsl import autotune_launch
 
     n = 1024
     x, y = torch.zeros(n, device="cuda"), torch.zeros(n, device="cuda")
@@ -66,20 +70,9 @@ CHILD = textwrap.dedent(
 
 
 # The same two configurations, tuned by `tunedsl precompile --tune` as a workload.
-WORKLOAD = textwrap.dedent(
+WORKLOAD = KERNEL + textwrap.dedent(
     """
-    import torch
-    import triton
-    import triton.language as tl
     from tunedsl import autotune_launch, workload
-
-    @triton.jit
-    def unrolled(x, y, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        v = tl.load(x + offs, mask=offs < n)
-        for _ in tl.static_range(STEPS):
-            v = v * 1.0001 + 0.5
-        tl.store(y + offs, v, mask=offs < n)
 
     @workload
     def compiles_long():

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -157,3 +159,38 @@ def running_in_session(sid: int) -> list[str]:
         if fields[0] != "Z" and int(fields[3]) == sid:
             found.append(f"{stat.parent.name} {name}")
     return found
+
+
+def terminate_once(
+    argv: list[str], env: dict[str, str], ready: Path, said_first: str = ""
+) -> tuple[int, str, list[str]]:
+    """Run ``argv`` in a session of its own; SIGTERM to it alone once it has said a line
+    holding ``said_first`` and ``ready`` exists. Its status, what it said, and the processes
+    of its session left 30 s after it ended."""
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines: list[str] = []
+        while said_first and not any(said_first in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, (proc.wait(), lines)
+            lines.append(line)
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        deadline = time.monotonic() + 30
+        while running_in_session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return proc.returncode, "".join(lines) + err, running_in_session(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for line in running_in_session(proc.pid):
+            os.kill(int(line.split()[0]), signal.SIGKILL)

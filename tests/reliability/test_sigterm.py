@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rel_helpers import running_in_session
+from rel_helpers import running_in_session, terminate_once
 
 from tunedsl.store import records
 
@@ -22,41 +22,6 @@ pytestmark = pytest.mark.needs_triton
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = str(REPO / "tests" / "integration" / "sweep_fixtures" / "sweep_vadd.py")
-
-
-def _terminate_once(
-    argv: list[str], env: dict[str, str], ready: Path, said_first: str = ""
-) -> tuple[int, str, list[str]]:
-    """Run ``argv`` in a session of its own; SIGTERM to it alone once it has said a line
-    holding ``said_first`` and ``ready`` exists. Its status, what it said, and the processes
-    of its session left 30 s after it ended."""
-    proc = subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        assert proc.stderr is not None
-        lines: list[str] = []
-        while said_first and not any(said_first in line for line in lines):
-            line = proc.stderr.readline()
-            assert line, (proc.wait(), lines)
-            lines.append(line)
-        deadline = time.monotonic() + 300
-        while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-        deadline = time.monotonic() + 30
-        while running_in_session(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return proc.returncode, "".join(lines) + err, running_in_session(proc.pid)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        for line in running_in_session(proc.pid):
-            os.kill(int(line.split()[0]), signal.SIGKILL)
 
 
 def _kept(cache: Path) -> list[records.Record]:
@@ -80,7 +45,7 @@ def test_sigterm_of_a_sweep_without_ray_writes_the_finished_tasks_and_leaves_no_
     argv = [sys.executable, "-m", "tunedsl", "sweep", SCRIPT, "--no-ray", *gpus,
             "--shapes", str(shapes)]  # fmt: skip
     # The quick task is done (sharded, the slow one may have started before it ended)
-    status, said, left = _terminate_once(argv, env, markers / "slow-started", "1/2 tasks")
+    status, said, left = terminate_once(argv, env, markers / "slow-started", "1/2 tasks")
     assert status == 143, said
     assert "Traceback" not in said, said
     assert "sweep: terminated (SIGTERM) after 1 of 2 tasks; wrote the 1 records" in said, said
@@ -101,7 +66,7 @@ def test_sigterm_of_precompile_without_tune_stops_as_ctrl_c_does(tmp_path: Path)
         env.pop(name, None)
     argv = [sys.executable, "-m", "tunedsl", "precompile", "--target", "cuda:90", str(slow)]
     # Once the first compile is done (the progress line reports it), the others still running
-    status, said, left = _terminate_once(argv, env, tmp_path, "precompile: compiled")
+    status, said, left = terminate_once(argv, env, tmp_path, "precompile: compiled")
     assert status == 143, said
     assert "Traceback" not in said, said
     assert said.rstrip().splitlines()[-1] == "tunedsl: terminated (SIGTERM)", said
@@ -138,7 +103,7 @@ def test_sigterm_of_the_librarys_sweep_writes_the_finished_tasks_and_raises_term
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
     env.pop("CUDA_VISIBLE_DEVICES", None)
     argv = [sys.executable, str(driver), SCRIPT, str(shapes)]
-    status, said, left = _terminate_once(argv, env, markers / "slow-started")
+    status, said, left = terminate_once(argv, env, markers / "slow-started")
     assert status == 143, said
     assert "sweep: terminated (SIGTERM) after 1 of 2 tasks; wrote the 1 records" in said, said
     assert said.rstrip().splitlines()[-1] == "caught Terminated", said
@@ -175,7 +140,7 @@ def test_the_librarys_sweep_keeps_a_sigterm_handler_the_script_set(tmp_path: Pat
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
     env.pop("CUDA_VISIBLE_DEVICES", None)
     argv = [sys.executable, str(driver), SCRIPT, str(shapes)]
-    status, said, left = _terminate_once(argv, env, markers / "slow-started")
+    status, said, left = terminate_once(argv, env, markers / "slow-started")
     assert status == 7 and "the script's own handler" in said, said
     assert "terminated (SIGTERM)" not in said, said
     assert left == [], left
