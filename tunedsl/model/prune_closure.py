@@ -241,7 +241,21 @@ def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: 
 def _running_frame(code: types.CodeType) -> types.FrameType | None:
     """The frame of a function (not a module or class body) whose lines hold ``code``'s
     first line, in its file, running now: ``code`` was made by a call still in progress."""
-    frame = sys._getframe(1)
+    return _enclosing(code, lambda outer: bool(outer.co_flags & _FUNCTION_FLAGS))
+
+
+def _defined_in_running_module(code: types.CodeType) -> bool:
+    """Whether the top-level code of ``code``'s file, whose lines hold ``code``'s first
+    line, is running now (a script or a notebook cell, not a module already imported)."""
+    return _enclosing(code, lambda outer: outer.co_name == "<module>") is not None
+
+
+def _enclosing(
+    code: types.CodeType, kind: Callable[[types.CodeType], bool]
+) -> types.FrameType | None:
+    """The innermost running frame (up to ``_MAX_FRAMES`` out) of ``kind``, in ``code``'s
+    file, whose lines hold ``code``'s first line."""
+    frame = sys._getframe(2)
     for _ in range(_MAX_FRAMES):
         if frame is None:
             return None
@@ -249,30 +263,12 @@ def _running_frame(code: types.CodeType) -> types.FrameType | None:
         if (
             outer is not code
             and outer.co_filename == code.co_filename
-            and outer.co_flags & _FUNCTION_FLAGS
+            and kind(outer)
             and _spans(outer, code.co_firstlineno)
         ):
             return frame
         frame = frame.f_back  # type: ignore[assignment]
     return None
-
-
-def _defined_in_running_module(code: types.CodeType) -> bool:
-    """Whether the top-level code of ``code``'s file, whose lines hold ``code``'s first
-    line, is running now (a script or a notebook cell, not a module already imported)."""
-    frame = sys._getframe(1)
-    for _ in range(_MAX_FRAMES):
-        if frame is None:
-            return False
-        outer = frame.f_code
-        if (
-            outer.co_name == "<module>"
-            and outer.co_filename == code.co_filename
-            and _spans(outer, code.co_firstlineno)
-        ):
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
 
 
 def _globals_loaded(code: types.CodeType) -> set[str]:

@@ -30,7 +30,12 @@ from typing import Any
 from tunedsl.environ import environ_set
 from tunedsl.errors import Terminated, UsageError
 from tunedsl.precompile.ray_reaper import start_reaper, stop_reaper
-from tunedsl.precompile.sigterm import noting_sigterm, take_sigterm, takes_as_interrupt
+from tunedsl.precompile.sigterm import (
+    interrupt_as_terminated,
+    noting_sigterm,
+    take_sigterm,
+    takes_as_interrupt,
+)
 from tunedsl.store.scratch import scratch_dir
 
 #: The scratch directory of a sweep's own Ray instance (``scratch.scratch_dir``).
@@ -173,9 +178,5 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
         if got:  # ray.init's handler took it, and Python dropped its exit (a fork's callback)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once, as the interrupt's
             raise Terminated("SIGTERM")
-        try:
+        with interrupt_as_terminated(terminated):
             yield private
-        except KeyboardInterrupt as err:
-            if terminated and not isinstance(err, Terminated):
-                raise Terminated("SIGTERM") from None
-            raise

@@ -23,7 +23,13 @@ from typing import Any
 
 from tunedsl.errors import Terminated
 
-__all__ = ["noting_sigterm", "sigterm_as_interrupt", "take_sigterm", "takes_as_interrupt"]
+__all__ = [
+    "interrupt_as_terminated",
+    "noting_sigterm",
+    "sigterm_as_interrupt",
+    "take_sigterm",
+    "takes_as_interrupt",
+]
 
 
 class _AsInterrupt:
@@ -90,12 +96,21 @@ def sigterm_as_interrupt() -> Iterator[list[int]]:
     that catches the interrupt and raises its own) leaves as ``Terminated``."""
     with contextlib.ExitStack() as stack:
         got = take_sigterm(stack, signal.getsignal(signal.SIGTERM))
-        try:
+        with interrupt_as_terminated(got):
             yield got
-        except KeyboardInterrupt as err:
-            if got and not isinstance(err, Terminated):
-                raise Terminated("SIGTERM") from None
-            raise
+
+
+@contextlib.contextmanager
+def interrupt_as_terminated(got: list[int]) -> Iterator[None]:
+    """Within: where ``got`` (``take_sigterm``'s list) noted a SIGTERM, a
+    ``KeyboardInterrupt`` that replaced its ``Terminated`` on the way out (a library that
+    catches the interrupt and raises its own) leaves as ``Terminated``."""
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        if got and not isinstance(err, Terminated):
+            raise Terminated("SIGTERM") from None
+        raise
 
 
 @contextlib.contextmanager
