@@ -81,7 +81,7 @@ def test_only_views_are_kept_and_a_window_is_bounded() -> None:
     assert AroundViews([whole, whole.view(10, 100), torch.ones(3)]).kept == []  # no copy
     big = torch.zeros(16 * MIN_PAD_BYTES // 4)  # 16 MiB of float32
     middle = big[len(big) // 2 : len(big) // 2 + 256]
-    (window, _), *others = AroundViews([middle, big[len(big) // 2 + 128 :][:64]]).kept
+    (window, *_), *others = AroundViews([middle, big[len(big) // 2 + 128 :][:64]]).kept
     assert others == []  # two views that meet: one window
     assert window.numel() == 1024 + 2 * MIN_PAD_BYTES  # the views' span and a pad each side
 
@@ -170,6 +170,43 @@ def test_where_two_kept_windows_meet_the_older_copy_is_put_back() -> None:
         kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
         verify=lambda args: {"out": torch.ones(n)},
         name="fill-meeting-slots",
+    )
+    assert res.config.slot == 1
+    assert [r.status for r in res.timings.values()] == ["rejected", "ok"]
+    assert torch.equal(workspace, expected)
+
+
+@triton.jit
+def add_ones(out, n, BLOCK: tl.constexpr, PADDED: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if PADDED:  # a configuration's bug: masked to the padded size, and a wrong value
+        end = tl.cdiv(n, BLOCK) * BLOCK
+        tl.store(out + offs, tl.load(out + offs, mask=offs < end) + 2.0, mask=offs < end)
+    else:
+        tl.store(out + offs, tl.load(out + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def test_a_configuration_writing_into_the_next_ones_slot_leaves_it_as_the_caller_had_it() -> None:
+    """The first configuration adds into 56 values past its slot, the start of the slot
+    the second configuration adds into, and is rejected; the second is chosen. Its slot is
+    the caller's values plus one: the second configuration's own copy of its slot, taken
+    before its first launch (after the first configuration wrote there), had been put back
+    after the copy of the memory around the first slot, taken before any launch; the
+    chosen launch then added to the first configuration's sums, silently."""
+    n = 200
+    workspace = torch.full((1 << 20,), 9.0)
+    slots = {0: workspace[:n], 1: workspace[n : 2 * n]}
+    expected = workspace.clone()
+    expected[n : 2 * n] = 10.0
+    res = autotune_launch(
+        add_ones,
+        space=[{"slot": 0, "BLOCK": 64, "PADDED": True}, {"slot": 1, "BLOCK": 8, "PADDED": False}],
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (slots[cfg.slot], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        restore_value=["out"],
+        verify=lambda args: {"out": torch.full((n,), 10.0)},
+        name="add-into-the-next-slot",
     )
     assert res.config.slot == 1
     assert [r.status for r in res.timings.values()] == ["rejected", "ok"]

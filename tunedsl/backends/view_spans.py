@@ -32,20 +32,30 @@ from tunedsl.model.keys import is_tensor
 MIN_PAD_BYTES = 1 << 20
 
 
-def _window(t: Any) -> tuple[Any, int, int] | None:
-    """``(storage, lo, hi)``: the bytes of ``t``'s storage to keep, or None where ``t`` covers
-    its whole storage (nothing around it), or has no storage to look at (sparse, meta)."""
+def _span(t: Any) -> tuple[Any, int, int] | None:
+    """``(storage, lo, hi)``: the bytes of ``t``'s storage from its first element to its
+    last, or None where it has none (no elements, sparse, meta)."""
     try:
         storage = t.untyped_storage()
-        size = storage.nbytes()
+        storage.nbytes()
     except (RuntimeError, NotImplementedError):
+        return None
+    if t.numel() == 0:
         return None
     item = t.element_size()
     lo = t.storage_offset() * item
-    if t.numel() == 0:
-        return None
     last = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
-    hi = lo + (last + 1) * item
+    return storage, lo, lo + (last + 1) * item
+
+
+def _window(t: Any) -> tuple[Any, int, int] | None:
+    """``(storage, lo, hi)``: the bytes of ``t``'s storage to keep, or None where ``t`` covers
+    its whole storage (nothing around it), or has no storage to look at (sparse, meta)."""
+    span = _span(t)
+    if span is None:
+        return None
+    storage, lo, hi = span
+    size = storage.nbytes()
     if lo == 0 and hi >= size:  # the whole storage: a write past it is outside any tensor
         return None
     pad = max(hi - lo, MIN_PAD_BYTES)
@@ -57,7 +67,8 @@ class AroundViews:
     and around those ``add`` is given later, put back by ``put_back``."""
 
     def __init__(self, tensors: Iterable[Any]) -> None:
-        self.kept: list[tuple[Any, Any]] = []  # (a window onto the storage, its copy)
+        # (a window onto the storage, its copy, its storage's place, its first byte there)
+        self.kept: list[tuple[Any, Any, tuple[str, int, int], int]] = []
         # Per storage (``_storage_place``): the windows kept of it.
         self.spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
         spans: dict[tuple[str, int, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
@@ -72,7 +83,7 @@ class AroundViews:
             spans.setdefault(where, (storage, t.device, []))[2].append((lo, hi))
         for where, (storage, device, windows) in spans.items():
             for lo, hi in _merged(windows):
-                self._keep(storage, device, lo, hi)
+                self._keep(storage, device, lo, hi, where)
                 self.spans.setdefault(where, []).append((lo, hi))
 
     def add(self, t: Any) -> None:
@@ -85,24 +96,44 @@ class AroundViews:
         if found is None:
             return
         storage, lo, hi = found
-        kept = self.spans.setdefault(_storage_place(t, storage), [])
+        where = _storage_place(t, storage)
+        kept = self.spans.setdefault(where, [])
         for a, b in _uncovered(lo, hi, kept):
-            self._keep(storage, t.device, a, b)
+            self._keep(storage, t.device, a, b, where)
             kept.append((a, b))
 
-    def _keep(self, storage: Any, device: Any, lo: int, hi: int) -> None:
+    def put_back_under(self, t: Any) -> None:
+        """The memory of ``t`` (its first element to its last) back as the copies kept
+        already hold it, where they do: a tensor a later configuration passes, before that
+        configuration's own copy of it is taken, so that what an earlier configuration wrote
+        past its view into it is not what the later one runs on, nor what is put back into
+        it after the tuning."""
+        span = _span(t) if is_tensor(t) else None
+        if span is None or not self.kept:
+            return
+        storage, lo, hi = span
+        place = _storage_place(t, storage)
+        for window, copy, where, start in self.kept:
+            a, b = max(lo, start), min(hi, start + window.numel())
+            if where == place and a < b:
+                part = window[a - start : b - start]
+                kept = copy[a - start : b - start]
+                if kept.device != part.device or not _equal(part, kept):
+                    part.copy_(kept)
+
+    def _keep(self, storage: Any, device: Any, lo: int, hi: int, where: Any) -> None:
         import torch
 
         empty = torch.empty(0, dtype=torch.uint8, device=device)
         window = empty.set_(storage, lo, (hi - lo,), (1,))
         try:
-            self.kept.append((window, window.clone()))
+            self.kept.append((window, window.clone(), where, lo))
             return
         except RuntimeError as err:  # no room on the device: in host memory
             failed = err
         if window.device.type != "cpu":
             try:
-                self.kept.append((window, window.to("cpu")))
+                self.kept.append((window, window.to("cpu"), where, lo))
                 return
             except RuntimeError as err:
                 failed = err
@@ -121,9 +152,15 @@ class AroundViews:
         import torch
 
         kept, self.kept, self.spans = self.kept, [], {}
-        for window, copy in kept:
+        for window, copy, _, _ in kept:
             if copy.device != window.device or not torch.equal(window, copy):
                 window.copy_(copy)  # a copy in host memory: put back all the same
+
+
+def _equal(a: Any, b: Any) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))
 
 
 def _storage_place(t: Any, storage: Any) -> tuple[str, int, int]:
