@@ -81,7 +81,7 @@ def test_only_views_are_kept_and_a_window_is_bounded() -> None:
     assert AroundViews([whole, whole.view(10, 100), torch.ones(3)]).kept == []  # no copy
     big = torch.zeros(16 * MIN_PAD_BYTES // 4)  # 16 MiB of float32
     middle = big[len(big) // 2 : len(big) // 2 + 256]
-    (window, *_), *others = AroundViews([middle, big[len(big) // 2 + 128 :][:64]]).kept
+    (window, _), *others = AroundViews([middle, big[len(big) // 2 + 128 :][:64]]).kept
     assert others == []  # two views that meet: one window
     assert window.numel() == 1024 + 2 * MIN_PAD_BYTES  # the views' span and a pad each side
 
@@ -230,6 +230,42 @@ def test_views_of_two_storages_over_one_memory_each_get_a_window_that_fits() -> 
     whole.fill_(-1.0)  # stray writes everywhere around both views
     around.put_back()
     assert torch.equal(whole, expected)
+
+
+def test_where_windows_of_two_storages_over_one_memory_meet_the_older_copy_is_put_back() -> None:
+    """A view of ``whole`` is kept before any launch (its window: all of ``whole``); a
+    configuration writes over the first 300 values; a later configuration passes a view of
+    ``head``, a second storage over that memory, whose window is copied then, stray values
+    and all. After the tuning the memory is as the caller had it: the older copy is written
+    last (the newer one was, and left the stray values in place)."""
+    from tunedsl.backends.view_spans import AroundViews
+
+    whole = torch.arange(1000, dtype=torch.float32)
+    expected = whole.clone()
+    around = AroundViews([whole[600:700]])
+    whole[:300] = -1.0  # an earlier configuration, past its view
+    head = torch.from_dlpack(whole[:300])
+    around.add(head[100:200])  # kept now: what ``whole``'s window holds is another storage's
+    whole[:300] = -2.0  # the later configuration's launches
+    around.put_back()
+    assert torch.equal(whole, expected)
+
+
+def test_a_later_tensor_of_a_second_storage_is_put_back_before_its_copy_is_taken() -> None:
+    """The tensor a later configuration passes lies in a second storage over the memory of a
+    kept window (``from_dlpack`` of a slice): before its own copy is taken, its memory is
+    put back from that window's copy, found by address (found by storage, the values an
+    earlier configuration wrote there stayed, and the later one ran on them)."""
+    from tunedsl.backends.view_spans import AroundViews
+
+    whole = torch.arange(1000, dtype=torch.float32)
+    expected = whole.clone()
+    around = AroundViews([whole[600:700]])
+    whole[:300] = -1.0  # an earlier configuration, past its view
+    later = torch.from_dlpack(whole[:300])[100:200]
+    around.put_back_under(later)
+    assert torch.equal(later, expected[100:200])
+    assert torch.equal(whole[:100], torch.full((100,), -1.0))  # only its own memory, now
 
 
 def test_views_of_two_storages_over_one_memory_reach_an_isolated_worker_whole() -> None:

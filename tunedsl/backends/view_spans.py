@@ -67,8 +67,7 @@ class AroundViews:
     and around those ``add`` is given later, put back by ``put_back``."""
 
     def __init__(self, tensors: Iterable[Any]) -> None:
-        # (a window onto the storage, its copy, its storage's place, its first byte there)
-        self.kept: list[tuple[Any, Any, tuple[str, int, int], int]] = []
+        self.kept: list[tuple[Any, Any]] = []  # (a window onto the storage, its copy)
         # Per storage (``_storage_place``): the windows kept of it.
         self.spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
         spans: dict[tuple[str, int, int], tuple[Any, Any, list[tuple[int, int]]]] = {}
@@ -83,7 +82,7 @@ class AroundViews:
             spans.setdefault(where, (storage, t.device, []))[2].append((lo, hi))
         for where, (storage, device, windows) in spans.items():
             for lo, hi in _merged(windows):
-                self._keep(storage, device, lo, hi, where)
+                self._keep(storage, device, lo, hi)
                 self.spans.setdefault(where, []).append((lo, hi))
 
     def add(self, t: Any) -> None:
@@ -96,10 +95,9 @@ class AroundViews:
         if found is None:
             return
         storage, lo, hi = found
-        where = _storage_place(t, storage)
-        kept = self.spans.setdefault(where, [])
+        kept = self.spans.setdefault(_storage_place(t, storage), [])
         for a, b in _uncovered(lo, hi, kept):
-            self._keep(storage, t.device, a, b, where)
+            self._keep(storage, t.device, a, b)
             kept.append((a, b))
 
     def put_back_under(self, t: Any) -> None:
@@ -112,28 +110,31 @@ class AroundViews:
         if span is None or not self.kept:
             return
         storage, lo, hi = span
-        place = _storage_place(t, storage)
-        for window, copy, where, start in self.kept:
+        # By address: a window of another storage over the same memory (``from_dlpack`` of
+        # a slice) holds it too.
+        lo, hi, device = storage.data_ptr() + lo, storage.data_ptr() + hi, t.device
+        for window, copy in reversed(self.kept):  # the oldest copy last: it counts
+            start = window.data_ptr()
             a, b = max(lo, start), min(hi, start + window.numel())
-            if where == place and a < b:
+            if a < b and window.device == device:
                 part = window[a - start : b - start]
                 kept = copy[a - start : b - start]
                 if kept.device != part.device or not _equal(part, kept):
                     part.copy_(kept)
 
-    def _keep(self, storage: Any, device: Any, lo: int, hi: int, where: Any) -> None:
+    def _keep(self, storage: Any, device: Any, lo: int, hi: int) -> None:
         import torch
 
         empty = torch.empty(0, dtype=torch.uint8, device=device)
         window = empty.set_(storage, lo, (hi - lo,), (1,))
         try:
-            self.kept.append((window, window.clone(), where, lo))
+            self.kept.append((window, window.clone()))
             return
         except RuntimeError as err:  # no room on the device: in host memory
             failed = err
         if window.device.type != "cpu":
             try:
-                self.kept.append((window, window.to("cpu"), where, lo))
+                self.kept.append((window, window.to("cpu")))
                 return
             except RuntimeError as err:
                 failed = err
@@ -152,7 +153,9 @@ class AroundViews:
         import torch
 
         kept, self.kept, self.spans = self.kept, [], {}
-        for window, copy, _, _ in kept:
+        # Newest first: where windows of two storages over one memory meet, the older copy
+        # (taken before more launches) is written last.
+        for window, copy in reversed(kept):
             if copy.device != window.device or not torch.equal(window, copy):
                 window.copy_(copy)  # a copy in host memory: put back all the same
 
