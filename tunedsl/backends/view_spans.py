@@ -17,7 +17,9 @@ two numbers and is not copied. Where the device has no room for a copy, it is ta
 memory (and put back from there); where the host has none either, that window is left
 unprotected, and one warning says so. A tensor a later configuration passes in place of
 the first configuration's (a buffer picked per configuration) gets its window too, copied
-before that configuration's first launch: the parts no window kept already holds.
+before that configuration's first launch: the parts no window kept already holds; and its
+own memory is first put back from the copies kept already, found by address (an earlier
+configuration may have written past its view into it).
 """
 
 from __future__ import annotations
