@@ -143,6 +143,44 @@ def test_views_of_two_storages_over_one_memory_tune_and_keep_the_data_around() -
     assert torch.equal(whole, expected)
 
 
+@triton.jit
+def add_ones(out, n, BLOCK: tl.constexpr, PADDED: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if PADDED:  # a configuration's bug: masked to the padded size, and a wrong value
+        end = tl.cdiv(n, BLOCK) * BLOCK
+        tl.store(out + offs, tl.load(out + offs, mask=offs < end) + 2.0, mask=offs < end)
+    else:
+        tl.store(out + offs, tl.load(out + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+@pytest.mark.parametrize("second_storage", [False, True], ids=["one-storage", "two-storages"])
+def test_a_configuration_writing_into_the_next_ones_slot_on_the_gpu(second_storage: bool) -> None:
+    """The first configuration adds into 56 values past its slot, the start of the next
+    configuration's slot (in ``whole``, or in ``head``, a second storage over that memory),
+    and is rejected; the next one runs on the caller's values and is chosen, and the
+    workspace is the caller's values plus one in its slot alone (the next configuration ran
+    on the first's writes, which were put back into its slot after the tuning)."""
+    n = 200
+    whole = torch.full((1 << 20,), 9.0, device="cuda")
+    head = torch.from_dlpack(whole[:4096]) if second_storage else whole
+    slots = {0: whole[:n], 1: head[n : 2 * n]}
+    expected = whole.clone()
+    expected[n : 2 * n] = 10.0
+    res = autotune_launch(
+        add_ones,
+        space=[{"slot": 0, "BLOCK": 64, "PADDED": True}, {"slot": 1, "BLOCK": 8, "PADDED": False}],
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (slots[cfg.slot], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        restore_value=["out"],
+        verify=lambda args: {"out": torch.full((n,), 10.0, device="cuda")},
+        name=f"add-into-the-next-slot-gpu-{second_storage}",
+    )
+    torch.cuda.synchronize()
+    assert res.config.slot == 1
+    assert torch.equal(whole, expected)
+
+
 TWO_STORAGES = r"""
 import sys
 import torch

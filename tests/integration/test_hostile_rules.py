@@ -42,10 +42,31 @@ def _a_swept_key_without_a_size(data: dict) -> None:
     del data["families"][0]["points"][0]["x"][_sizes(data)[0]]
 
 
+def _a_swept_key_past_any_size(data: dict) -> None:
+    # A swept key of size 2**(1e200), its range spanning it, under the nearest-key map: the
+    # distance to it squared raised OverflowError out of the launch.
+    fam = data["families"][0]
+    fam.update(model="nearest", tree=None)
+    widest = max(fam["points"], key=lambda point: point["x"][_sizes(data)[0]])
+    for f in _sizes(data):
+        widest["x"][f] = 1e200
+        fam["ranges"][f] = [fam["ranges"][f][0], 1e200]
+
+
 @pytest.mark.parametrize(
     "damage",
-    [_one_swept_value, _range_past_the_sweep, _a_swept_key_without_a_size],
-    ids=["one swept value", "range past the sweep", "swept key without a size"],
+    [
+        _one_swept_value,
+        _range_past_the_sweep,
+        _a_swept_key_without_a_size,
+        _a_swept_key_past_any_size,
+    ],
+    ids=[
+        "one swept value",
+        "range past the sweep",
+        "swept key without a size",
+        "swept key past any size",
+    ],
 )
 def test_ranges_that_are_not_the_swept_keys_ranges_are_a_miss_with_a_warning(
     built_rules: Path,

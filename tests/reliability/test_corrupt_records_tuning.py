@@ -3,6 +3,8 @@ the rewritten record is valid (real kernels under Triton's interpreter)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rel_helpers import cache_warnings, load_json, only_cache_warnings, record_files
 from test_corrupt_cache import RECORD_CORRUPTIONS
@@ -81,4 +83,42 @@ def test_corrupt_record_is_retuned_and_rewritten(kind: str) -> None:
     assert only_cache_warnings(caught) == []
     assert third.source == "disk"
     assert third.config == rebuilt.chosen
+    assert torch.equal(c, a + b)
+
+
+@pytest.mark.parametrize(
+    ("limit", "source"),
+    [
+        (10**400, "disk"),  # an int past any float: it raised OverflowError from the call
+        (1e308, "disk"),
+        ("nan", "disk"),
+        ([30], "disk"),
+        (True, "disk"),
+        (-1, "tuned"),
+    ],
+    ids=["int_past_any_float", "huge_float", "text", "list", "bool", "negative"],
+)
+def test_a_record_stating_damaged_limits_is_read_never_a_crash(limit: object, source: str) -> None:
+    """A record whose timed-out configuration was made under limits it states as something
+    no limit is (an int past any float, text, a list, a bool) keeps that timeout out, as a
+    record stating no limits does, and decides the key; one stating a limit smaller than any
+    has the timeout measured again. Never an exception from the user's call."""
+    import torch
+    from rel_kernels import vadd
+
+    from tunedsl import autotune_launch
+
+    name = f"damaged-limits-{type(limit).__name__}-{source}"
+    a, b, c, common = _launch(name)
+    assert autotune_launch(vadd, **common).source == "tuned"
+    (path,) = record_files(paths.cache_root())
+    data = load_json(path)
+    (other,) = [r for r in data["results"] if r["config"] != data["chosen"]]
+    other.update(status="failed", reason="compile timed out after 1 s", median_ms=None)
+    data["context"]["limits"] = {"compile_s": limit, "answer_s": limit}
+    path.write_text(json.dumps(data))
+
+    a, b, c, common = _launch(name)
+    again = autotune_launch(vadd, **common)
+    assert again.source == source
     assert torch.equal(c, a + b)

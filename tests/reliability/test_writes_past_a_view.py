@@ -176,6 +176,43 @@ def test_where_two_kept_windows_meet_the_older_copy_is_put_back() -> None:
     assert torch.equal(workspace, expected)
 
 
+@triton.jit
+def add_ones(out, n, BLOCK: tl.constexpr, PADDED: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if PADDED:  # a configuration's bug: masked to the padded size, and a wrong value
+        end = tl.cdiv(n, BLOCK) * BLOCK
+        tl.store(out + offs, tl.load(out + offs, mask=offs < end) + 2.0, mask=offs < end)
+    else:
+        tl.store(out + offs, tl.load(out + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def test_a_configuration_writing_into_the_next_ones_slot_leaves_it_as_the_caller_had_it() -> None:
+    """The first configuration adds into 56 values past its slot, the start of the slot
+    the second configuration adds into, and is rejected; the second is chosen. Its slot is
+    the caller's values plus one: the second configuration's own copy of its slot, taken
+    before its first launch (after the first configuration wrote there), had been put back
+    after the copy of the memory around the first slot, taken before any launch; the
+    chosen launch then added to the first configuration's sums, silently."""
+    n = 200
+    workspace = torch.full((1 << 20,), 9.0)
+    slots = {0: workspace[:n], 1: workspace[n : 2 * n]}
+    expected = workspace.clone()
+    expected[n : 2 * n] = 10.0
+    res = autotune_launch(
+        add_ones,
+        space=[{"slot": 0, "BLOCK": 64, "PADDED": True}, {"slot": 1, "BLOCK": 8, "PADDED": False}],
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (slots[cfg.slot], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": cfg.PADDED},
+        restore_value=["out"],
+        verify=lambda args: {"out": torch.full((n,), 10.0)},
+        name="add-into-the-next-slot",
+    )
+    assert res.config.slot == 1
+    assert [r.status for r in res.timings.values()] == ["rejected", "ok"]
+    assert torch.equal(workspace, expected)
+
+
 def test_views_of_two_storages_over_one_memory_each_get_a_window_that_fits() -> None:
     """``head`` is a second storage over the first 1200 bytes of ``whole``'s memory
     (``torch.from_dlpack``; two ``torch.from_numpy`` of an array and of its slice are the
@@ -193,6 +230,42 @@ def test_views_of_two_storages_over_one_memory_each_get_a_window_that_fits() -> 
     whole.fill_(-1.0)  # stray writes everywhere around both views
     around.put_back()
     assert torch.equal(whole, expected)
+
+
+def test_where_windows_of_two_storages_over_one_memory_meet_the_older_copy_is_put_back() -> None:
+    """A view of ``whole`` is kept before any launch (its window: all of ``whole``); a
+    configuration writes over the first 300 values; a later configuration passes a view of
+    ``head``, a second storage over that memory, whose window is copied then, stray values
+    and all. After the tuning the memory is as the caller had it: the older copy is written
+    last (the newer one was, and left the stray values in place)."""
+    from tunedsl.backends.view_spans import AroundViews
+
+    whole = torch.arange(1000, dtype=torch.float32)
+    expected = whole.clone()
+    around = AroundViews([whole[600:700]])
+    whole[:300] = -1.0  # an earlier configuration, past its view
+    head = torch.from_dlpack(whole[:300])
+    around.add(head[100:200])  # kept now: what ``whole``'s window holds is another storage's
+    whole[:300] = -2.0  # the later configuration's launches
+    around.put_back()
+    assert torch.equal(whole, expected)
+
+
+def test_a_later_tensor_of_a_second_storage_is_put_back_before_its_copy_is_taken() -> None:
+    """The tensor a later configuration passes lies in a second storage over the memory of a
+    kept window (``from_dlpack`` of a slice): before its own copy is taken, its memory is
+    put back from that window's copy, found by address (found by storage, the values an
+    earlier configuration wrote there stayed, and the later one ran on them)."""
+    from tunedsl.backends.view_spans import AroundViews
+
+    whole = torch.arange(1000, dtype=torch.float32)
+    expected = whole.clone()
+    around = AroundViews([whole[600:700]])
+    whole[:300] = -1.0  # an earlier configuration, past its view
+    later = torch.from_dlpack(whole[:300])[100:200]
+    around.put_back_under(later)
+    assert torch.equal(later, expected[100:200])
+    assert torch.equal(whole[:100], torch.full((100,), -1.0))  # only its own memory, now
 
 
 def test_views_of_two_storages_over_one_memory_reach_an_isolated_worker_whole() -> None:

@@ -119,6 +119,7 @@ class Guard:
                 place = self._own_place(name, value)
                 if place is not None and place not in self.own:
                     if self.around_views:  # the memory around it, as around the first's
+                        self.around.put_back_under(value)  # the caller's, where kept
                         self.around.add(value)
                     with contextlib.suppress(RuntimeError):  # no room for it: left as it is
                         self.own[place] = (value, self.bt.clone(value))

@@ -17,7 +17,9 @@ two numbers and is not copied. Where the device has no room for a copy, it is ta
 memory (and put back from there); where the host has none either, that window is left
 unprotected, and one warning says so. A tensor a later configuration passes in place of
 the first configuration's (a buffer picked per configuration) gets its window too, copied
-before that configuration's first launch: the parts no window kept already holds.
+before that configuration's first launch: the parts no window kept already holds; and its
+own memory is first put back from the copies kept already, found by address (an earlier
+configuration may have written past its view into it).
 """
 
 from __future__ import annotations
@@ -32,20 +34,30 @@ from tunedsl.model.keys import is_tensor
 MIN_PAD_BYTES = 1 << 20
 
 
-def _window(t: Any) -> tuple[Any, int, int] | None:
-    """``(storage, lo, hi)``: the bytes of ``t``'s storage to keep, or None where ``t`` covers
-    its whole storage (nothing around it), or has no storage to look at (sparse, meta)."""
+def _span(t: Any) -> tuple[Any, int, int] | None:
+    """``(storage, lo, hi)``: the bytes of ``t``'s storage from its first element to its
+    last, or None where it has none (no elements, sparse, meta)."""
     try:
         storage = t.untyped_storage()
-        size = storage.nbytes()
+        storage.nbytes()
     except (RuntimeError, NotImplementedError):
+        return None
+    if t.numel() == 0:
         return None
     item = t.element_size()
     lo = t.storage_offset() * item
-    if t.numel() == 0:
-        return None
     last = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
-    hi = lo + (last + 1) * item
+    return storage, lo, lo + (last + 1) * item
+
+
+def _window(t: Any) -> tuple[Any, int, int] | None:
+    """``(storage, lo, hi)``: the bytes of ``t``'s storage to keep, or None where ``t`` covers
+    its whole storage (nothing around it), or has no storage to look at (sparse, meta)."""
+    span = _span(t)
+    if span is None:
+        return None
+    storage, lo, hi = span
+    size = storage.nbytes()
     if lo == 0 and hi >= size:  # the whole storage: a write past it is outside any tensor
         return None
     pad = max(hi - lo, MIN_PAD_BYTES)
@@ -90,6 +102,28 @@ class AroundViews:
             self._keep(storage, t.device, a, b)
             kept.append((a, b))
 
+    def put_back_under(self, t: Any) -> None:
+        """The memory of ``t`` (its first element to its last) back as the copies kept
+        already hold it, where they do: a tensor a later configuration passes, before that
+        configuration's own copy of it is taken, so that what an earlier configuration wrote
+        past its view into it is not what the later one runs on, nor what is put back into
+        it after the tuning."""
+        span = _span(t) if is_tensor(t) else None
+        if span is None or not self.kept:
+            return
+        storage, lo, hi = span
+        # By address: a window of another storage over the same memory (``from_dlpack`` of
+        # a slice) holds it too.
+        lo, hi, device = storage.data_ptr() + lo, storage.data_ptr() + hi, t.device
+        for window, copy in reversed(self.kept):  # the oldest copy last: it counts
+            start = window.data_ptr()
+            a, b = max(lo, start), min(hi, start + window.numel())
+            if a < b and window.device == device:
+                part = window[a - start : b - start]
+                kept = copy[a - start : b - start]
+                if kept.device != part.device or not _equal(part, kept):
+                    part.copy_(kept)
+
     def _keep(self, storage: Any, device: Any, lo: int, hi: int) -> None:
         import torch
 
@@ -121,9 +155,17 @@ class AroundViews:
         import torch
 
         kept, self.kept, self.spans = self.kept, [], {}
-        for window, copy in kept:
+        # Newest first: where windows of two storages over one memory meet, the older copy
+        # (taken before more launches) is written last.
+        for window, copy in reversed(kept):
             if copy.device != window.device or not torch.equal(window, copy):
                 window.copy_(copy)  # a copy in host memory: put back all the same
+
+
+def _equal(a: Any, b: Any) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))
 
 
 def _storage_place(t: Any, storage: Any) -> tuple[str, int, int]:

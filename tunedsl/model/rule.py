@@ -37,6 +37,10 @@ MAX_TREE_DEPTH = 3
 MAX_CONFIGS = 8
 #: The most configurations a rule lists as swept (a site's space is listed up to 4,096).
 MAX_SWEPT = 4096
+#: The largest feature a key has in size: log2 of a size (of an int this many bits long,
+#: far past any tensor or ``key=`` value). A swept key or range past it is no key's, and its
+#: distance to a key (the nearest-key map) overflows a float.
+MAX_FEATURE = float(1 << 16)
 
 
 class InvalidRule(ValueError):
@@ -120,6 +124,11 @@ def _finite(x: Any) -> TypeGuard[int | float]:
         return math.isfinite(x)
     except OverflowError:  # an int past any float
         return False
+
+
+def _feature(x: Any) -> TypeGuard[int | float]:
+    """A number a key's feature can be (``MAX_FEATURE``)."""
+    return _finite(x) and -MAX_FEATURE <= x <= MAX_FEATURE
 
 
 @dataclass(frozen=True)
@@ -210,8 +219,8 @@ class Family:
             raise InvalidRule(f"{where}.ranges is not a mapping")
         ranges: dict[str, tuple[float, float]] = {}
         for name, pair in ranges_raw.items():
-            if not (isinstance(pair, list) and len(pair) == 2 and all(map(_finite, pair))):
-                raise InvalidRule(f"{where}.ranges[{name!r}] is not [low, high]")
+            if not (isinstance(pair, list) and len(pair) == 2 and all(map(_feature, pair))):
+                raise InvalidRule(f"{where}.ranges[{name!r}] is not [low, high] of a key's sizes")
             if pair[0] > pair[1]:
                 raise InvalidRule(f"{where}.ranges[{name!r}] has low > high")
             ranges[name] = (float(pair[0]), float(pair[1]))
@@ -221,8 +230,8 @@ class Family:
         points = []
         for i, item in enumerate(points_raw):
             x, p = (item.get("x"), item.get("pick")) if isinstance(item, dict) else (None, None)
-            if not isinstance(x, dict) or not all(_finite(v) for v in x.values()):
-                raise InvalidRule(f"{where}.points[{i}].x is not a mapping of numbers")
+            if not isinstance(x, dict) or not all(_feature(v) for v in x.values()):
+                raise InvalidRule(f"{where}.points[{i}].x is not a mapping of a key's features")
             if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < n_configs:
                 raise InvalidRule(f"{where}.points[{i}].pick is not a configuration index")
             points.append(({str(k): float(v) for k, v in x.items()}, p))

@@ -103,7 +103,11 @@ def _lifted(result: ConfigResult, stated: Any, now: dict[str, float], isolated: 
 
 def _larger(now: float, then: Any) -> bool:
     """Whether the limit ``now`` exceeds the stated ``then`` (not a finite number: a record
-    this process cannot read the limit of, whose timeouts stay out)."""
-    if isinstance(then, bool) or not isinstance(then, (int, float)) or not math.isfinite(then):
+    this process cannot read the limit of, whose timeouts stay out; an int past any float
+    included)."""
+    if isinstance(then, bool) or not isinstance(then, (int, float)):
         return False
-    return now > then
+    try:
+        return math.isfinite(then) and now > then
+    except OverflowError:  # an int past any float (a damaged or forged record)
+        return False
