@@ -41,7 +41,7 @@ def settings(site: Any, lazy: Any) -> Settings:
         options.update(lazy_options or {})
         if "reset_to_zero" in (lazy_options or {}) and site.kernel_text != "autotune_launch":
             site.reset_per_call()  # a macro's computed reset_to_zero=: read on every call
-        if lazy_hints and site.kernel_text != "autotune_launch":
+        if lazy_hints and not site.hints_computed and site.kernel_text != "autotune_launch":
             site.reset_per_call(hints=True)  # computed launch hints join the key (call_hints.py)
     out = resolve_settings(space, hints, options, site.label)
     if out.name is not None and out.name != site.site_id:  # a computed name=, or a new one
