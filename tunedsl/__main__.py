@@ -1,6 +1,6 @@
 """``python -m tunedsl``: the same as the ``tunedsl`` command."""
 
-from tunedsl.cli import main
+from tunedsl.cli import entry
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry())

@@ -85,5 +85,7 @@ def test_precompile_timeout_bounds_the_tunings_compiles_and_its_record_states_it
     assert len(seen["why"]) == 2, seen
     assert all(w and "compile timed out after 0.01 s" in w for w in seen["why"]), seen
     assert seen["noted"] == {"limits": {"compile_s": 0.01, "answer_s": seen["beside"]["answer_s"]}}
+    # --timeout is a compile limit: the worker's answer keeps TUNEDSL_CONFIG_TIMEOUT's.
+    assert seen["noted"]["limits"]["answer_s"] == 300.0, seen
     # Another thread, and this one after precompile, keep the process's limit.
     assert seen["beside"]["compile_s"] == 300.0 and seen["after"]["compile_s"] == 300.0, seen

@@ -62,6 +62,7 @@ __all__ = [
     "job_timeout_s",
     "job_waiting",
     "join_at_exit",
+    "note_exit_status",
     "start_drained_thread",
     "workers_busy",
 ]
@@ -76,6 +77,16 @@ _compiling = 0  # jobs inside compile() now, every stream (abandoned ones until 
 _exiting = threading.Event()  # the interpreter is exiting: no stream starts another job
 EXIT_DRAIN_S = 10.0  # at interpreter exit, wait this long for running compiles to finish
 _atexit_registered = False
+_exit_status: int | None = None  # the status the program exits with, where it is known
+
+
+def note_exit_status(status: int) -> None:
+    """The status the process is about to exit with (the ``tunedsl`` command's, which is a
+    ``tunedsl run`` script's own): the exit drain leaves with it where a compile it cannot
+    stop is still running. Under plain ``python`` it is not known there (``sys.exit(n)``
+    keeps ``n`` in the interpreter's C code), so the drain leaves with status 1."""
+    global _exit_status
+    _exit_status = int(status)
 
 
 def join_at_exit(thread: threading.Thread) -> None:
@@ -139,11 +150,20 @@ def _drain_at_exit() -> None:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
     if workers_busy():
+        status = 130 if _interrupted else _exit_status
+        known = status is not None or getattr(sys, "last_value", None) is not None
         with contextlib.suppress(Exception):
             sys.stderr.write(
-                "tunedsl: a compile was still running at exit; leaving without cleanup\n"
+                "tunedsl: a compile was still running at exit (past its limit, or started ahead): "
+                "abandoned it, leaving without cleanup"
+                + (
+                    ""
+                    if known
+                    else " with status 1 (run the program with `tunedsl run` to keep its own)"
+                )
+                + "\n"
             )
-        exit_now_if_compiling(130 if _interrupted else 1)
+        exit_now_if_compiling(1 if status is None else status)
 
 
 def _register_atexit() -> None:

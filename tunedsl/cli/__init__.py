@@ -47,6 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def entry() -> int:
+    """The ``tunedsl`` command and ``python -m tunedsl``: :func:`main` on the command line,
+    its status noted for the compile pool's exit drain, which must leave with ``os._exit``
+    where a compile that ran past its limit still runs (``backends/compile_pool.py``)."""
+    status = main()
+    if "tunedsl.backends.compile_pool" in sys.modules:  # no compile ran without it
+        from tunedsl.backends.compile_pool import note_exit_status
+
+        note_exit_status(status)
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `tunedsl run SCRIPT ARGS...` hands everything after SCRIPT to the script untouched.

@@ -88,7 +88,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="S",
         help="seconds one configuration may compile, waiting for another process compiling it "
         "included, --tune's compiles too; its records state it (default: "
-        "TUNEDSL_CONFIG_TIMEOUT)",
+        "TUNEDSL_CONFIG_TIMEOUT). A compile limit only: --tune's measurement worker still "
+        "answers within TUNEDSL_CONFIG_TIMEOUT (default 60 s)",
     )
     return parser
 

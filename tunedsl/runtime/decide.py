@@ -229,25 +229,21 @@ def lookup(
         cfg = fallback(settings, candidates, None)
         return Decision(cfg, decision_options(cfg, settings, subject.target), "empty", None)
 
-    def default(record: store.Record | None = None) -> Decision:
+    def default(record: store.Record | None = None, only: bool = False) -> Decision:
         cfg = fallback(settings, candidates, record)
         if settings.verify not in (None, False) and check is not None and digest not in _VERIFIED:
             # Launched without measuring, but a site with verify= checks what it launches.
             problem = check(cfg)
             if problem is not None:
-                raise TuningError(
-                    f"{cfg} fails verify= ({problem}); it is the only configuration this "
-                    "call can launch (the space, what prune= keeps, or mode=): fix the "
-                    "kernel or the reference",
-                    {repr(cfg): problem},
-                )
+                why = verdicts.default_fails(cfg, problem, settings, record, only)
+                raise TuningError(why, {repr(cfg): problem})
             _VERIFIED.add(digest)
         return Decision(cfg, decision_options(cfg, settings, subject.target), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:
         # One configuration (after pruning) has nothing to compare: launched, never measured
         # (a call that launches nothing under any configuration is "empty" here too).
-        return (empty() or default()), {}
+        return (empty() or default(only=True)), {}
     if knobs.force_retune():
         return ((empty() or default()) if settings.mode == "cached" else None), {}
 

@@ -256,6 +256,20 @@ def evict(table: dict[Any, Entry], count: int) -> None:
         del table[key]
 
 
+def store(
+    table: dict[Any, Entry], by_digest: dict[str, Any], limit: int, call_key: Any, entry: Entry
+) -> None:
+    """Put ``entry`` in a site's ``table`` (the caller holds the site's lock). Bounded: at
+    ``limit`` an eighth goes, the least recently used (a dropped key that comes back is
+    decided again from its record, not re-tuned), and so does an eighth of ``by_digest``."""
+    if len(table) >= limit:
+        evict(table, max(1, len(table) // 8))
+        if len(by_digest) >= limit:
+            for old in list(by_digest)[: max(1, len(by_digest) // 8)]:
+                del by_digest[old]
+    table[call_key] = entry
+
+
 def repeat_factory(
     info: Any, hole: object
 ) -> Callable[[Sequence[Any], Mapping[str, Any]], repeat_check.RepeatCheckCode | None] | None:

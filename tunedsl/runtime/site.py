@@ -27,6 +27,7 @@ from tunedsl.model.hole import HOLE
 from tunedsl.model.settings import Settings
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import (
+    call_hints,
     call_reset,
     launch_effect,
     miss,
@@ -36,7 +37,7 @@ from tunedsl.runtime import (
     site_wrap,
 )
 from tunedsl.runtime import entry as entries
-from tunedsl.runtime.entry import Entry, Fused, drop_kernel, evict, no_repeat, repeat_factory
+from tunedsl.runtime.entry import Entry, Fused, drop_kernel, no_repeat, repeat_factory, store
 from tunedsl.runtime.fused import fuse_entry, takes_whole_call
 from tunedsl.runtime.result import LaunchResult
 
@@ -118,6 +119,7 @@ class Site:
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self.placeholders_checked = False
         self.reset_computed = False  # reset_to_zero= read per call (reset_per_call)
+        self.hints_computed = False  # launch hints read per call, in the key (call_hints.py)
         self.named = "name" in self.literal_options  # name= gave the identity (site_id)
         # The literal settings and their environment, and the candidates whose fields the
         # launch was seen to read: a new key resolves neither again.
@@ -175,12 +177,15 @@ class Site:
                     call_key = self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
                 else:
                     call_key = self.call_key(kernel, args, static_kwargs, key)
+                if self.hints_computed:  # another value of a computed hint: another key
+                    call_key = call_hints.joined(call_key, lazy)
                 try:
                     entry = self._table.get(call_key)
                 except TypeError:  # an unhashable key= value (a list): use its tuple form
                     mistakes.check_key(key, self.label)
                     user_key = keys.hashable_user_key(key)
                     call_key = self.call_key(kernel, args, static_kwargs, user_key)
+                    call_key = call_hints.joined(call_key, lazy, self.hints_computed)
                     entry = self._table.get(call_key)
                 if entry is None:
                     try:
@@ -214,7 +219,7 @@ class Site:
     ) -> None:
         """Make ``entry`` the one the next call checks first (a hit of another entry than the
         last). Only for the first kernel's plain call key (shapes keyed, no key=, prune, device)."""
-        if self.reset_computed:  # no repeat check: each call reads its reset_to_zero=
+        if self.reset_computed or self.hints_computed:  # no repeat check: each call reads them
             return
         if entry.repeat is None:
             if self._seen is not entry:  # not a repeat of the last call's key: not yet
@@ -231,7 +236,7 @@ class Site:
                 entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat;
             # reset_per_call may have run since the check above: it wins
-            if entry.repeat is not no_repeat and not self.reset_computed:
+            if entry.repeat is not no_repeat and not (self.reset_computed or self.hints_computed):
                 self._last = entry
                 self._fast = entry.fused
                 if not self.launch_held:
@@ -368,12 +373,13 @@ class Site:
         active.append(self)
         knobs.environ_checks(True)  # the environment compared once for the whole decision
         try:
-            reads, stored_key = self.prune_reads, call_key
+            reads, hinted, stored_key = self.prune_reads, self.hints_computed, call_key
             resolved = self._rule_plans.resolve(self, call)  # miss.resolve, then a plan
             if resolved.first.source == "empty":
                 return resolved.first  # no program under any configuration: nothing kept
-            if self.prune_reads is not reads:  # prune= read arguments: the key grew by them
+            if self.prune_reads is not reads or self.hints_computed != hinted:  # the key grew
                 stored_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
+                stored_key = call_hints.joined(stored_key, lazy, self.hints_computed)
             entry = self._add(call, stored_key, resolved)
         finally:
             knobs.environ_checks(False)
@@ -389,26 +395,13 @@ class Site:
             self._forget_all()
             self._by_digest.pop(digest, None)
 
-    def _store(self, call_key: Any, entry: Entry) -> None:
-        """Put ``entry`` in the table (the caller holds the lock)."""
-        table = self._table
-        if len(table) >= self._max_entries:
-            # Bounded: drop an eighth, the least recently used (a dropped key that comes
-            # back is decided again from its record, not re-tuned).
-            evict(table, max(1, len(table) // 8))
-            by_digest = self._by_digest
-            if len(by_digest) >= self._max_entries:
-                for old in list(by_digest)[: max(1, len(by_digest) // 8)]:
-                    del by_digest[old]
-        table[call_key] = entry
-
     def _add(self, call: miss.Call, call_key: Any, resolved: miss.Resolved) -> Entry:
         """Keep the decision by its digest and a new entry for ``call_key`` (not launched)."""
         shared = self._launchers = self._launchers or SharedLaunchers()
         entry = entries.new_entry(shared, call, resolved, (self.label, miss.grid_arg(self)))
         with self._lock:
             self._by_digest[resolved.result.digest] = (resolved.decision, resolved.result)
-            self._store(call_key, entry)
+            store(self._table, self._by_digest, self._max_entries, call_key, entry)
         self._seen = entry  # the key's next call, if it comes next, builds its check
         return entry
 
@@ -437,11 +430,15 @@ class Site:
         """The site's settings for a key being decided (``site_settings.py``)."""
         return site_settings.settings(self, lazy)
 
-    def reset_per_call(self) -> None:
-        """Read ``reset_to_zero=`` on every call from now on (``call_reset.py``): no call
-        takes the repeat check or the fused launch, which zero what the key's first call named."""
+    def reset_per_call(self, hints: bool = False) -> None:
+        """Read ``reset_to_zero=`` (``hints``: the launch hints, ``call_hints.py``) on every
+        call from now on (``call_reset.py``): no call takes the repeat check or the fused
+        launch, which zero what the key's first call named and launch with its hints."""
         with self._lock:
-            self.reset_computed = True
+            if hints:
+                self.hints_computed = True
+            else:
+                self.reset_computed = True
             self._last = self._fast = self._seen = None
             self.launch = self._call
 
@@ -456,9 +453,9 @@ class Site:
     ) -> tuple[tuple[Any, ...], list[Variant]]:
         """The call key and every feasible variant of the (pruned) space for this call."""
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
-        call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
         bound, _ = miss.variants(self, call, self.settings(lazy))
-        return call_key, bound
+        call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
+        return call_hints.joined(call_key, lazy, self.hints_computed), bound
 
     # -- introspection -----------------------------------------------------------------
     def table(self) -> dict[Any, LaunchResult]:

@@ -2,8 +2,10 @@
 call of ``autotune_launch``), updated by the ``lazy`` thunk of the call that misses.
 
 The settings are read when a key is decided, never per launch (docs/runtime.md, "Modes"),
-with one exception: a ``reset_to_zero=`` the thunk computes acts on every launch, so a site
-whose thunk gives one reads it on each call (``call_reset.py``).
+with two exceptions: a ``reset_to_zero=`` the thunk computes acts on every launch, so a site
+whose thunk gives one reads it on each call (``call_reset.py``); and launch hints the thunk
+computes are part of the decision, so a site whose thunk gives them reads them on each call
+and keys the call by their values (``call_hints.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def settings(site: Any, lazy: Any) -> Settings:
         options.update(lazy_options or {})
         if "reset_to_zero" in (lazy_options or {}) and site.kernel_text != "autotune_launch":
             site.reset_per_call()  # a macro's computed reset_to_zero=: read on every call
+        if lazy_hints and not site.hints_computed and site.kernel_text != "autotune_launch":
+            site.reset_per_call(hints=True)  # computed launch hints join the key (call_hints.py)
     out = resolve_settings(space, hints, options, site.label)
     if out.name is not None and out.name != site.site_id:  # a computed name=, or a new one
         site.site_id = identity.renamed(site.site_id, out.name, not site.named, site.label)

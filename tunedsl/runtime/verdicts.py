@@ -13,6 +13,10 @@ and checked again, the rest of the record's timings reused. A site that no longe
 keeps them out (the safe side: each gave an output the check refused). A record that states
 no check (written before records stated one) counts as another check. An edited reference
 function is the same check here: ``tunedsl cache clear`` measures its key anew.
+
+``mode="cached"`` never tunes: where the record's choice fails the site's check, it launches
+the default, and a default that fails too is an error saying so, naming a record made under
+another check (``default_fails``), not "the only configuration" ``mode="off"`` has.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tunedsl import knobs
+
 if TYPE_CHECKING:
+    from tunedsl.model.config import Config
     from tunedsl.model.settings import Settings
     from tunedsl.store.records import Record
 
@@ -62,3 +69,41 @@ def current(record: Record | None, settings: Settings) -> Record | None:
         return record
     kept = tuple(r for r in record.results if r.status != "rejected")
     return record if len(kept) == len(record.results) else replace(record, results=kept)
+
+
+def made_under_another_check(record: Record, settings: Settings) -> bool:
+    """Whether ``record``'s rejections were made under another check than the site's."""
+    check = check_of(settings)
+    return check is not None and record.context.get(VERIFY) != check
+
+
+def default_fails(
+    cfg: Config, problem: str, settings: Settings, record: Record | None, only: bool
+) -> str:
+    """The error of a default launched without tuning that fails ``verify=``: why the default
+    is what this call launches, and what to do. ``record``: the key's record, if any;
+    ``only``: no other configuration could launch (``mode="off"``, one left)."""
+    head = f"{cfg} fails verify= ({problem})"
+    if only or settings.mode != "cached":
+        return (
+            f"{head}; it is the only configuration this call can launch (the space, what "
+            "prune= keeps, or mode=): fix the kernel or the reference"
+        )
+    if knobs.force_retune():
+        why = "TUNEDSL_FORCE_RETUNE=1 sets the key's records aside"
+    elif record is None:
+        why = "this key has no record"
+    else:
+        held = "(it fails this check, or the space or prune= no longer holds it)"
+        why = (
+            f"the key's record {record.id} was made under another verify= check (another "
+            "reference, form or tolerance), so its rejections do not count under this one, "
+            f"and its choice {record.chosen} is not launched here {held}"
+            if made_under_another_check(record, settings)
+            else f"the key's record {record.id} chose {record.chosen}, not launched here {held}"
+        )
+    return (
+        f'{head}: mode="cached" never tunes: it launches the site\'s default where no record '
+        f"decides the key, and {why}. Tune the key under this check (a run with "
+        'mode="on"), give a default= that passes it, or fix the kernel or the reference'
+    )

@@ -88,8 +88,6 @@ def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
     yields None after one ``CacheWarning``. Without the lock the work goes on, as tuning
     does (other processes may then do the same work at once).
     """
-    from filelock import FileLock
-
     try:
         path = _lock_path(name)
     except OSError as err:
@@ -105,7 +103,7 @@ def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
         return
     from filelock import Timeout
 
-    lock = FileLock(path, timeout=timeout_s)
+    lock = new_file_lock(path, timeout_s)
     try:
         lock.acquire()
     except Timeout:
@@ -129,6 +127,19 @@ def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
         lock.release()
 
 
+def new_file_lock(path: str | Path, timeout_s: float = -1) -> Any:
+    """A ``filelock.FileLock`` on ``path`` that never falls back to a lock of its own where
+    the filesystem has no ``flock``: filelock 3.20 raises ``NotImplementedError`` there, and
+    later releases (4.x included) would switch to a marker file (a ``SoftFileLock``) that a
+    killed process leaves behind, each later waiter waiting out its limit, with a warning
+    that names no fix. Told not to, they raise the ``OSError`` (ENOSYS) instead, and tunedsl
+    goes on without the lock after its own warning (``warn_no_file_locks``) on every release
+    (3.20 ignores the option it does not know)."""
+    from filelock import FileLock
+
+    return FileLock(str(path), timeout=timeout_s, fallback_to_soft=False)
+
+
 #: What ``flock`` fails with where a filesystem has no file locks (Lustre mounted without
 #: ``-o flock``, some NFS mounts).
 _NO_FLOCK = frozenset(
@@ -138,7 +149,8 @@ _NO_FLOCK = frozenset(
 
 def no_file_locks(err: BaseException) -> bool:
     """True when ``err``, from taking a file lock, says the filesystem has no file locks
-    (``filelock`` before 4 raises ``NotImplementedError`` for ENOSYS)."""
+    (filelock 3.20 raises ``NotImplementedError`` for ENOSYS; later ones the ``OSError``,
+    from ``new_file_lock``)."""
     return isinstance(err, NotImplementedError) or (
         isinstance(err, OSError) and err.errno in _NO_FLOCK
     )
@@ -244,9 +256,9 @@ def key_lock(
     process still held it after ``timeout_s`` seconds, or when the filesystem has no file
     locks (one warning naming the fix; then nothing is held). Raises OSError when the lock
     file cannot be created at all."""
-    from filelock import FileLock, Timeout
+    from filelock import Timeout
 
-    lock = FileLock(str(lock_path))
+    lock = new_file_lock(lock_path)
     notices = WaitNotices(what, f"lock file {lock_path}", timeout_s, out)
     while True:
         try:
@@ -277,12 +289,12 @@ def key_lock(
 def remove_free_lock(path: Path) -> None:
     """Delete a key's lock file and its owner note, but only while nobody holds the lock
     (deleting a held lock file would let a second process take a fresh one)."""
-    from filelock import FileLock, Timeout
+    from filelock import Timeout
 
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return
-        lock = FileLock(str(path))
+        lock = new_file_lock(path)
         lock.acquire(timeout=0)
     except (OSError, NotImplementedError, Timeout):
         return
