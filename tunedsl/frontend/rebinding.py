@@ -1,11 +1,13 @@
-"""Names a module's top-level code rebinds as it runs, read from its source.
+"""Names a module's top-level code may still rebind as it runs on, read from its source.
 
 At a script's or a notebook cell's top level the variables are the module's globals; a
-function made there (a ``prune=`` lambda) that reads one the code rebinds (a loop's
+function made there (a ``prune=`` lambda) that reads one the code rebinds later (a loop's
 variable) sees a value that changes from call to call. The runtime asks this module which
-names those are: a ``for`` loop's target or a name bound in a loop's body, a name given an
-augmented assignment (``+=``), or a name bound by two statements of one block. A module
-constant, and a name bound once in each branch of an ``if`` or ``try``, are not.
+names those are, seen from the line the top-level code runs now: a name bound at or after
+that line (a ``for`` loop's target or a name bound in its body, a name given ``+=``, a name
+bound again further down), or bound anywhere in a loop around that line. A module constant,
+and a name whose every binding ran before that line outside the loops around it (set up
+twice, ``SMALLEST = max(SMALLEST, 32)``, or an earlier loop's variable), are not.
 """
 
 from __future__ import annotations
@@ -17,43 +19,65 @@ from tunedsl.frontend.compile import expand_to_ast
 
 __all__ = ["rebound_at_top_level"]
 
-# filename -> (the linecache lines the answer was made from, the answer)
-_SEEN: dict[str, tuple[list[str], dict[str, int]]] = {}
+#: One binding: the name, the first and last line of its statement, and the line spans of
+#: the loops around it (a ``for`` loop's target is inside its own loop).
+Binding = tuple[str, int, int, tuple[tuple[int, int], ...]]
+
+# filename -> (the linecache lines the answer was made from, the bindings)
+_SEEN: dict[str, tuple[list[str], list[Binding]]] = {}
 
 
-def rebound_at_top_level(filename: str) -> dict[str, int]:
-    """The names the top-level code of the module in ``filename`` rebinds, each with a line
-    that rebinds it. Empty where the source is not to be had or does not parse."""
+def rebound_at_top_level(filename: str, line: int) -> dict[str, int]:
+    """The names the top-level code of the module in ``filename``, running ``line`` now, may
+    still bind as it runs on, each with a line that binds it. Empty where the source is not
+    to be had or does not parse."""
+    found: dict[str, int] = {}
+    for name, first, last, loops in _bindings(filename):
+        if last >= line or any(start <= line <= end for start, end in loops):
+            found.setdefault(name, first)
+    return found
+
+
+def _bindings(filename: str) -> list[Binding]:
     lines = linecache.getlines(filename)
     seen = _SEEN.get(filename)
     if seen is not None and seen[0] is lines:
         return seen[1]
-    found: dict[str, int] = {}
     try:
         tree = expand_to_ast("".join(lines), filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the DSL's errors too
         tree = ast.Module(body=[], type_ignores=[])
-    _scan_block(tree.body, in_loop=False, found=found)
+    found: list[Binding] = []
+    _scan_block(tree.body, (), found)
     _SEEN[filename] = (lines, found)
     return found
 
 
-def _scan_block(block: list[ast.stmt], in_loop: bool, found: dict[str, int]) -> None:
-    """Adds to ``found`` the names ``block`` rebinds (``in_loop``: the block repeats)."""
-    seen: set[str] = set()
+def _scan_block(
+    block: list[ast.stmt], loops: tuple[tuple[int, int], ...], found: list[Binding]
+) -> None:
+    """Adds to ``found`` the names ``block`` binds (``loops``: the loops around it)."""
     for stmt in block:
-        bound = _bound_by(stmt)
-        for name, line in bound.items():
-            if in_loop or name in seen or isinstance(stmt, ast.AugAssign):
-                found.setdefault(name, line)
-        seen |= bound.keys()
+        end = stmt.end_lineno or stmt.lineno
+        body = getattr(stmt, "body", None)
+        # a compound statement binds in its header (`with ... as f:`), before its body runs
+        last = max(stmt.lineno, body[0].lineno - 1) if isinstance(body, list) and body else end
+        for name in {**_bound_by(stmt), **_walrus_in(stmt)}:
+            if not name.startswith("__tunedsl_"):  # the expansion's own, hoisted names
+                found.append((name, stmt.lineno, last, loops))
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue  # their bodies are scopes of their own
+        inner_loops = loops
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            inner_loops = (*loops, (stmt.lineno, end))
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            for name, line in _names_stored(stmt.target).items():
-                found.setdefault(name, line)
+            for name in _names_stored(stmt.target):
+                found.append((name, stmt.lineno, end, inner_loops))
+        if isinstance(stmt, ast.While):  # `while (batch := next(it, None)) is not None:`
+            for name in _walrus_in(stmt):
+                found.append((name, stmt.lineno, end, inner_loops))
         for inner, repeats in _blocks_of(stmt):
-            _scan_block(inner, in_loop or repeats, found)
+            _scan_block(inner, inner_loops if repeats else loops, found)
 
 
 def _blocks_of(stmt: ast.stmt) -> list[tuple[list[ast.stmt], bool]]:
@@ -86,6 +110,26 @@ def _bound_by(stmt: ast.stmt) -> dict[str, int]:
     out: dict[str, int] = {}
     for target in targets:
         out.update(_names_stored(target))
+    return out
+
+
+def _walrus_in(stmt: ast.stmt) -> dict[str, int]:
+    """The names ``:=`` binds in ``stmt``'s own expressions (not in the blocks it holds, nor
+    in a function or lambda it makes: a comprehension's binds in this scope)."""
+    out: dict[str, int] = {}
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return out
+    todo: list[ast.AST] = []
+    for field, value in ast.iter_fields(stmt):
+        if field not in ("body", "orelse", "finalbody", "handlers", "cases"):
+            parts = value if isinstance(value, list) else [value]
+            todo.extend(part for part in parts if isinstance(part, ast.AST))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            out[node.target.id] = node.lineno
+        if not isinstance(node, ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
     return out
 
 

@@ -13,13 +13,15 @@ process and is not one of them. A default bound from the caller's local of its n
 value as a closure does, and is looked at the same way. The attributes of an object the caller holds are such reads
 too (``self.live`` in an ``nn.Module``'s ``forward``, read by a lambda written there or by a
 method, ``prune=self.keep``), where a method of an object no running function holds (a
-pruner made once at a module's top level) is fixed like a factory's prune.
+pruner made once at a module's top level) is fixed like a factory's prune. So are the
+constant items of a dict or list the caller holds (``hp["n"]``, ``hp.get("n")``).
 
 At a script's or a notebook cell's top level the caller's variables are the module's
-globals: a prune there that reads a name the module rebinds while it runs (a loop's
-variable, a name assigned twice in one block, ``+=``) has the same fault. Those names are
-found in the module's source; a module constant, or one name assigned in each branch of an
-``if``, is not one of them.
+globals: a prune there that reads a name the module may still rebind as it runs on (a
+loop's variable while the loop runs, a name bound again further down), itself or through
+an attribute or item of what it holds, has the same fault. Those names are found in the
+module's source, seen from the line its top-level code runs now; a module constant, or a
+name whose every binding has run, is not one of them.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from tunedsl.errors import UsageError, callable_name
 _MAX_FRAMES = 200
 
 
-#: A module's file name -> the names its top-level code rebinds as it runs, each with a line
-#: that rebinds it (the front end reads the module's source).
-Rebound = Callable[[str], Mapping[str, int]]
+#: A module's file name and the line its top-level code runs now -> the names that code may
+#: still rebind as it runs on, each with a line that rebinds it (the front end reads the
+#: module's source).
+Rebound = Callable[[str, int], Mapping[str, int]]
 
 
 def check(
@@ -134,72 +137,120 @@ _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 def _attributes_read(code: types.CodeType, objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The (``obj.attr``, value) pairs of data that ``code`` (and the code nested in it, a
-    comprehension) reads as an attribute of one of ``objects``, its free variables that hold
-    no data themselves (a method's ``self``), at the first step of a chain that gives data
-    (``self.cfg.live`` reads ``cfg``'s ``live``)."""
+    comprehension) reads as an attribute or a constant item of one of ``objects``, its free
+    variables that hold no data themselves (a method's ``self``, a dict of settings), at the
+    first step of a chain that gives data (``self.cfg.live`` reads ``cfg``'s ``live``,
+    ``hp["n"]`` the dict's item ``"n"``)."""
     return _values_read(_attribute_chains(code, set(objects)), objects)
 
 
-def _values_read(chains: set[tuple[str, ...]], objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
+#: One step of a chain: ``(".", name)`` an attribute, ``("[]", key)`` a constant item.
+Step = tuple[str, Any]
+
+
+def _values_read(chains: set[tuple[Any, ...]], objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The (``obj.attr``, value) pairs of the first step of each chain that gives data."""
     found: dict[str, Any] = {}
-    for chain in sorted(chains):
+    for chain in sorted(chains, key=repr):
         value = objects[chain[0]]
-        for depth, attr in enumerate(chain[1:], start=2):
+        label = str(chain[0])
+        for kind, part in chain[1:]:
             try:
-                value = getattr(value, attr)
+                value = getattr(value, part) if kind == "." else value[part]
             except Exception:  # a property that raises now: prune's own call will say so
                 break
+            label += f".{part}" if kind == "." else f"[{part!r}]"
             if _is_data(value):
-                found.setdefault(".".join(chain[:depth]), value)
+                found.setdefault(label, value)
                 break
     return list(found.items())
 
 
-def _attribute_chains(code: types.CodeType, names: set[str]) -> set[tuple[str, ...]]:
-    """The chains ``(name, attr, ...)`` of attributes ``code`` and its nested code load from
-    the free variables ``names``."""
-    chains: set[tuple[str, ...]] = set()
-    chain: list[str] = []
-    for op in dis.get_instructions(code):
-        if chain and op.opname in _ATTRIBUTE_OPS:
-            chain.append(str(op.argval))
+def _attribute_chains(
+    code: types.CodeType, names: set[str], roots: tuple[str, ...] = ()
+) -> set[tuple[Any, ...]]:
+    """The chains ``(name, step, ...)`` of attributes and constant items (``hp["n"]``,
+    ``hp.get("n")``) ``code`` and its nested code load from the variables ``names``, loaded
+    by the instructions ``roots`` (a function's variables by default)."""
+    roots = roots or _NAME_OPS
+    chains: set[tuple[Any, ...]] = set()
+    chain: list[Any] = []
+    ops = list(dis.get_instructions(code))
+    skip = 0
+    for i, op in enumerate(ops):
+        if skip:
+            skip -= 1
             continue
+        if chain and op.opname in _ATTRIBUTE_OPS:
+            chain.append((".", str(op.argval)))
+            continue
+        if chain and op.opname in _CONST_OPS and i + 1 < len(ops):
+            after = ops[i + 1]
+            if _is_subscript(after) or (chain[-1] == (".", "get") and len(chain) > 1):
+                if chain[-1] == (".", "get"):
+                    chain.pop()
+                chain.append(("[]", op.argval))
+                skip = 1 if _is_subscript(after) else 0
+                if not skip:  # `hp.get("n")`: the call ends the chain
+                    chains.add(tuple(chain))
+                    chain = []
+                continue
         if len(chain) > 1:
             chains.add(tuple(chain))
-        chain = [str(op.argval)] if op.opname in _NAME_OPS and op.argval in names else []
+        chain = [str(op.argval)] if op.opname in roots and op.argval in names else []
     if len(chain) > 1:
         chains.add(tuple(chain))
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            chains |= _attribute_chains(const, names)
+            chains |= _attribute_chains(const, names, roots)
     return chains
+
+
+def _is_subscript(op: dis.Instruction) -> bool:
+    """``BINARY_SUBSCR`` (``BINARY_OP []`` from Python 3.14)."""
+    return op.opname == "BINARY_SUBSCR" or (op.opname == "BINARY_OP" and op.argrepr == "[]")
 
 
 #: The instructions that load a variable: a closure's (a method's ``self`` in a comprehension
 #: too) or a function's own (a method's ``self``).
 _NAME_OPS = ("LOAD_DEREF", "LOAD_FAST", "LOAD_FAST_CHECK")
 
+#: The instructions that load a module's global.
+_GLOBAL_OPS = ("LOAD_GLOBAL", "LOAD_NAME")
+
 #: The instructions that load an attribute of the object on the stack (LOAD_METHOD before
 #: Python 3.12).
 _ATTRIBUTE_OPS = ("LOAD_ATTR", "LOAD_METHOD")
 
+#: The instructions that load a constant (LOAD_SMALL_INT from Python 3.14).
+_CONST_OPS = ("LOAD_CONST", "LOAD_SMALL_INT")
+
 
 def rebound_globals_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any, int]]:
     """The (name, value, line) of data that ``prune``, defined in a module's top-level code
-    that is running now, reads from the module's globals where the module's source rebinds
-    the name (``line``: where it is rebound)."""
+    that is running now, reads from the module's globals where the module's source may
+    still rebind the name (``line``: where), itself or as an attribute or constant item of
+    an object the name holds (``hp["n"]``, ``run.n`` of a loop over settings)."""
     code = getattr(prune, "__code__", None)
     namespace = getattr(prune, "__globals__", None)
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
         return []
-    if not _defined_in_running_module(code):
+    frame = _enclosing(code, lambda outer: outer.co_name == "<module>")
+    if frame is None:  # not made by a module's top-level code running now
         return []
-    lines = rebound(code.co_filename)
+    lines = rebound(code.co_filename, frame.f_lineno)
     out = []
+    objects = {}
     for name in sorted(_globals_loaded(code)):
-        if name in lines and name in namespace and _is_data(namespace[name]):
-            out.append((name, namespace[name], lines[name]))
+        if name in lines and name in namespace:
+            if _is_data(namespace[name]):
+                out.append((name, namespace[name], lines[name]))
+            else:
+                objects[name] = namespace[name]
+    if objects:
+        chains = _attribute_chains(code, set(objects), _GLOBAL_OPS)
+        for label, value in _values_read(chains, objects):
+            out.append((label, value, lines[label.split(".")[0].split("[")[0]]))
     for name, value in _defaults(prune, code).items():  # `lambda configs, args, N=N:`
         if name in lines and namespace.get(name, _MISSING) is value:
             out.append((name, value, lines[name]))
@@ -242,12 +293,6 @@ def _running_frame(code: types.CodeType) -> types.FrameType | None:
     """The frame of a function (not a module or class body) whose lines hold ``code``'s
     first line, in its file, running now: ``code`` was made by a call still in progress."""
     return _enclosing(code, lambda outer: bool(outer.co_flags & _FUNCTION_FLAGS))
-
-
-def _defined_in_running_module(code: types.CodeType) -> bool:
-    """Whether the top-level code of ``code``'s file, whose lines hold ``code``'s first
-    line, is running now (a script or a notebook cell, not a module already imported)."""
-    return _enclosing(code, lambda outer: outer.co_name == "<module>") is not None
 
 
 def _enclosing(

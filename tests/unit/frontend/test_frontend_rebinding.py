@@ -1,5 +1,6 @@
-"""Which names a module's top-level code rebinds as it runs (tunedsl/frontend/rebinding.py):
-a prune at a script's top level reading one of them reads a value that no key holds."""
+"""Which names a module's top-level code may still rebind as it runs on, seen from the line
+it runs now (tunedsl/frontend/rebinding.py): a prune at a script's top level reading one of
+them reads a value that no key holds."""
 
 from __future__ import annotations
 
@@ -51,14 +52,41 @@ autotune(space=dict(tile=[256, 512]), blocks=cdiv(n, $tile), vadd(x, x, x, n, TI
 
 
 def test_the_names_a_script_rebinds_and_the_constants_it_does_not(tmp_path: Path) -> None:
+    """Seen from the site's line at the end, a name whose bindings all ran before it outside
+    any loop around it (``i``, bound twice while setting up) is a constant; a loop's names
+    are rebound only while that loop runs."""
     path = tmp_path / "script.py"
     path.write_text(SCRIPT, encoding="utf-8")
-    found = rebound_at_top_level(str(path))
-    assert found == {
-        "n": 14, "x": 15, "total": 16, "handle": 17, "step": 20, "i": 23,
-    }  # fmt: skip
-    for constant in ("LIMIT", "WIDTH", "np", "a", "b", "c", "helper", "Holder", "inner", "field"):
-        assert constant not in found
+    assert rebound_at_top_level(str(path), 38) == {}
+    inside_for = rebound_at_top_level(str(path), 15)
+    assert inside_for == {"n": 14, "x": 15, "total": 16, "handle": 17, "step": 20, "i": 22,
+                          "a": 24, "b": 24, "c": 24, "helper": 27, "Holder": 33}  # fmt: skip
+    inside_while = rebound_at_top_level(str(path), 21)
+    assert inside_while == {"step": 20, "total": 21, "i": 22, "a": 24, "b": 24, "c": 24,
+                            "helper": 27, "Holder": 33}  # fmt: skip
+    for constant in ("LIMIT", "WIDTH", "np", "inner", "field"):
+        assert constant not in inside_for
+
+
+def test_a_name_bound_again_further_down_or_by_a_walrus_in_a_loop_is_rebound(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "SMALLEST = 16\n"
+        "SMALLEST = max(SMALLEST, 32)\n"  # set up twice: a constant from here on
+        "for _ in range(2):\n"
+        "    EARLY = 1\n"  # an earlier loop's name: a constant once it has ended
+        "run()\n"
+        "it = iter([1, 2])\n"
+        "while (batch := next(it, None)) is not None:\n"
+        "    run()\n"
+        "SMALLEST = 64\n"  # bound again after the first run(): rebound
+    )
+    path = tmp_path / "phases.py"
+    path.write_text(text, encoding="utf-8")
+    assert rebound_at_top_level(str(path), 5) == {"it": 6, "batch": 7, "SMALLEST": 9}
+    assert rebound_at_top_level(str(path), 8) == {"batch": 7, "SMALLEST": 9}
+    assert rebound_at_top_level(str(path), 10) == {}
 
 
 def test_a_notebook_cell_is_read_from_linecache_and_a_changed_cell_read_again() -> None:
@@ -68,11 +96,12 @@ def test_a_notebook_cell_is_read_from_linecache_and_a_changed_cell_read_again() 
     text = "for N in (1, 2):\n    pass\n"
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     try:
-        assert rebound_at_top_level(name) == {"N": 1}
+        assert rebound_at_top_level(name, 2) == {"N": 1}
         text = "N = 1\n"
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
-        assert rebound_at_top_level(name) == {}
+        assert rebound_at_top_level(name, 1) == {"N": 1}
+        assert rebound_at_top_level(name, 2) == {}
     finally:
         linecache.cache.pop(name, None)
-    assert rebound_at_top_level("<no source>") == {}
-    assert rebound_at_top_level(name) == {}
+    assert rebound_at_top_level("<no source>", 1) == {}
+    assert rebound_at_top_level(name, 1) == {}
