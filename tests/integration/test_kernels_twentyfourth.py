@@ -184,3 +184,71 @@ def test_a_constant_set_up_before_the_loop_is_read_freely(tmp_path: Path, setup:
     assert "reads `SMALLEST` (32) from the module, which rebinds it as it runs (line 17)" in (
         done.stderr
     )
+
+
+MADE_PER_CALL = """\
+import functools
+import torch
+from tunedsl import autotune
+from kernels_twentyfourth import topk_two_outputs
+
+
+def covering(low):
+    return lambda configs, args: [c for c in configs if low <= c.BLOCK < 2 * low]
+
+
+def keep(configs, args, low):
+    return [c for c in configs if low <= c.BLOCK < 2 * low]
+
+
+def topk(x):
+    rows, n = x.shape
+    vals = torch.empty(rows, 3)
+    idxs = torch.empty(rows, 3, dtype=torch.int64)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, key=KEY,
+             prune=PRUNE,
+             topk_two_outputs(x, vals, idxs, n, x.stride(0), K=3, BLOCK=$BLOCK))
+    return vals
+
+
+torch.manual_seed(0)
+for n in (50, 200):
+    x = torch.randn(4, n)
+    torch.testing.assert_close(topk(x), x.topk(3, dim=1).values)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("prune", "label"),
+    [
+        ("covering(n)", "prune=<lambda at made.py:8>"),
+        ("functools.partial(keep, low=n)", "prune=partial"),
+    ],
+    ids=["factory", "partial"],
+)
+def test_a_prune_made_per_call_from_a_local_is_named(
+    tmp_path: Path, prune: str, label: str
+) -> None:
+    """A prune made per call from the caller's local (``prune=covering(n)``, a factory;
+    ``functools.partial(keep, low=n)``) holds this call's value as a closure does, but was
+    passed over (the factory had returned): the decision made at n=50 was launched at n=200,
+    wrong. The first call now names the local; ``key=n``, and a factory given a constant
+    (``covering(64)``), run as before."""
+    script = MADE_PER_CALL.replace("PRUNE", prune).replace("KEY", "n // 512")
+    done = _run(tmp_path, "made.py", script)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "UsageError: " in done.stderr and "made.py:19:5 (topk_two_outputs)" in done.stderr
+    assert f"{label} reads `n` (50) from the function that calls the site" in done.stderr
+    assert "the prune= expression makes the prune from it" in done.stderr
+    assert "ok" not in done.stdout
+    done = _run(
+        tmp_path, "made_keyed.py", MADE_PER_CALL.replace("PRUNE", prune).replace("KEY", "n")
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    constant = MADE_PER_CALL.replace("PRUNE", "covering(64)").replace("KEY", "n // 512")
+    constant = constant.replace("for n in (50, 200):", "for n in (50, 60):")
+    done = _run(tmp_path, "made_constant.py", constant)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import ast
 import linecache
+from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
 
-__all__ = ["rebound_at_top_level"]
+__all__ = ["chains_read_by_option", "rebound_at_top_level"]
 
 #: One binding: the name, the first and last line of its statement, and the line spans of
 #: the loops around it (a ``for`` loop's target is inside its own loop).
 Binding = tuple[str, int, int, tuple[tuple[int, int], ...]]
 
-# filename -> (the linecache lines the answer was made from, the bindings)
-_SEEN: dict[str, tuple[list[str], list[Binding]]] = {}
+# filename -> (the linecache lines the answer was made from, the bindings, the expansion)
+_SEEN: dict[str, tuple[list[str], list[Binding], ast.Module]] = {}
 
 
 def rebound_at_top_level(filename: str, line: int) -> dict[str, int]:
@@ -39,18 +40,78 @@ def rebound_at_top_level(filename: str, line: int) -> dict[str, int]:
 
 
 def _bindings(filename: str) -> list[Binding]:
+    return _read(filename)[1]
+
+
+def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
     lines = linecache.getlines(filename)
     seen = _SEEN.get(filename)
     if seen is not None and seen[0] is lines:
-        return seen[1]
+        return seen
     try:
         tree = expand_to_ast("".join(lines), filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the DSL's errors too
         tree = ast.Module(body=[], type_ignores=[])
     found: list[Binding] = []
     _scan_block(tree.body, (), found)
-    _SEEN[filename] = (lines, found)
-    return found
+    _SEEN[filename] = (lines, found, tree)
+    return _SEEN[filename]
+
+
+#: A chain read from a variable: its name, then ``(".", attr)`` or ``("[]", constant)`` steps.
+Chain = tuple[Any, ...]
+
+
+def chains_read_by_option(
+    filename: str, span: tuple[int, int, int, int], option: str
+) -> set[Chain]:
+    """The variables (with the attributes and constant items read from them: ``self.live``,
+    ``hp["n"]``) that the expression of the macro's ``option=`` keyword reads where it is
+    evaluated, outside the bodies of the lambdas it makes (a lambda's defaults included).
+    ``span`` (first line, last line, first column, last column) lies around the expression:
+    the positions of the code that evaluates the macro's options. Empty where the source is
+    not to be had."""
+    first, last, col, end_col = span
+    for node in ast.walk(_read(filename)[2]):
+        if not isinstance(node, ast.Dict):
+            continue
+        for key, value in zip(node.keys, node.values, strict=True):
+            if not (isinstance(key, ast.Constant) and key.value == option):
+                continue
+            start = (value.lineno, value.col_offset)
+            end = (value.end_lineno or value.lineno, value.end_col_offset or 0)
+            if (first, col) <= start and end <= (last, end_col):
+                return _chains(value)
+    return set()
+
+
+def _chains(expr: ast.expr) -> set[Chain]:
+    out: set[Chain] = set()
+    todo: list[ast.AST] = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Lambda):  # its body runs later: only its defaults run here
+            todo.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d)])
+            continue
+        steps: list[Any] = []
+        indices: list[ast.AST] = []
+        base: ast.AST = node
+        while isinstance(base, (ast.Attribute, ast.Subscript)):
+            if isinstance(base, ast.Attribute):
+                steps.append((".", base.attr))
+            elif isinstance(base.slice, ast.Constant):
+                steps.append(("[]", base.slice.value))
+            else:
+                steps = []  # `hp[i]`: only what the variable holds is known
+                indices.append(base.slice)
+            base = base.value
+        if isinstance(base, ast.Name):
+            if isinstance(base.ctx, ast.Load):
+                out.add((base.id, *reversed(steps)))
+            todo.extend(indices)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _scan_block(

@@ -31,7 +31,7 @@ import os
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
 
@@ -39,34 +39,103 @@ from tunedsl.errors import UsageError, callable_name
 _MAX_FRAMES = 200
 
 
-#: A module's file name and the line its top-level code runs now -> the names that code may
-#: still rebind as it runs on, each with a line that rebinds it (the front end reads the
-#: module's source).
-Rebound = Callable[[str, int], Mapping[str, int]]
+class Source(Protocol):
+    """What the front end reads from a module's source for these checks
+    (``tunedsl.frontend.rebinding``)."""
+
+    def rebound_at_top_level(self, filename: str, line: int) -> Mapping[str, int]:
+        """The names the top-level code, running ``line`` now, may still rebind as it runs
+        on, each with a line that rebinds it."""
+
+    def chains_read_by_option(
+        self, filename: str, span: tuple[int, int, int, int], option: str
+    ) -> set[tuple[Any, ...]]:
+        """The variables, attributes and constant items the macro's ``option=`` expression
+        reads where it is evaluated (outside the lambdas it makes)."""
 
 
 def check(
-    prune: Any, label: str, key: Any, arg_names: Sequence[str], args: Any, rebound: Rebound
+    prune: Any,
+    label: str,
+    key: Any,
+    arg_names: Sequence[str],
+    args: Any,
+    source: Source,
+    lazy: Any = None,
 ) -> None:
     """A ``UsageError`` at the site when ``prune`` reads a local of the calling function, or
     a name the running script rebinds, that the ``key=`` value does not hold: the key would
-    not tell two of its values apart."""
+    not tell two of its values apart. ``lazy``: the call's thunk of its non-literal options
+    (a DSL site's), whose ``prune=`` expression may make the prune from such a value."""
     caller = [*caller_locals_read(prune), *bound_attributes_read(prune)]
     reads = [(n, v, "the function that calls the site") for n, v in caller]
-    for name, value, line in rebound_globals_read(prune, rebound):
+    for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level):
         reads.append((name, value, f"the module, which rebinds it as it runs (line {line})"))
-    for name, value, source in reads:
+    seen = {name for name, _, _ in reads}
+    reads += [r for r in made_from_caller(lazy, source) if r[0] not in seen]
+    for name, value, where in reads:
         if held_by_key(value, key):
             continue
         param = argument_named_alike(name, value, arg_names, args)
         read = f'args["{param}"]' if param else 'args["..."] (pass it to the kernel)'
         raise UsageError(
             f"{label}: prune={callable_name(prune)} reads `{name}` ({value!r:.60}) from "
-            f"{source}, not from its args: no key holds it, so the "
+            f"{where}, not from its args: no key holds it, so the "
             f"decision made for one value of `{name}` would be reused for a call with another, "
             f"launching a configuration its prune drops. Read it as {read}, whose value then "
             f"joins the key, or put `{name}` in key="
         )
+
+
+def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
+    """The (name, value, where) of data a DSL site's ``prune=`` expression reads outside the
+    lambdas it makes, from the function that calls the site or from a name the running
+    script may still rebind: a prune made per call from it (``covering(n)``,
+    ``functools.partial(keep, low=n)``, ``PRUNES[mode]``) changes with it, as a closure's
+    read does. ``lazy`` is the call's thunk of its non-literal options."""
+    code = getattr(lazy, "__code__", None)
+    if not isinstance(code, types.CodeType) or code.co_filename.startswith(_OWN_DIR):
+        return []  # no DSL thunk (autotune_launch's options are tunedsl's own closure)
+    positions = getattr(code, "co_positions", None)  # Python 3.11+: the user's columns
+    spans = [p for p in positions() if None not in p] if positions else []
+    if not spans:
+        return []
+    first, last = min(p[0] for p in spans), max(p[1] for p in spans)
+    col = min(p[2] for p in spans if p[0] == first)
+    end_col = max(p[3] for p in spans if p[1] == last)
+    chains = source.chains_read_by_option(code.co_filename, (first, last, col, end_col), "prune")
+    if not chains:
+        return []
+    cells = {}
+    for name, cell in zip(code.co_freevars, lazy.__closure__ or (), strict=False):
+        try:
+            cells[name] = cell.cell_contents
+        except ValueError:
+            continue
+    made = " (the prune= expression makes the prune from it)"
+    out = [
+        (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, cells)
+    ]
+    namespace = getattr(lazy, "__globals__", {})
+    frame = _enclosing(code, lambda outer: outer.co_name == "<module>")
+    if frame is not None:
+        lines = source.rebound_at_top_level(code.co_filename, frame.f_lineno)
+        rebound = {c[0]: namespace[c[0]] for c in chains if c[0] in lines and c[0] in namespace}
+        for label, value in _chain_values(
+            chains, {n: rebound[n] for n in rebound if n not in cells}
+        ):
+            root = label.split(".")[0].split("[")[0]
+            where = f"the module, which rebinds it as it runs (line {lines[root]}){made}"
+            out.append((label, value, where))
+    return out
+
+
+def _chain_values(chains: set[tuple[Any, ...]], values: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The data the chains read from ``values`` (a variable itself, where it holds data)."""
+    found = [(c[0], values[c[0]]) for c in chains if c[0] in values and _is_data(values[c[0]])]
+    held = {name for name, _ in found}
+    rest = {c for c in chains if c[0] in values and c[0] not in held and len(c) > 1}
+    return found + _values_read(rest, values)
 
 
 def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
@@ -226,7 +295,9 @@ _ATTRIBUTE_OPS = ("LOAD_ATTR", "LOAD_METHOD")
 _CONST_OPS = ("LOAD_CONST", "LOAD_SMALL_INT")
 
 
-def rebound_globals_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any, int]]:
+def rebound_globals_read(
+    prune: Any, rebound: Callable[[str, int], Mapping[str, int]]
+) -> list[tuple[str, Any, int]]:
     """The (name, value, line) of data that ``prune``, defined in a module's top-level code
     that is running now, reads from the module's globals where the module's source may
     still rebind the name (``line``: where), itself or as an attribute or constant item of

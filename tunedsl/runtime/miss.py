@@ -26,7 +26,7 @@ import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.errors import TuningError, UsageError
-from tunedsl.frontend.rebinding import rebound_at_top_level
+from tunedsl.frontend import rebinding
 from tunedsl.model import keys, prune_closure, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.grid_limits import check_grid
@@ -221,7 +221,7 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
         found = apply_prune(settings, recorder)
     site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
     prune_closure.check(
-        settings.prune, site.label, call.key, info.arg_names, call.args, rebound_at_top_level
+        settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy
     )
     return found
 

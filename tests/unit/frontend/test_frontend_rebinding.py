@@ -7,7 +7,7 @@ from __future__ import annotations
 import linecache
 from pathlib import Path
 
-from tunedsl.frontend.rebinding import rebound_at_top_level
+from tunedsl.frontend.rebinding import chains_read_by_option, rebound_at_top_level
 
 SCRIPT = """\
 from tunedsl import autotune, cdiv
@@ -105,3 +105,27 @@ def test_a_notebook_cell_is_read_from_linecache_and_a_changed_cell_read_again() 
         linecache.cache.pop(name, None)
     assert rebound_at_top_level("<no source>", 1) == {}
     assert rebound_at_top_level(name, 1) == {}
+
+
+def test_the_variables_a_prune_expression_reads_outside_the_lambdas_it_makes(
+    tmp_path: Path,
+) -> None:
+    """What the macro's ``prune=`` expression reads where it is evaluated: the caller's
+    variables, with the attributes and constant items read from them; a lambda's body runs
+    later and is left out (its defaults are read here)."""
+    text = (
+        "from tunedsl import autotune\n"
+        "def f(x, n, hp, self, i):\n"
+        "    autotune(space=dict(B=[1, 2]), blocks=1,\n"
+        "             prune=pick(n, hp['n'], self.cfg.low, hp[i].x, lambda c, a, m=self.m: c if q else c),\n"
+        "             k(x, B=$B))\n"
+    )
+    path = tmp_path / "expr.py"
+    path.write_text(text, encoding="utf-8")
+    found = chains_read_by_option(str(path), (3, 5, 4, 24), "prune")
+    assert found == {
+        ("pick",), ("n",), ("hp", ("[]", "n")), ("self", (".", "cfg"), (".", "low")),
+        ("hp",), ("i",), ("self", (".", "m")),
+    }  # fmt: skip
+    assert chains_read_by_option(str(path), (3, 5, 4, 24), "verify") == set()
+    assert chains_read_by_option(str(path), (1, 1, 0, 5), "prune") == set()
