@@ -252,3 +252,64 @@ def test_a_prune_made_per_call_from_a_local_is_named(
     done = _run(tmp_path, "made_constant.py", constant)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+PLAIN_API = """\
+import torch
+from tunedsl import autotune_launch
+from kernels_twentyfourth import topk_two_outputs
+
+
+def covering(low):
+    return lambda configs, args: [c for c in configs if low <= c.BLOCK < 2 * low]
+
+
+def topk(x):
+    rows, n = x.shape
+    vals = torch.empty(rows, 3)
+    idxs = torch.empty(rows, 3, dtype=torch.int64)
+    autotune_launch(topk_two_outputs, space={"BLOCK": [32, 64, 128, 256]}, grid=(rows,),
+                    args=(x, vals, idxs, n, x.stride(0)),
+                    kwargs=lambda cfg: {"K": 3, "BLOCK": cfg.BLOCK}, key=KEY, prune=covering(n))
+    return vals
+
+
+torch.manual_seed(0)
+for n in (50, 200):
+    x = torch.randn(4, n)
+    vals = torch.empty(4, 3)
+    idxs = torch.empty(4, 3, dtype=torch.int64)
+    CALL
+    torch.testing.assert_close(vals, x.topk(3, dim=1).values)
+print("ok")
+"""
+
+TOP_LEVEL_CALL = """autotune_launch(topk_two_outputs, space={"BLOCK": [32, 64, 128, 256]}, grid=(4,),
+                    args=(x, vals, idxs, n, x.stride(0)),
+                    kwargs=lambda cfg: {"K": 3, "BLOCK": cfg.BLOCK}, key=KEY, prune=covering(n))"""
+
+
+@pytest.mark.parametrize(
+    ("call", "where"),
+    [
+        ("vals = topk(x)", "from the function that calls the site"),
+        (TOP_LEVEL_CALL, "from the module, which rebinds it as it runs (line 21)"),
+    ],
+    ids=["function", "top-level"],
+)
+def test_autotune_launch_given_a_prune_made_per_call_from_a_local_names_it(
+    tmp_path: Path, call: str, where: str
+) -> None:
+    """``autotune_launch(..., prune=covering(n))``: the prune made per call from the
+    caller's ``n`` was taken for fixed, and the decision made at n=50 was launched at n=200,
+    wrong. The call's ``prune=`` expression is read as a DSL site's is: the first call names
+    ``n``; with ``key=n`` the script runs."""
+    script = PLAIN_API.replace("CALL", call)
+    done = _run(tmp_path, "plain.py", script.replace("KEY", "n // 512"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "UsageError: " in done.stderr and "(autotune_launch)" in done.stderr
+    assert f"reads `n` (50) {where} (the prune= expression makes" in done.stderr
+    assert "ok" not in done.stdout
+    done = _run(tmp_path, "plain_keyed.py", script.replace("KEY", "n"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

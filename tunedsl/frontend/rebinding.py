@@ -66,17 +66,22 @@ def chains_read_by_option(
     filename: str, span: tuple[int, int, int, int], option: str
 ) -> set[Chain]:
     """The variables (with the attributes and constant items read from them: ``self.live``,
-    ``hp["n"]``) that the expression of the macro's ``option=`` keyword reads where it is
-    evaluated, outside the bodies of the lambdas it makes (a lambda's defaults included).
-    ``span`` (first line, last line, first column, last column) lies around the expression:
-    the positions of the code that evaluates the macro's options. Empty where the source is
-    not to be had."""
+    ``hp["n"]``) that the expression of the ``option=`` keyword of a macro or of a call
+    (``autotune_launch``) reads where it is evaluated, outside the bodies of the lambdas it
+    makes (a lambda's defaults included). ``span`` (first line, last line, first column, last
+    column) lies around the expression: the positions of the code that evaluates the
+    macro's options, or of the call. Empty where the source is not to be had."""
     first, last, col, end_col = span
     for node in ast.walk(_read(filename)[2]):
-        if not isinstance(node, ast.Dict):
+        if isinstance(node, ast.Dict):  # the DSL thunk's {"prune": ...}
+            pairs = [(k.value, v) for k, v in zip(node.keys, node.values, strict=True)
+                     if isinstance(k, ast.Constant)]  # fmt: skip
+        elif isinstance(node, ast.Call):  # autotune_launch(..., prune=...)
+            pairs = [(k.arg, k.value) for k in node.keywords]
+        else:
             continue
-        for key, value in zip(node.keys, node.values, strict=True):
-            if not (isinstance(key, ast.Constant) and key.value == option):
+        for name, value in pairs:
+            if name != option:
                 continue
             start = (value.lineno, value.col_offset)
             end = (value.end_lineno or value.lineno, value.end_col_offset or 0)

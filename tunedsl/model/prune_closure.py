@@ -88,46 +88,86 @@ def check(
 
 
 def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
-    """The (name, value, where) of data a DSL site's ``prune=`` expression reads outside the
+    """The (name, value, where) of data a site's ``prune=`` expression reads outside the
     lambdas it makes, from the function that calls the site or from a name the running
     script may still rebind: a prune made per call from it (``covering(n)``,
     ``functools.partial(keep, low=n)``, ``PRUNES[mode]``) changes with it, as a closure's
-    read does. ``lazy`` is the call's thunk of its non-literal options."""
+    read does. ``lazy`` is the call's thunk of its non-literal options: a DSL site's, in
+    the user's code; ``autotune_launch``'s, tunedsl's own, whose ``prune=`` is the keyword
+    of the call the user's frame is making."""
     code = getattr(lazy, "__code__", None)
-    if not isinstance(code, types.CodeType) or code.co_filename.startswith(_OWN_DIR):
-        return []  # no DSL thunk (autotune_launch's options are tunedsl's own closure)
-    positions = getattr(code, "co_positions", None)  # Python 3.11+: the user's columns
-    spans = [p for p in positions() if None not in p] if positions else []
-    if not spans:
+    if not isinstance(code, types.CodeType):
         return []
-    first, last = min(p[0] for p in spans), max(p[1] for p in spans)
-    col = min(p[2] for p in spans if p[0] == first)
-    end_col = max(p[3] for p in spans if p[1] == last)
-    chains = source.chains_read_by_option(code.co_filename, (first, last, col, end_col), "prune")
+    if code.co_filename.startswith(_OWN_DIR):  # autotune_launch(..., prune=...)
+        frame = _user_frame()
+        if frame is None:
+            return []
+        code, span = frame.f_code, _span(frame.f_code, frame.f_lasti)
+        function = bool(code.co_flags & _FUNCTION_FLAGS)
+        local, namespace = (frame.f_locals if function else {}), frame.f_globals
+        module = None if function else frame  # a call at a script's top level
+    else:
+        span = _span(code, None)
+        local = {}
+        for name, cell in zip(code.co_freevars, lazy.__closure__ or (), strict=False):
+            try:
+                local[name] = cell.cell_contents
+            except ValueError:
+                continue
+        namespace = getattr(lazy, "__globals__", {})
+        module = None
+    if span is None:  # Python 3.10 keeps no columns
+        return []
+    chains = source.chains_read_by_option(code.co_filename, span, "prune")
     if not chains:
         return []
-    cells = {}
-    for name, cell in zip(code.co_freevars, lazy.__closure__ or (), strict=False):
-        try:
-            cells[name] = cell.cell_contents
-        except ValueError:
-            continue
     made = " (the prune= expression makes the prune from it)"
     out = [
-        (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, cells)
+        (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, local)
     ]
-    namespace = getattr(lazy, "__globals__", {})
-    frame = _enclosing(code, lambda outer: outer.co_name == "<module>")
-    if frame is not None:
-        lines = source.rebound_at_top_level(code.co_filename, frame.f_lineno)
-        rebound = {c[0]: namespace[c[0]] for c in chains if c[0] in lines and c[0] in namespace}
-        for label, value in _chain_values(
-            chains, {n: rebound[n] for n in rebound if n not in cells}
-        ):
+    module = module or _enclosing(code, lambda outer: outer.co_name == "<module>")
+    if module is not None:
+        lines = source.rebound_at_top_level(code.co_filename, module.f_lineno)
+        rebound = {
+            c[0]: namespace[c[0]]
+            for c in chains
+            if c[0] in lines and c[0] in namespace and c[0] not in local
+        }
+        for label, value in _chain_values(chains, rebound):
             root = label.split(".")[0].split("[")[0]
             where = f"the module, which rebinds it as it runs (line {lines[root]}){made}"
             out.append((label, value, where))
     return out
+
+
+def _user_frame() -> types.FrameType | None:
+    """The innermost running frame outside tunedsl: the code that called the site."""
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        if not frame.f_code.co_filename.startswith(_OWN_DIR):
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _span(code: types.CodeType, lasti: int | None) -> tuple[int, int, int, int] | None:
+    """The user's (first line, last line, first column, last column) of the instruction at
+    ``lasti`` (a call being made), or of all of ``code`` (a thunk) where ``lasti`` is None."""
+    positions = getattr(code, "co_positions", None)  # Python 3.11+
+    if positions is None:
+        return None
+    every = list(positions())
+    if lasti is not None:
+        every = every[lasti // 2 : lasti // 2 + 1]
+    spans = [p for p in every if None not in p]
+    if not spans:
+        return None
+    first, last = min(p[0] for p in spans), max(p[1] for p in spans)
+    col = min(p[2] for p in spans if p[0] == first)
+    end_col = max(p[3] for p in spans if p[1] == last)
+    return first, last, col, end_col  # type: ignore[return-value]
 
 
 def _chain_values(chains: set[tuple[Any, ...]], values: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -129,3 +129,14 @@ def test_the_variables_a_prune_expression_reads_outside_the_lambdas_it_makes(
     }  # fmt: skip
     assert chains_read_by_option(str(path), (3, 5, 4, 24), "verify") == set()
     assert chains_read_by_option(str(path), (1, 1, 0, 5), "prune") == set()
+
+
+def test_the_prune_keyword_of_a_call_is_read_in_a_plain_module(tmp_path: Path) -> None:
+    """``autotune_launch(..., prune=covering(n))`` in a module without the macro: the
+    keyword's expression, found by the call's span."""
+    text = "def f(n):\n    return autotune_launch(k, space=s, prune=covering(n, LOW))\n"
+    path = tmp_path / "plain.py"
+    path.write_text(text, encoding="utf-8")
+    assert chains_read_by_option(str(path), (2, 2, 11, 62), "prune") == {
+        ("covering",), ("n",), ("LOW",),
+    }  # fmt: skip
