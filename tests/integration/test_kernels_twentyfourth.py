@@ -313,3 +313,43 @@ def test_autotune_launch_given_a_prune_made_per_call_from_a_local_names_it(
     done = _run(tmp_path, "plain_keyed.py", script.replace("KEY", "n"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+NUMPY_LENGTH = """\
+import numpy as np
+import torch
+from tunedsl import autotune
+from kernels_twentyfourth import topk_two_outputs
+
+
+def topk(x):
+    rows = x.shape[0]
+    n = np.prod(x.shape[1:])
+    vals = torch.empty(rows, 3)
+    idxs = torch.empty(rows, 3, dtype=torch.int64)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, key=KEY,
+             prune=lambda configs, args: [c for c in configs if n <= c.BLOCK < 2 * n],
+             topk_two_outputs(x, vals, idxs, int(n), x.stride(0), K=3, BLOCK=$BLOCK))
+    return vals
+
+
+torch.manual_seed(0)
+for n in (50, 200):
+    x = torch.randn(4, n)
+    torch.testing.assert_close(topk(x), x.topk(3, dim=1).values)
+print("ok")
+"""
+
+
+def test_prune_reading_a_numpy_number_of_the_caller_is_named(tmp_path: Path) -> None:
+    """A length computed with numpy (``n = np.prod(x.shape[1:])``, a ``numpy.int64``) read
+    by the prune was taken for no data at all: the decision made at n=50 was launched at
+    n=200, wrong. It is named now; ``key=int(n)`` holds it (as the number it is), and runs."""
+    done = _run(tmp_path, "np_len.py", NUMPY_LENGTH.replace("KEY", "int(n) // 512"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "UsageError: " in done.stderr and "np_len.py:12:5 (topk_two_outputs)" in done.stderr
+    assert "reads `n` (np.int64(50)) from the function that calls the site" in done.stderr
+    assert "ok" not in done.stdout
+    done = _run(tmp_path, "np_len_keyed.py", NUMPY_LENGTH.replace("KEY", "int(n)"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -383,10 +383,11 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
 def held_by_key(value: Any, key: Any) -> bool:
     """Whether the ``key=`` value holds ``value`` (itself or as an item): calls of one key=
     value then agree on it."""
+    value = _number(value)
     if key is None or not isinstance(value, (int, float, str, tuple)):
         return False
     parts = list(key) if isinstance(key, (tuple, list)) else [key]
-    return any(type(p) is type(value) and p == value for p in [key, *parts])
+    return any(type(_number(p)) is type(value) and _number(p) == value for p in [key, *parts])
 
 
 def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:
@@ -455,5 +456,12 @@ def _is_data(value: Any) -> bool:
     list a prune appends what it saw to), not this call's data."""
     if isinstance(value, bool | int | float | str | bytes | tuple):
         return True
-    cls = type(value)
-    return cls.__module__.startswith("torch") and hasattr(value, "shape")
+    cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
+    return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")
+
+
+def _number(value: Any) -> Any:
+    """A numpy number as the Python number it holds (as ``key=`` keys it); else ``value``."""
+    if type(value).__module__.split(".")[0] == "numpy" and getattr(value, "shape", None) == ():
+        return value.item()
+    return value
