@@ -353,3 +353,40 @@ def test_prune_reading_a_numpy_number_of_the_caller_is_named(tmp_path: Path) -> 
     done = _run(tmp_path, "np_len_keyed.py", NUMPY_LENGTH.replace("KEY", "int(n)"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+KEYED_ON_THE_SHAPE = """\
+import torch
+from tunedsl import autotune
+from kernels_twentyfourth import topk_two_outputs
+
+
+def topk(x):
+    rows, n = x.shape
+    vals = torch.empty(rows, 3)
+    idxs = torch.empty(rows, 3, dtype=torch.int64)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, key=(x.shape, str(x.dtype)),
+             prune=lambda configs, args: [c for c in configs if READ <= c.BLOCK < 2 * READ],
+             topk_two_outputs(x, vals, idxs, n, x.stride(0), K=3, BLOCK=$BLOCK))
+    return vals
+
+
+torch.manual_seed(0)
+for n in (50, 200, 50):
+    x = torch.randn(4, n)
+    torch.testing.assert_close(topk(x), x.topk(3, dim=1).values)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("read", ["n", 'args["N"]'], ids=["local", "args"])
+def test_a_key_holding_the_length_inside_a_shape_splits_nothing(tmp_path: Path, read: str) -> None:
+    """``key=(x.shape, str(x.dtype))``, the form the docs give for what a decision depends
+    on, holds the row length inside the shape. A prune reading that length (the caller's
+    ``n``, or ``args["N"]``) was refused as reading a value no key holds, or warned that it
+    split the key= buckets; only items of the key itself were looked at. Both run now, with
+    no warning."""
+    done = _run(tmp_path, "shape_key.py", KEYED_ON_THE_SHAPE.replace("READ", read))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert "no longer groups" not in done.stderr, done.stderr

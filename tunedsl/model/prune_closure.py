@@ -381,13 +381,22 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
 
 
 def held_by_key(value: Any, key: Any) -> bool:
-    """Whether the ``key=`` value holds ``value`` (itself or as an item): calls of one key=
+    """Whether the ``key=`` value holds ``value`` (itself or as an item, also of a tuple or
+    list in it: ``key=(x.shape, str(x.dtype))`` holds the row length): calls of one key=
     value then agree on it."""
     value = _number(value)
     if key is None or not isinstance(value, (int, float, str, tuple)):
         return False
-    parts = list(key) if isinstance(key, (tuple, list)) else [key]
-    return any(type(_number(p)) is type(value) and _number(p) == value for p in [key, *parts])
+    return any(type(_number(p)) is type(value) and _number(p) == value for p in _parts(key))
+
+
+def _parts(key: Any) -> list[Any]:
+    """``key`` and, where it is a tuple or list, its items and theirs."""
+    out = [key]
+    if isinstance(key, (tuple, list)):
+        for part in key:
+            out.extend(_parts(part))
+    return out
 
 
 def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:

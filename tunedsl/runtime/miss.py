@@ -228,16 +228,13 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
 
 def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
     """The numbers and strings ``prune=`` read that the ``key=`` value holds, itself or as an
-    item (``key=N``, ``key=(M, N)``): calls of one ``key=`` value agree on them, so reading
-    them splits no bucket (a coincidence can only spare a warning, never change a key)."""
-    if key is None:
-        return frozenset()
-    parts = list(key) if isinstance(key, (tuple, list)) else [key]
-    held = {(type(p), p) for p in parts if isinstance(p, (int, float, str))}
+    item, also of a tuple in it (``key=N``, ``key=(M, N)``, ``key=(x.shape, dtype)``): calls
+    of one ``key=`` value agree on them, so reading them splits no bucket (a coincidence can
+    only spare a warning, never change a key)."""
     return frozenset(
         name
         for name, value in dict.items(values)  # a ReadRecorder's own items() marks all read
-        if isinstance(value, (int, float, str)) and (type(value), value) in held
+        if isinstance(value, (int, float, str)) and prune_closure.held_by_key(value, key)
     )
 
 
