@@ -390,3 +390,198 @@ def test_a_key_holding_the_length_inside_a_shape_splits_nothing(tmp_path: Path, 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert "no longer groups" not in done.stderr, done.stderr
+
+
+TRAINING = """\
+import threading
+
+import torch
+import triton.language as tl
+from torch import nn
+from tunedsl import autotune, cdiv
+from kernels_twentyfourth import (
+    axpy_unspecialized, bias_act, block_sums, cast_scale, cross_entropy_sum, depthwise_conv1d,
+    fp8_dot_rows, quantize_rows_int8, scan_with_offsets, scatter_add_rows, topk_two_outputs,
+)
+
+IGNORE = -100
+SOURCES = []
+
+
+def topk(x, k):
+    rows, n = x.shape
+    vals = torch.empty(rows, k, dtype=x.dtype)
+    idxs = torch.empty(rows, k, dtype=torch.int64)
+    r = autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, key=n,
+                 prune=lambda configs, args: [c for c in configs if c.BLOCK >= args["N"]],
+                 topk_two_outputs(x, vals, idxs, n, x.stride(0), K=k, BLOCK=$BLOCK))
+    SOURCES.append(r.source)
+    return vals, idxs
+
+
+def cross_entropy(logits, target):
+    B, V = logits.shape
+    loss = torch.zeros((), dtype=torch.float32)
+    count = torch.zeros((), dtype=torch.int32)
+    r = autotune(space=dict(BLOCK=[16, 32, 64]), blocks=B, key=(V, str(logits.dtype)),
+                 reset_to_zero=["loss", "count"],
+                 cross_entropy_sum(logits, target, loss, count, V, logits.stride(0), IGNORE,
+                                   BLOCK=$BLOCK))
+    SOURCES.append(r.source)
+    return loss / count
+
+
+class DWConv(nn.Module):
+    def __init__(self, C, KW):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(C, KW))
+        self.KW = KW
+
+    def forward(self, x):
+        B, C, L = x.shape
+        out = torch.empty(B, C, L)
+        r = autotune(space=dict(BLOCK=[16, 32, 64], num_warps=[1, 2]),
+                     blocks=(B * C, cdiv(L, $BLOCK)), rtol=1e-4, atol=1e-4,
+                     verify=lambda a: {"out": nn.functional.conv1d(
+                         a["x"], a["w"].unsqueeze(1), padding=self.KW // 2, groups=C)},
+                     depthwise_conv1d(x, self.w, out, C, L, KW=self.KW, BLOCK=$BLOCK))
+        SOURCES.append(r.source)
+        return out
+
+
+def quantize(x):
+    rows, n = x.shape
+    q = torch.empty(rows, n, dtype=torch.int8)
+    s = torch.empty(rows)
+    r = autotune(space=dict(BLOCK=[16, 64]), blocks=rows, verify=True,
+                 quantize_rows_int8(x, q, s, n, x.stride(0), BLOCK=$BLOCK))
+    SOURCES.append(r.source)
+    return q, s
+
+
+def scatter_add(src, index, out):
+    n, D = src.shape
+    r = autotune(space=dict(BLOCK=[16, 32]), blocks=cdiv(n, $BLOCK), restore_value=["out"],
+                 scatter_add_rows(src, index, out, n, D=D, BLOCK=$BLOCK))
+    SOURCES.append(r.source)
+
+
+def prefix_sum(x):
+    n = x.numel()
+    sums = torch.empty(cdiv(n, 64))
+    autotune(space=dict(num_warps=[1, 2]), blocks=cdiv(n, 64), block_sums(x, sums, n, BLOCK=64))
+    offsets = torch.cat([torch.zeros(1), sums.cumsum(0)[:-1]])
+    out = torch.empty_like(x)
+    r = autotune(space=dict(num_warps=[1, 2]), blocks=cdiv(n, 64),
+                 scan_with_offsets(x, offsets, out, n, BLOCK=64))
+    SOURCES.append(r.source)
+    return out
+
+
+def cast(x, alpha, dt, out):
+    n = x.numel()
+    r = autotune(space=dict(BLOCK=[64, 128]), blocks=cdiv(n, $BLOCK), key=(n // 512,),
+                 cast_scale(x, out, n, alpha, OUT_DTYPE=dt, BLOCK=$BLOCK))
+    SOURCES.append(r.source)
+
+
+def axpy(x, y, a):
+    n = x.numel()
+    r = autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(n, $BLOCK), restore_value=["y"],
+                 axpy_unspecialized(x, y, n, a, BLOCK=$BLOCK))
+    SOURCES.append(r.source)
+
+
+def fp8_dot(a, b):
+    out = torch.empty(a.shape[0])
+    r = autotune(space=dict(BLOCK=[16, 32]), blocks=a.shape[0],
+                 fp8_dot_rows(a, b, out, a.shape[1], a.stride(0), BLOCK=$BLOCK))
+    SOURCES.append(r.source)
+    return out
+
+
+def bias_relu(x, bias=None):
+    out = torch.empty_like(x)
+    r = autotune(space=dict(BLOCK=[32, 64]), blocks=cdiv(x.numel(), $BLOCK),
+                 bias_act(x, bias, out, x.numel(), x.shape[-1], HAS_BIAS=bias is not None,
+                          BLOCK=$BLOCK))
+    SOURCES.append(r.source)
+    return out
+
+
+torch.manual_seed(0)
+conv = DWConv(4, 3)
+for step, (B, V, L) in enumerate([(8, 100, 40), (6, 250, 100), (8, 100, 40)]):
+    logits = torch.randn(B, V)
+    target = torch.randint(0, V, (B,))
+    target[::3] = IGNORE
+    ref = nn.functional.cross_entropy(logits, target, ignore_index=IGNORE)
+    torch.testing.assert_close(cross_entropy(logits, target), ref, rtol=1e-4, atol=1e-4)
+    half = logits.half()
+    ref = nn.functional.cross_entropy(half.float(), target, ignore_index=IGNORE)
+    torch.testing.assert_close(cross_entropy(half, target), ref, rtol=1e-3, atol=1e-3)
+    vals, idxs = topk(logits, 3)
+    torch.testing.assert_close(vals, logits.topk(3, dim=1).values)
+    assert torch.equal(idxs, logits.topk(3, dim=1).indices)
+    x = torch.randn(2, 4, L)
+    ref = nn.functional.conv1d(x, conv.w.detach().unsqueeze(1), padding=1, groups=4)
+    torch.testing.assert_close(conv(x), ref, rtol=1e-4, atol=1e-4)
+    q, s = quantize(logits)
+    torch.testing.assert_close(s, logits.abs().amax(1) / 127)
+    assert (q.float() - logits / s[:, None]).abs().max() <= 0.5 + 1e-3
+    src, index, out = torch.randn(50, 4), torch.randint(0, 5, (50,)), torch.ones(5, 4)
+    ref = out.clone().index_add_(0, index, src)
+    scatter_add(src, index, out)
+    torch.testing.assert_close(out, ref)
+    flat = torch.randn(V * 4)
+    torch.testing.assert_close(prefix_sum(flat), flat.cumsum(0), rtol=1e-4, atol=1e-3)
+    for dt, tdt in [(tl.float16, torch.float16), (tl.bfloat16, torch.bfloat16)]:
+        out = torch.empty(V, dtype=tdt)
+        cast(logits[0], 0.5, dt, out)
+        torch.testing.assert_close(out, (logits[0] * 0.5).to(tdt))
+    y = torch.randn(L)
+    ref = y + 0.5 * flat[:L]
+    axpy(flat[:L], y, 0.5)
+    torch.testing.assert_close(y, ref)
+    a8 = torch.randn(4, L).to(torch.float8_e4m3fn)
+    torch.testing.assert_close(fp8_dot(a8, flat[:L]), (a8.float() * flat[:L]).sum(1),
+                               rtol=1e-4, atol=1e-4)
+    bias = torch.randn(L) if step % 2 else None
+    torch.testing.assert_close(bias_relu(x[0], bias), torch.relu(x[0] + (0 if bias is None else bias)))
+
+errors = []
+
+
+def worker(seed):
+    try:
+        g = torch.Generator().manual_seed(seed)
+        for n in (64, 100, 200):
+            x = torch.randn(3, n, generator=g)
+            torch.testing.assert_close(topk(x, 2)[0], x.topk(2, dim=1).values)
+    except BaseException as err:
+        errors.append(err)
+
+
+threads = [threading.Thread(target=worker, args=(s,)) for s in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not errors, errors
+print(sorted(set(SOURCES)))
+"""
+
+
+def test_a_training_script_is_right_cold_and_decided_from_records_warm(tmp_path: Path) -> None:
+    """The set's kernels in a training script's top-level loop (a top-k of two outputs, a
+    cross-entropy into two atomic scalars with ignore_index, a depthwise convolution in an
+    ``nn.Module`` with ``verify=``, an int8 quantizer with per-row scales, a scatter-add with
+    repeated indices, a prefix sum across blocks, a dtype constexpr, a ``do_not_specialize``
+    scalar, fp8 e4m3 inputs, an optional bias) and from threads: right against torch when
+    tuned, and every key decided from memory or records in a second process."""
+    cold = _run(tmp_path, "train.py", TRAINING)
+    assert cold.returncode == 0, cold.stderr
+    assert "tuned" in cold.stdout
+    warm = _run(tmp_path, "train.py", TRAINING)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.strip() == "['default', 'disk', 'memory']", warm.stdout
