@@ -585,3 +585,50 @@ def test_a_training_script_is_right_cold_and_decided_from_records_warm(tmp_path:
     warm = _run(tmp_path, "train.py", TRAINING)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.strip() == "['default', 'disk', 'memory']", warm.stdout
+
+
+GLOBAL_WRITER = """\
+import torch
+from tunedsl import autotune
+from kernels_twentyfourth import topk_two_outputs
+
+LIVE = 0
+
+
+def grow(n):
+    global LIVE
+    LIVE = n
+
+
+torch.manual_seed(0)
+SETUP
+for n in (50, 200):
+    CALL
+    x = torch.randn(4, n)
+    vals = torch.empty(4, 3)
+    idxs = torch.empty(4, 3, dtype=torch.int64)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=4, key=n // 512,
+             prune=lambda configs, args: [c for c in configs if READ],
+             topk_two_outputs(x, vals, idxs, n, x.stride(0), K=3, BLOCK=$BLOCK))
+    torch.testing.assert_close(vals, x.topk(3, dim=1).values)
+print("ok")
+"""
+
+
+def test_a_global_a_function_rebinds_in_the_loop_is_named(tmp_path: Path) -> None:
+    """``grow(n)`` in the loop rebinds the global ``LIVE`` (``global LIVE; LIVE = n``) that
+    the prune reads: no statement of the top level bound it, so it was read as a constant,
+    and the decision made at LIVE=50 was launched at 200, wrong. It is named now, with the
+    line of the call; the same function called once before the loop is read freely."""
+    script = GLOBAL_WRITER.replace("SETUP\n", "").replace("CALL", "grow(n)")
+    done = _run(tmp_path, "writer.py", script.replace("READ", "LIVE <= c.BLOCK < 2 * LIVE"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "UsageError: " in done.stderr and "writer.py:19:5 (topk_two_outputs)" in done.stderr
+    assert "reads `LIVE` (50) from the module, which rebinds it as it runs (line 15)" in (
+        done.stderr
+    )
+    assert "ok" not in done.stdout
+    once = GLOBAL_WRITER.replace("SETUP", "grow(32)").replace("    CALL\n", "")
+    done = _run(tmp_path, "writer_once.py", once.replace("READ", 'c.BLOCK >= max(LIVE, args["N"])'))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

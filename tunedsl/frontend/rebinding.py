@@ -1,19 +1,23 @@
-"""Names a module's top-level code may still rebind as it runs on, read from its source.
+"""What a module's source says about the values a ``prune=`` reads from the code around it.
 
 At a script's or a notebook cell's top level the variables are the module's globals; a
 function made there (a ``prune=`` lambda) that reads one the code rebinds later (a loop's
 variable) sees a value that changes from call to call. The runtime asks this module which
 names those are, seen from the line the top-level code runs now: a name bound at or after
 that line (a ``for`` loop's target or a name bound in its body, a name given ``+=``, a name
-bound again further down), or bound anywhere in a loop around that line. A module constant,
-and a name whose every binding ran before that line outside the loops around it (set up
-twice, ``SMALLEST = max(SMALLEST, 32)``, or an earlier loop's variable), are not.
+bound again further down, a call of a function that rebinds it with ``global``), or bound
+anywhere in a loop around that line. A module constant, and a name whose every binding ran
+before that line outside the loops around it (set up twice, ``SMALLEST = max(SMALLEST,
+32)``, or an earlier loop's variable), are not. It also reads the ``prune=`` expression of
+a macro or of an ``autotune_launch`` call: the variables it reads where it is evaluated
+(``covering(n)`` makes a prune from the caller's ``n``).
 """
 
 from __future__ import annotations
 
 import ast
 import linecache
+from collections import Counter
 from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
@@ -53,7 +57,13 @@ def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the DSL's errors too
         tree = ast.Module(body=[], type_ignores=[])
     found: list[Binding] = []
-    _scan_block(tree.body, (), found)
+    writers = _global_writers(tree)
+    called: Counter[str] = Counter()
+    _scan_block(tree.body, (), found, writers, called)
+    named = Counter(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in writers)
+    for function, names in writers.items():
+        if named[function] > called[function]:  # called from a function, or passed on
+            found += [(name, line, _ANY, ((0, _ANY),)) for name, line in names.items()]
     _SEEN[filename] = (lines, found, tree)
     return _SEEN[filename]
 
@@ -119,10 +129,33 @@ def _chains(expr: ast.expr) -> set[Chain]:
     return out
 
 
+#: A line past every line of a module.
+_ANY = 1 << 30
+
+
+def _global_writers(tree: ast.Module) -> dict[str, dict[str, int]]:
+    """The module's functions that rebind its globals (``global LIVE; LIVE = n``), each with
+    those names and the line of their ``global`` statement."""
+    out: dict[str, dict[str, int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = {
+                n: g.lineno for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names
+            }
+            if names:
+                out[node.name] = names
+    return out
+
+
 def _scan_block(
-    block: list[ast.stmt], loops: tuple[tuple[int, int], ...], found: list[Binding]
+    block: list[ast.stmt],
+    loops: tuple[tuple[int, int], ...],
+    found: list[Binding],
+    writers: dict[str, dict[str, int]],
+    called: Counter[str],
 ) -> None:
-    """Adds to ``found`` the names ``block`` binds (``loops``: the loops around it)."""
+    """Adds to ``found`` the names ``block`` binds (``loops``: the loops around it), also
+    through a call of one of ``writers`` (counted in ``called``)."""
     for stmt in block:
         end = stmt.end_lineno or stmt.lineno
         body = getattr(stmt, "body", None)
@@ -131,6 +164,9 @@ def _scan_block(
         for name in {**_bound_by(stmt), **_walrus_in(stmt)}:
             if not name.startswith("__tunedsl_"):  # the expansion's own, hoisted names
                 found.append((name, stmt.lineno, last, loops))
+        for function in _calls_in(stmt, writers):
+            called[function] += 1
+            found += [(name, stmt.lineno, last, loops) for name in writers[function]]
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue  # their bodies are scopes of their own
         inner_loops = loops
@@ -143,7 +179,7 @@ def _scan_block(
             for name in _walrus_in(stmt):
                 found.append((name, stmt.lineno, end, inner_loops))
         for inner, repeats in _blocks_of(stmt):
-            _scan_block(inner, inner_loops if repeats else loops, found)
+            _scan_block(inner, inner_loops if repeats else loops, found, writers, called)
 
 
 def _blocks_of(stmt: ast.stmt) -> list[tuple[list[ast.stmt], bool]]:
@@ -182,18 +218,37 @@ def _bound_by(stmt: ast.stmt) -> dict[str, int]:
 def _walrus_in(stmt: ast.stmt) -> dict[str, int]:
     """The names ``:=`` binds in ``stmt``'s own expressions (not in the blocks it holds, nor
     in a function or lambda it makes: a comprehension's binds in this scope)."""
-    out: dict[str, int] = {}
+    return {
+        node.target.id: node.lineno
+        for node in _own_expressions(stmt)
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name)
+    }
+
+
+def _calls_in(stmt: ast.stmt, writers: dict[str, dict[str, int]]) -> list[str]:
+    """The functions of ``writers`` that ``stmt``'s own expressions call by name."""
+    return [
+        node.func.id
+        for node in _own_expressions(stmt)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        and node.func.id in writers
+    ]  # fmt: skip
+
+
+def _own_expressions(stmt: ast.stmt) -> list[ast.AST]:
+    """The nodes of ``stmt``'s own expressions: not of the blocks it holds, nor of the
+    functions and lambdas it makes."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return out
+        return []
     todo: list[ast.AST] = []
     for field, value in ast.iter_fields(stmt):
         if field not in ("body", "orelse", "finalbody", "handlers", "cases"):
             parts = value if isinstance(value, list) else [value]
             todo.extend(part for part in parts if isinstance(part, ast.AST))
+    out = []
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
-            out[node.target.id] = node.lineno
+        out.append(node)
         if not isinstance(node, ast.Lambda):
             todo.extend(ast.iter_child_nodes(node))
     return out

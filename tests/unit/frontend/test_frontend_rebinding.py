@@ -140,3 +140,30 @@ def test_the_prune_keyword_of_a_call_is_read_in_a_plain_module(tmp_path: Path) -
     assert chains_read_by_option(str(path), (2, 2, 11, 62), "prune") == {
         ("covering",), ("n",), ("LOW",),
     }  # fmt: skip
+
+
+def test_a_function_that_rebinds_a_global_rebinds_it_where_it_is_called(tmp_path: Path) -> None:
+    """``def grow(n): global LIVE; LIVE = n``: a call of it at the top level binds ``LIVE``
+    there (in the loop around it); a function called from another function, or passed on,
+    may bind it at any time."""
+    text = (
+        "LIVE = 0\n"
+        "def grow(n):\n"
+        "    global LIVE\n"
+        "    LIVE = n\n"
+        "def setup():\n"
+        "    global BASE\n"
+        "    BASE = 1\n"
+        "def later():\n"
+        "    setup()\n"
+        "grow(1)\n"
+        "for n in (1, 2):\n"
+        "    grow(n)\n"
+        "    run()\n"
+    )
+    path = tmp_path / "writers.py"
+    path.write_text(text, encoding="utf-8")
+    found = rebound_at_top_level(str(path), 13)
+    assert found["LIVE"] == 12 and found["BASE"] == 6 and found["n"] == 11
+    assert "LIVE" not in rebound_at_top_level(str(path), 14)
+    assert rebound_at_top_level(str(path), 14)["BASE"] == 6
