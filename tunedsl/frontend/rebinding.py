@@ -1,59 +1,185 @@
-"""Names a module's top-level code rebinds as it runs, read from its source.
+"""What a module's source says about the values a ``prune=`` reads from the code around it.
 
 At a script's or a notebook cell's top level the variables are the module's globals; a
-function made there (a ``prune=`` lambda) that reads one the code rebinds (a loop's
+function made there (a ``prune=`` lambda) that reads one the code rebinds later (a loop's
 variable) sees a value that changes from call to call. The runtime asks this module which
-names those are: a ``for`` loop's target or a name bound in a loop's body, a name given an
-augmented assignment (``+=``), or a name bound by two statements of one block. A module
-constant, and a name bound once in each branch of an ``if`` or ``try``, are not.
+names those are, seen from the line the top-level code runs now: a name bound at or after
+that line (a ``for`` loop's target or a name bound in its body, a name given ``+=``, a name
+bound again further down, a call of a function that rebinds it with ``global``), or bound
+anywhere in a loop around that line. A module constant, and a name whose every binding ran
+before that line outside the loops around it (set up twice, ``SMALLEST = max(SMALLEST,
+32)``, or an earlier loop's variable), are not. It also reads the ``prune=`` expression of
+a macro or of an ``autotune_launch`` call: the variables it reads where it is evaluated
+(``covering(n)`` makes a prune from the caller's ``n``).
 """
 
 from __future__ import annotations
 
 import ast
 import linecache
+from collections import Counter
+from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
 
-__all__ = ["rebound_at_top_level"]
+__all__ = ["chains_read_by_option", "rebound_at_top_level"]
 
-# filename -> (the linecache lines the answer was made from, the answer)
-_SEEN: dict[str, tuple[list[str], dict[str, int]]] = {}
+#: One binding: the name, the first and last line of its statement, and the line spans of
+#: the loops around it (a ``for`` loop's target is inside its own loop).
+Binding = tuple[str, int, int, tuple[tuple[int, int], ...]]
+
+# filename -> (the linecache lines the answer was made from, the bindings, the expansion)
+_SEEN: dict[str, tuple[list[str], list[Binding], ast.Module]] = {}
 
 
-def rebound_at_top_level(filename: str) -> dict[str, int]:
-    """The names the top-level code of the module in ``filename`` rebinds, each with a line
-    that rebinds it. Empty where the source is not to be had or does not parse."""
+def rebound_at_top_level(filename: str, line: int) -> dict[str, int]:
+    """The names the top-level code of the module in ``filename``, running ``line`` now, may
+    still bind as it runs on, each with a line that binds it. Empty where the source is not
+    to be had or does not parse."""
+    found: dict[str, int] = {}
+    for name, first, last, loops in _bindings(filename):
+        if last >= line or any(start <= line <= end for start, end in loops):
+            found.setdefault(name, first)
+    return found
+
+
+def _bindings(filename: str) -> list[Binding]:
+    return _read(filename)[1]
+
+
+def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
     lines = linecache.getlines(filename)
     seen = _SEEN.get(filename)
     if seen is not None and seen[0] is lines:
-        return seen[1]
-    found: dict[str, int] = {}
+        return seen
     try:
         tree = expand_to_ast("".join(lines), filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the DSL's errors too
         tree = ast.Module(body=[], type_ignores=[])
-    _scan_block(tree.body, in_loop=False, found=found)
-    _SEEN[filename] = (lines, found)
-    return found
+    found: list[Binding] = []
+    writers = _global_writers(tree)
+    called: Counter[str] = Counter()
+    _scan_block(tree.body, (), found, writers, called)
+    named = Counter(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in writers)
+    for function, names in writers.items():
+        if named[function] > called[function]:  # called from a function, or passed on
+            found += [(name, line, _ANY, ((0, _ANY),)) for name, line in names.items()]
+    _SEEN[filename] = (lines, found, tree)
+    return _SEEN[filename]
 
 
-def _scan_block(block: list[ast.stmt], in_loop: bool, found: dict[str, int]) -> None:
-    """Adds to ``found`` the names ``block`` rebinds (``in_loop``: the block repeats)."""
-    seen: set[str] = set()
+#: A chain read from a variable: its name, then ``(".", attr)`` or ``("[]", constant)`` steps.
+Chain = tuple[Any, ...]
+
+
+def chains_read_by_option(
+    filename: str, span: tuple[int, int, int, int], option: str
+) -> set[Chain]:
+    """The variables (with the attributes and constant items read from them: ``self.live``,
+    ``hp["n"]``) that the expression of the ``option=`` keyword of a macro or of a call
+    (``autotune_launch``) reads where it is evaluated, outside the bodies of the lambdas it
+    makes (a lambda's defaults included). ``span`` (first line, last line, first column, last
+    column) lies around the expression: the positions of the code that evaluates the
+    macro's options, or of the call. Empty where the source is not to be had."""
+    first, last, col, end_col = span
+    for node in ast.walk(_read(filename)[2]):
+        if isinstance(node, ast.Dict):  # the DSL thunk's {"prune": ...}
+            pairs = [(k.value, v) for k, v in zip(node.keys, node.values, strict=True)
+                     if isinstance(k, ast.Constant)]  # fmt: skip
+        elif isinstance(node, ast.Call):  # autotune_launch(..., prune=...)
+            pairs = [(k.arg, k.value) for k in node.keywords]
+        else:
+            continue
+        for name, value in pairs:
+            if name != option:
+                continue
+            start = (value.lineno, value.col_offset)
+            end = (value.end_lineno or value.lineno, value.end_col_offset or 0)
+            if (first, col) <= start and end <= (last, end_col):
+                return _chains(value)
+    return set()
+
+
+def _chains(expr: ast.expr) -> set[Chain]:
+    out: set[Chain] = set()
+    todo: list[ast.AST] = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Lambda):  # its body runs later: only its defaults run here
+            todo.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d)])
+            continue
+        steps: list[Any] = []
+        indices: list[ast.AST] = []
+        base: ast.AST = node
+        while isinstance(base, (ast.Attribute, ast.Subscript)):
+            if isinstance(base, ast.Attribute):
+                steps.append((".", base.attr))
+            elif isinstance(base.slice, ast.Constant):
+                steps.append(("[]", base.slice.value))
+            else:
+                steps = []  # `hp[i]`: only what the variable holds is known
+                indices.append(base.slice)
+            base = base.value
+        if isinstance(base, ast.Name):
+            if isinstance(base.ctx, ast.Load):
+                out.add((base.id, *reversed(steps)))
+            todo.extend(indices)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+#: A line past every line of a module.
+_ANY = 1 << 30
+
+
+def _global_writers(tree: ast.Module) -> dict[str, dict[str, int]]:
+    """The module's functions that rebind its globals (``global LIVE; LIVE = n``), each with
+    those names and the line of their ``global`` statement."""
+    out: dict[str, dict[str, int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = {
+                n: g.lineno for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names
+            }
+            if names:
+                out[node.name] = names
+    return out
+
+
+def _scan_block(
+    block: list[ast.stmt],
+    loops: tuple[tuple[int, int], ...],
+    found: list[Binding],
+    writers: dict[str, dict[str, int]],
+    called: Counter[str],
+) -> None:
+    """Adds to ``found`` the names ``block`` binds (``loops``: the loops around it), also
+    through a call of one of ``writers`` (counted in ``called``)."""
     for stmt in block:
-        bound = _bound_by(stmt)
-        for name, line in bound.items():
-            if in_loop or name in seen or isinstance(stmt, ast.AugAssign):
-                found.setdefault(name, line)
-        seen |= bound.keys()
+        end = stmt.end_lineno or stmt.lineno
+        body = getattr(stmt, "body", None)
+        # a compound statement binds in its header (`with ... as f:`), before its body runs
+        last = max(stmt.lineno, body[0].lineno - 1) if isinstance(body, list) and body else end
+        for name in {**_bound_by(stmt), **_walrus_in(stmt)}:
+            if not name.startswith("__tunedsl_"):  # the expansion's own, hoisted names
+                found.append((name, stmt.lineno, last, loops))
+        for function in _calls_in(stmt, writers):
+            called[function] += 1
+            found += [(name, stmt.lineno, last, loops) for name in writers[function]]
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue  # their bodies are scopes of their own
+        inner_loops = loops
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            inner_loops = (*loops, (stmt.lineno, end))
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            for name, line in _names_stored(stmt.target).items():
-                found.setdefault(name, line)
+            for name in _names_stored(stmt.target):
+                found.append((name, stmt.lineno, end, inner_loops))
+        if isinstance(stmt, ast.While):  # `while (batch := next(it, None)) is not None:`
+            for name in _walrus_in(stmt):
+                found.append((name, stmt.lineno, end, inner_loops))
         for inner, repeats in _blocks_of(stmt):
-            _scan_block(inner, in_loop or repeats, found)
+            _scan_block(inner, inner_loops if repeats else loops, found, writers, called)
 
 
 def _blocks_of(stmt: ast.stmt) -> list[tuple[list[ast.stmt], bool]]:
@@ -86,6 +212,45 @@ def _bound_by(stmt: ast.stmt) -> dict[str, int]:
     out: dict[str, int] = {}
     for target in targets:
         out.update(_names_stored(target))
+    return out
+
+
+def _walrus_in(stmt: ast.stmt) -> dict[str, int]:
+    """The names ``:=`` binds in ``stmt``'s own expressions (not in the blocks it holds, nor
+    in a function or lambda it makes: a comprehension's binds in this scope)."""
+    return {
+        node.target.id: node.lineno
+        for node in _own_expressions(stmt)
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name)
+    }
+
+
+def _calls_in(stmt: ast.stmt, writers: dict[str, dict[str, int]]) -> list[str]:
+    """The functions of ``writers`` that ``stmt``'s own expressions call by name."""
+    return [
+        node.func.id
+        for node in _own_expressions(stmt)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        and node.func.id in writers
+    ]  # fmt: skip
+
+
+def _own_expressions(stmt: ast.stmt) -> list[ast.AST]:
+    """The nodes of ``stmt``'s own expressions: not of the blocks it holds, nor of the
+    functions and lambdas it makes."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    todo: list[ast.AST] = []
+    for field, value in ast.iter_fields(stmt):
+        if field not in ("body", "orelse", "finalbody", "handlers", "cases"):
+            parts = value if isinstance(value, list) else [value]
+            todo.extend(part for part in parts if isinstance(part, ast.AST))
+    out = []
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if not isinstance(node, ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
     return out
 
 

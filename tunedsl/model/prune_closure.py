@@ -13,13 +13,15 @@ process and is not one of them. A default bound from the caller's local of its n
 value as a closure does, and is looked at the same way. The attributes of an object the caller holds are such reads
 too (``self.live`` in an ``nn.Module``'s ``forward``, read by a lambda written there or by a
 method, ``prune=self.keep``), where a method of an object no running function holds (a
-pruner made once at a module's top level) is fixed like a factory's prune.
+pruner made once at a module's top level) is fixed like a factory's prune. So are the
+constant items of a dict or list the caller holds (``hp["n"]``, ``hp.get("n")``).
 
 At a script's or a notebook cell's top level the caller's variables are the module's
-globals: a prune there that reads a name the module rebinds while it runs (a loop's
-variable, a name assigned twice in one block, ``+=``) has the same fault. Those names are
-found in the module's source; a module constant, or one name assigned in each branch of an
-``if``, is not one of them.
+globals: a prune there that reads a name the module may still rebind as it runs on (a
+loop's variable while the loop runs, a name bound again further down), itself or through
+an attribute or item of what it holds, has the same fault. Those names are found in the
+module's source, seen from the line its top-level code runs now; a module constant, or a
+name whose every binding has run, is not one of them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import os
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
 
@@ -37,33 +39,143 @@ from tunedsl.errors import UsageError, callable_name
 _MAX_FRAMES = 200
 
 
-#: A module's file name -> the names its top-level code rebinds as it runs, each with a line
-#: that rebinds it (the front end reads the module's source).
-Rebound = Callable[[str], Mapping[str, int]]
+class Source(Protocol):
+    """What the front end reads from a module's source for these checks
+    (``tunedsl.frontend.rebinding``)."""
+
+    def rebound_at_top_level(self, filename: str, line: int) -> Mapping[str, int]:
+        """The names the top-level code, running ``line`` now, may still rebind as it runs
+        on, each with a line that rebinds it."""
+
+    def chains_read_by_option(
+        self, filename: str, span: tuple[int, int, int, int], option: str
+    ) -> set[tuple[Any, ...]]:
+        """The variables, attributes and constant items the macro's ``option=`` expression
+        reads where it is evaluated (outside the lambdas it makes)."""
 
 
 def check(
-    prune: Any, label: str, key: Any, arg_names: Sequence[str], args: Any, rebound: Rebound
+    prune: Any,
+    label: str,
+    key: Any,
+    arg_names: Sequence[str],
+    args: Any,
+    source: Source,
+    lazy: Any = None,
 ) -> None:
     """A ``UsageError`` at the site when ``prune`` reads a local of the calling function, or
     a name the running script rebinds, that the ``key=`` value does not hold: the key would
-    not tell two of its values apart."""
+    not tell two of its values apart. ``lazy``: the call's thunk of its non-literal options
+    (a DSL site's), whose ``prune=`` expression may make the prune from such a value."""
     caller = [*caller_locals_read(prune), *bound_attributes_read(prune)]
     reads = [(n, v, "the function that calls the site") for n, v in caller]
-    for name, value, line in rebound_globals_read(prune, rebound):
+    for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level):
         reads.append((name, value, f"the module, which rebinds it as it runs (line {line})"))
-    for name, value, source in reads:
+    seen = {name for name, _, _ in reads}
+    reads += [r for r in made_from_caller(lazy, source) if r[0] not in seen]
+    for name, value, where in reads:
         if held_by_key(value, key):
             continue
         param = argument_named_alike(name, value, arg_names, args)
         read = f'args["{param}"]' if param else 'args["..."] (pass it to the kernel)'
         raise UsageError(
             f"{label}: prune={callable_name(prune)} reads `{name}` ({value!r:.60}) from "
-            f"{source}, not from its args: no key holds it, so the "
+            f"{where}, not from its args: no key holds it, so the "
             f"decision made for one value of `{name}` would be reused for a call with another, "
             f"launching a configuration its prune drops. Read it as {read}, whose value then "
             f"joins the key, or put `{name}` in key="
         )
+
+
+def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
+    """The (name, value, where) of data a site's ``prune=`` expression reads outside the
+    lambdas it makes, from the function that calls the site or from a name the running
+    script may still rebind: a prune made per call from it (``covering(n)``,
+    ``functools.partial(keep, low=n)``, ``PRUNES[mode]``) changes with it, as a closure's
+    read does. ``lazy`` is the call's thunk of its non-literal options: a DSL site's, in
+    the user's code; ``autotune_launch``'s, tunedsl's own, whose ``prune=`` is the keyword
+    of the call the user's frame is making."""
+    code = getattr(lazy, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return []
+    if code.co_filename.startswith(_OWN_DIR):  # autotune_launch(..., prune=...)
+        frame = _user_frame()
+        if frame is None:
+            return []
+        code, span = frame.f_code, _span(frame.f_code, frame.f_lasti)
+        function = bool(code.co_flags & _FUNCTION_FLAGS)
+        local, namespace = (frame.f_locals if function else {}), frame.f_globals
+        module = None if function else frame  # a call at a script's top level
+    else:
+        span = _span(code, None)
+        local = {}
+        for name, cell in zip(code.co_freevars, lazy.__closure__ or (), strict=False):
+            try:
+                local[name] = cell.cell_contents
+            except ValueError:
+                continue
+        namespace = getattr(lazy, "__globals__", {})
+        module = None
+    if span is None:  # Python 3.10 keeps no columns
+        return []
+    chains = source.chains_read_by_option(code.co_filename, span, "prune")
+    if not chains:
+        return []
+    made = " (the prune= expression makes the prune from it)"
+    out = [
+        (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, local)
+    ]
+    module = module or _enclosing(code, lambda outer: outer.co_name == "<module>")
+    if module is not None:
+        lines = source.rebound_at_top_level(code.co_filename, module.f_lineno)
+        rebound = {
+            c[0]: namespace[c[0]]
+            for c in chains
+            if c[0] in lines and c[0] in namespace and c[0] not in local
+        }
+        for label, value in _chain_values(chains, rebound):
+            root = label.split(".")[0].split("[")[0]
+            where = f"the module, which rebinds it as it runs (line {lines[root]}){made}"
+            out.append((label, value, where))
+    return out
+
+
+def _user_frame() -> types.FrameType | None:
+    """The innermost running frame outside tunedsl: the code that called the site."""
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        if not frame.f_code.co_filename.startswith(_OWN_DIR):
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _span(code: types.CodeType, lasti: int | None) -> tuple[int, int, int, int] | None:
+    """The user's (first line, last line, first column, last column) of the instruction at
+    ``lasti`` (a call being made), or of all of ``code`` (a thunk) where ``lasti`` is None."""
+    positions = getattr(code, "co_positions", None)  # Python 3.11+
+    if positions is None:
+        return None
+    every = list(positions())
+    if lasti is not None:
+        every = every[lasti // 2 : lasti // 2 + 1]
+    spans = [p for p in every if None not in p]
+    if not spans:
+        return None
+    first, last = min(p[0] for p in spans), max(p[1] for p in spans)
+    col = min(p[2] for p in spans if p[0] == first)
+    end_col = max(p[3] for p in spans if p[1] == last)
+    return first, last, col, end_col  # type: ignore[return-value]
+
+
+def _chain_values(chains: set[tuple[Any, ...]], values: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The data the chains read from ``values`` (a variable itself, where it holds data)."""
+    found = [(c[0], values[c[0]]) for c in chains if c[0] in values and _is_data(values[c[0]])]
+    held = {name for name, _ in found}
+    rest = {c for c in chains if c[0] in values and c[0] not in held and len(c) > 1}
+    return found + _values_read(rest, values)
 
 
 def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
@@ -134,72 +246,122 @@ _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 def _attributes_read(code: types.CodeType, objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The (``obj.attr``, value) pairs of data that ``code`` (and the code nested in it, a
-    comprehension) reads as an attribute of one of ``objects``, its free variables that hold
-    no data themselves (a method's ``self``), at the first step of a chain that gives data
-    (``self.cfg.live`` reads ``cfg``'s ``live``)."""
+    comprehension) reads as an attribute or a constant item of one of ``objects``, its free
+    variables that hold no data themselves (a method's ``self``, a dict of settings), at the
+    first step of a chain that gives data (``self.cfg.live`` reads ``cfg``'s ``live``,
+    ``hp["n"]`` the dict's item ``"n"``)."""
     return _values_read(_attribute_chains(code, set(objects)), objects)
 
 
-def _values_read(chains: set[tuple[str, ...]], objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
+#: One step of a chain: ``(".", name)`` an attribute, ``("[]", key)`` a constant item.
+Step = tuple[str, Any]
+
+
+def _values_read(chains: set[tuple[Any, ...]], objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The (``obj.attr``, value) pairs of the first step of each chain that gives data."""
     found: dict[str, Any] = {}
-    for chain in sorted(chains):
+    for chain in sorted(chains, key=repr):
         value = objects[chain[0]]
-        for depth, attr in enumerate(chain[1:], start=2):
+        label = str(chain[0])
+        for kind, part in chain[1:]:
             try:
-                value = getattr(value, attr)
+                value = getattr(value, part) if kind == "." else value[part]
             except Exception:  # a property that raises now: prune's own call will say so
                 break
+            label += f".{part}" if kind == "." else f"[{part!r}]"
             if _is_data(value):
-                found.setdefault(".".join(chain[:depth]), value)
+                found.setdefault(label, value)
                 break
     return list(found.items())
 
 
-def _attribute_chains(code: types.CodeType, names: set[str]) -> set[tuple[str, ...]]:
-    """The chains ``(name, attr, ...)`` of attributes ``code`` and its nested code load from
-    the free variables ``names``."""
-    chains: set[tuple[str, ...]] = set()
-    chain: list[str] = []
-    for op in dis.get_instructions(code):
-        if chain and op.opname in _ATTRIBUTE_OPS:
-            chain.append(str(op.argval))
+def _attribute_chains(
+    code: types.CodeType, names: set[str], roots: tuple[str, ...] = ()
+) -> set[tuple[Any, ...]]:
+    """The chains ``(name, step, ...)`` of attributes and constant items (``hp["n"]``,
+    ``hp.get("n")``) ``code`` and its nested code load from the variables ``names``, loaded
+    by the instructions ``roots`` (a function's variables by default)."""
+    roots = roots or _NAME_OPS
+    chains: set[tuple[Any, ...]] = set()
+    chain: list[Any] = []
+    ops = list(dis.get_instructions(code))
+    skip = 0
+    for i, op in enumerate(ops):
+        if skip:
+            skip -= 1
             continue
+        if chain and op.opname in _ATTRIBUTE_OPS:
+            chain.append((".", str(op.argval)))
+            continue
+        if chain and op.opname in _CONST_OPS and i + 1 < len(ops):
+            after = ops[i + 1]
+            if _is_subscript(after) or (chain[-1] == (".", "get") and len(chain) > 1):
+                if chain[-1] == (".", "get"):
+                    chain.pop()
+                chain.append(("[]", op.argval))
+                skip = 1 if _is_subscript(after) else 0
+                if not skip:  # `hp.get("n")`: the call ends the chain
+                    chains.add(tuple(chain))
+                    chain = []
+                continue
         if len(chain) > 1:
             chains.add(tuple(chain))
-        chain = [str(op.argval)] if op.opname in _NAME_OPS and op.argval in names else []
+        chain = [str(op.argval)] if op.opname in roots and op.argval in names else []
     if len(chain) > 1:
         chains.add(tuple(chain))
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            chains |= _attribute_chains(const, names)
+            chains |= _attribute_chains(const, names, roots)
     return chains
+
+
+def _is_subscript(op: dis.Instruction) -> bool:
+    """``BINARY_SUBSCR`` (``BINARY_OP []`` from Python 3.14)."""
+    return op.opname == "BINARY_SUBSCR" or (op.opname == "BINARY_OP" and op.argrepr == "[]")
 
 
 #: The instructions that load a variable: a closure's (a method's ``self`` in a comprehension
 #: too) or a function's own (a method's ``self``).
 _NAME_OPS = ("LOAD_DEREF", "LOAD_FAST", "LOAD_FAST_CHECK")
 
+#: The instructions that load a module's global.
+_GLOBAL_OPS = ("LOAD_GLOBAL", "LOAD_NAME")
+
 #: The instructions that load an attribute of the object on the stack (LOAD_METHOD before
 #: Python 3.12).
 _ATTRIBUTE_OPS = ("LOAD_ATTR", "LOAD_METHOD")
 
+#: The instructions that load a constant (LOAD_SMALL_INT from Python 3.14).
+_CONST_OPS = ("LOAD_CONST", "LOAD_SMALL_INT")
 
-def rebound_globals_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any, int]]:
+
+def rebound_globals_read(
+    prune: Any, rebound: Callable[[str, int], Mapping[str, int]]
+) -> list[tuple[str, Any, int]]:
     """The (name, value, line) of data that ``prune``, defined in a module's top-level code
-    that is running now, reads from the module's globals where the module's source rebinds
-    the name (``line``: where it is rebound)."""
+    that is running now, reads from the module's globals where the module's source may
+    still rebind the name (``line``: where), itself or as an attribute or constant item of
+    an object the name holds (``hp["n"]``, ``run.n`` of a loop over settings)."""
     code = getattr(prune, "__code__", None)
     namespace = getattr(prune, "__globals__", None)
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
         return []
-    if not _defined_in_running_module(code):
+    frame = _enclosing(code, lambda outer: outer.co_name == "<module>")
+    if frame is None:  # not made by a module's top-level code running now
         return []
-    lines = rebound(code.co_filename)
+    lines = rebound(code.co_filename, frame.f_lineno)
     out = []
+    objects = {}
     for name in sorted(_globals_loaded(code)):
-        if name in lines and name in namespace and _is_data(namespace[name]):
-            out.append((name, namespace[name], lines[name]))
+        if name in lines and name in namespace:
+            if _is_data(namespace[name]):
+                out.append((name, namespace[name], lines[name]))
+            else:
+                objects[name] = namespace[name]
+    if objects:
+        chains = _attribute_chains(code, set(objects), _GLOBAL_OPS)
+        for label, value in _values_read(chains, objects):
+            out.append((label, value, lines[label.split(".")[0].split("[")[0]]))
     for name, value in _defaults(prune, code).items():  # `lambda configs, args, N=N:`
         if name in lines and namespace.get(name, _MISSING) is value:
             out.append((name, value, lines[name]))
@@ -219,12 +381,22 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
 
 
 def held_by_key(value: Any, key: Any) -> bool:
-    """Whether the ``key=`` value holds ``value`` (itself or as an item): calls of one key=
+    """Whether the ``key=`` value holds ``value`` (itself or as an item, also of a tuple or
+    list in it: ``key=(x.shape, str(x.dtype))`` holds the row length): calls of one key=
     value then agree on it."""
+    value = _number(value)
     if key is None or not isinstance(value, (int, float, str, tuple)):
         return False
-    parts = list(key) if isinstance(key, (tuple, list)) else [key]
-    return any(type(p) is type(value) and p == value for p in [key, *parts])
+    return any(type(_number(p)) is type(value) and _number(p) == value for p in _parts(key))
+
+
+def _parts(key: Any) -> list[Any]:
+    """``key`` and, where it is a tuple or list, its items and theirs."""
+    out = [key]
+    if isinstance(key, (tuple, list)):
+        for part in key:
+            out.extend(_parts(part))
+    return out
 
 
 def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:
@@ -242,12 +414,6 @@ def _running_frame(code: types.CodeType) -> types.FrameType | None:
     """The frame of a function (not a module or class body) whose lines hold ``code``'s
     first line, in its file, running now: ``code`` was made by a call still in progress."""
     return _enclosing(code, lambda outer: bool(outer.co_flags & _FUNCTION_FLAGS))
-
-
-def _defined_in_running_module(code: types.CodeType) -> bool:
-    """Whether the top-level code of ``code``'s file, whose lines hold ``code``'s first
-    line, is running now (a script or a notebook cell, not a module already imported)."""
-    return _enclosing(code, lambda outer: outer.co_name == "<module>") is not None
 
 
 def _enclosing(
@@ -299,5 +465,12 @@ def _is_data(value: Any) -> bool:
     list a prune appends what it saw to), not this call's data."""
     if isinstance(value, bool | int | float | str | bytes | tuple):
         return True
-    cls = type(value)
-    return cls.__module__.startswith("torch") and hasattr(value, "shape")
+    cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
+    return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")
+
+
+def _number(value: Any) -> Any:
+    """A numpy number as the Python number it holds (as ``key=`` keys it); else ``value``."""
+    if type(value).__module__.split(".")[0] == "numpy" and getattr(value, "shape", None) == ():
+        return value.item()
+    return value

@@ -26,7 +26,7 @@ import tunedsl.runtime.distributed as distributed
 from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.errors import TuningError, UsageError
-from tunedsl.frontend.rebinding import rebound_at_top_level
+from tunedsl.frontend import rebinding
 from tunedsl.model import keys, prune_closure, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.grid_limits import check_grid
@@ -221,23 +221,20 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
         found = apply_prune(settings, recorder)
     site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
     prune_closure.check(
-        settings.prune, site.label, call.key, info.arg_names, call.args, rebound_at_top_level
+        settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy
     )
     return found
 
 
 def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
     """The numbers and strings ``prune=`` read that the ``key=`` value holds, itself or as an
-    item (``key=N``, ``key=(M, N)``): calls of one ``key=`` value agree on them, so reading
-    them splits no bucket (a coincidence can only spare a warning, never change a key)."""
-    if key is None:
-        return frozenset()
-    parts = list(key) if isinstance(key, (tuple, list)) else [key]
-    held = {(type(p), p) for p in parts if isinstance(p, (int, float, str))}
+    item, also of a tuple in it (``key=N``, ``key=(M, N)``, ``key=(x.shape, dtype)``): calls
+    of one ``key=`` value agree on them, so reading them splits no bucket (a coincidence can
+    only spare a warning, never change a key)."""
     return frozenset(
         name
         for name, value in dict.items(values)  # a ReadRecorder's own items() marks all read
-        if isinstance(value, (int, float, str)) and (type(value), value) in held
+        if isinstance(value, (int, float, str)) and prune_closure.held_by_key(value, key)
     )
 
 
