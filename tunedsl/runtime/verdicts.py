@@ -13,6 +13,13 @@ and checked again, the rest of the record's timings reused. A site that no longe
 keeps them out (the safe side: each gave an output the check refused). A record that states
 no check (written before records stated one) counts as another check. An edited reference
 function is the same check here: ``tunedsl cache clear`` measures its key anew.
+
+What the check compares is also what each launch starts from: ``reset_to_zero=`` zeroes its
+buffers before every launch, so a split-K configuration that adds into its output is judged
+on its own sums only when the output is zeroed. A rejection made without a buffer zeroed
+(the caller's ``torch.empty`` added to) does not stand for a site that zeroes it, nor the
+other way round: the names zeroed are part of the check. ``restore_value=`` is not: every
+launch of a tuning starts from the caller's values with or without it (the in-place watch).
 """
 
 from __future__ import annotations
@@ -39,12 +46,15 @@ def check_of(settings: Settings) -> dict[str, Any] | None:
         against = "first"
     else:
         against = sorted(str(name) for name in verify)
-    return {
+    check: dict[str, Any] = {
         "against": against,
         "rtol": float(settings.rtol),
         "atol": float(settings.atol),
         "given": bool(settings.tolerance_given),
     }
+    if settings.reset_to_zero:  # left out when none: the check records stated before it
+        check["zeroed"] = sorted(settings.reset_to_zero)
+    return check
 
 
 def noted(settings: Settings) -> dict[str, Any]:

@@ -1,0 +1,242 @@
+"""A nineteenth batch of other autotuners' test suites, ported to tunedsl: Triton's
+``reset_to_zero`` (python/test/unit/runtime/test_autotuner.py::test_reset_to_zero) on a
+split-K product whose configurations store or add, added to a site after a tuning without it
+(as Inductor's autotune cache is invalidated by a changed config, test_max_autotune.py);
+FlagGems' in-place leaky ReLU (its ``restore_value=["input_ptr"]`` fix: input and output one
+tensor); Liger-Kernel's and FlagGems' row kernels keyed on the dtype and on ``n_cols`` rounded
+to a power of two; Kernel Tuner's cache file of other tunable parameters
+(test/test_cache_file.py); Triton's perf model ranking what an early prune kept, with a
+fractional ``top_k`` (test_prune_configs_fractional_top_k_after_early_prune,
+test_prune_configs_fractional_top_k_keeps_one).
+
+Found and fixed: a configuration ``verify=`` rejected while its output was not zeroed stayed
+rejected once ``reset_to_zero=`` was added. A split-K configuration adds into ``Y``; without
+``reset_to_zero=["Y"]`` it adds onto what the caller's ``Y`` held and is rejected, while the
+configuration that stores passes. Adding ``reset_to_zero=["Y"]`` (the fix Triton's test is
+about) changed nothing: the record decided the key from disk, its check (the reference and
+the tolerances) being the same, and the split-K configurations were never measured again. The
+names ``reset_to_zero=`` zeroes are now part of the check a record states
+(test_a_rejection_made_without_the_output_zeroed_is_measured_again_once_it_is).
+
+Looked at and found sound (and kept so by a test): one tensor passed as input and output,
+with ``restore_value`` on either name or none, ``verify=True``, in process and isolated, left
+leaky-ReLU'd once by the tuning call and by a decided call; a ``key=`` of a ``torch.dtype``
+and a rounded size sharing a decision between sizes of one bucket and Triton class, read back
+from disk; a space with another axis tuned apart from the record of the space without it,
+each read back; a perf model over an early prune's survivors measuring only its top share.
+
+Each test names the upstream test it ports (``# ported from: repo path::test``). Real
+kernels under Triton's interpreter, through ``autotune_launch``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import triton
+from runtime_helpers import new_process
+
+from tunedsl import autotune_launch, cdiv
+from tunedsl.errors import CacheWarning
+from tunedsl.runtime import api
+
+pytestmark = pytest.mark.needs_triton
+
+
+def _fresh() -> None:
+    """A new process for the plain API's sites (records on disk stay)."""
+    new_process(*api._sites.values())
+
+
+def _statuses(res: Any, field: str) -> dict[Any, str]:
+    return {cfg[field]: r.status for cfg, r in res.timings.items()}
+
+
+def _matvec(a: torch.Tensor, x: torch.Tensor, y: torch.Tensor, reset: bool) -> Any:
+    from ported_kernels_nineteenth import matvec
+
+    (m, k), reference = a.shape, a @ x
+    return autotune_launch(matvec, space={"BLOCK_K": [32], "SPLIT_K": [1, 2, 4]},
+                           grid=lambda c: (m, c.SPLIT_K), args=(a, x, y, m, k),
+                           kwargs=lambda c: {"BLOCK_K": c.BLOCK_K, "SPLIT_K": c.SPLIT_K},
+                           reset_to_zero=["Y"] if reset else None,
+                           verify=lambda args: {"Y": reference}, name="split-k-zeroed")  # fmt: skip
+
+
+def test_a_rejection_made_without_the_output_zeroed_is_measured_again_once_it_is() -> None:
+    """Triton zeroes ``reset_to_zero`` buffers before each benchmark run so that a kernel
+    adding into its output is judged on its own sums. Without it, the split-K
+    configurations add onto the caller's ``Y`` (1000 everywhere) and ``verify=`` rejects
+    them; the configuration that stores passes and is chosen. A new process that adds
+    ``reset_to_zero=["Y"]`` measures the split-K configurations again (they pass now)
+    instead of keeping them out on the old verdict; the same check again reads its record."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_reset_to_zero
+    # ported from: pytorch/pytorch test/inductor/test_max_autotune.py (autotune cache keyed on the config)
+    torch.manual_seed(0)
+    a, x = torch.randn(8, 256), torch.randn(256)
+    y = torch.full((8,), 1000.0)
+    unzeroed = _matvec(a, x, y, reset=False)
+    assert unzeroed.source == "tuned" and unzeroed.config.SPLIT_K == 1
+    assert _statuses(unzeroed, "SPLIT_K") == {1: "ok", 2: "rejected", 4: "rejected"}
+    _fresh()
+    assert _matvec(a, x, y, reset=False).source == "disk"  # the same check: its record
+    _fresh()
+    y.fill_(1000.0)
+    zeroed = _matvec(a, x, y, reset=True)
+    assert zeroed.source == "tuned", "rejections made with Y unzeroed decided a site zeroing Y"
+    assert set(_statuses(zeroed, "SPLIT_K").values()) == {"ok"}
+    assert torch.allclose(y, a @ x, rtol=1e-4, atol=1e-4)
+    _fresh()
+    y.fill_(1000.0)
+    again = _matvec(a, x, y, reset=True)
+    assert again.source == "disk" and set(_statuses(again, "SPLIT_K").values()) == {"ok"}
+    assert torch.allclose(y, a @ x, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore:.*changes 'inp', 'out' in place")  # restore_value=None
+@pytest.mark.parametrize("isolate", [False, True])
+@pytest.mark.parametrize("restore", [None, ["inp"], ["out"]])
+def test_an_in_place_leaky_relu_is_applied_once(isolate: bool, restore: Any) -> None:
+    """FlagGems' ``leaky_relu_`` passes one tensor as input and output, and its tuning applied
+    the slope once per trial until ``restore_value=["input_ptr"]`` was added. All-negative
+    values at an uncommon size, slope 0.5: the tuning call and a decided call each leave
+    exactly ``x * 0.5``, whichever name ``restore_value`` gives (or none: the in-place watch
+    puts the input back), checked by ``verify=True`` in process and in a worker."""
+    # ported from: flagos-ai/FlagGems tests/test_unary_pointwise_ops.py::test_accuracy_leaky_relu_ (restore_value on the in-place autotuner)
+    from ported_kernels_nineteenth import leaky_relu
+
+    n = 1001
+
+    def leaky(x: torch.Tensor) -> Any:
+        return autotune_launch(leaky_relu, space={"BLOCK": [64, 128, 256]},
+                               grid=lambda c: (cdiv(n, c.BLOCK),), args=(x, x, n, 0.5),
+                               kwargs=lambda c: {"BLOCK": c.BLOCK}, restore_value=restore,
+                               verify=True, isolate=isolate,
+                               name=f"leaky-relu-in-place-{isolate}-{restore}")  # fmt: skip
+
+    for source in ("tuned", "memory"):
+        x = -torch.arange(1, n + 1, dtype=torch.float32) / 7
+        expected = x * 0.5
+        res = leaky(x)
+        assert res.source == source
+        assert torch.equal(x, expected)
+    assert set(_statuses(res, "BLOCK").values()) == {"ok"}
+
+
+def test_rows_keyed_by_dtype_and_columns_rounded_to_a_power_of_two() -> None:
+    """Liger-Kernel and FlagGems read a row in one block of ``next_power_of_2(n_cols)``
+    columns and key their configurations on it and on the dtype. Widths 100 and 120 share
+    the bucket 128 (and Triton's class of an int not divisible by 16): the second is served
+    from memory. 112 is divisible by 16, another Triton kernel: tuned. A float16 input of
+    width 100: tuned. A new process reads each from disk. Every sum is right."""
+    # ported from: linkedin/Liger-Kernel test/transformers/test_rms_norm.py (BLOCK_SIZE = next_power_of_2(n_cols))
+    # ported from: flagos-ai/FlagGems tests/test_reduction_ops.py::test_accuracy_sum_dim (configs keyed on dtype and N)
+    from ported_kernels_nineteenth import row_sum
+
+    def summed(n_cols: int, dtype: torch.dtype) -> Any:
+        x = torch.randn(10, n_cols, generator=torch.Generator().manual_seed(n_cols)).to(dtype)
+        out = torch.zeros(10, dtype=dtype)
+        block = triton.next_power_of_2(n_cols)
+        res = autotune_launch(row_sum, space={"ROWS": [1, 2, 4]},
+                              grid=lambda c: (cdiv(10, c.ROWS),), args=(x, out, 10, n_cols),
+                              kwargs=lambda c: {"BLOCK": block, "ROWS": c.ROWS},
+                              key=(x.dtype, block), name="rows-by-power-of-two")  # fmt: skip
+        tol = 1e-2 if dtype == torch.float16 else 1e-5
+        assert torch.allclose(out.float(), x.float().sum(dim=1), rtol=tol, atol=tol)
+        return res
+
+    calls = [(100, torch.float32), (120, torch.float32), (112, torch.float32), (100, torch.float16)]
+    assert [summed(*c).source for c in calls] == ["tuned", "memory", "tuned", "tuned"]
+    assert summed(100, torch.float32).key["user_key"] == ["torch.float32", 128]
+    _fresh()
+    assert [summed(*c).source for c in calls] == ["disk", "memory", "disk", "disk"]
+
+
+def test_a_space_with_another_parameter_keeps_a_record_of_its_own() -> None:
+    """Kernel Tuner refuses a cache file written for other tunable parameters. tunedsl
+    keeps one record per space (docs/runtime.md, "One record per space"): the space with
+    ``num_warps`` added is measured whole, never decided by the record of the space without
+    it, and each space reads its own record back in a new process."""
+    # ported from: KernelTuner/kernel_tuner test/test_cache_file.py (a cache file for other tune_params)
+    from ported_kernels_nineteenth import copy
+
+    n = 300
+    x, y = torch.randn(n), torch.zeros(n)
+
+    def copied(space: dict) -> Any:
+        y.zero_()
+        res = autotune_launch(copy, space=space, grid=lambda c: (cdiv(n, c.BLOCK),),
+                              args=(x, y, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                              name="other-tune-params")  # fmt: skip
+        assert torch.equal(y, x)
+        return res
+
+    narrow = {"BLOCK": [64, 128]}
+    wide = {"BLOCK": [64, 128], "num_warps": [2, 4]}
+    assert copied(narrow).source == "tuned"
+    _fresh()
+    with pytest.warns(CacheWarning, match="not in the current space of this site"):
+        res = copied(wide)
+    assert res.source == "tuned" and len(res.timings) == 4
+    assert {tuple(sorted(c.as_dict())) for c in res.timings} == {("BLOCK", "num_warps")}
+    for space in (narrow, wide):
+        _fresh()
+        again = copied(space)
+        assert again.source == "disk" and again.config in again.space
+
+
+#: The configurations the perf model estimated, as (BLOCK, num_warps).
+ESTIMATED: list[tuple[int, int]] = []
+
+
+def _perf_model(**kwargs: Any) -> float:
+    """Triton calls the perf model with every argument and every field of the configuration."""
+    ESTIMATED.append((kwargs["BLOCK"], kwargs.get("num_warps", 4)))
+    return kwargs["BLOCK"] / kwargs.get("num_warps", 4)
+
+
+def ranked_top_share(top_k: float, early: int) -> Any:
+    """``prune_configs_by={"early_config_prune": keep the first early, "perf_model": ...,
+    "top_k": top_k}`` as one ``prune=``, made once by a factory (its values fixed)."""
+
+    def pruned(configs: list, args: dict) -> list:
+        kept = configs[:early]
+        ranked = sorted(kept, key=lambda c: _perf_model(**args, **c.as_dict()))
+        return ranked[: max(1, int(len(kept) * top_k))]
+
+    return pruned
+
+
+def test_a_perf_model_ranks_what_an_early_prune_kept_and_measures_its_top_share() -> None:
+    """Triton runs the perf model over the configurations ``early_config_prune`` kept and
+    benchmarks the best ``top_k`` of them, a fraction of those kept (``int(6 * 0.5)``), at
+    least one. As one ``prune=`` (docs/triton-autotune.md): of ten configurations the early
+    prune keeps six, the model estimates those six alone, and the three it ranks best are
+    measured and recorded, one of them chosen. ``top_k=0.3`` of two keeps one, launched
+    without a measurement."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_prune_configs_fractional_top_k_after_early_prune
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_prune_configs_fractional_top_k_keeps_one
+    from ported_kernels_nineteenth import copy
+
+    n = 500
+    x, y = torch.randn(n), torch.zeros(n)
+    ESTIMATED.clear()
+
+    space = {"BLOCK": [16, 32, 64, 128, 256], "num_warps": [1, 2]}
+    res = autotune_launch(copy, space=space, grid=lambda c: (cdiv(n, c.BLOCK),),
+                          args=(x, y, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                          prune=ranked_top_share(0.5, 6), name="perf-model-after-early-prune")  # fmt: skip
+    first_six = [(b, w) for b in (16, 32, 64, 128, 256) for w in (1, 2)][:6]
+    assert sorted(ESTIMATED) == sorted(first_six)
+    assert res.source == "tuned"
+    assert sorted((c.BLOCK, c.num_warps) for c in res.timings) == [(16, 1), (16, 2), (32, 2)]
+    assert (res.config.BLOCK, res.config.num_warps) in {(16, 1), (16, 2), (32, 2)}
+    assert torch.equal(y, x)
+    y.zero_()
+    one = autotune_launch(copy, space={"BLOCK": [32, 128]}, grid=lambda c: (cdiv(n, c.BLOCK),),
+                          args=(x, y, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                          prune=ranked_top_share(0.3, 2), name="fractional-top-k-keeps-one")  # fmt: skip
+    assert one.source == "default" and one.config.BLOCK == 32 and one.timings == {}
+    assert torch.equal(y, x)
