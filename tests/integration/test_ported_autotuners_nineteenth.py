@@ -16,7 +16,15 @@ configuration that stores passes. Adding ``reset_to_zero=["Y"]`` (the fix Triton
 about) changed nothing: the record decided the key from disk, its check (the reference and
 the tolerances) being the same, and the split-K configurations were never measured again. The
 names ``reset_to_zero=`` zeroes are now part of the check a record states
-(test_a_rejection_made_without_the_output_zeroed_is_measured_again_once_it_is).
+(test_a_rejection_made_without_the_output_zeroed_is_measured_again_once_it_is). Triton's
+``early_config_prune`` ported as a prune a factory makes on every call from the caller's
+value (``prune=at_most(limit)``, or ``functools.partial(keep, limit=limit)``) held a value no
+key held, hidden in the factory's closure: the decision made under ``limit=128`` (BLOCK=128)
+was launched from memory for ``limit=32``, whose prune keeps only BLOCK=32. The ``prune=``
+expression is now read from the call's source, and a local of the caller it passes is named
+on the first call as a lambda reading it is
+(test_a_prune_made_per_call_from_a_local_is_named_not_launched_where_it_drops,
+test_a_macros_prune_made_from_a_local_is_named).
 
 Looked at and found sound (and kept so by a test): one tensor passed as input and output,
 with ``restore_value`` on either name or none, ``verify=True``, in process and isolated, left
@@ -31,6 +39,10 @@ kernels under Triton's interpreter, through ``autotune_launch``.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,7 +51,7 @@ import triton
 from runtime_helpers import new_process
 
 from tunedsl import autotune_launch, cdiv
-from tunedsl.errors import CacheWarning
+from tunedsl.errors import CacheWarning, UsageError
 from tunedsl.runtime import api
 
 pytestmark = pytest.mark.needs_triton
@@ -240,3 +252,96 @@ def test_a_perf_model_ranks_what_an_early_prune_kept_and_measures_its_top_share(
                           prune=ranked_top_share(0.3, 2), name="fractional-top-k-keeps-one")  # fmt: skip
     assert one.source == "default" and one.config.BLOCK == 32 and one.timings == {}
     assert torch.equal(y, x)
+
+
+def at_most(limit: int) -> Any:
+    """An ``early_config_prune`` made by a factory: the blocks no larger than ``limit``."""
+    return lambda configs, args: [c for c in configs if c.BLOCK <= limit]
+
+
+def _copy_at_most(x: torch.Tensor, y: torch.Tensor, limit: int, key: Any = None) -> Any:
+    from ported_kernels_nineteenth import copy
+
+    n = x.numel()
+    return autotune_launch(copy, space={"BLOCK": [32, 64, 128]}, grid=lambda c: (cdiv(n, c.BLOCK),),
+                           args=(x, y, n), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                           prune=at_most(limit), key=key, name=f"prune-factory-{key is None}")  # fmt: skip
+
+
+def test_a_prune_made_per_call_from_a_local_is_named_not_launched_where_it_drops() -> None:
+    """Triton's ``early_config_prune`` is fixed when the kernel is declared; ported as
+    ``prune=at_most(limit)``, a factory called on every call with the caller's ``limit``,
+    each call's prune holds another limit that no key held: the decision made under
+    ``limit=128`` (BLOCK=128) was launched from memory for ``limit=32``, whose prune keeps
+    only BLOCK=32. The first call now names the local and the fix, as for a lambda reading
+    it; with ``key=limit`` each limit gets its own decision within its prune."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_prune_configs (early_config_prune)
+    x, y = torch.randn(100), torch.zeros(100)
+    with pytest.raises(UsageError, match=r"reads `limit` \(128\) from the function that calls the site, through the call that makes the prune"):  # fmt: skip
+        _copy_at_most(x, y, 128)
+    for limit, source in ((128, "tuned"), (32, "default"), (64, "tuned")):  # 32: one kept
+        y.zero_()
+        res = _copy_at_most(x, y, limit, key=limit)
+        assert res.source == source and res.config.BLOCK <= limit
+        assert torch.equal(y, x)
+    assert _copy_at_most(x, y, 64, key=64).source == "memory"
+
+
+PRUNE_FACTORY_SCRIPT = """\
+import functools
+
+import torch
+from tunedsl import autotune, cdiv
+from ported_kernels_nineteenth import copy
+
+
+def at_most(limit):
+    return lambda configs, args: [c for c in configs if c.BLOCK <= limit]
+
+
+def keep(configs, args, limit):
+    return [c for c in configs if c.BLOCK <= limit]
+
+
+def copied(x, y, limit):
+    n = x.numel()
+    autotune(space=dict(BLOCK=[32, 64, 128]), blocks=cdiv(n, $BLOCK), prune=PRUNE,
+             copy(x, y, n, BLOCK=$BLOCK))
+
+
+x = torch.randn(100)
+for limit in (128, 32):
+    y = torch.zeros(100)
+    copied(x, y, limit)
+    assert torch.equal(y, x)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("prune", "named"),
+    [
+        ("at_most(limit)", "reads `limit` (128) from the function that calls the site"),
+        ("functools.partial(keep, limit=limit)", "reads `limit` (128) from the function"),
+        ("at_most(128)", None),  # a value fixed for the process: runs
+    ],
+)
+def test_a_macros_prune_made_from_a_local_is_named(
+    tmp_path: Path, prune: str, named: str | None
+) -> None:
+    """The same in a macro, run by ``tunedsl run``: the ``prune=`` expression (a factory's
+    call, a ``functools.partial``) passes the caller's ``limit`` to what makes the prune,
+    and the first call names it; the factory given a constant runs, each call right."""
+    # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_prune_configs (early_config_prune)
+    script = tmp_path / "prune_factory.py"
+    script.write_text(PRUNE_FACTORY_SCRIPT.replace("PRUNE", prune), encoding="utf-8")
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent)
+    done = subprocess.run([sys.executable, "-m", "tunedsl", "run", str(script)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    if named is None:
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    else:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "UsageError: " in done.stderr and "prune_factory.py:18:5 (copy)" in done.stderr
+        assert named in done.stderr and "ok" not in done.stdout

@@ -237,6 +237,8 @@ class _FileIndex(NamedTuple):
     defs: tuple[_Def, ...]
     # (callee name, line, col, end line, end col) of every call in the file
     calls: tuple[tuple[str, int, int, int, int], ...]
+    # (line, col, end line, end col) -> the calls there (a macro call expands to two)
+    nodes: dict[tuple[int, int, int, int], list[ast.Call]]
 
 
 # Parses a file that Python cannot (a DSL module: `$name`), positions the user's. The front
@@ -261,18 +263,18 @@ def _index(source: str, filename: str) -> _FileIndex:
         if _dsl_parser is None:
             raise
         tree = _dsl_parser(source, filename)  # a DSL module, with the user's positions
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    places = [
+        (node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
+        for node in found
+    ]
     calls = tuple(
-        (
-            _callee_name(node.func),
-            node.lineno,
-            node.col_offset,
-            node.end_lineno or node.lineno,
-            node.end_col_offset or 0,
-        )
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
+        (_callee_name(node.func), *place) for node, place in zip(found, places, strict=True)
     )
-    return _FileIndex(_defs(tree.body), calls)
+    nodes: dict[tuple[int, int, int, int], list[ast.Call]] = {}
+    for node, place in zip(found, places, strict=True):
+        nodes.setdefault(place, []).append(node)
+    return _FileIndex(_defs(tree.body), calls, nodes)
 
 
 def _file_index(filename: str) -> _FileIndex | None:
@@ -297,6 +299,14 @@ def _scope_from_file(filename: str, line: int, kernel_text: str) -> tuple[str, i
         if name == callee and start < line and _scope_in(index.defs, start) == scope
     )
     return scope, earlier
+
+
+def calls_at(filename: str, place: tuple[int, int, int, int]) -> tuple[ast.Call, ...]:
+    """The calls of ``filename`` at ``place`` (line, col, end line, end col; a DSL macro call
+    as the front end expands it: the site's making and its launch), none when the file
+    cannot be read or parsed."""
+    index = _file_index(filename)
+    return tuple(index.nodes.get(place, ())) if index is not None else ()
 
 
 def calls_on_line(filename: str, line: int, callee: str) -> int:

@@ -8,7 +8,10 @@ for a call whose ``N`` is 200, launching a configuration that call's prune drops
 module finds such reads: the closure variables of a prune defined inside a function that
 is running now (the caller, whose locals change from call to call), holding data.
 A prune made by a factory that has returned (``prune=make_prune(64)``) is fixed for the
-process and is not one of them. A default bound from the caller's local of its name
+process and is not one of them, unless the ``prune=`` expression passes the factory a
+local of the caller (``prune=make_prune(limit)``, ``functools.partial(keep, limit=limit)``):
+the prune made on each call then holds that call's value behind the factory's closure, so
+the expression itself is read from the call's source (Python 3.11 and later). A default bound from the caller's local of its name
 (``lambda configs, args, N=N:``, Python's idiom against late binding) holds this call's
 value as a closure does, and is looked at the same way. The attributes of an object the caller holds are such reads
 too (``self.live`` in an ``nn.Module``'s ``forward``, read by a lambda written there or by a
@@ -24,7 +27,9 @@ found in the module's source; a module constant, or one name assigned in each br
 
 from __future__ import annotations
 
+import ast
 import dis
+import itertools
 import os
 import sys
 import types
@@ -32,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tunedsl.errors import UsageError, callable_name
+from tunedsl.model import identity
 
 #: How far up the stack a prune's defining function is looked for.
 _MAX_FRAMES = 200
@@ -52,6 +58,7 @@ def check(
     reads = [(n, v, "the function that calls the site") for n, v in caller]
     for name, value, line in rebound_globals_read(prune, rebound):
         reads.append((name, value, f"the module, which rebinds it as it runs (line {line})"))
+    reads.extend(factory_arguments_read(prune, rebound))
     for name, value, source in reads:
         if held_by_key(value, key):
             continue
@@ -95,6 +102,96 @@ def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
     if objects:  # `self.live` of a method's `self`: the object's data, read per call
         out.extend(_attributes_read(code, objects))
     return out
+
+
+def factory_arguments_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any, str]]:
+    """The (name, value, where) of data that the ``prune=`` expression itself reads from a
+    local of the function that calls the site, or from a name the running script rebinds:
+    ``prune=at_most(limit)`` makes, on every call, a prune holding that call's ``limit``,
+    which a factory's closure hides from ``caller_locals_read``. Found in the call's source
+    (Python 3.11 and later: the position of the running call); a prune written in the call
+    is left to the closure checks."""
+    code = getattr(prune, "__code__", None)
+    if isinstance(code, types.CodeType) and _running_frame(code) is not None:
+        return []
+    frame = _calling_frame()
+    expression = _prune_expression(frame) if frame is not None else None
+    if frame is None or expression is None or isinstance(expression, ast.Lambda):
+        return []
+    in_function = bool(frame.f_code.co_flags & _FUNCTION_FLAGS)
+    names = frame.f_locals
+    lines = {} if in_function else rebound(frame.f_code.co_filename)
+    out = []
+    for chain in sorted(_chains_read(expression)):
+        root = chain[0]
+        if root not in names or not (in_function or root in lines):
+            continue
+        where = (
+            "the function that calls the site"
+            if in_function
+            else f"the module, which rebinds it as it runs (line {lines[root]})"
+        ) + ", through the call that makes the prune"
+        if _is_data(names[root]):
+            out.append((root, names[root], where))
+        else:  # `make(self.limit)`: the first step of the chain that gives data
+            out.extend((name, value, where) for name, value in _values_read({chain}, names))
+    return out
+
+
+def _calling_frame() -> types.FrameType | None:
+    """The innermost running frame outside tunedsl: the code that calls the site."""
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None or not frame.f_code.co_filename.startswith(_OWN_DIR):
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _prune_expression(frame: types.FrameType) -> ast.expr | None:
+    """The ``prune=`` expression of the call ``frame`` is running (a macro call's, as the
+    front end expands it), or None where its source or position is not known."""
+    code = frame.f_code
+    positions = getattr(code, "co_positions", None)  # Python 3.11 and later
+    if positions is None:
+        return None
+    position = next(itertools.islice(positions(), frame.f_lasti // 2, None), None)
+    if position is None or None in position:
+        return None
+    line, end_line, col, end_col = position
+    for call in identity.calls_at(code.co_filename, (line, col, end_line, end_col)):
+        for keyword in call.keywords:
+            if keyword.arg == "prune":
+                return keyword.value
+        for node in ast.walk(call):  # a macro's options, in the thunk it expands to
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "prune":
+                        return value
+    return None
+
+
+def _chains_read(expression: ast.expr) -> set[tuple[str, ...]]:
+    """The names and attribute chains (``limit``, ``self.cfg.limit``) ``expression`` loads,
+    less those a lambda or comprehension in it binds."""
+    bound: set[str] = set()
+    for node in ast.walk(expression):
+        if isinstance(node, ast.Lambda):
+            bound.update(a.arg for a in [*node.args.posonlyargs, *node.args.args])
+            bound.update(a.arg for a in node.args.kwonlyargs)
+        elif isinstance(node, ast.comprehension):
+            bound.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+    chains: set[tuple[str, ...]] = set()
+    for node in ast.walk(expression):
+        parts: list[str] = []
+        inner: ast.expr = node  # type: ignore[assignment]
+        while isinstance(inner, ast.Attribute):
+            parts.append(inner.attr)
+            inner = inner.value
+        if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load):
+            if inner.id not in bound:
+                chains.add((inner.id, *reversed(parts)))
+    return chains
 
 
 def bound_attributes_read(prune: Any) -> list[tuple[str, Any]]:

@@ -20,6 +20,17 @@ __all__ = ["HOLE", "Site", "make_site"]
 torch_compile.install(Site)  # Dynamo traces a site's call as one custom operator
 
 
+def _parse_dsl(source: str, filename: str) -> Any:
+    """A macro module parsed by the front end: the prune check finds a site's ``prune=``
+    expression in it (``model/prune_closure.py``), as the plain API's identity does."""
+    from tunedsl.frontend.compile import expand_to_ast
+
+    return expand_to_ast(source, filename)
+
+
+identity.use_dsl_parser(_parse_dsl)
+
+
 def make_site(
     *,
     filename: str,
