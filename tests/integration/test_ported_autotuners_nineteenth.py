@@ -7,7 +7,9 @@ tensor); Liger-Kernel's and FlagGems' row kernels keyed on the dtype and on ``n_
 to a power of two; Kernel Tuner's cache file of other tunable parameters
 (test/test_cache_file.py); Triton's perf model ranking what an early prune kept, with a
 fractional ``top_k`` (test_prune_configs_fractional_top_k_after_early_prune,
-test_prune_configs_fractional_top_k_keeps_one).
+test_prune_configs_fractional_top_k_keeps_one) and its ``early_config_prune`` made per call;
+Helion's shape buckets (``static_shapes=False``) and ``key=`` function (test_cache.py);
+Kernel Tuner's strategies evaluating no configuration twice (test/strategies).
 
 Found and fixed: a configuration ``verify=`` rejected while its output was not zeroed stayed
 rejected once ``reset_to_zero=`` was added. A split-K configuration adds into ``Y``; without
@@ -31,7 +33,10 @@ with ``restore_value`` on either name or none, ``verify=True``, in process and i
 leaky-ReLU'd once by the tuning call and by a decided call; a ``key=`` of a ``torch.dtype``
 and a rounded size sharing a decision between sizes of one bucket and Triton class, read back
 from disk; a space with another axis tuned apart from the record of the space without it,
-each read back; a perf model over an early prune's survivors measuring only its top share.
+each read back; a perf model over an early prune's survivors measuring only its top share;
+sizes of one ``key=`` bucket (Helion's ``static_shapes=False``) served one decision, each
+launch's grid its own, also through the repeat-call path; a prune returning a configuration
+twice, or rewriting two into one, measuring each once (Kernel Tuner's strategies).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter, through ``autotune_launch``.
@@ -345,3 +350,67 @@ def test_a_macros_prune_made_from_a_local_is_named(
         assert done.returncode == 1, done.stdout + done.stderr
         assert "UsageError: " in done.stderr and "prune_factory.py:18:5 (copy)" in done.stderr
         assert named in done.stderr and "ok" not in done.stdout
+
+
+def test_sizes_of_one_bucket_share_a_decision_and_each_launch_covers_its_own_size() -> None:
+    """Helion with ``static_shapes=False`` keys a size by its bucket (0, 1, 2 or more) and
+    serves one configuration to every size in it. As ``key=min(n, 2)`` over one buffer
+    whose first ``n`` elements are copied: the first size tunes, the rest (smaller, larger,
+    the same twice, as the repeat-call path sees them) are served from memory, and each
+    launch's grid is computed from its own ``n``: exactly ``n`` elements written each time.
+    A ``key=`` of the shape (Helion's ``key=shape_key``) tunes each shape apart."""
+    # ported from: pytorch/helion test/test_autotuner.py (static_shapes=False shape buckets)
+    # ported from: pytorch/helion test/test_cache.py::test_key_affects_cache_specialization
+    from ported_kernels_nineteenth import copy
+
+    x, y = torch.randn(1000), torch.zeros(1000)
+
+    def prefix(n: int, key: Any) -> Any:
+        y.zero_()
+        res = autotune_launch(copy, space={"BLOCK": [32, 64]}, grid=lambda c: (cdiv(n, c.BLOCK),),
+                              args=(x, y, n), kwargs=lambda c: {"BLOCK": c.BLOCK}, key=key,
+                              name=f"bucketed-{type(key).__name__}")  # fmt: skip
+        assert torch.equal(y[:n], x[:n]) and not y[n:].any()
+        return res
+
+    sizes = (100, 50, 300, 300, 999, 17, 17, 1000, 100)
+    sources = [prefix(n, min(n, 2)).source for n in sizes]
+    assert sources == ["tuned"] + ["memory"] * (len(sizes) - 1)
+    shaped = [prefix(n, (n,)).source for n in (16, 32, 16)]
+    assert shaped == ["tuned", "tuned", "memory"]
+
+
+def test_a_prune_returning_a_configuration_twice_measures_it_once() -> None:
+    """Kernel Tuner's strategies never evaluate a configuration twice. A ``prune=`` that
+    returns one configuration twice (an early prune that appends a favourite), or rewrites
+    two into one (``num_warps`` set to 2 for all), measures and records each configuration
+    once, in process and in a worker; a new process reads the decision from disk."""
+    # ported from: KernelTuner/kernel_tuner test/strategies/test_strategies.py (no configuration evaluated twice)
+    from ported_kernels_nineteenth import copy
+
+    n = 300
+    x, y = torch.randn(n), torch.zeros(n)
+    prunes = {
+        "twice": lambda configs, args: [configs[0], configs[0], configs[1]],
+        "rewritten": lambda configs, args: [{"BLOCK": c.BLOCK, "num_warps": 2} for c in configs],
+    }
+
+    def copied(kind: str, isolate: bool) -> Any:
+        y.zero_()
+        res = autotune_launch(copy, space={"BLOCK": [32, 64, 128], "num_warps": [2, 4]},
+                              grid=lambda c: (cdiv(n, c.BLOCK),), args=(x, y, n),
+                              kwargs=lambda c: {"BLOCK": c.BLOCK}, prune=prunes[kind],
+                              isolate=isolate, name=f"duplicates-{kind}-{isolate}")  # fmt: skip
+        assert torch.equal(y, x)
+        return res
+
+    for isolate in (False, True):
+        twice = copied("twice", isolate)
+        assert sorted((c.BLOCK, c.num_warps) for c in twice.timings) == [(32, 2), (32, 4)]
+        rewritten = copied("rewritten", isolate)
+        assert sorted((c.BLOCK, c.num_warps) for c in rewritten.timings) == [
+            (32, 2), (64, 2), (128, 2),
+        ]  # fmt: skip
+        assert all(r.status == "ok" for r in [*twice.timings.values(), *rewritten.timings.values()])
+    _fresh()
+    assert {copied(kind, False).source for kind in prunes} == {"disk"}
