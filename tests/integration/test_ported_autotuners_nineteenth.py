@@ -26,7 +26,12 @@ was launched from memory for ``limit=32``, whose prune keeps only BLOCK=32. The 
 expression is now read from the call's source, and a local of the caller it passes is named
 on the first call as a lambda reading it is
 (test_a_prune_made_per_call_from_a_local_is_named_not_launched_where_it_drops,
-test_a_macros_prune_made_from_a_local_is_named).
+test_a_macros_prune_made_from_a_local_is_named). A small space whose search ``budget=4``
+cut short (Kernel Tuner's time limit) decided the key for good once a later run dropped the
+budget at ``effort="quick"``: the quick preset's 4 s, which applies to large spaces only, was
+compared with the record's budget, so the configurations never measured stayed so; a site
+without a budget now measures the rest
+(test_a_search_its_budget_cut_short_is_finished_by_a_site_without_one).
 
 Looked at and found sound (and kept so by a test): one tensor passed as input and output,
 with ``restore_value`` on either name or none, ``verify=True``, in process and isolated, left
@@ -47,6 +52,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -414,3 +420,38 @@ def test_a_prune_returning_a_configuration_twice_measures_it_once() -> None:
         assert all(r.status == "ok" for r in [*twice.timings.values(), *rewritten.timings.values()])
     _fresh()
     assert {copied(kind, False).source for kind in prunes} == {"disk"}
+
+
+def test_a_search_its_budget_cut_short_is_finished_by_a_site_without_one() -> None:
+    """Kernel Tuner's strategies stop at their time budget, and a run without one measures
+    the whole space. A small space (five blocks, each launch held one second by its
+    ``pre_hook``) searched with ``budget=4`` stops before measuring them all, and its record
+    says so. A new process without a budget, at ``effort="quick"`` (whose preset budget, 4 s,
+    applies to large spaces only: a small one is measured whole, docs/runtime.md), measures
+    the rest instead of taking the partial record's choice."""
+    # ported from: KernelTuner/kernel_tuner test/strategies/test_strategies.py (time_limit budget)
+    # ported from: pytorch/helion test/test_autotuner.py (autotune_effort="quick")
+    from ported_kernels_nineteenth import copy
+
+    n = 300
+    x, y = torch.randn(n), torch.zeros(n)
+
+    def copied(**options: Any) -> Any:
+        y.zero_()
+        res = autotune_launch(copy, space={"BLOCK": [16, 32, 64, 128, 256]},
+                              grid=lambda c: (cdiv(n, c.BLOCK),), args=(x, y, n),
+                              kwargs=lambda c: {"BLOCK": c.BLOCK},
+                              pre_hook=lambda args: time.sleep(1.0), name="budget-cut-short",
+                              **options)  # fmt: skip
+        assert torch.equal(y, x)
+        return res
+
+    with pytest.warns(UserWarning, match="before its budget of 4 s ran out"):
+        partial = copied(budget=4)
+    assert partial.source == "tuned" and len(partial.timings) < 5
+    _fresh()
+    whole = copied(effort="quick")
+    assert whole.source == "tuned", "a search its budget cut short decided a site without one"
+    assert len(whole.timings) == 5 and whole.record.budget_s is None
+    _fresh()
+    assert copied(effort="quick").source == "disk"
