@@ -16,8 +16,10 @@ rejected once ``reset_to_zero=`` was added. A split-K configuration adds into ``
 ``reset_to_zero=["Y"]`` it adds onto what the caller's ``Y`` held and is rejected, while the
 configuration that stores passes. Adding ``reset_to_zero=["Y"]`` (the fix Triton's test is
 about) changed nothing: the record decided the key from disk, its check (the reference and
-the tolerances) being the same, and the split-K configurations were never measured again. The
-names ``reset_to_zero=`` zeroes are now part of the check a record states
+the tolerances) being the same, and the split-K configurations were never measured again; so
+too with a zeroing ``pre_hook=`` added (Triton's ``Config`` pre-hook ported). The names
+``reset_to_zero=`` zeroes, and whether a ``pre_hook=`` runs, are now part of the check a
+record states
 (test_a_rejection_made_without_the_output_zeroed_is_measured_again_once_it_is). Triton's
 ``early_config_prune`` ported as a prune a factory makes on every call from the caller's
 value (``prune=at_most(limit)``, or ``functools.partial(keep, limit=limit)``) held a value no
@@ -77,43 +79,54 @@ def _statuses(res: Any, field: str) -> dict[Any, str]:
     return {cfg[field]: r.status for cfg, r in res.timings.items()}
 
 
-def _matvec(a: torch.Tensor, x: torch.Tensor, y: torch.Tensor, reset: bool) -> Any:
+def _zero_y(args: dict) -> None:
+    args["Y"].zero_()
+
+
+def _matvec(
+    a: torch.Tensor, x: torch.Tensor, y: torch.Tensor, zeroing: str | None, name: str
+) -> Any:
     from ported_kernels_nineteenth import matvec
 
     (m, k), reference = a.shape, a @ x
     return autotune_launch(matvec, space={"BLOCK_K": [32], "SPLIT_K": [1, 2, 4]},
                            grid=lambda c: (m, c.SPLIT_K), args=(a, x, y, m, k),
                            kwargs=lambda c: {"BLOCK_K": c.BLOCK_K, "SPLIT_K": c.SPLIT_K},
-                           reset_to_zero=["Y"] if reset else None,
-                           verify=lambda args: {"Y": reference}, name="split-k-zeroed")  # fmt: skip
+                           reset_to_zero=["Y"] if zeroing == "reset" else None,
+                           pre_hook=_zero_y if zeroing == "pre_hook" else None,
+                           verify=lambda args: {"Y": reference}, name=name)  # fmt: skip
 
 
-def test_a_rejection_made_without_the_output_zeroed_is_measured_again_once_it_is() -> None:
-    """Triton zeroes ``reset_to_zero`` buffers before each benchmark run so that a kernel
-    adding into its output is judged on its own sums. Without it, the split-K
-    configurations add onto the caller's ``Y`` (1000 everywhere) and ``verify=`` rejects
-    them; the configuration that stores passes and is chosen. A new process that adds
-    ``reset_to_zero=["Y"]`` measures the split-K configurations again (they pass now)
+@pytest.mark.parametrize("zeroing", ["reset", "pre_hook"])
+def test_a_rejection_made_without_the_output_zeroed_is_measured_again_once_it_is(
+    zeroing: str,
+) -> None:
+    """Triton zeroes ``reset_to_zero`` buffers before each benchmark run (or a
+    ``Config``'s ``pre_hook`` does: tunedsl's ``pre_hook=``) so that a kernel adding into
+    its output is judged on its own sums. Without it, the split-K configurations add onto
+    the caller's ``Y`` (1000 everywhere) and ``verify=`` rejects them; the configuration
+    that stores passes and is chosen. A new process that adds ``reset_to_zero=["Y"]`` (or
+    the zeroing ``pre_hook=``) measures the split-K configurations again (they pass now)
     instead of keeping them out on the old verdict; the same check again reads its record."""
     # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_reset_to_zero
     # ported from: pytorch/pytorch test/inductor/test_max_autotune.py (autotune cache keyed on the config)
     torch.manual_seed(0)
     a, x = torch.randn(8, 256), torch.randn(256)
-    y = torch.full((8,), 1000.0)
-    unzeroed = _matvec(a, x, y, reset=False)
+    y, name = torch.full((8,), 1000.0), f"split-k-{zeroing}"
+    unzeroed = _matvec(a, x, y, None, name)
     assert unzeroed.source == "tuned" and unzeroed.config.SPLIT_K == 1
     assert _statuses(unzeroed, "SPLIT_K") == {1: "ok", 2: "rejected", 4: "rejected"}
     _fresh()
-    assert _matvec(a, x, y, reset=False).source == "disk"  # the same check: its record
+    assert _matvec(a, x, y, None, name).source == "disk"  # the same check: its record
     _fresh()
     y.fill_(1000.0)
-    zeroed = _matvec(a, x, y, reset=True)
+    zeroed = _matvec(a, x, y, zeroing, name)
     assert zeroed.source == "tuned", "rejections made with Y unzeroed decided a site zeroing Y"
     assert set(_statuses(zeroed, "SPLIT_K").values()) == {"ok"}
     assert torch.allclose(y, a @ x, rtol=1e-4, atol=1e-4)
     _fresh()
     y.fill_(1000.0)
-    again = _matvec(a, x, y, reset=True)
+    again = _matvec(a, x, y, zeroing, name)
     assert again.source == "disk" and set(_statuses(again, "SPLIT_K").values()) == {"ok"}
     assert torch.allclose(y, a @ x, rtol=1e-4, atol=1e-4)
 

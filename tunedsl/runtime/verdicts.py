@@ -18,8 +18,11 @@ What the check compares is also what each launch starts from: ``reset_to_zero=``
 buffers before every launch, so a split-K configuration that adds into its output is judged
 on its own sums only when the output is zeroed. A rejection made without a buffer zeroed
 (the caller's ``torch.empty`` added to) does not stand for a site that zeroes it, nor the
-other way round: the names zeroed are part of the check. ``restore_value=`` is not: every
-launch of a tuning starts from the caller's values with or without it (the in-place watch).
+other way round: the names zeroed are part of the check, and so is whether a ``pre_hook=``
+runs before each launch (where a Triton ``Config``'s ``pre_hook`` that zeroes an output is
+ported; an edited hook is the same check, as an edited reference is). ``restore_value=`` is
+not: every launch of a tuning starts from the caller's values with or without it (the
+in-place watch).
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ def check_of(settings: Settings) -> dict[str, Any] | None:
     }
     if settings.reset_to_zero:  # left out when none: the check records stated before it
         check["zeroed"] = sorted(settings.reset_to_zero)
+    if settings.pre_hook is not None:
+        check["pre_hook"] = True
     return check
 
 
