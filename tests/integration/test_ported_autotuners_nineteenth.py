@@ -46,7 +46,19 @@ launch's grid its own, also through the repeat-call path; a prune returning a co
 twice, or rewriting two into one, measuring each once (Kernel Tuner's strategies).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
-kernels under Triton's interpreter, through ``autotune_launch``.
+kernels under Triton's interpreter, through ``autotune_launch`` and DSL macros run by
+``tunedsl run``.
+
+Not ported, for want of a counterpart or because another file has it: Triton's
+``test_exceed_threads`` (``num_warps=128``: a GPU's resource limit; the interpreter runs
+every ``num_warps``), its IR overrides (GPU binaries) and its in-process change of
+``triton.knobs.language.fp32_default`` (Triton's own in-memory kernel cache keeps the binary
+built before it, as a decided key does; a new process keys the variable:
+test_ported_autotuners_more.py); Helion's ``autotune_rebenchmark_threshold`` (tunedsl races
+its leaders by confidence intervals, not a threshold) and its precompile processes
+(test_process_compile.py); Kernel Tuner's cache-file schema tests (a record of wrong types is
+a miss: tests/reliability) and its budget in evaluations (``max_fevals``: tunedsl's budget is
+in seconds).
 """
 
 from __future__ import annotations
