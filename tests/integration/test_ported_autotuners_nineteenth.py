@@ -25,8 +25,9 @@ record states
 value (``prune=at_most(limit)``, or ``functools.partial(keep, limit=limit)``) held a value no
 key held, hidden in the factory's closure: the decision made under ``limit=128`` (BLOCK=128)
 was launched from memory for ``limit=32``, whose prune keeps only BLOCK=32. The ``prune=``
-expression is now read from the call's source, and a local of the caller it passes is named
-on the first call as a lambda reading it is
+expression (and, where it names a local, what the caller assigned to it) is now read from
+the call's source, and a local of the caller it passes is named on the first call as a lambda
+reading it is
 (test_a_prune_made_per_call_from_a_local_is_named_not_launched_where_it_drops,
 test_a_macros_prune_made_from_a_local_is_named). A small space whose search ``budget=4``
 cut short (Kernel Tuner's time limit) decided the key for good once a later run dropped the
@@ -304,6 +305,16 @@ def _copy_at_most(x: torch.Tensor, y: torch.Tensor, limit: int, key: Any = None)
                            prune=at_most(limit), key=key, name=f"prune-factory-{key is None}")  # fmt: skip
 
 
+def _copy_made_before(x: torch.Tensor, y: torch.Tensor, limit: int) -> Any:
+    from ported_kernels_nineteenth import copy
+
+    n = x.numel()
+    made = at_most(limit)
+    return autotune_launch(copy, space={"BLOCK": [32, 64, 128]}, grid=lambda c: (cdiv(n, c.BLOCK),),
+                           args=(x, y, n), kwargs=lambda c: {"BLOCK": c.BLOCK}, prune=made,
+                           name="prune-made-before")  # fmt: skip
+
+
 def test_a_prune_made_per_call_from_a_local_is_named_not_launched_where_it_drops() -> None:
     """Triton's ``early_config_prune`` is fixed when the kernel is declared; ported as
     ``prune=at_most(limit)``, a factory called on every call with the caller's ``limit``,
@@ -315,6 +326,8 @@ def test_a_prune_made_per_call_from_a_local_is_named_not_launched_where_it_drops
     x, y = torch.randn(100), torch.zeros(100)
     with pytest.raises(UsageError, match=r"reads `limit` \(128\) from the function that calls the site, through the call that makes the prune"):  # fmt: skip
         _copy_at_most(x, y, 128)
+    with pytest.raises(UsageError, match=r"reads `limit` \(128\) from the function that calls"):
+        _copy_made_before(x, y, 128)  # made a line before the call
     for limit, source in ((128, "tuned"), (32, "default"), (64, "tuned")):  # 32: one kept
         y.zero_()
         res = _copy_at_most(x, y, limit, key=limit)
@@ -341,6 +354,7 @@ def keep(configs, args, limit):
 
 def copied(x, y, limit):
     n = x.numel()
+    made = at_most(limit)
     autotune(space=dict(BLOCK=[32, 64, 128]), blocks=cdiv(n, $BLOCK), prune=PRUNE,
              copy(x, y, n, BLOCK=$BLOCK))
 
@@ -359,6 +373,7 @@ print("ok")
     [
         ("at_most(limit)", "reads `limit` (128) from the function that calls the site"),
         ("functools.partial(keep, limit=limit)", "reads `limit` (128) from the function"),
+        ("made", "reads `limit` (128) from the function"),  # made a line before the call
         ("at_most(128)", None),  # a value fixed for the process: runs
     ],
 )
@@ -367,7 +382,8 @@ def test_a_macros_prune_made_from_a_local_is_named(
 ) -> None:
     """The same in a macro, run by ``tunedsl run``: the ``prune=`` expression (a factory's
     call, a ``functools.partial``) passes the caller's ``limit`` to what makes the prune,
-    and the first call names it; the factory given a constant runs, each call right."""
+    and the first call names it, also when the prune is made a line before the call; the
+    factory given a constant runs, each call right."""
     # ported from: triton-lang/triton python/test/unit/runtime/test_autotuner.py::test_prune_configs (early_config_prune)
     script = tmp_path / "prune_factory.py"
     script.write_text(PRUNE_FACTORY_SCRIPT.replace("PRUNE", prune), encoding="utf-8")
@@ -379,7 +395,7 @@ def test_a_macros_prune_made_from_a_local_is_named(
         assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
     else:
         assert done.returncode == 1, done.stdout + done.stderr
-        assert "UsageError: " in done.stderr and "prune_factory.py:18:5 (copy)" in done.stderr
+        assert "UsageError: " in done.stderr and "prune_factory.py:19:5 (copy)" in done.stderr
         assert named in done.stderr and "ok" not in done.stdout
 
 

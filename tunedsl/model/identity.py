@@ -239,6 +239,7 @@ class _FileIndex(NamedTuple):
     calls: tuple[tuple[str, int, int, int, int], ...]
     # (line, col, end line, end col) -> the calls there (a macro call expands to two)
     nodes: dict[tuple[int, int, int, int], list[ast.Call]]
+    tree: ast.Module
 
 
 # Parses a file that Python cannot (a DSL module: `$name`), positions the user's. The front
@@ -274,7 +275,7 @@ def _index(source: str, filename: str) -> _FileIndex:
     nodes: dict[tuple[int, int, int, int], list[ast.Call]] = {}
     for node, place in zip(found, places, strict=True):
         nodes.setdefault(place, []).append(node)
-    return _FileIndex(_defs(tree.body), calls, nodes)
+    return _FileIndex(_defs(tree.body), calls, nodes, tree)
 
 
 def _file_index(filename: str) -> _FileIndex | None:
@@ -307,6 +308,27 @@ def calls_at(filename: str, place: tuple[int, int, int, int]) -> tuple[ast.Call,
     cannot be read or parsed."""
     index = _file_index(filename)
     return tuple(index.nodes.get(place, ())) if index is not None else ()
+
+
+def assigned_in(filename: str, first_line: int, name: str) -> tuple[ast.expr, ...]:
+    """The values the function of ``filename`` whose code starts at ``first_line`` (its
+    first decorator's line, as ``co_firstlineno`` says) assigns to the local ``name``."""
+    index = _file_index(filename)
+    for node in ast.walk(index.tree) if index is not None else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if start == first_line:
+                return tuple(
+                    n.value
+                    for n in ast.walk(node)
+                    if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
+                    and n.value is not None
+                    and any(
+                        isinstance(t, ast.Name) and t.id == name
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                    )
+                )
+    return ()
 
 
 def calls_on_line(filename: str, line: int, callee: str) -> int:

@@ -11,7 +11,9 @@ A prune made by a factory that has returned (``prune=make_prune(64)``) is fixed 
 process and is not one of them, unless the ``prune=`` expression passes the factory a
 local of the caller (``prune=make_prune(limit)``, ``functools.partial(keep, limit=limit)``):
 the prune made on each call then holds that call's value behind the factory's closure, so
-the expression itself is read from the call's source (Python 3.11 and later). A default bound from the caller's local of its name
+the expression itself is read from the call's source (Python 3.11 and later), and where it
+names a local (``keep = make_prune(limit)`` a line before ``prune=keep``), what the calling
+function assigns to that local. A default bound from the caller's local of its name
 (``lambda configs, args, N=N:``, Python's idiom against late binding) holds this call's
 value as a closure does, and is looked at the same way. The attributes of an object the caller holds are such reads
 too (``self.live`` in an ``nn.Module``'s ``forward``, read by a lambda written there or by a
@@ -121,8 +123,14 @@ def factory_arguments_read(prune: Any, rebound: Rebound) -> list[tuple[str, Any,
     in_function = bool(frame.f_code.co_flags & _FUNCTION_FLAGS)
     names = frame.f_locals
     lines = {} if in_function else rebound(frame.f_code.co_filename)
+    chains = _chains_read(expression)
+    if isinstance(expression, ast.Name) and in_function and expression.id in names:
+        # `keep = at_most(limit)` a line before `prune=keep`: what the local was made from
+        code = frame.f_code
+        for value in identity.assigned_in(code.co_filename, code.co_firstlineno, expression.id):
+            chains |= _chains_read(value)
     out = []
-    for chain in sorted(_chains_read(expression)):
+    for chain in sorted(chains):
         root = chain[0]
         if root not in names or not (in_function or root in lines):
             continue
