@@ -10,7 +10,8 @@ anywhere in a loop around that line. A module constant, and a name whose every b
 before that line outside the loops around it (set up twice, ``SMALLEST = max(SMALLEST,
 32)``, or an earlier loop's variable), are not. It also reads the ``prune=`` expression of
 a macro or of an ``autotune_launch`` call: the variables it reads where it is evaluated
-(``covering(n)`` makes a prune from the caller's ``n``).
+(``covering(n)`` makes a prune from the caller's ``n``), and what its scope assigns to a
+name it reads (``keep = covering(n)``, then ``prune=keep``).
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def chains_read_by_option(
     column) lies around the expression: the positions of the code that evaluates the
     macro's options, or of the call. Empty where the source is not to be had."""
     first, last, col, end_col = span
-    for node in ast.walk(_read(filename)[2]):
+    tree = _read(filename)[2]
+    for node in ast.walk(tree):
         if isinstance(node, ast.Dict):  # the DSL thunk's {"prune": ...}
             pairs = [(k.value, v) for k, v in zip(node.keys, node.values, strict=True)
                      if isinstance(k, ast.Constant)]  # fmt: skip
@@ -96,8 +98,52 @@ def chains_read_by_option(
             start = (value.lineno, value.col_offset)
             end = (value.end_lineno or value.lineno, value.end_col_offset or 0)
             if (first, col) <= start and end <= (last, end_col):
-                return _chains(value)
+                chains = _chains(value)
+                return chains | _made_before(tree, start, chains)
     return set()
+
+
+def _made_before(tree: ast.Module, at: tuple[int, int], chains: set[Chain]) -> set[Chain]:
+    """What the scope around ``at`` assigns to a bare name the expression reads, read as
+    the expression reads it: a prune made a line before the call (``keep =
+    at_most(limit)``, then ``prune=keep``) holds what it was made from."""
+    names = {c[0] for c in chains if len(c) == 1}
+    out: set[Chain] = set()
+    for node in _own_nodes(_scope_around(tree, at)) if names else ():
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+            out |= _chains(value)
+    return out
+
+
+def _scope_around(tree: ast.Module, at: tuple[int, int]) -> ast.AST:
+    """The innermost function whose body holds the position ``at``, else the module."""
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+            inner = (node.lineno, node.col_offset) <= at <= end
+            if inner and (scope is tree or node.lineno >= getattr(scope, "lineno", 0)):
+                scope = node
+    return scope
+
+
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of ``scope``'s own code, not those of the functions and classes in it."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _chains(expr: ast.expr) -> set[Chain]:

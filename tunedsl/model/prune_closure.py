@@ -108,7 +108,8 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
         module = None if function else frame  # a call at a script's top level
     else:
         span = _span(code, None)
-        local = {}
+        running = _running_frame(code)  # its locals: what `keep = at_most(limit)` read
+        local = dict(running.f_locals) if running is not None else {}
         for name, cell in zip(code.co_freevars, lazy.__closure__ or (), strict=False):
             try:
                 local[name] = cell.cell_contents

@@ -167,22 +167,22 @@ def _usable(
         warn_once(f"space:{record.digest}", f"{text}; {then}", stacklevel="user")
         return False, previous
     if lazy:  # a record of a large space never lists it: it decides by its budget
-        return _searched_enough(record, settings), previous
+        return _searched_enough(record, settings, settings.space.size_hint()), previous
     missing = set(space) - measured
-    return not missing or _searched_enough(record, settings), previous
+    return not missing or _searched_enough(record, settings, len(space)), previous
 
 
-def _searched_enough(record: store.Record, settings: Settings) -> bool:
+def _searched_enough(record: store.Record, settings: Settings, size: int) -> bool:
     """A budgeted search's record need not cover every candidate: it decides the key while
-    this site asks for the same strategy and no larger budget (a larger one continues it)."""
+    this site asks for the same strategy and no larger budget (none, a small space: all)."""
     if record.budget_s is None or record.strategy is None:
         return False
     if record.strategy.split(":")[0] != settings.search:
         return False
-    from tunedsl.engine.effort import search_effort
+    from tunedsl.engine.effort import search_budget
 
-    budget = settings.budget_s or search_effort(settings.effort).budget_s
-    return budget <= record.budget_s
+    budget = search_budget(settings.budget_s, settings.search, settings.effort, size)
+    return budget is not None and budget <= record.budget_s
 
 
 # Digests whose chosen configuration passed verify= in this process (by tuning or a check).

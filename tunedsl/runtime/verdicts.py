@@ -17,6 +17,16 @@ function is the same check here: ``tunedsl cache clear`` measures its key anew.
 ``mode="cached"`` never tunes: where the record's choice fails the site's check, it launches
 the default, and a default that fails too is an error saying so, naming a record made under
 another check (``default_fails``), not "the only configuration" ``mode="off"`` has.
+
+What the check compares is also what each launch starts from: ``reset_to_zero=`` zeroes its
+buffers before every launch, so a split-K configuration that adds into its output is judged
+on its own sums only when the output is zeroed. A rejection made without a buffer zeroed
+(the caller's ``torch.empty`` added to) does not stand for a site that zeroes it, nor the
+other way round: the names zeroed are part of the check, and so is whether a ``pre_hook=``
+runs before each launch (where a Triton ``Config``'s ``pre_hook`` that zeroes an output is
+ported; an edited hook is the same check, as an edited reference is). ``restore_value=`` is
+not: every launch of a tuning starts from the caller's values with or without it (the
+in-place watch).
 """
 
 from __future__ import annotations
@@ -46,12 +56,17 @@ def check_of(settings: Settings) -> dict[str, Any] | None:
         against = "first"
     else:
         against = sorted(str(name) for name in verify)
-    return {
+    check: dict[str, Any] = {
         "against": against,
         "rtol": float(settings.rtol),
         "atol": float(settings.atol),
         "given": bool(settings.tolerance_given),
     }
+    if settings.reset_to_zero:  # left out when none: the check records stated before it
+        check["zeroed"] = sorted(settings.reset_to_zero)
+    if settings.pre_hook is not None:
+        check["pre_hook"] = True
+    return check
 
 
 def noted(settings: Settings) -> dict[str, Any]:
