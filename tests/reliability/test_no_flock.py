@@ -140,7 +140,9 @@ def test_the_filelock_releases_that_cannot_be_told_not_to_fall_back_are_not_inst
     requirements = pytest.importorskip("packaging.requirements")
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    (req,) = [requirements.Requirement(r) for r in project["dependencies"] if r.startswith("filelock")]
+    (req,) = [
+        requirements.Requirement(r) for r in project["dependencies"] if r.startswith("filelock")
+    ]
     falling_back = ["3.24.0", "3.24.3", "3.25.2", "3.28.0", "3.29.0", "3.29.7"]
     assert not [v for v in falling_back if req.specifier.contains(v)], str(req)
     assert all(req.specifier.contains(v) for v in ("3.20.4", "3.23.0", "3.30.0", "4.0.0")), req
