@@ -162,6 +162,17 @@ class AroundViews:
                 window.copy_(copy)  # a copy in host memory: put back all the same
 
 
+def overlaps(a: Any, b: Any) -> bool:
+    """Whether tensors ``a`` and ``b`` share memory, by address (their first element to their
+    last: a storage's views, or two storages over one memory, ``from_dlpack`` of a slice)."""
+    spans = [_span(t) if is_tensor(t) else None for t in (a, b)]
+    if spans[0] is None or spans[1] is None or a.device != b.device:
+        return False
+    (sa, la, ha), (sb, lb, hb) = spans
+    pa, pb = sa.data_ptr(), sb.data_ptr()
+    return pa + la < pb + hb and pb + lb < pa + ha
+
+
 def _equal(a: Any, b: Any) -> bool:
     import torch
 
