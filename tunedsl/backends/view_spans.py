@@ -165,10 +165,11 @@ class AroundViews:
 def overlaps(a: Any, b: Any) -> bool:
     """Whether tensors ``a`` and ``b`` share memory, by address (their first element to their
     last: a storage's views, or two storages over one memory, ``from_dlpack`` of a slice)."""
-    spans = [_span(t) if is_tensor(t) else None for t in (a, b)]
-    if spans[0] is None or spans[1] is None or a.device != b.device:
+    span_a = _span(a) if is_tensor(a) else None
+    span_b = _span(b) if is_tensor(b) else None
+    if span_a is None or span_b is None or a.device != b.device:
         return False
-    (sa, la, ha), (sb, lb, hb) = spans
+    (sa, la, ha), (sb, lb, hb) = span_a, span_b
     pa, pb = sa.data_ptr(), sb.data_ptr()
     return pa + la < pb + hb and pb + lb < pa + ha
 
