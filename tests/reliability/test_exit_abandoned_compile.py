@@ -47,6 +47,8 @@ def slow():
 jobs = [compile_pool.CompileJob(Config(STEPS=8000), slow)]
 for job, result in compile_pool.compile_stream(jobs, workers=1, timeout_s=1):
     print("RESULT", type(result).__name__, flush=True)
+if sys.argv[1:] == ["ctrl-c"]:
+    raise KeyboardInterrupt
 if sys.argv[1:]:
     sys.exit(int(sys.argv[1]))
 print("ENDED", flush=True)
@@ -113,5 +115,24 @@ def test_a_plain_script_ending_under_a_compile_past_its_limit_says_its_status_is
     assert code == 1, err[-3000:]
     said = [line for line in err.splitlines() if "a compile was still running at exit" in line]
     assert len(said) == 1 and "with status 1" in said[0] and "tunedsl run" in said[0], err
+    assert running_in_session(sid) == []
+    assert _left(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="checks for stray processes via /proc")
+@pytest.mark.parametrize("via_cli", [True, False], ids=["tunedsl-run", "python"])
+def test_a_program_dying_of_ctrl_c_under_a_compile_past_its_limit_leaves_at_once(
+    tmp_path: Path, via_cli: bool
+) -> None:
+    """A script whose compile timed out dies of an uncaught Ctrl-C: the process leaves at
+    once with status 130 (the exit's wait for running compiles is skipped, so no line says
+    a compile was abandoned after it), under ``tunedsl run`` as under plain ``python``.
+    Under ``tunedsl run``, which reports the Ctrl-C itself, the exit waited 10 s for the
+    compile first, then said it abandoned it."""
+    code, out, err, sid = _run(tmp_path, "ctrl-c", via_cli=via_cli)
+    assert "RESULT CompileTimeout" in out, err[-3000:]
+    assert code == 130, err[-3000:]
+    assert "KeyboardInterrupt" in err, err[-3000:]
+    assert "a compile was still running at exit" not in err, err[-3000:]
     assert running_in_session(sid) == []
     assert _left(tmp_path) == []

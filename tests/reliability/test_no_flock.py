@@ -129,3 +129,20 @@ def test_compiling_with_a_cache_without_file_locks_compiles_and_names_the_fix(
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "Traceback" not in out.stderr, out.stderr[-3000:]
     _named_once(out.stderr, tmp_path / "cache")
+
+
+def test_the_filelock_releases_that_cannot_be_told_not_to_fall_back_are_not_installed() -> None:
+    """filelock 3.24 to 3.29 switch to their marker-file lock on ENOSYS whatever they are
+    told (they take ``fallback_to_soft=False`` and ignore it; the tests above fail under
+    3.24.0 and 3.29.7): tunedsl's requirement admits none of them, and still admits 3.20.4
+    (which raises ``NotImplementedError``) and the releases that honour the option."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
+    requirements = pytest.importorskip("packaging.requirements")
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (req,) = [
+        requirements.Requirement(r) for r in project["dependencies"] if r.startswith("filelock")
+    ]
+    falling_back = ["3.24.0", "3.24.3", "3.25.2", "3.28.0", "3.29.0", "3.29.7"]
+    assert not [v for v in falling_back if req.specifier.contains(v)], str(req)
+    assert all(req.specifier.contains(v) for v in ("3.20.4", "3.23.0", "3.30.0", "4.0.0")), req

@@ -285,3 +285,37 @@ def test_views_of_two_storages_over_one_memory_reach_an_isolated_worker_whole() 
     rebuilt = rebuild_variant(packed[0], rebuild_storages(storages, None))
     assert torch.equal(rebuilt.args[0], small)
     assert torch.equal(rebuilt.args[1], large)
+
+
+@pytest.mark.parametrize("first_is_whole", [False, True], ids=["earlier-own", "first"])
+def test_a_later_configurations_view_of_an_earlier_ones_whole_tensor_runs_on_the_callers_values(
+    first_is_whole: bool,
+) -> None:
+    """An earlier configuration passes ``whole`` (its whole storage, so no window is kept
+    around it) and adds one into its first 200 values; a later one passes ``whole[:200]``.
+    The later one's own copy was taken after the earlier one's writes: it ran on them, and
+    they were put back into ``whole`` after the tuning, the chosen launch adding to them (or,
+    the chosen one writing elsewhere, left there), silently. Now that memory is put back
+    from the earlier configuration's copy first, and ``whole`` holds the caller's values
+    plus what the chosen launch adds."""
+    n = 200
+    other = torch.full((n,), 9.0)
+    whole = torch.full((1000,), 9.0)
+    slots = {0: whole, 1: whole[:n]} if first_is_whole else {0: other, 1: whole, 2: whole[:n]}
+    space = [{"slot": s, "BLOCK": 256 if s == 0 else 8} for s in slots]
+    res = autotune_launch(
+        add_ones,
+        space=space,
+        grid=lambda cfg: (cdiv(n, cfg.BLOCK),),
+        args=lambda cfg: (slots[cfg.slot], n),
+        kwargs=lambda cfg: {"BLOCK": cfg.BLOCK, "PADDED": False},
+        restore_value=["out"],
+        name=f"a-view-of-an-earlier-whole-tensor-{first_is_whole}",
+    )
+    assert len(res.timings) == len(slots)
+    expected = torch.full((1000,), 9.0)
+    if res.config.slot != 0 or first_is_whole:  # the chosen launch added into whole[:200]
+        expected[:n] = 10.0
+    assert torch.equal(whole, expected), whole[:n].unique()
+    if not first_is_whole:
+        assert torch.equal(other, torch.full((n,), 10.0 if res.config.slot == 0 else 9.0))

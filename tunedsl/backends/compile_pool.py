@@ -83,7 +83,7 @@ _exit_status: int | None = None  # the status the program exits with, where it i
 def note_exit_status(status: int) -> None:
     """The status the process is about to exit with (the ``tunedsl`` command's, which is a
     ``tunedsl run`` script's own): the exit drain leaves with it where a compile it cannot
-    stop is still running. Under plain ``python`` it is not known there (``sys.exit(n)``
+    stop is still running, and at once for 130 (Ctrl-C, which the command reported). Under plain ``python`` it is not known there (``sys.exit(n)``
     keeps ``n`` in the interpreter's C code), so the drain leaves with status 1."""
     global _exit_status
     _exit_status = int(status)
@@ -137,8 +137,9 @@ def exit_now_if_compiling(status: int) -> None:
 
 
 def _drain_at_exit() -> None:
-    if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
-        # The program died of Ctrl-C: leave now rather than wait for running compiles.
+    if _exit_status == 130 or isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+        # The program died of Ctrl-C (a `tunedsl` command reports it itself and notes 130):
+        # leave now rather than wait for running compiles.
         exit_now_if_compiling(130)
     _exiting.set()  # running compiles finish; no stream starts another
     deadline = time.monotonic() + EXIT_DRAIN_S

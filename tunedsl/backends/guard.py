@@ -118,13 +118,27 @@ class Guard:
             for name, value in data.items():
                 place = self._own_place(name, value)
                 if place is not None and place not in self.own:
+                    self._put_back_older(value)  # the caller's values, where copies hold them
                     if self.around_views:  # the memory around it, as around the first's
-                        self.around.put_back_under(value)  # the caller's, where kept
+                        self.around.put_back_under(value)
                         self.around.add(value)
                     with contextlib.suppress(RuntimeError):  # no room for it: left as it is
                         self.own[place] = (value, self.bt.clone(value))
             known = self._data[id(hook_args)] = (hook_args, data)
         return known[1]
+
+    def _put_back_older(self, value: Any) -> None:
+        """The tensors of earlier configurations that share memory with ``value`` (a whole
+        tensor another one passes a view of), back from their copies, before ``value``'s own
+        copy is taken: it would hold their writes, run on them and put them back after the
+        tuning. The first configuration's copied ones and every earlier one's own."""
+        from tunedsl.backends.view_spans import overlaps
+
+        copied = {**self.verify_snapshot, **self.restore}
+        older = [(self.bound[n], saved) for n, saved in copied.items()]
+        for tensor, saved in [*older, *self.own.values()]:
+            if overlaps(tensor, value):
+                self.bt.copy_into(tensor, saved)
 
     def _own_place(self, name: str, value: Any) -> tuple[Any, ...] | None:
         """Where a tensor passed as ``name`` lies, other than the memory the first

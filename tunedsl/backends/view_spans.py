@@ -162,6 +162,18 @@ class AroundViews:
                 window.copy_(copy)  # a copy in host memory: put back all the same
 
 
+def overlaps(a: Any, b: Any) -> bool:
+    """Whether tensors ``a`` and ``b`` share memory, by address (their first element to their
+    last: a storage's views, or two storages over one memory, ``from_dlpack`` of a slice)."""
+    span_a = _span(a) if is_tensor(a) else None
+    span_b = _span(b) if is_tensor(b) else None
+    if span_a is None or span_b is None or a.device != b.device:
+        return False
+    (sa, la, ha), (sb, lb, hb) = span_a, span_b
+    pa, pb = sa.data_ptr(), sb.data_ptr()
+    return pa + la < pb + hb and pb + lb < pa + ha
+
+
 def _equal(a: Any, b: Any) -> bool:
     import torch
 

@@ -133,8 +133,9 @@ def new_file_lock(path: str | Path, timeout_s: float = -1) -> Any:
     later releases (4.x included) would switch to a marker file (a ``SoftFileLock``) that a
     killed process leaves behind, each later waiter waiting out its limit, with a warning
     that names no fix. Told not to, they raise the ``OSError`` (ENOSYS) instead, and tunedsl
-    goes on without the lock after its own warning (``warn_no_file_locks``) on every release
-    (3.20 ignores the option it does not know)."""
+    goes on without the lock after its own warning (``warn_no_file_locks``); 3.20 to 3.23
+    ignore the option they do not know. 3.24 to 3.29 ignore it too and fall back all the same:
+    the package's requirement excludes them (pyproject.toml)."""
     from filelock import FileLock
 
     return FileLock(str(path), timeout=timeout_s, fallback_to_soft=False)
