@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -73,3 +74,75 @@ def test_a_sweep_interrupted_half_way_names_the_shapes_left_so_none_is_tuned_twi
     # The resumed sweep ran only the shapes left: each batch size tuned once in all.
     assert f"sweep: {len(left)} tasks, {len(left)} records written" in again.stdout
     assert _swept_batches(cache) == batches
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Rules of kernels_serving.py built from a sweep over batch sizes 1 to 32 (the real
+    `tunedsl sweep` and `tunedsl rules build`), in a directory of their own."""
+    tmp = tmp_path_factory.mktemp("shipped")
+    shapes = tmp / "shapes.json"
+    shapes.write_text(json.dumps([{"b": b} for b in (1, 2, 4, 8, 16, 32)]))
+    env = _env(tmp / "cache")
+    tunedsl = [sys.executable, "-m", "tunedsl"]
+    for argv in (
+        ["sweep", SCRIPT, "--no-ray", "--shapes", str(shapes)],
+        ["rules", "build", "--out", str(tmp / "rules")],
+    ):
+        done = subprocess.run([*tunedsl, *argv], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return tmp / "rules"
+
+
+SERVE = """
+import sys, warnings
+sys.path.insert(0, {here!r})
+warnings.simplefilter("always")
+import torch
+from kernels_serving import silu_and_mul
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    out, res = silu_and_mul(torch.randn(5, 64), torch.randn(5, 64))
+for w in seen:
+    print("WARNING", w.filename, w.lineno, w.message)
+print("SOURCE", res.source)
+"""
+
+
+def _serve(rules: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**_env(cache), "TUNEDSL_RECORDS_PATH": str(rules)}
+    code = SERVE.format(here=str(HERE))
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize("fault", ["damaged rule", "directory open to others"])
+def test_a_rule_not_used_warns_at_the_users_site_where_their_filters_apply(
+    shipped: Path, tmp_path: Path, fault: str
+) -> None:
+    rules = tmp_path / "rules"
+    shutil.copytree(shipped, rules)
+    if fault == "damaged rule":
+        (path,) = rules.glob("*.rule.json")
+        data = json.loads(path.read_text())
+        data["families"] = "damaged"
+        path.write_text(json.dumps(data))
+    else:
+        rules.chmod(0o777)
+    done = _serve(rules, tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert "SOURCE tuned" in done.stdout, done.stdout  # not used: the key is tuned
+    (warned,) = [line for line in done.stdout.splitlines() if line.startswith("WARNING")]
+    # At the line of the user's autotune_launch call in kernels_serving.py, not at
+    # tunedsl's own source, so a warnings filter on the user's module applies to it.
+    assert warned.startswith(f"WARNING {HERE / 'kernels_serving.py'} "), warned
+    assert str(rules) in warned, warned
+
+
+def test_a_shipped_rule_decides_an_unseen_batch_size_in_a_fresh_cache(
+    shipped: Path, tmp_path: Path
+) -> None:
+    done = _serve(shipped, tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert "SOURCE rule" in done.stdout and "WARNING" not in done.stdout, done.stdout

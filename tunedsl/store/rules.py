@@ -127,10 +127,15 @@ def find_rules(digest: str) -> tuple[Rule, ...]:
             rule = read_rule_file(path)
         except (OSError, InvalidRule, rec.InvalidRecord) as err:
             # Once per problem, not per file: a file fixed, then damaged anew, says so again.
-            warn_once(f"bad-rule:{path}:{err}", f"ignoring rule {path}: {err}")
+            # At the user's site (its line, not tunedsl's): their warning filters apply.
+            warn_once(f"bad-rule:{path}:{err}", f"ignoring rule {path}: {err}", stacklevel="user")
             continue
         if digest_of(rule) != digest:
-            warn_once(f"bad-rule:{path}", f"ignoring rule {path}: it names another site")
+            warn_once(
+                f"bad-rule:{path}",
+                f"ignoring rule {path}: it names another site",
+                stacklevel="user",
+            )
             continue
         found.append(rule)
     rules = tuple(found)
