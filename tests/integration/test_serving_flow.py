@@ -31,7 +31,7 @@ def _env(cache: Path) -> dict[str, str]:
 
 def _swept_batches(cache: Path) -> list[int]:
     keys = [records.read_record_file(p).key for p in cache.glob("records/*.json")]
-    return sorted(k["args"]["g"]["shape"][0] for k in keys)
+    return sorted(k["args"]["g"]["shape"][0] for k in keys if "g" in k["args"])  # silu_gate
 
 
 def test_a_sweep_interrupted_half_way_names_the_shapes_left_so_none_is_tuned_twice(
@@ -72,7 +72,7 @@ def test_a_sweep_interrupted_half_way_names_the_shapes_left_so_none_is_tuned_twi
     )
     assert again.returncode == 0, again.stderr
     # The resumed sweep ran only the shapes left: each batch size tuned once in all.
-    assert f"sweep: {len(left)} tasks, {len(left)} records written" in again.stdout
+    assert f"sweep: {len(left)} tasks, {2 * len(left)} records written" in again.stdout
     assert _swept_batches(cache) == batches
 
 
@@ -91,6 +91,7 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ):
         done = subprocess.run([*tunedsl, *argv], env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
+    (tmp / "build.txt").write_text(done.stdout + done.stderr)
     return tmp / "rules"
 
 
@@ -124,10 +125,10 @@ def test_a_rule_not_used_warns_at_the_users_site_where_their_filters_apply(
     rules = tmp_path / "rules"
     shutil.copytree(shipped, rules)
     if fault == "damaged rule":
-        (path,) = rules.glob("*.rule.json")
-        data = json.loads(path.read_text())
-        data["families"] = "damaged"
-        path.write_text(json.dumps(data))
+        for path in rules.glob("*.rule.json"):
+            data = json.loads(path.read_text())
+            data["families"] = "damaged"
+            path.write_text(json.dumps(data))
     else:
         rules.chmod(0o777)
     done = _serve(rules, tmp_path / "cache")
@@ -146,3 +147,23 @@ def test_a_shipped_rule_decides_an_unseen_batch_size_in_a_fresh_cache(
     done = _serve(shipped, tmp_path / "cache")
     assert done.returncode == 0, done.stderr
     assert "SOURCE rule" in done.stdout and "WARNING" not in done.stdout, done.stdout
+
+
+def test_a_key_alone_in_its_family_is_said_to_be_never_held_out(shipped: Path) -> None:
+    # key=(b, n) with b=1 is a family of its own (an int below 2 of key=): one swept key,
+    # which leave-one-key-out cannot hold out. The regrets shown are of the other five.
+    build = (shipped.parent / "build.txt").read_text()
+    assert (
+        "decode_mv:autotune_launch: 1 swept key(s) alone in their family, never held out" in build
+    ), build
+    assert '"key[0]":1' in build, build
+    show = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "show", str(shipped)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    bmv = show[show.index("rule for kernels_serving.py:decode_mv") :]
+    assert "over 6 swept keys" in bmv and "1 of them alone in their family, never held out" in bmv
+    silu = show[show.index("rule for kernels_serving.py:silu_and_mul") :]
+    assert "alone" not in silu.split("rule for")[1], silu

@@ -310,6 +310,14 @@ def _save(plan: Any, out: Path) -> None:
             "theirs. Sweep more sizes and build again",
             file=sys.stderr,
         )
+    alone = [f.family for f in built.families if len(f.points) == 1]
+    if alone and isinstance(v.get("geomean"), float):  # the others were validated
+        print(
+            f"  note: {terminal_text(first.site)}: {len(alone)} swept key(s) alone in their "
+            f"family, never held out (the regrets are of the other keys): "
+            f"{terminal_text('; '.join(alone))[:300]}. Sweep more sizes of those families",
+            file=sys.stderr,
+        )
     for why in built.left_out:
         print(f"  note: {terminal_text(first.site)}: {why}", file=sys.stderr)
     if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
