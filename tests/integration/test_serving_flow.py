@@ -110,9 +110,11 @@ print("SOURCE", res.source)
 """
 
 
-def _serve(rules: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+def _serve(
+    rules: Path, cache: Path, here: Path = HERE, module: str = "kernels_serving"
+) -> subprocess.CompletedProcess[str]:
     env = {**_env(cache), "TUNEDSL_RECORDS_PATH": str(rules)}
-    code = SERVE.format(here=str(HERE))
+    code = SERVE.format(here=str(here)).replace("from kernels_serving", f"from {module}")
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
@@ -167,3 +169,21 @@ def test_a_key_alone_in_its_family_is_said_to_be_never_held_out(shipped: Path) -
     assert "over 6 swept keys" in bmv and "1 of them alone in their family, never held out" in bmv
     silu = show[show.index("rule for kernels_serving.py:silu_and_mul") :]
     assert "alone" not in silu.split("rule for")[1], silu
+
+
+def test_rules_of_a_script_since_renamed_are_named_once_not_passed_over_in_silence(
+    shipped: Path, tmp_path: Path
+) -> None:
+    # The serving module renamed on its way to the other machine: its sites are new sites
+    # (a site's identity holds its file's name), so the rules decide nothing and the key is
+    # tuned; one warning names the rule and the fix instead of a silent tuning.
+    moved = tmp_path / "app"
+    moved.mkdir()
+    shutil.copy(HERE / "kernels_serving.py", moved / "serving_layers.py")
+    done = _serve(shipped, tmp_path / "cache", moved, "serving_layers")
+    assert done.returncode == 0, done.stderr
+    assert "SOURCE tuned" in done.stdout, done.stdout
+    (warned,) = [line for line in done.stdout.splitlines() if line.startswith("WARNING")]
+    assert warned.startswith(f"WARNING {moved / 'serving_layers.py'} "), warned
+    assert "is a rule for kernels_serving.py:silu_and_mul:autotune_launch" in warned, warned
+    assert "in a file of another name" in warned and "`name=`" in warned, warned
