@@ -187,3 +187,27 @@ def test_rules_of_a_script_since_renamed_are_named_once_not_passed_over_in_silen
     assert warned.startswith(f"WARNING {moved / 'serving_layers.py'} "), warned
     assert "is a rule for kernels_serving.py:silu_and_mul:autotune_launch" in warned, warned
     assert "in a file of another name" in warned and "`name=`" in warned, warned
+
+
+def test_a_bundle_given_to_rules_build_as_records_names_how_to_read_it(tmp_path: Path) -> None:
+    # The records shipped as a bundle (`tunedsl cache export`): --records takes directories.
+    bundle = tmp_path / "records.json"
+    exported = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "cache", "export", str(bundle)],
+        env=_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert bundle.is_file(), exported.stdout + exported.stderr
+    argv = ["rules", "build", "--records", str(bundle), "--out", str(tmp_path / "rules")]
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", *argv],
+        env=_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert f"--records {bundle}: a file, not a directory" in done.stderr, done.stderr
+    assert f"tunedsl cache import {bundle}" in done.stderr, done.stderr
+    assert not (tmp_path / "rules").exists()

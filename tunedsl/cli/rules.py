@@ -127,6 +127,13 @@ def _records(dirs: Sequence[str]) -> Iterable[Any]:
         if not d.strip():
             raise UsageError("--records is empty: name a directory of tuning records")
         root = Path(d)
+        if root.is_file():  # a bundle of `cache export`, most likely: how to read it
+            raise UsageError(
+                f"--records {d}: a file, not a directory of tuning records; a bundle of "
+                f"`tunedsl cache export` is read by importing it into a cache first (`tunedsl "
+                f"cache import {d}`, with TUNEDSL_CACHE_DIR set for a cache of its own), then "
+                "`tunedsl rules build` without --records"
+            )
         if not root.is_dir():
             raise UsageError(f"--records {d}: not a directory")
         yield from FileRecordStore(root, writable=False).iter_records()
