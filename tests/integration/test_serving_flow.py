@@ -120,7 +120,9 @@ def _serve(
     )
 
 
-@pytest.mark.parametrize("fault", ["damaged rule", "directory open to others"])
+@pytest.mark.parametrize(
+    "fault", ["damaged rule", "directory open to others", "missing directory", "bundle on the path"]
+)
 def test_a_rule_not_used_warns_at_the_users_site_where_their_filters_apply(
     shipped: Path, tmp_path: Path, fault: str
 ) -> None:
@@ -131,8 +133,13 @@ def test_a_rule_not_used_warns_at_the_users_site_where_their_filters_apply(
             data = json.loads(path.read_text())
             data["families"] = "damaged"
             path.write_text(json.dumps(data))
-    else:
+    elif fault == "directory open to others":
         rules.chmod(0o777)
+    elif fault == "missing directory":  # a relative path, run from another directory, say
+        shutil.rmtree(rules)
+    else:
+        shutil.rmtree(rules)
+        rules.write_text("[]")
     done = _serve(rules, tmp_path / "cache")
     assert done.returncode == 0, done.stderr
     assert "SOURCE tuned" in done.stdout, done.stdout  # not used: the key is tuned
