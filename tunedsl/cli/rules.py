@@ -127,6 +127,13 @@ def _records(dirs: Sequence[str]) -> Iterable[Any]:
         if not d.strip():
             raise UsageError("--records is empty: name a directory of tuning records")
         root = Path(d)
+        if root.is_file():  # a bundle of `cache export`, most likely: how to read it
+            raise UsageError(
+                f"--records {d}: a file, not a directory of tuning records; a bundle of "
+                f"`tunedsl cache export` is read by importing it into a cache first (`tunedsl "
+                f"cache import {d}`, with TUNEDSL_CACHE_DIR set for a cache of its own), then "
+                "`tunedsl rules build` without --records"
+            )
         if not root.is_dir():
             raise UsageError(f"--records {d}: not a directory")
         yield from FileRecordStore(root, writable=False).iter_records()
@@ -308,6 +315,14 @@ def _save(plan: Any, out: Path) -> None:
             f"  note: {terminal_text(first.site)}: {len(plan.keys)} swept key(s), too few to "
             "validate the rule on keys it was not built from; it decides only sizes within "
             "theirs. Sweep more sizes and build again",
+            file=sys.stderr,
+        )
+    alone = [f.family for f in built.families if len(f.points) == 1]
+    if alone and isinstance(v.get("geomean"), float):  # the others were validated
+        print(
+            f"  note: {terminal_text(first.site)}: {len(alone)} swept key(s) alone in their "
+            f"family, never held out (the regrets are of the other keys): "
+            f"{terminal_text('; '.join(alone))[:300]}. Sweep more sizes of those families",
             file=sys.stderr,
         )
     for why in built.left_out:

@@ -440,6 +440,7 @@ class Rule:
                     if _finite(v.get("failed")) and v["failed"]
                     else ""
                 )
+                + _alone(self.families)
             )
             base = v.get("baselines")
             if isinstance(base, Mapping) and all(
@@ -480,6 +481,14 @@ _CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}
 def _sorted_configs(configs: frozenset[Config]) -> list[Any]:
     """The configurations' JSON in one order (a rule file built twice is the same)."""
     return [c.to_json() for c in sorted(configs, key=lambda c: canonical_json(c.to_json()))]
+
+
+def _alone(families: Sequence[Family]) -> str:
+    """The validation line's word on swept keys alone in their family: never held out."""
+    alone = sum(len(fam.points) == 1 for fam in families)
+    if not alone or len(families) == 1:  # one family of one key: no regret is shown at all
+        return ""
+    return f"; {alone} of them alone in their family, never held out (no regret of theirs)"
 
 
 def _ratio(x: Any) -> str:

@@ -137,6 +137,20 @@ def _unbound(
     return f"{place} does not fit {takes} {its}: {err}"
 
 
+def shapes_left(shapes: Sequence[dict[str, Any]]) -> str:
+    """What an interrupted sweep says of the shapes of its tasks that did not finish (or
+    failed): a sweep run again measures every shape anew, so the user passes these alone."""
+    left: dict[str, dict[str, Any]] = {}
+    for shape in shapes:  # in the order of the shapes file, each once
+        left.setdefault(json.dumps(shape, sort_keys=True), shape)
+    if not left:
+        return ""
+    return (
+        f"; a sweep run again measures every shape anew: to sweep only the {len(left)} "
+        f"shape(s) left, pass this list as --shapes: {json.dumps(list(left.values()))}"
+    )
+
+
 def _line_of(text: str, index: int) -> int:
     """The line (from 1) where entry ``index`` of the JSON list ``text`` starts (the text
     parsed whole already: each entry before it is decoded again, once)."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl.errors import Terminated, TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
-from tunedsl.precompile.shapes import check_arguments, read_shapes
+from tunedsl.precompile.shapes import check_arguments, read_shapes, shapes_left
 from tunedsl.store.scratch import adopt_scratch_dir, check_scratch, child_scratch_dir
 
 if TYPE_CHECKING:
@@ -459,7 +459,7 @@ def sweep(
                 outcomes = run_in_process(tasks, progress)
         except KeyboardInterrupt as err:
             how = "terminated (SIGTERM)" if isinstance(err, Terminated) else ""
-            _keep_finished(progress, out, how)
+            _keep_finished(progress, out, how, tasks)
             raise
         return _write(outcomes, bundle, out, "while writing the records"), outcomes
 
@@ -478,11 +478,12 @@ def _write(outcomes: Sequence[Outcome], bundle: str | None, out: TextIO, when: s
         raise
 
 
-def _keep_finished(progress: Progress, out: TextIO, how: str = "") -> None:
+def _keep_finished(progress: Progress, out: TextIO, how: str, tasks: list[Task]) -> None:
     """An interrupted sweep writes what its finished tasks tuned (hours of measuring, each
     record a whole tuning), never a bundle; a record that does not validate writes none.
     ``how``: what stopped it, where not Ctrl-C."""
     finished = [o for o in progress.finished if o.records]
+    ok = {o.task.index for o in progress.finished if o.error is None}  # need not run again
     if 0 < progress.done < progress.total and not progress.quiet and out.isatty():
         out.write("\n")  # below the progress line, not at its end
     try:
@@ -493,5 +494,6 @@ def _keep_finished(progress: Progress, out: TextIO, how: str = "") -> None:
         return
     out.write(
         f"sweep: {how or 'interrupted'} after {progress.done} of {progress.total} tasks; wrote the "
-        f"{len(written)} records they tuned (no bundle: it holds a whole sweep)\n"
+        f"{len(written)} records they tuned (no bundle: it holds a whole sweep)"
+        f"{shapes_left([t.shape for t in tasks if t.index not in ok])}\n"
     )

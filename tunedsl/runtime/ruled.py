@@ -37,6 +37,7 @@ from tunedsl.store.rules import (
     rule_digest,
     rules_decide,
     rules_of_other_kernels,
+    rules_of_renamed_sites,
     what_changed,
 )
 from tunedsl.warn import warn_once
@@ -74,6 +75,9 @@ def rule_pick(
                 "decides no key of this kernel; sweep again and run `tunedsl rules build`",
                 stacklevel="user",
             )
+        elif f"rule-renamed:{digest}" not in _renamed_checked:
+            _renamed_checked.add(f"rule-renamed:{digest}")
+            _warn_renamed(subject)
         return None
     rule, stale = chosen_rule(rules, ctx)
     where = f"rule {digest[:12]} of {subject.site_id}"
@@ -259,3 +263,23 @@ def _is_candidate(config: Config, candidates: Sequence[Config]) -> bool:
     if memo is None or memo[0] is not candidates:
         memo = _members = (candidates, frozenset(candidates))
     return config in memo[1]
+
+
+_renamed_checked: set[str] = set()  # the digests looked for under another file's name
+
+
+def _warn_renamed(subject: Subject) -> None:
+    """One warning where the path has rules for this site's function, kernel and launch
+    under another file's name (the script renamed since the sweep): they decide nothing."""
+    found = rules_of_renamed_sites(subject.site_id, subject.context["kernel"])
+    if found:
+        path, rule = found[0]
+        warn_once(
+            f"rule-renamed:{subject.site_id}",
+            f"{path} is a rule for {rule.site}, the same function, kernel and launch as "
+            f"{subject.site_id} in a file of another name; a site's identity holds its file's "
+            "name, so it decides no key here. Sweep this file again and run `tunedsl rules "
+            "build`, or give the site `name=` (then sweep and build) so renaming its file keeps "
+            "its rules",
+            stacklevel="user",
+        )

@@ -94,11 +94,12 @@ def _say_if_no_directory(path: Path) -> None:
         is_dir = stat.S_ISDIR(os.stat(path).st_mode)
     except FileNotFoundError:
         warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, which does "
-                  "not exist: no records are read from it; create it, or take it off the path")  # fmt: skip
+                  "not exist: no records are read from it; create it, or take it off the path",
+                  stacklevel="user")  # fmt: skip
         return
     except OSError:  # unreadable: the trust check of the directory says why
         return
     if not is_dir:
         warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, which is not "
                   "a directory: no records are read from it; name the directory of record "
-                  f"files, or for a bundle run `tunedsl cache import {path}`")  # fmt: skip
+                  f"files, or for a bundle run `tunedsl cache import {path}`", stacklevel="user")  # fmt: skip

@@ -114,6 +114,7 @@ def open_trusted_dir(root: Path) -> int | None:
             f"tuning records directory {root} is not private to this user ({why}); not "
             "using it. Fix its ownership and mode (chown to yourself, chmod 700 / chmod "
             "go-w), or point TUNEDSL_CACHE_DIR or TUNEDSL_RECORDS_PATH elsewhere",
+            stacklevel="user",
         )
     except OSError:
         pass  # missing, or unreadable: a miss (writing it reports that)

@@ -127,10 +127,15 @@ def find_rules(digest: str) -> tuple[Rule, ...]:
             rule = read_rule_file(path)
         except (OSError, InvalidRule, rec.InvalidRecord) as err:
             # Once per problem, not per file: a file fixed, then damaged anew, says so again.
-            warn_once(f"bad-rule:{path}:{err}", f"ignoring rule {path}: {err}")
+            # At the user's site (its line, not tunedsl's): their warning filters apply.
+            warn_once(f"bad-rule:{path}:{err}", f"ignoring rule {path}: {err}", stacklevel="user")
             continue
         if digest_of(rule) != digest:
-            warn_once(f"bad-rule:{path}", f"ignoring rule {path}: it names another site")
+            warn_once(
+                f"bad-rule:{path}",
+                f"ignoring rule {path}: it names another site",
+                stacklevel="user",
+            )
             continue
         found.append(rule)
     rules = tuple(found)
@@ -186,6 +191,29 @@ def rules_of_other_kernels(site: str, digest: str) -> list[tuple[Path, Rule]]:
     """The trusted, valid rule files on the path for ``site`` under another name than
     ``digest``, with their rules: built for the site's kernel before its source, launch text,
     static hints or Triton environment changed, so never used for it now."""
+    return [(p, r) for p, r in _site_index().get(site, ()) if p.name != digest + SUFFIX]
+
+
+def rules_of_renamed_sites(site: str, kernel: Mapping[str, Any]) -> list[tuple[Path, Rule]]:
+    """The trusted, valid rule files on the path for a site in a file of another name whose
+    function, kernel (its source) and launch are ``site``'s: its file renamed since the
+    sweep. A site's identity holds its file's name, so they decide nothing for it."""
+    _file, sep, rest = site.partition(":")
+    if not sep or not rest:
+        return []
+    same = (kernel.get("source_hash"), kernel.get("launch"))
+    return [
+        (path, rule)
+        for other, found in _site_index().items()
+        if other != site and other.partition(":")[2] == rest
+        for path, rule in found
+        if (rule.kernel.get("source_hash"), rule.kernel.get("launch")) == same
+    ]
+
+
+def _site_index() -> dict[str, list[tuple[Path, Rule]]]:
+    """Every trusted, valid rule file on the path by its site, read again when a directory
+    of the path changes."""
     global _by_site
     roots, wheres = _rule_roots()
     signature = tuple(map(_stat, wheres))  # a directory's mtime moves when a file comes or goes
@@ -202,7 +230,7 @@ def rules_of_other_kernels(site: str, digest: str) -> list[tuple[Path, Rule]]:
                 except (OSError, InvalidRule, rec.InvalidRecord):
                     continue  # find_rules warns about a damaged rule it is asked for
         index = _by_site = (signature, found)
-    return [(p, r) for p, r in index[1].get(site, ()) if p.name != digest + SUFFIX]
+    return index[1]
 
 
 def what_changed(rule: Rule, kernel: Mapping[str, Any], hints: Any, env: Any) -> str:
