@@ -157,3 +157,25 @@ def test_a_stale_rules_warning_prints_its_gpu_name_escaped(
     with pytest.warns(CacheWarning, match=r"measured on GPU\\x1b\[2J with") as caught:
         assert run("swept", 300).source == "tuned"
     assert not any("\x1b" in str(w.message) for w in caught)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file away needs root"
+)
+def test_a_rule_file_another_user_owns_is_refused_in_plain_words(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    # The warning carried Python's "[Errno 1]" inside its text.
+    path = rule_file(built_rules)
+    os.chown(path, 65534, -1)  # nobody
+    ship(built_rules, monkeypatch, tmp_path)
+    with pytest.warns(CacheWarning) as caught:
+        res = run("swept", 300, mode="cached")
+    assert res.source == "default" and tune_count == []  # still not trusted
+    (said,) = [str(w.message) for w in caught if "ignoring rule" in str(w.message)]
+    assert f"ignoring rule {path}: " in said, said
+    assert "owned by another user, uid 65534 (nobody)" in said, said
+    import pwd
+
+    assert f"chown {pwd.getpwuid(os.getuid()).pw_name} {path}" in said, said
+    assert "Errno" not in said, said

@@ -403,3 +403,46 @@ def test_rules_built_into_the_caches_records_directory_named_on_the_path_decide(
     swept = len(tune_count)
     res = run("swept", 300)  # never swept, inside [64, 1024]
     assert res.source == "rule" and len(tune_count) == swept
+
+
+def test_a_key_outside_the_first_rules_range_is_decided_by_the_next_rule_that_covers_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    # Two current rules for one site and kernel, one directory each on the path: the first
+    # swept small sizes, the second large ones. Only the first was used: a size in the
+    # second's range, outside the first's, was tuned.
+    from rule_helpers import sweep
+
+    built = {}
+    for part, sizes in (("A", (8, 16, 32)), ("B", (64, 128, 256, 512))):
+        monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / f"cache-{part}"))
+        sweep("swept", sizes)
+        built[part] = tmp_path / part
+        done = rules_cli("build", "--out", str(built[part]))
+        assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", os.pathsep.join(map(str, built.values())))
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    rule_store.forget_loaded()
+    swept = len(tune_count)
+    second = json.loads(rule_file(built["B"]).read_text())
+    res = run("swept", 300)  # never swept: in B's range [64, 512], outside A's [8, 32]
+    assert res.source == "rule" and len(tune_count) == swept
+    assert res.config.to_json() in second["configs"]
+    assert run("swept", 20).source == "rule"  # in A's range: A decides, as before
+    assert run("swept", 4000).source == "tuned"  # in no rule's range: tuned, as before
+    assert len(tune_count) == swept + 1
+    # One site whose first new size A decided (its plan for the layout holds A's rule):
+    # later sizes in B's range are still B's.
+    s = site("swept", space=SPACE)
+    for n, expected in ((24, "rule"), (200, "rule"), (400, "rule"), (2000, "tuned")):
+        a, b = torch.randn(n), torch.randn(n)
+        c = torch.empty(n)
+        assert call(s, vadd, (a, b, c, n), n).source == expected, n
+        torch.testing.assert_close(c, a + b)
+    assert len(tune_count) == swept + 2
+    # `check` says which keys B decides, no longer that it is not used.
+    check = rules_cli("check", str(built["A"]), str(built["B"]))
+    assert check.returncode == 0, check.stdout + check.stderr
+    second_file, first_file = rule_file(built["B"]), rule_file(built["A"])
+    said = f"{second_file}: used only for the keys outside the range of {first_file}"
+    assert said in check.stdout, check.stdout

@@ -221,6 +221,13 @@ RUNTIME_CASES = {
         UsageError,
         ["vadd(a, b, c, n, TILE) has no parameter `SCALE`", "remove `SCALE=`"],
     ),
+    # Only the first configuration's keywords were checked: a later one's keyword the
+    # kernel lacks was measured as fine under the interpreter, and failed on a GPU.
+    "unknown_keyword_of_a_later_configuration": (
+        dict(space=[{"TILE": 16}, {"TILE": 32, "EXTRA": 1}], kwargs=lambda cfg: cfg.as_dict()),
+        UsageError,
+        ["Config(TILE=32, EXTRA=1)", "has no parameter `EXTRA`", "remove `EXTRA=`"],
+    ),
     # A default= outside the space was ignored without a word: the first configuration ran.
     "default_not_in_space": (
         dict(default={"TILE": 48}, mode="off"),

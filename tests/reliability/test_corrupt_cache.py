@@ -130,7 +130,23 @@ def _record_corruptions() -> dict[str, Callable[[bytes], bytes]]:
 
         return change
 
+    def set_chosen_result(name: str, value: object) -> Callable[[dict], object]:
+        def change(record: dict) -> dict:
+            (chosen,) = [r for r in record["results"] if r["config"] == record["chosen"]]
+            chosen[name] = value
+            return record
+
+        return change
+
     return {
+        # Values of the right type and no sense: such a record decided without a word.
+        "negative_median_ms": reshape(set_chosen_result("median_ms", -1.0)),
+        "nan_median_ms": reshape(set_chosen_result("median_ms", float("nan"))),
+        "negative_reps": reshape(set_chosen_result("reps", -1)),
+        "negative_spread": reshape(set_chosen_result("spread", -0.5)),
+        "negative_min_ms": reshape(set_chosen_result("min_ms", -2.0)),
+        "negative_tuning_s": reshape(set_field("tuning_s", -3.0)),
+        "constexpr_of_an_object": reshape(set_chosen_result("constexprs", {"TILE": {"a": 1}})),
         "empty": lambda data: b"",
         "truncated": lambda data: data[: len(data) // 2],
         "random_bytes": lambda data: rng.randbytes(len(data)),
@@ -154,6 +170,16 @@ def _record_corruptions() -> dict[str, Callable[[bytes], bytes]]:
 
 
 RECORD_CORRUPTIONS = _record_corruptions()
+#: The field the warning names, for the corruptions of a value without sense.
+NAMED_FIELD = {
+    "negative_median_ms": "record.results[0].median_ms",
+    "nan_median_ms": "record.results[0].median_ms",
+    "negative_reps": "record.results[0].reps",
+    "negative_spread": "record.results[0].spread",
+    "negative_min_ms": "record.results[0].min_ms",
+    "negative_tuning_s": "record.tuning_s",
+    "constexpr_of_an_object": "record.results[0].constexprs['TILE']",
+}
 
 
 @pytest.mark.parametrize("kind", sorted(RECORD_CORRUPTIONS))
@@ -170,6 +196,7 @@ def test_corrupt_record_is_a_miss_with_one_warning(kind: str) -> None:
     messages = only_cache_warnings(caught)
     assert len(messages) == 1, messages
     assert str(path) in messages[0]
+    assert NAMED_FIELD.get(kind, "") in messages[0], messages[0]
 
     # Rebuilt: writing the record again (what tuning does after the miss) gives a valid one.
     assert records.save_record(_valid_record(digest))

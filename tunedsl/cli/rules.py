@@ -470,13 +470,14 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
         # As at run time: the first measured here, else the first on the path.
         path, rule = next((c for c in candidates if current(c[1])), candidates[0])
         rules[digest] = (path, rule)
-        for other, _ in candidates:
-            if other != path:
-                print(
-                    terminal_text(
-                        f"{other}: not used: the runtime uses {path} for {rule.site} here"
-                    )
+        for other, its in candidates:
+            if other != path:  # a later current rule decides the keys outside path's range
+                said = (
+                    f"used only for the keys outside the range of {path}"
+                    if current(its) and current(rule)
+                    else f"not used: the runtime uses {path} for {rule.site} here"
                 )
+                print(terminal_text(f"{other}: {said}"))
         if current(rule):
             print(terminal_text(f"{path.name}: current ({here.get('name')}, {toolchain})"))
             continue

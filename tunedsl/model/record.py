@@ -69,6 +69,8 @@ class ConfigResult:
         config = _config(data.get("config"), f"{where}.config")
         options = _expect(data.get("options", {}), dict, f"{where}.options")
         constexprs = _expect(data.get("constexprs", {}), dict, f"{where}.constexprs")
+        for name, value in constexprs.items():
+            _constexpr(value, f"{where}.constexprs[{name!r}]")
         round_ = data.get("round")  # absent in records written before rounds existed
         if round_ is not None:
             _expect(round_, int, f"{where}.round")
@@ -76,10 +78,10 @@ class ConfigResult:
             return cls(
                 config,
                 status,
-                median_ms=_number(data.get("median_ms"), f"{where}.median_ms"),
-                spread=_number(data.get("spread"), f"{where}.spread"),
-                reps=_expect(data.get("reps"), int, f"{where}.reps"),
-                min_ms=_number(data.get("min_ms"), f"{where}.min_ms"),
+                median_ms=_not_negative(data.get("median_ms"), f"{where}.median_ms"),
+                spread=_not_negative(data.get("spread"), f"{where}.spread"),
+                reps=_reps(data.get("reps"), f"{where}.reps"),
+                min_ms=_not_negative(data.get("min_ms"), f"{where}.min_ms"),
                 options=options,
                 constexprs=constexprs,
                 round=round_,
@@ -195,7 +197,7 @@ class Record:
             device=_expect(data.get("device"), dict, "record.device"),
             versions=_expect(data.get("versions"), dict, "record.versions"),
             context=_expect(data.get("context"), dict, "record.context"),
-            tuning_s=_number(data.get("tuning_s"), "record.tuning_s"),
+            tuning_s=_not_negative(data.get("tuning_s"), "record.tuning_s"),
             timestamp=_timestamp(data.get("timestamp")),
             effort=_expect(data.get("effort", "default"), str, "record.effort"),
             schema=schema,
@@ -229,6 +231,39 @@ def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not math.isfinite(number):
         raise InvalidRecord(f"{where} is {_short(value)}; expected a finite number")
     return number
+
+
+def _not_negative(value: Any, where: str) -> float:
+    """A time or a spread: a finite number, never below zero (no timing is)."""
+    number = _number(value, where)
+    if number < 0:
+        raise InvalidRecord(f"{where} is {_short(value)}; expected a number of at least 0")
+    return number
+
+
+def _reps(value: Any, where: str) -> int:
+    """How many repetitions a successful result was timed over: at least one."""
+    reps = _expect(value, int, where)
+    if reps < 1:
+        raise InvalidRecord(f"{where} is {_short(value)}; expected at least 1 repetition")
+    return int(reps)
+
+
+def _constexpr(value: Any, where: str) -> None:
+    """A constexpr as a record holds it (``keys.readable_constexpr``): a JSON scalar, a list
+    of them (a tuple), or a set's ``{"set": [...]}``; never another object."""
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _constexpr(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        if list(value) != ["set"] or not isinstance(value["set"], list):
+            raise InvalidRecord(
+                f"{where} is {_short(value)}; expected a constexpr's value (a number, a "
+                "string, a bool, null or a list of them)"
+            )
+        _constexpr(value["set"], where)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidRecord(f"{where} is {_short(value)}; expected a finite number")
 
 
 def _short(value: Any) -> str:

@@ -34,7 +34,7 @@ from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import launch_effect, mistakes, tuning_table, unkeyed
+from tunedsl.runtime import launch_binding, launch_effect, mistakes, tuning_table
 from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
@@ -117,12 +117,13 @@ def variants(
     """``configs`` (default: the candidates ``prune=`` keeps) bound to ``call``, with the
     configurations whose launch hints are infeasible here and why."""
     from tunedsl.backends import triton as bt
-    from tunedsl.model.hints import HINTS, InfeasibleConfig, check_hint_twice, launch_options
+    from tunedsl.model.hints import InfeasibleConfig, launch_options
 
     if configs is None:
         configs = candidates(site, call, settings)
     target = bt.target_facts()
     out: list[Variant] = []
+    first_names: tuple[str, ...] = ()
     infeasible: dict[Config, str] = {}
     for cfg in configs:
         try:
@@ -137,35 +138,11 @@ def variants(
         except Exception as err:  # the user's expression, raising under this configuration
             launch_effect.note_bind_failed(err, cfg, site.label)
             raise
-        if not out:  # the launch binds the same way for every configuration
-            info = bt.kernel_info(call.kernel)
-            launch_kwargs = {**call.static_kwargs, **dyn_kwargs}
-            kernel_name = info.qualname.rsplit(".", 1)[-1]
-            check_hint_twice(
-                launch_kwargs, cfg, settings.hints, site.label, info.arg_names, kernel_name
-            )
-            launch_args = fill_holes(call.args, holes) if holes else call.args
-            mistakes.check_launch(
-                call.kernel,
-                info,
-                launch_args,
-                launch_kwargs,
-                site.label,
-                bt.launch_option_names,
-                [name for name in cfg if name in HINTS],
-                _dependent(info.arg_names, call.args, holes, dyn_kwargs),
-            )
-            mistakes.check_key_names(call.key, info, site.label)
-            if not site.has_key:
-                unkeyed.check(
-                    info.arg_names,
-                    call.args,
-                    call.static_kwargs,
-                    holes,
-                    dyn_kwargs,
-                    bt.storage_address,
-                    site.label,
-                )
+        if not out:  # checked in full once; a later one where its keywords differ
+            launch_binding.check_first(call, settings, cfg, holes, dyn_kwargs, site)
+            first_names = tuple(dyn_kwargs)
+        else:
+            launch_binding.check_later(call, cfg, holes, dyn_kwargs, first_names, site.label)
         kwargs = {**call.static_kwargs, **dyn_kwargs}
         grid = mistakes.grid_dims(grid, site.label, grid_arg(site))  # checks, with the fix
         check_grid(grid, site.label, grid_arg(site), target.backend)  # what CUDA launches
@@ -184,16 +161,6 @@ def variants(
         out, empty = launch_effect.drop_empty_grids(out, site.label)
         infeasible.update(empty)
     return out, infeasible
-
-
-def _dependent(
-    names: Sequence[str], args: Sequence[Any], holes: Any, dyn_kwargs: Mapping[str, Any]
-) -> set[str]:
-    """The parameters whose values depend on the configuration: the holes of ``args`` (every
-    positional one when the plain API's ``args=`` function replaces them) and ``dyn_kwargs``."""
-    if isinstance(holes, ReplaceArgs):
-        return {*names[: len(args)], *dyn_kwargs}
-    return {names[i] for i, a in enumerate(args) if a is HOLE and i < len(names)} | set(dyn_kwargs)
 
 
 def grid_arg(site: SiteView) -> str:

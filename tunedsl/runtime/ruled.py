@@ -82,6 +82,8 @@ def rule_pick(
     rule, stale = chosen_rule(rules, ctx)
     where = f"rule {digest[:12]} of {subject.site_id}"
     config, in_range = rule.decide(subject.readable)
+    if not in_range and not stale and len(rules) > 1:  # a later directory's may cover it
+        rule, config, in_range = covering_rule(rules, ctx, subject.readable, rule, config)
     if stale:
         here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
         measured = rule.measured_on()
@@ -230,6 +232,23 @@ def chosen_rule(rules: tuple[Rule, ...], ctx: Mapping[str, Any]) -> tuple[Rule, 
     stale = rule.device.get("name") != here or rule.toolchain != toolchain
     _chose = (rules, ctx, rule, stale)
     return rule, stale
+
+
+def covering_rule(
+    rules: tuple[Rule, ...], ctx: Mapping[str, Any], readable: Any, rule: Rule, config: Config
+) -> tuple[Rule, Config, bool]:
+    """For a key outside the range of ``rule`` (current: measured on this GPU model and
+    toolchain; its pick ``config``), the first other current rule of ``rules``, in path
+    order, whose range covers the key, with its pick and True; else ``rule``, ``config``
+    and False (one directory's rule for small sizes, another's for large ones)."""
+    here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
+    for other in rules:
+        if other is rule or other.device.get("name") != here or other.toolchain != toolchain:
+            continue
+        picked, in_range = other.decide(readable)
+        if in_range:
+            return other, picked, True
+    return rule, config, False
 
 
 # The last candidates tuple checked against a rule's swept configurations, and the answer.

@@ -157,26 +157,56 @@ def read_regular_file(
         fd = os.open(path, flags | getattr(os, "O_BINARY", 0), dir_fd=dir_fd)
     except OSError as err:
         if err.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
-            raise OSError(errno.ELOOP, "a symbolic link, not read") from None
+            raise Refused(errno.ELOOP, "a symbolic link, not read") from None
         raise
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())  # what we check is what we read
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
+            raise Refused(errno.EINVAL, "not a regular file")
         if st.st_size > limit:
-            raise OSError(errno.EFBIG, f"{st.st_size} bytes, over the {limit}-byte limit")
+            raise Refused(errno.EFBIG, f"{st.st_size} bytes, over the {limit}-byte limit")
         if private:
             _check_private_file(st, path)
         data = fh.read(limit + 1)
     if len(data) > limit:  # grew while we read it
-        raise OSError(errno.EFBIG, f"over the {limit}-byte limit")
+        raise Refused(errno.EFBIG, f"over the {limit}-byte limit")
     return data
+
+
+class Refused(OSError):
+    """A file ``read_regular_file`` does not read: its text is the reason alone, as the
+    warnings that quote it print it (without Python's ``[Errno N]`` before it)."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
 
 
 def _check_private_file(st: os.stat_result, path: Path | str) -> None:
     owner_ok = not hasattr(os, "getuid") or st.st_uid in (os.getuid(), 0)
     if owner_ok and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return
-    why = "writable by group or others" if owner_ok else f"owned by another user (uid {st.st_uid})"
-    fix = "chmod go-w" if owner_ok else "remove it, or chown it to yourself"
-    raise OSError(errno.EPERM, f"{why}, so not trusted; fix: {fix} {path}")
+    if owner_ok:
+        raise Refused(
+            errno.EPERM, f"writable by group or others, so not trusted; fix: chmod go-w {path}"
+        )
+    raise Refused(
+        errno.EPERM,
+        f"owned by another user, {_user(st.st_uid)}, so not trusted; fix: remove it, or make "
+        f"it yours (chown {_user_name(os.getuid())} {path})",
+    )
+
+
+def _user_name(uid: int) -> str:
+    """A user's login name, or the uid where none is known."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def _user(uid: int) -> str:
+    """``uid 65534 (nobody)``: a file's owner as the warnings name it."""
+    name = _user_name(uid)
+    return f"uid {uid}" if name == str(uid) else f"uid {uid} ({name})"
