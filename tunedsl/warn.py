@@ -86,6 +86,12 @@ _EXAMPLES = os.path.join(_PACKAGE, "examples") + os.sep  # shipped examples are 
 _PLUMBING = {os.path.abspath(contextlib.__file__), os.path.abspath(threading.__file__)}
 
 
+def is_own_file(filename: str) -> bool:
+    """Is ``filename`` tunedsl's own code (the shipped examples are user code)?"""
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE) and not path.startswith(_EXAMPLES)
+
+
 def is_internal(filename: str) -> bool:
     """Is ``filename`` tunedsl's own code, or plumbing between it and the user's code (the
     shipped examples are user code)? PyTorch's own frames and the code ``torch.compile``
@@ -93,8 +99,7 @@ def is_internal(filename: str) -> bool:
     if filename.startswith(("<frozen ", "<eval_with_key>")):
         return True
     path = os.path.abspath(filename)
-    internal = path.startswith(_PACKAGE) and not path.startswith(_EXAMPLES)
-    return internal or path in _PLUMBING or path.startswith(_torch_dir())
+    return is_own_file(path) or path in _PLUMBING or path.startswith(_torch_dir())
 
 
 def without_frames(

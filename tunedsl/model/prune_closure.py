@@ -27,13 +27,13 @@ name whose every binding has run, is not one of them.
 from __future__ import annotations
 
 import dis
-import os
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
+from tunedsl.warn import is_own_file
 
 #: How far up the stack a prune's defining function is looked for.
 _MAX_FRAMES = 200
@@ -98,7 +98,7 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
     code = getattr(lazy, "__code__", None)
     if not isinstance(code, types.CodeType):
         return []
-    if code.co_filename.startswith(_OWN_DIR):  # autotune_launch(..., prune=...)
+    if is_own_file(code.co_filename):  # autotune_launch(..., prune=...)
         frame = _user_frame()
         if frame is None:
             return []
@@ -147,7 +147,7 @@ def _user_frame() -> types.FrameType | None:
     for _ in range(_MAX_FRAMES):
         if frame is None:
             return None
-        if not frame.f_code.co_filename.startswith(_OWN_DIR):
+        if not is_own_file(frame.f_code.co_filename):
             return frame
         frame = frame.f_back  # type: ignore[assignment]
     return None
@@ -235,14 +235,11 @@ def _held_by_running_function(obj: Any) -> bool:
         if frame is None:
             return False
         code = frame.f_code
-        if code.co_flags & _FUNCTION_FLAGS and not code.co_filename.startswith(_OWN_DIR):
+        if code.co_flags & _FUNCTION_FLAGS and not is_own_file(code.co_filename):
             if any(value is obj for value in frame.f_locals.values()):
                 return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
-
-
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _attributes_read(code: types.CodeType, objects: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import operator
-import os
 import sys
 import types
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -28,14 +27,12 @@ from tunedsl.model.keys import is_numpy_scalar, is_tensor, is_triton_constexpr, 
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import foreign
-from tunedsl.warn import warn_once, without_frames
+from tunedsl.warn import is_own_file, warn_once, without_frames
 
 if TYPE_CHECKING:
     from tunedsl.backends.triton import KernelInfo
 
 _ABSENT = object()
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_EXAMPLES = os.path.join(_PACKAGE, "examples") + os.sep
 
 E = TypeVar("E", bound=BaseException)
 
@@ -60,12 +57,6 @@ def user_frames_only(err: E) -> E:
 def without_own_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
     """The traceback chain with tunedsl's own frames unlinked."""
     return without_frames(tb, is_own_file)
-
-
-def is_own_file(filename: str) -> bool:
-    """Is ``filename`` tunedsl's own code (the shipped examples are user code)?"""
-    path = os.path.abspath(filename)
-    return path.startswith(_PACKAGE + os.sep) and not path.startswith(_EXAMPLES)
 
 
 def warn_prune_splits_key(label: str, prune: Any, names: Sequence[str]) -> None:
