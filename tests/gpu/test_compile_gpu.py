@@ -129,11 +129,25 @@ def test_forked_workers_stop_a_kernel_over_shared_memory_with_the_loaders_error(
     ]
     try:
         results = {j.config: r for j, r in compile_stream(jobs, workers=4)}
+        # Another key of the kernel (same specialization): the stopped compile fails at once.
+        compile_again = process_compile.variant_compiler(mm, len(configs), workers=4)
+        again = {
+            j.config: r
+            for j, r in compile_stream(
+                [
+                    CompileJob(name, lambda kw=kw, opts=opts: compile_again(args, kw, opts))
+                    for name, (kw, opts) in configs.items()
+                ],
+                workers=4,
+            )
+        }
     finally:
         compile_processes.shutdown()
     assert process_compile.stats["over_shared"] == before["over_shared"] + 1
+    assert process_compile.stats["over_shared_known"] == before["over_shared_known"] + 1
     early = results["huge"]
     assert isinstance(early, triton.runtime.errors.OutOfResources), early
+    assert str(again["huge"]) == str(early)
     # The same configuration compiled in full and loaded here: the same error, same numbers.
     monkeypatch.setenv("TUNEDSL_COMPILE_PROCESSES", "off")
     with pytest.raises(triton.runtime.errors.OutOfResources) as loaded:

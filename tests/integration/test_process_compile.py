@@ -104,7 +104,13 @@ def test_workers_build_the_same_cubins_as_threads_and_failures_keep_tritons_erro
     for config, (digest, cached, size) in on.items():
         assert not cached and size > 1000  # built now (by a worker), a real cubin
         assert off[config][0] == digest  # the very kernel a compile on threads makes
-    assert report["stats_on"] == {"built": 4, "fallback": 0, "mismatch": 0, "over_shared": 0}
+    assert report["stats_on"] == {
+        "built": 4,
+        "fallback": 0,
+        "mismatch": 0,
+        "over_shared": 0,
+        "over_shared_known": 0,
+    }
     assert report["pool_on"]["pools"] == 1 and report["pool_on"]["jobs"] == 4
     # The workers were forked before this process hashed Triton, and compiled with the
     # key each job carried: no worker hashed Triton's files itself.
@@ -166,7 +172,7 @@ results = {}
 for name, config in (("small", SMALL), ("big", BIG)):
     job = process_compile._worker_job(mm, key, str(mm.cache_key), args, config, OPTIONS, target)
     job = dataclasses.replace(job, shared_limit=limit)
-    results[name] = repr(pool.run(process_compile.build_in_worker, job, 600))
+    results[name] = repr(process_compile.run_job(pool, job))
 # The stopped kernel left no entry that a later load could trust.
 opts, sig, ce, attrs = pack_for_target(mm, args, BIG, OPTIONS, target)
 from tunedsl.backends import compat
@@ -175,9 +181,19 @@ backend = make_backend(target)
 src = ASTSource(mm, sig, ce, attrs)
 parsed = backend.parse_options(compat.options_dict(opts))
 big_key = compat.triton_cache_key(src, backend, parsed, compat.cache_invalidating_env())
+big_cached = triton_cache_has(big_key, src.name)
+# The same compiles again (another key of the kernel): the one over the limit fails at once,
+# the one that fits is a worker's cache hit; with a limit it fits, the big one compiles.
+before = dict(process_compile.stats)
+again = {}
+for name, config, at in (("small", SMALL, limit), ("big", BIG, limit), ("big_fits", BIG, big_shared)):
+    job = process_compile._worker_job(mm, key, str(mm.cache_key), args, config, OPTIONS, target)
+    again[name] = repr(process_compile.run_job(pool, dataclasses.replace(job, shared_limit=at)))
+counts = {k: process_compile.stats[k] - before[k] for k in ("over_shared", "over_shared_known")}
 print("REPORT " + json.dumps({
     "small": [small_hash, small_shared], "big": [big_hash, big_shared], "limit": limit,
-    "results": results, "big_cached": triton_cache_has(big_key, src.name),
+    "results": results, "big_cached": big_cached,
+    "again": again, "counts": counts,
     "error": str(compat.out_of_resources(big_shared, limit)),
 }))
 """
@@ -198,6 +214,23 @@ def test_a_worker_stops_a_kernel_over_the_gpus_shared_memory_before_code_generat
     assert report["results"]["big"] == f"OverSharedMemory(required={big_shared}, limit={limit})"
     assert report["big_cached"] is False
     assert f"Required: {big_shared}, Hardware limit: {limit}" in report["error"]
+
+
+def test_a_compile_stopped_over_shared_memory_is_not_run_again_in_the_process(
+    tmp_path: Path,
+) -> None:
+    """Another key of the same kernel and specialization compiles the same jobs: the one a
+    worker stopped over the limit fails at once with the same numbers, while the same
+    kernel under a limit it fits is compiled (the memory is by the whole job)."""
+    report = run_report(tmp_path, "over_shared.py", OVER_SHARED_SCRIPT)
+    small_hash, _ = report["small"]
+    big_hash, big_shared = report["big"]
+    limit = report["limit"]
+    again = report["again"]
+    assert again["small"] == f"Built(hash={small_hash!r}, cached=True)"
+    assert again["big"] == f"OverSharedMemory(required={big_shared}, limit={limit})"
+    assert again["big_fits"] == f"Built(hash={big_hash!r}, cached=False)"
+    assert report["counts"] == {"over_shared": 0, "over_shared_known": 1}
 
 
 def test_no_more_workers_are_forked_than_a_kernel_has_variants(tmp_path: Path) -> None:

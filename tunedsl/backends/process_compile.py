@@ -16,7 +16,8 @@ workers, ``TUNEDSL_COMPILE_PROCESSES``), each call:
 A kernel that needs more shared memory than the launching GPU has stops in the worker after
 its LLVM-IR stage (``compat.stop_over_shared_memory``), and step 3 becomes raising Triton's
 ``OutOfResources`` with the numbers loading it would give: such kernels are often a space's
-slowest compiles, and no load accepts them.
+slowest compiles, and no load accepts them; the process remembers such a compile, so
+another key of the same kernel and specialization fails it at once (``run_job``).
 
 Step 3 checks that it was a cache hit with the worker's hash; a miss (the keys differ in a
 Triton version this was not built against) turns processes off for this process, with the
@@ -56,6 +57,7 @@ __all__ = [
     "OverSharedMemory",
     "WorkerCompile",
     "prebuild_launcher",
+    "run_job",
     "stats",
     "variant_compiler",
 ]
@@ -77,11 +79,19 @@ class VariantCompile(Protocol):
 
 #: ``built``: variants a worker compiled and this process then loaded from the cache;
 #: ``fallback``: compiled here after the worker failed; ``mismatch``: the load was no hit;
-#: ``over_shared``: stopped in the worker before code generation (too much shared memory).
-stats = {"built": 0, "fallback": 0, "mismatch": 0, "over_shared": 0}
+#: ``over_shared``: stopped in the worker before code generation (too much shared memory);
+#: ``over_shared_known``: failed at once, a worker having stopped the same compile before.
+stats = {"built": 0, "fallback": 0, "mismatch": 0, "over_shared": 0, "over_shared_known": 0}
 _disabled: list[str] = []  # why processes were turned off for this process, if they were
 _launchers: set[tuple[str, str]] = set()  # (kernel source, signature) prebuilt or building
 _launchers_lock = threading.Lock()
+# Compiles a worker stopped over shared memory, by everything that decides their shared
+# memory (the job and Triton's cache-invalidating environment). Another key of the same
+# kernel and specialization (a new size in a sweep or a serving loop) compiles the same
+# jobs: those fail at once instead of running Triton's front end to LLVM IR again. Kept in
+# this process only: Triton's cache has no entry for such a kernel to key a file by.
+_over_shared: dict[str, OverSharedMemory] = {}
+_OVER_SHARED_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -208,9 +218,7 @@ def variant_compiler(
         try:
             computed = compat.with_heuristics(kernel, args, kwargs, options, grid)
             job = _worker_job(jit_fn, kernel_key, source_key, args, computed, options, fixed_target)
-            result = pool.run(
-                build_in_worker, job, job_timeout_s(), priority=priority, cancelled=cancelled
-            )
+            result = run_job(pool, job, priority=priority, cancelled=cancelled)
         except compile_processes.Cancelled as err:
             raise CompileCancelled("the search ended before this configuration compiled") from err
         except compile_processes.WorkerCrashed as err:  # this configuration crashed it
@@ -224,7 +232,6 @@ def variant_compiler(
         except Exception:  # the job could not be described or sent: compile here
             return _fallback(here, args, kwargs, options, grid)
         if isinstance(result, OverSharedMemory):  # what loading it here would raise
-            stats["over_shared"] += 1
             raise compat.out_of_resources(result.required, result.limit)
         handle = here(args, kwargs, options, grid)  # the load: milliseconds of Python
         if is_cache_hit(handle) and str(getattr(handle, "hash", "")) == result.hash:
@@ -236,6 +243,30 @@ def variant_compiler(
         return handle
 
     return pooled
+
+
+def run_job(
+    pool: Any,
+    job: WorkerCompile,
+    *,
+    priority: float = 0.0,
+    cancelled: threading.Event | None = None,
+) -> Built | OverSharedMemory:
+    """``job`` compiled by a worker of ``pool``, or the answer a worker gave to the same
+    compile over shared memory earlier in this process (``_over_shared``)."""
+    identity = None
+    if job.shared_limit is not None:
+        identity = repr((job, sorted(compat.cache_invalidating_env().items())))
+        known = _over_shared.get(identity)
+        if known is not None:
+            stats["over_shared_known"] += 1
+            return known
+    result = pool.run(build_in_worker, job, job_timeout_s(), priority=priority, cancelled=cancelled)
+    if isinstance(result, OverSharedMemory):
+        stats["over_shared"] += 1
+        if identity is not None and len(_over_shared) < _OVER_SHARED_KEPT:
+            _over_shared[identity] = result
+    return result
 
 
 def _fallback(
