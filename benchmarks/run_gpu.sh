@@ -75,6 +75,7 @@ for suite in ${suites//,/ }; do
             TAIL=12 step "cold_anchor_$i" 150 "$py" benchmarks/bench_cold_tune.py \
                 --space anchor --rounds 3 --rep 100
         done
+        TAIL=12 step next_key 120 "$py" benchmarks/bench_next_key.py --repeats 2
         ;;
     rules)
         TAIL=40 step rules 420 "$py" benchmarks/bench_rules.py --json "$out/rules.json"
