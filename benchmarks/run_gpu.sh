@@ -3,7 +3,7 @@
 #
 #   bash benchmarks/run_gpu.sh tests OUTDIR      # every GPU test (tests/gpu, the gallery on the GPU)
 #   bash benchmarks/run_gpu.sh speed OUTDIR      # per-call cost against the launch floor, warm
-#                                                # start, cold tuning (anchor and tutorial 03)
+#                                                # start, cold tuning (anchor and tutorial 03), next sizes
 #   bash benchmarks/run_gpu.sh search OUTDIR     # search at scale on the stored tables
 #   bash benchmarks/run_gpu.sh rules OUTDIR      # rules on shapes never swept, capture at 32 sizes
 #   bash benchmarks/run_gpu.sh pytorch OUTDIR    # a compiled step with a DSL site against a raw
