@@ -7,11 +7,15 @@ each tuner in its own fresh process with empty caches:
 * ``triton``: ``triton.autotune`` keyed on M, N, K (a new size benchmarks again, its
   variants already compiled in the process);
 * ``tunedsl``: ``autotune_launch`` of one site;
-* ``tunedsl-forgetting``: the same, but the process forgets after each size which compiles
-  its workers stopped over shared memory, as tunedsl did before it remembered them.
+* ``tunedsl-forgetting``: the same, but forgetting after each size which compiles its
+  workers stopped over shared memory (in memory and in the cache's ``stopped/``), as
+  tunedsl did before it remembered them.
 
-The first size is the cold call; the next ones compile nothing that fits the GPU. Prints
-each call's seconds, the ratio to ``triton.autotune``'s, and the rows' choices.
+The first size is the cold call; the next ones compile nothing that fits the GPU. Then each
+row runs again in a next process with the first one's caches, at other sizes of the same
+specialization (``--next-shapes``): Triton's cache holds every variant that fits, as after
+``tunedsl precompile``. Prints each call's seconds, the ratio to ``triton.autotune``'s in
+the same position, and the rows' choices.
 
     python benchmarks/bench_next_key.py [--shapes 4096,4096,4096 4096,4096,2048 ...]
 """
@@ -32,11 +36,25 @@ from bench_cold_tune import SPACES, Shape, constexprs, label, parse_shape, probl
 
 ROWS = ("triton", "tunedsl-forgetting", "tunedsl")
 DEFAULT_SHAPES = ["4096,4096,4096", "4096,4096,2048", "2048,4096,4096", "8192,4096,1024"]
+DEFAULT_NEXT_SHAPES = ["4096,4096,3072", "3072,4096,4096"]
+
+
+def forget() -> None:
+    """Forget the stopped compiles, in memory and in the cache (the code before)."""
+    import shutil
+
+    from tunedsl.backends import stopped_compiles
+    from tunedsl.store import paths
+
+    stopped_compiles._known.clear()
+    shutil.rmtree(paths.stopped_compiles_dir(), ignore_errors=True)
 
 
 def child(row: str, shapes: list[Shape]) -> dict:
     space = SPACES["tutorial03"]
     calls, chosen = [], []
+    if row == "tunedsl-forgetting":
+        forget()
     if row == "triton":
         configs = [
             triton.Config(constexprs(c), num_warps=c["num_warps"], num_stages=c["num_stages"])
@@ -64,9 +82,7 @@ def child(row: str, shapes: list[Shape]) -> dict:
         calls.append(time.perf_counter() - start)
         chosen.append(label(pick))
         if row == "tunedsl-forgetting":
-            from tunedsl.backends import process_compile
-
-            process_compile._over_shared.clear()  # the process before it remembered them
+            forget()
     out: dict = {"calls_s": calls, "chosen": chosen}
     if row != "triton":
         from tunedsl.backends import process_compile
@@ -76,6 +92,7 @@ def child(row: str, shapes: list[Shape]) -> dict:
 
 
 def spawn(row: str, shapes: list[str], tmp: str) -> dict:
+    """``row`` over ``shapes`` in a fresh process with the row's caches under ``tmp``."""
     env = dict(
         os.environ,
         TRITON_CACHE_DIR=os.path.join(tmp, row, "triton"),
@@ -93,6 +110,10 @@ def spawn(row: str, shapes: list[str], tmp: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, help="M,N,K each")
+    parser.add_argument(
+        "--next-shapes", nargs="+", default=DEFAULT_NEXT_SHAPES,
+        help="M,N,K each: the next process's sizes (one specialization with --shapes)",
+    )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the rows")
     parser.add_argument("--child", choices=ROWS, help=argparse.SUPPRESS)
     ns = parser.parse_args()
@@ -104,20 +125,24 @@ def main() -> None:
         raise SystemExit("bench_next_key needs a CUDA GPU")
     print(f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPUs; torch {torch.__version__}, "
           f"triton {triton.__version__}; tutorial 03's 16 configurations")  # fmt: skip
-    names = ["x".join(map(str, s)) for s in shapes]
-    print(f"{'round':<6}{'row':<20}" + "".join(f"{n:>16}" for n in names))
     for r in range(ns.repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            results = {row: spawn(row, ns.shapes, tmp) for row in ROWS}
-        base = results["triton"]["calls_s"]
-        for row in ROWS:
-            cells = [
-                f"{s:.2f} s" + ("" if row == "triton" else f" {s / b:.3f}x")
-                for s, b in zip(results[row]["calls_s"], base, strict=True)
-            ]
-            print(f"{r + 1:<6}{row:<20}" + "".join(f"{c:>16}" for c in cells))
-        for row in ROWS:
-            print(f"       {row} chose: {results[row]['chosen']}; {results[row].get('stats', '')}")
+            first = {row: spawn(row, ns.shapes, tmp) for row in ROWS}
+            then = {row: spawn(row, ns.next_shapes, tmp) for row in ROWS}
+        for what, shapes_run, results in (
+            ("first process", ns.shapes, first),
+            ("next process", ns.next_shapes, then),
+        ):
+            print(f"round {r + 1}, {what}: " + ", ".join(shapes_run))
+            base = results["triton"]["calls_s"]
+            for row in ROWS:
+                cells = [
+                    f"{s:.2f} s" + ("" if row == "triton" else f" {s / b:.3f}x")
+                    for s, b in zip(results[row]["calls_s"], base, strict=True)
+                ]
+                print(f"  {row:<20}" + "".join(f"{c:>16}" for c in cells))
+            for row in ROWS:
+                print(f"  {row} chose: {results[row]['chosen']}; {results[row].get('stats', '')}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ cache and this process loads it: the cubins must be the ones a compile on thread
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -372,3 +374,60 @@ def _compiled_in_a_fresh_process(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+STOPPED_SCRIPT = r"""
+import dataclasses, json, os, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from shared_kernels import mm
+
+from tunedsl.backends import compile_processes, process_compile
+from tunedsl.store import paths
+
+S = 256
+args = (torch.float16,) * 3 + (S, S, S, S, 1, S, 1, S, 1)
+triton.knobs.cache.dir = tempfile.mkdtemp()  # a fresh Triton cache: it holds nothing anyway
+os.environ["TUNEDSL_COMPILE_PROCESSES"] = "on"
+pool = compile_processes.pool_for([mm], 2)
+key = compile_processes.register(mm)
+job = process_compile._worker_job(
+    mm, key, str(mm.cache_key), args, dict(BM=64, BN=64, BK=64),
+    {"num_warps": 4, "num_stages": 3}, GPUTarget("cuda", 90, 32),
+)
+job = dataclasses.replace(job, shared_limit=1024)  # far under what the tiles need
+result = repr(process_compile.run_job(pool, job))
+print("REPORT " + json.dumps({
+    "result": result,
+    "stats": {k: process_compile.stats[k] for k in ("over_shared", "over_shared_known")},
+    "stored": sorted(os.listdir(paths.stopped_compiles_dir())),
+}))
+"""
+
+
+def test_a_compile_stopped_over_shared_memory_is_remembered_by_a_later_process(
+    tmp_path: Path,
+) -> None:
+    """A later process (the run after ``tunedsl precompile``, a restarted server) fails a
+    compile a worker stopped over the limit before at once, from the cache's ``stopped/``;
+    a damaged verdict, or one another user owns, is a miss: the worker compiles again and
+    its own verdict stands."""
+    first = run_report(tmp_path, "stopped.py", STOPPED_SCRIPT)
+    assert first["stats"] == {"over_shared": 1, "over_shared_known": 0}
+    assert re.fullmatch(r"OverSharedMemory\(required=\d+, limit=1024\)", first["result"])
+    [name] = first["stored"]
+    second = run_report(tmp_path, "stopped.py", STOPPED_SCRIPT)
+    assert second == {**first, "stats": {"over_shared": 0, "over_shared_known": 1}}
+
+    stored = tmp_path / "tunedsl" / "stopped" / name
+    stored.write_text('{"required": 99')  # a writer killed half-way cannot leave this; a disk can
+    damaged = run_report(tmp_path, "stopped.py", STOPPED_SCRIPT)
+    assert damaged == first
+    if os.geteuid() == 0:  # a forged verdict of another user's is not read
+        stored.write_text('{"required": 999999, "limit": 1024}')
+        os.chown(stored, 65534, 65534)
+        forged = run_report(tmp_path, "stopped.py", STOPPED_SCRIPT)
+        assert forged == first
+        assert stored.stat().st_uid == os.geteuid()  # the worker's verdict replaced it

@@ -320,6 +320,39 @@ def test_clear_reports_only_the_binaries_it_removed(tmp_path: Path) -> None:
     assert not (cache / "binaries").exists() or not list((cache / "binaries").iterdir())
 
 
+def test_clear_all_removes_the_verdicts_on_stopped_compiles_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """``clear --all`` removes the cache's verdicts on compiles stopped over shared memory
+    (and a killed writer's temporary file of one), and leaves any other file in ``stopped/``;
+    through a symbolic link it removes nothing."""
+    cache = tmp_path / "cache"
+    stopped = cache / "stopped"
+    stopped.mkdir(parents=True)
+    for p in (cache, stopped):
+        p.chmod(0o700)
+    verdicts = [stopped / f"{c * 64}.json" for c in "ab"]
+    for v in verdicts:
+        v.write_text('{"required": 49152, "limit": 1024}')
+    temporary = stopped / f".{'c' * 64}.json.0123456789ab.tmp"
+    temporary.write_text("{")
+    mine = stopped / "notes.json"
+    mine.write_text("{}")
+    out = cache_cmd(child_env(cache), "clear", "--all")
+    assert out.returncode == 0, out.stderr
+    assert "removed 2 verdicts on compiles over shared memory" in out.stdout, out.stdout
+    assert sorted(p.name for p in stopped.iterdir()) == ["notes.json"]
+    # A symbolic link in its place: nothing is followed.
+    shutil.rmtree(stopped)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / f"{'d' * 64}.json").write_text("{}")
+    os.symlink(elsewhere, stopped)
+    out = cache_cmd(child_env(cache), "clear", "--all")
+    assert out.returncode == 0, out.stderr
+    assert [p.name for p in elsewhere.iterdir()] == [f"{'d' * 64}.json"]
+
+
 # -- bundles stream, and a damaged line is skipped -------------------------------------------
 
 

@@ -16,8 +16,9 @@ workers, ``TUNEDSL_COMPILE_PROCESSES``), each call:
 A kernel that needs more shared memory than the launching GPU has stops in the worker after
 its LLVM-IR stage (``compat.stop_over_shared_memory``), and step 3 becomes raising Triton's
 ``OutOfResources`` with the numbers loading it would give: such kernels are often a space's
-slowest compiles, and no load accepts them; the process remembers such a compile, so
-another key of the same kernel and specialization fails it at once (``run_job``).
+slowest compiles, and no load accepts them. Such a compile is remembered, in the process
+and in the cache (``stopped_compiles.py``), so another key of the same kernel and
+specialization, or a later process, fails it at once (``run_job``).
 
 Step 3 checks that it was a cache hit with the worker's hash; a miss (the keys differ in a
 Triton version this was not built against) turns processes off for this process, with the
@@ -33,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tunedsl.backends import compat, compile_processes
+from tunedsl.backends import compat, compile_processes, stopped_compiles
 from tunedsl.backends.arg_device import cuda_device_of
 from tunedsl.backends.compile_pool import (
     CompileCancelled,
@@ -85,13 +86,6 @@ stats = {"built": 0, "fallback": 0, "mismatch": 0, "over_shared": 0, "over_share
 _disabled: list[str] = []  # why processes were turned off for this process, if they were
 _launchers: set[tuple[str, str]] = set()  # (kernel source, signature) prebuilt or building
 _launchers_lock = threading.Lock()
-# Compiles a worker stopped over shared memory, by everything that decides their shared
-# memory (the job and Triton's cache-invalidating environment). Another key of the same
-# kernel and specialization (a new size in a sweep or a serving loop) compiles the same
-# jobs: those fail at once instead of running Triton's front end to LLVM IR again. Kept in
-# this process only: Triton's cache has no entry for such a kernel to key a file by.
-_over_shared: dict[str, OverSharedMemory] = {}
-_OVER_SHARED_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -253,19 +247,24 @@ def run_job(
     cancelled: threading.Event | None = None,
 ) -> Built | OverSharedMemory:
     """``job`` compiled by a worker of ``pool``, or the answer a worker gave to the same
-    compile over shared memory earlier in this process (``_over_shared``)."""
-    identity = None
-    if job.shared_limit is not None:
-        identity = repr((job, sorted(compat.cache_invalidating_env().items())))
-        known = _over_shared.get(identity)
+    compile over shared memory before, in this process or an earlier one
+    (``stopped_compiles.py``)."""
+    key = None
+    if job.shared_limit is not None and job.triton_key is not None:
+        key = stopped_compiles.digest(
+            (job.source_key, job.signature, job.constexprs, job.attrs, job.options,
+             job.target, job.shared_limit, job.triton_key,
+             sorted(compat.cache_invalidating_env().items()))
+        )  # fmt: skip
+        known = stopped_compiles.known(key)
         if known is not None:
             stats["over_shared_known"] += 1
-            return known
+            return OverSharedMemory(*known)
     result = pool.run(build_in_worker, job, job_timeout_s(), priority=priority, cancelled=cancelled)
     if isinstance(result, OverSharedMemory):
         stats["over_shared"] += 1
-        if identity is not None and len(_over_shared) < _OVER_SHARED_KEPT:
-            _over_shared[identity] = result
+        if key is not None:
+            stopped_compiles.remember(key, result.required, result.limit)
     return result
 
 

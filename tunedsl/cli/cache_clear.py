@@ -4,7 +4,8 @@
 for ``--remote`` alike: removing everything takes ``--all``. Only what tunedsl wrote is removed:
 regular ``<digest>.json`` files of the cache's own records directory (never through a
 symbolic link), with their lock files, and, with ``--all``, the stored kernel binaries of a
-real ``binaries/`` directory of this user and the in-flight files (``store/inflight.py``) of
+real ``binaries/`` directory of this user, the verdicts of a real ``stopped/`` directory
+(``backends/stopped_compiles.py``) and the in-flight files (``store/inflight.py``) of
 processes that have ended; the counts printed are what was removed. A
 selection (ids, ``--kernel``, ``--site``) that matches no record says so and exits 1.
 """
@@ -40,6 +41,7 @@ def clear(args: argparse.Namespace) -> int:
         # Everything: also what killed writers left behind, however young.
         records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
+        _clear_stopped_compiles()
         from tunedsl.store import inflight
 
         ended = inflight.remove_dead()  # a live tuning's is kept: it holds its lock
@@ -132,3 +134,31 @@ def _clear_binaries() -> None:
     print(f"removed {removed} stored kernel binar{'ies' if removed != 1 else 'y'}")
     if failed:
         print(f"could not remove {failed} entr{'ies' if failed != 1 else 'y'} of {root}")
+
+
+def _clear_stopped_compiles() -> None:
+    """Verdicts on compiles stopped over a GPU's shared memory: a later process stops them
+    in a compile worker again. Only ``<sha256 hex>.json`` files and their temporaries."""
+    from tunedsl.store import paths
+    from tunedsl.store.atomic import TEMP_SUFFIX
+
+    root = paths.stopped_compiles_dir()
+    if not os.path.lexists(root) or not paths.is_private_dir(root):
+        return
+    hex_digits = set("0123456789abcdef")
+    removed = 0
+    for name in os.listdir(root):
+        stem = name[1:].split(".json.")[0] if name.endswith(TEMP_SUFFIX) else name[:-5]
+        if not (
+            name.endswith((".json", TEMP_SUFFIX)) and len(stem) == 64 and set(stem) <= hex_digits
+        ):
+            continue
+        try:
+            os.unlink(root / name)
+        except OSError:
+            continue
+        removed += not name.startswith(".")
+    if removed:
+        print(
+            f"removed {removed} verdict{'s' if removed != 1 else ''} on compiles over shared memory"
+        )

@@ -384,6 +384,11 @@ def binaries_dir() -> Path:
     return cache_root() / "binaries"
 
 
+def stopped_compiles_dir() -> Path:
+    """Compiles stopped over a GPU's shared memory (``backends/stopped_compiles.py``)."""
+    return cache_root() / "stopped"
+
+
 # Writers killed between writing a temporary file and renaming it leave the file behind; it
 # is never read as an entry, and an hour without change means its writer is gone.
 STALE_TEMP_AGE_S = 3600.0
