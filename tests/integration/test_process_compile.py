@@ -7,6 +7,7 @@ cache and this process loads it: the cubins must be the ones a compile on thread
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -431,3 +432,62 @@ def test_a_compile_stopped_over_shared_memory_is_remembered_by_a_later_process(
         forged = run_report(tmp_path, "stopped.py", STOPPED_SCRIPT)
         assert forged == first
         assert stored.stat().st_uid == os.geteuid()  # the worker's verdict replaced it
+
+
+KEY_SCRIPT = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from triton.runtime import cache as triton_cache
+from shared_kernels import mm
+
+from tunedsl.backends import process_compile
+from tunedsl.backends.compile_pool import CompileJob, compile_stream
+
+HASHING = triton_cache.triton_key  # Triton's own, lru-cached
+os.environ["TUNEDSL_COMPILE_PROCESSES"] = "on"
+S = 64
+a = torch.empty(S, S, dtype=torch.float16)
+args = (a, a, a, S, S, S, S, 1, S, 1, S, 1)
+configs = [dict(BM=bm, BN=16, BK=32) for bm in (16, 32)]
+compile = process_compile.variant_compiler(mm, len(configs), target="cuda:90", workers=2)
+jobs = [CompileJob(str(c), lambda c=c: compile(args, c, {"num_warps": 4})) for c in configs]
+hashes = sorted(r.hash for _, r in compile_stream(jobs, workers=2))
+hashed = HASHING.cache_info().misses
+print("REPORT " + json.dumps({
+    "hashed": hashed, "key_used": triton_cache.triton_key(), "real_key": HASHING(),
+    "hashes": hashes, "built": process_compile.stats["built"],
+}))
+"""
+
+
+def test_a_later_process_takes_tritons_key_from_the_cache_not_hashing_triton_again(
+    tmp_path: Path,
+) -> None:
+    """Hashing Triton (0.4 s a process, before its first compile jobs go out) happens once
+    per installation: a later process takes the key stored beside the installation's
+    fingerprint and compiles the same kernels under the same keys. A damaged file, one of
+    another installation, or one another user owns, is hashed over and written again."""
+    first = run_report(tmp_path, "key.py", KEY_SCRIPT)
+    assert first["hashed"] == 1 and first["key_used"] == first["real_key"]
+    assert first["built"] == 2
+    stored = tmp_path / "tunedsl" / "triton_key.json"
+    saved = json.loads(stored.read_text())
+    assert saved["key"] == first["real_key"] and stored.stat().st_mode & 0o077 == 0
+    second = run_report(tmp_path, "key.py", KEY_SCRIPT)
+    assert second == {**first, "hashed": 0}
+
+    forged = first["real_key"][:-64] + "0" * 64  # the right shape, another key
+    for text, owner in (
+        ('{"fingerprint": "', None),
+        (json.dumps({"fingerprint": "0" * 64, "key": forged}), None),
+        (json.dumps({**saved, "key": forged}), 65534),
+    ):
+        stored.write_text(text)
+        if owner is not None:
+            if os.geteuid() != 0:
+                continue
+            os.chown(stored, owner, owner)
+        again = run_report(tmp_path, "key.py", KEY_SCRIPT)
+        assert again == first, text
+        assert json.loads(stored.read_text()) == saved

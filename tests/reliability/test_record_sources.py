@@ -320,12 +320,12 @@ def test_clear_reports_only_the_binaries_it_removed(tmp_path: Path) -> None:
     assert not (cache / "binaries").exists() or not list((cache / "binaries").iterdir())
 
 
-def test_clear_all_removes_the_verdicts_on_stopped_compiles_and_nothing_else(
+def test_clear_all_removes_stopped_compiles_and_tritons_key_and_nothing_else(
     tmp_path: Path,
 ) -> None:
     """``clear --all`` removes the cache's verdicts on compiles stopped over shared memory
-    (and a killed writer's temporary file of one), and leaves any other file in ``stopped/``;
-    through a symbolic link it removes nothing."""
+    (and a killed writer's temporary file of one) and the stored Triton key, and leaves any
+    other file in ``stopped/``; through a symbolic link it removes nothing."""
     cache = tmp_path / "cache"
     stopped = cache / "stopped"
     stopped.mkdir(parents=True)
@@ -338,10 +338,13 @@ def test_clear_all_removes_the_verdicts_on_stopped_compiles_and_nothing_else(
     temporary.write_text("{")
     mine = stopped / "notes.json"
     mine.write_text("{}")
+    (cache / "triton_key.json").write_text("{}")
     out = cache_cmd(child_env(cache), "clear", "--all")
     assert out.returncode == 0, out.stderr
     assert "removed 2 verdicts on compiles over shared memory" in out.stdout, out.stdout
+    assert "removed the stored Triton key" in out.stdout, out.stdout
     assert sorted(p.name for p in stopped.iterdir()) == ["notes.json"]
+    assert not (cache / "triton_key.json").exists()
     # A symbolic link in its place: nothing is followed.
     shutil.rmtree(stopped)
     elsewhere = tmp_path / "elsewhere"

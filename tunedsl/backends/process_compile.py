@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tunedsl.backends import compat, compile_processes, stopped_compiles
+from tunedsl.backends import compat, compile_processes, stopped_compiles, triton_key_cache
 from tunedsl.backends.arg_device import cuda_device_of
 from tunedsl.backends.compile_pool import (
     CompileCancelled,
@@ -196,7 +196,9 @@ def variant_compiler(
     if pool is None:
         return here
     try:
+        triton_key_cache.use_stored()  # hashing Triton, 0.4 s, only where it changed
         compat.warm_compile_caches(fixed_target)
+        triton_key_cache.store()
     except Exception:  # the in-process path reports it
         return here
     kernel_key = compile_processes.register(jit_fn)

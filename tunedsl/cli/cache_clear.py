@@ -5,7 +5,7 @@ for ``--remote`` alike: removing everything takes ``--all``. Only what tunedsl w
 regular ``<digest>.json`` files of the cache's own records directory (never through a
 symbolic link), with their lock files, and, with ``--all``, the stored kernel binaries of a
 real ``binaries/`` directory of this user, the verdicts of a real ``stopped/`` directory
-(``backends/stopped_compiles.py``) and the in-flight files (``store/inflight.py``) of
+(``backends/stopped_compiles.py``), the stored Triton key (``backends/triton_key_cache.py``) and the in-flight files (``store/inflight.py``) of
 processes that have ended; the counts printed are what was removed. A
 selection (ids, ``--kernel``, ``--site``) that matches no record says so and exits 1.
 """
@@ -13,6 +13,7 @@ selection (ids, ``--kernel``, ``--site``) that matches no record says so and exi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ def clear(args: argparse.Namespace) -> int:
         records.remove_stale_temporaries(older_than_s=0)
         _clear_binaries()
         _clear_stopped_compiles()
+        _clear_triton_key()
         from tunedsl.store import inflight
 
         ended = inflight.remove_dead()  # a live tuning's is kept: it holds its lock
@@ -162,3 +164,16 @@ def _clear_stopped_compiles() -> None:
         print(
             f"removed {removed} verdict{'s' if removed != 1 else ''} on compiles over shared memory"
         )
+
+
+def _clear_triton_key() -> None:
+    """Triton's stored key: a later process hashes Triton again."""
+    from tunedsl.store import paths
+
+    root = paths.cache_root()
+    stored = root / "triton_key.json"
+    if not paths.is_private_dir(root) or stored.is_symlink() or not stored.is_file():
+        return
+    with contextlib.suppress(OSError):
+        stored.unlink()
+        print("removed the stored Triton key")

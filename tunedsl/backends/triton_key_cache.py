@@ -1,0 +1,112 @@
+"""Triton's own key, kept between processes (backends layer).
+
+Every compile's cache key starts with ``triton_key()``: Triton's version and a sha256 of its
+compiler sources and shared library, computed once per process (0.36-0.5 s), on the way of
+a process's first tune, whose compile jobs carry it (``process_compile.py``). tunedsl keeps
+the key in its cache root (``triton_key.json``, private as the rest of it) beside a
+fingerprint of the Triton installation that made it: the version, and the path, size,
+modification time and inode of every file in Triton's package directory (bytecode caches
+aside), a superset of what ``triton_key()`` reads. A later process whose fingerprint is the
+same takes the stored key instead of hashing; reinstalling, upgrading or editing Triton, or
+a backend installed into its package, changes the fingerprint, and the key is hashed and
+stored again. A missing, damaged or untrusted file is the hash as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import re
+
+from tunedsl.backends import compat
+from tunedsl.store import atomic, paths
+
+__all__ = ["store", "use_stored"]
+
+_NAME = "triton_key.json"
+_FILE_LIMIT = 1 << 20  # bytes: a key is the version and a digest per source file
+_KEY_SHAPE = re.compile(r"[0-9A-Za-z.+_]+(-[0-9a-f]{64})+")
+_settled: list[str] = []  # this process's key, once taken from the store or stored
+
+
+@functools.lru_cache(maxsize=1)
+def fingerprint() -> str | None:
+    """The installed Triton's fingerprint (see the module docstring); None where Triton's
+    package directory cannot be read."""
+    try:
+        import triton
+
+        root = os.path.dirname(os.path.abspath(triton.__file__))
+        digest = hashlib.sha256(f"triton=={triton.__version__}\n{root}\n".encode())
+        for directory, subdirs, files in os.walk(root):
+            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+            for name in sorted(files):
+                st = os.stat(os.path.join(directory, name))
+                digest.update(
+                    f"{directory}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode()
+                )
+    except (ImportError, OSError):
+        return None
+    return digest.hexdigest()
+
+
+def _is_key_of(key: str, mark: str) -> bool:
+    """Whether ``key`` has the shape of a key of the installed Triton: its version, then a
+    sha256 per file hashed."""
+    import triton
+
+    return key.startswith(str(triton.__version__)) and _KEY_SHAPE.fullmatch(key) is not None
+
+
+def use_stored() -> bool:
+    """Answer this process's ``triton_key()`` with the stored key where it was made by this
+    very Triton installation; True when it does."""
+    if _settled:
+        return True
+    mark = fingerprint()
+    if mark is None:
+        return False
+    try:
+        fd = paths.open_private_dir(paths.cache_root())
+    except OSError:
+        return False
+    try:
+        data = json.loads(atomic.read_regular_file(_NAME, _FILE_LIMIT, dir_fd=fd, private=True))
+        key = data["key"] if data.get("fingerprint") == mark else None
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return False
+    finally:
+        os.close(fd)
+    if not isinstance(key, str) or not _is_key_of(key, mark):
+        return False
+    compat.use_triton_key(key)
+    _settled.append(key)
+    return True
+
+
+def store() -> None:
+    """Keep this process's ``triton_key()`` for later processes (after it was hashed here;
+    nothing when it came from the store). A failure to write is no error."""
+    if _settled:
+        return
+    mark = fingerprint()
+    if mark is None:
+        return
+    key = compat.triton_key()
+    if not _is_key_of(key, mark):
+        return  # a Triton whose key this module does not know how to check
+    with contextlib.suppress(OSError):
+        fd = paths.open_or_make_private_dir(paths.cache_root())
+        try:
+            atomic.write_json(
+                paths.cache_root() / _NAME,
+                {"fingerprint": mark, "key": key},
+                durable=False,
+                dir_fd=fd,
+            )
+        finally:
+            os.close(fd)
+    _settled.append(key)
