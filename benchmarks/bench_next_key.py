@@ -9,7 +9,9 @@ each tuner in its own fresh process with empty caches:
 * ``tunedsl``: ``autotune_launch`` of one site;
 * ``tunedsl-forgetting``: the same, but forgetting after each size which compiles its
   workers stopped over shared memory (in memory and in the cache's ``stopped/``), as
-  tunedsl did before it remembered them.
+  tunedsl did before it remembered them;
+* ``tunedsl-hashing``: the same, but hashing Triton's sources in each process instead of
+  taking the key an earlier process kept (``backends/triton_key_cache.py``), as before.
 
 The first size is the cold call; the next ones compile nothing that fits the GPU. Then each
 row runs again in a next process with the first one's caches, at other sizes of the same
@@ -34,7 +36,7 @@ import torch
 import triton
 from bench_cold_tune import SPACES, Shape, constexprs, label, parse_shape, problem, sync
 
-ROWS = ("triton", "tunedsl-forgetting", "tunedsl")
+ROWS = ("triton", "tunedsl-forgetting", "tunedsl-hashing", "tunedsl")
 DEFAULT_SHAPES = ["4096,4096,4096", "4096,4096,2048", "2048,4096,4096", "8192,4096,1024"]
 DEFAULT_NEXT_SHAPES = ["4096,4096,3072", "3072,4096,4096"]
 
@@ -55,6 +57,11 @@ def child(row: str, shapes: list[Shape]) -> dict:
     calls, chosen = [], []
     if row == "tunedsl-forgetting":
         forget()
+    if row == "tunedsl-hashing":  # the process before Triton's key was kept
+        from tunedsl.backends import triton_key_cache
+
+        triton_key_cache.use_stored = lambda: False
+        triton_key_cache.store = lambda: None
     if row == "triton":
         configs = [
             triton.Config(constexprs(c), num_warps=c["num_warps"], num_stages=c["num_stages"])
