@@ -38,9 +38,19 @@ def fingerprint() -> str | None:
     package directory cannot be read."""
     try:
         import triton
+    except ImportError:
+        return None
+    return fingerprint_of(os.path.dirname(os.path.abspath(triton.__file__)), triton.__version__)
 
-        root = os.path.dirname(os.path.abspath(triton.__file__))
-        digest = hashlib.sha256(f"triton=={triton.__version__}\n{root}\n".encode())
+
+def fingerprint_of(root: str, version: str) -> str | None:
+    """The fingerprint of the Triton package at ``root``: every file's path, size,
+    modification time and inode (bytecode caches aside); None where the directory cannot be
+    read or holds no ``_C/libtriton.*`` (a zipped or unusual installation, whose changes
+    the walk would not see)."""
+    digest = hashlib.sha256(f"triton=={version}\n{root}\n".encode())
+    library = False
+    try:
         for directory, subdirs, files in os.walk(root):
             subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
             for name in sorted(files):
@@ -48,9 +58,10 @@ def fingerprint() -> str | None:
                 digest.update(
                     f"{directory}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode()
                 )
-    except (ImportError, OSError):
+                library |= name.startswith("libtriton.") and os.path.basename(directory) == "_C"
+    except OSError:
         return None
-    return digest.hexdigest()
+    return digest.hexdigest() if library else None
 
 
 def _is_key_of(key: str, mark: str) -> bool:
