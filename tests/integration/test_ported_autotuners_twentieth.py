@@ -13,13 +13,17 @@ through ``tunedsl precompile --target`` in a subprocess.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from tunedsl import autotune_launch
+from tunedsl import autotune_launch, cdiv
 from tunedsl.errors import UsageError
 
 pytestmark = pytest.mark.needs_triton
@@ -73,3 +77,152 @@ def test_a_key_of_strings_naming_no_parameter_is_a_value() -> None:
     out.zero_()
     again = _scale(torch.randn(8, 100), torch.zeros(8, 100), ("fp32", "rows"), "labels")
     assert again.source == "memory" and again.key == first.key
+
+
+AMD_SCRIPT = """
+import torch
+from tunedsl import autotune_launch, cdiv, workload
+from tunedsl.precompile.workload import precompile_device
+from ported_kernels_twentieth import add, matmul, scale_rows
+
+
+def vadd(x, y, out):
+    n = x.numel()
+    return autotune_launch(add, space={"BLOCK": [64, 128], "waves_per_eu": [1, 2]},
+                           grid=lambda c: (cdiv(n, c.BLOCK),), args=(x, y, out, n),
+                           kwargs=lambda c: {"BLOCK": c.BLOCK, "waves_per_eu": c.waves_per_eu},
+                           name="waves")
+
+
+def mm(a, b, c):
+    (m, k), n = a.shape, b.shape[1]
+    return autotune_launch(matmul, space={"BM": [32], "BN": [32], "BK": [16],
+                                          "matrix_instr_nonkdim": [16, 32]},
+                           grid=lambda cfg: (cdiv(m, cfg.BM), cdiv(n, cfg.BN)),
+                           args=(a, b, c, m, n, k),
+                           kwargs=lambda cfg: {**cfg.as_dict()}, name="nonkdim")
+
+
+def scale(x, out):
+    rows, cols = x.shape
+    return autotune_launch(scale_rows, space={"BLOCK": [64, 128], "occupancy": [1, 2]},
+                           grid=(rows,), args=(x, out, rows, cols, 2.0),
+                           kwargs=lambda c: {"BLOCK": c.BLOCK}, name="occupancy")
+
+
+@workload
+def warm():
+    dev = precompile_device()
+    x = torch.empty(4096, device=dev)
+    vadd(x, x, x)
+    a = torch.empty(64, 64, device=dev, dtype=torch.float16)
+    mm(a, a, torch.empty(64, 64, device=dev))
+    scale(torch.empty(8, 256, device=dev), torch.empty(8, 256, device=dev))
+"""
+
+
+def _precompile(tmp_path: Path, script: Path, target: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / f"triton-{target}"), TRITON_DEFAULT_FP_FUSION="1",
+               TUNEDSL_COMPILE_WORKERS="2", PYTHONPATH=str(HERE),
+               PYTHONPYCACHEPREFIX=str(tmp_path / "pyc"))  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "precompile", "--json", "--target", target, str(script)],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
+    )  # fmt: skip
+
+
+def _sites(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The summary's sites by the ``name=`` of their ``autotune_launch`` call in the script."""
+    lines: dict[str, int] = {}
+    call = 0
+    for number, line in enumerate(AMD_SCRIPT.splitlines(), start=1):
+        call = number if "return autotune_launch(" in line else call
+        for name in ("waves", "nonkdim", "occupancy"):
+            if f'name="{name}"' in line:
+                lines[name] = call
+    sites = json.loads(done.stdout)["sites"]
+    return {
+        name: next(s for s in sites if f":{line}:" in s["site"]) for name, line in lines.items()
+    }
+
+
+def test_amds_options_in_the_launch_compile_for_amd_and_are_named_for_cuda(tmp_path: Path) -> None:
+    """AMD's Triton configurations carry ``waves_per_eu`` and ``matrix_instr_nonkdim``
+    among their keyword arguments, options of Triton's AMD backend that its launch takes
+    besides the kernel's parameters. Ported as space fields passed in ``kwargs=``, each
+    value compiles a binary of its own for ``hip:gfx942`` (``occupancy=``, tunedsl's form,
+    becomes ``waves_per_eu`` there). Triton's CUDA launch rejects such a keyword; for
+    ``cuda:90`` every such configuration failed with Triton's bare ``KeyError`` ("Keyword
+    argument waves_per_eu was specified but unrecognised"), naming neither the backend the
+    option belongs to nor the fix. Each failure now says the option is AMD's and what to
+    do instead; ``occupancy=`` compiles for both."""
+    # ported from: ROCm/triton python/perf-kernels (triton.Config({..., "waves_per_eu": 2}, ...))
+    # ported from: triton-lang/triton third_party/amd/python/test/test_extract_slice.py (matrix_instr_nonkdim)
+    script = tmp_path / "amd_configs.py"
+    script.write_text(AMD_SCRIPT)
+    hip = _precompile(tmp_path, script, "hip:gfx942")
+    assert hip.returncode == 0, hip.stdout + hip.stderr
+    sites = _sites(hip)
+    assert sites["waves"]["compiled"] == 4 and not sites["waves"]["failed"], sites["waves"]
+    assert sites["nonkdim"]["compiled"] == 2 and not sites["nonkdim"]["failed"]
+    assert sites["occupancy"]["compiled"] == 4 and not sites["occupancy"]["failed"]
+    cuda = _precompile(tmp_path, script, "cuda:90")
+    assert cuda.returncode == 1, cuda.stdout + cuda.stderr
+    sites = _sites(cuda)
+    for name, option in (("waves", "waves_per_eu"), ("nonkdim", "matrix_instr_nonkdim")):
+        failed = sites[name]["failed"]
+        assert len(failed) == (4 if name == "waves" else 2), failed
+        for why in failed.values():
+            assert f"`{option}=` is an option of Triton's AMD (hip) backend" in why, why
+            assert "cuda:90" in why and "kwargs=" in why, why
+    assert "occupancy=" in next(iter(sites["waves"]["failed"].values()))
+    assert sites["occupancy"]["compiled"] >= 1 and not sites["occupancy"]["failed"]
+
+
+@pytest.mark.parametrize("option", ["waves_per_eu", "matrix_instr_nonkdim"])
+def test_an_amd_option_as_a_static_hint_is_named_with_where_it_goes(option: str) -> None:
+    """``waves_per_eu=2`` given to ``autotune_launch`` as a launch hint (as AMD's
+    ``triton.Config(..., waves_per_eu=2)`` might be ported) was refused as an "unknown
+    launch hint", listing tunedsl's hints without a word of the option's owner or of
+    ``occupancy=``; the refusal now says it is AMD's and where it goes."""
+    # ported from: ROCm/triton python/perf-kernels (triton.Config({..., "waves_per_eu": 2}, ...))
+    from ported_kernels_twentieth import add
+
+    x, out = torch.randn(100), torch.zeros(100)
+    with pytest.raises(UsageError) as info:
+        autotune_launch(add, space={"BLOCK": [32, 64]}, grid=lambda c: (cdiv(100, c.BLOCK),),
+                        args=(x, x, out, 100), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                        name=f"static-{option}", **{option: 2})  # fmt: skip
+    said = str(info.value)
+    assert f"`{option}=` is an option of Triton's AMD (hip) backend" in said, said
+    assert "kwargs=" in said, said
+    if option == "waves_per_eu":
+        assert "occupancy=" in said, said
+    assert not out.any()
+
+
+def test_an_amd_option_in_the_launch_is_passed_on_under_the_interpreter() -> None:
+    """Under ``TRITON_INTERPRET=1`` no backend compiles: Triton's interpreter takes the
+    launch's backend options and ignores them, so a space with a ``waves_per_eu`` field is
+    tuned like any other (each value measured, every result right, the choice read back
+    from memory). Which backend rejects it is known only where a target is: on a CUDA GPU,
+    or cross-compiling for ``cuda:90``, the test above."""
+    # ported from: ROCm/triton python/perf-kernels (triton.Config({..., "waves_per_eu": 2}, ...))
+    from ported_kernels_twentieth import add
+
+    x, y, out = torch.randn(300), torch.randn(300), torch.zeros(300)
+
+    def call() -> Any:
+        return autotune_launch(add, space={"BLOCK": [64, 128], "waves_per_eu": [0, 2]},
+                               grid=lambda c: (cdiv(300, c.BLOCK),), args=(x, y, out, 300),
+                               kwargs=lambda c: {"BLOCK": c.BLOCK,
+                                                 "waves_per_eu": c.waves_per_eu},
+                               name="interpreted-waves")  # fmt: skip
+
+    first = call()
+    assert first.source == "tuned" and torch.equal(out, x + y)
+    assert {r.status for r in first.timings.values()} == {"ok"} and len(first.timings) == 4
+    out.zero_()
+    again = call()
+    assert again.source == "memory" and again.config == first.config and torch.equal(out, x + y)

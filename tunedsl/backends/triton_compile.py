@@ -183,6 +183,7 @@ def compile_variant(
     if interpreting():
         return InterpretedHandle(str(getattr(kernel, "__name__", None) or repr(kernel)))
     kwargs = compat.with_heuristics(kernel, args, kwargs, options, grid)
+    check_backend_options(unwrap_jit(kernel), kwargs, options)
     device = cuda_device_of(args, kwargs)
     if device is None:
         return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
@@ -306,6 +307,28 @@ def pack_launch(
     return compat.pack_args(jit_fn, backend, run_kwargs, bound_args, specialization, bound_options)
 
 
+def check_backend_options(
+    jit_fn: Any, kwargs: Mapping[str, Any], options: Mapping[str, Any], target: Any = None
+) -> None:
+    """A launch keyword that only Triton's AMD backend takes (``waves_per_eu``) in a launch
+    compiled for an NVIDIA target is a ``UsageError`` naming its backend and the fix;
+    Triton's own ``KeyError`` names neither. ``target``: the launch's (None: the current
+    device's, asked only where a keyword is such an option)."""
+    from tunedsl.model.options import amd_option_note
+
+    by_backend = compat.backend_option_names()
+    amd_only = by_backend.get("hip", frozenset()) - by_backend.get("cuda", frozenset())
+    params = {name for name, _ in compat.param_specs(jit_fn)}
+    foreign = [n for n in [*kwargs, *options] if n in amd_only and n not in params]
+    if not foreign:
+        return
+    target = compat.current_target() if target is None else target
+    if target.backend == "cuda":
+        raise UsageError(
+            f"{amd_option_note(foreign[0])}; this launch compiles for {target_name(target)}"
+        )
+
+
 def pack_for_target(
     jit_fn: Any,
     args: Sequence[Any],
@@ -317,6 +340,7 @@ def pack_for_target(
     attrs)`` of a launch on such a GPU (torch dtypes may stand for tensors in ``args``)."""
     from triton.compiler import make_backend
 
+    check_backend_options(jit_fn, kwargs, options, target)
     wrapped = [compat.mock_tensor(a) for a in args]
     return pack_launch(jit_fn, make_backend(target), wrapped, kwargs, options)
 
