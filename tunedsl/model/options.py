@@ -64,8 +64,8 @@ def amd_option_note(name: str) -> str:
     """Where an option of Triton's AMD backend goes: the kernel's launch, on AMD only."""
     note = (
         f"`{name}=` is an option of Triton's AMD (hip) backend, not a launch hint: pass it "
-        f"in the kernel's launch (`kernel[grid](..., {name}=v)`, autotune_launch's kwargs=), "
-        "which compiles only for AMD"
+        f"with the kernel's arguments (`kernel(..., {name}=2)` inside autotune(...), or in "
+        "autotune_launch's kwargs=), which compiles only for AMD"
     )
     if name == "waves_per_eu":
         note += "; occupancy=k is tunedsl's hint for every target (waves_per_eu=k on AMD)"
