@@ -1,6 +1,7 @@
 """Kernels of test_ported_autotuners_twentieth.py: a vector add (Triton's test_autotuner.py
 kernel), a row scale over ``n_cols`` columns (Unsloth's and Liger-Kernel's row kernels,
-keyed on the columns) and a small matrix product through ``tl.dot`` (the kernel AMD's
+keyed on the columns), a copy through a scratch row per program (Kernel Tuner's shared
+memory sized per configuration, ``smem_args``) and a small matrix product through ``tl.dot`` (the kernel AMD's
 ``matrix_instr_nonkdim`` picks an instruction for)."""
 
 import triton
@@ -42,3 +43,14 @@ def matmul(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexp
         )
         acc += tl.dot(ta, tb)
     tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def staged_double(x, out, scratch, n, BLOCK: tl.constexpr):
+    """``out = 2 * x``, each program staging its ``BLOCK`` elements in its own row of
+    ``scratch`` (``cdiv(n, BLOCK) * BLOCK`` elements: its size follows the configuration)."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(scratch + offs, tl.load(x + offs, mask=mask, other=0.0) * 2)
+    tl.store(out + offs, tl.load(scratch + offs), mask=mask)

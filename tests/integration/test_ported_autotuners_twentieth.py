@@ -22,14 +22,21 @@ from typing import Any
 
 import pytest
 import torch
+from runtime_helpers import new_process
 
 from tunedsl import autotune_launch, cdiv
 from tunedsl.errors import UsageError
+from tunedsl.runtime import api
 
 pytestmark = pytest.mark.needs_triton
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+
+
+def _fresh() -> None:
+    """A new process for the plain API's sites (records on disk stay)."""
+    new_process(*api._sites.values())
 
 
 def _scale(x: torch.Tensor, out: torch.Tensor, key: Any, name: str) -> Any:
@@ -226,3 +233,40 @@ def test_an_amd_option_in_the_launch_is_passed_on_under_the_interpreter() -> Non
     out.zero_()
     again = call()
     assert again.source == "memory" and again.config == first.config and torch.equal(out, x + y)
+
+
+def _staged(x: torch.Tensor, out: torch.Tensor, verify: Any, name: str) -> Any:
+    from ported_kernels_twentieth import staged_double
+
+    n = x.numel()
+    return autotune_launch(staged_double, space={"BLOCK": [16, 64, 256]},
+                           grid=lambda c: (cdiv(n, c.BLOCK),),
+                           args=lambda c: (x, out, torch.empty(cdiv(n, c.BLOCK) * c.BLOCK), n),
+                           kwargs=lambda c: {"BLOCK": c.BLOCK}, verify=verify, name=name)  # fmt: skip
+
+
+def test_a_scratch_buffer_sized_per_configuration_is_verified_by_the_output_named() -> None:
+    """Kernel Tuner sizes a kernel's shared memory per configuration (``smem_args=
+    dict(size=lambda p: p["block_size_x"] * 4)``); Triton has no dynamic shared memory, so
+    the port stages through a global scratch buffer that ``args=`` allocates per
+    configuration. ``verify=["out"]`` checks each configuration's output (all pass, the
+    choice read back from disk, the output right after each call). ``verify=True``
+    compares every tensor argument with the first configuration's (docs/runtime.md), the
+    scratch of another size among them: the others are rejected with that shape named, as
+    documented, and the first is chosen and right."""
+    # ported from: KernelTuner/kernel_tuner test/test_runners.py::test_smem_args
+    x, out = torch.randn(1000), torch.zeros(1000)
+    named = _staged(x, out, ["out"], "staged-out")
+    assert named.source == "tuned" and torch.equal(out, x * 2)
+    assert {r.status for r in named.timings.values()} == {"ok"}
+    _fresh()
+    out.zero_()
+    again = _staged(x, out, ["out"], "staged-out")
+    assert again.source == "disk" and again.config == named.config and torch.equal(out, x * 2)
+    out.zero_()
+    every = _staged(x, out, True, "staged-all")
+    assert every.config.BLOCK == 16 and torch.equal(out, x * 2)
+    for cfg, r in every.timings.items():
+        if cfg.BLOCK != 16:
+            assert r.status == "rejected" and "output 'scratch'" in (r.reason or ""), r.reason
+            assert "shape" in (r.reason or ""), r.reason
