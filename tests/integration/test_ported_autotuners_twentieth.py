@@ -270,3 +270,44 @@ def test_a_scratch_buffer_sized_per_configuration_is_verified_by_the_output_name
         if cfg.BLOCK != 16:
             assert r.status == "rejected" and "output 'scratch'" in (r.reason or ""), r.reason
             assert "shape" in (r.reason or ""), r.reason
+
+
+def _switch_off_staging_in_place(configs: list[Any], args: dict[str, Any]) -> list[Any]:
+    """Unsloth's prune, ported as written: ``config.kwargs["USE_TMA_LOAD_X"] = False`` for
+    a call that permutes its rows, with tunedsl's ``c["FIELD"]`` for ``c.kwargs``."""
+    for config in configs:
+        if args["n_rows"] > 2:
+            config["BLOCK"] = 16
+    return configs
+
+
+def _switch_off_staging_by_copy(configs: list[Any], args: dict[str, Any]) -> list[Any]:
+    return [c.replace(BLOCK=16) if args["n_rows"] > 2 else c for c in configs]
+
+
+def test_a_prune_that_rewrites_a_configuration_in_place_is_named_with_the_copy_to_return() -> None:
+    """Unsloth's grouped-GEMM prunes (``prune_kernel_configs_fwd``) rewrite the
+    configurations they are given in place (``config.kwargs["USE_TMA_LOAD_X"] = False``)
+    and return them. tunedsl's configurations are frozen; written as ``config["BLOCK"] =
+    16`` the prune failed with Python's bare "'Config' object does not support item
+    assignment", where ``config.BLOCK = 16`` names ``cfg.replace``. Both now say the
+    configuration is frozen and that the prune returns a changed copy; the copy, returned,
+    is launched (the only one left: not timed)."""
+    # ported from: unslothai/unsloth unsloth/kernels/moe/grouped_gemm/kernels/autotuning.py (prune_kernel_configs_fwd)
+    from ported_kernels_twentieth import scale_rows
+
+    x, out = torch.randn(4, 40), torch.zeros(4, 40)
+
+    def call(prune: Any, name: str) -> Any:
+        return autotune_launch(scale_rows, space={"BLOCK": [32, 64]}, grid=(4,),
+                               args=(x, out, 4, 40, 2.0), kwargs=lambda c: {"BLOCK": c.BLOCK},
+                               prune=prune, name=name)  # fmt: skip
+
+    with pytest.raises(TypeError) as info:
+        call(_switch_off_staging_in_place, "in-place")
+    said = str(info.value)
+    assert "frozen" in said and "cfg.replace(BLOCK=" in said and "prune=" in said, said
+    assert not out.any()
+    copied = call(_switch_off_staging_by_copy, "by-copy")
+    assert copied.config.BLOCK == 16 and torch.equal(out, x * 2.0)
+    assert all(c.BLOCK == 16 for c in copied.timings)  # one left: launched, not timed
