@@ -42,7 +42,7 @@ Not ported, for want of a counterpart or because an earlier batch has it: Helion
 with unknown keys (a ``default=`` with a field the space lacks is a ``UsageError``, and a
 stored choice with one is tuned again: test_ported_autotuners_more.py); Triton's
 ``do_bench=``, ``warmup=``/``rep=``, ``cache_results=`` and per-``Config`` ``pre_hook``
-(named with tunedsl's counterpart: test_ported_autotuners_tenth.py), its fractional
+(named with tunedsl's counterpart: test_ported_autotuners.py, test_ported_autotuners_tenth.py), its fractional
 ``top_k`` after an early prune (test_ported_autotuners_nineteenth.py) and its IR overrides
 (GPU binaries); vLLM's and SGLang's tuned tables by batch size (nearest entry compared with
 ``tunedsl rules`` in docs/shapes.md; test_ported_autotuners_fourteenth.py); a kernel that
