@@ -18,7 +18,7 @@ if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
 
 
 def test_waves_per_eu_in_the_launch_is_named_as_amds_on_a_cuda_gpu() -> None:
-    # ported from: ROCm/triton python/perf-kernels (triton.Config({..., "waves_per_eu": 2}, ...))
+    # ported from: triton-lang/triton python/tutorials/03-matrix-multiplication.py::get_hip_autotune_config
     import triton
     import triton.language as tl
 

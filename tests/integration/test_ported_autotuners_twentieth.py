@@ -3,8 +3,8 @@
 test_autotuner.py: ``Autotuner.run`` keys on the names it finds among the arguments and
 leaves the others out), as Unsloth's and Liger-Kernel's row kernels are keyed on
 ``n_cols``; AMD's Triton configurations with ``waves_per_eu`` and ``matrix_instr_nonkdim``
-(``triton.Config({..., "waves_per_eu": 2})``), cross-compiled here for ``hip:gfx942`` and
-for ``cuda:90`` by ``tunedsl precompile --target``; Kernel Tuner's shared memory sized per
+(Triton's tutorial 03, ``get_hip_autotune_config``), cross-compiled here for
+``hip:gfx942`` and for ``cuda:90`` by ``tunedsl precompile --target``; Kernel Tuner's shared memory sized per
 configuration (test/test_runners.py::test_smem_args); Unsloth's grouped-GEMM prunes, which
 rewrite the configurations they are given in place.
 
@@ -42,9 +42,9 @@ Not ported, for want of a counterpart or because an earlier batch has it: Helion
 with unknown keys (a ``default=`` with a field the space lacks is a ``UsageError``, and a
 stored choice with one is tuned again: test_ported_autotuners_more.py); Triton's
 ``do_bench=``, ``warmup=``/``rep=``, ``cache_results=`` and per-``Config`` ``pre_hook``
-(named with tunedsl's counterpart: test_ported_autotuners.py, test_ported_autotuners_tenth.py), its fractional
-``top_k`` after an early prune (test_ported_autotuners_nineteenth.py) and its IR overrides
-(GPU binaries); vLLM's and SGLang's tuned tables by batch size (nearest entry compared with
+(named with tunedsl's counterpart: test_ported_autotuners.py and _tenth.py), its
+fractional ``top_k`` after an early prune (test_ported_autotuners_nineteenth.py) and its IR
+overrides (GPU binaries); vLLM's and SGLang's tuned tables by batch size (nearest entry compared with
 ``tunedsl rules`` in docs/shapes.md; test_ported_autotuners_fourteenth.py); a kernel that
 hangs (``isolate=True``: test_ported_autotuners_twelfth.py).
 """
@@ -202,8 +202,7 @@ def test_amds_options_in_the_launch_compile_for_amd_and_are_named_for_cuda(tmp_p
     argument waves_per_eu was specified but unrecognised"), naming neither the backend the
     option belongs to nor the fix. Each failure now says the option is AMD's and what to
     do instead; ``occupancy=`` compiles for both."""
-    # ported from: ROCm/triton python/perf-kernels (triton.Config({..., "waves_per_eu": 2}, ...))
-    # ported from: triton-lang/triton third_party/amd/python/test/test_extract_slice.py (matrix_instr_nonkdim)
+    # ported from: triton-lang/triton python/tutorials/03-matrix-multiplication.py::get_hip_autotune_config
     script = tmp_path / "amd_configs.py"
     script.write_text(AMD_SCRIPT)
     hip = _precompile(tmp_path, script, "hip:gfx942")
@@ -231,7 +230,7 @@ def test_an_amd_option_as_a_static_hint_is_named_with_where_it_goes(option: str)
     ``triton.Config(..., waves_per_eu=2)`` might be ported) was refused as an "unknown
     launch hint", listing tunedsl's hints without a word of the option's owner or of
     ``occupancy=``; the refusal now says it is AMD's and where it goes."""
-    # ported from: ROCm/triton python/perf-kernels (triton.Config({..., "waves_per_eu": 2}, ...))
+    # ported from: triton-lang/triton python/tutorials/03-matrix-multiplication.py::get_hip_autotune_config
     from ported_kernels_twentieth import add
 
     x, out = torch.randn(100), torch.zeros(100)
@@ -253,7 +252,7 @@ def test_an_amd_option_in_the_launch_is_passed_on_under_the_interpreter() -> Non
     tuned like any other (each value measured, every result right, the choice read back
     from memory). Which backend rejects it is known only where a target is: on a CUDA GPU,
     or cross-compiling for ``cuda:90``, the test above."""
-    # ported from: ROCm/triton python/perf-kernels (triton.Config({..., "waves_per_eu": 2}, ...))
+    # ported from: triton-lang/triton python/tutorials/03-matrix-multiplication.py::get_hip_autotune_config
     from ported_kernels_twentieth import add
 
     x, y, out = torch.randn(300), torch.randn(300), torch.zeros(300)
