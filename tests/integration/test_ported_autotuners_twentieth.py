@@ -1,17 +1,17 @@
-"""A twentieth batch of other autotuners' test suites, ported to tunedsl: Triton's
-``key=`` naming an argument the kernel does not have (python/test/unit/runtime/
-test_autotuner.py: ``Autotuner.run`` keys on the names it finds among the arguments and
-leaves the others out), as Unsloth's and Liger-Kernel's row kernels are keyed on
-``n_cols``; AMD's Triton configurations with ``waves_per_eu`` and ``matrix_instr_nonkdim``
-(Triton's tutorial 03, ``get_hip_autotune_config``), cross-compiled here for
-``hip:gfx942`` and for ``cuda:90`` by ``tunedsl precompile --target``; Kernel Tuner's shared memory sized per
-configuration (test/test_runners.py::test_smem_args); Unsloth's grouped-GEMM prunes, which
-rewrite the configurations they are given in place.
+"""A twentieth batch of other autotuners' test suites, ported to tunedsl: Triton's ``key=``
+naming an argument the kernel does not have (python/test/unit/runtime/test_autotuner.py:
+``Autotuner.run`` keys on the names it finds among the arguments and leaves the others out),
+as Unsloth's and Liger-Kernel's row kernels are keyed on ``n_cols``; AMD's Triton
+configurations with ``waves_per_eu`` and ``matrix_instr_nonkdim`` (Triton's tutorial 03,
+``get_hip_autotune_config``), cross-compiled here for ``hip:gfx942`` and for ``cuda:90`` by
+``tunedsl precompile --target``; Kernel Tuner's shared memory sized per configuration
+(test/test_runners.py::test_smem_args); Unsloth's grouped-GEMM prunes, which rewrite the
+configurations they are given in place.
 
-Found and fixed: ``key=["n_rows", "N_COLS"]`` for a kernel taking ``n_cols`` (Triton keys
-on ``n_rows`` and leaves ``N_COLS`` out) was taken as a value, the same on every call, so
-every shape shared the first call's decision without a word; only a list naming nothing
-but parameters was refused. A list or tuple of strings naming any parameter is now a
+Found and fixed: ``key=["n_rows", "N_COLS"]`` for a kernel taking ``n_cols`` (Triton keys on
+``n_rows`` and leaves ``N_COLS`` out) was taken as a value, the same on every call, so every
+shape shared the first call's decision without a word; only a list naming nothing but
+parameters was refused. A list or tuple of strings naming any parameter is now a
 ``UsageError`` naming the name the kernel lacks and the values to pass
 (test_a_key_of_names_one_of_them_absent_is_named_not_shared). AMD's options passed in the
 launch and compiled for NVIDIA failed each configuration with Triton's bare ``KeyError``
@@ -19,19 +19,18 @@ launch and compiled for NVIDIA failed each configuration with Triton's bare ``Ke
 as AMD's backend's and the fix, and given as a launch hint they are refused saying the same
 (test_amds_options_in_the_launch_compile_for_amd_and_are_named_for_cuda,
 test_an_amd_option_as_a_static_hint_is_named_with_where_it_goes; tests/gpu/
-test_amd_options_gpu.py on a CUDA GPU). A prune setting a field by item
-(``config["BLOCK"] = 16``, Triton's ``config.kwargs[...] = v`` ported) failed with Python's
-bare item-assignment ``TypeError``; it now says the configuration is frozen and to return
+test_amd_options_gpu.py on a CUDA GPU). A prune setting a field by item (``config["BLOCK"] =
+16``, Triton's ``config.kwargs[...] = v`` ported) failed with Python's bare item-assignment
+``TypeError``; it now says the configuration is frozen and to return
 ``cfg.replace(BLOCK=...)``
 (test_a_prune_that_rewrites_a_configuration_in_place_is_named_with_the_copy_to_return).
 
-Looked at and found sound (and kept so by a test): strings naming no parameter
-(``("fp16", "rows")``) keyed as a value; AMD's options passed on by the interpreter, which
-ignores them, each value measured; each value of ``waves_per_eu`` and
-``matrix_instr_nonkdim``, and of ``occupancy=``, its own binary for ``hip:gfx942``; a
-scratch buffer ``args=`` allocates per configuration, checked by ``verify=["out"]`` and
-read back from disk (``verify=True`` rejects the others by the scratch's shape, as
-documented).
+Looked at and found sound (and kept so by a test): strings naming no parameter (``("fp16",
+"rows")``) keyed as a value; AMD's options passed on by the interpreter, which ignores them,
+each value measured; each value of ``waves_per_eu`` and ``matrix_instr_nonkdim``, and of
+``occupancy=``, its own binary for ``hip:gfx942``; a scratch buffer ``args=`` allocates per
+configuration, checked by ``verify=["out"]`` and read back from disk (``verify=True``
+rejects the others by the scratch's shape, as documented).
 
 Each test names the upstream test it ports (``# ported from: repo path::test``). Real
 kernels under Triton's interpreter through ``autotune_launch``, and real cross-compiles in a
@@ -42,9 +41,9 @@ Not ported, for want of a counterpart or because an earlier batch has it: Helion
 with unknown keys (a ``default=`` with a field the space lacks is a ``UsageError``, and a
 stored choice with one is tuned again: test_ported_autotuners_more.py); Triton's
 ``do_bench=``, ``warmup=``/``rep=``, ``cache_results=`` and per-``Config`` ``pre_hook``
-(named with tunedsl's counterpart: test_ported_autotuners.py and _tenth.py), its
-fractional ``top_k`` after an early prune (test_ported_autotuners_nineteenth.py) and its IR
-overrides (GPU binaries); vLLM's and SGLang's tuned tables by batch size (nearest entry compared with
+(named with tunedsl's counterpart: test_ported_autotuners.py and _tenth.py), its fractional
+``top_k`` after an early prune (test_ported_autotuners_nineteenth.py) and its IR overrides
+(GPU binaries); vLLM's and SGLang's tuned tables by batch size (nearest entry compared with
 ``tunedsl rules`` in docs/shapes.md; test_ported_autotuners_fourteenth.py); a kernel that
 hangs (``isolate=True``: test_ported_autotuners_twelfth.py).
 """
