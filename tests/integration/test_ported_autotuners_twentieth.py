@@ -18,8 +18,8 @@ launch and compiled for NVIDIA failed each configuration with Triton's bare ``Ke
 ("Keyword argument waves_per_eu was specified but unrecognised"); each now names the option
 as AMD's backend's and the fix, and given as a launch hint they are refused saying the same
 (test_amds_options_in_the_launch_compile_for_amd_and_are_named_for_cuda,
-test_an_amd_option_as_a_static_hint_is_named_with_where_it_goes; tests/gpu/
-test_amd_options_gpu.py on a CUDA GPU). A prune setting a field by item (``config["BLOCK"] =
+test_an_amd_option_as_a_static_hint_is_named_with_where_it_goes;
+tests/gpu/test_amd_options_gpu.py on a CUDA GPU). A prune setting a field by item (``config["BLOCK"] =
 16``, Triton's ``config.kwargs[...] = v`` ported) failed with Python's bare item-assignment
 ``TypeError``; it now says the configuration is frozen and to return
 ``cfg.replace(BLOCK=...)``
