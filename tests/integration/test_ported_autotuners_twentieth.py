@@ -19,10 +19,11 @@ launch and compiled for NVIDIA failed each configuration with Triton's bare ``Ke
 as AMD's backend's and the fix, and given as a launch hint they are refused saying the same
 (test_amds_options_in_the_launch_compile_for_amd_and_are_named_for_cuda,
 test_an_amd_option_as_a_static_hint_is_named_with_where_it_goes;
-tests/gpu/test_amd_options_gpu.py on a CUDA GPU). A prune setting a field by item (``config["BLOCK"] =
-16``, Triton's ``config.kwargs[...] = v`` ported) failed with Python's bare item-assignment
-``TypeError``; it now says the configuration is frozen and to return
-``cfg.replace(BLOCK=...)``
+tests/gpu/test_amd_options_gpu.py on a CUDA GPU); so too NVIDIA's ``maxnreg`` compiled for
+AMD (test_nvidias_register_cap_compiled_for_amd_is_named_with_occupancy). A prune setting a
+field by item (``config["BLOCK"] = 16``, Triton's ``config.kwargs[...] = v`` ported) failed
+with Python's bare item-assignment ``TypeError``; it now says the configuration is frozen
+and to return ``cfg.replace(BLOCK=...)``
 (test_a_prune_that_rewrites_a_configuration_in_place_is_named_with_the_copy_to_return).
 
 Looked at and found sound (and kept so by a test): strings naming no parameter (``("fp16",
@@ -347,3 +348,47 @@ def test_a_prune_that_rewrites_a_configuration_in_place_is_named_with_the_copy_t
     copied = call(_switch_off_staging_by_copy, "by-copy")
     assert copied.config.BLOCK == 16 and torch.equal(out, x * 2.0)
     assert all(c.BLOCK == 16 for c in copied.timings)  # one left: launched, not timed
+
+
+NVIDIA_SCRIPT = """
+import torch
+from tunedsl import autotune_launch, cdiv, workload
+from tunedsl.precompile.workload import precompile_device
+from ported_kernels_twentieth import add
+
+
+def capped(x, y, out):
+    n = x.numel()
+    return autotune_launch(add, space={"BLOCK": [64, 128], "maxnreg": [64, 128]},
+                           grid=lambda c: (cdiv(n, c.BLOCK),), args=(x, y, out, n),
+                           kwargs=lambda c: {"BLOCK": c.BLOCK}, name="capped")
+
+
+@workload
+def warm():
+    x = torch.empty(4096, device=precompile_device())
+    capped(x, x, x)
+"""
+
+
+def test_nvidias_register_cap_compiled_for_amd_is_named_with_occupancy(tmp_path: Path) -> None:
+    """The mirror of AMD's options: ``maxnreg``, a launch hint of tunedsl's and a field of
+    ``triton.Config``, is an option of Triton's NVIDIA backend only. A space tuning it,
+    compiled for ``hip:gfx942``, failed every configuration with Triton's bare ``KeyError``
+    ("Keyword argument maxnreg was specified but unrecognised"); each failure now names
+    the option as NVIDIA's and ``occupancy=``, the hint for both. Compiled for ``cuda:90``
+    each cap is its own binary."""
+    # ported from: triton-lang/triton python/tutorials/03-matrix-multiplication.py::get_hip_autotune_config
+    script = tmp_path / "capped.py"
+    script.write_text(NVIDIA_SCRIPT)
+    cuda = _precompile(tmp_path, script, "cuda:90")
+    assert cuda.returncode == 0, cuda.stdout + cuda.stderr
+    (site,) = json.loads(cuda.stdout)["sites"]
+    assert site["compiled"] == 4 and not site["failed"], site
+    hip = _precompile(tmp_path, script, "hip:gfx942")
+    assert hip.returncode == 1, hip.stdout + hip.stderr
+    (site,) = json.loads(hip.stdout)["sites"]
+    assert len(site["failed"]) == 4, site
+    for why in site["failed"].values():
+        assert "`maxnreg=` is an option of Triton's NVIDIA (cuda) backend only" in why, why
+        assert "occupancy=" in why and "hip:gfx942" in why, why

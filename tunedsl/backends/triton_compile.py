@@ -34,6 +34,7 @@ from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.arg_device import cuda_device_of
+from tunedsl.backends.backend_options import check_backend_options
 from tunedsl.backends.compat import interpreting
 from tunedsl.backends.compile_temporaries import keep_temporaries_private
 from tunedsl.backends.triton_cache import triton_cache_has, triton_cache_lock
@@ -305,28 +306,6 @@ def pack_launch(
         binder = compat.make_binder(jit_fn, backend)
     bound_args, specialization, bound_options = binder(*args, **run_kwargs)
     return compat.pack_args(jit_fn, backend, run_kwargs, bound_args, specialization, bound_options)
-
-
-def check_backend_options(
-    jit_fn: Any, kwargs: Mapping[str, Any], options: Mapping[str, Any], target: Any = None
-) -> None:
-    """A launch keyword that only Triton's AMD backend takes (``waves_per_eu``) in a launch
-    compiled for an NVIDIA target is a ``UsageError`` naming its backend and the fix;
-    Triton's own ``KeyError`` names neither. ``target``: the launch's (None: the current
-    device's, asked only where a keyword is such an option)."""
-    from tunedsl.model.options import amd_option_note
-
-    by_backend = compat.backend_option_names()
-    amd_only = by_backend.get("hip", frozenset()) - by_backend.get("cuda", frozenset())
-    params = {name for name, _ in compat.param_specs(jit_fn)}
-    foreign = [n for n in [*kwargs, *options] if n in amd_only and n not in params]
-    if not foreign:
-        return
-    target = compat.current_target() if target is None else target
-    if target.backend == "cuda":
-        raise UsageError(
-            f"{amd_option_note(foreign[0])}; this launch compiles for {target_name(target)}"
-        )
 
 
 def pack_for_target(

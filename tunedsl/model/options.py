@@ -72,6 +72,20 @@ def amd_option_note(name: str) -> str:
     return note
 
 
+def backend_option_note(name: str, owner: str) -> str:
+    """Where an option that only Triton's ``owner`` backend (``"hip"``, ``"cuda"``) takes
+    goes: a launch compiled for that backend only."""
+    if owner == "hip":
+        return amd_option_note(name)
+    note = (
+        f"`{name}=` is an option of Triton's NVIDIA (cuda) backend only: leave it out where "
+        "the kernel is compiled for AMD"
+    )
+    if name == "maxnreg":
+        note += "; occupancy=k is tunedsl's hint for every target (a register cap on NVIDIA)"
+    return note
+
+
 def triton_counterpart(name: str) -> str | None:
     """For a keyword of ``triton.autotune`` or an option of Triton's AMD backend, what to
     write instead; else None."""
