@@ -23,6 +23,7 @@ def test_waves_per_eu_in_the_launch_is_named_as_amds_on_a_cuda_gpu() -> None:
     import triton.language as tl
 
     from tunedsl import autotune_launch, cdiv
+    from tunedsl.errors import TuningError
 
     @triton.jit
     def add_one(x, n, BLOCK: tl.constexpr):
@@ -30,7 +31,7 @@ def test_waves_per_eu_in_the_launch_is_named_as_amds_on_a_cuda_gpu() -> None:
         tl.store(x + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
 
     x = torch.zeros(1000, device="cuda")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(TuningError) as info:
         autotune_launch(add_one, space={"BLOCK": [64, 128], "waves_per_eu": [1, 2]},
                         grid=lambda c: (cdiv(1000, c.BLOCK),), args=(x, 1000),
                         kwargs=lambda c: {"BLOCK": c.BLOCK, "waves_per_eu": c.waves_per_eu},
