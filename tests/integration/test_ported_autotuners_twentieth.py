@@ -20,7 +20,9 @@ as AMD's backend's and the fix, and given as a launch hint they are refused sayi
 (test_amds_options_in_the_launch_compile_for_amd_and_are_named_for_cuda,
 test_an_amd_option_as_a_static_hint_is_named_with_where_it_goes;
 tests/gpu/test_amd_options_gpu.py on a CUDA GPU); so too NVIDIA's ``maxnreg`` compiled for
-AMD (test_nvidias_register_cap_compiled_for_amd_is_named_with_occupancy). A prune setting a
+AMD (test_nvidias_register_cap_compiled_for_amd_is_named_with_occupancy), and a record holding
+``waves_per_eu`` replayed for ``cuda:90``
+(test_a_record_with_an_amd_option_replayed_for_cuda_names_it). A prune setting a
 field by item (``config["BLOCK"] = 16``, Triton's ``config.kwargs[...] = v`` ported) failed
 with Python's bare item-assignment ``TypeError``; it now says the configuration is frozen
 and to return ``cfg.replace(BLOCK=...)``
@@ -166,15 +168,16 @@ def warm():
 """
 
 
-def _precompile(tmp_path: Path, script: Path, target: str) -> subprocess.CompletedProcess[str]:
+def _precompile(
+    tmp_path: Path, script: Path, target: str, *more: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path / f"triton-{target}"), TRITON_DEFAULT_FP_FUSION="1",
                TUNEDSL_COMPILE_WORKERS="2", PYTHONPATH=str(HERE),
                PYTHONPYCACHEPREFIX=str(tmp_path / "pyc"))  # fmt: skip
-    return subprocess.run(
-        [sys.executable, "-m", "tunedsl", "precompile", "--json", "--target", target, str(script)],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
-    )  # fmt: skip
+    argv = ["precompile", "--json", "--target", target, *more, str(script)]
+    return subprocess.run([sys.executable, "-m", "tunedsl", *argv], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=600)  # fmt: skip
 
 
 def _sites(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -392,3 +395,39 @@ def test_nvidias_register_cap_compiled_for_amd_is_named_with_occupancy(tmp_path:
     for why in site["failed"].values():
         assert "`maxnreg=` is an option of Triton's NVIDIA (cuda) backend only" in why, why
         assert "occupancy=" in why and "hip:gfx942" in why, why
+
+
+TUNED_SCRIPT = """
+import torch
+from tunedsl import autotune_launch, cdiv
+from ported_kernels_twentieth import add
+
+x, out = torch.randn(4096), torch.zeros(4096)
+autotune_launch(add, space={"BLOCK": [64, 128], "waves_per_eu": [1, 2]},
+                grid=lambda c: (cdiv(4096, c.BLOCK),), args=(x, x, out, 4096),
+                kwargs=lambda c: {"BLOCK": c.BLOCK, "waves_per_eu": c.waves_per_eu},
+                name="replayed-waves")
+"""
+
+
+def test_a_record_with_an_amd_option_replayed_for_cuda_names_it(tmp_path: Path) -> None:
+    """A record tuned under the interpreter holds ``waves_per_eu`` among each
+    configuration's launch options (the interpreter passes it on). ``tunedsl precompile
+    --replay --target cuda:90`` compiled each with it, and each failed with Triton's bare
+    ``KeyError``, as a compile from the arguments did; it is named as AMD's option now on
+    this path too."""
+    # ported from: triton-lang/triton python/tutorials/03-matrix-multiplication.py::get_hip_autotune_config
+    script = tmp_path / "tuned_waves.py"
+    script.write_text(TUNED_SCRIPT)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(HERE)}
+    tuned = subprocess.run([sys.executable, "-m", "tunedsl", "run", str(script)],
+                           capture_output=True, text=True, env=env, cwd=tmp_path,
+                           timeout=300)  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    replay = _precompile(tmp_path, script, "cuda:90", "--replay")
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    failed = {k: v for s in json.loads(replay.stdout)["sites"] for k, v in s["failed"].items()}
+    assert len(failed) == 4, replay.stdout
+    for why in failed.values():
+        assert "`waves_per_eu=` is an option of Triton's AMD (hip) backend" in why, why
+        assert "cuda:90" in why, why

@@ -359,6 +359,7 @@ def compile_signature(
 
     jit_fn = unwrap_jit(kernel)
     gpu_target = parse_target(target)
+    check_backend_options(jit_fn, {}, options, gpu_target)
     backend = make_backend(gpu_target)
     # Rebuild the binder's output and let Triton's own _pack_args derive the signature,
     # constexprs and attributes, so the ASTSource (and its cache key) is a launch's.
