@@ -34,6 +34,7 @@ from typing import Any
 
 from tunedsl.backends import compat
 from tunedsl.backends.arg_device import cuda_device_of
+from tunedsl.backends.backend_options import check_backend_options
 from tunedsl.backends.compat import interpreting
 from tunedsl.backends.compile_temporaries import keep_temporaries_private
 from tunedsl.backends.triton_cache import triton_cache_has, triton_cache_lock
@@ -183,6 +184,7 @@ def compile_variant(
     if interpreting():
         return InterpretedHandle(str(getattr(kernel, "__name__", None) or repr(kernel)))
     kwargs = compat.with_heuristics(kernel, args, kwargs, options, grid)
+    check_backend_options(unwrap_jit(kernel), kwargs, options)
     device = cuda_device_of(args, kwargs)
     if device is None:
         return _compile_on_device(unwrap_jit(kernel), args, kwargs, options)
@@ -317,6 +319,7 @@ def pack_for_target(
     attrs)`` of a launch on such a GPU (torch dtypes may stand for tensors in ``args``)."""
     from triton.compiler import make_backend
 
+    check_backend_options(jit_fn, kwargs, options, target)
     wrapped = [compat.mock_tensor(a) for a in args]
     return pack_launch(jit_fn, make_backend(target), wrapped, kwargs, options)
 
@@ -356,6 +359,7 @@ def compile_signature(
 
     jit_fn = unwrap_jit(kernel)
     gpu_target = parse_target(target)
+    check_backend_options(jit_fn, {}, options, gpu_target)
     backend = make_backend(gpu_target)
     # Rebuild the binder's output and let Triton's own _pack_args derive the signature,
     # constexprs and attributes, so the ASTSource (and its cache key) is a launch's.

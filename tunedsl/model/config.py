@@ -146,7 +146,13 @@ class Config:
 
     # -- immutability and identity -------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"Config is frozen: cannot set {name!r}; use cfg.replace(...)")
+        raise AttributeError(_frozen(name))
+
+    def __setitem__(self, name: str, value: Any) -> None:  # triton.Config's c.kwargs[name] = v
+        raise TypeError(_frozen(name))
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError(f"Config is frozen: cannot delete {name!r}")
 
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"Config is frozen: cannot delete {name!r}")
@@ -181,6 +187,13 @@ class Config:
         if not isinstance(data, dict):
             raise UsageError(f"a configuration must be a JSON object, not {type(data).__name__}")
         return cls(data)
+
+
+def _frozen(name: str) -> str:
+    return (
+        f"Config is frozen: cannot set {name!r}; make a changed copy, "
+        f"cfg.replace({name}=...) (a prune= returns the copies in its list)"
+    )
 
 
 _RESERVED = frozenset(n for n in vars(Config) if not n.startswith("_"))

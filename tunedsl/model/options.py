@@ -50,8 +50,47 @@ GRID_HINT = (
 )
 
 
+# Options of Triton's AMD backend that its configurations carry (``triton.Config({...,
+# "waves_per_eu": 2})``): keywords of the kernel's launch on AMD, never tunedsl's hints.
+AMD_OPTION_NAMES: tuple[str, ...] = (
+    "waves_per_eu",
+    "matrix_instr_nonkdim",
+    "kpack",
+    "schedule_hint",
+)
+
+
+def amd_option_note(name: str) -> str:
+    """Where an option of Triton's AMD backend goes: the kernel's launch, on AMD only."""
+    note = (
+        f"`{name}=` is an option of Triton's AMD (hip) backend, not a launch hint: pass it "
+        f"with the kernel's arguments (`kernel(..., {name}=2)` inside autotune(...), or in "
+        "autotune_launch's kwargs=), which compiles only for AMD"
+    )
+    if name == "waves_per_eu":
+        note += "; occupancy=k is tunedsl's hint for every target (waves_per_eu=k on AMD)"
+    return note
+
+
+def backend_option_note(name: str, owner: str) -> str:
+    """Where an option that only Triton's ``owner`` backend (``"hip"``, ``"cuda"``) takes
+    goes: a launch compiled for that backend only."""
+    if owner == "hip":
+        return amd_option_note(name)
+    note = (
+        f"`{name}=` is an option of Triton's NVIDIA (cuda) backend only: leave it out where "
+        "the kernel is compiled for AMD"
+    )
+    if name == "maxnreg":
+        note += "; occupancy=k is tunedsl's hint for every target (a register cap on NVIDIA)"
+    return note
+
+
 def triton_counterpart(name: str) -> str | None:
-    """For a keyword of ``triton.autotune``, what to write instead; else None."""
+    """For a keyword of ``triton.autotune`` or an option of Triton's AMD backend, what to
+    write instead; else None."""
+    if name in AMD_OPTION_NAMES:
+        return amd_option_note(name)
     instead = TRITON_COUNTERPARTS.get(name)
     return f"`{name}=` is triton.autotune's; in tunedsl: {instead}" if instead else None
 

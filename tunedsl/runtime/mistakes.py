@@ -189,16 +189,27 @@ def check_key(key: Any, label: str) -> None:
 
 def check_key_names(key: Any, info: KernelInfo, label: str) -> None:
     """``key=`` is a value: parameter names (``key=["M", "N"]``, ``triton.autotune``'s form,
-    or ``key="N"``) never change, so every call would share one decision."""
+    or ``key="N"``, also where some name is none of them, which Triton leaves out) never
+    change, so every call would share one decision."""
     names = [key] if isinstance(key, str) else key if isinstance(key, (list, tuple)) else []
-    if not names or not all(isinstance(k, str) and k in info.arg_names for k in names):
+    if not names or not all(isinstance(k, str) for k in names):
         return
+    present = [k for k in names if k in info.arg_names]
+    if not present:  # labels such as ("fp16", "rowmajor"): a value like any other
+        return
+    absent = [k for k in names if k not in info.arg_names]
     what = "a parameter" if isinstance(key, str) else "parameters"
-    fix = f"key={names[0]}" if len(names) == 1 else f"key=({', '.join(names)})"
+    fix = f"key={present[0]}" if len(present) == 1 else f"key=({', '.join(present)})"
+    lacks = (
+        f" (`{absent[0]}` is not a parameter of the kernel: triton.autotune leaves such a "
+        "name out of its key)"
+        if absent
+        else ""
+    )
     raise UsageError(
         f"{label}: key={key!r} names {what} of the kernel, as triton.autotune's key= "
-        "does; tunedsl's key= is a value, and this one is the same on every call, so every "
-        f"call would share one decision: pass the values, {fix}"
+        f"does{lacks}; tunedsl's key= is a value, and this one is the same on every call, "
+        f"so every call would share one decision: pass the values, {fix}"
     )
 
 

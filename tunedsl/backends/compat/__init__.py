@@ -63,6 +63,7 @@ from tunedsl.backends.compat.compiling import (  # noqa: F401 (re-exported)
 from tunedsl.backends.compat.driver_gate import active_driver  # noqa: F401 (re-exported)
 from tunedsl.backends.compat.gate import (  # noqa: F401 (re-exported)
     TESTED_TRITON,
+    backend_option_names,
     constexpr_params,
     gate,
     has_pre_run_hooks,

@@ -274,15 +274,43 @@ def launch_option_names() -> frozenset[str]:
     installed backend's options dataclass (``CUDAOptions``, ``HIPOptions``: ``num_warps``,
     ``enable_fp_fusion``, ...), which ``JITFunction._pack_args`` accepts (3.6.0, 3.9.0).
     Empty when they cannot be found: then no keyword is rejected."""
+    return frozenset().union(*backend_option_names().values())
+
+
+@functools.cache
+def backend_option_names() -> dict[str, frozenset[str]]:
+    """Per installed backend, by the target name its compiler serves (``"cuda"``, ``"hip"``),
+    the fields of its options dataclass: the launch keywords that backend's
+    ``JITFunction._pack_args`` accepts besides the kernel's parameters (3.6.0, 3.9.0).
+    Empty when they cannot be found."""
     try:
         from triton.backends import backends
     except ImportError:
-        return frozenset()
-    names: set[str] = set()
+        return {}
+    found: dict[str, frozenset[str]] = {}
     for backend in backends.values():
         module = sys.modules.get(getattr(backend.compiler, "__module__", ""))
+        names: set[str] = set()
         for obj in vars(module).values() if module is not None else ():
             if isinstance(obj, type) and dataclasses.is_dataclass(obj):
                 if obj.__name__.endswith("Options"):
                     names.update(f.name for f in dataclasses.fields(obj))
-    return frozenset(names)
+        target = _served_target(backend.compiler)
+        if names and target:
+            found[target] = frozenset(names)
+    return found
+
+
+def _served_target(compiler: Any) -> str | None:
+    """``"cuda"`` or ``"hip"``: the target backend ``compiler`` (a ``BaseBackend`` class)
+    compiles for, asked through its ``supports_target`` (3.6.0, 3.9.0)."""
+    from triton.backends.compiler import GPUTarget
+
+    probes = {"cuda": GPUTarget("cuda", 90, 32), "hip": GPUTarget("hip", "gfx942", 64)}
+    for name, target in probes.items():
+        try:
+            if compiler.supports_target(target):
+                return name
+        except Exception:  # a backend that cannot answer for another vendor's target
+            continue
+    return None
