@@ -74,6 +74,7 @@ class _RenameSites(ast.NodeTransformer):
 
 def expand_cell(cell: str, filename: str, user_ns: dict[str, Any]) -> ast.Module | None:
     """The cell's expanded AST, or None when neither the cell nor the session uses tunedsl."""
+    from tunedsl.frontend import rebinding
     from tunedsl.frontend.compile import expand_to_ast, needs_expansion
 
     imports = list(_tunedsl_bindings(user_ns))
@@ -94,6 +95,8 @@ def expand_cell(cell: str, filename: str, user_ns: dict[str, Any]) -> ast.Module
             return None
         raise
     if imports:
+        # The prune check reads the cell's source again, expanded as here.
+        rebinding.expanded_with(filename, source[len(body) :])
         # Drop the appended imports again: they only told the expander what the names mean.
         appended = set(imports)
         tree.body = [

@@ -23,7 +23,7 @@ from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
 
-__all__ = ["chains_read_by_option", "rebound_at_top_level"]
+__all__ = ["chains_read_by_option", "expanded_with", "rebound_at_top_level"]
 
 #: One binding: the name, the first and last line of its statement, and the line spans of
 #: the loops around it (a ``for`` loop's target is inside its own loop).
@@ -31,6 +31,17 @@ Binding = tuple[str, int, int, tuple[tuple[int, int], ...]]
 
 # filename -> (the linecache lines the answer was made from, the bindings, the expansion)
 _SEEN: dict[str, tuple[list[str], list[Binding], ast.Module]] = {}
+
+# filename -> the lines its code was expanded with after its own (``expanded_with``)
+_APPENDED: dict[str, str] = {}
+
+
+def expanded_with(filename: str, appended: str) -> None:
+    """The code of ``filename`` was expanded with ``appended`` after its own lines: an
+    IPython cell that calls the macro an earlier cell imported is expanded with that import
+    added (``tunedsl/ipython.py``), and its text alone is no DSL module. Read so here too."""
+    _APPENDED[filename] = appended
+    _SEEN.pop(filename, None)
 
 
 def rebound_at_top_level(filename: str, line: int) -> dict[str, int]:
@@ -53,8 +64,12 @@ def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
     seen = _SEEN.get(filename)
     if seen is not None and seen[0] is lines:
         return seen
+    source = "".join(lines)
+    appended = _APPENDED.get(filename)
+    if appended is not None and lines:
+        source = (source if source.endswith("\n") else source + "\n") + appended
     try:
-        tree = expand_to_ast("".join(lines), filename)
+        tree = expand_to_ast(source, filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the DSL's errors too
         tree = ast.Module(body=[], type_ignores=[])
     found: list[Binding] = []

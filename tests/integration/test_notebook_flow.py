@@ -1,0 +1,93 @@
+"""A notebook user's ways with cells: a kernel in one cell and its site in another, cells run
+again after an edit or out of order, loops at a cell's top level, interrupted tunings, and
+what the cells show (real IPython ``InteractiveShell`` in a subprocess, cells run one by
+one as a notebook runs them, kernels under Triton's interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+# Runs the cells of a JSON list one by one in one shell, as a notebook's kernel does; a cell
+# written as ["EDIT", file, old, new] edits a file between two cells (an editor saving it).
+DRIVER = """\
+import json, os, pathlib, sys
+from IPython.core.interactiveshell import InteractiveShell
+
+shell = InteractiveShell.instance(colors="nocolor")
+for i, cell in enumerate(json.loads(pathlib.Path(sys.argv[1]).read_text())):
+    if isinstance(cell, list):
+        path = pathlib.Path(cell[1])
+        path.write_text(path.read_text().replace(cell[2], cell[3]))
+        st = os.stat(path)
+        os.utime(path, (st.st_atime + 5, st.st_mtime + 5))
+        continue
+    result = shell.run_cell(cell, store_history=True)
+    error = result.error_before_exec or result.error_in_exec
+    print("CELL", i, "ok" if error is None else type(error).__name__, flush=True)
+"""
+
+SETUP = """\
+import torch, triton, triton.language as tl
+from tunedsl import autotune, cdiv
+"""
+
+KERNEL = """\
+@triton.jit
+def k(x, out, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = i < n
+    tl.store(out + i, tl.load(x + i, mask=m) * 2, mask=m)
+"""
+
+
+def _notebook(tmp_path: Path, cells: list) -> str:
+    """The output of running ``cells`` after ``%load_ext tunedsl`` (stdout and stderr)."""
+    pytest.importorskip("IPython")
+    (tmp_path / "cells.json").write_text(json.dumps(["%load_ext tunedsl", *cells]))
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env.pop("TUNEDSL_AUTOTUNE", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(tmp_path / "cells.json")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def _cells(out: str) -> list[str]:
+    """How each cell ended: "ok" or the name of its error (the first is ``%load_ext``)."""
+    return [line.split()[2] for line in out.splitlines() if line.startswith("CELL ")][1:]
+
+
+def _rows(out: str, mark: str = "RESULT") -> list[list[str]]:
+    return [line.split()[1:] for line in out.splitlines() if line.startswith(mark + " ")]
+
+
+def test_a_prune_reading_the_loop_variable_of_a_cell_is_named(tmp_path: Path) -> None:
+    # The cell calls the macro an earlier cell imported. The prune check reads the cell's
+    # source to find the names its top-level code rebinds, but expanded the cell's text
+    # alone, which is no DSL module without that import: it found none, and the decision
+    # made for the first size was launched for the others, configurations their prune drops.
+    loop = (
+        "x = torch.randn(512); out = torch.empty(512)\n"
+        "for size in [64, 32, 16]:\n"
+        "    r = autotune(space=dict(tile=[16, 32, 64]), blocks=cdiv(size, $tile),\n"
+        "                 prune=lambda cs, a: [c for c in cs if c.tile <= size],\n"
+        "                 k(x, out, size, TILE=$tile))\n"
+        "    print('RESULT', size, r.config.tile)\n"
+    )
+    out = _notebook(tmp_path, [SETUP, KERNEL, loop, loop.replace("$tile))", "$tile), key=size)")])
+    assert _cells(out) == ["ok", "ok", "UsageError", "ok"], out
+    assert "reads `size` (64) from the module, which rebinds it as it runs (line 2)" in out
+    # With key=size it runs, each size launching a configuration its prune keeps.
+    rows = _rows(out)
+    assert [r[0] for r in rows] == ["64", "32", "16"], out
+    assert all(int(tile) <= int(size) for size, tile in rows), rows
