@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -125,21 +126,39 @@ def _make_ast_parse(shell: Any, original: Callable[..., Any]) -> Callable[..., A
 def _user_frames_only(
     shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None
 ) -> None:
-    """IPython's custom handler for tunedsl's ``UsageError`` and ``TuningError``: the
-    traceback without tunedsl's frames (IPython hides ``__tracebackhide__`` frames except
-    the last, which here was always tunedsl's), so it ends at the cell's ``autotune(...)``
-    line, as under ``tunedsl run``. ``python -X dev`` keeps every frame."""
-    from tunedsl.warn import without_frames
+    """IPython's custom handler for tunedsl's ``UsageError``, ``TuningError`` and
+    ``TunedslSyntaxError``: the traceback without tunedsl's frames (IPython hides
+    ``__tracebackhide__`` frames except the last, which here was always tunedsl's), so it
+    ends at the cell's ``autotune(...)`` line, as under ``tunedsl run``. ``python -X dev``
+    keeps every frame."""
+    from tunedsl.warn import is_internal, without_frames
 
+    if issubclass(etype, SyntaxError):
+        # IPython shows a syntax error as the line and caret it names, after the frames of
+        # the exception being handled (the cells' calls that led to a site's `$NAME` check,
+        # a space computed at the call); none where it comes from parsing a cell.
+        if not sys.flags.dev_mode:
+            own = _ipython_dir()
+            tb = without_frames(tb, lambda f: is_internal(f) or os.path.abspath(f).startswith(own))
+            value.with_traceback(tb)
+        shell.showtraceback((etype, value, tb), running_compiled_code=tb is not None)
+        return
     if not sys.flags.dev_mode:
         tb = without_frames(tb)
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
 
-def _errors() -> tuple[type, ...]:
-    from tunedsl.errors import TuningError, UsageError
+def _ipython_dir() -> str:
+    """IPython's package directory (its frames run a cell, as tunedsl's run a site)."""
+    ipython = sys.modules.get("IPython")
+    where = getattr(ipython, "__file__", None)
+    return os.path.dirname(os.path.abspath(where)) + os.sep if where else "\0"
 
-    return (UsageError, TuningError)
+
+def _errors() -> tuple[type, ...]:
+    from tunedsl.errors import TunedslSyntaxError, TuningError, UsageError
+
+    return (UsageError, TuningError, TunedslSyntaxError)
 
 
 class _ForgetRedefined(ast.NodeTransformer):

@@ -91,3 +91,23 @@ def test_a_prune_reading_the_loop_variable_of_a_cell_is_named(tmp_path: Path) ->
     rows = _rows(out)
     assert [r[0] for r in rows] == ["64", "32", "16"], out
     assert all(int(tile) <= int(size) for size, tile in rows), rows
+
+
+def test_a_misspelled_field_of_a_computed_space_is_shown_at_the_cells_line(
+    tmp_path: Path,
+) -> None:
+    # A space computed at the call is checked against the `$NAME`s on the first call: the
+    # TunedslSyntaxError went to IPython's display of a syntax error in compiled code, with
+    # every frame from IPython's own through tunedsl's site, miss, settings and space modules.
+    site = (
+        "SPACE = dict(tyle=[16, 32])\n"
+        "def f(x, out):\n"
+        "    return autotune(space=SPACE, blocks=cdiv(64, $tile), k(x, out, 64, TILE=$tile))\n"
+    )
+    out = _notebook(tmp_path, [SETUP, KERNEL, site, "f(torch.randn(64), torch.empty(64))"])
+    assert _cells(out)[-1] == "TunedslSyntaxError", out
+    shown = out[out.index("CELL 3 ok") : out.index("CELL 4 ")]
+    assert "Cell In[5], line 1" in shown and "Cell In[4], line 3 in f" in shown, shown
+    assert "return autotune(space=SPACE, blocks=cdiv(64, $tile)" in shown, shown
+    assert "`$tile` is not a field of the space" in shown and "did you mean `$tyle`?" in shown
+    assert "tunedsl/" not in shown and "interactiveshell.py" not in shown, shown
