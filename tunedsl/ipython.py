@@ -164,13 +164,28 @@ def _errors() -> tuple[type, ...]:
 class _ForgetRedefined(ast.NodeTransformer):
     """Before each cell's code runs (after ``pre_run_cell``, where ``%autoreload`` reloads
     edited modules): sites forget the kernels whose helpers or globals were redefined since
-    the last cell. The cell is left as it is; a process with no site pays nothing."""
+    the last cell, and the decisions their computed settings made from a global rebound
+    since or that the cell binds (``size = 16`` before its call). The cell is left as it
+    is; a process with no site pays nothing."""
 
     def visit(self, node: ast.AST) -> ast.AST:
         redefined = sys.modules.get("tunedsl.runtime.redefined")
         if redefined is not None:
-            redefined.forget_redefined()
+            from tunedsl.frontend.rebinding import bound_at_top_level
+
+            try:
+                bound: Any = bound_at_top_level(node) if isinstance(node, ast.Module) else set()
+            except Exception:  # IPython would drop a transformer that raises: bind every name
+                bound = _EveryName()
+            redefined.forget_redefined(bound)
         return node
+
+
+class _EveryName:
+    """The names a cell binds where its code could not be read: any name."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -93,6 +93,56 @@ def test_a_prune_reading_the_loop_variable_of_a_cell_is_named(tmp_path: Path) ->
     assert all(int(tile) <= int(size) for size, tile in rows), rows
 
 
+# One block covers the first `size` elements, with the one tile the prune keeps.
+ONE_BLOCK = """\
+x = torch.randn(64)
+def f():
+    out = torch.zeros(64)
+    r = autotune(space=SPACE, blocks=(1,), k(x, out, size, TILE=$tile),
+                 prune=lambda cs, a: [c for c in cs if c.tile == size])
+    print("RESULT", size, r.config.tile, r.source, torch.equal(out[:size], x[:size] * 2))
+def g():
+    out = torch.zeros(64)
+    r = autotune(space=OTHER, blocks=cdiv(64, $tile), k(x, out, 64, TILE=$tile))
+    print("OTHER", r.config.tile, r.source, torch.equal(out, x * 2))
+"""
+
+
+def test_a_global_a_cell_rebinds_is_read_again_by_the_settings(tmp_path: Path) -> None:
+    # All cells share one namespace. A site decides a key with its prune= and space= as
+    # they were, and kept the decision in memory: after a cell rebinding `size` (the prune
+    # then keeps only the tile 64), or rebinding it on the line before its call, the call
+    # launched the tile the prune now drops (half the output left unwritten); after one
+    # rebinding `OTHER`, the tile of a space no longer there.
+    cells = [SETUP, KERNEL, "size = 16\nSPACE = dict(tile=[16, 32, 64])\nOTHER = dict(tile=[16])"]
+    cells += [ONE_BLOCK, "f()", "size = 64", "f()", "size = 32\nf()", "f()"]
+    cells += ["g()", "OTHER = dict(tile=[32])", "g()", "g()"]
+    out = _notebook(tmp_path, cells)
+    assert set(_cells(out)) == {"ok"}, out
+    rows = _rows(out)
+    assert [r[:2] for r in rows] == [["16", "16"], ["64", "64"], ["32", "32"], ["32", "32"]], out
+    assert all(r[3] == "True" for r in rows), rows
+    assert rows[3][2] == "memory", rows  # nothing rebound since: the decision stands
+    other = _rows(out, "OTHER")
+    assert [r[0] for r in other] == ["16", "32", "32"] and other[2][1] == "memory", out
+    assert all(r[2] == "True" for r in other), other
+
+
+def test_a_later_cells_loop_rebinding_what_an_earlier_cells_prune_reads_is_named(
+    tmp_path: Path,
+) -> None:
+    # The function of one cell, called in a loop of another: the loop rebinds the global its
+    # prune reads, and the check looked for rebinding only in the prune's own cell.
+    cells = [SETUP, KERNEL, "size = 16\nSPACE = dict(tile=[16, 32, 64])", ONE_BLOCK]
+    cells += ["for size in [16, 64]:\n    f()\n"]
+    out = _notebook(tmp_path, cells)
+    assert _cells(out)[-1] == "UsageError", out
+    assert (
+        "reads `size` (16) from the module, which rebinds it as it runs (<ipython-input-6-" in out
+    )
+    assert "RESULT 64" not in out
+
+
 def test_a_misspelled_field_of_a_computed_space_is_shown_at_the_cells_line(
     tmp_path: Path,
 ) -> None:

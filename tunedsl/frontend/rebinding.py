@@ -23,7 +23,7 @@ from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
 
-__all__ = ["chains_read_by_option", "expanded_with", "rebound_at_top_level"]
+__all__ = ["bound_at_top_level", "chains_read_by_option", "expanded_with", "rebound_at_top_level"]
 
 #: One binding: the name, the first and last line of its statement, and the line spans of
 #: the loops around it (a ``for`` loop's target is inside its own loop).
@@ -72,6 +72,17 @@ def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
         tree = expand_to_ast(source, filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the DSL's errors too
         tree = ast.Module(body=[], type_ignores=[])
+    _SEEN[filename] = (lines, _bindings_of(tree), tree)
+    return _SEEN[filename]
+
+
+def bound_at_top_level(tree: ast.Module) -> set[str]:
+    """The names the top-level code of the module ``tree`` binds as it runs (an IPython cell
+    about to run), also through the functions it defines that rebind a global."""
+    return {name for name, _, _, _ in _bindings_of(tree)}
+
+
+def _bindings_of(tree: ast.Module) -> list[Binding]:
     found: list[Binding] = []
     writers = _global_writers(tree)
     called: Counter[str] = Counter()
@@ -80,8 +91,7 @@ def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
     for function, names in writers.items():
         if named[function] > called[function]:  # called from a function, or passed on
             found += [(name, line, _ANY, ((0, _ANY),)) for name, line in names.items()]
-    _SEEN[filename] = (lines, found, tree)
-    return _SEEN[filename]
+    return found
 
 
 #: A chain read from a variable: its name, then ``(".", attr)`` or ``("[]", constant)`` steps.
