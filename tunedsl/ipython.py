@@ -18,7 +18,9 @@ Two things differ from a module:
   statements are dropped from the result, so the cell's last expression is still displayed.
 - Every cell is its own "module" for the expander, which numbers sites from 0; all cells
   share one namespace, so a site name is renamed to one unique in the session, or a function
-  defined in an earlier cell would call a later cell's site.
+  defined in an earlier cell would call a later cell's site. Its hoisted statements (the
+  runtime's import, the sites made) run once per parse of the cell, in that namespace:
+  ``%timeit`` runs a parsed cell in a loop inside a function.
 """
 
 from __future__ import annotations
@@ -108,7 +110,37 @@ def expand_cell(cell: str, filename: str, user_ns: dict[str, Any]) -> ast.Module
             )
         ]
     _RenameSites(user_ns).visit(tree)
+    tree.body = [part for node in tree.body for part in _made_once(node)]
     return ast.fix_missing_locations(tree)
+
+
+_RUNTIME = "__tunedsl_rt__"
+
+
+def _made_once(node: ast.stmt) -> list[ast.stmt]:
+    """A hoisted statement of the expansion (the runtime's import, a site made) as one that
+    runs once for this parse of the cell. ``%timeit`` and ``%%timeit`` parse their code as a
+    cell and run it in a loop inside a function: the site was made again, and its first
+    call decided from the records, on every run, and that is what they timed. The names are
+    the session's globals; at a cell's top level the ``global`` statement does nothing."""
+    if isinstance(node, ast.Import) and [a.asname for a in node.names] == [_RUNTIME]:
+        name = _RUNTIME
+    elif (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and _SITE_NAME.fullmatch(node.targets[0].id)
+    ):
+        name = node.targets[0].id
+    else:
+        return [node]
+    made = ast.Try(
+        body=[ast.Expr(ast.Name(name, ast.Load()))],
+        handlers=[ast.ExceptHandler(ast.Name("NameError", ast.Load()), None, [node])],
+        orelse=[],
+        finalbody=[],
+    )
+    return [ast.copy_location(ast.Global([name]), node), ast.copy_location(made, node)]
 
 
 def _make_ast_parse(shell: Any, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -161,3 +161,17 @@ def test_a_misspelled_field_of_a_computed_space_is_shown_at_the_cells_line(
     assert "return autotune(space=SPACE, blocks=cdiv(64, $tile)" in shown, shown
     assert "`$tile` is not a field of the space" in shown and "did you mean `$tyle`?" in shown
     assert "tunedsl/" not in shown and "interactiveshell.py" not in shown, shown
+
+
+def test_timeit_of_a_macro_call_times_the_call_not_a_new_site(tmp_path: Path) -> None:
+    # `%timeit` and `%%timeit` parse their code as a cell and run it in a loop inside a
+    # function: the statements the expansion hoists (the site made) ran on every loop, so
+    # each run made a new site whose first call decided from the records again, and that
+    # is what was timed.
+    call = "autotune(space=dict(tile=[32, 64]), blocks=cdiv(64, $tile), k(x, out, 64, TILE=$tile))"
+    cells = [SETUP, KERNEL, "x = torch.randn(64); out = torch.empty(64); seen = []"]
+    cells += [f"%%timeit -n 3 -r 1\nseen.append({call}.source)\n", "print('SEEN', *seen)"]
+    cells += [f"%timeit -n 3 -r 1 seen.append({call}.source)", "print('SEEN', *seen[3:])"]
+    out = _notebook(tmp_path, cells)
+    assert set(_cells(out)) == {"ok"}, out
+    assert _rows(out, "SEEN") == [["tuned", "memory", "memory"], ["disk", "memory", "memory"]]
