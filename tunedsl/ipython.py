@@ -197,8 +197,11 @@ class _ForgetRedefined(ast.NodeTransformer):
     """Before each cell's code runs (after ``pre_run_cell``, where ``%autoreload`` reloads
     edited modules): sites forget the kernels whose helpers or globals were redefined since
     the last cell, and the decisions their computed settings made from a global rebound
-    since or that the cell binds (``size = 16`` before its call). The cell is left as it
-    is; a process with no site pays nothing."""
+    since or that the cell binds (``size = 16`` before its call, or a call of a function
+    that rebinds it). The cell is left as it is; a process with no site pays nothing."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
 
     def visit(self, node: ast.AST) -> ast.AST:
         redefined = sys.modules.get("tunedsl.runtime.redefined")
@@ -206,7 +209,11 @@ class _ForgetRedefined(ast.NodeTransformer):
             from tunedsl.frontend.rebinding import bound_at_top_level
 
             try:
-                bound: Any = bound_at_top_level(node) if isinstance(node, ast.Module) else set()
+                bound: Any = (
+                    bound_at_top_level(node, self.shell.user_ns)
+                    if isinstance(node, ast.Module)
+                    else set()
+                )
             except Exception:  # IPython would drop a transformer that raises: bind every name
                 bound = _EveryName()
             redefined.forget_redefined(bound)
@@ -230,7 +237,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
     activate.install()
     if not any(isinstance(t, _ForgetRedefined) for t in ipython.ast_transformers):
-        ipython.ast_transformers.append(_ForgetRedefined())
+        ipython.ast_transformers.append(_ForgetRedefined(ipython))
     if not getattr(ipython, "custom_exceptions", ()):  # never replace the user's handler
         ipython.set_custom_exc(_errors(), _user_frames_only)
     compiler = ipython.compile

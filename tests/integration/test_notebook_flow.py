@@ -111,16 +111,19 @@ def g():
 def test_a_global_a_cell_rebinds_is_read_again_by_the_settings(tmp_path: Path) -> None:
     # All cells share one namespace. A site decides a key with its prune= and space= as
     # they were, and kept the decision in memory: after a cell rebinding `size` (the prune
-    # then keeps only the tile 64), or rebinding it on the line before its call, the call
-    # launched the tile the prune now drops (half the output left unwritten); after one
+    # then keeps only the tile 64), or rebinding it on the line before its call (itself,
+    # or through a function of an earlier cell), the call launched the tile the prune now
+    # drops (half the output left unwritten); after one
     # rebinding `OTHER`, the tile of a space no longer there.
     cells = [SETUP, KERNEL, "size = 16\nSPACE = dict(tile=[16, 32, 64])\nOTHER = dict(tile=[16])"]
     cells += [ONE_BLOCK, "f()", "size = 64", "f()", "size = 32\nf()", "f()"]
+    cells += ["def resize(n):\n    global size\n    size = n\n", "resize(64)\nf()"]
     cells += ["g()", "OTHER = dict(tile=[32])", "g()", "g()"]
     out = _notebook(tmp_path, cells)
     assert set(_cells(out)) == {"ok"}, out
     rows = _rows(out)
-    assert [r[:2] for r in rows] == [["16", "16"], ["64", "64"], ["32", "32"], ["32", "32"]], out
+    sizes = [["16", "16"], ["64", "64"], ["32", "32"], ["32", "32"], ["64", "64"]]
+    assert [r[:2] for r in rows] == sizes, out
     assert all(r[3] == "True" for r in rows), rows
     assert rows[3][2] == "memory", rows  # nothing rebound since: the decision stands
     other = _rows(out, "OTHER")

@@ -17,8 +17,11 @@ name it reads (``keep = covering(n)``, then ``prune=keep``).
 from __future__ import annotations
 
 import ast
+import dis
 import linecache
+import types
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
@@ -76,10 +79,33 @@ def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
     return _SEEN[filename]
 
 
-def bound_at_top_level(tree: ast.Module) -> set[str]:
+def bound_at_top_level(tree: ast.Module, namespace: Mapping[str, Any] | None = None) -> set[str]:
     """The names the top-level code of the module ``tree`` binds as it runs (an IPython cell
-    about to run), also through the functions it defines that rebind a global."""
-    return {name for name, _, _, _ in _bindings_of(tree)}
+    about to run), also through the functions it defines that rebind a global, and through
+    the functions of ``namespace`` it calls by name that do (``configure(64)`` of an earlier
+    cell's ``def configure(n): global size; size = n``)."""
+    found = {name for name, _, _, _ in _bindings_of(tree)}
+    if not namespace:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            code = getattr(namespace.get(node.func.id), "__code__", None)
+            if isinstance(code, types.CodeType):
+                found |= _globals_stored(code)
+    return found
+
+
+def _globals_stored(code: types.CodeType) -> set[str]:
+    """The globals ``code`` (and the code nested in it) binds or deletes."""
+    found = {
+        str(op.argval)
+        for op in dis.get_instructions(code)
+        if op.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")
+    }
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _globals_stored(const)
+    return found
 
 
 def _bindings_of(tree: ast.Module) -> list[Binding]:
