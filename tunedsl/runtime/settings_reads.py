@@ -86,7 +86,11 @@ def note(site: Any, lazy: Any, options: Mapping[str, Any]) -> None:
 def changed(site: Any, bound: Container[str] = ()) -> bool:
     """Whether a global ``site``'s settings read is bound to another value now, or is one
     of ``bound`` (the names the cell about to run binds)."""
-    for namespace, name, value in list(_reads.get(site, {}).values()):
+    try:
+        reads = list(_reads.get(site, {}).values())
+    except RuntimeError:  # another thread's miss added to it meanwhile: decide again
+        return True
+    for namespace, name, value in reads:
         if name in bound:
             return True
         now = namespace.get(name, _GONE)
