@@ -340,9 +340,8 @@ def rebound_globals_read(
     """The (name, value, line) of data that ``prune``, of a module whose top-level code is
     running now (a notebook cell's, in the session's namespace), reads from the module's
     globals where the running code may still rebind the name (``line``: where, as ``line
-    N``), itself or
-    as an attribute or constant item of an object the name holds (``hp["n"]``, ``run.n`` of
-    a loop over settings)."""
+    N``), itself or as an attribute or constant item of an object the name holds
+    (``hp["n"]``, ``run.n`` of a loop over settings)."""
     code = getattr(prune, "__code__", None)
     namespace = getattr(prune, "__globals__", None)
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
