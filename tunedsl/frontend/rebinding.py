@@ -17,13 +17,16 @@ name it reads (``keep = covering(n)``, then ``prune=keep``).
 from __future__ import annotations
 
 import ast
+import dis
 import linecache
+import types
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
 
-__all__ = ["chains_read_by_option", "rebound_at_top_level"]
+__all__ = ["bound_at_top_level", "chains_read_by_option", "expanded_with", "rebound_at_top_level"]
 
 #: One binding: the name, the first and last line of its statement, and the line spans of
 #: the loops around it (a ``for`` loop's target is inside its own loop).
@@ -31,6 +34,17 @@ Binding = tuple[str, int, int, tuple[tuple[int, int], ...]]
 
 # filename -> (the linecache lines the answer was made from, the bindings, the expansion)
 _SEEN: dict[str, tuple[list[str], list[Binding], ast.Module]] = {}
+
+# filename -> the lines its code was expanded with after its own (``expanded_with``)
+_APPENDED: dict[str, str] = {}
+
+
+def expanded_with(filename: str, appended: str) -> None:
+    """The code of ``filename`` was expanded with ``appended`` after its own lines: an
+    IPython cell that calls the macro an earlier cell imported is expanded with that import
+    added (``tunedsl/ipython.py``), and its text alone is no DSL module. Read so here too."""
+    _APPENDED[filename] = appended
+    _SEEN.pop(filename, None)
 
 
 def rebound_at_top_level(filename: str, line: int) -> dict[str, int]:
@@ -53,10 +67,48 @@ def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
     seen = _SEEN.get(filename)
     if seen is not None and seen[0] is lines:
         return seen
+    source = "".join(lines)
+    appended = _APPENDED.get(filename)
+    if appended is not None and lines:
+        source = (source if source.endswith("\n") else source + "\n") + appended
     try:
-        tree = expand_to_ast("".join(lines), filename)
+        tree = expand_to_ast(source, filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the DSL's errors too
         tree = ast.Module(body=[], type_ignores=[])
+    _SEEN[filename] = (lines, _bindings_of(tree), tree)
+    return _SEEN[filename]
+
+
+def bound_at_top_level(tree: ast.Module, namespace: Mapping[str, Any] | None = None) -> set[str]:
+    """The names the top-level code of the module ``tree`` binds as it runs (an IPython cell
+    about to run), also through the functions it defines that rebind a global, and through
+    the functions of ``namespace`` it calls by name that do (``configure(64)`` of an earlier
+    cell's ``def configure(n): global size; size = n``)."""
+    found = {name for name, _, _, _ in _bindings_of(tree)}
+    if not namespace:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            code = getattr(namespace.get(node.func.id), "__code__", None)
+            if isinstance(code, types.CodeType):
+                found |= _globals_stored(code)
+    return found
+
+
+def _globals_stored(code: types.CodeType) -> set[str]:
+    """The globals ``code`` (and the code nested in it) binds or deletes."""
+    found = {
+        str(op.argval)
+        for op in dis.get_instructions(code)
+        if op.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")
+    }
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _globals_stored(const)
+    return found
+
+
+def _bindings_of(tree: ast.Module) -> list[Binding]:
     found: list[Binding] = []
     writers = _global_writers(tree)
     called: Counter[str] = Counter()
@@ -65,8 +117,7 @@ def _read(filename: str) -> tuple[list[str], list[Binding], ast.Module]:
     for function, names in writers.items():
         if named[function] > called[function]:  # called from a function, or passed on
             found += [(name, line, _ANY, ((0, _ANY),)) for name, line in names.items()]
-    _SEEN[filename] = (lines, found, tree)
-    return _SEEN[filename]
+    return found
 
 
 #: A chain read from a variable: its name, then ``(".", attr)`` or ``("[]", constant)`` steps.

@@ -70,7 +70,7 @@ def check(
     caller = [*caller_locals_read(prune), *bound_attributes_read(prune)]
     reads = [(n, v, "the function that calls the site") for n, v in caller]
     for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level):
-        reads.append((name, value, f"the module, which rebinds it as it runs (line {line})"))
+        reads.append((name, value, f"the module, which rebinds it as it runs ({line})"))
     seen = {name for name, _, _ in reads}
     reads += [r for r in made_from_caller(lazy, source) if r[0] not in seen]
     for name, value, where in reads:
@@ -126,9 +126,9 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
     out = [
         (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, local)
     ]
-    module = module or _enclosing(code, lambda outer: outer.co_name == "<module>")
+    module = module or _top_level_running(namespace)
     if module is not None:
-        lines = source.rebound_at_top_level(code.co_filename, module.f_lineno)
+        lines = source.rebound_at_top_level(module.f_code.co_filename, module.f_lineno)
         rebound = {
             c[0]: namespace[c[0]]
             for c in chains
@@ -136,7 +136,8 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
         }
         for label, value in _chain_values(chains, rebound):
             root = label.split(".")[0].split("[")[0]
-            where = f"the module, which rebinds it as it runs (line {lines[root]}){made}"
+            line = _line_of(module, code, lines[root])
+            where = f"the module, which rebinds it as it runs ({line}){made}"
             out.append((label, value, where))
     return out
 
@@ -335,34 +336,36 @@ _CONST_OPS = ("LOAD_CONST", "LOAD_SMALL_INT")
 
 def rebound_globals_read(
     prune: Any, rebound: Callable[[str, int], Mapping[str, int]]
-) -> list[tuple[str, Any, int]]:
-    """The (name, value, line) of data that ``prune``, defined in a module's top-level code
-    that is running now, reads from the module's globals where the module's source may
-    still rebind the name (``line``: where), itself or as an attribute or constant item of
-    an object the name holds (``hp["n"]``, ``run.n`` of a loop over settings)."""
+) -> list[tuple[str, Any, str]]:
+    """The (name, value, line) of data that ``prune``, of a module whose top-level code is
+    running now (a notebook cell's, in the session's namespace), reads from the module's
+    globals where the running code may still rebind the name (``line``: where, as ``line
+    N``), itself or as an attribute or constant item of an object the name holds
+    (``hp["n"]``, ``run.n`` of a loop over settings)."""
     code = getattr(prune, "__code__", None)
     namespace = getattr(prune, "__globals__", None)
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
         return []
-    frame = _enclosing(code, lambda outer: outer.co_name == "<module>")
-    if frame is None:  # not made by a module's top-level code running now
+    frame = _top_level_running(namespace)
+    if frame is None:  # no top-level code of the module running now
         return []
-    lines = rebound(code.co_filename, frame.f_lineno)
+    lines = rebound(frame.f_code.co_filename, frame.f_lineno)
     out = []
     objects = {}
     for name in sorted(_globals_loaded(code)):
         if name in lines and name in namespace:
             if _is_data(namespace[name]):
-                out.append((name, namespace[name], lines[name]))
+                out.append((name, namespace[name], _line_of(frame, code, lines[name])))
             else:
                 objects[name] = namespace[name]
     if objects:
         chains = _attribute_chains(code, set(objects), _GLOBAL_OPS)
         for label, value in _values_read(chains, objects):
-            out.append((label, value, lines[label.split(".")[0].split("[")[0]]))
+            line = lines[label.split(".")[0].split("[")[0]]
+            out.append((label, value, _line_of(frame, code, line)))
     for name, value in _defaults(prune, code).items():  # `lambda configs, args, N=N:`
         if name in lines and namespace.get(name, _MISSING) is value:
-            out.append((name, value, lines[name]))
+            out.append((name, value, _line_of(frame, code, lines[name])))
     return out
 
 
@@ -430,6 +433,28 @@ def _enclosing(
             and kind(outer)
             and _spans(outer, code.co_firstlineno)
         ):
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _line_of(frame: types.FrameType, code: types.CodeType, line: int) -> str:
+    """``line`` of the code ``frame`` runs, named with its file where that is not ``code``'s
+    (a later notebook cell rebinding what an earlier cell's function reads)."""
+    filename = frame.f_code.co_filename
+    return f"line {line}" if filename == code.co_filename else f"{filename}, line {line}"
+
+
+def _top_level_running(namespace: Any) -> types.FrameType | None:
+    """The innermost frame (up to ``_MAX_FRAMES`` out) running top-level code whose globals
+    are ``namespace``: the script's own, or a notebook's cell (every cell of a session
+    shares one namespace, so a later cell's loop rebinds what an earlier cell's function
+    reads)."""
+    frame = sys._getframe(2)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        if frame.f_globals is namespace and frame.f_code.co_name == "<module>":
             return frame
         frame = frame.f_back  # type: ignore[assignment]
     return None

@@ -17,6 +17,7 @@ from tunedsl.model import identity
 from tunedsl.model.settings import Settings, environment
 from tunedsl.model.settings import resolve as resolve_settings
 from tunedsl.model.space import check_placeholders
+from tunedsl.runtime import settings_reads
 
 
 def settings(site: Any, lazy: Any) -> Settings:
@@ -43,6 +44,7 @@ def settings(site: Any, lazy: Any) -> Settings:
             site.reset_per_call()  # a macro's computed reset_to_zero=: read on every call
         if lazy_hints and not site.hints_computed and site.kernel_text != "autotune_launch":
             site.reset_per_call(hints=True)  # computed launch hints join the key (call_hints.py)
+        settings_reads.note(site, lazy, lazy_options or {})  # for a notebook's next cell
     out = resolve_settings(space, hints, options, site.label)
     if out.name is not None and out.name != site.site_id:  # a computed name=, or a new one
         site.site_id = identity.renamed(site.site_id, out.name, not site.named, site.label)
