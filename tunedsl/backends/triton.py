@@ -245,9 +245,6 @@ def warm_up_tuning() -> None:
 
     if not torch.cuda.is_available():
         return
-    from tunedsl.backends import triton_key_cache
-
-    triton_key_cache.use_stored()
     compat.start_warming()
     torch.zeros(1, device="cuda")  # the context (the first allocation makes it)
     device_facts()

@@ -33,10 +33,12 @@ def _tune_share(job: dict[str, Any]) -> dict[str, Any]:
 def _warm(job: dict[str, Any]) -> dict[str, Any]:
     """Import the sweep's script (kept for its tasks) and set up what a first tune waits
     for: the GPU's context and Triton's hash and C utilities (on threads)."""
+    from tunedsl.backends import triton_key_cache
     from tunedsl.backends.triton import warm_up_tuning
     from tunedsl.precompile.sweep import imported_script
 
     imported_script(job["script"])
+    triton_key_cache.use_stored()  # Triton's key as an earlier process kept it, if it can
     warm_up_tuning()
     return {"warm": True}
 
