@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,38 @@ def test_records_you_measured_replay_from_anywhere_and_the_same_from_a_bundle_do
     theirs = _tunedsl(["precompile", "--replay", "--target", "cuda:90"], other, project)
     flat = " ".join((theirs.stdout + theirs.stderr).split())
     assert f"names the kernel file {script}, outside the directories" in flat, flat
+
+
+def test_a_record_from_elsewhere_giving_an_option_triton_reads_a_file_from_is_not_replayed(
+    tmp_path: Path,
+) -> None:
+    # A bundle's record (or another Redis client's) whose configurations give launch options
+    # as text: Triton reads the IR in `ir_override`'s file (and links `extern_libs`, passes
+    # `ptx_options` to ptxas), so replay compiled what the record's author chose. Such a
+    # record is skipped with a note; the same record with numbers and flags alone replays.
+    fixture = Path(__file__).parents[1] / "integration" / "precompile_fixtures" / "replay"
+    project = tmp_path / "project"
+    project.mkdir(mode=0o755)
+    script = project / "dsl_tune_scale.py"  # under the directory replay runs in: importable
+    script.write_text((fixture / "dsl_tune_scale.py").read_text())
+    env = child_env(tmp_path / "cache", TRITON_CACHE_DIR=str(tmp_path / "triton"))
+    assert _tunedsl(["run", str(script)], env, project).returncode == 0
+    env.pop("TRITON_INTERPRET")
+    bundle = tmp_path / "bundle.jsonl"
+    assert _tunedsl(["cache", "export", str(bundle)], env, project).returncode == 0
+    header, *records = [json.loads(line) for line in bundle.read_text().splitlines()]
+    for record in records:
+        for result in record["results"]:
+            result["options"]["ir_override"] = str(tmp_path / "theirs.ttir")
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text("".join(json.dumps(line) + "\n" for line in [header, *records]))
+    for source, skipped in ((forged, True), (bundle, False)):
+        other = dict(env, TUNEDSL_CACHE_DIR=str(tmp_path / f"other-{source.stem}"))
+        imported = _tunedsl(["cache", "import", str(source)], other, project)
+        assert imported.returncode == 0, imported.stdout + imported.stderr
+        done = _tunedsl(["precompile", "--replay", "--target", "cuda:90"], other, project)
+        flat = " ".join((done.stdout + done.stderr).split())
+        said = "gives the launch option ir_override="
+        assert (said in flat) is skipped, flat
+        compiled = re.search(r"precompile: compiled (\d+)", flat)
+        assert compiled is not None and (int(compiled[1]) > 0) is not skipped, flat

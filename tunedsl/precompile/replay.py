@@ -362,6 +362,24 @@ def _other_backend_reason(record: Record, target: Any) -> str | None:
     )
 
 
+def _foreign_option_reason(record: Record) -> str | None:
+    """Why a record from elsewhere (a bundle, another Redis client) is not replayed: a launch
+    option it gives as text or a list. Triton reads a file (``ir_override``,
+    ``extern_libs``) or passes flags to ``ptxas`` (``ptx_options``) from such values, so
+    only numbers and flags of someone else's record are compiled; None where it has none."""
+    for result in record.results:
+        for name, value in result.options.items():
+            if value is None or isinstance(value, (bool, int, float)):
+                continue
+            return (
+                f"it came from elsewhere (a bundle, another Redis client) and gives the launch "
+                f"option {name}={value!r}; an option of someone else's record is compiled "
+                "only as a number or a flag, since Triton may read a file or pass flags to "
+                "ptxas from it. If you trust it, tune the site here instead"
+            )
+    return None
+
+
 def current_target() -> Any:
     from tunedsl.backends import compat
 
@@ -418,6 +436,7 @@ def replay_records(
             _stale_reason(kernel, record)
             or _unrebuilt_reason(record, target)
             or _other_backend_reason(record, target)
+            or (None if mine else _foreign_option_reason(record))
         )
         if stale is not None:
             summary.notes.append(f"record {record.id} ({record.site}) skipped: {stale}")
