@@ -6,7 +6,9 @@ variable) sees a value that changes from call to call. The runtime asks this mod
 names those are, seen from the line the top-level code runs now: a name bound at or after
 that line (a ``for`` loop's target or a name bound in its body, a name given ``+=``, a name
 bound again further down, a call of a function that rebinds it with ``global``), or bound
-anywhere in a loop around that line. A module constant, and a name whose every binding ran
+anywhere in a loop around that line. For a site written in the top-level code itself, a
+binding further down in no loop around that line is not one of them: the site runs again
+only as a loop around it does. A module constant, and a name whose every binding ran
 before that line outside the loops around it (set up twice, ``SMALLEST = max(SMALLEST,
 32)``, or an earlier loop's variable), are not. It also reads the ``prune=`` expression of
 a macro or of an ``autotune_launch`` call: the variables it reads where it is evaluated
@@ -33,13 +35,17 @@ Binding = tuple[str, int, int, tuple[tuple[int, int], ...]]
 _SEEN: dict[str, tuple[list[str], list[Binding], ast.Module]] = {}
 
 
-def rebound_at_top_level(filename: str, line: int) -> dict[str, int]:
+def rebound_at_top_level(filename: str, line: int, *, later: bool = True) -> dict[str, int]:
     """The names the top-level code of the module in ``filename``, running ``line`` now, may
     still bind as it runs on, each with a line that binds it. Empty where the source is not
-    to be had or does not parse."""
+    to be had or does not parse. ``later=False``: what runs at ``line`` runs again only as a
+    loop around it does (a macro written in the top-level code itself, not in a function it
+    calls), so a binding further down that is in no loop around ``line`` (a second phase's)
+    comes after its last run and is left out."""
     found: dict[str, int] = {}
     for name, first, last, loops in _bindings(filename):
-        if last >= line or any(start <= line <= end for start, end in loops):
+        around = any(start <= line <= end for start, end in loops)
+        if around or (later and last >= line):
             found.setdefault(name, first)
     return found
 

@@ -43,9 +43,12 @@ class Source(Protocol):
     """What the front end reads from a module's source for these checks
     (``tunedsl.frontend.rebinding``)."""
 
-    def rebound_at_top_level(self, filename: str, line: int) -> Mapping[str, int]:
+    def rebound_at_top_level(
+        self, filename: str, line: int, *, later: bool = True
+    ) -> Mapping[str, int]:
         """The names the top-level code, running ``line`` now, may still rebind as it runs
-        on, each with a line that rebinds it."""
+        on, each with a line that rebinds it (``later=False``: only in a loop around
+        ``line``, for a site that runs again only as such a loop does)."""
 
     def chains_read_by_option(
         self, filename: str, span: tuple[int, int, int, int], option: str
@@ -62,17 +65,21 @@ def check(
     args: Any,
     source: Source,
     lazy: Any = None,
+    alone: bool = False,
 ) -> None:
     """A ``UsageError`` at the site when ``prune`` reads a local of the calling function, or
     a name the running script rebinds, that the ``key=`` value does not hold: the key would
     not tell two of its values apart. ``lazy``: the call's thunk of its non-literal options
-    (a DSL site's), whose ``prune=`` expression may make the prune from such a value."""
+    (a DSL site's), whose ``prune=`` expression may make the prune from such a value.
+    ``alone``: no other place in the code calls this site (a macro, or an
+    ``autotune_launch`` call without ``name=``), so where it is written in a script's
+    top-level code, a name bound further down in no loop around it is no rebinding of it."""
     caller = [*caller_locals_read(prune), *bound_attributes_read(prune)]
     reads = [(n, v, "the function that calls the site") for n, v in caller]
-    for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level):
+    for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level, alone):
         reads.append((name, value, f"the module, which rebinds it as it runs (line {line})"))
     seen = {name for name, _, _ in reads}
-    reads += [r for r in made_from_caller(lazy, source) if r[0] not in seen]
+    reads += [r for r in made_from_caller(lazy, source, alone) if r[0] not in seen]
     for name, value, where in reads:
         if held_by_key(value, key):
             continue
@@ -87,7 +94,7 @@ def check(
         )
 
 
-def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
+def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tuple[str, Any, str]]:
     """The (name, value, where) of data a site's ``prune=`` expression reads outside the
     lambdas it makes, from the function that calls the site or from a name the running
     script may still rebind: a prune made per call from it (``covering(n)``,
@@ -106,6 +113,7 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
         function = bool(code.co_flags & _FUNCTION_FLAGS)
         local, namespace = (frame.f_locals if function else {}), frame.f_globals
         module = None if function else frame  # a call at a script's top level
+        top = not function
     else:
         span = _span(code, None)
         running = _running_frame(code)  # its locals: what `keep = at_most(limit)` read
@@ -117,6 +125,7 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
                 continue
         namespace = getattr(lazy, "__globals__", {})
         module = None
+        top = True  # a thunk the module's own code made is the macro's there, if any
     if span is None:  # Python 3.10 keeps no columns
         return []
     chains = source.chains_read_by_option(code.co_filename, span, "prune")
@@ -128,7 +137,8 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
     ]
     module = module or _enclosing(code, lambda outer: outer.co_name == "<module>")
     if module is not None:
-        lines = source.rebound_at_top_level(code.co_filename, module.f_lineno)
+        later = not (alone and top)
+        lines = source.rebound_at_top_level(code.co_filename, module.f_lineno, later=later)
         rebound = {
             c[0]: namespace[c[0]]
             for c in chains
@@ -334,7 +344,7 @@ _CONST_OPS = ("LOAD_CONST", "LOAD_SMALL_INT")
 
 
 def rebound_globals_read(
-    prune: Any, rebound: Callable[[str, int], Mapping[str, int]]
+    prune: Any, rebound: Callable[..., Mapping[str, int]], alone: bool = False
 ) -> list[tuple[str, Any, int]]:
     """The (name, value, line) of data that ``prune``, defined in a module's top-level code
     that is running now, reads from the module's globals where the module's source may
@@ -347,7 +357,8 @@ def rebound_globals_read(
     frame = _enclosing(code, lambda outer: outer.co_name == "<module>")
     if frame is None:  # not made by a module's top-level code running now
         return []
-    lines = rebound(code.co_filename, frame.f_lineno)
+    top = alone and _user_frame() is frame  # the site is called by that code itself
+    lines = rebound(code.co_filename, frame.f_lineno, later=not top)
     out = []
     objects = {}
     for name in sorted(_globals_loaded(code)):

@@ -187,8 +187,9 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
     else:
         found = apply_prune(settings, recorder)
     site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
+    alone = site.kernel_text != "autotune_launch" or settings.name is None
     prune_closure.check(
-        settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy
+        settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy, alone
     )
     return found
 

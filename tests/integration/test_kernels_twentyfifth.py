@@ -1,0 +1,145 @@
+"""Kernels of the twenty-fifth set (kernels_twentyfifth.py), written as an ML-systems
+engineer new to tunedsl writes them from the docs: a training script whose top level runs in
+phases (a setting bound again between them), run through ``tunedsl run`` with Triton's
+interpreter, each result checked against torch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+HERE = Path(__file__).resolve().parent
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
+    env["TUNEDSL_QUIET"] = "1"
+    env.update(extra)
+    return env
+
+
+def _run(
+    tmp_path: Path, name: str, text: str, *argv: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(path), *argv],
+        env=_env(tmp_path, **extra), cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+# Two phases of one script, each with its own macro written at the top level: the first
+# runs with LIMIT=256, the second after LIMIT is bound again to 1024. The first macro runs
+# only in the first loop, so no call of it ever sees 1024.
+PHASES = """\
+import torch
+from tunedsl import autotune, cdiv
+from kernels_twentyfifth import gelu_into
+
+LIMIT = 256
+for n in (100, 3000):
+    x = torch.randn(n)
+    out = torch.empty(n)
+    r = autotune(space=dict(BLOCK=[64, 128, 256, 512, 1024]), blocks=cdiv(n, $BLOCK), key=n,
+                 prune=lambda configs, args: [c for c in configs if c.BLOCK <= LIMIT],
+                 gelu_into(x, out, n, BLOCK=$BLOCK))
+    assert r.config.BLOCK <= 256, r.config
+    torch.testing.assert_close(out, torch.nn.functional.gelu(x, approximate="tanh"))
+
+LIMIT = 1024
+for n in (100, 3000):
+    x = torch.randn(n)
+    out = torch.empty(n)
+    r = autotune(space=dict(BLOCK=[64, 128, 256, 512, 1024]), blocks=cdiv(n, $BLOCK), key=n,
+                 prune=lambda configs, args: [c for c in configs if c.BLOCK <= LIMIT],
+                 gelu_into(x, out, n, BLOCK=$BLOCK))
+    torch.testing.assert_close(out, torch.nn.functional.gelu(x, approximate="tanh"))
+print("ok")
+"""
+
+
+def test_a_top_level_site_reads_a_setting_the_next_phase_binds_again(tmp_path: Path) -> None:
+    """A macro written in a script's top-level loop runs again only as that loop does: a
+    name bound again after the loop (a second phase's setting) never reaches its calls. Such
+    a prune was refused as reading a rebound name, though every call of the site reads one
+    value; it runs now."""
+    done = _run(tmp_path, "phases.py", PHASES)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+# The same phases, each calling one function that holds the site: its second phase's calls
+# would launch decisions the first phase made under the old LIMIT.
+PHASES_THROUGH_A_FUNCTION = """\
+import torch
+from tunedsl import autotune, cdiv
+from kernels_twentyfifth import gelu_into
+
+
+def gelu(x, out, keep):
+    n = x.numel()
+    return autotune(space=dict(BLOCK=[64, 128, 256, 512, 1024]), blocks=cdiv(n, $BLOCK), key=n,
+                    prune=keep, gelu_into(x, out, n, BLOCK=$BLOCK))
+
+
+keep = lambda configs, args: [c for c in configs if c.BLOCK <= LIMIT]
+LIMIT = 256
+for n in (100, 3000):
+    x = torch.randn(n)
+    gelu(x, torch.empty(n), keep)
+LIMIT = 1024
+for n in (100, 3000):
+    x = torch.randn(n)
+    gelu(x, torch.empty(n), keep)
+print("ok")
+"""
+
+# Two top-level autotune_launch calls of one name= are one site: the second phase's calls
+# would launch the first phase's decisions.
+PHASES_OF_ONE_NAME = """\
+import torch
+from tunedsl import autotune_launch, cdiv
+from kernels_twentyfifth import gelu_into
+
+LIMIT = 256
+for n in (100, 3000):
+    x, out = torch.randn(n), torch.empty(n)
+    autotune_launch(gelu_into, space={"BLOCK": [64, 128, 256, 512, 1024]}, name="gelu",
+                    grid=lambda cfg: (cdiv(n, cfg.BLOCK),), args=(x, out, n), key=n,
+                    kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+                    prune=lambda configs, args: [c for c in configs if c.BLOCK <= LIMIT])
+LIMIT = 1024
+for n in (100, 3000):
+    x, out = torch.randn(n), torch.empty(n)
+    autotune_launch(gelu_into, space={"BLOCK": [64, 128, 256, 512, 1024]}, name="gelu",
+                    grid=lambda cfg: (cdiv(n, cfg.BLOCK),), args=(x, out, n), key=n,
+                    kwargs=lambda cfg: {"BLOCK": cfg.BLOCK},
+                    prune=lambda configs, args: [c for c in configs if c.BLOCK <= LIMIT])
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("script", "place"),
+    [(PHASES_THROUGH_A_FUNCTION, "phases.py:8:12"), (PHASES_OF_ONE_NAME, "phases.py:8:")],
+    ids=["function", "one-name"],
+)
+def test_a_site_a_later_phase_calls_again_still_names_the_rebound_setting(
+    tmp_path: Path, script: str, place: str
+) -> None:
+    """Where the second phase reaches the same site (a function holding the macro, or
+    ``autotune_launch`` calls sharing one ``name=``), the setting bound again between the
+    phases is still named on the first call, with the line that binds it again."""
+    done = _run(tmp_path, "phases.py", script)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"UsageError: {tmp_path / place}" in done.stderr, done.stderr
+    assert "reads `LIMIT` (256) from the module, which rebinds it as it runs" in done.stderr
+    assert "ok" not in done.stdout
