@@ -143,3 +143,48 @@ def test_a_site_a_later_phase_calls_again_still_names_the_rebound_setting(
     assert f"UsageError: {tmp_path / place}" in done.stderr, done.stderr
     assert "reads `LIMIT` (256) from the module, which rebinds it as it runs" in done.stderr
     assert "ok" not in done.stdout
+
+
+KEYED_BY_A_SET = """\
+import sys
+import torch
+from tunedsl import autotune, autotune_launch, cdiv
+from kernels_twentyfifth import gelu_into
+
+n = 300
+x, out = torch.randn(n), torch.empty(n)
+active = {"q", "k"}
+for key in (active, (n, active), [n, {"v"}], {"heads": {"q", "k"}}):
+    for _ in range(2):
+        r = autotune(space=dict(BLOCK=[64, 128]), blocks=cdiv(n, $BLOCK), key=key,
+                     gelu_into(x, out, n, BLOCK=$BLOCK))
+        torch.testing.assert_close(out, torch.nn.functional.gelu(x, approximate="tanh"))
+        print("macro", r.source, r.key["user_key"])
+    r = autotune_launch(gelu_into, space={"BLOCK": [64, 128]}, grid=lambda c: (cdiv(n, c.BLOCK),),
+                        args=(x, out, n), kwargs=lambda c: {"BLOCK": c.BLOCK}, key=key)
+    print("launch", r.source, r.key["user_key"])
+autotune(space=dict(BLOCK=[64, 128]), blocks=cdiv(n, $BLOCK), key=(n, slice(0, n)),
+         gelu_into(x, out, n, BLOCK=$BLOCK))
+"""
+
+
+def test_a_key_holding_a_set_is_keyed_and_an_unhashable_one_named(tmp_path: Path) -> None:
+    """``key=`` holding a set (the active heads, a set of flags), itself or inside a tuple,
+    list or dict, is keyed by its members in sorted order, as the docs say; it raised
+    Python's bare ``TypeError: unhashable type: 'set'`` from tunedsl's site. A value no key
+    can hold (a ``slice``) is a ``UsageError`` at the site's line naming it and the fix."""
+    done = _run(tmp_path, "keyed.py", KEYED_BY_A_SET)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "macro tuned {'set': ['k', 'q']}", done.stdout + done.stderr
+    assert lines[1] == "macro memory {'set': ['k', 'q']}"
+    assert lines[3] == "macro tuned [300, {'set': ['k', 'q']}]"
+    assert lines[4] == "macro memory [300, {'set': ['k', 'q']}]"
+    assert lines[7] == "macro memory [300, {'set': ['v']}]"
+    assert lines[9] == "macro tuned [['heads', {'set': ['k', 'q']}]]"
+    assert [line.split()[0] for line in lines] == ["macro", "macro", "launch"] * 4
+    assert done.returncode == 1, done.stderr
+    assert f"UsageError: {tmp_path / 'keyed.py'}:18:1 (gelu_into): `key=[1]` is a slice" in (
+        done.stderr
+    )
+    assert "which no key can hold; key on sizes" in done.stderr
+    assert "TypeError" not in done.stderr
