@@ -138,3 +138,17 @@ def paged_gather(cache, table, out, L, MAXB, D: tl.constexpr, PAGE: tl.constexpr
     blk = tl.load(table + s * MAXB + t // PAGE, mask=live, other=0)
     rows = tl.load(cache + (blk * PAGE + t % PAGE)[:, None] * D + d[None, :], mask=live[:, None])
     tl.store(out + (s * L + t)[:, None] * D + d[None, :], rows, mask=live[:, None])
+
+
+@triton.jit
+def add_bias_rows(
+    x, bias, out, R, C, sx, HAS_BIAS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr
+):
+    """out = x + bias (bias optional: None when HAS_BIAS is false), accumulated in fp32."""
+    r = tl.program_id(0) * BR + tl.arange(0, BR)
+    c = tl.arange(0, BC)
+    m = (r < R)[:, None] & (c < C)[None, :]
+    v = tl.load(x + r[:, None] * sx + c[None, :], mask=m, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        v += tl.load(bias + c, mask=c < C, other=0.0).to(tl.float32)[None, :]
+    tl.store(out + r[:, None] * C + c[None, :], v.to(out.dtype.element_ty), mask=m)

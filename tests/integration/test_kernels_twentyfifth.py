@@ -188,3 +188,40 @@ def test_a_key_holding_a_set_is_keyed_and_an_unhashable_one_named(tmp_path: Path
     )
     assert "which no key can hold; key on sizes" in done.stderr
     assert "TypeError" not in done.stderr
+
+
+OPTIONAL_OUTPUT_VERIFIED = """\
+import torch
+import triton
+from tunedsl import autotune, cdiv
+from kernels_twentyfifth import add_bias_rows
+
+
+def linear_bias(x, bias=None):
+    R, C = x.shape
+    out = torch.empty(R, C, dtype=x.dtype)
+    r = autotune(space=dict(BR=[4, 8, 16]), blocks=cdiv(R, $BR), verify=["out", "bias"],
+                 restore_value=["bias"],
+                 add_bias_rows(x, bias, out, R, C, x.stride(0), HAS_BIAS=bias is not None,
+                               BR=$BR, BC=triton.next_power_of_2(C)))
+    return out, r
+
+
+torch.manual_seed(0)
+for bias in (None, torch.randn(24), None):
+    x = torch.randn(10, 24)
+    out, r = linear_bias(x, bias)
+    torch.testing.assert_close(out, x + (0 if bias is None else bias))
+    print(r.source, sorted(str(c) for c, t in r.timings.items() if t.status == "ok") if r.timings else [])
+"""
+
+
+def test_verify_names_an_optional_buffer_a_call_passes_as_none(tmp_path: Path) -> None:
+    """``verify=["out", "bias"]`` where this call passes ``bias=None`` (an optional buffer,
+    as ``restore_value=`` and ``reset_to_zero=`` may name one): the call verifies ``out``
+    and tunes. It was a ``UsageError`` saying ``bias`` is not a tensor parameter of the
+    kernel, which it is."""
+    done = _run(tmp_path, "optional.py", OPTIONAL_OUTPUT_VERIFIED)
+    assert done.returncode == 0, done.stderr
+    every = str(["Config(BR=16)", "Config(BR=4)", "Config(BR=8)"])
+    assert done.stdout.splitlines() == [f"tuned {every}", f"tuned {every}", f"memory {every}"]
