@@ -225,3 +225,44 @@ def test_verify_names_an_optional_buffer_a_call_passes_as_none(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     every = str(["Config(BR=16)", "Config(BR=4)", "Config(BR=8)"])
     assert done.stdout.splitlines() == [f"tuned {every}", f"tuned {every}", f"memory {every}"]
+
+
+# The widest block a dtype may take: 1024 bytes of it. A bf16 call may run BLOCK=512, a
+# float32 one no more than 256.
+DTYPE_IN_KEY = """\
+import torch
+from tunedsl import autotune, cdiv
+from kernels_twentyfifth import gelu_into
+
+
+def gelu(x, out):
+    n, dt = x.numel(), x.dtype
+    return autotune(space=dict(BLOCK=[64, 128, 256, 512, 1024]), blocks=cdiv(n, $BLOCK),
+                    key=(n, x.dtype),
+                    prune=lambda configs, args: [c for c in configs if c.BLOCK * dt.itemsize <= 1024],
+                    gelu_into(x, out, n, BLOCK=$BLOCK))
+
+
+for dt in (torch.float32, torch.bfloat16):
+    for n in (100, 3000):
+        x = torch.randn(n).to(dt)
+        out = torch.empty_like(x)
+        r = autotune(space=dict(BLOCK=[64, 128, 256, 512, 1024]), blocks=cdiv(n, $BLOCK),
+                     key=(n, dt),
+                     prune=lambda configs, args: [c for c in configs if c.BLOCK * dt.itemsize <= 1024],
+                     gelu_into(x, out, n, BLOCK=$BLOCK))
+        assert r.config.BLOCK * dt.itemsize <= 1024, (dt, r.config)
+        r = gelu(x, out)
+        assert r.config.BLOCK * dt.itemsize <= 1024, (dt, r.config)
+print("ok")
+"""
+
+
+def test_a_prune_reading_an_attribute_of_a_dtype_the_key_holds_runs(tmp_path: Path) -> None:
+    """``key=(n, dt)`` with a prune reading ``dt.itemsize`` (a loop's dtype at a script's top
+    level, or a function's ``dt = x.dtype``): the key holds the dtype, which fixes its size,
+    so calls of one key agree on what prune reads. It was refused as reading a value no key
+    holds (``dt.itemsize`` (4)), naming `dt` as a name the script rebinds."""
+    done = _run(tmp_path, "dtypes.py", DTYPE_IN_KEY)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
+from tunedsl.model.prune_held import held_by_key, root_held_by_key
 from tunedsl.warn import is_own_file
 
 #: How far up the stack a prune's defining function is looked for.
@@ -81,7 +82,7 @@ def check(
     seen = {name for name, _, _ in reads}
     reads += [r for r in made_from_caller(lazy, source, alone) if r[0] not in seen]
     for name, value, where in reads:
-        if held_by_key(value, key):
+        if held_by_key(value, key) or root_held_by_key(name, prune, key):
             continue
         param = argument_named_alike(name, value, arg_names, args)
         read = f'args["{param}"]' if param else 'args["..."] (pass it to the kernel)'
@@ -389,25 +390,6 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
     return {name: value for name, value in found.items() if _is_data(value)}
 
 
-def held_by_key(value: Any, key: Any) -> bool:
-    """Whether the ``key=`` value holds ``value`` (itself or as an item, also of a tuple or
-    list in it: ``key=(x.shape, str(x.dtype))`` holds the row length): calls of one key=
-    value then agree on it."""
-    value = _number(value)
-    if key is None or not isinstance(value, (int, float, str, tuple)):
-        return False
-    return any(type(_number(p)) is type(value) and _number(p) == value for p in _parts(key))
-
-
-def _parts(key: Any) -> list[Any]:
-    """``key`` and, where it is a tuple or list, its items and theirs."""
-    out = [key]
-    if isinstance(key, (tuple, list)):
-        for part in key:
-            out.extend(_parts(part))
-    return out
-
-
 def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:
     """The kernel parameter prune should read instead: the one of that name, else one the
     launch gives the same value (empty when none)."""
@@ -476,10 +458,3 @@ def _is_data(value: Any) -> bool:
         return True
     cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
     return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")
-
-
-def _number(value: Any) -> Any:
-    """A numpy number as the Python number it holds (as ``key=`` keys it); else ``value``."""
-    if type(value).__module__.split(".")[0] == "numpy" and getattr(value, "shape", None) == ():
-        return value.item()
-    return value
