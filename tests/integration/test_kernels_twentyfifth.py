@@ -254,15 +254,24 @@ for dt in (torch.float32, torch.bfloat16):
         assert r.config.BLOCK * dt.itemsize <= 1024, (dt, r.config)
         r = gelu(x, out)
         assert r.config.BLOCK * dt.itemsize <= 1024, (dt, r.config)
+for hp in ({"n": 100, "widest": 128}, {"n": 300, "widest": 512}, {"n": 100, "widest": 64}):
+    n = hp["n"]
+    x = torch.randn(n)
+    out = torch.empty_like(x)
+    r = autotune(space=dict(BLOCK=[64, 128, 256, 512, 1024]), blocks=cdiv(n, $BLOCK), key=hp,
+                 prune=lambda configs, args: [c for c in configs if c.BLOCK <= hp["widest"]],
+                 gelu_into(x, out, n, BLOCK=$BLOCK))
+    assert r.config.BLOCK <= hp["widest"], (hp, r.config)
 print("ok")
 """
 
 
 def test_a_prune_reading_an_attribute_of_a_dtype_the_key_holds_runs(tmp_path: Path) -> None:
     """``key=(n, dt)`` with a prune reading ``dt.itemsize`` (a loop's dtype at a script's top
-    level, or a function's ``dt = x.dtype``): the key holds the dtype, which fixes its size,
-    so calls of one key agree on what prune reads. It was refused as reading a value no key
-    holds (``dt.itemsize`` (4)), naming `dt` as a name the script rebinds."""
+    level, or a function's ``dt = x.dtype``), and ``key=hp`` with a prune reading
+    ``hp["widest"]`` of that settings dict: the key holds the dtype (which fixes its size)
+    or the dict's items, so calls of one key agree on what prune reads. Both were refused as
+    reading a value no key holds (``dt.itemsize`` (4), ``hp['widest']`` (128))."""
     done = _run(tmp_path, "dtypes.py", DTYPE_IN_KEY)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

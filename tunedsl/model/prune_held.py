@@ -2,7 +2,8 @@
 it (``tunedsl.model.prune_closure``): calls of one key value then agree on that read, so a
 decision made for one of them is right for the others. A number or string the key holds,
 itself or as an item (``key=(m, n)`` holds ``n``), and an attribute or item read from a
-value the key holds that cannot change (``dt.itemsize`` of ``key=(n, dt)``, a loop's dtype)."""
+value the key holds that cannot change (``dt.itemsize`` of ``key=(n, dt)``, a loop's dtype)
+or from a dict or list of settings the key holds by its items (``hp["n"]`` of ``key=hp``)."""
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def _parts(key: Any) -> list[Any]:
 
 
 def root_held_by_key(label: str, prune: Any, key: Any) -> bool:
-    """Whether ``label`` (``dt.itemsize``, ``cfg["n"]``) reads an attribute or item of a
-    variable of ``prune`` (a global or a closure's) whose value the key holds itself and
-    that cannot change (a dtype, a number, a string, a tuple, an enum member): the key
-    then fixes what is read from it."""
+    """Whether ``label`` (``dt.itemsize``, ``hp["n"]``) reads an attribute or item of a
+    variable of ``prune`` (a global or a closure's) whose value the key holds itself: a
+    value that cannot change (a dtype, a number, a string, a tuple, an enum member), or a
+    dict or list, which the key holds by its items. The key then fixes what is read."""
     root = label.split(".")[0].split("[")[0]
     if root == label or key is None:
         return False
@@ -56,10 +57,18 @@ def root_held_by_key(label: str, prune: Any, key: Any) -> bool:
         return False
     obj = values[root]
     kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
-    frozen = isinstance(obj, (int, float, str, bytes, tuple, frozenset, enum.Enum))
-    if not (frozen or kind in _FROZEN_CLASSES):
+    # A dict or list the key holds is keyed by its items, read at the call as prune reads
+    # them: calls of one key have equal ones.
+    plain = (int, float, str, bytes, tuple, frozenset, enum.Enum, dict, list)
+    if not (isinstance(obj, plain) or kind in _FROZEN_CLASSES):
         return False
-    return any(part is obj or (type(part) is type(obj) and part == obj) for part in _parts(key))
+    for part in _parts(key):
+        try:
+            if part is obj or (type(part) is type(obj) and bool(part == obj)):
+                return True
+        except Exception:  # an == that gives no truth value
+            continue
+    return False
 
 
 def _number(value: Any) -> Any:
