@@ -275,3 +275,172 @@ def test_a_prune_reading_an_attribute_of_a_dtype_the_key_holds_runs(tmp_path: Pa
     done = _run(tmp_path, "dtypes.py", DTYPE_IN_KEY)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+TRAINING = """\
+import torch
+import triton
+from tunedsl import autotune, cdiv
+from kernels_twentyfifth import (rope_qk, adamw_step, histogram, segment_sum, maxpool2d,
+                                 scale_2d, gelu_into, bf16_matvec, paged_gather)
+
+torch.manual_seed(0)
+NB = 16
+LR = 1e-2
+
+
+def rope(q, k, cos, sin):
+    T, H, D = q.shape
+    return autotune(space=dict(BH=[1, 2, 4]), restore_value=["q", "k"],
+                    blocks=(T, cdiv(H, $BH)), key=(T, H, D),
+                    rope_qk(q, k, cos, sin, T, H, q.stride(0), k.stride(0), HALF=D // 2, BH=$BH))
+
+
+def adamw(p, g, m, v, step):
+    n = p.numel()
+    b1, b2 = 0.9, 0.999
+    return autotune(space=dict(BLOCK=[64, 128, 256]), restore_value=["p", "g", "m", "v"],
+                    blocks=cdiv(n, $BLOCK),
+                    adamw_step(p, g, m, v, n, LR, b1, b2, 1e-8, 0.01, 1 - b1 ** step, 1 - b2 ** step,
+                               BLOCK=$BLOCK))
+
+
+def hist(x):
+    bins = torch.empty(NB, dtype=torch.int32)
+    n = x.numel()
+    autotune(space=dict(BLOCK=[64, 256]), reset_to_zero=["bins"], blocks=cdiv(n, $BLOCK),
+             histogram(x, bins, n, NB=NB, BLOCK=$BLOCK))
+    return bins
+
+
+def segsum(x, offsets):
+    S = offsets.numel() - 1
+    D = x.shape[1]
+    out = torch.empty(S, D, dtype=torch.float32)
+    autotune(space=dict(BLOCK=[2, 4, 8]), blocks=S, verify=True, rtol=1e-4, atol=1e-4,
+             segment_sum(x, offsets, out, D, BLOCK=$BLOCK, BD=triton.next_power_of_2(D)))
+    return out
+
+
+def pool(x, K):
+    N, C, H, W = x.shape
+    OH, OW = H // K, W // K
+    out = torch.empty(N, C, OH, OW, dtype=torch.float32)
+    autotune(space=dict(BW=[4, 8, 16]), blocks=(N * C * OH, cdiv(OW, $BW)),
+             maxpool2d(x, out, H, W, OH, OW, K=K, BW=$BW))
+    return out
+
+
+def scale(x, alpha):
+    out = torch.empty(x.shape, dtype=x.dtype)
+    R, C = x.shape
+    autotune(space=dict(BR=[8, 16], BC=[8, 16]), blocks=(cdiv(R, $BR), cdiv(C, $BC)),
+             scale_2d(x, out, R, C, x.stride(0), x.stride(1), out.stride(0), out.stride(1), alpha,
+                      BR=$BR, BC=$BC))
+    return out
+
+
+def gelu_(x, out=None):
+    out = x if out is None else out
+    n = x.numel()
+    autotune(space=dict(BLOCK=[128, 256]), blocks=cdiv(n, $BLOCK), gelu_into(x, out, n, BLOCK=$BLOCK))
+    return out
+
+
+def matvec(a, x):
+    M, K = a.shape
+    out = torch.empty(M, dtype=torch.float32)
+    autotune(space=dict(BM=[8, 16], BK=[16, 32]), blocks=cdiv(M, $BM), key=(M, K),
+             prune=lambda cs, args: [c for c in cs if c.BK <= max(16, args["K"])],
+             bf16_matvec(a, x, out, M, K, a.stride(0), BM=$BM, BK=$BK))
+    return out
+
+
+def ref_gelu(x):
+    return torch.nn.functional.gelu(x.float(), approximate="tanh")
+
+
+results = []
+for step, n in enumerate([300, 700, 300, 1000], start=1):
+    T, H, D = 4, 3, 8
+    q, k = torch.randn(T, H, D), torch.randn(T, H, D)
+    ang = torch.randn(T, D // 2)
+    cos, sin = ang.cos().contiguous(), ang.sin().contiguous()
+    q0, k0 = q.clone(), k.clone()
+    r = rope(q, k, cos, sin)
+    def ref(x):
+        x1, x2 = x[..., :D // 2], x[..., D // 2:]
+        c, s = cos[:, None], sin[:, None]
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+    assert torch.allclose(q, ref(q0), atol=1e-5), "rope q"
+    assert torch.allclose(k, ref(k0), atol=1e-5), "rope k"
+
+    p, g = torch.randn(n), torch.randn(n)
+    m, v = torch.zeros(n), torch.zeros(n)
+    pr = p.clone(); gr = g.clone()
+    opt = torch.optim.AdamW([torch.nn.Parameter(pr)], lr=LR, weight_decay=0.01, eps=1e-8)
+    opt.param_groups[0]["params"][0].grad = gr
+    # reference one step
+    pref = pr.clone()
+    mm = 0.1 * gr; vv = 0.001 * gr * gr
+    pref = pref * (1 - LR * 0.01) - LR * (mm / (1 - 0.9 ** step)) / ((vv / (1 - 0.999 ** step)).sqrt() + 1e-8)
+    adamw(p, g, m, v, step)
+    assert torch.allclose(p, pref, atol=1e-5), ("adamw", (p - pref).abs().max())
+    assert torch.allclose(m, mm, atol=1e-6) and torch.allclose(v, vv, atol=1e-6), "adamw mv"
+    assert (g == 0).all(), "g zero"
+
+    x = torch.randint(-2, NB + 2, (n,), dtype=torch.int32)
+    bins = hist(x)
+    assert torch.equal(bins, torch.bincount(x.clamp(0, NB - 1), minlength=NB).int()), ("hist", bins)
+
+    lens = torch.randint(0, 9, (5,))
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32)
+    xs = torch.randn(int(offsets[-1]), 20)
+    out = segsum(xs, offsets)
+    refs = torch.stack([xs[offsets[i]:offsets[i + 1]].sum(0) for i in range(5)])
+    assert torch.allclose(out, refs, atol=1e-4), "segsum"
+
+    xi = torch.randn(2, 3, 8, 12)
+    assert torch.equal(pool(xi, 2), torch.nn.functional.max_pool2d(xi, 2)), "pool"
+
+    base = torch.randn(24, 40)
+    for view in (base.t(), base[:, 3:30], base[::2]):
+        assert torch.allclose(scale(view, 2.0), view * 2.0), "scale view"
+
+    y = torch.randn(n)
+    ry = ref_gelu(y)
+    gelu_(y)
+    assert torch.allclose(y, ry, atol=1e-5), ("gelu alias", (y - ry).abs().max())
+    yb = torch.randn(n).bfloat16()
+    ob = torch.empty(n, dtype=torch.float32)
+    gelu_(yb, ob)
+    assert torch.allclose(ob, ref_gelu(yb), atol=1e-2), "gelu bf16"
+
+    a = torch.randn(20, n // 50, dtype=torch.bfloat16)
+    xv = torch.randn(n // 50, dtype=torch.bfloat16)
+    assert torch.allclose(matvec(a, xv), a.float() @ xv.float(), atol=1e-3, rtol=1e-3), "matvec"
+    cache = torch.randn(10, 4, 16)
+    table = torch.randint(0, 10, (3, 5), dtype=torch.int32)
+    L = 3 + step * 4
+    kv = torch.empty(3, L, 16)
+    autotune(space=dict(BT=[2, 8]), blocks=(3, cdiv(L, $BT)), key=(L,),
+             paged_gather(cache, table, kv, L, 5, D=16, PAGE=4, BT=$BT))
+    t = torch.arange(L)
+    assert torch.equal(kv, cache[table[:, t // 4].long(), t % 4]), "paged gather"
+    results.append(r.source)
+print("OK", results)
+"""
+
+
+def test_a_training_script_runs_cold_then_warm(tmp_path: Path) -> None:
+    """The set's kernels as a training script calls them at its top level over changing
+    sizes (rotary in place on q and k, a fused AdamW step on four tensors, a histogram
+    into zeroed bins, a ragged segment sum, a 2-D max pool, strided and sliced views, an
+    output that is its input, bf16 data into fp32 accumulators), each checked against
+    torch: tuned cold, then every key decided from its record in the next process."""
+    cold = _run(tmp_path, "train.py", TRAINING)
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stdout.strip() == "OK ['tuned', 'memory', 'memory', 'memory']", cold.stdout
+    warm = _run(tmp_path, "train.py", TRAINING)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.strip() == "OK ['disk', 'memory', 'memory', 'memory']", warm.stdout
