@@ -444,3 +444,51 @@ def test_a_training_script_runs_cold_then_warm(tmp_path: Path) -> None:
     warm = _run(tmp_path, "train.py", TRAINING)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.strip() == "OK ['disk', 'memory', 'memory', 'memory']", warm.stdout
+
+
+# A settings dict (or object) bound once before the loop, whose item the loop sets: the
+# first step keeps every BLOCK up to 1024, the second only up to 128.
+SETTINGS_CHANGED_IN_PLACE = """\
+import torch
+from types import SimpleNamespace
+from tunedsl import autotune, cdiv
+from kernels_twentyfifth import gelu_into
+
+hp = MADE
+for widest in (1024, 128):
+    CHANGE
+    n = 3000
+    x, out = torch.randn(n), torch.empty(n)
+    r = autotune(space=dict(BLOCK=[64, 128, 256, 512, 1024]), blocks=cdiv(n, $BLOCK), key=n,
+                 prune=lambda configs, args: [c for c in configs if c.BLOCK <= READ],
+                 gelu_into(x, out, n, BLOCK=$BLOCK))
+    assert r.config.BLOCK <= READ, (widest, r.config, r.source)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("made", "change", "read", "label"),
+    [
+        ('{"widest": 1024}', 'hp["widest"] = widest', 'hp["widest"]', "hp['widest']"),
+        ('{"widest": 1024}', "hp.update(widest=widest)", 'hp["widest"]', "hp['widest']"),
+        ("SimpleNamespace(widest=1024)", "hp.widest = widest", "hp.widest", "hp.widest"),
+    ],
+    ids=["item", "update", "attribute"],
+)
+def test_a_setting_the_loop_changes_in_place_is_named(
+    tmp_path: Path, made: str, change: str, read: str, label: str
+) -> None:
+    """A dict or object bound once before a script's top-level loop, whose item or attribute
+    the loop sets (``hp["widest"] = widest``, ``hp.update(...)``, ``hp.widest = ...``), read
+    by a prune: no statement rebound ``hp``, so it was read as a constant, and the decision
+    made while it allowed BLOCK=1024 was launched at the next step, whose prune drops it.
+    It is named now, with the line that changes it."""
+    script = SETTINGS_CHANGED_IN_PLACE.replace("MADE", made).replace("CHANGE", change)
+    done = _run(tmp_path, "settings.py", script.replace("READ", read))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"UsageError: {tmp_path / 'settings.py'}:11:9 (gelu_into)" in done.stderr
+    assert f"reads `{label}` (1024) from the module, which rebinds it as it runs (line 8)" in (
+        done.stderr
+    )
+    assert "AssertionError" not in done.stderr

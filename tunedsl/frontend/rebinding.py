@@ -5,7 +5,8 @@ function made there (a ``prune=`` lambda) that reads one the code rebinds later 
 variable) sees a value that changes from call to call. The runtime asks this module which
 names those are, seen from the line the top-level code runs now: a name bound at or after
 that line (a ``for`` loop's target or a name bound in its body, a name given ``+=``, a name
-bound again further down, a call of a function that rebinds it with ``global``), or bound
+bound again further down, a call of a function that rebinds it with ``global``, a dict or
+object whose item or attribute is assigned, ``hp["n"] = n``), or bound
 anywhere in a loop around that line. For a site written in the top-level code itself, a
 binding further down in no loop around that line is not one of them: the site runs again
 only as a loop around it does. A module constant, and a name whose every binding ran
@@ -213,7 +214,7 @@ def _scan_block(
         body = getattr(stmt, "body", None)
         # a compound statement binds in its header (`with ... as f:`), before its body runs
         last = max(stmt.lineno, body[0].lineno - 1) if isinstance(body, list) and body else end
-        for name in {**_bound_by(stmt), **_walrus_in(stmt)}:
+        for name in {**_bound_by(stmt), **_walrus_in(stmt), **_changed_in_place(stmt)}:
             if not name.startswith("__tunedsl_"):  # the expansion's own, hoisted names
                 found.append((name, stmt.lineno, last, loops))
         for function in _calls_in(stmt, writers):
@@ -264,6 +265,44 @@ def _bound_by(stmt: ast.stmt) -> dict[str, int]:
     out: dict[str, int] = {}
     for target in targets:
         out.update(_names_stored(target))
+    return out
+
+
+#: The methods of dicts, lists and sets that change them in place.
+_MUTATORS = frozenset(
+    {"update", "setdefault", "pop", "popitem", "clear", "append", "extend", "insert",
+     "remove", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"}
+)  # fmt: skip
+
+
+def _changed_in_place(stmt: ast.stmt) -> dict[str, int]:
+    """The names whose value ``stmt`` itself changes without binding them: an item or
+    attribute assigned or deleted (``hp["n"] = n``, ``hp.n += 1``, ``del hp["n"]``), or a
+    dict's, list's or set's own method that changes it called (``hp.update(n=n)``). A
+    prune reading ``hp["n"]`` sees another value after such a statement, as after a
+    rebinding of ``hp``."""
+    if isinstance(stmt, ast.Assign):
+        targets: list[ast.expr] = list(stmt.targets)
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        targets = stmt.targets if isinstance(stmt, ast.Delete) else [stmt.target]
+    elif (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr in _MUTATORS
+    ):
+        targets = [stmt.value.func]
+    else:
+        return {}
+    out: dict[str, int] = {}
+    for target in targets:
+        for node in ast.walk(target):  # `a, hp["n"] = ...` too
+            if isinstance(node, (ast.Subscript, ast.Attribute)):
+                base = node.value
+                while isinstance(base, (ast.Subscript, ast.Attribute)):
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    out.setdefault(base.id, stmt.lineno)
     return out
 
 
