@@ -492,3 +492,52 @@ def test_a_setting_the_loop_changes_in_place_is_named(
         done.stderr
     )
     assert "AssertionError" not in done.stderr
+
+
+SETTINGS_CHANGED_BY_A_FUNCTION = """\
+import torch
+from tunedsl import autotune, cdiv
+from kernels_twentyfifth import gelu_into
+
+HP = {"widest": 1024}
+
+
+def set_widest(w):
+    HP["widest"] = w
+
+
+def scratch(w):
+    hp = {}
+    hp["widest"] = w
+    return hp
+
+
+for widest in (1024, 128):
+    set_widest(widest)
+    scratch(widest)
+    n = 3000
+    x, out = torch.randn(n), torch.empty(n)
+    r = autotune(space=dict(BLOCK=[64, 128, 256, 512, 1024]), blocks=cdiv(n, $BLOCK), key=n,
+                 prune=lambda configs, args: [c for c in configs if c.BLOCK <= HP["widest"]],
+                 gelu_into(x, out, n, BLOCK=$BLOCK))
+    assert r.config.BLOCK <= HP["widest"], (widest, r.config, r.source)
+print("ok")
+"""
+
+
+def test_a_setting_a_function_changes_in_place_in_the_loop_is_named(tmp_path: Path) -> None:
+    """``set_widest(w)`` in the loop sets ``HP["widest"]`` of the module's settings dict (no
+    ``global`` statement is needed to change it in place), read by a prune: it was read as
+    a constant, and the decision made at 1024 was launched at 128. It is named now, with the
+    line of the call; a function changing a dict of its own (``scratch``) is no such call."""
+    done = _run(tmp_path, "writer.py", SETTINGS_CHANGED_BY_A_FUNCTION)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"UsageError: {tmp_path / 'writer.py'}:23:9 (gelu_into)" in done.stderr
+    assert "reads `HP['widest']` (1024) from the module, which rebinds it as it runs (line 19)" in (
+        done.stderr
+    )
+    assert "AssertionError" not in done.stderr
+    kept = SETTINGS_CHANGED_BY_A_FUNCTION.replace("    set_widest(widest)\n", "")
+    done = _run(tmp_path, "scratch.py", kept.replace("(1024, 128)", "(1024, 1024)"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -187,14 +187,26 @@ _ANY = 1 << 30
 
 
 def _global_writers(tree: ast.Module) -> dict[str, dict[str, int]]:
-    """The module's functions that rebind its globals (``global LIVE; LIVE = n``), each with
-    those names and the line of their ``global`` statement."""
+    """The module's functions that rebind its globals (``global LIVE; LIVE = n``) or change
+    one in place (``HP["n"] = n`` where ``HP`` is no local of theirs), each with those
+    names and the line of their ``global`` statement or of the change."""
     out: dict[str, dict[str, int]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = {
                 n: g.lineno for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names
             }
+            local = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.stmt) and inner is not node:
+                    local.update(n for n in _bound_by(inner) if n not in names)
+                if isinstance(inner, (ast.For, ast.AsyncFor, ast.comprehension)):
+                    local.update(n for n in _names_stored(inner.target) if n not in names)
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.stmt) and inner is not node:
+                    for name, line in _changed_in_place(inner).items():
+                        if name not in local:
+                            names.setdefault(name, line)
             if names:
                 out[node.name] = names
     return out
