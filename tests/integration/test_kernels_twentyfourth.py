@@ -171,8 +171,9 @@ AFTER
 def test_a_constant_set_up_before_the_loop_is_read_freely(tmp_path: Path, setup: str) -> None:
     """A name the script binds twice while setting up (``SMALLEST = max(SMALLEST, 32)``,
     ``*=``, an earlier loop) and never again once the loop that calls the site runs was
-    refused as rebound, though every call reads one value; it is read freely now. A name
-    bound again after the site's first calls is still named, with the line that rebinds it."""
+    refused as rebound, though every call reads one value; it is read freely now, and so is
+    one bound again after the loop, which the site, written in that loop, never runs again
+    to see (test_kernels_twentyfifth.py: a site a later phase calls again is still named)."""
     done = _run(
         tmp_path, "setup.py", CONSTANT_SET_UP_TWICE.replace("SETUP", setup).replace("AFTER", "")
     )
@@ -180,10 +181,8 @@ def test_a_constant_set_up_before_the_loop_is_read_freely(tmp_path: Path, setup:
     assert done.stdout.strip() == "ok"
     later = CONSTANT_SET_UP_TWICE.replace("SETUP", setup).replace("AFTER", "SMALLEST = 64")
     done = _run(tmp_path, "setup_later.py", later)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "reads `SMALLEST` (32) from the module, which rebinds it as it runs (line 17)" in (
-        done.stderr
-    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
 
 
 MADE_PER_CALL = """\

@@ -259,8 +259,10 @@ class Verifier:
             self.reference = dict(expected)
         elif verify is True:
             self.outputs = tensors
-        else:  # a tuple's name stands for its tensors
-            self.outputs = tuple_members([str(n) for n in verify], guard.bound)
+        else:  # a tuple's name stands for its tensors; an optional buffer passed as None
+            # is no output of this call, as restore_value= and reset_to_zero= skip it
+            given = [str(n) for n in verify if guard.bound.get(str(n), 0) is not None]
+            self.outputs = tuple_members(given, guard.bound)
         for name in self.outputs:
             check_output(name, tensors, self.reference, guard.bound, guard.bt)
         if not guard.verify_snapshot:

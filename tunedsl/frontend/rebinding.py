@@ -5,8 +5,11 @@ function made there (a ``prune=`` lambda) that reads one the code rebinds later 
 variable) sees a value that changes from call to call. The runtime asks this module which
 names those are, seen from the line the top-level code runs now: a name bound at or after
 that line (a ``for`` loop's target or a name bound in its body, a name given ``+=``, a name
-bound again further down, a call of a function that rebinds it with ``global``), or bound
-anywhere in a loop around that line. A module constant, and a name whose every binding ran
+bound again further down, a call of a function that rebinds it with ``global``, a dict or
+object whose item or attribute is assigned, ``hp["n"] = n``), or bound
+anywhere in a loop around that line. For a site written in the top-level code itself, a
+binding further down in no loop around that line is not one of them: the site runs again
+only as a loop around it does. A module constant, and a name whose every binding ran
 before that line outside the loops around it (set up twice, ``SMALLEST = max(SMALLEST,
 32)``, or an earlier loop's variable), are not. It also reads the ``prune=`` expression of
 a macro or of an ``autotune_launch`` call: the variables it reads where it is evaluated
@@ -47,13 +50,17 @@ def expanded_with(filename: str, appended: str) -> None:
     _SEEN.pop(filename, None)
 
 
-def rebound_at_top_level(filename: str, line: int) -> dict[str, int]:
+def rebound_at_top_level(filename: str, line: int, *, later: bool = True) -> dict[str, int]:
     """The names the top-level code of the module in ``filename``, running ``line`` now, may
     still bind as it runs on, each with a line that binds it. Empty where the source is not
-    to be had or does not parse."""
+    to be had or does not parse. ``later=False``: what runs at ``line`` runs again only as a
+    loop around it does (a macro written in the top-level code itself, not in a function it
+    calls), so a binding further down that is in no loop around ``line`` (a second phase's)
+    comes after its last run and is left out."""
     found: dict[str, int] = {}
     for name, first, last, loops in _bindings(filename):
-        if last >= line or any(start <= line <= end for start, end in loops):
+        around = any(start <= line <= end for start, end in loops)
+        if around or (later and last >= line):
             found.setdefault(name, first)
     return found
 
@@ -231,14 +238,26 @@ _ANY = 1 << 30
 
 
 def _global_writers(tree: ast.Module) -> dict[str, dict[str, int]]:
-    """The module's functions that rebind its globals (``global LIVE; LIVE = n``), each with
-    those names and the line of their ``global`` statement."""
+    """The module's functions that rebind its globals (``global LIVE; LIVE = n``) or change
+    one in place (``HP["n"] = n`` where ``HP`` is no local of theirs), each with those
+    names and the line of their ``global`` statement or of the change."""
     out: dict[str, dict[str, int]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = {
                 n: g.lineno for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names
             }
+            local = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.stmt) and inner is not node:
+                    local.update(n for n in _bound_by(inner) if n not in names)
+                if isinstance(inner, (ast.For, ast.AsyncFor, ast.comprehension)):
+                    local.update(n for n in _names_stored(inner.target) if n not in names)
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.stmt) and inner is not node:
+                    for name, line in _changed_in_place(inner).items():
+                        if name not in local:
+                            names.setdefault(name, line)
             if names:
                 out[node.name] = names
     return out
@@ -258,7 +277,7 @@ def _scan_block(
         body = getattr(stmt, "body", None)
         # a compound statement binds in its header (`with ... as f:`), before its body runs
         last = max(stmt.lineno, body[0].lineno - 1) if isinstance(body, list) and body else end
-        for name in {**_bound_by(stmt), **_walrus_in(stmt)}:
+        for name in {**_bound_by(stmt), **_walrus_in(stmt), **_changed_in_place(stmt)}:
             if not name.startswith("__tunedsl_"):  # the expansion's own, hoisted names
                 found.append((name, stmt.lineno, last, loops))
         for function in _calls_in(stmt, writers):
@@ -309,6 +328,44 @@ def _bound_by(stmt: ast.stmt) -> dict[str, int]:
     out: dict[str, int] = {}
     for target in targets:
         out.update(_names_stored(target))
+    return out
+
+
+#: The methods of dicts, lists and sets that change them in place.
+_MUTATORS = frozenset(
+    {"update", "setdefault", "pop", "popitem", "clear", "append", "extend", "insert",
+     "remove", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"}
+)  # fmt: skip
+
+
+def _changed_in_place(stmt: ast.stmt) -> dict[str, int]:
+    """The names whose value ``stmt`` itself changes without binding them: an item or
+    attribute assigned or deleted (``hp["n"] = n``, ``hp.n += 1``, ``del hp["n"]``), or a
+    dict's, list's or set's own method that changes it called (``hp.update(n=n)``). A
+    prune reading ``hp["n"]`` sees another value after such a statement, as after a
+    rebinding of ``hp``."""
+    if isinstance(stmt, ast.Assign):
+        targets: list[ast.expr] = list(stmt.targets)
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        targets = stmt.targets if isinstance(stmt, ast.Delete) else [stmt.target]
+    elif (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr in _MUTATORS
+    ):
+        targets = [stmt.value.func]
+    else:
+        return {}
+    out: dict[str, int] = {}
+    for target in targets:
+        for node in ast.walk(target):  # `a, hp["n"] = ...` too
+            if isinstance(node, (ast.Subscript, ast.Attribute)):
+                base = node.value
+                while isinstance(base, (ast.Subscript, ast.Attribute)):
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    out.setdefault(base.id, stmt.lineno)
     return out
 
 

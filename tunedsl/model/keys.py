@@ -329,11 +329,14 @@ def specialize_call_key_fn(
 
 
 def hashable_user_key(value: Any) -> Any:
-    """A ``key=`` as looked up and stored: lists, dicts as tuples; ``1.0``, ``True`` as ``1``."""
+    """A ``key=`` as looked up and stored: lists, dicts as tuples, sets as frozensets;
+    ``1.0``, ``True`` as ``1``."""
     if isinstance(value, dict):
         value = [(str(k), v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
+    if isinstance(value, set):
+        return frozenset(hashable_user_key(v) for v in value)
     if is_numpy_scalar(value):  # np.int64(3) is the key 3, in memory and on disk
         value = value.item()
     return int(value) if isinstance(value, bool | float) and value % 1 == 0 else value

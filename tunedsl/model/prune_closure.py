@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
+from tunedsl.model.prune_held import held_by_key, root_held_by_key
 from tunedsl.warn import is_own_file
 
 #: How far up the stack a prune's defining function is looked for.
@@ -43,9 +44,12 @@ class Source(Protocol):
     """What the front end reads from a module's source for these checks
     (``tunedsl.frontend.rebinding``)."""
 
-    def rebound_at_top_level(self, filename: str, line: int) -> Mapping[str, int]:
+    def rebound_at_top_level(
+        self, filename: str, line: int, *, later: bool = True
+    ) -> Mapping[str, int]:
         """The names the top-level code, running ``line`` now, may still rebind as it runs
-        on, each with a line that rebinds it."""
+        on, each with a line that rebinds it (``later=False``: only in a loop around
+        ``line``, for a site that runs again only as such a loop does)."""
 
     def chains_read_by_option(
         self, filename: str, span: tuple[int, int, int, int], option: str
@@ -62,19 +66,23 @@ def check(
     args: Any,
     source: Source,
     lazy: Any = None,
+    alone: bool = False,
 ) -> None:
     """A ``UsageError`` at the site when ``prune`` reads a local of the calling function, or
     a name the running script rebinds, that the ``key=`` value does not hold: the key would
     not tell two of its values apart. ``lazy``: the call's thunk of its non-literal options
-    (a DSL site's), whose ``prune=`` expression may make the prune from such a value."""
+    (a DSL site's), whose ``prune=`` expression may make the prune from such a value.
+    ``alone``: no other place in the code calls this site (a macro, or an
+    ``autotune_launch`` call without ``name=``), so where it is written in a script's
+    top-level code, a name bound further down in no loop around it is no rebinding of it."""
     caller = [*caller_locals_read(prune), *bound_attributes_read(prune)]
     reads = [(n, v, "the function that calls the site") for n, v in caller]
-    for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level):
+    for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level, alone):
         reads.append((name, value, f"the module, which rebinds it as it runs ({line})"))
     seen = {name for name, _, _ in reads}
-    reads += [r for r in made_from_caller(lazy, source) if r[0] not in seen]
+    reads += [r for r in made_from_caller(lazy, source, alone) if r[0] not in seen]
     for name, value, where in reads:
-        if held_by_key(value, key):
+        if held_by_key(value, key) or root_held_by_key(name, prune, key):
             continue
         param = argument_named_alike(name, value, arg_names, args)
         read = f'args["{param}"]' if param else 'args["..."] (pass it to the kernel)'
@@ -87,7 +95,7 @@ def check(
         )
 
 
-def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
+def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tuple[str, Any, str]]:
     """The (name, value, where) of data a site's ``prune=`` expression reads outside the
     lambdas it makes, from the function that calls the site or from a name the running
     script may still rebind: a prune made per call from it (``covering(n)``,
@@ -106,6 +114,7 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
         function = bool(code.co_flags & _FUNCTION_FLAGS)
         local, namespace = (frame.f_locals if function else {}), frame.f_globals
         module = None if function else frame  # a call at a script's top level
+        top = not function
     else:
         span = _span(code, None)
         running = _running_frame(code)  # its locals: what `keep = at_most(limit)` read
@@ -117,6 +126,7 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
                 continue
         namespace = getattr(lazy, "__globals__", {})
         module = None
+        top = True  # a thunk the module's own code made is the macro's there, if any
     if span is None:  # Python 3.10 keeps no columns
         return []
     chains = source.chains_read_by_option(code.co_filename, span, "prune")
@@ -128,7 +138,8 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
     ]
     module = module or _top_level_running(namespace)
     if module is not None:
-        lines = source.rebound_at_top_level(module.f_code.co_filename, module.f_lineno)
+        later = not (alone and top)
+        lines = source.rebound_at_top_level(module.f_code.co_filename, module.f_lineno, later=later)
         rebound = {
             c[0]: namespace[c[0]]
             for c in chains
@@ -335,13 +346,13 @@ _CONST_OPS = ("LOAD_CONST", "LOAD_SMALL_INT")
 
 
 def rebound_globals_read(
-    prune: Any, rebound: Callable[[str, int], Mapping[str, int]]
+    prune: Any, rebound: Callable[..., Mapping[str, int]], alone: bool = False
 ) -> list[tuple[str, Any, str]]:
     """The (name, value, line) of data that ``prune``, of a module whose top-level code is
     running now (a notebook cell's, in the session's namespace), reads from the module's
     globals where the running code may still rebind the name (``line``: where, as ``line
     N``), itself or as an attribute or constant item of an object the name holds
-    (``hp["n"]``, ``run.n`` of a loop over settings)."""
+    (``hp["n"]``, ``run.n`` of a loop over settings). ``alone``: as for :func:`check`."""
     code = getattr(prune, "__code__", None)
     namespace = getattr(prune, "__globals__", None)
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
@@ -349,7 +360,8 @@ def rebound_globals_read(
     frame = _top_level_running(namespace)
     if frame is None:  # no top-level code of the module running now
         return []
-    lines = rebound(frame.f_code.co_filename, frame.f_lineno)
+    top = alone and _user_frame() is frame  # the site is called by that code itself
+    lines = rebound(frame.f_code.co_filename, frame.f_lineno, later=not top)
     out = []
     objects = {}
     for name in sorted(_globals_loaded(code)):
@@ -379,25 +391,6 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
     found = dict(zip(names, given, strict=True))
     found.update(getattr(prune, "__kwdefaults__", None) or {})
     return {name: value for name, value in found.items() if _is_data(value)}
-
-
-def held_by_key(value: Any, key: Any) -> bool:
-    """Whether the ``key=`` value holds ``value`` (itself or as an item, also of a tuple or
-    list in it: ``key=(x.shape, str(x.dtype))`` holds the row length): calls of one key=
-    value then agree on it."""
-    value = _number(value)
-    if key is None or not isinstance(value, (int, float, str, tuple)):
-        return False
-    return any(type(_number(p)) is type(value) and _number(p) == value for p in _parts(key))
-
-
-def _parts(key: Any) -> list[Any]:
-    """``key`` and, where it is a tuple or list, its items and theirs."""
-    out = [key]
-    if isinstance(key, (tuple, list)):
-        for part in key:
-            out.extend(_parts(part))
-    return out
 
 
 def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:
@@ -490,10 +483,3 @@ def _is_data(value: Any) -> bool:
         return True
     cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
     return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")
-
-
-def _number(value: Any) -> Any:
-    """A numpy number as the Python number it holds (as ``key=`` keys it); else ``value``."""
-    if type(value).__module__.split(".")[0] == "numpy" and getattr(value, "shape", None) == ():
-        return value.item()
-    return value

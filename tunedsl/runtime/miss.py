@@ -27,7 +27,7 @@ from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.frontend import rebinding
-from tunedsl.model import keys, prune_closure, prune_keys
+from tunedsl.model import keys, prune_closure, prune_held, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.grid_limits import check_grid
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
@@ -187,8 +187,9 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
     else:
         found = apply_prune(settings, recorder)
     site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
+    alone = site.kernel_text != "autotune_launch" or settings.name is None
     prune_closure.check(
-        settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy
+        settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy, alone
     )
     return found
 
@@ -201,7 +202,7 @@ def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
     return frozenset(
         name
         for name, value in dict.items(values)  # a ReadRecorder's own items() marks all read
-        if isinstance(value, (int, float, str)) and prune_closure.held_by_key(value, key)
+        if isinstance(value, (int, float, str)) and prune_held.held_by_key(value, key)
     )
 
 

@@ -184,7 +184,8 @@ def check_key(key: Any, label: str) -> None:
     printed values and an object on its address, so every new one would tune again."""
     why = _unstable(key, "key=")
     if why is not None:
-        raise UsageError(f"{label}: {why}, so every new one would tune again; {_KEY_FIX}")
+        again = "" if why.endswith("no key can hold") else ", so every new one would tune again"
+        raise UsageError(f"{label}: {why}{again}; {_KEY_FIX}")
 
 
 def check_key_names(key: Any, info: KernelInfo, label: str) -> None:
@@ -219,7 +220,7 @@ def _unstable(value: Any, where: str) -> str | None:
     if is_tensor(value):
         shape = tuple(getattr(value, "shape", ()))
         return f"`{where}` is a tensor (shape {shape}): the key would be its values"
-    if isinstance(value, (tuple, list)):  # a torch.Size is a tuple of ints
+    if isinstance(value, (tuple, list, set, frozenset)):  # a torch.Size is a tuple of ints
         for i, item in enumerate(value):
             why = _unstable(item, f"{where}[{i}]")
             if why is not None:
@@ -240,6 +241,10 @@ def _unstable(value: Any, where: str) -> str | None:
             f"`{where}` is a {type(value).__name__} whose printed form is its address "
             f"({value!r}): the key would be that object"
         )
+    try:
+        hash(value)
+    except TypeError:
+        return f"`{where}` is a {type(value).__name__} ({value!r:.60}), which no key can hold"
     return None
 
 

@@ -167,3 +167,23 @@ def test_a_function_that_rebinds_a_global_rebinds_it_where_it_is_called(tmp_path
     assert found["LIVE"] == 12 and found["BASE"] == 6 and found["n"] == 11
     assert "LIVE" not in rebound_at_top_level(str(path), 14)
     assert rebound_at_top_level(str(path), 14)["BASE"] == 6
+
+
+def test_a_site_written_at_the_top_level_counts_only_the_loops_around_it(tmp_path: Path) -> None:
+    """``later=False`` (a macro written in the top-level code itself, which runs again only
+    as a loop around it does): a name bound further down in no loop around the line is
+    left out; one bound in a loop around it, or by a function the module passes on, stays."""
+    text = (
+        "LIMIT = 256\n"
+        "for n in (1, 2):\n"
+        "    run(n)\n"
+        "    STEP = n\n"
+        "LIMIT = 1024\n"
+        "for m in (1, 2):\n"
+        "    run(m)\n"
+    )
+    path = tmp_path / "phases_top.py"
+    path.write_text(text, encoding="utf-8")
+    assert rebound_at_top_level(str(path), 3) == {"n": 2, "STEP": 4, "LIMIT": 5, "m": 6}
+    assert rebound_at_top_level(str(path), 3, later=False) == {"n": 2, "STEP": 4}
+    assert rebound_at_top_level(str(path), 7, later=False) == {"m": 6}

@@ -1,0 +1,78 @@
+"""Whether the ``key=`` value of a call holds what its ``prune=`` reads from the code around
+it (``tunedsl.model.prune_closure``): calls of one key value then agree on that read, so a
+decision made for one of them is right for the others. A number or string the key holds,
+itself or as an item (``key=(m, n)`` holds ``n``), and an attribute or item read from a
+value the key holds that cannot change (``dt.itemsize`` of ``key=(n, dt)``, a loop's dtype)
+or from a dict or list of settings the key holds by its items (``hp["n"]`` of ``key=hp``)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+__all__ = ["held_by_key", "root_held_by_key"]
+
+#: Classes of values whose attributes and items never change, by qualified name, so that
+#: this module needs neither torch nor triton.
+_FROZEN_CLASSES = frozenset({"torch.dtype", "triton.language.core.dtype"})
+
+
+def held_by_key(value: Any, key: Any) -> bool:
+    """Whether the ``key=`` value holds ``value`` (itself or as an item, also of a tuple or
+    list in it: ``key=(x.shape, str(x.dtype))`` holds the row length): calls of one key=
+    value then agree on it."""
+    value = _number(value)
+    if key is None or not isinstance(value, (int, float, str, tuple)):
+        return False
+    return any(type(_number(p)) is type(value) and _number(p) == value for p in _parts(key))
+
+
+def _parts(key: Any) -> list[Any]:
+    """``key`` and, where it is a tuple or list, its items and theirs."""
+    out = [key]
+    if isinstance(key, (tuple, list)):
+        for part in key:
+            out.extend(_parts(part))
+    return out
+
+
+def root_held_by_key(label: str, prune: Any, key: Any) -> bool:
+    """Whether ``label`` (``dt.itemsize``, ``hp["n"]``) reads an attribute or item of a
+    variable of ``prune`` (a global or a closure's) whose value the key holds itself: a
+    value that cannot change (a dtype, a number, a string, a tuple, an enum member), or a
+    dict or list, which the key holds by its items. The key then fixes what is read."""
+    root = label.split(".")[0].split("[")[0]
+    if root == label or key is None:
+        return False
+    values = dict(getattr(prune, "__globals__", None) or {})
+    code = getattr(prune, "__code__", None)
+    for name, cell in zip(
+        getattr(code, "co_freevars", ()), getattr(prune, "__closure__", None) or (), strict=False
+    ):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:  # an empty cell: assigned later in the caller
+            continue
+    if root not in values:
+        return False
+    obj = values[root]
+    kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    # A dict or list the key holds is keyed by its items, read at the call as prune reads
+    # them: calls of one key have equal ones.
+    plain = (int, float, str, bytes, tuple, frozenset, enum.Enum, dict, list)
+    if not (isinstance(obj, plain) or kind in _FROZEN_CLASSES):
+        return False
+    for part in _parts(key):
+        try:
+            if part is obj or (type(part) is type(obj) and bool(part == obj)):
+                return True
+        except Exception:  # an == that gives no truth value
+            continue
+    return False
+
+
+def _number(value: Any) -> Any:
+    """A numpy number as the Python number it holds (as ``key=`` keys it); else ``value``."""
+    if type(value).__module__.split(".")[0] == "numpy" and getattr(value, "shape", None) == ():
+        return value.item()
+    return value
