@@ -98,3 +98,42 @@ def test_gallery_makes_no_report_directory_inside_another_users_directory() -> N
         assert done.returncode == 1, done.stdout + done.stderr
         assert f"{theirs} is owned by another user (uid 65534)" in done.stderr, done.stderr
         assert os.listdir(theirs) == [], "the report directory was made in theirs"
+
+
+# A run as another user (root, under sudo) left the cache's locks/ behind, owned by that user.
+LOCKS_LEFT = """
+import os, sys
+os.mkdir(sys.argv[1], 0o755)
+"""
+
+
+def test_a_locks_directory_another_user_left_is_named_with_a_fix_that_fits() -> None:
+    """The cache root is this user's and private; only its ``locks/`` is another user's.
+    The warning named that directory, then told the user to make the root "a directory this
+    user owns", which it already was; both lock warnings name a fix for the directory named."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        root = base / "cache"
+        root.mkdir()
+        root.chmod(0o777)  # open for the attacker's step, then closed
+        swap_attack.attacker_step(LOCKS_LEFT, str(root / "locks"))
+        root.chmod(0o700)
+        script = TOUCH + (
+            "from tunedsl.store.locks import file_lock\n"
+            "with file_lock('compile') as lock:\n"
+            "    print('compile lock', lock)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-W", "always", "-c", script], env=child_env(root),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "held False" in done.stdout and "compile lock None" in done.stdout, done.stdout
+        said = [line for line in done.stderr.splitlines() if "CacheWarning" in line]
+        assert len(said) == 2, done.stderr
+        for line in said:
+            assert f"{root / 'locks'} is owned by another user (uid 65534)" in line, line
+            assert f"make {root} a directory this user owns" not in line, line
+            assert "chown it to yourself and chmod go-w" in line, line
+            assert "set TUNEDSL_CACHE_DIR to a directory of your own" in line, line
+        assert os.listdir(root / "locks") == []

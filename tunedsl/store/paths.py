@@ -88,6 +88,17 @@ class UntrustedDir(OSError):
     in it is read or written."""
 
 
+def untrusted_fix() -> str:
+    """The fix of a cache directory refused as ``UntrustedDir`` (the error names it): the
+    cache root may be fine, and only a directory inside it another user's (one a run as
+    root, under ``sudo``, made)."""
+    return (
+        "set TUNEDSL_CACHE_DIR to a directory of your own, or, where the directory named is "
+        "yours to fix (made by a run as another user, such as under sudo), chown it to "
+        "yourself and chmod go-w"
+    )
+
+
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
