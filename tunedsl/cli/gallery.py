@@ -99,15 +99,18 @@ def main(args: argparse.Namespace) -> int:
     examples_dir = args.examples if args.examples is not None else default_examples_dir()
     scripts = discover(examples_dir.resolve(), args.only)
     out_dir: Path = args.out.resolve()
+    # Logs and results are written by name in it: another user who can write there (or
+    # above) could plant symbolic links that make this run overwrite files of yours.
+    why = None
     try:
         paths.make_dirs(out_dir)
+    except paths.UntrustedDir as err:  # nothing was made in a directory another user's
+        why = str(err)
     except OSError as err:
         raise UsageError(
             f"--out {args.out}: cannot make the directory: {err.strerror or err}"
         ) from None
-    # Logs and results are written by name in it: another user who can write there (or
-    # above) could plant symbolic links that make this run overwrite files of yours.
-    why = paths.untrusted_output_dir(out_dir)
+    why = why or paths.untrusted_output_dir(out_dir)
     if why is not None:
         raise UsageError(
             f"--out {args.out}: not private to you ({why}); another user could redirect "

@@ -95,8 +95,12 @@ def file_lock(name: str, *, timeout_s: float = -1) -> Iterator[Any]:
             "unlocked-compiles",
             f"cannot use the compile lock files in {paths.locks_dir()} ({err}): compiling "
             "without them (other processes may compile the same kernel at the same time); "
-            f"make {paths.cache_root()} a directory this user owns and can write, or set "
-            "TUNEDSL_CACHE_DIR to one",
+            + (
+                paths.untrusted_fix()
+                if isinstance(err, paths.UntrustedDir)
+                else f"make {paths.cache_root()} a directory this user owns and can write, or "
+                "set TUNEDSL_CACHE_DIR to one"
+            ),
             stacklevel="user",
         )
         yield None

@@ -55,21 +55,48 @@ def ensure_private_dir(path: Path) -> Path:
 def make_dirs(path: Path) -> None:
     """``mkdir -p path`` with every directory it makes of mode 0700 whatever the umask
     (``Path.mkdir(parents=True)`` gives the parents the umask's mode: 0777 under
-    ``umask 0``, a ``~/.cache`` every user could write)."""
+    ``umask 0``, a ``~/.cache`` every user could write). Nothing is made inside a directory
+    another user could change, nor through a symbolic link another user owns: the directory
+    the missing ones go in is reached as :func:`_open_chain` reaches those above a trusted
+    one, and each is made through its parent's descriptor (a ``HOME`` or cache directory of
+    another user's, whose ``.cache`` links to a third user's directory, had this user make
+    ``tunedsl/`` there). Raises ``UntrustedDir`` (which directory, and why)."""
+    path = Path(os.path.abspath(path))
     missing = []
     while not os.path.lexists(path):
-        missing.append(path)
+        missing.append(path.name)
         if path.parent == path:
             break
         path = path.parent
-    for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, 0o700)
+    if not missing:
+        return
+    fd = _open_chain(path, True, True, last_above=True)
+    try:
+        for name in reversed(missing):
+            path = path / name
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=fd)
+            below = _open_above(name, fd, path)
+            os.close(fd)
+            fd = below
+    finally:
+        os.close(fd)
 
 
 class UntrustedDir(OSError):
     """A directory that another user could change (the message names it and why): nothing
     in it is read or written."""
+
+
+def untrusted_fix() -> str:
+    """The fix of a cache directory refused as ``UntrustedDir`` (the error names it): the
+    cache root may be fine, and only a directory inside it another user's (one a run as
+    root, under ``sudo``, made)."""
+    return (
+        "set TUNEDSL_CACHE_DIR to a directory of your own, or, where the directory named is "
+        "yours to fix (made by a run as another user, such as under sudo), chown it to "
+        "yourself and chmod go-w"
+    )
 
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -159,14 +186,16 @@ def _open_checked(
 _MAX_LINKS = 40
 
 
-def _open_chain(path: Path, follow_last: bool, root_ok: bool) -> int:
+def _open_chain(path: Path, follow_last: bool, root_ok: bool, last_above: bool = False) -> int:
     """A descriptor of the directory ``path``, reached from ``/`` one name at a time, each
     opened relative to its parent's descriptor: every directory above it must be owned by
     this user or root and closed to writes by group and others, unless sticky (``/tmp``:
     others cannot rename or replace what is not theirs there), or another user could swap
     what lies below; ``path`` itself must pass :func:`_open_checked`. A symbolic link on the
     way is followed only when this user or root owns it, as the directory holding it was
-    checked already; the last name is followed only with ``follow_last`` (the cache root)."""
+    checked already; the last name is followed only with ``follow_last`` (the cache root).
+    ``last_above``: ``path`` itself is judged as those above it are (where directories are
+    to be made)."""
     names = list(reversed(Path(os.path.abspath(path)).parts[1:]))  # a stack: next name last
     if not names:
         return _open_checked(os.sep, None, path, True, root_ok)
@@ -188,7 +217,7 @@ def _open_chain(path: Path, follow_last: bool, root_ok: bool) -> int:
                     fd = _open_above(os.sep, None, shown)
                 continue
             shown = shown.parent if name == ".." else shown if name == "." else shown / name
-            if last:
+            if last and not last_above:
                 below = _open_checked(name, fd, path, False, root_ok, follow_last)
             else:
                 below = _open_above(name, fd, shown)

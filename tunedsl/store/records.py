@@ -310,7 +310,7 @@ def record_lock(
             _UNWRITABLE,
             f"cannot lock the tuning cache ({err}): this process tunes without a lock (other "
             f"processes may tune the same key at the same time), and results are {kept_where}; "
-            f"{_fix(lock_dir)}",
+            f"{paths.untrusted_fix() if isinstance(err, paths.UntrustedDir) else _fix(lock_dir)}",
             stacklevel="user",
         )
         yield False
