@@ -631,3 +631,47 @@ def test_a_global_a_function_rebinds_in_the_loop_is_named(tmp_path: Path) -> Non
     done = _run(tmp_path, "writer_once.py", once.replace("READ", 'c.BLOCK >= max(LIVE, args["N"])'))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+PRUNES_IN_A_TUPLE = """\
+import torch
+from tunedsl import autotune
+from kernels_twentyfourth import topk_two_outputs
+
+
+def covering(low):
+    return lambda configs, args: [c for c in configs if low <= c.BLOCK < 2 * low]
+
+
+def topk(x, mode):
+    rows, n = x.shape
+    vals = torch.empty(rows, 3)
+    idxs = torch.empty(rows, 3, dtype=torch.int64)
+    prunes = (covering(64), covering(256))
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, key=KEY,
+             prune=PRUNE,
+             topk_two_outputs(x, vals, idxs, n, x.stride(0), K=3, BLOCK=$BLOCK))
+    return vals
+
+
+torch.manual_seed(0)
+for n, mode in ((50, 0), (60, 0), (200, 1)):
+    x = torch.randn(4, n)
+    torch.testing.assert_close(topk(x, mode), x.topk(3, dim=1).values)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("prune", "key"),
+    [("prunes[mode]", "(n // 512, mode)"), ("prunes[0] if mode == 0 else prunes[1]", "mode")],
+    ids=["indexed-by-a-keyed-local", "constant-items"],
+)
+def test_a_local_tuple_of_prunes_is_code_not_data(tmp_path: Path, prune: str, key: str) -> None:
+    """A prune picked from a tuple of prunes the caller builds (``prunes[mode]``, the key
+    holding ``mode``) is a fixed prune per key: the tuple holds functions, not a value of
+    the call, and the script runs."""
+    script = PRUNES_IN_A_TUPLE.replace("PRUNE", prune).replace("KEY", key)
+    done = _run(tmp_path, "tuple.py", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

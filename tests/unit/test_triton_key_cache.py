@@ -56,3 +56,20 @@ def test_an_installation_without_its_library_in_view_has_no_fingerprint(tmp_path
 @pytest.mark.needs_triton
 def test_the_installed_triton_has_a_fingerprint() -> None:
     assert fingerprint() is not None
+
+
+def test_a_change_under_a_linked_directory_changes_the_fingerprint(tmp_path: Path) -> None:
+    # A Triton installed from its sources for development links its backends and language
+    # extras into the package (triton/backends/nvidia -> third_party/nvidia/backend);
+    # triton_key() hashes the files it reaches through the link.
+    root = _package(tmp_path / "triton")
+    outside = tmp_path / "third_party" / "amd" / "backend"
+    outside.mkdir(parents=True)
+    (outside / "compiler.py").write_text("z = 1\n")
+    (root / "backends" / "amd").symlink_to(outside, target_is_directory=True)
+    (root / "backends" / "loop").symlink_to(root, target_is_directory=True)  # a cycle ends
+    before = fingerprint_of(str(root), "3.9.0")
+    assert before is not None
+
+    (outside / "compiler.py").write_text("z = 22\n")
+    assert fingerprint_of(str(root), "3.9.0") not in (None, before)

@@ -5,11 +5,12 @@ compiler sources and shared library, computed once per process (0.36-0.5 s), on 
 a process's first tune, whose compile jobs carry it (``process_compile.py``). tunedsl keeps
 the key in its cache root (``triton_key.json``, private as the rest of it) beside a
 fingerprint of the Triton installation that made it: the version, and the path, size,
-modification time and inode of every file in Triton's package directory (bytecode caches
-aside), a superset of what ``triton_key()`` reads. A later process whose fingerprint is the
-same takes the stored key instead of hashing; reinstalling, upgrading or editing Triton, or
-a backend installed into its package, changes the fingerprint, and the key is hashed and
-stored again. A missing, damaged or untrusted file is the hash as before.
+modification time and inode of every file in Triton's package directory and in the
+directories linked into it (bytecode caches aside), a superset of what ``triton_key()``
+reads. A later process whose fingerprint is the same takes the stored key instead of
+hashing; reinstalling, upgrading or editing Triton, or a backend installed into its package,
+changes the fingerprint, and the key is hashed and stored again. A missing, damaged or
+untrusted file is the hash as before.
 """
 
 from __future__ import annotations
@@ -50,8 +51,16 @@ def fingerprint_of(root: str, version: str) -> str | None:
     the walk would not see)."""
     digest = hashlib.sha256(f"triton=={version}\n{root}\n".encode())
     library = False
+    walked: set[tuple[int, int]] = set()  # directories seen: a linked cycle ends
     try:
-        for directory, subdirs, files in os.walk(root):
+        # Linked directories are followed: a Triton installed from its sources links its
+        # backends into the package, and triton_key() reads the files behind the link.
+        for directory, subdirs, files in os.walk(root, followlinks=True):
+            here = os.stat(directory)
+            if (here.st_dev, here.st_ino) in walked:
+                subdirs[:] = []
+                continue
+            walked.add((here.st_dev, here.st_ino))
             subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
             for name in sorted(files):
                 st = os.stat(os.path.join(directory, name))

@@ -10,11 +10,11 @@ is running now (the caller, whose locals change from call to call), holding data
 A prune made by a factory that has returned (``prune=make_prune(64)``) is fixed for the
 process and is not one of them. A default bound from the caller's local of its name
 (``lambda configs, args, N=N:``, Python's idiom against late binding) holds this call's
-value as a closure does, and is looked at the same way. The attributes of an object the caller holds are such reads
-too (``self.live`` in an ``nn.Module``'s ``forward``, read by a lambda written there or by a
-method, ``prune=self.keep``), where a method of an object no running function holds (a
-pruner made once at a module's top level) is fixed like a factory's prune. So are the
-constant items of a dict or list the caller holds (``hp["n"]``, ``hp.get("n")``).
+value as a closure does, and is looked at the same way. The attributes of an object the
+caller holds are such reads too (``self.live`` in an ``nn.Module``'s ``forward``, read by a
+lambda written there or by a method, ``prune=self.keep``), where a method of an object no
+running function holds (a pruner made once at a module's top level) is fixed like a
+factory's. So are the constant items of a dict or list the caller holds (``hp["n"]``).
 
 At a script's or a notebook cell's top level the caller's variables are the module's
 globals: a prune there that reads a name the module may still rebind as it runs on (a
@@ -476,10 +476,11 @@ def _spans(outer: types.CodeType, line: int) -> bool:
 
 
 def _is_data(value: Any) -> bool:
-    """A value a key could hold: a number, a string, a tuple or a tensor. Functions,
-    modules, classes and other objects are code or state, and so are mutable containers (a
-    list a prune appends what it saw to), not this call's data."""
-    if isinstance(value, bool | int | float | str | bytes | tuple):
+    """A value a key could hold: a number, a string, a tensor or a tuple of them; not code or
+    state (a function, an object, a list a prune appends to, a tuple of prunes to pick)."""
+    if isinstance(value, bool | int | float | str | bytes):
         return True
+    if isinstance(value, tuple):
+        return all(_is_data(item) for item in value)
     cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
     return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")
