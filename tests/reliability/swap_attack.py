@@ -236,6 +236,8 @@ def race(base: Path, attacker_owns: str, loads: int) -> Outcome:
     if attacker_owns == "root":
         for name in ("records", "bytecode"):  # the victim's own (or empty) directories
             (cache / name).mkdir(mode=0o700, exist_ok=True)
+    else:  # the victim's own cache root, made by hand: tunedsl makes none in their directory
+        cache.mkdir(mode=0o700, exist_ok=True)
     stop, started = base / "stop", base / "started"
     swapper = as_attacker(SWAP, str(stop), str(started), *pairs)
     try:
