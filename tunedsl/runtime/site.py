@@ -120,6 +120,7 @@ class Site:
         self.placeholders_checked = False
         self.reset_computed = False  # reset_to_zero= read per call (reset_per_call)
         self.hints_computed = False  # launch hints read per call, in the key (call_hints.py)
+        self.reads_per_call = False  # either: each call reads its values, so no repeat check
         self.named = "name" in self.literal_options  # name= gave the identity (site_id)
         # The literal settings and their environment, and the candidates whose fields the
         # launch was seen to read: a new key resolves neither again.
@@ -219,7 +220,7 @@ class Site:
     ) -> None:
         """Make ``entry`` the one the next call checks first (a hit of another entry than the
         last). Only for the first kernel's plain call key (shapes keyed, no key=, prune, device)."""
-        if self.reset_computed or self.hints_computed:  # no repeat check: each call reads them
+        if self.reads_per_call:  # no repeat check: each call reads its values
             return
         if entry.repeat is None:
             if self._seen is not entry:  # not a repeat of the last call's key: not yet
@@ -236,7 +237,7 @@ class Site:
                 entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat;
             # reset_per_call may have run since the check above: it wins
-            if entry.repeat is not no_repeat and not (self.reset_computed or self.hints_computed):
+            if entry.repeat is not no_repeat and not self.reads_per_call:
                 self._last = entry
                 self._fast = entry.fused
                 if not self.launch_held:
@@ -439,6 +440,7 @@ class Site:
                 self.hints_computed = True
             else:
                 self.reset_computed = True
+            self.reads_per_call = True
             self._last = self._fast = self._seen = None
             self.launch = self._call
 
