@@ -354,6 +354,11 @@ class Site:
         active = _active()
         resolving = (os.getpid(), call_key)  # not a key a parent's thread was resolving
         while True:
+            hinted = self.hints_computed  # only ever turns on
+            if hinted:  # a key built before the site knew its hints are computed lacks them
+                call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
+                call_key = call_hints.joined(call_key, lazy)
+                resolving = (os.getpid(), call_key)
             with self._lock:
                 entry = self._table.get(call_key)
                 busy = self._inflight.get(resolving)
@@ -374,7 +379,7 @@ class Site:
         active.append(self)
         knobs.environ_checks(True)  # the environment compared once for the whole decision
         try:
-            reads, hinted, stored_key = self.prune_reads, self.hints_computed, call_key
+            reads, stored_key = self.prune_reads, call_key
             resolved = self._rule_plans.resolve(self, call)  # miss.resolve, then a plan
             if resolved.first.source == "empty":
                 return resolved.first  # no program under any configuration: nothing kept
