@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,14 @@ def new_process(*sites: Any) -> None:
     decide._VERIFIED.clear()
 
 
+def new_api_process() -> None:
+    """What a new process starts without, for every site of the plain API
+    (``autotune_launch``): records on disk stay."""
+    from tunedsl.runtime import api
+
+    new_process(*api._sites.values())
+
+
 def record_files() -> list[Path]:
     root = paths.records_dir()
     return sorted(root.glob("*.json")) if root.is_dir() else []
@@ -62,3 +73,26 @@ def record_files() -> list[Path]:
 
 def load_json(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+def script_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a script run in its own process: a cache in ``tmp_path``, Triton's
+    interpreter, ``tmp_path`` and these helpers importable, no progress output."""
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parent)])
+    env["TUNEDSL_QUIET"] = "1"
+    env.update(extra)
+    return env
+
+
+def run_script(
+    tmp_path: Path, name: str, text: str, *argv: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``text`` written to ``tmp_path / name`` and run with ``tunedsl run`` (``script_env``)."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(path), *argv],
+        env=script_env(tmp_path, **extra), cwd=tmp_path, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip

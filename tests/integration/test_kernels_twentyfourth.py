@@ -5,35 +5,12 @@ interpreter."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from runtime_helpers import run_script
 
 pytestmark = pytest.mark.needs_triton
-
-HERE = Path(__file__).resolve().parent
-
-
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
-    env["TUNEDSL_QUIET"] = "1"
-    env.update(extra)
-    return env
-
-
-def _run(
-    tmp_path: Path, name: str, text: str, *argv: str, **extra: str
-) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(path), *argv],
-        env=_env(tmp_path, **extra), cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
 
 
 # The prune keeps one BLOCK per length: at n=50 only 64, at n=200 only 256. A decision made
@@ -83,14 +60,14 @@ def test_prune_reading_an_item_of_a_settings_dict_the_caller_holds_is_named(
     n=50 (BLOCK=64, the only one its prune keeps) was launched at n=200, and the top-k of
     each row came out wrong, silently. The first call now names the item and the fix."""
     script = SETTINGS_IN_A_FUNCTION.replace("READ", read).replace("HP", hp)
-    done = _run(tmp_path, "settings_fn.py", script)
+    done = run_script(tmp_path, "settings_fn.py", script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "UsageError: " in done.stderr and "settings_fn.py:11:5 (topk_two_outputs)" in done.stderr
     assert f"reads `{label}` (50) from the function that calls the site" in done.stderr
     assert 'Read it as args["N"]' in done.stderr and f"put `{label}` in key=" in done.stderr
     assert "ok" not in done.stdout
     fixed = SETTINGS_IN_A_FUNCTION.replace("READ", 'args["N"]').replace("HP", hp)
-    done = _run(tmp_path, "settings_fn_args.py", fixed)
+    done = run_script(tmp_path, "settings_fn_args.py", fixed)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -128,7 +105,7 @@ def test_prune_at_the_top_level_reading_a_loops_settings_object_is_named(
     itself, so it was passed over, and the decision made at n=50 was launched at n=200,
     wrong. The first call now names the item, the line that rebinds it and the fix."""
     script = SETTINGS_AT_TOP_LEVEL.replace("READ", read).replace("HP", hp)
-    done = _run(tmp_path, "settings_top.py", script)
+    done = run_script(tmp_path, "settings_top.py", script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert (
         "UsageError: " in done.stderr and "settings_top.py:12:5 (topk_two_outputs)" in done.stderr
@@ -174,13 +151,13 @@ def test_a_constant_set_up_before_the_loop_is_read_freely(tmp_path: Path, setup:
     refused as rebound, though every call reads one value; it is read freely now, and so is
     one bound again after the loop, which the site, written in that loop, never runs again
     to see (test_kernels_twentyfifth.py: a site a later phase calls again is still named)."""
-    done = _run(
+    done = run_script(
         tmp_path, "setup.py", CONSTANT_SET_UP_TWICE.replace("SETUP", setup).replace("AFTER", "")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     later = CONSTANT_SET_UP_TWICE.replace("SETUP", setup).replace("AFTER", "SMALLEST = 64")
-    done = _run(tmp_path, "setup_later.py", later)
+    done = run_script(tmp_path, "setup_later.py", later)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -235,20 +212,20 @@ def test_a_prune_made_per_call_from_a_local_is_named(
     wrong. The first call now names the local; ``key=n``, and a factory given a constant
     (``covering(64)``), run as before."""
     script = MADE_PER_CALL.replace("PRUNE", prune).replace("KEY", "n // 512")
-    done = _run(tmp_path, "made.py", script)
+    done = run_script(tmp_path, "made.py", script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "UsageError: " in done.stderr and "made.py:19:5 (topk_two_outputs)" in done.stderr
     assert f"{label} reads `n` (50) from the function that calls the site" in done.stderr
     assert "the prune= expression makes the prune from it" in done.stderr
     assert "ok" not in done.stdout
-    done = _run(
+    done = run_script(
         tmp_path, "made_keyed.py", MADE_PER_CALL.replace("PRUNE", prune).replace("KEY", "n")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     constant = MADE_PER_CALL.replace("PRUNE", "covering(64)").replace("KEY", "n // 512")
     constant = constant.replace("for n in (50, 200):", "for n in (50, 60):")
-    done = _run(tmp_path, "made_constant.py", constant)
+    done = run_script(tmp_path, "made_constant.py", constant)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -304,12 +281,12 @@ def test_autotune_launch_given_a_prune_made_per_call_from_a_local_names_it(
     wrong. The call's ``prune=`` expression is read as a DSL site's is: the first call names
     ``n``; with ``key=n`` the script runs."""
     script = PLAIN_API.replace("CALL", call)
-    done = _run(tmp_path, "plain.py", script.replace("KEY", "n // 512"))
+    done = run_script(tmp_path, "plain.py", script.replace("KEY", "n // 512"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "UsageError: " in done.stderr and "(autotune_launch)" in done.stderr
     assert f"reads `n` (50) {where} (the prune= expression makes" in done.stderr
     assert "ok" not in done.stdout
-    done = _run(tmp_path, "plain_keyed.py", script.replace("KEY", "n"))
+    done = run_script(tmp_path, "plain_keyed.py", script.replace("KEY", "n"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -344,12 +321,12 @@ def test_prune_reading_a_numpy_number_of_the_caller_is_named(tmp_path: Path) -> 
     """A length computed with numpy (``n = np.prod(x.shape[1:])``, a ``numpy.int64``) read
     by the prune was taken for no data at all: the decision made at n=50 was launched at
     n=200, wrong. It is named now; ``key=int(n)`` holds it (as the number it is), and runs."""
-    done = _run(tmp_path, "np_len.py", NUMPY_LENGTH.replace("KEY", "int(n) // 512"))
+    done = run_script(tmp_path, "np_len.py", NUMPY_LENGTH.replace("KEY", "int(n) // 512"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "UsageError: " in done.stderr and "np_len.py:12:5 (topk_two_outputs)" in done.stderr
     assert "reads `n` (np.int64(50)) from the function that calls the site" in done.stderr
     assert "ok" not in done.stdout
-    done = _run(tmp_path, "np_len_keyed.py", NUMPY_LENGTH.replace("KEY", "int(n)"))
+    done = run_script(tmp_path, "np_len_keyed.py", NUMPY_LENGTH.replace("KEY", "int(n)"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -385,7 +362,7 @@ def test_a_key_holding_the_length_inside_a_shape_splits_nothing(tmp_path: Path, 
     ``n``, or ``args["N"]``) was refused as reading a value no key holds, or warned that it
     split the key= buckets; only items of the key itself were looked at. Both run now, with
     no warning."""
-    done = _run(tmp_path, "shape_key.py", KEYED_ON_THE_SHAPE.replace("READ", read))
+    done = run_script(tmp_path, "shape_key.py", KEYED_ON_THE_SHAPE.replace("READ", read))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert "no longer groups" not in done.stderr, done.stderr
@@ -578,10 +555,10 @@ def test_a_training_script_is_right_cold_and_decided_from_records_warm(tmp_path:
     repeated indices, a prefix sum across blocks, a dtype constexpr, a ``do_not_specialize``
     scalar, fp8 e4m3 inputs, an optional bias) and from threads: right against torch when
     tuned, and every key decided from memory or records in a second process."""
-    cold = _run(tmp_path, "train.py", TRAINING)
+    cold = run_script(tmp_path, "train.py", TRAINING)
     assert cold.returncode == 0, cold.stderr
     assert "tuned" in cold.stdout
-    warm = _run(tmp_path, "train.py", TRAINING)
+    warm = run_script(tmp_path, "train.py", TRAINING)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.strip() == "['default', 'disk', 'memory']", warm.stdout
 
@@ -620,7 +597,7 @@ def test_a_global_a_function_rebinds_in_the_loop_is_named(tmp_path: Path) -> Non
     and the decision made at LIVE=50 was launched at 200, wrong. It is named now, with the
     line of the call; the same function called once before the loop is read freely."""
     script = GLOBAL_WRITER.replace("SETUP\n", "").replace("CALL", "grow(n)")
-    done = _run(tmp_path, "writer.py", script.replace("READ", "LIVE <= c.BLOCK < 2 * LIVE"))
+    done = run_script(tmp_path, "writer.py", script.replace("READ", "LIVE <= c.BLOCK < 2 * LIVE"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "UsageError: " in done.stderr and "writer.py:19:5 (topk_two_outputs)" in done.stderr
     assert "reads `LIVE` (50) from the module, which rebinds it as it runs (line 15)" in (
@@ -628,7 +605,9 @@ def test_a_global_a_function_rebinds_in_the_loop_is_named(tmp_path: Path) -> Non
     )
     assert "ok" not in done.stdout
     once = GLOBAL_WRITER.replace("SETUP", "grow(32)").replace("    CALL\n", "")
-    done = _run(tmp_path, "writer_once.py", once.replace("READ", 'c.BLOCK >= max(LIVE, args["N"])'))
+    done = run_script(
+        tmp_path, "writer_once.py", once.replace("READ", 'c.BLOCK >= max(LIVE, args["N"])')
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -672,6 +651,6 @@ def test_a_local_tuple_of_prunes_is_code_not_data(tmp_path: Path, prune: str, ke
     holding ``mode``) is a fixed prune per key: the tuple holds functions, not a value of
     the call, and the script runs."""
     script = PRUNES_IN_A_TUPLE.replace("PRUNE", prune).replace("KEY", key)
-    done = _run(tmp_path, "tuple.py", script)
+    done = run_script(tmp_path, "tuple.py", script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

@@ -4,35 +4,14 @@ engineer new to tunedsl writes them from the docs, in an application's classes a
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from runtime_helpers import run_script, script_env
 
 pytestmark = pytest.mark.needs_triton
-
-HERE = Path(__file__).resolve().parent
-
-
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
-    env["TUNEDSL_QUIET"] = "1"
-    env.update(extra)
-    return env
-
-
-def _run(
-    tmp_path: Path, name: str, text: str, *argv: str, **extra: str
-) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(path), *argv],
-        env=_env(tmp_path, **extra), cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
 
 
 LIVE_TOPK = """\
@@ -96,7 +75,7 @@ def test_prune_reading_an_attribute_of_self_in_forward_is_named_not_launched_whe
     the site, the attribute and the fix; the fixed prune (``args["N"]``) and one that
     ``key=`` covers (``key=self.live``) give the right result at every length."""
     script = LIVE_TOPK.replace("PRUNE", prune).replace(" KEY", "")
-    done = _run(tmp_path, "live_topk.py", script)
+    done = run_script(tmp_path, "live_topk.py", script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "UsageError: " in done.stderr and "live_topk.py:26:9 (topk_live)" in done.stderr
     assert f"{label} reads `self.live` (50) from the function that calls the site" in done.stderr
@@ -106,11 +85,11 @@ def test_prune_reading_an_attribute_of_self_in_forward_is_named_not_launched_whe
     if prune == "self.keep":
         fixed = LIVE_TOPK.replace("PRUNE", "self.keep").replace(" KEY", "")
         fixed = fixed.replace("c.BLOCK >= self.live]", 'c.BLOCK >= args["N"]]')
-    done = _run(tmp_path, "live_topk_args.py", fixed)
+    done = run_script(tmp_path, "live_topk_args.py", fixed)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     keyed = LIVE_TOPK.replace("PRUNE", prune).replace(" KEY", " key=self.live,")
-    done = _run(tmp_path, "live_topk_keyed.py", keyed)
+    done = run_script(tmp_path, "live_topk_keyed.py", keyed)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -154,7 +133,7 @@ print("ok")
 def test_a_pruner_made_once_at_the_top_level_runs(tmp_path: Path) -> None:
     """A method of an object made once at a module's top level (``prune=PRUNER.keep``)
     reads state fixed for the process, as a prune a factory made does: it runs as before."""
-    done = _run(tmp_path, "pruner_once.py", PRUNER_MADE_ONCE)
+    done = run_script(tmp_path, "pruner_once.py", PRUNER_MADE_ONCE)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -214,7 +193,7 @@ def test_a_computed_reset_to_zero_zeroes_what_each_call_names(tmp_path: Path, or
     counts zeroed on every call (fresh-first), or the fresh one added into the last call's
     counts (accumulate-first), wrong results either way, silently. Each call now zeroes
     what its own ``reset_to_zero=`` names."""
-    done = _run(tmp_path, "histograms.py", HISTOGRAMS, order)
+    done = run_script(tmp_path, "histograms.py", HISTOGRAMS, order)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -278,7 +257,7 @@ def test_prune_binding_a_local_as_a_default_is_named_not_launched_where_it_drops
     decision made at live=50 was launched at live=150, whose prune keeps only BLOCK=256,
     and the top-k came out wrong, silently. It is now named as a closure's read is, in a
     function and at a script's top level; a default bound from a module constant is not."""
-    done = _run(tmp_path, "default_bound.py", script)
+    done = run_script(tmp_path, "default_bound.py", script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "default_bound.py" in done.stderr and f"{site} (topk_live)" in done.stderr
     assert f"reads `live` (50) from {source}" in done.stderr
@@ -287,7 +266,7 @@ def test_prune_binding_a_local_as_a_default_is_named_not_launched_where_it_drops
     fixed = script.replace("c.BLOCK >= live", 'c.BLOCK >= args["N"]')
     fixed = fixed.replace("max(live, low)", 'max(args["N"], low)')
     fixed = fixed.replace("args, live=live", "args")
-    done = _run(tmp_path, "default_fixed.py", fixed)
+    done = run_script(tmp_path, "default_fixed.py", fixed)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -329,7 +308,7 @@ def test_a_rule_swept_without_a_mask_names_a_mask_passed_as_a_tensor(tmp_path: P
     ``args.mask is a tensor (swept: None)``, once."""
     script = tmp_path / "masked.py"
     script.write_text(MASKED_SOFTMAX, encoding="utf-8")
-    env = _env(tmp_path)
+    env = script_env(tmp_path)
     sweep = [sys.executable, "-m", "tunedsl", "sweep", "--no-ray", str(script)]
     done = subprocess.run(sweep, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -337,7 +316,7 @@ def test_a_rule_swept_without_a_mask_names_a_mask_passed_as_a_tensor(tmp_path: P
     build = [sys.executable, "-m", "tunedsl", "rules", "build", "--out", str(rules)]
     done = subprocess.run(build, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    done = _run(
+    done = run_script(
         tmp_path, "masked.py", MASKED_SOFTMAX,
         TUNEDSL_CACHE_DIR=str(tmp_path / "fresh"), TUNEDSL_RECORDS_PATH=str(rules),
         TUNEDSL_AUTOTUNE="cached",
@@ -378,12 +357,12 @@ def test_a_0d_tensor_given_for_a_number_is_named_with_the_fix(tmp_path: Path) ->
     configuration with Triton's "invalid operands of type pointer<fp32> and
     triton.language.float32" alone. The error now names the argument as a 0-d tensor, which
     Triton passes as a pointer, and the fix (a Python number); with it the module runs."""
-    done = _run(tmp_path, "scale_tensor.py", SCALE_BY_TENSOR.replace("ALPHA", "self.alpha"))
+    done = run_script(tmp_path, "scale_tensor.py", SCALE_BY_TENSOR.replace("ALPHA", "self.alpha"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "TuningError: " in done.stderr and "scale_tensor.py:14:9 (scale_rows)" in done.stderr
     assert "`alpha` is a 0-d tensor, which Triton passes as a pointer" in done.stderr
     assert "pass a Python number (the tensor's .item())" in done.stderr
     fixed = SCALE_BY_TENSOR.replace("ALPHA", "self.alpha.item()")
-    done = _run(tmp_path, "scale_number.py", fixed)
+    done = run_script(tmp_path, "scale_number.py", fixed)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

@@ -37,17 +37,11 @@ from typing import Any
 
 import pytest
 import torch
-from runtime_helpers import new_process
+from runtime_helpers import new_api_process
 
 from tunedsl import autotune_launch, cdiv
-from tunedsl.runtime import api
 
 pytestmark = pytest.mark.needs_triton
-
-
-def _fresh() -> None:
-    """A new process for the plain API's sites (records on disk stay)."""
-    new_process(*api._sites.values())
 
 
 def _statuses(res: Any) -> dict[int, str]:
@@ -78,19 +72,19 @@ def test_a_rejection_is_measured_again_once_the_check_changes() -> None:
     strict = summed(x, out, True, 0.0)
     assert strict.source == "tuned" and strict.config.BLOCK == 16
     assert _statuses(strict) == {16: "ok", 32: "rejected", 64: "rejected", 128: "rejected"}
-    _fresh()
+    new_api_process()
     again = summed(x, out, True, 0.0)
     assert again.source == "disk" and again.config.BLOCK == 16
-    _fresh()
+    new_api_process()
     named = summed(x, out, ["out"], 0.0)  # the same tolerance, another form: measured again
     assert named.source == "tuned"
     assert _statuses(named) == {16: "ok", 32: "rejected", 64: "rejected", 128: "rejected"}
-    _fresh()
+    new_api_process()
     loose = summed(x, out, True, 1e-2)
     assert loose.source == "tuned", "the rejections of rtol=0 decided a check of rtol=1e-2"
     assert set(_statuses(loose).values()) == {"ok"}
     assert torch.allclose(out, x.sum().reshape(1), rtol=1e-2, atol=1e-2)
-    _fresh()
+    new_api_process()
     assert summed(x, out, True, 1e-2).source == "disk"
 
 

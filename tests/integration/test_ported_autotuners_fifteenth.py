@@ -69,18 +69,12 @@ from typing import Any
 import pytest
 import torch
 import triton
-from runtime_helpers import new_process, record_files
+from runtime_helpers import new_api_process, record_files
 
 from tunedsl import CacheWarning, Config, Space, TuningError, UsageError, autotune_launch, cdiv
-from tunedsl.runtime import api
 from tunedsl.warn import forget
 
 pytestmark = pytest.mark.needs_triton
-
-
-def _fresh() -> None:
-    """A new process: no site remembers a decision (records on disk stay)."""
-    new_process(*api._sites.values())
 
 
 # --- Triton test_autotuner: reset_to_zero of an optional argument passed as None ------------
@@ -129,7 +123,7 @@ def test_reset_to_zero_skips_an_argument_passed_as_none(by_keyword: bool) -> Non
         res = fill(src, dst, n, by_keyword=by_keyword)
         assert res.source == sources[1] and res.key["args"]["src"] is not None
         assert torch.equal(src, torch.ones(n)) and torch.equal(dst, torch.full((n,), 2.0))
-        _fresh()
+        new_api_process()
 
 
 # --- Triton test_autotuner: a prune that keeps nothing ----------------------------------------
@@ -190,7 +184,7 @@ def test_a_prune_dropping_the_fastest_configuration_never_picks_it() -> None:
         assert res.config.BLOCK_SIZE in (32, 64)
         assert {c.BLOCK_SIZE for c in res.timings} == {32, 64}
         assert all(r.status == "ok" for r in res.timings.values())
-        _fresh()
+        new_api_process()
     assert seen and all(s == [32, 64, 128] for s in seen)
 
 
@@ -221,10 +215,10 @@ def test_a_prune_rewriting_a_launch_option_is_measured_and_recorded_as_rewritten
     res = run(two_warps)
     assert res.source == "tuned" and res.config.num_warps == 2
     assert {c.num_warps for c in res.timings} == {2} and len(res.timings) == 3
-    _fresh()
+    new_api_process()
     res = run(two_warps)
     assert res.source == "disk" and res.config.num_warps == 2
-    _fresh()
+    new_api_process()
     # The stored choice was prune='s own, never in the space: "not in the current space"
     # implied the space had changed.
     with pytest.warns(CacheWarning) as caught:
@@ -235,7 +229,7 @@ def test_a_prune_rewriting_a_launch_option_is_measured_and_recorded_as_rewritten
     assert "not in the current space" not in text, text
     assert text.endswith("; not used"), text  # mode="cached" tunes nothing: not "tuning again"
     assert res.source == "default" and res.config == Config(BLOCK_SIZE=32, num_warps=4)
-    _fresh()
+    new_api_process()
     forget()  # the warning, given again where tuning is on, says so
     with pytest.warns(CacheWarning, match=r"among those prune= .*; tuning again \(its other"):
         res = run(keep)
@@ -301,7 +295,7 @@ def test_the_random_seed_decides_which_configurations_are_drawn(
         assert res.source == "tuned" and res.record.seed == seed
         drawn.append(set(res.timings))
         monkeypatch.setenv("TUNEDSL_FORCE_RETUNE", "1")
-        _fresh()
+        new_api_process()
     first, again, other = drawn
     assert first <= again or again <= first
     assert len(other) >= 3 and not other <= first | again
@@ -365,7 +359,7 @@ def test_another_block_size_name_checked_against_an_answer_with_nones() -> None:
     res = vadd_site(c, a, b, lambda inputs: {"c": inputs["a"] + inputs["b"]})
     assert res.source == "tuned" and torch.equal(c, a + b)
     assert len(res.timings) == 5 and all(r.status == "ok" for r in res.timings.values())
-    _fresh()
+    new_api_process()
     c = torch.zeros(100)
     wrong = lambda inputs: {"c": inputs["a"] + inputs["b"] + 5}  # noqa: E731
     with pytest.warns(CacheWarning, match="fails verify= here"), pytest.raises(TuningError) as e:
@@ -424,7 +418,7 @@ def test_a_bfloat16_output_one_unit_apart_is_no_mismatch(verify: Any) -> None:
                    isolate=isolate)  # fmt: skip
     assert {c.BLOCK: r.status for c, r in res.timings.items()} == {1: "ok", 2: "ok", 4: "ok"}
     assert torch.allclose(out.float(), torch.full((4,), 1.5 + 2.0**-7), rtol=0, atol=2.0**-7)
-    _fresh()
+    new_api_process()
     with pytest.raises(TuningError, match=r"verify: output 'out' differs"):
         row_sums(out, lambda inputs: {"out": inputs["x"].sum(1) * 1.02}, "helion-bf16-off")
 

@@ -74,18 +74,12 @@ from typing import Any
 import pytest
 import torch
 import triton
-from runtime_helpers import new_process
+from runtime_helpers import new_api_process
 
 from tunedsl import autotune_launch, cdiv
 from tunedsl.errors import CacheWarning, UsageError
-from tunedsl.runtime import api
 
 pytestmark = pytest.mark.needs_triton
-
-
-def _fresh() -> None:
-    """A new process for the plain API's sites (records on disk stay)."""
-    new_process(*api._sites.values())
 
 
 def _statuses(res: Any, field: str) -> dict[Any, str]:
@@ -129,15 +123,15 @@ def test_a_rejection_made_without_the_output_zeroed_is_measured_again_once_it_is
     unzeroed = _matvec(a, x, y, None, name)
     assert unzeroed.source == "tuned" and unzeroed.config.SPLIT_K == 1
     assert _statuses(unzeroed, "SPLIT_K") == {1: "ok", 2: "rejected", 4: "rejected"}
-    _fresh()
+    new_api_process()
     assert _matvec(a, x, y, None, name).source == "disk"  # the same check: its record
-    _fresh()
+    new_api_process()
     y.fill_(1000.0)
     zeroed = _matvec(a, x, y, zeroing, name)
     assert zeroed.source == "tuned", "rejections made with Y unzeroed decided a site zeroing Y"
     assert set(_statuses(zeroed, "SPLIT_K").values()) == {"ok"}
     assert torch.allclose(y, _after_the_call(a @ x, zeroing, zeroed), rtol=1e-4, atol=1e-4)
-    _fresh()
+    new_api_process()
     y.fill_(1000.0)
     again = _matvec(a, x, y, zeroing, name)
     assert again.source == "disk" and set(_statuses(again, "SPLIT_K").values()) == {"ok"}
@@ -208,7 +202,7 @@ def test_rows_keyed_by_dtype_and_columns_rounded_to_a_power_of_two() -> None:
     calls = [(100, torch.float32), (120, torch.float32), (112, torch.float32), (100, torch.float16)]
     assert [summed(*c).source for c in calls] == ["tuned", "memory", "tuned", "tuned"]
     assert summed(100, torch.float32).key["user_key"] == ["torch.float32", 128]
-    _fresh()
+    new_api_process()
     assert [summed(*c).source for c in calls] == ["disk", "memory", "disk", "disk"]
 
 
@@ -234,13 +228,13 @@ def test_a_space_with_another_parameter_keeps_a_record_of_its_own() -> None:
     narrow = {"BLOCK": [64, 128]}
     wide = {"BLOCK": [64, 128], "num_warps": [2, 4]}
     assert copied(narrow).source == "tuned"
-    _fresh()
+    new_api_process()
     with pytest.warns(CacheWarning, match="not in the current space of this site"):
         res = copied(wide)
     assert res.source == "tuned" and len(res.timings) == 4
     assert {tuple(sorted(c.as_dict())) for c in res.timings} == {("BLOCK", "num_warps")}
     for space in (narrow, wide):
-        _fresh()
+        new_api_process()
         again = copied(space)
         assert again.source == "disk" and again.config in again.space
 
@@ -469,7 +463,7 @@ def test_a_prune_returning_a_configuration_twice_measures_it_once() -> None:
             (32, 2), (64, 2), (128, 2),
         ]  # fmt: skip
         assert all(r.status == "ok" for r in [*twice.timings.values(), *rewritten.timings.values()])
-    _fresh()
+    new_api_process()
     assert {copied(kind, False).source for kind in prunes} == {"disk"}
 
 
@@ -500,9 +494,9 @@ def test_a_search_its_budget_cut_short_is_finished_by_a_site_without_one() -> No
     with pytest.warns(UserWarning, match="before its budget of 4 s ran out"):
         partial = copied(budget=4)
     assert partial.source == "tuned" and len(partial.timings) < 5
-    _fresh()
+    new_api_process()
     whole = copied(effort="quick")
     assert whole.source == "tuned", "a search its budget cut short decided a site without one"
     assert len(whole.timings) == 5 and whole.record.budget_s is None
-    _fresh()
+    new_api_process()
     assert copied(effort="quick").source == "disk"

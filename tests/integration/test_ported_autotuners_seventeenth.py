@@ -69,11 +69,10 @@ import numpy as np
 import pytest
 import torch
 from compile_scripts import run_report
-from runtime_helpers import new_process
+from runtime_helpers import new_api_process
 
 from tunedsl import TuningError, UsageError, autotune_launch, cdiv
 from tunedsl.frontend.compile import compile_source
-from tunedsl.runtime import api
 from tunedsl.warn import forget
 
 pytestmark = pytest.mark.needs_triton
@@ -116,11 +115,6 @@ def load(path: Path) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "ported_seventeenth", "__file__": str(path)}
     exec(compile_source(path.read_bytes(), str(path)), namespace)
     return namespace
-
-
-def _fresh() -> None:
-    """A new process for the plain API's sites (records on disk stay)."""
-    new_process(*api._sites.values())
 
 
 # --- Triton test_specialize: scalars as Triton specializes them ----------------------------
@@ -205,7 +199,7 @@ def test_each_of_tritons_native_specializations_is_its_own_decision() -> None:
             digests.add(res.digest)
         keys.append(digests)
     assert all(len(d) == 1 for d in keys) and len(set.union(*keys)) == len(TRITON_CLASSES)
-    _fresh()
+    new_api_process()
     for values, digests in zip(TRITON_CLASSES, keys, strict=True):
         res = flagged(out, x, values[-1])
         assert res.source == "disk" and {res.digest} == digests, values

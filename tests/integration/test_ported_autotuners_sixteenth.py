@@ -67,18 +67,12 @@ from typing import Any
 
 import pytest
 import torch
-from runtime_helpers import new_process, record_files
+from runtime_helpers import new_api_process, record_files
 
 from tunedsl import Config, UsageError, autotune_launch, cdiv
 from tunedsl.frontend.compile import compile_source
-from tunedsl.runtime import api
 
 pytestmark = pytest.mark.needs_triton
-
-
-def _fresh() -> None:
-    """A new process: no site remembers a decision (records on disk stay)."""
-    new_process(*api._sites.values())
 
 
 # --- TileLang: a configuration whose output differs from the others' -------------------------
@@ -161,7 +155,7 @@ def test_a_stored_choice_writing_its_own_output_is_checked_on_it(verify: str) ->
 
     res = site(None)
     assert res.source == "tuned" and res.config.variant == 1 and torch.equal(outs[1], src)
-    _fresh()
+    new_api_process()
     outs[1].zero_()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a check that disagreed would warn and tune again
@@ -407,5 +401,5 @@ def test_a_function_and_its_arguments_as_a_tuple_of_any_length() -> None:
             for i, (fn, fn_args) in enumerate(calls)
         ]  # fmt: skip
         assert got == sources and y.tolist() == [1, 2, 3, 7, 1]
-        _fresh()
+        new_api_process()
     assert len(record_files()) == 4

@@ -62,21 +62,15 @@ from typing import Any
 
 import pytest
 import torch
-from runtime_helpers import new_process
+from runtime_helpers import new_api_process
 
 from tunedsl import autotune_launch, cdiv
 from tunedsl.errors import UsageError
-from tunedsl.runtime import api
 
 pytestmark = pytest.mark.needs_triton
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-
-
-def _fresh() -> None:
-    """A new process for the plain API's sites (records on disk stay)."""
-    new_process(*api._sites.values())
 
 
 def _scale(x: torch.Tensor, out: torch.Tensor, key: Any, name: str) -> Any:
@@ -299,7 +293,7 @@ def test_a_scratch_buffer_sized_per_configuration_is_verified_by_the_output_name
     named = _staged(x, out, ["out"], "staged-out")
     assert named.source == "tuned" and torch.equal(out, x * 2)
     assert {r.status for r in named.timings.values()} == {"ok"}
-    _fresh()
+    new_api_process()
     out.zero_()
     again = _staged(x, out, ["out"], "staged-out")
     assert again.source == "disk" and again.config == named.config and torch.equal(out, x * 2)

@@ -255,6 +255,47 @@ def test_two_threads_on_the_first_call_share_one_key(monkeypatch: pytest.MonkeyP
     assert s._other_kernels == {} and len(s.table()) == 1
 
 
+def test_two_threads_on_the_first_call_of_a_site_with_a_computed_hint_store_one_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both threads build the key before the site learns that its hints are computed (which
+    joins their values to the key): the second waited for the first's decision under the
+    key without them, found nothing there (it was stored with them) and decided again,
+    storing an entry under a key no call builds again: two entries for one key."""
+    barrier = threading.Barrier(2, timeout=60)
+    s = site("threads-first-hinted", options={"mode": "off"})
+    plans = type(s._rule_plans)
+    real = plans.decide
+
+    def both_at_once(*args, **kwargs):
+        barrier.wait()  # both threads missed, under the key built without the hints
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plans, "decide", both_at_once)
+    a, b = torch.randn(64), torch.randn(64)
+    errors: list = []
+
+    def run() -> None:
+        try:
+            call(
+                s,
+                vadd,
+                (a, b, torch.empty(64), 64),
+                64,
+                lazy=lambda: (None, {"num_warps": 2}, None),
+            )
+        except BaseException as err:  # surfaced below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert [k[-1] for k in s.table()] == [("hints", (("num_warps", 2),))]
+
+
 # -- 11. hint and field of a computed space --------------------------------------------------
 
 

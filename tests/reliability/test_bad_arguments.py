@@ -228,6 +228,37 @@ RUNTIME_CASES = {
         UsageError,
         ["Config(TILE=32, EXTRA=1)", "has no parameter `EXTRA`", "remove `EXTRA=`"],
     ),
+    # A later configuration was checked for unknown keywords only: a launch hint it gives
+    # both as a keyword and as a field (Triton's GPU launch then fails it, "multiple values
+    # for keyword argument"), and a keyword naming a parameter passed by position, went on
+    # to be compiled and measured.
+    "hint_twice_in_a_later_configuration": (
+        dict(
+            space=[{"TILE": 16}, {"TILE": 32, "num_warps": 2}],
+            kwargs=lambda cfg: cfg.as_dict(),
+            name="bad-later-hint-twice",
+        ),
+        UsageError,
+        ["Config(TILE=32, num_warps=2)", "`num_warps=` is given in the launch and by the space's"],
+    ),
+    "hint_twice_in_a_later_configuration_with_the_same_keywords": (
+        dict(
+            space=[{"TILE": 16}, {"TILE": 32, "num_warps": 2}],
+            kwargs=lambda cfg: {"TILE": cfg.TILE, "num_warps": 4},
+            name="bad-later-hint-twice-same-keywords",
+        ),
+        UsageError,
+        ["Config(TILE=32, num_warps=2)", "`num_warps=` is given in the launch and by the space's"],
+    ),
+    "positional_given_again_by_a_later_configuration": (
+        dict(
+            space=[{"TILE": 16}, {"TILE": 32, "n": 8}],
+            kwargs=lambda cfg: cfg.as_dict(),
+            name="bad-later-positional-again",
+        ),
+        UsageError,
+        ["Config(TILE=32, n=8)", "gives `n` twice, by position and as `n=`"],
+    ),
     # A default= outside the space was ignored without a word: the first configuration ran.
     "default_not_in_space": (
         dict(default={"TILE": 48}, mode="off"),

@@ -26,7 +26,8 @@ interpreter finalizes can abort the process (``terminate called without an activ
 exception``: seen on the H100 with a compile-ahead thread alive at exit, 3 runs of 4), so
 an ``atexit`` hook starts no further job in any stream, waits up to ``EXIT_DRAIN_S`` for
 the compile threads and for the threads that drive streams (:func:`join_at_exit`), and
-otherwise leaves with ``os._exit``; when the program died of an uncaught Ctrl-C it leaves
+otherwise leaves with ``os._exit`` (under plain ``python``, whose status it cannot read,
+at the C library's ``exit``, before its C++ teardown); when the program died of an uncaught Ctrl-C it leaves
 at once (``os._exit(130)``).
 ``tunedsl`` commands leave at once on Ctrl-C (:func:`exit_now_if_compiling`: kill the
 compiler subprocesses and wait until they are gone, flush, ``os._exit(130)``).
@@ -83,8 +84,9 @@ _exit_status: int | None = None  # the status the program exits with, where it i
 def note_exit_status(status: int) -> None:
     """The status the process is about to exit with (the ``tunedsl`` command's, which is a
     ``tunedsl run`` script's own): the exit drain leaves with it where a compile it cannot
-    stop is still running, and at once for 130 (Ctrl-C, which the command reported). Under plain ``python`` it is not known there (``sys.exit(n)``
-    keeps ``n`` in the interpreter's C code), so the drain leaves with status 1."""
+    stop is still running, and at once for 130 (Ctrl-C, which the command reported). Under
+    plain ``python`` it is not known there (``sys.exit(n)`` keeps ``n`` in the interpreter's
+    C code), so the process leaves at the C library's ``exit`` (:func:`_leave_at_c_exit`)."""
     global _exit_status
     _exit_status = int(status)
 
@@ -152,19 +154,40 @@ def _drain_at_exit() -> None:
             thread.join(max(0.0, deadline - time.monotonic()))
     if workers_busy():
         status = 130 if _interrupted else _exit_status
-        known = status is not None or getattr(sys, "last_value", None) is not None
+        if status is None and getattr(sys, "last_value", None) is not None:
+            status = 1  # an uncaught exception, which the interpreter reported
+        # Under plain ``python`` a normal end (0) and ``sys.exit(n)`` look alike here: the
+        # status is the interpreter's until it calls ``exit(status)``. Then the process
+        # leaves with it at once, before any C++ teardown that the compile still uses.
+        later = status is None and _leave_at_c_exit()
         with contextlib.suppress(Exception):
             sys.stderr.write(
                 "tunedsl: a compile was still running at exit (past its limit, or started ahead): "
                 "abandoned it, leaving without cleanup"
-                + (
-                    ""
-                    if known
-                    else " with status 1 (run the program with `tunedsl run` to keep its own)"
-                )
+                + ("" if status is not None or later else " with status 1")
                 + "\n"
             )
+        if later:
+            _kill_compiler_children()
+            return
         exit_now_if_compiling(1 if status is None else status)
+
+
+def _leave_at_c_exit() -> bool:
+    """Have the C library's ``exit(status)`` call ``_exit(status)`` first (glibc's
+    ``on_exit``, whose handler is given the status), so the process ends with its own status
+    and runs no C or C++ teardown under a compile thread. False where there is no
+    ``on_exit`` (not glibc): the caller leaves now, with status 1."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        on_exit, leave = libc.on_exit, libc._exit
+    except (OSError, AttributeError):
+        return False
+    on_exit.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+    on_exit.restype = ctypes.c_int
+    return bool(on_exit(ctypes.cast(leave, ctypes.c_void_p), None) == 0)
 
 
 def _register_atexit() -> None:

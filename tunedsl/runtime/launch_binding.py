@@ -3,10 +3,11 @@
 ``miss.variants`` binds each candidate configuration of a new key; here that binding is
 checked before any configuration is compiled or timed. The first configuration's launch is
 checked in full (arguments, keywords, hints, ``key=`` names, a key that cannot see a
-tensor); a later one's only where its keywords differ from the first's (a ``kwargs=``
-function returning ``cfg.as_dict()`` over a list space whose configurations have other
-fields): a keyword the kernel lacks is an error naming the configuration, where Triton's
-interpreter would ignore it and its GPU launch fail that configuration with a ``KeyError``.
+tensor); a later one's launch hints given twice always, and its binding where its keywords
+differ from the first's (a ``kwargs=`` function returning ``cfg.as_dict()`` over a list
+space whose configurations have other fields): a keyword the kernel lacks, or one given by
+position too, is an error naming the configuration, where Triton's interpreter would ignore
+it and its GPU launch fail that configuration.
 Both run once per configuration on a miss, never on the hot path.
 """
 
@@ -59,28 +60,37 @@ def check_first(
 
 def check_later(
     call: Any,
+    settings: Any,
     cfg: Config,
     holes: Any,
     dyn_kwargs: Mapping[str, Any],
     first_names: Sequence[str],
     label: str,
 ) -> None:
-    """A later configuration ``cfg``'s launch, checked as the first's was where its
-    configuration-dependent keywords are not the first's (``first_names``): the same names
-    bind the same way, so nothing more is done for them."""
+    """A later configuration ``cfg``'s launch, checked as the first's was: a launch hint
+    given both in its launch and by ``cfg`` or a static hint, always (its fields are not the
+    first's); the binding where its configuration-dependent keywords are not the first's
+    (``first_names``): the same names bind the same way, so nothing more is done for them."""
+    from tunedsl.backends import triton as bt
+    from tunedsl.model.hints import HINTS, check_hint_twice
+
+    launch_kwargs = {**call.static_kwargs, **dyn_kwargs}
+    if any(name in launch_kwargs for name in HINTS):
+        info = bt.kernel_info(call.kernel)
+        kernel_name = info.qualname.rsplit(".", 1)[-1]
+        where = f"{label}: under {cfg}"
+        check_hint_twice(launch_kwargs, cfg, settings.hints, where, info.arg_names, kernel_name)
     if dyn_kwargs.keys() == set(first_names):
         return
-    from tunedsl.backends import triton as bt
-
     info = bt.kernel_info(call.kernel)
     mistakes.check_launch(
         call.kernel,
         info,
         fill_holes(call.args, holes) if holes else call.args,
-        {**call.static_kwargs, **dyn_kwargs},
+        launch_kwargs,
         f"{label}: under {cfg}",
         bt.launch_option_names,
-        (),
+        [name for name in cfg if name in HINTS],
         _dependent(info.arg_names, call.args, holes, dyn_kwargs),
     )
 

@@ -142,7 +142,9 @@ def variants(
             launch_binding.check_first(call, settings, cfg, holes, dyn_kwargs, site)
             first_names = tuple(dyn_kwargs)
         else:
-            launch_binding.check_later(call, cfg, holes, dyn_kwargs, first_names, site.label)
+            launch_binding.check_later(
+                call, settings, cfg, holes, dyn_kwargs, first_names, site.label
+            )
         kwargs = {**call.static_kwargs, **dyn_kwargs}
         grid = mistakes.grid_dims(grid, site.label, grid_arg(site))  # checks, with the fix
         check_grid(grid, site.label, grid_arg(site), target.backend)  # what CUDA launches

@@ -120,6 +120,7 @@ class Site:
         self.placeholders_checked = False
         self.reset_computed = False  # reset_to_zero= read per call (reset_per_call)
         self.hints_computed = False  # launch hints read per call, in the key (call_hints.py)
+        self.reads_per_call = False  # either: each call reads its values, so no repeat check
         self.named = "name" in self.literal_options  # name= gave the identity (site_id)
         # The literal settings and their environment, and the candidates whose fields the
         # launch was seen to read: a new key resolves neither again.
@@ -219,7 +220,7 @@ class Site:
     ) -> None:
         """Make ``entry`` the one the next call checks first (a hit of another entry than the
         last). Only for the first kernel's plain call key (shapes keyed, no key=, prune, device)."""
-        if self.reset_computed or self.hints_computed:  # no repeat check: each call reads them
+        if self.reads_per_call:  # no repeat check: each call reads its values
             return
         if entry.repeat is None:
             if self._seen is not entry:  # not a repeat of the last call's key: not yet
@@ -236,7 +237,7 @@ class Site:
                 entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat;
             # reset_per_call may have run since the check above: it wins
-            if entry.repeat is not no_repeat and not (self.reset_computed or self.hints_computed):
+            if entry.repeat is not no_repeat and not self.reads_per_call:
                 self._last = entry
                 self._fast = entry.fused
                 if not self.launch_held:
@@ -353,6 +354,11 @@ class Site:
         active = _active()
         resolving = (os.getpid(), call_key)  # not a key a parent's thread was resolving
         while True:
+            hinted = self.hints_computed  # only ever turns on
+            if hinted:  # a key built before the site knew its hints are computed lacks them
+                call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
+                call_key = call_hints.joined(call_key, lazy)
+                resolving = (os.getpid(), call_key)
             with self._lock:
                 entry = self._table.get(call_key)
                 busy = self._inflight.get(resolving)
@@ -373,7 +379,7 @@ class Site:
         active.append(self)
         knobs.environ_checks(True)  # the environment compared once for the whole decision
         try:
-            reads, hinted, stored_key = self.prune_reads, self.hints_computed, call_key
+            reads, stored_key = self.prune_reads, call_key
             resolved = self._rule_plans.resolve(self, call)  # miss.resolve, then a plan
             if resolved.first.source == "empty":
                 return resolved.first  # no program under any configuration: nothing kept
@@ -439,6 +445,7 @@ class Site:
                 self.hints_computed = True
             else:
                 self.reset_computed = True
+            self.reads_per_call = True
             self._last = self._fast = self._seen = None
             self.launch = self._call
 
