@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
+from tunedsl.model.key_holds import argument_named_alike, held_by_key
 from tunedsl.warn import is_own_file
 
 #: How far up the stack a prune's defining function is looked for.
@@ -52,6 +53,12 @@ class Source(Protocol):
     ) -> set[tuple[Any, ...]]:
         """The variables, attributes and constant items the macro's ``option=`` expression
         reads where it is evaluated (outside the lambdas it makes)."""
+
+    def chains_assigned_to_names_read(
+        self, filename: str, span: tuple[int, int, int, int], option: str
+    ) -> Mapping[str, set[tuple[Any, ...]]]:
+        """What the scope around the ``option=`` expression assigns to each bare name it
+        reads (``keep = covering(n)``, then ``prune=keep``), read the same way."""
 
 
 def check(
@@ -122,6 +129,12 @@ def made_from_caller(lazy: Any, source: Source) -> list[tuple[str, Any, str]]:
     chains = source.chains_read_by_option(code.co_filename, span, "prune")
     if not chains:
         return []
+    # A name holding the prune (`keep = covering(n)`, then `prune=keep`) holds what it was
+    # made from; a name holding data (`i = levels[0]`, then `PRUNES[i]`) is itself checked.
+    assigned = source.chains_assigned_to_names_read(code.co_filename, span, "prune")
+    for name, origin in assigned.items():
+        if not _is_data(local[name] if name in local else namespace.get(name)):
+            chains = chains | origin
     made = " (the prune= expression makes the prune from it)"
     out = [
         (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, local)
@@ -172,11 +185,36 @@ def _span(code: types.CodeType, lasti: int | None) -> tuple[int, int, int, int] 
 
 
 def _chain_values(chains: set[tuple[Any, ...]], values: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The data the chains read from ``values`` (a variable itself, where it holds data)."""
-    found = [(c[0], values[c[0]]) for c in chains if c[0] in values and _is_data(values[c[0]])]
-    held = {name for name, _ in found}
-    rest = {c for c in chains if c[0] in values and c[0] not in held and len(c) > 1}
-    return found + _values_read(rest, values)
+    """The data the chains read from ``values``: a variable itself where the expression
+    reads it whole, else the data it reads from it (``x.shape[1]`` of a tensor, a prune
+    out of a tuple is none)."""
+    bare = {c[0] for c in chains if len(c) == 1 and c[0] in values}
+    found = [(name, values[name]) for name in sorted(bare) if _is_data(values[name])]
+    rest = {c for c in chains if c[0] in values and c[0] not in bare and len(c) > 1}
+    data = {c for c in rest if _is_data(values[c[0]])}
+    for chain in sorted(data, key=repr):
+        read = _data_along(chain, values[chain[0]])
+        if read is not None:
+            found.append(read)
+    return found + _values_read(rest - data, values)
+
+
+def _data_along(chain: tuple[Any, ...], value: Any) -> tuple[str, Any] | None:
+    """The last data that ``chain`` reads from the data ``value`` (``x.shape[1]``: the
+    length), None where it reads a function out of it (a prune held in a tuple), ``value``
+    itself where the chain cannot be followed or ends on other objects (``x.dtype``)."""
+    label, last = str(chain[0]), (str(chain[0]), value)
+    for kind, part in chain[1:]:
+        try:
+            value = getattr(value, part) if kind == "." else value[part]
+        except Exception:
+            return last
+        label += f".{part}" if kind == "." else f"[{part!r}]"
+        if not _is_data(value):
+            plain = callable(value) and getattr(value, "__self__", None) is None
+            return None if plain else last  # a function, not a method of the data
+        last = (label, value)
+    return last
 
 
 def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
@@ -378,36 +416,6 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
     return {name: value for name, value in found.items() if _is_data(value)}
 
 
-def held_by_key(value: Any, key: Any) -> bool:
-    """Whether the ``key=`` value holds ``value`` (itself or as an item, also of a tuple or
-    list in it: ``key=(x.shape, str(x.dtype))`` holds the row length): calls of one key=
-    value then agree on it."""
-    value = _number(value)
-    if key is None or not isinstance(value, (int, float, str, tuple)):
-        return False
-    return any(type(_number(p)) is type(value) and _number(p) == value for p in _parts(key))
-
-
-def _parts(key: Any) -> list[Any]:
-    """``key`` and, where it is a tuple or list, its items and theirs."""
-    out = [key]
-    if isinstance(key, (tuple, list)):
-        for part in key:
-            out.extend(_parts(part))
-    return out
-
-
-def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:
-    """The kernel parameter prune should read instead: the one of that name, else one the
-    launch gives the same value (empty when none)."""
-    if name in arg_names:
-        return name
-    for param, arg in zip(arg_names, args, strict=False):
-        if type(arg) is type(value) and isinstance(value, (int, float, str)) and arg == value:
-            return str(param)
-    return ""
-
-
 def _running_frame(code: types.CodeType) -> types.FrameType | None:
     """The frame of a function (not a module or class body) whose lines hold ``code``'s
     first line, in its file, running now: ``code`` was made by a call still in progress."""
@@ -465,10 +473,3 @@ def _is_data(value: Any) -> bool:
         return True
     cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
     return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")
-
-
-def _number(value: Any) -> Any:
-    """A numpy number as the Python number it holds (as ``key=`` keys it); else ``value``."""
-    if type(value).__module__.split(".")[0] == "numpy" and getattr(value, "shape", None) == ():
-        return value.item()
-    return value

@@ -27,7 +27,7 @@ from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.frontend import rebinding
-from tunedsl.model import keys, prune_closure, prune_keys
+from tunedsl.model import key_holds, keys, prune_closure, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.grid_limits import check_grid
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
@@ -201,7 +201,7 @@ def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
     return frozenset(
         name
         for name, value in dict.items(values)  # a ReadRecorder's own items() marks all read
-        if isinstance(value, (int, float, str)) and prune_closure.held_by_key(value, key)
+        if isinstance(value, (int, float, str)) and key_holds.held_by_key(value, key)
     )
 
 
