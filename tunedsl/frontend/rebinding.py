@@ -29,7 +29,13 @@ from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
 
-__all__ = ["bound_at_top_level", "chains_read_by_option", "expanded_with", "rebound_at_top_level"]
+__all__ = [
+    "bound_at_top_level",
+    "chains_assigned_to_names_read",
+    "chains_read_by_option",
+    "expanded_with",
+    "rebound_at_top_level",
+]
 
 #: One binding: the name, the first and last line of its statement, and the line spans of
 #: the loops around it (a ``for`` loop's target is inside its own loop).
@@ -140,6 +146,29 @@ def chains_read_by_option(
     makes (a lambda's defaults included). ``span`` (first line, last line, first column, last
     column) lies around the expression: the positions of the code that evaluates the
     macro's options, or of the call. Empty where the source is not to be had."""
+    found = _option_value(filename, span, option)
+    return _chains(found[1]) if found else set()
+
+
+def chains_assigned_to_names_read(
+    filename: str, span: tuple[int, int, int, int], option: str
+) -> dict[str, set[Chain]]:
+    """For each bare name the ``option=`` expression reads (as ``chains_read_by_option``
+    finds it), what the scope around it assigns to that name, read as the expression reads
+    it: a prune made a line before the call (``keep = at_most(limit)``, then ``prune=keep``)
+    holds what it was made from."""
+    found = _option_value(filename, span, option)
+    if not found:
+        return {}
+    tree, value = found
+    start = (value.lineno, value.col_offset)
+    return _made_before(tree, start, {c[0] for c in _chains(value) if len(c) == 1})
+
+
+def _option_value(
+    filename: str, span: tuple[int, int, int, int], option: str
+) -> tuple[ast.Module, ast.expr] | None:
+    """The module and the expression of the ``option=`` keyword inside ``span``."""
     first, last, col, end_col = span
     tree = _read(filename)[2]
     for node in ast.walk(tree):
@@ -156,17 +185,13 @@ def chains_read_by_option(
             start = (value.lineno, value.col_offset)
             end = (value.end_lineno or value.lineno, value.end_col_offset or 0)
             if (first, col) <= start and end <= (last, end_col):
-                chains = _chains(value)
-                return chains | _made_before(tree, start, chains)
-    return set()
+                return tree, value
+    return None
 
 
-def _made_before(tree: ast.Module, at: tuple[int, int], chains: set[Chain]) -> set[Chain]:
-    """What the scope around ``at`` assigns to a bare name the expression reads, read as
-    the expression reads it: a prune made a line before the call (``keep =
-    at_most(limit)``, then ``prune=keep``) holds what it was made from."""
-    names = {c[0] for c in chains if len(c) == 1}
-    out: set[Chain] = set()
+def _made_before(tree: ast.Module, at: tuple[int, int], names: set[str]) -> dict[str, set[Chain]]:
+    """What the scope around ``at`` assigns to each of ``names``, as chains."""
+    out: dict[str, set[Chain]] = {}
     for node in _own_nodes(_scope_around(tree, at)) if names else ():
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
@@ -174,8 +199,9 @@ def _made_before(tree: ast.Module, at: tuple[int, int], chains: set[Chain]) -> s
             targets, value = [node.target], node.value
         else:
             continue
-        if any(isinstance(t, ast.Name) and t.id in names for t in targets):
-            out |= _chains(value)
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in names:
+                out.setdefault(target.id, set()).update(_chains(value))
     return out
 
 

@@ -1,6 +1,6 @@
 """What a Python function's code reads (model layer, pure): the names its code and the code
 nested in it name, the values its closure holds, and a module's attribute looked up without
-side effects. Kernel identity (``backends/kernel_source.py``) and the digest of a Triton
+side effects, and the source span of an instruction. Kernel identity (``backends/kernel_source.py``) and the digest of a Triton
 function given as a value (``model/jit_digest.py``) both walk what a function reads."""
 
 from __future__ import annotations
@@ -46,3 +46,21 @@ def module_attribute(module: types.ModuleType, name: str) -> Any:
             return getattr(module, name, None)
         except Exception:
             return None
+
+
+def source_span(code: types.CodeType, lasti: int | None) -> tuple[int, int, int, int] | None:
+    """The user's (first line, last line, first column, last column) of the instruction at
+    ``lasti`` (a call being made), or of all of ``code`` (a thunk) where ``lasti`` is None."""
+    positions = getattr(code, "co_positions", None)  # Python 3.11+
+    if positions is None:
+        return None
+    every = list(positions())
+    if lasti is not None:
+        every = every[lasti // 2 : lasti // 2 + 1]
+    spans = [p for p in every if None not in p]
+    if not spans:
+        return None
+    first, last = min(p[0] for p in spans), max(p[1] for p in spans)
+    col = min(p[2] for p in spans if p[0] == first)
+    end_col = max(p[3] for p in spans if p[1] == last)
+    return first, last, col, end_col  # type: ignore[return-value]

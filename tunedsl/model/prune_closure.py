@@ -33,7 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
-from tunedsl.model.prune_held import held_by_key, root_held_by_key
+from tunedsl.model.code_reads import source_span
+from tunedsl.model.prune_held import argument_named_alike, held_by_key, root_held_by_key
 from tunedsl.warn import is_own_file
 
 #: How far up the stack a prune's defining function is looked for.
@@ -56,6 +57,12 @@ class Source(Protocol):
     ) -> set[tuple[Any, ...]]:
         """The variables, attributes and constant items the macro's ``option=`` expression
         reads where it is evaluated (outside the lambdas it makes)."""
+
+    def chains_assigned_to_names_read(
+        self, filename: str, span: tuple[int, int, int, int], option: str
+    ) -> Mapping[str, set[tuple[Any, ...]]]:
+        """What the scope around the ``option=`` expression assigns to each bare name it
+        reads (``keep = covering(n)``, then ``prune=keep``), read the same way."""
 
 
 def check(
@@ -110,13 +117,13 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
         frame = _user_frame()
         if frame is None:
             return []
-        code, span = frame.f_code, _span(frame.f_code, frame.f_lasti)
+        code, span = frame.f_code, source_span(frame.f_code, frame.f_lasti)
         function = bool(code.co_flags & _FUNCTION_FLAGS)
         local, namespace = (frame.f_locals if function else {}), frame.f_globals
         module = None if function else frame  # a call at a script's top level
         top = not function
     else:
-        span = _span(code, None)
+        span = source_span(code, None)
         running = _running_frame(code)  # its locals: what `keep = at_most(limit)` read
         local = dict(running.f_locals) if running is not None else {}
         for name, cell in zip(code.co_freevars, lazy.__closure__ or (), strict=False):
@@ -132,6 +139,12 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
     chains = source.chains_read_by_option(code.co_filename, span, "prune")
     if not chains:
         return []
+    # A name holding the prune (`keep = covering(n)`, then `prune=keep`) holds what it was
+    # made from; a name holding data (`i = levels[0]`, then `PRUNES[i]`) is itself checked.
+    assigned = source.chains_assigned_to_names_read(code.co_filename, span, "prune")
+    for name, origin in assigned.items():
+        if not _is_data(local[name] if name in local else namespace.get(name)):
+            chains = chains | origin
     made = " (the prune= expression makes the prune from it)"
     out = [
         (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, local)
@@ -165,30 +178,37 @@ def _user_frame() -> types.FrameType | None:
     return None
 
 
-def _span(code: types.CodeType, lasti: int | None) -> tuple[int, int, int, int] | None:
-    """The user's (first line, last line, first column, last column) of the instruction at
-    ``lasti`` (a call being made), or of all of ``code`` (a thunk) where ``lasti`` is None."""
-    positions = getattr(code, "co_positions", None)  # Python 3.11+
-    if positions is None:
-        return None
-    every = list(positions())
-    if lasti is not None:
-        every = every[lasti // 2 : lasti // 2 + 1]
-    spans = [p for p in every if None not in p]
-    if not spans:
-        return None
-    first, last = min(p[0] for p in spans), max(p[1] for p in spans)
-    col = min(p[2] for p in spans if p[0] == first)
-    end_col = max(p[3] for p in spans if p[1] == last)
-    return first, last, col, end_col  # type: ignore[return-value]
-
-
 def _chain_values(chains: set[tuple[Any, ...]], values: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The data the chains read from ``values`` (a variable itself, where it holds data)."""
-    found = [(c[0], values[c[0]]) for c in chains if c[0] in values and _is_data(values[c[0]])]
-    held = {name for name, _ in found}
-    rest = {c for c in chains if c[0] in values and c[0] not in held and len(c) > 1}
-    return found + _values_read(rest, values)
+    """The data the chains read from ``values``: a variable itself where the expression
+    reads it whole, else the data it reads from it (``x.shape[1]`` of a tensor, a prune
+    out of a tuple is none)."""
+    bare = {c[0] for c in chains if len(c) == 1 and c[0] in values}
+    found = [(name, values[name]) for name in sorted(bare) if _is_data(values[name])]
+    rest = {c for c in chains if c[0] in values and c[0] not in bare and len(c) > 1}
+    data = {c for c in rest if _is_data(values[c[0]])}
+    for chain in sorted(data, key=repr):
+        read = _data_along(chain, values[chain[0]])
+        if read is not None:
+            found.append(read)
+    return found + _values_read(rest - data, values)
+
+
+def _data_along(chain: tuple[Any, ...], value: Any) -> tuple[str, Any] | None:
+    """The last data that ``chain`` reads from the data ``value`` (``x.shape[1]``: the
+    length), None where it reads a function out of it (a prune held in a tuple), ``value``
+    itself where the chain cannot be followed or ends on other objects (``x.dtype``)."""
+    label, last = str(chain[0]), (str(chain[0]), value)
+    for kind, part in chain[1:]:
+        try:
+            value = getattr(value, part) if kind == "." else value[part]
+        except Exception:
+            return last
+        label += f".{part}" if kind == "." else f"[{part!r}]"
+        if not _is_data(value):
+            plain = callable(value) and getattr(value, "__self__", None) is None
+            return None if plain else last  # a function, not a method of the data
+        last = (label, value)
+    return last
 
 
 def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
@@ -391,17 +411,6 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
     found = dict(zip(names, given, strict=True))
     found.update(getattr(prune, "__kwdefaults__", None) or {})
     return {name: value for name, value in found.items() if _is_data(value)}
-
-
-def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:
-    """The kernel parameter prune should read instead: the one of that name, else one the
-    launch gives the same value (empty when none)."""
-    if name in arg_names:
-        return name
-    for param, arg in zip(arg_names, args, strict=False):
-        if type(arg) is type(value) and isinstance(value, (int, float, str)) and arg == value:
-            return str(param)
-    return ""
 
 
 def _running_frame(code: types.CodeType) -> types.FrameType | None:

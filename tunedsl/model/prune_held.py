@@ -8,9 +8,10 @@ or from a dict or list of settings the key holds by its items (``hp["n"]`` of ``
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["held_by_key", "root_held_by_key"]
+__all__ = ["argument_named_alike", "held_by_key", "root_held_by_key"]
 
 #: Classes of values whose attributes and items never change, by qualified name, so that
 #: this module needs neither torch nor triton.
@@ -69,6 +70,17 @@ def root_held_by_key(label: str, prune: Any, key: Any) -> bool:
         except Exception:  # an == that gives no truth value
             continue
     return False
+
+
+def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: Any) -> str:
+    """The kernel parameter prune should read instead: the one of that name, else one the
+    launch gives the same value (empty when none)."""
+    if name in arg_names:
+        return name
+    for param, arg in zip(arg_names, args, strict=False):
+        if type(arg) is type(value) and isinstance(value, (int, float, str)) and arg == value:
+            return str(param)
+    return ""
 
 
 def _number(value: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
-from tunedsl.runtime import mistakes, unkeyed
+from tunedsl.runtime import key_mistakes, mistakes, unkeyed
 
 
 def check_first(
@@ -45,7 +45,7 @@ def check_first(
         [name for name in cfg if name in HINTS],
         _dependent(info.arg_names, call.args, holes, dyn_kwargs),
     )
-    mistakes.check_key_names(call.key, info, site.label)
+    key_mistakes.check_key_names(call.key, info, site.label)
     if not site.has_key:
         unkeyed.check(
             info.arg_names,

@@ -29,6 +29,7 @@ from tunedsl.model.variant import Variant
 from tunedsl.runtime import (
     call_hints,
     call_reset,
+    key_mistakes,
     launch_effect,
     miss,
     mistakes,
@@ -183,7 +184,7 @@ class Site:
                 try:
                     entry = self._table.get(call_key)
                 except TypeError:  # an unhashable key= value (a list): use its tuple form
-                    mistakes.check_key(key, self.label)
+                    key_mistakes.check_key(key, self.label)
                     user_key = keys.hashable_user_key(key)
                     call_key = self.call_key(kernel, args, static_kwargs, user_key)
                     call_key = call_hints.joined(call_key, lazy, self.hints_computed)
@@ -344,7 +345,7 @@ class Site:
             return None  # type: ignore[return-value]  # never tune on a trace's fake tensors
         site_wrap.check(self)  # a site built before precompile mode, called in it
         if self.has_key:
-            mistakes.check_key(key, self.label)
+            key_mistakes.check_key(key, self.label)
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
         planned = self._rule_plans.decide(self, call)  # a new size of a layout a rule decides
         if planned is not None:  # at once, running no user code: no other thread need wait

@@ -1,0 +1,97 @@
+"""A DSL site's ``prune=`` expression that makes the prune from values the key holds runs;
+one that makes it from a value no key holds is named by that value (tunedsl run, Triton's
+interpreter, the kernels of kernels_twentyfourth.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+HERE = Path(__file__).resolve().parent
+
+SCRIPT = """\
+import torch
+from tunedsl import autotune
+from kernels_twentyfourth import topk_two_outputs
+
+
+def covering(low):
+    return lambda configs, args: [c for c in configs if low <= c.BLOCK < 2 * low]
+
+
+def at_least(low):
+    return lambda configs, args: [c for c in configs if c.BLOCK >= low]
+
+
+CHOICES = [at_least(64), at_least(128)]
+
+
+def topk(x, levels):
+    rows = x.shape[0]
+    vals = torch.empty(rows, 3)
+    idxs = torch.empty(rows, 3, dtype=torch.int64)
+    BEFORE
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, key=KEY,
+             prune=PRUNE,
+             topk_two_outputs(x, vals, idxs, x.shape[1], x.stride(0), K=3, BLOCK=$BLOCK))
+    return vals
+
+
+torch.manual_seed(0)
+for n in SIZES:
+    x = torch.randn(4, n)
+    torch.testing.assert_close(topk(x, (0,)), x.topk(3, dim=1).values)
+print("ok")
+"""
+
+
+def _run(
+    tmp_path: Path, before: str, prune: str, key: str, sizes: str
+) -> subprocess.CompletedProcess[str]:
+    text = SCRIPT.replace("BEFORE", before).replace("PRUNE", prune).replace("KEY", key)
+    path = tmp_path / "site.py"
+    path.write_text(text.replace("SIZES", sizes), encoding="utf-8")
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
+    env["TUNEDSL_QUIET"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(path)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("before", "prune", "key", "sizes"),
+    [
+        ("n = x.shape[1]", "covering(n)", "n", "(50, 200)"),
+        ("pass", "covering(x.shape[1])", "x.shape[1]", "(50, 200)"),
+        ("i = levels[0]", "CHOICES[i]", "(x.shape[1] // 512, i)", "(50, 60)"),
+        ("choices = (CHOICES[0],)", "choices[0]", "x.shape[1] // 512", "(50, 60)"),
+    ],
+    ids=["local-keyed", "shape-item-keyed", "index-keyed", "tuple-of-prunes"],
+)
+def test_a_prune_made_from_values_the_key_holds_runs(
+    tmp_path: Path, before: str, prune: str, key: str, sizes: str
+) -> None:
+    """``n = x.shape[1]`` then ``prune=covering(n)`` with ``key=n``, ``covering(x.shape[1])``
+    with ``key=x.shape[1]``, and a prune picked by an index the key holds: the key tells
+    the calls apart, so the site runs. They were refused, naming the tensor ``x`` or the
+    tuple the index came from, which no key can hold."""
+    done = _run(tmp_path, before, prune, key, sizes)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_a_prune_made_from_a_local_no_key_holds_names_the_local(tmp_path: Path) -> None:
+    """``n = x.shape[1]`` then ``prune=covering(n)`` with a key that does not hold ``n``: the
+    first call names ``n`` and its value, the variable to read from args or put in key=."""
+    done = _run(tmp_path, "n = x.shape[1]", "covering(n)", "x.shape[1] // 512", "(50, 200)")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "reads `n` (50) from the function that calls the site" in done.stderr
+    assert "ok" not in done.stdout
