@@ -5,35 +5,12 @@ interpreter, each result checked against torch."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from runtime_helpers import run_script
 
 pytestmark = pytest.mark.needs_triton
-
-HERE = Path(__file__).resolve().parent
-
-
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
-    env["TUNEDSL_QUIET"] = "1"
-    env.update(extra)
-    return env
-
-
-def _run(
-    tmp_path: Path, name: str, text: str, *argv: str, **extra: str
-) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", str(path), *argv],
-        env=_env(tmp_path, **extra), cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
 
 
 # Two phases of one script, each with its own macro written at the top level: the first
@@ -71,7 +48,7 @@ def test_a_top_level_site_reads_a_setting_the_next_phase_binds_again(tmp_path: P
     name bound again after the loop (a second phase's setting) never reaches its calls. Such
     a prune was refused as reading a rebound name, though every call of the site reads one
     value; it runs now."""
-    done = _run(tmp_path, "phases.py", PHASES)
+    done = run_script(tmp_path, "phases.py", PHASES)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -138,7 +115,7 @@ def test_a_site_a_later_phase_calls_again_still_names_the_rebound_setting(
     """Where the second phase reaches the same site (a function holding the macro, or
     ``autotune_launch`` calls sharing one ``name=``), the setting bound again between the
     phases is still named on the first call, with the line that binds it again."""
-    done = _run(tmp_path, "phases.py", script)
+    done = run_script(tmp_path, "phases.py", script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"UsageError: {tmp_path / place}" in done.stderr, done.stderr
     assert "reads `LIMIT` (256) from the module, which rebinds it as it runs" in done.stderr
@@ -173,7 +150,7 @@ def test_a_key_holding_a_set_is_keyed_and_an_unhashable_one_named(tmp_path: Path
     list or dict, is keyed by its members in sorted order, as the docs say; it raised
     Python's bare ``TypeError: unhashable type: 'set'`` from tunedsl's site. A value no key
     can hold (a ``slice``) is a ``UsageError`` at the site's line naming it and the fix."""
-    done = _run(tmp_path, "keyed.py", KEYED_BY_A_SET)
+    done = run_script(tmp_path, "keyed.py", KEYED_BY_A_SET)
     lines = done.stdout.splitlines()
     assert lines[0] == "macro tuned {'set': ['k', 'q']}", done.stdout + done.stderr
     assert lines[1] == "macro memory {'set': ['k', 'q']}"
@@ -221,7 +198,7 @@ def test_verify_names_an_optional_buffer_a_call_passes_as_none(tmp_path: Path) -
     as ``restore_value=`` and ``reset_to_zero=`` may name one): the call verifies ``out``
     and tunes. It was a ``UsageError`` saying ``bias`` is not a tensor parameter of the
     kernel, which it is."""
-    done = _run(tmp_path, "optional.py", OPTIONAL_OUTPUT_VERIFIED)
+    done = run_script(tmp_path, "optional.py", OPTIONAL_OUTPUT_VERIFIED)
     assert done.returncode == 0, done.stderr
     every = str(["Config(BR=16)", "Config(BR=4)", "Config(BR=8)"])
     assert done.stdout.splitlines() == [f"tuned {every}", f"tuned {every}", f"memory {every}"]
@@ -272,7 +249,7 @@ def test_a_prune_reading_an_attribute_of_a_dtype_the_key_holds_runs(tmp_path: Pa
     ``hp["widest"]`` of that settings dict: the key holds the dtype (which fixes its size)
     or the dict's items, so calls of one key agree on what prune reads. Both were refused as
     reading a value no key holds (``dt.itemsize`` (4), ``hp['widest']`` (128))."""
-    done = _run(tmp_path, "dtypes.py", DTYPE_IN_KEY)
+    done = run_script(tmp_path, "dtypes.py", DTYPE_IN_KEY)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -438,10 +415,10 @@ def test_a_training_script_runs_cold_then_warm(tmp_path: Path) -> None:
     into zeroed bins, a ragged segment sum, a 2-D max pool, strided and sliced views, an
     output that is its input, bf16 data into fp32 accumulators), each checked against
     torch: tuned cold, then every key decided from its record in the next process."""
-    cold = _run(tmp_path, "train.py", TRAINING)
+    cold = run_script(tmp_path, "train.py", TRAINING)
     assert cold.returncode == 0, cold.stderr
     assert cold.stdout.strip() == "OK ['tuned', 'memory', 'memory', 'memory']", cold.stdout
-    warm = _run(tmp_path, "train.py", TRAINING)
+    warm = run_script(tmp_path, "train.py", TRAINING)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.strip() == "OK ['disk', 'memory', 'memory', 'memory']", warm.stdout
 
@@ -485,7 +462,7 @@ def test_a_setting_the_loop_changes_in_place_is_named(
     made while it allowed BLOCK=1024 was launched at the next step, whose prune drops it.
     It is named now, with the line that changes it."""
     script = SETTINGS_CHANGED_IN_PLACE.replace("MADE", made).replace("CHANGE", change)
-    done = _run(tmp_path, "settings.py", script.replace("READ", read))
+    done = run_script(tmp_path, "settings.py", script.replace("READ", read))
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"UsageError: {tmp_path / 'settings.py'}:11:9 (gelu_into)" in done.stderr
     assert f"reads `{label}` (1024) from the module, which rebinds it as it runs (line 8)" in (
@@ -530,7 +507,7 @@ def test_a_setting_a_function_changes_in_place_in_the_loop_is_named(tmp_path: Pa
     ``global`` statement is needed to change it in place), read by a prune: it was read as
     a constant, and the decision made at 1024 was launched at 128. It is named now, with the
     line of the call; a function changing a dict of its own (``scratch``) is no such call."""
-    done = _run(tmp_path, "writer.py", SETTINGS_CHANGED_BY_A_FUNCTION)
+    done = run_script(tmp_path, "writer.py", SETTINGS_CHANGED_BY_A_FUNCTION)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"UsageError: {tmp_path / 'writer.py'}:23:9 (gelu_into)" in done.stderr
     assert "reads `HP['widest']` (1024) from the module, which rebinds it as it runs (line 19)" in (
@@ -538,6 +515,6 @@ def test_a_setting_a_function_changes_in_place_in_the_loop_is_named(tmp_path: Pa
     )
     assert "AssertionError" not in done.stderr
     kept = SETTINGS_CHANGED_BY_A_FUNCTION.replace("    set_widest(widest)\n", "")
-    done = _run(tmp_path, "scratch.py", kept.replace("(1024, 128)", "(1024, 1024)"))
+    done = run_script(tmp_path, "scratch.py", kept.replace("(1024, 128)", "(1024, 1024)"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
