@@ -5,6 +5,7 @@ function given as a value (``model/jit_digest.py``) both walk what a function re
 
 from __future__ import annotations
 
+import dis
 import types
 import warnings
 from typing import Any
@@ -21,6 +22,19 @@ def names_read(fn: Any) -> list[str]:
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return sorted(names)
+
+
+def globals_loaded(code: types.CodeType) -> set[str]:
+    """The global names ``code`` and the code nested in it (a comprehension) load."""
+    names = {
+        str(op.argval)
+        for op in dis.get_instructions(code)
+        if op.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+    }
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= globals_loaded(const)
+    return names
 
 
 def closure_values(fn: Any) -> list[tuple[str, Any]]:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
-from tunedsl.model.code_reads import source_span
+from tunedsl.model.code_reads import globals_loaded, source_span
 from tunedsl.model.prune_held import argument_named_alike, held_by_key, root_held_by_key
 from tunedsl.warn import is_own_file
 
@@ -384,7 +384,7 @@ def rebound_globals_read(
     lines = rebound(frame.f_code.co_filename, frame.f_lineno, later=not top)
     out = []
     objects = {}
-    for name in sorted(_globals_loaded(code)):
+    for name in sorted(globals_loaded(code)):
         if name in lines and name in namespace:
             if _is_data(namespace[name]):
                 out.append((name, namespace[name], _line_of(frame, code, lines[name])))
@@ -460,19 +460,6 @@ def _top_level_running(namespace: Any) -> types.FrameType | None:
             return frame
         frame = frame.f_back  # type: ignore[assignment]
     return None
-
-
-def _globals_loaded(code: types.CodeType) -> set[str]:
-    """The global names ``code`` and the code nested in it (a comprehension) load."""
-    names = {
-        str(op.argval)
-        for op in dis.get_instructions(code)
-        if op.opname in ("LOAD_GLOBAL", "LOAD_NAME")
-    }
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _globals_loaded(const)
-    return names
 
 
 # A function's code has CO_NEWLOCALS; a module's and a class body's do not.

@@ -21,13 +21,13 @@ candidates prune= keeps as it is read), as a new session would. Nothing is kept 
 
 from __future__ import annotations
 
-import dis
 import sys
 import types
 import weakref
 from collections.abc import Container, Mapping
 from typing import Any
 
+from tunedsl.model.code_reads import globals_loaded
 from tunedsl.warn import is_own_file
 
 __all__ = ["changed", "forget", "note"]
@@ -117,13 +117,5 @@ _GONE = object()
 def _names_loaded(code: types.CodeType) -> frozenset[str]:
     names = _loaded.get(code)
     if names is None:
-        found = {
-            str(op.argval)
-            for op in dis.get_instructions(code)
-            if op.opname in ("LOAD_GLOBAL", "LOAD_NAME")
-        }
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):
-                found |= _names_loaded(const)
-        names = _loaded[code] = frozenset(found)
+        names = _loaded[code] = frozenset(globals_loaded(code))
     return names
