@@ -15,13 +15,11 @@ is a miss: the worker compiles, and the verdict is written again.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
-import os
 from typing import Any
 
-from tunedsl.store import atomic, paths
+from tunedsl.store import paths
+from tunedsl.store.cache_notes import read_note, write_note
 
 __all__ = ["digest", "known", "remember"]
 
@@ -42,19 +40,11 @@ def known(key: str) -> tuple[int, int] | None:
     hit = _known.get(key)
     if hit is not None:
         return hit
+    data = read_note(paths.stopped_compiles_dir(), f"{key}.json", _FILE_LIMIT)
     try:
-        fd = paths.open_private_dir(paths.stopped_compiles_dir())
-    except OSError:  # none stored yet, or not a directory this user can trust
-        return None
-    try:
-        data = json.loads(
-            atomic.read_regular_file(f"{key}.json", _FILE_LIMIT, dir_fd=fd, private=True)
-        )
         required, limit = data["required"], data["limit"]
-    except (OSError, ValueError, TypeError, KeyError):
+    except (TypeError, KeyError):
         return None
-    finally:
-        os.close(fd)
     if not (type(required) is int and type(limit) is int and required > limit > 0):
         return None  # nonsense in a file of the user's own: compile and write it again
     return _keep(key, (required, limit))
@@ -64,17 +54,7 @@ def remember(key: str, required: int, limit: int) -> None:
     """Keep the verdict that the compile of ``key`` needs ``required`` bytes of shared
     memory, over ``limit``: here, and in the cache (a failure to write is no error)."""
     _keep(key, (required, limit))
-    with contextlib.suppress(OSError):
-        fd = paths.open_or_make_private_dir(paths.stopped_compiles_dir())
-        try:
-            atomic.write_json(
-                paths.stopped_compiles_dir() / f"{key}.json",
-                {"required": required, "limit": limit},
-                durable=False,
-                dir_fd=fd,
-            )
-        finally:
-            os.close(fd)
+    write_note(paths.stopped_compiles_dir(), f"{key}.json", {"required": required, "limit": limit})
 
 
 def _keep(key: str, verdict: tuple[int, int]) -> tuple[int, int]:

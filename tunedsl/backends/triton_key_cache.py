@@ -15,15 +15,14 @@ untrusted file is the hash as before.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import json
 import os
 import re
 
 from tunedsl.backends import compat
-from tunedsl.store import atomic, paths
+from tunedsl.store import paths
+from tunedsl.store.cache_notes import read_note, write_note
 
 __all__ = ["store", "use_stored"]
 
@@ -73,7 +72,7 @@ def fingerprint_of(root: str, version: str) -> str | None:
     return digest.hexdigest() if library else None
 
 
-def _is_key_of(key: str, mark: str) -> bool:
+def _is_key_of(key: str) -> bool:
     """Whether ``key`` has the shape of a key of the installed Triton: its version, then a
     sha256 per file hashed."""
     import triton
@@ -89,18 +88,9 @@ def use_stored() -> bool:
     mark = fingerprint()
     if mark is None:
         return False
-    try:
-        fd = paths.open_private_dir(paths.cache_root())
-    except OSError:
-        return False
-    try:
-        data = json.loads(atomic.read_regular_file(_NAME, _FILE_LIMIT, dir_fd=fd, private=True))
-        key = data["key"] if data.get("fingerprint") == mark else None
-    except (OSError, ValueError, TypeError, AttributeError, KeyError):
-        return False
-    finally:
-        os.close(fd)
-    if not isinstance(key, str) or not _is_key_of(key, mark):
+    data = read_note(paths.cache_root(), _NAME, _FILE_LIMIT)
+    key = data.get("key") if isinstance(data, dict) and data.get("fingerprint") == mark else None
+    if not isinstance(key, str) or not _is_key_of(key):
         return False
     compat.use_triton_key(key)
     _settled.append(key)
@@ -116,17 +106,7 @@ def store() -> None:
     if mark is None:
         return
     key = compat.triton_key()
-    if not _is_key_of(key, mark):
+    if not _is_key_of(key):
         return  # a Triton whose key this module does not know how to check
-    with contextlib.suppress(OSError):
-        fd = paths.open_or_make_private_dir(paths.cache_root())
-        try:
-            atomic.write_json(
-                paths.cache_root() / _NAME,
-                {"fingerprint": mark, "key": key},
-                durable=False,
-                dir_fd=fd,
-            )
-        finally:
-            os.close(fd)
+    write_note(paths.cache_root(), _NAME, {"fingerprint": mark, "key": key})
     _settled.append(key)
