@@ -227,6 +227,24 @@ def test_post_hook_gets_the_error_as_exception_keyword() -> None:
 # -- 10. two threads on a site's first call ----------------------------------------------------
 
 
+def _in_two_threads(work) -> list[BaseException]:
+    """Run ``work`` on two threads at once; what each raised."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as err:  # surfaced by the caller
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 def test_two_threads_on_the_first_call_share_one_key(monkeypatch: pytest.MonkeyPatch) -> None:
     barrier = threading.Barrier(2, timeout=60)
     real = keys.make_call_key_fn
@@ -238,19 +256,7 @@ def test_two_threads_on_the_first_call_share_one_key(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(keys, "make_call_key_fn", both_at_once)
     s = site("threads-first", options={"mode": "off"})
     a, b = torch.randn(64), torch.randn(64)
-    errors: list = []
-
-    def run() -> None:
-        try:
-            call(s, vadd, (a, b, torch.empty(64), 64), 64)
-        except BaseException as err:  # surfaced below
-            errors.append(err)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = _in_two_threads(lambda: call(s, vadd, (a, b, torch.empty(64), 64), 64))
     assert errors == []
     assert s._other_kernels == {} and len(s.table()) == 1
 
@@ -273,25 +279,8 @@ def test_two_threads_on_the_first_call_of_a_site_with_a_computed_hint_store_one_
 
     monkeypatch.setattr(plans, "decide", both_at_once)
     a, b = torch.randn(64), torch.randn(64)
-    errors: list = []
-
-    def run() -> None:
-        try:
-            call(
-                s,
-                vadd,
-                (a, b, torch.empty(64), 64),
-                64,
-                lazy=lambda: (None, {"num_warps": 2}, None),
-            )
-        except BaseException as err:  # surfaced below
-            errors.append(err)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    hinted = lambda: (None, {"num_warps": 2}, None)  # noqa: E731
+    errors = _in_two_threads(lambda: call(s, vadd, (a, b, torch.empty(64), 64), 64, lazy=hinted))
     assert errors == []
     assert [k[-1] for k in s.table()] == [("hints", (("num_warps", 2),))]
 
