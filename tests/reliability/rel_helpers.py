@@ -120,6 +120,33 @@ for n in (40, 50, 60):
 """
 
 
+#: A script that tunes a small vadd in its own process and says TUNED.
+TUNE_VADD = """
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+n = 40
+a, b, c = torch.arange(n, dtype=torch.float32), torch.full((n,), 2.0), torch.zeros(n)
+autotune_launch(
+    vadd, space={"TILE": [16, 32]}, grid=lambda cfg: (triton.cdiv(n, cfg.TILE),),
+    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.TILE}, key=n, effort="quick",
+)
+assert torch.equal(c, a + b)
+print("TUNED", flush=True)
+"""
+
+
 def write_dsl_project(directory: Path) -> Path:
     """Write the DSL kernel module and main script into ``directory``; return the script."""
     (directory / "rel_dsl_kernels.py").write_text(DSL_KERNELS.lstrip())

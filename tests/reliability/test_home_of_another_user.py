@@ -12,34 +12,10 @@ from pathlib import Path
 
 import pytest
 import swap_attack
-from rel_helpers import child_env, write_script
+from rel_helpers import TUNE_VADD, child_env, write_script
 
 pytestmark = pytest.mark.needs_triton
 
-TUNE = """
-import torch
-import triton
-import triton.language as tl
-
-from tunedsl import autotune_launch
-
-
-@triton.jit
-def vadd(a, b, c, n, TILE: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    m = offs < n
-    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
-
-
-n = 40
-a, b, c = torch.arange(n, dtype=torch.float32), torch.full((n,), 2.0), torch.zeros(n)
-autotune_launch(
-    vadd, space={"TILE": [16, 32]}, grid=lambda cfg: (triton.cdiv(n, cfg.TILE),),
-    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.TILE}, key=n, effort="quick",
-)
-assert torch.equal(c, a + b)
-print("TUNED", flush=True)
-"""
 
 # The attacker's home: its cache directory open to all, or a link to a directory of the
 # victim's (a link in a directory that is not sticky is followed).
@@ -76,7 +52,7 @@ def test_a_cache_under_another_users_home_creates_nothing_there(tmp_path: Path, 
         if how == "sticky":  # base is sticky and open to all, as /tmp
             swap_attack.attacker_step(PLANT_IN_TMP, str(base / "app"), str(victims))
             env["TUNEDSL_CACHE_DIR"] = str(base / "app" / "cache")
-        script = write_script(tmp_path / "home_main.py", TUNE)
+        script = write_script(tmp_path / "home_main.py", TUNE_VADD)
         out = subprocess.run(
             [sys.executable, str(script)], env=env, capture_output=True, text=True,
             timeout=300, cwd=str(tmp_path),

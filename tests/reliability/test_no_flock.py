@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rel_helpers import child_env, write_script
+from rel_helpers import TUNE_VADD, child_env, write_script
 
 pytestmark = pytest.mark.needs_triton
 
@@ -44,30 +44,6 @@ def flock(fd, operation):
 fcntl.flock = flock
 """
 
-TUNE = """
-import torch
-import triton
-import triton.language as tl
-
-from tunedsl import autotune_launch
-
-
-@triton.jit
-def vadd(a, b, c, n, TILE: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    m = offs < n
-    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
-
-
-n = 40
-a, b, c = torch.arange(n, dtype=torch.float32), torch.full((n,), 2.0), torch.zeros(n)
-autotune_launch(
-    vadd, space={"TILE": [16, 32]}, grid=lambda cfg: (triton.cdiv(n, cfg.TILE),),
-    args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.TILE}, key=n, effort="quick",
-)
-assert torch.equal(c, a + b)
-print("TUNED", flush=True)
-"""
 
 NO_FLOCK = [errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS]
 
@@ -98,7 +74,7 @@ def test_tuning_with_a_cache_without_file_locks_tunes_and_names_the_fix(
     # The key's lock failed with a raw OSError, reported as "make <cache> a directory this
     # user owns and can write": advice that changes nothing on such a filesystem.
     env = _env(tmp_path, err)
-    script = write_script(tmp_path / "tune.py", TUNE)
+    script = write_script(tmp_path / "tune.py", TUNE_VADD)
     out = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
     )
