@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -216,6 +218,41 @@ def test_build_into_a_file_or_a_place_it_cannot_create_says_so_before_measuring(
         assert "site " not in done.stdout  # refused before building anything
     assert a_file.read_text() == "not a directory\n"
     assert not (tmp_path / "x.rule.json").exists() and not (tmp_path / "rules.JSON").exists()
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv"),
+    reason="needs root and setpriv, to act as a second local user (uid 65534)",
+)
+def test_build_never_writes_through_a_link_another_user_planted_at_out(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A user sharing /tmp plants `/tmp/.../rules` as a link to a directory of theirs (or to
+    one of the victim's): the rule files must not be written wherever it leads."""
+    from rule_helpers import sweep
+
+    sweep("swept")
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-out-", dir="/tmp"))
+    shared.chmod(0o1777)  # like /tmp itself
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    theirs = shared / "theirs"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    for target, link in ((theirs, shared / "rules"), (mine, shared / "mine-rules")):
+        if target == theirs:
+            subprocess.run([*as_nobody, "mkdir", "-m", "755", str(theirs)], check=True)
+        subprocess.run([*as_nobody, "ln", "-s", str(target), str(link)], check=True)
+        for out in (link, link / "deeper"):
+            done = rules_cli("build", "--out", str(out))
+            assert done.returncode == 1, done.stdout
+            assert f"--out {out}: another user could redirect" in done.stderr, done.stderr
+            assert f"{link} is a symbolic link owned by another user" in done.stderr
+            assert os.listdir(target) == []
+    # The directory of another user itself, named without a link: refused too.
+    done = rules_cli("build", "--out", str(theirs))
+    assert done.returncode == 1 and f"{theirs} is owned by another user" in done.stderr
+    assert os.listdir(theirs) == []
 
 
 @pytest.mark.parametrize("opened", ["writable by others", "another user's"])

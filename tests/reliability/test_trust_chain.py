@@ -143,6 +143,32 @@ def test_gallery_never_writes_through_another_users_report_directory() -> None:
         assert "Traceback" not in done.stderr
 
 
+def test_gallery_never_writes_through_a_link_another_user_planted_at_out() -> None:
+    """`tunedsl gallery --out DIR` where DIR is a link another user planted (in a shared
+    /tmp) to a directory of the victim's own: refused before anything is written there."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        victims = base / "victim-dir"
+        victims.mkdir(mode=0o700)
+        examples = base / "examples"
+        examples.mkdir(mode=0o700)
+        (examples / "hello.py").write_text("print('ran the example')\n")
+        out = base / "report"
+        plant = "import os, sys; os.symlink(sys.argv[1], sys.argv[2])"
+        swap_attack.attacker_step(plant, str(victims), str(out))
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "gallery", "--examples", str(examples),
+             "--out", str(out), "--timeout", "120"],
+            env=child_env(base / "cache"), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert os.listdir(victims) == [], "the gallery wrote through the planted link"
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"tunedsl: error: --out {out}: not private to you"), done.stderr
+        assert f"{out} is a symbolic link owned by another user" in last
+        assert "ran the example" not in done.stdout + done.stderr
+
+
 def test_gallery_makes_its_report_directory_private_under_umask_0(tmp_path: Path) -> None:
     """A report directory the gallery creates is of mode 700 whatever the umask (under
     ``umask 0`` it would otherwise be open to all, and then refused)."""

@@ -101,9 +101,10 @@ def main(args: argparse.Namespace) -> int:
     out_dir: Path = args.out.resolve()
     # Logs and results are written by name in it: another user who can write there (or
     # above) could plant symbolic links that make this run overwrite files of yours.
-    why = None
+    why = paths.redirected_destination(args.out)  # before a link of another user's is followed
     try:
-        paths.make_dirs(out_dir)
+        if why is None:
+            paths.make_dirs(out_dir)
     except paths.UntrustedDir as err:  # nothing was made in a directory another user's
         why = str(err)
     except OSError as err:

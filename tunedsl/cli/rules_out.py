@@ -11,6 +11,7 @@ from typing import Any
 
 from tunedsl.cli.cache_select import terminal_text
 from tunedsl.errors import UsageError
+from tunedsl.store import paths
 
 
 def keep_other_gpus_rules(plans: Sequence[Any], out: Path) -> None:
@@ -58,13 +59,17 @@ def out_dir(text: str) -> Path:
             f"--out {out}: cannot create it or write in it ({above} is {what}): name a "
             "directory you can write"
         )
+    redirected = paths.redirected_destination(out)
+    if redirected is not None:
+        raise UsageError(
+            f"--out {out}: another user could redirect the rule files written there "
+            f"({redirected}): name a directory of your own"
+        )
     return out
 
 
 def untrusted(root: Path) -> str | None:
     """Why the runtime would not read rules in the directory ``root`` (store/rules.py), or None."""
-    from tunedsl.store import paths
-
     try:
         os.close(paths.open_private_dir(root.absolute(), root_may_own=True))
     except paths.UntrustedDir as why:

@@ -284,6 +284,38 @@ def untrusted_output_dir(path: Path) -> str | None:
     return None
 
 
+def redirected_destination(path: Path, _links: int = 0) -> str | None:
+    """Why another user could send what this user writes into the directory ``path`` (a
+    command's ``--out``) somewhere else, or None: a symbolic link of theirs on the way, the
+    directory (or, while it is missing, the nearest one above it) theirs, or a directory above
+    open to their writes and not sticky. Whether ``path`` itself is open to writes is the
+    caller's to judge, as is a path that is no directory or cannot be reached. Links this user or root owns are followed, as :func:`_open_chain` does."""
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    parent, name = os.path.split(existing)
+    try:
+        fd = _open_chain(Path(parent), True, True, last_above=True)
+        try:
+            target = _link_target(name, fd, Path(existing)) if name else None
+            if target is not None:
+                if _links >= _MAX_LINKS:
+                    return f"{path}: too many symbolic links"
+                return redirected_destination(Path(parent, target), _links + 1)
+            below = os.open(name or os.sep, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+        finally:
+            os.close(fd)
+        st = os.fstat(below)
+        os.close(below)
+    except UntrustedDir as why:
+        return str(why)
+    except OSError:
+        return None  # not a directory, or not reachable: the write's own error says so
+    if hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0):
+        return f"{existing} is owned by another user (uid {st.st_uid})"
+    return None
+
+
 def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
     """Why another user could have written the code file ``path`` (its real path), or None.
 
