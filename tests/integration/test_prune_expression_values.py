@@ -73,8 +73,17 @@ def _run(
         ("pass", "covering(x.shape[1])", "x.shape[1]", "(50, 200)"),
         ("i = levels[0]", "CHOICES[i]", "(x.shape[1] // 512, i)", "(50, 60)"),
         ("choices = (CHOICES[0],)", "choices[0]", "x.shape[1] // 512", "(50, 60)"),
+        ("low = 64", "at_least(low)", "x.shape[1] // 512", "(50, 60)"),
+        ("low = 64\n    keep = at_least(low)", "keep", "x.shape[1] // 512", "(50, 60)"),
     ],
-    ids=["local-keyed", "shape-item-keyed", "index-keyed", "tuple-of-prunes"],
+    ids=[
+        "local-keyed",
+        "shape-item-keyed",
+        "index-keyed",
+        "tuple-of-prunes",
+        "constant-local",
+        "constant-local-through-a-name",
+    ],
 )
 def test_a_prune_made_from_values_the_key_holds_runs(
     tmp_path: Path, before: str, prune: str, key: str, sizes: str
@@ -94,4 +103,25 @@ def test_a_prune_made_from_a_local_no_key_holds_names_the_local(tmp_path: Path) 
     done = _run(tmp_path, "n = x.shape[1]", "covering(n)", "x.shape[1] // 512", "(50, 200)")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "reads `n` (50) from the function that calls the site" in done.stderr
+    assert "ok" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "if x.shape[1] > 100:\n        low = 128\n    else:\n        low = 64",
+        "low = 64\n    low += x.shape[1] // 100",
+        "low = 64\n    for low in (x.shape[1],):\n        pass",
+    ],
+    ids=["two-constants-by-branch", "augmented", "loop-target"],
+)
+def test_a_local_bound_to_more_than_one_constant_is_still_named(
+    tmp_path: Path, before: str
+) -> None:
+    """``low = 64`` alone is fixed for the process (the site runs, above); bound to another
+    value in a branch, by ``+=`` or as a loop's variable it depends on the call, and is
+    named as any local no key holds."""
+    done = _run(tmp_path, before, "at_least(low)", "x.shape[1] // 512", "(50, 200)")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "reads `low` (" in done.stderr and "from the function that calls the site" in done.stderr
     assert "ok" not in done.stdout

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tunedsl.frontend.compile import expand_to_ast
+from tunedsl.frontend.scope_facts import constant_locals, own_nodes
 
 __all__ = [
     "bound_at_top_level",
@@ -147,7 +148,11 @@ def chains_read_by_option(
     column) lies around the expression: the positions of the code that evaluates the
     macro's options, or of the call. Empty where the source is not to be had."""
     found = _option_value(filename, span, option)
-    return _chains(found[1]) if found else set()
+    if not found:
+        return set()
+    tree, value = found
+    fixed = constant_locals(_scope_around(tree, (value.lineno, value.col_offset)))
+    return {c for c in _chains(value) if c[0] not in fixed}
 
 
 def chains_assigned_to_names_read(
@@ -162,7 +167,9 @@ def chains_assigned_to_names_read(
         return {}
     tree, value = found
     start = (value.lineno, value.col_offset)
-    return _made_before(tree, start, {c[0] for c in _chains(value) if len(c) == 1})
+    made = _made_before(tree, start, {c[0] for c in _chains(value) if len(c) == 1})
+    fixed = constant_locals(_scope_around(tree, start))
+    return {name: {c for c in chains if c[0] not in fixed} for name, chains in made.items()}
 
 
 def _option_value(
@@ -192,7 +199,7 @@ def _option_value(
 def _made_before(tree: ast.Module, at: tuple[int, int], names: set[str]) -> dict[str, set[Chain]]:
     """What the scope around ``at`` assigns to each of ``names``, as chains."""
     out: dict[str, set[Chain]] = {}
-    for node in _own_nodes(_scope_around(tree, at)) if names else ():
+    for node in own_nodes(_scope_around(tree, at)) if names else ():
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
         elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
@@ -215,19 +222,6 @@ def _scope_around(tree: ast.Module, at: tuple[int, int]) -> ast.AST:
             if inner and (scope is tree or node.lineno >= getattr(scope, "lineno", 0)):
                 scope = node
     return scope
-
-
-def _own_nodes(scope: ast.AST) -> list[ast.AST]:
-    """The nodes of ``scope``'s own code, not those of the functions and classes in it."""
-    out: list[ast.AST] = []
-    todo = list(ast.iter_child_nodes(scope))
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        out.append(node)
-        todo.extend(ast.iter_child_nodes(node))
-    return out
 
 
 def _chains(expr: ast.expr) -> set[Chain]:
