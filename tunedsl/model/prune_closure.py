@@ -35,10 +35,15 @@ from typing import Any, Protocol
 from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.code_reads import globals_loaded, source_span
 from tunedsl.model.prune_held import argument_named_alike, held_by_key, root_held_by_key
+from tunedsl.model.running_frames import (
+    FUNCTION_FLAGS,
+    MAX_FRAMES,
+    line_of,
+    running_frame,
+    top_level_running,
+    user_frame,
+)
 from tunedsl.warn import is_own_file
-
-#: How far up the stack a prune's defining function is looked for.
-_MAX_FRAMES = 200
 
 
 class Source(Protocol):
@@ -114,17 +119,17 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
     if not isinstance(code, types.CodeType):
         return []
     if is_own_file(code.co_filename):  # autotune_launch(..., prune=...)
-        frame = _user_frame()
+        frame = user_frame()
         if frame is None:
             return []
         code, span = frame.f_code, source_span(frame.f_code, frame.f_lasti)
-        function = bool(code.co_flags & _FUNCTION_FLAGS)
+        function = bool(code.co_flags & FUNCTION_FLAGS)
         local, namespace = (frame.f_locals if function else {}), frame.f_globals
         module = None if function else frame  # a call at a script's top level
         top = not function
     else:
         span = source_span(code, None)
-        running = _running_frame(code)  # its locals: what `keep = at_most(limit)` read
+        running = running_frame(code)  # its locals: what `keep = at_most(limit)` read
         local = dict(running.f_locals) if running is not None else {}
         for name, cell in zip(code.co_freevars, lazy.__closure__ or (), strict=False):
             try:
@@ -149,7 +154,7 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
     out = [
         (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, local)
     ]
-    module = module or _top_level_running(namespace)
+    module = module or top_level_running(namespace)
     if module is not None:
         later = not (alone and top)
         lines = source.rebound_at_top_level(module.f_code.co_filename, module.f_lineno, later=later)
@@ -160,22 +165,10 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
         }
         for label, value in _chain_values(chains, rebound):
             root = label.split(".")[0].split("[")[0]
-            line = _line_of(module, code, lines[root])
+            line = line_of(module, code, lines[root])
             where = f"the module, which rebinds it as it runs ({line}){made}"
             out.append((label, value, where))
     return out
-
-
-def _user_frame() -> types.FrameType | None:
-    """The innermost running frame outside tunedsl: the code that called the site."""
-    frame = sys._getframe(1)
-    for _ in range(_MAX_FRAMES):
-        if frame is None:
-            return None
-        if not is_own_file(frame.f_code.co_filename):
-            return frame
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
 
 
 def _chain_values(chains: set[tuple[Any, ...]], values: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -220,7 +213,7 @@ def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
     defaults = _defaults(prune, code)
     if not closure and not defaults:
         return []
-    frame = _running_frame(code)
+    frame = running_frame(code)
     if frame is None:
         return []
     # A default bound from the caller's local of its name (`lambda configs, args, N=N:`,
@@ -263,11 +256,11 @@ def bound_attributes_read(prune: Any) -> list[tuple[str, Any]]:
 def _held_by_running_function(obj: Any) -> bool:
     """Whether a local variable of a function running now, outside tunedsl, holds ``obj``."""
     frame = sys._getframe(1)
-    for _ in range(_MAX_FRAMES):
+    for _ in range(MAX_FRAMES):
         if frame is None:
             return False
         code = frame.f_code
-        if code.co_flags & _FUNCTION_FLAGS and not is_own_file(code.co_filename):
+        if code.co_flags & FUNCTION_FLAGS and not is_own_file(code.co_filename):
             if any(value is obj for value in frame.f_locals.values()):
                 return True
         frame = frame.f_back  # type: ignore[assignment]
@@ -377,27 +370,27 @@ def rebound_globals_read(
     namespace = getattr(prune, "__globals__", None)
     if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
         return []
-    frame = _top_level_running(namespace)
+    frame = top_level_running(namespace)
     if frame is None:  # no top-level code of the module running now
         return []
-    top = alone and _user_frame() is frame  # the site is called by that code itself
+    top = alone and user_frame() is frame  # the site is called by that code itself
     lines = rebound(frame.f_code.co_filename, frame.f_lineno, later=not top)
     out = []
     objects = {}
     for name in sorted(globals_loaded(code)):
         if name in lines and name in namespace:
             if _is_data(namespace[name]):
-                out.append((name, namespace[name], _line_of(frame, code, lines[name])))
+                out.append((name, namespace[name], line_of(frame, code, lines[name])))
             else:
                 objects[name] = namespace[name]
     if objects:
         chains = _attribute_chains(code, set(objects), _GLOBAL_OPS)
         for label, value in _values_read(chains, objects):
             line = lines[label.split(".")[0].split("[")[0]]
-            out.append((label, value, _line_of(frame, code, line)))
+            out.append((label, value, line_of(frame, code, line)))
     for name, value in _defaults(prune, code).items():  # `lambda configs, args, N=N:`
         if name in lines and namespace.get(name, _MISSING) is value:
-            out.append((name, value, _line_of(frame, code, lines[name])))
+            out.append((name, value, line_of(frame, code, lines[name])))
     return out
 
 
@@ -411,64 +404,6 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
     found = dict(zip(names, given, strict=True))
     found.update(getattr(prune, "__kwdefaults__", None) or {})
     return {name: value for name, value in found.items() if _is_data(value)}
-
-
-def _running_frame(code: types.CodeType) -> types.FrameType | None:
-    """The frame of a function (not a module or class body) whose lines hold ``code``'s
-    first line, in its file, running now: ``code`` was made by a call still in progress."""
-    return _enclosing(code, lambda outer: bool(outer.co_flags & _FUNCTION_FLAGS))
-
-
-def _enclosing(
-    code: types.CodeType, kind: Callable[[types.CodeType], bool]
-) -> types.FrameType | None:
-    """The innermost running frame (up to ``_MAX_FRAMES`` out) of ``kind``, in ``code``'s
-    file, whose lines hold ``code``'s first line."""
-    frame = sys._getframe(2)
-    for _ in range(_MAX_FRAMES):
-        if frame is None:
-            return None
-        outer = frame.f_code
-        if (
-            outer is not code
-            and outer.co_filename == code.co_filename
-            and kind(outer)
-            and _spans(outer, code.co_firstlineno)
-        ):
-            return frame
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
-
-
-def _line_of(frame: types.FrameType, code: types.CodeType, line: int) -> str:
-    """``line`` of the code ``frame`` runs, named with its file where that is not ``code``'s
-    (a later notebook cell rebinding what an earlier cell's function reads)."""
-    filename = frame.f_code.co_filename
-    return f"line {line}" if filename == code.co_filename else f"{filename}, line {line}"
-
-
-def _top_level_running(namespace: Any) -> types.FrameType | None:
-    """The innermost frame (up to ``_MAX_FRAMES`` out) running top-level code whose globals
-    are ``namespace``: the script's own, or a notebook's cell (every cell of a session
-    shares one namespace, so a later cell's loop rebinds what an earlier cell's function
-    reads)."""
-    frame = sys._getframe(2)
-    for _ in range(_MAX_FRAMES):
-        if frame is None:
-            return None
-        if frame.f_globals is namespace and frame.f_code.co_name == "<module>":
-            return frame
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
-
-
-# A function's code has CO_NEWLOCALS; a module's and a class body's do not.
-_FUNCTION_FLAGS = 0x0002
-
-
-def _spans(outer: types.CodeType, line: int) -> bool:
-    lines = [n for _, _, n in outer.co_lines() if n is not None]
-    return bool(lines) and min(outer.co_firstlineno, *lines) <= line <= max(lines)
 
 
 def _is_data(value: Any) -> bool:
