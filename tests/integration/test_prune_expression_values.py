@@ -125,3 +125,91 @@ def test_a_local_bound_to_more_than_one_constant_is_still_named(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "reads `low` (" in done.stderr and "from the function that calls the site" in done.stderr
     assert "ok" not in done.stdout
+
+
+PASSED_IN = """\
+import sys
+import torch
+from tunedsl import autotune
+from kernels_twentyfourth import topk_two_outputs
+
+
+def at_least(low):
+    return lambda configs, args: [c for c in configs if c.BLOCK >= low]
+
+
+AT_128 = at_least(128)
+
+
+def topk(x, prune, bucket=0):
+    rows = x.shape[0]
+    vals = torch.empty(rows, 3)
+    idxs = torch.empty(rows, 3, dtype=torch.int64)
+    autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, key=bucket, prune=prune,
+             topk_two_outputs(x, vals, idxs, x.shape[1], x.stride(0), K=3, BLOCK=$BLOCK))
+    return vals
+
+
+def check(x, vals):
+    torch.testing.assert_close(vals, x.topk(3, dim=1).values)
+
+
+def in_a_function(how):
+    x = torch.randn(4, 100)
+    for low in (128, 256):
+        if how == "made-per-call":
+            check(x, topk(x, at_least(low)))
+        elif how == "by-keyword":
+            check(x, topk(x, prune=at_least(low)))
+        elif how == "keyed":
+            check(x, topk(x, at_least(low), bucket=low))
+        elif how == "a-constant":
+            check(x, topk(x, AT_128))
+
+
+how = sys.argv[1]
+if how == "top-level-loop":
+    x = torch.randn(4, 100)
+    for low in (128, 256):
+        check(x, topk(x, at_least(low)))
+else:
+    in_a_function(how)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "named"),
+    [
+        ("made-per-call", True),
+        ("by-keyword", True),
+        ("top-level-loop", True),
+        ("keyed", False),
+        ("a-constant", False),
+    ],
+)
+def test_a_prune_passed_in_to_the_function_holding_the_site_is_read_where_it_is_made(
+    tmp_path: Path, how: str, named: bool
+) -> None:
+    """``def topk(x, prune): autotune(..., prune=prune, ...)`` called as
+    ``topk(x, at_least(low))`` with ``low`` varying and no key holding it: the decision made
+    for one ``low`` was reused for the other (silently, where its prune drops it). The
+    caller's argument is read as a ``prune=`` expression is; a module's prune passed in, or
+    ``low`` in the key, runs."""
+    path = tmp_path / "site.py"
+    path.write_text(PASSED_IN, encoding="utf-8")
+    env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
+    env["TUNEDSL_QUIET"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(path), how],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if named:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "reads `low` (128) from the code that calls topk()" in done.stderr, done.stderr
+        assert "site.py:18:" in done.stderr and "put `low` in key=" in done.stderr
+        assert "ok" not in done.stdout
+    else:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "ok"

@@ -33,6 +33,7 @@ from tunedsl.frontend.scope_facts import constant_locals, own_nodes
 __all__ = [
     "bound_at_top_level",
     "chains_assigned_to_names_read",
+    "chains_read_by_argument",
     "chains_read_by_option",
     "expanded_with",
     "rebound_at_top_level",
@@ -170,6 +171,38 @@ def chains_assigned_to_names_read(
     made = _made_before(tree, start, {c[0] for c in _chains(value) if len(c) == 1})
     fixed = constant_locals(_scope_around(tree, start))
     return {name: {c for c in chains if c[0] not in fixed} for name, chains in made.items()}
+
+
+def chains_read_by_argument(
+    filename: str, span: tuple[int, int, int, int], position: int | None, name: str
+) -> set[Chain] | None:
+    """What the call at ``span`` passes for the parameter ``name`` reads, as
+    ``chains_read_by_option`` reads an option: the keyword ``name=``, else the positional
+    argument at ``position`` (None: only a keyword names it). None where the call is not
+    found or the argument cannot be told (``*args`` or ``**kwargs`` in the call), and an
+    empty set where the parameter takes its default."""
+    first, last, col, end_col = span
+    tree = _read(filename)[2]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset) != (
+            first, col, last, end_col,
+        ):  # fmt: skip
+            continue
+        fixed = constant_locals(_scope_around(tree, (node.lineno, node.col_offset)))
+        for keyword in node.keywords:
+            if keyword.arg == name:
+                return {c for c in _chains(keyword.value) if c[0] not in fixed}
+        if any(k.arg is None for k in node.keywords) or position is None:
+            return None
+        given = node.args[: position + 1]
+        if any(isinstance(a, ast.Starred) for a in given):
+            return None
+        if position >= len(node.args):
+            return set()
+        return {c for c in _chains(node.args[position]) if c[0] not in fixed}
+    return None
 
 
 def _option_value(

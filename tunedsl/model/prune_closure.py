@@ -63,6 +63,12 @@ class Source(Protocol):
         """The variables, attributes and constant items the macro's ``option=`` expression
         reads where it is evaluated (outside the lambdas it makes)."""
 
+    def chains_read_by_argument(
+        self, filename: str, span: tuple[int, int, int, int], position: int | None, name: str
+    ) -> set[tuple[Any, ...]] | None:
+        """What the call at ``span`` passes for the parameter ``name`` reads (None: cannot
+        be told)."""
+
     def chains_assigned_to_names_read(
         self, filename: str, span: tuple[int, int, int, int], option: str
     ) -> Mapping[str, set[tuple[Any, ...]]]:
@@ -127,6 +133,7 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
         local, namespace = (frame.f_locals if function else {}), frame.f_globals
         module = None if function else frame  # a call at a script's top level
         top = not function
+        running = None
     else:
         span = source_span(code, None)
         running = running_frame(code)  # its locals: what `keep = at_most(limit)` read
@@ -154,6 +161,8 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
     out = [
         (n, v, f"the function that calls the site{made}") for n, v in _chain_values(chains, local)
     ]
+    if running is not None:
+        out += _passed_in(chains, local, running, source)
     module = module or top_level_running(namespace)
     if module is not None:
         later = not (alone and top)
@@ -168,6 +177,45 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
             line = line_of(module, code, lines[root])
             where = f"the module, which rebinds it as it runs ({line}){made}"
             out.append((label, value, where))
+    return out
+
+
+def _passed_in(
+    chains: set[tuple[Any, ...]], local: Mapping[str, Any], running: types.FrameType, source: Source
+) -> list[tuple[str, Any, str]]:
+    """The data that the call of ``running`` (the function holding the site) passed in a
+    prune through one of its parameters is made from (``topk(x, covering(n))``, then
+    ``prune=prune`` inside ``topk``): the caller's expression for the parameter, read as the
+    ``prune=`` expression is. Only a direct call whose argument can be told is read (a
+    method's by keyword alone, as its ``self`` may come positionally or not)."""
+    code = running.f_code
+    params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    caller = running.f_back
+    if caller is None or is_own_file(caller.f_code.co_filename):
+        return []
+    span = source_span(caller.f_code, caller.f_lasti)
+    method = bool(params) and params[0] in ("self", "cls")
+    out: list[tuple[str, Any, str]] = []
+    for chain in chains:
+        name = chain[0]
+        if len(chain) != 1 or name not in params or _is_data(local.get(name)) or span is None:
+            continue
+        index = params.index(name)
+        position = None if method or index >= code.co_argcount else index
+        passed = source.chains_read_by_argument(caller.f_code.co_filename, span, position, name)
+        if not passed:
+            continue
+        function = bool(caller.f_code.co_flags & FUNCTION_FLAGS)
+        values = caller.f_locals if function else {}
+        if not function:  # a script's top level: the names it may still rebind
+            lines = source.rebound_at_top_level(caller.f_code.co_filename, caller.f_lineno)
+            values = {c[0]: caller.f_globals[c[0]] for c in passed
+                      if c[0] in lines and c[0] in caller.f_globals}  # fmt: skip
+        where = (
+            f"the code that calls {code.co_name}() (the prune it passes as `{name}` is made "
+            "from it)"
+        )
+        out += [(n, v, where) for n, v in _chain_values(passed, values)]
     return out
 
 
