@@ -621,3 +621,49 @@ def test_a_workload_needing_an_argument_no_shape_gives_is_named(tmp_path: Path) 
     ):
         check_arguments(read_shapes(None), wl)
     check_arguments(read_shapes(shapes(tmp_path, [{"n": 1}, {"n": 2, "factor": 3}])), wl)
+
+
+TWO_WORKLOADS = str(HERE / "sweep_fixtures" / "sweep_two_workloads.py")
+
+
+def test_an_interrupted_sweep_of_two_workloads_names_only_the_tasks_left_by_workload(
+    tmp_path: Path,
+) -> None:
+    """Interrupted where one workload has finished a shape and the other has not, the sweep
+    named the shape alone, so the rerun it advised tuned the finished workload there again.
+    It names each workload's tasks left with ``--workload``, which runs only those."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEDSL_QUIET": "1",
+           "SWEEP_MARKERS": str(markers), "TUNEDSL_CACHE_DIR": str(cache)}  # fmt: skip
+    argv = [sys.executable, "-m", "tunedsl", "sweep", TWO_WORKLOADS, "--no-ray", "--shapes"]
+    first = shapes(tmp_path, [{"n": 100}, {"n": 300, "fail": "slow"}])
+    proc = subprocess.Popen([*argv, first], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not (markers / "slow-started").exists():  # `double` has finished n=300 by then
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, raw = proc.communicate(timeout=120)
+    err = raw.decode()
+    assert proc.returncode == 130, err
+    assert "interrupted after 3 of 4 tasks" in err, err
+    left = '--workload triple --shapes [{"n": 300, "fail": "slow"}]'
+    assert left in err and "--workload double" not in err, err
+    # The advised rerun: only `triple` at n=300 (its slow marker dropped, as a user would).
+    rest = shapes(tmp_path, [{"n": 300}])
+    again = subprocess.run(
+        [*argv, rest, "--workload", "triple"], env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "sweep: 1 tasks, 1 records written, 0 failed" in again.stdout, again.stdout
+    sites = sorted(records.read_record_file(p).site for p in cache.glob("records/*.json"))
+    assert len(sites) == 4, sites  # each workload once at each shape, none tuned twice
+    wrong = subprocess.run(
+        [*argv, rest, "--workload", "quadruple"], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert wrong.returncode == 1, wrong.stdout
+    assert "--workload quadruple:" in wrong.stderr and "declares double, triple" in wrong.stderr

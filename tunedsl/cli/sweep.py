@@ -26,6 +26,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="a JSON file holding a list of objects: the keyword arguments of each workload call",
     )
+    parser.add_argument(
+        "--workload",
+        action="append",
+        metavar="NAME",
+        help="sweep only this @tunedsl.workload (repeat for several; default: every one)",
+    )
     parser.add_argument("--ray", metavar="ADDRESS", help="a Ray cluster (default: local Ray)")
     parser.add_argument("--no-ray", action="store_true", help="run the tasks in this process")
     parser.add_argument(
@@ -85,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
             actors=args.actors,
             bundle=args.bundle,
             gpus=args.gpus,
+            workloads=args.workload,
         )
     failed = [o for o in outcomes if o.error is not None]
     for o in failed:

@@ -137,17 +137,32 @@ def _unbound(
     return f"{place} does not fit {takes} {its}: {err}"
 
 
-def shapes_left(shapes: Sequence[dict[str, Any]]) -> str:
-    """What an interrupted sweep says of the shapes of its tasks that did not finish (or
-    failed): a sweep run again measures every shape anew, so the user passes these alone."""
-    left: dict[str, dict[str, Any]] = {}
-    for shape in shapes:  # in the order of the shapes file, each once
-        left.setdefault(json.dumps(shape, sort_keys=True), shape)
-    if not left:
+def tasks_left(left: Sequence[tuple[str, dict[str, Any]]], tasks: Sequence[Any]) -> str:
+    """What an interrupted sweep says of its (workload, shape) tasks that did not finish (or
+    failed): a sweep run again measures every task anew, so the user passes these alone.
+    Where every workload is left at each shape left, the shapes alone; else, per workload,
+    the ``--workload`` and ``--shapes`` that run only its tasks left (a workload that
+    finished a shape is not tuned there again)."""
+    by_workload: dict[str, dict[str, dict[str, Any]]] = {}
+    for workload, shape in left:  # in the order of the shapes file, each once
+        by_workload.setdefault(workload, {}).setdefault(json.dumps(shape, sort_keys=True), shape)
+    if not by_workload:
         return ""
+    every = {t.workload for t in tasks}
+    shapes = {key for per in by_workload.values() for key in per}
+    if set(by_workload) == every and all(set(per) == shapes for per in by_workload.values()):
+        first = next(iter(by_workload.values()))
+        return (
+            f"; a sweep run again measures every shape anew: to sweep only the {len(first)} "
+            f"shape(s) left, pass this list as --shapes: {json.dumps(list(first.values()))}"
+        )
+    runs = "; ".join(
+        f"--workload {workload} --shapes {json.dumps(list(per.values()))}"
+        for workload, per in by_workload.items()
+    )
     return (
-        f"; a sweep run again measures every shape anew: to sweep only the {len(left)} "
-        f"shape(s) left, pass this list as --shapes: {json.dumps(list(left.values()))}"
+        "; a sweep run again measures every task anew: to sweep only the tasks left, run it "
+        f"once for each of these (the shapes as a file): {runs}"
     )
 
 

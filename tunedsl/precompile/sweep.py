@@ -28,43 +28,26 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tunedsl.errors import Terminated, TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
-from tunedsl.precompile.shapes import check_arguments, read_shapes, shapes_left
+from tunedsl.precompile.shapes import check_arguments, read_shapes, tasks_left
+from tunedsl.precompile.sweep_tasks import Outcome, Progress, Task
 from tunedsl.store.scratch import adopt_scratch_dir, check_scratch, child_scratch_dir
 
 if TYPE_CHECKING:
     from tunedsl.precompile.gpu_shards import GpuChildren
 
 
-@dataclass(frozen=True)
-class Task:
-    index: int
-    script: str
-    workload: str  # qualname of the workload function
-    shape: dict[str, Any]
-
-    def label(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.shape.items())
-        return f"{self.workload}({args})"
-
-
-@dataclass
-class Outcome:
-    task: Task
-    records: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-    attempts: int = 1
-
-
-def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
-    """One task per (workload, shape); the script is imported here to list its workloads
-    (the tasks this process runs use that import)."""
+def plan(
+    script: str, shapes: Sequence[dict[str, Any]], only: Sequence[str] | None = None
+) -> list[Task]:
+    """One task per (workload, shape), of the workloads named in ``only`` where given; the
+    script is imported here to list its workloads (the tasks this process runs use that
+    import)."""
     from tunedsl.precompile.workload import registered_workloads
 
     try:
@@ -87,6 +70,15 @@ def plan(script: str, shapes: Sequence[dict[str, Any]]) -> list[Task]:
     workloads = registered_workloads(module.__name__)
     if not workloads:
         raise UsageError(f"{script} declares no @tunedsl.workload function to sweep")
+    if only:
+        names = [wl.qualname for wl in workloads]
+        unknown = [name for name in only if name not in names]
+        if unknown:
+            raise UsageError(
+                f"--workload {unknown[0]}: {script} declares no such @tunedsl.workload; it "
+                f"declares {', '.join(names)}"
+            )
+        workloads = [wl for wl in workloads if wl.qualname in only]
     check_arguments(shapes, workloads)  # before any task: a bad entry fails every task it is in
     # A shape listed twice is one task: each process (a GPU's, a Ray actor) tuned its copy.
     distinct = {canonical_json(shape): shape for shape in shapes}.values()
@@ -159,35 +151,6 @@ def imported_script(script: str) -> ModuleType:
         kept = ((stat.st_mtime_ns, stat.st_size), import_script(script))
         _imported[script] = kept
     return kept[1]
-
-
-class Progress:
-    """One line on a terminal (a line per task otherwise): done/total and failures; none
-    with ``quiet`` (``TUNEDSL_QUIET=1``), which only counts."""
-
-    def __init__(self, total: int, out: TextIO, *, quiet: bool = False) -> None:
-        self.total, self.failed, self.out, self.quiet = total, 0, out, quiet
-        self.finished: list[Outcome] = []  # what an interrupted sweep still writes
-
-    @property
-    def done(self) -> int:
-        return len(self.finished)
-
-    def update(self, outcome: Outcome) -> None:
-        self.finished.append(outcome)
-        self.failed += outcome.error is not None
-        width = 30
-        bar = "#" * (width * self.done // max(1, self.total))
-        text = f"sweep [{bar:<{width}}] {self.done}/{self.total} tasks"
-        if self.failed:
-            text += f", {self.failed} failed"
-        if self.quiet:
-            return
-        if self.out.isatty():
-            self.out.write("\r" + text + ("\n" if self.done == self.total else ""))
-        else:
-            self.out.write(f"{text}: {outcome.task.label()}\n")
-        self.out.flush()
 
 
 def short_error(err: BaseException) -> str:
@@ -406,12 +369,14 @@ def sweep(
     out: TextIO = sys.stderr,
     runner_env: dict[str, str] | None = None,
     gpus: int | None = None,
+    workloads: Sequence[str] | None = None,
 ) -> tuple[list[Any], list[Outcome]]:
     """Plan, run and merge a sweep; the records written and every task's outcome.
     ``use_ray`` None: Ray when it is installed (a local instance without ``ray_address``).
     Without Ray: one process per GPU when the host has several (``gpus``: that many
     processes, the first ``gpus`` GPUs; on a host without a GPU, that many processes
-    tuning under the interpreter), else this process. SIGTERM in the main thread, where the
+    tuning under the interpreter), else this process. ``workloads``: sweep only these (by
+    name), as a sweep resumed after an interrupt does. SIGTERM in the main thread, where the
     program set no handler of its own, stops it as Ctrl-C does: the finished tasks' records
     are written and ``tunedsl.Terminated`` (a ``KeyboardInterrupt``) is raised."""
     import importlib.util
@@ -443,7 +408,7 @@ def sweep(
         # The GPUs' processes start first: they import the script while this process plans.
         children = GpuChildren(shards, {"script": os.path.abspath(script)}) if shards else None
         try:
-            tasks = plan(script, shapes)
+            tasks = plan(script, shapes, workloads)
         except BaseException:
             if children is not None:
                 children.stop(kill=True)
@@ -495,5 +460,5 @@ def _keep_finished(progress: Progress, out: TextIO, how: str, tasks: list[Task])
     out.write(
         f"sweep: {how or 'interrupted'} after {progress.done} of {progress.total} tasks; wrote the "
         f"{len(written)} records they tuned (no bundle: it holds a whole sweep)"
-        f"{shapes_left([t.shape for t in tasks if t.index not in ok])}\n"
+        f"{tasks_left([(t.workload, t.shape) for t in tasks if t.index not in ok], tasks)}\n"
     )
