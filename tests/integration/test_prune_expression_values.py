@@ -161,6 +161,9 @@ def in_a_function(how):
             check(x, topk(x, at_least(low)))
         elif how == "by-keyword":
             check(x, topk(x, prune=at_least(low)))
+        elif how == "made-a-line-before":
+            keep = at_least(low)
+            check(x, topk(x, keep))
         elif how == "keyed":
             check(x, topk(x, at_least(low), bucket=low))
         elif how == "a-constant":
@@ -183,6 +186,7 @@ print("ok")
     [
         ("made-per-call", True),
         ("by-keyword", True),
+        ("made-a-line-before", True),
         ("top-level-loop", True),
         ("keyed", False),
         ("a-constant", False),

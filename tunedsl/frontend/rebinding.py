@@ -178,9 +178,9 @@ def chains_read_by_argument(
 ) -> set[Chain] | None:
     """What the call at ``span`` passes for the parameter ``name`` reads, as
     ``chains_read_by_option`` reads an option: the keyword ``name=``, else the positional
-    argument at ``position`` (None: only a keyword names it). None where the call is not
-    found or the argument cannot be told (``*args`` or ``**kwargs`` in the call), and an
-    empty set where the parameter takes its default."""
+    argument at ``position`` (None: only a keyword names it), with what a name passed is
+    made from. None where the call is not found or the argument cannot be told (``*args``
+    or ``**kwargs`` in the call), and an empty set where the parameter takes its default."""
     first, last, col, end_col = span
     tree = _read(filename)[2]
     for node in ast.walk(tree):
@@ -190,10 +190,9 @@ def chains_read_by_argument(
             first, col, last, end_col,
         ):  # fmt: skip
             continue
-        fixed = constant_locals(_scope_around(tree, (node.lineno, node.col_offset)))
         for keyword in node.keywords:
             if keyword.arg == name:
-                return {c for c in _chains(keyword.value) if c[0] not in fixed}
+                return _argument_chains(tree, keyword.value)
         if any(k.arg is None for k in node.keywords) or position is None:
             return None
         given = node.args[: position + 1]
@@ -201,8 +200,19 @@ def chains_read_by_argument(
             return None
         if position >= len(node.args):
             return set()
-        return {c for c in _chains(node.args[position]) if c[0] not in fixed}
+        return _argument_chains(tree, node.args[position])
     return None
+
+
+def _argument_chains(tree: ast.Module, expr: ast.expr) -> set[Chain]:
+    """What the argument ``expr`` reads, and, for a name its scope assigns (``keep =
+    covering(n)``, then ``topk(x, keep)``), what that is made from; constant locals left out."""
+    chains = _chains(expr)
+    if isinstance(expr, ast.Name):
+        made = _made_before(tree, (expr.lineno, expr.col_offset), {expr.id})
+        chains = chains.union(*made.values())
+    fixed = constant_locals(_scope_around(tree, (expr.lineno, expr.col_offset)))
+    return {c for c in chains if c[0] not in fixed}
 
 
 def _option_value(
