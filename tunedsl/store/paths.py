@@ -186,7 +186,13 @@ def _open_checked(
 _MAX_LINKS = 40
 
 
-def _open_chain(path: Path, follow_last: bool, root_ok: bool, last_above: bool = False) -> int:
+def _open_chain(
+    path: Path,
+    follow_last: bool,
+    root_ok: bool,
+    last_above: bool = False,
+    last_open_ok: bool = False,
+) -> int:
     """A descriptor of the directory ``path``, reached from ``/`` one name at a time, each
     opened relative to its parent's descriptor: every directory above it must be owned by
     this user or root and closed to writes by group and others, unless sticky (``/tmp``:
@@ -195,7 +201,7 @@ def _open_chain(path: Path, follow_last: bool, root_ok: bool, last_above: bool =
     way is followed only when this user or root owns it, as the directory holding it was
     checked already; the last name is followed only with ``follow_last`` (the cache root).
     ``last_above``: ``path`` itself is judged as those above it are (where directories are
-    to be made)."""
+    to be made); ``last_open_ok``: then also where it is open to writes by others."""
     names = list(reversed(Path(os.path.abspath(path)).parts[1:]))  # a stack: next name last
     if not names:
         return _open_checked(os.sep, None, path, True, root_ok)
@@ -220,7 +226,7 @@ def _open_chain(path: Path, follow_last: bool, root_ok: bool, last_above: bool =
             if last and not last_above:
                 below = _open_checked(name, fd, path, False, root_ok, follow_last)
             else:
-                below = _open_above(name, fd, shown)
+                below = _open_above(name, fd, shown, open_ok=last and last_open_ok)
             os.close(fd)
             fd = below
     except BaseException:
@@ -251,9 +257,9 @@ def _is_link(name: str, dir_fd: int | None) -> bool:
         return False
 
 
-def _open_above(name: str, dir_fd: int | None, shown: Path) -> int:
+def _open_above(name: str, dir_fd: int | None, shown: Path, open_ok: bool = False) -> int:
     """A directory above a trusted one: this user's or root's, and closed to writes by group
-    and others unless sticky."""
+    and others unless sticky (or ``open_ok``)."""
     try:
         fd = os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=dir_fd)
     except OSError as err:
@@ -264,7 +270,7 @@ def _open_above(name: str, dir_fd: int | None, shown: Path) -> int:
     why = None
     if hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0):
         why = f"{shown} is owned by another user (uid {st.st_uid})"
-    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (st.st_mode & stat.S_ISVTX or open_ok):
         why = f"{shown} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
     if why is not None:
         os.close(fd)
@@ -284,35 +290,19 @@ def untrusted_output_dir(path: Path) -> str | None:
     return None
 
 
-def redirected_destination(path: Path, _links: int = 0) -> str | None:
+def redirected_destination(path: Path) -> str | None:
     """Why another user could send what this user writes into the directory ``path`` (a
     command's ``--out``) somewhere else, or None: a symbolic link of theirs on the way, the
     directory (or, while it is missing, the nearest one above it) theirs, or a directory above
-    open to their writes and not sticky. Whether ``path`` itself is open to writes is the
-    caller's to judge, as is a path that is no directory or cannot be reached. Links this user or root owns are followed, as :func:`_open_chain` does."""
-    existing = os.path.abspath(path)
-    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
-    parent, name = os.path.split(existing)
+    open to their writes and not sticky (:func:`_open_chain`). Whether ``path`` itself is
+    open to writes is the caller's to judge, as is a path that is no directory or cannot be
+    reached."""
     try:
-        fd = _open_chain(Path(parent), True, True, last_above=True)
-        try:
-            target = _link_target(name, fd, Path(existing)) if name else None
-            if target is not None:
-                if _links >= _MAX_LINKS:
-                    return f"{path}: too many symbolic links"
-                return redirected_destination(Path(parent, target), _links + 1)
-            below = os.open(name or os.sep, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
-        finally:
-            os.close(fd)
-        st = os.fstat(below)
-        os.close(below)
+        os.close(_open_chain(_nearest_existing(path), True, True, True, last_open_ok=True))
     except UntrustedDir as why:
         return str(why)
     except OSError:
         return None  # not a directory, or not reachable: the write's own error says so
-    if hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0):
-        return f"{existing} is owned by another user (uid {st.st_uid})"
     return None
 
 
@@ -357,16 +347,23 @@ def untrusted_place(path: Path) -> str | None:
     from (Python's pycache prefix, Triton's cache), or None. The chain rule of the cache
     (:func:`_open_chain`, root may own it), applied to ``path`` or, while it is missing, to
     the nearest directory above it that exists, where the rest is made on the first write."""
-    existing = os.path.abspath(path)
-    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
+    existing = _nearest_existing(path)
     try:
-        os.close(_open_chain(Path(existing), True, True))
+        os.close(_open_chain(existing, True, True))
     except UntrustedDir as why:
         return str(why)
     except OSError as err:
         return f"{existing} cannot be checked ({err.strerror or err})"
     return None
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` made absolute, or while it is missing the nearest directory above it that
+    exists (or is a link)."""
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    return Path(existing)
 
 
 def _untrusted_file(path: str) -> str | None:
