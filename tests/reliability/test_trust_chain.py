@@ -116,6 +116,14 @@ os.symlink(victim, os.path.join(out, "logs", "hello.log"))
 """
 
 
+def _gallery(examples: Path, out: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tunedsl", "gallery", "--examples", str(examples),
+         "--out", str(out), "--timeout", "120"],
+        env=child_env(cache), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
 def test_gallery_never_writes_through_another_users_report_directory() -> None:
     """`tunedsl gallery --out DIR` where DIR is another user's (a shared /tmp name they
     made first): one error naming DIR, why and the fix; the victim's file that their link
@@ -130,11 +138,7 @@ def test_gallery_never_writes_through_another_users_report_directory() -> None:
         (examples / "hello.py").write_text("print('ran the example')\n")
         out = base / "report"
         swap_attack.attacker_step(PLANT_LOG, str(out), str(victim))
-        done = subprocess.run(
-            [sys.executable, "-m", "tunedsl", "gallery", "--examples", str(examples),
-             "--out", str(out), "--timeout", "120"],
-            env=child_env(base / "cache"), capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        done = _gallery(examples, out, base / "cache")
         assert victim.read_text() == "keep me\n", "the gallery wrote through the planted link"
         assert done.returncode == 1, (done.stdout, done.stderr)
         last = done.stderr.strip().splitlines()[-1]
@@ -156,11 +160,7 @@ def test_gallery_never_writes_through_a_link_another_user_planted_at_out() -> No
         out = base / "report"
         plant = "import os, sys; os.symlink(sys.argv[1], sys.argv[2])"
         swap_attack.attacker_step(plant, str(victims), str(out))
-        done = subprocess.run(
-            [sys.executable, "-m", "tunedsl", "gallery", "--examples", str(examples),
-             "--out", str(out), "--timeout", "120"],
-            env=child_env(base / "cache"), capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        done = _gallery(examples, out, base / "cache")
         assert os.listdir(victims) == [], "the gallery wrote through the planted link"
         assert done.returncode == 1, (done.stdout, done.stderr)
         last = done.stderr.strip().splitlines()[-1]

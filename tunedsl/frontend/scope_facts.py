@@ -38,14 +38,13 @@ def constant_locals(scope: ast.AST) -> set[str]:
                 if isinstance(target, ast.Name):
                     covered.add(id(target))
                     values.setdefault(target.id, []).append(_literal(node.value, unknown))
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:
-                values.setdefault(name, []).append(unknown)
     for node in ast.walk(scope):  # every other binding, inner functions' `nonlocal` too
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             if id(node) not in covered:
                 values.setdefault(node.id, []).append(unknown)
-        elif isinstance(node, (ast.Nonlocal, ast.Import, ast.ImportFrom, ast.ExceptHandler)):
+        elif isinstance(
+            node, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.ExceptHandler)
+        ):
             names = getattr(node, "names", None) or [getattr(node, "name", None)]
             for name in names:
                 name = getattr(name, "asname", None) or getattr(name, "name", name)

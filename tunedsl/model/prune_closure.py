@@ -194,11 +194,13 @@ def _passed_in(
     if caller is None or is_own_file(caller.f_code.co_filename):
         return []
     span = source_span(caller.f_code, caller.f_lasti)
+    if span is None:
+        return []
     method = bool(params) and params[0] in ("self", "cls")
     out: list[tuple[str, Any, str]] = []
     for chain in chains:
         name = chain[0]
-        if len(chain) != 1 or name not in params or _is_data(local.get(name)) or span is None:
+        if len(chain) != 1 or name not in params or _is_data(local.get(name)):
             continue
         index = params.index(name)
         position = None if method or index >= code.co_argcount else index
