@@ -31,6 +31,10 @@ both (a record's absence, the rule file's signature: nothing here changes either
 the Python alone.
 
     TRITON_INTERPRET=1 python benchmarks/bench_rule_miss.py --against /tmp/before --without-copies --without-files
+
+``--second-rule`` ships two rules, one directory each on the path: the first from the sizes
+up to 9, the next from those from 9 to 729; a site's first miss is the first rule's, the rest
+the second's (one directory's rule for small sizes, another's for large ones).
 """
 
 from __future__ import annotations
@@ -101,24 +105,30 @@ def other_site() -> Callable[..., Any]:
     return ns["scale"]  # type: ignore[no-any-return]
 
 
-def make_site(device: str) -> Callable[..., Any]:
-    """The swept site with its rule shipped, in a fresh cache: every new size is a miss."""
+def make_site(device: str, second_rule: bool) -> Callable[..., Any]:
+    """The swept site with its rule shipped, in a fresh cache: every new size is a miss.
+    With ``second_rule``, two rules on the path: the first built from the sizes up to 9, the
+    next from those from 9 (one directory's rule for small sizes, another's for large)."""
     import bench_rules as br
 
     from tunedsl.cli import main as cli
     from tunedsl.frontend.compile import compile_source
     from tunedsl.store import rules as rule_store
 
-    os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp()
     ns: dict[str, Any] = {"scaled": br.scaled, "__name__": "bench_rule_miss_site"}
     exec(compile_source(br.DSL, filename=br.__file__), ns)
     scale = ns["scale"]
-    for b in SWEPT:
-        x = torch.randn(b, HIDDEN, device=device)
-        scale(x, torch.empty_like(x), x.numel())
-    out = Path(tempfile.mkdtemp()) / "rules"
-    assert cli(["rules", "build", "--site", "bench_rules_scale", "--out", str(out)]) == 0
-    os.environ["TUNEDSL_RECORDS_PATH"] = str(out)
+    parts = (SWEPT[:3], SWEPT[2:]) if second_rule else (SWEPT,)
+    built = []
+    for sizes in parts:
+        os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp()
+        ns["__tunedsl_site_0__"].clear()
+        for b in sizes:
+            x = torch.randn(b, HIDDEN, device=device)
+            scale(x, torch.empty_like(x), x.numel())
+        built.append(str(Path(tempfile.mkdtemp()) / "rules"))
+        assert cli(["rules", "build", "--site", "bench_rules_scale", "--out", built[-1]]) == 0
+    os.environ["TUNEDSL_RECORDS_PATH"] = os.pathsep.join(built)
     os.environ["TUNEDSL_CACHE_DIR"] = tempfile.mkdtemp()
     rule_store.forget_loaded()
     ns["__tunedsl_site_0__"].clear()
@@ -184,6 +194,13 @@ def run_misses(scale: Callable[..., Any], sizes: list[int], device: str) -> list
     return each
 
 
+def fresh_sizes(args: argparse.Namespace) -> list[int]:
+    """A site's first miss (decided the general way), then ``args.misses`` new sizes: with
+    ``--second-rule`` the first is the first rule's and the rest the second's."""
+    start = 10 if args.second_rule else 3
+    return [2, *[b for b in range(start, 100_000) if b not in SWEPT][: args.misses]]
+
+
 def compare(root: str, args: argparse.Namespace) -> None:
     """Alternate rounds of this version's misses and those of the version under ``root``,
     each round on a new site of its version (a site makes a limited number of plans)."""
@@ -201,7 +218,7 @@ def compare(root: str, args: argparse.Namespace) -> None:
                 rule_plans.unchanged_check = lambda digest, rules: lambda: True  # type: ignore[assignment]
             modules.update(own_modules())
         use_modules(versions["after"])
-    fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
+    fresh = fresh_sizes(args)
     medians: dict[str, list[float]] = {"before": [], "after": []}
     for r in range(args.rounds):
         for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
@@ -250,15 +267,20 @@ def main() -> None:
         action="store_true",
         help="with --without-copies: stub the plan's file-system checks too (the Python alone)",
     )
+    parser.add_argument(
+        "--second-rule",
+        action="store_true",
+        help="two rules on the path; the misses are the second's, after a first of the first's",
+    )
     args = parser.parse_args()
-    scale = make_site(args.device)
+    scale = make_site(args.device, args.second_rule)
     if args.against:
         args.rounds = args.rounds or 20
         compare(os.path.abspath(args.against), args)
         return
     args.rounds = args.rounds or 3
     site = scale.__globals__["__tunedsl_site_0__"]
-    fresh = [b for b in range(2, 100_000) if b not in SWEPT][: args.misses + 1]
+    fresh = fresh_sizes(args)
     run_misses(
         scale, fresh[:1], args.device
     )  # the first miss reads the rule and works out the context

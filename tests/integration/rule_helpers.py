@@ -58,3 +58,25 @@ def run(name: str, n: int, **options):
     res = call(s, vadd, (a, b, c, n), n)
     torch.testing.assert_close(c, a + b)
     return res
+
+
+def two_rule_directories(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, large_space=SPACE
+) -> dict[str, Path]:
+    """Two current rules of the site "swept", one directory each on the path: "A" built from
+    a sweep of small sizes (8..32), "B" from one of large sizes (64..512) over
+    ``large_space``; then a fresh cache."""
+    built = {}
+    for part, sizes, space in (("A", (8, 16, 32), SPACE), ("B", (64, 128, 256, 512), large_space)):
+        monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / f"cache-{part}"))
+        s = site("swept", space=space)
+        for n in sizes:
+            a, b = torch.randn(n), torch.randn(n)
+            assert call(s, vadd, (a, b, torch.empty(n), n), n).source == "tuned"
+        built[part] = tmp_path / part
+        done = rules_cli("build", "--out", str(built[part]))
+        assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", os.pathsep.join(map(str, built.values())))
+    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    rule_store.forget_loaded()
+    return built

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from decision_kernels import scale_by
-from rule_helpers import SPACE, rule_file, run, ship
+from rule_helpers import SPACE, rule_file, run, ship, two_rule_directories
 from runtime_helpers import call, site
 from runtime_kernels import vadd
 
@@ -128,6 +128,51 @@ def test_sizes_outside_the_swept_range_are_tuned_not_planned(
     assert [_call(s, n).source for n in (5001, 17)] == ["tuned", "tuned"]
     assert len(tune_count) == 2
     assert _call(s, 303).source == "rule"
+
+
+@pytest.mark.parametrize("first", [20, 300])
+def test_sizes_a_second_rule_covers_are_planned_as_the_general_way_decides_them(
+    first: int,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tune_count: list,
+    general_ways: list,
+) -> None:
+    # Rule A (a directory first on the path) swept 8..32, rule B (the next) 64..512: one
+    # site's first miss is decided the general way, whichever rule decides it; every later
+    # size either rule covers is the layout's plan's, with the general way's decision.
+    two_rule_directories(monkeypatch, tmp_path)
+    general_ways.clear()  # (the sweeps')
+    tune_count.clear()
+    s = site("swept", space=SPACE)
+    sizes = (first, 100, 9, 301, 27, 500, 77, 13)  # none a multiple of 16: one layout
+    planned = [_call(s, n) for n in sizes]
+    assert [r.source for r in planned] == ["rule"] * len(sizes)
+    assert len(general_ways) == 1 and tune_count == []
+    for n, got in zip(sizes, planned, strict=True):
+        alone = run("swept", n)  # a new site: the general way
+        assert (got.source, got.config, got.digest) == (alone.source, alone.config, alone.digest)
+    # In neither rule's range: the general way tunes it.
+    general_ways.clear()
+    assert _call(s, 3001).source == "tuned" and len(general_ways) == 1
+
+
+def test_a_second_rule_whose_sweep_never_timed_a_kept_configuration_leaves_its_sizes_tuned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list, general_ways: list
+) -> None:
+    # Rule B swept without tile 256, which the site keeps: its sizes are tuned (the general
+    # way warns), while rule A's are still planned.
+    two_rule_directories(monkeypatch, tmp_path, large_space={"tile": [32, 64, 128]})
+    general_ways.clear()  # (the sweeps')
+    tune_count.clear()
+    s = site("swept", space=SPACE)
+    assert _call(s, 20).source == "rule" and len(general_ways) == 1
+    with pytest.warns(CacheWarning, match=r"never timed Config\(tile=256\).*tuning instead"):
+        assert _call(s, 300).source == "tuned"
+    assert len(general_ways) == 2 and len(tune_count) == 1
+    assert [_call(s, n).source for n in (9, 27)] == ["rule", "rule"]
+    assert len(general_ways) == 2
+    assert _call(s, 400).source == "tuned" and len(general_ways) == 3
 
 
 def test_another_dtype_is_not_decided_by_the_plan_of_float32(

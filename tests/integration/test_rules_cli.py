@@ -448,18 +448,9 @@ def test_a_key_outside_the_first_rules_range_is_decided_by_the_next_rule_that_co
     # Two current rules for one site and kernel, one directory each on the path: the first
     # swept small sizes, the second large ones. Only the first was used: a size in the
     # second's range, outside the first's, was tuned.
-    from rule_helpers import sweep
+    from rule_helpers import two_rule_directories
 
-    built = {}
-    for part, sizes in (("A", (8, 16, 32)), ("B", (64, 128, 256, 512))):
-        monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / f"cache-{part}"))
-        sweep("swept", sizes)
-        built[part] = tmp_path / part
-        done = rules_cli("build", "--out", str(built[part]))
-        assert done.returncode == 0, done.stderr
-    monkeypatch.setenv("TUNEDSL_RECORDS_PATH", os.pathsep.join(map(str, built.values())))
-    monkeypatch.setenv("TUNEDSL_CACHE_DIR", str(tmp_path / "fresh-cache"))
-    rule_store.forget_loaded()
+    built = two_rule_directories(monkeypatch, tmp_path)
     swept = len(tune_count)
     second = json.loads(rule_file(built["B"]).read_text())
     res = run("swept", 300)  # never swept: in B's range [64, 512], outside A's [8, 32]

@@ -8,10 +8,12 @@ classes, dtypes, stride patterns, int classes, alignment and constexpr values) d
 their shapes, so after the general way has decided a layout's first such miss, the site keeps
 a *plan* for the layout: a reader made for it (``model/key_reader.py``) gives the readable key,
 its text and the rule's features in one call, and the plan holds what the general way worked
-out once (the settings, the process context, the rule, its family's range test and pick for
-the layout's features, the configurations the site's space keeps, where the layout's tensors
-are) and what the keys launching one configuration share (the decision, the result's fields,
-the launchers).
+out once (the settings, the process context; for each rule measured on this GPU model and
+toolchain, in path order, its family's range test and pick for the layout's features and the
+configurations the site's space keeps; where the layout's tensors are) and what the keys
+launching one configuration share (the decision, the result's fields, the launchers). As on
+the general way, the first of those rules whose range holds a key decides it: one
+directory's rule for small sizes and another's for large ones are both planned.
 
 A plan decides exactly what the general way would, or leaves the miss to it. It is used only
 where nothing it skips can apply: no ``prune=``, ``verify=``, ``restore_value=``,
@@ -19,7 +21,7 @@ where nothing it skips can apply: no ``prune=``, ``verify=``, ``restore_value=``
 no process group of ranks; outside a sweep; the same settings, environment, device and rule
 file as when it was made. Each new key still has its records looked up (a record decides
 before a rule) and its pick checked against the rule's range and the site's space; anything
-else (a record, a size outside the swept range, a decision already made under another call
+else (a record, a size outside every rule's range, a decision already made under another call
 key, a call whose pick's grid is empty, which may be ``"empty"``) goes the general way.
 
 ``RulePlans.first_launch`` launches every new key's entry: a rule's pick whose first launch
@@ -69,9 +71,9 @@ class _Plan:
     part: Any  # miss.process_part's answer it was made under
     environ: object  # the environment then (environ_snapshot)
     rules_unchanged: Callable[[], bool]  # whether find_rules still answers the rules found
-    rule: Rule
-    judge: Callable[[Mapping[str, float]], int | None]  # the family's pick, if in range
-    allowed: frozenset[int]  # the rule's configurations the site's space keeps, by index
+    # The current rules (measured on this GPU model and toolchain) in path order: the first
+    # whose range holds a key decides it (``ruled.covering_rule``).
+    ways: tuple[_Way, ...]
     spec: tuple[Any, ...] | None  # Triton's specialization, where the reader tests all of it
     absent: Callable[[str, str], bool] | None  # no record file for two digests (None: ask)
     # A key's record of the settings' space may be under the space's own digest: the key's
@@ -83,10 +85,21 @@ class _Plan:
     # device facts say so: they are the plan's), the tensors a failed pick's launch may have
     # written: None where neither is asked.
     locate: Callable[[Any, Any], tuple[tuple[bool, ...], tuple[Any, ...]]] | None
-    picks: dict[int, _Pick] = field(default_factory=dict)  # one a configuration
     # Where the reader leaves a tensor's alignment untested (``spec`` None): the call's
     # specialization by its tensors' alignment, the rest being the layout's.
     specs: dict[tuple[bool, ...], tuple[Any, ...]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Way:
+    """One current rule of a plan, for the plan's layout."""
+
+    rule: Rule
+    judge: Callable[[Mapping[str, float]], int | None]  # its family's pick, if in range
+    # Its configurations the site's space keeps, by index: none where its sweep never timed
+    # one the space keeps (``ruled.unswept``: such a key is tuned, the general way says why).
+    allowed: frozenset[int]
+    picks: dict[int, _Pick] = field(default_factory=dict)  # one a configuration
 
 
 @dataclass(slots=True)
@@ -209,10 +222,14 @@ class RulePlans:
         if not rules:
             return
         rule, stale = chosen_rule(rules, about.context)
-        family = rule.family_of(key_features(about.readable)[0])
-        if stale or family is None:
+        if stale:
             return
-        if rule.swept is not None and unswept(rule.swept, settings.configs) is not None:
+        here = rule.device.get("name")
+        current = [
+            r for r in rules if r.device.get("name") == here and r.toolchain == rule.toolchain
+        ]
+        family = key_features(about.readable)[0]
+        if all(r.family_of(family) is None for r in current):
             return
         info = about.info
         with_align = miss.keyed_by_alignment(info)
@@ -232,6 +249,17 @@ class RulePlans:
         spec = specialization(info, call.args, call.static_kwargs) if with_align else None
         kept = frozenset(settings.configs)
         names = tuple(read(call.args, call.static_kwargs)[2])  # type: ignore[index]
+        ways = tuple(
+            _Way(
+                r,
+                fam.judge(names) if fam is not None else _never,
+                frozenset()
+                if r.swept is not None and unswept(r.swept, settings.configs) is not None
+                else frozenset(i for i, c in enumerate(r.configs) if c in kept),
+            )
+            for r in current
+            for fam in (r.family_of(family),)
+        )
         plan = _Plan(
             call.kernel,
             read,
@@ -239,9 +267,7 @@ class RulePlans:
             site.context_memo,
             environ,
             unchanged_check(about.rule_digest, rules),
-            rule,
-            family.judge(names),
-            frozenset(i for i, c in enumerate(rule.configs) if c in kept),
+            ways,
             spec,
             record_stores().absence_check(),
             own_tail(space_digest(settings)),
@@ -255,6 +281,11 @@ class RulePlans:
             if p.kernel is not call.kernel or p.read(call.args, call.static_kwargs) is None
         ]
         self._plans = [*others[-(MAX_PLANS - 1) :], plan]
+
+
+def _never(features: Mapping[str, float]) -> int | None:
+    """The judge of a rule that swept no key of the plan's family."""
+    return None
 
 
 def _in_place(call: miss.Call, resolved: miss.Resolved) -> list[tuple[Any, Any]] | None:
@@ -339,15 +370,20 @@ def _decide(
     # signatures are compared.
     if not plan.rules_unchanged():
         return None
-    index = plan.judge(features)
-    if index is None or index not in plan.allowed:
+    for way in plan.ways:
+        index = way.judge(features)
+        if index is not None:
+            break
+    else:
+        return None  # in no rule's range: tuned, or the nearest pick with a warning
+    if index not in way.allowed:
         return None
-    pick = plan.picks.get(index)
+    pick = way.picks.get(index)
     if pick is None:
-        config = plan.rule.configs[index]
+        config = way.rule.configs[index]
         options = decision_options(config, plan.settings, part.target)
         fields = {**plan.result.__dict__, "config": config}
-        pick = plan.picks[index] = _Pick(Decision(config, options, "rule", None), fields)
+        pick = way.picks[index] = _Pick(Decision(config, options, "rule", None), fields)
     decision = pick.decision
     config = decision.config
     if plan.failed and (digest, config) in plan.failed:
