@@ -154,6 +154,21 @@ def check(x, vals):
     torch.testing.assert_close(vals, x.topk(3, dim=1).values)
 
 
+class Ops:
+    def topk(self, x, prune, bucket=0):
+        rows = x.shape[0]
+        vals = torch.empty(rows, 3)
+        idxs = torch.empty(rows, 3, dtype=torch.int64)
+        autotune(space=dict(BLOCK=[32, 64, 128, 256]), blocks=rows, key=bucket, prune=prune,
+                 topk_two_outputs(x, vals, idxs, x.shape[1], x.stride(0), K=3, BLOCK=$BLOCK))
+        return vals
+
+
+class Child(Ops):
+    def top_at_least(self, x, low):
+        return super().topk(x, at_least(low))
+
+
 def in_a_function(how):
     x = torch.randn(4, 100)
     for low in (128, 256):
@@ -168,6 +183,16 @@ def in_a_function(how):
             check(x, topk(x, at_least(low), bucket=low))
         elif how == "a-constant":
             check(x, topk(x, AT_128))
+        elif how == "method":
+            ops = Ops()
+            check(x, ops.topk(x, at_least(low)))
+        elif how == "method-of-the-class":
+            check(x, Ops.topk(Ops(), x, at_least(low)))
+        elif how == "method-through-super":
+            check(x, Child().top_at_least(x, low))
+        elif how == "method-keyed":
+            ops = Ops()
+            check(x, ops.topk(x, at_least(low), low))
 
 
 how = sys.argv[1]
@@ -188,8 +213,12 @@ print("ok")
         ("by-keyword", True),
         ("made-a-line-before", True),
         ("top-level-loop", True),
+        ("method", True),
+        ("method-of-the-class", True),
+        ("method-through-super", True),
         ("keyed", False),
         ("a-constant", False),
+        ("method-keyed", False),
     ],
 )
 def test_a_prune_passed_in_to_the_function_holding_the_site_is_read_where_it_is_made(
@@ -212,7 +241,8 @@ def test_a_prune_passed_in_to_the_function_holding_the_site_is_read_where_it_is_
     if named:
         assert done.returncode == 1, done.stdout + done.stderr
         assert "reads `low` (128) from the code that calls topk()" in done.stderr, done.stderr
-        assert "site.py:18:" in done.stderr and "put `low` in key=" in done.stderr
+        line = 32 if how.startswith("method") else 18
+        assert f"site.py:{line}:" in done.stderr and "put `low` in key=" in done.stderr
         assert "ok" not in done.stdout
     else:
         assert done.returncode == 0, done.stderr

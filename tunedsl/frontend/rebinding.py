@@ -32,6 +32,7 @@ from tunedsl.frontend.scope_facts import constant_locals, own_nodes
 
 __all__ = [
     "bound_at_top_level",
+    "called_as",
     "chains_assigned_to_names_read",
     "chains_read_by_argument",
     "chains_read_by_option",
@@ -181,26 +182,46 @@ def chains_read_by_argument(
     argument at ``position`` (None: only a keyword names it), with what a name passed is
     made from. None where the call is not found or the argument cannot be told (``*args``
     or ``**kwargs`` in the call), and an empty set where the parameter takes its default."""
-    first, last, col, end_col = span
     tree = _read(filename)[2]
+    node = _call_at(tree, span)
+    if node is None:
+        return None
+    for keyword in node.keywords:
+        if keyword.arg == name:
+            return _argument_chains(tree, keyword.value)
+    if position is None or any(k.arg is None for k in node.keywords):
+        return None
+    if any(isinstance(a, ast.Starred) for a in node.args[: position + 1]):
+        return None
+    if position >= len(node.args):
+        return set()
+    return _argument_chains(tree, node.args[position])
+
+
+def called_as(filename: str, span: tuple[int, int, int, int]) -> tuple[str, ...] | None:
+    """How the call at ``span`` names what it calls: ``("name", f)`` for ``f(...)``,
+    ``("attribute", o, m)`` for ``o.m(...)``, ``("super", m)`` for ``super().m(...)``; None
+    for any other form (``a.b.m(...)``, ``f()(...)``) or where the call is not found."""
+    node = _call_at(_read(filename)[2], span)
+    func = node.func if node is not None else None
+    if isinstance(func, ast.Name):
+        return ("name", func.id)
+    if not isinstance(func, ast.Attribute):
+        return None
+    base = func.value
+    if isinstance(base, ast.Name):
+        return ("attribute", base.id, func.attr)
+    supered = isinstance(base, ast.Call) and ast.unparse(base.func) == "super"
+    return ("super", func.attr) if supered else None
+
+
+def _call_at(tree: ast.Module, span: tuple[int, int, int, int]) -> ast.Call | None:
+    first, last, col, end_col = span
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        if (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset) != (
-            first, col, last, end_col,
-        ):  # fmt: skip
-            continue
-        for keyword in node.keywords:
-            if keyword.arg == name:
-                return _argument_chains(tree, keyword.value)
-        if any(k.arg is None for k in node.keywords) or position is None:
-            return None
-        given = node.args[: position + 1]
-        if any(isinstance(a, ast.Starred) for a in given):
-            return None
-        if position >= len(node.args):
-            return set()
-        return _argument_chains(tree, node.args[position])
+        if isinstance(node, ast.Call) and (
+            node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
+        ) == (first, col, last, end_col):  # fmt: skip
+            return node
     return None
 
 

@@ -38,6 +38,7 @@ from tunedsl.model.prune_held import argument_named_alike, held_by_key, root_hel
 from tunedsl.model.running_frames import (
     FUNCTION_FLAGS,
     MAX_FRAMES,
+    bound_arguments,
     line_of,
     running_frame,
     top_level_running,
@@ -68,6 +69,10 @@ class Source(Protocol):
     ) -> set[tuple[Any, ...]] | None:
         """What the call at ``span`` passes for the parameter ``name`` reads (None: cannot
         be told)."""
+
+    def called_as(self, filename: str, span: tuple[int, int, int, int]) -> tuple[str, ...] | None:
+        """How the call at ``span`` names what it calls (``("attribute", "o", "m")`` for
+        ``o.m(...)``), or None."""
 
     def chains_assigned_to_names_read(
         self, filename: str, span: tuple[int, int, int, int], option: str
@@ -187,7 +192,8 @@ def _passed_in(
     prune through one of its parameters is made from (``topk(x, covering(n))``, then
     ``prune=prune`` inside ``topk``): the caller's expression for the parameter, read as the
     ``prune=`` expression is. Only a direct call whose argument can be told is read (a
-    method's by keyword alone, as its ``self`` may come positionally or not)."""
+    method's positional one where the call shows whether ``self`` is bound:
+    ``running_frames.bound_arguments``)."""
     code = running.f_code
     params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
     caller = running.f_back
@@ -196,14 +202,16 @@ def _passed_in(
     span = source_span(caller.f_code, caller.f_lasti)
     if span is None:
         return []
-    method = bool(params) and params[0] in ("self", "cls")
     out: list[tuple[str, Any, str]] = []
+    bound: int | None = 0
+    if params and params[0] in ("self", "cls"):
+        bound = bound_arguments(source.called_as(caller.f_code.co_filename, span), caller, code)
     for chain in chains:
         name = chain[0]
         if len(chain) != 1 or name not in params or _is_data(local.get(name)):
             continue
         index = params.index(name)
-        position = None if method or index >= code.co_argcount else index
+        position = None if bound is None or index >= code.co_argcount else index - bound
         passed = source.chains_read_by_argument(caller.f_code.co_filename, span, position, name)
         if not passed:
             continue

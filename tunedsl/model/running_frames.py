@@ -1,9 +1,11 @@
 """Which frames run now, as the prune checks need them: the user's code that called the
 site, the function whose lines hold a code object (a call still in progress made it), the
-top-level code running a namespace. Frames are looked for at most ``MAX_FRAMES`` out."""
+top-level code running a namespace; and whether a caller's call binds a method's ``self``.
+Frames are looked for at most ``MAX_FRAMES`` out."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from collections.abc import Callable
@@ -83,3 +85,35 @@ FUNCTION_FLAGS = 0x0002
 def spans(outer: types.CodeType, line: int) -> bool:
     lines = [n for _, _, n in outer.co_lines() if n is not None]
     return bool(lines) and min(outer.co_firstlineno, *lines) <= line <= max(lines)
+
+
+def bound_arguments(
+    form: tuple[str, ...] | None, caller: types.FrameType, code: types.CodeType
+) -> int | None:
+    """How many of the method ``code``'s first parameters the caller's call binds before its
+    positional arguments (1: ``obj.m(x, p)``, ``super().m(x, p)``, a classmethod; 0:
+    ``Cls.m(obj, x, p)``), or None where the call does not show it (then only its keywords
+    are read). The called object is looked up statically in the caller's names, never run."""
+    if form is None:
+        return None
+    if form[0] == "super":
+        return 1
+    names = {**caller.f_builtins, **caller.f_globals, **caller.f_locals}
+    if form[0] == "name":
+        called = names.get(form[1])
+        if inspect.ismethod(called) and called.__func__.__code__ is code:
+            return 1
+        return 0 if getattr(called, "__code__", None) is code else None
+    if form[1] not in names:
+        return None
+    owner = names[form[1]]
+    try:
+        found = inspect.getattr_static(owner, form[2])
+    except AttributeError:
+        return None
+    if isinstance(found, classmethod | staticmethod):
+        bound = int(isinstance(found, classmethod))
+        return bound if getattr(found.__func__, "__code__", None) is code else None
+    if getattr(found, "__code__", None) is not code:
+        return None
+    return 0 if isinstance(owner, type) else 1
