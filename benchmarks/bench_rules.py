@@ -317,6 +317,20 @@ def scaled(x, y, n, TILE: tl.constexpr):
     tl.store(y + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
 
 
+def capture_sizes(count: int, swept: list[int], top: int = 512) -> list[int]:
+    """``count`` batch sizes from 2 to ``top``, none of them swept, spread evenly in log
+    space (where rounding makes two alike, the closest pair loses one)."""
+    k, sizes = count, set()
+    while len(sizes) < count:
+        sizes = {round(2 * (top / 2) ** (i / (k - 1))) for i in range(k)} - set(swept)
+        k += 1
+    out = sorted(sizes)
+    while len(out) > count:
+        closest = min(range(1, len(out) - 1), key=lambda i: out[i] / out[i - 1])
+        del out[closest]
+    return out
+
+
 def site_rows(
     device: str, captures: int, hidden: int = 4096, profile: str | None = None
 ) -> dict[str, Any]:
@@ -422,19 +436,16 @@ def site_rows(
           f"the first launch {row['miss_first_launch_median_us']:.1f} us; the first miss "
           f"{each_us[0]:.0f} us), then a first hit {hit_us:.1f} us, a hit {hit_again_us:.1f} us")  # fmt: skip
     if device == "cuda" and captures:
-        sizes = sorted(
-            {max(2, round(512 ** (i / (captures - 1)))) for i in range(captures)} - set(swept)
-        )
-        while len(sizes) < captures:  # fill to the count with sizes not swept
-            sizes = sorted(set(sizes) | {s + 1 for s in sizes if s + 1 not in swept})[:captures]
-        failures, before = 0, len(tunes)
+        sizes = capture_sizes(captures, swept)
+        ns["__tunedsl_site_0__"].clear()  # each capture's key is a miss, as in a new process
+        failures, before, by_rule = 0, len(tunes), 0
         for b in sizes:
             x = torch.randn(b, hidden, device=device)
             y = torch.empty_like(x)
             graph = torch.cuda.CUDAGraph()
             try:
                 with torch.cuda.graph(graph):
-                    scale(x, y, x.numel())
+                    by_rule += scale(x, y, x.numel()).source == "rule"
                 graph.replay()
                 torch.cuda.synchronize()
                 torch.testing.assert_close(y, x * 2)
@@ -442,10 +453,14 @@ def site_rows(
                 failures += 1
                 print(f"  capture at batch {b} failed: {type(err).__name__}: {err}")
         row.update(
-            captures=len(sizes), capture_failures=failures, capture_tunes=len(tunes) - before
+            captures=len(sizes),
+            capture_failures=failures,
+            capture_tunes=len(tunes) - before,
+            captures_decided_by_rule=by_rule,
         )
-        print(f"capture: {len(sizes)} batch sizes from {sizes[0]} to {sizes[-1]}, none swept: "
-              f"{failures} failures, {row['capture_tunes']} tunes")  # fmt: skip
+        print(f"capture: {len(sizes)} batch sizes from {sizes[0]} to {sizes[-1]}, none swept, "
+              f"each a miss: {by_rule} decided by the rule, {failures} failures, "
+              f"{row['capture_tunes']} tunes")  # fmt: skip
     tuner.tune = real
     return row
 
