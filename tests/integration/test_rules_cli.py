@@ -255,6 +255,34 @@ def test_build_never_writes_through_a_link_another_user_planted_at_out(
     assert os.listdir(theirs) == []
 
 
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv"),
+    reason="needs root and setpriv, to act as a second local user (uid 65534)",
+)
+def test_a_directory_another_user_makes_at_out_during_the_build_gets_no_rule_file(
+    built_rules: Path, request: pytest.FixtureRequest
+) -> None:
+    """`--out` is checked before the build, which may measure for minutes; another user who
+    makes the missing directory meanwhile (a shared /tmp name) must not get the rule files:
+    the directory is judged again as each rule is written."""
+    from tunedsl.cli.rules_out import out_dir
+    from tunedsl.store import paths
+
+    rule = rule_store.read_rule_file(rule_file(built_rules))
+    shared = Path(tempfile.mkdtemp(prefix="tunedsl-out-", dir="/tmp"))
+    shared.chmod(0o1777)  # like /tmp itself
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    out = shared / "rules"
+    assert out_dir(str(out)) == out  # the command's check: nothing there yet
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    subprocess.run([*as_nobody, "mkdir", "-m", "777", str(out)], check=True)
+    with pytest.raises(paths.UntrustedDir, match=f"{out} is owned by another user"):
+        rule_store.save_rule(rule, out)
+    assert os.listdir(out) == []
+    mine = shared / "mine"  # made by the build itself: written
+    assert rule_store.save_rule(rule, mine).parent == mine
+
+
 @pytest.mark.parametrize("opened", ["writable by others", "another user's"])
 def test_check_fails_a_rules_directory_the_runtime_does_not_trust(
     built_rules: Path, opened: str

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import swap_attack
-from rel_helpers import cache_warnings, child_env, only_cache_warnings
+from rel_helpers import REPO, cache_warnings, child_env, only_cache_warnings
 
 from tunedsl.store import paths, records
 
@@ -167,6 +167,47 @@ def test_gallery_never_writes_through_a_link_another_user_planted_at_out() -> No
         assert last.startswith(f"tunedsl: error: --out {out}: not private to you"), done.stderr
         assert f"{out} is a symbolic link owned by another user" in last
         assert "ran the example" not in done.stdout + done.stderr
+
+
+def test_cache_export_and_sweep_bundle_never_write_into_another_users_directory() -> None:
+    """A bundle written into a directory another user made (a shared /tmp name they took
+    first), or through their link to it: they could replace the bundle before `tunedsl cache
+    import` reads it back. Refused, naming the directory, before anything is written or
+    swept; a directory of the user's own beside it is written."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as base:
+        theirs, link = base / "bundles", base / "linked"
+        plant = (
+            "import os, sys; os.mkdir(sys.argv[1]); os.chmod(sys.argv[1], 0o777); "
+            "os.symlink(sys.argv[1], sys.argv[2])"
+        )
+        swap_attack.attacker_step(plant, str(theirs), str(link))
+        env = child_env(base / "cache")
+        script = REPO / "tests" / "integration" / "sweep_fixtures" / "sweep_vadd.py"
+        for where, why in (
+            (theirs, f"{theirs} is owned by another user"),
+            (link, f"{link} is a symbolic link owned by another user"),
+        ):
+            for argv, said in (
+                (["cache", "export", str(where / "records.json")], "cannot export to"),
+                (["sweep", "--no-ray", "--bundle", str(where / "s.json"), str(script)], "--bundle"),
+            ):
+                done = subprocess.run(
+                    [sys.executable, "-m", "tunedsl", *argv],
+                    env=env, capture_output=True, text=True, timeout=300,
+                )  # fmt: skip
+                assert done.returncode == 1, (argv, done.stdout, done.stderr)
+                assert f"{said} {where}/" in done.stderr, done.stderr
+                assert "another user could redirect or replace it" in done.stderr
+                assert why in done.stderr and "Traceback" not in done.stderr
+        assert os.listdir(theirs) == []
+        mine = base / "mine"
+        mine.mkdir(mode=0o700)
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "cache", "export", str(mine / "records.json")],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0 and (mine / "records.json").is_file(), done.stderr
 
 
 def test_gallery_makes_its_report_directory_private_under_umask_0(tmp_path: Path) -> None:

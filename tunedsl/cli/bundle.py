@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from tunedsl.errors import UsageError
-from tunedsl.store import atomic
+from tunedsl.store import atomic, paths
 from tunedsl.store.records import (
     MAX_BUNDLE_BYTES,
     MAX_RECORD_BYTES,
@@ -174,12 +174,28 @@ def export_bundle(file: str, records: Iterable[Record]) -> int:
         raise UsageError(f"cannot export to {file}: it is a directory; name a file")
     if not target.parent.is_dir():
         raise UsageError(f"cannot export to {file}: no directory {target.parent}")
+    why = redirected_bundle(file)
+    if why is not None:
+        raise UsageError(f"cannot export to {file}: {why}")
     try:
         with atomic.replacing(target) as fh:
             count = _write_lines(fh, records)
     except OSError as err:
         raise UsageError(f"cannot export to {file}: {err.strerror or err}") from None
     return count
+
+
+def redirected_bundle(file: str) -> str | None:
+    """Why another user could have the bundle ``file`` land in a place of theirs, where they
+    could replace it before it is imported (its directory theirs, or reached through a link
+    of theirs), or None. A link planted at ``file`` itself is replaced by the bundle, never
+    followed."""
+    why = paths.redirected_destination(Path(os.path.abspath(file)).parent)
+    if why is None:
+        return None
+    return (
+        f"another user could redirect or replace it ({why}); name a file in a directory of your own"
+    )
 
 
 def write_bundle(file: str, records: Iterable[Record]) -> bool:

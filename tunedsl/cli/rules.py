@@ -31,6 +31,7 @@ from tunedsl.cli.rules_measure import check_measure_args
 from tunedsl.cli.rules_out import keep_other_gpus_rules, out_dir
 from tunedsl.cli.rules_out import untrusted as _untrusted
 from tunedsl.errors import UsageError
+from tunedsl.store import paths
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -303,7 +304,13 @@ def _save(plan: Any, out: Path) -> None:
         built=time.time(),
         swept=plan.swept,
     )
-    path = save_rule(rule, out)
+    try:
+        path = save_rule(rule, out)
+    except paths.UntrustedDir as err:
+        raise UsageError(
+            f"--out {out}: another user could redirect the rule files written there ({err}): "
+            "no rule file was written there; name a directory of your own"
+        ) from None
     v = built.validation
     print(
         f"{_short(terminal_text(first.site), 48):<48} {len(plan.keys):>5} "

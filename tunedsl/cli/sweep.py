@@ -48,6 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tunedsl.cli.bundle import redirected_bundle
     from tunedsl.knobs import finite_number
     from tunedsl.precompile.sweep import sweep
     from tunedsl.store import atomic
@@ -61,6 +62,9 @@ def main(args: argparse.Namespace) -> int:
         parent = os.path.dirname(os.path.abspath(args.bundle))
         if not os.path.isdir(parent):
             raise UsageError(f"--bundle {args.bundle}: no directory {parent}; name a file in one")
+        why = redirected_bundle(args.bundle)
+        if why is not None:
+            raise UsageError(f"--bundle {args.bundle}: {why}")
         try:
             atomic.check_replaceable(args.bundle)
         except OSError as err:

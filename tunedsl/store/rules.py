@@ -63,8 +63,13 @@ def rule_path(root: Path, digest: str) -> Path:
 
 
 def save_rule(rule: Rule, root: Path) -> Path:
-    """Write ``rule`` into ``root`` (created private), whole or not at all."""
+    """Write ``rule`` into ``root`` (created private), whole or not at all. ``root`` is
+    judged again as it is now: a directory another user made or linked there since the
+    command checked it (a build measures for minutes) raises ``UntrustedDir``, naming it."""
     paths.make_dirs(root)
+    why = paths.redirected_destination(root)
+    if why is not None:
+        raise paths.UntrustedDir(why)
     path = rule_path(root, digest_of(rule))
     atomic.write_json(path, rule.to_json())
     return path
