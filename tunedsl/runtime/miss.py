@@ -14,6 +14,7 @@ The candidates and bound variants of a call (precompile's view of it) are here t
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -180,20 +181,46 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
 
     info = bt.kernel_info(call.kernel)
     plain = {n: a for n, a in zip(info.arg_names, call.args, strict=False) if a is not HOLE}
-    recorder = ReadRecorder({**plain, **call.static_kwargs})
-    if settings.large:
-        found: Sequence[Config] = LazyCandidates(settings, recorder)  # type: ignore[assignment]
-        if settings.prune is None:
-            return found
-        settings.prune([settings.default], recorder)  # learn which arguments it reads
-    else:
-        found = apply_prune(settings, recorder)
+    given = {**plain, **call.static_kwargs}
+    recorder = ReadRecorder(given)
+    data_read: dict[str, str] = {}  # tensors whose data prune reads: no key holds it
+    watch = contextlib.nullcontext()
+    if call.key is None and settings.prune is not None:
+        from tunedsl.backends.tensor_reads import data_reads
+
+        watch = data_reads(given, data_read)  # type: ignore[assignment]
+    with watch:
+        if settings.large:
+            found: Sequence[Config] = LazyCandidates(settings, recorder)  # type: ignore[assignment]
+            if settings.prune is None:
+                return found
+            settings.prune([settings.default], recorder)  # learn which arguments it reads
+        else:
+            found = apply_prune(settings, recorder)
+    if data_read:
+        _tensor_data_read(site.label, settings.prune, data_read)
     site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
     alone = site.kernel_text != "autotune_launch" or settings.name is None
     prune_closure.check(
         settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy, alone
     )
     return found
+
+
+def _tensor_data_read(label: str, prune: Any, data_read: Mapping[str, str]) -> None:
+    """A ``UsageError``: ``prune`` read the data of a tensor argument, which no key holds."""
+    from tunedsl.backends.tensor_reads import described
+    from tunedsl.errors import callable_name
+
+    name, method = next(iter(data_read.items()))
+    raise UsageError(
+        f"{label}: prune={callable_name(prune)} reads the data of the tensor argument "
+        f"`{name}` ({described(method)} of it), not only its dtype and shape: a tensor's data "
+        "joins no key, so the decision made for one call's data would be reused for a call "
+        "with other data, launching a configuration its prune drops. Pass the value prune "
+        'needs to the kernel as a number of its own, read as args["..."], whose value then '
+        f"joins the key, or put it in key= (key=int({name}.max()), say)"
+    )
 
 
 def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:

@@ -1,0 +1,88 @@
+"""Whether a ``prune=`` reads the data of the tensors it is given.
+
+A site whose prune reads an argument keys its decisions on that argument's value; of a
+tensor, that is its dtype and shape (``model/prune_keys.py``): its data never joins a key
+(reading it on every call would copy it from the GPU). A prune that decides by the data
+(``int(args["lens"].max())``, the longest of a batch's rows) would have the decision made
+for one call's data reused for another's. While the prune runs, a torch function mode
+notes such a read: every read of a tensor's data ends in turning a value of it, or of a
+tensor computed from it, into Python (``int()``, ``float()``, ``bool()``, ``item()``,
+``tolist()``, ``in``, printing it). Its shape, dtype, strides and the like are no such read.
+The prune is handed the tensors themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+#: The tensor methods that turn its data into Python values.
+_TO_PYTHON = frozenset(
+    {
+        "__bool__", "__int__", "__float__", "__index__", "__complex__", "__contains__",
+        "__format__", "__repr__", "__str__", "__array__", "item", "tolist", "numpy",
+        "equal", "allclose",
+    }
+)  # fmt: skip
+
+
+class _DataReads(TorchFunctionMode):
+    """Notes in ``seen`` (argument name -> method) a read of the data of the tensors in
+    ``names`` (by ``id``: argument name) or of a tensor computed from them."""
+
+    def __init__(self, names: dict[int, str], seen: dict[str, str]) -> None:
+        super().__init__()
+        self.names, self.seen = names, seen
+        self.held: list[Any] = []  # the computed tensors named, so that no id is reused
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = next((self.names[id(a)] for a in _flat((args, kwargs)) if id(a) in self.names), None)
+        out = func(*args, **kwargs)
+        if name is None:
+            return out
+        method = getattr(func, "__name__", "")
+        if method in _TO_PYTHON:
+            self.seen.setdefault(name, method)
+        for value in _flat((out,)):
+            if isinstance(value, torch.Tensor):
+                self.names[id(value)] = name
+                self.held.append(value)
+        return out
+
+
+def _flat(items: Any) -> list[Any]:
+    found = []
+    for item in items:
+        if isinstance(item, tuple | list):
+            found += _flat(item)
+        elif isinstance(item, dict):
+            found += _flat(tuple(item.values()))
+        else:
+            found.append(item)
+    return found
+
+
+@contextlib.contextmanager
+def data_reads(values: Mapping[str, Any], seen: dict[str, str]) -> Iterator[None]:
+    """Within it, a read of the data of a tensor among ``values`` is noted in ``seen``
+    (argument name -> the method that read it). Nothing is noted while ``torch.compile``
+    traces (its tensors hold no data)."""
+    names = {id(v): n for n, v in values.items() if isinstance(v, torch.Tensor)}
+    if not names or torch.compiler.is_compiling():
+        yield
+        return
+    with _DataReads(names, seen):
+        yield
+
+
+def described(method: str) -> str:
+    """How a read of a tensor's data reads in an error: `int()`, `.item()`."""
+    if method.startswith("__") and method.endswith("__"):
+        word = method.strip("_")
+        return "`in`" if word == "contains" else f"`{word}()`"
+    return f"`.{method}()`"
