@@ -1,6 +1,7 @@
 """What a Python function's code reads (model layer, pure): the names its code and the code
-nested in it name, the values its closure holds, and a module's attribute looked up without
-side effects, and the source span of an instruction. Kernel identity (``backends/kernel_source.py``) and the digest of a Triton
+nested in it name, the values its closure holds, a module's attribute looked up without
+side effects, the source span of an instruction, the chains of attributes and constant
+items it loads from its variables, and whether a value is data a key could hold. Kernel identity (``backends/kernel_source.py``) and the digest of a Triton
 function given as a value (``model/jit_digest.py``) both walk what a function reads."""
 
 from __future__ import annotations
@@ -78,3 +79,74 @@ def source_span(code: types.CodeType, lasti: int | None) -> tuple[int, int, int,
     col = min(p[2] for p in spans if p[0] == first)
     end_col = max(p[3] for p in spans if p[1] == last)
     return first, last, col, end_col  # type: ignore[return-value]
+
+
+def attribute_chains(
+    code: types.CodeType, names: set[str], roots: tuple[str, ...] = ()
+) -> set[tuple[Any, ...]]:
+    """The chains ``(name, step, ...)`` of attributes and constant items (``hp["n"]``,
+    ``hp.get("n")``) ``code`` and its nested code load from the variables ``names``, loaded
+    by the instructions ``roots`` (a function's variables by default)."""
+    roots = roots or _NAME_OPS
+    chains: set[tuple[Any, ...]] = set()
+    chain: list[Any] = []
+    ops = list(dis.get_instructions(code))
+    skip = 0
+    for i, op in enumerate(ops):
+        if skip:
+            skip -= 1
+            continue
+        if chain and op.opname in _ATTRIBUTE_OPS:
+            chain.append((".", str(op.argval)))
+            continue
+        if chain and op.opname in _CONST_OPS and i + 1 < len(ops):
+            after = ops[i + 1]
+            if _is_subscript(after) or (chain[-1] == (".", "get") and len(chain) > 1):
+                if chain[-1] == (".", "get"):
+                    chain.pop()
+                chain.append(("[]", op.argval))
+                skip = 1 if _is_subscript(after) else 0
+                if not skip:  # `hp.get("n")`: the call ends the chain
+                    chains.add(tuple(chain))
+                    chain = []
+                continue
+        if len(chain) > 1:
+            chains.add(tuple(chain))
+        chain = [str(op.argval)] if op.opname in roots and op.argval in names else []
+    if len(chain) > 1:
+        chains.add(tuple(chain))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            chains |= attribute_chains(const, names, roots)
+    return chains
+
+
+def _is_subscript(op: dis.Instruction) -> bool:
+    """``BINARY_SUBSCR`` (``BINARY_OP []`` from Python 3.14)."""
+    return op.opname == "BINARY_SUBSCR" or (op.opname == "BINARY_OP" and op.argrepr == "[]")
+
+
+#: The instructions that load a variable: a closure's (a method's ``self`` in a comprehension
+#: too) or a function's own (a method's ``self``).
+_NAME_OPS = ("LOAD_DEREF", "LOAD_FAST", "LOAD_FAST_CHECK")
+
+#: The instructions that load a module's global.
+GLOBAL_OPS = ("LOAD_GLOBAL", "LOAD_NAME")
+
+#: The instructions that load an attribute of the object on the stack (LOAD_METHOD before
+#: Python 3.12).
+_ATTRIBUTE_OPS = ("LOAD_ATTR", "LOAD_METHOD")
+
+#: The instructions that load a constant (LOAD_SMALL_INT from Python 3.14).
+_CONST_OPS = ("LOAD_CONST", "LOAD_SMALL_INT")
+
+
+def is_data(value: Any) -> bool:
+    """A value a key could hold: a number, a string, a tensor or a tuple of them; not code or
+    state (a function, an object, a list a prune appends to, a tuple of prunes to pick)."""
+    if isinstance(value, bool | int | float | str | bytes):
+        return True
+    if isinstance(value, tuple):
+        return all(is_data(item) for item in value)
+    cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
+    return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")

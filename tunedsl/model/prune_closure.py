@@ -26,14 +26,20 @@ name whose every binding has run, is not one of them.
 
 from __future__ import annotations
 
-import dis
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tunedsl.errors import UsageError, callable_name
-from tunedsl.model.code_reads import globals_loaded, source_span
+from tunedsl.model.code_reads import (
+    GLOBAL_OPS,
+    attribute_chains,
+    globals_loaded,
+    is_data,
+    source_span,
+)
+from tunedsl.model.prune_elsewhere import set_elsewhere
 from tunedsl.model.prune_held import argument_named_alike, held_by_key, root_held_by_key
 from tunedsl.model.running_frames import (
     FUNCTION_FLAGS,
@@ -102,6 +108,7 @@ def check(
     reads = [(n, v, "the function that calls the site") for n, v in caller]
     for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level, alone):
         reads.append((name, value, f"the module, which rebinds it as it runs ({line})"))
+    reads += set_elsewhere(prune, source.rebound_at_top_level)
     seen = {name for name, _, _ in reads}
     reads += [r for r in made_from_caller(lazy, source, alone) if r[0] not in seen]
     for name, value, where in reads:
@@ -160,7 +167,7 @@ def made_from_caller(lazy: Any, source: Source, alone: bool = False) -> list[tup
     # made from; a name holding data (`i = levels[0]`, then `PRUNES[i]`) is itself checked.
     assigned = source.chains_assigned_to_names_read(code.co_filename, span, "prune")
     for name, origin in assigned.items():
-        if not _is_data(local[name] if name in local else namespace.get(name)):
+        if not is_data(local[name] if name in local else namespace.get(name)):
             chains = chains | origin
     made = " (the prune= expression makes the prune from it)"
     out = [
@@ -208,7 +215,7 @@ def _passed_in(
         bound = bound_arguments(source.called_as(caller.f_code.co_filename, span), caller, code)
     for chain in chains:
         name = chain[0]
-        if len(chain) != 1 or name not in params or _is_data(local.get(name)):
+        if len(chain) != 1 or name not in params or is_data(local.get(name)):
             continue
         index = params.index(name)
         position = None if bound is None or index >= code.co_argcount else index - bound
@@ -234,9 +241,9 @@ def _chain_values(chains: set[tuple[Any, ...]], values: Mapping[str, Any]) -> li
     reads it whole, else the data it reads from it (``x.shape[1]`` of a tensor, a prune
     out of a tuple is none)."""
     bare = {c[0] for c in chains if len(c) == 1 and c[0] in values}
-    found = [(name, values[name]) for name in sorted(bare) if _is_data(values[name])]
+    found = [(name, values[name]) for name in sorted(bare) if is_data(values[name])]
     rest = {c for c in chains if c[0] in values and c[0] not in bare and len(c) > 1}
-    data = {c for c in rest if _is_data(values[c[0]])}
+    data = {c for c in rest if is_data(values[c[0]])}
     for chain in sorted(data, key=repr):
         read = _data_along(chain, values[chain[0]])
         if read is not None:
@@ -255,7 +262,7 @@ def _data_along(chain: tuple[Any, ...], value: Any) -> tuple[str, Any] | None:
         except Exception:
             return last
         label += f".{part}" if kind == "." else f"[{part!r}]"
-        if not _is_data(value):
+        if not is_data(value):
             plain = callable(value) and getattr(value, "__self__", None) is None
             return None if plain else last  # a function, not a method of the data
         last = (label, value)
@@ -284,7 +291,7 @@ def caller_locals_read(prune: Any) -> list[tuple[str, Any]]:
             value = cell.cell_contents
         except ValueError:  # an empty cell: assigned later in the caller
             continue
-        if _is_data(value):
+        if is_data(value):
             out.append((name, value))
         else:
             objects[name] = value
@@ -305,7 +312,7 @@ def bound_attributes_read(prune: Any) -> list[tuple[str, Any]]:
     if obj is None or isinstance(obj, (type, types.ModuleType)):
         return []
     me = code.co_varnames[0]
-    chains = _attribute_chains(code, {me})
+    chains = attribute_chains(code, {me})
     if not chains or not _held_by_running_function(obj):
         return []
     return _values_read(chains, {me: obj})
@@ -331,7 +338,7 @@ def _attributes_read(code: types.CodeType, objects: Mapping[str, Any]) -> list[t
     variables that hold no data themselves (a method's ``self``, a dict of settings), at the
     first step of a chain that gives data (``self.cfg.live`` reads ``cfg``'s ``live``,
     ``hp["n"]`` the dict's item ``"n"``)."""
-    return _values_read(_attribute_chains(code, set(objects)), objects)
+    return _values_read(attribute_chains(code, set(objects)), objects)
 
 
 #: One step of a chain: ``(".", name)`` an attribute, ``("[]", key)`` a constant item.
@@ -350,70 +357,10 @@ def _values_read(chains: set[tuple[Any, ...]], objects: Mapping[str, Any]) -> li
             except Exception:  # a property that raises now: prune's own call will say so
                 break
             label += f".{part}" if kind == "." else f"[{part!r}]"
-            if _is_data(value):
+            if is_data(value):
                 found.setdefault(label, value)
                 break
     return list(found.items())
-
-
-def _attribute_chains(
-    code: types.CodeType, names: set[str], roots: tuple[str, ...] = ()
-) -> set[tuple[Any, ...]]:
-    """The chains ``(name, step, ...)`` of attributes and constant items (``hp["n"]``,
-    ``hp.get("n")``) ``code`` and its nested code load from the variables ``names``, loaded
-    by the instructions ``roots`` (a function's variables by default)."""
-    roots = roots or _NAME_OPS
-    chains: set[tuple[Any, ...]] = set()
-    chain: list[Any] = []
-    ops = list(dis.get_instructions(code))
-    skip = 0
-    for i, op in enumerate(ops):
-        if skip:
-            skip -= 1
-            continue
-        if chain and op.opname in _ATTRIBUTE_OPS:
-            chain.append((".", str(op.argval)))
-            continue
-        if chain and op.opname in _CONST_OPS and i + 1 < len(ops):
-            after = ops[i + 1]
-            if _is_subscript(after) or (chain[-1] == (".", "get") and len(chain) > 1):
-                if chain[-1] == (".", "get"):
-                    chain.pop()
-                chain.append(("[]", op.argval))
-                skip = 1 if _is_subscript(after) else 0
-                if not skip:  # `hp.get("n")`: the call ends the chain
-                    chains.add(tuple(chain))
-                    chain = []
-                continue
-        if len(chain) > 1:
-            chains.add(tuple(chain))
-        chain = [str(op.argval)] if op.opname in roots and op.argval in names else []
-    if len(chain) > 1:
-        chains.add(tuple(chain))
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            chains |= _attribute_chains(const, names, roots)
-    return chains
-
-
-def _is_subscript(op: dis.Instruction) -> bool:
-    """``BINARY_SUBSCR`` (``BINARY_OP []`` from Python 3.14)."""
-    return op.opname == "BINARY_SUBSCR" or (op.opname == "BINARY_OP" and op.argrepr == "[]")
-
-
-#: The instructions that load a variable: a closure's (a method's ``self`` in a comprehension
-#: too) or a function's own (a method's ``self``).
-_NAME_OPS = ("LOAD_DEREF", "LOAD_FAST", "LOAD_FAST_CHECK")
-
-#: The instructions that load a module's global.
-_GLOBAL_OPS = ("LOAD_GLOBAL", "LOAD_NAME")
-
-#: The instructions that load an attribute of the object on the stack (LOAD_METHOD before
-#: Python 3.12).
-_ATTRIBUTE_OPS = ("LOAD_ATTR", "LOAD_METHOD")
-
-#: The instructions that load a constant (LOAD_SMALL_INT from Python 3.14).
-_CONST_OPS = ("LOAD_CONST", "LOAD_SMALL_INT")
 
 
 def rebound_globals_read(
@@ -437,12 +384,12 @@ def rebound_globals_read(
     objects = {}
     for name in sorted(globals_loaded(code)):
         if name in lines and name in namespace:
-            if _is_data(namespace[name]):
+            if is_data(namespace[name]):
                 out.append((name, namespace[name], line_of(frame, code, lines[name])))
             else:
                 objects[name] = namespace[name]
     if objects:
-        chains = _attribute_chains(code, set(objects), _GLOBAL_OPS)
+        chains = attribute_chains(code, set(objects), GLOBAL_OPS)
         for label, value in _values_read(chains, objects):
             line = lines[label.split(".")[0].split("[")[0]]
             out.append((label, value, line_of(frame, code, line)))
@@ -461,15 +408,4 @@ def _defaults(prune: Any, code: types.CodeType) -> dict[str, Any]:
     names = code.co_varnames[code.co_argcount - len(given) : code.co_argcount]
     found = dict(zip(names, given, strict=True))
     found.update(getattr(prune, "__kwdefaults__", None) or {})
-    return {name: value for name, value in found.items() if _is_data(value)}
-
-
-def _is_data(value: Any) -> bool:
-    """A value a key could hold: a number, a string, a tensor or a tuple of them; not code or
-    state (a function, an object, a list a prune appends to, a tuple of prunes to pick)."""
-    if isinstance(value, bool | int | float | str | bytes):
-        return True
-    if isinstance(value, tuple):
-        return all(_is_data(item) for item in value)
-    cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
-    return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")
+    return {name: value for name, value in found.items() if is_data(value)}
