@@ -330,6 +330,33 @@ def test_precompile_names_a_workload_that_reached_no_site(tmp_path: Path) -> Non
     ), notes  # `warm`, which calls its site, is not named
 
 
+SIZED = PRUNED.replace(
+    "@workload\ndef warm():",
+    "@workload\ndef sized(n):  # sizes from `tunedsl sweep --shapes` only\n"
+    "    f(torch.empty(n), 16)\n\n\n"
+    "@workload\ndef warm():",
+)
+
+
+@pytest.mark.needs_triton
+def test_precompile_skips_a_workload_whose_parameters_have_no_defaults_with_a_note(
+    tmp_path: Path,
+) -> None:
+    # Called without arguments it raised a raw `TypeError: sized() missing 1 required
+    # positional argument`, and precompile failed (exit 1) with every other workload warm.
+    (tmp_path / "sized.py").write_text(SIZED)
+    proc = tunedsl(tmp_path, "precompile", "sized.py", TRITON_INTERPRET="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "TypeError" not in proc.stdout + proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "workload sized" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: "), proc.stdout
+    assert notes[0].endswith(
+        "sized.py:22: workload sized takes n= without defaults, so precompile (which calls a "
+        "workload without arguments) skipped it: give them defaults, or sweep it with "
+        "`tunedsl sweep --shapes FILE`"
+    ), notes
+
+
 @no_gpu
 @pytest.mark.needs_triton
 def test_sweep_without_a_gpu_names_itself_in_the_interpreter_notice(tmp_path: Path) -> None:

@@ -17,9 +17,11 @@ arguments, shows progress and renders the summary.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from tunedsl.errors import UsageError
 from tunedsl.frontend.source import read_source
@@ -155,6 +157,15 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
             continue
         for wl in registered_workloads(module.__name__):
             skipped, calls = session.skipped, session.calls
+            needed = _required_parameters(wl.fn)
+            if needed:  # its sizes come from `tunedsl sweep --shapes`
+                summary.notes.append(
+                    f"{wl.filename}:{wl.line}: workload {wl.qualname} takes "
+                    f"{', '.join(f'{n}=' for n in needed)} without defaults, so precompile (which "
+                    "calls a workload without arguments) skipped it: give them defaults, or "
+                    "sweep it with `tunedsl sweep --shapes FILE`"
+                )
+                continue
             try:
                 wl.fn()
                 if session.calls == calls:
@@ -187,6 +198,19 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
                     f"{wl.filename}:{wl.line}: workload {wl.qualname} failed: "
                     f"{describe_error(err)}{why}"
                 )
+
+
+def _required_parameters(fn: Any) -> list[str]:
+    """The parameters of ``fn`` a call without arguments would miss."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: the call itself will say
+        return []
+    return [
+        p.name
+        for p in params
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
 
 
 @contextlib.contextmanager
