@@ -194,6 +194,25 @@ def test_check_says_a_rule_was_built_for_another_version_of_the_scripts_kernel(
     assert "the runtime never uses this rule" in done.stdout
 
 
+def test_check_runs_only_the_workloads_named_with_workload(built: Path, tmp_path: Path) -> None:
+    # A script with a workload for precompile (no parameters) beside the sweep's: every
+    # --shapes entry passes n=, which the first does not take, so check could run neither
+    # with --shapes, nor without it. --workload names the one to run, as sweep's does.
+    two = tmp_path / "two" / "rule_vadd.py"
+    two.parent.mkdir()
+    two.write_text(Path(SCRIPT).read_text() + "\n\n@workload\ndef warm():\n    add()\n")
+    held = shapes(tmp_path, "held", [300, 700])
+    done = tunedsl("rules", "check", str(built), "--script", str(two), "--shapes", held)
+    assert done.returncode == 1 and "which workload warm does not take" in done.stderr
+    done = tunedsl(
+        "rules", "check", str(built), "--script", str(two), "--shapes", held, "--workload", "add"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 keys tuned here" in done.stdout, done.stdout
+    unknown = tunedsl("rules", "check", str(built), "--workload", "add")
+    assert unknown.returncode == 1 and "--workload needs --script" in unknown.stderr
+
+
 PRUNED = """\
 import torch
 import triton

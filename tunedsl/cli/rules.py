@@ -1,10 +1,11 @@
 """``tunedsl rules``: decisions for keys never tuned, built ahead of time from a sweep.
 
     tunedsl rules build [--site ID ...] [--records DIR ...] --out DIR [--tolerance 0.03]
-                        [--script SCRIPT [--shapes FILE] [--measure-budget SECONDS]]
+                        [--script SCRIPT [--shapes FILE] [--workload NAME ...]
+                         [--measure-budget SECONDS]]
     tunedsl rules show DIR|FILE ...
-    tunedsl rules check DIR|FILE ... [--script SCRIPT [--shapes FILE] [--sample N]
-                        [--bound 1.05] [--measure-budget SECONDS]]
+    tunedsl rules check DIR|FILE ... [--script SCRIPT [--shapes FILE] [--workload NAME ...]
+                        [--sample N] [--bound 1.05] [--measure-budget SECONDS]]
 
 ``build`` turns each site's tuning records (the cache's, or ``--records`` directories) into a
 rule file in ``--out`` (docs/shapes.md); ship that directory on ``TUNEDSL_RECORDS_PATH``.
@@ -93,6 +94,12 @@ DEFAULT_MEASURE_BUDGET_S = 600.0
 def _measure_args(parser: argparse.ArgumentParser, text: str) -> None:
     parser.add_argument("--script", help=f"a script of @tunedsl.workload functions: {text}")
     parser.add_argument("--shapes", help="JSON list of the workloads' keyword arguments")
+    parser.add_argument(
+        "--workload",
+        action="append",
+        metavar="NAME",
+        help="run only this @tunedsl.workload of --script (repeat for several; default: all)",
+    )
     parser.add_argument(
         "--measure-budget",
         type=float,

@@ -53,6 +53,8 @@ def check_measure_args(args: argparse.Namespace) -> None:
     from tunedsl.knobs import finite_number
 
     finite_number(args.measure_budget, "--measure-budget", zero_ok=True, unit=" of seconds")
+    if args.workload and args.script is None:
+        raise UsageError("--workload needs --script: the script whose workloads it names")
     if args.shapes is not None and args.script is None:
         raise UsageError("--shapes needs --script: the workloads the shapes are arguments of")
     if args.script is not None:
@@ -103,7 +105,9 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
     def enough(records: list[Any]) -> bool:
         return wanted <= {where_of(r) for r in records}
 
-    done = remeasure.measure(args.script, read_shapes(args.shapes), args.measure_budget, enough)
+    done = remeasure.measure(
+        args.script, read_shapes(args.shapes), args.measure_budget, enough, args.workload
+    )
     found = {where_of(r): swept_key(r) for r in done.records}
     for p in plans:
         for i, k in enumerate(p.keys):
@@ -207,7 +211,7 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
 
     # The sample keeps each entry's line in the file: a bad entry is named where it is.
     sample = read_shapes(args.shapes).sample(args.sample)
-    done = remeasure.measure(args.script, sample, args.measure_budget)
+    done = remeasure.measure(args.script, sample, args.measure_budget, only=args.workload)
     for failure in done.failures:
         print(f"  measuring failed: {failure}", file=sys.stderr)
     regrets: dict[str, list[float]] = {d: [] for d in rules}

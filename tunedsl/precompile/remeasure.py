@@ -53,15 +53,17 @@ def measure(
     shapes: Sequence[dict[str, Any]],
     budget_s: float,
     enough: Callable[[list[Any]], bool] = lambda _: False,
+    only: Sequence[str] | None = None,
 ) -> Measured:
-    """Run the workloads of ``script`` over ``shapes`` and return every record they tuned,
-    until ``enough(records)`` or ``budget_s`` seconds have passed."""
+    """Run the workloads of ``script`` (those named in ``only``, where given) over
+    ``shapes`` and return every record they tuned, until ``enough(records)`` or
+    ``budget_s`` seconds have passed."""
     from tunedsl.precompile.sweep import plan, run_task
     from tunedsl.store.records import Record
     from tunedsl.store.scratch import check_scratch
 
     check_scratch()  # each task keeps its records in a scratch directory
-    tasks = plan(script, shapes)
+    tasks = plan(script, shapes, only)
     out = Measured()
     start = time.monotonic()
     with environ_set(TASK_ENV):
