@@ -84,3 +84,23 @@ def test_a_pick_that_fails_verify_launches_the_rules_next_that_passes_where_tuni
         res, c, expected = launch(300, mode="cached", verify=True)
     assert res.source == "rule" and res.config == c64 and len(tune_count) == tuned
     torch.testing.assert_close(c, expected)
+
+
+def test_a_key_outside_the_range_whose_pick_is_refused_warns_once(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    # The range's warning names the refused pick and what is launched; a second warning
+    # about the same refused pick said it again.
+    import warnings
+
+    _, c64, c128, c256 = (Config(tile=t) for t in SPACE["tile"])
+    _rule_of(rule_file(built_rules), [c64, c256, c128])
+    ship(built_rules, monkeypatch, tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = run("swept", 5000, mode="cached", prune=_without(64))  # beyond the sweep
+    said = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(said) == 1, said
+    assert "outside the range" in said[0] and str(c64) in said[0], said
+    assert f"launches its next configuration, {c256}" in said[0], said
+    assert res.source == "rule" and res.config == c256 and tune_count == []

@@ -150,8 +150,8 @@ def rule_pick(
             f"a key outside the range of {where} ({why}); tuning cannot run here, {does}",
             stacklevel="user",
         )
-    if problem is None:
-        return config
+    if problem is None or not in_range:  # (the range's warning named the refused pick)
+        return config if problem is None else instead
     warn_once(
         f"rule-refused:{digest}:{config}:{problem.split(' (')[0]}:{instead}",
         f"{where} picked {config}, which {problem}; not using it, {launched}",
