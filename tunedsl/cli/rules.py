@@ -29,10 +29,9 @@ from typing import Any
 
 from tunedsl.cli.cache_select import terminal_text
 from tunedsl.cli.rules_measure import check_measure_args
-from tunedsl.cli.rules_out import keep_other_gpus_rules, out_dir
+from tunedsl.cli.rules_out import keep_other_gpus_rules, out_dir, write_rule
 from tunedsl.cli.rules_out import untrusted as _untrusted
 from tunedsl.errors import UsageError
-from tunedsl.store import paths
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -94,12 +93,8 @@ DEFAULT_MEASURE_BUDGET_S = 600.0
 def _measure_args(parser: argparse.ArgumentParser, text: str) -> None:
     parser.add_argument("--script", help=f"a script of @tunedsl.workload functions: {text}")
     parser.add_argument("--shapes", help="JSON list of the workloads' keyword arguments")
-    parser.add_argument(
-        "--workload",
-        action="append",
-        metavar="NAME",
-        help="run only this @tunedsl.workload of --script (repeat for several; default: all)",
-    )
+    workload = "run only this @tunedsl.workload of --script (repeat for several; default: all)"
+    parser.add_argument("--workload", action="append", metavar="NAME", help=workload)
     parser.add_argument(
         "--measure-budget",
         type=float,
@@ -292,7 +287,6 @@ def _save(plan: Any, out: Path) -> None:
     from tunedsl.model.rule import Rule
     from tunedsl.model.rule_build import dropped_cells
     from tunedsl.store.records import keyed_toolchain
-    from tunedsl.store.rules import save_rule
 
     first, built = plan.first, plan.built
     ctx = first.context if isinstance(first.context, dict) else {}
@@ -311,13 +305,7 @@ def _save(plan: Any, out: Path) -> None:
         built=time.time(),
         swept=plan.swept,
     )
-    try:
-        path = save_rule(rule, out)
-    except paths.UntrustedDir as err:
-        raise UsageError(
-            f"--out {out}: another user could redirect the rule files written there ({err}): "
-            "no rule file was written there; name a directory of your own"
-        ) from None
+    path = write_rule(rule, out)
     v = built.validation
     print(
         f"{_short(terminal_text(first.site), 48):<48} {len(plan.keys):>5} "

@@ -11,7 +11,9 @@ from typing import Any
 
 from tunedsl.cli.cache_select import terminal_text
 from tunedsl.errors import UsageError
+from tunedsl.model.rule import Rule
 from tunedsl.store import paths
+from tunedsl.store.rules import save_rule
 
 
 def keep_other_gpus_rules(plans: Sequence[Any], out: Path) -> None:
@@ -77,3 +79,15 @@ def untrusted(root: Path) -> str | None:
     except OSError as err:
         return f"it cannot be opened ({err.strerror or err})"
     return None
+
+
+def write_rule(rule: Rule, out: Path) -> Path:
+    """``save_rule``, or a ``UsageError`` where another user could now redirect ``out`` (a
+    directory they made there while the build measured)."""
+    try:
+        return save_rule(rule, out)
+    except paths.UntrustedDir as err:
+        raise UsageError(
+            f"--out {out}: another user could redirect the rule files written there ({err}): "
+            "no rule file was written there; name a directory of your own"
+        ) from None

@@ -150,3 +150,21 @@ def is_data(value: Any) -> bool:
         return all(is_data(item) for item in value)
     cls = type(value)  # a tensor, or a numpy number or array (`n = np.prod(x.shape)`)
     return cls.__module__.split(".")[0] in ("torch", "numpy") and hasattr(value, "shape")
+
+
+def first_data(chain: tuple[Any, ...], value: Any) -> tuple[str, Any, list[Any]] | None:
+    """Along ``chain`` (``(name, step, ...)``, ``value`` the name's), the first step that
+    gives data: its label (``obj.attr``, ``hp['n']``), the data and the objects read on the
+    way (``value`` first); None where no step does, or one raises now (a property: the
+    prune's own call will say so)."""
+    label, path = str(chain[0]), [value]
+    for kind, part in chain[1:]:
+        try:
+            value = getattr(value, part) if kind == "." else value[part]
+        except Exception:
+            return None
+        label += f".{part}" if kind == "." else f"[{part!r}]"
+        if is_data(value):
+            return label, value, path
+        path.append(value)
+    return None

@@ -35,6 +35,7 @@ from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.code_reads import (
     GLOBAL_OPS,
     attribute_chains,
+    first_data,
     globals_loaded,
     is_data,
     source_span,
@@ -349,17 +350,9 @@ def _values_read(chains: set[tuple[Any, ...]], objects: Mapping[str, Any]) -> li
     """The (``obj.attr``, value) pairs of the first step of each chain that gives data."""
     found: dict[str, Any] = {}
     for chain in sorted(chains, key=repr):
-        value = objects[chain[0]]
-        label = str(chain[0])
-        for kind, part in chain[1:]:
-            try:
-                value = getattr(value, part) if kind == "." else value[part]
-            except Exception:  # a property that raises now: prune's own call will say so
-                break
-            label += f".{part}" if kind == "." else f"[{part!r}]"
-            if is_data(value):
-                found.setdefault(label, value)
-                break
+        read = first_data(chain, objects[chain[0]])
+        if read is not None:
+            found.setdefault(read[0], read[1])
     return list(found.items())
 
 

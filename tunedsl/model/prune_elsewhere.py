@@ -12,7 +12,13 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tunedsl.model.code_reads import GLOBAL_OPS, attribute_chains, globals_loaded, is_data
+from tunedsl.model.code_reads import (
+    GLOBAL_OPS,
+    attribute_chains,
+    first_data,
+    globals_loaded,
+    is_data,
+)
 from tunedsl.model.running_frames import MAX_FRAMES
 from tunedsl.warn import is_own_file
 
@@ -65,17 +71,9 @@ def _reads(
         elif not isinstance(namespace[name], types.FunctionType | type):
             objects[name] = namespace[name]
     for chain in sorted(attribute_chains(code, set(objects), GLOBAL_OPS), key=repr):
-        value, label, path = objects[chain[0]], str(chain[0]), [objects[chain[0]]]
-        for kind, part in chain[1:]:
-            try:
-                value = getattr(value, part) if kind == "." else value[part]
-            except Exception:  # a property that raises now: prune's own call will say so
-                break
-            label += f".{part}" if kind == "." else f"[{part!r}]"
-            if is_data(value):
-                reads.append((label, value, path))
-                break
-            path.append(value)
+        read = first_data(chain, objects[chain[0]])
+        if read is not None:
+            reads.append(read)
     return reads
 
 
