@@ -194,6 +194,21 @@ def test_check_says_a_rule_was_built_for_another_version_of_the_scripts_kernel(
     assert "the runtime never uses this rule" in done.stdout
 
 
+def test_check_judges_a_rule_by_the_keys_in_its_range(built: Path, tmp_path: Path) -> None:
+    # A sampled key beyond the sweep (tuned at run time where tuning may run) was judged
+    # with the rule: its nearest pick's regret could fail a rule that decides its range well.
+    mixed = shapes(tmp_path, "mixed", [300, 5000])
+    done = tunedsl("rules", "check", str(built), "--script", SCRIPT, "--shapes", mixed)
+    assert "(outside its range: tuned where tuning may run, not judged)" in done.stdout
+    assert ": 1 keys tuned here: regret geomean" in done.stdout, done.stdout
+    beyond = shapes(tmp_path, "beyond", [5000])
+    done = tunedsl("rules", "check", str(built), "--script", SCRIPT, "--shapes", beyond)
+    assert done.returncode == 1, done.stdout
+    assert "unchecked: the 1 sampled keys that reached its site are outside its range" in (
+        done.stdout
+    )
+
+
 def test_check_runs_only_the_workloads_named_with_workload(built: Path, tmp_path: Path) -> None:
     # A script with a workload for precompile (no parameters) beside the sweep's: every
     # --shapes entry passes n=, which the first does not take, so check could run neither

@@ -215,6 +215,9 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     for failure in done.failures:
         print(f"  measuring failed: {failure}", file=sys.stderr)
     regrets: dict[str, list[float]] = {d: [] for d in rules}
+    # Keys outside a rule's range are tuned where tuning may run: their nearest picks are
+    # shown, not judged with the rule.
+    outside: dict[str, list[float]] = {d: [] for d in rules}
     for record in sorted(done.records, key=lambda r: sorted(key_features(r.key)[1].items())):
         digest = where_of(record)[0]
         if digest not in rules:
@@ -227,13 +230,14 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
         best = min(times, key=lambda c: times[c])
         t = times.get(pick)
         regret = math.inf if t is None else t / times[best]
-        regrets[digest].append(regret)
+        (regrets if in_range else outside)[digest].append(regret)
         pick_text = f"{t:.4f} ms" if t is not None else "failed here"
         if t is None and pick in pruned(record):  # no candidate of the key: never launched
             pick_text = "dropped by prune= for this key (refused at run time: the key is tuned)"
         print(
             f"  {path.name[:12]} {key_text(record.key)}: pick {pick} {pick_text}, best {best} "
-            f"{times[best]:.4f} ms: {regret:.3f}x" + ("" if in_range else " (outside its range)")
+            f"{times[best]:.4f} ms: {regret:.3f}x"
+            + ("" if in_range else " (outside its range: tuned where tuning may run, not judged)")
         )
     # Sites the script reached under another rule name: an edited kernel, hints or environment.
     elsewhere = {r.site: r for r in done.records if where_of(r)[0] not in rules}
@@ -254,10 +258,14 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
             continue
         if not found:
             off = True
-            print(
-                f"{path.name}: unchecked: no sampled shape reached its site "
-                f"({done.ran} workload calls run, {done.left} left by --measure-budget)"
+            reached = (
+                f"the {len(outside[digest])} sampled keys that reached its site are outside "
+                "its range: give --shapes within the swept sizes"
+                if outside[digest]
+                else f"no sampled shape reached its site ({done.ran} workload calls run, "
+                f"{done.left} left by --measure-budget)"
             )
+            print(f"{path.name}: unchecked: {reached}")
             continue
         geomean = math.exp(statistics.fmean(math.log(r) for r in found))
         summary = (
