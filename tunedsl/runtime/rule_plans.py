@@ -214,22 +214,16 @@ class RulePlans:
         environ = environ_snapshot()
         from tunedsl.runtime.ruled import (  # (imported by the rule's miss)
             FAILED_PICKS,
-            chosen_rule,
+            current_rules,
             unswept,
         )
 
         rules = find_rules(about.rule_digest)
         if not rules:
             return
-        rule, stale = chosen_rule(rules, about.context)
-        if stale:
-            return
-        here = rule.device.get("name")
-        current = [
-            r for r in rules if r.device.get("name") == here and r.toolchain == rule.toolchain
-        ]
+        current = current_rules(rules, about.context)  # the first is the chosen rule
         family = key_features(about.readable)[0]
-        if all(r.family_of(family) is None for r in current):
+        if all(r.family_of(family) is None for r in current):  # (also: every rule stale)
             return
         info = about.info
         with_align = miss.keyed_by_alignment(info)

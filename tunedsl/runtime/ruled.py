@@ -225,13 +225,16 @@ def chosen_rule(rules: tuple[Rule, ...], ctx: Mapping[str, Any]) -> tuple[Rule, 
     memo = _chose
     if memo is not None and memo[0] is rules and memo[1] is ctx:
         return memo[2], memo[3]
+    current = current_rules(rules, ctx)
+    rule = current[0] if current else rules[0]
+    _chose = (rules, ctx, rule, not current)
+    return rule, not current
+
+
+def current_rules(rules: tuple[Rule, ...], ctx: Mapping[str, Any]) -> list[Rule]:
+    """Those of ``rules`` measured on this GPU model and toolchain, in path order."""
     here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
-    rule = next(
-        (r for r in rules if r.device.get("name") == here and r.toolchain == toolchain), rules[0]
-    )
-    stale = rule.device.get("name") != here or rule.toolchain != toolchain
-    _chose = (rules, ctx, rule, stale)
-    return rule, stale
+    return [r for r in rules if r.device.get("name") == here and r.toolchain == toolchain]
 
 
 def covering_rule(
@@ -241,9 +244,8 @@ def covering_rule(
     toolchain; its pick ``config``), the first other current rule of ``rules``, in path
     order, whose range covers the key, with its pick and True; else ``rule``, ``config``
     and False (one directory's rule for small sizes, another's for large ones)."""
-    here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
-    for other in rules:
-        if other is rule or other.device.get("name") != here or other.toolchain != toolchain:
+    for other in current_rules(rules, ctx):
+        if other is rule:
             continue
         picked, in_range = other.decide(readable)
         if in_range:
