@@ -81,6 +81,10 @@ def source_span(code: types.CodeType, lasti: int | None) -> tuple[int, int, int,
     return first, last, col, end_col  # type: ignore[return-value]
 
 
+#: One step of a chain: ``(".", name)`` an attribute, ``("[]", key)`` a constant item.
+Step = tuple[str, Any]
+
+
 def attribute_chains(
     code: types.CodeType, names: set[str], roots: tuple[str, ...] = ()
 ) -> set[tuple[Any, ...]]:

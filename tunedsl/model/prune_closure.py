@@ -342,10 +342,6 @@ def _attributes_read(code: types.CodeType, objects: Mapping[str, Any]) -> list[t
     return _values_read(attribute_chains(code, set(objects)), objects)
 
 
-#: One step of a chain: ``(".", name)`` an attribute, ``("[]", key)`` a constant item.
-Step = tuple[str, Any]
-
-
 def _values_read(chains: set[tuple[Any, ...]], objects: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The (``obj.attr``, value) pairs of the first step of each chain that gives data."""
     found: dict[str, Any] = {}
