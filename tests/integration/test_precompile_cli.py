@@ -127,7 +127,13 @@ def test_without_gpu_or_target_it_says_there_is_nothing_to_compile(tmp_path: Pat
 
 def test_bad_target_and_missing_path_are_clear_errors(tmp_path: Path) -> None:
     bad = _precompile(tmp_path, "--target", "sm90", str(FIXTURES / "good"))
-    assert bad.returncode == 1 and "cuda:90" in bad.stderr
+    assert bad.returncode == 2 and "cuda:90" in bad.stderr
+    # An arch this Triton's ptxas does not know is refused before any compile, with the
+    # ones it knows; not one ptxas failure per variant.
+    unknown = _precompile(tmp_path, "--target", "cuda:999", str(FIXTURES / "good"))
+    assert unknown.returncode == 2, unknown.stdout + unknown.stderr
+    assert "knows no sm_999" in unknown.stderr and "cuda:90" in unknown.stderr
+    assert "ptxas fatal" not in unknown.stderr and "PTXAS" not in unknown.stdout
     missing = _precompile(tmp_path, str(tmp_path / "nope.py"))
     assert missing.returncode == 1 and "no such file or directory" in missing.stderr
 

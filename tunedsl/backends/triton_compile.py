@@ -120,6 +120,23 @@ def parse_target(text: str | Any) -> Any:
     return GPUTarget("hip", arch, 64)
 
 
+def checked_target(text: str | Any) -> Any:
+    """:func:`parse_target`, and for CUDA, that the ``ptxas`` Triton runs knows the arch:
+    ``cuda:999`` fails here, named, not once per variant in the compile pool."""
+    target = parse_target(text)
+    if target.backend != "cuda":
+        return target
+    known = compat.ptxas_gpu_names(int(target.arch))
+    if known is not None and f"sm_{target.arch}" not in known:
+        archs = sorted({int(n[3:].rstrip("abcdefghijklmnopqrstuvwxyz")) for n in known})
+        raise UsageError(
+            f"compile target {target_name(target)!r}: this Triton's ptxas knows no sm_"
+            f"{target.arch}. Fix: name one it knows: "
+            + ", ".join(f"cuda:{a}" for a in archs)
+        )
+    return target
+
+
 def target_name(target: Any) -> str:
     """The inverse of :func:`parse_target`: ``GPUTarget("cuda", 90, 32)`` → ``"cuda:90"``."""
     return f"{target.backend}:{target.arch}"

@@ -332,8 +332,10 @@ def main(args: argparse.Namespace) -> int:
 
     if args.target:  # every compile checks it: said once here, before any work
         from tunedsl.backends.triton_cache import check_triton_cache
+        from tunedsl.backends.triton_compile import checked_target
 
         try:
+            checked_target(args.target)
             check_triton_cache()
         except UsageError as err:
             print(f"tunedsl precompile: error: {err}", file=sys.stderr)

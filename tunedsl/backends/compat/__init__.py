@@ -51,6 +51,7 @@ from tunedsl.backends.compat.compiling import (  # noqa: F401 (re-exported)
     max_shared_memory,
     out_of_resources,
     prebuild_launcher,
+    ptxas_gpu_names,
     route_compile_temporaries,
     shared_memory_overrun,
     start_warming,

@@ -146,6 +146,31 @@ def warm_compile_caches(target: Any | None) -> None:
     triton_key()  # the thread's result, or the error it met, raised here
 
 
+@functools.lru_cache(maxsize=8)
+def ptxas_gpu_names(arch: int) -> frozenset[str] | None:
+    """The ``--gpu-name`` values (``sm_90``, ``sm_90a``...) that the ``ptxas`` Triton runs for
+    CUDA ``arch`` accepts, read from its ``--help``; None where that cannot be read (no such
+    tool, another help text). ``triton.backends.nvidia.compiler.get_ptxas``: 3.6.0 takes no
+    argument, 3.9.0 the arch."""
+    import re
+    import subprocess
+
+    try:
+        from triton.backends.nvidia import compiler
+
+        try:
+            tool = compiler.get_ptxas(arch)
+        except TypeError:
+            tool = compiler.get_ptxas()
+        shown = subprocess.run(
+            [tool.path, "--help"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except Exception:
+        return None
+    names = frozenset(re.findall(r"'(sm_\d+[a-z]?)'", shown))
+    return names or None
+
+
 def max_shared_memory(device: int | None) -> int:
     """The shared memory a kernel may use on CUDA device ``device`` (None: the current one),
     as Triton's loader checks it (``max_shared_mem``:
