@@ -131,8 +131,7 @@ def checked_target(text: str | Any) -> Any:
         archs = sorted({int(n[3:].rstrip("abcdefghijklmnopqrstuvwxyz")) for n in known})
         raise UsageError(
             f"compile target {target_name(target)!r}: this Triton's ptxas knows no sm_"
-            f"{target.arch}. Fix: name one it knows: "
-            + ", ".join(f"cuda:{a}" for a in archs)
+            f"{target.arch}. Fix: name one it knows: " + ", ".join(f"cuda:{a}" for a in archs)
         )
     return target
 
