@@ -169,6 +169,32 @@ def test_gallery_never_writes_through_a_link_another_user_planted_at_out() -> No
         assert "ran the example" not in done.stdout + done.stderr
 
 
+PLANT_EXAMPLE = """
+import os, sys
+with open(os.path.join(sys.argv[1], "aaa_planted.py"), "w") as fh:
+    fh.write("open(__file__ + '.ran', 'w').close()\\n")
+"""
+
+
+def test_gallery_never_runs_an_example_another_user_could_have_written(tmp_path: Path) -> None:
+    """`tunedsl gallery --examples DIR` where DIR is shared (sticky, open to all, as /tmp):
+    another user's script planted there ran as the victim. Every script there is refused
+    (a module beside one could be planted too), each named with why and the fix."""
+    swap_attack.need_second_user()
+    with swap_attack.shared_tmp() as examples:
+        (examples / "hello.py").write_text("print('ran the example')\n")
+        swap_attack.attacker_step(PLANT_EXAMPLE, str(examples))
+        planted = examples / "aaa_planted.py"
+        done = _gallery(examples, tmp_path / "report", tmp_path / "cache")
+        assert not Path(f"{planted}.ran").exists(), "another user's example ran"
+        assert "ran the example" not in done.stdout + done.stderr
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert f"{planted}: not run:" in done.stderr and "a directory of yours" in done.stderr
+        assert f"{examples / 'hello.py'}: not run:" in done.stderr
+        assert "no example there can be trusted" in done.stderr.strip().splitlines()[-1]
+        assert "Traceback" not in done.stderr
+
+
 def test_cache_export_and_sweep_bundle_never_write_into_another_users_directory() -> None:
     """A bundle written into a directory another user made (a shared /tmp name they took
     first), or through their link to it: they could replace the bundle before `tunedsl cache

@@ -89,6 +89,26 @@ def discover(examples_dir: Path, only: Sequence[str] = ()) -> list[Path]:
     return chosen
 
 
+def trusted(scripts: Sequence[Path]) -> tuple[list[Path], list[str]]:
+    """The scripts no other user could have written, and a note for each left out: each runs
+    as this user with its directory first on ``sys.path`` (the trust rule of
+    ``tunedsl precompile DIR``)."""
+    from tunedsl.store.paths import untrusted_source
+
+    kept, notes = [], []
+    for script in scripts:
+        why = untrusted_source(str(script), on_path=True)
+        if why is None:
+            kept.append(script)
+        else:
+            notes.append(
+                f"{script}: not run: {why}, so another user could have written it or a module "
+                "beside it; copy the examples into a directory of yours that others cannot "
+                "write, and pass that as --examples"
+            )
+    return kept, notes
+
+
 def example_env(interpret: bool) -> dict[str, str]:
     """The environment of one example's subprocess."""
     env = dict(os.environ)
