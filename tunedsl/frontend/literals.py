@@ -43,6 +43,8 @@ def literal_of(node: ast.expr, dict_ok: bool) -> ast.expr | None:
         and node.func.id == "dict"
         and not node.args
         and all(kw.arg is not None for kw in node.keywords)
+        # a keyword given twice is no literal: left as code, Python's compile names it
+        and len({kw.arg for kw in node.keywords}) == len(node.keywords)
     ):
         values = _literals([kw.value for kw in node.keywords], dict_ok)
         if values is None:

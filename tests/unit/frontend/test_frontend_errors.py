@@ -591,6 +591,8 @@ PYTHON_ERRORS = {
     "non-ascii before the error": MACRO_OK + "s = 'éé'; y = (1 +)\n",
     "non-ascii inside a macro": "r = autotune(k('éé'), space=S, blocks=1); y = (1 +)\n",
     "keyword repeated in the launch": "autotune(k(a=1, a=2), space=S, blocks=1)\n",
+    # A literal space's dict(...) became a dict display, where the last value won silently.
+    "keyword repeated in a space's dict(...)": "autotune(k(a), space=dict(t=[1, 2], t=[4]), blocks=1)\n",
     # The scan paired the `]` with the launch's `(`, and the macro it then blanked moved
     # Python's error to the comprehension's last `]`, with the brackets named the other way.
     "bracket closing the wrong opener in a macro": "ys = [autotune(k(], a), space=S, blocks=1) for a in xs]\n",
