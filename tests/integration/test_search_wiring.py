@@ -344,6 +344,16 @@ def test_a_search_of_a_large_space_measures_the_default(
     assert len(compiled) == len(set(compiled))
 
 
+def test_a_space_of_more_points_than_an_index_holds_is_searched() -> None:
+    # 5 * 3 * 2^70 points: past sys.maxsize, which len() of the space's candidates raised
+    # as an OverflowError from the miss.
+    axes = {f"F{i}": [0, 1] for i in range(70)}
+    space = Space(TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], **axes)
+    assert space.size_hint() > sys.maxsize
+    res = launch(space=space, name="past-maxsize", search="random", budget=5)
+    assert res.source == "tuned" and res.config in space
+
+
 def test_a_default_that_prune_drops_is_not_measured(prepared: list[list[Config]]) -> None:
     space = Space(TILE=[16, 32, 64, 128, 256], SPLIT=[1, 2, 4], D=list(range(1000)))
 

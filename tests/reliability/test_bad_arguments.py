@@ -277,6 +277,23 @@ RUNTIME_CASES = {
         UsageError,
         ["cannot be called as prune(configs, args)", "prune=lambda configs, args: configs"],
     ),
+    # Raw TypeErrors from the API's own code, naming no option.
+    "args_none": (
+        dict(args=None, name="bad-args-none"),
+        UsageError,
+        ["(autotune_launch): args=None: give a tuple of the kernel's arguments", "lambda cfg"],
+    ),
+    "kwargs_a_list": (
+        dict(kwargs=[1], name="bad-kwargs-list"),
+        UsageError,
+        ["(autotune_launch): kwargs=[1]: give a dict of keyword arguments"],
+    ),
+    # A ValueError from the key's text: Python writes no int of over 4300 digits.
+    "key_of_5000_digits": (
+        dict(key=10**5000, name="bad-key-digits"),
+        UsageError,
+        ["(autotune_launch): this call's key cannot be written", "key= a value of fewer digits"],
+    ),
     "field_nothing_reads": (
         dict(space={"TILE": [16, 32], "num_warp": [4, 8]}),
         UsageError,

@@ -97,6 +97,7 @@ def _parse_plain(source: str | bytes, filename: str) -> ast.Module:
 def _expand(scanned: tuple[str, Lexed, Bindings], filename: str) -> ast.Module:
     text, lexed, bindings = scanned
     src = SourceText(text, filename)
+    _check_no_field_in_fstrings(src, lexed)
     try:
         tree = expand_module(src, parse_module(src, lexed, bindings))
     except (RecursionError, MemoryError) as err:
@@ -142,6 +143,28 @@ def _check_no_macro_in_fstrings(
                 start,
                 end,
                 hint="compute it before the f-string: `r = autotune(...)`, then f'{r}'",
+            )
+
+
+# `{` (not `{{`) and, before any quote or brace, a `$name`: a field read in a replacement field.
+_FIELD_IN_FIELD = re.compile(r"(?<!\{)\{[^{}'\"]*?(\$[A-Za-z_]\w*)")
+
+
+def _check_no_field_in_fstrings(src: SourceText, lexed: Lexed) -> None:
+    """Refuse ``$name`` in an f-string's replacement field (``T=f"{$t}"``): an f-string is one
+    token to the lexer, so the field was never read, and Python's own error names neither
+    ``$`` nor the place."""
+    for kind, start, end, _ in lexed.tokens:
+        if kind != STRING or not _F_PREFIX.match(src.text, start):
+            continue
+        found = _FIELD_IN_FIELD.search(src.text, start, end)
+        if found is not None:
+            field = found.group(1)
+            raise src.error(
+                f"`{field}` cannot be read inside an f-string",
+                found.start(1),
+                found.end(1),
+                hint=f"read it outside the f-string: `str({field})`, or `'%d' % {field}`",
             )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -378,7 +379,8 @@ class LazyCandidates:
         return isinstance(config, Config) and bool(self.keep([config]))
 
     def __len__(self) -> int:
-        return int(self.settings.space.size_hint())  # an upper bound (more than one)
+        # An upper bound (more than one); len() takes no more than sys.maxsize.
+        return min(int(self.settings.space.size_hint()), sys.maxsize)
 
     def __getitem__(self, index: int) -> Config:
         if index != 0:
@@ -387,7 +389,7 @@ class LazyCandidates:
 
     def __iter__(self) -> Any:
         raise UsageError(
-            f"this site's space has {len(self):,} points, more than {LIST_LIMIT} (too many to "
+            f"this site's space has {int(self.settings.space.size_hint()):,} points, more than {LIST_LIMIT} (too many to "
             "list): TUNEDSL_DISTRIBUTED agreement and tunedsl precompile need a listed space; "
             "narrow the space (axes or a list of configurations) or tune it without them"
         )

@@ -117,7 +117,12 @@ def autotune_launch(
     args_fn = args if callable(args) else None
     kwargs_fn = kwargs if callable(kwargs) else None
     grid_fn = grid if callable(grid) else None
-    static_kwargs: dict[str, Any] = {} if kwargs_fn is not None else dict(kwargs or {})
+    static_kwargs: dict[str, Any] = {}
+    if kwargs_fn is None and kwargs:
+        try:
+            static_kwargs = dict(kwargs)
+        except (TypeError, ValueError):
+            raise _option_error(where, "kwargs", kwargs, "a dict of keyword arguments") from None
     if kwargs_fn is not None:
         # What a kwargs= function returns alike for every configuration (the same tensor
         # on every call, a number) enters the key and prune=, as positional arguments do;
@@ -135,8 +140,13 @@ def autotune_launch(
     if args_fn is not None:
         # The key is computed from the arguments of the default configuration.
         positional = tuple(args_fn(_key_config(site, space, default)))
+    elif isinstance(args, tuple):
+        positional = args
     else:
-        positional = args if isinstance(args, tuple) else tuple(args)
+        try:
+            positional = tuple(args)
+        except TypeError:
+            raise _option_error(where, "args", args, "a tuple of the kernel's arguments") from None
 
     def bind(cfg: Config) -> tuple[Any, dict[str, Any], tuple[int, ...]]:
         holes: Any = ()
@@ -358,6 +368,17 @@ def _same_space(known: Any, space: Any) -> bool:
         return bool(known == space)
     except Exception:  # an == that gives no truth value: probed again
         return False
+
+
+def _option_error(where: tuple[Any, ...], option: str, value: Any, wanted: str) -> UsageError:
+    """A ``UsageError`` naming the site and an ``args=``/``kwargs=`` value of the wrong kind."""
+    col = where[3] + 1 if len(where) > 3 else 1
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return UsageError(
+        f"{where[0]}:{where[1]}:{col} (autotune_launch): {option}={shown}: give {wanted}, "
+        f"or a function of the configuration returning one ({option}=lambda cfg: ...)"
+    )
 
 
 def _check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:

@@ -275,6 +275,13 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
             info.arg_names, call.args, call.static_kwargs, site.prune_reads
         )
     part = process_part(site, info, settings)
+    try:
+        digest = part.digest(readable)
+    except ValueError as err:  # an int past the digits Python writes as text (4300)
+        raise UsageError(
+            f"{site.label}: this call's key cannot be written ({err}). Fix: key= a value of "
+            "fewer digits (a bucket, or the int's bit length)"
+        ) from None
     return Subject(
         site.site_id,
         call.kernel,
@@ -282,7 +289,7 @@ def subject(site: SiteView, call: Call, settings: Settings) -> Subject:
         settings,
         readable,
         part.context,
-        part.digest(readable),
+        digest,
         part.rule_digest,
         part.target,
     )

@@ -25,6 +25,16 @@ def dsl_error(body: str) -> TunedslSyntaxError:
 # (name, body after the header, message part, line, 0-based column of the caret, hint part)
 CASES = [
     (
+        # One token to the lexer: the field was never read, and Python's error (f-string:
+        # invalid syntax) stood under the kernel's name.
+        "dollar in an f-string's replacement field",
+        'autotune(space=dict(t=[1, 2]), blocks=1, k(a, T=f"v{$t}"))\n',
+        "`$t` cannot be read inside an f-string",
+        2,
+        "$t",
+        "`str($t)`",
+    ),
+    (
         "dollar outside a macro",
         "x = $tile + 1\n",
         "`$tile` is only allowed inside an autotune(...) macro call",
@@ -720,3 +730,12 @@ def test_plain_module_with_undecodable_bytes_in_code_is_rejected_by_both() -> No
     for entry_point in (compile_source, expand_source):
         with pytest.raises(SyntaxError):
             entry_point(source, "plain.py")
+
+
+def test_a_dollar_an_f_string_holds_as_text_compiles() -> None:
+    # `{{$t}}` is literal text, `d['$t']` a string inside a replacement field: plain Python.
+    body = "autotune(space=dict(t=[1, 2]), blocks=1, k(a, T=$t, S=f\"{{$t}} {d['$t']} ${a}\"))\n"
+    code = compile_source(HEADER + body, "/w/kern.py")
+    assert (
+        "{{$t}}" in expand_source(HEADER + body, "/w/kern.py") and code.co_filename == "/w/kern.py"
+    )
