@@ -551,3 +551,26 @@ def test_a_familys_judge_for_one_feature_layout_answers_as_in_range_then_pick() 
             assert seen == {True, False}, name  # keys in range and out of it
             other = {**x, "args.b.shape[0]": 5.0}  # a size this family was never swept with
             assert fam.judge(tuple(other))(other) is None and not fam.in_range(other)
+
+
+def test_with_two_swept_keys_the_map_follows_what_the_sweep_measured_at_each() -> None:
+    # A varlen sum swept at two bucket sizes: prune= drops the wide block at the small one,
+    # where the narrow block is best; the wide block is 1.7x faster at the large one. Each
+    # key held out leaves one key, so every map validated alike, and the simplest (one
+    # configuration for every size: the narrow block) was chosen: the large key's own
+    # sweep said 1.7x slower.
+    narrow, wide = Config(block=64, warps=4), Config(block=256, warps=4)
+    small = SweptKey(key(128), {narrow: 1.0}, frozenset({wide}))
+    large = SweptKey(key(512), {narrow: 1.7, wide: 1.0})
+    built = build([small, large])
+    rule = Rule(
+        site="s", kernel={}, hints=None, env=None, device={}, toolchain={},
+        configs=built.configs, families=built.families, validation={}, built=0.0,
+    )  # fmt: skip
+    assert rule.decide(small.readable)[0] == narrow
+    assert rule.decide(large.readable)[0] == wide
+    assert rule.decide(key(480))[0] == wide  # a size beside the large key's
+    from tunedsl.model.rule_build import build_notes
+
+    notes = build_notes("site", [small, large], built)
+    assert any("validated on 1 held-out key(s), too few" in n for n in notes), notes

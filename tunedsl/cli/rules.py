@@ -285,7 +285,7 @@ def _swept(records: Sequence[Any]) -> frozenset[Any] | None:
 def _save(plan: Any, out: Path) -> None:
     from tunedsl.cli.rules_measure import device_of
     from tunedsl.model.rule import Rule
-    from tunedsl.model.rule_build import dropped_cells
+    from tunedsl.model.rule_build import build_notes
     from tunedsl.store.records import keyed_toolchain
 
     first, built = plan.first, plan.built
@@ -312,38 +312,8 @@ def _save(plan: Any, out: Path) -> None:
         f"{len(built.configs):>7} "
         f"{_x(v.get('geomean')):>8} {_x(v.get('p95')):>7} {_x(v.get('max')):>7}  {path.name}"
     )
-    if not isinstance(v.get("geomean"), float):
-        print(
-            f"  note: {terminal_text(first.site)}: {len(plan.keys)} swept key(s), too few to "
-            "validate the rule on keys it was not built from; it decides only sizes within "
-            "theirs. Sweep more sizes and build again",
-            file=sys.stderr,
-        )
-    alone = [f.family for f in built.families if len(f.points) == 1]
-    if alone and isinstance(v.get("geomean"), float):  # the others were validated
-        print(
-            f"  note: {terminal_text(first.site)}: {len(alone)} swept key(s) alone in their "
-            f"family, never held out (the regrets are of the other keys): "
-            f"{terminal_text('; '.join(alone))[:300]}. Sweep more sizes of those families",
-            file=sys.stderr,
-        )
-    for why in built.left_out:
-        print(f"  note: {terminal_text(first.site)}: {why}", file=sys.stderr)
-    if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
-        print(
-            f"  note: held-out picks that failed on their key: {v.get('failed', 0)}; never timed "
-            f"there: {v.get('unmeasured', 0)} (sweep with search='exhaustive' to time them)",
-            file=sys.stderr,
-        )
-    dropped = dropped_cells(plan.keys, built.configs)
-    if dropped:  # no candidate there: not a missing cell, nor a pick the runtime launches
-        print(
-            f"  note: {terminal_text(first.site)}: prune= drops {dropped} of the rule's (key, "
-            "configuration) cells: no candidates of those keys, never timed or launched there "
-            "and left out of the cover; held-out picks of them: "
-            f"{v.get('dropped', 0)} (refused at run time: the key is tuned where it may be)",
-            file=sys.stderr,
-        )
+    for note in build_notes(first.site, plan.keys, built):
+        print(f"  note: {terminal_text(note)}", file=sys.stderr)
 
 
 def _x(value: Any) -> str:

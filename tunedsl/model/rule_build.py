@@ -41,6 +41,9 @@ from tunedsl.model.rule_features import key_features, ranged
 from tunedsl.model.rule_near import nearest
 
 DEFAULT_TOLERANCE = 0.03
+# Held-out keys below this many cannot tell a rule's maps apart: the map that follows what the
+# sweep measured at the swept keys is chosen, and `rules build` says so.
+FEWEST_HELD_OUT = 3
 # The swept keys each side of a split on an int's alignment needs (a multiple of 16 or not).
 MIN_ALIGNMENT_KEYS = 3
 # The log-regret charged for a configuration never timed on a key (as if 4x slower): a map
@@ -303,15 +306,29 @@ def build(
     for family, (members, tree, points, one) in maps.items():
         models = ("single", "tree", "nearest")  # the simplest first: it wins ties
         by_model = {m: [loo[i][m] for i in members if i in loo] for m in models}
-        # Fewest held-out picks that fail first, then the lowest geomean of the others.
-        score = {m: (v.count(math.inf), _geomean(_ran(v))) for m, v in by_model.items()}
+        # Fewest held-out picks that fail first, then the lowest geomean of the others. Where
+        # too few keys were held out to tell the maps apart (two keys: each held out leaves
+        # one), the map that sends fewer swept keys where they fail, then nearer their best.
+        score: dict[str, tuple[float, ...]] = {
+            m: (v.count(math.inf), _geomean(_ran(v))) for m, v in by_model.items()
+        }
+        xs = [feats[i][1] for i in members]
+        if len(by_model["single"]) < FEWEST_HELD_OUT:
+            maps_of = {"single": one, "tree": tree}
+            for m in models:
+                at_swept = [
+                    keys[i].held_out_regret(
+                        configs[maps_of[m].decide(x) if m in maps_of else nearest(points, x)]
+                    )
+                    for i, x in zip(members, xs, strict=True)
+                ]
+                score[m] += (at_swept.count(math.inf), _geomean(_ran(at_swept)))
         model = min(models, key=lambda m: score[m])
         chosen_regrets += _ran(by_model[model])
         unmeasured += sum(r is None for r in by_model[model])
         dropped_here = sum(model in drops.get(i, ()) for i in members)
         failed += by_model[model].count(math.inf) - dropped_here
         dropped += dropped_here
-        xs = [feats[i][1] for i in members]
         chosen = {"single": one, "tree": tree, "nearest": None}[model]
         families.append(Family(family, _ranges(xs), chosen, points))
     validation: dict[str, object] = {
@@ -399,3 +416,44 @@ def _summary(regrets: Sequence[float]) -> dict[str, object]:
     ordered = sorted(regrets)
     p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
     return {"geomean": _geomean(ordered), "p95": p95, "max": ordered[-1], "n": len(ordered)}
+
+
+def build_notes(site: str, keys: Sequence[SweptKey], built: Built) -> list[str]:
+    """What a person shipping the rule just built should know (``tunedsl rules build``
+    prints each as a note): too few keys to validate it, keys never held out, keys left out,
+    held-out picks that failed, cells ``prune=`` drops."""
+    v, notes = built.validation, []
+    if not isinstance(v.get("geomean"), float):
+        notes.append(
+            f"{site}: {len(keys)} swept key(s), too few to validate the rule on keys it was "
+            "not built from; it decides only sizes within theirs. Sweep more sizes and build "
+            "again"
+        )
+    elif int(v.get("n") or 0) < FEWEST_HELD_OUT:  # type: ignore[call-overload]
+        notes.append(
+            f"{site}: validated on {v.get('n')} held-out key(s), too few to tell its maps "
+            "apart: it follows what the sweep measured at the swept keys. Sweep more sizes "
+            "and build again"
+        )
+    alone = [f.family for f in built.families if len(f.points) == 1]
+    if alone and isinstance(v.get("geomean"), float):  # the others were validated
+        notes.append(
+            f"{site}: {len(alone)} swept key(s) alone in their family, never held out (the "
+            f"regrets are of the other keys): {'; '.join(alone)[:300]}. Sweep more sizes of "
+            "those families"
+        )
+    notes += [f"{site}: {why}" for why in built.left_out]
+    if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
+        notes.append(
+            f"held-out picks that failed on their key: {v.get('failed', 0)}; never timed "
+            f"there: {v.get('unmeasured', 0)} (sweep with search='exhaustive' to time them)"
+        )
+    dropped = dropped_cells(keys, built.configs)
+    if dropped:  # no candidate there: not a missing cell, nor a pick the runtime launches
+        notes.append(
+            f"{site}: prune= drops {dropped} of the rule's (key, configuration) cells: no "
+            "candidates of those keys, never timed or launched there and left out of the "
+            f"cover; held-out picks of them: {v.get('dropped', 0)} (refused at run time: the "
+            "key is tuned where it may be)"
+        )
+    return notes
