@@ -111,11 +111,12 @@ def left_alone() -> Iterator[None]:
         _left_alone -= 1
 
 
-def enable_if_no_gpu(where: str) -> bool:
+def enable_if_no_gpu(where: str, announce: bool = True) -> bool:
     """Turn the interpreter on when there is no GPU driver; True when it is (now) on.
 
-    ``where`` names the caller in the one notice (``tunedsl run``, ``%load_ext tunedsl``).
-    """
+    ``where`` names the caller in the one notice (``tunedsl run``, ``%load_ext tunedsl``);
+    ``announce=False``: no notice (the caller runs no kernel, only judges as for the
+    interpreter)."""
     global _announced
     if "TRITON_INTERPRET" in os.environ:
         return os.environ["TRITON_INTERPRET"].strip().lower() in ("1", "true", "yes", "on")
@@ -127,7 +128,7 @@ def enable_if_no_gpu(where: str) -> bool:
             print(f"tunedsl: warning: {too_late_message()}", file=sys.stderr, flush=True)
         return False
     os.environ["TRITON_INTERPRET"] = "1"
-    if not _announced and not knobs.quiet():  # a notice, not a warning: TUNEDSL_QUIET hides it
+    if announce and not _announced and not knobs.quiet():  # a notice: TUNEDSL_QUIET hides it
         _announced = True
         print(
             f"tunedsl: no GPU driver found: {where} runs kernels through Triton's interpreter "

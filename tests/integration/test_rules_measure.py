@@ -149,33 +149,47 @@ def test_check_fails_a_rule_whose_picks_fail_here_and_one_it_cannot_measure(
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     no_gpu = subprocess.run(
         [sys.executable, "-m", "tunedsl", "rules", "check", str(built), "--script", SCRIPT],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
+        capture_output=True, text=True, env={**env, "TUNEDSL_NO_AUTO_INTERPRET": "1"},
+        timeout=600, check=False,
     )  # fmt: skip
     assert no_gpu.returncode == 1 and "cannot re-measure" in no_gpu.stderr
 
 
-def test_check_with_a_script_on_a_machine_without_a_gpu_calls_no_rule_stale_it_cannot_judge(
+def test_check_with_a_script_on_a_machine_without_a_gpu_measures_under_the_interpreter(
     built: Path, tmp_path: Path
 ) -> None:
-    # Without TRITON_INTERPRET and without a GPU driver, `check --script` cannot measure, and
-    # Triton has no backend here either: it must not call a rule swept under the interpreter
-    # (current for `tunedsl run` here, as `check` without --script says) stale, nor advise a
-    # new sweep. It names the fix instead.
+    # Without TRITON_INTERPRET and without a GPU driver, `check --script` measures under the
+    # interpreter, as `tunedsl sweep` (which made the records) does, said once: it refused
+    # and, beside it, said it ran kernels through the interpreter. With the automatic
+    # interpreter off it cannot measure: it calls no rule it cannot judge stale, nor advises
+    # a new sweep, and names the fix.
     from tunedsl.autointerp import gpu_driver_present
 
     if gpu_driver_present():
         pytest.skip("a machine without a GPU driver: here `tunedsl run` would not interpret")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.pop("TUNEDSL_NO_AUTO_INTERPRET", None)
+    env.pop("TUNEDSL_QUIET", None)
     held = shapes(tmp_path, "held", [300])
-    done = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "rules", "check", str(built), "--script", SCRIPT,
-         "--shapes", held],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
+    argv = [sys.executable, "-m", "tunedsl", "rules", "check", str(built), "--script", SCRIPT,
+            "--shapes", held]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.count("no GPU driver found: tunedsl rules check --script runs") == 1
+    assert "cannot re-measure" not in done.stderr
+    assert "1 keys tuned here: regret geomean" in done.stdout, done.stdout
+    env["TUNEDSL_NO_AUTO_INTERPRET"] = "1"
+    off = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert off.returncode == 1
+    assert "stale" not in off.stdout and "unavailable" not in off.stdout, off.stdout
+    assert "cannot re-measure" in off.stderr and "set TRITON_INTERPRET=1" in off.stderr
+    # Without --script nothing runs: judged as for the interpreter, and nothing said of it.
+    plain = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "check", str(built)],
+        capture_output=True, text=True, env={**env, "TUNEDSL_NO_AUTO_INTERPRET": "0"},
+        timeout=600, check=False,
     )  # fmt: skip
-    assert done.returncode == 1
-    assert "stale" not in done.stdout and "unavailable" not in done.stdout, done.stdout
-    assert "cannot re-measure" in done.stderr and "set TRITON_INTERPRET=1" in done.stderr
+    assert plain.returncode == 0 and "no GPU driver found" not in plain.stderr, plain.stderr
 
 
 def test_check_says_a_rule_was_built_for_another_version_of_the_scripts_kernel(

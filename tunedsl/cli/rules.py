@@ -105,13 +105,13 @@ def _measure_args(parser: argparse.ArgumentParser, text: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.action == "check" and args.script is None:
+    if args.action == "check":
         # "This machine" is where `tunedsl run` would use the rules: without a GPU driver,
-        # Triton's interpreter (else every rule swept there reads as stale here). Measuring
-        # (`--script`) keeps its own rule: a GPU, or TRITON_INTERPRET=1 set by the user.
+        # Triton's interpreter (else every rule swept there reads as stale here), where
+        # `--script` measures as `tunedsl sweep` does (said once); without it nothing runs.
         from tunedsl.autointerp import enable_if_no_gpu
 
-        enable_if_no_gpu("tunedsl rules check")
+        enable_if_no_gpu("tunedsl rules check --script", announce=args.script is not None)
     if args.action == "build":
         return build(args)
     files = _rule_files(args.paths)
