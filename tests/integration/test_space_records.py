@@ -78,6 +78,9 @@ def test_two_programs_tuning_one_site_with_different_spaces_each_hit_their_recor
             cwd=str(tmp_path),
         )
         assert done.returncode == 0, done.stderr
+        # The other space's record timed none of this one: the warning said its timings
+        # were reused.
+        assert "its other timings are reused" not in done.stderr, done.stderr
         (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT")]
         _, source, tile = line.split()
         assert int(tile) in [int(t) for t in tiles.split(",")]

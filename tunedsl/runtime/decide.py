@@ -161,9 +161,8 @@ def _usable(
                 "(a prune= that rewrites configurations returned it, or the space held it)"
             )
         text = f"tuning record {record.id} chose {record.chosen}, which {where}"
-        then = (
-            "tuning again (its other timings are reused)" if settings.mode == "on" else "not used"
-        )
+        reused = "its other timings are reused" if previous else "it timed none of this space"
+        then = f"tuning again ({reused})" if settings.mode == "on" else "not used"
         warn_once(f"space:{record.digest}", f"{text}; {then}", stacklevel="user")
         return False, previous
     if lazy:  # a record of a large space never lists it: it decides by its budget
