@@ -123,6 +123,12 @@ def test_without_gpu_or_target_it_says_there_is_nothing_to_compile(tmp_path: Pat
     assert "nothing to compile" in interp.stdout
     assert _row(interp.stdout, "standin_vadd.py:add") == [0, 0, 0, 4]  # 4 interpreted
     assert "nothing compiled" not in interp.stdout  # not warm: there was nothing to do
+    # Where the bytecode cache is not written, nothing was precompiled at all: it said
+    # "only bytecode was precompiled" beside the note that none was stored.
+    unwritten = _precompile(tmp_path, str(FIXTURES / "good"), PYTHONDONTWRITEBYTECODE="1")
+    assert unwritten.returncode == 0, unwritten.stdout + unwritten.stderr
+    assert "so nothing was precompiled" in unwritten.stdout, unwritten.stdout
+    assert "only bytecode was precompiled" not in unwritten.stdout
 
 
 def test_bad_target_and_missing_path_are_clear_errors(tmp_path: Path) -> None:

@@ -49,6 +49,15 @@ _WORKLOAD_DECORATOR = re.compile(rb"^[ \t]*@(?:tunedsl\.)?workload(?:\(\))?[ \t]
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
 
 
+def _bytecode_only() -> str:
+    """What a run without kernels to compile did precompile."""
+    from tunedsl import bytecode
+
+    if bytecode.writing_enabled():
+        return "only bytecode was precompiled"
+    return "and the bytecode cache is not written here, so nothing was precompiled"
+
+
 def iter_python_files(paths: Sequence[str], refused: list[str] | None = None) -> Iterator[str]:
     """Every ``.py`` file under ``paths`` (recursively, sorted; hidden and venv dirs skipped).
     Under a directory only regular files count: a FIFO or device named ``*.py`` would block
@@ -358,8 +367,8 @@ def _precompile(
             if interpreting():
                 summary.notes.append(
                     "TRITON_INTERPRET=1: kernels run in Triton's CPU interpreter, so there is "
-                    "nothing to compile; only bytecode was precompiled (pass --target cuda:90 "
-                    "to cross-compile kernels)"
+                    f"nothing to compile; {_bytecode_only()} (pass --target cuda:90 to "
+                    "cross-compile kernels)"
                 )
                 run_workloads(with_workloads, session, summary)  # still checks the workloads
                 if replay:  # the interpreter has no GPU target to compile the records for
@@ -370,8 +379,8 @@ def _precompile(
                     replay = False
             elif with_workloads or replay:
                 summary.notes.append(
-                    "no GPU and no --target: nothing to compile, only bytecode was precompiled "
-                    "(pass --target cuda:90 to cross-compile kernels without a GPU)"
+                    f"no GPU and no --target: nothing to compile, {_bytecode_only()} (pass "
+                    "--target cuda:90 to cross-compile kernels without a GPU)"
                 )
                 with_workloads, replay = [], False
         else:
