@@ -158,7 +158,7 @@ def _check_no_field_in_fstrings(src: SourceText, lexed: Lexed) -> None:
         if kind != STRING or not _F_PREFIX.match(src.text, start):
             continue
         found = _FIELD_IN_FIELD.search(src.text, start, end)
-        if found is not None:
+        if found is not None and not _parses(src.text[start:end]):
             field = found.group(1)
             raise src.error(
                 f"`{field}` cannot be read inside an f-string",
@@ -166,6 +166,16 @@ def _check_no_field_in_fstrings(src: SourceText, lexed: Lexed) -> None:
                 found.end(1),
                 hint=f"read it outside the f-string: `str({field})`, or `'%d' % {field}`",
             )
+
+
+def _parses(text: str) -> bool:
+    """Whether the string token ``text`` is Python (a ``$`` in a string nested in one of its
+    replacement fields, as Python 3.12 allows: ``f"{"{$y}"}"``)."""
+    try:
+        ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return False
+    return True
 
 
 def _is_macro(func: ast.expr, bindings: Bindings) -> bool:
