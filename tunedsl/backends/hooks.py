@@ -24,6 +24,21 @@ def call_pre_hook(hook: Callable[..., Any], args: Mapping[str, Any]) -> None:
     call_user(hook, dict(args), "pre_hook=", fix)
 
 
+def takes_reset_only(hook: Callable[..., Any]) -> bool:
+    """Whether ``hook`` takes Triton's ``reset_only=`` keyword (``pre_hook(args,
+    reset_only=False)``), by name or through ``**kwargs``."""
+    import inspect
+
+    try:
+        params = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: not Triton's form
+        return False
+    return any(
+        (p.name == "reset_only" and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD
+        for p in params
+    )
+
+
 def call_user(fn: Callable[..., Any], arg: Any, option: str, fix: str) -> Any:
     """``fn(arg)`` for a function the user gave as ``option``; its error (a bug of the
     caller's, not of a configuration) is a ``UsageError`` naming the option and where it was
@@ -110,3 +125,15 @@ def check_output(
             f"verify=fn: the reference for {name!r} {bad}; return the expected tensor, "
             f"of the output's shape, or leave {name!r} out of the dict to not compare it"
         )
+
+
+def reset_only_pre_hook(settings: Any, info: Any, chosen: Variant) -> None:
+    """``triton.autotune`` calls its ``pre_hook`` once more after tuning, as
+    ``pre_hook(args, reset_only=True)`` with the chosen configuration's arguments, before the
+    tuning call's own launch (a hook zeroing an accumulator zeroes it for that launch too):
+    a hook that takes ``reset_only`` gets that call here, after the arguments are put back."""
+    hook = settings.pre_hook
+    if hook is None or not takes_reset_only(hook):
+        return
+    args = hook_args(info, chosen, settings.hints)
+    call_user(lambda a: hook(a, reset_only=True), args, "pre_hook=", "fix the hook")

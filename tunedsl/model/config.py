@@ -63,6 +63,11 @@ def _is_dtype(value: object) -> bool:
     return cls.__name__ == "dtype" and cls.__module__.split(".")[0] in ("torch", "triton")
 
 
+#: The launch options a ``triton.Config`` carries where it names none (Triton 3), for the
+#: fix a configuration without one names.
+_TRITON_CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
+
+
 class Config:
     """An immutable mapping of field names to JSON scalar values.
 
@@ -117,6 +122,12 @@ class Config:
             hint = (
                 " (it holds the space's fields, not the call's arguments as Triton's META "
                 "does: use those directly)"
+            )
+        if name in _TRITON_CONFIG_DEFAULTS:  # a launch option some configurations leave out
+            default = _TRITON_CONFIG_DEFAULTS[name]
+            hint = (
+                f" (a triton.Config without it has {name}={default}: read it as "
+                f"cfg.get({name!r}, {default}))"
             )
         if name in ("kwargs", "all_kwargs") and self.__dict__:  # triton.Config's attributes
             first = next(iter(self.__dict__))

@@ -251,6 +251,7 @@ def _search(
 ) -> tuple[SearchOutcome, str]:
     """run_search through the request's measurer, under BENCH_LOCK, with progress."""
     from tunedsl.backends import triton as bt
+    from tunedsl.backends.hooks import reset_only_pre_hook
     from tunedsl.backends.inprocess import BENCH_LOCK
     from tunedsl.backends.measurers import make_measurer
 
@@ -317,6 +318,7 @@ def _search(
             raise
         progress.finish(*chosen)
         measurer.close()
+        reset_only_pre_hook(req.settings, info, variant_for(outcome.chosen))
     _warn_unfinished(info.qualname, space, outcome, prune)  # outside BENCH_LOCK: a handler
     return outcome, measurer.timer_kind
 
