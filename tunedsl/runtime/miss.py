@@ -383,11 +383,9 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     check_named(site, call, chosen_settings)
     known = site.decided(about.digest)
     if known is not None and (kept is chosen_settings.configs or known[0].config in kept):
-        # Decided under another call key with the same record key (keyword order, other
-        # strides of one pattern, an alignment the record key does not keep), and prune=
-        # keeps it for this call too (it may read what the record key leaves out: a tensor's
-        # strides). The site's entry is new all the same: its launcher must capture its own
-        # Triton specialization.
+        # Decided under another call key of this record key (keyword order, other strides of
+        # one pattern, an alignment it does not keep) and kept by prune= here (which may read
+        # what it leaves out: strides). The entry is new: its launcher captures its own spec.
         decision, result = known
         return Resolved(decision, result, result, about)
 
