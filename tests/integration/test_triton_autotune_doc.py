@@ -90,7 +90,8 @@ def test_the_tables_perf_model_form_calls_a_triton_perf_model() -> None:
     form = re.search(r"`(prune=lambda configs, args: sorted\(.*?\)\[:k\])`", text)
     assert form is not None
 
-    def m(A, X, Y, M, K, BLOCK_K, SPLIT_K, num_warps, num_stages):
+    def m(A, X, Y, M, K, BLOCK_K, SPLIT_K, num_warps, num_stages, num_ctas):
+        # Triton passes ``config.all_kwargs()``: num_ctas too (its matmul model takes **kwargs)
         return K / (BLOCK_K * SPLIT_K) + num_warps
 
     k = 2
