@@ -314,15 +314,12 @@ def build(
         }
         xs = [feats[i][1] for i in members]
         if len(by_model["single"]) < FEWEST_HELD_OUT:
-            maps_of = {"single": one, "tree": tree}
-            for m in models:
-                at_swept = [
-                    keys[i].held_out_regret(
-                        configs[maps_of[m].decide(x) if m in maps_of else nearest(points, x)]
-                    )
-                    for i, x in zip(members, xs, strict=True)
-                ]
-                score[m] += (at_swept.count(math.inf), _geomean(_ran(at_swept)))
+            at_swept: dict[str, list[float | None]] = {m: [] for m in models}
+            for i, x in zip(members, xs, strict=True):
+                for m, c in _picks(configs, one, tree, points, x).items():
+                    at_swept[m].append(keys[i].held_out_regret(c))
+            for m, v in at_swept.items():
+                score[m] += (v.count(math.inf), _geomean(_ran(v)))
         model = min(models, key=lambda m: score[m])
         chosen_regrets += _ran(by_model[model])
         unmeasured += sum(r is None for r in by_model[model])
@@ -371,11 +368,7 @@ def _leave_one_out(
         own_best = tuple((fx, _own_best(k)) for fx, k in zip(fam_x, fam_keys, strict=True))
         all_configs = sorted({c for k in train for c in k.times}, key=str)
         single = min(all_configs, key=lambda c: _total_log_regret(train, c))
-        picks = {
-            "single": configs[one.decide(x)],
-            "tree": configs[tree.decide(x)],
-            "nearest": configs[nearest(points, x)],
-        }
+        picks = _picks(configs, one, tree, points, x)
         drops[i] = {m for m, c in picks.items() if held.dropped(c)}
         out[i] = {
             **{m: held.held_out_regret(c) for m, c in picks.items()},
@@ -385,6 +378,18 @@ def _leave_one_out(
             "single_best": held.held_out_regret(single),
         }
     return out, drops
+
+
+def _picks(
+    configs: Sequence[Config], one: Tree, tree: Tree, points: tuple, x: Mapping[str, float]
+) -> dict[str, Config]:
+    """Each map's pick for a key of features ``x``: the one configuration, the regret tree's,
+    the nearest swept key's."""
+    return {
+        "single": configs[one.decide(x)],
+        "tree": configs[tree.decide(x)],
+        "nearest": configs[nearest(points, x)],
+    }
 
 
 def _ran(regrets: Sequence[float | None]) -> list[float]:

@@ -370,13 +370,17 @@ def _same_space(known: Any, space: Any) -> bool:
         return False
 
 
+def _place(where: tuple[Any, ...]) -> str:
+    """``file:line:column`` of a site's place (column 1 where the place keeps none)."""
+    return f"{where[0]}:{where[1]}:{where[3] + 1 if len(where) > 3 else 1}"
+
+
 def _option_error(where: tuple[Any, ...], option: str, value: Any, wanted: str) -> UsageError:
     """A ``UsageError`` naming the site and an ``args=``/``kwargs=`` value of the wrong kind."""
-    col = where[3] + 1 if len(where) > 3 else 1
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return UsageError(
-        f"{where[0]}:{where[1]}:{col} (autotune_launch): {option}={shown}: give {wanted}, "
+        f"{_place(where)} (autotune_launch): {option}={shown}: give {wanted}, "
         f"or a function of the configuration returning one ({option}=lambda cfg: ...)"
     )
 
@@ -397,9 +401,8 @@ def _check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:
         try:
             signature.bind(None)
         except TypeError:
-            col = where[3] + 1 if len(where) > 3 else 1
             raise UsageError(
-                f"{where[0]}:{where[1]}:{col} (autotune_launch): {option}="
+                f"{_place(where)} (autotune_launch): {option}="
                 f"{callable_name(fn)}{signature} cannot be called as {option}(cfg): tunedsl "
                 "calls it with the configuration being tried, whose fields read as cfg.BLOCK "
                 f"or cfg['BLOCK'] (Triton's META), e.g. {option}=lambda cfg: ..."
