@@ -67,6 +67,35 @@ def test_a_later_call_of_a_site_with_other_hints_is_an_error(
     torch.testing.assert_close(src, torch.ones(300))  # the later call launched nothing
 
 
+@pytest.mark.parametrize(
+    ("mistake", "message"),
+    [
+        ({"do_bench": lambda fn: 1.0}, r"`do_bench=` is triton.autotune's"),
+        ({"num_warps": 3}, r"num_warps=3 must be a power of 2"),
+        ({"num_stages": [2, 3]}, r"static hint, one value for every configuration"),
+        ({"mode": "cache"}, r"mode='cache'; expected one of"),
+        ({"reset_to_zero": ["dst"]}, r"'dst' is not a parameter"),
+    ],
+    ids=["triton-keyword", "bad-hint", "hint-list", "option-choice", "option-typo"],
+)  # fmt: skip
+def test_a_call_that_fails_before_any_call_succeeded_fixes_nothing_of_the_site(
+    mistake: dict[str, Any], message: str
+) -> None:
+    """A port's first try at a site is often refused (a ``triton.autotune`` keyword, a hint
+    Triton refuses, a typo): the corrected call at the same site then runs with its own hints
+    (it was refused for the hints of a call that never ran), and from then on the site keeps
+    the hints of that first call that succeeded."""
+    src = torch.zeros(300)
+    name = f"retry-{sorted(mistake)}"
+    with pytest.raises(UsageError, match=message):
+        launch(src, **mistake, name=name)
+    assert not src.any()
+    assert launch(src, num_stages=2, name=name).source == "tuned"
+    torch.testing.assert_close(src, torch.ones(300))
+    with pytest.raises(UsageError, match=r"the site's first call passed num_stages=2"):
+        launch(src, name=name)
+
+
 def test_a_triton_config_pre_hook_is_ported_as_work_before_the_call() -> None:
     """``triton.Config(..., pre_hook=zero_out)`` runs before every launch under
     ``triton.autotune`` (hits too); tunedsl's ``pre_hook=`` runs only while tuning, so the
@@ -106,3 +135,42 @@ def test_a_grid_reading_an_argument_from_meta_is_told_to_use_it_directly() -> No
     with pytest.raises(KeyError, match=r"no field 'N'.*the call's arguments.*directly"):
         launch(src, name="meta-grid", grid=lambda meta: (cdiv(meta["N"], meta["BLOCK"]),))
     assert not src.any()
+
+
+# ported from: triton-lang/triton python/tutorials/09-persistent-matmul.py::matmul_tma_set_block_size_hook
+def test_a_pre_hook_setting_descriptor_block_shapes_is_named_with_the_port_that_works() -> None:
+    """Triton's tutorials build host descriptors with a placeholder block and give each
+    ``triton.Config`` a ``pre_hook`` that sets the configuration's block. tunedsl compiles
+    configurations before any hook runs and runs ``pre_hook`` only while tuning, so such a hook
+    is a ``UsageError`` naming the descriptor and the port: descriptors built per configuration
+    in ``kwargs=``, which gives the product on the tuning call and on a hit."""
+    from ported_kernels_tenth import mm_desc
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    m = n = k = 64
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    space = {"BM": [16, 32], "BN": [32], "BK": [16]}
+    c = torch.zeros(m, n)
+    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
+
+    def hook(nargs: dict[str, Any], reset_only: bool = False) -> None:
+        nargs["a_desc"].block_shape = [nargs["BM"], nargs["BK"]]
+        nargs["b_desc"].block_shape = [nargs["BK"], nargs["BN"]]
+        nargs["c_desc"].block_shape = [nargs["BM"], nargs["BN"]]
+
+    with pytest.raises(UsageError, match=r"'b_desc'.*TensorDescriptor.from_tensor\(a, \[cfg.BM"):
+        autotune_launch(mm_desc, space=space, grid=lambda cfg: (cdiv(m, cfg.BM), cdiv(n, cfg.BN)),
+                        args=(*descs, m, n, k), kwargs=lambda cfg: cfg.as_dict(), pre_hook=hook,
+                        key=(m, n, k), name="descriptor-hook")  # fmt: skip
+    for _ in range(2):
+        c = torch.zeros(m, n)
+        res = autotune_launch(
+            mm_desc, space=space, grid=lambda cfg: (cdiv(m, cfg.BM), cdiv(n, cfg.BN)),
+            kwargs=lambda cfg: {"a_desc": TensorDescriptor.from_tensor(a, [cfg.BM, cfg.BK]),
+                                "b_desc": TensorDescriptor.from_tensor(b, [cfg.BK, cfg.BN]),
+                                "c_desc": TensorDescriptor.from_tensor(c, [cfg.BM, cfg.BN]),  # noqa: B023
+                                "M": m, "N": n, "K": k, **cfg.as_dict()},
+            key=(m, n, k, str(a.dtype)), name="descriptor-per-config",
+        )  # fmt: skip
+        torch.testing.assert_close(c, a @ b, atol=1e-3, rtol=1e-3)
+    assert res.source == "memory"

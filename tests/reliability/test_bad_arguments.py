@@ -29,6 +29,12 @@ SPACE_CASES = {
     "private_field_name": ({"_tile": [16]}, ["'_tile'", "not starting with '_'"]),
     "a_string": ("TILE=16", ["space=", "dict of sequences"]),
     "list_of_ints": ([16, 32], ["space[0]", "list space holds dicts"]),
+    # An axis is listed: one of 10**18 values was a MemoryError from inside the listing.
+    "huge_range_axis": (
+        {"TILE": [64], "x": range(10**18)},
+        ["'x'", "1,000,000,000,000,000,000 values", "Axis.pow2"],
+    ),
+    "range_past_maxsize": ({"x": range(10**20)}, ["'x'", "more than an axis lists"]),
 }
 
 

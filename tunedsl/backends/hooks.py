@@ -19,9 +19,40 @@ from tunedsl.model.variant import Variant
 
 def call_pre_hook(hook: Callable[..., Any], args: Mapping[str, Any]) -> None:
     """Run the user's ``pre_hook``. Its error is the caller's, not the configuration's: it
-    stops the tuning (as in ``triton.autotune``) instead of dropping the configuration."""
+    stops the tuning (as in ``triton.autotune``) instead of dropping the configuration. A
+    hook that sets a host tensor descriptor's block shape (Triton's tutorials set it from the
+    configuration) is an error: see ``DESCRIPTOR_HOOK_FIX``."""
     fix = "a hook's error stops the tuning, it does not drop the configuration: fix the hook"
+    before = {n: list(d.block_shape) for n, d in args.items() if _host_descriptor(d)}
     call_user(hook, dict(args), "pre_hook=", fix)
+    for name, shape in before.items():
+        if list(args[name].block_shape) != shape:
+            raise UsageError(
+                f"pre_hook= set the block shape of the tensor descriptor {name!r} "
+                f"({shape} to {list(args[name].block_shape)}): {DESCRIPTOR_HOOK_FIX}"
+            )
+
+
+#: Why a ``pre_hook`` may not set what a configuration compiles with, and the port that works.
+DESCRIPTOR_HOOK_FIX = (
+    "tunedsl compiles each configuration before any pre_hook runs, and runs pre_hook only "
+    "while tuning, so a hook cannot give a descriptor the configuration's block; build the "
+    "descriptors per configuration in the launch instead: kwargs=lambda cfg: {'a_desc': "
+    "TensorDescriptor.from_tensor(a, [cfg.BM, cfg.BK]), ...} (docs/triton-autotune.md)"
+)
+
+
+def _host_descriptor(value: Any) -> bool:
+    """A host-side tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``)."""
+    return hasattr(value, "block_shape") and hasattr(value, "base") and hasattr(value, "strides")
+
+
+def descriptor_hook_hint(settings: Any, args: Sequence[Any]) -> str | None:
+    """Where every configuration failed, a ``pre_hook`` is given and the launch passes host
+    tensor descriptors: the hook may be Triton's block-shape hook, which cannot work here."""
+    if getattr(settings, "pre_hook", None) is None or not any(map(_host_descriptor, args)):
+        return None
+    return f"if pre_hook= sets the tensor descriptors' block shapes: {DESCRIPTOR_HOOK_FIX}"
 
 
 def takes_reset_only(hook: Callable[..., Any]) -> bool:

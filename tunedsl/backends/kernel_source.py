@@ -17,7 +17,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from tunedsl.backends import compat
-from tunedsl.model.code_reads import closure_values, module_attribute, names_read
+from tunedsl.model.code_reads import (
+    GLOBAL_OPS,
+    attribute_chains,
+    closure_values,
+    module_attribute,
+    names_read,
+)
 from tunedsl.model.jit_digest import called_parts
 from tunedsl.model.keys import (
     canonical_json,
@@ -235,7 +241,68 @@ def _globals_read(fn: Any) -> _Reads:
                 plain_via_modules.append(f"{module.__name__}.{n}={plain}")
             if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
                 modules.append(value)
+    for label, value in _through_objects(fn, scope):  # ``Limits.LIM``, ``cfg.add``
+        found.append(value)
+        if (text := _label(label, value)) is not None:
+            values.append(text)
+        elif _plain(value):
+            plain_via_modules.append(f"{label}={canonical_json(readable_constexpr(value))}")
     return _Reads(names, found, values, via_modules, plain_via_modules)
+
+
+#: Packages whose classes and objects a function may read through without their attributes
+#: being part of a kernel's identity: their versions are part of every record already.
+_OWN_PACKAGES = frozenset({"builtins", "triton", "torch", "numpy", "typing", "functools"})
+
+
+def _user_object(value: Any) -> bool:
+    """A class, or an instance of one, defined outside Python's and Triton's own packages:
+    its attributes are state a function may read (``Limits.LIM``, ``cfg.add``)."""
+    if isinstance(value, types.ModuleType) or inspect.isroutine(value) or _plain(value):
+        return False
+    cls = value if inspect.isclass(value) else type(value)
+    return str(getattr(cls, "__module__", "") or "").split(".")[0] not in _OWN_PACKAGES
+
+
+def _through_objects(fn: Any, scope: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``(label, value)`` of what ``fn``'s code reaches through attributes of a class or an
+    object, from a global, a closure or a module (``Limits.LIM``, ``cfg.add``, ``lib.C.W``):
+    a plain value or a function (``policy.lim``, ``NS.helper``), looked up without running a
+    property, as a module's attributes are. An edited one computes another value, so another
+    kernel. (What a module alone reaches, ``lib.W``, ``_globals_read`` has already.)"""
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return []
+    named = [(n, scope[n]) for n in names_read(fn) if n in scope] + closure_values(fn)
+    roots = {n: v for n, v in named if isinstance(v, types.ModuleType) or _user_object(v)}
+    if not any(_user_object(v) for v in roots.values()) and not any(
+        _user_object(module_attribute(m, n))
+        for m in roots.values()
+        if isinstance(m, types.ModuleType)
+        for n in names_read(fn)
+    ):
+        return []  # nothing read through a class or an object: the common kernel, at once
+    out: list[tuple[str, Any]] = []
+    for chain in sorted(attribute_chains(code, set(roots), (*GLOBAL_OPS, "LOAD_DEREF")), key=repr):
+        label, value, through = str(chain[0]), roots[chain[0]], False
+        for kind, part in chain[1:]:
+            through = through or _user_object(value)
+            if kind != "." or not (through or isinstance(value, types.ModuleType)):
+                break
+            try:
+                value = inspect.getattr_static(value, part)
+            except AttributeError:
+                break
+            value = getattr(value, "__func__", value)  # a staticmethod or classmethod
+            label += f".{part}"
+            if not through and not _user_object(value):
+                continue  # along modules: what they hold is _globals_read's
+            if _plain(value) or inspect.isfunction(getattr(value, "fn", value)):
+                out.append((label, value))
+                break
+            if not _user_object(value):
+                break
+    return out
 
 
 def _called(found: list[Any], seen: set[int]) -> Iterator[Any]:

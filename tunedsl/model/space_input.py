@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator, Sized
 from typing import Any
 
 from tunedsl.errors import UsageError, callable_name
@@ -69,6 +70,10 @@ def check_verdict(verdict: Any, constraint: Any, cfg: Any) -> None:
         )
 
 
+#: The most values one axis may have: its values are listed (a space of many axes is not).
+MAX_AXIS_VALUES = 1_000_000
+
+
 def axis_values(name: str, values: Any) -> list[Any]:
     """An axis's values in order (a scalar is one: ``{"num_stages": 3}`` means ``[3]``). A
     set has no order (it changes from run to run, and with it the search's ties and the
@@ -89,6 +94,16 @@ def axis_values(name: str, values: Any) -> list[Any]:
         )
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         values = [values]
+    try:
+        count = len(values) if isinstance(values, Sized) else 0
+    except OverflowError:  # a range past sys.maxsize
+        count = sys.maxsize
+    if count > MAX_AXIS_VALUES:
+        raise UsageError(
+            f"{where} has {count:,} values, more than an axis lists ({MAX_AXIS_VALUES:,}): "
+            "each axis's values are listed (the space's points are not); give a coarser "
+            "axis, e.g. Axis.pow2(lo, hi) or range(lo, hi, step)"
+        )
     values = list(values)
     for value in values:  # before an Axis hashes them: a list or dict value is named with the fix
         if name == "Axis":

@@ -40,7 +40,7 @@ _fixed_by_names: dict[
 # Per site: the space and the configuration of it whose arguments key its calls (args= or
 # kwargs= functions).
 _key_configs: dict[Any, tuple[Any, Config]] = {}
-# Per site: the static hints of its first call; a later call must pass the same ones.
+# Per site: the static hints of its first call that succeeded; a later call must pass the same.
 _site_hints: dict[tuple[tuple[Any, ...], bool], dict[str, Any]] = {}
 # Per site: the reset_to_zero= of its first call; a call passing another makes the site read
 # it on every call (runtime/call_reset.py).
@@ -109,100 +109,125 @@ def autotune_launch(
         site = _sites.get((where, keyed))
         if site is None:
             _check_config_functions(where, grid=grid, args=args, kwargs=kwargs)
+            _check_static_hints(where, hints)
             site = _make_site(where, space, hints, name, keyed)
-    if hints != _site_hints.get((where, keyed), hints):
-        _hints_changed(where, hints, _site_hints[where, keyed])
-    if reset_to_zero != _site_resets.setdefault((where, keyed), reset_to_zero):
-        site.reset_per_call()  # zero what each call names (runtime/call_reset.py)
-    args_fn = args if callable(args) else None
-    kwargs_fn = kwargs if callable(kwargs) else None
-    grid_fn = grid if callable(grid) else None
-    static_kwargs: dict[str, Any] = {}
-    if kwargs_fn is None and kwargs:
-        try:
-            static_kwargs = dict(kwargs)
-        except (TypeError, ValueError):
-            raise _option_error(where, "kwargs", kwargs, "a dict of keyword arguments") from None
-    if kwargs_fn is not None:
-        # What a kwargs= function returns alike for every configuration (the same tensor
-        # on every call, a number) enters the key and prune=, as positional arguments do;
-        # the rest stays per configuration.
-        once = dict(kwargs_fn(_key_config(site, space, default)))
-        by_names = _fixed_by_names.setdefault((where, keyed), {})
-        known = by_names.get(tuple(once))
-        if known is None or not _same_space(known[0], space):
-            # first call with these names or this space: which do not depend on the config
-            names = _fixed_names(kwargs_fn, space, default, site, once)
-            by_names[tuple(once)] = (space, names)
-        else:
-            names = known[1]
-        static_kwargs = {k: once[k] for k in names}
-    if args_fn is not None:
-        # The key is computed from the arguments of the default configuration.
-        positional = tuple(args_fn(_key_config(site, space, default)))
-    elif isinstance(args, tuple):
-        positional = args
-    else:
-        try:
-            positional = tuple(args)
-        except TypeError:
-            raise _option_error(where, "args", args, "a tuple of the kernel's arguments") from None
-
-    def bind(cfg: Config) -> tuple[Any, dict[str, Any], tuple[int, ...]]:
-        holes: Any = ()
+    first = _site_hints.get((where, keyed))  # None until a call of the site has succeeded
+    if first is not None and hints != first:
+        _hints_changed(where, hints, first)
+    try:
+        if reset_to_zero != _site_resets.setdefault((where, keyed), reset_to_zero):
+            site.reset_per_call()  # zero what each call names (runtime/call_reset.py)
+        args_fn = args if callable(args) else None
+        kwargs_fn = kwargs if callable(kwargs) else None
+        grid_fn = grid if callable(grid) else None
+        static_kwargs: dict[str, Any] = {}
+        if kwargs_fn is None and kwargs:
+            try:
+                static_kwargs = dict(kwargs)
+            except (TypeError, ValueError):
+                raise _option_error(
+                    where, "kwargs", kwargs, "a dict of keyword arguments"
+                ) from None
+        if kwargs_fn is not None:
+            # What a kwargs= function returns alike for every configuration (the same tensor
+            # on every call, a number) enters the key and prune=, as positional arguments do;
+            # the rest stays per configuration.
+            once = dict(kwargs_fn(_key_config(site, space, default)))
+            by_names = _fixed_by_names.setdefault((where, keyed), {})
+            known = by_names.get(tuple(once))
+            if known is None or not _same_space(known[0], space):
+                # first call with these names or this space: which do not depend on the config
+                names = _fixed_names(kwargs_fn, space, default, site, once)
+                by_names[tuple(once)] = (space, names)
+            else:
+                names = known[1]
+            static_kwargs = {k: once[k] for k in names}
         if args_fn is not None:
-            values = tuple(args_fn(cfg))
-            # Arguments that do not depend on the configuration are no holes (and keep
-            # the direct launch path open).
-            if len(values) != len(positional) or any(
-                x is not y for x, y in zip(values, positional, strict=True)
-            ):
-                holes = _replace_args(values)
-        dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
-        for k in static_kwargs:
-            value = dyn.pop(k, static_kwargs[k])
-            if not is_tensor(value) and not _same(value, static_kwargs[k]):
-                raise UsageError(
-                    f"autotune_launch: kwargs= returned {k}={value!r} under {cfg} but "
-                    f"{static_kwargs[k]!r} under every configuration sampled on the site's "
-                    "first call (so the key and prune= took it for a value of the call); pass "
-                    f"{k!r} through args= (a function of the configuration) instead"
-                )
-            if not is_tensor(value):
-                continue
-            if value is not static_kwargs[k]:
-                raise UsageError(
-                    f"autotune_launch: kwargs= returned another tensor for {k!r} under {cfg}; "
-                    "a tensor argument must not depend on the configuration"
-                )
-        g = grid_fn(cfg) if grid_fn is not None else grid
-        # Anything but an int or a sequence is left for the site to reject with a clear error.
-        return holes, dyn, (g,) if isinstance(g, int) else tuple(g) if _is_seq(g) else g
+            # The key is computed from the arguments of the default configuration.
+            positional = tuple(args_fn(_key_config(site, space, default)))
+        elif isinstance(args, tuple):
+            positional = args
+        else:
+            try:
+                positional = tuple(args)
+            except TypeError:
+                raise _option_error(
+                    where, "args", args, "a tuple of the kernel's arguments"
+                ) from None
 
-    def lazy() -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        # Read only when the site resolves a new key, never per launch.
-        options = {
-            "restore_value": restore_value,
-            "reset_to_zero": reset_to_zero,
-            "verify": verify,
-            "prune": prune,
-            "rtol": rtol,
-            "atol": atol,
-            "pre_hook": pre_hook,
-            "post_hook": post_hook,
-            "default": default,
-            "mode": mode,
-            "effort": effort,
-            "isolate": isolate,
-            "timing": timing,
-            "capture": capture,
-            "search": search,
-            "seed": seed,
-            "budget": budget,
-        }
-        return space, {}, {k: v for k, v in options.items() if v is not None}
+        def bind(cfg: Config) -> tuple[Any, dict[str, Any], tuple[int, ...]]:
+            holes: Any = ()
+            if args_fn is not None:
+                values = tuple(args_fn(cfg))
+                # Arguments that do not depend on the configuration are no holes (and keep
+                # the direct launch path open).
+                if len(values) != len(positional) or any(
+                    x is not y for x, y in zip(values, positional, strict=True)
+                ):
+                    holes = _replace_args(values)
+            dyn = dict(kwargs_fn(cfg)) if kwargs_fn is not None else {}
+            for k in static_kwargs:
+                value = dyn.pop(k, static_kwargs[k])
+                if not is_tensor(value) and not _same(value, static_kwargs[k]):
+                    raise UsageError(
+                        f"autotune_launch: kwargs= returned {k}={value!r} under {cfg} but "
+                        f"{static_kwargs[k]!r} under every configuration sampled on the site's "
+                        "first call (so the key and prune= took it for a value of the call); pass "
+                        f"{k!r} through args= (a function of the configuration) instead"
+                    )
+                if not is_tensor(value):
+                    continue
+                if value is not static_kwargs[k]:
+                    raise UsageError(
+                        f"autotune_launch: kwargs= returned another tensor for {k!r} under {cfg}; "
+                        "a tensor argument must not depend on the configuration"
+                    )
+            g = grid_fn(cfg) if grid_fn is not None else grid
+            # Anything but an int or a sequence is left for the site to reject with a clear error.
+            return holes, dyn, (g,) if isinstance(g, int) else tuple(g) if _is_seq(g) else g
 
-    return site(kernel, positional, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
+        def lazy() -> tuple[Any, dict[str, Any], dict[str, Any]]:
+            # Read only when the site resolves a new key, never per launch.
+            options = {
+                "restore_value": restore_value,
+                "reset_to_zero": reset_to_zero,
+                "verify": verify,
+                "prune": prune,
+                "rtol": rtol,
+                "atol": atol,
+                "pre_hook": pre_hook,
+                "post_hook": post_hook,
+                "default": default,
+                "mode": mode,
+                "effort": effort,
+                "isolate": isolate,
+                "timing": timing,
+                "capture": capture,
+                "search": search,
+                "seed": seed,
+                "budget": budget,
+            }
+            return space, {}, {k: v for k, v in options.items() if v is not None}
+
+        result = site(kernel, positional, static_kwargs, bind, key, lazy)
+    except BaseException:
+        if first is None:
+            _forget_unproven(where, keyed, site)
+        raise
+    if first is None:
+        _site_hints.setdefault((where, keyed), dict(hints))
+    return result  # type: ignore[no-any-return]
+
+
+def _forget_unproven(where: tuple[Any, ...], keyed: bool, site: Any) -> None:
+    """A site none of whose calls has succeeded yet, whose call failed (a ``triton.autotune``
+    keyword, a hint Triton refuses, a mistake in an option), is made again by the next call:
+    a failed call does not fix the static hints (nor the ``reset_to_zero=``) the site keeps."""
+    with _sites_lock:
+        if (where, keyed) not in _site_hints and _sites.get((where, keyed)) is site:
+            del _sites[where, keyed]
+            _site_resets.pop((where, keyed), None)
+            _fixed_by_names.pop((where, keyed), None)
 
 
 # Under torch.compile, the call after its graph break runs as written (torch_ops.keep_eager).
@@ -409,6 +434,21 @@ def _check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:
             ) from None
 
 
+def _check_static_hints(where: tuple[Any, ...], hints: Mapping[str, Any]) -> None:
+    """A static hint is one valid value for every configuration (``num_stages=[2, 3]`` is a
+    field of the space): named on the site's first call, also where nothing compiles it."""
+    from tunedsl.model.options import HINT_NAMES, hint_value_problem
+
+    for hint, value in hints.items():
+        problem = (
+            None
+            if value is None or hint not in HINT_NAMES
+            else hint_value_problem(hint, value, True)
+        )
+        if problem is not None:
+            raise UsageError(f"{_place(where)} (autotune_launch): {problem}")
+
+
 def _make_site(
     where: tuple[Any, ...], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
 ) -> Any:
@@ -436,7 +476,6 @@ def _make_site(
             # calls compile the configurations there instead of tuning and launching.
             redefined.track(site)
             _sites[where, has_key] = site = site_wrap.wrap(site)
-            _site_hints[where, has_key] = dict(hints)
     return site
 
 

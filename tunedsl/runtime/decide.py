@@ -27,6 +27,7 @@ Order (``mode`` from ``mode=`` or ``TUNEDSL_AUTOTUNE``):
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -301,6 +302,9 @@ def lookup(
 
         record = migrate(subject, stores)
     record = timeouts.current(verdicts.current(record, settings), settings.isolate, stated)
+    noted = sys.modules.get("tunedsl.runtime.ruled")  # imported by a failed first launch
+    if record is not None and noted is not None and (digest, record.chosen) in noted.FAILED_PICKS:
+        record = None  # its choice failed on its first launch here: its kernel is not this one
     usable, previous = _usable(record, settings, candidates)
     usable = usable and not foreign  # another space's choice: its timings count, not it
     if stands(record, usable) and record is not None:

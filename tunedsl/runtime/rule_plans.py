@@ -24,9 +24,10 @@ before a rule) and its pick checked against the rule's range and the site's spac
 else (a record, a size outside every rule's range, a decision already made under another call
 key, a call whose pick's grid is empty, which may be ``"empty"``) goes the general way.
 
-``RulePlans.first_launch`` launches every new key's entry: a rule's pick whose first launch
-fails there (a configuration that cannot run at a size between swept ones) is refused for
-that key (``ruled.FAILED_PICKS``, which plans read too) and the call decided again.
+``RulePlans.first_launch`` launches every new key's entry: a rule's pick or a record's choice
+whose first launch fails there (a configuration that cannot run at a size between swept ones,
+or no longer builds: a kernel's state its identity does not cover) is refused for that key
+(``ruled.FAILED_PICKS``, which plans and record look-ups read too) and the call decided again.
 """
 
 from __future__ import annotations
@@ -162,19 +163,21 @@ class RulePlans:
         self, site: Any, entry: Any, call: miss.Call, resolved: miss.Resolved
     ) -> LaunchResult:
         """Launch a new key's entry. A rule's pick that fails there (it cannot compile or run
-        at the key's sizes, though it ran on the swept ones) is forgotten, refused for the key
-        (``ruled.note_failed``) and the call made again: the key is tuned where tuning may
-        run, else launched with the rule's next configuration that does not fail. Under the
+        at the key's sizes, though it ran on the swept ones), or a record's choice (the
+        kernel reads state its identity does not cover, changed since), is forgotten, refused
+        for the key (``ruled.note_failed``) and the call made again: the key is tuned where
+        tuning may run, else launched with the rule's next configuration that does not fail. Under the
         interpreter a failed launch may have written its arguments before failing (a
         ``tl.static_assert`` after a store): its tensors are copied before the pick's launch
         and put back before the call is made again."""
-        by_rule = resolved.first.source == "rule"
-        saved = _in_place(call, resolved) if by_rule and resolved.tensors != () else []
+        source = resolved.first.source
+        redone = source in ("rule", "disk")
+        saved = _in_place(call, resolved) if redone and resolved.tensors != () else []
         try:
             entry.launch(call.args, call.static_kwargs, call.bind)
             return resolved.first
         except Exception as err:
-            if not by_rule or isinstance(err, UsageError) or saved is None:
+            if not redone or isinstance(err, UsageError) or saved is None:
                 raise
             check_call_device(
                 call.kernel, call.args, call.static_kwargs, site.label
@@ -182,6 +185,17 @@ class RulePlans:
             from tunedsl.runtime.ruled import note_failed
 
             note_failed(resolved.result.digest, resolved.decision.config, err)
+            record = resolved.decision.record
+            if source == "disk" and record is not None:
+                from tunedsl.warn import warn_once
+
+                warn_once(
+                    f"failed-record:{record.id}",
+                    f"{site.label}: tuning record {record.id} chose {record.chosen}, which "
+                    f"fails on its first launch here ({type(err).__name__}: {err}"[:400]
+                    + "); not using it (the key is tuned again where tuning may run)",
+                    stacklevel="user",
+                )
             for tensor, copy in saved:
                 bt.copy_into(tensor, copy)
             saved = []  # the redo makes its own copies: not one set held per failed pick

@@ -396,6 +396,7 @@ def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
     """No configuration could be measured: the error names the kernel, with a hint when
     every failure says why (no GPU driver: run under the interpreter)."""
     from tunedsl.autointerp import no_driver_message
+    from tunedsl.backends.hooks import descriptor_hook_hint
 
     details = dict(err.failures)
     if not err.message.startswith("no configuration could be measured"):
@@ -407,6 +408,7 @@ def _every_failed(qualname: str, req: TuneRequest, err: TuningError) -> None:
         no_driver_message(reasons, req.kernel)
         or _every_crash_hint(reasons)
         or _zero_dim_hint(reasons, req)
+        or descriptor_hook_hint(req.settings, req.variants[0].args if req.variants else ())
     )
     raise TuningError(
         f"every configuration of {qualname} failed" + (f": {hint}" if hint else ""), details

@@ -1,0 +1,178 @@
+"""State a kernel computes its parameters from, outside its source: a ``@triton.heuristics``
+function reading a class's or an object's attribute (``Limits.LIM``, ``cfg.add``) or calling a
+global object's method (``policy.lim(n)``), and, under the interpreter, a kernel reaching a
+helper or a ``tl.constexpr`` through a class. Edited between processes, each is another kernel,
+tuned again, never served the old one's record. State no identity can cover (an environment
+variable a heuristic reads) is caught where it matters: a record's choice that no longer
+launches is refused for the key, with a warning naming the record, and the key tuned again.
+
+Real kernels under Triton's interpreter, the user's modules written as files and imported
+afresh for each "process" (``new_process``: the sites' memory cleared, the records kept).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from runtime_helpers import new_api_process
+
+from tunedsl import Config
+
+KERNEL = """
+import os
+
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+{imports}
+
+
+@triton.heuristics({{"LIM": lambda args: {heuristic}}})
+@triton.jit
+def capped(dst, src, n, TILE: tl.constexpr, LIM: tl.constexpr):
+    tl.static_assert(TILE <= LIM)
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(dst + i, tl.load(src + i, mask=i < n) + LIM, mask=i < n)
+
+
+def run(dst, src):
+    n = dst.numel()
+    return autotune_launch(capped, space=dict(TILE=[64, 128]), grid=lambda c: (cdiv(n, c.TILE),),
+                           args=(dst, src, n), kwargs=lambda c: {{"TILE": c.TILE}}, name="state")
+"""
+
+# Each form: the state module's text for a limit of 128 (edited to 64), and the heuristic that
+# reads it, through the names the kernel's module imports (``from state import *`` and
+# ``import state``).
+FORMS = {
+    "class attribute": ("class Limits:\n    LIM = 128\n", "Limits.LIM"),
+    "instance attribute, through a module": (
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass Cfg:\n    lim: int\n\n\n"
+        "cfg = Cfg(lim=128)\n",
+        "state.cfg.lim",
+    ),
+    "method of an object": (
+        "class Policy:\n    def lim(self, n):\n        return 128\n\n\npolicy = Policy()\n",
+        'policy.lim(args["n"])',
+    ),
+}
+
+
+def _load(path: Path, text: str, name: str) -> Any:
+    path.write_text(text, encoding="utf-8")
+    sys.modules.pop(name, None)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_state_a_heuristic_reads_through_a_global_object_edited_is_another_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    text, reads = FORMS[form]
+    state_name = "state_" + "_".join(form.replace(",", "").split())
+    kernel_text = KERNEL.format(
+        imports=f"import {state_name} as state\nfrom {state_name} import *", heuristic=reads
+    )
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    digests = []
+    for lim in (128, 64):
+        new_api_process()
+        _load(tmp_path / f"{state_name}.py", text.replace("128", str(lim)), state_name)
+        module = _load(tmp_path / "kernel_state.py", kernel_text, "kernel_state")
+        src, dst = torch.randn(300), torch.zeros(300)
+        res = module.run(dst, src)
+        assert res.source == "tuned", (form, lim, res)
+        assert torch.equal(dst, src + lim)
+        digests.append(res.digest)
+    assert res.config == Config(TILE=64)  # the only one the edited limit builds
+    assert digests[0] != digests[1], f"{reads}: the edited state kept the kernel's identity"
+    monkeypatch.delitem(sys.modules, state_name, raising=False)
+    monkeypatch.delitem(sys.modules, "kernel_state", raising=False)
+
+
+THROUGH_A_CLASS = """
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+
+class NS:
+    @staticmethod
+    @triton.jit
+    def step(x):
+        return x + {step}
+
+    W = tl.constexpr({width})
+
+
+@triton.jit
+def apply(dst, src, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, NS.step(tl.load(src + i, mask=i < n)) * NS.W, mask=i < n)
+
+
+def run(dst, src):
+    n = dst.numel()
+    return autotune_launch(apply, space=dict(BLOCK=[32, 64]), grid=lambda c: (cdiv(n, c.BLOCK),),
+                           args=(dst, src, n), kwargs=lambda c: {{"BLOCK": c.BLOCK}}, name="ns")
+"""
+
+
+@pytest.mark.parametrize("edit", [{"step": 2, "width": 1}, {"step": 1, "width": 2}])
+def test_a_helper_or_constexpr_reached_through_a_class_edited_is_another_kernel(
+    tmp_path: Path, edit: dict[str, int]
+) -> None:
+    """Under the interpreter a kernel may call ``NS.step`` and read ``NS.W`` (a compiled
+    kernel may not: Triton refuses a class global)."""
+    sources = []
+    for values in ({"step": 1, "width": 1}, edit):
+        new_api_process()
+        module = _load(tmp_path / "through_class.py", THROUGH_A_CLASS.format(**values), "tc")
+        src, dst = torch.randn(100), torch.zeros(100)
+        res = module.run(dst, src)
+        assert torch.equal(dst, (src + values["step"]) * values["width"])
+        sources.append(res.source)
+    assert sources == ["tuned", "tuned"]
+    sys.modules.pop("tc", None)
+
+
+def test_a_records_choice_that_no_longer_launches_is_refused_and_the_key_tuned_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit comes from an environment variable, which no identity can cover: the record
+    tuned under 128 chose the only tile that built (128); under 64 that choice fails on its
+    first launch. It is refused with a warning naming the record, the key is tuned again and
+    the call's result is right; the next process is decided by the new record."""
+    text = KERNEL.format(imports="", heuristic='int(os.environ["TEST_LIM"])').replace(
+        "TILE <= LIM", "TILE == LIM"
+    )
+    results = []
+    for lim in (128, 64, 64):
+        monkeypatch.setenv("TEST_LIM", str(lim))
+        new_api_process()
+        module = _load(tmp_path / "env_limit.py", text, "env_limit")
+        src, dst = torch.randn(300), torch.zeros(300)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = module.run(dst, src)
+        assert torch.equal(dst, src + lim)
+        results.append((res.source, res.config, [str(w.message) for w in caught]))
+    (first, c1, _), (second, c2, said), (third, c3, _) = results
+    assert (first, c1) == ("tuned", Config(TILE=128))
+    assert (second, c2) == ("tuned", Config(TILE=64))
+    assert any("chose Config(TILE=128), which fails on its first launch here" in w for w in said)
+    assert (third, c3) == ("disk", Config(TILE=64))
+    sys.modules.pop("env_limit", None)
