@@ -174,3 +174,25 @@ def test_a_pre_hook_setting_descriptor_block_shapes_is_named_with_the_port_that_
         )  # fmt: skip
         torch.testing.assert_close(c, a @ b, atol=1e-3, rtol=1e-3)
     assert res.source == "memory"
+
+
+@pytest.mark.parametrize(
+    ("typo", "message"),
+    [
+        ({"mode": "cache"}, r"mode='cache'; expected one of on, cached, off"),
+        ({"timing": "cuda_graph"}, r"timing='cuda_graph'; expected one of"),
+        ({"effort": "fast"}, r"effort='fast'; expected one of"),
+    ],
+    ids=["mode", "timing", "effort"],
+)
+def test_an_option_naming_no_choice_is_an_error_on_a_decided_key_too(
+    typo: dict[str, Any], message: str
+) -> None:
+    """A typo in an option's value was named only on a call that decided a new key: once the
+    key was decided (an earlier call in the process, a record), it was taken in silence."""
+    src = torch.zeros(300)
+    name = f"typo-{sorted(typo)}"
+    assert launch(src, name=name).source == "tuned"
+    with pytest.raises(UsageError, match=message):
+        launch(src, **typo, name=name)
+    torch.testing.assert_close(src, torch.ones(300))  # the refused call launched nothing

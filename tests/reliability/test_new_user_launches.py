@@ -109,6 +109,9 @@ def test_a_field_that_only_sizes_the_grid_of_a_kernel_that_ignores_it_is_warned_
                  add_one_persistent(x, y, n, BLOCK=128))
         assert torch.allclose(y, x + 1)
         print("persistent ok")
+        # `pad` reaches neither kernel nor grid: BLOCK moves the grid, not it (no word)
+        autotune(space=dict(BS=[64, 128], pad=[0, 1]), blocks=cdiv(n, $BS) + 0 * $pad,
+                 add_one(x, y, n, BLOCK=$BS))
         res = autotune(space=dict(bs=[64, 128, 256]), blocks=cdiv(n, $bs),  # HERE
                        add_one(x, y, n, BLOCK=128))
         print("chosen", res.config)

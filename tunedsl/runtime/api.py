@@ -111,6 +111,10 @@ def autotune_launch(
             _check_config_functions(where, grid=grid, args=args, kwargs=kwargs)
             _check_static_hints(where, hints)
             site = _make_site(where, space, hints, name, keyed)
+    if mode or effort or timing or capture or search:  # checked on hits too: a typo is named
+        _check_choices(
+            where, mode=mode, effort=effort, timing=timing, capture=capture, search=search
+        )
     first = _site_hints.get((where, keyed))  # None until a call of the site has succeeded
     if first is not None and hints != first:
         _hints_changed(where, hints, first)
@@ -432,6 +436,17 @@ def _check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:
                 "calls it with the configuration being tried, whose fields read as cfg.BLOCK "
                 f"or cfg['BLOCK'] (Triton's META), e.g. {option}=lambda cfg: ..."
             ) from None
+
+
+def _check_choices(where: tuple[Any, ...], **given: Any) -> None:
+    """An option naming one of a few choices (``mode="cache"``) is an error on every call,
+    not only on a call that decides a new key (where the site reads its settings)."""
+    from tunedsl.model.options import option_choice_problem
+
+    for option, value in given.items():
+        problem = option_choice_problem(option, value) if value is not None else None
+        if problem is not None:
+            raise UsageError(f"{_place(where)} (autotune_launch): {problem}")
 
 
 def _check_static_hints(where: tuple[Any, ...], hints: Mapping[str, Any]) -> None:

@@ -130,10 +130,18 @@ def warn_grid_only(
         values = {_plain(v.config[field]) for v in variants if field in v.config}
         if len(values) < 2 or _reaches_kernel(variants, field):
             continue
-        by_grid = {v.grid: v for v in variants if field in v.config}
-        if len(by_grid) < 2 or reads_program_count():
+        # Configurations alike but for this field, on other grids (another field, BLOCK in
+        # blocks=cdiv(n, $BLOCK), moves the grid too: its effect is not this field's).
+        alike: dict[Any, dict[Any, Variant]] = {}
+        for v in variants:
+            if field in v.config:
+                rest = tuple((k, _plain(x)) for k, x in sorted(v.config.as_dict().items()))
+                rest = tuple(item for item in rest if item[0] != field)
+                alike.setdefault(rest, {}).setdefault(v.grid, v)
+        pair = next((list(g.values())[:2] for g in alike.values() if len(g) > 1), None)
+        if pair is None or reads_program_count():
             continue
-        a, b = list(by_grid.values())[:2]
+        a, b = pair
         warn_once(
             f"grid-only:{label}:{field}",
             f"{label}: space field `{field}` changes only the grid: every configuration "
