@@ -853,3 +853,35 @@ def test_an_enum_member_a_heuristic_reads_is_part_of_the_kernel(
     relu, same, gelu, global_gelu = importlib.import_module("ks_heuristic_enums").hashes()
     assert relu == same
     assert len({relu, gelu, global_gelu}) == 3
+
+
+def test_what_a_heuristic_reads_through_an_object_is_hashed_without_running_a_property() -> None:
+    """``lambda args: cfg.lim`` and ``lambda args: cfg.calls``: the plain attribute is part of
+    the kernel (another value, another hash), the property is not run to find its value (it
+    may do anything: the counter stays at 0), and the same object state is the same hash."""
+    import triton
+    import triton.language as tl
+
+    from tunedsl.backends.kernel_source import interpreted_source_hash
+
+    class Limits:
+        def __init__(self, lim: int) -> None:
+            self.lim, self.runs = lim, 0
+
+        @property
+        def calls(self) -> int:
+            self.runs += 1
+            return self.runs
+
+    def kernel_reading(cfg: Limits) -> Any:
+        @triton.heuristics({"LIM": lambda args: cfg.lim, "N": lambda args: cfg.calls})
+        @triton.jit
+        def k(x, LIM: tl.constexpr, N: tl.constexpr):
+            pass
+
+        return k
+
+    small, same, large = Limits(64), Limits(64), Limits(128)
+    hashes = [interpreted_source_hash(kernel_reading(c)) for c in (small, same, large)]
+    assert hashes[0] == hashes[1] != hashes[2]
+    assert small.runs == same.runs == large.runs == 0

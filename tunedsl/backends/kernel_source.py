@@ -241,7 +241,9 @@ def _globals_read(fn: Any) -> _Reads:
                 plain_via_modules.append(f"{module.__name__}.{n}={plain}")
             if isinstance(value, types.ModuleType) and all(value is not m for m in modules):
                 modules.append(value)
-    for label, value in _through_objects(fn, scope):  # ``Limits.LIM``, ``cfg.add``
+    held = [*found, *(v for _, v in closure_values(fn))]
+    reached = _through_objects(fn, scope) if any(map(_user_object, held)) else []
+    for label, value in reached:  # ``Limits.LIM``, ``cfg.add``
         found.append(value)
         if (text := _label(label, value)) is not None:
             values.append(text)
@@ -275,13 +277,6 @@ def _through_objects(fn: Any, scope: Mapping[str, Any]) -> list[tuple[str, Any]]
         return []
     named = [(n, scope[n]) for n in names_read(fn) if n in scope] + closure_values(fn)
     roots = {n: v for n, v in named if isinstance(v, types.ModuleType) or _user_object(v)}
-    if not any(_user_object(v) for v in roots.values()) and not any(
-        _user_object(module_attribute(m, n))
-        for m in roots.values()
-        if isinstance(m, types.ModuleType)
-        for n in names_read(fn)
-    ):
-        return []  # nothing read through a class or an object: the common kernel, at once
     out: list[tuple[str, Any]] = []
     for chain in sorted(attribute_chains(code, set(roots), (*GLOBAL_OPS, "LOAD_DEREF")), key=repr):
         label, value, through = str(chain[0]), roots[chain[0]], False
@@ -293,11 +288,12 @@ def _through_objects(fn: Any, scope: Mapping[str, Any]) -> list[tuple[str, Any]]
                 value = inspect.getattr_static(value, part)
             except AttributeError:
                 break
-            value = getattr(value, "__func__", value)  # a staticmethod or classmethod
+            if isinstance(value, staticmethod | classmethod):
+                value = value.__func__
             label += f".{part}"
             if not through and not _user_object(value):
                 continue  # along modules: what they hold is _globals_read's
-            if _plain(value) or inspect.isfunction(getattr(value, "fn", value)):
+            if _plain(value) or inspect.isfunction(inspect.getattr_static(value, "fn", value)):
                 out.append((label, value))
                 break
             if not _user_object(value):
