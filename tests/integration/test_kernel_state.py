@@ -176,3 +176,53 @@ def test_a_records_choice_that_no_longer_launches_is_refused_and_the_key_tuned_a
     assert any("chose Config(TILE=128), which fails on its first launch here" in w for w in said)
     assert (third, c3) == ("disk", Config(TILE=64))
     sys.modules.pop("env_limit", None)
+
+
+REFUSING = """
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+
+def checked_limit(args):  # the user's input check: the same under every configuration
+    if (args["src"] < 0).any():
+        raise ValueError("input must not be negative")
+    return 128
+
+
+@triton.heuristics({"LIM": checked_limit})
+@triton.jit
+def capped(dst, src, n, TILE: tl.constexpr, LIM: tl.constexpr):
+    tl.static_assert(TILE <= LIM)
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(dst + i, tl.load(src + i, mask=i < n) + 1, mask=i < n)
+
+
+def run(dst, src, mode):
+    n = dst.numel()
+    return autotune_launch(capped, space=dict(TILE=[32, 64, 128]), mode=mode,
+                           grid=lambda c: (cdiv(n, c.TILE),), args=(dst, src, n),
+                           kwargs=lambda c: {"TILE": c.TILE}, name="refusing")
+"""
+
+
+@pytest.mark.parametrize("mode", ["on", "cached"])
+def test_a_call_failing_whatever_it_launches_keeps_the_record_and_its_own_error(
+    tmp_path: Path, mode: str
+) -> None:
+    """A new process's first call of a recorded key fails for its input (the user's heuristic
+    refuses it under every configuration): the caller gets that error (not a failed tune),
+    and the record still decides the key's next call."""
+    module = _load(tmp_path / "refusing.py", REFUSING, "refusing")
+    src = torch.rand(300)
+    tuned = module.run(torch.zeros(300), src, "on")
+    assert tuned.source == "tuned"
+    new_api_process()
+    with pytest.raises(ValueError, match="must not be negative"):
+        module.run(torch.zeros(300), -src, mode)
+    dst = torch.zeros(300)
+    again = module.run(dst, src, mode)
+    assert (again.source, again.config) == ("disk", tuned.config)
+    assert torch.equal(dst, src + 1)
+    sys.modules.pop("refusing", None)

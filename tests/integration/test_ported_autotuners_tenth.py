@@ -196,3 +196,43 @@ def test_an_option_naming_no_choice_is_an_error_on_a_decided_key_too(
     with pytest.raises(UsageError, match=message):
         launch(src, **typo, name=name)
     torch.testing.assert_close(src, torch.ones(300))  # the refused call launched nothing
+
+
+def test_a_call_failing_while_another_threads_first_call_tunes_keeps_the_site() -> None:
+    """Thread A's first call of a site is tuning (held in its pre_hook) when thread B calls
+    the same site with a mistake, then with other hints: B's mistake does not unmake the site
+    A is tuning (its decision stays in memory), and B's other hints are refused against A's,
+    the call that made the site, though it has not returned yet."""
+    import threading
+
+    from ported_kernels import add_one
+
+    started, proceed = threading.Event(), threading.Event()
+
+    def hold(args: dict[str, Any]) -> None:
+        started.set()
+        assert proceed.wait(60)
+
+    src = torch.zeros(300)
+    n = src.numel()
+
+    def call(args: Any, **hints: Any) -> Any:
+        return autotune_launch(add_one, space={"BLOCK": [32, 128]}, grid=lambda c: (cdiv(n, c.BLOCK),),
+                               args=args, kwargs=lambda c: {"BLOCK": c.BLOCK}, restore_value=["src"],
+                               pre_hook=hold, name="threads-first-call", **hints)  # fmt: skip
+
+    out: dict[str, Any] = {}
+    a = threading.Thread(target=lambda: out.setdefault("A", call((src, n), num_warps=4)))
+    a.start()
+    try:
+        assert started.wait(60)
+        with pytest.raises(UsageError, match=r"args=5: give a tuple"):
+            call(5, num_warps=4)
+        with pytest.raises(UsageError, match=r"num_warps=8, but the site's first call passed"):
+            call((src, n), num_warps=8)
+    finally:
+        proceed.set()
+        a.join(60)
+    assert out["A"].source == "tuned"
+    assert call((src, n), num_warps=4).source == "memory"
+    torch.testing.assert_close(src, torch.full((300,), 2.0))

@@ -367,6 +367,24 @@ def test_a_workload_that_checks_outputs_is_told_that_precompile_does_not_launch(
     assert f"(at {path}:{line_of(path, 'assert_close(double(x)')})" in out, out
 
 
+def test_a_workload_that_reads_a_results_config_is_told_a_site_returns_none_there(
+    tmp_path: Path,
+) -> None:
+    """A workload that picks its output by the chosen configuration (``res.config.split``)
+    failed on the ``None`` a site returns in precompile mode with a bare AttributeError."""
+    path = tmp_path / "work.py"
+    text = CHECKED_WORKLOAD.replace(
+        "    autotune(space=dict(tile=[64, 128])", "    res = autotune(space=dict(tile=[64, 128])"
+    ).replace("    return out\n", "    print(res.config.tile)\n    return out\n", 1)
+    assert "res.config.tile" in text
+    path.write_text(HEADER + text)
+    proc = tunedsl(tmp_path, "precompile", str(path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "workload checked failed: AttributeError" in out, out
+    assert "returns None here, not a LaunchResult" in out and "if res is not None" in out, out
+
+
 # -- errors of the tune itself name the site too ----------------------------------------------
 
 

@@ -98,6 +98,14 @@ def e(x, n):
 
 def floor(x, n):
     return autotune(space={"tile": [32, 64]}, blocks=(n + $tile - 2) // $tile, k(x, n, T=$tile))
+
+
+def over(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(n + $tile) // $tile, k(x, n, T=$tile))
+
+
+def short(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(n - 1) // $tile, k(x, n, T=$tile))
 """
 
 
@@ -111,7 +119,11 @@ def test_lint_takes_the_round_up_idioms_for_what_they_are(tmp_path: Path) -> Non
     proc = tunedsl("lint", "up.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert [line.split(": TDS001")[0] for line in lines] == ["up.py:25:54"], proc.stdout
+    # `(n + $tile) // $tile` launches a block too many where $tile divides n, never too few;
+    # `(n - 1) // $tile` is short, and its fix covers n (`cdiv(n - 1, $tile)` was offered,
+    # itself a block short where $tile divides n)
+    assert [line.split(": TDS001")[0] for line in lines] == ["up.py:25:54", "up.py:33:54"]
+    assert "use cdiv(n, $tile)" in lines[1] and "cdiv(n - 1" not in lines[1], proc.stdout
 
 
 def test_lint_status_still_counts_ruffs_findings_beside_the_warning(tmp_path: Path) -> None:

@@ -885,3 +885,42 @@ def test_what_a_heuristic_reads_through_an_object_is_hashed_without_running_a_pr
     hashes = [interpreted_source_hash(kernel_reading(c)) for c in (small, same, large)]
     assert hashes[0] == hashes[1] != hashes[2]
     assert small.runs == same.runs == large.runs == 0
+
+
+def test_state_in_slots_and_attribute_dicts_is_part_of_the_kernel() -> None:
+    """``cfg.lim`` of a class with ``__slots__`` (a slotted dataclass) is read through the
+    slot (the lookup found the slot's descriptor and stopped, so an edit kept the record);
+    ``cfg.opts.lim`` of an attribute-style dict (``__getattr__ = dict.__getitem__``, which
+    raises ``KeyError`` for a name it lacks) is hashed, not a crash of the first call."""
+    import triton
+    import triton.language as tl
+
+    from tunedsl.backends.kernel_source import interpreted_source_hash
+
+    class AttrDict(dict):  # type: ignore[type-arg]
+        __getattr__ = dict.__getitem__
+
+    class Slotted:
+        __slots__ = ("lim", "opts")
+
+        def __init__(self, lim: int) -> None:
+            self.lim, self.opts = lim, AttrDict(lim=lim)
+
+    def kernels(cfg: Slotted) -> list[Any]:
+        @triton.heuristics({"LIM": lambda args: cfg.lim})
+        @triton.jit
+        def by_slot(x, LIM: tl.constexpr):
+            pass
+
+        @triton.heuristics({"LIM": lambda args: cfg.opts.lim})
+        @triton.jit
+        def by_attribute_dict(x, LIM: tl.constexpr):
+            pass
+
+        return [by_slot, by_attribute_dict]
+
+    small, same, large = (
+        [interpreted_source_hash(k) for k in kernels(Slotted(v))] for v in (64, 64, 128)
+    )
+    assert small == same
+    assert all(a != b for a, b in zip(small, large, strict=True))

@@ -285,7 +285,9 @@ def _through_objects(fn: Any, scope: Mapping[str, Any]) -> list[tuple[str, Any]]
             if kind != "." or not (through or isinstance(value, types.ModuleType)):
                 break
             try:
-                value = inspect.getattr_static(value, part)
+                holder, value = value, inspect.getattr_static(value, part)
+                if isinstance(value, types.MemberDescriptorType) and not inspect.isclass(holder):
+                    value = value.__get__(holder)  # a slot's value (runs no code of the user's)
             except AttributeError:
                 break
             if isinstance(value, staticmethod | classmethod):

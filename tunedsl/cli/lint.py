@@ -137,8 +137,14 @@ def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, s
             ]
             if not used:
                 continue
-            whole, left, right = (" ".join((ast.get_source_segment(src.text, part) or "").split())
-                                  for part in (term, quotient.left, quotient.right))  # fmt: skip
+            count = quotient.left  # `(n - 1) // $t`: the blocks cover n, not n - 1
+            while isinstance(count, ast.BinOp) and isinstance(count.op, ast.Sub) \
+                    and isinstance(count.right, ast.Constant):  # fmt: skip
+                count = count.left
+            whole, left, right, covered = (
+                " ".join((ast.get_source_segment(src.text, part) or "").split())
+                for part in (term, quotient.left, quotient.right, count)
+            )
             line, col = term.lineno, src.char_col(term.lineno, term.col_offset) + 1
             what = (
                 f"uses `//` on the configuration field ${used[0]}: `{whole}` rounds down"
@@ -152,7 +158,7 @@ def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, s
                     col,
                     f"{FLOOR_GRID} warning: blocks= {what}, so when {left} is not a multiple "
                     f"of {right} the last, partial block is never launched; use "
-                    f"cdiv({left}, {right}) (or add `# noqa: {FLOOR_GRID}` where the floor "
+                    f"cdiv({covered}, {right}) (or add `# noqa: {FLOOR_GRID}` where the floor "
                     "is meant)",
                 )
             )
@@ -189,7 +195,10 @@ def _rounds_up(div: Any, parent: Any) -> bool:
 
     one = ast.dump(ast.Constant(1))
     numerator = terms(div.left)
-    if (1, ast.dump(div.right)) in numerator and (-1, one) in numerator:
+    divisor = ast.dump(div.right)
+    if (1, divisor) in numerator and all(
+        sign > 0 or term == one for sign, term in numerator if term != divisor
+    ):  # `(a + d - 1) // d`, or `(a + d) // d`: a block more where d divides a, never fewer
         return True
     negated = isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.USub)
     if negated and isinstance(div.left, ast.UnaryOp) and isinstance(div.left.op, ast.USub):

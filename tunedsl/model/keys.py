@@ -371,7 +371,10 @@ def readable_constexpr(x: Any) -> Any:
     """A constexpr's JSON form; a Triton function (an epilogue) is its name and a hash of its
     source and of the Triton functions it calls (``model/jit_digest``), alike in every
     process (its repr: an address, or on a GPU a name only)."""
-    fn = getattr(x, "fn", None)
+    try:
+        fn = getattr(x, "fn", None)
+    except Exception:  # a __getattr__ raising another error (an attribute-style dict)
+        fn = None
     if inspect.isfunction(fn):
         return f"@jit {fn.__qualname__} {_source_digest(fn)}"
     if x.__class__ is float and x == 0.0:

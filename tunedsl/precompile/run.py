@@ -201,6 +201,9 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
                     f" ({unlaunched}, so the workload's outputs are never written: check "
                     'results outside workloads, e.g. under `if __name__ == "__main__":`)'
                     if isinstance(err, AssertionError) and unlaunched
+                    else " (a site that launches nothing returns None here, not a "
+                    "LaunchResult: read a result's .config only `if res is not None`)"
+                    if unlaunched and "'NoneType'" in str(err) and session.calls > calls
                     else ""
                 )
                 summary.errors.append(

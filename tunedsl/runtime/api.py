@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.backends.torch_ops import break_graph_for_launch, keep_eager
-from tunedsl.errors import UsageError, callable_name
+from tunedsl.errors import UsageError
 from tunedsl.model import identity
 from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
+from tunedsl.runtime import launch_checks
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ _fixed_by_names: dict[
 # Per site: the space and the configuration of it whose arguments key its calls (args= or
 # kwargs= functions).
 _key_configs: dict[Any, tuple[Any, Config]] = {}
-# Per site: the static hints of its first call that succeeded; a later call must pass the same.
-_site_hints: dict[tuple[tuple[Any, ...], bool], dict[str, Any]] = {}
+# Per site: its static hints, and whether a call of it has succeeded (``_SiteHints``).
+_site_hints: dict[tuple[tuple[Any, ...], bool], _SiteHints] = {}
 # Per site: the reset_to_zero= of its first call; a call passing another makes the site read
 # it on every call (runtime/call_reset.py).
 _site_resets: dict[tuple[tuple[Any, ...], bool], Any] = {}
@@ -108,17 +109,24 @@ def autotune_launch(
         where = _call_place(frame, where)
         site = _sites.get((where, keyed))
         if site is None:
-            _check_config_functions(where, grid=grid, args=args, kwargs=kwargs)
-            _check_static_hints(where, hints)
+            launch_checks.check_config_functions(where, grid=grid, args=args, kwargs=kwargs)
+            launch_checks.check_static_hints(where, hints)
             site = _make_site(where, space, hints, name, keyed)
-    if mode or effort or timing or capture or search:  # checked on hits too: a typo is named
-        _check_choices(
-            where, mode=mode, effort=effort, timing=timing, capture=capture, search=search
-        )
-    first = _site_hints.get((where, keyed))  # None until a call of the site has succeeded
-    if first is not None and hints != first:
-        _hints_changed(where, hints, first)
+    state = _site_hints.get((where, keyed))
+    if state is None:  # unmade meanwhile by another thread's failed first call
+        site = _make_site(where, space, hints, name, keyed)
+        state = _site_hints[where, keyed]
+    if hints != state.hints:
+        launch_checks.hints_changed(where, hints, state.hints)
+    proven = state.proven
+    if not proven:
+        with _sites_lock:
+            state.pending += 1
     try:
+        if mode or effort or timing or capture or search:  # on hits too: a typo is named
+            launch_checks.check_choices(
+                where, mode=mode, effort=effort, timing=timing, capture=capture, search=search
+            )
         if reset_to_zero != _site_resets.setdefault((where, keyed), reset_to_zero):
             site.reset_per_call()  # zero what each call names (runtime/call_reset.py)
         args_fn = args if callable(args) else None
@@ -129,7 +137,7 @@ def autotune_launch(
             try:
                 static_kwargs = dict(kwargs)
             except (TypeError, ValueError):
-                raise _option_error(
+                raise launch_checks.option_error(
                     where, "kwargs", kwargs, "a dict of keyword arguments"
                 ) from None
         if kwargs_fn is not None:
@@ -155,7 +163,7 @@ def autotune_launch(
             try:
                 positional = tuple(args)
             except TypeError:
-                raise _option_error(
+                raise launch_checks.option_error(
                     where, "args", args, "a tuple of the kernel's arguments"
                 ) from None
 
@@ -215,23 +223,38 @@ def autotune_launch(
 
         result = site(kernel, positional, static_kwargs, bind, key, lazy)
     except BaseException:
-        if first is None:
-            _forget_unproven(where, keyed, site)
+        if not proven:
+            _end_unproven_call(where, keyed, site, state)
         raise
-    if first is None:
-        _site_hints.setdefault((where, keyed), dict(hints))
+    if not proven:
+        with _sites_lock:
+            state.proven, state.pending = True, state.pending - 1
     return result  # type: ignore[no-any-return]
 
 
-def _forget_unproven(where: tuple[Any, ...], keyed: bool, site: Any) -> None:
-    """A site none of whose calls has succeeded yet, whose call failed (a ``triton.autotune``
-    keyword, a hint Triton refuses, a mistake in an option), is made again by the next call:
-    a failed call does not fix the static hints (nor the ``reset_to_zero=``) the site keeps."""
+class _SiteHints:
+    """A site's static hints (those of the call that made it: a later call must pass the
+    same), whether a call of it has succeeded, and until one has, its calls in flight."""
+
+    __slots__ = ("hints", "pending", "proven")
+
+    def __init__(self, hints: Mapping[str, Any]) -> None:
+        self.hints, self.proven, self.pending = dict(hints), False, 0
+
+
+def _end_unproven_call(where: tuple[Any, ...], keyed: bool, site: Any, state: _SiteHints) -> None:
+    """A call of a site none of whose calls has succeeded failed (a ``triton.autotune``
+    keyword, a hint Triton refuses, a mistake in an option): the last such call in flight
+    unmakes the site, so the next call makes it again with its own hints (nor is the
+    ``reset_to_zero=`` of a call that never ran kept)."""
     with _sites_lock:
-        if (where, keyed) not in _site_hints and _sites.get((where, keyed)) is site:
-            del _sites[where, keyed]
-            _site_resets.pop((where, keyed), None)
-            _fixed_by_names.pop((where, keyed), None)
+        state.pending -= 1
+        if state.proven or state.pending > 0 or _sites.get((where, keyed)) is not site:
+            return
+        del _sites[where, keyed]
+        _site_hints.pop((where, keyed), None)
+        _site_resets.pop((where, keyed), None)
+        _fixed_by_names.pop((where, keyed), None)
 
 
 # Under torch.compile, the call after its graph break runs as written (torch_ops.keep_eager).
@@ -399,71 +422,6 @@ def _same_space(known: Any, space: Any) -> bool:
         return False
 
 
-def _place(where: tuple[Any, ...]) -> str:
-    """``file:line:column`` of a site's place (column 1 where the place keeps none)."""
-    return f"{where[0]}:{where[1]}:{where[3] + 1 if len(where) > 3 else 1}"
-
-
-def _option_error(where: tuple[Any, ...], option: str, value: Any, wanted: str) -> UsageError:
-    """A ``UsageError`` naming the site and an ``args=``/``kwargs=`` value of the wrong kind."""
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return UsageError(
-        f"{_place(where)} (autotune_launch): {option}={shown}: give {wanted}, "
-        f"or a function of the configuration returning one ({option}=lambda cfg: ...)"
-    )
-
-
-def _check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:
-    """``grid=``, ``args=`` and ``kwargs=`` functions are called with the configuration
-    being tried (Triton's ``META``): one that cannot take it is named on the site's first
-    call, not left to fail as a bare ``TypeError`` naming no option."""
-    import inspect
-
-    for option, fn in functions.items():
-        if not callable(fn):
-            continue
-        try:
-            signature = inspect.signature(fn)
-        except (TypeError, ValueError):  # a builtin or C callable: no signature to check
-            continue
-        try:
-            signature.bind(None)
-        except TypeError:
-            raise UsageError(
-                f"{_place(where)} (autotune_launch): {option}="
-                f"{callable_name(fn)}{signature} cannot be called as {option}(cfg): tunedsl "
-                "calls it with the configuration being tried, whose fields read as cfg.BLOCK "
-                f"or cfg['BLOCK'] (Triton's META), e.g. {option}=lambda cfg: ..."
-            ) from None
-
-
-def _check_choices(where: tuple[Any, ...], **given: Any) -> None:
-    """An option naming one of a few choices (``mode="cache"``) is an error on every call,
-    not only on a call that decides a new key (where the site reads its settings)."""
-    from tunedsl.model.options import option_choice_problem
-
-    for option, value in given.items():
-        problem = option_choice_problem(option, value) if value is not None else None
-        if problem is not None:
-            raise UsageError(f"{_place(where)} (autotune_launch): {problem}")
-
-
-def _check_static_hints(where: tuple[Any, ...], hints: Mapping[str, Any]) -> None:
-    """A static hint is one valid value for every configuration (``num_stages=[2, 3]`` is a
-    field of the space): named on the site's first call, also where nothing compiles it."""
-    from tunedsl.model.options import HINT_NAMES, hint_value_problem
-
-    for hint, value in hints.items():
-        problem = (
-            None
-            if value is None or hint not in HINT_NAMES
-            else hint_value_problem(hint, value, True)
-        )
-        if problem is not None:
-            raise UsageError(f"{_place(where)} (autotune_launch): {problem}")
-
-
 def _make_site(
     where: tuple[Any, ...], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
 ) -> Any:
@@ -491,24 +449,5 @@ def _make_site(
             # calls compile the configurations there instead of tuning and launching.
             redefined.track(site)
             _sites[where, has_key] = site = site_wrap.wrap(site)
+            _site_hints[where, has_key] = _SiteHints(hints)
     return site
-
-
-def _hints_changed(
-    where: tuple[Any, ...], hints: Mapping[str, Any], first: Mapping[str, Any]
-) -> None:
-    """A later call of a site passes other static hints (or a ``triton.autotune`` keyword)
-    than its first call did: the site launches with its first call's, so this is an error."""
-    from tunedsl.model.options import triton_counterpart
-
-    for name in hints:
-        instead = triton_counterpart(name)
-        if instead is not None:
-            raise UsageError(f"{where[0]}:{where[1]} (autotune_launch): {instead}")
-    show = lambda h: ", ".join(f"{k}={v!r}" for k, v in h.items()) or "none"  # noqa: E731
-    raise UsageError(
-        f"{where[0]}:{where[1]} (autotune_launch): this call passes the launch hints "
-        f"{show(hints)}, but the site's first call passed {show(first)}, and a site keeps "
-        "its first call's: tune a hint as a field of space=, or give each set of hints "
-        "its own name="
-    )

@@ -173,6 +173,7 @@ class RulePlans:
         source = resolved.first.source
         redone = source in ("rule", "disk")
         saved = _in_place(call, resolved) if redone and resolved.tensors != () else []
+        digest, chosen = resolved.result.digest, resolved.decision.config
         try:
             entry.launch(call.args, call.static_kwargs, call.bind)
             return resolved.first
@@ -182,26 +183,39 @@ class RulePlans:
             check_call_device(
                 call.kernel, call.args, call.static_kwargs, site.label
             )  # a tensor on another GPU: not the pick's fault
-            from tunedsl.runtime.ruled import note_failed
+            from tunedsl.runtime.ruled import forget_failed, note_failed
 
-            note_failed(resolved.result.digest, resolved.decision.config, err)
-            record = resolved.decision.record
-            if source == "disk" and record is not None:
-                from tunedsl.warn import warn_once
-
-                warn_once(
-                    f"failed-record:{record.id}",
-                    f"{site.label}: tuning record {record.id} chose {record.chosen}, which "
-                    f"fails on its first launch here ({type(err).__name__}: {err}"[:400]
-                    + "); not using it (the key is tuned again where tuning may run)",
-                    stacklevel="user",
-                )
+            note_failed(digest, chosen, err)
+            failure = err
             for tensor, copy in saved:
                 bt.copy_into(tensor, copy)
             saved = []  # the redo makes its own copies: not one set held per failed pick
-        site.forget_decision(resolved.result.digest)
+        site.forget_decision(digest)
         c = call
-        return site.launch(c.kernel, c.args, dict(c.static_kwargs), c.bind, c.key, c.lazy)
+        try:
+            redone_result = site.launch(
+                c.kernel, c.args, dict(c.static_kwargs), c.bind, c.key, c.lazy
+            )
+        except Exception:
+            if source != "disk":
+                raise
+            # The call fails whatever is launched (a heuristic refusing the input): the
+            # record's choice was not what failed, so it stands, and the caller gets the error.
+            forget_failed(digest, chosen)
+            site.forget_decision(digest)
+            raise failure from None
+        record = resolved.decision.record
+        if source == "disk" and record is not None:
+            from tunedsl.warn import warn_once
+
+            warn_once(
+                f"failed-record:{record.id}",
+                f"{site.label}: tuning record {record.id} chose {record.chosen}, which "
+                f"fails on its first launch here ({type(failure).__name__}: {failure}"[:400]
+                + f"); decided again: {redone_result.config} ({redone_result.source})",
+                stacklevel="user",
+            )
+        return redone_result
 
     def _learn(self, site: Any, call: miss.Call, resolved: miss.Resolved) -> None:
         about = resolved.subject

@@ -195,6 +195,12 @@ def note_failed(digest: str, config: Config, err: BaseException) -> None:
         FAILED_PICKS[(digest, config)] = f"{type(err).__name__}: {err}"[:300]
 
 
+def forget_failed(digest: str, config: Config) -> None:
+    """``config`` is not refused for ``digest`` after all: the call failed whatever it launched."""
+    with _failed_lock:
+        FAILED_PICKS.pop((digest, config), None)
+
+
 def _refused(
     config: Config,
     candidates: Sequence[Config],
