@@ -385,6 +385,43 @@ def test_a_workload_that_reads_a_results_config_is_told_a_site_returns_none_ther
     assert "returns None here, not a LaunchResult" in out and "if res is not None" in out, out
 
 
+RUNTIME_FIELD = """\
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def rows_scale(x, n, BLOCK: tl.constexpr, ROWS):
+    for r in tl.static_range(ROWS):
+        i = (tl.program_id(0) * ROWS + r) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+
+@workload
+def scaled():
+    x = torch.randn(1000)
+    autotune(space=dict(rows=[2, 4]), blocks=cdiv(1000, 64 * $rows),
+             rows_scale(x, 1000, BLOCK=64, ROWS=$rows))
+"""
+
+
+def test_precompile_names_a_field_given_to_a_parameter_not_declared_constexpr(
+    tmp_path: Path,
+) -> None:
+    """The interpreter runs such a kernel; Triton's compiler refuses every configuration with
+    its own message: the report names the parameter and the fix, as a tune's error does."""
+    path = tmp_path / "rows.py"
+    path.write_text(RUNTIME_FIELD)
+    proc = tunedsl(tmp_path, "precompile", "--target", "cuda:90", str(path), TRITON_INTERPRET="0")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert out.count("failed: ") == 2, out
+    assert "a configuration field reaches `ROWS`" in out, out
+    assert "declare `ROWS: tl.constexpr`" in out, out
+
+
 # -- errors of the tune itself name the site too ----------------------------------------------
 
 

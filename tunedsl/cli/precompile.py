@@ -287,6 +287,7 @@ def summary_json(summary: Summary, seconds: float) -> dict[str, Any]:
                 "failed": dict(r.failed),
                 "interpreted": r.interpreted,
                 "tuned": r.tuned,
+                "hint": r.hint,
             }
             for r in summary.reports
         ],
@@ -403,6 +404,8 @@ def main(args: argparse.Namespace) -> int:
         for cfg, why in r.failed.items():
             what = f"{_key_text(r.key)} tune" if cfg == "tune" else cfg  # the key failed
             print(_lines(f"failed: {r.site} {what}: {why}"))
+        if r.hint:
+            print(_lines(f"hint: {r.site}: {r.hint}"))
     for error in summary.errors:
         print(_lines(f"error: {error}"))
     if args.tune:

@@ -66,7 +66,7 @@ def warn_prune_splits_key(label: str, prune: Any, names: Sequence[str]) -> None:
     fn = callable_name(prune)
     warn_once(
         f"prune-splits-key:{label}",
-        f"{label}: prune={fn} reads {read}, so each distinct value of {read} (of a tensor: its "
+        f"{label}: prune={fn} reads {read}, so each distinct value of {read} (for a tensor, its "
         "dtype and shape) is decided on its own and key= no longer groups calls: two calls "
         "with the same key= value but another value there each tune. To keep key= buckets, "
         "let prune= decide from the configurations alone, or key= on what prune= reads",
