@@ -236,3 +236,13 @@ def test_a_call_failing_while_another_threads_first_call_tunes_keeps_the_site() 
     assert out["A"].source == "tuned"
     assert call((src, n), num_warps=4).source == "memory"
     torch.testing.assert_close(src, torch.full((300,), 2.0))
+
+
+def test_a_prune_reading_a_name_the_call_does_not_pass_is_told_the_names_it_holds() -> None:
+    """``args["n"]`` in a prune (Triton's key names its arguments, a port may misspell one):
+    still a ``KeyError``, as a dict's, now naming the closest name and every name held."""
+    src = torch.zeros(300)
+    with pytest.raises(KeyError, match=r"args\['n'\], which this call does not pass; did you mean 'N'\?"):
+        launch(src, prune=lambda configs, args: [c for c in configs if c.BLOCK <= args["n"]],
+               name="prune-missing-name")  # fmt: skip
+    assert not src.any()

@@ -395,6 +395,14 @@ class LazyCandidates:
         )
 
 
+class MissingArgument(KeyError):
+    """A name ``prune=`` read that the call does not pass: a ``KeyError``, as a dict's, whose
+    message names the names it holds."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class ReadRecorder(dict):  # type: ignore[type-arg]
     """The argument mapping ``prune`` receives: it notes which names prune reads, so the
     site can key its decisions on those arguments' values (see docs/runtime.md)."""
@@ -406,6 +414,18 @@ class ReadRecorder(dict):  # type: ignore[type-arg]
     def __getitem__(self, name: Any) -> Any:
         self.read.add(name)
         return super().__getitem__(name)
+
+    def __missing__(self, name: Any) -> Any:
+        import difflib
+
+        held = [str(k) for k in dict.keys(self)]
+        same = [k for k in held if k.casefold() == str(name).casefold()]
+        close = same or difflib.get_close_matches(str(name), held, n=1)
+        raise MissingArgument(
+            f"{name!r}: prune= read args[{name!r}], which this call does not pass"
+            + (f"; did you mean {close[0]!r}?" if close else "")
+            + f" (args holds {', '.join(held)})"
+        )
 
     def get(self, name: Any, default: Any = None) -> Any:
         self.read.add(name)
