@@ -242,7 +242,9 @@ def test_a_prune_reading_a_name_the_call_does_not_pass_is_told_the_names_it_hold
     """``args["n"]`` in a prune (Triton's key names its arguments, a port may misspell one):
     still a ``KeyError``, as a dict's, now naming the closest name and every name held."""
     src = torch.zeros(300)
-    with pytest.raises(KeyError, match=r"args\['n'\], which this call does not pass; did you mean 'N'\?"):
+    with pytest.raises(
+        KeyError, match=r"args\['n'\], which this call does not pass; did you mean 'N'\?"
+    ):
         launch(src, prune=lambda configs, args: [c for c in configs if c.BLOCK <= args["n"]],
                name="prune-missing-name")  # fmt: skip
     assert not src.any()
