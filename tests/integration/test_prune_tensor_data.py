@@ -74,6 +74,29 @@ def test_a_prune_reading_a_tensors_data_without_a_key_is_named(
     assert "put it in key=" in said
 
 
+@pytest.mark.parametrize(
+    ("reads", "named"),
+    [
+        (lambda configs, args: configs if args["x"].requires_grad else configs[1:], "`x.requires_grad`"),
+        (lambda configs, args: configs if args["x"].storage_offset() == 0 else configs[1:], "`x.storage_offset()`"),
+        (lambda configs, args: configs if args["x"].data_ptr() % 128 == 0 else configs[1:], "`x.data_ptr()`"),
+        (lambda configs, args: configs if args["x"].untyped_storage().nbytes() > 0 else configs[1:], "`x.untyped_storage()`"),
+    ],
+    ids=["requires_grad", "storage_offset", "data_ptr", "storage"],
+)  # fmt: skip
+def test_a_prune_reading_what_a_tensors_key_leaves_out_is_named(reads: Any, named: str) -> None:
+    """Training calls (``requires_grad``) against inference ones, a view's offset, a 128-byte
+    alignment: two calls of the same dtype, shape and strides shared one decision, and the
+    second launched what its prune drops, in silence."""
+    x = torch.randn(4, 1024)
+    lens = torch.full((4,), 100, dtype=torch.int32)
+    with pytest.raises(UsageError) as err:
+        _rowmax(x, lens, reads, f"keyless_{named}")
+    said = str(err.value)
+    assert f"reads {named} of the tensor argument `x`, which joins no key" in said, said
+    assert "put it in key=" in said
+
+
 @pytest.mark.filterwarnings("ignore:.*key= no longer groups calls")
 def test_a_prune_reading_a_tensors_data_keyed_by_it_is_right_for_each_call() -> None:
     x = torch.randn(4, 1024)

@@ -106,6 +106,14 @@ def over(x, n):
 
 def short(x, n):
     return autotune(space={"tile": [32, 64]}, blocks=(n - 1) // $tile, k(x, n, T=$tile))
+
+
+def span(x, lo, hi):
+    return autotune(space={"tile": [32, 64]}, blocks=(hi - lo + $tile - 1) // $tile, k(x, hi, T=$tile))
+
+
+def interior(x, n):
+    return autotune(space={"tile": [32, 64]}, blocks=(n - 2) // $tile, k(x, n, T=$tile))
 """
 
 
@@ -122,8 +130,14 @@ def test_lint_takes_the_round_up_idioms_for_what_they_are(tmp_path: Path) -> Non
     # `(n + $tile) // $tile` launches a block too many where $tile divides n, never too few;
     # `(n - 1) // $tile` is short, and its fix covers n (`cdiv(n - 1, $tile)` was offered,
     # itself a block short where $tile divides n)
-    assert [line.split(": TDS001")[0] for line in lines] == ["up.py:25:54", "up.py:33:54"]
+    # `(hi - lo + $tile - 1) // $tile` rounds up a span; `(n - 2) // $tile` keeps its count
+    assert [line.split(": TDS001")[0] for line in lines] == [
+        "up.py:25:54",
+        "up.py:33:54",
+        "up.py:41:54",
+    ], proc.stdout
     assert "use cdiv(n, $tile)" in lines[1] and "cdiv(n - 1" not in lines[1], proc.stdout
+    assert "use cdiv(n - 2, $tile)" in lines[2], proc.stdout
 
 
 def test_lint_status_still_counts_ruffs_findings_beside_the_warning(tmp_path: Path) -> None:

@@ -30,6 +30,16 @@ _TO_PYTHON = frozenset(
 )  # fmt: skip
 
 
+#: What a tensor tells besides its data that no key holds (a key holds its dtype, shape,
+#: strides and 16-byte alignment): where its memory is, whether it takes gradients.
+_KEYLESS = frozenset(
+    {
+        "data_ptr", "storage_offset", "untyped_storage", "storage", "is_set_to", "is_pinned",
+        "is_shared", "requires_grad", "grad", "grad_fn", "is_leaf", "_base", "_version",
+    }
+)  # fmt: skip
+
+
 class _DataReads(TorchFunctionMode):
     """Notes in ``seen`` (argument name -> method) a read of the data of the tensors in
     ``names`` (by ``id``: argument name) or of a tensor computed from them."""
@@ -46,7 +56,9 @@ class _DataReads(TorchFunctionMode):
         if name is None:
             return out
         method = getattr(func, "__name__", "")
-        if method in _TO_PYTHON:
+        if method == "__get__":  # a property (`x.requires_grad`): its descriptor's name
+            method = "." + str(getattr(getattr(func, "__self__", None), "__name__", ""))
+        if method in _TO_PYTHON or method.lstrip(".") in _KEYLESS:
             self.seen.setdefault(name, method)
         for value in _flat((out,)):
             if isinstance(value, torch.Tensor):
@@ -80,9 +92,15 @@ def data_reads(values: Mapping[str, Any], seen: dict[str, str]) -> Iterator[None
         yield
 
 
-def described(method: str) -> str:
-    """How a read of a tensor's data reads in an error: `int()`, `.item()`."""
+def described(name: str, method: str) -> str:
+    """A read of the tensor argument ``name`` as an error names it: the data (`int()` of it,
+    `.item()` of it) or a fact no key holds (`x.requires_grad`, `x.data_ptr()`)."""
+    if method.lstrip(".") in _KEYLESS:
+        read = f"{name}{method}" if method.startswith(".") else f"{name}.{method}()"
+        return f"`{read}` of the tensor argument `{name}`"
     if method.startswith("__") and method.endswith("__"):
         word = method.strip("_")
-        return "`in`" if word == "contains" else f"`{word}()`"
-    return f"`.{method}()`"
+        how = "`in`" if word == "contains" else f"`{word}()`"
+    else:
+        how = f"`.{method}()`"
+    return f"the data of the tensor argument `{name}` ({how} of it)"

@@ -137,9 +137,9 @@ def _floor_grids(src: Any, rewritten: str, macro: Any) -> list[tuple[int, int, s
             ]
             if not used:
                 continue
-            count = quotient.left  # `(n - 1) // $t`: the blocks cover n, not n - 1
-            while isinstance(count, ast.BinOp) and isinstance(count.op, ast.Sub) \
-                    and isinstance(count.right, ast.Constant):  # fmt: skip
+            count = quotient.left  # `(n - 1) // $t`: `(n - 1) // $t + 1` short of its `+ 1`
+            if isinstance(count, ast.BinOp) and isinstance(count.op, ast.Sub) \
+                    and isinstance(count.right, ast.Constant) and count.right.value == 1:  # fmt: skip
                 count = count.left
             whole, left, right, covered = (
                 " ".join((ast.get_source_segment(src.text, part) or "").split())
@@ -196,9 +196,10 @@ def _rounds_up(div: Any, parent: Any) -> bool:
     one = ast.dump(ast.Constant(1))
     numerator = terms(div.left)
     divisor = ast.dump(div.right)
-    if (1, divisor) in numerator and all(
-        sign > 0 or term == one for sign, term in numerator if term != divisor
-    ):  # `(a + d - 1) // d`, or `(a + d) // d`: a block more where d divides a, never fewer
+    if (1, divisor) in numerator and (
+        (-1, one) in numerator  # `(a + d - 1) // d`, also `(hi - lo + d - 1) // d`
+        or all(sign > 0 for sign, term in numerator if term != divisor)  # `(a + d) // d`
+    ):  # (the second: a block more where d divides a, never fewer)
         return True
     negated = isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.USub)
     if negated and isinstance(div.left, ast.UnaryOp) and isinstance(div.left.op, ast.USub):

@@ -479,27 +479,10 @@ def precompile_variants(
             report.compiled += 1
             session.emit(label, job.config, "compiled")
     if report.failed and not report.hint:
-        report.hint = _runtime_field_hint(kernel, variants)
+        from tunedsl.runtime.mistakes import runtime_field_hint
+
+        report.hint = runtime_field_hint(kernel, variants)
     return report
-
-
-def _runtime_field_hint(kernel: Kernel, variants: list[Variant]) -> str | None:
-    """A configuration field given to a parameter not declared ``tl.constexpr`` (``ROWS=$rows``
-    for ``def k(..., ROWS)``): the likely cause of failed compiles, named as tuning names it."""
-    from tunedsl.backends import triton as bt
-    from tunedsl.runtime.mistakes import runtime_fields
-
-    try:
-        fields = runtime_fields(bt.kernel_info(kernel), variants)
-    except Exception:  # only a hint: never fail a precompile over it
-        return None
-    if not fields:
-        return None
-    return (
-        f"a configuration field reaches {', '.join(f'`{p}`' for p in fields)} "
-        f"({'; '.join(fields.values())}), not declared tl.constexpr: declare "
-        f"{'; '.join(f'`{p}: tl.constexpr`' for p in fields)} in the kernel's parameters"
-    )
 
 
 def precompile_device() -> str:

@@ -214,12 +214,12 @@ def _tensor_data_read(label: str, prune: Any, data_read: Mapping[str, str]) -> N
 
     name, method = next(iter(data_read.items()))
     raise UsageError(
-        f"{label}: prune={callable_name(prune)} reads the data of the tensor argument "
-        f"`{name}` ({described(method)} of it), not only its dtype and shape: a tensor's data "
-        "joins no key, so the decision made for one call's data would be reused for a call "
-        "with other data, launching a configuration its prune drops. Pass the value prune "
-        'needs to the kernel as a number of its own, read as args["..."], whose value then '
-        f"joins the key, or put it in key= (key=int({name}.max()), say)"
+        f"{label}: prune={callable_name(prune)} reads {described(name, method)}, which joins "
+        "no key (a tensor's is its dtype, shape and strides), so the decision made for one call "
+        "would be reused for a call that differs there, launching a configuration its prune "
+        "drops. Pass the value prune needs to the kernel as a number of its own, read as "
+        'args["..."], whose value then joins the key, or put it in key= '
+        f"(key=int({name}.max()), key=({name}.shape, {name}.requires_grad), say)"
     )
 
 

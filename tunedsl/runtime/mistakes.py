@@ -331,6 +331,24 @@ def runtime_field_error(
     )
 
 
+def runtime_field_hint(kernel: Any, variants: Sequence[Variant]) -> str | None:
+    """Where compiles failed: a configuration field given to a parameter not declared
+    ``tl.constexpr`` (``ROWS=$rows`` for ``def k(..., ROWS)``), the likely cause, and the fix."""
+    from tunedsl.backends import triton as bt
+
+    try:
+        fields = runtime_fields(bt.kernel_info(kernel), variants)
+    except Exception:  # only a hint: never fail a precompile over it
+        return None
+    if not fields:
+        return None
+    return (
+        f"a configuration field reaches {', '.join(f'`{p}`' for p in fields)} "
+        f"({'; '.join(fields.values())}), not declared tl.constexpr: declare "
+        f"{'; '.join(f'`{p}: tl.constexpr`' for p in fields)} in the kernel's parameters"
+    )
+
+
 # -- space fields nothing reads --------------------------------------------------------------
 
 

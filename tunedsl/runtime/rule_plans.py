@@ -38,9 +38,9 @@ from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 import tunedsl.backends.triton as bt
+from tunedsl.backends import compat
 from tunedsl.backends.shared_launchers import specialization
 from tunedsl.environ import environ_snapshot, environ_unchanged
-from tunedsl.errors import UsageError
 from tunedsl.model.hole import HOLE
 from tunedsl.model.key_reader import Reader, make_reader
 from tunedsl.model.rule_features import key_features
@@ -178,8 +178,8 @@ class RulePlans:
             entry.launch(call.args, call.static_kwargs, call.bind)
             return resolved.first
         except Exception as err:
-            if not redone or isinstance(err, UsageError) or saved is None:
-                raise
+            if not redone or saved is None or not compat.is_build_failure(err):
+                raise  # not the configuration's (an error a signal handler raised): the call's
             check_call_device(
                 call.kernel, call.args, call.static_kwargs, site.label
             )  # a tensor on another GPU: not the pick's fault

@@ -47,6 +47,7 @@ from tunedsl.backends.compat.cache import (  # noqa: F401 (re-exported)
 from tunedsl.backends.compat.compiling import (  # noqa: F401 (re-exported)
     async_compile_mode,
     free_jit_locks,
+    is_build_failure,
     keyed_async_mode,
     max_shared_memory,
     out_of_resources,

@@ -190,6 +190,23 @@ def shared_memory_overrun(err: BaseException) -> tuple[int, int] | None:
     return None
 
 
+def is_build_failure(err: BaseException) -> bool:
+    """Whether ``err``, raised by a launch, says the configuration cannot be built or run
+    there: a compile error (``CompilationError``, a ``tl.static_assert`` among them),
+    ``OutOfResources``, ``PTXASError`` (3.6, 3.9); under the interpreter, an ``InterpreterError``
+    around one of those or an ``AssertionError`` (a ``tl.static_assert`` as it runs). Anything
+    else (an exception a signal handler raised, the user's own) is the call's, not the
+    configuration's."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime import errors
+
+    built = (CompilationError, errors.OutOfResources, getattr(errors, "PTXASError", ()))
+    if isinstance(err, built):
+        return True
+    inner = err.__cause__ if isinstance(err, errors.InterpreterError) else None
+    return isinstance(inner, (AssertionError, *built))
+
+
 _shared_limit: list[int] = []  # the compiling process's limit: stop_over_shared_memory
 _shared_check_installed: list[bool] = []
 
