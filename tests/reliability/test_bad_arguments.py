@@ -38,6 +38,16 @@ SPACE_CASES = {
 }
 
 
+def test_a_power_of_two_axis_too_long_to_list_is_refused_before_it_is_built() -> None:
+    """``Axis.pow2(1, 2**1_500_000)`` built 1.5 million ever larger ints (a MemoryError after
+    seconds); the count is known from the bounds' bits."""
+    from tunedsl.model.space import Axis
+
+    with pytest.raises(UsageError, match=r"Axis.pow2: more values than an axis lists"):
+        Axis.pow2(1, 2**1_500_000)
+    assert list(Axis.pow2(16, 256).values) == [16, 32, 64, 128, 256]
+
+
 @pytest.mark.parametrize("name", sorted(SPACE_CASES))
 def test_bad_space_is_a_clear_usage_error(name: str) -> None:
     space, words = SPACE_CASES[name]

@@ -924,3 +924,22 @@ def test_state_in_slots_and_attribute_dicts_is_part_of_the_kernel() -> None:
     )
     assert small == same
     assert all(a != b for a, b in zip(small, large, strict=True))
+
+
+def test_a_global_holding_itself_is_left_out_of_the_identity_not_a_crash() -> None:
+    """``REC = [1]; REC.append(REC)`` read by a heuristic: Triton launches such a kernel; the
+    identity walked the list without end (a RecursionError from the first call)."""
+    import triton
+    import triton.language as tl
+
+    from tunedsl.backends.kernel_source import interpreted_source_hash
+
+    held: list[Any] = [1]
+    held.append(held)
+
+    @triton.heuristics({"S": lambda args: held[0]})
+    @triton.jit
+    def k(x, S: tl.constexpr):
+        pass
+
+    assert interpreted_source_hash(k) == interpreted_source_hash(k)

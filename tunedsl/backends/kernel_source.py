@@ -439,18 +439,24 @@ def _python_values_read(fn: Any, seen: set[int]) -> list[str]:
     return out
 
 
-def _plain(value: Any) -> bool:
+def _plain(value: Any, depth: int = 0) -> bool:
     """A value whose JSON form is its content, the same in every process (no address); an
-    ``enum.Enum`` member holding one is its repr (``<Act.GELU: 'gelu'>``)."""
+    ``enum.Enum`` member holding one is its repr (``<Act.GELU: 'gelu'>``). A container nested
+    deeper than ``_PLAIN_DEPTH`` (one holding itself) is not: left out, never a crash."""
     if value is None or isinstance(value, bool | int | float | str):
         return True
+    if depth > _PLAIN_DEPTH:
+        return False
     if isinstance(value, enum.Enum):
-        return _plain(value.value)
+        return _plain(value.value, depth + 1)
     if isinstance(value, tuple | list | set | frozenset):
-        return all(_plain(v) for v in value)
+        return all(_plain(v, depth + 1) for v in value)
     if isinstance(value, dict):
-        return all(isinstance(k, str | int) and _plain(v) for k, v in value.items())
+        return all(isinstance(k, str | int) and _plain(v, depth + 1) for k, v in value.items())
     return is_triton_constexpr(value) or is_triton_dtype(value)
+
+
+_PLAIN_DEPTH = 32
 
 
 def _stable_source(f: Any) -> str:

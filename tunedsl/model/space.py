@@ -29,7 +29,7 @@ from tunedsl.model.config import (
     triton_pre_hook_note,
 )
 from tunedsl.model.space_draw import draw_valid
-from tunedsl.model.space_input import axis_values, check_constraint, check_verdict
+from tunedsl.model.space_input import MAX_AXIS_VALUES, axis_values, check_constraint, check_verdict
 
 SpaceSpec = Any  # Mapping[str, Sequence] | Sequence[Mapping] | Space
 
@@ -67,6 +67,8 @@ class Axis:
         """Powers of two from ``lo`` to ``hi`` inclusive (a log-scale ordered axis)."""
         if not (isinstance(lo, int) and isinstance(hi, int) and 0 < lo <= hi):
             raise UsageError(f"Axis.pow2({lo!r}, {hi!r}): expected integers 0 < lo <= hi")
+        if hi.bit_length() - lo.bit_length() > MAX_AXIS_VALUES:  # counted before it is built
+            raise UsageError(f"Axis.pow2: more values than an axis lists ({MAX_AXIS_VALUES:,})")
         values, v = [], 1
         while v <= hi:
             if v >= lo:
