@@ -430,3 +430,34 @@ def test_a_redis_url_redis_py_cannot_parse_is_a_usage_error_naming_the_variable(
     assert "TUNEDSL_REDIS_URL=" in last, last
     assert "is not a valid Redis URL" in last, last
     assert "site-packages/redis" not in proc.stderr and "s3cret" not in proc.stderr, proc.stderr
+
+
+def test_a_server_of_ones_own_on_a_unix_socket_is_used(tmp_path: Path) -> None:
+    """Who runs a server on this host is checked (tests/reliability/test_redis_server_trust.py);
+    a server of the user's own passes, here over a unix socket (the others here use TCP)."""
+    import shutil
+    import subprocess
+    import time
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
+    sock = tmp_path / "r.sock"
+    proc = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(sock), "--save", "",
+         "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        store = store_for(f"unix://{sock}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert store.put(sample_record(DIGEST))
+            got = store.get(DIGEST)
+        assert cache_warnings(caught) == []
+        assert got is not None and got.digest == DIGEST
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -16,9 +16,11 @@ limit (its length is asked first, so it is never transferred) and a key of anoth
 type: the server answered, so neither counts as a failure of the server.
 
 A dead or slow Redis never breaks or stalls a launch: connecting and each reply have short
-timeouts (0.5 s, or the URL's ``?socket_timeout=``), the first failure warns once, and the
-store then answers "miss" without trying the network for 30 seconds
-(default 30) before it tries again.
+timeouts (0.5 s, or the URL's ``?socket_timeout=``), a request's whole reply four times that,
+the first failure (a reply that is not what was asked for included) warns once, and the store
+then answers "miss" without trying the network for 30 seconds before it tries again. A server
+on this host run by another user is never sent anything, the password included
+(``store/redis_peer.py``).
 
 The lock is ``SET key value NX PX ttl``; it is released only by its owner (a Lua
 compare-and-delete) and refreshed the same way while held, so a holder that dies frees the
@@ -42,6 +44,7 @@ from tunedsl import knobs
 from tunedsl.errors import UsageError
 from tunedsl.store.locks import WaitNotices, describe_owner, owner_note
 from tunedsl.store.records import MAX_RECORD_BYTES, Record
+from tunedsl.store.redis_peer import UntrustedServer, connection_class
 from tunedsl.warn import warn_once
 
 KEY_PREFIX = "tunedsl:v1:"
@@ -51,7 +54,7 @@ DEFAULT_LOCK_TTL_S = 30.0  # a dead holder frees the key after this; a live one 
 DEFAULT_POLL_S = 0.05
 # Record values read by one request at most (beyond the first): listing a large store
 # never holds more than this in memory at once.
-BATCH_BYTES = 64 * 1024 * 1024
+BATCH_BYTES = 8 * 1024 * 1024
 
 # Release and refresh only when the lock still holds our token (another owner may have
 # taken it after an expiry).
@@ -137,8 +140,33 @@ def _shown(key: str) -> str:
 NOT_A_RECORD = object()  # a value too long, or a key of another type
 
 
+def _shaped(reply: Any) -> list[Any]:
+    """``_READ``'s reply, checked for its shape: a list whose entries are a value (bytes),
+    a length, a missing key's nil or false, or a one-entry list naming a type."""
+    if not isinstance(reply, list):
+        raise _Malformed(f"{type(reply).__name__} where a list of values was asked for")
+    for raw in reply:
+        if isinstance(raw, list):
+            if len(raw) != 1 or not isinstance(raw[0], (bytes, str)):
+                raise _Malformed("a list where a key's type was asked for")
+        elif raw is not None and not isinstance(raw, (bytes, int)):
+            raise _Malformed(f"{type(raw).__name__} where a key's value was asked for")
+    return reply
+
+
+def _holder_shaped(reply: Any) -> tuple[Any, Any, int]:
+    """``_HOLDER``'s reply, checked: a type's name, a value and a time to live in ms."""
+    if not (isinstance(reply, list) and len(reply) == 3 and isinstance(reply[2], int)):
+        raise _Malformed("not a lock's type, value and time to live")
+    return reply[0], reply[1], reply[2]
+
+
 class _Down(Exception):
     """Redis is unreachable (or backing off): the caller treats it as a miss."""
+
+
+class _Malformed(Exception):
+    """A reply of another shape than the request's (no Redis server sends one)."""
 
 
 class _Refused(_Down):
@@ -197,6 +225,7 @@ class RedisRecordStore:
                 # multiply the time a dead server costs a launch.
                 self._client = self._redis.Redis.from_url(
                     self.settings.url,
+                    connection_class=connection_class(self.settings.url),
                     socket_connect_timeout=t,
                     socket_timeout=t,
                     retry_on_timeout=False,
@@ -204,12 +233,12 @@ class RedisRecordStore:
                 )
             return self._client
 
-    def _failed(self, err: BaseException) -> _Down:
+    def _failed(self, err: BaseException, how: str = "is unreachable") -> _Down:
         """Start the back-off and warn (once per server per process)."""
         self._down_until = time.monotonic() + self.settings.backoff_s
         warn_once(
             f"redis:{self.settings.url}",
-            f"Redis record store {redact(self.settings.url)} is unreachable ({err}); using "
+            f"Redis record store {redact(self.settings.url)} {how} ({_shown(str(err))}); using "
             f"local records only, trying again in {self.settings.backoff_s:g} s",
         )
         return _Down()
@@ -225,12 +254,17 @@ class RedisRecordStore:
         except self._redis.ResponseError as err:
             warn_once(
                 f"redis-reply:{self.settings.url}:{type(err).__name__}",
-                f"Redis record store {redact(self.settings.url)} refused a request ({err}); "
-                "treating it as a miss",
+                f"Redis record store {redact(self.settings.url)} refused a request "
+                f"({_shown(str(err))}); treating it as a miss",
             )
             raise _Refused() from None
+        except UntrustedServer as err:
+            raise self._failed(err, "is not used") from None
         except (self._redis.RedisError, OSError) as err:
             raise self._failed(err) from None
+        # A reply no Redis sends for the request (its parser or ours cannot read it).
+        except (_Malformed, TypeError, ValueError, IndexError, RecursionError) as err:
+            raise self._failed(err, "answered with a reply that is not a Redis reply") from None
 
     def check(self) -> None:
         """PING now (ignoring any back-off); a UsageError naming the server when it fails.
@@ -238,10 +272,15 @@ class RedisRecordStore:
         self._down_until = 0.0
         try:
             self._conn().ping()
+        except UntrustedServer as err:
+            raise UsageError(
+                f"the Redis record store {redact(self.settings.url)} (TUNEDSL_REDIS_URL) is "
+                f"not used: {err}"
+            ) from None
         except (self._redis.RedisError, OSError) as err:
             raise UsageError(
-                f"cannot reach the Redis record store {redact(self.settings.url)}: {err}; "
-                "check TUNEDSL_REDIS_URL (and its password)"
+                f"cannot reach the Redis record store {redact(self.settings.url)}: "
+                f"{_shown(str(err))}; check TUNEDSL_REDIS_URL (and its password)"
             ) from None
 
     # -- records -----------------------------------------------------------------------
@@ -265,7 +304,9 @@ class RedisRecordStore:
         """The values of the first of ``keys`` (at least one; see ``_READ``), each a
         string's bytes, None (missing) or ``NOT_A_RECORD`` (too long or of another type:
         one warning)."""
-        reply = self._run(lambda c: c.eval(_READ, len(keys), *keys, MAX_RECORD_BYTES, BATCH_BYTES))
+        reply = self._run(
+            lambda c: _shaped(c.eval(_READ, len(keys), *keys, MAX_RECORD_BYTES, BATCH_BYTES))
+        )
         out: list[Any] = []
         for key, raw in zip(keys, reply, strict=False):
             if isinstance(raw, int):
@@ -276,10 +317,10 @@ class RedisRecordStore:
                 )
                 raw = NOT_A_RECORD
             elif isinstance(raw, list):
-                kind = raw[0].decode() if isinstance(raw[0], bytes) else raw[0]
+                kind = raw[0].decode("utf-8", "replace") if isinstance(raw[0], bytes) else raw[0]
                 warn_once(
                     f"bad:redis:{key}",
-                    f"ignoring Redis key {_shown(key)}: it holds a {kind}, not a tuning record (a "
+                    f"ignoring Redis key {_shown(key)}: it holds a {_shown(kind)}, not a tuning record (a "
                     "string of JSON); delete it to store a record there",
                 )
                 raw = NOT_A_RECORD
@@ -324,9 +365,11 @@ class RedisRecordStore:
         or of another type)."""
         pattern = self._key("record", "*")
         try:
-            keys = sorted(
-                k.decode() if isinstance(k, bytes) else k
-                for k in self._run(lambda c: list(c.scan_iter(match=pattern, count=500)))
+            keys = self._run(
+                lambda c: sorted(
+                    k.decode() if isinstance(k, bytes) else str(k)
+                    for k in c.scan_iter(match=pattern, count=500)
+                )
             )
         except _Down:
             return
@@ -353,7 +396,7 @@ class RedisRecordStore:
         if not keys:
             return 0
         try:
-            return int(self._run(lambda c: c.delete(*keys)))
+            return int(self._run(lambda c: int(c.delete(*keys))))
         except _Down:
             return 0
 
@@ -404,10 +447,10 @@ class RedisRecordStore:
     def _holder(self, key: str) -> str:
         """Who holds the lock ``key``, in words, with when it expires."""
         try:
-            kind, value, pttl = self._run(lambda c: c.eval(_HOLDER, 1, key))
+            kind, value, pttl = self._run(lambda c: _holder_shaped(c.eval(_HOLDER, 1, key)))
         except _Down:
             return "an unknown process (Redis did not answer)"
-        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        kind = kind.decode("utf-8", "replace") if isinstance(kind, bytes) else str(kind)
         if kind == "none":
             return "nobody (just released)"
         if kind != "string":
@@ -415,7 +458,7 @@ class RedisRecordStore:
         else:
             try:
                 who = describe_owner(json.loads(value))
-            except (ValueError, RecursionError):
+            except (TypeError, ValueError, RecursionError):
                 who = "an unknown process"
         return who + (f", expires in {pttl / 1000:.0f} s unless renewed" if pttl >= 0 else "")
 

@@ -1,0 +1,210 @@
+"""Who runs the Redis server at the other end of a connection, checked before anything is sent.
+
+A password proves the client to the server, never the server to the client: another local
+user who listens first on the socket path or port that ``TUNEDSL_REDIS_URL`` names would get
+the password and choose every launch. So where the server runs on this host (a ``unix://``
+socket, or a TCP connection whose server end this host's kernel lists), its user must be you,
+root or a system account (a uid below the system's ``UID_MIN``, where services such as
+Debian's ``redis-server`` run); any other user's server is refused before the first byte,
+password included, goes out. The answer comes from the kernel for the connected socket
+itself (``SO_PEERCRED``; ``/proc/net/tcp`` and ``tcp6``), so nothing can be swapped between
+the check and its use. A server on another host is the network's to vouch for (``rediss://``
+with its certificate checked). Where the kernel cannot say (no ``/proc``: not Linux), a unix
+socket's file owner is used and a TCP server is not checked.
+
+Each request's whole reply must also come within a few reply timeouts: a server that sends
+a byte at a time, each within the timeout, cannot hold a launch for longer.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+_DEFAULT_UID_MIN = 1000  # login.defs' default: accounts below it are the system's
+
+
+class UntrustedServer(Exception):
+    """The server is run by a user who is not you, root or a system account."""
+
+
+def _uid_min() -> int:
+    try:
+        with open("/etc/login.defs", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0] == "UID_MIN" and parts[1].isdigit():
+                    return int(parts[1])
+    except OSError:
+        pass
+    return _DEFAULT_UID_MIN
+
+
+def trusted_uid(uid: int) -> bool:
+    """You, root, or a system account."""
+    return uid in (os.geteuid(), 0) or uid < _uid_min()
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _unix_peer_uid(sock: socket.socket, path: str) -> int:
+    so_peercred = getattr(socket, "SO_PEERCRED", None)
+    if so_peercred is not None:
+        raw = sock.getsockopt(socket.SOL_SOCKET, so_peercred, struct.calcsize("3i"))
+        return int(struct.unpack("3i", raw)[1])
+    return os.stat(path).st_uid
+
+
+def _address(hex_text: str) -> bytes:
+    """An address as ``/proc/net/tcp`` prints it (32-bit words in the host's order)."""
+    words = [hex_text[i : i + 8] for i in range(0, len(hex_text), 8)]
+    raw = b"".join(int(w, 16).to_bytes(4, sys.byteorder) for w in words)
+    if len(raw) == 16 and raw[:12] == b"\0" * 10 + b"\xff\xff":  # IPv4 mapped into IPv6
+        return raw[12:]
+    return raw
+
+
+def _endpoint(family: int, name: tuple) -> tuple[bytes, int]:  # type: ignore[type-arg]
+    raw = socket.inet_pton(family, name[0])
+    if len(raw) == 16 and raw[:12] == b"\0" * 10 + b"\xff\xff":
+        raw = raw[12:]
+    return raw, int(name[1])
+
+
+def _tcp_rows() -> Iterator[tuple[tuple[bytes, int], tuple[bytes, int], int]]:
+    """This host's TCP sockets: (local end, remote end, uid)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii", errors="replace") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            try:
+                (local_ip, local_port), (remote_ip, remote_port) = (
+                    field.split(":") for field in fields[1:3]
+                )
+                yield (
+                    (_address(local_ip), int(local_port, 16)),
+                    (_address(remote_ip), int(remote_port, 16)),
+                    int(fields[7]),
+                )
+            except (ValueError, IndexError):
+                continue
+
+
+def _tcp_peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the socket at the other end of ``sock`` where it is on this host."""
+    ours = _endpoint(sock.family, sock.getsockname())
+    theirs = _endpoint(sock.family, sock.getpeername())
+    for local, remote, uid in _tcp_rows():
+        if local == theirs and remote == ours:
+            return uid
+    return None
+
+
+def check_server(sock: socket.socket, unix_path: str | None = None) -> None:
+    """Raise ``UntrustedServer`` where the server ``sock`` is connected to runs on this host
+    under a user who is not you, root or a system account."""
+    if unix_path is not None:
+        uid: int | None = _unix_peer_uid(sock, unix_path)
+    elif sock.family in (socket.AF_INET, socket.AF_INET6):
+        uid = _tcp_peer_uid(sock)
+    else:
+        uid = None
+    if uid is None or trusted_uid(uid):
+        return
+    raise UntrustedServer(
+        f"its server is run by {_user(uid)}, not by you, root or a system account: another "
+        "user's server could choose your launches and would receive the password, so nothing "
+        "was sent to it; run the server as yourself or as a service, or reach a shared one "
+        "over rediss:// with its certificate checked"
+    )
+
+
+#: A request's whole reply must come within this many reply timeouts.
+REPLY_TIMEOUTS_PER_REQUEST = 4
+
+
+class _Deadline:
+    """A connected socket whose reads give up once the request sent last has waited
+    ``limit_s`` for its reply, however the reply trickles in (a poll without waiting is
+    answered as the socket answers it)."""
+
+    def __init__(self, sock: socket.socket, limit_s: float) -> None:
+        self._sock = sock
+        self._limit_s = limit_s
+        self._timeout: float | None = sock.gettimeout()
+        self._deadline: float | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def settimeout(self, timeout: float | None) -> None:
+        self._timeout = timeout
+        self._sock.settimeout(timeout)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def sendall(self, data: Any, *flags: int) -> None:
+        self._deadline = time.monotonic() + self._limit_s
+        self._sock.sendall(data, *flags)
+
+    def _bounded(self) -> None:
+        if self._deadline is None or self._timeout == 0:
+            return
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the reply took too long")
+        self._sock.settimeout(left if self._timeout is None else min(self._timeout, left))
+
+    def recv(self, size: int, *flags: int) -> bytes:
+        self._bounded()
+        return self._sock.recv(size, *flags)
+
+    def recv_into(self, buffer: Any, *args: int) -> int:
+        self._bounded()
+        return self._sock.recv_into(buffer, *args)
+
+
+def connection_class(url: str) -> Any:
+    """The redis-py connection class for ``url``: ``check_server`` on each new connection
+    before redis-py sends anything, and replies within their deadline. ``rediss://`` is left
+    to its certificate check."""
+    from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
+
+    if url.startswith("rediss://"):
+        return SSLConnection
+
+    class CheckedConnection(Connection):
+        def _connect(self) -> Any:
+            return _checked(super()._connect(), None, self.socket_timeout)
+
+    class CheckedUnixConnection(UnixDomainSocketConnection):
+        def _connect(self) -> Any:
+            return _checked(super()._connect(), self.path, self.socket_timeout)
+
+    return CheckedUnixConnection if url.startswith("unix://") else CheckedConnection
+
+
+def _checked(sock: socket.socket, path: str | None, timeout: Any) -> _Deadline:
+    try:
+        check_server(sock, path)
+    except BaseException:
+        sock.close()
+        raise
+    per_reply = timeout if isinstance(timeout, (int, float)) and timeout > 0 else 0.5
+    return _Deadline(sock, per_reply * REPLY_TIMEOUTS_PER_REQUEST)
