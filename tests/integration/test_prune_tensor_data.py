@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -59,6 +60,38 @@ def _covering(configs: list[Any], args: dict[str, Any]) -> list[Any]:
         pytest.param(
             lambda configs, args: [c for c in configs if c.block >= max(args["lens"].tolist())],
             id="tolist",
+        ),
+        # Counting the data's rows through a result whose size it sets, and NumPy through
+        # DLPack: each was missed, and the next call's data got this call's decision.
+        pytest.param(
+            lambda configs, args: (
+                [c for c in configs if c.block >= 1024]
+                if args["lens"][args["lens"] > 64].numel()
+                else configs
+            ),
+            id="masked-numel",
+        ),
+        pytest.param(
+            lambda configs, args: (
+                [c for c in configs if c.block >= 1024]
+                if (args["lens"] > 64).nonzero().shape[0]
+                else configs
+            ),
+            id="nonzero-shape",
+        ),
+        pytest.param(
+            lambda configs, args: (
+                [c for c in configs if c.block >= 1024]
+                if len(torch.unique(args["lens"])) > 0 and args["lens"].numel() == 4
+                else configs
+            ),
+            id="unique",
+        ),
+        pytest.param(
+            lambda configs, args: [
+                c for c in configs if c.block >= int(np.from_dlpack(args["lens"]).max())
+            ],
+            id="from_dlpack",
         ),
     ],
 )

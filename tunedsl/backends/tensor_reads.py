@@ -7,8 +7,10 @@ tensor, that is its dtype and shape (``model/prune_keys.py``): its data never jo
 for one call's data reused for another's. While the prune runs, a torch function mode
 notes such a read: every read of a tensor's data ends in turning a value of it, or of a
 tensor computed from it, into Python (``int()``, ``float()``, ``bool()``, ``item()``,
-``tolist()``, ``in``, printing it). Its shape, dtype, strides and the like are no such read.
-The prune is handed the tensors themselves.
+``tolist()``, ``in``, printing it, handing it to NumPy through DLPack), or in computing a
+tensor whose size the data sets (``nonzero()``, ``unique()``, a mask as an index: its
+``numel()`` counts the data's rows). Its shape, dtype, strides and the like are no such
+read. The prune is handed the tensors themselves.
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ _TO_PYTHON = frozenset(
     {
         "__bool__", "__int__", "__float__", "__index__", "__complex__", "__contains__",
         "__format__", "__repr__", "__str__", "__array__", "item", "tolist", "numpy",
-        "equal", "allclose",
+        "equal", "allclose", "__dlpack__", "to_dlpack",
+    }
+)  # fmt: skip
+
+#: The operations whose result's size the data sets (a count of its rows is a read of it).
+_SIZED_BY_DATA = frozenset(
+    {
+        "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "_unique",
+        "_unique2", "bincount", "repeat_interleave",
     }
 )  # fmt: skip
 
@@ -58,13 +68,31 @@ class _DataReads(TorchFunctionMode):
         method = getattr(func, "__name__", "")
         if method == "__get__":  # a property (`x.requires_grad`): its descriptor's name
             method = "." + str(getattr(getattr(func, "__self__", None), "__name__", ""))
-        if method in _TO_PYTHON or method.lstrip(".") in _KEYLESS:
+        if (
+            method in _TO_PYTHON
+            or method.lstrip(".") in _KEYLESS
+            or method in _SIZED_BY_DATA
+            or _sized_by_data(method, args)
+        ):
             self.seen.setdefault(name, method)
         for value in _flat((out,)):
             if isinstance(value, torch.Tensor):
                 self.names[id(value)] = name
                 self.held.append(value)
         return out
+
+
+def _sized_by_data(method: str, args: Any) -> bool:
+    """A mask as an index (``x[x > 256]``), or ``torch.where`` of a condition alone: their
+    results' sizes count the data's rows."""
+    if method == "where":
+        return len(args) == 1
+    if method in ("__getitem__", "index_select", "take"):
+        return any(
+            isinstance(a, torch.Tensor) and a.dtype in (torch.bool, torch.uint8)
+            for a in _flat(args[1:])
+        )
+    return False
 
 
 def _flat(items: Any) -> list[Any]:
@@ -98,9 +126,15 @@ def described(name: str, method: str) -> str:
     if method.lstrip(".") in _KEYLESS:
         read = f"{name}{method}" if method.startswith(".") else f"{name}.{method}()"
         return f"`{read}` of the tensor argument `{name}`"
+    data = f"the data of the tensor argument `{name}`"
+    if method == "__getitem__":
+        return f"{data} (a mask of it as an index, whose result's size its data sets)"
+    if method in ("__dlpack__", "to_dlpack"):
+        return f"{data} (it handed to another library through DLPack)"
     if method.startswith("__") and method.endswith("__"):
         word = method.strip("_")
         how = "`in`" if word == "contains" else f"`{word}()`"
     else:
         how = f"`.{method}()`"
-    return f"the data of the tensor argument `{name}` ({how} of it)"
+    sized = ", whose result's size its data sets" if method in (*_SIZED_BY_DATA, "where") else ""
+    return f"{data} ({how} of it{sized})"
