@@ -178,6 +178,51 @@ def test_a_records_choice_that_no_longer_launches_is_refused_and_the_key_tuned_a
     sys.modules.pop("env_limit", None)
 
 
+def test_threads_making_the_first_call_of_a_key_whose_record_fails_all_get_the_redone_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six threads make the first call of a key whose record's choice fails here: the thread
+    deciding the key redoes it, and the others, which waited for its decision or found its
+    entry meanwhile, launch what was redone (five raised the first choice's error)."""
+    import threading
+
+    text = KERNEL.format(imports="", heuristic='int(os.environ["TEST_LIM"])').replace(
+        "TILE <= LIM", "TILE == LIM"
+    )
+    sizes = (300, 700, 1100)  # a key each, each a race of its own
+    monkeypatch.setenv("TEST_LIM", "128")
+    new_api_process()
+    module = _load(tmp_path / "env_threads.py", text, "env_threads")
+    for n in sizes:
+        module.run(torch.zeros(n), torch.ones(n))
+    monkeypatch.setenv("TEST_LIM", "64")
+    new_api_process()
+    module = _load(tmp_path / "env_threads.py", text, "env_threads")
+    out: dict[tuple[int, int], Any] = {}
+
+    def call(n: int, i: int, start: threading.Barrier) -> None:
+        src, dst = torch.randn(n), torch.zeros(n)
+        start.wait()
+        try:
+            res = module.run(dst, src)
+            out[n, i] = (res.config, bool(torch.equal(dst, src + 64)))
+        except Exception as err:  # noqa: BLE001 (the failure is what is asserted on)
+            out[n, i] = (type(err).__name__, False)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in sizes:
+            start = threading.Barrier(6)
+            threads = [threading.Thread(target=call, args=(n, i, start)) for i in range(6)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    assert len(out) == 6 * len(sizes)
+    assert all(v == (Config(TILE=64), True) for v in out.values()), out
+    sys.modules.pop("env_threads", None)
+
+
 REFUSING = """
 import triton
 import triton.language as tl

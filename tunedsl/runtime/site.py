@@ -33,6 +33,7 @@ from tunedsl.runtime import (
     launch_effect,
     miss,
     mistakes,
+    proving,
     rule_plans,
     site_settings,
     site_wrap,
@@ -101,8 +102,7 @@ class Site:
         self._key_fn: Callable[..., tuple[Any, ...]] | None = None
         self._table: dict[Any, Entry] = {}
         self._max_entries = MAX_DECISIONS
-        # Arguments the site's prune= has read (their values join the call key).
-        self.prune_reads: frozenset[str] = frozenset()
+        self.prune_reads: frozenset[str] = frozenset()  # by prune=: their values join the key
         self._base_key_fn: Callable[..., tuple[Any, ...]] | None = None
         self._per_device = False  # a host with mixed GPU models: the device joins the key
         # The entry of the last call, when its repeat check can tell a call with the same
@@ -130,6 +130,7 @@ class Site:
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
         self._lock = threading.Lock()
         self._inflight: dict[Any, Any] = {}  # (pid, key) -> the lock its resolver holds meanwhile
+        self._proving: dict[Entry, Any] = {}  # entries in their first launch (proving.py)
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
         self._rule_plans = rule_plans.RulePlans()  # new sizes of a layout a rule decides
 
@@ -163,6 +164,7 @@ class Site:
         lazy: Callable[[], Any] | None,
     ) -> LaunchResult:
         # A repeat of the last call's layout: no key (_remember); else a key and a lookup.
+        entry = None
         try:
             fast = self._fast
             if fast is not None:
@@ -207,6 +209,8 @@ class Site:
             __tracebackhide__ = True  # IPython and pytest hide this frame
             raise mistakes.at_user_frame(err) from None
         except Exception as err:
+            if self._proving and proving.refused_meanwhile(self, entry):  # another thread's
+                return self._call(kernel, args, static_kwargs, bind, key, lazy)  # first launch
             if isinstance(err, RuntimeError | TypeError) and torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):  # fmt: skip
                 return None  # type: ignore[return-value]  # fake tensors: as Dynamo traces
             mine = launch_effect.from_expression(err, self.filename)  # the user's blocks= raised
@@ -293,9 +297,8 @@ class Site:
                 self._other_kernels[id(kernel)] = other
         out = (other[1], *other[2](args, static_kwargs, key))
         if self.prune_reads:
-            out += (
-                prune_keys.make_prune_part(info.arg_names, self.prune_reads)(args, static_kwargs),
-            )
+            part = prune_keys.make_prune_part(info.arg_names, self.prune_reads)
+            out += (part(args, static_kwargs),)
         if self._per_device:
             from tunedsl.backends.triton import current_device_index
 
@@ -308,11 +311,8 @@ class Site:
         (every other site keeps the generated key function). Caller holds the lock."""
         base = self._base_key_fn
         assert base is not None
-        prune = (
-            prune_keys.make_prune_part(info.arg_names, self.prune_reads)
-            if self.prune_reads
-            else None
-        )
+        reads = self.prune_reads
+        prune = prune_keys.make_prune_part(info.arg_names, reads) if reads else None
         per_device = self._per_device
         if prune is None and not per_device:
             self._key_fn = base
@@ -379,6 +379,7 @@ class Site:
                 pass
         active.append(self)
         knobs.environ_checks(True)  # the environment compared once for the whole decision
+        entry = None
         try:
             reads, stored_key = self.prune_reads, call_key
             resolved = self._rule_plans.resolve(self, call)  # miss.resolve, then a plan
@@ -391,10 +392,10 @@ class Site:
         finally:
             knobs.environ_checks(False)
             active.remove(self)
-            with self._lock:
-                self._inflight.pop(resolving, None)
-            busy.release()
-        return self._rule_plans.first_launch(self, entry, call, resolved)
+            if entry is None:  # failed, or nothing kept: the waiters look again now
+                proving.release(self, resolving, busy)
+        with proving.first_launch(self, entry, resolving, busy):  # the key's waiters wait on
+            return self._rule_plans.first_launch(self, entry, call, resolved)
 
     def forget_decision(self, digest: str) -> None:
         """Drop the in-memory entries and the decision of ``digest`` (a rule's failed pick)."""

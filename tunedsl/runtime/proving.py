@@ -1,0 +1,52 @@
+"""A new key's first launch, which other threads' calls of the key wait on.
+
+A record's choice or a rule's pick is proved by its first launch in a process: where it
+fails to build there, the key is decided again (``rule_plans.first_launch``). The thread that
+decided the key holds its in-flight lock until that first launch stands or is redone, so the
+calls that waited for the decision launch what stands. A call that found the key's entry in
+the table meanwhile and failed on it waits for that first launch too, and is made again
+where the entry was refused: no thread gets the error of a choice the process redid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def first_launch(site: Any, entry: Any, resolving: Any, busy: threading.Lock) -> Iterator[None]:
+    """Around the first launch of ``entry`` by the thread holding ``busy``, the key's
+    in-flight lock: its waiters stay blocked until the first launch ends. The key no longer
+    counts as in flight (a redo decides it anew, under a lock of its own)."""
+    with site._lock:
+        site._inflight.pop(resolving, None)
+        site._proving[entry] = (busy, threading.get_ident())
+    try:
+        yield
+    finally:
+        with site._lock:
+            site._proving.pop(entry, None)
+        busy.release()
+
+
+def release(site: Any, resolving: Any, busy: threading.Lock) -> None:
+    """The key is no longer in flight: its waiters look again (nothing was kept for it)."""
+    with site._lock:
+        site._inflight.pop(resolving, None)
+    busy.release()
+
+
+def refused_meanwhile(site: Any, entry: Any) -> bool:
+    """For a call whose launch of ``entry`` failed: wait for another thread's first launch of
+    it, if one is under way, and say whether the entry was refused there (the call is then
+    made again, on what the key was decided to)."""
+    held = site._proving.get(entry) if entry is not None else None
+    if held is None or held[1] == threading.get_ident():
+        return False
+    with held[0]:
+        pass
+    with site._lock:
+        return all(e is not entry for e in site._table.values())
