@@ -62,6 +62,17 @@ FORMS = {
         "class Policy:\n    def lim(self, n):\n        return 128\n\n\npolicy = Policy()\n",
         'policy.lim(args["n"])',
     ),
+    "method of an object reading its state": (
+        "class Policy:\n    def __init__(self, lim):\n        self.lim = lim\n\n"
+        "    def lim_for(self, n):\n        return self.lim\n\n\npolicy = Policy(128)\n",
+        'policy.lim_for(args["n"])',
+    ),
+    "numpy number": ("import numpy as np\n\nLIM = np.int64(128)\n", "int(LIM)"),
+    "helper through a table": (
+        "def lim(n):\n    return 128\n\n\nTABLE = {'lim': lim}\n",
+        'TABLE["lim"](args["n"])',
+    ),
+    "dict keyed by an int and its text": ("LIMS = {1: 128, '1': 64}\n", "LIMS[1]"),
 }
 
 
@@ -100,6 +111,120 @@ def test_state_a_heuristic_reads_through_a_global_object_edited_is_another_kerne
     assert digests[0] != digests[1], f"{reads}: the edited state kept the kernel's identity"
     monkeypatch.delitem(sys.modules, state_name, raising=False)
     monkeypatch.delitem(sys.modules, "kernel_state", raising=False)
+
+
+# A heuristic that is no plain function, or binds its state when it is made: the state
+# module's text for a limit of 128 (edited to 64), read through ``from state import *``.
+STATE_HELD = """
+import dataclasses
+import functools
+
+import numpy as np
+
+
+class Pick:
+    def __init__(self, lim):
+        self.lim = lim
+
+    def __call__(self, args):
+        return self.lim
+
+    def meth(self, args):
+        return self.lim
+
+
+@dataclasses.dataclass
+class Opts:
+    lim: int
+    extra: list = dataclasses.field(default_factory=list)
+
+
+def cap(args, lim):
+    return int(lim.lim if isinstance(lim, Opts) else lim)
+
+
+LIMIT = 128
+"""
+
+HELD = {
+    "callable object": "Pick(LIMIT)",
+    "bound method": "Pick(LIMIT).meth",
+    "default argument": "lambda args, lim=LIMIT: lim",
+    "partial binding a numpy number": "functools.partial(cap, lim=np.int64(LIMIT))",
+    "partial binding a dataclass": "functools.partial(cap, lim=Opts(LIMIT))",
+}
+
+
+@pytest.mark.parametrize("form", sorted(HELD))
+def test_state_a_heuristic_holds_edited_is_another_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """``{"LIM": Pick(LIMIT)}``, ``Pick(LIMIT).meth``, ``lambda args, lim=LIMIT: lim``, a
+    ``functools.partial`` binding a numpy number or a dataclass: the heuristic's source is
+    the same for 128 and 64, its state is not. The record tuned for 128 was taken from disk
+    for 64, another kernel (only the source was hashed)."""
+    state_name = "held_" + "_".join(form.split())
+    text = KERNEL.format(imports=f"from {state_name} import *", heuristic="0").replace(
+        "lambda args: 0", HELD[form]
+    )
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    digests = []
+    for lim in (128, 64, 64):
+        new_api_process()
+        _load(tmp_path / f"{state_name}.py", STATE_HELD.replace("128", str(lim)), state_name)
+        module = _load(tmp_path / "kernel_held.py", text, "kernel_held")
+        src, dst = torch.randn(300), torch.zeros(300)
+        res = module.run(dst, src)
+        assert torch.equal(dst, src + lim)
+        digests.append((res.source, res.digest))
+    (first, d1), (second, d2), (third, d3) = digests
+    assert (first, second, third) == ("tuned", "tuned", "disk"), f"{form}: {digests}"
+    assert d1 != d2 == d3
+    monkeypatch.delitem(sys.modules, state_name, raising=False)
+    monkeypatch.delitem(sys.modules, "kernel_held", raising=False)
+
+
+LOOKUP = """
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch
+
+
+class Lookup:  # a settings client: an unknown attribute is a setting looked up
+    asked = []
+
+    def __call__(self, args):
+        return 64
+
+    def __getattr__(self, name):
+        Lookup.asked.append(name)
+        raise KeyError(f"no setting {name!r}")
+
+
+@triton.heuristics({"B": Lookup()})
+@triton.jit
+def add(x, n, TILE: tl.constexpr, B: tl.constexpr):
+    i = tl.arange(0, TILE)
+    tl.store(x + i, tl.load(x + i, mask=i < n) + B, mask=i < n)
+
+
+def run(x):
+    return autotune_launch(add, space=dict(TILE=[16, 32]), grid=(1,), args=(x, x.numel()),
+                           kwargs=lambda c: {"TILE": c.TILE}, restore_value=["x"], name="lookup")
+"""
+
+
+def test_a_heuristics_getattr_is_not_run_to_hash_the_kernel(tmp_path: Path) -> None:
+    """A callable object whose ``__getattr__`` raises ``KeyError`` (Triton launches its kernel):
+    the identity asked it for ``func`` and the first call raised that ``KeyError``; now nothing
+    of the user's runs to hash it."""
+    module = _load(tmp_path / "lookup.py", LOOKUP, "lookup")
+    x = torch.zeros(16)
+    res = module.run(x)
+    assert res.source == "tuned" and torch.equal(x, torch.full((16,), 64.0))
+    assert module.Lookup.asked == []
+    sys.modules.pop("lookup", None)
 
 
 THROUGH_A_CLASS = """

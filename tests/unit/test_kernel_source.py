@@ -569,11 +569,11 @@ def test_a_plain_constexpr_that_reads_like_an_address_keeps_its_value_in_the_lab
     string that happens to read like one is its own value, and two such are two kernels."""
     import triton.language as tl
 
-    from tunedsl.backends import kernel_source as ks
+    from tunedsl.backends.function_reads import value_label
 
     one, two = tl.constexpr("reads at 0x1"), tl.constexpr("reads at 0x2")
-    assert ks._label("MODE", one) == "MODE='reads at 0x1'"
-    assert ks._label("MODE", one) != ks._label("MODE", two)
+    assert value_label("MODE", one) == "MODE='reads at 0x1'"
+    assert value_label("MODE", one) != value_label("MODE", two)
 
 
 CLOSURE_READS = """\
@@ -943,3 +943,153 @@ def test_a_global_holding_itself_is_left_out_of_the_identity_not_a_crash() -> No
         pass
 
     assert interpreted_source_hash(k) == interpreted_source_hash(k)
+
+
+SEEDED = """\
+import dataclasses
+import enum
+import functools
+import json
+import sys
+
+import numpy as np
+import triton
+import triton.language as tl
+
+from tunedsl.backends import triton as bt
+
+W = int(sys.argv[1])
+
+
+class Features(enum.Enum):
+    FAST = frozenset({"vec4", "unroll", "prefetch", "split", "swizzle", f"w{W}"})
+
+
+class Pick:
+    def __init__(self, w):
+        self.w, self.tags = w, {"a", "b", "c", "d", "e", f"w{w}"}
+
+    def __call__(self, args):
+        return self.w
+
+    def meth(self, args):
+        return self.w
+
+
+@dataclasses.dataclass
+class Opts:
+    w: int
+    extra: list = dataclasses.field(default_factory=list)
+
+
+def by(args, w):
+    return int(getattr(w, "w", w))
+
+
+def pick(args):
+    return W
+
+
+CFG = Pick(W)
+NPW = np.int64(W)
+TABLE = {"pick": pick}
+KEYED = {1: W, "1": 32}
+MODE = Features.FAST
+
+HEURISTICS = {
+    "enum member holding a set": lambda args: len(Features.FAST.value),
+    "default argument": lambda args, w=W: w,
+    "callable object": Pick(W),
+    "bound method": Pick(W).meth,
+    "method of a global object": lambda args: CFG.meth(args),
+    "partial binding a numpy number": functools.partial(by, w=np.int64(W)),
+    "partial binding a dataclass": functools.partial(by, w=Opts(W)),
+    "numpy number global": lambda args: int(NPW),
+    "helper through a table": lambda args: TABLE["pick"](args),
+    "dict with 1 and '1' as keys": lambda args: KEYED[1],
+}
+
+
+def made(heuristic):
+    @triton.heuristics({"B": heuristic})
+    @triton.jit
+    def k(x, B: tl.constexpr):
+        pass
+
+    return k
+
+
+@triton.jit
+def reads_enum(x):
+    if MODE is not None:
+        pass
+
+
+hashes = {name: bt.kernel_info(made(h)).source_hash for name, h in HEURISTICS.items()}
+hashes["enum member holding a set, read by the kernel"] = bt.kernel_info(reads_enum).source_hash
+print(json.dumps(hashes))
+"""
+
+
+def test_what_a_heuristic_holds_is_part_of_the_kernel_alike_in_every_process(
+    tmp_path: Path,
+) -> None:
+    """Each heuristic here reads state its source does not show: a default argument, a
+    callable object's or a bound method's own object, a global object's method reading
+    ``self.w``, a ``functools.partial``'s numpy number or dataclass, a numpy global, a helper
+    called through a table, a dict holding both ``1`` and ``"1"``, an enum member holding a
+    frozenset. ``W`` 64 and 128 were one kernel (a record reused for the other); an enum
+    member holding a set was another kernel under each hash seed (retuned in every process).
+    Now: the same ``W`` is the same hash in every process and under every seed, another
+    ``W`` another hash."""
+    import json
+    import os
+    import subprocess
+
+    import tunedsl
+
+    (tmp_path / "ks_seeded.py").write_text(SEEDED, encoding="utf-8")
+
+    def hashes(w: int, seed: int) -> dict[str, str]:
+        env = dict(os.environ, TRITON_INTERPRET="1", PYTHONHASHSEED=str(seed))
+        here = str(Path(tunedsl.__file__).resolve().parents[1])  # this tunedsl, not another
+        env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
+        done = subprocess.run(
+            [sys.executable, "ks_seeded.py", str(w)], env=env, cwd=tmp_path, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    first, same, other = hashes(64, 1), hashes(64, 2), hashes(128, 1)
+    assert len(first) == 11
+    assert {n for n in first if first[n] != same[n]} == set()  # alike under every seed
+    assert {n for n in first if first[n] == other[n]} == set()  # another W: another kernel
+
+
+def test_a_table_holding_a_helper_that_reads_the_table_is_hashed_not_a_crash() -> None:
+    """``TABLE = {"pick": pick}`` where ``pick`` reads ``TABLE`` itself: the helpers a table
+    holds are part of the kernel, and one met again while its own digest is being made is
+    its name alone there (walking it again never ended: a RecursionError)."""
+    import triton
+    import triton.language as tl
+
+    from tunedsl.backends.kernel_source import interpreted_source_hash
+
+    def pick(args: Any) -> int:
+        return int(table["size"](args)) if args else 1
+
+    def size(args: Any) -> int:
+        return len(table)
+
+    table: dict[str, Any] = {"pick": pick, "size": size}
+
+    @triton.heuristics({"B": lambda args: table["pick"](args)})
+    @triton.jit
+    def k(x, B: tl.constexpr):
+        pass
+
+    first = interpreted_source_hash(k)
+    assert interpreted_source_hash(k) == first
+    table["size"] = lambda args: 2  # another helper in the table: another kernel
+    assert interpreted_source_hash(k) != first

@@ -1,6 +1,6 @@
 """What a Python function's code reads (model layer, pure): the names its code and the code
 nested in it name, the values its closure holds, a module's attribute looked up without
-side effects, the source span of an instruction, the chains of attributes and constant
+side effects, a function's code (by its type alone), the source span of an instruction, the chains of attributes and constant
 items it loads from its variables, and whether a value is data a key could hold. Kernel identity (``backends/kernel_source.py``) and the digest of a Triton
 function given as a value (``model/jit_digest.py``) both walk what a function reads."""
 
@@ -15,14 +15,23 @@ from typing import Any
 def names_read(fn: Any) -> list[str]:
     """The names ``fn``'s code and its nested code (comprehensions, lambdas) read, sorted;
     [] for an object without code."""
-    code = getattr(fn, "__code__", None)
+    code = function_code(fn)
     names: set[str] = set()
-    stack = [code] if isinstance(code, types.CodeType) else []
+    stack = [code] if code is not None else []
     while stack:
         c = stack.pop()
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return sorted(names)
+
+
+def function_code(fn: Any) -> types.CodeType | None:
+    """The code of a function, or of a bound method's function; None for any other object,
+    looked at by its type alone: an attribute lookup (``fn.__code__``) could run the user's
+    ``__getattr__`` or a property."""
+    if type(fn) is types.MethodType:
+        fn = fn.__func__
+    return fn.__code__ if type(fn) is types.FunctionType else None
 
 
 def globals_loaded(code: types.CodeType) -> set[str]:
@@ -40,11 +49,13 @@ def globals_loaded(code: types.CodeType) -> set[str]:
 
 def closure_values(fn: Any) -> list[tuple[str, Any]]:
     """``(name, value)`` of each filled cell of ``fn``'s closure."""
-    code = getattr(fn, "__code__", None)
-    if not isinstance(code, types.CodeType):
+    code = function_code(fn)
+    if code is None:
         return []
+    if type(fn) is types.MethodType:
+        fn = fn.__func__
     read = []
-    for n, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
+    for n, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
         try:
             read.append((n, cell.cell_contents))
         except ValueError:  # a cell not yet filled
