@@ -27,6 +27,7 @@ from tunedsl.backends.function_reads import (
     value_text,
 )
 from tunedsl.model.code_reads import closure_values
+from tunedsl.model.keys import is_tensor
 
 
 def heuristic_sources(kernel: Any) -> list[str]:
@@ -138,8 +139,8 @@ def _state(value: Any, path: tuple[int, ...], left: list[int]) -> str:
     if isinstance(value, types.ModuleType):
         return f"<module {value.__name__}>"
     if not user_object(value):  # Python's, Triton's, PyTorch's own: its repr if no address
-        text = repr(value)
-        return text if " at 0x" not in text else f"<{name}>"
+        text = "" if is_tensor(value) else repr(value)  # (a tensor's data: not its identity)
+        return text if text and " at 0x" not in text else f"<{name}>"
     fields = sorted(_fields(value).items())
     return f"<{name} " + ",".join(f"{k}={_state(v, path, left)}" for k, v in fields) + ">"
 
