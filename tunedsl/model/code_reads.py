@@ -1,8 +1,10 @@
 """What a Python function's code reads (model layer, pure): the names its code and the code
 nested in it name, the values its closure holds, a module's attribute looked up without
-side effects, a function's code (by its type alone), the source span of an instruction, the chains of attributes and constant
-items it loads from its variables, and whether a value is data a key could hold. Kernel identity (``backends/kernel_source.py``) and the digest of a Triton
-function given as a value (``model/jit_digest.py``) both walk what a function reads."""
+side effects, a function's code (told by its type alone), the source span of an
+instruction, the chains of attributes and constant items it loads from its variables, and
+whether a value is data a key could hold. Kernel identity (``backends/kernel_source.py``)
+and the digest of a Triton function given as a value (``model/jit_digest.py``) both walk
+what a function reads."""
 
 from __future__ import annotations
 
