@@ -6,6 +6,7 @@ value, and what would be accepted.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -35,6 +36,11 @@ SPACE_CASES = {
         ["'x'", "1,000,000,000,000,000,000 values", "Axis.pow2"],
     ),
     "range_past_maxsize": ({"x": range(10**20)}, ["'x'", "more than an axis lists"]),
+    # An endless iterable without a length: its listing took all the memory there was.
+    "endless_iterable": (
+        {"x": type("Sizes", (), {"__iter__": lambda self: itertools.count(16, 16)})()},
+        ["'x'", "more values than an axis lists"],
+    ),
 }
 
 
@@ -45,6 +51,8 @@ def test_a_power_of_two_axis_too_long_to_list_is_refused_before_it_is_built() ->
 
     with pytest.raises(UsageError, match=r"Axis.pow2: more values than an axis lists"):
         Axis.pow2(1, 2**1_500_000)
+    with pytest.raises(UsageError, match=r"Axis has more values than an axis lists"):
+        Axis(itertools.count(16, 16))  # endless, and no length to count first
     assert list(Axis.pow2(16, 256).values) == [16, 32, 64, 128, 256]
 
 

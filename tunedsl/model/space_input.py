@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import sys
 from collections.abc import Iterable, Iterator, Sized
@@ -98,13 +99,16 @@ def axis_values(name: str, values: Any) -> list[Any]:
         count = len(values) if isinstance(values, Sized) else 0
     except OverflowError:  # a range past sys.maxsize
         count = sys.maxsize
+    many = f"{count:,} values, more"
+    if count <= MAX_AXIS_VALUES:  # (an iterable of unknown length: read one past the most)
+        values = list(itertools.islice(values, MAX_AXIS_VALUES + 1))
+        count, many = len(values), "more values"
     if count > MAX_AXIS_VALUES:
         raise UsageError(
-            f"{where} has {count:,} values, more than an axis lists ({MAX_AXIS_VALUES:,}): "
+            f"{where} has {many} than an axis lists ({MAX_AXIS_VALUES:,}): "
             "each axis's values are listed (the space's points are not); give a coarser "
             "axis, e.g. Axis.pow2(lo, hi) or range(lo, hi, step)"
         )
-    values = list(values)
     for value in values:  # before an Axis hashes them: a list or dict value is named with the fix
         if name == "Axis":
             check_value(value, "Axis(...)")
