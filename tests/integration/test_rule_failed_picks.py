@@ -89,3 +89,42 @@ def test_the_failed_picks_kept_are_bounded() -> None:
     assert len(ruled.FAILED_PICKS) <= ruled.MAX_FAILED_PICKS
     newest = f"digest-{3 * ruled.MAX_FAILED_PICKS - 1}"
     assert ruled.FAILED_PICKS[(newest, Config(tile=256))].startswith("RuntimeError")
+
+
+@triton.jit
+def bump_checked(x, flag, N: tl.constexpr, TILE: tl.constexpr):
+    assert flag > 0, "flag must be positive"  # the user's input check, under any tile
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(x + offs, tl.load(x + offs, mask=offs < N) + 1, mask=offs < N)
+
+
+def _checked(n: int, flag: int, **options: object) -> object:
+    s = site("checked", space=SPACE, options={"restore_value": ["x"], **options})
+    return call(s, bump_checked, (torch.zeros(n), flag), n, N=n)
+
+
+@pytest.mark.parametrize("mode", ["cached", "on"])
+def test_an_input_every_configuration_refuses_raises_its_error_and_leaves_the_pick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A call on a rule's key with an input the kernel's own check refuses (the same key as
+    good calls: an int's class, not its value) fails whatever is launched: the caller gets
+    that error (under "on" it got "every configuration failed"), and the rule's picks stay
+    usable for the key (they were refused for the process: the next good call launched the
+    site's default, or tuned)."""
+    for n in SWEPT:
+        assert _checked(n, 2).source == "tuned"
+    out = tmp_path / "rules"
+    done = rules_cli("build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    _, c64, c128, c256 = (Config(tile=t) for t in SPACE["tile"])
+    _rule_of(rule_file(out), [c64, c128, c256])
+    ship(out, monkeypatch, tmp_path / mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(Exception, match="flag must be positive") as err:
+            _checked(256, -3, mode=mode)
+    assert "every configuration" not in str(err.value)
+    assert not ruled.FAILED_PICKS
+    good = _checked(256, 2, mode=mode)
+    assert (good.config, good.source) == (c64, "rule")

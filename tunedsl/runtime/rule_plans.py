@@ -197,10 +197,10 @@ class RulePlans:
                 c.kernel, c.args, dict(c.static_kwargs), c.bind, c.key, c.lazy
             )
         except Exception:
-            if source != "disk":
-                raise
-            # The call fails whatever is launched (a heuristic refusing the input): the
-            # record's choice was not what failed, so it stands, and the caller gets the error.
+            # The call fails whatever is launched (a heuristic or an assertion refusing the
+            # input): the record's choice or rule's pick was not what failed, so it stands
+            # (a pick redone in turn is unrefused as this unwinds), and the caller gets the
+            # first error, not a tuning's "every configuration failed".
             forget_failed(digest, chosen)
             site.forget_decision(digest)
             raise failure from None
