@@ -162,12 +162,14 @@ class RulePlans:
     def first_launch(
         self, site: Any, entry: Any, call: miss.Call, resolved: miss.Resolved
     ) -> LaunchResult:
-        """Launch a new key's entry. A rule's pick that fails there (it cannot compile or run
-        at the key's sizes, though it ran on the swept ones), or a record's choice (the
-        kernel reads state its identity does not cover, changed since), is forgotten, refused
-        for the key (``ruled.note_failed``) and the call made again: the key is tuned where
-        tuning may run, else launched with the rule's next configuration that does not fail. Under the
-        interpreter a failed launch may have written its arguments before failing (a
+        """Launch a new key's entry. A rule's pick that fails to build there (it cannot
+        compile or run at the key's sizes, though it ran on the swept ones), or a record's
+        choice (the kernel reads state its identity does not cover, changed since), is
+        forgotten, refused for the key (``ruled.note_failed``) and the call made again: the
+        key is tuned where tuning may run, else launched with the rule's next configuration
+        that does not fail. Where the call fails again whatever it launches, the pick was
+        not at fault: it stands, and the first error is raised. Under the interpreter a
+        failed launch may have written its arguments before failing (a
         ``tl.static_assert`` after a store): its tensors are copied before the pick's launch
         and put back before the call is made again."""
         source = resolved.first.source
