@@ -570,7 +570,46 @@ def test_with_two_swept_keys_the_map_follows_what_the_sweep_measured_at_each() -
     assert rule.decide(small.readable)[0] == narrow
     assert rule.decide(large.readable)[0] == wide
     assert rule.decide(key(480))[0] == wide  # a size beside the large key's
-    from tunedsl.model.rule_build import build_notes
+    from tunedsl.model.rule_notes import build_notes
 
     notes = build_notes("site", [small, large], built)
     assert any("validated on 1 held-out key(s), too few" in n for n in notes), notes
+
+
+def computed_space_keys(complete: bool) -> list[SweptKey]:
+    """A row kernel whose space is computed per call, ``block=[next_pow2(n), 2 * next_pow2(n)]``:
+    each key's record timed its own space, which holds no block of the other sizes'."""
+    keys = []
+    for n in (64, 128, 256, 1024):
+        for rows in (1, 3, 8):
+            space = [Config(block=b, warps=w) for b in (n, 2 * n) for w in (1, 2, 4)]
+            # Block 128 with one warp is the best wherever it is in the space; elsewhere the
+            # best changes with the rows (timing noise, as under the interpreter).
+            times = {
+                c: rows * n * (1.0 if c == Config(block=128, warps=1) else 1.01 + noise)
+                for c in space
+                for noise in [0.02 * ((rows * 7 + c.block // n * 3 + c.warps * 5) % 5)]
+            }
+            k = {"args": {"x": {"dtype": "float32", "shape": [rows, n], "stride": "s1"}}}
+            keys.append(SweptKey(k, times, complete=complete))
+    return keys
+
+
+def test_a_space_computed_per_call_validates_its_picks_in_each_keys_space() -> None:
+    # Records that timed every candidate (an exhaustive sweep): a configuration a key's record
+    # lacks is outside its space, a pick the runtime refuses there, never one of no regret.
+    keys = computed_space_keys(complete=True)
+    built = build(keys)
+    v = built.validation
+    assert v["unmeasured"] == 0 and v["failed"] == 0, v
+    assert v["n"] + v["outside"] == len(keys), v  # type: ignore[operator]
+    rule = Rule("s", {}, None, None, {}, {}, built.configs, built.families, v)
+    for k in keys:  # one block for every size was the map: refused at every other size
+        assert rule.decide(k.readable)[0] in k.times, k.readable
+    # Where the records do not say so (a budgeted search), a pick never timed on its key
+    # counts against its map as 4x slower: the map chosen is not the one block whose regret
+    # rests on the few keys it was timed on.
+    v = build(computed_space_keys(complete=False)).validation
+    assert v["n"] > v["unmeasured"], v  # type: ignore[operator]
+    shown = Rule("s", {}, None, None, {}, {}, (), (), {**v, "unmeasured": 9, "outside": 2})
+    assert "; 2 picks outside their key's space; 9 picks never timed there" in shown.describe()

@@ -285,7 +285,7 @@ def _swept(records: Sequence[Any]) -> frozenset[Any] | None:
 def _save(plan: Any, out: Path) -> None:
     from tunedsl.cli.rules_measure import device_of
     from tunedsl.model.rule import Rule
-    from tunedsl.model.rule_build import build_notes
+    from tunedsl.model.rule_notes import build_notes
     from tunedsl.store.records import keyed_toolchain
 
     first, built = plan.first, plan.built

@@ -39,12 +39,18 @@ def times_of(record: Any) -> dict[Any, float | None]:
 
 
 def swept_key(record: Any) -> Any:
-    """A record as a swept key of a rule: its times, and the configurations prune= dropped
-    for the key (no candidates there: never timed, and no cell to measure)."""
+    """A record as a swept key of a rule: its times, the configurations prune= dropped for
+    the key (no candidates there: never timed, and no cell to measure), and whether it timed
+    every candidate of the key (then one it lacks is outside the key's space)."""
     from tunedsl.model.rule_build import SweptKey
     from tunedsl.runtime.space_records import pruned
 
-    return SweptKey(record.key, times_of(record), pruned(record))
+    return SweptKey(record.key, times_of(record), pruned(record), exhaustive(record))
+
+
+def exhaustive(record: Any) -> bool:
+    """``record`` came from an exhaustive search: it timed every candidate of its key."""
+    return str(record.strategy).rsplit(":", 1)[-1] == "exhaustive"
 
 
 def check_measure_args(args: argparse.Namespace) -> None:
@@ -85,10 +91,17 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
         return False
     why = _cannot_measure_for(plans, args)
     if why is not None:
+        out = sum(p.keys[i].outside(c) for p in plans for i, c in cells[id(p)])
         print(
             f"  note: the records never timed {total} (key, configuration) cells the rules "
-            f"need, and they cannot be measured: {why}; building from what the records have. "
-            "The cells:",
+            f"need, and they cannot be measured: {why}; building from what the records have"
+            + (
+                f" ({out} of them outside their key's space as its record states it: a pick "
+                "of one is counted as outside, not as never timed)"
+                if out
+                else ""
+            )
+            + ". The cells:",
             file=sys.stderr,
         )
         _print_cells(plans, cells)
@@ -113,7 +126,7 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
         for i, k in enumerate(p.keys):
             got = found.get((p.digest, p.measured, canonical_json(k.readable)))
             if got is not None:  # its cells, and whether they are all of the key's candidates
-                p.keys[i] = with_cells(k, got.times, got.pruned)
+                p.keys[i] = with_cells(k, got.times, got.pruned, got.complete)
     left = {id(p): [c for c in missing_cells(p.keys, p.built.configs)] for p in plans}
     still = sum(len(c) for c in left.values())
     print(

@@ -6,11 +6,9 @@ the rule: a key in the rule's range gets the rule's pick at once, with no tuning
 
 A key is read as a family and features (``model/rule_features.py``). A key is *in range*
 when its family is one the rule was built for and each size feature lies within the swept
-keys' range (alignment has no range).
-
-A family's map is a shallow tree over the features (splits at midpoints of log2 values) or
-the nearest swept key's pick, whichever the build's leave-one-key-out validation preferred.
-Pure Python, no torch or triton: the model layer.
+keys' range (alignment has no range). A family's map is a shallow tree over the features
+(splits at midpoints of log2 values) or the nearest swept key's pick, whichever the build's
+leave-one-key-out validation preferred. Pure Python, no torch or triton: the model layer.
 """
 
 from __future__ import annotations
@@ -435,11 +433,7 @@ class Rule:
                 f"  leave-one-key-out over {v.get('keys')} swept keys: regret geomean "
                 f"{_ratio(v.get('geomean'))}, p95 {_ratio(v.get('p95'))}, "
                 f"max {_ratio(v.get('max'))}"
-                + (
-                    f"; {v['failed']} picks failed there"
-                    if _finite(v.get("failed")) and v["failed"]
-                    else ""
-                )
+                + "".join(f"; {v[k]} {t}" for k, t in _NO_REGRET if _finite(v.get(k)) and v[k])
                 + _alone(self.families)
             )
             base = v.get("baselines")
@@ -473,6 +467,13 @@ class Rule:
         return "\n".join(line.translate(_CONTROL) for line in lines)
 
 
+# The held-out picks of no regret (validation's counts), as `describe` names them.
+_NO_REGRET = (
+    ("failed", "picks failed there"),
+    ("dropped", "picks prune= drops there"),
+    ("outside", "picks outside their key's space"),
+    ("unmeasured", "picks never timed there"),
+)
 # Control characters as escapes: a rule file's text (a GPU's name, a feature's name) could
 # carry escape sequences that rewrite the screen of whoever reads the table.
 _CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}

@@ -16,7 +16,8 @@
    and the single configuration best over all training keys.
 
 A regret is only known where the key's records timed the pick; picks never timed on the
-held-out key are counted in ``unmeasured``, picks that failed on it in ``failed``. A
+held-out key are counted in ``unmeasured`` (and charged as 4x slower when a family's maps are
+compared), picks that failed on it in ``failed``. A
 configuration that failed on a key is never a map's choice for it where another ran on every
 key of the leaf, and a map whose held-out picks fail loses to one whose picks run.
 
@@ -24,7 +25,11 @@ A configuration that ``prune=`` dropped for a key (the key's record says so) is 
 there: never timed, never launched (the runtime refuses such a
 pick), and no measuring fills the cell. It is no cell to measure, the cover's ranking leaves
 it out, a map charges it as a failure (never the pick where another runs on every key of the
-leaf), and a held-out pick of it is counted in ``dropped``, not ``unmeasured``.
+leaf), and a held-out pick of it is counted in ``dropped``, not ``unmeasured``. So is a
+configuration outside the key's space as its record states it (an exhaustive search timed
+every candidate of the key: a space computed per call, ``space=dict(block=[next_pow2(n)])``,
+keeps other configurations at other sizes), counted in ``outside``; it is still a cell to
+measure (the site's space may have grown since: measuring tells).
 """
 
 from __future__ import annotations
@@ -58,11 +63,13 @@ FAILED_LOG_REGRET = math.log(1e12)
 @dataclass(frozen=True)
 class SweptKey:
     """One swept key: its readable form, each configuration's median time (None: failed),
-    and the configurations ``prune=`` dropped for it (its record's ``context["pruned"]``)."""
+    the configurations ``prune=`` dropped for it (its record's ``context["pruned"]``), and
+    whether its record timed every candidate of the key (an exhaustive search)."""
 
     readable: Mapping[str, object]
     times: Mapping[Config, float | None]
     pruned: frozenset[Config] = frozenset()
+    complete: bool = False
 
     @property
     def best(self) -> float:
@@ -80,10 +87,19 @@ class SweptKey:
         """``config`` was no candidate of this key: ``prune=`` dropped it."""
         return config in self.pruned and config not in self.times
 
+    def outside(self, config: Config) -> bool:
+        """``config`` is outside the key's space as its record states it: the record timed
+        every candidate of the key, not this one, and ``prune=`` did not drop it."""
+        return self.complete and config not in self.times and config not in self.pruned
+
+    def no_candidate(self, config: Config) -> bool:
+        """The runtime never launches ``config`` for this key: dropped, or outside."""
+        return self.dropped(config) or self.outside(config)
+
     def held_out_regret(self, config: Config) -> float | None:
-        """The regret of a held-out pick: infinite where it failed or was dropped (it never
-        launches there), None never timed."""
-        return math.inf if self.failed(config) or self.dropped(config) else self.regret(config)
+        """The regret of a held-out pick: infinite where it failed, was dropped or is outside
+        the key's space (it never launches there), None never timed."""
+        return math.inf if self.failed(config) or self.no_candidate(config) else self.regret(config)
 
 
 @dataclass(frozen=True)
@@ -147,7 +163,7 @@ def cover(
     chosen: list[Config] = []
     order = sorted(covers, key=lambda c: str(c))  # deterministic among equals
     # Ties go to the lower total regret over the keys a configuration is a candidate of.
-    cost = {c: sum(_log_regret(k, c) for k in keys if not k.dropped(c)) for c in order}
+    cost = {c: sum(_log_regret(k, c) for k in keys if not k.no_candidate(c)) for c in order}
     while left and len(chosen) < max_configs:
         best = max(order, key=lambda c: (len(covers[c] & left), -cost[c]))
         if not covers[best] & left:
@@ -161,7 +177,8 @@ def missing_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> list[t
     """The (key index, configuration) cells a rule over ``configs`` needs that the keys'
     records never timed: a configuration absent from a key's times (one that failed on the
     key was timed: it failed), unless ``prune=`` dropped it for the key (no measuring times
-    it). The cross-measurement phase of ``tunedsl rules build`` measures them."""
+    it). The cross-measurement phase of ``tunedsl rules build`` measures them (one outside
+    the key's recorded space too: the site's space may have grown since)."""
     return [
         (i, c) for i, k in enumerate(keys) for c in configs if c not in k.times and not k.dropped(c)
     ]
@@ -173,21 +190,33 @@ def dropped_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> int:
     return sum(k.dropped(c) for k in keys for c in configs)
 
 
+def outside_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> int:
+    """How many (key, configuration) cells of ``configs`` are outside the key's space as
+    its record states it."""
+    return sum(k.outside(c) for k in keys for c in configs)
+
+
 def with_cells(
-    key: SweptKey, times: Mapping[Config, float | None], pruned: frozenset[Config] = frozenset()
+    key: SweptKey,
+    times: Mapping[Config, float | None],
+    pruned: frozenset[Config] = frozenset(),
+    complete: bool = False,
 ) -> SweptKey:
-    """``key`` with the cells of ``times`` it lacks (its own times are kept), and the
-    configurations ``pruned`` says ``prune=`` dropped for it (a measuring's record)."""
+    """``key`` with the cells of ``times`` it lacks (its own times are kept), the
+    configurations ``pruned`` says ``prune=`` dropped for it, and whether ``times`` holds
+    every candidate of the key (a measuring's record, an exhaustive search)."""
     added = {c: t for c, t in times.items() if c not in key.times}
-    if not added and pruned <= key.pruned:
+    if not added and pruned <= key.pruned and complete <= key.complete:
         return key
-    return SweptKey(key.readable, {**key.times, **added}, key.pruned | pruned)
+    return SweptKey(
+        key.readable, {**key.times, **added}, key.pruned | pruned, key.complete or complete
+    )
 
 
 def _log_regret(key: SweptKey, config: Config) -> float:
     r = key.regret(config)
-    if r is None:  # one prune= dropped never launches there: as one that fails
-        failed = key.failed(config) or key.dropped(config)
+    if r is None:  # one prune= dropped (or outside its space) never launches: as one failing
+        failed = key.failed(config) or key.no_candidate(config)
         return FAILED_LOG_REGRET if failed else UNKNOWN_LOG_REGRET
     return math.log(r)
 
@@ -302,15 +331,16 @@ def build(
     loo, drops = _leave_one_out(keys, feats, tolerance, max_configs)
     families = []
     chosen_regrets: list[float] = []
-    unmeasured = failed = dropped = 0
+    unmeasured = failed = dropped = outside = 0
     for family, (members, tree, points, one) in maps.items():
         models = ("single", "tree", "nearest")  # the simplest first: it wins ties
         by_model = {m: [loo[i][m] for i in members if i in loo] for m in models}
-        # Fewest held-out picks that fail first, then the lowest geomean of the others. Where
-        # too few keys were held out to tell the maps apart (two keys: each held out leaves
-        # one), the map that sends fewer swept keys where they fail, then nearer their best.
+        # Fewest held-out picks that fail first, then the lowest geomean of the others, a pick
+        # never timed on its key counted as 4x slower. Where too few keys were held out to
+        # tell the maps apart (two keys: each held out leaves one), the map that sends fewer
+        # swept keys where they fail, then nearer their best.
         score: dict[str, tuple[float, ...]] = {
-            m: (v.count(math.inf), _geomean(_ran(v))) for m, v in by_model.items()
+            m: (v.count(math.inf), _geomean(_charged(v))) for m, v in by_model.items()
         }
         xs = [feats[i][1] for i in members]
         if len(by_model["single"]) < FEWEST_HELD_OUT:
@@ -319,13 +349,14 @@ def build(
                 for m, c in _picks(configs, one, tree, points, x).items():
                     at_swept[m].append(keys[i].held_out_regret(c))
             for m, v in at_swept.items():
-                score[m] += (v.count(math.inf), _geomean(_ran(v)))
+                score[m] += (v.count(math.inf), _geomean(_charged(v)))
         model = min(models, key=lambda m: score[m])
         chosen_regrets += _ran(by_model[model])
         unmeasured += sum(r is None for r in by_model[model])
-        dropped_here = sum(model in drops.get(i, ()) for i in members)
-        failed += by_model[model].count(math.inf) - dropped_here
-        dropped += dropped_here
+        why = [drops.get(i, {}).get(model) for i in members]
+        failed += by_model[model].count(math.inf) - why.count("dropped") - why.count("outside")
+        dropped += why.count("dropped")
+        outside += why.count("outside")
         chosen = {"single": one, "tree": tree, "nearest": None}[model]
         families.append(Family(family, _ranges(xs), chosen, points))
     validation: dict[str, object] = {
@@ -336,6 +367,7 @@ def build(
         "unmeasured": unmeasured,
         "failed": failed,
         "dropped": dropped,
+        "outside": outside,
         "baselines": {
             name: _summary(_ran([r[name] for r in loo.values()]))
             for name in ("nearest_key", "single_best")
@@ -349,12 +381,13 @@ def _leave_one_out(
     feats: Sequence[tuple[str, dict[str, float]]],
     tolerance: float,
     max_configs: int,
-) -> tuple[dict[int, dict[str, float | None]], dict[int, set[str]]]:
+) -> tuple[dict[int, dict[str, float | None]], dict[int, dict[str, str]]]:
     """For each key (of a family with others): the regret of each map's pick when the rule
-    is built without it, and of the two baselines; and the maps whose pick ``prune=``
-    dropped for the key (their regret is infinite: never launched there)."""
+    is built without it, and of the two baselines; and the maps whose pick is no candidate
+    of the key, ``"dropped"`` (by ``prune=``) or ``"outside"`` (its recorded space): their
+    regret is infinite, never launched there."""
     out: dict[int, dict[str, float | None]] = {}
-    drops: dict[int, set[str]] = {}
+    drops: dict[int, dict[str, str]] = {}
     for i, held in enumerate(keys):
         family, x = feats[i]
         rest = [j for j in range(len(keys)) if j != i]
@@ -369,7 +402,11 @@ def _leave_one_out(
         all_configs = sorted({c for k in train for c in k.times}, key=str)
         single = min(all_configs, key=lambda c: _total_log_regret(train, c))
         picks = _picks(configs, one, tree, points, x)
-        drops[i] = {m for m, c in picks.items() if held.dropped(c)}
+        drops[i] = {
+            m: "dropped" if held.dropped(c) else "outside"
+            for m, c in picks.items()
+            if held.no_candidate(c)
+        }
         out[i] = {
             **{m: held.held_out_regret(c) for m, c in picks.items()},
             "nearest_key": held.held_out_regret(
@@ -397,6 +434,11 @@ def _ran(regrets: Sequence[float | None]) -> list[float]:
     return [r for r in regrets if r is not None and r != math.inf]
 
 
+def _charged(regrets: Sequence[float | None]) -> list[float]:
+    """The regrets of picks that did not fail, one never timed charged as 4x slower."""
+    return [math.exp(UNKNOWN_LOG_REGRET) if r is None else r for r in regrets if r != math.inf]
+
+
 def _own_best(key: SweptKey) -> Config:
     return min((c for c, t in key.times.items() if t is not None), key=lambda c: key.times[c])  # type: ignore[arg-type, return-value]
 
@@ -421,44 +463,3 @@ def _summary(regrets: Sequence[float]) -> dict[str, object]:
     ordered = sorted(regrets)
     p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
     return {"geomean": _geomean(ordered), "p95": p95, "max": ordered[-1], "n": len(ordered)}
-
-
-def build_notes(site: str, keys: Sequence[SweptKey], built: Built) -> list[str]:
-    """What a person shipping the rule just built should know (``tunedsl rules build``
-    prints each as a note): too few keys to validate it, keys never held out, keys left out,
-    held-out picks that failed, cells ``prune=`` drops."""
-    v, notes = built.validation, []
-    if not isinstance(v.get("geomean"), float):
-        notes.append(
-            f"{site}: {len(keys)} swept key(s), too few to validate the rule on keys it was "
-            "not built from; it decides only sizes within theirs. Sweep more sizes and build "
-            "again"
-        )
-    elif int(v.get("n") or 0) < FEWEST_HELD_OUT:  # type: ignore[call-overload]
-        notes.append(
-            f"{site}: validated on {v.get('n')} held-out key(s), too few to tell its maps "
-            "apart: it follows what the sweep measured at the swept keys. Sweep more sizes "
-            "and build again"
-        )
-    alone = [f.family for f in built.families if len(f.points) == 1]
-    if alone and isinstance(v.get("geomean"), float):  # the others were validated
-        notes.append(
-            f"{site}: {len(alone)} swept key(s) alone in their family, never held out (the "
-            f"regrets are of the other keys): {'; '.join(alone)[:300]}. Sweep more sizes of "
-            "those families"
-        )
-    notes += [f"{site}: {why}" for why in built.left_out]
-    if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
-        notes.append(
-            f"held-out picks that failed on their key: {v.get('failed', 0)}; never timed "
-            f"there: {v.get('unmeasured', 0)} (sweep with search='exhaustive' to time them)"
-        )
-    dropped = dropped_cells(keys, built.configs)
-    if dropped:  # no candidate there: not a missing cell, nor a pick the runtime launches
-        notes.append(
-            f"{site}: prune= drops {dropped} of the rule's (key, configuration) cells: no "
-            "candidates of those keys, never timed or launched there and left out of the "
-            f"cover; held-out picks of them: {v.get('dropped', 0)} (refused at run time: the "
-            "key is tuned where it may be)"
-        )
-    return notes
