@@ -502,3 +502,20 @@ def test_a_key_outside_the_first_rules_range_is_decided_by_the_next_rule_that_co
     second_file, first_file = rule_file(built["B"]), rule_file(built["A"])
     said = f"{second_file}: used only for the keys outside the range of {first_file}"
     assert said in check.stdout, check.stdout
+
+
+def test_a_records_path_naming_a_rule_file_says_to_name_its_directory(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tune_count: list
+) -> None:
+    # The warning spoke of records only and advised `tunedsl cache import RULE.json`, which
+    # then failed: not a records bundle. The rule file's directory is what the path takes.
+    path = rule_file(built_rules)
+    ship(path, monkeypatch, tmp_path)
+    with pytest.warns(CacheWarning) as said:
+        res = run("swept", 300)
+    assert res.source == "tuned"  # nothing was read from the file
+    (text,) = [str(w.message) for w in said if "TUNEDSL_RECORDS_PATH" in str(w.message)]
+    assert f"names {path}, a rule file" in text and f"name its directory, {built_rules}" in text
+    assert "cache import" not in text
+    ship(built_rules, monkeypatch, tmp_path / "next")  # as it says: the rule decides
+    assert run("swept", 300).source == "rule"

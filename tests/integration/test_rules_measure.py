@@ -96,11 +96,37 @@ def test_build_within_no_budget_or_without_a_gpu_names_the_missing_cells_and_sti
     no_gpu = subprocess.run(
         [sys.executable, "-m", "tunedsl", "rules", "build", "--out", str(tmp_path / "b"),
          "--script", SCRIPT, "--shapes", partial_sweep],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
+        capture_output=True, text=True, env={**env, "TUNEDSL_NO_AUTO_INTERPRET": "1"},
+        timeout=600, check=False,
     )  # fmt: skip
     assert no_gpu.returncode == 0, no_gpu.stderr
     assert "cannot be measured: this machine has no GPU" in no_gpu.stderr
     assert _missing(no_gpu.stderr) and list((tmp_path / "b").glob("*.rule.json"))
+
+
+def test_build_with_a_script_on_a_machine_without_a_gpu_measures_under_the_interpreter(
+    partial_sweep: str, tmp_path: Path
+) -> None:
+    # Without TRITON_INTERPRET and without a GPU driver, `build --script` said it could not
+    # measure ("set TRITON_INTERPRET=1"), where `check --script` and `sweep` turn the
+    # interpreter on by themselves: it measures under the interpreter, said once.
+    from tunedsl.autointerp import gpu_driver_present
+
+    if gpu_driver_present():
+        pytest.skip("a machine without a GPU driver: here `tunedsl run` would not interpret")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.pop("TUNEDSL_NO_AUTO_INTERPRET", None)
+    env.pop("TUNEDSL_QUIET", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "rules", "build", "--out", str(tmp_path / "a"),
+         "--script", SCRIPT, "--shapes", partial_sweep],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "cannot be measured" not in done.stderr, done.stderr
+    assert done.stderr.count("no GPU driver found: tunedsl rules build --script runs") == 1
+    found = re.search(r"measured (\d+) of the (\d+) cells the records lacked", done.stderr)
+    assert found is not None and found.group(1) == found.group(2) != "0", done.stderr
 
 
 @pytest.fixture

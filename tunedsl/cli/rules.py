@@ -105,13 +105,15 @@ def _measure_args(parser: argparse.ArgumentParser, text: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.action == "check":
+    if args.action == "check" or (args.action == "build" and args.script is not None):
         # "This machine" is where `tunedsl run` would use the rules: without a GPU driver,
         # Triton's interpreter (else every rule swept there reads as stale here), where
         # `--script` measures as `tunedsl sweep` does (said once); without it nothing runs.
+        # `build --script` measures the cells the records lack there too.
         from tunedsl.autointerp import enable_if_no_gpu
 
-        enable_if_no_gpu("tunedsl rules check --script", announce=args.script is not None)
+        where = f"tunedsl rules {args.action} --script"
+        enable_if_no_gpu(where, announce=args.script is not None)
     if args.action == "build":
         return build(args)
     files = _rule_files(args.paths)

@@ -42,9 +42,9 @@ def build_notes(site: str, keys: Sequence[SweptKey], built: Built) -> list[str]:
     notes += [f"{site}: {why}" for why in built.left_out]
     if v.get("failed") or v.get("unmeasured"):  # a failed pick is tuned over at run time
         notes.append(
-            f"{site}: the regrets are of {v.get('n', 0)} held-out picks; others failed on "
-            f"their key: {v.get('failed', 0)}; never timed there: {v.get('unmeasured', 0)} "
-            "(no regret of theirs: give --script to measure them, or sweep with "
+            f"{site}: held-out picks that failed on their key: {v.get('failed', 0)}; never "
+            f"timed there: {v.get('unmeasured', 0)} (no regret of theirs: the regrets are of "
+            f"the other {v.get('n', 0)}; give --script to measure them, or sweep with "
             "search='exhaustive')"
         )
     outside = outside_cells(keys, built.configs)

@@ -86,7 +86,8 @@ def default_stores() -> list[FileRecordStore]:
 
 def _say_if_no_directory(path: Path) -> None:
     """One warning for a ``TUNEDSL_RECORDS_PATH`` entry that is missing or not a directory
-    (a bundle, say): no record is ever read from it, and nothing else would say so."""
+    (a bundle, a rule file): no record or rule is ever read from it, and nothing else would
+    say so."""
     import os
     import stat
 
@@ -99,7 +100,11 @@ def _say_if_no_directory(path: Path) -> None:
         return
     except OSError:  # unreadable: the trust check of the directory says why
         return
-    if not is_dir:
+    if not is_dir and path.name.endswith(rec.RULE_SUFFIX):  # a rule file: its directory
+        warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, a rule file: "
+                  "rules and records are read only from the path's directories, so nothing "
+                  f"is read from it; name its directory, {path.parent}", stacklevel="user")  # fmt: skip
+    elif not is_dir:
         warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, which is not "
                   "a directory: no records are read from it; name the directory of record "
                   f"files, or for a bundle run `tunedsl cache import {path}`", stacklevel="user")  # fmt: skip
