@@ -348,6 +348,80 @@ def test_threads_making_the_first_call_of_a_key_whose_record_fails_all_get_the_r
     sys.modules.pop("env_threads", None)
 
 
+FORK_GATE = """
+import os, sys, threading
+PARENT = os.getpid()
+inside, go_on = threading.Event(), threading.Event()
+
+
+def _in_first_launch():
+    frame = sys._getframe()
+    while frame is not None and frame.f_code.co_name != "first_launch":
+        frame = frame.f_back
+    return frame is not None
+
+
+def gate():  # the prover's first launch waits here, in the parent only, until told
+    if os.getpid() == PARENT and threading.current_thread().name == "prover":
+        if _in_first_launch():
+            inside.set()
+            go_on.wait(60)
+"""
+
+
+def test_a_process_forked_during_a_first_launch_decides_the_key_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread is in the first launch of a key whose record's choice fails here when the
+    process forks: the child's call of the key decides it anew and is right (it waited
+    forever on the parent's thread, which the child does not have)."""
+    import os
+    import threading
+
+    gate = _load(tmp_path / "fork_gate.py", FORK_GATE, "fork_gate")
+    text = KERNEL.format(
+        imports="import fork_gate", heuristic='fork_gate.gate() or int(os.environ["TEST_LIM"])'
+    ).replace("TILE <= LIM", "TILE == LIM")
+    monkeypatch.setenv("TEST_LIM", "128")
+    new_api_process()
+    _load(tmp_path / "fork_limit.py", text, "fork_limit").run(torch.zeros(300), torch.ones(300))
+    monkeypatch.setenv("TEST_LIM", "64")
+    new_api_process()
+    module = _load(tmp_path / "fork_limit.py", text, "fork_limit")
+    prover = threading.Thread(
+        target=module.run, args=(torch.zeros(300), torch.ones(300)), name="prover"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prover.start()
+        assert gate.inside.wait(60)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: one call of the key, its answer down the pipe
+            try:
+                src, dst = torch.randn(300), torch.zeros(300)
+                res = module.run(dst, src)
+                said = f"{res.config.TILE} {torch.equal(dst, src + 64)}"
+            except BaseException as err:
+                said = type(err).__name__
+            os.write(write, said.encode())
+            os._exit(0)
+        os.close(write)
+        gate.go_on.set()
+        prover.join(60)
+        import select
+
+        ready, _, _ = select.select([read], [], [], 120)  # a child that hangs: no answer
+        answer = os.read(read, 100).decode() if ready else "no answer in 120 s"
+        os.close(read)
+        if not ready:
+            os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert answer == "64 True", answer
+    sys.modules.pop("fork_limit", None)
+    sys.modules.pop("fork_gate", None)
+
+
 REFUSING = """
 import triton
 import triton.language as tl

@@ -5,12 +5,14 @@ fails to build there, the key is decided again (``rule_plans.first_launch``). Th
 decided the key holds its in-flight lock until that first launch stands or is redone, so the
 calls that waited for the decision launch what stands. A call that found the key's entry in
 the table meanwhile and failed on it waits for that first launch too, and is made again
-where the entry was refused: no thread gets the error of a choice the process redid.
+where the entry was refused: no thread gets the error of a choice the process redid. A
+process forked while a parent's thread launched it decides the key anew.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +25,7 @@ def first_launch(site: Any, entry: Any, resolving: Any, busy: threading.Lock) ->
     counts as in flight (a redo decides it anew, under a lock of its own)."""
     with site._lock:
         site._inflight.pop(resolving, None)
-        site._proving[entry] = (busy, threading.get_ident())
+        site._proving[entry] = (busy, os.getpid(), threading.get_ident())
     try:
         yield
     finally:
@@ -44,9 +46,17 @@ def refused_meanwhile(site: Any, entry: Any) -> bool:
     it, if one is under way, and say whether the entry was refused there (the call is then
     made again, on what the key was decided to)."""
     held = site._proving.get(entry) if entry is not None else None
-    if held is None or held[1] == threading.get_ident():
+    if held is None:
         return False
-    with held[0]:
+    busy, pid, thread = held
+    if pid != os.getpid():  # forked while the parent's thread launched it: decide it anew
+        with site._lock:
+            site._proving.pop(entry, None)
+        site.forget_decision(entry.result.digest)
+        return True
+    if thread == threading.get_ident():  # this thread's own first launch (re-entered)
+        return False
+    with busy:
         pass
     with site._lock:
         return all(e is not entry for e in site._table.values())
