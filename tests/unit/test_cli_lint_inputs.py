@@ -342,3 +342,23 @@ def test_a_directory_given_to_lint_or_expand_names_the_files_to_give(
     assert proc.returncode == 2
     fix = f"tunedsl {' '.join(command)} mypkg/*.py"
     assert f"cannot open 'mypkg/': is a directory; name its files: {fix}" in proc.stderr
+
+
+def test_lint_from_a_subfolder_applies_the_projects_ruff_config(tmp_path: Path) -> None:
+    # `tunedsl lint k.py` from sub/ gave ruff `--stdin-filename k.py`, relative, and ruff fell
+    # back to its default settings: the project's select= (E702 here) was never applied.
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "ruff.toml").unlink()
+    (tmp_path / "pyproject.toml").write_text('[tool.ruff.lint]\nselect = ["E7"]\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "k.py").write_text(
+        "from tunedsl import autotune, cdiv\n\n\ndef add(a, b, c, n):\n    x = 1; y = 2\n"
+        "    return autotune(space=dict(tile=[256, 512]), blocks=cdiv(n, $tile),\n"
+        "                    vadd(a, b, c, n, TILE=$tile)), x, y\n"
+    )
+    expected = ": E702 Multiple statements on one line (semicolon)"
+    for cwd, typed in ((tmp_path, "sub/k.py"), (tmp_path / "sub", "k.py")):
+        proc = tunedsl("lint", typed, cwd=cwd)
+        # The path is shown as typed; the findings are the project's configuration's.
+        assert proc.stdout.splitlines() == [f"{typed}:5:10{expected}"], (cwd, proc.stdout)
+        assert proc.returncode == 1

@@ -279,8 +279,11 @@ def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
         except SyntaxError:
             pass  # plain Python's own error: ruff reports it at its place
     text = rewrite.text if rewrite is not None else source.decode("utf-8", "replace")
+    # ruff finds the project's configuration from the file's place: a relative name (`k.py`
+    # from a subfolder) would fall back to its defaults. Findings keep the path as typed.
+    named = os.path.abspath(path)
     proc = subprocess.run(
-        [*ruff, "check", "--output-format", "json", "--stdin-filename", path, "-"],
+        [*ruff, "check", "--output-format", "json", "--stdin-filename", named, "-"],
         input=text.encode("utf-8"),
         capture_output=True,
     )
