@@ -226,8 +226,42 @@ def test_blocks_given_a_tuple_variable_says_how_to_write_the_grid(tmp_path: Path
     path.write_text(text)
     proc = tunedsl(tmp_path, "run", str(path))
     assert proc.returncode == 1
-    assert "blocks= is one value, the tuple (16, 1)" in proc.stderr, proc.stderr
+    assert "blocks=grid is one value, the tuple (16, 1)" in proc.stderr, proc.stderr
     assert "write its dimensions in blocks=: blocks=(grid[0], grid[1])" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "blocks, fix",
+    [
+        # A variable of another name: the fix uses the user's name.
+        ("g", "blocks=(g[0], g[1])"),
+        # An expression: no variable holds the tuple; the fix names one first.
+        (
+            "(16, 1, 1)[:2] if n else (1, 16)",
+            "compute it first (`grid = (16, 1, 1)[:2] if n else (1, 16)`) and write "
+            "blocks=(grid[0], grid[1])",
+        ),
+        # An expression of `$` fields cannot be computed before the call.
+        (
+            "(cdiv(n, $tile), 1)[:2]",
+            "write each of its 2 dimensions in blocks= as an expression of its own",
+        ),
+    ],
+)
+def test_blocks_given_a_tuple_says_how_to_write_it_in_the_users_words(
+    tmp_path: Path, blocks: str, fix: str
+) -> None:
+    # The error said `blocks=(grid[0], ...)` "for `grid = (2, 8, 1)`" whatever the user wrote,
+    # naming a variable the code does not have.
+    path = script(tmp_path, blocks=blocks)
+    text = path.read_text().replace("    n = a.numel()\n", "    n = a.numel()\n    g = (16, 1)\n")
+    path.write_text(text)
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 1
+    assert f"blocks={blocks} is one value, the tuple (16, 1)" in proc.stderr, proc.stderr
+    assert fix in proc.stderr, proc.stderr
+    if blocks != "g":
+        assert "g[0]" not in proc.stderr and "for `grid =" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -226,6 +226,9 @@ def test_a_float_grid_says_it_is_a_float(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout
     assert "got (16.0,): 16.0 is a float (`/` divides into one)" in proc.stderr, proc.stderr
     assert "blocks=cdiv(n, $tile)" in proc.stderr
+    # Only cdiv: `//` and int() round down, so they drop the last, partial block.
+    assert "`//`" not in proc.stderr and "int()" not in proc.stderr, proc.stderr
+    assert "cdiv rounds up, so the last, partial block is launched" in proc.stderr
 
 
 ROWSUM = """

@@ -147,7 +147,7 @@ def variants(
                 call, settings, cfg, holes, dyn_kwargs, first_names, site.label
             )
         kwargs = {**call.static_kwargs, **dyn_kwargs}
-        grid = mistakes.grid_dims(grid, site.label, grid_arg(site))  # checks, with the fix
+        grid = mistakes.grid_dims(grid, site.label, grid_arg(site), site.launch_text)
         check_grid(grid, site.label, grid_arg(site), target.backend)  # what CUDA launches
         out.append(
             Variant(

@@ -13,6 +13,7 @@ traceback ends at the user's line (``tunedsl run`` and IPython hide the site's l
 
 from __future__ import annotations
 
+import ast
 import difflib
 import operator
 import sys
@@ -106,8 +107,11 @@ def _launcher_of_a_kernel(fn: Any) -> bool:
     return False
 
 
-def grid_dims(grid: Any, label: str, arg: str = "blocks=") -> tuple[int, ...]:
-    """``blocks=`` (``arg``: ``grid=`` of ``autotune_launch``) as 1 to 3 ints, or an error."""
+def grid_dims(
+    grid: Any, label: str, arg: str = "blocks=", launch: str | None = None
+) -> tuple[int, ...]:
+    """``blocks=`` (``arg``: ``grid=`` of ``autotune_launch``) as 1 to 3 ints, or an error
+    (``launch``: a DSL site's launch text, whose ``blocks=`` an error quotes)."""
     eg = "blocks=cdiv(n, $tile)" if arg == "blocks=" else "grid=lambda cfg: (cdiv(n, cfg.tile),)"
     fix = f"pass an int or a flat tuple of 1 to 3 ints, e.g. {eg}"
     grid = grid.value if is_triton_constexpr(grid) else grid  # callable, yet no function
@@ -139,16 +143,16 @@ def grid_dims(grid: Any, label: str, arg: str = "blocks=") -> tuple[int, ...]:
         if isinstance(dim, (tuple, list)) and len(out) == 1 and arg == "blocks=":
             # `blocks=grid` (`grid = (x, y)`) or a function's tuple: only a written one unpacks.
             what = f"{type(dim).__name__} {dim!r}"
+            text = written_blocks(launch)
             if not 1 <= len(dim) <= 3:
                 raise UsageError(
-                    f"{label}: blocks= is one value, the {what} of {len(dim)} dimensions; {fix}"
+                    f"{label}: blocks={text} is one value, the {what} of {len(dim)} "
+                    f"dimensions; {fix}"
                 )
-            parts = ", ".join(f"grid[{i}]" for i in range(len(dim)))
-            written = f"({parts})" if len(dim) > 1 else "grid[0]"
             raise UsageError(
-                f"{label}: blocks= is one value, the {what}: a grid of several dimensions is a "
-                f"tuple written in blocks=, so write its dimensions in blocks=: blocks={written} "
-                f"for `grid = {dim!r}`"
+                f"{label}: blocks={text} is one value, the {what}: a grid of several dimensions "
+                "is a tuple written in blocks=, so write its dimensions in blocks=: "
+                + _unpacked(text, len(dim))
             )
         if isinstance(dim, (tuple, list)):
             raise UsageError(
@@ -162,7 +166,8 @@ def grid_dims(grid: Any, label: str, arg: str = "blocks=") -> tuple[int, ...]:
             raise UsageError(
                 f"{label}: {arg} must be an int or a tuple of 1 to 3 non-negative ints, "
                 f"got {grid!r}: {dim!r} is a float (`/` divides into one); compute the grid "
-                f"from ints, {eg} (or `//`, int())"
+                f"from ints with cdiv, {eg}: cdiv rounds up, so the last, partial block is "
+                "launched"
             )
         if isinstance(dim, bool) or not hasattr(dim, "__index__") or operator.index(dim) < 0:
             raise UsageError(
@@ -170,6 +175,45 @@ def grid_dims(grid: Any, label: str, arg: str = "blocks=") -> tuple[int, ...]:
                 f"got {grid!r}"
             )
     return tuple(operator.index(d) for d in out)
+
+
+def written_blocks(launch: str | None) -> str:
+    """The ``blocks=`` of a DSL site's launch text (``frontend/launch_text.py``: its parts,
+    then ``blocks=``, then ``key=``), as Python writes it; "" where there is none."""
+    parts = (launch or "").split("; ")
+    if len(parts) > 1 and parts[-1].startswith("key="):
+        parts.pop()
+    if not parts[-1].startswith("blocks="):
+        return ""
+    text = parts[-1][len("blocks=") :]
+    try:  # the tokens as written, joined one way: `[: 2]` is Python's `[:2]`
+        python = ast.unparse(ast.parse(text.replace("$", _DOLLAR), mode="eval"))
+    except (SyntaxError, ValueError, RecursionError):
+        return text
+    return python.replace(_DOLLAR, "$")
+
+
+_DOLLAR = "__tunedsl_dollar__"
+
+
+def _unpacked(written: str, count: int) -> str:
+    """How to write a grid of ``count`` dimensions held in one value (``written``: its
+    ``blocks=`` text) as the tuple blocks= needs, in the user's words."""
+
+    def of(name: str) -> str:
+        parts = ", ".join(f"{name}[{i}]" for i in range(count))
+        return f"blocks=({parts})" if count > 1 else f"blocks={name}[0]"
+
+    if written.isidentifier():
+        return of(written)
+    if written and "$" not in written:
+        return f"compute it first (`grid = {written}`) and write {of('grid')}"
+    if written:
+        return (
+            f"write each of its {count} dimensions in blocks= as an expression of its own, "
+            f"blocks=({', '.join(f'x{i}' for i in range(count))})"
+        )
+    return f"{of('grid')}, where `grid` holds the tuple"
 
 
 # -- the launch against the kernel's parameters --------------------------------------------
