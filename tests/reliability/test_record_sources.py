@@ -296,6 +296,34 @@ def test_clear_says_when_its_selection_matches_no_record(tmp_path: Path) -> None
     assert done.stdout.strip() == "removed 1 record" and not rec.exists()
 
 
+def test_clear_of_a_shipped_record_says_it_is_read_only_and_where(tmp_path: Path) -> None:
+    # `cache ls` lists TUNEDSL_RECORDS_PATH's records; `clear --site`/`clear ID` of one said
+    # "none matches ... (`tunedsl cache ls` lists the records)", pointing at the listing that
+    # shows it matching instead of at why nothing went (clear works on the cache only).
+    cache, ship = tmp_path / "cache", tmp_path / "ship"
+    shipped = _write_dir(ship, _fake_record("ab" * 32, site="pkg/model.py:f:k"))
+    env = child_env(cache, TUNEDSL_RECORDS_PATH=str(ship))
+    for asked, named in ((("--site", "model.py"), "--site 'model.py'"), (("abab",), "abab")):
+        out = cache_cmd(env, "clear", *asked)
+        assert out.returncode == 1 and shipped.exists(), out.stdout + out.stderr
+        assert out.stdout.splitlines() == [
+            f"removed 0 records: none in the cache matches {named}; 1 record that matches is "
+            f"shipped, read-only, in {ship} (TUNEDSL_RECORDS_PATH), and `cache clear` removes "
+            "the cache's records only: remove it from that directory, or take the directory "
+            "off TUNEDSL_RECORDS_PATH"
+        ], out.stdout
+    # One in the cache too: that one goes, and the shipped one is said to stay.
+    own = _write_dir(cache / "records", _fake_record("cd" * 32, site="pkg/model.py:f:k"))
+    out = cache_cmd(env, "clear", "--site", "model.py")
+    assert out.returncode == 0 and not own.exists() and shipped.exists(), out.stdout
+    assert out.stdout.splitlines() == [
+        "removed 1 record",
+        f"kept 1 record that matches, shipped, read-only, in {ship} (TUNEDSL_RECORDS_PATH): "
+        "`cache clear` removes the cache's records only: remove it from that directory, or "
+        "take the directory off TUNEDSL_RECORDS_PATH",
+    ], out.stdout
+
+
 def test_clear_reports_only_the_binaries_it_removed(tmp_path: Path) -> None:
     """Through a symbolic link nothing is removed, and the output says so."""
     cache = tmp_path / "cache"

@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from tunedsl.cli.cache_select import clear_selection, no_match
+from tunedsl.cli.cache_select import clear_selection, no_match, selection_text
 from tunedsl.errors import UsageError
 
 
@@ -36,8 +36,13 @@ def clear(args: argparse.Namespace) -> int:
     removed = 0
     for digest in _clear_candidates(args, ids, everything):
         removed += records.remove_record_files(digest)
+    shipped = _shipped_matches(args, ids, everything)
     missed = no_match(args, removed)
+    if missed and shipped:  # `cache ls` lists them: say why they stay, and where
+        missed = f": none in the cache matches {selection_text(args)}; " + _shipped_note(shipped)
     print(f"removed {removed} record{'s' if removed != 1 else ''}" + missed)
+    if shipped and not missed:
+        print("kept " + _shipped_note(shipped, kept=True))
     if everything:
         # Everything: also what killed writers left behind, however young.
         records.remove_stale_temporaries(older_than_s=0)
@@ -64,19 +69,59 @@ def _clear_candidates(args: argparse.Namespace, ids: list[str], everything: bool
                 yield path.stem
         return
     for path in records.iter_record_files():
-        try:
-            record = records.read_record_file(path)
-        except (OSError, ValueError):
-            continue
-        if record.digest != path.stem:
-            continue
-        if ids and not any(record.digest.startswith(i) for i in ids):
-            continue
-        if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
-            continue
-        if args.site is not None and args.site not in record.site:
-            continue
-        yield record.digest
+        if _selected(path, args, ids):
+            yield path.stem
+
+
+def _selected(path: Path, args: argparse.Namespace, ids: list[str]) -> bool:
+    """Whether the record file ``path`` is one ``clear`` names (by its name, for ids alone;
+    else by its content: --kernel, --site)."""
+    from tunedsl.store import records
+
+    if args.kernel is None and args.site is None:
+        return any(path.stem.startswith(i) for i in ids)
+    try:
+        record = records.read_record_file(path)
+    except (OSError, ValueError):
+        return False
+    if record.digest != path.stem:
+        return False
+    if ids and not any(record.digest.startswith(i) for i in ids):
+        return False
+    if args.kernel is not None and record.kernel.get("qualname") != args.kernel:
+        return False
+    return args.site is None or args.site in record.site
+
+
+def _shipped_matches(args: argparse.Namespace, ids: list[str], everything: bool) -> dict[Path, int]:
+    """How many records of each ``TUNEDSL_RECORDS_PATH`` directory ``clear`` names: listed
+    by ``cache ls``, read-only, never removed."""
+    from tunedsl.store import records
+
+    counts: dict[Path, int] = {}
+    for root in records.extra_record_dirs():
+        for path in records.iter_record_files([root]):
+            if everything or _selected(path, args, ids):
+                counts[root] = counts.get(root, 0) + 1
+    return counts
+
+
+def _shipped_note(counts: dict[Path, int], kept: bool = False) -> str:
+    """The shipped records a selection matched, where they are, and how to stop using them."""
+    total = sum(counts.values())
+    where = " and ".join(f"{d} ({n})" if len(counts) > 1 else str(d) for d, n in counts.items())
+    what = f"{total} record{'s' if total != 1 else ''} that match{'es' if total == 1 else ''}"
+    it = "it" if total == 1 else "them"
+    dirs = "ies" if len(counts) > 1 else "y"
+    fix = (
+        f"`cache clear` removes the cache's records only: remove {it} from "
+        f"th{'ose' if len(counts) > 1 else 'at'} director{dirs}, or take the director{dirs} "
+        "off TUNEDSL_RECORDS_PATH"
+    )
+    if kept:
+        return f"{what}, shipped, read-only, in {where} (TUNEDSL_RECORDS_PATH): {fix}"
+    are = "is" if total == 1 else "are"
+    return f"{what} {are} shipped, read-only, in {where} (TUNEDSL_RECORDS_PATH), and {fix}"
 
 
 def record_names() -> list[Path]:

@@ -65,5 +65,10 @@ def no_match(args: argparse.Namespace, removed: int, where: str = "") -> str:
     or site), "" otherwise; ``where``: the listing's option (``" --remote"``)."""
     if removed or args.all:
         return ""
+    return f": none matches {selection_text(args)} (`tunedsl cache ls{where}` lists the records)"
+
+
+def selection_text(args: argparse.Namespace) -> str:
+    """What ``cache clear`` was asked to remove, as typed: ``abab, --site 'model.py'``."""
     asked = [*args.ids, *(f"--{n} {v!r}" for n in ("kernel", "site") if (v := getattr(args, n)))]
-    return f": none matches {', '.join(asked)} (`tunedsl cache ls{where}` lists the records)"
+    return ", ".join(asked)
