@@ -812,6 +812,65 @@ def test_a_kernel_under_triton_autotune_is_named_with_the_fix_when_compiled_ahea
         assert "@triton.autotune" in line and "`TILE`" in line and "space=" in line, line
 
 
+UNREAD_FIELD_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv, workload
+
+
+@triton.jit
+def copy(x, y, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+def run(x):
+    y = torch.empty_like(x)
+    n = x.numel()
+    autotune(space=dict(tile=[64, 2 * 64], num_warp=[1, 2, 4]), blocks=cdiv(n, $tile),
+             copy(x, y, n, TILE=$tile))
+    return y
+
+
+@workload
+def warm():
+    run(torch.ones(256))
+"""
+
+
+@pytest.mark.parametrize(
+    "mistake, said",
+    [
+        (
+            "space=dict(tile=[64, 2 * 64], num_warp=[1, 2, 4])",
+            "space field `num_warp` is read by nothing in the launch (the kernel's arguments "
+            "and the grid) and is not a launch hint, so each of its values would tune the same "
+            "kernel again; did you mean the launch hint `num_warps`?",
+        ),
+        (
+            'space=dict(tile=[64, 128]), reset_to_zero=["yy"]',
+            "reset_to_zero=: 'yy' is not a parameter of copy(x, y, n, TILE); did you mean 'y'?",
+        ),
+    ],
+)
+def test_a_mistake_the_first_call_refuses_fails_precompile_too(
+    tmp_path: Path, mistake: str, said: str
+) -> None:
+    """A computed space= with a misspelled hint field (`num_warp`), a misspelled
+    reset_to_zero= name: `tunedsl run` refuses them on the first call, but `precompile
+    --target` compiled the variants (the same kernel three times each, for the first) and
+    exited 0, so the build was green and the serving process failed on its first call."""
+    script = tmp_path / "first_call_mistake.py"
+    text = UNREAD_FIELD_SCRIPT.replace("space=dict(tile=[64, 2 * 64], num_warp=[1, 2, 4])", mistake)
+    script.write_text(text, encoding="utf-8")
+    run = _precompile(tmp_path, "--target", "cuda:90", str(script))
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert f"UsageError: {script}:17:5 (copy): {said}" in out, out
+
+
 UNREPLAYABLE_SCRIPT = """\
 import torch
 import triton

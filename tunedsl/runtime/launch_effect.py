@@ -27,6 +27,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
 from tunedsl.model.options import HINT_NAMES
 from tunedsl.model.variant import Variant
+from tunedsl.runtime import mistakes
 from tunedsl.warn import warn_once
 
 NO_PROGRAM = (
@@ -74,6 +75,19 @@ def launches_nothing(
         return False  # (a first candidate infeasible here tells nothing: all are bound)
     every, _ = variants_for(None)
     return bool(every) and all(0 in v.grid for v in every)
+
+
+def check_fields_read(site: Any, bind: Any, candidates: Sequence[Config], large: bool) -> None:
+    """Every field of ``candidates`` is read by the launch or is a launch hint
+    (``mistakes.check_fields_read``), asked of ``site`` (``miss.SiteView``) on a new key and
+    by precompile. A lazy space (``large``) is not listed: its fields are not probed. The
+    same candidates (no prune=, literal settings) are probed once: each call binds them the
+    same way."""
+    if large or candidates is site.fields_checked:
+        return
+    placeholders = {name for name, _, _ in site.placeholders}
+    mistakes.check_fields_read(bind, candidates, placeholders, site.label)
+    site.fields_checked = candidates
 
 
 def check_fields_passed(variants: Sequence[Variant], arg_names: Sequence[str], label: str) -> None:

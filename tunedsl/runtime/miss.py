@@ -120,8 +120,10 @@ def variants(
     from tunedsl.backends import triton as bt
     from tunedsl.model.hints import InfeasibleConfig, launch_options
 
-    if configs is None:
+    if configs is None:  # precompile's view of a call: what its first call checks, too
         configs = candidates(site, call, settings)
+        launch_effect.check_fields_read(site, call.bind, configs, settings.large)
+        check_named(site, call, settings)
     target = bt.target_facts()
     out: list[Variant] = []
     first_names: tuple[str, ...] = ()
@@ -372,13 +374,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     check_call_device(call.kernel, call.args, call.static_kwargs, site.label)
     chosen_settings = site.settings(call.lazy)
     kept = candidates(site, call, chosen_settings)
-    # A lazy space is not listed: its fields are not probed. The same candidates (no
-    # prune=, literal settings) are probed once: each call binds them the same way.
-    if not chosen_settings.large and kept is not site.fields_checked:
-        mistakes.check_fields_read(
-            call.bind, kept, {name for name, _, _ in site.placeholders}, site.label
-        )
-        site.fields_checked = kept
+    launch_effect.check_fields_read(site, call.bind, kept, chosen_settings.large)
     about = subject(site, call, chosen_settings)
     check_named(site, call, chosen_settings)
     known = site.decided(about.digest)
