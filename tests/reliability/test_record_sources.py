@@ -147,6 +147,79 @@ def test_a_record_failing_every_configuration_does_not_stop_the_site(
             server.stop()
 
 
+# -- shipped records of a script since renamed -----------------------------------------------
+
+TWO_KEYS = """
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+for n in (40, 32):  # two keys of one site (n % 16 == 0 or not)
+    a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.empty(n)
+    r = autotune_launch(vadd_kernel, space={"tile": [16, 32]}, effort="quick",
+                        grid=lambda cfg: (cdiv(n, cfg.tile),),
+                        args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile})
+    assert torch.equal(c, a + b)
+    print("RESULT", r.source, flush=True)
+"""
+
+
+@pytest.mark.needs_triton
+def test_shipped_records_of_a_script_since_renamed_are_named_once_not_passed_over(
+    tmp_path: Path,
+) -> None:
+    # Records shipped on TUNEDSL_RECORDS_PATH, the script renamed since (mmbias.py ->
+    # mm_linear.py): its site is a new site (a site's identity holds its file's name), so
+    # the records decide nothing. mode="cached" launched the default and mode="on" tuned
+    # again, both in silence, where shipped rules say so; now one warning names a record
+    # and the fix, and a hit costs nothing more (the look is made once, on a miss).
+    (tmp_path / "a").mkdir()
+    original = write_script(tmp_path / "a" / "mm_bias.py", TWO_KEYS)
+    tuned = run_python(original, child_env(tmp_path / "tuned"), timeout=180)
+    assert tuned.returncode == 0 and tuned.stdout.split() == ["RESULT", "tuned"] * 2, tuned.stderr
+    ship = tmp_path / "ship"
+    ship.mkdir(mode=0o700)
+    for path in record_files(tmp_path / "tuned"):
+        shutil.copy(path, ship / path.name)
+    (tmp_path / "b").mkdir()
+    renamed = write_script(tmp_path / "b" / "mm_linear.py", TWO_KEYS)
+
+    def serve(script: Path, cache: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        env = child_env(tmp_path / cache, TUNEDSL_RECORDS_PATH=str(ship), **extra)
+        out = run_python(script, env, timeout=180)
+        assert out.returncode == 0, out.stderr
+        return out
+
+    same = serve(original, "c0", TUNEDSL_AUTOTUNE="cached")  # its own name: the records
+    assert same.stdout.split() == ["RESULT", "disk"] * 2 and "Warning" not in same.stderr
+    for mode, source, then in (
+        ("cached", "default", "each key launches the site's default"),
+        ("on", "tuned", "each key is tuned again"),
+    ):
+        out = serve(renamed, f"c-{mode}", TUNEDSL_AUTOTUNE=mode)
+        assert out.stdout.split() == ["RESULT", source] * 2, out.stdout
+        warned = [line for line in out.stderr.splitlines() if "Warning" in line]
+        assert len(warned) == 1, out.stderr  # one for the site, not one per key
+        assert warned[0].startswith(f"{renamed}:"), warned  # at the user's line
+        assert (
+            f"{ship}/" in warned[0]
+            and ".json is a tuning record for mm_bias.py:<module>:autotune_launch, the same "
+            "function, kernel and launch as mm_linear.py:<module>:autotune_launch in a file of "
+            f"another name; a site's identity holds its file's name, so {then}"
+            in warned[0]
+        ), warned
+        assert "`name=`" in warned[0], warned
+
+
 # -- a record file others can write is refused ---------------------------------------------
 
 

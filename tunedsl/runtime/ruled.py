@@ -15,7 +15,8 @@ kernel's source, hints and Triton environment decides:
 
 Where several directories on the path hold the rule, the first measured on this GPU model
 and toolchain decides, else the first. A site whose only rules are for another version of its
-kernel says so once. A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no
+kernel says so once; one with no rule whose function, kernel and launch have rules, else
+shipped records, under another file's name (its script renamed) says so once too. A sweep (a sweep's task, ``precompile --tune``) tunes every miss: no
 rule decides there.
 A pick is launched only when it is one of the configurations the site's space and
 ``prune=`` keep for this call, its first launch on the key did not fail (the site notes a
@@ -32,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tunedsl.model.config import Config
+from tunedsl.store.records import records_of_renamed_sites
 from tunedsl.store.rules import (
     find_rules,
     rule_digest,
@@ -296,8 +298,9 @@ _renamed_checked: set[str] = set()  # the digests looked for under another file'
 
 
 def _warn_renamed(subject: Subject) -> None:
-    """One warning where the path has rules for this site's function, kernel and launch
-    under another file's name (the script renamed since the sweep): they decide nothing."""
+    """One warning where the path has rules, else shipped records, for this site's function,
+    kernel and launch under another file's name (the script renamed since the sweep or the
+    tuning): they decide nothing."""
     found = rules_of_renamed_sites(subject.site_id, subject.context["kernel"])
     if found:
         path, rule = found[0]
@@ -308,5 +311,19 @@ def _warn_renamed(subject: Subject) -> None:
             "name, so it decides no key here. Sweep this file again and run `tunedsl rules "
             "build`, or give the site `name=` (then sweep and build) so renaming its file keeps "
             "its rules",
+            stacklevel="user",
+        )
+        return
+    records = records_of_renamed_sites(subject.site_id, subject.context["kernel"])
+    if records:
+        path, site = records[0]
+        then = "is tuned again" if subject.settings.mode == "on" else "launches the site's default"
+        warn_once(
+            f"record-renamed:{subject.site_id}",
+            f"{path} is a tuning record for {site}, the same function, kernel and launch as "
+            f"{subject.site_id} in a file of another name; a site's identity holds its file's "
+            f"name, so each key {then} instead. Tune this file again (`tunedsl sweep`, say) and "
+            "ship its records, or give the site `name=` (then tune again) so renaming its "
+            "file keeps its records",
             stacklevel="user",
         )

@@ -25,7 +25,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -368,6 +368,59 @@ def iter_record_files(roots: list[Path] | None = None) -> Iterator[Path]:
     for root in roots if roots is not None else [paths.records_dir()]:
         if root.is_dir() and trusted_dir(root):
             yield from sorted(p for p in root.glob("*.json") if not p.name.endswith(RULE_SUFFIX))
+
+
+# The shipped directories' signature, and the sites of their records: site -> (file, the
+# kernel's source hash, the launch) of each (one scan of the path for every site, made on a
+# miss that no record or rule decides, for each site once).
+_shipped_sites: tuple[tuple[Any, ...], dict[str, list[tuple[Path, Any, Any]]]] | None = None
+
+
+def records_of_renamed_sites(site: str, kernel: Mapping[str, Any]) -> list[tuple[Path, str]]:
+    """The trusted, valid record files of the ``TUNEDSL_RECORDS_PATH`` directories for a site
+    in a file of another name whose function, kernel (its source) and launch are ``site``'s
+    (``kernel``: its context's), with that site: its file renamed since they were measured.
+    A site's identity holds its file's name, so they decide nothing for it."""
+    _file, sep, rest = site.partition(":")
+    if not sep or not rest:  # a site named by name=: no file in its identity
+        return []
+    same = (kernel.get("source_hash"), kernel.get("launch"))
+    return [
+        (path, other)
+        for other, found in _shipped_index().items()
+        if other != site and other.partition(":")[2] == rest
+        for path, source_hash, launch in found
+        if (source_hash, launch) == same
+    ]
+
+
+def _shipped_index() -> dict[str, list[tuple[Path, Any, Any]]]:
+    """Every trusted, valid record file of the shipped directories by its site, read again
+    when a directory of the path changes (its mtime moves when a file comes or goes)."""
+    global _shipped_sites
+    roots = extra_record_dirs()
+    signature = tuple((os.fspath(root), _dir_stat(root)) for root in roots)
+    index = _shipped_sites
+    if index is None or index[0] != signature:
+        found: dict[str, list[tuple[Path, Any, Any]]] = {}
+        for path in iter_record_files(roots):
+            try:
+                record = read_record_file(path)
+            except (OSError, ValueError):
+                continue  # a lookup of its own key warns about a damaged record
+            kernel = record.kernel
+            entry = (path, kernel.get("source_hash"), kernel.get("launch"))
+            found.setdefault(record.site, []).append(entry)
+        index = _shipped_sites = (signature, found)
+    return index[1]
+
+
+def _dir_stat(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def this_user() -> str:
