@@ -143,7 +143,7 @@ def grid_dims(
         if isinstance(dim, (tuple, list)) and len(out) == 1 and arg == "blocks=":
             # `blocks=grid` (`grid = (x, y)`) or a function's tuple: only a written one unpacks.
             what = f"{type(dim).__name__} {dim!r}"
-            text = written_blocks(launch)
+            text = _written_blocks(launch)
             if not 1 <= len(dim) <= 3:
                 raise UsageError(
                     f"{label}: blocks={text} is one value, the {what} of {len(dim)} "
@@ -177,7 +177,7 @@ def grid_dims(
     return tuple(operator.index(d) for d in out)
 
 
-def written_blocks(launch: str | None) -> str:
+def _written_blocks(launch: str | None) -> str:
     """The ``blocks=`` of a DSL site's launch text (``frontend/launch_text.py``: its parts,
     then ``blocks=``, then ``key=``), as Python writes it; "" where there is none."""
     parts = (launch or "").split("; ")
