@@ -243,7 +243,10 @@ def test_a_function_in_blocks_returning_a_tuple_of_wrong_length_is_named_as_such
         assert text.startswith(f"UsageError | {path}:{site}:"), text  # the site's place
     # Four dimensions: not "a nested tuple", which the user never wrote.
     assert "the tuple (5, 1, 1, 1) of 4 dimensions" in four and "nested" not in four, four
-    assert "the list [5, 1]" in listed and "blocks=(grid[0], grid[1])" in listed, listed
+    # The fix indexes what the user wrote (`grid` is their function, not a tuple).
+    fix = "blocks=(grid(n, $tile, shape)[0], grid(n, $tile, shape)[1])"
+    assert "blocks=grid(n, $tile, shape) is one value, the list [5, 1]" in listed, listed
+    assert fix in listed, listed
 
 
 # -- options whose mistake the values show: each at the site's place, with the fix -------------

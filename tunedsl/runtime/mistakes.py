@@ -208,11 +208,13 @@ def _unpacked(written: str, count: int) -> str:
         return of(written)
     if written and "$" not in written:
         return f"compute it first (`grid = {written}`) and write {of('grid')}"
-    if written:
-        return (
-            f"write each of its {count} dimensions in blocks= as an expression of its own, "
-            f"blocks=({', '.join(f'x{i}' for i in range(count))})"
-        )
+    if written:  # `$` fields: computed under each configuration, so indexed where it is
+        try:
+            node = ast.parse(written.replace("$", _DOLLAR), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            node = None
+        atom = isinstance(node, ast.Call | ast.Name | ast.Attribute | ast.Subscript)
+        return of(written if atom else f"({written})")
     return f"{of('grid')}, where `grid` holds the tuple"
 
 
