@@ -38,9 +38,12 @@ REPLIES = {
     "ok": b"+OK\r\n",
     "int": b":5\r\n",
     "empty_type": b"*1\r\n*0\r\n",
+    "empty": b"*0\r\n",
     "nested": b"*1\r\n" * 100000 + b":1\r\n",
     "escapes": b"-ERR \x1b]0;owned\x07\x1b[2Jred\r\n",
 }
+KEY = b"tunedsl:v1:record:" + b"cd" * 32
+SCAN = b"*2\r\n$1\r\n0\r\n*1\r\n$%d\r\n%s\r\n" % (len(KEY), KEY)
 def serve(conn):
     with open(log, "a") as f:
         f.write("connected\n")
@@ -50,15 +53,17 @@ def serve(conn):
             return
         with open(log, "a") as f:
             f.write(repr(data) + "\n")
-        if b"HELLO" in data:
-            conn.sendall(b"%1\r\n+proto\r\n:3\r\n")
+        if b"HELLO" in data:  # "hello_ok": a handshake answered as no server does
+            conn.sendall(b"+OK\r\n" if mode == "hello_ok" else b"%1\r\n+proto\r\n:3\r\n")
+        elif b"SCAN" in data:  # one record key, whose read is then answered with `mode`
+            conn.sendall(SCAN)
         elif mode == "drip":  # a reply that never ends, a byte each 0.2 s
             conn.sendall(b"$100000\r\n")
             for _ in range(600):
                 conn.sendall(b"x")
                 time.sleep(0.2)
         else:
-            conn.sendall(REPLIES[mode])
+            conn.sendall(REPLIES.get(mode, b"+OK\r\n"))
 if where.startswith("/"):
     s = socket.socket(socket.AF_UNIX)
     s.bind(where)
@@ -167,7 +172,7 @@ def test_a_server_another_user_listens_with_is_sent_nothing_not_even_the_passwor
         _stop(server)
 
 
-@pytest.mark.parametrize("mode", ["int", "empty_type", "nested"])
+@pytest.mark.parametrize("mode", ["int", "empty_type", "empty", "nested", "hello_ok"])
 def test_a_reply_no_redis_sends_is_a_miss_with_one_warning(shared_dir: Path, mode: str) -> None:
     sock = str(shared_dir / "own.sock")
     server = _start(sock, shared_dir / "log", mode, as_other=False)
@@ -211,3 +216,57 @@ def test_terminal_escapes_in_a_server_error_are_shown_escaped(shared_dir: Path) 
         assert "\\u001b]0;owned" in said[0], said
     finally:
         _stop(server)
+
+
+def test_a_reply_trickling_over_tls_gives_up_within_its_deadline_too(shared_dir: Path) -> None:
+    """``rediss://`` (a server of one's own, its certificate checked) is held to the same
+    deadline for a whole reply as ``redis://``: it waited as long as the server trickled."""
+    import shutil
+    import ssl
+    import threading
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs openssl to make a certificate")
+    crt, key = shared_dir / "c.pem", shared_dir / "k.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(crt), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(crt, key)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with context.wrap_socket(conn, server_side=True) as tls:
+            while not stop.is_set():
+                data = tls.recv(65536)
+                if not data:
+                    return
+                if b"HELLO" in data:
+                    tls.sendall(b"%1\r\n+proto\r\n:3\r\n")
+                    continue
+                tls.sendall(b"*1\r\n$600\r\n")
+                for _ in range(600):  # a byte each 0.2 s: 120 s for the reply
+                    if stop.is_set():
+                        return
+                    tls.sendall(b"x")
+                    time.sleep(0.2)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        port = listener.getsockname()[1]
+        store = _store(f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={crt}")
+        start = time.monotonic()
+        got, said = _warnings_of(lambda: store.get(DIGEST))
+        assert got is None and len(said) == 1, said
+        assert time.monotonic() - start < 60
+    finally:
+        stop.set()
+        listener.close()

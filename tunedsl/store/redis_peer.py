@@ -182,12 +182,17 @@ class _Deadline:
 
 def connection_class(url: str) -> Any:
     """The redis-py connection class for ``url``: ``check_server`` on each new connection
-    before redis-py sends anything, and replies within their deadline. ``rediss://`` is left
-    to its certificate check."""
+    before redis-py sends anything (``rediss://``: left to its certificate check), and
+    replies within their deadline."""
     from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
 
-    if url.startswith("rediss://"):
-        return SSLConnection
+    if url.startswith("rediss://"):  # the certificate vouches for the server
+
+        class DeadlineSSLConnection(SSLConnection):
+            def _connect(self) -> Any:
+                return _deadline(super()._connect(), self.socket_timeout)
+
+        return DeadlineSSLConnection
 
     class CheckedConnection(Connection):
         def _connect(self) -> Any:
@@ -206,5 +211,9 @@ def _checked(sock: socket.socket, path: str | None, timeout: Any) -> _Deadline:
     except BaseException:
         sock.close()
         raise
+    return _deadline(sock, timeout)
+
+
+def _deadline(sock: Any, timeout: Any) -> _Deadline:
     per_reply = timeout if isinstance(timeout, (int, float)) and timeout > 0 else 0.5
     return _Deadline(sock, per_reply * REPLY_TIMEOUTS_PER_REQUEST)

@@ -140,11 +140,14 @@ def _shown(key: str) -> str:
 NOT_A_RECORD = object()  # a value too long, or a key of another type
 
 
-def _shaped(reply: Any) -> list[Any]:
-    """``_READ``'s reply, checked for its shape: a list whose entries are a value (bytes),
-    a length, a missing key's nil or false, or a one-entry list naming a type."""
+def _shaped(reply: Any, asked: int) -> list[Any]:
+    """``_READ``'s reply to ``asked`` keys, checked for its shape: a list of one to ``asked``
+    entries, each a value (bytes), a length, a missing key's nil or false, or a one-entry
+    list naming a type."""
     if not isinstance(reply, list):
         raise _Malformed(f"{type(reply).__name__} where a list of values was asked for")
+    if not 1 <= len(reply) <= asked:
+        raise _Malformed(f"{len(reply)} values where 1 to {asked} were asked for")
     for raw in reply:
         if isinstance(raw, list):
             if len(raw) != 1 or not isinstance(raw[0], (bytes, str)):
@@ -263,7 +266,14 @@ class RedisRecordStore:
         except (self._redis.RedisError, OSError) as err:
             raise self._failed(err) from None
         # A reply no Redis sends for the request (its parser or ours cannot read it).
-        except (_Malformed, TypeError, ValueError, IndexError, RecursionError) as err:
+        except (
+            _Malformed,
+            TypeError,
+            ValueError,
+            LookupError,
+            AttributeError,
+            RecursionError,
+        ) as err:
             raise self._failed(err, "answered with a reply that is not a Redis reply") from None
 
     def check(self) -> None:
@@ -272,6 +282,11 @@ class RedisRecordStore:
         self._down_until = 0.0
         try:
             self._conn().ping()
+        except (TypeError, ValueError, LookupError, AttributeError, RecursionError) as err:
+            raise UsageError(
+                f"the Redis record store {redact(self.settings.url)} (TUNEDSL_REDIS_URL) "
+                f"answered with a reply that is not a Redis reply ({_shown(str(err))})"
+            ) from None
         except UntrustedServer as err:
             raise UsageError(
                 f"the Redis record store {redact(self.settings.url)} (TUNEDSL_REDIS_URL) is "
@@ -305,7 +320,9 @@ class RedisRecordStore:
         string's bytes, None (missing) or ``NOT_A_RECORD`` (too long or of another type:
         one warning)."""
         reply = self._run(
-            lambda c: _shaped(c.eval(_READ, len(keys), *keys, MAX_RECORD_BYTES, BATCH_BYTES))
+            lambda c: _shaped(
+                c.eval(_READ, len(keys), *keys, MAX_RECORD_BYTES, BATCH_BYTES), len(keys)
+            )
         )
         out: list[Any] = []
         for key, raw in zip(keys, reply, strict=False):
