@@ -93,6 +93,26 @@ def _covering(configs: list[Any], args: dict[str, Any]) -> list[Any]:
             ],
             id="from_dlpack",
         ),
+        # A value computed from the data given as a size or a slice's bound: PyTorch reads
+        # it in C++, and the result's size then told the prune the data's maximum.
+        pytest.param(
+            lambda configs, args: [
+                c for c in configs if c.block >= torch.arange(args["lens"].max()).numel()
+            ],
+            id="arange-size",
+        ),
+        pytest.param(
+            lambda configs, args: [
+                c for c in configs if c.block >= args["x"][:, : args["lens"].max()].shape[1]
+            ],
+            id="slice-bound",
+        ),
+        pytest.param(
+            lambda configs, args: [
+                c for c in configs if c.block >= args["x"].new_empty(args["lens"].max()).numel()
+            ],
+            id="new-empty-size",
+        ),
     ],
 )
 def test_a_prune_reading_a_tensors_data_without_a_key_is_named(

@@ -9,8 +9,9 @@ notes such a read: every read of a tensor's data ends in turning a value of it, 
 tensor computed from it, into Python (``int()``, ``float()``, ``bool()``, ``item()``,
 ``tolist()``, ``in``, printing it, handing it to NumPy through DLPack), or in computing a
 tensor whose size the data sets (``nonzero()``, ``unique()``, a mask as an index: its
-``numel()`` counts the data's rows). Its shape, dtype, strides and the like are no such
-read. The prune is handed the tensors themselves.
+``numel()`` counts the data's rows; a value computed from it given as a size or a slice's
+bound, ``torch.arange(lens.max())``, which PyTorch reads in C++). Its shape, dtype, strides
+and the like are no such read. The prune is handed the tensors themselves.
 """
 
 from __future__ import annotations
@@ -36,6 +37,18 @@ _SIZED_BY_DATA = frozenset(
     {
         "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "_unique",
         "_unique2", "bincount", "repeat_interleave",
+    }
+)  # fmt: skip
+
+#: The operations that take sizes, counts or bounds, which PyTorch reads from a tensor
+#: given for one (``torch.arange(lens.max())``) in C++, no Python conversion to see.
+_TAKES_SIZES = frozenset(
+    {
+        "arange", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
+        "linspace", "logspace", "eye", "new_empty", "new_zeros", "new_ones", "new_full",
+        "narrow", "narrow_copy", "expand", "reshape", "view", "repeat", "tile", "pad",
+        "unfold", "split", "tensor_split", "chunk", "topk", "kthvalue", "roll", "select",
+        "unflatten", "as_strided", "resize_", "__getitem__",
     }
 )  # fmt: skip
 
@@ -75,11 +88,26 @@ class _DataReads(TorchFunctionMode):
             or _sized_by_data(method, args)
         ):
             self.seen.setdefault(name, method)
+        elif method in _TAKES_SIZES:
+            sized = self._sized_by(func, method, args, kwargs)
+            if sized is not None:
+                self.seen.setdefault(sized, method)
         for value in _flat((out,)):
             if isinstance(value, torch.Tensor):
                 self.names[id(value)] = name
                 self.held.append(value)
         return out
+
+    def _sized_by(self, func: Any, method: str, args: Any, kwargs: Any) -> str | None:
+        """The name of the argument a tensor given as a size, count or bound (a slice's, for
+        an index) was computed from, if any: not the tensor a method is called on."""
+        method_of = ".".join(getattr(func, "__qualname__", "").split(".")[:-1])
+        given = args[1:] if method_of in ("TensorBase", "Tensor") else args
+        if method == "__getitem__":  # only a slice's bounds: an index picks, it does not size
+            given = [(i.start, i.stop, i.step) for i in _slices(given)]
+        return next(
+            (self.names[id(a)] for a in _flat((given, kwargs)) if id(a) in self.names), None
+        )
 
 
 def _sized_by_data(method: str, args: Any) -> bool:
@@ -95,6 +123,16 @@ def _sized_by_data(method: str, args: Any) -> bool:
     return False
 
 
+def _slices(items: Any) -> list[slice]:
+    found: list[slice] = []
+    for item in items:
+        if isinstance(item, tuple | list):
+            found += _slices(item)
+        elif isinstance(item, slice):
+            found.append(item)
+    return found
+
+
 def _flat(items: Any) -> list[Any]:
     found = []
     for item in items:
@@ -102,6 +140,8 @@ def _flat(items: Any) -> list[Any]:
             found += _flat(item)
         elif isinstance(item, dict):
             found += _flat(tuple(item.values()))
+        elif isinstance(item, slice):  # an index's bounds: x[:, : lens.max()]
+            found += _flat((item.start, item.stop, item.step))
         else:
             found.append(item)
     return found
@@ -128,7 +168,9 @@ def described(name: str, method: str) -> str:
         return f"`{read}` of the tensor argument `{name}`"
     data = f"the data of the tensor argument `{name}`"
     if method == "__getitem__":
-        return f"{data} (a mask of it as an index, whose result's size its data sets)"
+        return f"{data} (a mask of it, or a bound computed from it, in an index: its data sets the result's size)"
+    if method in _TAKES_SIZES:
+        return f"{data} (a value computed from it given to `{method}()` as a size, count or bound)"
     if method in ("__dlpack__", "to_dlpack"):
         return f"{data} (it handed to another library through DLPack)"
     if method.startswith("__") and method.endswith("__"):
