@@ -75,6 +75,14 @@ class MacroChecks:
             keywords[name] = arg
         launch_hint = "pass the kernel launch as the one positional argument, e.g. `vadd(a, b, n, TILE=$tile)`"
         if not launches:
+            if self.src.text[: self.callee_span[0]].rstrip().endswith("@"):
+                raise self._error(
+                    "autotune(...) is no decorator: it is written where the kernel is launched",
+                    *self.callee_span,
+                    hint="inside the function, launch the kernel through it: "
+                    "`autotune(space=..., blocks=..., kernel(args, FIELD=$field))` "
+                    "(docs/triton-autotune.md maps @triton.autotune to it)",
+                )
             raise self._error(
                 "autotune(...) needs the kernel launch as its positional argument",
                 *self.callee_span,
@@ -89,6 +97,7 @@ class MacroChecks:
                 second.value_end,
                 hint="launch one kernel per autotune(...) call",
             )
+        self._check_triton_launch(launches[0])
         for required, example in (
             ("space", "space=dict(tile=[256, 512])"),
             ("blocks", "blocks=cdiv(n, $tile)"),
@@ -120,6 +129,30 @@ class MacroChecks:
                 "bind a computed kernel to a name first",
             )
         return keywords, launch
+
+    def _check_triton_launch(self, launch: MacroArg) -> None:
+        """Triton's launch form, ``kernel[grid](args)``, whose grid goes in ``blocks=`` here
+        (a kernel picked from a table, ``table[i](args)``, is a launch as written)."""
+        node = launch.node
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
+            return
+        grid = node.func.slice
+        if not isinstance(grid, (ast.Tuple, ast.Lambda)):  # a grid, as no table index is
+            return
+        start = self.src.offset(grid.lineno, grid.col_offset)
+        end = self.src.offset(grid.end_lineno or grid.lineno, grid.end_col_offset or 0)
+        kernel = self.src.text[
+            launch.value_start : self.src.offset(
+                node.func.value.end_lineno or 0, node.func.value.end_col_offset or 0
+            )
+        ]
+        raise self._error(
+            "Triton's `kernel[grid](...)` launch: in autotune(...) the grid is `blocks=`",
+            start,
+            end,
+            hint=f"write `blocks={self.src.text[start:end]}, {kernel}(...)`, the launch "
+            "without the brackets",
+        )
 
     def _check_keyword_value(self, arg: MacroArg) -> None:
         """What a list element may be but a keyword argument's value may not (the parser

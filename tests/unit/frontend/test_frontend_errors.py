@@ -25,6 +25,32 @@ def dsl_error(body: str) -> TunedslSyntaxError:
 # (name, body after the header, message part, line, 0-based column of the caret, hint part)
 CASES = [
     (
+        # Triton's launch form ported as is: the error asked for blocks=, then, given it,
+        # forbade `$` in "the kernel expression", neither saying where the grid goes.
+        "triton's kernel[grid](args) launch",
+        f"autotune({S}, blocks=cdiv(n, $tile), k[(cdiv(n, $tile),)](a, TILE=$tile))\n",
+        "Triton's `kernel[grid](...)` launch: in autotune(...) the grid is `blocks=`",
+        2,
+        "(cdiv(n, $tile),)",
+        "`blocks=(cdiv(n, $tile),), k(...)`",
+    ),
+    (
+        "triton's launch form without blocks=",
+        f"autotune({S}, k[lambda meta: (n,)](a, TILE=$tile))\n",
+        "the grid is `blocks=`",
+        2,
+        "lambda meta: (n,)",
+        "the launch without the brackets",
+    ),
+    (
+        "autotune as a decorator, as @triton.autotune",
+        f"@autotune({S})\ndef f(a):\n    pass\n",
+        "autotune(...) is no decorator",
+        2,
+        "autotune",
+        "docs/triton-autotune.md",
+    ),
+    (
         # One token to the lexer: the field was never read, and Python's error (f-string:
         # invalid syntax) stood under the kernel's name.
         "dollar in an f-string's replacement field",
