@@ -14,49 +14,61 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
-@contextlib.contextmanager
-def first_launch(site: Any, entry: Any, resolving: Any, busy: threading.Lock) -> Iterator[None]:
-    """Around the first launch of ``entry`` by the thread holding ``busy``, the key's
-    in-flight lock: its waiters stay blocked until the first launch ends. The key no longer
-    counts as in flight (a redo decides it anew, under a lock of its own)."""
-    with site._lock:
-        site._inflight.pop(resolving, None)
-        site._proving[entry] = (busy, os.getpid(), threading.get_ident())
-    try:
-        yield
-    finally:
-        with site._lock:
-            site._proving.pop(entry, None)
+class Flight:
+    """A site's keys in flight: the in-flight locks of the keys being decided (shared with
+    the site, under its lock) and the entries in their first launch."""
+
+    __slots__ = ("_inflight", "_launching", "_lock", "_table")
+
+    def __init__(self, lock: Any, inflight: dict[Any, Any], table: dict[Any, Any]) -> None:
+        self._lock, self._inflight, self._table = lock, inflight, table
+        self._launching: dict[Any, tuple[threading.Lock, int, int]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._launching)
+
+    @contextlib.contextmanager
+    def first_launch(self, entry: Any, resolving: Any, busy: threading.Lock) -> Iterator[None]:
+        """Around the first launch of ``entry`` by the thread holding ``busy``, the key's
+        in-flight lock: its waiters stay blocked until the first launch ends. The key no
+        longer counts as in flight (a redo decides it anew, under a lock of its own)."""
+        with self._lock:
+            self._inflight.pop(resolving, None)
+            self._launching[entry] = (busy, os.getpid(), threading.get_ident())
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._launching.pop(entry, None)
+            busy.release()
+
+    def release(self, resolving: Any, busy: threading.Lock) -> None:
+        """The key is no longer in flight: its waiters look again (nothing was kept)."""
+        with self._lock:
+            self._inflight.pop(resolving, None)
         busy.release()
 
-
-def release(site: Any, resolving: Any, busy: threading.Lock) -> None:
-    """The key is no longer in flight: its waiters look again (nothing was kept for it)."""
-    with site._lock:
-        site._inflight.pop(resolving, None)
-    busy.release()
-
-
-def refused_meanwhile(site: Any, entry: Any) -> bool:
-    """For a call whose launch of ``entry`` failed: wait for another thread's first launch of
-    it, if one is under way, and say whether the entry was refused there (the call is then
-    made again, on what the key was decided to)."""
-    held = site._proving.get(entry) if entry is not None else None
-    if held is None:
-        return False
-    busy, pid, thread = held
-    if pid != os.getpid():  # forked while the parent's thread launched it: decide it anew
-        with site._lock:
-            site._proving.pop(entry, None)
-        site.forget_decision(entry.result.digest)
-        return True
-    if thread == threading.get_ident():  # this thread's own first launch (re-entered)
-        return False
-    with busy:
-        pass
-    with site._lock:
-        return all(e is not entry for e in site._table.values())
+    def refused_meanwhile(self, entry: Any, forget: Callable[[str], None]) -> bool:
+        """For a call whose launch of ``entry`` failed: wait for another thread's first
+        launch of it, if one is under way, and say whether the entry was refused there (the
+        call is then made again, on what the key was decided to). ``forget``: the site's
+        ``forget_decision``."""
+        held = self._launching.get(entry) if entry is not None else None
+        if held is None:
+            return False
+        busy, pid, thread = held
+        if pid != os.getpid():  # forked while the parent's thread launched it: decide anew
+            with self._lock:
+                self._launching.pop(entry, None)
+            forget(entry.result.digest)
+            return True
+        if thread == threading.get_ident():  # this thread's own first launch (re-entered)
+            return False
+        with busy:
+            pass
+        with self._lock:
+            return all(e is not entry for e in self._table.values())

@@ -130,7 +130,7 @@ class Site:
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
         self._lock = threading.Lock()
         self._inflight: dict[Any, Any] = {}  # (pid, key) -> the lock its resolver holds meanwhile
-        self._proving: dict[Entry, Any] = {}  # entries in their first launch (proving.py)
+        self._flight = proving.Flight(self._lock, self._inflight, self._table)  # and launches
         self._launchers: Any = None  # SharedLaunchers: one per specialization and config
         self._rule_plans = rule_plans.RulePlans()  # new sizes of a layout a rule decides
 
@@ -209,8 +209,8 @@ class Site:
             __tracebackhide__ = True  # IPython and pytest hide this frame
             raise mistakes.at_user_frame(err) from None
         except Exception as err:
-            if self._proving and proving.refused_meanwhile(self, entry):  # another thread's
-                return self._call(kernel, args, static_kwargs, bind, key, lazy)  # first launch
+            if self._flight and self._flight.refused_meanwhile(entry, self.forget_decision):
+                return self._call(kernel, args, static_kwargs, bind, key, lazy)  # redone
             if isinstance(err, RuntimeError | TypeError) and torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):  # fmt: skip
                 return None  # type: ignore[return-value]  # fake tensors: as Dynamo traces
             mine = launch_effect.from_expression(err, self.filename)  # the user's blocks= raised
@@ -393,8 +393,8 @@ class Site:
             knobs.environ_checks(False)
             active.remove(self)
             if entry is None:  # failed, or nothing kept: the waiters look again now
-                proving.release(self, resolving, busy)
-        with proving.first_launch(self, entry, resolving, busy):  # the key's waiters wait on
+                self._flight.release(resolving, busy)
+        with self._flight.first_launch(entry, resolving, busy):  # the key's waiters wait on
             return self._rule_plans.first_launch(self, entry, call, resolved)
 
     def forget_decision(self, digest: str) -> None:
