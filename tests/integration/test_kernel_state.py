@@ -507,3 +507,71 @@ def test_an_error_that_is_not_the_configurations_reaches_the_caller_and_tunes_no
     assert again.source in ("memory", "disk") and again.config == tuned.config
     assert len(tune_count) == tunes and torch.equal(dst, src + 1)
     sys.modules.pop("once", None)
+
+
+LIBRARY_KERNEL = """
+import logging
+import sys
+import threading
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch
+
+log = logging.getLogger(__name__)
+if sys.argv[1] == "later":  # the process runs on: a library makes its logger, a thread runs
+    logging.getLogger("a.library.imported.later").setLevel(logging.INFO)
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+
+
+def lim(args):
+    log.debug("limit for n=%s", args["n"])
+    return 64 if threading.current_thread().name else 32
+
+
+@triton.heuristics({"LIM": lim})
+@triton.jit
+def capped(x, n, TILE: tl.constexpr, LIM: tl.constexpr):
+    i = tl.arange(0, TILE)
+    tl.store(x + i, tl.load(x + i, mask=i < n) + LIM, mask=i < n)
+
+
+x = torch.zeros(64)
+res = autotune_launch(capped, space=dict(TILE=[64, 128]), grid=(1,), args=(x, 64),
+                      kwargs=lambda c: {"TILE": c.TILE}, restore_value=["x"], name="library")
+assert torch.equal(x, torch.full((64,), 64.0)), x
+print(res.source)
+"""
+
+
+def test_a_heuristic_calling_threading_and_a_logger_finds_its_record_in_the_next_process(
+    tmp_path: Path,
+) -> None:
+    """A heuristic logging through a module logger and asking ``threading.current_thread()``:
+    the standard library's state (the threads' ids, the loggers made) was part of the
+    kernel's identity, another in every process, so each run tuned again. Now the second
+    process, with another logger made and a thread run first, uses the first one's record."""
+    import os
+    import subprocess
+
+    import tunedsl
+
+    script = tmp_path / "library_kernel.py"
+    script.write_text(LIBRARY_KERNEL, encoding="utf-8")
+    here = str(Path(tunedsl.__file__).resolve().parents[1])  # this tunedsl, not another
+    env = dict(os.environ, TRITON_INTERPRET="1", TUNEDSL_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
+
+    def run(when: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(script), when], env=env, cwd=tmp_path, capture_output=True,
+            text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    assert [run("first"), run("later"), run("first")] == ["tuned", "disk", "disk"]

@@ -1093,3 +1093,224 @@ def test_a_table_holding_a_helper_that_reads_the_table_is_hashed_not_a_crash() -
     assert interpreted_source_hash(k) == first
     table["size"] = lambda args: 2  # another helper in the table: another kernel
     assert interpreted_source_hash(k) != first
+
+
+LIBRARY_STATE = """\
+import fractions
+import functools
+import json
+import logging
+import sys
+import threading
+import types
+
+import triton
+import triton.language as tl
+
+from tunedsl.backends import triton as bt
+
+log = logging.getLogger(__name__)
+STEP = int(sys.argv[1])
+
+
+def own_helper(n):
+    return 64 * STEP
+
+
+class Holder:
+    def __init__(self):
+        self.thread = threading.main_thread()  # a library's object in the user's state
+        self.log = log
+        self.lim = 64 * STEP
+
+
+HOLDER = Holder()
+NS = types.SimpleNamespace(lim=64 * STEP)
+RATIO = fractions.Fraction(STEP, 3)
+
+
+def made(heuristic):
+    @triton.heuristics({"B": heuristic})
+    @triton.jit
+    def k(x, B: tl.constexpr):
+        pass
+
+    return k
+
+
+HEURISTICS = {
+    "current thread": lambda args: 64 if threading.current_thread().name else 32,
+    "module logger": lambda args: (log.debug("n=%s", args), 64)[1],
+    "own helper calling a library": lambda args: own_helper(len(threading.enumerate())),
+    "object holding a thread and a logger": lambda args: HOLDER.lim,
+    "partial of a library function": functools.partial(max, 64),
+    "namespace": lambda args: NS.lim,
+    "library value": lambda args: int(RATIO * 64),
+}
+first = {name: bt.kernel_info(made(h)).source_hash for name, h in HEURISTICS.items()}
+# The process runs on: another logger, threads started, a thread's own first launch.
+logging.getLogger("a.library.imported.later").setLevel(logging.INFO)
+threads = [threading.Thread(target=lambda: None) for _ in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+later = {name: bt.kernel_info(made(h)).source_hash for name, h in HEURISTICS.items()}
+print(json.dumps([first, later]))
+"""
+
+
+def test_a_heuristic_calling_the_standard_library_is_one_kernel_in_every_process(
+    tmp_path: Path,
+) -> None:
+    """Heuristics calling ``threading.current_thread()``, logging through a module logger,
+    or reading an object that holds a thread: the standard library's functions and objects
+    are named, not walked into (the running threads' ids, the logging manager's registry
+    were part of the kernel: another kernel in every process, and after any new logger).
+    The user's own helper and state still are: another ``STEP``, another kernel."""
+    import json
+    import os
+    import subprocess
+
+    import tunedsl
+
+    (tmp_path / "ks_library_state.py").write_text(LIBRARY_STATE, encoding="utf-8")
+
+    def hashes(step: int) -> list[dict[str, str]]:
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        here = str(Path(tunedsl.__file__).resolve().parents[1])  # this tunedsl, not another
+        env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
+        done = subprocess.run(
+            [sys.executable, "ks_library_state.py", str(step)], env=env, cwd=tmp_path,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    (first, later), (again, _), (other, _) = hashes(1), hashes(1), hashes(2)
+    assert len(first) == 7
+    assert {n for n in first if first[n] != later[n]} == set()  # within the process
+    assert {n for n in first if first[n] != again[n]} == set()  # in the next process
+    edited = {n for n in first if first[n] != other[n]}  # the user's own code and state
+    assert edited == {
+        "own helper calling a library", "object holding a thread and a logger", "namespace",
+        "library value",
+    }  # fmt: skip
+
+
+def test_what_a_library_holds_is_named_and_the_users_own_code_walked() -> None:
+    """The rule for what is walked: the user's own modules (a script, a test's module)
+    are; the standard library's and installed packages' (under ``site-packages``) are not."""
+    import logging
+    import threading
+
+    from tunedsl.backends.function_reads import library_function, library_module, user_object
+
+    assert library_module("threading") and library_module("logging.handlers")
+    assert library_module("sys") and library_module("triton.language")
+    assert library_module("pytest")  # an installed third-party package
+    assert not library_module(__name__)  # this test's own module: the user's code
+    assert library_function(threading.current_thread)
+    assert not library_function(test_what_a_library_holds_is_named_and_the_users_own_code_walked)
+    assert not user_object(logging.getLogger("x")) and not user_object(threading.main_thread())
+
+    class Mine:
+        pass
+
+    assert user_object(Mine())
+
+
+def test_a_large_value_a_heuristic_reads_is_its_size_alone_and_quick() -> None:
+    """A table of 200,000 entries, an object holding a million ints: written part by part
+    they took seconds at the first launch and megabytes of identity text; over
+    ``VALUE_PARTS`` parts a value is a marker naming its kind and size (not covered: such a
+    table belongs in ``key=``), quick, and another size is another kernel."""
+    import time
+
+    import triton
+    import triton.language as tl
+
+    from tunedsl.backends.heuristic_reads import heuristic_sources
+
+    parts = 4096  # function_reads.VALUE_PARTS
+    table = {i: i % 7 for i in range(200_000)}
+
+    class Holder:
+        def __init__(self) -> None:
+            self.items = [list(range(50)) for _ in range(20_000)]
+
+    holder = Holder()
+
+    def made(heuristic: Any) -> Any:
+        @triton.heuristics({"B": heuristic})
+        @triton.jit
+        def k(x, B: tl.constexpr):
+            pass
+
+        return k
+
+    by_table = made(lambda args: 64 if table.get(args["n"], 0) >= 0 else 128)
+    by_object = made(lambda args: 64 if holder.items else 128)
+    for kernel, marker in ((by_table, "<dict of 200000 items"), (by_object, "<list of 20000")):
+        start = time.perf_counter()
+        text = "\n".join(heuristic_sources(kernel))
+        assert time.perf_counter() - start < 0.5
+        assert marker in text and len(text) < 10 * parts
+    before = heuristic_sources(by_table)
+    table[-1] = 0
+    assert heuristic_sources(by_table) != before  # another size: another kernel
+    small = {i: i for i in range(parts // 2)}
+    by_small = made(lambda args: small[1])
+    before = heuristic_sources(by_small)
+    small[5] = -5  # a value under the cap is written whole: an edit is another kernel
+    assert heuristic_sources(by_small) != before
+
+
+def test_a_table_another_thread_changes_is_hashed_without_an_error() -> None:
+    """A dict a heuristic reads (directly, or in an object's attributes), changed by
+    another thread as the kernel's identity is made: each container is copied at once, so
+    no ``RuntimeError: dictionary keys changed during iteration`` reaches the launch."""
+    import threading
+
+    import triton
+    import triton.language as tl
+
+    from tunedsl.backends.heuristic_reads import heuristic_sources
+
+    table = {i: i % 7 for i in range(3000)}
+
+    class Live:
+        def __init__(self) -> None:
+            self.seen = {i: [i] for i in range(2000)}
+
+    live = Live()
+
+    @triton.heuristics(
+        {"B": lambda args: table.get(args["n"], 64), "C": lambda args: len(live.seen)}
+    )
+    @triton.jit
+    def k(x, B: tl.constexpr, C: tl.constexpr):
+        pass
+
+    stop = threading.Event()
+
+    def mutate() -> None:
+        i = 10**7
+        while not stop.is_set():
+            table[i] = 1
+            table.pop(i - 1, None)
+            live.seen[i] = [i]
+            live.seen.pop(i - 1, None)
+            i += 1
+
+    thread = threading.Thread(target=mutate, daemon=True)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns often: a change lands mid-read
+    thread.start()
+    try:
+        for _ in range(20):
+            assert heuristic_sources(k)
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)

@@ -6,14 +6,21 @@ through a class or an object, and the plain values among them as JSON text. Kern
 
 Nothing here runs the user's code: an attribute is looked up statically (no property,
 ``__getattr__`` or other descriptor of the user's runs), a function's code and globals only
-on a real function.
+on a real function. Only the user's own code is walked into: the standard library's and
+installed packages' (``library_module``) are named. A plain value's text is made from a copy
+of its containers, each read at once, and is at most ``VALUE_PARTS`` parts (a larger one:
+its kind and size alone).
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import inspect
+import os
+import sys
+import sysconfig
 import types
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -157,12 +164,59 @@ OWN_PACKAGES = frozenset({"builtins", "triton", "torch", "numpy", "typing", "fun
 
 
 def user_object(value: Any) -> bool:
-    """A class, or an instance of one, defined outside Python's and Triton's own packages:
-    its attributes are state a function may read (``Limits.LIM``, ``cfg.add``)."""
+    """A class, or an instance of one, of the user's own code (``library_module``: not the
+    standard library's or an installed package's), or a namespace (``SimpleNamespace``): its
+    attributes are state a function may read (``Limits.LIM``, ``cfg.add``)."""
     if isinstance(value, types.ModuleType) or inspect.isroutine(value) or plain(value):
         return False
     cls = value if inspect.isclass(value) else type(value)
-    return str(getattr(cls, "__module__", "") or "").split(".")[0] not in OWN_PACKAGES
+    module = str(getattr(cls, "__module__", "") or "")
+    if (module, getattr(cls, "__qualname__", "")) in _NAMESPACES:
+        return True  # a library's class, but what it holds is the user's
+    return module.split(".")[0] not in OWN_PACKAGES and not library_module(module)
+
+
+#: The standard library's classes whose objects only hold what the user puts in them.
+_NAMESPACES = frozenset({("types", "SimpleNamespace"), ("argparse", "Namespace")})
+
+
+def library_function(fn: Any) -> bool:
+    """A function of the standard library or an installed package (``library_module``):
+    named, never walked into (what it reads is that library's state: a logger's registry,
+    the running threads, alike in no two processes)."""
+    module = fn.__module__ if type(fn) is types.FunctionType else None
+    return isinstance(module, str) and library_module(module)
+
+
+def library_module(name: str) -> bool:
+    """Whether the module ``name`` is the standard library's or an installed package's: its
+    file under Python's own library or a ``site-packages``/``dist-packages`` directory (one
+    without a file: a module of ``sys.stdlib_module_names``). Any other (a script, the
+    user's own package, also installed in editable mode) is the user's code."""
+    top = name.partition(".")[0]
+    module = sys.modules.get(name) or sys.modules.get(top)
+    if top in OWN_PACKAGES:
+        return True
+    file = vars(module).get("__file__") if isinstance(module, types.ModuleType) else None
+    if not isinstance(file, str):
+        return top in sys.stdlib_module_names
+    return _library_file(file)
+
+
+@functools.lru_cache(maxsize=4096)
+def _library_file(file: str) -> bool:
+    path = os.path.realpath(file)
+    parts = path.split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return True
+    return any(path.startswith(root + os.sep) for root in _library_roots())
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    names = ("stdlib", "platstdlib", "purelib", "platlib")
+    return tuple({os.path.realpath(paths[n]) for n in names if paths.get(n)})
 
 
 def through_objects(fn: Any, scope: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -208,21 +262,92 @@ def read(f: Any) -> list[tuple[str, Any]]:
     return [(n, scope[n]) for n in names_read(f) if n in scope] + closure_values(f)
 
 
-def plain(value: Any, depth: int = 0) -> bool:
+def plain(value: Any) -> bool:
     """A value whose JSON form is its content, the same in every process (no address); an
     ``enum.Enum`` member holding one is its repr (``<Act.GELU: 'gelu'>``). A container nested
-    deeper than ``_PLAIN_DEPTH`` (one holding itself) is not: left out, never a crash."""
+    deeper than ``_PLAIN_DEPTH`` (one holding itself) is not: left out, never a crash. One of
+    more than ``VALUE_PARTS`` parts, or changing each time it is read, is (``held``: its
+    text names its size alone)."""
+    return _plain(held(value), 0)
+
+
+def _plain(value: Any, depth: int) -> bool:
     if value is None or isinstance(value, bool | int | float | str):
         return True
     if depth > _PLAIN_DEPTH:
         return False
     if isinstance(value, enum.Enum):
-        return plain(value.value, depth + 1)
+        return _plain(value.value, depth + 1)
     if isinstance(value, tuple | list | set | frozenset):
-        return all(plain(v, depth + 1) for v in value)
+        return all(_plain(v, depth + 1) for v in value)
     if isinstance(value, dict):
-        return all(isinstance(k, str | int) and plain(v, depth + 1) for k, v in value.items())
+        return all(isinstance(k, str | int) and _plain(v, depth + 1) for k, v in value.items())
     return is_triton_constexpr(value) or is_triton_dtype(value)
+
+
+#: At most this many parts (items, and the items of those) of one value are written into a
+#: kernel's identity; a larger one is its kind and size alone (``<dict of 200000 items: not
+#: covered>``), which keeps the first launch fast: such a table belongs in ``key=``.
+VALUE_PARTS = 4096
+
+
+class Uncovered(Exception):
+    """A value too large (or changing each time it is read) to be written part by part."""
+
+
+def held(value: Any, left: list[int] | None = None) -> Any:
+    """``value`` with its containers (dicts, lists, sets, tuples, nested) copied, each read
+    at once, so that another thread changing one meanwhile is no error; a value of more than
+    ``VALUE_PARTS`` parts (or than ``left[0]``, which it draws on), or one still changing
+    after a few reads, the text of a marker naming its kind and size."""
+    if not isinstance(value, _CONTAINERS):
+        return value
+    budget = left if left is not None else [VALUE_PARTS]
+    try:
+        if _size(value) > budget[0]:
+            raise Uncovered("over")
+        return _copy(value, budget, 0)
+    except Uncovered as why:
+        size = _size(value)
+        kind = "changing " if str(why) == "changing" else ""
+        return f"<{kind}{type(value).__name__} of {size} items: not covered>"
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def _size(value: Any) -> int:
+    """The number of items of a container, as its base type counts them (no ``__len__`` of
+    the user's run)."""
+    base = next(k for k in _CONTAINERS if isinstance(value, k))
+    return int(base.__len__(value))
+
+
+def _copy(value: Any, left: list[int], depth: int) -> Any:
+    left[0] -= 1
+    if left[0] < 0:
+        raise Uncovered("over")
+    if depth > _PLAIN_DEPTH or not isinstance(value, _CONTAINERS):
+        return value
+    if isinstance(value, dict):
+        return {k: _copy(v, left, depth + 1) for k, v in read_at_once(dict.items, value)}
+    base = next(k for k in _CONTAINERS if isinstance(value, k))
+    items = [_copy(v, left, depth + 1) for v in read_at_once(base.__iter__, value)]
+    if isinstance(value, set | frozenset):
+        return frozenset(items) if isinstance(value, frozenset) else set(items)
+    return tuple(items) if isinstance(value, tuple) else items
+
+
+def read_at_once(read: Any, container: Any) -> list[Any]:
+    """``list(read(container))`` (``dict.items``, ``set.__iter__``: Python's own, made at once),
+    read again where another thread changed the container meanwhile; ``Uncovered`` where
+    it changes each of a few times."""
+    for _ in range(8):
+        try:
+            return list(read(container))
+        except RuntimeError:  # changed size during iteration
+            continue
+    raise Uncovered("changing")
 
 
 _PLAIN_DEPTH = 32
@@ -235,13 +360,16 @@ def function_globals(fn: Any) -> Mapping[str, Any]:
     return fn.__globals__ if type(fn) is types.FunctionType else {}
 
 
-def value_text(value: Any) -> str:
+def value_text(value: Any, left: list[int] | None = None) -> str:
     """A plain value's JSON text (``plain``): its record-key form, alike in every process;
     where that form would tell two values apart no longer (a dict holding both ``1`` and
     ``"1"`` as keys, written both as ``"1"``), would differ between processes (an enum
     member holding a set, written as its repr, whose order follows the hash seed) or would
     run the user's code (an enum's own ``__repr__`` or ``__getattr__``), its typed form:
-    each dict key as itself, sets sorted, an enum member as its class, name and value."""
+    each dict key as itself, sets sorted, an enum member as its class, name and value. A
+    value of more than ``VALUE_PARTS`` parts (``left[0]`` where given) is a marker naming its
+    size (``held``)."""
+    value = held(value, left)
     if _json_exact(value, 0):
         return canonical_json(readable_constexpr(value))
     return canonical_json(_typed(value, 0))

@@ -7,10 +7,15 @@ through a table. Another value of any computes another parameter, so another ker
 The text is alike in every process for the same code and values (no address, sets sorted),
 and making it runs none of the user's code: an object's state is read from its instance
 dict and slots, never through a property, a ``__getattr__`` or another descriptor of its.
+The standard library's and installed packages' functions and objects are named, never
+walked into (``function_reads.library_module``): their state is the process's (the running
+threads, the loggers made). A value of more than ``VALUE_PARTS`` parts is its size alone,
+and each container is read at once: another thread changing one meanwhile is no error.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import hashlib
 import inspect
@@ -19,10 +24,16 @@ import types
 from typing import Any
 
 from tunedsl.backends.function_reads import (
+    OWN_PACKAGES,
+    VALUE_PARTS,
+    Uncovered,
     code_text,
     globals_read,
+    held,
+    library_function,
     plain,
     read,
+    read_at_once,
     user_object,
     value_text,
 )
@@ -57,7 +68,9 @@ def plain_values_read(f: Any) -> list[str]:
     ``functools.partial`` binds; then the state of what else it reads, binds or is: its
     parameters' defaults, an object (``CFG.meth(args)``), a numpy number, a table of
     functions (``TABLE["pick"](args)``), a callable object's or a bound method's own
-    object (``state_text``). Another value computes another parameter, so another kernel."""
+    object (``state_text``), a library's value (``Fraction(1, 3)``, its repr). Another value
+    computes another parameter, so another kernel. A library's other objects and functions
+    (a logger, ``threading.current_thread``) are named, not walked into."""
     if issubclass(type(f), functools.partial):
         bound = [*enumerate(f.args), *sorted((f.keywords or {}).items())]
         texts = [f"{k}={value_text(v) if plain(v) else state_text(v)}" for k, v in bound]
@@ -68,6 +81,8 @@ def plain_values_read(f: Any) -> list[str]:
         call = inspect.getattr_static(type(f), "__call__", None)
         own = plain_values_read(call) if type(call) is types.FunctionType else []
         return [f"self={state_text(f)}", *own] if user_object(f) else own
+    if library_function(f):  # named by ``stable_source``: its library's state is no part
+        return []
     reads = globals_read(f)  # and through a module (``lambda args: lib.W``)
     found = read(f)
     own = [f"{n}={value_text(v)}" for n, v in found if plain(v)]
@@ -80,15 +95,20 @@ def plain_values_read(f: Any) -> list[str]:
 
 def _stateful(value: Any) -> bool:
     """A value read whose state ``state_text`` describes and nothing else covers: an object
-    of the user's classes, a bound method or ``functools.partial``, a numpy value, or a
-    container holding one or a function. (A plain value, a module, a class or a function is
-    covered by the reads themselves, the Triton and PyTorch values by their versions.)"""
+    of the user's classes, a bound method or ``functools.partial``, a numpy value, a
+    library's value (``_value_like``: ``Fraction(1, 3)``), or a container holding one or a
+    function. (A plain value, a module, a class or a function is covered by the reads
+    themselves, the Triton and PyTorch values by their versions; a library's other objects,
+    a logger or a thread, are no state of the user's.)"""
     kind = type(value)
     if plain(value) or isinstance(value, type | types.ModuleType | types.FunctionType):
         return False
     if kind is types.MethodType or issubclass(kind, functools.partial) or _numpy(value):
         return True
-    return isinstance(value, tuple | list | set | frozenset | dict) or user_object(value)
+    if isinstance(value, tuple | list | set | frozenset | dict) or user_object(value):
+        return True
+    own = str(kind.__module__).split(".")[0] in OWN_PACKAGES  # (Triton's, PyTorch's: versions)
+    return not own and not inspect.isroutine(value) and _value_like(value)  # ``Fraction(1, 3)``
 
 
 def state_text(value: Any) -> str:
@@ -98,24 +118,26 @@ def state_text(value: Any) -> str:
     ``helpers``); an object of the user's its class and the state in its instance dict and
     slots; a numpy number its type and value; a container its items; another object its
     repr, or its type alone where that holds an address."""
-    return _state(value, (), [_STATE_ITEMS])
+    return _state(value, (), [VALUE_PARTS])
 
 
-#: At most this many parts of one value are described, depth first (a value holding a large
-#: table is cut short, alike in every process).
-_STATE_ITEMS = 4096
 _STATE_DEPTH = 32
 
 
 def _state(value: Any, path: tuple[int, ...], left: list[int]) -> str:
     left[0] -= 1
+    probe = [left[0]]
+    value = held(value, probe)  # its containers read at once (another thread may change one)
     if plain(value):
+        left[0] = probe[0]  # (its parts drawn from what is left)
         return value_text(value)
     kind = type(value)
     name = f"{kind.__module__}.{kind.__qualname__}"
     if id(value) in path or len(path) > _STATE_DEPTH or left[0] < 0:
         return f"<{name} ...>"  # one holding itself, or too much: cut short
     path = (*path, id(value))
+    if kind is types.FunctionType and library_function(value):
+        return f"<function {value.__module__}.{value.__qualname__}>"
     if kind is types.FunctionType:
         return f"<function {value.__qualname__} {_function_digest(value)}>"
     if kind is types.MethodType:
@@ -138,11 +160,27 @@ def _state(value: Any, path: tuple[int, ...], left: list[int]) -> str:
         return f"<class {value.__module__}.{value.__qualname__}>"
     if isinstance(value, types.ModuleType):
         return f"<module {value.__name__}>"
-    if not user_object(value):  # Python's, Triton's, PyTorch's own: its repr if no address
-        text = "" if is_tensor(value) else repr(value)  # (a tensor's data: not its identity)
+    if not user_object(value):  # a library's: named, its repr where that is its value
+        text = repr(value) if _value_like(value) else ""
         return text if text and " at 0x" not in text else f"<{name}>"
     fields = sorted(_fields(value).items())
     return f"<{name} " + ",".join(f"{k}={_state(v, path, left)}" for k, v in fields) + ">"
+
+
+def _value_like(value: Any) -> bool:
+    """An object of a library whose repr is its value: Python's, Triton's, PyTorch's or
+    numpy's own (a ``torch.dtype``, not a tensor: its data is no identity), or one of a
+    class that compares by value and is no collection (``Decimal``, ``Path``, ``re.Pattern``;
+    not ``os.environ``). Another (a thread, a logger) is its type alone: its repr tells its
+    process's state (a thread's id)."""
+    if is_tensor(value):
+        return False
+    kind = type(value)
+    if str(kind.__module__).split(".")[0] in OWN_PACKAGES:
+        return True
+    if isinstance(value, collections.abc.Collection):
+        return False
+    return inspect.getattr_static(kind, "__eq__", None) is not object.__dict__["__eq__"]
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -164,7 +202,11 @@ def _fields(obj: Any) -> dict[str, Any]:
         if own_dict is None and isinstance(desc, types.GetSetDescriptorType):
             own_dict = desc.__get__(obj, klass)
     if isinstance(own_dict, dict):
-        for k, v in own_dict.items():
+        try:
+            pairs = read_at_once(dict.items, own_dict)
+        except Uncovered:  # another thread changes it each time it is read
+            return {**out, "...": "<changing __dict__: not covered>"}
+        for k, v in pairs:
             out.setdefault(str(k), v)
     return out
 
@@ -219,6 +261,8 @@ def stable_source(f: Any) -> str:
         if type(call) is not types.FunctionType:
             return _type_name(f)
         f = call
+    if library_function(f):  # a library's: its name (its version is the library's)
+        return f"{f.__module__}.{f.__qualname__}"
     try:
         return inspect.getsource(f)
     except (OSError, TypeError):
@@ -244,9 +288,7 @@ def helpers(f: Any, seen: set[int]) -> list[str]:
         f = f.__func__
     out: list[str] = []
     for v in [*globals_read(f).found, *(v for _, v in closure_values(f))]:  # also ``lib.pick``
-        if type(v) is not types.FunctionType or id(v) in seen:
-            continue
-        if str(v.__module__ or "").split(".")[0] in ("triton", "torch"):
+        if type(v) is not types.FunctionType or id(v) in seen or library_function(v):
             continue
         seen.add(id(v))
         out += [f"{v.__qualname__}={stable_source(v)}", *plain_values_read(v)]
