@@ -157,6 +157,7 @@ def callable_name(fn: Any) -> str:
     ``<lambda at file.py:12>`` (a lambda written in a macro's option sits inside the
     expansion's own lambdas, whose qualified name means nothing to the user)."""
     code = getattr(fn, "__code__", None)
-    if getattr(fn, "__name__", None) == "<lambda>" and code is not None:
+    # (by its code: a lambda Dynamo rebuilt is named by its qualified name)
+    if code is not None and getattr(code, "co_name", None) == "<lambda>":
         return f"<lambda at {os.path.basename(code.co_filename)}:{code.co_firstlineno}>"
     return str(getattr(fn, "__qualname__", None) or type(fn).__name__)

@@ -51,3 +51,16 @@ def test_catching_a_usage_error_from_the_root_imports_neither_torch_nor_triton()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["caught UsageError", "[]"]
+
+
+def test_a_lambda_dynamo_rebuilt_is_named_by_its_place_not_the_expansions_nesting() -> None:
+    """Dynamo rebuilds a traced lambda with its qualified name as ``__name__``: a message
+    then named `prune=gate.<locals>.<lambda>.<locals>.<lambda>`, the expansion's nesting."""
+    import os
+
+    from tunedsl.errors import callable_name
+
+    prune = lambda configs, args: configs  # noqa: E731 (a lambda is what is named)
+    prune.__name__ = "gate.<locals>.<lambda>.<locals>.<lambda>"  # as Dynamo rebuilds it
+    line = prune.__code__.co_firstlineno
+    assert callable_name(prune) == f"<lambda at {os.path.basename(__file__)}:{line}>"
