@@ -173,3 +173,31 @@ def test_a_prune_reading_a_tensors_shape_and_dtype_runs_and_gets_the_tensor_itse
     y, result = _rowmax(x, lens, by_width, "by_width")
     assert seen["x"] is x and result.config.block == 1024
     torch.testing.assert_close(y, x[:, :1000].max(dim=1).values)
+
+
+@pytest.mark.parametrize(
+    "shaped",
+    [
+        lambda x: torch.reshape(x, (-1,)).shape[0],
+        lambda x: torch.narrow(x, 1, 0, 8).shape[1],
+        lambda x: torch.nn.functional.pad(x, (0, 28)).shape[1],
+        lambda x: len(torch.split(x, 512, 1)),
+        lambda x: torch.select(x, 0, 0).shape[0],
+        lambda x: torch.unflatten(x, 1, (32, 32)).shape[1],
+        lambda x: x[:, : x.shape[1] // 2].shape[1],
+        lambda x: torch.zeros(x.shape[0]).numel(),
+    ],
+    ids=["reshape", "narrow", "pad", "split", "select", "unflatten", "slice", "zeros"],
+)
+def test_a_prune_reshaping_a_tensor_by_its_shape_alone_runs(shaped: Any) -> None:
+    """The tensor an operation works on is no size given to it: these prunes read shapes
+    only (the functions' forms were refused as reading `x`'s data)."""
+    x = torch.randn(4, 1024)
+    lens = torch.full((4,), 1000, dtype=torch.int32)
+
+    def by_shape(configs: list[Any], args: dict[str, Any]) -> list[Any]:
+        return [c for c in configs if c.block >= (1024 if shaped(args["x"]) > 0 else 128)]
+
+    y, result = _rowmax(x, lens, by_shape, f"by_shape_{id(shaped)}")
+    assert result.config.block == 1024
+    torch.testing.assert_close(y, x[:, :1000].max(dim=1).values)

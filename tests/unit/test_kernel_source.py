@@ -12,6 +12,8 @@ into one (``_globals_read`` and ``_code_values`` each walked the modules a kerne
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -1312,3 +1314,69 @@ def test_a_table_another_thread_changes_is_hashed_without_an_error() -> None:
         stop.set()
         thread.join()
         sys.setswitchinterval(interval)
+
+
+PROFILED = """
+import json, sys
+import triton, triton.language as tl
+from tunedsl.backends.heuristic_reads import heuristic_sources
+
+WIDTH = int(sys.argv[1])
+
+
+def helper(n):
+    return WIDTH * 2
+
+
+@triton.heuristics({"B": lambda args: helper(args["n"]) + WIDTH})
+@triton.jit
+def k(x, n, B: tl.constexpr):
+    pass
+
+
+print(json.dumps(heuristic_sources(k)))
+"""
+
+
+def test_a_script_run_under_a_profiler_is_the_users_code(tmp_path: Path) -> None:
+    """Under ``python -m cProfile`` the script's module is run by the profiler, whose own
+    ``__main__`` is the standard library's: the script's heuristic and helper were taken for
+    a library's, named and not walked, so an edit of what they read was the same kernel."""
+    script = tmp_path / "profiled.py"
+    script.write_text(PROFILED)
+    texts = []
+    for width in ("64", "128"):
+        out = subprocess.run(
+            [sys.executable, "-m", "cProfile", "-o", os.devnull, str(script), width],
+            capture_output=True, text=True, check=True, cwd=tmp_path,
+        )  # fmt: skip
+        texts.append(out.stdout.strip().splitlines()[-1])
+    assert texts[0] != texts[1]
+    assert "WIDTH=64" in texts[0] and "def helper" in texts[0], texts[0]
+
+
+def test_a_helper_behind_lru_cache_is_walked() -> None:
+    """``@functools.lru_cache`` wraps a helper in an object no function: it was left out, so
+    an edit of the helper or of what it reads was the same kernel."""
+    import functools
+
+    import triton
+    import triton.language as tl
+
+    from tunedsl.backends.heuristic_reads import heuristic_sources
+
+    scope: dict[str, Any] = {"W": 64, "functools": functools}
+    exec(
+        "@functools.lru_cache(maxsize=None)\ndef pick(n):\n    return W\n", scope
+    )  # a module's globals, as a helper has
+
+    @triton.heuristics({"B": lambda args: pick(args["n"])})
+    @triton.jit
+    def k(x, n, B: tl.constexpr):
+        pass
+
+    pick = scope["pick"]  # the heuristic reads it, through its closure
+    before = heuristic_sources(k)
+    assert any(t.startswith("pick=") for t in before) and "W=64" in before, before
+    scope["W"] = 128
+    assert heuristic_sources(k) != before

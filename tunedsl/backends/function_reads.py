@@ -184,8 +184,12 @@ def library_function(fn: Any) -> bool:
     """A function of the standard library or an installed package (``library_module``):
     named, never walked into (what it reads is that library's state: a logger's registry,
     the running threads, alike in no two processes)."""
-    module = fn.__module__ if type(fn) is types.FunctionType else None
-    return isinstance(module, str) and library_module(module)
+    if type(fn) is not types.FunctionType:
+        return False
+    file = fn.__code__.co_filename  # its own file: a runner (cProfile) may be __main__'s
+    if file and not file.startswith("<"):
+        return _library_file(file)
+    return isinstance(fn.__module__, str) and library_module(fn.__module__)
 
 
 def library_module(name: str) -> bool:
@@ -194,6 +198,8 @@ def library_module(name: str) -> bool:
     without a file: a module of ``sys.stdlib_module_names``). Any other (a script, the
     user's own package, also installed in editable mode) is the user's code."""
     top = name.partition(".")[0]
+    if top == "__main__":  # the script run, whatever module runs it (``python -m cProfile``)
+        return False
     module = sys.modules.get(name) or sys.modules.get(top)
     if top in OWN_PACKAGES:
         return True

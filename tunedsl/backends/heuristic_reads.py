@@ -288,9 +288,20 @@ def helpers(f: Any, seen: set[int]) -> list[str]:
         f = f.__func__
     out: list[str] = []
     for v in [*globals_read(f).found, *(v for _, v in closure_values(f))]:  # also ``lib.pick``
+        v = _cached_function(v)
         if type(v) is not types.FunctionType or id(v) in seen or library_function(v):
             continue
         seen.add(id(v))
         out += [f"{v.__qualname__}={stable_source(v)}", *plain_values_read(v)]
         out += helpers(v, seen)
     return out
+
+
+def _cached_function(value: Any) -> Any:
+    """The function a ``functools.lru_cache`` (or ``cache``) wrapper calls, read from the
+    wrapper's own dict (no user code runs); anything else as it is."""
+    if type(value) is functools._lru_cache_wrapper:  # type: ignore[attr-defined]
+        inner = inspect.getattr_static(value, "__wrapped__", None)
+        if type(inner) is types.FunctionType:
+            return inner
+    return value

@@ -40,6 +40,14 @@ _SIZED_BY_DATA = frozenset(
     }
 )  # fmt: skip
 
+#: The operations that make a tensor from sizes alone (no tensor to work on comes first).
+_FACTORIES = frozenset(
+    {
+        "arange", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
+        "linspace", "logspace", "eye",
+    }
+)  # fmt: skip
+
 #: The operations that take sizes, counts or bounds, which PyTorch reads from a tensor
 #: given for one (``torch.arange(lens.max())``) in C++, no Python conversion to see.
 _TAKES_SIZES = frozenset(
@@ -89,7 +97,7 @@ class _DataReads(TorchFunctionMode):
         ):
             self.seen.setdefault(name, method)
         elif method in _TAKES_SIZES:
-            sized = self._sized_by(func, method, args, kwargs)
+            sized = self._sized_by(method, args, kwargs)
             if sized is not None:
                 self.seen.setdefault(sized, method)
         for value in _flat((out,)):
@@ -98,16 +106,15 @@ class _DataReads(TorchFunctionMode):
                 self.held.append(value)
         return out
 
-    def _sized_by(self, func: Any, method: str, args: Any, kwargs: Any) -> str | None:
+    def _sized_by(self, method: str, args: Any, kwargs: Any) -> str | None:
         """The name of the argument a tensor given as a size, count or bound (a slice's, for
-        an index) was computed from, if any: not the tensor a method is called on."""
-        method_of = ".".join(getattr(func, "__qualname__", "").split(".")[:-1])
-        given = args[1:] if method_of in ("TensorBase", "Tensor") else args
+        an index) was computed from, if any: never the tensor an operation works on (its
+        first argument, but for a factory's)."""
+        given = args if method in _FACTORIES else args[1:]
         if method == "__getitem__":  # only a slice's bounds: an index picks, it does not size
             given = [(i.start, i.stop, i.step) for i in _slices(given)]
-        return next(
-            (self.names[id(a)] for a in _flat((given, kwargs)) if id(a) in self.names), None
-        )
+        found = (self.names[id(a)] for a in _flat((given, kwargs)) if id(a) in self.names)
+        return next(found, None)
 
 
 def _sized_by_data(method: str, args: Any) -> bool:

@@ -137,10 +137,13 @@ class MacroChecks:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
             return
         grid = node.func.slice
-        if not isinstance(grid, (ast.Tuple, ast.Lambda)):  # a grid, as no table index is
-            return
         start = self.src.offset(grid.lineno, grid.col_offset)
         end = self.src.offset(grid.end_lineno or grid.lineno, grid.end_col_offset or 0)
+        # A grid, as no table's key is: a lambda, or a tuple holding a `$` field
+        # (`kernels[a.dtype, "rm"]` and `kernels[(m, n)]` pick a kernel from a table)
+        sized = any(start <= p.start < end for p in launch.placeholders)
+        if not (isinstance(grid, ast.Lambda) or (isinstance(grid, ast.Tuple) and sized)):
+            return
         kernel = self.src.text[
             launch.value_start : self.src.offset(
                 node.func.value.end_lineno or 0, node.func.value.end_col_offset or 0

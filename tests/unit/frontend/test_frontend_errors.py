@@ -765,3 +765,11 @@ def test_a_dollar_an_f_string_holds_as_text_compiles() -> None:
     assert (
         "{{$t}}" in expand_source(HEADER + body, "/w/kern.py") and code.co_filename == "/w/kern.py"
     )
+
+
+@pytest.mark.parametrize("table", ["ks[a.dtype, 'rm']", "ks[(m, n)]", "ks[i]", "mod.ks[a.dtype]"])
+def test_a_kernel_picked_from_a_table_is_a_launch_not_a_triton_grid(table: str) -> None:
+    """A table keyed by a tuple (dtype and layout) is no grid: only a lambda or a `$` field
+    in the brackets names Triton's `kernel[grid](...)` form."""
+    body = f"autotune({S}, blocks=cdiv(n, $tile), {table}(a, n, TILE=$tile))\n"
+    compile_source(HEADER + body, "/w/kern.py")
