@@ -14,6 +14,20 @@ from tunedsl.errors import UsageError, callable_name
 from tunedsl.model.config import check_value
 
 
+def refuses_one_argument(fn: Any) -> inspect.Signature | None:
+    """``fn``'s signature where it cannot be called with one argument (``fn(cfg)``); None
+    where it can, or where it has no signature to check (a builtin or C callable)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(None)
+    except TypeError:
+        return signature
+    return None
+
+
 def check_constraint(constraint: Any) -> None:
     """A constraint is called as ``constraint(cfg)``: one taking each field by name (Kernel
     Tuner's ``def restrict(block_x, block_y)``) is named where the space is made, with the
@@ -23,31 +37,27 @@ def check_constraint(constraint: Any) -> None:
         return
     if not callable(constraint):
         raise UsageError(f"Space(constraint=...) must be callable, not {constraint!r}")
-    try:
-        signature = inspect.signature(constraint)
-    except (TypeError, ValueError):  # a builtin or C callable: no signature to check
+    signature = refuses_one_argument(constraint)
+    if signature is None:
         return
-    try:
-        signature.bind(None)
-    except TypeError:
-        name = callable_name(constraint)
-        params = [  # the ones a call must give: each a field, in Kernel Tuner's form
-            p.name
-            for p in signature.parameters.values()
-            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        ]
-        fields = ", ".join(f"cfg.{p}" for p in params)
-        if not params:
-            fix = "..."
-        elif name.startswith("<"):  # a lambda: its expression, over the fields
-            fix = f"... (of {fields})"
-        else:
-            fix = f"{name}({fields})"
-        raise UsageError(
-            f"Space(constraint={name}({', '.join(params)})) cannot be called as "
-            "constraint(cfg): tunedsl calls it with one configuration, whose fields read as "
-            f"cfg.tile or cfg['tile']; write constraint=lambda cfg: {fix}"
-        ) from None
+    name = callable_name(constraint)
+    params = [  # the ones a call must give: each a field, in Kernel Tuner's form
+        p.name
+        for p in signature.parameters.values()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    fields = ", ".join(f"cfg.{p}" for p in params)
+    if not params:
+        fix = "..."
+    elif name.startswith("<"):  # a lambda: its expression, over the fields
+        fix = f"... (of {fields})"
+    else:
+        fix = f"{name}({fields})"
+    raise UsageError(
+        f"Space(constraint={name}({', '.join(params)})) cannot be called as "
+        "constraint(cfg): tunedsl calls it with one configuration, whose fields read as "
+        f"cfg.tile or cfg['tile']; write constraint=lambda cfg: {fix}"
+    )
 
 
 def check_verdict(verdict: Any, constraint: Any, cfg: Any) -> None:

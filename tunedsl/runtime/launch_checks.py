@@ -30,24 +30,17 @@ def check_config_functions(where: tuple[Any, ...], **functions: Any) -> None:
     """``grid=``, ``args=`` and ``kwargs=`` functions are called with the configuration
     being tried (Triton's ``META``): one that cannot take it is named on the site's first
     call, not left to fail as a bare ``TypeError`` naming no option."""
-    import inspect
+    from tunedsl.model.space_input import refuses_one_argument
 
     for option, fn in functions.items():
-        if not callable(fn):
-            continue
-        try:
-            signature = inspect.signature(fn)
-        except (TypeError, ValueError):  # a builtin or C callable: no signature to check
-            continue
-        try:
-            signature.bind(None)
-        except TypeError:
+        signature = refuses_one_argument(fn) if callable(fn) else None
+        if signature is not None:
             raise UsageError(
                 f"{place(where)} (autotune_launch): {option}="
                 f"{callable_name(fn)}{signature} cannot be called as {option}(cfg): tunedsl "
                 "calls it with the configuration being tried, whose fields read as cfg.BLOCK "
                 f"or cfg['BLOCK'] (Triton's META), e.g. {option}=lambda cfg: ..."
-            ) from None
+            )
 
 
 def check_choices(where: tuple[Any, ...], **given: Any) -> None:

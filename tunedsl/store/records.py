@@ -381,16 +381,29 @@ def records_of_renamed_sites(site: str, kernel: Mapping[str, Any]) -> list[tuple
     in a file of another name whose function, kernel (its source) and launch are ``site``'s
     (``kernel``: its context's), with that site: its file renamed since they were measured.
     A site's identity holds its file's name, so they decide nothing for it."""
+    found = renamed_sites(site, kernel, _shipped_index(), lambda item: item[1:])
+    return [(item[0], other) for other, item in found]
+
+
+def renamed_sites(
+    site: str,
+    kernel: Mapping[str, Any],
+    index: Mapping[str, Sequence[Any]],
+    made_by: Callable[[Any], tuple[Any, Any]],
+) -> list[tuple[str, Any]]:
+    """``(other site, item)`` of ``index`` (site -> items) for the sites of ``site``'s
+    function in a file of another name whose items ``made_by`` (their kernel source's hash
+    and launch) match ``kernel``'s: records or rules of a file renamed since."""
     _file, sep, rest = site.partition(":")
     if not sep or not rest:  # a site named by name=: no file in its identity
         return []
     same = (kernel.get("source_hash"), kernel.get("launch"))
     return [
-        (path, other)
-        for other, found in _shipped_index().items()
+        (other, item)
+        for other, items in index.items()
         if other != site and other.partition(":")[2] == rest
-        for path, source_hash, launch in found
-        if (source_hash, launch) == same
+        for item in items
+        if tuple(made_by(item)) == same
     ]
 
 

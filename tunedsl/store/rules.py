@@ -203,17 +203,11 @@ def rules_of_renamed_sites(site: str, kernel: Mapping[str, Any]) -> list[tuple[P
     """The trusted, valid rule files on the path for a site in a file of another name whose
     function, kernel (its source) and launch are ``site``'s: its file renamed since the
     sweep. A site's identity holds its file's name, so they decide nothing for it."""
-    _file, sep, rest = site.partition(":")
-    if not sep or not rest:
-        return []
-    same = (kernel.get("source_hash"), kernel.get("launch"))
-    return [
-        (path, rule)
-        for other, found in _site_index().items()
-        if other != site and other.partition(":")[2] == rest
-        for path, rule in found
-        if (rule.kernel.get("source_hash"), rule.kernel.get("launch")) == same
-    ]
+
+    def made_by(item: tuple[Path, Rule]) -> tuple[Any, Any]:
+        return item[1].kernel.get("source_hash"), item[1].kernel.get("launch")
+
+    return [item for _, item in rec.renamed_sites(site, kernel, _site_index(), made_by)]
 
 
 def _site_index() -> dict[str, list[tuple[Path, Rule]]]:
