@@ -104,12 +104,9 @@ def test_build_within_no_budget_or_without_a_gpu_names_the_missing_cells_and_sti
     assert _missing(no_gpu.stderr) and list((tmp_path / "b").glob("*.rule.json"))
 
 
-def test_build_with_a_script_on_a_machine_without_a_gpu_measures_under_the_interpreter(
-    partial_sweep: str, tmp_path: Path
-) -> None:
-    # Without TRITON_INTERPRET and without a GPU driver, `build --script` said it could not
-    # measure ("set TRITON_INTERPRET=1"), where `check --script` and `sweep` turn the
-    # interpreter on by themselves: it measures under the interpreter, said once.
+def _auto_interpreter_env() -> dict[str, str]:
+    """The environment of a machine without a GPU driver, where a command turns Triton's
+    interpreter on by itself and says so (skipped on a machine with a driver)."""
     from tunedsl.autointerp import gpu_driver_present
 
     if gpu_driver_present():
@@ -117,6 +114,16 @@ def test_build_with_a_script_on_a_machine_without_a_gpu_measures_under_the_inter
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.pop("TUNEDSL_NO_AUTO_INTERPRET", None)
     env.pop("TUNEDSL_QUIET", None)
+    return env
+
+
+def test_build_with_a_script_on_a_machine_without_a_gpu_measures_under_the_interpreter(
+    partial_sweep: str, tmp_path: Path
+) -> None:
+    # Without TRITON_INTERPRET and without a GPU driver, `build --script` said it could not
+    # measure ("set TRITON_INTERPRET=1"), where `check --script` and `sweep` turn the
+    # interpreter on by themselves: it measures under the interpreter, said once.
+    env = _auto_interpreter_env()
     done = subprocess.run(
         [sys.executable, "-m", "tunedsl", "rules", "build", "--out", str(tmp_path / "a"),
          "--script", SCRIPT, "--shapes", partial_sweep],
@@ -189,13 +196,7 @@ def test_check_with_a_script_on_a_machine_without_a_gpu_measures_under_the_inter
     # and, beside it, said it ran kernels through the interpreter. With the automatic
     # interpreter off it cannot measure: it calls no rule it cannot judge stale, nor advises
     # a new sweep, and names the fix.
-    from tunedsl.autointerp import gpu_driver_present
-
-    if gpu_driver_present():
-        pytest.skip("a machine without a GPU driver: here `tunedsl run` would not interpret")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.pop("TUNEDSL_NO_AUTO_INTERPRET", None)
-    env.pop("TUNEDSL_QUIET", None)
+    env = _auto_interpreter_env()
     held = shapes(tmp_path, "held", [300])
     # A bound no interpreter timing misses: what is judged here is that it measures, not the
     # machine's speed.

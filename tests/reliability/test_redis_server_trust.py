@@ -10,7 +10,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -94,12 +93,8 @@ def _free_port() -> int:
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
     """A directory under /tmp both users can use (as /tmp itself is)."""
-    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="tunedsl-redis-"))
-    path.chmod(0o1777)
-    try:
+    with swap_attack.shared_tmp() as path:
         yield path
-    finally:
-        subprocess.run(["rm", "-rf", str(path)], check=False)
 
 
 def _start(where: str, log: Path, mode: str, as_other: bool) -> subprocess.Popen[str]:
