@@ -164,7 +164,10 @@ def _check_no_field_in_fstrings(src: SourceText, lexed: Lexed) -> None:
                 f"`{field}` cannot be read inside an f-string",
                 found.start(1),
                 found.end(1),
-                hint=f"read it outside the f-string: `str({field})`, or `'%d' % {field}`",
+                hint=(
+                    f"`$name` is read in an autotune(...) call's arguments, outside any"
+                    f" f-string: there write `str({field})`, or `'%d' % {field}`"
+                ),
             )
 
 

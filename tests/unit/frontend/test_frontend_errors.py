@@ -61,6 +61,15 @@ CASES = [
         "`str($t)`",
     ),
     (
+        # Outside any macro as well: the hint must not offer `str($t)` in the same place.
+        "dollar in an f-string outside a macro",
+        'print(f"tile is {$t}")\n',
+        "`$t` cannot be read inside an f-string",
+        2,
+        "$t",
+        "autotune(...) call's arguments",
+    ),
+    (
         "dollar outside a macro",
         "x = $tile + 1\n",
         "`$tile` is only allowed inside an autotune(...) macro call",
