@@ -367,3 +367,24 @@ def test_sweep_without_a_gpu_names_itself_in_the_interpreter_notice(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     assert "no GPU driver found: tunedsl sweep runs kernels through" in proc.stderr, proc.stderr
     assert "the import hook" not in proc.stderr
+
+
+# -- a command's own warnings ----------------------------------------------------------------------
+def test_a_warning_the_command_raises_itself_shows_no_launcher_line(tmp_path: Path) -> None:
+    """An untrusted directory on TUNEDSL_RECORDS_PATH, named by `cache ls`: the warning was
+    placed at the launcher's line (`.../bin/tunedsl:6: CacheWarning: ...` and
+    `sys.exit(entry())`, or runpy's under `python -m tunedsl`), which told the user nothing."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    done = tunedsl(tmp_path, "cache", "ls", TUNEDSL_RECORDS_PATH=str(shared))
+    assert done.returncode == 0, done.stderr
+    assert f"tunedsl: CacheWarning: tuning records directory {shared}" in done.stderr
+    assert "runpy" not in done.stderr and "sys.exit" not in done.stderr
+    launcher = Path(sys.executable).parent / "tunedsl"
+    if launcher.exists():  # the console script, as installed
+        done = subprocess.run(
+            [str(launcher), "cache", "ls"], capture_output=True, text=True, timeout=300,
+            cwd=tmp_path, env=env(tmp_path, TUNEDSL_RECORDS_PATH=str(shared)),
+        )  # fmt: skip
+        assert "tunedsl: CacheWarning:" in done.stderr and str(launcher) not in done.stderr

@@ -302,6 +302,9 @@ def test_check_fails_a_rules_directory_the_runtime_does_not_trust(
     # A file named inside it is judged by its directory too.
     check = rules_cli("check", str(rule_file(built_rules)))
     assert check.returncode == 1 and "not trusted" in check.stderr
+    # show prints the rule, and that the runtime never uses it (it printed the rule alone).
+    shown = rules_cli("show", str(built_rules))
+    assert f"(never used: {built_rules} is not trusted" in shown.stdout and why in shown.stdout
     # Building into it says the runtime will not read what it writes there.
     if opened == "writable by others":
         again = rules_cli("build", "--out", str(built_rules))

@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from tunedsl.errors import Terminated, TunedslError
 
+    _warnings_without_launcher()
     try:
         return int(args._main(args) or 0)
     except BrokenPipeError:
@@ -90,3 +91,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 143
         print("tunedsl: interrupted", file=sys.stderr)
         return 130
+
+
+def _warnings_without_launcher() -> None:
+    """A warning a command raises itself (an untrusted directory on TUNEDSL_RECORDS_PATH)
+    points at the nearest frame outside tunedsl: the `tunedsl` launcher's own line, or
+    runpy's under `python -m tunedsl`, which say nothing to the user. Those show no place;
+    one from a script the command runs (precompile, sweep) keeps the script's line."""
+    import warnings
+
+    shown = warnings.formatwarning
+    launcher = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+
+    def formatted(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        line: str | None = None,
+    ) -> str:
+        if filename.startswith("<frozen runpy") or os.path.realpath(filename) == launcher:
+            return f"tunedsl: {category.__name__}: {message}\n"
+        return shown(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatted

@@ -363,6 +363,7 @@ def show(files: Sequence[Path]) -> int:
 
     bad = 0
     first: dict[str, Path] = {}
+    untrusted = {d: _untrusted(d) for d in {path.parent for path in files}}
     for path in files:
         rule = _load(path)
         if rule is None:
@@ -370,7 +371,12 @@ def show(files: Sequence[Path]) -> int:
             continue
         digest = digest_of(rule)
         used = ""
-        if path.name != rule_path(path.parent, digest).name:
+        if untrusted[path.parent] is not None:
+            used = (
+                f" (never used: {path.parent} is not trusted ({untrusted[path.parent]}); "
+                "fix: chown it to yourself or root and chmod go-w)"
+            )
+        elif path.name != rule_path(path.parent, digest).name:
             used = (
                 f" (never used: the runtime looks for it as {rule_path(path.parent, digest).name})"
             )

@@ -28,6 +28,7 @@ from tunedsl.frontend.nodes import (
 )
 from tunedsl.frontend.parser import MacroArg, MacroCall, ParsedModule, Placeholder
 from tunedsl.frontend.source import SourceText
+from tunedsl.frontend.space_reads import read_per_call
 from tunedsl.model.identity import MODULE_SCOPE, scope_of
 from tunedsl.model.options import HINT_NAMES, OPTION_NAMES
 
@@ -78,7 +79,7 @@ def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
     ordinals: dict[tuple[str, str], int] = {}
     for n, macro in enumerate(parsed.macros):
         expander = _MacroExpander(src, macro, names, n, dict_is_builtin)
-        expander.scope, expander.ordinals = scopes[n], ordinals
+        expander.scope, expander.ordinals, expander.module = scopes[n], ordinals, module
         site, call = expander.expand()
         sites.append(site)
         replacements[span_of(src, macro.start, macro.end)] = call
@@ -104,11 +105,8 @@ def expand_module(src: SourceText, parsed: ParsedModule) -> ast.Module:
 
 
 def _replace_macros(module: ast.Module, replacements: dict[Span, ast.expr]) -> None:
-    """Put each site call where the parser left the blanked ``autotune()`` call.
-
-    Only descends into nodes whose lines contain a macro, so the cost follows the macros,
-    not the size of the module.
-    """
+    """Put each site call where the parser left the blanked ``autotune()`` call. Only
+    descends into nodes whose lines contain a macro: the cost follows the macros."""
     lines = sorted({span[0] for span in replacements})
 
     def has_macro(node: ast.AST) -> bool:
@@ -164,6 +162,7 @@ class _MacroExpander(MacroChecks):
         self.dict_ok = dict_ok
         self.span = span_of(src, macro.start, macro.end)
         self.scope = MODULE_SCOPE
+        self.module = ast.Module(body=[], type_ignores=[])  # its module, for what space= reads
         self.ordinals: dict[tuple[str, str], int] = {}
         self.launch_text = ""  # what the launch does per configuration (``_call`` sets it)
 
@@ -213,7 +212,9 @@ class _MacroExpander(MacroChecks):
             lazy_hints,
             lazy_options,
         )
-        site = self._site(launch, space_literal, static_hints, options, "key" in keywords)
+        line = self.src.line_col(self.macro.start)[0]  # a space that may differ per call:
+        per_call = space_literal is None and read_per_call(self.module, line, space_arg.node)  # type: ignore[arg-type]
+        site = self._site(launch, space_literal, static_hints, options, "key" in keywords, per_call)
         return site, call
 
     def _blocks(self, arg: MacroArg) -> ast.expr:
@@ -272,6 +273,7 @@ class _MacroExpander(MacroChecks):
         static_hints: list[tuple[str, ast.expr]],
         options: list[tuple[str, ast.expr]],
         has_key: bool,
+        space_per_call: bool,
     ) -> ast.stmt:
         src = self.src
         macro = self.macro
@@ -304,6 +306,7 @@ class _MacroExpander(MacroChecks):
             "options": dict_display(options),
             "placeholders": ast.Tuple(elts=placeholders, ctx=ast.Load()),
             "has_key": const(has_key),
+            **({"space_per_call": const(True)} if space_per_call else {}),
             "launch": const(self.launch_text),
         }
         make_site = ast.Call(

@@ -127,8 +127,10 @@ def autotune_launch(
             launch_checks.check_choices(
                 where, mode=mode, effort=effort, timing=timing, capture=capture, search=search
             )
+        if not site.space_computed and not _same_space(state.space, space):
+            site.read_per_call("space")  # another space here: each call keyed by its own
         if reset_to_zero != _site_resets.setdefault((where, keyed), reset_to_zero):
-            site.reset_per_call()  # zero what each call names (runtime/call_reset.py)
+            site.read_per_call("reset")  # zero what each call names (runtime/call_reset.py)
         args_fn = args if callable(args) else None
         kwargs_fn = kwargs if callable(kwargs) else None
         grid_fn = grid if callable(grid) else None
@@ -236,10 +238,11 @@ class _SiteHints:
     """A site's static hints (those of the call that made it: a later call must pass the
     same), whether a call of it has succeeded, and until one has, its calls in flight."""
 
-    __slots__ = ("hints", "pending", "proven")
+    __slots__ = ("hints", "pending", "proven", "space")
 
-    def __init__(self, hints: Mapping[str, Any]) -> None:
+    def __init__(self, hints: Mapping[str, Any], space: Any) -> None:
         self.hints, self.proven, self.pending = dict(hints), False, 0
+        self.space = space  # the first call's: a call giving another keys calls by space
 
 
 def _end_unproven_call(where: tuple[Any, ...], keyed: bool, site: Any, state: _SiteHints) -> None:
@@ -449,5 +452,5 @@ def _make_site(
             # calls compile the configurations there instead of tuning and launching.
             redefined.track(site)
             _sites[where, has_key] = site = site_wrap.wrap(site)
-            _site_hints[where, has_key] = _SiteHints(hints)
+            _site_hints[where, has_key] = _SiteHints(hints, space)
     return site

@@ -36,10 +36,13 @@ def make_site(
     scope: str | None = None,
     ordinal: int = 0,
     launch: str | None = None,
+    space_per_call: bool = False,
 ) -> Any:
     """Build the site of one macro call (once per module load). ``scope`` and ``ordinal``
     name the site (``model/identity.py``); ``launch`` is the launch's per-configuration text,
-    in its records' digest. Expansions older than them omit them."""
+    in its records' digest; ``space_per_call``: ``space=`` may give another space on each
+    call, so each call reads it and is keyed by it (``call_values.py``). Expansions older
+    than them omit them."""
     if scope is not None:
         identity.declare(filename, line, col, scope, ordinal)
     site = Site(
@@ -56,5 +59,7 @@ def make_site(
         end_col=end_col,
         launch=launch,
     )
+    if space_per_call:
+        site.read_per_call("space")
     redefined.track(site)
     return site_wrap.wrap(site)  # in precompile mode: compiles instead of launching

@@ -378,10 +378,11 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     about = subject(site, call, chosen_settings)
     check_named(site, call, chosen_settings)
     known = site.decided(about.digest)
-    if known is not None and (kept is chosen_settings.configs or known[0].config in kept):
+    if known is not None and known[1].space == chosen_settings.configs and known[0].config in kept:
         # Decided under another call key of this record key (keyword order, other strides of
-        # one pattern, an alignment it does not keep) and kept by prune= here (which may read
-        # what it leaves out: strides). The entry is new: its launcher captures its own spec.
+        # one pattern, an alignment it does not keep), in this space (a space read per call
+        # may give another), and kept by prune= here (which may read what it leaves out:
+        # strides). The entry is new: its launcher captures its own spec.
         decision, result = known
         return Resolved(decision, result, result, about)
 

@@ -27,8 +27,8 @@ from tunedsl.model.hole import HOLE
 from tunedsl.model.settings import Settings
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import (
-    call_hints,
     call_reset,
+    call_values,
     key_mistakes,
     launch_effect,
     miss,
@@ -105,23 +105,22 @@ class Site:
         self.prune_reads: frozenset[str] = frozenset()  # by prune=: their values join the key
         self._base_key_fn: Callable[..., tuple[Any, ...]] | None = None
         self._per_device = False  # a host with mixed GPU models: the device joins the key
-        # The entry of the last call, when its repeat check can tell a call with the same
-        # key without building the key (the serving loop: same layout every step).
+        # The last call's entry, when its repeat check tells a call of its key unbuilt.
         self._last: Entry | None = None
         self._fast: Fused | None = None  # the last entry's fused launch, if it has one
         self._seen: Entry | None = None  # last entry: a repeat check once its key comes twice
-        # What the expansion calls, ``site.launch(kernel, args, ...)``: the last entry's
-        # fused launch where it takes the whole call (falling back to ``_call`` for a call
-        # it turns down), else ``_call``. One C call, no Python frame, for a repeat.
+        # What the expansion calls: the last entry's fused launch where it takes the whole
+        # call (one C call for a repeat; ``_call`` for a call it turns down), else ``_call``.
         self.launch: Callable[..., LaunchResult] = self._call
         self.launch_held = False  # traced by torch.compile, whose guards check launch: keep it
         self._repeat_factory: Callable[[Sequence[Any], Mapping[str, Any]], Any] | None = None
         self._other_kernels: dict[int, tuple[Any, keys.KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self.placeholders_checked = False
-        self.reset_computed = False  # reset_to_zero= read per call (reset_per_call)
-        self.hints_computed = False  # launch hints read per call, in the key (call_hints.py)
-        self.reads_per_call = False  # either: each call reads its values, so no repeat check
+        self.reset_computed = False  # reset_to_zero= read per call (read_per_call)
+        self.hints_computed = self.space_computed = False  # read per call, joined to the key
+        self.keys_per_call = False  # either of them
+        self.reads_per_call = False  # any of them: each call reads its values: no repeat check
         self.named = "name" in self.literal_options  # name= gave the identity (site_id)
         # The literal settings and their environment, and the candidates whose fields the
         # launch was seen to read: a new key resolves neither again.
@@ -181,15 +180,15 @@ class Site:
                     call_key = self._key_fn(args, static_kwargs, key)  # type: ignore[misc]
                 else:
                     call_key = self.call_key(kernel, args, static_kwargs, key)
-                if self.hints_computed:  # another value of a computed hint: another key
-                    call_key = call_hints.joined(call_key, lazy)
+                if self.keys_per_call:  # another hint or space given: another key
+                    call_key = call_values.joined(call_key, lazy, self)
                 try:
                     entry = self._table.get(call_key)
                 except TypeError:  # an unhashable key= value (a list): use its tuple form
                     key_mistakes.check_key(key, self.label)
                     user_key = keys.hashable_user_key(key)
                     call_key = self.call_key(kernel, args, static_kwargs, user_key)
-                    call_key = call_hints.joined(call_key, lazy, self.hints_computed)
+                    call_key = call_values.joined(call_key, lazy, self)
                     entry = self._table.get(call_key)
                 if entry is None:
                     try:
@@ -241,7 +240,7 @@ class Site:
                 entry.fused = fused
                 entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat;
-            # reset_per_call may have run since the check above: it wins
+            # read_per_call may have run since the check above: it wins
             if entry.repeat is not no_repeat and not self.reads_per_call:
                 self._last = entry
                 self._fast = entry.fused
@@ -355,10 +354,10 @@ class Site:
         active = _active()
         resolving = (os.getpid(), call_key)  # not a key a parent's thread was resolving
         while True:
-            hinted = self.hints_computed  # only ever turns on
+            hinted = self.keys_per_call  # only ever turns on
             if hinted:  # a key built before the site knew its hints are computed lacks them
                 call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
-                call_key = call_hints.joined(call_key, lazy)
+                call_key = call_values.joined(call_key, lazy, self)
                 resolving = (os.getpid(), call_key)
             with self._lock:
                 entry = self._table.get(call_key)
@@ -385,9 +384,9 @@ class Site:
             resolved = self._rule_plans.resolve(self, call)  # miss.resolve, then a plan
             if resolved.first.source == "empty":
                 return resolved.first  # no program under any configuration: nothing kept
-            if self.prune_reads is not reads or self.hints_computed != hinted:  # the key grew
+            if self.prune_reads is not reads or self.keys_per_call != hinted:  # the key grew
                 stored_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
-                stored_key = call_hints.joined(stored_key, lazy, self.hints_computed)
+                stored_key = call_values.joined(stored_key, lazy, self)
             entry = self._add(call, stored_key, resolved)
         finally:
             knobs.environ_checks(False)
@@ -438,16 +437,18 @@ class Site:
         """The site's settings for a key being decided (``site_settings.py``)."""
         return site_settings.settings(self, lazy)
 
-    def reset_per_call(self, hints: bool = False) -> None:
-        """Read ``reset_to_zero=`` (``hints``: the launch hints, ``call_hints.py``) on every
-        call from now on (``call_reset.py``): no call takes the repeat check or the fused
-        launch, which zero what the key's first call named and launch with its hints."""
+    def read_per_call(self, what: str) -> None:
+        """Read ``what`` on every call from now on: ``"reset"`` (``call_reset.py``), ``"hints"``
+        or ``"space"`` (joined to the key, ``call_values.py``); no call takes the repeat
+        check or fused launch, which zero what the key's first call named and launch its hints."""
         with self._lock:
-            if hints:
-                self.hints_computed = True
-            else:
-                self.reset_computed = True
+            self.reset_computed |= what == "reset"
+            self.hints_computed |= what == "hints"
+            self.space_computed |= what == "space"
+            self.keys_per_call = self.hints_computed or self.space_computed
             self.reads_per_call = True
+            if what != "reset":  # entries keyed without the value never match again
+                self._forget_all()
             self._last = self._fast = self._seen = None
             self.launch = self._call
 
@@ -464,7 +465,7 @@ class Site:
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
         bound, _ = miss.variants(self, call, self.settings(lazy))
         call_key = self.call_key(kernel, args, static_kwargs, keys.hashable_user_key(key))
-        return call_hints.joined(call_key, lazy, self.hints_computed), bound
+        return call_values.joined(call_key, lazy, self), bound
 
     # -- introspection -----------------------------------------------------------------
     def table(self) -> dict[Any, LaunchResult]:

@@ -5,7 +5,8 @@ The settings are read when a key is decided, never per launch (docs/runtime.md, 
 with two exceptions: a ``reset_to_zero=`` the thunk computes acts on every launch, so a site
 whose thunk gives one reads it on each call (``call_reset.py``); and launch hints the thunk
 computes are part of the decision, so a site whose thunk gives them reads them on each call
-and keys the call by their values (``call_hints.py``).
+and keys the call by their values (``call_values.py``); so does a site whose space may
+differ from call to call.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ def settings(site: Any, lazy: Any) -> Settings:
         hints.update(lazy_hints or {})
         options.update(lazy_options or {})
         if "reset_to_zero" in (lazy_options or {}) and site.kernel_text != "autotune_launch":
-            site.reset_per_call()  # a macro's computed reset_to_zero=: read on every call
+            site.read_per_call("reset")  # a macro's computed reset_to_zero=: read on every call
         if lazy_hints and not site.hints_computed and site.kernel_text != "autotune_launch":
-            site.reset_per_call(hints=True)  # computed launch hints join the key (call_hints.py)
+            site.read_per_call("hints")  # computed launch hints join the key (call_values.py)
         settings_reads.note(site, lazy, lazy_options or {})  # for a notebook's next cell
     out = resolve_settings(space, hints, options, site.label)
     if out.name is not None and out.name != site.site_id:  # a computed name=, or a new one
