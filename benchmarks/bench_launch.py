@@ -78,6 +78,19 @@ def add(a, b, c, n):
                     vadd(a, b, c, n, BLOCK=$tile))
 """
 
+# The same site, its space an instance's own: read on every call and keyed by its value,
+# so the call takes the generic path (docs/runtime.md, "Modes").
+DSL_SPACE_PER_CALL = """
+from tunedsl import autotune, cdiv
+
+class Add:
+    def __init__(self):
+        self.space = dict(tile=[256, 1024], num_warps=[2, 4])
+
+    def __call__(self, a, b, c, n):
+        return autotune(space=self.space, blocks=cdiv(n, $tile), vadd(a, b, c, n, BLOCK=$tile))
+"""
+
 
 def build(n: int, device: str) -> dict[str, Callable[[], object]]:
     a = torch.randn(n, device=device)
@@ -119,6 +132,9 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
     with _env("TUNEDSL_SAFE", "fused"):
         for _ in range(3):
             dsl_add_unfused(a, b, c, n)  # type: ignore[operator]
+    namespace_per_call: dict[str, object] = {"vadd": vadd, "__name__": "bench_launch_per_call"}
+    exec(compile_source(DSL_SPACE_PER_CALL, filename=__file__ + ":per-call"), namespace_per_call)
+    dsl_add_per_call = namespace_per_call["Add"]()  # type: ignore[operator]
     sync(device)
 
     fns: dict[str, Callable[[], object]] = {
@@ -126,6 +142,7 @@ def build(n: int, device: str) -> dict[str, Callable[[], object]]:
         "tunedsl DSL": lambda: dsl_add(a, b, c, n),  # type: ignore[operator]
         "tunedsl DSL, repeat check off": lambda: dsl_add_off(a, b, c, n),  # type: ignore[operator]
         "tunedsl DSL, fused launch off": lambda: dsl_add_unfused(a, b, c, n),  # type: ignore[operator]
+        "tunedsl DSL, space read per call": lambda: dsl_add_per_call(a, b, c, n),
         "tunedsl site": lambda: site(vadd, (a, b, c, n), {}, bind, None, None),
         "autotune_launch": lambda: autotune_launch(
             vadd,
