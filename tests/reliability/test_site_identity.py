@@ -5,8 +5,10 @@ upgrades that cannot change the best choice; old records are migrated; ``cache g
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -345,8 +347,15 @@ def test_gc_removes_records_of_gone_sites_and_other_tritons(tmp_path: Path) -> N
     script.write_text(
         script.read_text().replace("def add(", "def plus(").replace("add(40)", "plus(40)")
     )
+    # Another copy of the script may still have it (a run finds records by site identity):
+    # kept while in use, collected once unused for 30 days.
+    done = cache_cmd(env, "gc")
+    assert "removed 0 records, kept 1" in done.stdout and "function add" in done.stdout
+    old = time.time() - 31 * 86400
+    os.utime(paths[1], (old, old))
     done = cache_cmd(env, "gc")
     assert "removed 1 record, kept 0" in done.stdout and "function add" in done.stdout
+    assert "not used for 31 days" in done.stdout
     # The script itself removed: nothing left to collect, nothing else touched.
     assert "removed 0 records, kept 0" in cache_cmd(env, "gc").stdout
 

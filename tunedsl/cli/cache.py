@@ -7,8 +7,10 @@
     tunedsl cache clear [ID...] [--kernel NAME] [--site TEXT]
                                          remove the records named
     tunedsl cache clear --all            remove every record and the stored kernel binaries
-    tunedsl cache gc [--dry-run]         remove records whose site or kernel is gone, and
-                                         records of another Triton or record schema
+    tunedsl cache gc [--dry-run] [--unused-days N]
+                                         remove records of another Triton or record schema,
+                                         and records whose site or kernel is gone where
+                                         they were tuned and unused for N (30) days
     tunedsl cache export FILE [ID...]    write records to a bundle ('-': stdout)
     tunedsl cache import FILE            validate and add the records of a bundle ('-': stdin)
 
@@ -25,8 +27,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +35,8 @@ from typing import Any
 from tunedsl.cli.bundle import export_bundle
 from tunedsl.cli.cache_clear import clear as _clear
 from tunedsl.cli.cache_clear import record_names
+from tunedsl.cli.cache_gc import add_arguments as add_gc_arguments
+from tunedsl.cli.cache_gc import gc as _gc
 from tunedsl.cli.cache_import import import_bundle as _import
 from tunedsl.cli.cache_select import check_id as _check_id
 from tunedsl.cli.cache_select import terminal_text as _text
@@ -64,10 +66,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     clear.add_argument("--kernel", help="only records of this kernel (qualified name)")
     clear.add_argument("--site", help="only records whose site contains this text")
-    gc = sub.add_parser(
-        "gc", help="remove records whose site or kernel is gone, or of another toolchain"
+    add_gc_arguments(
+        sub.add_parser(
+            "gc", help="remove records no run uses any more (cli/cache_gc.py says which)"
+        )
     )
-    gc.add_argument("--dry-run", action="store_true", help="list what would be removed")
     export = sub.add_parser("export", help="write records to a JSON bundle")
     export.add_argument("file", help="output file ('-' for standard output)")
     export.add_argument("ids", nargs="*", metavar="ID", help="only these records")
@@ -295,78 +298,6 @@ def _show(args: argparse.Namespace) -> int:
         else:
             print(_text(f"  {mark} {r.config!s:<50} {r.status}: {r.reason}"))
     return 0
-
-
-def _gc(args: argparse.Namespace) -> int:
-    """Records no run can use any more: their site's file or kernel is gone, or they were
-    written by another Triton (or record schema), so no digest of this install names them."""
-    from tunedsl.store import records
-
-    good, _ = _load_all()
-    triton = _installed_triton()
-    doomed: list[tuple[Any, str]] = []
-    for _, record in good:
-        why = _gone(record, triton)
-        if why:
-            doomed.append((record, why))
-    for record, why in doomed:
-        verb = "would remove" if args.dry_run else "removing"
-        print(_text(f"{verb} {record.id}  {record.site}  {record.kernel.get('qualname')}: {why}"))
-        if not args.dry_run:
-            records.remove_record_files(record.digest)
-    kept = len(good) - len(doomed)
-    done = "would remove" if args.dry_run else "removed"
-    print(f"{done} {len(doomed)} record{'s' if len(doomed) != 1 else ''}, kept {kept}")
-    return 0
-
-
-def _installed_triton() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("triton")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _gone(record: Any, triton: str | None) -> str:
-    """Why ``record`` can no longer be used here ("" when it may be). An edited kernel's
-    records are kept: their ``source_hash`` covers what only importing the kernel's module
-    (running it) shows, called functions and globals included, and gc runs no code."""
-    versions = record.versions
-    if triton is not None and versions.get("triton") not in (None, triton):
-        return f"written by Triton {versions.get('triton')}, this is Triton {triton}"
-    kernel_file = record.kernel.get("file")
-    qualname = str(record.kernel.get("qualname") or "")
-    if isinstance(kernel_file, str) and os.path.isabs(kernel_file):
-        text = _read_text(kernel_file)
-        if text is None:
-            return f"its kernel's file {kernel_file} is gone"
-        if qualname and f"def {qualname.rpartition('.')[2]}(" not in text:
-            return f"its kernel {qualname} is no longer in {kernel_file}"
-    where = record.location.rsplit(":", 2)[0] if record.location else ""
-    if where and os.path.isabs(where):
-        text = _read_text(where)
-        if text is None:
-            return f"its site's file {where} is gone"
-        parts = record.site.split(":")
-        if len(parts) >= 3:  # the default identity: file:scope:kernel[#n]
-            scope, kernel_text = parts[-2], parts[-1].partition("#")[0]
-            name = scope.rpartition(".")[2]
-            if scope != "<module>" and not re.search(rf"\b(def|class) {re.escape(name)}\b", text):
-                return f"its function {scope} is no longer in {where}"
-            if kernel_text and kernel_text not in text:
-                return f"its site no longer launches {kernel_text} in {where}"
-    return ""
-
-
-def _read_text(path: str) -> str | None:
-    from tunedsl.store import atomic
-
-    try:
-        return atomic.read_regular_file(path, limit=64 * 1024 * 1024).decode("utf-8", "replace")
-    except OSError:
-        return None
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ records still differ by kernel (its qualified name and source hash are in the di
 The ordinal counts earlier macros with the same kernel text in the same function (``#1``
 for the second), so two launches of one kernel in one function stay apart. ``name=``
 replaces the whole identity. A macro moved to another function, or a renamed function or
-file, is a new site (``tunedsl cache gc`` removes the old records).
+file, is a new site (``tunedsl cache gc`` removes the old records once unused for 30 days).
 
 The front end knows the enclosing function; it passes ``scope=`` and ``ordinal=`` to
 ``make_site``, which declares them here before building the ``Site``. The plain API

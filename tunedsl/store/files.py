@@ -38,7 +38,9 @@ class FileRecordStore:
         return paths.locks_dir() if self._root is None else self._root.parent / "locks"
 
     def get(self, digest: str) -> rec.Record | None:
-        record = rec.load_from(self.root, digest)
+        # A record of the cache found is in use: its file's time says so to `cache gc`
+        # (once a day at most; a hit is asked once a process, then memory answers).
+        record = rec.load_from(self.root, digest, mark_used=self.writable)
         if record is None or self.writable:
             return record
         return record.from_elsewhere()  # shipped: its failures are hints here

@@ -150,9 +150,10 @@ def load_record(digest: str) -> Record | None:
     return mine
 
 
-def load_from(root: Path, digest: str) -> Record | None:
+def load_from(root: Path, digest: str, mark_used: bool = False) -> Record | None:
     """The record of ``digest`` in the directory ``root``, or None (a miss; one warning for
-    anything unusable)."""
+    anything unusable). ``mark_used``: a record found moves its file's modification time to
+    now (at most once a day), the last use ``tunedsl cache gc`` judges by."""
     # A key never tuned has no file: one stat answers that miss, before the directory chain
     # is opened and checked (which a file that exists always is, before it is read).
     if not _lexists(f"{root}{os.sep}{record_file_name(digest)}"):
@@ -164,6 +165,8 @@ def load_from(root: Path, digest: str) -> Record | None:
     try:
         data = atomic.read_regular_file(path.name, MAX_RECORD_BYTES, dir_fd=dir_fd, private=True)
         record = Record.from_json(parse_json(data))
+        if mark_used and record.digest == digest:
+            _mark_used(path.name, dir_fd)
     except (FileNotFoundError, NotADirectoryError):
         # No record, or no records directory at all (the cache path runs through a
         # regular file): a plain miss; save_record warns once that it cannot write.
@@ -177,6 +180,24 @@ def load_from(root: Path, digest: str) -> Record | None:
         warn_once(f"bad:{path}", f"ignoring tuning record {path}: it names another key")
         return None
     return record
+
+
+#: A record file's modification time is its last use: written, imported, or found by a run's
+#: lookup (moved to now at most once in this many seconds, so a run's first look-up of a key
+#: costs one ``stat`` and, once a day, one ``utime``). ``tunedsl cache gc`` reads it.
+MARK_USED_EVERY_S = 24 * 3600.0
+
+
+def _mark_used(name: str, dir_fd: int) -> None:
+    """Move the modification time of the record file ``name`` (in the directory ``dir_fd``)
+    to now, unless it was moved within ``MARK_USED_EVERY_S``. Never through a symbolic
+    link; a file this user may not touch (a root-owned record) keeps its time."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISREG(st.st_mode) and time.time() - st.st_mtime > MARK_USED_EVERY_S:
+            os.utime(name, dir_fd=dir_fd, follow_symlinks=False)
+    except (OSError, NotImplementedError):
+        pass  # a read-only cache: gc then judges by when the record was written
 
 
 def absence_check(roots: Sequence[Path]) -> Callable[[str, str], bool]:
