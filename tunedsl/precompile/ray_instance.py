@@ -1,6 +1,9 @@
 """The Ray instance a sweep runs on (``sweep --ray ADDRESS``, ``RAY_ADDRESS``, or its own).
 
-Without an address, a sweep starts a local instance of its own. It never joins the cluster
+With an address (``auto`` included), the cluster there is joined only where it is not
+another local user's (``ray_peer``: checked before ``ray.init`` sends it anything; ``auto``
+only from a ``ray_current_cluster`` of your own). Without one (or with ``local``), a sweep
+starts a local instance of its own. It never joins the cluster
 that Ray's shared directory names (``/tmp/ray/ray_current_cluster``, written by whoever ran
 ``ray start`` there last, another user included), as ``ray.init()`` without an address
 would: that cluster's actors would run the tasks, and this process would load their pickled
@@ -29,6 +32,7 @@ from typing import Any
 
 from tunedsl.environ import environ_set
 from tunedsl.errors import Terminated, UsageError
+from tunedsl.precompile.ray_peer import checked_address
 from tunedsl.precompile.ray_reaper import start_reaper, stop_reaper
 from tunedsl.precompile.sigterm import (
     interrupt_as_terminated,
@@ -139,7 +143,12 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
     if ray.is_initialized():
         yield None
         return
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    named = f"--ray {address}" if address else f"RAY_ADDRESS={os.environ.get('RAY_ADDRESS')}"
+    address = (address or os.environ.get("RAY_ADDRESS") or "").strip() or None
+    if address == "local":  # Ray's name for a new local instance: the sweep's own, as without
+        address = None
+    if address is not None:  # never another local user's cluster (``ray_peer``)
+        address = checked_address(address, named)
     with contextlib.ExitStack() as stack:
         if address is None:
             _check_auth(ray)

@@ -19,43 +19,16 @@ a byte at a time, each within the timeout, cannot hold a launch for longer.
 from __future__ import annotations
 
 import os
-import pwd
 import socket
 import struct
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
-_DEFAULT_UID_MIN = 1000  # login.defs' default: accounts below it are the system's
+from tunedsl.store.local_peer import describe_user, tcp_peer_uid, trusted_uid
 
 
 class UntrustedServer(Exception):
     """The server is run by a user who is not you, root or a system account."""
-
-
-def _uid_min() -> int:
-    try:
-        with open("/etc/login.defs", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 2 and parts[0] == "UID_MIN" and parts[1].isdigit():
-                    return int(parts[1])
-    except OSError:
-        pass
-    return _DEFAULT_UID_MIN
-
-
-def trusted_uid(uid: int) -> bool:
-    """You, root, or a system account."""
-    return uid in (os.geteuid(), 0) or uid < _uid_min()
-
-
-def _user(uid: int) -> str:
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
 
 
 def _unix_peer_uid(sock: socket.socket, path: str) -> int:
@@ -66,68 +39,19 @@ def _unix_peer_uid(sock: socket.socket, path: str) -> int:
     return os.stat(path).st_uid
 
 
-def _address(hex_text: str) -> bytes:
-    """An address as ``/proc/net/tcp`` prints it (32-bit words in the host's order)."""
-    words = [hex_text[i : i + 8] for i in range(0, len(hex_text), 8)]
-    raw = b"".join(int(w, 16).to_bytes(4, sys.byteorder) for w in words)
-    if len(raw) == 16 and raw[:12] == b"\0" * 10 + b"\xff\xff":  # IPv4 mapped into IPv6
-        return raw[12:]
-    return raw
-
-
-def _endpoint(family: int, name: tuple) -> tuple[bytes, int]:  # type: ignore[type-arg]
-    raw = socket.inet_pton(family, name[0])
-    if len(raw) == 16 and raw[:12] == b"\0" * 10 + b"\xff\xff":
-        raw = raw[12:]
-    return raw, int(name[1])
-
-
-def _tcp_rows() -> Iterator[tuple[tuple[bytes, int], tuple[bytes, int], int]]:
-    """This host's TCP sockets: (local end, remote end, uid)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table, encoding="ascii", errors="replace") as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            try:
-                (local_ip, local_port), (remote_ip, remote_port) = (
-                    field.split(":") for field in fields[1:3]
-                )
-                yield (
-                    (_address(local_ip), int(local_port, 16)),
-                    (_address(remote_ip), int(remote_port, 16)),
-                    int(fields[7]),
-                )
-            except (ValueError, IndexError):
-                continue
-
-
-def _tcp_peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the socket at the other end of ``sock`` where it is on this host."""
-    ours = _endpoint(sock.family, sock.getsockname())
-    theirs = _endpoint(sock.family, sock.getpeername())
-    for local, remote, uid in _tcp_rows():
-        if local == theirs and remote == ours:
-            return uid
-    return None
-
-
 def check_server(sock: socket.socket, unix_path: str | None = None) -> None:
     """Raise ``UntrustedServer`` where the server ``sock`` is connected to runs on this host
     under a user who is not you, root or a system account."""
     if unix_path is not None:
         uid: int | None = _unix_peer_uid(sock, unix_path)
     elif sock.family in (socket.AF_INET, socket.AF_INET6):
-        uid = _tcp_peer_uid(sock)
+        uid = tcp_peer_uid(sock)
     else:
         uid = None
     if uid is None or trusted_uid(uid):
         return
     raise UntrustedServer(
-        f"its server is run by {_user(uid)}, not by you, root or a system account: another "
+        f"its server is run by {describe_user(uid)}, not by you, root or a system account: another "
         "user's server could choose your launches and would receive the password, so nothing "
         "was sent to it; run the server as yourself or as a service, or reach a shared one "
         "over rediss:// with its certificate checked"
