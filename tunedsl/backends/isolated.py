@@ -57,6 +57,7 @@ from tunedsl.backends.isolated_transfer import (
     rebuild_storages,
     rebuild_variant,
 )
+from tunedsl.backends.python_child import child_import_path, path_left_out
 from tunedsl.engine.bench import Timing
 from tunedsl.engine.seams import MeasureFailure, Prepared
 from tunedsl.errors import TuningError, UsageError
@@ -158,9 +159,10 @@ class Worker:
     def start(self) -> None:
         # ``-c`` and ``-m`` put the working directory first on the worker's path, where
         # another user may have planted a ``tunedsl`` (a shared /tmp directory): the first
-        # statement replaces the path with this process's, before anything is imported.
+        # statement replaces the path with this process's, before anything is imported
+        # (child_import_path: the working directory never on it, "" nor relative).
         main_thread = threading.current_thread() is threading.main_thread()
-        path = [p for p in sys.path if p]  # "" is the working directory
+        path = child_import_path()
         # Its compile temporaries' directory is made here and removed here (kill()): a worker
         # killed by SIGKILL leaves nothing in the temporary directory.
         from tunedsl.backends.compile_temporaries import worker_temporaries
@@ -210,7 +212,10 @@ class Worker:
         )
         self.busy = False
         if answer[0] != "ok":
-            raise TuningError(f"the measurement worker could not set up: {answer[-1]}")
+            left = path_left_out() if "ModuleNotFoundError" in str(answer[-1]) else ""
+            raise TuningError(
+                f"the measurement worker could not set up: {answer[-1]}" + (left and f"; {left}")
+            )
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
@@ -400,7 +405,9 @@ class IsolatedMeasurer:
         self.worker = worker if worker is not None else worker_for(device)
         activate = sys.modules.get("tunedsl.activate")  # scripts imported by path, if any
         scripts = dict(getattr(activate, "SCRIPTS", {}))
-        setup = {"sys_path": list(sys.path), "scripts": scripts, "body": body_bytes}
+        # The worker's import path: this process's, never its working directory (which
+        # the worker runs in too, and may be shared: another user's torch.py there).
+        setup = {"sys_path": child_import_path(), "scripts": scripts, "body": body_bytes}
         self.worker.setup(dumps(("setup", setup)))
         _kill_workers_on_sigterm(True)  # until close()
 

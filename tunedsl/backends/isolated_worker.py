@@ -279,7 +279,8 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
             if op == "setup":
                 state = None
                 payload = request[1]
-                sys.path[:] = payload["sys_path"]
+                # (Absolute entries only: "" would be the working directory, maybe shared.)
+                sys.path[:] = [p for p in payload["sys_path"] if os.path.isabs(p)]
                 if payload.get("scripts"):  # imported by name here (the kernel's module)
                     from tunedsl.activate import read_scripts
 

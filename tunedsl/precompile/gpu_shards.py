@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from tunedsl.backends.python_child import module_argv
+from tunedsl.backends.python_child import module_argv, path_left_out
 from tunedsl.errors import UsageError
 
 __all__ = [
@@ -294,6 +294,8 @@ def run_on_gpus(
                     if error is not None and attempt == 1 and len(children) > 1:
                         queue.insert(0, (task, 2, child.gpu))  # once more, on another GPU
                     elif error is not None:
+                        left = path_left_out() if "ModuleNotFoundError" in error else ""
+                        error += left and f" ({left})"
                         done(task, None, f"on GPU {child.gpu}: {error}", attempt)
                     else:
                         done(task, answer["records"], None, attempt)
