@@ -230,3 +230,68 @@ def test_an_empty_call_is_empty_under_cached_and_asks_no_rule(
     sources, warned = serve(rules, tmp_path, *calls)
     assert sources == {**dict.fromkeys(calls[:-1], "empty"), "flag:300:0!": "rule"}, warned
     assert "outside the range" not in warned and "launches" not in warned, warned
+
+
+BIG = 2**40 + 3  # an int past 32 bits: Triton compiles the kernel for an i64 argument
+
+
+def test_an_int_class_the_sweep_never_timed_is_outside_the_rule_and_named(tmp_path: Path) -> None:
+    """Triton compiles another kernel for an int argument equal to 1, and for a 64-bit one:
+    a rule swept only with ``stride == 1`` and a 32-bit ``seed`` decides neither a stride of
+    2 or 16 nor a seed of 1 or past 32 bits (tuned where tuning may run; where it may not,
+    the nearest pick, with a warning naming the class). `build`, `show` and `check` say which
+    classes the sweep had."""
+    rules = built(tmp_path, [{"n": n, "stride": 1} for n in (64, 256, 1024)])
+    calls = ("stride:300:1:3", "stride:300:2:3", "stride:300:16:3", "stride:300:1:1")
+    sources, _ = serve(rules, tmp_path, *calls, f"stride:300:1:{BIG}")
+    assert sources == {
+        "stride:300:1:3": "rule",
+        "stride:300:2:3": "tuned",
+        "stride:300:16:3": "tuned",
+        "stride:300:1:1": "tuned",
+        f"stride:300:1:{BIG}": "tuned",
+    }
+    cached = tmp_path / "cached"  # a fresh cache: the keys above were tuned into the other
+    sources, warned = serve(rules, cached, "stride:300:2:3!", f"stride:300:1:{BIG}!")
+    assert set(sources.values()) == {"rule"}, warned
+    assert warned.count("a key outside the range of rule") == 2, warned
+    assert "args.stride is a 32-bit int other than 1 (swept: an int equal to 1)" in warned, warned
+    assert "args.seed is a 64-bit int (swept: a 32-bit int other than 1)" in warned, warned
+    (rule,) = rules.glob("*.rule.json")
+    (family,) = json.loads(rule.read_text())["families"]
+    assert json.loads(family["family"])["args.stride"] == "==1"
+    said = "the sweep passed args.stride only as an int equal to 1"
+    shown = tunedsl("rules", "show", str(rules))
+    assert shown.returncode == 0 and said in shown.stdout, shown.stdout
+    assert "args.stride % 16" not in shown.stdout, shown.stdout  # 1 is not "% 16 != 0"
+    check = tunedsl("rules", "check", str(rules))
+    assert check.returncode == 0 and said in check.stdout, check.stdout
+    # `build` says so as it writes the rule.
+    again = tunedsl("rules", "build", "--out", str(tmp_path / "again"))
+    assert again.returncode == 0 and said in again.stderr, again.stderr
+    assert "args.seed" not in again.stderr  # swept as a 32-bit int: the usual class
+
+
+def test_a_rule_swept_with_both_int_classes_decides_each_from_its_own_keys(
+    tmp_path: Path,
+) -> None:
+    """Swept with ``stride == 1`` and with strides of 2: each class is a family of its own,
+    decided from its own keys (16, a multiple of 16, is in the 32-bit family's range: an
+    int's alignment is a feature of its map, not a class to sweep); `check --script` names
+    each key's class, so two keys of one size read apart."""
+    shapes = [{"n": n, "stride": s} for n in (64, 256, 1024) for s in (1, 2)]
+    rules = built(tmp_path, shapes)
+    (rule,) = rules.glob("*.rule.json")
+    families = json.loads(rule.read_text())["families"]
+    assert sorted(json.loads(f["family"])["args.stride"] for f in families) == ["==1", "i32"]
+    sources, _ = serve(rules, tmp_path, "stride:300:1:3", "stride:300:3:3", "stride:300:16:3")
+    assert set(sources.values()) == {"rule"}
+    check = tunedsl("rules", "check", str(rules))
+    assert check.returncode == 0 and "the sweep passed" not in check.stdout, check.stdout
+    held = tmp_path / "held.json"
+    held.write_text(json.dumps([{"n": 300, "stride": 1}, {"n": 300, "stride": 3}]))
+    check = tunedsl("rules", "check", str(rules), "--script", SCRIPT, "--shapes", str(held))
+    lines = [line for line in check.stdout.splitlines() if "shape[0]=300" in line]
+    assert len(lines) == 2, check.stdout + check.stderr
+    assert any("args.stride is an int equal to 1" in line for line in lines), "\n".join(lines)
+    assert any("args.stride % 16 != 0" in line for line in lines), lines

@@ -47,11 +47,18 @@ def test_features_are_log_sizes_and_families_the_categorical_rest() -> None:
         "args.a.shape[1]": 9.0,
         "args.M%16": 1.0,
     }
-    assert json.loads(family) == {"args.a.dtype": "float16", "args.a.stride": "s1"}
-    # Triton's int class is no family: an odd M shares the powers of two's rule, with its
+    assert json.loads(family) == {"args.a.dtype": "float16", "args.a.stride": "s1", "args.M": "i32"}
+    # An int's alignment is no family: an odd M shares the powers of two's rule, with its
     # alignment as a feature.
     odd = {"args": {**key(1000)["args"], "M": "i"}}
     assert key_features(odd) == (family, {**x, "args.M%16": 0.0})
+    # What Triton compiles another kernel for is: an int equal to 1 (no alignment to split
+    # on), a 64-bit int (of either alignment), an unsigned one.
+    for cls, part, aligned in (("i1", "==1", None), ("i16L", "i64", 1.0), ("iL", "i64", 0.0),
+                               ("iU", "u64", 0.0)):  # fmt: skip
+        fam, feats = key_features({"args": {**key(1000)["args"], "M": cls}})
+        assert json.loads(fam) == {**json.loads(family), "args.M": part}, cls
+        assert feats.get("args.M%16") == aligned, cls
     assert key_features(key(1000, "float32"))[0] != family
     # A constexpr value and the user's key= are part of the key as they are.
     # A numeric constexpr (a block computed from a size) is a feature, a flag a family; the
@@ -96,7 +103,11 @@ def test_a_tensor_reads_as_the_same_features_whatever_form_its_parts_take() -> N
     assert feats == {f"{p}.{k}": v for p in ("args.t", "key") for k, v in sizes.items()}
     # A bool is no size, and an int class's name is no dtype: each is read as it is.
     fam, feats = key_features({"args": {"t": {"dtype": "i16", "shape": [True, 8], "stride": "s1"}}})
-    assert json.loads(fam) == {"args.t.shape[0]": True, "args.t.stride": "s1"}
+    assert json.loads(fam) == {
+        "args.t.shape[0]": True,
+        "args.t.stride": "s1",
+        "args.t.dtype": "i32",
+    }
     assert feats == {"args.t.dtype%16": 1.0, "args.t.shape[1]": 3.0}
     assert key_features({"args": {"t": {"dtype": "float16", "shape": [], "stride": "c"}}})[1] == {}
 
@@ -243,10 +254,12 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
     data = rule.to_json()
     again = Rule.from_json(json.loads(json.dumps(data)))
     assert again.configs == rule.configs and again.decide(key(300)) == rule.decide(key(300))
-    # Written as schema 2 (keys carry alignment); a schema-1 file (no alignment split) reads.
-    assert data["schema"] == 2
-    older = Rule.from_json({**json.loads(json.dumps(data)), "schema": 1})
-    assert older.decide(key(300)) == rule.decide(key(300)) and older.to_json()["schema"] == 1
+    # Written as schema 3 (an int's class in the family). A file of schema 1 or 2 does not say
+    # which int classes (==1, 32- or 64-bit) its sweep had: it is built again.
+    assert data["schema"] == 3
+    for older in (1, 2):
+        with pytest.raises(InvalidRule, match=r"does not say which int classes .*build the rule"):
+            Rule.from_json({**json.loads(json.dumps(data)), "schema": older})
 
     def damaged(change) -> dict:
         d = json.loads(json.dumps(data))
@@ -255,7 +268,7 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
 
     cases = {
         "not a tunedsl rule": lambda d: d.update(kind="record"),
-        "schema 99 is not one this tunedsl reads .1, 2.: build the rule again": lambda d: d.update(
+        "schema 99 is not one this tunedsl reads .3.: build the rule again": lambda d: d.update(
             schema=99
         ),
         "rule.configs is not a list of 1 to 8": lambda d: d.update(configs=[]),

@@ -387,8 +387,16 @@ def show(files: Sequence[Path]) -> int:
             )
         else:
             first[digest] = path
-        print(f"{terminal_text(path.name)}{used}\n{rule.describe()}\n")
+        print(f"{terminal_text(path.name)}{used}\n{rule.describe()}")
+        print(f"  note: {terminal_text(why)}\n" if (why := _classes(rule)) else "")
     return 1 if bad else 0
+
+
+def _classes(rule: Any) -> str | None:
+    """Which int arguments the rule's sweep passed only equal to 1 or only 64-bit."""
+    from tunedsl.model.rule_unswept import int_classes_swept
+
+    return int_classes_swept(fam.family for fam in rule.families)
 
 
 def check(files: Sequence[Path], args: argparse.Namespace) -> int:
@@ -460,15 +468,17 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
                 print(terminal_text(f"{other}: {said}"))
         if current(rule):
             print(terminal_text(f"{path.name}: current ({here.get('name')}, {toolchain})"))
-            continue
-        stale += 1
-        print(
-            terminal_text(
-                f"{path.name}: stale: measured on {rule.device.get('name')} with "
-                f"{rule.toolchain}, this machine is {here.get('name')} with {toolchain}; sweep "
-                "here and run `tunedsl rules build` again"
+        else:
+            stale += 1
+            print(
+                terminal_text(
+                    f"{path.name}: stale: measured on {rule.device.get('name')} with "
+                    f"{rule.toolchain}, this machine is {here.get('name')} with {toolchain}; "
+                    "sweep here and run `tunedsl rules build` again"
+                )
             )
-        )
+        if why := _classes(rule):  # what it decides, current or not
+            print(terminal_text(f"  note: {why}"))
     failed = stale + bad
     if args.script is None or not rules:
         return 1 if failed else 0

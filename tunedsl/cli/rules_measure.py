@@ -195,18 +195,21 @@ _MAX_LINES = 40
 
 def key_text(readable: Any) -> str:
     """A key's sizes as a person reads them (``args.a.shape[0]=300``), then what else tells
-    it from a key of the same sizes (a flag, a dtype; stride patterns left out)."""
+    it from a key of the same sizes (a flag, a dtype, an int equal to 1 or 64-bit; stride
+    patterns and 32-bit ints left out)."""
     import json
 
-    from tunedsl.model.rule_features import key_features, show_feature
+    from tunedsl.model.rule_features import INT32, int_class_part, key_features, show_feature
 
     family, features = key_features(readable)
     parts = [show_feature(f, v) for f, v in sorted(features.items())]
-    parts += [
-        f"{k}={v if isinstance(v, str) else json.dumps(v)}"
-        for k, v in sorted(json.loads(family).items())
-        if not k.endswith(".stride")
-    ]
+    for k, v in sorted(json.loads(family).items()):
+        text = int_class_part(k, v)
+        if k.endswith(".stride") if text is None else v == INT32:
+            continue  # a tensor's stride pattern; an int's usual class (its alignment above)
+        parts.append(
+            f"{k} is {text}" if text else f"{k}={json.dumps(v) if v.__class__ is not str else v}"
+        )
     return ", ".join(parts) or family
 
 

@@ -25,11 +25,10 @@ from tunedsl.model.rule_features import ALIGNED, key_features, ranged, show_feat
 from tunedsl.model.rule_near import Grid, NearTable, judge_of
 from tunedsl.model.rule_unswept import never_swept
 
-# 2: keys carry an int argument's alignment feature, which a tree may split on (a reader of
-# schema 1 would send every key down one branch of such a split: it refuses the file).
-RULE_SCHEMA = 2
-#: Schemas this tunedsl reads: a schema-1 rule never splits on alignment.
-READ_SCHEMAS = (1, 2)
+# 3: an int argument's class (==1, 32-, 64-bit) is in a key's family; an older rule: _OLDER.
+RULE_SCHEMA = 3
+READ_SCHEMAS = (3,)
+_OLDER = dict.fromkeys((1, 2), "; it does not say which int classes (==1, 32- or 64-bit) it swept")
 RULE_KIND = "tunedsl-rule"
 MAX_TREE_DEPTH = 3
 MAX_CONFIGS = 8
@@ -160,10 +159,10 @@ class Family:
 
     def outside(self, x: Mapping[str, float]) -> tuple[str, str] | None:
         """What puts ``x`` (of this family) outside the swept range (a size's name, or
-        ``"sizes"``) and why, or None when it is in range: a size
-        the sweep did not have, one beyond the swept values, or a point on several sizes
-        farther from every swept key than the sweep's widest gap on some size (M and K both
-        swept from 16 to 4096, but only together: M=16 with K=4096 is no swept shape)."""
+        ``"sizes"``) and why, or None when it is in range: a size the sweep did not have,
+        one beyond the swept values, or a point on several sizes farther from every swept
+        key than the sweep's widest gap on some size (M and K both swept from 16 to 4096,
+        but only together: M=16 with K=4096 is no swept shape)."""
         if not self._layout(x)[0]:  # not the sizes (ranged features) the family was swept with
             theirs = sorted(self.ranges.keys() ^ {f for f in x if ranged(f)})
             return "sizes", f"its sizes are not the swept ones ({', '.join(theirs)})"
@@ -369,7 +368,8 @@ class Rule:
         if data.get("schema") not in READ_SCHEMAS:
             raise InvalidRule(
                 f"rule schema {data.get('schema')!r} is not one this tunedsl reads "
-                f"({', '.join(map(str, READ_SCHEMAS))}): build the rule again with this tunedsl"
+                f"({', '.join(map(str, READ_SCHEMAS))}){_OLDER.get(data.get('schema', 0), '')}: "
+                "build the rule again with this tunedsl (`tunedsl rules build`)"
             )
         for name, kind in (("site", str), ("kernel", dict), ("device", dict), ("toolchain", dict)):
             if not isinstance(data.get(name), kind):

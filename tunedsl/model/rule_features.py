@@ -4,10 +4,13 @@ The readable key's sizes (tensor shapes, ints of at least 2 and positive floats 
 or a constexpr, such as a block computed from a size, and of the values ``prune=`` reads,
 which join the key) are its *features*, taken as log2;
 everything else (dtypes, stride patterns, bools, strings, ints below 2 of ``key=`` or a
-constexpr: a flag such as ``HAS_BIAS=0/1``, a mode, a sentinel) is its *family*. Triton's int classes
-(``i1``, ``i16``, ``i``) are no family (the kernel is compiled for the class anyway) but give
-each int argument an alignment feature (1 for a multiple of 16, else 0) that the maps may
-split on: a row stride that is not a multiple of 16 loses vector loads, and with them the
+constexpr: a flag such as ``HAS_BIAS=0/1``, a mode, a sentinel) is its *family*. So is what
+Triton compiles another kernel for in an int argument's class (``model.keys.int_class``):
+equal to 1, else 32-bit, 64-bit or unsigned 64-bit (``==1``, ``i32``, ``i64``, ``u64``), so a
+rule swept with a stride of 1 never decides a stride of 2. An int argument's alignment (a
+multiple of 16 or not, which Triton specializes too) is instead a feature that the maps may
+split on, 1 or 0, without a range (a sweep of aligned and odd row lengths gives one map for
+both): a row stride that is not a multiple of 16 loses vector loads, and with them the
 fastest configuration.
 
 Read on every miss a rule decides: the walk makes no call per part it can avoid. Pure Python,
@@ -58,11 +61,13 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 # 0 and 1 would be one point, and a pick would cross between them).
                 family[path] = value
         elif cls is str:
-            if value in _INT_CLASSES and path.startswith("args."):
-                # Triton's int class: compiled for anyway, so neither a family nor a range;
-                # but a multiple of 16 (a row stride that keeps rows aligned) can change the
-                # fastest configuration, so the maps may split on it.
-                features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
+            if (parts := _INT_PARTS.get(value)) is not None and path.startswith("args."):
+                # Triton's int class: ==1 and the width compile other code (a family); a
+                # multiple of 16 (a row stride that keeps rows aligned) can change the
+                # fastest configuration, so the maps may split on it (a feature).
+                family[path] = parts[0]
+                if parts[1] is not None:
+                    features[path + ALIGNED] = parts[1]
             else:
                 family[path] = value
         elif cls is dict and _took_tensor(path, value, family, features):
@@ -82,11 +87,8 @@ def key_features(readable: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
                 features[path] = math.log2(value)  # one point per value, 0.5 apart from 0.25
             else:  # 0, negative, nan or inf: no size in log2
                 family[path] = repr(value)
-        elif isinstance(value, str):  # a str subclass (above: str itself)
-            if path.startswith("args.") and value in _INT_CLASSES:
-                features[path + ALIGNED] = 1.0 if value.startswith("i16") else 0.0
-            else:
-                family[path] = value
+        elif isinstance(value, str):  # a str subclass: as a str (above)
+            todo.append((path, str.__str__(value)))
         elif isinstance(value, Mapping):
             if "constexpr" in value and len(value) == 1:
                 inner = value["constexpr"]
@@ -132,8 +134,10 @@ def _args_features(args: dict[str, Any]) -> tuple[str, dict[str, float]] | None:
     for name, path, aligned_path in plan:
         value = args[name]
         cls = value.__class__
-        if cls is str and value in _INT_CLASSES:
-            features[aligned_path] = 1.0 if value.startswith("i16") else 0.0
+        if cls is str and (parts := _INT_PARTS.get(value)) is not None:
+            family[path] = parts[0]
+            if parts[1] is not None:
+                features[aligned_path] = parts[1]
         elif not (cls is dict and _took_tensor(path, value, family, features)):
             return None
     return _family_text(family), features
@@ -191,7 +195,24 @@ _MAX_FAMILIES = 1024
 _PLANS: dict[tuple[str, ...], tuple[tuple[str, str, str], ...]] = {}
 
 
-_INT_CLASSES = frozenset(c + w for c in ("i1", "i16", "i") for w in ("", "L", "U"))
+#: An int class's part of the family: what Triton compiles another kernel for (an int equal
+#: to 1, else its width), and no feature (``ALIGNED``) is split on for an int equal to 1.
+INT_ONE, INT32, INT64, UINT64 = "==1", "i32", "i64", "u64"
+#: Per int class of a key (``model.keys.int_class``): its family part and its alignment
+#: feature (None: an int equal to 1, never a multiple of 16).
+_INT_PARTS: dict[str, tuple[str, float | None]] = {
+    c + w: (INT_ONE if c == "i1" else width, None if c == "i1" else float(c == "i16"))
+    for c in ("i1", "i16", "i")
+    for w, width in (("", INT32), ("L", INT64), ("U", UINT64))
+}
+_INT_CLASSES = frozenset(_INT_PARTS)
+#: An int class's family part as a person reads it (``args.n is a 64-bit int``).
+INT_TEXT = {
+    INT_ONE: "an int equal to 1",
+    INT32: "a 32-bit int other than 1",
+    INT64: "a 64-bit int",
+    UINT64: "an unsigned 64-bit int",
+}
 #: The suffix of an int argument's alignment feature (1: a multiple of 16, else 0). Not a
 #: range: a key of either alignment is in a rule's range, whichever the sweep had.
 ALIGNED = "%16"
@@ -215,3 +236,9 @@ def show_feature(feature: str, value: float) -> str:
     if ranged(feature):
         return f"{feature}={show_value(value)}"
     return f"{feature.removesuffix(ALIGNED)} % 16 {'==' if value else '!='} 0"
+
+
+def int_class_part(path: str, value: Any) -> str | None:
+    """The text of a family part that is an int argument's class (``INT_TEXT``), or None for
+    any other part."""
+    return INT_TEXT.get(value) if path.startswith("args.") and value.__class__ is str else None

@@ -12,13 +12,14 @@ from tunedsl.model.rule_build import (
     dropped_cells,
     outside_cells,
 )
+from tunedsl.model.rule_unswept import int_classes_swept
 
 
 def build_notes(site: str, keys: Sequence[SweptKey], built: Built) -> list[str]:
     """What a person shipping the rule just built should know (``tunedsl rules build``
     prints each as a note): too few keys to validate it, keys never held out, keys left out,
-    held-out picks that failed or were never timed, cells ``prune=`` drops or outside a
-    key's space."""
+    held-out picks that failed or were never timed, int arguments swept only equal to 1 or
+    only 64-bit, cells ``prune=`` drops or outside a key's space."""
     v, notes = built.validation, []
     if not isinstance(v.get("geomean"), float):
         notes.append(
@@ -47,6 +48,8 @@ def build_notes(site: str, keys: Sequence[SweptKey], built: Built) -> list[str]:
             f"the other {v.get('n', 0)}; give --script to measure them, or sweep with "
             "search='exhaustive')"
         )
+    if (classes := int_classes_swept(f.family for f in built.families)) is not None:
+        notes.append(f"{site}: {classes}")
     outside = outside_cells(keys, built.configs)
     if outside:  # a space computed per call keeps other configurations at other sizes
         notes.append(

@@ -1,8 +1,9 @@
 """Rules fixture: a kernel with an int flag (``HAS_BIAS=0/1``, a constexpr), a kernel over
-two sizes (M by N) in any dtype, and one over the first N elements of a static buffer whose
-``prune=`` reads N. ``python rule_ranges.py CALL...`` runs each call (``flag:N:BIAS``,
-``mn:M:N[:DTYPE]``, ``live:N``, a ``!`` suffix for ``mode="cached"``) in this process and
-prints each result's source."""
+two sizes (M by N) in any dtype, a strided gather whose stride and seed are int arguments,
+and one over the first N elements of a static buffer whose ``prune=`` reads N.
+``python rule_ranges.py CALL...`` runs each call (``flag:N:BIAS``, ``mn:M:N[:DTYPE]``,
+``live:N``, ``stride:N:STRIDE:SEED``, a ``!`` suffix for ``mode="cached"``) in this process
+and prints each result's source."""
 
 import sys
 
@@ -63,6 +64,31 @@ def mn(m: int, n: int, dtype: str = "float32", mode: str = "on"):
     return res
 
 
+@triton.jit
+def strided(a, c, n, stride, seed, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs * stride, mask=m) + seed % 7, mask=m)
+
+
+def gather(n: int, stride: int, seed: int, mode: str = "on"):
+    """c = a[::stride][:n] + seed % 7: ``stride`` and ``seed`` are int arguments, whose
+    classes Triton compiles apart (equal to 1, 32- or 64-bit); ``a`` is one size for every
+    stride (up to 16), so they change no shape."""
+    a, c = torch.randn(n * 16), torch.empty(n)
+    res = autotune_launch(
+        strided,
+        space={"tile": [32, 64, 128, 256]},
+        grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, c, n, stride, seed),
+        kwargs=lambda cfg: {"TILE": cfg.tile},
+        name="rule-stride",
+        mode=mode,
+    )
+    assert torch.equal(c, a[::stride][:n] + seed % 7)
+    return res
+
+
 # Static buffers, as a server under CUDA graphs keeps them: only the first n elements are
 # live, so n is in no tensor's shape; prune= reads it, which puts its value in the key.
 STATIC_A, STATIC_C = torch.randn(8192), torch.zeros(8192)
@@ -84,13 +110,15 @@ def live(n: int, mode: str = "on"):
 
 
 @workload
-def case(n=256, bias=0, m=0, live_n=0):
-    """``m`` given: the M by N kernel; ``live_n``: the static buffer's; else the flag
-    kernel."""
+def case(n=256, bias=0, m=0, live_n=0, stride=0, seed=3):
+    """``m`` given: the M by N kernel; ``live_n``: the static buffer's; ``stride``: the
+    strided gather's; else the flag kernel."""
     if m:
         mn(m, n)
     elif live_n:
         live(live_n)
+    elif stride:
+        gather(n, stride, seed)
     else:
         flag(n, bias)
 
@@ -103,6 +131,8 @@ if __name__ == "__main__":
             res = flag(int(parts[0]), int(parts[1]), mode)
         elif what == "live":
             res = live(int(parts[0]), mode)
+        elif what == "stride":
+            res = gather(*map(int, parts), mode=mode)
         else:
             res = mn(int(parts[0]), int(parts[1]), *parts[2:], mode=mode)
         print(f"{call} {res.source}", flush=True)
