@@ -66,6 +66,6 @@ def int_classes_swept(families: Iterable[str]) -> str | None:
     return (
         "the sweep passed "
         + ", ".join(f"{k} only as {' or '.join(INT_TEXT[v] for v in c)}" for k, c in only)
-        + ": Triton compiles another kernel for another class of int, so a call passing one "
-        "is outside the rule's range (tuned where tuning may run); sweep such values too"
+        + ": Triton compiles another kernel for an int of another class, so a call passing "
+        "one there is outside the rule's range (tuned where tuning may run); sweep those too"
     )
