@@ -26,7 +26,11 @@ The front end knows the enclosing function; it passes ``scope=`` and ``ordinal=`
 (``autotune_launch``) has no expander: its scope is found by parsing the caller's file
 with ``ast`` (plain Python; a file that uses the macro too is parsed by the front end, which
 the runtime installs here with ``use_dsl_parser``), and its ordinal counts the ``autotune_launch`` calls before it
-in that function (on earlier lines, and left of it on a line that holds several).
+in that function (on earlier lines, and left of it on a line that holds several). A call
+inserted above another so takes the other's identity; what keeps it from the other's
+records is the launch text in their digest (the DSL's ``blocks=`` and ``$`` arguments, the
+plain call's ``grid=``, ``args=``, ``kwargs=`` and ``key=``), which the runtime reads from
+the spans this file index keeps of each call's arguments (``call_arguments``).
 
 Older records are migrated on first use (``runtime/legacy_records.py``): those of
 tunedsl 0.1 (identity ``file:line:col`` or ``name=``, every tool version in the digest)
@@ -233,10 +237,16 @@ def _scope_in(defs: tuple[_Def, ...], line: int) -> str:
             return ".".join(parts) or MODULE_SCOPE
 
 
+# An argument of a call and its span: (its keyword, ``**`` for a mapping unpacked, or the
+# index of a positional argument after the first; line, col, end line, end col).
+Argument = tuple[str, int, int, int, int]
+
+
 class _FileIndex(NamedTuple):
     defs: tuple[_Def, ...]
     # (callee name, line, col, end line, end col) of every call in the file
     calls: tuple[tuple[str, int, int, int, int], ...]
+    arguments: tuple[tuple[Argument, ...], ...]  # of each call, in the order of ``calls``
 
 
 # Parses a file that Python cannot (a DSL module: `$name`), positions the user's. The front
@@ -261,24 +271,32 @@ def _index(source: str, filename: str) -> _FileIndex:
         if _dsl_parser is None:
             raise
         tree = _dsl_parser(source, filename)  # a DSL module, with the user's positions
-    calls = tuple(
-        (
-            _callee_name(node.func),
-            node.lineno,
-            node.col_offset,
-            node.end_lineno or node.lineno,
-            node.end_col_offset or 0,
-        )
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-    )
-    return _FileIndex(_defs(tree.body), calls)
+    nodes = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    calls = tuple((_callee_name(node.func), *_span(node)) for node in nodes)
+    return _FileIndex(_defs(tree.body), calls, tuple(map(_arguments, nodes)))
+
+
+def _span(node: ast.expr) -> tuple[int, int, int, int]:
+    return (node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
+
+
+def _arguments(call: ast.Call) -> tuple[Argument, ...]:
+    positional = [(str(i), *_span(arg)) for i, arg in enumerate(call.args) if i]
+    named = [(kw.arg or "**", *_span(kw.value)) for kw in call.keywords]
+    return tuple(positional + named)
 
 
 def _file_index(filename: str) -> _FileIndex | None:
+    read = _read_file(filename)
+    return read[1] if read else None
+
+
+def _read_file(filename: str) -> tuple[str, _FileIndex] | None:
+    """The text of ``filename`` and its index; None when it cannot be read or parsed."""
     try:
         with open(filename, encoding="utf-8") as fh:
-            return _index(fh.read(), filename)
+            source = fh.read()
+        return source, _index(source, filename)
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
         return None
 
@@ -327,6 +345,26 @@ def declare_call(filename: str, line: int, end: tuple[int, int], callee: str) ->
     )
     declare(filename, line, col, scope, ordinal)
     return col
+
+
+def call_arguments(
+    filename: str, callee: str, line: int, end: tuple[int, int] | None
+) -> tuple[str, tuple[Argument, ...]] | None:
+    """The text of ``filename`` and the arguments of its call of ``callee`` that ends at
+    ``end`` (line, col: where Python's positions of the calling instruction say it ends),
+    or, where Python gives no positions, the one such call that starts on ``line``; None
+    when the file cannot be read or parsed (a name like ``<stdin>``: no file), or no one
+    call of the file is found there."""
+    read = None if filename.startswith("<") else _read_file(filename)
+    if read is None:
+        return None
+    source, index = read
+    found = [
+        i
+        for i, (name, start, _, *last) in enumerate(index.calls)
+        if name == callee and (tuple(last) == end if end is not None else start == line)
+    ]
+    return (source, index.arguments[found[0]]) if len(found) == 1 else None
 
 
 def _callee_name(func: ast.expr) -> str:

@@ -3,7 +3,9 @@
 ``autotune_launch`` runs on the same ``Site`` machinery as the DSL macro; its site is
 identified by the caller's code location (file, line) and cached, so calling it in a loop
 tunes once per key and then takes the site's hot path (plus this function's own argument
-handling).
+handling). The text of the call's ``grid=``, ``args=``, ``kwargs=`` and ``key=``, read from
+the caller's file when the site is made, is its launch text, in its records' digest as the
+DSL's is.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ _site_resets: dict[tuple[tuple[Any, ...], bool], Any] = {}
 # (filename, line, None, col, digest)).
 _statements: dict[tuple[int, int], tuple[Any, tuple[Any, ...]]] = {}
 _sites_lock = threading.Lock()
+
+CALLEE = "autotune_launch"
+#: The arguments whose text is a call's launch (in its records' digest), in this order.
+LAUNCH_ARGUMENTS = ("grid", "args", "kwargs", "key")
 
 
 def _parse_dsl(source: str, filename: str) -> Any:
@@ -111,10 +117,10 @@ def autotune_launch(
         if site is None:
             launch_checks.check_config_functions(where, grid=grid, args=args, kwargs=kwargs)
             launch_checks.check_static_hints(where, hints)
-            site = _make_site(where, space, hints, name, keyed)
+            site = _make_site(where, space, hints, name, keyed, frame)
     state = _site_hints.get((where, keyed))
     if state is None:  # unmade meanwhile by another thread's failed first call
-        site = _make_site(where, space, hints, name, keyed)
+        site = _make_site(where, space, hints, name, keyed, frame)
         state = _site_hints[where, keyed]
     if hints != state.hints:
         launch_checks.hints_changed(where, hints, state.hints)
@@ -339,7 +345,7 @@ def _call_place(frame: Any, where: tuple[str, int, Any]) -> tuple[Any, ...]:
     with _sites_lock:
         columns = _shared_lines.get(where)
         if columns is None:
-            if identity.calls_on_line(filename, line, "autotune_launch") < 2:
+            if identity.calls_on_line(filename, line, CALLEE) < 2:
                 return where
             columns = _shared_lines[where] = {}
         at = (frame.f_code, frame.f_lasti)
@@ -382,14 +388,7 @@ def _column(frame: Any, filename: str, line: int) -> int:
     declared), -1 where Python does not tell instruction positions (3.10)."""
     from tunedsl.warn import warn_once
 
-    positions = getattr(frame.f_code, "co_positions", None)
-    end: tuple[Any, Any] = (None, None)
-    if positions is not None:
-        for i, (_, end_line, _, end_col) in enumerate(positions()):
-            if i == frame.f_lasti // 2:
-                end = (end_line, end_col)
-                break
-    col = identity.declare_call(filename, line, end, "autotune_launch")
+    col = identity.declare_call(filename, line, _call_end(frame) or (-1, -1), CALLEE)
     if col < 0:
         warn_once(
             f"shared-line:{filename}:{line}",
@@ -400,6 +399,41 @@ def _column(frame: Any, filename: str, line: int) -> int:
             stacklevel="user",
         )
     return col
+
+
+def _call_end(frame: Any) -> tuple[int, int] | None:
+    """Where the call ``frame`` is making ends in its file (line, col), as Python's positions
+    of the calling instruction say; None where Python does not tell them (3.10)."""
+    positions = getattr(frame.f_code, "co_positions", None)
+    if positions is not None:
+        for i, (_, end_line, _, end_col) in enumerate(positions()):
+            if i == frame.f_lasti // 2:
+                return None if end_line is None or end_col is None else (end_line, end_col)
+    return None
+
+
+def _launch_text(frame: Any, where: tuple[Any, ...]) -> str | None:
+    """The text of the call's ``grid=``, ``args=``, ``kwargs=`` and ``key=`` (and a ``**``
+    mapping), in that order, read from the caller's file as the DSL's launch text is
+    (``frontend/launch_text.py``): in the record digest, so a call never takes a record
+    measured on another call's launch. None where the file cannot be read (a statement with
+    no file, whose code's digest names the site instead): the digest then holds no launch."""
+    if len(where) > 4:
+        return None
+    found = identity.call_arguments(where[0], CALLEE, where[1], _call_end(frame))
+    if found is None:
+        return None
+    from tunedsl.frontend.launch_text import text_of_spans
+
+    source, arguments = found
+    order = {name: i for i, name in enumerate(LAUNCH_ARGUMENTS)}
+    parts = [
+        (name, (line, col, end_line, end_col))
+        for name, line, col, end_line, end_col in arguments
+        if name in order or name == "**" or name.isdigit()
+    ]
+    parts.sort(key=lambda part: order.get(part[0], len(order)))  # as written after those
+    return text_of_spans(source, where[0], parts)
 
 
 def _key_config(site: Any, space: Any, default: Any) -> Config:
@@ -426,7 +460,12 @@ def _same_space(known: Any, space: Any) -> bool:
 
 
 def _make_site(
-    where: tuple[Any, ...], space: Any, hints: Mapping[str, Any], name: Any, has_key: bool
+    where: tuple[Any, ...],
+    space: Any,
+    hints: Mapping[str, Any],
+    name: Any,
+    has_key: bool,
+    frame: Any,
 ) -> Any:
     from tunedsl.runtime import redefined, site_wrap
     from tunedsl.runtime.site import Site
@@ -442,11 +481,12 @@ def _make_site(
                 filename=filename,
                 line=line,
                 col=where[3] if len(where) > 3 else 0,
-                kernel_text="autotune_launch",
+                kernel_text=CALLEE,
                 space=None,  # given per call (it may be rebuilt on each call)
                 static_hints=dict(hints),
                 options={"name": name} if name is not None else {},
                 has_key=has_key,
+                launch=_launch_text(frame, where),  # read once per site, never per call
             )
             # Built in precompile mode (a workload's call), as a macro's site would be: its
             # calls compile the configurations there instead of tuning and launching.

@@ -16,10 +16,13 @@ space's own digest is the current identity's: ``runtime/space_records.py`` finds
 
 A record found is stored under the current digest and its old file (and lock) is removed
 from this machine's records directory, so ``tunedsl cache ls`` shows one row. Neither older
-digest held a DSL site's launch text (its ``blocks=`` and ``$`` arguments), so a DSL site's
-record is moved only from its own file, unchanged since the record was measured; otherwise
-the key is tuned again (a launch edited since, or a file of the same name elsewhere, would be
-served a decision measured on other launches).
+digest held a site's launch text (a DSL site's ``blocks=`` and ``$`` arguments, an
+``autotune_launch`` call's ``grid=``, ``args=``, ``kwargs=`` and ``key=``), nor did the
+current identity's digest before ``autotune_launch`` calls had one (a fourth form, tried
+first), so such a record is moved only from its own file, unchanged since the record was
+measured; otherwise the key is tuned again (a launch edited since, a call inserted above
+that took the old call's ordinal, or a file of the same name elsewhere, would be served a
+decision measured on another launch).
 """
 
 from __future__ import annotations
@@ -58,10 +61,12 @@ def migrate(subject: Subject, stores: LayeredStore) -> Any:
             continue
         if not _same_launch(subject, old):
             return None  # tuned again, under the launch as it is written now
+        launch = subject.context["kernel"].get("launch")  # what it was measured on, it is
         new = dataclasses.replace(
             old,
             site=subject.site_id,
             digest=subject.digest,
+            kernel=old.kernel if launch is None else {**old.kernel, "launch": launch},
             location=identity.location(subject.site_id) or old.location,
         )
         if stores.put(new):
@@ -109,7 +114,7 @@ def _same_launch(subject: Subject, old: Any) -> bool:
     """Whether ``old``, written under an identity whose digest had no launch text, was
     measured on the launch the site has now: its ``blocks=`` and ``$`` arguments. Only the
     file can tell: the record's own file (``location``), unchanged since it was measured.
-    A plain ``autotune_launch`` site has no launch text in its digest to check."""
+    A site whose digest holds no launch text (its file could not be read) has none to check."""
     import os
 
     if subject.context["kernel"].get("launch") is None:
@@ -129,8 +134,11 @@ def _older(subject: Subject) -> list[tuple[str, dict[str, Any]]]:
         return []
     ctx = subject.context
     info = subject.info
-    modules = dict.fromkeys((info.module, "__main__", *identity.module_names(info.file)))
     out: list[tuple[str, dict[str, Any]]] = []
+    if ctx["kernel"].get("launch") is not None:  # this identity, before its digest held it
+        unlaunched = {k: v for k, v in ctx["kernel"].items() if k != "launch"}
+        out.append((subject.site_id, {**ctx, "kernel": unlaunched}))
+    modules = dict.fromkeys((info.module, "__main__", *identity.module_names(info.file)))
     kernel = {k: v for k, v in ctx["kernel"].items() if k not in ("file", "launch")}
     for module in modules:
         out.append((by_base_name, {**ctx, "kernel": {**kernel, "module": module}}))
