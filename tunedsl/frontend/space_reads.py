@@ -18,6 +18,7 @@ import ast
 _MANY = 1 << 20
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _TRIES = (ast.Try, getattr(ast, "TryStar", ast.Try))  # ``except*`` from Python 3.11
 
@@ -36,23 +37,25 @@ def read_per_call(module: ast.Module, line: int, space: ast.expr) -> bool:
 
 
 def _bound_around(module: ast.Module, line: int, name: str) -> bool:
-    """Whether a function or class around ``line`` binds ``name`` (a local, a parameter, a
-    variable of an enclosing function), unless it declares it ``global``."""
-    body: list[ast.stmt] = module.body
-    while True:
-        around = next(
-            (
-                s
-                for s in body
-                if isinstance(s, _SCOPES[:3]) and s.lineno <= line <= (s.end_lineno or s.lineno)
-            ),
-            None,
-        )
-        if around is None:
-            return False
-        if _binds_in_scope(around, name):
+    """Whether a scope around ``line`` binds ``name``: a function or class (a local, a
+    parameter, an enclosing function's variable, unless it declares it ``global``), a
+    lambda's parameter, a comprehension's variable; at any depth (a ``def`` under an ``if``)."""
+    for node in ast.walk(module):
+        if not isinstance(node, (*_SCOPES, *_COMPREHENSIONS)):
+            continue
+        if not node.lineno <= line <= (node.end_lineno or node.lineno):
+            continue
+        if isinstance(node, ast.Lambda):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            if any(p is not None and p.arg == name for p in params):
+                return True
+        elif isinstance(node, _COMPREHENSIONS):
+            if any(_binding_count(g.target, name) for g in node.generators):
+                return True
+        elif _binds_in_scope(node, name):
             return True
-        body = around.body
+    return False
 
 
 def _binds_in_scope(scope: ast.AST, name: str) -> bool:
@@ -86,10 +89,10 @@ def _rebound_by_global(module: ast.Module, name: str) -> bool:
 
 
 def _imported_at_top(body: list[ast.stmt], name: str) -> bool:
-    """Whether the module's top level binds ``name`` by ``import`` (a module, whose
-    constants are read as the module's own)."""
+    """Whether the module's top level binds ``name`` by an import (``import configs``,
+    ``from . import configs``: a module, whose constants are read as the module's own)."""
     return any(
-        isinstance(s, ast.Import)
+        isinstance(s, ast.Import | ast.ImportFrom)
         and any((a.asname or a.name.split(".")[0]) == name for a in s.names)
         for s in body
     )
@@ -97,8 +100,9 @@ def _imported_at_top(body: list[ast.stmt], name: str) -> bool:
 
 def _bindings(body: list[ast.stmt], name: str) -> int:
     """The most bindings of ``name`` on one path through ``body`` (``_MANY`` for one in a
-    loop): the branches of an ``if`` or ``match`` are alternatives, anything else adds."""
-    total = 0
+    loop): the branches of an ``if`` or ``match``, and a ``try`` and its handlers, are
+    alternatives; anything else adds, but for one module imported again."""
+    total, imported = 0, False
     for stmt in body:
         if isinstance(stmt, _LOOPS):
             inner = _binding_count(getattr(stmt, "target", None), name) + _bindings(stmt.body, name)
@@ -111,11 +115,17 @@ def _bindings(body: list[ast.stmt], name: str) -> int:
             total += _binding_count(stmt.subject, name)
             cases = [_bindings(c.body, name) + _binding_count(c.pattern, name) for c in stmt.cases]
             total += max(cases, default=0)
-        elif isinstance(stmt, _TRIES):
+        elif isinstance(stmt, _TRIES):  # a handler's binding is the body's fallback
             tried: ast.Try = stmt  # type: ignore[assignment]  # or a TryStar, alike
             handlers = [_bindings(h.body, name) + (h.name == name) for h in tried.handlers]
-            total += _bindings(tried.body, name) + sum(handlers)
+            total += max(_bindings(tried.body, name), *handlers, 0)
             total += _bindings(tried.orelse, name) + _bindings(tried.finalbody, name)
+        elif isinstance(stmt, ast.Import):  # `import os`, then `import os.path`: one module
+            for alias in stmt.names:
+                if alias.asname == name:
+                    total += 1
+                elif alias.asname is None and alias.name.split(".")[0] == name:
+                    total, imported = total + (not imported), True
         elif isinstance(stmt, ast.With | ast.AsyncWith):
             total += sum(_binding_count(item, name) for item in stmt.items)
             total += _bindings(stmt.body, name)

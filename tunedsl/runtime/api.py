@@ -134,7 +134,7 @@ def autotune_launch(
                 where, mode=mode, effort=effort, timing=timing, capture=capture, search=search
             )
         if not site.space_computed and not _same_space(state.space, space):
-            site.read_per_call("space")  # another space here: each call keyed by its own
+            site.read_per_call("space", state.space)  # another space: each keyed by its own
         if reset_to_zero != _site_resets.setdefault((where, keyed), reset_to_zero):
             site.read_per_call("reset")  # zero what each call names (runtime/call_reset.py)
         args_fn = args if callable(args) else None

@@ -20,7 +20,6 @@ check or fused launch, which do not read the call's settings.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from types import FunctionType
 from typing import Any
 
 from tunedsl.model.config import Config
@@ -49,14 +48,29 @@ def joined(call_key: tuple[Any, ...], lazy: Callable[[], Any] | None, site: Any)
     return call_key
 
 
+def rekeyed(table: dict[Any, Any], what: str, first_space: Any) -> bool:
+    """Key a table's entries, decided before the site read its space per call, by the space
+    they were decided in (``first_space``: an ``autotune_launch`` call place given a second
+    space keeps its first space's decisions); False where that space is not known."""
+    if what != "space" or first_space is None:
+        return False
+    part = ("space", space_part(first_space))
+    moved = {(*key, part): entry for key, entry in table.items()}
+    table.clear()
+    table.update(moved)
+    return True
+
+
 def space_part(space: Any) -> Hashable:
     """The key part of a space: equal for spaces of equal value (a literal space is a new
-    dict on every call), and for one object read again. A space changed in place keeps the
-    part it had when first read: give the site a new object instead."""
+    dict on every call), and for one object read again; a function in it (a ``Space``'s
+    constraint) counts by identity, as two functions of one code may allow different
+    configurations (what they read elsewhere). A space changed in place keeps the part it
+    had when first read: give the site a new object instead."""
     known = _spaces.get(id(space))
     if known is not None and known[0] is space:
         return known[1]
-    part = _value(space, 0)
+    part = _Part(_value(space, 0))
     if len(_spaces) >= MAX_SPACES:
         _spaces.clear()
     _spaces[id(space)] = (space, part)
@@ -77,15 +91,27 @@ def _value(value: Any, depth: int) -> Hashable:
         return (kind, tuple(_value(v, depth + 1) for v in value))
     if kind in (set, frozenset):
         return (kind, frozenset(_value(v, depth + 1) for v in value))
-    if kind is Space:
-        return (kind, _value(value.axes, depth + 1), _value(value.constraint, depth + 1))
-    if kind is FunctionType:  # a constraint made per call: its code and what it holds
-        try:
-            cells = tuple(_value(c.cell_contents, depth + 1) for c in value.__closure__ or ())
-        except ValueError:  # a cell not yet bound
-            return _Identity(value)
-        return (kind, value.__code__, _value(value.__defaults__, depth + 1), cells)
+    if kind is Space:  # its constraint by identity: what a function allows is not its code
+        return (kind, _value(value.axes, depth + 1), _Identity(value.constraint))
     return _Identity(value)
+
+
+class _Part:
+    """A space's key part, its hash computed once: a space of a million values is hashed
+    when first read, not on every call's table lookup (which compares the same object)."""
+
+    __slots__ = ("hash", "value")
+
+    def __init__(self, value: Hashable) -> None:
+        self.value, self.hash = value, hash(value)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or (
+            isinstance(other, _Part) and other.hash == self.hash and other.value == self.value
+        )
 
 
 class _Identity:

@@ -437,18 +437,18 @@ class Site:
         """The site's settings for a key being decided (``site_settings.py``)."""
         return site_settings.settings(self, lazy)
 
-    def read_per_call(self, what: str) -> None:
+    def read_per_call(self, what: str, first_space: Any = None) -> None:
         """Read ``what`` on every call from now on: ``"reset"`` (``call_reset.py``), ``"hints"``
-        or ``"space"`` (joined to the key, ``call_values.py``); no call takes the repeat
-        check or fused launch, which zero what the key's first call named and launch its hints."""
+        or ``"space"`` (joined to the key, ``call_values.py``; ``first_space``: the one the
+        decisions so far were made in); no call takes the repeat check or fused launch."""
         with self._lock:
             self.reset_computed |= what == "reset"
             self.hints_computed |= what == "hints"
             self.space_computed |= what == "space"
             self.keys_per_call = self.hints_computed or self.space_computed
             self.reads_per_call = True
-            if what != "reset":  # entries keyed without the value never match again
-                self._forget_all()
+            if what != "reset" and not call_values.rekeyed(self._table, what, first_space):
+                self._forget_all()  # entries keyed without the value never match again
             self._last = self._fast = self._seen = None
             self.launch = self._call
 

@@ -38,6 +38,15 @@ CASES = [
     ("a subscript", "SPACES = {}\ndef f(kind):\n    SITE\n", "SPACES[kind]", True),
     ("a call", "def f():\n    SITE\n", "make_space()", True),
     ("a conditional", "A = B = {}\ndef f():\n    SITE\n", "A if x else B", True),
+    ("a lambda's parameter", "f = lambda out, sp: (\n    SITE)\n", "sp", True),
+    ("a lambda's parameter in a function", "def g():\n    f = lambda sp: (\n        SITE)\n", "sp", True),
+    ("a module-level comprehension's variable", "r = [\n    SITE\n    for s in spaces]\n", "s", True),
+    ("a parameter of a def under an if", "if A:\n    def f(space):\n        SITE\n", "space", True),
+    ("a module from a from-import", "from . import configs\ndef f():\n    SITE\n", "configs.SPACE", False),
+    ("a module from-imported under another name", "from pkg import configs as c2\ndef f():\n    SITE\n", "c2.SPACE", False),
+    ("an import's fallback", "try:\n    from c import S\nexcept ImportError:\n    S = {}\ndef f():\n    SITE\n", "S", False),
+    ("one module imported twice", "import os\nimport os.path\ndef f():\n    SITE\n", "os.SPACE", False),
+    ("two modules under one name", "import a as m\nimport b as m\ndef f():\n    SITE\n", "m.SPACE", True),
 ]  # fmt: skip
 
 
@@ -68,11 +77,20 @@ def test_a_space_read_per_call_is_keyed_by_its_value() -> None:
     assert space_part(dict(t=[1])) != space_part(dict(t=[True]))
     assert space_part([dict(t=1)]) != space_part((dict(t=1),))
 
-    def made(low: int) -> Space:  # a constraint made per call: its code and what it holds
-        return Space(t=[1, 2], constraint=lambda c: c.t >= low)
+    def made(low: int) -> Space:  # a constraint made per call: another function each time
+        return Space(t=[1, 2], constraint=lambda c, *, lim=low: c.t >= lim)
 
-    assert space_part(made(1)) == space_part(made(1))
-    assert space_part(made(1)) != space_part(made(2))
+    # One code may allow other configurations (a keyword default, a global it reads): a
+    # function counts by identity, never by its code.
+    assert space_part(made(1)) != space_part(made(1))
+    keep = made(1).constraint
+    assert space_part(Space(t=[1, 2], constraint=keep)) == space_part(
+        Space(t=[1, 2], constraint=keep)
+    )
+    big = {"t": list(range(100_000))}
+    assert space_part(big) is space_part(big) and hash(space_part(big)) == hash(
+        space_part(dict(big))
+    )
 
     class Mine:  # no value form: by identity, another object is another decision
         pass
