@@ -65,7 +65,8 @@ def checked_address(address: str, named: str) -> str:
 def _host_port(address: str, named: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    # (ASCII digits only: str.isdigit takes superscripts, which int() refuses)
+    if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise UsageError(
             f"sweep {named}: cannot join a Ray cluster ({address!r} is not HOST:PORT nor "
             "ray://HOST:PORT); start one (`ray start --head`) and name the address it prints, "
@@ -90,7 +91,13 @@ def _check_server(host: str, port: int, named: str) -> str:
     not to be another local user's (nothing is sent to it)."""
     try:
         sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
-    except OSError as err:
+    except UnicodeError as err:  # a name the resolver cannot encode (an empty DNS label)
+        raise UsageError(
+            f"sweep {named}: cannot join a Ray cluster at {host}:{port} ({host!r} is no "
+            f"valid host name: {err.__cause__ or err}); name the host the cluster runs on "
+            "(its address as `ray start --head` prints it), or leave --ray out for a local one"
+        ) from None
+    except (OSError, ValueError) as err:  # (ValueError: a NUL in the name)
         raise UsageError(
             f"sweep {named}: cannot join a Ray cluster at {host}:{port} ({err}); start one "
             "(`ray start --head`) and name its address, or leave --ray out for a local one"
