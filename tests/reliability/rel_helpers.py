@@ -221,3 +221,32 @@ def terminate_once(
             proc.communicate()
         for line in running_in_session(proc.pid):
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+@contextmanager
+def own_group() -> Iterator[str]:
+    """A fresh group whose one member is this user (as ``useradd`` makes a user-private
+    group), removed afterwards. Needs root and ``groupadd``/``gpasswd`` (else a skip)."""
+    import pwd
+    import shutil
+
+    import pytest
+
+    if os.geteuid() != 0 or shutil.which("groupadd") is None or shutil.which("gpasswd") is None:
+        pytest.skip("needs root and groupadd/gpasswd to make a group")
+    name = f"tdpg{os.getpid() % 100000}"
+    me = pwd.getpwuid(os.getuid()).pw_name
+    subprocess.run(["groupadd", name], check=True, timeout=30)
+    try:
+        subprocess.run(["gpasswd", "-a", me, name], check=True, capture_output=True, timeout=30)
+        yield name
+    finally:
+        subprocess.run(["groupdel", name], check=True, timeout=30)
+
+
+def share_group(group: str, uid: int = 65534) -> None:
+    """List the user ``uid`` (by default 65534, the second user) in ``group`` too."""
+    import pwd
+
+    other = pwd.getpwuid(uid).pw_name
+    subprocess.run(["gpasswd", "-a", other, group], check=True, capture_output=True, timeout=30)

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import rel_helpers
 from rel_helpers import child_env, write_script
 
 pytestmark = pytest.mark.needs_triton
@@ -201,6 +202,62 @@ def test_a_gpu_process_missing_a_module_from_a_directory_others_can_write_says_w
     errors = json.loads(done.stdout.split("ERRORS ", 1)[1])
     assert "No module named 'projkernels'" in errors[0], errors
     assert f"{open_dir} is writable by group or others (mode 777)" in errors[0], errors
+
+
+@pytest.fixture
+def own_group() -> Iterator[str]:
+    with rel_helpers.own_group() as name:
+        yield name
+
+
+def umask_002_project(tmp_path: Path, group: str) -> Path:
+    """The project directory, and one above it, as ``umask 002`` makes them (775, the
+    kernel's module 664), of ``group``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    home = project(work)
+    for made, mode in ((work, 0o775), (home, 0o775), (home / "projkernels.py", 0o664)):
+        shutil.chown(made, group=group)
+        made.chmod(mode)
+    return home
+
+
+def test_a_working_directory_writable_only_by_your_own_group_stays_on_the_child_path(
+    tmp_path: Path, shared: Path, own_group: str
+) -> None:
+    home = umask_002_project(tmp_path, own_group)
+    done = run_c(ISOLATED, home, tmp_path, str(shared))
+    assert planted_ran(shared) == "", f"another user's module ran: {planted_ran(shared)}"
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RESULT tuned ['ok', 'ok']" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_the_gpu_processes_of_a_sweep_keep_a_directory_writable_only_by_your_own_group(
+    tmp_path: Path, shared: Path, own_group: str
+) -> None:
+    home = umask_002_project(tmp_path, own_group)
+    (home / "scripts").mkdir()
+    write_script(home / "scripts" / "sweep_me.py", SWEEP_SCRIPT)
+    (home / "shapes.json").write_text('[{"n": 100}, {"n": 300}]')
+    for made, mode in ((home / "scripts", 0o775), (home / "scripts" / "sweep_me.py", 0o664)):
+        shutil.chown(made, group=own_group)
+        made.chmod(mode)
+    done = run_c(SWEEP, home, tmp_path, str(shared))
+    assert planted_ran(shared) == "", f"another user's module ran: {planted_ran(shared)}"
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ERRORS [null, null]" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_a_working_directory_writable_by_a_group_shared_with_another_user_is_left_out(
+    tmp_path: Path, shared: Path, own_group: str
+) -> None:
+    rel_helpers.share_group(own_group)  # uid 65534 listed too: it could plant modules there
+    home = umask_002_project(tmp_path, own_group)
+    done = run_c(ISOLATED, home, tmp_path, str(shared))
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "No module named 'projkernels'" in last, done.stderr[-3000:]
+    assert f"{home.parent} is writable by group or others (mode 775)" in last, last
 
 
 # What python_argv gives a child for its path, from a session started in the project

@@ -32,8 +32,9 @@ def child_import_path() -> list[str]:
     the project's directory). A relative entry becomes the directory Python resolved it to
     at its first use here. Each only where no other user could have put a file in it
     (:func:`tunedsl.store.paths.untrusted_place`: it and the directories above are this
-    user's or root's, and it is closed to writes by group and others, sticky or not); the
-    others are left out (:func:`path_left_out` says which)."""
+    user's or root's, and it is closed to writes by group and others, sticky or not, a group
+    of this user's alone being no other user); the others are left out
+    (:func:`path_left_out` says which)."""
     path: list[str] = []
     for entry, places in _places():
         path.extend(p for p in places if p not in path and (entry == p or _trusted(p)))

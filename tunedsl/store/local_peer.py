@@ -8,6 +8,9 @@ with its owner's uid. Trusted: you, root, or a system account (a uid below the s
 ``UID_MIN``, where services such as Debian's ``redis-server`` run). A server on another host
 is not in the table (``tcp_peer_uid`` says None), nor is anything where there is no ``/proc``
 (not Linux). Used by ``store/redis_peer.py`` and ``precompile/ray_peer.py``.
+
+Also whether a group is yours alone (``private_group``): a directory writable by such a
+group is as closed to other users as one writable by you alone (``store/paths.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,24 @@ def describe_user(uid: int) -> str:
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
     except KeyError:
         return f"uid {uid}"
+
+
+def private_group(gid: int) -> bool:
+    """Whether the group ``gid`` is this user's alone, as the user-private group that
+    ``useradd``/``adduser`` make for each user (under ``umask 002`` its directories are
+    ``775``): this user is in it (as primary group, or listed), no other user is listed in
+    it, and no other user has it as primary group. False where the user or the group is
+    unknown, or where Python has no ``pwd`` and ``grp`` (Windows)."""
+    try:
+        import grp
+
+        me = pwd.getpwuid(os.getuid())
+        group = grp.getgrgid(gid)
+        others = [u.pw_name for u in pwd.getpwall() if u.pw_gid == gid and u.pw_uid != me.pw_uid]
+    except (ImportError, KeyError, OSError):
+        return False
+    listed = set(group.gr_mem)
+    return (me.pw_gid == gid or me.pw_name in listed) and listed <= {me.pw_name} and not others
 
 
 def _address(hex_text: str) -> bytes:

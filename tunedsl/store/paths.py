@@ -161,6 +161,7 @@ def _open_checked(
     follow: bool,
     root_ok: bool,
     not_link_ok: bool = False,
+    group_ok: bool = False,
 ) -> int:
     try:
         fd = os.open(name, _DIR_FLAGS | (0 if follow else _NOFOLLOW), dir_fd=dir_fd)
@@ -174,12 +175,25 @@ def _open_checked(
     why = None
     if hasattr(os, "getuid") and st.st_uid != os.getuid() and not (root_ok and st.st_uid == 0):
         why = f"{shown} is owned by another user (uid {st.st_uid})"
-    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    elif _writable_by_others(st, group_ok):
         why = f"{shown} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
     if why is not None:
         os.close(fd)
         raise UntrustedDir(why)
     return fd
+
+
+def _writable_by_others(st: os.stat_result, group_ok: bool) -> bool:
+    """Whether the mode of ``st`` lets another user write: writable by others, or by its
+    group unless ``group_ok`` and the group is this user's alone
+    (:func:`tunedsl.store.local_peer.private_group`)."""
+    if st.st_mode & stat.S_IWOTH:
+        return True
+    if not st.st_mode & stat.S_IWGRP:
+        return False
+    from tunedsl.store.local_peer import private_group  # (pwd and grp: not on Windows)
+
+    return not (group_ok and private_group(st.st_gid))
 
 
 #: Symbolic links followed on the way to one directory before giving up (the kernel's own).
@@ -192,6 +206,7 @@ def _open_chain(
     root_ok: bool,
     last_above: bool = False,
     last_open_ok: bool = False,
+    group_ok: bool = False,
 ) -> int:
     """A descriptor of the directory ``path``, reached from ``/`` one name at a time, each
     opened relative to its parent's descriptor: every directory above it must be owned by
@@ -201,11 +216,13 @@ def _open_chain(
     way is followed only when this user or root owns it, as the directory holding it was
     checked already; the last name is followed only with ``follow_last`` (the cache root).
     ``last_above``: ``path`` itself is judged as those above it are (where directories are
-    to be made); ``last_open_ok``: then also where it is open to writes by others."""
+    to be made); ``last_open_ok``: then also where it is open to writes by others.
+    ``group_ok``: a directory writable by its group is closed to others where that group is
+    this user's alone (``local_peer.private_group``)."""
     names = list(reversed(Path(os.path.abspath(path)).parts[1:]))  # a stack: next name last
     if not names:
-        return _open_checked(os.sep, None, path, True, root_ok)
-    shown, fd, links = Path(os.sep), _open_above(os.sep, None, Path(os.sep)), 0
+        return _open_checked(os.sep, None, path, True, root_ok, group_ok=group_ok)
+    shown, fd, links = Path(os.sep), _open_above(os.sep, None, Path(os.sep), group_ok=group_ok), 0
     try:
         while names:
             name = names.pop()
@@ -220,13 +237,13 @@ def _open_chain(
                     names.pop()  # the "/" part
                     os.close(fd)
                     shown, fd = Path(os.sep), -1
-                    fd = _open_above(os.sep, None, shown)
+                    fd = _open_above(os.sep, None, shown, group_ok=group_ok)
                 continue
             shown = shown.parent if name == ".." else shown if name == "." else shown / name
             if last and not last_above:
-                below = _open_checked(name, fd, path, False, root_ok, follow_last)
+                below = _open_checked(name, fd, path, False, root_ok, follow_last, group_ok)
             else:
-                below = _open_above(name, fd, shown, open_ok=last and last_open_ok)
+                below = _open_above(name, fd, shown, last and last_open_ok, group_ok)
             os.close(fd)
             fd = below
     except BaseException:
@@ -257,9 +274,11 @@ def _is_link(name: str, dir_fd: int | None) -> bool:
         return False
 
 
-def _open_above(name: str, dir_fd: int | None, shown: Path, open_ok: bool = False) -> int:
+def _open_above(
+    name: str, dir_fd: int | None, shown: Path, open_ok: bool = False, group_ok: bool = False
+) -> int:
     """A directory above a trusted one: this user's or root's, and closed to writes by group
-    and others unless sticky (or ``open_ok``)."""
+    and others unless sticky (or ``open_ok``; ``group_ok``: see :func:`_open_chain`)."""
     try:
         fd = os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=dir_fd)
     except OSError as err:
@@ -270,7 +289,7 @@ def _open_above(name: str, dir_fd: int | None, shown: Path, open_ok: bool = Fals
     why = None
     if hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0):
         why = f"{shown} is owned by another user (uid {st.st_uid})"
-    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (st.st_mode & stat.S_ISVTX or open_ok):
+    elif _writable_by_others(st, group_ok) and not (st.st_mode & stat.S_ISVTX or open_ok):
         why = f"{shown} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
     if why is not None:
         os.close(fd)
@@ -312,7 +331,7 @@ def untrusted_source(path: str, *, on_path: bool = False) -> str | None:
     Trusted: the file, the ``__pycache__`` beside it (as named and real: Python runs its code
     instead; under ``sys.pycache_prefix``, the directory there instead) and every directory
     above, owned by this user or root and closed to writes by group and others (a directory
-    above may be sticky, as ``/tmp``). With ``on_path`` (the file's directory, as named, goes
+    above may be sticky, as ``/tmp``; a group of this user's alone is no other user). With ``on_path`` (the file's directory, as named, goes
     on ``sys.path``) it must pass the cache's chain rule."""
     named = () if os.path.isdir(path) else {os.path.abspath(path), os.path.realpath(path)}
     if sys.pycache_prefix:  # the compiled code of every module is read from under the prefix
@@ -346,10 +365,12 @@ def untrusted_place(path: Path) -> str | None:
     """Why another user could put files in the directory ``path`` that a tool reads code
     from (Python's pycache prefix, Triton's cache), or None. The chain rule of the cache
     (:func:`_open_chain`, root may own it), applied to ``path`` or, while it is missing, to
-    the nearest directory above it that exists, where the rest is made on the first write."""
+    the nearest directory above it that exists, where the rest is made on the first write.
+    A directory writable by its group passes where that group is this user's alone
+    (``local_peer.private_group``: a project directory made under ``umask 002``)."""
     existing = _nearest_existing(path)
     try:
-        os.close(_open_chain(existing, True, True))
+        os.close(_open_chain(existing, True, True, group_ok=True))
     except UntrustedDir as why:
         return str(why)
     except OSError as err:
@@ -377,7 +398,7 @@ def _untrusted_file(path: str) -> str | None:
             return f"{current} cannot be checked ({err.strerror or err})"
         if uid is not None and st.st_uid not in (uid, 0):
             return f"{current} is owned by another user (uid {st.st_uid})"
-        open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        open_to_others = _writable_by_others(st, True)
         if open_to_others and (is_file or not st.st_mode & stat.S_ISVTX):
             return f"{current} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
         parent = os.path.dirname(current)
