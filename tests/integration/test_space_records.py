@@ -156,3 +156,116 @@ def test_one_autotune_launch_kernel_and_key_with_two_configuration_lists_each_hi
         sources.append(_plain(configs).source)
     assert sources == ["tuned", "tuned", "disk", "disk"], sources
     assert len(tune_count) == 2 and len(record_files()) == 2
+
+
+# Two instances, each with its own space too large to list (searched lazily) filtered by its
+# own constraint: a bound method reading the instance's limits.
+LAZY_SCRIPT = """
+import json
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import Space, autotune, cdiv
+
+
+@triton.jit
+def fill(out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.full((BLOCK,), 1, tl.int32), mask=offs < n)
+
+
+class Filler:
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+        # PAD makes the space large: 3 * 5000 points, more than are ever listed
+        self.space = Space(BLOCK=[32, 64, 128], PAD=list(range(5000)), constraint=self.ok)
+
+    def ok(self, c):
+        return self.lo <= c["BLOCK"] <= self.hi and c["PAD"] < 2
+
+    def __call__(self, out):
+        n = out.numel()
+        return autotune(space=self.space, blocks=cdiv(n, $BLOCK) + 0 * $PAD, effort="quick",
+                        fill(out, n, BLOCK=$BLOCK))
+
+
+seen = []
+for f in (Filler(64, 128), Filler(32, 32)):
+    out = torch.zeros(100, dtype=torch.int32)
+    r = f(out)
+    assert bool((out == 1).all())
+    seen.append([r.source, r.config["BLOCK"], r.config["PAD"], f.ok(r.config)])
+print("RESULT", json.dumps(seen))
+"""
+
+
+def _run_lazy(script: Path, cache: Path, seed: str) -> tuple[list, str]:
+    env = {
+        **os.environ,
+        "TUNEDSL_CACHE_DIR": str(cache),
+        "TRITON_INTERPRET": "1",
+        "PYTHONHASHSEED": seed,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(script.parent),
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT")]
+    return json.loads(line.split(" ", 1)[1]), done.stderr
+
+
+def test_lazy_spaces_with_constraints_of_other_instances_each_keep_their_record(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "lazy_spaces.py"
+    script.write_text(textwrap.dedent(LAZY_SCRIPT).lstrip())
+    cache = tmp_path / "cache"
+    first, _ = _run_lazy(script, cache, "1")
+    # Each instance tuned its own space (the constraints differ only by what self holds),
+    # and the second one's record went beside the first's, not over it.
+    assert [s[0] for s in first] == ["tuned", "tuned"], first
+    assert all(s[3] for s in first), first
+    files = sorted((cache / "records").glob("*.json"))
+    spaces = {json.loads(f.read_text())["context"]["space"] for f in files}
+    assert len(files) == 2 and len(spaces) == 2, files
+    # Another process (another hash seed): each instance hits its own record, with its choice.
+    again, err = _run_lazy(script, cache, "2")
+    assert "not in the current space" not in err, err
+    assert again == [["disk", *s[1:]] for s in first], (first, again)
+
+
+def test_a_lazy_spaces_record_of_the_digest_naming_only_its_constraint_does_not_decide(
+    tmp_path: Path,
+) -> None:
+    import hashlib
+
+    from tunedsl import Space
+
+    script = tmp_path / "lazy_spaces.py"
+    script.write_text(textwrap.dedent(LAZY_SCRIPT).lstrip())
+    cache = tmp_path / "cache"
+    _run_lazy(script, cache, "1")
+
+    def ok(c):  # named as the instances' constraint: the older digest told no more
+        return True
+
+    space = Space(BLOCK=[32, 64, 128], PAD=list(range(5000)), constraint=ok)
+    older = hashlib.sha256(("lazy:" + repr(space)).encode()).hexdigest()[:32]
+    for path in (cache / "records").glob("*.json"):  # as written before: either space's
+        data = json.loads(path.read_text())
+        data["context"]["space"] = older
+        path.write_text(json.dumps(data))
+    again, _ = _run_lazy(script, cache, "2")
+    # Neither record states its instance's space now: each instance tunes its own again.
+    assert [s[0] for s in again] == ["tuned", "tuned"] and all(s[3] for s in again), again
+    third, err = _run_lazy(script, cache, "3")
+    assert "not in the current space" not in err, err
+    assert third == [["disk", *s[1:]] for s in again], (again, third)

@@ -1380,3 +1380,24 @@ def test_a_helper_behind_lru_cache_is_walked() -> None:
     assert any(t.startswith("pick=") for t in before) and "W=64" in before, before
     scope["W"] = 128
     assert heuristic_sources(k) != before
+
+
+class _Limits:
+    def __init__(self, hi: int) -> None:
+        from tunedsl import Space
+
+        self.hi = hi
+        self.space = Space(BLOCK=[32, 64, 128], PAD=list(range(5000)), constraint=self.ok)
+
+    def ok(self, c: Any) -> bool:
+        return bool(c["BLOCK"] <= self.hi and c["PAD"] < 2)
+
+
+def test_a_method_of_an_object_holding_a_space_reads_alike_before_and_after_a_search() -> None:
+    from tunedsl.backends.heuristic_reads import state_text
+
+    limits = _Limits(128)
+    before = state_text(limits.space.constraint)
+    assert limits.space.first_valid() is not None  # fills the space's caches
+    assert state_text(limits.space.constraint) == before
+    assert state_text(_Limits(32).space.constraint) != before  # what self holds counts

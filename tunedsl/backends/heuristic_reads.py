@@ -164,7 +164,16 @@ def _state(value: Any, path: tuple[int, ...], left: list[int]) -> str:
         text = repr(value) if _value_like(value) else ""
         return text if text and " at 0x" not in text else f"<{name}>"
     fields = sorted(_fields(value).items())
+    if kind.__module__ == _SPACES:  # tunedsl's spaces: the caches their use fills are no part
+        fields = [(k, v) for k, v in fields if not k.startswith("_")]
     return f"<{name} " + ",".join(f"{k}={_state(v, path, left)}" for k, v in fields) + ">"
+
+
+#: The module of tunedsl's spaces, whose objects are their public fields (axes, constraint,
+#: configurations): the private ones are caches filled as the space is searched, so an
+#: object holding a space (the one a lazy space's constraint is bound to) reads alike before
+#: and after.
+_SPACES = "tunedsl.model.space"
 
 
 def _value_like(value: Any) -> bool:

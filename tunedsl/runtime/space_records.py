@@ -9,9 +9,9 @@ with two ``configs=`` lists) would find each other's record, refuse it (it does 
 their space) and tune again over it, so neither ever hit.
 
 So each record states its space (``context["space"]``: ``space_digest``, of its
-configurations as a set, or of a lazy space's axes and constraint), and a key holds one
-record per space: the first space to tune it writes under the key's digest, each other space
-under a digest of the key's and its own (``own_digest``). A lookup reads the key's digest
+configurations as a set, or of a lazy space's axes and constraint: the constraint by what
+it computes, ``constraint_text``), and a key holds one record per space: the first space
+to tune it writes under the key's digest, each other space under a digest of the key's and its own (``own_digest``). A lookup reads the key's digest
 and, where the record there states another space (or none) or there is none, the space's
 own digest (before a shipped rule is asked: a measured record of the site's space always
 decides over a rule's prediction), then the key's digest in every store (a shipped record
@@ -22,6 +22,8 @@ A record of another space never decides this one's key (its timings are still re
 this space tunes; ``mode="cached"`` still takes its choice when this space has no record).
 A record that states no space, written before records stated one, decides the key as it did:
 when it covers the candidates (``decide._usable``).
+A lazy space's record stating a digest of its constraint's name alone (``repr``, what such
+digests held before) is another space's: another constraint of that name may have chosen it.
 """
 
 from __future__ import annotations
@@ -52,12 +54,13 @@ _MAX_DIGESTS = 64
 
 def space_digest(settings: Settings) -> str:
     """The digest of the space ``settings`` tunes from: its configurations as a set (their
-    order is not the space), or a space too large to list by its axes and constraint."""
+    order is not the space), or a space too large to list by its axes and constraint (what
+    the constraint computes with: ``constraint_text``)."""
     known = _digests.get(id(settings))
     if known is not None and known[0] is settings:
         return known[1]
     if settings.large:
-        text = "lazy:" + repr(settings.space)
+        text = "lazy:" + repr(settings.space) + constraint_text(settings.space)
     else:
         text = canonical_json(sorted(c.dumps() for c in settings.configs))
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
@@ -65,6 +68,20 @@ def space_digest(settings: Settings) -> str:
         _digests.clear()
     _digests[id(settings)] = (settings, digest)
     return digest
+
+
+def constraint_text(space: Any) -> str:
+    """What a lazy space's constraint computes with, as text alike in every process for the
+    same code and values: its code and what it reads, binds or is bound to (``self.ok`` of
+    an object with ``hi=128`` is not the one with ``hi=32``), read as a heuristic's function
+    is (``backends/heuristic_reads.state_text``), running none of the user's code. Empty for
+    a space without one, whose axes (its repr) are all of it."""
+    import inspect
+
+    from tunedsl.backends.heuristic_reads import state_text
+
+    constraint = inspect.getattr_static(space, "constraint", None)
+    return "" if constraint is None else "\0constraint:" + state_text(constraint)
 
 
 def stated(record: Record) -> str | None:
