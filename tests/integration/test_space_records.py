@@ -192,7 +192,7 @@ class Filler:
 
 
 seen = []
-for f in (Filler(64, 128), Filler(32, 32)):
+for f in (Filler(64, 128), Filler(32, 32), Filler(32, 128)):
     out = torch.zeros(100, dtype=torch.int32)
     r = f(out)
     assert bool((out == 1).all())
@@ -229,13 +229,14 @@ def test_lazy_spaces_with_constraints_of_other_instances_each_keep_their_record(
     script.write_text(textwrap.dedent(LAZY_SCRIPT).lstrip())
     cache = tmp_path / "cache"
     first, _ = _run_lazy(script, cache, "1")
-    # Each instance tuned its own space (the constraints differ only by what self holds),
-    # and the second one's record went beside the first's, not over it.
-    assert [s[0] for s in first] == ["tuned", "tuned"], first
+    # Each instance tuned its own space (the constraints differ only by what self holds; the
+    # first one's choice is in the third's space, not chosen from it), and each later one's
+    # record went beside the first's, not over it.
+    assert [s[0] for s in first] == ["tuned", "tuned", "tuned"], first
     assert all(s[3] for s in first), first
     files = sorted((cache / "records").glob("*.json"))
     spaces = {json.loads(f.read_text())["context"]["space"] for f in files}
-    assert len(files) == 2 and len(spaces) == 2, files
+    assert len(files) == 3 and len(spaces) == 3, files
     # Another process (another hash seed): each instance hits its own record, with its choice.
     again, err = _run_lazy(script, cache, "2")
     assert "not in the current space" not in err, err
@@ -265,7 +266,24 @@ def test_a_lazy_spaces_record_of_the_digest_naming_only_its_constraint_does_not_
         path.write_text(json.dumps(data))
     again, _ = _run_lazy(script, cache, "2")
     # Neither record states its instance's space now: each instance tunes its own again.
-    assert [s[0] for s in again] == ["tuned", "tuned"] and all(s[3] for s in again), again
+    assert [s[0] for s in again] == ["tuned"] * 3 and all(s[3] for s in again), again
     third, err = _run_lazy(script, cache, "3")
     assert "not in the current space" not in err, err
     assert third == [["disk", *s[1:]] for s in again], (again, third)
+
+
+def test_a_lazy_spaces_constraint_under_functools_cache_counts_by_what_it_reads() -> None:
+    import functools
+
+    from tunedsl import Space
+    from tunedsl.runtime.space_records import constraint_text
+
+    def space(hi: int) -> Space:
+        @functools.cache
+        def ok(c: Config) -> bool:
+            return bool(c["BLOCK"] <= hi)
+
+        return Space(BLOCK=[32, 64, 128], PAD=list(range(5000)), constraint=ok)
+
+    assert constraint_text(space(128)) == constraint_text(space(128))
+    assert constraint_text(space(128)) != constraint_text(space(32))

@@ -297,7 +297,7 @@ def helpers(f: Any, seen: set[int]) -> list[str]:
         f = f.__func__
     out: list[str] = []
     for v in [*globals_read(f).found, *(v for _, v in closure_values(f))]:  # also ``lib.pick``
-        v = _cached_function(v)
+        v = cached_function(v)
         if type(v) is not types.FunctionType or id(v) in seen or library_function(v):
             continue
         seen.add(id(v))
@@ -306,7 +306,7 @@ def helpers(f: Any, seen: set[int]) -> list[str]:
     return out
 
 
-def _cached_function(value: Any) -> Any:
+def cached_function(value: Any) -> Any:
     """The function a ``functools.lru_cache`` (or ``cache``) wrapper calls, read from the
     wrapper's own dict (no user code runs); anything else as it is."""
     if type(value) is functools._lru_cache_wrapper:  # type: ignore[attr-defined]

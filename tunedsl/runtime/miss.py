@@ -35,7 +35,7 @@ from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import launch_binding, launch_effect, mistakes, tuning_table
+from tunedsl.runtime import launch_binding, launch_effect, mistakes, space_records, tuning_table
 from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
@@ -378,6 +378,8 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     about = subject(site, call, chosen_settings)
     check_named(site, call, chosen_settings)
     known = site.decided(about.digest)
+    if known is not None and not space_records.made_in(known[0].record, chosen_settings):
+        known = None  # another lazy space's (neither lists its configurations: both are ())
     if known is not None and known[1].space == chosen_settings.configs and known[0].config in kept:
         # Decided under another call key of this record key (keyword order, other strides of
         # one pattern, an alignment it does not keep), in this space (a space read per call

@@ -75,13 +75,25 @@ def constraint_text(space: Any) -> str:
     same code and values: its code and what it reads, binds or is bound to (``self.ok`` of
     an object with ``hi=128`` is not the one with ``hi=32``), read as a heuristic's function
     is (``backends/heuristic_reads.state_text``), running none of the user's code. Empty for
-    a space without one, whose axes (its repr) are all of it."""
+    a space without one, whose axes (its repr) are all of it. A constraint whose reads
+    change as it runs (a counter, a memo table of its own) is another space once they have."""
     import inspect
 
-    from tunedsl.backends.heuristic_reads import state_text
+    from tunedsl.backends.heuristic_reads import cached_function, state_text
 
     constraint = inspect.getattr_static(space, "constraint", None)
-    return "" if constraint is None else "\0constraint:" + state_text(constraint)
+    # (one under ``functools.cache``: its function, whose state its cache is not)
+    return "" if constraint is None else "\0constraint:" + state_text(cached_function(constraint))
+
+
+def made_in(record: Record | None, settings: Settings) -> bool:
+    """Whether a decision this process made with ``record`` (for another call key of the
+    record's key) is one of ``settings``' space as far as the configurations it was compared
+    by cannot tell: a lazy space lists none, so its record must state it (a decision with
+    none, a default or a rule's, is decided again: that reads no tuning)."""
+    if not settings.large:
+        return True
+    return record is not None and stated(record) == space_digest(settings)
 
 
 def stated(record: Record) -> str | None:
