@@ -19,6 +19,8 @@ from tunedsl.precompile.ray_peer import checked_address
         ("ray://exa..mple.com:10001", "exa..mple.com"),
         ("localhost:²", "localhost:²"),  # str.isdigit takes a superscript, int() does not
         ("localhost:６３７９", "localhost:６３７９"),  # fullwidth digits: int() takes them
+        # Bytes the command line could not decode: Ray's own check raised UnicodeEncodeError.
+        (b"\xff:6379".decode("utf-8", "surrogateescape"), "is not HOST:PORT"),
     ],
 )
 def test_an_odd_ray_address_is_a_usage_error_naming_it(address: str, said: str) -> None:

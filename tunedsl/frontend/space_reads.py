@@ -3,11 +3,13 @@
 A site reads its space when a key is decided, and the decision then launches every later
 call of the key. That is right while every call gives the same space: a literal, or a module
 constant (a name the module binds once, or once on each branch of an ``if``, outside any
-loop, and no function rebinds with ``global``), or such a constant of an imported module
-(``configs.SPACE``). Any other expression may give another space on a later call of the
-same key: ``space=self.space`` of a module whose instances each have one, a parameter, a
-local, ``spaces[kind]``, a call. Those sites read the space on every call and key the call
-by it (``runtime/call_values.py``), at the cost of the fused launch.
+loop, and no function rebinds with ``global``), or such a constant of a module bound by
+``import`` (``configs.SPACE``); a module's global rebound from another module's code
+(``lib.SPACE = ...``, or ``configs``'s own ``global``) is not seen here. Any other expression
+may give another space on a later call of the same key: ``space=self.space`` of a module
+whose instances each have one, a parameter, a local, ``spaces[kind]``, an attribute of a
+name from ``from x import name``, a call. Those sites read the space on every call and key
+the call by it (``runtime/call_values.py``), at the cost of the fused launch.
 """
 
 from __future__ import annotations
@@ -89,10 +91,11 @@ def _rebound_by_global(module: ast.Module, name: str) -> bool:
 
 
 def _imported_at_top(body: list[ast.stmt], name: str) -> bool:
-    """Whether the module's top level binds ``name`` by an import (``import configs``,
-    ``from . import configs``: a module, whose constants are read as the module's own)."""
+    """Whether the module's top level binds ``name`` by ``import`` (a module, whose
+    constants are read as the module's own). ``from x import name`` may give any object
+    (``from cfg import settings``), whose attributes are its state: not one of these."""
     return any(
-        isinstance(s, ast.Import | ast.ImportFrom)
+        isinstance(s, ast.Import)
         and any((a.asname or a.name.split(".")[0]) == name for a in s.names)
         for s in body
     )

@@ -66,13 +66,24 @@ def _host_port(address: str, named: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     # (ASCII digits only: str.isdigit takes superscripts, which int() refuses)
-    if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+    port_ok = port.isascii() and port.isdigit() and 0 < int(port) < 65536
+    if not host or not port_ok or not _is_text(host):
         raise UsageError(
             f"sweep {named}: cannot join a Ray cluster ({address!r} is not HOST:PORT nor "
             "ray://HOST:PORT); start one (`ray start --head`) and name the address it prints, "
             "or leave --ray out for a local one"
         )
     return host, int(port)
+
+
+def _is_text(host: str) -> bool:
+    """Whether ``host`` is text a resolver can take: not bytes the command line could not
+    decode (Python keeps them as lone surrogates, which Ray's own check cannot encode)."""
+    try:
+        host.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _as_ray_resolves(host: str) -> str:

@@ -42,8 +42,9 @@ CASES = [
     ("a lambda's parameter in a function", "def g():\n    f = lambda sp: (\n        SITE)\n", "sp", True),
     ("a module-level comprehension's variable", "r = [\n    SITE\n    for s in spaces]\n", "s", True),
     ("a parameter of a def under an if", "if A:\n    def f(space):\n        SITE\n", "space", True),
-    ("a module from a from-import", "from . import configs\ndef f():\n    SITE\n", "configs.SPACE", False),
-    ("a module from-imported under another name", "from pkg import configs as c2\ndef f():\n    SITE\n", "c2.SPACE", False),
+    # `from x import name` may give any object, whose attribute is its state (a module too).
+    ("an attribute of a from-imported name", "from cfg import settings\ndef f():\n    SITE\n", "settings.space", True),
+    ("an attribute of a from-imported class", "from cfg import Holder as H\ndef f():\n    SITE\n", "H.SPACE", True),
     ("an import's fallback", "try:\n    from c import S\nexcept ImportError:\n    S = {}\ndef f():\n    SITE\n", "S", False),
     ("one module imported twice", "import os\nimport os.path\ndef f():\n    SITE\n", "os.SPACE", False),
     ("two modules under one name", "import a as m\nimport b as m\ndef f():\n    SITE\n", "m.SPACE", True),
