@@ -94,8 +94,6 @@ print(json.dumps(seen))
 
 
 def _run(tmp_path: Path, script: str, runner: list[str]) -> list[list[object]]:
-    """The script's table; and no warning of another space's record: each space tunes its
-    own record of a key, as it should."""
     (tmp_path / "space_kernel.py").write_text(KERNEL)
     (tmp_path / "spaces.py").write_text(script)
     env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
@@ -106,7 +104,6 @@ def _run(tmp_path: Path, script: str, runner: list[str]) -> list[list[object]]:
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "not in the current space" not in done.stderr, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 

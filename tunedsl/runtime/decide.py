@@ -135,26 +135,25 @@ _MAX_OPTIONS = 256
 
 
 def _usable(
-    record: store.Record | None, settings: Settings, candidates: Sequence[Config], foreign: bool
+    record: store.Record | None, settings: Settings, candidates: Sequence[Config]
 ) -> tuple[bool, dict[Config, store.ConfigResult]]:
-    """Whether ``record`` decides this key as is (its choice one of ``candidates``, what
-    prune= keeps, with a result for each), and the timings it can contribute. A ``foreign``
-    record, another space's, never decides: its choice outside this space is no news."""
+    """Whether ``record`` decides this key as is, and the timings it can contribute:
+    it does when its choice is one of ``candidates`` (what prune= keeps for this key, the
+    whole space without prune=) and it has a result for every one of them."""
     if record is None:
         return False, {}
     lazy = settings.large
     space = candidates if lazy else set(candidates)  # a large space is tested per point
     measured = {r.config for r in record.results if r.config in space}
-    # Failures this user measured are verdicts (never compiled again for the key); from
-    # anywhere else (a bundle, Redis, a shipped directory, another user, forged) hints: only
-    # their successful timings are reused, and the new record holds what this user saw fail.
+    # Failures this user measured are verdicts (never compiled again for the key). Failures
+    # from anywhere else (a bundle, Redis, a shipped directory, another user, or forged)
+    # are hints: only the record's successful timings are reused, a configuration it lists
+    # as failed is measured again, and the new record holds only what this user saw fail.
     own = record.measured_by == store.this_user()
     previous = {
         r.config: r for r in record.results if r.config in space and (r.status == "ok" or own)
     }
     if record.chosen not in space:
-        if foreign:  # another space's record: this space tunes its own, as it should
-            return False, previous
         outside = record.chosen not in (settings.space if lazy else settings.configs)
         where = "is not in the current " + ("space of this site" if outside else "pruned space")
         if outside and settings.prune is not None and not lazy:  # prune= may add its own
@@ -306,7 +305,7 @@ def lookup(
     noted = sys.modules.get("tunedsl.runtime.ruled")  # imported by a failed first launch
     if record is not None and noted is not None and (digest, record.chosen) in noted.FAILED_PICKS:
         record = None  # its choice failed on its first launch here: its kernel is not this one
-    usable, previous = _usable(record, settings, candidates, foreign)
+    usable, previous = _usable(record, settings, candidates)
     usable = usable and not foreign  # another space's choice: its timings count, not it
     if stands(record, usable) and record is not None:
         return Decision(
