@@ -103,16 +103,27 @@ def _own_token(ray: Any) -> Iterator[None]:
 
     if not _TOKEN:
         _TOKEN.append(secrets.token_hex(32))
-    loader = getattr(getattr(ray, "_raylet", None), "AuthenticationTokenLoader", None)
+    raylet = getattr(ray, "_raylet", None)
+    loader = getattr(raylet, "AuthenticationTokenLoader", None)
+    # Ray turns token mode on for a new local instance by setting RAY_AUTH_MODE in this
+    # process for good: a cluster joined after the sweep (one of your own, started without
+    # a token) was then refused for want of a token. The mode is set here and put back after.
+    config = getattr(raylet, "Config", None)
+    values = {"RAY_AUTH_TOKEN": _TOKEN[0], "RAY_AUTH_TOKEN_PATH": None, "RAY_AUTH_MODE": "token"}
     try:
-        with environ_set({"RAY_AUTH_TOKEN": _TOKEN[0], "RAY_AUTH_TOKEN_PATH": None}):
-            # Ray 2.5x: a token read before (a joined cluster's) is forgotten
-            if loader is not None:
-                loader.instance().reset_cache()
+        with environ_set(values):
+            _reread(loader, config)  # Ray 2.5x: a token or mode read before is forgotten
             yield
     finally:
-        if loader is not None:
-            loader.instance().reset_cache()
+        _reread(loader, config)
+
+
+def _reread(loader: Any, config: Any) -> None:
+    """Ray's cached token and mode read again from the environment (where Ray has them)."""
+    if loader is not None:
+        loader.instance().reset_cache()
+    if config is not None and hasattr(config, "initialize"):
+        config.initialize("")
 
 
 def _check_auth(ray: Any) -> None:
