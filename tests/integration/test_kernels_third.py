@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import triton
 import triton.language as tl
 
 from tunedsl.errors import UsageError
@@ -152,6 +153,46 @@ def test_verify_names_a_tuple_for_its_tensors(dsl) -> None:
     res = dsl["doubled_verified"](x, out)
     assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
     close(out, 2 * x)
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_verify_fn_gets_a_tuple_argument_whole_and_takes_its_reference_by_its_name(
+    isolate: bool,
+) -> None:
+    # verify=fn's inputs held "pair[0]", "pair[1]" and no "pair" (a reference reading
+    # inputs["pair"] stopped the tuning with a KeyError), and a reference keyed "pair" was
+    # "not a tensor parameter", while reset_to_zero=, restore_value= and verify=[...] take
+    # "pair" and refuse "pair[0]". Now fn gets the tuple of copies by its parameter name,
+    # and a tuple (None: not compared) keyed by that name is the reference of its tensors.
+    from kernels_third import double_pair
+
+    from tunedsl import autotune_launch
+    from tunedsl.errors import TuningError
+
+    x, out = torch.randn(100), torch.zeros(100)
+    seen: dict[str, Any] = {}
+
+    def reference(factor: int) -> Any:
+        def fn(inputs: dict[str, Any]) -> dict[str, Any]:
+            x_copy, out_copy = inputs["pair"]
+            seen["copies"] = x_copy is not x and out_copy is not out
+            return {"pair": (None, factor * x_copy)}
+
+        return fn
+
+    def launch(factor: int, name: str) -> Any:
+        return autotune_launch(
+            double_pair, space={"BLOCK": [32, 64]}, grid=lambda c: (triton.cdiv(100, c.BLOCK),),
+            args=((x, out), 100), kwargs=lambda c: {"BLOCK": c.BLOCK}, verify=reference(factor),
+            isolate=isolate, name=name,
+        )  # fmt: skip
+
+    res = launch(2, f"pair_whole_{isolate}")
+    assert res.source == "tuned" and all(r.status == "ok" for r in res.timings.values())
+    assert isolate or seen["copies"]
+    close(out, 2 * x)
+    with pytest.raises(TuningError, match=r"verify: output 'pair\[1\]' differs"):
+        launch(3, f"pair_wrong_{isolate}")
 
 
 def test_a_tuple_of_tensors_prune_reads_is_keyed_by_their_dtypes_and_shapes(

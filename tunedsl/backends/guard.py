@@ -246,7 +246,7 @@ class Verifier:
         tensors = [n for n, v in guard.bound.items() if is_tensor(v)]
         if callable(verify):
             guard.snapshot_all()
-            inputs = {n: guard.bt.clone(v) if is_tensor(v) else v for n, v in guard.bound.items()}
+            inputs = _reference_inputs(guard.hook_bound, guard.bt)
             expected = call_user(
                 verify, inputs, "verify=fn", "fix it: no configuration was measured"
             )
@@ -255,8 +255,8 @@ class Verifier:
                     "verify=fn must return a dict {parameter name: expected tensor}, "
                     f"got {type(expected).__name__}"
                 )
-            self.outputs = [str(n) for n in expected]
-            self.reference = dict(expected)
+            self.reference = _by_member(expected, guard.hook_bound)
+            self.outputs = list(self.reference)
         elif verify is True:
             self.outputs = tensors
         else:  # a tuple's name stands for its tensors; an optional buffer passed as None
@@ -298,3 +298,36 @@ class Verifier:
             if problem is not None:
                 return f"verify: output {name!r} differs from the reference: {problem}"
         return None
+
+
+def _reference_inputs(bound: Mapping[str, Any], bt: Any) -> dict[str, Any]:
+    """``verify=fn``'s inputs: the arguments by parameter name, each tensor a copy (a
+    descriptor's base tensor for the descriptor), a tuple a tuple of them."""
+
+    def copy(value: Any) -> Any:
+        if isinstance(value, tuple) and not is_tensor(value):
+            return tuple(copy(v) for v in value)
+        data = data_arguments({"x": value})["x"]
+        return bt.clone(data) if is_tensor(data) else data
+
+    return {name: copy(value) for name, value in bound.items()}
+
+
+def _by_member(expected: Mapping[Any, Any], bound: Mapping[str, Any]) -> dict[str, Any]:
+    """``verify=fn``'s reference keyed as the outputs are compared: a tuple argument's
+    expected tuple (or list) of one value per element becomes ``pair[0]``, ``pair[1]``, ...
+    (a ``None`` in it: that element is not compared); other keys are kept as given."""
+    out: dict[str, Any] = {}
+    for name, value in expected.items():
+        given = bound.get(str(name))
+        if (
+            isinstance(given, tuple)
+            and not is_tensor(given)
+            and isinstance(value, (tuple, list))
+            and len(value) == len(given)
+        ):
+            members = {f"{name}[{i}]": v for i, v in enumerate(value) if v is not None}
+            out.update(_by_member(members, {f"{name}[{i}]": v for i, v in enumerate(given)}))
+        else:
+            out[str(name)] = value
+    return out
