@@ -109,7 +109,7 @@ def test_no_other_user_can_write_in_the_sweeps_ray_instance_directory(
         monkeypatch.setattr(tempfile, "tempdir", str(base))
         cwd = os.getcwd()
         with ray_instance(ray, None, {}) as local:
-            assert local and os.getcwd() == cwd  # ray.init ran from "/", then back here
+            assert local and os.getcwd() == cwd
             assert ray.get(ray.remote(lambda: 7).remote()) == 7
             (scratch,) = base.glob("tunedsl-ray-*")
             places = [str(scratch)] + [str(p) for p in scratch.rglob("*") if p.is_dir()]
@@ -431,8 +431,8 @@ def reads():
 def test_ray_actors_run_in_the_sweeps_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Ray is started from "/" (so that no worker has the working directory on its import
-    # path); the actors still run their workloads where the sweep runs, as without Ray.
+    # No Ray worker has the working directory on its import path; the actors still run their
+    # workloads where the sweep runs, as without Ray.
     pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")

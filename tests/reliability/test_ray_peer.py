@@ -197,7 +197,8 @@ def test_a_sweep_joins_a_ray_cluster_of_your_own_by_address_and_by_auto(
 ) -> None:
     # The check lets the user's own cluster (`ray start --head` as themselves) through, also
     # after a sweep on an instance of its own in the same process (Ray had left token mode
-    # on in the process, and the cluster, which takes no token, was refused).
+    # on in the process, and the cluster, which takes no token, was refused). Joining left
+    # Ray's debugger as this process's breakpoint() (PYTHONBREAKPOINT) after the sweep.
     pytest.importorskip("ray", reason="needs Ray: pip install 'tunedsl[ray]'")
     if not hasattr(os, "geteuid"):
         pytest.skip("needs a POSIX host")
@@ -207,6 +208,7 @@ def test_a_sweep_joins_a_ray_cluster_of_your_own_by_address_and_by_auto(
         monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
         head_env = {"HOME": os.environ.get("HOME", "/"), "PYTHONPATH": RUNNER_ENV["PYTHONPATH"]}
+        monkeypatch.delenv("PYTHONBREAKPOINT", raising=False)
         with ray_head(ray_tmp, as_other_user=False, env=head_env) as address:
             for given in (None, address, "auto"):
                 written, outcomes = sweep(
@@ -215,6 +217,7 @@ def test_a_sweep_joins_a_ray_cluster_of_your_own_by_address_and_by_auto(
                 )  # fmt: skip
                 assert [o.error for o in outcomes] == [None] and len(written) == 1, given
                 assert "RAY_AUTH_MODE" not in os.environ, given
+                assert "PYTHONBREAKPOINT" not in os.environ, given
             assert len(_jobs(ray_tmp, 2)) >= 2, "the sweeps did not run on the user's cluster"
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -26,7 +26,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +70,46 @@ def _check_socket_room(directory: Path) -> None:
         )
 
 
+class _DriverPaths(list):  # type: ignore[type-arg]
+    """Ray's ``JobConfig._py_driver_sys_path``: the directories ``ray.init`` puts on every Ray
+    worker's import path, before the installed packages (the driver script's, and the
+    working directory it runs in), less the working directory."""
+
+    def extend(self, paths: Iterable[str]) -> None:
+        here = os.path.abspath(os.curdir)
+        super().extend(path for path in paths if path != here)
+
+
+def _off_the_import_path(
+    ray: Any, address: str | None, options: dict[str, Any]
+) -> contextlib.AbstractContextManager[None]:
+    """Within (``ray.init``): the working directory kept off the Ray workers' import path.
+    ``ray.init`` puts it there, before the installed packages: run from a shared directory
+    (``/tmp``, a project open to a group), a ``tunedsl/`` or ``torch/`` another user planted
+    there ran as this user in every actor. The job configuration given ``ray.init`` (in
+    ``options``) keeps every other directory but that one; with a Ray whose configuration
+    holds them otherwise, or where the working directory was removed, ``/`` is the working
+    directory while ``ray.init`` runs (the whole process's). A Ray client (``ray://``) sends
+    no directory of this machine."""
+    if address is not None and "://" in address:
+        return contextlib.nullcontext()
+    job_config = getattr(getattr(ray, "job_config", None), "JobConfig", None)
+    try:
+        os.getcwd()
+        config = job_config() if job_config is not None else None
+    except OSError:  # removed: Ray's own os.getcwd() would fail
+        config = None
+    paths = getattr(config, "_py_driver_sys_path", None)
+    if type(paths) is not list or paths:
+        return _from_root()
+    config._py_driver_sys_path = _DriverPaths()  # type: ignore[union-attr]
+    options["job_config"] = config
+    return contextlib.nullcontext()
+
+
 @contextlib.contextmanager
 def _from_root() -> Iterator[None]:
-    """Within: ``/`` as the working directory. ``ray.init`` puts the working directory it
-    runs in on the import path of every Ray worker, before the installed packages: run from
-    a shared directory (``/tmp``, a project open to a group), a ``tunedsl/`` or ``torch/``
-    another user planted there ran as this user in every actor."""
+    """Within: ``/`` as the working directory (``_off_the_import_path``)."""
     try:
         here: str | None = os.getcwd()
     except OSError:  # removed: nothing to come back to
@@ -145,6 +180,37 @@ def _check_auth(ray: Any) -> None:
         )
 
 
+#: The variables importing Ray and ``ray.init`` set in this process for good (Ray's debugger as
+#: ``breakpoint()``, here and in every process started after; its usage reporting; its client
+#: mode). ``RAY_AUTH_MODE`` is ``_own_token``'s.
+_RAY_SETS = ("PYTHONBREAKPOINT", "RAY_USAGE_STATS_ENABLED", "RAY_CLIENT_MODE")
+
+
+@contextlib.contextmanager
+def process_settings_kept() -> Iterator[None]:
+    """Within: Ray imported and started (``import ray``, ``ray_instance``); after, the
+    process's own settings put back: the variables of ``_RAY_SETS``, ``faulthandler``
+    (``ray.init`` enables it) and ``sys.excepthook`` (importing Ray replaces it). Where the
+    program had Ray going before, Ray's are what it had, and stay."""
+    import faulthandler
+    import sys
+
+    hook = sys.excepthook
+    faults = faulthandler.is_enabled()
+    try:
+        with environ_set({name: os.environ.get(name) for name in _RAY_SETS}):
+            yield
+    finally:
+        if sys.excepthook is not hook and _is_rays(sys.excepthook):
+            sys.excepthook = hook
+        if not faults:
+            faulthandler.disable()
+
+
+def _is_rays(fn: Any) -> bool:
+    return str(getattr(fn, "__module__", None)).partition(".")[0] == "ray"
+
+
 @contextlib.contextmanager
 def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator[Path | None]:
     """Within: Ray joined at ``address`` (else ``RAY_ADDRESS``), or a local instance started
@@ -177,10 +243,12 @@ def ray_instance(ray: Any, address: str | None, env: dict[str, str]) -> Iterator
             # Before Ray starts anything: a Ctrl-C inside ray.init leaves no process either.
             stack.callback(stop_reaper, start_reaper(private / "r", RAY_SCRATCH_PREFIX))
         sigterm = signal.getsignal(signal.SIGTERM)
-        if sigterm is not None:  # ray.init sets its own, also where it fails
+        # ray.init sets its own, also where it fails: in the main thread only, where alone
+        # Python sets handlers (elsewhere signal.signal raises, and Ray sets none).
+        if sigterm is not None and threading.current_thread() is threading.main_thread():
             stack.callback(signal.signal, signal.SIGTERM, sigterm)
         try:
-            with _from_root(), noting_sigterm() as arrived:
+            with _off_the_import_path(ray, address, options), noting_sigterm() as arrived:
                 ray.init(runtime_env={"env_vars": env}, log_to_driver=False, **options)
                 got = arrived() and takes_as_interrupt(sigterm)
         except SystemExit as err:  # ray.init's own SIGTERM handler: sys.exit(SIGTERM)

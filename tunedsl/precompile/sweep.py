@@ -36,7 +36,12 @@ from tunedsl.errors import Terminated, TuningError, UsageError
 from tunedsl.model.canonical import canonical_json
 from tunedsl.precompile.shapes import check_arguments, read_shapes, tasks_left
 from tunedsl.precompile.sweep_tasks import Outcome, Progress, Task
-from tunedsl.store.scratch import adopt_scratch_dir, check_scratch, child_scratch_dir
+from tunedsl.store.scratch import (
+    ChildScratch,
+    adopt_scratch_dir,
+    check_scratch,
+    child_scratch_dir,
+)
 
 if TYPE_CHECKING:
     from tunedsl.precompile.gpu_shards import GpuChildren
@@ -209,41 +214,63 @@ def run_on_ray(
     """One actor per ``gpus_per_task`` GPUs (``actors`` of them when given, else as many as
     the cluster's GPUs allow, at least one); a failed task is retried once on another
     actor. Ctrl-C cancels everything still running."""
-    import ray
+    from tunedsl.precompile.ray_instance import process_settings_kept, ray_instance
 
-    from tunedsl.precompile.ray_instance import ray_instance
+    # Each actor's directory, held open while it lasts: all closed once the actors are gone.
+    dirs: list[ChildScratch] = []
+    with process_settings_kept():  # what importing Ray and ray.init set, put back after
+        import ray
 
-    with ray_instance(ray, address, dict(env or {})) as private:
-        gpus = ray.cluster_resources().get("GPU", 0)
-        if private is not None and gpus < gpus_per_task:
-            # A local instance gains no GPU later: no actor could ever start.
-            raise UsageError(
-                f"sweep: this machine's Ray instance has {gpus:g} GPUs and each actor asks "
-                f"--gpus-per-task {gpus_per_task:g}, so no actor could start: pass "
-                "--gpus-per-task 0 to tune on CPU actors (Triton's interpreter), or --no-ray"
-            )
-        if actors is None:
-            actors = max(1, int(gpus // gpus_per_task)) if gpus_per_task > 0 else 1
-        worker_cls = ray.remote(num_gpus=gpus_per_task, max_restarts=0)(_Worker)
         try:
-            cwd: str | None = os.getcwd()
-        except OSError:  # removed
-            cwd = None
-        # A local instance's actors keep their temporary files in directories made here,
-        # removed when an actor dies and with the instance: a killed actor leaves none.
-        dirs = [child_scratch_dir(private, "actor-") for _ in range(actors)] if private else []
-        pool = [worker_cls.remote(cwd, dirs[i].identity if dirs else None) for i in range(actors)]
+            with ray_instance(ray, address, dict(env or {})) as private:
+                return _run_on_ray(ray, private, dirs, tasks, progress, gpus_per_task, actors)
+        finally:
+            for scratch in dirs:
+                scratch.remove()
 
-        def lost(actor: int) -> None:  # what it left goes now
-            if dirs:
-                dirs[actor].remove()
 
-        return _schedule(ray, pool, list(tasks), progress, lost)
+def _run_on_ray(
+    ray: Any,
+    private: Path | None,
+    dirs: list[ChildScratch],
+    tasks: Sequence[Task],
+    progress: Progress,
+    gpus_per_task: float,
+    actors: int | None,
+) -> list[Outcome]:
+    """``run_on_ray`` once Ray is there (``private``: the scratch directory of the sweep's
+    own instance, where the actors' directories go, in ``dirs``)."""
+    gpus = ray.cluster_resources().get("GPU", 0)
+    if private is not None and gpus < gpus_per_task:
+        # A local instance gains no GPU later: no actor could ever start.
+        raise UsageError(
+            f"sweep: this machine's Ray instance has {gpus:g} GPUs and each actor asks "
+            f"--gpus-per-task {gpus_per_task:g}, so no actor could start: pass "
+            "--gpus-per-task 0 to tune on CPU actors (Triton's interpreter), or --no-ray"
+        )
+    if actors is None:
+        actors = max(1, int(gpus // gpus_per_task)) if gpus_per_task > 0 else 1
+    worker_cls = ray.remote(num_gpus=gpus_per_task, max_restarts=0)(_Worker)
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # removed
+        cwd = None
+    # A local instance's actors keep their temporary files in directories made here,
+    # removed when an actor dies and with the instance: a killed actor leaves none.
+    if private is not None:
+        dirs.extend(child_scratch_dir(private, "actor-") for _ in range(actors))
+    pool = [worker_cls.remote(cwd, dirs[i].identity if dirs else None) for i in range(actors)]
+
+    def lost(actor: int) -> None:  # what it left goes now
+        if dirs:
+            dirs[actor].remove()
+
+    return _schedule(ray, pool, list(tasks), progress, lost)
 
 
 class _Worker:
     """A Ray actor: runs tasks one at a time (it owns its GPU), in the sweep's working
-    directory where it has one (Ray is started from ``/``: ``ray_instance``), keeping its
+    directory where it has one (not on its import path: ``ray_instance``), keeping its
     temporary files in ``scratch`` (path, device, inode) where given (``run_on_ray``)."""
 
     def __init__(self, cwd: str | None, scratch: tuple[str, int, int] | None = None) -> None:
