@@ -18,7 +18,11 @@ to the reaper). While the instance lasts, SIGTERM is handled as Ctrl-C instead (
 the actors stop, the finished tasks' records are written, status 143), or by the program's own
 handler where it had one; after the sweep, the handler it had is put back. SIGTERM while
 ``ray.init`` starts the instance (taken by its Python handler, which exits, or whose exit
-Python dropped) is ``Terminated`` too, and the reaper ends what Ray had started.
+Python dropped) is ``Terminated`` too, and the reaper ends what Ray had started. In any other
+thread Ray sets no handler, and none is put back: a sweep runs there as in the main thread.
+``ray.init`` never runs with the working directory on the Ray workers' import path
+(``_off_the_import_path``), and what importing and starting Ray set in this process is put
+back after the sweep (``process_settings_kept``).
 """
 
 from __future__ import annotations
