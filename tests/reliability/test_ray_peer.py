@@ -207,7 +207,12 @@ def test_a_sweep_joins_a_ray_cluster_of_your_own_by_address_and_by_auto(
         monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
         monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
-        head_env = {"HOME": os.environ.get("HOME", "/"), "PYTHONPATH": RUNNER_ENV["PYTHONPATH"]}
+        # A home of the test's own: a token Ray left in ~/.ray/auth_token turns token mode on
+        # for the cluster, which a join by address then needs RAY_AUTH_MODE=token to reach.
+        home = tmp_path / "home"
+        home.mkdir()
+        monkeypatch.setenv("HOME", str(home))
+        head_env = {"HOME": str(home), "PYTHONPATH": RUNNER_ENV["PYTHONPATH"]}
         monkeypatch.delenv("PYTHONBREAKPOINT", raising=False)
         with ray_head(ray_tmp, as_other_user=False, env=head_env) as address:
             for given in (None, address, "auto"):
