@@ -20,6 +20,7 @@ import contextlib
 import inspect
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -228,15 +229,30 @@ def _required_parameters(fn: Any) -> list[str]:
 @contextlib.contextmanager
 def _isolate_by_default(tune: bool) -> Iterator[None]:
     """``--tune`` measures in isolated workers (a crashing configuration must not end a long
-    sweep) unless ``TUNEDSL_ISOLATE`` says otherwise; the environment is restored after."""
-    if not tune or "TUNEDSL_ISOLATE" in os.environ:
-        yield
-        return
-    os.environ["TUNEDSL_ISOLATE"] = "1"
+    sweep) unless ``TUNEDSL_ISOLATE`` says otherwise; the environment is restored after the
+    last of the precompiles running in this process ends (threads of their own may overlap).
+    The variable is the process's: while it is set, other threads' tunings measure in
+    isolated workers too (slower, the same choices)."""
+    global _isolating
+    with _isolating_lock:
+        if not tune or (_isolating == 0 and "TUNEDSL_ISOLATE" in os.environ):
+            set_here = False
+        else:
+            set_here, _isolating = True, _isolating + 1
+            os.environ["TUNEDSL_ISOLATE"] = "1"
     try:
         yield
     finally:
-        os.environ.pop("TUNEDSL_ISOLATE", None)
+        if set_here:
+            with _isolating_lock:
+                _isolating -= 1
+                if _isolating == 0:
+                    os.environ.pop("TUNEDSL_ISOLATE", None)
+
+
+#: The precompiles of this process that set ``TUNEDSL_ISOLATE`` and are still running.
+_isolating = 0
+_isolating_lock = threading.Lock()
 
 
 def tune_claimed(

@@ -9,13 +9,12 @@ The analogue of Julia PrecompileTools' ``@compile_workload``: a kernel script de
         add(torch.randn(4096, device="cuda"), ...)
 
 ``tunedsl precompile`` imports the script (with ``__name__ != "__main__"``) and calls every
-registered workload inside :func:`precompile_mode`. Sites built while the mode is active
-are :class:`PrecompileSite` objects (``tunedsl.runtime.dsl.make_site`` asks
-:func:`precompile_active`); in the mode, a site call compiles every configuration of its
-space for the signature it sees, in parallel (``tunedsl.backends.compile_pool``), instead
-of launching, and returns ``None``. With ``tune=True`` it calls the real site, which tunes
-(compiling in parallel too) and writes the record. Outside the mode a precompile site
-behaves exactly like the site it wraps.
+registered workload inside :func:`precompile_mode`, which is the entering thread's (its
+``contextvars`` context's): there a site's miss goes to :class:`PrecompileSite`
+(``runtime/site_wrap.py``), which compiles every configuration of its space for the
+signature it sees, in parallel (``tunedsl.backends.compile_pool``), instead of launching,
+and returns ``None``; with ``tune=True`` the real site tunes (compiling in parallel too) and
+writes the record. Other threads' calls, of the same sites too, tune and launch as usual.
 
 Pure Python: torch and triton are imported only when a site compiles.
 """
@@ -25,12 +24,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, overload
 
 from tunedsl.model.config import Config
 from tunedsl.model.variant import Kernel, Variant
 from tunedsl.precompile.script_import import import_script
+from tunedsl.runtime import site_wrap
 from tunedsl.runtime.miss import Bind, Call, Lazy
 
 __all__ = [
@@ -201,17 +202,23 @@ class PrecompileSession:
             self.on_result(site, config, outcome)
 
 
-_active: PrecompileSession | None = None
-_active_lock = threading.Lock()
+#: The session of :func:`precompile_mode` in the context that entered it (else None).
+_active: ContextVar[PrecompileSession | None] = ContextVar("tunedsl_precompile", default=None)
 
 
 def precompile_active() -> bool:
-    """True inside :func:`precompile_mode` (any thread: the mode is process-wide)."""
-    return _active is not None
+    """True inside :func:`precompile_mode`, in the context (thread) that entered it."""
+    return _active.get() is not None
 
 
 def active_session() -> PrecompileSession | None:
-    return _active
+    """This context's precompile session (None outside :func:`precompile_mode`)."""
+    return _active.get()
+
+
+def _miss(site: InnerSite, *call: Any) -> Any:
+    """A runtime site's miss in precompile mode (``site_wrap.miss_hook``)."""
+    return PrecompileSite(site)(*call)
 
 
 @contextmanager
@@ -228,11 +235,7 @@ def precompile_mode(
 
     ``target`` (``"cuda:90"``) cross-compiles without a GPU; ``tune=True`` also tunes and
     writes records (needs a GPU); ``shard(site, key)`` False skips a key (another GPU's
-    process tunes it). Not nestable.
-    """
-    global _active
-    from tunedsl.runtime import site_wrap
-
+    process tunes it). Not nestable; this thread's (context's) only."""
     if target is not None:
         from tunedsl.backends.triton_compile import parse_target
 
@@ -245,20 +248,17 @@ def precompile_mode(
         on_result=on_result,
         shard=shard,
     )
-    with _active_lock:
-        if _active is not None:
-            raise RuntimeError("precompile_mode() is already active; it does not nest")
-        _active = session
-        site_wrap.wrapper = PrecompileSite
-    try:
-        from tunedsl.store.rules import measuring
+    if _active.get() is not None:
+        raise RuntimeError("precompile_mode() is already active; it does not nest")
+    from tunedsl.store.rules import measuring
 
-        with measuring() if tune else nullcontext():  # tune every key: no rule decides one
+    token = _active.set(session)
+    try:
+        # with tune, every key is tuned: no rule decides one
+        with site_wrap.handled_by(_miss), measuring() if tune else nullcontext():
             yield session
     finally:
-        with _active_lock:
-            _active = None
-            site_wrap.wrapper = None
+        _active.reset(token)
 
 
 class InnerSite(Protocol):
@@ -289,7 +289,8 @@ class InnerSite(Protocol):
 
 
 class PrecompileSite:
-    """Wraps a runtime site; in precompile mode its calls compile instead of launching.
+    """Wraps a runtime site; in this thread's precompile mode its calls (a runtime site's
+    misses, ``_miss``) compile instead of launching.
 
     ``inner`` is the runtime's site (``InnerSite``): callable as ``inner(kernel, args,
     kwargs, bind, key, lazy)`` and offering ``inner.variants(kernel, args, kwargs, bind,
@@ -322,8 +323,8 @@ class PrecompileSite:
         key: Any,
         lazy: Lazy | None,
     ) -> Any:
-        session = _active
-        if session is None:
+        session = _active.get()
+        if session is None:  # another thread's call, or one after the mode
             return self.inner(kernel, args, kwargs, bind, key, lazy)
         call = Call(kernel, args, kwargs, bind, key, lazy)
         with session._lock:
@@ -345,8 +346,8 @@ class PrecompileSite:
             return None  # another GPU's process tunes this key
         from tunedsl.backends.compile_limit import compile_limit
 
-        try:
-            with compile_limit(session.timeout_s):  # --timeout bounds the tuning's compiles
+        try:  # the site's own call decides the miss (no precompile handler: it tunes)
+            with compile_limit(session.timeout_s), site_wrap.handled_by(None):
                 result = self.inner(*call.positional())
         except Exception as err:
             lines = str(err).strip().splitlines()
@@ -355,7 +356,7 @@ class PrecompileSite:
             session.add(SiteReport(self.label, key, failed={"tune": why}))
             raise
         source = getattr(result, "source", "tuned")
-        if session.claim(self, (call.key, getattr(result, "digest", None))):
+        if session.claim(self.inner, (call.key, getattr(result, "digest", None))):
             tuned = source == "tuned"  # else a stored record decided: warm already
             session.add(SiteReport(self.label, call.key, cached=int(not tuned), tuned=tuned))
             config = getattr(result, "config", None)
@@ -373,7 +374,7 @@ class PrecompileSite:
     def _compile(self, call: Call, session: PrecompileSession) -> None:
         """Compile every variant of the call's signature (once per signature and run)."""
         key_tuple, variants = self.inner.variants(*call.positional())
-        if not session.claim(self, key_tuple):
+        if not session.claim(self.inner, key_tuple):
             return  # this signature was already compiled in this run
         reads: frozenset[str] = getattr(self.inner, "prune_reads", frozenset())  # now known
         report = SiteReport(self.label, _readable_key(call, key_tuple, reads))

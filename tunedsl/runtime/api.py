@@ -467,7 +467,7 @@ def _make_site(
     has_key: bool,
     frame: Any,
 ) -> Any:
-    from tunedsl.runtime import redefined, site_wrap
+    from tunedsl.runtime import redefined
     from tunedsl.runtime.site import Site
 
     with _sites_lock:
@@ -488,9 +488,9 @@ def _make_site(
                 has_key=has_key,
                 launch=_launch_text(frame, where),  # read once per site, never per call
             )
-            # Built in precompile mode (a workload's call), as a macro's site would be: its
-            # calls compile the configurations there instead of tuning and launching.
+            # One site for every thread: in precompile mode (``site_wrap.py``) the misses of
+            # the context that entered it compile there instead of tuning and launching.
             redefined.track(site)
-            _sites[where, has_key] = site = site_wrap.wrap(site)
+            _sites[where, has_key] = site
             _site_hints[where, has_key] = _SiteHints(hints, space)
     return site

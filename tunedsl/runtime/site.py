@@ -58,9 +58,7 @@ _resolving = threading.local()
 
 
 def _active() -> list[Site]:
-    if not hasattr(_resolving, "sites"):
-        _resolving.sites = []
-    return _resolving.sites  # type: ignore[no-any-return]
+    return _resolving.__dict__.setdefault("sites", [])  # type: ignore[no-any-return]
 
 
 class Site:
@@ -342,7 +340,8 @@ class Site:
         others wait; the site stores the entry and launches."""
         if torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):
             return None  # type: ignore[return-value]  # never tune on a trace's fake tensors
-        site_wrap.check(self)  # a site built before precompile mode, called in it
+        if (precompiling := site_wrap.miss_hook()) is not None:  # this thread's precompile
+            return precompiling(self, kernel, args, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
         if self.has_key:
             key_mistakes.check_key(key, self.label)
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)

@@ -1,43 +1,36 @@
 """Precompile mode's hold on sites: while ``tunedsl.precompile.workload.precompile_mode`` is
-active, ``wrapper`` is set, and a site built then (a macro's, at its module's load, or an
-``autotune_launch`` call's, at its first call) is wrapped by it to compile its
-configurations instead of launching. A site built before the block was entered (its module
-imported outside it) is not wrapped: a new key of it there would tune and launch while the
-session reported nothing, so its miss is an error naming the fix (``check``). The runtime
-never imports precompile: precompile sets ``wrapper``.
+active in a context (the thread, or the ``contextvars`` context, that entered it), a site's
+miss there is handed to the mode (``miss_hook``), which compiles the key's configurations
+instead of launching (or, with ``tune``, tunes it). The mode is read on a miss only, never on
+a hit, and only the entering context's misses see it: another thread's calls of the same
+sites tune and launch as usual, and a site is never built differently in the mode (one
+built in a precompile thread serves the other threads as any site). The runtime never
+imports precompile: precompile enters the mode here with its handler.
 """
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
-from tunedsl.errors import UsageError
-
-#: Set by ``precompile_mode`` while it is active (``PrecompileSite``).
-wrapper: Callable[[Any], Any] | None = None
-_wrapped: weakref.WeakSet[Any] = weakref.WeakSet()
+#: The handler of a miss in precompile mode, in the context that entered it (else None):
+#: called as ``hook(site, kernel, args, static_kwargs, bind, key, lazy)``.
+_hook: ContextVar[Callable[..., Any] | None] = ContextVar("tunedsl_precompile_hook", default=None)
 
 
-def wrap(site: Any) -> Any:
-    """``site`` as a site built now is called: wrapped while precompile mode is active."""
-    outer = wrapper
-    if outer is None:
-        return site
-    _wrapped.add(site)
-    return outer(site)
+def miss_hook() -> Callable[..., Any] | None:
+    """This context's precompile handler of a miss (None outside precompile mode)."""
+    return _hook.get()
 
 
-def check(site: Any) -> None:
-    """A new key of ``site``: an error while precompile mode is active if ``site`` was built
-    before it (its calls would tune and launch instead of compiling)."""
-    if wrapper is None or site in _wrapped:
-        return
-    raise UsageError(
-        f"{site.label}: this site was built before precompile_mode() was entered (its "
-        "module was imported before the block), so its calls there would tune and launch "
-        "instead of compiling: import the module inside the block "
-        "(`with precompile_mode(...): module = import_script(path)`); call "
-        "tunedsl.precompile.precompile(paths) in a process that has not imported it yet"
-    )
+@contextlib.contextmanager
+def handled_by(hook: Callable[..., Any] | None) -> Iterator[None]:
+    """Within (this context only): misses go to ``hook`` (None: decided as usual, as a
+    precompile tune's own call of the site is)."""
+    token = _hook.set(hook)
+    try:
+        yield
+    finally:
+        _hook.reset(token)
