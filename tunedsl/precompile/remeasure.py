@@ -6,7 +6,9 @@ workloads can make. So both commands run the workloads of ``--script`` over ``--
 no ``TUNEDSL_RECORDS_PATH`` (no record or rule decides for it), tuning on and the
 exhaustive search: every configuration of the site's space is timed on each key a task
 reaches, on this machine's device, by the tuner a miss uses. Tasks run in order until the
-caller has what it needs or the time budget is spent (a task started is finished).
+caller has what it needs or the time budget is spent (a task started is finished). The
+variables of ``TASK_ENV`` are the process's while the tasks run: the ``tunedsl rules``
+commands measure in a process of their own, with no other thread calling sites.
 """
 
 from __future__ import annotations

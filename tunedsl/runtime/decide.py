@@ -481,19 +481,20 @@ def record_stores() -> LayeredStore:
     """Where decisions are looked up and kept (``store/layered.py``): the cache's record
     files, the read-only ``TUNEDSL_RECORDS_PATH`` directories, then Redis when configured
     (a hit in a later store is written through to the earlier writable ones); built again
-    when the knobs naming them, or a sweep task's ``paths.records_kept_in``, change."""
-    global _stores
-    kept, apart = _stores, paths.records_kept_apart()  # a sweep task's: its files alone
-    if kept is not None and kept[0][-1] == apart and knobs.environ_unchanged(kept[2]):
+    when the knobs naming them change; one per sweep task's ``paths.records_kept_in``."""
+    kept = _stores.get(apart := paths.records_kept_apart())  # a sweep task's: its files alone
+    if kept is not None and knobs.environ_unchanged(kept[2]):
         return kept[1]  # no variable changed (asked on every miss)
     environ = knobs.environ_snapshot()
     named = (tuple(knobs.records_path()), knobs.redis_url(), os.environ.get("HOME"), apart)
     if kept is not None and kept[0] == named:
-        _stores = (named, kept[1], environ)
+        _stores[apart] = (named, kept[1], environ)
         return kept[1]
     stores = default_layered(memory=False)
-    _stores = (named, stores, environ)
+    if len(_stores) >= 8:  # sweep tasks that ended: their directories are gone
+        _stores.pop(next((k for k in list(_stores) if k is not None), None), None)
+    _stores[apart] = (named, stores, environ)
     return stores
 
 
-_stores: tuple[tuple[Any, ...], LayeredStore, object] | None = None
+_stores: dict[Any, tuple[tuple[Any, ...], LayeredStore, object]] = {}

@@ -23,6 +23,7 @@ import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from tunedsl import knobs
@@ -420,18 +421,18 @@ def bytecode_dir() -> Path:
     return cache_root() / "bytecode"
 
 
-#: Set by ``records_kept_in``: where this process's records go instead of the cache's own.
-_records_elsewhere: Path | None = None
+#: Set by ``records_kept_in``: where this thread's records go instead of the cache's own.
+_records_elsewhere: ContextVar[Path | None] = ContextVar("tunedsl_records_kept_in", default=None)
 
 
 def records_dir() -> Path:
-    """Where this process writes tuning records, and the first place it reads them."""
-    return _records_elsewhere or _cache_records_dir()
+    """Where this thread writes tuning records, and the first place it reads them."""
+    return _records_elsewhere.get() or _cache_records_dir()
 
 
 def records_kept_apart() -> Path | None:
     """The directory of ``records_kept_in`` while within it (a sweep task's), else None."""
-    return _records_elsewhere
+    return _records_elsewhere.get()
 
 
 @knobs.per_environ  # asked on every miss
@@ -445,13 +446,13 @@ def records_kept_in(directory: Path) -> Iterator[None]:
     own, so that it measures every key it meets and what it tunes comes back whole: no
     ``TUNEDSL_RECORDS_PATH`` record or Redis record decides a key, and nothing is written to
     Redis before the sweep merges), while the bytecode, binaries and locks stay the
-    cache's: processes tuning side by side share their compile locks."""
-    global _records_elsewhere
-    previous, _records_elsewhere = _records_elsewhere, directory
+    cache's: processes tuning side by side share their compile locks. In this context only
+    (its thread): the process's other threads keep the cache's records meanwhile."""
+    token = _records_elsewhere.set(directory)
     try:
         yield
     finally:
-        _records_elsewhere = previous
+        _records_elsewhere.reset(token)
 
 
 def locks_dir() -> Path:

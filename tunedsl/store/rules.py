@@ -19,6 +19,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -282,26 +283,24 @@ def _rule_roots() -> tuple[list[Path], tuple[str, ...]]:
 
 # Sweeps measure on purpose (a sweep's task, `precompile --tune`): within, a miss is tuned
 # and no rule decides it (a rule answering for the shapes a sweep is there to measure would
-# leave the sweep, and the rule built again from it, without them).
-_measuring = 0
+# leave the sweep, and the rule built again from it, without them). The context's (thread's)
+# that measures only: the process's other threads keep their rules.
+_measuring: ContextVar[bool] = ContextVar("tunedsl_measuring", default=False)
 
 
 @contextmanager
 def measuring() -> Iterator[None]:
-    """Within (any thread: process-wide), rules decide nothing: every miss is tuned."""
-    global _measuring
-    with _lock:
-        _measuring += 1
+    """Within (this context, its thread, only), rules decide nothing: every miss is tuned."""
+    token = _measuring.set(True)
     try:
         yield
     finally:
-        with _lock:
-            _measuring -= 1
+        _measuring.reset(token)
 
 
 def rules_decide() -> bool:
-    """Whether a rule may decide a miss now (outside :func:`measuring`)."""
-    return _measuring == 0
+    """Whether a rule may decide a miss now (outside :func:`measuring`, in this context)."""
+    return not _measuring.get()
 
 
 def forget_loaded() -> None:
