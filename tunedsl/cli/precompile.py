@@ -318,16 +318,24 @@ def main(args: argparse.Namespace) -> int:
             print(f"tunedsl precompile: error: {err}", file=sys.stderr)
             return 2
     # precompile decides about the interpreter itself (compiling is its job): importing the
-    # scripts through the import hook must not turn it on behind --target's back.
-    os.environ["TUNEDSL_NO_AUTO_INTERPRET"] = "1"
+    # scripts through the import hook (its processes' too) must not turn it on behind
+    # --target's back. Only while the command runs: called in a process that goes on (a
+    # `tunedsl run` it starts later, its own import hook), each is as it was again after.
+    values: dict[str, str | None] = {"TUNEDSL_NO_AUTO_INTERPRET": "1"}
     if args.target:
         from tunedsl import knobs
 
         # Triton imported in interpreter mode cannot compile; nothing runs here anyway.
-        was_on = knobs.triton_interpret_env()
-        os.environ.pop("TRITON_INTERPRET", None)
-        if was_on:
+        values["TRITON_INTERPRET"] = None
+        if knobs.triton_interpret_env():
             print("tunedsl precompile: --target given: ignoring TRITON_INTERPRET", file=sys.stderr)
+    from tunedsl.environ import environ_set
+
+    with environ_set(values):
+        return _precompile_command(args)
+
+
+def _precompile_command(args: argparse.Namespace) -> int:
     from tunedsl import knobs
     from tunedsl.errors import UsageError
 

@@ -1,0 +1,164 @@
+"""tunedsl's commands and script imports called in a process that goes on (``tunedsl.cli.main``,
+``sweep()``, ``import_script``): the process is left as they found it. Real scripts, real
+calls in this process, kernels under Triton's interpreter."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_triton
+
+ADD = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(c + i, tl.load(a + i, mask=i < n) + tl.load(b + i, mask=i < n), mask=i < n)
+
+
+def add(a, b):
+    c = torch.empty_like(a)
+    n = a.numel()
+    launch = autotune(space=dict(tile=[256, 512]), blocks=cdiv(n, $tile), vadd(a, b, c, n, TILE=$tile))
+    return c, launch
+
+
+if __name__ == "__main__":
+    import json, sys
+
+    a, b = torch.randn(1000), torch.randn(1000)
+    c, launch = add(a, b)
+    assert torch.allclose(c, a + b)
+    if len(sys.argv) > 2:  # what the script saw: the file to write it to
+        seen = {"argv": sys.argv, "name": __name__, "path0": sys.path[0]}
+        with open(sys.argv[2], "w") as f:
+            json.dump(seen, f)
+    print("ADD OK", launch.config)
+"""
+
+# A sweep script named as a module of the caller's own (`utils`), beside a `config.py`, whose
+# workload imports a neighbour only when it runs; one kernel is its own, one the neighbour's.
+SWEEP_SCRIPT = """\
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+WHO = "the sweep directory"
+
+
+@triton.jit
+def double(x, y, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + i, 2 * tl.load(x + i, mask=i < n), mask=i < n)
+
+
+class Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+@workload
+def run(n=100):
+    import inprocess_neighbour  # at call time, from the script's directory
+
+    a, b = torch.randn(n), torch.randn(n)
+    c, y = torch.empty(n), torch.empty(n)
+    launched = [
+        autotune_launch(
+            kernel,
+            space={"tile": [64, 128]},
+            grid=lambda cfg: (cdiv(n, cfg.tile),),
+            args=args,
+            kwargs=lambda cfg: {"TILE": cfg.tile},
+            name=name,
+        )
+        for kernel, args, name in [
+            (inprocess_neighbour.vadd, (a, b, c, n), "inprocess-vadd"),
+            (double, (a, y, n), "inprocess-double"),
+        ]
+    ]
+    if None not in launched:  # (precompile compiles and launches nothing)
+        assert torch.equal(c, a + b) and torch.equal(y, 2 * a)
+"""
+
+NEIGHBOUR = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(c + i, tl.load(a + i, mask=i < n) + tl.load(b + i, mask=i < n), mask=i < n)
+"""
+
+
+def _app_and_sweeps(tmp_path: Path) -> tuple[Path, Path]:
+    """The caller's own `config` and `utils` in ``app/``; ``sweeps/utils.py``, the script,
+    beside a `config.py` and the neighbour its workload imports when it runs."""
+    app, sweeps = tmp_path / "app", tmp_path / "sweeps"
+    app.mkdir()
+    sweeps.mkdir()
+    (app / "config.py").write_text("WHO = 'the app'\n")
+    (app / "utils.py").write_text("WHO = 'the app'\n")
+    (sweeps / "config.py").write_text("WHO = 'the sweep directory'\n")
+    (sweeps / "utils.py").write_text(SWEEP_SCRIPT)
+    (sweeps / "inprocess_neighbour.py").write_text(NEIGHBOUR)
+    return app, sweeps
+
+
+@pytest.fixture
+def own_modules(monkeypatch: pytest.MonkeyPatch):
+    """The names the tests import as the caller's modules, gone from sys.modules after."""
+    names = ("config", "utils", "inprocess_neighbour")
+    assert not [n for n in names if n in sys.modules], "taken by another module of the run"
+    yield
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_precompile_in_process_puts_the_environment_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tunedsl precompile` keeps the import hook off Triton's interpreter only while it runs:
+    after it, a `tunedsl run` on a host without a GPU turns the interpreter on again, and
+    with --target the caller's TRITON_INTERPRET is as it was."""
+    from tunedsl.cli import main
+
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    add = scripts / "add_dsl.py"
+    add.write_text(ADD)
+    monkeypatch.delenv("TUNEDSL_NO_AUTO_INTERPRET", raising=False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("TUNEDSL_QUIET", "1")
+    assert main(["precompile", str(scripts)]) == 0
+    assert "TUNEDSL_NO_AUTO_INTERPRET" not in os.environ
+    assert "TRITON_INTERPRET" not in os.environ
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(add)],
+        capture_output=True, text=True, env=dict(os.environ), cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and "ADD OK" in done.stdout, done.stderr
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert main(["precompile", "--target", "cuda:90", str(scripts)]) == 0
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    assert "TUNEDSL_NO_AUTO_INTERPRET" not in os.environ
