@@ -162,3 +162,78 @@ def test_precompile_in_process_puts_the_environment_back(
     assert main(["precompile", "--target", "cuda:90", str(scripts)]) == 0
     assert os.environ.get("TRITON_INTERPRET") == "1"
     assert "TUNEDSL_NO_AUTO_INTERPRET" not in os.environ
+
+
+def test_sweep_in_process_leaves_sys_path_and_the_callers_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_modules: None
+) -> None:
+    """A sweep of `sweeps/utils.py` in this process: its workload imports its neighbour when
+    it runs, and tunes the neighbour's kernel and its own in an isolated worker (which
+    imports both by name); after, sys.path is as before and the caller's `import config` and
+    `import utils` find the caller's own."""
+    from tunedsl.precompile.sweep import sweep
+
+    app, sweeps = _app_and_sweeps(tmp_path)
+    monkeypatch.setenv("TUNEDSL_ISOLATE", "1")
+    monkeypatch.setenv("TUNEDSL_QUIET", "1")
+    monkeypatch.syspath_prepend(str(app))
+    before = list(sys.path)
+    written, outcomes = sweep(str(sweeps / "utils.py"), use_ray=False, out=io.StringIO())
+    assert [o.error for o in outcomes] == [None]
+    assert {r.site for r in written} >= {"inprocess-vadd", "inprocess-double"}, written
+    assert sys.path == before
+    assert "utils" not in sys.modules
+    import config
+    import utils
+
+    assert (config.WHO, utils.WHO) == ("the app", "the app")
+
+
+def test_import_script_takes_a_private_name_and_its_directory_off_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_modules: None
+) -> None:
+    """``import_script``: the script's module is under a private name (its objects pickle
+    by it), its directory is on sys.path while it is imported and while its functions run
+    within ``script_on_path``; not after, where a neighbour imported at call time is not
+    found (the caller's own modules are found instead)."""
+    from tunedsl.precompile.workload import import_script
+
+    app, sweeps = _app_and_sweeps(tmp_path)
+    monkeypatch.syspath_prepend(str(app))
+    before = list(sys.path)
+    module = import_script(sweeps / "utils.py")
+    assert sys.path == before
+    assert module.__name__.startswith("__tunedsl_precompile_") and "utils" not in sys.modules
+    point = pickle.loads(pickle.dumps(module.Point(1, 2)))
+    assert type(point) is module.Point and (point.x, point.y) == (1, 2)
+    from tunedsl.precompile.script_import import script_on_path
+
+    monkeypatch.setenv("TUNEDSL_QUIET", "1")
+    with script_on_path(sweeps / "utils.py"):
+        assert sys.path[0] == str(sweeps)
+        module.run(n=50)  # imports its neighbour from the script's directory
+    assert sys.path == before
+    sys.modules.pop("inprocess_neighbour")
+    with pytest.raises(ModuleNotFoundError, match="inprocess_neighbour"):
+        module.run(n=50)
+    import utils
+
+    assert utils.WHO == "the app"
+
+
+def test_precompile_in_process_leaves_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_modules: None
+) -> None:
+    """`tunedsl precompile sweeps/` in this process calls the workload (its neighbour
+    imported as it runs) and leaves sys.path and the caller's modules as they were."""
+    from tunedsl.cli import main
+
+    app, sweeps = _app_and_sweeps(tmp_path)
+    monkeypatch.setenv("TUNEDSL_QUIET", "1")
+    monkeypatch.syspath_prepend(str(app))
+    before = list(sys.path)
+    assert main(["precompile", "--json", str(sweeps / "utils.py")]) == 0
+    assert sys.path == before and "utils" not in sys.modules
+    import config
+
+    assert config.WHO == "the app"

@@ -27,6 +27,7 @@ from typing import Any
 from tunedsl.errors import UsageError
 from tunedsl.frontend.source import read_source
 from tunedsl.model.config import Config
+from tunedsl.precompile.script_import import script_on_path
 from tunedsl.precompile.summary import Summary, describe_error
 from tunedsl.precompile.workload import (
     PrecompileSession,
@@ -177,7 +178,8 @@ def run_workloads(files: Sequence[str], session: PrecompileSession, summary: Sum
                 )
                 continue
             try:
-                wl.fn()
+                with script_on_path(path):  # for a neighbour it imports when called
+                    wl.fn()
                 if session.calls == calls:
                     summary.notes.append(
                         f"{wl.filename}:{wl.line}: workload {wl.qualname} reached no "

@@ -1,19 +1,25 @@
 """Importing a workload script by path, as ``tunedsl precompile``, ``sweep`` and ``--replay`` do.
 
 The script is imported as a module whose ``__name__`` is not ``"__main__"``, through the import
-hook's loader. A file whose directory has an ``__init__.py`` is part of a package: imported under
-its stem, its relative imports (``from .act import silu``) fail, so it is imported by its dotted
+hook's loader, under a private name (never its stem, which could be a module of the user's).
+A file whose directory has an ``__init__.py`` is part of a package: imported under a name of its
+own, its relative imports (``from .act import silu``) fail, so it is imported by its dotted
 name from the package's root (the first directory up without ``__init__.py``, the root that
-``model/identity.py`` names a site's file from).
+``model/identity.py`` names a site's file from). The script's directory (a package's root) is
+on ``sys.path`` only while the script is imported, or its functions are called within
+:func:`script_on_path`: the importing process's own imports never find its neighbours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import os
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -27,9 +33,12 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
     Goes through the import hook's loader, so a DSL script is expanded (and its code taken
     from the bytecode cache); its own code never comes from a pyc (``ScriptSourceLoader``),
     here or in a process that imports it again by name (``activate.SCRIPTS``). Its directory
-    is put on ``sys.path`` so it can import its neighbours. The module name is the file's
-    stem, or a private name when that is taken; a file in a package is imported by its
-    dotted name (below), so its relative imports work.
+    is first on ``sys.path`` while it is imported, so it can import its neighbours, and taken
+    off again after (where it was not there before), so this process's own imports never
+    find the script's neighbours (a ``config.py`` beside it): call its functions within
+    :func:`script_on_path` where they import a neighbour when called. The module name is a
+    private one (``__tunedsl_precompile_<digest>__``), which no module of the user's has; a
+    file in a package is imported by its dotted name (below), so its relative imports work.
     """
     from tunedsl.activate import SCRIPTS, ScriptSourceLoader, install
 
@@ -38,20 +47,19 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
     in_package = package_module(abspath)
     if in_package is not None:
         return in_package
-    stem = os.path.splitext(os.path.basename(abspath))[0]
-    name = stem
-    if not stem.isidentifier() or stem in sys.modules:
-        name = f"__tunedsl_precompile_{hashlib.sha256(abspath.encode()).hexdigest()[:12]}__"
+    # Never the stem: a script named `config.py` or `utils.py` would be what the caller's own
+    # `import config` finds. (``identity.module_names`` knows this name.)
+    name = f"__tunedsl_precompile_{hashlib.sha256(abspath.encode()).hexdigest()[:12]}__"
     loader = ScriptSourceLoader(name, abspath)
     spec = importlib.util.spec_from_file_location(name, abspath, loader=loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     directory = os.path.dirname(abspath)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
+    _directories[abspath] = directory
     sys.modules[name] = module
     try:
-        loader.exec_module(module)
+        with on_path(directory):
+            loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
@@ -65,7 +73,8 @@ def package_module(abspath: str) -> ModuleType | None:
     imported from elsewhere. The top package is loaded from its own ``__init__.py`` (no
     search of ``sys.path``, where another copy could come first); the packages below it and
     the module are found through their parents' ``__path__``, as ``import`` finds them. The
-    package's root goes on ``sys.path``, as for ``python -m`` run from it. ImportError when
+    package's root is on ``sys.path`` while it is imported, as for ``python -m`` run from it
+    (:func:`on_path`). ImportError when
     an ``__init__.py`` on the way, the root or a package's directory is open to others'
     writes (:func:`paths.untrusted_place`), before anything of the package runs."""
     real = os.path.realpath(abspath)
@@ -111,11 +120,55 @@ def package_module(abspath: str) -> ModuleType | None:
             raise
     elif [os.path.realpath(p) for p in getattr(loaded, "__path__", ())] != [top]:
         return None
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
     # Executed again on every call, as a script under its stem is (a sweep's long-lived
     # process imports a script again when the file changed): never the module imported before.
     sys.modules.pop(".".join(parts), None)
-    module = importlib.import_module(".".join(parts))
+    with on_path(directory):
+        module = importlib.import_module(".".join(parts))
     found = getattr(module, "__file__", None)
-    return module if found is not None and os.path.realpath(found) == real else None
+    if found is None or os.path.realpath(found) != real:
+        return None
+    _directories[abspath] = directory
+    return module
+
+
+#: The directory :func:`import_script` put on ``sys.path`` for a script (its own, or its
+#: package's root), by the script's absolute path: :func:`script_on_path` puts it back.
+_directories: dict[str, str] = {}
+#: Directories :func:`on_path` put on ``sys.path``, each with how many hold it there now
+#: (two sweeps in two threads, one script): the last to leave takes it off.
+_holds: dict[str, int] = {}
+_holds_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def on_path(directory: str) -> Iterator[None]:
+    """Within: ``directory`` on ``sys.path``, first where it was not on it; after, taken off
+    again where this put it there, so the process's own imports go on finding what they found
+    before (its own ``config.py``, not a script's neighbour of that name). An entry of the
+    process's own is left as it is."""
+    with _holds_lock:
+        held = _holds.get(directory, 0)
+        mine = held > 0 or directory not in sys.path
+        if mine:
+            _holds[directory] = held + 1
+            if not held:
+                sys.path.insert(0, directory)
+    try:
+        yield
+    finally:
+        if mine:
+            with _holds_lock:
+                left = _holds.pop(directory) - 1
+                if left:
+                    _holds[directory] = left
+                elif directory in sys.path:  # (the script may have taken it off itself)
+                    sys.path.remove(directory)
+
+
+def script_on_path(path: str | os.PathLike[str]) -> contextlib.AbstractContextManager[None]:
+    """Within: the directory :func:`import_script` puts on ``sys.path`` for ``path`` is on it
+    again, for calls of the script's functions that import its neighbours when they run (a
+    workload's ``import helpers``); after, it is taken off again (:func:`on_path`)."""
+    abspath = os.path.abspath(os.fspath(path))
+    return on_path(_directories.get(abspath, os.path.dirname(abspath)))

@@ -98,13 +98,17 @@ class WorkloadExit(Exception):
 
 def run_task(task: Task) -> list[dict[str, Any]]:
     """Run one task with a private records directory; the records it wrote, as JSON."""
+    from tunedsl.precompile.script_import import script_on_path
     from tunedsl.store import paths, records, rules, scratch
 
     with scratch.scratch_dir(SCRATCH_PREFIX, scratch.adopted_scratch_dir()) as tmp:
         mine = tmp / "records"
         with paths.records_kept_in(mine), rules.measuring():
             try:
-                workload_fn(task)(**task.shape)
+                # The script's directory on sys.path while its workload runs (it may import a
+                # neighbour then), and off it after: the caller's own imports find their own.
+                with script_on_path(task.script):
+                    workload_fn(task)(**task.shape)
             except BaseException as err:
                 # What the failed task decided in memory is in no record: import afresh.
                 _imported.pop(task.script, None)
