@@ -237,3 +237,63 @@ def test_precompile_in_process_leaves_sys_path(
     import config
 
     assert config.WHO == "the app"
+
+
+def test_run_in_process_puts_back_argv_main_and_path(tmp_path: Path) -> None:
+    """`tunedsl run SCRIPT` called through ``tunedsl.cli.main``: the script sees its own
+    argv, ``__main__`` and directory, and the caller has its own back after, as
+    ``runpy.run_path`` leaves them."""
+    import multiprocessing.spawn as spawn
+
+    from tunedsl.cli import main
+
+    script = tmp_path / "scripts" / "add_run.py"
+    script.parent.mkdir()
+    script.write_text(ADD)
+    seen = tmp_path / "seen.json"
+    argv, argv_items, main_module = sys.argv, list(sys.argv), sys.modules["__main__"]
+    path, prepare = list(sys.path), spawn.get_preparation_data
+    assert main(["run", str(script), "x", str(seen)]) == 0
+    assert sys.argv is argv and sys.argv == argv_items
+    assert sys.modules["__main__"] is main_module
+    assert sys.path == path and spawn.get_preparation_data is prepare
+    saw = json.loads(seen.read_text())
+    assert saw == {"argv": [str(script), "x", str(seen)], "name": "__main__",
+                   "path0": str(script.parent)}  # fmt: skip
+
+
+def test_main_in_process_leaves_the_warnings_formatter(tmp_path: Path) -> None:
+    """``tunedsl.cli.main`` leaves ``warnings.formatwarning`` as it found it, however often it
+    is called: the caller's own warnings (from its program, ``sys.argv[0]``) keep their file
+    and line."""
+    from tunedsl.cli import main
+
+    script = tmp_path / "add_check.py"
+    script.write_text(ADD)
+    before = warnings.formatwarning
+    for _ in range(3):
+        assert main(["expand", "--check", str(script)]) == 0
+    assert warnings.formatwarning is before
+    program = os.path.realpath(sys.argv[0])
+    shown = warnings.formatwarning("disk almost full", UserWarning, program, 7)
+    assert shown.startswith(f"{program}:7: UserWarning: disk almost full")
+
+
+def test_the_run_command_leaves_the_script_its_process(tmp_path: Path) -> None:
+    """`tunedsl run` as a command puts nothing back: its process ends with the script, and
+    a thread of the script still running after the script's last line sees its argv and
+    its ``__main__``."""
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import sys, threading, time\n"
+        "def later():\n"
+        "    time.sleep(0.5)\n"
+        "    print('later', sys.argv, sys.modules['__main__'].__file__ == __file__)\n"
+        "threading.Thread(target=later).start()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", str(script), "a"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"later {[str(script), 'a']} True\n"

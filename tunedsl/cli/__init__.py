@@ -8,10 +8,11 @@ imported only when their command runs, so ``tunedsl --help`` stays fast and torc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 # command name -> module; help text comes from each module's add_parser.
 COMMANDS: dict[str, str] = {
@@ -51,7 +52,7 @@ def entry() -> int:
     """The ``tunedsl`` command and ``python -m tunedsl``: :func:`main` on the command line,
     its status noted for the compile pool's exit drain, which must leave with ``os._exit``
     where a compile that ran past its limit still runs (``backends/compile_pool.py``)."""
-    status = main()
+    status = _main(None, command=True)
     if "tunedsl.backends.compile_pool" in sys.modules:  # no compile ran without it
         from tunedsl.backends.compile_pool import note_exit_status
 
@@ -60,20 +61,34 @@ def entry() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """A ``tunedsl`` command (``argv``: its arguments) called in a process that goes on, its
+    exit status returned: the process is left as the command found it (``run`` puts back
+    ``sys.argv``, ``sys.modules["__main__"]`` and ``sys.path``, as ``runpy.run_path`` does;
+    the caller's warnings keep their file and line)."""
+    return _main(argv, command=False)
+
+
+def _main(argv: Sequence[str] | None, command: bool) -> int:
+    """``command``: the process is the ``tunedsl`` command itself (:func:`entry`), whose
+    ``sys.argv[0]`` is the launcher and which ends with the command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # `tunedsl run SCRIPT ARGS...` hands everything after SCRIPT to the script untouched.
     if argv[:1] == ["run"]:
         from tunedsl.cli import run
 
-        return run.main_argv(argv[1:])
+        return run.main_argv(argv[1:], restore=not command)
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "_main", None) is None:
         parser.print_help()
         return 2
+    with _warnings_without_launcher(command):
+        return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
     from tunedsl.errors import Terminated, TunedslError
 
-    _warnings_without_launcher()
     try:
         return int(args._main(args) or 0)
     except BrokenPipeError:
@@ -93,13 +108,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _warnings_without_launcher() -> None:
-    """A warning a command raises itself (an untrusted directory on TUNEDSL_RECORDS_PATH)
-    points at the nearest frame outside tunedsl: the `tunedsl` launcher's own line, or
-    runpy's under `python -m tunedsl`, which say nothing to the user. Those show no place;
-    one from a script the command runs (precompile, sweep) keeps the script's line."""
+@contextlib.contextmanager
+def _warnings_without_launcher(command: bool) -> Iterator[None]:
+    """Within, for the command itself: a warning a command raises itself (an untrusted
+    directory on TUNEDSL_RECORDS_PATH) points at the nearest frame outside tunedsl: the
+    `tunedsl` launcher's own line, or runpy's under `python -m tunedsl`, which say nothing to
+    the user. Those show no place; one from a script the command runs (precompile, sweep)
+    keeps the script's line. After, the formatter is the one before. Called in a process of
+    the caller's (:func:`main`), whose ``sys.argv[0]`` is its own program: left alone."""
     import warnings
 
+    if not command:
+        yield
+        return
     shown = warnings.formatwarning
     launcher = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
 
@@ -115,3 +136,8 @@ def _warnings_without_launcher() -> None:
         return shown(message, category, filename, lineno, line)
 
     warnings.formatwarning = formatted
+    try:
+        yield
+    finally:
+        if warnings.formatwarning is formatted:  # (one set meanwhile by others: theirs)
+            warnings.formatwarning = shown

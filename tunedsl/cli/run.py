@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import contextlib
 import os
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 USAGE = "tunedsl run [-h] SCRIPT [ARGS ...]"
@@ -41,8 +42,9 @@ def main(args: argparse.Namespace) -> int:
     return run_script(args.script, list(args.args))
 
 
-def main_argv(argv: Sequence[str]) -> int:
-    """Entry point from the dispatcher: ``argv`` is everything after ``run``."""
+def main_argv(argv: Sequence[str], restore: bool = False) -> int:
+    """Entry point from the dispatcher: ``argv`` is everything after ``run``; ``restore``:
+    called in a process that goes on (:func:`run_script`)."""
     argv = list(argv)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -56,7 +58,7 @@ def main_argv(argv: Sequence[str]) -> int:
             return 2
         parser.print_help()
         return 0
-    return run_script(argv[0], argv[1:])
+    return run_script(argv[0], argv[1:], restore=restore)
 
 
 class _ImportHookInChild:
@@ -194,8 +196,12 @@ def _report_uncaught(err: BaseException) -> None:
     sys.excepthook(type(err), err.with_traceback(tb), tb)
 
 
-def run_script(script: str, args: Sequence[str]) -> int:
-    """Run ``script`` as ``__main__`` with ``args``; return the exit status."""
+def run_script(script: str, args: Sequence[str], restore: bool = False) -> int:
+    """Run ``script`` as ``__main__`` with ``args``; return the exit status. ``restore``: the
+    caller's process goes on after (``tunedsl.cli.main``), so its ``sys.argv``,
+    ``sys.modules["__main__"]``, ``sys.path[0]`` and spawn's preparation are put back after,
+    as ``runpy.run_path`` does; the command itself (``restore=False``) ends with the script,
+    whose threads and exit handlers may still read them."""
     from tunedsl.autointerp import enable_if_no_gpu
     from tunedsl.frontend.source import read_source, unreadable_reason
 
@@ -242,15 +248,47 @@ def run_script(script: str, args: Sequence[str]) -> int:
         return 1
 
     activate.install()
-    _spawn_with_the_hook(path, source)
+    # `python -P` adds no script directory, and neither does this.
+    directory = None if getattr(sys.flags, "safe_path", False) else os.path.dirname(path)
+    with _put_back(directory) if restore else contextlib.nullcontext():
+        _spawn_with_the_hook(path, source)
+        return _exec_main(code, path, script, args, directory)
+
+
+@contextlib.contextmanager
+def _put_back(directory: str | None) -> Iterator[None]:
+    """Within: the script runs as ``__main__``; after, the caller's ``sys.argv`` (the list
+    and what it holds), ``__main__``, first ``sys.path`` entry and spawn's preparation."""
+    import multiprocessing.spawn as spawn
+
+    argv, argv_items, first = sys.argv, list(sys.argv), sys.path[:1]
+    main, prepare = sys.modules.get("__main__"), spawn.get_preparation_data
+    try:
+        yield
+    finally:
+        sys.argv = argv
+        argv[:] = argv_items
+        if main is None:
+            sys.modules.pop("__main__", None)
+        else:
+            sys.modules["__main__"] = main
+        if directory is not None and directory in sys.path:
+            at = sys.path.index(directory)
+            sys.path[at : at + 1] = first
+        spawn.get_preparation_data = prepare  # type: ignore[method-assign]
+
+
+def _exec_main(
+    code: types.CodeType, path: str, script: str, args: Sequence[str], directory: str | None
+) -> int:
     main_module = types.ModuleType("__main__")
     main_module.__dict__.update(
         __file__=path, __cached__=None, __loader__=None, __spec__=None, __builtins__=builtins
     )
     sys.argv[:] = [script, *args]
-    if not getattr(sys.flags, "safe_path", False):  # `python -P` adds no script directory
+    if directory is not None:
         # Replaces the entry Python made for tunedsl itself (its bin dir, or cwd for -m).
-        sys.path[0:1] = [os.path.dirname(path)]
+        sys.path[0:1] = [directory]
     sys.modules["__main__"] = main_module
     try:
         exec(code, main_module.__dict__)
