@@ -297,3 +297,37 @@ def test_the_run_command_leaves_the_script_its_process(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"later {[str(script), 'a']} True\n"
+
+
+SPAWNING = """\
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+from tunedsl import workload
+
+
+def square(x):
+    return x * x
+
+
+@workload
+def run():
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        assert list(pool.map(square, [1, 2, 3], timeout=120)) == [1, 4, 9]
+"""
+
+
+def test_a_workload_s_spawned_children_import_the_script_by_its_private_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workload's spawn pool maps a function of the script: the child imports the script
+    by its private name, from its file (it was found by its stem on sys.path)."""
+    from tunedsl.precompile.run import precompile
+
+    script = tmp_path / "spawning.py"
+    script.write_text(SPAWNING)
+    monkeypatch.setenv("TUNEDSL_QUIET", "1")
+    summary = precompile([str(script)])
+    assert summary.errors == [], summary.errors
+    assert summary.workload_files == 1

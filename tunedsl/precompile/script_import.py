@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from tunedsl.model.identity import package_root
 from tunedsl.store import paths
@@ -64,6 +65,7 @@ def import_script(path: str | os.PathLike[str]) -> ModuleType:
         sys.modules.pop(name, None)
         raise
     SCRIPTS[name] = abspath  # imported by this name elsewhere (a worker): from this file
+    _scripts_in_spawned_children()
     return module
 
 
@@ -172,3 +174,46 @@ def script_on_path(path: str | os.PathLike[str]) -> contextlib.AbstractContextMa
     workload's ``import helpers``); after, it is taken off again (:func:`on_path`)."""
     abspath = os.path.abspath(os.fspath(path))
     return on_path(_directories.get(abspath, os.path.dirname(abspath)))
+
+
+class _ScriptsInChild:
+    """Unpickled first in a child started with ``spawn`` or ``forkserver`` (a workload's
+    ``multiprocessing`` pool): there, the scripts imported here by path are imported by
+    their private names from their files (an object of the script pickles by that name),
+    through the import hook, and the same goes on to the child's own children."""
+
+    def __init__(self, scripts: dict[str, str]) -> None:
+        self.scripts = scripts
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, str]]]:
+        return _read_scripts_in_child, (self.scripts,)
+
+
+def _read_scripts_in_child(scripts: dict[str, str]) -> None:
+    from tunedsl.activate import install, read_scripts
+
+    install()
+    read_scripts(scripts)
+    _scripts_in_spawned_children()
+
+
+def _scripts_in_spawned_children() -> None:
+    """From now on, a spawned child's preparation data carries the scripts imported by path
+    (``activate.SCRIPTS``): named privately, they are found by no search of ``sys.path``
+    there (as a script under its stem was). Once: not where spawn's is already this."""
+    import multiprocessing.spawn as spawn
+
+    from tunedsl.activate import SCRIPTS
+
+    original = spawn.get_preparation_data
+    if getattr(original, "tunedsl_scripts", False):
+        return
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        if SCRIPTS:  # a key the child does not know is ignored: only unpickled
+            data["tunedsl_scripts"] = _ScriptsInChild(dict(SCRIPTS))
+        return data
+
+    get_preparation_data.tunedsl_scripts = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = get_preparation_data  # type: ignore[assignment]
