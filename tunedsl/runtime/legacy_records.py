@@ -40,7 +40,51 @@ if TYPE_CHECKING:
 
 def migrate(subject: Subject, stores: LayeredStore) -> Any:
     """The record ``subject``'s site stored under an older identity and digest, re-stored
-    under ``subject.digest``; None when there is none."""
+    under ``subject.digest``; None when there is none, and then, once per site, one warning
+    where records of another version of its kernel are shipped (or, in ``cached`` mode,
+    in the cache): they decide no key of it."""
+    found = _migrate(subject, stores)
+    if found is None and subject.site_id not in _looked:
+        _looked.add(subject.site_id)
+        _say_other_kernels(subject)
+    return found
+
+
+_looked: set[str] = set()  # the sites whose records of another kernel were looked for
+
+
+def _say_other_kernels(subject: Subject) -> None:
+    """One warning where the shipped records (in ``cached`` mode, the cache's too) hold
+    records of ``subject``'s site measured on another version of its kernel, naming one
+    and what changed: the key is tuned again, or launches the default, in silence else."""
+    from tunedsl.store import paths
+    from tunedsl.store import records as store
+    from tunedsl.store.rules import kernel_changes
+    from tunedsl.warn import warn_once
+
+    if paths.records_kept_apart() is not None:  # a sweep's task tunes every key
+        return
+    cached = subject.settings.mode == "cached"
+    roots = [*([paths.records_dir()] if cached else []), *store.extra_record_dirs()]
+    kernel = subject.context["kernel"]
+    found = store.records_of_other_kernels(subject.site_id, kernel, roots)
+    if not found:
+        return
+    path, source_hash, launch = found[0]
+    was = {"source_hash": source_hash, "launch": launch}
+    changed = ", ".join(kernel_changes(was, kernel, "it was measured"))
+    then = "launches the site's default" if cached else "is tuned again"
+    warn_once(
+        f"record-other-kernel:{subject.site_id}",
+        f"{path} is a tuning record for {subject.site_id} measured on another version of "
+        f"its kernel ({changed} changed since), so it decides no key of this kernel: each "
+        f"key {then} instead. Tune the kernel as it is now (`tunedsl sweep`, say) and ship "
+        "its records (or rules: `tunedsl rules build`)",
+        stacklevel="user",
+    )
+
+
+def _migrate(subject: Subject, stores: LayeredStore) -> Any:
     from tunedsl.model.record_identity import checker
     from tunedsl.store import records as store
 

@@ -102,7 +102,14 @@ def _say_if_no_directory(path: Path) -> None:
         return
     except OSError:  # unreadable: the trust check of the directory says why
         return
-    if not is_dir and path.name.endswith(rec.RULE_SUFFIX):  # a rule file: its directory
+    below = _files_one_level_down(path) if is_dir else None
+    if below is not None:  # a cache root (records/), or the parent of a rules --out
+        warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, which holds "
+                  f"no record or rule file, but {below} does: records and rules are read "
+                  "only from the files of the path's directories themselves, not from their "
+                  f"subdirectories, so nothing is read from it; name {below} instead",
+                  stacklevel="user")  # fmt: skip
+    elif not is_dir and path.name.endswith(rec.RULE_SUFFIX):  # a rule file: its directory
         warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, a rule file: "
                   "rules and records are read only from the path's directories, so nothing "
                   f"is read from it; name its directory, {path.parent}", stacklevel="user")  # fmt: skip
@@ -110,3 +117,31 @@ def _say_if_no_directory(path: Path) -> None:
         warn_once(f"records-path:{path}", f"TUNEDSL_RECORDS_PATH names {path}, which is not "
                   "a directory: no records are read from it; name the directory of record "
                   f"files, or for a bundle run `tunedsl cache import {path}`", stacklevel="user")  # fmt: skip
+
+
+def _files_one_level_down(path: Path) -> Path | None:
+    """The subdirectory of ``path`` holding record or rule files (``records/`` of a cache
+    root first, then ``rules/``, then the others by name) when ``path`` holds none itself;
+    None when it does, or none of its first subdirectories does."""
+    import os
+
+    def json_in(directory: str) -> tuple[bool, list[str]]:
+        try:
+            with os.scandir(directory) as entries:
+                names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        except OSError:
+            return False, []
+        found = any(name.endswith(".json") and not is_dir for name, is_dir in names)
+        return found, sorted(name for name, is_dir in names if is_dir)
+
+    found, subdirectories = json_in(os.fspath(path))
+    if found:
+        return None
+    first = [n for n in ("records", "rules") if n in subdirectories]
+    for name in (first + [n for n in subdirectories if n not in first])[:_LOOKED_BELOW]:
+        if json_in(os.path.join(path, name))[0]:
+            return path / name
+    return None
+
+
+_LOOKED_BELOW = 32  # the subdirectories of a path entry looked into, at most

@@ -391,10 +391,10 @@ def iter_record_files(roots: list[Path] | None = None) -> Iterator[Path]:
             yield from sorted(p for p in root.glob("*.json") if not p.name.endswith(RULE_SUFFIX))
 
 
-# The shipped directories' signature, and the sites of their records: site -> (file, the
-# kernel's source hash, the launch) of each (one scan of the path for every site, made on a
-# miss that no record or rule decides, for each site once).
-_shipped_sites: tuple[tuple[Any, ...], dict[str, list[tuple[Path, Any, Any]]]] | None = None
+# The record directories' signature, and the sites of their records, by directories: site ->
+# (file, the kernel's source hash, the launch) of each (one scan of the directories for every
+# site, made on a miss that no record or rule decides, for each site once).
+_sites: dict[tuple[str, ...], tuple[tuple[Any, ...], dict[str, list[tuple[Path, Any, Any]]]]] = {}
 
 
 def records_of_renamed_sites(site: str, kernel: Mapping[str, Any]) -> list[tuple[Path, str]]:
@@ -402,8 +402,19 @@ def records_of_renamed_sites(site: str, kernel: Mapping[str, Any]) -> list[tuple
     in a file of another name whose function, kernel (its source) and launch are ``site``'s
     (``kernel``: its context's), with that site: its file renamed since they were measured.
     A site's identity holds its file's name, so they decide nothing for it."""
-    found = renamed_sites(site, kernel, _shipped_index(), lambda item: item[1:])
+    index = _site_index(extra_record_dirs())
+    found = renamed_sites(site, kernel, index, lambda item: item[1:])
     return [(item[0], other) for other, item in found]
+
+
+def records_of_other_kernels(
+    site: str, kernel: Mapping[str, Any], roots: Sequence[Path]
+) -> list[tuple[Path, Any, Any]]:
+    """(file, the kernel's source hash, the launch) of the trusted, valid record files of
+    ``roots`` for ``site`` measured on another version of its kernel: its source (or a
+    function or value it reads) or launch (``kernel``: its context's now) edited since."""
+    same = (kernel.get("source_hash"), kernel.get("launch"))
+    return [item for item in _site_index(roots).get(site, ()) if item[1:] != same]
 
 
 def renamed_sites(
@@ -428,16 +439,15 @@ def renamed_sites(
     ]
 
 
-def _shipped_index() -> dict[str, list[tuple[Path, Any, Any]]]:
-    """Every trusted, valid record file of the shipped directories by its site, read again
-    when a directory of the path changes (its mtime moves when a file comes or goes)."""
-    global _shipped_sites
-    roots = extra_record_dirs()
+def _site_index(roots: Sequence[Path]) -> dict[str, list[tuple[Path, Any, Any]]]:
+    """Every trusted, valid record file of ``roots`` by its site, read again when one of the
+    directories changes (its mtime moves when a file comes or goes)."""
     signature = tuple((os.fspath(root), _dir_stat(root)) for root in roots)
-    index = _shipped_sites
+    names = tuple(os.fspath(root) for root in roots)
+    index = _sites.get(names)
     if index is None or index[0] != signature:
         found: dict[str, list[tuple[Path, Any, Any]]] = {}
-        for path in iter_record_files(roots):
+        for path in iter_record_files(list(roots)):
             try:
                 record = read_record_file(path)
             except (OSError, ValueError):
@@ -445,7 +455,9 @@ def _shipped_index() -> dict[str, list[tuple[Path, Any, Any]]]:
             kernel = record.kernel
             entry = (path, kernel.get("source_hash"), kernel.get("launch"))
             found.setdefault(record.site, []).append(entry)
-        index = _shipped_sites = (signature, found)
+        if len(_sites) >= 8:  # the path and the cache: a few sets of directories at most
+            _sites.clear()
+        index = _sites[names] = (signature, found)
     return index[1]
 
 

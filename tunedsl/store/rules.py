@@ -240,14 +240,7 @@ def what_changed(rule: Rule, kernel: Mapping[str, Any], hints: Any, env: Any) ->
     parts = []
     if rule.kernel.get("qualname") != kernel.get("qualname"):
         parts.append("the kernel's name")
-    if rule.kernel.get("source_hash") != kernel.get("source_hash"):
-        parts.append("the kernel's source or a function or value it reads")
-    then, now = rule.kernel.get("launch"), kernel.get("launch")
-    if then != now:
-        was, is_ = str(then or "").split("; "), str(now or "").split("; ")
-        gone = "; ".join(p for p in was if p not in is_) or "nothing"
-        came = "; ".join(p for p in is_ if p not in was) or "nothing"
-        parts.append(f"the launch (`{gone}` when the rule was built, `{came}` now)")
+    parts += kernel_changes(rule.kernel, kernel, "the rule was built")
     if rule.hints != hints:
         parts.append("the static hints")
     if rule.env != env:
@@ -256,6 +249,21 @@ def what_changed(rule: Rule, kernel: Mapping[str, Any], hints: Any, env: Any) ->
         names = sorted(k for k in {*old_env, *new_env} if old_env.get(k) != new_env.get(k))
         parts.append(f"Triton's environment ({', '.join(map(str, names))})")
     return ", ".join(parts).translate(_CONTROL)
+
+
+def kernel_changes(then: Mapping[str, Any], now: Mapping[str, Any], when: str) -> list[str]:
+    """What of a kernel's source hash and launch text differs between ``then`` (when
+    ``when``: "the rule was built") and ``now``, each part named for a message."""
+    parts = []
+    if then.get("source_hash") != now.get("source_hash"):
+        parts.append("the kernel's source or a function or value it reads")
+    was_text, now_text = then.get("launch"), now.get("launch")
+    if was_text != now_text:
+        was, is_ = str(was_text or "").split("; "), str(now_text or "").split("; ")
+        gone = "; ".join(p for p in was if p not in is_) or "nothing"
+        came = "; ".join(p for p in is_ if p not in was) or "nothing"
+        parts.append(f"the launch (`{gone}` when {when}, `{came}` now)")
+    return parts
 
 
 _CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}
