@@ -44,9 +44,11 @@ def test_in_process_sweep_writes_one_record_per_shape_and_a_bundle(tmp_path: Pat
     )  # fmt: skip
     assert [o.error for o in outcomes] == [None, None]
     assert len(written) == 2 and len(local_records()) == 2
-    assert sorted(r["digest"] for r in json.loads(bundle.read_text())["records"]) == sorted(
-        r.digest for r in written
-    )
+    # The bundle `cache export` writes: JSON Lines, a header and then a record a line, which
+    # `cache import` streams (it was the single-document format of earlier releases).
+    header, *lines = bundle.read_text().splitlines()
+    assert json.loads(header) == {"tunedsl_records": 2}, header
+    assert sorted(json.loads(line)["digest"] for line in lines) == sorted(r.digest for r in written)
     assert "2/2 tasks" in out.getvalue()
 
 

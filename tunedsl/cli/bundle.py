@@ -30,16 +30,15 @@ from typing import IO
 from tunedsl.errors import UsageError
 from tunedsl.store import atomic, paths
 from tunedsl.store.records import (
+    LINES_VERSION,
     MAX_BUNDLE_BYTES,
     MAX_RECORD_BYTES,
     InvalidRecord,
     Record,
+    bundle_lines,
     parse_json,
 )
 
-#: The streamed format's version (1: the single-document format of earlier releases).
-LINES_VERSION = 2
-HEADER = json.dumps({"tunedsl_records": LINES_VERSION}) + "\n"
 #: Warnings printed for damaged lines of one bundle before they are only counted.
 MAX_LINE_WARNINGS = 20
 
@@ -205,10 +204,9 @@ def write_bundle(file: str, records: Iterable[Record]) -> bool:
 
 
 def _write_lines(fh: IO[bytes], records: Iterable[Record]) -> int:
-    fh.write(HEADER.encode())
-    count = 0
-    for record in records:
-        fh.write(json.dumps(record.to_json(), separators=(",", ":")).encode() + b"\n")
+    count = -1  # the header is a line too
+    for line in bundle_lines(records):
+        fh.write(line)
         count += 1
     fh.flush()
     return count

@@ -370,16 +370,13 @@ def merge(
         put_beside(stores, record)
         if kept is not None:
             kept.append(record)
-    if bundle is not None:
+    if bundle is not None:  # JSON Lines, as `tunedsl cache export` writes (and import streams)
         from tunedsl.store import atomic
-        from tunedsl.store.records import BUNDLE_VERSION
+        from tunedsl.store.records import bundle_lines
 
-        text = json.dumps(
-            {"tunedsl_records": BUNDLE_VERSION, "records": [r.to_json() for r in parsed.values()]},
-            indent=1,
-        )
         try:
-            atomic.write_text(Path(bundle), text + "\n")  # whole or not at all
+            with atomic.replacing(Path(bundle)) as fh:  # whole or not at all
+                fh.writelines(bundle_lines(parsed.values()))
         except OSError as err:
             raise UsageError(
                 f"cannot write the bundle {bundle}: {err.strerror or err}; the "

@@ -25,7 +25,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,10 @@ from tunedsl.store import atomic, paths
 from tunedsl.warn import warn_once
 
 #: The single-document bundle format {"tunedsl_records": 1, "records": [...]} (still read, up
-#: to MAX_BUNDLE_BYTES; ``tunedsl cache export`` writes JSON Lines: ``cli/bundle.py``).
+#: to MAX_BUNDLE_BYTES; ``cache export`` and ``sweep --bundle`` write JSON Lines, LINES_VERSION).
 BUNDLE_VERSION = 1
+#: The streamed bundle format: a header line {"tunedsl_records": 2}, then a record a line.
+LINES_VERSION = 2
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 _UNWRITABLE = "unwritable"  # the topic of every "cannot write to the cache" warning
 
@@ -60,6 +62,13 @@ def extra_record_dirs() -> list[Path]:
 @knobs.per_environ  # asked on every miss: parsed again only when the environment changed
 def _extra_record_dirs() -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in knobs.records_path())
+
+
+def bundle_lines(records: Iterable[Record]) -> Iterator[bytes]:
+    """The lines of a JSON Lines bundle of ``records``: its header, then a record a line."""
+    yield json.dumps({"tunedsl_records": LINES_VERSION}).encode() + b"\n"
+    for record in records:
+        yield json.dumps(record.to_json(), separators=(",", ":")).encode() + b"\n"
 
 
 def record_file_name(digest: str) -> str:
