@@ -72,7 +72,8 @@ def test_a_sweep_interrupted_half_way_names_the_shapes_left_so_none_is_tuned_twi
     )
     assert again.returncode == 0, again.stderr
     # The resumed sweep ran only the shapes left: each batch size tuned once in all.
-    assert f"sweep: {len(left)} tasks, {2 * len(left)} records written" in again.stdout
+    tasks = "1 task" if len(left) == 1 else f"{len(left)} tasks"
+    assert f"sweep: {tasks}, {2 * len(left)} records written" in again.stdout
     assert _swept_batches(cache) == batches
 
 

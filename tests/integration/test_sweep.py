@@ -660,7 +660,7 @@ def test_an_interrupted_sweep_of_two_workloads_names_only_the_tasks_left_by_work
         timeout=600,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
-    assert "sweep: 1 tasks, 1 records written, 0 failed" in again.stdout, again.stdout
+    assert "sweep: 1 task, 1 record written, 0 failed" in again.stdout, again.stdout
     sites = sorted(records.read_record_file(p).site for p in cache.glob("records/*.json"))
     assert len(sites) == 4, sites  # each workload once at each shape, none tuned twice
     wrong = subprocess.run(

@@ -87,7 +87,7 @@ def test_a_package_module_with_relative_imports_is_swept_and_its_records_serve(
     (package / "ops.py").write_text(OPS)
     done = command(tmp_path, "-m", "tunedsl", "sweep", "--no-ray", "kernlib/ops.py")
     assert done.returncode == 0, done.stderr
-    assert "1 tasks, 2 records written, 0 failed" in done.stderr + done.stdout
+    assert "1 task, 2 records written, 0 failed" in done.stderr + done.stdout
     served = command(
         tmp_path,
         "-c",

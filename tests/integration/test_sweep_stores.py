@@ -50,7 +50,7 @@ def test_a_sweep_task_neither_writes_to_redis_before_the_merge_nor_takes_its_rec
     assert first.returncode == 0, first.stderr
     (before,) = _redis_records(server)  # the merge writes it
     again = _sweep(tmp_path, [{"n": 300}], **env)
-    assert again.returncode == 0 and "1 records written" in again.stdout, again.stderr
+    assert again.returncode == 0 and "1 record written" in again.stdout, again.stderr
     (after,) = _redis_records(server)
     assert after["digest"] == before["digest"] and after["timestamp"] > before["timestamp"]
 
@@ -69,6 +69,6 @@ def test_a_sweep_measures_a_key_whose_record_is_shipped_on_the_records_path(
         tmp_path, [{"n": 300}], TUNEDSL_CACHE_DIR=str(tmp_path / "new-cache"),
         TUNEDSL_RECORDS_PATH=str(shipped),
     )  # fmt: skip
-    assert done.returncode == 0 and "1 records written, 0 failed" in done.stdout, done.stdout
+    assert done.returncode == 0 and "1 record written, 0 failed" in done.stdout, done.stdout
     (new,) = [records.read_record_file(p) for p in (tmp_path / "new-cache").glob("records/*")]
     assert new.digest == old.digest and new.timestamp > old.timestamp

@@ -201,4 +201,4 @@ def test_a_workload_that_reads_stdin_in_a_gpu_process_reads_nothing(tmp_path: Pa
         )  # fmt: skip
     except subprocess.TimeoutExpired as err:
         raise AssertionError(f"the sweep never ended: {err.stderr!r}") from None
-    assert done.returncode == 0 and "1 records written, 0 failed" in done.stdout, done.stderr
+    assert done.returncode == 0 and "1 record written, 0 failed" in done.stdout, done.stderr

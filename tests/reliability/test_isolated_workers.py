@@ -190,7 +190,7 @@ def test_the_worker_imports_a_swept_script_from_its_source_not_a_pyc_beside_it()
         )  # fmt: skip
         assert not marker.exists(), "another user's pyc ran in the isolated worker"
         assert done.returncode == 0, done.stderr[-3000:]
-        assert "1 records written, 0 failed" in done.stdout + done.stderr, done.stderr[-3000:]
+        assert "1 record written, 0 failed" in done.stdout + done.stderr, done.stderr[-3000:]
 
 
 def test_a_kernel_module_that_reads_stdin_reads_nothing_in_the_worker(tmp_path: Path) -> None:

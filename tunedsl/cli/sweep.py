@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from tunedsl.errors import UsageError
+
+if TYPE_CHECKING:
+    from tunedsl.precompile.sweep_tasks import Outcome
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -100,5 +104,29 @@ def main(args: argparse.Namespace) -> int:
     failed = [o for o in outcomes if o.error is not None]
     for o in failed:
         print(f"failed after {o.attempts} attempts: {o.task.label()}: {o.error}", file=sys.stderr)
-    print(f"sweep: {len(outcomes)} tasks, {len(written)} records written, {len(failed)} failed")
+    for note in _idle_workloads(outcomes):
+        print(note, file=sys.stderr)
+    tasks, records = _count(len(outcomes), "task"), _count(len(written), "record")
+    print(f"sweep: {tasks}, {records} written, {len(failed)} failed")
     return 1 if failed else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _idle_workloads(outcomes: Sequence[Outcome]) -> list[str]:
+    """A note for each workload whose every task finished and tuned no key: it reached no
+    site at the shapes swept (a sweep tunes every key a task meets first), as precompile
+    names a workload that reached none."""
+    by_workload: dict[tuple[str, str], list[Outcome]] = {}
+    for o in outcomes:
+        by_workload.setdefault((o.task.script, o.task.workload), []).append(o)
+    return [
+        f"sweep: note: workload {name} of {script} tuned no key in its {_count(len(done), 'task')}: "
+        "it reached no autotune(...) or autotune_launch site (or only keys another task had "
+        "tuned), so nothing of it was measured; check that the shapes (--shapes, else its "
+        "defaults) call its sites"
+        for (script, name), done in by_workload.items()
+        if all(o.error is None and not o.records for o in done)
+    ]
