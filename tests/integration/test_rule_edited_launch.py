@@ -140,3 +140,62 @@ def test_a_refused_pick_outside_the_range_names_what_is_launched(tmp_path: Path)
             assert "not using it" not in warned, warned
         else:
             assert "not using it, launching the site's default" in warned, warned
+
+
+def _built(tmp_path: Path) -> tuple[Path, Path]:
+    """The script swept and its rule built: (script, the rule file)."""
+    script = tmp_path / "kernels.py"
+    script.write_text(SCRIPT)
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"t": t} for t in (2, 4, 8)]))
+    done = tunedsl("sweep", str(script), "--shapes", str(shapes), "--no-ray")
+    assert done.returncode == 0, done.stderr
+    rules = tmp_path / "rules"
+    assert tunedsl("rules", "build", "--out", str(rules)).returncode == 0
+    (rule,) = rules.glob("*.rule.json")
+    return script, rule
+
+
+def test_a_rule_saved_under_another_rules_name_says_so_not_that_the_kernel_changed(
+    tmp_path: Path,
+) -> None:
+    """A rule file saved under another rule's name (a copy named for another site's rule):
+    the runtime said it was built for another version of its kernel and to sweep again (the
+    kernel had not changed; `rules check` says to rename it)."""
+    script, rule = _built(tmp_path)
+    misnamed = tmp_path / "misnamed"
+    misnamed.mkdir(mode=0o700)
+    (misnamed / f"{'ab' * 32}.rule.json").write_text(rule.read_text())
+    serving = {"TUNEDSL_RECORDS_PATH": str(misnamed), "TUNEDSL_CACHE_DIR": str(tmp_path / "s1")}
+    done = tunedsl("run", str(script), "3", **serving)
+    assert done.returncode == 0 and done.stdout.split() == ["3", "tuned"], done.stderr
+    warned = " ".join(done.stderr.split())
+    assert "built for another version" not in warned, warned
+    said = (
+        f"{misnamed / ('ab' * 32)}.rule.json is a rule for kernels.py:run:silu_mul, this very "
+        f"kernel, saved under another rule's file name; the runtime looks for it as {rule.name}"
+    )
+    assert said in warned and "rename it" in warned, warned
+
+
+def test_a_stale_rule_names_its_toolchain_in_words_not_as_a_dict(tmp_path: Path) -> None:
+    """A rule measured with another Triton: its warning and `rules check` printed the
+    toolchains as raw dicts ({'triton': '3.9.0', ...})."""
+    script, rule = _built(tmp_path)
+    stale = tmp_path / "stale"
+    stale.mkdir(mode=0o700)
+    data = json.loads(rule.read_text())
+    data["toolchain"] = {**data["toolchain"], "triton": "3.0.0"}
+    (stale / rule.name).write_text(json.dumps(data))
+    serving = {"TUNEDSL_RECORDS_PATH": str(stale), "TUNEDSL_CACHE_DIR": str(tmp_path / "s2")}
+    done = tunedsl("run", str(script), "3", **serving)
+    assert done.returncode == 0 and done.stdout.split() == ["3", "tuned"], done.stderr
+    warned = " ".join(done.stderr.split())
+    assert "was measured on" in warned and "with triton 3.0.0, interpreter, not on" in warned, (
+        warned
+    )
+    assert "{'" not in warned, warned
+    checked = tunedsl("rules", "check", str(stale), TUNEDSL_CACHE_DIR=str(tmp_path / "c"))
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "with triton 3.0.0, interpreter, this machine is" in checked.stdout, checked.stdout
+    assert "{'" not in checked.stdout, checked.stdout

@@ -406,7 +406,7 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
     from tunedsl.cli.rules_measure import device_of, remeasure_picks
     from tunedsl.precompile.remeasure import cannot_measure
     from tunedsl.store.records import keyed_toolchain
-    from tunedsl.store.rules import digest_of, rule_path
+    from tunedsl.store.rules import digest_of, measured_text, rule_path
 
     check_measure_args(args)
     if args.sample < 1:
@@ -467,14 +467,16 @@ def check(files: Sequence[Path], args: argparse.Namespace) -> int:
                 )
                 print(terminal_text(f"{other}: {said}"))
         if current(rule):
-            print(terminal_text(f"{path.name}: current ({here.get('name')}, {toolchain})"))
+            now = measured_text(here.get("name"), toolchain).replace(" with ", ", ", 1)
+            print(terminal_text(f"{path.name}: current ({now})"))
         else:
             stale += 1
             print(
                 terminal_text(
-                    f"{path.name}: stale: measured on {rule.device.get('name')} with "
-                    f"{rule.toolchain}, this machine is {here.get('name')} with {toolchain}; "
-                    "sweep here and run `tunedsl rules build` again"
+                    f"{path.name}: stale: measured on "
+                    f"{measured_text(rule.device.get('name'), rule.toolchain)}, this machine "
+                    f"is {measured_text(here.get('name'), toolchain)}; sweep here and run "
+                    "`tunedsl rules build` again"
                 )
             )
         if why := _classes(rule):  # what it decides, current or not

@@ -35,7 +35,10 @@ from typing import TYPE_CHECKING, Any
 from tunedsl.model.config import Config
 from tunedsl.store.records import records_of_renamed_sites
 from tunedsl.store.rules import (
+    SUFFIX,
+    digest_of,
     find_rules,
+    measured_text,
     rule_digest,
     rules_decide,
     rules_of_other_kernels,
@@ -68,15 +71,7 @@ def rule_pick(
         rules = _line_bound_rules(subject) if others else ()
     if not rules:
         if others:  # shipped for this site, but not for this kernel: say so, once
-            path, other = others[0]
-            changed = what_changed(other, ctx["kernel"], ctx["hints"], ctx["env"])
-            warn_once(
-                f"rule-other-kernel:{digest}",
-                f"{path} is a rule for {subject.site_id} built for another version of its "
-                f"kernel ({changed or 'its source or launch'} changed since the sweep), so it "
-                "decides no key of this kernel; sweep again and run `tunedsl rules build`",
-                stacklevel="user",
-            )
+            _warn_other_kernel(subject, digest, others)
         elif f"rule-renamed:{digest}" not in _renamed_checked:
             _renamed_checked.add(f"rule-renamed:{digest}")
             _warn_renamed(subject)
@@ -88,8 +83,8 @@ def rule_pick(
         rule, config, in_range = covering_rule(rules, ctx, subject.readable, rule, config)
     if stale:
         here, toolchain = ctx.get("device", {}).get("name"), ctx.get("toolchain")
-        measured = rule.measured_on()
-        now = f"{here} with {toolchain}"
+        measured = measured_text(rule.device.get("name"), rule.toolchain)
+        now = measured_text(here, toolchain)
         if tuning_allowed:
             warn_once(
                 f"rule-stale:{digest}",
@@ -292,6 +287,31 @@ def _is_candidate(config: Config, candidates: Sequence[Config]) -> bool:
     if memo is None or memo[0] is not candidates:
         memo = _members = (candidates, frozenset(candidates))
     return config in memo[1]
+
+
+def _warn_other_kernel(subject: Subject, digest: str, others: list[tuple[Any, Rule]]) -> None:
+    """One warning for the site's rules on the path that decide nothing for it: built for
+    another version of its kernel, or (none of those) this very kernel's rule saved under
+    another rule's file name, which the runtime never looks for."""
+    ctx = subject.context
+    changes = [(p, r, what_changed(r, ctx["kernel"], ctx["hints"], ctx["env"])) for p, r in others]
+    path, _rule, changed = next((c for c in changes if c[2]), changes[0])
+    if not changed and digest_of(_rule) == digest:  # the kernel's own rule, misnamed
+        warn_once(
+            f"rule-other-kernel:{digest}",
+            f"{path} is a rule for {subject.site_id}, this very kernel, saved under another "
+            f"rule's file name; the runtime looks for it as {digest}{SUFFIX}, so it decides "
+            "no key of this kernel: rename it (`tunedsl rules check` names each such file)",
+            stacklevel="user",
+        )
+        return
+    warn_once(
+        f"rule-other-kernel:{digest}",
+        f"{path} is a rule for {subject.site_id} built for another version of its "
+        f"kernel ({changed or 'its source or launch'} changed since the sweep), so it "
+        "decides no key of this kernel; sweep again and run `tunedsl rules build`",
+        stacklevel="user",
+    )
 
 
 _renamed_checked: set[str] = set()  # the digests looked for under another file's name

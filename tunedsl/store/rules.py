@@ -266,6 +266,27 @@ def kernel_changes(then: Mapping[str, Any], now: Mapping[str, Any], when: str) -
     return parts
 
 
+def measured_text(device: Any, toolchain: Any) -> str:
+    """Where a rule was measured (or this process runs), for a message: ``NVIDIA H200 with
+    triton 3.9.0, backend ...``, control characters escaped (the file's text)."""
+    return f"{str(device).translate(_CONTROL)} with {toolchain_text(toolchain)}"
+
+
+def toolchain_text(toolchain: Any) -> str:
+    """A keyed toolchain (a rule's, or this process's) for a message: ``triton 3.9.0,
+    interpreter`` (or ``backend`` and the start of its hash on a GPU), control characters
+    escaped (the file's text)."""
+    if not isinstance(toolchain, Mapping):
+        return str(toolchain).translate(_CONTROL)
+    parts = [f"triton {toolchain['triton']}"] if toolchain.get("triton") is not None else []
+    backend = toolchain.get("triton_backend")
+    if backend is not None:
+        parts.append("interpreter" if backend == "interpreter" else f"backend {str(backend)[:12]}")
+    skip = ("triton", "triton_backend", "record_schema")
+    parts += [f"{k} {v}" for k, v in sorted(toolchain.items()) if k not in skip and v is not None]
+    return ", ".join(map(str, parts)).translate(_CONTROL) or "no toolchain"
+
+
 _CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))}
 
 
