@@ -254,12 +254,15 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
     data = rule.to_json()
     again = Rule.from_json(json.loads(json.dumps(data)))
     assert again.configs == rule.configs and again.decide(key(300)) == rule.decide(key(300))
-    # Written as schema 3 (an int's class in the family). A file of schema 1 or 2 does not say
-    # which int classes (==1, 32- or 64-bit) its sweep had: it is built again.
-    assert data["schema"] == 3
+    # Written as schema 4 (an int's alignment decides only sizes its swept keys bracket). A
+    # file of schema 1 or 2 does not say which int classes (==1, 32- or 64-bit) its sweep had,
+    # one of schema 3 let odd sizes swept at one end decide the others: it is built again.
+    assert data["schema"] == 4
     for older in (1, 2):
         with pytest.raises(InvalidRule, match=r"does not say which int classes .*build the rule"):
             Rule.from_json({**json.loads(json.dumps(data)), "schema": older})
+    with pytest.raises(InvalidRule, match=r"schema 3 .*multiple of 16 .*build the rule again"):
+        Rule.from_json({**json.loads(json.dumps(data)), "schema": 3})
 
     def damaged(change) -> dict:
         d = json.loads(json.dumps(data))
@@ -268,7 +271,7 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
 
     cases = {
         "not a tunedsl rule": lambda d: d.update(kind="record"),
-        "schema 99 is not one this tunedsl reads .3.: build the rule again": lambda d: d.update(
+        "schema 99 is not one this tunedsl reads .4.: build the rule again": lambda d: d.update(
             schema=99
         ),
         "rule.configs is not a list of 1 to 8": lambda d: d.update(configs=[]),

@@ -25,10 +25,10 @@ from tunedsl.model.rule_features import ALIGNED, key_features, ranged, show_feat
 from tunedsl.model.rule_near import Grid, NearTable, judge_of
 from tunedsl.model.rule_unswept import never_swept
 
-# 3: an int argument's class (==1, 32-, 64-bit) is in a key's family; an older rule: _OLDER.
-RULE_SCHEMA = 3
-READ_SCHEMAS = (3,)
+# 3: an int's class is in a key's family; 4: an int's alignment decides only sizes it brackets.
+RULE_SCHEMA, READ_SCHEMAS = 4, (4,)
 _OLDER = dict.fromkeys((1, 2), "; it does not say which int classes (==1, 32- or 64-bit) it swept")
+_OLDER[3] = "; its maps may give a size off a multiple of 16 the pick of odd sizes far from it"
 RULE_KIND = "tunedsl-rule"
 MAX_TREE_DEPTH = 3
 MAX_CONFIGS = 8

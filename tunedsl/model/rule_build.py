@@ -236,20 +236,25 @@ def fit_tree(
     xs: Sequence[Mapping[str, float]],
     configs: Sequence[Config],
     depth: int = MAX_TREE_DEPTH,
+    held: Mapping[str, float] | None = None,
 ) -> Tree:
-    """Step 2's regret tree."""
+    """Step 2's regret tree. Sizes are tried before alignments, and a split must be strictly
+    better to replace one: a tie goes to a size. A split on an int's alignment needs the
+    evidence ``_alignment_evidence`` asks for. Leave-one-out passes the key it holds out as
+    ``held`` (None where it does not reach this node): counted there as it is in the rule
+    built from every key, so the split it validates is the one built."""
     pick, cost = _leaf(keys, configs)
     if depth == 0 or len(keys) < 2:
         return Tree(pick=pick)
     best: tuple[float, str, float] | None = None
-    for feature in sorted({f for x in xs for f in x}):
+    for feature in sorted({f for x in xs for f in x}, key=lambda f: (not ranged(f), f)):
         values = sorted({x[feature] for x in xs})
         for lo, hi in itertools.pairwise(values):
             edge = (lo + hi) / 2
             low = [i for i, x in enumerate(xs) if x[feature] <= edge]
             high = [i for i, x in enumerate(xs) if x[feature] > edge]
-            if not ranged(feature) and min(len(low), len(high)) < MIN_ALIGNMENT_KEYS:
-                continue  # an odd size or two swept by chance: no evidence about alignment
+            if not ranged(feature) and not _alignment_evidence(xs, low, high, feature, held):
+                continue
             split = (
                 _leaf([keys[i] for i in low], configs)[1]
                 + _leaf([keys[i] for i in high], configs)[1]
@@ -261,12 +266,50 @@ def fit_tree(
     _, feature, edge = best
     low = [i for i, x in enumerate(xs) if x[feature] <= edge]
     high = [i for i, x in enumerate(xs) if x[feature] > edge]
+    goes_low = held is not None and held.get(feature, 0.0) <= edge  # the held key's way down
+    lows, highs = (held, None) if goes_low else (None, held)
     return Tree(
         feature=feature,
         threshold=edge,
-        low=fit_tree([keys[i] for i in low], [xs[i] for i in low], configs, depth - 1),
-        high=fit_tree([keys[i] for i in high], [xs[i] for i in high], configs, depth - 1),
+        low=fit_tree([keys[i] for i in low], [xs[i] for i in low], configs, depth - 1, lows),
+        high=fit_tree([keys[i] for i in high], [xs[i] for i in high], configs, depth - 1, highs),
     )
+
+
+def _alignment_evidence(
+    xs: Sequence[Mapping[str, float]],
+    low: Sequence[int],
+    high: Sequence[int],
+    feature: str,
+    held: Mapping[str, float] | None,
+) -> bool:
+    """Whether the keys of a node (``xs``) may split on an int's alignment into ``low`` (not a
+    multiple of 16) and ``high``: ``MIN_ALIGNMENT_KEYS`` keys a side, each side's keys
+    spanning the node's sizes (``_spans``), ``held`` (a key held out) counted on its side. A
+    side's subtree decides every key of its alignment that reaches the node, and one fitted
+    on batch sizes 2, 4 and 8 says nothing of 40 (an odd size or two swept by chance, or
+    odd sizes only at one end of the sweep, are no evidence)."""
+    if held is not None:
+        xs = [*xs, held]
+        low, high = (
+            ([*low, len(xs) - 1], high)
+            if held.get(feature, 0.0) <= 0.5
+            else (low, [*high, len(xs) - 1])
+        )
+    return min(len(low), len(high)) >= MIN_ALIGNMENT_KEYS and _spans(xs, low) and _spans(xs, high)
+
+
+def _spans(xs: Sequence[Mapping[str, float]], side: Sequence[int]) -> bool:
+    """Whether the keys ``side`` (indices into ``xs``) reach each end of every size of
+    ``xs`` within the widest gap between its swept values: the sizes they bracket, as the
+    nearest-key map asks of a key's alignment (``model.rule_near``)."""
+    for f in {f for x in xs for f in x if ranged(f)}:
+        values = sorted({x.get(f, 0.0) for x in xs})
+        gap = max((b - a for a, b in itertools.pairwise(values)), default=0.0)
+        mine = [xs[i].get(f, 0.0) for i in side]
+        if min(mine) - values[0] > gap + 1e-9 or values[-1] - max(mine) > gap + 1e-9:
+            return False
+    return True
 
 
 def _points(
@@ -287,11 +330,15 @@ def _single(keys: Sequence[SweptKey]) -> Config:
 
 
 def _fit(
-    keys: Sequence[SweptKey], tolerance: float, max_configs: int
+    keys: Sequence[SweptKey],
+    tolerance: float,
+    max_configs: int,
+    held: tuple[str, Mapping[str, float]] | None = None,
 ) -> tuple[list[Config], dict[str, tuple[list[int], Tree, tuple, Tree]]]:
     """Cover and the three maps of every family (indices into ``keys``): the regret tree, the
     nearest swept key, and one configuration for the whole family (a leaf alone), which wins
-    where the per-size bests are noise."""
+    where the per-size bests are noise. ``held``: the family and features of the key
+    leave-one-out holds out (``fit_tree``)."""
     configs = cover(keys, tolerance, max_configs)
     by_family: dict[str, list[int]] = {}
     feats = [key_features(k.readable) for k in keys]
@@ -313,7 +360,9 @@ def _fit(
             if single in configs
             else Tree(pick=_leaf(fk, configs)[0])
         )
-        maps[family] = (members, fit_tree(fk, fx, configs), _points(fk, fx, configs), one)
+        theirs = held[1] if held is not None and held[0] == family else None
+        tree = fit_tree(fk, fx, configs, held=theirs)
+        maps[family] = (members, tree, _points(fk, fx, configs), one)
     return configs, maps
 
 
@@ -394,7 +443,7 @@ def _leave_one_out(
         if not any(feats[j][0] == family for j in rest):
             continue  # the only key of its family: nothing to learn it from
         train = [keys[j] for j in rest]
-        configs, maps = _fit(train, tolerance, max_configs)
+        configs, maps = _fit(train, tolerance, max_configs, (family, x))
         members, tree, points, one = maps[family]
         fam_x = [feats[rest[m]][1] for m in members]
         fam_keys = [train[m] for m in members]

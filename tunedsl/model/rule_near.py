@@ -17,15 +17,19 @@ from tunedsl.model.rule_features import ranged, show_feature
 
 def nearest(points: Sequence[tuple[Mapping[str, float], int]], x: Mapping[str, float]) -> int:
     """The pick of the swept key nearest ``x`` (Euclidean in log2 space over the sizes; the
-    first of ties) among the swept keys of ``x``'s alignment where the sweep has any: a row
-    length off a multiple of 16 loads without vectors, and its fastest configuration can
-    differ from the nearest aligned length's."""
+    first of ties). A row length off a multiple of 16 loads without vectors, and its fastest
+    configuration can differ from the nearest aligned length's: so where the swept keys of
+    ``x``'s alignment bracket its sizes (each within their range, give or take the sweep's
+    widest gap on that size), the nearest among those decides; elsewhere (a batch size of
+    17 where the sweep's only sizes off a multiple of 16 are 2, 4 and 8) the nearest of all,
+    one of ``x``'s alignment on a tie."""
     return NearTable(points, tuple(x)).nearest(x)
 
 
 class NearTable:
     """Swept keys as vectors over one key's feature names: its sizes, in its order, and the
-    squares of sizes only the swept key has (a run-time map asks per miss: no set per key)."""
+    squares of sizes only the swept key has (a run-time map asks per miss: no set per key);
+    per alignment, its keys and the range of sizes they bracket."""
 
     __slots__ = ("alignment", "by_alignment", "rows", "sizes")
 
@@ -33,29 +37,58 @@ class NearTable:
         self.sizes = tuple(f for f in names if ranged(f))
         self.alignment = tuple(f for f in names if not ranged(f))
         own = set(self.sizes)
-        self.rows: list[tuple[tuple[float, ...], float, int]] = []
-        self.by_alignment: dict[tuple[Any, ...], list[tuple[tuple[float, ...], float, int]]] = {}
+        self.rows: list[tuple[tuple[float, ...], float, int, tuple[Any, ...]]] = []
+        groups: dict[tuple[Any, ...], list[tuple[tuple[float, ...], float, int, tuple[Any, ...]]]]
+        groups = {}
         for px, pick in points:
             vector = tuple(px.get(f, 0.0) for f in self.sizes)
             extra = sum(v * v for f, v in px.items() if ranged(f) and f not in own)
-            row = (vector, extra, pick)
-            self.rows.append(row)
             alike = tuple(px.get(f) for f in self.alignment)
-            self.by_alignment.setdefault(alike, []).append(row)
+            row = (vector, extra, pick, alike)
+            self.rows.append(row)
+            groups.setdefault(alike, []).append(row)
+        gaps = [_widest_gap({r[0][i] for r in self.rows}) for i in range(len(self.sizes))]
+        # Per alignment: its keys, and per size the range they bracket (widened by the
+        # sweep's widest gap on it: the sizes between two swept keys of either alignment).
+        self.by_alignment: dict[tuple[Any, ...], tuple[list[Any], tuple[tuple[float, float], ...]]]
+        self.by_alignment = {
+            alike: (
+                rows,
+                tuple(
+                    (
+                        min(r[0][i] for r in rows) - gap - 1e-9,
+                        max(r[0][i] for r in rows) + gap + 1e-9,
+                    )
+                    for i, gap in enumerate(gaps)
+                ),
+            )
+            for alike, rows in groups.items()
+        }
 
     def nearest(self, x: Mapping[str, float]) -> int:
         rows = self.rows
         get = x.__getitem__  # map(get, ...): no Python call a feature
-        if self.alignment:
-            rows = self.by_alignment.get(tuple(map(get, self.alignment))) or rows
         at = tuple(map(get, self.sizes))
+        alike: tuple[Any, ...] = ()
+        if self.alignment:
+            alike = tuple(map(get, self.alignment))
+            group = self.by_alignment.get(alike)
+            if group is not None and all(
+                lo <= v <= hi for v, (lo, hi) in zip(at, group[1], strict=True)
+            ):
+                rows = group[0]
         dist = math.dist
-        best, best_d = rows[0][2], math.inf
-        for vector, extra, pick in rows:
+        best, best_d, best_alike = rows[0][2], math.inf, False
+        for vector, extra, pick, theirs in rows:
             d = dist(vector, at) ** 2 + extra
-            if d < best_d:
-                best, best_d = pick, d
+            if d < best_d - 1e-12 or (d <= best_d + 1e-12 and theirs == alike and not best_alike):
+                best, best_d, best_alike = pick, d, theirs == alike
         return best
+
+
+def _widest_gap(values: set[float]) -> float:
+    """The widest gap between consecutive ``values`` (0 for one value)."""
+    return max((b - a for a, b in itertools.pairwise(sorted(values))), default=0.0)
 
 
 class Grid:

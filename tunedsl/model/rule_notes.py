@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tunedsl.model.rule_build import (
     FEWEST_HELD_OUT,
@@ -12,6 +12,7 @@ from tunedsl.model.rule_build import (
     dropped_cells,
     outside_cells,
 )
+from tunedsl.model.rule_features import ALIGNED, ranged, show_value
 from tunedsl.model.rule_unswept import int_classes_swept
 
 
@@ -19,7 +20,8 @@ def build_notes(site: str, keys: Sequence[SweptKey], built: Built) -> list[str]:
     """What a person shipping the rule just built should know (``tunedsl rules build``
     prints each as a note): too few keys to validate it, keys never held out, keys left out,
     held-out picks that failed or were never timed, int arguments swept only equal to 1 or
-    only 64-bit, cells ``prune=`` drops or outside a key's space."""
+    only 64-bit or off a multiple of 16 only at one end of the sweep, cells ``prune=`` drops
+    or outside a key's space."""
     v, notes = built.validation, []
     if not isinstance(v.get("geomean"), float):
         notes.append(
@@ -50,6 +52,7 @@ def build_notes(site: str, keys: Sequence[SweptKey], built: Built) -> list[str]:
         )
     if (classes := int_classes_swept(f.family for f in built.families)) is not None:
         notes.append(f"{site}: {classes}")
+    notes += [f"{site}: {why}" for fam in built.families for why in odd_at_one_end(fam.points)]
     outside = outside_cells(keys, built.configs)
     if outside:  # a space computed per call keeps other configurations at other sizes
         notes.append(
@@ -68,4 +71,33 @@ def build_notes(site: str, keys: Sequence[SweptKey], built: Built) -> list[str]:
             f"cover; held-out picks of them: {v.get('dropped', 0)} (refused at run time: the "
             "key is tuned where it may be)"
         )
+    return notes
+
+
+def odd_at_one_end(points: Sequence[tuple[Mapping[str, float], int]]) -> list[str]:
+    """Per int argument of a family's swept keys (``points``) passed both off a multiple of
+    16 and on one, but off one only below (or above) every multiple of 16 on a size the sweep
+    varied (a batch size swept in powers of two: 2, 4, 8, then 16, 32, 64): what a key off a
+    multiple of 16 beyond them gets, and what to sweep. The maps let those keys' picks decide
+    only the sizes they bracket (``model.rule_near``): beyond, the nearest swept size's."""
+    notes = []
+    for f in sorted({f for x, _ in points for f in x if not ranged(f)}):
+        odd = [x for x, _ in points if x.get(f) == 0.0]
+        even = [x for x, _ in points if x.get(f) == 1.0]
+        if not odd or not even:
+            continue
+        for size in sorted({s for x, _ in points for s in x if ranged(s)}):
+            lo, hi = min(x[size] for x in odd), max(x[size] for x in odd)
+            elo, ehi = min(x[size] for x in even), max(x[size] for x in even)
+            if hi < elo or lo > ehi:
+                name, end = f.removesuffix(ALIGNED), "below" if hi < elo else "above"
+                notes.append(
+                    f"the sweep passed {name} off a multiple of 16 only {end} the multiples "
+                    f"of 16 on {size} ({show_value(lo)}-{show_value(hi)}; multiples of 16: "
+                    f"{show_value(elo)}-{show_value(ehi)}), so a key off a multiple of 16 "
+                    "beyond them takes the pick of the nearest swept size of either "
+                    "alignment. Sweep sizes off a multiple of 16 across the range too "
+                    "(17, 40, 63 beside 16, 32, 64) and build again"
+                )
+                break
     return notes
