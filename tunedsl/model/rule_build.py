@@ -4,10 +4,12 @@
    (default 3%) of its own best, greedily (the configuration covering the most keys not yet
    covered, ties to the lower total regret), at most ``max_configs`` (default 8).
 2. **Map**, per family: a regret tree (each leaf picks the configuration of least summed
-   log-regret over its keys; splits at midpoints of a feature's log2 values, or on an int's
-   alignment with at least three keys each side; depth at most 3), the nearest swept key's
-   pick (``model.rule_near.nearest``: among the keys of the same alignment), and the one configuration of least summed log-regret over the family (added to the
-   configurations when the cover lacks it and there is room).
+   log-regret over its keys; splits at midpoints of a feature's log2 values, a size's first,
+   or on an int's alignment where each side's keys span the sizes, at least three a side;
+   depth at most 3), the nearest swept key's pick (``model.rule_near.nearest``: among the
+   keys of the same alignment where they bracket the key's sizes), and the one configuration
+   of least summed log-regret over the family (added to the configurations when the cover
+   lacks it and there is room).
 3. **Validate**: leave one key out, build everything from the others, and pick for the key
    left out; its regret is its time with that pick over its measured best. The family keeps
    the map with the lowest geomean regret (the single configuration on a tie, then the tree):
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from tunedsl.model.config import Config
 from tunedsl.model.rule import MAX_CONFIGS, MAX_TREE_DEPTH, Family, Tree
 from tunedsl.model.rule_features import key_features, ranged
-from tunedsl.model.rule_near import nearest
+from tunedsl.model.rule_near import nearest, splits_alignment
 
 DEFAULT_TOLERANCE = 0.03
 # Held-out keys below this many cannot tell a rule's maps apart: the map that follows what the
@@ -240,7 +242,7 @@ def fit_tree(
 ) -> Tree:
     """Step 2's regret tree. Sizes are tried before alignments, and a split must be strictly
     better to replace one: a tie goes to a size. A split on an int's alignment needs the
-    evidence ``_alignment_evidence`` asks for. Leave-one-out passes the key it holds out as
+    evidence ``model.rule_near.splits_alignment`` asks for. Leave-one-out passes the key it holds out as
     ``held`` (None where it does not reach this node): counted there as it is in the rule
     built from every key, so the split it validates is the one built."""
     pick, cost = _leaf(keys, configs)
@@ -253,7 +255,9 @@ def fit_tree(
             edge = (lo + hi) / 2
             low = [i for i, x in enumerate(xs) if x[feature] <= edge]
             high = [i for i, x in enumerate(xs) if x[feature] > edge]
-            if not ranged(feature) and not _alignment_evidence(xs, low, high, feature, held):
+            if not ranged(feature) and not splits_alignment(
+                xs, low, high, feature, held, MIN_ALIGNMENT_KEYS
+            ):
                 continue
             split = (
                 _leaf([keys[i] for i in low], configs)[1]
@@ -274,42 +278,6 @@ def fit_tree(
         low=fit_tree([keys[i] for i in low], [xs[i] for i in low], configs, depth - 1, lows),
         high=fit_tree([keys[i] for i in high], [xs[i] for i in high], configs, depth - 1, highs),
     )
-
-
-def _alignment_evidence(
-    xs: Sequence[Mapping[str, float]],
-    low: Sequence[int],
-    high: Sequence[int],
-    feature: str,
-    held: Mapping[str, float] | None,
-) -> bool:
-    """Whether the keys of a node (``xs``) may split on an int's alignment into ``low`` (not a
-    multiple of 16) and ``high``: ``MIN_ALIGNMENT_KEYS`` keys a side, each side's keys
-    spanning the node's sizes (``_spans``), ``held`` (a key held out) counted on its side. A
-    side's subtree decides every key of its alignment that reaches the node, and one fitted
-    on batch sizes 2, 4 and 8 says nothing of 40 (an odd size or two swept by chance, or
-    odd sizes only at one end of the sweep, are no evidence)."""
-    if held is not None:
-        xs = [*xs, held]
-        low, high = (
-            ([*low, len(xs) - 1], high)
-            if held.get(feature, 0.0) <= 0.5
-            else (low, [*high, len(xs) - 1])
-        )
-    return min(len(low), len(high)) >= MIN_ALIGNMENT_KEYS and _spans(xs, low) and _spans(xs, high)
-
-
-def _spans(xs: Sequence[Mapping[str, float]], side: Sequence[int]) -> bool:
-    """Whether the keys ``side`` (indices into ``xs``) reach each end of every size of
-    ``xs`` within the widest gap between its swept values: the sizes they bracket, as the
-    nearest-key map asks of a key's alignment (``model.rule_near``)."""
-    for f in {f for x in xs for f in x if ranged(f)}:
-        values = sorted({x.get(f, 0.0) for x in xs})
-        gap = max((b - a for a, b in itertools.pairwise(values)), default=0.0)
-        mine = [xs[i].get(f, 0.0) for i in side]
-        if min(mine) - values[0] > gap + 1e-9 or values[-1] - max(mine) > gap + 1e-9:
-            return False
-    return True
 
 
 def _points(

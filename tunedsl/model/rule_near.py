@@ -91,6 +91,38 @@ def _widest_gap(values: set[float]) -> float:
     return max((b - a for a, b in itertools.pairwise(sorted(values))), default=0.0)
 
 
+def splits_alignment(
+    xs: Sequence[Mapping[str, float]],
+    low: Sequence[int],
+    high: Sequence[int],
+    feature: str,
+    held: Mapping[str, float] | None,
+    least: int,
+) -> bool:
+    """Whether a regret tree's node of keys ``xs`` may split on an int's alignment
+    (``feature``) into ``low`` (off a multiple of 16) and ``high``: ``least`` keys a side,
+    each side's reaching both ends of every size of ``xs`` within the widest gap between its
+    swept values (the sizes they bracket, as ``nearest`` asks of a key's alignment), with
+    ``held`` (a key leave-one-out holds out) counted on its side. A side's subtree decides
+    every key of its alignment that reaches the node, and one fitted on batch sizes 2, 4 and
+    8 says nothing of 40: an odd size or two swept by chance, or odd sizes only at one end of
+    the sweep, are no evidence."""
+    if held is not None:
+        xs = [*xs, held]
+        at = len(xs) - 1
+        low, high = ([*low, at], high) if held.get(feature, 0.0) <= 0.5 else (low, [*high, at])
+    if min(len(low), len(high)) < least:
+        return False
+    for f in {f for x in xs for f in x if ranged(f)}:
+        values = [x.get(f, 0.0) for x in xs]
+        gap, ends = _widest_gap(set(values)), (min(values), max(values))
+        for side in (low, high):
+            mine = [values[i] for i in side]
+            if min(mine) - ends[0] > gap + 1e-9 or ends[1] - max(mine) > gap + 1e-9:
+                return False
+    return True
+
+
 class Grid:
     """A family's swept keys over the sizes the sweep varied, with each size's widest gap
     between swept values. A key on several such sizes is in range only when its nearest
