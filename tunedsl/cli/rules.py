@@ -181,7 +181,13 @@ def _groups(records: Iterable[Any], sites: Sequence[str]) -> dict[tuple[str, str
 
 
 def build(args: argparse.Namespace) -> int:
-    from tunedsl.cli.rules_measure import Plan, budgeted_note, cross_measure, swept_key
+    from tunedsl.cli.rules_measure import (
+        Plan,
+        budgeted_note,
+        cross_measure,
+        leave_out_grown,
+        swept_key,
+    )
     from tunedsl.model.rule import MAX_CONFIGS
     from tunedsl.model.rule_build import build as build_rule
     from tunedsl.model.rule_build import usable
@@ -250,7 +256,7 @@ def build(args: argparse.Namespace) -> int:
             print(terminal_text(note), file=sys.stderr)
         plans.append(Plan(digest, measured, first, keys, None, _swept(recs)))
         plans[-1].built = build_rule(keys, args.tolerance, args.max_configs)
-    if cross_measure(plans, args):
+    if cross_measure(plans, args) | leave_out_grown(plans):  # (both: each says what it did)
         for plan in plans:
             plan.built = build_rule(plan.keys, args.tolerance, args.max_configs)
     keep_other_gpus_rules(plans, out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,9 @@ class Plan:
     keys: list[Any]
     built: Any
     swept: frozenset[Any] | None = None  # every configuration the sweep timed (model/rule.py)
+    # The keys measured here: their records state the site's space now (a configuration they
+    # lack is outside the key's space, not one the space gained since the sweep).
+    remeasured: set[int] = field(default_factory=set)
 
 
 def times_of(record: Any) -> dict[Any, float | None]:
@@ -79,13 +82,22 @@ def check_measure_args(args: argparse.Namespace) -> None:
         read_shapes(args.shapes)
 
 
+def _needed(p: Plan) -> list[tuple[int, Any]]:
+    """The cells a plan's rule needs that its records lack: of the rule's configurations,
+    and of a space grown since some keys were swept (``model.rule_build.grown_cells``)."""
+    from tunedsl.model.rule_build import grown_cells, missing_cells
+
+    cells = missing_cells(p.keys, p.built.configs)
+    return cells + [cell for cell in grown_cells(p.keys) if cell not in cells]
+
+
 def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
     """The cross-measurement phase: the (key, configuration) cells the rules need and the
     records lack, measured by running the script's workloads here. True when any was."""
     from tunedsl.model.keys import canonical_json
-    from tunedsl.model.rule_build import missing_cells, with_cells
+    from tunedsl.model.rule_build import with_cells
 
-    cells = {id(p): missing_cells(p.keys, p.built.configs) for p in plans}
+    cells = {id(p): _needed(p) for p in plans}
     total = sum(len(c) for c in cells.values())
     if not total:
         return False
@@ -127,7 +139,8 @@ def cross_measure(plans: list[Plan], args: argparse.Namespace) -> bool:
             got = found.get((p.digest, p.measured, canonical_json(k.readable)))
             if got is not None:  # its cells, and whether they are all of the key's candidates
                 p.keys[i] = with_cells(k, got.times, got.pruned, got.complete)
-    left = {id(p): [c for c in missing_cells(p.keys, p.built.configs)] for p in plans}
+                p.remeasured.add(i)
+    left = {id(p): _needed(p) for p in plans}
     still = sum(len(c) for c in left.values())
     print(
         f"  cross-measurement: {done.ran} workload calls in {done.seconds:.0f} s measured "
@@ -313,3 +326,47 @@ def budgeted_note(site: str, records: Sequence[Any]) -> str | None:
         "the regrets compare the picks with the best it timed, not with the space's best; "
         "sweep with search='exhaustive' to time them all"
     )
+
+
+def leave_out_grown(plans: Sequence[Plan]) -> bool:
+    """Leave out of each plan's rule the configurations of a space grown since some keys
+    were swept that are still untimed on those keys (``model.rule_build.grown_cells``: no
+    --script, or measuring did not reach them), with a note: the rule never picks one (a
+    key never timed with it would be decided as if it had lost there), and the runtime tunes
+    a site whose space keeps one. True when any was left out."""
+    from tunedsl.model.rule_build import SweptKey, grown_cells, usable
+
+    changed = False
+    for p in plans:
+        cells = [(i, c) for i, c in grown_cells(p.keys) if i not in p.remeasured]
+        if not cells:
+            continue
+        grown = {c for _, c in cells}
+        keys = [
+            SweptKey(
+                k.readable,
+                {c: t for c, t in k.times.items() if c not in grown},
+                k.pruned - grown,
+                k.complete,
+            )
+            for k in p.keys
+        ]
+        if not usable(keys):  # no key timed another configuration: nothing to build from
+            continue
+        p.keys, changed = usable(keys), True
+        p.swept = None if p.swept is None else p.swept - grown or None
+        shown = ", ".join(map(str, sorted(grown, key=str)[:4])) + (
+            ", ..." if len(grown) > 4 else ""
+        )
+        print(
+            terminal_text(
+                f"  note: {p.first.site}: {len(grown)} configuration(s) timed on only some "
+                f"swept keys ({shown}; the space grew since the others were swept) are left "
+                f"out of the rule: {len(cells)} cells untimed, on {len({i for i, _ in cells})} "
+                "keys. The rule never picks them, and a site whose space keeps one is tuned, "
+                "not decided; give --script with the sweep's shapes (--shapes) to measure "
+                "them here, or sweep the grown space at every size, and build again"
+            ),
+            file=sys.stderr,
+        )
+    return changed

@@ -186,6 +186,20 @@ def missing_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> list[t
     ]
 
 
+def grown_cells(keys: Sequence[SweptKey]) -> list[tuple[int, Config]]:
+    """The (key index, configuration) cells of a space grown since some keys were swept: a
+    configuration another key's record timed, absent from a key whose record timed every
+    candidate it had, all of them among the other key's (a space grown by a configuration
+    and swept again at a few sizes). A space computed per call (other blocks at other
+    sizes) has none, and what ``prune=`` dropped for the key is no cell."""
+    have = [frozenset(k.times) | k.pruned for k in keys]
+    cells: list[tuple[int, Config]] = []
+    for i, k in enumerate(keys):
+        grown = {c for theirs in have if have[i] < theirs for c in theirs} - have[i]
+        cells += [(i, c) for c in sorted(grown, key=str) if k.complete]
+    return cells
+
+
 def dropped_cells(keys: Sequence[SweptKey], configs: Sequence[Config]) -> int:
     """How many (key, configuration) cells of ``configs`` are configurations ``prune=``
     dropped for the key."""
