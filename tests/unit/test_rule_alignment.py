@@ -75,3 +75,23 @@ def test_build_notes_an_int_swept_off_a_multiple_of_16_only_at_one_end() -> None
     odd = {17: (23.0, 16.0), 40: (60.0, 22.0), 63: (80.0, 20.5)}
     across = ks + [SweptKey(rows_key(r), {A: a, B: b}, complete=True) for r, (a, b) in odd.items()]
     assert not [n for n in build_notes("s", across, build(across)) if "multiple of 16 only" in n]
+
+
+def test_a_batch_size_swept_alone_is_searched_by_bisection_with_the_scans_answer() -> None:
+    # One size and no size of a key's own: the map bisects a sorted line instead of
+    # scanning every swept key; it must give the scan's answer, the first of ties included
+    # (equal sizes swept twice, a query midway between two swept sizes).
+    import random
+
+    from tunedsl.model.rule_near import _Line, _scan
+
+    rng = random.Random(7)
+    for _ in range(300):
+        values = [float(rng.randint(0, 12)) for _ in range(rng.randint(1, 9))]
+        rows = [((v,), 0.0, rng.randint(0, 3), ()) for v in values]
+        line = _Line(rows)
+        for a in [rng.uniform(-2, 14), float(rng.randint(-1, 13)), rng.randint(0, 24) / 2]:
+            for best_d in (float("inf"), rng.uniform(0, 9)):
+                assert _scan(line, (a,), best_d, -1) == _scan(rows, (a,), best_d, -1), (
+                    values, a, best_d,
+                )  # fmt: skip

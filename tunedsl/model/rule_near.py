@@ -6,6 +6,7 @@ Pure Python, no torch or triton: the model layer.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import math
@@ -31,7 +32,7 @@ class NearTable:
     squares of sizes only the swept key has (a run-time map asks per miss: no set per key);
     per alignment, its keys and the range of sizes they bracket."""
 
-    __slots__ = ("alignment", "by_alignment", "rows", "sizes")
+    __slots__ = ("alignment", "all", "by_alignment", "rows", "sizes")
 
     def __init__(self, points: Sequence[tuple[Mapping[str, float], int]], names: Sequence[str]):
         self.sizes = tuple(f for f in names if ranged(f))
@@ -47,13 +48,16 @@ class NearTable:
             row = (vector, extra, pick, alike)
             self.rows.append(row)
             groups.setdefault(alike, []).append(row)
+        self.all = _searchable(self.rows)
         gaps = [_widest_gap({r[0][i] for r in self.rows}) for i in range(len(self.sizes))]
         # Per alignment: its keys, and per size the range they bracket (widened by the
         # sweep's widest gap on it: the sizes between two swept keys of either alignment).
-        self.by_alignment: dict[tuple[Any, ...], tuple[list[Any], tuple[tuple[float, float], ...]]]
+        self.by_alignment: dict[
+            tuple[Any, ...], tuple[list[Any], tuple[tuple[float, float], ...], list[Any]]
+        ]
         self.by_alignment = {
             alike: (
-                rows,
+                _searchable(rows),
                 tuple(
                     (
                         min(r[0][i] for r in rows) - gap - 1e-9,
@@ -61,29 +65,82 @@ class NearTable:
                     )
                     for i, gap in enumerate(gaps)
                 ),
+                _searchable([r for r in self.rows if r[3] != alike]),
             )
             for alike, rows in groups.items()
         }
 
     def nearest(self, x: Mapping[str, float]) -> int:
-        rows = self.rows
         get = x.__getitem__  # map(get, ...): no Python call a feature
         at = tuple(map(get, self.sizes))
-        alike: tuple[Any, ...] = ()
-        if self.alignment:
-            alike = tuple(map(get, self.alignment))
-            group = self.by_alignment.get(alike)
-            if group is not None and all(
-                lo <= v <= hi for v, (lo, hi) in zip(at, group[1], strict=True)
-            ):
-                rows = group[0]
-        dist = math.dist
-        best, best_d, best_alike = rows[0][2], math.inf, False
-        for vector, extra, pick, theirs in rows:
-            d = dist(vector, at) ** 2 + extra
-            if d < best_d - 1e-12 or (d <= best_d + 1e-12 and theirs == alike and not best_alike):
-                best, best_d, best_alike = pick, d, theirs == alike
-        return best
+        if not self.alignment:
+            return _scan(self.all, at, math.inf, self.rows[0][2])[1]
+        group = self.by_alignment.get(tuple(map(get, self.alignment)))
+        if group is None:
+            return _scan(self.all, at, math.inf, self.rows[0][2])[1]
+        rows, ranges, others = group
+        best_d, best = _scan(rows, at, math.inf, self.rows[0][2])
+        for v, (lo, hi) in zip(at, ranges, strict=True):
+            if not lo <= v <= hi:
+                break
+        else:
+            return best  # bracketed: the nearest of its alignment
+        # The others after: one of x's alignment wins a tie (the others must be nearer).
+        return _scan(others, at, best_d, best)[1]
+
+
+class _Line:
+    """Rows of one size and no size of their own (a batch size swept alone), sorted: the
+    nearest by bisection, not a scan of every swept key."""
+
+    __slots__ = ("firsts", "order", "picks", "values")
+
+    def __init__(self, rows: Sequence[tuple[tuple[float, ...], float, int, tuple[Any, ...]]]):
+        ranked = sorted(range(len(rows)), key=lambda i: (rows[i][0][0], i))
+        self.values = [rows[i][0][0] for i in ranked]
+        self.picks = [rows[i][2] for i in ranked]
+        self.order = ranked  # each sorted row's place in ``rows``: the first of ties wins
+        # per sorted place, the first place of its value (equal values: the first row)
+        self.firsts = [0] * len(ranked)
+        for j in range(1, len(ranked)):
+            same = self.values[j] == self.values[j - 1]
+            self.firsts[j] = self.firsts[j - 1] if same else j
+
+    def nearest(self, a: float, best_d: float, best: int) -> tuple[float, int]:
+        values = self.values
+        j = bisect.bisect_left(values, a)  # values[j - 1] < a <= values[j]: j is a first
+        if j == len(values):
+            k = self.firsts[j - 1]
+        elif j == 0:
+            k = 0
+        else:
+            low = self.firsts[j - 1]
+            below, above = a - values[low], values[j] - a
+            tie = below == above and self.order[low] < self.order[j]
+            k = low if below < above or tie else j
+        d = (values[k] - a) * (values[k] - a)
+        return (d, self.picks[k]) if d < best_d else (best_d, best)
+
+
+def _scan(rows: Any, at: tuple[float, ...], best_d: float, best: int) -> tuple[float, int]:
+    """The nearest of ``rows`` (a row list, or its ``_Line``) to ``at`` if nearer than
+    ``best_d`` (the first of ties)."""
+    if type(rows) is _Line:
+        return rows.nearest(at[0], best_d, best)
+    dist = math.dist
+    for vector, extra, pick, _ in rows:
+        d = dist(vector, at) ** 2 + extra
+        if d < best_d:
+            best, best_d = pick, d
+    return best_d, best
+
+
+def _searchable(rows: list[Any]) -> Any:
+    """``rows`` as ``_scan`` searches them fastest: a ``_Line`` where they vary one size and
+    hold none of their own."""
+    if rows and len(rows[0][0]) == 1 and all(r[1] == 0 for r in rows):
+        return _Line(rows)
+    return rows
 
 
 def _widest_gap(values: set[float]) -> float:
