@@ -133,6 +133,7 @@ def test_rules_show_prints_the_rule_as_a_table(built_rules: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
     assert "rule for" in text and "leave-one-key-out over 5 swept keys" in text
+    assert "(kernel vadd)" in text  # two kernels of one generic launcher told apart
     assert "args.a.shape[0] in [64, 1024]" in text
     assert "[A] Config(tile=" in text
     # The map: a tree (a single leaf when one configuration covers every swept key) or the

@@ -424,7 +424,7 @@ class Rule:
     def describe(self) -> str:
         """The rule as a table a person can read."""
         lines = [
-            f"rule for {self.site}",
+            f"rule for {self.site} (kernel {self.kernel.get('qualname', '?')})",
             f"  measured on {self.device.get('name')} with {_toolchain_text(self.toolchain)}",
         ]
         v = self.validation
