@@ -319,15 +319,25 @@ def run():
 
 
 def test_a_workload_s_spawned_children_import_the_script_by_its_private_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """A workload's spawn pool maps a function of the script: the child imports the script
-    by its private name, from its file (it was found by its stem on sys.path)."""
-    from tunedsl.precompile.run import precompile
-
+    by its private name, from its file (it was found by its stem on sys.path). In a fresh
+    process: spawn reads the parent's ``__main__``, which a test runner's worker may have
+    replaced."""
     script = tmp_path / "spawning.py"
     script.write_text(SPAWNING)
-    monkeypatch.setenv("TUNEDSL_QUIET", "1")
-    summary = precompile([str(script)])
-    assert summary.errors == [], summary.errors
-    assert summary.workload_files == 1
+    code = (
+        "import sys\n"
+        "from tunedsl.precompile.run import precompile\n"
+        "summary = precompile([sys.argv[1]])\n"
+        "print(summary.errors, summary.workload_files)\n"
+    )
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "TUNEDSL_QUIET": "1", "PYTHONPATH": repo}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(script)], env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "1"], done.stdout + done.stderr

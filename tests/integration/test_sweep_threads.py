@@ -93,7 +93,9 @@ class Sweep:
         self.thread.join(240)
         sys.modules.pop(self.gate.__name__, None)
         assert self.error is None, self.error
-        return sorted(r["site"] for r in json.loads(self.bundle.read_text())["records"])
+        header, *records = self.bundle.read_text().splitlines()  # JSON Lines: a record a line
+        assert json.loads(header) == {"tunedsl_records": 2}
+        return sorted(json.loads(line)["site"] for line in records)
 
 
 @pytest.fixture
