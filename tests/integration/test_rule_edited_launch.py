@@ -72,15 +72,8 @@ def tunedsl(*argv: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_an_edited_key_names_the_launch_item_that_changed(tmp_path: Path) -> None:
-    script = tmp_path / "kernels.py"
-    script.write_text(SCRIPT)
-    shapes = tmp_path / "shapes.json"
-    shapes.write_text(json.dumps([{"t": t} for t in (2, 4, 8)]))
-    done = tunedsl("sweep", str(script), "--shapes", str(shapes), "--no-ray")
-    assert done.returncode == 0, done.stderr
-    rules = tmp_path / "rules"
-    assert tunedsl("rules", "build", "--out", str(rules)).returncode == 0
-    (rule,) = rules.glob("*.rule.json")
+    script, rule = _built(tmp_path)
+    rules, shapes = rule.parent, tmp_path / "shapes.json"
     serving = {"TUNEDSL_RECORDS_PATH": str(rules), "TUNEDSL_CACHE_DIR": str(tmp_path / "serve")}
     done = tunedsl("run", str(script), "3", **serving)
     assert done.returncode == 0 and done.stdout.split() == ["3", "rule"], done.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -250,3 +251,43 @@ def share_group(group: str, uid: int = 65534) -> None:
 
     other = pwd.getpwuid(uid).pw_name
     subprocess.run(["gpasswd", "-a", other, group], check=True, capture_output=True, timeout=30)
+
+
+# -- records tuned, then shipped ---------------------------------------------------------------
+
+TWO_KEYS = """
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+for n in (40, 32):  # two keys of one site (n % 16 == 0 or not)
+    a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.empty(n)
+    r = autotune_launch(vadd_kernel, space={"tile": [16, 32]}, effort="quick",
+                        grid=lambda cfg: (cdiv(n, cfg.tile),),
+                        args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile})
+    assert torch.equal(c, a + b)
+    print("RESULT", r.source, flush=True)
+"""
+
+
+def tuned_and_shipped(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """``TWO_KEYS`` as ``tmp_path/a/NAME`` tuned in the cache ``tmp_path/tuned``, its records
+    copied to a private ``tmp_path/ship``: (script, ship)."""
+    (tmp_path / "a").mkdir()
+    script = write_script(tmp_path / "a" / name, TWO_KEYS)
+    tuned = run_python(script, child_env(tmp_path / "tuned"), timeout=180)
+    assert tuned.returncode == 0 and tuned.stdout.split() == ["RESULT", "tuned"] * 2, tuned.stderr
+    ship = tmp_path / "ship"
+    ship.mkdir(mode=0o700)
+    for path in record_files(tmp_path / "tuned"):
+        shutil.copy(path, ship / path.name)
+    return script, ship

@@ -14,7 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rel_helpers import child_env, record_files, run_python, write_script
+from rel_helpers import (
+    TWO_KEYS,
+    child_env,
+    record_files,
+    run_python,
+    tuned_and_shipped,
+    write_script,
+)
 
 from tunedsl.store import records
 
@@ -149,29 +156,6 @@ def test_a_record_failing_every_configuration_does_not_stop_the_site(
 
 # -- shipped records of a script since renamed -----------------------------------------------
 
-TWO_KEYS = """
-import torch
-import triton
-import triton.language as tl
-from tunedsl import autotune_launch, cdiv
-
-
-@triton.jit
-def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    mask = offs < n
-    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
-
-
-for n in (40, 32):  # two keys of one site (n % 16 == 0 or not)
-    a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.empty(n)
-    r = autotune_launch(vadd_kernel, space={"tile": [16, 32]}, effort="quick",
-                        grid=lambda cfg: (cdiv(n, cfg.tile),),
-                        args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile})
-    assert torch.equal(c, a + b)
-    print("RESULT", r.source, flush=True)
-"""
-
 
 @pytest.mark.needs_triton
 def test_shipped_records_of_a_script_since_renamed_are_named_once_not_passed_over(
@@ -182,14 +166,7 @@ def test_shipped_records_of_a_script_since_renamed_are_named_once_not_passed_ove
     # the records decide nothing. mode="cached" launched the default and mode="on" tuned
     # again, both in silence, where shipped rules say so; now one warning names a record
     # and the fix, and a hit costs nothing more (the look is made once, on a miss).
-    (tmp_path / "a").mkdir()
-    original = write_script(tmp_path / "a" / "mm_bias.py", TWO_KEYS)
-    tuned = run_python(original, child_env(tmp_path / "tuned"), timeout=180)
-    assert tuned.returncode == 0 and tuned.stdout.split() == ["RESULT", "tuned"] * 2, tuned.stderr
-    ship = tmp_path / "ship"
-    ship.mkdir(mode=0o700)
-    for path in record_files(tmp_path / "tuned"):
-        shutil.copy(path, ship / path.name)
+    original, ship = tuned_and_shipped(tmp_path, "mm_bias.py")
     (tmp_path / "b").mkdir()
     renamed = write_script(tmp_path / "b" / "mm_linear.py", TWO_KEYS)
 

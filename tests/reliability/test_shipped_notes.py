@@ -8,43 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rel_helpers import child_env, record_files, run_python, write_script
-
-TWO_KEYS = """
-import torch
-import triton
-import triton.language as tl
-from tunedsl import autotune_launch, cdiv
-
-
-@triton.jit
-def vadd_kernel(a, b, c, n, TILE: tl.constexpr):
-    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
-    mask = offs < n
-    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
-
-
-for n in (40, 32):  # two keys of one site (n % 16 == 0 or not)
-    a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n), torch.empty(n)
-    r = autotune_launch(vadd_kernel, space={"tile": [16, 32]}, effort="quick",
-                        grid=lambda cfg: (cdiv(n, cfg.tile),),
-                        args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile})
-    assert torch.equal(c, a + b)
-    print("RESULT", r.source, flush=True)
-"""
-
-
-def _tuned_and_shipped(tmp_path: Path) -> tuple[Path, Path]:
-    """The script tuned in the cache ``tuned``, its records copied to ``ship``: (script, ship)."""
-    (tmp_path / "a").mkdir()
-    script = write_script(tmp_path / "a" / "vadd_app.py", TWO_KEYS)
-    tuned = run_python(script, child_env(tmp_path / "tuned"), timeout=180)
-    assert tuned.returncode == 0 and tuned.stdout.split() == ["RESULT", "tuned"] * 2, tuned.stderr
-    ship = tmp_path / "ship"
-    ship.mkdir(mode=0o700)
-    for path in record_files(tmp_path / "tuned"):
-        shutil.copy(path, ship / path.name)
-    return script, ship
+from rel_helpers import TWO_KEYS, child_env, run_python, tuned_and_shipped, write_script
 
 
 def _serve(script: Path, cache: Path, **extra: str) -> tuple[list[str], list[str]]:
@@ -62,7 +26,7 @@ def test_shipped_records_of_a_kernel_edited_since_are_named_once_not_passed_over
     # since: they decide nothing for it. mode="cached" launched the default for every key and
     # mode="on" tuned every key again, both in silence, where a shipped rule of the same edit
     # says so; now one warning per site names a record and what changed.
-    script, ship = _tuned_and_shipped(tmp_path)
+    script, ship = tuned_and_shipped(tmp_path, "vadd_app.py")
     same, warned = _serve(script, tmp_path / "c0", TUNEDSL_RECORDS_PATH=str(ship),
                           TUNEDSL_AUTOTUNE="cached")  # fmt: skip
     assert same == ["disk", "disk"] and warned == [], warned  # unedited: its records, silent
@@ -100,7 +64,7 @@ def test_a_records_path_entry_one_directory_too_high_names_the_one_below(tmp_pat
     # TUNEDSL_RECORDS_PATH naming the cache root that `cache import` filled (its records are
     # in records/), or the directory above a shipped one: nothing was read and nothing said.
     # Now one warning names the entry and the directory to name instead.
-    script, ship = _tuned_and_shipped(tmp_path)
+    script, ship = tuned_and_shipped(tmp_path, "vadd_app.py")
     app = tmp_path / "app"
     app.mkdir(mode=0o700)
     (app / "empty").mkdir(mode=0o700)
