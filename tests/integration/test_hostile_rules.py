@@ -179,3 +179,21 @@ def test_a_rule_file_another_user_owns_is_refused_in_plain_words(
 
     assert f"chown {pwd.getpwuid(os.getuid()).pw_name} {path}" in said, said
     assert "Errno" not in said, said
+
+
+@pytest.mark.parametrize("schema", [[], {"a": 1}], ids=["a list", "an object"])
+def test_a_rule_file_whose_schema_is_not_a_number_is_damage_not_a_crash(
+    built_rules: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, schema
+) -> None:
+    # One such file of any site, anywhere on the path, raised TypeError out of every launch
+    # that no rule decided (each miss reads the path's rules of other sites) and out of
+    # `rules show` and `check`.
+    damaged = built_rules / ("0" * 64 + ".rule.json")
+    damaged.write_text(json.dumps({"kind": "tunedsl-rule", "schema": schema, "site": "x"}))
+    damaged.chmod(0o600)
+    ship(built_rules, monkeypatch, tmp_path)
+    assert run("unswept", 100).source == "tuned"  # a site with no rule of its own
+    for action in ("show", "check"):
+        done = rules_cli(action, str(built_rules))
+        assert "Traceback" not in done.stderr, done.stderr
+        assert f"rule schema {schema!r} is not one this tunedsl reads" in done.stderr

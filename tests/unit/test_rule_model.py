@@ -271,6 +271,7 @@ def test_a_rule_round_trips_and_a_hostile_file_is_refused_naming_the_field() -> 
 
     cases = {
         "not a tunedsl rule": lambda d: d.update(kind="record"),
+        r"schema \[\] is not one this tunedsl reads .4.: build": lambda d: d.update(schema=[]),
         "schema 99 is not one this tunedsl reads .4.: build the rule again": lambda d: d.update(
             schema=99
         ),

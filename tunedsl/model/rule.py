@@ -1,8 +1,7 @@
 """A decision rule for keys never tuned: a few configurations and a map from a key to one.
 
-A rule is built ahead of time from a site's tuning records (``model/rule_build.py``,
-``tunedsl rules build``) and shipped beside records. At run time a miss with no record asks
-the rule: a key in the rule's range gets the rule's pick at once, with no tuning.
+A rule is built ahead of time from a site's tuning records (``model/rule_build.py``, ``tunedsl
+rules build``) and shipped beside records. At run time a miss with no record asks the rule.
 
 A key is read as a family and features (``model/rule_features.py``). A key is *in range*
 when its family is one the rule was built for and each size feature lies within the swept
@@ -27,8 +26,8 @@ from tunedsl.model.rule_unswept import never_swept
 
 # 3: an int's class is in a key's family; 4: an int's alignment decides only sizes it brackets.
 RULE_SCHEMA, READ_SCHEMAS = 4, (4,)
-_OLDER = dict.fromkeys((1, 2), "; it does not say which int classes (==1, 32- or 64-bit) it swept")
-_OLDER[3] = "; its maps may give a size off a multiple of 16 the pick of odd sizes far from it"
+_OLDER = dict.fromkeys("12", "; it does not say which int classes (==1, 32- or 64-bit) it swept")
+_OLDER["3"] = "; its maps may give a size off a multiple of 16 the pick of odd sizes far from it"
 RULE_KIND = "tunedsl-rule"
 MAX_TREE_DEPTH = 3
 MAX_CONFIGS = 8
@@ -365,10 +364,10 @@ class Rule:
         """Validate and rebuild; raise InvalidRule naming the first bad field."""
         if not isinstance(data, dict) or data.get("kind") != RULE_KIND:
             raise InvalidRule("not a tunedsl rule (its 'kind' is not 'tunedsl-rule')")
-        if data.get("schema") not in READ_SCHEMAS:
-            raise InvalidRule(
-                f"rule schema {data.get('schema')!r} is not one this tunedsl reads "
-                f"({', '.join(map(str, READ_SCHEMAS))}){_OLDER.get(data.get('schema', 0), '')}: "
+        if (schema := data.get("schema")) not in READ_SCHEMAS:
+            raise InvalidRule(  # by its text: a schema may be any JSON value, unhashable too
+                f"rule schema {schema!r} is not one this tunedsl reads "
+                f"({', '.join(map(str, READ_SCHEMAS))}){_OLDER.get(str(schema), '')}: "
                 "build the rule again with this tunedsl (`tunedsl rules build`)"
             )
         for name, kind in (("site", str), ("kernel", dict), ("device", dict), ("toolchain", dict)):

@@ -91,7 +91,12 @@ def read_rule_file(path: Path) -> Rule:
     """One rule file; raise InvalidRule (bad content) or OSError (unreadable, a link, not a
     regular file, too large, writable by others, another owner)."""
     data = rec.parse_json(atomic.read_regular_file(path, MAX_RULE_BYTES, private=True))
-    return Rule.from_json(data)
+    try:
+        return Rule.from_json(data)
+    except InvalidRule:
+        raise
+    except Exception as err:  # a file may hold anything: whatever its check missed is damage
+        raise InvalidRule(f"damaged rule ({type(err).__name__}: {err})") from None
 
 
 def rule_dirs() -> list[Path]:
