@@ -52,6 +52,13 @@ def test_in_process_sweep_writes_one_record_per_shape_and_a_bundle(tmp_path: Pat
     assert "2/2 tasks" in out.getvalue()
 
 
+def test_the_progress_of_one_task_says_task(tmp_path: Path) -> None:
+    out = io.StringIO()
+    written, _ = sweep(SCRIPT, shapes(tmp_path, [{"n": 117}]), use_ray=False, out=out)
+    assert len(written) == 1
+    assert "] 1/1 task: " in out.getvalue(), out.getvalue()
+
+
 def test_a_shape_listed_twice_is_one_task_tuned_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,7 +44,7 @@ class Progress:
         self.failed += outcome.error is not None
         width = 30
         bar = "#" * (width * self.done // max(1, self.total))
-        text = f"sweep [{bar:<{width}}] {self.done}/{self.total} tasks"
+        text = f"sweep [{bar:<{width}}] {self.done}/{self.total} task{'s' * (self.total != 1)}"
         if self.failed:
             text += f", {self.failed} failed"
         if self.quiet:
