@@ -192,3 +192,26 @@ def test_a_stale_rule_names_its_toolchain_in_words_not_as_a_dict(tmp_path: Path)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert "with triton 3.0.0, interpreter, this machine is" in checked.stdout, checked.stdout
     assert "{'" not in checked.stdout, checked.stdout
+
+
+def test_check_names_the_rule_of_another_version_beside_the_current_one(tmp_path: Path) -> None:
+    """Rules of two versions of one site's kernel in one directory (built before and after
+    an edit): `rules check --script` judges the current one and says the other is never used
+    and to remove it (it said no sampled shape reached the site)."""
+    script, old = _built(tmp_path)
+    script.write_text(SCRIPT.replace("key=t,", "key=t // 2,"))
+    shapes = tmp_path / "shapes.json"
+    assert tunedsl("sweep", str(script), "--shapes", str(shapes), "--no-ray").returncode == 0
+    assert tunedsl("rules", "build", "--out", str(old.parent)).returncode == 0
+    (new,) = set(old.parent.glob("*.rule.json")) - {old}
+    checked = tunedsl(
+        "rules", "check", str(old.parent), "--script", str(script), "--shapes", str(shapes),
+        TUNEDSL_CACHE_DIR=str(tmp_path / "check"),
+    )  # fmt: skip
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    said = (
+        f"{old.name}: unchecked: built for another version of kernels.py:run:silu_mul than "
+        f"{new.name}, which the script reached, so the runtime never uses this rule; remove it"
+    )
+    assert said in checked.stdout, checked.stdout
+    assert f"{new.name}: 3 keys tuned here" in checked.stdout, checked.stdout

@@ -271,8 +271,17 @@ def remeasure_picks(rules: dict[str, tuple[Path, Any]], args: argparse.Namespace
     # Sites the script reached under another rule name: an edited kernel, hints or environment.
     elsewhere = {r.site: r for r in done.records if where_of(r)[0] not in rules}
     off = False
+    judged = {r.site: p.name for d, (p, r) in rules.items() if regrets[d]}
     for digest, (path, rule) in rules.items():
         found = regrets[digest]
+        if not found and rule.site in judged:  # a rule of the kernel before an edit, say
+            off = True
+            print(
+                f"{path.name}: unchecked: built for another version of "
+                f"{terminal_text(rule.site)} than {judged[rule.site]}, which the script "
+                "reached, so the runtime never uses this rule; remove it"
+            )
+            continue
         if not found and rule.site in elsewhere:
             off = True
             now = elsewhere[rule.site]
