@@ -120,6 +120,14 @@ def test_a_shape_that_is_no_object_is_named_by_its_entry_and_line(tmp_path: Path
     assert '[{"n": 4096}' in text
 
 
+def test_an_argument_named_twice_in_one_shape_is_an_error(tmp_path: Path) -> None:
+    # JSON keeps the last value: the shape {"n": 100} was silently never swept.
+    path = tmp_path / "shapes.json"
+    path.write_text('[{"n": 100, "n": 200}]')
+    with pytest.raises(UsageError, match=r"shapes file .*: an object names 'n' twice: give"):
+        read_shapes(str(path))
+
+
 @pytest.mark.parametrize("command", ["sweep", "rules build"])
 def test_an_empty_shapes_file_is_an_error_not_a_sweep_of_nothing(
     tmp_path: Path, command: str

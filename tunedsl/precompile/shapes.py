@@ -59,7 +59,7 @@ def read_shapes(path: str | None) -> Shapes:
 
     try:  # a regular file of bounded size: never a FIFO that hangs, nor /dev/zero
         text = atomic.read_regular_file(path, MAX_SHAPES_BYTES).decode("utf-8")
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_once_each)
     except (OSError, ValueError) as err:  # ValueError: not UTF-8, not JSON, an int too long
         why = err.strerror if isinstance(err, OSError) and err.strerror else err
         if isinstance(err, FileNotFoundError) and path.lstrip().startswith(("[", "{")):
@@ -80,6 +80,15 @@ def read_shapes(path: str | None) -> Shapes:
     if not data:  # a sweep of no task, or nothing measured, would say it succeeded
         raise UsageError(f"shapes file {path} holds no shapes (an empty list): list {_EXAMPLE}")
     return Shapes(data, path, text)
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # JSON keeps the last of a name given twice: one of the two values was never swept.
+    names = [name for name, _ in pairs]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise ValueError(f"an object names {twice!r} twice: give each argument once")
+    return dict(pairs)
 
 
 def check_arguments(shapes: Sequence[dict[str, Any]], workloads: Sequence[Any]) -> None:
