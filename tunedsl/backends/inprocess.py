@@ -121,8 +121,11 @@ class InProcessMeasurer:
         first: Variant,
         progress: Progress | None = None,
         left_out: dict[Config, str] | None = None,
+        deaths: dict[Config, int] | None = None,
     ) -> None:
-        """``left_out``: configurations failed with their reason, never launched."""
+        """``left_out``: configurations failed with their reason, never launched;
+        ``deaths``: how many earlier processes died launching each configuration named
+        (``measurers._after_a_death``), kept in the in-flight file."""
         from tunedsl.backends import graph_timing
         from tunedsl.backends import triton as bt
         from tunedsl.backends.triton_launch import launch_jit
@@ -153,8 +156,14 @@ class InProcessMeasurer:
         self.ahead: list[CompileAhead] = []  # prefetched batches, oldest first
         self.gpu_s = 0.0  # seconds spent measuring (warm-ups, verification, samples)
         self.left_out = left_out or {}
-        # What is being launched, on disk: a crash in a launch leaves it for the next run.
-        self.inflight = Inflight(req.key_digest) if getattr(req, "key_digest", "") else None
+        self.deaths = {c: n for c, n in (deaths or {}).items() if n > 0}
+        # What is being launched, on disk: a crash in a launch leaves it for the next run,
+        # with the earlier deaths this tuning knows of.
+        earlier = [{"config": c.to_json(), "deaths": n} for c, n in self.deaths.items()]
+        digest = getattr(req, "key_digest", "")
+        self.inflight = Inflight(digest, earlier) if digest else None
+        if self.inflight is not None:  # on disk before the first launch (a kill while compiling)
+            self.inflight.done()
 
     @property
     def compile_workers(self) -> int:
@@ -333,7 +342,7 @@ class InProcessMeasurer:
         if self.inflight is None:
             yield
             return
-        self.inflight.trying(config.to_json())
+        self.inflight.trying(config.to_json(), self.deaths.get(config, 0))
         try:
             yield
         finally:

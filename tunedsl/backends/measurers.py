@@ -81,27 +81,24 @@ def _after_a_death(
     progress: Progress | None,
 ) -> TunerMeasurer:
     """An earlier process died launching ``died``'s configurations of this key in its own
-    process (a crash there takes the process down): this tuning measures in a worker
-    process, where such a crash fails the configuration alone; where no worker can take
-    the tuning (a space too large to list, arguments that do not pickle), or where every
-    configuration crashes the worker (the tuner then asks ``in_process_instead``), those
-    configurations are left out of an in-process tuning, failed."""
+    process (a crash there takes the process down, and so does a kill): this tuning
+    measures in a worker process, where such a crash fails the configuration alone. Where
+    no worker can take the tuning (a space too large to list, arguments that do not
+    pickle), or where every configuration crashes the worker (the tuner then asks
+    ``in_process_instead``), it measures in its own process (``_in_process``): one death
+    is no proof of a crash, so a configuration a process died launching once is measured
+    again, and one processes died launching twice is left out, failed."""
     from tunedsl.backends.inprocess import InProcessMeasurer
     from tunedsl.warn import warn_once
 
-    suspects = []
-    for entry in died:
-        with contextlib.suppress(Exception):  # a file of another tunedsl version, say
-            config = Config.from_json(entry["config"])
-            if config not in suspects:
-                suspects.append(config)
-    if not suspects:
+    deaths = _deaths(died)
+    if not deaths:
         return InProcessMeasurer(req, variant_for, first, progress)
     name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")
     pids = ", ".join(sorted({str(entry.get("pid")) for entry in died}))
     what = (
         f"an earlier tuning of this key of {name} (pid {pids}) died while launching "
-        f"{', '.join(map(str, suspects))} in its own process (a crash there, or a kill)"
+        f"{', '.join(map(str, deaths))} in its own process (a crash there, or a kill)"
     )
     if req.settings.space is None:
         from tunedsl.backends.isolated import IsolatedMeasurer
@@ -121,39 +118,80 @@ def _after_a_death(
             seam = WorkerSeam(req, inner, progress)
             # A kernel that reads addresses stored in a tensor (the pointer arrays of a
             # grouped GEMM) crashes the worker with every configuration: those addresses are
-            # this process's. The tuner then measures here, leaving the suspects out.
-            seam.in_process_instead = lambda: _leaving_out(
-                req, variant_for, first, progress, suspects, pids,
+            # this process's. The tuner then measures here, by the same rule.
+            seam.in_process_instead = lambda: _in_process(
+                req, variant_for, first, progress, deaths, pids,
                 f"{what}; in a worker process every configuration crashed it (a kernel that "
                 "reads addresses stored in a tensor reads nowhere there), so this tuning "
-                "measures in its own process and leaves them out, as failed",
+                "measures in its own process",
             )  # fmt: skip
             return seam
-    return _leaving_out(
-        req, variant_for, first, progress, suspects, pids,
-        f"{what}; this tuning leaves them out, as failed (a worker process cannot take it: "
-        "its space is too large to list, or its arguments or hooks do not pickle)",
+    return _in_process(
+        req, variant_for, first, progress, deaths, pids,
+        f"{what}; a worker process cannot take this tuning (its space is too large to list, "
+        "or its arguments or hooks do not pickle), so it measures in its own process",
     )  # fmt: skip
 
 
-def _leaving_out(
+def _deaths(died: list[dict[str, Any]]) -> dict[Config, int]:
+    """How many processes died launching each configuration ``died`` names (in-flight
+    entries, ``store/inflight.py``): the dead process's own configuration counts its
+    earlier deaths and this one (deaths of several processes on one add up), and the
+    earlier deaths it carried count as written (the largest, where several carry one)."""
+    from tunedsl.store.inflight import death_count
+
+    dying: dict[Config, int] = {}
+    known: dict[Config, int] = {}
+    for entry in died:
+        with contextlib.suppress(Exception):  # a file of another tunedsl version, say
+            config = Config.from_json(entry["config"])
+            dying[config] = dying.get(config, 0) + death_count(entry.get("deaths")) + 1
+        for earlier in entry.get("earlier") or ():
+            with contextlib.suppress(Exception):
+                config, count = Config.from_json(earlier["config"]), death_count(earlier["deaths"])
+                if count > 0:
+                    known[config] = max(known.get(config, 0), count)
+    return {c: max(dying.get(c, 0), known.get(c, 0)) for c in [*dying, *known]}
+
+
+def _in_process(
     req: Any,
     variant_for: Callable[[Config], Variant],
     first: Variant,
     progress: Progress | None,
-    suspects: list[Config],
+    deaths: dict[Config, int],
     pids: str,
     said: str,
 ) -> TunerMeasurer:
-    """The in-process measurer with ``suspects`` failed, never launched, after ``said``."""
+    """The in-process measurer after ``said``: the configurations processes died launching
+    twice (``deaths``) failed, never launched; those one died launching once measured
+    again, their in-flight entry saying so (a second death leaves them out)."""
     from tunedsl.backends.inprocess import InProcessMeasurer
     from tunedsl.warn import warn_once
 
-    warn_once(f"died-left-out:{req.key_digest}", said, RuntimeWarning, stacklevel="user")
-    reason = f"the process measuring it died in its launch (pid {pids})"
-    return InProcessMeasurer(
-        req, variant_for, first, progress, left_out=dict.fromkeys(suspects, reason)
-    )
+    again = [str(c) for c, n in deaths.items() if n < 2]
+    twice = [str(c) for c, n in deaths.items() if n >= 2]
+    if again:
+        warn_once(
+            f"died-again:{req.key_digest}",
+            f"{said}: it measures {', '.join(again)} again (a process died launching it "
+            "once, which a kill does too); a second death in its launch leaves it out, as "
+            "failed",
+            RuntimeWarning,
+            stacklevel="user",
+        )
+    if twice:
+        warn_once(
+            f"died-left-out:{req.key_digest}",
+            f"{said}: processes died launching {', '.join(twice)} twice, so this tuning "
+            "leaves them out, as failed (`tunedsl cache clear` lets a later tuning measure "
+            "them again)",
+            RuntimeWarning,
+            stacklevel="user",
+        )
+    reason = f"the process measuring it died in its launch, twice (pid {pids})"
+    left_out = {c: reason for c, n in deaths.items() if n >= 2}
+    return InProcessMeasurer(req, variant_for, first, progress, left_out=left_out, deaths=deaths)
 
 
 class WorkerSeam:

@@ -6,9 +6,13 @@ killing it for its memory) runs no clean-up, and its next run would tune the sam
 same way and die again. So while a tuning measures in its own process, the configuration
 it is launching is written to ``<cache>/inflight/<key digest>.<pid>.json``, a file held
 under ``flock`` for the tuning's life: one that nobody holds and that names a configuration
-belongs to a process that died in that launch (``died_in_launch``). An empty one belongs to
-a process that died between launches, or whose launch ended. ``tunedsl cache clear --all``
-removes the files of every ended process (``remove_dead``).
+belongs to a process that died in that launch (``died_in_launch``). The file also says how
+often processes died launching that configuration before (``deaths``: a kill looks like a
+crash, so one death is no proof of one) and carries the earlier deaths the tuning knew of
+(``earlier``), so a death on another configuration does not forget them. An empty one
+belongs to a process that died between launches, or whose launch ended, knowing of no
+earlier death. ``tunedsl cache clear --all`` removes the files of every ended process
+(``remove_dead``).
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Inflight", "died_in_launch", "remove_dead"]
+__all__ = ["Inflight", "death_count", "died_in_launch", "remove_dead"]
 
 _FLAGS = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _MAX_BYTES = 1 << 16  # a configuration's JSON; anything longer is not one of these files
+_MAX_DEATHS = 99  # a death count is capped: the rule asks only whether it died before
 
 
 def _directory() -> Path:
@@ -36,29 +41,52 @@ def _directory() -> Path:
 
 class Inflight:
     """The file of one tuning of the key ``digest`` in this process, made at its first
-    launch. Best effort: where the cache cannot hold it, nothing is written."""
+    launch (at ``done``, before it, where there are earlier deaths to carry). Best effort:
+    where the cache cannot hold it, nothing is written."""
 
-    def __init__(self, digest: str) -> None:
+    def __init__(self, digest: str, earlier: list[dict[str, Any]] | None = None) -> None:
+        """``earlier``: the deaths this tuning knows of (``{"config": ..., "deaths": n}``),
+        carried in the file so that they outlive this process too."""
         self.digest = digest
         self.fd: int | None = None  # -1: the file could not be made
         self.name = ""
         self.dir_fd = -1
+        self.earlier = list(earlier or ())
 
-    def trying(self, config: dict[str, Any]) -> None:
-        """``config`` (its JSON form) is about to be launched."""
-        if self.fd is None:
-            self._open()
-        if self.fd is not None and self.fd >= 0:
-            data = json.dumps({"config": config, "pid": os.getpid(), "time": time.time()})
-            with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, 0)
-                os.pwrite(self.fd, data.encode(), 0)
+    def trying(self, config: dict[str, Any], deaths: int = 0) -> None:
+        """``config`` (its JSON form) is about to be launched; ``deaths``: how many
+        processes died launching it before."""
+        earlier = [e for e in self.earlier if e["config"] != config]
+        self._write({"config": config, "deaths": deaths, **self._carried(earlier)})
 
     def done(self) -> None:
-        """The launch begun by ``trying`` ended (well or with an error)."""
+        """The launch begun by ``trying`` ended (well or with an error); also, before the
+        first launch, the file is made where there are earlier deaths to carry."""
+        self._write(self._carried(self.earlier))
+
+    def _carried(self, earlier: list[dict[str, Any]]) -> dict[str, Any]:
+        """``earlier`` as the file holds it, within its size limit (most deaths first)."""
+        kept: list[dict[str, Any]] = []
+        size = 0
+        for entry in sorted(earlier, key=lambda e: -int(e["deaths"])):
+            size += len(json.dumps(entry)) + 2
+            if size > _MAX_BYTES // 2:
+                break
+            kept.append(entry)
+        return {"earlier": kept} if kept else {}
+
+    def _write(self, content: dict[str, Any]) -> None:
+        """The file holds ``content`` (nothing where it is empty)."""
+        if self.fd is None and content:
+            self._open()
         if self.fd is not None and self.fd >= 0:
+            data = b""
+            if content:
+                data = json.dumps({**content, "pid": os.getpid(), "time": time.time()}).encode()
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, 0)
+                if data:
+                    os.pwrite(self.fd, data, 0)
 
     def close(self) -> None:
         """The tuning ended: its file goes."""
@@ -103,19 +131,47 @@ class Inflight:
 
 
 def died_in_launch(digest: str) -> list[dict[str, Any]]:
-    """What the files of processes that died tuning the key ``digest`` name (each a dict
-    with ``config``, ``pid`` and ``time``), for those that died inside a launch; every file
-    of a dead process is removed. Files of live processes, another user's files and
-    anything else are left alone and never read."""
+    """What the files of processes that died tuning the key ``digest`` say: each a dict
+    with ``config`` (the configuration it died launching; absent where it died between
+    launches), ``deaths`` (how often processes died launching it before), ``earlier`` (the
+    earlier deaths it knew of, ``{"config": ..., "deaths": n}``), ``pid`` and ``time``,
+    for those that died inside a launch or knew of an earlier death; every file of a dead
+    process is removed. Files of live processes, another user's files and anything else
+    are left alone and never read. The counts are as written: ``death_count`` reads them."""
     died: list[dict[str, Any]] = []
     for data in _take_dead(lambda name: name.startswith(digest + ".")):
         # A damaged file is no death: bad UTF-8 or JSON (ValueError), or JSON nested
         # deeper than Python parses (RecursionError).
         with contextlib.suppress(ValueError, RecursionError):
-            entry = json.loads(data) if 0 < len(data) <= _MAX_BYTES else None
-            if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
+            entry = json.loads(data, parse_int=_int) if 0 < len(data) <= _MAX_BYTES else None
+            if not isinstance(entry, dict):
+                continue
+            earlier = entry.get("earlier")
+            entry["earlier"] = [
+                e for e in (earlier if isinstance(earlier, list) else ())
+                if isinstance(e, dict) and isinstance(e.get("config"), dict)
+            ]  # fmt: skip
+            if not isinstance(entry.get("config"), dict):
+                entry.pop("config", None)
+            if "config" in entry or entry["earlier"]:
                 died.append(entry)
     return died
+
+
+def death_count(value: object) -> int:
+    """A ``deaths`` field as a count: anything but a non-negative int (a string, a float,
+    a bool, a negative number: a damaged file) is 0; a huge one is capped."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return max(0, min(value, _MAX_DEATHS))
+
+
+def _int(text: str) -> int:
+    """A JSON integer: one of more digits than Python parses (a damaged or hostile file)
+    is as large as a count can be, or as small, rather than the whole file's error."""
+    if len(text) <= 100:
+        return int(text)
+    return -_MAX_DEATHS if text.startswith("-") else _MAX_DEATHS
 
 
 def remove_dead() -> int:
