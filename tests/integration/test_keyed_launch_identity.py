@@ -1,17 +1,24 @@
 """The record key of an ``autotune_launch`` line is the same whichever call reaches it first:
 a sweep (or `precompile --tune`) whose workloads pass ``key=`` writes the records that a run
 passing ``key=`` uses, even where that run's first call of the line passed no key (real
-`tunedsl sweep` and `tunedsl run` in subprocesses, real kernels under the interpreter)."""
+`tunedsl sweep` and `tunedsl run` in subprocesses, real kernels under the interpreter); and
+it tells apart every two unequal ``key=`` values (a dataclass by its fields; values printed
+alike are an error)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
+
+from tunedsl.errors import UsageError
 
 pytestmark = pytest.mark.needs_triton
 
@@ -132,3 +139,151 @@ def test_a_key_holding_a_set_names_one_record_in_every_process(tmp_path: Path) -
         assert done.returncode == 0, done.stderr
         sources.append(done.stdout.split()[-1])
     assert sources == ["tuned", "disk", "disk"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:  # prints as Problem(batch=8) whatever its dtype_tag
+    batch: int
+    dtype_tag: str = dataclasses.field(repr=False, default="fp32")
+
+
+class Shape:  # hashable, compares by (m, n), prints only m
+    def __init__(self, m: int, n: int) -> None:
+        self.m, self.n = m, n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Shape) and (self.m, self.n) == (other.m, other.n)
+
+    def __hash__(self) -> int:
+        return hash((self.m, self.n))
+
+    def __repr__(self) -> str:
+        return f"Shape(m={self.m})"
+
+
+class Tag:  # no __eq__ of its own: equal only to itself, and printed alike by every instance
+    def __repr__(self) -> str:
+        return "Tag()"
+
+
+def _copy_keyed(key: object, name: str) -> Any:
+    from ported_kernels_twentyfirst import copy
+
+    from tunedsl import autotune_launch, cdiv
+
+    n = 1000
+    src, dst = torch.randn(n), torch.empty(n)
+    result = autotune_launch(
+        copy, space={"BLOCK_SIZE": [64, 128]}, grid=lambda c: (cdiv(n, c.BLOCK_SIZE),),
+        args=(dst, src, n), kwargs=lambda c: {"BLOCK_SIZE": c.BLOCK_SIZE}, key=key, name=name,
+    )  # fmt: skip
+    assert torch.equal(dst, src)
+    return result
+
+
+def test_a_dataclass_key_is_written_by_its_fields_so_unequal_values_decide_apart() -> None:
+    # field(repr=False) left dtype_tag out of the printed form the record key was written
+    # by: fp16 shared fp32's record (digest) and reused its decision from memory.
+    first = _copy_keyed(Problem(8, "fp32"), "dataclass-key")
+    second = _copy_keyed(Problem(8, "fp16"), "dataclass-key")
+    assert (first.source, second.source) == ("tuned", "tuned")
+    assert first.digest != second.digest
+    assert second.key["user_key"] == {
+        "dataclass": "Problem",
+        "fields": {"batch": 8, "dtype_tag": "fp16"},
+    }
+    again = _copy_keyed(Problem(8, "fp16"), "dataclass-key")
+    assert again.digest == second.digest
+
+
+def test_unequal_keys_printed_alike_are_an_error_naming_both_and_the_fix() -> None:
+    # Shape(4, 4096) printed as Shape(4, 1) did, so it reused its decision in silence.
+    assert _copy_keyed(Shape(4, 1), "printed-alike").source == "tuned"
+    assert _copy_keyed(Shape(4, 1), "printed-alike").source == "memory"  # an equal one: shared
+    with pytest.raises(UsageError) as err:
+        _copy_keyed(Shape(4, 4096), "printed-alike")
+    message = str(err.value)
+    assert "key=Shape(m=4) holds a Shape printed 'Shape(m=4)'" in message
+    assert "{'m': 4, 'n': 1}, now {'m': 4, 'n': 4096}" in message
+    assert "Fix: give key= a value whose printed form tells them apart" in message
+    # Inside a tuple too (another site: its own first value); and a class without __eq__,
+    # printed alike by each instance, is one key, as its printed form is all its equality.
+    assert _copy_keyed(("rows", Shape(4, 4096)), "printed-alike-inside").source == "tuned"
+    with pytest.raises(UsageError, match=r"key=\('rows', Shape\(m=4\)\) holds"):
+        _copy_keyed(("rows", Shape(4, 1)), "printed-alike-inside")
+    assert _copy_keyed(Tag(), "identity-key").source == "tuned"
+    assert _copy_keyed(Tag(), "identity-key").source == "memory"
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+    rows: int
+    weights: Any = dataclasses.field(repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cached:
+    rows: int
+    memo: object = dataclasses.field(default_factory=object, compare=False)  # prints 0x...
+
+
+def test_a_dataclass_key_is_checked_by_the_fields_it_compares() -> None:
+    # Its fields are the record key now: a tensor field would key on the tensor's values.
+    with pytest.raises(UsageError, match=r"`key=.weights` is a tensor \(shape \(3,\)\)"):
+        _copy_keyed(Holder(2, torch.ones(3)), "dataclass-tensor-key")
+    # A field == ignores is not written, so its address is no matter: equal values, one key.
+    assert _copy_keyed(Cached(2), "dataclass-memo-key").source == "tuned"
+    assert _copy_keyed(Cached(2), "dataclass-memo-key").source == "memory"
+
+
+DATACLASS_KEY = """
+import dataclasses
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    batch: int
+    dtype_tag: str = dataclasses.field(repr=False, default="fp32")
+
+
+n = 100
+a, b, c = torch.randn(n), torch.randn(n), torch.empty(n)
+res = autotune_launch(
+    vadd, space={"tile": [32, 64]}, grid=lambda cfg: (cdiv(n, cfg.tile),), args=(a, b, c, n),
+    kwargs=lambda cfg: {"TILE": cfg.tile}, name="dataclass-keyed",
+    key=Problem(8, sys.argv[1]),
+)
+assert torch.equal(c, a + b)
+print(res.source)
+"""
+
+
+def test_a_dataclass_keys_record_is_read_by_a_later_process_only_for_an_equal_value(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "dataclass_keyed.py"
+    script.write_text(DATACLASS_KEY)
+    env = {**os.environ, "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "1"}
+    sources = []
+    for tag in ("fp32", "fp32", "fp16"):
+        done = subprocess.run(
+            [sys.executable, str(script), tag], env=env,
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        sources.append(done.stdout.split()[-1])
+    assert sources == ["tuned", "disk", "tuned"]

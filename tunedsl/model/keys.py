@@ -27,6 +27,7 @@ from typing import Any
 
 from tunedsl.model.canonical import canonical_json as canonical_json
 from tunedsl.model.jit_digest import function_digest
+from tunedsl.model.key_json import json_safe as json_safe
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
 _TENSOR_CLASSES: dict[type, bool] = {}
@@ -467,22 +468,3 @@ def is_default(value: Any, name: str, defaults: Mapping[str, Any]) -> bool:
     with contextlib.suppress(Exception):  # an __eq__ that raises, or returns an array
         return name in defaults and type(value) is type(d := defaults[name]) and bool(value == d)
     return False
-
-
-def json_safe(value: Any) -> Any:
-    """A JSON-able stand-in for ``value`` (tuples become lists, unknown objects their repr)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return (
-            value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
-        )
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(value, set | frozenset):
-        # Its order (and repr) follows the process's hash seed: sorted, the record key is
-        # the same in every process. (A key= dict is pairs by now: no dict key collides.)
-        return {"set": sorted((json_safe(v) for v in value), key=canonical_json)}
-    return repr(value)

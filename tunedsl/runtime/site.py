@@ -343,7 +343,7 @@ class Site:
         if (precompiling := site_wrap.miss_hook()) is not None:  # this thread's precompile
             return precompiling(self, kernel, args, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
         if self.has_key:
-            key_mistakes.check_key(key, self.label)
+            key_mistakes.check_key_on_miss(key, self.site_id, self.label)
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
         planned = self._rule_plans.decide(self, call)  # a new size of a layout a rule decides
         if planned is not None:  # at once, running no user code: no other thread need wait

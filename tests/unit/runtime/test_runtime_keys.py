@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tunedsl.model import keys
@@ -141,6 +142,39 @@ def test_the_record_key_tells_an_unaligned_tensor_apart_as_the_call_key_does() -
 
 def test_hashable_user_key() -> None:
     assert keys.hashable_user_key([1, [2, 3], {"b": 1}]) == (1, (2, 3), (("b", 1),))
+
+
+def test_json_safe_writes_a_dataclass_by_the_fields_it_compares() -> None:
+    @dataclass(frozen=True)
+    class Inner:
+        tag: str = dataclasses.field(repr=False)
+        cache: object = dataclasses.field(default=None, compare=False)  # not in ==, not keyed
+
+    @dataclass(frozen=True)
+    class Outer:
+        inner: Inner
+        rest: tuple
+
+    class Opaque:
+        def __repr__(self) -> str:
+            return "Opaque()"
+
+    opaque, printed = Opaque(), []
+    written = keys.json_safe(Outer(Inner("fp16", cache=object()), (1, opaque)), printed)
+    assert written == {
+        "dataclass": "test_json_safe_writes_a_dataclass_by_the_fields_it_compares.<locals>.Outer",
+        "fields": {
+            "inner": {
+                "dataclass": (
+                    "test_json_safe_writes_a_dataclass_by_the_fields_it_compares.<locals>.Inner"
+                ),
+                "fields": {"tag": "fp16"},
+            },
+            "rest": [1, "Opaque()"],
+        },
+    }
+    assert printed == [(opaque, "Opaque()")]  # what is written by its repr, at any depth
+    assert keys.json_safe(Outer) == repr(Outer)  # the class itself is no instance
 
 
 def _both(sample_args, sample_kwargs, with_shape=True, with_align=False):
