@@ -137,6 +137,34 @@ def test_a_grid_reading_an_argument_from_meta_is_told_to_use_it_directly() -> No
     assert not src.any()
 
 
+def test_a_list_space_configuration_lacking_a_field_the_others_have_is_named_as_such() -> None:
+    """A list space where one configuration leaves out a field the others have: the function
+    reading it is told that this configuration lacks it and to give it to every one (as the
+    DSL says of ``$BLOCK``), not Triton's META hint, which fits a name no configuration has."""
+    from ported_kernels import add_one
+
+    src, n = torch.zeros(300), 300
+    space = [{"BLOCK": 128, "num_warps": 4}, {"num_warps": 8}]
+    with pytest.raises(AttributeError) as read:  # kwargs= reads cfg.BLOCK
+        autotune_launch(add_one, space=space, grid=lambda c: (cdiv(n, 64),), args=(src, n),
+                        kwargs=lambda c: {"BLOCK": c.BLOCK}, name="lacking-attr")  # fmt: skip
+    with pytest.raises(KeyError) as item:  # grid= reads cfg["BLOCK"]
+        autotune_launch(add_one, space=space, grid=lambda c: (cdiv(n, c["BLOCK"]),),
+                        args=(src, n), kwargs=lambda c: {"BLOCK": c.get("BLOCK", 64)},
+                        name="lacking-item")  # fmt: skip
+    for err in (read, item):
+        text = str(err.value)
+        assert "'BLOCK' is not a field of every configuration of space=" in text, text
+        assert "Config(num_warps=8) has none" in text, text
+        assert "give every configuration of the list space a 'BLOCK'" in text, text
+        assert "META" not in text and "the call's arguments" not in text, text
+    assert not src.any()
+    # A name no configuration of the list has keeps the META hint.
+    with pytest.raises(AttributeError, match=r"no field 'N'.*the call's arguments.*directly"):
+        autotune_launch(add_one, space=space, grid=lambda c: (cdiv(c.N, 64),), args=(src, n),
+                        kwargs=lambda c: {"BLOCK": 64}, name="lacking-none")  # fmt: skip
+
+
 # ported from: triton-lang/triton python/tutorials/09-persistent-matmul.py::matmul_tma_set_block_size_hook
 def test_a_pre_hook_setting_descriptor_block_shapes_is_named_with_the_port_that_works() -> None:
     """Triton's tutorials build host descriptors with a placeholder block and give each

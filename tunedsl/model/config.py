@@ -67,6 +67,10 @@ def _is_dtype(value: object) -> bool:
 #: fix a configuration without one names.
 _TRITON_CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
 
+#: The attribute of the ``AttributeError``/``KeyError`` of a field a configuration lacks:
+#: ``(configuration, name)``.
+MISSING_FIELD = "tunedsl_missing_field"
+
 
 class Config:
     """An immutable mapping of field names to JSON scalar values.
@@ -103,13 +107,19 @@ class Config:
         # Only reached when normal lookup failed: the field does not exist.
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError(self._no_field(name))
+        raise self._missing(AttributeError(self._no_field(name)), name)
 
     def __getitem__(self, name: str) -> Any:
         try:
             return self.__dict__[name]
         except KeyError:
-            raise KeyError(self._no_field(name)) from None
+            raise self._missing(KeyError(self._no_field(name)), name) from None
+
+    def _missing(self, err: Exception, name: str) -> Exception:
+        # Marked with the configuration and the name read, for the one who knows the space
+        # (``runtime/launch_checks.field_of_others``: a list space's other configurations).
+        setattr(err, MISSING_FIELD, (self, name))
+        return err
 
     def _no_field(self, name: str) -> str:
         fields = ", ".join(self.__dict__) or "(none)"

@@ -230,9 +230,10 @@ def autotune_launch(
             return space, {}, {k: v for k, v in options.items() if v is not None}
 
         result = site(kernel, positional, static_kwargs, bind, key, lazy)
-    except BaseException:
+    except BaseException as err:
         if not proven:
             _end_unproven_call(where, keyed, site, state)
+        launch_checks.raise_field_of_others(err, where, space)  # a list space's field
         raise
     if not proven:
         with _sites_lock:

@@ -87,3 +87,31 @@ def hints_changed(
         "its first call's: tune a hint as a field of space=, or give each set of hints "
         "its own name="
     )
+
+
+def raise_field_of_others(err: BaseException, where: tuple[Any, ...], space: Any) -> None:
+    """A function of the configuration (``grid=``, ``args=``, ``kwargs=``, ``prune=``) read a
+    field that this configuration of a list ``space=`` leaves out but others of it have: said
+    so, as the DSL says of ``$NAME`` (``Config``'s own message takes a name no configuration
+    has for one of the call's arguments, read from Triton's META). Same error class and
+    traceback: the user's line reading it stays in view. Only on an error, so never per call."""
+    from tunedsl.model.config import MISSING_FIELD
+    from tunedsl.model.space import Space, expand_space
+
+    missing = getattr(err, MISSING_FIELD, None)
+    if missing is None or isinstance(space, Mapping | Space):  # a product: every field in each
+        return
+    config, name = missing
+    try:
+        configs = expand_space(space)
+    except UsageError:  # not a space (the site names that on its own)
+        return
+    if config not in configs or not any(name in c for c in configs):
+        return
+    message = (
+        f"{place(where)} (autotune_launch): {name!r} is not a field of every configuration of "
+        f"space=: {config!r} has none. Fix: give every configuration of the list space a "
+        f"{name!r} (or read it as cfg.get({name!r}, default))"
+    )
+    told = AttributeError(message) if isinstance(err, AttributeError) else KeyError(message)
+    raise told.with_traceback(err.__traceback__) from None
