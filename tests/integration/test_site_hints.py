@@ -185,7 +185,7 @@ if __name__ == "__main__":
 
 
 def test_a_site_that_tunes_many_sizes_says_once_how_to_stop_it(tmp_path: Path) -> None:
-    from tunedsl.runtime.miss import MANY_TUNED_KEYS
+    from tunedsl.runtime.many_keys import MANY_TUNED_KEYS
 
     path = tmp_path / "loop.py"
     path.write_text(HEADER + LOOP.format(count=MANY_TUNED_KEYS + 3))
@@ -206,6 +206,76 @@ def test_a_site_that_tunes_many_sizes_says_once_how_to_stop_it(tmp_path: Path) -
     assert sweep.returncode == 0, sweep.stderr
     assert f"{MANY_TUNED_KEYS + 3} records written" in sweep.stderr + sweep.stdout
     assert "distinct keys" not in sweep.stderr
+
+
+WHAT_DIFFERS = """\
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune_launch, cdiv
+
+
+@triton.jit
+def addc(x, bias, out, n, C: tl.constexpr, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    m = i < n
+    v = tl.load(x + i, mask=m) + C
+    if bias is not None:
+        v += tl.load(bias + i, mask=m)
+    tl.store(out + i, v, mask=m)
+
+
+def add(x, c, key, name, bias=None):
+    out = torch.empty_like(x)
+    n = x.numel()
+    autotune_launch(addc, space={{"TILE": [64, 128]}}, grid=lambda cfg: (cdiv(n, cfg.TILE),),
+                    args=(x, bias, out, n), kwargs=lambda cfg: {{"C": c, "TILE": cfg.TILE}},
+                    key=key, name=name)
+    expected = x + c + (0 if bias is None else bias)
+    torch.testing.assert_close(out, expected.to(out.dtype))
+
+
+for c in range({count}):  # one key= value, another constexpr each time
+    add(torch.randn(300), c, "one", "flag")
+for dtype in (torch.float16, torch.float32, torch.float64, torch.int32):
+    for c in (2, 3):
+        for with_bias in (False, True):
+            x = torch.ones(300, dtype=dtype)
+            add(x, c, "one", "mixed", torch.ones_like(x) if with_bias else None)
+for n in range(100, 100 + 16 * {count}, 16):  # every size its own key= value
+    add(torch.randn(n), 1, n, "sizes")
+print("OK")
+"""
+
+
+def test_the_many_keys_warning_names_what_differs_and_the_advice_that_fits(
+    tmp_path: Path,
+) -> None:
+    """Keys that differ only in a constexpr, a dtype or None-or-a-tensor (key= one value):
+    the warning names those and says each is its own kernel, tuned once per value, with no
+    advice to coarsen key= (which cannot merge them); keys that differ in key= keep it."""
+    from tunedsl.runtime.many_keys import MANY_TUNED_KEYS
+
+    path = tmp_path / "differs.py"
+    path.write_text(WHAT_DIFFERS.format(count=MANY_TUNED_KEYS + 1))
+    # Each site its own warning, even where two texts were alike (three name= on one line).
+    proc = tunedsl(tmp_path, "run", str(path), PYTHONWARNINGS="always::UserWarning")
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "distinct keys" in line]
+    assert len(warnings) == 3, proc.stderr
+    flag, mixed, sizes = warnings
+    for warning in (flag, mixed):
+        assert "the calls vary in size" not in warning, warning
+        assert "coarser" not in warning and "bucket the sizes" not in warning, warning
+        assert "its own kernel" in warning and "tuned once per value" in warning, warning
+        assert "tunedsl sweep" in warning and "docs/shapes.md" in warning, warning
+        assert "key=" not in warning.split("differ in", 1)[1].split(". ")[0], warning
+    assert "they differ in the constexpr `C` (0, 1, 2, ...)." in flag, flag
+    assert "the constexpr `C` (2, 3)" in mixed, mixed
+    assert "the dtype of `out` and `x` (float16, float32, float64, ...)" in mixed, mixed
+    assert "whether `bias` is None" in mixed, mixed
+    assert "they differ in the key= value (16 distinct)." in sizes, sizes
+    assert "make key= coarser" in sizes and "constexpr" not in sizes, sizes
 
 
 # -- blocks= from a function ------------------------------------------------------------------
@@ -503,7 +573,7 @@ print("OK")
 def test_a_warning_of_a_site_inside_torch_compile_points_at_the_sites_line(
     tmp_path: Path,
 ) -> None:
-    from tunedsl.runtime.miss import MANY_TUNED_KEYS
+    from tunedsl.runtime.many_keys import MANY_TUNED_KEYS
 
     path = tmp_path / "compiled.py"
     path.write_text(HEADER + COMPILED.format(count=MANY_TUNED_KEYS))

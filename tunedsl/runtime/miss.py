@@ -35,12 +35,18 @@ from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.key_digest import KeyDigest
 from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
 from tunedsl.model.variant import Variant
-from tunedsl.runtime import launch_binding, launch_effect, mistakes, space_records, tuning_table
+from tunedsl.runtime import (
+    launch_binding,
+    launch_effect,
+    many_keys,
+    mistakes,
+    space_records,
+    tuning_table,
+)
 from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import rule_digest
-from tunedsl.warn import warn_once
 
 if TYPE_CHECKING:
     from tunedsl.runtime.decide import Decision
@@ -416,46 +422,10 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     )
     first = result.with_source(decision.source)
     if decision.source == "tuned":
-        note_tuned(site.site_id, about.digest, site.label, site.has_key)
+        many_keys.note_tuned(site.site_id, about.digest, about.readable, site.label, site.has_key)
         if knobs.print_autotuning():
             tuning_table.print_table(site.label, first, sys.stdout)
     return Resolved(decision, result, first, about)
-
-
-#: A site that has tuned this many distinct keys in one process says once how to stop it:
-#: each new size costs a full tune (seconds on a GPU), most often in a loop over sizes.
-MANY_TUNED_KEYS = 16
-_tuned_keys: dict[str, set[str]] = {}  # site id -> the record digests it tuned (up to MANY)
-
-
-def note_tuned(site_id: str, digest: str, label: str, has_key: bool) -> None:
-    """The site ``site_id`` (``label``: its place) tuned the key of ``digest``; at
-    ``MANY_TUNED_KEYS`` distinct keys, one warning at the user's line with the fixes (a
-    sweep, which tunes every key on purpose, is not told)."""
-    from tunedsl.store.rules import rules_decide
-
-    tuned = _tuned_keys.setdefault(site_id, set())
-    if len(tuned) >= MANY_TUNED_KEYS or digest in tuned:
-        return
-    tuned.add(digest)
-    count = len(tuned)
-    if count < MANY_TUNED_KEYS or not rules_decide():
-        return
-    bucket = (
-        "make key= coarser, so that nearby sizes share a value"
-        if has_key
-        else "bucket the sizes with key=, so that nearby sizes share a decision"
-    )
-    warn_once(
-        f"many-keys:{site_id}",
-        f"{label}: this site has tuned {count} distinct keys in this process, each a full tune "
-        f"(seconds on a GPU): the calls vary in size and every new size tunes again. To stop "
-        f'it, {bucket} (e.g. key=triton.next_power_of_2(n), docs/runtime.md "The cache '
-        'key"), or sweep the sizes once and ship a rule that decides new ones without '
-        "tuning (docs/shapes.md)",
-        UserWarning,
-        stacklevel="user",
-    )
 
 
 def check_named(site: SiteView, call: Call, settings: Settings) -> None:
