@@ -76,8 +76,9 @@ def advice(keys: Sequence[Any], has_key: bool) -> str:
             "configurations alone, or key= on what it reads."
         )
     if compiled:
+        each = "of its values" if len(compiled) == 1 else "value of these"
         out.append(
-            f" Each {'of its values' if len(compiled) == 1 else 'value of these'} is its own kernel "
+            f" Each {each} is its own kernel "
             "(Triton compiles it apart, so it stays in the key whatever key= is) and is tuned "
             "once per value. To have the values you expect decided without tuning, tune them "
             "ahead: run them once under `tunedsl sweep` (or `tunedsl precompile --tune`) and "
