@@ -21,6 +21,7 @@ from tunedsl.model import identity
 from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
 from tunedsl.runtime import launch_checks
+from tunedsl.runtime.prune_args import FIXED_PROBE  # a larger space is sampled, this many
 from tunedsl.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
@@ -269,11 +270,6 @@ def _end_unproven_call(where: tuple[Any, ...], keyed: bool, site: Any, state: _S
 
 # Under torch.compile, the call after its graph break runs as written (torch_ops.keep_eager).
 keep_eager(autotune_launch.__code__)
-
-
-#: A space larger than this is sampled (this many points, spread over it) to learn which
-#: values a kwargs= function returns alike for every configuration; a smaller one is listed.
-FIXED_PROBE = 256
 
 
 def _fixed_names(

@@ -33,7 +33,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.grid_limits import check_grid
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.key_digest import KeyDigest
-from tunedsl.model.settings import LazyCandidates, ReadRecorder, Settings, apply_prune
+from tunedsl.model.settings import LazyCandidates, Settings, apply_prune
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import (
     launch_binding,
@@ -44,6 +44,7 @@ from tunedsl.runtime import (
     tuning_table,
 )
 from tunedsl.runtime.call_device import check_call_device
+from tunedsl.runtime.prune_args import prune_args
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import rule_digest
@@ -188,9 +189,9 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
     from tunedsl.backends import triton as bt
 
     info = bt.kernel_info(call.kernel)
-    plain = {n: a for n, a in zip(info.arg_names, call.args, strict=False) if a is not HOLE}
-    given = {**plain, **call.static_kwargs}
-    recorder = ReadRecorder(given)
+    plain_api = site.kernel_text == "autotune_launch"  # whose args= may be a function
+    recorder = prune_args(info.arg_names, call, settings, plain_api)
+    given = dict(dict.items(recorder))  # its own items() would mark every name read
     data_read: dict[str, str] = {}  # tensors whose data prune reads: no key holds it
     watch = contextlib.nullcontext()
     if call.key is None and settings.prune is not None:

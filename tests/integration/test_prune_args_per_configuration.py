@@ -1,0 +1,127 @@
+"""``prune``'s ``args`` holds only the values of a call alike for every configuration: with
+``args=`` a function of the configuration (``args=lambda c: (dst, src, n, c.B)``), a
+position whose value follows the configuration is left out of it, as the same value passed
+through ``kwargs=lambda c: {...}`` or written with ``$`` in the DSL is (docs/runtime.md,
+"Spaces and configurations"). Real kernels under Triton's interpreter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from ported_kernels_twentyfirst import copy
+from runtime_helpers import site
+
+from tunedsl import autotune_launch, cdiv
+
+pytestmark = pytest.mark.needs_triton
+
+N = 1000
+
+
+def _plain(configs: list[Any], args: Any) -> dict[str, Any]:
+    """The values of ``args`` that are no tensors."""
+    return {k: v for k, v in args.items() if not isinstance(v, torch.Tensor)}
+
+
+def test_an_args_function_leaves_a_configuration_value_out_of_prunes_args() -> None:
+    # The config's field B is the kernel's BLOCK_SIZE, passed positionally (args=fn), as a
+    # keyword (kwargs=fn) or with $ (the DSL's call shape): args never holds BLOCK_SIZE.
+    src, dst = torch.randn(N), torch.empty(N)
+    space = {"B": [64, 128, 256]}
+    seen: list[dict[str, Any]] = []
+
+    def prune(configs: list[Any], args: Any) -> list[Any]:
+        seen.append(_plain(configs, args))
+        return configs[-1:]
+
+    autotune_launch(
+        copy, space=space, grid=lambda c: (cdiv(N, c.B),), args=lambda c: (dst, src, N, c.B),
+        prune=prune, name="prune-args-fn",
+    )  # fmt: skip
+    autotune_launch(
+        copy, space=space, grid=lambda c: (cdiv(N, c.B),), args=(dst, src, N),
+        kwargs=lambda c: {"BLOCK_SIZE": c.B}, prune=prune, name="prune-kwargs-fn",
+    )  # fmt: skip
+    dsl = site("prune-dsl", space=space, placeholders=(), options={"prune": prune})
+    dsl(copy, (dst, src, N), {}, lambda c: ((), {"BLOCK_SIZE": c.B}, (cdiv(N, c.B),)), None, None)
+    assert seen == [{"N": N}] * 3  # args=fn, kwargs=fn, the DSL
+    assert torch.equal(dst, src)
+
+
+def test_a_perf_model_prune_keeps_the_configuration_its_model_ranks_best() -> None:
+    # A perf-model prune that lets the launch's arguments win over the configuration's
+    # fields ({**c.as_dict(), **args}): it ranks each configuration by its own BLOCK_SIZE
+    # (the larger the faster here), never by the default configuration's 64 for all three.
+    src, dst = torch.randn(N), torch.empty(N)
+    modelled: list[int] = []
+
+    def model(**kw: Any) -> float:
+        modelled.append(kw["BLOCK_SIZE"])
+        return -kw["BLOCK_SIZE"]
+
+    result = autotune_launch(
+        copy, space={"BLOCK_SIZE": [64, 128, 256]}, grid=lambda c: (cdiv(N, c.BLOCK_SIZE),),
+        args=lambda c: (dst, src, N, c.BLOCK_SIZE),
+        prune=lambda configs, args: sorted(configs, key=lambda c: model(
+            **{"num_warps": 4, "num_stages": 3, **c.as_dict(), **args}))[:1],
+        name="prune-args-fn-perf-model",
+    )  # fmt: skip
+    assert sorted(modelled) == [64, 128, 256]
+    assert result.config.BLOCK_SIZE == 256
+    assert torch.equal(dst, src)
+
+
+def test_an_args_function_keeps_values_alike_for_every_configuration_in_prunes_args() -> None:
+    # N computed afresh under each configuration (an equal int, another object) and the same
+    # tensors stay in args; a tensor made afresh under each configuration does not.
+    src, dst = torch.randn(N), torch.empty(N)
+    seen: list[dict[str, Any]] = []
+
+    def prune(configs: list[Any], args: Any) -> list[Any]:
+        seen.append({k: v if k == "N" else id(v) for k, v in args.items()})
+        return configs[:1]
+
+    autotune_launch(
+        copy, space={"B": [64, 128]}, grid=lambda c: (cdiv(N, c.B),),
+        args=lambda c: (dst, src, int(str(N)), c.B), prune=prune, name="prune-args-fn-alike",
+    )  # fmt: skip
+    assert seen == [{"dst": id(dst), "src": id(src), "N": N}]
+    seen.clear()
+    out = torch.empty(N)
+    autotune_launch(
+        copy, space={"B": [64, 128]}, grid=lambda c: (cdiv(N, c.B),),
+        args=lambda c: (torch.empty(N) if c.B == 128 else out, src, N, c.B), prune=prune,
+        name="prune-args-fn-fresh-tensor",
+    )  # fmt: skip
+    assert seen == [{"src": id(src), "N": N}]
+
+
+def test_reading_a_configuration_value_from_args_names_it_and_the_fix() -> None:
+    src, dst = torch.randn(N), torch.empty(N)
+    with pytest.raises(KeyError, match=r"'BLOCK_SIZE'.*depends on the configuration.*c\.BLOCK"):
+        autotune_launch(
+            copy, space={"B": [64, 128]}, grid=lambda c: (cdiv(N, c.B),),
+            args=lambda c: (dst, src, N, c.B),
+            prune=lambda configs, args: [c for c in configs if c.B <= args["BLOCK_SIZE"]],
+            name="prune-args-fn-reads-block",
+        )  # fmt: skip
+
+
+def test_a_space_too_large_to_list_leaves_a_configuration_value_out_of_prunes_args() -> None:
+    # 3 * 4 * 399 points, more than are listed: the args= function is compared over a sample.
+    src, dst = torch.randn(N), torch.empty(N)
+    seen: list[list[str]] = []
+
+    def prune(configs: list[Any], args: Any) -> list[Any]:
+        seen.append(sorted(args))
+        return [c for c in configs if c.num_stages == 1][:1]
+
+    space = {"B": [64, 128, 256], "num_warps": [1, 2, 4, 8], "num_stages": list(range(1, 400))}
+    autotune_launch(
+        copy, space=space, grid=lambda c: (cdiv(N, c.B),), args=lambda c: (dst, src, N, c.B),
+        prune=prune, mode="off", name="prune-args-fn-large",
+    )  # fmt: skip
+    assert seen == [["N", "dst", "src"]]
+    assert torch.equal(dst, src)
