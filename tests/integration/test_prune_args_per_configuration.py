@@ -99,14 +99,27 @@ def test_an_args_function_keeps_values_alike_for_every_configuration_in_prunes_a
 
 
 def test_reading_a_configuration_value_from_args_names_it_and_the_fix() -> None:
+    # The same read, with BLOCK_SIZE given by args=fn, by kwargs=fn and with $ (the DSL's).
     src, dst = torch.randn(N), torch.empty(N)
-    with pytest.raises(KeyError, match=r"'BLOCK_SIZE'.*depends on the configuration.*c\.BLOCK"):
+    message = r"'BLOCK_SIZE'.*depends on the configuration.*read the configuration's field"
+    with pytest.raises(KeyError, match=message):
         autotune_launch(
             copy, space={"B": [64, 128]}, grid=lambda c: (cdiv(N, c.B),),
-            args=lambda c: (dst, src, N, c.B),
-            prune=lambda configs, args: [c for c in configs if c.B <= args["BLOCK_SIZE"]],
-            name="prune-args-fn-reads-block",
+            args=lambda c: (dst, src, N, c.B), prune=_reads_block, name="prune-args-fn-reads",
         )  # fmt: skip
+    with pytest.raises(KeyError, match=message):
+        autotune_launch(
+            copy, space={"B": [64, 128]}, grid=lambda c: (cdiv(N, c.B),), args=(dst, src, N),
+            kwargs=lambda c: {"BLOCK_SIZE": c.B}, prune=_reads_block, name="prune-kwargs-reads",
+        )  # fmt: skip
+    dsl = site("prune-dsl-reads", space={"B": [64, 128]}, placeholders=(),
+               options={"prune": _reads_block})  # fmt: skip
+    with pytest.raises(KeyError, match=message):
+        dsl(copy, (dst, src, N), {}, lambda c: ((), {"BLOCK_SIZE": c.B}, (1,)), None, None)
+
+
+def _reads_block(configs: list[Any], args: Any) -> list[Any]:
+    return [c for c in configs if c.B <= args["BLOCK_SIZE"]]
 
 
 def test_a_space_too_large_to_list_leaves_a_configuration_value_out_of_prunes_args() -> None:
