@@ -28,7 +28,7 @@ from tunedsl.frontend.nodes import (
 )
 from tunedsl.frontend.parser import MacroArg, MacroCall, ParsedModule, Placeholder
 from tunedsl.frontend.source import SourceText
-from tunedsl.frontend.space_reads import read_per_call
+from tunedsl.frontend.space_reads import check_read_per_call, read_per_call
 from tunedsl.model.identity import MODULE_SCOPE, scope_of
 from tunedsl.model.options import HINT_NAMES, OPTION_NAMES
 
@@ -157,9 +157,7 @@ class _MacroExpander(MacroChecks):
         self, src: SourceText, macro: MacroCall, names: GeneratedNames, n: int, dict_ok: bool
     ) -> None:
         super().__init__(src, macro)
-        self.names = names
-        self.n = n
-        self.dict_ok = dict_ok
+        self.names, self.n, self.dict_ok = names, n, dict_ok
         self.span = span_of(src, macro.start, macro.end)
         self.scope = MODULE_SCOPE
         self.module = ast.Module(body=[], type_ignores=[])  # its module, for what space= reads
@@ -212,8 +210,10 @@ class _MacroExpander(MacroChecks):
             lazy_hints,
             lazy_options,
         )
-        line = self.src.line_col(self.macro.start)[0]  # a space that may differ per call:
-        per_call = space_literal is None and read_per_call(self.module, line, space_arg.node)  # type: ignore[arg-type]
+        line = self.src.line_col(self.macro.start)[0]  # a space, a check that may differ per call
+        space = space_literal is None and read_per_call(self.module, line, space_arg.node)  # type: ignore[arg-type]
+        verify = check_read_per_call(self.module, line, dict(lazy_options).get("verify"))
+        per_call = {"space": space, "verify": verify}
         site = self._site(launch, space_literal, static_hints, options, "key" in keywords, per_call)
         return site, call
 
@@ -273,7 +273,7 @@ class _MacroExpander(MacroChecks):
         static_hints: list[tuple[str, ast.expr]],
         options: list[tuple[str, ast.expr]],
         has_key: bool,
-        space_per_call: bool,
+        per_call: dict[str, bool],
     ) -> ast.stmt:
         src = self.src
         macro = self.macro
@@ -306,7 +306,7 @@ class _MacroExpander(MacroChecks):
             "options": dict_display(options),
             "placeholders": ast.Tuple(elts=placeholders, ctx=ast.Load()),
             "has_key": const(has_key),
-            **({"space_per_call": const(True)} if space_per_call else {}),
+            **{f"{what}_per_call": const(True) for what, read in per_call.items() if read},
             "launch": const(self.launch_text),
         }
         make_site = ast.Call(

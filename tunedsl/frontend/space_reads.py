@@ -38,6 +38,23 @@ def read_per_call(module: ast.Module, line: int, space: ast.expr) -> bool:
     return _rebound_by_global(module, node.id) or _bindings(module.body, node.id) > 1
 
 
+def check_read_per_call(module: ast.Module, line: int, verify: ast.expr | None) -> bool:
+    """Whether the computed ``verify=`` expression ``verify`` of the macro at ``line`` may
+    give another check on another call: as a space may, but a lambda written at the site is
+    one check (a new object on each call, of the same code: ``runtime/verified.py``) unless
+    it holds a value of the call (a variable of a function around the site, a default)."""
+    if not isinstance(verify, ast.Lambda):
+        return verify is not None and read_per_call(module, line, verify)
+    a = verify.args
+    if any(read_per_call(module, line, d) for d in (*a.defaults, *a.kw_defaults) if d):
+        return True
+    names = [n for n in ast.walk(verify.body) if isinstance(n, ast.Name)]
+    own = {p.arg for p in ast.walk(verify) if isinstance(p, ast.arg)}  # and its own variables:
+    own |= {n.id for n in names if not isinstance(n.ctx, ast.Load)}
+    read = {n.id for n in names if isinstance(n.ctx, ast.Load)} - own
+    return any(_bound_around(module, line, name) for name in sorted(read))
+
+
 def _bound_around(module: ast.Module, line: int, name: str) -> bool:
     """Whether a scope around ``line`` binds ``name``: a function or class (a local, a
     parameter, an enclosing function's variable, unless it declares it ``global``), a

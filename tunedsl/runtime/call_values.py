@@ -51,7 +51,10 @@ def joined(call_key: tuple[Any, ...], lazy: Callable[[], Any] | None, site: Any)
 def rekeyed(table: dict[Any, Any], what: str, first_space: Any) -> bool:
     """Key a table's entries, decided before the site read its space per call, by the space
     they were decided in (``first_space``: an ``autotune_launch`` call place given a second
-    space keeps its first space's decisions); False where that space is not known."""
+    space keeps its first space's decisions); False where that space is not known. A
+    ``reset_to_zero=`` or ``verify=`` read per call keys nothing: the entries stand (True)."""
+    if what in ("reset", "verify"):
+        return True
     if what != "space" or first_space is None:
         return False
     part = ("space", space_part(first_space))

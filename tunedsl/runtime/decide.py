@@ -42,7 +42,7 @@ from tunedsl.model.keys import json_safe
 from tunedsl.model.record_identity import checker
 from tunedsl.model.settings import LazyCandidates, Settings
 from tunedsl.model.variant import Kernel, Variant
-from tunedsl.runtime import launch_effect, space_records, timeouts, verdicts
+from tunedsl.runtime import launch_effect, space_records, timeouts, verdicts, verified
 from tunedsl.runtime.subject import Subject
 from tunedsl.store import paths
 from tunedsl.store import records as store
@@ -185,8 +185,7 @@ def _searched_enough(record: store.Record, settings: Settings, size: int) -> boo
     return budget is not None and budget <= record.budget_s
 
 
-# Digests whose chosen configuration passed verify= in this process (by tuning or a check).
-_VERIFIED: set[str] = set()
+_VERIFIED = verified.PASSED  # what passed verify= in this process, with the check passed
 
 
 def fallback(
@@ -231,13 +230,13 @@ def lookup(
 
     def default(record: store.Record | None = None, only: bool = False) -> Decision:
         cfg = fallback(settings, candidates, record)
-        if settings.verify not in (None, False) and check is not None and digest not in _VERIFIED:
+        if check is not None and verified.pending(digest, settings.verify, cfg):
             # Launched without measuring, but a site with verify= checks what it launches.
             problem = check(cfg)
             if problem is not None:
                 why = verdicts.default_fails(cfg, problem, settings, record, only)
                 raise TuningError(why, {repr(cfg): problem})
-            _VERIFIED.add(digest)
+            verified.note(digest, cfg, settings.verify)
         return Decision(cfg, decision_options(cfg, settings, subject.target), "default", None)
 
     if settings.mode == "off" or len(candidates) == 1:
@@ -254,11 +253,11 @@ def lookup(
             return False
         if not usable and settings.mode != "cached":
             return False
-        if settings.verify in (None, False) or check is None or digest in _VERIFIED:
+        if check is None or not verified.pending(digest, settings.verify, record.chosen):
             return True
         problem = check(record.chosen)
         if problem is None:
-            _VERIFIED.add(digest)
+            verified.note(digest, record.chosen, settings.verify)
             return True
         warn_once(
             f"verify:{digest}",
@@ -317,7 +316,7 @@ def lookup(
             return by_rule, previous
     if settings.mode == "cached":
         return (empty() or default(record)), {}
-    if again and settings.verify not in (None, False) and digest not in _VERIFIED:
+    if again and verified.pending(digest, settings.verify):
         # On a site with verify=, timings this process did not verify are not reused: each
         # configuration is checked against one reference (the first one run) again.
         previous = {}
@@ -456,8 +455,7 @@ def tune_and_record(
         measured_by=store.this_user(),
     )
     record = space_records.put_beside(stores, record, checker(ctx, subject.readable))
-    if settings.verify not in (None, False):
-        _VERIFIED.add(subject.digest)
+    verified.tuned(subject.digest, record.chosen, settings.verify)
     return record
 
 

@@ -37,12 +37,15 @@ def make_site(
     ordinal: int = 0,
     launch: str | None = None,
     space_per_call: bool = False,
+    verify_per_call: bool = False,
 ) -> Any:
     """Build the site of one macro call (once per module load). ``scope`` and ``ordinal``
     name the site (``model/identity.py``); ``launch`` is the launch's per-configuration text,
     in its records' digest; ``space_per_call``: ``space=`` may give another space on each
-    call, so each call reads it and is keyed by it (``call_values.py``). Expansions older
-    than them omit them."""
+    call, so each call reads it and is keyed by it (``call_values.py``); ``verify_per_call``:
+    ``verify=`` may give another check on each call, so each call reads it and a hit its
+    decision has not passed goes the miss path (``verified.py``). Expansions older than them
+    omit them."""
     if scope is not None:
         identity.declare(filename, line, col, scope, ordinal)
     site = Site(
@@ -61,5 +64,7 @@ def make_site(
     )
     if space_per_call:
         site.read_per_call("space")
+    if verify_per_call:
+        site.read_per_call("verify")
     redefined.track(site)
     return site  # in precompile mode its misses there compile instead (``site_wrap.py``)

@@ -24,6 +24,7 @@ import tunedsl.backends.capture as capture
 import tunedsl.backends.triton as bt
 import tunedsl.runtime.decide as decide
 import tunedsl.runtime.distributed as distributed
+import tunedsl.runtime.verified as verified
 from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.errors import TuningError, UsageError
@@ -387,6 +388,8 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     known = site.decided(about.digest)
     if known is not None and not space_records.made_in(known[0].record, chosen_settings):
         known = None  # another lazy space's (neither lists its configurations: both are ())
+    if known is not None and verified.unchecked(known[1], chosen_settings.verify):
+        known = None  # decided without this verify= check: checked as a record is (decide.py)
     if known is not None and known[1].space == chosen_settings.configs and known[0].config in kept:
         # Decided under another call key of this record key (keyword order, other strides of
         # one pattern, an alignment it does not keep), in this space (a space read per call
@@ -412,6 +415,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
         if err.key is None:
             err.key = about.readable
         raise
+    verified.note(about.digest, decision.config, chosen_settings.verify, decision.source)
     result = LaunchResult(
         config=decision.config,
         source="memory",
@@ -461,10 +465,4 @@ def check(
     bound, infeasible = variants(site, call, settings, configs)
     if infeasible:
         return "infeasible here: " + "; ".join(infeasible.values())
-    return check_choice(
-        TuneRequest(
-            kernel=call.kernel,
-            variants=bound,
-            settings=settings,
-        )
-    )
+    return check_choice(TuneRequest(kernel=call.kernel, variants=bound, settings=settings))

@@ -37,6 +37,7 @@ from tunedsl.runtime import (
     rule_plans,
     site_settings,
     site_wrap,
+    verified,
 )
 from tunedsl.runtime import entry as entries
 from tunedsl.runtime.entry import Entry, Fused, drop_kernel, no_repeat, repeat_factory, store
@@ -115,10 +116,9 @@ class Site:
         self._other_kernels: dict[int, tuple[Any, keys.KernelToken, Callable[..., Any]]] = {}
         self._by_digest: dict[str, tuple[Any, LaunchResult]] = {}
         self.placeholders_checked = False
-        self.reset_computed = False  # reset_to_zero= read per call (read_per_call)
+        self.reset_computed = self.verify_computed = False  # reset_to_zero=, verify= per call
         self.hints_computed = self.space_computed = False  # read per call, joined to the key
-        self.keys_per_call = False  # either of them
-        self.reads_per_call = False  # any of them: each call reads its values: no repeat check
+        self.keys_per_call = self.reads_per_call = False  # either; any: no repeat check
         self.named = "name" in self.literal_options  # name= gave the identity (site_id)
         # The literal settings and their environment, and the candidates whose fields the
         # launch was seen to read: a new key resolves neither again.
@@ -188,6 +188,8 @@ class Site:
                     call_key = self.call_key(kernel, args, static_kwargs, user_key)
                     call_key = call_values.joined(call_key, lazy, self)
                     entry = self._table.get(call_key)
+                if self.verify_computed:  # None where not checked under this call's verify=
+                    entry = verified.for_call(self, entry, lazy)
                 if entry is None:
                     try:
                         return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
@@ -217,9 +219,7 @@ class Site:
             raise mine from None
         return entry.result
 
-    def _remember(
-        self, entry: Entry, args: Sequence[Any], static_kwargs: Mapping[str, Any]
-    ) -> None:
+    def _remember(self, entry: Entry, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         """Make ``entry`` the one the next call checks first (a hit of another entry than the
         last). Only for the first kernel's plain call key (shapes keyed, no key=, prune, device)."""
         if self.reads_per_call:  # no repeat check: each call reads its values
@@ -230,11 +230,11 @@ class Site:
                 return
             factory = self._repeat_factory
             usable = factory is not None and self._key_fn is self._base_key_fn and not self.has_key
-            code = factory(args, static_kwargs) if usable else None  # type: ignore[misc]
+            code = factory(args, kwargs) if usable else None  # type: ignore[misc]
             if code is None:
                 entry.repeat = no_repeat
             else:
-                fused = fuse_entry(self._kernel, entry, code, args, static_kwargs, self._call)
+                fused = fuse_entry(self._kernel, entry, code, args, kwargs, self._call)
                 entry.fused = fused
                 entry.repeat = repeat_check.compile_repeat_check(code)
         with self._lock:  # an entry dropped meanwhile (clear, prune reads) has no_repeat;
@@ -437,16 +437,17 @@ class Site:
         return site_settings.settings(self, lazy)
 
     def read_per_call(self, what: str, first_space: Any = None) -> None:
-        """Read ``what`` on every call from now on: ``"reset"`` (``call_reset.py``), ``"hints"``
-        or ``"space"`` (joined to the key, ``call_values.py``; ``first_space``: the one the
-        decisions so far were made in); no call takes the repeat check or fused launch."""
+        """Read ``what`` on every call from now on: ``"reset"``, ``"verify"`` (``call_reset.py``,
+        ``verified.py``), ``"hints"`` or ``"space"`` (joined to the key, ``call_values.py``;
+        ``first_space``: what decided so far); no call takes the repeat check or fused launch."""
         with self._lock:
             self.reset_computed |= what == "reset"
+            self.verify_computed |= what == "verify"
             self.hints_computed |= what == "hints"
             self.space_computed |= what == "space"
             self.keys_per_call = self.hints_computed or self.space_computed
             self.reads_per_call = True
-            if what != "reset" and not call_values.rekeyed(self._table, what, first_space):
+            if not call_values.rekeyed(self._table, what, first_space):
                 self._forget_all()  # entries keyed without the value never match again
             self._last = self._fast = self._seen = None
             self.launch = self._call

@@ -6,7 +6,8 @@ with two exceptions: a ``reset_to_zero=`` the thunk computes acts on every launc
 whose thunk gives one reads it on each call (``call_reset.py``); and launch hints the thunk
 computes are part of the decision, so a site whose thunk gives them reads them on each call
 and keys the call by their values (``call_values.py``); so does a site whose space may
-differ from call to call.
+differ from call to call. A site whose ``verify=`` may differ from call to call (as the
+expansion or ``autotune_launch`` tells it) reads it on every call too (``verified.py``).
 """
 
 from __future__ import annotations
