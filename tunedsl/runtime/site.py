@@ -81,10 +81,7 @@ class Site:
         launch: str | None = None,
     ) -> None:
         self.filename = filename
-        self.line = line
-        self.col = col
-        self.end_line = end_line
-        self.end_col = end_col
+        self.line, self.col, self.end_line, self.end_col = line, col, end_line, end_col
         self.kernel_text = kernel_text
         self.literal_space = space
         self.literal_hints = dict(static_hints)
@@ -365,6 +362,9 @@ class Site:
                     busy = self._inflight[resolving] = threading.Lock()  # not an Event: cheaper
                     busy.acquire()
                     break  # this thread resolves the key
+            if self.verify_computed and entry is not None:  # resolved meanwhile: checked?
+                if verified.for_call(self, entry, lazy) is None:
+                    continue  # not under this call's verify=: forgotten, resolved under it
             if entry is not None:
                 if self.reset_computed:
                     entry = call_reset.for_call(entry, kernel, args, lazy, self.label)
