@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
+import pytest
 
 from tunedsl.model import keys
 from tunedsl.model.hole import HOLE
 from tunedsl.runtime.many_keys import advice, differences
+
+torch = pytest.importorskip("torch")
 
 NAMES = ("x", "bias", "n", "stride", "FLAG")
 
