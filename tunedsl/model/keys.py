@@ -27,6 +27,7 @@ from typing import Any
 
 from tunedsl.model.canonical import canonical_json as canonical_json
 from tunedsl.model.jit_digest import function_digest
+from tunedsl.model.key_json import DictItems
 from tunedsl.model.key_json import json_safe as json_safe
 
 # Per-class answer to "is this a tensor?", so the hot path never repeats hasattr checks.
@@ -330,17 +331,25 @@ def specialize_call_key_fn(
 
 
 def hashable_user_key(value: Any) -> Any:
-    """A ``key=`` as looked up and stored: lists, dicts as tuples, sets as frozensets;
-    ``1.0``, ``True`` as ``1``."""
+    """A ``key=`` as looked up and stored: lists, str-keyed dicts as tuples (of pairs), other
+    dicts as ``DictItems``, sets as frozensets; ``1.0``, ``True`` as ``1``; NaN as one NaN."""
     if isinstance(value, dict):
-        value = [(str(k), v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
+        if not all(isinstance(k, str) for k in value):
+            pairs = [(hashable_user_key(k), hashable_user_key(v)) for k, v in value.items()]
+            return DictItems(sorted(pairs, key=lambda kv: canonical_json(json_safe(kv[0]))))
+        value = sorted(value.items())
     if isinstance(value, list | tuple):
         return tuple(hashable_user_key(v) for v in value)
     if isinstance(value, set):
         return frozenset(hashable_user_key(v) for v in value)
     if is_numpy_scalar(value):  # np.int64(3) is the key 3, in memory and on disk
         value = value.item()
+    if isinstance(value, float) and value != value:
+        return _NAN  # equal to itself (one object): a NaN key= is found again in memory
     return int(value) if isinstance(value, bool | float) and value % 1 == 0 else value
+
+
+_NAN = float("nan")
 
 
 def is_numpy_scalar(value: Any) -> bool:

@@ -337,10 +337,10 @@ class Site:
         others wait; the site stores the entry and launches."""
         if torch_compile.traced_without_dynamo(self, kernel, args, static_kwargs, bind, key, lazy):
             return None  # type: ignore[return-value]  # never tune on a trace's fake tensors
+        if self.has_key:  # on a miss only: a hit costs nothing more
+            key_mistakes.check_key(key, self.label)
         if (precompiling := site_wrap.miss_hook()) is not None:  # this thread's precompile
             return precompiling(self, kernel, args, static_kwargs, bind, key, lazy)  # type: ignore[no-any-return]
-        if self.has_key:
-            key_mistakes.check_key_on_miss(key, self.site_id, self.label)
         call = miss.Call(kernel, args, static_kwargs, bind, key, lazy)
         planned = self._rule_plans.decide(self, call)  # a new size of a layout a rule decides
         if planned is not None:  # at once, running no user code: no other thread need wait

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from dataclasses import dataclass
 
 from tunedsl.model import keys
@@ -155,26 +156,33 @@ def test_json_safe_writes_a_dataclass_by_the_fields_it_compares() -> None:
         inner: Inner
         rest: tuple
 
-    class Opaque:
-        def __repr__(self) -> str:
-            return "Opaque()"
-
-    opaque, printed = Opaque(), []
-    written = keys.json_safe(Outer(Inner("fp16", cache=object()), (1, opaque)), printed)
+    where = f"{__name__}.test_json_safe_writes_a_dataclass_by_the_fields_it_compares.<locals>"
+    written = keys.json_safe(Outer(Inner("fp16", cache=object()), (1, float("nan"))))
     assert written == {
-        "dataclass": "test_json_safe_writes_a_dataclass_by_the_fields_it_compares.<locals>.Outer",
+        "dataclass": f"{where}.Outer",
         "fields": {
-            "inner": {
-                "dataclass": (
-                    "test_json_safe_writes_a_dataclass_by_the_fields_it_compares.<locals>.Inner"
-                ),
-                "fields": {"tag": "fp16"},
-            },
-            "rest": [1, "Opaque()"],
+            "inner": {"dataclass": f"{where}.Inner", "fields": {"tag": "fp16"}},
+            "rest": [1, {"float": "nan"}],
         },
     }
-    assert printed == [(opaque, "Opaque()")]  # what is written by its repr, at any depth
     assert keys.json_safe(Outer) == repr(Outer)  # the class itself is no instance
+
+
+def test_json_safe_tags_only_what_would_collide() -> None:
+    class Color(enum.Enum):
+        RED = 1
+
+    assert keys.json_safe({"b": 1, "a": (2, 3.5)}) == {"a": [2, 3.5], "b": 1}  # as before
+    assert keys.json_safe({1: "x", "1": "y"}) == {"dict": [["1", "y"], [1, "x"]]}
+    assert keys.json_safe({"float": "nan"}) == {"dict": [["float", "nan"]]}  # not a tag
+    assert keys.json_safe(float("-inf")) == {"float": "-inf"}
+    assert keys.json_safe(Color.RED)["name"] == "RED"
+    assert keys.json_safe(b"\x01") == {"bytes": "01"}
+    # key= dicts: str keys as pairs (as before), others as DictItems, unequal to the pairs
+    assert keys.json_safe(keys.hashable_user_key({"a": 1})) == [["a", 1]]
+    typed = keys.hashable_user_key({1: "x"})
+    assert typed != ((1, "x"),) and keys.json_safe(typed) == {"dict": [[1, "x"]]}
+    assert typed == keys.hashable_user_key({1.0: "x"})
 
 
 def _both(sample_args, sample_kwargs, with_shape=True, with_align=False):
