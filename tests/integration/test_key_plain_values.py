@@ -129,6 +129,7 @@ def test_unequal_plain_keys_once_written_alike_decide_apart(first: object, secon
 PLAIN_KEYS = """
 import collections, dataclasses, enum, sys
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -179,7 +180,8 @@ class Problem:  # equal by (n, batch), printed without batch
 
 KEYS = {
     "intenum": Mode.FWD, "enum": Layout.ROW, "namedtuple": Pair(2, 3),
-    "size": torch.Size([4, 5]), "dtype": torch.float16,
+    "size": torch.Size([4, 5]), "dtype": torch.float16, "class": (100, float),
+    "numpy": (np.float32, np.dtype("float32")),
     "dataclass": Outer(Inner("fp16"), Layout.ROW), "dict": {1: "x"}, "nan": float("nan"),
     "custom": Problem(100, int(sys.argv[1])),
 }
@@ -212,7 +214,8 @@ def test_plain_keys_are_read_back_by_a_later_process_and_a_custom_class_never_wr
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         runs.append(dict(line.split(" ", 1) for line in done.stdout.splitlines()))
-    names = ["intenum", "enum", "namedtuple", "size", "dtype", "dataclass", "dict", "nan"]
+    names = ["intenum", "enum", "namedtuple", "size", "dtype", "class", "numpy", "dataclass"]
+    names += ["dict", "nan"]
     assert [runs[0][k] for k in names] == ["tuned"] * len(names)
     assert [runs[1][k] for k in names] == ["disk"] * len(names)
     assert (runs[0]["custom"], runs[1]["custom"]) == ("refused", "refused")

@@ -85,6 +85,8 @@ def _unstable(value: Any, where: str) -> str | None:
         return f"`{where}` is a tensor (shape {shape}): the key would be its values"
     if is_numpy_scalar(value) or _is_dtype(value):  # np.prod(x.shape), x.dtype
         return None
+    if isinstance(value, type):  # float, np.float32: equal only to itself, printed by its name
+        return None
     if isinstance(value, enum.Enum) and type(value).__eq__ is object.__eq__:
         return None  # written by its class and name, equal only to itself
     if _plain_dataclass(value):
@@ -110,7 +112,7 @@ def _unstable(value: Any, where: str) -> str | None:
         f"`{where}` is a {type(value).__qualname__} ({value!r:.60}): the record key is read "
         "by other processes, and tunedsl writes a key= value so that its written form is its "
         "equality only for plain values (numbers, strings, tuples, lists, dicts, sets, enum "
-        "members, dtypes, dataclasses with their generated __eq__), so unequal ones could "
+        "members, dtypes, classes, dataclasses with their generated __eq__), so unequal ones could "
         "share one decision. " + _PLAIN_FIX
     )
 
@@ -119,8 +121,11 @@ _PLAIN: tuple[type, ...] = (int, float, str, bytes, tuple, list, dict, set, froz
 
 
 def _is_dtype(value: Any) -> bool:
-    # Written by its printed form (torch.float16), as its name string is: the same thing.
-    return type(value).__module__ == "torch" and type(value).__name__ == "dtype"
+    # Written by its printed form (torch.float16, dtype('float32')): a dtype is its name.
+    kind = type(value)
+    if kind.__module__ == "torch":
+        return kind.__name__ == "dtype"
+    return any(c.__name__ == "dtype" and c.__module__ == "numpy" for c in kind.__mro__)
 
 
 def _plain_dataclass(value: Any) -> bool:
