@@ -153,6 +153,12 @@ class Config:
     def __len__(self) -> int:
         return len(self.__dict__)
 
+    def keys(self) -> list[str]:  # dict(cfg), {**cfg} and f(**cfg) read a mapping by these
+        return list(self.__dict__)
+
+    def values(self) -> list[Any]:
+        return list(self.__dict__.values())
+
     def items(self) -> list[tuple[str, Any]]:
         return list(self.__dict__.items())
 

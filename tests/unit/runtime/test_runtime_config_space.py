@@ -47,6 +47,15 @@ def test_config_equality_ignores_order_but_not_type() -> None:
     assert len({Config(a=1), Config(a=1), Config(a=2)}) == 2
 
 
+def test_config_reads_as_a_mapping_of_its_fields() -> None:
+    # Helion's Config is a Mapping: dict(cfg) read two-letter names as key/value pairs
+    # ({'B': 'N'}) and {**cfg} raised, as Config had no keys().
+    cfg = Config(BM=64, BN=32)
+    assert dict(cfg) == {"BM": 64, "BN": 32} == {**cfg}
+    assert (lambda **kw: kw)(**cfg) == {"BM": 64, "BN": 32}
+    assert cfg.keys() == ["BM", "BN"] and cfg.values() == [64, 32]
+
+
 def test_config_round_trips_through_json_and_pickle() -> None:
     cfg = Config(tile=256, name="x", ratio=0.5, flag=True, nothing=None)
     assert Config.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
