@@ -13,7 +13,7 @@ import difflib
 import keyword
 import re
 
-from tunedsl.frontend.parser import MacroArg, MacroCall
+from tunedsl.frontend.parser import DECORATOR_HINT, DECORATOR_MESSAGE, MacroArg, MacroCall
 from tunedsl.frontend.source import SourceText
 from tunedsl.model.options import (
     GRID_HINT,
@@ -76,13 +76,7 @@ class MacroChecks:
         launch_hint = "pass the kernel launch as the one positional argument, e.g. `vadd(a, b, n, TILE=$tile)`"
         if not launches:
             if self.src.text[: self.callee_span[0]].rstrip().endswith("@"):
-                raise self._error(
-                    "autotune(...) is no decorator: it is written where the kernel is launched",
-                    *self.callee_span,
-                    hint="inside the function, launch the kernel through it: "
-                    "`autotune(space=..., blocks=..., kernel(args, FIELD=$field))` "
-                    "(docs/triton-autotune.md maps @triton.autotune to it)",
-                )
+                raise self._error(DECORATOR_MESSAGE, *self.callee_span, hint=DECORATOR_HINT)
             raise self._error(
                 "autotune(...) needs the kernel launch as its positional argument",
                 *self.callee_span,

@@ -252,6 +252,14 @@ def _raise_python_error(src: SourceText, lexed: Lexed, bindings: Bindings) -> No
     )
 
 
+DECORATOR_MESSAGE = "autotune(...) is no decorator: it is written where the kernel is launched"
+DECORATOR_HINT = (
+    "inside the function, launch the kernel through it: "
+    "`autotune(space=..., blocks=..., kernel(args, FIELD=$field))` "
+    "(docs/triton-autotune.md maps @triton.autotune to it)"
+)
+
+
 def find_macros(
     src: SourceText, tokens: list[Token], pairs: dict[int, int], bindings: Bindings
 ) -> list[MacroCall]:
@@ -277,6 +285,8 @@ def find_macros(
         else:
             continue
         if paren >= n or tokens[paren][3] != "(" or tokens[paren][0] != OP:
+            if prev == "@":  # a bare `@autotune` would run as a plain call and fail there
+                raise src.error(DECORATOR_MESSAGE, start, tokens[paren - 1][2], DECORATOR_HINT)
             continue
         close = pairs.get(paren)
         if close is None:  # unbalanced: only when the scan lost track, reported elsewhere

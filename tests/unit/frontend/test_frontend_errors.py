@@ -51,6 +51,24 @@ CASES = [
         "docs/triton-autotune.md",
     ),
     (
+        # A bare decorator expanded to nothing: `expand --check` said ok and the module then
+        # failed, under `tunedsl run`, with "this module was not expanded".
+        "bare @autotune decorator",
+        "@autotune\n@triton.jit\ndef k(x, BLOCK: tl.constexpr):\n    pass\n",
+        "autotune(...) is no decorator",
+        2,
+        "autotune",
+        "docs/triton-autotune.md",
+    ),
+    (
+        "bare @tunedsl.autotune decorator",
+        "import tunedsl\n@tunedsl.autotune\ndef k(x):\n    pass\n",
+        "autotune(...) is no decorator",
+        3,
+        "tunedsl.autotune",
+        "docs/triton-autotune.md",
+    ),
+    (
         # One token to the lexer: the field was never read, and Python's error (f-string:
         # invalid syntax) stood under the kernel's name.
         "dollar in an f-string's replacement field",
