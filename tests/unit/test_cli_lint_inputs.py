@@ -238,6 +238,42 @@ def test_lint_reports_a_dsl_error_that_expand_rejects(
     assert "hint:" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (  # one `(` left open in blocks=: the scan loses track of the brackets
+            'autotune(space={"tile": [32, 64]},\n'
+            "                    blocks=(cdiv(n, $tile), 1,\n"
+            "                    k(a, n, T=$tile))\n",
+            "'(' was never closed",
+        ),
+        (  # a comma missing between two keywords: the scan goes through
+            'autotune(space={"tile": [32, 64]}\n'
+            "                    blocks=cdiv(n, $tile),\n"
+            "                    k(a, n, T=$tile))\n",
+            "Perhaps you forgot a comma?",
+        ),
+    ],
+    ids=["unclosed-paren", "missing-comma"],
+)
+def test_lint_of_a_dsl_file_that_does_not_parse_reports_the_parse_error_alone(
+    tmp_path: Path, call: str, error: str
+) -> None:
+    # ruff was run on the raw DSL text beside the real error, and reported a `$` or "positional
+    # argument after keyword arguments" that are no mistakes of the user's.
+    _ruff_or_skip(tmp_path)
+    (tmp_path / "grid.py").write_text(
+        f"from tunedsl import autotune, cdiv\n\n\ndef f(a, n):\n    return {call}"
+    )
+    expanded = tunedsl("expand", "--check", "grid.py", cwd=tmp_path)
+    assert expanded.returncode == 1 and error in expanded.stderr, expanded.stderr
+    proc = tunedsl("lint", "grid.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert error in proc.stdout and "line 5" in proc.stdout, proc.stdout
+    assert "invalid-syntax" not in proc.stdout and "unexpected token" not in proc.stdout
+    assert "Positional argument" not in proc.stdout, proc.stdout
+
+
 def test_lint_of_a_dsl_file_that_is_not_utf8_names_the_encoding_error(tmp_path: Path) -> None:
     # The module cannot be imported or expanded (its bytes do not decode): lint must say so,
     # as `expand --check` does, not hand ruff a `$tile` it reports as Python's syntax error.

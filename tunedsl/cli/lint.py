@@ -14,7 +14,8 @@ in the user's file. Findings that only the rewrite causes are dropped: an undefi
 ``_name`` at a placeholder, and anything that starts inside a blanked ``keyword=``. Plain
 Python files are linted as they are. A DSL module is also expanded, as ``tunedsl expand
 --check`` does, so a mistake only the expansion sees (a ``$name`` the space lacks, a missing
-launch, a bad ``blocks=``) is reported with its place and hint. Exit status: 0 clean, 1 findings or a DSL syntax error,
+launch, a bad ``blocks=``) is reported with its place and hint; a DSL module that does not
+parse gets Python's syntax error alone, and ruff never sees its raw ``$name`` text. Exit status: 0 clean, 1 findings or a DSL syntax error,
 2 when ruff is missing or a file cannot be read.
 """
 
@@ -78,7 +79,7 @@ def lint_text(source: bytes, filename: str) -> LintText | None:
     text, lexed, bindings = scanned
     src = SourceText(text, filename)
     if lexed.trouble is not None:
-        return None  # not even tokenizable: ruff reports the syntax error itself
+        return None  # not even tokenizable: lint_file reports Python's syntax error
     macros = find_macros(src, lexed.tokens, lexed.pairs, bindings)
     placeholders = find_placeholders(src, lexed.tokens)
     assign_placeholders(src, lexed.tokens, lexed.pairs, macros, placeholders)
@@ -269,15 +270,15 @@ def lint_file(ruff: list[str], path: str) -> tuple[list[str], int]:
         if _binds_macro(source):  # a DSL module: `import` and `expand` fail with this error
             return describe_syntax_error(err, path, source).splitlines(), 1
         rewrite = None  # plain Python (compile() accepts a bad byte in a comment): ruff checks it
-    if rewrite is not None:
+    if rewrite is not None or _binds_macro(source):  # a DSL module (None: it does not scan)
         from tunedsl.frontend.compile import compile_source
 
         try:  # the checks of the expansion itself: what `tunedsl expand --check` rejects
             compile_source(source, os.path.abspath(path))
         except TunedslSyntaxError as err:
             return [err.render()], 1
-        except SyntaxError:
-            pass  # plain Python's own error: ruff reports it at its place
+        except SyntaxError as err:  # Python's own error, alone: no rule runs on raw DSL text
+            return describe_syntax_error(err, path, source).splitlines(), 1
     text = rewrite.text if rewrite is not None else source.decode("utf-8", "replace")
     # ruff finds the project's configuration from the file's place: a relative name (`k.py`
     # from a subfolder) would fall back to its defaults. Findings keep the path as typed.
