@@ -164,6 +164,35 @@ def test_a_dsl_error_in_a_module_the_hook_imports_shows_no_front_end_frames(
         assert internal not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("how", ["hook", "run"])
+def test_an_unknown_field_of_a_computed_space_says_what_compile_time_says(
+    tmp_path: Path, how: str
+) -> None:
+    # The first call checks a computed space's fields: it said "is not a field of the space"
+    # with no "did you mean", and through the import hook six of tunedsl's frames (site,
+    # rule_plans, miss, site_settings, space) stood above the user's line.
+    path = script(tmp_path, "kern.py")
+    text = path.read_text().replace("TILE=$tile)", "TILE=$Tile)")
+    text = text.replace("space=dict(tile=[64, 128], num_warps=[2, 4])", "space=SPACE")
+    path.write_text(text.replace("def add(", "SPACE = dict(tile=[64, 128])\n\ndef add(", 1))
+    if how == "hook":
+        (tmp_path / "main.py").write_text("import tunedsl.activate\nimport kern\n")
+        proc = subprocess.run(
+            [sys.executable, "main.py"],
+            capture_output=True, text=True, env=env(tmp_path), cwd=tmp_path, timeout=300,
+        )  # fmt: skip
+    else:
+        proc = tunedsl(tmp_path, "run", "kern.py")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "`$Tile` is not a field of `space=`" in proc.stderr, proc.stderr
+    assert "did you mean `$tile`?" in proc.stderr, proc.stderr
+    assert "TILE=$Tile" in proc.stderr, proc.stderr
+    own = [line for line in proc.stderr.splitlines() if "tunedsl/" in line]
+    assert len(own) <= (1 if how == "hook" else 0), proc.stderr  # as for a UsageError
+    for internal in ("rule_plans.py", "miss.py", "site_settings.py", "space.py"):
+        assert internal not in proc.stderr, proc.stderr
+
+
 # -- mistakes at the user's line ----------------------------------------------------------------
 def test_a_kernel_without_jit_is_reported_at_the_users_line_only(tmp_path: Path) -> None:
     path = script(tmp_path, decorator="")

@@ -162,7 +162,7 @@ def test_a_misspelled_field_of_a_computed_space_is_shown_at_the_cells_line(
     shown = out[out.index("CELL 3 ok") : out.index("CELL 4 ")]
     assert "Cell In[5], line 1" in shown and "Cell In[4], line 3 in f" in shown, shown
     assert "return autotune(space=SPACE, blocks=cdiv(64, $tile)" in shown, shown
-    assert "`$tile` is not a field of the space" in shown and "did you mean `$tyle`?" in shown
+    assert "`$tile` is not a field of `space=`" in shown and "did you mean `$tyle`?" in shown
     assert "tunedsl/" not in shown and "interactiveshell.py" not in shown, shown
 
 

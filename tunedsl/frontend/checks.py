@@ -9,7 +9,6 @@ lambda) is a ``TunedslSyntaxError`` at the user's line and column, with the fix.
 from __future__ import annotations
 
 import ast
-import difflib
 import keyword
 import re
 
@@ -23,6 +22,7 @@ from tunedsl.model.options import (
     hint_value_problem,
     option_choice_problem,
     triton_counterpart,
+    unknown_field,
 )
 
 # Inside the generated lambdas these would mean something else than where the user wrote them.
@@ -237,16 +237,8 @@ class MacroChecks:
     def _check_fields(self, fields: list[str]) -> None:
         for ph in self.macro.placeholders:
             if ph.name not in fields:
-                close = difflib.get_close_matches(ph.name, fields, n=1)
-                if close:
-                    hint = f"did you mean `${close[0]}`?"
-                elif fields:
-                    hint = "the fields of space= are: " + ", ".join(f"`{f}`" for f in fields)
-                else:
-                    hint = "space= defines no fields"
-                raise self._error(
-                    f"`${ph.name}` is not a field of `space=`", ph.start, ph.end, hint
-                )
+                message, hint = unknown_field(ph.name, fields)
+                raise self._error(message, ph.start, ph.end, hint)
 
     def _check_every_configuration(self, space: ast.expr | None) -> None:
         """In a literal list space, every configuration has each field a `$name` reads (the

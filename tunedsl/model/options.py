@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 # Space fields or macro keywords with these names are launch options, never kernel arguments.
 HINT_NAMES: tuple[str, ...] = ("num_warps", "num_stages", "num_ctas", "maxnreg", "occupancy")
@@ -108,9 +108,26 @@ MACRO_KEYWORDS: tuple[str, ...] = STRUCTURAL_NAMES + HINT_NAMES + OPTION_NAMES
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
     """The one of ``choices`` that ``name`` most likely misspells (``num_warp``:
-    ``num_warps``), or None when none is close."""
-    close = difflib.get_close_matches(name, list(choices), n=1)
+    ``num_warps``; ``Bn``: ``BN``, the same but for case), or None when none is close."""
+    choices = list(choices)
+    same = [c for c in choices if c.lower() == name.lower()]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(name, choices, n=1)
     return close[0] if close else None
+
+
+def unknown_field(name: str, fields: Sequence[str]) -> tuple[str, str]:
+    """The message and hint for a ``$name`` that no field of the space has: the front end's
+    for a literal space, and the first call's for a computed one (the same words)."""
+    close = did_you_mean(name, fields)
+    if close:
+        hint = f"did you mean `${close}`?"
+    elif fields:
+        hint = "the fields of space= are: " + ", ".join(f"`{f}`" for f in fields)
+    else:
+        hint = "space= defines no fields"
+    return f"`${name}` is not a field of `space=`", hint
 
 
 def hint_value_problem(name: str, value: object, static: bool) -> str | None:

@@ -13,7 +13,6 @@ without listing it (a ``Space`` of 10^9 points costs the same as one of 10).
 from __future__ import annotations
 
 import contextlib
-import difflib
 import itertools
 import math
 import random
@@ -28,6 +27,7 @@ from tunedsl.model.config import (
     triton_config_fields,
     triton_pre_hook_note,
 )
+from tunedsl.model.options import unknown_field
 from tunedsl.model.space_draw import draw_valid
 from tunedsl.model.space_input import MAX_AXIS_VALUES, axis_values, check_constraint, check_verdict
 
@@ -473,9 +473,7 @@ def check_placeholders(
         lacking = next((cfg for cfg in configs if name not in cfg), None)
         if lacking is None:
             continue
-        message = f"`${name}` is not a field of the space"
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"did you mean `${close[0]}`?" if close else f"the space's fields are: {names}"
+        message, hint = unknown_field(name, names)  # the front end's words for a literal space
         if name in names:  # a list space where some configurations have it
             message = f"`${name}` is not a field of every configuration: {lacking!r} has none"
             hint = f"give every configuration of the list space a `{name}`"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tunedsl import knobs
 from tunedsl.backends import torch_compile
 from tunedsl.backends.shared_launchers import SharedLaunchers
-from tunedsl.errors import TuningError, UsageError, at_site
+from tunedsl.errors import TunedslSyntaxError, TuningError, UsageError, at_site
 from tunedsl.model import identity, keys, prune_keys, repeat_check
 from tunedsl.model.config import Config
 from tunedsl.model.hole import HOLE
@@ -144,7 +144,7 @@ class Site:
         """The call of ``autotune_launch`` and of expansions cached before ``launch``."""
         try:
             return self.launch(kernel, args, static_kwargs, bind, key, lazy)
-        except UsageError as err:  # the user's mistake: this frame is the last, as from launch
+        except (UsageError, TunedslSyntaxError) as err:  # the user's: the last frame is this
             __tracebackhide__ = True  # IPython and pytest hide this frame
             raise mistakes.at_user_frame(err) from None
 
@@ -201,7 +201,7 @@ class Site:
                 entry = call_reset.for_call(entry, kernel, args, lazy, self.label)
             entry.used = True  # one store: the bounded table keeps what is in use (entry.evict)
             entry.launch(args, static_kwargs, bind)
-        except UsageError as err:  # the user's mistake: show the user's line, not ours
+        except (UsageError, TunedslSyntaxError) as err:  # the user's: their line, not ours
             __tracebackhide__ = True  # IPython and pytest hide this frame
             raise mistakes.at_user_frame(err) from None
         except Exception as err:

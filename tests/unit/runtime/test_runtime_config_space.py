@@ -138,5 +138,30 @@ def test_unknown_placeholder_points_at_the_name(tmp_path) -> None:
     assert "$tiel" in err.render() and "^" in err.render()
 
 
+def test_unknown_placeholder_of_a_computed_space_has_the_compile_time_message(tmp_path) -> None:
+    # The first call checks a computed space: it said "`$Bn` is not a field of the space" and
+    # listed the fields, where the same launch with a literal space said "did you mean `$BN`?".
+    from tunedsl.frontend.compile import compile_source
+
+    line = "    return autotune(space=SP, blocks=cdiv(n, $BM), k(a, BM=$BM, BN=$Bn))\n"
+    text = "from tunedsl import autotune, cdiv\n\n\ndef f(a, n):\n"
+    with pytest.raises(TunedslSyntaxError) as compiled:
+        compile_source(text + line.replace("SP", "dict(BM=[16, 32], BN=[16])"), "k.py")
+    script = tmp_path / "k.py"
+    script.write_text(text + line)
+    col = line.index("$Bn")
+    with pytest.raises(TunedslSyntaxError) as runtime:
+        check_placeholders(
+            [("BM", 5, line.index("$BM")), ("Bn", 5, col)],
+            expand_space({"BM": [16, 32], "BN": [16]}),
+            str(script),
+        )
+    assert compiled.value.msg_only == "`$Bn` is not a field of `space=`"
+    assert compiled.value.hint == "did you mean `$BN`?"
+    assert runtime.value.msg_only == compiled.value.msg_only
+    assert runtime.value.hint == compiled.value.hint
+    assert (runtime.value.lineno, runtime.value.col) == (5, col)
+
+
 def test_known_placeholders_pass() -> None:
     check_placeholders([("tile", 1, 0)], expand_space({"tile": [1]}), "<x>")
