@@ -273,6 +273,16 @@ def test_blocks_given_a_tuple_variable_says_how_to_write_the_grid(tmp_path: Path
         # An expression of `$` fields cannot be computed before the call: indexed in place.
         ("(cdiv(n, $tile), 1)[:2]", "blocks=((cdiv(n, $tile), 1)[:2][0], (cdiv(n, $tile), 1)"),
         ("g if $tile else g", "blocks=((g if $tile else g)[0], (g if $tile else g)[1])"),
+        # A generator over a literal tuple: unrolled, not run twice in doubled parentheses
+        # (`tuple((cdiv(d, $tile) for d in (n, 16)))[0], tuple((...))[1]`).
+        ("tuple(cdiv(d, $tile) for d in (n, 16))", "blocks=(cdiv(n, $tile), cdiv(16, $tile))"),
+        ("tuple([cdiv(d, $tile) for d in [n, 16]])", "blocks=(cdiv(n, $tile), cdiv(16, $tile))"),
+        # Over a value: said in a sentence, the generator's parts quoted.
+        (
+            "tuple(d * $tile // $tile for d in g)",
+            "write its dimensions in blocks=: blocks=(d0, d1), where each is "
+            "`d * $tile // $tile` for one `d` of `g`",
+        ),
     ],
 )
 def test_blocks_given_a_tuple_says_how_to_write_it_in_the_users_words(
@@ -288,6 +298,7 @@ def test_blocks_given_a_tuple_says_how_to_write_it_in_the_users_words(
     assert f"blocks={blocks} is one value, the tuple (16, 1)" in proc.stderr, proc.stderr
     assert fix in proc.stderr, proc.stderr
     assert "for `grid =" not in proc.stderr, proc.stderr
+    assert "((" not in proc.stderr.replace(f"({blocks}", ""), proc.stderr  # no doubled text
 
 
 @pytest.mark.parametrize(

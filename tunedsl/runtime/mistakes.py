@@ -28,6 +28,7 @@ from tunedsl.model.keys import is_tensor, is_triton_constexpr, is_triton_dtype
 from tunedsl.model.options import HINT_NAMES, did_you_mean
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import foreign
+from tunedsl.runtime.blocks_advice import DOLLAR, for_comprehension, python_text
 from tunedsl.warn import is_own_file, warn_once, without_frames
 
 if TYPE_CHECKING:
@@ -187,13 +188,12 @@ def _written_blocks(launch: str | None) -> str:
         return ""
     text = parts[-1][len("blocks=") :]
     try:  # the tokens as written, joined one way: `[: 2]` is Python's `[:2]`
-        python = ast.unparse(ast.parse(text.replace("$", _DOLLAR), mode="eval"))
+        return python_text(ast.parse(text.replace("$", _DOLLAR), mode="eval"))
     except (SyntaxError, ValueError, RecursionError):
         return text
-    return python.replace(_DOLLAR, "$")
 
 
-_DOLLAR = "__tunedsl_dollar__"
+_DOLLAR = DOLLAR
 
 
 def _unpacked(written: str, count: int) -> str:
@@ -206,6 +206,8 @@ def _unpacked(written: str, count: int) -> str:
 
     if written.isidentifier():
         return of(written)
+    if (comprehension := for_comprehension(written, count)) is not None:
+        return comprehension  # unrolled, or said: indexing it would run it once per dimension
     if written and "$" not in written:
         return f"compute it first (`grid = {written}`) and write {of('grid')}"
     if written:  # `$` fields: computed under each configuration, so indexed where it is
