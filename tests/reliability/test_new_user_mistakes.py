@@ -271,6 +271,60 @@ def test_prune_reading_what_key_holds_is_not_said_to_split_it(
     assert ("key= no longer groups calls" in proc.stderr) is warns, proc.stderr
 
 
+ROWCOPY = """
+@triton.jit
+def rowcopy(x, y, M, N, stride, limit, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = (cols < N) & (cols < limit)
+    tl.store(y + r * N + cols, tl.load(x + r * stride + cols, mask=m), mask=m)
+
+
+def copy(x, limit, tag):
+    M, N = x.shape
+    y = torch.zeros(M, N)
+    res = autotune(space=dict(block=[16, 32, 64]), blocks=M, key=KEY,
+                   prune=lambda cs, args: [c for c in cs if READ],
+                   rowcopy(x, y, M, N, x.stride(0), limit, BLOCK=$block))
+    assert torch.equal(y[:, :limit], x[:, :limit])
+    return res
+
+
+for m, n, limit, tag in CALLS:
+    print(copy(torch.randn(m, n), limit, tag).source)
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "read", "calls", "named"),
+    [
+        # limit == tag on the first call only: the second, of the same key=, shows it.
+        ("(N, tag)", 'c.block >= args["limit"]', "(4, 64, 64, 64), (4, 64, 16, 64)", "`limit`"),
+        # key=(M, N) written with N: a contiguous x's row stride equals N on every call,
+        # yet the key holds N, not the stride.
+        (
+            "(M, N)",
+            'c.block >= min(args["N"], args["stride"])',
+            "(4, 32, 32, 0), (4, 64, 64, 0)",
+            "`stride`",
+        ),
+    ],
+    ids=["coincidence-on-the-first-call", "equal-to-a-key-item-named-otherwise"],
+)
+def test_prune_reading_what_key_holds_only_by_coincidence_is_said_to_split_it(
+    tmp_path: Path, key: str, read: str, calls: str, named: str
+) -> None:
+    # The warning compared values on the first call only: a value that equalled a key
+    # item there (limit == tag, stride == N) was taken as held, and the calls that split
+    # key= buckets later were never told.
+    script = ROWCOPY.replace("KEY", key).replace("READ", read).replace("CALLS", f"[{calls}]")
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "no longer groups" in line]
+    assert len(warnings) == 1, proc.stderr
+    assert f"reads {named}, so each distinct value" in warnings[0], warnings[0]
+
+
 def test_a_computed_name_that_changes_keeps_the_first_and_warns(tmp_path: Path) -> None:
     # name=f"layer{i}": the site took each new name on a miss and kept deciding hits under
     # the old one, so records were split over names that never meant separate decisions.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,7 +30,7 @@ from tunedsl import knobs
 from tunedsl.backends.kernel_source import reads_program_count
 from tunedsl.errors import TuningError, UsageError
 from tunedsl.frontend import rebinding
-from tunedsl.model import keys, prune_closure, prune_held, prune_keys
+from tunedsl.model import keys, prune_closure, prune_keys
 from tunedsl.model.config import Config
 from tunedsl.model.grid_limits import check_grid
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
@@ -46,6 +47,7 @@ from tunedsl.runtime import (
 )
 from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.prune_args import prune_args
+from tunedsl.runtime.prune_key_holds import KeyHolds, key_text
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import rule_digest
@@ -93,9 +95,9 @@ class SiteView(Protocol):
     def settings(self, lazy: Lazy | None) -> Settings:
         """The site's settings, with the non-literal parts ``lazy`` gives."""
 
-    def note_prune_reads(self, prune: Any, read: set[str], in_key: frozenset[str]) -> None:
-        """``prune=`` read these arguments: their values join the key from now on (``in_key``:
-        those whose value ``key=`` holds already)."""
+    def note_prune_reads(self, prune: Any, read: set[str], not_held: Sequence[str]) -> None:
+        """``prune=`` read these arguments: their values join the key from now on
+        (``not_held``: those this call shows ``key=`` does not hold, to be warned about)."""
 
     def decided(self, digest: str) -> tuple[Decision, LaunchResult] | None:
         """The decision (and result) already made in memory for a record digest."""
@@ -209,7 +211,7 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
             found = apply_prune(settings, recorder)
     if data_read:
         _tensor_data_read(site.label, settings.prune, data_read)
-    site.note_prune_reads(settings.prune, recorder.read, _in_key(recorder, call.key))
+    site.note_prune_reads(settings.prune, recorder.read, _not_held(site, recorder, call.key))
     alone = site.kernel_text != "autotune_launch" or settings.name is None
     prune_closure.check(
         settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy, alone
@@ -233,16 +235,20 @@ def _tensor_data_read(label: str, prune: Any, data_read: Mapping[str, str]) -> N
     )
 
 
-def _in_key(values: dict[str, Any], key: Any) -> frozenset[str]:
-    """The numbers and strings ``prune=`` read that the ``key=`` value holds, itself or as an
-    item, also of a tuple in it (``key=N``, ``key=(M, N)``, ``key=(x.shape, dtype)``): calls
-    of one ``key=`` value agree on them, so reading them splits no bucket (a coincidence can
-    only spare a warning, never change a key)."""
-    return frozenset(
-        name
-        for name, value in dict.items(values)  # a ReadRecorder's own items() marks all read
-        if isinstance(value, (int, float, str)) and prune_held.held_by_key(value, key)
-    )
+def _not_held(site: SiteView, recorder: Any, key: Any) -> list[str]:
+    """The arguments ``prune=`` read that this call shows the ``key=`` value does not hold,
+    not named before (``prune_key_holds.py``: judged over every call the site decides, so a
+    value that equals a key item on one call by coincidence hides nothing)."""
+    if not site.has_key:
+        return []
+    holds = _key_holds.get(site)
+    if holds is None:
+        holds = _key_holds[site] = KeyHolds(key_text(site.launch_text or ""))
+    read = {n: v for n, v in dict.items(recorder) if n in recorder.read}  # no read marked
+    return holds.not_held(read, key)
+
+
+_key_holds: weakref.WeakKeyDictionary[Any, KeyHolds] = weakref.WeakKeyDictionary()
 
 
 # -- resolving a key -------------------------------------------------------------------------

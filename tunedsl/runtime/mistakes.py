@@ -67,7 +67,7 @@ def warn_prune_splits_key(label: str, prune: Any, names: Sequence[str]) -> None:
     read = ", ".join(f"`{n}`" for n in names)
     fn = callable_name(prune)
     warn_once(
-        f"prune-splits-key:{label}",
+        f"prune-splits-key:{label}:{read}",  # each argument named once (prune_key_holds.py)
         f"{label}: prune={fn} reads {read}, so each distinct value of {read} (for a tensor, its "
         "dtype and shape) is decided on its own and key= no longer groups calls: two calls "
         "with the same key= value but another value there each tune. To keep key= buckets, "

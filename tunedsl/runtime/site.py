@@ -415,14 +415,14 @@ class Site:
         """The decision made in memory for a record digest (under another call key)."""
         return self._by_digest.get(digest)
 
-    def note_prune_reads(self, prune: Any, read: set[str], in_key: frozenset[str]) -> None:
-        """``prune=`` read these arguments: their values join the key (``in_key``: key= has)."""
+    def note_prune_reads(self, prune: Any, read: set[str], not_held: Sequence[str]) -> None:
+        """``prune=`` read these arguments: their values join the key (``not_held``: those
+        this call shows key= does not hold, each named once: ``prune_key_holds.py``)."""
         names = frozenset(n for n in read if isinstance(n, str))
+        if self.has_key and not_held:
+            mistakes.warn_prune_splits_key(self.label, prune, not_held)
         if names <= self.prune_reads:
             return
-        splitting = sorted(names - self.prune_reads - in_key)
-        if self.has_key and splitting:
-            mistakes.warn_prune_splits_key(self.label, prune, splitting)
         with self._lock:
             self.prune_reads = self.prune_reads | names
             # Entries keyed without these values can never match again: drop them.
