@@ -278,6 +278,55 @@ def test_the_many_keys_warning_names_what_differs_and_the_advice_that_fits(
     assert "make key= coarser" in sizes and "constexpr" not in sizes, sizes
 
 
+PRUNE_READS_SIZES = """\
+import sys
+import torch
+import triton
+import triton.language as tl
+from tunedsl import autotune, cdiv
+
+
+@triton.jit
+def vcopy(x, y, n, TILE: tl.constexpr):
+    i = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    tl.store(y + i, tl.load(x + i, mask=i < n), mask=i < n)
+
+
+def cp(x, y, n):
+    return autotune(space=dict(TILE=[16, 32]), blocks=cdiv(n, $TILE), key=KEY,
+                    prune=lambda cs, args: [c for c in cs if c.TILE <= args["n"]],
+                    vcopy(x, y, n, TILE=$TILE))
+
+
+x = torch.randn(4096); y = torch.empty(4096)
+for i in range(1, COUNT):
+    cp(x, y, 32 * i)
+print("OK")
+"""
+
+
+@pytest.mark.parametrize("key", ["n", "triton.next_power_of_2(n)"])
+def test_the_many_keys_warning_under_a_prune_reading_each_size_leaves_out_key_advice(
+    tmp_path: Path, key: str
+) -> None:
+    """prune= reads the exact n: every n is its own key whatever key= is. The warning said
+    "make key= coarser, e.g. key=triton.next_power_of_2(n)" (key=n already), and followed,
+    it still tuned every size."""
+    from tunedsl.runtime.many_keys import MANY_TUNED_KEYS
+
+    path = tmp_path / "sizes.py"
+    path.write_text(
+        PRUNE_READS_SIZES.replace("KEY", key).replace("COUNT", str(MANY_TUNED_KEYS + 1))
+    )
+    proc = tunedsl(tmp_path, "run", str(path))
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr
+    warning = next(line for line in proc.stderr.splitlines() if "distinct keys" in line)
+    assert "`n`, which prune= reads" in warning, warning
+    assert "make key= coarser" not in warning and "next_power_of_2(n), docs" not in warning
+    assert "make prune= read something coarse that key= holds" in warning, warning
+    assert "let prune= decide from the configurations alone" in warning, warning
+
+
 # -- blocks= from a function ------------------------------------------------------------------
 
 

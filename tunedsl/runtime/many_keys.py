@@ -58,7 +58,10 @@ def advice(keys: Sequence[Any], has_key: bool) -> str:
             "or environment (Triton's variables, the device), each decided on its own"
         )
     out = [f"; they differ in {_joined(parts)}."]
-    if sizes:
+    # Sizes differ, but so do the values prune= reads, on every key: a coarser key= (or
+    # key= where there is none) cannot group any two of them.
+    exact = bool(sizes and prune) and len(_distinct([_prune_part(k) for k in keys])) == len(keys)
+    if sizes and not exact:
         bucket = (
             "make key= coarser, so that nearby sizes share a value"
             if has_key
@@ -70,7 +73,14 @@ def advice(keys: Sequence[Any], has_key: bool) -> str:
             "the sizes once and ship a rule that decides new ones without tuning "
             "(docs/shapes.md)."
         )
-    if prune:
+    if exact:
+        out.append(
+            " Each value prune= reads is a key of its own, whatever key= is, so a coarser key= "
+            "cannot group these calls: make prune= read something coarse that key= holds "
+            "(bucket = triton.next_power_of_2(n), key=bucket, prune= reading bucket), or "
+            "nothing: let prune= decide from the configurations alone."
+        )
+    elif prune:
         out.append(
             " Each value prune= reads is a key of its own: let prune= decide from the "
             "configurations alone, or key= on what it reads."
@@ -108,6 +118,10 @@ def differences(keys: Sequence[Any]) -> tuple[list[str], list[str], list[str]]:
     for name in _names(args):
         _argument(f"`{name}`", [a.get(name, _ABSENT) for a in args], sizes, compiled)
     return _named(sizes), prune, _named(compiled)
+
+
+def _prune_part(key: Any) -> Any:
+    return key.get("prune") or {} if isinstance(key, Mapping) else {}
 
 
 def _named(parts: Mapping[str, list[str]]) -> list[str]:

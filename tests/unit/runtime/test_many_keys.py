@@ -66,3 +66,27 @@ def test_keys_differing_in_size_or_in_what_prune_reads_get_the_advice_that_fits(
     assert "coarser" not in told and "let prune= decide from the configurations alone" in told
     # Keys alike in their arguments and key=: the site's settings or environment differ.
     assert "settings, space= or environment" in advice([read[0], read[0]], has_key=True)
+
+
+def test_keys_told_apart_by_what_prune_reads_are_not_told_to_coarsen_key() -> None:
+    # key=n (or key=next_power_of_2(n)) with a prune reading the exact n: each n is its own
+    # key whatever key= is. The advice was "make key= coarser, e.g. key=next_power_of_2(n)",
+    # which, followed, still tuned every n.
+    x = torch.zeros(8)
+    for bucket in (lambda n: n, lambda n: 1 << (n - 1).bit_length()):
+        found = [
+            key(x, None, 16, 1, user_key=bucket(n), prune={"n": {"type": "int", "value": n}})
+            for n in range(32, 32 * 18, 32)
+        ]
+        told = advice(found, has_key=True)
+        assert "`n`, which prune= reads" in told, told
+        assert "coarser key= cannot group these calls" in told, told
+        assert "make prune= read something coarse that key= holds" in told, told
+        assert "make key= coarser" not in told and "key= on what it reads" not in told, told
+    # Keys of one prune value but several key= values: a coarser key= still groups them.
+    some = [
+        key(x, None, 16, 1, user_key=n, prune={"n": {"type": "int", "value": n // 64}})
+        for n in (32, 48, 96, 112)
+    ]
+    told = advice(some, has_key=True)
+    assert "make key= coarser" in told and "cannot group" not in told, told
