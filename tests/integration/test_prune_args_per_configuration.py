@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from ported_kernels_twentyfirst import copy
-from runtime_helpers import site
+from runtime_helpers import new_api_process, site
 
 from tunedsl import autotune_launch, cdiv
+from tunedsl.runtime.prune_args import alike
 
 pytestmark = pytest.mark.needs_triton
 
@@ -123,18 +126,87 @@ def _reads_block(configs: list[Any], args: Any) -> list[Any]:
 
 
 def test_a_space_too_large_to_list_leaves_a_configuration_value_out_of_prunes_args() -> None:
-    # 3 * 4 * 399 points, more than are listed: the args= function is compared over a sample.
+    # 3 * 4 * 399 points, more than are listed: the args= function is evaluated under the
+    # default and one configuration per axis that moves that axis alone (4), not a sample.
     src, dst = torch.randn(N), torch.empty(N)
     seen: list[list[str]] = []
+    probed: list[Any] = []
 
     def prune(configs: list[Any], args: Any) -> list[Any]:
         seen.append(sorted(args))
         return [c for c in configs if c.num_stages == 1][:1]
 
+    def args(c: Any) -> tuple[Any, ...]:
+        probed.append(c)
+        return (dst, src, N, c.B)
+
     space = {"B": [64, 128, 256], "num_warps": [1, 2, 4, 8], "num_stages": list(range(1, 400))}
     autotune_launch(
-        copy, space=space, grid=lambda c: (cdiv(N, c.B),), args=lambda c: (dst, src, N, c.B),
-        prune=prune, mode="off", name="prune-args-fn-large",
+        copy, space=space, grid=lambda c: (cdiv(N, c.B),), args=args, prune=prune,
+        mode="off", name="prune-args-fn-large",
     )  # fmt: skip
     assert seen == [["N", "dst", "src"]]
+    assert torch.equal(dst, src)
+    default = probed[0]
+    moved = {tuple(k for k in default if c[k] != default[k]) for c in set(probed) - {default}}
+    assert moved == {("B",), ("num_warps",), ("num_stages",)}
+
+
+def test_a_view_made_under_each_configuration_stays_in_prunes_args() -> None:
+    # x.reshape(-1) is another tensor object under each configuration, with the same data,
+    # offset, shape, strides and dtype: prune reads args["src"].numel(), and runs.
+    x, out = torch.randn(4, N // 4), torch.empty(4, N // 4)
+    seen: list[int] = []
+
+    def prune(configs: list[Any], args: Any) -> list[Any]:
+        seen.append(args["src"].numel())
+        return [c for c in configs if c.B <= args["src"].numel()][-1:]
+
+    result = autotune_launch(
+        copy, space={"B": [64, 128, 256]}, grid=lambda c: (cdiv(N, c.B),),
+        args=lambda c: (out.reshape(-1), x.reshape(-1), N, c.B), prune=prune,
+        name="prune-args-fn-view",
+    )  # fmt: skip
+    assert seen == [N]
+    assert result.config.B == 256
+    assert torch.equal(out, x)
+    # A view of other data, offset or strides is not alike (prune would see the default's).
+    flat = x.reshape(-1)
+    assert alike(x.reshape(-1), flat) and alike(list(x.shape), list(x.shape))
+    assert not alike(flat[1:], flat[:-1]) and not alike(x.t(), x.t().contiguous())
+    assert not alike(list(x.shape), [N // 4, 4]) and not alike(list(x.shape), tuple(x.shape))
+    assert not alike(torch.ones(3), torch.ones(3))  # other storage, equal data: not alike
+
+
+@triton.jit
+def copy_x(dst, src, N, BLOCK_SIZE: tl.constexpr, X: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < N), mask=offs < N)
+
+
+def test_an_args_function_runs_a_few_times_per_new_key_not_once_per_configuration() -> None:
+    # A 3000-point space (listable) with two axes: prune's args cost at most the default
+    # and one configuration per axis (3 evaluations) over what the launch itself makes,
+    # counted against a site of the two configurations prune keeps, without prune=; also
+    # when both are disk hits in a new process.
+    src, dst = torch.randn(N), torch.empty(N)
+    calls = {"pruned": 0, "alone": 0}
+
+    def launch(name: str, space: dict[str, list[int]], **kw: Any) -> str:
+        def args(c: Any) -> tuple[Any, ...]:
+            calls[name] += 1
+            return (dst, src, N, c.B, c.X)
+
+        return autotune_launch(
+            copy_x, space=space, grid=lambda c: (cdiv(N, c.B),), args=args, effort="quick",
+            name=f"prune-args-fn-cost-{name}", **kw,
+        ).source  # fmt: skip
+
+    big = {"B": [64, 128, 256], "X": list(range(1000))}
+    for source in ("tuned", "disk"):
+        calls.update(pruned=0, alone=0)
+        got = launch("pruned", big, prune=lambda cs, a: [c for c in cs if c.X == 0 and c.B < 256])
+        assert (got, launch("alone", {"B": [64, 128], "X": [0]})) == (source, source)
+        assert calls["pruned"] - calls["alone"] <= 1 + len(big), (source, calls)
+        new_api_process()
     assert torch.equal(dst, src)

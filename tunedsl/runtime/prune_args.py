@@ -6,15 +6,17 @@ A DSL site passes ``HOLE`` for an argument written with ``$``, and ``bind`` give
 per configuration: it is left out. A plain-API call whose ``args=`` is a function of the
 configuration passes that function's values for the site's default configuration (its key
 is computed from them), and ``bind(cfg)`` returns ``ReplaceArgs``, the values under ``cfg``:
-a position whose value under some configuration is another (a tensor another object, a
-number or string another value) is left out too, else ``prune`` would see the default's
-``BLOCK_SIZE`` while it ranks every configuration. The function is evaluated under every
-configuration of a listed space, and under ``FIXED_PROBE`` spread over a larger one (as a
-``kwargs=`` function is, ``api.py``), once per new key, only for a site with ``prune=``.
+a position whose value under some configuration probed is not alike (``alike``) is left
+out too, else ``prune`` would see the default's ``BLOCK_SIZE`` while it ranks every
+configuration. The function is evaluated under a few configurations (``probe``: the
+default and, per axis, one that differs from it in that axis alone), once per new key, only
+for a site with ``prune=``: a value that follows only a combination of fields that no
+single-axis change moves is not seen (docs/runtime.md, "prune=").
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,9 +27,18 @@ from tunedsl.model.keys import is_tensor
 from tunedsl.model.settings import MissingArgument, ReadRecorder, Settings
 
 #: A space larger than LIST_LIMIT is sampled (this many points, spread over it) to learn
-#: which values an ``args=`` or ``kwargs=`` function gives alike for every configuration; a
+#: which values a ``kwargs=`` function gives alike for every configuration (``api.py``); a
 #: smaller one is listed.
 FIXED_PROBE = 256
+
+#: At most this many configurations are probed per new key to learn which positions of an
+#: ``args=`` function follow the configuration (the default, one per axis); a space of at
+#: most this many is probed whole.
+PROBE_LIMIT = 16
+
+#: A space whose configurations differ from the default in more than one field (a list of
+#: configurations, a constraint) is probed also at this many spread over it.
+SPREAD = 8
 
 
 class PruneArgs(ReadRecorder):
@@ -77,16 +88,13 @@ def per_configuration(
     args: Sequence[Any], bind: Callable[[Config], Any], settings: Settings
 ) -> tuple[set[int], set[str]]:
     """The positions of ``args`` (the default configuration's values of an ``args=``
-    function) whose value is another under some configuration probed, and the names of the
-    keyword arguments ``bind`` gives per configuration. A configuration ``bind`` fails
-    under tells nothing (its launch, if ``prune`` keeps it, names the failure)."""
-    if settings.large:
-        probe: Sequence[Config] = settings.space.sample(random.Random(0), FIXED_PROBE)
-    else:
-        probe = settings.configs
+    function) whose value is not alike under some configuration ``probe`` gives, and the
+    names of the keyword arguments ``bind`` gives per configuration. A configuration
+    ``bind`` fails under tells nothing (its launch, if ``prune`` keeps it, names the
+    failure)."""
     varying: set[int] = set()
     dynamic: set[str] = set()
-    for cfg in probe:
+    for cfg in probe(settings):
         try:
             holes, dyn, _ = bind(cfg)
         except Exception:  # the user's expression, raising under this configuration
@@ -96,7 +104,7 @@ def per_configuration(
             continue
         varying.update(range(len(holes), len(args)))
         varying.update(
-            i for i, (a, b) in enumerate(zip(args, holes, strict=False)) if not same(a, b)
+            i for i, (a, b) in enumerate(zip(args, holes, strict=False)) if not alike(a, b)
         )
     return varying, dynamic
 
@@ -110,15 +118,74 @@ def _keywords(bind: Callable[[Config], Any], default: Config) -> set[str]:
         return set()
 
 
-def same(a: Any, b: Any) -> bool:
-    """Whether two values of an argument are the same for ``prune``: a tensor the same
-    object, any other value of one class and equal (unhashable ones: the same object)."""
+def probe(settings: Settings) -> list[Config]:
+    """The configurations an ``args=`` function is evaluated under to learn which of its
+    positions follow the configuration: every one of a space of at most ``PROBE_LIMIT``;
+    else the default and, for each axis, the first configuration that differs from the
+    default in that axis alone, plus ``SPREAD`` spread over the space where some axis has
+    none (a list of configurations, a constraint); at most ``PROBE_LIMIT`` in all."""
+    default = settings.default
+    if settings.large:  # a Space: its axes, never listed
+        space = settings.space
+        picks = [default]
+        for name, axis in space.dims.items():
+            moved = (default.replace(**{name: v}) for v in axis.values if v != default[name])
+            picks.extend(itertools.islice((c for c in moved if _within(c, space)), 1))
+        if len(picks) <= len(space.dims):  # a constraint leaves some axis no such point
+            picks.extend(space.sample(random.Random(0), SPREAD))
+        return list(dict.fromkeys(picks))[:PROBE_LIMIT]
+    configs = settings.configs
+    if len(configs) <= PROBE_LIMIT:
+        return list(configs)
+    names = dict.fromkeys(n for c in configs for n in c)
+    found: dict[str, Config] = {}
+    for cfg in configs:
+        diff = [n for n in names if default.get(n) != cfg.get(n)]
+        if len(diff) == 1 and diff[0] not in found:
+            found[diff[0]] = cfg
+            if len(found) == len(names):
+                break
+    picks = [default, *found.values()]
+    if len(found) < len(names):
+        step = len(configs) / SPREAD
+        picks.extend(configs[int(i * step)] for i in range(SPREAD))
+    return list(dict.fromkeys(picks))[:PROBE_LIMIT]
+
+
+def _within(cfg: Config, space: Any) -> bool:
+    """Whether ``cfg`` is a point of ``space`` (not where its constraint raises: a
+    configuration no launch gets)."""
+    try:
+        return cfg in space
+    except Exception:  # the user's constraint, raising for this point
+        return False
+
+
+def alike(a: Any, b: Any) -> bool:
+    """Whether two values of an argument are alike for ``prune``: the same object; tensors
+    with the same data pointer, storage offset, dtype, shape, strides and device (a view
+    made afresh under each configuration); lists or tuples of one class whose items are
+    alike; else values of one class that compare equal (a comparison that raises or gives
+    no truth value: not alike)."""
     if a is b:
         return True
-    if is_tensor(a) or is_tensor(b) or a.__class__ is not b.__class__:
+    if a.__class__ is not b.__class__:
         return False
+    if is_tensor(a):
+        try:
+            return bool(
+                a.data_ptr() == b.data_ptr()
+                and a.storage_offset() == b.storage_offset()
+                and a.dtype == b.dtype
+                and tuple(a.shape) == tuple(b.shape)
+                and tuple(a.stride()) == tuple(b.stride())
+                and a.device == b.device
+            )
+        except Exception:  # a tensor without storage (meta, fake): only itself is alike
+            return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(alike(x, y) for x, y in zip(a, b, strict=True))
     try:
-        hash(a)
         return bool(a == b)
-    except Exception:  # unhashable, or an == that gives no truth value: not the same
+    except Exception:  # an == that raises or gives no truth value (an array): not alike
         return False
