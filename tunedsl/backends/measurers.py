@@ -96,9 +96,15 @@ def _after_a_death(
         return InProcessMeasurer(req, variant_for, first, progress)
     name = getattr(getattr(req.kernel, "fn", req.kernel), "__qualname__", "kernel")
     pids = ", ".join(sorted({str(entry.get("pid")) for entry in died}))
-    what = (
-        f"an earlier tuning of this key of {name} (pid {pids}) died while launching "
-        f"{', '.join(map(str, deaths))} in its own process (a crash there, or a kill)"
+    launching = []  # what the dead processes were launching (not the deaths they carried)
+    for entry in died:
+        with contextlib.suppress(Exception):
+            launching.append(str(Config.from_json(entry["config"])))
+    what = f"an earlier tuning of this key of {name} (pid {pids}) died " + (
+        f"while launching {', '.join(dict.fromkeys(launching))} in its own process (a crash "
+        "there, or a kill)"
+        if launching
+        else f"between launches, knowing of deaths launching {', '.join(map(str, deaths))}"
     )
     if req.settings.space is None:
         from tunedsl.backends.isolated import IsolatedMeasurer

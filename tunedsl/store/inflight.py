@@ -167,11 +167,13 @@ def death_count(value: object) -> int:
 
 
 def _int(text: str) -> int:
-    """A JSON integer: one of more digits than Python parses (a damaged or hostile file)
-    is as large as a count can be, or as small, rather than the whole file's error."""
-    if len(text) <= 100:
+    """A JSON integer, anywhere in the file: one of more digits than Python parses (a
+    damaged or hostile file) reads as large as a count can be, or as small, rather than
+    as the whole file's error (a configuration holding it then matches none)."""
+    try:
         return int(text)
-    return -_MAX_DEATHS if text.startswith("-") else _MAX_DEATHS
+    except ValueError:
+        return -_MAX_DEATHS if text.startswith("-") else _MAX_DEATHS
 
 
 def remove_dead() -> int:
