@@ -5,9 +5,9 @@ A site reads its computed settings (``space=SPACE``, a ``prune=`` comparing with
 ``verify=check`` of a module constant) when it decides a key, never per launch, and keeps
 its decisions in memory. All the cells of a notebook share one namespace: a cell that
 rebinds such a global (``size = 64``, ``SPACE = dict(...)``, ``def check`` run again)
-changes what the next call would decide without changing its key, and the site went on
-launching what it decided under the old value (a configuration the prune now drops, one
-no longer in the space).
+changes what the next call would decide without changing its key: without a check, the
+site would launch what it decided under the old value (a configuration the prune now
+drops, one no longer in the space).
 
 ``note`` keeps, at each key a site decides, the globals its settings thunk and the
 functions among its options read (and those the functions among them read in turn), with
