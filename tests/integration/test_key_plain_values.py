@@ -182,6 +182,7 @@ KEYS = {
     "intenum": Mode.FWD, "enum": Layout.ROW, "namedtuple": Pair(2, 3),
     "size": torch.Size([4, 5]), "dtype": torch.float16, "class": (100, float),
     "numpy": (np.float32, np.dtype("float32")),
+    "torch": (torch.device("cpu"), torch.strided, torch.contiguous_format, tl.float16),
     "dataclass": Outer(Inner("fp16"), Layout.ROW), "dict": {1: "x"}, "nan": float("nan"),
     "custom": Problem(100, int(sys.argv[1])),
 }
@@ -215,7 +216,75 @@ def test_plain_keys_are_read_back_by_a_later_process_and_a_custom_class_never_wr
         assert done.returncode == 0, done.stderr
         runs.append(dict(line.split(" ", 1) for line in done.stdout.splitlines()))
     names = ["intenum", "enum", "namedtuple", "size", "dtype", "class", "numpy", "dataclass"]
-    names += ["dict", "nan"]
+    names += ["torch", "dict", "nan"]
     assert [runs[0][k] for k in names] == ["tuned"] * len(names)
     assert [runs[1][k] for k in names] == ["disk"] * len(names)
     assert (runs[0]["custom"], runs[1]["custom"]) == ("refused", "refused")
+
+
+SWEPT_DATACLASS = """
+import dataclasses, enum
+
+import torch
+import triton
+import triton.language as tl
+
+from tunedsl import autotune_launch, cdiv, workload
+
+
+@triton.jit
+def vadd(a, b, c, n, TILE: tl.constexpr):
+    offs = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    mask = offs < n
+    tl.store(c + offs, tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask), mask=mask)
+
+
+class Layout(enum.Enum):
+    ROW = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    n: int
+    layout: Layout
+
+
+def add(n):
+    a, b, c = torch.ones(n), torch.ones(n), torch.empty(n)
+    return autotune_launch(
+        vadd, space={"tile": [16, 32]}, grid=lambda cfg: (cdiv(n, cfg.tile),),
+        args=(a, b, c, n), kwargs=lambda cfg: {"TILE": cfg.tile}, key=Problem(n, Layout.ROW),
+    )
+
+
+@workload
+def warm():
+    add(40)
+
+
+if __name__ == "__main__":
+    print(add(40).source)
+"""
+
+
+@pytest.mark.parametrize("run", ["python", "tunedsl run"])
+def test_a_dataclass_key_of_the_script_finds_the_records_a_sweep_of_it_wrote(
+    tmp_path: Path, run: str
+) -> None:
+    # The sweep imports the script under a module name of its own; run, the script is
+    # `__main__`: a class written by its module's name got two record keys, and the run
+    # tuned again past every swept record.
+    script = tmp_path / "swept_keys.py"
+    script.write_text(SWEPT_DATACLASS)
+    env = {**os.environ, "TUNEDSL_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "1"}
+
+    def done(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, *argv], env=env, cwd=tmp_path.parent,
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+
+    swept = done("-m", "tunedsl", "sweep", str(script), "--no-ray")
+    assert swept.returncode == 0 and "1 record written" in swept.stdout, swept.stderr
+    ran = done(str(script)) if run == "python" else done("-m", "tunedsl", "run", str(script))
+    assert ran.returncode == 0 and ran.stdout.split() == ["disk"], ran.stdout + ran.stderr

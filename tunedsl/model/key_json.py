@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import os
+import sys
 from typing import Any
 
 from tunedsl.model.canonical import canonical_json
@@ -49,8 +51,7 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, bytes):
         return {"bytes": value.hex()}
     if isinstance(value, enum.Enum):
-        cls = type(value)
-        return {"enum": f"{cls.__module__}.{cls.__qualname__}", "name": value.name}
+        return {"enum": _class_name(type(value)), "name": value.name}
     if isinstance(value, DictItems):
         return _typed_pairs(value)
     if isinstance(value, list | tuple):
@@ -68,8 +69,20 @@ def json_safe(value: Any) -> Any:
         # (A compare=False field, a cache say, would split equal values.)
         kind = type(value)
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.compare}
-        return {"dataclass": f"{kind.__module__}.{kind.__qualname__}", "fields": json_safe(fields)}
+        return {"dataclass": _class_name(kind), "fields": json_safe(fields)}
     return repr(value)
+
+
+def _class_name(kind: type) -> str:
+    """``module.Qualname``. A script's module is named by its file: run as ``__main__`` it is
+    the module a sweep or precompile imports (under a private ``__name__``), and their
+    records must decide its keys."""
+    module = kind.__module__
+    if module.startswith("__") and module.endswith("__"):
+        file = getattr(sys.modules.get(module), "__file__", None)
+        if isinstance(file, str):
+            module = os.path.splitext(os.path.basename(file))[0]
+    return f"{module}.{kind.__qualname__}"
 
 
 def _typed_pairs(items: Any) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def _unstable(value: Any, where: str) -> str | None:
     if is_tensor(value):
         shape = tuple(getattr(value, "shape", ()))
         return f"`{where}` is a tensor (shape {shape}): the key would be its values"
-    if is_numpy_scalar(value) or _is_dtype(value):  # np.prod(x.shape), x.dtype
+    if is_numpy_scalar(value) or _is_dtype(value):  # np.prod(x.shape), x.dtype, x.device
         return None
     if isinstance(value, type):  # float, np.float32: equal only to itself, printed by its name
         return None
@@ -120,12 +120,20 @@ def _unstable(value: Any, where: str) -> str | None:
 _PLAIN: tuple[type, ...] = (int, float, str, bytes, tuple, list, dict, set, frozenset)
 
 
+# Torch's and Triton's value types that print as what they are, compared by that value.
+_TORCH_VALUES = frozenset({"dtype", "device", "layout", "memory_format"})
+
+
 def _is_dtype(value: Any) -> bool:
-    # Written by its printed form (torch.float16, dtype('float32')): a dtype is its name.
+    """A dtype, device, layout or memory format of torch, a dtype of numpy or Triton: written
+    by its printed form (``torch.float16``, ``device(type='cuda', index=0)``), its value."""
     kind = type(value)
     if kind.__module__ == "torch":
-        return kind.__name__ == "dtype"
-    return any(c.__name__ == "dtype" and c.__module__ == "numpy" for c in kind.__mro__)
+        return kind.__name__ in _TORCH_VALUES
+    return any(
+        c.__name__ == "dtype" and c.__module__.split(".")[0] in ("numpy", "triton")
+        for c in kind.__mro__
+    )
 
 
 def _plain_dataclass(value: Any) -> bool:
