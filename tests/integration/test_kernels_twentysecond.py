@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ, TUNEDSL_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE)])
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(HERE), str(HERE.parent.parent)])
     env["TUNEDSL_QUIET"] = "1"
     return env
 
@@ -93,6 +93,37 @@ def test_prune_reading_a_local_that_key_holds_or_a_factory_value_runs(tmp_path: 
     done = _run(tmp_path, "topk_factory.py", factory)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_prune_reading_a_local_equal_to_a_key_item_only_by_coincidence_is_named(
+    tmp_path: Path,
+) -> None:
+    """A prune reading the caller's ``N`` under ``key=(M, tag)``: ``N`` equals ``tag`` on the
+    first call and ``M`` on the second, each call's value found in its own key, so the
+    check, judging one call at a time, took the key as holding ``N`` and never refused it
+    (another call of the first key with another ``N`` would have reused its decision). The
+    check now judges the places the key held ``N`` at over the site's calls: the second
+    call, where ``N`` is at no place it was before, names it."""
+    script = (
+        TOPK.replace("def topk(x, k):", "def topk(x, k, tag):")
+        .replace("key=N // 512", "key=(M, tag)")
+        .replace("PRUNE_READ", "N")
+        .replace(
+            "    for N in (100, 200):  # one key= bucket, one class of int (neither a multiple of 16)\n"
+            "        x = torch.randn(4, N)\n"
+            "        torch.testing.assert_close(topk(x, 3), x.topk(3, dim=1).values)\n",
+            "    for M, N, tag in ((4, 100, 100), (200, 200, 0)):  # N is tag's, then M's\n"
+            "        x = torch.randn(M, N)\n"
+            "        torch.testing.assert_close(topk(x, 3, tag), x.topk(3, dim=1).values)\n"
+            "        print('call', M, N)\n",
+        )
+    )
+    assert "key=(M, tag)" in script and "print('call'" in script
+    done = _run(tmp_path, "topk_coincide.py", script)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["call 4 100"]  # the first call ran
+    assert "reads `N` (200) from the function that calls the site" in done.stderr
+    assert 'Read it as args["N"]' in done.stderr
 
 
 TOPK_AT_TOP_LEVEL = """\

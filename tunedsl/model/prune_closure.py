@@ -41,7 +41,8 @@ from tunedsl.model.code_reads import (
     source_span,
 )
 from tunedsl.model.prune_elsewhere import set_elsewhere
-from tunedsl.model.prune_held import argument_named_alike, held_by_key, root_held_by_key
+from tunedsl.model.prune_held import argument_named_alike, root_held_by_key
+from tunedsl.model.prune_key_holds import KeyHolds
 from tunedsl.model.running_frames import (
     FUNCTION_FLAGS,
     MAX_FRAMES,
@@ -97,6 +98,7 @@ def check(
     source: Source,
     lazy: Any = None,
     alone: bool = False,
+    holds: KeyHolds | None = None,
 ) -> None:
     """A ``UsageError`` at the site when ``prune`` reads a local of the calling function, or
     a name the running script rebinds, that the ``key=`` value does not hold: the key would
@@ -104,7 +106,10 @@ def check(
     (a DSL site's), whose ``prune=`` expression may make the prune from such a value.
     ``alone``: no other place in the code calls this site (a macro, or an
     ``autotune_launch`` call without ``name=``), so where it is written in a script's
-    top-level code, a name bound further down in no loop around it is no rebinding of it."""
+    top-level code, a name bound further down in no loop around it is no rebinding of it.
+    ``holds``: the site's record of what the key held on its earlier calls
+    (``prune_key_holds.py``), so that a value equal to a key item on each call by
+    coincidence, at another place each time, is seen not held; without it, this call alone."""
     caller = [*caller_locals_read(prune), *bound_attributes_read(prune)]
     reads = [(n, v, "the function that calls the site") for n, v in caller]
     for name, value, line in rebound_globals_read(prune, source.rebound_at_top_level, alone):
@@ -112,8 +117,12 @@ def check(
     reads += set_elsewhere(prune, source.rebound_at_top_level)
     seen = {name for name, _, _ in reads}
     reads += [r for r in made_from_caller(lazy, source, alone) if r[0] not in seen]
+    values: dict[str, Any] = {}
+    for name, value, _ in reads:
+        values.setdefault(name, value)
+    unheld = set((holds or KeyHolds("")).unheld(values, key)) if values else set()
     for name, value, where in reads:
-        if held_by_key(value, key) or root_held_by_key(name, prune, key):
+        if name not in unheld or root_held_by_key(name, prune, key):
             continue
         param = argument_named_alike(name, value, arg_names, args)
         read = f'args["{param}"]' if param else 'args["..."] (pass it to the kernel)'

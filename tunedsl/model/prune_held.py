@@ -11,29 +11,23 @@ import enum
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["argument_named_alike", "held_by_key", "root_held_by_key"]
+__all__ = ["argument_named_alike", "key_parts", "number", "root_held_by_key"]
 
 #: Classes of values whose attributes and items never change, by qualified name, so that
 #: this module needs neither torch nor triton.
 _FROZEN_CLASSES = frozenset({"torch.dtype", "triton.language.core.dtype"})
 
 
-def held_by_key(value: Any, key: Any) -> bool:
-    """Whether the ``key=`` value holds ``value`` (itself or as an item, also of a tuple or
-    list in it: ``key=(x.shape, str(x.dtype))`` holds the row length): calls of one key=
-    value then agree on it."""
-    value = _number(value)
-    if key is None or not isinstance(value, (int, float, str, tuple)):
-        return False
-    return any(type(_number(p)) is type(value) and _number(p) == value for p in _parts(key))
+Path = tuple[int, ...]
 
 
-def _parts(key: Any) -> list[Any]:
-    """``key`` and, where it is a tuple or list, its items and theirs."""
-    out = [key]
+def key_parts(key: Any, path: Path = ()) -> list[tuple[Path, Any]]:
+    """``key`` and, where it is a tuple or list, its items and theirs, each with its place
+    in ``key`` (``(1, 0)``: the first item of the second), numpy numbers as Python's."""
+    out = [(path, number(key))]
     if isinstance(key, (tuple, list)):
-        for part in key:
-            out.extend(_parts(part))
+        for i, part in enumerate(key):
+            out.extend(key_parts(part, (*path, i)))
     return out
 
 
@@ -63,7 +57,7 @@ def root_held_by_key(label: str, prune: Any, key: Any) -> bool:
     plain = (int, float, str, bytes, tuple, frozenset, enum.Enum, dict, list)
     if not (isinstance(obj, plain) or kind in _FROZEN_CLASSES):
         return False
-    for part in _parts(key):
+    for _, part in key_parts(key):
         try:
             if part is obj or (type(part) is type(obj) and bool(part == obj)):
                 return True
@@ -83,7 +77,7 @@ def argument_named_alike(name: str, value: Any, arg_names: Sequence[str], args: 
     return ""
 
 
-def _number(value: Any) -> Any:
+def number(value: Any) -> Any:
     """A numpy number as the Python number it holds (as ``key=`` keys it); else ``value``."""
     if type(value).__module__.split(".")[0] == "numpy" and getattr(value, "shape", None) == ():
         return value.item()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,7 @@ from tunedsl.model.config import Config
 from tunedsl.model.grid_limits import check_grid
 from tunedsl.model.hole import HOLE, ReplaceArgs, fill_holes
 from tunedsl.model.key_digest import KeyDigest
+from tunedsl.model.prune_key_holds import KeyHolds, key_text
 from tunedsl.model.settings import LazyCandidates, Settings, apply_prune
 from tunedsl.model.variant import Variant
 from tunedsl.runtime import (
@@ -47,7 +49,6 @@ from tunedsl.runtime import (
 )
 from tunedsl.runtime.call_device import check_call_device
 from tunedsl.runtime.prune_args import prune_args
-from tunedsl.runtime.prune_key_holds import KeyHolds, key_text
 from tunedsl.runtime.result import LaunchResult
 from tunedsl.runtime.subject import Subject
 from tunedsl.store.rules import rule_digest
@@ -214,8 +215,9 @@ def candidates(site: SiteView, call: Call, settings: Settings) -> Sequence[Confi
     site.note_prune_reads(settings.prune, recorder.read, _not_held(site, recorder, call.key))
     alone = site.kernel_text != "autotune_launch" or settings.name is None
     prune_closure.check(
-        settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy, alone
-    )
+        settings.prune, site.label, call.key, info.arg_names, call.args, rebinding, call.lazy,
+        alone, _holds(site, "closure"),
+    )  # fmt: skip
     return found
 
 
@@ -241,14 +243,23 @@ def _not_held(site: SiteView, recorder: Any, key: Any) -> list[str]:
     value that equals a key item on one call by coincidence hides nothing)."""
     if not site.has_key:
         return []
-    holds = _key_holds.get(site)
-    if holds is None:
-        holds = _key_holds[site] = KeyHolds(key_text(site.launch_text or ""))
     read = {n: v for n, v in dict.items(recorder) if n in recorder.read}  # no read marked
-    return holds.not_held(read, key)
+    return _holds(site, "args").not_held(read, key)
 
 
-_key_holds: weakref.WeakKeyDictionary[Any, KeyHolds] = weakref.WeakKeyDictionary()
+def _holds(site: SiteView, reads: str) -> KeyHolds:
+    """The site's one record of what its key held on the calls so far, of the arguments
+    prune reads (``"args"``) or of the caller's values it reads (``"closure"``): made once
+    even where threads tuning other keys of the site miss at once."""
+    with _holds_lock:
+        per_site = _key_holds.setdefault(site, {})
+        if reads not in per_site:
+            per_site[reads] = KeyHolds(key_text(site.launch_text or ""))
+        return per_site[reads]
+
+
+_key_holds: weakref.WeakKeyDictionary[Any, dict[str, KeyHolds]] = weakref.WeakKeyDictionary()
+_holds_lock = threading.Lock()
 
 
 # -- resolving a key -------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tunedsl.runtime.prune_key_holds import KeyHolds, key_text
+from tunedsl.model.prune_key_holds import KeyHolds, key_text
 
 
 def test_a_value_equal_to_a_key_item_on_one_call_only_is_named_when_it_moves() -> None:

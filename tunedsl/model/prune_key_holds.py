@@ -1,8 +1,11 @@
-"""Which arguments ``prune=`` reads the ``key=`` value holds, judged over the calls a site
-tunes (runtime layer; docs/runtime.md, "The prune rule"): the warning that prune= splits
-the ``key=`` buckets names every other one.
+"""Which values ``prune=`` reads the ``key=`` value holds, judged over the calls a site
+tunes (docs/runtime.md, "The prune rule"): the warning that prune= splits the ``key=``
+buckets names every argument it reads that the key does not hold, and
+``prune_closure.check`` refuses a prune reading a caller's local the key does not hold.
+Model layer (no runtime dependencies); ``runtime/miss.py`` keeps one record per site for
+each of the two.
 
-An argument is held when its value is the ``key=`` value or an item of it (also of a tuple
+A value read is held when it is the ``key=`` value or an item of it (also of a tuple
 in it) at the same place on every call seen: ``key=(m, n)`` holds ``n``. One value equal to
 a key item on one call proves nothing (``limit == tag == 64``): a later call whose value is
 at no place it was before shows the key does not hold it. Where the key's text names that
@@ -17,7 +20,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-Path = tuple[int, ...]
+from tunedsl.model.prune_held import Path, key_parts, number
 
 
 class KeyHolds:
@@ -31,25 +34,32 @@ class KeyHolds:
         self._lock = threading.Lock()  # threads that tune other keys of the site at once
 
     def not_held(self, values: Mapping[str, Any], key: Any) -> list[str]:
-        """The arguments of ``values`` (those prune read, by name) that this call shows
-        the key does not hold and that were not named before (each is named once)."""
+        """The names of ``values`` (what prune read, by name) that this call shows the key
+        does not hold and that were not named before (each is named once)."""
         with self._lock:
-            return self._not_held(values, key)
+            out = [n for n in self._unheld(values, key) if n not in self.told]
+            self.told.update(out)
+            return out
 
-    def _not_held(self, values: Mapping[str, Any], key: Any) -> list[str]:
-        parts = dict(_parts(key, ())) if key is not None else {}
+    def unheld(self, values: Mapping[str, Any], key: Any) -> list[str]:
+        """The names of ``values`` the key has not held on every call so far, this one
+        included (named again on each call)."""
+        with self._lock:
+            return self._unheld(values, key)
+
+    def _unheld(self, values: Mapping[str, Any], key: Any) -> list[str]:
+        parts = dict(key_parts(key)) if key is not None else {}
         for name, value in values.items():
             found = frozenset(
                 p for p, part in parts.items() if _equal(part, value)
             )  # where the key holds this value now
             before = self._places.get(name)
             self._places[name] = found if before is None else before & found
-        out = []
-        for name in values:
-            if not any(self._holds(p, name, values) for p in self._places[name]):
-                if name not in self.told:
-                    out.append(name)
-        self.told.update(out)
+        out = [
+            name
+            for name in values
+            if not any(self._holds(p, name, values) for p in self._places[name])
+        ]
         return sorted(out)
 
     def _holds(self, place: Path, name: str, values: Mapping[str, Any]) -> bool:
@@ -61,29 +71,14 @@ class KeyHolds:
         return place not in self._places[other]
 
 
-def _parts(key: Any, path: Path) -> list[tuple[Path, Any]]:
-    out = [(path, _number(key))]
-    if isinstance(key, (tuple, list)):
-        for i, part in enumerate(key):
-            out.extend(_parts(part, (*path, i)))
-    return out
-
-
 def _equal(part: Any, value: Any) -> bool:
-    value = _number(value)
+    value = number(value)
     if not isinstance(value, (int, float, str, tuple)) or type(part) is not type(value):
         return False
     try:
         return bool(part == value)
     except Exception:  # an == that gives no truth value
         return False
-
-
-def _number(value: Any) -> Any:
-    """A numpy number as the Python number it holds (as ``key=`` keys it); else ``value``."""
-    if type(value).__module__.split(".")[0] == "numpy" and getattr(value, "shape", None) == ():
-        return value.item()
-    return value
 
 
 def _item_names(text: str) -> dict[Path, str]:
