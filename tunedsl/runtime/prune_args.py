@@ -26,11 +26,6 @@ from tunedsl.model.hole import HOLE, ReplaceArgs
 from tunedsl.model.keys import is_tensor
 from tunedsl.model.settings import MissingArgument, ReadRecorder, Settings
 
-#: A space larger than LIST_LIMIT is sampled (this many points, spread over it) to learn
-#: which values a ``kwargs=`` function gives alike for every configuration (``api.py``); a
-#: smaller one is listed.
-FIXED_PROBE = 256
-
 #: At most this many configurations are probed per new key to learn which positions of an
 #: ``args=`` function follow the configuration (the default, one per axis); a space of at
 #: most this many is probed whole.
@@ -122,16 +117,20 @@ def probe(settings: Settings) -> list[Config]:
     """The configurations an ``args=`` function is evaluated under to learn which of its
     positions follow the configuration: every one of a space of at most ``PROBE_LIMIT``;
     else the default and, for each axis, the first configuration that differs from the
-    default in that axis alone, plus ``SPREAD`` spread over the space where some axis has
-    none (a list of configurations, a constraint); at most ``PROBE_LIMIT`` in all."""
+    default in that axis alone, plus ``SPREAD`` spread over the space where some axis of more
+    than one value has none (a list of configurations, a constraint); at most ``PROBE_LIMIT`` in all."""
     default = settings.default
     if settings.large:  # a Space: its axes, never listed
         space = settings.space
         picks = [default]
+        unmoved = 0  # axes of more than one value that a constraint leaves no such point
         for name, axis in space.dims.items():
-            moved = (default.replace(**{name: v}) for v in axis.values if v != default[name])
-            picks.extend(itertools.islice((c for c in moved if _within(c, space)), 1))
-        if len(picks) <= len(space.dims):  # a constraint leaves some axis no such point
+            others = [v for v in axis.values if v != default[name]]
+            moved = (default.replace(**{name: v}) for v in others)
+            first = list(itertools.islice((c for c in moved if _within(c, space)), 1))
+            picks.extend(first)
+            unmoved += bool(others and not first)
+        if unmoved:
             picks.extend(space.sample(random.Random(0), SPREAD))
         return list(dict.fromkeys(picks))[:PROBE_LIMIT]
     configs = settings.configs
