@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tunedsl.backends.torch_ops import break_graph_for_launch, keep_eager
 from tunedsl.errors import UsageError
@@ -21,11 +21,12 @@ from tunedsl.model import identity
 from tunedsl.model.config import Config
 from tunedsl.model.keys import is_tensor
 from tunedsl.runtime import launch_checks, verified
-from tunedsl.runtime.prune_args import FIXED_PROBE  # a larger space is sampled, this many
 from tunedsl.runtime.result import LaunchResult
 
-if TYPE_CHECKING:
-    pass
+#: A space larger than ``LIST_LIMIT`` (``model/settings.py``) is sampled, this many points
+#: spread over it, to learn which values a ``kwargs=`` function gives alike for every
+#: configuration (``_fixed_names``); a smaller one is listed.
+FIXED_PROBE = 256
 
 # ((filename, line, name), whether key= is given) -> Site for autotune_launch call locations;
 # a line with several calls (no name=) has one site per call: (filename, line, name, column).
