@@ -136,7 +136,8 @@ def probe(settings: Settings) -> list[Config]:
     configs = settings.configs
     if len(configs) <= PROBE_LIMIT:
         return list(configs)
-    names = dict.fromkeys(n for c in configs for n in c)
+    fields = dict.fromkeys(n for c in configs for n in c)  # those some configuration moves:
+    names = [n for n in fields if any(default.get(n) != c.get(n) for c in configs)]
     found: dict[str, Config] = {}
     for cfg in configs:
         diff = [n for n in names if default.get(n) != cfg.get(n)]
