@@ -21,3 +21,12 @@ def test_the_key_text_tells_which_argument_an_item_holds() -> None:
     assert shaped.not_held({"N": 40}, (4, 40)) == []
     assert shaped.not_held({"N": 100}, (4, 100)) == []
     assert shaped.not_held({"N": 100}, (4, 50)) == ["N"]
+
+
+def test_unheld_names_a_value_on_every_call_once_it_moved_between_places() -> None:
+    """What ``prune_closure.check`` asks: a caller's ``N`` equal to ``tag`` on the first
+    call and to ``M`` on the next is not held, named on that call and every later one."""
+    holds = KeyHolds("(M, tag)")
+    assert holds.unheld({"N": 100}, (4, 100)) == []
+    assert holds.unheld({"N": 200}, (200, 0)) == ["N"]
+    assert holds.unheld({"N": 100}, (4, 100)) == ["N"]
