@@ -9,14 +9,13 @@ is computed from them), and ``bind(cfg)`` returns ``ReplaceArgs``, the values un
 a position whose value under some configuration probed is not alike (``alike``) is left
 out too, else ``prune`` would see the default's ``BLOCK_SIZE`` while it ranks every
 configuration. The function is evaluated under a few configurations (``probe``: the
-default and, per axis, one that differs from it in that axis alone), once per new key, only
+default and, per axis, two that differ from it in that axis alone), once per new key, only
 for a site with ``prune=``: a value that follows only a combination of fields that no
 single-axis change moves is not seen (docs/runtime.md, "prune=").
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from tunedsl.model.keys import is_tensor
 from tunedsl.model.settings import MissingArgument, ReadRecorder, Settings
 
 #: At most this many configurations are probed per new key to learn which positions of an
-#: ``args=`` function follow the configuration (the default, one per axis); a space of at
+#: ``args=`` function follow the configuration (the default, two per axis); a space of at
 #: most this many is probed whole.
 PROBE_LIMIT = 16
 
@@ -116,8 +115,8 @@ def _keywords(bind: Callable[[Config], Any], default: Config) -> set[str]:
 def probe(settings: Settings) -> list[Config]:
     """The configurations an ``args=`` function is evaluated under to learn which of its
     positions follow the configuration: every one of a space of at most ``PROBE_LIMIT``;
-    else the default and, for each axis, the first configuration that differs from the
-    default in that axis alone, plus ``SPREAD`` spread over the space where some axis of more
+    else the default and, for each axis, the configurations that differ from the default in
+    that axis alone at its two ends (its first and last value but the default's), plus ``SPREAD`` spread over the space where some axis of more
     than one value has none (a list of configurations, a constraint); at most ``PROBE_LIMIT`` in all."""
     default = settings.default
     if settings.large:  # a Space: its axes, never listed
@@ -126,10 +125,10 @@ def probe(settings: Settings) -> list[Config]:
         unmoved = 0  # axes of more than one value that a constraint leaves no such point
         for name, axis in space.dims.items():
             others = [v for v in axis.values if v != default[name]]
-            moved = (default.replace(**{name: v}) for v in others)
-            first = list(itertools.islice((c for c in moved if _within(c, space)), 1))
-            picks.extend(first)
-            unmoved += bool(others and not first)
+            moved = [default.replace(**{name: v}) for v in (*others, *reversed(others))]
+            ends = _first(moved, space), _first(moved[::-1], space)  # the axis's two ends
+            picks.extend(c for c in dict.fromkeys(ends) if c is not None)
+            unmoved += bool(others and ends[0] is None)
         if unmoved:
             picks.extend(space.sample(random.Random(0), SPREAD))
         return list(dict.fromkeys(picks))[:PROBE_LIMIT]
@@ -138,18 +137,22 @@ def probe(settings: Settings) -> list[Config]:
         return list(configs)
     fields = dict.fromkeys(n for c in configs for n in c)  # those some configuration moves:
     names = [n for n in fields if any(default.get(n) != c.get(n) for c in configs)]
-    found: dict[str, Config] = {}
+    found: dict[str, list[Config]] = {}  # per field, the first and last moving it alone
     for cfg in configs:
         diff = [n for n in names if default.get(n) != cfg.get(n)]
-        if len(diff) == 1 and diff[0] not in found:
-            found[diff[0]] = cfg
-            if len(found) == len(names):
-                break
-    picks = [default, *found.values()]
+        if len(diff) == 1:
+            ends = found.setdefault(diff[0], [cfg, cfg])
+            ends[1] = cfg
+    picks = [default, *(c for ends in found.values() for c in ends)]
     if len(found) < len(names):
         step = len(configs) / SPREAD
         picks.extend(configs[int(i * step)] for i in range(SPREAD))
     return list(dict.fromkeys(picks))[:PROBE_LIMIT]
+
+
+def _first(configs: Sequence[Config], space: Any) -> Config | None:
+    """The first of ``configs`` that is a point of ``space``."""
+    return next((c for c in configs if _within(c, space)), None)
 
 
 def _within(cfg: Config, space: Any) -> bool:
@@ -163,20 +166,18 @@ def _within(cfg: Config, space: Any) -> bool:
 
 def alike(a: Any, b: Any) -> bool:
     """Whether two values of an argument are alike for ``prune``: the same object; tensors
-    with the same data pointer, storage offset, dtype, shape, strides and device (a view
-    made afresh under each configuration); lists or tuples of one class whose items are
+    with the same dtype, shape, strides and device (a view, or an output buffer, made afresh
+    under each configuration); lists or tuples of one class whose items are
     alike; else values of one class that compare equal (a comparison that raises or gives
     no truth value: not alike)."""
     if a is b:
         return True
     if a.__class__ is not b.__class__:
         return False
-    if is_tensor(a):
+    if is_tensor(a):  # prune reads what a tensor is, not what it holds: a fresh buffer too
         try:
             return bool(
-                a.data_ptr() == b.data_ptr()
-                and a.storage_offset() == b.storage_offset()
-                and a.dtype == b.dtype
+                a.dtype == b.dtype
                 and tuple(a.shape) == tuple(b.shape)
                 and tuple(a.stride()) == tuple(b.stride())
                 and a.device == b.device
