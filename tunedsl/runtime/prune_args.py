@@ -117,7 +117,8 @@ def probe(settings: Settings) -> list[Config]:
     positions follow the configuration: every one of a space of at most ``PROBE_LIMIT``;
     else the default and, for each axis, the configurations that differ from the default in
     that axis alone at its two ends (its first and last value but the default's), plus ``SPREAD`` spread over the space where some axis of more
-    than one value has none (a list of configurations, a constraint); at most ``PROBE_LIMIT`` in all."""
+    than one value has none (a list of configurations, a constraint); at most
+    ``PROBE_LIMIT`` in all."""
     default = settings.default
     if settings.large:  # a Space: its axes, never listed
         space = settings.space
@@ -125,10 +126,10 @@ def probe(settings: Settings) -> list[Config]:
         unmoved = 0  # axes of more than one value that a constraint leaves no such point
         for name, axis in space.dims.items():
             others = [v for v in axis.values if v != default[name]]
-            moved = [default.replace(**{name: v}) for v in (*others, *reversed(others))]
-            ends = _first(moved, space), _first(moved[::-1], space)  # the axis's two ends
-            picks.extend(c for c in dict.fromkeys(ends) if c is not None)
-            unmoved += bool(others and ends[0] is None)
+            moved = [default.replace(**{name: v}) for v in others]
+            pair = _first(moved, space), _first(moved[::-1], space)  # the axis's two ends
+            picks.extend(c for c in dict.fromkeys(pair) if c is not None)
+            unmoved += bool(others and pair[0] is None)
         if unmoved:
             picks.extend(space.sample(random.Random(0), SPREAD))
         return list(dict.fromkeys(picks))[:PROBE_LIMIT]

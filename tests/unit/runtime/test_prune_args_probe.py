@@ -13,14 +13,17 @@ def _large(space: Space, default: Config) -> Settings:
 
 
 def test_an_axis_of_one_value_costs_no_spread_samples() -> None:
-    """An axis of one value has no configuration that moves it alone: the default and one
-    move per other axis tell every position apart, with no ``SPREAD`` samples besides."""
+    """An axis of one value has no configuration that moves it alone: the default and the
+    moves of every other axis to its two ends tell every position apart, with no ``SPREAD``
+    samples besides."""
     default = Config(BLOCK=16, num_warps=4, stages=1)
     space = Space(BLOCK=[16, 32, 64, 128], num_warps=[4], stages=[1, 2, 3])
     assert probe(_large(space, default)) == [
         default,
         default.replace(BLOCK=32),
+        default.replace(BLOCK=128),
         default.replace(stages=2),
+        default.replace(stages=3),
     ]
 
 
