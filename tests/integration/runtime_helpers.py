@@ -51,11 +51,11 @@ def call(
 
 def new_process(*sites: Any) -> None:
     """What a new process starts without: the sites' in-memory decisions and verify checks."""
-    from tunedsl.runtime import decide
+    from tunedsl.runtime import verified
 
     for s in sites:
         s.clear()
-    decide._VERIFIED.clear()
+    verified.clear()
 
 
 def new_api_process() -> None:

@@ -322,7 +322,7 @@ def test_a_helper_edited_in_a_package_the_kernel_reaches_by_path_is_tuned_again(
     interpreter's kernel hash followed one module attribute (``lib.act``), not two, and
     never a constexpr read through a module, so an edited ``act`` or ``SHIFT`` kept its
     stored decision (the chosen configuration may not suit the new kernel)."""
-    from tunedsl.runtime import decide
+    from tunedsl.runtime import verified
 
     package = tmp_path / "third_pkg" / "ops"
     package.mkdir(parents=True)
@@ -337,7 +337,7 @@ def test_a_helper_edited_in_a_package_the_kernel_reaches_by_path_is_tuned_again(
         for name in [m for m in sys.modules if m.startswith(("third_pkg", "third_kernel"))]:
             del sys.modules[name]
         importlib.invalidate_caches()
-        decide._VERIFIED.clear()  # what a new process starts without
+        verified.clear()  # what a new process starts without
         x, y = torch.randn(100), torch.zeros(100)
         return load(tmp_path, "apply_sites", APPLY_SITE)["run"](x, y).source, x, y
 

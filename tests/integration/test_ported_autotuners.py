@@ -444,13 +444,13 @@ def test_an_edited_kernel_is_tuned_again_in_a_new_process(
     """Kernel Tuner's cache file / Helion's autotune cache (keyed on the kernel's source): a
     stored decision serves a new process while the kernel is the same, never once its
     source or a function it calls changed (the stored choice may not suit the new kernel)."""
-    from tunedsl.runtime import decide
+    from tunedsl.runtime import verified
 
     path = tmp_path / "ported_sites.py"
     src, dst = torch.randn(300), torch.zeros(300)
     keep_all = lambda configs, args: configs  # noqa: E731
     assert load(path)["pruned"](dst, src, 300, keep_all).source == "tuned"
-    decide._VERIFIED.clear()  # what a new process starts without
+    verified.clear()  # what a new process starts without
     assert load(path)["pruned"](dst, src, 300, keep_all).source == "disk"
     assert SCRIPT.count(edit[0]) == 1
     dst.zero_()

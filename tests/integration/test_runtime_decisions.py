@@ -18,7 +18,7 @@ from runtime_kernels import scale_inplace, vadd, vadd_wrong_for_big_tiles
 from tunedsl import Config, autotune_launch, cdiv
 from tunedsl.errors import CacheWarning, UsageError
 from tunedsl.model import keys
-from tunedsl.runtime import decide
+from tunedsl.runtime import verified
 from tunedsl.store import records
 
 pytestmark = pytest.mark.needs_triton
@@ -115,7 +115,7 @@ def test_a_verified_record_is_checked_once_and_used() -> None:
     new_process(s)
     res = call(s, vadd, (a, b, torch.empty(300), 300), 300)
     assert res.source == "disk"
-    assert res.digest in decide._VERIFIED
+    assert res.digest in verified.PASSED
 
 
 # -- 4. constexpr values keyed with their type -----------------------------------------------

@@ -197,3 +197,67 @@ print(sorted((s.kernel_text, s.verify_computed, s.reads_per_call) for s in sites
     done = run_script(tmp_path, "constant.py", script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[('autotune_launch', False, False), ('rowmax', False, False)]"
+
+
+PER_CALL_REFERENCE = """
+import gc, weakref
+from tunedsl.runtime import verified
+
+REFS, RUNS_OF_REF, SPACES = [], [0], [0]
+
+
+def spaces():  # an option expression: counted
+    SPACES[0] += 1
+    return dict(BLOCK=[16, 128])
+
+
+def run_dsl(x):
+    out = torch.empty(x.shape[0])
+    expected = x.amax(1)  # the reference, computed per call
+    REFS.append(weakref.ref(expected))
+    r = autotune(space=spaces(), blocks=x.shape[0],
+                 verify=lambda inputs: RUNS_OF_REF.__setitem__(0, RUNS_OF_REF[0] + 1) or {"out": expected},
+                 rowmax(x, out, x.shape[1], x.stride(0), BLOCK=$BLOCK))
+    return r
+
+
+def run_api(x):
+    out = torch.empty(x.shape[0])
+    expected = x.amax(1)
+    REFS.append(weakref.ref(expected))
+
+    def check(inputs):
+        RUNS_OF_REF[0] += 1
+        return {"out": expected}
+
+    return autotune_launch(rowmax, space={"BLOCK": [128, 256]}, grid=(x.shape[0],),
+                           args=(x, out, x.shape[1], x.stride(0)),
+                           kwargs=lambda cfg: {"BLOCK": cfg.BLOCK}, verify=check)
+
+
+x = torch.randn(64, 100)
+for run in (run_dsl, run_api):
+    RUNS_OF_REF[0] = SPACES[0] = 0
+    del REFS[:]
+    sources = [run(x).source for _ in range(6)]
+    gc.collect()
+    print(run.__name__, sources, RUNS_OF_REF[0], SPACES[0] if run is run_dsl else "-",
+          sum(w() is not None for w in REFS[1:]))
+print(all(type(v).__name__ not in ("function", "Tensor")
+          for kept in verified.PASSED.values() for _, v in kept))
+"""
+
+
+def test_a_check_closing_over_a_per_call_reference_is_one_check(tmp_path: Path) -> None:
+    """A reference computed from each call's inputs, closed over by a lambda or nested def
+    made afresh on every call, is one check (its code): six calls are a tuning then five
+    hits in memory, the reference run once (the tuning compares against its first run), the
+    option expressions run once per call, and no hit's reference outlives its call
+    (``verified.PASSED`` keeps fingerprints, never a check or its closure)."""
+    done = run_script(tmp_path, "per_call_ref.py", KERNEL + PER_CALL_REFERENCE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:-1] == [
+        "run_dsl ['tuned', 'memory', 'memory', 'memory', 'memory', 'memory'] 1 6 0",
+        "run_api ['tuned', 'memory', 'memory', 'memory', 'memory', 'memory'] 1 - 0",
+        "True",
+    ], done.stderr

@@ -47,8 +47,8 @@ _fixed_by_names: dict[
 _key_configs: dict[Any, tuple[Any, Config]] = {}
 # Per site: its static hints, and whether a call of it has succeeded (``_SiteHints``).
 _site_hints: dict[tuple[tuple[Any, ...], bool], _SiteHints] = {}
-# Per site: the reset_to_zero= and verify= of its first call; a call passing another makes the
-# site read it on every call (runtime/call_reset.py, runtime/verified.py).
+# Per site: its first call's reset_to_zero= and check (``verified.check_of``: no check object
+# kept); a call passing another makes the site read it on every call (runtime/verified.py).
 _site_resets: dict[tuple[tuple[Any, ...], bool], tuple[Any, Any]] = {}
 # Calls from code with no file: (id of the code, instruction) -> (the code, its place:
 # (filename, line, None, col, digest)).
@@ -137,10 +137,10 @@ def autotune_launch(
             )
         if not site.space_computed and not _same_space(state.space, space):
             site.read_per_call("space", state.space)  # another space: each keyed by its own
-        first = _site_resets.setdefault((where, keyed), (reset_to_zero, verify))
+        first = _site_resets.setdefault((where, keyed), (reset_to_zero, verified.check_of(verify)))
         if reset_to_zero != first[0]:
             site.read_per_call("reset")  # zero what each call names (runtime/call_reset.py)
-        if not site.verify_computed and not verified.same_check(verify, first[1]):
+        if not site.verify_computed and verified.check_of(verify) != first[1]:
             site.read_per_call("verify")  # check what each call asks for (runtime/verified.py)
         args_fn = args if callable(args) else None
         kwargs_fn = kwargs if callable(kwargs) else None

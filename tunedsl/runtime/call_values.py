@@ -34,6 +34,19 @@ MAX_DEPTH = 16
 _spaces: dict[int, tuple[Any, Hashable]] = {}  # id -> (the space, kept so no id is reused; part)
 
 
+def once(lazy: Callable[[], Any]) -> Callable[[], Any]:
+    """``lazy`` (a call's options thunk) evaluated at most once: the user's option
+    expressions run once per call however many per-call reads (key, check, zeroing) ask."""
+    values: list[Any] = []
+
+    def evaluated() -> Any:
+        if not values:
+            values.append(lazy())
+        return values[0]
+
+    return evaluated
+
+
 def joined(call_key: tuple[Any, ...], lazy: Callable[[], Any] | None, site: Any) -> tuple[Any, ...]:
     """``call_key`` with the values ``site`` reads per call from this call's thunk: its
     launch hints (``site.hints_computed``) and its space (``site.space_computed``)."""

@@ -185,9 +185,6 @@ def _searched_enough(record: store.Record, settings: Settings, size: int) -> boo
     return budget is not None and budget <= record.budget_s
 
 
-_VERIFIED = verified.PASSED  # what passed verify= in this process, with the check passed
-
-
 def fallback(
     settings: Settings, candidates: Sequence[Config], record: store.Record | None
 ) -> Config:
@@ -230,7 +227,7 @@ def lookup(
 
     def default(record: store.Record | None = None, only: bool = False) -> Decision:
         cfg = fallback(settings, candidates, record)
-        if check is not None and verified.pending(digest, settings.verify, cfg):
+        if check is not None and verified.needs_check(digest, settings.verify, cfg):
             # Launched without measuring, but a site with verify= checks what it launches.
             problem = check(cfg)
             if problem is not None:
@@ -253,7 +250,7 @@ def lookup(
             return False
         if not usable and settings.mode != "cached":
             return False
-        if check is None or not verified.pending(digest, settings.verify, record.chosen):
+        if check is None or not verified.needs_check(digest, settings.verify, record.chosen):
             return True
         problem = check(record.chosen)
         if problem is None:
@@ -316,7 +313,7 @@ def lookup(
             return by_rule, previous
     if settings.mode == "cached":
         return (empty() or default(record)), {}
-    if again and verified.pending(digest, settings.verify):
+    if again and verified.needs_check(digest, settings.verify):
         # On a site with verify=, timings this process did not verify are not reused: each
         # configuration is checked against one reference (the first one run) again.
         previous = {}

@@ -405,7 +405,7 @@ def resolve(site: SiteView, call: Call) -> Resolved:
     known = site.decided(about.digest)
     if known is not None and not space_records.made_in(known[0].record, chosen_settings):
         known = None  # another lazy space's (neither lists its configurations: both are ())
-    if known is not None and verified.unchecked(known[1], chosen_settings.verify):
+    if known is not None and verified.result_needs_check(known[1], chosen_settings.verify):
         known = None  # decided without this verify= check: checked as a record is (decide.py)
     if known is not None and known[1].space == chosen_settings.configs and known[0].config in kept:
         # Decided under another call key of this record key (keyword order, other strides of

@@ -117,8 +117,7 @@ class Site:
         self.hints_computed = self.space_computed = False  # read per call, joined to the key
         self.keys_per_call = self.reads_per_call = False  # either; any: no repeat check
         self.named = "name" in self.literal_options  # name= gave the identity (site_id)
-        # The literal settings and their environment, and the candidates whose fields the
-        # launch was seen to read: a new key resolves neither again.
+        # Literal settings with their environment, candidates whose fields the launch reads.
         self.settings_memo: tuple[tuple[Any, ...], Settings, object] | None = None
         self.fields_checked: Any = None
         self.context_memo: Any = None  # the process part of its keys' digests (miss.py)
@@ -158,7 +157,8 @@ class Site:
         lazy: Callable[[], Any] | None,
     ) -> LaunchResult:
         # A repeat of the last call's layout: no key (_remember); else a key and a lookup.
-        entry = None
+        # Options read per call: the call's thunk evaluated once (call_values.once).
+        entry, lazy = None, call_values.once(lazy) if self.reads_per_call and lazy else lazy
         try:
             fast = self._fast
             if fast is not None:
@@ -186,7 +186,7 @@ class Site:
                     call_key = call_values.joined(call_key, lazy, self)
                     entry = self._table.get(call_key)
                 if self.verify_computed:  # None where not checked under this call's verify=
-                    entry = verified.for_call(self, entry, lazy)
+                    entry = verified.hit_for_call(self, entry, verified.verify_of(lazy))
                 if entry is None:
                     try:
                         return self._miss(kernel, args, static_kwargs, bind, key, lazy, call_key)
@@ -363,7 +363,7 @@ class Site:
                     busy.acquire()
                     break  # this thread resolves the key
             if self.verify_computed and entry is not None:  # resolved meanwhile: checked?
-                if verified.for_call(self, entry, lazy) is None:
+                if verified.hit_for_call(self, entry, verified.verify_of(lazy)) is None:
                     continue  # not under this call's verify=: forgotten, resolved under it
             if entry is not None:
                 if self.reset_computed:
