@@ -16,40 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+from key_helpers import Shape, copy_keyed
 
 from tunedsl.errors import UsageError
 
 pytestmark = pytest.mark.needs_triton
-
-
-def _copy_keyed(key: object, name: str) -> Any:
-    from ported_kernels_twentyfirst import copy
-
-    from tunedsl import autotune_launch, cdiv
-
-    n = 1000
-    src, dst = torch.randn(n), torch.empty(n)
-    result = autotune_launch(
-        copy, space={"BLOCK_SIZE": [64, 128]}, grid=lambda c: (cdiv(n, c.BLOCK_SIZE),),
-        args=(dst, src, n), kwargs=lambda c: {"BLOCK_SIZE": c.BLOCK_SIZE}, key=key, name=name,
-    )  # fmt: skip
-    assert torch.equal(dst, src)
-    return result
-
-
-class Shape:  # hashable, compares by (m, n), prints only m
-    def __init__(self, m: int, n: int) -> None:
-        self.m, self.n = m, n
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Shape) and (self.m, self.n) == (other.m, other.n)
-
-    def __hash__(self) -> int:
-        return hash((self.m, self.n))
-
-    def __repr__(self) -> str:
-        return f"Shape(m={self.m})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +65,7 @@ def test_a_key_tunedsl_cannot_write_by_its_equality_is_refused_naming_where_and_
     # Shape(4, 1) and Shape(4, 4096) were written alike (by repr): a later process read one's
     # decision for the other; Sub and Tagged were written by Base's fields alone.
     with pytest.raises(UsageError) as err:
-        _copy_keyed(key, f"refused-{kind}")
+        copy_keyed(key, f"refused-{kind}")
     message = str(err.value)
     assert f"{where} is a {kind} (" in message
     assert "Fix: pass a tuple of its fields, or make it a dataclass" in message
@@ -120,10 +91,10 @@ def _cfg_of(module: str) -> Any:
     ids=["dict-keys", "nan", "two-modules", "bytes"],
 )
 def test_unequal_plain_keys_once_written_alike_decide_apart(first: object, second: object) -> None:
-    one, two = _copy_keyed(first, "apart"), _copy_keyed(second, "apart")
+    one, two = copy_keyed(first, "apart"), copy_keyed(second, "apart")
     assert (one.source, two.source) == ("tuned", "tuned")
     assert one.digest != two.digest
-    assert _copy_keyed(first, "apart").digest == one.digest  # an equal value: its own record
+    assert copy_keyed(first, "apart").digest == one.digest  # an equal value: its own record
 
 
 PLAIN_KEYS = """

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import torch
+from key_helpers import Shape, copy_keyed
 
 from tunedsl.errors import UsageError
 
@@ -147,52 +148,23 @@ class Problem:  # prints as Problem(batch=8) whatever its dtype_tag
     dtype_tag: str = dataclasses.field(repr=False, default="fp32")
 
 
-class Shape:  # hashable, compares by (m, n), prints only m
-    def __init__(self, m: int, n: int) -> None:
-        self.m, self.n = m, n
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Shape) and (self.m, self.n) == (other.m, other.n)
-
-    def __hash__(self) -> int:
-        return hash((self.m, self.n))
-
-    def __repr__(self) -> str:
-        return f"Shape(m={self.m})"
-
-
 class Tag:  # no __eq__ of its own: equal only to itself, and printed alike by every instance
     def __repr__(self) -> str:
         return "Tag()"
 
 
-def _copy_keyed(key: object, name: str) -> Any:
-    from ported_kernels_twentyfirst import copy
-
-    from tunedsl import autotune_launch, cdiv
-
-    n = 1000
-    src, dst = torch.randn(n), torch.empty(n)
-    result = autotune_launch(
-        copy, space={"BLOCK_SIZE": [64, 128]}, grid=lambda c: (cdiv(n, c.BLOCK_SIZE),),
-        args=(dst, src, n), kwargs=lambda c: {"BLOCK_SIZE": c.BLOCK_SIZE}, key=key, name=name,
-    )  # fmt: skip
-    assert torch.equal(dst, src)
-    return result
-
-
 def test_a_dataclass_key_is_written_by_its_fields_so_unequal_values_decide_apart() -> None:
     # field(repr=False) left dtype_tag out of the printed form the record key was written
     # by: fp16 shared fp32's record (digest) and reused its decision from memory.
-    first = _copy_keyed(Problem(8, "fp32"), "dataclass-key")
-    second = _copy_keyed(Problem(8, "fp16"), "dataclass-key")
+    first = copy_keyed(Problem(8, "fp32"), "dataclass-key")
+    second = copy_keyed(Problem(8, "fp16"), "dataclass-key")
     assert (first.source, second.source) == ("tuned", "tuned")
     assert first.digest != second.digest
     assert second.key["user_key"] == {
         "dataclass": f"{Problem.__module__}.Problem",
         "fields": {"batch": 8, "dtype_tag": "fp16"},
     }
-    again = _copy_keyed(Problem(8, "fp16"), "dataclass-key")
+    again = copy_keyed(Problem(8, "fp16"), "dataclass-key")
     assert again.digest == second.digest
 
 
@@ -201,11 +173,11 @@ def test_a_custom_class_key_is_refused_whatever_its_eq_as_its_printed_form_is_wr
     # table of printed forms in one process could not protect a later process's read.
     for key, where in ((Shape(4, 1), "`key=`"), (("rows", Tag()), "`key=[1]`")):
         with pytest.raises(UsageError) as err:
-            _copy_keyed(key, "custom-class-key")
+            copy_keyed(key, "custom-class-key")
         message = str(err.value)
         assert f"{where} is a {type(key if where == '`key=`' else Tag()).__name__} (" in message
         assert "Fix: pass a tuple of its fields, or make it a dataclass" in message
-    assert _copy_keyed((4, 1), "custom-class-key").source == "tuned"  # its fields: a key
+    assert copy_keyed((4, 1), "custom-class-key").source == "tuned"  # its fields: a key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,10 +195,10 @@ class Cached:
 def test_a_dataclass_key_is_checked_by_the_fields_it_compares() -> None:
     # Its fields are the record key now: a tensor field would key on the tensor's values.
     with pytest.raises(UsageError, match=r"`key=.weights` is a tensor \(shape \(3,\)\)"):
-        _copy_keyed(Holder(2, torch.ones(3)), "dataclass-tensor-key")
+        copy_keyed(Holder(2, torch.ones(3)), "dataclass-tensor-key")
     # A field == ignores is not written, so its address is no matter: equal values, one key.
-    assert _copy_keyed(Cached(2), "dataclass-memo-key").source == "tuned"
-    assert _copy_keyed(Cached(2), "dataclass-memo-key").source == "memory"
+    assert copy_keyed(Cached(2), "dataclass-memo-key").source == "tuned"
+    assert copy_keyed(Cached(2), "dataclass-memo-key").source == "memory"
 
 
 DATACLASS_KEY = """
